@@ -1,0 +1,39 @@
+"""The typed events every generation yields, in order: [ContextTrimmed], Token*, Finished."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from engine.metrics import GenerationMetrics
+
+
+@dataclass(frozen=True)
+class ContextTrimmed:
+    """The oldest turns were left out so the conversation fits the context window."""
+
+    dropped_messages: int
+    prompt_tokens: int
+    n_ctx: int
+
+
+@dataclass(frozen=True)
+class Token:
+    """One sampled token. `text` may be empty while an incomplete UTF-8 sequence or a possible
+    stop string is held back; append it, never assume it is a whole character."""
+
+    text: str
+    index: int
+    t_ns: int
+
+
+@dataclass(frozen=True)
+class Finished:
+    """Always last. `reason`: stop (end of turn), length (max tokens), stop_string, cancelled,
+    context_full."""
+
+    reason: str
+    text: str
+    metrics: GenerationMetrics
+
+
+Event = ContextTrimmed | Token | Finished

@@ -1,0 +1,145 @@
+"""Turning a conversation into prompt text: which chat template, and how it is rendered.
+
+Order of choice: the user's override; the GGUF's own `tokenizer.chat_template` (Jinja); a llama.cpp
+built-in template chosen by architecture (e.g. Gemma 3 files without a template still get the Gemma
+turn format); ChatML.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from dataclasses import dataclass
+from typing import Protocol
+
+import jinja2
+import jinja2.sandbox
+import llama_cpp
+
+from engine.errors import InvalidParameter
+
+ROLES = ("system", "user", "assistant")
+
+# Architectures whose chat format is unambiguous, mapped to llama.cpp's built-in template names.
+BUILTIN_BY_ARCH = {
+    "gemma": "gemma",
+    "gemma2": "gemma",
+    "gemma3": "gemma",
+    "gemma3n": "gemma",
+    "qwen2": "chatml",
+    "qwen2moe": "chatml",
+    "qwen3": "chatml",
+    "qwen3moe": "chatml",
+    "phi3": "phi3",
+    "command-r": "command-r",
+    "cohere2": "command-r",
+    "exaone": "exaone3",
+    "granite": "granite",
+    "llama4": "llama4",
+    "smollm3": "chatml",
+    "gpt-oss": "gpt-oss",
+}
+
+
+@dataclass(frozen=True)
+class ChatMessage:
+    role: str
+    content: str
+
+    def __post_init__(self) -> None:
+        if self.role not in ROLES:
+            raise InvalidParameter(f"message role must be one of {', '.join(ROLES)}, got {self.role!r}.")
+
+
+class ChatTemplate(Protocol):
+    name: str
+
+    def render(self, messages: list[ChatMessage]) -> str:
+        """Prompt text for `messages`, ending with the assistant's turn opening."""
+        ...
+
+
+def builtin_template_names() -> list[str]:
+    n = llama_cpp.llama_chat_builtin_templates(None, 0)
+    arr = (ctypes.c_char_p * n)()
+    llama_cpp.llama_chat_builtin_templates(arr, n)
+    return [arr[i].decode() for i in range(n)]
+
+
+class BuiltinTemplate:
+    """One of llama.cpp's own templates (`llama_chat_apply_template`)."""
+
+    def __init__(self, name: str) -> None:
+        if name not in builtin_template_names():
+            raise InvalidParameter(
+                f"unknown chat template {name!r}; built-in ones are: {', '.join(builtin_template_names())}."
+            )
+        self.name = name
+
+    def render(self, messages: list[ChatMessage]) -> str:
+        arr = (llama_cpp.llama_chat_message * len(messages))()
+        keep = []  # the C array points into these bytes objects
+        for i, m in enumerate(messages):
+            role, content = m.role.encode(), m.content.encode()
+            keep.append((role, content))
+            arr[i].role = role
+            arr[i].content = content
+        size = max(256, 2 * sum(len(r) + len(c) + 32 for r, c in keep))
+        for _ in range(2):
+            buf = ctypes.create_string_buffer(size)
+            n = llama_cpp.llama_chat_apply_template(self.name.encode(), arr, len(messages), True, buf, size)
+            if n < 0:
+                raise InvalidParameter(f"chat template {self.name!r} cannot render this conversation.")
+            if n <= size:
+                return buf.raw[:n].decode("utf-8", errors="replace")
+            size = n + 1
+        raise InvalidParameter(f"chat template {self.name!r} output did not fit its buffer.")
+
+
+def _raise_exception(message: str) -> None:
+    raise jinja2.exceptions.TemplateError(message)
+
+
+class JinjaTemplate:
+    """A Jinja chat template (from the GGUF or the user), rendered in a sandbox."""
+
+    def __init__(self, source: str, bos_token: str, eos_token: str, name: str = "gguf") -> None:
+        env = jinja2.sandbox.ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
+        env.globals["raise_exception"] = _raise_exception
+        try:
+            self._template = env.from_string(source)
+        except jinja2.TemplateSyntaxError as exc:
+            raise InvalidParameter(f"the chat template has a syntax error: {exc}") from exc
+        self._bos = bos_token
+        self._eos = eos_token
+        self.name = name
+
+    def render(self, messages: list[ChatMessage]) -> str:
+        try:
+            return self._template.render(
+                messages=[{"role": m.role, "content": m.content} for m in messages],
+                add_generation_prompt=True,
+                bos_token=self._bos,
+                eos_token=self._eos,
+            )
+        except jinja2.TemplateError as exc:
+            raise InvalidParameter(f"the chat template rejected this conversation: {exc}") from exc
+
+
+def choose_template(
+    architecture: str,
+    gguf_template: str | None,
+    bos_token: str,
+    eos_token: str,
+    override: str | None = None,
+) -> ChatTemplate:
+    """Pick the template for a model; `override` is a built-in name or a Jinja template text."""
+    if override:
+        if "{" in override:
+            return JinjaTemplate(override, bos_token, eos_token, name="custom")
+        return BuiltinTemplate(override)
+    if gguf_template:
+        return JinjaTemplate(gguf_template, bos_token, eos_token)
+    builtin = BUILTIN_BY_ARCH.get(architecture)
+    if builtin and builtin in builtin_template_names():
+        return BuiltinTemplate(builtin)
+    return BuiltinTemplate("chatml")

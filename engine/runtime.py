@@ -1,0 +1,375 @@
+"""The local runtime: owns one `llama_cpp.Llama`, loads and unloads it, and generates events.
+
+One runtime is used by one thread; only `request_stop()` may be called from another thread.
+"""
+
+from __future__ import annotations
+
+import codecs
+import ctypes
+import random
+import threading
+from collections.abc import Callable, Iterator
+import contextlib
+from contextlib import contextmanager
+
+import llama_cpp
+import llama_cpp.llama
+
+from engine.errors import (
+    ContextOverflowError,
+    GenerationError,
+    InvalidParameter,
+    LoadCancelled,
+    ModelLoadError,
+    NoModelLoaded,
+)
+from engine.events import ContextTrimmed, Event, Finished, Token
+from engine.gguf_inspect import ModelInfo, inspect_gguf
+from engine.llama_log import route_llama_log
+from engine.metrics import MetricsRecorder, RunContext
+from engine.params import LoadConfig, SamplingParams
+from engine.prompting import ChatMessage, ChatTemplate, choose_template
+from engine.stop_strings import StopStringScanner
+
+_KV_TYPES = {
+    "f16": llama_cpp.GGML_TYPE_F16,
+    "q8_0": llama_cpp.GGML_TYPE_Q8_0,
+    "q4_0": llama_cpp.GGML_TYPE_Q4_0,
+}
+_LOAD_LOCK = threading.Lock()
+_NULL_ABORT = llama_cpp.ggml_abort_callback(0)
+
+
+def system_info() -> str:
+    return llama_cpp.llama_print_system_info().decode(errors="replace").strip()
+
+
+def gpu_backend_name() -> str | None:
+    """The GPU backend this llama.cpp build was compiled with, if any."""
+    if not llama_cpp.llama_supports_gpu_offload():
+        return None
+    info = system_info().upper()
+    for name, label in (("CUDA", "CUDA"), ("METAL", "Metal"), ("VULKAN", "Vulkan"), ("HIP", "ROCm")):
+        if name in info:
+            return label
+    return "GPU"
+
+
+@contextmanager
+def _model_params_with_progress(callback: object) -> Iterator[None]:
+    """`Llama()` does not expose llama.cpp's load progress callback; hand it in through the default
+    model params it starts from. The lock keeps concurrent loads from seeing each other's callback."""
+    module = llama_cpp.llama.llama_cpp
+    original = module.llama_model_default_params
+
+    def with_progress() -> llama_cpp.llama_model_params:
+        params = original()
+        params.progress_callback = callback
+        return params
+
+    with _LOAD_LOCK:
+        module.llama_model_default_params = with_progress
+        try:
+            yield
+        finally:
+            module.llama_model_default_params = original
+
+
+def common_prefix(a: list[int], b: list[int]) -> int:
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+class LocalRuntime:
+    def __init__(self) -> None:
+        self._llm: llama_cpp.Llama | None = None
+        self._info: ModelInfo | None = None
+        self._config: LoadConfig | None = None
+        self._backend = "CPU"
+        self._abort = threading.Event()
+        # Kept alive as long as the runtime: llama.cpp holds a raw pointer to it.
+        self._abort_callback = llama_cpp.ggml_abort_callback(lambda _data: self._abort.is_set())
+        # Prompt text + generated text of the last generation, and the token ids behind them, so a
+        # follow-up whose prompt extends that text reuses exactly the tokens already in the KV cache.
+        self._history: tuple[str, list[int]] | None = None
+
+    # ----- state
+    @property
+    def loaded(self) -> bool:
+        return self._llm is not None
+
+    @property
+    def model_info(self) -> ModelInfo | None:
+        return self._info
+
+    @property
+    def config(self) -> LoadConfig | None:
+        return self._config
+
+    @property
+    def backend(self) -> str:
+        return self._backend
+
+    @property
+    def n_ctx(self) -> int:
+        return self._require().n_ctx()
+
+    def _require(self) -> llama_cpp.Llama:
+        if self._llm is None:
+            raise NoModelLoaded("No model is loaded. Pick a model first.")
+        return self._llm
+
+    # ----- load / unload
+    def load(
+        self,
+        config: LoadConfig,
+        progress: Callable[[float], None] | None = None,
+        cancel: threading.Event | None = None,
+    ) -> ModelInfo:
+        """Inspect, then load the model. Raises ModelFileError, ModelLoadError or LoadCancelled."""
+        info = inspect_gguf(config.path)
+        self.close()
+        route_llama_log()
+
+        def on_progress(fraction: float, _data: ctypes.c_void_p) -> bool:
+            if progress is not None:
+                with contextlib.suppress(Exception):  # a broken progress sink must not abort the load
+                    progress(float(fraction))
+            return not (cancel is not None and cancel.is_set())
+
+        c_progress = llama_cpp.llama_progress_callback(on_progress)
+        kv_type = _KV_TYPES[config.kv_cache_type]
+        try:
+            with _model_params_with_progress(c_progress):
+                llm = llama_cpp.Llama(
+                    model_path=str(config.path),
+                    n_ctx=config.n_ctx,
+                    n_batch=config.n_batch,
+                    n_threads=config.threads,
+                    n_threads_batch=config.threads,
+                    n_gpu_layers=config.gpu_layers,
+                    flash_attn=config.flash_attn,
+                    type_k=kv_type,
+                    type_v=kv_type,
+                    use_mmap=config.use_mmap,
+                    verbose=False,
+                )
+        except ValueError as exc:
+            if cancel is not None and cancel.is_set():
+                raise LoadCancelled(f"Loading {config.path.name} was cancelled.") from exc
+            what = str(exc)
+            if "context" in what:
+                raise ModelLoadError(
+                    f"{config.path.name} loaded, but a {config.n_ctx}-token context could not be "
+                    "created (not enough memory?). Lower the context length and try again."
+                ) from exc
+            raise ModelLoadError(
+                f"llama.cpp could not load {config.path.name}: {what}. The file may be damaged, or "
+                "this llama.cpp build may not support it; see the log for details."
+            ) from exc
+        self._llm = llm
+        self._info = info
+        self._config = config
+        gpu = gpu_backend_name()
+        self._backend = gpu if gpu and config.gpu_layers != 0 else "CPU"
+        self._history = None
+        return info
+
+    def close(self) -> None:
+        """Unload the model and free its memory now (not at garbage collection)."""
+        llm, self._llm = self._llm, None
+        self._info = None
+        self._config = None
+        self._history = None
+        if llm is not None:
+            llama_cpp.llama_set_abort_callback(llm.ctx, _NULL_ABORT, None)
+            llm.close()
+
+    # ----- generation
+    def request_stop(self) -> None:
+        """Stop the running generation (thread-safe): within one token while decoding, and promptly
+        during prompt evaluation via llama.cpp's abort callback."""
+        self._abort.set()
+
+    def tokenize(self, text: str, *, special: bool = False, add_bos: bool = False) -> list[int]:
+        return self._require().tokenize(text.encode("utf-8"), add_bos=add_bos, special=special)
+
+    def template(self, override: str | None = None) -> ChatTemplate:
+        llm = self._require()
+        assert self._info is not None
+        model = llm._model
+
+        def text_of(token_id: int) -> str:
+            return model.token_get_text(token_id) if token_id >= 0 else ""
+
+        return choose_template(
+            self._info.architecture,
+            self._info.chat_template,
+            text_of(llm.token_bos()),
+            text_of(llm.token_eos()),
+            override,
+        )
+
+    def _prompt_tokens(self, text: str, *, special: bool) -> list[int]:
+        llm = self._require()
+        if self._history is not None and text.startswith(self._history[0]):
+            prev_text, prev_tokens = self._history
+            return prev_tokens + self.tokenize(text[len(prev_text) :], special=special)
+        tokens = self.tokenize(text, special=special)
+        bos = llm.token_bos()
+        if llm._model.add_bos_token() and bos >= 0 and (not tokens or tokens[0] != bos):
+            tokens.insert(0, bos)
+        return tokens
+
+    def chat(
+        self,
+        messages: list[ChatMessage],
+        params: SamplingParams,
+        template_override: str | None = None,
+    ) -> Iterator[Event]:
+        """Generate the assistant's reply to `messages` (the last one must be the user's)."""
+        llm = self._require()
+        recorder = MetricsRecorder(self._run_context())
+        if not messages or messages[-1].role != "user":
+            raise InvalidParameter("a chat request must end with a user message.")
+        template = self.template(template_override)
+        reserve = min(params.max_tokens, max(1, llm.n_ctx() // 4))
+        kept = list(messages)
+        dropped = 0
+        while True:
+            text = template.render(kept)
+            tokens = self._prompt_tokens(text, special=True)
+            if len(tokens) + reserve <= llm.n_ctx():
+                break
+            first = next(i for i, m in enumerate(kept) if m.role != "system")
+            if first == len(kept) - 1:
+                raise ContextOverflowError(
+                    f"The message needs {len(tokens):,} tokens (with the system prompt), but the "
+                    f"context holds {llm.n_ctx():,} and {reserve:,} are kept for the answer. "
+                    "Shorten the message or load the model with a longer context."
+                )
+            del kept[first]
+            dropped += 1
+            # Never start the kept history with an orphaned assistant reply.
+            while kept[first].role == "assistant":
+                del kept[first]
+                dropped += 1
+        recorder.dropped_messages = dropped
+        if dropped:
+            yield ContextTrimmed(dropped, len(tokens), llm.n_ctx())
+        yield from self._stream(text, tokens, params, recorder)
+
+    def complete(self, prompt: str, params: SamplingParams) -> Iterator[Event]:
+        """Continue raw text (notebook mode, for base models)."""
+        llm = self._require()
+        recorder = MetricsRecorder(self._run_context())
+        tokens = self._prompt_tokens(prompt, special=False)
+        if len(tokens) >= llm.n_ctx():
+            raise ContextOverflowError(
+                f"The prompt is {len(tokens):,} tokens but the context holds {llm.n_ctx():,}. "
+                "Shorten it or load the model with a longer context."
+            )
+        yield from self._stream(prompt, tokens, params, recorder)
+
+    def _run_context(self) -> RunContext:
+        llm = self._require()
+        assert self._info is not None and self._config is not None
+        return RunContext(
+            model=self._info.name,
+            quantization=self._info.quantization,
+            backend=self._backend,
+            threads=self._config.threads,
+            gpu_layers=self._config.gpu_layers,
+            n_ctx=llm.n_ctx(),
+        )
+
+    def _piece(self, token: int) -> bytes:
+        buf = ctypes.create_string_buffer(64)
+        n = llama_cpp.llama_token_to_piece(self._vocab, token, buf, 64, 0, False)
+        if n < 0:
+            buf = ctypes.create_string_buffer(-n)
+            n = llama_cpp.llama_token_to_piece(self._vocab, token, buf, -n, 0, False)
+        return buf.raw[:n]
+
+    def _stream(
+        self, prompt_text: str, tokens: list[int], params: SamplingParams, rec: MetricsRecorder
+    ) -> Iterator[Event]:
+        llm = self._require()
+        ctx = llm.ctx
+        self._vocab = llama_cpp.llama_model_get_vocab(llm.model)
+        n_ctx = llm.n_ctx()
+        evaluated = [int(t) for t in llm.input_ids[: llm.n_tokens]]
+        reused = common_prefix(evaluated, tokens)
+        if reused == len(tokens):  # llama.cpp must evaluate at least one token to get logits
+            reused -= 1
+        self._history = None  # invalid until this generation completes cleanly
+        self._abort.clear()
+        llm.set_seed(params.seed if params.seed is not None else random.randrange(2**31))
+        llama_cpp.llama_perf_context_reset(ctx)
+        # The abort callback runs between graph nodes; it is only worth its cost during prefill.
+        llama_cpp.llama_set_abort_callback(ctx, self._abort_callback, None)
+        rec.prefill_started(len(tokens), reused)
+        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        stops = StopStringScanner(params.stop)
+        generated: list[int] = []
+        raw_text: list[str] = []
+        shown: list[str] = []
+        reason = "length"
+        gen = llm.generate(
+            tokens,
+            temp=params.temperature,
+            top_k=params.top_k,
+            top_p=params.top_p,
+            min_p=params.min_p,
+            repeat_penalty=params.repeat_penalty,
+        )
+        try:
+            for token in gen:
+                t_ns = rec.token()
+                if not generated:
+                    llama_cpp.llama_set_abort_callback(ctx, _NULL_ABORT, None)
+                if llama_cpp.llama_vocab_is_eog(self._vocab, token):
+                    reason = "stop"
+                    break
+                generated.append(token)
+                piece = decoder.decode(self._piece(token))
+                raw_text.append(piece)
+                visible, hit = stops.feed(piece)
+                shown.append(visible)
+                yield Token(visible, len(generated) - 1, t_ns)
+                if hit:
+                    reason = "stop_string"
+                    break
+                if self._abort.is_set():
+                    reason = "cancelled"
+                    break
+                if len(generated) >= params.max_tokens:
+                    reason = "length"
+                    break
+                if len(tokens) + len(generated) >= n_ctx:
+                    reason = "context_full"
+                    break
+        except RuntimeError as exc:
+            if not self._abort.is_set():
+                raise GenerationError(f"llama.cpp failed while generating: {exc}") from exc
+            reason = "cancelled"
+        finally:
+            gen.close()
+            llama_cpp.llama_set_abort_callback(ctx, _NULL_ABORT, None)
+        tail = decoder.decode(b"", final=True)
+        raw_text.append(tail)
+        if reason != "stop_string":
+            tail = stops.flush(tail)
+            if tail:
+                shown.append(tail)
+                yield Token(tail, max(0, len(generated) - 1), rec.token_times_ns[-1] if generated else 0)
+        perf = llama_cpp.llama_perf_context(ctx)
+        metrics = rec.finish(reason, (perf.t_p_eval_ms, perf.n_p_eval, perf.t_eval_ms, perf.n_eval))
+        if reason != "stop_string":
+            self._history = (prompt_text + "".join(raw_text), tokens + generated)
+        yield Finished(reason, "".join(shown), metrics)

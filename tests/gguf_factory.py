@@ -1,0 +1,113 @@
+"""Tiny GGUF models generated at test time with the `gguf` package (random weights).
+
+The vocabulary is a byte-fallback SentencePiece-style one: control tokens, all 256 `<0xXX>` byte
+tokens, and a few multi-byte UTF-8 pieces so streaming must cope with characters split over tokens.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import gguf
+import numpy as np
+
+CHATML_TEMPLATE = (
+    "{% for message in messages %}"
+    "{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n' }}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
+)
+
+_PIECES = [
+    "▁the", "▁a", "▁and", "▁is", "▁to", "▁of", "▁in", "▁it", "▁you", "▁hello", "▁world",
+    "er", "in", "on", "an", "ing", "ed", "s", ".", ",", "!", "?", "▁", "\n",
+    "é", "ü", "ß", "日本", "語", "▁Ember", "▁😀", "🔥", "▁café", "▁naïve",
+]  # fmt: skip
+
+
+@dataclass(frozen=True)
+class TinySpec:
+    arch: str = "llama"
+    dim: int = 64
+    layers: int = 2
+    heads: int = 4
+    kv_heads: int = 2
+    ff: int = 128
+    context: int = 2048
+    seed: int = 0
+    chat_template: str | None = CHATML_TEMPLATE
+    name: str = "Tiny Test"
+    file_type: int | None = None
+
+
+def vocabulary() -> tuple[list[str], list[float], list[int]]:
+    tt = gguf.TokenType
+    tokens = ["<unk>", "<s>", "</s>", "<|im_start|>", "<|im_end|>"]
+    types = [tt.UNKNOWN, tt.CONTROL, tt.CONTROL, tt.CONTROL, tt.CONTROL]
+    for b in range(256):
+        tokens.append(f"<0x{b:02X}>")
+        types.append(tt.BYTE)
+    for piece in _PIECES:
+        tokens.append(piece)
+        types.append(tt.NORMAL)
+    scores = [0.0] * 261 + [-float(i) for i in range(len(_PIECES))]
+    return tokens, scores, [int(t) for t in types]
+
+
+IM_END_ID = 4
+EOS_ID = 2
+
+
+def write_tiny_model(path: Path, spec: TinySpec = TinySpec()) -> Path:
+    """Write a random-weight llama-architecture GGUF that llama.cpp loads and runs."""
+    rng = np.random.default_rng(spec.seed)
+    tokens, scores, types = vocabulary()
+    n_vocab = len(tokens)
+    w = gguf.GGUFWriter(str(path), spec.arch)
+    w.add_name(spec.name)
+    w.add_context_length(spec.context)
+    w.add_embedding_length(spec.dim)
+    w.add_block_count(spec.layers)
+    w.add_feed_forward_length(spec.ff)
+    w.add_head_count(spec.heads)
+    w.add_head_count_kv(spec.kv_heads)
+    w.add_layer_norm_rms_eps(1e-5)
+    w.add_rope_dimension_count(spec.dim // spec.heads)
+    if spec.file_type is not None:
+        w.add_file_type(spec.file_type)
+    w.add_tokenizer_model("llama")
+    w.add_token_list(tokens)
+    w.add_token_scores(scores)
+    w.add_token_types(types)
+    w.add_bos_token_id(1)
+    w.add_eos_token_id(EOS_ID)
+    w.add_unk_token_id(0)
+    w.add_add_bos_token(True)
+    w.add_add_eos_token(False)
+    if spec.chat_template:
+        w.add_chat_template(spec.chat_template)
+
+    def t(name: str, *shape: int, scale: float = 0.5) -> None:
+        w.add_tensor(name, (rng.standard_normal(shape) * scale).astype(np.float32))
+
+    head_dim = spec.dim // spec.heads
+    t("token_embd.weight", n_vocab, spec.dim)
+    w.add_tensor("output_norm.weight", np.ones(spec.dim, dtype=np.float32))
+    t("output.weight", n_vocab, spec.dim)
+    for i in range(spec.layers):
+        p = f"blk.{i}."
+        w.add_tensor(p + "attn_norm.weight", np.ones(spec.dim, dtype=np.float32))
+        t(p + "attn_q.weight", spec.dim, spec.dim, scale=0.1)
+        t(p + "attn_k.weight", spec.kv_heads * head_dim, spec.dim, scale=0.1)
+        t(p + "attn_v.weight", spec.kv_heads * head_dim, spec.dim, scale=0.1)
+        t(p + "attn_output.weight", spec.dim, spec.dim, scale=0.1)
+        w.add_tensor(p + "ffn_norm.weight", np.ones(spec.dim, dtype=np.float32))
+        t(p + "ffn_gate.weight", spec.ff, spec.dim, scale=0.1)
+        t(p + "ffn_up.weight", spec.ff, spec.dim, scale=0.1)
+        t(p + "ffn_down.weight", spec.dim, spec.ff, scale=0.1)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path
