@@ -6,11 +6,11 @@ One runtime is used by one thread; only `request_stop()` may be called from anot
 from __future__ import annotations
 
 import codecs
+import contextlib
 import ctypes
 import random
 import threading
 from collections.abc import Callable, Iterator
-import contextlib
 from contextlib import contextmanager
 
 import llama_cpp

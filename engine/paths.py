@@ -1,0 +1,39 @@
+"""Where Ember keeps its files: platformdirs locations, overridable for tests and portable installs.
+
+`EMBER_DATA_DIR` and `EMBER_CONFIG_DIR` override the platform defaults; the models folder is a
+setting (default: `<data dir>/models`).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import platformdirs
+
+APP_NAME = "Ember"
+
+
+@dataclass(frozen=True)
+class AppPaths:
+    data_dir: Path
+    config_dir: Path
+
+    @classmethod
+    def default(cls) -> AppPaths:
+        data = os.environ.get("EMBER_DATA_DIR") or platformdirs.user_data_dir(APP_NAME, appauthor=False)
+        config = os.environ.get("EMBER_CONFIG_DIR") or platformdirs.user_config_dir(APP_NAME, appauthor=False)
+        return cls(Path(data), Path(config))
+
+    @property
+    def default_models_dir(self) -> Path:
+        return self.data_dir / "models"
+
+    @property
+    def database(self) -> Path:
+        return self.data_dir / "chats.sqlite3"
+
+    @property
+    def settings_file(self) -> Path:
+        return self.config_dir / "settings.json"

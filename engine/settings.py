@@ -1,0 +1,111 @@
+"""Typed settings with defaults, ranges and descriptions, saved atomically as JSON.
+
+Unknown keys in the file are kept out; a value out of range or of the wrong type falls back to its
+default (a hand-edited file never stops Ember from starting). Secrets never live here: they go to the
+OS keychain.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import tempfile
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+from engine.errors import InvalidParameter
+from engine.params import default_threads
+
+log = logging.getLogger(__name__)
+
+
+def _setting(default: Any, description: str, low: float | None = None, high: float | None = None) -> Any:
+    meta = {"description": description, "min": low, "max": high}
+    if isinstance(default, list | dict):
+        return field(default_factory=lambda: type(default)(default), metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+@dataclass(frozen=True)
+class Settings:
+    models_dir: str = _setting("", "Folder for downloaded and imported models (empty: the default).")
+    last_model: str = _setting("", "The model loaded at the end of the last session.")
+    context_length: int = _setting(4096, "Context window in tokens for newly loaded models.", 256, 1_048_576)
+    threads: int = _setting(default_threads(), "CPU threads for inference.", 1, 1024)
+    gpu_layers: int = _setting(0, "Layers offloaded to the GPU (-1: all).", -1, 100_000)
+    flash_attention: bool = _setting(False, "Use flash attention.")
+    temperature: float = _setting(0.7, "Default sampling temperature (0: greedy).", 0.0, 5.0)
+    top_k: int = _setting(40, "Default top-k.", 0, 1_000_000)
+    top_p: float = _setting(0.95, "Default top-p.", 0.0, 1.0)
+    min_p: float = _setting(0.05, "Default min-p.", 0.0, 1.0)
+    repeat_penalty: float = _setting(1.0, "Default repeat penalty (1: off).", 0.5, 3.0)
+    max_tokens: int = _setting(1024, "Default maximum answer length in tokens.", 1, 1_000_000)
+    system_prompt: str = _setting("", "Default system prompt for new chats.")
+    theme: str = _setting("system", "light, dark or system.")
+    hf_endpoint: str = _setting("https://huggingface.co", "Hugging Face Hub endpoint (mirrors).")
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            expected = type(f.default)
+            if expected is float and isinstance(value, int) and not isinstance(value, bool):
+                object.__setattr__(self, f.name, float(value))
+                value = float(value)
+            if type(value) is not expected:
+                raise InvalidParameter(f"setting {f.name} must be {expected.__name__}, got {value!r}.")
+            low, high = f.metadata.get("min"), f.metadata.get("max")
+            if (low is not None and value < low) or (high is not None and value > high):
+                raise InvalidParameter(f"setting {f.name} must be between {low} and {high}, got {value}.")
+        if self.theme not in ("light", "dark", "system"):
+            raise InvalidParameter(f"setting theme must be light, dark or system, got {self.theme!r}.")
+
+    @staticmethod
+    def describe() -> dict[str, dict[str, Any]]:
+        return {
+            f.name: {"default": f.default, **{k: v for k, v in f.metadata.items() if v is not None}}
+            for f in fields(Settings)
+        }
+
+    def with_changes(self, **changes: Any) -> Settings:
+        return replace(self, **changes)
+
+
+class SettingsFile:
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+
+    def load(self) -> Settings:
+        try:
+            raw = json.loads(self.path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return Settings()
+        except (OSError, ValueError) as exc:
+            log.warning("settings file %s unreadable (%s); using defaults", self.path, exc)
+            return Settings()
+        if not isinstance(raw, dict):
+            return Settings()
+        settings = Settings()
+        for f in fields(Settings):
+            if f.name in raw:
+                try:
+                    settings = settings.with_changes(**{f.name: raw[f.name]})
+                except InvalidParameter as exc:
+                    log.warning("ignoring setting from %s: %s", self.path, exc)
+        return settings
+
+    def save(self, settings: Settings) -> None:
+        """Write to a temporary file in the same folder, fsync, then rename over the old file."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        data = {f.name: getattr(settings, f.name) for f in fields(settings)}
+        fd, tmp = tempfile.mkstemp(prefix=".settings-", suffix=".tmp", dir=self.path.parent)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                json.dump(data, fh, indent=2, sort_keys=True)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, self.path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise

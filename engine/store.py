@@ -1,0 +1,389 @@
+"""The chat store: conversations, messages (with branches and metrics) and full-text search, in SQLite.
+
+WAL mode, a schema version in `PRAGMA user_version` with forward migrations, FTS5 kept in sync by
+triggers. A streaming answer is written as it grows (`StreamingMessage`), so a killed process loses
+at most about a second of it; such a message stays marked incomplete.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from engine.errors import EmberError
+
+_MIGRATIONS: list[str] = [
+    # 1: the initial schema
+    """
+    CREATE TABLE conversations (
+        id INTEGER PRIMARY KEY,
+        title TEXT NOT NULL,
+        model TEXT,
+        system_prompt TEXT NOT NULL DEFAULT '',
+        params TEXT NOT NULL DEFAULT '{}',
+        created_at REAL NOT NULL,
+        updated_at REAL NOT NULL
+    );
+    CREATE TABLE messages (
+        id INTEGER PRIMARY KEY,
+        conversation_id INTEGER NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+        parent_id INTEGER REFERENCES messages(id) ON DELETE CASCADE,
+        role TEXT NOT NULL CHECK (role IN ('system', 'user', 'assistant')),
+        content TEXT NOT NULL DEFAULT '',
+        metrics TEXT,
+        complete INTEGER NOT NULL DEFAULT 1,
+        created_at REAL NOT NULL
+    );
+    CREATE INDEX messages_by_conversation ON messages(conversation_id, id);
+    CREATE INDEX messages_by_parent ON messages(parent_id);
+    CREATE VIRTUAL TABLE messages_fts USING fts5(content, content='messages', content_rowid='id');
+    CREATE TRIGGER messages_ai AFTER INSERT ON messages BEGIN
+        INSERT INTO messages_fts(rowid, content) VALUES (new.id, new.content);
+    END;
+    CREATE TRIGGER messages_ad AFTER DELETE ON messages BEGIN
+        INSERT INTO messages_fts(messages_fts, rowid, content) VALUES ('delete', old.id, old.content);
+    END;
+    CREATE TRIGGER messages_au AFTER UPDATE OF content ON messages BEGIN
+        INSERT INTO messages_fts(messages_fts, rowid, content) VALUES ('delete', old.id, old.content);
+        INSERT INTO messages_fts(rowid, content) VALUES (new.id, new.content);
+    END;
+    """,
+    # 2: remember which branch of a conversation is shown
+    "ALTER TABLE conversations ADD COLUMN active_leaf INTEGER;",
+]
+SCHEMA_VERSION = len(_MIGRATIONS)
+
+
+class StoreError(EmberError):
+    """The chat database cannot be opened or is from a newer Ember."""
+
+
+@dataclass(frozen=True)
+class Conversation:
+    id: int
+    title: str
+    model: str | None
+    system_prompt: str
+    params: dict[str, Any]
+    created_at: float
+    updated_at: float
+    active_leaf: int | None
+
+
+@dataclass(frozen=True)
+class Message:
+    id: int
+    conversation_id: int
+    parent_id: int | None
+    role: str
+    content: str
+    metrics: dict[str, Any] | None
+    complete: bool
+    created_at: float
+
+
+@dataclass(frozen=True)
+class SearchHit:
+    conversation_id: int
+    conversation_title: str
+    message_id: int
+    snippet: str
+
+
+class ConversationStore:
+    """One connection, serialised by a lock; safe to share between the GUI and engine threads."""
+
+    def __init__(self, path: Path, clock: Callable[[], float] = time.time) -> None:
+        self.path = Path(path)
+        self._clock = clock
+        self._lock = threading.RLock()
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+            self._db.row_factory = sqlite3.Row
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.execute("PRAGMA foreign_keys=ON")
+            self._migrate()
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"The chat database {self.path} cannot be opened: {exc}.") from exc
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    def _migrate(self) -> None:
+        version = self._db.execute("PRAGMA user_version").fetchone()[0]
+        if version > SCHEMA_VERSION:
+            raise StoreError(
+                f"The chat database {self.path} was written by a newer Ember (schema {version}); "
+                "update Ember to open it."
+            )
+        for number in range(version, SCHEMA_VERSION):
+            try:
+                self._db.executescript(
+                    f"BEGIN; {_MIGRATIONS[number]} PRAGMA user_version={number + 1}; COMMIT;"
+                )
+            except sqlite3.DatabaseError:
+                if self._db.in_transaction:
+                    self._db.execute("ROLLBACK")
+                raise
+
+    def _tx(self) -> _Transaction:
+        return _Transaction(self._db, self._lock)
+
+    @property
+    def schema_version(self) -> int:
+        with self._lock:
+            return self._db.execute("PRAGMA user_version").fetchone()[0]
+
+    # ----- conversations
+    def create_conversation(
+        self,
+        title: str = "New chat",
+        model: str | None = None,
+        system_prompt: str = "",
+        params: dict[str, Any] | None = None,
+    ) -> Conversation:
+        now = self._clock()
+        with self._lock:
+            cur = self._db.execute(
+                "INSERT INTO conversations (title, model, system_prompt, params, created_at, updated_at)"
+                " VALUES (?, ?, ?, ?, ?, ?)",
+                (title, model, system_prompt, json.dumps(params or {}), now, now),
+            )
+            return self.conversation(int(cur.lastrowid or 0))
+
+    def conversation(self, conversation_id: int) -> Conversation:
+        with self._lock:
+            row = self._db.execute("SELECT * FROM conversations WHERE id = ?", (conversation_id,)).fetchone()
+        if row is None:
+            raise KeyError(conversation_id)
+        return _conversation(row)
+
+    def conversations(self) -> list[Conversation]:
+        """Newest activity first."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT * FROM conversations ORDER BY updated_at DESC, id DESC"
+            ).fetchall()
+        return [_conversation(r) for r in rows]
+
+    def update_conversation(self, conversation_id: int, **changes: Any) -> Conversation:
+        allowed = {"title", "model", "system_prompt", "params", "active_leaf"}
+        if not changes.keys() <= allowed:
+            raise ValueError(f"cannot update {sorted(set(changes) - allowed)}")
+        if "params" in changes:
+            changes["params"] = json.dumps(changes["params"])
+        cols = ", ".join(f"{k} = ?" for k in changes)
+        with self._lock:
+            self._db.execute(
+                f"UPDATE conversations SET {cols}, updated_at = ? WHERE id = ?",
+                (*changes.values(), self._clock(), conversation_id),
+            )
+        return self.conversation(conversation_id)
+
+    def delete_conversation(self, conversation_id: int) -> None:
+        with self._tx():
+            self._db.execute("DELETE FROM messages WHERE conversation_id = ?", (conversation_id,))
+            self._db.execute("DELETE FROM conversations WHERE id = ?", (conversation_id,))
+
+    # ----- messages
+    def add_message(
+        self,
+        conversation_id: int,
+        role: str,
+        content: str,
+        parent_id: int | None = None,
+        metrics: dict[str, Any] | None = None,
+        complete: bool = True,
+    ) -> Message:
+        now = self._clock()
+        with self._tx():
+            cur = self._db.execute(
+                "INSERT INTO messages (conversation_id, parent_id, role, content, metrics, complete,"
+                " created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (
+                    conversation_id,
+                    parent_id,
+                    role,
+                    content,
+                    json.dumps(metrics) if metrics is not None else None,
+                    int(complete),
+                    now,
+                ),
+            )
+            mid = int(cur.lastrowid or 0)
+            self._db.execute(
+                "UPDATE conversations SET updated_at = ?, active_leaf = ? WHERE id = ?",
+                (now, mid, conversation_id),
+            )
+        return self.message(mid)
+
+    def update_message(
+        self,
+        message_id: int,
+        content: str,
+        metrics: dict[str, Any] | None = None,
+        complete: bool | None = None,
+    ) -> None:
+        with self._lock:
+            self._db.execute(
+                "UPDATE messages SET content = ?, metrics = COALESCE(?, metrics),"
+                " complete = COALESCE(?, complete) WHERE id = ?",
+                (
+                    content,
+                    json.dumps(metrics) if metrics is not None else None,
+                    None if complete is None else int(complete),
+                    message_id,
+                ),
+            )
+
+    def message(self, message_id: int) -> Message:
+        with self._lock:
+            row = self._db.execute("SELECT * FROM messages WHERE id = ?", (message_id,)).fetchone()
+        if row is None:
+            raise KeyError(message_id)
+        return _message(row)
+
+    def messages(self, conversation_id: int) -> list[Message]:
+        """Every message of a conversation, all branches, oldest first."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT * FROM messages WHERE conversation_id = ? ORDER BY id", (conversation_id,)
+            ).fetchall()
+        return [_message(r) for r in rows]
+
+    def thread(self, conversation_id: int, leaf_id: int | None = None) -> list[Message]:
+        """The branch ending at `leaf_id` (default: the conversation's active leaf), root first."""
+        by_id = {m.id: m for m in self.messages(conversation_id)}
+        if leaf_id is None:
+            leaf_id = self.conversation(conversation_id).active_leaf
+        out: list[Message] = []
+        node = by_id.get(leaf_id) if leaf_id is not None else None
+        while node is not None:
+            out.append(node)
+            node = by_id.get(node.parent_id) if node.parent_id is not None else None
+        return out[::-1]
+
+    def siblings(self, message_id: int) -> list[Message]:
+        """The alternatives for a message (same parent and role), oldest first, itself included."""
+        m = self.message(message_id)
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT * FROM messages WHERE conversation_id = ? AND parent_id IS ? AND role = ?"
+                " ORDER BY id",
+                (m.conversation_id, m.parent_id, m.role),
+            ).fetchall()
+        return [_message(r) for r in rows]
+
+    # ----- search
+    def search(self, query: str, limit: int = 50) -> list[SearchHit]:
+        """Full-text search across every chat; each word must match (prefixes allowed)."""
+        words = [w.replace('"', '""') for w in query.split()]
+        if not words:
+            return []
+        fts_query = " ".join(f'"{w}"*' for w in words)
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT m.conversation_id, c.title, m.id,"
+                " snippet(messages_fts, 0, '[', ']', '…', 12) AS snip"
+                " FROM messages_fts JOIN messages m ON m.id = messages_fts.rowid"
+                " JOIN conversations c ON c.id = m.conversation_id"
+                " WHERE messages_fts MATCH ? ORDER BY rank LIMIT ?",
+                (fts_query, limit),
+            ).fetchall()
+        return [SearchHit(r[0], r[1], r[2], r[3]) for r in rows]
+
+
+class _Transaction:
+    def __init__(self, db: sqlite3.Connection, lock: threading.RLock) -> None:
+        self._db = db
+        self._lock = lock
+
+    def __enter__(self) -> None:
+        self._lock.acquire()
+        if not self._db.in_transaction:
+            self._db.execute("BEGIN")
+
+    def __exit__(self, exc_type: object, *_: object) -> None:
+        try:
+            if self._db.in_transaction:
+                self._db.execute("ROLLBACK" if exc_type else "COMMIT")
+        finally:
+            self._lock.release()
+
+
+class StreamingMessage:
+    """An assistant message saved while it streams: appended text is written at most once per
+    `interval_s` (and at `finish`), so a crash loses at most that much."""
+
+    def __init__(
+        self,
+        store: ConversationStore,
+        conversation_id: int,
+        parent_id: int | None,
+        interval_s: float = 1.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._store = store
+        self._clock = clock
+        self._interval = interval_s
+        self._parts: list[str] = []
+        self._dirty = False
+        self.message = store.add_message(conversation_id, "assistant", "", parent_id, complete=False)
+        self._last_write = clock()
+
+    @property
+    def text(self) -> str:
+        return "".join(self._parts)
+
+    def append(self, delta: str) -> None:
+        if not delta:
+            return
+        self._parts.append(delta)
+        self._dirty = True
+        if self._clock() - self._last_write >= self._interval:
+            self.flush()
+
+    def flush(self) -> None:
+        if self._dirty:
+            self._store.update_message(self.message.id, self.text)
+            self._dirty = False
+        self._last_write = self._clock()
+
+    def finish(self, metrics: dict[str, Any] | None) -> Message:
+        self._store.update_message(self.message.id, self.text, metrics=metrics, complete=True)
+        return self._store.message(self.message.id)
+
+
+def _conversation(row: sqlite3.Row) -> Conversation:
+    return Conversation(
+        id=row["id"],
+        title=row["title"],
+        model=row["model"],
+        system_prompt=row["system_prompt"],
+        params=json.loads(row["params"] or "{}"),
+        created_at=row["created_at"],
+        updated_at=row["updated_at"],
+        active_leaf=row["active_leaf"],
+    )
+
+
+def _message(row: sqlite3.Row) -> Message:
+    return Message(
+        id=row["id"],
+        conversation_id=row["conversation_id"],
+        parent_id=row["parent_id"],
+        role=row["role"],
+        content=row["content"],
+        metrics=json.loads(row["metrics"]) if row["metrics"] else None,
+        complete=bool(row["complete"]),
+        created_at=row["created_at"],
+    )

@@ -1,0 +1,54 @@
+"""Shared fixtures. Environment isolation happens before anything imports huggingface_hub or Qt."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+_SANDBOX = Path(tempfile.mkdtemp(prefix="ember-tests-"))
+os.environ.update(
+    {
+        "HF_HUB_DISABLE_TELEMETRY": "1",
+        "HF_HUB_DISABLE_XET": "1",
+        "HF_HUB_DISABLE_IMPLICIT_TOKEN": "1",
+        "HF_HOME": str(_SANDBOX / "hf-home"),
+        "EMBER_DATA_DIR": str(_SANDBOX / "data"),
+        "EMBER_CONFIG_DIR": str(_SANDBOX / "config"),
+        "QT_QPA_PLATFORM": "offscreen",
+    }
+)
+
+import pytest  # noqa: E402
+
+from tests.gguf_factory import TinySpec, write_tiny_model  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A 2-layer dim-64 llama model with a ChatML template (~0.5 MB)."""
+    return write_tiny_model(tmp_path_factory.mktemp("models") / "tiny-chatml.gguf")
+
+
+@pytest.fixture(scope="session")
+def tiny_model_no_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    spec = TinySpec(chat_template=None, name="Tiny Base", seed=1)
+    return write_tiny_model(tmp_path_factory.mktemp("models") / "tiny-base.gguf", spec)
+
+
+@pytest.fixture(scope="session")
+def starter_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The real Gemma 3 270M Q4_K_M starter model, assembled once per test session."""
+    from engine.starter import starter_model_path
+
+    return starter_model_path(tmp_path_factory.mktemp("starter"))
+
+
+@pytest.fixture
+def runtime() -> Iterator[object]:
+    from engine.runtime import LocalRuntime
+
+    rt = LocalRuntime()
+    yield rt
+    rt.close()
