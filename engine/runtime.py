@@ -190,6 +190,11 @@ class LocalRuntime:
             llama_cpp.llama_set_abort_callback(llm.ctx, _NULL_ABORT, None)
             llm.close()
 
+    def reset_cache(self) -> None:
+        """Forget the KV cache, so the next prompt is evaluated from scratch (benchmarks, tests)."""
+        self._require().reset()
+        self._history = None
+
     # ----- generation
     def request_stop(self) -> None:
         """Stop the running generation (thread-safe): within one token while decoding, and promptly

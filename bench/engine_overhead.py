@@ -1,0 +1,139 @@
+"""Ember's runtime vs a bare llama-cpp-python token loop: same model, threads, prompt, greedy.
+
+Runs both in one process, alternating, with the KV cache cleared before every run, and prints JSON:
+decode_ratio = Ember decode tok/s / bare decode tok/s (budget >= 0.97) and ttft_overhead_ms = Ember
+TTFT - bare TTFT (budget <= 10 ms), medians over the runs.
+
+    python bench/engine_overhead.py --model starter --tokens 128 --json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import llama_cpp
+
+from engine.cli import resolve_model
+from engine.events import Finished
+from engine.params import LoadConfig, SamplingParams, default_threads
+from engine.paths import AppPaths
+from engine.runtime import LocalRuntime
+
+PROMPT = "Once upon a time, in a small village by the sea, there lived an old fisherman who"
+
+
+def bare_run(llm: llama_cpp.Llama, prompt: list[int], n: int) -> dict[str, float]:
+    """The minimum: llama_decode a batch, greedy-sample, decode one token, repeat."""
+    ctx = llm.ctx
+    vocab = llama_cpp.llama_model_get_vocab(llm.model)
+    llama_cpp.llama_memory_clear(llama_cpp.llama_get_memory(ctx), True)
+    sampler = llama_cpp.llama_sampler_init_greedy()
+    times: list[int] = []
+    try:
+        t0 = time.perf_counter_ns()
+        arr = (llama_cpp.llama_token * len(prompt))(*prompt)
+        if llama_cpp.llama_decode(ctx, llama_cpp.llama_batch_get_one(arr, len(prompt))) != 0:
+            raise RuntimeError("decode failed")
+        one = (llama_cpp.llama_token * 1)()
+        for _ in range(n):
+            tok = llama_cpp.llama_sampler_sample(sampler, ctx, -1)
+            times.append(time.perf_counter_ns())
+            if llama_cpp.llama_vocab_is_eog(vocab, tok) or len(times) == n:
+                break
+            one[0] = tok
+            if llama_cpp.llama_decode(ctx, llama_cpp.llama_batch_get_one(one, 1)) != 0:
+                raise RuntimeError("decode failed")
+    finally:
+        llama_cpp.llama_sampler_free(sampler)
+    return {
+        "ttft_ms": (times[0] - t0) / 1e6,
+        "decode_tps": (len(times) - 1) / ((times[-1] - times[0]) / 1e9),
+        "tokens": len(times),
+    }
+
+
+def ember_run(rt: LocalRuntime, n: int) -> dict[str, float]:
+    rt.reset_cache()
+    fin = None
+    for ev in rt.complete(PROMPT, SamplingParams(temperature=0.0, max_tokens=n)):
+        if isinstance(ev, Finished):
+            fin = ev
+    assert fin is not None
+    m = fin.metrics
+    return {
+        "ttft_ms": m.ttft_s * 1e3,
+        "decode_tps": m.decode_tokens_per_s,
+        "tokens": m.output_tokens,
+        "llama_prefill_ms": m.llama_prefill_ms,
+    }
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--model", default="starter")
+    ap.add_argument("--tokens", type=int, default=128)
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--threads", type=int, default=default_threads())
+    ap.add_argument("--ctx", type=int, default=2048)
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+
+    path = resolve_model(args.model, AppPaths.default())
+    config = LoadConfig(path, n_ctx=args.ctx, threads=args.threads)
+    rt = LocalRuntime()
+    rt.load(config)
+    bare = llama_cpp.Llama(
+        str(path), n_ctx=args.ctx, n_threads=args.threads, n_threads_batch=args.threads, verbose=False
+    )
+    prompt_tokens = rt.tokenize(PROMPT, add_bos=True)
+    bare_runs, ember_runs = [], []
+    try:
+        bare_run(bare, prompt_tokens, 8)  # warm-up both (page in weights, build graphs)
+        ember_run(rt, 8)
+        for _ in range(args.runs):
+            bare_runs.append(bare_run(bare, prompt_tokens, args.tokens))
+            ember_runs.append(ember_run(rt, args.tokens))
+    finally:
+        bare.close()
+        rt.close()
+
+    def med(runs: list[dict[str, float]], key: str) -> float:
+        return statistics.median(r[key] for r in runs)
+
+    result = {
+        "decode_ratio": round(med(ember_runs, "decode_tps") / med(bare_runs, "decode_tps"), 4),
+        "ttft_overhead_ms": round(med(ember_runs, "ttft_ms") - med(bare_runs, "ttft_ms"), 3),
+        "ember_decode_tokens_per_s": round(med(ember_runs, "decode_tps"), 2),
+        "bare_decode_tokens_per_s": round(med(bare_runs, "decode_tps"), 2),
+        "ember_ttft_ms": round(med(ember_runs, "ttft_ms"), 3),
+        "bare_ttft_ms": round(med(bare_runs, "ttft_ms"), 3),
+        "ember_ttft_over_llama_prefill_ms": round(
+            med(ember_runs, "ttft_ms") - med(ember_runs, "llama_prefill_ms"), 3
+        ),
+        "prompt_tokens": len(prompt_tokens),
+        "output_tokens": int(med(ember_runs, "tokens")),
+        "runs": args.runs,
+        "model": path.name,
+        "threads": args.threads,
+        "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, {platform.system()}",
+        "llama_cpp_python": llama_cpp.__version__,
+    }
+    if args.json:
+        print(json.dumps(result))
+    else:
+        for k, v in result.items():
+            print(f"{k:34} {v}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
