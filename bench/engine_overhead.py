@@ -116,9 +116,7 @@ def main() -> int:
         "bare_decode_tokens_per_s": round(med(bare_runs, "decode_tps"), 2),
         "ember_ttft_ms": round(med(ember_runs, "ttft_ms"), 3),
         "bare_ttft_ms": round(med(bare_runs, "ttft_ms"), 3),
-        "ember_ttft_over_llama_prefill_ms": round(
-            med(ember_runs, "ttft_ms") - med(ember_runs, "llama_prefill_ms"), 3
-        ),
+        "ember_ttft_over_llama_prefill_ms": round(med(ember_runs, "ttft_ms") - med(ember_runs, "llama_prefill_ms"), 3),
         "prompt_tokens": len(prompt_tokens),
         "output_tokens": int(med(ember_runs, "tokens")),
         "runs": args.runs,

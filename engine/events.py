@@ -1,4 +1,4 @@
-"""The typed events every generation yields, in order: [ContextTrimmed], Token*, Finished."""
+"""The typed events every generation yields, in order: [ContextTrimmed], PromptReady, Token*, Finished."""
 
 from __future__ import annotations
 
@@ -14,6 +14,17 @@ class ContextTrimmed:
     dropped_messages: int
     prompt_tokens: int
     n_ctx: int
+
+
+@dataclass(frozen=True)
+class PromptReady:
+    """The prompt is tokenized and its evaluation starts now (`t_ns`, perf_counter_ns)."""
+
+    prompt_tokens: int
+    prompt_tokens_reused: int
+    n_ctx: int
+    t_start_ns: int
+    t_ns: int
 
 
 @dataclass(frozen=True)
@@ -36,4 +47,4 @@ class Finished:
     metrics: GenerationMetrics
 
 
-Event = ContextTrimmed | Token | Finished
+Event = ContextTrimmed | PromptReady | Token | Finished

@@ -147,8 +147,7 @@ class _BoundedReader:
 
     def fail(self, what: str) -> ModelFileError:
         return ModelFileError(
-            f"{self._path.name} is damaged or not a GGUF model ({what}). "
-            "Download it again or choose another file."
+            f"{self._path.name} is damaged or not a GGUF model ({what}). Download it again or choose another file."
         )
 
     def read(self, n: int, what: str) -> bytes:
@@ -234,9 +233,7 @@ class _BoundedReader:
             raise self.fail(f"truncated while reading {what}")
         self._fh.seek(end)
 
-    def _refill(
-        self, buf: bytes, at: int, consumed: int, start: int, want: int, what: str
-    ) -> tuple[bytes, int, int]:
+    def _refill(self, buf: bytes, at: int, consumed: int, start: int, want: int, what: str) -> tuple[bytes, int, int]:
         # Keep the unread tail (at may point past buf when a string spans blocks).
         file_at = start + consumed - len(buf) + at
         if file_at + 8 > self.size:

@@ -111,9 +111,7 @@ class MetricsRecorder:
         self.token_times_ns.append(t)
         return t
 
-    def finish(
-        self, stop_reason: str, llama_perf: tuple[float, int, float, int] | None = None
-    ) -> GenerationMetrics:
+    def finish(self, stop_reason: str, llama_perf: tuple[float, int, float, int] | None = None) -> GenerationMetrics:
         return self._build(stop_reason, time.perf_counter_ns(), llama_perf)
 
     def snapshot(self) -> GenerationMetrics:
@@ -163,3 +161,45 @@ class MetricsRecorder:
             llama_decode_ms=perf[2],
             llama_decode_tokens=perf[3],
         )
+
+
+@dataclass
+class LiveMetrics:
+    """What a client can show while an answer streams, built from the events alone."""
+
+    t_start_ns: int = 0
+    t_prefill_ns: int = 0
+    prompt_tokens: int = 0
+    prompt_tokens_reused: int = 0
+    n_ctx: int = 0
+    token_times_ns: list[int] = field(default_factory=list)
+
+    def on_prompt(self, prompt_tokens: int, reused: int, n_ctx: int, t_start_ns: int, t_ns: int) -> None:
+        self.prompt_tokens, self.prompt_tokens_reused, self.n_ctx = prompt_tokens, reused, n_ctx
+        self.t_start_ns, self.t_prefill_ns = t_start_ns, t_ns
+
+    def on_token(self, index: int, t_ns: int) -> None:
+        if index >= len(self.token_times_ns):
+            self.token_times_ns.append(t_ns)
+
+    def snapshot(self, now_ns: int | None = None) -> dict[str, float | int | None]:
+        now_ns = now_ns if now_ns is not None else time.perf_counter_ns()
+        t = self.token_times_ns
+        n = len(t)
+        ttft = (t[0] - self.t_start_ns) / 1e9 if n else None
+        prefill = None
+        if n and t[0] > self.t_prefill_ns:
+            prefill = (self.prompt_tokens - self.prompt_tokens_reused) / ((t[0] - self.t_prefill_ns) / 1e9)
+        decode = (n - 1) / ((t[-1] - t[0]) / 1e9) if n >= 2 and t[-1] > t[0] else None
+        return {
+            "elapsed_s": (now_ns - self.t_start_ns) / 1e9 if self.t_start_ns else 0.0,
+            "ttft_s": ttft,
+            "prefill_tokens_per_s": prefill,
+            "decode_tokens_per_s": decode,
+            "output_tokens": n,
+            "context_used": self.prompt_tokens + n,
+            "n_ctx": self.n_ctx,
+        }
+
+    def itl_ms(self) -> list[float]:
+        return [(b - a) / 1e6 for a, b in itertools.pairwise(self.token_times_ns)]

@@ -24,7 +24,7 @@ from engine.errors import (
     ModelLoadError,
     NoModelLoaded,
 )
-from engine.events import ContextTrimmed, Event, Finished, Token
+from engine.events import ContextTrimmed, Event, Finished, PromptReady, Token
 from engine.gguf_inspect import ModelInfo, inspect_gguf
 from engine.llama_log import route_llama_log
 from engine.metrics import MetricsRecorder, RunContext
@@ -319,6 +319,8 @@ class LocalRuntime:
         # The abort callback runs between graph nodes; it is only worth its cost during prefill.
         llama_cpp.llama_set_abort_callback(ctx, self._abort_callback, None)
         rec.prefill_started(len(tokens), reused)
+        assert rec.t_prefill_start_ns is not None
+        yield PromptReady(len(tokens), reused, n_ctx, rec.t_start_ns, rec.t_prefill_start_ns)
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         stops = StopStringScanner(params.stop)
         generated: list[int] = []

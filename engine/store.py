@@ -127,9 +127,7 @@ class ConversationStore:
             )
         for number in range(version, SCHEMA_VERSION):
             try:
-                self._db.executescript(
-                    f"BEGIN; {_MIGRATIONS[number]} PRAGMA user_version={number + 1}; COMMIT;"
-                )
+                self._db.executescript(f"BEGIN; {_MIGRATIONS[number]} PRAGMA user_version={number + 1}; COMMIT;")
             except sqlite3.DatabaseError:
                 if self._db.in_transaction:
                     self._db.execute("ROLLBACK")
@@ -170,9 +168,7 @@ class ConversationStore:
     def conversations(self) -> list[Conversation]:
         """Newest activity first."""
         with self._lock:
-            rows = self._db.execute(
-                "SELECT * FROM conversations ORDER BY updated_at DESC, id DESC"
-            ).fetchall()
+            rows = self._db.execute("SELECT * FROM conversations ORDER BY updated_at DESC, id DESC").fetchall()
         return [_conversation(r) for r in rows]
 
     def update_conversation(self, conversation_id: int, **changes: Any) -> Conversation:
@@ -245,6 +241,11 @@ class ConversationStore:
                 ),
             )
 
+    def delete_message(self, message_id: int) -> None:
+        """Delete a message and everything below it in its branch."""
+        with self._lock:
+            self._db.execute("DELETE FROM messages WHERE id = ?", (message_id,))
+
     def message(self, message_id: int) -> Message:
         with self._lock:
             row = self._db.execute("SELECT * FROM messages WHERE id = ?", (message_id,)).fetchone()
@@ -277,8 +278,7 @@ class ConversationStore:
         m = self.message(message_id)
         with self._lock:
             rows = self._db.execute(
-                "SELECT * FROM messages WHERE conversation_id = ? AND parent_id IS ? AND role = ?"
-                " ORDER BY id",
+                "SELECT * FROM messages WHERE conversation_id = ? AND parent_id IS ? AND role = ? ORDER BY id",
                 (m.conversation_id, m.parent_id, m.role),
             ).fetchall()
         return [_message(r) for r in rows]

@@ -17,17 +17,12 @@ def test_no_engine_module_imports_qt() -> None:
                 names = [a.name for a in node.names]
             elif isinstance(node, ast.ImportFrom) and node.module:
                 names = [node.module]
-            offenders += [
-                f"{path.name}: {n}" for n in names if n.split(".")[0] in ("PySide6", "PyQt6", "app")
-            ]
+            offenders += [f"{path.name}: {n}" for n in names if n.split(".")[0] in ("PySide6", "PyQt6", "app")]
     assert offenders == []
 
 
 def test_importing_every_engine_module_loads_no_qt() -> None:
     modules = sorted(f"engine.{p.stem}" for p in ENGINE.glob("*.py") if p.stem != "__init__")
-    code = (
-        f"import sys\nfor m in {modules!r}: __import__(m)\n"
-        "print(any(k.startswith('PySide6') for k in sys.modules))"
-    )
+    code = f"import sys\nfor m in {modules!r}: __import__(m)\nprint(any(k.startswith('PySide6') for k in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"

@@ -69,9 +69,7 @@ def test_run_starter_streams_real_text(tmp_path: Path) -> None:
         (["run", "--model", "MODEL", "--prompt", "x", "--template", "nope"], "unknown chat template"),
     ],
 )
-def test_bad_input_is_one_line_and_exit_2(
-    tiny_model: Path, tmp_path: Path, args: list[str], message: str
-) -> None:
+def test_bad_input_is_one_line_and_exit_2(tiny_model: Path, tmp_path: Path, args: list[str], message: str) -> None:
     bad = tmp_path / "bad.gguf"
     bad.write_bytes(b"\x00" * 100)
     args = [str(tiny_model) if a == "MODEL" else str(bad) if a == "BAD" else a for a in args]

@@ -161,9 +161,7 @@ def test_fuzzed_headers_give_a_result_or_the_typed_error(
         if kind == "byte":
             buf[pos] = data.draw(st.integers(0, 255))
         elif kind == "u64":
-            buf[pos : pos + 8] = struct.pack(
-                "<Q", data.draw(st.sampled_from([0, 1, 2**31, 2**63, 2**64 - 1]))
-            )
+            buf[pos : pos + 8] = struct.pack("<Q", data.draw(st.sampled_from([0, 1, 2**31, 2**63, 2**64 - 1])))
         else:
             del buf[pos:]
             break

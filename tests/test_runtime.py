@@ -48,9 +48,7 @@ def reference_greedy(path: Path, prompt_tokens: list[int], n: int, n_ctx: int) -
         out: list[int] = []
         llm.eval(prompt_tokens)
         for _ in range(n):
-            logits = np.ctypeslib.as_array(
-                llama_cpp.llama_get_logits_ith(llm.ctx, -1), shape=(llm.n_vocab(),)
-            )
+            logits = np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(llm.ctx, -1), shape=(llm.n_vocab(),))
             tok = int(np.argmax(logits))
             if llama_cpp.llama_vocab_is_eog(vocab, tok):
                 break
@@ -176,9 +174,7 @@ def test_seeded_sampling_is_reproducible(runtime: LocalRuntime, tiny_model: Path
 
 def test_max_tokens_and_stream_equals_final_text(runtime: LocalRuntime, tiny_model: Path) -> None:
     runtime.load(LoadConfig(tiny_model, n_ctx=512))
-    tokens, fin, _ = run(
-        runtime.complete("the world", SamplingParams(temperature=1.0, seed=3, max_tokens=50))
-    )
+    tokens, fin, _ = run(runtime.complete("the world", SamplingParams(temperature=1.0, seed=3, max_tokens=50)))
     assert "".join(t.text for t in tokens) == fin.text
     assert fin.reason in ("length", "stop")
     if fin.reason == "length":
@@ -189,9 +185,7 @@ def test_multibyte_utf8_streams_intact(runtime: LocalRuntime, tiny_model: Path) 
     runtime.load(LoadConfig(tiny_model, n_ctx=1024))
     texts = []
     for seed in range(6):
-        tokens, fin, _ = run(
-            runtime.complete("日本語 😀", SamplingParams(temperature=1.5, seed=seed, max_tokens=60))
-        )
+        tokens, fin, _ = run(runtime.complete("日本語 😀", SamplingParams(temperature=1.5, seed=seed, max_tokens=60)))
         joined = "".join(t.text for t in tokens)
         assert joined == fin.text
         joined.encode("utf-8")  # always valid text, even when characters were split over tokens
@@ -204,9 +198,7 @@ def test_stop_strings_are_not_shown(runtime: LocalRuntime, tiny_model: Path) -> 
     free = run(runtime.complete("hello", SamplingParams(temperature=0.0, max_tokens=40)))[1].text
     assert len(free) > 6
     stop = free[4:7]
-    tokens, fin, _ = run(
-        runtime.complete("hello", SamplingParams(temperature=0.0, max_tokens=40, stop=(stop,)))
-    )
+    tokens, fin, _ = run(runtime.complete("hello", SamplingParams(temperature=0.0, max_tokens=40, stop=(stop,))))
     assert fin.reason == "stop_string"
     assert fin.text == free[: free.index(stop)]
     assert "".join(t.text for t in tokens) == fin.text
@@ -214,10 +206,7 @@ def test_stop_strings_are_not_shown(runtime: LocalRuntime, tiny_model: Path) -> 
 
 def test_natural_stop_on_end_of_turn(runtime: LocalRuntime, tiny_model: Path) -> None:
     runtime.load(LoadConfig(tiny_model, n_ctx=512))
-    stops = [
-        run(runtime.complete("hi", SamplingParams(temperature=2.0, seed=s, max_tokens=400)))[1]
-        for s in range(8)
-    ]
+    stops = [run(runtime.complete("hi", SamplingParams(temperature=2.0, seed=s, max_tokens=400)))[1] for s in range(8)]
     assert any(f.reason == "stop" for f in stops)  # random weights hit </s> or <|im_end|> sometimes
 
 

@@ -1,0 +1,1 @@
+"""Ember's desktop GUI (PySide6 Widgets): the only package that imports Qt."""

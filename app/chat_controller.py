@@ -1,0 +1,247 @@
+"""ChatController: the conversation logic between the store, the engine bridge and the views.
+
+Send, stop, regenerate, edit-and-branch, switch branches, switch conversations. Anything that must
+not overlap a running answer (switching or deleting a chat, loading a model, quitting) goes through
+`after_stop`: stop first, act when the engine has finished.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from PySide6.QtCore import QObject, Signal
+
+from app.bridge import EngineBridge
+from app.side_panel import MetricsPanel
+from app.transcript import TranscriptView
+from engine.metrics import GenerationMetrics
+from engine.params import SamplingParams
+from engine.prompting import ChatMessage
+from engine.store import ConversationStore, Message, StreamingMessage
+
+
+class ChatController(QObject):
+    generating_changed = Signal(bool)
+    error = Signal(str)
+    notice = Signal(str)
+    conversations_changed = Signal()
+
+    def __init__(
+        self,
+        store: ConversationStore,
+        bridge: EngineBridge,
+        transcript: TranscriptView,
+        metrics: MetricsPanel,
+        params: Callable[[], tuple[SamplingParams, str]],
+    ) -> None:
+        super().__init__()
+        self.store = store
+        self.bridge = bridge
+        self.transcript = transcript
+        self.metrics = metrics
+        self._params = params
+        self.conversation_id: int | None = None
+        self.request_id: int | None = None
+        self._stream: StreamingMessage | None = None
+        self._after: list[Callable[[], None]] = []
+        self.editing_parent: int | None = None
+        self.editing = False
+        self.model_ready = False
+        w = bridge.worker
+        w.tokens.connect(self._on_tokens)
+        w.started.connect(self._on_live)
+        w.metrics.connect(self._on_live)
+        w.trimmed.connect(self._on_trimmed)
+        w.failed.connect(self._on_failed)
+        w.finished.connect(self._on_finished)
+        transcript.action.connect(self._on_action)
+
+    # ----- state
+    @property
+    def generating(self) -> bool:
+        return self.request_id is not None
+
+    def after_stop(self, action: Callable[[], None]) -> None:
+        """Run `action` now if idle, else stop the answer and run it once the engine is done."""
+        if not self.generating:
+            action()
+            return
+        self._after.append(action)
+        self.stop()
+
+    def stop(self) -> None:
+        if self.generating:
+            self.bridge.stop()
+
+    # ----- conversations
+    def open_conversation(self, conversation_id: int | None, jump_to: int | None = None) -> None:
+        def act() -> None:
+            self.conversation_id = conversation_id
+            self.cancel_edit()
+            self.refresh(jump_to)
+
+        self.after_stop(act)
+
+    def refresh(self, jump_to: int | None = None) -> None:
+        if self.conversation_id is None:
+            self.transcript.show_thread([], {})
+            return
+        thread = self.store.thread(self.conversation_id)
+        branches = {}
+        for m in thread:
+            sibs = self.store.siblings(m.id)
+            if len(sibs) > 1:
+                branches[m.id] = ([s.id for s in sibs].index(m.id) + 1, len(sibs))
+        self.transcript.show_thread(thread, branches)
+        if jump_to is not None:
+            self.transcript.jump_to(jump_to)
+
+    def delete_conversation(self, conversation_id: int) -> None:
+        def act() -> None:
+            self.store.delete_conversation(conversation_id)
+            if self.conversation_id == conversation_id:
+                self.conversation_id = None
+                self.refresh()
+            self.conversations_changed.emit()
+
+        self.after_stop(act)
+
+    # ----- sending
+    def send(self, text: str) -> None:
+        if not self.model_ready:
+            self.error.emit("No model is loaded. Pick one from the model list at the top or the Models menu.")
+            return
+        if self.generating:
+            return
+        params, system_prompt = self._params()
+        if self.conversation_id is None:
+            title = " ".join(text.split())[:48] or "New chat"
+            conv = self.store.create_conversation(title, system_prompt=system_prompt, params=params.to_dict())
+            self.conversation_id = conv.id
+        conv = self.store.conversation(self.conversation_id)
+        if self.editing:
+            parent = self.editing_parent
+        else:
+            thread = self.store.thread(conv.id)
+            parent = thread[-1].id if thread else None
+        self.cancel_edit()
+        user = self.store.add_message(conv.id, "user", text, parent_id=parent)
+        self.conversations_changed.emit()
+        self.refresh()
+        self._start(user)
+
+    def regenerate(self) -> None:
+        if self.generating or self.conversation_id is None or not self.model_ready:
+            return
+        thread = self.store.thread(self.conversation_id)
+        users = [m for m in thread if m.role == "user"]
+        if users:
+            self.store.update_conversation(self.conversation_id, active_leaf=users[-1].id)
+            self.refresh()
+            self._start(users[-1])
+
+    def start_edit(self, message_id: int) -> str:
+        m = self.store.message(message_id)
+        self.editing = True
+        self.editing_parent = m.parent_id
+        return m.content
+
+    def cancel_edit(self) -> None:
+        self.editing = False
+        self.editing_parent = None
+
+    def _start(self, user: Message) -> None:
+        assert self.conversation_id is not None
+        conv = self.store.conversation(self.conversation_id)
+        params, system_prompt = self._params()
+        history = [ChatMessage(m.role, m.content) for m in self.store.thread(conv.id, user.id)]
+        if system_prompt.strip():
+            history.insert(0, ChatMessage("system", system_prompt))
+        self._stream = StreamingMessage(self.store, conv.id, user.id)
+        self.transcript.begin_stream(self._stream.message.id)
+        self.metrics.begin()
+        self.request_id = self.bridge.generate(history, params)
+        self.generating_changed.emit(True)
+
+    # ----- engine results
+    def _on_tokens(self, rid: int, text: str, _n: int) -> None:
+        if rid == self.request_id and self._stream is not None:
+            self._stream.append(text)
+            self.transcript.append_stream(text)
+
+    def _on_live(self, rid: int, snapshot: dict[str, Any]) -> None:
+        if rid == self.request_id:
+            self.metrics.update_live(snapshot)
+
+    def _on_trimmed(self, rid: int, dropped: int) -> None:
+        if rid == self.request_id:
+            self.notice.emit(
+                f"This chat is longer than the model's context: the {dropped} oldest messages were left out "
+                "of this answer's prompt."
+            )
+
+    def _on_failed(self, rid: int, message: str) -> None:
+        if rid == self.request_id:
+            self.error.emit(message)
+
+    def _on_finished(
+        self, rid: int, reason: str, _text: str, metrics: GenerationMetrics | None, itl: list[float]
+    ) -> None:
+        if rid != self.request_id:
+            return
+        stream, self._stream = self._stream, None
+        self.request_id = None
+        if stream is not None:
+            if reason == "error" and not stream.text:
+                self.store.delete_message(stream.message.id)
+                self.store.update_conversation(stream.message.conversation_id, active_leaf=stream.message.parent_id)
+            else:
+                stream.finish(metrics.to_dict() if metrics else None)
+        self.metrics.finish(metrics, itl)
+        self.refresh()
+        self.conversations_changed.emit()
+        self.generating_changed.emit(False)
+        pending, self._after = self._after, []
+        for action in pending:
+            action()
+
+    # ----- message actions (links in the transcript)
+    def _on_action(self, verb: str, message_id: int, arg: int) -> None:
+        from PySide6.QtGui import QGuiApplication
+
+        from app.transcript import code_blocks
+
+        if verb == "copy":
+            QGuiApplication.clipboard().setText(self.store.message(message_id).content)
+        elif verb == "copycode":
+            blocks = code_blocks(self.store.message(message_id).content)
+            if arg < len(blocks):
+                QGuiApplication.clipboard().setText(blocks[arg])
+        elif verb == "regenerate":
+            self.regenerate()
+        elif verb == "edit":
+            self.edit_requested.emit(message_id)
+        elif verb in ("prev", "next"):
+            self.after_stop(lambda: self.switch_branch(message_id, -1 if verb == "prev" else 1))
+
+    edit_requested = Signal(int)
+
+    def switch_branch(self, message_id: int, step: int) -> None:
+        sibs = self.store.siblings(message_id)
+        ids = [s.id for s in sibs]
+        target = ids[(ids.index(message_id) + step) % len(ids)]
+        leaf = self._newest_leaf(target)
+        self.store.update_conversation(sibs[0].conversation_id, active_leaf=leaf)
+        self.refresh()
+
+    def _newest_leaf(self, message_id: int) -> int:
+        msgs = self.store.messages(self.store.message(message_id).conversation_id)
+        children: dict[int, list[int]] = {}
+        for m in msgs:
+            if m.parent_id is not None:
+                children.setdefault(m.parent_id, []).append(m.id)
+        node = message_id
+        while node in children:
+            node = max(children[node])
+        return node

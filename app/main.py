@@ -1,0 +1,121 @@
+"""Start the desktop app: `ember-chat` with no command.
+
+Optional scripted mode for CI and demos: `--model NAME` loads a model, `--send TEXT` sends a message,
+`--screenshot FILE` saves the window once the answer is complete and quits.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+T0 = time.perf_counter()
+
+os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+os.environ.setdefault("HF_HUB_DISABLE_XET", "1")
+os.environ.setdefault("HF_HUB_DISABLE_IMPLICIT_TOKEN", "1")
+
+
+def _make_runtime() -> object:
+    from engine.runtime import LocalRuntime
+
+    return LocalRuntime()
+
+
+def build_window(paths: object | None = None, backend_factory: object = _make_runtime) -> object:
+    """Everything the app needs, wired; the caller shows the window and runs the event loop."""
+    from PySide6.QtCore import QSettings
+
+    from app.bridge import EngineBridge
+    from app.main_window import MainWindow
+    from engine.library import ModelLibrary
+    from engine.paths import AppPaths
+    from engine.settings import SettingsFile
+    from engine.store import ConversationStore
+
+    paths = paths or AppPaths.default()
+    settings_file = SettingsFile(paths.settings_file)
+    settings = settings_file.load()
+    models_dir = Path(settings.models_dir) if settings.models_dir else paths.default_models_dir
+    store = ConversationStore(paths.database)
+    bridge = EngineBridge(backend_factory)
+    state = QSettings(str(paths.config_dir / "window.ini"), QSettings.Format.IniFormat)
+    window = MainWindow(store, bridge, ModelLibrary(models_dir), settings_file, state)
+    return window
+
+
+def _scripted_run_class() -> type:
+    from PySide6.QtCore import QObject, QTimer, Slot
+
+    class ScriptedRun(QObject):
+        """--send / --screenshot: slots of a GUI-thread object, so they run in the GUI thread."""
+
+        def __init__(self, window: object, send: str | None, screenshot: str | None) -> None:
+            super().__init__(window)
+            self.window = window
+            self.send = send
+            self.screenshot = screenshot
+            self.sent = False
+            worker = window.bridge.worker
+            worker.loaded.connect(self.on_loaded)
+            worker.load_failed.connect(self.on_failed)
+            window.controller.generating_changed.connect(self.on_generating)
+
+        @Slot(object)
+        def on_loaded(self, _info: object) -> None:
+            if self.send and not self.sent:
+                self.sent = True
+                self.window.controller.send(self.send)
+            elif self.screenshot and not self.send:
+                QTimer.singleShot(300, self.shoot)
+
+        @Slot(str)
+        def on_failed(self, message: str) -> None:
+            print(f"ember: {message}", file=sys.stderr)
+            if self.screenshot:
+                self.shoot()
+
+        @Slot(bool)
+        def on_generating(self, on: bool) -> None:
+            if not on and self.screenshot:
+                QTimer.singleShot(300, self.shoot)
+
+        def shoot(self) -> None:
+            out = Path(self.screenshot)
+            out.parent.mkdir(parents=True, exist_ok=True)
+            self.window.grab().save(str(out))
+            print(f"ember: screenshot saved to {out}", file=sys.stderr)
+            self.window.close()
+
+    return ScriptedRun
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="ember-chat", description="Ember desktop app")
+    ap.add_argument("--model", help="load this model at start ('starter' or a name/path)")
+    ap.add_argument("--send", help="send this message once the model is loaded")
+    ap.add_argument("--screenshot", help="save a screenshot of the window when the answer is done, then quit")
+    args = ap.parse_args(argv)
+
+    from PySide6.QtWidgets import QApplication
+
+    app = QApplication.instance() or QApplication(sys.argv[:1])
+    app.setApplicationName("Ember")
+    app.setStyle("Fusion")
+    window = build_window()
+    window.show()
+    print(f"ember: window ready in {time.perf_counter() - T0:.3f} s", file=sys.stderr)
+
+    script = _scripted_run_class()(window, args.send, args.screenshot)  # noqa: F841 - kept by parent
+    if args.model:
+        window.load_model(args.model)
+    app.aboutToQuit.connect(window.bridge.close)
+    return app.exec()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,251 @@
+"""The side panel: system prompt and sampling parameters (saved per conversation), and live metrics
+with a small chart of tokens/s over the current answer and session percentiles."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from PySide6.QtCharts import QChart, QChartView, QLineSeries, QValueAxis
+from PySide6.QtCore import QElapsedTimer, Qt, QTimer, Signal
+from PySide6.QtGui import QPainter
+from PySide6.QtWidgets import (
+    QDoubleSpinBox,
+    QFormLayout,
+    QGroupBox,
+    QLabel,
+    QPlainTextEdit,
+    QProgressBar,
+    QSpinBox,
+    QTabWidget,
+    QVBoxLayout,
+    QWidget,
+)
+
+from engine.metrics import GenerationMetrics, percentile
+from engine.params import SamplingParams
+
+
+def _fmt(value: float | None, unit: str, digits: int = 2) -> str:
+    return "—" if value is None else f"{value:.{digits}f} {unit}"
+
+
+class ParamsPanel(QWidget):
+    changed = Signal()
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        form = QFormLayout(self)
+        self.system_prompt = QPlainTextEdit()
+        self.system_prompt.setPlaceholderText("e.g. You are a concise assistant.")
+        self.system_prompt.setAccessibleName("System prompt")
+        self.system_prompt.setMaximumHeight(110)
+        form.addRow(QLabel("System prompt"))
+        form.addRow(self.system_prompt)
+
+        def dspin(lo: float, hi: float, step: float, name: str) -> QDoubleSpinBox:
+            w = QDoubleSpinBox()
+            w.setRange(lo, hi)
+            w.setSingleStep(step)
+            w.setDecimals(2)
+            w.setAccessibleName(name)
+            w.valueChanged.connect(self.changed)
+            return w
+
+        def ispin(lo: int, hi: int, name: str) -> QSpinBox:
+            w = QSpinBox()
+            w.setRange(lo, hi)
+            w.setAccessibleName(name)
+            w.valueChanged.connect(self.changed)
+            return w
+
+        self.temperature = dspin(0.0, 5.0, 0.05, "Temperature")
+        self.top_k = ispin(0, 1000, "Top-k")
+        self.top_p = dspin(0.0, 1.0, 0.01, "Top-p")
+        self.min_p = dspin(0.0, 1.0, 0.01, "Min-p")
+        self.repeat_penalty = dspin(0.5, 3.0, 0.05, "Repeat penalty")
+        self.max_tokens = ispin(1, 1_000_000, "Max tokens")
+        self.seed = ispin(-1, 2**31 - 1, "Seed")
+        self.seed.setSpecialValueText("random")
+        self.context = ispin(256, 1_048_576, "Context length")
+        self.context.setSingleStep(1024)
+        self.context.setToolTip("Applies when a model is (re)loaded.")
+        for label, w in (
+            ("Temperature", self.temperature),
+            ("Top-k", self.top_k),
+            ("Top-p", self.top_p),
+            ("Min-p", self.min_p),
+            ("Repeat penalty", self.repeat_penalty),
+            ("Max tokens", self.max_tokens),
+            ("Seed", self.seed),
+            ("Context length", self.context),
+        ):
+            form.addRow(label, w)
+        self.system_prompt.textChanged.connect(self.changed)
+        self.set_params(SamplingParams(), "", 4096)
+
+    def set_params(self, p: SamplingParams, system_prompt: str, context: int) -> None:
+        widgets = (self.temperature, self.top_k, self.top_p, self.min_p, self.repeat_penalty)
+        for w in (*widgets, self.max_tokens, self.seed, self.context, self.system_prompt):
+            w.blockSignals(True)
+        self.temperature.setValue(p.temperature)
+        self.top_k.setValue(p.top_k)
+        self.top_p.setValue(p.top_p)
+        self.min_p.setValue(p.min_p)
+        self.repeat_penalty.setValue(p.repeat_penalty)
+        self.max_tokens.setValue(p.max_tokens)
+        self.seed.setValue(-1 if p.seed is None else p.seed)
+        self.context.setValue(context)
+        self.system_prompt.setPlainText(system_prompt)
+        for w in (*widgets, self.max_tokens, self.seed, self.context, self.system_prompt):
+            w.blockSignals(False)
+
+    def params(self) -> SamplingParams:
+        return SamplingParams(
+            temperature=round(self.temperature.value(), 2),
+            top_k=self.top_k.value(),
+            top_p=round(self.top_p.value(), 2),
+            min_p=round(self.min_p.value(), 2),
+            repeat_penalty=round(self.repeat_penalty.value(), 2),
+            max_tokens=self.max_tokens.value(),
+            seed=None if self.seed.value() < 0 else self.seed.value(),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**self.params().to_dict(), "context_length": self.context.value()}
+
+
+class MetricsPanel(QWidget):
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        layout = QVBoxLayout(self)
+        live = QGroupBox("Current answer")
+        form = QFormLayout(live)
+        self.ttft = QLabel("—")
+        self.decode = QLabel("—")
+        self.prefill = QLabel("—")
+        self.output = QLabel("—")
+        self.context = QProgressBar()
+        self.context.setAccessibleName("Context used")
+        self.context.setFormat("%v / %m tokens")
+        self.context.setRange(0, 1)
+        self.context.setValue(0)
+        for label, w in (
+            ("Time to first token", self.ttft),
+            ("Decode", self.decode),
+            ("Prefill", self.prefill),
+            ("Output tokens", self.output),
+            ("Context", self.context),
+        ):
+            w.setAccessibleName(label)
+            form.addRow(label, w)
+        layout.addWidget(live)
+
+        self.series = QLineSeries()
+        self.series.setName("tokens/s")
+        chart = QChart()
+        chart.addSeries(self.series)
+        chart.legend().hide()
+        chart.setTitle("Decode tokens/s over this answer")
+        chart.setMargins(chart.margins() * 0)
+        self.axis_x = QValueAxis()
+        self.axis_x.setTitleText("s")
+        self.axis_x.setLabelFormat("%.0f")
+        self.axis_y = QValueAxis()
+        self.axis_y.setLabelFormat("%.0f")
+        chart.addAxis(self.axis_x, Qt.AlignmentFlag.AlignBottom)
+        chart.addAxis(self.axis_y, Qt.AlignmentFlag.AlignLeft)
+        self.series.attachAxis(self.axis_x)
+        self.series.attachAxis(self.axis_y)
+        view = QChartView(chart)
+        view.setRenderHint(QPainter.RenderHint.Antialiasing)
+        view.setMinimumHeight(170)
+        view.setAccessibleName("Tokens per second chart")
+        layout.addWidget(view)
+
+        session = QGroupBox("This session")
+        sform = QFormLayout(session)
+        self.session_ttft = QLabel("—")
+        self.session_itl = QLabel("—")
+        self.session_ttft.setAccessibleName("Session TTFT percentiles")
+        self.session_itl.setAccessibleName("Session inter-token latency percentiles")
+        sform.addRow("TTFT p50/p95/p99", self.session_ttft)
+        sform.addRow("ITL p50/p95/p99", self.session_itl)
+        layout.addWidget(session)
+        layout.addStretch(1)
+
+        self._ttft_samples: list[float] = []
+        self._itl_samples: list[float] = []
+        self._clock = QElapsedTimer()
+        self._waiting = QTimer(self)
+        self._waiting.setInterval(100)
+        self._waiting.timeout.connect(self._tick)
+        self._y_max = 10.0
+
+    def begin(self) -> None:
+        self.series.clear()
+        self._y_max = 10.0
+        self.axis_x.setRange(0, 5)
+        self.axis_y.setRange(0, self._y_max)
+        for w in (self.decode, self.prefill, self.output):
+            w.setText("—")
+        self.ttft.setText("0.0 s …")
+        self._clock.start()
+        self._waiting.start()
+
+    def _tick(self) -> None:
+        self.ttft.setText(f"{self._clock.elapsed() / 1000:.1f} s …")
+
+    def update_live(self, snap: dict[str, Any]) -> None:
+        if snap.get("ttft_s") is not None:
+            self._waiting.stop()
+            self.ttft.setText(_fmt(snap["ttft_s"], "s"))
+        if snap.get("prefill_tokens_per_s") is not None:
+            self.prefill.setText(_fmt(snap["prefill_tokens_per_s"], "tok/s", 1))
+        tps = snap.get("decode_tokens_per_s")
+        if tps is not None:
+            self.decode.setText(_fmt(tps, "tok/s", 1))
+            t = snap.get("elapsed_s") or 0.0
+            self.series.append(t, tps)
+            self._y_max = max(self._y_max, tps * 1.2)
+            self.axis_y.setRange(0, self._y_max)
+            self.axis_x.setRange(0, max(5.0, t))
+        self.output.setText(str(snap.get("output_tokens", 0)))
+        if snap.get("n_ctx"):
+            self.context.setRange(0, int(snap["n_ctx"]))
+            self.context.setValue(min(int(snap["context_used"]), int(snap["n_ctx"])))
+
+    def finish(self, m: GenerationMetrics | None, itl_ms: list[float]) -> None:
+        self._waiting.stop()
+        if m is None:
+            if self.ttft.text().endswith("…"):
+                self.ttft.setText("—")
+            return
+        self.ttft.setText(_fmt(m.ttft_s, "s"))
+        self.decode.setText(_fmt(m.decode_tokens_per_s, "tok/s", 1))
+        self.prefill.setText(_fmt(m.prefill_tokens_per_s, "tok/s", 1))
+        self.output.setText(str(m.output_tokens))
+        self.context.setRange(0, m.n_ctx)
+        self.context.setValue(min(m.context_used, m.n_ctx))
+        if m.ttft_s is not None:
+            self._ttft_samples.append(m.ttft_s)
+        self._itl_samples.extend(itl_ms)
+        self.session_ttft.setText(self._pcts(self._ttft_samples, 1000.0, "ms"))
+        self.session_itl.setText(self._pcts(self._itl_samples, 1.0, "ms"))
+
+    @staticmethod
+    def _pcts(values: list[float], scale: float, unit: str) -> str:
+        if not values:
+            return "—"
+        p = [percentile(values, q) or 0.0 for q in (50, 95, 99)]
+        return " / ".join(f"{v * scale:.1f}" for v in p) + f" {unit}"
+
+
+class SidePanel(QTabWidget):
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.params = ParamsPanel()
+        self.metrics = MetricsPanel()
+        self.addTab(self.metrics, "Metrics")
+        self.addTab(self.params, "Parameters")
+        self.setAccessibleName("Side panel")
+        self.setMinimumWidth(300)

@@ -1,0 +1,25 @@
+"""Light, dark or system colours, on the Fusion style so every platform looks the same."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QGuiApplication
+
+STYLE = """
+#modelBar { border-bottom: 1px solid palette(mid); }
+#backendBadge { padding: 2px 8px; border-radius: 8px; background: palette(alternate-base); }
+QTextBrowser { border: none; font-size: 14px; }
+"""
+
+
+def apply_theme(app: QGuiApplication | None, name: str) -> None:
+    if app is None:
+        return
+    scheme = {
+        "light": Qt.ColorScheme.Light,
+        "dark": Qt.ColorScheme.Dark,
+        "system": Qt.ColorScheme.Unknown,
+    }[name]
+    app.styleHints().setColorScheme(scheme)
+    if hasattr(app, "setStyleSheet"):
+        app.setStyleSheet(STYLE)

@@ -1,0 +1,162 @@
+"""The transcript: one QTextBrowser holding the visible branch of a conversation.
+
+While an answer streams, text batches are inserted at the end of the document (never a re-render);
+when it completes, that one message is replaced by its Markdown rendering. Per-message actions are
+links (`ember:copy/<id>` ...), so the view stays a single cheap document however long the chat grows.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+
+from PySide6.QtCore import QUrl, Signal
+from PySide6.QtGui import QTextCursor
+from PySide6.QtWidgets import QTextBrowser, QWidget
+
+from engine.metrics import GenerationMetrics
+from engine.store import Message
+
+_FENCE = re.compile(r"^```.*?^```[ \t]*$", re.M | re.S)
+
+
+def with_copy_links(markdown: str, message_id: int) -> str:
+    """Put a 'Copy code' link above each fenced code block."""
+    out, last = [], 0
+    for n, m in enumerate(_FENCE.finditer(markdown)):
+        out.append(markdown[last : m.start()])
+        out.append(f"[⧉ Copy code](ember:copycode/{message_id}/{n})\n\n")
+        out.append(m.group(0))
+        last = m.end()
+    out.append(markdown[last:])
+    return "".join(out)
+
+
+def code_blocks(markdown: str) -> list[str]:
+    blocks = []
+    for m in _FENCE.finditer(markdown):
+        lines = m.group(0).split("\n")
+        blocks.append("\n".join(lines[1:-1]))
+    return blocks
+
+
+class TranscriptView(QTextBrowser):
+    action = Signal(str, int, int)  # verb, message id, argument
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setOpenLinks(False)
+        self.setOpenExternalLinks(False)
+        self.setAccessibleName("Conversation transcript")
+        self.anchorClicked.connect(self._on_anchor)
+        self.document().setDocumentMargin(16)
+        self._stream_start: int | None = None
+        self._stream_id: int | None = None
+
+    # ----- building
+    def show_thread(self, messages: list[Message], branch_info: dict[int, tuple[int, int]]) -> None:
+        self._stream_start = None
+        self._stream_id = None
+        self.clear()
+        last_assistant = max((m.id for m in messages if m.role == "assistant"), default=None)
+        for m in messages:
+            self._append_message(m, branch_info.get(m.id), is_last_answer=m.id == last_assistant)
+        self.moveCursor(QTextCursor.MoveOperation.End)
+
+    def _cursor_at_end(self) -> QTextCursor:
+        c = QTextCursor(self.document())
+        c.movePosition(QTextCursor.MoveOperation.End)
+        return c
+
+    def _header(self, role: str, message_id: int, branch: tuple[int, int] | None, is_last_answer: bool) -> str:
+        who = {"user": "You", "assistant": "Ember", "system": "System"}[role]
+        colour = "#3b82f6" if role == "user" else "#f97316"
+        links = [f'<a href="ember:copy/{message_id}">Copy</a>']
+        if role == "user":
+            links.append(f'<a href="ember:edit/{message_id}">Edit</a>')
+        if role == "assistant" and is_last_answer:
+            links.append(f'<a href="ember:regenerate/{message_id}">Regenerate</a>')
+        if branch and branch[1] > 1:
+            links.append(
+                f'<a href="ember:prev/{message_id}">◀</a> {branch[0]}/{branch[1]} '
+                f'<a href="ember:next/{message_id}">▶</a>'
+            )
+        return (
+            f'<p style="margin-top:14px"><a name="msg-{message_id}"></a>'
+            f'<b style="color:{colour}">{who}</b>&nbsp;&nbsp;'
+            f'<span style="font-size:small">{" · ".join(links)}</span></p>'
+        )
+
+    def _append_message(self, m: Message, branch: tuple[int, int] | None, is_last_answer: bool = False) -> None:
+        c = self._cursor_at_end()
+        c.insertBlock()
+        c.insertHtml(self._header(m.role, m.id, branch, is_last_answer))
+        c.insertBlock()
+        if m.role == "assistant":
+            c.insertMarkdown(with_copy_links(m.content, m.id) or " ")
+            note = "" if m.complete else " · interrupted"
+            if m.metrics:
+                line = GenerationMetrics.from_dict(m.metrics).summary_line() + note
+                c.insertBlock()
+                c.insertHtml(f'<span style="color:gray;font-size:small">{html.escape(line)}</span>')
+            elif note:
+                c.insertBlock()
+                c.insertHtml('<span style="color:gray;font-size:small">interrupted</span>')
+        else:
+            c.insertText(m.content)
+
+    # ----- streaming
+    def begin_stream(self, message_id: int) -> None:
+        c = self._cursor_at_end()
+        c.insertBlock()
+        c.insertHtml(self._header("assistant", message_id, None, False))
+        c.insertBlock()
+        self._stream_start = c.position()
+        self._stream_id = message_id
+
+    def append_stream(self, text: str) -> None:
+        if self._stream_start is None or not text:
+            return
+        bar = self.verticalScrollBar()
+        follow = bar.value() >= bar.maximum() - 4
+        self._cursor_at_end().insertText(text)
+        if follow:
+            bar.setValue(bar.maximum())
+
+    def end_stream(self, markdown: str, summary: str | None) -> None:
+        if self._stream_start is None or self._stream_id is None:
+            return
+        c = self._cursor_at_end()
+        c.setPosition(self._stream_start, QTextCursor.MoveMode.KeepAnchor)
+        c.removeSelectedText()
+        c.insertMarkdown(with_copy_links(markdown, self._stream_id) or " ")
+        if summary:
+            c = self._cursor_at_end()
+            c.insertBlock()
+            c.insertHtml(f'<span style="color:gray;font-size:small">{html.escape(summary)}</span>')
+        self._stream_start = None
+        self._stream_id = None
+        self.verticalScrollBar().setValue(self.verticalScrollBar().maximum())
+
+    @property
+    def streaming(self) -> bool:
+        return self._stream_start is not None
+
+    def jump_to(self, message_id: int) -> None:
+        self.scrollToAnchor(f"msg-{message_id}")
+
+    def plain_text(self) -> str:
+        return self.document().toPlainText()
+
+    def _on_anchor(self, url: QUrl) -> None:
+        if url.scheme() != "ember":
+            return
+        parts = url.path().split("/")
+        verb = url.host() or parts.pop(0)
+        parts = [p for p in parts if p]
+        try:
+            mid = int(parts[0])
+            arg = int(parts[1]) if len(parts) > 1 else 0
+        except (IndexError, ValueError):
+            return
+        self.action.emit(verb, mid, arg)
