@@ -119,7 +119,6 @@ class EngineWorker(QObject):
             self.failed.emit(rid, f"Unexpected error while generating: {exc!r}")
         self.finished.emit(rid, "error", "".join(pending), None, [])
 
-    @Slot()
     def shutdown(self) -> None:
         if self._backend is not None:
             self._backend.close()
@@ -132,7 +131,6 @@ class EngineBridge(QObject):
     _load = Signal(object)
     _unload = Signal()
     _generate = Signal(object)
-    _shutdown = Signal()
 
     def __init__(self, backend_factory: Callable[[], InferenceBackend], parent: QObject | None = None) -> None:
         super().__init__(parent)
@@ -143,7 +141,6 @@ class EngineBridge(QObject):
         self._load.connect(self.worker.load)
         self._unload.connect(self.worker.unload)
         self._generate.connect(self.worker.generate)
-        self._shutdown.connect(self.worker.shutdown)
         self._next_id = 0
         self.thread.start()
 
@@ -165,11 +162,11 @@ class EngineBridge(QObject):
         self.worker.request_stop()
 
     def close(self) -> None:
-        """Stop, then quit the thread, wait for it, and close the model (in that order)."""
-        if not self.thread.isRunning():
-            return
-        self.worker.load_cancel.set()
-        self.worker.request_stop()
-        self._shutdown.emit()
-        self.thread.quit()
-        self.thread.wait()
+        """Stop, then quit the thread, wait for it, and close the model (in that order). Once the
+        thread has ended nothing else uses the model, so closing it from here is safe."""
+        if self.thread.isRunning():
+            self.worker.load_cancel.set()
+            self.worker.request_stop()
+            self.thread.quit()
+            self.thread.wait()
+        self.worker.shutdown()

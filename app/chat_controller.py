@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from PySide6.QtCore import QObject, Signal
+from PySide6.QtCore import QObject, Signal, Slot
 
 from app.bridge import EngineBridge
 from app.side_panel import MetricsPanel
@@ -23,6 +23,7 @@ from engine.store import ConversationStore, Message, StreamingMessage
 
 class ChatController(QObject):
     generating_changed = Signal(bool)
+    streamed = Signal(int)  # output tokens so far, after each batch reached the view
     error = Signal(str)
     notice = Signal(str)
     conversations_changed = Signal()
@@ -165,15 +166,19 @@ class ChatController(QObject):
         self.generating_changed.emit(True)
 
     # ----- engine results
+    @Slot(int, str, int)
     def _on_tokens(self, rid: int, text: str, _n: int) -> None:
         if rid == self.request_id and self._stream is not None:
             self._stream.append(text)
             self.transcript.append_stream(text)
+            self.streamed.emit(_n)
 
+    @Slot(int, object)
     def _on_live(self, rid: int, snapshot: dict[str, Any]) -> None:
         if rid == self.request_id:
             self.metrics.update_live(snapshot)
 
+    @Slot(int, int)
     def _on_trimmed(self, rid: int, dropped: int) -> None:
         if rid == self.request_id:
             self.notice.emit(
@@ -181,10 +186,12 @@ class ChatController(QObject):
                 "of this answer's prompt."
             )
 
+    @Slot(int, str)
     def _on_failed(self, rid: int, message: str) -> None:
         if rid == self.request_id:
             self.error.emit(message)
 
+    @Slot(int, str, str, object, object)
     def _on_finished(
         self, rid: int, reason: str, _text: str, metrics: GenerationMetrics | None, itl: list[float]
     ) -> None:

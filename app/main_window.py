@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from PySide6.QtCore import QSettings, Qt, QUrl
+from PySide6.QtCore import QSettings, Qt, QUrl, Signal, Slot
 from PySide6.QtGui import QAction, QActionGroup, QCloseEvent, QDesktopServices, QGuiApplication, QKeySequence
 from PySide6.QtWidgets import (
     QApplication,
@@ -20,6 +20,7 @@ from PySide6.QtWidgets import (
     QMessageBox,
     QProgressBar,
     QPushButton,
+    QSizePolicy,
     QSplitter,
     QVBoxLayout,
     QWidget,
@@ -41,6 +42,8 @@ from engine.store import ConversationStore
 
 
 class MainWindow(QMainWindow):
+    model_state_changed = Signal(str)  # none, loading, ready (GUI thread)
+
     def __init__(
         self,
         store: ConversationStore,
@@ -106,15 +109,18 @@ class MainWindow(QMainWindow):
         row.addWidget(QLabel("Model"))
         self.model_picker = QComboBox()
         self.model_picker.setAccessibleName("Model picker")
-        self.model_picker.setMinimumWidth(260)
+        self.model_picker.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+        self.model_picker.setMinimumContentsLength(22)
         self.model_picker.activated.connect(self._on_pick)
         row.addWidget(self.model_picker)
         self.load_progress = QProgressBar()
         self.load_progress.setRange(0, 100)
-        self.load_progress.setMaximumWidth(160)
+        self.load_progress.setMaximumWidth(120)
         self.load_progress.setAccessibleName("Model load progress")
         row.addWidget(self.load_progress)
         self.model_status = QLabel()
+        self.model_status.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+        self.model_status.setMinimumWidth(60)
         self.model_status.setAccessibleName("Model status")
         row.addWidget(self.model_status)
         self.unload_button = QPushButton("Unload")
@@ -319,12 +325,15 @@ class MainWindow(QMainWindow):
             return
         self.controller.after_stop(act)
 
+    @Slot(float)
     def _on_load_progress(self, fraction: float) -> None:
         self.load_progress.setValue(int(fraction * 100))
 
+    @Slot()
     def _on_unloaded(self) -> None:
         self.set_model_state("none")
 
+    @Slot(object)
     def _on_loaded(self, info: ModelInfo) -> None:
         self.model_info = info
         self._loaded_name = self._loading_name
@@ -336,6 +345,7 @@ class MainWindow(QMainWindow):
             self.model_picker.setCurrentIndex(idx)
         self.set_model_state("ready")
 
+    @Slot(str)
     def _on_load_failed(self, message: str) -> None:
         self._loading_name = None
         self.model_info = None
@@ -363,6 +373,8 @@ class MainWindow(QMainWindow):
         s = self.settings
         backend = "CPU" if s.gpu_layers == 0 or state != "ready" else "GPU"
         self.backend_badge.setText(f"{backend} · {s.threads} threads · {s.gpu_layers} GPU layers")
+        self.backend_badge.setToolTip("Inference backend, CPU threads and layers offloaded to the GPU")
+        self.model_state_changed.emit(state)
 
     def open_models_folder(self) -> None:
         self.library.models_dir.mkdir(parents=True, exist_ok=True)

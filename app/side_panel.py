@@ -156,6 +156,7 @@ class MetricsPanel(QWidget):
         chart.addAxis(self.axis_y, Qt.AlignmentFlag.AlignLeft)
         self.series.attachAxis(self.axis_x)
         self.series.attachAxis(self.axis_y)
+        self._chart = chart  # keep the Python wrapper alive as long as the view shows it
         view = QChartView(chart)
         view.setRenderHint(QPainter.RenderHint.Antialiasing)
         view.setMinimumHeight(170)
@@ -248,4 +249,4 @@ class SidePanel(QTabWidget):
         self.addTab(self.metrics, "Metrics")
         self.addTab(self.params, "Parameters")
         self.setAccessibleName("Side panel")
-        self.setMinimumWidth(300)
+        self.setMinimumWidth(250)

@@ -134,13 +134,11 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
     return 0
 
 
+COMMANDS = ("run", "inspect")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _build_parser()
-    argv = sys.argv[1:] if argv is None else list(argv)
-    if not argv or (argv[0].startswith("--") and argv[0] not in ("--version", "--help")):
-        from app.main import main as gui_main  # the desktop app, with its own options
-
-        return gui_main(argv)
     args = parser.parse_args(argv)
     logging.basicConfig(
         level=logging.INFO if getattr(args, "verbose", False) else logging.ERROR,

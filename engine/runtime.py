@@ -92,8 +92,9 @@ class LocalRuntime:
         self._config: LoadConfig | None = None
         self._backend = "CPU"
         self._abort = threading.Event()
+        abort = self._abort  # the callback must not hold the runtime (no reference cycle)
         # Kept alive as long as the runtime: llama.cpp holds a raw pointer to it.
-        self._abort_callback = llama_cpp.ggml_abort_callback(lambda _data: self._abort.is_set())
+        self._abort_callback = llama_cpp.ggml_abort_callback(lambda _data: abort.is_set())
         # Prompt text + generated text of the last generation, and the token ids behind them, so a
         # follow-up whose prompt extends that text reuses exactly the tokens already in the KV cache.
         self._history: tuple[str, list[int]] | None = None

@@ -1,0 +1,24 @@
+"""The `ember-chat` entry point: a terminal command (`run`, `inspect`, `--version`, `--help`) goes to
+the engine's CLI; anything else opens the desktop app."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    from engine.cli import COMMANDS
+
+    if args and (args[0] in COMMANDS or args[0] in ("--version", "-h", "--help")):
+        from engine.cli import main as cli_main
+
+        return cli_main(args)
+    from app.main import main as gui_main
+
+    return gui_main(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,77 @@
+"""A fake inference backend that streams scripted tokens as fast as it can (GUI stress tests and the
+GUI benchmark). It speaks the same event protocol as the local runtime."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from engine.events import Event, Finished, PromptReady, Token
+from engine.gguf_inspect import ModelInfo
+from engine.metrics import MetricsRecorder, RunContext
+from engine.params import LoadConfig, SamplingParams
+from engine.prompting import ChatMessage
+
+WORDS = ["Ember ", "streams ", "tokens ", "quickly, ", "**bold** ", "and ", "`code` ", "naïve ", "café ", "😀 "]
+
+
+class FakeBackend:
+    def __init__(self, n_tokens: int = 20_000, delay_s: float = 0.0) -> None:
+        self.n_tokens = n_tokens
+        self.delay_s = delay_s
+        self._stop = threading.Event()
+        self._loaded = False
+        self.on_token: Callable[[int], None] | None = None
+
+    @property
+    def loaded(self) -> bool:
+        return self._loaded
+
+    @property
+    def backend(self) -> str:
+        return "CPU"
+
+    @property
+    def n_ctx(self) -> int:
+        return 1_000_000
+
+    def load(self, config: LoadConfig, progress=None, cancel=None) -> ModelInfo:
+        self._loaded = True
+        if progress:
+            progress(1.0)
+        return ModelInfo(Path(config.path), 0, 3, "llama", "Fake", 1, "F32", 1, 1, 1, 1, 1_000_000, None, None, 0)
+
+    def close(self) -> None:
+        self._loaded = False
+
+    def request_stop(self) -> None:
+        self._stop.set()
+
+    def chat(self, messages: list[ChatMessage], params: SamplingParams, template_override=None) -> Iterator[Event]:
+        return self._run(params)
+
+    def complete(self, prompt: str, params: SamplingParams) -> Iterator[Event]:
+        return self._run(params)
+
+    def _run(self, params: SamplingParams) -> Iterator[Event]:
+        self._stop.clear()
+        rec = MetricsRecorder(RunContext("Fake", "F32", "CPU", 1, 0, self.n_ctx))
+        rec.prefill_started(10, 0)
+        yield PromptReady(10, 0, self.n_ctx, rec.t_start_ns, rec.t_prefill_start_ns or 0)
+        parts = []
+        reason = "length"
+        for i in range(min(self.n_tokens, params.max_tokens)):
+            if self._stop.is_set():
+                reason = "cancelled"
+                break
+            if self.delay_s:
+                time.sleep(self.delay_s)
+            text = WORDS[i % len(WORDS)]
+            parts.append(text)
+            t = rec.token()
+            yield Token(text, i, t)
+            if self.on_token:
+                self.on_token(i)
+        yield Finished(reason, "".join(parts), rec.finish(reason))
