@@ -132,15 +132,21 @@ class ChatController(QObject):
         self.refresh()
         self._start(user)
 
-    def regenerate(self) -> None:
+    def regenerate(self, answer_id: int | None = None) -> None:
+        """A new answer to the same question (the last one by default), as a new branch."""
         if self.generating or self.conversation_id is None or not self.model_ready:
             return
         thread = self.store.thread(self.conversation_id)
-        users = [m for m in thread if m.role == "user"]
-        if users:
-            self.store.update_conversation(self.conversation_id, active_leaf=users[-1].id)
+        if answer_id is None:
+            users = [m for m in thread if m.role == "user"]
+            question = users[-1] if users else None
+        else:
+            parent = self.store.message(answer_id).parent_id
+            question = self.store.message(parent) if parent is not None else None
+        if question is not None:
+            self.store.update_conversation(self.conversation_id, active_leaf=question.id)
             self.refresh()
-            self._start(users[-1])
+            self._start(question)
 
     def start_edit(self, message_id: int) -> str:
         m = self.store.message(message_id)
@@ -199,14 +205,18 @@ class ChatController(QObject):
             return
         stream, self._stream = self._stream, None
         self.request_id = None
-        if stream is not None:
-            if reason == "error" and not stream.text:
-                self.store.delete_message(stream.message.id)
-                self.store.update_conversation(stream.message.conversation_id, active_leaf=stream.message.parent_id)
-            else:
-                stream.finish(metrics.to_dict() if metrics else None)
         self.metrics.finish(metrics, itl)
-        self.refresh()
+        if stream is not None and reason == "error" and not stream.text:
+            # Nothing was generated: drop the empty answer; the question stays, ready to retry.
+            self.store.delete_message(stream.message.id)
+            self.store.update_conversation(stream.message.conversation_id, active_leaf=stream.message.parent_id)
+            self.refresh()
+        elif stream is not None:
+            stream.finish(metrics.to_dict() if metrics else None)
+            if len(self.store.siblings(stream.message.id)) > 1:
+                self.refresh()  # a regenerated answer: the branch switcher needs the new count
+            else:
+                self.transcript.end_stream(stream.text, metrics.summary_line() if metrics else None)
         self.conversations_changed.emit()
         self.generating_changed.emit(False)
         pending, self._after = self._after, []
@@ -226,7 +236,7 @@ class ChatController(QObject):
             if arg < len(blocks):
                 QGuiApplication.clipboard().setText(blocks[arg])
         elif verb == "regenerate":
-            self.regenerate()
+            self.regenerate(message_id)
         elif verb == "edit":
             self.edit_requested.emit(message_id)
         elif verb in ("prev", "next"):

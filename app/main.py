@@ -99,6 +99,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--model", help="load this model at start ('starter' or a name/path)")
     ap.add_argument("--send", help="send this message once the model is loaded")
     ap.add_argument("--screenshot", help="save a screenshot of the window when the answer is done, then quit")
+    ap.add_argument("--quit-when-ready", action="store_true", help="quit once the window is shown (timing)")
     args = ap.parse_args(argv)
 
     from PySide6.QtWidgets import QApplication
@@ -108,7 +109,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     app.setStyle("Fusion")
     window = build_window()
     window.show()
-    print(f"ember: window ready in {time.perf_counter() - T0:.3f} s", file=sys.stderr)
+    if args.quit_when_ready:
+        from PySide6.QtCore import QTimer
+
+        def ready() -> None:
+            print(f"ember: window ready in {time.perf_counter() - T0:.3f} s", file=sys.stderr, flush=True)
+            window.close()
+
+        QTimer.singleShot(0, ready)  # after the first paint events have been processed
 
     script = _scripted_run_class()(window, args.send, args.screenshot)  # noqa: F841 - kept by parent
     if args.model:

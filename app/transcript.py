@@ -9,14 +9,19 @@ from __future__ import annotations
 
 import html
 import re
+import time
+from dataclasses import dataclass
 
-from PySide6.QtCore import QUrl, Signal
-from PySide6.QtGui import QTextCursor
+from PySide6.QtCore import QTimer, QUrl, Signal
+from PySide6.QtGui import QTextBlock, QTextCursor, QTextDocument, QTextDocumentFragment
 from PySide6.QtWidgets import QTextBrowser, QWidget
 
 from engine.metrics import GenerationMetrics
 from engine.store import Message
 
+STREAM_BLOCK_CHARS = 1500
+RENDER_SLICE_S = 0.012
+RENDER_SLICE_CHARS = 3000
 _FENCE = re.compile(r"^```.*?^```[ \t]*$", re.M | re.S)
 
 
@@ -40,8 +45,23 @@ def code_blocks(markdown: str) -> list[str]:
     return blocks
 
 
+@dataclass
+class _RenderJob:
+    markdown: str
+    insert_at: int
+    summary: str | None
+    doc: QTextDocument | None = None
+    block: QTextBlock | None = None
+
+    def parse(self) -> None:
+        self.doc = QTextDocument()
+        self.doc.setMarkdown(self.markdown)
+        self.block = self.doc.firstBlock()
+
+
 class TranscriptView(QTextBrowser):
     action = Signal(str, int, int)  # verb, message id, argument
+    rendered = Signal()  # a finished answer's Markdown rendering is complete
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -52,15 +72,16 @@ class TranscriptView(QTextBrowser):
         self.document().setDocumentMargin(16)
         self._stream_start: int | None = None
         self._stream_id: int | None = None
+        self._job: _RenderJob | None = None
 
     # ----- building
     def show_thread(self, messages: list[Message], branch_info: dict[int, tuple[int, int]]) -> None:
         self._stream_start = None
         self._stream_id = None
+        self._job = None
         self.clear()
-        last_assistant = max((m.id for m in messages if m.role == "assistant"), default=None)
         for m in messages:
-            self._append_message(m, branch_info.get(m.id), is_last_answer=m.id == last_assistant)
+            self._append_message(m, branch_info.get(m.id))
         self.moveCursor(QTextCursor.MoveOperation.End)
 
     def _cursor_at_end(self) -> QTextCursor:
@@ -68,13 +89,13 @@ class TranscriptView(QTextBrowser):
         c.movePosition(QTextCursor.MoveOperation.End)
         return c
 
-    def _header(self, role: str, message_id: int, branch: tuple[int, int] | None, is_last_answer: bool) -> str:
+    def _header(self, role: str, message_id: int, branch: tuple[int, int] | None) -> str:
         who = {"user": "You", "assistant": "Ember", "system": "System"}[role]
         colour = "#3b82f6" if role == "user" else "#f97316"
         links = [f'<a href="ember:copy/{message_id}">Copy</a>']
         if role == "user":
             links.append(f'<a href="ember:edit/{message_id}">Edit</a>')
-        if role == "assistant" and is_last_answer:
+        if role == "assistant":
             links.append(f'<a href="ember:regenerate/{message_id}">Regenerate</a>')
         if branch and branch[1] > 1:
             links.append(
@@ -87,10 +108,10 @@ class TranscriptView(QTextBrowser):
             f'<span style="font-size:small">{" · ".join(links)}</span></p>'
         )
 
-    def _append_message(self, m: Message, branch: tuple[int, int] | None, is_last_answer: bool = False) -> None:
+    def _append_message(self, m: Message, branch: tuple[int, int] | None) -> None:
         c = self._cursor_at_end()
         c.insertBlock()
-        c.insertHtml(self._header(m.role, m.id, branch, is_last_answer))
+        c.insertHtml(self._header(m.role, m.id, branch))
         c.insertBlock()
         if m.role == "assistant":
             c.insertMarkdown(with_copy_links(m.content, m.id) or " ")
@@ -109,7 +130,7 @@ class TranscriptView(QTextBrowser):
     def begin_stream(self, message_id: int) -> None:
         c = self._cursor_at_end()
         c.insertBlock()
-        c.insertHtml(self._header("assistant", message_id, None, False))
+        c.insertHtml(self._header("assistant", message_id, None))
         c.insertBlock()
         self._stream_start = c.position()
         self._stream_id = message_id
@@ -119,28 +140,82 @@ class TranscriptView(QTextBrowser):
             return
         bar = self.verticalScrollBar()
         follow = bar.value() >= bar.maximum() - 4
-        self._cursor_at_end().insertText(text)
+        c = self._cursor_at_end()
+        # Qt lays out a whole paragraph at a time: cap the block being appended to, so the cost of
+        # an append stays flat even in one endless paragraph (Markdown rendering at the end joins it).
+        if c.block().length() > STREAM_BLOCK_CHARS:
+            c.insertBlock()
+        c.insertText(text)
         if follow:
             bar.setValue(bar.maximum())
 
     def end_stream(self, markdown: str, summary: str | None) -> None:
+        """Replace the streamed plain text by its Markdown rendering. The rendered blocks are inserted
+        in time slices (a few ms each) so even a 20,000-token answer never freezes the window; the
+        plain text stays visible until the rendering is complete."""
         if self._stream_start is None or self._stream_id is None:
             return
-        c = self._cursor_at_end()
-        c.setPosition(self._stream_start, QTextCursor.MoveMode.KeepAnchor)
-        c.removeSelectedText()
-        c.insertMarkdown(with_copy_links(markdown, self._stream_id) or " ")
-        if summary:
-            c = self._cursor_at_end()
-            c.insertBlock()
-            c.insertHtml(f'<span style="color:gray;font-size:small">{html.escape(summary)}</span>')
+        self._job = _RenderJob(with_copy_links(markdown, self._stream_id) or " ", self._stream_start, summary)
         self._stream_start = None
         self._stream_id = None
+        QTimer.singleShot(0, self._continue_render)
+
+    def finish_rendering(self) -> None:
+        """Complete a pending rendering now (tests, export, shutdown)."""
+        while self._job is not None:
+            self._continue_render()
+
+    def _continue_render(self) -> None:
+        job = self._job
+        if job is None:
+            return
+        if job.doc is None:  # parsing is the first slice
+            job.parse()
+            QTimer.singleShot(0, self._continue_render)
+            return
+        assert job.block is not None
+        deadline = time.perf_counter() + RENDER_SLICE_S
+        target = QTextCursor(self.document())
+        while job.block.isValid() and time.perf_counter() < deadline:
+            first = job.block
+            end = first
+            chars = 0
+            while end.isValid() and chars < RENDER_SLICE_CHARS:
+                chars += end.length()
+                end = end.next()
+            src = QTextCursor(job.doc)
+            src.setPosition(first.position())
+            if end.isValid():
+                src.setPosition(end.position(), QTextCursor.MoveMode.KeepAnchor)
+            else:
+                src.movePosition(QTextCursor.MoveOperation.End, QTextCursor.MoveMode.KeepAnchor)
+            target.setPosition(job.insert_at)
+            target.insertFragment(QTextDocumentFragment(src))
+            if end.isValid():
+                target.insertBlock()
+            job.insert_at = target.position()
+            job.block = end
+        if job.block.isValid():
+            QTimer.singleShot(0, self._continue_render)
+            return
+        # Rendering complete: drop the plain streamed text, then the metrics line.
+        target.setPosition(job.insert_at)
+        target.movePosition(QTextCursor.MoveOperation.End, QTextCursor.MoveMode.KeepAnchor)
+        target.removeSelectedText()
+        if job.summary:
+            target.insertBlock()
+            target.insertHtml(f'<span style="color:gray;font-size:small">{html.escape(job.summary)}</span>')
+        self._job = None
         self.verticalScrollBar().setValue(self.verticalScrollBar().maximum())
+        self.rendered.emit()
 
     @property
     def streaming(self) -> bool:
         return self._stream_start is not None
+
+    @property
+    def rendering(self) -> bool:
+        return self._job is not None
 
     def jump_to(self, message_id: int) -> None:
         self.scrollToAnchor(f"msg-{message_id}")

@@ -18,9 +18,12 @@ WORDS = ["Ember ", "streams ", "tokens ", "quickly, ", "**bold** ", "and ", "`co
 
 
 class FakeBackend:
-    def __init__(self, n_tokens: int = 20_000, delay_s: float = 0.0) -> None:
+    def __init__(self, n_tokens: int = 20_000, delay_s: float = 0.0, rate: float = 0.0) -> None:
+        """`delay_s`: a pause before every token (a slow model); `rate`: tokens per second to pace
+        a fast stream at (0: as fast as Python can yield)."""
         self.n_tokens = n_tokens
         self.delay_s = delay_s
+        self.rate = rate
         self._stop = threading.Event()
         self._loaded = False
         self.on_token: Callable[[int], None] | None = None
@@ -62,13 +65,19 @@ class FakeBackend:
         yield PromptReady(10, 0, self.n_ctx, rec.t_start_ns, rec.t_prefill_start_ns or 0)
         parts = []
         reason = "length"
+        t0 = time.perf_counter()
         for i in range(min(self.n_tokens, params.max_tokens)):
             if self._stop.is_set():
                 reason = "cancelled"
                 break
             if self.delay_s:
                 time.sleep(self.delay_s)
-            text = WORDS[i % len(WORDS)]
+            if self.rate:
+                ahead = t0 + i / self.rate - time.perf_counter()
+                if ahead > 0.001:
+                    time.sleep(ahead)
+            # words, with a paragraph break every 80 tokens, like a real answer
+            text = WORDS[i % len(WORDS)] + ("\n\n" if i % 80 == 79 else "")
             parts.append(text)
             t = rec.token()
             yield Token(text, i, t)

@@ -66,6 +66,9 @@ def send(qtbot: QtBot, w: MainWindow, text: str) -> None:
     with qtbot.waitSignal(w.controller.generating_changed, check_params_cb=lambda on: not on, timeout=ANSWER_TIMEOUT):
         w.composer.editor.setPlainText(text)
         qtbot.keyClick(w.composer.editor, Qt.Key.Key_Return)
+    if w.transcript.rendering:  # the Markdown rendering of the answer completes in time slices
+        with qtbot.waitSignal(w.transcript.rendered, timeout=ANSWER_TIMEOUT):
+            pass
 
 
 def set_max_tokens(w: MainWindow, n: int) -> None:

@@ -1,0 +1,205 @@
+"""GUI streaming benchmark: 20,000 tokens from a fake engine, as fast as it can produce them, into
+the real window (offscreen); then the real starter model through the GUI vs directly (the CLI path).
+
+Prints JSON: longest event-loop stall (budget <= 50 ms), tokens/s displayed (>= 5,000), GUI time per
+token at the start vs the end of the message (end/start <= 1.5), and decode tok/s of the starter
+model through the GUI / through the runtime directly (>= 0.97).
+
+    python bench/gui_stream.py --json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+from PySide6.QtCore import QEventLoop, QObject, Qt, QTimer, Slot
+from PySide6.QtWidgets import QApplication
+
+from app.main import build_window
+from engine.events import Finished
+from engine.paths import AppPaths
+from engine.prompting import ChatMessage
+from tests.fake_backend import FakeBackend
+
+
+class StallProbe(QObject):
+    """A 1 ms timer on the GUI thread; the longest gap between its ticks is the longest stall."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.timer = QTimer(self)
+        self.timer.setTimerType(Qt.TimerType.PreciseTimer)
+        self.timer.setInterval(1)
+        self.timer.timeout.connect(self.tick)
+        self.last = 0.0
+        self.max_gap = 0.0
+        self.max_at = 0.0
+
+    def start(self) -> None:
+        self.last = time.perf_counter()
+        self.timer.start()
+
+    @Slot()
+    def tick(self) -> None:
+        now = time.perf_counter()
+        gap = now - self.last
+        if gap > self.max_gap:
+            self.max_gap = gap
+            self.max_at = now
+        self.last = now
+
+
+def wait_until_idle(window: object) -> None:
+    loop = QEventLoop()
+    window.controller.generating_changed.connect(lambda on: None if on else loop.quit())
+    loop.exec()
+
+
+def wait_loaded(window: object) -> None:
+    loop = QEventLoop()
+    window.model_state_changed.connect(lambda s: loop.quit() if s in ("ready", "none") else None)
+    loop.exec()
+
+
+def stream_fake(paths: AppPaths, n_tokens: int, rate: float) -> dict[str, float]:
+    window = build_window(paths, backend_factory=lambda: FakeBackend(n_tokens=n_tokens, rate=rate))
+    window.resize(1280, 800)
+    window.show()
+    (paths.default_models_dir / "fake.gguf").write_bytes(b"")
+    window.load_model("fake.gguf")
+    wait_loaded(window)
+    window.side.params.max_tokens.setValue(n_tokens)
+
+    batches: list[tuple[int, int, float]] = []  # tokens so far, tokens in batch, GUI seconds
+    controller = window.controller
+    original = controller._on_tokens
+    state = {"n": 0, "first": 0.0, "last": 0.0}
+
+    def timed(rid: int, text: str, n: int) -> None:
+        t = time.perf_counter()
+        original(rid, text, n)
+        done = time.perf_counter()
+        if not state["first"]:
+            state["first"] = t
+        state["last"] = done
+        batches.append((n, n - state["n"], done - t))
+        state["n"] = n
+
+    window.bridge.worker.tokens.disconnect(controller._on_tokens)
+    controller._on_tokens = timed
+    relay = Relay(timed)
+    window.bridge.worker.tokens.connect(relay.on_tokens)
+
+    probe = StallProbe()
+    probe.start()
+    t_send = time.perf_counter()
+    window.controller.send("stream please")
+    wait_until_idle(window)
+    t_done = time.perf_counter()
+    while window.transcript.rendering:  # include the final Markdown rendering in the stall probe
+        QApplication.processEvents(QEventLoop.ProcessEventsFlag.WaitForMoreEvents)
+    probe.timer.stop()
+    shown = len(window.store.thread(window.controller.conversation_id)[-1].content)
+
+    def per_token(sel: list[tuple[int, int, float]]) -> float:
+        return sum(b[2] for b in sel) / max(1, sum(b[1] for b in sel))
+
+    tenth = n_tokens // 10
+    start = [b for b in batches if b[0] <= tenth]
+    end = [b for b in batches if b[0] > n_tokens - tenth]
+    window.close()
+    window.store.close()
+    return {
+        "tokens": n_tokens,
+        "fake_rate_tokens_per_s": rate,
+        "chars_shown": shown,
+        "batches": len(batches),
+        "longest_stall_ms": round(probe.max_gap * 1e3, 2),
+        "longest_stall_ended_at_ms_after_send": round((probe.max_at - t_send) * 1e3, 1),
+        "answer_done_at_ms_after_send": round((t_done - t_send) * 1e3, 1),
+        "tokens_per_s_displayed": round(n_tokens / (state["last"] - state["first"]), 1),
+        "gui_us_per_token_start": round(per_token(start) * 1e6, 3),
+        "gui_us_per_token_end": round(per_token(end) * 1e6, 3),
+    }
+
+
+class Relay(QObject):
+    def __init__(self, fn: object) -> None:
+        super().__init__()
+        self.fn = fn
+
+    @Slot(int, str, int)
+    def on_tokens(self, rid: int, text: str, n: int) -> None:
+        self.fn(rid, text, n)
+
+
+def starter_gui_vs_direct(paths: AppPaths, runs: int, tokens: int) -> dict[str, float]:
+    from engine.params import LoadConfig, SamplingParams
+    from engine.runtime import LocalRuntime
+
+    window = build_window(paths)
+    window.resize(1280, 800)
+    window.show()
+    window.side.params.max_tokens.setValue(tokens)
+    window.side.params.temperature.setValue(0.0)
+    window.side.params.context.setValue(2048)
+    window.load_model("starter")
+    wait_loaded(window)
+    direct = LocalRuntime()
+    direct.load(LoadConfig(window.library.resolve("starter"), n_ctx=2048, threads=window.settings.threads))
+    prompt = "Write a long story about a lighthouse keeper."
+    gui_tps, direct_tps = [], []
+    for _ in range(runs):
+        window.new_chat()
+        window.controller.send(prompt)
+        wait_until_idle(window)
+        gui_tps.append(window.store.thread(window.controller.conversation_id)[-1].metrics["decode_tokens_per_s"])
+        direct.reset_cache()
+        for ev in direct.chat([ChatMessage("user", prompt)], SamplingParams(temperature=0.0, max_tokens=tokens)):
+            if isinstance(ev, Finished):
+                direct_tps.append(ev.metrics.decode_tokens_per_s)
+    direct.close()
+    window.close()
+    window.store.close()
+    return {
+        "starter_gui_decode_tokens_per_s": round(statistics.median(gui_tps), 2),
+        "starter_direct_decode_tokens_per_s": round(statistics.median(direct_tps), 2),
+        "starter_gui_vs_direct_ratio": round(statistics.median(gui_tps) / statistics.median(direct_tps), 4),
+    }
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--tokens", type=int, default=20_000)
+    ap.add_argument("--rate", type=float, default=20_000, help="fake engine tokens/s (0: unpaced)")
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--starter-tokens", type=int, default=128)
+    ap.add_argument("--no-starter", action="store_true")
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+    app = QApplication.instance() or QApplication([])
+    app.setStyle("Fusion")
+    with tempfile.TemporaryDirectory() as tmp:
+        paths = AppPaths(Path(tmp) / "data", Path(tmp) / "config")
+        paths.default_models_dir.mkdir(parents=True)
+        result = stream_fake(paths, args.tokens, args.rate)
+        result["end_over_start"] = round(result["gui_us_per_token_end"] / result["gui_us_per_token_start"], 3)
+        if not args.no_starter:
+            real_paths = AppPaths(Path(tmp) / "data2", Path(tmp) / "config2")
+            result.update(starter_gui_vs_direct(real_paths, args.runs, args.starter_tokens))
+    print(json.dumps(result) if args.json else "\n".join(f"{k:40} {v}" for k, v in result.items()))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
