@@ -81,13 +81,24 @@ def _scripted_run_class() -> type:
 
         @Slot(bool)
         def on_generating(self, on: bool) -> None:
-            if not on and self.screenshot:
-                QTimer.singleShot(300, self.shoot)
+            if on or not self.screenshot:
+                return
+            if self.window.transcript.rendering:
+                self.window.transcript.rendered.connect(self.on_rendered)
+            else:
+                QTimer.singleShot(200, self.shoot)
+
+        @Slot()
+        def on_rendered(self) -> None:
+            QTimer.singleShot(200, self.shoot)
 
         def shoot(self) -> None:
             out = Path(self.screenshot)
             out.parent.mkdir(parents=True, exist_ok=True)
-            self.window.grab().save(str(out))
+            shot = self.window.screen().grabWindow(self.window.winId())  # the real window's pixels
+            if shot.isNull():
+                shot = self.window.grab()
+            shot.save(str(out))
             print(f"ember: screenshot saved to {out}", file=sys.stderr)
             self.window.close()
 
@@ -99,6 +110,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--model", help="load this model at start ('starter' or a name/path)")
     ap.add_argument("--send", help="send this message once the model is loaded")
     ap.add_argument("--screenshot", help="save a screenshot of the window when the answer is done, then quit")
+    ap.add_argument("--max-tokens", type=int, help="answer length for --send")
     ap.add_argument("--quit-when-ready", action="store_true", help="quit once the window is shown (timing)")
     args = ap.parse_args(argv)
 
@@ -118,6 +130,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         QTimer.singleShot(0, ready)  # after the first paint events have been processed
 
+    if args.max_tokens:
+        window.side.params.max_tokens.setValue(args.max_tokens)
     script = _scripted_run_class()(window, args.send, args.screenshot)  # noqa: F841 - kept by parent
     if args.model:
         window.load_model(args.model)

@@ -20,7 +20,6 @@ from PySide6.QtWidgets import (
     QMessageBox,
     QProgressBar,
     QPushButton,
-    QSizePolicy,
     QSplitter,
     QVBoxLayout,
     QWidget,
@@ -119,8 +118,6 @@ class MainWindow(QMainWindow):
         self.load_progress.setAccessibleName("Model load progress")
         row.addWidget(self.load_progress)
         self.model_status = QLabel()
-        self.model_status.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
-        self.model_status.setMinimumWidth(60)
         self.model_status.setAccessibleName("Model status")
         row.addWidget(self.model_status)
         self.unload_button = QPushButton("Unload")
@@ -258,7 +255,10 @@ class MainWindow(QMainWindow):
         self.model_picker.addItem("Choose a model…", None)
         for e in self.library.entries():
             label = "Gemma 3 270M (starter)" if e.is_starter else e.name
-            self.model_picker.addItem(f"{label}  ·  {e.size / 1e6:,.0f} MB", e.name)
+            self.model_picker.addItem(label, e.name)
+            self.model_picker.setItemData(
+                self.model_picker.count() - 1, f"{e.size / 1e6:,.0f} MB", Qt.ItemDataRole.ToolTipRole
+            )
         idx = self.model_picker.findData(current)
         self.model_picker.setCurrentIndex(max(0, idx))
 

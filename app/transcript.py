@@ -13,12 +13,21 @@ import time
 from dataclasses import dataclass
 
 from PySide6.QtCore import QTimer, QUrl, Signal
-from PySide6.QtGui import QTextBlock, QTextCursor, QTextDocument, QTextDocumentFragment
+from PySide6.QtGui import (
+    QColor,
+    QTextBlock,
+    QTextBlockFormat,
+    QTextCharFormat,
+    QTextCursor,
+    QTextDocument,
+    QTextDocumentFragment,
+)
 from PySide6.QtWidgets import QTextBrowser, QWidget
 
 from engine.metrics import GenerationMetrics
 from engine.store import Message
 
+USER_BACKGROUND = QColor(59, 130, 246, 36)  # a tint that reads on light and dark themes
 STREAM_BLOCK_CHARS = 1500
 RENDER_SLICE_S = 0.012
 RENDER_SLICE_CHARS = 3000
@@ -89,6 +98,20 @@ class TranscriptView(QTextBrowser):
         c.movePosition(QTextCursor.MoveOperation.End)
         return c
 
+    def _new_block(self, c: QTextCursor, role: str | None = None) -> None:
+        """A fresh paragraph with plain formatting (nothing inherited from a header's links)."""
+        fmt = QTextBlockFormat()
+        if role == "user":
+            fmt.setBackground(USER_BACKGROUND)
+            fmt.setLeftMargin(4)
+            fmt.setTopMargin(2)
+            fmt.setBottomMargin(2)
+        if c.position() == 0 and self.document().isEmpty():
+            c.setBlockFormat(fmt)
+            c.setCharFormat(QTextCharFormat())
+        else:
+            c.insertBlock(fmt, QTextCharFormat())
+
     def _header(self, role: str, message_id: int, branch: tuple[int, int] | None) -> str:
         who = {"user": "You", "assistant": "Ember", "system": "System"}[role]
         colour = "#3b82f6" if role == "user" else "#f97316"
@@ -110,28 +133,28 @@ class TranscriptView(QTextBrowser):
 
     def _append_message(self, m: Message, branch: tuple[int, int] | None) -> None:
         c = self._cursor_at_end()
-        c.insertBlock()
+        self._new_block(c)
         c.insertHtml(self._header(m.role, m.id, branch))
-        c.insertBlock()
+        self._new_block(c, m.role)
         if m.role == "assistant":
             c.insertMarkdown(with_copy_links(m.content, m.id) or " ")
             note = "" if m.complete else " · interrupted"
             if m.metrics:
                 line = GenerationMetrics.from_dict(m.metrics).summary_line() + note
-                c.insertBlock()
+                self._new_block(c)
                 c.insertHtml(f'<span style="color:gray;font-size:small">{html.escape(line)}</span>')
             elif note:
-                c.insertBlock()
+                self._new_block(c)
                 c.insertHtml('<span style="color:gray;font-size:small">interrupted</span>')
         else:
-            c.insertText(m.content)
+            c.insertText(m.content, QTextCharFormat())
 
     # ----- streaming
     def begin_stream(self, message_id: int) -> None:
         c = self._cursor_at_end()
-        c.insertBlock()
+        self._new_block(c)
         c.insertHtml(self._header("assistant", message_id, None))
-        c.insertBlock()
+        self._new_block(c, "assistant")
         self._stream_start = c.position()
         self._stream_id = message_id
 
@@ -145,7 +168,7 @@ class TranscriptView(QTextBrowser):
         # an append stays flat even in one endless paragraph (Markdown rendering at the end joins it).
         if c.block().length() > STREAM_BLOCK_CHARS:
             c.insertBlock()
-        c.insertText(text)
+        c.insertText(text, QTextCharFormat())
         if follow:
             bar.setValue(bar.maximum())
 
@@ -203,7 +226,7 @@ class TranscriptView(QTextBrowser):
         target.movePosition(QTextCursor.MoveOperation.End, QTextCursor.MoveMode.KeepAnchor)
         target.removeSelectedText()
         if job.summary:
-            target.insertBlock()
+            self._new_block(target)
             target.insertHtml(f'<span style="color:gray;font-size:small">{html.escape(job.summary)}</span>')
         self._job = None
         self.verticalScrollBar().setValue(self.verticalScrollBar().maximum())

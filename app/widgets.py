@@ -54,7 +54,7 @@ class Composer(QWidget):
         self.editor = ComposerEdit()
         self.editor.setPlaceholderText("Message Ember…  (Enter to send, Shift+Enter for a new line)")
         self.editor.setAccessibleName("Message")
-        self.editor.setMaximumHeight(120)
+        self.editor.setMaximumHeight(84)
         self.editor.submit.connect(self._on_submit)
         self.editor.escape.connect(self.stop)
         self.button = QPushButton("Send")
