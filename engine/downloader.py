@@ -1,0 +1,412 @@
+"""The byte transfer of model files: resumable, verified, cancellable, and careful with the token.
+
+- HTTP Range into `<file>.part`, with a sidecar `<file>.part.json` recording repo, revision, commit,
+  expected size and sha256, so a download resumes across dropped connections and app restarts and
+  transfers only the missing bytes.
+- Free disk space is checked first; a full disk mid-way keeps the partial file for later.
+- Transient faults (connection reset, timeout, 5xx, 429) retry with backoff and resume; permanent ones
+  (401/403, 404) stop with a clear message.
+- On completion the sha256 is verified against the Hub's LFS metadata, then the file is moved into
+  place atomically. A mismatch discards it and says so. A `.part` file is never a model.
+- The token goes only to the Hub's own origin, never to a redirect target (the CDN).
+- File names from the Hub cannot escape the models folder.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import http.client
+import json
+import os
+import re
+import shutil
+import ssl
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import quote, urljoin, urlsplit
+
+from engine.errors import EmberError
+from engine.hub import HubAuthError, HubNotFound, HubOffline
+
+CHUNK = 1 << 20
+DISK_MARGIN = 64 << 20
+_REPO_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+
+class DownloadError(EmberError):
+    pass
+
+
+class DiskFullError(DownloadError):
+    pass
+
+
+class IntegrityError(DownloadError):
+    pass
+
+
+class UnsafeFilename(DownloadError):
+    pass
+
+
+class DownloadStopped(DownloadError):
+    """Paused or cancelled by the user; `cancelled` tells which."""
+
+    def __init__(self, message: str, cancelled: bool) -> None:
+        super().__init__(message)
+        self.cancelled = cancelled
+
+
+class _Transient(Exception):
+    pass
+
+
+@dataclass(frozen=True)
+class DownloadSpec:
+    repo_id: str
+    filename: str  # path inside the repo
+    revision: str = "main"
+    size: int | None = None
+    sha256: str | None = None
+
+
+@dataclass
+class DownloadControl:
+    pause: threading.Event = field(default_factory=threading.Event)
+    cancel: threading.Event = field(default_factory=threading.Event)
+
+
+@dataclass(frozen=True)
+class Progress:
+    done: int
+    total: int
+    speed_bps: float
+    eta_s: float | None
+    resumed_from: int = 0
+
+
+@dataclass(frozen=True)
+class Resolved:
+    url: str  # where the bytes are (the CDN for LFS files)
+    commit: str
+    size: int
+    sha256: str | None
+
+
+def safe_target(models_dir: Path, repo_id: str, filename: str) -> Path:
+    """models_dir/owner/name/<filename>, refusing anything that could land outside models_dir."""
+    if not _REPO_ID.match(repo_id) or ".." in repo_id:
+        raise UnsafeFilename(f"'{repo_id}' is not a valid repository id (owner/name).")
+    if not filename or "\\" in filename or "\0" in filename or filename.startswith("/") or ":" in filename:
+        raise UnsafeFilename(f"refusing the file name '{filename}': it could escape the models folder.")
+    parts = filename.split("/")
+    if any(p in ("", ".", "..") for p in parts):
+        raise UnsafeFilename(f"refusing the file name '{filename}': it could escape the models folder.")
+    root = Path(models_dir).resolve()
+    owner, name = repo_id.split("/")
+    target = (root / owner / name).joinpath(*parts).resolve()
+    if not target.is_relative_to(root):
+        raise UnsafeFilename(f"refusing the file name '{filename}': it could escape the models folder.")
+    return target
+
+
+def part_paths(target: Path) -> tuple[Path, Path]:
+    part = target.with_name(target.name + ".part")
+    return part, part.with_name(part.name + ".json")
+
+
+class Downloader:
+    def __init__(
+        self,
+        endpoint: str,
+        token: str | None = None,
+        timeout: float = 30.0,
+        retries: int = 8,
+        backoff_s: float = 1.0,
+        chunk: int = CHUNK,
+    ) -> None:
+        self.endpoint = endpoint.rstrip("/")
+        self.token = token or None
+        self.timeout = timeout
+        self.retries = retries
+        self.backoff_s = backoff_s
+        self.chunk = chunk
+        origin = urlsplit(self.endpoint)
+        self._hub_origin = (origin.scheme, origin.hostname, origin.port)
+
+    # ----- HTTP
+    def _headers(self, url: str, extra: dict[str, str] | None = None) -> dict[str, str]:
+        headers = {"User-Agent": "ember-chat", "Accept-Encoding": "identity", **(extra or {})}
+        u = urlsplit(url)
+        if self.token and (u.scheme, u.hostname, u.port) == self._hub_origin:
+            headers["Authorization"] = f"Bearer {self.token}"
+        return headers
+
+    def _open(
+        self, method: str, url: str, headers: dict[str, str]
+    ) -> tuple[http.client.HTTPConnection, http.client.HTTPResponse]:
+        u = urlsplit(url)
+        conn: http.client.HTTPConnection
+        if u.scheme == "https":
+            conn = http.client.HTTPSConnection(
+                u.hostname or "", u.port, timeout=self.timeout, context=ssl.create_default_context()
+            )
+        else:
+            conn = http.client.HTTPConnection(u.hostname or "", u.port, timeout=self.timeout)
+        path = u.path + (f"?{u.query}" if u.query else "")
+        try:
+            conn.request(method, path or "/", headers=headers)
+            return conn, conn.getresponse()
+        except BaseException:
+            conn.close()
+            raise
+
+    def _request(
+        self, method: str, url: str, extra: dict[str, str] | None = None
+    ) -> tuple[http.client.HTTPConnection, http.client.HTTPResponse, str]:
+        """Follow redirects by hand so the token is recomputed for each origin."""
+        for _ in range(6):
+            conn, resp = self._open(method, url, self._headers(url, extra))
+            if resp.status in (301, 302, 303, 307, 308) and resp.getheader("Location"):
+                location = urljoin(url, resp.getheader("Location") or "")
+                resp.read()
+                conn.close()
+                url = location
+                continue
+            return conn, resp, url
+        raise DownloadError(f"too many redirects for {url}")
+
+    def resolve_url(self, spec: DownloadSpec) -> str:
+        return f"{self.endpoint}/{spec.repo_id}/resolve/{quote(spec.revision, safe='')}/{quote(spec.filename)}"
+
+    def resolve(self, spec: DownloadSpec) -> Resolved:
+        """HEAD on the resolve URL: commit, size and sha256 from the Hub, and where the bytes are."""
+        url = self.resolve_url(spec)
+        conn, resp = self._open("HEAD", url, self._headers(url))
+        with _closing(conn):
+            resp.read()
+            self._raise_for_status(resp, spec)
+            commit = resp.getheader("X-Repo-Commit") or ""
+            etag = (
+                (resp.getheader("X-Linked-Etag") or resp.getheader("ETag") or "")
+                .strip('"')
+                .removeprefix("W/")
+                .strip('"')
+            )
+            size = int(resp.getheader("X-Linked-Size") or resp.getheader("Content-Length") or spec.size or 0)
+            location = resp.getheader("Location") if resp.status in (301, 302, 303, 307, 308) else None
+        sha = spec.sha256 or (etag if re.fullmatch(r"[0-9a-f]{64}", etag or "") else None)
+        return Resolved(url=urljoin(url, location) if location else url, commit=commit, size=size, sha256=sha)
+
+    def _raise_for_status(self, resp: http.client.HTTPResponse, spec: DownloadSpec) -> None:
+        if resp.status < 400 or resp.status == 416:
+            return
+        code = resp.getheader("X-Error-Code") or ""
+        what = f"{spec.repo_id}/{spec.filename}"
+        if code == "GatedRepo" or resp.status in (401, 403):
+            raise HubAuthError(
+                f"{what}: access denied ({resp.status}{', gated repository' if code == 'GatedRepo' else ''}). "
+                "Accept the licence on the Hub and add a Hugging Face token."
+            )
+        if resp.status == 404:
+            raise HubNotFound(f"{what}: not found on the Hub ({code or '404'}).")
+        if resp.status == 429 or resp.status >= 500:
+            raise _Transient(f"HTTP {resp.status}")
+        raise DownloadError(f"{what}: the server answered HTTP {resp.status}.")
+
+    # ----- transfer
+    def fetch(
+        self,
+        spec: DownloadSpec,
+        models_dir: Path,
+        on_progress: Callable[[Progress], None] | None = None,
+        control: DownloadControl | None = None,
+    ) -> Path:
+        control = control or DownloadControl()
+        target = safe_target(models_dir, spec.repo_id, spec.filename)
+        # Few retries here: offline should be said quickly, not after minutes of backoff.
+        resolved = self._with_retries(lambda: self.resolve(spec), control, retries=2)
+        if target.exists() and target.stat().st_size == resolved.size:
+            return target
+        target.parent.mkdir(parents=True, exist_ok=True)
+        part, sidecar = part_paths(target)
+        record = {
+            "repo_id": spec.repo_id,
+            "filename": spec.filename,
+            "revision": spec.revision,
+            "commit": resolved.commit,
+            "size": resolved.size,
+            "sha256": resolved.sha256,
+        }
+        have = 0
+        if part.exists() and sidecar.exists():
+            try:
+                old = json.loads(sidecar.read_text())
+            except (OSError, ValueError):
+                old = {}
+            if old.get("sha256") == record["sha256"] and old.get("size") == record["size"]:
+                have = min(part.stat().st_size, resolved.size)
+        if have == 0:
+            part.unlink(missing_ok=True)
+        sidecar.write_text(json.dumps(record))
+        self._check_space(part.parent, resolved.size - have)
+
+        hasher = hashlib.sha256()
+        if have:
+            with part.open("rb") as fh:  # the hash covers the bytes already on disk
+                while block := fh.read(8 << 20):
+                    hasher.update(block)
+        state = {"have": have, "hasher": hasher}
+        started = time.monotonic()
+        resumed_from = have
+
+        def attempt() -> None:
+            self._transfer(spec, resolved, part, state, control, on_progress, started, resumed_from)
+
+        self._with_retries(attempt, control, state)
+        if state["have"] != resolved.size:
+            raise DownloadError(f"{spec.filename}: the server sent {state['have']:,} of {resolved.size:,} bytes.")
+        digest = state["hasher"].hexdigest()
+        if resolved.sha256 and digest != resolved.sha256:
+            part.unlink(missing_ok=True)
+            sidecar.unlink(missing_ok=True)
+            raise IntegrityError(
+                f"{spec.filename} failed verification: its sha256 is {digest[:12]}…, the Hub says "
+                f"{resolved.sha256[:12]}…. The damaged file was deleted; download it again."
+            )
+        os.replace(part, target)
+        sidecar.unlink(missing_ok=True)
+        return target
+
+    def _check_space(self, folder: Path, need: int) -> None:
+        free = shutil.disk_usage(folder).free
+        if free < need + DISK_MARGIN:
+            raise DiskFullError(
+                f"Not enough disk space in {folder}: the download needs {need / 1e9:.2f} GB more, "
+                f"{free / 1e9:.2f} GB are free. Free some space or choose another models folder."
+            )
+
+    def _with_retries(
+        self, fn: Callable[[], object], control: DownloadControl, state: dict | None = None, retries: int | None = None
+    ) -> object:
+        retries = self.retries if retries is None else retries
+        attempt = 0
+        last_have = state["have"] if state else 0
+        while True:
+            self._check_control(control)
+            try:
+                return fn()
+            except (_Transient, OSError, http.client.HTTPException) as exc:
+                if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
+                    raise DiskFullError(
+                        "The disk filled up during the download. The partial file is kept: free some space and resume."
+                    ) from exc
+                if isinstance(exc, DownloadError):
+                    raise
+                if state and state["have"] > last_have:
+                    attempt = 0  # progress was made: this is a fresh fault, not a repeated one
+                    last_have = state["have"]
+                attempt += 1
+                if attempt > retries:
+                    raise HubOffline(
+                        f"The download keeps failing ({exc.__class__.__name__}: {exc}). The partial file is "
+                        "kept; resume when the connection is back."
+                    ) from exc
+                delay = min(self.backoff_s * 2 ** (attempt - 1), 30.0)
+                if control.cancel.wait(delay) or control.pause.is_set():
+                    self._check_control(control)
+
+    @staticmethod
+    def _check_control(control: DownloadControl) -> None:
+        if control.cancel.is_set():
+            raise DownloadStopped("Download cancelled.", cancelled=True)
+        if control.pause.is_set():
+            raise DownloadStopped("Download paused.", cancelled=False)
+
+    def _transfer(
+        self,
+        spec: DownloadSpec,
+        resolved: Resolved,
+        part: Path,
+        state: dict,
+        control: DownloadControl,
+        on_progress: Callable[[Progress], None] | None,
+        started: float,
+        resumed_from: int,
+    ) -> None:
+        have = state["have"]
+        if have >= resolved.size:
+            return
+        conn, resp, _url = self._request("GET", resolved.url, {"Range": f"bytes={have}-"})
+        with _closing(conn):
+            self._raise_for_status(resp, spec)
+            if resp.status == 200 and have:
+                # The server ignored the range: start over rather than append the wrong bytes.
+                have = 0
+                state["hasher"] = hashlib.sha256()
+                part.unlink(missing_ok=True)
+            elif resp.status == 206:
+                start = int(re.match(r"bytes (\d+)-", resp.getheader("Content-Range") or "bytes 0-").group(1))  # type: ignore[union-attr]
+                if start != have:
+                    raise _Transient(f"server resumed at {start}, expected {have}")
+            elif resp.status == 416:
+                raise _Transient("range not satisfiable")
+            buf = bytearray(self.chunk)
+            view = memoryview(buf)
+            last_report = 0.0
+            with part.open("ab" if have else "wb") as out:
+                while have < resolved.size:
+                    if control.cancel.is_set() or control.pause.is_set():
+                        out.flush()
+                        state["have"] = have
+                        self._check_control(control)
+                    n = resp.readinto(buf)
+                    if not n:
+                        state["have"] = have
+                        raise _Transient("connection closed mid-body")
+                    out.write(view[:n])
+                    state["hasher"].update(view[:n])
+                    have += n
+                    state["have"] = have
+                    now = time.monotonic()
+                    if on_progress and (now - last_report >= 0.2 or have == resolved.size):
+                        last_report = now
+                        elapsed = max(now - started, 1e-6)
+                        speed = (have - resumed_from) / elapsed
+                        eta = (resolved.size - have) / speed if speed > 0 else None
+                        on_progress(Progress(have, resolved.size, speed, eta, resumed_from))
+                out.flush()
+                os.fsync(out.fileno())
+
+
+class _closing:
+    def __init__(self, conn: http.client.HTTPConnection) -> None:
+        self.conn = conn
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *_: object) -> None:
+        self.conn.close()
+
+
+def sidecar_record(sidecar: Path) -> dict | None:
+    try:
+        data = json.loads(sidecar.read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) and {"repo_id", "filename", "size"} <= data.keys() else None
+
+
+def spec_from_record(record: dict) -> DownloadSpec:
+    return DownloadSpec(
+        repo_id=record["repo_id"],
+        filename=record["filename"],
+        revision=record.get("commit") or record.get("revision") or "main",
+        size=record.get("size"),
+        sha256=record.get("sha256"),
+    )
