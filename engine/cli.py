@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import signal
 import sys
 from collections.abc import Sequence
@@ -59,18 +60,48 @@ def _build_parser() -> argparse.ArgumentParser:
 
     info = sub.add_parser("inspect", help="describe a .gguf file without loading it")
     info.add_argument("path")
+
+    models = sub.add_parser("models", help="find, download and organise models")
+    msub = models.add_subparsers(dest="models_command", parser_class=_Parser, required=True)
+    ls = msub.add_parser("list", help="installed models")
+    ls.add_argument("--json", action="store_true")
+    se = msub.add_parser("search", help="search the Hub for GGUF models")
+    se.add_argument("query")
+    se.add_argument("--limit", type=int, default=20)
+    se.add_argument("--json", action="store_true")
+    fi = msub.add_parser("files", help="a repo's GGUF files by quantization, with a fit estimate")
+    fi.add_argument("repo")
+    fi.add_argument("--ctx", type=int, default=4096, help="context length for the fit estimate")
+    fi.add_argument("--json", action="store_true")
+    dl = msub.add_parser("download", help="download a file (run again to resume)")
+    dl.add_argument("repo")
+    dl.add_argument("file")
+    dl.add_argument("--revision", default="main")
+    im = msub.add_parser("import", help="add a local .gguf file")
+    im.add_argument("path")
+    im.add_argument("--in-place", action="store_true", help="use the file where it is instead of copying it")
+    rm = msub.add_parser("rm", help="delete an installed model")
+    rm.add_argument("name")
+    tk = msub.add_parser("token", help="store a Hugging Face token in the OS keychain (read from stdin)")
+    tk.add_argument("--clear", action="store_true")
     return parser
 
 
-def resolve_model(spec: str, paths: AppPaths) -> Path:
-    """'starter' → the bundled starter model; anything else is a path to a .gguf file."""
-    from engine.starter import STARTER_ALIAS, starter_model_path
+def models_dir(paths: AppPaths) -> Path:
+    settings = SettingsFile(paths.settings_file).load()
+    return Path(settings.models_dir) if settings.models_dir else paths.default_models_dir
 
-    if spec == STARTER_ALIAS:
-        settings = SettingsFile(paths.settings_file).load()
-        models_dir = Path(settings.models_dir) if settings.models_dir else paths.default_models_dir
-        return starter_model_path(models_dir)
-    return Path(spec).expanduser()
+
+def hub_endpoint(paths: AppPaths) -> str:
+    """EMBER_HF_ENDPOINT wins over the setting, so mirrors and tests can point elsewhere."""
+    return os.environ.get("EMBER_HF_ENDPOINT") or SettingsFile(paths.settings_file).load().hf_endpoint
+
+
+def resolve_model(spec: str, paths: AppPaths) -> Path:
+    """'starter', a name from `models list`, or a path to a .gguf file."""
+    from engine.library import ModelLibrary
+
+    return ModelLibrary(models_dir(paths)).resolve(spec)
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
@@ -134,7 +165,13 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = ("run", "inspect")
+def _cmd_models(args: argparse.Namespace) -> int:
+    from engine import models_cli
+
+    return models_cli.run(args, AppPaths.default())
+
+
+COMMANDS = ("run", "inspect", "models")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -147,7 +184,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return 0
-    commands = {"run": _cmd_run, "inspect": _cmd_inspect}
+    commands = {"run": _cmd_run, "inspect": _cmd_inspect, "models": _cmd_models}
     try:
         return commands[args.command](args)
     except EmberError as exc:

@@ -1,36 +1,68 @@
-"""The models the user has: .gguf files in the models folder, plus the bundled starter model.
+"""The models the user has: .gguf files in the models folder (downloads land in `owner/repo/`),
+local files imported in place, models already in the Hugging Face cache, and the bundled starter.
 
 Listing is cheap (names, sizes, dates from the file system); `ModelEntry.info()` reads the GGUF
-header on demand. Partial downloads (`*.part`) never appear.
+header on demand. Partial downloads (`*.part`) never appear; a split model (`-00001-of-0000n`) is
+one entry, its first file.
 """
 
 from __future__ import annotations
 
+import json
+import os
+import re
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+from engine.errors import EmberError, ModelFileError
 from engine.gguf_inspect import ModelInfo, inspect_gguf
 from engine.starter import STARTER_ALIAS, starter_available, starter_model_path
+
+EXTERNAL_REGISTRY = ".ember-external.json"
+HF_CACHE_PREFIX = "hf-cache:"
+_SPLIT_PART = re.compile(r"-(\d{5})-of-(\d{5})\.gguf$", re.I)
 
 
 @dataclass(frozen=True)
 class ModelEntry:
-    name: str  # what the user sees and what `ember-chat --model` accepts
+    name: str  # what the user sees and what `--model` accepts
     path: Path | None  # None for the starter model until it has been assembled
     size: int
     modified: float
     is_starter: bool = False
+    source_repo: str | None = None
+    location: str = "models folder"  # or "in place", "Hugging Face cache", "bundled"
 
     def info(self) -> ModelInfo:
         if self.path is None:
-            raise FileNotFoundError(self.name)
+            raise ModelFileError(f"{self.name} has not been prepared yet; load it once.")
         return inspect_gguf(self.path)
 
 
-class ModelLibrary:
-    def __init__(self, models_dir: Path) -> None:
-        self.models_dir = Path(models_dir)
+def split_parts(path: Path) -> list[Path]:
+    """All files of a split model, given any one of them (just [path] for a single file)."""
+    m = _SPLIT_PART.search(path.name)
+    if not m:
+        return [path]
+    total = int(m.group(2))
+    stem = path.name[: m.start()]
+    return [path.with_name(f"{stem}-{i:05d}-of-{total:05d}.gguf") for i in range(1, total + 1)]
 
+
+def hf_cache_dir() -> Path:
+    if os.environ.get("HF_HUB_CACHE"):
+        return Path(os.environ["HF_HUB_CACHE"])
+    home = os.environ.get("HF_HOME") or os.path.join(os.path.expanduser("~"), ".cache", "huggingface")
+    return Path(home) / "hub"
+
+
+class ModelLibrary:
+    def __init__(self, models_dir: Path, hf_cache: Path | None = None) -> None:
+        self.models_dir = Path(models_dir)
+        self.hf_cache = hf_cache if hf_cache is not None else hf_cache_dir()
+
+    # ----- listing
     def entries(self) -> list[ModelEntry]:
         out: list[ModelEntry] = []
         starter_name = None
@@ -47,21 +79,149 @@ class ModelLibrary:
                     size=st.st_size if st else 253_113_024,
                     modified=st.st_mtime if st else 0.0,
                     is_starter=True,
+                    source_repo="google/gemma-3-270m",
+                    location="bundled",
                 )
             )
         if self.models_dir.is_dir():
-            for p in sorted(self.models_dir.rglob("*.gguf"), key=lambda q: q.name.lower()):
-                if p.name == starter_name or not p.is_file():
+            for p in sorted(self.models_dir.rglob("*.gguf"), key=lambda q: str(q).lower()):
+                if p.name == starter_name or not p.is_file() or not self._is_first_part(p):
                     continue
-                st = p.stat()
-                out.append(ModelEntry(p.relative_to(self.models_dir).as_posix(), p, st.st_size, st.st_mtime))
+                rel = p.relative_to(self.models_dir)
+                repo = "/".join(rel.parts[:2]) if len(rel.parts) >= 3 else None
+                out.append(self._entry(rel.as_posix(), p, source_repo=repo))
+        for p in self._external():
+            if p.is_file():
+                out.append(self._entry(str(p), p, location="in place"))
+        for repo, p in self._hf_cached():
+            out.append(
+                self._entry(f"{HF_CACHE_PREFIX}{repo}/{p.name}", p, source_repo=repo, location="Hugging Face cache")
+            )
         return out
 
+    @staticmethod
+    def _is_first_part(p: Path) -> bool:
+        m = _SPLIT_PART.search(p.name)
+        return m is None or int(m.group(1)) == 1
+
+    @staticmethod
+    def _entry(name: str, p: Path, source_repo: str | None = None, location: str = "models folder") -> ModelEntry:
+        parts = split_parts(p)
+        size = sum(q.stat().st_size for q in parts if q.exists())
+        return ModelEntry(name, p, size, p.stat().st_mtime, source_repo=source_repo, location=location)
+
+    def _registry(self) -> Path:
+        return self.models_dir / EXTERNAL_REGISTRY
+
+    def _external(self) -> list[Path]:
+        try:
+            data = json.loads(self._registry().read_text())
+        except (OSError, ValueError):
+            return []
+        return [Path(p) for p in data if isinstance(p, str)] if isinstance(data, list) else []
+
+    def _save_external(self, paths: list[Path]) -> None:
+        self.models_dir.mkdir(parents=True, exist_ok=True)
+        tmp = self._registry().with_suffix(".tmp")
+        tmp.write_text(json.dumps(sorted({str(p) for p in paths})))
+        os.replace(tmp, self._registry())
+
+    def _hf_cached(self) -> list[tuple[str, Path]]:
+        """GGUF files in the Hugging Face cache (models--owner--name/snapshots/<commit>/...)."""
+        found: list[tuple[str, Path]] = []
+        if not self.hf_cache.is_dir():
+            return found
+        for repo_dir in sorted(self.hf_cache.glob("models--*--*")):
+            repo = repo_dir.name.removeprefix("models--").replace("--", "/", 1)
+            seen: set[str] = set()
+            for p in sorted(repo_dir.glob("snapshots/*/**/*.gguf"), key=lambda q: q.stat().st_mtime, reverse=True):
+                if p.name not in seen and p.exists() and self._is_first_part(p):
+                    seen.add(p.name)
+                    found.append((repo, p))
+        return found
+
+    # ----- resolving, importing, deleting
     def resolve(self, name: str) -> Path:
-        """A model name from `entries()`, or a path to a .gguf file, to a file path."""
+        """A name from `entries()` (or a path to a .gguf file) to a file path."""
         if name == STARTER_ALIAS:
             return starter_model_path(self.models_dir)
+        for e in self.entries():
+            if e.name == name and e.path is not None:
+                return e.path
         candidate = self.models_dir / name
         if candidate.is_file():
             return candidate
         return Path(name).expanduser()
+
+    def find(self, name: str) -> ModelEntry:
+        for e in self.entries():
+            if e.name == name:
+                return e
+        raise EmberError(f"No installed model is called '{name}'. `ember-chat models list` shows them.")
+
+    def import_file(self, source: Path, copy: bool = True) -> ModelEntry:
+        """Validate with the GGUF inspector, then copy into the models folder (or use it in place)."""
+        source = Path(source).expanduser().resolve()
+        inspect_gguf(source)  # raises ModelFileError for anything llama.cpp should not see
+        parts = split_parts(source)
+        missing = [p.name for p in parts if not p.exists()]
+        if missing:
+            raise ModelFileError(f"{source.name} is part of a split model; missing: {', '.join(missing)}.")
+        if not copy:
+            self._save_external([*self._external(), source])
+            return self._entry(str(source), source, location="in place")
+        dest_dir = self.models_dir / "imported"
+        dest_dir.mkdir(parents=True, exist_ok=True)
+        need = sum(p.stat().st_size for p in parts)
+        free = shutil.disk_usage(dest_dir).free
+        if free < need:
+            raise EmberError(
+                f"Not enough disk space to copy {source.name} ({need / 1e9:.2f} GB, {free / 1e9:.2f} GB free). "
+                "Use it in place instead."
+            )
+        for p in parts:
+            target = dest_dir / p.name
+            if target.exists():
+                raise EmberError(f"A model named {p.name} is already imported.")
+            tmp = target.with_name(target.name + ".part")
+            try:
+                shutil.copyfile(p, tmp)
+                os.replace(tmp, target)
+            except OSError as exc:
+                tmp.unlink(missing_ok=True)
+                raise EmberError(f"Could not copy {p.name}: {exc.strerror or exc}.") from exc
+        first = dest_dir / source.name
+        return self._entry(first.relative_to(self.models_dir).as_posix(), first)
+
+    def delete(self, name: str) -> None:
+        """Delete a model from the models folder (all its split parts); models used in place or from
+        the Hugging Face cache are only removed from the list / left to their owner."""
+        entry = self.find(name)
+        if entry.location == "in place":
+            self._save_external([p for p in self._external() if str(p) != entry.name])
+            return
+        if entry.location == "Hugging Face cache":
+            raise EmberError(
+                f"{entry.name} lives in the Hugging Face cache, which Ember does not manage; remove it with "
+                "`hf cache delete`."
+            )
+        if entry.path is None:
+            return
+        for p in split_parts(entry.path):
+            p.unlink(missing_ok=True)
+        verified = entry.path.with_name(entry.path.name + ".verified")
+        verified.unlink(missing_ok=True)
+        # tidy empty owner/repo folders left behind
+        parent = entry.path.parent
+        while parent != self.models_dir and parent.is_relative_to(self.models_dir):
+            try:
+                parent.rmdir()
+            except OSError:
+                break
+            parent = parent.parent
+
+    def partial_downloads(self) -> list[Path]:
+        """Sidecars of unfinished downloads, to offer resuming them."""
+        if not self.models_dir.is_dir():
+            return []
+        return sorted(self.models_dir.rglob("*.gguf.part.json"))

@@ -17,6 +17,9 @@ os.environ.update(
         "EMBER_DATA_DIR": str(_SANDBOX / "data"),
         "EMBER_CONFIG_DIR": str(_SANDBOX / "config"),
         "QT_QPA_PLATFORM": "offscreen",
+        # tests never touch the real OS keychain
+        "PYTHON_KEYRING_BACKEND": "tests.file_keyring.FileTestKeyring",
+        "EMBER_TEST_KEYRING": str(_SANDBOX / "keyring.json"),
     }
 )
 

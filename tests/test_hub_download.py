@@ -300,7 +300,8 @@ def progress(p):
     if p.done > int(sys.argv[3]):
         print(p.done, flush=True)
         sys.stdin.readline()  # wait to be killed
-Downloader(sys.argv[1], chunk=64 * 1024).fetch(DownloadSpec("acme/tiny-GGUF", "tiny-Q4_K_M.gguf"), Path(sys.argv[2]), on_progress=progress)
+spec = DownloadSpec("acme/tiny-GGUF", "tiny-Q4_K_M.gguf")
+Downloader(sys.argv[1], chunk=64 * 1024).fetch(spec, Path(sys.argv[2]), on_progress=progress)
 """
 
 

@@ -1,0 +1,160 @@
+"""`ember-chat models ...`: list, search, files, download, import, rm, token."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from datetime import datetime
+from pathlib import Path
+
+from engine.cli import hub_endpoint, models_dir
+from engine.downloader import Downloader, DownloadSpec, Progress
+from engine.fit import estimate_fit, free_vram_bytes, recommend
+from engine.hub import HubClient
+from engine.library import ModelLibrary
+from engine.paths import AppPaths
+from engine.secrets import TokenStore
+
+
+def _human(n: float) -> str:
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if n < 1000 or unit == "TB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000
+    return f"{n:.1f} TB"
+
+
+def _print_json(data: object) -> None:
+    print(json.dumps(data, indent=2, default=str))
+
+
+def run(args: argparse.Namespace, paths: AppPaths) -> int:
+    cmd = args.models_command
+    library = ModelLibrary(models_dir(paths))
+    tokens = TokenStore()
+    if cmd == "list":
+        entries = library.entries()
+        rows = []
+        for e in entries:
+            row: dict[str, object] = {
+                "name": e.name,
+                "size": e.size,
+                "location": e.location,
+                "source_repo": e.source_repo,
+                "modified": datetime.fromtimestamp(e.modified).isoformat(timespec="seconds") if e.modified else None,
+                "path": str(e.path) if e.path else None,
+            }
+            if e.path is not None:
+                try:
+                    info = e.info().summary()
+                    row.update(
+                        {
+                            k: info[k]
+                            for k in (
+                                "architecture",
+                                "parameter_count",
+                                "quantization",
+                                "context_length",
+                                "has_chat_template",
+                            )
+                        }
+                    )
+                except Exception as exc:  # a damaged file is listed, with why
+                    row["error"] = str(exc)
+            rows.append(row)
+        if args.json:
+            _print_json(rows)
+        else:
+            if not rows:
+                print("No models yet. Try: ember-chat models search llama")
+            for r in rows:
+                quant = r.get("quantization") or ""
+                print(f"{r['name']:60} {quant:8} {_human(int(r['size'])):>9}  {r['location']}")
+        return 0
+    if cmd == "search":
+        found = HubClient(hub_endpoint(paths), tokens.get()).search(args.query, limit=args.limit)
+        if args.json:
+            _print_json(
+                [
+                    {"id": r.id, "downloads": r.downloads, "likes": r.likes, "last_modified": r.last_modified}
+                    for r in found
+                ]
+            )
+        else:
+            for r in found:
+                when = r.last_modified.date().isoformat() if r.last_modified else ""
+                print(f"{r.id:60} {r.downloads:>10,} downloads {r.likes:>6,} likes  {when}")
+        return 0
+    if cmd == "files":
+        files = HubClient(hub_endpoint(paths), tokens.get()).files(args.repo)
+        vram = free_vram_bytes()
+        rows = []
+        for v in files.variants:
+            fit = estimate_fit(v.size, args.ctx, free_vram=vram)
+            rows.append(
+                {
+                    "name": v.name,
+                    "quantization": v.quantization,
+                    "size": v.size,
+                    "files": [f.path for f in v.files],
+                    "fit": fit.label,
+                }
+            )
+        best = recommend([(r["quantization"], r["fit"]) for r in rows])  # type: ignore[misc]
+        for r in rows:
+            r["recommended"] = r["quantization"] == best
+        if args.json:
+            _print_json({"repo": files.repo_id, "commit": files.commit, "variants": rows})
+        else:
+            for r in rows:
+                mark = " ← recommended" if r["recommended"] else ""
+                print(f"{r['quantization']:9} {_human(int(r['size'])):>9}  {r['fit']:9} {r['name']}{mark}")
+        return 0
+    if cmd == "download":
+        downloader = Downloader(hub_endpoint(paths), tokens.get())
+        bar = _ProgressBar(args.file)
+        path = downloader.fetch(
+            DownloadSpec(args.repo, args.file, args.revision), library.models_dir, on_progress=bar.update
+        )
+        bar.finish()
+        print(f"Installed {path}")
+        return 0
+    if cmd == "import":
+        entry = library.import_file(Path(args.path), copy=not args.in_place)
+        print(f"Imported {entry.name}")
+        return 0
+    if cmd == "rm":
+        library.delete(args.name)
+        print(f"Removed {args.name}")
+        return 0
+    if cmd == "token":
+        if args.clear:
+            tokens.clear()
+            print("Token removed from the keychain.")
+        else:
+            tokens.set(sys.stdin.readline())
+            print("Token saved in the OS keychain.")
+        return 0
+    raise AssertionError(cmd)
+
+
+class _ProgressBar:
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.tty = sys.stderr.isatty()
+
+    def update(self, p: Progress) -> None:
+        pct = 100 * p.done / p.total if p.total else 0
+        width = 30
+        filled = int(width * pct / 100)
+        eta = f"{p.eta_s:.0f}s" if p.eta_s is not None else "?"
+        line = (
+            f"{self.name}: [{'#' * filled}{'.' * (width - filled)}] {pct:5.1f}% "
+            f"{_human(p.done)}/{_human(p.total)} {_human(p.speed_bps)}/s ETA {eta}"
+        )
+        print(("\r" if self.tty else "") + line, end="" if self.tty else "\n", file=sys.stderr, flush=True)
+
+    def finish(self) -> None:
+        if self.tty:
+            print(file=sys.stderr)

@@ -1,0 +1,34 @@
+"""Data files shipped with Ember (catalog, icons), loaded through one helper so a PyInstaller build
+finds them too."""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+
+def resources_dir() -> Path:
+    bundle = getattr(sys, "_MEIPASS", None)  # inside a PyInstaller bundle
+    if bundle:
+        return Path(bundle) / "resources"
+    return Path(__file__).resolve().parent.parent / "resources"
+
+
+def load_json(name: str) -> Any:
+    return json.loads((resources_dir() / name).read_text(encoding="utf-8"))
+
+
+@dataclass(frozen=True)
+class CatalogEntry:
+    repo: str
+    name: str
+    params: str
+    licence: str
+    description: str
+
+
+def catalog() -> list[CatalogEntry]:
+    return [CatalogEntry(**m) for m in load_json("catalog.json")["models"]]
