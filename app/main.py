@@ -32,8 +32,12 @@ def build_window(paths: object | None = None, backend_factory: object = _make_ru
 
     from app.bridge import EngineBridge
     from app.main_window import MainWindow
+    from engine.cli import hub_endpoint
+    from engine.download_queue import DownloadQueue
+    from engine.downloader import Downloader
     from engine.library import ModelLibrary
     from engine.paths import AppPaths
+    from engine.secrets import TokenStore
     from engine.settings import SettingsFile
     from engine.store import ConversationStore
 
@@ -44,8 +48,12 @@ def build_window(paths: object | None = None, backend_factory: object = _make_ru
     store = ConversationStore(paths.database)
     bridge = EngineBridge(backend_factory)
     state = QSettings(str(paths.config_dir / "window.ini"), QSettings.Format.IniFormat)
-    window = MainWindow(store, bridge, ModelLibrary(models_dir), settings_file, state)
-    return window
+    endpoint = hub_endpoint(paths)
+    tokens = TokenStore()
+    library = ModelLibrary(models_dir)
+    downloads = DownloadQueue(lambda: Downloader(endpoint, tokens.get()), models_dir)
+    downloads.restore_partials(library.partial_downloads())  # unfinished downloads come back paused
+    return MainWindow(store, bridge, library, settings_file, state, downloads, endpoint, tokens)
 
 
 def _scripted_run_class() -> type:

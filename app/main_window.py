@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QSettings, Qt, QUrl, Signal, Slot
 from PySide6.QtGui import QAction, QActionGroup, QCloseEvent, QDesktopServices, QGuiApplication, QKeySequence
@@ -32,12 +33,17 @@ from app.theme import apply_theme
 from app.transcript import TranscriptView
 from app.widgets import Composer, ConversationList
 from engine import __version__
+from engine.download_queue import DownloadQueue
 from engine.errors import EmberError
 from engine.gguf_inspect import ModelInfo
 from engine.library import ModelLibrary
 from engine.params import LoadConfig, SamplingParams
+from engine.secrets import TokenStore
 from engine.settings import Settings, SettingsFile
 from engine.store import ConversationStore
+
+if TYPE_CHECKING:
+    from app.model_manager import ModelManager
 
 
 class MainWindow(QMainWindow):
@@ -50,8 +56,15 @@ class MainWindow(QMainWindow):
         library: ModelLibrary,
         settings_file: SettingsFile,
         window_state: QSettings,
+        downloads: DownloadQueue | None = None,
+        hub_endpoint: str | None = None,
+        tokens: TokenStore | None = None,
     ) -> None:
         super().__init__()
+        self.downloads = downloads
+        self.hub_endpoint = hub_endpoint
+        self.tokens = tokens or TokenStore()
+        self._manager: ModelManager | None = None  # created on first use: keeps the Hub client off startup
         self.setWindowTitle("Ember")
         self.store = store
         self.bridge = bridge
@@ -262,9 +275,40 @@ class MainWindow(QMainWindow):
         idx = self.model_picker.findData(current)
         self.model_picker.setCurrentIndex(max(0, idx))
 
+    def model_manager(self) -> ModelManager:
+        """The Model Manager window (created on first use, then kept so downloads stay visible)."""
+        if self._manager is None:
+            from app.model_manager import ModelManager
+            from engine.hub import HubClient
+
+            assert self.downloads is not None
+            endpoint = self.hub_endpoint or self.settings.hf_endpoint
+            self._manager = ModelManager(
+                self.library,
+                self.downloads,
+                lambda: HubClient(endpoint, self.tokens.get()),
+                self.tokens,
+                self.side.params.context.value,
+                self,
+            )
+            self._manager.library_changed.connect(self.reload_models)
+            self._manager.load_requested.connect(self.load_model)
+        return self._manager
+
+    def open_model_manager(self) -> None:
+        mm = self.model_manager()
+        mm.show()
+        mm.raise_()
+        mm.activateWindow()
+
     def _fill_models_menu(self) -> None:
         m = self.models_menu
         m.clear()
+        manager = m.addAction("Model &Manager…")
+        manager.setShortcut(QKeySequence("Ctrl+M"))
+        manager.triggered.connect(self.open_model_manager)
+        manager.setEnabled(self.downloads is not None)
+        m.addSeparator()
         group = QActionGroup(m)
         loaded = self.model_info is not None and self._loaded_name
         for e in self.library.entries():

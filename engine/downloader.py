@@ -29,8 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import quote, urljoin, urlsplit
 
-from engine.errors import EmberError
-from engine.hub import HubAuthError, HubNotFound, HubOffline
+from engine.errors import EmberError, HubAuthError, HubNotFound, HubOffline
 
 CHUNK = 1 << 20
 DISK_MARGIN = 64 << 20

@@ -37,3 +37,19 @@ class GenerationError(EmberError):
 
 class StarterModelUnavailable(EmberError):
     """The bundled starter model package is not installed or its files are damaged."""
+
+
+class HubError(EmberError):
+    """The Hub could not answer (offline, not found, no access)."""
+
+
+class HubOffline(HubError):
+    pass
+
+
+class HubNotFound(HubError):
+    pass
+
+
+class HubAuthError(HubError):
+    """Gated or private repo without a (valid) token."""

@@ -26,29 +26,15 @@ for _var, _value in (
 from huggingface_hub import HfApi  # noqa: E402
 from huggingface_hub import errors as hf_errors  # noqa: E402
 
-from engine.errors import EmberError  # noqa: E402
+from engine.errors import HubAuthError, HubError, HubNotFound, HubOffline  # noqa: E402
+
+__all__ = ["HubAuthError", "HubClient", "HubError", "HubNotFound", "HubOffline"]
 
 DEFAULT_ENDPOINT = "https://huggingface.co"
 PROBE_TIMEOUT_S = 4.0
 
 _SPLIT = re.compile(r"^(?P<stem>.+)-(?P<part>\d{5})-of-(?P<total>\d{5})\.gguf$", re.I)
 _QUANT = re.compile(r"(?<![A-Za-z0-9])(I?Q\d(?:_[A-Z0-9]+)*|F16|F32|BF16|TQ\d_\d|MXFP4(?:_MOE)?)(?![A-Za-z0-9])", re.I)
-
-
-class HubError(EmberError):
-    """The Hub could not answer (offline, not found, no access)."""
-
-
-class HubOffline(HubError):
-    pass
-
-
-class HubNotFound(HubError):
-    pass
-
-
-class HubAuthError(HubError):
-    """Gated or private repo without a (valid) token."""
 
 
 @dataclass(frozen=True)
