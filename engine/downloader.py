@@ -25,6 +25,7 @@ import ssl
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import quote, urljoin, urlsplit
@@ -357,7 +358,8 @@ class Downloader:
             buf = bytearray(self.chunk)
             view = memoryview(buf)
             last_report = 0.0
-            with part.open("ab" if have else "wb") as out:
+            hashing = _HashPipe(state["hasher"])
+            with hashing, part.open("ab" if have else "wb") as out:
                 while have < resolved.size:
                     if control.cancel.is_set() or control.pause.is_set():
                         out.flush()
@@ -368,7 +370,7 @@ class Downloader:
                         state["have"] = have
                         raise _Transient("connection closed mid-body")
                     out.write(view[:n])
-                    state["hasher"].update(view[:n])
+                    hashing.feed(view[:n])
                     have += n
                     state["have"] = have
                     now = time.monotonic()
@@ -380,6 +382,32 @@ class Downloader:
                         on_progress(Progress(have, resolved.size, speed, eta, resumed_from))
                 out.flush()
                 os.fsync(out.fileno())
+
+
+class _HashPipe:
+    """sha256 on its own thread (hashlib releases the GIL), overlapping the next network read: the
+    digest costs the transfer nothing. Order is kept: one chunk in flight at a time."""
+
+    def __init__(self, hasher: object) -> None:
+        self._hasher = hasher
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ember-sha256")
+        self._pending: Future[None] | None = None
+
+    def feed(self, chunk: memoryview) -> None:
+        data = bytes(chunk)  # the read buffer is reused for the next chunk
+        if self._pending is not None:
+            self._pending.result()
+        self._pending = self._pool.submit(self._hasher.update, data)  # type: ignore[attr-defined]
+
+    def __enter__(self) -> _HashPipe:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        try:
+            if self._pending is not None:
+                self._pending.result()
+        finally:
+            self._pool.shutdown(wait=True)
 
 
 class _closing:

@@ -40,6 +40,7 @@ class Faults:
     stall_after: int = 0
     corrupt: bool = False  # send wrong bytes (sha256 mismatch)
     ignore_range: bool = False
+    rate_bps: float = 0.0  # pace the body like a link of this speed (0: as fast as loopback goes)
 
 
 @dataclass
@@ -53,6 +54,7 @@ class LoggedRequest:
 class FakeHub:
     def __init__(self, token: str = "hf_good_token") -> None:
         self.repos: dict[str, Repo] = {}
+        self._blobs: dict[str, bytes] = {}
         self.token = token
         self.faults = Faults()
         self.requests: list[LoggedRequest] = []
@@ -94,14 +96,18 @@ class FakeHub:
     def add_repo(self, repo_id: str, files: dict[str, bytes], **kwargs: object) -> Repo:
         repo = Repo(files=files, **kwargs)  # type: ignore[arg-type]
         self.repos[repo_id] = repo
+        for data in files.values():
+            self._blobs[hashlib.sha256(data).hexdigest()] = data
         return repo
 
     def blob(self, sha: str) -> bytes | None:
-        for repo in self.repos.values():
-            for data in repo.files.values():
-                if hashlib.sha256(data).hexdigest() == sha:
-                    return data
-        return None
+        return self._blobs.get(sha)
+
+    def sha_of(self, data: bytes) -> str:
+        for sha, blob in self._blobs.items():
+            if blob is data:
+                return sha
+        return hashlib.sha256(data).hexdigest()
 
     def logged(self, origin: str) -> list[LoggedRequest]:
         with self._lock:
@@ -199,7 +205,7 @@ class FakeHub:
                 for name, data in repo.files.items():
                     sib = {"rfilename": name, "size": len(data), "blobId": hashlib.sha1(data).hexdigest()}
                     if name.endswith(".gguf"):
-                        sha = hashlib.sha256(data).hexdigest()
+                        sha = hub.sha_of(data)
                         sib["lfs"] = {"sha256": sha, "size": len(data), "pointerSize": 134}
                     siblings.append(sib)
                 self._json(
@@ -230,7 +236,7 @@ class FakeHub:
                 data = repo.files.get(name)
                 if data is None:
                     return self._error(404, "EntryNotFound", head)
-                sha = hashlib.sha256(data).hexdigest()
+                sha = hub.sha_of(data)
                 common = {"X-Repo-Commit": repo.commit, "Accept-Ranges": "bytes"}
                 if name.endswith(".gguf"):  # LFS: redirect to the CDN origin
                     headers = {
@@ -283,6 +289,7 @@ class FakeHub:
                 pos = start
                 sent_here = 0
                 step = 256 * 1024
+                t0 = time.perf_counter()
                 while pos < len(data):
                     limit = len(data)
                     with hub._lock:
@@ -304,6 +311,10 @@ class FakeHub:
                         hub.bytes_sent += end - pos
                     sent_here += end - pos
                     pos = end
+                    if f.rate_bps:  # the simulated link speed (server side)
+                        ahead = t0 + sent_here / f.rate_bps - time.perf_counter()
+                        if ahead > 0:
+                            time.sleep(ahead)
                     if pos == limit and limit < len(data):
                         with hub._lock:
                             if f.reset_count > 0 and f.reset_after == limit:
