@@ -317,7 +317,9 @@ class ModelManager(QDialog):
             r = self.installed.rowCount()
             self.installed.insertRow(r)
             arch = params = quant = ctx = tmpl = "—"
-            if e.path is not None:
+            if e.path is None:
+                arch = "prepared on first load"
+            else:
                 try:
                     i = e.info()
                     arch, quant = i.architecture, i.quantization
@@ -415,6 +417,8 @@ class ModelManager(QDialog):
         w = QWidget()
         v = QVBoxLayout(w)
         self.downloads = _table(["File", "Repository", "Progress", "Speed", "ETA", "State"], "Downloads")
+        self.downloads.horizontalHeader().setSectionResizeMode(2, QHeaderView.ResizeMode.Fixed)
+        self.downloads.setColumnWidth(2, 280)
         v.addWidget(self.downloads, 1)
         row = QHBoxLayout()
         for text, slot in (

@@ -343,3 +343,24 @@ def test_quit_while_generating_joins_the_thread(qtbot: QtBot, make_window: Calla
         qtbot.keyClick(w.composer.editor, Qt.Key.Key_Return)
     w.close()
     assert not w.bridge.thread.isRunning()
+
+
+def test_delete_chat_or_load_model_while_generating(qtbot: QtBot, make_window: Callable[..., MainWindow]) -> None:
+    w = make_window(lambda: FakeBackend(n_tokens=1_000_000, delay_s=0.001))
+    load(qtbot, w)
+    set_max_tokens(w, 1_000_000)
+    w.composer.editor.setPlainText("go on forever")
+    with qtbot.waitSignal(w.controller.streamed, timeout=ANSWER_TIMEOUT):
+        qtbot.keyClick(w.composer.editor, Qt.Key.Key_Return)
+    busy = w.controller.conversation_id
+    # loading a model while generating: the answer stops (and is kept), then the model loads
+    with qtbot.waitSignal(w.model_state_changed, check_params_cb=lambda s: s == "ready", timeout=ANSWER_TIMEOUT):
+        w.load_model("tiny.gguf")
+    assert w.store.thread(busy)[-1].metrics["stop_reason"] == "cancelled"
+    w.composer.editor.setPlainText("again")
+    with qtbot.waitSignal(w.controller.streamed, timeout=ANSWER_TIMEOUT):
+        qtbot.keyClick(w.composer.editor, Qt.Key.Key_Return)
+    # deleting the chat that is generating: stop first, then delete
+    with qtbot.waitSignal(w.controller.generating_changed, timeout=ANSWER_TIMEOUT):
+        w.delete_current(confirmed=True)
+    assert w.store.conversations() == [] and w.controller.conversation_id is None
