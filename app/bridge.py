@@ -37,7 +37,7 @@ class GenerationRequest:
 
 class EngineWorker(QObject):
     load_progress = Signal(float)
-    loaded = Signal(object)  # ModelInfo
+    loaded = Signal(object, str)  # ModelInfo, backend (CPU, CUDA, Metal, ...)
     load_failed = Signal(str)
     unloaded = Signal()
     started = Signal(int, object)  # request id, LiveMetrics snapshot dict at prompt evaluation
@@ -75,7 +75,7 @@ class EngineWorker(QObject):
         except Exception as exc:  # never let a load kill the engine thread
             self.load_failed.emit(f"Unexpected error while loading: {exc!r}")
             return
-        self.loaded.emit(info)
+        self.loaded.emit(info, self._get_backend().backend)
 
     @Slot()
     def unload(self) -> None:

@@ -73,8 +73,8 @@ def _scripted_run_class() -> type:
             worker.load_failed.connect(self.on_failed)
             window.controller.generating_changed.connect(self.on_generating)
 
-        @Slot(object)
-        def on_loaded(self, _info: object) -> None:
+        @Slot(object, str)
+        def on_loaded(self, _info: object, _backend: str) -> None:
             if self.send and not self.sent:
                 self.sent = True
                 self.window.controller.send(self.send)

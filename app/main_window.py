@@ -3,24 +3,19 @@ bar on top, the side panel (parameters, live metrics) on the right, and the menu
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QSettings, Qt, QUrl, Signal, Slot
-from PySide6.QtGui import QAction, QActionGroup, QCloseEvent, QDesktopServices, QGuiApplication, QKeySequence
+from PySide6.QtGui import QCloseEvent, QDesktopServices
 from PySide6.QtWidgets import (
     QApplication,
-    QComboBox,
     QFileDialog,
-    QHBoxLayout,
     QInputDialog,
     QLabel,
     QMainWindow,
     QMenu,
     QMessageBox,
-    QProgressBar,
-    QPushButton,
     QSplitter,
     QVBoxLayout,
     QWidget,
@@ -28,13 +23,15 @@ from PySide6.QtWidgets import (
 
 from app.bridge import EngineBridge
 from app.chat_controller import ChatController
+from app.menus import about_text, build_menus
+from app.model_bar import ModelBar
 from app.side_panel import SidePanel
 from app.theme import apply_theme
 from app.transcript import TranscriptView
 from app.widgets import Composer, ConversationList
-from engine import __version__
 from engine.download_queue import DownloadQueue
 from engine.errors import EmberError
+from engine.export import chat_as_json, chat_as_markdown
 from engine.gguf_inspect import ModelInfo
 from engine.library import ModelLibrary
 from engine.params import LoadConfig, SamplingParams
@@ -74,6 +71,7 @@ class MainWindow(QMainWindow):
         self.window_state = window_state
         self.model_info: ModelInfo | None = None
         self._loading_name: str | None = None
+        self._backend = "CPU"
 
         self.conversations = ConversationList()
         self.transcript = TranscriptView()
@@ -105,7 +103,7 @@ class MainWindow(QMainWindow):
 
         self.controller = ChatController(store, bridge, self.transcript, self.side.metrics, self._current_params)
         self._wire()
-        self._build_menus()
+        build_menus(self)
         self._apply_settings_defaults()
         self.reload_models()
         self.reload_conversations()
@@ -114,35 +112,13 @@ class MainWindow(QMainWindow):
 
     # ----- construction
     def _build_model_bar(self) -> QWidget:
-        bar = QWidget()
-        bar.setObjectName("modelBar")
-        row = QHBoxLayout(bar)
-        row.setContentsMargins(10, 6, 10, 6)
-        row.addWidget(QLabel("Model"))
-        self.model_picker = QComboBox()
-        self.model_picker.setAccessibleName("Model picker")
-        self.model_picker.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
-        self.model_picker.setMinimumContentsLength(22)
+        self.model_bar = ModelBar()
+        self.model_picker = self.model_bar.picker
+        self.load_progress = self.model_bar.progress
+        self.model_status = self.model_bar.status
         self.model_picker.activated.connect(self._on_pick)
-        row.addWidget(self.model_picker)
-        self.load_progress = QProgressBar()
-        self.load_progress.setRange(0, 100)
-        self.load_progress.setMaximumWidth(120)
-        self.load_progress.setAccessibleName("Model load progress")
-        row.addWidget(self.load_progress)
-        self.model_status = QLabel()
-        self.model_status.setAccessibleName("Model status")
-        row.addWidget(self.model_status)
-        self.unload_button = QPushButton("Unload")
-        self.unload_button.setAccessibleName("Unload model")
-        self.unload_button.clicked.connect(self.unload_model)
-        row.addWidget(self.unload_button)
-        row.addStretch(1)
-        self.backend_badge = QLabel()
-        self.backend_badge.setObjectName("backendBadge")
-        self.backend_badge.setAccessibleName("Backend")
-        row.addWidget(self.backend_badge)
-        return bar
+        self.model_bar.unload.clicked.connect(self.unload_model)
+        return self.model_bar
 
     def _wire(self) -> None:
         w = self.bridge.worker
@@ -168,54 +144,6 @@ class MainWindow(QMainWindow):
         self.conversations.list.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
         self.conversations.list.customContextMenuRequested.connect(self._conversation_menu)
         self.side.params.changed.connect(self._save_params)
-
-    def _build_menus(self) -> None:
-        mb = self.menuBar()
-        file = mb.addMenu("&File")
-        self._action(file, "&New chat", self.new_chat, QKeySequence.StandardKey.New)
-        file.addSeparator()
-        self._action(file, "Export chat as &Markdown…", lambda: self.export_dialog("md"), "Ctrl+E")
-        self._action(file, "Export chat as &JSON…", lambda: self.export_dialog("json"))
-        file.addSeparator()
-        self._action(file, "&Quit", self.close, QKeySequence.StandardKey.Quit)
-
-        chat = mb.addMenu("&Chat")
-        self._action(chat, "&Stop answer", self.stop, "Esc")
-        self._action(chat, "&Regenerate last answer", self.controller.regenerate, "Ctrl+R")
-        self._action(chat, "Re&name chat…", self.rename_current, "F2")
-        self._action(chat, "&Delete chat…", self.delete_current, "Ctrl+Shift+Backspace")
-        self._action(
-            chat,
-            "&Find in chats",
-            lambda: self.conversations.search.setFocus(),
-            QKeySequence.StandardKey.Find,
-        )
-
-        self.models_menu = mb.addMenu("&Models")
-        self.models_menu.aboutToShow.connect(self._fill_models_menu)
-
-        view = mb.addMenu("&View")
-        self.side_action = self._action(view, "&Side panel", self.toggle_side_panel, "Ctrl+Shift+S")
-        self.side_action.setCheckable(True)
-        self.side_action.setChecked(True)
-        theme = view.addMenu("&Theme")
-        group = QActionGroup(self)
-        for name in ("light", "dark", "system"):
-            a = theme.addAction(name.capitalize())
-            a.setCheckable(True)
-            a.setChecked(self.settings.theme == name)
-            a.triggered.connect(lambda _=False, n=name: self.set_theme(n))
-            group.addAction(a)
-
-        help_menu = mb.addMenu("&Help")
-        self._action(help_menu, "&About Ember", self.show_about)
-
-    def _action(self, menu: QMenu, text: str, slot: object, shortcut: object = None) -> QAction:
-        a = menu.addAction(text)
-        a.triggered.connect(slot)
-        if shortcut is not None:
-            a.setShortcut(QKeySequence(shortcut))
-        return a
 
     # ----- settings and state
     def _apply_settings_defaults(self) -> None:
@@ -263,17 +191,7 @@ class MainWindow(QMainWindow):
 
     # ----- models
     def reload_models(self) -> None:
-        current = self.model_picker.currentData()
-        self.model_picker.clear()
-        self.model_picker.addItem("Choose a model…", None)
-        for e in self.library.entries():
-            label = "Gemma 3 270M (starter)" if e.is_starter else e.name
-            self.model_picker.addItem(label, e.name)
-            self.model_picker.setItemData(
-                self.model_picker.count() - 1, f"{e.size / 1e6:,.0f} MB", Qt.ItemDataRole.ToolTipRole
-            )
-        idx = self.model_picker.findData(current)
-        self.model_picker.setCurrentIndex(max(0, idx))
+        self.model_bar.set_models(self.library.entries())
 
     def model_manager(self) -> ModelManager:
         """The Model Manager window (created on first use, then kept so downloads stay visible)."""
@@ -300,32 +218,6 @@ class MainWindow(QMainWindow):
         mm.show()
         mm.raise_()
         mm.activateWindow()
-
-    def _fill_models_menu(self) -> None:
-        m = self.models_menu
-        m.clear()
-        manager = m.addAction("Model &Manager…")
-        manager.setShortcut(QKeySequence("Ctrl+M"))
-        manager.triggered.connect(self.open_model_manager)
-        manager.setEnabled(self.downloads is not None)
-        m.addSeparator()
-        group = QActionGroup(m)
-        loaded = self.model_info is not None and self._loaded_name
-        for e in self.library.entries():
-            a = m.addAction("Gemma 3 270M (starter)" if e.is_starter else e.name)
-            a.setCheckable(True)
-            a.setChecked(bool(loaded) and self._loaded_name == e.name)
-            a.triggered.connect(lambda _=False, n=e.name: self.load_model(n))
-            group.addAction(a)
-        if not group.actions():
-            none = m.addAction("No models yet — import or download one")
-            none.setEnabled(False)
-        m.addSeparator()
-        unload = m.addAction("&Unload model")
-        unload.setEnabled(self.model_info is not None)
-        unload.triggered.connect(self.unload_model)
-        m.addAction("Open &models folder", self.open_models_folder)
-        m.addAction("&Refresh list", self.reload_models)
 
     _loaded_name: str | None = None
 
@@ -377,9 +269,10 @@ class MainWindow(QMainWindow):
     def _on_unloaded(self) -> None:
         self.set_model_state("none")
 
-    @Slot(object)
-    def _on_loaded(self, info: ModelInfo) -> None:
+    @Slot(object, str)
+    def _on_loaded(self, info: ModelInfo, backend: str) -> None:
         self.model_info = info
+        self._backend = backend
         self._loaded_name = self._loading_name
         self._loading_name = None
         self.settings = self.settings.with_changes(last_model=self._loaded_name or "")
@@ -398,26 +291,9 @@ class MainWindow(QMainWindow):
 
     def set_model_state(self, state: str) -> None:
         self.controller.model_ready = state == "ready"
-        self.load_progress.setVisible(state == "loading")
-        if state == "loading":
-            self.load_progress.setValue(0)
-            self.model_status.setText("Loading…")
-            self.unload_button.setText("Cancel")
-            self.unload_button.setEnabled(True)
-        elif state == "ready" and self.model_info is not None:
-            i = self.model_info
-            self.model_status.setText(f"{i.quantization} · {i.parameter_count / 1e6:,.0f}M params")
-            self.unload_button.setText("Unload")
-            self.unload_button.setEnabled(True)
-        else:
-            self.model_status.setText("No model loaded")
-            self.unload_button.setText("Unload")
-            self.unload_button.setEnabled(False)
-            self.model_picker.setCurrentIndex(0)
         s = self.settings
-        backend = "CPU" if s.gpu_layers == 0 or state != "ready" else "GPU"
-        self.backend_badge.setText(f"{backend} · {s.threads} threads · {s.gpu_layers} GPU layers")
-        self.backend_badge.setToolTip("Inference backend, CPU threads and layers offloaded to the GPU")
+        backend = self._backend if state == "ready" else "CPU"
+        self.model_bar.show_state(state, self.model_info, backend, s.threads, s.gpu_layers if state == "ready" else 0)
         self.model_state_changed.emit(state)
 
     def open_models_folder(self) -> None:
@@ -569,49 +445,23 @@ class MainWindow(QMainWindow):
         if cid is None:
             return
         conv = self.store.conversation(cid)
-        thread = self.store.thread(cid)
+        text = (
+            chat_as_json(conv, self.store.thread(cid))
+            if kind == "json"
+            else chat_as_markdown(conv, self.store.thread(cid))
+        )
         try:
-            if kind == "json":
-                data = {
-                    "title": conv.title,
-                    "system_prompt": conv.system_prompt,
-                    "params": conv.params,
-                    "messages": [{"role": m.role, "content": m.content, "metrics": m.metrics} for m in thread],
-                }
-                path.write_text(json.dumps(data, indent=2, ensure_ascii=False), encoding="utf-8")
-            else:
-                parts = [f"# {conv.title}\n"]
-                for m in thread:
-                    parts.append(f"## {'You' if m.role == 'user' else 'Ember'}\n\n{m.content}\n")
-                path.write_text("\n".join(parts), encoding="utf-8")
+            path.write_text(text, encoding="utf-8")
         except OSError as exc:
             self.show_error(f"Could not export to {path}: {exc.strerror or exc}.")
 
     # ----- shutdown
-    def closeEvent(self, event: QCloseEvent) -> None:
+    def closeEvent(self, event: QCloseEvent) -> None:  # Qt override
         self.save_state()
         self.bridge.close()
+        if self._manager is not None:
+            self._manager.shutdown()
+            self._manager.close()
+        if self.downloads is not None:
+            self.downloads.close()  # running downloads pause; they come back next time
         event.accept()
-
-
-def about_text() -> str:
-    import PySide6
-    from PySide6.QtCore import qVersion
-
-    try:
-        import llama_cpp
-
-        from engine.runtime import system_info
-
-        llama = f"llama-cpp-python {llama_cpp.__version__}<br><small>{system_info()}</small>"
-    except ImportError:
-        llama = "llama-cpp-python not installed"
-    return (
-        f"<h3>Ember {__version__}</h3><p>Private AI chat with local models.</p>"
-        f"<p>{llama}</p><p>Qt {qVersion()} · PySide6 {PySide6.__version__}</p>"
-        "<p>No telemetry. Your chats and models stay on this computer.</p>"
-    )
-
-
-def clipboard_text() -> str:
-    return QGuiApplication.clipboard().text()

@@ -70,6 +70,16 @@ def _item(text: str, data: object = None) -> QTableWidgetItem:
     return it
 
 
+def _button_row(*buttons: tuple[str, Callable[[], object]]) -> QHBoxLayout:
+    row = QHBoxLayout()
+    for text, slot in buttons:
+        b = QPushButton(text)
+        b.clicked.connect(slot)
+        row.addWidget(b)
+    row.addStretch(1)
+    return row
+
+
 class ModelManager(QDialog):
     library_changed = Signal()  # a download finished, a model was imported or deleted
     load_requested = Signal(str)  # the user wants to chat with this model
@@ -295,19 +305,15 @@ class ModelManager(QDialog):
         self.installed_status = QLabel()
         self.installed_status.setWordWrap(True)
         v.addWidget(self.installed_status)
-        row = QHBoxLayout()
-        for text, slot in (
-            ("Load", self.load_selected),
-            ("Delete…", self.delete_selected),
-            ("Show in folder", self.reveal_selected),
-            ("Import .gguf…", self.import_dialog),
-            ("Refresh", self.refresh_installed),
-        ):
-            b = QPushButton(text)
-            b.clicked.connect(slot)
-            row.addWidget(b)
-        row.addStretch(1)
-        v.addLayout(row)
+        v.addLayout(
+            _button_row(
+                ("Load", self.load_selected),
+                ("Delete…", self.delete_selected),
+                ("Show in folder", self.reveal_selected),
+                ("Import .gguf…", self.import_dialog),
+                ("Refresh", self.refresh_installed),
+            )
+        )
         return w
 
     def refresh_installed(self) -> None:
@@ -420,18 +426,14 @@ class ModelManager(QDialog):
         self.downloads.horizontalHeader().setSectionResizeMode(2, QHeaderView.ResizeMode.Fixed)
         self.downloads.setColumnWidth(2, 280)
         v.addWidget(self.downloads, 1)
-        row = QHBoxLayout()
-        for text, slot in (
-            ("Pause", lambda: self._act(self.queue.pause)),
-            ("Resume", lambda: self._act(self.queue.resume)),
-            ("Cancel", lambda: self._act(self.queue.cancel)),
-            ("Clear finished", self._clear),
-        ):
-            b = QPushButton(text)
-            b.clicked.connect(slot)
-            row.addWidget(b)
-        row.addStretch(1)
-        v.addLayout(row)
+        v.addLayout(
+            _button_row(
+                ("Pause", lambda: self._act(self.queue.pause)),
+                ("Resume", lambda: self._act(self.queue.resume)),
+                ("Cancel", lambda: self._act(self.queue.cancel)),
+                ("Clear finished", self._clear),
+            )
+        )
         return w
 
     def _selected_job(self) -> int | None:

@@ -317,7 +317,7 @@ def test_menus_have_working_entries(qtbot: QtBot, make_window: Callable[..., Mai
     menus["Models"].aboutToShow.emit()
     names = [a.text() for a in menus["Models"].actions()]
     assert "tiny.gguf" in names and "Unload model" in [n.replace("&", "") for n in names]
-    from app.main_window import about_text
+    from app.menus import about_text
 
     assert "llama-cpp-python" in about_text() and "Qt" in about_text()
     w.set_theme("dark")

@@ -1,0 +1,110 @@
+"""The main window's menus: File, Chat, Models (filled from the library each time it opens), View,
+Help; and the About text."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from PySide6.QtGui import QAction, QActionGroup, QKeySequence
+from PySide6.QtWidgets import QMenu
+
+from engine import __version__
+
+if TYPE_CHECKING:
+    from app.main_window import MainWindow
+
+
+def build_menus(self: MainWindow) -> None:
+    mb = self.menuBar()
+    file = mb.addMenu("&File")
+    _action(file, "&New chat", self.new_chat, QKeySequence.StandardKey.New)
+    file.addSeparator()
+    _action(file, "Export chat as &Markdown…", lambda: self.export_dialog("md"), "Ctrl+E")
+    _action(file, "Export chat as &JSON…", lambda: self.export_dialog("json"))
+    file.addSeparator()
+    _action(file, "&Quit", self.close, QKeySequence.StandardKey.Quit)
+
+    chat = mb.addMenu("&Chat")
+    _action(chat, "&Stop answer", self.stop, "Esc")
+    _action(chat, "&Regenerate last answer", self.controller.regenerate, "Ctrl+R")
+    _action(chat, "Re&name chat…", self.rename_current, "F2")
+    _action(chat, "&Delete chat…", self.delete_current, "Ctrl+Shift+Backspace")
+    _action(
+        chat,
+        "&Find in chats",
+        lambda: self.conversations.search.setFocus(),
+        QKeySequence.StandardKey.Find,
+    )
+
+    self.models_menu = mb.addMenu("&Models")
+    self.models_menu.aboutToShow.connect(lambda: fill_models_menu(self))
+
+    view = mb.addMenu("&View")
+    self.side_action = _action(view, "&Side panel", self.toggle_side_panel, "Ctrl+Shift+S")
+    self.side_action.setCheckable(True)
+    self.side_action.setChecked(True)
+    theme = view.addMenu("&Theme")
+    group = QActionGroup(self)
+    for name in ("light", "dark", "system"):
+        a = theme.addAction(name.capitalize())
+        a.setCheckable(True)
+        a.setChecked(self.settings.theme == name)
+        a.triggered.connect(lambda _=False, n=name: self.set_theme(n))
+        group.addAction(a)
+
+    help_menu = mb.addMenu("&Help")
+    _action(help_menu, "&About Ember", self.show_about)
+
+
+def _action(menu: QMenu, text: str, slot: object, shortcut: object = None) -> QAction:
+    a = menu.addAction(text)
+    a.triggered.connect(slot)
+    if shortcut is not None:
+        a.setShortcut(QKeySequence(shortcut))
+    return a
+
+
+def fill_models_menu(self: MainWindow) -> None:
+    m = self.models_menu
+    m.clear()
+    manager = m.addAction("Model &Manager…")
+    manager.setShortcut(QKeySequence("Ctrl+M"))
+    manager.triggered.connect(self.open_model_manager)
+    manager.setEnabled(self.downloads is not None)
+    m.addSeparator()
+    group = QActionGroup(m)
+    loaded = self.model_info is not None and self._loaded_name
+    for e in self.library.entries():
+        a = m.addAction("Gemma 3 270M (starter)" if e.is_starter else e.name)
+        a.setCheckable(True)
+        a.setChecked(bool(loaded) and self._loaded_name == e.name)
+        a.triggered.connect(lambda _=False, n=e.name: self.load_model(n))
+        group.addAction(a)
+    if not group.actions():
+        none = m.addAction("No models yet — import or download one")
+        none.setEnabled(False)
+    m.addSeparator()
+    unload = m.addAction("&Unload model")
+    unload.setEnabled(self.model_info is not None)
+    unload.triggered.connect(self.unload_model)
+    m.addAction("Open &models folder", self.open_models_folder)
+    m.addAction("&Refresh list", self.reload_models)
+
+
+def about_text() -> str:
+    import PySide6
+    from PySide6.QtCore import qVersion
+
+    try:
+        import llama_cpp
+
+        from engine.runtime import system_info
+
+        llama = f"llama-cpp-python {llama_cpp.__version__}<br><small>{system_info()}</small>"
+    except ImportError:
+        llama = "llama-cpp-python not installed"
+    return (
+        f"<h3>Ember {__version__}</h3><p>Private AI chat with local models.</p>"
+        f"<p>{llama}</p><p>Qt {qVersion()} · PySide6 {PySide6.__version__}</p>"
+        "<p>No telemetry. Your chats and models stay on this computer.</p>"
+    )
