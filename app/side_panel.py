@@ -181,11 +181,13 @@ class MetricsPanel(QWidget):
         self._waiting.setInterval(100)
         self._waiting.timeout.connect(self._tick)
         self._y_max = 10.0
+        self._x_max = 5.0
 
     def begin(self) -> None:
         self.series.clear()
         self._y_max = 10.0
-        self.axis_x.setRange(0, 5)
+        self._x_max = 5.0
+        self.axis_x.setRange(0, self._x_max)
         self.axis_y.setRange(0, self._y_max)
         for w in (self.decode, self.prefill, self.output):
             w.setText("—")
@@ -207,9 +209,14 @@ class MetricsPanel(QWidget):
             self.decode.setText(_fmt(tps, "tok/s", 1))
             t = snap.get("elapsed_s") or 0.0
             self.series.append(t, tps)
-            self._y_max = max(self._y_max, tps * 1.2)
-            self.axis_y.setRange(0, self._y_max)
-            self.axis_x.setRange(0, max(5.0, t))
+            # Rescale only when a point leaves the chart: a re-layout of the chart per update would
+            # cost CPU the model needs (the GUI shares the cores with llama.cpp's threads).
+            if tps > self._y_max:
+                self._y_max = tps * 1.5
+                self.axis_y.setRange(0, self._y_max)
+            if t > self._x_max:
+                self._x_max = max(2 * self._x_max, t)
+                self.axis_x.setRange(0, self._x_max)
         self.output.setText(str(snap.get("output_tokens", 0)))
         if snap.get("n_ctx"):
             self.context.setRange(0, int(snap["n_ctx"]))
