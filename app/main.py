@@ -119,6 +119,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--send", help="send this message once the model is loaded")
     ap.add_argument("--screenshot", help="save a screenshot of the window when the answer is done, then quit")
     ap.add_argument("--max-tokens", type=int, help="answer length for --send")
+    ap.add_argument("--temperature", type=float, help="sampling temperature for --send (0: greedy)")
     ap.add_argument("--quit-when-ready", action="store_true", help="quit once the window is shown (timing)")
     args = ap.parse_args(argv)
 
@@ -140,6 +141,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     if args.max_tokens:
         window.side.params.max_tokens.setValue(args.max_tokens)
+    if args.temperature is not None:
+        window.side.params.temperature.setValue(args.temperature)
     script = _scripted_run_class()(window, args.send, args.screenshot)  # noqa: F841 - kept by parent
     if args.model:
         window.load_model(args.model)
