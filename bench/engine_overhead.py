@@ -77,6 +77,33 @@ def ember_run(rt: LocalRuntime, n: int) -> dict[str, float]:
     }
 
 
+def followup_turns(rt: LocalRuntime, turns: int = 10) -> dict[str, float]:
+    """A growing chat with same-length messages: each follow-up should prefill only its new tokens,
+    so its TTFT stays close to the first turn's."""
+    from engine.prompting import ChatMessage
+
+    rt.reset_cache()
+    msgs: list[ChatMessage] = []
+    ttft, prefill = [], []
+    for t in range(turns):
+        msgs.append(ChatMessage("user", f"Turn {t}: tell me one more fact about the sea, please."))
+        fin = None
+        for ev in rt.chat(msgs, SamplingParams(temperature=0.0, max_tokens=32)):
+            if isinstance(ev, Finished):
+                fin = ev
+        assert fin is not None
+        ttft.append(fin.metrics.ttft_s * 1e3)
+        prefill.append(fin.metrics.prompt_tokens - fin.metrics.prompt_tokens_reused)
+        msgs.append(ChatMessage("assistant", fin.text))
+    return {
+        "followup_ttft_ratio_median": round(statistics.median(ttft[1:]) / ttft[0], 3),
+        "followup_ttft_ratio_max": round(max(ttft[1:]) / ttft[0], 3),
+        "first_turn_ttft_ms": round(ttft[0], 2),
+        "followup_prefill_tokens": prefill[1:],
+        "turns": turns,
+    }
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", default="starter")
@@ -102,6 +129,7 @@ def main() -> int:
         for _ in range(args.runs):
             bare_runs.append(bare_run(bare, prompt_tokens, args.tokens))
             ember_runs.append(ember_run(rt, args.tokens))
+        followup = followup_turns(rt)
     finally:
         bare.close()
         rt.close()
@@ -117,6 +145,7 @@ def main() -> int:
         "ember_ttft_ms": round(med(ember_runs, "ttft_ms"), 3),
         "bare_ttft_ms": round(med(bare_runs, "ttft_ms"), 3),
         "ember_ttft_over_llama_prefill_ms": round(med(ember_runs, "ttft_ms") - med(ember_runs, "llama_prefill_ms"), 3),
+        **followup,
         "prompt_tokens": len(prompt_tokens),
         "output_tokens": int(med(ember_runs, "tokens")),
         "runs": args.runs,
