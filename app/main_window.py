@@ -296,6 +296,31 @@ class MainWindow(QMainWindow):
         self.model_bar.show_state(state, self.model_info, backend, s.threads, s.gpu_layers if state == "ready" else 0)
         self.model_state_changed.emit(state)
 
+    def change_models_folder(self, folder: Path | None = None) -> None:
+        """Use another folder for models (downloads go there too). Files are not moved."""
+        if folder is None:
+            chosen = QFileDialog.getExistingDirectory(self, "Models folder", str(self.library.models_dir))
+            if not chosen:
+                return
+            folder = Path(chosen)
+        if self.downloads is not None and any(j.state == "downloading" for j in self.downloads.snapshot()):
+            self.show_error("Pause or finish the running downloads before changing the models folder.")
+            return
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            self.show_error(f"Cannot use {folder} as the models folder: {exc.strerror or exc}.")
+            return
+        self.settings = self.settings.with_changes(models_dir=str(folder))
+        self.settings_file.save(self.settings)
+        self.library.models_dir = folder
+        if self.downloads is not None:
+            self.downloads.models_dir = folder
+        if self._manager is not None:
+            self._manager.refresh_installed()
+        self.reload_models()
+        self.show_notice(f"Models folder: {folder}")
+
     def open_models_folder(self) -> None:
         self.library.models_dir.mkdir(parents=True, exist_ok=True)
         QDesktopServices.openUrl(QUrl.fromLocalFile(str(self.library.models_dir)))

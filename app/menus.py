@@ -88,6 +88,7 @@ def fill_models_menu(self: MainWindow) -> None:
     unload.setEnabled(self.model_info is not None)
     unload.triggered.connect(self.unload_model)
     m.addAction("Open &models folder", self.open_models_folder)
+    m.addAction("&Change models folder…", self.change_models_folder)
     m.addAction("&Refresh list", self.reload_models)
 
 
