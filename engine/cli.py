@@ -33,7 +33,11 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="ember-chat", description="Ember: private AI chat with local models.")
+    parser = _Parser(
+        prog="ember-chat",
+        description="Ember: private AI chat with local models.",
+        epilog="Without a command, ember-chat opens the desktop app: ember-chat [--model NAME].",
+    )
     parser.add_argument("--version", action="version", version=f"ember-chat {__version__}")
     sub = parser.add_subparsers(dest="command", parser_class=_Parser)
 

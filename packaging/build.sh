@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# Build the installable desktop app into dist/ember-chat/ (a folder with the `ember-chat` executable).
+# For a bundle that runs on other CPUs, build llama-cpp-python with CMAKE_ARGS="-DGGML_NATIVE=OFF" first.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+python3 -m venv .venv
+.venv/bin/pip install -e ".[starter,package]"
+.venv/bin/pyinstaller --noconfirm --clean --distpath dist --workpath build/pyinstaller packaging/ember.spec
+echo "Built dist/ember-chat/ember-chat"
