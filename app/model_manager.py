@@ -213,13 +213,15 @@ class ModelManager(QDialog):
         self.files_title.setText(f"Files of {repo}…")
         self.files.setRowCount(0)
         hub = self.hub_factory()
-        self.tasks.run(lambda: (hub.files(repo), free_vram_bytes()), self._show_files, self._discover_error)
+        self.tasks.run(
+            lambda: (hub.with_header(hub.files(repo)), free_vram_bytes()), self._show_files, self._discover_error
+        )
 
     def _show_files(self, result: tuple[RepoFiles, int | None]) -> None:
         files, vram = result
         self.repo_files = files
         n_ctx = self.context_length()
-        fits = [(v, estimate_fit(v.size, n_ctx, free_vram=vram)) for v in files.variants]
+        fits = [(v, estimate_fit(v.size, n_ctx, free_vram=vram, meta=files.header)) for v in files.variants]
         best = recommend([(v.quantization, f.label) for v, f in fits])
         self.files.setRowCount(0)
         for v, fit in fits:

@@ -218,6 +218,16 @@ class Downloader:
             raise _Transient(f"HTTP {resp.status}")
         raise DownloadError(f"{what}: the server answered HTTP {resp.status}.")
 
+    def read_prefix(self, spec: DownloadSpec, n_bytes: int = 2 << 20) -> bytes:
+        """The first bytes of a file (a GGUF header for a fit estimate), with one Range request."""
+        resolved = self.resolve(spec)
+        conn, resp, _url = self._request("GET", resolved.url, {"Range": f"bytes=0-{n_bytes - 1}"})
+        with _closing(conn):
+            self._raise_for_status(resp, spec)
+            if resp.status >= 400:
+                return b""
+            return resp.read(n_bytes)
+
     # ----- transfer
     def fetch(
         self,

@@ -25,14 +25,23 @@ class FitEstimate:
     where: str  # "RAM" or "VRAM"
 
 
-def kv_cache_bytes(info: ModelInfo | None, n_ctx: int, file_size: int) -> int:
-    if info and info.layers and info.embedding_size and info.heads:
-        head_dim = info.embedding_size // info.heads
-        key_len = info.metadata.get(f"{info.architecture}.attention.key_length")
-        if isinstance(key_len, int) and key_len > 0:
-            head_dim = key_len
-        kv_heads = info.kv_heads or info.heads
-        return 2 * info.layers * n_ctx * kv_heads * head_dim * 2
+def kv_cache_bytes(info: ModelInfo | None, n_ctx: int, file_size: int, meta: dict[str, object] | None = None) -> int:
+    """From a full header (`info`) or just its key/values (`meta`, e.g. read from a Hub file's first
+    bytes); else an estimate from the file size."""
+    meta = info.metadata if info is not None else (meta or {})
+    arch = meta.get("general.architecture")
+
+    def num(key: str) -> int | None:
+        v = meta.get(f"{arch}.{key}")
+        if isinstance(v, list):  # per-layer values
+            v = max((x for x in v if isinstance(x, int)), default=None)
+        return v if isinstance(v, int) and not isinstance(v, bool) and v > 0 else None
+
+    layers, embd, heads = num("block_count"), num("embedding_length"), num("attention.head_count")
+    if layers and embd and heads:
+        head_dim = num("attention.key_length") or embd // heads
+        kv_heads = num("attention.head_count_kv") or heads
+        return 2 * layers * n_ctx * kv_heads * head_dim * 2
     # Unknown shape: ~ 0.125 MB per token per GB of weights (typical of 1-8B models with GQA).
     return int(n_ctx * 0.125e6 * max(file_size, 1) / 1e9)
 
@@ -70,9 +79,14 @@ def free_vram_bytes() -> int | None:
 
 
 def estimate_fit(
-    file_size: int, n_ctx: int, info: ModelInfo | None = None, free_ram: int | None = None, free_vram: int | None = None
+    file_size: int,
+    n_ctx: int,
+    info: ModelInfo | None = None,
+    free_ram: int | None = None,
+    free_vram: int | None = None,
+    meta: dict[str, object] | None = None,
 ) -> FitEstimate:
-    needed = int((file_size + kv_cache_bytes(info, n_ctx, file_size)) * OVERHEAD)
+    needed = int((file_size + kv_cache_bytes(info, n_ctx, file_size, meta)) * OVERHEAD)
     if free_vram:
         where, free = "VRAM", free_vram
     else:

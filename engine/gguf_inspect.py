@@ -372,3 +372,25 @@ def _quantization(meta: dict[str, object], tensors: list[TensorInfo]) -> str:
     if not by_bytes:
         return "unknown"
     return GGMLQuantizationType(by_bytes.most_common(1)[0][0]).name
+
+
+def header_metadata_prefix(data: bytes) -> dict[str, object]:
+    """Key/values readable from the first bytes of a GGUF file (e.g. a Range request to the Hub):
+    architecture and shape keys come first in files written by llama.cpp's converter, so a couple of
+    megabytes are enough for a fit estimate. Stops quietly where the prefix ends."""
+    import io
+
+    r = _BoundedReader(io.BytesIO(data), len(data), Path("remote.gguf"))
+    meta: dict[str, object] = {}
+    try:
+        if struct.unpack("<I", r.read(4, "magic"))[0] != GGUF_MAGIC:
+            return meta
+        r.u32("version")
+        r.u64("tensor count")
+        n_kv = r.u64("key/value count")
+        for i in range(min(n_kv, MAX_KV_COUNT)):
+            key = r.string(f"key #{i}")
+            meta[key] = r.value(r.value_type(key), key)
+    except ModelFileError:
+        pass
+    return meta

@@ -73,6 +73,7 @@ class RepoFiles:
     variants: tuple[ModelVariant, ...]
     gated: bool = False
     gguf: dict[str, Any] = field(default_factory=dict)  # the Hub's parsed header summary, if any
+    header: dict[str, Any] = field(default_factory=dict)  # key/values read from a file's first bytes
 
 
 def quantization_of(filename: str) -> str:
@@ -193,3 +194,23 @@ class HubClient:
             )
 
         return self._call(f"Listing the files of {repo_id}", run)
+
+    def with_header(self, files: RepoFiles) -> RepoFiles:
+        """Read the GGUF header of the repo's smallest file (its first 2 MB, one Range request) so the
+        fit estimate uses the real layer and head counts. Best effort: without it, sizes still work."""
+        from dataclasses import replace
+
+        from engine.downloader import Downloader, DownloadSpec
+        from engine.errors import EmberError
+        from engine.gguf_inspect import header_metadata_prefix
+
+        if not files.variants:
+            return files
+        first = files.variants[0].files[0]
+        try:
+            prefix = Downloader(self.endpoint, self.token, timeout=10, retries=1).read_prefix(
+                DownloadSpec(files.repo_id, first.path, files.commit or "main")
+            )
+        except (EmberError, OSError, ValueError):
+            return files
+        return replace(files, header=header_metadata_prefix(prefix))

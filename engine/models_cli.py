@@ -87,11 +87,12 @@ def run(args: argparse.Namespace, paths: AppPaths) -> int:
                 print(f"{r.id:60} {r.downloads:>10,} downloads {r.likes:>6,} likes  {when}")
         return 0
     if cmd == "files":
-        files = HubClient(hub_endpoint(paths), tokens.get()).files(args.repo)
+        hub = HubClient(hub_endpoint(paths), tokens.get())
+        files = hub.with_header(hub.files(args.repo))
         vram = free_vram_bytes()
         rows = []
         for v in files.variants:
-            fit = estimate_fit(v.size, args.ctx, free_vram=vram)
+            fit = estimate_fit(v.size, args.ctx, free_vram=vram, meta=files.header)
             rows.append(
                 {
                     "name": v.name,

@@ -267,22 +267,24 @@ class FakeHub:
                 if f.corrupt:
                     data = bytes([data[0] ^ 0xFF]) + data[1:]
                 total = len(data)
-                start = 0
+                start, end = 0, total  # end is exclusive
                 rng = self.headers.get("Range")
                 if rng and not f.ignore_range:
-                    start = int(rng.removeprefix("bytes=").split("-")[0])
+                    first, _, last = rng.removeprefix("bytes=").partition("-")
+                    start = int(first)
+                    end = min(int(last) + 1, total) if last else total
                     if start >= total:
                         return self._send(416, b"", {"Content-Range": f"bytes */{total}"}, head)
                     self.send_response(206)
-                    self.send_header("Content-Range", f"bytes {start}-{total - 1}/{total}")
+                    self.send_header("Content-Range", f"bytes {start}-{end - 1}/{total}")
                 else:
                     self.send_response(200)
                 self.send_header("Accept-Ranges", "bytes")
-                self.send_header("Content-Length", str(total - start))
+                self.send_header("Content-Length", str(end - start))
                 self.end_headers()
                 if head:
                     return
-                self._body(data, start)
+                self._body(data if end == total else data[:end], start)
 
             def _body(self, data: bytes, start: int) -> None:
                 f = hub.faults

@@ -233,3 +233,18 @@ def test_models_cli_end_to_end(hub: FakeHub, tmp_path: Path, tiny_model: Path) -
     offline = {**env, "EMBER_HF_ENDPOINT": "http://127.0.0.1:9"}
     out = cli("models", "search", "x", env=offline)
     assert out.returncode == 2 and "offline" in out.stderr
+
+
+def test_fit_uses_the_remote_header(hub: FakeHub, starter_model: Path) -> None:
+    from engine.gguf_inspect import header_metadata_prefix
+    from engine.hub import HubClient
+
+    client = HubClient(hub.hub_url)
+    files = client.with_header(client.files("acme/tiny-GGUF"))
+    assert files.header["llama.block_count"] == 2 and files.header["llama.attention.head_count_kv"] == 2
+    assert kv_cache_bytes(None, 1000, 0, files.header) == 2 * 2 * 1000 * 2 * 16 * 2
+    # a real model's first 2 MB hold its shape (the vocabulary comes later)
+    prefix = header_metadata_prefix(starter_model.read_bytes()[: 2 << 20])
+    assert prefix["gemma3.block_count"] == 18 and prefix["gemma3.attention.key_length"] == 256
+    assert kv_cache_bytes(None, 4096, 0, prefix) == kv_cache_bytes(inspect_gguf(starter_model), 4096, 0)
+    assert header_metadata_prefix(b"junk") == {}

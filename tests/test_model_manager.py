@@ -115,7 +115,7 @@ def test_pause_resume_cancel(qtbot: QtBot, window: MainWindow, hub: FakeHub) -> 
     hub.faults.stall_s, hub.faults.stall_after = 1.0, 1_000_000
     select_quant(mm, "Q8_0")
     mm.download_selected()
-    qtbot.waitUntil(lambda: hub.bytes_sent > 0, timeout=TIMEOUT)
+    qtbot.waitUntil(lambda: any(j.done > 0 for j in window.downloads.snapshot()), timeout=TIMEOUT)
     mm.downloads.selectRow(0)
     mm._act(window.downloads.pause)
     wait_job(qtbot, window, PAUSED)
@@ -182,7 +182,7 @@ def test_unfinished_download_comes_back_after_restart(
     hub.faults.stall_s, hub.faults.stall_after = 1.0, 1_000_000
     select_quant(mm, "Q8_0")
     mm.download_selected()
-    qtbot.waitUntil(lambda: hub.bytes_sent > 0, timeout=TIMEOUT)
+    qtbot.waitUntil(lambda: any(j.done > 0 for j in w.downloads.snapshot()), timeout=TIMEOUT)
     w.close()  # quitting pauses the download and keeps the partial file
     w.store.close()
     sent = hub.bytes_sent
