@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 
 import keyring
-from keyring.errors import KeyringError
 
 from engine.errors import EmberError
 
@@ -24,7 +23,7 @@ class TokenStore:
     def get(self) -> str | None:
         try:
             return keyring.get_password(self.service, HF_TOKEN) or None
-        except KeyringError:
+        except Exception:  # no keychain (headless, locked, no D-Bus): behave as "no token"
             return None
 
     def set(self, token: str) -> None:
@@ -34,12 +33,12 @@ class TokenStore:
             return
         try:
             keyring.set_password(self.service, HF_TOKEN, token)
-        except KeyringError as exc:
+        except Exception as exc:  # any backend failure: say so, never fall back to a file
             raise SecretStoreError(
                 f"The system keychain is not available ({exc}); the token was not saved. Ember never writes "
                 "tokens to a file."
             ) from exc
 
     def clear(self) -> None:
-        with contextlib.suppress(KeyringError):
+        with contextlib.suppress(Exception):
             keyring.delete_password(self.service, HF_TOKEN)
