@@ -11,10 +11,11 @@ from collections.abc import Callable
 from typing import Any
 
 from PySide6.QtCore import QObject, Signal, Slot
+from PySide6.QtGui import QGuiApplication
 
 from app.bridge import EngineBridge
 from app.side_panel import MetricsPanel
-from app.transcript import TranscriptView
+from app.transcript import TranscriptView, code_blocks
 from engine.metrics import GenerationMetrics
 from engine.params import SamplingParams
 from engine.prompting import ChatMessage
@@ -27,6 +28,7 @@ class ChatController(QObject):
     error = Signal(str)
     notice = Signal(str)
     conversations_changed = Signal()
+    edit_requested = Signal(int)  # message id: the window puts its text in the composer
 
     def __init__(
         self,
@@ -225,10 +227,6 @@ class ChatController(QObject):
 
     # ----- message actions (links in the transcript)
     def _on_action(self, verb: str, message_id: int, arg: int) -> None:
-        from PySide6.QtGui import QGuiApplication
-
-        from app.transcript import code_blocks
-
         if verb == "copy":
             QGuiApplication.clipboard().setText(self.store.message(message_id).content)
         elif verb == "copycode":
@@ -241,8 +239,6 @@ class ChatController(QObject):
             self.edit_requested.emit(message_id)
         elif verb in ("prev", "next"):
             self.after_stop(lambda: self.switch_branch(message_id, -1 if verb == "prev" else 1))
-
-    edit_requested = Signal(int)
 
     def switch_branch(self, message_id: int, step: int) -> None:
         sibs = self.store.siblings(message_id)
