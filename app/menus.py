@@ -26,7 +26,8 @@ def build_menus(self: MainWindow) -> None:
 
     chat = mb.addMenu("&Chat")
     _action(chat, "&Stop answer", self.stop, "Esc")
-    _action(chat, "&Regenerate last answer", self.controller.regenerate, "Ctrl+R")
+    # lambdas: QAction.triggered passes `checked`, which must not land in an optional parameter
+    _action(chat, "&Regenerate last answer", lambda: self.controller.regenerate(), "Ctrl+R")
     _action(chat, "Re&name chat…", self.rename_current, "F2")
     _action(chat, "&Delete chat…", self.delete_current, "Ctrl+Shift+Backspace")
     _action(
@@ -88,7 +89,7 @@ def fill_models_menu(self: MainWindow) -> None:
     unload.setEnabled(self.model_info is not None)
     unload.triggered.connect(self.unload_model)
     m.addAction("Open &models folder", self.open_models_folder)
-    m.addAction("&Change models folder…", self.change_models_folder)
+    m.addAction("&Change models folder…", lambda: self.change_models_folder())
     m.addAction("&Refresh list", self.reload_models)
 
 

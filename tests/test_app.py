@@ -378,3 +378,19 @@ def test_change_models_folder(
     assert w.model_picker.findData("tiny.gguf") < 0
     assert w.settings_file.load().models_dir == str(other)
     load(qtbot, w, "org/repo/moved.gguf")
+
+
+def test_menu_actions_trigger(qtbot: QtBot, make_window: Callable[..., MainWindow]) -> None:
+    """Menu entries are QActions whose `triggered(checked)` must reach the right slot."""
+    w = make_window()
+    load(qtbot, w)
+    set_max_tokens(w, 4)
+    send(qtbot, w, "hello")
+    actions = {a.text().replace("&", ""): a for m in w.menuBar().actions() if m.menu() for a in m.menu().actions()}
+    with qtbot.waitSignal(w.controller.generating_changed, check_params_cb=lambda on: not on, timeout=ANSWER_TIMEOUT):
+        actions["Regenerate last answer"].trigger()
+    assert len(w.store.siblings(w.store.thread(w.controller.conversation_id)[-1].id)) == 2
+    actions["Side panel"].trigger()
+    assert not w.side.isVisible()
+    actions["New chat"].trigger()
+    assert w.controller.conversation_id is None
