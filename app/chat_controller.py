@@ -90,13 +90,7 @@ class ChatController(QObject):
         if self.conversation_id is None:
             self.transcript.show_thread([], {})
             return
-        thread = self.store.thread(self.conversation_id)
-        branches = {}
-        for m in thread:
-            sibs = self.store.siblings(m.id)
-            if len(sibs) > 1:
-                branches[m.id] = ([s.id for s in sibs].index(m.id) + 1, len(sibs))
-        self.transcript.show_thread(thread, branches)
+        self.transcript.show_thread(*self.store.thread_with_branches(self.conversation_id))
         if jump_to is not None:
             self.transcript.jump_to(jump_to)
 
@@ -244,17 +238,6 @@ class ChatController(QObject):
         sibs = self.store.siblings(message_id)
         ids = [s.id for s in sibs]
         target = ids[(ids.index(message_id) + step) % len(ids)]
-        leaf = self._newest_leaf(target)
+        leaf = self.store.newest_leaf(target)
         self.store.update_conversation(sibs[0].conversation_id, active_leaf=leaf)
         self.refresh()
-
-    def _newest_leaf(self, message_id: int) -> int:
-        msgs = self.store.messages(self.store.message(message_id).conversation_id)
-        children: dict[int, list[int]] = {}
-        for m in msgs:
-            if m.parent_id is not None:
-                children.setdefault(m.parent_id, []).append(m.id)
-        node = message_id
-        while node in children:
-            node = max(children[node])
-        return node

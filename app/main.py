@@ -32,7 +32,6 @@ def build_window(paths: object | None = None, backend_factory: object = _make_ru
 
     from app.bridge import EngineBridge
     from app.main_window import MainWindow
-    from engine.cli import hub_endpoint
     from engine.download_queue import DownloadQueue
     from engine.downloader import Downloader
     from engine.library import ModelLibrary
@@ -44,11 +43,11 @@ def build_window(paths: object | None = None, backend_factory: object = _make_ru
     paths = paths or AppPaths.default()
     settings_file = SettingsFile(paths.settings_file)
     settings = settings_file.load()
-    models_dir = Path(settings.models_dir) if settings.models_dir else paths.default_models_dir
+    models_dir = settings.models_folder(paths.default_models_dir)
     store = ConversationStore(paths.database)
     bridge = EngineBridge(backend_factory)
     state = QSettings(str(paths.config_dir / "window.ini"), QSettings.Format.IniFormat)
-    endpoint = hub_endpoint(paths)
+    endpoint = settings.hub_endpoint()
     tokens = TokenStore()
     library = ModelLibrary(models_dir)
     downloads = DownloadQueue(lambda: Downloader(endpoint, tokens.get()), models_dir)

@@ -148,15 +148,7 @@ class MainWindow(QMainWindow):
     # ----- settings and state
     def _apply_settings_defaults(self) -> None:
         s = self.settings
-        params = SamplingParams(
-            temperature=s.temperature,
-            top_k=s.top_k,
-            top_p=s.top_p,
-            min_p=s.min_p,
-            repeat_penalty=s.repeat_penalty,
-            max_tokens=s.max_tokens,
-        )
-        self.side.params.set_params(params, s.system_prompt, s.context_length)
+        self.side.params.set_params(s.sampling_params(), s.system_prompt, s.context_length)
         apply_theme(QApplication.instance(), s.theme)
 
     def _restore_state(self) -> None:
@@ -360,10 +352,8 @@ class MainWindow(QMainWindow):
         self.controller.open_conversation(cid, jump_to)
 
     def _open_hit(self, cid: int, mid: int) -> None:
-        conv = self.store.conversation(cid)
-        leaf = self.controller._newest_leaf(mid)
-        if conv.active_leaf != leaf and mid not in [m.id for m in self.store.thread(cid)]:
-            self.store.update_conversation(cid, active_leaf=leaf)
+        if mid not in [m.id for m in self.store.thread(cid)]:  # the hit is on another branch: show it
+            self.store.update_conversation(cid, active_leaf=self.store.newest_leaf(mid))
         self._open_conversation(cid, jump_to=mid)
 
     def _on_search(self, text: str) -> None:

@@ -8,7 +8,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import os
 import signal
 import sys
 from collections.abc import Sequence
@@ -91,21 +90,12 @@ def _build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def models_dir(paths: AppPaths) -> Path:
-    settings = SettingsFile(paths.settings_file).load()
-    return Path(settings.models_dir) if settings.models_dir else paths.default_models_dir
-
-
-def hub_endpoint(paths: AppPaths) -> str:
-    """EMBER_HF_ENDPOINT wins over the setting, so mirrors and tests can point elsewhere."""
-    return os.environ.get("EMBER_HF_ENDPOINT") or SettingsFile(paths.settings_file).load().hf_endpoint
-
-
 def resolve_model(spec: str, paths: AppPaths) -> Path:
     """'starter', a name from `models list`, or a path to a .gguf file."""
     from engine.library import ModelLibrary
 
-    return ModelLibrary(models_dir(paths)).resolve(spec)
+    settings = SettingsFile(paths.settings_file).load()
+    return ModelLibrary(settings.models_folder(paths.default_models_dir)).resolve(spec)
 
 
 def _cmd_run(args: argparse.Namespace) -> int:

@@ -20,6 +20,9 @@ from engine.downloader import (
     DownloadSpec,
     DownloadStopped,
     Progress,
+    UnsafeFilename,
+    part_paths,
+    safe_target,
     sidecar_record,
     spec_from_record,
 )
@@ -200,8 +203,6 @@ class DownloadQueue:
         self._pump()
 
     def _discard_partial(self, spec: DownloadSpec) -> None:
-        from engine.downloader import UnsafeFilename, part_paths, safe_target
-
         try:
             part, sidecar = part_paths(safe_target(self.models_dir, spec.repo_id, spec.filename))
         except UnsafeFilename:

@@ -118,8 +118,8 @@ QUANT_PREFERENCE = [
 
 
 def recommend(variants: list[tuple[str, str]]) -> str | None:
-    """Given (name, fit label) of one repo's variants with their quantization as the name's key,
-    the best-quality preferred quantization that fits (else the smallest that is tight)."""
+    """Given (quantization, fit label) for a repo's variants: the most preferred quantization that
+    fits, else the first one that is tight (variants come smallest first), else None."""
     fitting = [q for q, label in variants if label == "fits"]
     for q in QUANT_PREFERENCE:
         if q in fitting:

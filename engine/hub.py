@@ -124,10 +124,13 @@ class HubClient:
         try:
             socket.create_connection((u.hostname or "", port), timeout=PROBE_TIMEOUT_S).close()
         except OSError as exc:
-            raise HubOffline(
-                f"{what}: cannot reach {self.endpoint} ({exc.__class__.__name__}). You seem to be offline; "
-                "installed models keep working."
-            ) from exc
+            raise self._offline(what, exc) from exc
+
+    def _offline(self, what: str, exc: BaseException) -> HubOffline:
+        return HubOffline(
+            f"{what}: cannot reach {self.endpoint} ({exc.__class__.__name__}). You seem to be offline; "
+            "installed models keep working."
+        )
 
     def _call(self, what: str, fn: Callable[[], T]) -> T:
         self._probe(what)
@@ -149,17 +152,10 @@ class HubClient:
             if status in (401, 403):
                 raise HubAuthError(f"{what}: the Hub refused the request ({status}). Check your token.") from exc
             raise HubError(f"{what}: the Hub answered with an error ({status or exc}). Try again later.") from exc
-        except OSError as exc:  # connection refused, DNS, TLS, timeouts (httpx errors are OSErrors too)
-            raise HubOffline(
-                f"{what}: cannot reach {self.endpoint} ({exc.__class__.__name__}). You seem to be offline; "
-                "installed models keep working."
-            ) from exc
         except Exception as exc:
-            if exc.__class__.__module__.startswith("httpx"):
-                raise HubOffline(
-                    f"{what}: cannot reach {self.endpoint} ({exc.__class__.__name__}). You seem to be offline; "
-                    "installed models keep working."
-                ) from exc
+            # Connection refused, DNS, TLS, timeouts: OSErrors, or the HTTP client's own transport errors.
+            if isinstance(exc, OSError) or exc.__class__.__module__.startswith("httpx"):
+                raise self._offline(what, exc) from exc
             raise
 
     def search(self, query: str, limit: int = 30) -> list[RepoSummary]:

@@ -145,13 +145,14 @@ class ModelLibrary:
         """A name from `entries()` (or a path to a .gguf file) to a file path."""
         if name == STARTER_ALIAS:
             return starter_model_path(self.models_dir)
-        for e in self.entries():
-            if e.name == name and e.path is not None:
-                return e.path
         candidate = self.models_dir / name
-        if candidate.is_file():
+        if candidate.is_file():  # the common case, without listing every model
             return candidate
-        return Path(name).expanduser()
+        if name.startswith(HF_CACHE_PREFIX):
+            for e in self.entries():
+                if e.name == name and e.path is not None:
+                    return e.path
+        return Path(name).expanduser()  # a path (imported in place, or given on the command line)
 
     def find(self, name: str) -> ModelEntry:
         for e in self.entries():

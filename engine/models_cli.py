@@ -8,13 +8,13 @@ import sys
 from datetime import datetime
 from pathlib import Path
 
-from engine.cli import hub_endpoint, models_dir
 from engine.downloader import Downloader, DownloadSpec, Progress
 from engine.fit import estimate_fit, free_vram_bytes, recommend
 from engine.hub import HubClient
 from engine.library import ModelLibrary
 from engine.paths import AppPaths
 from engine.secrets import TokenStore
+from engine.settings import SettingsFile
 
 
 def _human(n: float) -> str:
@@ -31,7 +31,9 @@ def _print_json(data: object) -> None:
 
 def run(args: argparse.Namespace, paths: AppPaths) -> int:
     cmd = args.models_command
-    library = ModelLibrary(models_dir(paths))
+    settings = SettingsFile(paths.settings_file).load()
+    endpoint = settings.hub_endpoint()
+    library = ModelLibrary(settings.models_folder(paths.default_models_dir))
     tokens = TokenStore()
     if cmd == "list":
         entries = library.entries()
@@ -73,7 +75,7 @@ def run(args: argparse.Namespace, paths: AppPaths) -> int:
                 print(f"{r['name']:60} {quant:8} {_human(int(r['size'])):>9}  {r['location']}")
         return 0
     if cmd == "search":
-        found = HubClient(hub_endpoint(paths), tokens.get()).search(args.query, limit=args.limit)
+        found = HubClient(endpoint, tokens.get()).search(args.query, limit=args.limit)
         if args.json:
             _print_json(
                 [
@@ -87,7 +89,7 @@ def run(args: argparse.Namespace, paths: AppPaths) -> int:
                 print(f"{r.id:60} {r.downloads:>10,} downloads {r.likes:>6,} likes  {when}")
         return 0
     if cmd == "files":
-        hub = HubClient(hub_endpoint(paths), tokens.get())
+        hub = HubClient(endpoint, tokens.get())
         files = hub.with_header(hub.files(args.repo))
         vram = free_vram_bytes()
         rows = []
@@ -113,7 +115,7 @@ def run(args: argparse.Namespace, paths: AppPaths) -> int:
                 print(f"{r['quantization']:9} {_human(int(r['size'])):>9}  {r['fit']:9} {r['name']}{mark}")
         return 0
     if cmd == "download":
-        downloader = Downloader(hub_endpoint(paths), tokens.get())
+        downloader = Downloader(endpoint, tokens.get())
         bar = _ProgressBar(args.file)
         path = downloader.fetch(
             DownloadSpec(args.repo, args.file, args.revision), library.models_dir, on_progress=bar.update

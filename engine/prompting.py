@@ -8,6 +8,7 @@ turn format); ChatML.
 from __future__ import annotations
 
 import ctypes
+import functools
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -58,11 +59,12 @@ class ChatTemplate(Protocol):
         ...
 
 
-def builtin_template_names() -> list[str]:
+@functools.cache
+def builtin_template_names() -> tuple[str, ...]:
     n = llama_cpp.llama_chat_builtin_templates(None, 0)
     arr = (ctypes.c_char_p * n)()
     llama_cpp.llama_chat_builtin_templates(arr, n)
-    return [arr[i].decode() for i in range(n)]
+    return tuple(arr[i].decode() for i in range(n))
 
 
 class BuiltinTemplate:

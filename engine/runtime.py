@@ -98,6 +98,8 @@ class LocalRuntime:
         # Prompt text + generated text of the last generation, and the token ids behind them, so a
         # follow-up whose prompt extends that text reuses exactly the tokens already in the KV cache.
         self._history: tuple[str, list[int]] | None = None
+        self._vocab: llama_cpp.llama_vocab_p | None = None
+        self._templates: dict[str | None, ChatTemplate] = {}  # per override, for the loaded model
 
     # ----- state
     @property
@@ -176,9 +178,9 @@ class LocalRuntime:
         self._llm = llm
         self._info = info
         self._config = config
+        self._vocab = llama_cpp.llama_model_get_vocab(llm.model)
         gpu = gpu_backend_name()
         self._backend = gpu if gpu and config.gpu_layers != 0 else "CPU"
-        self._history = None
         return info
 
     def close(self) -> None:
@@ -187,6 +189,8 @@ class LocalRuntime:
         self._info = None
         self._config = None
         self._history = None
+        self._vocab = None
+        self._templates.clear()
         if llm is not None:
             llama_cpp.llama_set_abort_callback(llm.ctx, _NULL_ABORT, None)
             llm.close()
@@ -206,20 +210,23 @@ class LocalRuntime:
         return self._require().tokenize(text.encode("utf-8"), add_bos=add_bos, special=special)
 
     def template(self, override: str | None = None) -> ChatTemplate:
+        """The chat template for the loaded model (built once per override, not per message)."""
         llm = self._require()
         assert self._info is not None
-        model = llm._model
+        if override not in self._templates:
+            model = llm._model
 
-        def text_of(token_id: int) -> str:
-            return model.token_get_text(token_id) if token_id >= 0 else ""
+            def text_of(token_id: int) -> str:
+                return model.token_get_text(token_id) if token_id >= 0 else ""
 
-        return choose_template(
-            self._info.architecture,
-            self._info.chat_template,
-            text_of(llm.token_bos()),
-            text_of(llm.token_eos()),
-            override,
-        )
+            self._templates[override] = choose_template(
+                self._info.architecture,
+                self._info.chat_template,
+                text_of(llm.token_bos()),
+                text_of(llm.token_eos()),
+                override,
+            )
+        return self._templates[override]
 
     def _prompt_tokens(self, text: str, *, special: bool) -> list[int]:
         llm = self._require()
@@ -307,7 +314,6 @@ class LocalRuntime:
     ) -> Iterator[Event]:
         llm = self._require()
         ctx = llm.ctx
-        self._vocab = llama_cpp.llama_model_get_vocab(llm.model)
         n_ctx = llm.n_ctx()
         evaluated = [int(t) for t in llm.input_ids[: llm.n_tokens]]
         reused = common_prefix(evaluated, tokens)

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.errors import InvalidParameter
-from engine.params import default_threads
+from engine.params import SamplingParams, default_threads
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +67,24 @@ class Settings:
             f.name: {"default": f.default, **{k: v for k, v in f.metadata.items() if v is not None}}
             for f in fields(Settings)
         }
+
+    def models_folder(self, default: Path) -> Path:
+        return Path(self.models_dir) if self.models_dir else default
+
+    def hub_endpoint(self) -> str:
+        """EMBER_HF_ENDPOINT wins over the setting, so mirrors and tests can point elsewhere."""
+        return os.environ.get("EMBER_HF_ENDPOINT") or self.hf_endpoint
+
+    def sampling_params(self) -> SamplingParams:
+        """The default sampling parameters these settings describe."""
+        return SamplingParams(
+            temperature=self.temperature,
+            top_k=self.top_k,
+            top_p=self.top_p,
+            min_p=self.min_p,
+            repeat_penalty=self.repeat_penalty,
+            max_tokens=self.max_tokens,
+        )
 
     def with_changes(self, **changes: Any) -> Settings:
         return replace(self, **changes)

@@ -263,7 +263,15 @@ class ConversationStore:
 
     def thread(self, conversation_id: int, leaf_id: int | None = None) -> list[Message]:
         """The branch ending at `leaf_id` (default: the conversation's active leaf), root first."""
-        by_id = {m.id: m for m in self.messages(conversation_id)}
+        return self.thread_with_branches(conversation_id, leaf_id)[0]
+
+    def thread_with_branches(
+        self, conversation_id: int, leaf_id: int | None = None
+    ) -> tuple[list[Message], dict[int, tuple[int, int]]]:
+        """The branch (as `thread`) and, for each of its messages that has alternatives, its place
+        among them: {message id: (position from 1, count)}. One query for the whole conversation."""
+        messages = self.messages(conversation_id)
+        by_id = {m.id: m for m in messages}
         if leaf_id is None:
             leaf_id = self.conversation(conversation_id).active_leaf
         out: list[Message] = []
@@ -271,7 +279,26 @@ class ConversationStore:
         while node is not None:
             out.append(node)
             node = by_id.get(node.parent_id) if node.parent_id is not None else None
-        return out[::-1]
+        alternatives: dict[tuple[int | None, str], list[int]] = {}
+        for m in messages:  # oldest first, as `siblings`
+            alternatives.setdefault((m.parent_id, m.role), []).append(m.id)
+        branches = {}
+        for m in out:
+            ids = alternatives[(m.parent_id, m.role)]
+            if len(ids) > 1:
+                branches[m.id] = (ids.index(m.id) + 1, len(ids))
+        return out[::-1], branches
+
+    def newest_leaf(self, message_id: int) -> int:
+        """The end of the newest branch below a message (the message itself if it has no replies)."""
+        children: dict[int, list[int]] = {}
+        for m in self.messages(self.message(message_id).conversation_id):
+            if m.parent_id is not None:
+                children.setdefault(m.parent_id, []).append(m.id)
+        node = message_id
+        while node in children:
+            node = max(children[node])
+        return node
 
     def siblings(self, message_id: int) -> list[Message]:
         """The alternatives for a message (same parent and role), oldest first, itself included."""
