@@ -233,10 +233,6 @@ class TranscriptView(QTextBrowser):
         self.rendered.emit()
 
     @property
-    def streaming(self) -> bool:
-        return self._stream_start is not None
-
-    @property
     def rendering(self) -> bool:
         return self._job is not None
 
