@@ -16,12 +16,12 @@ from dataclasses import dataclass
 
 from PySide6.QtCore import QObject, QThread, Signal, Slot
 
-from engine.backend import InferenceBackend
 from engine.errors import EmberError
-from engine.events import ContextTrimmed, Finished, PromptReady, Token
-from engine.metrics import LiveMetrics
-from engine.params import LoadConfig, SamplingParams
-from engine.prompting import ChatMessage
+from engine.inference.backend import InferenceBackend
+from engine.inference.events import ContextTrimmed, Finished, PromptReady, Token
+from engine.inference.metrics import LiveMetrics
+from engine.inference.params import LoadConfig, SamplingParams
+from engine.inference.prompting import ChatMessage
 
 TOKEN_BATCH_S = 1 / 30
 METRICS_SNAPSHOT_S = 1 / 10

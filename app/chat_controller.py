@@ -16,10 +16,10 @@ from PySide6.QtGui import QGuiApplication
 from app.bridge import EngineBridge
 from app.side_panel import MetricsPanel
 from app.transcript import TranscriptView, code_blocks
-from engine.metrics import GenerationMetrics
-from engine.params import SamplingParams
-from engine.prompting import ChatMessage
-from engine.store import ConversationStore, Message, StreamingMessage
+from engine.inference.metrics import GenerationMetrics
+from engine.inference.params import SamplingParams
+from engine.inference.prompting import ChatMessage
+from engine.storage.conversations import ConversationStore, Message, StreamingMessage
 
 
 class ChatController(QObject):

@@ -9,10 +9,10 @@ from collections.abc import Sequence
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
-    from engine.cli import COMMANDS
+    from engine.cli.main import COMMANDS
 
     if args and (args[0] in COMMANDS or args[0] in ("--version", "-h", "--help")):
-        from engine.cli import main as cli_main
+        from engine.cli.main import main as cli_main
 
         return cli_main(args)
     from app.main import main as gui_main

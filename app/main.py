@@ -21,7 +21,7 @@ os.environ.setdefault("HF_HUB_DISABLE_IMPLICIT_TOKEN", "1")
 
 
 def _make_runtime() -> object:
-    from engine.runtime import LocalRuntime
+    from engine.inference.runtime import LocalRuntime
 
     return LocalRuntime()
 
@@ -32,13 +32,13 @@ def build_window(paths: object | None = None, backend_factory: object = _make_ru
 
     from app.bridge import EngineBridge
     from app.main_window import MainWindow
-    from engine.download_queue import DownloadQueue
-    from engine.downloader import Downloader
-    from engine.library import ModelLibrary
-    from engine.paths import AppPaths
-    from engine.secrets import TokenStore
-    from engine.settings import SettingsFile
-    from engine.store import ConversationStore
+    from engine.models.download_queue import DownloadQueue
+    from engine.models.downloader import Downloader
+    from engine.models.library import ModelLibrary
+    from engine.storage.conversations import ConversationStore
+    from engine.storage.paths import AppPaths
+    from engine.storage.secrets import TokenStore
+    from engine.storage.settings import SettingsFile
 
     paths = paths or AppPaths.default()
     settings_file = SettingsFile(paths.settings_file)

@@ -29,15 +29,15 @@ from app.side_panel import SidePanel
 from app.theme import apply_theme
 from app.transcript import TranscriptView
 from app.widgets import Composer, ConversationList
-from engine.download_queue import DownloadQueue
 from engine.errors import EmberError
-from engine.export import chat_as_json, chat_as_markdown
-from engine.gguf_inspect import ModelInfo
-from engine.library import ModelLibrary
-from engine.params import LoadConfig, SamplingParams
-from engine.secrets import TokenStore
-from engine.settings import Settings, SettingsFile
-from engine.store import ConversationStore
+from engine.inference.params import LoadConfig, SamplingParams
+from engine.models.download_queue import DownloadQueue
+from engine.models.gguf_inspect import ModelInfo
+from engine.models.library import ModelLibrary
+from engine.storage.conversations import ConversationStore
+from engine.storage.export import chat_as_json, chat_as_markdown
+from engine.storage.secrets import TokenStore
+from engine.storage.settings import Settings, SettingsFile
 
 if TYPE_CHECKING:
     from app.model_manager import ModelManager
@@ -189,7 +189,7 @@ class MainWindow(QMainWindow):
         """The Model Manager window (created on first use, then kept so downloads stay visible)."""
         if self._manager is None:
             from app.model_manager import ModelManager
-            from engine.hub import HubClient
+            from engine.models.hub import HubClient
 
             assert self.downloads is not None
             endpoint = self.hub_endpoint or self.settings.hf_endpoint

@@ -100,7 +100,7 @@ def about_text() -> str:
     try:
         import llama_cpp
 
-        from engine.runtime import system_info
+        from engine.inference.runtime import system_info
 
         llama = f"llama-cpp-python {llama_cpp.__version__}<br><small>{system_info()}</small>"
     except ImportError:

@@ -5,8 +5,8 @@ from __future__ import annotations
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QProgressBar, QPushButton, QWidget
 
-from engine.gguf_inspect import ModelInfo
-from engine.library import ModelEntry
+from engine.models.gguf_inspect import ModelInfo
+from engine.models.library import ModelEntry
 
 
 class ModelBar(QWidget):

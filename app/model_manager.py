@@ -32,14 +32,14 @@ from PySide6.QtWidgets import (
 )
 
 from app.tasks import TaskRunner
-from engine.download_queue import DONE, DOWNLOADING, FAILED, PAUSED, QUEUED, DownloadQueue, JobStatus
-from engine.downloader import DownloadSpec
 from engine.errors import EmberError
-from engine.fit import estimate_fit, free_vram_bytes, recommend
-from engine.hub import HubClient, ModelVariant, RepoFiles, RepoSummary
-from engine.library import ModelEntry, ModelLibrary
+from engine.models.download_queue import DONE, DOWNLOADING, FAILED, PAUSED, QUEUED, DownloadQueue, JobStatus
+from engine.models.downloader import DownloadSpec
+from engine.models.fit import estimate_fit, free_vram_bytes, recommend
+from engine.models.hub import HubClient, ModelVariant, RepoFiles, RepoSummary
+from engine.models.library import ModelEntry, ModelLibrary
 from engine.resources import catalog
-from engine.secrets import TokenStore
+from engine.storage.secrets import TokenStore
 
 
 def human_size(n: float) -> str:

@@ -21,8 +21,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from engine.metrics import GenerationMetrics, percentile
-from engine.params import SamplingParams
+from engine.inference.metrics import GenerationMetrics, percentile
+from engine.inference.params import SamplingParams
 
 
 def _fmt(value: float | None, unit: str, digits: int = 2) -> str:

@@ -24,8 +24,8 @@ from PySide6.QtGui import (
 )
 from PySide6.QtWidgets import QTextBrowser, QWidget
 
-from engine.metrics import GenerationMetrics
-from engine.store import Message
+from engine.inference.metrics import GenerationMetrics
+from engine.storage.conversations import Message
 
 USER_BACKGROUND = QColor(59, 130, 246, 36)  # a tint that reads on light and dark themes
 STREAM_BLOCK_CHARS = 1500

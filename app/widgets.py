@@ -16,7 +16,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from engine.store import Conversation, SearchHit
+from engine.storage.conversations import Conversation, SearchHit
 
 
 class ComposerEdit(QPlainTextEdit):

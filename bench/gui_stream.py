@@ -26,9 +26,9 @@ from PySide6.QtCore import QEventLoop, QObject, Qt, QTimer, Slot
 from PySide6.QtWidgets import QApplication
 
 from app.main import build_window
-from engine.events import Finished
-from engine.paths import AppPaths
-from engine.prompting import ChatMessage
+from engine.inference.events import Finished
+from engine.inference.prompting import ChatMessage
+from engine.storage.paths import AppPaths
 from tests.fake_backend import FakeBackend
 
 
@@ -144,8 +144,8 @@ class Relay(QObject):
 
 
 def starter_gui_vs_direct(paths: AppPaths, runs: int, tokens: int) -> dict[str, float]:
-    from engine.params import LoadConfig, SamplingParams
-    from engine.runtime import LocalRuntime
+    from engine.inference.params import LoadConfig, SamplingParams
+    from engine.inference.runtime import LocalRuntime
 
     window = build_window(paths)
     window.resize(1280, 800)

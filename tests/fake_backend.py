@@ -8,11 +8,11 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from engine.events import Event, Finished, PromptReady, Token
-from engine.gguf_inspect import ModelInfo
-from engine.metrics import MetricsRecorder, RunContext
-from engine.params import LoadConfig, SamplingParams
-from engine.prompting import ChatMessage
+from engine.inference.events import Event, Finished, PromptReady, Token
+from engine.inference.metrics import MetricsRecorder, RunContext
+from engine.inference.params import LoadConfig, SamplingParams
+from engine.inference.prompting import ChatMessage
+from engine.models.gguf_inspect import ModelInfo
 
 WORDS = ["Ember ", "streams ", "tokens ", "quickly, ", "**bold** ", "and ", "`code` ", "naïve ", "café ", "😀 "]
 

@@ -15,7 +15,7 @@ from pytestqt.qtbot import QtBot
 
 from app.main import build_window
 from app.main_window import MainWindow
-from engine.paths import AppPaths
+from engine.storage.paths import AppPaths
 from tests.fake_backend import FakeBackend
 
 LOAD_TIMEOUT = 60_000

@@ -22,7 +22,10 @@ def test_no_engine_module_imports_qt() -> None:
 
 
 def test_importing_every_engine_module_loads_no_qt() -> None:
-    modules = sorted(f"engine.{p.stem}" for p in ENGINE.glob("*.py") if p.stem != "__init__")
+    modules = sorted(
+        ".".join(("engine", *p.relative_to(ENGINE).with_suffix("").parts)).removesuffix(".__init__")
+        for p in ENGINE.rglob("*.py")
+    )
     code = f"import sys\nfor m in {modules!r}: __import__(m)\nprint(any(k.startswith('PySide6') for k in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"

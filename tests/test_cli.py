@@ -25,7 +25,7 @@ def cli(*args: str, data_dir: Path | None = None) -> subprocess.CompletedProcess
     if data_dir is not None:
         env["EMBER_DATA_DIR"] = str(data_dir)
     return subprocess.run(
-        [sys.executable, "-m", "engine.cli", *args], capture_output=True, text=True, env=env, timeout=300
+        [sys.executable, "-m", "engine.cli.main", *args], capture_output=True, text=True, env=env, timeout=300
     )
 
 

@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from engine.errors import ModelFileError
-from engine.gguf_inspect import inspect_gguf
+from engine.models.gguf_inspect import inspect_gguf
 from tests.gguf_factory import TinySpec, write_tiny_model
 
 GGUF_MAGIC = b"GGUF"

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.downloader import (
+from engine.models.downloader import (
     DiskFullError,
     DownloadControl,
     Downloader,
@@ -25,7 +25,7 @@ from engine.downloader import (
     part_paths,
     safe_target,
 )
-from engine.hub import HubAuthError, HubClient, HubFile, HubNotFound, HubOffline, group_variants, quantization_of
+from engine.models.hub import HubAuthError, HubClient, HubFile, HubNotFound, HubOffline, group_variants, quantization_of
 from tests.hub_server import FakeHub
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -295,7 +295,7 @@ def test_disk_full_mid_download_keeps_the_partial(
 KILLED_DOWNLOAD = """
 import sys
 from pathlib import Path
-from engine.downloader import Downloader, DownloadSpec
+from engine.models.downloader import Downloader, DownloadSpec
 def progress(p):
     if p.done > int(sys.argv[3]):
         print(p.done, flush=True)

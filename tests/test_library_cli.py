@@ -14,13 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from engine.download_queue import CANCELLED, DONE, FAILED, PAUSED, DownloadQueue
-from engine.downloader import Downloader, DownloadSpec, part_paths, safe_target
 from engine.errors import EmberError, ModelFileError
-from engine.fit import estimate_fit, kv_cache_bytes, recommend
-from engine.gguf_inspect import inspect_gguf
-from engine.library import ModelLibrary
-from engine.secrets import TokenStore
+from engine.models.download_queue import CANCELLED, DONE, FAILED, PAUSED, DownloadQueue
+from engine.models.downloader import Downloader, DownloadSpec, part_paths, safe_target
+from engine.models.fit import estimate_fit, kv_cache_bytes, recommend
+from engine.models.gguf_inspect import inspect_gguf
+from engine.models.library import ModelLibrary
+from engine.storage.secrets import TokenStore
 from tests.hub_server import FakeHub
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -183,7 +183,12 @@ def test_queue_restores_partial_downloads_after_restart(hub: FakeHub, tmp_path: 
 
 def cli(*args: str, env: dict[str, str], stdin: str | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "engine.cli", *args], capture_output=True, text=True, env=env, timeout=300, input=stdin
+        [sys.executable, "-m", "engine.cli.main", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        input=stdin,
     )
 
 
@@ -236,8 +241,8 @@ def test_models_cli_end_to_end(hub: FakeHub, tmp_path: Path, tiny_model: Path) -
 
 
 def test_fit_uses_the_remote_header(hub: FakeHub, starter_model: Path) -> None:
-    from engine.gguf_inspect import header_metadata_prefix
-    from engine.hub import HubClient
+    from engine.models.gguf_inspect import header_metadata_prefix
+    from engine.models.hub import HubClient
 
     client = HubClient(hub.hub_url)
     files = client.with_header(client.files("acme/tiny-GGUF"))

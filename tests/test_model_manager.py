@@ -12,9 +12,9 @@ from pytestqt.qtbot import QtBot
 
 from app.main import build_window
 from app.main_window import MainWindow
-from engine.download_queue import CANCELLED, DONE, PAUSED
-from engine.paths import AppPaths
-from engine.secrets import TokenStore
+from engine.models.download_queue import CANCELLED, DONE, PAUSED
+from engine.storage.paths import AppPaths
+from engine.storage.secrets import TokenStore
 from tests.hub_server import FakeHub
 
 TIMEOUT = 60_000
@@ -160,7 +160,9 @@ def test_import_token_and_offline(
     mm.set_token("")
     assert TokenStore().get() is None
     monkeypatch.setattr(
-        mm, "hub_factory", lambda: __import__("engine.hub", fromlist=["HubClient"]).HubClient("http://127.0.0.1:9")
+        mm,
+        "hub_factory",
+        lambda: __import__("engine.models.hub", fromlist=["HubClient"]).HubClient("http://127.0.0.1:9"),
     )
     mm.search_box.setText("anything")
     with qtbot.waitSignal(mm.search_done, timeout=TIMEOUT):

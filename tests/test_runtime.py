@@ -19,10 +19,10 @@ from engine.errors import (
     ModelLoadError,
     NoModelLoaded,
 )
-from engine.events import ContextTrimmed, Finished, Token
-from engine.params import LoadConfig, SamplingParams
-from engine.prompting import BuiltinTemplate, ChatMessage, JinjaTemplate
-from engine.runtime import LocalRuntime
+from engine.inference.events import ContextTrimmed, Finished, Token
+from engine.inference.params import LoadConfig, SamplingParams
+from engine.inference.prompting import BuiltinTemplate, ChatMessage, JinjaTemplate
+from engine.inference.runtime import LocalRuntime
 
 GREEDY = SamplingParams(temperature=0.0, max_tokens=24)
 

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from engine.errors import InvalidParameter
-from engine.settings import Settings, SettingsFile
+from engine.storage.settings import Settings, SettingsFile
 
 
 def test_defaults_and_descriptions() -> None:

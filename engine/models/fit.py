@@ -11,7 +11,7 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 
-from engine.gguf_inspect import ModelInfo
+from engine.models.gguf_inspect import ModelInfo
 
 OVERHEAD = 1.10  # compute buffers, runtime, fragmentation
 TIGHT = 0.80  # above this share of free memory, it fits but leaves little for anything else

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from engine.metrics import GenerationMetrics
+from engine.inference.metrics import GenerationMetrics
 
 
 @dataclass(frozen=True)

@@ -6,10 +6,10 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Protocol
 
-from engine.events import Event
-from engine.gguf_inspect import ModelInfo
-from engine.params import LoadConfig, SamplingParams
-from engine.prompting import ChatMessage
+from engine.inference.events import Event
+from engine.inference.params import LoadConfig, SamplingParams
+from engine.inference.prompting import ChatMessage
+from engine.models.gguf_inspect import ModelInfo
 
 
 class InferenceBackend(Protocol):

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.errors import InvalidParameter
-from engine.params import SamplingParams, default_threads
+from engine.inference.params import SamplingParams, default_threads
 
 log = logging.getLogger(__name__)
 

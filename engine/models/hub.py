@@ -2,7 +2,7 @@
 
 Search and metadata go through `huggingface_hub.HfApi` with the endpoint and token passed explicitly
 (environment variables are read once at import, see the notes). The byte transfer itself is
-`engine.downloader`. Library and network failures become typed `HubError`s with a clear message.
+`engine.models.downloader`. Library and network failures become typed `HubError`s with a clear message.
 """
 
 from __future__ import annotations
@@ -196,9 +196,9 @@ class HubClient:
         fit estimate uses the real layer and head counts. Best effort: without it, sizes still work."""
         from dataclasses import replace
 
-        from engine.downloader import Downloader, DownloadSpec
         from engine.errors import EmberError
-        from engine.gguf_inspect import header_metadata_prefix
+        from engine.models.downloader import Downloader, DownloadSpec
+        from engine.models.gguf_inspect import header_metadata_prefix
 
         if not files.variants:
             return files

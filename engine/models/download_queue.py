@@ -14,7 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from engine.downloader import (
+from engine.errors import EmberError
+from engine.models.downloader import (
     DownloadControl,
     Downloader,
     DownloadSpec,
@@ -26,7 +27,6 @@ from engine.downloader import (
     sidecar_record,
     spec_from_record,
 )
-from engine.errors import EmberError
 
 QUEUED, DOWNLOADING, PAUSED, DONE, FAILED, CANCELLED = "queued", "downloading", "paused", "done", "failed", "cancelled"
 

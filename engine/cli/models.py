@@ -8,13 +8,13 @@ import sys
 from datetime import datetime
 from pathlib import Path
 
-from engine.downloader import Downloader, DownloadSpec, Progress
-from engine.fit import estimate_fit, free_vram_bytes, recommend
-from engine.hub import HubClient
-from engine.library import ModelLibrary
-from engine.paths import AppPaths
-from engine.secrets import TokenStore
-from engine.settings import SettingsFile
+from engine.models.downloader import Downloader, DownloadSpec, Progress
+from engine.models.fit import estimate_fit, free_vram_bytes, recommend
+from engine.models.hub import HubClient
+from engine.models.library import ModelLibrary
+from engine.storage.paths import AppPaths
+from engine.storage.secrets import TokenStore
+from engine.storage.settings import SettingsFile
 
 
 def _human(n: float) -> str:

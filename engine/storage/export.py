@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from engine.store import Conversation, Message
+from engine.storage.conversations import Conversation, Message
 
 _WHO = {"user": "You", "assistant": "Ember", "system": "System"}
 

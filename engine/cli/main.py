@@ -17,11 +17,11 @@ from typing import NoReturn
 
 from engine import __version__
 from engine.errors import EmberError
-from engine.events import ContextTrimmed, Finished, Token
-from engine.params import LoadConfig, SamplingParams, default_threads
-from engine.paths import AppPaths
-from engine.prompting import ChatMessage
-from engine.settings import SettingsFile
+from engine.inference.events import ContextTrimmed, Finished, Token
+from engine.inference.params import LoadConfig, SamplingParams, default_threads
+from engine.inference.prompting import ChatMessage
+from engine.storage.paths import AppPaths
+from engine.storage.settings import SettingsFile
 
 EXIT_USAGE = 2
 
@@ -92,14 +92,14 @@ def _build_parser() -> argparse.ArgumentParser:
 
 def resolve_model(spec: str, paths: AppPaths) -> Path:
     """'starter', a name from `models list`, or a path to a .gguf file."""
-    from engine.library import ModelLibrary
+    from engine.models.library import ModelLibrary
 
     settings = SettingsFile(paths.settings_file).load()
     return ModelLibrary(settings.models_folder(paths.default_models_dir)).resolve(spec)
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from engine.runtime import LocalRuntime  # imports llama.cpp: keep `--help` fast
+    from engine.inference.runtime import LocalRuntime  # imports llama.cpp: keep `--help` fast
 
     params = SamplingParams(
         temperature=args.temperature,
@@ -153,14 +153,14 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def _cmd_inspect(args: argparse.Namespace) -> int:
-    from engine.gguf_inspect import inspect_gguf
+    from engine.models.gguf_inspect import inspect_gguf
 
     print(json.dumps(inspect_gguf(args.path).summary(), indent=2))
     return 0
 
 
 def _cmd_models(args: argparse.Namespace) -> int:
-    from engine import models_cli
+    from engine.cli import models as models_cli
 
     return models_cli.run(args, AppPaths.default())
 

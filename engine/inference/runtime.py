@@ -24,13 +24,13 @@ from engine.errors import (
     ModelLoadError,
     NoModelLoaded,
 )
-from engine.events import ContextTrimmed, Event, Finished, PromptReady, Token
-from engine.gguf_inspect import ModelInfo, inspect_gguf
-from engine.llama_log import route_llama_log
-from engine.metrics import MetricsRecorder, RunContext
-from engine.params import LoadConfig, SamplingParams
-from engine.prompting import ChatMessage, ChatTemplate, choose_template
-from engine.stop_strings import StopStringScanner
+from engine.inference.events import ContextTrimmed, Event, Finished, PromptReady, Token
+from engine.inference.llama_log import route_llama_log
+from engine.inference.metrics import MetricsRecorder, RunContext
+from engine.inference.params import LoadConfig, SamplingParams
+from engine.inference.prompting import ChatMessage, ChatTemplate, choose_template
+from engine.inference.stop_strings import StopStringScanner
+from engine.models.gguf_inspect import ModelInfo, inspect_gguf
 
 _KV_TYPES = {
     "f16": llama_cpp.GGML_TYPE_F16,

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from engine.errors import EmberError, ModelFileError
-from engine.gguf_inspect import ModelInfo, inspect_gguf
-from engine.starter import STARTER_ALIAS, starter_available, starter_model_path
+from engine.models.gguf_inspect import ModelInfo, inspect_gguf
+from engine.models.starter import STARTER_ALIAS, starter_available, starter_model_path
 
 EXTERNAL_REGISTRY = ".ember-external.json"
 HF_CACHE_PREFIX = "hf-cache:"

@@ -1,0 +1,1 @@
+"""The `ember-chat` command line, one module per command group."""

@@ -1,0 +1,1 @@
+"""Inference: the backend protocol, the local llama.cpp runtime, events, metrics, prompting, parameters."""

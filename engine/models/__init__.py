@@ -1,0 +1,1 @@
+"""Model files: GGUF inspection, the library, fit estimates, the Hub client, downloads, the starter model."""

@@ -1,0 +1,1 @@
+"""What Ember keeps on disk: conversations (SQLite), settings, secrets (keychain), paths, export."""
