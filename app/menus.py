@@ -3,18 +3,47 @@ Help; and the About text."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import Any, Protocol
 
 from PySide6.QtGui import QAction, QActionGroup, QKeySequence
-from PySide6.QtWidgets import QMenu
+from PySide6.QtWidgets import QMenu, QMenuBar
 
 from engine import __version__
 
-if TYPE_CHECKING:
-    from app.main_window import MainWindow
+
+class MenuHost(Protocol):
+    """What the menus need from the window (the window satisfies it; menus never import it)."""
+
+    models_menu: QMenu
+    side_action: QAction
+    controller: Any
+    conversations: Any
+    settings: Any
+    library: Any
+    downloads: Any
+    model_info: Any
+    _loaded_name: str | None
+    new_chat: Callable[[], None]
+    close: Callable[[], bool]
+    stop: Callable[[], None]
+    rename_current: Callable[..., None]
+    delete_current: Callable[..., None]
+    toggle_side_panel: Callable[[], None]
+    show_about: Callable[[], None]
+    open_model_manager: Callable[[], None]
+    unload_model: Callable[[], None]
+    open_models_folder: Callable[[], None]
+    reload_models: Callable[[], None]
+
+    def menuBar(self) -> QMenuBar: ...
+    def export_dialog(self, kind: str) -> None: ...
+    def set_theme(self, name: str) -> None: ...
+    def load_model(self, name: str) -> None: ...
+    def change_models_folder(self, folder: Any = None) -> None: ...
 
 
-def build_menus(self: MainWindow) -> None:
+def build_menus(self: MenuHost) -> None:
     mb = self.menuBar()
     file = mb.addMenu("&File")
     _action(file, "&New chat", self.new_chat, QKeySequence.StandardKey.New)
@@ -65,7 +94,7 @@ def _action(menu: QMenu, text: str, slot: object, shortcut: object = None) -> QA
     return a
 
 
-def fill_models_menu(self: MainWindow) -> None:
+def fill_models_menu(self: MenuHost) -> None:
     m = self.models_menu
     m.clear()
     manager = m.addAction("Model &Manager…")
