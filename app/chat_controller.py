@@ -16,6 +16,7 @@ from PySide6.QtGui import QGuiApplication
 from app.bridge import EngineBridge
 from app.side_panel import MetricsPanel
 from app.transcript import TranscriptView, code_blocks
+from engine.inference.events import Retrying
 from engine.inference.metrics import GenerationMetrics
 from engine.inference.params import SamplingParams
 from engine.inference.prompting import ChatMessage
@@ -27,6 +28,7 @@ class ChatController(QObject):
     streamed = Signal(int)  # output tokens so far, after each batch reached the view
     error = Signal(str)
     notice = Signal(str)
+    retrying = Signal(str, float, int, int)  # reason, delay s, attempt, attempts
     conversations_changed = Signal()
     edit_requested = Signal(int)  # message id: the window puts its text in the composer
 
@@ -47,12 +49,14 @@ class ChatController(QObject):
         self.conversation_id: int | None = None
         self.request_id: int | None = None
         self._stream: StreamingMessage | None = None
+        self._resumed = False
         self._after: list[Callable[[], None]] = []
         self.editing_parent: int | None = None
         self.editing = False
         self.model_ready = False
-        w = bridge.worker
+        w = bridge
         w.tokens.connect(self._on_tokens)
+        w.retrying.connect(self._on_retrying)
         w.started.connect(self._on_live)
         w.metrics.connect(self._on_live)
         w.trimmed.connect(self._on_trimmed)
@@ -75,7 +79,7 @@ class ChatController(QObject):
 
     def stop(self) -> None:
         if self.generating:
-            self.bridge.stop()
+            self.bridge.stop(self.request_id)
 
     # ----- conversations
     def open_conversation(self, conversation_id: int | None, jump_to: int | None = None) -> None:
@@ -154,15 +158,32 @@ class ChatController(QObject):
         self.editing = False
         self.editing_parent = None
 
-    def _start(self, user: Message) -> None:
+    def continue_answer(self, answer_id: int) -> None:
+        """Continue an interrupted answer where it stopped (the model picks up after its text)."""
+        if self.generating or self.conversation_id is None or not self.model_ready:
+            return
+        answer = self.store.message(answer_id)
+        if answer.parent_id is None:
+            return
+        self.store.update_conversation(self.conversation_id, active_leaf=answer.id)
+        self.refresh()
+        self._start(self.store.message(answer.parent_id), resume=answer)
+
+    def _start(self, user: Message, resume: Message | None = None) -> None:
         assert self.conversation_id is not None
         conv = self.store.conversation(self.conversation_id)
         params, system_prompt = self._params()
         history = [ChatMessage(m.role, m.content) for m in self.store.thread(conv.id, user.id)]
         if system_prompt.strip():
             history.insert(0, ChatMessage("system", system_prompt))
-        self._stream = StreamingMessage(self.store, conv.id, user.id)
-        self.transcript.begin_stream(self._stream.message.id)
+        if resume is not None:
+            history.append(ChatMessage("assistant", resume.content))  # a final assistant message is continued
+        self._stream = StreamingMessage(self.store, conv.id, user.id, resume=resume)
+        self._resumed = resume is not None
+        if resume is not None:
+            self.transcript.resume_stream(resume.id)
+        else:
+            self.transcript.begin_stream(self._stream.message.id)
         self.metrics.begin()
         self.request_id = self.bridge.generate(history, params)
         self.generating_changed.emit(True)
@@ -179,6 +200,11 @@ class ChatController(QObject):
     def _on_live(self, rid: int, snapshot: dict[str, Any]) -> None:
         if rid == self.request_id:
             self.metrics.update_live(snapshot)
+
+    @Slot(int, object)
+    def _on_retrying(self, rid: int, event: Retrying) -> None:
+        if rid == self.request_id:
+            self.retrying.emit(event.reason, event.delay_s, event.attempt, event.attempts)
 
     @Slot(int, int)
     def _on_trimmed(self, rid: int, dropped: int) -> None:
@@ -209,7 +235,8 @@ class ChatController(QObject):
             self.refresh()
         elif stream is not None:
             stream.finish(metrics.to_dict() if metrics else None)
-            if len(self.store.siblings(stream.message.id)) > 1:
+            if self._resumed or reason == "interrupted" or len(self.store.siblings(stream.message.id)) > 1:
+                # a branch switcher needs the new count; an interrupted answer gets its Continue link
                 self.refresh()  # a regenerated answer: the branch switcher needs the new count
             else:
                 self.transcript.end_stream(stream.text, metrics.summary_line() if metrics else None)
@@ -229,6 +256,8 @@ class ChatController(QObject):
                 QGuiApplication.clipboard().setText(blocks[arg])
         elif verb == "regenerate":
             self.regenerate(message_id)
+        elif verb == "continue":
+            self.continue_answer(message_id)
         elif verb == "edit":
             self.edit_requested.emit(message_id)
         elif verb in ("prev", "next"):

@@ -20,21 +20,18 @@ os.environ.setdefault("HF_HUB_DISABLE_XET", "1")
 os.environ.setdefault("HF_HUB_DISABLE_IMPLICIT_TOKEN", "1")
 
 
-def _make_runtime() -> object:
-    from engine.inference.runtime import LocalRuntime
-
-    return LocalRuntime()
-
-
-def build_window(paths: object | None = None, backend_factory: object = _make_runtime) -> object:
-    """Everything the app needs, wired; the caller shows the window and runs the event loop."""
+def build_window(paths: object | None = None, backend_factory: object = None) -> object:
+    """Everything the app needs, wired; the caller shows the window and runs the event loop.
+    `backend_factory(ref)`: the backend for a model reference (default: local runtime or remote)."""
     from PySide6.QtCore import QSettings
 
     from app.bridge import EngineBridge
     from app.main_window import MainWindow
+    from engine.inference.service import EngineService, default_backend_factory
     from engine.models.download_queue import DownloadQueue
     from engine.models.downloader import Downloader
     from engine.models.library import ModelLibrary
+    from engine.storage.connections import ConnectionStore
     from engine.storage.conversations import ConversationStore
     from engine.storage.paths import AppPaths
     from engine.storage.secrets import TokenStore
@@ -45,14 +42,16 @@ def build_window(paths: object | None = None, backend_factory: object = _make_ru
     settings = settings_file.load()
     models_dir = settings.models_folder(paths.default_models_dir)
     store = ConversationStore(paths.database)
-    bridge = EngineBridge(backend_factory)
+    service = EngineService(backend_factory or default_backend_factory, queue_limit=settings.api_queue_limit)
+    bridge = EngineBridge(service)
     state = QSettings(str(paths.config_dir / "window.ini"), QSettings.Format.IniFormat)
     endpoint = settings.hub_endpoint()
     tokens = TokenStore()
     library = ModelLibrary(models_dir)
     downloads = DownloadQueue(lambda: Downloader(endpoint, tokens.get()), models_dir)
     downloads.restore_partials(library.partial_downloads())  # unfinished downloads come back paused
-    return MainWindow(store, bridge, library, settings_file, state, downloads, endpoint, tokens)
+    connections = ConnectionStore(paths.connections_file)
+    return MainWindow(store, bridge, library, settings_file, state, downloads, endpoint, tokens, connections)
 
 
 def _scripted_run_class() -> type:
@@ -67,13 +66,12 @@ def _scripted_run_class() -> type:
             self.send = send
             self.screenshot = screenshot
             self.sent = False
-            worker = window.bridge.worker
-            worker.loaded.connect(self.on_loaded)
-            worker.load_failed.connect(self.on_failed)
+            window.bridge.loaded.connect(self.on_loaded)
+            window.bridge.load_failed.connect(self.on_failed)
             window.controller.generating_changed.connect(self.on_generating)
 
-        @Slot(object, str)
-        def on_loaded(self, _info: object, _backend: str) -> None:
+        @Slot(object)
+        def on_loaded(self, _model: object) -> None:
             if self.send and not self.sent:
                 self.sent = True
                 self.window.controller.send(self.send)
@@ -145,7 +143,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     script = _scripted_run_class()(window, args.send, args.screenshot)  # noqa: F841 - kept by parent
     if args.model:
         window.load_model(args.model)
-    app.aboutToQuit.connect(window.bridge.close)
+    app.aboutToQuit.connect(window.shutdown)
     return app.exec()
 
 

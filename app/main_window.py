@@ -3,10 +3,12 @@ bar on top, the side panel (parameters, live metrics) on the right, and the menu
 
 from __future__ import annotations
 
+import html
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from PySide6.QtCore import QSettings, Qt, QUrl, Signal, Slot
+from PySide6.QtCore import QSettings, Qt, QTimer, QUrl, Signal, Slot
 from PySide6.QtGui import QCloseEvent, QDesktopServices
 from PySide6.QtWidgets import (
     QApplication,
@@ -21,6 +23,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.api_control import ApiServerControl
 from app.bridge import EngineBridge
 from app.chat_controller import ChatController
 from app.menus import about_text, build_menus
@@ -30,10 +33,11 @@ from app.theme import apply_theme
 from app.transcript import TranscriptView
 from app.widgets import Composer, ConversationList
 from engine.errors import EmberError
+from engine.inference.backend import ModelDescription, ModelRef
 from engine.inference.params import LoadConfig, SamplingParams
 from engine.models.download_queue import DownloadQueue
-from engine.models.gguf_inspect import ModelInfo
 from engine.models.library import ModelLibrary
+from engine.storage.connections import ConnectionStore, parse_remote_model_name
 from engine.storage.conversations import ConversationStore
 from engine.storage.export import chat_as_json, chat_as_markdown
 from engine.storage.secrets import TokenStore
@@ -56,6 +60,7 @@ class MainWindow(QMainWindow):
         downloads: DownloadQueue | None = None,
         hub_endpoint: str | None = None,
         tokens: TokenStore | None = None,
+        connections: ConnectionStore | None = None,
     ) -> None:
         super().__init__()
         self.downloads = downloads
@@ -69,9 +74,9 @@ class MainWindow(QMainWindow):
         self.settings_file = settings_file
         self.settings: Settings = settings_file.load()
         self.window_state = window_state
-        self.model_info: ModelInfo | None = None
+        self.connections = connections or ConnectionStore(Path(settings_file.path).parent / "connections.json")
+        self.model: ModelDescription | None = None
         self._loading_name: str | None = None
-        self._backend = "CPU"
 
         self.conversations = ConversationList()
         self.transcript = TranscriptView()
@@ -102,6 +107,7 @@ class MainWindow(QMainWindow):
         self.setCentralWidget(self.splitter)
 
         self.controller = ChatController(store, bridge, self.transcript, self.side.metrics, self._current_params)
+        self.api = ApiServerControl(self)
         self._wire()
         build_menus(self)
         self._apply_settings_defaults()
@@ -109,6 +115,12 @@ class MainWindow(QMainWindow):
         self.reload_conversations()
         self._restore_state()
         self.set_model_state("none")
+        self._retry_timer = QTimer(self)
+        self._retry_timer.setInterval(1000)
+        self._retry_timer.timeout.connect(self._tick_retry)
+        self._retry: tuple[str, float, int, int] | None = None
+        if self.settings.api_server:
+            self.api.apply()
 
     # ----- construction
     def _build_model_bar(self) -> QWidget:
@@ -121,7 +133,7 @@ class MainWindow(QMainWindow):
         return self.model_bar
 
     def _wire(self) -> None:
-        w = self.bridge.worker
+        w = self.bridge
         # Bound methods of GUI-thread objects only: a lambda would run in the engine thread.
         w.load_progress.connect(self._on_load_progress)
         w.loaded.connect(self._on_loaded)
@@ -132,6 +144,7 @@ class MainWindow(QMainWindow):
         c.generating_changed.connect(self._on_generating)
         c.error.connect(self.show_error)
         c.notice.connect(self.show_notice)
+        c.retrying.connect(self._on_retrying)
         c.conversations_changed.connect(self.reload_conversations)
         c.edit_requested.connect(self._on_edit)
         self.composer.send.connect(self._on_send)
@@ -183,7 +196,7 @@ class MainWindow(QMainWindow):
 
     # ----- models
     def reload_models(self) -> None:
-        self.model_bar.set_models(self.library.entries())
+        self.model_bar.set_models(self.library.entries(), self.connections.list())
 
     def model_manager(self) -> ModelManager:
         """The Model Manager window (created on first use, then kept so downloads stay visible)."""
@@ -219,33 +232,37 @@ class MainWindow(QMainWindow):
             self.load_model(name)
 
     def load_model(self, name: str) -> None:
+        """Load a library model (a name, 'starter', a path) or a remote one (remote:<connection>/<id>)."""
+
         def act() -> None:
+            remote = parse_remote_model_name(name)
             try:
-                path = self.library.resolve(name)
-            except EmberError as exc:
-                self.show_error(str(exc))
-                return
-            try:
-                config = LoadConfig(
-                    path,
-                    n_ctx=self.side.params.context.value(),
-                    threads=self.settings.threads,
-                    gpu_layers=self.settings.gpu_layers,
-                    flash_attn=self.settings.flash_attention,
-                )
+                ref: ModelRef
+                if remote is not None:
+                    ref = self.connections.model_ref(*remote)
+                    alias = remote[1]
+                else:
+                    alias = name
+                    ref = LoadConfig(
+                        self.library.resolve(name),
+                        n_ctx=self.side.params.context.value(),
+                        threads=self.settings.threads,
+                        gpu_layers=self.settings.gpu_layers,
+                        flash_attn=self.settings.flash_attention,
+                    )
             except EmberError as exc:
                 self.show_error(str(exc))
                 return
             self._loading_name = name
             self.set_model_state("loading")
-            self.bridge.load(config)
+            self.bridge.load(ref, alias)
 
         self.controller.after_stop(act)
 
     def unload_model(self) -> None:
         def act() -> None:
             self.bridge.unload()
-            self.model_info = None
+            self.model = None
             self._loaded_name = None
 
         if self._loading_name is not None:
@@ -261,10 +278,9 @@ class MainWindow(QMainWindow):
     def _on_unloaded(self) -> None:
         self.set_model_state("none")
 
-    @Slot(object, str)
-    def _on_loaded(self, info: ModelInfo, backend: str) -> None:
-        self.model_info = info
-        self._backend = backend
+    @Slot(object)
+    def _on_loaded(self, model: ModelDescription) -> None:
+        self.model = model
         self._loaded_name = self._loading_name
         self._loading_name = None
         self.settings = self.settings.with_changes(last_model=self._loaded_name or "")
@@ -277,15 +293,13 @@ class MainWindow(QMainWindow):
     @Slot(str)
     def _on_load_failed(self, message: str) -> None:
         self._loading_name = None
-        self.model_info = None
+        self.model = None
         self.set_model_state("none")
         self.show_error(message)
 
     def set_model_state(self, state: str) -> None:
         self.controller.model_ready = state == "ready"
-        s = self.settings
-        backend = self._backend if state == "ready" else "CPU"
-        self.model_bar.show_state(state, self.model_info, backend, s.threads, s.gpu_layers if state == "ready" else 0)
+        self.model_bar.show_state(state, self.model if state == "ready" else None)
         self.model_state_changed.emit(state)
 
     def change_models_folder(self, folder: Path | None = None) -> None:
@@ -417,19 +431,38 @@ class MainWindow(QMainWindow):
             self.bridge.cancel_load()
         self.controller.stop()
 
+    @Slot(str, float, int, int)
+    def _on_retrying(self, reason: str, delay_s: float, attempt: int, attempts: int) -> None:
+        """A visible countdown while a remote server is asked again (only before the first token)."""
+        self._retry = (reason, time.monotonic() + delay_s, attempt, attempts)
+        self._tick_retry()
+        self._retry_timer.start()
+
+    def _tick_retry(self) -> None:
+        if self._retry is None or not self.controller.generating:
+            self._retry_timer.stop()
+            return
+        reason, due, attempt, attempts = self._retry
+        left = max(0, round(due - time.monotonic()))
+        if left == 0:
+            self._retry_timer.stop()
+        self.show_notice(f"{reason} Trying again in {left} s (retry {attempt} of {attempts})…")
+
     def _on_generating(self, on: bool) -> None:
+        if not on:
+            self._retry = None
         self.model_picker.setEnabled(True)
         self.statusBar().showMessage("Generating…" if on else "Ready", 0 if on else 3000)
 
     # ----- messages to the user
     def show_error(self, message: str) -> None:
         self.banner.setStyleSheet("background:#fde2e1;color:#7f1d1d;padding:8px;")
-        self.banner.setText(f"{message}&nbsp;&nbsp;<a href='#'>Dismiss</a>")
+        self.banner.setText(f"{html.escape(message)}&nbsp;&nbsp;<a href='#'>Dismiss</a>")
         self.banner.show()
 
     def show_notice(self, message: str) -> None:
         self.banner.setStyleSheet("background:#fef3c7;color:#78350f;padding:8px;")
-        self.banner.setText(f"{message}&nbsp;&nbsp;<a href='#'>Dismiss</a>")
+        self.banner.setText(f"{html.escape(message)}&nbsp;&nbsp;<a href='#'>Dismiss</a>")
         self.banner.show()
 
     # ----- view
@@ -470,10 +503,24 @@ class MainWindow(QMainWindow):
         except OSError as exc:
             self.show_error(f"Could not export to {path}: {exc.strerror or exc}.")
 
+    def open_connections(self) -> None:
+        from app.connections_dialog import ConnectionsDialog
+
+        dialog = ConnectionsDialog(self.connections, self)
+        dialog.changed.connect(self.reload_models)
+        dialog.use_model.connect(self.load_model)
+        dialog.open()
+        self._connections_dialog = dialog  # kept for tests and while open
+
     # ----- shutdown
+    def shutdown(self) -> None:
+        """Stop the API server, then the engine (cancel → join → close the model). Idempotent."""
+        self.api.stop()
+        self.bridge.close()
+
     def closeEvent(self, event: QCloseEvent) -> None:  # Qt override
         self.save_state()
-        self.bridge.close()
+        self.shutdown()
         if self._manager is not None:
             self._manager.shutdown()
             self._manager.close()

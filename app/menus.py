@@ -22,7 +22,9 @@ class MenuHost(Protocol):
     settings: Any
     library: Any
     downloads: Any
-    model_info: Any
+    model: Any
+    connections: Any
+    api: Any
     _loaded_name: str | None
     new_chat: Callable[[], None]
     close: Callable[[], bool]
@@ -35,6 +37,7 @@ class MenuHost(Protocol):
     unload_model: Callable[[], None]
     open_models_folder: Callable[[], None]
     reload_models: Callable[[], None]
+    open_connections: Callable[[], None]
 
     def menuBar(self) -> QMenuBar: ...
     def export_dialog(self, kind: str) -> None: ...
@@ -68,6 +71,9 @@ def build_menus(self: MenuHost) -> None:
 
     self.models_menu = mb.addMenu("&Models")
     self.models_menu.aboutToShow.connect(lambda: fill_models_menu(self))
+
+    settings = mb.addMenu("&Settings")
+    _action(settings, "Local &API server…", lambda: self.api.open_dialog())
 
     view = mb.addMenu("&View")
     self.side_action = _action(view, "&Side panel", self.toggle_side_panel, "Ctrl+Shift+S")
@@ -103,19 +109,23 @@ def fill_models_menu(self: MenuHost) -> None:
     manager.setEnabled(self.downloads is not None)
     m.addSeparator()
     group = QActionGroup(m)
-    loaded = self.model_info is not None and self._loaded_name
-    for e in self.library.entries():
-        a = m.addAction("Gemma 3 270M (starter)" if e.is_starter else e.name)
+    loaded = self.model is not None and self._loaded_name
+    from app.model_bar import model_choices
+
+    for label, name in model_choices(self.library.entries(), self.connections.list()):
+        a = m.addAction(label)
         a.setCheckable(True)
-        a.setChecked(bool(loaded) and self._loaded_name == e.name)
-        a.triggered.connect(lambda _=False, n=e.name: self.load_model(n))
+        a.setChecked(bool(loaded) and self._loaded_name == name)
+        a.triggered.connect(lambda _=False, n=name: self.load_model(n))
         group.addAction(a)
     if not group.actions():
         none = m.addAction("No models yet — import or download one")
         none.setEnabled(False)
     m.addSeparator()
+    m.addAction("&Connections…", self.open_connections)
+    m.addSeparator()
     unload = m.addAction("&Unload model")
-    unload.setEnabled(self.model_info is not None)
+    unload.setEnabled(self.model is not None)
     unload.triggered.connect(self.unload_model)
     m.addAction("Open &models folder", self.open_models_folder)
     m.addAction("&Change models folder…", lambda: self.change_models_folder())

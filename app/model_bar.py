@@ -1,12 +1,24 @@
-"""The bar above the transcript: model picker, load progress, model status, unload, backend badge."""
+"""The bar above the transcript: model picker (local and remote models), load progress, model
+status, unload, backend badge."""
 
 from __future__ import annotations
 
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QProgressBar, QPushButton, QWidget
 
-from engine.models.gguf_inspect import ModelInfo
+from engine.inference.backend import ModelDescription
 from engine.models.library import ModelEntry
+from engine.storage.connections import Connection, remote_model_name
+
+
+def model_choices(entries: list[ModelEntry], connections: list[Connection]) -> list[tuple[str, str]]:
+    """(label, name) of every model the picker offers: local ones, then each connection's models
+    marked with the connection's name."""
+    out = [("Gemma 3 270M (starter)" if e.is_starter else e.name, e.name) for e in entries]
+    for c in connections:
+        ids = list(dict.fromkeys([*([c.default_model] if c.default_model else []), *c.models]))
+        out += [(f"{model_id} — {c.name}", remote_model_name(c.name, model_id)) for model_id in ids]
+    return out
 
 
 class ModelBar(QWidget):
@@ -36,27 +48,29 @@ class ModelBar(QWidget):
         self.badge = QLabel()
         self.badge.setObjectName("backendBadge")
         self.badge.setAccessibleName("Backend")
-        self.badge.setToolTip("Inference backend, CPU threads and layers offloaded to the GPU")
+        self.badge.setToolTip("Where the model runs: backend, CPU threads and GPU layers, or the remote connection")
         row.addWidget(self.badge)
 
-    def set_models(self, entries: list[ModelEntry]) -> None:
+    def set_models(self, entries: list[ModelEntry], connections: list[Connection] | None = None) -> None:
         current = self.picker.currentData()
+        sizes = {e.name: e.size for e in entries}
         self.picker.clear()
         self.picker.addItem("Choose a model…", None)
-        for e in entries:
-            self.picker.addItem("Gemma 3 270M (starter)" if e.is_starter else e.name, e.name)
-            self.picker.setItemData(self.picker.count() - 1, f"{e.size / 1e6:,.0f} MB", Qt.ItemDataRole.ToolTipRole)
+        for label, name in model_choices(entries, connections or []):
+            self.picker.addItem(label, name)
+            tip = f"{sizes[name] / 1e6:,.0f} MB" if name in sizes else "Served by a remote server"
+            self.picker.setItemData(self.picker.count() - 1, tip, Qt.ItemDataRole.ToolTipRole)
         self.picker.setCurrentIndex(max(0, self.picker.findData(current)))
 
-    def show_state(self, state: str, info: ModelInfo | None, backend: str, threads: int, gpu_layers: int) -> None:
+    def show_state(self, state: str, model: ModelDescription | None) -> None:
         self.progress.setVisible(state == "loading")
         if state == "loading":
             self.progress.setValue(0)
             self.status.setText("Loading…")
             self.unload.setText("Cancel")
             self.unload.setEnabled(True)
-        elif state == "ready" and info is not None:
-            self.status.setText(f"{info.quantization} · {info.parameter_count / 1e6:,.0f}M params")
+        elif state == "ready" and model is not None:
+            self.status.setText(model.status())
             self.unload.setText("Unload")
             self.unload.setEnabled(True)
         else:
@@ -64,4 +78,4 @@ class ModelBar(QWidget):
             self.unload.setText("Unload")
             self.unload.setEnabled(False)
             self.picker.setCurrentIndex(0)
-        self.badge.setText(f"{backend} · {threads} threads · {gpu_layers} GPU layers")
+        self.badge.setText(model.badge() if model is not None else "No model")

@@ -22,7 +22,7 @@ from PySide6.QtWidgets import (
 )
 
 from engine.inference.metrics import GenerationMetrics, percentile
-from engine.inference.params import SamplingParams
+from engine.inference.params import SPECS, SamplingParams
 
 
 def _fmt(value: float | None, unit: str, digits: int = 2) -> str:
@@ -42,44 +42,32 @@ class ParamsPanel(QWidget):
         form.addRow(QLabel("System prompt"))
         form.addRow(self.system_prompt)
 
-        def dspin(lo: float, hi: float, step: float, name: str) -> QDoubleSpinBox:
-            w = QDoubleSpinBox()
-            w.setRange(lo, hi)
-            w.setSingleStep(step)
-            w.setDecimals(2)
-            w.setAccessibleName(name)
+        def spin(name: str) -> QSpinBox | QDoubleSpinBox:
+            """A spin box whose range, step and tooltip come from the parameter table."""
+            spec = SPECS[name]
+            w: QSpinBox | QDoubleSpinBox
+            if spec.kind is float:
+                w = QDoubleSpinBox()
+                w.setDecimals(2)
+            else:
+                w = QSpinBox()
+            w.setRange(spec.low - 1 if spec.optional else spec.low, spec.high)
+            w.setSingleStep(spec.step)
+            w.setAccessibleName(spec.label)
+            w.setToolTip(spec.description)
             w.valueChanged.connect(self.changed)
+            form.addRow(spec.label, w)
             return w
 
-        def ispin(lo: int, hi: int, name: str) -> QSpinBox:
-            w = QSpinBox()
-            w.setRange(lo, hi)
-            w.setAccessibleName(name)
-            w.valueChanged.connect(self.changed)
-            return w
-
-        self.temperature = dspin(0.0, 5.0, 0.05, "Temperature")
-        self.top_k = ispin(0, 1000, "Top-k")
-        self.top_p = dspin(0.0, 1.0, 0.01, "Top-p")
-        self.min_p = dspin(0.0, 1.0, 0.01, "Min-p")
-        self.repeat_penalty = dspin(0.5, 3.0, 0.05, "Repeat penalty")
-        self.max_tokens = ispin(1, 1_000_000, "Max tokens")
-        self.seed = ispin(-1, 2**31 - 1, "Seed")
-        self.seed.setSpecialValueText("random")
-        self.context = ispin(256, 1_048_576, "Context length")
-        self.context.setSingleStep(1024)
-        self.context.setToolTip("Applies when a model is (re)loaded.")
-        for label, w in (
-            ("Temperature", self.temperature),
-            ("Top-k", self.top_k),
-            ("Top-p", self.top_p),
-            ("Min-p", self.min_p),
-            ("Repeat penalty", self.repeat_penalty),
-            ("Max tokens", self.max_tokens),
-            ("Seed", self.seed),
-            ("Context length", self.context),
-        ):
-            form.addRow(label, w)
+        self.temperature = spin("temperature")
+        self.top_k = spin("top_k")
+        self.top_p = spin("top_p")
+        self.min_p = spin("min_p")
+        self.repeat_penalty = spin("repeat_penalty")
+        self.max_tokens = spin("max_tokens")
+        self.seed = spin("seed")
+        self.seed.setSpecialValueText("random")  # one below the minimum: no seed
+        self.context = spin("n_ctx")
         self.system_prompt.textChanged.connect(self.changed)
         self.set_params(SamplingParams(), "", 4096)
 

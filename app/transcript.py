@@ -112,7 +112,7 @@ class TranscriptView(QTextBrowser):
         else:
             c.insertBlock(fmt, QTextCharFormat())
 
-    def _header(self, role: str, message_id: int, branch: tuple[int, int] | None) -> str:
+    def _header(self, role: str, message_id: int, branch: tuple[int, int] | None, interrupted: bool = False) -> str:
         who = {"user": "You", "assistant": "Ember", "system": "System"}[role]
         colour = "#3b82f6" if role == "user" else "#f97316"
         links = [f'<a href="ember:copy/{message_id}">Copy</a>']
@@ -120,6 +120,8 @@ class TranscriptView(QTextBrowser):
             links.append(f'<a href="ember:edit/{message_id}">Edit</a>')
         if role == "assistant":
             links.append(f'<a href="ember:regenerate/{message_id}">Regenerate</a>')
+        if interrupted:
+            links.append(f'<a href="ember:continue/{message_id}">Continue</a>')
         if branch and branch[1] > 1:
             links.append(
                 f'<a href="ember:prev/{message_id}">◀</a> {branch[0]}/{branch[1]} '
@@ -134,7 +136,9 @@ class TranscriptView(QTextBrowser):
     def _append_message(self, m: Message, branch: tuple[int, int] | None) -> None:
         c = self._cursor_at_end()
         self._new_block(c)
-        c.insertHtml(self._header(m.role, m.id, branch))
+        stop_reason = (m.metrics or {}).get("stop_reason")
+        interrupted = m.role == "assistant" and (not m.complete or stop_reason == "interrupted")
+        c.insertHtml(self._header(m.role, m.id, branch, interrupted))
         self._new_block(c, m.role)
         if m.role == "assistant":
             c.insertMarkdown(with_copy_links(m.content, m.id) or " ")
@@ -154,6 +158,13 @@ class TranscriptView(QTextBrowser):
         c = self._cursor_at_end()
         self._new_block(c)
         c.insertHtml(self._header("assistant", message_id, None))
+        self._new_block(c, "assistant")
+        self._stream_start = c.position()
+        self._stream_id = message_id
+
+    def resume_stream(self, message_id: int) -> None:
+        """Stream a continuation below the message already shown (the thread is re-rendered at the end)."""
+        c = self._cursor_at_end()
         self._new_block(c, "assistant")
         self._stream_start = c.position()
         self._stream_id = message_id

@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import llama_cpp
 
-from engine.cli.main import resolve_model
+from engine.cli.common import resolve_model
 from engine.inference.events import Finished
 from engine.inference.params import LoadConfig, SamplingParams, default_threads
 from engine.inference.runtime import LocalRuntime

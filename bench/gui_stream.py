@@ -72,7 +72,7 @@ def wait_loaded(window: object) -> None:
 
 
 def stream_fake(paths: AppPaths, n_tokens: int, rate: float) -> dict[str, float]:
-    window = build_window(paths, backend_factory=lambda: FakeBackend(n_tokens=n_tokens, rate=rate))
+    window = build_window(paths, backend_factory=lambda _ref: FakeBackend(n_tokens=n_tokens, rate=rate))
     window.resize(1280, 800)
     window.show()
     (paths.default_models_dir / "fake.gguf").write_bytes(b"")
@@ -95,10 +95,10 @@ def stream_fake(paths: AppPaths, n_tokens: int, rate: float) -> dict[str, float]
         batches.append((n, n - state["n"], done - t))
         state["n"] = n
 
-    window.bridge.worker.tokens.disconnect(controller._on_tokens)
+    window.bridge.tokens.disconnect(controller._on_tokens)
     controller._on_tokens = timed
     relay = Relay(timed)
-    window.bridge.worker.tokens.connect(relay.on_tokens)
+    window.bridge.tokens.connect(relay.on_tokens)
 
     probe = StallProbe()
     probe.start()

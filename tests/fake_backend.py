@@ -6,13 +6,12 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterator
-from pathlib import Path
 
+from engine.inference.backend import ModelDescription, ModelRef
 from engine.inference.events import Event, Finished, PromptReady, Token
 from engine.inference.metrics import MetricsRecorder, RunContext
-from engine.inference.params import LoadConfig, SamplingParams
+from engine.inference.params import SamplingParams
 from engine.inference.prompting import ChatMessage
-from engine.models.gguf_inspect import ModelInfo
 
 WORDS = ["Ember ", "streams ", "tokens ", "quickly, ", "**bold** ", "and ", "`code` ", "naïve ", "café ", "😀 "]
 
@@ -32,19 +31,22 @@ class FakeBackend:
     def loaded(self) -> bool:
         return self._loaded
 
-    @property
-    def backend(self) -> str:
-        return "CPU"
+    n_ctx = 1_000_000
 
     @property
-    def n_ctx(self) -> int:
-        return 1_000_000
+    def description(self) -> ModelDescription | None:
+        return (
+            ModelDescription("Fake", "CPU", self.n_ctx, quantization="F32", threads=1, gpu_layers=0)
+            if self._loaded
+            else None
+        )
 
-    def load(self, config: LoadConfig, progress=None, cancel=None) -> ModelInfo:
+    def load(self, ref: ModelRef, progress=None, cancel=None) -> ModelDescription:
         self._loaded = True
         if progress:
             progress(1.0)
-        return ModelInfo(Path(config.path), 0, 3, "llama", "Fake", 1, "F32", 1, 1, 1, 1, 1_000_000, None, None, 0)
+        assert self.description is not None
+        return self.description
 
     def close(self) -> None:
         self._loaded = False

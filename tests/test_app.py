@@ -45,7 +45,7 @@ def make_window(qtbot: QtBot, paths: AppPaths) -> Iterator[Callable[..., MainWin
     yield make
     for w in windows:
         w.close()  # stops, quits and joins the engine thread
-        assert not w.bridge.thread.isRunning()
+        assert not w.bridge.service.running
         w.store.close()
 
 
@@ -106,7 +106,7 @@ def test_send_streams_tokens_and_saves_with_metrics(qtbot: QtBot, make_window: C
             batches.append(text)
 
     sink = Sink()
-    w.bridge.worker.tokens.connect(sink.on_tokens)
+    w.bridge.tokens.connect(sink.on_tokens)
     send(qtbot, w, "hello world")
     assert batches, "tokens should reach the GUI while streaming"
     cid = w.controller.conversation_id
@@ -135,7 +135,7 @@ def test_enter_sends_shift_enter_adds_newline(qtbot: QtBot, make_window: Callabl
 
 
 def test_stop_mid_answer_keeps_the_partial_answer(qtbot: QtBot, make_window: Callable[..., MainWindow]) -> None:
-    w = make_window(lambda: FakeBackend(n_tokens=100_000, delay_s=0.002))
+    w = make_window(lambda _ref: FakeBackend(n_tokens=100_000, delay_s=0.002))
     load(qtbot, w, "tiny.gguf")
     set_max_tokens(w, 100_000)
     w.composer.editor.setPlainText("tell me everything")
@@ -222,7 +222,7 @@ def test_search_jumps_to_the_message(qtbot: QtBot, make_window: Callable[..., Ma
 
 
 def test_switch_chat_while_generating(qtbot: QtBot, make_window: Callable[..., MainWindow]) -> None:
-    w = make_window(lambda: FakeBackend(n_tokens=100_000, delay_s=0.002))
+    w = make_window(lambda _ref: FakeBackend(n_tokens=100_000, delay_s=0.002))
     load(qtbot, w)
     set_max_tokens(w, 100_000)
     other = w.store.create_conversation("Other chat")
@@ -325,7 +325,7 @@ def test_menus_have_working_entries(qtbot: QtBot, make_window: Callable[..., Mai
 
 
 def test_long_fast_stream_stays_responsive(qtbot: QtBot, make_window: Callable[..., MainWindow]) -> None:
-    w = make_window(lambda: FakeBackend(n_tokens=20_000))
+    w = make_window(lambda _ref: FakeBackend(n_tokens=20_000))
     load(qtbot, w)
     set_max_tokens(w, 20_000)
     send(qtbot, w, "stream a lot")
@@ -335,18 +335,18 @@ def test_long_fast_stream_stays_responsive(qtbot: QtBot, make_window: Callable[.
 
 
 def test_quit_while_generating_joins_the_thread(qtbot: QtBot, make_window: Callable[..., MainWindow]) -> None:
-    w = make_window(lambda: FakeBackend(n_tokens=1_000_000, delay_s=0.001))
+    w = make_window(lambda _ref: FakeBackend(n_tokens=1_000_000, delay_s=0.001))
     load(qtbot, w)
     set_max_tokens(w, 1_000_000)
     w.composer.editor.setPlainText("go")
     with qtbot.waitSignal(w.controller.streamed, timeout=ANSWER_TIMEOUT):
         qtbot.keyClick(w.composer.editor, Qt.Key.Key_Return)
     w.close()
-    assert not w.bridge.thread.isRunning()
+    assert not w.bridge.service.running
 
 
 def test_delete_chat_or_load_model_while_generating(qtbot: QtBot, make_window: Callable[..., MainWindow]) -> None:
-    w = make_window(lambda: FakeBackend(n_tokens=1_000_000, delay_s=0.001))
+    w = make_window(lambda _ref: FakeBackend(n_tokens=1_000_000, delay_s=0.001))
     load(qtbot, w)
     set_max_tokens(w, 1_000_000)
     w.composer.editor.setPlainText("go on forever")

@@ -43,7 +43,7 @@ def window(qtbot: QtBot, tmp_path: Path, hub: FakeHub, monkeypatch: pytest.Monke
     w.show()
     yield w
     w.close()
-    assert not w.bridge.thread.isRunning()
+    assert not w.bridge.service.running
     w.store.close()
 
 

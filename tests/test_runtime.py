@@ -298,7 +298,7 @@ def test_long_conversation_drops_oldest_turns(runtime: LocalRuntime, tiny_model:
 
 
 def test_single_message_larger_than_context(runtime: LocalRuntime, tiny_model: Path) -> None:
-    runtime.load(LoadConfig(tiny_model, n_ctx=128))
+    runtime.load(LoadConfig(tiny_model, n_ctx=256))
     with pytest.raises(ContextOverflowError, match="longer context"):
         list(runtime.chat([ChatMessage("user", "hello " * 400)], GREEDY))
     with pytest.raises(ContextOverflowError):
@@ -307,7 +307,7 @@ def test_single_message_larger_than_context(runtime: LocalRuntime, tiny_model: P
 
 
 def test_generation_stops_when_context_is_full(runtime: LocalRuntime, tiny_model: Path) -> None:
-    runtime.load(LoadConfig(tiny_model, n_ctx=64))
+    runtime.load(LoadConfig(tiny_model, n_ctx=256))
     stops = [
         run(runtime.complete("hello world", SamplingParams(temperature=1.0, seed=s, max_tokens=500)))[1]
         for s in range(3)

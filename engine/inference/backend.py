@@ -1,15 +1,79 @@
-"""The seam every inference backend implements (the local runtime today, a remote server later)."""
+"""The seam every inference backend implements (the local llama.cpp runtime and a remote
+OpenAI-compatible server), the model references they load and the neutral description they return."""
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Protocol
 
 from engine.inference.events import Event
 from engine.inference.params import LoadConfig, SamplingParams
 from engine.inference.prompting import ChatMessage
-from engine.models.gguf_inspect import ModelInfo
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """How to reach an OpenAI-compatible server. The API key lives only in memory here; it is
+    read from the OS keychain when the connection is used and never written anywhere."""
+
+    name: str
+    base_url: str  # e.g. http://127.0.0.1:8000/v1
+    api_key: str | None = field(default=None, repr=False)
+    verify_tls: bool = True
+    read_timeout_s: float = 60.0
+    connect_timeout_s: float = 10.0
+
+
+@dataclass(frozen=True)
+class RemoteModelRef:
+    """A model served by a remote OpenAI-compatible server (the remote kind of model reference)."""
+
+    endpoint: Endpoint
+    model_id: str
+
+
+ModelRef = LoadConfig | RemoteModelRef
+
+
+@dataclass(frozen=True)
+class ModelDescription:
+    """What any backend says about the model it loaded; local-only facts are optional."""
+
+    name: str
+    backend: str  # CPU, CUDA, Metal, … or "remote"
+    n_ctx: int | None
+    source: str = "local"  # "local", or the remote connection's name
+    architecture: str | None = None
+    quantization: str | None = None
+    parameter_count: int | None = None
+    has_chat_template: bool = True
+    threads: int | None = None
+    gpu_layers: int | None = None
+    path: Path | None = None
+
+    @property
+    def is_remote(self) -> bool:
+        return self.source != "local"
+
+    def badge(self) -> str:
+        """The backend badge: where the model runs and how."""
+        if self.is_remote:
+            return f"Remote · {self.source}"
+        return f"{self.backend} · {self.threads} threads · {self.gpu_layers} GPU layers"
+
+    def status(self) -> str:
+        parts = [p for p in (self.quantization, self._params()) if p]
+        if self.is_remote:
+            parts.append(f"{self.n_ctx:,} ctx" if self.n_ctx else "remote")
+        return " · ".join(parts)
+
+    def _params(self) -> str | None:
+        if not self.parameter_count:
+            return None
+        return f"{self.parameter_count / 1e6:,.0f}M params"
 
 
 class InferenceBackend(Protocol):
@@ -17,17 +81,14 @@ class InferenceBackend(Protocol):
     def loaded(self) -> bool: ...
 
     @property
-    def backend(self) -> str: ...
-
-    @property
-    def n_ctx(self) -> int: ...
+    def description(self) -> ModelDescription | None: ...
 
     def load(
         self,
-        config: LoadConfig,
+        ref: ModelRef,
         progress: Callable[[float], None] | None = None,
         cancel: threading.Event | None = None,
-    ) -> ModelInfo: ...
+    ) -> ModelDescription: ...
 
     def close(self) -> None: ...
 

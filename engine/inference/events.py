@@ -1,4 +1,5 @@
-"""The typed events every generation yields, in order: [ContextTrimmed], PromptReady, Token*, Finished."""
+"""The typed events every generation yields, in order:
+[ContextTrimmed], [Retrying]*, PromptReady, Token*, Finished."""
 
 from __future__ import annotations
 
@@ -35,16 +36,30 @@ class Token:
     text: str
     index: int
     t_ns: int
+    count: int = 1  # tokens this text stands for (a remote server's chunk may carry several)
 
 
 @dataclass(frozen=True)
 class Finished:
     """Always last. `reason`: stop (end of turn), length (max tokens), stop_string, cancelled,
-    context_full."""
+    context_full, interrupted (a remote stream broke after tokens arrived: `text` keeps them and
+    `error` says what happened)."""
 
     reason: str
     text: str
     metrics: GenerationMetrics
+    error: str | None = None
 
 
-Event = ContextTrimmed | PromptReady | Token | Finished
+@dataclass(frozen=True)
+class Retrying:
+    """A remote server refused the request before any token (429, 5xx, unreachable); Ember tries
+    again after `delay_s` seconds (attempt `attempt` of `attempts`)."""
+
+    attempt: int
+    attempts: int
+    delay_s: float
+    reason: str
+
+
+Event = ContextTrimmed | Retrying | PromptReady | Token | Finished

@@ -1,13 +1,19 @@
-"""Inference metrics measured where tokens are produced (`time.perf_counter_ns`).
+"""Inference metrics measured where tokens are produced or received (`time.perf_counter_ns`).
 
-Definitions (the ones an inference engineer uses):
-- TTFT: request start (before templating/tokenizing) to the first sampled token.
+Definitions (the ones an inference engineer uses, as `vllm bench serve` and GenAI-Perf define them):
+- TTFT: request start (before templating/tokenizing, or before the HTTP request) to the first token
+  of the answer.
 - prefill tokens/s: prompt tokens actually evaluated (not reused from the KV cache) / prefill time,
-  where prefill time is from the start of evaluation to the first sampled token.
+  where prefill time is from the start of evaluation to the first token.
 - decode tokens/s: (output tokens - 1) / (last token time - first token time); the first token
   belongs to prefill.
-- inter-token latency (ITL): gaps between consecutive sampled tokens; TPOT is their mean.
+- inter-token latency (ITL): gaps between consecutive tokens (over tokens, not network chunks: a
+  chunk that carries k tokens counts as k tokens spread over its gap); TPOT is their mean.
 - e2e: request start to the end of the generation.
+- output tokens: the tokens of the answer (an end-of-generation token is not part of it).
+
+One recorder computes them all, live (`snapshot`) and at the end (`finish`), so a live figure and
+the final record never disagree.
 """
 
 from __future__ import annotations
@@ -31,14 +37,15 @@ def percentile(values: list[float], q: float) -> float | None:
 
 @dataclass(frozen=True)
 class RunContext:
-    """What makes a number meaningful: which model ran where, how."""
+    """What makes a number meaningful: which model ran where, how. Local-only facts are optional."""
 
     model: str
-    quantization: str
+    quantization: str | None
     backend: str
-    threads: int
-    gpu_layers: int
+    threads: int | None
+    gpu_layers: int | None
     n_ctx: int
+    connection: str | None = None  # the remote connection's name
 
 
 @dataclass(frozen=True)
@@ -58,16 +65,22 @@ class GenerationMetrics:
     n_ctx: int
     context_used: int
     model: str
-    quantization: str
+    quantization: str | None
     backend: str
-    threads: int
-    gpu_layers: int
+    threads: int | None
+    gpu_layers: int | None
     dropped_messages: int = 0
-    # llama.cpp's own counters for the same generation (llama_perf_context), for cross-checking.
+    # llama.cpp's own counters for the same generation (llama_perf_context, or a llama.cpp server's
+    # `timings`), for cross-checking.
     llama_prefill_ms: float | None = None
     llama_prefill_tokens: int | None = None
     llama_decode_ms: float | None = None
     llama_decode_tokens: int | None = None
+    connection: str | None = None
+    # How output_tokens was counted: "exact" (sampled here, or reported by the server) or
+    # "estimated" (a remote server that reports no usage: one token per streamed chunk).
+    token_count: str = "exact"
+    server_timings: dict[str, Any] | None = None  # the remote server's own figures, as it sent them
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -84,8 +97,11 @@ class GenerationMetrics:
             parts.append(f"TTFT {self.ttft_s:.2f} s")
         if self.decode_tokens_per_s is not None:
             parts.append(f"{self.decode_tokens_per_s:.1f} tok/s")
-        parts.append(f"{self.output_tokens} tokens")
+        approx = "~" if self.token_count == "estimated" else ""
+        parts.append(f"{approx}{self.output_tokens} tokens")
         parts.append(self.stop_reason)
+        if self.connection:
+            parts.append(self.connection)
         return " · ".join(parts)
 
 
@@ -101,33 +117,45 @@ class MetricsRecorder:
     dropped_messages: int = 0
     token_times_ns: list[int] = field(default_factory=list)
 
-    def prefill_started(self, prompt_tokens: int, reused: int) -> None:
+    def prefill_started(self, prompt_tokens: int, reused: int, t_ns: int | None = None) -> None:
         self.prompt_tokens = prompt_tokens
         self.prompt_tokens_reused = reused
-        self.t_prefill_start_ns = time.perf_counter_ns()
+        self.t_prefill_start_ns = time.perf_counter_ns() if t_ns is None else t_ns
 
-    def token(self) -> int:
-        t = time.perf_counter_ns()
-        self.token_times_ns.append(t)
+    def token(self, t_ns: int | None = None, count: int = 1) -> int:
+        """Record `count` tokens that arrived at `t_ns`. Several tokens in one arrival (a network
+        chunk) are spread evenly over the gap since the previous one, so ITL stays over tokens."""
+        t = time.perf_counter_ns() if t_ns is None else t_ns
+        times = self.token_times_ns
+        if count > 1 and times:
+            prev = times[-1]
+            times.extend(prev + (t - prev) * (i + 1) // count for i in range(count))
+        else:
+            times.extend([t] * max(1, count))
         return t
 
-    def finish(self, stop_reason: str, llama_perf: tuple[float, int, float, int] | None = None) -> GenerationMetrics:
-        return self._build(stop_reason, time.perf_counter_ns(), llama_perf)
+    def itl_ms(self) -> list[float]:
+        return [(b - a) / 1e6 for a, b in itertools.pairwise(self.token_times_ns)]
 
-    def snapshot(self) -> GenerationMetrics:
-        return self._build("running", time.perf_counter_ns(), None)
+    def finish(
+        self, stop_reason: str, llama_perf: tuple[float, int, float, int] | None = None, **extra: Any
+    ) -> GenerationMetrics:
+        return self._build(stop_reason, time.perf_counter_ns(), llama_perf, **extra)
+
+    def snapshot(self, now_ns: int | None = None) -> GenerationMetrics:
+        return self._build("running", time.perf_counter_ns() if now_ns is None else now_ns, None)
 
     def _build(
-        self, stop_reason: str, t_end_ns: int, llama_perf: tuple[float, int, float, int] | None
+        self, stop_reason: str, t_end_ns: int, llama_perf: tuple[float, int, float, int] | None, **extra: Any
     ) -> GenerationMetrics:
         times = self.token_times_ns
         n = len(times)
         ttft = (times[0] - self.t_start_ns) / 1e9 if n else None
         prefill_tokens = self.prompt_tokens - self.prompt_tokens_reused
         prefill_tps = None
-        if n and self.t_prefill_start_ns is not None and times[0] > self.t_prefill_start_ns:
+        if n and self.t_prefill_start_ns is not None and times[0] > self.t_prefill_start_ns and prefill_tokens > 0:
             prefill_tps = prefill_tokens / ((times[0] - self.t_prefill_start_ns) / 1e9)
-        itl_ms = [(b - a) / 1e6 for a, b in itertools.pairwise(times)]
+        itl_ms = self.itl_ms()
         decode_tps = tpot = None
         if n >= 2 and times[-1] > times[0]:
             span_s = (times[-1] - times[0]) / 1e9
@@ -160,46 +188,13 @@ class MetricsRecorder:
             llama_prefill_tokens=perf[1],
             llama_decode_ms=perf[2],
             llama_decode_tokens=perf[3],
+            connection=c.connection,
+            **extra,
         )
 
 
-@dataclass
-class LiveMetrics:
-    """What a client can show while an answer streams, built from the events alone."""
-
-    t_start_ns: int = 0
-    t_prefill_ns: int = 0
-    prompt_tokens: int = 0
-    prompt_tokens_reused: int = 0
-    n_ctx: int = 0
-    token_times_ns: list[int] = field(default_factory=list)
-
-    def on_prompt(self, prompt_tokens: int, reused: int, n_ctx: int, t_start_ns: int, t_ns: int) -> None:
-        self.prompt_tokens, self.prompt_tokens_reused, self.n_ctx = prompt_tokens, reused, n_ctx
-        self.t_start_ns, self.t_prefill_ns = t_start_ns, t_ns
-
-    def on_token(self, index: int, t_ns: int) -> None:
-        if index >= len(self.token_times_ns):
-            self.token_times_ns.append(t_ns)
-
-    def snapshot(self, now_ns: int | None = None) -> dict[str, float | int | None]:
-        now_ns = now_ns if now_ns is not None else time.perf_counter_ns()
-        t = self.token_times_ns
-        n = len(t)
-        ttft = (t[0] - self.t_start_ns) / 1e9 if n else None
-        prefill = None
-        if n and t[0] > self.t_prefill_ns:
-            prefill = (self.prompt_tokens - self.prompt_tokens_reused) / ((t[0] - self.t_prefill_ns) / 1e9)
-        decode = (n - 1) / ((t[-1] - t[0]) / 1e9) if n >= 2 and t[-1] > t[0] else None
-        return {
-            "elapsed_s": (now_ns - self.t_start_ns) / 1e9 if self.t_start_ns else 0.0,
-            "ttft_s": ttft,
-            "prefill_tokens_per_s": prefill,
-            "decode_tokens_per_s": decode,
-            "output_tokens": n,
-            "context_used": self.prompt_tokens + n,
-            "n_ctx": self.n_ctx,
-        }
-
-    def itl_ms(self) -> list[float]:
-        return [(b - a) / 1e6 for a, b in itertools.pairwise(self.token_times_ns)]
+def live_snapshot(recorder: MetricsRecorder, now_ns: int | None = None) -> dict[str, Any]:
+    """The live figures a client shows while an answer streams (same computation as the record),
+    plus the time elapsed since the request started."""
+    m = recorder.snapshot(now_ns)
+    return {**m.to_dict(), "elapsed_s": m.e2e_s}

@@ -1,4 +1,5 @@
-"""Load and sampling parameters: typed values with ranges, validated with messages a user can act on."""
+"""Load and sampling parameters: one declarative table (name, type, default, range, description) from
+which engine validation, settings, the GUI's spin boxes and the CLI flags are all derived."""
 
 from __future__ import annotations
 
@@ -13,21 +14,71 @@ from engine.errors import InvalidParameter
 KV_CACHE_TYPES = ("f16", "q8_0", "q4_0")
 
 
-def _check_range(name: str, value: float, low: float, high: float) -> None:
-    if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value):
-        raise InvalidParameter(f"{name} must be a number, got {value!r}.")
-    if not low <= value <= high:
-        raise InvalidParameter(f"{name} must be between {low:g} and {high:g}, got {value:g}.")
-
-
-def _check_int(name: str, value: object, low: int, high: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise InvalidParameter(f"{name} must be a whole number, got {value!r}.")
-    _check_range(name, value, low, high)
-
-
 def default_threads() -> int:
     return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
+
+
+def _num(value: float) -> str:
+    return f"{value:,}" if isinstance(value, int) else f"{value:g}"
+
+
+@dataclass(frozen=True)
+class ParamSpec:
+    """One parameter: everything a validator, a settings file, a spin box or a CLI flag needs."""
+
+    name: str
+    kind: type  # int or float
+    default: Any
+    low: float
+    high: float
+    label: str
+    description: str
+    step: float = 1
+    optional: bool = False  # None is allowed (seed: None means random)
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.name.replace("_", "-")
+
+    @property
+    def noun(self) -> str:
+        """The label inside a sentence: "temperature", "context length", but "GPU layers"."""
+        label = self.label
+        return label if label[1:2].isupper() else label[:1].lower() + label[1:]
+
+    def check(self, value: object) -> None:
+        if value is None and self.optional:
+            return
+        if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value):
+            raise InvalidParameter(f"{self.noun} must be a number, got {value!r}.")
+        if self.kind is int and not isinstance(value, int):
+            raise InvalidParameter(f"{self.noun} must be a whole number, got {value!r}.")
+        if not self.low <= value <= self.high:
+            bounds = f"between {_num(self.low)} and {_num(self.high)}"
+            raise InvalidParameter(f"{self.noun} must be {bounds}, got {_num(value)}.")
+
+
+SAMPLING_SPECS: tuple[ParamSpec, ...] = (
+    ParamSpec("temperature", float, 0.7, 0.0, 5.0, "Temperature",
+              "Randomness of sampling (0: greedy, always the most likely token).", 0.05),
+    ParamSpec("top_k", int, 40, 0, 100_000, "Top-k", "Sample among the k most likely tokens (0: all)."),
+    ParamSpec("top_p", float, 0.95, 0.0, 1.0, "Top-p", "Sample among the most likely tokens covering this probability.",
+              0.01),
+    ParamSpec("min_p", float, 0.05, 0.0, 1.0, "Min-p",
+              "Drop tokens less likely than this fraction of the most likely one.", 0.01),
+    ParamSpec("repeat_penalty", float, 1.0, 0.5, 3.0, "Repeat penalty", "Penalty for repeated tokens (1: off).", 0.05),
+    ParamSpec("max_tokens", int, 1024, 1, 1_000_000, "Max tokens", "Maximum answer length in tokens."),
+    ParamSpec("seed", int, None, 0, 2**31 - 1, "Seed", "Random seed, for reproducible answers (empty: random).",
+              optional=True),
+)  # fmt: skip
+LOAD_SPECS: tuple[ParamSpec, ...] = (
+    ParamSpec("n_ctx", int, 4096, 256, 1_048_576, "Context length",
+              "Context window in tokens (applies when a model is loaded).", 1024),
+    ParamSpec("threads", int, default_threads(), 1, 1024, "Threads", "CPU threads for inference."),
+    ParamSpec("gpu_layers", int, 0, -1, 100_000, "GPU layers", "Layers offloaded to the GPU (-1: all)."),
+    ParamSpec("n_batch", int, 512, 1, 65_536, "Batch size", "Prompt tokens evaluated per batch."),
+)  # fmt: skip
+SPECS: dict[str, ParamSpec] = {s.name: s for s in SAMPLING_SPECS + LOAD_SPECS}
 
 
 @dataclass(frozen=True)
@@ -38,24 +89,18 @@ class SamplingParams:
     only act when sampling at temperature > 0.
     """
 
-    temperature: float = 0.7
-    top_k: int = 40
-    top_p: float = 0.95
-    min_p: float = 0.05
-    repeat_penalty: float = 1.0
-    seed: int | None = None
-    max_tokens: int = 1024
+    temperature: float = SPECS["temperature"].default
+    top_k: int = SPECS["top_k"].default
+    top_p: float = SPECS["top_p"].default
+    min_p: float = SPECS["min_p"].default
+    repeat_penalty: float = SPECS["repeat_penalty"].default
+    seed: int | None = SPECS["seed"].default
+    max_tokens: int = SPECS["max_tokens"].default
     stop: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        _check_range("temperature", self.temperature, 0.0, 5.0)
-        _check_int("top_k", self.top_k, 0, 1_000_000)
-        _check_range("top_p", self.top_p, 0.0, 1.0)
-        _check_range("min_p", self.min_p, 0.0, 1.0)
-        _check_range("repeat_penalty", self.repeat_penalty, 0.5, 3.0)
-        if self.seed is not None:
-            _check_int("seed", self.seed, 0, 2**32 - 2)
-        _check_int("max_tokens", self.max_tokens, 1, 1_000_000)
+        for spec in SAMPLING_SPECS:
+            spec.check(getattr(self, spec.name))
         if isinstance(self.stop, str) or not all(isinstance(s, str) for s in self.stop):
             raise InvalidParameter("stop must be a list of strings.")
         if any(not s for s in self.stop):
@@ -81,23 +126,21 @@ class SamplingParams:
 
 @dataclass(frozen=True)
 class LoadConfig:
-    """How a model is loaded into llama.cpp."""
+    """How a local GGUF model is loaded into llama.cpp (the local kind of model reference)."""
 
     path: Path
-    n_ctx: int = 4096
+    n_ctx: int = SPECS["n_ctx"].default
     threads: int = field(default_factory=default_threads)
-    gpu_layers: int = 0
+    gpu_layers: int = SPECS["gpu_layers"].default
     flash_attn: bool = False
     kv_cache_type: str = "f16"
     use_mmap: bool = True
-    n_batch: int = 512
+    n_batch: int = SPECS["n_batch"].default
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "path", Path(self.path))
-        _check_int("context length", self.n_ctx, 64, 1_048_576)
-        _check_int("threads", self.threads, 1, 1024)
-        _check_int("GPU layers", self.gpu_layers, -1, 100_000)
-        _check_int("batch size", self.n_batch, 1, 65_536)
+        for spec in LOAD_SPECS:
+            spec.check(getattr(self, spec.name))
         if self.kv_cache_type not in KV_CACHE_TYPES:
             raise InvalidParameter(
                 f"KV cache type must be one of {', '.join(KV_CACHE_TYPES)}, got {self.kv_cache_type!r}."

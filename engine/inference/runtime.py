@@ -10,6 +10,7 @@ import contextlib
 import ctypes
 import random
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
@@ -24,6 +25,7 @@ from engine.errors import (
     ModelLoadError,
     NoModelLoaded,
 )
+from engine.inference.backend import ModelDescription, ModelRef
 from engine.inference.events import ContextTrimmed, Event, Finished, PromptReady, Token
 from engine.inference.llama_log import route_llama_log
 from engine.inference.metrics import MetricsRecorder, RunContext
@@ -115,6 +117,24 @@ class LocalRuntime:
         return self._config
 
     @property
+    def description(self) -> ModelDescription | None:
+        if self._info is None or self._config is None or self._llm is None:
+            return None
+        info = self._info
+        return ModelDescription(
+            name=info.name,
+            backend=self._backend,
+            n_ctx=self._llm.n_ctx(),
+            architecture=info.architecture,
+            quantization=info.quantization,
+            parameter_count=info.parameter_count,
+            has_chat_template=info.chat_template is not None,
+            threads=self._config.threads,
+            gpu_layers=self._config.gpu_layers,
+            path=self._config.path,
+        )
+
+    @property
     def backend(self) -> str:
         return self._backend
 
@@ -130,11 +150,13 @@ class LocalRuntime:
     # ----- load / unload
     def load(
         self,
-        config: LoadConfig,
+        config: ModelRef,
         progress: Callable[[float], None] | None = None,
         cancel: threading.Event | None = None,
-    ) -> ModelInfo:
+    ) -> ModelDescription:
         """Inspect, then load the model. Raises ModelFileError, ModelLoadError or LoadCancelled."""
+        if not isinstance(config, LoadConfig):
+            raise InvalidParameter("The local runtime loads GGUF files; a remote model needs a connection.")
         info = inspect_gguf(config.path)
         self.close()
         route_llama_log()
@@ -181,7 +203,9 @@ class LocalRuntime:
         self._vocab = llama_cpp.llama_model_get_vocab(llm.model)
         gpu = gpu_backend_name()
         self._backend = gpu if gpu and config.gpu_layers != 0 else "CPU"
-        return info
+        description = self.description
+        assert description is not None
+        return description
 
     def close(self) -> None:
         """Unload the model and free its memory now (not at garbage collection)."""
@@ -245,9 +269,13 @@ class LocalRuntime:
         params: SamplingParams,
         template_override: str | None = None,
     ) -> Iterator[Event]:
-        """Generate the assistant's reply to `messages` (the last one must be the user's)."""
+        """Generate the assistant's reply to `messages`. The last message is the user's, or an
+        assistant's partial answer to continue (after an interruption)."""
         llm = self._require()
         recorder = MetricsRecorder(self._run_context())
+        prefix = ""
+        if messages and messages[-1].role == "assistant":
+            prefix, messages = messages[-1].content, messages[:-1]
         if not messages or messages[-1].role != "user":
             raise InvalidParameter("a chat request must end with a user message.")
         template = self.template(template_override)
@@ -255,7 +283,7 @@ class LocalRuntime:
         kept = list(messages)
         dropped = 0
         while True:
-            text = template.render(kept)
+            text = template.render(kept) + prefix
             tokens = self._prompt_tokens(text, special=True)
             if len(tokens) + reserve <= llm.n_ctx():
                 break
@@ -344,12 +372,13 @@ class LocalRuntime:
         )
         try:
             for token in gen:
-                t_ns = rec.token()
+                t_ns = time.perf_counter_ns()
                 if not generated:
                     llama_cpp.llama_set_abort_callback(ctx, _NULL_ABORT, None)
                 if llama_cpp.llama_vocab_is_eog(self._vocab, token):
                     reason = "stop"
                     break
+                rec.token(t_ns)  # an end-of-generation token is not part of the answer
                 generated.append(token)
                 piece = decoder.decode(self._piece(token))
                 raw_text.append(piece)

@@ -358,13 +358,18 @@ class StreamingMessage:
         parent_id: int | None,
         interval_s: float = 1.0,
         clock: Callable[[], float] = time.monotonic,
+        resume: Message | None = None,
     ) -> None:
+        """`resume`: continue that (interrupted) message instead of starting a new one."""
         self._store = store
         self._clock = clock
         self._interval = interval_s
-        self._parts: list[str] = []
+        self._parts: list[str] = [resume.content] if resume is not None else []
         self._dirty = False
-        self.message = store.add_message(conversation_id, "assistant", "", parent_id, complete=False)
+        if resume is not None:
+            self.message = resume
+        else:
+            self.message = store.add_message(conversation_id, "assistant", "", parent_id, complete=False)
         self._last_write = clock()
 
     @property

@@ -37,3 +37,7 @@ class AppPaths:
     @property
     def settings_file(self) -> Path:
         return self.config_dir / "settings.json"
+
+    @property
+    def connections_file(self) -> Path:
+        return self.config_dir / "connections.json"

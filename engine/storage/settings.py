@@ -16,9 +16,14 @@ from pathlib import Path
 from typing import Any
 
 from engine.errors import InvalidParameter
-from engine.inference.params import SamplingParams, default_threads
+from engine.inference.params import SPECS, ParamSpec, SamplingParams
 
 log = logging.getLogger(__name__)
+
+
+def _from_spec(spec: ParamSpec, description: str | None = None) -> Any:
+    """A setting whose type, default, range and description come from the parameter table."""
+    return _setting(spec.default, description or spec.description, spec.low, spec.high)
 
 
 def _setting(default: Any, description: str, low: float | None = None, high: float | None = None) -> Any:
@@ -32,19 +37,24 @@ def _setting(default: Any, description: str, low: float | None = None, high: flo
 class Settings:
     models_dir: str = _setting("", "Folder for downloaded and imported models (empty: the default).")
     last_model: str = _setting("", "The model loaded at the end of the last session.")
-    context_length: int = _setting(4096, "Context window in tokens for newly loaded models.", 256, 1_048_576)
-    threads: int = _setting(default_threads(), "CPU threads for inference.", 1, 1024)
-    gpu_layers: int = _setting(0, "Layers offloaded to the GPU (-1: all).", -1, 100_000)
+    context_length: int = _from_spec(SPECS["n_ctx"], "Context window in tokens for newly loaded models.")
+    threads: int = _from_spec(SPECS["threads"])
+    gpu_layers: int = _from_spec(SPECS["gpu_layers"])
     flash_attention: bool = _setting(False, "Use flash attention.")
-    temperature: float = _setting(0.7, "Default sampling temperature (0: greedy).", 0.0, 5.0)
-    top_k: int = _setting(40, "Default top-k.", 0, 1_000_000)
-    top_p: float = _setting(0.95, "Default top-p.", 0.0, 1.0)
-    min_p: float = _setting(0.05, "Default min-p.", 0.0, 1.0)
-    repeat_penalty: float = _setting(1.0, "Default repeat penalty (1: off).", 0.5, 3.0)
-    max_tokens: int = _setting(1024, "Default maximum answer length in tokens.", 1, 1_000_000)
+    temperature: float = _from_spec(SPECS["temperature"], "Default sampling temperature (0: greedy).")
+    top_k: int = _from_spec(SPECS["top_k"], "Default top-k.")
+    top_p: float = _from_spec(SPECS["top_p"], "Default top-p.")
+    min_p: float = _from_spec(SPECS["min_p"], "Default min-p.")
+    repeat_penalty: float = _from_spec(SPECS["repeat_penalty"], "Default repeat penalty (1: off).")
+    max_tokens: int = _from_spec(SPECS["max_tokens"], "Default maximum answer length in tokens.")
     system_prompt: str = _setting("", "Default system prompt for new chats.")
     theme: str = _setting("system", "light, dark or system.")
     hf_endpoint: str = _setting("https://huggingface.co", "Hugging Face Hub endpoint (mirrors).")
+    api_server: bool = _setting(False, "Serve the loaded model on Ember's local OpenAI-compatible API.")
+    api_host: str = _setting("127.0.0.1", "Interface the API server binds to (another than loopback needs an API key).")
+    api_port: int = _setting(8642, "Port of the local API server.", 1, 65_535)
+    api_queue_limit: int = _setting(8, "Requests that may wait for the model before new ones get 429.", 1, 1000)
+    api_allowed_origins: str = _setting("", "Browser origins allowed to call the API (CORS), comma-separated.")
 
     def __post_init__(self) -> None:
         for f in fields(self):

@@ -1,0 +1,162 @@
+"""What the CLI's commands share: parameter flags derived from the parameter table, model
+references from flags, and blocking helpers over the engine service (the CLI is one of its clients)."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from types import FrameType
+from typing import Any, TextIO
+
+from engine.errors import EmberError
+from engine.inference.backend import ModelDescription, ModelRef
+from engine.inference.events import Retrying
+from engine.inference.metrics import GenerationMetrics
+from engine.inference.params import LOAD_SPECS, SAMPLING_SPECS, LoadConfig, ParamSpec, SamplingParams
+from engine.inference.service import EngineService, GenerationRequest, GenerationSink, ServiceListener
+from engine.storage.paths import AppPaths
+from engine.storage.settings import SettingsFile
+
+# CLI defaults that differ from the table's (a terminal answer is shorter than a chat's).
+CLI_DEFAULTS = {"max_tokens": 256}
+LOAD_FLAGS = {"n_ctx": "--ctx", "gpu_layers": "--gpu-layers", "threads": "--threads"}
+
+
+def _add_spec(parser: argparse.ArgumentParser, spec: ParamSpec, flag: str | None = None) -> None:
+    default = CLI_DEFAULTS.get(spec.name, spec.default)
+    rng = f"{spec.low:g}–{spec.high:g}"
+    parser.add_argument(
+        flag or spec.flag,
+        dest=spec.name,
+        type=spec.kind,
+        default=default,
+        help=f"{spec.description} ({rng}; default {default if default is not None else 'none'})",
+    )
+
+
+def add_sampling_flags(parser: argparse.ArgumentParser) -> None:
+    for spec in SAMPLING_SPECS:
+        _add_spec(parser, spec)
+    parser.add_argument("--stop", action="append", default=[], help="stop string (repeatable)")
+
+
+def add_load_flags(parser: argparse.ArgumentParser) -> None:
+    for spec in LOAD_SPECS:
+        if spec.name in LOAD_FLAGS:
+            _add_spec(parser, spec, LOAD_FLAGS[spec.name])
+    parser.add_argument("--flash-attn", action="store_true", help="use flash attention")
+
+
+def sampling_from_args(args: argparse.Namespace) -> SamplingParams:
+    values: dict[str, Any] = {s.name: getattr(args, s.name) for s in SAMPLING_SPECS}
+    return SamplingParams(**values, stop=tuple(args.stop))
+
+
+def resolve_model(spec: str, paths: AppPaths) -> Path:
+    """'starter', a name from `models list`, or a path to a .gguf file."""
+    from engine.models.library import ModelLibrary
+
+    settings = SettingsFile(paths.settings_file).load()
+    return ModelLibrary(settings.models_folder(paths.default_models_dir)).resolve(spec)
+
+
+def model_ref_from_args(args: argparse.Namespace, paths: AppPaths) -> tuple[ModelRef, str]:
+    """(reference, alias): a connection's model with --remote, else a local model."""
+    if getattr(args, "remote", None):
+        from engine.storage.connections import ConnectionStore
+
+        ref = ConnectionStore(paths.connections_file).model_ref(args.remote, args.model)
+        return ref, ref.model_id
+    config = LoadConfig(
+        path=resolve_model(args.model, paths),
+        n_ctx=args.n_ctx,
+        threads=args.threads,
+        gpu_layers=args.gpu_layers,
+        flash_attn=args.flash_attn,
+    )
+    return config, args.model
+
+
+class _LoadWaiter(ServiceListener):
+    def __init__(self) -> None:
+        self.done = threading.Event()
+        self.model: ModelDescription | None = None
+        self.error: str | None = None
+
+    def loaded(self, model: ModelDescription) -> None:
+        self.model = model
+        self.done.set()
+
+    def load_failed(self, message: str) -> None:
+        self.error = message
+        self.done.set()
+
+
+def load_blocking(service: EngineService, ref: ModelRef, alias: str | None = None) -> ModelDescription:
+    waiter = _LoadWaiter()
+    service.add_listener(waiter)
+    try:
+        service.load(ref, alias)
+        while not waiter.done.wait(0.1):  # short waits: Ctrl+C stays responsive
+            pass
+    except KeyboardInterrupt:
+        service.cancel_load()
+        waiter.done.wait()
+        raise
+    finally:
+        service.remove_listener(waiter)
+    if waiter.model is None:
+        raise EmberError(waiter.error or "The model could not be loaded.")
+    return waiter.model
+
+
+class PrintSink(GenerationSink):
+    """Streams the answer to a terminal; keeps the outcome for the exit status."""
+
+    def __init__(self, out: TextIO) -> None:
+        self.out = out
+        self.done = threading.Event()
+        self.error: str | None = None
+        self.reason = ""
+        self.metrics: GenerationMetrics | None = None
+
+    def tokens(self, text: str, output_tokens: int) -> None:
+        self.out.write(text)
+        self.out.flush()
+
+    def trimmed(self, dropped_messages: int) -> None:
+        print(f"[{dropped_messages} oldest messages left out to fit the context]", file=sys.stderr)
+
+    def retrying(self, event: Retrying) -> None:
+        print(f"[{event.reason} Retrying in {event.delay_s:g} s ({event.attempt}/{event.attempts})]", file=sys.stderr)
+
+    def failed(self, message: str, kind: str = "") -> None:
+        self.error = message
+
+    def finished(self, reason: str, text: str, metrics: GenerationMetrics | None, itl_ms: list[float]) -> None:
+        self.reason, self.metrics = reason, metrics
+        self.done.set()
+
+
+@contextmanager
+def stop_on_sigint(service: EngineService, request_id: int) -> Iterator[None]:
+    def on_sigint(_sig: int, _frame: FrameType | None) -> None:
+        service.cancel(request_id)
+
+    previous = signal.signal(signal.SIGINT, on_sigint)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def generate_blocking(service: EngineService, request: GenerationRequest, sink: PrintSink) -> None:
+    rid = service.submit(request)
+    with stop_on_sigint(service, rid):
+        while not sink.done.wait(0.1):
+            pass

@@ -1,0 +1,72 @@
+"""`ember-chat run`: one answer in the terminal, from a local model or a connection's (`--remote`)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from engine.cli.common import (
+    PrintSink,
+    add_load_flags,
+    add_sampling_flags,
+    generate_blocking,
+    load_blocking,
+    model_ref_from_args,
+    sampling_from_args,
+)
+from engine.errors import EmberError
+from engine.inference.prompting import ChatMessage
+from engine.inference.service import EngineService, GenerationRequest
+from engine.storage.paths import AppPaths
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    run = sub.add_parser("run", help="generate an answer in the terminal")
+    run.add_argument("--model", help="path to a .gguf file, 'starter', or a remote model id with --remote")
+    run.add_argument("--remote", metavar="NAME", help="use a model of this connection (see `ember-chat remote`)")
+    run.add_argument("--prompt", required=True)
+    run.add_argument("--system", default="", help="system prompt (chat mode)")
+    run.add_argument("--mode", choices=("chat", "complete"), default="chat")
+    add_sampling_flags(run)
+    add_load_flags(run)
+    run.add_argument("--template", default=None, help="chat template: a llama.cpp built-in name")
+    run.add_argument("--json", action="store_true", help="print a JSON line of metrics at the end")
+    run.add_argument("-v", "--verbose", action="store_true", help="show llama.cpp's log")
+
+
+def run(args: argparse.Namespace) -> int:
+    if not args.model and not args.remote:
+        raise EmberError("the following arguments are required: --model (or --remote NAME)")
+    params = sampling_from_args(args)
+    ref, alias = model_ref_from_args(args, AppPaths.default())
+    service = EngineService()
+    try:
+        load_blocking(service, ref, alias)
+        sink = PrintSink(sys.stdout)
+        if args.mode == "chat":
+            messages = [ChatMessage("system", args.system)] if args.system else []
+            messages.append(ChatMessage("user", args.prompt))
+            request = GenerationRequest(
+                params, sink, messages=messages, template=args.template, client="cli", batch_s=0
+            )
+        else:
+            request = GenerationRequest(params, sink, prompt=args.prompt, client="cli", batch_s=0)
+        request.snapshot_s = float("inf")
+        generate_blocking(service, request, sink)
+    finally:
+        service.close()
+    if sink.reason == "error":
+        raise EmberError(sink.error or "The answer failed.")
+    out = sys.stdout
+    out.write("\n")
+    if sink.metrics is not None:
+        if args.json:
+            out.write(json.dumps(sink.metrics.to_dict()) + "\n")
+        else:
+            print(sink.metrics.summary_line(), file=sys.stderr)
+    out.flush()
+    if sink.error:  # interrupted: what arrived was printed; say what happened
+        print(f"ember-chat: {sink.error}", file=sys.stderr)
+        return 2
+    return 0

@@ -1,0 +1,62 @@
+"""`ember-chat serve`: Ember's OpenAI-compatible API server without the window."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+import threading
+from types import FrameType
+
+from engine.cli.common import add_load_flags, load_blocking, model_ref_from_args
+from engine.errors import EmberError
+from engine.inference.service import EngineService
+from engine.serve.server import DEFAULT_PORT, ApiServer, ServerConfig
+from engine.storage.paths import AppPaths
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    serve = sub.add_parser("serve", help="serve a model on an OpenAI-compatible API (no window)")
+    serve.add_argument("--model", help="path to a .gguf file, 'starter', or a remote model id with --remote")
+    serve.add_argument("--remote", metavar="NAME", help="serve a model of this connection")
+    serve.add_argument("--host", default="127.0.0.1", help="interface (another than loopback needs an API key)")
+    serve.add_argument("--port", type=int, default=DEFAULT_PORT)
+    serve.add_argument("--api-key-env", metavar="VAR", help="require the API key in this environment variable")
+    serve.add_argument("--allow-origin", action="append", default=[], help="browser origin allowed (CORS)")
+    serve.add_argument("--queue", type=int, default=8, help="requests that may wait before 429")
+    add_load_flags(serve)
+    serve.add_argument("-v", "--verbose", action="store_true", help="show llama.cpp's log")
+
+
+def run(args: argparse.Namespace) -> int:
+    if not args.model and not args.remote:
+        raise EmberError("the following arguments are required: --model (or --remote NAME)")
+    api_key = None
+    if args.api_key_env:
+        api_key = os.environ.get(args.api_key_env)
+        if not api_key:
+            raise EmberError(f"The environment variable {args.api_key_env} is not set.")
+    config = ServerConfig(args.host, args.port, api_key, tuple(args.allow_origin))
+    config.check()
+    ref, alias = model_ref_from_args(args, AppPaths.default())
+    service = EngineService(queue_limit=args.queue)
+    server = ApiServer(service, config)
+    stop = threading.Event()
+
+    def on_signal(_sig: int, _frame: FrameType | None) -> None:
+        stop.set()
+
+    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        model = load_blocking(service, ref, alias)
+        server.start()
+        print(f"Serving {alias} ({model.badge()}) on {server.url} — Ctrl+C to stop", file=sys.stderr, flush=True)
+        while not stop.wait(0.5):
+            pass
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+        server.stop()
+        service.close()
+    return 0

@@ -1,0 +1,462 @@
+"""The engine service: owns the backend on its own thread and serves every client (the window, the
+API server, the CLI) through one bounded, fair queue of generation requests.
+
+- One model, one generation at a time. Requests carry ids; `cancel(id)` cancels that request only
+  (a queued one is dropped, a running one is stopped within one token), never another.
+- Fairness: each client kind ("window", "api", …) has its own line, served round-robin, so a burst
+  of API calls cannot starve the window's chat and vice versa. The queue is bounded: `submit` raises
+  `QueueFull` past the limit.
+- Loads and unloads go ahead of waiting generations; the load itself can be cancelled.
+- Results reach the client through its `GenerationSink`, called on the engine thread: token text in
+  batches (`batch_s`, 0 for every token) and live metrics snapshots from the same `MetricsRecorder`
+  computation as the final record. Errors are data: `failed(message)` then `finished(...)`.
+
+No Qt here: the Qt bridge turns these callbacks into signals.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from engine.errors import EmberError
+from engine.inference.backend import InferenceBackend, ModelDescription, ModelRef
+from engine.inference.events import ContextTrimmed, Finished, PromptReady, Retrying, Token
+from engine.inference.metrics import GenerationMetrics, MetricsRecorder, RunContext, live_snapshot
+from engine.inference.params import SamplingParams
+from engine.inference.prompting import ChatMessage
+
+log = logging.getLogger(__name__)
+
+TOKEN_BATCH_S = 1 / 30
+METRICS_SNAPSHOT_S = 1 / 10
+RECENT_REQUESTS = 50
+
+
+class QueueFull(EmberError):
+    """Too many requests are waiting for the model."""
+
+
+class GenerationSink:
+    """Where one request's results go. Called on the engine thread; override what you need."""
+
+    def started(self, snapshot: dict[str, Any]) -> None:
+        """The prompt is ready and its evaluation starts."""
+
+    def tokens(self, text: str, output_tokens: int) -> None:
+        """A batch of answer text (possibly empty while a stop string is held back)."""
+
+    def metrics(self, snapshot: dict[str, Any]) -> None:
+        """A live metrics snapshot (same keys as GenerationMetrics, plus elapsed_s)."""
+
+    def trimmed(self, dropped_messages: int) -> None:
+        """The oldest messages were left out so the prompt fits the context."""
+
+    def retrying(self, event: Retrying) -> None:
+        """A remote server refused before the first token; the request is tried again."""
+
+    def failed(self, message: str, kind: str = "") -> None:
+        """A clear message for the user (`kind`: the error's class name); `finished` follows."""
+
+    def finished(self, reason: str, text: str, metrics: GenerationMetrics | None, itl_ms: list[float]) -> None:
+        """Always last. reason "error" when the request failed before any answer."""
+
+
+@dataclass
+class GenerationRequest:
+    params: SamplingParams
+    sink: GenerationSink
+    messages: list[ChatMessage] | None = None  # chat mode
+    prompt: str | None = None  # completion mode
+    template: str | None = None
+    client: str = "window"
+    label: str = ""
+    batch_s: float = TOKEN_BATCH_S
+    snapshot_s: float = METRICS_SNAPSHOT_S
+    id: int = 0
+    cancelled: threading.Event = field(default_factory=threading.Event)
+
+
+@dataclass(frozen=True)
+class RequestRecord:
+    """One request as the window's log shows it."""
+
+    id: int
+    client: str
+    label: str
+    state: str  # queued, running, done
+    reason: str | None = None
+    metrics: GenerationMetrics | None = None
+    error: str | None = None
+    t_submitted: float = 0.0  # time.time()
+
+
+@dataclass(frozen=True)
+class QueueState:
+    running: RequestRecord | None
+    queued: tuple[RequestRecord, ...]
+
+    def count(self, client: str) -> tuple[int, int]:
+        """(running, queued) of one client kind."""
+        running = int(self.running is not None and self.running.client == client)
+        return running, sum(1 for r in self.queued if r.client == client)
+
+
+class ServiceListener:
+    """Model and queue events, called on the engine thread (or the caller's, for queue changes)."""
+
+    def load_progress(self, fraction: float) -> None: ...
+
+    def loaded(self, model: ModelDescription) -> None: ...
+
+    def load_failed(self, message: str) -> None: ...
+
+    def unloaded(self) -> None: ...
+
+    def queue_changed(self, state: QueueState) -> None: ...
+
+    def request_done(self, record: RequestRecord) -> None: ...
+
+
+def default_backend_factory(ref: ModelRef) -> InferenceBackend:
+    """A local runtime for a GGUF file, a remote backend for a connection's model."""
+    from engine.inference.backend import RemoteModelRef
+
+    if isinstance(ref, RemoteModelRef):
+        from engine.inference.remote import RemoteBackend
+
+        return RemoteBackend()
+    from engine.inference.runtime import LocalRuntime  # imports llama.cpp: only on the engine thread
+
+    return LocalRuntime()
+
+
+def _backend_kind(ref: ModelRef) -> str:
+    return type(ref).__name__
+
+
+class EngineService:
+    def __init__(
+        self,
+        backend_factory: Callable[[ModelRef], InferenceBackend] = default_backend_factory,
+        queue_limit: int = 8,
+    ) -> None:
+        self._factory = backend_factory
+        self.queue_limit = queue_limit
+        self._lock = threading.Condition()
+        self._control: deque[Callable[[], None]] = deque()
+        self._lines: dict[str, deque[GenerationRequest]] = {}
+        self._turn: deque[str] = deque()  # client kinds in round-robin order
+        self._running: GenerationRequest | None = None
+        self._closing = False
+        self._ids = itertools.count(1)
+        self._backend: InferenceBackend | None = None
+        self._backend_kind: str | None = None
+        self._model: ModelDescription | None = None
+        self.model_alias: str | None = None
+        self._listeners: list[ServiceListener] = []
+        self._records: dict[int, RequestRecord] = {}
+        self.recent: deque[RequestRecord] = deque(maxlen=RECENT_REQUESTS)
+        self.load_cancel = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="ember-engine", daemon=True)
+        self._thread.start()
+
+    # ----- listeners and state
+    def add_listener(self, listener: ServiceListener) -> None:
+        self._listeners.append(listener)
+
+    def remove_listener(self, listener: ServiceListener) -> None:
+        with contextlib.suppress(ValueError):
+            self._listeners.remove(listener)
+
+    def _notify(self, method: str, *args: object) -> None:
+        for listener in list(self._listeners):
+            try:
+                getattr(listener, method)(*args)
+            except Exception:  # a broken listener must not kill the engine thread
+                log.exception("engine listener %s failed", method)
+
+    @property
+    def model(self) -> ModelDescription | None:
+        return self._model
+
+    @property
+    def running(self) -> bool:
+        """The engine thread is alive (False once `close()` has returned)."""
+        return self._thread.is_alive()
+
+    def queue_state(self) -> QueueState:
+        with self._lock:
+            return self._queue_state_locked()
+
+    def _queue_state_locked(self) -> QueueState:
+        running = self._records.get(self._running.id) if self._running else None
+        queued = tuple(self._records[r.id] for line in self._lines.values() for r in line)
+        return QueueState(running, queued)
+
+    def _queued_count(self) -> int:
+        return sum(len(line) for line in self._lines.values())
+
+    # ----- model
+    def load(self, ref: ModelRef, alias: str | None = None) -> None:
+        """Load a model (after the running generation, ahead of waiting ones). `alias`: the name
+        clients know it by (the library name, e.g. "starter"); the API server serves it as the id."""
+        self.load_cancel.clear()
+        self._submit_control(lambda: self._do_load(ref, alias))
+
+    def cancel_load(self) -> None:
+        self.load_cancel.set()
+
+    def unload(self) -> None:
+        self._submit_control(self._do_unload)
+
+    def _submit_control(self, action: Callable[[], None]) -> None:
+        with self._lock:
+            if self._closing:
+                return
+            self._control.append(action)
+            self._lock.notify_all()
+
+    def _do_load(self, ref: ModelRef, alias: str | None) -> None:
+        kind = _backend_kind(ref)
+        try:
+            if self._backend is not None and self._backend_kind != kind:
+                self._close_backend()
+            if self._backend is None:
+                self._backend = self._factory(ref)
+                self._backend_kind = kind
+            self._model = None
+            model = self._backend.load(ref, progress=self._on_progress, cancel=self.load_cancel)
+        except EmberError as exc:
+            self._model = None
+            self._notify("load_failed", str(exc))
+            return
+        except Exception as exc:  # never let a load kill the engine thread
+            log.exception("unexpected error while loading")
+            self._model = None
+            self._notify("load_failed", f"Unexpected error while loading: {exc!r}")
+            return
+        self._model = model
+        self.model_alias = alias or model.name
+        self._notify("loaded", model)
+
+    def _on_progress(self, fraction: float) -> None:
+        self._notify("load_progress", fraction)
+
+    def _do_unload(self) -> None:
+        if self._backend is not None:
+            self._backend.close()
+        self._model = None
+        self._notify("unloaded")
+
+    def _close_backend(self) -> None:
+        backend, self._backend, self._backend_kind = self._backend, None, None
+        self._model = None
+        if backend is not None:
+            backend.close()
+
+    # ----- requests
+    def submit(self, request: GenerationRequest) -> int:
+        """Queue a generation; returns its id. Raises QueueFull when the queue is at its limit."""
+        with self._lock:
+            if self._closing:
+                raise QueueFull("Ember is shutting down.")
+            if self._queued_count() >= self.queue_limit:
+                raise QueueFull(
+                    f"{self._queued_count()} requests are already waiting for the model; try again shortly."
+                )
+            request.id = next(self._ids)
+            line = self._lines.setdefault(request.client, deque())
+            if request.client not in self._turn:
+                self._turn.append(request.client)
+            line.append(request)
+            self._records[request.id] = RequestRecord(
+                request.id, request.client, request.label, "queued", t_submitted=time.time()
+            )
+            state = self._queue_state_locked()
+            self._lock.notify_all()
+        self._notify("queue_changed", state)
+        return request.id
+
+    def cancel(self, request_id: int) -> None:
+        """Cancel one request: drop it if it waits, stop it within one token if it runs."""
+        dropped: GenerationRequest | None = None
+        with self._lock:
+            running = self._running
+            if running is not None and running.id == request_id:
+                running.cancelled.set()
+                if self._backend is not None:
+                    self._backend.request_stop()
+                return
+            for line in self._lines.values():
+                for req in line:
+                    if req.id == request_id:
+                        dropped = req
+                        line.remove(req)
+                        break
+                if dropped:
+                    break
+            if dropped is None:
+                return
+            dropped.cancelled.set()
+            state = self._queue_state_locked()
+        dropped.sink.finished("cancelled", "", None, [])
+        self._done(dropped, "cancelled", None, None)
+        self._notify("queue_changed", state)
+
+    def cancel_all(self) -> None:
+        with self._lock:
+            ids = [r.id for line in self._lines.values() for r in line]
+            if self._running is not None:
+                ids.append(self._running.id)
+        for rid in ids:
+            self.cancel(rid)
+
+    def _next_request_locked(self) -> GenerationRequest | None:
+        for _ in range(len(self._turn)):
+            client = self._turn[0]
+            self._turn.rotate(-1)
+            line = self._lines.get(client)
+            if line:
+                return line.popleft()
+        return None
+
+    # ----- the engine thread
+    def _run(self) -> None:
+        while True:
+            with self._lock:
+                while not (self._closing or self._control or self._queued_count()):
+                    self._lock.wait()
+                if self._control:
+                    action: Callable[[], None] | None = self._control.popleft()
+                    req = None
+                elif self._closing:
+                    break
+                else:
+                    action = None
+                    req = self._next_request_locked()
+                    self._running = req
+                    if req is not None:
+                        self._records[req.id] = RequestRecord(
+                            req.id, req.client, req.label, "running", t_submitted=self._records[req.id].t_submitted
+                        )
+                    state = self._queue_state_locked()
+            if action is not None:
+                action()
+                continue
+            if req is None:
+                continue
+            self._notify("queue_changed", state)
+            try:
+                self._generate(req)
+            finally:
+                with self._lock:
+                    self._running = None
+                    state = self._queue_state_locked()
+                self._notify("queue_changed", state)
+        self._close_backend()
+
+    def _generate(self, req: GenerationRequest) -> None:
+        sink = req.sink
+        pending: list[str] = []
+        live: MetricsRecorder | None = None
+        last_batch = last_snapshot = time.perf_counter()
+        backend = self._backend
+        try:
+            if backend is None or not backend.loaded:
+                from engine.errors import NoModelLoaded
+
+                raise NoModelLoaded("No model is loaded. Pick a model first.")
+            if req.cancelled.is_set():
+                sink.finished("cancelled", "", None, [])
+                self._done(req, "cancelled", None, None)
+                return
+            if req.messages is not None:
+                events = backend.chat(req.messages, req.params, req.template)
+            else:
+                events = backend.complete(req.prompt or "", req.params)
+            for ev in events:
+                if req.cancelled.is_set():
+                    backend.request_stop()  # idempotent: also covers a cancel that raced the start
+                if isinstance(ev, Token):
+                    if ev.text:
+                        pending.append(ev.text)
+                    if live is None:
+                        live = self._live_recorder(ev.t_ns, ev.t_ns)
+                    live.token(ev.t_ns, ev.count)
+                    now = time.perf_counter()
+                    if now - last_batch >= req.batch_s:
+                        if pending:
+                            sink.tokens("".join(pending), len(live.token_times_ns))
+                            pending.clear()
+                        last_batch = now
+                    if now - last_snapshot >= req.snapshot_s:
+                        sink.metrics(live_snapshot(live))
+                        last_snapshot = now
+                elif isinstance(ev, PromptReady):
+                    live = self._live_recorder(ev.t_start_ns, ev.t_ns, ev.n_ctx)
+                    live.prefill_started(ev.prompt_tokens, ev.prompt_tokens_reused, ev.t_ns)
+                    sink.started(live_snapshot(live))
+                elif isinstance(ev, ContextTrimmed):
+                    sink.trimmed(ev.dropped_messages)
+                elif isinstance(ev, Retrying):
+                    sink.retrying(ev)
+                elif isinstance(ev, Finished):
+                    if pending:
+                        sink.tokens("".join(pending), ev.metrics.output_tokens)
+                    if ev.error:
+                        sink.failed(ev.error, "interrupted")
+                    itl = live.itl_ms() if live is not None else []
+                    sink.finished(ev.reason, ev.text, ev.metrics, itl)
+                    self._done(req, ev.reason, ev.metrics, ev.error)
+                    return
+            raise RuntimeError("the backend's event stream ended without Finished")
+        except EmberError as exc:
+            message, kind = str(exc), type(exc).__name__
+        except Exception as exc:  # a bug must not kill the engine thread; show it and carry on
+            log.exception("unexpected error while generating")
+            message, kind = f"Unexpected error while generating: {exc!r}", "internal"
+        sink.failed(message, kind)
+        sink.finished("error", "".join(pending), None, [])
+        self._done(req, "error", None, message)
+
+    def _live_recorder(self, t_start_ns: int, t_prefill_ns: int, n_ctx: int = 0) -> MetricsRecorder:
+        model = self._model
+        context = RunContext(
+            model=model.name if model else "",
+            quantization=model.quantization if model else None,
+            backend=model.backend if model else "",
+            threads=model.threads if model else None,
+            gpu_layers=model.gpu_layers if model else None,
+            n_ctx=n_ctx or (model.n_ctx or 0 if model else 0),
+            connection=model.source if model and model.is_remote else None,
+        )
+        return MetricsRecorder(context, t_start_ns=t_start_ns, t_prefill_start_ns=t_prefill_ns)
+
+    def _done(self, req: GenerationRequest, reason: str, metrics: GenerationMetrics | None, error: str | None) -> None:
+        with self._lock:
+            old = self._records.pop(req.id, None)
+        record = RequestRecord(
+            req.id, req.client, req.label, "done", reason, metrics, error, old.t_submitted if old else time.time()
+        )
+        self.recent.append(record)
+        self._notify("request_done", record)
+
+    # ----- shutdown
+    def close(self) -> None:
+        """Cancel everything, stop the thread, wait for it, close the model (in that order)."""
+        self.load_cancel.set()
+        self.cancel_all()
+        with self._lock:
+            self._closing = True
+            self._control.clear()
+            self._lock.notify_all()
+        if self._thread.is_alive() and threading.current_thread() is not self._thread:
+            self._thread.join()

@@ -1,0 +1,225 @@
+"""The OpenAI wire format of Ember's API server: request validation (clear 400s naming the
+parameter) and the exact response, chunk and error shapes.
+
+Extension: the chunk that carries `finish_reason` (and a non-streaming response) has a top-level
+`ember` object with Ember's full metrics for the generation (the keys of `GenerationMetrics`: ttft_s,
+prefill_tokens_per_s, decode_tokens_per_s, itl_p50_ms, …). Clients that do not know it ignore it.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from engine.errors import InvalidParameter
+from engine.inference.metrics import GenerationMetrics
+from engine.inference.params import SamplingParams
+from engine.inference.prompting import ChatMessage
+
+
+class ApiError(Exception):
+    """An error the server answers with, in OpenAI's error shape."""
+
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        type_: str = "invalid_request_error",
+        param: str | None = None,
+        code: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.type = type_
+        self.param = param
+        self.code = code
+
+    def body(self) -> dict[str, Any]:
+        return {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code}}
+
+
+@dataclass(frozen=True)
+class ApiRequest:
+    kind: str  # chat or completion
+    model: str | None
+    params: SamplingParams
+    stream: bool
+    include_usage: bool
+    messages: list[ChatMessage] | None = None
+    prompt: str | None = None
+
+
+_SAMPLING_FIELDS = {
+    "temperature": "temperature",
+    "top_p": "top_p",
+    "top_k": "top_k",
+    "min_p": "min_p",
+    "repeat_penalty": "repeat_penalty",
+    "repetition_penalty": "repeat_penalty",
+    "seed": "seed",
+}
+# Accepted and ignored only at their neutral value; anything else is refused rather than ignored.
+_NEUTRAL = {"n": 1, "frequency_penalty": 0, "presence_penalty": 0, "logprobs": False, "echo": False, "best_of": 1}
+_REFUSED = ("tools", "tool_choice", "functions", "function_call", "logit_bias", "top_logprobs", "suffix")
+_IGNORED = ("user", "stream_options", "parallel_tool_calls", "store", "metadata", "service_tier")
+
+
+def _content_text(content: Any, index: int) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = []
+        for part in content:
+            if isinstance(part, dict) and part.get("type") == "text" and isinstance(part.get("text"), str):
+                parts.append(part["text"])
+            else:
+                raise ApiError(400, f"messages[{index}].content: only text parts are supported.", param="messages")
+        return "".join(parts)
+    if content is None:
+        return ""
+    raise ApiError(400, f"messages[{index}].content must be a string or a list of text parts.", param="messages")
+
+
+def _messages(raw: Any) -> list[ChatMessage]:
+    if not isinstance(raw, list) or not raw:
+        raise ApiError(400, "messages must be a non-empty array.", param="messages")
+    out = []
+    for i, m in enumerate(raw):
+        if not isinstance(m, dict):
+            raise ApiError(400, f"messages[{i}] must be an object.", param="messages")
+        role = m.get("role")
+        role = "system" if role == "developer" else role
+        if role not in ("system", "user", "assistant"):
+            raise ApiError(
+                400, f"messages[{i}].role must be system, user or assistant, got {role!r}.", param="messages"
+            )
+        out.append(ChatMessage(role, _content_text(m.get("content"), i)))
+    if out[-1].role == "system" or not any(m.role == "user" for m in out):
+        raise ApiError(
+            400, "the messages must end with the user's (or a partial answer to continue).", param="messages"
+        )
+    return out
+
+
+def parse_request(kind: str, body: Any) -> ApiRequest:
+    """Validate a /v1/chat/completions (kind "chat") or /v1/completions ("completion") body."""
+    if not isinstance(body, dict):
+        raise ApiError(400, "The request body must be a JSON object.")
+    for name in _REFUSED:
+        if body.get(name) not in (None, [], {}):
+            raise ApiError(400, f"{name} is not supported by Ember's server.", param=name)
+    for name, neutral in _NEUTRAL.items():
+        if name in body and body[name] not in (None, neutral):
+            raise ApiError(400, f"{name}={body[name]!r} is not supported (only {neutral!r}).", param=name)
+    fmt = body.get("response_format")
+    if fmt not in (None, {"type": "text"}):
+        raise ApiError(400, "response_format: only {'type': 'text'} is supported.", param="response_format")
+    values: dict[str, Any] = {}
+    for name, target in _SAMPLING_FIELDS.items():
+        if body.get(name) is not None:
+            values[target] = body[name]
+    max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
+    if max_tokens is not None:
+        values["max_tokens"] = max_tokens
+    stop = body.get("stop")
+    if stop is not None:
+        if isinstance(stop, str):
+            stop = [stop]
+        if not isinstance(stop, list) or len(stop) > 16:
+            raise ApiError(400, "stop must be a string or an array of up to 16 strings.", param="stop")
+        values["stop"] = tuple(stop)
+    try:
+        params = SamplingParams(**values)
+    except InvalidParameter as exc:
+        name = next((k for k in [*list(_SAMPLING_FIELDS), "max_tokens", "stop"] if k in str(exc).lower()), None)
+        raise ApiError(400, str(exc), param=name) from exc
+    except TypeError as exc:
+        raise ApiError(400, f"invalid parameter: {exc}") from exc
+    stream = body.get("stream", False)
+    if not isinstance(stream, bool):
+        raise ApiError(400, "stream must be true or false.", param="stream")
+    options = body.get("stream_options") or {}
+    if not isinstance(options, dict):
+        raise ApiError(400, "stream_options must be an object.", param="stream_options")
+    model = body.get("model")
+    if model is not None and not isinstance(model, str):
+        raise ApiError(400, "model must be a string.", param="model")
+    common = {"model": model, "params": params, "stream": stream, "include_usage": bool(options.get("include_usage"))}
+    if kind == "chat":
+        return ApiRequest("chat", messages=_messages(body.get("messages")), **common)
+    prompt = body.get("prompt")
+    if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
+        prompt = prompt[0]
+    if not isinstance(prompt, str):
+        raise ApiError(400, "prompt must be a string.", param="prompt")
+    return ApiRequest("completion", prompt=prompt, **common)
+
+
+FINISH_REASONS = {"stop": "stop", "stop_string": "stop", "length": "length", "context_full": "length"}
+
+
+def finish_reason(reason: str) -> str:
+    return FINISH_REASONS.get(reason, "stop")
+
+
+def usage(m: GenerationMetrics | None) -> dict[str, Any]:
+    prompt = m.prompt_tokens if m else 0
+    out = m.output_tokens if m else 0
+    return {
+        "prompt_tokens": prompt,
+        "completion_tokens": out,
+        "total_tokens": prompt + out,
+        "prompt_tokens_details": {"cached_tokens": m.prompt_tokens_reused if m else 0},
+    }
+
+
+class ResponseBuilder:
+    """Ids, timestamps and shapes of one response (chat.completion[.chunk] or text_completion)."""
+
+    def __init__(self, kind: str, model: str) -> None:
+        self.kind = kind
+        self.model = model
+        self.id = ("chatcmpl-" if kind == "chat" else "cmpl-") + uuid.uuid4().hex[:24]
+        self.created = int(time.time())
+
+    def _base(self, obj: str) -> dict[str, Any]:
+        return {"id": self.id, "object": obj, "created": self.created, "model": self.model}
+
+    def chunk(self, text: str | None, finish: str | None = None, first: bool = False) -> dict[str, Any]:
+        if self.kind == "chat":
+            delta: dict[str, Any] = {}
+            if first:
+                delta["role"] = "assistant"
+            if text is not None:
+                delta["content"] = text
+            choice: dict[str, Any] = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
+            return {**self._base("chat.completion.chunk"), "system_fingerprint": None, "choices": [choice]}
+        choice = {"index": 0, "text": text or "", "logprobs": None, "finish_reason": finish}
+        return {**self._base("text_completion"), "choices": [choice]}
+
+    def final_chunk(self, reason: str, metrics: GenerationMetrics | None) -> dict[str, Any]:
+        out = self.chunk(None if self.kind == "chat" else "", finish_reason(reason))
+        out["ember"] = metrics.to_dict() if metrics else None
+        return out
+
+    def usage_chunk(self, metrics: GenerationMetrics | None) -> dict[str, Any]:
+        obj = "chat.completion.chunk" if self.kind == "chat" else "text_completion"
+        return {**self._base(obj), "choices": [], "usage": usage(metrics)}
+
+    def response(self, text: str, reason: str, metrics: GenerationMetrics | None) -> dict[str, Any]:
+        if self.kind == "chat":
+            message = {"role": "assistant", "content": text, "refusal": None}
+            choice: dict[str, Any] = {
+                "index": 0,
+                "message": message,
+                "logprobs": None,
+                "finish_reason": finish_reason(reason),
+            }
+            base = {**self._base("chat.completion"), "system_fingerprint": None}
+        else:
+            choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": finish_reason(reason)}
+            base = self._base("text_completion")
+        return {**base, "choices": [choice], "usage": usage(metrics), "ember": metrics.to_dict() if metrics else None}

@@ -1,0 +1,451 @@
+"""Ember's OpenAI-compatible API server over whichever model the engine service has loaded.
+
+Standard library HTTP (one thread per connection; generation itself is serialised by the engine
+service's queue, shared fairly with the window). Guards: bound to 127.0.0.1 by default (another
+interface needs an API key); the `Host` header must name this server (DNS rebinding); no CORS
+headers, and requests from a browser origin refused, unless the origin is listed; a body size
+limit; JSON validated with clear 400s; no stack traces in responses. A client that disconnects
+cancels its generation within one token.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hmac
+import json
+import logging
+import queue
+import select
+import socket
+import sys
+import threading
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from engine.errors import EmberError
+from engine.inference.metrics import GenerationMetrics
+from engine.inference.service import EngineService, GenerationRequest, GenerationSink, QueueFull
+from engine.serve.openai_api import ApiError, ApiRequest, ResponseBuilder, parse_request
+
+log = logging.getLogger(__name__)
+
+DEFAULT_PORT = 8642
+MAX_BODY_BYTES = 4 * 1024 * 1024
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+_POLL_S = 0.05  # how often a waiting handler checks whether its client is still there
+
+
+class ServeError(EmberError):
+    """The API server could not start (port in use, unsafe binding)."""
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    host: str = "127.0.0.1"
+    port: int = DEFAULT_PORT
+    api_key: str | None = field(default=None, repr=False)
+    allowed_origins: tuple[str, ...] = ()
+    max_body_bytes: int = MAX_BODY_BYTES
+
+    def check(self) -> None:
+        if self.host not in LOOPBACK and not self.api_key:
+            raise ServeError(
+                f"Serving on {self.host} makes the model reachable from other machines: set an API key first "
+                "(or keep the server on 127.0.0.1)."
+            )
+
+
+class _QueueSink(GenerationSink):
+    """Engine-thread callbacks → a queue the HTTP handler thread reads."""
+
+    def __init__(self) -> None:
+        self.events: queue.SimpleQueue[tuple[str, Any]] = queue.SimpleQueue()
+
+    def started(self, snapshot: dict[str, Any]) -> None:
+        self.events.put(("started", snapshot))
+
+    def tokens(self, text: str, output_tokens: int) -> None:
+        self.events.put(("tokens", text))
+
+    def failed(self, message: str, kind: str = "") -> None:
+        self.events.put(("failed", (message, kind)))
+
+    def finished(self, reason: str, text: str, metrics: GenerationMetrics | None, itl_ms: list[float]) -> None:
+        self.events.put(("finished", (reason, text, metrics)))
+
+
+_STATUS_BY_KIND = {
+    "ContextOverflowError": (400, "context_length_exceeded"),
+    "InvalidParameter": (400, "invalid_parameter"),
+    "NoModelLoaded": (503, "model_not_loaded"),
+}
+
+
+class ClientGone(Exception):
+    pass
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: _Server
+    server_version = "Ember"
+    sys_version = ""
+
+    def setup(self) -> None:
+        super().setup()
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # a token is a small write
+
+    def log_message(self, format: str, *args: Any) -> None:
+        log.debug("%s %s", self.address_string(), format % args)
+
+    # ----- plumbing
+    def _cors(self) -> dict[str, str]:
+        origin = self.headers.get("Origin")
+        if origin and origin in self.server.config.allowed_origins:
+            return {"Access-Control-Allow-Origin": origin, "Vary": "Origin"}
+        return {}
+
+    def _send_json(self, status: int, body: dict[str, Any], extra: dict[str, str] | None = None) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        for k, v in {**self._cors(), **(extra or {})}.items():
+            self.send_header(k, v)
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _send_error(self, err: ApiError) -> None:
+        self._send_json(err.status, err.body())
+
+    def _guard(self) -> None:
+        """Host (DNS rebinding), Origin (CORS) and API key checks, before anything else."""
+        cfg = self.server.config
+        host = (self.headers.get("Host") or "").strip().lower()
+        name, _, port = host.rpartition(":") if not host.endswith("]") else (host, "", "")
+        if not name:
+            name, port = host, ""
+        name = name.strip("[]")
+        allowed = {*LOOPBACK, cfg.host.lower()}
+        if name not in allowed or (port and port != str(self.server.server_address[1])):
+            raise ApiError(403, f"Host {host!r} is not this server; use http://127.0.0.1:{cfg.port}.", "forbidden")
+        origin = self.headers.get("Origin")
+        if origin and origin not in cfg.allowed_origins:
+            raise ApiError(403, f"Requests from the web origin {origin!r} are not allowed.", "forbidden")
+        if cfg.api_key:
+            auth = self.headers.get("Authorization") or ""
+            given = auth[7:] if auth.lower().startswith("bearer ") else ""
+            if not hmac.compare_digest(given.encode(), cfg.api_key.encode()):
+                raise ApiError(401, "Invalid or missing API key.", "authentication_error", code="invalid_api_key")
+
+    def _body(self) -> Any:
+        length = self.headers.get("Content-Length")
+        if length is None:
+            raise ApiError(411, "A Content-Length header is required.")
+        try:
+            n = int(length)
+        except ValueError:
+            raise ApiError(400, "Bad Content-Length header.") from None
+        if n > self.server.config.max_body_bytes:
+            self.close_connection = True
+            raise ApiError(413, f"The request body is larger than {self.server.config.max_body_bytes >> 20} MB.")
+        raw = self.rfile.read(n)
+        try:
+            return json.loads(raw)
+        except ValueError as exc:
+            raise ApiError(400, f"The request body is not valid JSON ({exc.msg} at position {exc.pos}).") from None
+
+    def _handle(self, method: str) -> None:
+        try:
+            self._guard()
+            path = self.path.split("?", 1)[0].rstrip("/")
+            routes = {
+                ("GET", "/health"): self._health,
+                ("GET", "/v1/models"): self._models,
+                ("POST", "/v1/chat/completions"): lambda: self._generate("chat"),
+                ("POST", "/v1/completions"): lambda: self._generate("completion"),
+            }
+            route = routes.get((method, path))
+            if route is None:
+                if any(p == path for _, p in routes):
+                    raise ApiError(405, f"{method} is not allowed on {path}.")
+                raise ApiError(404, f"Unknown endpoint {path}.", code="not_found")
+            route()
+        except ApiError as err:
+            if method == "POST" and err.status in (401, 403):
+                self.close_connection = True  # the unread body must not be parsed as a request
+            self._send_error(err)
+        except (BrokenPipeError, ConnectionResetError, ClientGone):
+            self.close_connection = True
+        except Exception:
+            log.exception("API request failed")
+            self._send_error(ApiError(500, "Internal server error; see Ember's log.", "server_error"))
+
+    def do_GET(self) -> None:
+        self._handle("GET")
+
+    def do_POST(self) -> None:
+        self._handle("POST")
+
+    def do_OPTIONS(self) -> None:
+        origin = self.headers.get("Origin")
+        if origin and origin in self.server.config.allowed_origins:
+            self.send_response(204)
+            self.send_header("Access-Control-Allow-Origin", origin)
+            self.send_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS")
+            self.send_header("Access-Control-Allow-Headers", "Authorization, Content-Type")
+            self.send_header("Vary", "Origin")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        self._send_error(ApiError(403, "CORS is not enabled for this origin.", "forbidden"))
+
+    # ----- endpoints
+    def _health(self) -> None:
+        model = self.server.service.model
+        running, queued = self.server.service.queue_state().count("api")
+        self._send_json(200, {"status": "ok", "model": self.server.service.model_alias if model else None,
+                              "running": running, "queued": queued})  # fmt: skip
+
+    def _models(self) -> None:
+        service = self.server.service
+        data = []
+        if service.model is not None:
+            data.append({"id": service.model_alias, "object": "model", "created": 0, "owned_by": "ember",
+                         "max_model_len": service.model.n_ctx})  # fmt: skip
+        self._send_json(200, {"object": "list", "data": data})
+
+    def _check_model(self, req: ApiRequest) -> str:
+        service = self.server.service
+        model = service.model
+        if model is None:
+            raise ApiError(503, "No model is loaded in Ember. Load one in the window first.", "server_error",
+                           code="model_not_loaded")  # fmt: skip
+        alias = service.model_alias or model.name
+        if req.model not in (None, "", alias, model.name):
+            raise ApiError(404, f"The model {req.model!r} does not exist; this server serves {alias!r}.",
+                           param="model", code="model_not_found")  # fmt: skip
+        return alias
+
+    def _generate(self, kind: str) -> None:
+        req = parse_request(kind, self._body())
+        model = self._check_model(req)
+        sink = _QueueSink()
+        request = GenerationRequest(
+            params=req.params,
+            sink=sink,
+            messages=req.messages,
+            prompt=req.prompt,
+            client="api",
+            label=f"{self.command} {self.path} ({self.client_address[0]})",
+            batch_s=0.0,
+            snapshot_s=float("inf"),
+        )
+        service = self.server.service
+        try:
+            rid = service.submit(request)
+        except QueueFull as exc:
+            raise ApiError(429, str(exc), "rate_limit_error", code="queue_full") from exc
+        try:
+            self._respond(req, ResponseBuilder(kind, model), sink)
+        except BaseException:
+            service.cancel(rid)  # the client went away (or writing failed): stop its generation now
+            raise
+
+    def _client_gone(self) -> bool:
+        """True when the client closed its end (readable with no data)."""
+        sock = self.connection
+        try:
+            readable, _, _ = select.select([sock], [], [], 0)
+            return bool(readable) and sock.recv(1, socket.MSG_PEEK) == b""
+        except OSError:
+            return True
+
+    def _next(self, sink: _QueueSink) -> tuple[str, Any]:
+        while True:
+            try:
+                return sink.events.get(timeout=_POLL_S)
+            except queue.Empty:
+                if self._client_gone():
+                    raise ClientGone from None
+
+    def _respond(self, req: ApiRequest, out: ResponseBuilder, sink: _QueueSink) -> None:
+        failure: tuple[str, str] | None = None
+        text: list[str] = []
+        # Wait for the prompt to be accepted (templated, fits the context) before answering 200,
+        # so errors that come before any token get their real status code.
+        while True:
+            kind, data = self._next(sink)
+            if kind == "failed":
+                failure = data
+            elif kind == "finished":
+                if failure is not None:
+                    status, code = _STATUS_BY_KIND.get(failure[1], (500, "generation_failed"))
+                    raise ApiError(status, failure[0], "invalid_request_error" if status == 400 else "server_error",
+                                   code=code)  # fmt: skip
+                reason, full, metrics = data
+                self._finish(req, out, full, reason, metrics, started=False)
+                return
+            elif kind == "started":
+                break
+        if not req.stream:
+            while True:
+                kind, data = self._next(sink)
+                if kind == "tokens":
+                    text.append(data)
+                elif kind == "failed":
+                    failure = data
+                elif kind == "finished":
+                    reason, _full, metrics = data
+                    if failure is not None and not text:
+                        raise ApiError(500, failure[0], "server_error", code="generation_failed")
+                    self._send_json(200, out.response("".join(text), reason, metrics))
+                    return
+        self._start_stream()
+        self._event(out.chunk("", first=True) if out.kind == "chat" else None)
+        while True:
+            kind, data = self._next(sink)
+            if kind == "tokens":
+                if data:
+                    self._event(out.chunk(data))
+                if self._client_gone():
+                    raise ClientGone
+            elif kind == "failed":
+                failure = data
+            elif kind == "finished":
+                reason, _full, metrics = data
+                if failure is not None:
+                    self._event({"error": {"message": failure[0], "type": "server_error", "code": "generation_failed"}})
+                else:
+                    self._finish(req, out, "", reason, metrics, started=True)
+                self._chunk(b"data: [DONE]\n\n")
+                self._chunk(b"")
+                return
+
+    def _finish(
+        self,
+        req: ApiRequest,
+        out: ResponseBuilder,
+        text: str,
+        reason: str,
+        metrics: GenerationMetrics | None,
+        *,
+        started: bool,
+    ) -> None:
+        if not req.stream:
+            self._send_json(200, out.response(text, reason, metrics))
+            return
+        if not started:
+            self._start_stream()
+            self._event(out.chunk("", first=True) if out.kind == "chat" else None)
+        self._event(out.final_chunk(reason, metrics))
+        if req.include_usage:
+            self._event(out.usage_chunk(metrics))
+        if not started:
+            self._chunk(b"data: [DONE]\n\n")
+            self._chunk(b"")
+
+    def _start_stream(self) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Cache-Control", "no-store")
+        self.send_header("X-Accel-Buffering", "no")
+        self.send_header("Transfer-Encoding", "chunked")
+        for k, v in self._cors().items():
+            self.send_header(k, v)
+        self.end_headers()
+
+    def _chunk(self, data: bytes) -> None:
+        self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+        self.wfile.flush()
+
+    def _event(self, obj: dict[str, Any] | None) -> None:
+        if obj is not None:
+            self._chunk(b"data: " + json.dumps(obj, separators=(",", ":")).encode() + b"\n\n")
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = False  # server_close() joins every connection's thread
+    block_on_close = True
+    allow_reuse_address = True
+
+    def __init__(self, config: ServerConfig, service: EngineService) -> None:
+        self.config = config
+        self.service = service
+        self.connections: set[socket.socket] = set()
+        self._connections_lock = threading.Lock()
+        if ":" in config.host:
+            self.address_family = socket.AF_INET6
+        super().__init__((config.host, config.port), _Handler)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that drops its connection is normal; anything else goes to the log, not stderr."""
+        exc = sys.exc_info()[1]
+        if not isinstance(exc, ConnectionError | TimeoutError):
+            log.exception("API connection from %s failed", client_address)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        with self._connections_lock:
+            self.connections.add(request)
+        super().process_request(request, client_address)
+
+    def shutdown_request(self, request: Any) -> None:
+        with self._connections_lock:
+            self.connections.discard(request)
+        super().shutdown_request(request)
+
+    def drop_connections(self) -> None:
+        """Wake every connection thread (idle keep-alive or streaming) so it ends now."""
+        with self._connections_lock:
+            conns = list(self.connections)
+        for sock in conns:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+
+
+class ApiServer:
+    """Start with `start()`, stop with `stop()` (joins the serving thread)."""
+
+    def __init__(self, service: EngineService, config: ServerConfig | None = None) -> None:
+        self.service = service
+        self.config = config or ServerConfig()
+        self._server: _Server | None = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def running(self) -> bool:
+        return self._server is not None
+
+    @property
+    def port(self) -> int:
+        assert self._server is not None
+        return int(self._server.server_address[1])
+
+    @property
+    def url(self) -> str:
+        host = self.config.host if self.config.host not in ("0.0.0.0", "::") else "127.0.0.1"
+        return f"http://{host}:{self.port}/v1"
+
+    def start(self) -> None:
+        self.config.check()
+        try:
+            self._server = _Server(self.config, self.service)
+        except OSError as exc:
+            raise ServeError(
+                f"The API server cannot listen on {self.config.host}:{self.config.port} ({exc.strerror or exc}). "
+                "Is another program using that port? Choose another one."
+            ) from exc
+        self._thread = threading.Thread(target=self._server.serve_forever, name="ember-api", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        server, self._server = self._server, None
+        if server is None:
+            return
+        server.shutdown()
+        server.drop_connections()
+        server.server_close()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None

@@ -1,0 +1,158 @@
+"""Named connections to remote OpenAI-compatible servers: saved atomically as JSON in the config dir
+(name, base URL, default model, certificate checks, read timeout); the API key of each lives only in
+the OS keychain."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import tempfile
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+from engine.errors import EmberError, InvalidParameter
+from engine.inference.backend import Endpoint, RemoteModelRef
+from engine.storage.secrets import SecretStore
+
+log = logging.getLogger(__name__)
+
+REMOTE_PREFIX = "remote:"  # model names in the picker: remote:<connection>/<model id>
+
+
+class ConnectionNotFound(EmberError):
+    pass
+
+
+def normalize_base_url(url: str) -> str:
+    """http(s)://host[:port][/path]; a bare host gets the usual /v1."""
+    url = url.strip()
+    if "://" not in url:
+        url = "http://" + url
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise InvalidParameter(f"{url!r} is not an http(s) address, e.g. http://127.0.0.1:8000/v1.")
+    if parts.username or parts.password:
+        raise InvalidParameter("Put the API key in the API key field, not in the address.")
+    path = parts.path.rstrip("/") or "/v1"
+    return urlunsplit((parts.scheme, parts.netloc, path, "", ""))
+
+
+@dataclass(frozen=True)
+class Connection:
+    name: str
+    base_url: str
+    default_model: str = ""
+    verify_tls: bool = True
+    read_timeout_s: float = 60.0
+    models: tuple[str, ...] = ()  # the server's models when it was last reached (for the picker)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "models", tuple(str(m) for m in self.models))
+        name = self.name.strip()
+        if not name or len(name) > 64 or "/" in name:
+            raise InvalidParameter("A connection name must be 1–64 characters without '/'.")
+        object.__setattr__(self, "name", name)
+        object.__setattr__(self, "base_url", normalize_base_url(self.base_url))
+        timeout = self.read_timeout_s
+        if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not 1 <= timeout <= 3600:
+            raise InvalidParameter("The read timeout must be between 1 and 3600 seconds.")
+        object.__setattr__(self, "read_timeout_s", float(timeout))
+
+    @property
+    def secret_key(self) -> str:
+        return f"connection:{self.name}"
+
+
+def remote_model_name(connection: str, model_id: str) -> str:
+    return f"{REMOTE_PREFIX}{connection}/{model_id}"
+
+
+def parse_remote_model_name(name: str) -> tuple[str, str] | None:
+    """(connection, model id) for a picker name made by `remote_model_name`, else None."""
+    if not name.startswith(REMOTE_PREFIX):
+        return None
+    connection, _, model_id = name[len(REMOTE_PREFIX) :].partition("/")
+    return (connection, model_id) if connection and model_id else None
+
+
+class ConnectionStore:
+    def __init__(self, path: Path, secrets: SecretStore | None = None) -> None:
+        self.path = Path(path)
+        self.secrets = secrets or SecretStore()
+
+    def list(self) -> list[Connection]:
+        try:
+            raw = json.loads(self.path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return []
+        except (OSError, ValueError) as exc:
+            log.warning("connections file %s unreadable (%s)", self.path, exc)
+            return []
+        known = {f.name for f in fields(Connection)}
+        out = []
+        for item in raw.get("connections", []) if isinstance(raw, dict) else []:
+            try:
+                out.append(Connection(**{k: v for k, v in item.items() if k in known}))
+            except (InvalidParameter, TypeError, AttributeError) as exc:
+                log.warning("ignoring a connection in %s: %s", self.path, exc)
+        return out
+
+    def get(self, name: str) -> Connection:
+        for c in self.list():
+            if c.name == name:
+                return c
+        raise ConnectionNotFound(f"There is no connection called {name!r}. Add it with Models ▸ Connections.")
+
+    def has_key(self, name: str) -> bool:
+        return self.secrets.get(f"connection:{name}") is not None
+
+    def save(self, connection: Connection, api_key: str | None = None, replaces: str | None = None) -> None:
+        """Add or update. `api_key`: None keeps the stored key, "" removes it. `replaces`: the old
+        name when a connection is renamed (its key moves with it)."""
+        existing = [c for c in self.list() if c.name not in (connection.name, replaces)]
+        if replaces and replaces != connection.name:
+            old_key = self.secrets.get(f"connection:{replaces}")
+            if old_key and api_key is None:
+                api_key = old_key
+            self.secrets.clear(f"connection:{replaces}")
+        if api_key is not None:
+            self.secrets.set(connection.secret_key, api_key, "The API key")
+        self._write([*existing, connection])
+
+    def remove(self, name: str) -> None:
+        self.get(name)
+        self._write([c for c in self.list() if c.name != name])
+        self.secrets.clear(f"connection:{name}")
+
+    def endpoint(self, name: str) -> Endpoint:
+        c = self.get(name)
+        return Endpoint(
+            name=c.name,
+            base_url=c.base_url,
+            api_key=self.secrets.get(c.secret_key),
+            verify_tls=c.verify_tls,
+            read_timeout_s=c.read_timeout_s,
+        )
+
+    def model_ref(self, name: str, model_id: str | None = None) -> RemoteModelRef:
+        c = self.get(name)
+        model = model_id or c.default_model
+        if not model:
+            raise InvalidParameter(f"Say which model of {name!r} to use (the connection has no default model).")
+        return RemoteModelRef(self.endpoint(name), model)
+
+    def _write(self, connections: list[Connection]) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        data = {"connections": [asdict(c) for c in sorted(connections, key=lambda c: c.name.lower())]}
+        fd, tmp = tempfile.mkstemp(prefix=".connections-", suffix=".tmp", dir=self.path.parent)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                json.dump(data, fh, indent=2)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, self.path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
