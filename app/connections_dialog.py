@@ -4,6 +4,7 @@ server's models and its round-trip time. The test runs off the GUI thread."""
 
 from __future__ import annotations
 
+import html
 from concurrent.futures import Future, ThreadPoolExecutor
 
 from PySide6.QtCore import QObject, Signal, Slot
@@ -35,6 +36,7 @@ class _Relay(QObject):
 
 class ConnectionsDialog(QDialog):
     changed = Signal()  # the list of connections (or their known models) changed
+    tested = Signal(bool)  # a connection test finished (GUI thread): success
     use_model = Signal(str)  # a remote model name to load
 
     def __init__(self, store: ConnectionStore, parent: QWidget | None = None) -> None:
@@ -124,14 +126,14 @@ class ConnectionsDialog(QDialog):
 
     # ----- list
     def reload(self, select: str | None = None) -> None:
-        self.list.blockSignals(True)
+        self.list.blockSignals(True)  # re-listing keeps the form (and a test result) as it is
         self.list.clear()
         for c in self.store.list():
             self.list.addItem(c.name)
-        self.list.blockSignals(False)
         names = [self.list.item(i).text() for i in range(self.list.count())]
         if select in names:
             self.list.setCurrentRow(names.index(select))
+        self.list.blockSignals(False)
         self.remove_button.setEnabled(bool(names))
 
     def new_connection(self) -> None:
@@ -188,7 +190,7 @@ class ConnectionsDialog(QDialog):
                 raise EmberError(f"There is already a connection called {c.name!r}.")
             self.store.save(c, api_key=self.key.text() or None, replaces=self._editing)
         except EmberError as exc:
-            self.result.setText(f"<span style='color:#b91c1c'>{exc}</span>")
+            self.result.setText(f"<span style='color:#b91c1c'>{html.escape(str(exc))}</span>")
             return False
         self._editing = c.name
         self.key.clear()
@@ -216,7 +218,7 @@ class ConnectionsDialog(QDialog):
         try:
             c = self._connection()
         except EmberError as exc:
-            self.result.setText(f"<span style='color:#b91c1c'>{exc}</span>")
+            self.result.setText(f"<span style='color:#b91c1c'>{html.escape(str(exc))}</span>")
             return None
         key = self.key.text().strip() or None
         if key is None and self._editing:
@@ -240,20 +242,24 @@ class ConnectionsDialog(QDialog):
     def _on_tested(self, check: ConnectionCheck | None, error: str | None) -> None:
         self.test_button.setEnabled(True)
         if check is None:
-            self.result.setText(f"<span style='color:#b91c1c'>✗ {error}</span>")
+            self.result.setText(f"<span style='color:#b91c1c'>✗ {html.escape(error or '')}</span>")
+            self.tested.emit(False)
             return
         ids = [m.id for m in check.models]
         current = self.model.currentText().strip()
         self.model.clear()
         self.model.addItems(ids)
         self.model.setCurrentText(current if current else (ids[0] if ids else ""))
-        listed = "".join(f"<li>{m.id}{f' ({m.n_ctx:,} ctx)' if m.n_ctx else ''}</li>" for m in check.models[:20])
+        listed = "".join(
+            f"<li>{html.escape(m.id)}{f' ({m.n_ctx:,} ctx)' if m.n_ctx else ''}</li>" for m in check.models[:20]
+        )
         self.result.setText(
             f"<span style='color:#15803d'>✓ Connected</span> — round trip {check.round_trip_s * 1000:.0f} ms, "
             f"{len(ids)} model(s):<ul>{listed}</ul>"
         )
         if self._editing or self.name.text().strip():
             self.save(models=tuple(ids))
+        self.tested.emit(True)
 
     def _use(self) -> None:
         if self.save():

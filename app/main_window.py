@@ -457,12 +457,12 @@ class MainWindow(QMainWindow):
     # ----- messages to the user
     def show_error(self, message: str) -> None:
         self.banner.setStyleSheet("background:#fde2e1;color:#7f1d1d;padding:8px;")
-        self.banner.setText(f"{html.escape(message)}&nbsp;&nbsp;<a href='#'>Dismiss</a>")
+        self.banner.setText(f"{html.escape(message, quote=False)}&nbsp;&nbsp;<a href='#'>Dismiss</a>")
         self.banner.show()
 
     def show_notice(self, message: str) -> None:
         self.banner.setStyleSheet("background:#fef3c7;color:#78350f;padding:8px;")
-        self.banner.setText(f"{html.escape(message)}&nbsp;&nbsp;<a href='#'>Dismiss</a>")
+        self.banner.setText(f"{html.escape(message, quote=False)}&nbsp;&nbsp;<a href='#'>Dismiss</a>")
         self.banner.show()
 
     # ----- view

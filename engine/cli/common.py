@@ -35,7 +35,7 @@ def _add_spec(parser: argparse.ArgumentParser, spec: ParamSpec, flag: str | None
         dest=spec.name,
         type=spec.kind,
         default=default,
-        help=f"{spec.description} ({rng}; default {default if default is not None else 'none'})",
+        help=f"{spec.description.rstrip('.')} ({rng}; default {default if default is not None else 'none'})",
     )
 
 
@@ -79,7 +79,8 @@ def model_ref_from_args(args: argparse.Namespace, paths: AppPaths) -> tuple[Mode
         gpu_layers=args.gpu_layers,
         flash_attn=args.flash_attn,
     )
-    return config, args.model
+    alias = Path(args.model).name if args.model.endswith(".gguf") else args.model  # a file: its name
+    return config, alias
 
 
 class _LoadWaiter(ServiceListener):

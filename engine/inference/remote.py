@@ -21,10 +21,12 @@ import socket
 import ssl
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import httpcore2
 import httpx2
 
 from engine.errors import EmberError, InvalidParameter
@@ -145,20 +147,63 @@ def _status_error(endpoint: Endpoint, status: int, body: bytes, headers: httpx2.
     return RemoteServerError(f"{endpoint.name} rejected the request ({status}: {detail}).", status)
 
 
-def make_client(endpoint: Endpoint) -> httpx2.Client:
+class _Connections(httpcore2.NetworkBackend):
+    """The network backend of one client, keeping its open connections so Stop can shut them down
+    from another thread — even while the request still waits for the response headers (a server
+    that queues requests sends none until it starts)."""
+
+    def __init__(self, inner: httpcore2.NetworkBackend) -> None:
+        self._inner = inner
+        self._streams: weakref.WeakSet[httpcore2.NetworkStream] = weakref.WeakSet()
+        self._lock = threading.Lock()
+
+    def connect_tcp(self, *args: Any, **kwargs: Any) -> httpcore2.NetworkStream:
+        stream = self._inner.connect_tcp(*args, **kwargs)
+        with self._lock:
+            self._streams.add(stream)
+        return stream
+
+    def connect_unix_socket(self, *args: Any, **kwargs: Any) -> httpcore2.NetworkStream:
+        stream = self._inner.connect_unix_socket(*args, **kwargs)
+        with self._lock:
+            self._streams.add(stream)
+        return stream
+
+    def sleep(self, seconds: float) -> None:
+        self._inner.sleep(seconds)
+
+    def shut_down_all(self) -> None:
+        """A blocked read returns at once and the server sees the disconnect; the pool reconnects
+        for the next request."""
+        with self._lock:
+            streams = list(self._streams)
+        for stream in streams:
+            sock = stream.get_extra_info("socket")
+            if sock is not None:
+                with contextlib.suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)
+
+
+def make_client(endpoint: Endpoint) -> tuple[httpx2.Client, _Connections]:
     headers = {"Accept": "application/json"}
     if endpoint.api_key:
         headers["Authorization"] = f"Bearer {endpoint.api_key}"
     base = endpoint.base_url.rstrip("/") + "/"
-    # follow_redirects: httpx drops Authorization when a redirect leaves the origin.
-    return httpx2.Client(
+    # trust_env off: a proxy from the environment must not see the key or the chats.
+    transport = httpx2.HTTPTransport(verify=endpoint.verify_tls, trust_env=False)
+    # httpx has no public hook for its connections; the pool's backend is swapped once, here
+    # (httpx2 is pinned below 3; tests/test_remote.py fails if this stops working).
+    connections = _Connections(transport._pool._network_backend)
+    transport._pool._network_backend = connections
+    client = httpx2.Client(
         base_url=base,
         headers=headers,
-        verify=endpoint.verify_tls,
-        follow_redirects=True,
+        transport=transport,
+        follow_redirects=True,  # httpx drops Authorization when a redirect leaves the origin
         timeout=httpx2.Timeout(endpoint.read_timeout_s, connect=endpoint.connect_timeout_s),
-        trust_env=False,  # a proxy from the environment must not see the key or the chats
+        trust_env=False,
     )
+    return client, connections
 
 
 def _get_json(client: httpx2.Client, endpoint: Endpoint, path: str) -> Any:
@@ -193,7 +238,8 @@ def _model_infos(data: Any) -> list[RemoteModelInfo]:
 
 def check_connection(endpoint: Endpoint) -> ConnectionCheck:
     """`GET /models`: the server's models and the round-trip time ("Test connection")."""
-    with make_client(endpoint) as client:
+    client, _ = make_client(endpoint)
+    with client:
         t0 = time.perf_counter()
         data = _get_json(client, endpoint, "models")
         rtt = time.perf_counter() - t0
@@ -242,10 +288,9 @@ class RemoteBackend:
     def __init__(self, sleep: Callable[[float], None] | None = None) -> None:
         self._ref: RemoteModelRef | None = None
         self._client: httpx2.Client | None = None
+        self._connections: _Connections | None = None
         self._description: ModelDescription | None = None
         self._stop = threading.Event()
-        self._response: httpx2.Response | None = None
-        self._response_lock = threading.Lock()
         self._sleep = sleep
 
     @property
@@ -267,7 +312,7 @@ class RemoteBackend:
             raise InvalidParameter("The remote backend needs a connection and a model id.")
         self.close()
         endpoint = ref.endpoint
-        client = make_client(endpoint)
+        client, connections = make_client(endpoint)
         try:
             models = _model_infos(_get_json(client, endpoint, "models"))
         except BaseException:
@@ -286,6 +331,7 @@ class RemoteBackend:
         if progress is not None:
             progress(1.0)
         self._client = client
+        self._connections = connections
         self._ref = ref
         self._description = ModelDescription(
             name=ref.model_id, backend="remote", n_ctx=match.n_ctx if match else None, source=endpoint.name
@@ -295,6 +341,7 @@ class RemoteBackend:
     def close(self) -> None:
         self.request_stop()
         client, self._client = self._client, None
+        self._connections = None
         self._ref = None
         self._description = None
         if client is not None:
@@ -304,14 +351,9 @@ class RemoteBackend:
         """Stop now: close the HTTP stream (a blocked read returns at once; the server sees the
         disconnect)."""
         self._stop.set()
-        with self._response_lock:
-            response = self._response
-        if response is not None:
-            stream = response.extensions.get("network_stream")
-            sock = stream.get_extra_info("socket") if stream is not None else None
-            if sock is not None:
-                with contextlib.suppress(OSError):
-                    sock.shutdown(socket.SHUT_RDWR)
+        connections = self._connections
+        if connections is not None:
+            connections.shut_down_all()
 
     # ----- generation
     def chat(
@@ -350,9 +392,10 @@ class RemoteBackend:
             # Not in OpenAI's API, understood by vLLM, SGLang, llama.cpp, LM Studio, Ollama:
             "top_k": params.top_k,
             "min_p": params.min_p,
+            # Always sent: a server's own default (llama-cpp-python: 1.1) would change the answer.
+            "repeat_penalty": params.repeat_penalty,  # llama.cpp, LM Studio, Ollama
+            "repetition_penalty": params.repeat_penalty,  # vLLM, SGLang
         }
-        if params.repeat_penalty != 1.0:
-            body["repeat_penalty"] = body["repetition_penalty"] = params.repeat_penalty
         if params.seed is not None:
             body["seed"] = params.seed
         if params.stop:
@@ -370,8 +413,11 @@ class RemoteBackend:
             try:
                 yield from self._stream(client, endpoint, path, body, rec, chat)
                 return
-            except RemoteServerError as exc:
-                if exc.status not in RETRY_STATUSES or attempt == attempts:
+            except RemoteError as exc:
+                if self._stop.is_set():  # stopped before the answer began: no error, no retry
+                    yield Finished("cancelled", "", rec.finish("cancelled"))
+                    return
+                if not isinstance(exc, RemoteServerError) or exc.status not in RETRY_STATUSES or attempt == attempts:
                     raise
                 delay = exc.retry_after if exc.retry_after is not None else RETRY_DELAYS_S[attempt - 1]
                 yield Retrying(attempt, attempts - 1, delay, str(exc))
@@ -424,8 +470,6 @@ class RemoteBackend:
     ) -> Iterator[Event]:
         rec.t_start_ns = time.perf_counter_ns()
         response = self._open(client, endpoint, path, body)
-        with self._response_lock:
-            self._response = response
         if self._stop.is_set():  # stopped while the request was being sent
             self.request_stop()
         chunks: list[_Chunk] = []
@@ -507,8 +551,6 @@ class RemoteBackend:
             if not self._stop.is_set():
                 error = f"{endpoint.name}: the connection broke mid-answer ({type(exc).__name__})."
         finally:
-            with self._response_lock:
-                self._response = None
             with contextlib.suppress(Exception):
                 response.close()
         if thinking:

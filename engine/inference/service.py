@@ -153,7 +153,8 @@ class EngineService:
         self._lock = threading.Condition()
         self._control: deque[Callable[[], None]] = deque()
         self._lines: dict[str, deque[GenerationRequest]] = {}
-        self._turn: deque[str] = deque()  # client kinds in round-robin order
+        self._served: dict[str, int] = {}  # client kind → when it was last served
+        self._serve_clock = itertools.count()
         self._running: GenerationRequest | None = None
         self._closing = False
         self._ids = itertools.count(1)
@@ -274,8 +275,6 @@ class EngineService:
                 )
             request.id = next(self._ids)
             line = self._lines.setdefault(request.client, deque())
-            if request.client not in self._turn:
-                self._turn.append(request.client)
             line.append(request)
             self._records[request.id] = RequestRecord(
                 request.id, request.client, request.label, "queued", t_submitted=time.time()
@@ -320,13 +319,14 @@ class EngineService:
             self.cancel(rid)
 
     def _next_request_locked(self) -> GenerationRequest | None:
-        for _ in range(len(self._turn)):
-            client = self._turn[0]
-            self._turn.rotate(-1)
-            line = self._lines.get(client)
-            if line:
-                return line.popleft()
-        return None
+        """Round-robin between client kinds: the kind served longest ago goes first (ties: the
+        earliest request), so neither the window nor a burst of API calls can starve the other."""
+        waiting = [(self._served.get(client, -1), line[0].id, client) for client, line in self._lines.items() if line]
+        if not waiting:
+            return None
+        _, _, client = min(waiting)
+        self._served[client] = next(self._serve_clock)
+        return self._lines[client].popleft()
 
     # ----- the engine thread
     def _run(self) -> None:

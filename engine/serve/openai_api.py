@@ -118,12 +118,15 @@ def parse_request(kind: str, body: Any) -> ApiRequest:
     if fmt not in (None, {"type": "text"}):
         raise ApiError(400, "response_format: only {'type': 'text'} is supported.", param="response_format")
     values: dict[str, Any] = {}
+    sent: dict[str, str] = {}  # SamplingParams field → the request's name for it (for `param`)
     for name, target in _SAMPLING_FIELDS.items():
         if body.get(name) is not None:
             values[target] = body[name]
+            sent[target] = name
     max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
     if max_tokens is not None:
         values["max_tokens"] = max_tokens
+        sent["max_tokens"] = "max_completion_tokens" if "max_completion_tokens" in body else "max_tokens"
     stop = body.get("stop")
     if stop is not None:
         if isinstance(stop, str):
@@ -134,8 +137,10 @@ def parse_request(kind: str, body: Any) -> ApiRequest:
     try:
         params = SamplingParams(**values)
     except InvalidParameter as exc:
-        name = next((k for k in [*list(_SAMPLING_FIELDS), "max_tokens", "stop"] if k in str(exc).lower()), None)
-        raise ApiError(400, str(exc), param=name) from exc
+        # The message names the parameter as people read it ("top-p", "max tokens").
+        message = str(exc).lower().replace("-", "_").replace(" ", "_")
+        name = next((k for k in values if k in message), None)
+        raise ApiError(400, str(exc), param=sent.get(name or "", name)) from exc
     except TypeError as exc:
         raise ApiError(400, f"invalid parameter: {exc}") from exc
     stream = body.get("stream", False)

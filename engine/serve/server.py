@@ -90,6 +90,7 @@ class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server: _Server
     server_version = "Ember"
+    _body_read = False  # this request's body has been read (else an error response closes the connection)
     sys_version = ""
 
     def setup(self) -> None:
@@ -113,6 +114,8 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(data)))
         for k, v in {**self._cors(), **(extra or {})}.items():
             self.send_header(k, v)
+        if self.close_connection:
+            self.send_header("Connection", "close")  # else the client may reuse it before it sees the close
         self.end_headers()
         self.wfile.write(data)
 
@@ -149,14 +152,17 @@ class _Handler(BaseHTTPRequestHandler):
             raise ApiError(400, "Bad Content-Length header.") from None
         if n > self.server.config.max_body_bytes:
             self.close_connection = True
-            raise ApiError(413, f"The request body is larger than {self.server.config.max_body_bytes >> 20} MB.")
+            limit = self.server.config.max_body_bytes  # not `>> 20` MB: a small limit read "0 MB"
+            raise ApiError(413, f"The request body is larger than the server's limit of {limit:,} bytes.")
         raw = self.rfile.read(n)
+        self._body_read = True
         try:
             return json.loads(raw)
         except ValueError as exc:
             raise ApiError(400, f"The request body is not valid JSON ({exc.msg} at position {exc.pos}).") from None
 
     def _handle(self, method: str) -> None:
+        self._body_read = False
         try:
             self._guard()
             path = self.path.split("?", 1)[0].rstrip("/")
@@ -173,7 +179,7 @@ class _Handler(BaseHTTPRequestHandler):
                 raise ApiError(404, f"Unknown endpoint {path}.", code="not_found")
             route()
         except ApiError as err:
-            if method == "POST" and err.status in (401, 403):
+            if method == "POST" and not self._body_read:  # refused before its body was read (401, 404, …)
                 self.close_connection = True  # the unread body must not be parsed as a request
             self._send_error(err)
         except (BrokenPipeError, ConnectionResetError, ClientGone):
@@ -294,6 +300,8 @@ class _Handler(BaseHTTPRequestHandler):
                 kind, data = self._next(sink)
                 if kind == "tokens":
                     text.append(data)
+                    if self._client_gone():  # tokens keep `_next` from ever idling to notice
+                        raise ClientGone
                 elif kind == "failed":
                     failure = data
                 elif kind == "finished":

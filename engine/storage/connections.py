@@ -6,14 +6,13 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import tempfile
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 from engine.errors import EmberError, InvalidParameter
 from engine.inference.backend import Endpoint, RemoteModelRef
+from engine.storage.atomic import write_json_atomically
 from engine.storage.secrets import SecretStore
 
 log = logging.getLogger(__name__)
@@ -144,15 +143,5 @@ class ConnectionStore:
         return RemoteModelRef(self.endpoint(name), model)
 
     def _write(self, connections: list[Connection]) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         data = {"connections": [asdict(c) for c in sorted(connections, key=lambda c: c.name.lower())]}
-        fd, tmp = tempfile.mkstemp(prefix=".connections-", suffix=".tmp", dir=self.path.parent)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                json.dump(data, fh, indent=2)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, self.path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        write_json_atomically(self.path, data)

@@ -10,13 +10,13 @@ from __future__ import annotations
 import json
 import logging
 import os
-import tempfile
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
 from engine.errors import InvalidParameter
 from engine.inference.params import SPECS, ParamSpec, SamplingParams
+from engine.storage.atomic import write_json_atomically
 
 log = logging.getLogger(__name__)
 
@@ -124,16 +124,6 @@ class SettingsFile:
         return settings
 
     def save(self, settings: Settings) -> None:
-        """Write to a temporary file in the same folder, fsync, then rename over the old file."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        """Atomic: a failed save keeps the old file."""
         data = {f.name: getattr(settings, f.name) for f in fields(settings)}
-        fd, tmp = tempfile.mkstemp(prefix=".settings-", suffix=".tmp", dir=self.path.parent)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                json.dump(data, fh, indent=2, sort_keys=True)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, self.path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        write_json_atomically(self.path, data, sort_keys=True)

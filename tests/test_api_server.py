@@ -1,0 +1,837 @@
+"""Ember's OpenAI-compatible API server, driven by the official `openai` client (and raw HTTP where
+the client cannot express the case): response shapes, streaming, validation, the safety guards
+(API key, Host, CORS, body size, binding), and the engine queue behind it (cancel on disconnect,
+queueing, 429 when full, fairness with the window)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from http.client import HTTPConnection
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import openai
+import pytest
+
+from engine.cli.common import load_blocking
+from engine.inference.metrics import GenerationMetrics
+from engine.inference.params import LoadConfig, SamplingParams
+from engine.inference.prompting import ChatMessage
+from engine.inference.service import (
+    EngineService,
+    GenerationRequest,
+    GenerationSink,
+    QueueState,
+    RequestRecord,
+    ServiceListener,
+)
+from engine.serve.server import ApiServer, ServeError, ServerConfig
+from tests.fake_backend import WORDS, FakeBackend
+
+WAIT_S = 10.0
+MESSAGES: list[Any] = [{"role": "user", "content": "Hello there"}]
+METRIC_KEYS = ("ttft_s", "prefill_tokens_per_s", "decode_tokens_per_s", "itl_p50_ms", "output_tokens", "e2e_s")
+
+
+# ----- helpers
+
+
+class Watcher(ServiceListener):
+    """Records queue states and finished requests; tests wait on it instead of sleeping."""
+
+    def __init__(self) -> None:
+        self.cond = threading.Condition()
+        self.states: list[QueueState] = []
+        self.done: list[RequestRecord] = []
+
+    def queue_changed(self, state: QueueState) -> None:
+        with self.cond:
+            self.states.append(state)
+            self.cond.notify_all()
+
+    def request_done(self, record: RequestRecord) -> None:
+        with self.cond:
+            self.done.append(record)
+            self.cond.notify_all()
+
+    def wait_for(self, predicate: Callable[[], bool], what: str, timeout: float = WAIT_S) -> None:
+        with self.cond:
+            assert self.cond.wait_for(predicate, timeout), f"timed out waiting for {what}"
+
+    def wait_counts(self, client: str, running: int, queued: int) -> QueueState:
+        """Wait until a queue state with (running, queued) requests of `client` was seen."""
+        found: list[QueueState] = []
+
+        def seen() -> bool:
+            found[:] = [s for s in self.states if s.count(client) == (running, queued)]
+            return bool(found)
+
+        self.wait_for(seen, f"{running} running and {queued} queued {client} requests")
+        return found[-1]
+
+    def wait_done(self, request_id: int) -> RequestRecord:
+        self.wait_for(lambda: any(r.id == request_id for r in self.done), f"request {request_id} to finish")
+        return next(r for r in self.done if r.id == request_id)
+
+    def ran(self, request_id: int) -> bool:
+        with self.cond:
+            return any(s.running is not None and s.running.id == request_id for s in self.states)
+
+
+class Task(threading.Thread):
+    """A function on its own thread; `value()` joins it and returns its result or raises its error."""
+
+    def __init__(self, fn: Callable[[], Any]) -> None:
+        super().__init__(daemon=True)
+        self.fn = fn
+        self.result: Any = None
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            self.result = self.fn()
+        except BaseException as exc:
+            self.error = exc
+
+    def value(self) -> Any:
+        self.join(WAIT_S)
+        assert not self.is_alive(), "the client thread did not finish"
+        if self.error is not None:
+            raise self.error
+        return self.result
+
+
+class WindowSink(GenerationSink):
+    def __init__(self) -> None:
+        self.reason: str | None = None
+        self.done = threading.Event()
+
+    def finished(self, reason: str, text: str, metrics: GenerationMetrics | None, itl_ms: list[float]) -> None:
+        self.reason = reason
+        self.done.set()
+
+
+class FakeSetup:
+    """A service over a slow FakeBackend, its API server and the client threads of one test.
+
+    `gate`: while clear, every generation pauses after its first token (the engine thread waits),
+    so tests decide exactly when the running request may go on."""
+
+    def __init__(self, backend: FakeBackend, queue_limit: int, gated: bool) -> None:
+        self.backend = backend
+        self.gate = threading.Event()
+        if gated:
+            backend.on_token = self._on_token
+        else:
+            self.gate.set()
+        self.service = EngineService(backend_factory=lambda ref: backend, queue_limit=queue_limit)
+        self.watcher = Watcher()
+        self.service.add_listener(self.watcher)
+        self.tasks: list[Task] = []
+        self.server = ApiServer(self.service, ServerConfig(port=0))
+        try:
+            load_blocking(self.service, LoadConfig(Path("fake.gguf")), "fake")
+            self.server.start()
+        except BaseException:
+            self.service.close()
+            raise
+
+    def _on_token(self, index: int) -> None:
+        if index == 0:
+            self.gate.wait(WAIT_S)
+
+    def client(self) -> openai.OpenAI:
+        return openai.OpenAI(base_url=self.server.url, api_key="unused", max_retries=0, timeout=WAIT_S)
+
+    def spawn(self, fn: Callable[[], Any]) -> Task:
+        task = Task(fn)
+        self.tasks.append(task)
+        task.start()
+        return task
+
+    def stream_chat(self, **kwargs: Any) -> tuple[str, str | None]:
+        """One streaming chat on its own client: (text, finish_reason)."""
+        text: list[str] = []
+        finish = None
+        with (
+            self.client() as client,
+            client.chat.completions.create(model="fake", messages=MESSAGES, stream=True, **kwargs) as stream,
+        ):
+            for chunk in stream:
+                if chunk.choices:
+                    text.append(chunk.choices[0].delta.content or "")
+                    finish = chunk.choices[0].finish_reason or finish
+        return "".join(text), finish
+
+    def close(self) -> None:
+        self.gate.set()
+        try:
+            self.server.stop()
+            for task in self.tasks:
+                task.join(WAIT_S)
+        finally:
+            self.service.close()
+        assert not any(t.is_alive() for t in self.tasks)
+
+
+def fake_text(n_tokens: int) -> str:
+    return "".join(WORDS[i % len(WORDS)] + ("\n\n" if i % 80 == 79 else "") for i in range(n_tokens))
+
+
+def assert_error(response: httpx2.Response, status: int, param: str | None = None, code: str | None = None) -> str:
+    """An OpenAI-shaped error with no stack trace; returns its message."""
+    assert response.status_code == status, response.text
+    assert response.headers["content-type"] == "application/json"
+    assert "Traceback" not in response.text and 'File "' not in response.text
+    body = response.json()
+    assert set(body) == {"error"}
+    error = body["error"]
+    assert set(error) == {"message", "type", "param", "code"}
+    assert isinstance(error["message"], str) and error["message"]
+    assert isinstance(error["type"], str) and error["type"]
+    assert error["param"] == param
+    if code is not None:
+        assert error["code"] == code
+    return str(error["message"])
+
+
+def assert_api_error(exc: openai.APIStatusError, status: int, param: str | None = None) -> None:
+    assert exc.status_code == status
+    assert "Traceback" not in exc.response.text
+    assert isinstance(exc.body, dict) and exc.body.get("message")
+    assert exc.param == param
+
+
+def raw_request(
+    port: int, method: str, path: str, headers: dict[str, str], body: bytes | None = None
+) -> tuple[int, dict[str, str], bytes]:
+    """A request with exactly these headers (http.client sends our Host instead of its own)."""
+    conn = HTTPConnection("127.0.0.1", port, timeout=WAIT_S)
+    try:
+        conn.request(method, path, body=body, headers=headers)
+        response = conn.getresponse()
+        return response.status, {k.lower(): v for k, v in response.getheaders()}, response.read()
+    finally:
+        conn.close()
+
+
+def chat_body(**extra: Any) -> dict[str, Any]:
+    return {"model": "tiny", "messages": MESSAGES, "max_tokens": 4, "temperature": 0, **extra}
+
+
+# ----- fixtures
+
+
+@pytest.fixture(scope="module")
+def tiny_service(tiny_model: Path) -> Iterator[EngineService]:
+    service = EngineService()
+    try:
+        load_blocking(service, LoadConfig(tiny_model, n_ctx=512, threads=1), "tiny")
+        yield service
+    finally:
+        service.close()
+    assert not service.running
+
+
+@pytest.fixture(scope="module")
+def tiny_server(tiny_service: EngineService) -> Iterator[ApiServer]:
+    server = ApiServer(tiny_service, ServerConfig(port=0))
+    server.start()
+    yield server
+    server.stop()
+    assert not server.running
+
+
+@pytest.fixture
+def client(tiny_server: ApiServer) -> Iterator[openai.OpenAI]:
+    with openai.OpenAI(base_url=tiny_server.url, api_key="unused", max_retries=0, timeout=WAIT_S) as c:
+        yield c
+
+
+@pytest.fixture
+def http(tiny_server: ApiServer) -> Iterator[httpx2.Client]:
+    with httpx2.Client(base_url=f"http://127.0.0.1:{tiny_server.port}", timeout=WAIT_S) as c:
+        yield c
+
+
+@pytest.fixture
+def serve() -> Iterator[Callable[[EngineService, ServerConfig], ApiServer]]:
+    """Start extra servers (other configs); all stopped at teardown."""
+    servers: list[ApiServer] = []
+
+    def start(service: EngineService, config: ServerConfig) -> ApiServer:
+        server = ApiServer(service, config)
+        server.start()
+        servers.append(server)
+        return server
+
+    yield start
+    with contextlib.ExitStack() as stack:
+        for server in servers:
+            stack.callback(server.stop)
+
+
+@pytest.fixture
+def fake() -> Iterator[Callable[..., FakeSetup]]:
+    setups: list[FakeSetup] = []
+
+    def make(n_tokens: int, delay_s: float = 0.0, queue_limit: int = 8, gated: bool = False) -> FakeSetup:
+        setup = FakeSetup(FakeBackend(n_tokens=n_tokens, delay_s=delay_s), queue_limit, gated)
+        setups.append(setup)
+        return setup
+
+    yield make
+    with contextlib.ExitStack() as stack:
+        for setup in setups:
+            stack.callback(setup.close)
+
+
+# ----- models, health
+
+
+def test_models_and_health(client: openai.OpenAI, http: httpx2.Client) -> None:
+    models = client.models.list()
+    assert [m.id for m in models.data] == ["tiny"]
+    model = models.data[0]
+    assert model.object == "model" and model.owned_by == "ember"
+    assert (model.model_extra or {})["max_model_len"] == 512
+
+    health = http.get("/health")
+    assert health.status_code == 200
+    assert health.json() == {"status": "ok", "model": "tiny", "running": 0, "queued": 0}
+    assert_error(http.get("/v1/nothing"), 404, code="not_found")
+    assert_error(http.get("/v1/chat/completions"), 405)
+
+
+def test_refused_post_does_not_leave_its_body_on_the_connection(http: httpx2.Client) -> None:
+    """A POST refused before its body is read closes the connection (saying so): the body must not
+    be parsed as the next request on a keep-alive connection."""
+    for path, status in (("/v1/nothing", 404), ("/v1/models", 405), ("/health", 405)):
+        response = http.post(path, json=chat_body())
+        assert_error(response, status)
+        assert response.headers["connection"] == "close"
+        after = http.get("/health")  # same client: a new connection, not the leftover body
+        assert after.status_code == 200 and after.json()["status"] == "ok"
+    # an error after the body was read keeps the connection
+    response = http.post("/v1/chat/completions", json=chat_body(temperature=9))
+    assert_error(response, 400, "temperature")
+    assert response.headers.get("connection") != "close"
+
+
+# ----- chat and completions
+
+
+def test_chat_completion_shape(client: openai.OpenAI, http: httpx2.Client) -> None:
+    response = client.chat.completions.create(model="tiny", messages=MESSAGES, max_tokens=8, temperature=0)
+    assert response.object == "chat.completion"
+    assert response.id.startswith("chatcmpl-")
+    assert response.model == "tiny"
+    assert len(response.choices) == 1
+    choice = response.choices[0]
+    assert choice.index == 0
+    assert choice.message.role == "assistant"
+    assert isinstance(choice.message.content, str) and choice.message.content
+    assert choice.finish_reason == "length"
+    usage = response.usage
+    assert usage is not None
+    assert usage.completion_tokens == 8
+    assert usage.prompt_tokens > 0
+    assert usage.total_tokens == usage.prompt_tokens + usage.completion_tokens
+    ember = (response.model_extra or {})["ember"]
+    for key in METRIC_KEYS:
+        assert isinstance(ember[key], int | float), key
+    assert ember["ttft_s"] > 0 and ember["decode_tokens_per_s"] > 0
+    assert ember["output_tokens"] == 8
+    assert ember["prompt_tokens"] == usage.prompt_tokens
+    assert ember["stop_reason"] == "length"
+    assert ember["n_ctx"] == 512
+
+    raw = http.post("/v1/chat/completions", json=chat_body(max_tokens=8))
+    assert raw.status_code == 200
+    body = raw.json()
+    assert set(body) >= {"id", "object", "created", "model", "choices", "usage", "ember"}
+    assert body["choices"][0]["message"] == {
+        "role": "assistant",
+        "content": choice.message.content,  # greedy: the same answer again
+        "refusal": None,
+    }
+    assert body["choices"][0]["logprobs"] is None
+
+
+def test_chat_stream_with_usage_matches_greedy_answer(client: openai.OpenAI) -> None:
+    expected = client.chat.completions.create(model="tiny", messages=MESSAGES, max_tokens=12, temperature=0)
+    assert expected.usage is not None
+    with client.chat.completions.create(
+        model="tiny",
+        messages=MESSAGES,
+        max_tokens=12,
+        temperature=0,
+        stream=True,
+        stream_options={"include_usage": True},
+    ) as stream:
+        chunks = list(stream)
+
+    assert len({c.id for c in chunks}) == 1 and chunks[0].id.startswith("chatcmpl-")
+    assert all(c.object == "chat.completion.chunk" and c.model == "tiny" for c in chunks)
+    first, *middle, finish, usage_chunk = chunks
+    assert first.choices[0].delta.role == "assistant"
+    assert not first.choices[0].delta.content
+    assert first.choices[0].finish_reason is None
+    assert middle, "no content chunks"
+    for chunk in middle:
+        assert chunk.choices[0].finish_reason is None
+        assert chunk.choices[0].delta.content
+    text = "".join(c.choices[0].delta.content or "" for c in middle)
+    assert text == expected.choices[0].message.content
+
+    assert finish.choices[0].finish_reason == expected.choices[0].finish_reason
+    assert not finish.choices[0].delta.content
+    ember = (finish.model_extra or {})["ember"]
+    for key in METRIC_KEYS:
+        assert isinstance(ember[key], int | float), key
+    assert finish.usage is None
+
+    assert usage_chunk.choices == []
+    assert usage_chunk.usage is not None
+    assert usage_chunk.usage.completion_tokens == expected.usage.completion_tokens == ember["output_tokens"]
+    assert usage_chunk.usage.prompt_tokens == expected.usage.prompt_tokens
+    assert usage_chunk.usage.total_tokens == usage_chunk.usage.prompt_tokens + usage_chunk.usage.completion_tokens
+
+
+def test_stream_without_usage_has_no_usage_chunk(client: openai.OpenAI) -> None:
+    with client.chat.completions.create(
+        model="tiny", messages=MESSAGES, max_tokens=4, temperature=0, stream=True
+    ) as stream:
+        chunks = list(stream)
+    assert all(c.choices for c in chunks)
+    assert chunks[-1].choices[0].finish_reason == "length"
+
+
+def test_max_completion_tokens_works_like_max_tokens(client: openai.OpenAI) -> None:
+    a = client.chat.completions.create(model="tiny", messages=MESSAGES, max_tokens=6, temperature=0)
+    b = client.chat.completions.create(model="tiny", messages=MESSAGES, max_completion_tokens=6, temperature=0)
+    assert a.usage is not None and b.usage is not None
+    assert b.usage.completion_tokens == a.usage.completion_tokens == 6
+    assert b.choices[0].finish_reason == "length"
+    assert b.choices[0].message.content == a.choices[0].message.content
+
+
+def test_completions_stream_and_not(client: openai.OpenAI, http: httpx2.Client) -> None:
+    response = client.completions.create(model="tiny", prompt="Once upon a time", max_tokens=8, temperature=0)
+    assert response.object == "text_completion"
+    assert response.id.startswith("cmpl-")
+    assert response.choices[0].finish_reason == "length"
+    assert response.choices[0].text
+    assert response.usage is not None
+    assert response.usage.completion_tokens == 8
+    assert response.usage.total_tokens == response.usage.prompt_tokens + 8
+    assert (response.model_extra or {})["ember"]["output_tokens"] == 8
+
+    with client.completions.create(
+        model="tiny",
+        prompt="Once upon a time",
+        max_tokens=8,
+        temperature=0,
+        stream=True,
+        stream_options={"include_usage": True},
+    ) as stream:
+        chunks = list(stream)
+    assert all(c.object == "text_completion" for c in chunks)
+    *text_chunks, finish, usage_chunk = chunks
+    assert "".join(c.choices[0].text for c in text_chunks) == response.choices[0].text
+    assert finish.choices[0].finish_reason == "length"
+    assert (finish.model_extra or {})["ember"]["output_tokens"] == 8
+    assert usage_chunk.choices == [] and usage_chunk.usage is not None
+    assert usage_chunk.usage.completion_tokens == 8
+
+    # the raw stream: server-sent events, ending with [DONE]
+    body = {"model": "tiny", "prompt": "Once upon a time", "max_tokens": 3, "temperature": 0, "stream": True}
+    with http.stream("POST", "/v1/completions", json=body) as raw:
+        assert raw.status_code == 200
+        assert raw.headers["content-type"] == "text/event-stream"
+        lines = [line for line in raw.iter_lines() if line]
+    assert all(line.startswith("data: ") for line in lines)
+    assert lines[-1] == "data: [DONE]"
+    assert json.loads(lines[-2][6:])["choices"][0]["finish_reason"] == "length"
+
+
+def _stop_string(text: str) -> tuple[str, int]:
+    """A stop string from a greedy answer: its first 2-character ASCII alphanumeric run after the
+    start that occurs nowhere earlier; (stop, index)."""
+    for i in range(1, len(text) - 1):
+        candidate = text[i : i + 2]
+        if candidate.isascii() and candidate.isalnum() and text.find(candidate) == i:
+            return candidate, i
+    pytest.fail(f"no usable stop string in the greedy answer {text!r}")
+
+
+@pytest.mark.parametrize("endpoint", ["chat", "completion"])
+def test_stop_string_ends_the_answer_before_it(client: openai.OpenAI, endpoint: str) -> None:
+    def generate(**kwargs: Any) -> tuple[str, str]:
+        if endpoint == "chat":
+            r = client.chat.completions.create(model="tiny", messages=MESSAGES, temperature=0, **kwargs)
+            return r.choices[0].message.content or "", r.choices[0].finish_reason
+        c = client.completions.create(model="tiny", prompt="Once upon a time", temperature=0, **kwargs)
+        return c.choices[0].text, c.choices[0].finish_reason
+
+    greedy, _ = generate(max_tokens=24)
+    stop, index = _stop_string(greedy)
+    text, reason = generate(max_tokens=24, stop=[stop])
+    assert reason == "stop"
+    assert text == greedy[:index]
+    assert stop not in text
+
+
+def test_seed_is_accepted_and_reproducible(client: openai.OpenAI) -> None:
+    def sample() -> str:
+        r = client.chat.completions.create(model="tiny", messages=MESSAGES, max_tokens=8, temperature=1.0, seed=1234)
+        return r.choices[0].message.content or ""
+
+    assert sample() == sample()
+
+
+# ----- validation and errors
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "param"),
+    [
+        ({"temperature": 9}, "temperature"),
+        ({"top_p": 2}, "top_p"),
+        ({"max_tokens": 0}, "max_tokens"),
+        ({"max_completion_tokens": 0}, "max_completion_tokens"),
+        ({"extra_body": {"repetition_penalty": 9}}, "repetition_penalty"),
+        ({"extra_body": {"top_k": -1}}, "top_k"),
+        ({"extra_body": {"min_p": -1}}, "min_p"),
+        ({"stop": ["a", ""]}, "stop"),
+        ({"n": 2}, "n"),
+        ({"tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]}, "tools"),
+        ({"stop": ["a"] * 17}, "stop"),
+        ({"response_format": {"type": "json_object"}}, "response_format"),
+    ],
+)
+def test_invalid_parameters_are_400_naming_the_parameter(
+    client: openai.OpenAI, kwargs: dict[str, Any], param: str
+) -> None:
+    with pytest.raises(openai.BadRequestError) as info:
+        client.chat.completions.create(model="tiny", messages=MESSAGES, **kwargs)
+    assert_api_error(info.value, 400, param)
+    assert info.value.type == "invalid_request_error"
+
+
+@pytest.mark.parametrize(
+    ("body", "param"),
+    [
+        ({"model": "tiny"}, "messages"),  # messages missing
+        ({"model": "tiny", "messages": []}, "messages"),
+        ({"model": "tiny", "messages": [{"role": "system", "content": "Be brief."}]}, "messages"),
+        ({"model": "tiny", "messages": [{"role": "tool", "content": "x"}]}, "messages"),
+        ({"model": "tiny", "messages": [{"role": "user", "content": [{"type": "image_url"}]}]}, "messages"),
+        ({"model": "tiny", "messages": MESSAGES, "stream": "yes"}, "stream"),
+        ({"model": 7, "messages": MESSAGES}, "model"),
+    ],
+)
+def test_invalid_chat_bodies_are_400(http: httpx2.Client, body: dict[str, Any], param: str) -> None:
+    assert_error(http.post("/v1/chat/completions", json=body), 400, param)
+
+
+def test_bad_json_and_non_object_bodies_are_400(http: httpx2.Client) -> None:
+    headers = {"Content-Type": "application/json"}
+    message = assert_error(http.post("/v1/chat/completions", content=b'{"model": "tiny",', headers=headers), 400)
+    assert "not valid JSON" in message
+    for body in (b"[1, 2]", b'"hello"', b"null"):
+        message = assert_error(http.post("/v1/chat/completions", content=body, headers=headers), 400)
+        assert "JSON object" in message
+    assert_error(http.post("/v1/completions", json={"model": "tiny", "prompt": 5}), 400, "prompt")
+    # the server still answers normally afterwards
+    assert http.post("/v1/chat/completions", json=chat_body()).status_code == 200
+
+
+def test_unknown_model_is_404(client: openai.OpenAI) -> None:
+    with pytest.raises(openai.NotFoundError) as info:
+        client.chat.completions.create(model="gpt-4o", messages=MESSAGES, max_tokens=2)
+    assert_api_error(info.value, 404, "model")
+    assert info.value.code == "model_not_found"
+
+
+def test_no_model_loaded_is_503(serve: Callable[[EngineService, ServerConfig], ApiServer]) -> None:
+    service = EngineService()
+    try:
+        server = serve(service, ServerConfig(port=0))
+        with openai.OpenAI(base_url=server.url, api_key="unused", max_retries=0, timeout=WAIT_S) as client:
+            assert client.models.list().data == []
+            with pytest.raises(openai.InternalServerError) as info:
+                client.chat.completions.create(model="tiny", messages=MESSAGES, max_tokens=2)
+            assert_api_error(info.value, 503)
+            assert info.value.code == "model_not_loaded"
+        with httpx2.Client(timeout=WAIT_S) as http:
+            assert http.get(f"http://127.0.0.1:{server.port}/health").json()["model"] is None
+    finally:
+        service.close()
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_context_overflow_is_400(client: openai.OpenAI, stream: bool) -> None:
+    with pytest.raises(openai.BadRequestError) as info:
+        client.chat.completions.create(
+            model="tiny", messages=[{"role": "user", "content": "hello " * 2000}], max_tokens=8, stream=stream
+        )
+    assert_api_error(info.value, 400)
+    assert info.value.code == "context_length_exceeded"
+
+    with pytest.raises(openai.BadRequestError) as info:
+        client.completions.create(model="tiny", prompt="hello " * 2000, max_tokens=8, stream=stream)
+    assert info.value.code == "context_length_exceeded"
+
+
+# ----- guards
+
+
+def test_api_key(tiny_service: EngineService, serve: Callable[[EngineService, ServerConfig], ApiServer]) -> None:
+    server = serve(tiny_service, ServerConfig(port=0, api_key="sekret"))
+    assert "sekret" not in repr(server.config)
+    with openai.OpenAI(base_url=server.url, api_key="wrong", max_retries=0, timeout=WAIT_S) as client:
+        with pytest.raises(openai.AuthenticationError) as info:
+            client.chat.completions.create(model="tiny", messages=MESSAGES, max_tokens=2)
+        assert_api_error(info.value, 401)
+        with pytest.raises(openai.AuthenticationError):
+            client.models.list()
+    with httpx2.Client(base_url=f"http://127.0.0.1:{server.port}", timeout=WAIT_S) as http:
+        assert_error(http.get("/v1/models"), 401, code="invalid_api_key")
+        for _ in range(5):
+            response = http.post("/v1/chat/completions", json=chat_body())
+            assert_error(response, 401, code="invalid_api_key")
+            assert response.headers["connection"] == "close"
+        assert_error(http.get("/health", headers={"Authorization": "Basic sekret"}), 401)
+    with openai.OpenAI(base_url=server.url, api_key="sekret", max_retries=0, timeout=WAIT_S) as client:
+        assert [m.id for m in client.models.list().data] == ["tiny"]
+        response = client.chat.completions.create(model="tiny", messages=MESSAGES, max_tokens=2, temperature=0)
+        assert response.choices[0].finish_reason == "length"
+
+
+def test_host_header_is_checked(tiny_server: ApiServer) -> None:
+    port = tiny_server.port
+    for host in (f"evil.example:{port}", "evil.example", f"127.0.0.1:{port + 1}", f"attacker.localhost:{port}"):
+        status, _, body = raw_request(port, "GET", "/health", {"Host": host})
+        assert status == 403, host
+        assert json.loads(body)["error"]["type"] == "forbidden"
+    status, _, _ = raw_request(port, "POST", "/v1/models", {"Host": f"evil.example:{port}", "Content-Length": "0"})
+    assert status == 403
+    for host in (f"localhost:{port}", f"127.0.0.1:{port}", "localhost", f"LOCALHOST:{port}"):
+        status, _, body = raw_request(port, "GET", "/health", {"Host": host})
+        assert status == 200, host
+        assert json.loads(body)["status"] == "ok"
+
+
+def test_no_cors_by_default(tiny_server: ApiServer, http: httpx2.Client) -> None:
+    response = http.get("/health")
+    assert response.status_code == 200
+    assert not [h for h in response.headers if h.lower().startswith("access-control-")]
+    response = http.post("/v1/chat/completions", json=chat_body(), headers={"Origin": "http://evil.example"})
+    assert_error(response, 403)
+    assert "access-control-allow-origin" not in response.headers
+    assert_error(http.get("/v1/models", headers={"Origin": "http://evil.example"}), 403)
+    preflight = http.options(
+        "/v1/chat/completions",
+        headers={"Origin": "http://evil.example", "Access-Control-Request-Method": "POST"},
+    )
+    assert_error(preflight, 403)
+    assert "access-control-allow-origin" not in preflight.headers
+
+
+def test_cors_for_allowed_origin(
+    tiny_service: EngineService, serve: Callable[[EngineService, ServerConfig], ApiServer]
+) -> None:
+    origin = "http://app.local"
+    server = serve(tiny_service, ServerConfig(port=0, allowed_origins=(origin,)))
+    with httpx2.Client(base_url=f"http://127.0.0.1:{server.port}", timeout=WAIT_S) as http:
+        preflight = http.options(
+            "/v1/chat/completions",
+            headers={
+                "Origin": origin,
+                "Access-Control-Request-Method": "POST",
+                "Access-Control-Request-Headers": "authorization, content-type",
+            },
+        )
+        assert preflight.status_code == 204
+        assert preflight.headers["access-control-allow-origin"] == origin
+        assert "POST" in preflight.headers["access-control-allow-methods"]
+        assert "content-type" in preflight.headers["access-control-allow-headers"].lower()
+
+        response = http.post("/v1/chat/completions", json=chat_body(), headers={"Origin": origin})
+        assert response.status_code == 200
+        assert response.headers["access-control-allow-origin"] == origin
+        with http.stream(
+            "POST", "/v1/chat/completions", json=chat_body(stream=True), headers={"Origin": origin}
+        ) as stream:
+            assert stream.status_code == 200
+            assert stream.headers["access-control-allow-origin"] == origin
+            stream.read()
+        # another origin is still refused; no origin (a non-browser client) gets no CORS headers
+        assert_error(http.get("/v1/models", headers={"Origin": "http://other.local"}), 403)
+        plain = http.get("/v1/models")
+        assert plain.status_code == 200
+        assert "access-control-allow-origin" not in plain.headers
+
+
+def test_body_size_limit(
+    tiny_service: EngineService, serve: Callable[[EngineService, ServerConfig], ApiServer]
+) -> None:
+    server = serve(tiny_service, ServerConfig(port=0, max_body_bytes=1000))
+    with httpx2.Client(base_url=f"http://127.0.0.1:{server.port}", timeout=WAIT_S) as http:
+        big = {"model": "tiny", "messages": [{"role": "user", "content": "x" * 2000}], "max_tokens": 2}
+        for _ in range(5):  # the client must see the close, never reuse the connection and fail
+            response = http.post("/v1/chat/completions", json=big)
+            message = assert_error(response, 413)
+            assert "1,000 bytes" in message
+            assert response.headers["connection"] == "close"
+        assert http.post("/v1/chat/completions", json=chat_body(max_tokens=2)).status_code == 200
+
+
+def test_unsafe_binding_and_port_in_use(tiny_service: EngineService, tiny_server: ApiServer) -> None:
+    with pytest.raises(ServeError, match="API key"):
+        ServerConfig(host="0.0.0.0").check()
+    ServerConfig(host="0.0.0.0", api_key="k").check()
+    ServerConfig(host="localhost").check()
+
+    exposed = ApiServer(tiny_service, ServerConfig(host="0.0.0.0", port=0))
+    with pytest.raises(ServeError, match="API key"):
+        exposed.start()
+    assert not exposed.running
+
+    busy = ApiServer(tiny_service, ServerConfig(port=tiny_server.port))
+    with pytest.raises(ServeError, match=rf"127\.0\.0\.1:{tiny_server.port}.*another program"):
+        busy.start()
+    assert not busy.running
+    busy.stop()  # harmless when it never started
+
+
+# ----- the engine queue behind the server (slow FakeBackend)
+
+
+def test_closing_the_stream_cancels_the_generation(fake: Callable[..., FakeSetup]) -> None:
+    setup = fake(n_tokens=100_000, delay_s=0.01)
+    with setup.client() as client:
+        stream = client.chat.completions.create(model="fake", messages=MESSAGES, stream=True)
+        with stream:
+            chunks = [next(stream) for _ in range(4)]
+            assert chunks[0].choices[0].delta.role == "assistant"
+            assert "".join(c.choices[0].delta.content or "" for c in chunks[1:]).startswith(WORDS[0].strip())
+            t0 = time.perf_counter()
+        setup.watcher.wait_for(lambda: bool(setup.watcher.done), "the cancelled request", timeout=2.0)
+        elapsed = time.perf_counter() - t0
+    (record,) = setup.watcher.done
+    assert record.reason == "cancelled"
+    assert record.client == "api"
+    assert elapsed < 2.0
+    assert record.metrics is not None and record.metrics.output_tokens < 1000
+    assert setup.service.queue_state() == QueueState(None, ())
+
+
+def test_disconnecting_a_non_streaming_request_cancels_it(fake: Callable[..., FakeSetup]) -> None:
+    setup = fake(n_tokens=100_000, delay_s=0.01, gated=True)
+    body = json.dumps({"model": "fake", "messages": MESSAGES}).encode()
+    with socket.create_connection(("127.0.0.1", setup.server.port), timeout=WAIT_S) as sock:
+        sock.sendall(
+            b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+            b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
+        )
+        running = setup.watcher.wait_counts("api", 1, 0)
+    assert running.running is not None
+    t0 = time.perf_counter()
+    setup.gate.set()
+    record = setup.watcher.wait_done(running.running.id)  # tokens flow again: it must notice anyway
+    assert record.reason == "cancelled"
+    assert time.perf_counter() - t0 < 2.0
+    assert record.metrics is not None and record.metrics.output_tokens < 50
+
+
+def test_concurrent_clients_are_queued(fake: Callable[..., FakeSetup]) -> None:
+    setup = fake(n_tokens=5, delay_s=0.001, gated=True)
+    tasks = [setup.spawn(setup.stream_chat)]
+    setup.watcher.wait_counts("api", 1, 0)
+    tasks += [setup.spawn(setup.stream_chat) for _ in range(2)]
+    state = setup.watcher.wait_counts("api", 1, 2)  # one runs (paused), the others wait
+    assert state.running is not None and state.running.state == "running"
+    assert all(r.state == "queued" and r.client == "api" for r in state.queued)
+    assert setup.service.queue_state().count("api") == (1, 2)  # stable: the running one is paused
+    with httpx2.Client(timeout=WAIT_S) as http:
+        assert http.get(f"http://127.0.0.1:{setup.server.port}/health").json()["queued"] == 2
+    setup.gate.set()
+    for task in tasks:
+        assert task.value() == (fake_text(5), "length")
+    assert [r.reason for r in setup.watcher.done] == ["length"] * 3
+    assert setup.service.queue_state() == QueueState(None, ())
+
+
+def test_full_queue_is_429(fake: Callable[..., FakeSetup]) -> None:
+    setup = fake(n_tokens=3, queue_limit=1, gated=True)
+    first = setup.spawn(setup.stream_chat)
+    setup.watcher.wait_counts("api", 1, 0)
+    second = setup.spawn(setup.stream_chat)
+    setup.watcher.wait_counts("api", 1, 1)
+    with setup.client() as client, pytest.raises(openai.RateLimitError) as info:
+        client.chat.completions.create(model="fake", messages=MESSAGES, stream=True)
+    assert_api_error(info.value, 429)
+    assert info.value.code == "queue_full"
+    setup.gate.set()
+    assert first.value() == (fake_text(3), "length")
+    assert second.value() == (fake_text(3), "length")
+    assert len(setup.watcher.done) == 2  # the refused request never reached the queue
+
+
+def test_window_request_is_not_starved_by_api_requests(fake: Callable[..., FakeSetup]) -> None:
+    setup = fake(n_tokens=3, gated=True)
+    tasks = [setup.spawn(setup.stream_chat)]
+    setup.watcher.wait_counts("api", 1, 0)
+    tasks += [setup.spawn(setup.stream_chat) for _ in range(3)]
+    setup.watcher.wait_counts("api", 1, 3)
+
+    sink = WindowSink()
+    window_id = setup.service.submit(
+        GenerationRequest(
+            params=SamplingParams(max_tokens=3),
+            sink=sink,
+            messages=[ChatMessage("user", "hi")],
+            client="window",
+        )
+    )
+    setup.gate.set()
+    for task in tasks:
+        assert task.value() == (fake_text(3), "length")
+    assert sink.done.wait(WAIT_S) and sink.reason == "length"
+    setup.watcher.wait_done(window_id)
+    order = [r.client for r in setup.watcher.done]
+    assert sorted(order) == ["api"] * 4 + ["window"]
+    # the API request that was running, then at most one more API request, then the window's
+    assert order.index("window") <= 2, order
+
+
+def test_client_that_leaves_while_queued_is_dropped(fake: Callable[..., FakeSetup]) -> None:
+    setup = fake(n_tokens=3, gated=True)
+    first = setup.spawn(setup.stream_chat)
+    setup.watcher.wait_counts("api", 1, 0)
+
+    body = json.dumps({"model": "fake", "messages": MESSAGES, "stream": True}).encode()
+    with socket.create_connection(("127.0.0.1", setup.server.port), timeout=WAIT_S) as sock:
+        sock.sendall(
+            b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+            b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
+        )
+        state = setup.watcher.wait_counts("api", 1, 1)
+    (queued,) = state.queued
+    record = setup.watcher.wait_done(queued.id)  # gone while the first request is still paused
+    assert record.reason == "cancelled"
+    assert record.metrics is None
+    assert not setup.watcher.ran(queued.id)
+    assert setup.service.queue_state().count("api") == (1, 0)
+
+    setup.gate.set()
+    assert first.value() == (fake_text(3), "length")
+    assert [r.reason for r in setup.watcher.done] == ["cancelled", "length"]
