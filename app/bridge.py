@@ -15,9 +15,9 @@ from PySide6.QtCore import QObject, Signal
 
 from engine.inference.backend import ModelDescription, ModelRef
 from engine.inference.events import Retrying
+from engine.inference.messages import ChatMessage
 from engine.inference.metrics import GenerationMetrics
 from engine.inference.params import SamplingParams
-from engine.inference.prompting import ChatMessage
 from engine.inference.service import (
     EngineService,
     GenerationRequest,

@@ -17,9 +17,9 @@ from app.bridge import EngineBridge
 from app.side_panel import MetricsPanel
 from app.transcript import TranscriptView, code_blocks
 from engine.inference.events import Retrying
+from engine.inference.messages import ChatMessage
 from engine.inference.metrics import GenerationMetrics
 from engine.inference.params import SamplingParams
-from engine.inference.prompting import ChatMessage
 from engine.storage.conversations import ConversationStore, Message, StreamingMessage
 
 

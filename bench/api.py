@@ -72,17 +72,17 @@ def run_direct(service: EngineService, text: str, max_tokens: int) -> dict[str, 
     return {"ttft_ms": m.ttft_s * 1000, "decode_tps": m.decode_tokens_per_s}
 
 
-def run_client(url: str, model: str, text: str, max_tokens: int) -> dict[str, Any]:
+def run_client(client: openai.OpenAI, model: str, text: str, max_tokens: int) -> dict[str, Any]:
     """Stream a completion with the official client; time tokens as they arrive."""
-    with openai.OpenAI(base_url=url, api_key="bench", max_retries=0) as client:
-        t0 = time.perf_counter()
-        stream = client.completions.create(
-            model=model, prompt=text, max_tokens=max_tokens, temperature=0.0, stream=True,
-            extra_body={"repeat_penalty": 1.0, "top_k": 40, "min_p": 0.05},
-        )  # fmt: skip
-        times: list[float] = []
-        ember: dict[str, Any] | None = None
-        finish = None
+    t0 = time.perf_counter()
+    stream = client.completions.create(
+        model=model, prompt=text, max_tokens=max_tokens, temperature=0.0, stream=True,
+        extra_body={"repeat_penalty": 1.0, "top_k": 40, "min_p": 0.05},
+    )  # fmt: skip
+    times: list[float] = []
+    ember: dict[str, Any] | None = None
+    finish = None
+    with stream:
         for chunk in stream:
             now = time.perf_counter()
             if chunk.choices and chunk.choices[0].text:
@@ -190,11 +190,14 @@ def main() -> None:
     rows: dict[str, list[dict[str, Any]]] = {"direct": [], "ember": [], "peer": []}
     peer_prefill_errors: list[float] = []
     ember_ttft_errors: list[float] = []
+    # one client per server, made before timing (as an application keeps its client)
+    ember_client = openai.OpenAI(base_url=ember.url, api_key="bench", max_retries=0)
+    peer_client = openai.OpenAI(base_url=peer.url, api_key="bench", max_retries=0)
     try:
         # warm-up: the first request of each path pays one-off costs (page faults, first graph)
         run_direct(service, prompt(9, 7), 8)
-        run_client(ember.url, ember_model, prompt(9, 8), 8)
-        run_client(peer.url, peer_model, prompt(9, 9), 8)
+        run_client(ember_client, ember_model, prompt(9, 8), 8)
+        run_client(peer_client, peer_model, prompt(9, 9), 8)
         order = ["direct", "ember", "peer"]
         for i in range(args.runs):
             for k, name in enumerate(order):
@@ -202,19 +205,21 @@ def main() -> None:
                 if name == "direct":
                     rows[name].append(run_direct(service, text, args.max_tokens))
                 elif name == "ember":
-                    r = run_client(ember.url, ember_model, text, args.max_tokens)
+                    r = run_client(ember_client, ember_model, text, args.max_tokens)
                     rows[name].append(r)
                     if r["ember"] and r["ember"]["ttft_s"] is not None:
                         ember_ttft_errors.append(abs(r["ttft_ms"] - r["ember"]["ttft_s"] * 1000))
                 else:
                     before = len(peer.prefill_ms)
-                    r = run_client(peer.url, peer_model, text, args.max_tokens)
+                    r = run_client(peer_client, peer_model, text, args.max_tokens)
                     rows[name].append(r)
                     reported = peer.next_prefill_ms(before)
                     if reported is not None:
                         peer_prefill_errors.append(abs(r["ttft_ms"] - reported))
             order = order[1:] + order[:1]  # alternate who goes first
     finally:
+        ember_client.close()
+        peer_client.close()
         peer.close()
         ember.close()
         service.close()

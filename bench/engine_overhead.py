@@ -80,7 +80,7 @@ def ember_run(rt: LocalRuntime, n: int) -> dict[str, float]:
 def followup_turns(rt: LocalRuntime, turns: int = 10) -> dict[str, float]:
     """A growing chat with same-length messages: each follow-up should prefill only its new tokens,
     so its TTFT stays close to the first turn's."""
-    from engine.inference.prompting import ChatMessage
+    from engine.inference.messages import ChatMessage
 
     rt.reset_cache()
     msgs: list[ChatMessage] = []

@@ -27,7 +27,7 @@ from PySide6.QtWidgets import QApplication
 
 from app.main import build_window
 from engine.inference.events import Finished
-from engine.inference.prompting import ChatMessage
+from engine.inference.messages import ChatMessage
 from engine.storage.paths import AppPaths
 from tests.fake_backend import FakeBackend
 

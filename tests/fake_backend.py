@@ -9,9 +9,9 @@ from collections.abc import Callable, Iterator
 
 from engine.inference.backend import ModelDescription, ModelRef
 from engine.inference.events import Event, Finished, PromptReady, Token
+from engine.inference.messages import ChatMessage
 from engine.inference.metrics import MetricsRecorder, RunContext
 from engine.inference.params import SamplingParams
-from engine.inference.prompting import ChatMessage
 
 WORDS = ["Ember ", "streams ", "tokens ", "quickly, ", "**bold** ", "and ", "`code` ", "naïve ", "café ", "😀 "]
 

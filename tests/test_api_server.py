@@ -20,9 +20,9 @@ import openai
 import pytest
 
 from engine.cli.common import load_blocking
+from engine.inference.messages import ChatMessage
 from engine.inference.metrics import GenerationMetrics
 from engine.inference.params import LoadConfig, SamplingParams
-from engine.inference.prompting import ChatMessage
 from engine.inference.service import (
     EngineService,
     GenerationRequest,

@@ -19,8 +19,8 @@ import pytest
 
 from engine.inference.backend import Endpoint, RemoteModelRef
 from engine.inference.events import Event, Finished, PromptReady, Retrying, Token
+from engine.inference.messages import ChatMessage
 from engine.inference.params import SamplingParams
-from engine.inference.prompting import ChatMessage
 from engine.inference.remote import (
     RETRY_DELAYS_S,
     RemoteAuthError,

@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 from engine.inference.backend import ModelDescription
+from engine.inference.messages import ChatMessage
 from engine.inference.metrics import GenerationMetrics
 from engine.inference.params import LoadConfig, SamplingParams
-from engine.inference.prompting import ChatMessage
 from engine.inference.service import (
     EngineService,
     GenerationRequest,

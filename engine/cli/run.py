@@ -16,7 +16,7 @@ from engine.cli.common import (
     sampling_from_args,
 )
 from engine.errors import EmberError
-from engine.inference.prompting import ChatMessage
+from engine.inference.messages import ChatMessage
 from engine.inference.service import EngineService, GenerationRequest
 from engine.storage.paths import AppPaths
 

@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Protocol
 
 from engine.inference.events import Event
+from engine.inference.messages import ChatMessage
 from engine.inference.params import LoadConfig, SamplingParams
-from engine.inference.prompting import ChatMessage
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import ctypes
 import functools
-from dataclasses import dataclass
 from typing import Protocol
 
 import jinja2
@@ -17,8 +16,7 @@ import jinja2.sandbox
 import llama_cpp
 
 from engine.errors import InvalidParameter
-
-ROLES = ("system", "user", "assistant")
+from engine.inference.messages import ChatMessage
 
 # Architectures whose chat format is unambiguous, mapped to llama.cpp's built-in template names.
 BUILTIN_BY_ARCH = {
@@ -39,16 +37,6 @@ BUILTIN_BY_ARCH = {
     "smollm3": "chatml",
     "gpt-oss": "gpt-oss",
 }
-
-
-@dataclass(frozen=True)
-class ChatMessage:
-    role: str
-    content: str
-
-    def __post_init__(self) -> None:
-        if self.role not in ROLES:
-            raise InvalidParameter(f"message role must be one of {', '.join(ROLES)}, got {self.role!r}.")
 
 
 class ChatTemplate(Protocol):

@@ -32,9 +32,9 @@ import httpx2
 from engine.errors import EmberError, InvalidParameter
 from engine.inference.backend import Endpoint, ModelDescription, ModelRef, RemoteModelRef
 from engine.inference.events import Event, Finished, PromptReady, Retrying, Token
+from engine.inference.messages import ChatMessage
 from engine.inference.metrics import MetricsRecorder, RunContext
 from engine.inference.params import SamplingParams
-from engine.inference.prompting import ChatMessage
 
 MAX_EVENT_BYTES = 16 * 1024 * 1024  # one SSE event larger than this is a broken server, not an answer
 MAX_ERROR_BODY = 64 * 1024

@@ -29,9 +29,9 @@ from typing import Any
 from engine.errors import EmberError
 from engine.inference.backend import InferenceBackend, ModelDescription, ModelRef
 from engine.inference.events import ContextTrimmed, Finished, PromptReady, Retrying, Token
+from engine.inference.messages import ChatMessage
 from engine.inference.metrics import GenerationMetrics, MetricsRecorder, RunContext, live_snapshot
 from engine.inference.params import SamplingParams
-from engine.inference.prompting import ChatMessage
 
 log = logging.getLogger(__name__)
 

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine.errors import InvalidParameter
+from engine.inference.messages import ChatMessage
 from engine.inference.metrics import GenerationMetrics
 from engine.inference.params import SamplingParams
-from engine.inference.prompting import ChatMessage
 
 
 class ApiError(Exception):
