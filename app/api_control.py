@@ -6,7 +6,7 @@ as the chat."""
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from PySide6.QtCore import QObject, Qt, Slot
 from PySide6.QtWidgets import (
@@ -18,24 +18,35 @@ from PySide6.QtWidgets import (
     QLabel,
     QLineEdit,
     QSpinBox,
+    QStatusBar,
     QTableWidget,
     QTableWidgetItem,
     QVBoxLayout,
     QWidget,
 )
 
+from app.bridge import EngineBridge
 from engine.errors import EmberError
 from engine.inference.service import QueueState, RequestRecord
 from engine.serve.server import ApiServer, ServerConfig
 from engine.storage.secrets import API_SERVER_KEY, SecretStore
+from engine.storage.settings import Settings, SettingsFile
 
-if TYPE_CHECKING:
-    from app.main_window import MainWindow
+
+class ApiHost(Protocol):
+    """What the API server control needs from the window (the window satisfies it)."""
+
+    bridge: EngineBridge
+    settings: Settings
+    settings_file: SettingsFile
+
+    def statusBar(self) -> QStatusBar: ...
+    def show_error(self, message: str) -> None: ...
 
 
 class ApiServerControl(QObject):
-    def __init__(self, window: MainWindow) -> None:
-        super().__init__(window)
+    def __init__(self, window: ApiHost, parent: QObject | None = None) -> None:
+        super().__init__(parent)
         self.window = window
         self.server: ApiServer | None = None
         self.secrets = SecretStore()
@@ -104,7 +115,8 @@ class ApiServerControl(QObject):
 
     def open_dialog(self) -> ApiServerDialog:
         if self.dialog is None:
-            self.dialog = ApiServerDialog(self, self.window)
+            parent = self.parent()
+            self.dialog = ApiServerDialog(self, parent if isinstance(parent, QWidget) else None)
         self.dialog.show()
         self.dialog.raise_()
         return self.dialog

@@ -107,7 +107,7 @@ class MainWindow(QMainWindow):
         self.setCentralWidget(self.splitter)
 
         self.controller = ChatController(store, bridge, self.transcript, self.side.metrics, self._current_params)
-        self.api = ApiServerControl(self)
+        self.api = ApiServerControl(self, self)
         self._wire()
         build_menus(self)
         self._apply_settings_defaults()

@@ -77,8 +77,9 @@ def test_greedy_completion_matches_the_local_runtime(
     tokens = [e for e in events if isinstance(e, Token)]
     m = fin.metrics
     assert m.backend == "remote" and m.connection == peer and m.ttft_s and m.ttft_s > 0
-    if peer == "llama_cpp_url":  # no usage in llama-cpp-python's stream: counted per chunk, and said so
-        assert m.token_count == "estimated" and m.output_tokens == len(tokens)
+    assert len(tokens) >= 1
+    if peer == "llama_cpp_url":  # no usage in llama-cpp-python's stream: its own tokenizer counts the answer
+        assert m.token_count == "tokenized" and m.output_tokens == 16
     else:
         assert m.token_count == "exact" and m.output_tokens == 16 and m.prompt_tokens > 0
 

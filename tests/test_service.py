@@ -195,3 +195,26 @@ def test_close_cancels_running_and_queued_and_joins(service_with: Any) -> None:
     assert s1.reason == "cancelled" and s2.reason == "cancelled"
     with pytest.raises(QueueFull):
         svc.submit(chat()[0])
+
+
+def test_live_and_final_counts_agree_when_the_model_ends_its_turn(tiny_model: Path) -> None:
+    """The end-of-generation token is not part of the answer, for the live view and the record alike."""
+    svc = EngineService()
+    listener = Loads()
+    svc.add_listener(listener)
+    try:
+        svc.load(LoadConfig(tiny_model, n_ctx=512, threads=1))
+        assert listener.gate.wait(WAIT_S) and listener.model is not None
+        for seed in range(8):
+            sink = Recorder()
+            req = GenerationRequest(SamplingParams(temperature=2.0, seed=seed, max_tokens=400), sink, prompt="hi",
+                                    batch_s=0, snapshot_s=0)  # fmt: skip
+            svc.submit(req)
+            assert sink.done.wait(WAIT_S) and sink.final is not None
+            if sink.reason == "stop":
+                break
+        assert sink.reason == "stop"  # random weights hit </s> or <|im_end|> for one of these seeds
+        assert sink.snapshots[-1]["output_tokens"] == sink.final.output_tokens
+        assert sink.final.context_used == sink.final.prompt_tokens + sink.final.output_tokens
+    finally:
+        svc.close()

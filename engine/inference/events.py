@@ -36,7 +36,7 @@ class Token:
     text: str
     index: int
     t_ns: int
-    count: int = 1  # tokens this text stands for (a remote server's chunk may carry several)
+    count: int = 1  # tokens this text stands for: several in a remote chunk, 0 for held-back text
 
 
 @dataclass(frozen=True)

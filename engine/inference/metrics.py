@@ -77,8 +77,9 @@ class GenerationMetrics:
     llama_decode_ms: float | None = None
     llama_decode_tokens: int | None = None
     connection: str | None = None
-    # How output_tokens was counted: "exact" (sampled here, or reported by the server) or
-    # "estimated" (a remote server that reports no usage: one token per streamed chunk).
+    # How output_tokens was counted: "exact" (sampled here, or reported by the server), "tokenized"
+    # (the answer counted with the server's own tokenizer: its stream reported no usage) or
+    # "estimated" (neither: one token per streamed chunk).
     token_count: str = "exact"
     server_timings: dict[str, Any] | None = None  # the remote server's own figures, as it sent them
 
@@ -138,9 +139,14 @@ class MetricsRecorder:
         return [(b - a) / 1e6 for a, b in itertools.pairwise(self.token_times_ns)]
 
     def finish(
-        self, stop_reason: str, llama_perf: tuple[float, int, float, int] | None = None, **extra: Any
+        self,
+        stop_reason: str,
+        llama_perf: tuple[float, int, float, int] | None = None,
+        t_end_ns: int | None = None,
+        **extra: Any,
     ) -> GenerationMetrics:
-        return self._build(stop_reason, time.perf_counter_ns(), llama_perf, **extra)
+        """The record; `t_end_ns`: when the generation ended (default: now)."""
+        return self._build(stop_reason, time.perf_counter_ns() if t_end_ns is None else t_end_ns, llama_perf, **extra)
 
     def snapshot(self, now_ns: int | None = None) -> GenerationMetrics:
         return self._build("running", time.perf_counter_ns() if now_ns is None else now_ns, None)

@@ -17,262 +17,56 @@ from __future__ import annotations
 
 import contextlib
 import json
-import socket
-import ssl
 import threading
 import time
-import weakref
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-import httpcore2
 import httpx2
 
-from engine.errors import EmberError, InvalidParameter
+from engine.errors import InvalidParameter
 from engine.inference.backend import Endpoint, ModelDescription, ModelRef, RemoteModelRef
 from engine.inference.events import Event, Finished, PromptReady, Retrying, Token
 from engine.inference.messages import ChatMessage
-from engine.inference.metrics import MetricsRecorder, RunContext
+from engine.inference.metrics import GenerationMetrics, MetricsRecorder, RunContext
+from engine.inference.openai_wire import (
+    MAX_ERROR_BODY,
+    RETRY_DELAYS_S,
+    RETRY_STATUSES,
+    ConnectionCheck,
+    Connections,
+    RemoteAuthError,
+    RemoteError,
+    RemoteModelInfo,
+    RemoteNotFound,
+    RemoteServerError,
+    RemoteStreamError,
+    RemoteUnreachable,
+    ServerTokenizer,
+    check_connection,
+    connect_error,
+    get_json,
+    make_client,
+    model_infos,
+    sse_data,
+    status_error,
+)
 from engine.inference.params import SamplingParams
 
-MAX_EVENT_BYTES = 16 * 1024 * 1024  # one SSE event larger than this is a broken server, not an answer
-MAX_ERROR_BODY = 64 * 1024
-RETRY_STATUSES = (429, 500, 502, 503, 504)
-RETRY_DELAYS_S = (1.0, 2.0, 4.0)
-MAX_RETRY_AFTER_S = 30.0
-
-
-class RemoteError(EmberError):
-    """A remote server could not be used: the message says what happened and what to do."""
-
-
-class RemoteUnreachable(RemoteError):
-    pass
-
-
-class RemoteAuthError(RemoteError):
-    pass
-
-
-class RemoteNotFound(RemoteError):
-    pass
-
-
-class RemoteServerError(RemoteError):
-    def __init__(self, message: str, status: int, retry_after: float | None = None) -> None:
-        super().__init__(message)
-        self.status = status
-        self.retry_after = retry_after
-
-
-class RemoteStreamError(RemoteError):
-    """The stream broke or carried something that is not an OpenAI-compatible event."""
-
-
-@dataclass(frozen=True)
-class RemoteModelInfo:
-    id: str
-    n_ctx: int | None
-    owned_by: str | None
-
-
-@dataclass(frozen=True)
-class ConnectionCheck:
-    models: list[RemoteModelInfo]
-    round_trip_s: float
-
-
-def _error_text(body: bytes) -> str:
-    """The server's own words from an error body: OpenAI JSON, FastAPI `detail`, or plain text."""
-    text = body.decode("utf-8", errors="replace").strip()
-    try:
-        data = json.loads(text)
-    except ValueError:
-        return " ".join(text.split())[:300] or "no details"
-    if isinstance(data, dict):
-        err = data.get("error", data.get("detail", data.get("message")))
-        if isinstance(err, dict):
-            err = err.get("message") or err.get("msg") or json.dumps(err)
-        if isinstance(err, list) and err and isinstance(err[0], dict):
-            err = err[0].get("msg", json.dumps(err[0]))
-        if err:
-            return str(err)[:300]
-    return text[:300]
-
-
-def _connect_error(endpoint: Endpoint, exc: Exception) -> RemoteError:
-    what = f"{exc} {exc.__cause__ or ''} {exc.__context__ or ''}"
-    low = what.lower()
-    where = endpoint.base_url
-    if isinstance(exc, httpx2.ConnectTimeout | httpx2.PoolTimeout):
-        return RemoteUnreachable(
-            f"{endpoint.name}: {where} did not answer within {endpoint.connect_timeout_s:g} s. "
-            "Check the address and that the server is running."
-        )
-    if "certificate" in low or "ssl" in low or isinstance(exc.__cause__, ssl.SSLError):
-        return RemoteUnreachable(
-            f"{endpoint.name}: the TLS certificate of {where} could not be verified ({what.strip()[:160]}). "
-            "Use the server's real address, or for a lab server with a self-signed certificate turn off "
-            "certificate checks for this connection in Models ▸ Connections."
-        )
-    if any(s in low for s in ("name or service not known", "nodename nor servname", "getaddrinfo", "no address")) or (
-        isinstance(exc.__cause__, socket.gaierror)
-    ):
-        return RemoteUnreachable(
-            f"{endpoint.name}: the host name in {where} could not be found (DNS). Check the address."
-        )
-    if "refused" in low:
-        return RemoteUnreachable(
-            f"{endpoint.name}: connection to {where} refused. Is the server running, and on that port?"
-        )
-    return RemoteUnreachable(f"{endpoint.name}: cannot reach {where} ({what.strip()[:160]}).")
-
-
-def _status_error(endpoint: Endpoint, status: int, body: bytes, headers: httpx2.Headers, what: str) -> RemoteError:
-    detail = _error_text(body)
-    if status in (401, 403):
-        return RemoteAuthError(
-            f"{endpoint.name} refused the API key ({status}: {detail}). Check the key in Models ▸ Connections."
-        )
-    if status == 404:
-        return RemoteNotFound(f"{endpoint.name}: {what} not found (404: {detail}).")
-    retry_after = None
-    with contextlib.suppress(TypeError, ValueError):
-        retry_after = min(MAX_RETRY_AFTER_S, max(0.0, float(headers.get("retry-after", ""))))
-    if status == 429:
-        return RemoteServerError(f"{endpoint.name} is busy (429: {detail}).", status, retry_after)
-    if status >= 500:
-        return RemoteServerError(f"{endpoint.name} failed ({status}: {detail}).", status, retry_after)
-    return RemoteServerError(f"{endpoint.name} rejected the request ({status}: {detail}).", status)
-
-
-class _Connections(httpcore2.NetworkBackend):
-    """The network backend of one client, keeping its open connections so Stop can shut them down
-    from another thread — even while the request still waits for the response headers (a server
-    that queues requests sends none until it starts)."""
-
-    def __init__(self, inner: httpcore2.NetworkBackend) -> None:
-        self._inner = inner
-        self._streams: weakref.WeakSet[httpcore2.NetworkStream] = weakref.WeakSet()
-        self._lock = threading.Lock()
-
-    def connect_tcp(self, *args: Any, **kwargs: Any) -> httpcore2.NetworkStream:
-        stream = self._inner.connect_tcp(*args, **kwargs)
-        with self._lock:
-            self._streams.add(stream)
-        return stream
-
-    def connect_unix_socket(self, *args: Any, **kwargs: Any) -> httpcore2.NetworkStream:
-        stream = self._inner.connect_unix_socket(*args, **kwargs)
-        with self._lock:
-            self._streams.add(stream)
-        return stream
-
-    def sleep(self, seconds: float) -> None:
-        self._inner.sleep(seconds)
-
-    def shut_down_all(self) -> None:
-        """A blocked read returns at once and the server sees the disconnect; the pool reconnects
-        for the next request."""
-        with self._lock:
-            streams = list(self._streams)
-        for stream in streams:
-            sock = stream.get_extra_info("socket")
-            if sock is not None:
-                with contextlib.suppress(OSError):
-                    sock.shutdown(socket.SHUT_RDWR)
-
-
-def make_client(endpoint: Endpoint) -> tuple[httpx2.Client, _Connections]:
-    headers = {"Accept": "application/json"}
-    if endpoint.api_key:
-        headers["Authorization"] = f"Bearer {endpoint.api_key}"
-    base = endpoint.base_url.rstrip("/") + "/"
-    # trust_env off: a proxy from the environment must not see the key or the chats.
-    transport = httpx2.HTTPTransport(verify=endpoint.verify_tls, trust_env=False)
-    # httpx has no public hook for its connections; the pool's backend is swapped once, here
-    # (httpx2 is pinned below 3; tests/test_remote.py fails if this stops working).
-    connections = _Connections(transport._pool._network_backend)
-    transport._pool._network_backend = connections
-    client = httpx2.Client(
-        base_url=base,
-        headers=headers,
-        transport=transport,
-        follow_redirects=True,  # httpx drops Authorization when a redirect leaves the origin
-        timeout=httpx2.Timeout(endpoint.read_timeout_s, connect=endpoint.connect_timeout_s),
-        trust_env=False,
-    )
-    return client, connections
-
-
-def _get_json(client: httpx2.Client, endpoint: Endpoint, path: str) -> Any:
-    try:
-        response = client.get(path)
-    except httpx2.TransportError as exc:
-        if isinstance(exc, httpx2.ConnectError | httpx2.ConnectTimeout | httpx2.PoolTimeout):
-            raise _connect_error(endpoint, exc) from exc
-        raise RemoteUnreachable(f"{endpoint.name}: {endpoint.base_url} stopped answering ({exc}).") from exc
-    if response.status_code != 200:
-        raise _status_error(endpoint, response.status_code, response.content[:MAX_ERROR_BODY], response.headers, path)
-    try:
-        return response.json()
-    except ValueError as exc:
-        raise RemoteStreamError(
-            f"{endpoint.name}: {endpoint.base_url} answered {path} with something that is not JSON. "
-            "Is this the server's OpenAI-compatible base URL (usually ending in /v1)?"
-        ) from exc
-
-
-def _model_infos(data: Any) -> list[RemoteModelInfo]:
-    items = data.get("data") if isinstance(data, dict) else data
-    out = []
-    for item in items if isinstance(items, list) else []:
-        if not isinstance(item, dict) or not isinstance(item.get("id"), str):
-            continue
-        meta = item.get("meta") if isinstance(item.get("meta"), dict) else {}
-        n_ctx = item.get("max_model_len") or item.get("context_length") or meta.get("n_ctx") or meta.get("n_ctx_train")
-        out.append(RemoteModelInfo(item["id"], n_ctx if isinstance(n_ctx, int) else None, item.get("owned_by")))
-    return out
-
-
-def check_connection(endpoint: Endpoint) -> ConnectionCheck:
-    """`GET /models`: the server's models and the round-trip time ("Test connection")."""
-    client, _ = make_client(endpoint)
-    with client:
-        t0 = time.perf_counter()
-        data = _get_json(client, endpoint, "models")
-        rtt = time.perf_counter() - t0
-    return ConnectionCheck(_model_infos(data), rtt)
-
-
-def _sse_data(chunks: Iterator[bytes]) -> Iterator[str]:
-    """The `data` of each server-sent event; `:` comment lines (keep-alive pings) are skipped."""
-    buf = b""
-    data: list[str] = []
-    for chunk in chunks:
-        buf += chunk
-        while True:
-            nl = buf.find(b"\n")
-            if nl < 0:
-                if len(buf) > MAX_EVENT_BYTES:
-                    raise RemoteStreamError(f"the server sent an event larger than {MAX_EVENT_BYTES >> 20} MB")
-                break
-            line, buf = buf[:nl].rstrip(b"\r"), buf[nl + 1 :]
-            if not line:
-                if data:
-                    yield "\n".join(data)
-                    data = []
-                continue
-            if line.startswith(b":"):
-                continue
-            field, _, value = line.partition(b":")
-            if field == b"data":
-                data.append(value.removeprefix(b" ").decode("utf-8", errors="replace"))
-                if sum(len(d) for d in data) > MAX_EVENT_BYTES:
-                    raise RemoteStreamError(f"the server sent an event larger than {MAX_EVENT_BYTES >> 20} MB")
-    if data:
-        yield "\n".join(data)
+__all__ = [  # the wire's names that users of the remote backend need
+    "RETRY_DELAYS_S",
+    "ConnectionCheck",
+    "RemoteAuthError",
+    "RemoteBackend",
+    "RemoteError",
+    "RemoteModelInfo",
+    "RemoteNotFound",
+    "RemoteServerError",
+    "RemoteStreamError",
+    "RemoteUnreachable",
+    "check_connection",
+]
 
 
 @dataclass
@@ -288,7 +82,8 @@ class RemoteBackend:
     def __init__(self, sleep: Callable[[float], None] | None = None) -> None:
         self._ref: RemoteModelRef | None = None
         self._client: httpx2.Client | None = None
-        self._connections: _Connections | None = None
+        self._connections: Connections | None = None
+        self._tokenizer: ServerTokenizer | None = None
         self._description: ModelDescription | None = None
         self._stop = threading.Event()
         self._sleep = sleep
@@ -314,7 +109,7 @@ class RemoteBackend:
         endpoint = ref.endpoint
         client, connections = make_client(endpoint)
         try:
-            models = _model_infos(_get_json(client, endpoint, "models"))
+            models = model_infos(get_json(client, endpoint, "models"))
         except BaseException:
             client.close()
             raise
@@ -332,6 +127,7 @@ class RemoteBackend:
             progress(1.0)
         self._client = client
         self._connections = connections
+        self._tokenizer = ServerTokenizer(client, endpoint, ref.model_id)
         self._ref = ref
         self._description = ModelDescription(
             name=ref.model_id, backend="remote", n_ctx=match.n_ctx if match else None, source=endpoint.name
@@ -342,6 +138,7 @@ class RemoteBackend:
         self.request_stop()
         client, self._client = self._client, None
         self._connections = None
+        self._tokenizer = None
         self._ref = None
         self._description = None
         if client is not None:
@@ -437,7 +234,7 @@ class RemoteBackend:
             request = client.build_request("POST", path, json=body, headers={"Accept": "text/event-stream"})
             response = client.send(request, stream=True)
         except (httpx2.ConnectError, httpx2.ConnectTimeout, httpx2.PoolTimeout) as exc:
-            raise _connect_error(endpoint, exc) from exc
+            raise connect_error(endpoint, exc) from exc
         except httpx2.ReadTimeout as exc:
             raise RemoteServerError(
                 f"{endpoint.name} accepted the request but sent nothing for {endpoint.read_timeout_s:g} s.", 504
@@ -456,7 +253,7 @@ class RemoteBackend:
             finally:
                 response.close()
             what = f"the model {body['model']!r} or the endpoint /{path}"
-            raise _status_error(endpoint, response.status_code, raw[:MAX_ERROR_BODY], response.headers, what)
+            raise status_error(endpoint, response.status_code, raw[:MAX_ERROR_BODY], response.headers, what)
         return response
 
     def _stream(
@@ -473,7 +270,8 @@ class RemoteBackend:
         if self._stop.is_set():  # stopped while the request was being sent
             self.request_stop()
         chunks: list[_Chunk] = []
-        texts: list[str] = []
+        texts: list[str] = []  # what is shown (reasoning between <think> markers)
+        answer: list[str] = []  # what the model generated, as the server's tokenizer would count it
         usage: dict[str, Any] = {}
         timings: dict[str, Any] = {}
         reason: str | None = None
@@ -486,7 +284,7 @@ class RemoteBackend:
             return PromptReady(0, 0, rec.context.n_ctx, rec.t_start_ns, rec.t_start_ns)
 
         try:
-            for data in _sse_data(response.iter_raw()):
+            for data in sse_data(response.iter_raw()):
                 t_ns = time.perf_counter_ns()
                 if data.strip() == "[DONE]":
                     break
@@ -515,6 +313,7 @@ class RemoteBackend:
                     delta = choice.get("delta") or {}
                     reasoning = delta.get("reasoning_content") or delta.get("reasoning") or ""
                     content = delta.get("content") or ""
+                    answer += (reasoning, content)
                     if reasoning:
                         piece += ("" if thinking else "<think>\n") + reasoning
                         thinking = True
@@ -525,6 +324,7 @@ class RemoteBackend:
                         piece += content
                 else:
                     piece = choice.get("text") or ""
+                    answer.append(piece)
                 if choice.get("finish_reason"):
                     reason = str(choice["finish_reason"])
                 if piece:
@@ -551,6 +351,7 @@ class RemoteBackend:
             if not self._stop.is_set():
                 error = f"{endpoint.name}: the connection broke mid-answer ({type(exc).__name__})."
         finally:
+            t_end_ns = time.perf_counter_ns()
             with contextlib.suppress(Exception):
                 response.close()
         if thinking:
@@ -569,31 +370,37 @@ class RemoteBackend:
             final_reason = {"eos": "stop", "abort": "cancelled"}.get(reason, reason)
         if not prompt_sent:
             yield prompt_ready()
-        yield Finished(
-            final_reason, "".join(texts), self._final_metrics(rec, chunks, usage, timings, final_reason), error
-        )
+        metrics = self._final_metrics(rec, chunks, usage, timings, final_reason, "".join(answer), t_end_ns)
+        yield Finished(final_reason, "".join(texts), metrics, error)
 
-    @staticmethod
     def _final_metrics(
-        rec: MetricsRecorder, chunks: list[_Chunk], usage: dict[str, Any], timings: dict[str, Any], reason: str
-    ) -> Any:
-        """Count tokens from the server's own figures where it gave them, spread over the chunks in
-        proportion to their text; otherwise one per chunk, marked estimated."""
+        self,
+        rec: MetricsRecorder,
+        chunks: list[_Chunk],
+        usage: dict[str, Any],
+        timings: dict[str, Any],
+        reason: str,
+        answer: str,
+        t_end_ns: int,
+    ) -> GenerationMetrics:
+        """Count tokens from the server's own figures (usage, llama.cpp's timings), else with the
+        server's tokenizer, spread over the chunks in proportion to their text; else one per chunk,
+        marked estimated."""
         total = usage.get("completion_tokens") or timings.get("predicted_n")
-        token_count = "exact" if isinstance(total, int) and total > 0 else "estimated"
+        token_count = "exact"
+        if not (isinstance(total, int) and total > 0):
+            total = self._tokenizer.count(answer) if chunks and answer and self._tokenizer else None
+            token_count = "tokenized" if total else "estimated"
         final = MetricsRecorder(rec.context, t_start_ns=rec.t_start_ns, t_prefill_start_ns=rec.t_start_ns)
-        if token_count == "exact" and chunks:
-            assert isinstance(total, int)
-            total = max(total, len(chunks))
-            sizes = [max(1, len(c.text)) for c in chunks]
-            whole = sum(sizes)
-            given = 0
-            for i, (c, _size) in enumerate(zip(chunks, sizes, strict=True)):
-                # each chunk at least one token; the last takes the remainder
-                share = total - given - (len(chunks) - i - 1) if i == len(chunks) - 1 else None
-                if share is None:
-                    share = max(1, round(total * sum(sizes[: i + 1]) / whole) - given)
-                    share = min(share, total - given - (len(chunks) - i - 1))
+        if total and chunks:
+            total = max(int(total), len(chunks))
+            whole = sum(max(1, len(c.text)) for c in chunks)
+            seen = given = 0
+            for i, c in enumerate(chunks):
+                seen += max(1, len(c.text))
+                after = len(chunks) - i - 1  # each later chunk still needs at least one token
+                target = total if after == 0 else round(total * seen / whole)
+                share = min(max(1, target - given), total - given - after)
                 final.token(c.t_ns, share)
                 given += share
         else:
@@ -615,4 +422,4 @@ class RemoteBackend:
                 timings.get("predicted_n"),
             )
         server = {"usage": usage, "timings": timings} if usage or timings else None
-        return final.finish(reason, perf, token_count=token_count, server_timings=server)
+        return final.finish(reason, perf, t_end_ns=t_end_ns, token_count=token_count, server_timings=server)

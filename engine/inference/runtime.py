@@ -410,7 +410,8 @@ class LocalRuntime:
             tail = stops.flush(tail)
             if tail:
                 shown.append(tail)
-                yield Token(tail, max(0, len(generated) - 1), rec.token_times_ns[-1] if generated else 0)
+                # text held back at the end (a partial stop string): no new token
+                yield Token(tail, max(0, len(generated) - 1), rec.token_times_ns[-1] if generated else 0, count=0)
         perf = llama_cpp.llama_perf_context(ctx)
         metrics = rec.finish(reason, (perf.t_p_eval_ms, perf.n_p_eval, perf.t_eval_ms, perf.n_eval))
         if reason != "stop_string":

@@ -390,7 +390,8 @@ class EngineService:
                         pending.append(ev.text)
                     if live is None:
                         live = self._live_recorder(ev.t_ns, ev.t_ns)
-                    live.token(ev.t_ns, ev.count)
+                    if ev.count:
+                        live.token(ev.t_ns, ev.count)
                     now = time.perf_counter()
                     if now - last_batch >= req.batch_s:
                         if pending:

@@ -1,0 +1,312 @@
+"""The OpenAI-compatible wire, client side: one HTTP client per connection (httpx2, the stack the
+`openai` package uses), error mapping with the server's own words, server-sent events with size
+limits, the model list ("Test connection") and the server's tokenizer where it exposes one."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import socket
+import ssl
+import threading
+import time
+import weakref
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import httpcore2
+import httpx2
+
+from engine.errors import EmberError
+from engine.inference.backend import Endpoint
+
+MAX_EVENT_BYTES = 16 * 1024 * 1024  # one SSE event larger than this is a broken server, not an answer
+MAX_ERROR_BODY = 64 * 1024
+RETRY_STATUSES = (429, 500, 502, 503, 504)
+RETRY_DELAYS_S = (1.0, 2.0, 4.0)
+MAX_RETRY_AFTER_S = 30.0
+
+
+class RemoteError(EmberError):
+    """A remote server could not be used: the message says what happened and what to do."""
+
+
+class RemoteUnreachable(RemoteError):
+    pass
+
+
+class RemoteAuthError(RemoteError):
+    pass
+
+
+class RemoteNotFound(RemoteError):
+    pass
+
+
+class RemoteServerError(RemoteError):
+    def __init__(self, message: str, status: int, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.retry_after = retry_after
+
+
+class RemoteStreamError(RemoteError):
+    """The stream broke or carried something that is not an OpenAI-compatible event."""
+
+
+@dataclass(frozen=True)
+class RemoteModelInfo:
+    id: str
+    n_ctx: int | None
+    owned_by: str | None
+
+
+@dataclass(frozen=True)
+class ConnectionCheck:
+    models: list[RemoteModelInfo]
+    round_trip_s: float
+
+
+def _error_text(body: bytes) -> str:
+    """The server's own words from an error body: OpenAI JSON, FastAPI `detail`, or plain text."""
+    text = body.decode("utf-8", errors="replace").strip()
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return " ".join(text.split())[:300] or "no details"
+    if isinstance(data, dict):
+        err = data.get("error", data.get("detail", data.get("message")))
+        if isinstance(err, dict):
+            err = err.get("message") or err.get("msg") or json.dumps(err)
+        if isinstance(err, list) and err and isinstance(err[0], dict):
+            err = err[0].get("msg", json.dumps(err[0]))
+        if err:
+            return str(err)[:300]
+    return text[:300]
+
+
+def connect_error(endpoint: Endpoint, exc: Exception) -> RemoteError:
+    what = f"{exc} {exc.__cause__ or ''} {exc.__context__ or ''}"
+    low = what.lower()
+    where = endpoint.base_url
+    if isinstance(exc, httpx2.ConnectTimeout | httpx2.PoolTimeout):
+        return RemoteUnreachable(
+            f"{endpoint.name}: {where} did not answer within {endpoint.connect_timeout_s:g} s. "
+            "Check the address and that the server is running."
+        )
+    if "certificate" in low or "ssl" in low or isinstance(exc.__cause__, ssl.SSLError):
+        return RemoteUnreachable(
+            f"{endpoint.name}: the TLS certificate of {where} could not be verified ({what.strip()[:160]}). "
+            "Use the server's real address, or for a lab server with a self-signed certificate turn off "
+            "certificate checks for this connection in Models ▸ Connections."
+        )
+    if any(s in low for s in ("name or service not known", "nodename nor servname", "getaddrinfo", "no address")) or (
+        isinstance(exc.__cause__, socket.gaierror)
+    ):
+        return RemoteUnreachable(
+            f"{endpoint.name}: the host name in {where} could not be found (DNS). Check the address."
+        )
+    if "refused" in low:
+        return RemoteUnreachable(
+            f"{endpoint.name}: connection to {where} refused. Is the server running, and on that port?"
+        )
+    return RemoteUnreachable(f"{endpoint.name}: cannot reach {where} ({what.strip()[:160]}).")
+
+
+def status_error(endpoint: Endpoint, status: int, body: bytes, headers: httpx2.Headers, what: str) -> RemoteError:
+    detail = _error_text(body)
+    if status in (401, 403):
+        return RemoteAuthError(
+            f"{endpoint.name} refused the API key ({status}: {detail}). Check the key in Models ▸ Connections."
+        )
+    if status == 404:
+        return RemoteNotFound(f"{endpoint.name}: {what} not found (404: {detail}).")
+    retry_after = None
+    with contextlib.suppress(TypeError, ValueError):
+        retry_after = min(MAX_RETRY_AFTER_S, max(0.0, float(headers.get("retry-after", ""))))
+    if status == 429:
+        return RemoteServerError(f"{endpoint.name} is busy (429: {detail}).", status, retry_after)
+    if status >= 500:
+        return RemoteServerError(f"{endpoint.name} failed ({status}: {detail}).", status, retry_after)
+    return RemoteServerError(f"{endpoint.name} rejected the request ({status}: {detail}).", status)
+
+
+class Connections(httpcore2.NetworkBackend):
+    """The network backend of one client, keeping its open connections so Stop can shut them down
+    from another thread — even while the request still waits for the response headers (a server
+    that queues requests sends none until it starts)."""
+
+    def __init__(self, inner: httpcore2.NetworkBackend) -> None:
+        self._inner = inner
+        self._streams: weakref.WeakSet[httpcore2.NetworkStream] = weakref.WeakSet()
+        self._lock = threading.Lock()
+
+    def connect_tcp(self, *args: Any, **kwargs: Any) -> httpcore2.NetworkStream:
+        stream = self._inner.connect_tcp(*args, **kwargs)
+        with self._lock:
+            self._streams.add(stream)
+        return stream
+
+    def connect_unix_socket(self, *args: Any, **kwargs: Any) -> httpcore2.NetworkStream:
+        stream = self._inner.connect_unix_socket(*args, **kwargs)
+        with self._lock:
+            self._streams.add(stream)
+        return stream
+
+    def sleep(self, seconds: float) -> None:
+        self._inner.sleep(seconds)
+
+    def shut_down_all(self) -> None:
+        """A blocked read returns at once and the server sees the disconnect; the pool reconnects
+        for the next request."""
+        with self._lock:
+            streams = list(self._streams)
+        for stream in streams:
+            sock = stream.get_extra_info("socket")
+            if sock is not None:
+                with contextlib.suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)
+
+
+def make_client(endpoint: Endpoint) -> tuple[httpx2.Client, Connections]:
+    headers = {"Accept": "application/json"}
+    if endpoint.api_key:
+        headers["Authorization"] = f"Bearer {endpoint.api_key}"
+    base = endpoint.base_url.rstrip("/") + "/"
+    # trust_env off: a proxy from the environment must not see the key or the chats.
+    transport = httpx2.HTTPTransport(verify=endpoint.verify_tls, trust_env=False)
+    # httpx has no public hook for its connections; the pool's backend is swapped once, here
+    # (httpx2 is pinned below 3; tests/test_remote.py fails if this stops working).
+    connections = Connections(transport._pool._network_backend)
+    transport._pool._network_backend = connections
+    client = httpx2.Client(
+        base_url=base,
+        headers=headers,
+        transport=transport,
+        follow_redirects=True,  # httpx drops Authorization when a redirect leaves the origin
+        timeout=httpx2.Timeout(endpoint.read_timeout_s, connect=endpoint.connect_timeout_s),
+        trust_env=False,
+    )
+    return client, connections
+
+
+def get_json(client: httpx2.Client, endpoint: Endpoint, path: str) -> Any:
+    try:
+        response = client.get(path)
+    except httpx2.TransportError as exc:
+        if isinstance(exc, httpx2.ConnectError | httpx2.ConnectTimeout | httpx2.PoolTimeout):
+            raise connect_error(endpoint, exc) from exc
+        raise RemoteUnreachable(f"{endpoint.name}: {endpoint.base_url} stopped answering ({exc}).") from exc
+    if response.status_code != 200:
+        raise status_error(endpoint, response.status_code, response.content[:MAX_ERROR_BODY], response.headers, path)
+    try:
+        return response.json()
+    except ValueError as exc:
+        raise RemoteStreamError(
+            f"{endpoint.name}: {endpoint.base_url} answered {path} with something that is not JSON. "
+            "Is this the server's OpenAI-compatible base URL (usually ending in /v1)?"
+        ) from exc
+
+
+def model_infos(data: Any) -> list[RemoteModelInfo]:
+    items = data.get("data") if isinstance(data, dict) else data
+    out = []
+    for item in items if isinstance(items, list) else []:
+        if not isinstance(item, dict) or not isinstance(item.get("id"), str):
+            continue
+        meta = item.get("meta") if isinstance(item.get("meta"), dict) else {}
+        n_ctx = item.get("max_model_len") or item.get("context_length") or meta.get("n_ctx") or meta.get("n_ctx_train")
+        out.append(RemoteModelInfo(item["id"], n_ctx if isinstance(n_ctx, int) else None, item.get("owned_by")))
+    return out
+
+
+def check_connection(endpoint: Endpoint) -> ConnectionCheck:
+    """`GET /models`: the server's models and the round-trip time ("Test connection")."""
+    client, _ = make_client(endpoint)
+    with client:
+        t0 = time.perf_counter()
+        data = get_json(client, endpoint, "models")
+        rtt = time.perf_counter() - t0
+    return ConnectionCheck(model_infos(data), rtt)
+
+
+def sse_data(chunks: Iterator[bytes]) -> Iterator[str]:
+    """The `data` of each server-sent event; `:` comment lines (keep-alive pings) are skipped."""
+    buf = b""
+    data: list[str] = []
+    for chunk in chunks:
+        buf += chunk
+        while True:
+            nl = buf.find(b"\n")
+            if nl < 0:
+                if len(buf) > MAX_EVENT_BYTES:
+                    raise RemoteStreamError(f"the server sent an event larger than {MAX_EVENT_BYTES >> 20} MB")
+                break
+            line, buf = buf[:nl].rstrip(b"\r"), buf[nl + 1 :]
+            if not line:
+                if data:
+                    yield "\n".join(data)
+                    data = []
+                continue
+            if line.startswith(b":"):
+                continue
+            field, _, value = line.partition(b":")
+            if field == b"data":
+                data.append(value.removeprefix(b" ").decode("utf-8", errors="replace"))
+                if sum(len(d) for d in data) > MAX_EVENT_BYTES:
+                    raise RemoteStreamError(f"the server sent an event larger than {MAX_EVENT_BYTES >> 20} MB")
+    if data:
+        yield "\n".join(data)
+
+
+# The servers' own tokenizers (for token counts when a stream reports none), relative to the server
+# root: llama.cpp's server, vLLM and SGLang `/tokenize`; llama-cpp-python `/extras/tokenize`.
+TOKENIZE_PATHS = ("tokenize", "extras/tokenize")
+
+
+def _server_root(endpoint: Endpoint) -> str:
+    base = endpoint.base_url.rstrip("/")
+    return (base.removesuffix("/v1") or base) + "/"
+
+
+def _token_count(client: httpx2.Client, url: str, model: str, text: str) -> int | None:
+    body = {"model": model, "content": text, "prompt": text, "input": text, "add_special": False,
+            "add_special_tokens": False}  # fmt: skip
+    try:
+        response = client.post(url, json=body, timeout=5.0)
+        data = response.json() if response.status_code == 200 else None
+    except (httpx2.HTTPError, ValueError):
+        return None
+    if isinstance(data, dict):
+        if isinstance(data.get("count"), int):
+            return int(data["count"])
+        if isinstance(data.get("tokens"), list):
+            return len(data["tokens"])
+    return None
+
+
+class ServerTokenizer:
+    """Counts tokens with the server's tokenizer; finds which endpoint the server has once."""
+
+    def __init__(self, client: httpx2.Client, endpoint: Endpoint, model: str) -> None:
+        self.client = client
+        self.model = model
+        self.root = _server_root(endpoint)
+        self._url: str | None = None
+        self._offset = 0  # tokens a server adds to any text (a BOS llama-cpp-python always adds)
+        self._searched = False
+
+    def count(self, text: str) -> int | None:
+        if not self._searched:
+            self._searched = True
+            for path in TOKENIZE_PATHS:
+                url = self.root + path
+                empty = _token_count(self.client, url, self.model, "")
+                if empty is not None:
+                    self._url, self._offset = url, empty
+                    break
+        if self._url is None:
+            return None
+        n = _token_count(self.client, self._url, self.model, text)
+        return None if n is None else max(0, n - self._offset)
