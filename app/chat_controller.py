@@ -228,16 +228,18 @@ class ChatController(QObject):
         stream, self._stream = self._stream, None
         self.request_id = None
         self.metrics.finish(metrics, itl)
-        if stream is not None and reason == "error" and not stream.text:
-            # Nothing was generated: drop the empty answer; the question stays, ready to retry.
+        if stream is not None and not stream.text and not self._resumed and (reason == "error" or metrics is None):
+            # Nothing was generated (failed, or cancelled while still waiting in the queue): drop the
+            # empty answer; the question stays, ready to retry.
             self.store.delete_message(stream.message.id)
             self.store.update_conversation(stream.message.conversation_id, active_leaf=stream.message.parent_id)
             self.refresh()
         elif stream is not None:
             stream.finish(metrics.to_dict() if metrics else None)
             if self._resumed or reason == "interrupted" or len(self.store.siblings(stream.message.id)) > 1:
-                # a branch switcher needs the new count; an interrupted answer gets its Continue link
-                self.refresh()  # a regenerated answer: the branch switcher needs the new count
+                # a continued answer is re-rendered whole; an interrupted one gets its Continue link;
+                # a regenerated one needs the branch switcher's new count
+                self.refresh()
             else:
                 self.transcript.end_stream(stream.text, metrics.summary_line() if metrics else None)
         self.conversations_changed.emit()
