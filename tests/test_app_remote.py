@@ -229,3 +229,34 @@ def test_a_busy_server_is_retried_with_a_countdown_and_no_duplicate(
         qtbot.waitUntil(lambda: not w.controller.generating, timeout=20_000)
         answer = w.store.thread(w.controller.conversation_id)[-1]
         assert answer.content == "Hello world" and len(fake.generate_requests()) == 2
+
+
+def test_window_waits_its_turn_behind_an_api_request_and_stop_drops_it(
+    qtbot: QtBot, make_window: Callable[..., MainWindow]
+) -> None:
+    from engine.inference.params import SamplingParams
+    from engine.inference.service import GenerationRequest, GenerationSink
+    from tests.fake_backend import FakeBackend
+
+    w = make_window(lambda _ref: FakeBackend(n_tokens=1_000_000, delay_s=0.002))
+    load(qtbot, w)
+    started = threading.Event()
+
+    class ApiSink(GenerationSink):
+        def tokens(self, text: str, output_tokens: int) -> None:
+            started.set()
+
+    service = w.bridge.service
+    api_id = service.submit(
+        GenerationRequest(SamplingParams(max_tokens=1_000_000), ApiSink(), prompt="x", client="api")
+    )
+    assert started.wait(10)
+    with qtbot.waitSignal(w.controller.generating_changed, timeout=5_000):
+        w.composer.editor.setPlainText("My question")
+        qtbot.keyClick(w.composer.editor, Qt.Key.Key_Return)
+    assert service.queue_state().count("window") == (0, 1)  # waiting for its turn
+    with qtbot.waitSignal(w.controller.generating_changed, check_params_cb=lambda on: not on, timeout=5_000):
+        w.stop()
+    thread = w.store.thread(w.controller.conversation_id)
+    assert [m.role for m in thread] == ["user"] and thread[0].content == "My question"  # no empty answer
+    service.cancel(api_id)
