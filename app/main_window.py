@@ -121,6 +121,9 @@ class MainWindow(QMainWindow):
         self._retry: tuple[str, float, int, int] | None = None
         if self.settings.api_server:
             self.api.apply()
+        problems = settings_file.take_problems()
+        if problems:
+            self.show_notice(" ".join(problems))
 
     # ----- construction
     def _build_model_bar(self) -> QWidget:

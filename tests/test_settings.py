@@ -58,3 +58,25 @@ def test_damaged_or_hand_edited_file_falls_back(tmp_path: Path) -> None:
     f.path.write_text(json.dumps({"temperature": 99, "top_k": 7, "unknown": 1}))
     loaded = f.load()
     assert loaded.temperature == Settings().temperature and loaded.top_k == 7
+
+
+def test_a_damaged_file_is_set_aside_and_each_bad_value_is_named(tmp_path: Path) -> None:
+    f = SettingsFile(tmp_path / "settings.json")
+    f.path.write_text("{not json")
+    assert f.load() == Settings()
+    problems = f.take_problems()
+    aside = [p for p in tmp_path.iterdir() if p.name.startswith("settings.damaged-")]
+    assert len(aside) == 1 and aside[0].read_text() == "{not json"  # kept, for the user to look at
+    assert len(problems) == 1 and str(aside[0]) in problems[0] and "Default settings are used" in problems[0]
+    assert not f.path.exists() and f.take_problems() == []
+
+    f.path.write_text(json.dumps({"temperature": 99, "theme": "purple", "top_k": 7, "api_port": "x"}))
+    loaded = f.load()
+    assert (loaded.temperature, loaded.theme, loaded.top_k) == (0.7, "system", 7)  # one by one
+    problems = f.take_problems()
+    assert len(problems) == 3
+    assert any("temperature must be between 0.0 and 5.0, got 99" in p and "default (0.7)" in p for p in problems)
+    assert any("theme" in p and "'system'" in p for p in problems) and any("api_port" in p for p in problems)
+
+    f.path.write_text("[1, 2]")
+    assert f.load() == Settings() and "does not hold settings" in f.take_problems()[0]

@@ -20,7 +20,7 @@ from engine.inference.metrics import GenerationMetrics
 from engine.inference.params import LOAD_SPECS, SAMPLING_SPECS, LoadConfig, ParamSpec, SamplingParams
 from engine.inference.service import EngineService, GenerationRequest, GenerationSink, ServiceListener
 from engine.storage.paths import AppPaths
-from engine.storage.settings import SettingsFile
+from engine.storage.settings import Settings, SettingsFile
 
 # CLI defaults that differ from the table's (a terminal answer is shorter than a chat's).
 CLI_DEFAULTS = {"max_tokens": 256}
@@ -61,8 +61,16 @@ def resolve_model(spec: str, paths: AppPaths) -> Path:
     """'starter', a name from `models list`, or a path to a .gguf file."""
     from engine.models.library import ModelLibrary
 
-    settings = SettingsFile(paths.settings_file).load()
-    return ModelLibrary(settings.models_folder(paths.default_models_dir)).resolve(spec)
+    return ModelLibrary(load_settings(paths).models_folder(paths.default_models_dir)).resolve(spec)
+
+
+def load_settings(paths: AppPaths) -> Settings:
+    """The settings; what was wrong with a damaged file goes to stderr, one line each."""
+    settings_file = SettingsFile(paths.settings_file)
+    settings = settings_file.load()
+    for problem in settings_file.take_problems():
+        print(f"ember-chat: {problem}", file=sys.stderr)
+    return settings
 
 
 def model_ref_from_args(args: argparse.Namespace, paths: AppPaths) -> tuple[ModelRef, str]:

@@ -8,13 +8,13 @@ import sys
 from datetime import datetime
 from pathlib import Path
 
+from engine.cli.common import load_settings
 from engine.models.downloader import Downloader, DownloadSpec, Progress
 from engine.models.fit import estimate_fit, free_vram_bytes, recommend
 from engine.models.hub import HubClient
 from engine.models.library import ModelLibrary
 from engine.storage.paths import AppPaths
 from engine.storage.secrets import TokenStore
-from engine.storage.settings import SettingsFile
 
 
 def _human(n: float) -> str:
@@ -31,7 +31,7 @@ def _print_json(data: object) -> None:
 
 def run(args: argparse.Namespace, paths: AppPaths) -> int:
     cmd = args.models_command
-    settings = SettingsFile(paths.settings_file).load()
+    settings = load_settings(paths)
     endpoint = settings.hub_endpoint()
     library = ModelLibrary(settings.models_folder(paths.default_models_dir))
     tokens = TokenStore()
