@@ -32,8 +32,8 @@ def build_window(paths: object | None = None, backend_factory: object = None) ->
     from engine.models.downloader import Downloader
     from engine.models.library import ModelLibrary
     from engine.storage.connections import ConnectionStore
-    from engine.storage.conversations import ConversationStore
     from engine.storage.paths import AppPaths
+    from engine.storage.recovery import open_conversations
     from engine.storage.secrets import TokenStore
     from engine.storage.settings import SettingsFile
 
@@ -41,7 +41,7 @@ def build_window(paths: object | None = None, backend_factory: object = None) ->
     settings_file = SettingsFile(paths.settings_file)
     settings = settings_file.load()
     models_dir = settings.models_folder(paths.default_models_dir)
-    store = ConversationStore(paths.database)
+    opened = open_conversations(paths.database)  # a damaged database is set aside, never fatal
     service = EngineService(backend_factory or default_backend_factory, queue_limit=settings.api_queue_limit)
     bridge = EngineBridge(service)
     state = QSettings(str(paths.config_dir / "window.ini"), QSettings.Format.IniFormat)
@@ -51,7 +51,10 @@ def build_window(paths: object | None = None, backend_factory: object = None) ->
     downloads = DownloadQueue(lambda: Downloader(endpoint, tokens.get()), models_dir)
     downloads.restore_partials(library.partial_downloads())  # unfinished downloads come back paused
     connections = ConnectionStore(paths.connections_file)
-    return MainWindow(store, bridge, library, settings_file, state, downloads, endpoint, tokens, connections)
+    return MainWindow(
+        opened.store, bridge, library, settings_file, state, downloads, endpoint, tokens, connections,
+        startup_errors=[opened.notice] if opened.notice else [],
+    )  # fmt: skip
 
 
 def _scripted_run_class() -> type:

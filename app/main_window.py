@@ -61,7 +61,9 @@ class MainWindow(QMainWindow):
         hub_endpoint: str | None = None,
         tokens: TokenStore | None = None,
         connections: ConnectionStore | None = None,
+        startup_errors: list[str] | None = None,
     ) -> None:
+        """`startup_errors`: what went wrong while starting (a damaged chat database), for the banner."""
         super().__init__()
         self.downloads = downloads
         self.hub_endpoint = hub_endpoint
@@ -121,8 +123,10 @@ class MainWindow(QMainWindow):
         self._retry: tuple[str, float, int, int] | None = None
         if self.settings.api_server:
             self.api.apply()
-        problems = settings_file.take_problems()
-        if problems:
+        errors, problems = startup_errors or [], settings_file.take_problems()
+        if errors:
+            self.show_error(" ".join(errors + problems))
+        elif problems:
             self.show_notice(" ".join(problems))
 
     # ----- construction

@@ -5,15 +5,19 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from pytestqt.qtbot import QtBot
 
 from app.main_window import MainWindow
+from engine.storage.conversations import SCHEMA_VERSION, ConversationStore
 from engine.storage.paths import AppPaths
+from engine.storage.recovery import open_conversations
 from tests.test_app import make_window, paths
 
 __all__ = ["make_window", "paths"]
@@ -57,3 +61,112 @@ def test_cli_says_what_was_wrong_with_the_settings_and_carries_on(tmp_path: Path
     assert out.returncode == 0, out.stderr
     assert "top_k must be between 0 and 100000, got -5" in out.stderr and "default (40)" in out.stderr
     assert json.loads(out.stdout)[0]["name"] == "starter"
+
+
+# ----- the chat database
+
+
+def _chats(path: Path, n: int = 3) -> None:
+    s = ConversationStore(path)
+    for i in range(n):
+        c = s.create_conversation(f"chat {i}")
+        q = s.add_message(c.id, "user", f"question {i}")
+        s.add_message(c.id, "assistant", f"answer {i}", parent_id=q.id, metrics={"ttft_s": 0.1})
+    s.close()
+
+
+def _aside(folder: Path) -> list[Path]:
+    return [p for p in folder.iterdir() if ".damaged-" in p.name and p.suffix == ".sqlite3"]
+
+
+@pytest.mark.parametrize(
+    "damage",
+    ["not a database", "truncated", "newer schema", "failed migration", "damaged page"],
+)
+def test_a_damaged_database_is_set_aside_and_what_is_readable_recovered(tmp_path: Path, damage: str) -> None:
+    db = tmp_path / "chats.sqlite3"
+    expect_recovered = damage in ("newer schema", "failed migration", "damaged page")
+    if damage == "not a database":
+        db.write_bytes(b"this is not SQLite at all, just text " * 200)
+    else:
+        _chats(db, n=40 if damage == "damaged page" else 3)
+        raw = sqlite3.connect(db)
+        raw.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        if damage == "newer schema":
+            raw.execute("PRAGMA user_version = 99")
+        elif damage == "failed migration":  # an old (v1) file whose v2 step cannot run: the column exists
+            raw.execute("PRAGMA user_version = 1")
+        raw.close()
+        if damage == "truncated":
+            db.write_bytes(db.read_bytes()[:1500])
+        elif damage == "damaged page":  # scribble over one page in the middle of the file
+            data = bytearray(db.read_bytes())
+            page = 4096
+            mid = (len(data) // page // 2) * page
+            data[mid : mid + page] = b"\xde\xad" * (page // 2)
+            db.write_bytes(bytes(data))
+    opened = open_conversations(db)
+    try:
+        assert opened.notice is not None and opened.moved_to is not None and opened.moved_to.exists()
+        assert str(opened.moved_to) in opened.notice and _aside(tmp_path) == [opened.moved_to]
+        store = opened.store
+        assert store.schema_version == SCHEMA_VERSION  # a fresh, working database in its place
+        if expect_recovered:
+            assert opened.recovered_messages > 0 and "recovered" in opened.notice
+            first = store.conversations()[-1]
+            thread = store.thread(first.id)
+            assert [m.role for m in thread][:2] == ["user", "assistant"] and thread[0].content.startswith("question")
+            assert store.search("question")  # full-text search rebuilt for the recovered messages
+        else:
+            assert store.conversations() == [] and "nothing in it could be read" in opened.notice
+        c = store.create_conversation("new")  # and it takes new chats
+        store.add_message(c.id, "user", "hello again")
+    finally:
+        opened.store.close()
+
+
+def test_a_locked_or_unwritable_database_is_left_alone(tmp_path: Path) -> None:
+    db = tmp_path / "chats.sqlite3"
+    _chats(db)
+    before = db.read_bytes()
+    holder = sqlite3.connect(db, isolation_level=None)
+    holder.execute("PRAGMA locking_mode=EXCLUSIVE")
+    holder.execute("BEGIN EXCLUSIVE")
+    try:
+        opened = open_conversations(db)
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert opened.moved_to is None and "in memory" in opened.notice and "locked" in opened.notice
+    opened.store.create_conversation("kept in memory")  # the window still works
+    opened.store.close()
+    assert db.read_bytes() == before and _aside(tmp_path) == []
+
+    folder = tmp_path / "readonly"
+    folder.mkdir()
+    folder.chmod(0o500)
+    try:
+        if os.access(folder, os.W_OK):  # root ignores permissions: make the path unopenable instead
+            target = folder / "is-a-directory.sqlite3"
+            target.mkdir()
+        else:
+            target = folder / "chats.sqlite3"
+        opened = open_conversations(target)
+        assert opened.moved_to is None and "in memory" in opened.notice
+        opened.store.close()
+    finally:
+        folder.chmod(0o700)
+
+
+def test_app_starts_with_a_damaged_database_and_shows_the_recovered_chats(
+    qtbot: QtBot, paths: AppPaths, make_window: Callable[..., MainWindow]
+) -> None:
+    paths.data_dir.mkdir(parents=True, exist_ok=True)
+    _chats(paths.database)
+    raw = sqlite3.connect(paths.database)
+    raw.execute("PRAGMA user_version = 99")  # written by a newer Ember
+    raw.close()
+    w = make_window()
+    assert w.banner.isVisible() and "newer Ember" in w.banner.text() and "3 chats with 6 messages" in w.banner.text()
+    assert w.conversations.list.count() == 3
+    assert any(".damaged-" in p.name for p in paths.data_dir.iterdir())

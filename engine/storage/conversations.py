@@ -136,6 +136,15 @@ class ConversationStore:
     def _tx(self) -> _Transaction:
         return _Transaction(self._db, self._lock)
 
+    def integrity_problem(self) -> str | None:
+        """SQLite's quick check (every page readable, b-trees well formed): None when all is well."""
+        try:
+            with self._lock:
+                result = self._db.execute("PRAGMA quick_check(1)").fetchone()[0]
+        except sqlite3.DatabaseError as exc:
+            return str(exc)
+        return None if result == "ok" else str(result)
+
     @property
     def schema_version(self) -> int:
         with self._lock:
@@ -184,6 +193,60 @@ class ConversationStore:
                 (*changes.values(), self._clock(), conversation_id),
             )
         return self.conversation(conversation_id)
+
+    def restore(self, conversations: list[dict[str, Any]], messages: list[dict[str, Any]]) -> tuple[int, int]:
+        """Copy rows read from a damaged database, keeping their ids; a row that does not fit (its
+        chat is gone, a bad role, a missing title) is left out. Returns (chats, messages) restored."""
+        now = self._clock()
+        kept_conv: set[int] = set()
+        kept_msg: set[int] = set()
+        with self._tx():
+            for c in conversations:
+                try:
+                    self._db.execute(
+                        "INSERT INTO conversations (id, title, model, system_prompt, params, created_at, updated_at,"
+                        " active_leaf) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                        (
+                            int(c["id"]),
+                            str(c.get("title") or "Recovered chat"),
+                            c.get("model"),
+                            str(c.get("system_prompt") or ""),
+                            str(c.get("params") or "{}"),
+                            float(c.get("created_at") or now),
+                            float(c.get("updated_at") or now),
+                            c.get("active_leaf"),
+                        ),
+                    )
+                    kept_conv.add(int(c["id"]))
+                except (sqlite3.DatabaseError, TypeError, ValueError):
+                    continue
+            for m in sorted(messages, key=lambda m: int(m["id"])):
+                if m.get("conversation_id") not in kept_conv or m.get("role") not in ("system", "user", "assistant"):
+                    continue
+                parent = m.get("parent_id") if m.get("parent_id") in kept_msg else None
+                try:
+                    self._db.execute(
+                        "INSERT INTO messages (id, conversation_id, parent_id, role, content, metrics, complete,"
+                        " created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                        (
+                            int(m["id"]),
+                            m["conversation_id"],
+                            parent,
+                            m["role"],
+                            str(m.get("content") or ""),
+                            m.get("metrics"),
+                            int(bool(m.get("complete", 1))),
+                            float(m.get("created_at") or now),
+                        ),
+                    )
+                    kept_msg.add(int(m["id"]))
+                except (sqlite3.DatabaseError, TypeError, ValueError):
+                    continue
+            # a shown branch whose last message was lost: show the newest one instead
+            self._db.execute(
+                "UPDATE conversations SET active_leaf = NULL WHERE active_leaf NOT IN (SELECT id FROM messages)"
+            )
+        return len(kept_conv), len(kept_msg)
 
     def delete_conversation(self, conversation_id: int) -> None:
         with self._tx():
