@@ -7,10 +7,11 @@ not overlap a running answer (switching or deleting a chat, loading a model, qui
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Callable
 from typing import Any
 
-from PySide6.QtCore import QObject, Signal, Slot
+from PySide6.QtCore import QObject, QTimer, Signal, Slot
 from PySide6.QtGui import QGuiApplication
 
 from app.bridge import EngineBridge
@@ -20,7 +21,9 @@ from engine.inference.events import Retrying
 from engine.inference.messages import ChatMessage
 from engine.inference.metrics import GenerationMetrics
 from engine.inference.params import SamplingParams
-from engine.storage.conversations import ConversationStore, Message, StreamingMessage
+from engine.storage.conversations import ConversationStore, Message, StreamingMessage, describe_write_error
+
+UNSAVED_RETRY_MS = 2000
 
 
 class ChatController(QObject):
@@ -50,6 +53,11 @@ class ChatController(QObject):
         self.request_id: int | None = None
         self._stream: StreamingMessage | None = None
         self._resumed = False
+        self._save_failing = False
+        self._unsaved: list[tuple[StreamingMessage, dict[str, Any] | None]] = []
+        self._unsaved_timer = QTimer(self)
+        self._unsaved_timer.setInterval(UNSAVED_RETRY_MS)
+        self._unsaved_timer.timeout.connect(self._retry_unsaved)
         self._after: list[Callable[[], None]] = []
         self.editing_parent: int | None = None
         self.editing = False
@@ -109,28 +117,38 @@ class ChatController(QObject):
         self.after_stop(act)
 
     # ----- sending
-    def send(self, text: str) -> None:
+    def send(self, text: str) -> bool:
+        """Send a message; False when it was not sent (no model, busy, cannot be saved) — the window
+        then keeps the text in the composer."""
         if not self.model_ready:
             self.error.emit("No model is loaded. Pick one from the model list at the top or the Models menu.")
-            return
+            return False
         if self.generating:
-            return
+            return False
         params, system_prompt = self._params()
-        if self.conversation_id is None:
-            title = " ".join(text.split())[:48] or "New chat"
-            conv = self.store.create_conversation(title, system_prompt=system_prompt, params=params.to_dict())
-            self.conversation_id = conv.id
-        conv = self.store.conversation(self.conversation_id)
-        if self.editing:
-            parent = self.editing_parent
-        else:
-            thread = self.store.thread(conv.id)
-            parent = thread[-1].id if thread else None
+        try:
+            if self.conversation_id is None:
+                title = " ".join(text.split())[:48] or "New chat"
+                conv = self.store.create_conversation(title, system_prompt=system_prompt, params=params.to_dict())
+                self.conversation_id = conv.id
+            conv = self.store.conversation(self.conversation_id)
+            if self.editing:
+                parent = self.editing_parent
+            else:
+                thread = self.store.thread(conv.id)
+                parent = thread[-1].id if thread else None
+            user = self.store.add_message(conv.id, "user", text, parent_id=parent)
+        except (sqlite3.Error, OSError) as exc:
+            self.error.emit(
+                f"Ember cannot save your message ({describe_write_error(exc)}), so it was not sent; it is still "
+                "in the box below. Free some space (or fix the folder) and send it again."
+            )
+            return False
         self.cancel_edit()
-        user = self.store.add_message(conv.id, "user", text, parent_id=parent)
         self.conversations_changed.emit()
         self.refresh()
         self._start(user)
+        return True
 
     def regenerate(self, answer_id: int | None = None) -> None:
         """A new answer to the same question (the last one by default), as a new branch."""
@@ -194,7 +212,33 @@ class ChatController(QObject):
         if rid == self.request_id and self._stream is not None:
             self._stream.append(text)
             self.transcript.append_stream(text)
+            self._report_saving(self._stream)
             self.streamed.emit(_n)
+
+    def _report_saving(self, stream: StreamingMessage) -> None:
+        """A failing write never stops the answer: say so once, and say when saving works again."""
+        if stream.save_error and not self._save_failing:
+            self._save_failing = True
+            self.error.emit(
+                f"Ember cannot save this answer right now ({stream.save_error}). It keeps streaming and is "
+                "saved as soon as writing works again; nothing already saved is lost."
+            )
+        elif not stream.save_error and self._save_failing:
+            self._save_failing = False
+            self.notice.emit("Saving works again: the answer is saved.")
+
+    def _retry_unsaved(self) -> None:
+        """Finished answers that could not be written yet, tried again every few seconds."""
+        still = []
+        for stream, metrics in self._unsaved:
+            if not stream.finish(metrics):
+                still.append((stream, metrics))
+        self._unsaved = still
+        if not still:
+            self._unsaved_timer.stop()
+            if self._save_failing:
+                self._save_failing = False
+                self.notice.emit("Saving works again: every answer is saved.")
 
     @Slot(int, object)
     def _on_live(self, rid: int, snapshot: dict[str, Any]) -> None:
@@ -235,8 +279,13 @@ class ChatController(QObject):
             self.store.update_conversation(stream.message.conversation_id, active_leaf=stream.message.parent_id)
             self.refresh()
         elif stream is not None:
-            stream.finish(metrics.to_dict() if metrics else None)
-            if self._resumed or reason == "interrupted" or len(self.store.siblings(stream.message.id)) > 1:
+            record = metrics.to_dict() if metrics else None
+            saved = stream.finish(record)
+            if not saved:  # shown from memory, written when the disk lets it
+                self._unsaved.append((stream, record))
+                self._unsaved_timer.start()
+                self._report_saving(stream)
+            if saved and (self._resumed or reason == "interrupted" or len(self.store.siblings(stream.message.id)) > 1):
                 # a continued answer is re-rendered whole; an interrupted one gets its Continue link;
                 # a regenerated one needs the branch switcher's new count
                 self.refresh()

@@ -417,8 +417,11 @@ class MainWindow(QMainWindow):
     # ----- composer
     def _on_send(self, text: str) -> None:
         self.banner.hide()
+        editing = self.controller.editing
         self.composer.set_editing(False)
-        self.controller.send(text)
+        if not self.controller.send(text):  # not sent: the text goes back into the box
+            self.composer.editor.setPlainText(text)
+            self.composer.set_editing(editing)
 
     def _on_edit(self, message_id: int) -> None:
         def act() -> None:

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from PySide6.QtCore import Qt
 from pytestqt.qtbot import QtBot
 
 from app.main_window import MainWindow
@@ -170,3 +171,62 @@ def test_app_starts_with_a_damaged_database_and_shows_the_recovered_chats(
     assert w.banner.isVisible() and "newer Ember" in w.banner.text() and "3 chats with 6 messages" in w.banner.text()
     assert w.conversations.list.count() == 3
     assert any(".damaged-" in p.name for p in paths.data_dir.iterdir())
+
+
+# ----- a full disk (or a read-only folder) while chatting
+
+
+def test_a_full_disk_never_stops_the_answer_and_saving_resumes(
+    qtbot: QtBot, make_window: Callable[..., MainWindow], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests.fake_backend import FakeBackend
+    from tests.test_app import load, set_max_tokens
+
+    w = make_window(lambda _ref: FakeBackend(n_tokens=400, delay_s=0.001))
+    load(qtbot, w)
+    set_max_tokens(w, 400)
+    store = w.store
+    real_update = store.update_message
+    disk_full = [True]
+
+    def update_message(*args: object, **kwargs: object) -> None:
+        if disk_full[0]:
+            raise sqlite3.OperationalError("database or disk is full")
+        real_update(*args, **kwargs)
+
+    monkeypatch.setattr(store, "update_message", update_message)
+    errors: list[str] = []
+    w.controller.error.connect(errors.append)
+    with qtbot.waitSignal(w.controller.generating_changed, check_params_cb=lambda on: not on, timeout=30_000):
+        w.composer.editor.setPlainText("A long answer please")
+        qtbot.keyClick(w.composer.editor, Qt.Key.Key_Return)
+    assert w.side.metrics.output.text() == "400"  # the answer streamed to its end
+    assert errors and "cannot save this answer right now (the disk is full)" in errors[0]
+    assert "cannot save" in w.banner.text()
+    answer = store.thread(w.controller.conversation_id)[-1]
+    assert answer.role == "assistant" and not answer.complete  # not written yet; the question is
+    shown = w.transcript.plain_text()
+    disk_full[0] = False  # space is back: the retry writes the whole answer
+    with qtbot.waitSignal(w.controller.notice, timeout=10_000) as saved:
+        pass
+    assert "Saving works again" in saved.args[0]
+    answer = store.message(answer.id)
+    assert answer.complete and answer.metrics["output_tokens"] == 400 and answer.content[:200] in shown
+
+
+def test_a_message_that_cannot_be_saved_is_not_sent_and_stays_in_the_box(
+    qtbot: QtBot, make_window: Callable[..., MainWindow], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests.test_app import load
+
+    w = make_window()
+    load(qtbot, w)
+
+    def read_only(*args: object, **kwargs: object) -> None:
+        raise sqlite3.OperationalError("attempt to write a readonly database")
+
+    monkeypatch.setattr(w.store, "create_conversation", read_only)
+    w.composer.editor.setPlainText("Keep me")
+    qtbot.keyClick(w.composer.editor, Qt.Key.Key_Return)
+    assert not w.controller.generating and w.composer.editor.toPlainText() == "Keep me"
+    assert "cannot save your message (the data folder cannot be written)" in w.banner.text()

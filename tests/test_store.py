@@ -122,7 +122,8 @@ def test_streaming_message_throttles_writes(store: ConversationStore) -> None:
     sm.append("lo")
     assert store.message(sm.message.id).content == "Hello"
     assert not store.message(sm.message.id).complete
-    msg = sm.finish({"output_tokens": 2})
+    assert sm.finish({"output_tokens": 2})
+    msg = store.message(sm.message.id)
     assert msg.complete and msg.content == "Hello" and msg.metrics == {"output_tokens": 2}
 
 

@@ -429,6 +429,7 @@ class StreamingMessage:
         self._interval = interval_s
         self._parts: list[str] = [resume.content] if resume is not None else []
         self._dirty = False
+        self.save_error: str | None = None  # why the last write failed; None once writes work again
         if resume is not None:
             self.message = resume
         else:
@@ -448,14 +449,38 @@ class StreamingMessage:
             self.flush()
 
     def flush(self) -> None:
+        """Write what arrived. A write that fails (disk full, read-only folder) is not an error for the
+        stream: the text stays here, `save_error` says why, and the next flush tries again."""
         if self._dirty:
-            self._store.update_message(self.message.id, self.text)
-            self._dirty = False
+            try:
+                self._store.update_message(self.message.id, self.text)
+            except (sqlite3.Error, OSError) as exc:
+                self.save_error = describe_write_error(exc)
+            else:
+                self._dirty = False
+                self.save_error = None
         self._last_write = self._clock()
 
-    def finish(self, metrics: dict[str, Any] | None) -> Message:
-        self._store.update_message(self.message.id, self.text, metrics=metrics, complete=True)
-        return self._store.message(self.message.id)
+    def finish(self, metrics: dict[str, Any] | None) -> bool:
+        """Mark the answer complete with its metrics; False (and `save_error`) when it cannot be written
+        yet — call it again later, nothing is lost meanwhile."""
+        try:
+            self._store.update_message(self.message.id, self.text, metrics=metrics, complete=True)
+        except (sqlite3.Error, OSError) as exc:
+            self.save_error = describe_write_error(exc)
+            return False
+        self._dirty = False
+        self.save_error = None
+        return True
+
+
+def describe_write_error(exc: Exception) -> str:
+    what = str(exc).lower()
+    if "full" in what or getattr(exc, "errno", None) == 28:
+        return "the disk is full"
+    if "readonly" in what or "read-only" in what or "permission" in what:
+        return "the data folder cannot be written"
+    return str(exc)
 
 
 def _conversation(row: sqlite3.Row) -> Conversation:
