@@ -128,7 +128,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     app = QApplication.instance() or QApplication(sys.argv[:1])
     app.setApplicationName("Ember")
     app.setStyle("Fusion")
-    window = build_window()
+    from app.single_instance import SingleInstance
+    from engine.storage.paths import AppPaths
+
+    paths = AppPaths.default()
+    guard = SingleInstance(paths.data_dir)
+    if not guard.acquire():
+        print("ember: Ember is already running with this data folder; its window was brought to the front.",
+              file=sys.stderr)  # fmt: skip
+        return 0
+    window = build_window(paths)
+    guard.activated.connect(window.bring_to_front)
+    app.aboutToQuit.connect(guard.release)
     window.show()
     if args.quit_when_ready:
         from PySide6.QtCore import QTimer

@@ -513,6 +513,14 @@ class MainWindow(QMainWindow):
         except OSError as exc:
             self.show_error(f"Could not export to {path}: {exc.strerror or exc}.")
 
+    def bring_to_front(self) -> None:
+        """Another launch of Ember asked for this window."""
+        if self.isMinimized():
+            self.showNormal()
+        self.show()
+        self.raise_()
+        self.activateWindow()
+
     def open_connections(self) -> None:
         from app.connections_dialog import ConnectionsDialog
 
