@@ -20,7 +20,9 @@ os.environ.setdefault("HF_HUB_DISABLE_XET", "1")
 os.environ.setdefault("HF_HUB_DISABLE_IMPLICIT_TOKEN", "1")
 
 
-def build_window(paths: object | None = None, backend_factory: object = None) -> object:
+def build_window(
+    paths: object | None = None, backend_factory: object = None, notices: list[str] | None = None
+) -> object:
     """Everything the app needs, wired; the caller shows the window and runs the event loop.
     `backend_factory(ref)`: the backend for a model reference (default: local runtime or remote)."""
     from PySide6.QtCore import QSettings
@@ -53,7 +55,7 @@ def build_window(paths: object | None = None, backend_factory: object = None) ->
     connections = ConnectionStore(paths.connections_file)
     return MainWindow(
         opened.store, bridge, library, settings_file, state, downloads, endpoint, tokens, connections,
-        startup_errors=[opened.notice] if opened.notice else [],
+        startup_errors=[*(notices or []), *([opened.notice] if opened.notice else [])],
     )  # fmt: skip
 
 
@@ -137,9 +139,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("ember: Ember is already running with this data folder; its window was brought to the front.",
               file=sys.stderr)  # fmt: skip
         return 0
-    window = build_window(paths)
+    from app.crash import CrashReporter
+
+    crash = CrashReporter(paths.data_dir / "crashes")
+    last_run = crash.previous_crash()
+    crash.install()
+    window = build_window(paths, notices=[last_run] if last_run else [])
+    crash.window = window
     guard.activated.connect(window.bring_to_front)
     app.aboutToQuit.connect(guard.release)
+    app.aboutToQuit.connect(crash.uninstall)
     window.show()
     if args.quit_when_ready:
         from PySide6.QtCore import QTimer

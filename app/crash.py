@@ -1,0 +1,136 @@
+"""The crash handler: an unexpected Python error on any thread is written to a crash log under the
+data folder and shown in a dialog whose text can be copied; a native crash (llama.cpp, Qt) leaves
+its stack in a log through `faulthandler`; and the next start says that the last run crashed and
+where its log is. (The chat being written is already saved up to the last second.)"""
+
+from __future__ import annotations
+
+import contextlib
+import faulthandler
+import platform
+import sys
+import threading
+import time
+import traceback
+from pathlib import Path
+from types import TracebackType
+from typing import IO
+
+from PySide6.QtCore import QObject, Signal, Slot
+from PySide6.QtGui import QGuiApplication
+from PySide6.QtWidgets import QMessageBox, QWidget
+
+from engine import __version__
+
+RUNNING = "running"  # present while Ember runs; left behind when a run does not end cleanly
+NATIVE = "native.log"  # faulthandler's output for this run
+LAST = "last-crash.txt"  # the path of the last crash log, until the next start has said so
+
+
+class CrashReporter(QObject):
+    _show = Signal(str, str)  # summary, log path: shown on the GUI thread whatever thread failed
+
+    def __init__(self, crash_dir: Path, parent_window: QWidget | None = None) -> None:
+        super().__init__()
+        self.dir = crash_dir
+        self.window = parent_window
+        self._native: IO[str] | None = None
+        self._previous = (sys.excepthook, threading.excepthook)
+        self.dialog: QMessageBox | None = None
+        self._show.connect(self._show_dialog)
+
+    # ----- the previous run
+    def previous_crash(self) -> str | None:
+        """What the next start says about the last run (call before `install`)."""
+        messages = []
+        native = self.dir / NATIVE
+        if (self.dir / RUNNING).exists():
+            if native.exists() and native.stat().st_size > 0:
+                kept = self.dir / f"crash-{time.strftime('%Y%m%d-%H%M%S')}-native.log"
+                native.replace(kept)
+                messages.append(
+                    f"The last run of Ember crashed (a native error, in llama.cpp or Qt); its log is {kept}."
+                )
+            else:
+                messages.append("The last run of Ember did not end normally (it was killed or the computer stopped).")
+        last = self.dir / LAST
+        if last.exists():
+            with contextlib.suppress(OSError):
+                messages.append(
+                    f"The last run of Ember had an unexpected error; its log is {last.read_text().strip()}."
+                )
+            last.unlink(missing_ok=True)
+        return " ".join(messages) or None
+
+    # ----- this run
+    def install(self) -> None:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        (self.dir / RUNNING).write_text(str(time.time()))
+        self._native = open(self.dir / NATIVE, "w")  # noqa: SIM115 - open for the whole run
+        faulthandler.enable(self._native, all_threads=True)
+        self._previous = (sys.excepthook, threading.excepthook)
+        sys.excepthook = self._on_exception
+        threading.excepthook = self._on_thread_exception
+
+    def uninstall(self) -> None:
+        """A clean exit: nothing to report next time."""
+        sys.excepthook, threading.excepthook = self._previous
+        if self._native is not None:
+            faulthandler.disable()
+            self._native.close()
+            self._native = None
+            with contextlib.suppress(OSError):
+                if (self.dir / NATIVE).stat().st_size == 0:
+                    (self.dir / NATIVE).unlink()
+        (self.dir / RUNNING).unlink(missing_ok=True)
+
+    def _on_thread_exception(self, args: threading.ExceptHookArgs) -> None:
+        if args.exc_type is SystemExit:
+            return
+        self.report(args.exc_type, args.exc_value, args.exc_traceback, args.thread.name if args.thread else "?")
+
+    def _on_exception(self, exc_type: type[BaseException], exc: BaseException, tb: TracebackType | None) -> None:
+        if issubclass(exc_type, KeyboardInterrupt):
+            sys.__excepthook__(exc_type, exc, tb)
+            return
+        self.report(exc_type, exc, tb, threading.current_thread().name)
+
+    def report(
+        self, exc_type: type[BaseException], exc: BaseException | None, tb: TracebackType | None, thread: str
+    ) -> Path | None:
+        """Write the crash log and show the dialog (from any thread)."""
+        text = "".join(traceback.format_exception(exc_type, exc, tb))
+        header = (
+            f"Ember {__version__} on {platform.platform()}, Python {platform.python_version()}\n"
+            f"{time.strftime('%Y-%m-%d %H:%M:%S')}, thread {thread}\n\n"
+        )
+        path = self.dir / f"crash-{time.strftime('%Y%m%d-%H%M%S')}.log"
+        try:
+            self.dir.mkdir(parents=True, exist_ok=True)
+            path.write_text(header + text, encoding="utf-8")
+            (self.dir / LAST).write_text(str(path), encoding="utf-8")
+        except OSError:
+            path = None  # a full disk must not turn a reported error into a second one
+        print(header + text, file=sys.stderr)
+        self._show.emit(f"{exc_type.__name__}: {exc}", str(path) if path else "")
+        return path
+
+    @Slot(str, str)
+    def _show_dialog(self, summary: str, log_path: str) -> None:
+        box = QMessageBox(self.window)
+        box.setIcon(QMessageBox.Icon.Critical)
+        box.setWindowTitle("Ember: unexpected error")
+        where = f"\n\nThe details are saved in {log_path}." if log_path else ""
+        box.setText(
+            "Something went wrong inside Ember. Your chats are saved; you can keep working, or restart Ember "
+            f"if the window misbehaves.\n\n{summary}{where}"
+        )
+        details = Path(log_path).read_text(encoding="utf-8") if log_path else summary
+        box.setDetailedText(details)
+        copy = box.addButton("Copy details", QMessageBox.ButtonRole.ActionRole)
+        copy.clicked.disconnect()  # keep the box open when copying
+        copy.clicked.connect(lambda: QGuiApplication.clipboard().setText(details))
+        box.addButton(QMessageBox.StandardButton.Close)
+        box.setAccessibleName("Unexpected error")
+        self.dialog = box
+        box.open()
