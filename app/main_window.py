@@ -19,6 +19,7 @@ from PySide6.QtWidgets import (
     QMenu,
     QMessageBox,
     QSplitter,
+    QStackedWidget,
     QVBoxLayout,
     QWidget,
 )
@@ -31,12 +32,14 @@ from app.model_bar import ModelBar
 from app.side_panel import SidePanel
 from app.theme import apply_theme
 from app.transcript import TranscriptView
+from app.welcome import WelcomePanel
 from app.widgets import Composer, ConversationList
 from engine.errors import EmberError
 from engine.inference.backend import ModelDescription, ModelRef
 from engine.inference.params import LoadConfig, SamplingParams
 from engine.models.download_queue import DownloadQueue
 from engine.models.library import ModelLibrary
+from engine.models.starter import STARTER_ALIAS, starter_available
 from engine.storage.connections import ConnectionStore, parse_remote_model_name
 from engine.storage.conversations import ConversationStore
 from engine.storage.export import chat_as_json, chat_as_markdown
@@ -97,7 +100,14 @@ class MainWindow(QMainWindow):
         cl.setSpacing(0)
         cl.addWidget(self._build_model_bar())
         cl.addWidget(self.banner)
-        cl.addWidget(self.transcript, 1)
+        self.welcome = WelcomePanel(starter_available())
+        self.welcome.load_starter.connect(lambda: self.load_model(STARTER_ALIAS))
+        self.welcome.open_manager.connect(self.open_model_manager)
+        self.welcome.import_file.connect(self.import_model_file)
+        self.centre_stack = QStackedWidget()
+        self.centre_stack.addWidget(self.transcript)
+        self.centre_stack.addWidget(self.welcome)
+        cl.addWidget(self.centre_stack, 1)
         cl.addWidget(self.composer)
 
         self.splitter = QSplitter(Qt.Orientation.Horizontal)
@@ -304,8 +314,19 @@ class MainWindow(QMainWindow):
         self.set_model_state("none")
         self.show_error(message)
 
+    def update_welcome(self) -> None:
+        """The welcome panel while no model is loaded and no chat is open; the transcript otherwise."""
+        first_run = self.model is None and self._loading_name is None and self.controller.conversation_id is None
+        self.centre_stack.setCurrentWidget(self.welcome if first_run else self.transcript)
+
+    def import_model_file(self) -> None:
+        mm = self.model_manager()
+        mm.show()
+        mm.import_dialog()
+
     def set_model_state(self, state: str) -> None:
         self.controller.model_ready = state == "ready"
+        self.update_welcome()
         self.model_bar.show_state(state, self.model if state == "ready" else None)
         self.model_state_changed.emit(state)
 
@@ -344,6 +365,7 @@ class MainWindow(QMainWindow):
             self._on_search(self.conversations.search.text())
             return
         self.conversations.show_conversations(self.store.conversations(), self.controller.conversation_id)
+        self.update_welcome()
 
     def new_chat(self) -> None:
         def act() -> None:
@@ -352,7 +374,7 @@ class MainWindow(QMainWindow):
             self.composer.set_editing(False)
             self._apply_settings_defaults()
             self.controller.refresh()
-            self.reload_conversations()
+            self.reload_conversations()  # (and the welcome panel, when no model is loaded)
             self.composer.editor.setFocus()
 
         self.controller.after_stop(act)
@@ -371,6 +393,7 @@ class MainWindow(QMainWindow):
 
         self.controller.after_stop(act)
         self.controller.open_conversation(cid, jump_to)
+        self.controller.after_stop(self.update_welcome)
 
     def _open_hit(self, cid: int, mid: int) -> None:
         if mid not in [m.id for m in self.store.thread(cid)]:  # the hit is on another branch: show it
