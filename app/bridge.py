@@ -11,14 +11,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from PySide6.QtCore import QObject, Signal
-
-from engine.inference.backend import ModelDescription, ModelRef
-from engine.inference.events import Retrying
-from engine.inference.messages import ChatMessage
-from engine.inference.metrics import GenerationMetrics
-from engine.inference.params import SamplingParams
-from engine.inference.service import (
+from ember_chat.engine.inference.backend import ModelDescription, ModelRef
+from ember_chat.engine.inference.events import Retrying
+from ember_chat.engine.inference.messages import ChatMessage
+from ember_chat.engine.inference.metrics import GenerationMetrics
+from ember_chat.engine.inference.params import SamplingParams
+from ember_chat.engine.inference.service import (
     EngineService,
     GenerationRequest,
     GenerationSink,
@@ -26,6 +24,7 @@ from engine.inference.service import (
     RequestRecord,
     ServiceListener,
 )
+from PySide6.QtCore import QObject, Signal
 
 
 class _Sink(GenerationSink):

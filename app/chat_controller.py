@@ -11,17 +11,16 @@ import sqlite3
 from collections.abc import Callable
 from typing import Any
 
+from ember_chat.app.bridge import EngineBridge
+from ember_chat.app.side_panel import MetricsPanel
+from ember_chat.app.transcript import TranscriptView, code_blocks
+from ember_chat.engine.inference.events import Retrying
+from ember_chat.engine.inference.messages import ChatMessage
+from ember_chat.engine.inference.metrics import GenerationMetrics
+from ember_chat.engine.inference.params import SamplingParams
+from ember_chat.engine.storage.conversations import ConversationStore, Message, StreamingMessage, describe_write_error
 from PySide6.QtCore import QObject, QTimer, Signal, Slot
 from PySide6.QtGui import QGuiApplication
-
-from app.bridge import EngineBridge
-from app.side_panel import MetricsPanel
-from app.transcript import TranscriptView, code_blocks
-from engine.inference.events import Retrying
-from engine.inference.messages import ChatMessage
-from engine.inference.metrics import GenerationMetrics
-from engine.inference.params import SamplingParams
-from engine.storage.conversations import ConversationStore, Message, StreamingMessage, describe_write_error
 
 UNSAVED_RETRY_MS = 2000
 

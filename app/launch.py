@@ -9,13 +9,13 @@ from collections.abc import Sequence
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
-    from engine.cli.main import COMMANDS
+    from ember_chat.engine.cli.main import COMMANDS
 
     if args and (args[0] in COMMANDS or args[0] in ("--version", "-h", "--help")):
-        from engine.cli.main import main as cli_main
+        from ember_chat.engine.cli.main import main as cli_main
 
         return cli_main(args)
-    from app.main import main as gui_main
+    from ember_chat.app.main import main as gui_main
 
     return gui_main(args)
 

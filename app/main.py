@@ -25,19 +25,18 @@ def build_window(
 ) -> object:
     """Everything the app needs, wired; the caller shows the window and runs the event loop.
     `backend_factory(ref)`: the backend for a model reference (default: local runtime or remote)."""
+    from ember_chat.app.bridge import EngineBridge
+    from ember_chat.app.main_window import MainWindow
+    from ember_chat.engine.inference.service import EngineService, default_backend_factory
+    from ember_chat.engine.models.download_queue import DownloadQueue
+    from ember_chat.engine.models.downloader import Downloader
+    from ember_chat.engine.models.library import ModelLibrary
+    from ember_chat.engine.storage.connections import ConnectionStore
+    from ember_chat.engine.storage.paths import AppPaths
+    from ember_chat.engine.storage.recovery import open_conversations
+    from ember_chat.engine.storage.secrets import TokenStore
+    from ember_chat.engine.storage.settings import SettingsFile
     from PySide6.QtCore import QSettings
-
-    from app.bridge import EngineBridge
-    from app.main_window import MainWindow
-    from engine.inference.service import EngineService, default_backend_factory
-    from engine.models.download_queue import DownloadQueue
-    from engine.models.downloader import Downloader
-    from engine.models.library import ModelLibrary
-    from engine.storage.connections import ConnectionStore
-    from engine.storage.paths import AppPaths
-    from engine.storage.recovery import open_conversations
-    from engine.storage.secrets import TokenStore
-    from engine.storage.settings import SettingsFile
 
     paths = paths or AppPaths.default()
     settings_file = SettingsFile(paths.settings_file)
@@ -130,8 +129,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     app = QApplication.instance() or QApplication(sys.argv[:1])
     app.setApplicationName("Ember")
     app.setStyle("Fusion")
-    from app.single_instance import SingleInstance
-    from engine.storage.paths import AppPaths
+    from ember_chat.app.single_instance import SingleInstance
+    from ember_chat.engine.storage.paths import AppPaths
 
     paths = AppPaths.default()
     guard = SingleInstance(paths.data_dir)
@@ -139,7 +138,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("ember: Ember is already running with this data folder; its window was brought to the front.",
               file=sys.stderr)  # fmt: skip
         return 0
-    from app.crash import CrashReporter
+    from ember_chat.app.crash import CrashReporter
 
     crash = CrashReporter(paths.data_dir / "crashes")
     last_run = crash.previous_crash()

@@ -8,6 +8,27 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ember_chat.app.api_control import ApiServerControl
+from ember_chat.app.bridge import EngineBridge
+from ember_chat.app.chat_controller import ChatController
+from ember_chat.app.menus import about_text, build_menus
+from ember_chat.app.model_bar import ModelBar
+from ember_chat.app.side_panel import SidePanel
+from ember_chat.app.theme import apply_theme
+from ember_chat.app.transcript import TranscriptView
+from ember_chat.app.welcome import WelcomePanel
+from ember_chat.app.widgets import Composer, ConversationList
+from ember_chat.engine.errors import EmberError
+from ember_chat.engine.inference.backend import ModelDescription, ModelRef
+from ember_chat.engine.inference.params import LoadConfig, SamplingParams
+from ember_chat.engine.models.download_queue import DownloadQueue
+from ember_chat.engine.models.library import ModelLibrary
+from ember_chat.engine.models.starter import STARTER_ALIAS, starter_available
+from ember_chat.engine.storage.connections import ConnectionStore, parse_remote_model_name
+from ember_chat.engine.storage.conversations import ConversationStore
+from ember_chat.engine.storage.export import chat_as_json, chat_as_markdown
+from ember_chat.engine.storage.secrets import TokenStore
+from ember_chat.engine.storage.settings import Settings, SettingsFile
 from PySide6.QtCore import QSettings, Qt, QTimer, QUrl, Signal, Slot
 from PySide6.QtGui import QCloseEvent, QDesktopServices
 from PySide6.QtWidgets import (
@@ -24,30 +45,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.api_control import ApiServerControl
-from app.bridge import EngineBridge
-from app.chat_controller import ChatController
-from app.menus import about_text, build_menus
-from app.model_bar import ModelBar
-from app.side_panel import SidePanel
-from app.theme import apply_theme
-from app.transcript import TranscriptView
-from app.welcome import WelcomePanel
-from app.widgets import Composer, ConversationList
-from engine.errors import EmberError
-from engine.inference.backend import ModelDescription, ModelRef
-from engine.inference.params import LoadConfig, SamplingParams
-from engine.models.download_queue import DownloadQueue
-from engine.models.library import ModelLibrary
-from engine.models.starter import STARTER_ALIAS, starter_available
-from engine.storage.connections import ConnectionStore, parse_remote_model_name
-from engine.storage.conversations import ConversationStore
-from engine.storage.export import chat_as_json, chat_as_markdown
-from engine.storage.secrets import TokenStore
-from engine.storage.settings import Settings, SettingsFile
-
 if TYPE_CHECKING:
-    from app.model_manager import ModelManager
+    from ember_chat.app.model_manager import ModelManager
 
 
 class MainWindow(QMainWindow):
@@ -218,8 +217,8 @@ class MainWindow(QMainWindow):
     def model_manager(self) -> ModelManager:
         """The Model Manager window (created on first use, then kept so downloads stay visible)."""
         if self._manager is None:
-            from app.model_manager import ModelManager
-            from engine.models.hub import HubClient
+            from ember_chat.app.model_manager import ModelManager
+            from ember_chat.engine.models.hub import HubClient
 
             assert self.downloads is not None
             endpoint = self.hub_endpoint or self.settings.hf_endpoint
@@ -545,7 +544,7 @@ class MainWindow(QMainWindow):
         self.activateWindow()
 
     def open_connections(self) -> None:
-        from app.connections_dialog import ConnectionsDialog
+        from ember_chat.app.connections_dialog import ConnectionsDialog
 
         dialog = ConnectionsDialog(self.connections, self)
         dialog.changed.connect(self.reload_models)

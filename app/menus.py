@@ -6,10 +6,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from ember_chat.engine import __version__
 from PySide6.QtGui import QAction, QActionGroup, QKeySequence
 from PySide6.QtWidgets import QMenu, QMenuBar
-
-from engine import __version__
 
 
 class MenuHost(Protocol):
@@ -110,7 +109,7 @@ def fill_models_menu(self: MenuHost) -> None:
     m.addSeparator()
     group = QActionGroup(m)
     loaded = self.model is not None and self._loaded_name
-    from app.model_bar import model_choices
+    from ember_chat.app.model_bar import model_choices
 
     for label, name in model_choices(self.library.entries(), self.connections.list()):
         a = m.addAction(label)
@@ -138,8 +137,7 @@ def about_text() -> str:
 
     try:
         import llama_cpp
-
-        from engine.inference.runtime import system_info
+        from ember_chat.engine.inference.runtime import system_info
 
         llama = f"llama-cpp-python {llama_cpp.__version__}<br><small>{system_info()}</small>"
     except ImportError:

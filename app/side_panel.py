@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ember_chat.engine.inference.metrics import GenerationMetrics, percentile
+from ember_chat.engine.inference.params import SPECS, SamplingParams
 from PySide6.QtCharts import QChart, QChartView, QLineSeries, QValueAxis
 from PySide6.QtCore import QElapsedTimer, Qt, QTimer, Signal
 from PySide6.QtGui import QPainter
@@ -20,9 +22,6 @@ from PySide6.QtWidgets import (
     QVBoxLayout,
     QWidget,
 )
-
-from engine.inference.metrics import GenerationMetrics, percentile
-from engine.inference.params import SPECS, SamplingParams
 
 
 def _fmt(value: float | None, unit: str, digits: int = 2) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ember_chat.engine.storage.conversations import Conversation, SearchHit
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QKeyEvent
 from PySide6.QtWidgets import (
@@ -15,8 +16,6 @@ from PySide6.QtWidgets import (
     QVBoxLayout,
     QWidget,
 )
-
-from engine.storage.conversations import Conversation, SearchHit
 
 
 class ComposerEdit(QPlainTextEdit):

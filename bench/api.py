@@ -32,12 +32,12 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import openai
+from ember_chat.engine.cli.common import load_blocking, resolve_model
+from ember_chat.engine.inference.metrics import GenerationMetrics
+from ember_chat.engine.inference.params import LoadConfig, SamplingParams, default_threads
+from ember_chat.engine.inference.service import EngineService, GenerationRequest, GenerationSink
+from ember_chat.engine.storage.paths import AppPaths
 
-from engine.cli.common import load_blocking, resolve_model
-from engine.inference.metrics import GenerationMetrics
-from engine.inference.params import LoadConfig, SamplingParams, default_threads
-from engine.inference.service import EngineService, GenerationRequest, GenerationSink
-from engine.storage.paths import AppPaths
 from tests.peer_servers import free_port
 
 STORY = (
@@ -129,7 +129,7 @@ class ServerProcess:
     def ember(cls, model: Path, threads: int, n_ctx: int) -> ServerProcess:
         port = free_port()
         return cls(
-            [sys.executable, "-m", "engine.cli.main", "serve", "--model", str(model), "--port", str(port),
+            [sys.executable, "-m", "ember_chat.engine.cli.main", "serve", "--model", str(model), "--port", str(port),
              "--threads", str(threads), "--ctx", str(n_ctx)],
             "Serving ", port,
         )  # fmt: skip

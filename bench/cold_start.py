@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 def once(env: dict[str, str]) -> float:
     t0 = time.perf_counter()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "app.launch", "--quit-when-ready"],
+        [sys.executable, "-m", "ember_chat.app.launch", "--quit-when-ready"],
         cwd=ROOT,
         env=env,
         stderr=subprocess.PIPE,

@@ -24,7 +24,7 @@ from urllib.parse import urlsplit
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from engine.models.downloader import Downloader, DownloadSpec
+from ember_chat.engine.models.downloader import Downloader, DownloadSpec
 
 REPO, NAME = "bench/big-GGUF", "big-Q4_K_M.gguf"
 

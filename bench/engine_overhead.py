@@ -21,12 +21,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import llama_cpp
-
-from engine.cli.common import resolve_model
-from engine.inference.events import Finished
-from engine.inference.params import LoadConfig, SamplingParams, default_threads
-from engine.inference.runtime import LocalRuntime
-from engine.storage.paths import AppPaths
+from ember_chat.engine.cli.common import resolve_model
+from ember_chat.engine.inference.events import Finished
+from ember_chat.engine.inference.params import LoadConfig, SamplingParams, default_threads
+from ember_chat.engine.inference.runtime import LocalRuntime
+from ember_chat.engine.storage.paths import AppPaths
 
 PROMPT = "Once upon a time, in a small village by the sea, there lived an old fisherman who"
 
@@ -80,7 +79,7 @@ def ember_run(rt: LocalRuntime, n: int) -> dict[str, float]:
 def followup_turns(rt: LocalRuntime, turns: int = 10) -> dict[str, float]:
     """A growing chat with same-length messages: each follow-up should prefill only its new tokens,
     so its TTFT stays close to the first turn's."""
-    from engine.inference.messages import ChatMessage
+    from ember_chat.engine.inference.messages import ChatMessage
 
     rt.reset_cache()
     msgs: list[ChatMessage] = []

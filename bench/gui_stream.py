@@ -22,13 +22,13 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
+from ember_chat.app.main import build_window
+from ember_chat.engine.inference.events import Finished
+from ember_chat.engine.inference.messages import ChatMessage
+from ember_chat.engine.storage.paths import AppPaths
 from PySide6.QtCore import QEventLoop, QObject, Qt, QTimer, Slot
 from PySide6.QtWidgets import QApplication
 
-from app.main import build_window
-from engine.inference.events import Finished
-from engine.inference.messages import ChatMessage
-from engine.storage.paths import AppPaths
 from tests.fake_backend import FakeBackend
 
 
@@ -144,8 +144,8 @@ class Relay(QObject):
 
 
 def starter_gui_vs_direct(paths: AppPaths, runs: int, tokens: int) -> dict[str, float]:
-    from engine.inference.params import LoadConfig, SamplingParams
-    from engine.inference.runtime import LocalRuntime
+    from ember_chat.engine.inference.params import LoadConfig, SamplingParams
+    from ember_chat.engine.inference.runtime import LocalRuntime
 
     window = build_window(paths)
     window.resize(1280, 800)

@@ -2,7 +2,7 @@
 
 import sys
 
-from app.launch import main
+from ember_chat.app.launch import main
 
 if __name__ == "__main__":
     sys.exit(main())

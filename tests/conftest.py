@@ -43,14 +43,14 @@ def tiny_model_no_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def starter_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The real Gemma 3 270M Q4_K_M starter model, assembled once per test session."""
-    from engine.models.starter import starter_model_path
+    from ember_chat.engine.models.starter import starter_model_path
 
     return starter_model_path(tmp_path_factory.mktemp("starter"))
 
 
 @pytest.fixture
 def runtime() -> Iterator[object]:
-    from engine.inference.runtime import LocalRuntime
+    from ember_chat.engine.inference.runtime import LocalRuntime
 
     rt = LocalRuntime()
     yield rt

@@ -7,11 +7,11 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 
-from engine.inference.backend import ModelDescription, ModelRef
-from engine.inference.events import Event, Finished, PromptReady, Token
-from engine.inference.messages import ChatMessage
-from engine.inference.metrics import MetricsRecorder, RunContext
-from engine.inference.params import SamplingParams
+from ember_chat.engine.inference.backend import ModelDescription, ModelRef
+from ember_chat.engine.inference.events import Event, Finished, PromptReady, Token
+from ember_chat.engine.inference.messages import ChatMessage
+from ember_chat.engine.inference.metrics import MetricsRecorder, RunContext
+from ember_chat.engine.inference.params import SamplingParams
 
 WORDS = ["Ember ", "streams ", "tokens ", "quickly, ", "**bold** ", "and ", "`code` ", "naïve ", "café ", "😀 "]
 

@@ -18,12 +18,11 @@ from typing import Any
 import httpx2
 import openai
 import pytest
-
-from engine.cli.common import load_blocking
-from engine.inference.messages import ChatMessage
-from engine.inference.metrics import GenerationMetrics
-from engine.inference.params import LoadConfig, SamplingParams
-from engine.inference.service import (
+from ember_chat.engine.cli.common import load_blocking
+from ember_chat.engine.inference.messages import ChatMessage
+from ember_chat.engine.inference.metrics import GenerationMetrics
+from ember_chat.engine.inference.params import LoadConfig, SamplingParams
+from ember_chat.engine.inference.service import (
     EngineService,
     GenerationRequest,
     GenerationSink,
@@ -31,7 +30,8 @@ from engine.inference.service import (
     RequestRecord,
     ServiceListener,
 )
-from engine.serve.server import ApiServer, ServeError, ServerConfig
+from ember_chat.engine.serve.server import ApiServer, ServeError, ServerConfig
+
 from tests.fake_backend import WORDS, FakeBackend
 
 WAIT_S = 10.0

@@ -11,16 +11,16 @@ from pathlib import Path
 
 import openai
 import pytest
+from ember_chat.app.main_window import MainWindow
+from ember_chat.engine.cli.common import load_blocking
+from ember_chat.engine.inference.params import LoadConfig
+from ember_chat.engine.inference.service import EngineService, QueueState, ServiceListener
+from ember_chat.engine.serve.server import ApiServer, ServerConfig
+from ember_chat.engine.storage.connections import Connection, remote_model_name
+from ember_chat.engine.storage.secrets import API_SERVER_KEY, SecretStore
 from PySide6.QtCore import Qt
 from pytestqt.qtbot import QtBot
 
-from app.main_window import MainWindow
-from engine.cli.common import load_blocking
-from engine.inference.params import LoadConfig
-from engine.inference.service import EngineService, QueueState, ServiceListener
-from engine.serve.server import ApiServer, ServerConfig
-from engine.storage.connections import Connection, remote_model_name
-from engine.storage.secrets import API_SERVER_KEY, SecretStore
 from tests.sse_server import DONE, FakeOpenAI, chunk, usage_chunk
 from tests.test_app import ANSWER_TIMEOUT, load, make_window, paths, send, set_max_tokens
 
@@ -234,8 +234,9 @@ def test_a_busy_server_is_retried_with_a_countdown_and_no_duplicate(
 def test_window_waits_its_turn_behind_an_api_request_and_stop_drops_it(
     qtbot: QtBot, make_window: Callable[..., MainWindow]
 ) -> None:
-    from engine.inference.params import SamplingParams
-    from engine.inference.service import GenerationRequest, GenerationSink
+    from ember_chat.engine.inference.params import SamplingParams
+    from ember_chat.engine.inference.service import GenerationRequest, GenerationSink
+
     from tests.fake_backend import FakeBackend
 
     w = make_window(lambda _ref: FakeBackend(n_tokens=1_000_000, delay_s=0.002))

@@ -9,8 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from engine import __version__
+from ember_chat.engine import __version__
 
 ROOT = Path(__file__).resolve().parent.parent
 REQUIRED_KEYS = {
@@ -25,7 +24,11 @@ def cli(*args: str, data_dir: Path | None = None) -> subprocess.CompletedProcess
     if data_dir is not None:
         env["EMBER_DATA_DIR"] = str(data_dir)
     return subprocess.run(
-        [sys.executable, "-m", "engine.cli.main", *args], capture_output=True, text=True, env=env, timeout=300
+        [sys.executable, "-m", "ember_chat.engine.cli.main", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
     )
 
 

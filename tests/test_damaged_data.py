@@ -12,13 +12,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from ember_chat.app.main_window import MainWindow
+from ember_chat.engine.storage.conversations import SCHEMA_VERSION, ConversationStore
+from ember_chat.engine.storage.paths import AppPaths
+from ember_chat.engine.storage.recovery import open_conversations
 from PySide6.QtCore import Qt
 from pytestqt.qtbot import QtBot
 
-from app.main_window import MainWindow
-from engine.storage.conversations import SCHEMA_VERSION, ConversationStore
-from engine.storage.paths import AppPaths
-from engine.storage.recovery import open_conversations
 from tests.test_app import make_window, paths
 
 __all__ = ["make_window", "paths"]
@@ -57,7 +57,7 @@ def test_cli_says_what_was_wrong_with_the_settings_and_carries_on(tmp_path: Path
         "EMBER_DATA_DIR": str(tmp_path / "data"),
         "EMBER_CONFIG_DIR": str(config),
     }
-    out = subprocess.run([sys.executable, "-m", "engine.cli.main", "models", "list", "--json"],
+    out = subprocess.run([sys.executable, "-m", "ember_chat.engine.cli.main", "models", "list", "--json"],
                          capture_output=True, text=True, env=env, timeout=120)  # fmt: skip
     assert out.returncode == 0, out.stderr
     assert "top_k must be between 0 and 100000, got -5" in out.stderr and "default (40)" in out.stderr

@@ -13,8 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
-from engine.models.downloader import (
+from ember_chat.engine.models.downloader import (
     DiskFullError,
     DownloadControl,
     Downloader,
@@ -25,7 +24,16 @@ from engine.models.downloader import (
     part_paths,
     safe_target,
 )
-from engine.models.hub import HubAuthError, HubClient, HubFile, HubNotFound, HubOffline, group_variants, quantization_of
+from ember_chat.engine.models.hub import (
+    HubAuthError,
+    HubClient,
+    HubFile,
+    HubNotFound,
+    HubOffline,
+    group_variants,
+    quantization_of,
+)
+
 from tests.hub_server import FakeHub
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -295,7 +303,7 @@ def test_disk_full_mid_download_keeps_the_partial(
 KILLED_DOWNLOAD = """
 import sys
 from pathlib import Path
-from engine.models.downloader import Downloader, DownloadSpec
+from ember_chat.engine.models.downloader import Downloader, DownloadSpec
 def progress(p):
     if p.done > int(sys.argv[3]):
         print(p.done, flush=True)

@@ -13,14 +13,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from ember_chat.engine.errors import EmberError, ModelFileError
+from ember_chat.engine.models.download_queue import CANCELLED, DONE, FAILED, PAUSED, DownloadQueue
+from ember_chat.engine.models.downloader import Downloader, DownloadSpec, part_paths, safe_target
+from ember_chat.engine.models.fit import estimate_fit, kv_cache_bytes, recommend
+from ember_chat.engine.models.gguf_inspect import inspect_gguf
+from ember_chat.engine.models.library import ModelLibrary
+from ember_chat.engine.storage.secrets import TokenStore
 
-from engine.errors import EmberError, ModelFileError
-from engine.models.download_queue import CANCELLED, DONE, FAILED, PAUSED, DownloadQueue
-from engine.models.downloader import Downloader, DownloadSpec, part_paths, safe_target
-from engine.models.fit import estimate_fit, kv_cache_bytes, recommend
-from engine.models.gguf_inspect import inspect_gguf
-from engine.models.library import ModelLibrary
-from engine.storage.secrets import TokenStore
 from tests.hub_server import FakeHub
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -183,7 +183,7 @@ def test_queue_restores_partial_downloads_after_restart(hub: FakeHub, tmp_path: 
 
 def cli(*args: str, env: dict[str, str], stdin: str | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "engine.cli.main", *args],
+        [sys.executable, "-m", "ember_chat.engine.cli.main", *args],
         capture_output=True,
         text=True,
         env=env,
@@ -241,8 +241,8 @@ def test_models_cli_end_to_end(hub: FakeHub, tmp_path: Path, tiny_model: Path) -
 
 
 def test_fit_uses_the_remote_header(hub: FakeHub, starter_model: Path) -> None:
-    from engine.models.gguf_inspect import header_metadata_prefix
-    from engine.models.hub import HubClient
+    from ember_chat.engine.models.gguf_inspect import header_metadata_prefix
+    from ember_chat.engine.models.hub import HubClient
 
     client = HubClient(hub.hub_url)
     files = client.with_header(client.files("acme/tiny-GGUF"))
@@ -272,8 +272,7 @@ def test_a_download_named_like_the_starter_file_is_listed(tmp_path: Path, tiny_m
 def test_free_ram_is_read_on_every_platform(monkeypatch: pytest.MonkeyPatch) -> None:
     """psutil, not Linux-only sysconf names: a real figure here, and whatever psutil reports elsewhere."""
     import psutil
-
-    from engine.models.fit import free_ram_bytes
+    from ember_chat.engine.models.fit import free_ram_bytes
 
     assert 0 < free_ram_bytes() <= psutil.virtual_memory().total
 
@@ -288,6 +287,6 @@ def test_free_ram_is_read_on_every_platform(monkeypatch: pytest.MonkeyPatch) -> 
 
     monkeypatch.setattr(psutil, "virtual_memory", broken)
     assert free_ram_bytes() == 0
-    from engine.models.fit import estimate_fit
+    from ember_chat.engine.models.fit import estimate_fit
 
     assert estimate_fit(1 << 20, 512).label == "unknown"  # no verdict rather than "won't fit" for everything

@@ -1,9 +1,8 @@
 from __future__ import annotations
 
 import pytest
-
-from engine.inference.metrics import MetricsRecorder, RunContext, percentile
-from engine.inference.stop_strings import StopStringScanner
+from ember_chat.engine.inference.metrics import MetricsRecorder, RunContext, percentile
+from ember_chat.engine.inference.stop_strings import StopStringScanner
 
 CTX = RunContext("m", "Q4_K_M", "CPU", 2, 0, 1024)
 

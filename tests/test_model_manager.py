@@ -7,14 +7,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from ember_chat.app.main import build_window
+from ember_chat.app.main_window import MainWindow
+from ember_chat.engine.models.download_queue import CANCELLED, DONE, PAUSED
+from ember_chat.engine.storage.paths import AppPaths
+from ember_chat.engine.storage.secrets import TokenStore
 from PySide6.QtCore import Qt
 from pytestqt.qtbot import QtBot
 
-from app.main import build_window
-from app.main_window import MainWindow
-from engine.models.download_queue import CANCELLED, DONE, PAUSED
-from engine.storage.paths import AppPaths
-from engine.storage.secrets import TokenStore
 from tests.hub_server import FakeHub
 
 TIMEOUT = 60_000
@@ -162,7 +162,7 @@ def test_import_token_and_offline(
     monkeypatch.setattr(
         mm,
         "hub_factory",
-        lambda: __import__("engine.models.hub", fromlist=["HubClient"]).HubClient("http://127.0.0.1:9"),
+        lambda: __import__("ember_chat.engine.models.hub", fromlist=["HubClient"]).HubClient("http://127.0.0.1:9"),
     )
     mm.search_box.setText("anything")
     with qtbot.waitSignal(mm.search_done, timeout=TIMEOUT):

@@ -6,13 +6,12 @@ from __future__ import annotations
 import argparse
 
 import pytest
+from ember_chat.app.side_panel import ParamsPanel
+from ember_chat.engine.cli.common import CLI_DEFAULTS, add_load_flags, add_sampling_flags
+from ember_chat.engine.errors import InvalidParameter
+from ember_chat.engine.inference.params import LOAD_SPECS, SAMPLING_SPECS, SPECS, LoadConfig, SamplingParams
+from ember_chat.engine.storage.settings import Settings
 from pytestqt.qtbot import QtBot
-
-from app.side_panel import ParamsPanel
-from engine.cli.common import CLI_DEFAULTS, add_load_flags, add_sampling_flags
-from engine.errors import InvalidParameter
-from engine.inference.params import LOAD_SPECS, SAMPLING_SPECS, SPECS, LoadConfig, SamplingParams
-from engine.storage.settings import Settings
 
 SETTING_FOR = {"n_ctx": "context_length"}
 GUI_FOR = {"n_ctx": "context"}

@@ -16,12 +16,11 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-
-from engine.inference.backend import Endpoint, RemoteModelRef
-from engine.inference.events import Event, Finished, PromptReady, Retrying, Token
-from engine.inference.messages import ChatMessage
-from engine.inference.params import SamplingParams
-from engine.inference.remote import (
+from ember_chat.engine.inference.backend import Endpoint, RemoteModelRef
+from ember_chat.engine.inference.events import Event, Finished, PromptReady, Retrying, Token
+from ember_chat.engine.inference.messages import ChatMessage
+from ember_chat.engine.inference.params import SamplingParams
+from ember_chat.engine.inference.remote import (
     RETRY_DELAYS_S,
     RemoteAuthError,
     RemoteBackend,
@@ -32,6 +31,7 @@ from engine.inference.remote import (
     RemoteUnreachable,
     check_connection,
 )
+
 from tests.sse_server import DONE, PING, FakeOpenAI, chunk, sse, text_chunk, usage_chunk
 
 MODEL = "test-model"
@@ -785,7 +785,7 @@ def test_errors_are_remote_errors() -> None:
 
 
 def test_chat_before_load_raises(server: FakeOpenAI) -> None:
-    from engine.errors import NoModelLoaded
+    from ember_chat.engine.errors import NoModelLoaded
 
     with pytest.raises(NoModelLoaded):
         list(RemoteBackend().chat(HI, PARAMS))

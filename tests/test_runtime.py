@@ -10,8 +10,7 @@ from pathlib import Path
 import llama_cpp
 import numpy as np
 import pytest
-
-from engine.errors import (
+from ember_chat.engine.errors import (
     ContextOverflowError,
     InvalidParameter,
     LoadCancelled,
@@ -19,10 +18,10 @@ from engine.errors import (
     ModelLoadError,
     NoModelLoaded,
 )
-from engine.inference.events import ContextTrimmed, Finished, PromptReady, Token
-from engine.inference.params import LoadConfig, SamplingParams
-from engine.inference.prompting import BuiltinTemplate, ChatMessage, JinjaTemplate
-from engine.inference.runtime import LocalRuntime
+from ember_chat.engine.inference.events import ContextTrimmed, Finished, PromptReady, Token
+from ember_chat.engine.inference.params import LoadConfig, SamplingParams
+from ember_chat.engine.inference.prompting import BuiltinTemplate, ChatMessage, JinjaTemplate
+from ember_chat.engine.inference.runtime import LocalRuntime
 
 GREEDY = SamplingParams(temperature=0.0, max_tokens=24)
 

@@ -9,12 +9,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from engine.inference.backend import ModelDescription
-from engine.inference.messages import ChatMessage
-from engine.inference.metrics import GenerationMetrics
-from engine.inference.params import LoadConfig, SamplingParams
-from engine.inference.service import (
+from ember_chat.engine.inference.backend import ModelDescription
+from ember_chat.engine.inference.messages import ChatMessage
+from ember_chat.engine.inference.metrics import GenerationMetrics
+from ember_chat.engine.inference.params import LoadConfig, SamplingParams
+from ember_chat.engine.inference.service import (
     EngineService,
     GenerationRequest,
     GenerationSink,
@@ -22,6 +21,7 @@ from engine.inference.service import (
     QueueState,
     ServiceListener,
 )
+
 from tests.fake_backend import FakeBackend
 
 WAIT_S = 10

@@ -4,9 +4,8 @@ import json
 from pathlib import Path
 
 import pytest
-
-from engine.errors import InvalidParameter
-from engine.storage.settings import Settings, SettingsFile
+from ember_chat.engine.errors import InvalidParameter
+from ember_chat.engine.storage.settings import Settings, SettingsFile
 
 
 def test_defaults_and_descriptions() -> None:

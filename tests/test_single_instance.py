@@ -8,9 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from ember_chat.app.single_instance import SingleInstance
 from pytestqt.qtbot import QtBot
-
-from app.single_instance import SingleInstance
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -58,7 +57,9 @@ def test_launching_ember_again_brings_the_running_window_forward(qtbot: QtBot, t
            "EMBER_CONFIG_DIR": str(tmp_path / "config")}  # fmt: skip
     try:
         with qtbot.waitSignal(running.activated, timeout=60_000):
-            second = subprocess.Popen([sys.executable, "-m", "app.launch"], env=env, stderr=subprocess.PIPE, text=True)
+            second = subprocess.Popen(
+                [sys.executable, "-m", "ember_chat.app.launch"], env=env, stderr=subprocess.PIPE, text=True
+            )
             qtbot.waitUntil(lambda: second.poll() is not None, timeout=60_000)
         _, err = second.communicate(timeout=30)
         assert second.returncode == 0 and "already running" in err

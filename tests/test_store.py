@@ -10,8 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from engine.storage.conversations import SCHEMA_VERSION, ConversationStore, StoreError, StreamingMessage
+from ember_chat.engine.storage.conversations import SCHEMA_VERSION, ConversationStore, StoreError, StreamingMessage
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -81,7 +80,7 @@ def test_full_text_search_across_chats(store: ConversationStore) -> None:
 
 
 def test_migration_from_version_1(tmp_path: Path) -> None:
-    from engine.storage import conversations as store_module
+    from ember_chat.engine.storage import conversations as store_module
 
     path = tmp_path / "old.db"
     db = sqlite3.connect(path)
@@ -130,7 +129,7 @@ def test_streaming_message_throttles_writes(store: ConversationStore) -> None:
 WRITER = """
 import sys
 from pathlib import Path
-from engine.storage.conversations import ConversationStore, StreamingMessage
+from ember_chat.engine.storage.conversations import ConversationStore, StreamingMessage
 store = ConversationStore(Path(sys.argv[1]))
 conv = store.create_conversation("crash test")
 sm = StreamingMessage(store, conv.id, None, interval_s=0.2)

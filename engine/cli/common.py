@@ -13,14 +13,14 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, TextIO
 
-from engine.errors import EmberError
-from engine.inference.backend import ModelDescription, ModelRef
-from engine.inference.events import Retrying
-from engine.inference.metrics import GenerationMetrics
-from engine.inference.params import LOAD_SPECS, SAMPLING_SPECS, LoadConfig, ParamSpec, SamplingParams
-from engine.inference.service import EngineService, GenerationRequest, GenerationSink, ServiceListener
-from engine.storage.paths import AppPaths
-from engine.storage.settings import Settings, SettingsFile
+from ember_chat.engine.errors import EmberError
+from ember_chat.engine.inference.backend import ModelDescription, ModelRef
+from ember_chat.engine.inference.events import Retrying
+from ember_chat.engine.inference.metrics import GenerationMetrics
+from ember_chat.engine.inference.params import LOAD_SPECS, SAMPLING_SPECS, LoadConfig, ParamSpec, SamplingParams
+from ember_chat.engine.inference.service import EngineService, GenerationRequest, GenerationSink, ServiceListener
+from ember_chat.engine.storage.paths import AppPaths
+from ember_chat.engine.storage.settings import Settings, SettingsFile
 
 # CLI defaults that differ from the table's (a terminal answer is shorter than a chat's).
 CLI_DEFAULTS = {"max_tokens": 256}
@@ -59,7 +59,7 @@ def sampling_from_args(args: argparse.Namespace) -> SamplingParams:
 
 def resolve_model(spec: str, paths: AppPaths) -> Path:
     """'starter', a name from `models list`, or a path to a .gguf file."""
-    from engine.models.library import ModelLibrary
+    from ember_chat.engine.models.library import ModelLibrary
 
     return ModelLibrary(load_settings(paths).models_folder(paths.default_models_dir)).resolve(spec)
 
@@ -76,7 +76,7 @@ def load_settings(paths: AppPaths) -> Settings:
 def model_ref_from_args(args: argparse.Namespace, paths: AppPaths) -> tuple[ModelRef, str]:
     """(reference, alias): a connection's model with --remote, else a local model."""
     if getattr(args, "remote", None):
-        from engine.storage.connections import ConnectionStore
+        from ember_chat.engine.storage.connections import ConnectionStore
 
         ref = ConnectionStore(paths.connections_file).model_ref(args.remote, args.model)
         return ref, ref.model_id

@@ -12,12 +12,12 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
-from engine import __version__
-from engine.cli import remote as remote_cli
-from engine.cli import run as run_cli
-from engine.cli import serve as serve_cli
-from engine.errors import EmberError
-from engine.storage.paths import AppPaths
+from ember_chat.engine import __version__
+from ember_chat.engine.cli import remote as remote_cli
+from ember_chat.engine.cli import run as run_cli
+from ember_chat.engine.cli import serve as serve_cli
+from ember_chat.engine.errors import EmberError
+from ember_chat.engine.storage.paths import AppPaths
 
 EXIT_USAGE = 2
 
@@ -74,14 +74,14 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def _cmd_inspect(args: argparse.Namespace) -> int:
-    from engine.models.gguf_inspect import inspect_gguf
+    from ember_chat.engine.models.gguf_inspect import inspect_gguf
 
     print(json.dumps(inspect_gguf(args.path).summary(), indent=2))
     return 0
 
 
 def _cmd_models(args: argparse.Namespace) -> int:
-    from engine.cli import models as models_cli
+    from ember_chat.engine.cli import models as models_cli
 
     return models_cli.run(args, AppPaths.default())
 

@@ -8,13 +8,13 @@ import sys
 from datetime import datetime
 from pathlib import Path
 
-from engine.cli.common import load_settings
-from engine.models.downloader import Downloader, DownloadSpec, Progress
-from engine.models.fit import estimate_fit, free_vram_bytes, recommend
-from engine.models.hub import HubClient
-from engine.models.library import ModelLibrary
-from engine.storage.paths import AppPaths
-from engine.storage.secrets import TokenStore
+from ember_chat.engine.cli.common import load_settings
+from ember_chat.engine.models.downloader import Downloader, DownloadSpec, Progress
+from ember_chat.engine.models.fit import estimate_fit, free_vram_bytes, recommend
+from ember_chat.engine.models.hub import HubClient
+from ember_chat.engine.models.library import ModelLibrary
+from ember_chat.engine.storage.paths import AppPaths
+from ember_chat.engine.storage.secrets import TokenStore
 
 
 def _human(n: float) -> str:

@@ -9,9 +9,9 @@ import json
 import os
 import sys
 
-from engine.errors import EmberError
-from engine.storage.connections import Connection, ConnectionStore
-from engine.storage.paths import AppPaths
+from ember_chat.engine.errors import EmberError
+from ember_chat.engine.storage.connections import Connection, ConnectionStore
+from ember_chat.engine.storage.paths import AppPaths
 
 
 def add_parser(sub: argparse._SubParsersAction, parser_class: type) -> None:
@@ -68,7 +68,7 @@ def run(args: argparse.Namespace, paths: AppPaths) -> int:
         store.remove(args.name)
         print(f"Removed connection {args.name!r}.")
         return 0
-    from engine.inference.remote import check_connection  # the HTTP stack only when needed
+    from ember_chat.engine.inference.remote import check_connection  # the HTTP stack only when needed
 
     check = check_connection(store.endpoint(args.name))
     store.save(

@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from engine.cli.common import (
+from ember_chat.engine.cli.common import (
     PrintSink,
     add_load_flags,
     add_sampling_flags,
@@ -15,10 +15,10 @@ from engine.cli.common import (
     model_ref_from_args,
     sampling_from_args,
 )
-from engine.errors import EmberError
-from engine.inference.messages import ChatMessage
-from engine.inference.service import EngineService, GenerationRequest
-from engine.storage.paths import AppPaths
+from ember_chat.engine.errors import EmberError
+from ember_chat.engine.inference.messages import ChatMessage
+from ember_chat.engine.inference.service import EngineService, GenerationRequest
+from ember_chat.engine.storage.paths import AppPaths
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

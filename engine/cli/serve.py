@@ -9,11 +9,11 @@ import sys
 import threading
 from types import FrameType
 
-from engine.cli.common import add_load_flags, load_blocking, model_ref_from_args
-from engine.errors import EmberError
-from engine.inference.service import EngineService
-from engine.serve.server import DEFAULT_PORT, ApiServer, ServerConfig
-from engine.storage.paths import AppPaths
+from ember_chat.engine.cli.common import add_load_flags, load_blocking, model_ref_from_args
+from ember_chat.engine.errors import EmberError
+from ember_chat.engine.inference.service import EngineService
+from ember_chat.engine.serve.server import DEFAULT_PORT, ApiServer, ServerConfig
+from ember_chat.engine.storage.paths import AppPaths
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

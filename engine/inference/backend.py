@@ -9,9 +9,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from engine.inference.events import Event
-from engine.inference.messages import ChatMessage
-from engine.inference.params import LoadConfig, SamplingParams
+from ember_chat.engine.inference.events import Event
+from ember_chat.engine.inference.messages import ChatMessage
+from ember_chat.engine.inference.params import LoadConfig, SamplingParams
 
 
 @dataclass(frozen=True)

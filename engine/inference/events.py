@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from engine.inference.metrics import GenerationMetrics
+from ember_chat.engine.inference.metrics import GenerationMetrics
 
 
 @dataclass(frozen=True)

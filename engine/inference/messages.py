@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from engine.errors import InvalidParameter
+from ember_chat.engine.errors import InvalidParameter
 
 ROLES = ("system", "user", "assistant")
 

@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from engine.errors import InvalidParameter
+from ember_chat.engine.errors import InvalidParameter
 
 KV_CACHE_TYPES = ("f16", "q8_0", "q4_0")
 

@@ -14,9 +14,8 @@ from typing import Protocol
 import jinja2
 import jinja2.sandbox
 import llama_cpp
-
-from engine.errors import InvalidParameter
-from engine.inference.messages import ChatMessage
+from ember_chat.engine.errors import InvalidParameter
+from ember_chat.engine.inference.messages import ChatMessage
 
 # Architectures whose chat format is unambiguous, mapped to llama.cpp's built-in template names.
 BUILTIN_BY_ARCH = {

@@ -24,13 +24,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import httpx2
-
-from engine.errors import InvalidParameter
-from engine.inference.backend import Endpoint, ModelDescription, ModelRef, RemoteModelRef
-from engine.inference.events import Event, Finished, PromptReady, Retrying, Token
-from engine.inference.messages import ChatMessage
-from engine.inference.metrics import GenerationMetrics, MetricsRecorder, RunContext
-from engine.inference.openai_wire import (
+from ember_chat.engine.errors import InvalidParameter
+from ember_chat.engine.inference.backend import Endpoint, ModelDescription, ModelRef, RemoteModelRef
+from ember_chat.engine.inference.events import Event, Finished, PromptReady, Retrying, Token
+from ember_chat.engine.inference.messages import ChatMessage
+from ember_chat.engine.inference.metrics import GenerationMetrics, MetricsRecorder, RunContext
+from ember_chat.engine.inference.openai_wire import (
     MAX_ERROR_BODY,
     RETRY_DELAYS_S,
     RETRY_STATUSES,
@@ -52,7 +51,7 @@ from engine.inference.openai_wire import (
     sse_data,
     status_error,
 )
-from engine.inference.params import SamplingParams
+from ember_chat.engine.inference.params import SamplingParams
 
 __all__ = [  # the wire's names that users of the remote backend need
     "RETRY_DELAYS_S",
@@ -115,7 +114,7 @@ class RemoteBackend:
             raise
         if cancel is not None and cancel.is_set():
             client.close()
-            from engine.errors import LoadCancelled
+            from ember_chat.engine.errors import LoadCancelled
 
             raise LoadCancelled(f"Connecting to {endpoint.name} was cancelled.")
         match = next((m for m in models if m.id == ref.model_id), None)
@@ -171,7 +170,7 @@ class RemoteBackend:
 
     def _require(self) -> tuple[httpx2.Client, RemoteModelRef, ModelDescription]:
         if self._client is None or self._ref is None or self._description is None:
-            from engine.errors import NoModelLoaded
+            from ember_chat.engine.errors import NoModelLoaded
 
             raise NoModelLoaded("No model is loaded. Pick a model first.")
         return self._client, self._ref, self._description

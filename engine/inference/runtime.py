@@ -16,8 +16,7 @@ from contextlib import contextmanager
 
 import llama_cpp
 import llama_cpp.llama
-
-from engine.errors import (
+from ember_chat.engine.errors import (
     ContextOverflowError,
     GenerationError,
     InvalidParameter,
@@ -25,14 +24,14 @@ from engine.errors import (
     ModelLoadError,
     NoModelLoaded,
 )
-from engine.inference.backend import ModelDescription, ModelRef
-from engine.inference.events import ContextTrimmed, Event, Finished, PromptReady, Token
-from engine.inference.llama_log import route_llama_log
-from engine.inference.metrics import MetricsRecorder, RunContext
-from engine.inference.params import LoadConfig, SamplingParams
-from engine.inference.prompting import ChatMessage, ChatTemplate, choose_template
-from engine.inference.stop_strings import StopStringScanner
-from engine.models.gguf_inspect import ModelInfo, inspect_gguf
+from ember_chat.engine.inference.backend import ModelDescription, ModelRef
+from ember_chat.engine.inference.events import ContextTrimmed, Event, Finished, PromptReady, Token
+from ember_chat.engine.inference.llama_log import route_llama_log
+from ember_chat.engine.inference.metrics import MetricsRecorder, RunContext
+from ember_chat.engine.inference.params import LoadConfig, SamplingParams
+from ember_chat.engine.inference.prompting import ChatMessage, ChatTemplate, choose_template
+from ember_chat.engine.inference.stop_strings import StopStringScanner
+from ember_chat.engine.models.gguf_inspect import ModelInfo, inspect_gguf
 
 _KV_TYPES = {
     "f16": llama_cpp.GGML_TYPE_F16,

@@ -26,12 +26,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.errors import EmberError
-from engine.inference.backend import InferenceBackend, ModelDescription, ModelRef
-from engine.inference.events import ContextTrimmed, Finished, PromptReady, Retrying, Token
-from engine.inference.messages import ChatMessage
-from engine.inference.metrics import GenerationMetrics, MetricsRecorder, RunContext, live_snapshot
-from engine.inference.params import SamplingParams
+from ember_chat.engine.errors import EmberError
+from ember_chat.engine.inference.backend import InferenceBackend, ModelDescription, ModelRef
+from ember_chat.engine.inference.events import ContextTrimmed, Finished, PromptReady, Retrying, Token
+from ember_chat.engine.inference.messages import ChatMessage
+from ember_chat.engine.inference.metrics import GenerationMetrics, MetricsRecorder, RunContext, live_snapshot
+from ember_chat.engine.inference.params import SamplingParams
 
 log = logging.getLogger(__name__)
 
@@ -127,13 +127,13 @@ class ServiceListener:
 
 def default_backend_factory(ref: ModelRef) -> InferenceBackend:
     """A local runtime for a GGUF file, a remote backend for a connection's model."""
-    from engine.inference.backend import RemoteModelRef
+    from ember_chat.engine.inference.backend import RemoteModelRef
 
     if isinstance(ref, RemoteModelRef):
-        from engine.inference.remote import RemoteBackend
+        from ember_chat.engine.inference.remote import RemoteBackend
 
         return RemoteBackend()
-    from engine.inference.runtime import LocalRuntime  # imports llama.cpp: only on the engine thread
+    from ember_chat.engine.inference.runtime import LocalRuntime  # imports llama.cpp: only on the engine thread
 
     return LocalRuntime()
 
@@ -371,7 +371,7 @@ class EngineService:
         backend = self._backend
         try:
             if backend is None or not backend.loaded:
-                from engine.errors import NoModelLoaded
+                from ember_chat.engine.errors import NoModelLoaded
 
                 raise NoModelLoaded("No model is loaded. Pick a model first.")
             if req.cancelled.is_set():

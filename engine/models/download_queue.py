@@ -14,8 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from engine.errors import EmberError
-from engine.models.downloader import (
+from ember_chat.engine.errors import EmberError
+from ember_chat.engine.models.downloader import (
     DownloadControl,
     Downloader,
     DownloadSpec,

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import quote, urljoin, urlsplit
 
-from engine.errors import EmberError, HubAuthError, HubNotFound, HubOffline
+from ember_chat.engine.errors import EmberError, HubAuthError, HubNotFound, HubOffline
 
 CHUNK = 1 << 20
 DISK_MARGIN = 64 << 20

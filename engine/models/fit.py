@@ -11,8 +11,7 @@ import subprocess
 from dataclasses import dataclass
 
 import psutil
-
-from engine.models.gguf_inspect import ModelInfo
+from ember_chat.engine.models.gguf_inspect import ModelInfo
 
 OVERHEAD = 1.10  # compute buffers, runtime, fragmentation
 TIGHT = 0.80  # above this share of free memory, it fits but leaves little for anything else

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
+from ember_chat.engine.errors import ModelFileError
 from gguf.constants import (
     GGML_QUANT_SIZES,
     GGUF_DEFAULT_ALIGNMENT,
@@ -23,8 +24,6 @@ from gguf.constants import (
     GGUFValueType,
     LlamaFileType,
 )
-
-from engine.errors import ModelFileError
 
 # Limits far above any real model, far below anything that could exhaust memory.
 MAX_KV_COUNT = 100_000

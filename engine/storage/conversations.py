@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engine.errors import EmberError
+from ember_chat.engine.errors import EmberError
 
 _MIGRATIONS: list[str] = [
     # 1: the initial schema

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from engine.storage.conversations import Conversation, Message
+from ember_chat.engine.storage.conversations import Conversation, Message
 
 _WHO = {"user": "You", "assistant": "Ember", "system": "System"}
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engine.storage.conversations import ConversationStore, StoreError
+from ember_chat.engine.storage.conversations import ConversationStore, StoreError
 
 log = logging.getLogger(__name__)
 

@@ -6,8 +6,7 @@ from __future__ import annotations
 import contextlib
 
 import keyring
-
-from engine.errors import EmberError
+from ember_chat.engine.errors import EmberError
 
 SERVICE = "ember-chat"
 HF_TOKEN = "huggingface-token"

@@ -15,9 +15,9 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-from engine.errors import InvalidParameter
-from engine.inference.params import SPECS, ParamSpec, SamplingParams
-from engine.storage.atomic import write_json_atomically
+from ember_chat.engine.errors import InvalidParameter
+from ember_chat.engine.inference.params import SPECS, ParamSpec, SamplingParams
+from ember_chat.engine.storage.atomic import write_json_atomically
 
 log = logging.getLogger(__name__)
 

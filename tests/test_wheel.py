@@ -1,0 +1,57 @@
+"""A regular (non-editable) install works: the wheel holds everything under the `ember_chat`
+namespace (code and the model catalog), nothing under generic top-level names, and installed into a
+fresh virtualenv it opens the Model Manager with its catalog."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+OPEN_MODEL_MANAGER = """
+import os, sys, tempfile
+d = tempfile.mkdtemp()
+os.environ.update(QT_QPA_PLATFORM="offscreen", EMBER_DATA_DIR=d + "/data", EMBER_CONFIG_DIR=d + "/config")
+import ember_chat
+assert "site-packages" in ember_chat.__file__, ember_chat.__file__  # the installed copy, not the checkout
+from PySide6.QtWidgets import QApplication
+app = QApplication([])
+from ember_chat.app.main import build_window
+w = build_window()
+mm = w.model_manager()
+mm.show()
+app.processEvents()
+rows = mm.repos.rowCount()
+w.close()
+print("catalog rows", rows)
+sys.exit(0 if rows > 0 else 1)
+"""
+
+
+def test_the_wheel_installs_and_opens_the_model_manager(tmp_path: Path) -> None:
+    wheels = tmp_path / "wheels"
+    subprocess.run([sys.executable, "-m", "pip", "wheel", str(ROOT), "--no-deps", "-q", "-w", str(wheels)],
+                   check=True, timeout=600)  # fmt: skip
+    wheel = next(wheels.glob("ember_chat-*.whl"))
+    names = zipfile.ZipFile(wheel).namelist()
+    assert "ember_chat/resources/catalog.json" in names and "ember_chat/engine/serve/server.py" in names
+    tops = {n.split("/")[0] for n in names}
+    assert tops <= {"ember_chat", next(t for t in tops if t.endswith(".dist-info"))}  # no generic top-level names
+    engine_files = {p.relative_to(ROOT / "engine").as_posix() for p in (ROOT / "engine").rglob("*.py")}
+    assert {f"ember_chat/engine/{f}" for f in engine_files} <= set(names)  # every sub-package is listed
+
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+    python = venv / "bin" / "python"
+    subprocess.run([str(python), "-m", "pip", "install", "-q", str(wheel)], check=True, timeout=900)
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH",)}
+    out = subprocess.run([str(python), "-c", OPEN_MODEL_MANAGER], capture_output=True, text=True, env=env,
+                         timeout=300, cwd=tmp_path)  # fmt: skip
+    assert out.returncode == 0, out.stderr[-3000:]
+    version = subprocess.run([str(venv / "bin" / "ember-chat"), "--version"], capture_output=True, text=True,
+                             env=env, timeout=120, cwd=tmp_path)  # fmt: skip
+    assert version.returncode == 0 and version.stdout.startswith("ember-chat ")
