@@ -128,6 +128,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     app = QApplication.instance() or QApplication(sys.argv[:1])
     app.setApplicationName("Ember")
+    app.setDesktopFileName("io.emberchat.Ember")  # Wayland/X11: the menu entry and its icon
+
+    from ember_chat.app.theme import app_icon
+
+    app.setWindowIcon(app_icon())
     app.setStyle("Fusion")
     from ember_chat.app.single_instance import SingleInstance
     from ember_chat.engine.storage.paths import AppPaths

@@ -14,7 +14,7 @@ from ember_chat.app.chat_controller import ChatController
 from ember_chat.app.menus import about_text, build_menus
 from ember_chat.app.model_bar import ModelBar
 from ember_chat.app.side_panel import SidePanel
-from ember_chat.app.theme import apply_theme
+from ember_chat.app.theme import app_icon, apply_theme
 from ember_chat.app.transcript import TranscriptView
 from ember_chat.app.welcome import WelcomePanel
 from ember_chat.app.widgets import Composer, ConversationList
@@ -72,6 +72,7 @@ class MainWindow(QMainWindow):
         self.tokens = tokens or TokenStore()
         self._manager: ModelManager | None = None  # created on first use: keeps the Hub client off startup
         self.setWindowTitle("Ember")
+        self.setWindowIcon(app_icon())
         self.store = store
         self.bridge = bridge
         self.library = library

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from ember_chat.engine.resources import icon_files
 from PySide6.QtCore import Qt
-from PySide6.QtGui import QGuiApplication
+from PySide6.QtGui import QGuiApplication, QIcon
 
 STYLE = """
 #modelBar { border-bottom: 1px solid palette(mid); }
@@ -23,3 +24,11 @@ def apply_theme(app: QGuiApplication | None, name: str) -> None:
     app.styleHints().setColorScheme(scheme)
     if hasattr(app, "setStyleSheet"):
         app.setStyleSheet(STYLE)
+
+
+def app_icon() -> QIcon:
+    """The window's icon, every rendered size (crisp at 1× and 2×) plus the SVG for anything larger."""
+    icon = QIcon()
+    for path in icon_files():
+        icon.addFile(str(path))
+    return icon

@@ -17,6 +17,12 @@ def resources_dir() -> Path:
     return Path(__file__).resolve().parent.parent / "resources"
 
 
+def icon_files() -> list[Path]:
+    """Ember's icon: the SVG source and its rendered PNG sizes (packaging/make_icons.py)."""
+    icons = resources_dir() / "icons"
+    return [*sorted(icons.glob("ember-*.png"), key=lambda p: int(p.stem.split("-")[1])), icons / "ember.svg"]
+
+
 def load_json(name: str) -> Any:
     return json.loads((resources_dir() / name).read_text(encoding="utf-8"))
 
