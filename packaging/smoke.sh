@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Run a built bundle as a new user would: an empty HOME, no Python on PATH, a virtual X server (Xvfb).
+#   bash packaging/smoke.sh [dist/ember-chat] [ci-artifacts]
+# It opens the window, sends a message to the starter model, checks the answer arrived, saves a
+# screenshot; then runs `ember-chat run --model starter --json` and `ember-chat models list`.
+set -euo pipefail
+DIST="$(cd "${1:-dist/ember-chat}" && pwd)"
+OUT="$(mkdir -p "${2:-ci-artifacts}" && cd "${2:-ci-artifacts}" && pwd)"
+EXE="$DIST/ember-chat"
+[ -x "$EXE" ] || { echo "smoke: no bundle at $DIST (build it: bash packaging/build.sh)" >&2; exit 2; }
+WORK="$(mktemp -d)"
+trap 'rm -rf "$WORK"' EXIT
+
+# A PATH with every system tool but no Python, so nothing can come from a Python installation.
+mkdir -p "$WORK/bin" "$WORK/home"
+for dir in /usr/local/bin /usr/bin /bin; do
+    for tool in "$dir"/*; do
+        name="$(basename "$tool")"
+        case "$name" in python*|pip*|pydoc*|idle*) continue ;; esac
+        [ -e "$WORK/bin/$name" ] || ln -s "$tool" "$WORK/bin/$name"
+    done
+done
+run() {  # a clean environment: only what a desktop session would have
+    env -i HOME="$WORK/home" PATH="$WORK/bin" LANG=C.UTF-8 "$@"
+}
+if run sh -c 'command -v python3' >/dev/null; then echo "smoke: python3 is still on PATH" >&2; exit 1; fi
+
+echo "smoke: cold start to a usable window"
+run QT_QPA_PLATFORM=offscreen "$EXE" --quit-when-ready 2>&1 | grep "window ready" | tee "$OUT/bundle-cold-start.txt"
+
+echo "smoke: the window answers with the starter model"
+start=$(date +%s.%N)
+run QT_QPA_PLATFORM=xcb timeout 300 xvfb-run -a -s "-screen 0 1280x800x24" \
+    "$EXE" --model starter --send "Explain photosynthesis in simple words." --max-tokens 60 --temperature 0 \
+    --screenshot "$OUT/bundle-window.png" 2> "$WORK/window.log" || { cat "$WORK/window.log" >&2; exit 1; }
+end=$(date +%s.%N)
+grep "ember: answer:" "$WORK/window.log" | tee "$OUT/bundle-first-answer.txt"
+grep -q "ember: answer: [1-9][0-9]* characters · TTFT" "$WORK/window.log" || { cat "$WORK/window.log" >&2; exit 1; }
+test -s "$OUT/bundle-window.png"
+echo "smoke: launch to answer and screenshot: $(echo "$end - $start" | bc) s" | tee -a "$OUT/bundle-first-answer.txt"
+test -s "$WORK/home/.local/share/Ember/chats.sqlite3"  # the chat was saved in the new user's data folder
+
+echo "smoke: ember-chat run --json"
+run "$EXE" run --model starter --mode complete --prompt "The capital of France is" --max-tokens 8 \
+    --temperature 0 --json > "$WORK/run.out" 2> "$WORK/run.err" || { cat "$WORK/run.err" >&2; exit 1; }
+tail -n 1 "$WORK/run.out"
+tail -n 1 "$WORK/run.out" | grep -q '"output_tokens": 8' && tail -n 1 "$WORK/run.out" | grep -q '"stop_reason": "length"'
+
+echo "smoke: ember-chat models list"
+run "$EXE" models list | tee "$WORK/models.out"
+grep -q "^starter" "$WORK/models.out"
+echo "smoke: passed ($(du -sh "$DIST" | cut -f1) bundle)"
