@@ -59,9 +59,8 @@ def build_window(
 
 
 def _scripted_run_class() -> type:
-    from PySide6.QtCore import QObject, QTimer, Slot
-
     from ember_chat.engine.inference.metrics import GenerationMetrics
+    from PySide6.QtCore import QObject, QTimer, Slot
 
     class ScriptedRun(QObject):
         """--send / --screenshot: slots of a GUI-thread object, so they run in the GUI thread."""

@@ -23,6 +23,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+CONTEXT_UPDATE_MS = 500
+
 
 def _fmt(value: float | None, unit: str, digits: int = 2) -> str:
     return "—" if value is None else f"{value:.{digits}f} {unit}"
@@ -164,6 +166,7 @@ class MetricsPanel(QWidget):
         self._ttft_samples: list[float] = []
         self._itl_samples: list[float] = []
         self._clock = QElapsedTimer()
+        self._context_clock = QElapsedTimer()
         self._waiting = QTimer(self)
         self._waiting.setInterval(100)
         self._waiting.timeout.connect(self._tick)
@@ -206,8 +209,17 @@ class MetricsPanel(QWidget):
                 self.axis_x.setRange(0, self._x_max)
         self.output.setText(str(snap.get("output_tokens", 0)))
         if snap.get("n_ctx"):
-            self.context.setRange(0, int(snap["n_ctx"]))
-            self.context.setValue(min(int(snap["context_used"]), int(snap["n_ctx"])))
+            self._show_context(int(snap["context_used"]), int(snap["n_ctx"]), live=True)
+
+    def _show_context(self, used: int, n_ctx: int, live: bool) -> None:
+        """QProgressBar repaints itself at once on every change (5 ms here): while streaming, at most
+        twice a second; the range only when it changes."""
+        if live and self._context_clock.isValid() and self._context_clock.elapsed() < CONTEXT_UPDATE_MS:
+            return
+        self._context_clock.start()
+        if self.context.maximum() != n_ctx:
+            self.context.setRange(0, n_ctx)
+        self.context.setValue(min(used, n_ctx))
 
     def finish(self, m: GenerationMetrics | None, itl_ms: list[float]) -> None:
         self._waiting.stop()
@@ -219,8 +231,7 @@ class MetricsPanel(QWidget):
         self.decode.setText(_fmt(m.decode_tokens_per_s, "tok/s", 1))
         self.prefill.setText(_fmt(m.prefill_tokens_per_s, "tok/s", 1))
         self.output.setText(str(m.output_tokens))
-        self.context.setRange(0, m.n_ctx)
-        self.context.setValue(min(m.context_used, m.n_ctx))
+        self._show_context(m.context_used, m.n_ctx, live=False)
         if m.ttft_s is not None:
             self._ttft_samples.append(m.ttft_s)
         self._itl_samples.extend(itl_ms)

@@ -14,6 +14,7 @@ import argparse
 import json
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -158,12 +159,15 @@ def starter_gui_vs_direct(paths: AppPaths, runs: int, tokens: int) -> dict[str, 
     direct = LocalRuntime()
     direct.load(LoadConfig(window.library.resolve("starter"), n_ctx=2048, threads=window.settings.threads))
     prompt = "Write a long story about a lighthouse keeper."
-    gui_tps, direct_tps = [], []
+    gui_tps, direct_tps, gui_cpu_us = [], [], []
     for _ in range(runs):
         window.new_chat()
+        cpu0 = time.thread_time()  # the GUI thread's own CPU: batches, metrics, repaints
         window.controller.send(prompt)
         wait_until_idle(window)
-        gui_tps.append(window.store.thread(window.controller.conversation_id)[-1].metrics["decode_tokens_per_s"])
+        metrics = window.store.thread(window.controller.conversation_id)[-1].metrics
+        gui_cpu_us.append((time.thread_time() - cpu0) * 1e6 / max(1, metrics["output_tokens"]))
+        gui_tps.append(metrics["decode_tokens_per_s"])
         direct.reset_cache()
         for ev in direct.chat([ChatMessage("user", prompt)], SamplingParams(temperature=0.0, max_tokens=tokens)):
             if isinstance(ev, Finished):
@@ -175,7 +179,13 @@ def starter_gui_vs_direct(paths: AppPaths, runs: int, tokens: int) -> dict[str, 
         "starter_gui_decode_tokens_per_s": round(statistics.median(gui_tps), 2),
         "starter_direct_decode_tokens_per_s": round(statistics.median(direct_tps), 2),
         "starter_gui_vs_direct_ratio": round(statistics.median(gui_tps) / statistics.median(direct_tps), 4),
+        "gui_thread_cpu_us_per_token": round(statistics.median(gui_cpu_us), 1),
     }
+
+
+def competing_load() -> subprocess.Popen[bytes]:
+    """Another program keeping one core busy (what a browser or a build does to a laptop)."""
+    return subprocess.Popen([sys.executable, "-c", "while True: pass"])
 
 
 def main() -> int:
@@ -185,6 +195,7 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--starter-tokens", type=int, default=128)
     ap.add_argument("--no-starter", action="store_true")
+    ap.add_argument("--competing-load", action="store_true", help="also measure with another process busy on one core")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     app = QApplication.instance() or QApplication([])
@@ -197,6 +208,16 @@ def main() -> int:
         if not args.no_starter:
             real_paths = AppPaths(Path(tmp) / "data2", Path(tmp) / "config2")
             result.update(starter_gui_vs_direct(real_paths, args.runs, args.starter_tokens))
+            if args.competing_load:
+                load = competing_load()
+                try:
+                    loaded = starter_gui_vs_direct(
+                        AppPaths(Path(tmp) / "data3", Path(tmp) / "config3"), args.runs, args.starter_tokens
+                    )
+                finally:
+                    load.kill()
+                    load.wait()
+                result.update({f"loaded_{k}": v for k, v in loaded.items()})
     print(json.dumps(result) if args.json else "\n".join(f"{k:40} {v}" for k, v in result.items()))
     return 0
 

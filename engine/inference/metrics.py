@@ -149,10 +149,17 @@ class MetricsRecorder:
         return self._build(stop_reason, time.perf_counter_ns() if t_end_ns is None else t_end_ns, llama_perf, **extra)
 
     def snapshot(self, now_ns: int | None = None) -> GenerationMetrics:
-        return self._build("running", time.perf_counter_ns() if now_ns is None else now_ns, None)
+        """The figures so far, without the ITL percentiles (sorting every gap ten times a second
+        would cost CPU the model needs; the final record has them)."""
+        return self._build("running", time.perf_counter_ns() if now_ns is None else now_ns, None, percentiles=False)
 
     def _build(
-        self, stop_reason: str, t_end_ns: int, llama_perf: tuple[float, int, float, int] | None, **extra: Any
+        self,
+        stop_reason: str,
+        t_end_ns: int,
+        llama_perf: tuple[float, int, float, int] | None,
+        percentiles: bool = True,
+        **extra: Any,
     ) -> GenerationMetrics:
         times = self.token_times_ns
         n = len(times)
@@ -161,7 +168,7 @@ class MetricsRecorder:
         prefill_tps = None
         if n and self.t_prefill_start_ns is not None and times[0] > self.t_prefill_start_ns and prefill_tokens > 0:
             prefill_tps = prefill_tokens / ((times[0] - self.t_prefill_start_ns) / 1e9)
-        itl_ms = self.itl_ms()
+        itl_ms = self.itl_ms() if percentiles else []
         decode_tps = tpot = None
         if n >= 2 and times[-1] > times[0]:
             span_s = (times[-1] - times[0]) / 1e9
