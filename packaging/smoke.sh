@@ -26,7 +26,10 @@ run() {  # a clean environment: only what a desktop session would have
 if run sh -c 'command -v python3' >/dev/null; then echo "smoke: python3 is still on PATH" >&2; exit 1; fi
 
 echo "smoke: cold start to a usable window"
-run QT_QPA_PLATFORM=offscreen "$EXE" --quit-when-ready 2>&1 | grep "window ready" | tee "$OUT/bundle-cold-start.txt"
+# (in a HOME of its own: the offscreen window it saves on quit must not size the next, real one)
+mkdir -p "$WORK/home-cold"
+env -i HOME="$WORK/home-cold" PATH="$WORK/bin" LANG=C.UTF-8 QT_QPA_PLATFORM=offscreen "$EXE" --quit-when-ready 2>&1 \
+    | grep "window ready" | tee "$OUT/bundle-cold-start.txt"
 
 echo "smoke: the window answers with the starter model"
 start=$(date +%s.%N)
