@@ -173,6 +173,33 @@ def test_app_starts_with_a_damaged_database_and_shows_the_recovered_chats(
     assert any(".damaged-" in p.name for p in paths.data_dir.iterdir())
 
 
+def test_app_starts_with_a_file_that_is_not_a_database(
+    qtbot: QtBot, paths: AppPaths, make_window: Callable[..., MainWindow]
+) -> None:
+    paths.data_dir.mkdir(parents=True, exist_ok=True)
+    paths.database.write_bytes(b"\x00garbage, not SQLite" * 100)
+    w = make_window()
+    assert "nothing in it could be read" in w.banner.text() and ".damaged-" in w.banner.text()
+    assert w.conversations.list.count() == 0 and w.store.schema_version == SCHEMA_VERSION
+
+
+def test_app_starts_with_a_locked_database_and_keeps_chats_in_memory(
+    qtbot: QtBot, paths: AppPaths, make_window: Callable[..., MainWindow]
+) -> None:
+    paths.data_dir.mkdir(parents=True, exist_ok=True)
+    _chats(paths.database)
+    holder = sqlite3.connect(paths.database, isolation_level=None)
+    holder.execute("PRAGMA locking_mode=EXCLUSIVE")
+    holder.execute("BEGIN EXCLUSIVE")
+    try:
+        w = make_window()
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert "in memory" in w.banner.text() and "locked" in w.banner.text()
+    assert not any(".damaged-" in p.name for p in paths.data_dir.iterdir())  # nothing moved: not damaged
+
+
 # ----- a full disk (or a read-only folder) while chatting
 
 
