@@ -124,10 +124,6 @@ class EngineBridge(QObject):
     def stop(self, request_id: int) -> None:
         self.service.cancel(request_id)
 
-    @property
-    def running(self) -> bool:
-        return not self._closed
-
     def close(self) -> None:
         """Cancel, stop the engine thread, wait for it, close the model (in that order)."""
         if self._closed:

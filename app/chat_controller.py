@@ -18,7 +18,8 @@ from ember_chat.engine.inference.events import Retrying
 from ember_chat.engine.inference.messages import ChatMessage
 from ember_chat.engine.inference.metrics import GenerationMetrics
 from ember_chat.engine.inference.params import SamplingParams
-from ember_chat.engine.storage.conversations import ConversationStore, Message, StreamingMessage, describe_write_error
+from ember_chat.engine.storage.conversations import ConversationStore, Message
+from ember_chat.engine.storage.streaming import StreamingMessage, describe_write_error
 from PySide6.QtCore import QObject, QTimer, Signal, Slot
 from PySide6.QtGui import QGuiApplication
 

@@ -3,12 +3,11 @@ bar on top, the side panel (parameters, live metrics) on the right, and the menu
 
 from __future__ import annotations
 
-import html
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ember_chat.app.api_control import ApiServerControl
+from ember_chat.app.banner import Banner
 from ember_chat.app.bridge import EngineBridge
 from ember_chat.app.chat_controller import ChatController
 from ember_chat.app.menus import about_text, build_menus
@@ -29,13 +28,12 @@ from ember_chat.engine.storage.conversations import ConversationStore
 from ember_chat.engine.storage.export import chat_as_json, chat_as_markdown
 from ember_chat.engine.storage.secrets import TokenStore
 from ember_chat.engine.storage.settings import Settings, SettingsFile
-from PySide6.QtCore import QSettings, Qt, QTimer, QUrl, Signal, Slot
+from PySide6.QtCore import QSettings, Qt, QUrl, Signal, Slot
 from PySide6.QtGui import QCloseEvent, QDesktopServices
 from PySide6.QtWidgets import (
     QApplication,
     QFileDialog,
     QInputDialog,
-    QLabel,
     QMainWindow,
     QMenu,
     QMessageBox,
@@ -87,12 +85,7 @@ class MainWindow(QMainWindow):
         self.transcript = TranscriptView()
         self.composer = Composer()
         self.side = SidePanel()
-        self.banner = QLabel()
-        self.banner.setWordWrap(True)
-        self.banner.setTextFormat(Qt.TextFormat.RichText)
-        self.banner.linkActivated.connect(lambda _: self.banner.hide())
-        self.banner.hide()
-        self.banner.setAccessibleName("Message banner")
+        self.banner = Banner()
 
         centre = QWidget()
         cl = QVBoxLayout(centre)
@@ -127,10 +120,6 @@ class MainWindow(QMainWindow):
         self.reload_conversations()
         self._restore_state()
         self.set_model_state("none")
-        self._retry_timer = QTimer(self)
-        self._retry_timer.setInterval(1000)
-        self._retry_timer.timeout.connect(self._tick_retry)
-        self._retry: tuple[str, float, int, int] | None = None
         if self.settings.api_server:
             self.api.apply()
         errors, problems = startup_errors or [], settings_file.take_problems()
@@ -466,37 +455,20 @@ class MainWindow(QMainWindow):
 
     @Slot(str, float, int, int)
     def _on_retrying(self, reason: str, delay_s: float, attempt: int, attempts: int) -> None:
-        """A visible countdown while a remote server is asked again (only before the first token)."""
-        self._retry = (reason, time.monotonic() + delay_s, attempt, attempts)
-        self._tick_retry()
-        self._retry_timer.start()
-
-    def _tick_retry(self) -> None:
-        if self._retry is None or not self.controller.generating:
-            self._retry_timer.stop()
-            return
-        reason, due, attempt, attempts = self._retry
-        left = max(0, round(due - time.monotonic()))
-        if left == 0:
-            self._retry_timer.stop()
-        self.show_notice(f"{reason} Trying again in {left} s (retry {attempt} of {attempts})…")
+        self.banner.count_down(reason, delay_s, attempt, attempts, lambda: self.controller.generating)
 
     def _on_generating(self, on: bool) -> None:
         if not on:
-            self._retry = None
+            self.banner.stop_countdown()
         self.model_picker.setEnabled(True)
         self.statusBar().showMessage("Generating…" if on else "Ready", 0 if on else 3000)
 
     # ----- messages to the user
     def show_error(self, message: str) -> None:
-        self.banner.setStyleSheet("background:#fde2e1;color:#7f1d1d;padding:8px;")
-        self.banner.setText(f"{html.escape(message, quote=False)}&nbsp;&nbsp;<a href='#'>Dismiss</a>")
-        self.banner.show()
+        self.banner.show_error(message)
 
     def show_notice(self, message: str) -> None:
-        self.banner.setStyleSheet("background:#fef3c7;color:#78350f;padding:8px;")
-        self.banner.setText(f"{html.escape(message, quote=False)}&nbsp;&nbsp;<a href='#'>Dismiss</a>")
-        self.banner.show()
+        self.banner.show_notice(message)
 
     # ----- view
     def toggle_side_panel(self) -> None:

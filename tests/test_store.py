@@ -10,7 +10,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from ember_chat.engine.storage.conversations import SCHEMA_VERSION, ConversationStore, StoreError, StreamingMessage
+from ember_chat.engine.storage.conversations import SCHEMA_VERSION, ConversationStore, StoreError
+from ember_chat.engine.storage.streaming import StreamingMessage
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -129,7 +130,8 @@ def test_streaming_message_throttles_writes(store: ConversationStore) -> None:
 WRITER = """
 import sys
 from pathlib import Path
-from ember_chat.engine.storage.conversations import ConversationStore, StreamingMessage
+from ember_chat.engine.storage.conversations import ConversationStore
+from ember_chat.engine.storage.streaming import StreamingMessage
 store = ConversationStore(Path(sys.argv[1]))
 conv = store.create_conversation("crash test")
 sm = StreamingMessage(store, conv.id, None, interval_s=0.2)

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import httpx2
-from ember_chat.engine.errors import InvalidParameter
+from ember_chat.engine.errors import InvalidParameter, LoadCancelled, NoModelLoaded
 from ember_chat.engine.inference.backend import Endpoint, ModelDescription, ModelRef, RemoteModelRef
 from ember_chat.engine.inference.events import Event, Finished, PromptReady, Retrying, Token
 from ember_chat.engine.inference.messages import ChatMessage
@@ -114,8 +114,6 @@ class RemoteBackend:
             raise
         if cancel is not None and cancel.is_set():
             client.close()
-            from ember_chat.engine.errors import LoadCancelled
-
             raise LoadCancelled(f"Connecting to {endpoint.name} was cancelled.")
         match = next((m for m in models if m.id == ref.model_id), None)
         if match is None and models:
@@ -170,8 +168,6 @@ class RemoteBackend:
 
     def _require(self) -> tuple[httpx2.Client, RemoteModelRef, ModelDescription]:
         if self._client is None or self._ref is None or self._description is None:
-            from ember_chat.engine.errors import NoModelLoaded
-
             raise NoModelLoaded("No model is loaded. Pick a model first.")
         return self._client, self._ref, self._description
 

@@ -26,8 +26,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ember_chat.engine.errors import EmberError
-from ember_chat.engine.inference.backend import InferenceBackend, ModelDescription, ModelRef
+from ember_chat.engine.errors import EmberError, NoModelLoaded
+from ember_chat.engine.inference.backend import InferenceBackend, ModelDescription, ModelRef, RemoteModelRef
 from ember_chat.engine.inference.events import ContextTrimmed, Finished, PromptReady, Retrying, Token
 from ember_chat.engine.inference.messages import ChatMessage
 from ember_chat.engine.inference.metrics import GenerationMetrics, MetricsRecorder, RunContext, live_snapshot
@@ -127,8 +127,6 @@ class ServiceListener:
 
 def default_backend_factory(ref: ModelRef) -> InferenceBackend:
     """A local runtime for a GGUF file, a remote backend for a connection's model."""
-    from ember_chat.engine.inference.backend import RemoteModelRef
-
     if isinstance(ref, RemoteModelRef):
         from ember_chat.engine.inference.remote import RemoteBackend
 
@@ -371,8 +369,6 @@ class EngineService:
         backend = self._backend
         try:
             if backend is None or not backend.loaded:
-                from ember_chat.engine.errors import NoModelLoaded
-
                 raise NoModelLoaded("No model is loaded. Pick a model first.")
             if req.cancelled.is_set():
                 sink.finished("cancelled", "", None, [])

@@ -61,7 +61,12 @@ class Connection:
 
     @property
     def secret_key(self) -> str:
-        return f"connection:{self.name}"
+        return secret_key(self.name)
+
+
+def secret_key(connection: str) -> str:
+    """The connection's API key entry in the OS keychain."""
+    return f"connection:{connection}"
 
 
 def remote_model_name(connection: str, model_id: str) -> str:
@@ -105,17 +110,17 @@ class ConnectionStore:
         raise ConnectionNotFound(f"There is no connection called {name!r}. Add it with Models ▸ Connections.")
 
     def has_key(self, name: str) -> bool:
-        return self.secrets.get(f"connection:{name}") is not None
+        return self.secrets.get(secret_key(name)) is not None
 
     def save(self, connection: Connection, api_key: str | None = None, replaces: str | None = None) -> None:
         """Add or update. `api_key`: None keeps the stored key, "" removes it. `replaces`: the old
         name when a connection is renamed (its key moves with it)."""
         existing = [c for c in self.list() if c.name not in (connection.name, replaces)]
         if replaces and replaces != connection.name:
-            old_key = self.secrets.get(f"connection:{replaces}")
+            old_key = self.secrets.get(secret_key(replaces))
             if old_key and api_key is None:
                 api_key = old_key
-            self.secrets.clear(f"connection:{replaces}")
+            self.secrets.clear(secret_key(replaces))
         if api_key is not None:
             self.secrets.set(connection.secret_key, api_key, "The API key")
         self._write([*existing, connection])
@@ -123,7 +128,7 @@ class ConnectionStore:
     def remove(self, name: str) -> None:
         self.get(name)
         self._write([c for c in self.list() if c.name != name])
-        self.secrets.clear(f"connection:{name}")
+        self.secrets.clear(secret_key(name))
 
     def endpoint(self, name: str) -> Endpoint:
         c = self.get(name)

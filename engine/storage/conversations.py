@@ -1,8 +1,8 @@
 """The chat store: conversations, messages (with branches and metrics) and full-text search, in SQLite.
 
 WAL mode, a schema version in `PRAGMA user_version` with forward migrations, FTS5 kept in sync by
-triggers. A streaming answer is written as it grows (`StreamingMessage`), so a killed process loses
-at most about a second of it; such a message stays marked incomplete.
+triggers. A streaming answer is written as it grows (`streaming.StreamingMessage`), so a killed process
+loses at most about a second of it; such a message stays marked incomplete.
 """
 
 from __future__ import annotations
@@ -408,79 +408,6 @@ class _Transaction:
                 self._db.execute("ROLLBACK" if exc_type else "COMMIT")
         finally:
             self._lock.release()
-
-
-class StreamingMessage:
-    """An assistant message saved while it streams: appended text is written at most once per
-    `interval_s` (and at `finish`), so a crash loses at most that much."""
-
-    def __init__(
-        self,
-        store: ConversationStore,
-        conversation_id: int,
-        parent_id: int | None,
-        interval_s: float = 1.0,
-        clock: Callable[[], float] = time.monotonic,
-        resume: Message | None = None,
-    ) -> None:
-        """`resume`: continue that (interrupted) message instead of starting a new one."""
-        self._store = store
-        self._clock = clock
-        self._interval = interval_s
-        self._parts: list[str] = [resume.content] if resume is not None else []
-        self._dirty = False
-        self.save_error: str | None = None  # why the last write failed; None once writes work again
-        if resume is not None:
-            self.message = resume
-        else:
-            self.message = store.add_message(conversation_id, "assistant", "", parent_id, complete=False)
-        self._last_write = clock()
-
-    @property
-    def text(self) -> str:
-        return "".join(self._parts)
-
-    def append(self, delta: str) -> None:
-        if not delta:
-            return
-        self._parts.append(delta)
-        self._dirty = True
-        if self._clock() - self._last_write >= self._interval:
-            self.flush()
-
-    def flush(self) -> None:
-        """Write what arrived. A write that fails (disk full, read-only folder) is not an error for the
-        stream: the text stays here, `save_error` says why, and the next flush tries again."""
-        if self._dirty:
-            try:
-                self._store.update_message(self.message.id, self.text)
-            except (sqlite3.Error, OSError) as exc:
-                self.save_error = describe_write_error(exc)
-            else:
-                self._dirty = False
-                self.save_error = None
-        self._last_write = self._clock()
-
-    def finish(self, metrics: dict[str, Any] | None) -> bool:
-        """Mark the answer complete with its metrics; False (and `save_error`) when it cannot be written
-        yet — call it again later, nothing is lost meanwhile."""
-        try:
-            self._store.update_message(self.message.id, self.text, metrics=metrics, complete=True)
-        except (sqlite3.Error, OSError) as exc:
-            self.save_error = describe_write_error(exc)
-            return False
-        self._dirty = False
-        self.save_error = None
-        return True
-
-
-def describe_write_error(exc: Exception) -> str:
-    what = str(exc).lower()
-    if "full" in what or getattr(exc, "errno", None) == 28:
-        return "the disk is full"
-    if "readonly" in what or "read-only" in what or "permission" in what:
-        return "the data folder cannot be written"
-    return str(exc)
 
 
 def _conversation(row: sqlite3.Row) -> Conversation:
