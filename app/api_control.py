@@ -8,12 +8,6 @@ from __future__ import annotations
 import time
 from typing import Protocol
 
-from ember_chat.app.bridge import EngineBridge
-from ember_chat.engine.errors import EmberError
-from ember_chat.engine.inference.service import QueueState, RequestRecord
-from ember_chat.engine.serve.server import ApiServer, ServerConfig
-from ember_chat.engine.storage.secrets import API_SERVER_KEY, SecretStore
-from ember_chat.engine.storage.settings import Settings, SettingsFile
 from PySide6.QtCore import QObject, Qt, Slot
 from PySide6.QtWidgets import (
     QCheckBox,
@@ -30,6 +24,13 @@ from PySide6.QtWidgets import (
     QVBoxLayout,
     QWidget,
 )
+
+from ember_chat.app.bridge import EngineBridge
+from ember_chat.engine.errors import EmberError
+from ember_chat.engine.inference.service import QueueState, RequestRecord
+from ember_chat.engine.serve.server import ApiServer, ServerConfig
+from ember_chat.engine.storage.secrets import API_SERVER_KEY, SecretStore
+from ember_chat.engine.storage.settings import Settings, SettingsFile
 
 
 class ApiHost(Protocol):

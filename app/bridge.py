@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from PySide6.QtCore import QObject, Signal
+
 from ember_chat.engine.inference.backend import ModelDescription, ModelRef
 from ember_chat.engine.inference.events import Retrying
 from ember_chat.engine.inference.messages import ChatMessage
@@ -24,7 +26,6 @@ from ember_chat.engine.inference.service import (
     RequestRecord,
     ServiceListener,
 )
-from PySide6.QtCore import QObject, Signal
 
 
 class _Sink(GenerationSink):

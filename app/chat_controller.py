@@ -11,6 +11,9 @@ import sqlite3
 from collections.abc import Callable
 from typing import Any
 
+from PySide6.QtCore import QObject, QTimer, Signal, Slot
+from PySide6.QtGui import QGuiApplication
+
 from ember_chat.app.bridge import EngineBridge
 from ember_chat.app.side_panel import MetricsPanel
 from ember_chat.app.transcript import TranscriptView, code_blocks
@@ -20,8 +23,6 @@ from ember_chat.engine.inference.metrics import GenerationMetrics
 from ember_chat.engine.inference.params import SamplingParams
 from ember_chat.engine.storage.conversations import ConversationStore, Message
 from ember_chat.engine.storage.streaming import StreamingMessage, describe_write_error
-from PySide6.QtCore import QObject, QTimer, Signal, Slot
-from PySide6.QtGui import QGuiApplication
 
 UNSAVED_RETRY_MS = 2000
 

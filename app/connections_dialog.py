@@ -7,10 +7,6 @@ from __future__ import annotations
 import html
 from concurrent.futures import Future, ThreadPoolExecutor
 
-from ember_chat.engine.errors import EmberError
-from ember_chat.engine.inference.backend import Endpoint
-from ember_chat.engine.inference.remote import ConnectionCheck, check_connection
-from ember_chat.engine.storage.connections import Connection, ConnectionStore, remote_model_name
 from PySide6.QtCore import QObject, Signal, Slot
 from PySide6.QtWidgets import (
     QCheckBox,
@@ -27,6 +23,11 @@ from PySide6.QtWidgets import (
     QVBoxLayout,
     QWidget,
 )
+
+from ember_chat.engine.errors import EmberError
+from ember_chat.engine.inference.backend import Endpoint
+from ember_chat.engine.inference.remote import ConnectionCheck, check_connection
+from ember_chat.engine.storage.connections import Connection, ConnectionStore, remote_model_name
 
 
 class _Relay(QObject):

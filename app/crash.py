@@ -16,10 +16,11 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO
 
-from ember_chat.engine import __version__
 from PySide6.QtCore import QObject, Signal, Slot
 from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QMessageBox, QWidget
+
+from ember_chat.engine import __version__
 
 RUNNING = "running"  # present while Ember runs; left behind when a run does not end cleanly
 NATIVE = "native.log"  # faulthandler's output for this run

@@ -25,6 +25,8 @@ def build_window(
 ) -> object:
     """Everything the app needs, wired; the caller shows the window and runs the event loop.
     `backend_factory(ref)`: the backend for a model reference (default: local runtime or remote)."""
+    from PySide6.QtCore import QSettings
+
     from ember_chat.app.bridge import EngineBridge
     from ember_chat.app.main_window import MainWindow
     from ember_chat.engine.inference.service import EngineService, default_backend_factory
@@ -36,7 +38,6 @@ def build_window(
     from ember_chat.engine.storage.recovery import open_conversations
     from ember_chat.engine.storage.secrets import TokenStore
     from ember_chat.engine.storage.settings import SettingsFile
-    from PySide6.QtCore import QSettings
 
     paths = paths or AppPaths.default()
     settings_file = SettingsFile(paths.settings_file)
@@ -59,8 +60,9 @@ def build_window(
 
 
 def _scripted_run_class() -> type:
-    from ember_chat.engine.inference.metrics import GenerationMetrics
     from PySide6.QtCore import QObject, QTimer, Slot
+
+    from ember_chat.engine.inference.metrics import GenerationMetrics
 
     class ScriptedRun(QObject):
         """--send / --screenshot: slots of a GUI-thread object, so they run in the GUI thread."""

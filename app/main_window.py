@@ -6,6 +6,21 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from PySide6.QtCore import QSettings, Qt, QUrl, Signal, Slot
+from PySide6.QtGui import QCloseEvent, QDesktopServices
+from PySide6.QtWidgets import (
+    QApplication,
+    QFileDialog,
+    QInputDialog,
+    QMainWindow,
+    QMenu,
+    QMessageBox,
+    QSplitter,
+    QStackedWidget,
+    QVBoxLayout,
+    QWidget,
+)
+
 from ember_chat.app.api_control import ApiServerControl
 from ember_chat.app.banner import Banner
 from ember_chat.app.bridge import EngineBridge
@@ -28,20 +43,6 @@ from ember_chat.engine.storage.conversations import ConversationStore
 from ember_chat.engine.storage.export import chat_as_json, chat_as_markdown
 from ember_chat.engine.storage.secrets import TokenStore
 from ember_chat.engine.storage.settings import Settings, SettingsFile
-from PySide6.QtCore import QSettings, Qt, QUrl, Signal, Slot
-from PySide6.QtGui import QCloseEvent, QDesktopServices
-from PySide6.QtWidgets import (
-    QApplication,
-    QFileDialog,
-    QInputDialog,
-    QMainWindow,
-    QMenu,
-    QMessageBox,
-    QSplitter,
-    QStackedWidget,
-    QVBoxLayout,
-    QWidget,
-)
 
 if TYPE_CHECKING:
     from ember_chat.app.model_manager import ModelManager

@@ -6,9 +6,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from ember_chat.engine import __version__
 from PySide6.QtGui import QAction, QActionGroup, QKeySequence
 from PySide6.QtWidgets import QMenu, QMenuBar
+
+from ember_chat.engine import __version__
 
 
 class MenuHost(Protocol):
@@ -137,6 +138,7 @@ def about_text() -> str:
 
     try:
         import llama_cpp
+
         from ember_chat.engine.inference.runtime import system_info
 
         llama = f"llama-cpp-python {llama_cpp.__version__}<br><small>{system_info()}</small>"

@@ -3,11 +3,12 @@ status, unload, backend badge."""
 
 from __future__ import annotations
 
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QProgressBar, QPushButton, QWidget
+
 from ember_chat.engine.inference.backend import ModelDescription
 from ember_chat.engine.models.library import ModelEntry
 from ember_chat.engine.storage.connections import Connection, remote_model_name
-from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QProgressBar, QPushButton, QWidget
 
 
 def model_choices(entries: list[ModelEntry], connections: list[Connection]) -> list[tuple[str, str]]:

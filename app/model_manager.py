@@ -9,15 +9,6 @@ from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 
-from ember_chat.app.tasks import TaskRunner
-from ember_chat.engine.errors import EmberError
-from ember_chat.engine.models.download_queue import DONE, DOWNLOADING, FAILED, PAUSED, QUEUED, DownloadQueue, JobStatus
-from ember_chat.engine.models.downloader import DownloadSpec
-from ember_chat.engine.models.fit import estimate_fit, free_vram_bytes, recommend
-from ember_chat.engine.models.hub import HubClient, ModelVariant, RepoFiles, RepoSummary
-from ember_chat.engine.models.library import ModelEntry, ModelLibrary
-from ember_chat.engine.resources import catalog
-from ember_chat.engine.storage.secrets import TokenStore
 from PySide6.QtCore import Qt, QTimer, QUrl, Signal
 from PySide6.QtGui import QDesktopServices, QFont
 from PySide6.QtWidgets import (
@@ -39,6 +30,16 @@ from PySide6.QtWidgets import (
     QVBoxLayout,
     QWidget,
 )
+
+from ember_chat.app.tasks import TaskRunner
+from ember_chat.engine.errors import EmberError
+from ember_chat.engine.models.download_queue import DONE, DOWNLOADING, FAILED, PAUSED, QUEUED, DownloadQueue, JobStatus
+from ember_chat.engine.models.downloader import DownloadSpec
+from ember_chat.engine.models.fit import estimate_fit, free_vram_bytes, recommend
+from ember_chat.engine.models.hub import HubClient, ModelVariant, RepoFiles, RepoSummary
+from ember_chat.engine.models.library import ModelEntry, ModelLibrary
+from ember_chat.engine.resources import catalog
+from ember_chat.engine.storage.secrets import TokenStore
 
 
 def human_size(n: float) -> str:

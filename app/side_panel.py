@@ -5,8 +5,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from ember_chat.engine.inference.metrics import GenerationMetrics, percentile
-from ember_chat.engine.inference.params import SPECS, SamplingParams
 from PySide6.QtCharts import QChart, QChartView, QLineSeries, QValueAxis
 from PySide6.QtCore import QElapsedTimer, Qt, QTimer, Signal
 from PySide6.QtGui import QPainter
@@ -22,6 +20,9 @@ from PySide6.QtWidgets import (
     QVBoxLayout,
     QWidget,
 )
+
+from ember_chat.engine.inference.metrics import GenerationMetrics, percentile
+from ember_chat.engine.inference.params import SPECS, SamplingParams
 
 CONTEXT_UPDATE_MS = 500
 

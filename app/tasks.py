@@ -7,8 +7,9 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
-from ember_chat.engine.errors import EmberError
 from PySide6.QtCore import QObject, QTimer, Signal
+
+from ember_chat.engine.errors import EmberError
 
 
 class TaskRunner(QObject):

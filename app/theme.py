@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from ember_chat.engine.resources import icon_files
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QGuiApplication, QIcon
+
+from ember_chat.engine.resources import icon_files
 
 STYLE = """
 #modelBar { border-bottom: 1px solid palette(mid); }

@@ -12,8 +12,6 @@ import re
 import time
 from dataclasses import dataclass
 
-from ember_chat.engine.inference.metrics import GenerationMetrics
-from ember_chat.engine.storage.conversations import Message
 from PySide6.QtCore import QTimer, QUrl, Signal
 from PySide6.QtGui import (
     QColor,
@@ -25,6 +23,9 @@ from PySide6.QtGui import (
     QTextDocumentFragment,
 )
 from PySide6.QtWidgets import QTextBrowser, QWidget
+
+from ember_chat.engine.inference.metrics import GenerationMetrics
+from ember_chat.engine.storage.conversations import Message
 
 USER_BACKGROUND = QColor(59, 130, 246, 36)  # a tint that reads on light and dark themes
 STREAM_BLOCK_CHARS = 1500

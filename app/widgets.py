@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from ember_chat.engine.storage.conversations import Conversation, SearchHit
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QKeyEvent
 from PySide6.QtWidgets import (
@@ -16,6 +15,8 @@ from PySide6.QtWidgets import (
     QVBoxLayout,
     QWidget,
 )
+
+from ember_chat.engine.storage.conversations import Conversation, SearchHit
 
 
 class ComposerEdit(QPlainTextEdit):

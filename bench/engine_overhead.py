@@ -21,6 +21,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import llama_cpp
+
 from ember_chat.engine.cli.common import resolve_model
 from ember_chat.engine.inference.events import Finished
 from ember_chat.engine.inference.params import LoadConfig, SamplingParams, default_threads

@@ -23,13 +23,13 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
+from PySide6.QtCore import QEventLoop, QObject, Qt, QTimer, Slot
+from PySide6.QtWidgets import QApplication
+
 from ember_chat.app.main import build_window
 from ember_chat.engine.inference.events import Finished
 from ember_chat.engine.inference.messages import ChatMessage
 from ember_chat.engine.storage.paths import AppPaths
-from PySide6.QtCore import QEventLoop, QObject, Qt, QTimer, Slot
-from PySide6.QtWidgets import QApplication
-
 from tests.fake_backend import FakeBackend
 
 

@@ -13,6 +13,7 @@ from typing import Any
 import httpx2
 import openai
 import pytest
+
 from ember_chat.engine.cli.common import load_blocking
 from ember_chat.engine.inference.metrics import GenerationMetrics
 from ember_chat.engine.inference.params import LoadConfig
@@ -24,7 +25,6 @@ from ember_chat.engine.inference.service import (
     ServiceListener,
 )
 from ember_chat.engine.serve.server import ApiServer, ServerConfig
-
 from tests.fake_backend import WORDS, FakeBackend
 
 WAIT_S = 10.0

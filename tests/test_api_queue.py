@@ -12,10 +12,10 @@ from collections.abc import Callable
 import httpx2
 import openai
 import pytest
+
 from ember_chat.engine.inference.messages import ChatMessage
 from ember_chat.engine.inference.params import SamplingParams
 from ember_chat.engine.inference.service import GenerationRequest, QueueState
-
 from tests.api_support import (
     MESSAGES,
     WAIT_S,

@@ -11,9 +11,9 @@ from typing import Any
 import httpx2
 import openai
 import pytest
+
 from ember_chat.engine.inference.service import EngineService
 from ember_chat.engine.serve.server import ApiServer, ServeError, ServerConfig
-
 from tests.api_support import (
     MESSAGES,
     METRIC_KEYS,

@@ -10,12 +10,12 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from ember_chat.app.main import build_window
-from ember_chat.app.main_window import MainWindow
-from ember_chat.engine.storage.paths import AppPaths
 from PySide6.QtCore import QObject, Qt, Signal, Slot
 from pytestqt.qtbot import QtBot
 
+from ember_chat.app.main import build_window
+from ember_chat.app.main_window import MainWindow
+from ember_chat.engine.storage.paths import AppPaths
 from tests.fake_backend import FakeBackend
 
 LOAD_TIMEOUT = 60_000

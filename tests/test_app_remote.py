@@ -11,6 +11,9 @@ from pathlib import Path
 
 import openai
 import pytest
+from PySide6.QtCore import Qt
+from pytestqt.qtbot import QtBot
+
 from ember_chat.app.main_window import MainWindow
 from ember_chat.engine.cli.common import load_blocking
 from ember_chat.engine.inference.params import LoadConfig
@@ -18,9 +21,6 @@ from ember_chat.engine.inference.service import EngineService, QueueState, Servi
 from ember_chat.engine.serve.server import ApiServer, ServerConfig
 from ember_chat.engine.storage.connections import Connection, remote_model_name
 from ember_chat.engine.storage.secrets import API_SERVER_KEY, SecretStore
-from PySide6.QtCore import Qt
-from pytestqt.qtbot import QtBot
-
 from tests.sse_server import DONE, FakeOpenAI, chunk, usage_chunk
 from tests.test_app import ANSWER_TIMEOUT, load, make_window, paths, send, set_max_tokens
 
@@ -236,7 +236,6 @@ def test_window_waits_its_turn_behind_an_api_request_and_stop_drops_it(
 ) -> None:
     from ember_chat.engine.inference.params import SamplingParams
     from ember_chat.engine.inference.service import GenerationRequest, GenerationSink
-
     from tests.fake_backend import FakeBackend
 
     w = make_window(lambda _ref: FakeBackend(n_tokens=1_000_000, delay_s=0.002))

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from ember_chat.engine import __version__
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -9,10 +9,11 @@ import sys
 import threading
 from pathlib import Path
 
-from ember_chat.app.crash import CrashReporter
 from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QMessageBox
 from pytestqt.qtbot import QtBot
+
+from ember_chat.app.crash import CrashReporter
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -12,13 +12,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from PySide6.QtCore import Qt
+from pytestqt.qtbot import QtBot
+
 from ember_chat.app.main_window import MainWindow
 from ember_chat.engine.storage.conversations import SCHEMA_VERSION, ConversationStore
 from ember_chat.engine.storage.paths import AppPaths
 from ember_chat.engine.storage.recovery import open_conversations
-from PySide6.QtCore import Qt
-from pytestqt.qtbot import QtBot
-
 from tests.test_app import make_window, paths
 
 __all__ = ["make_window", "paths"]

@@ -6,11 +6,11 @@ import struct
 from pathlib import Path
 
 import pytest
-from ember_chat.engine.errors import ModelFileError
-from ember_chat.engine.models.gguf_inspect import inspect_gguf
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from ember_chat.engine.errors import ModelFileError
+from ember_chat.engine.models.gguf_inspect import inspect_gguf
 from tests.gguf_factory import TinySpec, write_tiny_model
 
 GGUF_MAGIC = b"GGUF"

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
 from ember_chat.engine.models.downloader import (
     DiskFullError,
     DownloadControl,
@@ -33,7 +34,6 @@ from ember_chat.engine.models.hub import (
     group_variants,
     quantization_of,
 )
-
 from tests.hub_server import FakeHub
 
 ROOT = Path(__file__).resolve().parent.parent

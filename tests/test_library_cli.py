@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
 from ember_chat.engine.errors import EmberError, ModelFileError
 from ember_chat.engine.models.download_queue import CANCELLED, DONE, FAILED, PAUSED, DownloadQueue
 from ember_chat.engine.models.downloader import Downloader, DownloadSpec, part_paths, safe_target
@@ -20,7 +21,6 @@ from ember_chat.engine.models.fit import estimate_fit, kv_cache_bytes, recommend
 from ember_chat.engine.models.gguf_inspect import inspect_gguf
 from ember_chat.engine.models.library import ModelLibrary
 from ember_chat.engine.storage.secrets import TokenStore
-
 from tests.hub_server import FakeHub
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -272,6 +272,7 @@ def test_a_download_named_like_the_starter_file_is_listed(tmp_path: Path, tiny_m
 def test_free_ram_is_read_on_every_platform(monkeypatch: pytest.MonkeyPatch) -> None:
     """psutil, not Linux-only sysconf names: a real figure here, and whatever psutil reports elsewhere."""
     import psutil
+
     from ember_chat.engine.models.fit import free_ram_bytes
 
     assert 0 < free_ram_bytes() <= psutil.virtual_memory().total

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import pytest
+
 from ember_chat.engine.inference.metrics import MetricsRecorder, RunContext, percentile
 from ember_chat.engine.inference.stop_strings import StopStringScanner
 

@@ -7,14 +7,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from PySide6.QtCore import Qt
+from pytestqt.qtbot import QtBot
+
 from ember_chat.app.main import build_window
 from ember_chat.app.main_window import MainWindow
 from ember_chat.engine.models.download_queue import CANCELLED, DONE, PAUSED
 from ember_chat.engine.storage.paths import AppPaths
 from ember_chat.engine.storage.secrets import TokenStore
-from PySide6.QtCore import Qt
-from pytestqt.qtbot import QtBot
-
 from tests.hub_server import FakeHub
 
 TIMEOUT = 60_000

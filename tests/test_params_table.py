@@ -6,12 +6,13 @@ from __future__ import annotations
 import argparse
 
 import pytest
+from pytestqt.qtbot import QtBot
+
 from ember_chat.app.side_panel import ParamsPanel
 from ember_chat.engine.cli.common import CLI_DEFAULTS, add_load_flags, add_sampling_flags
 from ember_chat.engine.errors import InvalidParameter
 from ember_chat.engine.inference.params import LOAD_SPECS, SAMPLING_SPECS, SPECS, LoadConfig, SamplingParams
 from ember_chat.engine.storage.settings import Settings
-from pytestqt.qtbot import QtBot
 
 SETTING_FOR = {"n_ctx": "context_length"}
 GUI_FOR = {"n_ctx": "context"}

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
 from ember_chat.engine.cli.common import load_blocking
 from ember_chat.engine.inference.backend import Endpoint, RemoteModelRef
 from ember_chat.engine.inference.events import Finished, Token
@@ -18,7 +19,6 @@ from ember_chat.engine.inference.remote import RemoteBackend, check_connection
 from ember_chat.engine.inference.runtime import LocalRuntime
 from ember_chat.engine.inference.service import EngineService
 from ember_chat.engine.serve.server import ApiServer, ServerConfig
-
 from tests.peer_servers import llama_cpp_server
 
 PROMPT = "The capital of France is"

@@ -10,6 +10,7 @@ from pathlib import Path
 import llama_cpp
 import numpy as np
 import pytest
+
 from ember_chat.engine.errors import (
     ContextOverflowError,
     InvalidParameter,

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from ember_chat.engine.inference.backend import ModelDescription
 from ember_chat.engine.inference.messages import ChatMessage
 from ember_chat.engine.inference.metrics import GenerationMetrics
@@ -21,7 +22,6 @@ from ember_chat.engine.inference.service import (
     QueueState,
     ServiceListener,
 )
-
 from tests.fake_backend import FakeBackend
 
 WAIT_S = 10

@@ -4,6 +4,7 @@ import json
 from pathlib import Path
 
 import pytest
+
 from ember_chat.engine.errors import InvalidParameter
 from ember_chat.engine.storage.settings import Settings, SettingsFile
 

@@ -8,8 +8,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from ember_chat.app.single_instance import SingleInstance
 from pytestqt.qtbot import QtBot
+
+from ember_chat.app.single_instance import SingleInstance
 
 ROOT = Path(__file__).resolve().parent.parent
 

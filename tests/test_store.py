@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from ember_chat.engine.storage.conversations import SCHEMA_VERSION, ConversationStore, StoreError
 from ember_chat.engine.storage.streaming import StreamingMessage
 

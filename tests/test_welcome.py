@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ember_chat.app.main_window import MainWindow
 from pytestqt.qtbot import QtBot
 
+from ember_chat.app.main_window import MainWindow
 from tests.test_app import LOAD_TIMEOUT, make_window, paths
 
 __all__ = ["make_window", "paths"]

@@ -17,6 +17,7 @@ from typing import Any
 
 import httpcore2
 import httpx2
+
 from ember_chat.engine.errors import EmberError
 from ember_chat.engine.inference.backend import Endpoint
 

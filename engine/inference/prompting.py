@@ -14,6 +14,7 @@ from typing import Protocol
 import jinja2
 import jinja2.sandbox
 import llama_cpp
+
 from ember_chat.engine.errors import InvalidParameter
 from ember_chat.engine.inference.messages import ChatMessage
 

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import httpx2
+
 from ember_chat.engine.errors import InvalidParameter, LoadCancelled, NoModelLoaded
 from ember_chat.engine.inference.backend import Endpoint, ModelDescription, ModelRef, RemoteModelRef
 from ember_chat.engine.inference.events import Event, Finished, PromptReady, Retrying, Token

@@ -16,6 +16,7 @@ from contextlib import contextmanager
 
 import llama_cpp
 import llama_cpp.llama
+
 from ember_chat.engine.errors import (
     ContextOverflowError,
     GenerationError,

@@ -11,6 +11,7 @@ import subprocess
 from dataclasses import dataclass
 
 import psutil
+
 from ember_chat.engine.models.gguf_inspect import ModelInfo
 
 OVERHEAD = 1.10  # compute buffers, runtime, fragmentation

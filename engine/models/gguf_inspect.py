@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
-from ember_chat.engine.errors import ModelFileError
 from gguf.constants import (
     GGML_QUANT_SIZES,
     GGUF_DEFAULT_ALIGNMENT,
@@ -24,6 +23,8 @@ from gguf.constants import (
     GGUFValueType,
     LlamaFileType,
 )
+
+from ember_chat.engine.errors import ModelFileError
 
 # Limits far above any real model, far below anything that could exhaust memory.
 MAX_KV_COUNT = 100_000

@@ -23,9 +23,10 @@ for _var, _value in (
 ):
     os.environ.setdefault(_var, _value)
 
-from ember_chat.engine.errors import HubAuthError, HubError, HubNotFound, HubOffline  # noqa: E402
 from huggingface_hub import HfApi  # noqa: E402
 from huggingface_hub import errors as hf_errors  # noqa: E402
+
+from ember_chat.engine.errors import HubAuthError, HubError, HubNotFound, HubOffline  # noqa: E402
 
 __all__ = ["HubAuthError", "HubClient", "HubError", "HubNotFound", "HubOffline"]
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 
 import keyring
+
 from ember_chat.engine.errors import EmberError
 
 SERVICE = "ember-chat"
