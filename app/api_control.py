@@ -52,7 +52,7 @@ class ApiServerControl(QObject):
         self.secrets = SecretStore()
         self.records: list[RequestRecord] = []
         self.status = QLabel()
-        self.status.setAccessibleName("API server status")
+        self.status.setAccessibleName(self.tr("API server status"))
         self.status.hide()
         window.statusBar().addPermanentWidget(self.status)
         window.bridge.queue_changed.connect(self._on_queue)
@@ -80,7 +80,7 @@ class ApiServerControl(QObject):
         try:
             server.start()
         except EmberError as exc:
-            self.window.show_error(f"Local API server: {exc}")
+            self.window.show_error(self.tr("Local API server: {error}").format(error=exc))
             return False
         self.server = server
         self._show(self.window.bridge.service.queue_state())
@@ -97,7 +97,11 @@ class ApiServerControl(QObject):
             self.status.hide()
             return
         running, queued = state.count("api")
-        self.status.setText(f"API {self.server.url}: {running} running, {queued} queued")
+        self.status.setText(
+            self.tr("API {url}: {running} running, {queued} queued").format(
+                url=self.server.url, running=running, queued=queued
+            )
+        )
         self.status.show()
 
     @Slot(object)
@@ -130,59 +134,88 @@ class ApiServerDialog(QDialog):
     def __init__(self, control: ApiServerControl, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.control = control
-        self.setWindowTitle("Local API server")
+        self.setWindowTitle(self.tr("Local API server"))
         self.resize(720, 520)
         s = control.window.settings
         layout = QVBoxLayout(self)
         intro = QLabel(
-            "Other programs (editor plugins, scripts, the <code>openai</code> Python client) can use the model "
-            "loaded in this window through an OpenAI-compatible API. It shares the model with your chats: "
-            "one answer at a time, in turn."
+            self.tr(
+                "Other programs (editor plugins, scripts, the <code>openai</code> Python client) can use the model "
+                "loaded in this window through an OpenAI-compatible API. It shares the model with your chats: "
+                "one answer at a time, in turn."
+            )
         )
         intro.setWordWrap(True)
         layout.addWidget(intro)
         form = QFormLayout()
-        self.enabled = QCheckBox("Serve the loaded model")
+        self.enabled = QCheckBox(self.tr("Serve the loaded model"))
         self.enabled.setChecked(s.api_server)
-        self.enabled.setAccessibleName("Enable the local API server")
+        self.enabled.setAccessibleName(self.tr("Enable the local API server"))
+        self.enabled.setToolTip(self.tr("Other programs on this computer can use the loaded model (OpenAI API)"))
         self.host = QLineEdit(s.api_host)
-        self.host.setAccessibleName("Address to listen on")
-        self.host.setToolTip("127.0.0.1: this computer only. Another address needs an API key.")
+        self.host.setAccessibleName(self.tr("Address to listen on"))
+        self.host.setToolTip(self.tr("127.0.0.1: this computer only. Another address needs an API key."))
         self.port = QSpinBox()
         self.port.setRange(1, 65_535)
         self.port.setValue(s.api_port)
-        self.port.setAccessibleName("Port")
+        self.port.setAccessibleName(self.tr("Port"))
+        self.port.setToolTip(self.tr("The TCP port clients connect to"))
         self.key = QLineEdit()
         self.key.setEchoMode(QLineEdit.EchoMode.Password)
-        self.key.setPlaceholderText("stored in the system keychain" if control.secrets.get(API_SERVER_KEY) else "none")
-        self.key.setAccessibleName("API key")
+        self.key.setPlaceholderText(
+            self.tr("stored in the system keychain") if control.secrets.get(API_SERVER_KEY) else self.tr("none")
+        )
+        self.key.setAccessibleName(self.tr("API key"))
+        self.key.setToolTip(
+            self.tr("Clients must send this key. Kept in the system keychain; leave empty to keep the stored key.")
+        )
         self.origins = QLineEdit(s.api_allowed_origins)
-        self.origins.setPlaceholderText("none (browsers cannot call the API)")
-        self.origins.setAccessibleName("Allowed browser origins")
+        self.origins.setPlaceholderText(self.tr("none (browsers cannot call the API)"))
+        self.origins.setAccessibleName(self.tr("Allowed browser origins"))
+        self.origins.setToolTip(
+            self.tr("Comma-separated web origins (e.g. http://localhost:3000) whose pages may call the API")
+        )
         self.queue = QSpinBox()
         self.queue.setRange(1, 1000)
         self.queue.setValue(s.api_queue_limit)
-        self.queue.setAccessibleName("Queue limit")
+        self.queue.setAccessibleName(self.tr("Queue limit"))
+        self.queue.setToolTip(self.tr("How many requests may wait for their turn; more are refused with HTTP 429"))
         form.addRow(self.enabled)
-        form.addRow("Address", self.host)
-        form.addRow("Port", self.port)
-        form.addRow("API key", self.key)
-        form.addRow("Allowed origins (CORS)", self.origins)
-        form.addRow("Waiting requests (then 429)", self.queue)
+        form.addRow(self.tr("Address"), self.host)
+        form.addRow(self.tr("Port"), self.port)
+        form.addRow(self.tr("API key"), self.key)
+        form.addRow(self.tr("Allowed origins (CORS)"), self.origins)
+        form.addRow(self.tr("Waiting requests (then 429)"), self.queue)
         layout.addLayout(form)
         self.url = QLabel()
         self.url.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.url.setWordWrap(True)
+        self.url.setAccessibleName(self.tr("API server address"))
         layout.addWidget(self.url)
-        layout.addWidget(QLabel("Recent requests"))
+        layout.addWidget(QLabel(self.tr("Recent requests")))
         self.table = QTableWidget(0, 6)
-        self.table.setHorizontalHeaderLabels(["Time", "Request", "Result", "TTFT", "Decode", "Tokens"])
+        self.table.setHorizontalHeaderLabels(
+            [
+                self.tr("Time"),
+                self.tr("Request"),
+                self.tr("Result"),
+                self.tr("TTFT"),
+                self.tr("Decode"),
+                self.tr("Tokens"),
+            ]
+        )
         self.table.horizontalHeader().setSectionResizeMode(1, QHeaderView.ResizeMode.Stretch)
         self.table.setEditTriggers(QTableWidget.EditTrigger.NoEditTriggers)
-        self.table.setAccessibleName("Recent API requests")
+        self.table.setAccessibleName(self.tr("Recent API requests"))
+        self.table.setAccessibleDescription(self.tr("The latest requests to the API server, with their metrics"))
         layout.addWidget(self.table, 1)
         buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Apply | QDialogButtonBox.StandardButton.Close)
-        buttons.button(QDialogButtonBox.StandardButton.Apply).clicked.connect(self.apply)
+        apply_button = buttons.button(QDialogButtonBox.StandardButton.Apply)
+        apply_button.setAccessibleName(self.tr("Apply"))
+        apply_button.setToolTip(self.tr("Save these settings and start or stop the server"))
+        apply_button.clicked.connect(self.apply)
+        buttons.button(QDialogButtonBox.StandardButton.Close).setAccessibleName(self.tr("Close"))
+        buttons.button(QDialogButtonBox.StandardButton.Close).setToolTip(self.tr("Close this window"))
         buttons.rejected.connect(self.close)
         layout.addWidget(buttons)
         for record in control.records:
@@ -192,10 +225,12 @@ class ApiServerDialog(QDialog):
     def _show_url(self) -> None:
         server = self.control.server
         if server is None:
-            self.url.setText("The server is off.")
+            self.url.setText(self.tr("The server is off."))
             return
         self.url.setText(
-            f'Serving on <b>{server.url}</b> — e.g. <code>openai.OpenAI(base_url="{server.url}", api_key="…")</code>'
+            self.tr('Serving on <b>{url}</b> — e.g. <code>openai.OpenAI(base_url="{url}", api_key="…")</code>').format(
+                url=server.url
+            )
         )
 
     def apply(self) -> bool:

@@ -63,6 +63,7 @@ class ChatController(QObject):
         self.editing_parent: int | None = None
         self.editing = False
         self.model_ready = False
+        self.model_name: str | None = None  # shown on each answer's header
         w = bridge
         w.tokens.connect(self._on_tokens)
         w.retrying.connect(self._on_retrying)
@@ -122,7 +123,7 @@ class ChatController(QObject):
         """Send a message; False when it was not sent (no model, busy, cannot be saved) — the window
         then keeps the text in the composer."""
         if not self.model_ready:
-            self.error.emit("No model is loaded. Pick one from the model list at the top or the Models menu.")
+            self.error.emit(self.tr("No model is loaded. Pick one from the model list at the top or the Models menu."))
             return False
         if self.generating:
             return False
@@ -141,8 +142,10 @@ class ChatController(QObject):
             user = self.store.add_message(conv.id, "user", text, parent_id=parent)
         except (sqlite3.Error, OSError) as exc:
             self.error.emit(
-                f"Ember cannot save your message ({describe_write_error(exc)}), so it was not sent; it is still "
-                "in the box below. Free some space (or fix the folder) and send it again."
+                self.tr(
+                    "Ember cannot save your message ({reason}), so it was not sent; it is still "
+                    "in the box below. Free some space (or fix the folder) and send it again."
+                ).format(reason=describe_write_error(exc))
             )
             return False
         self.cancel_edit()
@@ -202,7 +205,7 @@ class ChatController(QObject):
         if resume is not None:
             self.transcript.resume_stream(resume.id)
         else:
-            self.transcript.begin_stream(self._stream.message.id)
+            self.transcript.begin_stream(self._stream.message.id, self.model_name)
         self.metrics.begin()
         self.request_id = self.bridge.generate(history, params)
         self.generating_changed.emit(True)
@@ -221,12 +224,14 @@ class ChatController(QObject):
         if stream.save_error and not self._save_failing:
             self._save_failing = True
             self.error.emit(
-                f"Ember cannot save this answer right now ({stream.save_error}). It keeps streaming and is "
-                "saved as soon as writing works again; nothing already saved is lost."
+                self.tr(
+                    "Ember cannot save this answer right now ({reason}). It keeps streaming and is "
+                    "saved as soon as writing works again; nothing already saved is lost."
+                ).format(reason=stream.save_error)
             )
         elif not stream.save_error and self._save_failing:
             self._save_failing = False
-            self.notice.emit("Saving works again: the answer is saved.")
+            self.notice.emit(self.tr("Saving works again: the answer is saved."))
 
     def _retry_unsaved(self) -> None:
         """Finished answers that could not be written yet, tried again every few seconds."""
@@ -239,7 +244,7 @@ class ChatController(QObject):
             self._unsaved_timer.stop()
             if self._save_failing:
                 self._save_failing = False
-                self.notice.emit("Saving works again: every answer is saved.")
+                self.notice.emit(self.tr("Saving works again: every answer is saved."))
 
     @Slot(int, object)
     def _on_live(self, rid: int, snapshot: dict[str, Any]) -> None:
@@ -255,8 +260,10 @@ class ChatController(QObject):
     def _on_trimmed(self, rid: int, dropped: int) -> None:
         if rid == self.request_id:
             self.notice.emit(
-                f"This chat is longer than the model's context: the {dropped} oldest messages were left out "
-                "of this answer's prompt."
+                self.tr(
+                    "This chat is longer than the model's context: the {dropped} oldest messages were left out "
+                    "of this answer's prompt."
+                ).format(dropped=dropped)
             )
 
     @Slot(int, str)

@@ -24,6 +24,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from ember_chat.app.theme import active_colors
 from ember_chat.engine.errors import EmberError
 from ember_chat.engine.inference.backend import Endpoint
 from ember_chat.engine.inference.remote import ConnectionCheck, check_connection
@@ -42,7 +43,7 @@ class ConnectionsDialog(QDialog):
     def __init__(self, store: ConnectionStore, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.store = store
-        self.setWindowTitle("Connections")
+        self.setWindowTitle(self.tr("Connections"))
         self.resize(720, 420)
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ember-conn-test")
         self._relay = _Relay()
@@ -50,11 +51,16 @@ class ConnectionsDialog(QDialog):
         self._editing: str | None = None
 
         self.list = QListWidget()
-        self.list.setAccessibleName("Connections")
+        self.list.setAccessibleName(self.tr("Connections"))
+        self.list.setAccessibleDescription(self.tr("Your remote servers; select one to edit or test it"))
         self.list.currentTextChanged.connect(self._select)
-        add = QPushButton("Add")
+        add = QPushButton(self.tr("Add"))
+        add.setAccessibleName(self.tr("Add connection"))
+        add.setToolTip(self.tr("Start a new connection"))
         add.clicked.connect(self.new_connection)
-        self.remove_button = QPushButton("Remove…")
+        self.remove_button = QPushButton(self.tr("Remove…"))
+        self.remove_button.setAccessibleName(self.tr("Remove connection"))
+        self.remove_button.setToolTip(self.tr("Remove the selected connection and its stored API key"))
         self.remove_button.clicked.connect(lambda: self.remove_current())
         left = QVBoxLayout()
         left.addWidget(self.list, 1)
@@ -64,49 +70,61 @@ class ConnectionsDialog(QDialog):
         left.addLayout(row)
 
         self.name = QLineEdit()
-        self.name.setPlaceholderText("e.g. lab vLLM")
+        self.name.setPlaceholderText(self.tr("e.g. lab vLLM"))
         self.url = QLineEdit()
         self.url.setPlaceholderText("http://127.0.0.1:8000/v1")
+        self.url.setToolTip(self.tr("The server's OpenAI-compatible API address, usually ending in /v1"))
         self.key = QLineEdit()
         self.key.setEchoMode(QLineEdit.EchoMode.Password)
+        self.key.setToolTip(self.tr("Kept in the system keychain. Leave empty to keep the stored key."))
         self.model = QComboBox()
         self.model.setEditable(True)
-        self.verify = QCheckBox("Verify the server's TLS certificate")
+        self.model.setToolTip(self.tr("The model to load from this server (Test connection lists them)"))
+        self.verify = QCheckBox(self.tr("Verify the server's TLS certificate"))
         self.verify.setChecked(True)
         self.verify.toggled.connect(self._warn_tls)
         self.timeout = QDoubleSpinBox()
         self.timeout.setRange(1, 3600)
         self.timeout.setValue(60)
         self.timeout.setSuffix(" s")
-        self.timeout.setToolTip("How long the server may stay silent mid-answer before Ember gives up.")
+        self.timeout.setToolTip(self.tr("How long the server may stay silent mid-answer before Ember gives up."))
+        self.verify.setToolTip(self.tr("Turn off only for a server with a self-signed certificate you trust"))
         for w, name in (
-            (self.name, "Connection name"),
-            (self.url, "Base URL"),
-            (self.key, "API key"),
-            (self.model, "Default model"),
-            (self.verify, "Verify TLS certificate"),
-            (self.timeout, "Read timeout"),
+            (self.name, self.tr("Connection name")),
+            (self.url, self.tr("Base URL")),
+            (self.key, self.tr("API key")),
+            (self.model, self.tr("Default model")),
+            (self.verify, self.tr("Verify TLS certificate")),
+            (self.timeout, self.tr("Read timeout")),
         ):
             w.setAccessibleName(name)
         form = QFormLayout()
-        form.addRow("Name", self.name)
-        form.addRow("Base URL", self.url)
-        form.addRow("API key", self.key)
-        form.addRow("Default model", self.model)
+        form.addRow(self.tr("Name"), self.name)
+        form.addRow(self.tr("Base URL"), self.url)
+        form.addRow(self.tr("API key"), self.key)
+        form.addRow(self.tr("Default model"), self.model)
         form.addRow("", self.verify)
-        form.addRow("Read timeout", self.timeout)
-        self.tls_warning = QLabel("⚠ Certificate checks are off: anyone on the network path could read your chats.")
+        form.addRow(self.tr("Read timeout"), self.timeout)
+        self.tls_warning = QLabel(
+            self.tr("⚠ Certificate checks are off: anyone on the network path could read your chats.")
+        )
         self.tls_warning.setWordWrap(True)
-        self.tls_warning.setStyleSheet("color:#b45309")
+        self.tls_warning.setStyleSheet(f"color:{active_colors().warning}")
         self.tls_warning.hide()
         self.result = QLabel()
         self.result.setWordWrap(True)
-        self.result.setAccessibleName("Connection test result")
-        self.test_button = QPushButton("Test connection")
+        self.result.setAccessibleName(self.tr("Connection test result"))
+        self.test_button = QPushButton(self.tr("Test connection"))
+        self.test_button.setAccessibleName(self.tr("Test connection"))
+        self.test_button.setToolTip(self.tr("Ask the server for its models and measure the round trip"))
         self.test_button.clicked.connect(self.test_connection)
-        self.save_button = QPushButton("Save")
+        self.save_button = QPushButton(self.tr("Save"))
+        self.save_button.setAccessibleName(self.tr("Save connection"))
+        self.save_button.setToolTip(self.tr("Save this connection (its key goes to the system keychain)"))
         self.save_button.clicked.connect(lambda: self.save())
-        self.use_button = QPushButton("Use this model")
+        self.use_button = QPushButton(self.tr("Use this model"))
+        self.use_button.setAccessibleName(self.tr("Use this model"))
+        self.use_button.setToolTip(self.tr("Save the connection, load its default model and close this dialog"))
         self.use_button.clicked.connect(self._use)
         buttons = QHBoxLayout()
         for b in (self.test_button, self.save_button, self.use_button):
@@ -144,7 +162,7 @@ class ConnectionsDialog(QDialog):
         self.model.clear()
         self.verify.setChecked(True)
         self.timeout.setValue(60)
-        self.key.setPlaceholderText("optional")
+        self.key.setPlaceholderText(self.tr("optional"))
         self.result.clear()
         self.name.setFocus()
 
@@ -156,7 +174,9 @@ class ConnectionsDialog(QDialog):
         self.name.setText(c.name)
         self.url.setText(c.base_url)
         self.key.clear()
-        self.key.setPlaceholderText("stored in the system keychain" if self.store.has_key(c.name) else "none")
+        self.key.setPlaceholderText(
+            self.tr("stored in the system keychain") if self.store.has_key(c.name) else self.tr("none")
+        )
         self.model.clear()
         self.model.addItems(list(dict.fromkeys([*([c.default_model] if c.default_model else []), *c.models])))
         self.model.setCurrentText(c.default_model)
@@ -187,10 +207,10 @@ class ConnectionsDialog(QDialog):
         try:
             c = self._connection(models)
             if c.name != self._editing and c.name in [x.name for x in self.store.list()]:
-                raise EmberError(f"There is already a connection called {c.name!r}.")
+                raise EmberError(self.tr("There is already a connection called {name}.").format(name=repr(c.name)))
             self.store.save(c, api_key=self.key.text() or None, replaces=self._editing)
         except EmberError as exc:
-            self.result.setText(f"<span style='color:#b91c1c'>{html.escape(str(exc))}</span>")
+            self.result.setText(f"<span style='color:{active_colors().error}'>{html.escape(str(exc))}</span>")
             return False
         self._editing = c.name
         self.key.clear()
@@ -204,7 +224,11 @@ class ConnectionsDialog(QDialog):
             return
         name = item.text()
         if not confirmed:
-            answer = QMessageBox.question(self, "Remove connection", f"Remove “{name}” and its stored API key?")
+            answer = QMessageBox.question(
+                self,
+                self.tr("Remove connection"),
+                self.tr("Remove “{name}” and its stored API key?").format(name=name),
+            )
             if answer != QMessageBox.StandardButton.Yes:
                 return
         self.store.remove(name)
@@ -218,15 +242,16 @@ class ConnectionsDialog(QDialog):
         try:
             c = self._connection()
         except EmberError as exc:
-            self.result.setText(f"<span style='color:#b91c1c'>{html.escape(str(exc))}</span>")
+            self.result.setText(f"<span style='color:{active_colors().error}'>{html.escape(str(exc))}</span>")
             return None
         key = self.key.text().strip() or None
         if key is None and self._editing:
             key = self.store.endpoint(self._editing).api_key
         endpoint = Endpoint(c.name, c.base_url, key, c.verify_tls, c.read_timeout_s)
-        self.result.setText("Testing…")
+        self.result.setText(self.tr("Testing…"))
         self.test_button.setEnabled(False)
         relay = self._relay
+        unexpected = self.tr("Unexpected error: {error}")  # translated here, in the GUI thread
 
         def work() -> None:
             try:
@@ -234,7 +259,7 @@ class ConnectionsDialog(QDialog):
             except EmberError as exc:
                 relay.done.emit(None, str(exc))
             except Exception as exc:  # the dialog must always get an answer
-                relay.done.emit(None, f"Unexpected error: {exc!r}")
+                relay.done.emit(None, unexpected.format(error=repr(exc)))
 
         return self._pool.submit(work)
 
@@ -242,7 +267,7 @@ class ConnectionsDialog(QDialog):
     def _on_tested(self, check: ConnectionCheck | None, error: str | None) -> None:
         self.test_button.setEnabled(True)
         if check is None:
-            self.result.setText(f"<span style='color:#b91c1c'>✗ {html.escape(error or '')}</span>")
+            self.result.setText(f"<span style='color:{active_colors().error}'>✗ {html.escape(error or '')}</span>")
             self.tested.emit(False)
             return
         ids = [m.id for m in check.models]
@@ -250,12 +275,15 @@ class ConnectionsDialog(QDialog):
         self.model.clear()
         self.model.addItems(ids)
         self.model.setCurrentText(current if current else (ids[0] if ids else ""))
-        listed = "".join(
-            f"<li>{html.escape(m.id)}{f' ({m.n_ctx:,} ctx)' if m.n_ctx else ''}</li>" for m in check.models[:20]
+        with_ctx = self.tr("{model} ({n_ctx} ctx)")
+        shown = [with_ctx.format(model=m.id, n_ctx=f"{m.n_ctx:,}") if m.n_ctx else m.id for m in check.models[:20]]
+        listed = "".join(f"<li>{html.escape(text)}</li>" for text in shown)
+        connected = self.tr("✓ Connected")
+        details = self.tr("round trip {ms} ms, {count} model(s):").format(
+            ms=f"{check.round_trip_s * 1000:.0f}", count=len(ids)
         )
         self.result.setText(
-            f"<span style='color:#15803d'>✓ Connected</span> — round trip {check.round_trip_s * 1000:.0f} ms, "
-            f"{len(ids)} model(s):<ul>{listed}</ul>"
+            f"<span style='color:{active_colors().success}'>{connected}</span> — {details}<ul>{listed}</ul>"
         )
         if self._editing or self.name.text().strip():
             self.save(models=tuple(ids))
@@ -268,7 +296,7 @@ class ConnectionsDialog(QDialog):
                 self.use_model.emit(remote_model_name(c.name, c.default_model))
                 self.accept()
             else:
-                self.result.setText("Choose a default model first (Test connection lists them).")
+                self.result.setText(self.tr("Choose a default model first (Test connection lists them)."))
 
     def done(self, result: int) -> None:  # Qt override: closing the dialog
         self._pool.shutdown(wait=True)

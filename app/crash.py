@@ -49,15 +49,21 @@ class CrashReporter(QObject):
                 kept = self.dir / f"crash-{time.strftime('%Y%m%d-%H%M%S')}-native.log"
                 native.replace(kept)
                 messages.append(
-                    f"The last run of Ember crashed (a native error, in llama.cpp or Qt); its log is {kept}."
+                    self.tr(
+                        "The last run of Ember crashed (a native error, in llama.cpp or Qt); its log is {path}."
+                    ).format(path=kept)
                 )
             else:
-                messages.append("The last run of Ember did not end normally (it was killed or the computer stopped).")
+                messages.append(
+                    self.tr("The last run of Ember did not end normally (it was killed or the computer stopped).")
+                )
         last = self.dir / LAST
         if last.exists():
             with contextlib.suppress(OSError):
                 messages.append(
-                    f"The last run of Ember had an unexpected error; its log is {last.read_text().strip()}."
+                    self.tr("The last run of Ember had an unexpected error; its log is {path}.").format(
+                        path=last.read_text().strip()
+                    )
                 )
             last.unlink(missing_ok=True)
         return " ".join(messages) or None
@@ -119,18 +125,22 @@ class CrashReporter(QObject):
     def _show_dialog(self, summary: str, log_path: str) -> None:
         box = QMessageBox(self.window)
         box.setIcon(QMessageBox.Icon.Critical)
-        box.setWindowTitle("Ember: unexpected error")
-        where = f"\n\nThe details are saved in {log_path}." if log_path else ""
-        box.setText(
+        box.setWindowTitle(self.tr("Ember: unexpected error"))
+        intro = self.tr(
             "Something went wrong inside Ember. Your chats are saved; you can keep working, or restart Ember "
-            f"if the window misbehaves.\n\n{summary}{where}"
+            "if the window misbehaves."
         )
+        where = ("\n\n" + self.tr("The details are saved in {path}.").format(path=log_path)) if log_path else ""
+        box.setText(f"{intro}\n\n{summary}{where}")
         details = Path(log_path).read_text(encoding="utf-8") if log_path else summary
         box.setDetailedText(details)
-        copy = box.addButton("Copy details", QMessageBox.ButtonRole.ActionRole)
+        copy = box.addButton(self.tr("Copy details"), QMessageBox.ButtonRole.ActionRole)
+        copy.setAccessibleName(self.tr("Copy details"))
+        copy.setToolTip(self.tr("Copy the error report to the clipboard"))
         copy.clicked.disconnect()  # keep the box open when copying
         copy.clicked.connect(lambda: QGuiApplication.clipboard().setText(details))
-        box.addButton(QMessageBox.StandardButton.Close)
-        box.setAccessibleName("Unexpected error")
+        close = box.addButton(QMessageBox.StandardButton.Close)
+        close.setAccessibleName(self.tr("Close"))
+        box.setAccessibleName(self.tr("Unexpected error"))
         self.dialog = box
         box.open()

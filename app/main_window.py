@@ -3,6 +3,7 @@ bar on top, the side panel (parameters, live metrics) on the right, and the menu
 
 from __future__ import annotations
 
+from itertools import pairwise
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -70,7 +71,7 @@ class MainWindow(QMainWindow):
         self.hub_endpoint = hub_endpoint
         self.tokens = tokens or TokenStore()
         self._manager: ModelManager | None = None  # created on first use: keeps the Hub client off startup
-        self.setWindowTitle("Ember")
+        self.setWindowTitle(self.tr("Ember"))
         self.setWindowIcon(app_icon())
         self.store = store
         self.bridge = bridge
@@ -80,13 +81,15 @@ class MainWindow(QMainWindow):
         self.window_state = window_state
         self.connections = connections or ConnectionStore(Path(settings_file.path).parent / "connections.json")
         self.model: ModelDescription | None = None
+        self.url_opener = QDesktopServices.openUrl  # the system browser (tests put a recorder here)
         self._loading_name: str | None = None
 
+        self.colors = apply_theme(QApplication.instance(), self.settings.theme)
         self.conversations = ConversationList()
-        self.transcript = TranscriptView()
+        self.transcript = TranscriptView(self.colors)
         self.composer = Composer()
         self.side = SidePanel()
-        self.banner = Banner()
+        self.banner = Banner(self.colors)
 
         centre = QWidget()
         cl = QVBoxLayout(centre)
@@ -116,6 +119,8 @@ class MainWindow(QMainWindow):
         self.api = ApiServerControl(self, self)
         self._wire()
         build_menus(self)
+        self._set_tab_order()
+        self.apply_icons()
         self._apply_settings_defaults()
         self.reload_models()
         self.reload_conversations()
@@ -164,24 +169,25 @@ class MainWindow(QMainWindow):
         self.conversations.list.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
         self.conversations.list.customContextMenuRequested.connect(self._conversation_menu)
         self.side.params.changed.connect(self._save_params)
+        self.transcript.open_link.connect(self._open_link)  # only ever after the user's click
+        self.transcript.link_hovered.connect(self._on_link_hovered)
 
     # ----- settings and state
     def _apply_settings_defaults(self) -> None:
         s = self.settings
         self.side.params.set_params(s.sampling_params(), s.system_prompt, s.context_length)
-        apply_theme(QApplication.instance(), s.theme)
 
     def _restore_state(self) -> None:
         st = self.window_state
+        visible = st.value("side_panel", True, type=bool)  # first: a hidden panel sets no minimum height
+        self.side.setVisible(visible)
+        self.side_action.setChecked(visible)
         if st.value("geometry"):
             self.restoreGeometry(st.value("geometry"))
         else:
             self.resize(1280, 800)
         if st.value("splitter"):
             self.splitter.restoreState(st.value("splitter"))
-        visible = st.value("side_panel", True, type=bool)
-        self.side.setVisible(visible)
-        self.side_action.setChecked(visible)
 
     def save_state(self) -> None:
         self.window_state.setValue("geometry", self.saveGeometry())
@@ -290,6 +296,7 @@ class MainWindow(QMainWindow):
         self.model = model
         self._loaded_name = self._loading_name
         self._loading_name = None
+        self.controller.model_name = model.name
         self.settings = self.settings.with_changes(last_model=self._loaded_name or "")
         self.settings_file.save(self.settings)
         idx = self.model_picker.findData(self._loaded_name)
@@ -323,17 +330,21 @@ class MainWindow(QMainWindow):
     def change_models_folder(self, folder: Path | None = None) -> None:
         """Use another folder for models (downloads go there too). Files are not moved."""
         if folder is None:
-            chosen = QFileDialog.getExistingDirectory(self, "Models folder", str(self.library.models_dir))
+            chosen = QFileDialog.getExistingDirectory(self, self.tr("Models folder"), str(self.library.models_dir))
             if not chosen:
                 return
             folder = Path(chosen)
         if self.downloads is not None and any(j.state == "downloading" for j in self.downloads.snapshot()):
-            self.show_error("Pause or finish the running downloads before changing the models folder.")
+            self.show_error(self.tr("Pause or finish the running downloads before changing the models folder."))
             return
         try:
             folder.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            self.show_error(f"Cannot use {folder} as the models folder: {exc.strerror or exc}.")
+            self.show_error(
+                self.tr("Cannot use {folder} as the models folder: {reason}.").format(
+                    folder=folder, reason=exc.strerror or exc
+                )
+            )
             return
         self.settings = self.settings.with_changes(models_dir=str(folder))
         self.settings_file.save(self.settings)
@@ -343,7 +354,7 @@ class MainWindow(QMainWindow):
         if self._manager is not None:
             self._manager.refresh_installed()
         self.reload_models()
-        self.show_notice(f"Models folder: {folder}")
+        self.show_notice(self.tr("Models folder: {folder}").format(folder=folder))
 
     def open_models_folder(self) -> None:
         self.library.models_dir.mkdir(parents=True, exist_ok=True)
@@ -401,8 +412,8 @@ class MainWindow(QMainWindow):
         if cid is None:
             return
         menu = QMenu(self)
-        menu.addAction("Rename…", self.rename_current)
-        menu.addAction("Delete…", self.delete_current)
+        menu.addAction(self.tr("Rename…"), self.rename_current)
+        menu.addAction(self.tr("Delete…"), self.delete_current)
         menu.exec(self.conversations.list.mapToGlobal(pos))
 
     def rename_current(self, title: str | None = None) -> None:
@@ -410,7 +421,9 @@ class MainWindow(QMainWindow):
         if cid is None:
             return
         if not title:
-            title, ok = QInputDialog.getText(self, "Rename chat", "Title:", text=self.store.conversation(cid).title)
+            title, ok = QInputDialog.getText(
+                self, self.tr("Rename chat"), self.tr("Title:"), text=self.store.conversation(cid).title
+            )
             if not ok or not title.strip():
                 return
         self.store.update_conversation(cid, title=title.strip())
@@ -422,7 +435,9 @@ class MainWindow(QMainWindow):
             return
         if not confirmed:
             title = self.store.conversation(cid).title
-            answer = QMessageBox.question(self, "Delete chat", f"Delete “{title}” and all its messages?")
+            answer = QMessageBox.question(
+                self, self.tr("Delete chat"), self.tr("Delete “{title}” and all its messages?").format(title=title)
+            )
             if answer != QMessageBox.StandardButton.Yes:
                 return
         self.controller.delete_conversation(cid)
@@ -462,7 +477,16 @@ class MainWindow(QMainWindow):
         if not on:
             self.banner.stop_countdown()
         self.model_picker.setEnabled(True)
-        self.statusBar().showMessage("Generating…" if on else "Ready", 0 if on else 3000)
+        self.statusBar().showMessage(self.tr("Generating…") if on else self.tr("Ready"), 0 if on else 3000)
+
+    def _open_link(self, url: QUrl) -> None:
+        self.url_opener(url)
+
+    def _on_link_hovered(self, url: str) -> None:
+        if url.startswith(("http:", "https:", "mailto:")):
+            self.statusBar().showMessage(self.tr("Opens in your browser: {url}").format(url=url))
+        else:
+            self.statusBar().clearMessage()
 
     # ----- messages to the user
     def show_error(self, message: str) -> None:
@@ -479,18 +503,67 @@ class MainWindow(QMainWindow):
     def set_theme(self, name: str) -> None:
         self.settings = self.settings.with_changes(theme=name)
         self.settings_file.save(self.settings)
-        apply_theme(QApplication.instance(), name)
+        self.colors = apply_theme(QApplication.instance(), name)
+        self.transcript.set_colors(self.colors)
+        self.controller.refresh()
+        self.apply_icons()
+
+    def apply_icons(self) -> None:
+        """Icons in the theme's colours (the window's own set, resources/icons/ui)."""
+        self.banner.set_colors(self.colors)
+        self.composer.set_colors(self.colors)
+        self.conversations.set_colors(self.colors)
+        self.side.metrics.chart.set_colors(self.colors)
+
+    def show_shortcuts(self) -> None:
+        from ember_chat.app.shortcuts_dialog import ShortcutsDialog
+
+        self._shortcuts = ShortcutsDialog(self.menuBar(), self)  # kept for tests and while open
+        self._shortcuts.open()
+
+    def focus_pane(self, pane: str) -> None:
+        """View ▸ Go to: move the keyboard focus to a part of the window."""
+        if pane == "side" and not self.side.isVisible():
+            self.toggle_side_panel()
+        target = {
+            "chats": self.conversations.list,
+            "search": self.conversations.search,
+            "transcript": self.centre_stack.currentWidget(),  # (the welcome panel before the first chat)
+            "composer": self.composer.editor,
+            "side": self.side.tabBar(),
+            "model": self.model_picker,
+        }[pane]
+        if target is self.welcome:
+            target = next(b for b in (self.welcome.starter, self.welcome.manager) if b.isVisible())
+        target.setFocus(Qt.FocusReason.ShortcutFocusReason)
+
+    def _set_tab_order(self) -> None:
+        """Tab goes around the window as it reads: chats, model bar, transcript, message box, side panel."""
+        chain = [
+            self.conversations.new_button,
+            self.conversations.search,
+            self.conversations.list,
+            self.model_picker,
+            self.model_bar.unload,
+            self.banner.close_button,
+            self.transcript,
+            self.composer.editor,
+            self.composer.button,
+            self.side.tabBar(),
+        ]
+        for a, b in pairwise(chain):
+            QWidget.setTabOrder(a, b)
 
     def show_about(self) -> None:
-        QMessageBox.about(self, "About Ember", about_text())
+        QMessageBox.about(self, self.tr("About Ember"), about_text())
 
     # ----- export
     def export_dialog(self, kind: str) -> None:
         if self.controller.conversation_id is None:
-            self.show_error("Open a chat to export it.")
+            self.show_error(self.tr("Open a chat to export it."))
             return
-        suffix = "Markdown (*.md)" if kind == "md" else "JSON (*.json)"
-        path, _ = QFileDialog.getSaveFileName(self, "Export chat", f"chat.{kind}", suffix)
+        suffix = self.tr("Markdown (*.md)") if kind == "md" else self.tr("JSON (*.json)")
+        path, _ = QFileDialog.getSaveFileName(self, self.tr("Export chat"), f"chat.{kind}", suffix)
         if path:
             self.export(Path(path), kind)
 
@@ -507,7 +580,8 @@ class MainWindow(QMainWindow):
         try:
             path.write_text(text, encoding="utf-8")
         except OSError as exc:
-            self.show_error(f"Could not export to {path}: {exc.strerror or exc}.")
+            reason = exc.strerror or exc
+            self.show_error(self.tr("Could not export to {path}: {reason}.").format(path=path, reason=reason))
 
     def bring_to_front(self) -> None:
         """Another launch of Ember asked for this window."""

@@ -3,7 +3,7 @@ status, unload, backend badge."""
 
 from __future__ import annotations
 
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QCoreApplication, Qt
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QProgressBar, QPushButton, QWidget
 
 from ember_chat.engine.inference.backend import ModelDescription
@@ -14,7 +14,8 @@ from ember_chat.engine.storage.connections import Connection, remote_model_name
 def model_choices(entries: list[ModelEntry], connections: list[Connection]) -> list[tuple[str, str]]:
     """(label, name) of every model the picker offers: local ones, then each connection's models
     marked with the connection's name."""
-    out = [("Gemma 3 270M (starter)" if e.is_starter else e.name, e.name) for e in entries]
+    starter = QCoreApplication.translate("ModelBar", "Gemma 3 270M (starter)")
+    out = [(starter if e.is_starter else e.name, e.name) for e in entries]
     for c in connections:
         ids = list(dict.fromkeys([*([c.default_model] if c.default_model else []), *c.models]))
         out += [(f"{model_id} — {c.name}", remote_model_name(c.name, model_id)) for model_id in ids]
@@ -27,38 +28,44 @@ class ModelBar(QWidget):
         self.setObjectName("modelBar")
         row = QHBoxLayout(self)
         row.setContentsMargins(10, 6, 10, 6)
-        row.addWidget(QLabel("Model"))
+        label = QLabel(self.tr("Model"))
+        row.addWidget(label)
         self.picker = QComboBox()
-        self.picker.setAccessibleName("Model picker")
+        label.setBuddy(self.picker)
+        self.picker.setAccessibleName(self.tr("Model picker"))
+        self.picker.setToolTip(self.tr("The model to chat with: local models first, then remote connections"))
         self.picker.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
         self.picker.setMinimumContentsLength(22)
         row.addWidget(self.picker)
         self.progress = QProgressBar()
         self.progress.setRange(0, 100)
         self.progress.setMaximumWidth(120)
-        self.progress.setAccessibleName("Model load progress")
+        self.progress.setAccessibleName(self.tr("Model load progress"))
         row.addWidget(self.progress)
         self.status = QLabel()
-        self.status.setAccessibleName("Model status")
+        self.status.setAccessibleName(self.tr("Model status"))
         row.addWidget(self.status)
-        self.unload = QPushButton("Unload")
-        self.unload.setAccessibleName("Unload model")
+        self.unload = QPushButton(self.tr("Unload"))
+        self.unload.setAccessibleName(self.tr("Unload model"))
+        self.unload.setToolTip(self.tr("Unload the model and free its memory"))
         row.addWidget(self.unload)
         row.addStretch(1)
         self.badge = QLabel()
         self.badge.setObjectName("backendBadge")
-        self.badge.setAccessibleName("Backend")
-        self.badge.setToolTip("Where the model runs: backend, CPU threads and GPU layers, or the remote connection")
+        self.badge.setAccessibleName(self.tr("Backend"))
+        self.badge.setToolTip(
+            self.tr("Where the model runs: backend, CPU threads and GPU layers, or the remote connection")
+        )
         row.addWidget(self.badge)
 
     def set_models(self, entries: list[ModelEntry], connections: list[Connection] | None = None) -> None:
         current = self.picker.currentData()
         sizes = {e.name: e.size for e in entries}
         self.picker.clear()
-        self.picker.addItem("Choose a model…", None)
+        self.picker.addItem(self.tr("Choose a model…"), None)
         for label, name in model_choices(entries, connections or []):
             self.picker.addItem(label, name)
-            tip = f"{sizes[name] / 1e6:,.0f} MB" if name in sizes else "Served by a remote server"
+            tip = f"{sizes[name] / 1e6:,.0f} MB" if name in sizes else self.tr("Served by a remote server")
             self.picker.setItemData(self.picker.count() - 1, tip, Qt.ItemDataRole.ToolTipRole)
         self.picker.setCurrentIndex(max(0, self.picker.findData(current)))
 
@@ -66,16 +73,22 @@ class ModelBar(QWidget):
         self.progress.setVisible(state == "loading")
         if state == "loading":
             self.progress.setValue(0)
-            self.status.setText("Loading…")
-            self.unload.setText("Cancel")
+            self.status.setText(self.tr("Loading…"))
+            self.unload.setText(self.tr("Cancel"))
+            self.unload.setAccessibleName(self.tr("Cancel loading"))
+            self.unload.setToolTip(self.tr("Stop loading the model"))
             self.unload.setEnabled(True)
         elif state == "ready" and model is not None:
             self.status.setText(model.status())
-            self.unload.setText("Unload")
+            self.unload.setText(self.tr("Unload"))
+            self.unload.setAccessibleName(self.tr("Unload model"))
+            self.unload.setToolTip(self.tr("Unload the model and free its memory"))
             self.unload.setEnabled(True)
         else:
-            self.status.setText("No model loaded")
-            self.unload.setText("Unload")
+            self.status.setText(self.tr("No model loaded"))
+            self.unload.setText(self.tr("Unload"))
+            self.unload.setAccessibleName(self.tr("Unload model"))
+            self.unload.setToolTip(self.tr("Unload the model and free its memory"))
             self.unload.setEnabled(False)
             self.picker.setCurrentIndex(0)
-        self.badge.setText(model.badge() if model is not None else "No model")
+        self.badge.setText(model.badge() if model is not None else self.tr("No model"))

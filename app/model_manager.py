@@ -32,8 +32,18 @@ from PySide6.QtWidgets import (
 )
 
 from ember_chat.app.tasks import TaskRunner
+from ember_chat.app.theme import active_colors
 from ember_chat.engine.errors import EmberError
-from ember_chat.engine.models.download_queue import DONE, DOWNLOADING, FAILED, PAUSED, QUEUED, DownloadQueue, JobStatus
+from ember_chat.engine.models.download_queue import (
+    CANCELLED,
+    DONE,
+    DOWNLOADING,
+    FAILED,
+    PAUSED,
+    QUEUED,
+    DownloadQueue,
+    JobStatus,
+)
 from ember_chat.engine.models.downloader import DownloadSpec
 from ember_chat.engine.models.fit import estimate_fit, free_vram_bytes, recommend
 from ember_chat.engine.models.hub import HubClient, ModelVariant, RepoFiles, RepoSummary
@@ -50,7 +60,7 @@ def human_size(n: float) -> str:
     return f"{n:.1f} TB"
 
 
-def _table(headers: list[str], name: str) -> QTableWidget:
+def _table(headers: list[str], name: str, description: str) -> QTableWidget:
     t = QTableWidget(0, len(headers))
     t.setHorizontalHeaderLabels(headers)
     t.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
@@ -60,6 +70,7 @@ def _table(headers: list[str], name: str) -> QTableWidget:
     t.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
     t.horizontalHeader().setStretchLastSection(True)
     t.setAccessibleName(name)
+    t.setAccessibleDescription(description)
     return t
 
 
@@ -70,10 +81,13 @@ def _item(text: str, data: object = None) -> QTableWidgetItem:
     return it
 
 
-def _button_row(*buttons: tuple[str, Callable[[], object]]) -> QHBoxLayout:
+def _button_row(*buttons: tuple[str, str, Callable[[], object]]) -> QHBoxLayout:
+    """Buttons from (text, tooltip, slot); the texts and tooltips come translated."""
     row = QHBoxLayout()
-    for text, slot in buttons:
+    for text, tip, slot in buttons:
         b = QPushButton(text)
+        b.setAccessibleName(text.replace("&", ""))
+        b.setToolTip(tip)
         b.clicked.connect(slot)
         row.addWidget(b)
     row.addStretch(1)
@@ -96,7 +110,7 @@ class ModelManager(QDialog):
         parent: QWidget | None = None,
     ) -> None:
         super().__init__(parent)
-        self.setWindowTitle("Model Manager")
+        self.setWindowTitle(self.tr("Model Manager"))
         self.resize(980, 620)
         self.library = library
         self.queue = queue
@@ -108,9 +122,13 @@ class ModelManager(QDialog):
         self._states: dict[int, str] = {}
 
         self.tabs = QTabWidget()
-        self.tabs.addTab(self._build_discover(), "Discover")
-        self.tabs.addTab(self._build_installed(), "Installed")
-        self.tabs.addTab(self._build_downloads(), "Downloads")
+        self.tabs.setAccessibleName(self.tr("Model Manager sections"))
+        self.tabs.addTab(self._build_discover(), self.tr("Discover"))
+        self.tabs.addTab(self._build_installed(), self.tr("Installed"))
+        self.tabs.addTab(self._build_downloads(), self.tr("Downloads"))
+        self.tabs.setTabToolTip(0, self.tr("Find models in the catalog or on the Hugging Face Hub"))
+        self.tabs.setTabToolTip(1, self.tr("Models on this computer"))
+        self.tabs.setTabToolTip(2, self.tr("Downloads in progress and finished"))
         layout = QVBoxLayout(self)
         layout.addWidget(self.tabs)
 
@@ -128,36 +146,50 @@ class ModelManager(QDialog):
         v = QVBoxLayout(w)
         row = QHBoxLayout()
         self.search_box = QLineEdit()
-        self.search_box.setPlaceholderText("Search the Hugging Face Hub for GGUF models (e.g. llama 3b)")
-        self.search_box.setAccessibleName("Search the Hub")
+        self.search_box.setPlaceholderText(self.tr("Search the Hugging Face Hub for GGUF models (e.g. llama 3b)"))
+        self.search_box.setAccessibleName(self.tr("Search the Hub"))
         self.search_box.returnPressed.connect(self.search)
-        search_btn = QPushButton("Search")
+        search_btn = QPushButton(self.tr("Search"))
+        search_btn.setAccessibleName(self.tr("Search"))
+        search_btn.setToolTip(self.tr("Search the Hugging Face Hub for GGUF repositories"))
         search_btn.clicked.connect(self.search)
-        catalog_btn = QPushButton("Catalog")
-        catalog_btn.setToolTip("Well-known instruct models, picked by Ember")
+        catalog_btn = QPushButton(self.tr("Catalog"))
+        catalog_btn.setAccessibleName(self.tr("Catalog"))
+        catalog_btn.setToolTip(self.tr("Well-known instruct models, picked by Ember"))
         catalog_btn.clicked.connect(self.show_catalog)
-        token_btn = QPushButton("Token…")
-        token_btn.setToolTip("A Hugging Face token for gated or private repos (kept in the OS keychain)")
+        token_btn = QPushButton(self.tr("Token…"))
+        token_btn.setAccessibleName(self.tr("Hugging Face token"))
+        token_btn.setToolTip(self.tr("A Hugging Face token for gated or private repos (kept in the OS keychain)"))
         token_btn.clicked.connect(self.ask_token)
         for x in (self.search_box, search_btn, catalog_btn, token_btn):
             row.addWidget(x)
         v.addLayout(row)
         self.discover_status = QLabel()
         self.discover_status.setWordWrap(True)
-        self.discover_status.setAccessibleName("Discover status")
+        self.discover_status.setAccessibleName(self.tr("Discover status"))
         v.addWidget(self.discover_status)
         split = QSplitter(Qt.Orientation.Vertical)
-        self.repos = _table(["Repository", "Downloads", "Likes", "Updated / about"], "Repositories")
+        self.repos = _table(
+            [self.tr("Repository"), self.tr("Downloads"), self.tr("Likes"), self.tr("Updated / about")],
+            self.tr("Repositories"),
+            self.tr("Search results: one row per model repository; select one to see its files"),
+        )
         self.repos.itemSelectionChanged.connect(self._repo_selected)
-        self.files = _table(["Quantization", "Size", "Fit on this machine", "Files"], "Model files")
+        self.files = _table(
+            [self.tr("Quantization"), self.tr("Size"), self.tr("Fit on this machine"), self.tr("Files")],
+            self.tr("Model files"),
+            self.tr("The GGUF files of the selected repository, with whether each fits this machine"),
+        )
         split.addWidget(self.repos)
         bottom = QWidget()
         bv = QVBoxLayout(bottom)
         bv.setContentsMargins(0, 0, 0, 0)
-        self.files_title = QLabel("Choose a repository to see its files.")
+        self.files_title = QLabel(self.tr("Choose a repository to see its files."))
         bv.addWidget(self.files_title)
         bv.addWidget(self.files)
-        self.download_btn = QPushButton("Download selected file")
+        self.download_btn = QPushButton(self.tr("Download selected file"))
+        self.download_btn.setAccessibleName(self.tr("Download selected file"))
+        self.download_btn.setToolTip(self.tr("Download the selected file into the models folder (resumable)"))
         self.download_btn.clicked.connect(self.download_selected)
         bv.addWidget(self.download_btn, alignment=Qt.AlignmentFlag.AlignRight)
         split.addWidget(bottom)
@@ -173,18 +205,20 @@ class ModelManager(QDialog):
             self.repos.setItem(r, 1, _item(e.params))
             self.repos.setItem(r, 2, _item(e.licence))
             self.repos.setItem(r, 3, _item(e.description))
-        self.repos.setHorizontalHeaderLabels(["Model", "Size", "Licence", "About"])
-        self.discover_status.setText("Curated catalog. Search to find any GGUF repository on the Hub.")
+        self.repos.setHorizontalHeaderLabels([self.tr("Model"), self.tr("Size"), self.tr("Licence"), self.tr("About")])
+        self.discover_status.setText(self.tr("Curated catalog. Search to find any GGUF repository on the Hub."))
 
     def search(self) -> None:
         query = self.search_box.text().strip()
-        self.discover_status.setText(f"Searching for “{query}”…")
+        self.discover_status.setText(self.tr("Searching for “{query}”…").format(query=query))
         hub = self.hub_factory()
         self.tasks.run(lambda: hub.search(query), self._show_results, self._discover_error)
 
     def _show_results(self, found: list[RepoSummary]) -> None:
         self.repos.setRowCount(0)
-        self.repos.setHorizontalHeaderLabels(["Repository", "Downloads", "Likes", "Updated"])
+        self.repos.setHorizontalHeaderLabels(
+            [self.tr("Repository"), self.tr("Downloads"), self.tr("Likes"), self.tr("Updated")]
+        )
         for s in found:
             r = self.repos.rowCount()
             self.repos.insertRow(r)
@@ -193,12 +227,14 @@ class ModelManager(QDialog):
             self.repos.setItem(r, 2, _item(f"{s.likes:,}"))
             self.repos.setItem(r, 3, _item(s.last_modified.date().isoformat() if s.last_modified else ""))
         self.discover_status.setText(
-            f"{len(found)} repositories, most downloaded first." if found else "No GGUF repositories found."
+            self.tr("{count} repositories, most downloaded first.").format(count=len(found))
+            if found
+            else self.tr("No GGUF repositories found.")
         )
         self.search_done.emit()
 
     def _discover_error(self, message: str) -> None:
-        self.discover_status.setText(f"<span style='color:#b91c1c'>{message}</span>")
+        self.discover_status.setText(f"<span style='color:{active_colors().error}'>{message}</span>")
         self.search_done.emit()
         self.files_shown.emit()
 
@@ -210,7 +246,7 @@ class ModelManager(QDialog):
         self.open_repo(repo)
 
     def open_repo(self, repo: str) -> None:
-        self.files_title.setText(f"Files of {repo}…")
+        self.files_title.setText(self.tr("Files of {repo}…").format(repo=repo))
         self.files.setRowCount(0)
         hub = self.hub_factory()
         self.tasks.run(
@@ -223,19 +259,33 @@ class ModelManager(QDialog):
         n_ctx = self.context_length()
         fits = [(v, estimate_fit(v.size, n_ctx, free_vram=vram, meta=files.header)) for v in files.variants]
         best = recommend([(v.quantization, f.label) for v, f in fits])
+        labels = {
+            "fits": self.tr("✔ fits"),
+            "tight": self.tr("≈ tight"),
+            "won't fit": self.tr("✘ won't fit"),
+            "unknown": self.tr("? unknown"),
+        }
         self.files.setRowCount(0)
         for v, fit in fits:
             r = self.files.rowCount()
             self.files.insertRow(r)
-            label = {"fits": "✔ fits", "tight": "≈ tight", "won't fit": "✘ won't fit", "unknown": "? unknown"}[
-                fit.label
-            ]
-            quant = _item(v.quantization + ("  ★ recommended" if v.quantization == best else ""), v)
+            quant_text = (
+                self.tr("{quantization}  ★ recommended").format(quantization=v.quantization)
+                if v.quantization == best
+                else v.quantization
+            )
+            fit_text = self.tr("{label} ({needed} of {free} {where})").format(
+                label=labels[fit.label],
+                needed=human_size(fit.needed_bytes),
+                free=human_size(fit.free_bytes),
+                where=fit.where,
+            )
+            parts = self.tr("{name} ({count} parts)").format(name=v.name, count=len(v.files))
             cells = [
-                quant,
+                _item(quant_text, v),
                 _item(human_size(v.size)),
-                _item(f"{label} ({human_size(fit.needed_bytes)} of {human_size(fit.free_bytes)} {fit.where})"),
-                _item(v.name if len(v.files) == 1 else f"{v.name} ({len(v.files)} parts)"),
+                _item(fit_text),
+                _item(v.name if len(v.files) == 1 else parts),
             ]
             for c, cell in enumerate(cells):
                 if v.quantization == best:
@@ -243,8 +293,12 @@ class ModelManager(QDialog):
                     f.setBold(True)
                     cell.setFont(f)
                 self.files.setItem(r, c, cell)
-        gated = " (gated: needs a token)" if files.gated else ""
-        self.files_title.setText(f"{files.repo_id}{gated} — fit for a {n_ctx:,}-token context")
+        title = (
+            self.tr("{repo} (gated: needs a token) — fit for a {tokens}-token context")
+            if files.gated
+            else self.tr("{repo} — fit for a {tokens}-token context")
+        )
+        self.files_title.setText(title.format(repo=files.repo_id, tokens=f"{n_ctx:,}"))
         self.files_shown.emit()
 
     def selected_variant(self) -> ModelVariant | None:
@@ -256,7 +310,7 @@ class ModelManager(QDialog):
     def download_selected(self) -> None:
         v = self.selected_variant()
         if v is None or self.repo_files is None:
-            self.discover_status.setText("Choose a file to download first.")
+            self.discover_status.setText(self.tr("Choose a file to download first."))
             return
         self.download(self.repo_files, v)
 
@@ -272,8 +326,8 @@ class ModelManager(QDialog):
     def ask_token(self) -> None:
         token, ok = QInputDialog.getText(
             self,
-            "Hugging Face token",
-            "Token (kept in your OS keychain; sent only to the Hub). Leave empty to remove it:",
+            self.tr("Hugging Face token"),
+            self.tr("Token (kept in your OS keychain; sent only to the Hub). Leave empty to remove it:"),
             QLineEdit.EchoMode.Password,
         )
         if ok:
@@ -285,7 +339,9 @@ class ModelManager(QDialog):
         except EmberError as exc:
             self.discover_status.setText(str(exc))
             return
-        self.discover_status.setText("Token saved in the keychain." if token.strip() else "Token removed.")
+        self.discover_status.setText(
+            self.tr("Token saved in the keychain.") if token.strip() else self.tr("Token removed.")
+        )
 
     # ----- Installed
     def _build_installed(self) -> QWidget:
@@ -293,42 +349,54 @@ class ModelManager(QDialog):
         v = QVBoxLayout(w)
         self.installed = _table(
             [
-                "Name",
-                "Architecture",
-                "Parameters",
-                "Quantization",
-                "Size",
-                "Context",
-                "Chat template",
-                "Source",
-                "Added",
+                self.tr("Name"),
+                self.tr("Architecture"),
+                self.tr("Parameters"),
+                self.tr("Quantization"),
+                self.tr("Size"),
+                self.tr("Context"),
+                self.tr("Chat template"),
+                self.tr("Source"),
+                self.tr("Added"),
             ],
-            "Installed models",
+            self.tr("Installed models"),
+            self.tr("The models on this computer; select one to load, reveal or delete it"),
         )
         v.addWidget(self.installed, 1)
         self.installed_status = QLabel()
         self.installed_status.setWordWrap(True)
+        self.installed_status.setAccessibleName(self.tr("Installed models status"))
         v.addWidget(self.installed_status)
         v.addLayout(
             _button_row(
-                ("Load", self.load_selected),
-                ("Delete…", self.delete_selected),
-                ("Show in folder", self.reveal_selected),
-                ("Import .gguf…", self.import_dialog),
-                ("Refresh", self.refresh_installed),
+                (self.tr("Load"), self.tr("Load the selected model to chat with it"), self.load_selected),
+                (self.tr("Delete…"), self.tr("Delete the selected model from disk"), self.delete_selected),
+                (
+                    self.tr("Show in folder"),
+                    self.tr("Open the folder that holds the selected model"),
+                    self.reveal_selected,
+                ),
+                (self.tr("Import .gguf…"), self.tr("Add a GGUF model file from this computer"), self.import_dialog),
+                (self.tr("Refresh"), self.tr("List the installed models again"), self.refresh_installed),
             )
         )
         return w
 
     def refresh_installed(self) -> None:
         entries = self.library.entries()
+        locations = {
+            "models folder": self.tr("models folder"),
+            "in place": self.tr("in place"),
+            "Hugging Face cache": self.tr("Hugging Face cache"),
+            "bundled": self.tr("bundled"),
+        }
         self.installed.setRowCount(0)
         for e in entries:
             r = self.installed.rowCount()
             self.installed.insertRow(r)
             arch = params = quant = ctx = tmpl = "—"
             if e.path is None:
-                arch = "prepared on first load"
+                arch = self.tr("prepared on first load")
             else:
                 try:
                     i = e.info()
@@ -339,10 +407,10 @@ class ModelManager(QDialog):
                         else f"{i.parameter_count / 1e6:.0f} M"
                     )
                     ctx = f"{i.context_length:,}" if i.context_length else "—"
-                    tmpl = "yes" if i.has_chat_template else "no"
+                    tmpl = self.tr("yes") if i.has_chat_template else self.tr("no")
                 except EmberError as exc:
-                    arch = f"damaged: {exc}"
-            label = "Gemma 3 270M (starter)" if e.is_starter else e.name
+                    arch = self.tr("damaged: {error}").format(error=exc)
+            label = self.tr("Gemma 3 270M (starter)") if e.is_starter else e.name
             date = datetime.fromtimestamp(e.modified).date().isoformat() if e.modified else "—"
             cells = [
                 label,
@@ -352,12 +420,14 @@ class ModelManager(QDialog):
                 human_size(e.size),
                 ctx,
                 tmpl,
-                f"{e.source_repo or '—'} · {e.location}",
+                f"{e.source_repo or '—'} · {locations.get(e.location, e.location)}",
                 date,
             ]
             for c, text in enumerate(cells):
                 self.installed.setItem(r, c, _item(text, e if c == 0 else None))
-        self.installed_status.setText(f"{len(entries)} models in {self.library.models_dir}")
+        self.installed_status.setText(
+            self.tr("{count} models in {folder}").format(count=len(entries), folder=self.library.models_dir)
+        )
 
     def selected_entry(self) -> ModelEntry | None:
         items = self.installed.selectedItems()
@@ -382,7 +452,11 @@ class ModelManager(QDialog):
         if e is None:
             return
         if not confirmed:
-            answer = QMessageBox.question(self, "Delete model", f"Delete {e.name} ({human_size(e.size)}) from disk?")
+            answer = QMessageBox.question(
+                self,
+                self.tr("Delete model"),
+                self.tr("Delete {name} ({size}) from disk?").format(name=e.name, size=human_size(e.size)),
+            )
             if answer != QMessageBox.StandardButton.Yes:
                 return
         try:
@@ -400,13 +474,15 @@ class ModelManager(QDialog):
         QDesktopServices.openUrl(QUrl.fromLocalFile(str(folder)))
 
     def import_dialog(self) -> None:
-        path, _ = QFileDialog.getOpenFileName(self, "Import a GGUF model", str(Path.home()), "GGUF models (*.gguf)")
+        path, _ = QFileDialog.getOpenFileName(
+            self, self.tr("Import a GGUF model"), str(Path.home()), self.tr("GGUF models (*.gguf)")
+        )
         if not path:
             return
         answer = QMessageBox.question(
             self,
-            "Import model",
-            "Copy the file into Ember's models folder?\n\nYes: copy it. No: use it where it is.",
+            self.tr("Import model"),
+            self.tr("Copy the file into Ember's models folder?\n\nYes: copy it. No: use it where it is."),
             QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No | QMessageBox.StandardButton.Cancel,
         )
         if answer == QMessageBox.StandardButton.Cancel:
@@ -414,28 +490,43 @@ class ModelManager(QDialog):
         self.import_file(Path(path), copy=answer == QMessageBox.StandardButton.Yes)
 
     def import_file(self, path: Path, copy: bool = True) -> None:
-        self.installed_status.setText(f"Importing {path.name}…")
+        self.installed_status.setText(self.tr("Importing {name}…").format(name=path.name))
         self.tasks.run(lambda: self.library.import_file(path, copy), self._imported, self.installed_status.setText)
 
     def _imported(self, entry: ModelEntry) -> None:
         self.refresh_installed()
-        self.installed_status.setText(f"Imported {entry.name}.")
+        self.installed_status.setText(self.tr("Imported {name}.").format(name=entry.name))
         self.library_changed.emit()
 
     # ----- Downloads
     def _build_downloads(self) -> QWidget:
         w = QWidget()
         v = QVBoxLayout(w)
-        self.downloads = _table(["File", "Repository", "Progress", "Speed", "ETA", "State"], "Downloads")
+        self.downloads = _table(
+            [
+                self.tr("File"),
+                self.tr("Repository"),
+                self.tr("Progress"),
+                self.tr("Speed"),
+                self.tr("ETA"),
+                self.tr("State"),
+            ],
+            self.tr("Downloads"),
+            self.tr("Running, paused and finished downloads, with progress, speed and time left"),
+        )
         self.downloads.horizontalHeader().setSectionResizeMode(2, QHeaderView.ResizeMode.Fixed)
         self.downloads.setColumnWidth(2, 280)
         v.addWidget(self.downloads, 1)
         v.addLayout(
             _button_row(
-                ("Pause", lambda: self._act(self.queue.pause)),
-                ("Resume", lambda: self._act(self.queue.resume)),
-                ("Cancel", lambda: self._act(self.queue.cancel)),
-                ("Clear finished", self._clear),
+                (self.tr("Pause"), self.tr("Pause the selected download"), lambda: self._act(self.queue.pause)),
+                (self.tr("Resume"), self.tr("Resume the selected download"), lambda: self._act(self.queue.resume)),
+                (self.tr("Cancel"), self.tr("Cancel the selected download"), lambda: self._act(self.queue.cancel)),
+                (
+                    self.tr("Clear finished"),
+                    self.tr("Remove finished and cancelled downloads from the list"),
+                    self._clear,
+                ),
             )
         )
         return w
@@ -476,6 +567,7 @@ class ModelManager(QDialog):
         if not isinstance(bar, QProgressBar):
             bar = QProgressBar()
             bar.setRange(0, 1000)
+            bar.setAccessibleName(self.tr("Download progress"))
             self.downloads.setCellWidget(r, 2, bar)
         bar.setValue(int(j.fraction * 1000))
         bar.setFormat(f"{j.fraction * 100:.1f} % · {human_size(j.done)} / {human_size(j.total)}")
@@ -483,9 +575,14 @@ class ModelManager(QDialog):
         eta = f"{j.eta_s:.0f} s" if j.state == DOWNLOADING and j.eta_s is not None else ""
         self.downloads.setItem(r, 3, _item(speed))
         self.downloads.setItem(r, 4, _item(eta))
-        state = {QUEUED: "queued", DOWNLOADING: "downloading", PAUSED: "paused", DONE: "done ✔", FAILED: "failed"}.get(
-            j.state, j.state
-        )
+        state = {
+            QUEUED: self.tr("queued"),
+            DOWNLOADING: self.tr("downloading"),
+            PAUSED: self.tr("paused"),
+            DONE: self.tr("done ✔"),
+            FAILED: self.tr("failed"),
+            CANCELLED: self.tr("cancelled"),
+        }.get(j.state, j.state)
         item = _item(f"{state}: {j.error}" if j.error else state)
         if j.error:
             item.setToolTip(j.error)

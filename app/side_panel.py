@@ -5,9 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from PySide6.QtCharts import QChart, QChartView, QLineSeries, QValueAxis
-from PySide6.QtCore import QElapsedTimer, Qt, QTimer, Signal
-from PySide6.QtGui import QPainter
+from PySide6.QtCore import QElapsedTimer, QTimer, Signal
 from PySide6.QtWidgets import (
     QDoubleSpinBox,
     QFormLayout,
@@ -21,6 +19,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from ember_chat.app.speed_chart import SpeedChart
 from ember_chat.engine.inference.metrics import GenerationMetrics, percentile
 from ember_chat.engine.inference.params import SPECS, SamplingParams
 
@@ -38,10 +37,13 @@ class ParamsPanel(QWidget):
         super().__init__(parent)
         form = QFormLayout(self)
         self.system_prompt = QPlainTextEdit()
-        self.system_prompt.setPlaceholderText("e.g. You are a concise assistant.")
-        self.system_prompt.setAccessibleName("System prompt")
+        self.system_prompt.setPlaceholderText(self.tr("e.g. You are a concise assistant."))
+        self.system_prompt.setAccessibleName(self.tr("System prompt"))
+        self.system_prompt.setAccessibleDescription(
+            self.tr("Instructions sent before every message of this chat; saved with the chat")
+        )
         self.system_prompt.setMaximumHeight(110)
-        form.addRow(QLabel("System prompt"))
+        form.addRow(QLabel(self.tr("System prompt")))
         form.addRow(self.system_prompt)
 
         def spin(name: str) -> QSpinBox | QDoubleSpinBox:
@@ -68,7 +70,7 @@ class ParamsPanel(QWidget):
         self.repeat_penalty = spin("repeat_penalty")
         self.max_tokens = spin("max_tokens")
         self.seed = spin("seed")
-        self.seed.setSpecialValueText("random")  # one below the minimum: no seed
+        self.seed.setSpecialValueText(self.tr("random"))  # one below the minimum: no seed
         self.context = spin("n_ctx")
         self.system_prompt.textChanged.connect(self.changed)
         self.set_params(SamplingParams(), "", 4096)
@@ -108,59 +110,39 @@ class MetricsPanel(QWidget):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         layout = QVBoxLayout(self)
-        live = QGroupBox("Current answer")
+        live = QGroupBox(self.tr("Current answer"))
         form = QFormLayout(live)
         self.ttft = QLabel("—")
         self.decode = QLabel("—")
         self.prefill = QLabel("—")
         self.output = QLabel("—")
         self.context = QProgressBar()
-        self.context.setAccessibleName("Context used")
-        self.context.setFormat("%v / %m tokens")
+        self.context.setAccessibleName(self.tr("Context used"))
+        self.context.setFormat(self.tr("%v / %m tokens"))
         self.context.setRange(0, 1)
         self.context.setValue(0)
         for label, w in (
-            ("Time to first token", self.ttft),
-            ("Decode", self.decode),
-            ("Prefill", self.prefill),
-            ("Output tokens", self.output),
-            ("Context", self.context),
+            (self.tr("Time to first token"), self.ttft),
+            (self.tr("Decode"), self.decode),
+            (self.tr("Prefill"), self.prefill),
+            (self.tr("Output tokens"), self.output),
+            (self.tr("Context"), self.context),
         ):
             w.setAccessibleName(label)
             form.addRow(label, w)
         layout.addWidget(live)
 
-        self.series = QLineSeries()
-        self.series.setName("tokens/s")
-        chart = QChart()
-        chart.addSeries(self.series)
-        chart.legend().hide()
-        chart.setTitle("Decode tokens/s over this answer")
-        chart.setMargins(chart.margins() * 0)
-        self.axis_x = QValueAxis()
-        self.axis_x.setTitleText("s")
-        self.axis_x.setLabelFormat("%.0f")
-        self.axis_y = QValueAxis()
-        self.axis_y.setLabelFormat("%.0f")
-        chart.addAxis(self.axis_x, Qt.AlignmentFlag.AlignBottom)
-        chart.addAxis(self.axis_y, Qt.AlignmentFlag.AlignLeft)
-        self.series.attachAxis(self.axis_x)
-        self.series.attachAxis(self.axis_y)
-        self._chart = chart  # keep the Python wrapper alive as long as the view shows it
-        view = QChartView(chart)
-        view.setRenderHint(QPainter.RenderHint.Antialiasing)
-        view.setMinimumHeight(170)
-        view.setAccessibleName("Tokens per second chart")
-        layout.addWidget(view)
+        self.chart = SpeedChart()
+        layout.addWidget(self.chart.view)
 
-        session = QGroupBox("This session")
+        session = QGroupBox(self.tr("This session"))
         sform = QFormLayout(session)
         self.session_ttft = QLabel("—")
         self.session_itl = QLabel("—")
-        self.session_ttft.setAccessibleName("Session TTFT percentiles")
-        self.session_itl.setAccessibleName("Session inter-token latency percentiles")
-        sform.addRow("TTFT p50/p95/p99", self.session_ttft)
-        sform.addRow("ITL p50/p95/p99", self.session_itl)
+        self.session_ttft.setAccessibleName(self.tr("Session TTFT percentiles"))
+        self.session_itl.setAccessibleName(self.tr("Session inter-token latency percentiles"))
+        sform.addRow(self.tr("TTFT p50/p95/p99"), self.session_ttft)
+        sform.addRow(self.tr("ITL p50/p95/p99"), self.session_itl)
         layout.addWidget(session)
         layout.addStretch(1)
 
@@ -171,23 +153,17 @@ class MetricsPanel(QWidget):
         self._waiting = QTimer(self)
         self._waiting.setInterval(100)
         self._waiting.timeout.connect(self._tick)
-        self._y_max = 10.0
-        self._x_max = 5.0
 
     def begin(self) -> None:
-        self.series.clear()
-        self._y_max = 10.0
-        self._x_max = 5.0
-        self.axis_x.setRange(0, self._x_max)
-        self.axis_y.setRange(0, self._y_max)
+        self.chart.begin()
         for w in (self.decode, self.prefill, self.output):
             w.setText("—")
-        self.ttft.setText("0.0 s …")
+        self.ttft.setText(self.tr("{s:.1f} s …").format(s=0.0))
         self._clock.start()
         self._waiting.start()
 
     def _tick(self) -> None:
-        self.ttft.setText(f"{self._clock.elapsed() / 1000:.1f} s …")
+        self.ttft.setText(self.tr("{s:.1f} s …").format(s=self._clock.elapsed() / 1000))
 
     def update_live(self, snap: dict[str, Any]) -> None:
         if snap.get("ttft_s") is not None:
@@ -198,16 +174,7 @@ class MetricsPanel(QWidget):
         tps = snap.get("decode_tokens_per_s")
         if tps is not None:
             self.decode.setText(_fmt(tps, "tok/s", 1))
-            t = snap.get("elapsed_s") or 0.0
-            self.series.append(t, tps)
-            # Rescale only when a point leaves the chart: a re-layout of the chart per update would
-            # cost CPU the model needs (the GUI shares the cores with llama.cpp's threads).
-            if tps > self._y_max:
-                self._y_max = tps * 1.5
-                self.axis_y.setRange(0, self._y_max)
-            if t > self._x_max:
-                self._x_max = max(2 * self._x_max, t)
-                self.axis_x.setRange(0, self._x_max)
+            self.chart.add(snap.get("elapsed_s") or 0.0, tps, int(snap.get("output_tokens") or 0))
         self.output.setText(str(snap.get("output_tokens", 0)))
         if snap.get("n_ctx"):
             self._show_context(int(snap["context_used"]), int(snap["n_ctx"]), live=True)
@@ -229,6 +196,7 @@ class MetricsPanel(QWidget):
                 self.ttft.setText("—")
             return
         self.ttft.setText(_fmt(m.ttft_s, "s"))
+        self.chart.finish(m, itl_ms)
         self.decode.setText(_fmt(m.decode_tokens_per_s, "tok/s", 1))
         self.prefill.setText(_fmt(m.prefill_tokens_per_s, "tok/s", 1))
         self.output.setText(str(m.output_tokens))
@@ -252,7 +220,10 @@ class SidePanel(QTabWidget):
         super().__init__(parent)
         self.params = ParamsPanel()
         self.metrics = MetricsPanel()
-        self.addTab(self.metrics, "Metrics")
-        self.addTab(self.params, "Parameters")
-        self.setAccessibleName("Side panel")
+        self.addTab(self.metrics, self.tr("Metrics"))
+        self.addTab(self.params, self.tr("Parameters"))
+        self.setTabToolTip(0, self.tr("Live figures of the current answer and of this session"))
+        self.setTabToolTip(1, self.tr("System prompt and sampling parameters of this chat"))
+        self.setAccessibleName(self.tr("Side panel"))
+        self.tabBar().setAccessibleDescription(self.tr("Metrics or parameters; the arrow keys switch"))
         self.setMinimumWidth(250)

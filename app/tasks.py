@@ -43,7 +43,7 @@ class TaskRunner(QObject):
             elif isinstance(exc, EmberError):
                 on_error(str(exc))
             else:
-                on_error(f"Unexpected error: {exc!r}")
+                on_error(self.tr("Unexpected error: {error}").format(error=repr(exc)))
             self.settled.emit()
         self._pending = still
         if not still:

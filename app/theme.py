@@ -1,30 +1,198 @@
-"""Light, dark or system colours, on the Fusion style so every platform looks the same."""
+"""Ember's two palettes (light and dark) on the Fusion style, so every platform looks the same and every
+colour pair is known: `tests/test_look.py` checks each text colour against its background for WCAG AA
+contrast (4.5:1). "System" follows the platform's light/dark preference."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from PySide6.QtCore import Qt
-from PySide6.QtGui import QGuiApplication, QIcon
+from PySide6.QtGui import QColor, QGuiApplication, QIcon, QPalette
 
 from ember_chat.engine.resources import icon_files
 
-STYLE = """
-#modelBar { border-bottom: 1px solid palette(mid); }
-#backendBadge { padding: 2px 8px; border-radius: 8px; background: palette(alternate-base); }
-QTextBrowser { border: none; font-size: 14px; }
+
+@dataclass(frozen=True)
+class Colors:
+    name: str
+    window: str  # window chrome, sidebars
+    base: str  # the transcript and input fields
+    alt_base: str
+    text: str
+    secondary: str  # metrics lines, times, labels
+    accent: str  # Ember's orange, for the assistant's name and focus
+    user_accent: str
+    link: str
+    highlight: str  # selection
+    highlighted_text: str
+    button: str
+    border: str
+    user_card: str
+    assistant_card: str
+    code_bg: str
+    code_header: str
+    inline_code_bg: str
+    error_bg: str
+    error_text: str
+    notice_bg: str
+    error: str  # error text on the window's own background
+    success: str
+    warning: str
+
+
+LIGHT = Colors(
+    name="light",
+    window="#f3f3f5",
+    base="#ffffff",
+    alt_base="#f6f7f9",
+    text="#1f2328",
+    secondary="#59636e",
+    accent="#b93d0c",
+    user_accent="#1d4ed8",
+    link="#0b57d0",
+    highlight="#1d4ed8",
+    highlighted_text="#ffffff",
+    button="#f6f7f9",
+    border="#d1d9e0",
+    user_card="#eaf1ff",
+    assistant_card="#f6f7f9",
+    code_bg="#ffffff",
+    code_header="#eef1f4",
+    inline_code_bg="#e8ebef",
+    error_bg="#fde8e8",
+    error_text="#8a1c1c",
+    notice_bg="#e8f0fe",
+    error="#b42318",
+    success="#116329",
+    warning="#8a4b00",
+)
+
+DARK = Colors(
+    name="dark",
+    window="#1f2024",
+    base="#17181b",
+    alt_base="#222428",
+    text="#e6e7ea",
+    secondary="#a2a9b3",
+    accent="#fb923c",
+    user_accent="#8ab4ff",
+    link="#8ab4ff",
+    highlight="#3b6fd8",
+    highlighted_text="#ffffff",
+    button="#2a2c31",
+    border="#3a3d44",
+    user_card="#1f2a3d",
+    assistant_card="#212328",
+    code_bg="#121316",
+    code_header="#2a2c31",
+    inline_code_bg="#30333a",
+    error_bg="#3b1d1d",
+    error_text="#ffb4b4",
+    notice_bg="#1d2b45",
+    error="#ff9a8f",
+    success="#7ee2a8",
+    warning="#f5b95c",
+)
+
+
+def contrast_ratio(foreground: str, background: str) -> float:
+    """WCAG 2.x contrast ratio of two sRGB colours (1.0 to 21.0)."""
+
+    def luminance(hex_colour: str) -> float:
+        c = QColor(hex_colour)
+        channels = []
+        for v in (c.redF(), c.greenF(), c.blueF()):
+            channels.append(v / 12.92 if v <= 0.04045 else ((v + 0.055) / 1.055) ** 2.4)
+        r, g, b = channels
+        return 0.2126 * r + 0.7152 * g + 0.0722 * b
+
+    hi, lo = sorted((luminance(foreground), luminance(background)), reverse=True)
+    return (hi + 0.05) / (lo + 0.05)
+
+
+def with_contrast(foreground: str, background: str, minimum: float = 4.5) -> str:
+    """The foreground, darkened or lightened just enough to reach `minimum` contrast on the background."""
+    colour = QColor(foreground)
+    dark_bg = QColor(background).lightnessF() < 0.5
+    for _ in range(40):
+        if contrast_ratio(colour.name(), background) >= minimum:
+            break
+        colour = colour.lighter(108) if dark_bg else colour.darker(108)
+    return colour.name()
+
+
+def active_colors() -> Colors:
+    """The colours of the palette the application uses now (for dialogs that colour a status text)."""
+    app = QGuiApplication.instance()
+    if app is not None and QGuiApplication.palette().base().color().name() == DARK.base:
+        return DARK
+    return LIGHT
+
+
+def palette_for(c: Colors) -> QPalette:
+    p = QPalette()
+    roles = {
+        QPalette.ColorRole.Window: c.window,
+        QPalette.ColorRole.WindowText: c.text,
+        QPalette.ColorRole.Base: c.base,
+        QPalette.ColorRole.AlternateBase: c.alt_base,
+        QPalette.ColorRole.Text: c.text,
+        QPalette.ColorRole.PlaceholderText: c.secondary,
+        QPalette.ColorRole.Button: c.button,
+        QPalette.ColorRole.ButtonText: c.text,
+        QPalette.ColorRole.BrightText: c.highlighted_text,
+        QPalette.ColorRole.Highlight: c.highlight,
+        QPalette.ColorRole.HighlightedText: c.highlighted_text,
+        QPalette.ColorRole.Link: c.link,
+        QPalette.ColorRole.LinkVisited: c.link,
+        QPalette.ColorRole.ToolTipBase: c.base,
+        QPalette.ColorRole.ToolTipText: c.text,
+        QPalette.ColorRole.Mid: c.border,
+        QPalette.ColorRole.Midlight: c.alt_base,
+        QPalette.ColorRole.Accent: c.accent,
+    }
+    for role, colour in roles.items():
+        p.setColor(role, QColor(colour))
+    disabled = QColor(c.secondary)
+    for role in (QPalette.ColorRole.WindowText, QPalette.ColorRole.Text, QPalette.ColorRole.ButtonText):
+        p.setColor(QPalette.ColorGroup.Disabled, role, disabled)
+    return p
+
+
+def style_sheet(c: Colors) -> str:
+    # No font sizes here: text follows the system font (and its size) everywhere.
+    return f"""
+#modelBar {{ border-bottom: 1px solid {c.border}; }}
+#backendBadge {{ padding: 2px 8px; border-radius: 8px; background: {c.alt_base}; color: {c.secondary}; }}
+QTextBrowser#transcript {{ border: none; }}
+#banner[kind="error"] {{ background: {c.error_bg}; color: {c.error_text}; }}
+#banner[kind="notice"] {{ background: {c.notice_bg}; color: {c.text}; }}
+QToolButton:focus, QPushButton:focus, QComboBox:focus {{ outline: none; }}
 """
 
 
-def apply_theme(app: QGuiApplication | None, name: str) -> None:
+def colors_named(name: str, app: QGuiApplication | None = None) -> Colors:
+    if name == "dark":
+        return DARK
+    if name == "light":
+        return LIGHT
+    app = app or QGuiApplication.instance()
+    if app is not None and app.styleHints().colorScheme() == Qt.ColorScheme.Dark:
+        return DARK
+    return LIGHT
+
+
+def apply_theme(app: QGuiApplication | None, name: str) -> Colors:
+    """Switch the whole application to the light, dark or system palette; returns the colours used."""
     if app is None:
-        return
-    scheme = {
-        "light": Qt.ColorScheme.Light,
-        "dark": Qt.ColorScheme.Dark,
-        "system": Qt.ColorScheme.Unknown,
-    }[name]
+        return colors_named(name)
+    scheme = {"light": Qt.ColorScheme.Light, "dark": Qt.ColorScheme.Dark, "system": Qt.ColorScheme.Unknown}[name]
     app.styleHints().setColorScheme(scheme)
+    colors = colors_named(name, app)
+    app.setPalette(palette_for(colors))
     if hasattr(app, "setStyleSheet"):
-        app.setStyleSheet(STYLE)
+        app.setStyleSheet(style_sheet(colors))
+    return colors
 
 
 def app_icon() -> QIcon:

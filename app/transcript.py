@@ -1,180 +1,349 @@
-"""The transcript: one QTextBrowser holding the visible branch of a conversation.
+"""The transcript: one QTextBrowser holding the visible branch of a conversation, each message drawn
+on a card (painted behind the text, so cards cost no layout).
 
-While an answer streams, text batches are inserted at the end of the document (never a re-render);
-when it completes, that one message is replaced by its Markdown rendering. Per-message actions are
-links (`ember:copy/<id>` ...), so the view stays a single cheap document however long the chat grows.
+It stays instant however long the chat is:
+- incremental: showing a thread again re-writes only the messages that changed at its end (a send
+  appends the question; a regenerate replaces the last answer);
+- lazy: opening a chat writes the last screenfuls at once, then the older messages above them a
+  few milliseconds at a time, keeping what is on screen still;
+- streaming: text batches are appended at the end (never a re-render); when the answer completes,
+  its Markdown rendering replaces the plain text, again a few milliseconds at a time.
 """
 
 from __future__ import annotations
 
-import html
-import re
+import bisect
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 
-from PySide6.QtCore import QTimer, QUrl, Signal
+from PySide6.QtCore import QRectF, Qt, QTimer, QUrl, Signal
 from PySide6.QtGui import (
+    QAccessible,
+    QAccessibleAnnouncementEvent,
     QColor,
-    QTextBlock,
+    QPainter,
+    QPaintEvent,
+    QPen,
+    QResizeEvent,
     QTextBlockFormat,
     QTextCharFormat,
     QTextCursor,
-    QTextDocument,
-    QTextDocumentFragment,
 )
-from PySide6.QtWidgets import QTextBrowser, QWidget
+from PySide6.QtWidgets import QTextBrowser, QToolTip, QWidget
 
+from ember_chat.app.message_render import (
+    HEADER_GAP,
+    MessageWriter,
+    code_blocks,
+    message_actions,
+    meta_line,
+)
+from ember_chat.app.theme import Colors
 from ember_chat.engine.inference.metrics import GenerationMetrics
 from ember_chat.engine.storage.conversations import Message
 
-USER_BACKGROUND = QColor(59, 130, 246, 36)  # a tint that reads on light and dark themes
+__all__ = ["TranscriptView", "code_blocks"]
+
 STREAM_BLOCK_CHARS = 1500
-RENDER_SLICE_S = 0.012
-RENDER_SLICE_CHARS = 3000
-_FENCE = re.compile(r"^```.*?^```[ \t]*$", re.M | re.S)
+SLICE_S = 0.010  # one slice of background work; the event loop runs between slices
+EAGER_CHARS = 12_000  # opening a chat writes about this much (a few screenfuls) before showing it
+MAX_TEXT_WIDTH = 860  # comfortable line length; wider windows centre the column
+MIN_MARGIN = 22
+CARD_PAD_X = 14
+CARD_PAD_Y = 10
+CARD_RADIUS = 10
 
 
-def with_copy_links(markdown: str, message_id: int) -> str:
-    """Put a 'Copy code' link above each fenced code block."""
-    out, last = [], 0
-    for n, m in enumerate(_FENCE.finditer(markdown)):
-        out.append(markdown[last : m.start()])
-        out.append(f"[⧉ Copy code](ember:copycode/{message_id}/{n})\n\n")
-        out.append(m.group(0))
-        last = m.end()
-    out.append(markdown[last:])
-    return "".join(out)
+def _summary(m: Message) -> str | None:
+    return GenerationMetrics.from_dict(m.metrics).summary_line() if m.metrics else None
 
 
-def code_blocks(markdown: str) -> list[str]:
-    blocks = []
-    for m in _FENCE.finditer(markdown):
-        lines = m.group(0).split("\n")
-        blocks.append("\n".join(lines[1:-1]))
-    return blocks
+def _interrupted(m: Message) -> bool:
+    return m.role == "assistant" and (not m.complete or (m.metrics or {}).get("stop_reason") == "interrupted")
+
+
+def _key(m: Message, branch: tuple[int, int] | None) -> tuple:
+    """What a message looks like: the same key means nothing to re-write."""
+    return (m.id, m.role, m.content, _interrupted(m), _summary(m), branch if branch and branch[1] > 1 else None)
 
 
 @dataclass
-class _RenderJob:
-    markdown: str
-    insert_at: int
-    summary: str | None
-    doc: QTextDocument | None = None
-    block: QTextBlock | None = None
-
-    def parse(self) -> None:
-        self.doc = QTextDocument()
-        self.doc.setMarkdown(self.markdown)
-        self.block = self.doc.firstBlock()
+class _Shown:
+    message_id: int
+    role: str
+    start: QTextCursor  # at the first character of the message's header; moves with edits above it
+    key: tuple | None  # None while it streams or renders
 
 
 class TranscriptView(QTextBrowser):
     action = Signal(str, int, int)  # verb, message id, argument
     rendered = Signal()  # a finished answer's Markdown rendering is complete
+    open_link = Signal(QUrl)  # the user clicked a web link in a message
+    link_hovered = Signal(str)  # the link under the mouse or keyboard focus ("" when none)
 
-    def __init__(self, parent: QWidget | None = None) -> None:
+    def __init__(self, colors: Colors, parent: QWidget | None = None) -> None:
         super().__init__(parent)
+        self.setObjectName("transcript")
         self.setOpenLinks(False)
         self.setOpenExternalLinks(False)
-        self.setAccessibleName("Conversation transcript")
+        self.setAccessibleName(self.tr("Conversation transcript"))
+        self.setAccessibleDescription(
+            self.tr("The messages of this chat. Tab moves between the actions of each message; Enter runs one.")
+        )
         self.anchorClicked.connect(self._on_anchor)
-        self.document().setDocumentMargin(16)
-        self._stream_start: int | None = None
-        self._stream_id: int | None = None
-        self._job: _RenderJob | None = None
+        self.highlighted.connect(lambda url: self.link_hovered.emit(url.toString() if url.isValid() else ""))
+        self.document().setDocumentMargin(MIN_MARGIN)
+        self.writer = MessageWriter(self.document(), colors, self.devicePixelRatioF())
+        self._shown: list[_Shown] = []
+        self._older: list[tuple[Message, tuple[int, int] | None]] = []  # not written yet, oldest first
+        self._stream: tuple[int, QTextCursor] | None = None  # message id, where its plain text starts
+        self._final: Iterator[None] | None = None  # a finished answer's rendering, step by step
+        self._backfill: Iterator[None] | None = None
+        self._slicer = QTimer(self)
+        self._slicer.setSingleShot(True)
+        self._slicer.setInterval(0)
+        self._slicer.timeout.connect(self._run_slice)
+        self.last_announcement = ""
 
-    # ----- building
+    # ----- look
+    def set_colors(self, colors: Colors) -> None:
+        """New colours: the transcript is emptied, and the caller shows the thread again."""
+        self.writer.set_colors(colors, self.devicePixelRatioF())
+        self._reset()
+
+    def resizeEvent(self, event: QResizeEvent) -> None:  # Qt override
+        bar = self.verticalScrollBar()
+        at_end = bar.value() >= bar.maximum() - 4
+        margin = max(MIN_MARGIN, (event.size().width() - MAX_TEXT_WIDTH) // 2)
+        if round(self.document().documentMargin()) != margin:
+            self.document().setDocumentMargin(margin)
+        super().resizeEvent(event)
+        if at_end:  # the newest message stays in view when the window (or the banner above) changes size
+            bar.setValue(bar.maximum())
+
+    def paintEvent(self, event: QPaintEvent) -> None:  # Qt override
+        """Cards behind the messages on screen, then the text over them."""
+        if self._shown:
+            painter = QPainter(self.viewport())
+            painter.setRenderHint(QPainter.RenderHint.Antialiasing)
+            dy = self.verticalScrollBar().value()
+            top, bottom = dy + event.rect().top(), dy + event.rect().bottom()
+            margin = self.document().documentMargin()
+            left = margin - CARD_PAD_X - self.horizontalScrollBar().value()
+            width = self.document().textWidth() - 2 * margin + 2 * CARD_PAD_X
+            c = self.writer.colors
+            for i in range(max(0, self._index_at(top) - 1), len(self._shown)):
+                y0, y1 = self._extent(i)
+                if y0 > bottom:
+                    break
+                if y1 < top:
+                    continue
+                user = self._shown[i].role == "user"
+                painter.setPen(QPen(QColor(c.border), 1) if not user else Qt.PenStyle.NoPen)
+                painter.setBrush(QColor(c.user_card if user else c.assistant_card))
+                rect = QRectF(left, y0 - CARD_PAD_Y - dy, width, y1 - y0 + 2 * CARD_PAD_Y)
+                painter.drawRoundedRect(rect.adjusted(0.5, 0.5, -0.5, -0.5), CARD_RADIUS, CARD_RADIUS)
+            painter.end()
+        super().paintEvent(event)
+
+    def _extent(self, i: int) -> tuple[float, float]:
+        """Top and bottom (document coordinates) of message i's text."""
+        layout = self.document().documentLayout()
+        first = self._shown[i].start.block()
+        top = layout.blockBoundingRect(first).top()  # (the text's top: below the block's top margin)
+        following = self._shown[i + 1].start.block() if i + 1 < len(self._shown) else None
+        last = following.previous() if following is not None else self.document().lastBlock()
+        rect = layout.blockBoundingRect(last)
+        return top, rect.bottom()
+
+    def _index_at(self, y: float) -> int:
+        layout = self.document().documentLayout()
+        tops = _LazyTops(self._shown, layout)
+        return max(0, bisect.bisect_right(tops, y) - 1)
+
+    # ----- showing a thread
     def show_thread(self, messages: list[Message], branch_info: dict[int, tuple[int, int]]) -> None:
-        self._stream_start = None
-        self._stream_id = None
-        self._job = None
-        self.clear()
-        for m in messages:
-            self._append_message(m, branch_info.get(m.id))
-        self.moveCursor(QTextCursor.MoveOperation.End)
+        """Show this thread, re-writing only what differs from what is shown."""
+        self.finish_rendering(final_only=True)
+        self._stream = None
+        pairs = [(m, branch_info.get(m.id)) for m in messages]
+        keys = [_key(m, b) for m, b in pairs]
+        old_keys = [_key(m, b) for m, b in self._older] + [s.key for s in self._shown]
+        same = 0
+        while same < min(len(keys), len(old_keys)) and keys[same] == old_keys[same]:
+            same += 1
+        if same < len(self._older) or (not self._shown and not self._older):
+            self._reset()  # another conversation (or the change is above what is written yet)
+            self._open(pairs)
+            return
+        keep = same - len(self._older)
+        self._truncate(keep)
+        for m, b in pairs[same:]:
+            self._write_now(m, b)
+        self._scroll_to_end()
 
-    def _cursor_at_end(self) -> QTextCursor:
+    def _reset(self) -> None:
+        self._backfill = None
+        self._final = None
+        self._older = []
+        self._shown = []
+        self._stream = None
+        self.clear()
+
+    def _open(self, pairs: list[tuple[Message, tuple[int, int] | None]]) -> None:
+        """The newest few screenfuls now, the rest above them in the background."""
+        chars, split = 0, len(pairs)
+        while split > 0 and chars < EAGER_CHARS:
+            split -= 1
+            chars += len(pairs[split][0].content) + 200
+        self._older = pairs[:split]
+        for m, b in pairs[split:]:
+            self._write_now(m, b)
+        self._scroll_to_end()
+        if self._older:
+            self._backfill = self._backfill_steps()
+            self._slicer.start()
+
+    def _truncate(self, keep: int) -> None:
+        if keep >= len(self._shown):
+            return
+        c = QTextCursor(self.document())
+        c.setPosition(self._shown[keep].start.position())
+        if keep > 0:  # also the paragraph break before it
+            c.movePosition(QTextCursor.MoveOperation.PreviousCharacter)
+        c.movePosition(QTextCursor.MoveOperation.End, QTextCursor.MoveMode.KeepAnchor)
+        c.removeSelectedText()
+        del self._shown[keep:]
+
+    def _end_cursor(self) -> QTextCursor:
         c = QTextCursor(self.document())
         c.movePosition(QTextCursor.MoveOperation.End)
         return c
 
-    def _new_block(self, c: QTextCursor, role: str | None = None) -> None:
-        """A fresh paragraph with plain formatting (nothing inherited from a header's links)."""
-        fmt = QTextBlockFormat()
-        if role == "user":
-            fmt.setBackground(USER_BACKGROUND)
-            fmt.setLeftMargin(4)
-            fmt.setTopMargin(2)
-            fmt.setBottomMargin(2)
-        if c.position() == 0 and self.document().isEmpty():
-            c.setBlockFormat(fmt)
-            c.setCharFormat(QTextCharFormat())
-        else:
-            c.insertBlock(fmt, QTextCharFormat())
+    def _start_message(self, c: QTextCursor, m_id: int, role: str, index: int) -> _Shown:
+        start = QTextCursor(c)
+        shown = _Shown(m_id, role, start, None)
+        self._shown.insert(index, shown)
+        return shown
 
-    def _header(self, role: str, message_id: int, branch: tuple[int, int] | None, interrupted: bool = False) -> str:
-        who = {"user": "You", "assistant": "Ember", "system": "System"}[role]
-        colour = "#3b82f6" if role == "user" else "#f97316"
-        links = [f'<a href="ember:copy/{message_id}">Copy</a>']
-        if role == "user":
-            links.append(f'<a href="ember:edit/{message_id}">Edit</a>')
-        if role == "assistant":
-            links.append(f'<a href="ember:regenerate/{message_id}">Regenerate</a>')
-        if interrupted:
-            links.append(f'<a href="ember:continue/{message_id}">Continue</a>')
-        if branch and branch[1] > 1:
-            links.append(
-                f'<a href="ember:prev/{message_id}">◀</a> {branch[0]}/{branch[1]} '
-                f'<a href="ember:next/{message_id}">▶</a>'
-            )
-        return (
-            f'<p style="margin-top:14px"><a name="msg-{message_id}"></a>'
-            f'<b style="color:{colour}">{who}</b>&nbsp;&nbsp;'
-            f'<span style="font-size:small">{" · ".join(links)}</span></p>'
+    def _message_steps(
+        self, c: QTextCursor, m: Message, branch: tuple[int, int] | None, index: int, first: bool
+    ) -> Iterator[None]:
+        """Write message m at cursor c (one step per body segment)."""
+        interrupted = _interrupted(m)
+        model = (m.metrics or {}).get("model") if m.role == "assistant" else None
+        self.writer.header(
+            c, m.role, m.id, meta_line(model, m.created_at), message_actions(m.role, interrupted), branch, first
         )
-
-    def _append_message(self, m: Message, branch: tuple[int, int] | None) -> None:
-        c = self._cursor_at_end()
-        self._new_block(c)
-        stop_reason = (m.metrics or {}).get("stop_reason")
-        interrupted = m.role == "assistant" and (not m.complete or stop_reason == "interrupted")
-        c.insertHtml(self._header(m.role, m.id, branch, interrupted))
-        self._new_block(c, m.role)
+        shown = self._start_message(QTextCursor(c.block()), m.id, m.role, index)
+        shown.start.setKeepPositionOnInsert(False)
         if m.role == "assistant":
-            c.insertMarkdown(with_copy_links(m.content, m.id) or " ")
-            note = "" if m.complete else " · interrupted"
-            if m.metrics:
-                line = GenerationMetrics.from_dict(m.metrics).summary_line() + note
-                self._new_block(c)
-                c.insertHtml(f'<span style="color:gray;font-size:small">{html.escape(line)}</span>')
-            elif note:
-                self._new_block(c)
-                c.insertHtml('<span style="color:gray;font-size:small">interrupted</span>')
+            yield from self.writer.body_steps(c, m.content, m.id)
+            line = _summary(m)  # (says "interrupted" when the stream was cut)
+            if not m.complete:
+                line = f"{line} · {self.tr('interrupted')}" if line else self.tr("interrupted")
+            if line:
+                self.writer.metrics_line(c, line)
         else:
-            c.insertText(m.content, QTextCharFormat())
+            self.writer.plain(c, m.content)
+        shown.key = _key(m, branch)
+
+    def _write_now(self, m: Message, branch: tuple[int, int] | None) -> None:
+        c = self._end_cursor()
+        for _ in self._message_steps(c, m, branch, len(self._shown), first=not self._shown):
+            pass
+
+    def _backfill_steps(self) -> Iterator[None]:
+        """Older messages written above the shown ones, newest first, keeping the view still."""
+        while self._older:
+            m, b = self._older.pop()
+            c = QTextCursor(self.document())
+            c.insertBlock()  # a paragraph break above the current first message
+            c.setPosition(0)
+            yield from self._message_steps(c, m, b, 0, first=True)
+            gap = QTextBlockFormat()  # the old first message is no longer the first: it gets its gap
+            gap.setTopMargin(HEADER_GAP)
+            QTextCursor(self._shown[1].start.block()).mergeBlockFormat(gap)
+            yield
+
+    def _run_slice(self) -> None:
+        """Background work for one slice: a finished answer's rendering first, then older messages."""
+        deadline = time.perf_counter() + SLICE_S
+        bar = self.verticalScrollBar()
+        while time.perf_counter() < deadline:
+            if self._final is not None:
+                if next(self._final, StopIteration) is StopIteration:
+                    self._final = None
+                continue
+            if self._backfill is None:
+                break
+            at_end = bar.value() >= bar.maximum() - 4
+            anchor = self._shown[0] if self._shown else None
+            before = self._top_of(anchor)
+            done = next(self._backfill, StopIteration) is StopIteration
+            if done:
+                self._backfill = None
+            if at_end:
+                bar.setValue(bar.maximum())
+            elif anchor is not None:
+                bar.setValue(bar.value() + round(self._top_of(anchor) - before))
+        if self._final is not None or self._backfill is not None:
+            self._slicer.start()
+
+    def _top_of(self, shown: _Shown | None) -> float:
+        if shown is None:
+            return 0.0
+        return self.document().documentLayout().blockBoundingRect(shown.start.block()).top()
+
+    def finish_rendering(self, final_only: bool = False) -> None:
+        """Complete pending background work now (tests, export, a jump to an old message)."""
+        while self._final is not None:
+            if next(self._final, StopIteration) is StopIteration:
+                self._final = None
+        while not final_only and self._backfill is not None:
+            if next(self._backfill, StopIteration) is StopIteration:
+                self._backfill = None
+
+    @property
+    def rendering(self) -> bool:
+        return self._final is not None
+
+    @property
+    def backfilling(self) -> bool:
+        return self._backfill is not None
+
+    def _scroll_to_end(self) -> None:
+        self.verticalScrollBar().setValue(self.verticalScrollBar().maximum())
 
     # ----- streaming
-    def begin_stream(self, message_id: int) -> None:
-        c = self._cursor_at_end()
-        self._new_block(c)
-        c.insertHtml(self._header("assistant", message_id, None))
-        self._new_block(c, "assistant")
-        self._stream_start = c.position()
-        self._stream_id = message_id
+    def begin_stream(self, message_id: int, model: str | None = None) -> None:
+        self.finish_rendering(final_only=True)
+        c = self._end_cursor()
+        actions = message_actions("assistant", False)
+        self.writer.header(
+            c, "assistant", message_id, meta_line(model, time.time()), actions, None, first=not self._shown
+        )
+        self._start_message(QTextCursor(c.block()), message_id, "assistant", len(self._shown))
+        self.writer.fresh_block(c)
+        self._stream = (message_id, QTextCursor(c))
+        self._scroll_to_end()
 
     def resume_stream(self, message_id: int) -> None:
-        """Stream a continuation below the message already shown (the thread is re-rendered at the end)."""
-        c = self._cursor_at_end()
-        self._new_block(c, "assistant")
-        self._stream_start = c.position()
-        self._stream_id = message_id
+        """Stream a continuation below the message already shown (the thread is re-written at the end)."""
+        self.finish_rendering(final_only=True)
+        if self._shown and self._shown[-1].message_id == message_id:
+            self._shown[-1].key = None
+        c = self._end_cursor()
+        self.writer.fresh_block(c)
+        self._stream = (message_id, QTextCursor(c))
 
     def append_stream(self, text: str) -> None:
-        if self._stream_start is None or not text:
+        if self._stream is None or not text:
             return
         bar = self.verticalScrollBar()
         follow = bar.value() >= bar.maximum() - 4
-        c = self._cursor_at_end()
+        c = self._end_cursor()
         # Qt lays out a whole paragraph at a time: cap the block being appended to, so the cost of
         # an append stays flat even in one endless paragraph (Markdown rendering at the end joins it).
         if c.block().length() > STREAM_BLOCK_CHARS:
@@ -184,76 +353,78 @@ class TranscriptView(QTextBrowser):
             bar.setValue(bar.maximum())
 
     def end_stream(self, markdown: str, summary: str | None) -> None:
-        """Replace the streamed plain text by its Markdown rendering. The rendered blocks are inserted
-        in time slices (a few ms each) so even a 20,000-token answer never freezes the window; the
-        plain text stays visible until the rendering is complete."""
-        if self._stream_start is None or self._stream_id is None:
+        """Replace the streamed plain text by its Markdown rendering, a slice at a time; the plain text
+        stays visible until the rendering is complete."""
+        if self._stream is None:
             return
-        self._job = _RenderJob(with_copy_links(markdown, self._stream_id) or " ", self._stream_start, summary)
-        self._stream_start = None
-        self._stream_id = None
-        QTimer.singleShot(0, self._continue_render)
+        message_id, start = self._stream
+        self._stream = None
+        self._final = self._final_steps(message_id, start.position(), markdown, summary)
+        self._slicer.start()
 
-    def finish_rendering(self) -> None:
-        """Complete a pending rendering now (tests, export, shutdown)."""
-        while self._job is not None:
-            self._continue_render()
-
-    def _continue_render(self) -> None:
-        job = self._job
-        if job is None:
-            return
-        if job.doc is None:  # parsing is the first slice
-            job.parse()
-            QTimer.singleShot(0, self._continue_render)
-            return
-        assert job.block is not None
-        deadline = time.perf_counter() + RENDER_SLICE_S
-        target = QTextCursor(self.document())
-        while job.block.isValid() and time.perf_counter() < deadline:
-            first = job.block
-            end = first
-            chars = 0
-            while end.isValid() and chars < RENDER_SLICE_CHARS:
-                chars += end.length()
-                end = end.next()
-            src = QTextCursor(job.doc)
-            src.setPosition(first.position())
-            if end.isValid():
-                src.setPosition(end.position(), QTextCursor.MoveMode.KeepAnchor)
-            else:
-                src.movePosition(QTextCursor.MoveOperation.End, QTextCursor.MoveMode.KeepAnchor)
-            target.setPosition(job.insert_at)
-            target.insertFragment(QTextDocumentFragment(src))
-            if end.isValid():
-                target.insertBlock()
-            job.insert_at = target.position()
-            job.block = end
-        if job.block.isValid():
-            QTimer.singleShot(0, self._continue_render)
-            return
+    def _final_steps(self, message_id: int, at: int, markdown: str, summary: str | None) -> Iterator[None]:
+        c = QTextCursor(self.document())
+        c.setPosition(at)
+        c.insertBlock()  # the rendering goes above the plain text, which moves down one paragraph
+        c.setPosition(at)
+        yield from self.writer.body_steps(c, markdown, message_id)
         # Rendering complete: drop the plain streamed text, then the metrics line.
-        target.setPosition(job.insert_at)
-        target.movePosition(QTextCursor.MoveOperation.End, QTextCursor.MoveMode.KeepAnchor)
-        target.removeSelectedText()
-        if job.summary:
-            self._new_block(target)
-            target.insertHtml(f'<span style="color:gray;font-size:small">{html.escape(job.summary)}</span>')
-        self._job = None
-        self.verticalScrollBar().setValue(self.verticalScrollBar().maximum())
+        c.movePosition(QTextCursor.MoveOperation.End, QTextCursor.MoveMode.KeepAnchor)
+        c.removeSelectedText()
+        if summary:
+            self.writer.metrics_line(c, summary)
+        shown = self._shown[-1] if self._shown and self._shown[-1].message_id == message_id else None
+        if shown is not None:
+            shown.key = (message_id, "assistant", markdown, False, summary, None)
+        self._scroll_to_end()
+        self.announce(self.tr("Ember answered: {text}").format(text=markdown[:1000]))
         self.rendered.emit()
 
-    @property
-    def rendering(self) -> bool:
-        return self._job is not None
+    def announce(self, text: str) -> None:
+        """Tell screen readers (a polite announcement: it does not interrupt what they are reading)."""
+        self.last_announcement = text
+        event = QAccessibleAnnouncementEvent(self, text)
+        event.setPoliteness(QAccessible.AnnouncementPoliteness.Polite)
+        QAccessible.updateAccessibility(event)
 
+    # ----- navigation and actions
     def jump_to(self, message_id: int) -> None:
-        self.scrollToAnchor(f"msg-{message_id}")
+        if any(m.id == message_id for m, _ in self._older):
+            self.finish_rendering()
+        for s in self._shown:
+            if s.message_id == message_id:
+                self.verticalScrollBar().setValue(round(self._top_of(s)) - 8)
+                return
+
+    def links(self) -> list[tuple[str, str]]:
+        """Every link in the transcript, in document (and Tab) order: (href, tooltip)."""
+        out = []
+        block = self.document().begin()
+        while block.isValid():
+            it = block.begin()
+            while not it.atEnd():
+                fmt = it.fragment().charFormat()
+                if fmt.isAnchor() and fmt.anchorHref():
+                    out.append((fmt.anchorHref(), fmt.toolTip()))
+                it += 1
+            block = block.next()
+        return out
+
+    def shown_ids(self) -> list[int]:
+        return [s.message_id for s in self._shown]
 
     def plain_text(self) -> str:
         return self.document().toPlainText()
 
+    def loadResource(self, kind: int, url: QUrl) -> object:  # Qt override
+        # Only Ember's own icons: a model's answer never makes Ember read a local file or reach the
+        # network by naming an image.
+        return self.writer.images.get(url.toString())
+
     def _on_anchor(self, url: QUrl) -> None:
+        if url.scheme() in ("http", "https", "mailto"):
+            self.open_link.emit(url)
+            return
         if url.scheme() != "ember":
             return
         parts = url.path().split("/")
@@ -264,4 +435,20 @@ class TranscriptView(QTextBrowser):
             arg = int(parts[1]) if len(parts) > 1 else 0
         except (IndexError, ValueError):
             return
+        if verb in ("copy", "copycode"):
+            QToolTip.showText(self.mapToGlobal(self.cursorRect().center()), self.tr("Copied"), self, msecShowTime=1200)
         self.action.emit(verb, mid, arg)
+
+
+class _LazyTops:
+    """The shown messages' top y, computed only for the few entries a binary search looks at."""
+
+    def __init__(self, shown: list[_Shown], layout: object) -> None:
+        self.shown = shown
+        self.layout = layout
+
+    def __len__(self) -> int:
+        return len(self.shown)
+
+    def __getitem__(self, i: int) -> float:
+        return self.layout.blockBoundingRect(self.shown[i].start.block()).top()

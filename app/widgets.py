@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from PySide6.QtCore import Qt, QTimer, Signal
-from PySide6.QtGui import QKeyEvent
+from PySide6.QtGui import QIcon, QKeyEvent
 from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
@@ -16,6 +16,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from ember_chat.app.icons import themed_icon
+from ember_chat.app.theme import Colors
 from ember_chat.engine.storage.conversations import Conversation, SearchHit
 
 
@@ -52,27 +54,40 @@ class Composer(QWidget):
         outer.addWidget(self.edit_banner)
         row = QHBoxLayout()
         self.editor = ComposerEdit()
-        self.editor.setPlaceholderText("Message Ember…  (Enter to send, Shift+Enter for a new line)")
-        self.editor.setAccessibleName("Message")
+        self.editor.setPlaceholderText(self.tr("Message Ember…  (Enter to send, Shift+Enter for a new line)"))
+        self.editor.setAccessibleName(self.tr("Message"))
+        self.editor.setAccessibleDescription(self.tr("Enter sends, Shift+Enter starts a new line, Esc stops an answer"))
+        self.editor.setTabChangesFocus(True)
         self.editor.setMaximumHeight(84)
         self.editor.submit.connect(self._on_submit)
         self.editor.escape.connect(self.stop)
-        self.button = QPushButton("Send")
-        self.button.setAccessibleName("Send")
+        self.button = QPushButton(self.tr("Send"))
+        self.button.setAccessibleName(self.tr("Send"))
+        self.button.setToolTip(self.tr("Send (Enter)"))
         self.button.setMinimumWidth(80)
         self.button.clicked.connect(self._on_button)
         row.addWidget(self.editor, 1)
         row.addWidget(self.button)
         outer.addLayout(row)
         self._generating = False
+        self._icons: dict[str, QIcon] = {}
+
+    def set_colors(self, colors: Colors) -> None:
+        self._icons = {name: themed_icon(name, colors) for name in ("send", "stop")}
+        self.button.setIcon(self._icons["stop" if self._generating else "send"])
 
     def set_generating(self, on: bool) -> None:
         self._generating = on
-        self.button.setText("Stop" if on else "Send")
-        self.button.setAccessibleName("Stop" if on else "Send")
+        self.button.setText(self.tr("Stop") if on else self.tr("Send"))
+        self.button.setAccessibleName(self.tr("Stop") if on else self.tr("Send"))
+        self.button.setToolTip(self.tr("Stop the answer (Esc)") if on else self.tr("Send (Enter)"))
+        if self._icons:
+            self.button.setIcon(self._icons["stop" if on else "send"])
 
     def set_editing(self, on: bool) -> None:
-        self.edit_banner.setText('Editing an earlier message — sending creates a new branch. <a href="#">Cancel</a>')
+        self.edit_banner.setText(
+            self.tr('Editing an earlier message — sending creates a new branch. <a href="#">Cancel</a>')
+        )
         self.edit_banner.setVisible(on)
 
     def _on_button(self) -> None:
@@ -101,16 +116,20 @@ class ConversationList(QWidget):
         super().__init__(parent)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(8, 8, 0, 8)
-        self.new_button = QPushButton("New chat")
-        self.new_button.setAccessibleName("New chat")
+        self.new_button = QPushButton(self.tr("New chat"))
+        self.new_button.setAccessibleName(self.tr("New chat"))
+        self.new_button.setToolTip(self.tr("Start a new chat (Ctrl+N)"))
         layout.addWidget(self.new_button)
         self.search = QLineEdit()
-        self.search.setPlaceholderText("Search all chats")
-        self.search.setAccessibleName("Search all chats")
+        self.search.setPlaceholderText(self.tr("Search all chats"))
+        self.search.setAccessibleName(self.tr("Search all chats"))
+        self.search.setToolTip(self.tr("Full-text search across every chat (Ctrl+F)"))
+        self._search_icon = self.search.addAction(QIcon(), QLineEdit.ActionPosition.LeadingPosition)
         self.search.setClearButtonEnabled(True)
         layout.addWidget(self.search)
         self.list = QListWidget()
-        self.list.setAccessibleName("Conversations")
+        self.list.setAccessibleName(self.tr("Conversations"))
+        self.list.setAccessibleDescription(self.tr("Your chats, newest first; Enter opens one"))
         self.list.setWordWrap(True)
         layout.addWidget(self.list, 1)
         self._debounce = QTimer(self)
@@ -121,6 +140,10 @@ class ConversationList(QWidget):
         self.list.itemActivated.connect(self._activate)
         self.list.itemClicked.connect(self._activate)
         self._mode = "conversations"
+
+    def set_colors(self, colors: Colors) -> None:
+        self.new_button.setIcon(themed_icon("new-chat", colors))
+        self._search_icon.setIcon(themed_icon("search", colors, colors.secondary))
 
     def show_conversations(self, conversations: list[Conversation], current: int | None) -> None:
         self._mode = "conversations"
@@ -139,7 +162,7 @@ class ConversationList(QWidget):
         self._mode = "hits"
         self.list.clear()
         if not hits:
-            item = QListWidgetItem("No matches")
+            item = QListWidgetItem(self.tr("No matches"))
             item.setFlags(Qt.ItemFlag.NoItemFlags)
             self.list.addItem(item)
         for h in hits:

@@ -23,6 +23,15 @@ def icon_files() -> list[Path]:
     return [*sorted(icons.glob("ember-*.png"), key=lambda p: int(p.stem.split("-")[1])), icons / "ember.svg"]
 
 
+def ui_icon_svg(name: str) -> str:
+    """The SVG source of one of the window's icons (resources/icons/ui/NAME.svg)."""
+    return (resources_dir() / "icons" / "ui" / f"{name}.svg").read_text(encoding="utf-8")
+
+
+def ui_icon_names() -> list[str]:
+    return sorted(p.stem for p in (resources_dir() / "icons" / "ui").glob("*.svg"))
+
+
 def load_json(name: str) -> Any:
     return json.loads((resources_dir() / name).read_text(encoding="utf-8"))
 

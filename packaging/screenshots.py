@@ -1,0 +1,157 @@
+"""Screenshots of the real window for CI artifacts and the README:
+
+    xvfb-run -a -s "-screen 0 1280x800x24" .venv/bin/python packaging/screenshots.py OUT_DIR
+
+In a fresh data folder it loads the starter model and asks it one question (a real answer with real
+metrics), then shows that chat in the light and dark themes, a chat whose answer is code-heavy Markdown
+(text written into the database by this script, to show the rendering: no model wrote it), the Model
+Manager, and the error banner after trying to load a damaged model file.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+CODE_QUESTION = "How do I merge two sorted lists in Python, and how fast is it?"
+CODE_ANSWER = """Use `heapq.merge` for iterators, or a two-pointer loop when you want a list back:
+
+```python
+def merge(a: list[int], b: list[int]) -> list[int]:
+    \"\"\"Merge two sorted lists in O(len(a) + len(b)).\"\"\"
+    out, i, j = [], 0, 0
+    while i < len(a) and j < len(b):
+        if a[i] <= b[j]:
+            out.append(a[i]); i += 1
+        else:
+            out.append(b[j]); j += 1
+    return out + a[i:] + b[j:]  # one side is empty
+```
+
+| approach | time | memory |
+|---|---|---|
+| two pointers | O(n + m) | O(n + m) |
+| `sorted(a + b)` | O((n + m) log(n + m)) | O(n + m) |
+| `heapq.merge` | O(n + m) | O(1) extra, lazy |
+
+> Timsort detects the two runs in `sorted(a + b)`, so in practice it is close to linear too.
+
+From the shell, the same with coreutils:
+
+```bash
+sort -m a.txt b.txt > merged.txt
+```
+
+See the [heapq documentation](https://docs.python.org/3/library/heapq.html#heapq.merge) for details."""
+
+
+def main(out_dir: str) -> int:
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    home = Path(tempfile.mkdtemp(prefix="ember-shots-"))
+    os.environ["EMBER_DATA_DIR"] = str(home / "data")
+    os.environ["EMBER_CONFIG_DIR"] = str(home / "config")
+
+    from PySide6.QtCore import QTimer
+    from PySide6.QtWidgets import QApplication
+
+    from ember_chat.app.main import build_window
+    from ember_chat.app.theme import app_icon
+    from ember_chat.engine.storage.conversations import ConversationStore
+    from ember_chat.engine.storage.paths import AppPaths
+
+    app = QApplication.instance() or QApplication(sys.argv[:1])
+    app.setStyle("Fusion")
+    app.setWindowIcon(app_icon())
+    paths = AppPaths.default()
+    paths.data_dir.mkdir(parents=True)
+    store = ConversationStore(paths.database)
+    code_chat = store.create_conversation("Merge two sorted lists")
+    q = store.add_message(code_chat.id, "user", CODE_QUESTION)
+    store.add_message(code_chat.id, "assistant", CODE_ANSWER, parent_id=q.id)
+    store.close()
+    damaged = paths.default_models_dir / "damaged-download.gguf"
+    damaged.parent.mkdir(parents=True)
+    damaged.write_bytes(b"GGUF\x03\x00\x00\x00" + b"\x00" * 64)  # a header cut short
+
+    window = build_window(paths)
+    window.resize(1280, 800)
+    window.show()
+
+    def shot(name: str, widget: object = None) -> None:
+        widget = widget or window
+        pixmap = widget.screen().grabWindow(widget.winId()) if os.environ.get("QT_QPA_PLATFORM") == "xcb" else None
+        if pixmap is None or pixmap.isNull():
+            pixmap = widget.grab()
+        pixmap.save(str(out / name))
+        print(f"screenshot: {out / name}", file=sys.stderr)
+
+    def settled() -> bool:
+        t = window.transcript
+        return not (window.controller.generating or t.rendering or t.backfilling)
+
+    def steps() -> Iterator[Callable[[], bool]]:
+        window.load_model("starter")
+        yield lambda: window.model is not None or window._loading_name is None
+        if window.model is None:
+            raise SystemExit("the starter model did not load")
+        window.side.params.max_tokens.setValue(90)
+        window.side.params.temperature.setValue(0)
+        window.controller.send("Explain photosynthesis in simple words.")
+        yield lambda: not window.controller.generating
+        yield settled
+        shot("window-light.png")
+        window.set_theme("dark")
+        yield settled
+        shot("window-dark.png")
+        window._open_conversation(code_chat.id)
+        yield settled
+        shot("code-dark.png")
+        window.set_theme("light")
+        yield settled
+        shot("code-light.png")
+        manager = window.model_manager()
+        manager.resize(980, 640)
+        manager.show()
+        yield lambda: manager.isVisible()
+        shot("model-manager.png", manager)
+        manager.close()
+        window.reload_models()
+        window.load_model(damaged.name)
+        yield lambda: window.banner.isVisible()
+        shot("error-banner.png")
+
+    plan = steps()
+    state: dict[str, Callable[[], bool]] = {"wait": lambda: True}
+    deadline = time.monotonic() + 240
+
+    def tick() -> None:
+        if time.monotonic() > deadline:
+            print("screenshots: timed out", file=sys.stderr)
+            app.exit(1)
+            return
+        if not state["wait"]():
+            return
+        pause_until = time.monotonic() + 0.3  # let the last paint land
+        while time.monotonic() < pause_until:
+            app.processEvents()
+        try:
+            state["wait"] = next(plan)
+        except StopIteration:
+            app.exit(0)
+
+    timer = QTimer()
+    timer.timeout.connect(tick)
+    timer.start(50)
+    code = app.exec()
+    window.close()
+    window.shutdown()
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1] if len(sys.argv) > 1 else "ci-artifacts"))

@@ -1,0 +1,219 @@
+"""Keyboard-only use and screen readers: every control has an accessible name and description (as a
+screen reader reads them, through Qt's accessibility interface), Tab goes around the window in reading
+order, the transcript's message actions are reachable and runnable with the keyboard, every shortcut is
+listed in Help ▸ Keyboard shortcuts, and a finished answer is announced."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QAccessible, QGuiApplication
+from PySide6.QtWidgets import (
+    QAbstractButton,
+    QAbstractItemView,
+    QAbstractSpinBox,
+    QApplication,
+    QComboBox,
+    QLineEdit,
+    QPlainTextEdit,
+    QScrollBar,
+    QTabBar,
+    QTextEdit,
+    QWidget,
+)
+from pytestqt.qtbot import QtBot
+
+from ember_chat.app.main_window import MainWindow
+from tests.chat_fixtures import seed_long_chat
+from tests.test_app import load, make_window, paths, send, set_max_tokens
+
+__all__ = ["make_window", "paths"]
+
+CONTROLS = (
+    QAbstractButton,
+    QLineEdit,
+    QAbstractSpinBox,
+    QComboBox,
+    QAbstractItemView,
+    QPlainTextEdit,
+    QTextEdit,
+    QTabBar,
+)
+
+
+def _controls(root: QWidget) -> list[QWidget]:
+    """The controls a user reaches with Tab (not the parts Qt builds inside composite widgets)."""
+    out = []
+    for w in root.findChildren(QWidget):
+        if not isinstance(w, CONTROLS) or w.focusPolicy() == Qt.FocusPolicy.NoFocus:
+            continue
+        if isinstance(w, QScrollBar) or _inside_composite(w):
+            continue
+        out.append(w)
+    return out
+
+
+def _inside_composite(w: QWidget) -> bool:
+    parent = w.parentWidget()
+    while parent is not None:
+        if isinstance(parent, (QAbstractSpinBox, QComboBox, QTabBar, QScrollBar, QLineEdit)):
+            return True
+        if type(parent).__name__ == "QComboBoxPrivateContainer":  # a combo box's popup list
+            return True
+        parent = parent.parentWidget()
+    return False
+
+
+def _missing_names(root: QWidget) -> list[str]:
+    missing = []
+    for w in _controls(root):
+        iface = QAccessible.queryAccessibleInterface(w)
+        name = iface.text(QAccessible.Text.Name) if iface else ""
+        description = iface.text(QAccessible.Text.Description) if iface else ""
+        if isinstance(w, QTabBar):  # a tab bar describes itself through its tabs (their tooltips)
+            tabs = [iface.child(k) for k in range(w.count())]
+            description = "ok" if all(t.text(QAccessible.Text.Description).strip() for t in tabs) else ""
+        if not name.strip() or not description.strip():
+            label = w.objectName() or getattr(w, "text", lambda: "")() or type(w).__name__
+            missing.append(f"{type(w).__name__} {label!r}: name={name!r} description={description!r}")
+    return missing
+
+
+def test_every_control_of_the_window_and_its_dialogs_has_a_name_and_description(
+    qtbot: QtBot, make_window: Callable[..., MainWindow]
+) -> None:
+    QAccessible.setActive(True)
+    w = make_window()
+    assert _missing_names(w) == []
+    manager = w.model_manager()
+    assert _missing_names(manager) == []
+    w.open_connections()
+    assert _missing_names(w._connections_dialog) == []
+    w._connections_dialog.close()
+    w.show_shortcuts()
+    assert _missing_names(w._shortcuts) == []
+    w._shortcuts.close()
+    w.api.open_dialog()
+    assert _missing_names(w.api.dialog) == []
+    w.api.dialog.close()
+
+
+def _activate(qtbot: QtBot, w: MainWindow) -> None:
+    w.activateWindow()
+    qtbot.waitUntil(lambda: QApplication.activeWindow() is w, timeout=5000)
+
+
+def test_tab_goes_around_the_window_in_reading_order(qtbot: QtBot, make_window: Callable[..., MainWindow]) -> None:
+    w = make_window()
+    load(qtbot, w)
+    _activate(qtbot, w)
+    w.conversations.new_button.setFocus()
+    seen = [QApplication.focusWidget()]
+    for _ in range(8):
+        qtbot.keyClick(QApplication.focusWidget(), Qt.Key.Key_Tab)
+        seen.append(QApplication.focusWidget())
+    expected = [
+        w.conversations.new_button,
+        w.conversations.search,
+        w.conversations.list,
+        w.model_picker,
+        w.model_bar.unload,
+        w.transcript,  # (the banner's close button only when a message shows)
+        w.composer.editor,
+        w.composer.button,
+        w.side.tabBar(),
+    ]
+    assert seen == expected
+    # and back
+    qtbot.keyClick(QApplication.focusWidget(), Qt.Key.Key_Backtab)
+    assert QApplication.focusWidget() is w.composer.button
+
+
+def test_message_actions_are_reachable_and_runnable_with_the_keyboard(
+    qtbot: QtBot, make_window: Callable[..., MainWindow]
+) -> None:
+    w = make_window()
+    load(qtbot, w)
+    set_max_tokens(w, 4)
+    send(qtbot, w, "keyboard only")
+    _activate(qtbot, w)
+    t = w.transcript
+    question, answer = w.store.thread(w.controller.conversation_id)
+    w.focus_pane("transcript")
+    assert QApplication.focusWidget() is t
+    hrefs = []
+    for _ in range(4):
+        qtbot.keyClick(t, Qt.Key.Key_Tab)  # Tab walks the links inside the transcript
+        hrefs.append(t.textCursor().charFormat().anchorHref())
+    assert hrefs == [
+        f"ember:copy/{question.id}",
+        f"ember:edit/{question.id}",
+        f"ember:copy/{answer.id}",
+        f"ember:regenerate/{answer.id}",
+    ]
+    actions: list[tuple[str, int, int]] = []
+    t.action.connect(lambda verb, mid, arg: actions.append((verb, mid, arg)))
+    qtbot.keyClick(t, Qt.Key.Key_Backtab)
+    qtbot.keyClick(t, Qt.Key.Key_Return)  # Enter runs the focused action: copy the answer
+    assert actions[-1] == ("copy", answer.id, 0)
+    assert QGuiApplication.clipboard().text() == answer.content
+    # past the last link, Tab leaves the transcript for the message box
+    qtbot.keyClick(t, Qt.Key.Key_Tab)
+    qtbot.keyClick(t, Qt.Key.Key_Tab)
+    assert QApplication.focusWidget() is w.composer.editor
+
+
+def test_go_to_shortcuts_move_the_focus(qtbot: QtBot, make_window: Callable[..., MainWindow]) -> None:
+    w = make_window()
+    _activate(qtbot, w)
+    for pane, widget in (
+        ("chats", w.conversations.list),
+        ("composer", w.composer.editor),
+        ("transcript", w.welcome.starter),  # no chat yet: the welcome panel stands in the transcript's place
+        ("model", w.model_picker),
+        ("search", w.conversations.search),
+    ):
+        w.focus_pane(pane)
+        assert QApplication.focusWidget() is widget, pane
+    w.toggle_side_panel()
+    w.focus_pane("side")  # a hidden side panel is shown first
+    assert w.side.isVisible() and QApplication.focusWidget() is w.side.tabBar()
+
+
+def test_keyboard_shortcuts_dialog_lists_every_menu_shortcut(
+    qtbot: QtBot, make_window: Callable[..., MainWindow]
+) -> None:
+    w = make_window()
+    w.show_shortcuts()
+    rows = w._shortcuts.rows()
+    keys = [k for k, _ in rows]
+    for key in ("Ctrl+N", "Ctrl+R", "Ctrl+E", "F2", "Alt+1", "Alt+3", "Ctrl+/", "Ctrl+Shift+S", "Enter", "Shift+Enter"):
+        assert key in keys, key
+    assert any("Keyboard shortcuts" in what for _, what in rows)
+    # every shortcut of every menu entry is in the list
+    listed = set(keys)
+    for a in w.findChildren(type(w.side_action)):
+        if not a.shortcut().isEmpty() and a.parent() is not None and a.isVisible():
+            assert a.shortcut().toString() in listed or a.shortcut().toString() == "", a.text()
+
+
+def test_a_finished_answer_is_announced_and_an_error_too(qtbot: QtBot, make_window: Callable[..., MainWindow]) -> None:
+    w = make_window()
+    load(qtbot, w)
+    set_max_tokens(w, 4)
+    send(qtbot, w, "announce")
+    answer = w.store.thread(w.controller.conversation_id)[-1]
+    assert w.transcript.last_announcement == f"Ember answered: {answer.content}"
+    w.show_error("Something went wrong.")
+    assert w.banner.label.accessibleName() == "Something went wrong."
+    qtbot.keyClick(w.banner.close_button, Qt.Key.Key_Space)  # the banner closes from the keyboard
+    assert not w.banner.isVisible()
+
+
+def test_long_chat_keyboard_jump_to_old_message(qtbot: QtBot, make_window: Callable[..., MainWindow]) -> None:
+    w = make_window()
+    cid = seed_long_chat(w.store, 120)
+    w._open_conversation(cid)
+    w.transcript.finish_rendering()
+    assert len(w.transcript.shown_ids()) == 120

@@ -1,0 +1,259 @@
+"""The window's look: palettes with AA contrast, text that follows the system font, the transcript's
+cards, Markdown and highlighted code, incremental and lazy rendering, web links, the metrics chart."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+from pygments.token import STANDARD_TYPES
+from PySide6.QtCore import QUrl
+from PySide6.QtGui import QFont, QGuiApplication, QTextCursor
+from PySide6.QtWidgets import QApplication
+from pytestqt.qtbot import QtBot
+
+from ember_chat.app.code_highlight import CodeFormats, language_label
+from ember_chat.app.main_window import MainWindow
+from ember_chat.app.message_render import code_blocks, split_segments
+from ember_chat.app.speed_chart import downsample_itl
+from ember_chat.app.theme import DARK, LIGHT, Colors, contrast_ratio, style_sheet, with_contrast
+from tests.chat_fixtures import RICH_ANSWER, seed_long_chat
+from tests.fake_backend import FakeBackend
+from tests.test_app import load, make_window, paths, send, set_max_tokens
+
+__all__ = ["make_window", "paths"]
+
+AA = 4.5
+
+
+@pytest.mark.parametrize("c", [LIGHT, DARK], ids=["light", "dark"])
+def test_every_text_colour_meets_wcag_aa_on_its_backgrounds(c: Colors) -> None:
+    texts = {
+        "text": c.text, "secondary": c.secondary, "accent": c.accent, "user_accent": c.user_accent, "link": c.link,
+        "error": c.error, "success": c.success, "warning": c.warning,
+    }  # fmt: skip
+    backgrounds = {
+        "base": c.base, "window": c.window, "alt_base": c.alt_base, "user_card": c.user_card,
+        "assistant_card": c.assistant_card, "code_header": c.code_header, "button": c.button,
+    }  # fmt: skip
+    for tn, fg in texts.items():
+        for bn, bg in backgrounds.items():
+            assert contrast_ratio(fg, bg) >= AA, f"{c.name}: {tn} {fg} on {bn} {bg}"
+    assert contrast_ratio(c.text, c.inline_code_bg) >= AA
+    assert contrast_ratio(c.error_text, c.error_bg) >= AA
+    assert contrast_ratio(c.text, c.notice_bg) >= AA
+    assert contrast_ratio(c.highlighted_text, c.highlight) >= AA
+    # every syntax colour of the theme's Pygments style, on the code background
+    formats = CodeFormats(c)
+    for token in STANDARD_TYPES:
+        assert contrast_ratio(formats.colour_of(token), c.code_bg) >= AA, f"{c.name}: {token}"
+
+
+def test_contrast_helpers() -> None:
+    assert contrast_ratio("#000000", "#ffffff") == pytest.approx(21.0)
+    assert contrast_ratio("#777777", "#777777") == pytest.approx(1.0)
+    fixed = with_contrast("#aaaaaa", "#ffffff")  # too light on white: darkened just enough
+    assert contrast_ratio(fixed, "#ffffff") >= AA and contrast_ratio("#aaaaaa", "#ffffff") < AA
+
+
+def test_no_fixed_font_sizes_text_follows_the_system_font(qtbot: QtBot, make_window: Callable[..., MainWindow]) -> None:
+    for c in (LIGHT, DARK):
+        assert "font-size" not in style_sheet(c)
+    app = QApplication.instance()
+    old = app.font()
+    big = QFont(old)
+    big.setPointSizeF(19.0)
+    app.setFont(big)
+    try:
+        w = make_window()
+        assert w.transcript.font().pointSizeF() == pytest.approx(19.0)
+        assert w.transcript.document().defaultFont().pointSizeF() == pytest.approx(19.0)
+        assert w.composer.editor.font().pointSizeF() == pytest.approx(19.0)
+    finally:
+        app.setFont(old)
+
+
+def test_theme_switch_changes_palette_and_rerenders(qtbot: QtBot, make_window: Callable[..., MainWindow]) -> None:
+    w = make_window()
+    store = w.store
+    cid = seed_long_chat(store, 4)
+    w._open_conversation(cid)
+    w.set_theme("dark")
+    assert QGuiApplication.palette().base().color().name() == DARK.base
+    assert w.transcript.shown_ids() == [m.id for m in store.thread(cid)]
+    assert w.transcript.writer.colors is DARK
+    w.set_theme("light")
+    assert QGuiApplication.palette().base().color().name() == LIGHT.base
+
+
+def test_segments_number_code_blocks_and_survive_an_unclosed_fence() -> None:
+    segs = split_segments("intro\n\n```py\nx = 1\n```\nmiddle\n~~~\nraw\n~~~\n```sh\necho cut")
+    assert [s.kind for s in segs] == ["markdown", "code", "markdown", "code", "code"]
+    assert [s.text for s in segs if s.kind == "code"] == ["x = 1", "raw", "echo cut"]
+    assert code_blocks(RICH_ANSWER) == [
+        "def add(a: int, b: int) -> int:\n    return a + b  # a comment",
+        "plain text block",
+    ]
+    long = "\n\n".join(f"paragraph {i} " + "word " * 100 for i in range(40))
+    chunks = split_segments(long)
+    assert len(chunks) > 1 and all(len(s.text) <= 3500 for s in chunks)
+    assert "\n\n".join(s.text for s in chunks) == long
+    assert (
+        language_label("py") == "Python" and language_label("nonesuch") == "nonesuch" and language_label("") == "text"
+    )
+
+
+def _formats_in(w: MainWindow, needle: str) -> list:
+    doc = w.transcript.document()
+    c = doc.find(needle)
+    assert not c.isNull(), needle
+    block = c.block()
+    out = []
+    it = block.begin()
+    while not it.atEnd():
+        out.append(it.fragment())
+        it += 1
+    return out
+
+
+def test_markdown_answer_renders_code_cards_tables_and_links(
+    qtbot: QtBot, make_window: Callable[..., MainWindow]
+) -> None:
+    w = make_window()
+    conv = w.store.create_conversation("rich")
+    q = w.store.add_message(conv.id, "user", "show me")
+    a = w.store.add_message(conv.id, "assistant", RICH_ANSWER, parent_id=q.id)
+    w._open_conversation(conv.id)
+    t = w.transcript
+    text = t.plain_text()
+    assert "def add" in text and "Python" in text and "a quoted line" in text and "**" not in text
+    # highlighted: the code line has several colours (keyword, name, comment), all monospace
+    frags = _formats_in(w, "def add")
+    colours = {f.charFormat().foreground().color().name() for f in frags if f.text().strip()}
+    assert len(colours) >= 3 and all(f.charFormat().fontFixedPitch() for f in frags)
+    # inline code on its tint
+    inline = [f for f in _formats_in(w, "inline code") if f.text() == "inline code"]
+    assert inline and inline[0].charFormat().background().color().name() == LIGHT.inline_code_bg
+    # tables are tables
+    table_cursor = t.document().find("one")
+    assert table_cursor.currentTable() is not None
+    # one copy button per code block, numbered, and it copies that block
+    links = t.links()
+    assert (f"ember:copycode/{a.id}/0", "Copy code") in links and (f"ember:copycode/{a.id}/1", "Copy code") in links
+    t.action.emit("copycode", a.id, 1)
+    assert QGuiApplication.clipboard().text() == "plain text block"
+    # a web link opens only when clicked, through the window's handler
+    opened: list[QUrl] = []
+    w.url_opener = opened.append
+    assert ("https://example.org/docs", "") in links and not opened
+    t.anchorClicked.emit(QUrl("https://example.org/docs"))
+    assert [u.toString() for u in opened] == ["https://example.org/docs"]
+    # an answer naming a local file as an image never makes the view read it
+    assert t.loadResource(2, QUrl("file:///etc/passwd")) is None
+    assert t.loadResource(2, QUrl("icon:copy")) is not None
+
+
+def test_header_names_model_and_time_and_has_icon_actions(qtbot: QtBot, make_window: Callable[..., MainWindow]) -> None:
+    w = make_window()
+    load(qtbot, w)
+    set_max_tokens(w, 4)
+    send(qtbot, w, "hi")
+    t = w.transcript
+    answer = w.store.thread(w.controller.conversation_id)[-1]
+    header = t.document().find("Ember").block().text()
+    assert "Tiny Test" in header  # the model's name
+    hrefs = [h for h, _tip in t.links()]
+    assert f"ember:copy/{answer.id}" in hrefs and f"ember:regenerate/{answer.id}" in hrefs
+    tips = dict(t.links())
+    assert tips[f"ember:regenerate/{answer.id}"].startswith("Regenerate")
+    assert t.last_announcement.startswith("Ember answered:")
+
+
+def test_send_and_regenerate_rewrite_only_the_end(qtbot: QtBot, make_window: Callable[..., MainWindow]) -> None:
+    w = make_window(lambda _ref: FakeBackend(n_tokens=30))
+    load(qtbot, w, "tiny.gguf")
+    cid = seed_long_chat(w.store, 20)
+    w._open_conversation(cid)
+    t = w.transcript
+    t.finish_rendering()
+    first_cursor = t._shown[0].start
+    first_block = first_cursor.block().blockNumber()
+    send(qtbot, w, "one more")
+    assert t._shown[0].start is first_cursor and first_cursor.block().blockNumber() == first_block  # untouched
+    assert t.shown_ids() == [m.id for m in w.store.thread(cid)]
+    with qtbot.waitSignal(w.controller.generating_changed, check_params_cb=lambda on: not on, timeout=20_000):
+        w.controller.regenerate()
+    qtbot.waitUntil(lambda: not t.rendering, timeout=20_000)
+    assert t._shown[0].start is first_cursor
+    assert t.shown_ids() == [m.id for m in w.store.thread(cid)]
+    assert "2/2" in t.plain_text() or len(t.links()) > 0
+
+
+def test_a_long_chat_opens_lazily_and_fills_in_above(qtbot: QtBot, make_window: Callable[..., MainWindow]) -> None:
+    w = make_window()
+    cid = seed_long_chat(w.store, 500)
+    t = w.transcript
+    w._open_conversation(cid)
+    ids = [m.id for m in w.store.thread(cid)]
+    assert 0 < len(t.shown_ids()) < 100 and t.shown_ids() == ids[-len(t.shown_ids()) :]  # the newest first
+    assert t.backfilling
+    bar = t.verticalScrollBar()
+    assert bar.value() == bar.maximum()  # at the newest message
+    qtbot.waitUntil(lambda: not t.backfilling, timeout=60_000)
+    assert t.shown_ids() == ids
+    assert bar.value() >= bar.maximum() - 4  # still at the newest message after everything above arrived
+    assert t.plain_text().index("Question 0:") < t.plain_text().index("Question 249:")
+    # a search hit far up jumps there (finishing the rendering first if needed)
+    w._open_conversation(cid, jump_to=ids[3])
+    assert t.shown_ids() == ids
+    top = t.cursorForPosition(t.viewport().rect().topLeft()).block().text()
+    assert "1" in top or "Question" in top or "Answer" in top
+
+
+def test_switching_while_filling_in_starts_over_cleanly(qtbot: QtBot, make_window: Callable[..., MainWindow]) -> None:
+    w = make_window()
+    a = seed_long_chat(w.store, 300, "first")
+    b = seed_long_chat(w.store, 6, "second")
+    w._open_conversation(a)
+    assert w.transcript.backfilling
+    w._open_conversation(b)
+    assert not w.transcript.backfilling
+    assert w.transcript.shown_ids() == [m.id for m in w.store.thread(b)]
+    assert "Question 0" in w.transcript.plain_text() and "Question 100" not in w.transcript.plain_text()
+
+
+def test_cards_are_painted_behind_each_message(qtbot: QtBot, make_window: Callable[..., MainWindow]) -> None:
+    w = make_window()
+    cid = seed_long_chat(w.store, 4)
+    w._open_conversation(cid)
+    t = w.transcript
+    t.verticalScrollBar().setValue(0)
+    image = t.viewport().grab().toImage()
+    y0, _y1 = t._extent(0)  # the first message is the user's: its card has the user tint
+    colour = image.pixelColor(int(t.document().documentMargin()) - 6, int(y0) + 4).name()
+    assert colour == LIGHT.user_card
+    c = QTextCursor(t.document())
+    assert c.document() is t.document()
+
+
+def test_chart_fits_the_answer_and_shows_latency(qtbot: QtBot, make_window: Callable[..., MainWindow]) -> None:
+    w = make_window(lambda _ref: FakeBackend(n_tokens=200, rate=800))
+    load(qtbot, w, "tiny.gguf")
+    set_max_tokens(w, 200)
+    send(qtbot, w, "go")
+    chart = w.side.metrics.chart
+    speed = chart.speed.points()
+    itl = chart.itl.points()
+    assert speed and itl
+    last_x = max(p.x() for p in speed + itl)
+    assert chart.axis_x.max() == pytest.approx(last_x, rel=0.05)  # fits the answer, not a fixed 0–5 s
+    assert chart.axis_speed.max() >= max(p.y() for p in speed)
+    assert chart.axis_itl.max() >= max(p.y() for p in itl)
+
+
+def test_itl_downsampling_keeps_spikes() -> None:
+    itl = [10.0] * 1000
+    itl[500] = 400.0
+    pts = downsample_itl(itl, 0.5, limit=100)
+    assert len(pts) <= 100 and max(p.y() for p in pts) == 400.0
+    assert pts[-1].x() == pytest.approx(0.5 + sum(itl) / 1000)
