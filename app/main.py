@@ -59,6 +59,20 @@ def build_window(
     )  # fmt: skip
 
 
+def install_translations(app: object, folder: Path | None = None, locale: object = None) -> bool:
+    """Ember's strings in the system language, when a translation for it ships in resources/i18n
+    (English, the source language, needs none)."""
+    from PySide6.QtCore import QLocale, QTranslator
+
+    from ember_chat.engine.resources import resources_dir
+
+    translator = QTranslator(app)
+    folder = folder or resources_dir() / "i18n"
+    if not translator.load(locale or QLocale.system(), "ember", "_", str(folder)):
+        return False
+    return app.installTranslator(translator)
+
+
 def _scripted_run_class() -> type:
     from PySide6.QtCore import QObject, QTimer, Slot
 
@@ -144,6 +158,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     app.setWindowIcon(app_icon())
     app.setStyle("Fusion")
+    install_translations(app)
     from ember_chat.app.single_instance import SingleInstance
     from ember_chat.engine.storage.paths import AppPaths
 

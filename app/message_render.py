@@ -12,7 +12,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from PySide6.QtCore import QCoreApplication
+from PySide6.QtCore import QCoreApplication, QUrl
 from PySide6.QtGui import (
     QColor,
     QFont,
@@ -121,9 +121,12 @@ class MessageWriter:
     def set_colors(self, colors: Colors, ratio: float) -> None:
         self.colors = colors
         self.code_formats = CodeFormats(colors)
+        self.ratio = ratio
         self.images = {f"icon:{name}": icon_image(name, colors.secondary, ICON_SIZE, ratio) for name in ACTION_ICONS}
         self.images["icon:avatar-user"] = icon_image("user", colors.user_accent, AVATAR_SIZE, ratio)
         self.images["icon:avatar-assistant"] = icon_image("assistant", colors.accent, AVATAR_SIZE, ratio)
+        for name, image in self.images.items():  # replaces what the document has cached
+            self.document.addResource(QTextDocument.ResourceType.ImageResource, QUrl(name), image)
         self.secondary = QTextCharFormat()
         self.secondary.setForeground(QColor(colors.secondary))
         self.small_secondary = QTextCharFormat(self.secondary)

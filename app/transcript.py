@@ -15,6 +15,7 @@ from __future__ import annotations
 import bisect
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from PySide6.QtCore import QRectF, Qt, QTimer, QUrl, Signal
@@ -94,6 +95,7 @@ class TranscriptView(QTextBrowser):
         self.anchorClicked.connect(self._on_anchor)
         self.highlighted.connect(lambda url: self.link_hovered.emit(url.toString() if url.isValid() else ""))
         self.document().setDocumentMargin(MIN_MARGIN)
+        self.document().setUndoRedoEnabled(False)  # read-only: an undo history would only grow
         self.writer = MessageWriter(self.document(), colors, self.devicePixelRatioF())
         self._shown: list[_Shown] = []
         self._older: list[tuple[Message, tuple[int, int] | None]] = []  # not written yet, oldest first
@@ -124,6 +126,8 @@ class TranscriptView(QTextBrowser):
 
     def paintEvent(self, event: QPaintEvent) -> None:  # Qt override
         """Cards behind the messages on screen, then the text over them."""
+        if self.devicePixelRatioF() != self.writer.ratio:  # moved to a screen of another density
+            self.writer.set_colors(self.writer.colors, self.devicePixelRatioF())
         if self._shown:
             painter = QPainter(self.viewport())
             painter.setRenderHint(QPainter.RenderHint.Antialiasing)
@@ -173,14 +177,15 @@ class TranscriptView(QTextBrowser):
         same = 0
         while same < min(len(keys), len(old_keys)) and keys[same] == old_keys[same]:
             same += 1
-        if same < len(self._older) or (not self._shown and not self._older):
+        if same == 0 or same < len(self._older):
             self._reset()  # another conversation (or the change is above what is written yet)
             self._open(pairs)
             return
         keep = same - len(self._older)
-        self._truncate(keep)
-        for m, b in pairs[same:]:
-            self._write_now(m, b)
+        with self._edit():
+            self._truncate(keep)
+            for m, b in pairs[same:]:
+                self._write_now(m, b)
         self._scroll_to_end()
 
     def _reset(self) -> None:
@@ -198,8 +203,9 @@ class TranscriptView(QTextBrowser):
             split -= 1
             chars += len(pairs[split][0].content) + 200
         self._older = pairs[:split]
-        for m, b in pairs[split:]:
-            self._write_now(m, b)
+        with self._edit():
+            for m, b in pairs[split:]:
+                self._write_now(m, b)
         self._scroll_to_end()
         if self._older:
             self._backfill = self._backfill_steps()
@@ -251,8 +257,9 @@ class TranscriptView(QTextBrowser):
 
     def _write_now(self, m: Message, branch: tuple[int, int] | None) -> None:
         c = self._end_cursor()
-        for _ in self._message_steps(c, m, branch, len(self._shown), first=not self._shown):
-            pass
+        with self._edit():
+            for _ in self._message_steps(c, m, branch, len(self._shown), first=not self._shown):
+                pass
 
     def _backfill_steps(self) -> Iterator[None]:
         """Older messages written above the shown ones, newest first, keeping the view still."""
@@ -267,13 +274,29 @@ class TranscriptView(QTextBrowser):
             QTextCursor(self._shown[1].start.block()).mergeBlockFormat(gap)
             yield
 
+    @contextmanager
+    def _edit(self) -> Iterator[None]:
+        """One edit block: the document lays itself out once at its end, not after every insertion (an
+        insertion above the text on screen costs a few ms of layout each)."""
+        c = QTextCursor(self.document())
+        c.beginEditBlock()
+        try:
+            yield
+        finally:
+            c.endEditBlock()
+
+    def _step(self, steps: Iterator[None]) -> bool:
+        """One step of background work in its own edit block; False when there was none left."""
+        with self._edit():
+            return next(steps, StopIteration) is not StopIteration
+
     def _run_slice(self) -> None:
         """Background work for one slice: a finished answer's rendering first, then older messages."""
         deadline = time.perf_counter() + SLICE_S
         bar = self.verticalScrollBar()
         while time.perf_counter() < deadline:
             if self._final is not None:
-                if next(self._final, StopIteration) is StopIteration:
+                if not self._step(self._final):
                     self._final = None
                 continue
             if self._backfill is None:
@@ -281,7 +304,7 @@ class TranscriptView(QTextBrowser):
             at_end = bar.value() >= bar.maximum() - 4
             anchor = self._shown[0] if self._shown else None
             before = self._top_of(anchor)
-            done = next(self._backfill, StopIteration) is StopIteration
+            done = not self._step(self._backfill)
             if done:
                 self._backfill = None
             if at_end:
@@ -298,12 +321,13 @@ class TranscriptView(QTextBrowser):
 
     def finish_rendering(self, final_only: bool = False) -> None:
         """Complete pending background work now (tests, export, a jump to an old message)."""
-        while self._final is not None:
-            if next(self._final, StopIteration) is StopIteration:
-                self._final = None
-        while not final_only and self._backfill is not None:
-            if next(self._backfill, StopIteration) is StopIteration:
-                self._backfill = None
+        with self._edit():
+            while self._final is not None:
+                if not self._step(self._final):
+                    self._final = None
+            while not final_only and self._backfill is not None:
+                if not self._step(self._backfill):
+                    self._backfill = None
 
     @property
     def rendering(self) -> bool:

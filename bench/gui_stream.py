@@ -2,8 +2,10 @@
 the real window (offscreen); then the real starter model through the GUI vs directly (the CLI path).
 
 Prints JSON: longest event-loop stall (budget <= 50 ms), tokens/s displayed (>= 5,000), GUI time per
-token at the start vs the end of the message (end/start <= 1.5), and decode tok/s of the starter
-model through the GUI / through the runtime directly (>= 0.97).
+token at the start vs the end of the message (end/start <= 1.5), the long-chat case (a 500-message
+Markdown chat: switching to it, then sending and streaming 20,000 tokens into it, longest stall
+<= 50 ms each), and decode tok/s of the starter model through the GUI / through the runtime directly
+(>= 0.97).
 
     python bench/gui_stream.py --json
 """
@@ -30,6 +32,7 @@ from ember_chat.app.main import build_window
 from ember_chat.engine.inference.events import Finished
 from ember_chat.engine.inference.messages import ChatMessage
 from ember_chat.engine.storage.paths import AppPaths
+from tests.chat_fixtures import seed_long_chat
 from tests.fake_backend import FakeBackend
 
 
@@ -183,6 +186,59 @@ def starter_gui_vs_direct(paths: AppPaths, runs: int, tokens: int) -> dict[str, 
     }
 
 
+def _drain(window: object) -> None:
+    """Run the event loop until the transcript has no background work left, and 100 ms more (so the
+    stall probe ticks after the last piece of work)."""
+    t = window.transcript
+    while t.rendering or t.backfilling:
+        QApplication.processEvents(QEventLoop.ProcessEventsFlag.WaitForMoreEvents)
+    loop = QEventLoop()
+    QTimer.singleShot(100, loop.quit)
+    loop.exec()
+
+
+def long_chat(paths: AppPaths, n_messages: int, n_tokens: int, rate: float) -> dict[str, float]:
+    """A chat of `n_messages` Markdown messages: switch to it, send in it, stream into it."""
+    window = build_window(paths, backend_factory=lambda _ref: FakeBackend(n_tokens=n_tokens, rate=rate))
+    window.resize(1280, 800)
+    window.show()
+    (paths.default_models_dir / "fake.gguf").write_bytes(b"")
+    window.load_model("fake.gguf")
+    wait_loaded(window)
+    window.side.params.max_tokens.setValue(n_tokens)
+    other = seed_long_chat(window.store, 4, "short chat")
+    long_id = seed_long_chat(window.store, n_messages, "long chat")
+    window._open_conversation(other)
+    _drain(window)
+
+    probe = StallProbe()
+    probe.start()
+    t0 = time.perf_counter()
+    window._open_conversation(long_id)
+    t_shown = time.perf_counter()
+    _drain(window)
+    t_filled = time.perf_counter() - 0.1
+    switch_stall = probe.max_gap
+    assert len(window.transcript.shown_ids()) == n_messages
+
+    probe.max_gap = 0.0
+    probe.last = time.perf_counter()
+    window.controller.send("one more question")
+    wait_until_idle(window)
+    _drain(window)
+    send_stall = probe.max_gap
+    probe.timer.stop()
+    window.close()
+    window.store.close()
+    return {
+        "long_chat_messages": n_messages,
+        "long_chat_switch_ms": round((t_shown - t0) * 1e3, 1),
+        "long_chat_filled_in_ms": round((t_filled - t0) * 1e3, 1),
+        "long_chat_switch_longest_stall_ms": round(switch_stall * 1e3, 2),
+        "long_chat_send_and_stream_longest_stall_ms": round(send_stall * 1e3, 2),
+    }
+
+
 def competing_load() -> subprocess.Popen[bytes]:
     """Another program keeping one core busy (what a browser or a build does to a laptop)."""
     return subprocess.Popen([sys.executable, "-c", "while True: pass"])
@@ -193,6 +249,7 @@ def main() -> int:
     ap.add_argument("--tokens", type=int, default=20_000)
     ap.add_argument("--rate", type=float, default=20_000, help="fake engine tokens/s (0: unpaced)")
     ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--long-chat", type=int, default=500, help="messages in the long-chat case")
     ap.add_argument("--starter-tokens", type=int, default=128)
     ap.add_argument("--no-starter", action="store_true")
     ap.add_argument("--competing-load", action="store_true", help="also measure with another process busy on one core")
@@ -205,6 +262,9 @@ def main() -> int:
         paths.default_models_dir.mkdir(parents=True)
         result = stream_fake(paths, args.tokens, args.rate)
         result["end_over_start"] = round(result["gui_us_per_token_end"] / result["gui_us_per_token_start"], 3)
+        long_paths = AppPaths(Path(tmp) / "data-long", Path(tmp) / "config-long")
+        long_paths.default_models_dir.mkdir(parents=True)
+        result.update(long_chat(long_paths, args.long_chat, args.tokens, args.rate))
         if not args.no_starter:
             real_paths = AppPaths(Path(tmp) / "data2", Path(tmp) / "config2")
             result.update(starter_gui_vs_direct(real_paths, args.runs, args.starter_tokens))

@@ -91,3 +91,31 @@ def test_lupdate_extracts_the_strings(tmp_path: Path) -> None:
     assert messages >= 250, messages
     for source in ("Conversation transcript", "Copy message", "Keyboard shortcuts", "Welcome to Ember", "Send"):
         assert f"<source>{source}</source>" in text, source
+
+
+def test_a_translation_is_loaded_for_the_system_language(qtbot: object, tmp_path: Path) -> None:
+    """The whole path a translator would take: extract, translate one string, compile, load."""
+    from PySide6.QtCore import QCoreApplication, QLocale, QTranslator
+
+    from ember_chat.app.main import install_translations
+    from ember_chat.app.widgets import Composer
+
+    tools = Path(sys.executable).parent
+    ts = tmp_path / "ember_de.ts"
+    subprocess.run([tools / "pyside6-lupdate", APP / "widgets.py", "-ts", ts], check=True, capture_output=True)
+    text = ts.read_text(encoding="utf-8")
+    marker = '<source>Send</source>\n        <translation type="unfinished"></translation>'
+    assert marker in text
+    ts.write_text(text.replace(marker, "<source>Send</source>\n        <translation>Senden</translation>"))
+    subprocess.run([tools / "pyside6-lrelease", ts, "-qm", tmp_path / "ember_de.qm"], check=True, capture_output=True)
+    app = QCoreApplication.instance()
+    assert install_translations(app, tmp_path, QLocale("de_DE"))
+    try:
+        composer = Composer()
+        qtbot.addWidget(composer)
+        assert composer.button.text() == "Senden"
+    finally:
+        for translator in app.findChildren(QTranslator):
+            app.removeTranslator(translator)
+            translator.deleteLater()
+    assert not install_translations(app, tmp_path, QLocale("fr_FR"))  # no French file: English stays

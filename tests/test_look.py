@@ -257,3 +257,20 @@ def test_itl_downsampling_keeps_spikes() -> None:
     pts = downsample_itl(itl, 0.5, limit=100)
     assert len(pts) <= 100 and max(p.y() for p in pts) == 400.0
     assert pts[-1].x() == pytest.approx(0.5 + sum(itl) / 1000)
+
+
+def test_icons_are_drawn_for_the_screen_density(qtbot: QtBot, make_window: Callable[..., MainWindow]) -> None:
+    from ember_chat.app.icons import icon_image, themed_icon
+    from ember_chat.engine.resources import ui_icon_names
+
+    for name in ui_icon_names():
+        sharp = icon_image(name, LIGHT.text, 16, 2.0)
+        assert (sharp.width(), sharp.devicePixelRatio()) == (32, 2.0)
+        assert any(sharp.pixelColor(x, y).alpha() for x in range(32) for y in range(32)), name  # not blank
+    icon = themed_icon("copy", DARK)
+    assert {s.width() for s in icon.availableSizes()} >= {16, 32, 48}
+    w = make_window()
+    t = w.transcript
+    t.writer.set_colors(DARK, 2.0)  # what a move to a 2× screen does
+    image = t.document().resource(2, QUrl("icon:copy"))
+    assert image.devicePixelRatio() == 2.0 and image.width() == 32
