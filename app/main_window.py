@@ -3,7 +3,6 @@ bar on top, the side panel (parameters, live metrics) on the right, and the menu
 
 from __future__ import annotations
 
-from itertools import pairwise
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -28,6 +27,7 @@ from ember_chat.app.bridge import EngineBridge
 from ember_chat.app.chat_controller import ChatController
 from ember_chat.app.menus import about_text, build_menus
 from ember_chat.app.model_bar import ModelBar
+from ember_chat.app.navigation import focus_pane, set_tab_order
 from ember_chat.app.side_panel import SidePanel
 from ember_chat.app.theme import app_icon, apply_theme
 from ember_chat.app.transcript import TranscriptView
@@ -119,7 +119,7 @@ class MainWindow(QMainWindow):
         self.api = ApiServerControl(self, self)
         self._wire()
         build_menus(self)
-        self._set_tab_order()
+        set_tab_order(self)
         self.apply_icons()
         self._apply_settings_defaults()
         self.reload_models()
@@ -523,36 +523,7 @@ class MainWindow(QMainWindow):
 
     def focus_pane(self, pane: str) -> None:
         """View ▸ Go to: move the keyboard focus to a part of the window."""
-        if pane == "side" and not self.side.isVisible():
-            self.toggle_side_panel()
-        target = {
-            "chats": self.conversations.list,
-            "search": self.conversations.search,
-            "transcript": self.centre_stack.currentWidget(),  # (the welcome panel before the first chat)
-            "composer": self.composer.editor,
-            "side": self.side.tabBar(),
-            "model": self.model_picker,
-        }[pane]
-        if target is self.welcome:
-            target = next(b for b in (self.welcome.starter, self.welcome.manager) if b.isVisible())
-        target.setFocus(Qt.FocusReason.ShortcutFocusReason)
-
-    def _set_tab_order(self) -> None:
-        """Tab goes around the window as it reads: chats, model bar, transcript, message box, side panel."""
-        chain = [
-            self.conversations.new_button,
-            self.conversations.search,
-            self.conversations.list,
-            self.model_picker,
-            self.model_bar.unload,
-            self.banner.close_button,
-            self.transcript,
-            self.composer.editor,
-            self.composer.button,
-            self.side.tabBar(),
-        ]
-        for a, b in pairwise(chain):
-            QWidget.setTabOrder(a, b)
+        focus_pane(self, pane)
 
     def show_about(self) -> None:
         QMessageBox.about(self, self.tr("About Ember"), about_text())

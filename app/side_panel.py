@@ -24,6 +24,7 @@ from ember_chat.engine.inference.metrics import GenerationMetrics, percentile
 from ember_chat.engine.inference.params import SPECS, SamplingParams
 
 CONTEXT_UPDATE_MS = 500
+LIVE_UPDATE_MS = 200
 
 
 def _fmt(value: float | None, unit: str, digits: int = 2) -> str:
@@ -150,6 +151,7 @@ class MetricsPanel(QWidget):
         self._itl_samples: list[float] = []
         self._clock = QElapsedTimer()
         self._context_clock = QElapsedTimer()
+        self._live_clock = QElapsedTimer()
         self._waiting = QTimer(self)
         self._waiting.setInterval(100)
         self._waiting.timeout.connect(self._tick)
@@ -160,17 +162,24 @@ class MetricsPanel(QWidget):
             w.setText("—")
         self.ttft.setText(self.tr("{s:.1f} s …").format(s=0.0))
         self._clock.start()
+        self._live_clock.invalidate()
         self._waiting.start()
 
     def _tick(self) -> None:
         self.ttft.setText(self.tr("{s:.1f} s …").format(s=self._clock.elapsed() / 1000))
 
     def update_live(self, snap: dict[str, Any]) -> None:
-        if snap.get("ttft_s") is not None:
+        """TTFT and prefill as soon as the first token is there; the running figures and the chart at
+        most every LIVE_UPDATE_MS (each repaint of a label or the chart is CPU the model could use;
+        the final figures replace them exactly)."""
+        if snap.get("ttft_s") is not None and self._waiting.isActive():
             self._waiting.stop()
             self.ttft.setText(_fmt(snap["ttft_s"], "s"))
-        if snap.get("prefill_tokens_per_s") is not None:
-            self.prefill.setText(_fmt(snap["prefill_tokens_per_s"], "tok/s", 1))
+            if snap.get("prefill_tokens_per_s") is not None:
+                self.prefill.setText(_fmt(snap["prefill_tokens_per_s"], "tok/s", 1))
+        if self._live_clock.isValid() and self._live_clock.elapsed() < LIVE_UPDATE_MS:
+            return
+        self._live_clock.start()
         tps = snap.get("decode_tokens_per_s")
         if tps is not None:
             self.decode.setText(_fmt(tps, "tok/s", 1))

@@ -158,6 +158,8 @@ class SpeedChart:
         """Fit both axes to the whole answer, with the exact per-token latencies."""
         if itl_ms:
             self.itl.replace(downsample_itl(itl_ms, m.ttft_s or 0.0))
+        if m.decode_tokens_per_s is not None:  # the line ends where the answer did, at its final rate
+            self.speed.append(m.e2e_s, m.decode_tokens_per_s)
         points = self.speed.points()
         end = max([m.e2e_s, *(p.x() for p in points), *(p.x() for p in self.itl.points())])
         self.axis_x.setRange(0, end)

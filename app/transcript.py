@@ -177,11 +177,11 @@ class TranscriptView(QTextBrowser):
         same = 0
         while same < min(len(keys), len(old_keys)) and keys[same] == old_keys[same]:
             same += 1
-        if same == 0 or same < len(self._older):
-            self._reset()  # another conversation (or the change is above what is written yet)
+        keep = same - len(self._older)  # shown messages that stay
+        if same == 0 or keep < 0 or (keep == 0 and self._older):
+            self._reset()  # another conversation, or a change at or above what is written yet
             self._open(pairs)
             return
-        keep = same - len(self._older)
         with self._edit():
             self._truncate(keep)
             for m, b in pairs[same:]:

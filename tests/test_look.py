@@ -237,14 +237,14 @@ def test_cards_are_painted_behind_each_message(qtbot: QtBot, make_window: Callab
 
 
 def test_chart_fits_the_answer_and_shows_latency(qtbot: QtBot, make_window: Callable[..., MainWindow]) -> None:
-    w = make_window(lambda _ref: FakeBackend(n_tokens=200, rate=800))
+    w = make_window(lambda _ref: FakeBackend(n_tokens=200, rate=300))
     load(qtbot, w, "tiny.gguf")
     set_max_tokens(w, 200)
     send(qtbot, w, "go")
     chart = w.side.metrics.chart
     speed = chart.speed.points()
     itl = chart.itl.points()
-    assert speed and itl
+    assert len(speed) >= 2 and len(itl) >= 100  # live points (at most 5 a second), then every token's ITL
     last_x = max(p.x() for p in speed + itl)
     assert chart.axis_x.max() == pytest.approx(last_x, rel=0.05)  # fits the answer, not a fixed 0–5 s
     assert chart.axis_speed.max() >= max(p.y() for p in speed)
