@@ -164,7 +164,6 @@ def style_sheet(c: Colors) -> str:
     return f"""
 #modelBar {{ border-bottom: 1px solid {c.border}; }}
 #backendBadge {{ padding: 2px 8px; border-radius: 8px; background: {c.alt_base}; color: {c.secondary}; }}
-QTextBrowser#transcript {{ border: none; }}
 #banner[kind="error"] {{ background: {c.error_bg}; color: {c.error_text}; }}
 #banner[kind="notice"] {{ background: {c.notice_bg}; color: {c.text}; }}
 QToolButton:focus, QPushButton:focus, QComboBox:focus {{ outline: none; }}

@@ -31,7 +31,7 @@ from PySide6.QtGui import (
     QTextCharFormat,
     QTextCursor,
 )
-from PySide6.QtWidgets import QTextBrowser, QToolTip, QWidget
+from PySide6.QtWidgets import QFrame, QTextBrowser, QToolTip, QWidget
 
 from ember_chat.app.message_render import (
     HEADER_GAP,
@@ -86,6 +86,7 @@ class TranscriptView(QTextBrowser):
     def __init__(self, colors: Colors, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setObjectName("transcript")
+        self.setFrameShape(QFrame.Shape.NoFrame)  # (not a style sheet: a styled view repaints more)
         self.setOpenLinks(False)
         self.setOpenExternalLinks(False)
         self.setAccessibleName(self.tr("Conversation transcript"))
@@ -350,7 +351,7 @@ class TranscriptView(QTextBrowser):
         )
         self._start_message(QTextCursor(c.block()), message_id, "assistant", len(self._shown))
         self.writer.fresh_block(c)
-        self._stream = (message_id, QTextCursor(c))
+        self._stream = (message_id, self._anchor(c))
         self._scroll_to_end()
 
     def resume_stream(self, message_id: int) -> None:
@@ -360,7 +361,15 @@ class TranscriptView(QTextBrowser):
             self._shown[-1].key = None
         c = self._end_cursor()
         self.writer.fresh_block(c)
-        self._stream = (message_id, QTextCursor(c))
+        self._stream = (message_id, self._anchor(c))
+
+    @staticmethod
+    def _anchor(c: QTextCursor) -> QTextCursor:
+        """Where a stream's plain text starts: it stays there as the text is appended at it, and moves
+        only with insertions above it (older messages filled in)."""
+        anchor = QTextCursor(c)
+        anchor.setKeepPositionOnInsert(True)
+        return anchor
 
     def append_stream(self, text: str) -> None:
         if self._stream is None or not text:

@@ -274,3 +274,29 @@ def test_icons_are_drawn_for_the_screen_density(qtbot: QtBot, make_window: Calla
     t.writer.set_colors(DARK, 2.0)  # what a move to a 2× screen does
     image = t.document().resource(2, QUrl("icon:copy"))
     assert image.devicePixelRatio() == 2.0 and image.width() == 32
+
+
+def test_the_streamed_plain_text_is_replaced_by_its_rendering(
+    qtbot: QtBot, make_window: Callable[..., MainWindow]
+) -> None:
+    w = make_window(lambda _ref: FakeBackend(n_tokens=30, rate=400))  # several batches, not one
+    load(qtbot, w, "tiny.gguf")
+    set_max_tokens(w, 30)
+    send(qtbot, w, "stream")
+    text = w.transcript.plain_text()
+    assert text.count("naïve café") == 3  # once per cycle of the fake's 10 words: not the plain copy too
+    assert "**" not in text and "`" not in text  # the Markdown rendering, not the raw stream
+    assert text.count("Ember streams") == 3
+
+
+def test_chart_points_have_tooltips(qtbot: QtBot, make_window: Callable[..., MainWindow]) -> None:
+    from PySide6.QtCore import QPointF
+    from PySide6.QtWidgets import QToolTip
+
+    w = make_window()
+    chart = w.side.metrics.chart
+    chart.speed.hovered.emit(QPointF(1.25, 42.0), True)
+    assert QToolTip.text() == "42.0 tok/s at 1.25 s"
+    chart.itl.hovered.emit(QPointF(2.0, 17.5), True)
+    assert QToolTip.text() == "17.5 ms between tokens at 2.00 s"
+    chart.itl.hovered.emit(QPointF(2.0, 17.5), False)
