@@ -319,6 +319,9 @@ class ChatController(QObject):
             self.continue_answer(message_id)
         elif verb == "edit":
             self.edit_requested.emit(message_id)
+        elif verb == "think":
+            self.transcript.toggle_thinking(message_id)
+            self.refresh()
         elif verb in ("prev", "next"):
             self.after_stop(lambda: self.switch_branch(message_id, -1 if verb == "prev" else 1))
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from PySide6.QtCore import QSettings, Qt, QUrl, Signal, Slot
+from PySide6.QtCore import QEvent, QSettings, Qt, QUrl, Signal, Slot
 from PySide6.QtGui import QCloseEvent, QDesktopServices
 from PySide6.QtWidgets import (
     QApplication,
@@ -182,12 +182,17 @@ class MainWindow(QMainWindow):
         visible = st.value("side_panel", True, type=bool)  # first: a hidden panel sets no minimum height
         self.side.setVisible(visible)
         self.side_action.setChecked(visible)
+        self._relayout()
         if st.value("geometry"):
             self.restoreGeometry(st.value("geometry"))
         else:
             self.resize(1280, 800)
         if st.value("splitter"):
             self.splitter.restoreState(st.value("splitter"))
+
+    def _relayout(self) -> None:
+        self.splitter.updateGeometry()
+        QApplication.sendPostedEvents(None, QEvent.Type.LayoutRequest)
 
     def save_state(self) -> None:
         self.window_state.setValue("geometry", self.saveGeometry())
@@ -499,6 +504,7 @@ class MainWindow(QMainWindow):
     def toggle_side_panel(self) -> None:
         self.side.setVisible(not self.side.isVisible())
         self.side_action.setChecked(self.side.isVisible())
+        self._relayout()  # the window's minimum size follows at once (a hidden panel sets none)
 
     def set_theme(self, name: str) -> None:
         self.settings = self.settings.with_changes(theme=name)

@@ -30,6 +30,7 @@ from PySide6.QtGui import (
 from ember_chat.app.code_highlight import CodeFormats, insert_highlighted, language_label
 from ember_chat.app.icons import icon_image
 from ember_chat.app.theme import Colors
+from ember_chat.engine.inference.reasoning import Split, split_thinking
 
 SEGMENT_CHARS = 3000
 ICON_SIZE = 16
@@ -193,9 +194,38 @@ class MessageWriter:
         self.fresh_block(c, fmt)
         c.insertText(line, self.small_secondary)
 
+    # ----- thinking
+    def thinking_format(self) -> QTextCharFormat:
+        fmt = QTextCharFormat(self.secondary)
+        fmt.setFontItalic(True)
+        return fmt
+
+    def thinking_line(self, c: QTextCursor, message_id: int, split: Split, expanded: bool) -> None:
+        """The fold of a reasoning model's thinking: ▸ Thinking · N words (a link that opens it)."""
+        self.fresh_block(c)
+        words = len(split.thinking.split())
+        label = tr("Thinking…") if split.open else tr("Thinking")
+        link = QTextCharFormat(self.secondary)
+        link.setFontWeight(QFont.Weight.DemiBold)
+        link.setAnchor(True)
+        link.setAnchorHref(f"ember:think/{message_id}")
+        link.setToolTip(tr("Hide the model's thinking") if expanded else tr("Show the model's thinking"))
+        c.insertText(("▾ " if expanded else "▸ ") + label, link)
+        c.insertText("  · " + tr("{n} words").format(n=words), self.small_secondary)
+        c.setCharFormat(QTextCharFormat())
+        if expanded:
+            self.fresh_block(c)
+            c.insertText(split.thinking.replace("\n", "\u2028"), self.thinking_format())
+
     # ----- Markdown and code
-    def body_steps(self, c: QTextCursor, markdown: str, message_id: int) -> Iterator[None]:
-        """Write the Markdown body one segment per step."""
+    def body_steps(self, c: QTextCursor, markdown: str, message_id: int, expanded: bool = False) -> Iterator[None]:
+        """Write an answer one segment per step: its thinking (folded unless `expanded` or still
+        going), then its Markdown."""
+        split = split_thinking(markdown)
+        if split.thinking or split.open:
+            self.thinking_line(c, message_id, split, expanded or split.open)
+            markdown = split.answer
+            yield
         segments = split_segments(markdown) or [Segment("markdown", " ")]
         for seg in segments:
             if seg.kind == "code":

@@ -117,6 +117,8 @@ class MetricsPanel(QWidget):
         self.decode = QLabel("—")
         self.prefill = QLabel("—")
         self.output = QLabel("—")
+        self.thinking = QLabel("—")
+        self.thinking.setToolTip(self.tr("Output tokens spent thinking, and when the answer proper began"))
         self.context = QProgressBar()
         self.context.setAccessibleName(self.tr("Context used"))
         self.context.setFormat(self.tr("%v / %m tokens"))
@@ -127,6 +129,7 @@ class MetricsPanel(QWidget):
             (self.tr("Decode"), self.decode),
             (self.tr("Prefill"), self.prefill),
             (self.tr("Output tokens"), self.output),
+            (self.tr("Thinking"), self.thinking),
             (self.tr("Context"), self.context),
         ):
             w.setAccessibleName(label)
@@ -158,7 +161,7 @@ class MetricsPanel(QWidget):
 
     def begin(self) -> None:
         self.chart.begin()
-        for w in (self.decode, self.prefill, self.output):
+        for w in (self.decode, self.prefill, self.output, self.thinking):
             w.setText("—")
         self.ttft.setText(self.tr("{s:.1f} s …").format(s=0.0))
         self._clock.start()
@@ -185,6 +188,7 @@ class MetricsPanel(QWidget):
             self.decode.setText(_fmt(tps, "tok/s", 1))
             self.chart.add(snap.get("elapsed_s") or 0.0, tps, int(snap.get("output_tokens") or 0))
         self.output.setText(str(snap.get("output_tokens", 0)))
+        self.thinking.setText(self._thinking_text(snap.get("thinking_tokens") or 0, snap.get("ttfat_s")))
         if snap.get("n_ctx"):
             self._show_context(int(snap["context_used"]), int(snap["n_ctx"]), live=True)
 
@@ -209,12 +213,21 @@ class MetricsPanel(QWidget):
         self.decode.setText(_fmt(m.decode_tokens_per_s, "tok/s", 1))
         self.prefill.setText(_fmt(m.prefill_tokens_per_s, "tok/s", 1))
         self.output.setText(str(m.output_tokens))
+        self.thinking.setText(self._thinking_text(m.thinking_tokens, m.ttfat_s))
         self._show_context(m.context_used, m.n_ctx, live=False)
         if m.ttft_s is not None:
             self._ttft_samples.append(m.ttft_s)
         self._itl_samples.extend(itl_ms)
         self.session_ttft.setText(self._pcts(self._ttft_samples, 1000.0, "ms"))
         self.session_itl.setText(self._pcts(self._itl_samples, 1.0, "ms"))
+
+    def _thinking_text(self, tokens: int, ttfat_s: float | None) -> str:
+        """e.g. '212 tokens · answer at 4.10 s' (time to the first answer token)."""
+        if not tokens:
+            return "—"
+        if ttfat_s is None:
+            return self.tr("{n} tokens · still thinking").format(n=tokens)
+        return self.tr("{n} tokens · answer at {s:.2f} s").format(n=tokens, s=ttfat_s)
 
     @staticmethod
     def _pcts(values: list[float], scale: float, unit: str) -> str:

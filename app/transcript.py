@@ -23,6 +23,7 @@ from PySide6.QtGui import (
     QAccessible,
     QAccessibleAnnouncementEvent,
     QColor,
+    QFont,
     QPainter,
     QPaintEvent,
     QPen,
@@ -42,6 +43,7 @@ from ember_chat.app.message_render import (
 )
 from ember_chat.app.theme import Colors
 from ember_chat.engine.inference.metrics import GenerationMetrics
+from ember_chat.engine.inference.reasoning import ThinkingStream, answer_only
 from ember_chat.engine.storage.conversations import Message
 
 __all__ = ["TranscriptView", "code_blocks"]
@@ -64,9 +66,10 @@ def _interrupted(m: Message) -> bool:
     return m.role == "assistant" and (not m.complete or (m.metrics or {}).get("stop_reason") == "interrupted")
 
 
-def _key(m: Message, branch: tuple[int, int] | None) -> tuple:
+def _key(m: Message, branch: tuple[int, int] | None, expanded: bool = False) -> tuple:
     """What a message looks like: the same key means nothing to re-write."""
-    return (m.id, m.role, m.content, _interrupted(m), _summary(m), branch if branch and branch[1] > 1 else None)
+    branch = branch if branch and branch[1] > 1 else None
+    return (m.id, m.role, m.content, _interrupted(m), _summary(m), branch, expanded)
 
 
 @dataclass
@@ -108,6 +111,9 @@ class TranscriptView(QTextBrowser):
         self._slicer.setInterval(0)
         self._slicer.timeout.connect(self._run_slice)
         self.last_announcement = ""
+        self._expanded: set[int] = set()  # answers whose thinking is open
+        self._thinking: ThinkingStream | None = None  # splits the streaming answer
+        self._thinking_at: QTextCursor | None = None  # where the streaming thinking starts
 
     # ----- look
     def set_colors(self, colors: Colors) -> None:
@@ -173,8 +179,8 @@ class TranscriptView(QTextBrowser):
         self.finish_rendering(final_only=True)
         self._stream = None
         pairs = [(m, branch_info.get(m.id)) for m in messages]
-        keys = [_key(m, b) for m, b in pairs]
-        old_keys = [_key(m, b) for m, b in self._older] + [s.key for s in self._shown]
+        keys = [self._key(m, b) for m, b in pairs]
+        old_keys = [self._key(m, b) for m, b in self._older] + [s.key for s in self._shown]
         same = 0
         while same < min(len(keys), len(old_keys)) and keys[same] == old_keys[same]:
             same += 1
@@ -246,7 +252,7 @@ class TranscriptView(QTextBrowser):
         shown = self._start_message(QTextCursor(c.block()), m.id, m.role, index)
         shown.start.setKeepPositionOnInsert(False)
         if m.role == "assistant":
-            yield from self.writer.body_steps(c, m.content, m.id)
+            yield from self.writer.body_steps(c, m.content, m.id, m.id in self._expanded)
             line = _summary(m)  # (says "interrupted" when the stream was cut)
             if not m.complete:
                 line = f"{line} · {self.tr('interrupted')}" if line else self.tr("interrupted")
@@ -254,7 +260,14 @@ class TranscriptView(QTextBrowser):
                 self.writer.metrics_line(c, line)
         else:
             self.writer.plain(c, m.content)
-        shown.key = _key(m, branch)
+        shown.key = self._key(m, branch)
+
+    def _key(self, m: Message, branch: tuple[int, int] | None) -> tuple:
+        return _key(m, branch, m.id in self._expanded)
+
+    def toggle_thinking(self, message_id: int) -> None:
+        """Open or fold an answer's thinking (the caller shows the thread again)."""
+        self._expanded ^= {message_id}
 
     def _write_now(self, m: Message, branch: tuple[int, int] | None) -> None:
         c = self._end_cursor()
@@ -352,6 +365,7 @@ class TranscriptView(QTextBrowser):
         self._start_message(QTextCursor(c.block()), message_id, "assistant", len(self._shown))
         self.writer.fresh_block(c)
         self._stream = (message_id, self._anchor(c))
+        self._thinking, self._thinking_at = ThinkingStream(), None
         self._scroll_to_end()
 
     def resume_stream(self, message_id: int) -> None:
@@ -362,6 +376,7 @@ class TranscriptView(QTextBrowser):
         c = self._end_cursor()
         self.writer.fresh_block(c)
         self._stream = (message_id, self._anchor(c))
+        self._thinking, self._thinking_at = None, None  # (the continued text shows as it comes)
 
     @staticmethod
     def _anchor(c: QTextCursor) -> QTextCursor:
@@ -376,14 +391,45 @@ class TranscriptView(QTextBrowser):
             return
         bar = self.verticalScrollBar()
         follow = bar.value() >= bar.maximum() - 4
+        thinking, answer = self._thinking.feed(text) if self._thinking is not None else ("", text)
+        if thinking:
+            self._append_thinking(thinking)
+        if answer:
+            if self._thinking_at is not None:
+                self._fold_streamed_thinking()
+            self._append_plain(answer, QTextCharFormat())
+        if follow:
+            bar.setValue(bar.maximum())
+
+    def _append_plain(self, text: str, fmt: QTextCharFormat) -> None:
         c = self._end_cursor()
         # Qt lays out a whole paragraph at a time: cap the block being appended to, so the cost of
         # an append stays flat even in one endless paragraph (Markdown rendering at the end joins it).
         if c.block().length() > STREAM_BLOCK_CHARS:
             c.insertBlock()
-        c.insertText(text, QTextCharFormat())
-        if follow:
-            bar.setValue(bar.maximum())
+        c.insertText(text, fmt)
+
+    def _append_thinking(self, text: str) -> None:
+        """Thinking streams live under a "Thinking…" label, in the secondary colour."""
+        if self._thinking_at is None:
+            c = self._end_cursor()
+            self._thinking_at = self._anchor(c)
+            label = QTextCharFormat(self.writer.small_secondary)
+            label.setFontWeight(QFont.Weight.DemiBold)
+            c.insertText("▾ " + self.tr("Thinking…"), label)
+            c.insertBlock(QTextBlockFormat(), QTextCharFormat())
+        self._append_plain(text, self.writer.thinking_format())
+
+    def _fold_streamed_thinking(self) -> None:
+        """The answer starts: the thinking folds into one line (the finished answer's fold opens it)."""
+        assert self._thinking_at is not None
+        c = QTextCursor(self.document())
+        c.setPosition(self._thinking_at.position())
+        c.movePosition(QTextCursor.MoveOperation.End, QTextCursor.MoveMode.KeepAnchor)
+        c.removeSelectedText()
+        c.insertText("▸ " + self.tr("Thinking"), self.writer.small_secondary)
+        c.insertBlock(QTextBlockFormat(), QTextCharFormat())
+        self._thinking_at = None
 
     def end_stream(self, markdown: str, summary: str | None) -> None:
         """Replace the streamed plain text by its Markdown rendering, a slice at a time; the plain text
@@ -400,7 +446,7 @@ class TranscriptView(QTextBrowser):
         c.setPosition(at)
         c.insertBlock()  # the rendering goes above the plain text, which moves down one paragraph
         c.setPosition(at)
-        yield from self.writer.body_steps(c, markdown, message_id)
+        yield from self.writer.body_steps(c, markdown, message_id, message_id in self._expanded)
         # Rendering complete: drop the plain streamed text, then the metrics line.
         c.movePosition(QTextCursor.MoveOperation.End, QTextCursor.MoveMode.KeepAnchor)
         c.removeSelectedText()
@@ -408,9 +454,9 @@ class TranscriptView(QTextBrowser):
             self.writer.metrics_line(c, summary)
         shown = self._shown[-1] if self._shown and self._shown[-1].message_id == message_id else None
         if shown is not None:
-            shown.key = (message_id, "assistant", markdown, False, summary, None)
+            shown.key = (message_id, "assistant", markdown, False, summary, None, message_id in self._expanded)
         self._scroll_to_end()
-        self.announce(self.tr("Ember answered: {text}").format(text=markdown[:1000]))
+        self.announce(self.tr("Ember answered: {text}").format(text=answer_only(markdown)[:1000]))
         self.rendered.emit()
 
     def announce(self, text: str) -> None:

@@ -12,15 +12,21 @@ from ember_chat.engine.inference.events import Event, Finished, PromptReady, Tok
 from ember_chat.engine.inference.messages import ChatMessage
 from ember_chat.engine.inference.metrics import MetricsRecorder, RunContext
 from ember_chat.engine.inference.params import SamplingParams
+from ember_chat.engine.inference.reasoning import MarkerNormalizer
 
 WORDS = ["Ember ", "streams ", "tokens ", "quickly, ", "**bold** ", "and ", "`code` ", "naïve ", "café ", "😀 "]
 
 
 class FakeBackend:
-    def __init__(self, n_tokens: int = 20_000, delay_s: float = 0.0, rate: float = 0.0) -> None:
+    def __init__(
+        self, n_tokens: int = 20_000, delay_s: float = 0.0, rate: float = 0.0, script: list[str] | None = None
+    ) -> None:
         """`delay_s`: a pause before every token (a slow model); `rate`: tokens per second to pace
-        a fast stream at (0: as fast as Python can yield)."""
-        self.n_tokens = n_tokens
+        a fast stream at (0: as fast as Python can yield); `script`: these pieces instead of words
+        (a reasoning model's markers are handled like the real runtime handles them)."""
+        self.script = script
+        self.n_tokens = len(script) if script else n_tokens
+        self.requests: list[list[ChatMessage]] = []
         self.delay_s = delay_s
         self.rate = rate
         self._stop = threading.Event()
@@ -55,6 +61,7 @@ class FakeBackend:
         self._stop.set()
 
     def chat(self, messages: list[ChatMessage], params: SamplingParams, template_override=None) -> Iterator[Event]:
+        self.requests.append(list(messages))
         return self._run(params)
 
     def complete(self, prompt: str, params: SamplingParams) -> Iterator[Event]:
@@ -66,6 +73,7 @@ class FakeBackend:
         rec.prefill_started(10, 0)
         yield PromptReady(10, 0, self.n_ctx, rec.t_start_ns, rec.t_prefill_start_ns or 0)
         parts = []
+        markers = MarkerNormalizer()
         reason = "length"
         t0 = time.perf_counter()
         for i in range(min(self.n_tokens, params.max_tokens)):
@@ -78,11 +86,18 @@ class FakeBackend:
                 ahead = t0 + i / self.rate - time.perf_counter()
                 if ahead > 0.001:
                     time.sleep(ahead)
-            # words, with a paragraph break every 80 tokens, like a real answer
-            text = WORDS[i % len(WORDS)] + ("\n\n" if i % 80 == 79 else "")
+            if self.script:
+                was = markers.thinking
+                text = markers.feed(self.script[i])
+                thinking = was or markers.thinking
+            else:  # words, with a paragraph break every 80 tokens, like a real answer
+                text = WORDS[i % len(WORDS)] + ("\n\n" if i % 80 == 79 else "")
+                thinking = False
             parts.append(text)
-            t = rec.token()
-            yield Token(text, i, t)
+            t = rec.token(thinking=thinking)
+            yield Token(text, i, t, thinking=thinking)
             if self.on_token:
                 self.on_token(i)
+        if self.script and len(parts) == len(self.script) and reason == "length":
+            reason = "stop"  # the script is the whole answer: the model ended its turn
         yield Finished(reason, "".join(parts), rec.finish(reason))

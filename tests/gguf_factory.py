@@ -39,6 +39,10 @@ class TinySpec:
     chat_template: str | None = CHATML_TEMPLATE
     name: str = "Tiny Test"
     file_type: int | None = None
+    think_tokens: bool = False  # <think> and </think> as control tokens at the end of the vocab
+
+
+THINK_TOKENS = ("<think>", "</think>")
 
 
 def vocabulary() -> tuple[list[str], list[float], list[int]]:
@@ -63,6 +67,10 @@ def write_tiny_model(path: Path, spec: TinySpec = TinySpec()) -> Path:
     """Write a random-weight llama-architecture GGUF that llama.cpp loads and runs."""
     rng = np.random.default_rng(spec.seed)
     tokens, scores, types = vocabulary()
+    if spec.think_tokens:
+        tokens += list(THINK_TOKENS)
+        scores += [0.0, 0.0]
+        types += [int(gguf.TokenType.CONTROL)] * 2
     n_vocab = len(tokens)
     w = gguf.GGUFWriter(str(path), spec.arch)
     w.add_name(spec.name)

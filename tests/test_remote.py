@@ -12,6 +12,7 @@ import pytest
 from ember_chat.engine.inference.backend import Endpoint, RemoteModelRef
 from ember_chat.engine.inference.events import Finished, PromptReady, Token
 from ember_chat.engine.inference.messages import ChatMessage
+from ember_chat.engine.inference.reasoning import Split, split_thinking
 from ember_chat.engine.inference.remote import (
     RemoteBackend,
     RemoteNotFound,
@@ -165,6 +166,9 @@ def test_reasoning_is_wrapped_in_think_tags(server: FakeOpenAI, backends: Backen
     assert fin.text == "<think>\nLet me think.\n</think>\n\nThe answer is 4."
     assert "".join(t.text for t in tokens(events)) == fin.text
     assert fin.metrics.ttft_s is not None  # reasoning counts as the first token
+    assert [t.thinking for t in tokens(events)] == [True, True, False, False]
+    assert fin.metrics.thinking_tokens == 2 and fin.metrics.ttfat_s > fin.metrics.ttft_s
+    assert split_thinking(fin.text) == Split("Let me think.", "The answer is 4.", False)
 
 
 def test_reasoning_only_answer_closes_the_think_tag(server: FakeOpenAI, backends: Backends) -> None:

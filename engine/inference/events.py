@@ -37,6 +37,7 @@ class Token:
     index: int
     t_ns: int
     count: int = 1  # tokens this text stands for: several in a remote chunk, 0 for held-back text
+    thinking: bool = False  # the token is part of the model's thinking (see reasoning.py)
 
 
 @dataclass(frozen=True)

@@ -81,6 +81,9 @@ class GenerationMetrics:
     # (the answer counted with the server's own tokenizer: its stream reported no usage) or
     # "estimated" (neither: one token per streamed chunk).
     token_count: str = "exact"
+    thinking_tokens: int = 0  # of output_tokens, those inside the model's thinking
+    ttfat_s: float | None = None  # time to the first token of the answer proper (after the thinking)
+    seed: int | None = None  # the sampling seed actually used (reproduces the answer)
     server_timings: dict[str, Any] | None = None  # the remote server's own figures, as it sent them
 
     def to_dict(self) -> dict[str, Any]:
@@ -100,7 +103,11 @@ class GenerationMetrics:
             parts.append(f"{self.decode_tokens_per_s:.1f} tok/s")
         approx = "~" if self.token_count == "estimated" else ""
         parts.append(f"{approx}{self.output_tokens} tokens")
+        if self.thinking_tokens:
+            parts.append(f"{self.thinking_tokens} thinking")
         parts.append(self.stop_reason)
+        if self.seed is not None:
+            parts.append(f"seed {self.seed}")
         if self.connection:
             parts.append(self.connection)
         return " · ".join(parts)
@@ -117,16 +124,22 @@ class MetricsRecorder:
     prompt_tokens_reused: int = 0
     dropped_messages: int = 0
     token_times_ns: list[int] = field(default_factory=list)
+    thinking_tokens: int = 0
+    t_first_answer_ns: int | None = None
 
     def prefill_started(self, prompt_tokens: int, reused: int, t_ns: int | None = None) -> None:
         self.prompt_tokens = prompt_tokens
         self.prompt_tokens_reused = reused
         self.t_prefill_start_ns = time.perf_counter_ns() if t_ns is None else t_ns
 
-    def token(self, t_ns: int | None = None, count: int = 1) -> int:
+    def token(self, t_ns: int | None = None, count: int = 1, thinking: bool = False) -> int:
         """Record `count` tokens that arrived at `t_ns`. Several tokens in one arrival (a network
         chunk) are spread evenly over the gap since the previous one, so ITL stays over tokens."""
         t = time.perf_counter_ns() if t_ns is None else t_ns
+        if thinking:
+            self.thinking_tokens += count
+        elif self.t_first_answer_ns is None and count:
+            self.t_first_answer_ns = t
         times = self.token_times_ns
         if count > 1 and times:
             prev = times[-1]
@@ -202,6 +215,8 @@ class MetricsRecorder:
             llama_decode_ms=perf[2],
             llama_decode_tokens=perf[3],
             connection=c.connection,
+            thinking_tokens=self.thinking_tokens,
+            ttfat_s=(self.t_first_answer_ns - self.t_start_ns) / 1e9 if self.t_first_answer_ns else None,
             **extra,
         )
 

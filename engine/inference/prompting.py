@@ -17,6 +17,7 @@ import llama_cpp
 
 from ember_chat.engine.errors import InvalidParameter
 from ember_chat.engine.inference.messages import ChatMessage
+from ember_chat.engine.inference.reasoning import split_thinking
 
 # Architectures whose chat format is unambiguous, mapped to llama.cpp's built-in template names.
 BUILTIN_BY_ARCH = {
@@ -69,7 +70,7 @@ class BuiltinTemplate:
         arr = (llama_cpp.llama_chat_message * len(messages))()
         keep = []  # the C array points into these bytes objects
         for i, m in enumerate(messages):
-            role, content = m.role.encode(), m.content.encode()
+            role, content = m.role.encode(), template_message(m)["content"].encode()
             keep.append((role, content))
             arr[i].role = role
             arr[i].content = content
@@ -83,6 +84,18 @@ class BuiltinTemplate:
                 return buf.raw[:n].decode("utf-8", errors="replace")
             size = n + 1
         raise InvalidParameter(f"chat template {self.name!r} output did not fit its buffer.")
+
+
+def template_message(m: ChatMessage) -> dict[str, str]:
+    """A message as templates see it: an earlier answer's thinking is not part of its content; it is
+    offered as `reasoning_content`, which a template uses only if it wants it (most drop it)."""
+    if m.role != "assistant":
+        return {"role": m.role, "content": m.content}
+    split = split_thinking(m.content)
+    out = {"role": m.role, "content": split.answer}
+    if split.thinking:
+        out["reasoning_content"] = split.thinking
+    return out
 
 
 def _raise_exception(message: str) -> None:
@@ -106,7 +119,7 @@ class JinjaTemplate:
     def render(self, messages: list[ChatMessage]) -> str:
         try:
             return self._template.render(
-                messages=[{"role": m.role, "content": m.content} for m in messages],
+                messages=[template_message(m) for m in messages],
                 add_generation_prompt=True,
                 bos_token=self._bos,
                 eos_token=self._eos,

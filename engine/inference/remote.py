@@ -53,6 +53,7 @@ from ember_chat.engine.inference.openai_wire import (
     status_error,
 )
 from ember_chat.engine.inference.params import SamplingParams
+from ember_chat.engine.inference.reasoning import answer_only
 
 __all__ = [  # the wire's names that users of the remote backend need
     "RETRY_DELAYS_S",
@@ -74,6 +75,7 @@ class _Chunk:
     t_ns: int
     text: str
     count: int | None  # tokens, when the server said (per-chunk usage)
+    thinking: bool = False  # reasoning text only
 
 
 class RemoteBackend:
@@ -157,7 +159,11 @@ class RemoteBackend:
         continuing = bool(messages) and messages[-1].role == "assistant"
         if not messages or messages[-1].role != ("assistant" if continuing else "user"):
             raise InvalidParameter("a chat request must end with a user message.")
-        body: dict[str, Any] = {"messages": [{"role": m.role, "content": m.content} for m in messages]}
+        # Earlier answers go back without their thinking (a final one being continued, as it is).
+        sent = [{"role": m.role, "content": answer_only(m.content)} for m in messages]
+        if continuing:
+            sent[-1]["content"] = messages[-1].content
+        body: dict[str, Any] = {"messages": sent}
         if continuing:
             # Continue the partial answer (vLLM/SGLang's flags; llama.cpp's server prefills a final
             # assistant message by itself).
@@ -305,11 +311,13 @@ class RemoteBackend:
                 choices = obj.get("choices") or []
                 choice = choices[0] if choices and isinstance(choices[0], dict) else {}
                 piece = ""
+                chunk_thinking = False
                 if chat:
                     delta = choice.get("delta") or {}
                     reasoning = delta.get("reasoning_content") or delta.get("reasoning") or ""
                     content = delta.get("content") or ""
                     answer += (reasoning, content)
+                    chunk_thinking = bool(reasoning) and not content
                     if reasoning:
                         piece += ("" if thinking else "<think>\n") + reasoning
                         thinking = True
@@ -331,10 +339,10 @@ class RemoteBackend:
                     if choices and isinstance(obj.get("usage"), dict):  # vLLM continuous usage stats
                         done = int(obj["usage"].get("completion_tokens") or 0)
                         per_chunk = max(1, done - sum(c.count or 1 for c in chunks))
-                    chunks.append(_Chunk(t_ns, piece, per_chunk))
+                    chunks.append(_Chunk(t_ns, piece, per_chunk, chunk_thinking))
                     texts.append(piece)
-                    rec.token(t_ns, per_chunk or 1)
-                    yield Token(piece, len(rec.token_times_ns) - 1, t_ns, per_chunk or 1)
+                    rec.token(t_ns, per_chunk or 1, thinking=chunk_thinking)
+                    yield Token(piece, len(rec.token_times_ns) - 1, t_ns, per_chunk or 1, thinking=chunk_thinking)
                     if self._stop.is_set():
                         break
         except RemoteServerError:
@@ -397,11 +405,14 @@ class RemoteBackend:
                 after = len(chunks) - i - 1  # each later chunk still needs at least one token
                 target = total if after == 0 else round(total * seen / whole)
                 share = min(max(1, target - given), total - given - after)
-                final.token(c.t_ns, share)
+                final.token(c.t_ns, share, thinking=c.thinking)
                 given += share
         else:
             for c in chunks:
-                final.token(c.t_ns, c.count or 1)
+                final.token(c.t_ns, c.count or 1, thinking=c.thinking)
+        reasoning = (usage.get("completion_tokens_details") or {}).get("reasoning_tokens")
+        if isinstance(reasoning, int) and reasoning >= 0:  # the server's own count (OpenAI, vLLM)
+            final.thinking_tokens = reasoning
         details = usage.get("prompt_tokens_details") or {}
         prompt = usage.get("prompt_tokens")
         cached = details.get("cached_tokens") if isinstance(details, dict) else None

@@ -31,6 +31,7 @@ from ember_chat.engine.inference.llama_log import route_llama_log
 from ember_chat.engine.inference.metrics import MetricsRecorder, RunContext
 from ember_chat.engine.inference.params import LoadConfig, SamplingParams
 from ember_chat.engine.inference.prompting import ChatMessage, ChatTemplate, choose_template
+from ember_chat.engine.inference.reasoning import MarkerNormalizer, prompt_opens_thinking, split_thinking
 from ember_chat.engine.inference.stop_strings import StopStringScanner
 from ember_chat.engine.models.gguf_inspect import ModelInfo, inspect_gguf
 
@@ -303,7 +304,11 @@ class LocalRuntime:
         recorder.dropped_messages = dropped
         if dropped:
             yield ContextTrimmed(dropped, len(tokens), llm.n_ctx())
-        yield from self._stream(text, tokens, params, recorder)
+        if prefix:  # continuing an answer: inside its thinking if that had not ended
+            markers = MarkerNormalizer(thinking=split_thinking(prefix).open)
+        else:
+            markers = MarkerNormalizer(opened_by_prompt=prompt_opens_thinking(text))
+        yield from self._stream(text, tokens, params, recorder, markers)
 
     def complete(self, prompt: str, params: SamplingParams) -> Iterator[Event]:
         """Continue raw text (notebook mode, for base models)."""
@@ -331,15 +336,24 @@ class LocalRuntime:
 
     def _piece(self, token: int) -> bytes:
         buf = ctypes.create_string_buffer(64)
-        n = llama_cpp.llama_token_to_piece(self._vocab, token, buf, 64, 0, False)
+        # special=True: control tokens keep their text (thinking markers such as <think> or gpt-oss's
+        # channel headers are control tokens; without it they would vanish and the thoughts run
+        # into the answer). End-of-generation tokens never get here.
+        n = llama_cpp.llama_token_to_piece(self._vocab, token, buf, 64, 0, True)
         if n < 0:
             buf = ctypes.create_string_buffer(-n)
-            n = llama_cpp.llama_token_to_piece(self._vocab, token, buf, -n, 0, False)
+            n = llama_cpp.llama_token_to_piece(self._vocab, token, buf, -n, 0, True)
         return buf.raw[:n]
 
     def _stream(
-        self, prompt_text: str, tokens: list[int], params: SamplingParams, rec: MetricsRecorder
+        self,
+        prompt_text: str,
+        tokens: list[int],
+        params: SamplingParams,
+        rec: MetricsRecorder,
+        markers: MarkerNormalizer | None = None,
     ) -> Iterator[Event]:
+        """`markers`: chat mode, where a reasoning model's thinking markers are put in canonical form."""
         llm = self._require()
         ctx = llm.ctx
         n_ctx = llm.n_ctx()
@@ -349,7 +363,8 @@ class LocalRuntime:
             reused -= 1
         self._history = None  # invalid until this generation completes cleanly
         self._abort.clear()
-        llm.set_seed(params.seed if params.seed is not None else random.randrange(2**31))
+        seed = params.seed if params.seed is not None else random.randrange(2**31)
+        llm.set_seed(seed)
         llama_cpp.llama_perf_context_reset(ctx)
         # The abort callback runs between graph nodes; it is only worth its cost during prefill.
         llama_cpp.llama_set_abort_callback(ctx, self._abort_callback, None)
@@ -378,13 +393,17 @@ class LocalRuntime:
                 if llama_cpp.llama_vocab_is_eog(self._vocab, token):
                     reason = "stop"
                     break
-                rec.token(t_ns)  # an end-of-generation token is not part of the answer
                 generated.append(token)
                 piece = decoder.decode(self._piece(token))
                 raw_text.append(piece)
+                thinking = markers is not None and markers.thinking
+                if markers is not None:
+                    piece = markers.feed(piece)
+                    thinking = thinking or markers.thinking  # (a closing marker is thinking too)
+                rec.token(t_ns, thinking=thinking)  # an end-of-generation token is not part of the answer
                 visible, hit = stops.feed(piece)
                 shown.append(visible)
-                yield Token(visible, len(generated) - 1, t_ns)
+                yield Token(visible, len(generated) - 1, t_ns, thinking=thinking)
                 if hit:
                     reason = "stop_string"
                     break
@@ -406,6 +425,8 @@ class LocalRuntime:
             llama_cpp.llama_set_abort_callback(ctx, _NULL_ABORT, None)
         tail = decoder.decode(b"", final=True)
         raw_text.append(tail)
+        if markers is not None:
+            tail = markers.feed(tail) + markers.flush()
         if reason != "stop_string":
             tail = stops.flush(tail)
             if tail:
@@ -413,7 +434,7 @@ class LocalRuntime:
                 # text held back at the end (a partial stop string): no new token
                 yield Token(tail, max(0, len(generated) - 1), rec.token_times_ns[-1] if generated else 0, count=0)
         perf = llama_cpp.llama_perf_context(ctx)
-        metrics = rec.finish(reason, (perf.t_p_eval_ms, perf.n_p_eval, perf.t_eval_ms, perf.n_eval))
+        metrics = rec.finish(reason, (perf.t_p_eval_ms, perf.n_p_eval, perf.t_eval_ms, perf.n_eval), seed=seed)
         if reason != "stop_string":
             self._history = (prompt_text + "".join(raw_text), tokens + generated)
         yield Finished(reason, "".join(shown), metrics)

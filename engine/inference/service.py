@@ -387,7 +387,7 @@ class EngineService:
                     if live is None:
                         live = self._live_recorder(ev.t_ns, ev.t_ns)
                     if ev.count:
-                        live.token(ev.t_ns, ev.count)
+                        live.token(ev.t_ns, ev.count, thinking=ev.thinking)
                     now = time.perf_counter()
                     if now - last_batch >= req.batch_s:
                         if pending:

@@ -17,6 +17,7 @@ from ember_chat.engine.errors import InvalidParameter
 from ember_chat.engine.inference.messages import ChatMessage
 from ember_chat.engine.inference.metrics import GenerationMetrics
 from ember_chat.engine.inference.params import SamplingParams
+from ember_chat.engine.inference.reasoning import ThinkingStream, split_thinking
 
 
 class ApiError(Exception):
@@ -178,6 +179,7 @@ def usage(m: GenerationMetrics | None) -> dict[str, Any]:
         "completion_tokens": out,
         "total_tokens": prompt + out,
         "prompt_tokens_details": {"cached_tokens": m.prompt_tokens_reused if m else 0},
+        "completion_tokens_details": {"reasoning_tokens": m.thinking_tokens if m else 0},
     }
 
 
@@ -189,6 +191,7 @@ class ResponseBuilder:
         self.model = model
         self.id = ("chatcmpl-" if kind == "chat" else "cmpl-") + uuid.uuid4().hex[:24]
         self.created = int(time.time())
+        self._thinking = ThinkingStream()  # a reasoning model's thinking goes out as reasoning_content
 
     def _base(self, obj: str) -> dict[str, Any]:
         return {"id": self.id, "object": obj, "created": self.created, "model": self.model}
@@ -198,7 +201,13 @@ class ResponseBuilder:
             delta: dict[str, Any] = {}
             if first:
                 delta["role"] = "assistant"
-            if text is not None:
+            if text:
+                thinking, answer = self._thinking.feed(text)
+                if thinking:
+                    delta["reasoning_content"] = thinking
+                if answer or not thinking:
+                    delta["content"] = answer
+            elif text is not None:
                 delta["content"] = text
             choice: dict[str, Any] = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
             return {**self._base("chat.completion.chunk"), "system_fingerprint": None, "choices": [choice]}
@@ -216,7 +225,10 @@ class ResponseBuilder:
 
     def response(self, text: str, reason: str, metrics: GenerationMetrics | None) -> dict[str, Any]:
         if self.kind == "chat":
-            message = {"role": "assistant", "content": text, "refusal": None}
+            split = split_thinking(text)
+            message = {"role": "assistant", "content": split.answer, "refusal": None}
+            if split.thinking:
+                message["reasoning_content"] = split.thinking
             choice: dict[str, Any] = {
                 "index": 0,
                 "message": message,

@@ -1,0 +1,156 @@
+"""Reasoning models: thinking in one canonical form (`<think>…</think>` inline), whatever the model's
+markers; control-token markers surviving detokenization; thinking kept out of the history sent back;
+thinking tokens, time to the first answer token and the seed in the metrics."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from ember_chat.engine.inference.events import Finished, Token
+from ember_chat.engine.inference.messages import ChatMessage
+from ember_chat.engine.inference.params import LoadConfig, SamplingParams
+from ember_chat.engine.inference.prompting import JinjaTemplate, template_message
+from ember_chat.engine.inference.reasoning import (
+    MarkerNormalizer,
+    ThinkingStream,
+    answer_only,
+    prompt_opens_thinking,
+    split_thinking,
+)
+from ember_chat.engine.inference.runtime import LocalRuntime
+from tests.gguf_factory import CHATML_TEMPLATE, TinySpec, write_tiny_model
+
+
+def test_split_thinking() -> None:
+    s = split_thinking("<think>\nLet me see.\n</think>\n\nThe answer.")
+    assert (s.thinking, s.answer, s.open) == ("Let me see.", "The answer.", False)
+    assert split_thinking("<think>\nstill going").open
+    assert split_thinking("Plain answer with <think> later").answer == "Plain answer with <think> later"
+    assert answer_only("<think>x</think>y") == "y"
+    assert prompt_opens_thinking("<｜Assistant｜><think>\n") and not prompt_opens_thinking("<|im_start|>assistant\n")
+
+
+def _feed_all(n: MarkerNormalizer, pieces: list[str]) -> tuple[str, list[bool]]:
+    out, flags = [], []
+    for p in pieces:
+        out.append(n.feed(p))
+        flags.append(n.thinking)
+    out.append(n.flush())
+    return "".join(out), flags
+
+
+def test_markers_split_over_pieces_are_normalized() -> None:
+    text, flags = _feed_all(MarkerNormalizer(), ["<thi", "nk>\nhm", "m</th", "ink>\n\nYes", "."])
+    assert text == "<think>\nhmm</think>\n\nYes."
+    assert flags == [False, True, True, False, False]
+
+
+def test_gpt_oss_channels_become_canonical() -> None:
+    pieces = ["<|channel|>", "analysis", "<|message|>", "User asks.", "<|end|>", "<|start|>assistant",
+              "<|channel|>final<|message|>", "Hello!"]  # fmt: skip
+    text, _ = _feed_all(MarkerNormalizer(), pieces)
+    assert text == "<think>User asks.</think>Hello!"
+    assert split_thinking(text) == split_thinking("<think>User asks.</think>Hello!")
+
+
+def test_prompt_opened_thinking_gets_its_marker() -> None:
+    text, flags = _feed_all(MarkerNormalizer(opened_by_prompt=True), ["Okay", ", so", "</think>", "Paris."])
+    assert text == "<think>\nOkay, so</think>Paris." and flags[0]
+    assert split_thinking(text).answer == "Paris."
+
+
+@pytest.mark.parametrize("cut", range(1, 30))
+def test_thinking_stream_splits_at_any_cut(cut: int) -> None:
+    text = "<think>\nStep one.\nStep two.</think>\n\nThe answer is 4."
+    stream = ThinkingStream()
+    parts = [stream.feed(text[:cut]), stream.feed(text[cut:]), stream.flush()]
+    thinking = "".join(p[0] for p in parts)
+    answer = "".join(p[1] for p in parts)
+    assert thinking == "Step one.\nStep two." and answer == "The answer is 4."
+
+
+def test_thinking_stream_without_thinking() -> None:
+    stream = ThinkingStream()
+    assert stream.feed("Just ") == ("", "Just ") and stream.feed("text") == ("", "text")
+
+
+def test_history_sent_back_leaves_thinking_out_unless_the_template_asks() -> None:
+    answer = ChatMessage("assistant", "<think>\nprivate thoughts\n</think>\n\nHello there.")
+    assert template_message(answer) == {
+        "role": "assistant", "content": "Hello there.", "reasoning_content": "private thoughts",
+    }  # fmt: skip
+    chatml = JinjaTemplate(CHATML_TEMPLATE, "<s>", "</s>")
+    rendered = chatml.render([ChatMessage("user", "hi"), answer, ChatMessage("user", "and?")])
+    assert "private thoughts" not in rendered and "Hello there." in rendered
+    keeps = JinjaTemplate(
+        "{% for m in messages %}{% if m.reasoning_content %}[{{ m.reasoning_content }}]{% endif %}"
+        "{{ m.content }}|{% endfor %}",
+        "<s>",
+        "</s>",
+    )
+    assert keeps.render([ChatMessage("user", "hi"), answer]) == "hi|[private thoughts]Hello there.|"
+
+
+R1_STYLE = CHATML_TEMPLATE.replace("'<|im_start|>assistant\n'", "'<|im_start|>assistant\n<think>\n'")
+assert R1_STYLE != CHATML_TEMPLATE
+
+
+@pytest.fixture(scope="module")
+def think_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    spec = TinySpec(think_tokens=True, chat_template=R1_STYLE)
+    return write_tiny_model(tmp_path_factory.mktemp("think") / "tiny-think.gguf", spec)
+
+
+@pytest.fixture
+def think_runtime(think_model: Path) -> Iterator[LocalRuntime]:
+    rt = LocalRuntime()
+    rt.load(LoadConfig(think_model, n_ctx=512, threads=1))
+    yield rt
+    rt.close()
+
+
+def test_control_token_markers_survive_detokenization(think_runtime: LocalRuntime) -> None:
+    ids = think_runtime.tokenize("<think>x</think>", special=True)
+    assert len(think_runtime.tokenize("<think>", special=True)) == 1  # a single control token
+    assert think_runtime._piece(ids[0]) == b"<think>" and think_runtime._piece(ids[-1]) == b"</think>"
+
+
+def test_prompt_that_opens_thinking_marks_the_output_and_metrics(think_runtime: LocalRuntime) -> None:
+    events = list(think_runtime.chat([ChatMessage("user", "hi")], SamplingParams(max_tokens=12, seed=7)))
+    fin = events[-1]
+    assert isinstance(fin, Finished)
+    assert fin.text.startswith("<think>\n")  # the prompt opened the thinking: the stored answer says so
+    tokens = [e for e in events if isinstance(e, Token) and e.count]
+    split = split_thinking(fin.text)
+    thinking_flags = [t.thinking for t in tokens]
+    assert fin.metrics.thinking_tokens == sum(thinking_flags)
+    if split.open:  # (a random model rarely closes its thinking)
+        assert all(thinking_flags) and fin.metrics.ttfat_s is None
+    else:
+        assert fin.metrics.ttfat_s is not None and fin.metrics.ttfat_s >= fin.metrics.ttft_s
+    assert fin.metrics.seed == 7 and "seed 7" in fin.metrics.summary_line()
+
+
+def test_the_seed_used_reproduces_the_answer(think_runtime: LocalRuntime) -> None:
+    def run(seed: int | None) -> Finished:
+        params = SamplingParams(temperature=1.0, max_tokens=16, seed=seed)
+        fin = list(think_runtime.chat([ChatMessage("user", "tell me")], params))[-1]
+        think_runtime.reset_cache()
+        return fin
+
+    first = run(None)
+    assert isinstance(first.metrics.seed, int)  # a random seed, recorded
+    again = run(first.metrics.seed)
+    assert again.text == first.text
+
+
+def test_continuing_inside_thinking_stays_thinking(think_runtime: LocalRuntime) -> None:
+    partial = ChatMessage("assistant", "<think>\nfirst thoughts")
+    events = list(think_runtime.chat([ChatMessage("user", "hi"), partial], SamplingParams(max_tokens=6, seed=1)))
+    tokens = [e for e in events if isinstance(e, Token) and e.count]
+    fin = events[-1]
+    assert not fin.text.startswith("<think>")  # the continuation does not open the thinking again
+    assert tokens and tokens[0].thinking
