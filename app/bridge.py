@@ -52,6 +52,9 @@ class _Sink(GenerationSink):
     def trimmed(self, dropped_messages: int) -> None:
         self.bridge.trimmed.emit(self.id, dropped_messages)
 
+    def notice(self, message: str) -> None:
+        self.bridge.notice.emit(self.id, message)
+
     def retrying(self, event: Retrying) -> None:
         self.bridge.retrying.emit(self.id, event)
 
@@ -94,6 +97,7 @@ class EngineBridge(QObject):
     tokens = Signal(int, str, int)  # request id, text batch, output tokens so far
     metrics = Signal(int, object)  # request id, live metrics snapshot
     trimmed = Signal(int, int)  # request id, dropped messages
+    notice = Signal(int, str)  # request id, something the user should know about this answer
     retrying = Signal(int, object)  # request id, Retrying
     failed = Signal(int, str)
     finished = Signal(int, str, str, object, object)  # id, reason, text, GenerationMetrics|None, ITLs

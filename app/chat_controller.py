@@ -70,6 +70,7 @@ class ChatController(QObject):
         w.started.connect(self._on_live)
         w.metrics.connect(self._on_live)
         w.trimmed.connect(self._on_trimmed)
+        w.notice.connect(self._on_notice)
         w.failed.connect(self._on_failed)
         w.finished.connect(self._on_finished)
         transcript.action.connect(self._on_action)
@@ -265,6 +266,11 @@ class ChatController(QObject):
                     "of this answer's prompt."
                 ).format(dropped=dropped)
             )
+
+    @Slot(int, str)
+    def _on_notice(self, rid: int, message: str) -> None:
+        if rid == self.request_id:
+            self.notice.emit(message)
 
     @Slot(int, str)
     def _on_failed(self, rid: int, message: str) -> None:

@@ -154,3 +154,36 @@ def test_continuing_inside_thinking_stays_thinking(think_runtime: LocalRuntime) 
     fin = events[-1]
     assert not fin.text.startswith("<think>")  # the continuation does not open the thinking again
     assert tokens and tokens[0].thinking
+
+
+NO_SYSTEM = (
+    "{% for m in messages %}{% if m.role == 'system' %}{{ raise_exception('System role not supported') }}{% endif %}"
+    "<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}<|im_start|>assistant\n"
+)
+BROKEN_AT_RENDER = "{{ messages[99].content }}"
+BROKEN_AT_COMPILE = "{% for m in messages %}{{ m.content | no_such_filter }}{% endfor %}"
+
+
+def test_a_template_without_system_role_gets_the_system_prompt_in_the_first_message() -> None:
+    from ember_chat.engine.inference.prompting import BuiltinTemplate, render_chat
+
+    messages = [ChatMessage("system", "Be terse."), ChatMessage("user", "hi")]
+    text, notice = render_chat(JinjaTemplate(NO_SYSTEM, "<s>", "</s>"), messages, BuiltinTemplate("chatml"))
+    assert "<|im_start|>user\nBe terse.\n\nhi<|im_end|>" in text and "system" not in text
+    assert notice is not None and "no system role" in notice
+
+
+@pytest.mark.parametrize("template", [BROKEN_AT_RENDER, BROKEN_AT_COMPILE], ids=["render", "compile"])
+def test_a_template_that_cannot_render_falls_back_with_a_clear_message(tmp_path: Path, template: str) -> None:
+    from ember_chat.engine.inference.events import TemplateFallback
+
+    path = write_tiny_model(tmp_path / "broken.gguf", TinySpec(chat_template=template))
+    rt = LocalRuntime()
+    rt.load(LoadConfig(path, n_ctx=256, threads=1))
+    try:
+        events = list(rt.chat([ChatMessage("system", "x"), ChatMessage("user", "hi")], SamplingParams(max_tokens=3)))
+    finally:
+        rt.close()
+    notices = [e for e in events if isinstance(e, TemplateFallback)]
+    assert len(notices) == 1 and "chatml" in notices[0].message  # llama's built-in format: ChatML
+    assert isinstance(events[-1], Finished) and events[-1].metrics.output_tokens == 3  # the chat still works

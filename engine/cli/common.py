@@ -141,6 +141,9 @@ class PrintSink(GenerationSink):
     def trimmed(self, dropped_messages: int) -> None:
         print(f"[{dropped_messages} oldest messages left out to fit the context]", file=sys.stderr)
 
+    def notice(self, message: str) -> None:
+        print(f"[{message}]", file=sys.stderr)
+
     def retrying(self, event: Retrying) -> None:
         print(f"[{event.reason} Retrying in {event.delay_s:g} s ({event.attempt}/{event.attempts})]", file=sys.stderr)
 

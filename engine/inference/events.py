@@ -1,5 +1,5 @@
 """The typed events every generation yields, in order:
-[ContextTrimmed], [Retrying]*, PromptReady, Token*, Finished."""
+[TemplateFallback], [ContextTrimmed], [Retrying]*, PromptReady, Token*, Finished."""
 
 from __future__ import annotations
 
@@ -15,6 +15,14 @@ class ContextTrimmed:
     dropped_messages: int
     prompt_tokens: int
     n_ctx: int
+
+
+@dataclass(frozen=True)
+class TemplateFallback:
+    """The model's chat template could not render this conversation; Ember rendered it another way
+    (`message` says how, for the user)."""
+
+    message: str
 
 
 @dataclass(frozen=True)
@@ -63,4 +71,4 @@ class Retrying:
     reason: str
 
 
-Event = ContextTrimmed | Retrying | PromptReady | Token | Finished
+Event = TemplateFallback | ContextTrimmed | Retrying | PromptReady | Token | Finished

@@ -128,6 +128,18 @@ class JinjaTemplate:
             raise InvalidParameter(f"the chat template rejected this conversation: {exc}") from exc
 
 
+class UnusableTemplate:
+    """A template that failed to compile: every render says why (and `render_chat` falls back)."""
+
+    name = "unusable"
+
+    def __init__(self, problem: str) -> None:
+        self.problem = problem
+
+    def render(self, messages: list[ChatMessage]) -> str:
+        raise InvalidParameter(self.problem)
+
+
 def choose_template(
     architecture: str,
     gguf_template: str | None,
@@ -146,3 +158,38 @@ def choose_template(
     if builtin and builtin in builtin_template_names():
         return BuiltinTemplate(builtin)
     return BuiltinTemplate("chatml")
+
+
+def merge_system(messages: list[ChatMessage]) -> list[ChatMessage]:
+    """The system prompt put at the start of the first user message (for templates without a system role)."""
+    system = "\n\n".join(m.content for m in messages if m.role == "system")
+    rest = [m for m in messages if m.role != "system"]
+    for i, m in enumerate(rest):
+        if m.role == "user":
+            rest[i] = ChatMessage("user", f"{system}\n\n{m.content}")
+            break
+    return rest
+
+
+def render_chat(template: ChatTemplate, messages: list[ChatMessage], fallback: ChatTemplate) -> tuple[str, str | None]:
+    """The prompt, and what the user should know when the model's own template could not render it:
+    a template that refuses a system role gets the system prompt inside the first user message; a
+    template that fails otherwise is replaced by `fallback` (a plain built-in format)."""
+    try:
+        return template.render(messages), None
+    except InvalidParameter as exc:
+        problem = str(exc)
+    if any(m.role == "system" for m in messages):
+        try:
+            text = template.render(merge_system(messages))
+        except InvalidParameter:
+            pass
+        else:
+            return text, (
+                "This model's chat template has no system role, so the system prompt was put at the start of "
+                "the first message."
+            )
+    return fallback.render(messages), (
+        f"This model's chat template could not be used ({problem}); Ember used the {fallback.name} "
+        "chat format instead. Answers may be less good: pick another template in the model's settings if so."
+    )

@@ -14,8 +14,10 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
+import jinja2
 import llama_cpp
 import llama_cpp.llama
+import llama_cpp.llama_chat_format
 
 from ember_chat.engine.errors import (
     ContextOverflowError,
@@ -26,11 +28,20 @@ from ember_chat.engine.errors import (
     NoModelLoaded,
 )
 from ember_chat.engine.inference.backend import ModelDescription, ModelRef
-from ember_chat.engine.inference.events import ContextTrimmed, Event, Finished, PromptReady, Token
+from ember_chat.engine.inference.events import ContextTrimmed, Event, Finished, PromptReady, TemplateFallback, Token
 from ember_chat.engine.inference.llama_log import route_llama_log
 from ember_chat.engine.inference.metrics import MetricsRecorder, RunContext
 from ember_chat.engine.inference.params import LoadConfig, SamplingParams
-from ember_chat.engine.inference.prompting import ChatMessage, ChatTemplate, choose_template
+from ember_chat.engine.inference.prompting import (
+    BUILTIN_BY_ARCH,
+    BuiltinTemplate,
+    ChatMessage,
+    ChatTemplate,
+    UnusableTemplate,
+    builtin_template_names,
+    choose_template,
+    render_chat,
+)
 from ember_chat.engine.inference.reasoning import MarkerNormalizer, prompt_opens_thinking, split_thinking
 from ember_chat.engine.inference.stop_strings import StopStringScanner
 from ember_chat.engine.models.gguf_inspect import ModelInfo, inspect_gguf
@@ -60,9 +71,10 @@ def gpu_backend_name() -> str | None:
 
 
 @contextmanager
-def _model_params_with_progress(callback: object) -> Iterator[None]:
-    """`Llama()` does not expose llama.cpp's load progress callback; hand it in through the default
-    model params it starts from. The lock keeps concurrent loads from seeing each other's callback."""
+def _llama_load_patches(callback: object) -> Iterator[None]:
+    """While `Llama()` loads: llama.cpp's load progress callback, which `Llama()` does not expose, goes
+    in through the default model params it starts from; and chat templates that Jinja cannot compile
+    do not fail the load. The lock keeps concurrent loads from seeing each other's patches."""
     module = llama_cpp.llama.llama_cpp
     original = module.llama_model_default_params
 
@@ -71,12 +83,27 @@ def _model_params_with_progress(callback: object) -> Iterator[None]:
         params.progress_callback = callback
         return params
 
+    formatters = llama_cpp.llama_chat_format
+    strict = formatters.Jinja2ChatFormatter
+
+    class TolerantFormatter(strict):  # type: ignore[misc, valid-type]
+        """`Llama()` compiles every chat template in the file for chat handlers Ember never uses (its
+        own prompting renders templates): a template Jinja cannot compile must not stop the load."""
+
+        def __init__(self, *args: object, **kwargs: object) -> None:
+            try:
+                super().__init__(*args, **kwargs)
+            except jinja2.TemplateError:
+                self._environment = None
+
     with _LOAD_LOCK:
         module.llama_model_default_params = with_progress
+        formatters.Jinja2ChatFormatter = TolerantFormatter
         try:
             yield
         finally:
             module.llama_model_default_params = original
+            formatters.Jinja2ChatFormatter = strict
 
 
 def common_prefix(a: list[int], b: list[int]) -> int:
@@ -171,7 +198,7 @@ class LocalRuntime:
         c_progress = llama_cpp.llama_progress_callback(on_progress)
         kv_type = _KV_TYPES[config.kv_cache_type]
         try:
-            with _model_params_with_progress(c_progress):
+            with _llama_load_patches(c_progress):
                 llm = llama_cpp.Llama(
                     model_path=str(config.path),
                     n_ctx=config.n_ctx,
@@ -244,14 +271,26 @@ class LocalRuntime:
             def text_of(token_id: int) -> str:
                 return model.token_get_text(token_id) if token_id >= 0 else ""
 
-            self._templates[override] = choose_template(
-                self._info.architecture,
-                self._info.chat_template,
-                text_of(llm.token_bos()),
-                text_of(llm.token_eos()),
-                override,
-            )
+            try:
+                self._templates[override] = choose_template(
+                    self._info.architecture,
+                    self._info.chat_template,
+                    text_of(llm.token_bos()),
+                    text_of(llm.token_eos()),
+                    override,
+                )
+            except InvalidParameter as exc:
+                if override:  # the user's own choice: say what is wrong with it
+                    raise
+                # the file's template does not even compile: chat still works, in a built-in format
+                self._templates[override] = UnusableTemplate(str(exc))
         return self._templates[override]
+
+    def _fallback_template(self) -> ChatTemplate:
+        """The built-in format for this architecture (ChatML when there is none)."""
+        assert self._info is not None
+        name = BUILTIN_BY_ARCH.get(self._info.architecture, "chatml")
+        return BuiltinTemplate(name if name in builtin_template_names() else "chatml")
 
     def _prompt_tokens(self, text: str, *, special: bool) -> list[int]:
         llm = self._require()
@@ -283,8 +322,10 @@ class LocalRuntime:
         reserve = min(params.max_tokens, max(1, llm.n_ctx() // 4))
         kept = list(messages)
         dropped = 0
+        notice = None
         while True:
-            text = template.render(kept) + prefix
+            rendered, notice = render_chat(template, kept, self._fallback_template())
+            text = rendered + prefix
             tokens = self._prompt_tokens(text, special=True)
             if len(tokens) + reserve <= llm.n_ctx():
                 break
@@ -302,6 +343,8 @@ class LocalRuntime:
                 del kept[first]
                 dropped += 1
         recorder.dropped_messages = dropped
+        if notice:
+            yield TemplateFallback(notice)
         if dropped:
             yield ContextTrimmed(dropped, len(tokens), llm.n_ctx())
         if prefix:  # continuing an answer: inside its thinking if that had not ended

@@ -28,7 +28,14 @@ from typing import Any
 
 from ember_chat.engine.errors import EmberError, NoModelLoaded
 from ember_chat.engine.inference.backend import InferenceBackend, ModelDescription, ModelRef, RemoteModelRef
-from ember_chat.engine.inference.events import ContextTrimmed, Finished, PromptReady, Retrying, Token
+from ember_chat.engine.inference.events import (
+    ContextTrimmed,
+    Finished,
+    PromptReady,
+    Retrying,
+    TemplateFallback,
+    Token,
+)
 from ember_chat.engine.inference.messages import ChatMessage
 from ember_chat.engine.inference.metrics import GenerationMetrics, MetricsRecorder, RunContext, live_snapshot
 from ember_chat.engine.inference.params import SamplingParams
@@ -58,6 +65,9 @@ class GenerationSink:
 
     def trimmed(self, dropped_messages: int) -> None:
         """The oldest messages were left out so the prompt fits the context."""
+
+    def notice(self, message: str) -> None:
+        """Something the user should know about this answer (e.g. the chat template was replaced)."""
 
     def retrying(self, event: Retrying) -> None:
         """A remote server refused before the first token; the request is tried again."""
@@ -403,6 +413,8 @@ class EngineService:
                     sink.started(live_snapshot(live))
                 elif isinstance(ev, ContextTrimmed):
                     sink.trimmed(ev.dropped_messages)
+                elif isinstance(ev, TemplateFallback):
+                    sink.notice(ev.message)
                 elif isinstance(ev, Retrying):
                     sink.retrying(ev)
                 elif isinstance(ev, Finished):
