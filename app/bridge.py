@@ -55,6 +55,9 @@ class _Sink(GenerationSink):
     def notice(self, message: str) -> None:
         self.bridge.notice.emit(self.id, message)
 
+    def prefill(self, done: int, total: int) -> None:
+        self.bridge.prefill.emit(self.id, done, total)
+
     def retrying(self, event: Retrying) -> None:
         self.bridge.retrying.emit(self.id, event)
 
@@ -98,6 +101,7 @@ class EngineBridge(QObject):
     metrics = Signal(int, object)  # request id, live metrics snapshot
     trimmed = Signal(int, int)  # request id, dropped messages
     notice = Signal(int, str)  # request id, something the user should know about this answer
+    prefill = Signal(int, int, int)  # request id, prompt tokens evaluated, of how many
     retrying = Signal(int, object)  # request id, Retrying
     failed = Signal(int, str)
     finished = Signal(int, str, str, object, object)  # id, reason, text, GenerationMetrics|None, ITLs

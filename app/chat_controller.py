@@ -71,6 +71,7 @@ class ChatController(QObject):
         w.metrics.connect(self._on_live)
         w.trimmed.connect(self._on_trimmed)
         w.notice.connect(self._on_notice)
+        w.prefill.connect(self._on_prefill)
         w.failed.connect(self._on_failed)
         w.finished.connect(self._on_finished)
         transcript.action.connect(self._on_action)
@@ -266,6 +267,11 @@ class ChatController(QObject):
                     "of this answer's prompt."
                 ).format(dropped=dropped)
             )
+
+    @Slot(int, int, int)
+    def _on_prefill(self, rid: int, done: int, total: int) -> None:
+        if rid == self.request_id:
+            self.metrics.show_prefill(done, total)
 
     @Slot(int, str)
     def _on_notice(self, rid: int, message: str) -> None:

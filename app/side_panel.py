@@ -155,6 +155,7 @@ class MetricsPanel(QWidget):
         self._clock = QElapsedTimer()
         self._context_clock = QElapsedTimer()
         self._live_clock = QElapsedTimer()
+        self._prefill: tuple[int, int] | None = None
         self._waiting = QTimer(self)
         self._waiting.setInterval(100)
         self._waiting.timeout.connect(self._tick)
@@ -165,11 +166,26 @@ class MetricsPanel(QWidget):
             w.setText("—")
         self.ttft.setText(self.tr("{s:.1f} s …").format(s=0.0))
         self._clock.start()
+        self._prefill: tuple[int, int] | None = None
         self._live_clock.invalidate()
         self._waiting.start()
 
     def _tick(self) -> None:
-        self.ttft.setText(self.tr("{s:.1f} s …").format(s=self._clock.elapsed() / 1000))
+        elapsed = self._clock.elapsed() / 1000
+        if self._prefill is None:
+            self.ttft.setText(self.tr("{s:.1f} s …").format(s=elapsed))
+            return
+        done, total = self._prefill  # a long prompt: its progress and the time left at this pace
+        left = elapsed * (total - done) / done if done else 0.0
+        self.ttft.setText(
+            self.tr("{s:.1f} s … prompt {pct} %, {left:.0f} s left").format(
+                s=elapsed, pct=done * 100 // total, left=left
+            )
+        )
+
+    def show_prefill(self, done: int, total: int) -> None:
+        self._prefill = (done, total)
+        self._tick()
 
     def update_live(self, snap: dict[str, Any]) -> None:
         """TTFT and prefill as soon as the first token is there; the running figures and the chart at

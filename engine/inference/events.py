@@ -1,5 +1,5 @@
 """The typed events every generation yields, in order:
-[TemplateFallback], [ContextTrimmed], [Retrying]*, PromptReady, Token*, Finished."""
+[TemplateFallback], [ContextTrimmed], [Retrying]*, PromptReady, PrefillProgress*, Token*, Finished."""
 
 from __future__ import annotations
 
@@ -33,6 +33,16 @@ class PromptReady:
     prompt_tokens_reused: int
     n_ctx: int
     t_start_ns: int
+    t_ns: int
+
+
+@dataclass(frozen=True)
+class PrefillProgress:
+    """A long prompt is evaluated in chunks: `done` of `total` prompt tokens so far (only those not
+    reused from the KV cache)."""
+
+    done: int
+    total: int
     t_ns: int
 
 
@@ -71,4 +81,4 @@ class Retrying:
     reason: str
 
 
-Event = TemplateFallback | ContextTrimmed | Retrying | PromptReady | Token | Finished
+Event = TemplateFallback | ContextTrimmed | Retrying | PromptReady | PrefillProgress | Token | Finished

@@ -28,7 +28,15 @@ from ember_chat.engine.errors import (
     NoModelLoaded,
 )
 from ember_chat.engine.inference.backend import ModelDescription, ModelRef
-from ember_chat.engine.inference.events import ContextTrimmed, Event, Finished, PromptReady, TemplateFallback, Token
+from ember_chat.engine.inference.events import (
+    ContextTrimmed,
+    Event,
+    Finished,
+    PrefillProgress,
+    PromptReady,
+    TemplateFallback,
+    Token,
+)
 from ember_chat.engine.inference.llama_log import route_llama_log
 from ember_chat.engine.inference.metrics import MetricsRecorder, RunContext
 from ember_chat.engine.inference.params import LoadConfig, SamplingParams
@@ -388,6 +396,23 @@ class LocalRuntime:
             n = llama_cpp.llama_token_to_piece(self._vocab, token, buf, -n, 0, True)
         return buf.raw[:n]
 
+    def _prefill_in_chunks(self, tokens: list[int], reused: int) -> Iterator[PrefillProgress]:
+        """A prompt longer than one batch is evaluated batch by batch here, with its progress after
+        each (all but its last token: `generate` finds them in the KV cache and evaluates only that
+        one). A short prompt is left to `generate` as it is, so it costs nothing extra."""
+        llm = self._require()
+        todo = len(tokens) - 1 - reused
+        batch = max(1, llm.n_batch)
+        if todo <= batch:
+            return
+        llm.n_tokens = reused  # (eval clears the KV cache beyond this position)
+        done = 0
+        while done < todo and not self._abort.is_set():
+            chunk = tokens[reused + done : reused + min(todo, done + batch)]
+            llm.eval(chunk)
+            done += len(chunk)
+            yield PrefillProgress(done, todo, time.perf_counter_ns())
+
     def _stream(
         self,
         prompt_text: str,
@@ -420,6 +445,15 @@ class LocalRuntime:
         raw_text: list[str] = []
         shown: list[str] = []
         reason = "length"
+        try:
+            yield from self._prefill_in_chunks(tokens, reused)
+        except RuntimeError as exc:
+            if not self._abort.is_set():
+                raise GenerationError(f"llama.cpp failed while evaluating the prompt: {exc}") from exc
+        if self._abort.is_set():  # stopped during the prompt: no answer
+            llama_cpp.llama_set_abort_callback(ctx, _NULL_ABORT, None)
+            yield Finished("cancelled", "", rec.finish("cancelled", seed=seed))
+            return
         gen = llm.generate(
             tokens,
             temp=params.temperature,

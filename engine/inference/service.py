@@ -31,6 +31,7 @@ from ember_chat.engine.inference.backend import InferenceBackend, ModelDescripti
 from ember_chat.engine.inference.events import (
     ContextTrimmed,
     Finished,
+    PrefillProgress,
     PromptReady,
     Retrying,
     TemplateFallback,
@@ -68,6 +69,9 @@ class GenerationSink:
 
     def notice(self, message: str) -> None:
         """Something the user should know about this answer (e.g. the chat template was replaced)."""
+
+    def prefill(self, done: int, total: int) -> None:
+        """A long prompt's evaluation: `done` of `total` tokens so far."""
 
     def retrying(self, event: Retrying) -> None:
         """A remote server refused before the first token; the request is tried again."""
@@ -415,6 +419,8 @@ class EngineService:
                     sink.trimmed(ev.dropped_messages)
                 elif isinstance(ev, TemplateFallback):
                     sink.notice(ev.message)
+                elif isinstance(ev, PrefillProgress):
+                    sink.prefill(ev.done, ev.total)
                 elif isinstance(ev, Retrying):
                     sink.retrying(ev)
                 elif isinstance(ev, Finished):
