@@ -231,6 +231,7 @@ class MainWindow(QMainWindow):
                 self.tokens,
                 self.side.params.context.value,
                 self,
+                lambda: (self.settings.gpu_layers, self.settings.kv_cache_type),
             )
             self._manager.library_changed.connect(self.reload_models)
             self._manager.load_requested.connect(self.load_model)
@@ -267,6 +268,7 @@ class MainWindow(QMainWindow):
                         threads=self.settings.threads,
                         gpu_layers=self.settings.gpu_layers,
                         flash_attn=self.settings.flash_attention,
+                        kv_cache_type=self.settings.kv_cache_type,
                     )
             except EmberError as exc:
                 self.show_error(str(exc))

@@ -108,7 +108,9 @@ class ModelManager(QDialog):
         tokens: TokenStore,
         context_length: Callable[[], int],
         parent: QWidget | None = None,
+        load_settings: Callable[[], tuple[int, str]] = lambda: (0, "f16"),
     ) -> None:
+        """`load_settings()`: (GPU layers, KV cache type) the fit estimate assumes."""
         super().__init__(parent)
         self.setWindowTitle(self.tr("Model Manager"))
         self.resize(980, 620)
@@ -117,6 +119,7 @@ class ModelManager(QDialog):
         self.hub_factory = hub_factory
         self.tokens = tokens
         self.context_length = context_length
+        self.load_settings = load_settings
         self.tasks = TaskRunner(self)
         self.repo_files: RepoFiles | None = None
         self._states: dict[int, str] = {}
@@ -257,7 +260,11 @@ class ModelManager(QDialog):
         files, vram = result
         self.repo_files = files
         n_ctx = self.context_length()
-        fits = [(v, estimate_fit(v.size, n_ctx, free_vram=vram, meta=files.header)) for v in files.variants]
+        load = self.load_settings()
+        fits = [
+            (v, estimate_fit(v.size, n_ctx, free_vram=vram, meta=files.header, gpu_layers=load[0], kv_type=load[1]))
+            for v in files.variants
+        ]
         best = recommend([(v.quantization, f.label) for v, f in fits])
         labels = {
             "fits": self.tr("✔ fits"),

@@ -92,7 +92,21 @@ def test_fit_estimate_uses_the_header(tiny_model: Path, starter_model: Path) -> 
     assert estimate_fit(info.file_size, 4096, info, free_ram=8 << 30).label == "fits"
     assert estimate_fit(info.file_size, 4096, info, free_ram=400 << 20).label == "tight"
     assert estimate_fit(info.file_size, 4096, info, free_ram=100 << 20).label == "won't fit"
-    assert estimate_fit(5 << 30, 4096, None, free_ram=64 << 30, free_vram=4 << 30).where == "VRAM"
+    # where the settings put the model: no GPU layers → RAM, even on a machine with a GPU
+    on_cpu = estimate_fit(5 << 30, 4096, None, free_ram=64 << 30, free_vram=4 << 30)
+    assert (on_cpu.where, on_cpu.label, on_cpu.vram_bytes) == ("RAM", "fits", 0)
+    on_gpu = estimate_fit(5 << 30, 4096, None, free_ram=64 << 30, free_vram=4 << 30, gpu_layers=-1)
+    assert (on_gpu.where, on_gpu.label, on_gpu.ram_bytes) == ("VRAM", "won't fit", 0)
+    layers = info.metadata["gemma3.block_count"]
+    half = estimate_fit(info.file_size, 4096, info, free_ram=8 << 30, free_vram=8 << 30, gpu_layers=layers // 2)
+    assert half.where == "RAM+VRAM" and half.ram_bytes == pytest.approx(half.vram_bytes, rel=0.01)
+    tight_gpu = estimate_fit(info.file_size, 4096, info, free_ram=8 << 30, free_vram=200 << 20, gpu_layers=layers)
+    assert tight_gpu.label == "won't fit" and tight_gpu.free_bytes == 200 << 20  # VRAM is what decides
+    no_gpu = estimate_fit(info.file_size, 4096, info, free_ram=8 << 30, free_vram=None, gpu_layers=-1)
+    assert no_gpu.where == "RAM"  # a CPU-only machine (or build) keeps everything in RAM
+    # the KV cache type changes the cache's size: q8_0 is 34/64 of f16, q4_0 18/64
+    assert kv_cache_bytes(info, 4096, info.file_size, kv_type="q8_0") == int(kv * 34 / 64)
+    assert kv_cache_bytes(info, 4096, info.file_size, kv_type="q4_0") == int(kv * 18 / 64)
     assert recommend([("Q8_0", "fits"), ("Q4_K_M", "fits"), ("F16", "won't fit")]) == "Q4_K_M"
     assert recommend([("Q8_0", "won't fit"), ("Q2_K", "tight")]) == "Q2_K"
 

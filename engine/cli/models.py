@@ -94,7 +94,10 @@ def run(args: argparse.Namespace, paths: AppPaths) -> int:
         vram = free_vram_bytes()
         rows = []
         for v in files.variants:
-            fit = estimate_fit(v.size, args.ctx, free_vram=vram, meta=files.header)
+            fit = estimate_fit(
+                v.size, args.ctx, free_vram=vram, meta=files.header, gpu_layers=settings.gpu_layers,
+                kv_type=settings.kv_cache_type,
+            )  # fmt: skip
             rows.append(
                 {
                     "name": v.name,

@@ -1,7 +1,10 @@
-"""Will a model fit this machine? Weights + KV cache at the chosen context vs free memory.
+"""Will a model fit this machine? Weights + KV cache at the chosen context vs free memory, where the
+load settings put them: the offloaded layers' share of the weights and of the KV cache in VRAM, the
+rest in RAM (no GPU layers: everything in RAM, whatever GPU the machine has).
 
-The KV cache is 2 (K and V) x layers x context x KV heads x head size x bytes per element (f16: 2).
-When the header is not known (a file not downloaded yet), the shape is estimated from the file size.
+The KV cache is 2 (K and V) x layers x context x KV heads x head size x bytes per element of the chosen
+cache type (f16: 2, q8_0: 34/32, q4_0: 18/32). When the header is not known (a file not downloaded
+yet), the shape is estimated from the file size.
 """
 
 from __future__ import annotations
@@ -18,19 +21,43 @@ OVERHEAD = 1.10  # compute buffers, runtime, fragmentation
 TIGHT = 0.80  # above this share of free memory, it fits but leaves little for anything else
 
 
+# Bytes per element of each KV cache type (block formats: bytes per block / elements per block).
+KV_BYTES = {"f32": 4.0, "f16": 2.0, "bf16": 2.0, "q8_0": 34 / 32, "q5_1": 24 / 32, "q5_0": 22 / 32,
+            "q4_1": 20 / 32, "q4_0": 18 / 32, "iq4_nl": 18 / 32}  # fmt: skip
+
+
 @dataclass(frozen=True)
 class FitEstimate:
-    needed_bytes: int
+    needed_bytes: int  # of the memory that decides (the tighter of the two when split)
     free_bytes: int
-    label: str  # "fits", "tight", "won't fit"
-    where: str  # "RAM" or "VRAM"
+    label: str  # "fits", "tight", "won't fit", "unknown"
+    where: str  # "RAM", "VRAM" or "RAM+VRAM"
+    ram_bytes: int = 0  # needed in each
+    vram_bytes: int = 0
 
 
-def kv_cache_bytes(info: ModelInfo | None, n_ctx: int, file_size: int, meta: dict[str, object] | None = None) -> int:
+def _shape(info: ModelInfo | None, meta: dict[str, object] | None) -> tuple[dict[str, object], object]:
+    meta = info.metadata if info is not None else (meta or {})
+    return meta, meta.get("general.architecture")
+
+
+def layer_count(info: ModelInfo | None, meta: dict[str, object] | None = None) -> int | None:
+    meta, arch = _shape(info, meta)
+    v = meta.get(f"{arch}.block_count")
+    return v if isinstance(v, int) and v > 0 else None
+
+
+def kv_cache_bytes(
+    info: ModelInfo | None,
+    n_ctx: int,
+    file_size: int,
+    meta: dict[str, object] | None = None,
+    kv_type: str = "f16",
+) -> int:
     """From a full header (`info`) or just its key/values (`meta`, e.g. read from a Hub file's first
     bytes); else an estimate from the file size."""
-    meta = info.metadata if info is not None else (meta or {})
-    arch = meta.get("general.architecture")
+    meta, arch = _shape(info, meta)
+    per = KV_BYTES.get(kv_type, 2.0)
 
     def num(key: str) -> int | None:
         v = meta.get(f"{arch}.{key}")
@@ -42,9 +69,9 @@ def kv_cache_bytes(info: ModelInfo | None, n_ctx: int, file_size: int, meta: dic
     if layers and embd and heads:
         head_dim = num("attention.key_length") or embd // heads
         kv_heads = num("attention.head_count_kv") or heads
-        return 2 * layers * n_ctx * kv_heads * head_dim * 2
-    # Unknown shape: ~ 0.125 MB per token per GB of weights (typical of 1-8B models with GQA).
-    return int(n_ctx * 0.125e6 * max(file_size, 1) / 1e9)
+        return int(2 * layers * n_ctx * kv_heads * head_dim * per)
+    # Unknown shape: ~ 0.125 MB per f16 token per GB of weights (typical of 1-8B models with GQA).
+    return int(n_ctx * 0.125e6 * max(file_size, 1) / 1e9 * per / 2)
 
 
 def free_ram_bytes() -> int:
@@ -82,21 +109,36 @@ def estimate_fit(
     free_ram: int | None = None,
     free_vram: int | None = None,
     meta: dict[str, object] | None = None,
+    gpu_layers: int = 0,
+    kv_type: str = "f16",
 ) -> FitEstimate:
-    needed = int((file_size + kv_cache_bytes(info, n_ctx, file_size, meta)) * OVERHEAD)
-    if free_vram:
-        where, free = "VRAM", free_vram
-    else:
-        where, free = "RAM", free_ram if free_ram is not None else free_ram_bytes()
+    """`gpu_layers`: layers offloaded (-1: all); they and their share of the KV cache need VRAM, the
+    rest RAM. Without a GPU (`free_vram` None) everything is in RAM."""
+    total = (file_size + kv_cache_bytes(info, n_ctx, file_size, meta, kv_type)) * OVERHEAD
+    layers = layer_count(info, meta) or 32
+    offloaded = 0 if free_vram is None else layers if gpu_layers < 0 else min(gpu_layers, layers)
+    share = offloaded / layers
+    vram_need, ram_need = int(total * share), int(total * (1 - share))
+    ram_free = free_ram if free_ram is not None else free_ram_bytes()
+    parts = [(ram_need, ram_free, "RAM")] if ram_need else []
+    if vram_need:
+        parts.append((vram_need, free_vram or 0, "VRAM"))
+    labels = [_label(need, free) for need, free, _ in parts]
+    order = ["won't fit", "unknown", "tight", "fits"]
+    worst = min(range(len(parts)), key=lambda i: order.index(labels[i]))
+    need, free, _ = parts[worst]
+    where = "RAM+VRAM" if len(parts) == 2 else parts[0][2]
+    return FitEstimate(need, free, labels[worst], where, ram_need, vram_need)
+
+
+def _label(needed: int, free: int) -> str:
     if free <= 0:
-        label = "unknown"  # the system did not say how much memory is free: no verdict
-    elif needed <= free * TIGHT:
-        label = "fits"
-    elif needed <= free:
-        label = "tight"
-    else:
-        label = "won't fit"
-    return FitEstimate(needed, free, label, where)
+        return "unknown"  # the system did not say how much memory is free: no verdict
+    if needed <= free * TIGHT:
+        return "fits"
+    if needed <= free:
+        return "tight"
+    return "won't fit"
 
 
 # Preference order when recommending a quantization: good quality per byte first.

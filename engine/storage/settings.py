@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ember_chat.engine.errors import InvalidParameter
-from ember_chat.engine.inference.params import SPECS, ParamSpec, SamplingParams
+from ember_chat.engine.inference.params import KV_CACHE_TYPES, SPECS, ParamSpec, SamplingParams
 from ember_chat.engine.storage.atomic import write_json_atomically
 
 log = logging.getLogger(__name__)
@@ -42,6 +42,7 @@ class Settings:
     threads: int = _from_spec(SPECS["threads"])
     gpu_layers: int = _from_spec(SPECS["gpu_layers"])
     flash_attention: bool = _setting(False, "Use flash attention.")
+    kv_cache_type: str = _setting("f16", "KV cache type: f16, q8_0 or q4_0 (quantized needs flash attention).")
     temperature: float = _from_spec(SPECS["temperature"], "Default sampling temperature (0: greedy).")
     top_k: int = _from_spec(SPECS["top_k"], "Default top-k.")
     top_p: float = _from_spec(SPECS["top_p"], "Default top-p.")
@@ -69,6 +70,10 @@ class Settings:
             low, high = f.metadata.get("min"), f.metadata.get("max")
             if (low is not None and value < low) or (high is not None and value > high):
                 raise InvalidParameter(f"setting {f.name} must be between {low} and {high}, got {value}.")
+        if self.kv_cache_type not in KV_CACHE_TYPES:
+            raise InvalidParameter(
+                f"setting kv_cache_type must be one of {', '.join(KV_CACHE_TYPES)}, got {self.kv_cache_type!r}."
+            )
         if self.theme not in ("light", "dark", "system"):
             raise InvalidParameter(f"setting theme must be light, dark or system, got {self.theme!r}.")
 
