@@ -304,6 +304,7 @@ class MainWindow(QMainWindow):
         self._loaded_name = self._loading_name
         self._loading_name = None
         self.controller.model_name = model.name
+        self.side.params.set_thinking_switch(model.thinking_switch)
         self.settings = self.settings.with_changes(last_model=self._loaded_name or "")
         self.settings_file.save(self.settings)
         idx = self.model_picker.findData(self._loaded_name)

@@ -6,7 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 from PySide6.QtCore import QElapsedTimer, QTimer, Signal
+from PySide6.QtGui import QPalette
 from PySide6.QtWidgets import (
+    QCheckBox,
     QDoubleSpinBox,
     QFormLayout,
     QGroupBox,
@@ -73,12 +75,21 @@ class ParamsPanel(QWidget):
         self.seed = spin("seed")
         self.seed.setSpecialValueText(self.tr("random"))  # one below the minimum: no seed
         self.context = spin("n_ctx")
+        self.think = QCheckBox(self.tr("Think before answering"))
+        self.think.setChecked(True)
+        self.think.setEnabled(False)
+        self.think.setAccessibleName(self.tr("Think before answering"))
+        self.think.setToolTip(
+            self.tr("For reasoning models whose chat template has a thinking switch (e.g. Qwen3); saved per chat")
+        )
+        self.think.toggled.connect(self.changed)
+        form.addRow(self.think)
         self.system_prompt.textChanged.connect(self.changed)
         self.set_params(SamplingParams(), "", 4096)
 
     def set_params(self, p: SamplingParams, system_prompt: str, context: int) -> None:
         widgets = (self.temperature, self.top_k, self.top_p, self.min_p, self.repeat_penalty)
-        for w in (*widgets, self.max_tokens, self.seed, self.context, self.system_prompt):
+        for w in (*widgets, self.max_tokens, self.seed, self.context, self.system_prompt, self.think):
             w.blockSignals(True)
         self.temperature.setValue(p.temperature)
         self.top_k.setValue(p.top_k)
@@ -88,8 +99,9 @@ class ParamsPanel(QWidget):
         self.max_tokens.setValue(p.max_tokens)
         self.seed.setValue(-1 if p.seed is None else p.seed)
         self.context.setValue(context)
+        self.think.setChecked(p.thinking is not False)
         self.system_prompt.setPlainText(system_prompt)
-        for w in (*widgets, self.max_tokens, self.seed, self.context, self.system_prompt):
+        for w in (*widgets, self.max_tokens, self.seed, self.context, self.system_prompt, self.think):
             w.blockSignals(False)
 
     def params(self) -> SamplingParams:
@@ -101,7 +113,12 @@ class ParamsPanel(QWidget):
             repeat_penalty=round(self.repeat_penalty.value(), 2),
             max_tokens=self.max_tokens.value(),
             seed=None if self.seed.value() < 0 else self.seed.value(),
+            thinking=self.think.isChecked() if self.think.isEnabled() else None,
         )
+
+    def set_thinking_switch(self, available: bool) -> None:
+        """The loaded model's template can (or cannot) turn its thinking on and off."""
+        self.think.setEnabled(available)
 
     def to_dict(self) -> dict[str, Any]:
         return {**self.params().to_dict(), "context_length": self.context.value()}
@@ -136,6 +153,13 @@ class MetricsPanel(QWidget):
             form.addRow(label, w)
         layout.addWidget(live)
 
+        self.why = QLabel("—")
+        self.why.setWordWrap(True)
+        self.why.setForegroundRole(QPalette.ColorRole.PlaceholderText)
+        self.why.setAccessibleName(self.tr("Why this speed"))
+        self.why.setToolTip(self.tr("What the last answer's prompt and model cost: the figures behind its speed"))
+        layout.addWidget(self.why)
+
         self.chart = SpeedChart()
         layout.addWidget(self.chart.view)
 
@@ -162,7 +186,7 @@ class MetricsPanel(QWidget):
 
     def begin(self) -> None:
         self.chart.begin()
-        for w in (self.decode, self.prefill, self.output, self.thinking):
+        for w in (self.decode, self.prefill, self.output, self.thinking, self.why):
             w.setText("—")
         self.ttft.setText(self.tr("{s:.1f} s …").format(s=0.0))
         self._clock.start()
@@ -230,12 +254,41 @@ class MetricsPanel(QWidget):
         self.prefill.setText(_fmt(m.prefill_tokens_per_s, "tok/s", 1))
         self.output.setText(str(m.output_tokens))
         self.thinking.setText(self._thinking_text(m.thinking_tokens, m.ttfat_s))
+        self.why.setText(self.why_text(m))
         self._show_context(m.context_used, m.n_ctx, live=False)
         if m.ttft_s is not None:
             self._ttft_samples.append(m.ttft_s)
         self._itl_samples.extend(itl_ms)
         self.session_ttft.setText(self._pcts(self._ttft_samples, 1000.0, "ms"))
         self.session_itl.setText(self._pcts(self._itl_samples, 1.0, "ms"))
+
+    def why_text(self, m: GenerationMetrics) -> str:
+        """Why this answer was as fast as it was, in one line: prompt evaluated vs reused, trimming,
+        thinking, and where it ran."""
+        evaluated = m.prompt_tokens - m.prompt_tokens_reused
+        parts = [
+            self.tr("Prompt: {evaluated} tokens evaluated, {reused} reused from the cache").format(
+                evaluated=f"{evaluated:,}", reused=f"{m.prompt_tokens_reused:,}"
+            )
+        ]
+        parts.append(
+            self.tr("{n} old messages left out to fit the context").format(n=m.dropped_messages)
+            if m.dropped_messages
+            else self.tr("nothing left out")
+        )
+        if m.thinking_tokens:
+            parts.append(
+                self.tr("{n} of {total} tokens were thinking").format(n=m.thinking_tokens, total=m.output_tokens)
+            )
+        if m.connection:
+            parts.append(self.tr("remote: {name}").format(name=m.connection))
+        else:
+            parts.append(
+                self.tr("{backend}, {threads} threads, {layers} GPU layers").format(
+                    backend=m.backend, threads=m.threads, layers=m.gpu_layers
+                )
+            )
+        return " · ".join(parts)
 
     def _thinking_text(self, tokens: int, ttfat_s: float | None) -> str:
         """e.g. '212 tokens · answer at 4.10 s' (time to the first answer token)."""

@@ -27,6 +27,7 @@ class FakeBackend:
         self.script = script
         self.n_tokens = len(script) if script else n_tokens
         self.requests: list[list[ChatMessage]] = []
+        self.params: list[SamplingParams] = []
         self.delay_s = delay_s
         self.rate = rate
         self._stop = threading.Event()
@@ -62,6 +63,7 @@ class FakeBackend:
 
     def chat(self, messages: list[ChatMessage], params: SamplingParams, template_override=None) -> Iterator[Event]:
         self.requests.append(list(messages))
+        self.params.append(params)
         return self._run(params)
 
     def complete(self, prompt: str, params: SamplingParams) -> Iterator[Event]:

@@ -87,6 +87,32 @@ def test_api_clients_get_reasoning_content() -> None:
                         thinking.append((delta.model_extra or {}).get("reasoning_content") or "")
                         content.append(delta.content or "")
             assert "".join(thinking) == "The user greets me. Be brief." and "".join(content) == "Hello **there**!"
+            # a client flips the thinking switch the way vLLM and llama.cpp's server take it
+            client.chat.completions.create(
+                model="fake", messages=messages, extra_body={"chat_template_kwargs": {"enable_thinking": False}}
+            )
+            assert backend.params[-1].thinking is False and backend.params[0].thinking is None
     finally:
         server.stop()
         service.close()
+
+
+def test_the_per_chat_thinking_switch(qtbot: QtBot, make_window: Callable[..., MainWindow], paths: object) -> None:
+    from tests.gguf_factory import TinySpec, write_tiny_model
+    from tests.test_reasoning import QWEN3_STYLE
+
+    write_tiny_model(paths.default_models_dir / "switch.gguf", TinySpec(chat_template=QWEN3_STYLE))
+    w = make_window()
+    think = w.side.params.think
+    load(qtbot, w, "tiny.gguf")
+    assert not think.isEnabled() and w.side.params.params().thinking is None  # ChatML has no switch
+    w.reload_models()
+    load(qtbot, w, "switch.gguf")
+    assert think.isEnabled() and w.side.params.params().thinking is True
+    think.setChecked(False)
+    w.side.params.max_tokens.setValue(2)
+    send(qtbot, w, "no thinking please")
+    conv = w.store.conversation(w.controller.conversation_id)
+    assert conv.params["thinking"] is False  # saved with the chat
+    w._open_conversation(conv.id)
+    assert think.isChecked() is False

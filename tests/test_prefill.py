@@ -70,3 +70,16 @@ def test_the_panel_shows_prompt_progress_and_time_left(qtbot: QtBot) -> None:
     assert "prompt 25 %" in panel.ttft.text() and "s left" in panel.ttft.text()
     panel.begin()
     assert "prompt" not in panel.ttft.text()
+
+
+def test_why_line_explains_the_answer(qtbot: QtBot, small_batches: LocalRuntime) -> None:
+    panel = MetricsPanel()
+    qtbot.addWidget(panel)
+    first = list(small_batches.chat([ChatMessage("user", LONG)], SamplingParams(max_tokens=2)))[-1]
+    follow = [ChatMessage("user", LONG), ChatMessage("assistant", first.text), ChatMessage("user", "more")]
+    again = list(small_batches.chat(follow, SamplingParams(max_tokens=2)))[-1]
+    panel.begin()
+    panel.finish(again.metrics, [])
+    why = panel.why.text()
+    reused = f"{again.metrics.prompt_tokens_reused:,} reused from the cache"
+    assert reused in why and "nothing left out" in why and "CPU, 1 threads, 0 GPU layers" in why

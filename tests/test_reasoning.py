@@ -187,3 +187,31 @@ def test_a_template_that_cannot_render_falls_back_with_a_clear_message(tmp_path:
     notices = [e for e in events if isinstance(e, TemplateFallback)]
     assert len(notices) == 1 and "chatml" in notices[0].message  # llama's built-in format: ChatML
     assert isinstance(events[-1], Finished) and events[-1].metrics.output_tokens == 3  # the chat still works
+
+
+QWEN3_STYLE = (
+    "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+    "<|im_start|>assistant\n{% if enable_thinking is defined and enable_thinking is false %}"
+    "<think>\n\n</think>\n\n{% endif %}"
+)
+
+
+def test_the_thinking_switch_reaches_templates_that_have_one(tmp_path: Path) -> None:
+    hi = [ChatMessage("user", "hi")]
+    t = JinjaTemplate(QWEN3_STYLE, "<s>", "</s>")
+    assert t.thinking_switch
+    assert t.render(hi).endswith("<|im_start|>assistant\n")  # the template's default: thinking on
+    assert t.render(hi, thinking=True).endswith("<|im_start|>assistant\n")
+    assert t.render(hi, thinking=False).endswith("<think>\n\n</think>\n\n")
+    assert not JinjaTemplate(CHATML_TEMPLATE, "<s>", "</s>").thinking_switch
+    path = write_tiny_model(tmp_path / "switch.gguf", TinySpec(chat_template=QWEN3_STYLE))
+    rt = LocalRuntime()
+    rt.load(LoadConfig(path, n_ctx=256, threads=1))
+    try:
+        assert rt.description is not None and rt.description.thinking_switch
+        fin = list(rt.chat(hi, SamplingParams(max_tokens=3, thinking=False)))[-1]
+        assert fin.metrics.thinking_tokens == 0  # the template closed the thinking: all answer
+    finally:
+        rt.close()
+    with pytest.raises(Exception, match="thinking"):
+        SamplingParams(thinking="yes")  # type: ignore[arg-type]

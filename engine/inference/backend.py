@@ -53,6 +53,7 @@ class ModelDescription:
     threads: int | None = None
     gpu_layers: int | None = None
     path: Path | None = None
+    thinking_switch: bool = False  # its chat template can turn thinking on and off
 
     @property
     def is_remote(self) -> bool:

@@ -97,10 +97,15 @@ class SamplingParams:
     seed: int | None = SPECS["seed"].default
     max_tokens: int = SPECS["max_tokens"].default
     stop: tuple[str, ...] = ()
+    # Reasoning models whose chat template has a switch (Qwen3's `enable_thinking`): True / False,
+    # or None for the template's own default.
+    thinking: bool | None = None
 
     def __post_init__(self) -> None:
         for spec in SAMPLING_SPECS:
             spec.check(getattr(self, spec.name))
+        if self.thinking is not None and not isinstance(self.thinking, bool):
+            raise InvalidParameter(f"thinking must be true, false or null, got {self.thinking!r}.")
         if isinstance(self.stop, str) or not all(isinstance(s, str) for s in self.stop):
             raise InvalidParameter("stop must be a list of strings.")
         if any(not s for s in self.stop):

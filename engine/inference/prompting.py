@@ -42,9 +42,11 @@ BUILTIN_BY_ARCH = {
 
 class ChatTemplate(Protocol):
     name: str
+    thinking_switch: bool  # the template can turn a reasoning model's thinking on and off
 
-    def render(self, messages: list[ChatMessage]) -> str:
-        """Prompt text for `messages`, ending with the assistant's turn opening."""
+    def render(self, messages: list[ChatMessage], thinking: bool | None = None) -> str:
+        """Prompt text for `messages`, ending with the assistant's turn opening; `thinking`: the
+        template's thinking switch, where it has one (None: its default)."""
         ...
 
 
@@ -66,7 +68,9 @@ class BuiltinTemplate:
             )
         self.name = name
 
-    def render(self, messages: list[ChatMessage]) -> str:
+    thinking_switch = False
+
+    def render(self, messages: list[ChatMessage], thinking: bool | None = None) -> str:
         arr = (llama_cpp.llama_chat_message * len(messages))()
         keep = []  # the C array points into these bytes objects
         for i, m in enumerate(messages):
@@ -115,14 +119,17 @@ class JinjaTemplate:
         self._bos = bos_token
         self._eos = eos_token
         self.name = name
+        self.thinking_switch = "enable_thinking" in source
 
-    def render(self, messages: list[ChatMessage]) -> str:
+    def render(self, messages: list[ChatMessage], thinking: bool | None = None) -> str:
+        switch = {"enable_thinking": thinking} if thinking is not None and self.thinking_switch else {}
         try:
             return self._template.render(
                 messages=[template_message(m) for m in messages],
                 add_generation_prompt=True,
                 bos_token=self._bos,
                 eos_token=self._eos,
+                **switch,
             )
         except jinja2.TemplateError as exc:
             raise InvalidParameter(f"the chat template rejected this conversation: {exc}") from exc
@@ -132,11 +139,12 @@ class UnusableTemplate:
     """A template that failed to compile: every render says why (and `render_chat` falls back)."""
 
     name = "unusable"
+    thinking_switch = False
 
     def __init__(self, problem: str) -> None:
         self.problem = problem
 
-    def render(self, messages: list[ChatMessage]) -> str:
+    def render(self, messages: list[ChatMessage], thinking: bool | None = None) -> str:
         raise InvalidParameter(self.problem)
 
 
@@ -171,17 +179,19 @@ def merge_system(messages: list[ChatMessage]) -> list[ChatMessage]:
     return rest
 
 
-def render_chat(template: ChatTemplate, messages: list[ChatMessage], fallback: ChatTemplate) -> tuple[str, str | None]:
+def render_chat(
+    template: ChatTemplate, messages: list[ChatMessage], fallback: ChatTemplate, thinking: bool | None = None
+) -> tuple[str, str | None]:
     """The prompt, and what the user should know when the model's own template could not render it:
     a template that refuses a system role gets the system prompt inside the first user message; a
     template that fails otherwise is replaced by `fallback` (a plain built-in format)."""
     try:
-        return template.render(messages), None
+        return template.render(messages, thinking), None
     except InvalidParameter as exc:
         problem = str(exc)
     if any(m.role == "system" for m in messages):
         try:
-            text = template.render(merge_system(messages))
+            text = template.render(merge_system(messages), thinking)
         except InvalidParameter:
             pass
         else:

@@ -164,6 +164,8 @@ class RemoteBackend:
         if continuing:
             sent[-1]["content"] = messages[-1].content
         body: dict[str, Any] = {"messages": sent}
+        if params.thinking is not None:  # the server's template switch (vLLM, SGLang, llama.cpp)
+            body["chat_template_kwargs"] = {"enable_thinking": params.thinking}
         if continuing:
             # Continue the partial answer (vLLM/SGLang's flags; llama.cpp's server prefills a final
             # assistant message by itself).

@@ -168,6 +168,7 @@ class LocalRuntime:
             threads=self._config.threads,
             gpu_layers=self._config.gpu_layers,
             path=self._config.path,
+            thinking_switch=self.template().thinking_switch,
         )
 
     @property
@@ -332,7 +333,7 @@ class LocalRuntime:
         dropped = 0
         notice = None
         while True:
-            rendered, notice = render_chat(template, kept, self._fallback_template())
+            rendered, notice = render_chat(template, kept, self._fallback_template(), params.thinking)
             text = rendered + prefix
             tokens = self._prompt_tokens(text, special=True)
             if len(tokens) + reserve <= llm.n_ctx():

@@ -135,6 +135,13 @@ def parse_request(kind: str, body: Any) -> ApiRequest:
         if not isinstance(stop, list) or len(stop) > 16:
             raise ApiError(400, "stop must be a string or an array of up to 16 strings.", param="stop")
         values["stop"] = tuple(stop)
+    kwargs = body.get("chat_template_kwargs")  # vLLM's and llama.cpp's way to flip a thinking switch
+    if kwargs is not None:
+        if not isinstance(kwargs, dict):
+            raise ApiError(400, "chat_template_kwargs must be an object.", param="chat_template_kwargs")
+        if "enable_thinking" in kwargs:
+            values["thinking"] = kwargs["enable_thinking"]
+            sent["thinking"] = "chat_template_kwargs"
     try:
         params = SamplingParams(**values)
     except InvalidParameter as exc:
