@@ -15,13 +15,13 @@ import os
 import platform
 import statistics
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import llama_cpp
 
+from bench.bare_llama import bare_loop
 from ember_chat.engine.cli.common import resolve_model
 from ember_chat.engine.inference.events import Finished
 from ember_chat.engine.inference.params import LoadConfig, SamplingParams, default_threads
@@ -32,28 +32,7 @@ PROMPT = "Once upon a time, in a small village by the sea, there lived an old fi
 
 
 def bare_run(llm: llama_cpp.Llama, prompt: list[int], n: int) -> dict[str, float]:
-    """The minimum: llama_decode a batch, greedy-sample, decode one token, repeat."""
-    ctx = llm.ctx
-    vocab = llama_cpp.llama_model_get_vocab(llm.model)
-    llama_cpp.llama_memory_clear(llama_cpp.llama_get_memory(ctx), True)
-    sampler = llama_cpp.llama_sampler_init_greedy()
-    times: list[int] = []
-    try:
-        t0 = time.perf_counter_ns()
-        arr = (llama_cpp.llama_token * len(prompt))(*prompt)
-        if llama_cpp.llama_decode(ctx, llama_cpp.llama_batch_get_one(arr, len(prompt))) != 0:
-            raise RuntimeError("decode failed")
-        one = (llama_cpp.llama_token * 1)()
-        for _ in range(n):
-            tok = llama_cpp.llama_sampler_sample(sampler, ctx, -1)
-            times.append(time.perf_counter_ns())
-            if llama_cpp.llama_vocab_is_eog(vocab, tok) or len(times) == n:
-                break
-            one[0] = tok
-            if llama_cpp.llama_decode(ctx, llama_cpp.llama_batch_get_one(one, 1)) != 0:
-                raise RuntimeError("decode failed")
-    finally:
-        llama_cpp.llama_sampler_free(sampler)
+    t0, times = bare_loop(llm, prompt, n)
     return {
         "ttft_ms": (times[0] - t0) / 1e6,
         "decode_tps": (len(times) - 1) / ((times[-1] - times[0]) / 1e9),

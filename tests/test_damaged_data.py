@@ -238,7 +238,8 @@ def test_a_full_disk_never_stops_the_answer_and_saving_resumes(
         pass
     assert "Saving works again" in saved.args[0]
     answer = store.message(answer.id)
-    assert answer.complete and answer.metrics["output_tokens"] == 400 and answer.content[:200] in shown
+    # (what the window showed: the plain stream or its rendering, whichever it was at that moment)
+    assert answer.complete and answer.metrics["output_tokens"] == 400 and answer.content.split("**")[0] in shown
 
 
 def test_a_message_that_cannot_be_saved_is_not_sent_and_stays_in_the_box(

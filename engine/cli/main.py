@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from ember_chat.engine import __version__
+from ember_chat.engine.cli import bench as bench_cli
 from ember_chat.engine.cli import remote as remote_cli
 from ember_chat.engine.cli import run as run_cli
 from ember_chat.engine.cli import serve as serve_cli
@@ -66,6 +67,7 @@ def _build_parser() -> argparse.ArgumentParser:
     tk.add_argument("--clear", action="store_true")
     remote_cli.add_parser(sub, _Parser)
     serve_cli.add_parser(sub)
+    bench_cli.add_parser(sub)
     return parser
 
 
@@ -94,7 +96,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     return serve_cli.run(args)
 
 
-COMMANDS = ("run", "inspect", "models", "remote", "serve")
+COMMANDS = ("run", "inspect", "models", "remote", "serve", "bench")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -113,6 +115,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "models": _cmd_models,
         "remote": _cmd_remote,
         "serve": _cmd_serve,
+        "bench": bench_cli.run,
     }
     try:
         return commands[args.command](args)

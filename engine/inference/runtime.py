@@ -374,6 +374,23 @@ class LocalRuntime:
             )
         yield from self._stream(prompt, tokens, params, recorder)
 
+    def run_tokens(self, tokens: list[int], params: SamplingParams) -> Iterator[Event]:
+        """Evaluate exactly these prompt tokens and generate exactly `params.max_tokens` tokens (the
+        benchmark lab): no template, no BOS added, end-of-generation tokens do not stop it."""
+        llm = self._require()
+        if len(tokens) + params.max_tokens > llm.n_ctx():
+            raise ContextOverflowError(
+                f"{len(tokens):,} prompt + {params.max_tokens:,} generated tokens do not fit the context of "
+                f"{llm.n_ctx():,}. Load the model with a longer context."
+            )
+        try:
+            yield from self._stream("", tokens, params, MetricsRecorder(self._run_context()), ignore_eog=True)
+        finally:
+            self._history = None  # not a conversation's prefix
+
+    def vocab_size(self) -> int:
+        return int(self._require().n_vocab())
+
     def _run_context(self) -> RunContext:
         llm = self._require()
         assert self._info is not None and self._config is not None
@@ -421,8 +438,10 @@ class LocalRuntime:
         params: SamplingParams,
         rec: MetricsRecorder,
         markers: MarkerNormalizer | None = None,
+        ignore_eog: bool = False,
     ) -> Iterator[Event]:
-        """`markers`: chat mode, where a reasoning model's thinking markers are put in canonical form."""
+        """`markers`: chat mode, where a reasoning model's thinking markers are put in canonical form;
+        `ignore_eog`: benchmarks, which generate exactly max_tokens tokens (as llama-bench does)."""
         llm = self._require()
         ctx = llm.ctx
         n_ctx = llm.n_ctx()
@@ -468,7 +487,7 @@ class LocalRuntime:
                 t_ns = time.perf_counter_ns()
                 if not generated:
                     llama_cpp.llama_set_abort_callback(ctx, _NULL_ABORT, None)
-                if llama_cpp.llama_vocab_is_eog(self._vocab, token):
+                if not ignore_eog and llama_cpp.llama_vocab_is_eog(self._vocab, token):
                     reason = "stop"
                     break
                 generated.append(token)

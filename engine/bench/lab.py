@@ -1,0 +1,230 @@
+"""The benchmark lab: prefill and decode speed of a model on this machine, measured as llama.cpp's
+`llama-bench` does, through Ember's own runtime.
+
+Methodology (for each prompt length n, `repetitions` times, the median kept):
+- the prompt is n pseudo-random tokens of the model's vocabulary (fixed seed; no template, no BOS),
+  evaluated from an empty KV cache — llama-bench's "pp n";
+- then `output_tokens` tokens are generated one at a time, greedily, end-of-generation tokens
+  included, after that prompt — llama-bench's "tg" at context depth n;
+- prefill tok/s = n / the time from the start of the prompt's evaluation to the first sampled token
+  (the same clock as every answer's metrics), and llama.cpp's own prompt-eval counters beside it;
+- decode tok/s = (tokens − 1) / the time from the first to the last token; ITL p50/p95/p99 over the
+  same gaps; TTFT = the time from the request to the first token;
+- peak memory = the process's peak resident size after the run (what the OS had to give).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import platform
+import random
+import resource
+import statistics
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from ember_chat.engine.errors import InvalidParameter
+from ember_chat.engine.inference.events import Finished
+from ember_chat.engine.inference.metrics import GenerationMetrics
+from ember_chat.engine.inference.params import SamplingParams
+from ember_chat.engine.inference.runtime import LocalRuntime, system_info
+from ember_chat.engine.models.fit import free_vram_bytes
+
+TOKEN_SEED = 1234
+
+
+@dataclass(frozen=True)
+class BenchPlan:
+    prompt_lengths: tuple[int, ...] = (128, 512)
+    output_tokens: int = 64
+    repetitions: int = 2
+
+    def __post_init__(self) -> None:
+        if not self.prompt_lengths or any(n < 1 for n in self.prompt_lengths):
+            raise InvalidParameter("prompt lengths must be positive numbers of tokens.")
+        if self.output_tokens < 2 or self.repetitions < 1:
+            raise InvalidParameter("the benchmark needs at least 2 output tokens and 1 repetition.")
+
+
+@dataclass(frozen=True)
+class BenchPoint:
+    """One prompt length's figures (medians over the repetitions)."""
+
+    model: str
+    prompt_tokens: int
+    output_tokens: int
+    ttft_s: float
+    prefill_tokens_per_s: float
+    llama_prefill_tokens_per_s: float | None
+    decode_tokens_per_s: float
+    llama_decode_tokens_per_s: float | None
+    itl_p50_ms: float
+    itl_p95_ms: float
+    itl_p99_ms: float
+    peak_rss_bytes: int
+    repetitions: int
+
+
+@dataclass
+class BenchRun:
+    machine: dict[str, Any]
+    plan: dict[str, Any]
+    points: list[BenchPoint] = field(default_factory=list)
+    started: float = field(default_factory=time.time)
+    cancelled: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "machine": self.machine,
+            "plan": self.plan,
+            "started": self.started,
+            "cancelled": self.cancelled,
+            "points": [asdict(p) for p in self.points],
+        }
+
+    def to_csv(self) -> str:
+        return points_csv(self.points)
+
+
+def points_csv(points: list[BenchPoint]) -> str:
+    """The figures as CSV, one row per model and prompt length."""
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=list(BenchPoint.__dataclass_fields__))
+    writer.writeheader()
+    for p in points:
+        writer.writerow(asdict(p))
+    return out.getvalue()
+
+
+def machine_facts(runtime: LocalRuntime | None = None) -> dict[str, Any]:
+    """What makes the figures meaningful: CPU, cores, RAM, GPU, backend, llama.cpp build."""
+    import llama_cpp
+
+    vram = free_vram_bytes()
+    facts: dict[str, Any] = {
+        "os": platform.platform(),
+        "python": sys.version.split()[0],
+        "cpu": _cpu_name(),
+        "cores_logical": os.cpu_count(),
+        "cores_physical": psutil.cpu_count(logical=False),
+        "ram_bytes": psutil.virtual_memory().total,
+        "gpu_free_vram_bytes": vram,
+        "llama_cpp_python": llama_cpp.__version__,
+        "llama_cpp_features": system_info(),
+    }
+    if runtime is not None and runtime.description is not None:
+        d = runtime.description
+        facts.update(backend=d.backend, threads=d.threads, gpu_layers=d.gpu_layers, n_ctx=d.n_ctx)
+    return facts
+
+
+def _cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def bench_tokens(runtime: LocalRuntime, n: int, seed: int = TOKEN_SEED) -> list[int]:
+    """n pseudo-random token ids of the model's vocabulary (llama-bench's prompts are random too)."""
+    rng = random.Random(seed)
+    vocab = runtime.vocab_size()
+    return [rng.randrange(min(vocab, 256) // 2, vocab) for _ in range(n)]
+
+
+def peak_rss_bytes() -> int:
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak if sys.platform == "darwin" else peak * 1024  # Linux reports KiB
+
+
+def run_lab(
+    runtime: LocalRuntime,
+    plan: BenchPlan,
+    cancel: threading.Event | None = None,
+    progress: Callable[[int, int, str], None] | None = None,
+) -> BenchRun:
+    """Run the plan on the loaded model. `progress(done, total, what)` after each measurement;
+    `cancel` stops between (and inside) measurements — the run keeps what it measured."""
+    cancel = cancel or threading.Event()
+    desc = runtime.description
+    if desc is None:
+        raise InvalidParameter("load a model before running the benchmark.")
+    run = BenchRun(machine_facts(runtime), asdict(plan))
+    total = len(plan.prompt_lengths) * plan.repetitions
+    done = 0
+    for n in plan.prompt_lengths:
+        samples: list[GenerationMetrics] = []
+        for rep in range(plan.repetitions):
+            if cancel.is_set():
+                run.cancelled = True
+                return run
+            metrics = _measure(runtime, bench_tokens(runtime, n, TOKEN_SEED + rep), plan.output_tokens, cancel)
+            if metrics is None:
+                run.cancelled = True
+                return run
+            samples.append(metrics)
+            done += 1
+            if progress:
+                progress(done, total, f"{desc.name}: {n} prompt tokens, run {rep + 1} of {plan.repetitions}")
+        run.points.append(_point(desc.name, n, plan, samples))
+    return run
+
+
+def _measure(
+    runtime: LocalRuntime, tokens: list[int], output: int, cancel: threading.Event
+) -> GenerationMetrics | None:
+    runtime.reset_cache()
+    params = SamplingParams(temperature=0.0, max_tokens=output, seed=0)
+    for ev in runtime.run_tokens(tokens, params):
+        if cancel.is_set():
+            runtime.request_stop()  # takes effect within one token (or one prompt batch)
+        if isinstance(ev, Finished):
+            return None if ev.reason == "cancelled" or cancel.is_set() else ev.metrics
+    return None
+
+
+def _median(values: Iterable[float | None]) -> float | None:
+    present = [v for v in values if v is not None]
+    return statistics.median(present) if present else None
+
+
+def _point(model: str, n: int, plan: BenchPlan, samples: list[GenerationMetrics]) -> BenchPoint:
+    def llama_rate(ms: float | None, count: int | None) -> float | None:
+        return count / (ms / 1000) if ms and count else None
+
+    return BenchPoint(
+        model=model,
+        prompt_tokens=n,
+        output_tokens=plan.output_tokens,
+        ttft_s=_median([m.ttft_s for m in samples]) or 0.0,
+        prefill_tokens_per_s=_median([m.prefill_tokens_per_s for m in samples]) or 0.0,
+        llama_prefill_tokens_per_s=_median([llama_rate(m.llama_prefill_ms, m.llama_prefill_tokens) for m in samples]),
+        decode_tokens_per_s=_median([m.decode_tokens_per_s for m in samples]) or 0.0,
+        llama_decode_tokens_per_s=_median([llama_rate(m.llama_decode_ms, m.llama_decode_tokens) for m in samples]),
+        itl_p50_ms=_median([m.itl_p50_ms for m in samples]) or 0.0,
+        itl_p95_ms=_median([m.itl_p95_ms for m in samples]) or 0.0,
+        itl_p99_ms=_median([m.itl_p99_ms for m in samples]) or 0.0,
+        peak_rss_bytes=peak_rss_bytes(),
+        repetitions=len(samples),
+    )
+
+
+def save_run(run: BenchRun, folder: Path) -> Path:
+    """Keep the run (with its machine facts) as JSON in the data folder's benchmarks/."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / time.strftime("bench-%Y%m%d-%H%M%S.json", time.localtime(run.started))
+    path.write_text(json.dumps(run.to_dict(), indent=2), encoding="utf-8")
+    return path
