@@ -55,7 +55,7 @@ def build_window(
     connections = ConnectionStore(paths.connections_file)
     return MainWindow(
         opened.store, bridge, library, settings_file, state, downloads, endpoint, tokens, connections,
-        startup_errors=[*(notices or []), *([opened.notice] if opened.notice else [])],
+        startup_errors=[*(notices or []), *([opened.notice] if opened.notice else [])], data_dir=paths.data_dir,
     )  # fmt: skip
 
 

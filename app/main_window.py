@@ -64,6 +64,7 @@ class MainWindow(QMainWindow):
         tokens: TokenStore | None = None,
         connections: ConnectionStore | None = None,
         startup_errors: list[str] | None = None,
+        data_dir: Path | None = None,
     ) -> None:
         """`startup_errors`: what went wrong while starting (a damaged chat database), for the banner."""
         super().__init__()
@@ -82,6 +83,7 @@ class MainWindow(QMainWindow):
         self.connections = connections or ConnectionStore(Path(settings_file.path).parent / "connections.json")
         self.model: ModelDescription | None = None
         self.url_opener = QDesktopServices.openUrl  # the system browser (tests put a recorder here)
+        self.data_dir = data_dir or Path(settings_file.path).parent
         self._loading_name: str | None = None
 
         self.colors = apply_theme(QApplication.instance(), self.settings.theme)
@@ -570,6 +572,12 @@ class MainWindow(QMainWindow):
         self.show()
         self.raise_()
         self.activateWindow()
+
+    def open_benchmark(self) -> None:
+        from ember_chat.app.benchmark_dialog import BenchmarkDialog
+
+        self._benchmark = BenchmarkDialog(self.library, self.settings, self.data_dir, self)  # kept while open
+        self._benchmark.show()
 
     def open_connections(self) -> None:
         from ember_chat.app.connections_dialog import ConnectionsDialog

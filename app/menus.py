@@ -39,6 +39,7 @@ class MenuHost(Protocol):
     open_models_folder: Callable[[], None]
     reload_models: Callable[[], None]
     open_connections: Callable[[], None]
+    open_benchmark: Callable[[], None]
     show_shortcuts: Callable[[], None]
     focus_pane: Callable[[str], None]
 
@@ -165,6 +166,7 @@ def fill_models_menu(self: MenuHost) -> None:
         none.setEnabled(False)
     m.addSeparator()
     m.addAction(tr("&Connections…"), self.open_connections)
+    m.addAction(tr("&Benchmark…"), self.open_benchmark)
     m.addSeparator()
     unload = m.addAction(tr("&Unload model"))
     unload.setEnabled(self.model is not None)

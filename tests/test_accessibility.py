@@ -97,6 +97,9 @@ def test_every_control_of_the_window_and_its_dialogs_has_a_name_and_description(
     w.api.open_dialog()
     assert _missing_names(w.api.dialog) == []
     w.api.dialog.close()
+    w.open_benchmark()
+    assert _missing_names(w._benchmark) == []
+    w._benchmark.close()
 
 
 def _activate(qtbot: QtBot, w: MainWindow) -> None:

@@ -83,3 +83,48 @@ def test_cli_bench(tiny_model: Path, tmp_path: Path) -> None:
     assert len(list((tmp_path / "benchmarks").glob("bench-*.json"))) >= 1  # kept with the machine facts
     bad = cli("bench", "--model", str(tiny_model), "--prompt-lengths", "x", data_dir=tmp_path)
     assert bad.returncode == 2 and "--prompt-lengths" in bad.stderr
+
+
+def test_the_benchmark_window_measures_plots_and_exports(qtbot: object, tmp_path: Path) -> None:
+    import shutil
+
+    from PySide6.QtCore import Qt
+
+    from ember_chat.app.benchmark_dialog import BenchmarkDialog
+    from ember_chat.engine.models.library import ModelLibrary
+    from ember_chat.engine.storage.settings import Settings
+    from tests.gguf_factory import write_tiny_model
+
+    models = tmp_path / "models"
+    models.mkdir()
+    write_tiny_model(models / "a.gguf")
+    shutil.copy(models / "a.gguf", models / "b.gguf")
+    dialog = BenchmarkDialog(ModelLibrary(models), Settings(threads=1), tmp_path / "data")
+    qtbot.addWidget(dialog)
+    dialog.start()
+    assert "Check at least one model" in dialog.status.text()
+    for i in range(dialog.models.count()):
+        item = dialog.models.item(i)
+        if item.text() in ("a.gguf", "b.gguf"):  # (the library also lists the starter model)
+            item.setCheckState(Qt.CheckState.Checked)
+    dialog.lengths.setText("16,48")
+    dialog.output.setValue(4)
+    dialog.reps.setValue(1)
+    with qtbot.waitSignal(dialog.run_finished, timeout=60_000):
+        dialog.start()
+    assert dialog.status.text() == "Done." and dialog.table.rowCount() == 4
+    series = dialog.prefill_chart.series()
+    assert [s.name() for s in series] == ["a.gguf", "b.gguf"] and all(s.count() == 2 for s in series)
+    assert [p.x() for p in dialog.decode_chart.series()[0].points()] == [16.0, 48.0]
+    assert len(list((tmp_path / "data" / "benchmarks").glob("*.json"))) == 2
+    dialog.export(tmp_path / "out.csv", "csv")
+    assert len((tmp_path / "out.csv").read_text().strip().splitlines()) == 5
+    dialog.export(tmp_path / "out.json", "json")
+    assert json.loads((tmp_path / "out.json").read_text())[1]["machine"]["model_name"] == "b.gguf"
+    # cancel: what was measured is kept and shown
+    dialog.lengths.setText("16,32,48,64,80,96,112")
+    dialog.reps.setValue(3)
+    with qtbot.waitSignal(dialog.run_finished, timeout=60_000):
+        dialog.start()
+        dialog.cancel()
+    assert dialog.status.text().startswith("Cancelled") and dialog.run_button.isEnabled()

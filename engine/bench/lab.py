@@ -225,6 +225,11 @@ def _point(model: str, n: int, plan: BenchPlan, samples: list[GenerationMetrics]
 def save_run(run: BenchRun, folder: Path) -> Path:
     """Keep the run (with its machine facts) as JSON in the data folder's benchmarks/."""
     folder.mkdir(parents=True, exist_ok=True)
-    path = folder / time.strftime("bench-%Y%m%d-%H%M%S.json", time.localtime(run.started))
+    stem = time.strftime("bench-%Y%m%d-%H%M%S", time.localtime(run.started))
+    path = folder / f"{stem}.json"
+    n = 1
+    while path.exists():  # several models measured in the same second
+        n += 1
+        path = folder / f"{stem}-{n}.json"
     path.write_text(json.dumps(run.to_dict(), indent=2), encoding="utf-8")
     return path
