@@ -25,6 +25,7 @@ from ember_chat.app.api_control import ApiServerControl
 from ember_chat.app.banner import Banner
 from ember_chat.app.bridge import EngineBridge
 from ember_chat.app.chat_controller import ChatController
+from ember_chat.app.icons import themed_icon
 from ember_chat.app.menus import about_text, build_menus
 from ember_chat.app.model_bar import ModelBar
 from ember_chat.app.navigation import focus_pane, set_tab_order
@@ -37,11 +38,13 @@ from ember_chat.engine.errors import EmberError
 from ember_chat.engine.inference.backend import ModelDescription, ModelRef
 from ember_chat.engine.inference.params import LoadConfig, SamplingParams
 from ember_chat.engine.models.download_queue import DownloadQueue
+from ember_chat.engine.models.gguf_inspect import inspect_gguf
 from ember_chat.engine.models.library import ModelLibrary
 from ember_chat.engine.models.starter import STARTER_ALIAS, starter_available
 from ember_chat.engine.storage.connections import ConnectionStore, parse_remote_model_name
 from ember_chat.engine.storage.conversations import ConversationStore
 from ember_chat.engine.storage.export import chat_as_json, chat_as_markdown
+from ember_chat.engine.storage.model_settings import ModelLoadSettings, ModelSettingsStore
 from ember_chat.engine.storage.secrets import TokenStore
 from ember_chat.engine.storage.settings import Settings, SettingsFile
 
@@ -84,6 +87,7 @@ class MainWindow(QMainWindow):
         self.model: ModelDescription | None = None
         self.url_opener = QDesktopServices.openUrl  # the system browser (tests put a recorder here)
         self.data_dir = data_dir or Path(settings_file.path).parent
+        self.model_settings = ModelSettingsStore(Path(settings_file.path).parent / "model_settings.json")
         self._loading_name: str | None = None
 
         self.colors = apply_theme(QApplication.instance(), self.settings.theme)
@@ -144,6 +148,7 @@ class MainWindow(QMainWindow):
         self.model_status = self.model_bar.status
         self.model_picker.activated.connect(self._on_pick)
         self.model_bar.unload.clicked.connect(self.unload_model)
+        self.model_bar.tune.clicked.connect(lambda: self.open_load_settings())
         return self.model_bar
 
     def _wire(self) -> None:
@@ -264,13 +269,19 @@ class MainWindow(QMainWindow):
                     alias = remote[1]
                 else:
                     alias = name
-                    ref = LoadConfig(
-                        self.library.resolve(name),
-                        n_ctx=self.side.params.context.value(),
-                        threads=self.settings.threads,
-                        gpu_layers=self.settings.gpu_layers,
-                        flash_attn=self.settings.flash_attention,
-                        kv_cache_type=self.settings.kv_cache_type,
+                    path = self.library.resolve(name)
+                    own = self.model_settings.get(name)  # this model's own load settings, if it has them
+                    ref = (
+                        own.config(path, inspect_gguf(path))
+                        if own is not None
+                        else LoadConfig(
+                            path,
+                            n_ctx=self.side.params.context.value(),
+                            threads=self.settings.threads,
+                            gpu_layers=self.settings.gpu_layers,
+                            flash_attn=self.settings.flash_attention,
+                            kv_cache_type=self.settings.kv_cache_type,
+                        )
                     )
             except EmberError as exc:
                 self.show_error(str(exc))
@@ -525,6 +536,7 @@ class MainWindow(QMainWindow):
         self.composer.set_colors(self.colors)
         self.conversations.set_colors(self.colors)
         self.side.metrics.chart.set_colors(self.colors)
+        self.model_bar.tune.setIcon(themed_icon("settings", self.colors))
 
     def show_shortcuts(self) -> None:
         from ember_chat.app.shortcuts_dialog import ShortcutsDialog
@@ -572,6 +584,37 @@ class MainWindow(QMainWindow):
         self.show()
         self.raise_()
         self.activateWindow()
+
+    def open_load_settings(self, name: str | None = None) -> None:
+        """The ⚙ beside the model picker: this local model's own load settings."""
+        from ember_chat.app.load_panel import LoadSettingsDialog
+
+        name = name or self.model_picker.currentData()
+        if not name or parse_remote_model_name(name) is not None:
+            self.show_error(self.tr("Choose a model on this computer in the list first (remote models load remotely)."))
+            return
+        try:
+            info = inspect_gguf(self.library.resolve(name))
+        except EmberError as exc:
+            self.show_error(str(exc))
+            return
+        current = self.model_settings.get(name) or ModelLoadSettings.from_settings(
+            self.settings.with_changes(context_length=self.side.params.context.value())
+        )
+        dialog = LoadSettingsDialog(name, info, current, self)
+
+        def saved(settings: ModelLoadSettings, load_now: bool) -> None:
+            try:
+                self.model_settings.save(name, settings)
+            except EmberError as exc:
+                self.show_error(str(exc))
+                return
+            if load_now:
+                self.load_model(name)
+
+        dialog.saved.connect(saved)
+        self._load_settings = dialog  # kept for tests and while open
+        dialog.open()
 
     def open_benchmark(self) -> None:
         from ember_chat.app.benchmark_dialog import BenchmarkDialog

@@ -4,7 +4,7 @@ status, unload, backend badge."""
 from __future__ import annotations
 
 from PySide6.QtCore import QCoreApplication, Qt
-from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QProgressBar, QPushButton, QWidget
+from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QProgressBar, QPushButton, QToolButton, QWidget
 
 from ember_chat.engine.inference.backend import ModelDescription
 from ember_chat.engine.models.library import ModelEntry
@@ -37,6 +37,13 @@ class ModelBar(QWidget):
         self.picker.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
         self.picker.setMinimumContentsLength(22)
         row.addWidget(self.picker)
+        self.tune = QToolButton()
+        self.tune.setAutoRaise(True)
+        self.tune.setAccessibleName(self.tr("Load settings"))
+        self.tune.setToolTip(
+            self.tr("This model's load settings: context, GPU layers, threads, batch, flash attention, KV cache")
+        )
+        row.addWidget(self.tune)
         self.progress = QProgressBar()
         self.progress.setRange(0, 100)
         self.progress.setMaximumWidth(120)

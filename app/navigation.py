@@ -32,6 +32,7 @@ def set_tab_order(w: NavigationHost) -> None:
         w.conversations.search,
         w.conversations.list,
         w.model_picker,
+        w.model_bar.tune,
         w.model_bar.unload,
         w.banner.close_button,
         w.transcript,

@@ -113,7 +113,7 @@ def test_tab_goes_around_the_window_in_reading_order(qtbot: QtBot, make_window: 
     _activate(qtbot, w)
     w.conversations.new_button.setFocus()
     seen = [QApplication.focusWidget()]
-    for _ in range(8):
+    for _ in range(9):
         qtbot.keyClick(QApplication.focusWidget(), Qt.Key.Key_Tab)
         seen.append(QApplication.focusWidget())
     expected = [
@@ -121,6 +121,7 @@ def test_tab_goes_around_the_window_in_reading_order(qtbot: QtBot, make_window: 
         w.conversations.search,
         w.conversations.list,
         w.model_picker,
+        w.model_bar.tune,
         w.model_bar.unload,
         w.transcript,  # (the banner's close button only when a message shows)
         w.composer.editor,

@@ -54,6 +54,7 @@ class ModelDescription:
     gpu_layers: int | None = None
     path: Path | None = None
     thinking_switch: bool = False  # its chat template can turn thinking on and off
+    kv_cache_type: str = "f16"
 
     @property
     def is_remote(self) -> bool:
@@ -63,7 +64,9 @@ class ModelDescription:
         """The backend badge: where the model runs and how."""
         if self.is_remote:
             return f"Remote · {self.source}"
-        return f"{self.backend} · {self.threads} threads · {self.gpu_layers} GPU layers"
+        kv = f" · KV {self.kv_cache_type}" if self.kv_cache_type != "f16" else ""
+        ctx = f" · {self.n_ctx:,} ctx" if self.n_ctx else ""
+        return f"{self.backend} · {self.threads} threads · {self.gpu_layers} GPU layers{ctx}{kv}"
 
     def status(self) -> str:
         parts = [p for p in (self.quantization, self._params()) if p]

@@ -141,11 +141,15 @@ class LoadConfig:
     kv_cache_type: str = "f16"
     use_mmap: bool = True
     n_batch: int = SPECS["n_batch"].default
+    threads_batch: int | None = None  # threads for prompt evaluation (None: the same as `threads`)
+    use_mlock: bool = False  # keep the weights in RAM (never swapped out)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "path", Path(self.path))
         for spec in LOAD_SPECS:
             spec.check(getattr(self, spec.name))
+        if self.threads_batch is not None:
+            SPECS["threads"].check(self.threads_batch)
         if self.kv_cache_type not in KV_CACHE_TYPES:
             raise InvalidParameter(
                 f"KV cache type must be one of {', '.join(KV_CACHE_TYPES)}, got {self.kv_cache_type!r}."

@@ -169,6 +169,7 @@ class LocalRuntime:
             gpu_layers=self._config.gpu_layers,
             path=self._config.path,
             thinking_switch=self.template().thinking_switch,
+            kv_cache_type=self._config.kv_cache_type,
         )
 
     @property
@@ -213,12 +214,13 @@ class LocalRuntime:
                     n_ctx=config.n_ctx,
                     n_batch=config.n_batch,
                     n_threads=config.threads,
-                    n_threads_batch=config.threads,
+                    n_threads_batch=config.threads_batch or config.threads,
                     n_gpu_layers=config.gpu_layers,
                     flash_attn=config.flash_attn,
                     type_k=kv_type,
                     type_v=kv_type,
                     use_mmap=config.use_mmap,
+                    use_mlock=config.use_mlock,
                     verbose=False,
                 )
         except ValueError as exc:

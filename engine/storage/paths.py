@@ -39,5 +39,9 @@ class AppPaths:
         return self.config_dir / "settings.json"
 
     @property
+    def model_settings_file(self) -> Path:
+        return self.config_dir / "model_settings.json"
+
+    @property
     def connections_file(self) -> Path:
         return self.config_dir / "connections.json"
