@@ -40,6 +40,7 @@ class TinySpec:
     name: str = "Tiny Test"
     file_type: int | None = None
     think_tokens: bool = False  # <think> and </think> as control tokens at the end of the vocab
+    extra_control_tokens: tuple[str, ...] = ()  # more control tokens after those
 
 
 THINK_TOKENS = ("<think>", "</think>")
@@ -67,10 +68,10 @@ def write_tiny_model(path: Path, spec: TinySpec = TinySpec()) -> Path:
     """Write a random-weight llama-architecture GGUF that llama.cpp loads and runs."""
     rng = np.random.default_rng(spec.seed)
     tokens, scores, types = vocabulary()
-    if spec.think_tokens:
-        tokens += list(THINK_TOKENS)
-        scores += [0.0, 0.0]
-        types += [int(gguf.TokenType.CONTROL)] * 2
+    extra = [*(THINK_TOKENS if spec.think_tokens else ()), *spec.extra_control_tokens]
+    tokens += extra
+    scores += [0.0] * len(extra)
+    types += [int(gguf.TokenType.CONTROL)] * len(extra)
     n_vocab = len(tokens)
     w = gguf.GGUFWriter(str(path), spec.arch)
     w.add_name(spec.name)

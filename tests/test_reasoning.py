@@ -215,3 +215,29 @@ def test_the_thinking_switch_reaches_templates_that_have_one(tmp_path: Path) -> 
         rt.close()
     with pytest.raises(Exception, match="thinking"):
         SamplingParams(thinking="yes")  # type: ignore[arg-type]
+
+
+END_OF_TURN = ("<|eot_id|>", "<end_of_turn>", "<|end|>", "<|endoftext|>", "<|return|>")
+
+
+def test_every_end_of_turn_token_of_the_vocab_stops_generation(tmp_path: Path) -> None:
+    """Model families end their turns with different tokens; llama.cpp marks each as end-of-generation
+    from the vocabulary, and the runtime stops at any of them before it becomes text."""
+    import llama_cpp
+
+    path = write_tiny_model(tmp_path / "eog.gguf", TinySpec(extra_control_tokens=END_OF_TURN))
+    rt = LocalRuntime()
+    rt.load(LoadConfig(path, n_ctx=256, threads=1))
+    try:
+        vocab = rt._vocab
+        for text in ("<|im_end|>", "</s>", *END_OF_TURN):
+            ids = rt.tokenize(text, special=True)
+            assert len(ids) == 1 and llama_cpp.llama_vocab_is_eog(vocab, ids[0]), text
+        # a chat answer never contains one: generation ends there (or at max_tokens)
+        for seed in range(3):
+            fin = list(rt.chat([ChatMessage("user", "hi")], SamplingParams(temperature=1.5, max_tokens=40, seed=seed)))[
+                -1
+            ]
+            assert not any(t in fin.text for t in ("<|im_end|>", *END_OF_TURN))
+    finally:
+        rt.close()
