@@ -241,3 +241,20 @@ def test_every_end_of_turn_token_of_the_vocab_stops_generation(tmp_path: Path) -
             assert not any(t in fin.text for t in ("<|im_end|>", *END_OF_TURN))
     finally:
         rt.close()
+
+
+def test_bos_is_never_doubled(tmp_path: Path) -> None:
+    """A template that writes the BOS token itself (Llama 3, Gemma) and one that does not (ChatML)
+    both give a prompt with exactly one BOS."""
+    with_bos = "{{ bos_token }}" + CHATML_TEMPLATE
+    for template in (with_bos, CHATML_TEMPLATE):
+        path = write_tiny_model(tmp_path / "bos.gguf", TinySpec(chat_template=template))
+        rt = LocalRuntime()
+        rt.load(LoadConfig(path, n_ctx=256, threads=1))
+        try:
+            text = rt.template().render([ChatMessage("user", "hi")])
+            tokens = rt._prompt_tokens(text, special=True)
+            bos = rt._require().token_bos()
+            assert tokens[0] == bos and tokens.count(bos) == 1, template[:20]
+        finally:
+            rt.close()
