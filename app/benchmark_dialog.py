@@ -11,8 +11,9 @@ from pathlib import Path
 
 from PySide6.QtCharts import QChart, QChartView, QLineSeries, QValueAxis
 from PySide6.QtCore import Qt, QTimer, Signal
-from PySide6.QtGui import QPainter
+from PySide6.QtGui import QFont, QPainter
 from PySide6.QtWidgets import (
+    QApplication,
     QDialog,
     QFileDialog,
     QFormLayout,
@@ -148,7 +149,7 @@ class BenchmarkDialog(QDialog):
         chart.setTitle(title)
         view = QChartView(chart)
         view.setRenderHint(QPainter.RenderHint.Antialiasing)
-        view.setMinimumHeight(220)
+        view.setMinimumHeight(260)
         view.setAccessibleName(name)
         view.setAccessibleDescription(self.tr("One line per model; the table below has the figures"))
         return chart, view
@@ -286,6 +287,12 @@ class BenchmarkDialog(QDialog):
             for series in chart.series():
                 series.attachAxis(x)
                 series.attachAxis(y)
+            small = QFont(QApplication.font())  # relative to the system font: labels fit, and scale with it
+            small.setPointSizeF(small.pointSizeF() * 0.8)
+            for axis in (x, y):
+                axis.setLabelsFont(small)
+                axis.setTitleFont(small)
+                axis.setTickCount(4)
         self.table.resizeColumnsToContents()
 
     # ----- export

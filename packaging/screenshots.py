@@ -4,8 +4,9 @@
 
 In a fresh data folder it loads the starter model and asks it one question (a real answer with real
 metrics), then shows that chat in the light and dark themes, a chat whose answer is code-heavy Markdown
-(text written into the database by this script, to show the rendering: no model wrote it), the Model
-Manager, and the error banner after trying to load a damaged model file.
+and one with a reasoning model's thinking (texts written into the database by this script, to show the
+rendering: no model wrote them), the Model Manager, the error banner after trying to load a damaged
+model file, and the benchmark lab after measuring the starter model.
 """
 
 from __future__ import annotations
@@ -49,6 +50,14 @@ sort -m a.txt b.txt > merged.txt
 See the [heapq documentation](https://docs.python.org/3/library/heapq.html#heapq.merge) for details."""
 
 
+THINK_QUESTION = "Is 1001 a prime number?"
+THINK_ANSWER = """<think>
+1001 = 7 × 143, and 143 = 11 × 13. So it has divisors other than 1 and itself.
+</think>
+
+No: **1001 = 7 × 11 × 13**, so it is not prime."""
+
+
 def main(out_dir: str) -> int:
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -56,7 +65,7 @@ def main(out_dir: str) -> int:
     os.environ["EMBER_DATA_DIR"] = str(home / "data")
     os.environ["EMBER_CONFIG_DIR"] = str(home / "config")
 
-    from PySide6.QtCore import QTimer
+    from PySide6.QtCore import Qt, QTimer
     from PySide6.QtWidgets import QApplication
 
     from ember_chat.app.main import build_window
@@ -73,6 +82,9 @@ def main(out_dir: str) -> int:
     code_chat = store.create_conversation("Merge two sorted lists")
     q = store.add_message(code_chat.id, "user", CODE_QUESTION)
     store.add_message(code_chat.id, "assistant", CODE_ANSWER, parent_id=q.id)
+    think_chat = store.create_conversation("Is 1001 prime?")
+    tq = store.add_message(think_chat.id, "user", THINK_QUESTION)
+    think_answer = store.add_message(think_chat.id, "assistant", THINK_ANSWER, parent_id=tq.id)
     store.close()
     damaged = paths.default_models_dir / "damaged-download.gguf"
     damaged.parent.mkdir(parents=True)
@@ -124,6 +136,25 @@ def main(out_dir: str) -> int:
         window.load_model(damaged.name)
         yield lambda: window.banner.isVisible()
         shot("error-banner.png")
+        window.banner.hide()
+        window._open_conversation(think_chat.id)
+        window.transcript.action.emit("think", think_answer.id, 0)  # the fold, opened
+        yield settled
+        shot("thinking.png")
+        window.open_benchmark()
+        lab = window._benchmark
+        for i in range(lab.models.count()):
+            if lab.models.item(i).text() == "starter":
+                lab.models.item(i).setCheckState(Qt.CheckState.Checked)
+        lab.lengths.setText("64,128,256")
+        lab.output.setValue(16)
+        lab.reps.setValue(1)
+        done = []
+        lab.run_finished.connect(lambda: done.append(True))
+        lab.start()
+        yield lambda: bool(done)
+        shot("benchmark.png", lab)
+        lab.close()
 
     plan = steps()
     state: dict[str, Callable[[], bool]] = {"wait": lambda: True}
