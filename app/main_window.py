@@ -412,6 +412,7 @@ class MainWindow(QMainWindow):
             ctx = int(conv.params.get("context_length", self.side.params.context.value()))
             self.side.params.set_params(sp, conv.system_prompt, ctx)
             self.composer.set_editing(False)
+            self.conversations.select(cid)
 
         self.controller.after_stop(act)
         self.controller.open_conversation(cid, jump_to)

@@ -170,6 +170,18 @@ class ConversationList(QWidget):
             item.setData(Qt.ItemDataRole.UserRole, (h.conversation_id, h.message_id))
             self.list.addItem(item)
 
+    def select(self, conversation_id: int) -> None:
+        """Highlight this chat (opened from elsewhere: a search hit, the keyboard, a script)."""
+        if self._mode != "conversations":
+            return
+        for i in range(self.list.count()):
+            data = self.list.item(i).data(Qt.ItemDataRole.UserRole)
+            if data and data[0] == conversation_id:
+                self.list.blockSignals(True)
+                self.list.setCurrentRow(i)
+                self.list.blockSignals(False)
+                return
+
     def current_id(self) -> int | None:
         item = self.list.currentItem()
         data = item.data(Qt.ItemDataRole.UserRole) if item else None

@@ -214,7 +214,9 @@ def test_switching_while_filling_in_starts_over_cleanly(qtbot: QtBot, make_windo
     w = make_window()
     a = seed_long_chat(w.store, 300, "first")
     b = seed_long_chat(w.store, 6, "second")
+    w.reload_conversations()
     w._open_conversation(a)
+    assert w.conversations.current_id() == a  # the list shows which chat is open
     assert w.transcript.backfilling
     w._open_conversation(b)
     assert not w.transcript.backfilling
