@@ -34,6 +34,7 @@ def build_window(
     from ember_chat.engine.models.downloader import Downloader
     from ember_chat.engine.models.library import ModelLibrary
     from ember_chat.engine.storage.connections import ConnectionStore
+    from ember_chat.engine.storage.model_settings import ModelSettingsStore
     from ember_chat.engine.storage.paths import AppPaths
     from ember_chat.engine.storage.recovery import open_conversations
     from ember_chat.engine.storage.secrets import TokenStore
@@ -56,6 +57,7 @@ def build_window(
     return MainWindow(
         opened.store, bridge, library, settings_file, state, downloads, endpoint, tokens, connections,
         startup_errors=[*(notices or []), *([opened.notice] if opened.notice else [])], data_dir=paths.data_dir,
+        model_settings=ModelSettingsStore(paths.model_settings_file),
     )  # fmt: skip
 
 

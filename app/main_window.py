@@ -68,6 +68,7 @@ class MainWindow(QMainWindow):
         connections: ConnectionStore | None = None,
         startup_errors: list[str] | None = None,
         data_dir: Path | None = None,
+        model_settings: ModelSettingsStore | None = None,
     ) -> None:
         """`startup_errors`: what went wrong while starting (a damaged chat database), for the banner."""
         super().__init__()
@@ -87,7 +88,9 @@ class MainWindow(QMainWindow):
         self.model: ModelDescription | None = None
         self.url_opener = QDesktopServices.openUrl  # the system browser (tests put a recorder here)
         self.data_dir = data_dir or Path(settings_file.path).parent
-        self.model_settings = ModelSettingsStore(Path(settings_file.path).parent / "model_settings.json")
+        self.model_settings = model_settings or ModelSettingsStore(
+            Path(settings_file.path).parent / "model_settings.json"
+        )
         self._loading_name: str | None = None
 
         self.colors = apply_theme(QApplication.instance(), self.settings.theme)

@@ -272,25 +272,22 @@ class MessageWriter:
             fc.setPosition(b, QTextCursor.MoveMode.KeepAnchor)
             fc.mergeCharFormat(change)
         for table in tables.values():
-            tf = table.format()
-            tf.setBorder(1)
-            tf.setBorderBrush(QColor(self.colors.border))
-            tf.setBorderStyle(QTextFrameFormat.BorderStyle.BorderStyle_Solid)
-            tf.setBorderCollapse(True)
-            tf.setCellPadding(5)
-            tf.setCellSpacing(0)
-            table.setFormat(tf)
+            table.setFormat(self._ruled(table.format(), padding=5))
 
-    def code_card(self, c: QTextCursor, seg: Segment, message_id: int) -> None:
-        """A code block: a two-row table (language and copy button; the highlighted code)."""
-        self.fresh_block(c)
-        tf = QTextTableFormat()
+    def _ruled(self, tf: QTextTableFormat, padding: int) -> QTextTableFormat:
+        """A table with thin collapsed borders in the theme's border colour (Markdown tables, code cards)."""
         tf.setBorder(1)
         tf.setBorderBrush(QColor(self.colors.border))
         tf.setBorderStyle(QTextFrameFormat.BorderStyle.BorderStyle_Solid)
         tf.setBorderCollapse(True)
         tf.setCellSpacing(0)
-        tf.setCellPadding(7)
+        tf.setCellPadding(padding)
+        return tf
+
+    def code_card(self, c: QTextCursor, seg: Segment, message_id: int) -> None:
+        """A code block: a two-row table (language and copy button; the highlighted code)."""
+        self.fresh_block(c)
+        tf = self._ruled(QTextTableFormat(), padding=7)
         tf.setTopMargin(4)
         tf.setBottomMargin(4)
         tf.setWidth(QTextLength(QTextLength.Type.PercentageLength, 100))

@@ -75,7 +75,8 @@ def wait_loaded(window: object) -> None:
     loop.exec()
 
 
-def stream_fake(paths: AppPaths, n_tokens: int, rate: float) -> dict[str, float]:
+def fake_window(paths: AppPaths, n_tokens: int, rate: float) -> object:
+    """The real window over a fake engine that streams `n_tokens` at `rate`, its model loaded."""
     window = build_window(paths, backend_factory=lambda _ref: FakeBackend(n_tokens=n_tokens, rate=rate))
     window.resize(1280, 800)
     window.show()
@@ -83,6 +84,11 @@ def stream_fake(paths: AppPaths, n_tokens: int, rate: float) -> dict[str, float]
     window.load_model("fake.gguf")
     wait_loaded(window)
     window.side.params.max_tokens.setValue(n_tokens)
+    return window
+
+
+def stream_fake(paths: AppPaths, n_tokens: int, rate: float) -> dict[str, float]:
+    window = fake_window(paths, n_tokens, rate)
 
     batches: list[tuple[int, int, float]] = []  # tokens so far, tokens in batch, GUI seconds
     controller = window.controller
@@ -199,13 +205,7 @@ def _drain(window: object) -> None:
 
 def long_chat(paths: AppPaths, n_messages: int, n_tokens: int, rate: float) -> dict[str, float]:
     """A chat of `n_messages` Markdown messages: switch to it, send in it, stream into it."""
-    window = build_window(paths, backend_factory=lambda _ref: FakeBackend(n_tokens=n_tokens, rate=rate))
-    window.resize(1280, 800)
-    window.show()
-    (paths.default_models_dir / "fake.gguf").write_bytes(b"")
-    window.load_model("fake.gguf")
-    wait_loaded(window)
-    window.side.params.max_tokens.setValue(n_tokens)
+    window = fake_window(paths, n_tokens, rate)
     other = seed_long_chat(window.store, 4, "short chat")
     long_id = seed_long_chat(window.store, n_messages, "long chat")
     window._open_conversation(other)

@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from ember_chat.engine.errors import EmberError
-from ember_chat.engine.inference.params import LoadConfig
-from ember_chat.engine.models.fit import KV_BYTES, OVERHEAD, free_vram_bytes, kv_cache_bytes, layer_count
+from ember_chat.engine.inference.params import KV_CACHE_TYPES, SPECS, LoadConfig
+from ember_chat.engine.models.fit import OVERHEAD, free_vram_bytes, kv_cache_bytes, layer_count
 from ember_chat.engine.models.gguf_inspect import ModelInfo
 from ember_chat.engine.storage.atomic import write_json_atomically
 from ember_chat.engine.storage.settings import Settings
@@ -33,7 +33,8 @@ class ModelLoadSettings:
 
     @classmethod
     def from_settings(cls, s: Settings) -> ModelLoadSettings:
-        return cls(s.context_length, s.threads, s.threads, s.gpu_layers, 512, s.flash_attention, s.kv_cache_type)
+        n_batch = SPECS["n_batch"].default
+        return cls(s.context_length, s.threads, s.threads, s.gpu_layers, n_batch, s.flash_attention, s.kv_cache_type)
 
     def config(self, path: Path, info: ModelInfo | None = None, free_vram: int | None = None) -> LoadConfig:
         """The LoadConfig these settings make ("auto" GPU layers decided now); raises if invalid."""
@@ -79,7 +80,7 @@ class ModelSettingsStore:
         known = {f.name for f in fields(ModelLoadSettings)}
         try:
             s = ModelLoadSettings(**{k: v for k, v in raw.items() if k in known})
-            if s.kv_cache_type not in KV_BYTES:
+            if s.kv_cache_type not in KV_CACHE_TYPES:
                 return None
             return s
         except TypeError:
