@@ -56,6 +56,13 @@ def test_gpt_oss_channels_become_canonical() -> None:
     assert split_thinking(text) == split_thinking("<think>User asks.</think>Hello!")
 
 
+def test_gemma4_thought_channel_becomes_canonical() -> None:
+    text, flags = _feed_all(MarkerNormalizer(), ["<|channel>", "thought\n", "Plan it.", "<channel|>", "Done."])
+    assert text == "<think>\nPlan it.</think>Done."
+    assert flags == [False, True, True, False, False]
+    assert split_thinking(text).thinking == "Plan it." and split_thinking(text).answer == "Done."
+
+
 def test_prompt_opened_thinking_gets_its_marker() -> None:
     text, flags = _feed_all(MarkerNormalizer(opened_by_prompt=True), ["Okay", ", so", "</think>", "Paris."])
     assert text == "<think>\nOkay, so</think>Paris." and flags[0]
@@ -81,6 +88,7 @@ def test_history_sent_back_leaves_thinking_out_unless_the_template_asks() -> Non
     answer = ChatMessage("assistant", "<think>\nprivate thoughts\n</think>\n\nHello there.")
     assert template_message(answer) == {
         "role": "assistant", "content": "Hello there.", "reasoning_content": "private thoughts",
+        "thinking": "private thoughts",  # the name gpt-oss's template reads
     }  # fmt: skip
     chatml = JinjaTemplate(CHATML_TEMPLATE, "<s>", "</s>")
     rendered = chatml.render([ChatMessage("user", "hi"), answer, ChatMessage("user", "and?")])

@@ -9,9 +9,13 @@ from __future__ import annotations
 
 import ctypes
 import functools
-from typing import Protocol
+import json
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any, Protocol
 
 import jinja2
+import jinja2.ext
 import jinja2.sandbox
 import llama_cpp
 
@@ -92,13 +96,14 @@ class BuiltinTemplate:
 
 def template_message(m: ChatMessage) -> dict[str, str]:
     """A message as templates see it: an earlier answer's thinking is not part of its content; it is
-    offered as `reasoning_content`, which a template uses only if it wants it (most drop it)."""
+    offered as `reasoning_content` (and as `thinking`, the name gpt-oss's template reads), which a
+    template uses only if it wants it (most drop it)."""
     if m.role != "assistant":
         return {"role": m.role, "content": m.content}
     split = split_thinking(m.content)
     out = {"role": m.role, "content": split.answer}
     if split.thinking:
-        out["reasoning_content"] = split.thinking
+        out["reasoning_content"] = out["thinking"] = split.thinking
     return out
 
 
@@ -106,14 +111,40 @@ def _raise_exception(message: str) -> None:
     raise jinja2.exceptions.TemplateError(message)
 
 
+def _tojson(
+    value: Any, ensure_ascii: bool = False, indent: int | None = None, separators: Any = None, sort_keys: bool = False
+) -> str:
+    """JSON as chat templates expect it: plain `json.dumps`, not Jinja's HTML-escaping filter."""
+    return json.dumps(value, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
+
+
+def template_environment(clock: Callable[[], datetime]) -> jinja2.Environment:
+    """The sandbox chat templates are written for (the one `transformers.apply_chat_template` and
+    llama.cpp's server give them): trim/lstrip blocks, `{% break %}`/`{% continue %}`, a `tojson`
+    that does not escape HTML, `raise_exception`, and `strftime_now` for templates that print
+    today's date (Llama 3.2, gpt-oss)."""
+    env = jinja2.sandbox.ImmutableSandboxedEnvironment(
+        trim_blocks=True, lstrip_blocks=True, extensions=[jinja2.ext.loopcontrols]
+    )
+    env.filters["tojson"] = _tojson
+    env.globals["raise_exception"] = _raise_exception
+    env.globals["strftime_now"] = lambda fmt: clock().strftime(fmt)
+    return env
+
+
 class JinjaTemplate:
     """A Jinja chat template (from the GGUF or the user), rendered in a sandbox."""
 
-    def __init__(self, source: str, bos_token: str, eos_token: str, name: str = "gguf") -> None:
-        env = jinja2.sandbox.ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
-        env.globals["raise_exception"] = _raise_exception
+    def __init__(
+        self,
+        source: str,
+        bos_token: str,
+        eos_token: str,
+        name: str = "gguf",
+        clock: Callable[[], datetime] = datetime.now,
+    ) -> None:
         try:
-            self._template = env.from_string(source)
+            self._template = template_environment(clock).from_string(source)
         except jinja2.TemplateSyntaxError as exc:
             raise InvalidParameter(f"the chat template has a syntax error: {exc}") from exc
         self._bos = bos_token
@@ -126,6 +157,8 @@ class JinjaTemplate:
         try:
             return self._template.render(
                 messages=[template_message(m) for m in messages],
+                tools=None,
+                documents=None,
                 add_generation_prompt=True,
                 bos_token=self._bos,
                 eos_token=self._eos,

@@ -16,9 +16,9 @@ OPEN = "<think>"
 CLOSE = "</think>"
 
 # A model's own markers → the canonical ones. gpt-oss (harmony format): the analysis channel is its
-# thinking; the final channel's header only introduces the answer.
-_OPENERS = ("<think>", "<|channel|>analysis<|message|>")
-_CLOSERS = ("</think>", "<|end|>")
+# thinking; the final channel's header only introduces the answer. Gemma 4: a "thought" channel.
+_OPENERS = ("<think>", "<|channel|>analysis<|message|>", "<|channel>thought")
+_CLOSERS = ("</think>", "<|end|>", "<channel|>")
 _DROPPED = ("<|start|>assistant<|channel|>final<|message|>", "<|channel|>final<|message|>", "<|start|>assistant")
 
 
