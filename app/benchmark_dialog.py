@@ -1,7 +1,8 @@
-"""Models ▸ Benchmark…: the benchmark lab in the window. Pick models and prompt lengths; Ember loads
-each model in turn (its own copy, beside the chat's) and measures it as `ember-chat bench` does, with
-progress and cancel; then plots prefill speed against prompt length and decode speed against context
-depth, one line per model, lists the figures, and exports them. Runs are kept in the data folder."""
+"""Models ▸ Benchmark…: the benchmark lab in the window. Pick models — local ones, loaded with their
+own load settings, and remote connections' — and prompt lengths; Ember loads each model in turn (its
+own copy, beside the chat's) and measures it as `ember-chat bench` does, with progress and cancel;
+then plots prefill speed against prompt length and decode speed against context depth, one line per
+model, lists the figures, and exports them. Runs are kept in the data folder."""
 
 from __future__ import annotations
 
@@ -31,12 +32,15 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from ember_chat.app.model_bar import model_choices
 from ember_chat.app.tasks import TaskRunner
-from ember_chat.engine.bench.lab import BenchPlan, BenchRun, points_csv, run_lab, save_run
+from ember_chat.engine.bench.lab import BenchPlan, BenchRun, load_for_bench, points_csv, run_lab, save_run
 from ember_chat.engine.errors import InvalidParameter
-from ember_chat.engine.inference.params import LoadConfig
-from ember_chat.engine.inference.runtime import LocalRuntime
+from ember_chat.engine.inference.backend import InferenceBackend
 from ember_chat.engine.models.library import ModelLibrary
+from ember_chat.engine.models.refs import model_ref
+from ember_chat.engine.storage.connections import ConnectionStore
+from ember_chat.engine.storage.model_settings import ModelLoadSettings, ModelSettingsStore
 from ember_chat.engine.storage.settings import Settings
 
 
@@ -44,7 +48,13 @@ class BenchmarkDialog(QDialog):
     run_finished = Signal()  # a run ended: done, cancelled or failed (tests wait on this)
 
     def __init__(
-        self, library: ModelLibrary, settings: Settings, data_dir: Path, parent: QWidget | None = None
+        self,
+        library: ModelLibrary,
+        settings: Settings,
+        data_dir: Path,
+        connections: ConnectionStore,
+        model_settings: ModelSettingsStore,
+        parent: QWidget | None = None,
     ) -> None:
         super().__init__(parent)
         self.setWindowTitle(self.tr("Benchmark"))
@@ -52,16 +62,23 @@ class BenchmarkDialog(QDialog):
         self.library = library
         self.settings = settings
         self.data_dir = data_dir
+        self.connections = connections
+        self.model_settings = model_settings
         self.runs: list[BenchRun] = []
+        self._current: InferenceBackend | None = None  # the backend being measured (for cancel)
         self.tasks = TaskRunner(self, workers=1)
         self._cancel = threading.Event()
         self._progress: tuple[int, int, str] = (0, 1, "")
 
         self.models = QListWidget()
         self.models.setAccessibleName(self.tr("Models to measure"))
-        self.models.setAccessibleDescription(self.tr("Check the models to measure; each is loaded in turn"))
-        for entry in library.entries():
-            item = QListWidgetItem(entry.name)
+        self.models.setAccessibleDescription(
+            self.tr("Check the models to measure, on this computer or a remote connection; each is loaded in turn")
+        )
+        self._labels = dict((name, label) for label, name in model_choices(library.entries(), connections.list()))
+        for name, label in self._labels.items():
+            item = QListWidgetItem(label)
+            item.setData(Qt.ItemDataRole.UserRole, name)
             item.setFlags(item.flags() | Qt.ItemFlag.ItemIsUserCheckable)
             item.setCheckState(Qt.CheckState.Unchecked)
             self.models.addItem(item)
@@ -156,7 +173,7 @@ class BenchmarkDialog(QDialog):
 
     def checked_models(self) -> list[str]:
         items = (self.models.item(i) for i in range(self.models.count()))
-        return [it.text() for it in items if it.checkState() == Qt.CheckState.Checked]
+        return [it.data(Qt.ItemDataRole.UserRole) for it in items if it.checkState() == Qt.CheckState.Checked]
 
     # ----- running
     def start(self) -> None:
@@ -188,32 +205,30 @@ class BenchmarkDialog(QDialog):
         for i, name in enumerate(names):
             if self._cancel.is_set():
                 break
-            s = self.settings
-            config = LoadConfig(
-                self.library.resolve(name),
-                n_ctx=max(256, max(plan.prompt_lengths) + plan.output_tokens + 8),
-                threads=s.threads,
-                gpu_layers=s.gpu_layers,
-                flash_attn=s.flash_attention,
-                kv_cache_type=s.kv_cache_type,
-            )
-            runtime = LocalRuntime()
+            defaults = ModelLoadSettings.from_settings(self.settings)
+            ref, alias = model_ref(name, self.library, self.connections, self.model_settings, defaults)
+            self._progress = (i * per_model, total, self.tr("Loading {model}…").format(model=alias))
+            backend = load_for_bench(ref, plan)
+            self._current = backend
             try:
-                runtime.load(config)
 
                 def progress(done: int, _total: int, what: str, base: int = i * per_model) -> None:
                     self._progress = (base + done, total, what)
 
-                run = run_lab(runtime, plan, self._cancel, progress)
+                run = run_lab(backend, plan, self._cancel, progress)
             finally:
-                runtime.close()
-            run.machine["model_name"] = name
+                self._current = None
+                backend.close()
+            run.machine["model_name"] = self._labels.get(name, alias)
             save_run(run, self.data_dir / "benchmarks")
             runs.append(run)
         return runs
 
     def cancel(self) -> None:
         self._cancel.set()
+        current = self._current
+        if current is not None:  # a remote server may be evaluating a long prompt: close the stream now
+            current.request_stop()
         self.status.setText(self.tr("Cancelling…"))
 
     def _show_progress(self) -> None:
@@ -258,16 +273,19 @@ class BenchmarkDialog(QDialog):
             prefill.setName(name)
             decode.setName(name)
             for p in run.points:
-                prefill.append(p.prompt_tokens, p.prefill_tokens_per_s)
+                if p.prefill_tokens_per_s is not None:
+                    prefill.append(p.prompt_tokens, p.prefill_tokens_per_s)
+                    top_prefill = max(top_prefill, p.prefill_tokens_per_s)
                 decode.append(p.prompt_tokens, p.decode_tokens_per_s)
                 top_x = max(top_x, p.prompt_tokens)
-                top_prefill = max(top_prefill, p.prefill_tokens_per_s)
                 top_decode = max(top_decode, p.decode_tokens_per_s)
                 r = self.table.rowCount()
                 self.table.insertRow(r)
                 itl = f"{p.itl_p50_ms:.1f} / {p.itl_p95_ms:.1f} / {p.itl_p99_ms:.1f}"
-                values = [name, str(p.prompt_tokens), f"{p.ttft_s:.3f}", f"{p.prefill_tokens_per_s:.1f}",
-                          f"{p.decode_tokens_per_s:.1f}", itl, f"{p.peak_rss_bytes / 1e6:,.0f}"]  # fmt: skip
+                memory = "—" if p.peak_rss_bytes is None else f"{p.peak_rss_bytes / 1e6:,.0f}"  # remote: the server's
+                prefill_text = "—" if p.prefill_tokens_per_s is None else f"{p.prefill_tokens_per_s:.1f}"
+                values = [name, str(p.prompt_tokens), f"{p.ttft_s:.3f}", prefill_text,
+                          f"{p.decode_tokens_per_s:.1f}", itl, memory]  # fmt: skip
                 for c, v in enumerate(values):
                     self.table.setItem(r, c, QTableWidgetItem(v))
             self.prefill_chart.addSeries(prefill)

@@ -35,11 +35,12 @@ from ember_chat.app.transcript import TranscriptView
 from ember_chat.app.welcome import WelcomePanel
 from ember_chat.app.widgets import Composer, ConversationList
 from ember_chat.engine.errors import EmberError
-from ember_chat.engine.inference.backend import ModelDescription, ModelRef
-from ember_chat.engine.inference.params import LoadConfig, SamplingParams
+from ember_chat.engine.inference.backend import ModelDescription
+from ember_chat.engine.inference.params import SamplingParams
 from ember_chat.engine.models.download_queue import DownloadQueue
 from ember_chat.engine.models.gguf_inspect import inspect_gguf
 from ember_chat.engine.models.library import ModelLibrary
+from ember_chat.engine.models.refs import model_ref
 from ember_chat.engine.models.starter import STARTER_ALIAS, starter_available
 from ember_chat.engine.storage.connections import ConnectionStore, parse_remote_model_name
 from ember_chat.engine.storage.conversations import ConversationStore
@@ -264,28 +265,8 @@ class MainWindow(QMainWindow):
         """Load a library model (a name, 'starter', a path) or a remote one (remote:<connection>/<id>)."""
 
         def act() -> None:
-            remote = parse_remote_model_name(name)
             try:
-                ref: ModelRef
-                if remote is not None:
-                    ref = self.connections.model_ref(*remote)
-                    alias = remote[1]
-                else:
-                    alias = name
-                    path = self.library.resolve(name)
-                    own = self.model_settings.get(name)  # this model's own load settings, if it has them
-                    ref = (
-                        own.config(path, inspect_gguf(path))
-                        if own is not None
-                        else LoadConfig(
-                            path,
-                            n_ctx=self.side.params.context.value(),
-                            threads=self.settings.threads,
-                            gpu_layers=self.settings.gpu_layers,
-                            flash_attn=self.settings.flash_attention,
-                            kv_cache_type=self.settings.kv_cache_type,
-                        )
-                    )
+                ref, alias = model_ref(name, self.library, self.connections, self.model_settings, self._load_defaults())
             except EmberError as exc:
                 self.show_error(str(exc))
                 return
@@ -294,6 +275,11 @@ class MainWindow(QMainWindow):
             self.bridge.load(ref, alias)
 
         self.controller.after_stop(act)
+
+    def _load_defaults(self) -> ModelLoadSettings:
+        """How a model without its own load settings is loaded: the settings, at the panel's context."""
+        settings = self.settings.with_changes(context_length=self.side.params.context.value())
+        return ModelLoadSettings.from_settings(settings)
 
     def unload_model(self) -> None:
         def act() -> None:
@@ -602,9 +588,7 @@ class MainWindow(QMainWindow):
         except EmberError as exc:
             self.show_error(str(exc))
             return
-        current = self.model_settings.get(name) or ModelLoadSettings.from_settings(
-            self.settings.with_changes(context_length=self.side.params.context.value())
-        )
+        current = self.model_settings.get(name) or self._load_defaults()
         dialog = LoadSettingsDialog(name, info, current, self)
 
         def saved(settings: ModelLoadSettings, load_now: bool) -> None:
@@ -623,7 +607,9 @@ class MainWindow(QMainWindow):
     def open_benchmark(self) -> None:
         from ember_chat.app.benchmark_dialog import BenchmarkDialog
 
-        self._benchmark = BenchmarkDialog(self.library, self.settings, self.data_dir, self)  # kept while open
+        self._benchmark = BenchmarkDialog(
+            self.library, self.settings, self.data_dir, self.connections, self.model_settings, self
+        )  # kept while open
         self._benchmark.show()
 
     def open_connections(self) -> None:

@@ -23,7 +23,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import llama_cpp
 
 from bench.bare_llama import bare_loop
-from ember_chat.engine.bench.lab import BenchPlan, bench_tokens, machine_facts, run_lab
+from ember_chat.engine.bench.lab import BenchPlan, machine_facts, prompt_seed, run_lab
+from ember_chat.engine.bench.targets import LocalTarget, bench_tokens
 from ember_chat.engine.cli.common import resolve_model
 from ember_chat.engine.inference.params import LoadConfig, default_threads
 from ember_chat.engine.inference.runtime import LocalRuntime
@@ -54,10 +55,10 @@ def main() -> int:
         str(path), n_ctx=n_ctx, n_batch=max(lengths), n_threads=args.threads, n_threads_batch=args.threads,
         verbose=False,
     )  # fmt: skip
-    result: dict[str, object] = {"model": args.model, "machine": machine_facts(rt), "points": []}
+    result: dict[str, object] = {"model": args.model, "machine": machine_facts(LocalTarget(rt)), "points": []}
     try:
         for n in lengths:
-            tokens = bench_tokens(rt, n)
+            tokens = bench_tokens(rt, n, prompt_seed(n, 0))  # the lab's own prompt (its repetition 0)
             lab_pp, lab_tg, bare_pp, bare_tg = [], [], [], []
             for _ in range(args.runs):
                 point = run_lab(rt, BenchPlan((n,), args.output, 1), threading.Event()).points[0]

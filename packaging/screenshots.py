@@ -144,7 +144,7 @@ def main(out_dir: str) -> int:
         window.open_benchmark()
         lab = window._benchmark
         for i in range(lab.models.count()):
-            if lab.models.item(i).text() == "starter":
+            if lab.models.item(i).data(Qt.ItemDataRole.UserRole) == "starter":
                 lab.models.item(i).setCheckState(Qt.CheckState.Checked)
         lab.lengths.setText("64,128,256")
         lab.output.setValue(16)

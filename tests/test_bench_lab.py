@@ -9,15 +9,20 @@ import json
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
-from ember_chat.engine.bench.lab import BenchPlan, bench_tokens, machine_facts, run_lab, save_run
+from ember_chat.engine.bench.lab import BenchPlan, machine_facts, run_lab, save_run
+from ember_chat.engine.bench.targets import bench_tokens
 from ember_chat.engine.errors import ContextOverflowError, InvalidParameter
 from ember_chat.engine.inference.events import Finished
 from ember_chat.engine.inference.params import LoadConfig, SamplingParams
 from ember_chat.engine.inference.runtime import LocalRuntime
 from tests.test_cli import cli
+
+if TYPE_CHECKING:
+    from ember_chat.app.benchmark_dialog import BenchmarkDialog
 
 
 @pytest.fixture
@@ -85,38 +90,64 @@ def test_cli_bench(tiny_model: Path, tmp_path: Path) -> None:
     assert bad.returncode == 2 and "--prompt-lengths" in bad.stderr
 
 
+def bench_dialog(qtbot: object, tmp_path: Path, models: Path, connections: object = None) -> BenchmarkDialog:
+    """Models ▸ Benchmark… on these models (and connections), one thread, data kept in tmp_path."""
+    from ember_chat.app.benchmark_dialog import BenchmarkDialog
+    from ember_chat.engine.models.library import ModelLibrary
+    from ember_chat.engine.storage.connections import ConnectionStore
+    from ember_chat.engine.storage.model_settings import ModelSettingsStore
+    from ember_chat.engine.storage.settings import Settings
+
+    dialog = BenchmarkDialog(
+        ModelLibrary(models),
+        Settings(threads=1),
+        tmp_path / "data",
+        connections or ConnectionStore(tmp_path / "connections.json"),  # type: ignore[arg-type]
+        ModelSettingsStore(tmp_path / "model_settings.json"),
+    )
+    qtbot.addWidget(dialog)  # type: ignore[attr-defined]
+    return dialog
+
+
+def run_bench(qtbot: object, dialog: BenchmarkDialog, names: set[str], lengths: str, output: int) -> None:
+    """Check these models (by name), set the plan (one repetition), run, wait for the end."""
+    from PySide6.QtCore import Qt
+
+    for i in range(dialog.models.count()):
+        item = dialog.models.item(i)
+        if item.data(Qt.ItemDataRole.UserRole) in names:
+            item.setCheckState(Qt.CheckState.Checked)
+    dialog.lengths.setText(lengths)
+    dialog.output.setValue(output)
+    dialog.reps.setValue(1)
+    with qtbot.waitSignal(dialog.run_finished, timeout=60_000):  # type: ignore[attr-defined]
+        dialog.start()
+
+
 def test_the_benchmark_window_measures_plots_and_exports(qtbot: object, tmp_path: Path) -> None:
     import shutil
 
-    from PySide6.QtCore import Qt
-
-    from ember_chat.app.benchmark_dialog import BenchmarkDialog
-    from ember_chat.engine.models.library import ModelLibrary
-    from ember_chat.engine.storage.settings import Settings
     from tests.gguf_factory import write_tiny_model
 
     models = tmp_path / "models"
     models.mkdir()
     write_tiny_model(models / "a.gguf")
     shutil.copy(models / "a.gguf", models / "b.gguf")
-    dialog = BenchmarkDialog(ModelLibrary(models), Settings(threads=1), tmp_path / "data")
-    qtbot.addWidget(dialog)
+    from ember_chat.engine.storage.model_settings import ModelLoadSettings, ModelSettingsStore
+
+    own = ModelLoadSettings(n_ctx=256, threads=2, threads_batch=2, gpu_layers=0, n_batch=64, flash_attn=False,
+                            kv_cache_type="f16")  # fmt: skip
+    ModelSettingsStore(tmp_path / "model_settings.json").save("a.gguf", own)  # a.gguf's own load settings
+    dialog = bench_dialog(qtbot, tmp_path, models)
     dialog.start()
     assert "Check at least one model" in dialog.status.text()
-    for i in range(dialog.models.count()):
-        item = dialog.models.item(i)
-        if item.text() in ("a.gguf", "b.gguf"):  # (the library also lists the starter model)
-            item.setCheckState(Qt.CheckState.Checked)
-    dialog.lengths.setText("16,48")
-    dialog.output.setValue(4)
-    dialog.reps.setValue(1)
-    with qtbot.waitSignal(dialog.run_finished, timeout=60_000):
-        dialog.start()
+    run_bench(qtbot, dialog, {"a.gguf", "b.gguf"}, "16,48", 4)  # (the library also lists the starter model)
     assert dialog.status.text() == "Done." and dialog.table.rowCount() == 4
     series = dialog.prefill_chart.series()
     assert [s.name() for s in series] == ["a.gguf", "b.gguf"] and all(s.count() == 2 for s in series)
     assert [p.x() for p in dialog.decode_chart.series()[0].points()] == [16.0, 48.0]
     assert len(list((tmp_path / "data" / "benchmarks").glob("*.json"))) == 2
+    assert [r.machine["threads"] for r in dialog.runs] == [2, 1]  # a.gguf with its own settings, b.gguf default
     dialog.export(tmp_path / "out.csv", "csv")
     assert len((tmp_path / "out.csv").read_text().strip().splitlines()) == 5
     dialog.export(tmp_path / "out.json", "json")

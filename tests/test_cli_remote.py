@@ -92,6 +92,13 @@ def test_remote_add_list_test_run_rm(served: tuple[str, Path], tmp_path: Path) -
     metrics = json.loads(run.stdout.rstrip("\n").split("\n")[-1])
     assert metrics["backend"] == "remote" and metrics["connection"] == "lab" and metrics["output_tokens"] == 6
     assert metrics["token_count"] == "exact" and metrics["threads"] is None and metrics["ttft_s"] > 0
+    # the benchmark lab on the connection's model, named as the window names it
+    bench = cli(tmp_path, "bench", "--model", f"remote:lab/{model}", "--prompt-lengths", "16,32", "--output", "4",
+                "--reps", "1", "--json", "--no-save")  # fmt: skip
+    assert bench.returncode == 0, bench.stderr
+    result = json.loads(bench.stdout)
+    assert result["machine"]["server"] == "lab" and [p["where"] for p in result["points"]] == ["lab", "lab"]
+    assert all(p["decode_tokens_per_s"] > 0 and p["peak_rss_bytes"] is None for p in result["points"])
     assert cli(tmp_path, "remote", "rm", "lab").returncode == 0
     assert json.loads(cli(tmp_path, "remote", "list", "--json").stdout) == []
 

@@ -107,3 +107,27 @@ def test_stop_closes_the_stream_and_the_server_moves_on(peer: str, request: pyte
         assert isinstance(again, Finished) and again.reason == "length" and again.metrics.ttft_s
     finally:
         backend.close()
+
+
+@pytest.mark.parametrize("peer", ["llama_cpp_url", "ember_url"])
+def test_the_benchmark_lab_measures_a_real_server(peer: str, request: pytest.FixtureRequest) -> None:
+    """The lab on a connection's model: prompts sized by the server's tokenizer where it has one
+    (llama-cpp-python's /extras/tokenize), the figures of both prompt lengths, the server named."""
+    from ember_chat.engine.bench.lab import BenchPlan, run_lab
+
+    backend = _remote(request.getfixturevalue(peer), peer)
+    try:
+        counts = backend.count_tokens("the of and to in is")
+        run = run_lab(backend, BenchPlan((40, 160), 8, 1))
+    finally:
+        backend.close()
+    assert [p.where for p in run.points] == [peer, peer] and run.machine["server"] == peer
+    for want, p in zip((40, 160), run.points, strict=True):
+        assert p.prefill_tokens_per_s > 0 and p.decode_tokens_per_s > 0 and p.ttft_s > 0
+        assert p.peak_rss_bytes is None and 2 <= p.output_tokens <= 8
+        if counts is not None:  # sized by the server's own count: within a few tokens of the plan
+            assert abs(p.prompt_tokens - want) <= 3, (want, p.prompt_tokens)
+        else:  # n words: at least n tokens, as the server reported them
+            assert want <= p.prompt_tokens <= 2 * want + 1
+    if peer == "llama_cpp_url":
+        assert counts == 6  # one token per common word, without the BOS the server adds

@@ -11,6 +11,9 @@ Methodology (for each prompt length n, `repetitions` times, the median kept):
 - decode tok/s = (tokens − 1) / the time from the first to the last token; ITL p50/p95/p99 over the
   same gaps; TTFT = the time from the request to the first token;
 - peak memory = the process's peak resident size after the run (what the OS had to give).
+
+A remote connection's model is measured the same way through its server (engine/bench/targets.py
+says what differs: a text prompt sized by the server's tokenizer, times that include the network).
 """
 
 from __future__ import annotations
@@ -20,27 +23,26 @@ import io
 import json
 import os
 import platform
-import random
 import resource
 import statistics
 import sys
 import threading
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import psutil
 
+from ember_chat.engine.bench.targets import TOKEN_SEED, BenchTarget, target_for
 from ember_chat.engine.errors import InvalidParameter
-from ember_chat.engine.inference.events import Finished
+from ember_chat.engine.inference.backend import InferenceBackend, ModelRef
 from ember_chat.engine.inference.metrics import GenerationMetrics
-from ember_chat.engine.inference.params import SamplingParams
+from ember_chat.engine.inference.params import LoadConfig
+from ember_chat.engine.inference.remote import RemoteBackend
 from ember_chat.engine.inference.runtime import LocalRuntime, system_info
 from ember_chat.engine.models.fit import free_vram_bytes
-
-TOKEN_SEED = 1234
 
 
 @dataclass(frozen=True)
@@ -58,20 +60,22 @@ class BenchPlan:
 
 @dataclass(frozen=True)
 class BenchPoint:
-    """One prompt length's figures (medians over the repetitions)."""
+    """One prompt length's figures (medians over the repetitions). `prompt_tokens` is what the model
+    evaluated (a remote server's count); peak memory is None for a model that runs elsewhere."""
 
     model: str
+    where: str  # "local", or the connection's name
     prompt_tokens: int
     output_tokens: int
     ttft_s: float
-    prefill_tokens_per_s: float
+    prefill_tokens_per_s: float | None  # None: a server that says nothing of the prompt's size
     llama_prefill_tokens_per_s: float | None
     decode_tokens_per_s: float
     llama_decode_tokens_per_s: float | None
     itl_p50_ms: float
     itl_p95_ms: float
     itl_p99_ms: float
-    peak_rss_bytes: int
+    peak_rss_bytes: int | None
     repetitions: int
 
 
@@ -106,8 +110,9 @@ def points_csv(points: list[BenchPoint]) -> str:
     return out.getvalue()
 
 
-def machine_facts(runtime: LocalRuntime | None = None) -> dict[str, Any]:
-    """What makes the figures meaningful: CPU, cores, RAM, GPU, backend, llama.cpp build."""
+def machine_facts(target: BenchTarget | None = None) -> dict[str, Any]:
+    """What makes the figures meaningful: CPU, cores, RAM, GPU, backend, llama.cpp build (and, for a
+    remote model, which server measured it)."""
     import llama_cpp
 
     vram = free_vram_bytes()
@@ -122,9 +127,8 @@ def machine_facts(runtime: LocalRuntime | None = None) -> dict[str, Any]:
         "llama_cpp_python": llama_cpp.__version__,
         "llama_cpp_features": system_info(),
     }
-    if runtime is not None and runtime.description is not None:
-        d = runtime.description
-        facts.update(backend=d.backend, threads=d.threads, gpu_layers=d.gpu_layers, n_ctx=d.n_ctx)
+    if target is not None:
+        facts.update(target.facts())
     return facts
 
 
@@ -138,11 +142,9 @@ def _cpu_name() -> str:
     return platform.processor() or platform.machine()
 
 
-def bench_tokens(runtime: LocalRuntime, n: int, seed: int = TOKEN_SEED) -> list[int]:
-    """n pseudo-random token ids of the model's vocabulary (llama-bench's prompts are random too)."""
-    rng = random.Random(seed)
-    vocab = runtime.vocab_size()
-    return [rng.randrange(min(vocab, 256) // 2, vocab) for _ in range(n)]
+def prompt_seed(n: int, rep: int) -> int:
+    """A different prompt for every length and repetition (nothing for a prompt cache to reuse)."""
+    return TOKEN_SEED + 7919 * rep + n
 
 
 def peak_rss_bytes() -> int:
@@ -150,19 +152,38 @@ def peak_rss_bytes() -> int:
     return peak if sys.platform == "darwin" else peak * 1024  # Linux reports KiB
 
 
+def load_for_bench(ref: ModelRef, plan: BenchPlan) -> InferenceBackend:
+    """A backend of its own with `ref` loaded (beside any chat's): a local model with a context that
+    holds the longest prompt and its output, or a connection's model. The caller closes it."""
+    backend: InferenceBackend
+    if isinstance(ref, LoadConfig):
+        needed = max(plan.prompt_lengths) + plan.output_tokens + 8
+        ref = replace(ref, n_ctx=max(ref.n_ctx, needed))
+        backend = LocalRuntime()
+    else:
+        backend = RemoteBackend()
+    try:
+        backend.load(ref)
+    except BaseException:
+        backend.close()
+        raise
+    return backend
+
+
 def run_lab(
-    runtime: LocalRuntime,
+    backend: InferenceBackend,
     plan: BenchPlan,
     cancel: threading.Event | None = None,
     progress: Callable[[int, int, str], None] | None = None,
 ) -> BenchRun:
-    """Run the plan on the loaded model. `progress(done, total, what)` after each measurement;
-    `cancel` stops between (and inside) measurements — the run keeps what it measured."""
+    """Run the plan on the loaded model (local, or a remote connection's). `progress(done, total,
+    what)` after each measurement; `cancel` stops between (and inside) measurements — the run keeps
+    what it measured."""
     cancel = cancel or threading.Event()
-    desc = runtime.description
-    if desc is None:
+    if backend.description is None:
         raise InvalidParameter("load a model before running the benchmark.")
-    run = BenchRun(machine_facts(runtime), asdict(plan))
+    target = target_for(backend)
+    run = BenchRun(machine_facts(target), asdict(plan))
     total = len(plan.prompt_lengths) * plan.repetitions
     done = 0
     for n in plan.prompt_lengths:
@@ -171,29 +192,16 @@ def run_lab(
             if cancel.is_set():
                 run.cancelled = True
                 return run
-            metrics = _measure(runtime, bench_tokens(runtime, n, TOKEN_SEED + rep), plan.output_tokens, cancel)
+            metrics = target.measure(target.prompt(n, prompt_seed(n, rep)), plan.output_tokens, cancel)
             if metrics is None:
                 run.cancelled = True
                 return run
             samples.append(metrics)
             done += 1
             if progress:
-                progress(done, total, f"{desc.name}: {n} prompt tokens, run {rep + 1} of {plan.repetitions}")
-        run.points.append(_point(desc.name, n, plan, samples))
+                progress(done, total, f"{target.name}: {n} prompt tokens, run {rep + 1} of {plan.repetitions}")
+        run.points.append(_point(target, n, plan, samples))
     return run
-
-
-def _measure(
-    runtime: LocalRuntime, tokens: list[int], output: int, cancel: threading.Event
-) -> GenerationMetrics | None:
-    runtime.reset_cache()
-    params = SamplingParams(temperature=0.0, max_tokens=output, seed=0)
-    for ev in runtime.run_tokens(tokens, params):
-        if cancel.is_set():
-            runtime.request_stop()  # takes effect within one token (or one prompt batch)
-        if isinstance(ev, Finished):
-            return None if ev.reason == "cancelled" or cancel.is_set() else ev.metrics
-    return None
 
 
 def _median(values: Iterable[float | None]) -> float | None:
@@ -201,23 +209,26 @@ def _median(values: Iterable[float | None]) -> float | None:
     return statistics.median(present) if present else None
 
 
-def _point(model: str, n: int, plan: BenchPlan, samples: list[GenerationMetrics]) -> BenchPoint:
+def _point(target: BenchTarget, n: int, plan: BenchPlan, samples: list[GenerationMetrics]) -> BenchPoint:
     def llama_rate(ms: float | None, count: int | None) -> float | None:
         return count / (ms / 1000) if ms and count else None
 
+    evaluated = _median([m.prompt_tokens - m.prompt_tokens_reused for m in samples if m.prompt_tokens])
+    generated = _median([m.output_tokens for m in samples])
     return BenchPoint(
-        model=model,
-        prompt_tokens=n,
-        output_tokens=plan.output_tokens,
+        model=target.name,
+        where=target.where,
+        prompt_tokens=round(evaluated) if evaluated else n,
+        output_tokens=round(generated) if generated else plan.output_tokens,
         ttft_s=_median([m.ttft_s for m in samples]) or 0.0,
-        prefill_tokens_per_s=_median([m.prefill_tokens_per_s for m in samples]) or 0.0,
+        prefill_tokens_per_s=_median([m.prefill_tokens_per_s for m in samples]),
         llama_prefill_tokens_per_s=_median([llama_rate(m.llama_prefill_ms, m.llama_prefill_tokens) for m in samples]),
         decode_tokens_per_s=_median([m.decode_tokens_per_s for m in samples]) or 0.0,
         llama_decode_tokens_per_s=_median([llama_rate(m.llama_decode_ms, m.llama_decode_tokens) for m in samples]),
         itl_p50_ms=_median([m.itl_p50_ms for m in samples]) or 0.0,
         itl_p95_ms=_median([m.itl_p95_ms for m in samples]) or 0.0,
         itl_p99_ms=_median([m.itl_p99_ms for m in samples]) or 0.0,
-        peak_rss_bytes=peak_rss_bytes(),
+        peak_rss_bytes=peak_rss_bytes() if target.measures_memory else None,
         repetitions=len(samples),
     )
 

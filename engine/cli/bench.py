@@ -1,5 +1,6 @@
 """`ember-chat bench`: the benchmark lab without the window — prefill and decode speed of one or more
-local models on this machine, as llama-bench measures them (see engine/bench/lab.py)."""
+models, local ones on this machine or remote connections' (`--model remote:<connection>/<model id>`),
+as llama-bench measures them (see engine/bench/lab.py)."""
 
 from __future__ import annotations
 
@@ -8,17 +9,17 @@ import json
 import sys
 from pathlib import Path
 
-from ember_chat.engine.bench.lab import BenchPlan, points_csv, run_lab, save_run
+from ember_chat.engine.bench.lab import BenchPlan, load_for_bench, points_csv, run_lab, save_run
 from ember_chat.engine.cli.common import add_load_flags, model_ref_from_args
 from ember_chat.engine.errors import EmberError
-from ember_chat.engine.inference.params import LoadConfig
-from ember_chat.engine.inference.runtime import LocalRuntime
 from ember_chat.engine.storage.paths import AppPaths
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    bench = sub.add_parser("bench", help="measure prefill and decode speed of local models on this machine")
-    bench.add_argument("--model", action="append", required=True, help="a model (repeat for several)")
+    bench = sub.add_parser("bench", help="measure prefill and decode speed of models (local or remote)")
+    bench.add_argument(
+        "--model", action="append", required=True, help="a model, or remote:<connection>/<id> (repeat for several)"
+    )
     bench.add_argument("--prompt-lengths", default="128,512", help="prompt tokens, comma-separated")
     bench.add_argument("--output", type=int, default=64, help="tokens generated after each prompt")
     bench.add_argument("--reps", type=int, default=2, help="repetitions (the median is kept)")
@@ -39,31 +40,25 @@ def run(args: argparse.Namespace) -> int:
     for model in args.model:
         args.model = model
         ref, alias = model_ref_from_args(args, paths)
-        if not isinstance(ref, LoadConfig):
-            raise EmberError("the benchmark lab measures local models (remote connections: not yet).")
-        needed = max(lengths) + args.output
-        if ref.n_ctx < needed:  # the longest prompt and its answer must fit
-            ref = LoadConfig(**{**ref.__dict__, "n_ctx": needed})
-        runtime = LocalRuntime()
+        backend = load_for_bench(ref, plan)
         try:
-            runtime.load(ref)
-            result = run_lab(runtime, plan, progress=lambda d, t, what: print(f"[{d}/{t}] {what}", file=sys.stderr))
+            result = run_lab(backend, plan, progress=lambda d, t, what: print(f"[{d}/{t}] {what}", file=sys.stderr))
         finally:
-            runtime.close()
+            backend.close()
         if not args.no_save:
             print(f"saved: {save_run(result, paths.data_dir / 'benchmarks')}", file=sys.stderr)
         rows.append(result)
         if args.json:
             print(json.dumps(result.to_dict()), flush=True)
         else:
-            print(f"{alias}  ({result.machine['cpu']}, {result.machine.get('threads')} threads)")
+            m = result.machine
+            where = f"served by {m['server']}" if m.get("server") else f"{m['cpu']}, {m.get('threads')} threads"
+            print(f"{alias}  ({where})")
             print(f"{'prompt':>8} {'TTFT s':>8} {'prefill t/s':>12} {'decode t/s':>11} {'ITL p50/p95/p99 ms':>20}")
             for p in result.points:
                 itl = f"{p.itl_p50_ms:.1f}/{p.itl_p95_ms:.1f}/{p.itl_p99_ms:.1f}"
-                print(
-                    f"{p.prompt_tokens:>8} {p.ttft_s:>8.3f} {p.prefill_tokens_per_s:>12.1f} "
-                    f"{p.decode_tokens_per_s:>11.1f} {itl:>20}"
-                )
+                prefill = "—" if p.prefill_tokens_per_s is None else f"{p.prefill_tokens_per_s:.1f}"
+                print(f"{p.prompt_tokens:>8} {p.ttft_s:>8.3f} {prefill:>12} {p.decode_tokens_per_s:>11.1f} {itl:>20}")
     if args.csv:
         args.csv.write_text(points_csv([p for r in rows for p in r.points]))
     return 0

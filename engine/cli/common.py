@@ -74,11 +74,14 @@ def load_settings(paths: AppPaths) -> Settings:
 
 
 def model_ref_from_args(args: argparse.Namespace, paths: AppPaths) -> tuple[ModelRef, str]:
-    """(reference, alias): a connection's model with --remote, else a local model."""
-    if getattr(args, "remote", None):
-        from ember_chat.engine.storage.connections import ConnectionStore
+    """(reference, alias): a connection's model with --remote, or named as the window names it
+    (remote:<connection>/<model id>); else a local model."""
+    from ember_chat.engine.storage.connections import ConnectionStore, parse_remote_model_name
 
-        ref = ConnectionStore(paths.connections_file).model_ref(args.remote, args.model)
+    remote = parse_remote_model_name(args.model or "")
+    if getattr(args, "remote", None) or remote:
+        connection, model_id = remote or (args.remote, args.model)
+        ref = ConnectionStore(paths.connections_file).model_ref(connection, model_id)
         return ref, ref.model_id
     config = LoadConfig(
         path=resolve_model(args.model, paths),

@@ -172,8 +172,13 @@ class RemoteBackend:
             body.update({"continue_final_message": True, "add_generation_prompt": False})
         return self._generate("chat/completions", body, params, chat=True)
 
-    def complete(self, prompt: str, params: SamplingParams) -> Iterator[Event]:
-        return self._generate("completions", {"prompt": prompt}, params, chat=False)
+    def complete(self, prompt: str, params: SamplingParams, extra: dict[str, Any] | None = None) -> Iterator[Event]:
+        """Raw completion; `extra`: more request fields (the benchmark lab's `ignore_eos`)."""
+        return self._generate("completions", {"prompt": prompt, **(extra or {})}, params, chat=False)
+
+    def count_tokens(self, text: str) -> int | None:
+        """Tokens in `text` by the server's own tokenizer, or None when the server has no endpoint for it."""
+        return self._tokenizer.count(text) if self._tokenizer is not None else None
 
     def _require(self) -> tuple[httpx2.Client, RemoteModelRef, ModelDescription]:
         if self._client is None or self._ref is None or self._description is None:

@@ -1,0 +1,117 @@
+"""The benchmark lab on a remote connection's model, against the fault-injecting server on 127.0.0.1:
+what is sent (a fresh prompt per length and repetition, greedy, `ignore_eos`, exactly the output
+length), what is recorded (the server's prompt count, no local memory figure, the server in the
+facts), cancel while the server is still on the prompt, an unreachable server, and the window."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from ember_chat.engine.bench.lab import BenchPlan, BenchRun, load_for_bench, run_lab
+from ember_chat.engine.inference.backend import Endpoint, RemoteModelRef
+from ember_chat.engine.inference.remote import RemoteUnreachable
+from tests.remote_support import MODEL, Backends, backends, free_port, no_thread_left, server
+from tests.sse_server import DONE, FakeOpenAI, text_chunk, usage_chunk
+from tests.test_bench_lab import bench_dialog, run_bench
+
+__all__ = ["backends", "no_thread_left", "server"]  # fixtures
+
+ANSWER = [text_chunk(" one"), text_chunk(" two"), text_chunk(" three", finish="length"), usage_chunk(21, 3), DONE]
+
+
+def wait_for_generation(fake: FakeOpenAI, count: int = 1) -> None:
+    while len(fake.generate_requests()) < count:
+        fake.request_arrived.clear()
+        if len(fake.generate_requests()) >= count:
+            return
+        assert fake.request_arrived.wait(10), "no generation request arrived"
+
+
+def test_remote_lab_sends_fresh_greedy_prompts_and_keeps_the_servers_figures(
+    server: FakeOpenAI, backends: Backends
+) -> None:
+    server.stream(ANSWER)
+    backend = backends.make(server)
+    run = run_lab(backend, BenchPlan((16, 48), 3, 2))
+    bodies = [r.body for r in server.generate_requests()]
+    assert [r.path for r in server.generate_requests()] == ["/v1/completions"] * 4
+    assert all(b["ignore_eos"] is True and b["max_tokens"] == 3 and b["temperature"] == 0.0 for b in bodies)
+    prompts = [b["prompt"] for b in bodies]
+    # no tokenizer endpoint here: n words; every prompt different and none the start of another
+    assert [len(p.split()) for p in prompts] == [16, 16, 48, 48]
+    assert all(not b.startswith(a) for a in prompts for b in prompts if a is not b)
+    assert [p.prompt_tokens for p in run.points] == [21, 21]  # as the server counted them
+    for p in run.points:
+        assert p.where == "lab" and p.model == MODEL and p.output_tokens == 3 and p.repetitions == 2
+        assert p.peak_rss_bytes is None  # the model's memory is on the server
+        assert p.ttft_s > 0 and p.prefill_tokens_per_s > 0 and p.decode_tokens_per_s > 0
+    assert run.machine["backend"] == "remote" and run.machine["server"] == "lab"
+    assert "peak_rss_bytes" in run.to_csv().splitlines()[0]
+
+
+def test_cancel_while_the_server_is_on_the_prompt(server: FakeOpenAI, backends: Backends) -> None:
+    server.stream(ANSWER, pauses={0: 60})  # the 200, then a long prompt evaluation
+    backend = backends.make(server)
+    cancel = threading.Event()
+    result: list[BenchRun] = []
+    worker = threading.Thread(target=lambda: result.append(run_lab(backend, BenchPlan((16,), 3, 1), cancel)))
+    t0 = time.monotonic()
+    worker.start()
+    wait_for_generation(server)
+    cancel.set()
+    backend.request_stop()  # as the window's Cancel does: the stream closes at once
+    worker.join(10)
+    assert not worker.is_alive() and time.monotonic() - t0 < 10
+    assert result[0].cancelled and result[0].points == []
+
+
+def test_an_unreachable_server_says_so() -> None:
+    ref = RemoteModelRef(Endpoint("gone", f"http://127.0.0.1:{free_port()}/v1", connect_timeout_s=2), MODEL)
+    with pytest.raises(RemoteUnreachable, match="gone"):
+        load_for_bench(ref, BenchPlan((16,), 3, 1))
+
+
+@pytest.fixture
+def connections(tmp_path: Path, server: FakeOpenAI) -> Iterator[object]:
+    from ember_chat.engine.storage.connections import Connection, ConnectionStore
+
+    store = ConnectionStore(tmp_path / "connections.json")
+    store.save(Connection("lab", server.base_url, default_model=MODEL, models=(MODEL,)))
+    yield store
+
+
+def test_the_benchmark_window_measures_a_remote_model(
+    qtbot: object, tmp_path: Path, server: FakeOpenAI, connections: object
+) -> None:
+    from PySide6.QtCore import Qt
+
+    server.stream(ANSWER)
+    (tmp_path / "models").mkdir()
+    dialog = bench_dialog(qtbot, tmp_path, tmp_path / "models", connections)
+    items = [dialog.models.item(i) for i in range(dialog.models.count())]
+    remote = next(it for it in items if it.data(Qt.ItemDataRole.UserRole) == f"remote:lab/{MODEL}")
+    assert remote.text() == f"{MODEL} — lab"
+    run_bench(qtbot, dialog, {f"remote:lab/{MODEL}"}, "16,32", 3)
+    assert dialog.status.text() == "Done." and dialog.table.rowCount() == 2
+    assert dialog.table.item(0, 0).text() == f"{MODEL} — lab" and dialog.table.item(0, 6).text() == "—"
+    assert [s.name() for s in dialog.prefill_chart.series()] == [f"{MODEL} — lab"]
+    dialog.close()
+
+
+def test_the_benchmark_window_says_when_a_server_is_gone(qtbot: object, tmp_path: Path) -> None:
+
+    from ember_chat.engine.storage.connections import Connection, ConnectionStore
+
+    store = ConnectionStore(tmp_path / "connections.json")
+    store.save(Connection("gone", f"http://127.0.0.1:{free_port()}/v1", default_model=MODEL))
+    (tmp_path / "models").mkdir()
+    dialog = bench_dialog(qtbot, tmp_path, tmp_path / "models", store)
+    run_bench(qtbot, dialog, {f"remote:gone/{MODEL}"}, "16", 3)
+    assert dialog.status.text().startswith("The benchmark stopped:") and "gone" in dialog.status.text()
+    assert dialog.run_button.isEnabled()
+    dialog.close()
