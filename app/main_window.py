@@ -10,10 +10,7 @@ from PySide6.QtCore import QEvent, QSettings, Qt, QUrl, Signal, Slot
 from PySide6.QtGui import QCloseEvent, QDesktopServices
 from PySide6.QtWidgets import (
     QApplication,
-    QFileDialog,
-    QInputDialog,
     QMainWindow,
-    QMenu,
     QMessageBox,
     QSplitter,
     QStackedWidget,
@@ -34,18 +31,16 @@ from ember_chat.app.theme import app_icon, apply_theme
 from ember_chat.app.transcript import TranscriptView
 from ember_chat.app.welcome import WelcomePanel
 from ember_chat.app.widgets import Composer, ConversationList
-from ember_chat.engine.errors import EmberError
+from ember_chat.app.window_chats import ChatActions
+from ember_chat.app.window_models import ModelActions
 from ember_chat.engine.inference.backend import ModelDescription
 from ember_chat.engine.inference.params import SamplingParams
 from ember_chat.engine.models.download_queue import DownloadQueue
-from ember_chat.engine.models.gguf_inspect import inspect_gguf
 from ember_chat.engine.models.library import ModelLibrary
-from ember_chat.engine.models.refs import model_ref
 from ember_chat.engine.models.starter import STARTER_ALIAS, starter_available
-from ember_chat.engine.storage.connections import ConnectionStore, parse_remote_model_name
+from ember_chat.engine.storage.connections import ConnectionStore
 from ember_chat.engine.storage.conversations import ConversationStore
-from ember_chat.engine.storage.export import chat_as_json, chat_as_markdown
-from ember_chat.engine.storage.model_settings import ModelLoadSettings, ModelSettingsStore
+from ember_chat.engine.storage.model_settings import ModelSettingsStore
 from ember_chat.engine.storage.secrets import TokenStore
 from ember_chat.engine.storage.settings import Settings, SettingsFile
 
@@ -53,7 +48,7 @@ if TYPE_CHECKING:
     from ember_chat.app.model_manager import ModelManager
 
 
-class MainWindow(QMainWindow):
+class MainWindow(QMainWindow, ModelActions, ChatActions):
     model_state_changed = Signal(str)  # none, loading, ready (GUI thread)
 
     def __init__(
@@ -223,74 +218,8 @@ class MainWindow(QMainWindow):
                 system_prompt=self.side.params.system_prompt.toPlainText(),
             )
 
-    # ----- models
-    def reload_models(self) -> None:
-        self.model_bar.set_models(self.library.entries(), self.connections.list())
-
-    def model_manager(self) -> ModelManager:
-        """The Model Manager window (created on first use, then kept so downloads stay visible)."""
-        if self._manager is None:
-            from ember_chat.app.model_manager import ModelManager
-            from ember_chat.engine.models.hub import HubClient
-
-            assert self.downloads is not None
-            endpoint = self.hub_endpoint or self.settings.hf_endpoint
-            self._manager = ModelManager(
-                self.library,
-                self.downloads,
-                lambda: HubClient(endpoint, self.tokens.get()),
-                self.tokens,
-                self.side.params.context.value,
-                self,
-                lambda: (self.settings.gpu_layers, self.settings.kv_cache_type),
-            )
-            self._manager.library_changed.connect(self.reload_models)
-            self._manager.load_requested.connect(self.load_model)
-        return self._manager
-
-    def open_model_manager(self) -> None:
-        mm = self.model_manager()
-        mm.show()
-        mm.raise_()
-        mm.activateWindow()
-
+    # ----- models (the rest: window_models.py)
     _loaded_name: str | None = None
-
-    def _on_pick(self, index: int) -> None:
-        name = self.model_picker.itemData(index)
-        if name:
-            self.load_model(name)
-
-    def load_model(self, name: str) -> None:
-        """Load a library model (a name, 'starter', a path) or a remote one (remote:<connection>/<id>)."""
-
-        def act() -> None:
-            try:
-                ref, alias = model_ref(name, self.library, self.connections, self.model_settings, self._load_defaults())
-            except EmberError as exc:
-                self.show_error(str(exc))
-                return
-            self._loading_name = name
-            self.set_model_state("loading")
-            self.bridge.load(ref, alias)
-
-        self.controller.after_stop(act)
-
-    def _load_defaults(self) -> ModelLoadSettings:
-        """How a model without its own load settings is loaded: the settings, at the panel's context."""
-        settings = self.settings.with_changes(context_length=self.side.params.context.value())
-        return ModelLoadSettings.from_settings(settings)
-
-    def unload_model(self) -> None:
-        def act() -> None:
-            self.bridge.unload()
-            self.model = None
-            self._loaded_name = None
-
-        if self._loading_name is not None:
-            self.bridge.cancel_load()
-            return
-        self.controller.after_stop(act)
 
     @Slot(float)
     def _on_load_progress(self, fraction: float) -> None:
@@ -326,132 +255,11 @@ class MainWindow(QMainWindow):
         first_run = self.model is None and self._loading_name is None and self.controller.conversation_id is None
         self.centre_stack.setCurrentWidget(self.welcome if first_run else self.transcript)
 
-    def import_model_file(self) -> None:
-        mm = self.model_manager()
-        mm.show()
-        mm.import_dialog()
-
     def set_model_state(self, state: str) -> None:
         self.controller.model_ready = state == "ready"
         self.update_welcome()
         self.model_bar.show_state(state, self.model if state == "ready" else None)
         self.model_state_changed.emit(state)
-
-    def change_models_folder(self, folder: Path | None = None) -> None:
-        """Use another folder for models (downloads go there too). Files are not moved."""
-        if folder is None:
-            chosen = QFileDialog.getExistingDirectory(self, self.tr("Models folder"), str(self.library.models_dir))
-            if not chosen:
-                return
-            folder = Path(chosen)
-        if self.downloads is not None and any(j.state == "downloading" for j in self.downloads.snapshot()):
-            self.show_error(self.tr("Pause or finish the running downloads before changing the models folder."))
-            return
-        try:
-            folder.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            self.show_error(
-                self.tr("Cannot use {folder} as the models folder: {reason}.").format(
-                    folder=folder, reason=exc.strerror or exc
-                )
-            )
-            return
-        self.settings = self.settings.with_changes(models_dir=str(folder))
-        self.settings_file.save(self.settings)
-        self.library.models_dir = folder
-        if self.downloads is not None:
-            self.downloads.models_dir = folder
-        if self._manager is not None:
-            self._manager.refresh_installed()
-        self.reload_models()
-        self.show_notice(self.tr("Models folder: {folder}").format(folder=folder))
-
-    def open_models_folder(self) -> None:
-        self.library.models_dir.mkdir(parents=True, exist_ok=True)
-        QDesktopServices.openUrl(QUrl.fromLocalFile(str(self.library.models_dir)))
-
-    # ----- conversations
-    def reload_conversations(self) -> None:
-        if self.conversations.search.text().strip():
-            self._on_search(self.conversations.search.text())
-            return
-        self.conversations.show_conversations(self.store.conversations(), self.controller.conversation_id)
-        self.update_welcome()
-
-    def new_chat(self) -> None:
-        def act() -> None:
-            self.controller.conversation_id = None
-            self.controller.cancel_edit()
-            self.composer.set_editing(False)
-            self._apply_settings_defaults()
-            self.controller.refresh()
-            self.reload_conversations()  # (and the welcome panel, when no model is loaded)
-            self.composer.editor.setFocus()
-
-        self.controller.after_stop(act)
-
-    def _open_conversation(self, cid: int, jump_to: int | None = None) -> None:
-        def act() -> None:
-            conv = self.store.conversation(cid)
-            params = {k: v for k, v in conv.params.items() if k != "context_length"}
-            try:
-                sp = SamplingParams.from_dict(params) if params else self.side.params.params()
-            except EmberError:
-                sp = SamplingParams()
-            ctx = int(conv.params.get("context_length", self.side.params.context.value()))
-            self.side.params.set_params(sp, conv.system_prompt, ctx)
-            self.composer.set_editing(False)
-            self.conversations.select(cid)
-
-        self.controller.after_stop(act)
-        self.controller.open_conversation(cid, jump_to)
-        self.controller.after_stop(self.update_welcome)
-
-    def _open_hit(self, cid: int, mid: int) -> None:
-        if mid not in [m.id for m in self.store.thread(cid)]:  # the hit is on another branch: show it
-            self.store.update_conversation(cid, active_leaf=self.store.newest_leaf(mid))
-        self._open_conversation(cid, jump_to=mid)
-
-    def _on_search(self, text: str) -> None:
-        if text.strip():
-            self.conversations.show_hits(self.store.search(text))
-        else:
-            self.conversations.show_conversations(self.store.conversations(), self.controller.conversation_id)
-
-    def _conversation_menu(self, pos: object) -> None:
-        cid = self.conversations.current_id()
-        if cid is None:
-            return
-        menu = QMenu(self)
-        menu.addAction(self.tr("Rename…"), self.rename_current)
-        menu.addAction(self.tr("Delete…"), self.delete_current)
-        menu.exec(self.conversations.list.mapToGlobal(pos))
-
-    def rename_current(self, title: str | None = None) -> None:
-        cid = self.controller.conversation_id or self.conversations.current_id()
-        if cid is None:
-            return
-        if not title:
-            title, ok = QInputDialog.getText(
-                self, self.tr("Rename chat"), self.tr("Title:"), text=self.store.conversation(cid).title
-            )
-            if not ok or not title.strip():
-                return
-        self.store.update_conversation(cid, title=title.strip())
-        self.reload_conversations()
-
-    def delete_current(self, confirmed: bool = False) -> None:
-        cid = self.controller.conversation_id or self.conversations.current_id()
-        if cid is None:
-            return
-        if not confirmed:
-            title = self.store.conversation(cid).title
-            answer = QMessageBox.question(
-                self, self.tr("Delete chat"), self.tr("Delete “{title}” and all its messages?").format(title=title)
-            )
-            if answer != QMessageBox.StandardButton.Yes:
-                return
-        self.controller.delete_conversation(cid)
 
     # ----- composer
     def _on_send(self, text: str) -> None:
@@ -541,32 +349,6 @@ class MainWindow(QMainWindow):
     def show_about(self) -> None:
         QMessageBox.about(self, self.tr("About Ember"), about_text())
 
-    # ----- export
-    def export_dialog(self, kind: str) -> None:
-        if self.controller.conversation_id is None:
-            self.show_error(self.tr("Open a chat to export it."))
-            return
-        suffix = self.tr("Markdown (*.md)") if kind == "md" else self.tr("JSON (*.json)")
-        path, _ = QFileDialog.getSaveFileName(self, self.tr("Export chat"), f"chat.{kind}", suffix)
-        if path:
-            self.export(Path(path), kind)
-
-    def export(self, path: Path, kind: str) -> None:
-        cid = self.controller.conversation_id
-        if cid is None:
-            return
-        conv = self.store.conversation(cid)
-        text = (
-            chat_as_json(conv, self.store.thread(cid))
-            if kind == "json"
-            else chat_as_markdown(conv, self.store.thread(cid))
-        )
-        try:
-            path.write_text(text, encoding="utf-8")
-        except OSError as exc:
-            reason = exc.strerror or exc
-            self.show_error(self.tr("Could not export to {path}: {reason}.").format(path=path, reason=reason))
-
     def bring_to_front(self) -> None:
         """Another launch of Ember asked for this window."""
         if self.isMinimized():
@@ -574,52 +356,6 @@ class MainWindow(QMainWindow):
         self.show()
         self.raise_()
         self.activateWindow()
-
-    def open_load_settings(self, name: str | None = None) -> None:
-        """The ⚙ beside the model picker: this local model's own load settings."""
-        from ember_chat.app.load_panel import LoadSettingsDialog
-
-        name = name or self.model_picker.currentData()
-        if not name or parse_remote_model_name(name) is not None:
-            self.show_error(self.tr("Choose a model on this computer in the list first (remote models load remotely)."))
-            return
-        try:
-            info = inspect_gguf(self.library.resolve(name))
-        except EmberError as exc:
-            self.show_error(str(exc))
-            return
-        current = self.model_settings.get(name) or self._load_defaults()
-        dialog = LoadSettingsDialog(name, info, current, self)
-
-        def saved(settings: ModelLoadSettings, load_now: bool) -> None:
-            try:
-                self.model_settings.save(name, settings)
-            except EmberError as exc:
-                self.show_error(str(exc))
-                return
-            if load_now:
-                self.load_model(name)
-
-        dialog.saved.connect(saved)
-        self._load_settings = dialog  # kept for tests and while open
-        dialog.open()
-
-    def open_benchmark(self) -> None:
-        from ember_chat.app.benchmark_dialog import BenchmarkDialog
-
-        self._benchmark = BenchmarkDialog(
-            self.library, self.settings, self.data_dir, self.connections, self.model_settings, self
-        )  # kept while open
-        self._benchmark.show()
-
-    def open_connections(self) -> None:
-        from ember_chat.app.connections_dialog import ConnectionsDialog
-
-        dialog = ConnectionsDialog(self.connections, self)
-        dialog.changed.connect(self.reload_models)
-        dialog.use_model.connect(self.load_model)
-        dialog.open()
-        self._connections_dialog = dialog  # kept for tests and while open
 
     # ----- shutdown
     def shutdown(self) -> None:

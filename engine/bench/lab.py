@@ -38,10 +38,11 @@ import psutil
 from ember_chat.engine.bench.targets import TOKEN_SEED, BenchTarget, target_for
 from ember_chat.engine.errors import InvalidParameter
 from ember_chat.engine.inference.backend import InferenceBackend, ModelRef
+from ember_chat.engine.inference.llama_loader import system_info
 from ember_chat.engine.inference.metrics import GenerationMetrics
 from ember_chat.engine.inference.params import LoadConfig
 from ember_chat.engine.inference.remote import RemoteBackend
-from ember_chat.engine.inference.runtime import LocalRuntime, system_info
+from ember_chat.engine.inference.runtime import LocalRuntime
 from ember_chat.engine.models.fit import free_vram_bytes
 
 

@@ -6,15 +6,12 @@ One runtime is used by one thread; only `request_stop()` may be called from anot
 from __future__ import annotations
 
 import codecs
-import contextlib
 import ctypes
 import random
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 
-import jinja2
 import llama_cpp
 import llama_cpp.llama
 import llama_cpp.llama_chat_format
@@ -23,8 +20,6 @@ from ember_chat.engine.errors import (
     ContextOverflowError,
     GenerationError,
     InvalidParameter,
-    LoadCancelled,
-    ModelLoadError,
     NoModelLoaded,
 )
 from ember_chat.engine.inference.backend import ModelDescription, ModelRef
@@ -37,6 +32,7 @@ from ember_chat.engine.inference.events import (
     TemplateFallback,
     Token,
 )
+from ember_chat.engine.inference.llama_loader import NULL_ABORT, gpu_backend_name, open_llama
 from ember_chat.engine.inference.llama_log import route_llama_log
 from ember_chat.engine.inference.metrics import MetricsRecorder, RunContext
 from ember_chat.engine.inference.params import LoadConfig, SamplingParams
@@ -53,65 +49,6 @@ from ember_chat.engine.inference.prompting import (
 from ember_chat.engine.inference.reasoning import MarkerNormalizer, prompt_opens_thinking, split_thinking
 from ember_chat.engine.inference.stop_strings import StopStringScanner
 from ember_chat.engine.models.gguf_inspect import ModelInfo, inspect_gguf
-
-_KV_TYPES = {
-    "f16": llama_cpp.GGML_TYPE_F16,
-    "q8_0": llama_cpp.GGML_TYPE_Q8_0,
-    "q4_0": llama_cpp.GGML_TYPE_Q4_0,
-}
-_LOAD_LOCK = threading.Lock()
-_NULL_ABORT = llama_cpp.ggml_abort_callback(0)
-
-
-def system_info() -> str:
-    return llama_cpp.llama_print_system_info().decode(errors="replace").strip()
-
-
-def gpu_backend_name() -> str | None:
-    """The GPU backend this llama.cpp build was compiled with, if any."""
-    if not llama_cpp.llama_supports_gpu_offload():
-        return None
-    info = system_info().upper()
-    for name, label in (("CUDA", "CUDA"), ("METAL", "Metal"), ("VULKAN", "Vulkan"), ("HIP", "ROCm")):
-        if name in info:
-            return label
-    return "GPU"
-
-
-@contextmanager
-def _llama_load_patches(callback: object) -> Iterator[None]:
-    """While `Llama()` loads: llama.cpp's load progress callback, which `Llama()` does not expose, goes
-    in through the default model params it starts from; and chat templates that Jinja cannot compile
-    do not fail the load. The lock keeps concurrent loads from seeing each other's patches."""
-    module = llama_cpp.llama.llama_cpp
-    original = module.llama_model_default_params
-
-    def with_progress() -> llama_cpp.llama_model_params:
-        params = original()
-        params.progress_callback = callback
-        return params
-
-    formatters = llama_cpp.llama_chat_format
-    strict = formatters.Jinja2ChatFormatter
-
-    class TolerantFormatter(strict):  # type: ignore[misc, valid-type]
-        """`Llama()` compiles every chat template in the file for chat handlers Ember never uses (its
-        own prompting renders templates): a template Jinja cannot compile must not stop the load."""
-
-        def __init__(self, *args: object, **kwargs: object) -> None:
-            try:
-                super().__init__(*args, **kwargs)
-            except jinja2.TemplateError:
-                self._environment = None
-
-    with _LOAD_LOCK:
-        module.llama_model_default_params = with_progress
-        formatters.Jinja2ChatFormatter = TolerantFormatter
-        try:
-            yield
-        finally:
-            module.llama_model_default_params = original
-            formatters.Jinja2ChatFormatter = strict
 
 
 def common_prefix(a: list[int], b: list[int]) -> int:
@@ -199,43 +136,7 @@ class LocalRuntime:
         self.close()
         route_llama_log()
 
-        def on_progress(fraction: float, _data: ctypes.c_void_p) -> bool:
-            if progress is not None:
-                with contextlib.suppress(Exception):  # a broken progress sink must not abort the load
-                    progress(float(fraction))
-            return not (cancel is not None and cancel.is_set())
-
-        c_progress = llama_cpp.llama_progress_callback(on_progress)
-        kv_type = _KV_TYPES[config.kv_cache_type]
-        try:
-            with _llama_load_patches(c_progress):
-                llm = llama_cpp.Llama(
-                    model_path=str(config.path),
-                    n_ctx=config.n_ctx,
-                    n_batch=config.n_batch,
-                    n_threads=config.threads,
-                    n_threads_batch=config.threads_batch or config.threads,
-                    n_gpu_layers=config.gpu_layers,
-                    flash_attn=config.flash_attn,
-                    type_k=kv_type,
-                    type_v=kv_type,
-                    use_mmap=config.use_mmap,
-                    use_mlock=config.use_mlock,
-                    verbose=False,
-                )
-        except ValueError as exc:
-            if cancel is not None and cancel.is_set():
-                raise LoadCancelled(f"Loading {config.path.name} was cancelled.") from exc
-            what = str(exc)
-            if "context" in what:
-                raise ModelLoadError(
-                    f"{config.path.name} loaded, but a {config.n_ctx}-token context could not be "
-                    "created (not enough memory?). Lower the context length and try again."
-                ) from exc
-            raise ModelLoadError(
-                f"llama.cpp could not load {config.path.name}: {what}. The file may be damaged, or "
-                "this llama.cpp build may not support it; see the log for details."
-            ) from exc
+        llm = open_llama(config, progress, cancel)
         self._llm = llm
         self._info = info
         self._config = config
@@ -255,7 +156,7 @@ class LocalRuntime:
         self._vocab = None
         self._templates.clear()
         if llm is not None:
-            llama_cpp.llama_set_abort_callback(llm.ctx, _NULL_ABORT, None)
+            llama_cpp.llama_set_abort_callback(llm.ctx, NULL_ABORT, None)
             llm.close()
 
     def reset_cache(self) -> None:
@@ -473,7 +374,7 @@ class LocalRuntime:
             if not self._abort.is_set():
                 raise GenerationError(f"llama.cpp failed while evaluating the prompt: {exc}") from exc
         if self._abort.is_set():  # stopped during the prompt: no answer
-            llama_cpp.llama_set_abort_callback(ctx, _NULL_ABORT, None)
+            llama_cpp.llama_set_abort_callback(ctx, NULL_ABORT, None)
             yield Finished("cancelled", "", rec.finish("cancelled", seed=seed))
             return
         gen = llm.generate(
@@ -488,7 +389,7 @@ class LocalRuntime:
             for token in gen:
                 t_ns = time.perf_counter_ns()
                 if not generated:
-                    llama_cpp.llama_set_abort_callback(ctx, _NULL_ABORT, None)
+                    llama_cpp.llama_set_abort_callback(ctx, NULL_ABORT, None)
                 if not ignore_eog and llama_cpp.llama_vocab_is_eog(self._vocab, token):
                     reason = "stop"
                     break
@@ -521,7 +422,7 @@ class LocalRuntime:
             reason = "cancelled"
         finally:
             gen.close()
-            llama_cpp.llama_set_abort_callback(ctx, _NULL_ABORT, None)
+            llama_cpp.llama_set_abort_callback(ctx, NULL_ABORT, None)
         tail = decoder.decode(b"", final=True)
         raw_text.append(tail)
         if markers is not None:
