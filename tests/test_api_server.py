@@ -227,6 +227,20 @@ def test_stop_string_ends_the_answer_before_it(client: openai.OpenAI, endpoint: 
     assert stop not in text
 
 
+def test_ignore_eos_generates_exactly_max_tokens(client: openai.OpenAI) -> None:
+    """llama.cpp's and vLLM's `ignore_eos` (the benchmark lab sends it): an answer that would end at
+    an end-of-generation token goes on to max_tokens."""
+
+    def tokens(seed: int, **extra: object) -> tuple[int, str | None]:
+        r = client.completions.create(
+            model="tiny", prompt="hi", max_tokens=300, temperature=2.0, seed=seed, extra_body=extra or None
+        )
+        return r.usage.completion_tokens if r.usage else 0, r.choices[0].finish_reason
+
+    seed = next(s for s in range(12) if tokens(s)[1] == "stop")
+    assert tokens(seed, ignore_eos=True) == (300, "length")
+
+
 def test_seed_is_accepted_and_reproducible(client: openai.OpenAI) -> None:
     def sample() -> str:
         r = client.chat.completions.create(model="tiny", messages=MESSAGES, max_tokens=8, temperature=1.0, seed=1234)
@@ -248,6 +262,7 @@ def test_seed_is_accepted_and_reproducible(client: openai.OpenAI) -> None:
         ({"extra_body": {"repetition_penalty": 9}}, "repetition_penalty"),
         ({"extra_body": {"top_k": -1}}, "top_k"),
         ({"extra_body": {"min_p": -1}}, "min_p"),
+        ({"extra_body": {"ignore_eos": "yes"}}, "ignore_eos"),
         ({"stop": ["a", ""]}, "stop"),
         ({"n": 2}, "n"),
         ({"tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]}, "tools"),

@@ -208,6 +208,17 @@ def test_natural_stop_on_end_of_turn(runtime: LocalRuntime, tiny_model: Path) ->
     assert any(f.reason == "stop" for f in stops)  # random weights hit </s> or <|im_end|> sometimes
 
 
+def test_ignore_eos_generates_exactly_max_tokens(runtime: LocalRuntime, tiny_model: Path) -> None:
+    runtime.load(LoadConfig(tiny_model, n_ctx=512))
+    for seed in range(8):
+        if run(runtime.complete("hi", SamplingParams(temperature=2.0, seed=seed, max_tokens=400)))[1].reason == "stop":
+            break
+    else:
+        pytest.fail("no seed reached an end-of-generation token")
+    forced = run(runtime.complete("hi", SamplingParams(temperature=2.0, seed=seed, max_tokens=400, ignore_eos=True)))
+    assert forced[1].reason == "length" and forced[1].metrics.output_tokens == 400
+
+
 # ----- stop
 
 

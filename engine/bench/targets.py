@@ -9,8 +9,8 @@ Remote: the server tokenizes, so the prompt is text — pseudo-random common wor
 every prompt length and repetition so that a server's prompt cache has nothing to reuse — sized with
 the server's own tokenizer when it has one (llama.cpp's /tokenize, llama-cpp-python's
 /extras/tokenize); the figures use the prompt tokens the server reports. It is sent to
-/v1/completions with `ignore_eos` (honoured by llama.cpp's server and vLLM; other servers may stop
-early, and the decode rate then uses the tokens actually generated). Times are taken here, so TTFT
+/v1/completions with `ignore_eos` (honoured by llama.cpp's server, vLLM and Ember's own; other
+servers may stop early, and the decode rate then uses the tokens actually generated). Times are taken here, so TTFT
 and prefill speed include the network round trip; the server's own counters (llama.cpp's
 `timings`) are kept beside them. Peak memory is the server's business and is not measured.
 """
@@ -127,10 +127,8 @@ class RemoteTarget:
 
     def measure(self, prompt: tuple[str, int | None], output: int, cancel: threading.Event) -> GenerationMetrics | None:
         text, counted = prompt
-        params = SamplingParams(temperature=0.0, max_tokens=output, seed=0)
-        metrics = _until_finished(
-            self.backend.complete(text, params, extra={"ignore_eos": True}), self.backend.request_stop, cancel
-        )
+        params = SamplingParams(temperature=0.0, max_tokens=output, seed=0, ignore_eos=True)
+        metrics = _until_finished(self.backend.complete(text, params), self.backend.request_stop, cancel)
         if metrics is not None and not metrics.prompt_tokens and counted and metrics.ttft_s:
             # the server reports no usage (llama-cpp-python's stream): its tokenizer's count instead
             metrics = replace(metrics, prompt_tokens=counted, prefill_tokens_per_s=counted / metrics.ttft_s)

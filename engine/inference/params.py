@@ -100,12 +100,17 @@ class SamplingParams:
     # Reasoning models whose chat template has a switch (Qwen3's `enable_thinking`): True / False,
     # or None for the template's own default.
     thinking: bool | None = None
+    # Generate exactly max_tokens: end-of-generation tokens do not stop it (benchmarks; the
+    # `ignore_eos` of llama.cpp's server and vLLM).
+    ignore_eos: bool = False
 
     def __post_init__(self) -> None:
         for spec in SAMPLING_SPECS:
             spec.check(getattr(self, spec.name))
         if self.thinking is not None and not isinstance(self.thinking, bool):
             raise InvalidParameter(f"thinking must be true, false or null, got {self.thinking!r}.")
+        if not isinstance(self.ignore_eos, bool):
+            raise InvalidParameter(f"ignore_eos must be true or false, got {self.ignore_eos!r}.")
         if isinstance(self.stop, str) or not all(isinstance(s, str) for s in self.stop):
             raise InvalidParameter("stop must be a list of strings.")
         if any(not s for s in self.stop):

@@ -172,9 +172,8 @@ class RemoteBackend:
             body.update({"continue_final_message": True, "add_generation_prompt": False})
         return self._generate("chat/completions", body, params, chat=True)
 
-    def complete(self, prompt: str, params: SamplingParams, extra: dict[str, Any] | None = None) -> Iterator[Event]:
-        """Raw completion; `extra`: more request fields (the benchmark lab's `ignore_eos`)."""
-        return self._generate("completions", {"prompt": prompt, **(extra or {})}, params, chat=False)
+    def complete(self, prompt: str, params: SamplingParams) -> Iterator[Event]:
+        return self._generate("completions", {"prompt": prompt}, params, chat=False)
 
     def count_tokens(self, text: str) -> int | None:
         """Tokens in `text` by the server's own tokenizer, or None when the server has no endpoint for it."""
@@ -206,6 +205,8 @@ class RemoteBackend:
             body["seed"] = params.seed
         if params.stop:
             body["stop"] = list(params.stop)
+        if params.ignore_eos:  # llama.cpp's server, vLLM, Ember's (others ignore it and may stop early)
+            body["ignore_eos"] = True
         return body
 
     def _generate(self, path: str, base: dict[str, Any], params: SamplingParams, *, chat: bool) -> Iterator[Event]:

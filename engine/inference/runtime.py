@@ -11,6 +11,7 @@ import random
 import threading
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 
 import llama_cpp
 import llama_cpp.llama
@@ -287,7 +288,8 @@ class LocalRuntime:
                 f"{llm.n_ctx():,}. Load the model with a longer context."
             )
         try:
-            yield from self._stream("", tokens, params, MetricsRecorder(self._run_context()), ignore_eog=True)
+            exact = replace(params, ignore_eos=True)
+            yield from self._stream("", tokens, exact, MetricsRecorder(self._run_context()))
         finally:
             self._history = None  # not a conversation's prefix
 
@@ -341,10 +343,9 @@ class LocalRuntime:
         params: SamplingParams,
         rec: MetricsRecorder,
         markers: MarkerNormalizer | None = None,
-        ignore_eog: bool = False,
     ) -> Iterator[Event]:
-        """`markers`: chat mode, where a reasoning model's thinking markers are put in canonical form;
-        `ignore_eog`: benchmarks, which generate exactly max_tokens tokens (as llama-bench does)."""
+        """`markers`: chat mode, where a reasoning model's thinking markers are put in canonical form.
+        `params.ignore_eos`: exactly max_tokens tokens (benchmarks, as llama-bench generates them)."""
         llm = self._require()
         ctx = llm.ctx
         n_ctx = llm.n_ctx()
@@ -390,7 +391,7 @@ class LocalRuntime:
                 t_ns = time.perf_counter_ns()
                 if not generated:
                     llama_cpp.llama_set_abort_callback(ctx, NULL_ABORT, None)
-                if not ignore_eog and llama_cpp.llama_vocab_is_eog(self._vocab, token):
+                if not params.ignore_eos and llama_cpp.llama_vocab_is_eog(self._vocab, token):
                     reason = "stop"
                     break
                 generated.append(token)

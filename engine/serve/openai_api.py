@@ -61,6 +61,7 @@ _SAMPLING_FIELDS = {
     "repeat_penalty": "repeat_penalty",
     "repetition_penalty": "repeat_penalty",
     "seed": "seed",
+    "ignore_eos": "ignore_eos",  # llama.cpp's and vLLM's: exactly max_tokens (benchmarks)
 }
 # Accepted and ignored only at their neutral value; anything else is refused rather than ignored.
 _NEUTRAL = {"n": 1, "frequency_penalty": 0, "presence_penalty": 0, "logprobs": False, "echo": False, "best_of": 1}
