@@ -295,10 +295,10 @@ class BenchmarkDialog(QDialog):
             (self.decode_chart, top_decode, self.tr("context depth (tokens)")),
         ):
             x, y = QValueAxis(), QValueAxis()
-            x.setRange(0, top_x * 1.05)
+            x.setRange(0, top_x)
             x.setTitleText(label)
             x.setLabelFormat("%.0f")
-            y.setRange(0, top * 1.15)
+            y.setRange(0, top * 1.1)
             y.setLabelFormat("%.0f")
             chart.addAxis(x, Qt.AlignmentFlag.AlignBottom)
             chart.addAxis(y, Qt.AlignmentFlag.AlignLeft)
@@ -310,7 +310,8 @@ class BenchmarkDialog(QDialog):
             for axis in (x, y):
                 axis.setLabelsFont(small)
                 axis.setTitleFont(small)
-                axis.setTickCount(4)
+                axis.setTickCount(5)
+                axis.applyNiceNumbers()  # round ticks (0, 100, 200 …), not fractions of the data
         self.table.resizeColumnsToContents()
 
     # ----- export

@@ -124,9 +124,12 @@ def stream_fake(paths: AppPaths, n_tokens: int, rate: float) -> dict[str, float]
     def per_token(sel: list[tuple[int, int, float]]) -> float:
         return sum(b[2] for b in sel) / max(1, sum(b[1] for b in sel))
 
-    tenth = n_tokens // 10
-    start = [b for b in batches if b[0] <= tenth]
-    end = [b for b in batches if b[0] > n_tokens - tenth]
+    tenth = max(1, n_tokens // 10)
+    # the batches that brought the first tenth of the tokens, and those of the last tenth (at least
+    # one batch each, however few tokens: a batch may carry many)
+    first = next((i for i, b in enumerate(batches) if b[0] >= tenth), len(batches) - 1)
+    start = batches[: first + 1]
+    end = [b for b in batches if b[0] > n_tokens - tenth] or batches[-1:]
     window.close()
     window.store.close()
     return {
@@ -261,7 +264,8 @@ def main() -> int:
         paths = AppPaths(Path(tmp) / "data", Path(tmp) / "config")
         paths.default_models_dir.mkdir(parents=True)
         result = stream_fake(paths, args.tokens, args.rate)
-        result["end_over_start"] = round(result["gui_us_per_token_end"] / result["gui_us_per_token_start"], 3)
+        start_us = result["gui_us_per_token_start"]
+        result["end_over_start"] = round(result["gui_us_per_token_end"] / start_us, 3) if start_us else None
         long_paths = AppPaths(Path(tmp) / "data-long", Path(tmp) / "config-long")
         long_paths.default_models_dir.mkdir(parents=True)
         result.update(long_chat(long_paths, args.long_chat, args.tokens, args.rate))

@@ -6,17 +6,23 @@ In a fresh data folder it loads the starter model and asks it one question (a re
 metrics), then shows that chat in the light and dark themes, a chat whose answer is code-heavy Markdown
 and one with a reasoning model's thinking (texts written into the database by this script, to show the
 rendering: no model wrote them), the Model Manager, the error banner after trying to load a damaged
-model file, and the benchmark lab after measuring the starter model.
+model file, and the benchmark lab after measuring two models: the starter model here, and the same
+file served by llama-cpp-python's own server on 127.0.0.1 as a remote connection.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests.peer_servers
+
+SERVED = "gemma-3-270m-q4_k_m"
 
 CODE_QUESTION = "How do I merge two sorted lists in Python, and how fast is it?"
 CODE_ANSWER = """Use `heapq.merge` for iterators, or a two-pointer loop when you want a list back:
@@ -70,8 +76,10 @@ def main(out_dir: str) -> int:
 
     from ember_chat.app.main import build_window
     from ember_chat.app.theme import app_icon
+    from ember_chat.engine.storage.connections import Connection, ConnectionStore
     from ember_chat.engine.storage.conversations import ConversationStore
     from ember_chat.engine.storage.paths import AppPaths
+    from tests.peer_servers import llama_cpp_server
 
     app = QApplication.instance() or QApplication(sys.argv[:1])
     app.setStyle("Fusion")
@@ -141,10 +149,13 @@ def main(out_dir: str) -> int:
         window.transcript.action.emit("think", think_answer.id, 0)  # the fold, opened
         yield settled
         shot("thinking.png")
+        url = servers.enter_context(llama_cpp_server(window.library.resolve("starter"), alias=SERVED))
+        ConnectionStore(paths.connections_file).save(Connection("llama-cpp-python", url, SERVED, models=(SERVED,)))
+        window.reload_models()
         window.open_benchmark()
         lab = window._benchmark
         for i in range(lab.models.count()):
-            if lab.models.item(i).data(Qt.ItemDataRole.UserRole) == "starter":
+            if lab.models.item(i).data(Qt.ItemDataRole.UserRole) in ("starter", f"remote:llama-cpp-python/{SERVED}"):
                 lab.models.item(i).setCheckState(Qt.CheckState.Checked)
         lab.lengths.setText("64,128,256")
         lab.output.setValue(16)
@@ -156,6 +167,7 @@ def main(out_dir: str) -> int:
         shot("benchmark.png", lab)
         lab.close()
 
+    servers = contextlib.ExitStack()  # the llama-cpp-python server, stopped when the loop ends
     plan = steps()
     state: dict[str, Callable[[], bool]] = {"wait": lambda: True}
     deadline = time.monotonic() + 240
@@ -178,7 +190,8 @@ def main(out_dir: str) -> int:
     timer = QTimer()
     timer.timeout.connect(tick)
     timer.start(50)
-    code = app.exec()
+    with servers:
+        code = app.exec()
     window.close()
     window.shutdown()
     return code
