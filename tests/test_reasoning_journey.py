@@ -1,0 +1,100 @@
+"""Issue 10's user story, end to end in the real window with the real runtime: download a reasoning
+model from the (local) Hub, tune how it loads (GPU layers "auto", threads), chat with it — its chat
+template (DeepSeek-R1 distill's, the real one) opens the thinking, which the window shows as thinking
+— then measure it and a second model in the benchmark lab and look at both lines of the plot.
+
+The model is a tiny GGUF with random weights carrying that template and `<think>` control tokens:
+its words are noise, but every step a user takes goes through the same code as with the real file.
+(Folding when the answer starts, with a model that closes its thinking, is tests/test_app_reasoning.py.)"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from pytestqt.qtbot import QtBot
+
+from ember_chat.app.main import build_window
+from ember_chat.app.main_window import MainWindow
+from ember_chat.engine.storage.model_settings import AUTO_GPU_LAYERS
+from ember_chat.engine.storage.paths import AppPaths
+from tests.gguf_factory import TinySpec, write_tiny_model
+from tests.hub_server import FakeHub
+from tests.test_bench_lab import run_bench
+from tests.test_model_manager import open_files, select_quant
+
+REPO = "unsloth/DeepSeek-R1-Distill-Qwen-1.5B-GGUF"
+FILES = ("DeepSeek-R1-Distill-Qwen-1.5B-Q4_K_M.gguf", "DeepSeek-R1-Distill-Qwen-1.5B-Q8_0.gguf")
+TEMPLATE = Path(__file__).parent / "templates" / "deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja"
+TIMEOUT = 60_000
+
+
+@pytest.fixture
+def hub(tmp_path: Path) -> Iterator[FakeHub]:
+    spec = TinySpec(think_tokens=True, chat_template=TEMPLATE.read_text(encoding="utf-8"), name="R1 Distill Tiny")
+    model = write_tiny_model(tmp_path / "r1.gguf", spec).read_bytes()
+    h = FakeHub().start()
+    h.add_repo(REPO, {FILES[0]: model, FILES[1]: model}, downloads=1000)
+    yield h
+    h.stop()
+
+
+@pytest.fixture
+def window(qtbot: QtBot, tmp_path: Path, hub: FakeHub, monkeypatch: pytest.MonkeyPatch) -> Iterator[MainWindow]:
+    monkeypatch.setenv("EMBER_HF_ENDPOINT", hub.hub_url)
+    w = build_window(AppPaths(tmp_path / "data", tmp_path / "config"))
+    qtbot.addWidget(w)
+    w.show()
+    yield w
+    w.close()
+    w.store.close()
+
+
+def download(qtbot: QtBot, w: MainWindow, quant: str) -> str:
+    mm = w.model_manager()
+    open_files(qtbot, mm, REPO)
+    select_quant(mm, quant)
+    with qtbot.waitSignal(mm.library_changed, timeout=TIMEOUT):
+        mm.download_selected()
+    return next(e.name for e in w.library.entries() if quant in e.name)
+
+
+def test_download_tune_chat_and_benchmark_a_reasoning_model(qtbot: QtBot, window: MainWindow) -> None:
+    w = window
+    q4 = download(qtbot, w, "Q4_K_M")
+    q8 = download(qtbot, w, "Q8_0")
+
+    # tune: GPU layers "auto" (none on this machine), one decode thread, a 1024-token context
+    w.model_picker.setCurrentIndex(w.model_picker.findData(q4))
+    w.open_load_settings()
+    dialog = w._load_settings
+    dialog.gpu_layers.setValue(AUTO_GPU_LAYERS)
+    dialog.threads.setValue(1)
+    dialog.n_ctx.setValue(1024)
+    with qtbot.waitSignal(w.model_state_changed, check_params_cb=lambda s: s == "ready", timeout=TIMEOUT):
+        assert dialog.submit(load_now=True, confirm=True)
+    assert w.model is not None and w.model.threads == 1 and w.model.n_ctx == 1024
+    assert "1 threads" in w.model_bar.badge.text()
+
+    # the template's thinking switch is offered, on; the answer starts inside the thinking
+    assert w.side.params.think.isEnabled() and w.side.params.think.isChecked()
+    w.side.params.max_tokens.setValue(6)
+    with qtbot.waitSignal(w.controller.generating_changed, check_params_cb=lambda on: not on, timeout=TIMEOUT):
+        w.controller.send("Is 1001 a prime number?")
+    qtbot.waitUntil(lambda: not w.transcript.rendering, timeout=TIMEOUT)
+    answer = w.store.thread(w.controller.conversation_id)[-1]
+    assert answer.role == "assistant" and answer.content.startswith("<think>\n")
+    assert answer.metrics["thinking_tokens"] == answer.metrics["output_tokens"]  # it never stopped thinking
+    assert "Thinking" in w.transcript.plain_text()
+
+    # the benchmark lab on both downloads: a line each in both plots
+    w.open_benchmark()
+    lab = w._benchmark
+    run_bench(qtbot, lab, {q4, q8}, "16,48", 4)
+    assert lab.status.text() == "Done."
+    for chart in (lab.prefill_chart, lab.decode_chart):
+        assert [s.count() for s in chart.series()] == [2, 2]
+    assert lab.runs[0].machine["threads"] == 1  # the first model ran with its own load settings
+    lab.close()
+    assert w.model_picker.findData(q8) >= 0  # both downloads are in the picker
