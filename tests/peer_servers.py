@@ -20,15 +20,20 @@ def free_port() -> int:
 
 @contextmanager
 def llama_cpp_server(
-    model: Path, threads: int = 2, n_ctx: int = 1024, timeout_s: float = 120, alias: str | None = None
+    model: Path,
+    threads: int = 2,
+    n_ctx: int = 1024,
+    timeout_s: float = 120,
+    alias: str | None = None,
+    extra: tuple[str, ...] = (),
 ) -> Iterator[str]:
-    """llama-cpp-python's server on `model` (served as `alias`, else as its path); yields its base URL
-    (…/v1). Stopped and reaped at exit."""
+    """llama-cpp-python's server on `model` (served as `alias`, else as its path; `extra`: more of its
+    flags); yields its base URL (…/v1). Stopped and reaped at exit."""
     port = free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "llama_cpp.server", "--model", str(model), "--host", "127.0.0.1", "--port", str(port),
          "--n_ctx", str(n_ctx), "--n_threads", str(threads), "--n_threads_batch", str(threads),
-         "--interrupt_requests", "false", "--verbose", "false", *(["--model_alias", alias] if alias else [])],
+         "--interrupt_requests", "false", "--verbose", "false", *(["--model_alias", alias] if alias else []), *extra],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,

@@ -46,7 +46,7 @@ def test_run_tokens_generates_exactly_the_planned_tokens(rt: LocalRuntime) -> No
 def test_lab_run_medians_facts_and_exports(rt: LocalRuntime, tmp_path: Path) -> None:
     seen: list[tuple[int, int]] = []
     run = run_lab(rt, BenchPlan((16, 64), 8, 2), progress=lambda d, t, _what: seen.append((d, t)))
-    assert seen == [(1, 4), (2, 4), (3, 4), (4, 4)] and not run.cancelled
+    assert seen == [(0, 4), (1, 4), (2, 4), (3, 4), (4, 4)] and not run.cancelled  # (0: the warm-up)
     assert [p.prompt_tokens for p in run.points] == [16, 64]
     for p in run.points:
         assert p.prefill_tokens_per_s > 0 and p.decode_tokens_per_s > 0 and p.ttft_s > 0

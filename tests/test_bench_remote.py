@@ -38,12 +38,13 @@ def test_remote_lab_sends_fresh_greedy_prompts_and_keeps_the_servers_figures(
     server.stream(ANSWER)
     backend = backends.make(server)
     run = run_lab(backend, BenchPlan((16, 48), 3, 2))
-    bodies = [r.body for r in server.generate_requests()]
-    assert [r.path for r in server.generate_requests()] == ["/v1/completions"] * 4
+    warm_up, *bodies = [r.body for r in server.generate_requests()]
+    assert [r.path for r in server.generate_requests()] == ["/v1/completions"] * 5
+    assert warm_up["max_tokens"] == 2  # one untimed run first, as llama-bench does
     assert all(b["ignore_eos"] is True and b["max_tokens"] == 3 and b["temperature"] == 0.0 for b in bodies)
-    prompts = [b["prompt"] for b in bodies]
+    prompts = [b["prompt"] for b in [warm_up, *bodies]]
     # no tokenizer endpoint here: n words; every prompt different and none the start of another
-    assert [len(p.split()) for p in prompts] == [16, 16, 48, 48]
+    assert [len(p.split()) for p in prompts] == [16, 16, 16, 48, 48]
     assert all(not b.startswith(a) for a in prompts for b in prompts if a is not b)
     assert [p.prompt_tokens for p in run.points] == [21, 21]  # as the server counted them
     for p in run.points:

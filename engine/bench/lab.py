@@ -1,7 +1,9 @@
 """The benchmark lab: prefill and decode speed of a model on this machine, measured as llama.cpp's
 `llama-bench` does, through Ember's own runtime.
 
-Methodology (for each prompt length n, `repetitions` times, the median kept):
+Methodology (first one untimed warm-up run, as llama-bench does — page the weights in, build the
+compute graphs, open the server's connection; then for each prompt length n, `repetitions` times,
+the median kept):
 - the prompt is n pseudo-random tokens of the model's vocabulary (fixed seed; no template, no BOS),
   evaluated from an empty KV cache — llama-bench's "pp n";
 - then `output_tokens` tokens are generated one at a time, greedily, end-of-generation tokens
@@ -187,6 +189,12 @@ def run_lab(
     run = BenchRun(machine_facts(target), asdict(plan))
     total = len(plan.prompt_lengths) * plan.repetitions
     done = 0
+    if progress:
+        progress(done, total, f"{target.name}: warming up")
+    warm = min(plan.prompt_lengths)
+    if target.measure(target.prompt(warm, prompt_seed(warm, plan.repetitions)), 2, cancel) is None:
+        run.cancelled = True
+        return run
     for n in plan.prompt_lengths:
         samples: list[GenerationMetrics] = []
         for rep in range(plan.repetitions):
