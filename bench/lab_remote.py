@@ -1,7 +1,9 @@
 """The benchmark lab on one model file served four ways, measured the same way in one run: in Ember's
-own runtime (local), through Ember's API server, and through llama-cpp-python's server with its
-default settings and with `--logits_all false`. Every server runs on 127.0.0.1 with the same threads
-and context; only the one being measured is busy. Prints JSON: each target's points (prompt tokens
+own runtime (local), through Ember's API server (`ember-chat serve`), and through llama-cpp-python's
+server with its default settings and with `--logits_all false`. Each server runs in its own process
+on 127.0.0.1 with the same threads and context; all are up at once and measured in turn, round after
+round in rotating order (`--reps` rounds, the median round kept), so the machine's slow spells fall
+on all of them alike. Prints JSON: each target's points (prompt tokens
 as counted, TTFT, prefill and decode tok/s, ITL p50) and its prefill/decode ratios to local.
 
     python bench/lab_remote.py --model starter --json
@@ -22,24 +24,35 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from ember_chat.engine.bench.lab import BenchPlan, BenchPoint, BenchRun, load_for_bench, run_lab
-from ember_chat.engine.cli.common import load_blocking, resolve_model
-from ember_chat.engine.inference.backend import Endpoint, ModelRef, RemoteModelRef
+from ember_chat.engine.bench.lab import BenchPlan, BenchPoint, BenchRun, load_for_bench, machine_facts, run_lab
+from ember_chat.engine.cli.common import resolve_model
+from ember_chat.engine.inference.backend import Endpoint, InferenceBackend, ModelRef, RemoteModelRef
 from ember_chat.engine.inference.params import LoadConfig, default_threads
-from ember_chat.engine.inference.service import EngineService
-from ember_chat.engine.serve.server import ApiServer, ServerConfig
+from ember_chat.engine.inference.remote import check_connection
 from ember_chat.engine.storage.paths import AppPaths
-from tests.peer_servers import llama_cpp_server
+from tests.peer_servers import ember_server, llama_cpp_server
 
 ALIAS = "model"
 
 
-def measure(ref: ModelRef, plan: BenchPlan) -> BenchRun:
-    backend = load_for_bench(ref, plan)
-    try:
-        return run_lab(backend, plan)
-    finally:
-        backend.close()
+def served_id(url: str) -> str:
+    return check_connection(Endpoint("ember", url)).models[0].id
+
+
+def interleaved(backends: dict[str, InferenceBackend], plan: BenchPlan, reps: int) -> dict[str, list[BenchPoint]]:
+    """`reps` rounds; in each, every target measured once (one repetition of the plan), in an order
+    that rotates from round to round, so that a slow spell of the machine hits all of them alike.
+    Per target and prompt length, the point of median decode speed."""
+    names = list(backends)
+    rounds: dict[str, list[BenchRun]] = {name: [] for name in names}
+    for r in range(reps):
+        for name in names[r % len(names) :] + names[: r % len(names)]:
+            rounds[name].append(run_lab(backends[name], plan))
+    out = {}
+    for name, runs in rounds.items():
+        by_length = zip(*(run.points for run in runs), strict=True)
+        out[name] = [sorted(ps, key=lambda p: p.decode_tokens_per_s)[len(ps) // 2] for ps in by_length]
+    return out
 
 
 def main() -> int:
@@ -52,28 +65,30 @@ def main() -> int:
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     lengths = tuple(int(x) for x in args.prompt_lengths.split(","))
-    plan = BenchPlan(lengths, args.output, args.reps)
+    plan = BenchPlan(lengths, args.output, 1)
     path = resolve_model(args.model, AppPaths.default())
     n_ctx = max(256, max(lengths) + args.output + 64)
     config = LoadConfig(path, n_ctx=n_ctx, threads=args.threads, n_batch=512)
-    runs: dict[str, BenchRun] = {"local": measure(config, plan)}
     with ExitStack() as stack:
-        service = EngineService()
-        stack.callback(service.close)
-        load_blocking(service, config, ALIAS)
-        server = ApiServer(service, ServerConfig(port=0))
-        server.start()
-        stack.callback(server.stop)
-        runs["ember_server"] = measure(RemoteModelRef(Endpoint("ember", server.url), ALIAS), plan)
-    for name, extra in (("llama_cpp_server", ()), ("llama_cpp_server_no_logits_all", ("--logits_all", "false"))):
-        with llama_cpp_server(path, args.threads, n_ctx, alias=ALIAS, extra=extra) as url:
-            runs[name] = measure(RemoteModelRef(Endpoint(name, url), ALIAS), plan)
+        backends: dict[str, InferenceBackend] = {}
 
-    def med(run: BenchRun, key: str) -> float:
-        return statistics.median([getattr(p, key) or 0.0 for p in run.points])
+        def connect(name: str, ref: ModelRef) -> None:
+            backends[name] = load_for_bench(ref, plan)
+            stack.callback(backends[name].close)
 
-    def ratio(run: BenchRun, key: str) -> float:
-        return round(med(run, key) / med(runs["local"], key), 3)
+        connect("local", config)
+        url = stack.enter_context(ember_server(path, args.threads, n_ctx))
+        connect("ember_server", RemoteModelRef(Endpoint("ember", url), served_id(url)))
+        for name, extra in (("llama_cpp_server", ()), ("llama_cpp_server_no_logits_all", ("--logits_all", "false"))):
+            url = stack.enter_context(llama_cpp_server(path, args.threads, n_ctx, alias=ALIAS, extra=extra))
+            connect(name, RemoteModelRef(Endpoint(name, url), ALIAS))
+        points = interleaved(backends, plan, args.reps)
+
+    def med(ps: list[BenchPoint], key: str) -> float:
+        return statistics.median([getattr(p, key) or 0.0 for p in ps])
+
+    def ratio(ps: list[BenchPoint], key: str) -> float:
+        return round(med(ps, key) / med(points["local"], key), 3)
 
     def point(p: BenchPoint) -> dict[str, float]:
         return {
@@ -87,17 +102,17 @@ def main() -> int:
 
     targets = {
         name: {
-            "points": [point(p) for p in run.points],
-            "prefill_ratio_to_local": ratio(run, "prefill_tokens_per_s"),
-            "decode_ratio_to_local": ratio(run, "decode_tokens_per_s"),
+            "points": [point(p) for p in ps],
+            "prefill_ratio_to_local": ratio(ps, "prefill_tokens_per_s"),
+            "decode_ratio_to_local": ratio(ps, "decode_tokens_per_s"),
         }
-        for name, run in runs.items()
+        for name, ps in points.items()
     }
     result = {
         "model": args.model,
         "threads": args.threads,
-        "plan": plan.__dict__,
-        "cpu": runs["local"].machine["cpu"],
+        "plan": {**plan.__dict__, "rounds": args.reps},
+        "cpu": machine_facts()["cpu"],
         "targets": targets,
     }
     print(json.dumps(result, indent=None if args.json else 2))

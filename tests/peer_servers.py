@@ -1,8 +1,11 @@
-"""Real OpenAI-compatible peers started on 127.0.0.1 for tests and benchmarks: llama-cpp-python's own
-server (`python -m llama_cpp.server`). Ready when uvicorn says so on stderr (no polling)."""
+"""Real OpenAI-compatible peers started on 127.0.0.1 for tests and benchmarks, each in its own process:
+llama-cpp-python's own server (`python -m llama_cpp.server`), ready when uvicorn says so on stderr,
+and Ember's (`ember-chat serve`), ready when it says it is serving (no polling)."""
 
 from __future__ import annotations
 
+import re
+import signal
 import socket
 import subprocess
 import sys
@@ -64,4 +67,32 @@ def llama_cpp_server(
             proc.kill()
             proc.wait()
         reader.join()
+        proc.stderr.close()
+
+
+@contextmanager
+def ember_server(model: Path, threads: int = 2, n_ctx: int = 1024, timeout_s: float = 120) -> Iterator[str]:
+    """`ember-chat serve` on `model` in its own process, as a user runs it; yields its base URL (…/v1)
+    once it says it is serving. Stopped (Ctrl+C's signal) and reaped at exit."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ember_chat.engine.cli.main", "serve", "--model", str(model), "--port", "0",
+         "--ctx", str(n_ctx), "--threads", str(threads)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+    assert proc.stderr is not None
+    try:
+        line = proc.stderr.readline()  # "Serving … on http://127.0.0.1:PORT/v1 — Ctrl+C to stop"
+        match = re.search(r"on (http://\S+/v1)", line)
+        if match is None:
+            raise RuntimeError("ember-chat serve did not start:\n" + line + proc.stderr.read())
+        yield match.group(1)
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
         proc.stderr.close()

@@ -10,20 +10,22 @@ every prompt length and repetition so that a server's prompt cache has nothing t
 the server's own tokenizer when it has one (llama.cpp's /tokenize, llama-cpp-python's
 /extras/tokenize); the figures use the prompt tokens the server reports. It is sent to
 /v1/completions with `ignore_eos` (honoured by llama.cpp's server, vLLM and Ember's own; other
-servers may stop early, and the decode rate then uses the tokens actually generated). Times are taken here, so TTFT
-and prefill speed include the network round trip; the server's own counters (llama.cpp's
-`timings`) are kept beside them. Peak memory is the server's business and is not measured.
+servers may stop early, and the decode rate then uses the tokens actually generated). Times are
+taken here, so TTFT and prefill speed include the network round trip; the server's own counters
+(llama.cpp's `timings`) are kept beside them. Peak memory is the server's business and is not
+measured.
 """
 
 from __future__ import annotations
 
 import random
 import threading
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from typing import Any, Protocol
 
 from ember_chat.engine.inference.backend import InferenceBackend
-from ember_chat.engine.inference.events import Finished
+from ember_chat.engine.inference.events import Event, Finished
 from ember_chat.engine.inference.metrics import GenerationMetrics
 from ember_chat.engine.inference.params import SamplingParams
 from ember_chat.engine.inference.remote import RemoteBackend
@@ -62,7 +64,9 @@ def bench_tokens(runtime: LocalRuntime, n: int, seed: int = TOKEN_SEED) -> list[
     return [rng.randrange(min(vocab, 256) // 2, vocab) for _ in range(n)]
 
 
-def _until_finished(events: Any, stop: Any, cancel: threading.Event) -> GenerationMetrics | None:
+def _until_finished(
+    events: Iterator[Event], stop: Callable[[], None], cancel: threading.Event
+) -> GenerationMetrics | None:
     for ev in events:
         if cancel.is_set():
             stop()  # takes effect within one token (or one prompt batch)
@@ -114,16 +118,14 @@ class RemoteTarget:
         """About n tokens of text: n words, rescaled by the server's count of them when it can count
         (then that count, else None)."""
         words = n
-        text = words_text(words, seed)
-        counted = None
         for _ in range(3):
+            text = words_text(words, seed)
             counted = self.backend.count_tokens(text)
             if not counted or counted == n:
-                break
+                return text, counted
             words = max(1, round(words * n / counted))
-            text = words_text(words, seed)
-            counted = None
-        return text, counted or self.backend.count_tokens(text)
+        text = words_text(words, seed)
+        return text, self.backend.count_tokens(text)
 
     def measure(self, prompt: tuple[str, int | None], output: int, cancel: threading.Event) -> GenerationMetrics | None:
         text, counted = prompt
