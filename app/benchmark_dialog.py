@@ -35,7 +35,7 @@ from PySide6.QtWidgets import (
 from ember_chat.app.model_bar import model_choices
 from ember_chat.app.tasks import TaskRunner
 from ember_chat.engine.bench.lab import BenchPlan, BenchRun, load_for_bench, points_csv, run_lab, save_run
-from ember_chat.engine.errors import InvalidParameter
+from ember_chat.engine.errors import InvalidParameter, LoadCancelled
 from ember_chat.engine.inference.backend import InferenceBackend
 from ember_chat.engine.models.library import ModelLibrary
 from ember_chat.engine.models.refs import model_ref
@@ -208,7 +208,10 @@ class BenchmarkDialog(QDialog):
             defaults = ModelLoadSettings.from_settings(self.settings)
             ref, alias = model_ref(name, self.library, self.connections, self.model_settings, defaults)
             self._progress = (i * per_model, total, self.tr("Loading {model}…").format(model=alias))
-            backend = load_for_bench(ref, plan)
+            try:
+                backend = load_for_bench(ref, plan, self._cancel)
+            except LoadCancelled:
+                break
             self._current = backend
             try:
 
@@ -225,11 +228,16 @@ class BenchmarkDialog(QDialog):
         return runs
 
     def cancel(self) -> None:
+        self._stop_work()
+        self.status.setText(self.tr("Cancelling…"))
+
+    def _stop_work(self) -> None:
+        """Stop the run now: a load in progress, a local model within a token (or a prompt batch), a
+        remote server's stream closed at once (it may be evaluating a long prompt)."""
         self._cancel.set()
         current = self._current
-        if current is not None:  # a remote server may be evaluating a long prompt: close the stream now
+        if current is not None:
             current.request_stop()
-        self.status.setText(self.tr("Cancelling…"))
 
     def _show_progress(self) -> None:
         done, total, what = self._progress
@@ -330,6 +338,6 @@ class BenchmarkDialog(QDialog):
             self.status.setText(self.tr("Could not export to {path}: {reason}.").format(path=path, reason=exc))
 
     def closeEvent(self, event: object) -> None:  # Qt override
-        self._cancel.set()
-        self.tasks.shutdown()
+        self._stop_work()
+        self.tasks.shutdown()  # joins the worker, which the stop above lets go at once
         super().closeEvent(event)

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from PySide6.QtCore import Qt
 
 from ember_chat.engine.bench.lab import BenchPlan, BenchRun, load_for_bench, run_lab
 from ember_chat.engine.inference.backend import Endpoint, RemoteModelRef
@@ -89,8 +90,6 @@ def connections(tmp_path: Path, server: FakeOpenAI) -> Iterator[object]:
 def test_the_benchmark_window_measures_a_remote_model(
     qtbot: object, tmp_path: Path, server: FakeOpenAI, connections: object
 ) -> None:
-    from PySide6.QtCore import Qt
-
     server.stream(ANSWER)
     (tmp_path / "models").mkdir()
     dialog = bench_dialog(qtbot, tmp_path, tmp_path / "models", connections)
@@ -116,3 +115,20 @@ def test_the_benchmark_window_says_when_a_server_is_gone(qtbot: object, tmp_path
     assert dialog.status.text().startswith("The benchmark stopped:") and "gone" in dialog.status.text()
     assert dialog.run_button.isEnabled()
     dialog.close()
+
+
+def test_closing_the_window_mid_prompt_returns_at_once(
+    qtbot: object, tmp_path: Path, server: FakeOpenAI, connections: object
+) -> None:
+    server.stream(ANSWER, pauses={0: 60})  # a server busy on the prompt for a minute
+    (tmp_path / "models").mkdir()
+    dialog = bench_dialog(qtbot, tmp_path, tmp_path / "models", connections)
+    items = [dialog.models.item(i) for i in range(dialog.models.count())]
+    next(it for it in items if it.data(Qt.ItemDataRole.UserRole) == f"remote:lab/{MODEL}").setCheckState(
+        Qt.CheckState.Checked
+    )
+    dialog.start()
+    wait_for_generation(server)
+    t0 = time.monotonic()
+    dialog.close()  # stops the run and joins its worker
+    assert time.monotonic() - t0 < 10 and dialog._current is None

@@ -155,9 +155,10 @@ def peak_rss_bytes() -> int:
     return peak if sys.platform == "darwin" else peak * 1024  # Linux reports KiB
 
 
-def load_for_bench(ref: ModelRef, plan: BenchPlan) -> InferenceBackend:
+def load_for_bench(ref: ModelRef, plan: BenchPlan, cancel: threading.Event | None = None) -> InferenceBackend:
     """A backend of its own with `ref` loaded (beside any chat's): a local model with a context that
-    holds the longest prompt and its output, or a connection's model. The caller closes it."""
+    holds the longest prompt and its output, or a connection's model. The caller closes it. Raises
+    LoadCancelled when `cancel` is set meanwhile."""
     backend: InferenceBackend
     if isinstance(ref, LoadConfig):
         needed = max(plan.prompt_lengths) + plan.output_tokens + 8
@@ -166,7 +167,7 @@ def load_for_bench(ref: ModelRef, plan: BenchPlan) -> InferenceBackend:
     else:
         backend = RemoteBackend()
     try:
-        backend.load(ref)
+        backend.load(ref, cancel=cancel)
     except BaseException:
         backend.close()
         raise
