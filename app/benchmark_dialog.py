@@ -36,7 +36,6 @@ from ember_chat.app.model_bar import model_choices
 from ember_chat.app.tasks import TaskRunner
 from ember_chat.engine.bench.lab import BenchPlan, BenchRun, load_for_bench, points_csv, run_lab, save_run
 from ember_chat.engine.errors import InvalidParameter, LoadCancelled
-from ember_chat.engine.inference.backend import InferenceBackend
 from ember_chat.engine.models.library import ModelLibrary
 from ember_chat.engine.models.refs import model_ref
 from ember_chat.engine.storage.connections import ConnectionStore
@@ -65,7 +64,7 @@ class BenchmarkDialog(QDialog):
         self.connections = connections
         self.model_settings = model_settings
         self.runs: list[BenchRun] = []
-        self._current: InferenceBackend | None = None  # the backend being measured (for cancel)
+        self.running = False
         self.tasks = TaskRunner(self, workers=1)
         self._cancel = threading.Event()
         self._progress: tuple[int, int, str] = (0, 1, "")
@@ -192,6 +191,7 @@ class BenchmarkDialog(QDialog):
             return
         self._cancel.clear()
         self._progress = (0, len(names) * len(lengths) * plan.repetitions, "")
+        self.running = True
         self.run_button.setEnabled(False)
         self.cancel_button.setEnabled(True)
         self._poll.start()
@@ -212,7 +212,6 @@ class BenchmarkDialog(QDialog):
                 backend = load_for_bench(ref, plan, self._cancel)
             except LoadCancelled:
                 break
-            self._current = backend
             try:
 
                 def progress(done: int, _total: int, what: str, base: int = i * per_model) -> None:
@@ -220,7 +219,6 @@ class BenchmarkDialog(QDialog):
 
                 run = run_lab(backend, plan, self._cancel, progress)
             finally:
-                self._current = None
                 backend.close()
             run.machine["model_name"] = self._labels.get(name, alias)
             save_run(run, self.data_dir / "benchmarks")
@@ -232,12 +230,13 @@ class BenchmarkDialog(QDialog):
         self.status.setText(self.tr("Cancelling…"))
 
     def _stop_work(self) -> None:
-        """Stop the run now: a load in progress, a local model within a token (or a prompt batch), a
-        remote server's stream closed at once (it may be evaluating a long prompt)."""
+        """Stop the run: the lab stops the backend within 50 ms of this — a load in progress, a local
+        model within a token (or a prompt batch), a remote server's stream closed at once."""
         self._cancel.set()
-        current = self._current
-        if current is not None:
-            current.request_stop()
+
+    def reject(self) -> None:  # Qt override: Esc hides the dialog without a close event
+        self._stop_work()
+        super().reject()
 
     def _show_progress(self) -> None:
         done, total, what = self._progress
@@ -247,6 +246,7 @@ class BenchmarkDialog(QDialog):
             self.status.setText(what)
 
     def _finish(self) -> None:
+        self.running = False
         self._poll.stop()
         self.run_button.setEnabled(True)
         self.cancel_button.setEnabled(False)
@@ -340,4 +340,6 @@ class BenchmarkDialog(QDialog):
     def closeEvent(self, event: object) -> None:  # Qt override
         self._stop_work()
         self.tasks.shutdown()  # joins the worker, which the stop above lets go at once
+        self._poll.stop()
+        self.running = False
         super().closeEvent(event)

@@ -359,8 +359,11 @@ class MainWindow(QMainWindow, ModelActions, ChatActions):
 
     # ----- shutdown
     def shutdown(self) -> None:
-        """Stop the API server, then the engine (cancel → join → close the model). Idempotent."""
+        """Stop the API server and a benchmark run, then the engine (cancel → join → close the model).
+        Idempotent."""
         self.api.stop()
+        if getattr(self, "_benchmark", None) is not None:
+            self._benchmark.close()  # stops its run and joins its worker
         self.bridge.close()
 
     def closeEvent(self, event: QCloseEvent) -> None:  # Qt override

@@ -156,12 +156,21 @@ class ModelActions:
         dialog.open()
 
     def open_benchmark(self) -> None:
+        """Models ▸ Benchmark…: the running one if a run is on (one at a time), else a fresh one (with
+        today's models and connections)."""
         from ember_chat.app.benchmark_dialog import BenchmarkDialog
 
-        self._benchmark = BenchmarkDialog(
-            self.library, self.settings, self.data_dir, self.connections, self.model_settings, self
-        )  # kept while open
-        self._benchmark.show()
+        current = getattr(self, "_benchmark", None)
+        if current is None or not current.running:
+            if current is not None:
+                current.close()
+            current = BenchmarkDialog(
+                self.library, self.settings, self.data_dir, self.connections, self.model_settings, self
+            )
+            self._benchmark = current  # kept while open
+        current.show()
+        current.raise_()
+        current.activateWindow()
 
     def open_connections(self) -> None:
         from ember_chat.app.connections_dialog import ConnectionsDialog

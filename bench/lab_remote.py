@@ -2,9 +2,10 @@
 own runtime (local), through Ember's API server (`ember-chat serve`), and through llama-cpp-python's
 server with its default settings and with `--logits_all false`. Each server runs in its own process
 on 127.0.0.1 with the same threads and context; all are up at once and measured in turn, round after
-round in rotating order (`--reps` rounds, the median round kept), so the machine's slow spells fall
-on all of them alike. Prints JSON: each target's points (prompt tokens
-as counted, TTFT, prefill and decode tok/s, ITL p50) and its prefill/decode ratios to local.
+round in rotating order (`--reps` rounds; per target and prompt length, the round with the median
+decode speed, all its figures from that round), so the machine's slow spells fall on all of them
+alike. Prints JSON: each target's points (prompt tokens as counted, TTFT, prefill and decode tok/s,
+ITL p50) and its prefill/decode ratios to local.
 
     python bench/lab_remote.py --model starter --json
 

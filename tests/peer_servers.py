@@ -5,7 +5,6 @@ and Ember's (`ember-chat serve`), ready when it says it is serving (no polling).
 from __future__ import annotations
 
 import re
-import signal
 import socket
 import subprocess
 import sys
@@ -22,43 +21,32 @@ def free_port() -> int:
 
 
 @contextmanager
-def llama_cpp_server(
-    model: Path,
-    threads: int = 2,
-    n_ctx: int = 1024,
-    timeout_s: float = 120,
-    alias: str | None = None,
-    extra: tuple[str, ...] = (),
-) -> Iterator[str]:
-    """llama-cpp-python's server on `model` (served as `alias`, else as its path; `extra`: more of its
-    flags); yields its base URL (…/v1). Stopped and reaped at exit."""
-    port = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "llama_cpp.server", "--model", str(model), "--host", "127.0.0.1", "--port", str(port),
-         "--n_ctx", str(n_ctx), "--n_threads", str(threads), "--n_threads_batch", str(threads),
-         "--interrupt_requests", "false", "--verbose", "false", *(["--model_alias", alias] if alias else []), *extra],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )  # fmt: skip
+def _serving(command: list[str], ready: str, timeout_s: float) -> Iterator[re.Match[str]]:
+    """Run `command`; yield the first stderr line's match of `ready` once it appears (its log is read
+    to the end meanwhile). Fails after `timeout_s` or if the process ends first. Terminated (both
+    servers exit cleanly on SIGTERM) and reaped at exit."""
+    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     assert proc.stderr is not None
-    ready = threading.Event()
+    seen = threading.Event()
+    found: list[re.Match[str]] = []
     log: list[str] = []
 
     def read_log() -> None:
         assert proc.stderr is not None
         for line in proc.stderr:
             log.append(line)
-            if "Uvicorn running on" in line:
-                ready.set()
-        ready.set()  # the process ended: stop waiting
+            match = re.search(ready, line)
+            if match and not found:
+                found.append(match)
+                seen.set()
+        seen.set()  # the process ended: stop waiting
 
-    reader = threading.Thread(target=read_log, name="llama-cpp-server-log", daemon=True)
+    reader = threading.Thread(target=read_log, name="peer-server-log", daemon=True)
     reader.start()
     try:
-        if not ready.wait(timeout_s) or proc.poll() is not None:
-            raise RuntimeError("llama_cpp.server did not start:\n" + "".join(log[-20:]))
-        yield f"http://127.0.0.1:{port}/v1"
+        if not seen.wait(timeout_s) or not found:
+            raise RuntimeError(f"{command[2]} did not start:\n" + "".join(log[-20:]))
+        yield found[0]
     finally:
         proc.terminate()
         try:
@@ -71,28 +59,33 @@ def llama_cpp_server(
 
 
 @contextmanager
+def llama_cpp_server(
+    model: Path,
+    threads: int = 2,
+    n_ctx: int = 1024,
+    timeout_s: float = 120,
+    alias: str | None = None,
+    extra: tuple[str, ...] = (),
+) -> Iterator[str]:
+    """llama-cpp-python's server on `model` (served as `alias`, else as its path; `extra`: more of its
+    flags); yields its base URL (…/v1)."""
+    port = free_port()
+    command = [
+        sys.executable, "-m", "llama_cpp.server", "--model", str(model), "--host", "127.0.0.1", "--port", str(port),
+        "--n_ctx", str(n_ctx), "--n_threads", str(threads), "--n_threads_batch", str(threads),
+        "--interrupt_requests", "false", "--verbose", "false", *(["--model_alias", alias] if alias else []), *extra,
+    ]  # fmt: skip
+    with _serving(command, r"Uvicorn running on", timeout_s):
+        yield f"http://127.0.0.1:{port}/v1"
+
+
+@contextmanager
 def ember_server(model: Path, threads: int = 2, n_ctx: int = 1024, timeout_s: float = 120) -> Iterator[str]:
-    """`ember-chat serve` on `model` in its own process, as a user runs it; yields its base URL (…/v1)
-    once it says it is serving. Stopped (Ctrl+C's signal) and reaped at exit."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "ember_chat.engine.cli.main", "serve", "--model", str(model), "--port", "0",
-         "--ctx", str(n_ctx), "--threads", str(threads)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )  # fmt: skip
-    assert proc.stderr is not None
-    try:
-        line = proc.stderr.readline()  # "Serving … on http://127.0.0.1:PORT/v1 — Ctrl+C to stop"
-        match = re.search(r"on (http://\S+/v1)", line)
-        if match is None:
-            raise RuntimeError("ember-chat serve did not start:\n" + line + proc.stderr.read())
+    """`ember-chat serve` on `model`, as a user runs it; yields its base URL (…/v1) once it says it is
+    serving ("Serving … on http://127.0.0.1:PORT/v1 — Ctrl+C to stop")."""
+    command = [
+        sys.executable, "-m", "ember_chat.engine.cli.main", "serve", "--model", str(model), "--port", "0",
+        "--ctx", str(n_ctx), "--threads", str(threads),
+    ]  # fmt: skip
+    with _serving(command, r"Serving .* on (http://\S+/v1)", timeout_s) as match:
         yield match.group(1)
-    finally:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        proc.stderr.close()

@@ -9,7 +9,8 @@
   pauses before given frames, a pace between frames, a cut (socket closed, no terminating chunk) or
   a stall (nothing more until teardown or the client leaves) after K frames;
   (`stall_before_headers`: before even the status line);
-- `redirect_to`: answer every request with a 307 to another origin.
+- `redirect_to`: answer every request with a 307 to another origin;
+- `stall_models`: `GET /v1/models` answers nothing (a server that hangs while being connected to).
 
 Every request is recorded (headers, JSON body). A client that goes away mid-stream (a failed write,
 or end-of-file seen while the server is pausing) sets `disconnected`. Every wait is on the
@@ -127,6 +128,7 @@ class FakeOpenAI:
         self.tls = tls
         self.models: list[dict[str, Any]] = [dict(m) for m in DEFAULT_MODELS]
         self.redirect_to: str | None = None  # another origin, e.g. "http://127.0.0.1:1234"
+        self.stall_models = False  # GET /models answers nothing until teardown or the client leaves
         self.requests: list[Recorded] = []
         self.disconnected = threading.Event()  # a client went away mid-stream
         self.request_arrived = threading.Event()  # set on every request (clear it to wait for the next)
@@ -308,6 +310,9 @@ class FakeOpenAI:
                 if failure is not None:
                     self._send(failure.status, failure.body, failure.content_type, failure.headers)
                 elif path in MODELS_PATHS:
+                    if fake.stall_models:
+                        self._pause(None)
+                        return
                     data = json.dumps({"object": "list", "data": fake.models}).encode()
                     self._send(200, data, "application/json")
                 else:

@@ -14,6 +14,7 @@ import pytest
 from PySide6.QtCore import Qt
 
 from ember_chat.engine.bench.lab import BenchPlan, BenchRun, load_for_bench, run_lab
+from ember_chat.engine.errors import GenerationError, LoadCancelled
 from ember_chat.engine.inference.backend import Endpoint, RemoteModelRef
 from ember_chat.engine.inference.remote import RemoteUnreachable
 from tests.remote_support import MODEL, Backends, backends, free_port, no_thread_left, server
@@ -25,12 +26,17 @@ __all__ = ["backends", "no_thread_left", "server"]  # fixtures
 ANSWER = [text_chunk(" one"), text_chunk(" two"), text_chunk(" three", finish="length"), usage_chunk(21, 3), DONE]
 
 
-def wait_for_generation(fake: FakeOpenAI, count: int = 1) -> None:
-    while len(fake.generate_requests()) < count:
+def wait_for_request(fake: FakeOpenAI, path: str | None = None, count: int = 1) -> None:
+    """Until `count` requests (to `path`; by default any generation) have arrived."""
+
+    def arrived() -> int:
+        return len(fake.received(path) if path else fake.generate_requests())
+
+    while arrived() < count:
         fake.request_arrived.clear()
-        if len(fake.generate_requests()) >= count:
+        if arrived() >= count:
             return
-        assert fake.request_arrived.wait(10), "no generation request arrived"
+        assert fake.request_arrived.wait(10), "no request arrived"
 
 
 def test_remote_lab_sends_fresh_greedy_prompts_and_keeps_the_servers_figures(
@@ -64,12 +70,49 @@ def test_cancel_while_the_server_is_on_the_prompt(server: FakeOpenAI, backends: 
     worker = threading.Thread(target=lambda: result.append(run_lab(backend, BenchPlan((16,), 3, 1), cancel)))
     t0 = time.monotonic()
     worker.start()
-    wait_for_generation(server)
+    wait_for_request(server)
     cancel.set()
     backend.request_stop()  # as the window's Cancel does: the stream closes at once
     worker.join(10)
     assert not worker.is_alive() and time.monotonic() - t0 < 10
     assert result[0].cancelled and result[0].points == []
+
+
+def test_a_cancel_before_a_request_starts_is_not_lost(server: FakeOpenAI, backends: Backends) -> None:
+    """Cancelled just as the warm-up's request is about to go out (a backend forgets a stop that comes
+    before its request starts): the lab repeats the stop, so the stalled request is closed at once."""
+    server.stream(ANSWER, pauses={0: 60})
+    backend = backends.make(server)
+    cancel = threading.Event()
+    t0 = time.monotonic()
+    run = run_lab(backend, BenchPlan((16,), 3, 1), cancel, progress=lambda *_: cancel.set())
+    assert run.cancelled and time.monotonic() - t0 < 10
+
+
+def test_connecting_to_a_server_that_hangs_can_be_cancelled(server: FakeOpenAI) -> None:
+    server.stall_models = True
+    cancel = threading.Event()
+    ref = RemoteModelRef(Endpoint("lab", server.base_url), MODEL)
+    failure: list[BaseException] = []
+
+    def connect() -> None:
+        try:
+            load_for_bench(ref, BenchPlan((16,), 3, 1), cancel)
+        except BaseException as exc:
+            failure.append(exc)
+
+    worker = threading.Thread(target=connect)
+    worker.start()
+    wait_for_request(server, "/v1/models")
+    cancel.set()
+    worker.join(10)
+    assert not worker.is_alive() and isinstance(failure[0], LoadCancelled)
+
+
+def test_a_stream_cut_short_is_an_error_not_a_sample(server: FakeOpenAI, backends: Backends) -> None:
+    server.stream(ANSWER, cut_after=2)  # two tokens, then the connection drops
+    with pytest.raises(GenerationError, match="connection broke"):
+        run_lab(backends.make(server), BenchPlan((16,), 3, 1))
 
 
 def test_an_unreachable_server_says_so() -> None:
@@ -128,7 +171,7 @@ def test_closing_the_window_mid_prompt_returns_at_once(
         Qt.CheckState.Checked
     )
     dialog.start()
-    wait_for_generation(server)
+    wait_for_request(server)
     t0 = time.monotonic()
     dialog.close()  # stops the run and joins its worker
-    assert time.monotonic() - t0 < 10 and dialog._current is None
+    assert time.monotonic() - t0 < 10 and not dialog.running

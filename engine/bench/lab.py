@@ -37,7 +37,7 @@ from typing import Any
 
 import psutil
 
-from ember_chat.engine.bench.targets import TOKEN_SEED, BenchTarget, target_for
+from ember_chat.engine.bench.targets import TOKEN_SEED, BenchTarget, stopping_on, target_for
 from ember_chat.engine.errors import InvalidParameter
 from ember_chat.engine.inference.backend import InferenceBackend, ModelRef
 from ember_chat.engine.inference.llama_loader import system_info
@@ -161,13 +161,15 @@ def load_for_bench(ref: ModelRef, plan: BenchPlan, cancel: threading.Event | Non
     LoadCancelled when `cancel` is set meanwhile."""
     backend: InferenceBackend
     if isinstance(ref, LoadConfig):
-        needed = max(plan.prompt_lengths) + plan.output_tokens + 8
-        ref = replace(ref, n_ctx=max(ref.n_ctx, needed))
+        # the context the plan needs, no more: a model set to 128k would hold a huge KV cache beside
+        # the chat's copy, and the figures do not depend on it
+        ref = replace(ref, n_ctx=max(256, max(plan.prompt_lengths) + plan.output_tokens + 8))
         backend = LocalRuntime()
     else:
         backend = RemoteBackend()
     try:
-        backend.load(ref, cancel=cancel)
+        with stopping_on(cancel or threading.Event(), backend.request_stop):
+            backend.load(ref, cancel=cancel)
     except BaseException:
         backend.close()
         raise

@@ -21,9 +21,11 @@ from __future__ import annotations
 import random
 import threading
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any, Protocol
 
+from ember_chat.engine.errors import EmberError, GenerationError
 from ember_chat.engine.inference.backend import InferenceBackend
 from ember_chat.engine.inference.events import Event, Finished
 from ember_chat.engine.inference.metrics import GenerationMetrics
@@ -64,14 +66,45 @@ def bench_tokens(runtime: LocalRuntime, n: int, seed: int = TOKEN_SEED) -> list[
     return [rng.randrange(min(vocab, 256) // 2, vocab) for _ in range(n)]
 
 
-def _until_finished(
-    events: Iterator[Event], stop: Callable[[], None], cancel: threading.Event
-) -> GenerationMetrics | None:
-    for ev in events:
-        if cancel.is_set():
-            stop()  # takes effect within one token (or one prompt batch)
-        if isinstance(ev, Finished):
-            return None if ev.reason == "cancelled" or cancel.is_set() else ev.metrics
+@contextmanager
+def stopping_on(cancel: threading.Event, stop: Callable[[], None]) -> Iterator[None]:
+    """While the body runs, call `stop()` as soon as `cancel` is set, and again every 50 ms after
+    (a stop that lands just before a request starts, which a backend forgets, is repeated); a remote
+    stream is closed at once even while the server is still on the prompt. Joined on exit."""
+    done = threading.Event()
+
+    def watch() -> None:
+        while not done.is_set():
+            if cancel.wait(0.05):
+                stop()
+                done.wait(0.05)
+
+    watcher = threading.Thread(target=watch, name="bench-cancel", daemon=True)
+    watcher.start()
+    try:
+        yield
+    finally:
+        done.set()
+        watcher.join()
+
+
+def _metrics_of(events: Iterator[Event], stop: Callable[[], None], cancel: threading.Event) -> GenerationMetrics | None:
+    """The finished measurement's metrics; None when cancelled (whatever the stop made the request
+    fail with). A measurement that did not complete (a stream cut or aborted by the server) is an
+    error, never a sample."""
+    with stopping_on(cancel, stop):
+        try:
+            for ev in events:
+                if isinstance(ev, Finished):
+                    if cancel.is_set():
+                        return None
+                    if ev.error or ev.reason in ("cancelled", "interrupted"):
+                        raise GenerationError(ev.error or "the server stopped the answer before it was complete.")
+                    return ev.metrics
+        except EmberError:
+            if cancel.is_set():
+                return None
+            raise
     return None
 
 
@@ -91,7 +124,7 @@ class LocalTarget:
     def measure(self, prompt: list[int], output: int, cancel: threading.Event) -> GenerationMetrics | None:
         self.runtime.reset_cache()
         params = SamplingParams(temperature=0.0, max_tokens=output, seed=0)
-        return _until_finished(self.runtime.run_tokens(prompt, params), self.runtime.request_stop, cancel)
+        return _metrics_of(self.runtime.run_tokens(prompt, params), self.runtime.request_stop, cancel)
 
     def facts(self) -> dict[str, Any]:
         d = self.runtime.description
@@ -130,7 +163,7 @@ class RemoteTarget:
     def measure(self, prompt: tuple[str, int | None], output: int, cancel: threading.Event) -> GenerationMetrics | None:
         text, counted = prompt
         params = SamplingParams(temperature=0.0, max_tokens=output, seed=0, ignore_eos=True)
-        metrics = _until_finished(self.backend.complete(text, params), self.backend.request_stop, cancel)
+        metrics = _metrics_of(self.backend.complete(text, params), self.backend.request_stop, cancel)
         if metrics is not None and not metrics.prompt_tokens and counted and metrics.ttft_s:
             # the server reports no usage (llama-cpp-python's stream): its tokenizer's count instead
             metrics = replace(metrics, prompt_tokens=counted, prefill_tokens_per_s=counted / metrics.ttft_s)

@@ -120,6 +120,8 @@ class SamplingParams:
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["stop"] = list(self.stop)
+        if not self.ignore_eos:  # a benchmark's request option, not a chat setting: saved chats stay as they were
+            del d["ignore_eos"]
         return d
 
     @classmethod

@@ -110,16 +110,22 @@ class RemoteBackend:
         self.close()
         endpoint = ref.endpoint
         client, connections = make_client(endpoint)
+        self._connections = connections  # a stop while the server is being asked shuts the connection
         try:
             models = model_infos(get_json(client, endpoint, "models"))
-        except BaseException:
+        except BaseException as exc:
+            self._connections = None
             client.close()
+            if cancel is not None and cancel.is_set():
+                raise LoadCancelled(f"Connecting to {endpoint.name} was cancelled.") from exc
             raise
         if cancel is not None and cancel.is_set():
+            self._connections = None
             client.close()
             raise LoadCancelled(f"Connecting to {endpoint.name} was cancelled.")
         match = next((m for m in models if m.id == ref.model_id), None)
         if match is None and models:
+            self._connections = None
             client.close()
             names = ", ".join(m.id for m in models[:8])
             raise RemoteNotFound(f"{endpoint.name} does not serve a model called {ref.model_id!r}. It serves: {names}.")

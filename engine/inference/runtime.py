@@ -312,7 +312,7 @@ class LocalRuntime:
         buf = ctypes.create_string_buffer(64)
         # special=True: control tokens keep their text (thinking markers such as <think> or gpt-oss's
         # channel headers are control tokens; without it they would vanish and the thoughts run
-        # into the answer). End-of-generation tokens never get here.
+        # into the answer). End-of-generation tokens get here only with `ignore_eos` (benchmarks).
         n = llama_cpp.llama_token_to_piece(self._vocab, token, buf, 64, 0, True)
         if n < 0:
             buf = ctypes.create_string_buffer(-n)
