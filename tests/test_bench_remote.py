@@ -7,21 +7,25 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 from PySide6.QtCore import Qt
+from pytestqt.qtbot import QtBot
 
+from ember_chat.app.main_window import MainWindow
 from ember_chat.engine.bench.lab import BenchPlan, BenchRun, load_for_bench, run_lab
 from ember_chat.engine.errors import GenerationError, LoadCancelled
 from ember_chat.engine.inference.backend import Endpoint, RemoteModelRef
 from ember_chat.engine.inference.remote import RemoteUnreachable
+from ember_chat.engine.storage.paths import AppPaths
 from tests.remote_support import MODEL, Backends, backends, free_port, no_thread_left, server
 from tests.sse_server import DONE, FakeOpenAI, text_chunk, usage_chunk
+from tests.test_app import make_window, paths
 from tests.test_bench_lab import bench_dialog, run_bench
 
-__all__ = ["backends", "no_thread_left", "server"]  # fixtures
+__all__ = ["backends", "make_window", "no_thread_left", "paths", "server"]  # fixtures
 
 ANSWER = [text_chunk(" one"), text_chunk(" two"), text_chunk(" three", finish="length"), usage_chunk(21, 3), DONE]
 
@@ -175,3 +179,28 @@ def test_closing_the_window_mid_prompt_returns_at_once(
     t0 = time.monotonic()
     dialog.close()  # stops the run and joins its worker
     assert time.monotonic() - t0 < 10 and not dialog.running
+
+
+def test_esc_stops_a_run_and_one_benchmark_window_runs_at_a_time(
+    qtbot: QtBot, server: FakeOpenAI, paths: AppPaths, make_window: Callable[..., MainWindow]
+) -> None:
+    from ember_chat.engine.storage.connections import Connection, ConnectionStore
+
+    server.stream(ANSWER, pauses={0: 60})  # a server busy on the prompt for a minute
+    ConnectionStore(paths.connections_file).save(Connection("lab", server.base_url, MODEL, models=(MODEL,)))
+    w = make_window()
+    w.open_benchmark()
+    lab = w._benchmark
+    items = [lab.models.item(i) for i in range(lab.models.count())]
+    next(it for it in items if it.data(Qt.ItemDataRole.UserRole) == f"remote:lab/{MODEL}").setCheckState(
+        Qt.CheckState.Checked
+    )
+    lab.start()
+    wait_for_request(server)
+    w.open_benchmark()  # while it runs: the same window, brought to the front
+    assert w._benchmark is lab and lab.running
+    with qtbot.waitSignal(lab.run_finished, timeout=10_000):
+        qtbot.keyClick(lab, Qt.Key.Key_Escape)  # hides it: the run stops too
+    assert not lab.isVisible() and lab.status.text().startswith("Cancelled")
+    w.open_benchmark()  # nothing running: a fresh window
+    assert w._benchmark is not lab
