@@ -163,8 +163,6 @@ def starter_gui_vs_direct(paths: AppPaths, runs: int, tokens: int) -> dict[str, 
     window = build_window(paths)
     window.resize(1280, 800)
     window.show()
-    window.side.params.max_tokens.setValue(tokens)
-    window.side.params.temperature.setValue(0.0)
     window.side.params.context.setValue(2048)
     window.load_model("starter")
     wait_loaded(window)
@@ -172,14 +170,18 @@ def starter_gui_vs_direct(paths: AppPaths, runs: int, tokens: int) -> dict[str, 
     direct.load(LoadConfig(window.library.resolve("starter"), n_ctx=2048, threads=window.settings.threads))
     prompt = "Write a long story about a lighthouse keeper."
     gui_tps, direct_tps, gui_cpu_us = [], [], []
+    gui_tokens = []
     for _ in range(runs):
-        window.new_chat()
+        window.new_chat()  # (a new chat starts from the settings' parameters: set this run's again)
+        window.side.params.max_tokens.setValue(tokens)
+        window.side.params.temperature.setValue(0.0)
         cpu0 = time.thread_time()  # the GUI thread's own CPU: batches, metrics, repaints
         window.controller.send(prompt)
         wait_until_idle(window)
         metrics = window.store.thread(window.controller.conversation_id)[-1].metrics
         gui_cpu_us.append((time.thread_time() - cpu0) * 1e6 / max(1, metrics["output_tokens"]))
         gui_tps.append(metrics["decode_tokens_per_s"])
+        gui_tokens.append(metrics["output_tokens"])
         direct.reset_cache()
         for ev in direct.chat([ChatMessage("user", prompt)], SamplingParams(temperature=0.0, max_tokens=tokens)):
             if isinstance(ev, Finished):
@@ -192,6 +194,7 @@ def starter_gui_vs_direct(paths: AppPaths, runs: int, tokens: int) -> dict[str, 
         "starter_direct_decode_tokens_per_s": round(statistics.median(direct_tps), 2),
         "starter_gui_vs_direct_ratio": round(statistics.median(gui_tps) / statistics.median(direct_tps), 4),
         "gui_thread_cpu_us_per_token": round(statistics.median(gui_cpu_us), 1),
+        "starter_gui_output_tokens": gui_tokens,
     }
 
 
