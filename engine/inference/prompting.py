@@ -195,10 +195,14 @@ def choose_template(
         return BuiltinTemplate(override)
     if gguf_template:
         return JinjaTemplate(gguf_template, bos_token, eos_token)
+    return builtin_for(architecture)
+
+
+def builtin_for(architecture: str) -> BuiltinTemplate:
+    """llama.cpp's built-in format for this architecture, ChatML when it has none (a model file
+    without a template, and the fallback for one whose template fails)."""
     builtin = BUILTIN_BY_ARCH.get(architecture)
-    if builtin and builtin in builtin_template_names():
-        return BuiltinTemplate(builtin)
-    return BuiltinTemplate("chatml")
+    return BuiltinTemplate(builtin if builtin and builtin in builtin_template_names() else "chatml")
 
 
 def merge_system(messages: list[ChatMessage]) -> list[ChatMessage]:

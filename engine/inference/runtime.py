@@ -14,8 +14,6 @@ from collections.abc import Callable, Iterator
 from dataclasses import replace
 
 import llama_cpp
-import llama_cpp.llama
-import llama_cpp.llama_chat_format
 
 from ember_chat.engine.errors import (
     ContextOverflowError,
@@ -38,12 +36,10 @@ from ember_chat.engine.inference.llama_log import route_llama_log
 from ember_chat.engine.inference.metrics import MetricsRecorder, RunContext
 from ember_chat.engine.inference.params import LoadConfig, SamplingParams
 from ember_chat.engine.inference.prompting import (
-    BUILTIN_BY_ARCH,
-    BuiltinTemplate,
     ChatMessage,
     ChatTemplate,
     UnusableTemplate,
-    builtin_template_names,
+    builtin_for,
     choose_template,
     render_chat,
 )
@@ -199,12 +195,6 @@ class LocalRuntime:
                 self._templates[override] = UnusableTemplate(str(exc))
         return self._templates[override]
 
-    def _fallback_template(self) -> ChatTemplate:
-        """The built-in format for this architecture (ChatML when there is none)."""
-        assert self._info is not None
-        name = BUILTIN_BY_ARCH.get(self._info.architecture, "chatml")
-        return BuiltinTemplate(name if name in builtin_template_names() else "chatml")
-
     def _prompt_tokens(self, text: str, *, special: bool) -> list[int]:
         llm = self._require()
         if self._history is not None and text.startswith(self._history[0]):
@@ -232,12 +222,14 @@ class LocalRuntime:
         if not messages or messages[-1].role != "user":
             raise InvalidParameter("a chat request must end with a user message.")
         template = self.template(template_override)
+        assert self._info is not None
+        fallback = builtin_for(self._info.architecture)
         reserve = min(params.max_tokens, max(1, llm.n_ctx() // 4))
         kept = list(messages)
         dropped = 0
         notice = None
         while True:
-            rendered, notice = render_chat(template, kept, self._fallback_template(), params.thinking)
+            rendered, notice = render_chat(template, kept, fallback, params.thinking)
             text = rendered + prefix
             tokens = self._prompt_tokens(text, special=True)
             if len(tokens) + reserve <= llm.n_ctx():
