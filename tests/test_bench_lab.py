@@ -17,8 +17,9 @@ from ember_chat.engine.bench.lab import BenchPlan, machine_facts, run_lab, save_
 from ember_chat.engine.bench.targets import bench_tokens
 from ember_chat.engine.errors import ContextOverflowError, InvalidParameter
 from ember_chat.engine.inference.events import Finished
-from ember_chat.engine.inference.params import LoadConfig, SamplingParams
+from ember_chat.engine.inference.params import SamplingParams
 from ember_chat.engine.inference.runtime import LocalRuntime
+from tests.runtime_support import loaded
 from tests.test_cli import cli
 
 if TYPE_CHECKING:
@@ -27,10 +28,8 @@ if TYPE_CHECKING:
 
 @pytest.fixture
 def rt(tiny_model: Path) -> Iterator[LocalRuntime]:
-    runtime = LocalRuntime()
-    runtime.load(LoadConfig(tiny_model, n_ctx=256, threads=1))
-    yield runtime
-    runtime.close()
+    with loaded(tiny_model) as runtime:
+        yield runtime
 
 
 def test_run_tokens_generates_exactly_the_planned_tokens(rt: LocalRuntime) -> None:

@@ -13,18 +13,17 @@ from pytestqt.qtbot import QtBot
 from ember_chat.app.side_panel import MetricsPanel
 from ember_chat.engine.inference.events import Finished, PrefillProgress, Token
 from ember_chat.engine.inference.messages import ChatMessage
-from ember_chat.engine.inference.params import LoadConfig, SamplingParams
+from ember_chat.engine.inference.params import SamplingParams
 from ember_chat.engine.inference.runtime import LocalRuntime
+from tests.runtime_support import loaded
 
 LONG = " ".join(["the world is round and the sky is blue"] * 30)
 
 
 @pytest.fixture
 def small_batches(tiny_model: Path) -> Iterator[LocalRuntime]:
-    rt = LocalRuntime()
-    rt.load(LoadConfig(tiny_model, n_ctx=2048, n_batch=32, threads=1))
-    yield rt
-    rt.close()
+    with loaded(tiny_model, n_ctx=2048, n_batch=32) as rt:
+        yield rt
 
 
 def test_a_long_prompt_reports_its_progress(small_batches: LocalRuntime) -> None:

@@ -104,18 +104,14 @@ def test_a_model_file_carrying_the_template_chats_with_it(name: str, tmp_path: P
     compiles its own copy of the template too), the chat uses the model's template, not a fallback."""
     from ember_chat.engine.inference.events import Finished, TemplateFallback
     from ember_chat.engine.inference.params import SamplingParams
-    from ember_chat.engine.inference.runtime import LoadConfig, LocalRuntime
     from tests.gguf_factory import TinySpec, write_tiny_model
+    from tests.runtime_support import loaded
 
     source = (HERE / ENTRIES[name]["file"]).read_text(encoding="utf-8")
     path = write_tiny_model(tmp_path / f"{name}.gguf", TinySpec(chat_template=source))
-    rt = LocalRuntime()
-    try:
-        rt.load(LoadConfig(path, n_ctx=2048, threads=1))
+    with loaded(path, n_ctx=2048) as rt:
         messages = ember_messages(MANIFEST["conversations"]["earlier_thinking"])
         events = list(rt.chat(messages, SamplingParams(max_tokens=2, seed=1)))
-    finally:
-        rt.close()
     notices = [e.message for e in events if isinstance(e, TemplateFallback)]
     if name == "gemma-2":  # no system role: the system prompt moves into the first message
         assert len(notices) == 1 and "system prompt" in notices[0]

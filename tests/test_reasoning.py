@@ -11,7 +11,7 @@ import pytest
 
 from ember_chat.engine.inference.events import Finished, Token
 from ember_chat.engine.inference.messages import ChatMessage
-from ember_chat.engine.inference.params import LoadConfig, SamplingParams
+from ember_chat.engine.inference.params import SamplingParams
 from ember_chat.engine.inference.prompting import JinjaTemplate, template_message
 from ember_chat.engine.inference.reasoning import (
     MarkerNormalizer,
@@ -22,6 +22,7 @@ from ember_chat.engine.inference.reasoning import (
 )
 from ember_chat.engine.inference.runtime import LocalRuntime
 from tests.gguf_factory import CHATML_TEMPLATE, TinySpec, write_tiny_model
+from tests.runtime_support import loaded
 
 
 def test_split_thinking() -> None:
@@ -114,10 +115,8 @@ def think_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture
 def think_runtime(think_model: Path) -> Iterator[LocalRuntime]:
-    rt = LocalRuntime()
-    rt.load(LoadConfig(think_model, n_ctx=512, threads=1))
-    yield rt
-    rt.close()
+    with loaded(think_model, n_ctx=512) as rt:
+        yield rt
 
 
 def test_control_token_markers_survive_detokenization(think_runtime: LocalRuntime) -> None:
@@ -186,12 +185,8 @@ def test_a_template_that_cannot_render_falls_back_with_a_clear_message(tmp_path:
     from ember_chat.engine.inference.events import TemplateFallback
 
     path = write_tiny_model(tmp_path / "broken.gguf", TinySpec(chat_template=template))
-    rt = LocalRuntime()
-    rt.load(LoadConfig(path, n_ctx=256, threads=1))
-    try:
+    with loaded(path) as rt:
         events = list(rt.chat([ChatMessage("system", "x"), ChatMessage("user", "hi")], SamplingParams(max_tokens=3)))
-    finally:
-        rt.close()
     notices = [e for e in events if isinstance(e, TemplateFallback)]
     assert len(notices) == 1 and "chatml" in notices[0].message  # llama's built-in format: ChatML
     assert isinstance(events[-1], Finished) and events[-1].metrics.output_tokens == 3  # the chat still works
@@ -213,14 +208,10 @@ def test_the_thinking_switch_reaches_templates_that_have_one(tmp_path: Path) -> 
     assert t.render(hi, thinking=False).endswith("<think>\n\n</think>\n\n")
     assert not JinjaTemplate(CHATML_TEMPLATE, "<s>", "</s>").thinking_switch
     path = write_tiny_model(tmp_path / "switch.gguf", TinySpec(chat_template=QWEN3_STYLE))
-    rt = LocalRuntime()
-    rt.load(LoadConfig(path, n_ctx=256, threads=1))
-    try:
+    with loaded(path) as rt:
         assert rt.description is not None and rt.description.thinking_switch
         fin = list(rt.chat(hi, SamplingParams(max_tokens=3, thinking=False)))[-1]
         assert fin.metrics.thinking_tokens == 0  # the template closed the thinking: all answer
-    finally:
-        rt.close()
     with pytest.raises(Exception, match="thinking"):
         SamplingParams(thinking="yes")  # type: ignore[arg-type]
 
@@ -234,21 +225,16 @@ def test_every_end_of_turn_token_of_the_vocab_stops_generation(tmp_path: Path) -
     import llama_cpp
 
     path = write_tiny_model(tmp_path / "eog.gguf", TinySpec(extra_control_tokens=END_OF_TURN))
-    rt = LocalRuntime()
-    rt.load(LoadConfig(path, n_ctx=256, threads=1))
-    try:
+    with loaded(path) as rt:
         vocab = rt._vocab
         for text in ("<|im_end|>", "</s>", *END_OF_TURN):
             ids = rt.tokenize(text, special=True)
             assert len(ids) == 1 and llama_cpp.llama_vocab_is_eog(vocab, ids[0]), text
         # a chat answer never contains one: generation ends there (or at max_tokens)
         for seed in range(3):
-            fin = list(rt.chat([ChatMessage("user", "hi")], SamplingParams(temperature=1.5, max_tokens=40, seed=seed)))[
-                -1
-            ]
+            params = SamplingParams(temperature=1.5, max_tokens=40, seed=seed)
+            fin = list(rt.chat([ChatMessage("user", "hi")], params))[-1]
             assert not any(t in fin.text for t in ("<|im_end|>", *END_OF_TURN))
-    finally:
-        rt.close()
 
 
 def test_bos_is_never_doubled(tmp_path: Path) -> None:
@@ -257,12 +243,8 @@ def test_bos_is_never_doubled(tmp_path: Path) -> None:
     with_bos = "{{ bos_token }}" + CHATML_TEMPLATE
     for template in (with_bos, CHATML_TEMPLATE):
         path = write_tiny_model(tmp_path / "bos.gguf", TinySpec(chat_template=template))
-        rt = LocalRuntime()
-        rt.load(LoadConfig(path, n_ctx=256, threads=1))
-        try:
+        with loaded(path) as rt:
             text = rt.template().render([ChatMessage("user", "hi")])
             tokens = rt._prompt_tokens(text, special=True)
             bos = rt._require().token_bos()
             assert tokens[0] == bos and tokens.count(bos) == 1, template[:20]
-        finally:
-            rt.close()
