@@ -39,7 +39,7 @@ from ember_chat.engine.errors import InvalidParameter, LoadCancelled
 from ember_chat.engine.models.library import ModelLibrary
 from ember_chat.engine.models.refs import model_ref
 from ember_chat.engine.storage.connections import ConnectionStore
-from ember_chat.engine.storage.model_settings import ModelLoadSettings, ModelSettingsStore
+from ember_chat.engine.storage.model_settings import ModelSettingsStore
 from ember_chat.engine.storage.settings import Settings
 
 
@@ -205,8 +205,7 @@ class BenchmarkDialog(QDialog):
         for i, name in enumerate(names):
             if self._cancel.is_set():
                 break
-            defaults = ModelLoadSettings.from_settings(self.settings)
-            ref, alias = model_ref(name, self.library, self.connections, self.model_settings, defaults)
+            ref, alias = model_ref(name, self.library, self.connections, self.model_settings, self.settings)
             self._progress = (i * per_model, total, self.tr("Loading {model}…").format(model=alias))
             try:
                 backend = load_for_bench(ref, plan, self._cancel)

@@ -16,6 +16,7 @@ from ember_chat.engine.models.gguf_inspect import inspect_gguf
 from ember_chat.engine.models.refs import model_ref
 from ember_chat.engine.storage.connections import parse_remote_model_name
 from ember_chat.engine.storage.model_settings import ModelLoadSettings
+from ember_chat.engine.storage.settings import Settings
 
 if TYPE_CHECKING:
     from ember_chat.app.model_manager import ModelManager
@@ -72,10 +73,9 @@ class ModelActions:
 
         self.controller.after_stop(act)
 
-    def _load_defaults(self) -> ModelLoadSettings:
+    def _load_defaults(self) -> Settings:
         """How a model without its own load settings is loaded: the settings, at the panel's context."""
-        settings = self.settings.with_changes(context_length=self.side.params.context.value())
-        return ModelLoadSettings.from_settings(settings)
+        return self.settings.with_changes(context_length=self.side.params.context.value())
 
     def unload_model(self) -> None:
         def act() -> None:
@@ -139,7 +139,7 @@ class ModelActions:
         except EmberError as exc:
             self.show_error(str(exc))
             return
-        current = self.model_settings.get(name) or self._load_defaults()
+        current = self.model_settings.effective(name, self._load_defaults())
         dialog = LoadSettingsDialog(name, info, current, self)
 
         def saved(settings: ModelLoadSettings, load_now: bool) -> None:

@@ -67,10 +67,8 @@ class ModelSettingsStore:
     def _all(self) -> dict[str, Any]:
         try:
             data = json.loads(self.path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            return {}
         except (OSError, ValueError):
-            return {}  # a damaged file: every model falls back to the global settings
+            return {}  # none yet, or a damaged file: every model falls back to the global settings
         return data if isinstance(data, dict) else {}
 
     def get(self, name: str) -> ModelLoadSettings | None:
@@ -87,6 +85,7 @@ class ModelSettingsStore:
             return None
 
     def effective(self, name: str, defaults: Settings) -> ModelLoadSettings:
+        """This model's own load settings, else the ones `defaults` make."""
         return self.get(name) or ModelLoadSettings.from_settings(defaults)
 
     def save(self, name: str, settings: ModelLoadSettings) -> None:
@@ -96,8 +95,3 @@ class ModelSettingsStore:
             write_json_atomically(self.path, data)
         except OSError as exc:
             raise EmberError(f"Could not save the model's load settings ({exc.strerror or exc}).") from exc
-
-    def forget(self, name: str) -> None:
-        data = self._all()
-        if data.pop(name, None) is not None:
-            write_json_atomically(self.path, data)
