@@ -34,7 +34,7 @@ from PySide6.QtWidgets import (
 
 from ember_chat.app.model_bar import model_choices
 from ember_chat.app.tasks import TaskRunner
-from ember_chat.engine.bench.lab import BenchPlan, BenchRun, load_for_bench, points_csv, run_lab, save_run
+from ember_chat.engine.bench.lab import BenchPlan, BenchRun, measure_model, points_csv, save_run
 from ember_chat.engine.errors import InvalidParameter, LoadCancelled
 from ember_chat.engine.models.library import ModelLibrary
 from ember_chat.engine.models.refs import model_ref
@@ -207,18 +207,14 @@ class BenchmarkDialog(QDialog):
                 break
             ref, alias = model_ref(name, self.library, self.connections, self.model_settings, self.settings)
             self._progress = (i * per_model, total, self.tr("Loading {model}…").format(model=alias))
+
+            def progress(done: int, _total: int, what: str, base: int = i * per_model) -> None:
+                self._progress = (base + done, total, what)
+
             try:
-                backend = load_for_bench(ref, plan, self._cancel)
+                run = measure_model(ref, plan, self._cancel, progress)
             except LoadCancelled:
                 break
-            try:
-
-                def progress(done: int, _total: int, what: str, base: int = i * per_model) -> None:
-                    self._progress = (base + done, total, what)
-
-                run = run_lab(backend, plan, self._cancel, progress)
-            finally:
-                backend.close()
             run.machine["model_name"] = self._labels.get(name, alias)
             save_run(run, self.data_dir / "benchmarks")
             runs.append(run)

@@ -21,7 +21,7 @@ from PySide6.QtWidgets import (
 
 from ember_chat.app.theme import active_colors
 from ember_chat.engine.inference.params import KV_CACHE_TYPES, SPECS
-from ember_chat.engine.models.fit import estimate_fit, free_ram_bytes, free_vram_bytes
+from ember_chat.engine.models.fit import FitEstimate, estimate_fit, free_ram_bytes, free_vram_bytes
 from ember_chat.engine.models.gguf_inspect import ModelInfo
 from ember_chat.engine.storage.model_settings import AUTO_GPU_LAYERS, ModelLoadSettings, auto_gpu_layers
 
@@ -141,7 +141,7 @@ class LoadSettingsDialog(QDialog):
             use_mlock=self.mlock.isChecked(),
         )
 
-    def fit(self) -> object:
+    def fit(self) -> FitEstimate:
         s = self.settings()
         layers = s.gpu_layers
         if layers == AUTO_GPU_LAYERS:

@@ -176,6 +176,21 @@ def load_for_bench(ref: ModelRef, plan: BenchPlan, cancel: threading.Event | Non
     return backend
 
 
+def measure_model(
+    ref: ModelRef,
+    plan: BenchPlan,
+    cancel: threading.Event | None = None,
+    progress: Callable[[int, int, str], None] | None = None,
+) -> BenchRun:
+    """Load `ref` in a backend of its own, run the plan on it, close it (the window's and the
+    command line's way; a cancel during the load raises LoadCancelled)."""
+    backend = load_for_bench(ref, plan, cancel)
+    try:
+        return run_lab(backend, plan, cancel, progress)
+    finally:
+        backend.close()
+
+
 def run_lab(
     backend: InferenceBackend,
     plan: BenchPlan,

@@ -9,7 +9,7 @@ import json
 import sys
 from pathlib import Path
 
-from ember_chat.engine.bench.lab import BenchPlan, load_for_bench, points_csv, run_lab, save_run
+from ember_chat.engine.bench.lab import BenchPlan, measure_model, points_csv, save_run
 from ember_chat.engine.cli.common import add_load_flags, model_ref_from_args
 from ember_chat.engine.errors import EmberError
 from ember_chat.engine.storage.paths import AppPaths
@@ -40,11 +40,7 @@ def run(args: argparse.Namespace) -> int:
     for model in args.model:
         args.model = model
         ref, alias = model_ref_from_args(args, paths)
-        backend = load_for_bench(ref, plan)
-        try:
-            result = run_lab(backend, plan, progress=lambda d, t, what: print(f"[{d}/{t}] {what}", file=sys.stderr))
-        finally:
-            backend.close()
+        result = measure_model(ref, plan, progress=lambda d, t, what: print(f"[{d}/{t}] {what}", file=sys.stderr))
         if not args.no_save:
             print(f"saved: {save_run(result, paths.data_dir / 'benchmarks')}", file=sys.stderr)
         rows.append(result)
