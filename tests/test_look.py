@@ -206,8 +206,9 @@ def test_a_long_chat_opens_lazily_and_fills_in_above(qtbot: QtBot, make_window: 
     # a search hit far up jumps there (finishing the rendering first if needed)
     w._open_conversation(cid, jump_to=ids[3])
     assert t.shown_ids() == ids
-    top = t.cursorForPosition(t.viewport().rect().topLeft()).block().text()
-    assert "1" in top or "Question" in top or "Answer" in top
+    # the message at the top of the view is the hit (its header; which digits the clock shows there
+    # does not matter)
+    assert t.shown_ids()[t._index_at(bar.value() + 8)] == ids[3]
 
 
 def test_switching_while_filling_in_starts_over_cleanly(qtbot: QtBot, make_window: Callable[..., MainWindow]) -> None:
