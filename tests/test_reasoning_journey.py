@@ -17,6 +17,7 @@ from pytestqt.qtbot import QtBot
 
 from ember_chat.app.main import build_window
 from ember_chat.app.main_window import MainWindow
+from ember_chat.engine.inference.reasoning import split_thinking
 from ember_chat.engine.storage.model_settings import AUTO_GPU_LAYERS
 from ember_chat.engine.storage.paths import AppPaths
 from tests.gguf_factory import TinySpec, write_tiny_model
@@ -85,7 +86,11 @@ def test_download_tune_chat_and_benchmark_a_reasoning_model(qtbot: QtBot, window
     qtbot.waitUntil(lambda: not w.transcript.rendering, timeout=TIMEOUT)
     answer = w.store.thread(w.controller.conversation_id)[-1]
     assert answer.role == "assistant" and answer.content.startswith("<think>\n")
-    assert answer.metrics["thinking_tokens"] == answer.metrics["output_tokens"]  # it never stopped thinking
+    thinking, output = answer.metrics["thinking_tokens"], answer.metrics["output_tokens"]
+    if split_thinking(answer.content).open:  # random weights: it rarely emits </think> within 6 tokens
+        assert thinking == output
+    else:
+        assert 0 < thinking <= output  # (the closing marker counts as thinking)
     assert "Thinking" in w.transcript.plain_text()
 
     # the benchmark lab on both downloads: a line each in both plots
