@@ -36,11 +36,11 @@ cp -a "$DIST/." "$APPDIR/"
 ln -sf "$APPDIR/ember-chat" "$BIN/ember-chat"
 # the menu entry runs the installed executable by its full path (~/.local/bin may not be on PATH)
 sed -e "s|^Exec=ember-chat|Exec=$APPDIR/ember-chat|" -e "s|^TryExec=ember-chat|TryExec=$APPDIR/ember-chat|" \
-    "$ROOT/resources/linux/$APP_ID.desktop" > "$DATA/applications/$APP_ID.desktop"
-cp "$ROOT/resources/linux/$APP_ID.metainfo.xml" "$DATA/metainfo/"
+    "$ROOT/resources/ember_chat/resources/linux/$APP_ID.desktop" > "$DATA/applications/$APP_ID.desktop"
+cp "$ROOT/resources/ember_chat/resources/linux/$APP_ID.metainfo.xml" "$DATA/metainfo/"
 for s in $SIZES; do
-    install -D -m 644 "$ROOT/resources/icons/ember-$s.png" "$DATA/icons/hicolor/${s}x${s}/apps/$APP_ID.png"
+    install -D -m 644 "$ROOT/resources/ember_chat/resources/icons/ember-$s.png" "$DATA/icons/hicolor/${s}x${s}/apps/$APP_ID.png"
 done
-install -D -m 644 "$ROOT/resources/icons/ember.svg" "$DATA/icons/hicolor/scalable/apps/$APP_ID.svg"
+install -D -m 644 "$ROOT/resources/ember_chat/resources/icons/ember.svg" "$DATA/icons/hicolor/scalable/apps/$APP_ID.svg"
 refresh_menus
 echo "Ember installed: $APPDIR (menu entry: Ember; command: $BIN/ember-chat)"

@@ -1,4 +1,4 @@
-"""Render Ember's icon from its SVG source (resources/icons/ember.svg) into what each OS needs:
+"""Render Ember's icon from its SVG source (resources/ember_chat/resources/icons/ember.svg) into what each OS needs:
 PNGs for Linux (hicolor sizes) and the window, a multi-size ICO for Windows, an ICNS for macOS.
 
     QT_QPA_PLATFORM=offscreen python packaging/make_icons.py
@@ -15,7 +15,7 @@ from PySide6.QtCore import QBuffer, QByteArray, QIODevice, Qt
 from PySide6.QtGui import QGuiApplication, QImage, QPainter
 from PySide6.QtSvg import QSvgRenderer
 
-ICONS = Path(__file__).resolve().parent.parent / "resources" / "icons"
+ICONS = Path(__file__).resolve().parent.parent / "resources/ember_chat/resources" / "icons"
 PNG_SIZES = (16, 24, 32, 48, 64, 128, 256, 512)
 ICO_SIZES = (16, 24, 32, 48, 64, 128, 256)
 ICNS_TYPES = {16: b"icp4", 32: b"icp5", 64: b"icp6", 128: b"ic07", 256: b"ic08", 512: b"ic09"}

@@ -24,7 +24,7 @@ from PySide6.QtWidgets import (
 )
 from pytestqt.qtbot import QtBot
 
-from ember_chat.app.main_window import MainWindow
+from ember_chat.app.shell.main_window import MainWindow
 from tests.chat_fixtures import seed_long_chat
 from tests.test_app import load, make_window, paths, send, set_max_tokens
 

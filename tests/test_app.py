@@ -14,7 +14,7 @@ from PySide6.QtCore import QObject, Qt, Signal, Slot
 from pytestqt.qtbot import QtBot
 
 from ember_chat.app.main import build_window
-from ember_chat.app.main_window import MainWindow
+from ember_chat.app.shell.main_window import MainWindow
 from ember_chat.engine.storage.paths import AppPaths
 from tests.fake_backend import FakeBackend
 
@@ -317,7 +317,7 @@ def test_menus_have_working_entries(qtbot: QtBot, make_window: Callable[..., Mai
     menus["Models"].aboutToShow.emit()
     names = [a.text() for a in menus["Models"].actions()]
     assert "tiny.gguf" in names and "Unload model" in [n.replace("&", "") for n in names]
-    from ember_chat.app.menus import about_text
+    from ember_chat.app.shell.menus import about_text
 
     assert "llama-cpp-python" in about_text() and "Qt" in about_text()
     w.set_theme("dark")

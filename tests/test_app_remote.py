@@ -14,7 +14,7 @@ import pytest
 from PySide6.QtCore import Qt
 from pytestqt.qtbot import QtBot
 
-from ember_chat.app.main_window import MainWindow
+from ember_chat.app.shell.main_window import MainWindow
 from ember_chat.engine.cli.common import load_blocking
 from ember_chat.engine.inference.params import LoadConfig
 from ember_chat.engine.inference.service import EngineService, QueueState, ServiceListener

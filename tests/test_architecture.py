@@ -5,7 +5,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-ENGINE = Path(__file__).resolve().parent.parent / "engine"
+ENGINE = Path(__file__).resolve().parent.parent / "engine" / "ember_chat" / "engine"
 
 
 def test_no_engine_module_imports_qt() -> None:

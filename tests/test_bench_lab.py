@@ -23,7 +23,7 @@ from tests.runtime_support import loaded
 from tests.test_cli import cli
 
 if TYPE_CHECKING:
-    from ember_chat.app.benchmark_dialog import BenchmarkDialog
+    from ember_chat.app.lab.benchmark_dialog import BenchmarkDialog
 
 
 @pytest.fixture
@@ -91,7 +91,7 @@ def test_cli_bench(tiny_model: Path, tmp_path: Path) -> None:
 
 def bench_dialog(qtbot: object, tmp_path: Path, models: Path, connections: object = None) -> BenchmarkDialog:
     """Models ▸ Benchmark… on these models (and connections), one thread, data kept in tmp_path."""
-    from ember_chat.app.benchmark_dialog import BenchmarkDialog
+    from ember_chat.app.lab.benchmark_dialog import BenchmarkDialog
     from ember_chat.engine.models.library import ModelLibrary
     from ember_chat.engine.storage.connections import ConnectionStore
     from ember_chat.engine.storage.model_settings import ModelSettingsStore

@@ -14,7 +14,7 @@ import pytest
 from PySide6.QtCore import Qt
 from pytestqt.qtbot import QtBot
 
-from ember_chat.app.main_window import MainWindow
+from ember_chat.app.shell.main_window import MainWindow
 from ember_chat.engine.bench.lab import BenchPlan, BenchRun, load_for_bench, run_lab
 from ember_chat.engine.errors import GenerationError, LoadCancelled
 from ember_chat.engine.inference.backend import Endpoint, RemoteModelRef

@@ -13,7 +13,7 @@ from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QMessageBox
 from pytestqt.qtbot import QtBot
 
-from ember_chat.app.crash import CrashReporter
+from ember_chat.app.qt.crash import CrashReporter
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -67,7 +67,7 @@ def test_a_native_crash_is_reported_at_the_next_start(tmp_path: Path) -> None:
     code = (
         "import faulthandler, sys\n"
         "from pathlib import Path\n"
-        "from ember_chat.app.crash import CrashReporter\n"
+        "from ember_chat.app.qt.crash import CrashReporter\n"
         "CrashReporter(Path(sys.argv[1])).install()\n"
         "faulthandler._sigsegv()\n"  # what a segfault in llama.cpp or Qt looks like
     )

@@ -15,7 +15,7 @@ import pytest
 from PySide6.QtCore import Qt
 from pytestqt.qtbot import QtBot
 
-from ember_chat.app.main_window import MainWindow
+from ember_chat.app.shell.main_window import MainWindow
 from ember_chat.engine.storage.conversations import SCHEMA_VERSION, ConversationStore
 from ember_chat.engine.storage.paths import AppPaths
 from ember_chat.engine.storage.recovery import open_conversations

@@ -17,12 +17,13 @@ from PySide6.QtGui import QImage
 from pytestqt.qtbot import QtBot
 
 ROOT = Path(__file__).resolve().parent.parent
-ICONS = ROOT / "resources" / "icons"
+RESOURCES = ROOT / "resources" / "ember_chat" / "resources"
+ICONS = RESOURCES / "icons"
 APP_ID = "io.emberchat.Ember"
 
 
 def test_every_icon_size_is_rendered_from_the_svg(qtbot: QtBot) -> None:
-    from ember_chat.app.theme import app_icon
+    from ember_chat.app.style.theme import app_icon
 
     for size in (16, 24, 32, 48, 64, 128, 256, 512):
         image = QImage(str(ICONS / f"ember-{size}.png"))
@@ -42,16 +43,16 @@ def test_every_icon_size_is_rendered_from_the_svg(qtbot: QtBot) -> None:
 def test_icons_are_up_to_date_with_the_svg(tmp_path: Path) -> None:
     """packaging/make_icons.py renders the committed files exactly (run it after changing the SVG)."""
     copy = tmp_path / "repo"
-    (copy / "resources").mkdir(parents=True)
-    shutil.copytree(ICONS, copy / "resources" / "icons")
+    icons = copy / RESOURCES.relative_to(ROOT) / "icons"
+    shutil.copytree(ICONS, icons)
     (copy / "packaging").mkdir()
     shutil.copy(ROOT / "packaging" / "make_icons.py", copy / "packaging" / "make_icons.py")
-    for p in (copy / "resources" / "icons").glob("ember-*.png"):
+    for p in icons.glob("ember-*.png"):
         p.unlink()
     env = {**os.environ, "QT_QPA_PLATFORM": "offscreen"}
     subprocess.run([sys.executable, str(copy / "packaging" / "make_icons.py")], check=True, env=env, timeout=120)
     for size in (16, 256):
-        ours = QImage(str(copy / "resources" / "icons" / f"ember-{size}.png"))
+        ours = QImage(str(icons / f"ember-{size}.png"))
         committed = QImage(str(ICONS / f"ember-{size}.png"))
         assert ours == committed
 
@@ -72,16 +73,16 @@ def test_the_window_uses_the_icon(qtbot: QtBot, tmp_path: Path) -> None:
 def test_desktop_entry_and_metainfo() -> None:
     entry = configparser.ConfigParser(interpolation=None)
     entry.optionxform = str  # keys are case-sensitive
-    entry.read(ROOT / "resources" / "linux" / f"{APP_ID}.desktop")
+    entry.read(RESOURCES / "linux" / f"{APP_ID}.desktop")
     e = entry["Desktop Entry"]
     assert e["Type"] == "Application" and e["Name"] == "Ember" and e["Icon"] == APP_ID
     assert e["Exec"].startswith("ember-chat") and e["Categories"].endswith(";") and e["Terminal"] == "false"
     validate = shutil.which("desktop-file-validate")
     if validate:
-        out = subprocess.run([validate, str(ROOT / "resources" / "linux" / f"{APP_ID}.desktop")],
+        out = subprocess.run([validate, str(RESOURCES / "linux" / f"{APP_ID}.desktop")],
                              capture_output=True, text=True)  # fmt: skip
         assert out.returncode == 0, out.stdout + out.stderr
-    meta = ET.parse(ROOT / "resources" / "linux" / f"{APP_ID}.metainfo.xml").getroot()
+    meta = ET.parse(RESOURCES / "linux" / f"{APP_ID}.metainfo.xml").getroot()
     assert meta.get("type") == "desktop-application" and meta.findtext("id") == APP_ID
     assert meta.find("launchable").text == f"{APP_ID}.desktop" and meta.findtext("metadata_license") == "CC0-1.0"
 

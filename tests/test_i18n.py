@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-APP = Path(__file__).resolve().parent.parent / "app"
+APP = Path(__file__).resolve().parent.parent / "app" / "ember_chat" / "app"
 
 TEXT_SETTERS = {
     "setText", "setToolTip", "setPlaceholderText", "setWindowTitle", "setAccessibleName",
@@ -67,7 +67,7 @@ def untranslated(source: str, filename: str) -> list[str]:
 
 def test_every_user_visible_string_is_translatable() -> None:
     problems = []
-    for path in sorted(APP.glob("*.py")):
+    for path in sorted(APP.rglob("*.py")):
         problems += untranslated(path.read_text(encoding="utf-8"), path.name)
     assert problems == []
 
@@ -84,7 +84,7 @@ def test_lupdate_extracts_the_strings(tmp_path: Path) -> None:
     if lupdate is None:
         pytest.fail("pyside6-lupdate is part of PySide6's tools and should be installed with it")
     ts = tmp_path / "ember.ts"
-    files = [str(p) for p in sorted(APP.glob("*.py"))]
+    files = [str(p) for p in sorted(APP.rglob("*.py"))]
     subprocess.run([lupdate, *files, "-ts", str(ts)], check=True, capture_output=True, timeout=120)
     text = ts.read_text(encoding="utf-8")
     messages = text.count("<message>")
@@ -97,12 +97,12 @@ def test_a_translation_is_loaded_for_the_system_language(qtbot: object, tmp_path
     """The whole path a translator would take: extract, translate one string, compile, load."""
     from PySide6.QtCore import QCoreApplication, QLocale, QTranslator
 
+    from ember_chat.app.chat.widgets import Composer
     from ember_chat.app.main import install_translations
-    from ember_chat.app.widgets import Composer
 
     tools = Path(sys.executable).parent
     ts = tmp_path / "ember_de.ts"
-    subprocess.run([tools / "pyside6-lupdate", APP / "widgets.py", "-ts", ts], check=True, capture_output=True)
+    subprocess.run([tools / "pyside6-lupdate", APP / "chat" / "widgets.py", "-ts", ts], check=True, capture_output=True)
     text = ts.read_text(encoding="utf-8")
     marker = '<source>Send</source>\n        <translation type="unfinished"></translation>'
     assert marker in text

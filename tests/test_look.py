@@ -12,11 +12,11 @@ from PySide6.QtGui import QFont, QGuiApplication, QTextCursor
 from PySide6.QtWidgets import QApplication
 from pytestqt.qtbot import QtBot
 
-from ember_chat.app.code_highlight import CodeFormats, language_label
-from ember_chat.app.main_window import MainWindow
-from ember_chat.app.message_render import code_blocks, split_segments
-from ember_chat.app.speed_chart import downsample_itl
-from ember_chat.app.theme import DARK, LIGHT, Colors, contrast_ratio, style_sheet, with_contrast
+from ember_chat.app.chat.code_highlight import CodeFormats, language_label
+from ember_chat.app.chat.message_render import code_blocks, split_segments
+from ember_chat.app.metrics.speed_chart import downsample_itl
+from ember_chat.app.shell.main_window import MainWindow
+from ember_chat.app.style.theme import DARK, LIGHT, Colors, contrast_ratio, style_sheet, with_contrast
 from tests.chat_fixtures import RICH_ANSWER, seed_long_chat
 from tests.fake_backend import FakeBackend
 from tests.test_app import load, make_window, paths, send, set_max_tokens
@@ -263,7 +263,7 @@ def test_itl_downsampling_keeps_spikes() -> None:
 
 
 def test_icons_are_drawn_for_the_screen_density(qtbot: QtBot, make_window: Callable[..., MainWindow]) -> None:
-    from ember_chat.app.icons import icon_image, themed_icon
+    from ember_chat.app.style.icons import icon_image, themed_icon
     from ember_chat.engine.resources import ui_icon_names
 
     for name in ui_icon_names():

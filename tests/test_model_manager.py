@@ -11,7 +11,7 @@ from PySide6.QtCore import Qt
 from pytestqt.qtbot import QtBot
 
 from ember_chat.app.main import build_window
-from ember_chat.app.main_window import MainWindow
+from ember_chat.app.shell.main_window import MainWindow
 from ember_chat.engine.models.download_queue import CANCELLED, DONE, PAUSED
 from ember_chat.engine.storage.paths import AppPaths
 from ember_chat.engine.storage.secrets import TokenStore

@@ -8,7 +8,7 @@ import argparse
 import pytest
 from pytestqt.qtbot import QtBot
 
-from ember_chat.app.side_panel import ParamsPanel
+from ember_chat.app.metrics.side_panel import ParamsPanel
 from ember_chat.engine.cli.common import CLI_DEFAULTS, add_load_flags, add_sampling_flags
 from ember_chat.engine.errors import InvalidParameter
 from ember_chat.engine.inference.params import LOAD_SPECS, SAMPLING_SPECS, SPECS, LoadConfig, SamplingParams

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from pytestqt.qtbot import QtBot
 
-from ember_chat.app.side_panel import MetricsPanel
+from ember_chat.app.metrics.side_panel import MetricsPanel
 from ember_chat.engine.inference.events import Finished, PrefillProgress, Token
 from ember_chat.engine.inference.messages import ChatMessage
 from ember_chat.engine.inference.params import SamplingParams

@@ -16,7 +16,7 @@ import pytest
 from pytestqt.qtbot import QtBot
 
 from ember_chat.app.main import build_window
-from ember_chat.app.main_window import MainWindow
+from ember_chat.app.shell.main_window import MainWindow
 from ember_chat.engine.inference.reasoning import split_thinking
 from ember_chat.engine.storage.model_settings import AUTO_GPU_LAYERS
 from ember_chat.engine.storage.paths import AppPaths

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from pytestqt.qtbot import QtBot
 
-from ember_chat.app.single_instance import SingleInstance
+from ember_chat.app.qt.single_instance import SingleInstance
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 from pytestqt.qtbot import QtBot
 
-from ember_chat.app.main_window import MainWindow
+from ember_chat.app.shell.main_window import MainWindow
 from tests.test_app import LOAD_TIMEOUT, make_window, paths
 
 __all__ = ["make_window", "paths"]

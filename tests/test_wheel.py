@@ -16,8 +16,9 @@ OPEN_MODEL_MANAGER = """
 import os, sys, tempfile
 d = tempfile.mkdtemp()
 os.environ.update(QT_QPA_PLATFORM="offscreen", EMBER_DATA_DIR=d + "/data", EMBER_CONFIG_DIR=d + "/config")
-import ember_chat
-assert "site-packages" in ember_chat.__file__, ember_chat.__file__  # the installed copy, not the checkout
+import ember_chat.app, ember_chat.engine
+for part in (ember_chat.app, ember_chat.engine):  # the installed copy, not the checkout
+    assert "site-packages" in part.__file__, part.__file__
 from PySide6.QtWidgets import QApplication
 app = QApplication([])
 from ember_chat.app.main import build_window
@@ -41,7 +42,8 @@ def test_the_wheel_installs_and_opens_the_model_manager(tmp_path: Path) -> None:
     assert "ember_chat/resources/catalog.json" in names and "ember_chat/engine/serve/server.py" in names
     tops = {n.split("/")[0] for n in names}
     assert tops <= {"ember_chat", next(t for t in tops if t.endswith(".dist-info"))}  # no generic top-level names
-    engine_files = {p.relative_to(ROOT / "engine").as_posix() for p in (ROOT / "engine").rglob("*.py")}
+    engine = ROOT / "engine" / "ember_chat" / "engine"
+    engine_files = {p.relative_to(engine).as_posix() for p in engine.rglob("*.py")}
     assert {f"ember_chat/engine/{f}" for f in engine_files} <= set(names)  # every sub-package is listed
 
     venv = tmp_path / "venv"

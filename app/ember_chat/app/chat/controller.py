@@ -1,0 +1,346 @@
+"""ChatController: the conversation logic between the store, the engine bridge and the views.
+
+Send, stop, regenerate, edit-and-branch, switch branches, switch conversations. Anything that must
+not overlap a running answer (switching or deleting a chat, loading a model, quitting) goes through
+`after_stop`: stop first, act when the engine has finished.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+from typing import Any
+
+from PySide6.QtCore import QObject, QTimer, Signal, Slot
+from PySide6.QtGui import QGuiApplication
+
+from ember_chat.app.chat.transcript import TranscriptView, code_blocks
+from ember_chat.app.metrics.side_panel import MetricsPanel
+from ember_chat.app.qt.bridge import EngineBridge
+from ember_chat.engine.inference.events import Retrying
+from ember_chat.engine.inference.messages import ChatMessage
+from ember_chat.engine.inference.metrics import GenerationMetrics
+from ember_chat.engine.inference.params import SamplingParams
+from ember_chat.engine.storage.conversations import ConversationStore, Message
+from ember_chat.engine.storage.streaming import StreamingMessage, describe_write_error
+
+UNSAVED_RETRY_MS = 2000
+
+
+class ChatController(QObject):
+    generating_changed = Signal(bool)
+    streamed = Signal(int)  # output tokens so far, after each batch reached the view
+    error = Signal(str)
+    notice = Signal(str)
+    retrying = Signal(str, float, int, int)  # reason, delay s, attempt, attempts
+    conversations_changed = Signal()
+    edit_requested = Signal(int)  # message id: the window puts its text in the composer
+
+    def __init__(
+        self,
+        store: ConversationStore,
+        bridge: EngineBridge,
+        transcript: TranscriptView,
+        metrics: MetricsPanel,
+        params: Callable[[], tuple[SamplingParams, str]],
+    ) -> None:
+        super().__init__()
+        self.store = store
+        self.bridge = bridge
+        self.transcript = transcript
+        self.metrics = metrics
+        self._params = params
+        self.conversation_id: int | None = None
+        self.request_id: int | None = None
+        self._stream: StreamingMessage | None = None
+        self._resumed = False
+        self._save_failing = False
+        self._unsaved: list[tuple[StreamingMessage, dict[str, Any] | None]] = []
+        self._unsaved_timer = QTimer(self)
+        self._unsaved_timer.setInterval(UNSAVED_RETRY_MS)
+        self._unsaved_timer.timeout.connect(self._retry_unsaved)
+        self._after: list[Callable[[], None]] = []
+        self.editing_parent: int | None = None
+        self.editing = False
+        self.model_ready = False
+        self.model_name: str | None = None  # shown on each answer's header
+        w = bridge
+        w.tokens.connect(self._on_tokens)
+        w.retrying.connect(self._on_retrying)
+        w.started.connect(self._on_live)
+        w.metrics.connect(self._on_live)
+        w.trimmed.connect(self._on_trimmed)
+        w.notice.connect(self._on_notice)
+        w.prefill.connect(self._on_prefill)
+        w.failed.connect(self._on_failed)
+        w.finished.connect(self._on_finished)
+        transcript.action.connect(self._on_action)
+
+    # ----- state
+    @property
+    def generating(self) -> bool:
+        return self.request_id is not None
+
+    def after_stop(self, action: Callable[[], None]) -> None:
+        """Run `action` now if idle, else stop the answer and run it once the engine is done."""
+        if not self.generating:
+            action()
+            return
+        self._after.append(action)
+        self.stop()
+
+    def stop(self) -> None:
+        if self.generating:
+            self.bridge.stop(self.request_id)
+
+    # ----- conversations
+    def open_conversation(self, conversation_id: int | None, jump_to: int | None = None) -> None:
+        def act() -> None:
+            self.conversation_id = conversation_id
+            self.cancel_edit()
+            self.refresh(jump_to)
+
+        self.after_stop(act)
+
+    def refresh(self, jump_to: int | None = None) -> None:
+        if self.conversation_id is None:
+            self.transcript.show_thread([], {})
+            return
+        self.transcript.show_thread(*self.store.thread_with_branches(self.conversation_id))
+        if jump_to is not None:
+            self.transcript.jump_to(jump_to)
+
+    def delete_conversation(self, conversation_id: int) -> None:
+        def act() -> None:
+            self.store.delete_conversation(conversation_id)
+            if self.conversation_id == conversation_id:
+                self.conversation_id = None
+                self.refresh()
+            self.conversations_changed.emit()
+
+        self.after_stop(act)
+
+    # ----- sending
+    def send(self, text: str) -> bool:
+        """Send a message; False when it was not sent (no model, busy, cannot be saved) — the window
+        then keeps the text in the composer."""
+        if not self.model_ready:
+            self.error.emit(self.tr("No model is loaded. Pick one from the model list at the top or the Models menu."))
+            return False
+        if self.generating:
+            return False
+        params, system_prompt = self._params()
+        try:
+            if self.conversation_id is None:
+                title = " ".join(text.split())[:48] or "New chat"
+                conv = self.store.create_conversation(title, system_prompt=system_prompt, params=params.to_dict())
+                self.conversation_id = conv.id
+            conv = self.store.conversation(self.conversation_id)
+            if self.editing:
+                parent = self.editing_parent
+            else:
+                thread = self.store.thread(conv.id)
+                parent = thread[-1].id if thread else None
+            user = self.store.add_message(conv.id, "user", text, parent_id=parent)
+        except (sqlite3.Error, OSError) as exc:
+            self.error.emit(
+                self.tr(
+                    "Ember cannot save your message ({reason}), so it was not sent; it is still "
+                    "in the box below. Free some space (or fix the folder) and send it again."
+                ).format(reason=describe_write_error(exc))
+            )
+            return False
+        self.cancel_edit()
+        self.conversations_changed.emit()
+        self.refresh()
+        self._start(user)
+        return True
+
+    def regenerate(self, answer_id: int | None = None) -> None:
+        """A new answer to the same question (the last one by default), as a new branch."""
+        if self.generating or self.conversation_id is None or not self.model_ready:
+            return
+        thread = self.store.thread(self.conversation_id)
+        if answer_id is None:
+            users = [m for m in thread if m.role == "user"]
+            question = users[-1] if users else None
+        else:
+            parent = self.store.message(answer_id).parent_id
+            question = self.store.message(parent) if parent is not None else None
+        if question is not None:
+            self.store.update_conversation(self.conversation_id, active_leaf=question.id)
+            self.refresh()
+            self._start(question)
+
+    def start_edit(self, message_id: int) -> str:
+        m = self.store.message(message_id)
+        self.editing = True
+        self.editing_parent = m.parent_id
+        return m.content
+
+    def cancel_edit(self) -> None:
+        self.editing = False
+        self.editing_parent = None
+
+    def continue_answer(self, answer_id: int) -> None:
+        """Continue an interrupted answer where it stopped (the model picks up after its text)."""
+        if self.generating or self.conversation_id is None or not self.model_ready:
+            return
+        answer = self.store.message(answer_id)
+        if answer.parent_id is None:
+            return
+        self.store.update_conversation(self.conversation_id, active_leaf=answer.id)
+        self.refresh()
+        self._start(self.store.message(answer.parent_id), resume=answer)
+
+    def _start(self, user: Message, resume: Message | None = None) -> None:
+        assert self.conversation_id is not None
+        conv = self.store.conversation(self.conversation_id)
+        params, system_prompt = self._params()
+        history = [ChatMessage(m.role, m.content) for m in self.store.thread(conv.id, user.id)]
+        if system_prompt.strip():
+            history.insert(0, ChatMessage("system", system_prompt))
+        if resume is not None:
+            history.append(ChatMessage("assistant", resume.content))  # a final assistant message is continued
+        self._stream = StreamingMessage(self.store, conv.id, user.id, resume=resume)
+        self._resumed = resume is not None
+        if resume is not None:
+            self.transcript.resume_stream(resume.id)
+        else:
+            self.transcript.begin_stream(self._stream.message.id, self.model_name)
+        self.metrics.begin()
+        self.request_id = self.bridge.generate(history, params)
+        self.generating_changed.emit(True)
+
+    # ----- engine results
+    @Slot(int, str, int)
+    def _on_tokens(self, rid: int, text: str, _n: int) -> None:
+        if rid == self.request_id and self._stream is not None:
+            self._stream.append(text)
+            self.transcript.append_stream(text)
+            self._report_saving(self._stream)
+            self.streamed.emit(_n)
+
+    def _report_saving(self, stream: StreamingMessage) -> None:
+        """A failing write never stops the answer: say so once, and say when saving works again."""
+        if stream.save_error and not self._save_failing:
+            self._save_failing = True
+            self.error.emit(
+                self.tr(
+                    "Ember cannot save this answer right now ({reason}). It keeps streaming and is "
+                    "saved as soon as writing works again; nothing already saved is lost."
+                ).format(reason=stream.save_error)
+            )
+        elif not stream.save_error and self._save_failing:
+            self._save_failing = False
+            self.notice.emit(self.tr("Saving works again: the answer is saved."))
+
+    def _retry_unsaved(self) -> None:
+        """Finished answers that could not be written yet, tried again every few seconds."""
+        still = []
+        for stream, metrics in self._unsaved:
+            if not stream.finish(metrics):
+                still.append((stream, metrics))
+        self._unsaved = still
+        if not still:
+            self._unsaved_timer.stop()
+            if self._save_failing:
+                self._save_failing = False
+                self.notice.emit(self.tr("Saving works again: every answer is saved."))
+
+    @Slot(int, object)
+    def _on_live(self, rid: int, snapshot: dict[str, Any]) -> None:
+        if rid == self.request_id:
+            self.metrics.update_live(snapshot)
+
+    @Slot(int, object)
+    def _on_retrying(self, rid: int, event: Retrying) -> None:
+        if rid == self.request_id:
+            self.retrying.emit(event.reason, event.delay_s, event.attempt, event.attempts)
+
+    @Slot(int, int)
+    def _on_trimmed(self, rid: int, dropped: int) -> None:
+        if rid == self.request_id:
+            self.notice.emit(
+                self.tr(
+                    "This chat is longer than the model's context: the {dropped} oldest messages were left out "
+                    "of this answer's prompt."
+                ).format(dropped=dropped)
+            )
+
+    @Slot(int, int, int)
+    def _on_prefill(self, rid: int, done: int, total: int) -> None:
+        if rid == self.request_id:
+            self.metrics.show_prefill(done, total)
+
+    @Slot(int, str)
+    def _on_notice(self, rid: int, message: str) -> None:
+        if rid == self.request_id:
+            self.notice.emit(message)
+
+    @Slot(int, str)
+    def _on_failed(self, rid: int, message: str) -> None:
+        if rid == self.request_id:
+            self.error.emit(message)
+
+    @Slot(int, str, str, object, object)
+    def _on_finished(
+        self, rid: int, reason: str, _text: str, metrics: GenerationMetrics | None, itl: list[float]
+    ) -> None:
+        if rid != self.request_id:
+            return
+        stream, self._stream = self._stream, None
+        self.request_id = None
+        self.metrics.finish(metrics, itl)
+        if stream is not None and not stream.text and not self._resumed and (reason == "error" or metrics is None):
+            # Nothing was generated (failed, or cancelled while still waiting in the queue): drop the
+            # empty answer; the question stays, ready to retry.
+            self.store.delete_message(stream.message.id)
+            self.store.update_conversation(stream.message.conversation_id, active_leaf=stream.message.parent_id)
+            self.refresh()
+        elif stream is not None:
+            record = metrics.to_dict() if metrics else None
+            saved = stream.finish(record)
+            if not saved:  # shown from memory, written when the disk lets it
+                self._unsaved.append((stream, record))
+                self._unsaved_timer.start()
+                self._report_saving(stream)
+            if saved and (self._resumed or reason == "interrupted" or len(self.store.siblings(stream.message.id)) > 1):
+                # a continued answer is re-rendered whole; an interrupted one gets its Continue link;
+                # a regenerated one needs the branch switcher's new count
+                self.refresh()
+            else:
+                self.transcript.end_stream(stream.text, metrics.summary_line() if metrics else None)
+        self.conversations_changed.emit()
+        self.generating_changed.emit(False)
+        pending, self._after = self._after, []
+        for action in pending:
+            action()
+
+    # ----- message actions (links in the transcript)
+    def _on_action(self, verb: str, message_id: int, arg: int) -> None:
+        if verb == "copy":
+            QGuiApplication.clipboard().setText(self.store.message(message_id).content)
+        elif verb == "copycode":
+            blocks = code_blocks(self.store.message(message_id).content)
+            if arg < len(blocks):
+                QGuiApplication.clipboard().setText(blocks[arg])
+        elif verb == "regenerate":
+            self.regenerate(message_id)
+        elif verb == "continue":
+            self.continue_answer(message_id)
+        elif verb == "edit":
+            self.edit_requested.emit(message_id)
+        elif verb == "think":
+            self.transcript.toggle_thinking(message_id)
+            self.refresh()
+        elif verb in ("prev", "next"):
+            self.after_stop(lambda: self.switch_branch(message_id, -1 if verb == "prev" else 1))
+
+    def switch_branch(self, message_id: int, step: int) -> None:
+        sibs = self.store.siblings(message_id)
+        ids = [s.id for s in sibs]
+        target = ids[(ids.index(message_id) + step) % len(ids)]
+        leaf = self.store.newest_leaf(target)
+        self.store.update_conversation(sibs[0].conversation_id, active_leaf=leaf)
+        self.refresh()

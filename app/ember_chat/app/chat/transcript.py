@@ -1,0 +1,427 @@
+"""The transcript: one QTextBrowser holding the visible branch of a conversation, each message drawn
+on a card (painted behind the text, so cards cost no layout).
+
+It stays instant however long the chat is:
+- incremental: showing a thread again re-writes only the messages that changed at its end (a send
+  appends the question; a regenerate replaces the last answer);
+- lazy: opening a chat writes the last screenfuls at once, then the older messages above them a
+  few milliseconds at a time, keeping what is on screen still;
+- streaming (transcript_stream.py): text batches are appended at the end (never a re-render); when
+  the answer completes, its Markdown rendering replaces the plain text, again a few milliseconds at a
+  time.
+"""
+
+from __future__ import annotations
+
+import bisect
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from PySide6.QtCore import QRectF, Qt, QTimer, QUrl, Signal
+from PySide6.QtGui import (
+    QAccessible,
+    QAccessibleAnnouncementEvent,
+    QColor,
+    QPainter,
+    QPaintEvent,
+    QPen,
+    QResizeEvent,
+    QTextBlockFormat,
+    QTextCursor,
+)
+from PySide6.QtWidgets import QFrame, QTextBrowser, QToolTip, QWidget
+
+from ember_chat.app.chat.message_render import (
+    HEADER_GAP,
+    MessageWriter,
+    code_blocks,
+    message_actions,
+    meta_line,
+)
+from ember_chat.app.chat.transcript_stream import TranscriptStreaming
+from ember_chat.app.style.theme import Colors
+from ember_chat.engine.inference.metrics import GenerationMetrics
+from ember_chat.engine.inference.reasoning import ThinkingStream
+from ember_chat.engine.storage.conversations import Message
+
+__all__ = ["TranscriptView", "code_blocks"]
+
+SLICE_S = 0.010  # one slice of background work; the event loop runs between slices
+EAGER_CHARS = 12_000  # opening a chat writes about this much (a few screenfuls) before showing it
+MAX_TEXT_WIDTH = 860  # comfortable line length; wider windows centre the column
+MIN_MARGIN = 22
+CARD_PAD_X = 14
+CARD_PAD_Y = 10
+CARD_RADIUS = 10
+
+
+def _summary(m: Message) -> str | None:
+    return GenerationMetrics.from_dict(m.metrics).summary_line() if m.metrics else None
+
+
+def _interrupted(m: Message) -> bool:
+    return m.role == "assistant" and (not m.complete or (m.metrics or {}).get("stop_reason") == "interrupted")
+
+
+def _key(m: Message, branch: tuple[int, int] | None, expanded: bool = False) -> tuple:
+    """What a message looks like: the same key means nothing to re-write."""
+    branch = branch if branch and branch[1] > 1 else None
+    return (m.id, m.role, m.content, _interrupted(m), _summary(m), branch, expanded)
+
+
+@dataclass
+class _Shown:
+    message_id: int
+    role: str
+    start: QTextCursor  # at the first character of the message's header; moves with edits above it
+    key: tuple | None  # None while it streams or renders
+
+
+class TranscriptView(QTextBrowser, TranscriptStreaming):
+    action = Signal(str, int, int)  # verb, message id, argument
+    rendered = Signal()  # a finished answer's Markdown rendering is complete
+    open_link = Signal(QUrl)  # the user clicked a web link in a message
+    link_hovered = Signal(str)  # the link under the mouse or keyboard focus ("" when none)
+
+    def __init__(self, colors: Colors, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("transcript")
+        self.setFrameShape(QFrame.Shape.NoFrame)  # (not a style sheet: a styled view repaints more)
+        self.setOpenLinks(False)
+        self.setOpenExternalLinks(False)
+        self.setAccessibleName(self.tr("Conversation transcript"))
+        self.setAccessibleDescription(
+            self.tr("The messages of this chat. Tab moves between the actions of each message; Enter runs one.")
+        )
+        self.anchorClicked.connect(self._on_anchor)
+        self.highlighted.connect(lambda url: self.link_hovered.emit(url.toString() if url.isValid() else ""))
+        self.document().setDocumentMargin(MIN_MARGIN)
+        self.document().setUndoRedoEnabled(False)  # read-only: an undo history would only grow
+        self.writer = MessageWriter(self.document(), colors, self.devicePixelRatioF())
+        self._shown: list[_Shown] = []
+        self._older: list[tuple[Message, tuple[int, int] | None]] = []  # not written yet, oldest first
+        self._stream: tuple[int, QTextCursor] | None = None  # message id, where its plain text starts
+        self._final: Iterator[None] | None = None  # a finished answer's rendering, step by step
+        self._backfill: Iterator[None] | None = None
+        self._slicer = QTimer(self)
+        self._slicer.setSingleShot(True)
+        self._slicer.setInterval(0)
+        self._slicer.timeout.connect(self._run_slice)
+        self.last_announcement = ""
+        self._expanded: set[int] = set()  # answers whose thinking is open
+        self._thinking: ThinkingStream | None = None  # splits the streaming answer
+        self._thinking_at: QTextCursor | None = None  # where the streaming thinking starts
+
+    # ----- look
+    def set_colors(self, colors: Colors) -> None:
+        """New colours: the transcript is emptied, and the caller shows the thread again."""
+        self.writer.set_colors(colors, self.devicePixelRatioF())
+        self._reset()
+
+    def resizeEvent(self, event: QResizeEvent) -> None:  # Qt override
+        bar = self.verticalScrollBar()
+        at_end = bar.value() >= bar.maximum() - 4
+        margin = max(MIN_MARGIN, (event.size().width() - MAX_TEXT_WIDTH) // 2)
+        if round(self.document().documentMargin()) != margin:
+            self.document().setDocumentMargin(margin)
+        super().resizeEvent(event)
+        if at_end:  # the newest message stays in view when the window (or the banner above) changes size
+            bar.setValue(bar.maximum())
+
+    def paintEvent(self, event: QPaintEvent) -> None:  # Qt override
+        """Cards behind the messages on screen, then the text over them."""
+        if self.devicePixelRatioF() != self.writer.ratio:  # moved to a screen of another density
+            self.writer.set_colors(self.writer.colors, self.devicePixelRatioF())
+        if self._shown:
+            painter = QPainter(self.viewport())
+            painter.setRenderHint(QPainter.RenderHint.Antialiasing)
+            dy = self.verticalScrollBar().value()
+            top, bottom = dy + event.rect().top(), dy + event.rect().bottom()
+            margin = self.document().documentMargin()
+            left = margin - CARD_PAD_X - self.horizontalScrollBar().value()
+            width = self.document().textWidth() - 2 * margin + 2 * CARD_PAD_X
+            c = self.writer.colors
+            for i in range(max(0, self._index_at(top) - 1), len(self._shown)):
+                y0, y1 = self._extent(i)
+                if y0 > bottom:
+                    break
+                if y1 < top:
+                    continue
+                user = self._shown[i].role == "user"
+                painter.setPen(QPen(QColor(c.border), 1) if not user else Qt.PenStyle.NoPen)
+                painter.setBrush(QColor(c.user_card if user else c.assistant_card))
+                rect = QRectF(left, y0 - CARD_PAD_Y - dy, width, y1 - y0 + 2 * CARD_PAD_Y)
+                painter.drawRoundedRect(rect.adjusted(0.5, 0.5, -0.5, -0.5), CARD_RADIUS, CARD_RADIUS)
+            painter.end()
+        super().paintEvent(event)
+
+    def _extent(self, i: int) -> tuple[float, float]:
+        """Top and bottom (document coordinates) of message i's text."""
+        layout = self.document().documentLayout()
+        first = self._shown[i].start.block()
+        top = layout.blockBoundingRect(first).top()  # (the text's top: below the block's top margin)
+        following = self._shown[i + 1].start.block() if i + 1 < len(self._shown) else None
+        last = following.previous() if following is not None else self.document().lastBlock()
+        rect = layout.blockBoundingRect(last)
+        return top, rect.bottom()
+
+    def _index_at(self, y: float) -> int:
+        layout = self.document().documentLayout()
+        tops = _LazyTops(self._shown, layout)
+        return max(0, bisect.bisect_right(tops, y) - 1)
+
+    # ----- showing a thread
+    def show_thread(self, messages: list[Message], branch_info: dict[int, tuple[int, int]]) -> None:
+        """Show this thread, re-writing only what differs from what is shown."""
+        self.finish_rendering(final_only=True)
+        self._stream = None
+        pairs = [(m, branch_info.get(m.id)) for m in messages]
+        keys = [self._key(m, b) for m, b in pairs]
+        old_keys = [self._key(m, b) for m, b in self._older] + [s.key for s in self._shown]
+        same = 0
+        while same < min(len(keys), len(old_keys)) and keys[same] == old_keys[same]:
+            same += 1
+        keep = same - len(self._older)  # shown messages that stay
+        if same == 0 or keep < 0 or (keep == 0 and self._older):
+            self._reset()  # another conversation, or a change at or above what is written yet
+            self._open(pairs)
+            return
+        with self._edit():
+            self._truncate(keep)
+            for m, b in pairs[same:]:
+                self._write_now(m, b)
+        self._scroll_to_end()
+
+    def _reset(self) -> None:
+        self._backfill = None
+        self._final = None
+        self._older = []
+        self._shown = []
+        self._stream = None
+        self.clear()
+
+    def _open(self, pairs: list[tuple[Message, tuple[int, int] | None]]) -> None:
+        """The newest few screenfuls now, the rest above them in the background."""
+        chars, split = 0, len(pairs)
+        while split > 0 and chars < EAGER_CHARS:
+            split -= 1
+            chars += len(pairs[split][0].content) + 200
+        self._older = pairs[:split]
+        with self._edit():
+            for m, b in pairs[split:]:
+                self._write_now(m, b)
+        self._scroll_to_end()
+        if self._older:
+            self._backfill = self._backfill_steps()
+            self._slicer.start()
+
+    def _truncate(self, keep: int) -> None:
+        if keep >= len(self._shown):
+            return
+        c = QTextCursor(self.document())
+        c.setPosition(self._shown[keep].start.position())
+        if keep > 0:  # also the paragraph break before it
+            c.movePosition(QTextCursor.MoveOperation.PreviousCharacter)
+        c.movePosition(QTextCursor.MoveOperation.End, QTextCursor.MoveMode.KeepAnchor)
+        c.removeSelectedText()
+        del self._shown[keep:]
+
+    def _end_cursor(self) -> QTextCursor:
+        c = QTextCursor(self.document())
+        c.movePosition(QTextCursor.MoveOperation.End)
+        return c
+
+    def _start_message(self, c: QTextCursor, m_id: int, role: str, index: int) -> _Shown:
+        start = QTextCursor(c)
+        shown = _Shown(m_id, role, start, None)
+        self._shown.insert(index, shown)
+        return shown
+
+    def _message_steps(
+        self, c: QTextCursor, m: Message, branch: tuple[int, int] | None, index: int, first: bool
+    ) -> Iterator[None]:
+        """Write message m at cursor c (one step per body segment)."""
+        interrupted = _interrupted(m)
+        model = (m.metrics or {}).get("model") if m.role == "assistant" else None
+        self.writer.header(
+            c, m.role, m.id, meta_line(model, m.created_at), message_actions(m.role, interrupted), branch, first
+        )
+        shown = self._start_message(QTextCursor(c.block()), m.id, m.role, index)
+        shown.start.setKeepPositionOnInsert(False)
+        if m.role == "assistant":
+            yield from self.writer.body_steps(c, m.content, m.id, m.id in self._expanded)
+            line = _summary(m)  # (says "interrupted" when the stream was cut)
+            if not m.complete:
+                line = f"{line} · {self.tr('interrupted')}" if line else self.tr("interrupted")
+            if line:
+                self.writer.metrics_line(c, line)
+        else:
+            self.writer.plain(c, m.content)
+        shown.key = self._key(m, branch)
+
+    def _key(self, m: Message, branch: tuple[int, int] | None) -> tuple:
+        return _key(m, branch, m.id in self._expanded)
+
+    def toggle_thinking(self, message_id: int) -> None:
+        """Open or fold an answer's thinking (the caller shows the thread again)."""
+        self._expanded ^= {message_id}
+
+    def _write_now(self, m: Message, branch: tuple[int, int] | None) -> None:
+        c = self._end_cursor()
+        with self._edit():
+            for _ in self._message_steps(c, m, branch, len(self._shown), first=not self._shown):
+                pass
+
+    def _backfill_steps(self) -> Iterator[None]:
+        """Older messages written above the shown ones, newest first, keeping the view still."""
+        while self._older:
+            m, b = self._older.pop()
+            c = QTextCursor(self.document())
+            c.insertBlock()  # a paragraph break above the current first message
+            c.setPosition(0)
+            yield from self._message_steps(c, m, b, 0, first=True)
+            gap = QTextBlockFormat()  # the old first message is no longer the first: it gets its gap
+            gap.setTopMargin(HEADER_GAP)
+            QTextCursor(self._shown[1].start.block()).mergeBlockFormat(gap)
+            yield
+
+    @contextmanager
+    def _edit(self) -> Iterator[None]:
+        """One edit block: the document lays itself out once at its end, not after every insertion (an
+        insertion above the text on screen costs a few ms of layout each)."""
+        c = QTextCursor(self.document())
+        c.beginEditBlock()
+        try:
+            yield
+        finally:
+            c.endEditBlock()
+
+    def _step(self, steps: Iterator[None]) -> bool:
+        """One step of background work in its own edit block; False when there was none left."""
+        with self._edit():
+            return next(steps, StopIteration) is not StopIteration
+
+    def _run_slice(self) -> None:
+        """Background work for one slice: a finished answer's rendering first, then older messages."""
+        deadline = time.perf_counter() + SLICE_S
+        bar = self.verticalScrollBar()
+        while time.perf_counter() < deadline:
+            if self._final is not None:
+                if not self._step(self._final):
+                    self._final = None
+                continue
+            if self._backfill is None:
+                break
+            at_end = bar.value() >= bar.maximum() - 4
+            anchor = self._shown[0] if self._shown else None
+            before = self._top_of(anchor)
+            done = not self._step(self._backfill)
+            if done:
+                self._backfill = None
+            if at_end:
+                bar.setValue(bar.maximum())
+            elif anchor is not None:
+                bar.setValue(bar.value() + round(self._top_of(anchor) - before))
+        if self._final is not None or self._backfill is not None:
+            self._slicer.start()
+
+    def _top_of(self, shown: _Shown | None) -> float:
+        if shown is None:
+            return 0.0
+        return self.document().documentLayout().blockBoundingRect(shown.start.block()).top()
+
+    def finish_rendering(self, final_only: bool = False) -> None:
+        """Complete pending background work now (tests, export, a jump to an old message)."""
+        with self._edit():
+            while self._final is not None:
+                if not self._step(self._final):
+                    self._final = None
+            while not final_only and self._backfill is not None:
+                if not self._step(self._backfill):
+                    self._backfill = None
+
+    @property
+    def rendering(self) -> bool:
+        return self._final is not None
+
+    @property
+    def backfilling(self) -> bool:
+        return self._backfill is not None
+
+    def _scroll_to_end(self) -> None:
+        self.verticalScrollBar().setValue(self.verticalScrollBar().maximum())
+
+    def announce(self, text: str) -> None:
+        """Tell screen readers (a polite announcement: it does not interrupt what they are reading)."""
+        self.last_announcement = text
+        event = QAccessibleAnnouncementEvent(self, text)
+        event.setPoliteness(QAccessible.AnnouncementPoliteness.Polite)
+        QAccessible.updateAccessibility(event)
+
+    # ----- navigation and actions
+    def jump_to(self, message_id: int) -> None:
+        if any(m.id == message_id for m, _ in self._older):
+            self.finish_rendering()
+        for s in self._shown:
+            if s.message_id == message_id:
+                self.verticalScrollBar().setValue(round(self._top_of(s)) - 8)
+                return
+
+    def links(self) -> list[tuple[str, str]]:
+        """Every link in the transcript, in document (and Tab) order: (href, tooltip)."""
+        out = []
+        block = self.document().begin()
+        while block.isValid():
+            it = block.begin()
+            while not it.atEnd():
+                fmt = it.fragment().charFormat()
+                if fmt.isAnchor() and fmt.anchorHref():
+                    out.append((fmt.anchorHref(), fmt.toolTip()))
+                it += 1
+            block = block.next()
+        return out
+
+    def shown_ids(self) -> list[int]:
+        return [s.message_id for s in self._shown]
+
+    def plain_text(self) -> str:
+        return self.document().toPlainText()
+
+    def loadResource(self, kind: int, url: QUrl) -> object:  # Qt override
+        # Only Ember's own icons: a model's answer never makes Ember read a local file or reach the
+        # network by naming an image.
+        return self.writer.images.get(url.toString())
+
+    def _on_anchor(self, url: QUrl) -> None:
+        if url.scheme() in ("http", "https", "mailto"):
+            self.open_link.emit(url)
+            return
+        if url.scheme() != "ember":
+            return
+        parts = url.path().split("/")
+        verb = url.host() or parts.pop(0)
+        parts = [p for p in parts if p]
+        try:
+            mid = int(parts[0])
+            arg = int(parts[1]) if len(parts) > 1 else 0
+        except (IndexError, ValueError):
+            return
+        if verb in ("copy", "copycode"):
+            QToolTip.showText(self.mapToGlobal(self.cursorRect().center()), self.tr("Copied"), self, msecShowTime=1200)
+        self.action.emit(verb, mid, arg)
+
+
+class _LazyTops:
+    """The shown messages' top y, computed only for the few entries a binary search looks at."""
+
+    def __init__(self, shown: list[_Shown], layout: object) -> None:
+        self.shown = shown
+        self.layout = layout
+
+    def __len__(self) -> int:
+        return len(self.shown)
+
+    def __getitem__(self, i: int) -> float:
+        return self.layout.blockBoundingRect(self.shown[i].start.block()).top()

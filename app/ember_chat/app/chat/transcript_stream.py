@@ -1,0 +1,122 @@
+"""Streaming into the transcript: an answer's text is appended at the end as it comes (never a
+re-render), a reasoning model's thinking under a "Thinking…" label that folds when the answer starts;
+when the answer completes, its Markdown rendering replaces the plain text a slice at a time. Mixed
+into TranscriptView, whose document, writer and slicer it uses."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+from PySide6.QtGui import QFont, QTextBlockFormat, QTextCharFormat, QTextCursor
+
+from ember_chat.app.chat.message_render import message_actions, meta_line
+from ember_chat.engine.inference.reasoning import ThinkingStream, answer_only
+
+STREAM_BLOCK_CHARS = 1500  # the longest paragraph appended to: Qt lays out a paragraph at a time
+
+
+class TranscriptStreaming:
+    def begin_stream(self, message_id: int, model: str | None = None) -> None:
+        self.finish_rendering(final_only=True)
+        c = self._end_cursor()
+        actions = message_actions("assistant", False)
+        self.writer.header(
+            c, "assistant", message_id, meta_line(model, time.time()), actions, None, first=not self._shown
+        )
+        self._start_message(QTextCursor(c.block()), message_id, "assistant", len(self._shown))
+        self.writer.fresh_block(c)
+        self._stream = (message_id, self._anchor(c))
+        self._thinking, self._thinking_at = ThinkingStream(), None
+        self._scroll_to_end()
+
+    def resume_stream(self, message_id: int) -> None:
+        """Stream a continuation below the message already shown (the thread is re-written at the end)."""
+        self.finish_rendering(final_only=True)
+        if self._shown and self._shown[-1].message_id == message_id:
+            self._shown[-1].key = None
+        c = self._end_cursor()
+        self.writer.fresh_block(c)
+        self._stream = (message_id, self._anchor(c))
+        self._thinking, self._thinking_at = None, None  # (the continued text shows as it comes)
+
+    @staticmethod
+    def _anchor(c: QTextCursor) -> QTextCursor:
+        """Where a stream's plain text starts: it stays there as the text is appended at it, and moves
+        only with insertions above it (older messages filled in)."""
+        anchor = QTextCursor(c)
+        anchor.setKeepPositionOnInsert(True)
+        return anchor
+
+    def append_stream(self, text: str) -> None:
+        if self._stream is None or not text:
+            return
+        bar = self.verticalScrollBar()
+        follow = bar.value() >= bar.maximum() - 4
+        thinking, answer = self._thinking.feed(text) if self._thinking is not None else ("", text)
+        if thinking:
+            self._append_thinking(thinking)
+        if answer:
+            if self._thinking_at is not None:
+                self._fold_streamed_thinking()
+            self._append_plain(answer, QTextCharFormat())
+        if follow:
+            bar.setValue(bar.maximum())
+
+    def _append_plain(self, text: str, fmt: QTextCharFormat) -> None:
+        c = self._end_cursor()
+        # Qt lays out a whole paragraph at a time: cap the block being appended to, so the cost of
+        # an append stays flat even in one endless paragraph (Markdown rendering at the end joins it).
+        if c.block().length() > STREAM_BLOCK_CHARS:
+            c.insertBlock()
+        c.insertText(text, fmt)
+
+    def _append_thinking(self, text: str) -> None:
+        """Thinking streams live under a "Thinking…" label, in the secondary colour."""
+        if self._thinking_at is None:
+            c = self._end_cursor()
+            self._thinking_at = self._anchor(c)
+            label = QTextCharFormat(self.writer.small_secondary)
+            label.setFontWeight(QFont.Weight.DemiBold)
+            c.insertText("▾ " + self.tr("Thinking…"), label)
+            c.insertBlock(QTextBlockFormat(), QTextCharFormat())
+        self._append_plain(text, self.writer.thinking_format())
+
+    def _fold_streamed_thinking(self) -> None:
+        """The answer starts: the thinking folds into one line (the finished answer's fold opens it)."""
+        assert self._thinking_at is not None
+        c = QTextCursor(self.document())
+        c.setPosition(self._thinking_at.position())
+        c.movePosition(QTextCursor.MoveOperation.End, QTextCursor.MoveMode.KeepAnchor)
+        c.removeSelectedText()
+        c.insertText("▸ " + self.tr("Thinking"), self.writer.small_secondary)
+        c.insertBlock(QTextBlockFormat(), QTextCharFormat())
+        self._thinking_at = None
+
+    def end_stream(self, markdown: str, summary: str | None) -> None:
+        """Replace the streamed plain text by its Markdown rendering, a slice at a time; the plain text
+        stays visible until the rendering is complete."""
+        if self._stream is None:
+            return
+        message_id, start = self._stream
+        self._stream = None
+        self._final = self._final_steps(message_id, start.position(), markdown, summary)
+        self._slicer.start()
+
+    def _final_steps(self, message_id: int, at: int, markdown: str, summary: str | None) -> Iterator[None]:
+        c = QTextCursor(self.document())
+        c.setPosition(at)
+        c.insertBlock()  # the rendering goes above the plain text, which moves down one paragraph
+        c.setPosition(at)
+        yield from self.writer.body_steps(c, markdown, message_id, message_id in self._expanded)
+        # Rendering complete: drop the plain streamed text, then the metrics line.
+        c.movePosition(QTextCursor.MoveOperation.End, QTextCursor.MoveMode.KeepAnchor)
+        c.removeSelectedText()
+        if summary:
+            self.writer.metrics_line(c, summary)
+        shown = self._shown[-1] if self._shown and self._shown[-1].message_id == message_id else None
+        if shown is not None:
+            shown.key = (message_id, "assistant", markdown, False, summary, None, message_id in self._expanded)
+        self._scroll_to_end()
+        self.announce(self.tr("Ember answered: {text}").format(text=answer_only(markdown)[:1000]))
+        self.rendered.emit()

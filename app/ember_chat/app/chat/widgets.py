@@ -1,0 +1,198 @@
+"""Small widgets: the composer and the conversations sidebar."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtGui import QIcon, QKeyEvent
+from PySide6.QtWidgets import (
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QListWidget,
+    QListWidgetItem,
+    QPlainTextEdit,
+    QPushButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from ember_chat.app.style.icons import themed_icon
+from ember_chat.app.style.theme import Colors
+from ember_chat.engine.storage.conversations import Conversation, SearchHit
+
+
+class ComposerEdit(QPlainTextEdit):
+    submit = Signal()
+    escape = Signal()
+
+    def keyPressEvent(self, event: QKeyEvent) -> None:
+        enter = event.key() in (Qt.Key.Key_Return, Qt.Key.Key_Enter)
+        if enter and not event.modifiers() & Qt.KeyboardModifier.ShiftModifier:
+            self.submit.emit()
+            return
+        if event.key() == Qt.Key.Key_Escape:
+            self.escape.emit()
+            return
+        super().keyPressEvent(event)
+
+
+class Composer(QWidget):
+    """Multi-line input: Enter sends, Shift+Enter is a newline; Send becomes Stop while generating."""
+
+    send = Signal(str)
+    stop = Signal()
+    cancel_edit = Signal()
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        outer = QVBoxLayout(self)
+        outer.setContentsMargins(8, 4, 8, 8)
+        self.edit_banner = QLabel()
+        self.edit_banner.setTextFormat(Qt.TextFormat.RichText)
+        self.edit_banner.linkActivated.connect(lambda _: self.cancel_edit.emit())
+        self.edit_banner.hide()
+        outer.addWidget(self.edit_banner)
+        row = QHBoxLayout()
+        self.editor = ComposerEdit()
+        self.editor.setPlaceholderText(self.tr("Message Ember…  (Enter to send, Shift+Enter for a new line)"))
+        self.editor.setAccessibleName(self.tr("Message"))
+        self.editor.setAccessibleDescription(self.tr("Enter sends, Shift+Enter starts a new line, Esc stops an answer"))
+        self.editor.setTabChangesFocus(True)
+        self.editor.setMaximumHeight(84)
+        self.editor.submit.connect(self._on_submit)
+        self.editor.escape.connect(self.stop)
+        self.button = QPushButton(self.tr("Send"))
+        self.button.setAccessibleName(self.tr("Send"))
+        self.button.setToolTip(self.tr("Send (Enter)"))
+        self.button.setMinimumWidth(80)
+        self.button.clicked.connect(self._on_button)
+        row.addWidget(self.editor, 1)
+        row.addWidget(self.button)
+        outer.addLayout(row)
+        self._generating = False
+        self._icons: dict[str, QIcon] = {}
+
+    def set_colors(self, colors: Colors) -> None:
+        self._icons = {name: themed_icon(name, colors) for name in ("send", "stop")}
+        self.button.setIcon(self._icons["stop" if self._generating else "send"])
+
+    def set_generating(self, on: bool) -> None:
+        self._generating = on
+        self.button.setText(self.tr("Stop") if on else self.tr("Send"))
+        self.button.setAccessibleName(self.tr("Stop") if on else self.tr("Send"))
+        self.button.setToolTip(self.tr("Stop the answer (Esc)") if on else self.tr("Send (Enter)"))
+        if self._icons:
+            self.button.setIcon(self._icons["stop" if on else "send"])
+
+    def set_editing(self, on: bool) -> None:
+        self.edit_banner.setText(
+            self.tr('Editing an earlier message — sending creates a new branch. <a href="#">Cancel</a>')
+        )
+        self.edit_banner.setVisible(on)
+
+    def _on_button(self) -> None:
+        if self._generating:
+            self.stop.emit()
+        else:
+            self._on_submit()
+
+    def _on_submit(self) -> None:
+        if self._generating:
+            return
+        text = self.editor.toPlainText().strip()
+        if text:
+            self.editor.clear()
+            self.send.emit(text)
+
+
+class ConversationList(QWidget):
+    """Newest first; the search box runs full-text search across every chat."""
+
+    selected = Signal(int)
+    search_hit = Signal(int, int)  # conversation id, message id
+    search_changed = Signal(str)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(8, 8, 0, 8)
+        self.new_button = QPushButton(self.tr("New chat"))
+        self.new_button.setAccessibleName(self.tr("New chat"))
+        self.new_button.setToolTip(self.tr("Start a new chat (Ctrl+N)"))
+        layout.addWidget(self.new_button)
+        self.search = QLineEdit()
+        self.search.setPlaceholderText(self.tr("Search all chats"))
+        self.search.setAccessibleName(self.tr("Search all chats"))
+        self.search.setToolTip(self.tr("Full-text search across every chat (Ctrl+F)"))
+        self._search_icon = self.search.addAction(QIcon(), QLineEdit.ActionPosition.LeadingPosition)
+        self.search.setClearButtonEnabled(True)
+        layout.addWidget(self.search)
+        self.list = QListWidget()
+        self.list.setAccessibleName(self.tr("Conversations"))
+        self.list.setAccessibleDescription(self.tr("Your chats, newest first; Enter opens one"))
+        self.list.setWordWrap(True)
+        layout.addWidget(self.list, 1)
+        self._debounce = QTimer(self)
+        self._debounce.setSingleShot(True)
+        self._debounce.setInterval(150)
+        self._debounce.timeout.connect(lambda: self.search_changed.emit(self.search.text()))
+        self.search.textChanged.connect(lambda _t: self._debounce.start())
+        self.list.itemActivated.connect(self._activate)
+        self.list.itemClicked.connect(self._activate)
+        self._mode = "conversations"
+
+    def set_colors(self, colors: Colors) -> None:
+        self.new_button.setIcon(themed_icon("new-chat", colors))
+        self._search_icon.setIcon(themed_icon("search", colors, colors.secondary))
+
+    def show_conversations(self, conversations: list[Conversation], current: int | None) -> None:
+        self._mode = "conversations"
+        self.list.blockSignals(True)
+        self.list.clear()
+        for c in conversations:
+            item = QListWidgetItem(c.title)
+            item.setData(Qt.ItemDataRole.UserRole, (c.id, None))
+            item.setToolTip(c.title)
+            self.list.addItem(item)
+            if c.id == current:
+                self.list.setCurrentItem(item)
+        self.list.blockSignals(False)
+
+    def show_hits(self, hits: list[SearchHit]) -> None:
+        self._mode = "hits"
+        self.list.clear()
+        if not hits:
+            item = QListWidgetItem(self.tr("No matches"))
+            item.setFlags(Qt.ItemFlag.NoItemFlags)
+            self.list.addItem(item)
+        for h in hits:
+            item = QListWidgetItem(f"{h.conversation_title}\n{h.snippet}")
+            item.setData(Qt.ItemDataRole.UserRole, (h.conversation_id, h.message_id))
+            self.list.addItem(item)
+
+    def select(self, conversation_id: int) -> None:
+        """Highlight this chat (opened from elsewhere: a search hit, the keyboard, a script)."""
+        if self._mode != "conversations":
+            return
+        for i in range(self.list.count()):
+            data = self.list.item(i).data(Qt.ItemDataRole.UserRole)
+            if data and data[0] == conversation_id:
+                self.list.blockSignals(True)
+                self.list.setCurrentRow(i)
+                self.list.blockSignals(False)
+                return
+
+    def current_id(self) -> int | None:
+        item = self.list.currentItem()
+        data = item.data(Qt.ItemDataRole.UserRole) if item else None
+        return data[0] if data and self._mode == "conversations" else None
+
+    def _activate(self, item: QListWidgetItem) -> None:
+        data = item.data(Qt.ItemDataRole.UserRole)
+        if not data:
+            return
+        cid, mid = data
+        if mid is None:
+            self.selected.emit(cid)
+        else:
+            self.search_hit.emit(cid, mid)

@@ -1,0 +1,205 @@
+"""Start the desktop app: `ember-chat` with no command.
+
+Optional scripted mode for CI and demos: `--model NAME` loads a model, `--send TEXT` sends a message,
+`--screenshot FILE` saves the window once the answer is complete and quits.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+T0 = time.perf_counter()
+
+os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+os.environ.setdefault("HF_HUB_DISABLE_XET", "1")
+os.environ.setdefault("HF_HUB_DISABLE_IMPLICIT_TOKEN", "1")
+
+
+def build_window(
+    paths: object | None = None, backend_factory: object = None, notices: list[str] | None = None
+) -> object:
+    """Everything the app needs, wired; the caller shows the window and runs the event loop.
+    `backend_factory(ref)`: the backend for a model reference (default: local runtime or remote)."""
+    from PySide6.QtCore import QSettings
+
+    from ember_chat.app.qt.bridge import EngineBridge
+    from ember_chat.app.shell.main_window import MainWindow
+    from ember_chat.engine.inference.service import EngineService, default_backend_factory
+    from ember_chat.engine.models.download_queue import DownloadQueue
+    from ember_chat.engine.models.downloader import Downloader
+    from ember_chat.engine.models.library import ModelLibrary
+    from ember_chat.engine.storage.connections import ConnectionStore
+    from ember_chat.engine.storage.model_settings import ModelSettingsStore
+    from ember_chat.engine.storage.paths import AppPaths
+    from ember_chat.engine.storage.recovery import open_conversations
+    from ember_chat.engine.storage.secrets import TokenStore
+    from ember_chat.engine.storage.settings import SettingsFile
+
+    paths = paths or AppPaths.default()
+    settings_file = SettingsFile(paths.settings_file)
+    settings = settings_file.load()
+    models_dir = settings.models_folder(paths.default_models_dir)
+    opened = open_conversations(paths.database)  # a damaged database is set aside, never fatal
+    service = EngineService(backend_factory or default_backend_factory, queue_limit=settings.api_queue_limit)
+    bridge = EngineBridge(service)
+    state = QSettings(str(paths.config_dir / "window.ini"), QSettings.Format.IniFormat)
+    endpoint = settings.hub_endpoint()
+    tokens = TokenStore()
+    library = ModelLibrary(models_dir)
+    downloads = DownloadQueue(lambda: Downloader(endpoint, tokens.get()), models_dir)
+    downloads.restore_partials(library.partial_downloads())  # unfinished downloads come back paused
+    connections = ConnectionStore(paths.connections_file)
+    return MainWindow(
+        opened.store, bridge, library, settings_file, state, downloads, endpoint, tokens, connections,
+        startup_errors=[*(notices or []), *([opened.notice] if opened.notice else [])], data_dir=paths.data_dir,
+        model_settings=ModelSettingsStore(paths.model_settings_file),
+    )  # fmt: skip
+
+
+def install_translations(app: object, folder: Path | None = None, locale: object = None) -> bool:
+    """Ember's strings in the system language, when a translation for it ships in resources/i18n
+    (English, the source language, needs none)."""
+    from PySide6.QtCore import QLocale, QTranslator
+
+    from ember_chat.engine.resources import resources_dir
+
+    translator = QTranslator(app)
+    folder = folder or resources_dir() / "i18n"
+    if not translator.load(locale or QLocale.system(), "ember", "_", str(folder)):
+        return False
+    return app.installTranslator(translator)
+
+
+def _scripted_run_class() -> type:
+    from PySide6.QtCore import QObject, QTimer, Slot
+
+    from ember_chat.engine.inference.metrics import GenerationMetrics
+
+    class ScriptedRun(QObject):
+        """--send / --screenshot: slots of a GUI-thread object, so they run in the GUI thread."""
+
+        def __init__(self, window: object, send: str | None, screenshot: str | None) -> None:
+            super().__init__(window)
+            self.window = window
+            self.send = send
+            self.screenshot = screenshot
+            self.sent = False
+            window.bridge.loaded.connect(self.on_loaded)
+            window.bridge.load_failed.connect(self.on_failed)
+            window.controller.generating_changed.connect(self.on_generating)
+
+        @Slot(object)
+        def on_loaded(self, _model: object) -> None:
+            if self.send and not self.sent:
+                self.sent = True
+                self.window.controller.send(self.send)
+            elif self.screenshot and not self.send:
+                QTimer.singleShot(300, self.shoot)
+
+        @Slot(str)
+        def on_failed(self, message: str) -> None:
+            print(f"ember: {message}", file=sys.stderr)
+            if self.screenshot:
+                self.shoot()
+
+        @Slot(bool)
+        def on_generating(self, on: bool) -> None:
+            if on:
+                return
+            controller = self.window.controller
+            if self.sent and controller.conversation_id is not None:  # say what arrived (smoke tests read it)
+                answer = self.window.store.thread(controller.conversation_id)[-1]
+                line = answer.metrics and GenerationMetrics.from_dict(answer.metrics).summary_line()
+                print(f"ember: answer: {len(answer.content)} characters · {line}", file=sys.stderr, flush=True)
+            if not self.screenshot:
+                return
+            if self.window.transcript.rendering:
+                self.window.transcript.rendered.connect(self.on_rendered)
+            else:
+                QTimer.singleShot(200, self.shoot)
+
+        @Slot()
+        def on_rendered(self) -> None:
+            QTimer.singleShot(200, self.shoot)
+
+        def shoot(self) -> None:
+            out = Path(self.screenshot)
+            out.parent.mkdir(parents=True, exist_ok=True)
+            shot = self.window.screen().grabWindow(self.window.winId())  # the real window's pixels
+            if shot.isNull():
+                shot = self.window.grab()
+            shot.save(str(out))
+            print(f"ember: screenshot saved to {out}", file=sys.stderr)
+            self.window.close()
+
+    return ScriptedRun
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="ember-chat", description="Ember desktop app")
+    ap.add_argument("--model", help="load this model at start ('starter' or a name/path)")
+    ap.add_argument("--send", help="send this message once the model is loaded")
+    ap.add_argument("--screenshot", help="save a screenshot of the window when the answer is done, then quit")
+    ap.add_argument("--max-tokens", type=int, help="answer length for --send")
+    ap.add_argument("--temperature", type=float, help="sampling temperature for --send (0: greedy)")
+    ap.add_argument("--quit-when-ready", action="store_true", help="quit once the window is shown (timing)")
+    args = ap.parse_args(argv)
+
+    from PySide6.QtWidgets import QApplication
+
+    app = QApplication.instance() or QApplication(sys.argv[:1])
+    app.setApplicationName("Ember")
+    app.setDesktopFileName("io.emberchat.Ember")  # Wayland/X11: the menu entry and its icon
+
+    from ember_chat.app.style.theme import app_icon
+
+    app.setWindowIcon(app_icon())
+    app.setStyle("Fusion")
+    install_translations(app)
+    from ember_chat.app.qt.single_instance import SingleInstance
+    from ember_chat.engine.storage.paths import AppPaths
+
+    paths = AppPaths.default()
+    guard = SingleInstance(paths.data_dir)
+    if not guard.acquire():
+        print("ember: Ember is already running with this data folder; its window was brought to the front.",
+              file=sys.stderr)  # fmt: skip
+        return 0
+    from ember_chat.app.qt.crash import CrashReporter
+
+    crash = CrashReporter(paths.data_dir / "crashes")
+    last_run = crash.previous_crash()
+    crash.install()
+    window = build_window(paths, notices=[last_run] if last_run else [])
+    crash.window = window
+    guard.activated.connect(window.bring_to_front)
+    app.aboutToQuit.connect(guard.release)
+    app.aboutToQuit.connect(crash.uninstall)
+    window.show()
+    if args.quit_when_ready:
+        from PySide6.QtCore import QTimer
+
+        def ready() -> None:
+            print(f"ember: window ready in {time.perf_counter() - T0:.3f} s", file=sys.stderr, flush=True)
+            window.close()
+
+        QTimer.singleShot(0, ready)  # after the first paint events have been processed
+
+    if args.max_tokens:
+        window.side.params.max_tokens.setValue(args.max_tokens)
+    if args.temperature is not None:
+        window.side.params.temperature.setValue(args.temperature)
+    script = _scripted_run_class()(window, args.send, args.screenshot)  # noqa: F841 - kept by parent
+    if args.model:
+        window.load_model(args.model)
+    app.aboutToQuit.connect(window.shutdown)
+    return app.exec()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,320 @@
+"""The side panel: system prompt and sampling parameters (saved per conversation), and live metrics
+with a small chart of tokens/s over the current answer and session percentiles."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from PySide6.QtCore import QElapsedTimer, QTimer, Signal
+from PySide6.QtGui import QPalette
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QDoubleSpinBox,
+    QFormLayout,
+    QGroupBox,
+    QLabel,
+    QPlainTextEdit,
+    QProgressBar,
+    QSpinBox,
+    QTabWidget,
+    QVBoxLayout,
+    QWidget,
+)
+
+from ember_chat.app.metrics.speed_chart import SpeedChart
+from ember_chat.engine.inference.metrics import GenerationMetrics, percentile
+from ember_chat.engine.inference.params import SPECS, SamplingParams
+
+CONTEXT_UPDATE_MS = 500
+LIVE_UPDATE_MS = 200
+
+
+def _fmt(value: float | None, unit: str, digits: int = 2) -> str:
+    return "—" if value is None else f"{value:.{digits}f} {unit}"
+
+
+class ParamsPanel(QWidget):
+    changed = Signal()
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        form = QFormLayout(self)
+        self.system_prompt = QPlainTextEdit()
+        self.system_prompt.setPlaceholderText(self.tr("e.g. You are a concise assistant."))
+        self.system_prompt.setAccessibleName(self.tr("System prompt"))
+        self.system_prompt.setAccessibleDescription(
+            self.tr("Instructions sent before every message of this chat; saved with the chat")
+        )
+        self.system_prompt.setMaximumHeight(110)
+        form.addRow(QLabel(self.tr("System prompt")))
+        form.addRow(self.system_prompt)
+
+        def spin(name: str) -> QSpinBox | QDoubleSpinBox:
+            """A spin box whose range, step and tooltip come from the parameter table."""
+            spec = SPECS[name]
+            w: QSpinBox | QDoubleSpinBox
+            if spec.kind is float:
+                w = QDoubleSpinBox()
+                w.setDecimals(2)
+            else:
+                w = QSpinBox()
+            w.setRange(spec.low - 1 if spec.optional else spec.low, spec.high)
+            w.setSingleStep(spec.step)
+            w.setAccessibleName(spec.label)
+            w.setToolTip(spec.description)
+            w.valueChanged.connect(self.changed)
+            form.addRow(spec.label, w)
+            return w
+
+        self.temperature = spin("temperature")
+        self.top_k = spin("top_k")
+        self.top_p = spin("top_p")
+        self.min_p = spin("min_p")
+        self.repeat_penalty = spin("repeat_penalty")
+        self.max_tokens = spin("max_tokens")
+        self.seed = spin("seed")
+        self.seed.setSpecialValueText(self.tr("random"))  # one below the minimum: no seed
+        self.context = spin("n_ctx")
+        self.think = QCheckBox(self.tr("Think before answering"))
+        self.think.setChecked(True)
+        self.think.setEnabled(False)
+        self.think.setAccessibleName(self.tr("Think before answering"))
+        self.think.setToolTip(
+            self.tr("For reasoning models whose chat template has a thinking switch (e.g. Qwen3); saved per chat")
+        )
+        self.think.toggled.connect(self.changed)
+        form.addRow(self.think)
+        self.system_prompt.textChanged.connect(self.changed)
+        self.set_params(SamplingParams(), "", 4096)
+
+    def set_params(self, p: SamplingParams, system_prompt: str, context: int) -> None:
+        widgets = (self.temperature, self.top_k, self.top_p, self.min_p, self.repeat_penalty)
+        for w in (*widgets, self.max_tokens, self.seed, self.context, self.system_prompt, self.think):
+            w.blockSignals(True)
+        self.temperature.setValue(p.temperature)
+        self.top_k.setValue(p.top_k)
+        self.top_p.setValue(p.top_p)
+        self.min_p.setValue(p.min_p)
+        self.repeat_penalty.setValue(p.repeat_penalty)
+        self.max_tokens.setValue(p.max_tokens)
+        self.seed.setValue(-1 if p.seed is None else p.seed)
+        self.context.setValue(context)
+        self.think.setChecked(p.thinking is not False)
+        self.system_prompt.setPlainText(system_prompt)
+        for w in (*widgets, self.max_tokens, self.seed, self.context, self.system_prompt, self.think):
+            w.blockSignals(False)
+
+    def params(self) -> SamplingParams:
+        return SamplingParams(
+            temperature=round(self.temperature.value(), 2),
+            top_k=self.top_k.value(),
+            top_p=round(self.top_p.value(), 2),
+            min_p=round(self.min_p.value(), 2),
+            repeat_penalty=round(self.repeat_penalty.value(), 2),
+            max_tokens=self.max_tokens.value(),
+            seed=None if self.seed.value() < 0 else self.seed.value(),
+            thinking=self.think.isChecked() if self.think.isEnabled() else None,
+        )
+
+    def set_thinking_switch(self, available: bool) -> None:
+        """The loaded model's template can (or cannot) turn its thinking on and off."""
+        self.think.setEnabled(available)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**self.params().to_dict(), "context_length": self.context.value()}
+
+
+class MetricsPanel(QWidget):
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        layout = QVBoxLayout(self)
+        live = QGroupBox(self.tr("Current answer"))
+        form = QFormLayout(live)
+        self.ttft = QLabel("—")
+        self.decode = QLabel("—")
+        self.prefill = QLabel("—")
+        self.output = QLabel("—")
+        self.thinking = QLabel("—")
+        self.thinking.setToolTip(self.tr("Output tokens spent thinking, and when the answer proper began"))
+        self.context = QProgressBar()
+        self.context.setAccessibleName(self.tr("Context used"))
+        self.context.setFormat(self.tr("%v / %m tokens"))
+        self.context.setRange(0, 1)
+        self.context.setValue(0)
+        for label, w in (
+            (self.tr("Time to first token"), self.ttft),
+            (self.tr("Decode"), self.decode),
+            (self.tr("Prefill"), self.prefill),
+            (self.tr("Output tokens"), self.output),
+            (self.tr("Thinking"), self.thinking),
+            (self.tr("Context"), self.context),
+        ):
+            w.setAccessibleName(label)
+            form.addRow(label, w)
+        layout.addWidget(live)
+
+        self.why = QLabel("—")
+        self.why.setWordWrap(True)
+        self.why.setForegroundRole(QPalette.ColorRole.PlaceholderText)
+        self.why.setAccessibleName(self.tr("Why this speed"))
+        self.why.setToolTip(self.tr("What the last answer's prompt and model cost: the figures behind its speed"))
+        layout.addWidget(self.why)
+
+        self.chart = SpeedChart()
+        layout.addWidget(self.chart.view)
+
+        session = QGroupBox(self.tr("This session"))
+        sform = QFormLayout(session)
+        self.session_ttft = QLabel("—")
+        self.session_itl = QLabel("—")
+        self.session_ttft.setAccessibleName(self.tr("Session TTFT percentiles"))
+        self.session_itl.setAccessibleName(self.tr("Session inter-token latency percentiles"))
+        sform.addRow(self.tr("TTFT p50/p95/p99"), self.session_ttft)
+        sform.addRow(self.tr("ITL p50/p95/p99"), self.session_itl)
+        layout.addWidget(session)
+        layout.addStretch(1)
+
+        self._ttft_samples: list[float] = []
+        self._itl_samples: list[float] = []
+        self._clock = QElapsedTimer()
+        self._context_clock = QElapsedTimer()
+        self._live_clock = QElapsedTimer()
+        self._prefill: tuple[int, int] | None = None
+        self._waiting = QTimer(self)
+        self._waiting.setInterval(100)
+        self._waiting.timeout.connect(self._tick)
+
+    def begin(self) -> None:
+        self.chart.begin()
+        for w in (self.decode, self.prefill, self.output, self.thinking, self.why):
+            w.setText("—")
+        self.ttft.setText(self.tr("{s:.1f} s …").format(s=0.0))
+        self._clock.start()
+        self._prefill: tuple[int, int] | None = None
+        self._live_clock.invalidate()
+        self._waiting.start()
+
+    def _tick(self) -> None:
+        elapsed = self._clock.elapsed() / 1000
+        if self._prefill is None:
+            self.ttft.setText(self.tr("{s:.1f} s …").format(s=elapsed))
+            return
+        done, total = self._prefill  # a long prompt: its progress and the time left at this pace
+        left = elapsed * (total - done) / done if done else 0.0
+        self.ttft.setText(
+            self.tr("{s:.1f} s … prompt {pct} %, {left:.0f} s left").format(
+                s=elapsed, pct=done * 100 // total, left=left
+            )
+        )
+
+    def show_prefill(self, done: int, total: int) -> None:
+        self._prefill = (done, total)
+        self._tick()
+
+    def update_live(self, snap: dict[str, Any]) -> None:
+        """TTFT and prefill as soon as the first token is there; the running figures and the chart at
+        most every LIVE_UPDATE_MS (each repaint of a label or the chart is CPU the model could use;
+        the final figures replace them exactly)."""
+        if snap.get("ttft_s") is not None and self._waiting.isActive():
+            self._waiting.stop()
+            self.ttft.setText(_fmt(snap["ttft_s"], "s"))
+            if snap.get("prefill_tokens_per_s") is not None:
+                self.prefill.setText(_fmt(snap["prefill_tokens_per_s"], "tok/s", 1))
+        if self._live_clock.isValid() and self._live_clock.elapsed() < LIVE_UPDATE_MS:
+            return
+        self._live_clock.start()
+        tps = snap.get("decode_tokens_per_s")
+        if tps is not None:
+            self.decode.setText(_fmt(tps, "tok/s", 1))
+            self.chart.add(snap.get("elapsed_s") or 0.0, tps, int(snap.get("output_tokens") or 0))
+        self.output.setText(str(snap.get("output_tokens", 0)))
+        self.thinking.setText(self._thinking_text(snap.get("thinking_tokens") or 0, snap.get("ttfat_s")))
+        if snap.get("n_ctx"):
+            self._show_context(int(snap["context_used"]), int(snap["n_ctx"]), live=True)
+
+    def _show_context(self, used: int, n_ctx: int, live: bool) -> None:
+        """QProgressBar repaints itself at once on every change (5 ms here): while streaming, at most
+        twice a second; the range only when it changes."""
+        if live and self._context_clock.isValid() and self._context_clock.elapsed() < CONTEXT_UPDATE_MS:
+            return
+        self._context_clock.start()
+        if self.context.maximum() != n_ctx:
+            self.context.setRange(0, n_ctx)
+        self.context.setValue(min(used, n_ctx))
+
+    def finish(self, m: GenerationMetrics | None, itl_ms: list[float]) -> None:
+        self._waiting.stop()
+        if m is None:
+            if self.ttft.text().endswith("…"):
+                self.ttft.setText("—")
+            return
+        self.ttft.setText(_fmt(m.ttft_s, "s"))
+        self.chart.finish(m, itl_ms)
+        self.decode.setText(_fmt(m.decode_tokens_per_s, "tok/s", 1))
+        self.prefill.setText(_fmt(m.prefill_tokens_per_s, "tok/s", 1))
+        self.output.setText(str(m.output_tokens))
+        self.thinking.setText(self._thinking_text(m.thinking_tokens, m.ttfat_s))
+        self.why.setText(self.why_text(m))
+        self._show_context(m.context_used, m.n_ctx, live=False)
+        if m.ttft_s is not None:
+            self._ttft_samples.append(m.ttft_s)
+        self._itl_samples.extend(itl_ms)
+        self.session_ttft.setText(self._pcts(self._ttft_samples, 1000.0, "ms"))
+        self.session_itl.setText(self._pcts(self._itl_samples, 1.0, "ms"))
+
+    def why_text(self, m: GenerationMetrics) -> str:
+        """Why this answer was as fast as it was, in one line: prompt evaluated vs reused, trimming,
+        thinking, and where it ran."""
+        evaluated = m.prompt_tokens - m.prompt_tokens_reused
+        parts = [
+            self.tr("Prompt: {evaluated} tokens evaluated, {reused} reused from the cache").format(
+                evaluated=f"{evaluated:,}", reused=f"{m.prompt_tokens_reused:,}"
+            )
+        ]
+        parts.append(
+            self.tr("{n} old messages left out to fit the context").format(n=m.dropped_messages)
+            if m.dropped_messages
+            else self.tr("nothing left out")
+        )
+        if m.thinking_tokens:
+            parts.append(
+                self.tr("{n} of {total} tokens were thinking").format(n=m.thinking_tokens, total=m.output_tokens)
+            )
+        if m.connection:
+            parts.append(self.tr("remote: {name}").format(name=m.connection))
+        else:
+            parts.append(
+                self.tr("{backend}, {threads} threads, {layers} GPU layers").format(
+                    backend=m.backend, threads=m.threads, layers=m.gpu_layers
+                )
+            )
+        return " · ".join(parts)
+
+    def _thinking_text(self, tokens: int, ttfat_s: float | None) -> str:
+        """e.g. '212 tokens · answer at 4.10 s' (time to the first answer token)."""
+        if not tokens:
+            return "—"
+        if ttfat_s is None:
+            return self.tr("{n} tokens · still thinking").format(n=tokens)
+        return self.tr("{n} tokens · answer at {s:.2f} s").format(n=tokens, s=ttfat_s)
+
+    @staticmethod
+    def _pcts(values: list[float], scale: float, unit: str) -> str:
+        if not values:
+            return "—"
+        p = [percentile(values, q) or 0.0 for q in (50, 95, 99)]
+        return " / ".join(f"{v * scale:.1f}" for v in p) + f" {unit}"
+
+
+class SidePanel(QTabWidget):
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.params = ParamsPanel()
+        self.metrics = MetricsPanel()
+        self.addTab(self.metrics, self.tr("Metrics"))
+        self.addTab(self.params, self.tr("Parameters"))
+        self.setTabToolTip(0, self.tr("Live figures of the current answer and of this session"))
+        self.setTabToolTip(1, self.tr("System prompt and sampling parameters of this chat"))
+        self.setAccessibleName(self.tr("Side panel"))
+        self.tabBar().setAccessibleDescription(self.tr("Metrics or parameters; the arrow keys switch"))
+        self.setMinimumWidth(250)

@@ -1,0 +1,169 @@
+"""The metrics chart: decode tokens/s over the current answer (left axis) and inter-token latency
+(right axis, ms), with tooltips on both lines.
+
+While streaming, each metrics snapshot adds one point per line (ITL is the mean over the tokens of that
+batch) and an axis is only rescaled when a point leaves it, by a quarter more, so a re-layout of the
+chart is rare. When the answer ends, both axes fit the answer exactly and the ITL line is redrawn from
+the per-token latencies (at most MAX_POINTS points, keeping each bucket's slowest token so spikes show).
+"""
+
+from __future__ import annotations
+
+from PySide6.QtCharts import QChart, QChartView, QLineSeries, QValueAxis
+from PySide6.QtCore import QPointF, Qt
+from PySide6.QtGui import QColor, QCursor, QFont, QPainter, QPen
+from PySide6.QtWidgets import QApplication, QToolTip
+
+from ember_chat.app.style.theme import Colors
+from ember_chat.engine.inference.metrics import GenerationMetrics
+
+MAX_POINTS = 400
+GROWTH = 1.25
+
+
+def _nice_ceiling(value: float) -> float:
+    """A round axis maximum a little above `value` (1, 2, 2.5, 5 × 10^n)."""
+    if value <= 0:
+        return 1.0
+    step = 10 ** len(str(int(value))) / 100 if value >= 1 else 0.1
+    for m in (1, 2, 2.5, 5, 10):
+        top = m * step
+        while top < value * 1.05:
+            top += m * step
+        if top / value < 1.35:
+            return top
+    return value * 1.25
+
+
+def downsample_itl(itl_ms: list[float], start_s: float, limit: int = MAX_POINTS) -> list[QPointF]:
+    """Per-token ITL as (time s, ms) points; more tokens than `limit` are bucketed keeping each
+    bucket's largest latency."""
+    points: list[QPointF] = []
+    t = start_s
+    size = max(1, -(-len(itl_ms) // limit))
+    for i in range(0, len(itl_ms), size):
+        bucket = itl_ms[i : i + size]
+        t_end = t + sum(bucket) / 1000.0
+        points.append(QPointF(t_end, max(bucket)))
+        t = t_end
+    return points
+
+
+class SpeedChart:
+    def __init__(self) -> None:
+        self.speed = QLineSeries()
+        self.speed.setName(QChart.tr("tokens/s"))
+        self.itl = QLineSeries()
+        self.itl.setName(QChart.tr("ITL ms"))
+        chart = QChart()
+        chart.addSeries(self.speed)
+        chart.addSeries(self.itl)
+        chart.legend().setAlignment(Qt.AlignmentFlag.AlignBottom)
+        chart.setTitle(QChart.tr("Decode speed and inter-token latency"))
+        chart.setMargins(chart.margins() * 0)
+        chart.setBackgroundRoundness(6)
+        self.axis_x = QValueAxis()
+        self.axis_x.setLabelFormat("%.1f s")
+        self.axis_speed = QValueAxis()
+        self.axis_speed.setLabelFormat("%.0f")
+        self.axis_itl = QValueAxis()
+        self.axis_itl.setLabelFormat("%.0f")
+        for axis in (self.axis_x, self.axis_speed, self.axis_itl):
+            axis.setTickCount(3)
+        chart.addAxis(self.axis_x, Qt.AlignmentFlag.AlignBottom)
+        chart.addAxis(self.axis_speed, Qt.AlignmentFlag.AlignLeft)
+        chart.addAxis(self.axis_itl, Qt.AlignmentFlag.AlignRight)
+        self.speed.attachAxis(self.axis_x)
+        self.speed.attachAxis(self.axis_speed)
+        self.itl.attachAxis(self.axis_x)
+        self.itl.attachAxis(self.axis_itl)
+        self.speed.hovered.connect(lambda p, on: self._tip(p, on, QChart.tr("{v:.1f} tok/s at {t:.2f} s")))
+        self.itl.hovered.connect(lambda p, on: self._tip(p, on, QChart.tr("{v:.1f} ms between tokens at {t:.2f} s")))
+        self.chart = chart
+        self.view = QChartView(chart)
+        self.view.setRenderHint(QPainter.RenderHint.Antialiasing)
+        self.view.setMinimumHeight(170)
+        self.view.setAccessibleName(QChart.tr("Decode speed chart"))
+        self.view.setAccessibleDescription(
+            QChart.tr("Tokens per second and inter-token latency over the current answer; the figures are above.")
+        )
+        self._fonts()
+        self._last: tuple[float, int] | None = None  # (elapsed s, tokens) at the previous snapshot
+        self._ranges = [1.0, 10.0, 100.0]  # x, tok/s, ms
+        self.begin()
+
+    def set_colors(self, colors: Colors) -> None:
+        self.chart.setTheme(
+            QChart.ChartTheme.ChartThemeDark if colors.name == "dark" else QChart.ChartTheme.ChartThemeLight
+        )
+        self.chart.setBackgroundBrush(QColor(colors.base))
+        self.chart.setPlotAreaBackgroundVisible(False)
+        for axis in (self.axis_x, self.axis_speed, self.axis_itl):
+            axis.setLabelsColor(QColor(colors.secondary))
+            axis.setTitleBrush(QColor(colors.secondary))
+            axis.setGridLineColor(QColor(colors.border))
+            axis.setLinePenColor(QColor(colors.border))
+        self.chart.setTitleBrush(QColor(colors.text))
+        self.chart.legend().setLabelColor(QColor(colors.secondary))
+        self.speed.setPen(QPen(QColor(colors.accent), 2))
+        itl_pen = QPen(QColor(colors.user_accent), 1.5)
+        itl_pen.setStyle(Qt.PenStyle.DashLine)
+        self.itl.setPen(itl_pen)
+        self._fonts()
+
+    def _fonts(self) -> None:
+        """Smaller than the window's text (relative to the system font, so it scales with it); after
+        any setTheme(), which resets the chart's fonts."""
+        small = QFont(QApplication.font())
+        small.setPointSizeF(small.pointSizeF() * 0.8)
+        for axis in (self.axis_x, self.axis_speed, self.axis_itl):
+            axis.setLabelsFont(small)
+        self.chart.legend().setFont(small)
+        title = QFont(QApplication.font())
+        title.setPointSizeF(title.pointSizeF() * 0.9)
+        self.chart.setTitleFont(title)
+
+    def _tip(self, point: QPointF, on: bool, text: str) -> None:
+        if on:
+            QToolTip.showText(QCursor.pos(), text.format(v=point.y(), t=point.x()), self.view)
+        else:
+            QToolTip.hideText()
+
+    def begin(self) -> None:
+        self.speed.clear()
+        self.itl.clear()
+        self._last = None
+        self._ranges = [1.0, 10.0, 100.0]
+        self.axis_x.setRange(0, 1.0)
+        self.axis_speed.setRange(0, 10.0)
+        self.axis_itl.setRange(0, 100.0)
+
+    def _grow(self, index: int, axis: QValueAxis, value: float) -> None:
+        if value > self._ranges[index]:
+            self._ranges[index] = value * GROWTH
+            axis.setRange(0, self._ranges[index])
+
+    def add(self, elapsed_s: float, tokens_per_s: float, tokens: int) -> None:
+        self.speed.append(elapsed_s, tokens_per_s)
+        self._grow(0, self.axis_x, elapsed_s)
+        self._grow(1, self.axis_speed, tokens_per_s)
+        if self._last is not None and tokens > self._last[1]:
+            itl = (elapsed_s - self._last[0]) * 1000.0 / (tokens - self._last[1])
+            self.itl.append(elapsed_s, itl)
+            self._grow(2, self.axis_itl, itl)
+        if tokens > 0:
+            self._last = (elapsed_s, tokens)
+
+    def finish(self, m: GenerationMetrics, itl_ms: list[float]) -> None:
+        """Fit both axes to the whole answer, with the exact per-token latencies."""
+        if itl_ms:
+            self.itl.replace(downsample_itl(itl_ms, m.ttft_s or 0.0))
+        if m.decode_tokens_per_s is not None:  # the line ends where the answer did, at its final rate
+            self.speed.append(m.e2e_s, m.decode_tokens_per_s)
+        points = self.speed.points()
+        end = max([m.e2e_s, *(p.x() for p in points), *(p.x() for p in self.itl.points())])
+        self.axis_x.setRange(0, end)
+        top_speed = max([p.y() for p in points] or [1.0])
+        self.axis_speed.setRange(0, _nice_ceiling(top_speed))
+        top_itl = max([p.y() for p in self.itl.points()] or [1.0])
+        self.axis_itl.setRange(0, _nice_ceiling(top_itl))

@@ -1,0 +1,304 @@
+"""Models ▸ Connections…: add, edit and remove named remote OpenAI-compatible servers (base URL, API
+key kept in the OS keychain, default model, certificate checks, read timeout), and test one: the
+server's models and its round-trip time. The test runs off the GUI thread."""
+
+from __future__ import annotations
+
+import html
+from concurrent.futures import Future, ThreadPoolExecutor
+
+from PySide6.QtCore import QObject, Signal, Slot
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QComboBox,
+    QDialog,
+    QDoubleSpinBox,
+    QFormLayout,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QListWidget,
+    QMessageBox,
+    QPushButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from ember_chat.app.style.theme import active_colors
+from ember_chat.engine.errors import EmberError
+from ember_chat.engine.inference.backend import Endpoint
+from ember_chat.engine.inference.remote import ConnectionCheck, check_connection
+from ember_chat.engine.storage.connections import Connection, ConnectionStore, remote_model_name
+
+
+class _Relay(QObject):
+    done = Signal(object, object)  # ConnectionCheck | None, error message | None
+
+
+class ConnectionsDialog(QDialog):
+    changed = Signal()  # the list of connections (or their known models) changed
+    tested = Signal(bool)  # a connection test finished (GUI thread): success
+    use_model = Signal(str)  # a remote model name to load
+
+    def __init__(self, store: ConnectionStore, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.store = store
+        self.setWindowTitle(self.tr("Connections"))
+        self.resize(720, 420)
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ember-conn-test")
+        self._relay = _Relay()
+        self._relay.done.connect(self._on_tested)
+        self._editing: str | None = None
+
+        self.list = QListWidget()
+        self.list.setAccessibleName(self.tr("Connections"))
+        self.list.setAccessibleDescription(self.tr("Your remote servers; select one to edit or test it"))
+        self.list.currentTextChanged.connect(self._select)
+        add = QPushButton(self.tr("Add"))
+        add.setAccessibleName(self.tr("Add connection"))
+        add.setToolTip(self.tr("Start a new connection"))
+        add.clicked.connect(self.new_connection)
+        self.remove_button = QPushButton(self.tr("Remove…"))
+        self.remove_button.setAccessibleName(self.tr("Remove connection"))
+        self.remove_button.setToolTip(self.tr("Remove the selected connection and its stored API key"))
+        self.remove_button.clicked.connect(lambda: self.remove_current())
+        left = QVBoxLayout()
+        left.addWidget(self.list, 1)
+        row = QHBoxLayout()
+        row.addWidget(add)
+        row.addWidget(self.remove_button)
+        left.addLayout(row)
+
+        self.name = QLineEdit()
+        self.name.setPlaceholderText(self.tr("e.g. lab vLLM"))
+        self.url = QLineEdit()
+        self.url.setPlaceholderText("http://127.0.0.1:8000/v1")
+        self.url.setToolTip(self.tr("The server's OpenAI-compatible API address, usually ending in /v1"))
+        self.key = QLineEdit()
+        self.key.setEchoMode(QLineEdit.EchoMode.Password)
+        self.key.setToolTip(self.tr("Kept in the system keychain. Leave empty to keep the stored key."))
+        self.model = QComboBox()
+        self.model.setEditable(True)
+        self.model.setToolTip(self.tr("The model to load from this server (Test connection lists them)"))
+        self.verify = QCheckBox(self.tr("Verify the server's TLS certificate"))
+        self.verify.setChecked(True)
+        self.verify.toggled.connect(self._warn_tls)
+        self.timeout = QDoubleSpinBox()
+        self.timeout.setRange(1, 3600)
+        self.timeout.setValue(60)
+        self.timeout.setSuffix(" s")
+        self.timeout.setToolTip(self.tr("How long the server may stay silent mid-answer before Ember gives up."))
+        self.verify.setToolTip(self.tr("Turn off only for a server with a self-signed certificate you trust"))
+        for w, name in (
+            (self.name, self.tr("Connection name")),
+            (self.url, self.tr("Base URL")),
+            (self.key, self.tr("API key")),
+            (self.model, self.tr("Default model")),
+            (self.verify, self.tr("Verify TLS certificate")),
+            (self.timeout, self.tr("Read timeout")),
+        ):
+            w.setAccessibleName(name)
+        form = QFormLayout()
+        form.addRow(self.tr("Name"), self.name)
+        form.addRow(self.tr("Base URL"), self.url)
+        form.addRow(self.tr("API key"), self.key)
+        form.addRow(self.tr("Default model"), self.model)
+        form.addRow("", self.verify)
+        form.addRow(self.tr("Read timeout"), self.timeout)
+        self.tls_warning = QLabel(
+            self.tr("⚠ Certificate checks are off: anyone on the network path could read your chats.")
+        )
+        self.tls_warning.setWordWrap(True)
+        self.tls_warning.setStyleSheet(f"color:{active_colors().warning}")
+        self.tls_warning.hide()
+        self.result = QLabel()
+        self.result.setWordWrap(True)
+        self.result.setAccessibleName(self.tr("Connection test result"))
+        self.test_button = QPushButton(self.tr("Test connection"))
+        self.test_button.setAccessibleName(self.tr("Test connection"))
+        self.test_button.setToolTip(self.tr("Ask the server for its models and measure the round trip"))
+        self.test_button.clicked.connect(self.test_connection)
+        self.save_button = QPushButton(self.tr("Save"))
+        self.save_button.setAccessibleName(self.tr("Save connection"))
+        self.save_button.setToolTip(self.tr("Save this connection (its key goes to the system keychain)"))
+        self.save_button.clicked.connect(lambda: self.save())
+        self.use_button = QPushButton(self.tr("Use this model"))
+        self.use_button.setAccessibleName(self.tr("Use this model"))
+        self.use_button.setToolTip(self.tr("Save the connection, load its default model and close this dialog"))
+        self.use_button.clicked.connect(self._use)
+        buttons = QHBoxLayout()
+        for b in (self.test_button, self.save_button, self.use_button):
+            buttons.addWidget(b)
+        right = QVBoxLayout()
+        right.addLayout(form)
+        right.addWidget(self.tls_warning)
+        right.addLayout(buttons)
+        right.addWidget(self.result, 1)
+
+        outer = QHBoxLayout(self)
+        outer.addLayout(left, 1)
+        outer.addLayout(right, 2)
+        self.reload()
+        if self.list.count() == 0:
+            self.new_connection()
+
+    # ----- list
+    def reload(self, select: str | None = None) -> None:
+        self.list.blockSignals(True)  # re-listing keeps the form (and a test result) as it is
+        self.list.clear()
+        for c in self.store.list():
+            self.list.addItem(c.name)
+        names = [self.list.item(i).text() for i in range(self.list.count())]
+        if select in names:
+            self.list.setCurrentRow(names.index(select))
+        self.list.blockSignals(False)
+        self.remove_button.setEnabled(bool(names))
+
+    def new_connection(self) -> None:
+        self._editing = None
+        self.list.clearSelection()
+        for w in (self.name, self.url, self.key):
+            w.clear()
+        self.model.clear()
+        self.verify.setChecked(True)
+        self.timeout.setValue(60)
+        self.key.setPlaceholderText(self.tr("optional"))
+        self.result.clear()
+        self.name.setFocus()
+
+    def _select(self, name: str) -> None:
+        if not name:
+            return
+        c = self.store.get(name)
+        self._editing = c.name
+        self.name.setText(c.name)
+        self.url.setText(c.base_url)
+        self.key.clear()
+        self.key.setPlaceholderText(
+            self.tr("stored in the system keychain") if self.store.has_key(c.name) else self.tr("none")
+        )
+        self.model.clear()
+        self.model.addItems(list(dict.fromkeys([*([c.default_model] if c.default_model else []), *c.models])))
+        self.model.setCurrentText(c.default_model)
+        self.verify.setChecked(c.verify_tls)
+        self.timeout.setValue(c.read_timeout_s)
+        self.result.clear()
+
+    def _warn_tls(self, verify: bool) -> None:
+        self.tls_warning.setVisible(not verify)
+
+    # ----- edit
+    def _connection(self, models: tuple[str, ...] | None = None) -> Connection:
+        if models is None:
+            try:
+                models = self.store.get(self._editing).models if self._editing else ()
+            except EmberError:
+                models = ()
+        return Connection(
+            name=self.name.text(),
+            base_url=self.url.text(),
+            default_model=self.model.currentText().strip(),
+            verify_tls=self.verify.isChecked(),
+            read_timeout_s=self.timeout.value(),
+            models=models,
+        )
+
+    def save(self, models: tuple[str, ...] | None = None) -> bool:
+        try:
+            c = self._connection(models)
+            if c.name != self._editing and c.name in [x.name for x in self.store.list()]:
+                raise EmberError(self.tr("There is already a connection called {name}.").format(name=repr(c.name)))
+            self.store.save(c, api_key=self.key.text() or None, replaces=self._editing)
+        except EmberError as exc:
+            self.result.setText(f"<span style='color:{active_colors().error}'>{html.escape(str(exc))}</span>")
+            return False
+        self._editing = c.name
+        self.key.clear()
+        self.reload(select=c.name)
+        self.changed.emit()
+        return True
+
+    def remove_current(self, confirmed: bool = False) -> None:
+        item = self.list.currentItem()
+        if item is None:
+            return
+        name = item.text()
+        if not confirmed:
+            answer = QMessageBox.question(
+                self,
+                self.tr("Remove connection"),
+                self.tr("Remove “{name}” and its stored API key?").format(name=name),
+            )
+            if answer != QMessageBox.StandardButton.Yes:
+                return
+        self.store.remove(name)
+        self.reload()
+        self.new_connection()
+        self.changed.emit()
+
+    # ----- test
+    def test_connection(self) -> Future[None] | None:
+        """Ask the server for its models (off the GUI thread); the result shows in the dialog."""
+        try:
+            c = self._connection()
+        except EmberError as exc:
+            self.result.setText(f"<span style='color:{active_colors().error}'>{html.escape(str(exc))}</span>")
+            return None
+        key = self.key.text().strip() or None
+        if key is None and self._editing:
+            key = self.store.endpoint(self._editing).api_key
+        endpoint = Endpoint(c.name, c.base_url, key, c.verify_tls, c.read_timeout_s)
+        self.result.setText(self.tr("Testing…"))
+        self.test_button.setEnabled(False)
+        relay = self._relay
+        unexpected = self.tr("Unexpected error: {error}")  # translated here, in the GUI thread
+
+        def work() -> None:
+            try:
+                relay.done.emit(check_connection(endpoint), None)
+            except EmberError as exc:
+                relay.done.emit(None, str(exc))
+            except Exception as exc:  # the dialog must always get an answer
+                relay.done.emit(None, unexpected.format(error=repr(exc)))
+
+        return self._pool.submit(work)
+
+    @Slot(object, object)
+    def _on_tested(self, check: ConnectionCheck | None, error: str | None) -> None:
+        self.test_button.setEnabled(True)
+        if check is None:
+            self.result.setText(f"<span style='color:{active_colors().error}'>✗ {html.escape(error or '')}</span>")
+            self.tested.emit(False)
+            return
+        ids = [m.id for m in check.models]
+        current = self.model.currentText().strip()
+        self.model.clear()
+        self.model.addItems(ids)
+        self.model.setCurrentText(current if current else (ids[0] if ids else ""))
+        with_ctx = self.tr("{model} ({n_ctx} ctx)")
+        shown = [with_ctx.format(model=m.id, n_ctx=f"{m.n_ctx:,}") if m.n_ctx else m.id for m in check.models[:20]]
+        listed = "".join(f"<li>{html.escape(text)}</li>" for text in shown)
+        connected = self.tr("✓ Connected")
+        details = self.tr("round trip {ms} ms, {count} model(s):").format(
+            ms=f"{check.round_trip_s * 1000:.0f}", count=len(ids)
+        )
+        self.result.setText(
+            f"<span style='color:{active_colors().success}'>{connected}</span> — {details}<ul>{listed}</ul>"
+        )
+        if self._editing or self.name.text().strip():
+            self.save(models=tuple(ids))
+        self.tested.emit(True)
+
+    def _use(self) -> None:
+        if self.save():
+            c = self.store.get(self._editing or "")
+            if c.default_model:
+                self.use_model.emit(remote_model_name(c.name, c.default_model))
+                self.accept()
+            else:
+                self.result.setText(self.tr("Choose a default model first (Test connection lists them)."))
+
+    def done(self, result: int) -> None:  # Qt override: closing the dialog
+        self._pool.shutdown(wait=True)
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ember-conn-test")
+        super().done(result)

@@ -1,0 +1,234 @@
+"""The Model Manager's Discover tab: the curated catalog and Hub search, a repository's files grouped by
+quantization with a fit label for this machine, downloads, and the Hugging Face token. Mixed into
+ModelManager, whose stores, task runner and signals it uses."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QFont
+from PySide6.QtWidgets import (
+    QHBoxLayout,
+    QInputDialog,
+    QLabel,
+    QLineEdit,
+    QPushButton,
+    QSplitter,
+    QVBoxLayout,
+    QWidget,
+)
+
+from ember_chat.app.models.manager_tables import human_size, make_table, table_item
+from ember_chat.app.style.theme import active_colors
+from ember_chat.engine.errors import EmberError
+from ember_chat.engine.models.downloader import DownloadSpec
+from ember_chat.engine.models.fit import estimate_fit, free_vram_bytes, recommend
+from ember_chat.engine.models.hub import ModelVariant, RepoFiles, RepoSummary
+from ember_chat.engine.resources import catalog
+
+
+class DiscoverTab:
+    def _build_discover(self) -> QWidget:
+        w = QWidget()
+        v = QVBoxLayout(w)
+        row = QHBoxLayout()
+        self.search_box = QLineEdit()
+        self.search_box.setPlaceholderText(self.tr("Search the Hugging Face Hub for GGUF models (e.g. llama 3b)"))
+        self.search_box.setAccessibleName(self.tr("Search the Hub"))
+        self.search_box.returnPressed.connect(self.search)
+        search_btn = QPushButton(self.tr("Search"))
+        search_btn.setAccessibleName(self.tr("Search"))
+        search_btn.setToolTip(self.tr("Search the Hugging Face Hub for GGUF repositories"))
+        search_btn.clicked.connect(self.search)
+        catalog_btn = QPushButton(self.tr("Catalog"))
+        catalog_btn.setAccessibleName(self.tr("Catalog"))
+        catalog_btn.setToolTip(self.tr("Well-known instruct models, picked by Ember"))
+        catalog_btn.clicked.connect(self.show_catalog)
+        token_btn = QPushButton(self.tr("Token…"))
+        token_btn.setAccessibleName(self.tr("Hugging Face token"))
+        token_btn.setToolTip(self.tr("A Hugging Face token for gated or private repos (kept in the OS keychain)"))
+        token_btn.clicked.connect(self.ask_token)
+        for x in (self.search_box, search_btn, catalog_btn, token_btn):
+            row.addWidget(x)
+        v.addLayout(row)
+        self.discover_status = QLabel()
+        self.discover_status.setWordWrap(True)
+        self.discover_status.setAccessibleName(self.tr("Discover status"))
+        v.addWidget(self.discover_status)
+        split = QSplitter(Qt.Orientation.Vertical)
+        self.repos = make_table(
+            [self.tr("Repository"), self.tr("Downloads"), self.tr("Likes"), self.tr("Updated / about")],
+            self.tr("Repositories"),
+            self.tr("Search results: one row per model repository; select one to see its files"),
+        )
+        self.repos.itemSelectionChanged.connect(self._repo_selected)
+        self.files = make_table(
+            [self.tr("Quantization"), self.tr("Size"), self.tr("Fit on this machine"), self.tr("Files")],
+            self.tr("Model files"),
+            self.tr("The GGUF files of the selected repository, with whether each fits this machine"),
+        )
+        split.addWidget(self.repos)
+        bottom = QWidget()
+        bv = QVBoxLayout(bottom)
+        bv.setContentsMargins(0, 0, 0, 0)
+        self.files_title = QLabel(self.tr("Choose a repository to see its files."))
+        bv.addWidget(self.files_title)
+        bv.addWidget(self.files)
+        self.download_btn = QPushButton(self.tr("Download selected file"))
+        self.download_btn.setAccessibleName(self.tr("Download selected file"))
+        self.download_btn.setToolTip(self.tr("Download the selected file into the models folder (resumable)"))
+        self.download_btn.clicked.connect(self.download_selected)
+        bv.addWidget(self.download_btn, alignment=Qt.AlignmentFlag.AlignRight)
+        split.addWidget(bottom)
+        v.addWidget(split, 1)
+        return w
+
+    def show_catalog(self) -> None:
+        self.repos.setRowCount(0)
+        for e in catalog():
+            r = self.repos.rowCount()
+            self.repos.insertRow(r)
+            self.repos.setItem(r, 0, table_item(f"{e.name}  ({e.repo})", e.repo))
+            self.repos.setItem(r, 1, table_item(e.params))
+            self.repos.setItem(r, 2, table_item(e.licence))
+            self.repos.setItem(r, 3, table_item(e.description))
+        self.repos.setHorizontalHeaderLabels([self.tr("Model"), self.tr("Size"), self.tr("Licence"), self.tr("About")])
+        self.discover_status.setText(self.tr("Curated catalog. Search to find any GGUF repository on the Hub."))
+
+    def search(self) -> None:
+        query = self.search_box.text().strip()
+        self.discover_status.setText(self.tr("Searching for “{query}”…").format(query=query))
+        hub = self.hub_factory()
+        self.tasks.run(lambda: hub.search(query), self._show_results, self._discover_error)
+
+    def _show_results(self, found: list[RepoSummary]) -> None:
+        self.repos.setRowCount(0)
+        self.repos.setHorizontalHeaderLabels(
+            [self.tr("Repository"), self.tr("Downloads"), self.tr("Likes"), self.tr("Updated")]
+        )
+        for s in found:
+            r = self.repos.rowCount()
+            self.repos.insertRow(r)
+            self.repos.setItem(r, 0, table_item(s.id, s.id))
+            self.repos.setItem(r, 1, table_item(f"{s.downloads:,}"))
+            self.repos.setItem(r, 2, table_item(f"{s.likes:,}"))
+            self.repos.setItem(r, 3, table_item(s.last_modified.date().isoformat() if s.last_modified else ""))
+        self.discover_status.setText(
+            self.tr("{count} repositories, most downloaded first.").format(count=len(found))
+            if found
+            else self.tr("No GGUF repositories found.")
+        )
+        self.search_done.emit()
+
+    def _discover_error(self, message: str) -> None:
+        self.discover_status.setText(f"<span style='color:{active_colors().error}'>{message}</span>")
+        self.search_done.emit()
+        self.files_shown.emit()
+
+    def _repo_selected(self) -> None:
+        items = self.repos.selectedItems()
+        if not items:
+            return
+        repo = self.repos.item(items[0].row(), 0).data(Qt.ItemDataRole.UserRole)
+        self.open_repo(repo)
+
+    def open_repo(self, repo: str) -> None:
+        self.files_title.setText(self.tr("Files of {repo}…").format(repo=repo))
+        self.files.setRowCount(0)
+        hub = self.hub_factory()
+        self.tasks.run(
+            lambda: (hub.with_header(hub.files(repo)), free_vram_bytes()), self._show_files, self._discover_error
+        )
+
+    def _show_files(self, result: tuple[RepoFiles, int | None]) -> None:
+        files, vram = result
+        self.repo_files = files
+        n_ctx = self.context_length()
+        load = self.load_settings()
+        fits = [
+            (v, estimate_fit(v.size, n_ctx, free_vram=vram, meta=files.header, gpu_layers=load[0], kv_type=load[1]))
+            for v in files.variants
+        ]
+        best = recommend([(v.quantization, f.label) for v, f in fits])
+        labels = {
+            "fits": self.tr("✔ fits"),
+            "tight": self.tr("≈ tight"),
+            "won't fit": self.tr("✘ won't fit"),
+            "unknown": self.tr("? unknown"),
+        }
+        self.files.setRowCount(0)
+        for v, fit in fits:
+            r = self.files.rowCount()
+            self.files.insertRow(r)
+            quant_text = (
+                self.tr("{quantization}  ★ recommended").format(quantization=v.quantization)
+                if v.quantization == best
+                else v.quantization
+            )
+            fit_text = self.tr("{label} ({needed} of {free} {where})").format(
+                label=labels[fit.label],
+                needed=human_size(fit.needed_bytes),
+                free=human_size(fit.free_bytes),
+                where=fit.where,
+            )
+            parts = self.tr("{name} ({count} parts)").format(name=v.name, count=len(v.files))
+            cells = [
+                table_item(quant_text, v),
+                table_item(human_size(v.size)),
+                table_item(fit_text),
+                table_item(v.name if len(v.files) == 1 else parts),
+            ]
+            for c, cell in enumerate(cells):
+                if v.quantization == best:
+                    f = QFont()
+                    f.setBold(True)
+                    cell.setFont(f)
+                self.files.setItem(r, c, cell)
+        title = (
+            self.tr("{repo} (gated: needs a token) — fit for a {tokens}-token context")
+            if files.gated
+            else self.tr("{repo} — fit for a {tokens}-token context")
+        )
+        self.files_title.setText(title.format(repo=files.repo_id, tokens=f"{n_ctx:,}"))
+        self.files_shown.emit()
+
+    def selected_variant(self) -> ModelVariant | None:
+        items = self.files.selectedItems()
+        if not items:
+            return None
+        return self.files.item(items[0].row(), 0).data(Qt.ItemDataRole.UserRole)
+
+    def download_selected(self) -> None:
+        v = self.selected_variant()
+        if v is None or self.repo_files is None:
+            self.discover_status.setText(self.tr("Choose a file to download first."))
+            return
+        self.download(self.repo_files, v)
+
+    def download(self, files: RepoFiles, v: ModelVariant) -> list[int]:
+        ids = [
+            self.queue.add(DownloadSpec(files.repo_id, f.path, files.commit or "main", f.size, f.sha256))
+            for f in v.files
+        ]
+        self.tabs.setCurrentIndex(2)
+        self.refresh_downloads()
+        return ids
+
+    def ask_token(self) -> None:
+        token, ok = QInputDialog.getText(
+            self,
+            self.tr("Hugging Face token"),
+            self.tr("Token (kept in your OS keychain; sent only to the Hub). Leave empty to remove it:"),
+            QLineEdit.EchoMode.Password,
+        )
+        if ok:
+            self.set_token(token)
+
+    def set_token(self, token: str) -> None:
+        try:
+            self.tokens.set(token)
+        except EmberError as exc:
+            self.discover_status.setText(str(exc))
+            return
+        self.discover_status.setText(
+            self.tr("Token saved in the keychain.") if token.strip() else self.tr("Token removed.")
+        )

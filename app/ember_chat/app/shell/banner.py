@@ -1,0 +1,110 @@
+"""The message banner above the transcript: errors, notices, and the countdown shown while a remote
+server is asked again. Colours come from the theme (#banner[kind=...]); the message is announced to
+screen readers, and the close button is reachable with Tab."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from PySide6.QtCore import Qt, QTimer
+from PySide6.QtGui import QAccessible, QAccessibleAnnouncementEvent, QPixmap
+from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QToolButton, QWidget
+
+from ember_chat.app.style.icons import icon_image, themed_icon
+from ember_chat.app.style.theme import Colors
+
+
+class Banner(QFrame):
+    def __init__(self, colors: Colors, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("banner")
+        self.setProperty("kind", "notice")
+        self.setAccessibleName(self.tr("Message banner"))
+        row = QHBoxLayout(self)
+        row.setContentsMargins(12, 8, 8, 8)
+        row.setSpacing(10)
+        self.icon = QLabel()
+        self.icon.setAlignment(Qt.AlignmentFlag.AlignTop)
+        self.label = QLabel()
+        self.label.setWordWrap(True)
+        self.label.setTextFormat(Qt.TextFormat.PlainText)
+        self.label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.close_button = QToolButton()
+        self.close_button.setAutoRaise(True)
+        self.close_button.setAccessibleName(self.tr("Dismiss message"))
+        self.close_button.setToolTip(self.tr("Dismiss"))
+        self.close_button.clicked.connect(self.hide)
+        row.addWidget(self.icon)
+        row.addWidget(self.label, 1)
+        row.addWidget(self.close_button, 0, Qt.AlignmentFlag.AlignTop)
+        self.hide()
+        self._countdown = QTimer(self)
+        self._countdown.setInterval(1000)
+        self._countdown.timeout.connect(self._tick)
+        self._retry: tuple[str, float, int, int] | None = None
+        self._still_waiting: Callable[[], bool] = lambda: False
+        self.set_colors(colors)
+
+    def set_colors(self, colors: Colors) -> None:
+        self.colors = colors
+        self.close_button.setIcon(themed_icon("close", colors))
+        self._set_icon()
+
+    def _set_icon(self) -> None:
+        error = self.property("kind") == "error"
+        colour = self.colors.error_text if error else self.colors.text
+        ratio = self.devicePixelRatioF()
+        self.icon.setPixmap(QPixmap.fromImage(icon_image("warning" if error else "info", colour, 18, ratio)))
+
+    def text(self) -> str:
+        return self.label.text()
+
+    def show_error(self, message: str) -> None:
+        self._show(message, "error")
+
+    def show_notice(self, message: str) -> None:
+        self._show(message, "notice")
+
+    def _show(self, message: str, kind: str) -> None:
+        if self.property("kind") != kind:
+            self.setProperty("kind", kind)
+            self.style().unpolish(self)  # the style sheet picks its colours by the property
+            self.style().polish(self)
+            self._set_icon()
+        changed = message != self.label.text() or not self.isVisible()
+        self.label.setText(message)
+        self.label.setAccessibleName(message)
+        self.show()
+        if changed and not self._countdown.isActive():
+            event = QAccessibleAnnouncementEvent(self, message)
+            if kind == "error":
+                event.setPoliteness(QAccessible.AnnouncementPoliteness.Assertive)
+            QAccessible.updateAccessibility(event)
+
+    def count_down(
+        self, reason: str, delay_s: float, attempt: int, attempts: int, still_waiting: Callable[[], bool]
+    ) -> None:
+        """A visible countdown to the next try (a remote server is asked again before the first token)."""
+        self._retry = (reason, time.monotonic() + delay_s, attempt, attempts)
+        self._still_waiting = still_waiting
+        self._tick()
+        self._countdown.start()
+
+    def stop_countdown(self) -> None:
+        self._retry = None
+        self._countdown.stop()
+
+    def _tick(self) -> None:
+        if self._retry is None or not self._still_waiting():
+            self._countdown.stop()
+            return
+        reason, due, attempt, attempts = self._retry
+        left = max(0, round(due - time.monotonic()))
+        if left == 0:
+            self._countdown.stop()
+        self.show_notice(
+            self.tr("{reason} Trying again in {left} s (retry {attempt} of {attempts})…").format(
+                reason=reason, left=left, attempt=attempt, attempts=attempts
+            )
+        )

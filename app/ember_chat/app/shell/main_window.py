@@ -1,0 +1,377 @@
+"""The main window: conversations on the left, the transcript and composer in the centre, the model
+bar on top, the side panel (parameters, live metrics) on the right, and the menus."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from PySide6.QtCore import QEvent, QSettings, Qt, QUrl, Signal, Slot
+from PySide6.QtGui import QCloseEvent, QDesktopServices
+from PySide6.QtWidgets import (
+    QApplication,
+    QMainWindow,
+    QMessageBox,
+    QSplitter,
+    QStackedWidget,
+    QVBoxLayout,
+    QWidget,
+)
+
+from ember_chat.app.chat.controller import ChatController
+from ember_chat.app.chat.transcript import TranscriptView
+from ember_chat.app.chat.widgets import Composer, ConversationList
+from ember_chat.app.metrics.side_panel import SidePanel
+from ember_chat.app.models.model_bar import ModelBar
+from ember_chat.app.qt.bridge import EngineBridge
+from ember_chat.app.server.api_control import ApiServerControl
+from ember_chat.app.shell.banner import Banner
+from ember_chat.app.shell.menus import about_text, build_menus
+from ember_chat.app.shell.navigation import focus_pane, set_tab_order
+from ember_chat.app.shell.welcome import WelcomePanel
+from ember_chat.app.shell.window_chats import ChatActions
+from ember_chat.app.shell.window_models import ModelActions
+from ember_chat.app.style.icons import themed_icon
+from ember_chat.app.style.theme import app_icon, apply_theme
+from ember_chat.engine.inference.backend import ModelDescription
+from ember_chat.engine.inference.params import SamplingParams
+from ember_chat.engine.models.download_queue import DownloadQueue
+from ember_chat.engine.models.library import ModelLibrary
+from ember_chat.engine.models.starter import STARTER_ALIAS, starter_available
+from ember_chat.engine.storage.connections import ConnectionStore
+from ember_chat.engine.storage.conversations import ConversationStore
+from ember_chat.engine.storage.model_settings import ModelSettingsStore
+from ember_chat.engine.storage.secrets import TokenStore
+from ember_chat.engine.storage.settings import Settings, SettingsFile
+
+if TYPE_CHECKING:
+    from ember_chat.app.models.manager import ModelManager
+
+
+class MainWindow(QMainWindow, ModelActions, ChatActions):
+    model_state_changed = Signal(str)  # none, loading, ready (GUI thread)
+
+    def __init__(
+        self,
+        store: ConversationStore,
+        bridge: EngineBridge,
+        library: ModelLibrary,
+        settings_file: SettingsFile,
+        window_state: QSettings,
+        downloads: DownloadQueue | None = None,
+        hub_endpoint: str | None = None,
+        tokens: TokenStore | None = None,
+        connections: ConnectionStore | None = None,
+        startup_errors: list[str] | None = None,
+        data_dir: Path | None = None,
+        model_settings: ModelSettingsStore | None = None,
+    ) -> None:
+        """`startup_errors`: what went wrong while starting (a damaged chat database), for the banner."""
+        super().__init__()
+        self.downloads = downloads
+        self.hub_endpoint = hub_endpoint
+        self.tokens = tokens or TokenStore()
+        self._manager: ModelManager | None = None  # created on first use: keeps the Hub client off startup
+        self.setWindowTitle(self.tr("Ember"))
+        self.setWindowIcon(app_icon())
+        self.store = store
+        self.bridge = bridge
+        self.library = library
+        self.settings_file = settings_file
+        self.settings: Settings = settings_file.load()
+        self.window_state = window_state
+        self.connections = connections or ConnectionStore(Path(settings_file.path).parent / "connections.json")
+        self.model: ModelDescription | None = None
+        self.url_opener = QDesktopServices.openUrl  # the system browser (tests put a recorder here)
+        self.data_dir = data_dir or Path(settings_file.path).parent
+        self.model_settings = model_settings or ModelSettingsStore(
+            Path(settings_file.path).parent / "model_settings.json"
+        )
+        self._loading_name: str | None = None
+
+        self.colors = apply_theme(QApplication.instance(), self.settings.theme)
+        self.conversations = ConversationList()
+        self.transcript = TranscriptView(self.colors)
+        self.composer = Composer()
+        self.side = SidePanel()
+        self.banner = Banner(self.colors)
+
+        centre = QWidget()
+        cl = QVBoxLayout(centre)
+        cl.setContentsMargins(0, 0, 0, 0)
+        cl.setSpacing(0)
+        cl.addWidget(self._build_model_bar())
+        cl.addWidget(self.banner)
+        self.welcome = WelcomePanel(starter_available())
+        self.welcome.load_starter.connect(lambda: self.load_model(STARTER_ALIAS))
+        self.welcome.open_manager.connect(self.open_model_manager)
+        self.welcome.import_file.connect(self.import_model_file)
+        self.centre_stack = QStackedWidget()
+        self.centre_stack.addWidget(self.transcript)
+        self.centre_stack.addWidget(self.welcome)
+        cl.addWidget(self.centre_stack, 1)
+        cl.addWidget(self.composer)
+
+        self.splitter = QSplitter(Qt.Orientation.Horizontal)
+        self.splitter.addWidget(self.conversations)
+        self.splitter.addWidget(centre)
+        self.splitter.addWidget(self.side)
+        self.splitter.setStretchFactor(1, 1)
+        self.splitter.setSizes([230, 700, 320])
+        self.setCentralWidget(self.splitter)
+
+        self.controller = ChatController(store, bridge, self.transcript, self.side.metrics, self._current_params)
+        self.api = ApiServerControl(self, self)
+        self._wire()
+        build_menus(self)
+        set_tab_order(self)
+        self.apply_icons()
+        self._apply_settings_defaults()
+        self.reload_models()
+        self.reload_conversations()
+        self._restore_state()
+        self.set_model_state("none")
+        if self.settings.api_server:
+            self.api.apply()
+        errors, problems = startup_errors or [], settings_file.take_problems()
+        if errors:
+            self.show_error(" ".join(errors + problems))
+        elif problems:
+            self.show_notice(" ".join(problems))
+
+    # ----- construction
+    def _build_model_bar(self) -> QWidget:
+        self.model_bar = ModelBar()
+        self.model_picker = self.model_bar.picker
+        self.load_progress = self.model_bar.progress
+        self.model_status = self.model_bar.status
+        self.model_picker.activated.connect(self._on_pick)
+        self.model_bar.unload.clicked.connect(self.unload_model)
+        self.model_bar.tune.clicked.connect(lambda: self.open_load_settings())
+        return self.model_bar
+
+    def _wire(self) -> None:
+        w = self.bridge
+        # Bound methods of GUI-thread objects only: a lambda would run in the engine thread.
+        w.load_progress.connect(self._on_load_progress)
+        w.loaded.connect(self._on_loaded)
+        w.load_failed.connect(self._on_load_failed)
+        w.unloaded.connect(self._on_unloaded)
+        c = self.controller
+        c.generating_changed.connect(self.composer.set_generating)
+        c.generating_changed.connect(self._on_generating)
+        c.error.connect(self.show_error)
+        c.notice.connect(self.show_notice)
+        c.retrying.connect(self._on_retrying)
+        c.conversations_changed.connect(self.reload_conversations)
+        c.edit_requested.connect(self._on_edit)
+        self.composer.send.connect(self._on_send)
+        self.composer.stop.connect(self.stop)
+        self.composer.cancel_edit.connect(self._cancel_edit)
+        self.conversations.new_button.clicked.connect(self.new_chat)
+        self.conversations.selected.connect(self._open_conversation)
+        self.conversations.search_hit.connect(self._open_hit)
+        self.conversations.search_changed.connect(self._on_search)
+        self.conversations.list.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
+        self.conversations.list.customContextMenuRequested.connect(self._conversation_menu)
+        self.side.params.changed.connect(self._save_params)
+        self.transcript.open_link.connect(self._open_link)  # only ever after the user's click
+        self.transcript.link_hovered.connect(self._on_link_hovered)
+
+    # ----- settings and state
+    def _apply_settings_defaults(self) -> None:
+        s = self.settings
+        self.side.params.set_params(s.sampling_params(), s.system_prompt, s.context_length)
+
+    def _restore_state(self) -> None:
+        st = self.window_state
+        visible = st.value("side_panel", True, type=bool)  # first: a hidden panel sets no minimum height
+        self.side.setVisible(visible)
+        self.side_action.setChecked(visible)
+        self._relayout()
+        if st.value("geometry"):
+            self.restoreGeometry(st.value("geometry"))
+        else:
+            self.resize(1280, 800)
+        if st.value("splitter"):
+            self.splitter.restoreState(st.value("splitter"))
+
+    def _relayout(self) -> None:
+        self.splitter.updateGeometry()
+        QApplication.sendPostedEvents(None, QEvent.Type.LayoutRequest)
+
+    def save_state(self) -> None:
+        self.window_state.setValue("geometry", self.saveGeometry())
+        self.window_state.setValue("splitter", self.splitter.saveState())
+        self.window_state.setValue("side_panel", self.side.isVisible())
+        self.window_state.sync()
+
+    def _current_params(self) -> tuple[SamplingParams, str]:
+        return self.side.params.params(), self.side.params.system_prompt.toPlainText()
+
+    def _save_params(self) -> None:
+        cid = self.controller.conversation_id
+        if cid is not None:
+            self.store.update_conversation(
+                cid,
+                params=self.side.params.to_dict(),
+                system_prompt=self.side.params.system_prompt.toPlainText(),
+            )
+
+    # ----- models (the rest: window_models.py)
+    _loaded_name: str | None = None
+
+    @Slot(float)
+    def _on_load_progress(self, fraction: float) -> None:
+        self.load_progress.setValue(int(fraction * 100))
+
+    @Slot()
+    def _on_unloaded(self) -> None:
+        self.set_model_state("none")
+
+    @Slot(object)
+    def _on_loaded(self, model: ModelDescription) -> None:
+        self.model = model
+        self._loaded_name = self._loading_name
+        self._loading_name = None
+        self.controller.model_name = model.name
+        self.side.params.set_thinking_switch(model.thinking_switch)
+        self.settings = self.settings.with_changes(last_model=self._loaded_name or "")
+        self.settings_file.save(self.settings)
+        idx = self.model_picker.findData(self._loaded_name)
+        if idx >= 0:
+            self.model_picker.setCurrentIndex(idx)
+        self.set_model_state("ready")
+
+    @Slot(str)
+    def _on_load_failed(self, message: str) -> None:
+        self._loading_name = None
+        self.model = None
+        self.set_model_state("none")
+        self.show_error(message)
+
+    def update_welcome(self) -> None:
+        """The welcome panel while no model is loaded and no chat is open; the transcript otherwise."""
+        first_run = self.model is None and self._loading_name is None and self.controller.conversation_id is None
+        self.centre_stack.setCurrentWidget(self.welcome if first_run else self.transcript)
+
+    def set_model_state(self, state: str) -> None:
+        self.controller.model_ready = state == "ready"
+        self.update_welcome()
+        self.model_bar.show_state(state, self.model if state == "ready" else None)
+        self.model_state_changed.emit(state)
+
+    # ----- composer
+    def _on_send(self, text: str) -> None:
+        self.banner.hide()
+        editing = self.controller.editing
+        self.composer.set_editing(False)
+        if not self.controller.send(text):  # not sent: the text goes back into the box
+            self.composer.editor.setPlainText(text)
+            self.composer.set_editing(editing)
+
+    def _on_edit(self, message_id: int) -> None:
+        def act() -> None:
+            self.composer.editor.setPlainText(self.controller.start_edit(message_id))
+            self.composer.set_editing(True)
+            self.composer.editor.setFocus()
+
+        self.controller.after_stop(act)
+
+    def _cancel_edit(self) -> None:
+        self.controller.cancel_edit()
+        self.composer.set_editing(False)
+        self.composer.editor.clear()
+
+    def stop(self) -> None:
+        if self._loading_name is not None:
+            self.bridge.cancel_load()
+        self.controller.stop()
+
+    @Slot(str, float, int, int)
+    def _on_retrying(self, reason: str, delay_s: float, attempt: int, attempts: int) -> None:
+        self.banner.count_down(reason, delay_s, attempt, attempts, lambda: self.controller.generating)
+
+    def _on_generating(self, on: bool) -> None:
+        if not on:
+            self.banner.stop_countdown()
+        self.model_picker.setEnabled(True)
+        self.statusBar().showMessage(self.tr("Generating…") if on else self.tr("Ready"), 0 if on else 3000)
+
+    def _open_link(self, url: QUrl) -> None:
+        self.url_opener(url)
+
+    def _on_link_hovered(self, url: str) -> None:
+        if url.startswith(("http:", "https:", "mailto:")):
+            self.statusBar().showMessage(self.tr("Opens in your browser: {url}").format(url=url))
+        else:
+            self.statusBar().clearMessage()
+
+    # ----- messages to the user
+    def show_error(self, message: str) -> None:
+        self.banner.show_error(message)
+
+    def show_notice(self, message: str) -> None:
+        self.banner.show_notice(message)
+
+    # ----- view
+    def toggle_side_panel(self) -> None:
+        self.side.setVisible(not self.side.isVisible())
+        self.side_action.setChecked(self.side.isVisible())
+        self._relayout()  # the window's minimum size follows at once (a hidden panel sets none)
+
+    def set_theme(self, name: str) -> None:
+        self.settings = self.settings.with_changes(theme=name)
+        self.settings_file.save(self.settings)
+        self.colors = apply_theme(QApplication.instance(), name)
+        self.transcript.set_colors(self.colors)
+        self.controller.refresh()
+        self.apply_icons()
+
+    def apply_icons(self) -> None:
+        """Icons in the theme's colours (the window's own set, resources/icons/ui)."""
+        self.banner.set_colors(self.colors)
+        self.composer.set_colors(self.colors)
+        self.conversations.set_colors(self.colors)
+        self.side.metrics.chart.set_colors(self.colors)
+        self.model_bar.tune.setIcon(themed_icon("settings", self.colors))
+
+    def show_shortcuts(self) -> None:
+        from ember_chat.app.shell.shortcuts_dialog import ShortcutsDialog
+
+        self._shortcuts = ShortcutsDialog(self.menuBar(), self)  # kept for tests and while open
+        self._shortcuts.open()
+
+    def focus_pane(self, pane: str) -> None:
+        """View ▸ Go to: move the keyboard focus to a part of the window."""
+        focus_pane(self, pane)
+
+    def show_about(self) -> None:
+        QMessageBox.about(self, self.tr("About Ember"), about_text())
+
+    def bring_to_front(self) -> None:
+        """Another launch of Ember asked for this window."""
+        if self.isMinimized():
+            self.showNormal()
+        self.show()
+        self.raise_()
+        self.activateWindow()
+
+    # ----- shutdown
+    def shutdown(self) -> None:
+        """Stop the API server and a benchmark run, then the engine (cancel → join → close the model).
+        Idempotent."""
+        self.api.stop()
+        if getattr(self, "_benchmark", None) is not None:
+            self._benchmark.close()  # stops its run and joins its worker
+        self.bridge.close()
+
+    def closeEvent(self, event: QCloseEvent) -> None:  # Qt override
+        self.save_state()
+        self.shutdown()
+        if self._manager is not None:
+            self._manager.shutdown()
+            self._manager.close()
+        if self.downloads is not None:
+            self.downloads.close()  # running downloads pause; they come back next time
+        event.accept()

@@ -1,0 +1,195 @@
+"""The main window's menus: File, Chat, Models (filled from the library each time it opens), View,
+Help; and the About text."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from PySide6.QtCore import QCoreApplication
+from PySide6.QtGui import QAction, QActionGroup, QKeySequence
+from PySide6.QtWidgets import QMenu, QMenuBar
+
+from ember_chat.engine import __version__
+
+
+class MenuHost(Protocol):
+    """What the menus need from the window (the window satisfies it; menus never import it)."""
+
+    models_menu: QMenu
+    side_action: QAction
+    controller: Any
+    conversations: Any
+    settings: Any
+    library: Any
+    downloads: Any
+    model: Any
+    connections: Any
+    api: Any
+    _loaded_name: str | None
+    new_chat: Callable[[], None]
+    close: Callable[[], bool]
+    stop: Callable[[], None]
+    rename_current: Callable[..., None]
+    delete_current: Callable[..., None]
+    toggle_side_panel: Callable[[], None]
+    show_about: Callable[[], None]
+    open_model_manager: Callable[[], None]
+    unload_model: Callable[[], None]
+    open_models_folder: Callable[[], None]
+    reload_models: Callable[[], None]
+    open_connections: Callable[[], None]
+    open_benchmark: Callable[[], None]
+    show_shortcuts: Callable[[], None]
+    focus_pane: Callable[[str], None]
+
+    def menuBar(self) -> QMenuBar: ...
+    def export_dialog(self, kind: str) -> None: ...
+    def set_theme(self, name: str) -> None: ...
+    def load_model(self, name: str) -> None: ...
+    def change_models_folder(self, folder: Any = None) -> None: ...
+
+
+def tr(text: str) -> str:
+    return QCoreApplication.translate("Menus", text)
+
+
+def build_menus(self: MenuHost) -> None:
+    mb = self.menuBar()
+    file = mb.addMenu(tr("&File"))
+    _action(file, tr("&New chat"), self.new_chat, QKeySequence.StandardKey.New)
+    file.addSeparator()
+    _action(file, tr("Export chat as &Markdown…"), lambda: self.export_dialog("md"), "Ctrl+E")
+    _action(file, tr("Export chat as &JSON…"), lambda: self.export_dialog("json"))
+    file.addSeparator()
+    _action(file, tr("&Quit"), self.close, QKeySequence.StandardKey.Quit)
+
+    chat = mb.addMenu(tr("&Chat"))
+    _action(chat, tr("&Stop answer"), self.stop, "Esc")
+    # lambdas: QAction.triggered passes `checked`, which must not land in an optional parameter
+    _action(chat, tr("&Regenerate last answer"), lambda: self.controller.regenerate(), "Ctrl+R")
+    _action(chat, tr("Re&name chat…"), self.rename_current, "F2")
+    _action(chat, tr("&Delete chat…"), self.delete_current, "Ctrl+Shift+Backspace")
+    _action(chat, tr("&Find in chats"), lambda: self.focus_pane("search"), QKeySequence.StandardKey.Find)
+
+    self.models_menu = mb.addMenu(tr("&Models"))
+    self.models_menu.aboutToShow.connect(lambda: fill_models_menu(self))
+
+    settings = mb.addMenu(tr("&Settings"))
+    _action(settings, tr("Local &API server…"), lambda: self.api.open_dialog())
+
+    view = mb.addMenu(tr("&View"))
+    self.side_action = _action(view, tr("&Side panel"), self.toggle_side_panel, "Ctrl+Shift+S")
+    self.side_action.setCheckable(True)
+    self.side_action.setChecked(True)
+    theme = view.addMenu(tr("&Theme"))
+    group = QActionGroup(self)
+    for name, label in (("light", tr("Light")), ("dark", tr("Dark")), ("system", tr("System"))):
+        a = theme.addAction(label)
+        a.setCheckable(True)
+        a.setChecked(self.settings.theme == name)
+        a.triggered.connect(lambda _=False, n=name: self.set_theme(n))
+        group.addAction(a)
+    go = view.addMenu(tr("&Go to"))
+    for pane, label, key in (
+        ("chats", tr("Chat &list"), "Alt+1"),
+        ("transcript", tr("&Transcript"), "Alt+2"),
+        ("composer", tr("&Message box"), "Alt+3"),
+        ("side", tr("Side &panel"), "Alt+4"),
+        ("model", tr("Model &picker"), "Ctrl+Shift+M"),
+    ):
+        _action(go, label, lambda _=False, p=pane: self.focus_pane(p), key)
+
+    help_menu = mb.addMenu(tr("&Help"))
+    _action(help_menu, tr("&Keyboard shortcuts"), self.show_shortcuts, "Ctrl+/")
+    _action(help_menu, tr("&About Ember"), self.show_about)
+
+
+# Keys that work without a menu entry (the composer's, and the transcript's links).
+def fixed_shortcuts() -> list[tuple[str, str]]:
+    return [
+        (tr("Enter"), tr("Send the message")),
+        (tr("Shift+Enter"), tr("New line in the message")),
+        (tr("Esc"), tr("Stop the answer (in the message box)")),
+        (tr("Tab / Shift+Tab"), tr("Next / previous control; in the transcript, next / previous message action")),
+        (tr("Enter (on a message action)"), tr("Run it: copy, edit, regenerate, continue, previous or next version")),
+    ]
+
+
+def menu_shortcuts(menu_bar: QMenuBar) -> list[tuple[str, str, str]]:
+    """(menu, action, key) for every menu entry with a shortcut, read from the menus themselves so the
+    list can never disagree with them."""
+    out: list[tuple[str, str, str]] = []
+
+    def walk(menu: QMenu, path: str) -> None:
+        for a in menu.actions():
+            if a.menu() is not None:
+                walk(a.menu(), f"{path} ▸ {a.text().replace('&', '')}")
+            elif not a.shortcut().isEmpty():
+                key = a.shortcut().toString(QKeySequence.SequenceFormat.NativeText)
+                out.append((path, a.text().replace("&", ""), key))
+
+    for top in menu_bar.actions():
+        if top.menu() is not None:
+            walk(top.menu(), top.text().replace("&", ""))
+    return out
+
+
+def _action(menu: QMenu, text: str, slot: object, shortcut: object = None) -> QAction:
+    a = menu.addAction(text)
+    a.triggered.connect(slot)
+    if shortcut is not None:
+        a.setShortcut(QKeySequence(shortcut))
+    return a
+
+
+def fill_models_menu(self: MenuHost) -> None:
+    m = self.models_menu
+    m.clear()
+    manager = m.addAction(tr("Model &Manager…"))
+    manager.setShortcut(QKeySequence("Ctrl+M"))
+    manager.triggered.connect(self.open_model_manager)
+    manager.setEnabled(self.downloads is not None)
+    m.addSeparator()
+    group = QActionGroup(m)
+    loaded = self.model is not None and self._loaded_name
+    from ember_chat.app.models.model_bar import model_choices
+
+    for label, name in model_choices(self.library.entries(), self.connections.list()):
+        a = m.addAction(label)
+        a.setCheckable(True)
+        a.setChecked(bool(loaded) and self._loaded_name == name)
+        a.triggered.connect(lambda _=False, n=name: self.load_model(n))
+        group.addAction(a)
+    if not group.actions():
+        none = m.addAction(tr("No models yet — import or download one"))
+        none.setEnabled(False)
+    m.addSeparator()
+    m.addAction(tr("&Connections…"), self.open_connections)
+    m.addAction(tr("&Benchmark…"), self.open_benchmark)
+    m.addSeparator()
+    unload = m.addAction(tr("&Unload model"))
+    unload.setEnabled(self.model is not None)
+    unload.triggered.connect(self.unload_model)
+    m.addAction(tr("Open &models folder"), self.open_models_folder)
+    m.addAction(tr("&Change models folder…"), lambda: self.change_models_folder())
+    m.addAction(tr("&Refresh list"), self.reload_models)
+
+
+def about_text() -> str:
+    import PySide6
+    from PySide6.QtCore import qVersion
+
+    try:
+        import llama_cpp
+
+        from ember_chat.engine.inference.llama_loader import system_info
+
+        llama = f"llama-cpp-python {llama_cpp.__version__}<br><small>{system_info()}</small>"
+    except ImportError:
+        llama = tr("llama-cpp-python not installed")
+    return (
+        f"<h3>Ember {__version__}</h3><p>{tr('Private AI chat with local models.')}</p>"
+        f"<p>{llama}</p><p>Qt {qVersion()} · PySide6 {PySide6.__version__}</p>"
+        f"<p>{tr('No telemetry. Your chats and models stay on this computer.')}</p>"
+    )
