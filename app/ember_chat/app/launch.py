@@ -6,12 +6,12 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
+from ember_chat.engine.cli.commands import is_cli
+
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
-    from ember_chat.engine.cli.main import COMMANDS
-
-    if args and (args[0] in COMMANDS or args[0] in ("--version", "-h", "--help")):
+    if is_cli(args):
         from ember_chat.engine.cli.main import main as cli_main
 
         return cli_main(args)

@@ -9,7 +9,6 @@ import json
 import sys
 from pathlib import Path
 
-from ember_chat.engine.bench.lab import BenchPlan, measure_model, points_csv, save_run
 from ember_chat.engine.cli.common import add_load_flags, model_ref_from_args
 from ember_chat.engine.errors import EmberError
 from ember_chat.engine.storage.paths import AppPaths
@@ -30,6 +29,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ember_chat.engine.bench.lab import BenchPlan, measure_model, points_csv, save_run
+
     paths = AppPaths.default()
     try:
         lengths = tuple(int(x) for x in args.prompt_lengths.split(",") if x.strip())

@@ -29,7 +29,7 @@ LOAD_FLAGS = {"n_ctx": "--ctx", "gpu_layers": "--gpu-layers", "threads": "--thre
 
 def _add_spec(parser: argparse.ArgumentParser, spec: ParamSpec, flag: str | None = None) -> None:
     default = CLI_DEFAULTS.get(spec.name, spec.default)
-    rng = f"{spec.low:g}–{spec.high:g}"
+    rng = f"{spec.low:g}–{spec.high:g}" if spec.kind is float else f"{int(spec.low):,}–{int(spec.high):,}"
     parser.add_argument(
         flag or spec.flag,
         dest=spec.name,

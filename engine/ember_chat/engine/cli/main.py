@@ -1,5 +1,8 @@
 """`ember-chat` command line: launches the app, and runs the engine from a terminal.
 
+Only what parsing needs is imported here; a command's own module (and llama.cpp, the Hub client,
+psutil) is imported when that command runs, so `--version` and `--help` start light.
+
 Bad input (missing model, bad file, bad parameter) is one line on stderr and exit status 2.
 """
 
@@ -96,7 +99,8 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     return serve_cli.run(args)
 
 
-COMMANDS = ("run", "inspect", "models", "remote", "serve", "bench")
+def _cmd_bench(args: argparse.Namespace) -> int:
+    return bench_cli.run(args)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -115,7 +119,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "models": _cmd_models,
         "remote": _cmd_remote,
         "serve": _cmd_serve,
-        "bench": bench_cli.run,
+        "bench": _cmd_bench,
     }
     try:
         return commands[args.command](args)

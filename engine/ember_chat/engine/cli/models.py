@@ -7,14 +7,15 @@ import json
 import sys
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ember_chat.engine.cli.common import load_settings
-from ember_chat.engine.models.downloader import Downloader, DownloadSpec, Progress
-from ember_chat.engine.models.fit import estimate_fit, free_vram_bytes, recommend
-from ember_chat.engine.models.hub import HubClient
 from ember_chat.engine.models.library import ModelLibrary
 from ember_chat.engine.storage.paths import AppPaths
 from ember_chat.engine.storage.secrets import TokenStore
+
+if TYPE_CHECKING:
+    from ember_chat.engine.models.downloader import Progress
 
 
 def _human(n: float) -> str:
@@ -30,6 +31,8 @@ def _print_json(data: object) -> None:
 
 
 def run(args: argparse.Namespace, paths: AppPaths) -> int:
+    # The Hub client, the downloader and the fit estimate are imported by the commands that use them:
+    # `models list` stays light.
     cmd = args.models_command
     settings = load_settings(paths)
     endpoint = settings.hub_endpoint()
@@ -74,6 +77,8 @@ def run(args: argparse.Namespace, paths: AppPaths) -> int:
                 quant = r.get("quantization") or ""
                 print(f"{r['name']:60} {quant:8} {_human(int(r['size'])):>9}  {r['location']}")
         return 0
+    from ember_chat.engine.models.hub import HubClient
+
     if cmd == "search":
         found = HubClient(endpoint, tokens.get()).search(args.query, limit=args.limit)
         if args.json:
@@ -89,6 +94,8 @@ def run(args: argparse.Namespace, paths: AppPaths) -> int:
                 print(f"{r.id:60} {r.downloads:>10,} downloads {r.likes:>6,} likes  {when}")
         return 0
     if cmd == "files":
+        from ember_chat.engine.models.fit import estimate_fit, free_vram_bytes, recommend
+
         hub = HubClient(endpoint, tokens.get())
         files = hub.with_header(hub.files(args.repo))
         vram = free_vram_bytes()
@@ -118,6 +125,8 @@ def run(args: argparse.Namespace, paths: AppPaths) -> int:
                 print(f"{r['quantization']:9} {_human(int(r['size'])):>9}  {r['fit']:9} {r['name']}{mark}")
         return 0
     if cmd == "download":
+        from ember_chat.engine.models.downloader import Downloader, DownloadSpec
+
         downloader = Downloader(endpoint, tokens.get())
         bar = _ProgressBar(args.file)
         path = downloader.fetch(

@@ -13,8 +13,6 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 
-import psutil
-
 from ember_chat.engine.models.gguf_inspect import ModelInfo
 
 OVERHEAD = 1.10  # compute buffers, runtime, fragmentation
@@ -77,7 +75,9 @@ def kv_cache_bytes(
 def free_ram_bytes() -> int:
     """Memory available to a new process without swapping, on Linux, macOS and Windows alike
     (psutil: MemAvailable on Linux, free + inactive on macOS, the available physical memory on
-    Windows); 0 if the system will not say."""
+    Windows); 0 if the system will not say. psutil is imported here, not at start-up."""
+    import psutil
+
     try:
         return int(psutil.virtual_memory().available)
     except (OSError, RuntimeError):
