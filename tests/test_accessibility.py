@@ -221,3 +221,16 @@ def test_long_chat_keyboard_jump_to_old_message(qtbot: QtBot, make_window: Calla
     w._open_conversation(cid)
     w.transcript.finish_rendering()
     assert len(w.transcript.shown_ids()) == 120
+
+
+def test_ctrl_m_opens_the_model_manager_before_the_models_menu_was_ever_opened(
+    qtbot: QtBot, make_window: Callable[..., MainWindow]
+) -> None:
+    w = make_window()
+    _activate(qtbot, w)
+    assert w.downloads is not None and w._manager is None
+    qtbot.keyClick(w, Qt.Key.Key_M, Qt.KeyboardModifier.ControlModifier)
+    qtbot.waitUntil(lambda: w._manager is not None and w._manager.isVisible(), timeout=5000)
+    w.show_shortcuts()
+    assert any(k == "Ctrl+M" and "Model Manager" in what for k, what in w._shortcuts.rows())
+    w._manager.close()

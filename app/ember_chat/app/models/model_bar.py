@@ -76,6 +76,11 @@ class ModelBar(QWidget):
             self.picker.setItemData(self.picker.count() - 1, tip, Qt.ItemDataRole.ToolTipRole)
         self.picker.setCurrentIndex(max(0, self.picker.findData(current)))
 
+    def choices(self) -> list[tuple[str, str]]:
+        """(label, name) of every model the picker offers, in its order."""
+        picker = self.picker
+        return [(picker.itemText(i), picker.itemData(i)) for i in range(picker.count()) if picker.itemData(i)]
+
     def show_state(self, state: str, model: ModelDescription | None) -> None:
         self.progress.setVisible(state == "loading")
         if state == "loading":

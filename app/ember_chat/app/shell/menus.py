@@ -1,5 +1,6 @@
-"""The main window's menus: File, Chat, Models (filled from the library each time it opens), View,
-Help; and the About text."""
+"""The main window's menus: File, Chat, Models (its fixed entries made once, so their shortcuts work
+from the start; the list of models refreshed from the model picker each time it opens), View, Help;
+and the About text."""
 
 from __future__ import annotations
 
@@ -16,7 +17,8 @@ from ember_chat.engine import __version__
 class MenuHost(Protocol):
     """What the menus need from the window (the window satisfies it; menus never import it)."""
 
-    models_menu: QMenu
+    models_menu: ModelsMenu
+    model_bar: Any
     side_action: QAction
     controller: Any
     conversations: Any
@@ -72,8 +74,7 @@ def build_menus(self: MenuHost) -> None:
     _action(chat, tr("&Delete chat…"), self.delete_current, "Ctrl+Shift+Backspace")
     _action(chat, tr("&Find in chats"), lambda: self.focus_pane("search"), QKeySequence.StandardKey.Find)
 
-    self.models_menu = mb.addMenu(tr("&Models"))
-    self.models_menu.aboutToShow.connect(lambda: fill_models_menu(self))
+    self.models_menu = ModelsMenu(self, mb.addMenu(tr("&Models")))
 
     settings = mb.addMenu(tr("&Settings"))
     _action(settings, tr("Local &API server…"), lambda: self.api.open_dialog())
@@ -143,37 +144,54 @@ def _action(menu: QMenu, text: str, slot: object, shortcut: object = None) -> QA
     return a
 
 
-def fill_models_menu(self: MenuHost) -> None:
-    m = self.models_menu
-    m.clear()
-    manager = m.addAction(tr("Model &Manager…"))
-    manager.setShortcut(QKeySequence("Ctrl+M"))
-    manager.triggered.connect(self.open_model_manager)
-    manager.setEnabled(self.downloads is not None)
-    m.addSeparator()
-    group = QActionGroup(m)
-    loaded = self.model is not None and self._loaded_name
-    from ember_chat.app.models.model_bar import model_choices
+class ModelsMenu:
+    """The Models menu. Its fixed entries exist from the start (Ctrl+M opens the Model Manager before
+    the menu was ever opened); the models between the two separators are refreshed when it opens, from
+    the model picker's list (no disk scan on the GUI thread)."""
 
-    for label, name in model_choices(self.library.entries(), self.connections.list()):
-        a = m.addAction(label)
-        a.setCheckable(True)
-        a.setChecked(bool(loaded) and self._loaded_name == name)
-        a.triggered.connect(lambda _=False, n=name: self.load_model(n))
-        group.addAction(a)
-    if not group.actions():
-        none = m.addAction(tr("No models yet — import or download one"))
-        none.setEnabled(False)
-    m.addSeparator()
-    m.addAction(tr("&Connections…"), self.open_connections)
-    m.addAction(tr("&Benchmark…"), self.open_benchmark)
-    m.addSeparator()
-    unload = m.addAction(tr("&Unload model"))
-    unload.setEnabled(self.model is not None)
-    unload.triggered.connect(self.unload_model)
-    m.addAction(tr("Open &models folder"), self.open_models_folder)
-    m.addAction(tr("&Change models folder…"), lambda: self.change_models_folder())
-    m.addAction(tr("&Refresh list"), self.reload_models)
+    def __init__(self, host: MenuHost, menu: QMenu) -> None:
+        self.host = host
+        self.menu = menu
+        self.manager = _action(menu, tr("Model &Manager…"), host.open_model_manager, "Ctrl+M")
+        self._list_start = menu.addSeparator()
+        self._list_end = menu.addSeparator()
+        _action(menu, tr("&Connections…"), host.open_connections)
+        _action(menu, tr("&Benchmark…"), host.open_benchmark)
+        menu.addSeparator()
+        self.unload = _action(menu, tr("&Unload model"), host.unload_model)
+        _action(menu, tr("Open &models folder"), host.open_models_folder)
+        _action(menu, tr("&Change models folder…"), lambda: host.change_models_folder())
+        _action(menu, tr("&Refresh list"), host.reload_models)
+        self._models: list[QAction] = []
+        self._group = QActionGroup(menu)
+        self.manager.setEnabled(host.downloads is not None)
+        menu.aboutToShow.connect(self.refresh)
+
+    def refresh(self) -> None:
+        host = self.host
+        self.manager.setEnabled(host.downloads is not None)
+        self.unload.setEnabled(host.model is not None)
+        for a in self._models:
+            self._group.removeAction(a)
+            self.menu.removeAction(a)
+            a.deleteLater()
+        self._models = []
+        loaded = host._loaded_name if host.model is not None else None
+        for label, name in host.model_bar.choices():
+            a = QAction(label, self.menu)
+            a.setCheckable(True)
+            a.setChecked(loaded == name)
+            a.triggered.connect(lambda _=False, n=name: host.load_model(n))
+            self._group.addAction(a)
+            self._models.append(a)
+        if not self._models:
+            none = QAction(tr("No models yet — import or download one"), self.menu)
+            none.setEnabled(False)
+            self._models.append(none)
+        self.menu.insertActions(self._list_end, self._models)
+
+    def actions(self) -> list[QAction]:
+        return self.menu.actions()
 
 
 def about_text() -> str:
