@@ -261,3 +261,27 @@ def test_window_waits_its_turn_behind_an_api_request_and_stop_drops_it(
     thread = w.store.thread(w.controller.conversation_id)
     assert [m.role for m in thread] == ["user"] and thread[0].content == "My question"  # no empty answer
     service.cancel(api_id)
+
+
+def test_plain_http_to_another_machine_is_warned_about(qtbot: QtBot, make_window: Callable[..., MainWindow]) -> None:
+    """An API key (or any chat) sent over plain http:// to another host crosses the network in clear:
+    the dialog says so as the address is typed; loopback and https:// addresses are not warned about."""
+    from ember_chat.engine.inference.backend import crosses_network_in_clear
+
+    assert crosses_network_in_clear("http://192.168.1.20:8000/v1")
+    assert crosses_network_in_clear("http://gpu-box.lan/v1")
+    for safe in ("https://gpu-box.lan/v1", "http://127.0.0.1:8000/v1", "http://127.8.0.1/v1", "http://[::1]:80/v1",
+                 "http://localhost:8000/v1", "not a url"):  # fmt: skip
+        assert not crosses_network_in_clear(safe), safe
+    w = make_window()
+    w.open_connections()
+    d = w._connections_dialog
+    d.url.setText("http://127.0.0.1:8000/v1")
+    assert d.clear_warning.isHidden()
+    d.url.setText("http://192.168.1.20:8000/v1")
+    assert not d.clear_warning.isHidden() and "your chats" in d.clear_warning.text()
+    assert "API key" not in d.clear_warning.text()
+    d.key.setText("secret")
+    assert "API key" in d.clear_warning.text() and "secret" not in d.clear_warning.text()
+    d.url.setText("https://192.168.1.20:8000/v1")
+    assert d.clear_warning.isHidden()

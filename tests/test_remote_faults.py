@@ -415,3 +415,38 @@ def test_chat_before_load_raises(server: FakeOpenAI) -> None:
 
     with pytest.raises(NoModelLoaded):
         list(RemoteBackend().chat(HI, PARAMS))
+
+
+QUIRKY_FIELDS = [
+    # usage with figures as strings, a list and null; timings with text; details not a dict
+    sse({"choices": [], "usage": {"prompt_tokens": "twelve", "completion_tokens": [3], "total_tokens": None,
+                                  "prompt_tokens_details": "none",
+                                  "completion_tokens_details": {"reasoning_tokens": "x"}}}),
+    sse({"choices": [], "timings": {"prompt_n": "a lot", "cache_n": None, "prompt_ms": "fast", "predicted_n": 2.5,
+                                    "predicted_ms": {"ms": 1}}}),
+]  # fmt: skip
+
+
+def test_quirky_field_types_never_turn_a_finished_answer_into_an_error(server: FakeOpenAI, backends: Backends) -> None:
+    """A server that sends figures of the wrong type (strings, lists, null) still gives a finished
+    answer with its text; the figures it could not read are counted by Ember itself."""
+    server.stream([chunk("Fine"), chunk(" answer", finish="stop"), *QUIRKY_FIELDS, DONE])
+    _, fin = drain(backends.make(server).chat(HI, PARAMS))
+    assert fin.reason == "stop" and fin.error is None
+    assert fin.text == "Fine answer"
+    assert fin.metrics.output_tokens >= 2
+
+
+def test_quirky_delta_and_continuous_usage_types_are_ignored(server: FakeOpenAI, backends: Backends) -> None:
+    """A delta whose content is not text, and continuous usage with a non-numeric count, are skipped,
+    not a crash mid-answer."""
+    server.stream([
+        chunk("One"),
+        sse({"choices": [{"index": 0, "delta": {"content": {"odd": 1}}}]}),
+        sse({"choices": [{"index": 0, "delta": {"content": " two"}}], "usage": {"completion_tokens": "2"}}),
+        chunk(finish="stop"),
+        DONE,
+    ])  # fmt: skip
+    _, fin = drain(backends.make(server).chat(HI, PARAMS))
+    assert fin.reason == "stop" and fin.error is None
+    assert fin.text == "One two"

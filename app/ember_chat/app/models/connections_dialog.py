@@ -7,7 +7,7 @@ from __future__ import annotations
 import html
 from concurrent.futures import Future, ThreadPoolExecutor
 
-from PySide6.QtCore import QObject, Signal, Slot
+from PySide6.QtCore import QObject, Qt, Signal, Slot
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
@@ -26,7 +26,7 @@ from PySide6.QtWidgets import (
 
 from ember_chat.app.style.theme import active_colors
 from ember_chat.engine.errors import EmberError
-from ember_chat.engine.inference.backend import Endpoint
+from ember_chat.engine.inference.backend import Endpoint, crosses_network_in_clear
 from ember_chat.engine.inference.remote import ConnectionCheck, check_connection
 from ember_chat.engine.storage.connections import Connection, ConnectionStore, remote_model_name
 
@@ -82,7 +82,7 @@ class ConnectionsDialog(QDialog):
         self.model.setToolTip(self.tr("The model to load from this server (Test connection lists them)"))
         self.verify = QCheckBox(self.tr("Verify the server's TLS certificate"))
         self.verify.setChecked(True)
-        self.verify.toggled.connect(self._warn_tls)
+        self.verify.toggled.connect(self._warn)
         self.timeout = QDoubleSpinBox()
         self.timeout.setRange(1, 3600)
         self.timeout.setValue(60)
@@ -108,9 +108,15 @@ class ConnectionsDialog(QDialog):
         self.tls_warning = QLabel(
             self.tr("⚠ Certificate checks are off: anyone on the network path could read your chats.")
         )
-        self.tls_warning.setWordWrap(True)
-        self.tls_warning.setStyleSheet(f"color:{active_colors().warning}")
-        self.tls_warning.hide()
+        self.clear_warning = QLabel()  # plain http:// to another machine
+        self.clear_warning.setAccessibleName(self.tr("Unencrypted connection warning"))
+        for label in (self.tls_warning, self.clear_warning):
+            label.setWordWrap(True)
+            label.setTextFormat(Qt.TextFormat.PlainText)
+            label.setStyleSheet(f"color:{active_colors().warning}")
+            label.hide()
+        self.url.textChanged.connect(self._warn)
+        self.key.textChanged.connect(self._warn)
         self.result = QLabel()
         self.result.setWordWrap(True)
         self.result.setAccessibleName(self.tr("Connection test result"))
@@ -132,6 +138,7 @@ class ConnectionsDialog(QDialog):
         right = QVBoxLayout()
         right.addLayout(form)
         right.addWidget(self.tls_warning)
+        right.addWidget(self.clear_warning)
         right.addLayout(buttons)
         right.addWidget(self.result, 1)
 
@@ -181,11 +188,29 @@ class ConnectionsDialog(QDialog):
         self.model.addItems(list(dict.fromkeys([*([c.default_model] if c.default_model else []), *c.models])))
         self.model.setCurrentText(c.default_model)
         self.verify.setChecked(c.verify_tls)
+        self._warn()
         self.timeout.setValue(c.read_timeout_s)
         self.result.clear()
 
-    def _warn_tls(self, verify: bool) -> None:
-        self.tls_warning.setVisible(not verify)
+    def _warn(self) -> None:
+        """What this connection exposes: TLS checks off; plain http:// to another machine (worse with an
+        API key, typed or stored)."""
+        self.tls_warning.setVisible(not self.verify.isChecked())
+        clear = crosses_network_in_clear(self.url.text())
+        if clear:
+            keyed = bool(self.key.text()) or bool(self._editing and self.store.has_key(self._editing))
+            self.clear_warning.setText(
+                self.tr(
+                    "⚠ This is plain http:// to another machine: the API key and your chats cross the network "
+                    "unencrypted. Use https:// if the server offers it."
+                )
+                if keyed
+                else self.tr(
+                    "⚠ This is plain http:// to another machine: your chats cross the network unencrypted. "
+                    "Use https:// if the server offers it."
+                )
+            )
+        self.clear_warning.setVisible(clear)
 
     # ----- edit
     def _connection(self, models: tuple[str, ...] | None = None) -> Connection:

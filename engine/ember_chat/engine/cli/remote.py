@@ -10,6 +10,7 @@ import os
 import sys
 
 from ember_chat.engine.errors import EmberError
+from ember_chat.engine.inference.backend import crosses_network_in_clear
 from ember_chat.engine.storage.connections import Connection, ConnectionStore
 from ember_chat.engine.storage.paths import AppPaths
 
@@ -49,6 +50,10 @@ def run(args: argparse.Namespace, paths: AppPaths) -> int:
         conn = Connection(args.name, args.url, args.model, not args.insecure, args.read_timeout)
         store.save(conn, api_key=api_key)
         print(f"Saved connection {conn.name!r}: {conn.base_url}" + (" (TLS checks off)" if args.insecure else ""))
+        if crosses_network_in_clear(conn.base_url):
+            what = "the API key and your chats" if api_key or store.has_key(conn.name) else "your chats"
+            print(f"warning: {conn.base_url} is plain http:// on another machine: {what} cross the network "
+                  "unencrypted. Use https:// if the server offers it.", file=sys.stderr)  # fmt: skip
         return 0
     if cmd == "list":
         rows = [

@@ -3,11 +3,13 @@ OpenAI-compatible server), the model references they load and the neutral descri
 
 from __future__ import annotations
 
+import ipaddress
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
+from urllib.parse import urlsplit
 
 from ember_chat.engine.inference.events import Event
 from ember_chat.engine.inference.messages import ChatMessage
@@ -25,6 +27,21 @@ class Endpoint:
     verify_tls: bool = True
     read_timeout_s: float = 60.0
     connect_timeout_s: float = 10.0
+
+
+def crosses_network_in_clear(base_url: str) -> bool:
+    """True for a plain http:// address on another machine: an API key and every chat sent there can
+    be read by anyone on the network path. Loopback addresses never leave this computer."""
+    parts = urlsplit(base_url.strip())
+    if parts.scheme.lower() != "http" or not parts.hostname:
+        return False
+    host = parts.hostname.lower()
+    if host == "localhost" or host.endswith(".localhost"):
+        return False
+    try:
+        return not ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return True  # a name: it may resolve anywhere
 
 
 @dataclass(frozen=True)

@@ -294,6 +294,7 @@ class RemoteBackend:
         error: str | None = None
         thinking = False
         prompt_sent = False
+        counted = 0  # tokens in `chunks` so far
 
         def prompt_ready() -> PromptReady:
             rec.prefill_started(0, 0, rec.t_start_ns)
@@ -328,8 +329,8 @@ class RemoteBackend:
                 chunk_thinking = False
                 if chat:
                     delta = choice.get("delta") or {}
-                    reasoning = delta.get("reasoning_content") or delta.get("reasoning") or ""
-                    content = delta.get("content") or ""
+                    reasoning = _text(delta.get("reasoning_content")) or _text(delta.get("reasoning"))
+                    content = _text(delta.get("content"))
                     answer += (reasoning, content)
                     chunk_thinking = bool(reasoning) and not content
                     if reasoning:
@@ -341,7 +342,7 @@ class RemoteBackend:
                             thinking = False
                         piece += content
                 else:
-                    piece = choice.get("text") or ""
+                    piece = _text(choice.get("text"))
                     answer.append(piece)
                 if choice.get("finish_reason"):
                     reason = str(choice["finish_reason"])
@@ -351,9 +352,10 @@ class RemoteBackend:
                         yield prompt_ready()
                     per_chunk = None
                     if choices and isinstance(obj.get("usage"), dict):  # vLLM continuous usage stats
-                        done = int(obj["usage"].get("completion_tokens") or 0)
-                        per_chunk = max(1, done - sum(c.count or 1 for c in chunks))
+                        done = _count(obj["usage"].get("completion_tokens"))
+                        per_chunk = None if done is None else max(1, done - counted)
                     chunks.append(_Chunk(t_ns, piece, per_chunk, chunk_thinking))
+                    counted += per_chunk or 1
                     texts.append(piece)
                     rec.token(t_ns, per_chunk or 1, thinking=chunk_thinking)
                     yield Token(piece, len(rec.token_times_ns) - 1, t_ns, per_chunk or 1, thinking=chunk_thinking)
@@ -404,9 +406,9 @@ class RemoteBackend:
         """Count tokens from the server's own figures (usage, llama.cpp's timings), else with the
         server's tokenizer, spread over the chunks in proportion to their text; else one per chunk,
         marked estimated."""
-        total = usage.get("completion_tokens") or timings.get("predicted_n")
+        total = _count(usage.get("completion_tokens")) or _count(timings.get("predicted_n"))
         token_count = "exact"
-        if not (isinstance(total, int) and total > 0):
+        if not total:
             total = self._tokenizer.count(answer) if chunks and answer and self._tokenizer else None
             token_count = "tokenized" if total else "estimated"
         final = MetricsRecorder(rec.context, t_start_ns=rec.t_start_ns, t_prefill_start_ns=rec.t_start_ns)
@@ -424,23 +426,45 @@ class RemoteBackend:
         else:
             for c in chunks:
                 final.token(c.t_ns, c.count or 1, thinking=c.thinking)
-        reasoning = (usage.get("completion_tokens_details") or {}).get("reasoning_tokens")
-        if isinstance(reasoning, int) and reasoning >= 0:  # the server's own count (OpenAI, vLLM)
+        reasoning = _count(_field(usage.get("completion_tokens_details"), "reasoning_tokens"))
+        if reasoning is not None:  # the server's own count (OpenAI, vLLM)
             final.thinking_tokens = reasoning
-        details = usage.get("prompt_tokens_details") or {}
-        prompt = usage.get("prompt_tokens")
-        cached = details.get("cached_tokens") if isinstance(details, dict) else None
+        prompt = _count(usage.get("prompt_tokens"))
+        cached = _count(_field(usage.get("prompt_tokens_details"), "cached_tokens"))
         if prompt is None and timings:
-            prompt = (timings.get("prompt_n") or 0) + (timings.get("cache_n") or 0)
-            cached = timings.get("cache_n")
-        final.prefill_started(int(prompt or 0), int(cached or 0), rec.t_start_ns)
+            prompt = (_count(timings.get("prompt_n")) or 0) + (_count(timings.get("cache_n")) or 0)
+            cached = _count(timings.get("cache_n"))
+        final.prefill_started(prompt or 0, min(cached or 0, prompt or 0), rec.t_start_ns)
         perf = None
         if timings:
             perf = (
-                timings.get("prompt_ms"),
-                timings.get("prompt_n"),
-                timings.get("predicted_ms"),
-                timings.get("predicted_n"),
+                _ms(timings.get("prompt_ms")),
+                _count(timings.get("prompt_n")),
+                _ms(timings.get("predicted_ms")),
+                _count(timings.get("predicted_n")),
             )
         server = {"usage": usage, "timings": timings} if usage or timings else None
         return final.finish(reason, perf, t_end_ns=t_end_ns, token_count=token_count, server_timings=server)
+
+
+# A server's fields are read by type: a figure of the wrong type (a string, a list, null) is treated as
+# absent, never trusted into the metrics nor allowed to turn a finished answer into an error.
+def _text(value: object) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def _count(value: object) -> int | None:
+    """A non-negative whole number, or None."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or value != value or value < 0:
+        return None
+    return int(value) if float(value).is_integer() else None
+
+
+def _ms(value: object) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < float("inf"):
+        return None
+    return float(value)
+
+
+def _field(obj: object, name: str) -> object:
+    return obj.get(name) if isinstance(obj, dict) else None
