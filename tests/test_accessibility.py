@@ -234,3 +234,36 @@ def test_ctrl_m_opens_the_model_manager_before_the_models_menu_was_ever_opened(
     w.show_shortcuts()
     assert any(k == "Ctrl+M" and "Model Manager" in what for k, what in w._shortcuts.rows())
     w._manager.close()
+
+
+def test_the_buttons_inside_the_search_field_have_names(qtbot: QtBot, make_window: Callable[..., MainWindow]) -> None:
+    """The search field's leading icon and its clear button are buttons a screen reader reaches."""
+    from PySide6.QtWidgets import QToolButton
+
+    QAccessible.setActive(True)
+    w = make_window()
+    w.conversations.search.setText("x")
+    buttons = w.conversations.search.findChildren(QToolButton)
+    assert len(buttons) == 2
+    for b in buttons:
+        iface = QAccessible.queryAccessibleInterface(b)
+        assert iface.text(QAccessible.Text.Name).strip() and iface.text(QAccessible.Text.Description).strip()
+
+
+def test_session_percentiles_are_over_a_bounded_window(qtbot: QtBot, make_window: Callable[..., MainWindow]) -> None:
+    """A long session keeps the latest samples only: memory and the per-answer sort stay bounded."""
+    from ember_chat.app.metrics.side_panel import SESSION_ITL_SAMPLES
+    from ember_chat.engine.inference.metrics import MetricsRecorder, RunContext
+
+    w = make_window()
+    panel = w.side.metrics
+    rec = MetricsRecorder(RunContext("m", None, "CPU", 1, 0, 512, None))
+    rec.prefill_started(4, 0, rec.t_start_ns)
+    rec.token(rec.t_start_ns + 1_000_000, 1)
+    m = rec.finish("stop")
+    for _ in range(3):
+        panel.finish(m, [5.0] * SESSION_ITL_SAMPLES)
+    panel.finish(m, [1.0] * 10)
+    assert len(panel._itl_samples) == SESSION_ITL_SAMPLES
+    assert panel._itl_samples[-1] == 1.0
+    assert panel.session_itl.text().startswith("5.0")

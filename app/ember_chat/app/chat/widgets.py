@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from PySide6.QtCore import Qt, QTimer, Signal
-from PySide6.QtGui import QIcon, QKeyEvent
+from PySide6.QtGui import QAction, QIcon, QKeyEvent
 from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
@@ -125,7 +125,14 @@ class ConversationList(QWidget):
         self.search.setAccessibleName(self.tr("Search all chats"))
         self.search.setToolTip(self.tr("Full-text search across every chat (Ctrl+F)"))
         self._search_icon = self.search.addAction(QIcon(), QLineEdit.ActionPosition.LeadingPosition)
+        self._search_icon.setText(self.tr("Search"))
+        self._search_icon.setToolTip(self.tr("Search all chats"))
+        self._search_icon.triggered.connect(lambda: self.search_changed.emit(self.search.text()))
         self.search.setClearButtonEnabled(True)
+        clear = self.search.findChild(QAction, "_q_qlineeditclearaction")  # Qt's own clear button: name it
+        if clear is not None:
+            clear.setText(self.tr("Clear search"))
+            clear.setToolTip(self.tr("Clear the search and show every chat"))
         layout.addWidget(self.search)
         self.list = QListWidget()
         self.list.setAccessibleName(self.tr("Conversations"))
@@ -140,6 +147,10 @@ class ConversationList(QWidget):
         self.list.itemActivated.connect(self._activate)
         self.list.itemClicked.connect(self._activate)
         self._mode = "conversations"
+
+    def cancel_pending_search(self) -> None:
+        """Drop a search still waiting for the typing to pause (the window is closing)."""
+        self._debounce.stop()
 
     def set_colors(self, colors: Colors) -> None:
         self.new_button.setIcon(themed_icon("new-chat", colors))

@@ -3,6 +3,7 @@ with a small chart of tokens/s over the current answer and session percentiles."
 
 from __future__ import annotations
 
+from collections import deque
 from typing import Any
 
 from PySide6.QtCore import QElapsedTimer, QTimer, Signal
@@ -24,6 +25,9 @@ from PySide6.QtWidgets import (
 from ember_chat.app.metrics.speed_chart import SpeedChart
 from ember_chat.engine.inference.metrics import GenerationMetrics, percentile
 from ember_chat.engine.inference.params import SPECS, SamplingParams
+
+SESSION_TTFT_SAMPLES = 1_000
+SESSION_ITL_SAMPLES = 20_000
 
 CONTEXT_UPDATE_MS = 500
 LIVE_UPDATE_MS = 200
@@ -174,8 +178,16 @@ class MetricsPanel(QWidget):
         layout.addWidget(session)
         layout.addStretch(1)
 
-        self._ttft_samples: list[float] = []
-        self._itl_samples: list[float] = []
+        # The session's percentiles are over its latest answers and tokens: bounded, so a long session
+        # neither grows without end nor makes the sort after each answer slower and slower.
+        self._ttft_samples: deque[float] = deque(maxlen=SESSION_TTFT_SAMPLES)
+        self._itl_samples: deque[float] = deque(maxlen=SESSION_ITL_SAMPLES)
+        self.session_ttft.setToolTip(
+            self.tr("Time to first token over this session's last {n} answers").format(n=f"{SESSION_TTFT_SAMPLES:,}")
+        )
+        self.session_itl.setToolTip(
+            self.tr("Inter-token latency over this session's last {n} tokens").format(n=f"{SESSION_ITL_SAMPLES:,}")
+        )
         self._clock = QElapsedTimer()
         self._context_clock = QElapsedTimer()
         self._live_clock = QElapsedTimer()
@@ -299,10 +311,11 @@ class MetricsPanel(QWidget):
         return self.tr("{n} tokens · answer at {s:.2f} s").format(n=tokens, s=ttfat_s)
 
     @staticmethod
-    def _pcts(values: list[float], scale: float, unit: str) -> str:
+    def _pcts(values: deque[float], scale: float, unit: str) -> str:
         if not values:
             return "—"
-        p = [percentile(values, q) or 0.0 for q in (50, 95, 99)]
+        ordered = sorted(values)
+        p = [percentile(ordered, q) or 0.0 for q in (50, 95, 99)]
         return " / ".join(f"{v * scale:.1f}" for v in p) + f" {unit}"
 
 

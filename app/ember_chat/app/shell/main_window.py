@@ -367,6 +367,7 @@ class MainWindow(QMainWindow, ModelActions, ChatActions):
         self.bridge.close()
 
     def closeEvent(self, event: QCloseEvent) -> None:  # Qt override
+        self.conversations.cancel_pending_search()  # the chat store is closed after the window
         self.save_state()
         self.shutdown()
         if self._manager is not None:
