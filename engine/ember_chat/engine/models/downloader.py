@@ -8,7 +8,11 @@
   (401/403, 404) stop with a clear message.
 - On completion the sha256 is verified against the Hub's LFS metadata, then the file is moved into
   place atomically. A mismatch discards it and says so. A `.part` file is never a model.
-- The token goes only to the Hub's own origin, never to a redirect target (the CDN).
+- The token goes only to the Hub's own origin, never to a redirect target (the CDN): redirects are
+  followed by hand and the header is decided again for each URL.
+- Proxies from the environment (HTTPS_PROXY, HTTP_PROXY, ALL_PROXY, NO_PROXY; the system settings on
+  Windows and macOS) are honoured, as `huggingface_hub` does for search and metadata: one HTTP client
+  (`hub_http_client`) for the Hub, its CDN and the online check.
 - File names from the Hub cannot escape the models folder.
 """
 
@@ -16,25 +20,45 @@ from __future__ import annotations
 
 import errno
 import hashlib
-import http.client
 import json
 import os
 import re
 import shutil
-import ssl
 import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 from urllib.parse import quote, urljoin, urlsplit
+
+import httpx2
 
 from ember_chat.engine.errors import EmberError, HubAuthError, HubNotFound, HubOffline
 
 CHUNK = 1 << 20
 DISK_MARGIN = 64 << 20
 _REPO_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
+_REDIRECTS = (301, 302, 303, 307, 308)
+T = TypeVar("T")
+
+
+def hub_http_client(timeout: float) -> httpx2.Client:
+    """The HTTP client for the Hub, the servers it redirects to, and the online check.
+
+    `trust_env`: proxies from the environment (HTTPS_PROXY, HTTP_PROXY, ALL_PROXY, NO_PROXY) and
+    SSL_CERT_FILE/SSL_CERT_DIR apply, so a machine behind a proxy can reach the Hub. Redirects are
+    not followed by the client: `Downloader._request` follows them and decides the token per origin.
+    Bodies are never decoded (`Accept-Encoding: identity`): Range offsets are file offsets.
+    """
+    return httpx2.Client(
+        trust_env=True,
+        follow_redirects=False,
+        timeout=httpx2.Timeout(timeout),
+        headers={"User-Agent": "ember-chat", "Accept-Encoding": "identity"},
+    )
 
 
 class DownloadError(EmberError):
@@ -140,44 +164,25 @@ class Downloader:
 
     # ----- HTTP
     def _headers(self, url: str, extra: dict[str, str] | None = None) -> dict[str, str]:
-        headers = {"User-Agent": "ember-chat", "Accept-Encoding": "identity", **(extra or {})}
+        headers = dict(extra or {})
         u = urlsplit(url)
         if self.token and (u.scheme, u.hostname, u.port) == self._hub_origin:
             headers["Authorization"] = f"Bearer {self.token}"
         return headers
 
-    def _open(
-        self, method: str, url: str, headers: dict[str, str]
-    ) -> tuple[http.client.HTTPConnection, http.client.HTTPResponse]:
-        u = urlsplit(url)
-        conn: http.client.HTTPConnection
-        if u.scheme == "https":
-            conn = http.client.HTTPSConnection(
-                u.hostname or "", u.port, timeout=self.timeout, context=ssl.create_default_context()
-            )
-        else:
-            conn = http.client.HTTPConnection(u.hostname or "", u.port, timeout=self.timeout)
-        path = u.path + (f"?{u.query}" if u.query else "")
-        try:
-            conn.request(method, path or "/", headers=headers)
-            return conn, conn.getresponse()
-        except BaseException:
-            conn.close()
-            raise
-
     def _request(
-        self, method: str, url: str, extra: dict[str, str] | None = None
-    ) -> tuple[http.client.HTTPConnection, http.client.HTTPResponse, str]:
-        """Follow redirects by hand so the token is recomputed for each origin."""
+        self, client: httpx2.Client, method: str, url: str, extra: dict[str, str] | None = None
+    ) -> httpx2.Response:
+        """A streamed response; redirects are followed by hand so the token is recomputed for each
+        origin (it never reaches the CDN). The caller closes the response."""
         for _ in range(6):
-            conn, resp = self._open(method, url, self._headers(url, extra))
-            if resp.status in (301, 302, 303, 307, 308) and resp.getheader("Location"):
-                location = urljoin(url, resp.getheader("Location") or "")
-                resp.read()
-                conn.close()
-                url = location
+            resp = client.send(client.build_request(method, url, headers=self._headers(url, extra)), stream=True)
+            location = resp.headers.get("Location")
+            if resp.status_code in _REDIRECTS and location:
+                resp.close()
+                url = urljoin(url, location)
                 continue
-            return conn, resp, url
+            return resp
         raise DownloadError(f"too many redirects for {url}")
 
     def resolve_url(self, spec: DownloadSpec) -> str:
@@ -185,48 +190,52 @@ class Downloader:
 
     def resolve(self, spec: DownloadSpec) -> Resolved:
         """HEAD on the resolve URL: commit, size and sha256 from the Hub, and where the bytes are."""
+        with hub_http_client(self.timeout) as client:
+            return self._resolve(client, spec)
+
+    def _resolve(self, client: httpx2.Client, spec: DownloadSpec) -> Resolved:
         url = self.resolve_url(spec)
-        conn, resp = self._open("HEAD", url, self._headers(url))
-        with _closing(conn):
-            resp.read()
-            self._raise_for_status(resp, spec)
-            commit = resp.getheader("X-Repo-Commit") or ""
-            etag = (
-                (resp.getheader("X-Linked-Etag") or resp.getheader("ETag") or "")
-                .strip('"')
-                .removeprefix("W/")
-                .strip('"')
-            )
-            size = int(resp.getheader("X-Linked-Size") or resp.getheader("Content-Length") or spec.size or 0)
-            location = resp.getheader("Location") if resp.status in (301, 302, 303, 307, 308) else None
+        resp = client.head(url, headers=self._headers(url))  # not followed: the Location is the answer
+        self._raise_for_status(resp, spec)
+        h = resp.headers
+        commit = h.get("X-Repo-Commit") or ""
+        etag = (h.get("X-Linked-Etag") or h.get("ETag") or "").strip('"').removeprefix("W/").strip('"')
+        size = int(h.get("X-Linked-Size") or h.get("Content-Length") or spec.size or 0)
+        location = h.get("Location") if resp.status_code in _REDIRECTS else None
         sha = spec.sha256 or (etag if re.fullmatch(r"[0-9a-f]{64}", etag or "") else None)
         return Resolved(url=urljoin(url, location) if location else url, commit=commit, size=size, sha256=sha)
 
-    def _raise_for_status(self, resp: http.client.HTTPResponse, spec: DownloadSpec) -> None:
-        if resp.status < 400 or resp.status == 416:
+    def _raise_for_status(self, resp: httpx2.Response, spec: DownloadSpec) -> None:
+        status = resp.status_code
+        if status < 400 or status == 416:
             return
-        code = resp.getheader("X-Error-Code") or ""
+        code = resp.headers.get("X-Error-Code") or ""
         what = f"{spec.repo_id}/{spec.filename}"
-        if code == "GatedRepo" or resp.status in (401, 403):
+        if code == "GatedRepo" or status in (401, 403):
             raise HubAuthError(
-                f"{what}: access denied ({resp.status}{', gated repository' if code == 'GatedRepo' else ''}). "
+                f"{what}: access denied ({status}{', gated repository' if code == 'GatedRepo' else ''}). "
                 "Accept the licence on the Hub and add a Hugging Face token."
             )
-        if resp.status == 404:
+        if status == 404:
             raise HubNotFound(f"{what}: not found on the Hub ({code or '404'}).")
-        if resp.status == 429 or resp.status >= 500:
-            raise _Transient(f"HTTP {resp.status}")
-        raise DownloadError(f"{what}: the server answered HTTP {resp.status}.")
+        if status == 429 or status >= 500:
+            raise _Transient(f"HTTP {status}")
+        raise DownloadError(f"{what}: the server answered HTTP {status}.")
 
     def read_prefix(self, spec: DownloadSpec, n_bytes: int = 2 << 20) -> bytes:
         """The first bytes of a file (a GGUF header for a fit estimate), with one Range request."""
-        resolved = self.resolve(spec)
-        conn, resp, _url = self._request("GET", resolved.url, {"Range": f"bytes=0-{n_bytes - 1}"})
-        with _closing(conn):
-            self._raise_for_status(resp, spec)
-            if resp.status >= 400:
-                return b""
-            return resp.read(n_bytes)
+        with hub_http_client(self.timeout) as client:
+            resolved = self._resolve(client, spec)
+            with closing(self._request(client, "GET", resolved.url, {"Range": f"bytes=0-{n_bytes - 1}"})) as resp:
+                self._raise_for_status(resp, spec)
+                if resp.status_code >= 400:
+                    return b""
+                prefix = bytearray()
+                for piece in resp.iter_raw():  # a server that ignores the Range is not read to the end
+                    prefix += piece
+                    if len(prefix) >= n_bytes:
+                        break
+                return bytes(prefix[:n_bytes])
 
     # ----- transfer
     def fetch(
@@ -238,8 +247,19 @@ class Downloader:
     ) -> Path:
         control = control or DownloadControl()
         target = safe_target(models_dir, spec.repo_id, spec.filename)
+        with hub_http_client(self.timeout) as client:
+            return self._fetch(client, spec, target, on_progress, control)
+
+    def _fetch(
+        self,
+        client: httpx2.Client,
+        spec: DownloadSpec,
+        target: Path,
+        on_progress: Callable[[Progress], None] | None,
+        control: DownloadControl,
+    ) -> Path:
         # Few retries here: offline should be said quickly, not after minutes of backoff.
-        resolved = self._with_retries(lambda: self.resolve(spec), control, retries=2)
+        resolved = self._with_retries(lambda: self._resolve(client, spec), control, retries=2)
         if target.exists() and target.stat().st_size == resolved.size:
             return target
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -275,7 +295,7 @@ class Downloader:
         resumed_from = have
 
         def attempt() -> None:
-            self._transfer(spec, resolved, part, state, control, on_progress, started, resumed_from)
+            self._transfer(client, spec, resolved, part, state, control, on_progress, started, resumed_from)
 
         self._with_retries(attempt, control, state)
         if state["have"] != resolved.size:
@@ -301,8 +321,8 @@ class Downloader:
             )
 
     def _with_retries(
-        self, fn: Callable[[], object], control: DownloadControl, state: dict | None = None, retries: int | None = None
-    ) -> object:
+        self, fn: Callable[[], T], control: DownloadControl, state: dict | None = None, retries: int | None = None
+    ) -> T:
         retries = self.retries if retries is None else retries
         attempt = 0
         last_have = state["have"] if state else 0
@@ -310,7 +330,8 @@ class Downloader:
             self._check_control(control)
             try:
                 return fn()
-            except (_Transient, OSError, http.client.HTTPException) as exc:
+            except (_Transient, OSError, httpx2.TransportError) as exc:
+                # TransportError: refused, DNS, proxy, TLS, timeouts, a connection dropped or reset mid-body
                 if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
                     raise DiskFullError(
                         "The disk filled up during the download. The partial file is kept: free some space and resume."
@@ -339,6 +360,7 @@ class Downloader:
 
     def _transfer(
         self,
+        client: httpx2.Client,
         spec: DownloadSpec,
         resolved: Resolved,
         part: Path,
@@ -351,45 +373,58 @@ class Downloader:
         have = state["have"]
         if have >= resolved.size:
             return
-        conn, resp, _url = self._request("GET", resolved.url, {"Range": f"bytes={have}-"})
-        with _closing(conn):
+        with closing(self._request(client, "GET", resolved.url, {"Range": f"bytes={have}-"})) as resp:
             self._raise_for_status(resp, spec)
-            if resp.status == 200 and have:
+            if resp.status_code == 200 and have:
                 # The server ignored the range: start over rather than append the wrong bytes.
                 have = 0
+                state["have"] = 0
                 state["hasher"] = hashlib.sha256()
                 part.unlink(missing_ok=True)
-            elif resp.status == 206:
-                start = int(re.match(r"bytes (\d+)-", resp.getheader("Content-Range") or "bytes 0-").group(1))  # type: ignore[union-attr]
+            elif resp.status_code == 206:
+                start = int(re.match(r"bytes (\d+)-", resp.headers.get("Content-Range") or "bytes 0-").group(1))  # type: ignore[union-attr]
                 if start != have:
                     raise _Transient(f"server resumed at {start}, expected {have}")
-            elif resp.status == 416:
+            elif resp.status_code == 416:
                 raise _Transient("range not satisfiable")
-            buf = bytearray(self.chunk)
-            view = memoryview(buf)
             last_report = 0.0
+            pieces: list[bytes] = []  # what the network gave since the last write, written in `chunk`s
+            pending = 0
             hashing = _HashPipe(state["hasher"])
             with hashing, part.open("ab" if have else "wb") as out:
-                while have < resolved.size:
-                    if control.cancel.is_set() or control.pause.is_set():
-                        out.flush()
+
+                def write_pending() -> None:
+                    nonlocal have, pending
+                    if pieces:
+                        data = b"".join(pieces)
+                        pieces.clear()
+                        pending = 0
+                        out.write(data)
+                        hashing.feed(data)
+                        have += len(data)
                         state["have"] = have
-                        self._check_control(control)
-                    n = resp.readinto(buf)
-                    if not n:
-                        state["have"] = have
-                        raise _Transient("connection closed mid-body")
-                    out.write(view[:n])
-                    hashing.feed(view[:n])
-                    have += n
-                    state["have"] = have
-                    now = time.monotonic()
-                    if on_progress and (now - last_report >= 0.2 or have == resolved.size):
-                        last_report = now
-                        elapsed = max(now - started, 1e-6)
-                        speed = (have - resumed_from) / elapsed
-                        eta = (resolved.size - have) / speed if speed > 0 else None
-                        on_progress(Progress(have, resolved.size, speed, eta, resumed_from))
+
+                try:
+                    for piece in resp.iter_raw():
+                        pieces.append(piece)
+                        pending += len(piece)
+                        if pending >= self.chunk or have + pending >= resolved.size:
+                            write_pending()
+                            now = time.monotonic()
+                            if on_progress and (now - last_report >= 0.2 or have >= resolved.size):
+                                last_report = now
+                                elapsed = max(now - started, 1e-6)
+                                speed = (have - resumed_from) / elapsed
+                                eta = (resolved.size - have) / speed if speed > 0 else None
+                                on_progress(Progress(min(have, resolved.size), resolved.size, speed, eta, resumed_from))
+                        if control.cancel.is_set() or control.pause.is_set():
+                            write_pending()
+                            out.flush()
+                            self._check_control(control)
+                finally:
+                    write_pending()  # bytes that arrived before a fault are kept: the resume skips them
+                if have < resolved.size:
+                    raise _Transient("connection closed mid-body")
                 out.flush()
                 os.fsync(out.fileno())
 
@@ -403,8 +438,7 @@ class _HashPipe:
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ember-sha256")
         self._pending: Future[None] | None = None
 
-    def feed(self, chunk: memoryview) -> None:
-        data = bytes(chunk)  # the read buffer is reused for the next chunk
+    def feed(self, data: bytes) -> None:
         if self._pending is not None:
             self._pending.result()
         self._pending = self._pool.submit(self._hasher.update, data)  # type: ignore[attr-defined]
@@ -418,17 +452,6 @@ class _HashPipe:
                 self._pending.result()
         finally:
             self._pool.shutdown(wait=True)
-
-
-class _closing:
-    def __init__(self, conn: http.client.HTTPConnection) -> None:
-        self.conn = conn
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *_: object) -> None:
-        self.conn.close()
 
 
 def sidecar_record(sidecar: Path) -> dict | None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import re
-import socket
+import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -23,10 +23,12 @@ for _var, _value in (
 ):
     os.environ.setdefault(_var, _value)
 
+import httpx2  # noqa: E402
 from huggingface_hub import HfApi  # noqa: E402
 from huggingface_hub import errors as hf_errors  # noqa: E402
 
 from ember_chat.engine.errors import HubAuthError, HubError, HubNotFound, HubOffline  # noqa: E402
+from ember_chat.engine.models.downloader import hub_http_client  # noqa: E402
 
 __all__ = ["HubAuthError", "HubClient", "HubError", "HubNotFound", "HubOffline"]
 
@@ -107,6 +109,21 @@ def group_variants(files: list[HubFile]) -> list[ModelVariant]:
     return sorted(singles, key=lambda v: (v.size, v.name))
 
 
+def _proxy_note(url: str) -> str:
+    """', through the proxy HOST:PORT' when the environment sends `url` through one (never its
+    credentials), so an unreachable proxy is not mistaken for an unreachable Hub."""
+    u = urlsplit(url)
+    proxies = urllib.request.getproxies()
+    proxy = proxies.get(u.scheme) or proxies.get("all")
+    if not proxy or urllib.request.proxy_bypass(u.hostname or ""):
+        return ""
+    p = urlsplit(proxy if "://" in proxy else f"http://{proxy}")
+    try:
+        return f", through the proxy {p.hostname}{f':{p.port}' if p.port else ''}"
+    except ValueError:  # a malformed port
+        return ", through a proxy"
+
+
 T = TypeVar("T")
 
 
@@ -117,19 +134,19 @@ class HubClient:
         self._api = HfApi(endpoint=self.endpoint, token=self.token or False)
 
     def _probe(self, what: str) -> None:
-        """A quick TCP connect first: offline is said in seconds, not after the library's ~23 s of
-        connection retries."""
-        u = urlsplit(self.endpoint)
-        port = u.port or (443 if u.scheme == "https" else 80)
+        """A quick HTTP request first, through the downloads' client and so through the proxy the
+        environment names: offline is said in seconds, not after the library's ~23 s of connection
+        retries. Any answer, whatever its status, means the Hub is reachable."""
         try:
-            socket.create_connection((u.hostname or "", port), timeout=PROBE_TIMEOUT_S).close()
-        except OSError as exc:
+            with hub_http_client(PROBE_TIMEOUT_S) as client:
+                client.head(self.endpoint + "/")
+        except (httpx2.TransportError, OSError) as exc:
             raise self._offline(what, exc) from exc
 
     def _offline(self, what: str, exc: BaseException) -> HubOffline:
         return HubOffline(
-            f"{what}: cannot reach {self.endpoint} ({exc.__class__.__name__}). You seem to be offline; "
-            "installed models keep working."
+            f"{what}: cannot reach {self.endpoint} ({exc.__class__.__name__}{_proxy_note(self.endpoint)}). "
+            "You seem to be offline; installed models keep working."
         )
 
     def _call(self, what: str, fn: Callable[[], T]) -> T:
