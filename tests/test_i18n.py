@@ -119,3 +119,44 @@ def test_a_translation_is_loaded_for_the_system_language(qtbot: object, tmp_path
             app.removeTranslator(translator)
             translator.deleteLater()
     assert not install_translations(app, tmp_path, QLocale("fr_FR"))  # no French file: English stays
+
+
+def test_the_engines_one_line_texts_are_translated_in_the_window(qtbot: object, tmp_path: Path) -> None:
+    """The metrics line, the backend badge and the model status are built by the engine (no Qt) from
+    templates the window hands in translated; the command line keeps English."""
+    from PySide6.QtCore import QCoreApplication, QLocale, QTranslator
+
+    from ember_chat.app.main import install_translations
+    from ember_chat.app.qt.wording import window_wording
+    from ember_chat.engine.inference.backend import ModelDescription
+    from ember_chat.engine.inference.metrics import MetricsRecorder, RunContext
+
+    tools = Path(sys.executable).parent
+    ts = tmp_path / "ember_de.ts"
+    subprocess.run([tools / "pyside6-lupdate", APP / "qt" / "wording.py", "-ts", ts], check=True, capture_output=True)
+    text = ts.read_text(encoding="utf-8")
+    for source, german in (("{count} tokens", "{count} Token"), ("stop", "Ende"),
+                           ("{backend} · {threads} threads · {layers} GPU layers",
+                            "{backend} · {threads} Threads · {layers} GPU-Schichten")):  # fmt: skip
+        marker = f'<source>{source}</source>\n        <translation type="unfinished"></translation>'
+        assert marker in text, source
+        text = text.replace(marker, f"<source>{source}</source>\n        <translation>{german}</translation>")
+    ts.write_text(text)
+    subprocess.run([tools / "pyside6-lrelease", ts, "-qm", tmp_path / "ember_de.qm"], check=True, capture_output=True)
+    rec = MetricsRecorder(RunContext("m", None, "CPU", 2, 0, 512, None))
+    rec.prefill_started(4, 0, rec.t_start_ns)
+    rec.token(rec.t_start_ns + 1_000_000, 1)
+    metrics = rec.finish("stop")
+    model = ModelDescription("m", "CPU", 512, threads=2, gpu_layers=0)
+    app = QCoreApplication.instance()
+    window_wording.cache_clear()
+    assert install_translations(app, tmp_path, QLocale("de_DE"))
+    try:
+        assert metrics.summary_line(window_wording()).endswith("1 Token · Ende")
+        assert model.badge(window_wording()).startswith("CPU · 2 Threads · 0 GPU-Schichten")
+        assert metrics.summary_line().endswith("1 tokens · stop")  # the engine's own words: English
+    finally:
+        for translator in app.findChildren(QTranslator):
+            app.removeTranslator(translator)
+            translator.deleteLater()
+        window_wording.cache_clear()

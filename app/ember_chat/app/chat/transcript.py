@@ -41,6 +41,7 @@ from ember_chat.app.chat.message_render import (
     meta_line,
 )
 from ember_chat.app.chat.transcript_stream import TranscriptStreaming
+from ember_chat.app.qt.wording import window_wording
 from ember_chat.app.style.theme import Colors
 from ember_chat.engine.inference.metrics import GenerationMetrics
 from ember_chat.engine.inference.reasoning import ThinkingStream
@@ -58,7 +59,7 @@ CARD_RADIUS = 10
 
 
 def _summary(m: Message) -> str | None:
-    return GenerationMetrics.from_dict(m.metrics).summary_line() if m.metrics else None
+    return GenerationMetrics.from_dict(m.metrics).summary_line(window_wording()) if m.metrics else None
 
 
 def _interrupted(m: Message) -> bool:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from PySide6.QtCore import QCoreApplication, Qt
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QProgressBar, QPushButton, QToolButton, QWidget
 
+from ember_chat.app.qt.wording import window_wording
 from ember_chat.engine.inference.backend import ModelDescription
 from ember_chat.engine.models.library import ModelEntry
 from ember_chat.engine.storage.connections import Connection, remote_model_name
@@ -91,7 +92,7 @@ class ModelBar(QWidget):
             self.unload.setToolTip(self.tr("Stop loading the model"))
             self.unload.setEnabled(True)
         elif state == "ready" and model is not None:
-            self.status.setText(model.status())
+            self.status.setText(model.status(window_wording()))
             self.unload.setText(self.tr("Unload"))
             self.unload.setAccessibleName(self.tr("Unload model"))
             self.unload.setToolTip(self.tr("Unload the model and free its memory"))
@@ -103,4 +104,4 @@ class ModelBar(QWidget):
             self.unload.setToolTip(self.tr("Unload the model and free its memory"))
             self.unload.setEnabled(False)
             self.picker.setCurrentIndex(0)
-        self.badge.setText(model.badge() if model is not None else self.tr("No model"))
+        self.badge.setText(model.badge(window_wording()) if model is not None else self.tr("No model"))

@@ -14,6 +14,7 @@ from urllib.parse import urlsplit
 from ember_chat.engine.inference.events import Event
 from ember_chat.engine.inference.messages import ChatMessage
 from ember_chat.engine.inference.params import LoadConfig, SamplingParams
+from ember_chat.engine.inference.wording import ENGLISH, Wording
 
 
 @dataclass(frozen=True)
@@ -77,24 +78,24 @@ class ModelDescription:
     def is_remote(self) -> bool:
         return self.source != "local"
 
-    def badge(self) -> str:
+    def badge(self, words: Wording = ENGLISH) -> str:
         """The backend badge: where the model runs and how."""
         if self.is_remote:
-            return f"Remote · {self.source}"
-        kv = f" · KV {self.kv_cache_type}" if self.kv_cache_type != "f16" else ""
-        ctx = f" · {self.n_ctx:,} ctx" if self.n_ctx else ""
-        return f"{self.backend} · {self.threads} threads · {self.gpu_layers} GPU layers{ctx}{kv}"
-
-    def status(self) -> str:
-        parts = [p for p in (self.quantization, self._params()) if p]
-        if self.is_remote:
-            parts.append(f"{self.n_ctx:,} ctx" if self.n_ctx else "remote")
+            return words.remote_badge.format(connection=self.source)
+        parts = [words.local_badge.format(backend=self.backend, threads=self.threads, layers=self.gpu_layers)]
+        if self.n_ctx:
+            parts.append(words.context.format(n=f"{self.n_ctx:,}"))
+        if self.kv_cache_type != "f16":
+            parts.append(words.kv_cache.format(type=self.kv_cache_type))
         return " · ".join(parts)
 
-    def _params(self) -> str | None:
-        if not self.parameter_count:
-            return None
-        return f"{self.parameter_count / 1e6:,.0f}M params"
+    def status(self, words: Wording = ENGLISH) -> str:
+        parts = [self.quantization] if self.quantization else []
+        if self.parameter_count:
+            parts.append(words.parameters.format(millions=f"{self.parameter_count / 1e6:,.0f}"))
+        if self.is_remote:
+            parts.append(words.context.format(n=f"{self.n_ctx:,}") if self.n_ctx else words.remote)
+        return " · ".join(parts)
 
 
 class InferenceBackend(Protocol):

@@ -23,6 +23,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from ember_chat.engine.inference.wording import ENGLISH, Wording
+
 
 def percentile(values: list[float], q: float) -> float | None:
     """Linear-interpolated percentile (numpy's default method), q in [0, 100]."""
@@ -94,20 +96,20 @@ class GenerationMetrics:
         names = cls.__dataclass_fields__
         return cls(**{k: v for k, v in data.items() if k in names})
 
-    def summary_line(self) -> str:
-        """e.g. 'TTFT 0.21 s · 31.8 tok/s · 128 tokens · stop'."""
+    def summary_line(self, words: Wording = ENGLISH) -> str:
+        """e.g. 'TTFT 0.21 s · 31.8 tok/s · 128 tokens · stop' (in the window's language with its words)."""
         parts = []
         if self.ttft_s is not None:
-            parts.append(f"TTFT {self.ttft_s:.2f} s")
+            parts.append(words.ttft.format(seconds=f"{self.ttft_s:.2f}"))
         if self.decode_tokens_per_s is not None:
-            parts.append(f"{self.decode_tokens_per_s:.1f} tok/s")
-        approx = "~" if self.token_count == "estimated" else ""
-        parts.append(f"{approx}{self.output_tokens} tokens")
+            parts.append(words.decode.format(rate=f"{self.decode_tokens_per_s:.1f}"))
+        tokens = words.estimated_tokens if self.token_count == "estimated" else words.tokens
+        parts.append(tokens.format(count=self.output_tokens))
         if self.thinking_tokens:
-            parts.append(f"{self.thinking_tokens} thinking")
-        parts.append(self.stop_reason)
+            parts.append(words.thinking.format(count=self.thinking_tokens))
+        parts.append(words.reason(self.stop_reason))
         if self.seed is not None:
-            parts.append(f"seed {self.seed}")
+            parts.append(words.seed.format(seed=self.seed))
         if self.connection:
             parts.append(self.connection)
         return " · ".join(parts)

@@ -1,0 +1,38 @@
+"""The engine's one-line texts (metrics line, backend badge, model status) in the window's language:
+the engine's templates (engine/inference/wording.py), each through Qt's translation functions."""
+
+from __future__ import annotations
+
+from functools import cache
+
+from PySide6.QtCore import QCoreApplication
+
+from ember_chat.engine.inference.wording import Wording
+
+
+@cache
+def window_wording() -> Wording:
+    """Made once, after the translator is installed (the first answer or model shown). Each call is
+    spelled out, as pyside6-lupdate finds translate("context", "literal") and not a wrapper."""
+    translate = QCoreApplication.translate
+    return Wording(
+        ttft=translate("Wording", "TTFT {seconds} s"),
+        decode=translate("Wording", "{rate} tok/s"),
+        tokens=translate("Wording", "{count} tokens"),
+        estimated_tokens=translate("Wording", "~{count} tokens"),
+        thinking=translate("Wording", "{count} thinking"),
+        seed=translate("Wording", "seed {seed}"),
+        reasons={
+            "stop": translate("Wording", "stop"),
+            "length": translate("Wording", "length"),
+            "cancelled": translate("Wording", "cancelled"),
+            "interrupted": translate("Wording", "interrupted"),
+            "error": translate("Wording", "error"),
+        },
+        remote_badge=translate("Wording", "Remote · {connection}"),
+        local_badge=translate("Wording", "{backend} · {threads} threads · {layers} GPU layers"),
+        context=translate("Wording", "{n} ctx"),
+        kv_cache=translate("Wording", "KV {type}"),
+        parameters=translate("Wording", "{millions}M params"),
+        remote=translate("Wording", "remote"),
+    )

@@ -1,0 +1,33 @@
+"""The words of the engine's one-line texts — an answer's metrics line, the backend badge, a model's
+status — as templates, so the window can hand in translated ones (app/ember_chat/app/qt/wording.py)
+while the engine stays free of Qt and the command line speaks English."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+STOP_REASONS = ("stop", "length", "cancelled", "interrupted", "error")
+
+
+@dataclass(frozen=True)
+class Wording:
+    ttft: str = "TTFT {seconds} s"
+    decode: str = "{rate} tok/s"
+    tokens: str = "{count} tokens"
+    estimated_tokens: str = "~{count} tokens"
+    thinking: str = "{count} thinking"
+    seed: str = "seed {seed}"
+    reasons: Mapping[str, str] = field(default_factory=lambda: {r: r for r in STOP_REASONS})
+    remote_badge: str = "Remote · {connection}"
+    local_badge: str = "{backend} · {threads} threads · {layers} GPU layers"
+    context: str = "{n} ctx"
+    kv_cache: str = "KV {type}"
+    parameters: str = "{millions}M params"
+    remote: str = "remote"
+
+    def reason(self, stop_reason: str) -> str:
+        return self.reasons.get(stop_reason, stop_reason)
+
+
+ENGLISH = Wording()
