@@ -17,6 +17,7 @@ from PySide6.QtGui import QGuiApplication
 from ember_chat.app.chat.transcript import TranscriptView, code_blocks
 from ember_chat.app.metrics.side_panel import MetricsPanel
 from ember_chat.app.qt.bridge import EngineBridge
+from ember_chat.engine.errors import EmberError
 from ember_chat.engine.inference.events import Retrying
 from ember_chat.engine.inference.messages import ChatMessage
 from ember_chat.engine.inference.metrics import GenerationMetrics
@@ -130,6 +131,7 @@ class ChatController(QObject):
         if self.generating:
             return False
         params, system_prompt = self._params()
+        created = self.conversation_id is None
         try:
             if self.conversation_id is None:
                 title = " ".join(text.split())[:48] or "New chat"
@@ -150,10 +152,19 @@ class ChatController(QObject):
                 ).format(reason=describe_write_error(exc))
             )
             return False
+        self.refresh()
+        if not self._start(user):
+            # Refused (only while Ember shuts down): take the question back, it stays in the box.
+            self.store.delete_message(user.id)
+            if created:
+                self.store.delete_conversation(conv.id)
+                self.conversation_id = None
+            else:
+                self.store.update_conversation(conv.id, active_leaf=user.parent_id)
+            self.refresh()
+            return False
         self.cancel_edit()
         self.conversations_changed.emit()
-        self.refresh()
-        self._start(user)
         return True
 
     def regenerate(self, answer_id: int | None = None) -> None:
@@ -193,7 +204,10 @@ class ChatController(QObject):
         self.refresh()
         self._start(self.store.message(answer.parent_id), resume=answer)
 
-    def _start(self, user: Message, resume: Message | None = None) -> None:
+    def _start(self, user: Message, resume: Message | None = None) -> bool:
+        """Ask the engine for an answer to `user`, then save and show the (empty) streaming answer.
+        The request goes in first: if the engine refuses it, nothing half-saved is left. False when
+        refused (the error is shown)."""
         assert self.conversation_id is not None
         conv = self.store.conversation(self.conversation_id)
         params, system_prompt = self._params()
@@ -202,6 +216,13 @@ class ChatController(QObject):
             history.insert(0, ChatMessage("system", system_prompt))
         if resume is not None:
             history.append(ChatMessage("assistant", resume.content))  # a final assistant message is continued
+        try:
+            request_id = self.bridge.generate(history, params)
+        except EmberError as exc:  # QueueFull: the window is only refused while Ember shuts down
+            self.error.emit(str(exc))
+            return False
+        # The engine's results for this id arrive as queued signals, handled after this returns.
+        self.request_id = request_id
         self._stream = StreamingMessage(self.store, conv.id, user.id, resume=resume)
         self._resumed = resume is not None
         if resume is not None:
@@ -209,8 +230,8 @@ class ChatController(QObject):
         else:
             self.transcript.begin_stream(self._stream.message.id, self.model_name)
         self.metrics.begin()
-        self.request_id = self.bridge.generate(history, params)
         self.generating_changed.emit(True)
+        return True
 
     # ----- engine results
     @Slot(int, str, int)

@@ -4,8 +4,10 @@ API server, the CLI) through one bounded, fair queue of generation requests.
 - One model, one generation at a time. Requests carry ids; `cancel(id)` cancels that request only
   (a queued one is dropped, a running one is stopped within one token), never another.
 - Fairness: each client kind ("window", "api", …) has its own line, served round-robin, so a burst
-  of API calls cannot starve the window's chat and vice versa. The queue is bounded: `submit` raises
-  `QueueFull` past the limit.
+  of API calls cannot starve the window's chat and vice versa. The bound is per client kind: an API
+  (or CLI) request is refused with `QueueFull` once `queue_limit` requests wait; the window is never
+  refused (the user pressed Send, and the window has one answer at a time), so waiting API requests
+  cannot make the window's Send fail.
 - Loads and unloads go ahead of waiting generations; the load itself can be cancelled.
 - Results reach the client through its `GenerationSink`, called on the engine thread: token text in
   batches (`batch_s`, 0 for every token) and live metrics snapshots from the same `MetricsRecorder`
@@ -46,6 +48,7 @@ log = logging.getLogger(__name__)
 TOKEN_BATCH_S = 1 / 30
 METRICS_SNAPSHOT_S = 1 / 10
 RECENT_REQUESTS = 50
+UNBOUNDED_CLIENTS = frozenset({"window"})  # client kinds `submit` never refuses (except at shutdown)
 
 
 class QueueFull(EmberError):
@@ -277,11 +280,12 @@ class EngineService:
 
     # ----- requests
     def submit(self, request: GenerationRequest) -> int:
-        """Queue a generation; returns its id. Raises QueueFull when the queue is at its limit."""
+        """Queue a generation; returns its id. Raises QueueFull when a bounded client kind finds the
+        queue at its limit (the window's requests are never refused), or while shutting down."""
         with self._lock:
             if self._closing:
                 raise QueueFull("Ember is shutting down.")
-            if self._queued_count() >= self.queue_limit:
+            if request.client not in UNBOUNDED_CLIENTS and self._queued_count() >= self.queue_limit:
                 raise QueueFull(
                     f"{self._queued_count()} requests are already waiting for the model; try again shortly."
                 )
