@@ -3,6 +3,10 @@
 Clients (the GUI, the CLI) read `snapshot()` when they like (the GUI polls a few times a second), so
 progress reporting never floods anyone. Unfinished downloads found on disk (sidecars) come back as
 paused jobs after a restart.
+
+A pause takes effect when the download thread next looks (between chunks); until then the job still
+reads DOWNLOADING. A resume in that window is kept: the pause is withdrawn, and if the thread was
+already on its way out, the job goes back in the queue instead of ending PAUSED. The last click wins.
 """
 
 from __future__ import annotations
@@ -65,6 +69,7 @@ class DownloadQueue:
         self._jobs: dict[int, JobStatus] = {}
         self._controls: dict[int, DownloadControl] = {}
         self._threads: dict[int, threading.Thread] = {}
+        self._resume_after_stop: set[int] = set()  # resumed while their pause was taking effect
 
     # ----- commands
     def add(self, spec: DownloadSpec, start_paused: bool = False) -> int:
@@ -84,6 +89,7 @@ class DownloadQueue:
             if job.state == QUEUED:
                 self._jobs[jid] = replace(job, state=PAUSED, speed_bps=0.0, eta_s=None)
             elif job.state == DOWNLOADING:
+                self._resume_after_stop.discard(jid)
                 self._controls[jid].pause.set()
 
     def resume(self, jid: int) -> None:
@@ -91,6 +97,13 @@ class DownloadQueue:
             job = self._jobs[jid]
             if job.state in (PAUSED, FAILED):
                 self._jobs[jid] = replace(job, state=QUEUED, error=None)
+            elif job.state == DOWNLOADING:
+                control = self._controls[jid]
+                if control.pause.is_set() and not control.cancel.is_set():
+                    # The pause has not taken effect yet: withdraw it (a thread that has not looked
+                    # goes on), and requeue the job if the thread was already stopping.
+                    self._resume_after_stop.add(jid)
+                    control.pause.clear()
         self._pump()
 
     def cancel(self, jid: int) -> None:
@@ -98,6 +111,7 @@ class DownloadQueue:
         with self._lock:
             job = self._jobs[jid]
             if job.state == DOWNLOADING:
+                self._resume_after_stop.discard(jid)
                 self._controls[jid].cancel.set()
                 return
             if job.state in (QUEUED, PAUSED, FAILED):
@@ -144,6 +158,7 @@ class DownloadQueue:
         with self._lock:
             for jid, job in self._jobs.items():
                 if job.state == DOWNLOADING:
+                    self._resume_after_stop.discard(jid)
                     self._controls[jid].pause.set()
                 elif job.state == QUEUED:
                     self._jobs[jid] = replace(job, state=PAUSED)
@@ -185,9 +200,9 @@ class DownloadQueue:
             if stop.cancelled:
                 self._discard_partial(spec)
             with self._lock:
-                final = replace(
-                    self._jobs[jid], state=CANCELLED if stop.cancelled else PAUSED, speed_bps=0.0, eta_s=None
-                )
+                resumed = jid in self._resume_after_stop  # resumed while stopping: back in the queue
+                state = CANCELLED if stop.cancelled else (QUEUED if resumed else PAUSED)
+                final = replace(self._jobs[jid], state=state, speed_bps=0.0, eta_s=None)
         except EmberError as exc:
             with self._lock:
                 final = replace(self._jobs[jid], state=FAILED, error=str(exc), speed_bps=0.0, eta_s=None)
@@ -198,7 +213,8 @@ class DownloadQueue:
             self._jobs[jid] = final
             self._threads.pop(jid, None)
             self._controls.pop(jid, None)
-        if self._on_finished:
+            self._resume_after_stop.discard(jid)
+        if self._on_finished and final.state != QUEUED:  # a requeued job has not finished
             self._on_finished(final)
         self._pump()
 
