@@ -5,6 +5,7 @@ download queue and are shown from its snapshots a few times a second."""
 
 from __future__ import annotations
 
+import html
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
@@ -112,6 +113,7 @@ class ModelManager(QDialog, DiscoverTab):
         )
         v.addWidget(self.installed, 1)
         self.installed_status = QLabel()
+        self.installed_status.setTextFormat(Qt.TextFormat.PlainText)  # errors name files: never markup
         self.installed_status.setWordWrap(True)
         self.installed_status.setAccessibleName(self.tr("Installed models status"))
         v.addWidget(self.installed_status)
@@ -333,7 +335,7 @@ class ModelManager(QDialog, DiscoverTab):
         }.get(j.state, j.state)
         item = table_item(f"{state}: {j.error}" if j.error else state)
         if j.error:
-            item.setToolTip(j.error)
+            item.setToolTip(f"<p>{html.escape(j.error, quote=False)}</p>")  # shown as written, wrapped
         self.downloads.setItem(r, 5, item)
 
     def shutdown(self) -> None:

@@ -4,6 +4,8 @@ ModelManager, whose stores, task runner and signals it uses."""
 
 from __future__ import annotations
 
+import html
+
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QFont
 from PySide6.QtWidgets import (
@@ -51,6 +53,7 @@ class DiscoverTab:
             row.addWidget(x)
         v.addLayout(row)
         self.discover_status = QLabel()
+        self.discover_status.setTextFormat(Qt.TextFormat.RichText)  # for the error colour; see _say
         self.discover_status.setWordWrap(True)
         self.discover_status.setAccessibleName(self.tr("Discover status"))
         v.addWidget(self.discover_status)
@@ -71,6 +74,7 @@ class DiscoverTab:
         bv = QVBoxLayout(bottom)
         bv.setContentsMargins(0, 0, 0, 0)
         self.files_title = QLabel(self.tr("Choose a repository to see its files."))
+        self.files_title.setTextFormat(Qt.TextFormat.PlainText)  # repository names come from the Hub
         bv.addWidget(self.files_title)
         bv.addWidget(self.files)
         self.download_btn = QPushButton(self.tr("Download selected file"))
@@ -92,11 +96,11 @@ class DiscoverTab:
             self.repos.setItem(r, 2, table_item(e.licence))
             self.repos.setItem(r, 3, table_item(e.description))
         self.repos.setHorizontalHeaderLabels([self.tr("Model"), self.tr("Size"), self.tr("Licence"), self.tr("About")])
-        self.discover_status.setText(self.tr("Curated catalog. Search to find any GGUF repository on the Hub."))
+        self._say(self.tr("Curated catalog. Search to find any GGUF repository on the Hub."))
 
     def search(self) -> None:
         query = self.search_box.text().strip()
-        self.discover_status.setText(self.tr("Searching for “{query}”…").format(query=query))
+        self._say(self.tr("Searching for “{query}”…").format(query=query))
         hub = self.hub_factory()
         self.tasks.run(lambda: hub.search(query), self._show_results, self._discover_error)
 
@@ -112,15 +116,23 @@ class DiscoverTab:
             self.repos.setItem(r, 1, table_item(f"{s.downloads:,}"))
             self.repos.setItem(r, 2, table_item(f"{s.likes:,}"))
             self.repos.setItem(r, 3, table_item(s.last_modified.date().isoformat() if s.last_modified else ""))
-        self.discover_status.setText(
+        self._say(
             self.tr("{count} repositories, most downloaded first.").format(count=len(found))
             if found
             else self.tr("No GGUF repositories found.")
         )
         self.search_done.emit()
 
+    def _say(self, text: str, error: bool = False) -> None:
+        """The Discover status line. It is rich text only for the error colour: the text itself (Hub
+        errors, the user's query) is escaped, so markup in it is shown, never rendered."""
+        body = html.escape(text, quote=False).replace("\n", "<br>")
+        if error:
+            body = f"<span style='color:{active_colors().error}'>{body}</span>"
+        self.discover_status.setText(body)
+
     def _discover_error(self, message: str) -> None:
-        self.discover_status.setText(f"<span style='color:{active_colors().error}'>{message}</span>")
+        self._say(message, error=True)
         self.search_done.emit()
         self.files_shown.emit()
 
@@ -200,7 +212,7 @@ class DiscoverTab:
     def download_selected(self) -> None:
         v = self.selected_variant()
         if v is None or self.repo_files is None:
-            self.discover_status.setText(self.tr("Choose a file to download first."))
+            self._say(self.tr("Choose a file to download first."))
             return
         self.download(self.repo_files, v)
 
@@ -227,8 +239,6 @@ class DiscoverTab:
         try:
             self.tokens.set(token)
         except EmberError as exc:
-            self.discover_status.setText(str(exc))
+            self._say(str(exc), error=True)
             return
-        self.discover_status.setText(
-            self.tr("Token saved in the keychain.") if token.strip() else self.tr("Token removed.")
-        )
+        self._say(self.tr("Token saved in the keychain.") if token.strip() else self.tr("Token removed."))
