@@ -5,13 +5,18 @@ The engine service (`engine.inference.service`) owns the backend, its thread, re
 batching, live metrics and the fair request queue shared with the API server; this file only
 translates. Stop is `cancel(request_id)`: it reaches the engine directly, without waiting for a
 queued call.
+
+Loads: the window has one current load, the one it asked for last. `load_progress`, `loaded` and
+`load_failed` are about that load only: what an earlier, superseded load says (it was cancelled, or
+it finished after the user picked another model) is dropped on the GUI thread, where the current
+load id is known without a race.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from PySide6.QtCore import QObject, Signal
+from PySide6.QtCore import QObject, Signal, Slot
 
 from ember_chat.engine.inference.backend import ModelDescription, ModelRef
 from ember_chat.engine.inference.events import Retrying
@@ -72,14 +77,14 @@ class _Listener(ServiceListener):
     def __init__(self, bridge: EngineBridge) -> None:
         self.bridge = bridge
 
-    def load_progress(self, fraction: float) -> None:
-        self.bridge.load_progress.emit(fraction)
+    def load_progress_with_id(self, load_id: int, fraction: float) -> None:
+        self.bridge._load_progress.emit(load_id, fraction)
 
-    def loaded(self, model: ModelDescription) -> None:
-        self.bridge.loaded.emit(model)
+    def loaded_with_id(self, load_id: int, model: ModelDescription) -> None:
+        self.bridge._loaded.emit(load_id, model)
 
-    def load_failed(self, message: str) -> None:
-        self.bridge.load_failed.emit(message)
+    def load_failed_with_id(self, load_id: int, message: str) -> None:
+        self.bridge._load_failed.emit(load_id, message)
 
     def unloaded(self) -> None:
         self.bridge.unloaded.emit()
@@ -92,9 +97,9 @@ class _Listener(ServiceListener):
 
 
 class EngineBridge(QObject):
-    load_progress = Signal(float)
-    loaded = Signal(object)  # ModelDescription
-    load_failed = Signal(str)
+    load_progress = Signal(float)  # of the current load
+    loaded = Signal(object)  # ModelDescription: the current load ended with this model
+    load_failed = Signal(str)  # the current load failed or was cancelled
     unloaded = Signal()
     started = Signal(int, object)  # request id, live metrics snapshot at prompt evaluation
     tokens = Signal(int, str, int)  # request id, text batch, output tokens so far
@@ -107,19 +112,48 @@ class EngineBridge(QObject):
     finished = Signal(int, str, str, object, object)  # id, reason, text, GenerationMetrics|None, ITLs
     queue_changed = Signal(object)  # QueueState
     request_done = Signal(object)  # RequestRecord
+    # from the engine thread, with the load id: delivered queued, filtered by the slots below
+    _load_progress = Signal(int, float)
+    _loaded = Signal(int, object)
+    _load_failed = Signal(int, str)
 
     def __init__(self, service: EngineService, parent: QObject | None = None) -> None:
         super().__init__(parent)
         self.service = service
+        self.load_id: int | None = None  # the current load (the last one asked for)
+        self._load_progress.connect(self._on_load_progress)
+        self._loaded.connect(self._on_loaded)
+        self._load_failed.connect(self._on_load_failed)
         self._listener = _Listener(self)
         service.add_listener(self._listener)
         self._closed = False
 
-    def load(self, ref: ModelRef, alias: str | None = None) -> None:
-        self.service.load(ref, alias)
+    def load(self, ref: ModelRef, alias: str | None = None) -> int:
+        """Load a model; it becomes the current load (an earlier one is no longer reported: cancel it
+        first if it should not go on). Returns the load's id."""
+        self.load_id = self.service.load(ref, alias)
+        return self.load_id
 
-    def cancel_load(self) -> None:
-        self.service.cancel_load()
+    def cancel_load(self, load_id: int | None = None) -> None:
+        """Cancel a load: by default the current one. Its own cancel, never a later load's."""
+        load_id = self.load_id if load_id is None else load_id
+        if load_id is not None:
+            self.service.cancel_load(load_id)
+
+    @Slot(int, float)
+    def _on_load_progress(self, load_id: int, fraction: float) -> None:
+        if load_id == self.load_id:
+            self.load_progress.emit(fraction)
+
+    @Slot(int, object)
+    def _on_loaded(self, load_id: int, model: ModelDescription) -> None:
+        if load_id == self.load_id:
+            self.loaded.emit(model)
+
+    @Slot(int, str)
+    def _on_load_failed(self, load_id: int, message: str) -> None:
+        if load_id == self.load_id:
+            self.load_failed.emit(message)
 
     def unload(self) -> None:
         self.service.unload()

@@ -67,6 +67,10 @@ class ModelActions:
             except EmberError as exc:
                 self.show_error(str(exc))
                 return
+            if self._loading_name is not None:
+                # a new pick replaces the load in progress: it is cancelled, and what it still says
+                # is dropped by the bridge (only the last load asked for is reported)
+                self.bridge.cancel_load()
             self._loading_name = name
             self.set_model_state("loading")
             self.bridge.load(ref, alias)

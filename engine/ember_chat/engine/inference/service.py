@@ -8,7 +8,9 @@ API server, the CLI) through one bounded, fair queue of generation requests.
   (or CLI) request is refused with `QueueFull` once `queue_limit` requests wait; the window is never
   refused (the user pressed Send, and the window has one answer at a time), so waiting API requests
   cannot make the window's Send fail.
-- Loads and unloads go ahead of waiting generations; the load itself can be cancelled.
+- Loads and unloads go ahead of waiting generations. Each load has an id (`load` returns it) and a
+  cancel event of its own, so cancelling one load never touches another (a Cancel followed by a new
+  pick cannot revive the cancelled load), and listeners can tell a superseded load's events apart.
 - Results reach the client through its `GenerationSink`, called on the engine thread: token text in
   batches (`batch_s`, 0 for every token) and live metrics snapshots from the same `MetricsRecorder`
   computation as the final record. Errors are data: `failed(message)` then `finished(...)`.
@@ -127,13 +129,25 @@ class QueueState:
 
 
 class ServiceListener:
-    """Model and queue events, called on the engine thread (or the caller's, for queue changes)."""
+    """Model and queue events, called on the engine thread (or the caller's, for queue changes).
+
+    A load's events come with the id `load()` returned (`…_with_id`); by default they are passed on
+    without it, for a listener that starts one load at a time."""
 
     def load_progress(self, fraction: float) -> None: ...
 
     def loaded(self, model: ModelDescription) -> None: ...
 
     def load_failed(self, message: str) -> None: ...
+
+    def load_progress_with_id(self, load_id: int, fraction: float) -> None:
+        self.load_progress(fraction)
+
+    def loaded_with_id(self, load_id: int, model: ModelDescription) -> None:
+        self.loaded(model)
+
+    def load_failed_with_id(self, load_id: int, message: str) -> None:
+        self.load_failed(message)
 
     def unloaded(self) -> None: ...
 
@@ -180,7 +194,8 @@ class EngineService:
         self._listeners: list[ServiceListener] = []
         self._records: dict[int, RequestRecord] = {}
         self.recent: deque[RequestRecord] = deque(maxlen=RECENT_REQUESTS)
-        self.load_cancel = threading.Event()
+        self._load_ids = itertools.count(1)
+        self._load_cancels: dict[int, threading.Event] = {}  # loads not finished yet → their cancel
         self._thread = threading.Thread(target=self._run, name="ember-engine", daemon=True)
         self._thread.start()
 
@@ -221,14 +236,27 @@ class EngineService:
         return sum(len(line) for line in self._lines.values())
 
     # ----- model
-    def load(self, ref: ModelRef, alias: str | None = None) -> None:
-        """Load a model (after the running generation, ahead of waiting ones). `alias`: the name
-        clients know it by (the library name, e.g. "starter"); the API server serves it as the id."""
-        self.load_cancel.clear()
-        self._submit_control(lambda: self._do_load(ref, alias))
+    def load(self, ref: ModelRef, alias: str | None = None) -> int:
+        """Load a model (after the running generation, ahead of waiting ones); returns the load's id.
+        `alias`: the name clients know it by (the library name, e.g. "starter"); the API server serves
+        it as the id."""
+        cancel = threading.Event()
+        with self._lock:
+            load_id = next(self._load_ids)
+            self._load_cancels[load_id] = cancel
+        self._submit_control(lambda: self._do_load(load_id, ref, alias, cancel))
+        return load_id
 
-    def cancel_load(self) -> None:
-        self.load_cancel.set()
+    def cancel_load(self, load_id: int | None = None) -> None:
+        """Cancel one load (waiting or running), or with no id every load not finished yet; a load
+        started afterwards is not affected."""
+        with self._lock:
+            if load_id is None:
+                cancels = list(self._load_cancels.values())
+            else:
+                cancels = [self._load_cancels[load_id]] if load_id in self._load_cancels else []
+        for cancel in cancels:
+            cancel.set()
 
     def unload(self) -> None:
         self._submit_control(self._do_unload)
@@ -240,7 +268,14 @@ class EngineService:
             self._control.append(action)
             self._lock.notify_all()
 
-    def _do_load(self, ref: ModelRef, alias: str | None) -> None:
+    def _do_load(self, load_id: int, ref: ModelRef, alias: str | None, cancel: threading.Event) -> None:
+        try:
+            self._load(load_id, ref, alias, cancel)
+        finally:
+            with self._lock:
+                self._load_cancels.pop(load_id, None)
+
+    def _load(self, load_id: int, ref: ModelRef, alias: str | None, cancel: threading.Event) -> None:
         kind = _backend_kind(ref)
         try:
             if self._backend is not None and self._backend_kind != kind:
@@ -249,22 +284,21 @@ class EngineService:
                 self._backend = self._factory(ref)
                 self._backend_kind = kind
             self._model = None
-            model = self._backend.load(ref, progress=self._on_progress, cancel=self.load_cancel)
+            model = self._backend.load(
+                ref, progress=lambda fraction: self._notify("load_progress_with_id", load_id, fraction), cancel=cancel
+            )
         except EmberError as exc:
             self._model = None
-            self._notify("load_failed", str(exc))
+            self._notify("load_failed_with_id", load_id, str(exc))
             return
         except Exception as exc:  # never let a load kill the engine thread
             log.exception("unexpected error while loading")
             self._model = None
-            self._notify("load_failed", f"Unexpected error while loading: {exc!r}")
+            self._notify("load_failed_with_id", load_id, f"Unexpected error while loading: {exc!r}")
             return
         self._model = model
         self.model_alias = alias or model.name
-        self._notify("loaded", model)
-
-    def _on_progress(self, fraction: float) -> None:
-        self._notify("load_progress", fraction)
+        self._notify("loaded_with_id", load_id, model)
 
     def _do_unload(self) -> None:
         if self._backend is not None:
@@ -471,7 +505,7 @@ class EngineService:
     # ----- shutdown
     def close(self) -> None:
         """Cancel everything, stop the thread, wait for it, close the model (in that order)."""
-        self.load_cancel.set()
+        self.cancel_load()
         self.cancel_all()
         with self._lock:
             self._closing = True
