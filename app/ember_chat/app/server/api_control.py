@@ -29,7 +29,7 @@ from ember_chat.app.qt.bridge import EngineBridge
 from ember_chat.engine.errors import EmberError
 from ember_chat.engine.inference.service import QueueState, RequestRecord
 from ember_chat.engine.serve.server import ApiServer, ServerConfig
-from ember_chat.engine.storage.secrets import API_SERVER_KEY, SecretStore
+from ember_chat.engine.storage.secrets import API_SERVER_KEY, SecretStore, SecretStoreError
 from ember_chat.engine.storage.settings import Settings, SettingsFile
 
 
@@ -69,10 +69,20 @@ class ApiServerControl(QObject):
         s = self.window.settings
         if not s.api_server:
             return True
+        try:  # a keychain that cannot be read must not start the server without its key
+            api_key = self.secrets.read(API_SERVER_KEY, "The API server's key")
+        except SecretStoreError as exc:
+            self.window.show_error(
+                self.tr(
+                    "Local API server: {error} The server was not started, because it must not run without its "
+                    "key. Unlock the system keychain, then apply the settings again."
+                ).format(error=exc)
+            )
+            return False
         config = ServerConfig(
             host=s.api_host,
             port=s.api_port,
-            api_key=self.secrets.get(API_SERVER_KEY),
+            api_key=api_key,
             allowed_origins=tuple(o.strip() for o in s.api_allowed_origins.split(",") if o.strip()),
         )
         self.window.bridge.service.queue_limit = s.api_queue_limit
@@ -162,9 +172,11 @@ class ApiServerDialog(QDialog):
         self.port.setToolTip(self.tr("The TCP port clients connect to"))
         self.key = QLineEdit()
         self.key.setEchoMode(QLineEdit.EchoMode.Password)
-        self.key.setPlaceholderText(
-            self.tr("stored in the system keychain") if control.secrets.get(API_SERVER_KEY) else self.tr("none")
-        )
+        try:
+            stored = control.secrets.read(API_SERVER_KEY) is not None
+            self.key.setPlaceholderText(self.tr("stored in the system keychain") if stored else self.tr("none"))
+        except SecretStoreError:
+            self.key.setPlaceholderText(self.tr("unknown: the system keychain cannot be read"))
         self.key.setAccessibleName(self.tr("API key"))
         self.key.setToolTip(
             self.tr("Clients must send this key. Kept in the system keychain; leave empty to keep the stored key.")

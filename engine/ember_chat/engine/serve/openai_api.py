@@ -172,11 +172,45 @@ def parse_request(kind: str, body: Any) -> ApiRequest:
     return ApiRequest("completion", prompt=prompt, **common)
 
 
+# Ember's stop reasons of an answer that ended as it should → OpenAI's finish_reason. The others
+# (cancelled, interrupted, error) have no OpenAI word, and "stop" would tell a client its answer is
+# whole: they are errors (`unfinished_error`).
 FINISH_REASONS = {"stop": "stop", "stop_string": "stop", "length": "length", "context_full": "length"}
 
 
 def finish_reason(reason: str) -> str:
-    return FINISH_REASONS.get(reason, "stop")
+    """OpenAI's finish_reason for an answer that ended cleanly (check `unfinished_error` first)."""
+    try:
+        return FINISH_REASONS[reason]
+    except KeyError:
+        raise ValueError(f"{reason!r} is not the end of a finished answer; answer with unfinished_error().") from None
+
+
+_STATUS_BY_KIND = {  # the engine's failures (by error class name) that are the request's fault, or 503
+    "ContextOverflowError": (400, "context_length_exceeded"),
+    "InvalidParameter": (400, "invalid_parameter"),
+    "NoModelLoaded": (503, "model_not_loaded"),
+}
+
+
+def unfinished_error(reason: str, failure: tuple[str, str] | None) -> ApiError | None:
+    """The error for a generation that did not finish, or None when it did. `failure`: the engine's
+    message and error kind, if it reported one. Before any output it is the response; in a stream,
+    after the 200, it goes out as a `data: {"error": ...}` event, on which the openai client raises."""
+    if failure is not None:
+        status, code = _STATUS_BY_KIND.get(failure[1], (500, "generation_failed"))
+        type_ = "invalid_request_error" if status == 400 else "server_error"
+        return ApiError(status, failure[0], type_, code=code)
+    if reason in FINISH_REASONS:
+        return None
+    if reason == "cancelled":
+        message = (
+            "The generation was cancelled before it finished: Ember stopped it (its server or window is closing, "
+            "the model is being unloaded, or it was cancelled in Ember)."
+        )
+        return ApiError(503, message, "server_error", code="generation_cancelled")
+    message = f"The generation ended before it finished ({reason})."
+    return ApiError(500, message, "server_error", code="generation_failed")
 
 
 def usage(m: GenerationMetrics | None) -> dict[str, Any]:

@@ -1,17 +1,18 @@
 """Ember's OpenAI-compatible API server over whichever model the engine service has loaded.
 
-Standard library HTTP (one thread per connection; generation itself is serialised by the engine
-service's queue, shared fairly with the window). Guards: bound to 127.0.0.1 by default (another
-interface needs an API key); the `Host` header must name this server (DNS rebinding); no CORS
-headers, and requests from a browser origin refused, unless the origin is listed; a body size
-limit; JSON validated with clear 400s; no stack traces in responses. A client that disconnects
-cancels its generation within one token.
+Standard library HTTP (one thread per connection, up to a limit; generation itself is serialised by
+the engine service's queue, shared fairly with the window). Guards (the socket-free ones in
+`guards.py`): bound to 127.0.0.1 by default (another interface needs an API key); on loopback the
+`Host` header must name this server (DNS rebinding); no CORS headers, and requests from a browser
+origin refused, unless the origin is listed; a body size limit and a strict Content-Length; a
+timeout on reads from the client (never on the wait for tokens); JSON validated with clear 400s; no
+stack traces in responses. A client that disconnects cancels its generation within one token; a
+generation that does not finish cleanly is an error, never `finish_reason: "stop"`.
 """
 
 from __future__ import annotations
 
 import contextlib
-import hmac
 import json
 import logging
 import queue
@@ -26,13 +27,15 @@ from typing import Any
 from ember_chat.engine.errors import EmberError
 from ember_chat.engine.inference.metrics import GenerationMetrics
 from ember_chat.engine.inference.service import EngineService, GenerationRequest, GenerationSink, QueueFull
-from ember_chat.engine.serve.openai_api import ApiError, ApiRequest, ResponseBuilder, parse_request
+from ember_chat.engine.serve.guards import bind_option, check_access, content_length, is_loopback, refuse
+from ember_chat.engine.serve.openai_api import ApiError, ApiRequest, ResponseBuilder, parse_request, unfinished_error
 
 log = logging.getLogger(__name__)
 
 DEFAULT_PORT = 8642
 MAX_BODY_BYTES = 4 * 1024 * 1024
-LOOPBACK = ("127.0.0.1", "localhost", "::1")
+CLIENT_TIMEOUT_S = 30.0  # a client silent this long while we read its request is dropped
+MAX_CONNECTIONS = 64  # open connections (each holds a thread); more get a quick 503
 _POLL_S = 0.05  # how often a waiting handler checks whether its client is still there
 
 
@@ -47,13 +50,17 @@ class ServerConfig:
     api_key: str | None = field(default=None, repr=False)
     allowed_origins: tuple[str, ...] = ()
     max_body_bytes: int = MAX_BODY_BYTES
+    timeout_s: float = CLIENT_TIMEOUT_S
+    max_connections: int = MAX_CONNECTIONS
 
     def check(self) -> None:
-        if self.host not in LOOPBACK and not self.api_key:
+        if not is_loopback(self.host) and not self.api_key:
             raise ServeError(
                 f"Serving on {self.host} makes the model reachable from other machines: set an API key first "
                 "(or keep the server on 127.0.0.1)."
             )
+        if self.timeout_s <= 0 or self.max_connections < 1:
+            raise ServeError("The API server needs a positive client timeout and at least one connection.")
 
 
 class _QueueSink(GenerationSink):
@@ -75,13 +82,6 @@ class _QueueSink(GenerationSink):
         self.events.put(("finished", (reason, text, metrics)))
 
 
-_STATUS_BY_KIND = {
-    "ContextOverflowError": (400, "context_length_exceeded"),
-    "InvalidParameter": (400, "invalid_parameter"),
-    "NoModelLoaded": (503, "model_not_loaded"),
-}
-
-
 class ClientGone(Exception):
     pass
 
@@ -96,6 +96,9 @@ class _Handler(BaseHTTPRequestHandler):
     def setup(self) -> None:
         super().setup()
         self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # a token is a small write
+        # Reads from a silent client (a half-sent request, an idle keep-alive) end after this; the
+        # wait for tokens reads nothing, so a slow model is never cut by it.
+        self.connection.settimeout(self.server.config.timeout_s)
 
     def log_message(self, format: str, *args: Any) -> None:
         log.debug("%s %s", self.address_string(), format % args)
@@ -122,40 +125,29 @@ class _Handler(BaseHTTPRequestHandler):
     def _send_error(self, err: ApiError) -> None:
         self._send_json(err.status, err.body())
 
-    def _guard(self) -> None:
-        """Host (DNS rebinding), Origin (CORS) and API key checks, before anything else."""
-        cfg = self.server.config
-        host = (self.headers.get("Host") or "").strip().lower()
-        name, _, port = host.rpartition(":") if not host.endswith("]") else (host, "", "")
-        if not name:
-            name, port = host, ""
-        name = name.strip("[]")
-        allowed = {*LOOPBACK, cfg.host.lower()}
-        if name not in allowed or (port and port != str(self.server.server_address[1])):
-            raise ApiError(403, f"Host {host!r} is not this server; use http://127.0.0.1:{cfg.port}.", "forbidden")
-        origin = self.headers.get("Origin")
-        if origin and origin not in cfg.allowed_origins:
-            raise ApiError(403, f"Requests from the web origin {origin!r} are not allowed.", "forbidden")
-        if cfg.api_key:
-            auth = self.headers.get("Authorization") or ""
-            given = auth[7:] if auth.lower().startswith("bearer ") else ""
-            if not hmac.compare_digest(given.encode(), cfg.api_key.encode()):
-                raise ApiError(401, "Invalid or missing API key.", "authentication_error", code="invalid_api_key")
-
     def _body(self) -> Any:
         length = self.headers.get("Content-Length")
         if length is None:
             raise ApiError(411, "A Content-Length header is required.")
-        try:
-            n = int(length)
-        except ValueError:
-            raise ApiError(400, "Bad Content-Length header.") from None
+        n = content_length(length)
+        if n is None:
+            self.close_connection = True  # where this body ends is unknown
+            raise ApiError(400, f"The Content-Length header must be a whole number of bytes, not {length!r}.")
         if n > self.server.config.max_body_bytes:
             self.close_connection = True
             limit = self.server.config.max_body_bytes  # not `>> 20` MB: a small limit read "0 MB"
             raise ApiError(413, f"The request body is larger than the server's limit of {limit:,} bytes.")
-        raw = self.rfile.read(n)
+        try:
+            raw = self.rfile.read(n)
+        except TimeoutError:
+            self.close_connection = True
+            raise ApiError(
+                408, f"The request body did not arrive in time (nothing for {self.server.config.timeout_s:g} seconds)."
+            ) from None
         self._body_read = True
+        if len(raw) < n:
+            self.close_connection = True
+            raise ApiError(400, f"The request body ended after {len(raw):,} of its {n:,} bytes.")
         try:
             return json.loads(raw)
         except ValueError as exc:
@@ -164,7 +156,7 @@ class _Handler(BaseHTTPRequestHandler):
     def _handle(self, method: str) -> None:
         self._body_read = False
         try:
-            self._guard()
+            check_access(self.headers, self.server.config, self.server.server_address[1])
             path = self.path.split("?", 1)[0].rstrip("/")
             routes = {
                 ("GET", "/health"): self._health,
@@ -182,8 +174,8 @@ class _Handler(BaseHTTPRequestHandler):
             if method == "POST" and not self._body_read:  # refused before its body was read (401, 404, …)
                 self.close_connection = True  # the unread body must not be parsed as a request
             self._send_error(err)
-        except (BrokenPipeError, ConnectionResetError, ClientGone):
-            self.close_connection = True
+        except (BrokenPipeError, ConnectionResetError, ClientGone, TimeoutError):
+            self.close_connection = True  # gone, or stopped reading what we write
         except Exception:
             log.exception("API request failed")
             self._send_error(ApiError(500, "Internal server error; see Ember's log.", "server_error"))
@@ -286,11 +278,10 @@ class _Handler(BaseHTTPRequestHandler):
             if kind == "failed":
                 failure = data
             elif kind == "finished":
-                if failure is not None:
-                    status, code = _STATUS_BY_KIND.get(failure[1], (500, "generation_failed"))
-                    raise ApiError(status, failure[0], "invalid_request_error" if status == 400 else "server_error",
-                                   code=code)  # fmt: skip
                 reason, full, metrics = data
+                error = unfinished_error(reason, failure)  # refused (context overflow…), or cancelled while it waited
+                if error is not None:
+                    raise error
                 self._finish(req, out, full, reason, metrics, started=False)
                 return
             elif kind == "started":
@@ -306,8 +297,9 @@ class _Handler(BaseHTTPRequestHandler):
                     failure = data
                 elif kind == "finished":
                     reason, _full, metrics = data
-                    if failure is not None and not text:
-                        raise ApiError(500, failure[0], "server_error", code="generation_failed")
+                    error = unfinished_error(reason, failure)
+                    if error is not None:  # a partial answer is not a 200: the client would take it as whole
+                        raise error
                     self._send_json(200, out.response("".join(text), reason, metrics))
                     return
         self._start_stream()
@@ -323,8 +315,9 @@ class _Handler(BaseHTTPRequestHandler):
                 failure = data
             elif kind == "finished":
                 reason, _full, metrics = data
-                if failure is not None:
-                    self._event({"error": {"message": failure[0], "type": "server_error", "code": "generation_failed"}})
+                error = unfinished_error(reason, failure)
+                if error is not None:  # after a 200 an error is an event (the openai client raises on it)
+                    self._event(error.body())
                 else:
                     self._finish(req, out, "", reason, metrics, started=True)
                 self._chunk(b"data: [DONE]\n\n")
@@ -376,7 +369,8 @@ class _Handler(BaseHTTPRequestHandler):
 class _Server(ThreadingHTTPServer):
     daemon_threads = False  # server_close() joins every connection's thread
     block_on_close = True
-    allow_reuse_address = True
+    allow_reuse_address = False  # server_bind sets the platform's option (bind_option)
+    allow_reuse_port = False
 
     def __init__(self, config: ServerConfig, service: EngineService) -> None:
         self.config = config
@@ -387,6 +381,12 @@ class _Server(ThreadingHTTPServer):
             self.address_family = socket.AF_INET6
         super().__init__((config.host, config.port), _Handler)
 
+    def server_bind(self) -> None:
+        option = getattr(socket, bind_option(sys.platform), None)
+        if option is not None:
+            self.socket.setsockopt(socket.SOL_SOCKET, option, 1)
+        super().server_bind()
+
     def handle_error(self, request: Any, client_address: Any) -> None:
         """A client that drops its connection is normal; anything else goes to the log, not stderr."""
         exc = sys.exc_info()[1]
@@ -395,7 +395,13 @@ class _Server(ThreadingHTTPServer):
 
     def process_request(self, request: Any, client_address: Any) -> None:
         with self._connections_lock:
-            self.connections.add(request)
+            full = len(self.connections) >= self.config.max_connections
+            if not full:
+                self.connections.add(request)
+        if full:  # a 503 on this (the accepting) thread, never blocking, then close
+            refuse(request, self.config.max_connections)
+            self.shutdown_request(request)
+            return
         super().process_request(request, client_address)
 
     def shutdown_request(self, request: Any) -> None:
