@@ -5,17 +5,15 @@ the OS keychain."""
 from __future__ import annotations
 
 import json
-import logging
-from dataclasses import asdict, dataclass, fields
+from dataclasses import MISSING, asdict, dataclass, fields
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from ember_chat.engine.errors import EmberError, InvalidParameter
 from ember_chat.engine.inference.backend import Endpoint, RemoteModelRef
-from ember_chat.engine.storage.atomic import write_json_atomically
+from ember_chat.engine.storage.atomic import ProblemLog, read_json_file, write_json_atomically
 from ember_chat.engine.storage.secrets import SecretStore
-
-log = logging.getLogger(__name__)
 
 REMOTE_PREFIX = "remote:"  # model names in the picker: remote:<connection>/<model id>
 
@@ -48,7 +46,14 @@ class Connection:
     models: tuple[str, ...] = ()  # the server's models when it was last reached (for the picker)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "models", tuple(str(m) for m in self.models))
+        for field_name in ("name", "base_url", "default_model"):
+            if not isinstance(getattr(self, field_name), str):
+                raise InvalidParameter(f"{field_name} must be text, got {getattr(self, field_name)!r}.")
+        if not isinstance(self.verify_tls, bool):
+            raise InvalidParameter(f"verify_tls must be true or false, got {self.verify_tls!r}.")
+        if not isinstance(self.models, list | tuple) or not all(isinstance(m, str) for m in self.models):
+            raise InvalidParameter(f"models must be a list of model ids, got {self.models!r}.")
+        object.__setattr__(self, "models", tuple(self.models))
         name = self.name.strip()
         if not name or len(name) > 64 or "/" in name:
             raise InvalidParameter("A connection name must be 1–64 characters without '/'.")
@@ -81,27 +86,49 @@ def parse_remote_model_name(name: str) -> tuple[str, str] | None:
     return (connection, model_id) if connection and model_id else None
 
 
-class ConnectionStore:
+class ConnectionStore(ProblemLog):
+    """connections.json: {"connections": [...]}, read afresh each time (the command line may have
+    changed it). A damaged file is set aside, never overwritten. An invalid entry is left out of the
+    list and reported, and kept in the file as it is (saves write it back) for the user to fix; keys
+    of the file Ember does not know are kept too. `take_problems` says what was wrong, in words."""
+
     def __init__(self, path: Path, secrets: SecretStore | None = None) -> None:
+        super().__init__()
         self.path = Path(path)
         self.secrets = secrets or SecretStore()
 
-    def list(self) -> list[Connection]:
-        try:
-            raw = json.loads(self.path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            return []
-        except (OSError, ValueError) as exc:
-            log.warning("connections file %s unreadable (%s)", self.path, exc)
-            return []
-        known = {f.name for f in fields(Connection)}
-        out = []
-        for item in raw.get("connections", []) if isinstance(raw, dict) else []:
+    def _read(self) -> tuple[list[Connection], list[Any], dict[str, Any]] | None:
+        """(valid connections, invalid entries as the file holds them, the file's other keys); None
+        when there is no usable file."""
+        data = read_json_file(
+            self.path, self, "connections file", "connections",
+            "Ember starts without saved connections; their API keys are still in the keychain.",
+            fits=lambda d: isinstance(d, dict) and isinstance(d.get("connections", []), list),
+        )  # fmt: skip
+        if data is None:
+            return None
+        valid, invalid = [], []
+        for number, item in enumerate(data.get("connections", []), 1):
             try:
-                out.append(Connection(**{k: v for k, v in item.items() if k in known}))
-            except (InvalidParameter, TypeError, AttributeError) as exc:
-                log.warning("ignoring a connection in %s: %s", self.path, exc)
-        return out
+                valid.append(_connection_from(item))
+            except InvalidParameter as exc:
+                invalid.append(item)
+                name = item.get("name") if isinstance(item, dict) else None
+                which = repr(name) if isinstance(name, str) and name else f"number {number}"
+                self.report(
+                    f"Connection {which} in {self.path} is not valid: {exc} It is left out of the list and kept "
+                    "in the file as it is, to be fixed there."
+                )
+        return valid, invalid, {k: v for k, v in data.items() if k != "connections"}
+
+    def list(self) -> list[Connection]:
+        read = self._read()
+        return read[0] if read else []
+
+    def take_problems(self) -> list[str]:
+        """What is wrong with the file (read now, every entry checked), each said once."""
+        self._read()
+        return super().take_problems()
 
     def get(self, name: str) -> Connection:
         for c in self.list():
@@ -148,5 +175,23 @@ class ConnectionStore:
         return RemoteModelRef(self.endpoint(name), model)
 
     def _write(self, connections: list[Connection]) -> None:
-        data = {"connections": [asdict(c) for c in sorted(connections, key=lambda c: c.name.lower())]}
-        write_json_atomically(self.path, data)
+        """These connections, then the file's invalid entries and other keys as they were."""
+        read = self._read()
+        if read is None and self.path.exists():  # damaged, and it could not be moved aside
+            raise EmberError(
+                f"The connections were not saved: {self.path} is damaged and could not be moved aside, so it "
+                "was not overwritten. Move or delete that file, then try again."
+            )
+        _, invalid, other = read or ([], [], {})
+        ordered = [asdict(c) for c in sorted(connections, key=lambda c: c.name.lower())]
+        write_json_atomically(self.path, {**other, "connections": ordered + invalid})
+
+
+def _connection_from(item: object) -> Connection:
+    """A connection as connections.json holds it; InvalidParameter says what is wrong."""
+    if not isinstance(item, dict):
+        raise InvalidParameter(f"it is {json.dumps(item)}, not a set of named values.")
+    missing = [f.name for f in fields(Connection) if f.default is MISSING and f.name not in item]
+    if missing:
+        raise InvalidParameter(f"it has no {' or '.join(missing)}.")
+    return Connection(**{f.name: item[f.name] for f in fields(Connection) if f.name in item})

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from ember_chat.engine.errors import EmberError
 
@@ -88,6 +88,15 @@ class Message:
     created_at: float
 
 
+class Restored(NamedTuple):
+    """What `ConversationStore.restore` kept."""
+
+    chats: int
+    messages: int
+    repaired_values: int  # bad values left empty (or set to now) in rows that were kept
+    left_out: int  # rows that did not fit
+
+
 @dataclass(frozen=True)
 class SearchHit:
     conversation_id: int
@@ -106,12 +115,18 @@ class ConversationStore:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"The chat database {self.path} cannot be opened: {exc}.") from exc
+        try:
             self._db.row_factory = sqlite3.Row
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.execute("PRAGMA foreign_keys=ON")
             self._migrate()
-        except sqlite3.DatabaseError as exc:
+        except (sqlite3.DatabaseError, StoreError) as exc:
+            self._db.close()  # before anyone moves the file aside: Windows cannot move an open file
+            if isinstance(exc, StoreError):
+                raise
             raise StoreError(f"The chat database {self.path} cannot be opened: {exc}.") from exc
 
     def close(self) -> None:
@@ -194,27 +209,40 @@ class ConversationStore:
             )
         return self.conversation(conversation_id)
 
-    def restore(self, conversations: list[dict[str, Any]], messages: list[dict[str, Any]]) -> tuple[int, int]:
-        """Copy rows read from a damaged database, keeping their ids; a row that does not fit (its
-        chat is gone, a bad role, a missing title) is left out. Returns (chats, messages) restored."""
+    def restore(self, conversations: list[dict[str, Any]], messages: list[dict[str, Any]]) -> Restored:
+        """Copy rows read from a damaged database, keeping their ids. A row that does not fit (its chat
+        is gone, a bad role) is left out; a bad value in a row that fits (params or metrics that are
+        not a JSON object, a time that is not a number) is left empty or set to now, and counted."""
         now = self._clock()
         kept_conv: set[int] = set()
         kept_msg: set[int] = set()
+        repaired = 0
+
+        def fix(value: Any, good: Any) -> Any:
+            """`good` (the value checked, None when it was bad), counting a bad one."""
+            nonlocal repaired
+            repaired += good is None and value not in (None, "")
+            return good
+
         with self._tx():
             for c in conversations:
+                params = fix(c.get("params"), _json_text(c.get("params")))
                 try:
                     self._db.execute(
                         "INSERT INTO conversations (id, title, model, system_prompt, params, created_at, updated_at,"
                         " active_leaf) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                         (
                             int(c["id"]),
-                            str(c.get("title") or "Recovered chat"),
-                            c.get("model"),
-                            str(c.get("system_prompt") or ""),
-                            str(c.get("params") or "{}"),
-                            float(c.get("created_at") or now),
-                            float(c.get("updated_at") or now),
-                            c.get("active_leaf"),
+                            fix(c.get("title"), _text(c.get("title"))) or "Recovered chat",
+                            fix(c.get("model"), _text(c.get("model"))),
+                            fix(c.get("system_prompt"), _text(c.get("system_prompt"))) or "",
+                            params or "{}",
+                            fix(c.get("created_at"), _number(c.get("created_at"))) or now,
+                            fix(c.get("updated_at"), _number(c.get("updated_at"))) or now,
+                            fix(
+                                c.get("active_leaf"),
+                                c.get("active_leaf") if type(c.get("active_leaf")) is int else None,
+                            ),
                         ),
                     )
                     kept_conv.add(int(c["id"]))
@@ -233,10 +261,10 @@ class ConversationStore:
                             m["conversation_id"],
                             parent,
                             m["role"],
-                            str(m.get("content") or ""),
-                            m.get("metrics"),
+                            fix(m.get("content"), _text(m.get("content"))) or "",
+                            fix(m.get("metrics"), _json_text(m.get("metrics"))),
                             int(bool(m.get("complete", 1))),
-                            float(m.get("created_at") or now),
+                            fix(m.get("created_at"), _number(m.get("created_at"))) or now,
                         ),
                     )
                     kept_msg.add(int(m["id"]))
@@ -246,7 +274,8 @@ class ConversationStore:
             self._db.execute(
                 "UPDATE conversations SET active_leaf = NULL WHERE active_leaf NOT IN (SELECT id FROM messages)"
             )
-        return len(kept_conv), len(kept_msg)
+        left_out = len(conversations) - len(kept_conv) + len(messages) - len(kept_msg)
+        return Restored(len(kept_conv), len(kept_msg), repaired, left_out)
 
     def delete_conversation(self, conversation_id: int) -> None:
         with self._tx():
@@ -416,7 +445,7 @@ def _conversation(row: sqlite3.Row) -> Conversation:
         title=row["title"],
         model=row["model"],
         system_prompt=row["system_prompt"],
-        params=json.loads(row["params"] or "{}"),
+        params=_json_object(row["params"]) or {},
         created_at=row["created_at"],
         updated_at=row["updated_at"],
         active_leaf=row["active_leaf"],
@@ -430,7 +459,34 @@ def _message(row: sqlite3.Row) -> Message:
         parent_id=row["parent_id"],
         role=row["role"],
         content=row["content"],
-        metrics=json.loads(row["metrics"]) if row["metrics"] else None,
+        metrics=_json_object(row["metrics"]),
         complete=bool(row["complete"]),
         created_at=row["created_at"],
     )
+
+
+def _json_object(text: object) -> dict[str, Any] | None:
+    """The JSON object stored as `text`; None when there is none or it is not one (a damaged value
+    costs only itself, never the reading of its chat)."""
+    if not isinstance(text, str) or not text:
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _json_text(value: object) -> str | None:
+    """`value` if it is the JSON text of an object, else None."""
+    return value if _json_object(value) is not None else None
+
+
+def _text(value: object) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _number(value: object) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or value != value:  # (NaN)
+        return None
+    return float(value)

@@ -5,15 +5,15 @@ own uses the global settings. GPU layers may be "auto": as many as fit in free V
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, fields
+from dataclasses import MISSING, asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from ember_chat.engine.errors import EmberError
+from ember_chat.engine.errors import EmberError, InvalidParameter
 from ember_chat.engine.inference.params import KV_CACHE_TYPES, SPECS, LoadConfig
 from ember_chat.engine.models.fit import OVERHEAD, free_vram_bytes, kv_cache_bytes, layer_count
 from ember_chat.engine.models.gguf_inspect import ModelInfo
-from ember_chat.engine.storage.atomic import write_json_atomically
+from ember_chat.engine.storage.atomic import ProblemLog, read_json_file, write_json_atomically
 from ember_chat.engine.storage.settings import Settings
 
 AUTO_GPU_LAYERS = -2  # (-1 is llama.cpp's "all")
@@ -60,37 +60,82 @@ def auto_gpu_layers(info: ModelInfo | None, n_ctx: int, kv_type: str, free_vram:
     return max(0, min(layers, int(free_vram * 0.9 / per_layer)))
 
 
-class ModelSettingsStore:
+def load_settings_from(raw: object) -> ModelLoadSettings:
+    """A model's load settings as model_settings.json holds them; InvalidParameter says what is wrong."""
+    if not isinstance(raw, dict):
+        raise InvalidParameter(f"they are {json.dumps(raw)}, not a set of named values.")
+    missing = [f.name for f in fields(ModelLoadSettings) if f.default is MISSING and f.name not in raw]
+    if missing:
+        raise InvalidParameter(f"{', '.join(missing)} {'is' if len(missing) == 1 else 'are'} missing.")
+    values = {f.name: raw[f.name] for f in fields(ModelLoadSettings) if f.name in raw}
+    for name in ("n_ctx", "threads", "n_batch"):
+        SPECS[name].check(values[name])
+    SPECS["threads"].check(values["threads_batch"])
+    if not (type(values["gpu_layers"]) is int and values["gpu_layers"] == AUTO_GPU_LAYERS):
+        SPECS["gpu_layers"].check(values["gpu_layers"])
+    for name in ("flash_attn", "use_mmap", "use_mlock"):
+        if name in values and not isinstance(values[name], bool):
+            raise InvalidParameter(f"{name} must be true or false, got {json.dumps(values[name])}.")
+    if values["kv_cache_type"] not in KV_CACHE_TYPES:
+        raise InvalidParameter(
+            f"the KV cache type must be one of {', '.join(KV_CACHE_TYPES)}, got {json.dumps(values['kv_cache_type'])}."
+        )
+    return ModelLoadSettings(**values)
+
+
+class ModelSettingsStore(ProblemLog):
+    """model_settings.json: {model name: its load settings}. Read afresh each time (the command line may
+    have changed it). A damaged file is set aside, never overwritten; an invalid entry costs only its
+    model, which uses the global settings, and stays in the file as it is (until that model's settings
+    are saved again) for the user to fix. `take_problems` says what was wrong, in words for the user."""
+
     def __init__(self, path: Path) -> None:
-        self.path = path
+        super().__init__()
+        self.path = Path(path)
+
+    def _read(self) -> dict[str, Any] | None:
+        """Every entry as the file holds it, valid or not; None when there is no usable file."""
+        return read_json_file(
+            self.path, self, "model load settings file", "model load settings",
+            "Every model uses the global load settings until its own are set again.",
+        )  # fmt: skip
 
     def _all(self) -> dict[str, Any]:
+        return self._read() or {}
+
+    def _valid(self, name: str, raw: object) -> ModelLoadSettings | None:
         try:
-            data = json.loads(self.path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return {}  # none yet, or a damaged file: every model falls back to the global settings
-        return data if isinstance(data, dict) else {}
+            return load_settings_from(raw)
+        except InvalidParameter as exc:
+            self.report(
+                f"The load settings of {name!r} in {self.path} are not valid: {exc} That model uses the global "
+                "load settings; its entry is kept in the file as it is until you save new settings for it."
+            )
+            return None
 
     def get(self, name: str) -> ModelLoadSettings | None:
-        raw = self._all().get(name)
-        if not isinstance(raw, dict):
-            return None
-        known = {f.name for f in fields(ModelLoadSettings)}
-        try:
-            s = ModelLoadSettings(**{k: v for k, v in raw.items() if k in known})
-            if s.kv_cache_type not in KV_CACHE_TYPES:
-                return None
-            return s
-        except TypeError:
-            return None
+        data = self._all()
+        return self._valid(name, data[name]) if name in data else None
 
     def effective(self, name: str, defaults: Settings) -> ModelLoadSettings:
         """This model's own load settings, else the ones `defaults` make."""
         return self.get(name) or ModelLoadSettings.from_settings(defaults)
 
+    def take_problems(self) -> list[str]:
+        """What is wrong with the file (read now, every entry checked), each said once."""
+        for name, raw in self._all().items():
+            self._valid(name, raw)
+        return super().take_problems()
+
     def save(self, name: str, settings: ModelLoadSettings) -> None:
-        data = self._all()
-        data[name] = asdict(settings)
+        """Replaces this model's entry; the others stay as they are, invalid ones too."""
+        data = self._read()
+        if data is None and self.path.exists():  # damaged, and it could not be moved aside
+            raise EmberError(
+                f"The model's load settings were not saved: {self.path} is damaged and could not be moved "
+                "aside, so it was not overwritten. Move or delete that file, then save again."
+            )
+        data = {**(data or {}), name: asdict(settings)}
         try:
             write_json_atomically(self.path, data)
         except OSError as exc:

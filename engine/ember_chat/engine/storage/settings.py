@@ -7,19 +7,14 @@ OS keychain.
 
 from __future__ import annotations
 
-import json
-import logging
 import os
-import time
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
 from ember_chat.engine.errors import InvalidParameter
 from ember_chat.engine.inference.params import KV_CACHE_TYPES, SPECS, ParamSpec, SamplingParams
-from ember_chat.engine.storage.atomic import write_json_atomically
-
-log = logging.getLogger(__name__)
+from ember_chat.engine.storage.atomic import ProblemLog, read_json_file, write_json_atomically
 
 
 def _from_spec(spec: ParamSpec, description: str | None = None) -> Any:
@@ -106,51 +101,26 @@ class Settings:
         return replace(self, **changes)
 
 
-class SettingsFile:
+class SettingsFile(ProblemLog):
     """settings.json. A damaged file never stops Ember: an unreadable one is moved aside and the
     defaults are used; an invalid value falls back to its default, that setting alone. `problems`
     says what happened, in words for the user (the window's banner, the CLI's stderr)."""
 
     def __init__(self, path: Path) -> None:
+        super().__init__()
         self.path = Path(path)
-        self.problems: list[str] = []  # kept until someone shows them (`take_problems`)
-
-    def take_problems(self) -> list[str]:
-        problems, self.problems = self.problems, []
-        return problems
 
     def load(self) -> Settings:
-        try:
-            raw = json.loads(self.path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            return Settings()
-        except (OSError, ValueError) as exc:
-            self._set_aside(f"could not be read ({exc})")
-            return Settings()
-        if not isinstance(raw, dict):
-            self._set_aside("does not hold settings")
-            return Settings()
+        raw = read_json_file(self.path, self, "settings file", "settings", "Default settings are used.")
         settings = Settings()
         for f in fields(Settings):
-            if f.name in raw:
+            if raw is not None and f.name in raw:
                 try:
                     settings = settings.with_changes(**{f.name: raw[f.name]})
                 except InvalidParameter as exc:
                     default = getattr(Settings(), f.name)
-                    self.problems.append(f"{exc} Using the default ({default!r}).".replace("setting ", "", 1))
-                    log.warning("ignoring setting from %s: %s", self.path, exc)
+                    self.report(f"{exc} Using the default ({default!r}).".replace("setting ", "", 1))
         return settings
-
-    def _set_aside(self, what: str) -> None:
-        stamp = time.strftime("%Y%m%d-%H%M%S")
-        aside = self.path.with_name(f"{self.path.stem}.damaged-{stamp}{self.path.suffix}")
-        try:
-            os.replace(self.path, aside)
-            where = f"it was moved to {aside}"
-        except OSError as exc:
-            where = f"it could not be moved aside ({exc.strerror or exc}) and was left as it is"
-        self.problems.append(f"The settings file {self.path} {what}; {where}. Default settings are used.")
-        log.warning("settings file %s %s", self.path, what)
 
     def save(self, settings: Settings) -> None:
         """Atomic: a failed save keeps the old file."""
