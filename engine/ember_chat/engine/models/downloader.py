@@ -31,12 +31,13 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 from urllib.parse import quote, urljoin, urlsplit
 
-import httpx2
-
 from ember_chat.engine.errors import EmberError, HubAuthError, HubNotFound, HubOffline
+
+if TYPE_CHECKING:  # the HTTP stack is imported by the first transfer, not when the window starts
+    import httpx2
 
 CHUNK = 1 << 20
 DISK_MARGIN = 64 << 20
@@ -53,6 +54,8 @@ def hub_http_client(timeout: float) -> httpx2.Client:
     not followed by the client: `Downloader._request` follows them and decides the token per origin.
     Bodies are never decoded (`Accept-Encoding: identity`): Range offsets are file offsets.
     """
+    import httpx2
+
     return httpx2.Client(
         trust_env=True,
         follow_redirects=False,
@@ -323,6 +326,8 @@ class Downloader:
     def _with_retries(
         self, fn: Callable[[], T], control: DownloadControl, state: dict | None = None, retries: int | None = None
     ) -> T:
+        import httpx2
+
         retries = self.retries if retries is None else retries
         attempt = 0
         last_have = state["have"] if state else 0
