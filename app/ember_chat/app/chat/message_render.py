@@ -3,11 +3,17 @@ the action icons), the body (Markdown, with code blocks as highlighted cards), t
 
 A body is split into segments (Markdown chunks of a few thousand characters, and code blocks), and
 each writer step writes one segment, so the transcript can spread a long message over several
-event-loop turns. The segments also number the code blocks for their copy buttons."""
+event-loop turns. The segments also number the code blocks for their copy buttons.
+
+Ember's own links (the message actions, the thinking fold, the code cards' copy buttons) have the
+`ember:` scheme, and the writer signs each with this session's random token, in a property of its
+format that no Markdown or HTML can set. The transcript runs an `ember:` link only when it is signed:
+a model's (or a user's) Markdown naming one, e.g. [x](ember:regenerate/12), is shown and never runs."""
 
 from __future__ import annotations
 
 import re
+import secrets
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -38,6 +44,20 @@ AVATAR_SIZE = 20
 HEADER_GAP = 30  # space above a message's header: the gap between cards plus the card's top padding
 ACTION_ICONS = ("copy", "edit", "regenerate", "continue", "previous", "next", "check")
 _FENCE_OPEN = re.compile(r"^(```+|~~~+)[ \t]*([^\s`]*)[^\n]*$", re.M)
+
+
+_SIGNATURE = QTextFormat.Property.UserProperty.value + 1  # the format property holding the token
+_SESSION_TOKEN = secrets.token_hex(16)  # new in every run of Ember
+
+
+def sign(fmt: QTextCharFormat) -> None:
+    """Mark a link format as Ember's own."""
+    fmt.setProperty(_SIGNATURE, _SESSION_TOKEN)
+
+
+def is_signed(fmt: QTextCharFormat) -> bool:
+    """Whether a link was written by Ember this session (and not by Markdown in a message)."""
+    return fmt.property(_SIGNATURE) == _SESSION_TOKEN
 
 
 def tr(text: str) -> str:
@@ -182,6 +202,7 @@ class MessageWriter:
         img.setAnchor(True)
         img.setAnchorHref(href)
         img.setToolTip(tooltip)
+        sign(img)
         c.insertImage(img)
 
     def plain(self, c: QTextCursor, text: str) -> None:
@@ -210,6 +231,7 @@ class MessageWriter:
         link.setAnchor(True)
         link.setAnchorHref(f"ember:think/{message_id}")
         link.setToolTip(tr("Hide the model's thinking") if expanded else tr("Show the model's thinking"))
+        sign(link)
         c.insertText(("▾ " if expanded else "▸ ") + label, link)
         c.insertText("  · " + tr("{n} words").format(n=words), self.small_secondary)
         c.setCharFormat(QTextCharFormat())

@@ -29,6 +29,7 @@ from PySide6.QtGui import (
     QPen,
     QResizeEvent,
     QTextBlockFormat,
+    QTextCharFormat,
     QTextCursor,
 )
 from PySide6.QtWidgets import QFrame, QTextBrowser, QToolTip, QWidget
@@ -37,6 +38,7 @@ from ember_chat.app.chat.message_render import (
     HEADER_GAP,
     MessageWriter,
     code_blocks,
+    is_signed,
     message_actions,
     meta_line,
 )
@@ -395,12 +397,19 @@ class TranscriptView(QTextBrowser, TranscriptStreaming):
         # network by naming an image.
         return self.writer.images.get(url.toString())
 
+    def _activated_link_format(self) -> QTextCharFormat:
+        """The format of the link being activated. Qt selects that link before it reports it: the one
+        under the mouse for a click, the focused one for Enter."""
+        c = QTextCursor(self.document())
+        c.setPosition(min(self.textCursor().selectionStart() + 1, self.document().characterCount() - 1))
+        return c.charFormat()  # (the format of the character before the cursor: the link's first)
+
     def _on_anchor(self, url: QUrl) -> None:
         if url.scheme() in ("http", "https", "mailto"):
             self.open_link.emit(url)
             return
-        if url.scheme() != "ember":
-            return
+        if url.scheme() != "ember" or not is_signed(self._activated_link_format()):
+            return  # (an ember: link Ember did not write, e.g. in a model's answer: shown, never run)
         parts = url.path().split("/")
         verb = url.host() or parts.pop(0)
         parts = [p for p in parts if p]
