@@ -64,6 +64,25 @@ def test_cli_says_what_was_wrong_with_the_settings_and_carries_on(tmp_path: Path
     assert json.loads(out.stdout)[0]["name"] == "starter"
 
 
+def test_damaged_connections_and_model_settings_are_reported_in_the_window_and_the_cli(
+    qtbot: QtBot, paths: AppPaths, make_window: Callable[..., MainWindow]
+) -> None:
+    """Both files are set aside (never replaced silently), and both the banner and `ember-chat remote
+    list` say so, naming where the damaged copy went."""
+    paths.config_dir.mkdir(parents=True, exist_ok=True)
+    (paths.config_dir / "connections.json").write_text("{not json")
+    (paths.config_dir / "model_settings.json").write_text("[also not")
+    w = make_window()
+    text = w.banner.text()
+    assert "connections.damaged-" in text and "model_settings.damaged-" in text
+    (paths.config_dir / "connections.json").write_text(json.dumps({"connections": [{"name": 5}]}))
+    env = {**os.environ, "EMBER_DATA_DIR": str(paths.data_dir), "EMBER_CONFIG_DIR": str(paths.config_dir)}
+    out = subprocess.run([sys.executable, "-m", "ember_chat.engine.cli.main", "remote", "list"],
+                         capture_output=True, text=True, env=env, timeout=120)  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert "connections.json" in out.stderr and "kept in the file" in out.stderr
+
+
 # ----- the chat database
 
 

@@ -133,7 +133,12 @@ class MainWindow(QMainWindow, ModelActions, ChatActions):
         self.set_model_state("none")
         if self.settings.api_server:
             self.api.apply()
-        errors, problems = startup_errors or [], settings_file.take_problems()
+        errors = startup_errors or []
+        problems = [  # damaged files set aside, bad entries kept aside in their file
+            *settings_file.take_problems(),
+            *self.connections.take_problems(),
+            *self.model_settings.take_problems(),
+        ]
         if errors:
             self.show_error(" ".join(errors + problems))
         elif problems:

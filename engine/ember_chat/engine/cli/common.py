@@ -68,9 +68,14 @@ def load_settings(paths: AppPaths) -> Settings:
     """The settings; what was wrong with a damaged file goes to stderr, one line each."""
     settings_file = SettingsFile(paths.settings_file)
     settings = settings_file.load()
-    for problem in settings_file.take_problems():
-        print(f"ember-chat: {problem}", file=sys.stderr)
+    report_problems(settings_file)
     return settings
+
+
+def report_problems(store: Any) -> None:
+    """What a store found wrong with its file (set aside, or entries kept aside), one line each on stderr."""
+    for problem in store.take_problems():
+        print(f"ember-chat: {problem}", file=sys.stderr)
 
 
 def model_ref_from_args(args: argparse.Namespace, paths: AppPaths) -> tuple[ModelRef, str]:
@@ -81,7 +86,11 @@ def model_ref_from_args(args: argparse.Namespace, paths: AppPaths) -> tuple[Mode
     remote = parse_remote_model_name(args.model or "")
     if getattr(args, "remote", None) or remote:
         connection, model_id = remote or (args.remote, args.model)
-        ref = ConnectionStore(paths.connections_file).model_ref(connection, model_id)
+        store = ConnectionStore(paths.connections_file)
+        try:
+            ref = store.model_ref(connection, model_id)
+        finally:
+            report_problems(store)
         return ref, ref.model_id
     config = LoadConfig(
         path=resolve_model(args.model, paths),

@@ -9,6 +9,7 @@ import json
 import os
 import sys
 
+from ember_chat.engine.cli.common import report_problems
 from ember_chat.engine.errors import EmberError
 from ember_chat.engine.inference.backend import crosses_network_in_clear
 from ember_chat.engine.storage.connections import Connection, ConnectionStore
@@ -38,6 +39,13 @@ def add_parser(sub: argparse._SubParsersAction, parser_class: type) -> None:
 
 def run(args: argparse.Namespace, paths: AppPaths) -> int:
     store = ConnectionStore(paths.connections_file)
+    try:
+        return _run(args, store)
+    finally:
+        report_problems(store)
+
+
+def _run(args: argparse.Namespace, store: ConnectionStore) -> int:
     cmd = args.remote_command
     if cmd == "add":
         api_key = None
