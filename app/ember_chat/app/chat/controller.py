@@ -17,6 +17,7 @@ from PySide6.QtGui import QGuiApplication
 from ember_chat.app.chat.transcript import TranscriptView, code_blocks
 from ember_chat.app.metrics.side_panel import MetricsPanel
 from ember_chat.app.qt.bridge import EngineBridge
+from ember_chat.app.qt.wording import window_wording
 from ember_chat.engine.errors import EmberError
 from ember_chat.engine.inference.events import Retrying
 from ember_chat.engine.inference.messages import ChatMessage
@@ -331,7 +332,7 @@ class ChatController(QObject):
                 # a regenerated one needs the branch switcher's new count
                 self.refresh()
             else:
-                self.transcript.end_stream(stream.text, metrics.summary_line() if metrics else None)
+                self.transcript.end_stream(stream.text, metrics.summary_line(window_wording()) if metrics else None)
         self.conversations_changed.emit()
         self.generating_changed.emit(False)
         pending, self._after = self._after, []
