@@ -1,12 +1,15 @@
 """A regular (non-editable) install works: the wheel holds everything under the `ember_chat`
 namespace (code and the model catalog), nothing under generic top-level names, and installed into a
-fresh virtualenv it opens the Model Manager with its catalog."""
+fresh virtualenv it opens the Model Manager with its catalog. No network: the wheel is built with the
+test environment's setuptools, and the fresh virtualenv borrows the test environment's dependencies
+(a .pth file) while Ember itself is installed from the wheel alone."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
+import sysconfig
 import zipfile
 from pathlib import Path
 
@@ -35,8 +38,9 @@ sys.exit(0 if rows > 0 else 1)
 
 def test_the_wheel_installs_and_opens_the_model_manager(tmp_path: Path) -> None:
     wheels = tmp_path / "wheels"
-    subprocess.run([sys.executable, "-m", "pip", "wheel", str(ROOT), "--no-deps", "-q", "-w", str(wheels)],
-                   check=True, timeout=600)  # fmt: skip
+    offline = ["--no-index", "--no-deps", "-q"]
+    subprocess.run([sys.executable, "-m", "pip", "wheel", str(ROOT), "--no-build-isolation", *offline, "-w",
+                    str(wheels)], check=True, timeout=600)  # fmt: skip
     wheel = next(wheels.glob("ember_chat-*.whl"))
     names = zipfile.ZipFile(wheel).namelist()
     assert "ember_chat/resources/catalog.json" in names and "ember_chat/engine/serve/server.py" in names
@@ -49,7 +53,11 @@ def test_the_wheel_installs_and_opens_the_model_manager(tmp_path: Path) -> None:
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
     python = venv / "bin" / "python"
-    subprocess.run([str(python), "-m", "pip", "install", "-q", str(wheel)], check=True, timeout=900)
+    site = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+                          capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
+    ours = sysconfig.get_path("purelib")  # the test environment's packages (its editable Ember is a finder
+    Path(site, "test-dependencies.pth").write_text(ours + "\n")  # hook, which a .pth path never runs)
+    subprocess.run([str(python), "-m", "pip", "install", *offline, str(wheel)], check=True, timeout=900)
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH",)}
     out = subprocess.run([str(python), "-c", OPEN_MODEL_MANAGER], capture_output=True, text=True, env=env,
                          timeout=300, cwd=tmp_path)  # fmt: skip
