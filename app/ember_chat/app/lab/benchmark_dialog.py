@@ -1,8 +1,10 @@
 """Models ▸ Benchmark…: the benchmark lab in the window. Pick models — local ones, loaded with their
 own load settings, and remote connections' — and prompt lengths; Ember loads each model in turn (its
-own copy, beside the chat's) and measures it as `ember-chat bench` does, with progress and cancel;
-then plots prefill speed against prompt length and decode speed against context depth, one line per
-model, lists the figures, and exports them. Runs are kept in the data folder."""
+own copy, beside the chat's) and measures it as `ember-chat bench` does, with progress and cancel —
+in the window, as an exclusive job of the engine service: after the running answer, while chat and
+API requests wait, so the figures are the machine's alone (the saved facts say so); then plots
+prefill speed against prompt length and decode speed against context depth, one line per model,
+lists the figures, and exports them. Runs are kept in the data folder."""
 
 from __future__ import annotations
 
@@ -34,8 +36,9 @@ from PySide6.QtWidgets import (
 
 from ember_chat.app.models.model_bar import model_choices
 from ember_chat.app.qt.tasks import TaskRunner
-from ember_chat.engine.bench.lab import BenchPlan, BenchRun, measure_model, points_csv, save_run
+from ember_chat.engine.bench.lab import BenchPlan, BenchRun, measure_exclusively, measure_model, points_csv, save_run
 from ember_chat.engine.errors import InvalidParameter, LoadCancelled
+from ember_chat.engine.inference.service import EngineService
 from ember_chat.engine.models.library import ModelLibrary
 from ember_chat.engine.models.refs import model_ref
 from ember_chat.engine.storage.connections import ConnectionStore
@@ -54,7 +57,10 @@ class BenchmarkDialog(QDialog):
         connections: ConnectionStore,
         model_settings: ModelSettingsStore,
         parent: QWidget | None = None,
+        service: EngineService | None = None,
     ) -> None:
+        """`service`: the window's engine service; each model is then measured as its exclusive job
+        (without one, beside it, as the command line does)."""
         super().__init__(parent)
         self.setWindowTitle(self.tr("Benchmark"))
         self.setAccessibleName(self.tr("Benchmark"))
@@ -63,6 +69,7 @@ class BenchmarkDialog(QDialog):
         self.data_dir = data_dir
         self.connections = connections
         self.model_settings = model_settings
+        self.service = service
         self.runs: list[BenchRun] = []
         self.running = False
         self.tasks = TaskRunner(self, workers=1)
@@ -198,7 +205,8 @@ class BenchmarkDialog(QDialog):
         self.tasks.run(lambda: self._work(names, plan), self._done, self._failed)
 
     def _work(self, names: list[str], plan: BenchPlan) -> list[BenchRun]:
-        """On a worker thread: each model loaded into its own runtime, measured, closed."""
+        """On a worker thread: each model loaded into its own runtime, measured, closed (on the
+        engine thread, with the engine to itself, when there is a service)."""
         runs = []
         per_model = len(plan.prompt_lengths) * plan.repetitions
         total = per_model * len(names)
@@ -212,7 +220,10 @@ class BenchmarkDialog(QDialog):
                 self._progress = (base + done, total, what)
 
             try:
-                run = measure_model(ref, plan, self._cancel, progress)
+                if self.service is not None:
+                    run = measure_exclusively(self.service, ref, plan, self._cancel, progress)
+                else:
+                    run = measure_model(ref, plan, self._cancel, progress)
             except LoadCancelled:
                 break
             run.machine["model_name"] = self._labels.get(name, alias)

@@ -169,7 +169,13 @@ class ModelActions:
             if current is not None:
                 current.close()
             current = BenchmarkDialog(
-                self.library, self.settings, self.data_dir, self.connections, self.model_settings, self
+                self.library,
+                self.settings,
+                self.data_dir,
+                self.connections,
+                self.model_settings,
+                self,
+                service=self.bridge.service,  # each model measured with the engine to itself
             )
             self._benchmark = current  # kept while open
         current.show()

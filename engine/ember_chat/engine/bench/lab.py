@@ -12,7 +12,16 @@ the median kept):
   (the same clock as every answer's metrics), and llama.cpp's own prompt-eval counters beside it;
 - decode tok/s = (tokens − 1) / the time from the first to the last token; ITL p50/p95/p99 over the
   same gaps; TTFT = the time from the request to the first token;
-- peak memory = the process's peak resident size after the run (what the OS had to give).
+- peak memory = the process's peak resident size while this model was loaded and measured: sampled
+  just before the load, every 20 ms on a thread of its own, and at the end (psutil, on every OS) —
+  per model, so a second, smaller model measured in the same process does not report the first
+  one's peak, as the process's lifetime maximum (ru_maxrss) would. It includes whatever else the
+  process holds (a chat model loaded in the window: `resident_model` in the facts), and the run's
+  facts keep the resident size just before the load (`rss_before_load_bytes`).
+
+In the window the lab runs as an exclusive job of the engine service (`measure_exclusively`): on the
+engine thread, after the running answer, while chat and API requests wait, so no other generation
+shares the machine with the measurement; the facts say so (`exclusive`).
 
 A remote connection's model is measured the same way through its server (engine/bench/targets.py
 says what differs: a text prompt sized by the server's tokenizer, times that include the network).
@@ -25,7 +34,6 @@ import io
 import json
 import os
 import platform
-import resource
 import statistics
 import sys
 import threading
@@ -35,17 +43,18 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-import psutil
-
 from ember_chat.engine.bench.targets import TOKEN_SEED, BenchTarget, stopping_on, target_for
-from ember_chat.engine.errors import InvalidParameter
+from ember_chat.engine.errors import InvalidParameter, LoadCancelled
 from ember_chat.engine.inference.backend import InferenceBackend, ModelRef
 from ember_chat.engine.inference.llama_loader import system_info
 from ember_chat.engine.inference.metrics import GenerationMetrics
 from ember_chat.engine.inference.params import LoadConfig
 from ember_chat.engine.inference.remote import RemoteBackend
 from ember_chat.engine.inference.runtime import LocalRuntime
+from ember_chat.engine.inference.service import EngineService, JobCancelled
 from ember_chat.engine.models.fit import free_vram_bytes
+
+MEMORY_SAMPLE_S = 0.02
 
 
 @dataclass(frozen=True)
@@ -117,6 +126,7 @@ def machine_facts(target: BenchTarget | None = None) -> dict[str, Any]:
     """What makes the figures meaningful: CPU, cores, RAM, GPU, backend, llama.cpp build (and, for a
     remote model, which server measured it)."""
     import llama_cpp
+    import psutil  # here, not at import: on Linux it needs the `resource` module
 
     vram = free_vram_bytes()
     facts: dict[str, Any] = {
@@ -150,9 +160,49 @@ def prompt_seed(n: int, rep: int) -> int:
     return TOKEN_SEED + 7919 * rep + n
 
 
-def peak_rss_bytes() -> int:
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return peak if sys.platform == "darwin" else peak * 1024  # Linux reports KiB
+class PeakMemory:
+    """The peak resident size of this process over one model's measurement (a `with` block):
+    sampled when it starts, every `interval_s` on a thread of its own, and when it ends. The thread
+    is joined on exit."""
+
+    def __init__(self, interval_s: float = MEMORY_SAMPLE_S) -> None:
+        import psutil  # here, not at import: on Linux it needs the `resource` module
+
+        self._process = psutil.Process()
+        self._interval_s = interval_s
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self.before = 0  # the resident size when the block started
+        self.peak = 0
+
+    def sample(self) -> int:
+        rss = int(self._process.memory_info().rss)
+        with self._lock:
+            self.peak = max(self.peak, rss)
+        return rss
+
+    def _watch(self) -> None:
+        while not self._stop.wait(self._interval_s):
+            self.sample()
+
+    def __enter__(self) -> PeakMemory:
+        self.before = self.sample()
+        self._thread = threading.Thread(target=self._watch, name="bench-memory", daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        self.sample()
+
+
+def _with_peak(run: BenchRun, peak: int) -> BenchRun:
+    """The model's peak on each of its points (a model measured elsewhere keeps None)."""
+    run.points = [p if p.peak_rss_bytes is None else replace(p, peak_rss_bytes=peak) for p in run.points]
+    return run
 
 
 def load_for_bench(ref: ModelRef, plan: BenchPlan, cancel: threading.Event | None = None) -> InferenceBackend:
@@ -182,13 +232,41 @@ def measure_model(
     cancel: threading.Event | None = None,
     progress: Callable[[int, int, str], None] | None = None,
 ) -> BenchRun:
-    """Load `ref` in a backend of its own, run the plan on it, close it (the window's and the
-    command line's way; a cancel during the load raises LoadCancelled)."""
-    backend = load_for_bench(ref, plan, cancel)
-    try:
-        return run_lab(backend, plan, cancel, progress)
-    finally:
-        backend.close()
+    """Load `ref` in a backend of its own, run the plan on it, close it (the command line's way, and
+    the window's inside `measure_exclusively`; a cancel during the load raises LoadCancelled). Peak
+    memory covers the load and the measurement of this model only."""
+    with PeakMemory() as memory:
+        backend = load_for_bench(ref, plan, cancel)
+        try:
+            run = run_lab(backend, plan, cancel, progress, memory)
+        finally:
+            backend.close()
+    if isinstance(ref, LoadConfig):  # (a remote model's memory is the server's)
+        run.machine["rss_before_load_bytes"] = memory.before
+    return _with_peak(run, memory.peak)
+
+
+def measure_exclusively(
+    service: EngineService,
+    ref: ModelRef,
+    plan: BenchPlan,
+    cancel: threading.Event | None = None,
+    progress: Callable[[int, int, str], None] | None = None,
+) -> BenchRun:
+    """`measure_model` as an exclusive job of the engine service (the window's way): on the engine
+    thread, after the running answer, while chat and API requests wait. `cancel` stops it; while it
+    still waits for its turn, at once (LoadCancelled). Blocks the calling thread until it ends."""
+    cancel = cancel or threading.Event()
+    resident = service.model.name if service.model is not None else None
+    job = service.run_exclusive(lambda: measure_model(ref, plan, cancel, progress), "Benchmark", cancel)
+    with stopping_on(cancel, lambda: service.cancel_exclusive(job)):
+        try:
+            run: BenchRun = job.result()
+        except JobCancelled as exc:
+            raise LoadCancelled(str(exc)) from exc
+    run.machine["exclusive"] = True  # no other generation ran while it was measured
+    run.machine["resident_model"] = resident  # loaded for chat meanwhile (its memory is in the peak)
+    return run
 
 
 def run_lab(
@@ -196,14 +274,33 @@ def run_lab(
     plan: BenchPlan,
     cancel: threading.Event | None = None,
     progress: Callable[[int, int, str], None] | None = None,
+    memory: PeakMemory | None = None,
 ) -> BenchRun:
     """Run the plan on the loaded model (local, or a remote connection's). `progress(done, total,
     what)` after each measurement; `cancel` stops between (and inside) measurements — the run keeps
-    what it measured."""
+    what it measured. Peak memory (of a local model): over this run, or over the caller's `memory`
+    block (which the caller then puts on the points when it ends)."""
     cancel = cancel or threading.Event()
     if backend.description is None:
         raise InvalidParameter("load a model before running the benchmark.")
     target = target_for(backend)
+    if not target.measures_memory:
+        return _run_plan(target, plan, cancel, progress)
+    if memory is not None:
+        run = _run_plan(target, plan, cancel, progress)
+        memory.sample()
+        return _with_peak(run, memory.peak)
+    with PeakMemory() as own:
+        run = _run_plan(target, plan, cancel, progress)
+    return _with_peak(run, own.peak)
+
+
+def _run_plan(
+    target: BenchTarget,
+    plan: BenchPlan,
+    cancel: threading.Event,
+    progress: Callable[[int, int, str], None] | None,
+) -> BenchRun:
     run = BenchRun(machine_facts(target), asdict(plan))
     total = len(plan.prompt_lengths) * plan.repetitions
     done = 0
@@ -255,7 +352,7 @@ def _point(target: BenchTarget, n: int, plan: BenchPlan, samples: list[Generatio
         itl_p50_ms=_median([m.itl_p50_ms for m in samples]) or 0.0,
         itl_p95_ms=_median([m.itl_p95_ms for m in samples]) or 0.0,
         itl_p99_ms=_median([m.itl_p99_ms for m in samples]) or 0.0,
-        peak_rss_bytes=peak_rss_bytes() if target.measures_memory else None,
+        peak_rss_bytes=0 if target.measures_memory else None,  # the model's peak, put on at the end
         repetitions=len(samples),
     )
 

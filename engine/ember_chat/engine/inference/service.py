@@ -11,6 +11,9 @@ API server, the CLI) through one bounded, fair queue of generation requests.
 - Loads and unloads go ahead of waiting generations. Each load has an id (`load` returns it) and a
   cancel event of its own, so cancelling one load never touches another (a Cancel followed by a new
   pick cannot revive the cancelled load), and listeners can tell a superseded load's events apart.
+- Exclusive jobs (the benchmark lab): `run_exclusive(fn)` runs `fn` on the engine thread after the
+  running generation, ahead of waiting ones, and every request waits until it ends, so what it
+  measures is the machine without Ember's own traffic. A job still waiting can be dropped at once.
 - Results reach the client through its `GenerationSink`, called on the engine thread: token text in
   batches (`batch_s`, 0 for every token) and live metrics snapshots from the same `MetricsRecorder`
   computation as the final record. Errors are data: `failed(message)` then `finished(...)`.
@@ -57,6 +60,10 @@ class QueueFull(EmberError):
     """Too many requests are waiting for the model."""
 
 
+class JobCancelled(EmberError):
+    """An exclusive job was cancelled before it started."""
+
+
 class GenerationSink:
     """Where one request's results go. Called on the engine thread; override what you need."""
 
@@ -101,6 +108,35 @@ class GenerationRequest:
     snapshot_s: float = METRICS_SNAPSHOT_S
     id: int = 0
     cancelled: threading.Event = field(default_factory=threading.Event)
+
+
+class ExclusiveJob:
+    """Work that has the engine to itself (see `EngineService.run_exclusive`). `cancel`: set when the
+    job should stop (by `cancel_exclusive` or at shutdown); the work itself must honour it."""
+
+    def __init__(self, fn: Callable[[], Any], label: str, client: str, cancel: threading.Event) -> None:
+        self.fn = fn
+        self.label = label
+        self.client = client
+        self.cancel = cancel
+        self.id = 0
+        self.t_submitted = time.time()
+        self.done = threading.Event()
+        self._value: Any = None
+        self._error: BaseException | None = None
+
+    def result(self, timeout: float | None = None) -> Any:
+        """Wait for the job: what `fn` returned, or the exception it raised (JobCancelled when it was
+        dropped before it started)."""
+        if not self.done.wait(timeout):
+            raise TimeoutError(f"{self.label} is still running.")
+        if self._error is not None:
+            raise self._error
+        return self._value
+
+    def _drop(self) -> None:
+        self._error = JobCancelled(f"{self.label} was cancelled before it started.")
+        self.done.set()
 
 
 @dataclass(frozen=True)
@@ -185,6 +221,8 @@ class EngineService:
         self._served: dict[str, int] = {}  # client kind → when it was last served
         self._serve_clock = itertools.count()
         self._running: GenerationRequest | None = None
+        self._jobs: list[ExclusiveJob] = []  # exclusive jobs waiting to run
+        self._exclusive: ExclusiveJob | None = None  # the one running
         self._closing = False
         self._ids = itertools.count(1)
         self._backend: InferenceBackend | None = None
@@ -229,6 +267,9 @@ class EngineService:
 
     def _queue_state_locked(self) -> QueueState:
         running = self._records.get(self._running.id) if self._running else None
+        job = self._exclusive
+        if job is not None:
+            running = RequestRecord(job.id, job.client, job.label, "running", t_submitted=job.t_submitted)
         queued = tuple(self._records[r.id] for line in self._lines.values() for r in line)
         return QueueState(running, queued)
 
@@ -311,6 +352,57 @@ class EngineService:
         self._model = None
         if backend is not None:
             backend.close()
+
+    # ----- exclusive jobs
+    def run_exclusive(
+        self,
+        fn: Callable[[], Any],
+        label: str = "Benchmark",
+        cancel: threading.Event | None = None,
+        client: str = "bench",
+    ) -> ExclusiveJob:
+        """Run `fn()` on the engine thread with the engine to itself: after the running generation,
+        ahead of waiting ones (loads and jobs asked for earlier go first); every request submitted
+        meanwhile waits until it ends. `cancel` (the job's own event when None) is set by
+        `cancel_exclusive` and `close`, and `fn` must stop soon after. Wait with `job.result()`."""
+        job = ExclusiveJob(fn, label, client, cancel or threading.Event())
+        with self._lock:
+            if self._closing:
+                raise QueueFull("Ember is shutting down.")
+            job.id = next(self._ids)
+            self._jobs.append(job)
+            self._control.append(lambda: self._run_job(job))
+            self._lock.notify_all()
+        return job
+
+    def cancel_exclusive(self, job: ExclusiveJob) -> None:
+        """Drop a waiting job at once (its result raises JobCancelled), or ask a running one to stop."""
+        with self._lock:
+            waiting = job in self._jobs
+            if waiting:
+                self._jobs.remove(job)  # its entry in the control queue finds it gone and does nothing
+        job.cancel.set()
+        if waiting:
+            job._drop()
+
+    def _run_job(self, job: ExclusiveJob) -> None:
+        with self._lock:
+            if job not in self._jobs:  # dropped while waiting
+                return
+            self._jobs.remove(job)
+            self._exclusive = job
+            state = self._queue_state_locked()
+        self._notify("queue_changed", state)
+        try:
+            job._value = job.fn()
+        except Exception as exc:  # the job's caller gets it from result(); the engine thread goes on
+            job._error = exc
+        finally:
+            with self._lock:
+                self._exclusive = None
+                state = self._queue_state_locked()
+            job.done.set()
+            self._notify("queue_changed", state)
 
     # ----- requests
     def submit(self, request: GenerationRequest) -> int:
@@ -510,6 +602,12 @@ class EngineService:
         with self._lock:
             self._closing = True
             self._control.clear()
+            dropped, self._jobs = self._jobs, []
+            if self._exclusive is not None:
+                self._exclusive.cancel.set()
             self._lock.notify_all()
+        for job in dropped:
+            job.cancel.set()
+            job._drop()
         if self._thread.is_alive() and threading.current_thread() is not self._thread:
             self._thread.join()
