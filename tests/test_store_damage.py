@@ -338,3 +338,27 @@ def test_a_damaged_database_that_cannot_be_moved_is_left_as_it_is(
         opened.store.create_conversation("kept in memory")
     finally:
         opened.store.close()
+
+
+def test_renaming_a_connection_while_the_keychain_cannot_be_read_keeps_its_key(tmp_path: Path) -> None:
+    """The key moves with a renamed connection; a keychain that cannot be read stops the rename with a
+    clear error instead of losing the key."""
+    import keyring
+
+    from ember_chat.engine.storage.secrets import SecretStoreError
+    from tests.test_server_guards import UnreadableKeyring
+
+    store = ConnectionStore(tmp_path / "connections.json")
+    store.save(Connection("old", "http://127.0.0.1:8000/v1"), api_key="the-key")
+    previous = keyring.get_keyring()
+    keyring.set_keyring(UnreadableKeyring())
+    try:
+        with pytest.raises(SecretStoreError, match="keychain could not be read"):
+            store.save(Connection("new", "http://127.0.0.1:8000/v1"), replaces="old")
+    finally:
+        keyring.set_keyring(previous)
+    assert [c.name for c in store.list()] == ["old"] and store.endpoint("old").api_key == "the-key"
+    store.save(Connection("new", "http://127.0.0.1:8000/v1"), replaces="old")
+    assert [c.name for c in store.list()] == ["new"] and store.endpoint("new").api_key == "the-key"
+    assert not store.has_key("old")
+    store.remove("new")

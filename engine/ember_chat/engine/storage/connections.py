@@ -144,13 +144,15 @@ class ConnectionStore(ProblemLog):
         name when a connection is renamed (its key moves with it)."""
         existing = [c for c in self.list() if c.name not in (connection.name, replaces)]
         if replaces and replaces != connection.name:
-            old_key = self.secrets.get(secret_key(replaces))
+            # read (not get): a keychain that cannot be read must stop the rename, not lose the key
+            old_key = self.secrets.read(secret_key(replaces), "The connection's API key")
             if old_key and api_key is None:
                 api_key = old_key
-            self.secrets.clear(secret_key(replaces))
         if api_key is not None:
             self.secrets.set(connection.secret_key, api_key, "The API key")
         self._write([*existing, connection])
+        if replaces and replaces != connection.name:
+            self.secrets.clear(secret_key(replaces))  # only once the key is stored under the new name
 
     def remove(self, name: str) -> None:
         self.get(name)
