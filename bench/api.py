@@ -34,8 +34,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import openai
 
 from ember_chat.engine.cli.common import load_blocking, resolve_model
+from ember_chat.engine.core.params import LoadConfig, SamplingParams, default_threads
 from ember_chat.engine.inference.metrics import GenerationMetrics
-from ember_chat.engine.inference.params import LoadConfig, SamplingParams, default_threads
 from ember_chat.engine.inference.service import EngineService, GenerationRequest, GenerationSink
 from ember_chat.engine.storage.paths import AppPaths
 from tests.peer_servers import free_port

@@ -23,8 +23,8 @@ import llama_cpp
 
 from bench.bare_llama import bare_loop
 from ember_chat.engine.cli.common import resolve_model
+from ember_chat.engine.core.params import LoadConfig, SamplingParams, default_threads
 from ember_chat.engine.inference.events import Finished
-from ember_chat.engine.inference.params import LoadConfig, SamplingParams, default_threads
 from ember_chat.engine.inference.runtime import LocalRuntime
 from ember_chat.engine.storage.paths import AppPaths
 
@@ -59,7 +59,7 @@ def ember_run(rt: LocalRuntime, n: int) -> dict[str, float]:
 def followup_turns(rt: LocalRuntime, turns: int = 10) -> dict[str, float]:
     """A growing chat with same-length messages: each follow-up should prefill only its new tokens,
     so its TTFT stays close to the first turn's."""
-    from ember_chat.engine.inference.messages import ChatMessage
+    from ember_chat.engine.core.messages import ChatMessage
 
     rt.reset_cache()
     msgs: list[ChatMessage] = []

@@ -29,8 +29,8 @@ from PySide6.QtCore import QEventLoop, QObject, Qt, QTimer, Slot
 from PySide6.QtWidgets import QApplication
 
 from ember_chat.app.main import build_window
+from ember_chat.engine.core.messages import ChatMessage
 from ember_chat.engine.inference.events import Finished
-from ember_chat.engine.inference.messages import ChatMessage
 from ember_chat.engine.storage.paths import AppPaths
 from tests.chat_fixtures import seed_long_chat
 from tests.fake_backend import FakeBackend
@@ -157,7 +157,7 @@ class Relay(QObject):
 
 
 def starter_gui_vs_direct(paths: AppPaths, runs: int, tokens: int) -> dict[str, float]:
-    from ember_chat.engine.inference.params import LoadConfig, SamplingParams
+    from ember_chat.engine.core.params import LoadConfig, SamplingParams
     from ember_chat.engine.inference.runtime import LocalRuntime
 
     window = build_window(paths)

@@ -27,8 +27,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from ember_chat.engine.bench.lab import BenchPlan, BenchPoint, BenchRun, load_for_bench, machine_facts, run_lab
 from ember_chat.engine.cli.common import resolve_model
-from ember_chat.engine.inference.backend import Endpoint, InferenceBackend, ModelRef, RemoteModelRef
-from ember_chat.engine.inference.params import LoadConfig, default_threads
+from ember_chat.engine.core.params import LoadConfig, default_threads
+from ember_chat.engine.core.refs import Endpoint, ModelRef, RemoteModelRef
+from ember_chat.engine.inference.backend import InferenceBackend
 from ember_chat.engine.inference.remote import check_connection
 from ember_chat.engine.storage.paths import AppPaths
 from tests.peer_servers import ember_server, llama_cpp_server

@@ -26,7 +26,7 @@ from bench.bare_llama import bare_loop
 from ember_chat.engine.bench.lab import BenchPlan, machine_facts, prompt_seed, run_lab
 from ember_chat.engine.bench.targets import LocalTarget, bench_tokens
 from ember_chat.engine.cli.common import resolve_model
-from ember_chat.engine.inference.params import LoadConfig, default_threads
+from ember_chat.engine.core.params import LoadConfig, default_threads
 from ember_chat.engine.inference.runtime import LocalRuntime
 from ember_chat.engine.storage.paths import AppPaths
 

@@ -15,8 +15,8 @@ import openai
 import pytest
 
 from ember_chat.engine.cli.common import load_blocking
+from ember_chat.engine.core.params import LoadConfig
 from ember_chat.engine.inference.metrics import GenerationMetrics
-from ember_chat.engine.inference.params import LoadConfig
 from ember_chat.engine.inference.service import (
     EngineService,
     GenerationSink,

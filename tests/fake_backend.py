@@ -7,12 +7,13 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 
-from ember_chat.engine.inference.backend import ModelDescription, ModelRef
+from ember_chat.engine.core.messages import ChatMessage
+from ember_chat.engine.core.params import SamplingParams
+from ember_chat.engine.core.reasoning import MarkerNormalizer
+from ember_chat.engine.core.refs import ModelRef
+from ember_chat.engine.inference.backend import ModelDescription
 from ember_chat.engine.inference.events import Event, Finished, PromptReady, Token
-from ember_chat.engine.inference.messages import ChatMessage
 from ember_chat.engine.inference.metrics import MetricsRecorder, RunContext
-from ember_chat.engine.inference.params import SamplingParams
-from ember_chat.engine.inference.reasoning import MarkerNormalizer
 
 WORDS = ["Ember ", "streams ", "tokens ", "quickly, ", "**bold** ", "and ", "`code` ", "naïve ", "café ", "😀 "]
 

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from ember_chat.engine.inference.backend import Endpoint, RemoteModelRef
+from ember_chat.engine.core.messages import ChatMessage
+from ember_chat.engine.core.params import SamplingParams
+from ember_chat.engine.core.refs import Endpoint, RemoteModelRef
 from ember_chat.engine.inference.events import Event, Finished, Token
-from ember_chat.engine.inference.messages import ChatMessage
-from ember_chat.engine.inference.params import SamplingParams
 from ember_chat.engine.inference.remote import (
     RemoteBackend,
 )

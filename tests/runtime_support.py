@@ -7,7 +7,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from ember_chat.engine.inference.params import LoadConfig
+from ember_chat.engine.core.params import LoadConfig
 from ember_chat.engine.inference.runtime import LocalRuntime
 
 

@@ -13,8 +13,8 @@ import httpx2
 import openai
 import pytest
 
-from ember_chat.engine.inference.messages import ChatMessage
-from ember_chat.engine.inference.params import SamplingParams
+from ember_chat.engine.core.messages import ChatMessage
+from ember_chat.engine.core.params import SamplingParams
 from ember_chat.engine.inference.service import GenerationRequest, QueueState
 from tests.api_support import (
     MESSAGES,

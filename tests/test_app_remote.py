@@ -16,7 +16,7 @@ from pytestqt.qtbot import QtBot
 
 from ember_chat.app.shell.main_window import MainWindow
 from ember_chat.engine.cli.common import load_blocking
-from ember_chat.engine.inference.params import LoadConfig
+from ember_chat.engine.core.params import LoadConfig
 from ember_chat.engine.inference.service import EngineService, QueueState, ServiceListener
 from ember_chat.engine.serve.server import ApiServer, ServerConfig
 from ember_chat.engine.storage.connections import Connection, remote_model_name
@@ -235,7 +235,7 @@ def test_a_busy_server_is_retried_with_a_countdown_and_no_duplicate(
 def test_window_waits_its_turn_behind_an_api_request_and_stop_drops_it(
     qtbot: QtBot, make_window: Callable[..., MainWindow]
 ) -> None:
-    from ember_chat.engine.inference.params import SamplingParams
+    from ember_chat.engine.core.params import SamplingParams
     from ember_chat.engine.inference.service import GenerationRequest, GenerationSink
     from tests.fake_backend import FakeBackend
 
@@ -266,7 +266,7 @@ def test_window_waits_its_turn_behind_an_api_request_and_stop_drops_it(
 def test_plain_http_to_another_machine_is_warned_about(qtbot: QtBot, make_window: Callable[..., MainWindow]) -> None:
     """An API key (or any chat) sent over plain http:// to another host crosses the network in clear:
     the dialog says so as the address is typed; loopback and https:// addresses are not warned about."""
-    from ember_chat.engine.inference.backend import crosses_network_in_clear
+    from ember_chat.engine.core.refs import crosses_network_in_clear
 
     assert crosses_network_in_clear("http://192.168.1.20:8000/v1")
     assert crosses_network_in_clear("http://gpu-box.lan/v1")

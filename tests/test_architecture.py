@@ -33,3 +33,14 @@ def test_importing_every_engine_module_loads_no_qt() -> None:
     code = f"import sys\nfor m in {modules!r}: __import__(m)\nprint(any(k.startswith('PySide6') for k in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_the_layering_holds() -> None:
+    """pyproject.toml's import-linter contracts: engine layers (cli > serve | bench > inference >
+    storage > models > core), app layers (shell > its parts > Qt plumbing > style), and an engine that
+    never imports the app or Qt. A cycle between two layers breaks the contract."""
+    lint = Path(sys.executable).parent / "lint-imports"
+    out = subprocess.run([str(lint), "--no-cache"], capture_output=True, text=True, timeout=300,
+                         cwd=Path(__file__).resolve().parent.parent)  # fmt: skip
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-1000:]
+    assert "0 broken" in out.stdout

@@ -13,9 +13,10 @@ import pytest
 from pytestqt.qtbot import QtBot
 
 from ember_chat.app.shell.main_window import MainWindow
+from ember_chat.engine.core.params import LoadConfig
+from ember_chat.engine.core.refs import ModelRef
 from ember_chat.engine.errors import LoadCancelled
-from ember_chat.engine.inference.backend import ModelDescription, ModelRef
-from ember_chat.engine.inference.params import LoadConfig
+from ember_chat.engine.inference.backend import ModelDescription
 from ember_chat.engine.inference.service import EngineService, ServiceListener
 from tests.fake_backend import FakeBackend
 from tests.test_app import LOAD_TIMEOUT, make_window, paths

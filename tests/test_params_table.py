@@ -10,8 +10,8 @@ from pytestqt.qtbot import QtBot
 
 from ember_chat.app.metrics.side_panel import ParamsPanel
 from ember_chat.engine.cli.common import CLI_DEFAULTS, add_load_flags, add_sampling_flags
+from ember_chat.engine.core.params import LOAD_SPECS, SAMPLING_SPECS, SPECS, LoadConfig, SamplingParams
 from ember_chat.engine.errors import InvalidParameter
-from ember_chat.engine.inference.params import LOAD_SPECS, SAMPLING_SPECS, SPECS, LoadConfig, SamplingParams
 from ember_chat.engine.storage.settings import Settings
 
 SETTING_FOR = {"n_ctx": "context_length"}
@@ -80,4 +80,4 @@ def test_cli_flags_come_from_the_table() -> None:
     args = parser.parse_args(["--top-k", "7", "--min-p", "0.2", "--repeat-penalty", "1.1", "--ctx", "512"])
     assert (args.top_k, args.min_p, args.repeat_penalty, args.n_ctx) == (7, 0.2, 1.1, 512)
     help_text = parser.format_help()
-    assert "Sample among the k most likely tokens" in help_text and "0–100000" in help_text
+    assert "Sample among the k most likely tokens" in help_text and "0–100,000" in help_text  # plain numbers

@@ -11,9 +11,9 @@ import pytest
 from pytestqt.qtbot import QtBot
 
 from ember_chat.app.metrics.side_panel import MetricsPanel
+from ember_chat.engine.core.messages import ChatMessage
+from ember_chat.engine.core.params import SamplingParams
 from ember_chat.engine.inference.events import Finished, PrefillProgress, Token
-from ember_chat.engine.inference.messages import ChatMessage
-from ember_chat.engine.inference.params import SamplingParams
 from ember_chat.engine.inference.runtime import LocalRuntime
 from tests.runtime_support import loaded
 

@@ -21,8 +21,8 @@ from urllib.parse import urlsplit
 import httpx2
 import pytest
 
+from ember_chat.engine.core.refs import Endpoint
 from ember_chat.engine.errors import HubOffline
-from ember_chat.engine.inference.backend import Endpoint
 from ember_chat.engine.inference.openai_wire import check_connection, make_client
 from ember_chat.engine.models.downloader import Downloader, DownloadSpec, part_paths, safe_target
 from ember_chat.engine.models.hub import HubClient

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from ember_chat.engine.inference.messages import ChatMessage
+from ember_chat.engine.core.messages import ChatMessage
+from ember_chat.engine.core.reasoning import CLOSE, OPEN
 from ember_chat.engine.inference.prompting import BuiltinTemplate, JinjaTemplate, render_chat
-from ember_chat.engine.inference.reasoning import CLOSE, OPEN
 
 HERE = Path(__file__).parent / "templates"
 MANIFEST = json.loads((HERE / "manifest.json").read_text(encoding="utf-8"))
@@ -102,8 +102,8 @@ def test_the_date_comes_from_the_clock() -> None:
 def test_a_model_file_carrying_the_template_chats_with_it(name: str, tmp_path: Path) -> None:
     """The template read from a GGUF's metadata, through the runtime: the model loads (llama-cpp-python
     compiles its own copy of the template too), the chat uses the model's template, not a fallback."""
+    from ember_chat.engine.core.params import SamplingParams
     from ember_chat.engine.inference.events import Finished, TemplateFallback
-    from ember_chat.engine.inference.params import SamplingParams
     from tests.gguf_factory import TinySpec, write_tiny_model
     from tests.runtime_support import loaded
 

@@ -9,17 +9,17 @@ from pathlib import Path
 
 import pytest
 
-from ember_chat.engine.inference.events import Finished, Token
-from ember_chat.engine.inference.messages import ChatMessage
-from ember_chat.engine.inference.params import SamplingParams
-from ember_chat.engine.inference.prompting import JinjaTemplate, template_message
-from ember_chat.engine.inference.reasoning import (
+from ember_chat.engine.core.messages import ChatMessage
+from ember_chat.engine.core.params import SamplingParams
+from ember_chat.engine.core.reasoning import (
     MarkerNormalizer,
     ThinkingStream,
     answer_only,
     prompt_opens_thinking,
     split_thinking,
 )
+from ember_chat.engine.inference.events import Finished, Token
+from ember_chat.engine.inference.prompting import JinjaTemplate, template_message
 from ember_chat.engine.inference.runtime import LocalRuntime
 from tests.gguf_factory import CHATML_TEMPLATE, TinySpec, write_tiny_model
 from tests.runtime_support import loaded

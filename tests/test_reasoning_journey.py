@@ -17,7 +17,7 @@ from pytestqt.qtbot import QtBot
 
 from ember_chat.app.main import build_window
 from ember_chat.app.shell.main_window import MainWindow
-from ember_chat.engine.inference.reasoning import split_thinking
+from ember_chat.engine.core.reasoning import split_thinking
 from ember_chat.engine.storage.model_settings import AUTO_GPU_LAYERS
 from ember_chat.engine.storage.paths import AppPaths
 from tests.gguf_factory import TinySpec, write_tiny_model

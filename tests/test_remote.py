@@ -9,10 +9,10 @@ import json
 
 import pytest
 
-from ember_chat.engine.inference.backend import Endpoint, RemoteModelRef
+from ember_chat.engine.core.messages import ChatMessage
+from ember_chat.engine.core.reasoning import Split, split_thinking
+from ember_chat.engine.core.refs import Endpoint, RemoteModelRef
 from ember_chat.engine.inference.events import Finished, PromptReady, Token
-from ember_chat.engine.inference.messages import ChatMessage
-from ember_chat.engine.inference.reasoning import Split, split_thinking
 from ember_chat.engine.inference.remote import (
     RemoteBackend,
     RemoteNotFound,

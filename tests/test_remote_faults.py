@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from ember_chat.engine.inference.backend import Endpoint, RemoteModelRef
+from ember_chat.engine.core.refs import Endpoint, RemoteModelRef
 from ember_chat.engine.inference.events import Event, Finished, Retrying, Token
 from ember_chat.engine.inference.remote import (
     RETRY_DELAYS_S,

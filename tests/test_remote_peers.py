@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from ember_chat.engine.cli.common import load_blocking
-from ember_chat.engine.inference.backend import Endpoint, RemoteModelRef
+from ember_chat.engine.core.params import LoadConfig, SamplingParams
+from ember_chat.engine.core.refs import Endpoint, RemoteModelRef
 from ember_chat.engine.inference.events import Finished, Token
-from ember_chat.engine.inference.params import LoadConfig, SamplingParams
 from ember_chat.engine.inference.remote import RemoteBackend, check_connection
 from ember_chat.engine.inference.runtime import LocalRuntime
 from ember_chat.engine.inference.service import EngineService

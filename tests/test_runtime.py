@@ -11,6 +11,7 @@ import llama_cpp
 import numpy as np
 import pytest
 
+from ember_chat.engine.core.params import LoadConfig, SamplingParams
 from ember_chat.engine.errors import (
     ContextOverflowError,
     InvalidParameter,
@@ -20,7 +21,6 @@ from ember_chat.engine.errors import (
     NoModelLoaded,
 )
 from ember_chat.engine.inference.events import ContextTrimmed, Finished, PromptReady, Token
-from ember_chat.engine.inference.params import LoadConfig, SamplingParams
 from ember_chat.engine.inference.prompting import BuiltinTemplate, ChatMessage, JinjaTemplate
 from ember_chat.engine.inference.runtime import LocalRuntime
 

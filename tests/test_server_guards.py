@@ -21,10 +21,10 @@ from pytestqt.qtbot import QtBot
 
 from ember_chat.app.shell.main_window import MainWindow
 from ember_chat.engine.cli.common import load_blocking
+from ember_chat.engine.core.params import LoadConfig, SamplingParams
 from ember_chat.engine.errors import GenerationError
 from ember_chat.engine.inference.events import Event, Finished, PromptReady, Token
 from ember_chat.engine.inference.metrics import MetricsRecorder, RunContext
-from ember_chat.engine.inference.params import LoadConfig, SamplingParams
 from ember_chat.engine.inference.service import EngineService
 from ember_chat.engine.serve import server as server_module
 from ember_chat.engine.serve.server import ApiServer, ServerConfig

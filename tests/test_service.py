@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
+from ember_chat.engine.core.messages import ChatMessage
+from ember_chat.engine.core.params import LoadConfig, SamplingParams
 from ember_chat.engine.inference.backend import ModelDescription
-from ember_chat.engine.inference.messages import ChatMessage
 from ember_chat.engine.inference.metrics import GenerationMetrics
-from ember_chat.engine.inference.params import LoadConfig, SamplingParams
 from ember_chat.engine.inference.service import (
     EngineService,
     GenerationRequest,

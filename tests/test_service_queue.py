@@ -12,9 +12,9 @@ import pytest
 from pytestqt.qtbot import QtBot
 
 from ember_chat.app.shell.main_window import MainWindow
-from ember_chat.engine.inference.messages import ChatMessage
+from ember_chat.engine.core.messages import ChatMessage
+from ember_chat.engine.core.params import LoadConfig, SamplingParams
 from ember_chat.engine.inference.metrics import GenerationMetrics
-from ember_chat.engine.inference.params import LoadConfig, SamplingParams
 from ember_chat.engine.inference.service import (
     EngineService,
     GenerationRequest,

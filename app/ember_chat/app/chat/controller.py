@@ -18,11 +18,11 @@ from ember_chat.app.chat.transcript import TranscriptView, code_blocks
 from ember_chat.app.metrics.side_panel import MetricsPanel
 from ember_chat.app.qt.bridge import EngineBridge
 from ember_chat.app.qt.wording import window_wording
+from ember_chat.engine.core.messages import ChatMessage
+from ember_chat.engine.core.params import SamplingParams
 from ember_chat.engine.errors import EmberError
 from ember_chat.engine.inference.events import Retrying
-from ember_chat.engine.inference.messages import ChatMessage
 from ember_chat.engine.inference.metrics import GenerationMetrics
-from ember_chat.engine.inference.params import SamplingParams
 from ember_chat.engine.storage.conversations import ConversationStore, Message
 from ember_chat.engine.storage.streaming import StreamingMessage, describe_write_error
 

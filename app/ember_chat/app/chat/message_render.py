@@ -36,7 +36,7 @@ from PySide6.QtGui import (
 from ember_chat.app.chat.code_highlight import CodeFormats, insert_highlighted, language_label
 from ember_chat.app.style.icons import icon_image
 from ember_chat.app.style.theme import Colors
-from ember_chat.engine.inference.reasoning import Split, split_thinking
+from ember_chat.engine.core.reasoning import Split, split_thinking
 
 SEGMENT_CHARS = 3000
 ICON_SIZE = 16

@@ -45,8 +45,8 @@ from ember_chat.app.chat.message_render import (
 from ember_chat.app.chat.transcript_stream import TranscriptStreaming
 from ember_chat.app.qt.wording import window_wording
 from ember_chat.app.style.theme import Colors
+from ember_chat.engine.core.reasoning import ThinkingStream
 from ember_chat.engine.inference.metrics import GenerationMetrics
-from ember_chat.engine.inference.reasoning import ThinkingStream
 from ember_chat.engine.storage.conversations import Message
 
 __all__ = ["TranscriptView", "code_blocks"]

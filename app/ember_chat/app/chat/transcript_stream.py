@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from PySide6.QtGui import QFont, QTextBlockFormat, QTextCharFormat, QTextCursor
 
 from ember_chat.app.chat.message_render import message_actions, meta_line
-from ember_chat.engine.inference.reasoning import ThinkingStream, answer_only
+from ember_chat.engine.core.reasoning import ThinkingStream, answer_only
 
 STREAM_BLOCK_CHARS = 1500  # the longest paragraph appended to: Qt lays out a paragraph at a time
 

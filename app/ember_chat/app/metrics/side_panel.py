@@ -23,8 +23,8 @@ from PySide6.QtWidgets import (
 )
 
 from ember_chat.app.metrics.speed_chart import SpeedChart
+from ember_chat.engine.core.params import SPECS, SamplingParams
 from ember_chat.engine.inference.metrics import GenerationMetrics, percentile
-from ember_chat.engine.inference.params import SPECS, SamplingParams
 
 SESSION_TTFT_SAMPLES = 1_000
 SESSION_ITL_SAMPLES = 20_000

@@ -25,8 +25,8 @@ from PySide6.QtWidgets import (
 )
 
 from ember_chat.app.style.theme import active_colors
+from ember_chat.engine.core.refs import Endpoint, crosses_network_in_clear
 from ember_chat.engine.errors import EmberError
-from ember_chat.engine.inference.backend import Endpoint, crosses_network_in_clear
 from ember_chat.engine.inference.remote import ConnectionCheck, check_connection
 from ember_chat.engine.storage.connections import Connection, ConnectionStore, remote_model_name
 

@@ -20,7 +20,7 @@ from PySide6.QtWidgets import (
 )
 
 from ember_chat.app.style.theme import active_colors
-from ember_chat.engine.inference.params import KV_CACHE_TYPES, SPECS
+from ember_chat.engine.core.params import KV_CACHE_TYPES, SPECS
 from ember_chat.engine.models.fit import FitEstimate, estimate_fit, free_ram_bytes, free_vram_bytes
 from ember_chat.engine.models.gguf_inspect import ModelInfo
 from ember_chat.engine.storage.model_settings import AUTO_GPU_LAYERS, ModelLoadSettings, auto_gpu_layers

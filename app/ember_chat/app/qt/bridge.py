@@ -18,11 +18,12 @@ from typing import Any
 
 from PySide6.QtCore import QObject, Signal, Slot
 
-from ember_chat.engine.inference.backend import ModelDescription, ModelRef
+from ember_chat.engine.core.messages import ChatMessage
+from ember_chat.engine.core.params import SamplingParams
+from ember_chat.engine.core.refs import ModelRef
+from ember_chat.engine.inference.backend import ModelDescription
 from ember_chat.engine.inference.events import Retrying
-from ember_chat.engine.inference.messages import ChatMessage
 from ember_chat.engine.inference.metrics import GenerationMetrics
-from ember_chat.engine.inference.params import SamplingParams
 from ember_chat.engine.inference.service import (
     EngineService,
     GenerationRequest,

@@ -33,8 +33,8 @@ from ember_chat.app.shell.window_chats import ChatActions
 from ember_chat.app.shell.window_models import ModelActions
 from ember_chat.app.style.icons import themed_icon
 from ember_chat.app.style.theme import app_icon, apply_theme
+from ember_chat.engine.core.params import SamplingParams
 from ember_chat.engine.inference.backend import ModelDescription
-from ember_chat.engine.inference.params import SamplingParams
 from ember_chat.engine.models.download_queue import DownloadQueue
 from ember_chat.engine.models.library import ModelLibrary
 from ember_chat.engine.models.starter import STARTER_ALIAS, starter_available

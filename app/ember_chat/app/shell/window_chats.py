@@ -7,8 +7,8 @@ from pathlib import Path
 
 from PySide6.QtWidgets import QFileDialog, QInputDialog, QMenu, QMessageBox
 
+from ember_chat.engine.core.params import SamplingParams
 from ember_chat.engine.errors import EmberError
-from ember_chat.engine.inference.params import SamplingParams
 from ember_chat.engine.storage.export import chat_as_json, chat_as_markdown
 
 

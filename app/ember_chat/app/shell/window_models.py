@@ -12,8 +12,8 @@ from PySide6.QtGui import QDesktopServices
 from PySide6.QtWidgets import QFileDialog
 
 from ember_chat.engine.errors import EmberError
+from ember_chat.engine.inference.resolver import model_ref
 from ember_chat.engine.models.gguf_inspect import inspect_gguf
-from ember_chat.engine.models.refs import model_ref
 from ember_chat.engine.storage.connections import parse_remote_model_name
 from ember_chat.engine.storage.model_settings import ModelLoadSettings
 from ember_chat.engine.storage.settings import Settings

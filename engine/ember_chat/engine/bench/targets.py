@@ -25,11 +25,11 @@ from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any, Protocol
 
+from ember_chat.engine.core.params import SamplingParams
 from ember_chat.engine.errors import EmberError, GenerationError
 from ember_chat.engine.inference.backend import InferenceBackend
 from ember_chat.engine.inference.events import Event, Finished
 from ember_chat.engine.inference.metrics import GenerationMetrics
-from ember_chat.engine.inference.params import SamplingParams
 from ember_chat.engine.inference.remote import RemoteBackend
 from ember_chat.engine.inference.runtime import LocalRuntime
 

@@ -13,11 +13,12 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, TextIO
 
+from ember_chat.engine.core.params import LOAD_SPECS, SAMPLING_SPECS, LoadConfig, ParamSpec, SamplingParams
+from ember_chat.engine.core.refs import ModelRef
 from ember_chat.engine.errors import EmberError
-from ember_chat.engine.inference.backend import ModelDescription, ModelRef
+from ember_chat.engine.inference.backend import ModelDescription
 from ember_chat.engine.inference.events import Retrying
 from ember_chat.engine.inference.metrics import GenerationMetrics
-from ember_chat.engine.inference.params import LOAD_SPECS, SAMPLING_SPECS, LoadConfig, ParamSpec, SamplingParams
 from ember_chat.engine.inference.service import EngineService, GenerationRequest, GenerationSink, ServiceListener
 from ember_chat.engine.storage.paths import AppPaths
 from ember_chat.engine.storage.settings import Settings, SettingsFile

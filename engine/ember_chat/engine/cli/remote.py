@@ -10,8 +10,8 @@ import os
 import sys
 
 from ember_chat.engine.cli.common import report_problems
+from ember_chat.engine.core.refs import crosses_network_in_clear
 from ember_chat.engine.errors import EmberError
-from ember_chat.engine.inference.backend import crosses_network_in_clear
 from ember_chat.engine.storage.connections import Connection, ConnectionStore
 from ember_chat.engine.storage.paths import AppPaths
 

@@ -15,8 +15,8 @@ from ember_chat.engine.cli.common import (
     model_ref_from_args,
     sampling_from_args,
 )
+from ember_chat.engine.core.messages import ChatMessage
 from ember_chat.engine.errors import EmberError
-from ember_chat.engine.inference.messages import ChatMessage
 from ember_chat.engine.inference.service import EngineService, GenerationRequest
 from ember_chat.engine.storage.paths import AppPaths
 

@@ -1,59 +1,20 @@
 """The seam every inference backend implements (the local llama.cpp runtime and a remote
-OpenAI-compatible server), the model references they load and the neutral description they return."""
+OpenAI-compatible server) and the neutral description they return; the model references they load
+are in engine/core/refs.py."""
 
 from __future__ import annotations
 
-import ipaddress
 import threading
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
-from urllib.parse import urlsplit
 
+from ember_chat.engine.core.messages import ChatMessage
+from ember_chat.engine.core.params import SamplingParams
+from ember_chat.engine.core.refs import ModelRef
 from ember_chat.engine.inference.events import Event
-from ember_chat.engine.inference.messages import ChatMessage
-from ember_chat.engine.inference.params import LoadConfig, SamplingParams
 from ember_chat.engine.inference.wording import ENGLISH, Wording
-
-
-@dataclass(frozen=True)
-class Endpoint:
-    """How to reach an OpenAI-compatible server. The API key lives only in memory here; it is
-    read from the OS keychain when the connection is used and never written anywhere."""
-
-    name: str
-    base_url: str  # e.g. http://127.0.0.1:8000/v1
-    api_key: str | None = field(default=None, repr=False)
-    verify_tls: bool = True
-    read_timeout_s: float = 60.0
-    connect_timeout_s: float = 10.0
-
-
-def crosses_network_in_clear(base_url: str) -> bool:
-    """True for a plain http:// address on another machine: an API key and every chat sent there can
-    be read by anyone on the network path. Loopback addresses never leave this computer."""
-    parts = urlsplit(base_url.strip())
-    if parts.scheme.lower() != "http" or not parts.hostname:
-        return False
-    host = parts.hostname.lower()
-    if host == "localhost" or host.endswith(".localhost"):
-        return False
-    try:
-        return not ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return True  # a name: it may resolve anywhere
-
-
-@dataclass(frozen=True)
-class RemoteModelRef:
-    """A model served by a remote OpenAI-compatible server (the remote kind of model reference)."""
-
-    endpoint: Endpoint
-    model_id: str
-
-
-ModelRef = LoadConfig | RemoteModelRef
 
 
 @dataclass(frozen=True)

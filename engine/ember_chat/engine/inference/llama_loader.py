@@ -16,8 +16,8 @@ import llama_cpp
 import llama_cpp.llama
 import llama_cpp.llama_chat_format
 
+from ember_chat.engine.core.params import LoadConfig
 from ember_chat.engine.errors import LoadCancelled, ModelLoadError
-from ember_chat.engine.inference.params import LoadConfig
 
 _KV_TYPES = {
     "f16": llama_cpp.GGML_TYPE_F16,

@@ -18,8 +18,8 @@ from typing import Any
 import httpcore2
 import httpx2
 
+from ember_chat.engine.core.refs import Endpoint
 from ember_chat.engine.errors import EmberError
-from ember_chat.engine.inference.backend import Endpoint
 
 MAX_EVENT_BYTES = 16 * 1024 * 1024  # one SSE event larger than this is a broken server, not an answer
 MAX_ERROR_BODY = 64 * 1024

@@ -19,9 +19,9 @@ import jinja2.ext
 import jinja2.sandbox
 import llama_cpp
 
+from ember_chat.engine.core.messages import ChatMessage
+from ember_chat.engine.core.reasoning import split_thinking
 from ember_chat.engine.errors import InvalidParameter
-from ember_chat.engine.inference.messages import ChatMessage
-from ember_chat.engine.inference.reasoning import split_thinking
 
 # Architectures whose chat format is unambiguous, mapped to llama.cpp's built-in template names.
 BUILTIN_BY_ARCH = {

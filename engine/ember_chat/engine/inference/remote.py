@@ -25,10 +25,13 @@ from typing import Any
 
 import httpx2
 
+from ember_chat.engine.core.messages import ChatMessage
+from ember_chat.engine.core.params import SamplingParams
+from ember_chat.engine.core.reasoning import answer_only
+from ember_chat.engine.core.refs import Endpoint, ModelRef, RemoteModelRef
 from ember_chat.engine.errors import InvalidParameter, LoadCancelled, NoModelLoaded
-from ember_chat.engine.inference.backend import Endpoint, ModelDescription, ModelRef, RemoteModelRef
+from ember_chat.engine.inference.backend import ModelDescription
 from ember_chat.engine.inference.events import Event, Finished, PromptReady, Retrying, Token
-from ember_chat.engine.inference.messages import ChatMessage
 from ember_chat.engine.inference.metrics import GenerationMetrics, MetricsRecorder, RunContext
 from ember_chat.engine.inference.openai_wire import (
     MAX_ERROR_BODY,
@@ -52,8 +55,6 @@ from ember_chat.engine.inference.openai_wire import (
     sse_data,
     status_error,
 )
-from ember_chat.engine.inference.params import SamplingParams
-from ember_chat.engine.inference.reasoning import answer_only
 
 __all__ = [  # the wire's names that users of the remote backend need
     "RETRY_DELAYS_S",

@@ -15,13 +15,16 @@ from dataclasses import replace
 
 import llama_cpp
 
+from ember_chat.engine.core.params import LoadConfig, SamplingParams
+from ember_chat.engine.core.reasoning import MarkerNormalizer, prompt_opens_thinking, split_thinking
+from ember_chat.engine.core.refs import ModelRef
 from ember_chat.engine.errors import (
     ContextOverflowError,
     GenerationError,
     InvalidParameter,
     NoModelLoaded,
 )
-from ember_chat.engine.inference.backend import ModelDescription, ModelRef
+from ember_chat.engine.inference.backend import ModelDescription
 from ember_chat.engine.inference.events import (
     ContextTrimmed,
     Event,
@@ -34,7 +37,6 @@ from ember_chat.engine.inference.events import (
 from ember_chat.engine.inference.llama_loader import NULL_ABORT, gpu_backend_name, open_llama
 from ember_chat.engine.inference.llama_log import route_llama_log
 from ember_chat.engine.inference.metrics import MetricsRecorder, RunContext
-from ember_chat.engine.inference.params import LoadConfig, SamplingParams
 from ember_chat.engine.inference.prompting import (
     ChatMessage,
     ChatTemplate,
@@ -43,7 +45,6 @@ from ember_chat.engine.inference.prompting import (
     choose_template,
     render_chat,
 )
-from ember_chat.engine.inference.reasoning import MarkerNormalizer, prompt_opens_thinking, split_thinking
 from ember_chat.engine.inference.stop_strings import StopStringScanner
 from ember_chat.engine.models.gguf_inspect import ModelInfo, inspect_gguf
 

@@ -33,8 +33,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ember_chat.engine.core.messages import ChatMessage
+from ember_chat.engine.core.params import SamplingParams
+from ember_chat.engine.core.refs import ModelRef, RemoteModelRef
 from ember_chat.engine.errors import EmberError, NoModelLoaded
-from ember_chat.engine.inference.backend import InferenceBackend, ModelDescription, ModelRef, RemoteModelRef
+from ember_chat.engine.inference.backend import InferenceBackend, ModelDescription
 from ember_chat.engine.inference.events import (
     ContextTrimmed,
     Finished,
@@ -44,9 +47,7 @@ from ember_chat.engine.inference.events import (
     TemplateFallback,
     Token,
 )
-from ember_chat.engine.inference.messages import ChatMessage
 from ember_chat.engine.inference.metrics import GenerationMetrics, MetricsRecorder, RunContext, live_snapshot
-from ember_chat.engine.inference.params import SamplingParams
 
 log = logging.getLogger(__name__)
 

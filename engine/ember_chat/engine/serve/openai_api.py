@@ -13,11 +13,11 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+from ember_chat.engine.core.messages import ChatMessage
+from ember_chat.engine.core.params import SamplingParams
+from ember_chat.engine.core.reasoning import ThinkingStream, split_thinking
 from ember_chat.engine.errors import InvalidParameter
-from ember_chat.engine.inference.messages import ChatMessage
 from ember_chat.engine.inference.metrics import GenerationMetrics
-from ember_chat.engine.inference.params import SamplingParams
-from ember_chat.engine.inference.reasoning import ThinkingStream, split_thinking
 
 
 class ApiError(Exception):

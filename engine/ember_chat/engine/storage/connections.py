@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+from ember_chat.engine.core.refs import Endpoint, RemoteModelRef
 from ember_chat.engine.errors import EmberError, InvalidParameter
-from ember_chat.engine.inference.backend import Endpoint, RemoteModelRef
 from ember_chat.engine.storage.atomic import ProblemLog, read_json_file, write_json_atomically
 from ember_chat.engine.storage.secrets import SecretStore
 

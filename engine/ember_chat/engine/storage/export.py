@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ember_chat.engine.inference.reasoning import split_thinking
+from ember_chat.engine.core.reasoning import split_thinking
 from ember_chat.engine.storage.conversations import Conversation, Message
 
 _WHO = {"user": "You", "assistant": "Ember", "system": "System"}

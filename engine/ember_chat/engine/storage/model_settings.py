@@ -9,8 +9,8 @@ from dataclasses import MISSING, asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from ember_chat.engine.core.params import KV_CACHE_TYPES, SPECS, LoadConfig
 from ember_chat.engine.errors import EmberError, InvalidParameter
-from ember_chat.engine.inference.params import KV_CACHE_TYPES, SPECS, LoadConfig
 from ember_chat.engine.models.fit import OVERHEAD, free_vram_bytes, kv_cache_bytes, layer_count
 from ember_chat.engine.models.gguf_inspect import ModelInfo
 from ember_chat.engine.storage.atomic import ProblemLog, read_json_file, write_json_atomically

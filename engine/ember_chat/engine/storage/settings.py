@@ -12,8 +12,8 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from ember_chat.engine.core.params import KV_CACHE_TYPES, SPECS, ParamSpec, SamplingParams
 from ember_chat.engine.errors import InvalidParameter
-from ember_chat.engine.inference.params import KV_CACHE_TYPES, SPECS, ParamSpec, SamplingParams
 from ember_chat.engine.storage.atomic import ProblemLog, read_json_file, write_json_atomically
 
 

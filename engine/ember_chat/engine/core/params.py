@@ -1,0 +1,168 @@
+"""Load and sampling parameters: one declarative table (name, type, default, range, description) from
+which engine validation, settings, the GUI's spin boxes and the CLI flags are all derived."""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from ember_chat.engine.errors import InvalidParameter
+
+KV_CACHE_TYPES = ("f16", "q8_0", "q4_0")
+
+
+def default_threads() -> int:
+    return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
+
+
+def _num(value: float) -> str:
+    return f"{value:,}" if isinstance(value, int) else f"{value:g}"
+
+
+@dataclass(frozen=True)
+class ParamSpec:
+    """One parameter: everything a validator, a settings file, a spin box or a CLI flag needs."""
+
+    name: str
+    kind: type  # int or float
+    default: Any
+    low: float
+    high: float
+    label: str
+    description: str
+    step: float = 1
+    optional: bool = False  # None is allowed (seed: None means random)
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.name.replace("_", "-")
+
+    @property
+    def noun(self) -> str:
+        """The label inside a sentence: "temperature", "context length", but "GPU layers"."""
+        label = self.label
+        return label if label[1:2].isupper() else label[:1].lower() + label[1:]
+
+    def check(self, value: object) -> None:
+        if value is None and self.optional:
+            return
+        if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value):
+            raise InvalidParameter(f"{self.noun} must be a number, got {value!r}.")
+        if self.kind is int and not isinstance(value, int):
+            raise InvalidParameter(f"{self.noun} must be a whole number, got {value!r}.")
+        if not self.low <= value <= self.high:
+            bounds = f"between {_num(self.low)} and {_num(self.high)}"
+            raise InvalidParameter(f"{self.noun} must be {bounds}, got {_num(value)}.")
+
+
+SAMPLING_SPECS: tuple[ParamSpec, ...] = (
+    ParamSpec("temperature", float, 0.7, 0.0, 5.0, "Temperature",
+              "Randomness of sampling (0: greedy, always the most likely token).", 0.05),
+    ParamSpec("top_k", int, 40, 0, 100_000, "Top-k", "Sample among the k most likely tokens (0: all)."),
+    ParamSpec("top_p", float, 0.95, 0.0, 1.0, "Top-p", "Sample among the most likely tokens covering this probability.",
+              0.01),
+    ParamSpec("min_p", float, 0.05, 0.0, 1.0, "Min-p",
+              "Drop tokens less likely than this fraction of the most likely one.", 0.01),
+    ParamSpec("repeat_penalty", float, 1.0, 0.5, 3.0, "Repeat penalty", "Penalty for repeated tokens (1: off).", 0.05),
+    ParamSpec("max_tokens", int, 1024, 1, 1_000_000, "Max tokens", "Maximum answer length in tokens."),
+    ParamSpec("seed", int, None, 0, 2**31 - 1, "Seed", "Random seed, for reproducible answers (empty: random).",
+              optional=True),
+)  # fmt: skip
+LOAD_SPECS: tuple[ParamSpec, ...] = (
+    ParamSpec("n_ctx", int, 4096, 256, 1_048_576, "Context length",
+              "Context window in tokens (applies when a model is loaded).", 1024),
+    ParamSpec("threads", int, default_threads(), 1, 1024, "Threads", "CPU threads for inference."),
+    ParamSpec("gpu_layers", int, 0, -1, 100_000, "GPU layers", "Layers offloaded to the GPU (-1: all)."),
+    ParamSpec("n_batch", int, 512, 1, 65_536, "Batch size", "Prompt tokens evaluated per batch."),
+)  # fmt: skip
+SPECS: dict[str, ParamSpec] = {s.name: s for s in SAMPLING_SPECS + LOAD_SPECS}
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    """How tokens are chosen. Temperature 0 is exact greedy decoding (argmax of the logits).
+
+    The defaults bend no logits at temperature 0: repeat penalty 1.0 is off, and top-k/top-p/min-p
+    only act when sampling at temperature > 0.
+    """
+
+    temperature: float = SPECS["temperature"].default
+    top_k: int = SPECS["top_k"].default
+    top_p: float = SPECS["top_p"].default
+    min_p: float = SPECS["min_p"].default
+    repeat_penalty: float = SPECS["repeat_penalty"].default
+    seed: int | None = SPECS["seed"].default
+    max_tokens: int = SPECS["max_tokens"].default
+    stop: tuple[str, ...] = ()
+    # Reasoning models whose chat template has a switch (Qwen3's `enable_thinking`): True / False,
+    # or None for the template's own default.
+    thinking: bool | None = None
+    # Generate exactly max_tokens: end-of-generation tokens do not stop it (benchmarks; the
+    # `ignore_eos` of llama.cpp's server and vLLM).
+    ignore_eos: bool = False
+
+    def __post_init__(self) -> None:
+        for spec in SAMPLING_SPECS:
+            spec.check(getattr(self, spec.name))
+        if self.thinking is not None and not isinstance(self.thinking, bool):
+            raise InvalidParameter(f"thinking must be true, false or null, got {self.thinking!r}.")
+        if not isinstance(self.ignore_eos, bool):
+            raise InvalidParameter(f"ignore_eos must be true or false, got {self.ignore_eos!r}.")
+        if isinstance(self.stop, str) or not all(isinstance(s, str) for s in self.stop):
+            raise InvalidParameter("stop must be a list of strings.")
+        if any(not s for s in self.stop):
+            raise InvalidParameter("stop strings must not be empty.")
+        object.__setattr__(self, "stop", tuple(self.stop))
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["stop"] = list(self.stop)
+        if not self.ignore_eos:  # a benchmark's request option, not a chat setting: saved chats stay as they were
+            del d["ignore_eos"]
+        return d
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> SamplingParams:
+        known = {f.name for f in fields(cls)}
+        unknown = set(data) - known
+        if unknown:
+            raise InvalidParameter(f"unknown sampling parameter(s): {', '.join(sorted(unknown))}.")
+        values = dict(data)
+        if "stop" in values and isinstance(values["stop"], list):
+            values["stop"] = tuple(values["stop"])
+        return cls(**values)
+
+
+@dataclass(frozen=True)
+class LoadConfig:
+    """How a local GGUF model is loaded into llama.cpp (the local kind of model reference)."""
+
+    path: Path
+    n_ctx: int = SPECS["n_ctx"].default
+    threads: int = field(default_factory=default_threads)
+    gpu_layers: int = SPECS["gpu_layers"].default
+    flash_attn: bool = False
+    kv_cache_type: str = "f16"
+    use_mmap: bool = True
+    n_batch: int = SPECS["n_batch"].default
+    threads_batch: int | None = None  # threads for prompt evaluation (None: the same as `threads`)
+    use_mlock: bool = False  # keep the weights in RAM (never swapped out)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "path", Path(self.path))
+        for spec in LOAD_SPECS:
+            spec.check(getattr(self, spec.name))
+        if self.threads_batch is not None:
+            SPECS["threads"].check(self.threads_batch)
+        if self.kv_cache_type not in KV_CACHE_TYPES:
+            raise InvalidParameter(
+                f"KV cache type must be one of {', '.join(KV_CACHE_TYPES)}, got {self.kv_cache_type!r}."
+            )
+        if self.kv_cache_type != "f16" and not self.flash_attn:
+            raise InvalidParameter(
+                f"A quantized KV cache ({self.kv_cache_type}) needs flash attention: "
+                "turn flash attention on or use an f16 KV cache."
+            )

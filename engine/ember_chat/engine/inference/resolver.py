@@ -1,0 +1,29 @@
+"""From a model's name, as the picker and the benchmark lab list it, to what a backend loads: a
+connection's model (`remote:<connection>/<model id>`), or a local model with its own saved load
+settings, else the defaults the caller gives (the app's settings)."""
+
+from __future__ import annotations
+
+from ember_chat.engine.core.refs import ModelRef
+from ember_chat.engine.models.gguf_inspect import inspect_gguf
+from ember_chat.engine.models.library import ModelLibrary
+from ember_chat.engine.storage.connections import ConnectionStore, parse_remote_model_name
+from ember_chat.engine.storage.model_settings import AUTO_GPU_LAYERS, ModelSettingsStore
+from ember_chat.engine.storage.settings import Settings
+
+
+def model_ref(
+    name: str,
+    library: ModelLibrary,
+    connections: ConnectionStore,
+    model_settings: ModelSettingsStore,
+    defaults: Settings,
+) -> tuple[ModelRef, str]:
+    """(reference to load, name to show). Raises EmberError for an unknown model or connection."""
+    remote = parse_remote_model_name(name)
+    if remote is not None:
+        return connections.model_ref(*remote), remote[1]
+    path = library.resolve(name)
+    settings = model_settings.effective(name, defaults)
+    info = inspect_gguf(path) if settings.gpu_layers == AUTO_GPU_LAYERS else None
+    return settings.config(path, info), name
