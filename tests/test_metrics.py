@@ -59,3 +59,18 @@ def test_stop_string_scanner(chunks: list[str], stops: tuple[str, ...], shown: s
     if not was_hit:
         out += sc.flush()
     assert (out, was_hit) == (shown, hit)
+
+
+def test_states_are_named_but_stored_and_sent_as_their_strings() -> None:
+    """Stop reasons, download job states and fit labels are string enums: code names them, and what is
+    saved in chats, sent over the API and shown stays the plain string it always was."""
+    import json
+
+    from ember_chat.engine.core.states import FitLabel, JobState, StopReason
+    from ember_chat.engine.models.download_queue import PAUSED
+    from ember_chat.engine.models.fit import estimate_fit
+
+    assert StopReason.LENGTH == "length" and json.dumps({"r": StopReason.LENGTH}) == '{"r": "length"}'
+    assert f"{StopReason.CANCELLED}" == "cancelled" and PAUSED is JobState.PAUSED
+    fit = estimate_fit(1_000_000, 512, free_ram=10**12)
+    assert fit.label is FitLabel.FITS and fit.label == "fits"

@@ -26,6 +26,7 @@ from dataclasses import replace
 from typing import Any, Protocol
 
 from ember_chat.engine.core.params import SamplingParams
+from ember_chat.engine.core.states import StopReason
 from ember_chat.engine.errors import EmberError, GenerationError
 from ember_chat.engine.inference.backend import InferenceBackend
 from ember_chat.engine.inference.events import Event, Finished
@@ -98,7 +99,7 @@ def _metrics_of(events: Iterator[Event], stop: Callable[[], None], cancel: threa
                 if isinstance(ev, Finished):
                     if cancel.is_set():
                         return None
-                    if ev.error or ev.reason in ("cancelled", "interrupted"):
+                    if ev.error or ev.reason in (StopReason.CANCELLED, StopReason.INTERRUPTED):
                         raise GenerationError(ev.error or "the server stopped the answer before it was complete.")
                     return ev.metrics
         except EmberError:

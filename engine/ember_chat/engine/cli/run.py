@@ -16,6 +16,7 @@ from ember_chat.engine.cli.common import (
     sampling_from_args,
 )
 from ember_chat.engine.core.messages import ChatMessage
+from ember_chat.engine.core.states import StopReason
 from ember_chat.engine.errors import EmberError
 from ember_chat.engine.inference.service import EngineService, GenerationRequest
 from ember_chat.engine.storage.paths import AppPaths
@@ -56,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
         generate_blocking(service, request, sink)
     finally:
         service.close()
-    if sink.reason == "error":
+    if sink.reason == StopReason.ERROR:
         raise EmberError(sink.error or "The answer failed.")
     out = sys.stdout
     out.write("\n")

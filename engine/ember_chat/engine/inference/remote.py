@@ -29,6 +29,7 @@ from ember_chat.engine.core.messages import ChatMessage
 from ember_chat.engine.core.params import SamplingParams
 from ember_chat.engine.core.reasoning import answer_only
 from ember_chat.engine.core.refs import Endpoint, ModelRef, RemoteModelRef
+from ember_chat.engine.core.states import StopReason
 from ember_chat.engine.errors import InvalidParameter, LoadCancelled, NoModelLoaded
 from ember_chat.engine.inference.backend import ModelDescription
 from ember_chat.engine.inference.events import Event, Finished, PromptReady, Retrying, Token
@@ -229,14 +230,14 @@ class RemoteBackend:
                 return
             except RemoteError as exc:
                 if self._stop.is_set():  # stopped before the answer began: no error, no retry
-                    yield Finished("cancelled", "", rec.finish("cancelled"))
+                    yield Finished(StopReason.CANCELLED, "", rec.finish(StopReason.CANCELLED))
                     return
                 if not isinstance(exc, RemoteServerError) or exc.status not in RETRY_STATUSES or attempt == attempts:
                     raise
                 delay = exc.retry_after if exc.retry_after is not None else RETRY_DELAYS_S[attempt - 1]
                 yield Retrying(attempt, attempts - 1, delay, str(exc))
                 if self._wait(delay):
-                    yield Finished("cancelled", "", rec.finish("cancelled"))
+                    yield Finished(StopReason.CANCELLED, "", rec.finish(StopReason.CANCELLED))
                     return
 
     def _wait(self, delay: float) -> bool:
@@ -378,17 +379,17 @@ class RemoteBackend:
         if thinking:
             texts.append("\n</think>\n")
         if self._stop.is_set():
-            final_reason = "cancelled"
+            final_reason = StopReason.CANCELLED
         elif error is not None:
             if not chunks:
                 raise RemoteStreamError(error)
-            final_reason = "interrupted"
+            final_reason = StopReason.INTERRUPTED
         elif reason is None:
-            final_reason = "interrupted" if chunks else "stop"
+            final_reason = StopReason.INTERRUPTED if chunks else StopReason.STOP
             if chunks:
                 error = f"{endpoint.name}: the stream ended before the answer was complete."
         else:
-            final_reason = {"eos": "stop", "abort": "cancelled"}.get(reason, reason)
+            final_reason = {"eos": StopReason.STOP, "abort": StopReason.CANCELLED}.get(reason, reason)
         if not prompt_sent:
             yield prompt_ready()
         metrics = self._final_metrics(rec, chunks, usage, timings, final_reason, "".join(answer), t_end_ns)

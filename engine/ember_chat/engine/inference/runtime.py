@@ -18,6 +18,7 @@ import llama_cpp
 from ember_chat.engine.core.params import LoadConfig, SamplingParams
 from ember_chat.engine.core.reasoning import MarkerNormalizer, prompt_opens_thinking, split_thinking
 from ember_chat.engine.core.refs import ModelRef
+from ember_chat.engine.core.states import StopReason
 from ember_chat.engine.errors import (
     ContextOverflowError,
     GenerationError,
@@ -361,7 +362,7 @@ class LocalRuntime:
         generated: list[int] = []
         raw_text: list[str] = []
         shown: list[str] = []
-        reason = "length"
+        reason = StopReason.LENGTH
         try:
             yield from self._prefill_in_chunks(tokens, reused)
         except RuntimeError as exc:
@@ -369,7 +370,7 @@ class LocalRuntime:
                 raise GenerationError(f"llama.cpp failed while evaluating the prompt: {exc}") from exc
         if self._abort.is_set():  # stopped during the prompt: no answer
             llama_cpp.llama_set_abort_callback(ctx, NULL_ABORT, None)
-            yield Finished("cancelled", "", rec.finish("cancelled", seed=seed))
+            yield Finished(StopReason.CANCELLED, "", rec.finish(StopReason.CANCELLED, seed=seed))
             return
         gen = llm.generate(
             tokens,
@@ -385,7 +386,7 @@ class LocalRuntime:
                 if not generated:
                     llama_cpp.llama_set_abort_callback(ctx, NULL_ABORT, None)
                 if not params.ignore_eos and llama_cpp.llama_vocab_is_eog(self._vocab, token):
-                    reason = "stop"
+                    reason = StopReason.STOP
                     break
                 generated.append(token)
                 piece = decoder.decode(self._piece(token))
@@ -399,21 +400,21 @@ class LocalRuntime:
                 shown.append(visible)
                 yield Token(visible, len(generated) - 1, t_ns, thinking=thinking)
                 if hit:
-                    reason = "stop_string"
+                    reason = StopReason.STOP_STRING
                     break
                 if self._abort.is_set():
-                    reason = "cancelled"
+                    reason = StopReason.CANCELLED
                     break
                 if len(generated) >= params.max_tokens:
-                    reason = "length"
+                    reason = StopReason.LENGTH
                     break
                 if len(tokens) + len(generated) >= n_ctx:
-                    reason = "context_full"
+                    reason = StopReason.CONTEXT_FULL
                     break
         except RuntimeError as exc:
             if not self._abort.is_set():
                 raise GenerationError(f"llama.cpp failed while generating: {exc}") from exc
-            reason = "cancelled"
+            reason = StopReason.CANCELLED
         finally:
             gen.close()
             llama_cpp.llama_set_abort_callback(ctx, NULL_ABORT, None)
@@ -421,7 +422,7 @@ class LocalRuntime:
         raw_text.append(tail)
         if markers is not None:
             tail = markers.feed(tail) + markers.flush()
-        if reason != "stop_string":
+        if reason != StopReason.STOP_STRING:
             tail = stops.flush(tail)
             if tail:
                 shown.append(tail)
@@ -429,6 +430,6 @@ class LocalRuntime:
                 yield Token(tail, max(0, len(generated) - 1), rec.token_times_ns[-1] if generated else 0, count=0)
         perf = llama_cpp.llama_perf_context(ctx)
         metrics = rec.finish(reason, (perf.t_p_eval_ms, perf.n_p_eval, perf.t_eval_ms, perf.n_eval), seed=seed)
-        if reason != "stop_string":
+        if reason != StopReason.STOP_STRING:
             self._history = (prompt_text + "".join(raw_text), tokens + generated)
         yield Finished(reason, "".join(shown), metrics)

@@ -36,6 +36,7 @@ from typing import Any
 from ember_chat.engine.core.messages import ChatMessage
 from ember_chat.engine.core.params import SamplingParams
 from ember_chat.engine.core.refs import ModelRef, RemoteModelRef
+from ember_chat.engine.core.states import StopReason
 from ember_chat.engine.errors import EmberError, NoModelLoaded
 from ember_chat.engine.inference.backend import InferenceBackend, ModelDescription
 from ember_chat.engine.inference.events import (
@@ -449,8 +450,8 @@ class EngineService:
                 return
             dropped.cancelled.set()
             state = self._queue_state_locked()
-        dropped.sink.finished("cancelled", "", None, [])
-        self._done(dropped, "cancelled", None, None)
+        dropped.sink.finished(StopReason.CANCELLED, "", None, [])
+        self._done(dropped, StopReason.CANCELLED, None, None)
         self._notify("queue_changed", state)
 
     def cancel_all(self) -> None:
@@ -516,8 +517,8 @@ class EngineService:
             if backend is None or not backend.loaded:
                 raise NoModelLoaded("No model is loaded. Pick a model first.")
             if req.cancelled.is_set():
-                sink.finished("cancelled", "", None, [])
-                self._done(req, "cancelled", None, None)
+                sink.finished(StopReason.CANCELLED, "", None, [])
+                self._done(req, StopReason.CANCELLED, None, None)
                 return
             if req.messages is not None:
                 events = backend.chat(req.messages, req.params, req.template)
@@ -558,7 +559,7 @@ class EngineService:
                     if pending:
                         sink.tokens("".join(pending), ev.metrics.output_tokens)
                     if ev.error:
-                        sink.failed(ev.error, "interrupted")
+                        sink.failed(ev.error, StopReason.INTERRUPTED)
                     itl = live.itl_ms() if live is not None else []
                     sink.finished(ev.reason, ev.text, ev.metrics, itl)
                     self._done(req, ev.reason, ev.metrics, ev.error)
@@ -570,8 +571,8 @@ class EngineService:
             log.exception("unexpected error while generating")
             message, kind = f"Unexpected error while generating: {exc!r}", "internal"
         sink.failed(message, kind)
-        sink.finished("error", "".join(pending), None, [])
-        self._done(req, "error", None, message)
+        sink.finished(StopReason.ERROR, "".join(pending), None, [])
+        self._done(req, StopReason.ERROR, None, message)
 
     def _live_recorder(self, t_start_ns: int, t_prefill_ns: int, n_ctx: int = 0) -> MetricsRecorder:
         model = self._model

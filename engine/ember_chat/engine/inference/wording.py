@@ -7,7 +7,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-STOP_REASONS = ("stop", "length", "cancelled", "interrupted", "error")
+from ember_chat.engine.core.states import StopReason
+
+STOP_REASONS = tuple(StopReason)
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from ember_chat.engine.core.states import JobState
 from ember_chat.engine.errors import EmberError
 from ember_chat.engine.models.downloader import (
     DownloadControl,
@@ -32,7 +33,7 @@ from ember_chat.engine.models.downloader import (
     spec_from_record,
 )
 
-QUEUED, DOWNLOADING, PAUSED, DONE, FAILED, CANCELLED = "queued", "downloading", "paused", "done", "failed", "cancelled"
+QUEUED, DOWNLOADING, PAUSED, DONE, FAILED, CANCELLED = JobState  # in the enum's order
 
 
 @dataclass(frozen=True)

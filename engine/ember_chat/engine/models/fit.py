@@ -13,6 +13,7 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 
+from ember_chat.engine.core.states import FitLabel
 from ember_chat.engine.models.gguf_inspect import ModelInfo
 
 OVERHEAD = 1.10  # compute buffers, runtime, fragmentation
@@ -28,7 +29,7 @@ KV_BYTES = {"f32": 4.0, "f16": 2.0, "bf16": 2.0, "q8_0": 34 / 32, "q5_1": 24 / 3
 class FitEstimate:
     needed_bytes: int  # of the memory that decides (the tighter of the two when split)
     free_bytes: int
-    label: str  # "fits", "tight", "won't fit", "unknown"
+    label: FitLabel
     where: str  # "RAM", "VRAM" or "RAM+VRAM"
     ram_bytes: int = 0  # needed in each
     vram_bytes: int = 0
@@ -124,21 +125,21 @@ def estimate_fit(
     if vram_need:
         parts.append((vram_need, free_vram or 0, "VRAM"))
     labels = [_label(need, free) for need, free, _ in parts]
-    order = ["won't fit", "unknown", "tight", "fits"]
+    order = [FitLabel.WONT_FIT, FitLabel.UNKNOWN, FitLabel.TIGHT, FitLabel.FITS]
     worst = min(range(len(parts)), key=lambda i: order.index(labels[i]))
     need, free, _ = parts[worst]
     where = "RAM+VRAM" if len(parts) == 2 else parts[0][2]
     return FitEstimate(need, free, labels[worst], where, ram_need, vram_need)
 
 
-def _label(needed: int, free: int) -> str:
+def _label(needed: int, free: int) -> FitLabel:
     if free <= 0:
-        return "unknown"  # the system did not say how much memory is free: no verdict
+        return FitLabel.UNKNOWN  # the system did not say how much memory is free: no verdict
     if needed <= free * TIGHT:
-        return "fits"
+        return FitLabel.FITS
     if needed <= free:
-        return "tight"
-    return "won't fit"
+        return FitLabel.TIGHT
+    return FitLabel.WONT_FIT
 
 
 # Preference order when recommending a quantization: good quality per byte first.
@@ -161,9 +162,9 @@ QUANT_PREFERENCE = [
 def recommend(variants: list[tuple[str, str]]) -> str | None:
     """Given (quantization, fit label) for a repo's variants: the most preferred quantization that
     fits, else the first one that is tight (variants come smallest first), else None."""
-    fitting = [q for q, label in variants if label == "fits"]
+    fitting = [q for q, label in variants if label == FitLabel.FITS]
     for q in QUANT_PREFERENCE:
         if q in fitting:
             return q
-    tight = [q for q, label in variants if label == "tight"]
+    tight = [q for q, label in variants if label == FitLabel.TIGHT]
     return tight[0] if tight else None

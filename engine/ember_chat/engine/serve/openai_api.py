@@ -16,6 +16,7 @@ from typing import Any
 from ember_chat.engine.core.messages import ChatMessage
 from ember_chat.engine.core.params import SamplingParams
 from ember_chat.engine.core.reasoning import ThinkingStream, split_thinking
+from ember_chat.engine.core.states import StopReason
 from ember_chat.engine.errors import InvalidParameter
 from ember_chat.engine.inference.metrics import GenerationMetrics
 
@@ -175,7 +176,12 @@ def parse_request(kind: str, body: Any) -> ApiRequest:
 # Ember's stop reasons of an answer that ended as it should → OpenAI's finish_reason. The others
 # (cancelled, interrupted, error) have no OpenAI word, and "stop" would tell a client its answer is
 # whole: they are errors (`unfinished_error`).
-FINISH_REASONS = {"stop": "stop", "stop_string": "stop", "length": "length", "context_full": "length"}
+FINISH_REASONS = {
+    StopReason.STOP: "stop",
+    StopReason.STOP_STRING: "stop",
+    StopReason.LENGTH: "length",
+    StopReason.CONTEXT_FULL: "length",
+}
 
 
 def finish_reason(reason: str) -> str:
@@ -203,7 +209,7 @@ def unfinished_error(reason: str, failure: tuple[str, str] | None) -> ApiError |
         return ApiError(status, failure[0], type_, code=code)
     if reason in FINISH_REASONS:
         return None
-    if reason == "cancelled":
+    if reason == StopReason.CANCELLED:
         message = (
             "The generation was cancelled before it finished: Ember stopped it (its server or window is closing, "
             "the model is being unloaded, or it was cancelled in Ember)."
