@@ -12,8 +12,9 @@ import httpx2
 import openai
 import pytest
 
+from ember_chat.engine.errors import ServeError
 from ember_chat.engine.inference.service import EngineService
-from ember_chat.engine.serve.server import ApiServer, ServeError, ServerConfig
+from ember_chat.engine.serve.server import ApiServer, ServerConfig
 from tests.api_support import (
     MESSAGES,
     METRIC_KEYS,

@@ -17,8 +17,7 @@ from pytestqt.qtbot import QtBot
 from ember_chat.app.shell.main_window import MainWindow
 from ember_chat.engine.bench.lab import BenchPlan, BenchRun, load_for_bench, run_lab
 from ember_chat.engine.core.refs import Endpoint, RemoteModelRef
-from ember_chat.engine.errors import GenerationError, LoadCancelled
-from ember_chat.engine.inference.remote import RemoteUnreachable
+from ember_chat.engine.errors import GenerationError, LoadCancelled, RemoteUnreachable
 from ember_chat.engine.storage.paths import AppPaths
 from tests.remote_support import MODEL, Backends, backends, free_port, no_thread_left, server
 from tests.sse_server import DONE, FakeOpenAI, text_chunk, usage_chunk

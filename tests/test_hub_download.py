@@ -14,17 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from ember_chat.engine.models.downloader import (
-    DiskFullError,
-    DownloadControl,
-    Downloader,
-    DownloadSpec,
-    DownloadStopped,
-    IntegrityError,
-    UnsafeFilename,
-    part_paths,
-    safe_target,
-)
+from ember_chat.engine.errors import DiskFullError, DownloadStopped, IntegrityError, UnsafeFilename
+from ember_chat.engine.models.downloader import DownloadControl, Downloader, DownloadSpec, part_paths, safe_target
 from ember_chat.engine.models.hub import (
     HubAuthError,
     HubClient,

@@ -14,9 +14,9 @@ from PySide6.QtWidgets import QLabel
 from pytestqt.qtbot import QtBot
 
 from ember_chat.app.models.manager import ModelManager
-from ember_chat.engine.errors import HubError
+from ember_chat.engine.errors import DownloadError, HubError
 from ember_chat.engine.models.download_queue import FAILED, DownloadQueue
-from ember_chat.engine.models.downloader import DownloadError, DownloadSpec
+from ember_chat.engine.models.downloader import DownloadSpec
 from ember_chat.engine.models.library import ModelLibrary
 from ember_chat.engine.storage.secrets import TokenStore
 

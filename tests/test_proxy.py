@@ -210,7 +210,8 @@ def test_token_through_the_proxy_goes_to_the_hub_only(proxied: ProxiedHub, tmp_p
 
 
 def test_resume_through_the_proxy(proxied: ProxiedHub, tmp_path: Path) -> None:
-    from ember_chat.engine.models.downloader import DownloadControl, DownloadStopped
+    from ember_chat.engine.errors import DownloadStopped
+    from ember_chat.engine.models.downloader import DownloadControl
 
     control = DownloadControl()
     with pytest.raises(DownloadStopped):

@@ -12,13 +12,9 @@ import pytest
 from ember_chat.engine.core.messages import ChatMessage
 from ember_chat.engine.core.reasoning import Split, split_thinking
 from ember_chat.engine.core.refs import Endpoint, RemoteModelRef
+from ember_chat.engine.errors import RemoteNotFound, RemoteStreamError
 from ember_chat.engine.inference.events import Finished, PromptReady, Token
-from ember_chat.engine.inference.remote import (
-    RemoteBackend,
-    RemoteNotFound,
-    RemoteStreamError,
-    check_connection,
-)
+from ember_chat.engine.inference.remote import RemoteBackend, check_connection
 from tests.remote_support import (
     API_KEY,
     HI,

@@ -11,18 +11,16 @@ import time
 import pytest
 
 from ember_chat.engine.core.refs import Endpoint, RemoteModelRef
-from ember_chat.engine.inference.events import Event, Finished, Retrying, Token
-from ember_chat.engine.inference.remote import (
-    RETRY_DELAYS_S,
+from ember_chat.engine.errors import (
     RemoteAuthError,
-    RemoteBackend,
     RemoteError,
     RemoteNotFound,
     RemoteServerError,
     RemoteStreamError,
     RemoteUnreachable,
-    check_connection,
 )
+from ember_chat.engine.inference.events import Event, Finished, Retrying, Token
+from ember_chat.engine.inference.remote import RETRY_DELAYS_S, RemoteBackend, check_connection
 from tests.remote_support import (
     API_KEY,
     HI,

@@ -22,13 +22,13 @@ from pytestqt.qtbot import QtBot
 from ember_chat.app.shell.main_window import MainWindow
 from ember_chat.engine.cli.common import load_blocking
 from ember_chat.engine.core.params import LoadConfig, SamplingParams
-from ember_chat.engine.errors import GenerationError
+from ember_chat.engine.errors import GenerationError, SecretStoreError
 from ember_chat.engine.inference.events import Event, Finished, PromptReady, Token
 from ember_chat.engine.inference.metrics import MetricsRecorder, RunContext
 from ember_chat.engine.inference.service import EngineService
 from ember_chat.engine.serve import server as server_module
 from ember_chat.engine.serve.server import ApiServer, ServerConfig
-from ember_chat.engine.storage.secrets import API_SERVER_KEY, SecretStore, SecretStoreError
+from ember_chat.engine.storage.secrets import API_SERVER_KEY, SecretStore
 from tests.api_support import MESSAGES, WAIT_S, FakeSetup, Task, fake, fake_text, raw_request, serve
 from tests.fake_backend import FakeBackend
 from tests.test_app import make_window, paths

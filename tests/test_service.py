@@ -12,13 +12,13 @@ import pytest
 
 from ember_chat.engine.core.messages import ChatMessage
 from ember_chat.engine.core.params import LoadConfig, SamplingParams
+from ember_chat.engine.errors import QueueFull
 from ember_chat.engine.inference.backend import ModelDescription
 from ember_chat.engine.inference.metrics import GenerationMetrics
 from ember_chat.engine.inference.service import (
     EngineService,
     GenerationRequest,
     GenerationSink,
-    QueueFull,
     QueueState,
     ServiceListener,
 )

@@ -14,14 +14,9 @@ from pytestqt.qtbot import QtBot
 from ember_chat.app.shell.main_window import MainWindow
 from ember_chat.engine.core.messages import ChatMessage
 from ember_chat.engine.core.params import LoadConfig, SamplingParams
+from ember_chat.engine.errors import QueueFull
 from ember_chat.engine.inference.metrics import GenerationMetrics
-from ember_chat.engine.inference.service import (
-    EngineService,
-    GenerationRequest,
-    GenerationSink,
-    QueueFull,
-    ServiceListener,
-)
+from ember_chat.engine.inference.service import EngineService, GenerationRequest, GenerationSink, ServiceListener
 from tests.fake_backend import FakeBackend
 from tests.test_app import ANSWER_TIMEOUT, load, make_window, paths
 

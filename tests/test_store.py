@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from ember_chat.engine.storage.conversations import SCHEMA_VERSION, ConversationStore, StoreError
+from ember_chat.engine.errors import StoreError
+from ember_chat.engine.storage.conversations import SCHEMA_VERSION, ConversationStore
 from ember_chat.engine.storage.streaming import StreamingMessage
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -345,7 +345,7 @@ def test_renaming_a_connection_while_the_keychain_cannot_be_read_keeps_its_key(t
     clear error instead of losing the key."""
     import keyring
 
-    from ember_chat.engine.storage.secrets import SecretStoreError
+    from ember_chat.engine.errors import SecretStoreError
     from tests.test_server_guards import UnreadableKeyring
 
     store = ConnectionStore(tmp_path / "connections.json")

@@ -53,3 +53,99 @@ class HubNotFound(HubError):
 
 class HubAuthError(HubError):
     """Gated or private repo without a (valid) token."""
+
+
+# ----- The engine service
+
+
+class QueueFull(EmberError):
+    """Too many requests are waiting for the model."""
+
+
+class JobCancelled(EmberError):
+    """An exclusive job was cancelled before it started."""
+
+
+# ----- Remote servers
+
+
+class RemoteError(EmberError):
+    """A remote server could not be used: the message says what happened and what to do."""
+
+
+class RemoteUnreachable(RemoteError):
+    pass
+
+
+class RemoteAuthError(RemoteError):
+    pass
+
+
+class RemoteNotFound(RemoteError):
+    pass
+
+
+class RemoteServerError(RemoteError):
+    def __init__(self, message: str, status: int, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.retry_after = retry_after
+
+
+class RemoteStreamError(RemoteError):
+    """The stream broke or carried something that is not an OpenAI-compatible event."""
+
+
+# ----- Downloads
+
+
+class DownloadError(EmberError):
+    pass
+
+
+class DiskFullError(DownloadError):
+    pass
+
+
+class IntegrityError(DownloadError):
+    pass
+
+
+class UnsafeFilename(DownloadError):
+    pass
+
+
+class DownloadStopped(DownloadError):
+    """Paused or cancelled by the user; `cancelled` tells which."""
+
+    def __init__(self, message: str, cancelled: bool) -> None:
+        super().__init__(message)
+        self.cancelled = cancelled
+
+
+# ----- The keychain
+
+
+class SecretStoreError(EmberError):
+    pass
+
+
+# ----- The chat database
+
+
+class StoreError(EmberError):
+    """The chat database cannot be opened or is from a newer Ember."""
+
+
+# ----- Remote connections
+
+
+class ConnectionNotFound(EmberError):
+    pass
+
+
+# ----- The API server
+
+
+class ServeError(EmberError):
+    """The API server could not start (port in use, unsafe binding)."""

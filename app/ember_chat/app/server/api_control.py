@@ -26,10 +26,10 @@ from PySide6.QtWidgets import (
 )
 
 from ember_chat.app.qt.bridge import EngineBridge
-from ember_chat.engine.errors import EmberError
+from ember_chat.engine.errors import EmberError, SecretStoreError
 from ember_chat.engine.inference.service import QueueState, RequestRecord
 from ember_chat.engine.serve.server import ApiServer, ServerConfig
-from ember_chat.engine.storage.secrets import API_SERVER_KEY, SecretStore, SecretStoreError
+from ember_chat.engine.storage.secrets import API_SERVER_KEY, SecretStore
 from ember_chat.engine.storage.settings import Settings, SettingsFile
 
 

@@ -19,40 +19,20 @@ import httpcore2
 import httpx2
 
 from ember_chat.engine.core.refs import Endpoint
-from ember_chat.engine.errors import EmberError
+from ember_chat.engine.errors import (
+    RemoteAuthError,
+    RemoteError,
+    RemoteNotFound,
+    RemoteServerError,
+    RemoteStreamError,
+    RemoteUnreachable,
+)
 
 MAX_EVENT_BYTES = 16 * 1024 * 1024  # one SSE event larger than this is a broken server, not an answer
 MAX_ERROR_BODY = 64 * 1024
 RETRY_STATUSES = (429, 500, 502, 503, 504)
 RETRY_DELAYS_S = (1.0, 2.0, 4.0)
 MAX_RETRY_AFTER_S = 30.0
-
-
-class RemoteError(EmberError):
-    """A remote server could not be used: the message says what happened and what to do."""
-
-
-class RemoteUnreachable(RemoteError):
-    pass
-
-
-class RemoteAuthError(RemoteError):
-    pass
-
-
-class RemoteNotFound(RemoteError):
-    pass
-
-
-class RemoteServerError(RemoteError):
-    def __init__(self, message: str, status: int, retry_after: float | None = None) -> None:
-        super().__init__(message)
-        self.status = status
-        self.retry_after = retry_after
-
-
-class RemoteStreamError(RemoteError):
-    """The stream broke or carried something that is not an OpenAI-compatible event."""
 
 
 @dataclass(frozen=True)

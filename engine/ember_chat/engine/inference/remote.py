@@ -30,7 +30,16 @@ from ember_chat.engine.core.params import SamplingParams
 from ember_chat.engine.core.reasoning import answer_only
 from ember_chat.engine.core.refs import Endpoint, ModelRef, RemoteModelRef
 from ember_chat.engine.core.states import StopReason
-from ember_chat.engine.errors import InvalidParameter, LoadCancelled, NoModelLoaded
+from ember_chat.engine.errors import (
+    InvalidParameter,
+    LoadCancelled,
+    NoModelLoaded,
+    RemoteError,
+    RemoteNotFound,
+    RemoteServerError,
+    RemoteStreamError,
+    RemoteUnreachable,
+)
 from ember_chat.engine.inference.backend import ModelDescription
 from ember_chat.engine.inference.events import Event, Finished, PromptReady, Retrying, Token
 from ember_chat.engine.inference.metrics import GenerationMetrics, MetricsRecorder, RunContext
@@ -40,13 +49,7 @@ from ember_chat.engine.inference.openai_wire import (
     RETRY_STATUSES,
     ConnectionCheck,
     Connections,
-    RemoteAuthError,
-    RemoteError,
     RemoteModelInfo,
-    RemoteNotFound,
-    RemoteServerError,
-    RemoteStreamError,
-    RemoteUnreachable,
     ServerTokenizer,
     check_connection,
     connect_error,
@@ -57,17 +60,11 @@ from ember_chat.engine.inference.openai_wire import (
     status_error,
 )
 
-__all__ = [  # the wire's names that users of the remote backend need
+__all__ = [  # the wire's names that users of the remote backend need (its errors are in engine/errors.py)
     "RETRY_DELAYS_S",
     "ConnectionCheck",
-    "RemoteAuthError",
     "RemoteBackend",
-    "RemoteError",
     "RemoteModelInfo",
-    "RemoteNotFound",
-    "RemoteServerError",
-    "RemoteStreamError",
-    "RemoteUnreachable",
     "check_connection",
 ]
 

@@ -37,7 +37,7 @@ from ember_chat.engine.core.messages import ChatMessage
 from ember_chat.engine.core.params import SamplingParams
 from ember_chat.engine.core.refs import ModelRef, RemoteModelRef
 from ember_chat.engine.core.states import StopReason
-from ember_chat.engine.errors import EmberError, NoModelLoaded
+from ember_chat.engine.errors import EmberError, JobCancelled, NoModelLoaded, QueueFull
 from ember_chat.engine.inference.backend import InferenceBackend, ModelDescription
 from ember_chat.engine.inference.events import (
     ContextTrimmed,
@@ -56,14 +56,6 @@ TOKEN_BATCH_S = 1 / 30
 METRICS_SNAPSHOT_S = 1 / 10
 RECENT_REQUESTS = 50
 UNBOUNDED_CLIENTS = frozenset({"window"})  # client kinds `submit` never refuses (except at shutdown)
-
-
-class QueueFull(EmberError):
-    """Too many requests are waiting for the model."""
-
-
-class JobCancelled(EmberError):
-    """An exclusive job was cancelled before it started."""
 
 
 class GenerationSink:

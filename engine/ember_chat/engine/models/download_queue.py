@@ -19,14 +19,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ember_chat.engine.core.states import JobState
-from ember_chat.engine.errors import EmberError
+from ember_chat.engine.errors import DownloadStopped, EmberError, UnsafeFilename
 from ember_chat.engine.models.downloader import (
     DownloadControl,
     Downloader,
     DownloadSpec,
-    DownloadStopped,
     Progress,
-    UnsafeFilename,
     part_paths,
     safe_target,
     sidecar_record,

@@ -34,7 +34,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 from urllib.parse import quote, urljoin, urlsplit
 
-from ember_chat.engine.errors import EmberError, HubAuthError, HubNotFound, HubOffline
+from ember_chat.engine.errors import (
+    DiskFullError,
+    DownloadError,
+    DownloadStopped,
+    HubAuthError,
+    HubNotFound,
+    HubOffline,
+    IntegrityError,
+    UnsafeFilename,
+)
 
 if TYPE_CHECKING:  # the HTTP stack is imported by the first transfer, not when the window starts
     import httpx2
@@ -62,30 +71,6 @@ def hub_http_client(timeout: float) -> httpx2.Client:
         timeout=httpx2.Timeout(timeout),
         headers={"User-Agent": "ember-chat", "Accept-Encoding": "identity"},
     )
-
-
-class DownloadError(EmberError):
-    pass
-
-
-class DiskFullError(DownloadError):
-    pass
-
-
-class IntegrityError(DownloadError):
-    pass
-
-
-class UnsafeFilename(DownloadError):
-    pass
-
-
-class DownloadStopped(DownloadError):
-    """Paused or cancelled by the user; `cancelled` tells which."""
-
-    def __init__(self, message: str, cancelled: bool) -> None:
-        super().__init__(message)
-        self.cancelled = cancelled
 
 
 class _Transient(Exception):

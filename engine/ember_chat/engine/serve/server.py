@@ -24,9 +24,9 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from ember_chat.engine.errors import EmberError
+from ember_chat.engine.errors import QueueFull, ServeError
 from ember_chat.engine.inference.metrics import GenerationMetrics
-from ember_chat.engine.inference.service import EngineService, GenerationRequest, GenerationSink, QueueFull
+from ember_chat.engine.inference.service import EngineService, GenerationRequest, GenerationSink
 from ember_chat.engine.serve.guards import bind_option, check_access, content_length, is_loopback, refuse
 from ember_chat.engine.serve.openai_api import ApiError, ApiRequest, ResponseBuilder, parse_request, unfinished_error
 
@@ -37,10 +37,6 @@ MAX_BODY_BYTES = 4 * 1024 * 1024
 CLIENT_TIMEOUT_S = 30.0  # a client silent this long while we read its request is dropped
 MAX_CONNECTIONS = 64  # open connections (each holds a thread); more get a quick 503
 _POLL_S = 0.05  # how often a waiting handler checks whether its client is still there
-
-
-class ServeError(EmberError):
-    """The API server could not start (port in use, unsafe binding)."""
 
 
 @dataclass(frozen=True)

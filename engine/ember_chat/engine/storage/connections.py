@@ -11,15 +11,11 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from ember_chat.engine.core.refs import Endpoint, RemoteModelRef
-from ember_chat.engine.errors import EmberError, InvalidParameter
+from ember_chat.engine.errors import ConnectionNotFound, EmberError, InvalidParameter
 from ember_chat.engine.storage.atomic import ProblemLog, read_json_file, write_json_atomically
 from ember_chat.engine.storage.secrets import SecretStore
 
 REMOTE_PREFIX = "remote:"  # model names in the picker: remote:<connection>/<model id>
-
-
-class ConnectionNotFound(EmberError):
-    pass
 
 
 def normalize_base_url(url: str) -> str:

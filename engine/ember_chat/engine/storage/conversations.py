@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from ember_chat.engine.errors import EmberError
+from ember_chat.engine.errors import StoreError
 
 _MIGRATIONS: list[str] = [
     # 1: the initial schema
@@ -58,10 +58,6 @@ _MIGRATIONS: list[str] = [
     "ALTER TABLE conversations ADD COLUMN active_leaf INTEGER;",
 ]
 SCHEMA_VERSION = len(_MIGRATIONS)
-
-
-class StoreError(EmberError):
-    """The chat database cannot be opened or is from a newer Ember."""
 
 
 @dataclass(frozen=True)

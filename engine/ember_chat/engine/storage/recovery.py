@@ -22,8 +22,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ember_chat.engine.errors import StoreError
 from ember_chat.engine.storage.atomic import aside_path
-from ember_chat.engine.storage.conversations import ConversationStore, StoreError
+from ember_chat.engine.storage.conversations import ConversationStore
 
 log = logging.getLogger(__name__)
 

@@ -7,15 +7,11 @@ import contextlib
 
 import keyring
 
-from ember_chat.engine.errors import EmberError
+from ember_chat.engine.errors import SecretStoreError
 
 SERVICE = "ember-chat"
 HF_TOKEN = "huggingface-token"
 API_SERVER_KEY = "api-server-key"
-
-
-class SecretStoreError(EmberError):
-    pass
 
 
 def _lower(what: str) -> str:
