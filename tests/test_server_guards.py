@@ -355,3 +355,4 @@ def test_cancelled_generation_is_an_error_not_stop(fake: Callable[..., FakeSetup
     with pytest.raises(openai.InternalServerError, match="cancelled") as info:
         waiting.value()
     assert info.value.status_code == 503 and info.value.code == "generation_cancelled"
+    assert info.value.response.headers["x-should-retry"] == "false"  # the openai client does not send it again

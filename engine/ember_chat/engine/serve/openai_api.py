@@ -31,6 +31,7 @@ class ApiError(Exception):
         type_: str = "invalid_request_error",
         param: str | None = None,
         code: str | None = None,
+        headers: dict[str, str] | None = None,
     ) -> None:
         super().__init__(message)
         self.status = status
@@ -38,6 +39,7 @@ class ApiError(Exception):
         self.type = type_
         self.param = param
         self.code = code
+        self.headers = headers or {}
 
     def body(self) -> dict[str, Any]:
         return {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code}}
@@ -214,7 +216,9 @@ def unfinished_error(reason: str, failure: tuple[str, str] | None) -> ApiError |
             "The generation was cancelled before it finished: Ember stopped it (its server or window is closing, "
             "the model is being unloaded, or it was cancelled in Ember)."
         )
-        return ApiError(503, message, "server_error", code="generation_cancelled")
+        # 503, but not to be retried: clients that honour x-should-retry (the openai packages) would
+        # otherwise send again an answer that Ember, or its user, stopped on purpose
+        return ApiError(503, message, "server_error", code="generation_cancelled", headers={"x-should-retry": "false"})
     message = f"The generation ended before it finished ({reason})."
     return ApiError(500, message, "server_error", code="generation_failed")
 

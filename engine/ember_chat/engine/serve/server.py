@@ -119,7 +119,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(data)
 
     def _send_error(self, err: ApiError) -> None:
-        self._send_json(err.status, err.body())
+        self._send_json(err.status, err.body(), err.headers)
 
     def _body(self) -> Any:
         length = self.headers.get("Content-Length")
