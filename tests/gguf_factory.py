@@ -1,4 +1,5 @@
-"""Tiny GGUF models generated at test time with the `gguf` package (random weights).
+"""Tiny GGUF models generated at test time with the `gguf` package: random weights, or scripted ones
+whose every next token is decided in advance (`Script`).
 
 The vocabulary is a byte-fallback SentencePiece-style one: control tokens, all 256 `<0xXX>` byte
 tokens, and a few multi-byte UTF-8 pieces so streaming must cope with characters split over tokens.
@@ -6,7 +7,9 @@ tokens, and a few multi-byte UTF-8 pieces so streaming must cope with characters
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import itertools
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import gguf
@@ -27,6 +30,42 @@ _PIECES = [
 
 
 @dataclass(frozen=True)
+class Script:
+    """A next-token table: what a scripted model says, whatever it is asked.
+
+    Its weights make the logits depend on the current token only (every layer's weights are zero, so
+    the hidden state is that token's embedding): the tokens in `after[t]` follow `t`, the tokens in
+    `start` follow any token that is not in `after` (the last token of any prompt, in practice, so
+    the answer starts with `start`). Tokens are named as the vocabulary spells them ("▁hello",
+    "</think>", "</s>", "<0xE6>"). The tokens of one set share one logit, `LOGIT` above every other
+    token's: one token is what greedy decoding and sampling alike produce, several are equally likely
+    (a flat distribution, for seeds to choose from)."""
+
+    start: tuple[str, ...]
+    after: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+
+    LOGIT = 64.0  # e^-64 per other token: at temperature 2 still never sampled
+
+    def __post_init__(self) -> None:
+        assert self.start and all(self.after.values()), "every state needs a next token"
+
+
+def says(*tokens: str) -> Script:
+    """A model that answers with `tokens` in this order (greedy or not), and then starts them again
+    (an end-of-generation token among them ends the answer there, unless `ignore_eos`). The tokens are
+    distinct: each decides the next one."""
+    assert tokens and len(set(tokens)) == len(tokens), tokens
+    return Script(start=(tokens[0],), after={a: (b,) for a, b in itertools.pairwise(tokens)})
+
+
+def any_of(*tokens: str) -> Script:
+    """A model that says any of `tokens` at every step, all equally likely: different seeds give
+    different answers, a seed always the same one."""
+    assert len(tokens) > 1 and len(set(tokens)) == len(tokens), tokens
+    return Script(start=tokens)
+
+
+@dataclass(frozen=True)
 class TinySpec:
     arch: str = "llama"
     dim: int = 64
@@ -41,6 +80,7 @@ class TinySpec:
     file_type: int | None = None
     think_tokens: bool = False  # <think> and </think> as control tokens at the end of the vocab
     extra_control_tokens: tuple[str, ...] = ()  # more control tokens after those
+    script: Script | None = None  # scripted weights instead of random ones (`Script`)
 
 
 THINK_TOKENS = ("<think>", "</think>")
@@ -64,8 +104,28 @@ IM_END_ID = 4
 EOS_ID = 2
 
 
+def _scripted_weights(script: Script, tokens: list[str], dim: int) -> dict[str, np.ndarray]:
+    """token_embd and output weights for `script`: token `t` in `after` gets its own one-hot embedding
+    (dimension 1, 2, …), every other token dimension 0; the output row of each token that may follow
+    gets `LOGIT` on that dimension. (RMS norm scales a one-hot vector of size `dim` by sqrt(dim).)"""
+    ids = {t: i for i, t in enumerate(tokens)}
+    named = [*script.start, *script.after, *(t for following in script.after.values() for t in following)]
+    missing = [t for t in named if t not in ids]
+    assert not missing, f"not in the vocabulary: {missing}"
+    assert len(script.after) < dim, "one embedding dimension per state"
+    embd = np.zeros((len(tokens), dim), dtype=np.float32)
+    embd[:, 0] = 1.0
+    out = np.zeros((len(tokens), dim), dtype=np.float32)
+    out[[ids[t] for t in script.start], 0] = script.LOGIT / np.sqrt(dim)
+    for slot, (state, following) in enumerate(script.after.items(), start=1):
+        embd[ids[state]] = np.eye(dim, dtype=np.float32)[slot]
+        out[[ids[t] for t in following], slot] = script.LOGIT / np.sqrt(dim)
+    return {"token_embd.weight": embd, "output.weight": out}
+
+
 def write_tiny_model(path: Path, spec: TinySpec = TinySpec()) -> Path:
-    """Write a random-weight llama-architecture GGUF that llama.cpp loads and runs."""
+    """Write a llama-architecture GGUF that llama.cpp loads and runs: random weights, or those of
+    `spec.script` (with every layer's weights zero)."""
     rng = np.random.default_rng(spec.seed)
     tokens, scores, types = vocabulary()
     extra = [*(THINK_TOKENS if spec.think_tokens else ()), *spec.extra_control_tokens]
@@ -97,8 +157,13 @@ def write_tiny_model(path: Path, spec: TinySpec = TinySpec()) -> Path:
     if spec.chat_template:
         w.add_chat_template(spec.chat_template)
 
+    scripted = {} if spec.script is None else _scripted_weights(spec.script, tokens, spec.dim)
+
     def t(name: str, *shape: int, scale: float = 0.5) -> None:
-        w.add_tensor(name, (rng.standard_normal(shape) * scale).astype(np.float32))
+        if spec.script is None:
+            w.add_tensor(name, (rng.standard_normal(shape) * scale).astype(np.float32))
+        else:
+            w.add_tensor(name, scripted.get(name, np.zeros(shape, dtype=np.float32)))
 
     head_dim = spec.dim // spec.heads
     t("token_embd.weight", n_vocab, spec.dim)

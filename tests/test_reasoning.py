@@ -21,7 +21,7 @@ from ember_chat.engine.core.reasoning import (
 from ember_chat.engine.inference.events import Finished, Token
 from ember_chat.engine.inference.prompting import JinjaTemplate, template_message
 from ember_chat.engine.inference.runtime import LocalRuntime
-from tests.gguf_factory import CHATML_TEMPLATE, TinySpec, write_tiny_model
+from tests.gguf_factory import CHATML_TEMPLATE, TinySpec, any_of, says, write_tiny_model
 from tests.runtime_support import loaded
 
 
@@ -107,9 +107,14 @@ R1_STYLE = CHATML_TEMPLATE.replace("'<|im_start|>assistant\n'", "'<|im_start|>as
 assert R1_STYLE != CHATML_TEMPLATE
 
 
+# What the scripted reasoning model says to anything: two thinking tokens, the closing marker, a
+# two-token answer, the end of its turn.
+THOUGHTS = says("▁hello", "▁world", "</think>", "▁Ember", "!", "</s>")
+
+
 @pytest.fixture(scope="module")
 def think_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    spec = TinySpec(think_tokens=True, chat_template=R1_STYLE)
+    spec = TinySpec(think_tokens=True, chat_template=R1_STYLE, script=THOUGHTS)
     return write_tiny_model(tmp_path_factory.mktemp("think") / "tiny-think.gguf", spec)
 
 
@@ -117,6 +122,15 @@ def think_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def think_runtime(think_model: Path) -> Iterator[LocalRuntime]:
     with loaded(think_model, n_ctx=512) as rt:
         yield rt
+
+
+@pytest.fixture(scope="module")
+def flat_think_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A reasoning model that says any of six tokens at every step, all equally likely."""
+    spec = TinySpec(
+        think_tokens=True, chat_template=R1_STYLE, script=any_of("▁hello", "▁world", "▁Ember", "!", "?", ".")
+    )
+    return write_tiny_model(tmp_path_factory.mktemp("think") / "tiny-flat-think.gguf", spec)
 
 
 def test_control_token_markers_survive_detokenization(think_runtime: LocalRuntime) -> None:
@@ -128,30 +142,42 @@ def test_control_token_markers_survive_detokenization(think_runtime: LocalRuntim
 def test_prompt_that_opens_thinking_marks_the_output_and_metrics(think_runtime: LocalRuntime) -> None:
     events = list(think_runtime.chat([ChatMessage("user", "hi")], SamplingParams(max_tokens=12, seed=7)))
     fin = events[-1]
-    assert isinstance(fin, Finished)
-    assert fin.text.startswith("<think>\n")  # the prompt opened the thinking: the stored answer says so
+    assert isinstance(fin, Finished) and fin.reason == "stop"
+    # the prompt opened the thinking: the stored answer says so
+    assert fin.text == "<think>\n hello world</think> Ember!"
+    assert (split_thinking(fin.text).thinking, split_thinking(fin.text).answer) == (" hello world", " Ember!")
     tokens = [e for e in events if isinstance(e, Token) and e.count]
-    split = split_thinking(fin.text)
-    thinking_flags = [t.thinking for t in tokens]
-    assert fin.metrics.thinking_tokens == sum(thinking_flags)
-    if split.open:  # (a random model rarely closes its thinking)
-        assert all(thinking_flags) and fin.metrics.ttfat_s is None
-    else:
-        assert fin.metrics.ttfat_s is not None and fin.metrics.ttfat_s >= fin.metrics.ttft_s
+    assert [t.thinking for t in tokens] == [True, True, True, False, False]  # (the closing marker is thinking)
+    assert (fin.metrics.thinking_tokens, fin.metrics.output_tokens) == (3, 5)
+    assert fin.metrics.ttfat_s is not None and fin.metrics.ttfat_s >= fin.metrics.ttft_s
     assert fin.metrics.seed == 7 and "seed 7" in fin.metrics.summary_line()
 
 
-def test_the_seed_used_reproduces_the_answer(think_runtime: LocalRuntime) -> None:
-    def run(seed: int | None) -> Finished:
-        params = SamplingParams(temperature=1.0, max_tokens=16, seed=seed)
-        fin = list(think_runtime.chat([ChatMessage("user", "tell me")], params))[-1]
-        think_runtime.reset_cache()
-        return fin
+def test_an_answer_cut_while_thinking_is_all_thinking(think_runtime: LocalRuntime) -> None:
+    events = list(think_runtime.chat([ChatMessage("user", "hi")], SamplingParams(max_tokens=2)))
+    fin = events[-1]
+    assert isinstance(fin, Finished) and fin.reason == "length"
+    assert fin.text == "<think>\n hello world" and split_thinking(fin.text).open
+    assert [t.thinking for t in events if isinstance(t, Token) and t.count] == [True, True]
+    assert (fin.metrics.thinking_tokens, fin.metrics.output_tokens) == (2, 2)
+    assert fin.metrics.ttfat_s is None  # no answer token: no time to the first one
 
-    first = run(None)
-    assert isinstance(first.metrics.seed, int)  # a random seed, recorded
-    again = run(first.metrics.seed)
-    assert again.text == first.text
+
+def test_the_seed_used_reproduces_the_answer(flat_think_model: Path) -> None:
+    with loaded(flat_think_model, n_ctx=512) as rt:
+
+        def run(seed: int | None) -> Finished:
+            params = SamplingParams(temperature=1.0, max_tokens=16, seed=seed)
+            fin = list(rt.chat([ChatMessage("user", "tell me")], params))[-1]
+            rt.reset_cache()
+            assert isinstance(fin, Finished) and fin.metrics.output_tokens == 16
+            return fin
+
+        first = run(None)
+        assert isinstance(first.metrics.seed, int)  # a random seed, recorded
+        assert run(first.metrics.seed).text == first.text
+        # the seed decides: six equally likely tokens at every step, so two seeds part ways
+        assert run(1).text == run(1).text != run(2).text
 
 
 def test_continuing_inside_thinking_stays_thinking(think_runtime: LocalRuntime) -> None:
@@ -159,8 +185,10 @@ def test_continuing_inside_thinking_stays_thinking(think_runtime: LocalRuntime) 
     events = list(think_runtime.chat([ChatMessage("user", "hi"), partial], SamplingParams(max_tokens=6, seed=1)))
     tokens = [e for e in events if isinstance(e, Token) and e.count]
     fin = events[-1]
-    assert not fin.text.startswith("<think>")  # the continuation does not open the thinking again
-    assert tokens and tokens[0].thinking
+    assert isinstance(fin, Finished)
+    assert fin.text == " hello world</think> Ember!"  # the continuation does not open the thinking again
+    assert [t.thinking for t in tokens] == [True, True, True, False, False]
+    assert fin.metrics.thinking_tokens == 3
 
 
 NO_SYSTEM = (
@@ -184,12 +212,13 @@ def test_a_template_without_system_role_gets_the_system_prompt_in_the_first_mess
 def test_a_template_that_cannot_render_falls_back_with_a_clear_message(tmp_path: Path, template: str) -> None:
     from ember_chat.engine.inference.events import TemplateFallback
 
-    path = write_tiny_model(tmp_path / "broken.gguf", TinySpec(chat_template=template))
+    path = write_tiny_model(tmp_path / "broken.gguf", TinySpec(chat_template=template, script=says("▁hello", "▁world")))
     with loaded(path) as rt:
         events = list(rt.chat([ChatMessage("system", "x"), ChatMessage("user", "hi")], SamplingParams(max_tokens=3)))
     notices = [e for e in events if isinstance(e, TemplateFallback)]
     assert len(notices) == 1 and "chatml" in notices[0].message  # llama's built-in format: ChatML
-    assert isinstance(events[-1], Finished) and events[-1].metrics.output_tokens == 3  # the chat still works
+    fin = events[-1]  # the chat still works
+    assert isinstance(fin, Finished) and fin.text == " hello world hello" and fin.metrics.output_tokens == 3
 
 
 QWEN3_STYLE = (
@@ -207,11 +236,17 @@ def test_the_thinking_switch_reaches_templates_that_have_one(tmp_path: Path) -> 
     assert t.render(hi, thinking=True).endswith("<|im_start|>assistant\n")
     assert t.render(hi, thinking=False).endswith("<think>\n\n</think>\n\n")
     assert not JinjaTemplate(CHATML_TEMPLATE, "<s>", "</s>").thinking_switch
-    path = write_tiny_model(tmp_path / "switch.gguf", TinySpec(chat_template=QWEN3_STYLE))
+    path = write_tiny_model(
+        tmp_path / "switch.gguf", TinySpec(chat_template=QWEN3_STYLE, script=says("▁hello", "▁world"))
+    )
     with loaded(path) as rt:
         assert rt.description is not None and rt.description.thinking_switch
         fin = list(rt.chat(hi, SamplingParams(max_tokens=3, thinking=False)))[-1]
+        assert isinstance(fin, Finished) and fin.text == " hello world hello"
         assert fin.metrics.thinking_tokens == 0  # the template closed the thinking: all answer
+        # the model was given the prompt with the thinking closed (and a BOS)
+        assert fin.metrics.prompt_tokens == 1 + len(rt.tokenize(t.render(hi, thinking=False), special=True))
+        assert fin.metrics.prompt_tokens > 1 + len(rt.tokenize(t.render(hi), special=True))
     with pytest.raises(Exception, match="thinking"):
         SamplingParams(thinking="yes")  # type: ignore[arg-type]
 
@@ -224,17 +259,18 @@ def test_every_end_of_turn_token_of_the_vocab_stops_generation(tmp_path: Path) -
     from the vocabulary, and the runtime stops at any of them before it becomes text."""
     import llama_cpp
 
-    path = write_tiny_model(tmp_path / "eog.gguf", TinySpec(extra_control_tokens=END_OF_TURN))
-    with loaded(path) as rt:
-        vocab = rt._vocab
-        for text in ("<|im_end|>", "</s>", *END_OF_TURN):
-            ids = rt.tokenize(text, special=True)
-            assert len(ids) == 1 and llama_cpp.llama_vocab_is_eog(vocab, ids[0]), text
-        # a chat answer never contains one: generation ends there (or at max_tokens)
-        for seed in range(3):
-            params = SamplingParams(temperature=1.5, max_tokens=40, seed=seed)
-            fin = list(rt.chat([ChatMessage("user", "hi")], params))[-1]
-            assert not any(t in fin.text for t in ("<|im_end|>", *END_OF_TURN))
+    for end in ("<|im_end|>", "</s>", *END_OF_TURN):
+        # a model that says " hello world" and then ends its turn with this token
+        spec = TinySpec(extra_control_tokens=END_OF_TURN, script=says("▁hello", "▁world", end))
+        with loaded(write_tiny_model(tmp_path / "eog.gguf", spec)) as rt:
+            ids = rt.tokenize(end, special=True)
+            assert len(ids) == 1 and llama_cpp.llama_vocab_is_eog(rt._vocab, ids[0]), end
+            # a chat answer never contains one: generation ends there
+            fin = list(rt.chat([ChatMessage("user", "hi")], SamplingParams(max_tokens=40)))[-1]
+            assert (fin.reason, fin.text, fin.metrics.output_tokens) == ("stop", " hello world", 2), end
+            # (the model did say it: generating past it shows it)
+            forced = list(rt.chat([ChatMessage("user", "hi")], SamplingParams(max_tokens=3, ignore_eos=True)))[-1]
+            assert (forced.reason, forced.text) == ("length", " hello world" + end), end
 
 
 def test_bos_is_never_doubled(tmp_path: Path) -> None:
