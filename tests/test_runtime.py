@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import llama_cpp
@@ -23,8 +24,33 @@ from ember_chat.engine.errors import (
 from ember_chat.engine.inference.events import ContextTrimmed, Finished, PromptReady, Token
 from ember_chat.engine.inference.prompting import BuiltinTemplate, ChatMessage, JinjaTemplate
 from ember_chat.engine.inference.runtime import LocalRuntime
+from tests.gguf_factory import Script, TinySpec, any_of, says, write_tiny_model
 
 GREEDY = SamplingParams(temperature=0.0, max_tokens=24)
+
+# Scripted models (tests/gguf_factory.py): what they say to any prompt is known in advance.
+ENDLESS = says("▁hello", "▁world", "!")  # " hello world! hello world! …", never an end of turn
+ENDS = says("▁hello", "▁world", "</s>")  # " hello world", then the end of its turn
+# "日", "語", "😀", "é": two of them spelled byte by byte, so characters are split over tokens
+MULTIBYTE = says("<0xE6>", "<0x97>", "<0xA5>", "語", "<0xF0>", "<0x9F>", "<0x98>", "<0x80>", "é", "</s>")
+FLAT = any_of("▁hello", "▁world", "▁Ember", "!", "?", ".", ",", "▁the")  # eight equally likely tokens
+
+Scripted = Callable[[Script], Path]
+
+
+@pytest.fixture(scope="module")
+def scripted(tmp_path_factory: pytest.TempPathFactory) -> Scripted:
+    """The path of a model that says `script` (one file per script)."""
+    folder = tmp_path_factory.mktemp("scripted")
+    made: dict[str, Path] = {}
+
+    def make(script: Script) -> Path:
+        key = repr(script)
+        if key not in made:
+            made[key] = write_tiny_model(folder / f"{len(made)}.gguf", TinySpec(script=script))
+        return made[key]
+
+    return make
 
 
 def run(events) -> tuple[list[Token], Finished, list[object]]:
@@ -162,61 +188,59 @@ def test_greedy_matches_llama_cpp_argmax_starter(runtime: LocalRuntime, starter_
     assert fin.text.strip()
 
 
-def test_seeded_sampling_is_reproducible(runtime: LocalRuntime, tiny_model: Path) -> None:
-    runtime.load(LoadConfig(tiny_model, n_ctx=512))
+def test_seeded_sampling_is_reproducible(runtime: LocalRuntime, scripted: Scripted) -> None:
+    runtime.load(LoadConfig(scripted(FLAT), n_ctx=512))
     params = SamplingParams(temperature=1.0, seed=1234, max_tokens=30)
-    a = run(runtime.complete("hello", params))[1].text
-    b = run(runtime.complete("hello", params))[1].text
-    c = run(runtime.complete("hello", SamplingParams(temperature=1.0, seed=99, max_tokens=30)))[1].text
-    assert a == b
-    assert a != c
+    a = run(runtime.complete("hello", params))[1]
+    b = run(runtime.complete("hello", params))[1]
+    c = run(runtime.complete("hello", SamplingParams(temperature=1.0, seed=99, max_tokens=30)))[1]
+    assert a.metrics.output_tokens == b.metrics.output_tokens == c.metrics.output_tokens == 30
+    assert a.text == b.text
+    assert a.text != c.text  # eight equally likely tokens at every step: another seed, another answer
 
 
-def test_max_tokens_and_stream_equals_final_text(runtime: LocalRuntime, tiny_model: Path) -> None:
-    runtime.load(LoadConfig(tiny_model, n_ctx=512))
+def test_max_tokens_and_stream_equals_final_text(runtime: LocalRuntime, scripted: Scripted) -> None:
+    runtime.load(LoadConfig(scripted(ENDLESS), n_ctx=512))
     tokens, fin, _ = run(runtime.complete("the world", SamplingParams(temperature=0.0, max_tokens=50)))
-    assert "".join(t.text for t in tokens) == fin.text
-    assert fin.reason == "length" and fin.metrics.output_tokens == 50  # greedy: the same path every run
+    assert "".join(t.text for t in tokens) == fin.text == " hello world!" * 16 + " hello world"
+    assert fin.reason == "length" and fin.metrics.output_tokens == 50
 
 
-def test_multibyte_utf8_streams_intact(runtime: LocalRuntime, tiny_model: Path) -> None:
-    runtime.load(LoadConfig(tiny_model, n_ctx=1024))
-    texts = []
-    for seed in range(6):
-        tokens, fin, _ = run(runtime.complete("日本語 😀", SamplingParams(temperature=1.5, seed=seed, max_tokens=60)))
-        joined = "".join(t.text for t in tokens)
-        assert joined == fin.text
-        joined.encode("utf-8")  # always valid text, even when characters were split over tokens
-        texts.append(joined)
-    assert any(ord(c) > 0x7F for c in "".join(texts))
+@pytest.mark.parametrize("temperature", [0.0, 1.5])
+def test_multibyte_utf8_streams_intact(runtime: LocalRuntime, scripted: Scripted, temperature: float) -> None:
+    runtime.load(LoadConfig(scripted(MULTIBYTE), n_ctx=1024))
+    tokens, fin, _ = run(runtime.complete("Say it:", SamplingParams(temperature=temperature, seed=3, max_tokens=60)))
+    assert fin.reason == "stop" and fin.text == "日語😀é"
+    # a character split over tokens arrives whole, with its last byte; the tokens before it show nothing
+    assert [t.text for t in tokens] == ["", "", "日", "語", "", "", "", "😀", "é"]
 
 
-def test_stop_strings_are_not_shown(runtime: LocalRuntime, tiny_model: Path) -> None:
-    runtime.load(LoadConfig(tiny_model, n_ctx=512))
+def test_stop_strings_are_not_shown(runtime: LocalRuntime, scripted: Scripted) -> None:
+    runtime.load(LoadConfig(scripted(ENDLESS), n_ctx=512))
     free = run(runtime.complete("hello", SamplingParams(temperature=0.0, max_tokens=40)))[1].text
-    assert len(free) > 6
-    stop = free[4:7]
+    assert free.startswith(" hello world! hello")
+    stop = "lo w"  # across two tokens: " hel|lo" of " hello", " w|orld" of " world"
     tokens, fin, _ = run(runtime.complete("hello", SamplingParams(temperature=0.0, max_tokens=40, stop=(stop,))))
     assert fin.reason == "stop_string"
-    assert fin.text == free[: free.index(stop)]
+    assert fin.text == " hel"
     assert "".join(t.text for t in tokens) == fin.text
 
 
-def test_natural_stop_on_end_of_turn(runtime: LocalRuntime, tiny_model: Path) -> None:
-    runtime.load(LoadConfig(tiny_model, n_ctx=512))
-    stops = [run(runtime.complete("hi", SamplingParams(temperature=2.0, seed=s, max_tokens=400)))[1] for s in range(8)]
-    assert any(f.reason == "stop" for f in stops)  # random weights hit </s> or <|im_end|> sometimes
+@pytest.mark.parametrize("end", ["</s>", "<|im_end|>"])
+def test_natural_stop_on_end_of_turn(runtime: LocalRuntime, scripted: Scripted, end: str) -> None:
+    script = ENDS if end == "</s>" else says("▁hello", "▁world", end)
+    runtime.load(LoadConfig(scripted(script), n_ctx=512))
+    for params in (SamplingParams(temperature=0.0, max_tokens=400), SamplingParams(temperature=2.0, seed=5)):
+        fin = run(runtime.complete("hi", params))[1]
+        assert (fin.reason, fin.text, fin.metrics.output_tokens) == ("stop", " hello world", 2)
 
 
-def test_ignore_eos_generates_exactly_max_tokens(runtime: LocalRuntime, tiny_model: Path) -> None:
-    runtime.load(LoadConfig(tiny_model, n_ctx=512))
-    for seed in range(8):
-        if run(runtime.complete("hi", SamplingParams(temperature=2.0, seed=seed, max_tokens=400)))[1].reason == "stop":
-            break
-    else:
-        pytest.fail("no seed reached an end-of-generation token")
-    forced = run(runtime.complete("hi", SamplingParams(temperature=2.0, seed=seed, max_tokens=400, ignore_eos=True)))
-    assert forced[1].reason == "length" and forced[1].metrics.output_tokens == 400
+def test_ignore_eos_generates_exactly_max_tokens(runtime: LocalRuntime, scripted: Scripted) -> None:
+    runtime.load(LoadConfig(scripted(ENDS), n_ctx=512))
+    assert run(runtime.complete("hi", SamplingParams(temperature=2.0, seed=1, max_tokens=400)))[1].reason == "stop"
+    _, forced, _ = run(runtime.complete("hi", SamplingParams(temperature=2.0, seed=1, max_tokens=400, ignore_eos=True)))
+    assert forced.reason == "length" and forced.metrics.output_tokens == 400
+    assert forced.text.startswith(" hello world</s> hello world</s>")  # past the end of its turn
 
 
 # ----- stop
@@ -316,26 +340,25 @@ def test_single_message_larger_than_context(runtime: LocalRuntime, tiny_model: P
     assert run(runtime.complete("hello", GREEDY))[1].metrics.output_tokens > 0  # still fine
 
 
-def test_generation_stops_when_context_is_full(runtime: LocalRuntime, tiny_model: Path) -> None:
-    runtime.load(LoadConfig(tiny_model, n_ctx=256))
-    stops = [
-        run(runtime.complete("hello world", SamplingParams(temperature=1.0, seed=s, max_tokens=500)))[1]
-        for s in range(3)
-    ]
-    assert any(f.reason == "context_full" for f in stops)
-    assert all(f.metrics.context_used <= runtime.n_ctx for f in stops)
+def test_generation_stops_when_context_is_full(runtime: LocalRuntime, scripted: Scripted) -> None:
+    runtime.load(LoadConfig(scripted(ENDLESS), n_ctx=256))
+    fin = run(runtime.complete("hello world", SamplingParams(temperature=1.0, seed=1, max_tokens=500)))[1]
+    assert fin.reason == "context_full"
+    assert fin.metrics.context_used == fin.metrics.prompt_tokens + fin.metrics.output_tokens == runtime.n_ctx
 
 
-def test_follow_up_turns_prefill_only_new_tokens(runtime: LocalRuntime, tiny_model: Path) -> None:
-    runtime.load(LoadConfig(tiny_model, n_ctx=2048))
+@pytest.mark.parametrize("reason", ["length", "stop"])
+def test_follow_up_turns_prefill_only_new_tokens(runtime: LocalRuntime, scripted: Scripted, reason: str) -> None:
+    """Each answer is cut at max_tokens (`length`), or ends its turn (`stop`) before it."""
+    runtime.load(LoadConfig(scripted(ENDLESS if reason == "length" else ENDS), n_ctx=2048))
     template = runtime.template()
     msgs = [ChatMessage("system", "You are terse.")]
     prev_text = None
-    prev_reason = None
     for turn in range(10):
         msgs.append(ChatMessage("user", f"turn {turn}: hello world"))
         prompt = template.render(msgs)
         _, fin, _ = run(runtime.chat(msgs, SamplingParams(temperature=0, max_tokens=12)))
+        assert fin.reason == reason
         m = fin.metrics
         if prev_text is None:
             assert m.prompt_tokens_reused == 0
@@ -343,12 +366,11 @@ def test_follow_up_turns_prefill_only_new_tokens(runtime: LocalRuntime, tiny_mod
             new_tokens = len(runtime.tokenize(prompt[len(prev_text) :], special=True))
             # An answer cut at max_tokens ends with a sampled token that was never evaluated; it is
             # evaluated with the new message. After a natural end of turn nothing is carried over.
-            new_tokens += 1 if prev_reason == "length" else 0
+            new_tokens += 1 if reason == "length" else 0
             assert m.prompt_tokens - m.prompt_tokens_reused == new_tokens
             # llama.cpp's own counter agrees: only the new tokens were evaluated
             assert m.llama_prefill_tokens == new_tokens
         prev_text = prompt + fin.text
-        prev_reason = fin.reason
         msgs.append(ChatMessage("assistant", fin.text))
 
 
