@@ -3,9 +3,10 @@ model from the (local) Hub, tune how it loads (GPU layers "auto", threads), chat
 template (DeepSeek-R1 distill's, the real one) opens the thinking, which the window shows as thinking
 — then measure it and a second model in the benchmark lab and look at both lines of the plot.
 
-The model is a tiny GGUF with random weights carrying that template and `<think>` control tokens:
-its words are noise, but every step a user takes goes through the same code as with the real file.
-(Folding when the answer starts, with a model that closes its thinking, is tests/test_app_reasoning.py.)"""
+The model is a tiny scripted GGUF carrying that template and `<think>` control tokens: whatever it is
+asked, it thinks " hello world", closes its thinking, answers " Ember!" and ends its turn (its weights
+decide each next token, tests/gguf_factory.py), and every step a user takes goes through the same code
+as with the real file. (The thinking streaming live and opening on a click: tests/test_app_reasoning.py.)"""
 
 from __future__ import annotations
 
@@ -17,10 +18,9 @@ from pytestqt.qtbot import QtBot
 
 from ember_chat.app.main import build_window
 from ember_chat.app.shell.main_window import MainWindow
-from ember_chat.engine.core.reasoning import split_thinking
 from ember_chat.engine.storage.model_settings import AUTO_GPU_LAYERS
 from ember_chat.engine.storage.paths import AppPaths
-from tests.gguf_factory import TinySpec, write_tiny_model
+from tests.gguf_factory import TinySpec, says, write_tiny_model
 from tests.hub_server import FakeHub
 from tests.test_bench_lab import run_bench
 from tests.test_model_manager import open_files, select_quant
@@ -33,7 +33,12 @@ TIMEOUT = 60_000
 
 @pytest.fixture
 def hub(tmp_path: Path) -> Iterator[FakeHub]:
-    spec = TinySpec(think_tokens=True, chat_template=TEMPLATE.read_text(encoding="utf-8"), name="R1 Distill Tiny")
+    spec = TinySpec(
+        think_tokens=True,
+        chat_template=TEMPLATE.read_text(encoding="utf-8"),
+        name="R1 Distill Tiny",
+        script=says("▁hello", "▁world", "</think>", "▁Ember", "!", "</s>"),
+    )
     model = write_tiny_model(tmp_path / "r1.gguf", spec).read_bytes()
     h = FakeHub().start()
     h.add_repo(REPO, {FILES[0]: model, FILES[1]: model}, downloads=1000)
@@ -85,13 +90,13 @@ def test_download_tune_chat_and_benchmark_a_reasoning_model(qtbot: QtBot, window
         w.controller.send("Is 1001 a prime number?")
     qtbot.waitUntil(lambda: not w.transcript.rendering, timeout=TIMEOUT)
     answer = w.store.thread(w.controller.conversation_id)[-1]
-    assert answer.role == "assistant" and answer.content.startswith("<think>\n")
-    thinking, output = answer.metrics["thinking_tokens"], answer.metrics["output_tokens"]
-    if split_thinking(answer.content).open:  # random weights: it rarely emits </think> within 6 tokens
-        assert thinking == output
-    else:
-        assert 0 < thinking <= output  # (the closing marker counts as thinking)
-    assert "Thinking" in w.transcript.plain_text()
+    assert answer.role == "assistant" and answer.content == "<think>\n hello world</think> Ember!"
+    assert answer.metrics["stop_reason"] == "stop"
+    # (the closing marker counts as thinking)
+    assert (answer.metrics["thinking_tokens"], answer.metrics["output_tokens"]) == (3, 5)
+    text = w.transcript.plain_text()
+    assert "▸ Thinking  · 2 words" in text and "Ember!" in text
+    assert "hello world" not in text  # the thinking is folded once the answer starts
 
     # the benchmark lab on both downloads: a line each in both plots
     w.open_benchmark()
