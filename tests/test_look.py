@@ -186,7 +186,11 @@ def test_send_and_regenerate_rewrite_only_the_end(qtbot: QtBot, make_window: Cal
     qtbot.waitUntil(lambda: not t.rendering, timeout=20_000)
     assert t._shown[0].start is first_cursor
     assert t.shown_ids() == [m.id for m in w.store.thread(cid)]
-    assert "2/2" in t.plain_text() or len(t.links()) > 0
+    # the new answer is the second of two versions, with links to the other one
+    answer = w.store.thread(cid)[-1]
+    assert t.plain_text().count(" 2/2 ") == 1
+    hrefs = [h for h, _tip in t.links()]
+    assert f"ember:prev/{answer.id}" in hrefs and f"ember:next/{answer.id}" in hrefs
 
 
 def test_a_long_chat_opens_lazily_and_fills_in_above(qtbot: QtBot, make_window: Callable[..., MainWindow]) -> None:
