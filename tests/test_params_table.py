@@ -4,35 +4,73 @@ with it, so a value saved in one place is never silently clamped or refused in a
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 import pytest
+from PySide6.QtWidgets import QDoubleSpinBox, QSpinBox
 from pytestqt.qtbot import QtBot
 
 from ember_chat.app.metrics.side_panel import ParamsPanel
+from ember_chat.app.models.load_panel import LoadSettingsDialog
 from ember_chat.engine.cli.common import CLI_DEFAULTS, add_load_flags, add_sampling_flags
-from ember_chat.engine.core.params import LOAD_SPECS, SAMPLING_SPECS, SPECS, LoadConfig, SamplingParams
+from ember_chat.engine.core.params import LOAD_SPECS, SAMPLING_SPECS, SPECS, LoadConfig, ParamSpec, SamplingParams
 from ember_chat.engine.errors import InvalidParameter
+from ember_chat.engine.models.gguf_inspect import inspect_gguf
+from ember_chat.engine.storage.model_settings import AUTO_GPU_LAYERS, ModelLoadSettings
 from ember_chat.engine.storage.settings import Settings
 
 SETTING_FOR = {"n_ctx": "context_length"}
-GUI_FOR = {"n_ctx": "context"}
+# a default seed would make every chat alike; the batch size is a per-model load setting only
+NO_SETTING = {"seed", "n_batch"}
+# Where the window sets each parameter: the side panel (sampling, and the context length of the next
+# load) and the load settings dialog (per model). Every parameter of the table has at least one.
+WIDGETS: dict[str, tuple[tuple[str, str], ...]] = {
+    **{s.name: (("panel", s.name),) for s in SAMPLING_SPECS},
+    "n_ctx": (("panel", "context"), ("dialog", "n_ctx")),
+    "threads": (("dialog", "threads"),),
+    "gpu_layers": (("dialog", "gpu_layers"),),
+    "n_batch": (("dialog", "n_batch"),),
+}
+PLACES = [(SPECS[name], place, attr) for name, places in WIDGETS.items() for place, attr in places]
 
 
-@pytest.mark.parametrize("spec", [s for s in SAMPLING_SPECS + LOAD_SPECS if s.name != "n_batch"], ids=lambda s: s.name)
-def test_settings_gui_and_engine_share_each_range(qtbot: QtBot, spec: object) -> None:
-    panel = ParamsPanel()
-    qtbot.addWidget(panel)
+def test_every_parameter_of_the_table_has_a_widget() -> None:
+    assert set(WIDGETS) == set(SPECS)
+
+
+@pytest.mark.parametrize(
+    "spec", [s for s in SAMPLING_SPECS + LOAD_SPECS if s.name not in NO_SETTING], ids=lambda s: s.name
+)
+def test_settings_and_engine_share_each_range(spec: ParamSpec) -> None:
     described = Settings.describe()
-    name = spec.name  # type: ignore[attr-defined]
-    setting = SETTING_FOR.get(name, name)
-    if setting in described:  # settings hold the defaults of every sampling and load parameter but seed
-        assert (described[setting]["min"], described[setting]["max"]) == (spec.low, spec.high)  # type: ignore[attr-defined]
-        assert described[setting]["default"] == spec.default  # type: ignore[attr-defined]
-    widget = getattr(panel, GUI_FOR.get(name, name), None)
-    if widget is not None:
-        low = spec.low - 1 if spec.optional else spec.low  # type: ignore[attr-defined]
-        assert (widget.minimum(), widget.maximum()) == (low, spec.high)  # type: ignore[attr-defined]
-        assert widget.toolTip() == spec.description  # type: ignore[attr-defined]
+    setting = SETTING_FOR.get(spec.name, spec.name)
+    assert setting in described, f"no setting for {spec.name}"
+    assert (described[setting]["min"], described[setting]["max"]) == (spec.low, spec.high)
+    assert described[setting]["default"] == spec.default
+
+
+@pytest.mark.parametrize(("spec", "place", "attr"), PLACES, ids=[f"{s.name}-{place}" for s, place, _ in PLACES])
+def test_gui_and_engine_share_each_range(
+    qtbot: QtBot, tiny_model: Path, spec: ParamSpec, place: str, attr: str
+) -> None:
+    owner: ParamsPanel | LoadSettingsDialog
+    if place == "panel":
+        owner = ParamsPanel()
+    else:
+        current = ModelLoadSettings.from_settings(Settings())
+        owner = LoadSettingsDialog("tiny", inspect_gguf(tiny_model), current, free_ram=8 << 30, free_vram=None)
+    qtbot.addWidget(owner)
+    widget = getattr(owner, attr, None)
+    assert isinstance(widget, QSpinBox | QDoubleSpinBox), f"no spin box for {spec.name} in the {place}"
+    assert widget.accessibleName() == spec.label
+    if spec.name == "gpu_layers":
+        # one more choice below the table's -1 (all): "auto", as many as fit, with a tooltip saying so
+        assert (widget.minimum(), widget.maximum()) == (AUTO_GPU_LAYERS, spec.high)
+        assert widget.specialValueText() == "auto" and "auto" in widget.toolTip()
+    else:
+        low = spec.low - 1 if spec.optional else spec.low
+        assert (widget.minimum(), widget.maximum()) == (low, spec.high)
+        assert widget.toolTip() == spec.description
 
 
 def test_every_parameter_has_a_spin_box_and_a_setting(qtbot: QtBot) -> None:
