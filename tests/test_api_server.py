@@ -5,13 +5,15 @@ the client cannot express the case): response shapes, streaming, validation, and
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import httpx2
 import openai
 import pytest
 
+from ember_chat.engine.cli.common import load_blocking
+from ember_chat.engine.core.params import LoadConfig
 from ember_chat.engine.errors import ServeError
 from ember_chat.engine.inference.service import EngineService
 from ember_chat.engine.serve.server import ApiServer, ServerConfig
@@ -29,6 +31,7 @@ from tests.api_support import (
     tiny_server,
     tiny_service,
 )
+from tests.gguf_factory import Script, any_of, says
 
 __all__ = ["client", "http", "serve", "tiny_server", "tiny_service"]  # fixtures from tests/api_support.py
 
@@ -228,26 +231,62 @@ def test_stop_string_ends_the_answer_before_it(client: openai.OpenAI, endpoint: 
     assert stop not in text
 
 
-def test_ignore_eos_generates_exactly_max_tokens(client: openai.OpenAI) -> None:
-    """llama.cpp's and vLLM's `ignore_eos` (the benchmark lab sends it): an answer that would end at
-    an end-of-generation token goes on to max_tokens."""
+@pytest.fixture(scope="module")
+def scripted(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[[Script], openai.OpenAI]]:
+    """A client of a server whose model says what a script says (tests/gguf_factory.py), so what is
+    asserted is never what random weights happen to produce."""
+    from tests.gguf_factory import TinySpec, write_tiny_model
 
-    def tokens(seed: int, **extra: object) -> tuple[int, str | None]:
-        r = client.completions.create(
-            model="tiny", prompt="hi", max_tokens=300, temperature=2.0, seed=seed, extra_body=extra or None
-        )
+    services: list[EngineService] = []
+    servers: list[ApiServer] = []
+    clients: list[openai.OpenAI] = []
+
+    def make(script: Script) -> openai.OpenAI:
+        path = write_tiny_model(tmp_path_factory.mktemp("scripted") / "scripted.gguf", TinySpec(script=script))
+        service = EngineService()
+        services.append(service)
+        load_blocking(service, LoadConfig(path, n_ctx=512, threads=1), "tiny")
+        server = ApiServer(service, ServerConfig(port=0))
+        server.start()
+        servers.append(server)
+        clients.append(openai.OpenAI(base_url=server.url, api_key="unused", max_retries=0, timeout=WAIT_S))
+        return clients[-1]
+
+    yield make
+    for c in clients:
+        c.close()
+    for server in servers:
+        server.stop()
+    for service in services:
+        service.close()
+        assert not service.running
+
+
+def test_ignore_eos_generates_exactly_max_tokens(scripted: Callable[[Script], openai.OpenAI]) -> None:
+    """llama.cpp's and vLLM's `ignore_eos` (the benchmark lab sends it): an answer that ends at an
+    end-of-generation token (this model says " hello world" and then ends its turn) goes on to max_tokens."""
+    client = scripted(says("▁hello", "▁world", "</s>"))
+
+    def tokens(**extra: object) -> tuple[int, str | None]:
+        r = client.completions.create(model="tiny", prompt="hi", max_tokens=300, temperature=0,
+                                      extra_body=extra or None)  # fmt: skip
         return r.usage.completion_tokens if r.usage else 0, r.choices[0].finish_reason
 
-    seed = next(s for s in range(12) if tokens(s)[1] == "stop")
-    assert tokens(seed, ignore_eos=True) == (300, "length")
+    assert tokens() == (2, "stop")
+    assert tokens(ignore_eos=True) == (300, "length")
 
 
-def test_seed_is_accepted_and_reproducible(client: openai.OpenAI) -> None:
-    def sample() -> str:
-        r = client.chat.completions.create(model="tiny", messages=MESSAGES, max_tokens=8, temperature=1.0, seed=1234)
+def test_seed_is_accepted_and_reproducible(scripted: Callable[[Script], openai.OpenAI]) -> None:
+    """On a model with eight equally likely tokens at every step, the same seed gives the same answer
+    and another seed another one."""
+    client = scripted(any_of("▁hello", "▁world", "▁Ember", "!", "?", ".", ",", "▁the"))
+
+    def sample(seed: int) -> str:
+        r = client.chat.completions.create(model="tiny", messages=MESSAGES, max_tokens=8, temperature=1.0, seed=seed)
         return r.choices[0].message.content or ""
 
-    assert sample() == sample()
+    assert sample(1234) == sample(1234)
+    assert sample(1234) != sample(99)
 
 
 # ----- validation and errors

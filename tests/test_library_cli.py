@@ -141,17 +141,17 @@ def test_queue_downloads_pauses_resumes_cancels(hub: FakeHub, tmp_path: Path) ->
         assert q.add(big) == jid  # no duplicate jobs
         assert first_bytes.wait(30)
         q.pause(jid)
-        q.wait_idle(30)
+        assert q.wait_idle(30)
         job = {j.id: j for j in q.snapshot()}[jid]
         assert job.state == PAUSED
         part = part_paths(safe_target(tmp_path, big.repo_id, big.filename))[0]
         assert part.exists()
         q.resume(jid)
-        q.wait_idle(30)
+        assert q.wait_idle(30)
         job = {j.id: j for j in q.snapshot()}[jid]
         assert job.state == DONE and job.path is not None and job.path.stat().st_size == 2_000_000
         gated = q.add(DownloadSpec("acme/gated-GGUF", "g-Q4_0.gguf"))
-        q.wait_idle(30)
+        assert q.wait_idle(30)
         failed = {j.id: j for j in q.snapshot()}[gated]
         assert failed.state == FAILED and "token" in (failed.error or "")
         q.cancel(gated)
@@ -188,7 +188,7 @@ def test_queue_restores_partial_downloads_after_restart(hub: FakeHub, tmp_path: 
         (job,) = q.snapshot()
         assert job.state == PAUSED and job.done == 700_000
         q.resume(job.id)
-        q.wait_idle(30)
+        assert q.wait_idle(30)
         assert q.snapshot()[0].state == DONE and target.read_bytes() == data
         assert hub.bytes_sent == len(data) - 700_000
     finally:

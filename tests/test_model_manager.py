@@ -119,7 +119,7 @@ def test_pause_resume_cancel(qtbot: QtBot, window: MainWindow, hub: FakeHub) -> 
     mm.downloads.selectRow(0)
     mm._act(window.downloads.pause)
     wait_job(qtbot, window, PAUSED)
-    window.downloads.wait_idle(30)
+    assert window.downloads.wait_idle(30)
     mm.refresh_downloads()
     assert "paused" in mm.downloads.item(0, 5).text()
     mm.downloads.selectRow(0)
@@ -137,7 +137,7 @@ def test_pause_resume_cancel(qtbot: QtBot, window: MainWindow, hub: FakeHub) -> 
     mm.refresh_downloads()
     mm.downloads.selectRow(0)
     mm._act(window.downloads.cancel)
-    window.downloads.wait_idle(30)
+    assert window.downloads.wait_idle(30)
     assert window.downloads.snapshot()[0].state == CANCELLED
     assert not list(window.library.models_dir.rglob("big-Q8_0.gguf*"))
 
@@ -193,7 +193,7 @@ def test_unfinished_download_comes_back_after_restart(
     (job,) = w2.downloads.snapshot()
     assert job.state == PAUSED and job.done > 0
     w2.downloads.resume(job.id)
-    w2.downloads.wait_idle(60)
+    assert w2.downloads.wait_idle(60)
     assert w2.downloads.snapshot()[0].state == DONE
     assert hub.bytes_sent - sent == 3_000_000 - job.done  # only the missing bytes
     w2.close()
