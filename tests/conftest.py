@@ -25,6 +25,15 @@ os.environ.update(
 
 import pytest  # noqa: E402
 
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A test that runs the real starter model is slow (it loads 250 MB): `pytest -m "not slow"` is the
+    fast inner loop; the whole suite runs them all."""
+    for item in items:
+        if "starter_model" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.slow)
+
+
 from tests.gguf_factory import TinySpec, write_tiny_model  # noqa: E402
 
 

@@ -149,6 +149,7 @@ def test_stop_mid_answer_keeps_the_partial_answer(qtbot: QtBot, make_window: Cal
     assert 0 < answer.metrics["output_tokens"] < 100_000 and answer.content
 
 
+@pytest.mark.slow
 def test_escape_stops_real_engine(qtbot: QtBot, make_window: Callable[..., MainWindow], starter_model: Path) -> None:
     w = make_window()
     shutil.copy(starter_model, w.library.models_dir / "gemma.gguf")

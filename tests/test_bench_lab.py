@@ -74,6 +74,7 @@ def test_plan_is_checked() -> None:
     assert machine_facts()["os"]
 
 
+@pytest.mark.slow
 def test_cli_bench(tiny_model: Path, tmp_path: Path) -> None:
     out = tmp_path / "bench.csv"
     result = cli(

@@ -49,6 +49,7 @@ def test_run_tiny_json(tiny_model: Path) -> None:
     assert metrics["output_tokens"] >= 1 and metrics["stop_reason"] in ("stop", "length")
 
 
+@pytest.mark.slow
 def test_run_starter_streams_real_text(tmp_path: Path) -> None:
     out = cli("run", "--model", "starter", "--mode", "complete", "--prompt", "The capital of France is",
               "--max-tokens", "16", "--temperature", "0", "--json", data_dir=tmp_path)  # fmt: skip

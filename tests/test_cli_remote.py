@@ -73,6 +73,7 @@ def test_serve_answers_the_openai_client(served: tuple[str, Path]) -> None:
         client.models.list()
 
 
+@pytest.mark.slow
 def test_remote_add_list_test_run_rm(served: tuple[str, Path], tmp_path: Path) -> None:
     url, _ = served
     add = cli(tmp_path, "remote", "add", "lab", url, "--api-key-stdin", stdin="serve-secret\n")

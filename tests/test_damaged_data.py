@@ -145,6 +145,7 @@ def test_a_damaged_database_is_set_aside_and_what_is_readable_recovered(tmp_path
         opened.store.close()
 
 
+@pytest.mark.slow
 def test_a_locked_or_unwritable_database_is_left_alone(tmp_path: Path) -> None:
     db = tmp_path / "chats.sqlite3"
     _chats(db)
@@ -202,6 +203,7 @@ def test_app_starts_with_a_file_that_is_not_a_database(
     assert w.conversations.list.count() == 0 and w.store.schema_version == SCHEMA_VERSION
 
 
+@pytest.mark.slow
 def test_app_starts_with_a_locked_database_and_keeps_chats_in_memory(
     qtbot: QtBot, paths: AppPaths, make_window: Callable[..., MainWindow]
 ) -> None:
@@ -222,6 +224,7 @@ def test_app_starts_with_a_locked_database_and_keeps_chats_in_memory(
 # ----- a full disk (or a read-only folder) while chatting
 
 
+@pytest.mark.slow
 def test_a_full_disk_never_stops_the_answer_and_saving_resumes(
     qtbot: QtBot, make_window: Callable[..., MainWindow], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -206,6 +206,7 @@ def cli(*args: str, env: dict[str, str], stdin: str | None = None) -> subprocess
     )
 
 
+@pytest.mark.slow
 def test_models_cli_end_to_end(hub: FakeHub, tmp_path: Path, tiny_model: Path) -> None:
     env = {
         **os.environ,

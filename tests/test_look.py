@@ -193,6 +193,7 @@ def test_send_and_regenerate_rewrite_only_the_end(qtbot: QtBot, make_window: Cal
     assert f"ember:prev/{answer.id}" in hrefs and f"ember:next/{answer.id}" in hrefs
 
 
+@pytest.mark.slow
 def test_a_long_chat_opens_lazily_and_fills_in_above(qtbot: QtBot, make_window: Callable[..., MainWindow]) -> None:
     w = make_window()
     cid = seed_long_chat(w.store, 500)

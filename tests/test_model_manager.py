@@ -109,6 +109,7 @@ def test_mismatched_download_is_rejected_in_the_window(qtbot: QtBot, window: Mai
     assert window.model_picker.findData("acme/tiny-GGUF/tiny-Q4_K_M.gguf") < 0
 
 
+@pytest.mark.slow
 def test_pause_resume_cancel(qtbot: QtBot, window: MainWindow, hub: FakeHub) -> None:
     mm = window.model_manager()
     open_files(qtbot, mm, "acme/big-GGUF")
@@ -172,6 +173,7 @@ def test_import_token_and_offline(
     assert mm.installed.rowCount() >= 2
 
 
+@pytest.mark.slow
 def test_unfinished_download_comes_back_after_restart(
     qtbot: QtBot, tmp_path: Path, hub: FakeHub, monkeypatch: pytest.MonkeyPatch
 ) -> None:

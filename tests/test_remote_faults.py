@@ -221,6 +221,7 @@ def test_stall_before_any_frame_raises(server: FakeOpenAI, backends: Backends) -
     assert len(server.generate_requests()) == 1
 
 
+@pytest.mark.slow
 def test_stall_before_the_headers_is_retried_then_fails(server: FakeOpenAI, backends: Backends) -> None:
     server.stream([chunk("never")], stall_before_headers=True)
     backend = backends.make(server, read_timeout_s=0.3)

@@ -21,6 +21,8 @@ from ember_chat.engine.inference.service import EngineService
 from ember_chat.engine.serve.server import ApiServer, ServerConfig
 from tests.peer_servers import llama_cpp_server
 
+pytestmark = pytest.mark.slow  # real servers or a fresh virtualenv: seconds each
+
 PROMPT = "The capital of France is"
 GREEDY = SamplingParams(temperature=0.0, max_tokens=16, repeat_penalty=1.0)
 

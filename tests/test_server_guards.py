@@ -132,6 +132,7 @@ def test_malformed_content_length_is_400_and_closes(fake_service: Callable, serv
 # ----- 3. slow and idle clients: a read timeout, and a bound on connections
 
 
+@pytest.mark.slow
 def test_half_sent_request_and_idle_connection_are_closed(fake_service: Callable, serve: Serve) -> None:
     server = serve(fake_service(FakeBackend(n_tokens=2)), ServerConfig(port=0, timeout_s=0.5))
     with connect(server.port) as sock:  # a header that never ends
@@ -181,6 +182,7 @@ def test_connections_beyond_the_limit_get_503(fake_service: Callable, serve: Ser
     assert status == 200
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("stream", [True, False])
 def test_slow_generation_is_not_cut_by_the_read_timeout(fake_service: Callable, serve: Serve, stream: bool) -> None:
     """The timeout is for reads from the client: a model slower than it (per token, or before the

@@ -13,6 +13,10 @@ import sysconfig
 import zipfile
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.slow  # real servers or a fresh virtualenv: seconds each
+
 ROOT = Path(__file__).resolve().parent.parent
 
 OPEN_MODEL_MANAGER = """
