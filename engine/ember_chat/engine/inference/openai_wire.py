@@ -121,32 +121,41 @@ class Connections(httpcore2.NetworkBackend):
         self._inner = inner
         self._streams: weakref.WeakSet[httpcore2.NetworkStream] = weakref.WeakSet()
         self._lock = threading.Lock()
+        self._closed = False  # shut_down_all(for_good=True): later connections are shut down at once
+
+    def _keep(self, stream: httpcore2.NetworkStream) -> httpcore2.NetworkStream:
+        with self._lock:
+            self._streams.add(stream)
+            closed = self._closed
+        if closed:
+            self._shut_down(stream)
+        return stream
 
     def connect_tcp(self, *args: Any, **kwargs: Any) -> httpcore2.NetworkStream:
-        stream = self._inner.connect_tcp(*args, **kwargs)
-        with self._lock:
-            self._streams.add(stream)
-        return stream
+        return self._keep(self._inner.connect_tcp(*args, **kwargs))
 
     def connect_unix_socket(self, *args: Any, **kwargs: Any) -> httpcore2.NetworkStream:
-        stream = self._inner.connect_unix_socket(*args, **kwargs)
-        with self._lock:
-            self._streams.add(stream)
-        return stream
+        return self._keep(self._inner.connect_unix_socket(*args, **kwargs))
 
     def sleep(self, seconds: float) -> None:
         self._inner.sleep(seconds)
 
-    def shut_down_all(self) -> None:
+    def shut_down_all(self, for_good: bool = False) -> None:
         """A blocked read returns at once and the server sees the disconnect; the pool reconnects
-        for the next request."""
+        for the next request, unless `for_good`: then a connection still being made is shut down as
+        soon as it is made."""
         with self._lock:
             streams = list(self._streams)
+            self._closed = self._closed or for_good
         for stream in streams:
-            sock = stream.get_extra_info("socket")
-            if sock is not None:
-                with contextlib.suppress(OSError):
-                    sock.shutdown(socket.SHUT_RDWR)
+            self._shut_down(stream)
+
+    @staticmethod
+    def _shut_down(stream: httpcore2.NetworkStream) -> None:
+        sock = stream.get_extra_info("socket")
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
 
 
 def make_client(endpoint: Endpoint) -> tuple[httpx2.Client, Connections]:
@@ -203,12 +212,38 @@ def model_infos(data: Any) -> list[RemoteModelInfo]:
 
 def check_connection(endpoint: Endpoint) -> ConnectionCheck:
     """`GET /models`: the server's models and the round-trip time ("Test connection")."""
-    client, _ = make_client(endpoint)
-    with client:
-        t0 = time.perf_counter()
-        data = get_json(client, endpoint, "models")
-        rtt = time.perf_counter() - t0
-    return ConnectionCheck(model_infos(data), rtt)
+    return ConnectionTest().run(endpoint)
+
+
+class ConnectionTest:
+    """One "Test connection" that another thread can stop at once: `cancel()` shuts its connection
+    down, so a test waiting on a server that never answers ends now, not after the read timeout
+    (a cancelled test raises RemoteUnreachable)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._connections: Connections | None = None
+        self._cancelled = False
+
+    def run(self, endpoint: Endpoint) -> ConnectionCheck:
+        client, connections = make_client(endpoint)
+        with self._lock:
+            self._connections = connections
+            cancelled = self._cancelled
+        if cancelled:
+            connections.shut_down_all(for_good=True)
+        with client:
+            t0 = time.perf_counter()
+            data = get_json(client, endpoint, "models")
+            rtt = time.perf_counter() - t0
+        return ConnectionCheck(model_infos(data), rtt)
+
+    def cancel(self) -> None:
+        with self._lock:
+            self._cancelled = True
+            connections = self._connections
+        if connections is not None:
+            connections.shut_down_all(for_good=True)
 
 
 def sse_data(chunks: Iterator[bytes]) -> Iterator[str]:

@@ -152,8 +152,10 @@ class DownloadQueue:
                 if t.is_alive():
                     return False
 
-    def close(self) -> None:
-        """Pause everything that runs (partials are kept for next time) and join the threads."""
+    def close(self, wait: bool = True) -> None:
+        """Pause everything that runs (partials are kept for next time) and join the threads, unless
+        not `wait` (the window: a download stuck in a read would hold it up to its read timeout; its
+        thread ends by itself, and `wait_idle` joins it)."""
         with self._lock:
             for jid, job in self._jobs.items():
                 if job.state == DOWNLOADING:
@@ -161,7 +163,8 @@ class DownloadQueue:
                     self._controls[jid].pause.set()
                 elif job.state == QUEUED:
                     self._jobs[jid] = replace(job, state=PAUSED)
-        self.wait_idle()
+        if wait:
+            self.wait_idle()
 
     # ----- machinery
     def _pump(self) -> None:
