@@ -40,12 +40,15 @@ def make_window(qtbot: QtBot, paths: AppPaths) -> Iterator[Callable[..., MainWin
         qtbot.addWidget(w)
         w.show()
         windows.append(w)
+        with qtbot.waitSignal(w.models_listed, timeout=LOAD_TIMEOUT):  # the picker is filled off the GUI thread
+            pass
         return w
 
     yield make
     for w in windows:
         w.close()  # stops, quits and joins the engine thread
         assert not w.bridge.service.running
+        assert w.join_background(30)  # and every background task's thread has ended
         w.store.close()
 
 
@@ -392,7 +395,8 @@ def test_change_models_folder(
     other = tmp_path / "elsewhere"
     (other / "org/repo").mkdir(parents=True)
     shutil.copy(tiny_model, other / "org/repo/moved.gguf")
-    w.change_models_folder(other)
+    with qtbot.waitSignal(w.models_listed, timeout=LOAD_TIMEOUT):  # listed off the GUI thread
+        w.change_models_folder(other)
     assert w.model_picker.findData("org/repo/moved.gguf") >= 0
     assert w.model_picker.findData("tiny.gguf") < 0
     assert w.settings_file.load().models_dir == str(other)

@@ -61,9 +61,13 @@ def test_add_test_and_use_a_connection(
     saved = w.connections.get("lab")
     assert saved.models == ("lab-model",) and w.connections.endpoint("lab").api_key == "lab-key"
     assert "lab-key" not in w.connections.path.read_text()  # the key lives in the keychain only
+
     # the remote model is in the same picker as the local ones, marked with the connection
-    labels = [w.model_picker.itemText(i) for i in range(w.model_picker.count())]
-    assert "lab-model — lab" in labels and "tiny.gguf" in labels
+    def labels() -> list[str]:
+        return [w.model_picker.itemText(i) for i in range(w.model_picker.count())]
+
+    qtbot.waitUntil(lambda: "lab-model — lab" in labels(), timeout=10_000)  # listed off the GUI thread
+    assert "tiny.gguf" in labels()
     d.model.setCurrentText("lab-model")
     with qtbot.waitSignal(w.model_state_changed, check_params_cb=lambda s: s in ("ready", "none"), timeout=10_000):
         d._use()
@@ -123,7 +127,9 @@ def test_local_api_server_serves_the_window_model(
     dialog.enabled.setChecked(True)
     dialog.port.setValue(_free_port())
     dialog.key.setText("window-key")
-    assert dialog.apply()
+    with qtbot.waitSignal(dialog.applied, timeout=10_000) as applied:  # the keychain: off the GUI thread
+        dialog.apply()
+    assert applied.args == [True]
     assert w.api.running and SecretStore().get(API_SERVER_KEY) == "window-key"
     assert "window-key" not in w.settings_file.path.read_text()
     url = w.api.server.url
@@ -153,7 +159,9 @@ def test_local_api_server_serves_the_window_model(
     assert dialog.table.item(0, 2).text() == "length" and dialog.table.item(0, 5).text() == "16"
     # turning it off closes the port
     dialog.enabled.setChecked(False)
-    assert dialog.apply() and not w.api.running and not w.api.status.isVisible()
+    with qtbot.waitSignal(dialog.applied, timeout=10_000) as applied:
+        dialog.apply()
+    assert applied.args == [True] and not w.api.running and not w.api.status.isVisible()
     with (
         openai.OpenAI(base_url=url, api_key="window-key", max_retries=0) as client,
         pytest.raises(openai.APIConnectionError),
@@ -172,7 +180,9 @@ def test_api_server_port_in_use_is_a_clear_error(qtbot: QtBot, make_window: Call
         dialog = w.api.open_dialog()
         dialog.enabled.setChecked(True)
         dialog.port.setValue(blocker.getsockname()[1])
-        assert not dialog.apply()
+        with qtbot.waitSignal(dialog.applied, timeout=10_000) as applied:
+            dialog.apply()
+        assert applied.args == [False]
         assert "cannot listen" in w.banner.text() and not w.settings.api_server and not dialog.enabled.isChecked()
     finally:
         blocker.close()

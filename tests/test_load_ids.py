@@ -169,10 +169,14 @@ def test_picking_b_while_a_loads_ends_with_b(
     w = make_window(lambda _ref: backend)
     try:
         (w.library.models_dir / "other.gguf").write_bytes((w.library.models_dir / "tiny.gguf").read_bytes())
-        w.reload_models()
+        with qtbot.waitSignal(w.models_listed, timeout=LOAD_TIMEOUT):  # listed off the GUI thread
+            w.reload_models()
         pick(w, "tiny.gguf")
-        assert backend.entered("tiny.gguf").wait(WAIT_S)  # A is loading
+        # A is loading (the window works out what to load off the GUI thread: wait with its event loop running)
+        qtbot.waitUntil(backend.entered("tiny.gguf").is_set, timeout=LOAD_TIMEOUT)
+        a_load = w.bridge.load_id
         pick(w, "other.gguf")  # B, before A finishes
+        qtbot.waitUntil(lambda: w.bridge.load_id != a_load, timeout=LOAD_TIMEOUT)  # B went to the engine
         backend.release("tiny.gguf", "other.gguf")
         qtbot.waitUntil(lambda: w.model is not None and w.model.name == "other.gguf", timeout=LOAD_TIMEOUT)
         # everything the window says about A arrived before B's own result (one engine thread, queued
@@ -191,11 +195,14 @@ def test_cancel_then_pick_loads_the_new_pick_only(qtbot: QtBot, make_window: Cal
     w = make_window(lambda _ref: backend)
     try:
         (w.library.models_dir / "other.gguf").write_bytes((w.library.models_dir / "tiny.gguf").read_bytes())
-        w.reload_models()
+        with qtbot.waitSignal(w.models_listed, timeout=LOAD_TIMEOUT):
+            w.reload_models()
         pick(w, "tiny.gguf")
-        assert backend.entered("tiny.gguf").wait(WAIT_S)
+        qtbot.waitUntil(backend.entered("tiny.gguf").is_set, timeout=LOAD_TIMEOUT)
+        a_load = w.bridge.load_id
         w.model_bar.unload.click()  # Cancel (the button says so while loading)
         pick(w, "other.gguf")
+        qtbot.waitUntil(lambda: w.bridge.load_id != a_load, timeout=LOAD_TIMEOUT)
         backend.release("tiny.gguf", "other.gguf")
         qtbot.waitUntil(lambda: w.model is not None and w.model.name == "other.gguf", timeout=LOAD_TIMEOUT)
         assert w.model_picker.currentData() == "other.gguf"

@@ -68,7 +68,8 @@ def test_the_panel_estimates_warns_and_saves(qtbot: QtBot, starter_model: Path) 
 def test_a_model_loads_with_its_own_settings(qtbot: QtBot, make_window: Callable[..., MainWindow]) -> None:
     w = make_window()
     w.model_picker.setCurrentIndex(w.model_picker.findData("tiny.gguf"))
-    w.open_load_settings()
+    with qtbot.waitSignal(w.load_settings_opened, timeout=LOAD_TIMEOUT):  # once the header is read
+        w.open_load_settings()
     dialog = w._load_settings
     dialog.n_ctx.setValue(512)
     dialog.threads.setValue(1)

@@ -44,6 +44,7 @@ def window(qtbot: QtBot, tmp_path: Path, hub: FakeHub, monkeypatch: pytest.Monke
     yield w
     w.close()
     assert not w.bridge.service.running
+    assert w.join_background(30)  # the window's close waited for no thread; here they have all ended
     w.store.close()
 
 
@@ -84,11 +85,12 @@ def test_search_choose_download_and_chat(qtbot: QtBot, window: MainWindow) -> No
         qtbot.mouseClick(mm.download_btn, Qt.MouseButton.LeftButton)
     assert mm.tabs.currentIndex() == 2
     assert "done" in mm.downloads.item(0, 5).text()
-    # the new model is in the chat window's picker and in the Installed tab
+    # the new model is in the chat window's picker and in the Installed tab (both listed off the GUI
+    # thread, the header read after the row is shown)
     name = "acme/tiny-GGUF/tiny-F32.gguf"
-    assert w.model_picker.findData(name) >= 0
-    assert mm.select_installed(name)
-    assert mm.installed.item(mm.installed.currentRow(), 1).text() == "llama"
+    qtbot.waitUntil(lambda: w.model_picker.findData(name) >= 0, timeout=TIMEOUT)
+    qtbot.waitUntil(lambda: mm.select_installed(name), timeout=TIMEOUT)
+    qtbot.waitUntil(lambda: mm.installed.item(mm.installed.currentRow(), 1).text() == "llama", timeout=TIMEOUT)
     with qtbot.waitSignal(w.model_state_changed, check_params_cb=lambda s: s == "ready", timeout=TIMEOUT):
         mm.load_selected()
     w.side.params.max_tokens.setValue(4)
@@ -128,8 +130,9 @@ def test_pause_resume_cancel(qtbot: QtBot, window: MainWindow, hub: FakeHub) -> 
         mm._act(window.downloads.resume)
     assert window.downloads.snapshot()[0].state == DONE
     # cancel: a fresh download of the same file after deleting it
-    assert mm.select_installed("acme/big-GGUF/big-Q8_0.gguf")
-    mm.delete_selected(confirmed=True)
+    qtbot.waitUntil(lambda: mm.select_installed("acme/big-GGUF/big-Q8_0.gguf"), timeout=TIMEOUT)
+    with qtbot.waitSignal(mm.library_changed, timeout=TIMEOUT):  # deleted off the GUI thread
+        mm.delete_selected(confirmed=True)
     assert not (window.library.models_dir / "acme/big-GGUF/big-Q8_0.gguf").exists()
     mm.queue.clear_finished()
     hub.faults.stall_s, hub.faults.stall_after = 1.0, 1_000_000
@@ -149,16 +152,18 @@ def test_import_token_and_offline(
     mm = window.model_manager()
     with qtbot.waitSignal(mm.library_changed, timeout=TIMEOUT):
         mm.import_file(tiny_model)
-    assert mm.select_installed(f"imported/{tiny_model.name}")
-    assert window.model_picker.findData(f"imported/{tiny_model.name}") >= 0
+    qtbot.waitUntil(lambda: mm.select_installed(f"imported/{tiny_model.name}"), timeout=TIMEOUT)
+    qtbot.waitUntil(lambda: window.model_picker.findData(f"imported/{tiny_model.name}") >= 0, timeout=TIMEOUT)
     bad = tmp_path / "bad.gguf"
     bad.write_bytes(b"\0" * 100)
     with qtbot.waitSignal(mm.tasks.settled, timeout=TIMEOUT):
         mm.import_file(bad)
     assert "not a GGUF" in mm.installed_status.text()
-    mm.set_token("hf_secret")
+    with qtbot.waitSignal(mm.token_saved, timeout=TIMEOUT):  # the keychain: off the GUI thread
+        mm.set_token("hf_secret")
     assert TokenStore().get() == "hf_secret"
-    mm.set_token("")
+    with qtbot.waitSignal(mm.token_saved, timeout=TIMEOUT):
+        mm.set_token("")
     assert TokenStore().get() is None
     monkeypatch.setattr(
         mm,
@@ -169,7 +174,8 @@ def test_import_token_and_offline(
     with qtbot.waitSignal(mm.search_done, timeout=TIMEOUT):
         mm.search()
     assert "offline" in mm.discover_status.text()
-    mm.refresh_installed()  # the Installed tab keeps working offline
+    with qtbot.waitSignal(mm.installed_listed, timeout=TIMEOUT):
+        mm.refresh_installed()  # the Installed tab keeps working offline
     assert mm.installed.rowCount() >= 2
 
 
@@ -188,6 +194,7 @@ def test_unfinished_download_comes_back_after_restart(
     mm.download_selected()
     qtbot.waitUntil(lambda: any(j.done > 0 for j in w.downloads.snapshot()), timeout=TIMEOUT)
     w.close()  # quitting pauses the download and keeps the partial file
+    assert w.join_background(30)  # (the window did not wait for the download thread to see the pause)
     w.store.close()
     sent = hub.bytes_sent
     w2 = build_window(paths)

@@ -54,6 +54,7 @@ def window(qtbot: QtBot, tmp_path: Path, hub: FakeHub, monkeypatch: pytest.Monke
     w.show()
     yield w
     w.close()
+    assert w.join_background(30)
     w.store.close()
 
 
@@ -72,8 +73,10 @@ def test_download_tune_chat_and_benchmark_a_reasoning_model(qtbot: QtBot, window
     q8 = download(qtbot, w, "Q8_0")
 
     # tune: GPU layers "auto" (none on this machine), one decode thread, a 1024-token context
+    qtbot.waitUntil(lambda: w.model_picker.findData(q4) >= 0, timeout=TIMEOUT)  # listed off the GUI thread
     w.model_picker.setCurrentIndex(w.model_picker.findData(q4))
-    w.open_load_settings()
+    with qtbot.waitSignal(w.load_settings_opened, timeout=TIMEOUT):  # once the header is read
+        w.open_load_settings()
     dialog = w._load_settings
     dialog.gpu_layers.setValue(AUTO_GPU_LAYERS)
     dialog.threads.setValue(1)

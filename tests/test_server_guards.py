@@ -247,15 +247,22 @@ def test_no_stored_key_and_unreadable_keychain_differ() -> None:
 def test_window_api_server_refuses_to_start_without_a_readable_keychain(
     qtbot: QtBot, make_window: Callable[..., MainWindow], unreadable_keychain: None
 ) -> None:
+    """When the user set a key (the settings say so): without a key set, see
+    tests/test_gui_never_waits.py::test_no_key_set_and_an_unreadable_keychain_starts_the_server."""
     w = make_window()
+    w.settings = w.settings.with_changes(api_key_set=True)
     dialog = w.api.open_dialog()
-    assert "keychain" in dialog.key.placeholderText()
+    with qtbot.waitSignal(dialog.key_checked, timeout=WAIT_S * 1000):  # read off the GUI thread
+        pass
+    assert "keychain cannot be read" in dialog.key.placeholderText()
     dialog.enabled.setChecked(True)
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     dialog.port.setValue(port)
-    assert not dialog.apply()
+    with qtbot.waitSignal(dialog.applied, timeout=WAIT_S * 1000) as applied:
+        dialog.apply()
+    assert applied.args == [False]
     assert not w.api.running
     banner = w.banner.text()
     assert "keychain could not be read" in banner and "was not started" in banner

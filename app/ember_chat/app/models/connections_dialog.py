@@ -1,13 +1,17 @@
 """Models ▸ Connections…: add, edit and remove named remote OpenAI-compatible servers (base URL, API
 key kept in the OS keychain, default model, certificate checks, read timeout), and test one: the
-server's models and its round-trip time. The test runs off the GUI thread."""
+server's models and its round-trip time.
+
+The test, and everything that touches the keychain (is a key stored, save, rename, remove), runs on
+the dialog's task runner, off the GUI thread. Closing the dialog (or the window) interrupts a test
+still waiting for its server: its connection is shut down, nothing waits for its timeout."""
 
 from __future__ import annotations
 
 import html
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import Callable
 
-from PySide6.QtCore import QObject, Qt, Signal, Slot
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
@@ -24,31 +28,28 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from ember_chat.app.qt.tasks import Task, TaskRunner
 from ember_chat.app.style.theme import active_colors
 from ember_chat.engine.core.refs import Endpoint, crosses_network_in_clear
 from ember_chat.engine.errors import EmberError
-from ember_chat.engine.inference.remote import ConnectionCheck, check_connection
+from ember_chat.engine.inference.openai_wire import ConnectionCheck, ConnectionTest
 from ember_chat.engine.storage.connections import Connection, ConnectionStore, remote_model_name
-
-
-class _Relay(QObject):
-    done = Signal(object, object)  # ConnectionCheck | None, error message | None
 
 
 class ConnectionsDialog(QDialog):
     changed = Signal()  # the list of connections (or their known models) changed
     tested = Signal(bool)  # a connection test finished (GUI thread): success
     use_model = Signal(str)  # a remote model name to load
+    key_checked = Signal()  # whether the selected connection has a stored key is known (tests)
 
     def __init__(self, store: ConnectionStore, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.store = store
         self.setWindowTitle(self.tr("Connections"))
         self.resize(720, 420)
-        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ember-conn-test")
-        self._relay = _Relay()
-        self._relay.done.connect(self._on_tested)
+        self.tasks = TaskRunner(self)
         self._editing: str | None = None
+        self._stored_key: bool | None = None  # the selected connection has a key in the keychain (None: unknown)
 
         self.list = QListWidget()
         self.list.setAccessibleName(self.tr("Connections"))
@@ -163,6 +164,8 @@ class ConnectionsDialog(QDialog):
 
     def new_connection(self) -> None:
         self._editing = None
+        self._stored_key = None
+        self.tasks.cancel("has-key")
         self.list.clearSelection()
         for w in (self.name, self.url, self.key):
             w.clear()
@@ -178,12 +181,13 @@ class ConnectionsDialog(QDialog):
             return
         c = self.store.get(name)
         self._editing = c.name
+        self._stored_key = None
         self.name.setText(c.name)
         self.url.setText(c.base_url)
         self.key.clear()
-        self.key.setPlaceholderText(
-            self.tr("stored in the system keychain") if self.store.has_key(c.name) else self.tr("none")
-        )
+        self.key.setPlaceholderText(self.tr("checking the system keychain…"))
+        store = self.store
+        self.tasks.run(lambda: store.has_key(c.name), self._show_stored_key, key="has-key")
         self.model.clear()
         self.model.addItems(list(dict.fromkeys([*([c.default_model] if c.default_model else []), *c.models])))
         self.model.setCurrentText(c.default_model)
@@ -192,13 +196,19 @@ class ConnectionsDialog(QDialog):
         self.timeout.setValue(c.read_timeout_s)
         self.result.clear()
 
+    def _show_stored_key(self, stored: bool) -> None:
+        self._stored_key = stored
+        self.key.setPlaceholderText(self.tr("stored in the system keychain") if stored else self.tr("none"))
+        self._warn()
+        self.key_checked.emit()
+
     def _warn(self) -> None:
         """What this connection exposes: TLS checks off; plain http:// to another machine (worse with an
         API key, typed or stored)."""
         self.tls_warning.setVisible(not self.verify.isChecked())
         clear = crosses_network_in_clear(self.url.text())
         if clear:
-            keyed = bool(self.key.text()) or bool(self._editing and self.store.has_key(self._editing))
+            keyed = bool(self.key.text()) or bool(self._editing and self._stored_key)
             self.clear_warning.setText(
                 self.tr(
                     "⚠ This is plain http:// to another machine: the API key and your chats cross the network "
@@ -228,19 +238,39 @@ class ConnectionsDialog(QDialog):
             models=models,
         )
 
-    def save(self, models: tuple[str, ...] | None = None) -> bool:
+    def _show_error(self, message: str) -> None:
+        self.result.setText(f"<span style='color:{active_colors().error}'>{html.escape(message)}</span>")
+
+    def save(self, models: tuple[str, ...] | None = None, after: Callable[[bool], None] | None = None) -> bool:
+        """Save the form (the key goes to the keychain, off the GUI thread); `after(saved)` runs once
+        it is done. False when the form is not valid (nothing is saved)."""
         try:
             c = self._connection(models)
             if c.name != self._editing and c.name in [x.name for x in self.store.list()]:
                 raise EmberError(self.tr("There is already a connection called {name}.").format(name=repr(c.name)))
-            self.store.save(c, api_key=self.key.text() or None, replaces=self._editing)
         except EmberError as exc:
-            self.result.setText(f"<span style='color:{active_colors().error}'>{html.escape(str(exc))}</span>")
+            self._show_error(str(exc))
+            if after is not None:
+                after(False)
             return False
-        self._editing = c.name
-        self.key.clear()
-        self.reload(select=c.name)
-        self.changed.emit()
+        store, api_key, replaces = self.store, self.key.text() or None, self._editing
+
+        def saved(_: None) -> None:
+            self._editing = c.name
+            self.key.clear()
+            if api_key is not None:
+                self._show_stored_key(bool(api_key))
+            self.reload(select=c.name)
+            self.changed.emit()
+            if after is not None:
+                after(True)
+
+        def failed(message: str) -> None:
+            self._show_error(message)
+            if after is not None:
+                after(False)
+
+        self.tasks.run(lambda: store.save(c, api_key=api_key, replaces=replaces), saved, failed)
         return True
 
     def remove_current(self, confirmed: bool = False) -> None:
@@ -256,45 +286,42 @@ class ConnectionsDialog(QDialog):
             )
             if answer != QMessageBox.StandardButton.Yes:
                 return
-        self.store.remove(name)
-        self.reload()
-        self.new_connection()
-        self.changed.emit()
+        store = self.store
+
+        def removed(_: None) -> None:
+            self.reload()
+            self.new_connection()
+            self.changed.emit()
+
+        self.tasks.run(lambda: store.remove(name), removed, self._show_error)  # the key leaves the keychain
 
     # ----- test
-    def test_connection(self) -> Future[None] | None:
-        """Ask the server for its models (off the GUI thread); the result shows in the dialog."""
+    def test_connection(self) -> Task | None:
+        """Ask the server for its models (off the GUI thread, with the stored key read there too); the
+        result shows in the dialog. A new test, or closing the dialog, interrupts one still out."""
         try:
             c = self._connection()
         except EmberError as exc:
-            self.result.setText(f"<span style='color:{active_colors().error}'>{html.escape(str(exc))}</span>")
+            self._show_error(str(exc))
             return None
-        key = self.key.text().strip() or None
-        if key is None and self._editing:
-            key = self.store.endpoint(self._editing).api_key
-        endpoint = Endpoint(c.name, c.base_url, key, c.verify_tls, c.read_timeout_s)
+        typed, editing, store = self.key.text().strip() or None, self._editing, self.store
+        test = ConnectionTest()
+
+        def work() -> ConnectionCheck:
+            key = typed if typed is not None or not editing else store.endpoint(editing).api_key
+            return test.run(Endpoint(c.name, c.base_url, key, c.verify_tls, c.read_timeout_s))
+
         self.result.setText(self.tr("Testing…"))
         self.test_button.setEnabled(False)
-        relay = self._relay
-        unexpected = self.tr("Unexpected error: {error}")  # translated here, in the GUI thread
+        return self.tasks.run(work, self._on_tested, self._on_test_failed, key="test", cancel=test.cancel)
 
-        def work() -> None:
-            try:
-                relay.done.emit(check_connection(endpoint), None)
-            except EmberError as exc:
-                relay.done.emit(None, str(exc))
-            except Exception as exc:  # the dialog must always get an answer
-                relay.done.emit(None, unexpected.format(error=repr(exc)))
-
-        return self._pool.submit(work)
-
-    @Slot(object, object)
-    def _on_tested(self, check: ConnectionCheck | None, error: str | None) -> None:
+    def _on_test_failed(self, error: str) -> None:
         self.test_button.setEnabled(True)
-        if check is None:
-            self.result.setText(f"<span style='color:{active_colors().error}'>✗ {html.escape(error or '')}</span>")
-            self.tested.emit(False)
-            return
+        self.result.setText(f"<span style='color:{active_colors().error}'>✗ {html.escape(error)}</span>")
+        self.tested.emit(False)
+
+    def _on_tested(self, check: ConnectionCheck) -> None:
+        self.test_button.setEnabled(True)
         ids = [m.id for m in check.models]
         current = self.model.currentText().strip()
         self.model.clear()
@@ -311,11 +338,14 @@ class ConnectionsDialog(QDialog):
             f"<span style='color:{active_colors().success}'>{connected}</span> — {details}<ul>{listed}</ul>"
         )
         if self._editing or self.name.text().strip():
-            self.save(models=tuple(ids))
-        self.tested.emit(True)
+            self.save(models=tuple(ids), after=lambda _saved: self.tested.emit(True))
+        else:
+            self.tested.emit(True)
 
     def _use(self) -> None:
-        if self.save():
+        def saved(ok: bool) -> None:
+            if not ok:
+                return
             c = self.store.get(self._editing or "")
             if c.default_model:
                 self.use_model.emit(remote_model_name(c.name, c.default_model))
@@ -323,7 +353,9 @@ class ConnectionsDialog(QDialog):
             else:
                 self.result.setText(self.tr("Choose a default model first (Test connection lists them)."))
 
+        self.save(after=saved)
+
     def done(self, result: int) -> None:  # Qt override: closing the dialog
-        self._pool.shutdown(wait=True)
-        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ember-conn-test")
+        self.tasks.cancel("test")  # interrupted, not waited for (a save still out is kept)
+        self.tasks.cancel("has-key")
         super().done(result)

@@ -1,7 +1,10 @@
 """The load settings of one local model (the ⚙ beside the model picker): context length, GPU layers (a
 number, "all", or "auto": as many as fit in free VRAM), threads for decoding and for the prompt, batch
 size, flash attention, KV cache type, mmap and mlock. The memory estimate follows every change, and
-saving settings that will not fit asks first. They apply when the model is loaded."""
+saving settings that will not fit asks first. They apply when the model is loaded.
+
+The free VRAM comes from nvidia-smi, a subprocess: it is asked off the GUI thread, and the estimate
+says "checking the GPU…" until it answers."""
 
 from __future__ import annotations
 
@@ -19,9 +22,11 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from ember_chat.app.qt.tasks import TaskRunner
 from ember_chat.app.style.theme import active_colors
 from ember_chat.engine.core.params import KV_CACHE_TYPES, SPECS
-from ember_chat.engine.models.fit import FitEstimate, estimate_fit, free_ram_bytes, free_vram_bytes
+from ember_chat.engine.models import fit as fit_module
+from ember_chat.engine.models.fit import FitEstimate, estimate_fit, free_ram_bytes
 from ember_chat.engine.models.gguf_inspect import ModelInfo
 from ember_chat.engine.storage.model_settings import AUTO_GPU_LAYERS, ModelLoadSettings, auto_gpu_layers
 
@@ -32,6 +37,7 @@ def _gb(n: int) -> str:
 
 class LoadSettingsDialog(QDialog):
     saved = Signal(object, bool)  # ModelLoadSettings, load the model now
+    gpu_checked = Signal()  # the free VRAM is known (GUI thread; tests wait on this)
 
     def __init__(
         self,
@@ -42,13 +48,16 @@ class LoadSettingsDialog(QDialog):
         free_ram: int | None = None,
         free_vram: int | None = -1,
     ) -> None:
-        """`free_ram` / `free_vram`: measured now unless given (tests); free_vram None: no GPU."""
+        """`free_ram` / `free_vram`: measured unless given (tests); free_vram None: no GPU, -1: ask
+        nvidia-smi off the GUI thread (until it answers the estimate assumes no GPU and says so)."""
         super().__init__(parent)
         self.setWindowTitle(self.tr("Load settings: {name}").format(name=name))
         self.setAccessibleName(self.tr("Load settings"))
         self.info = info
         self.free_ram = free_ram_bytes() if free_ram is None else free_ram
-        self.free_vram = free_vram_bytes() if free_vram == -1 else free_vram
+        self.tasks = TaskRunner(self, workers=1)
+        self.checking_gpu = free_vram == -1
+        self.free_vram = None if self.checking_gpu else free_vram
 
         def spin(key: str, value: int) -> QSpinBox:
             spec = SPECS[key]
@@ -127,6 +136,18 @@ class LoadSettingsDialog(QDialog):
         layout.addWidget(self.estimate)
         layout.addWidget(buttons)
         self._update()
+        if self.checking_gpu:
+            self.tasks.run(lambda: fit_module.free_vram_bytes(), self._gpu_known, lambda _m: self._gpu_known(None))
+
+    def _gpu_known(self, free_vram: int | None) -> None:
+        self.checking_gpu = False
+        self.free_vram = free_vram
+        self._update()
+        self.gpu_checked.emit()
+
+    def done(self, result: int) -> None:  # Qt override: closing the dialog
+        self.tasks.shutdown()  # a GPU query still out is not waited for
+        super().done(result)
 
     def settings(self) -> ModelLoadSettings:
         return ModelLoadSettings(
@@ -161,7 +182,9 @@ class LoadSettingsDialog(QDialog):
             parts.append(
                 self.tr("{vram} of VRAM ({free} free)").format(vram=_gb(fit.vram_bytes), free=_gb(self.free_vram or 0))
             )
-        if s.gpu_layers == AUTO_GPU_LAYERS:
+        if self.checking_gpu:
+            parts.append(self.tr("checking the GPU…"))
+        elif s.gpu_layers == AUTO_GPU_LAYERS:
             n = auto_gpu_layers(self.info, s.n_ctx, s.kv_cache_type, self.free_vram)
             parts.append(self.tr("auto: {n} GPU layers").format(n=n))
         verdict = {

@@ -1,6 +1,8 @@
 """Models ▸ Model Manager…: Discover (curated catalog and Hub search, files by quantization with a
 fit label for this machine), Installed (load, delete, reveal, import) and Downloads (progress, speed,
-ETA; pause, resume, cancel). Network work runs off the GUI thread; downloads run in the engine's
+ETA; pause, resume, cancel). Network, disk and keychain work (Hub search, listing the models folder,
+reading each model's header, import, delete, the token) runs on the manager's task runner, off the
+GUI thread; a newer search or listing supersedes one still out. Downloads run in the engine's
 download queue and are shown from its snapshots a few times a second."""
 
 from __future__ import annotations
@@ -27,7 +29,6 @@ from PySide6.QtWidgets import (
 from ember_chat.app.models.manager_discover import DiscoverTab
 from ember_chat.app.models.manager_tables import button_row, human_size, make_table, table_item
 from ember_chat.app.qt.tasks import TaskRunner
-from ember_chat.engine.errors import EmberError
 from ember_chat.engine.models.download_queue import (
     CANCELLED,
     DONE,
@@ -38,6 +39,7 @@ from ember_chat.engine.models.download_queue import (
     DownloadQueue,
     JobStatus,
 )
+from ember_chat.engine.models.gguf_inspect import ModelInfo
 from ember_chat.engine.models.hub import HubClient, RepoFiles
 from ember_chat.engine.models.library import ModelEntry, ModelLibrary
 from ember_chat.engine.storage.secrets import TokenStore
@@ -48,6 +50,9 @@ class ModelManager(QDialog, DiscoverTab):
     load_requested = Signal(str)  # the user wants to chat with this model
     files_shown = Signal()  # a repo's files are listed (tests wait on this)
     search_done = Signal()
+    installed_listed = Signal()  # the Installed tab lists the models (their headers may follow)
+    headers_read = Signal()  # every listed model's header has been read into the Installed tab
+    token_saved = Signal()  # the token was saved or removed (or could not be)
 
     def __init__(
         self,
@@ -70,6 +75,8 @@ class ModelManager(QDialog, DiscoverTab):
         self.context_length = context_length
         self.load_settings = load_settings
         self.tasks = TaskRunner(self)
+        self.headers = TaskRunner(self, workers=1)  # the Installed tab's GGUF headers, one file at a time
+        self._unread = 0  # listed models whose header is still being read
         self.repo_files: RepoFiles | None = None
         self._states: dict[int, str] = {}
 
@@ -133,51 +140,79 @@ class ModelManager(QDialog, DiscoverTab):
         return w
 
     def refresh_installed(self) -> None:
-        entries = self.library.entries()
+        """List the models (off the GUI thread); each row shows as soon as the list is known, and its
+        header columns fill in as each file's header is read."""
+        library = self.library
+        self.tasks.run(library.entries, self._show_installed, self.installed_status.setText, key="installed")
+
+    def _show_installed(self, entries: list[ModelEntry]) -> None:
         locations = {
             "models folder": self.tr("models folder"),
             "in place": self.tr("in place"),
             "Hugging Face cache": self.tr("Hugging Face cache"),
             "bundled": self.tr("bundled"),
         }
+        self.headers.cancel_all()  # the headers of an earlier listing are not wanted any more
         self.installed.setRowCount(0)
+        self._unread = 0
         for e in entries:
             r = self.installed.rowCount()
             self.installed.insertRow(r)
-            arch = params = quant = ctx = tmpl = "—"
-            if e.path is None:
-                arch = self.tr("prepared on first load")
-            else:
-                try:
-                    i = e.info()
-                    arch, quant = i.architecture, i.quantization
-                    params = (
-                        f"{i.parameter_count / 1e9:.2f} B"
-                        if i.parameter_count >= 1e9
-                        else f"{i.parameter_count / 1e6:.0f} M"
-                    )
-                    ctx = f"{i.context_length:,}" if i.context_length else "—"
-                    tmpl = self.tr("yes") if i.has_chat_template else self.tr("no")
-                except EmberError as exc:
-                    arch = self.tr("damaged: {error}").format(error=exc)
             label = self.tr("Gemma 3 270M (starter)") if e.is_starter else e.name
             date = datetime.fromtimestamp(e.modified).date().isoformat() if e.modified else "—"
+            reading = self.tr("reading…")
+            arch = self.tr("prepared on first load") if e.path is None else reading
             cells = [
                 label,
                 arch,
-                params,
-                quant,
+                "—" if e.path is None else reading,
+                "—",
                 human_size(e.size),
-                ctx,
-                tmpl,
+                "—",
+                "—",
                 f"{e.source_repo or '—'} · {locations.get(e.location, e.location)}",
                 date,
             ]
             for c, text in enumerate(cells):
                 self.installed.setItem(r, c, table_item(text, e if c == 0 else None))
+            if e.path is not None:
+                self._unread += 1
+                self.headers.run(
+                    e.info,
+                    lambda info, e=e: self._show_header(e, info),
+                    lambda error, e=e: self._show_header(e, None, error),
+                )
         self.installed_status.setText(
             self.tr("{count} models in {folder}").format(count=len(entries), folder=self.library.models_dir)
         )
+        self.installed_listed.emit()
+        if not self._unread:
+            self.headers_read.emit()
+
+    def _show_header(self, entry: ModelEntry, i: ModelInfo | None, error: str = "") -> None:
+        table = self.installed
+        named = (
+            r for r in range(table.rowCount()) if table.item(r, 0).data(Qt.ItemDataRole.UserRole).name == entry.name
+        )
+        row = next(named, None)
+        if row is not None:
+            if i is None:
+                cells = {1: self.tr("damaged: {error}").format(error=error), 2: "—"}
+            else:
+                n = i.parameter_count
+                params = f"{n / 1e9:.2f} B" if n >= 1e9 else f"{n / 1e6:.0f} M"
+                cells = {
+                    1: i.architecture,
+                    2: params,
+                    3: i.quantization,
+                    5: f"{i.context_length:,}" if i.context_length else "—",
+                    6: self.tr("yes") if i.has_chat_template else self.tr("no"),
+                }
+            for c, text in cells.items():
+                self.installed.setItem(row, c, table_item(text))
+        self._unread -= 1
+        if self._unread == 0:
+            self.headers_read.emit()
 
     def selected_entry(self) -> ModelEntry | None:
         items = self.installed.selectedItems()
@@ -209,11 +244,11 @@ class ModelManager(QDialog, DiscoverTab):
             )
             if answer != QMessageBox.StandardButton.Yes:
                 return
-        try:
-            self.library.delete(e.name)
-        except EmberError as exc:
-            self.installed_status.setText(str(exc))
-            return
+        library = self.library
+        self.installed_status.setText(self.tr("Deleting {name}…").format(name=e.name))
+        self.tasks.run(lambda: library.delete(e.name), self._deleted, self.installed_status.setText)
+
+    def _deleted(self, _: None) -> None:
         self.refresh_installed()
         self.library_changed.emit()
 
@@ -241,7 +276,8 @@ class ModelManager(QDialog, DiscoverTab):
 
     def import_file(self, path: Path, copy: bool = True) -> None:
         self.installed_status.setText(self.tr("Importing {name}…").format(name=path.name))
-        self.tasks.run(lambda: self.library.import_file(path, copy), self._imported, self.installed_status.setText)
+        library = self.library
+        self.tasks.run(lambda: library.import_file(path, copy), self._imported, self.installed_status.setText)
 
     def _imported(self, entry: ModelEntry) -> None:
         self.refresh_installed()
@@ -339,5 +375,11 @@ class ModelManager(QDialog, DiscoverTab):
         self.downloads.setItem(r, 5, item)
 
     def shutdown(self) -> None:
+        """Stop polling; tasks still out are dropped and interrupted, never waited for."""
         self._poll.stop()
         self.tasks.shutdown()
+        self.headers.shutdown()
+
+    def join(self, timeout: float) -> bool:
+        """Wait for the manager's background threads to end (tests, after shutdown)."""
+        return self.tasks.join(timeout) and self.headers.join(timeout)

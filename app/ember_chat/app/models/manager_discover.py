@@ -1,6 +1,10 @@
 """The Model Manager's Discover tab: the curated catalog and Hub search, a repository's files grouped by
 quantization with a fit label for this machine, downloads, and the Hugging Face token. Mixed into
-ModelManager, whose stores, task runner and signals it uses."""
+ModelManager, whose stores, task runner and signals it uses.
+
+The Hub client is made on the task's thread (it reads the token from the keychain); a new search
+supersedes one still out, and so does a new repository's file list: what shows is always the last
+one asked for."""
 
 from __future__ import annotations
 
@@ -21,9 +25,9 @@ from PySide6.QtWidgets import (
 
 from ember_chat.app.models.manager_tables import human_size, make_table, table_item
 from ember_chat.app.style.theme import active_colors
-from ember_chat.engine.errors import EmberError
+from ember_chat.engine.models import fit as fit_module
 from ember_chat.engine.models.downloader import DownloadSpec
-from ember_chat.engine.models.fit import estimate_fit, free_vram_bytes, recommend
+from ember_chat.engine.models.fit import estimate_fit, recommend
 from ember_chat.engine.models.hub import ModelVariant, RepoFiles, RepoSummary
 from ember_chat.engine.resources import catalog
 
@@ -101,8 +105,8 @@ class DiscoverTab:
     def search(self) -> None:
         query = self.search_box.text().strip()
         self._say(self.tr("Searching for “{query}”…").format(query=query))
-        hub = self.hub_factory()
-        self.tasks.run(lambda: hub.search(query), self._show_results, self._discover_error)
+        hub_factory = self.hub_factory
+        self.tasks.run(lambda: hub_factory().search(query), self._show_results, self._discover_error, key="search")
 
     def _show_results(self, found: list[RepoSummary]) -> None:
         self.repos.setRowCount(0)
@@ -146,10 +150,13 @@ class DiscoverTab:
     def open_repo(self, repo: str) -> None:
         self.files_title.setText(self.tr("Files of {repo}…").format(repo=repo))
         self.files.setRowCount(0)
-        hub = self.hub_factory()
-        self.tasks.run(
-            lambda: (hub.with_header(hub.files(repo)), free_vram_bytes()), self._show_files, self._discover_error
-        )
+        hub_factory = self.hub_factory
+
+        def work() -> tuple[RepoFiles, int | None]:
+            hub = hub_factory()
+            return hub.with_header(hub.files(repo)), fit_module.free_vram_bytes()
+
+        self.tasks.run(work, self._show_files, self._discover_error, key="files")
 
     def _show_files(self, result: tuple[RepoFiles, int | None]) -> None:
         files, vram = result
@@ -236,9 +243,15 @@ class DiscoverTab:
             self.set_token(token)
 
     def set_token(self, token: str) -> None:
-        try:
-            self.tokens.set(token)
-        except EmberError as exc:
-            self._say(str(exc), error=True)
-            return
-        self._say(self.tr("Token saved in the keychain.") if token.strip() else self.tr("Token removed."))
+        """Save (or with an empty token remove) the Hub token, off the GUI thread: the keychain."""
+        tokens = self.tokens
+
+        def saved(_: None) -> None:
+            self._say(self.tr("Token saved in the keychain.") if token.strip() else self.tr("Token removed."))
+            self.token_saved.emit()
+
+        def failed(message: str) -> None:
+            self._say(message, error=True)
+            self.token_saved.emit()
+
+        self.tasks.run(lambda: tokens.set(token), saved, failed, key="token")

@@ -1,14 +1,19 @@
 """Settings ▸ Local API server: turns Ember's OpenAI-compatible server on and off, shows what it is
 doing in the status bar ("API: 1 running, 2 queued") and keeps a log of recent requests with their
 metrics. The server itself is `engine.serve.server.ApiServer`, a client of the same engine service
-as the chat."""
+as the chat.
+
+The server's key lives in the OS keychain, read and written off the GUI thread (a keychain can take
+seconds, or wait for the user to unlock it). Whether the user set a key is also kept, not secret, in
+the settings (`api_key_set`): a keychain that cannot be read stops the server only when there is a
+key it would have to enforce; with none set, the server starts as it would anyway (loopback only)."""
 
 from __future__ import annotations
 
 import time
 from typing import Protocol
 
-from PySide6.QtCore import QObject, Qt, Slot
+from PySide6.QtCore import QObject, Qt, Signal, Slot
 from PySide6.QtWidgets import (
     QCheckBox,
     QDialog,
@@ -26,6 +31,7 @@ from PySide6.QtWidgets import (
 )
 
 from ember_chat.app.qt.bridge import EngineBridge
+from ember_chat.app.qt.tasks import TaskRunner
 from ember_chat.engine.errors import EmberError, SecretStoreError
 from ember_chat.engine.inference.service import QueueState, RequestRecord
 from ember_chat.engine.serve.server import ApiServer, ServerConfig
@@ -44,12 +50,27 @@ class ApiHost(Protocol):
     def show_error(self, message: str) -> None: ...
 
 
+def read_server_key(secrets: SecretStore, key_set: bool) -> tuple[str | None, bool]:
+    """(the API server's key, whether the keychain could be read), off the GUI thread. A keychain that
+    cannot be read raises only when the settings say a key was set: without one the server has no
+    key to enforce anyway."""
+    try:
+        return secrets.read(API_SERVER_KEY, "The API server's key"), True
+    except SecretStoreError:
+        if key_set:
+            raise
+        return None, False
+
+
 class ApiServerControl(QObject):
+    applied = Signal(bool)  # an apply() has finished: the server runs as the settings say (GUI thread)
+
     def __init__(self, window: ApiHost, parent: QObject | None = None) -> None:
         super().__init__(parent)
         self.window = window
         self.server: ApiServer | None = None
         self.secrets = SecretStore()
+        self.tasks = TaskRunner(self, workers=1)
         self.records: list[RequestRecord] = []
         self.status = QLabel()
         self.status.setAccessibleName(self.tr("API server status"))
@@ -63,22 +84,40 @@ class ApiServerControl(QObject):
     def running(self) -> bool:
         return self.server is not None
 
-    def apply(self) -> bool:
-        """Start or stop the server as the settings say; False (and a banner) when it cannot start."""
+    def apply(self) -> None:
+        """Start or stop the server as the settings say. The key is read off the GUI thread; `applied`
+        says how it ended (False, and a banner, when the server could not start). A later apply made
+        meanwhile wins."""
+        self.stop()
+        if not self.window.settings.api_server:
+            self.tasks.cancel("apply")
+            self.applied.emit(True)
+            return
+        secrets, key_set = self.secrets, self.window.settings.api_key_set
+        self.tasks.run(lambda: read_server_key(secrets, key_set), self._start, self._keychain_failed, key="apply")
+
+    def _keychain_failed(self, error: str) -> None:
+        # a keychain that cannot be read must not start the server without the key the user set
+        self.window.show_error(
+            self.tr(
+                "Local API server: {error} The server was not started, because it must not run without its "
+                "key. Unlock the system keychain, then apply the settings again."
+            ).format(error=error)
+        )
+        self.applied.emit(False)
+
+    def _start(self, found: tuple[str | None, bool]) -> None:
+        api_key, readable = found
         self.stop()
         s = self.window.settings
-        if not s.api_server:
-            return True
-        try:  # a keychain that cannot be read must not start the server without its key
-            api_key = self.secrets.read(API_SERVER_KEY, "The API server's key")
-        except SecretStoreError as exc:
-            self.window.show_error(
-                self.tr(
-                    "Local API server: {error} The server was not started, because it must not run without its "
-                    "key. Unlock the system keychain, then apply the settings again."
-                ).format(error=exc)
-            )
-            return False
+        if readable and s.api_key_set != (api_key is not None):
+            # the keychain says what the flag should (a key set before the flag existed, or removed
+            # by hand): the flag follows, so an unreadable keychain later is judged right
+            s = self.window.settings = s.with_changes(api_key_set=api_key is not None)
+            self.window.settings_file.save(s)
+        if not s.api_server:  # turned off meanwhile
+            self.applied.emit(True)
+            return
         config = ServerConfig(
             host=s.api_host,
             port=s.api_port,
@@ -91,16 +130,22 @@ class ApiServerControl(QObject):
             server.start()
         except EmberError as exc:
             self.window.show_error(self.tr("Local API server: {error}").format(error=exc))
-            return False
+            self.applied.emit(False)
+            return
         self.server = server
         self._show(self.window.bridge.service.queue_state())
-        return True
+        self.applied.emit(True)
 
     def stop(self) -> None:
         server, self.server = self.server, None
         if server is not None:
             server.stop()
         self.status.hide()
+
+    def shutdown(self) -> None:
+        """The window closes: the server stops, a keychain read still out is dropped."""
+        self.tasks.shutdown()
+        self.stop()
 
     def _show(self, state: QueueState) -> None:
         if self.server is None:
@@ -141,6 +186,9 @@ def _fmt(value: float | None, digits: int, unit: str) -> str:
 
 
 class ApiServerDialog(QDialog):
+    applied = Signal(bool)  # Apply has finished: the settings are saved, the server runs as they say
+    key_checked = Signal()  # the placeholder says whether a key is stored (tests wait on this)
+
     def __init__(self, control: ApiServerControl, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.control = control
@@ -172,15 +220,18 @@ class ApiServerDialog(QDialog):
         self.port.setToolTip(self.tr("The TCP port clients connect to"))
         self.key = QLineEdit()
         self.key.setEchoMode(QLineEdit.EchoMode.Password)
-        try:
-            stored = control.secrets.read(API_SERVER_KEY) is not None
-            self.key.setPlaceholderText(self.tr("stored in the system keychain") if stored else self.tr("none"))
-        except SecretStoreError:
-            self.key.setPlaceholderText(self.tr("unknown: the system keychain cannot be read"))
+        self.key.setPlaceholderText(self.tr("checking the system keychain…"))
         self.key.setAccessibleName(self.tr("API key"))
         self.key.setToolTip(
             self.tr("Clients must send this key. Kept in the system keychain; leave empty to keep the stored key.")
         )
+        self.remove_key = QCheckBox(self.tr("Remove the stored key"))
+        self.remove_key.setAccessibleName(self.tr("Remove the stored API key"))
+        self.remove_key.setToolTip(self.tr("On Apply, delete the key from the system keychain: clients need none"))
+        secrets = control.secrets
+        control.tasks.run(lambda: secrets.read(API_SERVER_KEY), self._show_stored, self._show_unreadable)
+        self._awaiting_server = False
+        control.applied.connect(self._server_applied)
         self.origins = QLineEdit(s.api_allowed_origins)
         self.origins.setPlaceholderText(self.tr("none (browsers cannot call the API)"))
         self.origins.setAccessibleName(self.tr("Allowed browser origins"))
@@ -196,6 +247,7 @@ class ApiServerDialog(QDialog):
         form.addRow(self.tr("Address"), self.host)
         form.addRow(self.tr("Port"), self.port)
         form.addRow(self.tr("API key"), self.key)
+        form.addRow("", self.remove_key)
         form.addRow(self.tr("Allowed origins (CORS)"), self.origins)
         form.addRow(self.tr("Waiting requests (then 429)"), self.queue)
         layout.addLayout(form)
@@ -245,12 +297,21 @@ class ApiServerDialog(QDialog):
             )
         )
 
-    def apply(self) -> bool:
+    def _show_stored(self, key: str | None) -> None:
+        self.key.setPlaceholderText(self.tr("stored in the system keychain") if key else self.tr("none"))
+        self.key_checked.emit()
+
+    def _show_unreadable(self, _error: str) -> None:
+        self.key.setPlaceholderText(self.tr("unknown: the system keychain cannot be read"))
+        self.key_checked.emit()
+
+    def apply(self) -> None:
+        """Save the key (off the GUI thread: the keychain), then the settings, then start or stop the
+        server; `applied` says how it ended."""
         window = self.control.window
         key = self.key.text().strip()
+        remove = self.remove_key.isChecked() and not key
         try:
-            if key:
-                self.control.secrets.set(API_SERVER_KEY, key, "The API key")
             settings = window.settings.with_changes(
                 api_server=self.enabled.isChecked(),
                 api_host=self.host.text().strip() or "127.0.0.1",
@@ -260,17 +321,47 @@ class ApiServerDialog(QDialog):
             )
         except EmberError as exc:
             window.show_error(str(exc))
-            return False
+            self.applied.emit(False)
+            return
+        secrets = self.control.secrets
+
+        def store_key() -> None:
+            if key:
+                secrets.set(API_SERVER_KEY, key, "The API key")
+            elif remove:
+                secrets.clear(API_SERVER_KEY)
+
+        def failed(error: str) -> None:
+            window.show_error(error)
+            self.applied.emit(False)
+
+        self.control.tasks.run(store_key, lambda _: self._key_stored(settings, key, remove), failed, key="api-key")
+
+    def _key_stored(self, settings: Settings, key: str, removed: bool) -> None:
+        window = self.control.window
+        if key or removed:  # not secret: whether there is a key to enforce (see the module)
+            settings = settings.with_changes(api_key_set=bool(key))
         window.settings = settings
         window.settings_file.save(settings)
         self.key.clear()
-        ok = self.control.apply()
+        self.remove_key.setChecked(False)
+        if key or removed:
+            self._show_stored(key or None)
+        self._awaiting_server = True
+        self.control.apply()
+
+    @Slot(bool)
+    def _server_applied(self, ok: bool) -> None:
+        if not self._awaiting_server:  # the window's own apply (at start), not this dialog's
+            return
+        self._awaiting_server = False
         if not ok:  # could not start: keep the setting off so the next start does not fail again
+            window = self.control.window
             window.settings = window.settings.with_changes(api_server=False)
             window.settings_file.save(window.settings)
             self.enabled.setChecked(False)
         self._show_url()
-        return ok
+        self.applied.emit(ok)
 
     def add_record(self, r: RequestRecord) -> None:
         m = r.metrics

@@ -24,6 +24,7 @@ from ember_chat.app.chat.widgets import Composer, ConversationList
 from ember_chat.app.metrics.side_panel import SidePanel
 from ember_chat.app.models.model_bar import ModelBar
 from ember_chat.app.qt.bridge import EngineBridge
+from ember_chat.app.qt.tasks import TaskRunner
 from ember_chat.app.server.api_control import ApiServerControl
 from ember_chat.app.shell.banner import Banner
 from ember_chat.app.shell.menus import about_text, build_menus
@@ -50,6 +51,8 @@ if TYPE_CHECKING:
 
 class MainWindow(QMainWindow, ModelActions, ChatActions):
     model_state_changed = Signal(str)  # none, loading, ready (GUI thread)
+    models_listed = Signal()  # the picker shows the models just listed (GUI thread)
+    load_settings_opened = Signal()  # the ⚙ dialog is open, as self._load_settings (GUI thread)
 
     def __init__(
         self,
@@ -88,6 +91,7 @@ class MainWindow(QMainWindow, ModelActions, ChatActions):
             Path(settings_file.path).parent / "model_settings.json"
         )
         self._loading_name: str | None = None
+        self.tasks = TaskRunner(self)  # what the GUI thread must not wait on (see qt/tasks.py)
 
         self.colors = apply_theme(QApplication.instance(), self.settings.theme)
         self.conversations = ConversationList()
@@ -127,7 +131,6 @@ class MainWindow(QMainWindow, ModelActions, ChatActions):
         set_tab_order(self)
         self.apply_icons()
         self._apply_settings_defaults()
-        self.reload_models()
         self.reload_conversations()
         self._restore_state()
         self.set_model_state("none")
@@ -143,6 +146,7 @@ class MainWindow(QMainWindow, ModelActions, ChatActions):
             self.show_error(" ".join(errors + problems))
         elif problems:
             self.show_notice(" ".join(problems))
+        self.reload_models()  # after the stores have said what was wrong: it reads them on another thread
 
     # ----- construction
     def _build_model_bar(self) -> QWidget:
@@ -289,6 +293,7 @@ class MainWindow(QMainWindow, ModelActions, ChatActions):
         self.composer.editor.clear()
 
     def stop(self) -> None:
+        self.tasks.cancel("load")  # a pick still being worked out
         if self._loading_name is not None:
             self.bridge.cancel_load()
         self.controller.stop()
@@ -365,8 +370,13 @@ class MainWindow(QMainWindow, ModelActions, ChatActions):
     # ----- shutdown
     def shutdown(self) -> None:
         """Stop the API server and a benchmark run, then the engine (cancel → join → close the model).
-        Idempotent."""
-        self.api.stop()
+        Background tasks still out are dropped and interrupted, never waited for. Idempotent."""
+        self.tasks.shutdown()
+        self.api.shutdown()
+        if getattr(self, "_connections_dialog", None) is not None:
+            self._connections_dialog.tasks.shutdown()  # a connection test still out is interrupted
+        if getattr(self, "_load_settings", None) is not None:
+            self._load_settings.tasks.shutdown()
         if getattr(self, "_benchmark", None) is not None:
             self._benchmark.close()  # stops its run and joins its worker
         self.bridge.close()
@@ -379,5 +389,18 @@ class MainWindow(QMainWindow, ModelActions, ChatActions):
             self._manager.shutdown()
             self._manager.close()
         if self.downloads is not None:
-            self.downloads.close()  # running downloads pause; they come back next time
+            # running downloads pause (they come back next time); one stuck in a read is not waited for
+            self.downloads.close(wait=False)
         event.accept()
+
+    def join_background(self, timeout: float) -> bool:
+        """Wait until every background thread the window started has ended (tests, after close)."""
+        joins = [self.tasks.join, self.api.tasks.join]
+        for owner in (getattr(self, "_connections_dialog", None), getattr(self, "_load_settings", None)):
+            if owner is not None:
+                joins.append(owner.tasks.join)
+        if self._manager is not None:
+            joins.append(self._manager.join)
+        if self.downloads is not None:
+            joins.append(self.downloads.wait_idle)
+        return all([join(timeout) for join in joins])

@@ -1,6 +1,10 @@
 """The main window's model actions: the picker and load/unload, the Model Manager, the models folder,
 per-model load settings, the benchmark lab and remote connections. Mixed into MainWindow, whose
-widgets and stores they use."""
+widgets, stores and task runner they use.
+
+What would make the GUI thread wait (listing the models folder, reading a GGUF header, nvidia-smi
+for "auto" GPU layers, the keychain for a remote model's key) runs on the window's task runner; a
+newer request of the same kind (a second pick, a second ⚙) supersedes the one still out."""
 
 from __future__ import annotations
 
@@ -11,10 +15,11 @@ from PySide6.QtCore import QUrl
 from PySide6.QtGui import QDesktopServices
 from PySide6.QtWidgets import QFileDialog
 
-from ember_chat.engine.errors import EmberError
+from ember_chat.engine.core.refs import ModelRef
 from ember_chat.engine.inference.resolver import model_ref
-from ember_chat.engine.models.gguf_inspect import inspect_gguf
-from ember_chat.engine.storage.connections import parse_remote_model_name
+from ember_chat.engine.models.gguf_inspect import ModelInfo, inspect_gguf
+from ember_chat.engine.models.library import ModelEntry
+from ember_chat.engine.storage.connections import Connection, parse_remote_model_name
 from ember_chat.engine.storage.model_settings import ModelLoadSettings
 from ember_chat.engine.storage.settings import Settings
 
@@ -24,7 +29,19 @@ if TYPE_CHECKING:
 
 class ModelActions:
     def reload_models(self) -> None:
-        self.model_bar.set_models(self.library.entries(), self.connections.list())
+        """List the models again (off the GUI thread); the picker follows when the list is known."""
+        library, connections = self.library, self.connections
+        self.tasks.run(
+            lambda: (library.entries(), connections.list()), self._show_models, self.show_error, key="models"
+        )
+
+    def _show_models(self, found: tuple[list[ModelEntry], list[Connection]]) -> None:
+        self.model_bar.set_models(*found)
+        if self.model_picker.currentIndex() <= 0:  # the first list: show the model loaded (or loading)
+            shown = self._loading_name or self._loaded_name
+            if shown is not None and self.model_picker.findData(shown) >= 0:
+                self.model_picker.setCurrentIndex(self.model_picker.findData(shown))
+        self.models_listed.emit()
 
     def model_manager(self) -> ModelManager:
         """The Model Manager window (created on first use, then kept so downloads stay visible)."""
@@ -59,23 +76,31 @@ class ModelActions:
             self.load_model(name)
 
     def load_model(self, name: str) -> None:
-        """Load a library model (a name, 'starter', a path) or a remote one (remote:<connection>/<id>)."""
+        """Load a library model (a name, 'starter', a path) or a remote one (remote:<connection>/<id>).
+        What to load is worked out off the GUI thread first (the file, its saved settings, "auto" GPU
+        layers from the header and nvidia-smi, a remote model's key from the keychain); a later pick
+        made meanwhile wins."""
+        library, connections, model_settings = self.library, self.connections, self.model_settings
 
         def act() -> None:
-            try:
-                ref, alias = model_ref(name, self.library, self.connections, self.model_settings, self._load_defaults())
-            except EmberError as exc:
-                self.show_error(str(exc))
-                return
-            if self._loading_name is not None:
-                # a new pick replaces the load in progress: it is cancelled, and what it still says
-                # is dropped by the bridge (only the last load asked for is reported)
-                self.bridge.cancel_load()
-            self._loading_name = name
-            self.set_model_state("loading")
-            self.bridge.load(ref, alias)
+            defaults = self._load_defaults()
+            self.tasks.run(
+                lambda: model_ref(name, library, connections, model_settings, defaults),
+                lambda found: self._start_load(name, *found),
+                self.show_error,
+                key="load",
+            )
 
         self.controller.after_stop(act)
+
+    def _start_load(self, name: str, ref: ModelRef, alias: str) -> None:
+        if self._loading_name is not None:
+            # a new pick replaces the load in progress: it is cancelled, and what it still says
+            # is dropped by the bridge (only the last load asked for is reported)
+            self.bridge.cancel_load()
+        self._loading_name = name
+        self.set_model_state("loading")
+        self.bridge.load(ref, alias)
 
     def _load_defaults(self) -> Settings:
         """How a model without its own load settings is loaded: the settings, at the panel's context."""
@@ -87,6 +112,7 @@ class ModelActions:
             self.model = None
             self._loaded_name = None
 
+        self.tasks.cancel("load")  # a pick still being worked out is dropped too
         if self._loading_name is not None:
             self.bridge.cancel_load()
             return
@@ -131,33 +157,38 @@ class ModelActions:
         QDesktopServices.openUrl(QUrl.fromLocalFile(str(self.library.models_dir)))
 
     def open_load_settings(self, name: str | None = None) -> None:
-        """The ⚙ beside the model picker: this local model's own load settings."""
-        from ember_chat.app.models.load_panel import LoadSettingsDialog
-
+        """The ⚙ beside the model picker: this local model's own load settings (the dialog opens once
+        the model's header is read, off the GUI thread)."""
         name = name or self.model_picker.currentData()
         if not name or parse_remote_model_name(name) is not None:
             self.show_error(self.tr("Choose a model on this computer in the list first (remote models load remotely)."))
             return
-        try:
-            info = inspect_gguf(self.library.resolve(name))
-        except EmberError as exc:
-            self.show_error(str(exc))
-            return
-        current = self.model_settings.effective(name, self._load_defaults())
-        dialog = LoadSettingsDialog(name, info, current, self)
+        library, model_settings, defaults = self.library, self.model_settings, self._load_defaults()
+
+        def read() -> tuple[ModelInfo, ModelLoadSettings]:  # the header and the saved settings: disk
+            return inspect_gguf(library.resolve(name)), model_settings.effective(name, defaults)
+
+        self.tasks.run(read, lambda found: self._show_load_settings(name, *found), self.show_error, key="load-settings")
+
+    def _show_load_settings(self, name: str, info: ModelInfo, current: ModelLoadSettings) -> None:
+        from ember_chat.app.models.load_panel import LoadSettingsDialog
+
+        dialog = LoadSettingsDialog(name, info, current, self)  # it asks nvidia-smi off the GUI thread
+
+        model_settings = self.model_settings
 
         def saved(settings: ModelLoadSettings, load_now: bool) -> None:
-            try:
-                self.model_settings.save(name, settings)
-            except EmberError as exc:
-                self.show_error(str(exc))
-                return
-            if load_now:
-                self.load_model(name)
+            self.tasks.run(
+                lambda: model_settings.save(name, settings),
+                lambda _: self.load_model(name) if load_now else None,
+                self.show_error,
+                key=f"save-load-settings:{name}",
+            )
 
         dialog.saved.connect(saved)
         self._load_settings = dialog  # kept for tests and while open
         dialog.open()
+        self.load_settings_opened.emit()
 
     def open_benchmark(self) -> None:
         """Models ▸ Benchmark…: the running one if a run is on (one at a time), else a fresh one (with

@@ -52,6 +52,9 @@ class Settings:
     api_port: int = _setting(8642, "Port of the local API server.", 1, 65_535)
     api_queue_limit: int = _setting(8, "Requests that may wait for the model before new ones get 429.", 1, 1000)
     api_allowed_origins: str = _setting("", "Browser origins allowed to call the API (CORS), comma-separated.")
+    api_key_set: bool = _setting(
+        False, "Whether an API key for the local API server is set (the key itself is in the OS keychain)."
+    )
 
     def __post_init__(self) -> None:
         for f in fields(self):
