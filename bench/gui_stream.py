@@ -258,6 +258,7 @@ def main() -> int:
     ap.add_argument("--long-chat", type=int, default=500, help="messages in the long-chat case")
     ap.add_argument("--starter-tokens", type=int, default=128)
     ap.add_argument("--no-starter", action="store_true")
+    ap.add_argument("--only-starter", action="store_true", help="only the starter model through the GUI vs directly")
     ap.add_argument("--competing-load", action="store_true", help="also measure with another process busy on one core")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
@@ -266,12 +267,14 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         paths = AppPaths(Path(tmp) / "data", Path(tmp) / "config")
         paths.default_models_dir.mkdir(parents=True)
-        result = stream_fake(paths, args.tokens, args.rate)
-        start_us = result["gui_us_per_token_start"]
-        result["end_over_start"] = round(result["gui_us_per_token_end"] / start_us, 3) if start_us else None
-        long_paths = AppPaths(Path(tmp) / "data-long", Path(tmp) / "config-long")
-        long_paths.default_models_dir.mkdir(parents=True)
-        result.update(long_chat(long_paths, args.long_chat, args.tokens, args.rate))
+        result: dict[str, object] = {}
+        if not args.only_starter:
+            result.update(stream_fake(paths, args.tokens, args.rate))
+            start_us = result["gui_us_per_token_start"]
+            result["end_over_start"] = round(result["gui_us_per_token_end"] / start_us, 3) if start_us else None
+            long_paths = AppPaths(Path(tmp) / "data-long", Path(tmp) / "config-long")
+            long_paths.default_models_dir.mkdir(parents=True)
+            result.update(long_chat(long_paths, args.long_chat, args.tokens, args.rate))
         if not args.no_starter:
             real_paths = AppPaths(Path(tmp) / "data2", Path(tmp) / "config2")
             result.update(starter_gui_vs_direct(real_paths, args.runs, args.starter_tokens))
