@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from PySide6.QtCore import QRectF, Qt, QTimer, QUrl, Signal
 from PySide6.QtGui import (
+    QAbstractTextDocumentLayout,
     QAccessible,
     QAccessibleAnnouncementEvent,
     QColor,
@@ -116,6 +117,10 @@ class TranscriptView(QTextBrowser, TranscriptStreaming):
         self._expanded: set[int] = set()  # answers whose thinking is open
         self._thinking: ThinkingStream | None = None  # splits the streaming answer
         self._thinking_at: QTextCursor | None = None  # where the streaming thinking starts
+        self._cut_width: float | None = None  # the text width the streaming answer's lines were split at
+        self._tail: QTextCursor | None = None  # at the end of the streaming answer
+        self._pens_for: Colors | None = None
+        self._pens: dict[bool, tuple[QPen | Qt.PenStyle, QColor]] = {}
 
     # ----- look
     def set_colors(self, colors: Colors) -> None:
@@ -130,49 +135,81 @@ class TranscriptView(QTextBrowser, TranscriptStreaming):
         if round(self.document().documentMargin()) != margin:
             self.document().setDocumentMargin(margin)
         super().resizeEvent(event)
+        self._rejoin_if_width_changed()  # (a streaming answer's lines were split where the old width wrapped)
         if at_end:  # the newest message stays in view when the window (or the banner above) changes size
             bar.setValue(bar.maximum())
 
     def paintEvent(self, event: QPaintEvent) -> None:  # Qt override
-        """Cards behind the messages on screen, then the text over them."""
+        """Cards behind the messages on screen, then the text over them. While an answer streams this
+        runs for every batch, over the few lines that changed: it asks the layout only about the
+        cards in that strip, once each, and draws only the part of a card that can show in it."""
         if self.devicePixelRatioF() != self.writer.ratio:  # moved to a screen of another density
             self.writer.set_colors(self.writer.colors, self.devicePixelRatioF())
         if self._shown:
+            area = event.rect()
+            doc = self.document()
+            layout = doc.documentLayout()
+            dy = self.verticalScrollBar().value()
+            top, bottom = dy + area.top(), dy + area.bottom()
+            tops = _LazyTops(self._shown, layout)
+            first = self._index_in(tops, top)
+            if first > 0 and top < tops[first]:
+                first -= 1  # (the strip starts above this card's text: the card above may reach into it)
             painter = QPainter(self.viewport())
             painter.setRenderHint(QPainter.RenderHint.Antialiasing)
-            dy = self.verticalScrollBar().value()
-            top, bottom = dy + event.rect().top(), dy + event.rect().bottom()
-            margin = self.document().documentMargin()
+            margin = doc.documentMargin()
             left = margin - CARD_PAD_X - self.horizontalScrollBar().value()
-            width = self.document().textWidth() - 2 * margin + 2 * CARD_PAD_X
-            c = self.writer.colors
-            for i in range(max(0, self._index_at(top) - 1), len(self._shown)):
-                y0, y1 = self._extent(i)
+            width = doc.textWidth() - 2 * margin + 2 * CARD_PAD_X
+            pens = self._card_pens()
+            # A card taller than the strip is cut a corner's height beyond it: what shows is the same,
+            # and the painter has a short shape to fill and stroke, not a message's whole height.
+            clip_top, clip_bottom = area.top() - CARD_RADIUS - 2, area.bottom() + CARD_RADIUS + 2
+            for i in range(first, len(self._shown)):
+                y0 = tops[i]
                 if y0 > bottom:
                     break
+                y1 = self._bottom_of(i, layout)
                 if y1 < top:
                     continue
-                user = self._shown[i].role == "user"
-                painter.setPen(QPen(QColor(c.border), 1) if not user else Qt.PenStyle.NoPen)
-                painter.setBrush(QColor(c.user_card if user else c.assistant_card))
-                rect = QRectF(left, y0 - CARD_PAD_Y - dy, width, y1 - y0 + 2 * CARD_PAD_Y)
+                pen, brush = pens[self._shown[i].role == "user"]
+                painter.setPen(pen)
+                painter.setBrush(brush)
+                card_top = max(y0 - CARD_PAD_Y - dy, clip_top)
+                card_bottom = min(y1 + CARD_PAD_Y - dy, clip_bottom)
+                rect = QRectF(left, card_top, width, card_bottom - card_top)
                 painter.drawRoundedRect(rect.adjusted(0.5, 0.5, -0.5, -0.5), CARD_RADIUS, CARD_RADIUS)
             painter.end()
         super().paintEvent(event)
 
+    def _card_pens(self) -> dict[bool, tuple[QPen | Qt.PenStyle, QColor]]:
+        """Pen and brush of a card, by 'is the user's', for the current colours (made once)."""
+        c = self.writer.colors
+        if self._pens_for is not c:
+            self._pens = {
+                False: (QPen(QColor(c.border), 1), QColor(c.assistant_card)),
+                True: (Qt.PenStyle.NoPen, QColor(c.user_card)),
+            }
+            self._pens_for = c
+        return self._pens
+
     def _extent(self, i: int) -> tuple[float, float]:
         """Top and bottom (document coordinates) of message i's text."""
         layout = self.document().documentLayout()
-        first = self._shown[i].start.block()
-        top = layout.blockBoundingRect(first).top()  # (the text's top: below the block's top margin)
+        return _LazyTops(self._shown, layout)[i], self._bottom_of(i, layout)
+
+    def _bottom_of(self, i: int, layout: QAbstractTextDocumentLayout) -> float:
         following = self._shown[i + 1].start.block() if i + 1 < len(self._shown) else None
         last = following.previous() if following is not None else self.document().lastBlock()
-        rect = layout.blockBoundingRect(last)
-        return top, rect.bottom()
+        return layout.blockBoundingRect(last).bottom()
 
     def _index_at(self, y: float) -> int:
-        layout = self.document().documentLayout()
-        tops = _LazyTops(self._shown, layout)
+        return self._index_in(_LazyTops(self._shown, self.document().documentLayout()), y)
+
+    @staticmethod
+    def _index_in(tops: _LazyTops, y: float) -> int:
+        """The last message whose text starts at or above y."""
+        if tops[len(tops) - 1] <= y:  # below the top of the last message: a streaming answer's paint
+            return len(tops) - 1
         return max(0, bisect.bisect_right(tops, y) - 1)
 
     # ----- showing a thread
@@ -424,14 +461,19 @@ class TranscriptView(QTextBrowser, TranscriptStreaming):
 
 
 class _LazyTops:
-    """The shown messages' top y, computed only for the few entries a binary search looks at."""
+    """The shown messages' text top y (below the header's top margin), computed only for the few
+    entries a binary search or a paint looks at, each once."""
 
-    def __init__(self, shown: list[_Shown], layout: object) -> None:
+    def __init__(self, shown: list[_Shown], layout: QAbstractTextDocumentLayout) -> None:
         self.shown = shown
         self.layout = layout
+        self._known: dict[int, float] = {}
 
     def __len__(self) -> int:
         return len(self.shown)
 
     def __getitem__(self, i: int) -> float:
-        return self.layout.blockBoundingRect(self.shown[i].start.block()).top()
+        top = self._known.get(i)
+        if top is None:
+            top = self._known[i] = self.layout.blockBoundingRect(self.shown[i].start.block()).top()
+        return top

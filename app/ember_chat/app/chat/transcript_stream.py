@@ -1,7 +1,14 @@
 """Streaming into the transcript: an answer's text is appended at the end as it comes (never a
 re-render), a reasoning model's thinking under a "Thinking…" label that folds when the answer starts;
 when the answer completes, its Markdown rendering replaces the plain text a slice at a time. Mixed
-into TranscriptView, whose document, writer and slicer it uses."""
+into TranscriptView, whose document, writer and slicer it uses.
+
+Qt lays out and repaints a whole paragraph when text is added to it, so each batch would cost in
+proportion to the paragraph it lands in. Instead, once the paragraph being appended to wraps, its
+finished lines are split off into a paragraph of their own exactly where Qt wrapped them (nothing
+moves on screen): a batch then lays out and repaints only the last, unfinished line. These cuts are
+marked (`CUT_STATE`) and joined again if the width changes while the answer streams.
+"""
 
 from __future__ import annotations
 
@@ -13,7 +20,9 @@ from PySide6.QtGui import QFont, QTextBlockFormat, QTextCharFormat, QTextCursor
 from ember_chat.app.chat.message_render import message_actions, meta_line
 from ember_chat.engine.core.reasoning import ThinkingStream, answer_only
 
-STREAM_BLOCK_CHARS = 1500  # the longest paragraph appended to: Qt lays out a paragraph at a time
+STREAM_BLOCK_CHARS = 1500  # the longest paragraph appended to, should it never wrap (a long word)
+CUT_STATE = 1  # QTextBlock.userState of a streamed paragraph that was split off at a line wrap
+_PLAIN = QTextCharFormat()
 
 
 class TranscriptStreaming:
@@ -28,6 +37,8 @@ class TranscriptStreaming:
         self.writer.fresh_block(c)
         self._stream = (message_id, self._anchor(c))
         self._thinking, self._thinking_at = ThinkingStream(), None
+        self._cut_width = None
+        self._tail = None
         self._scroll_to_end()
 
     def resume_stream(self, message_id: int) -> None:
@@ -39,6 +50,8 @@ class TranscriptStreaming:
         self.writer.fresh_block(c)
         self._stream = (message_id, self._anchor(c))
         self._thinking, self._thinking_at = None, None  # (the continued text shows as it comes)
+        self._cut_width = None
+        self._tail = None
 
     @staticmethod
     def _anchor(c: QTextCursor) -> QTextCursor:
@@ -49,27 +62,79 @@ class TranscriptStreaming:
         return anchor
 
     def append_stream(self, text: str) -> None:
+        """One batch of a streaming answer (this runs 20-30 times a second: it stays lean)."""
         if self._stream is None or not text:
             return
         bar = self.verticalScrollBar()
         follow = bar.value() >= bar.maximum() - 4
         thinking, answer = self._thinking.feed(text) if self._thinking is not None else ("", text)
-        if thinking:
-            self._append_thinking(thinking)
-        if answer:
-            if self._thinking_at is not None:
-                self._fold_streamed_thinking()
-            self._append_plain(answer, QTextCharFormat())
+        # One edit block: the paragraph is laid out once, at its end, and no cursor works out its x
+        # position on the way (each of those shaped the paragraph's text again).
+        tail = self._tail_cursor()
+        tail.beginEditBlock()
+        try:
+            if thinking:
+                self._append_thinking(thinking)
+            if answer:
+                if self._thinking_at is not None:
+                    self._fold_streamed_thinking()
+                self._append_plain(answer, _PLAIN)
+        finally:
+            tail.endEditBlock()
+        if self._cut_width is not None:
+            self._rejoin_if_width_changed()
+        self._cut_finished_lines()
         if follow:
             bar.setValue(bar.maximum())
 
+    def _tail_cursor(self) -> QTextCursor:
+        """A cursor at the end of the document, kept from batch to batch (text inserted at it leaves
+        it at the end; anything else that moved it makes a new one)."""
+        tail = self._tail
+        if tail is None or not tail.atEnd():
+            tail = self._tail = self._end_cursor()
+        return tail
+
     def _append_plain(self, text: str, fmt: QTextCharFormat) -> None:
-        c = self._end_cursor()
-        # Qt lays out a whole paragraph at a time: cap the block being appended to, so the cost of
-        # an append stays flat even in one endless paragraph (Markdown rendering at the end joins it).
-        if c.block().length() > STREAM_BLOCK_CHARS:
+        c = self._tail_cursor()
+        if c.block().length() > STREAM_BLOCK_CHARS:  # (a paragraph that does not wrap: cut anyway)
             c.insertBlock()
         c.insertText(text, fmt)
+
+    def _cut_finished_lines(self) -> None:
+        """Split the wrapped lines of the last paragraph off it, at the start of its last line."""
+        block = self.document().lastBlock()
+        layout = block.layout()
+        lines = layout.lineCount()
+        if lines < 2:
+            return
+        c = QTextCursor(block)
+        c.setPosition(block.position() + layout.lineAt(lines - 1).textStart())
+        c.insertBlock()
+        c.block().previous().setUserState(CUT_STATE)
+        self._cut_width = self._wrap_width()
+
+    def _wrap_width(self) -> float:
+        doc = self.document()
+        return doc.textWidth() - 2 * doc.documentMargin()
+
+    def _rejoin_if_width_changed(self) -> None:
+        """The text width changed (the window, or a scroll bar that came): the streamed paragraphs
+        split at the old line wraps become whole again, and are split anew at the next batch."""
+        if self._stream is None or self._cut_width is None or self._wrap_width() == self._cut_width:
+            return
+        self._cut_width = None
+        block = self._stream[1].block()
+        with self._edit():
+            while block.isValid():
+                if block.userState() == CUT_STATE:
+                    joined_state = block.next().userState()
+                    c = QTextCursor(block)
+                    c.movePosition(QTextCursor.MoveOperation.EndOfBlock)
+                    c.deleteChar()  # the paragraph break: the next paragraph joins this one
+                    block.setUserState(joined_state)  # (which may be a cut too: looked at again)
+                    continue
+                block = block.next()
 
     def _append_thinking(self, text: str) -> None:
         """Thinking streams live under a "Thinking…" label, in the secondary colour."""
@@ -100,6 +165,7 @@ class TranscriptStreaming:
             return
         message_id, start = self._stream
         self._stream = None
+        self._tail = None
         self._final = self._final_steps(message_id, start.position(), markdown, summary)
         self._slicer.start()
 
