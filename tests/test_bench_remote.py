@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QApplication
 from pytestqt.qtbot import QtBot
 
 from ember_chat.app.shell.main_window import MainWindow
@@ -198,6 +199,8 @@ def test_esc_stops_a_run_and_one_benchmark_window_runs_at_a_time(
     wait_for_request(server)
     w.open_benchmark()  # while it runs: the same window, brought to the front
     assert w._benchmark is lab and lab.running
+    lab.activateWindow()  # Esc goes to the window the user is in (in the main window it stops the chat)
+    qtbot.waitUntil(lambda: QApplication.activeWindow() is lab, timeout=5000)
     with qtbot.waitSignal(lab.run_finished, timeout=10_000):
         qtbot.keyClick(lab, Qt.Key.Key_Escape)  # hides it: the run stops too
     assert not lab.isVisible() and lab.status.text().startswith("Cancelled")
