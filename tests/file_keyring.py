@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 
 from keyring.backend import KeyringBackend
+from keyring.errors import KeyringLocked
 
 
 class FileTestKeyring(KeyringBackend):
@@ -34,3 +35,18 @@ class FileTestKeyring(KeyringBackend):
         data = self._load()
         data.pop(f"{service}/{username}", None)
         self._path().write_text(json.dumps(data))
+
+
+class UnreadableKeyring(KeyringBackend):
+    """A keychain that cannot be read or written (locked, no D-Bus): every call raises."""
+
+    priority = 1  # type: ignore[assignment]
+
+    def get_password(self, service: str, username: str) -> str | None:
+        raise KeyringLocked("the keychain is locked")
+
+    def set_password(self, service: str, username: str, password: str) -> None:
+        raise KeyringLocked("the keychain is locked")
+
+    def delete_password(self, service: str, username: str) -> None:
+        raise KeyringLocked("the keychain is locked")

@@ -17,6 +17,7 @@ from pytestqt.qtbot import QtBot
 
 from ember_chat.app.shell.main_window import MainWindow
 from ember_chat.engine.bench.lab import BenchPlan, measure_model
+from ember_chat.engine.cli.common import load_blocking
 from ember_chat.engine.core.messages import ChatMessage
 from ember_chat.engine.core.params import LoadConfig, SamplingParams
 from ember_chat.engine.errors import LoadCancelled
@@ -26,7 +27,6 @@ from ember_chat.engine.inference.service import (
     GenerationRequest,
     GenerationSink,
     QueueState,
-    ServiceListener,
 )
 from tests.fake_backend import FakeBackend
 from tests.test_app import load, make_window, paths
@@ -97,15 +97,7 @@ def chat_service() -> Iterator[tuple[EngineService, FakeBackend]]:
     """A service with a fake chat model loaded (the one a window would have)."""
     backend = FakeBackend(n_tokens=3)
     service = EngineService(lambda _ref: backend)
-    done = threading.Event()
-
-    class Loaded(ServiceListener):
-        def loaded(self, model: object) -> None:
-            done.set()
-
-    service.add_listener(Loaded())
-    service.load(LoadConfig(Path("fake.gguf")))
-    assert done.wait(WAIT_S)
+    load_blocking(service, LoadConfig(Path("fake.gguf")))
     try:
         yield service, backend
     finally:

@@ -20,7 +20,6 @@ from typing import Any
 import keyring
 import pytest
 from keyring.backend import KeyringBackend
-from keyring.errors import KeyringLocked
 from PySide6.QtCore import QTimer
 from pytestqt.qtbot import QtBot
 
@@ -37,7 +36,7 @@ from ember_chat.engine.storage.model_settings import AUTO_GPU_LAYERS, ModelLoadS
 from ember_chat.engine.storage.paths import AppPaths
 from ember_chat.engine.storage.secrets import API_SERVER_KEY, SecretStore
 from ember_chat.engine.storage.settings import Settings, SettingsFile
-from tests.file_keyring import FileTestKeyring
+from tests.file_keyring import FileTestKeyring, UnreadableKeyring
 from tests.test_app import LOAD_TIMEOUT, make_window, paths
 
 __all__ = ["make_window", "paths"]  # fixtures from test_app
@@ -135,19 +134,6 @@ class HangingKeyring(KeyringBackend):
     def delete_password(self, service: str, username: str) -> None:
         self._wait()
         self.inner.delete_password(service, username)
-
-
-class UnreadableKeyring(KeyringBackend):
-    priority = 1  # type: ignore[assignment]
-
-    def get_password(self, service: str, username: str) -> str | None:
-        raise KeyringLocked("the keychain is locked")
-
-    def set_password(self, service: str, username: str, password: str) -> None:
-        raise KeyringLocked("the keychain is locked")
-
-    def delete_password(self, service: str, username: str) -> None:
-        raise KeyringLocked("the keychain is locked")
 
 
 @pytest.fixture

@@ -15,8 +15,6 @@ from typing import Any
 import keyring
 import openai
 import pytest
-from keyring.backend import KeyringBackend
-from keyring.errors import KeyringLocked
 from pytestqt.qtbot import QtBot
 
 from ember_chat.app.shell.main_window import MainWindow
@@ -31,6 +29,7 @@ from ember_chat.engine.serve.server import ApiServer, ServerConfig
 from ember_chat.engine.storage.secrets import API_SERVER_KEY, SecretStore
 from tests.api_support import MESSAGES, WAIT_S, FakeSetup, Task, fake, fake_text, raw_request, serve
 from tests.fake_backend import FakeBackend
+from tests.file_keyring import UnreadableKeyring
 from tests.test_app import make_window, paths
 
 __all__ = ["fake", "make_window", "paths", "serve"]  # fixtures from other test modules
@@ -202,19 +201,6 @@ def test_slow_generation_is_not_cut_by_the_read_timeout(fake_service: Callable, 
 
 
 # ----- 4. a keychain that cannot be read is not "no key"
-
-
-class UnreadableKeyring(KeyringBackend):
-    priority = 1  # type: ignore[assignment]
-
-    def get_password(self, service: str, username: str) -> str | None:
-        raise KeyringLocked("the keychain is locked")
-
-    def set_password(self, service: str, username: str, password: str) -> None:
-        raise KeyringLocked("the keychain is locked")
-
-    def delete_password(self, service: str, username: str) -> None:
-        raise KeyringLocked("the keychain is locked")
 
 
 @pytest.fixture

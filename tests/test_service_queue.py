@@ -12,11 +12,12 @@ import pytest
 from pytestqt.qtbot import QtBot
 
 from ember_chat.app.shell.main_window import MainWindow
+from ember_chat.engine.cli.common import load_blocking
 from ember_chat.engine.core.messages import ChatMessage
 from ember_chat.engine.core.params import LoadConfig, SamplingParams
 from ember_chat.engine.errors import QueueFull
 from ember_chat.engine.inference.metrics import GenerationMetrics
-from ember_chat.engine.inference.service import EngineService, GenerationRequest, GenerationSink, ServiceListener
+from ember_chat.engine.inference.service import EngineService, GenerationRequest, GenerationSink
 from tests.fake_backend import FakeBackend
 from tests.test_app import ANSWER_TIMEOUT, load, make_window, paths
 
@@ -75,15 +76,7 @@ def fill_api_side(service: EngineService, gate: Gated) -> list[Sink]:
 def gated_service() -> Iterator[tuple[EngineService, Gated]]:
     gated = Gated()
     service = EngineService(lambda _ref: gated.backend, queue_limit=API_BOUND)
-    done = threading.Event()
-
-    class Loaded(ServiceListener):
-        def loaded(self, model: object) -> None:
-            done.set()
-
-    service.add_listener(Loaded())
-    service.load(LoadConfig(Path("fake.gguf")))
-    assert done.wait(WAIT_S)
+    load_blocking(service, LoadConfig(Path("fake.gguf")))
     try:
         yield service, gated
     finally:

@@ -346,7 +346,7 @@ def test_renaming_a_connection_while_the_keychain_cannot_be_read_keeps_its_key(t
     import keyring
 
     from ember_chat.engine.errors import SecretStoreError
-    from tests.test_server_guards import UnreadableKeyring
+    from tests.file_keyring import UnreadableKeyring
 
     store = ConnectionStore(tmp_path / "connections.json")
     store.save(Connection("old", "http://127.0.0.1:8000/v1"), api_key="the-key")
