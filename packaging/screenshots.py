@@ -116,7 +116,7 @@ def main(out_dir: str) -> int:
 
     def steps() -> Iterator[Callable[[], bool]]:
         window.load_model("starter")
-        yield lambda: window.model is not None or window._loading_name is None
+        yield lambda: window.model is not None or not window.loading
         if window.model is None:
             raise SystemExit("the starter model did not load")
         window.side.params.max_tokens.setValue(90)

@@ -145,6 +145,11 @@ class TaskRunner(QObject):
         self._out.clear()
         self._latest.clear()
 
+    def pending(self, key: str) -> bool:
+        """The latest task with this key has not been delivered or cancelled yet."""
+        task = self._latest.get(key)
+        return task is not None and not task.stale
+
     @property
     def busy(self) -> bool:
         """Some task's result has not been delivered yet (stale ones do not count)."""

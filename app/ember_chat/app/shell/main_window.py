@@ -230,6 +230,11 @@ class MainWindow(QMainWindow, ModelActions, ChatActions):
     # ----- models (the rest: window_models.py)
     _loaded_name: str | None = None
 
+    @property
+    def loading(self) -> bool:
+        """A model pick is being worked out or loaded."""
+        return self._loading_name is not None or self.tasks.pending("load")
+
     @Slot(float)
     def _on_load_progress(self, fraction: float) -> None:
         self.load_progress.setValue(int(fraction * 100))
@@ -261,7 +266,7 @@ class MainWindow(QMainWindow, ModelActions, ChatActions):
 
     def update_welcome(self) -> None:
         """The welcome panel while no model is loaded and no chat is open; the transcript otherwise."""
-        first_run = self.model is None and self._loading_name is None and self.controller.conversation_id is None
+        first_run = self.model is None and not self.loading and self.controller.conversation_id is None
         self.centre_stack.setCurrentWidget(self.welcome if first_run else self.transcript)
 
     def set_model_state(self, state: str) -> None:
