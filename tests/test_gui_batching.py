@@ -13,7 +13,7 @@ import pytest
 from PySide6.QtCore import QObject, Signal, Slot
 from pytestqt.qtbot import QtBot
 
-from ember_chat.app.qt.bridge import EngineBridge
+from ember_chat.app.qt.bridge import GUI_CPU_BUDGET, MAX_BATCH_S, TOKEN_BATCH_S, EngineBridge
 from ember_chat.app.shell.main_window import MainWindow
 from ember_chat.engine.core.messages import ChatMessage
 from ember_chat.engine.core.params import LoadConfig, SamplingParams
@@ -137,6 +137,28 @@ def test_a_token_held_back_is_delivered_when_the_engine_pauses(
         ask(bridge, 3)
     assert waited == [True]
     assert "".join(got.texts) == fake_text(3)
+
+
+def test_deliveries_are_spaced_to_keep_the_gui_thread_within_its_budget(
+    qtbot: QtBot, bridge_with: Callable[[FakeBackend], EngineBridge]
+) -> None:
+    """Each delivery costs the GUI thread about the same whatever it carries: when they cost more
+    (a slow or busy machine), tokens wake it less often, never less than ten times a second."""
+    bridge = bridge_with(FakeBackend(n_tokens=1))
+    clock = [0.0]
+    bridge._cpu_clock = lambda: clock[0]  # the GUI thread's CPU, as the test spends it
+
+    def deliveries_costing(cpu_s: float) -> float:
+        for _ in range(40):
+            bridge._pace()  # what the bridge does after each delivery of tokens
+            clock[0] += cpu_s
+        return bridge._mailbox.interval
+
+    assert deliveries_costing(0.0002) == TOKEN_BATCH_S  # cheap: ≈30 Hz
+    assert deliveries_costing(0.001) == pytest.approx(0.001 / GUI_CPU_BUDGET, rel=0.01)
+    assert bridge._hold.interval() == round(2 * 0.001 / GUI_CPU_BUDGET * 1000)
+    assert deliveries_costing(0.05) == MAX_BATCH_S  # expensive (or a stall): never slower than this
+    assert deliveries_costing(0.0002) == TOKEN_BATCH_S  # and back when they are cheap again
 
 
 def test_the_window_shows_the_first_token_at_once_and_the_whole_answer_in_few_deliveries(

@@ -1,6 +1,6 @@
 """A streaming answer in the transcript costs a line, not a paragraph, per batch: the lines of the
 paragraph being appended to are split off where Qt wrapped them, so a batch lays out and repaints
-only the last, unfinished line. Nothing on screen shows it, and a new width joins them again."""
+only the last, unfinished line (and the one it starts). Nothing on screen shows it, and a new width joins them again."""
 
 from __future__ import annotations
 
@@ -56,7 +56,8 @@ def test_each_batch_is_appended_to_a_one_line_paragraph(qtbot: QtBot, make_windo
     t.begin_stream(10_000, "model")
     for i in range(0, len(PARAGRAPH), 9):
         t.append_stream(PARAGRAPH[i : i + 9])
-        assert t.document().lastBlock().layout().lineCount() == 1  # what the next batch lays out again
+        # what the next batch lays out again: the last line, and the line this batch started if it wrapped
+        assert t.document().lastBlock().layout().lineCount() <= 2
     blocks = streamed_blocks(t)
     assert len(blocks) > 10  # the paragraph wraps on many lines: each was split off
     assert all(state == CUT_STATE for _text, state in blocks[:-1]) and blocks[-1][1] != CUT_STATE
@@ -92,7 +93,7 @@ def test_a_new_width_joins_the_split_lines(qtbot: QtBot, make_window: Callable[.
     blocks = streamed_blocks(t)
     assert blocks == [(PARAGRAPH[:2000], -1)]  # one paragraph again, wrapped at the new width
     t.append_stream(" And on.")  # the next batch splits it anew
-    assert t.document().lastBlock().layout().lineCount() == 1
+    assert t.document().lastBlock().layout().lineCount() <= 2
     assert "".join(text for text, _ in streamed_blocks(t)) == PARAGRAPH[:2000] + " And on."
     c = QTextCursor(t.document())
     c.movePosition(QTextCursor.MoveOperation.End)

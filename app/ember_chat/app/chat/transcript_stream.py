@@ -68,11 +68,15 @@ class TranscriptStreaming:
         bar = self.verticalScrollBar()
         follow = bar.value() >= bar.maximum() - 4
         thinking, answer = self._thinking.feed(text) if self._thinking is not None else ("", text)
+        if self._cut_width is not None:
+            self._rejoin_if_width_changed()
         # One edit block: the paragraph is laid out once, at its end, and no cursor works out its x
-        # position on the way (each of those shaped the paragraph's text again).
+        # position on the way (each of those shaped the paragraph's text again). The lines the last
+        # batch finished are split off first, in the same block: one layout for both.
         tail = self._tail_cursor()
         tail.beginEditBlock()
         try:
+            self._cut_finished_lines()
             if thinking:
                 self._append_thinking(thinking)
             if answer:
@@ -81,9 +85,6 @@ class TranscriptStreaming:
                 self._append_plain(answer, _PLAIN)
         finally:
             tail.endEditBlock()
-        if self._cut_width is not None:
-            self._rejoin_if_width_changed()
-        self._cut_finished_lines()
         if follow:
             bar.setValue(bar.maximum())
 
@@ -102,7 +103,8 @@ class TranscriptStreaming:
         c.insertText(text, fmt)
 
     def _cut_finished_lines(self) -> None:
-        """Split the wrapped lines of the last paragraph off it, at the start of its last line."""
+        """Split the wrapped lines of the last paragraph off it, at the start of its last line (as
+        the last layout wrapped it: nothing may have changed the paragraph since)."""
         block = self.document().lastBlock()
         layout = block.layout()
         lines = layout.lineCount()

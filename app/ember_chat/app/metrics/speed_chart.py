@@ -134,22 +134,33 @@ class SpeedChart:
         self.itl.clear()
         self._last = None
         self._ranges = [1.0, 10.0, 100.0]
-        self.axis_x.setRange(0, 1.0)
-        self.axis_speed.setRange(0, 10.0)
-        self.axis_itl.setRange(0, 100.0)
+        # what the points reach, kept here: asking the series for their points makes a Python object
+        # per point, and finish() needs only these
+        self._speed_end = self._itl_end = 0.0
+        self._speed_top: float | None = None
+        self._itl_top: float | None = None
+        for axis, top in zip((self.axis_x, self.axis_speed, self.axis_itl), self._ranges, strict=True):
+            _set_range(axis, top)
 
     def _grow(self, index: int, axis: QValueAxis, value: float) -> None:
         if value > self._ranges[index]:
             self._ranges[index] = value * GROWTH
             axis.setRange(0, self._ranges[index])
 
+    def _add_speed(self, x: float, tokens_per_s: float) -> None:
+        self.speed.append(x, tokens_per_s)
+        self._speed_end = max(self._speed_end, x)
+        self._speed_top = tokens_per_s if self._speed_top is None else max(self._speed_top, tokens_per_s)
+
     def add(self, elapsed_s: float, tokens_per_s: float, tokens: int) -> None:
-        self.speed.append(elapsed_s, tokens_per_s)
+        self._add_speed(elapsed_s, tokens_per_s)
         self._grow(0, self.axis_x, elapsed_s)
         self._grow(1, self.axis_speed, tokens_per_s)
         if self._last is not None and tokens > self._last[1]:
             itl = (elapsed_s - self._last[0]) * 1000.0 / (tokens - self._last[1])
             self.itl.append(elapsed_s, itl)
+            self._itl_end = max(self._itl_end, elapsed_s)
+            self._itl_top = itl if self._itl_top is None else max(self._itl_top, itl)
             self._grow(2, self.axis_itl, itl)
         if tokens > 0:
             self._last = (elapsed_s, tokens)
@@ -157,13 +168,18 @@ class SpeedChart:
     def finish(self, m: GenerationMetrics, itl_ms: list[float]) -> None:
         """Fit both axes to the whole answer, with the exact per-token latencies."""
         if itl_ms:
-            self.itl.replace(downsample_itl(itl_ms, m.ttft_s or 0.0))
+            points = downsample_itl(itl_ms, m.ttft_s or 0.0)
+            self.itl.replace(points)
+            self._itl_end = points[-1].x()  # (the times only add up)
+            self._itl_top = max(itl_ms)  # (each bucket keeps its largest)
         if m.decode_tokens_per_s is not None:  # the line ends where the answer did, at its final rate
-            self.speed.append(m.e2e_s, m.decode_tokens_per_s)
-        points = self.speed.points()
-        end = max([m.e2e_s, *(p.x() for p in points), *(p.x() for p in self.itl.points())])
-        self.axis_x.setRange(0, end)
-        top_speed = max([p.y() for p in points] or [1.0])
-        self.axis_speed.setRange(0, _nice_ceiling(top_speed))
-        top_itl = max([p.y() for p in self.itl.points()] or [1.0])
-        self.axis_itl.setRange(0, _nice_ceiling(top_itl))
+            self._add_speed(m.e2e_s, m.decode_tokens_per_s)
+        _set_range(self.axis_x, max(m.e2e_s, self._speed_end, self._itl_end))
+        _set_range(self.axis_speed, _nice_ceiling(self._speed_top if self._speed_top is not None else 1.0))
+        _set_range(self.axis_itl, _nice_ceiling(self._itl_top if self._itl_top is not None else 1.0))
+
+
+def _set_range(axis: QValueAxis, top: float) -> None:
+    """0 to top; nothing when it is that already (each change re-lays out the chart)."""
+    if axis.min() != 0 or axis.max() != top:
+        axis.setRange(0, top)

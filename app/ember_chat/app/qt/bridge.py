@@ -8,11 +8,18 @@ reaches the engine directly, without waiting for a queued call.
 A generation's results go through a coalescer (`_Mailbox`): the engine thread appends each callback
 to a lock-protected list and wakes the GUI thread with one queued call only when none is waiting
 already, so whatever the engine makes while the GUI thread is busy is delivered in one go, in order
-(consecutive token texts joined, consecutive metrics snapshots reduced to the last). Tokens wake it
-at most every `TOKEN_BATCH_S` (≈30 Hz), except the first of an answer, which goes at once; a token
-held back because the next one did not come is delivered by a GUI-thread timer `HOLD_S` after the
-last delivery. Each delivery costs the GUI thread the same (a queued call, a text insertion, a
-repaint), whatever it carries: at 50 tokens/s that is most of the GUI's cost per token.
+(consecutive token texts joined, consecutive metrics snapshots reduced to the last). The first token
+of an answer wakes it at once; later tokens at most every `_Mailbox.interval`; a token held back
+because the next one did not come is delivered by a GUI-thread timer two intervals after the last
+delivery.
+
+The interval is ≈30 Hz (`TOKEN_BATCH_S`), longer when the machine makes a delivery expensive: each
+delivery costs the GUI thread about the same whatever it carries (a queued call, a text insertion,
+a repaint, and the side panel's share: 1-1.5 ms on a small 2-core machine, more next to a model busy
+on every core), so at 50 tokens/s the deliveries are nearly all of the GUI's cost per token, and that
+CPU is taken from the model (the GUI thread holds the GIL while it works). The bridge measures the
+GUI thread's CPU from one token delivery to the next and spaces them so that streaming takes at most
+`GUI_CPU_BUDGET` of a core, never less often than every `MAX_BATCH_S`.
 
 Loads: the window has one current load, the one it asked for last. `load_progress`, `loaded` and
 `load_failed` are about that load only: what an earlier, superseded load says (it was cancelled, or
@@ -46,7 +53,9 @@ from ember_chat.engine.inference.service import (
 )
 
 TOKEN_BATCH_S = 1 / 30  # tokens wake the GUI thread at most this often (the first of an answer at once)
-HOLD_S = 2 * TOKEN_BATCH_S  # a token held back is delivered at most this long after the last delivery
+MAX_BATCH_S = 1 / 10  # and at least this often, however expensive a delivery is
+GUI_CPU_BUDGET = 0.015  # of a core, for the GUI thread while an answer streams (deliveries spaced to fit)
+COST_WEIGHT = 0.3  # of the latest delivery in the running estimate of a delivery's cost
 
 _TOKENS, _METRICS = "tokens", "metrics"
 
@@ -61,14 +70,15 @@ class _Mailbox:
         self._items: list[tuple[int, str, tuple[Any, ...]]] = []
         self._waiting = False  # a wake-up is queued and has not taken the items yet
         self._last_wake = 0.0
+        self.interval = TOKEN_BATCH_S  # (set by the GUI thread)
 
     def post(self, rid: int, kind: str, args: tuple[Any, ...], urgent: bool) -> None:
         """Urgent: wake now (anything but a token batch or a metrics snapshot, and an answer's first
-        tokens); else at most every TOKEN_BATCH_S, the GUI's hold timer delivering what waits."""
+        tokens); else at most every `interval`, the GUI's hold timer delivering what waits."""
         now = time.perf_counter()
         with self._lock:
             self._items.append((rid, kind, args))
-            if self._waiting or (not urgent and now - self._last_wake < TOKEN_BATCH_S):
+            if self._waiting or (not urgent and now - self._last_wake < self.interval):
                 return
             self._waiting = True
             self._last_wake = now
@@ -184,8 +194,11 @@ class EngineBridge(QObject):
         self._outbox: deque[tuple[int, str, tuple[Any, ...]]] = deque()
         self._hold = QTimer(self)  # delivers a token held back when no other came to wake the GUI
         self._hold.setSingleShot(True)
-        self._hold.setInterval(round(HOLD_S * 1000))
+        self._hold.setInterval(round(2 * TOKEN_BATCH_S * 1000))
         self._hold.timeout.connect(self._deliver)
+        self._cost: float | None = None  # GUI-thread CPU from one token delivery to the next (s)
+        self._last_cpu: float | None = None  # the GUI thread's CPU clock at the last token delivery
+        self._cpu_clock = time.thread_time  # (the GUI thread's; a test can drive it)
         self._listener = _Listener(self)
         service.add_listener(self._listener)
         self._closed = False
@@ -241,7 +254,9 @@ class EngineBridge(QObject):
             rid, kind, args = out.popleft()
             if kind not in (_TOKENS, _METRICS):
                 self._emit(rid, kind, args)
-                delivered_tokens = delivered_tokens and kind != "finished"  # (nothing more to hold)
+                if kind == "finished":
+                    delivered_tokens = False  # (nothing more to hold)
+                    self._last_cpu = None  # (the next answer's first interval would count its start)
                 continue
             texts: list[str] = []
             count = -1
@@ -261,7 +276,22 @@ class EngineBridge(QObject):
             if snapshot is not None:
                 self.metrics.emit(rid, snapshot)
         if delivered_tokens:
+            self._pace()
             self._hold.start()  # (restarted: it fires only when tokens stop coming)
+
+    def _pace(self) -> None:
+        """Space the next deliveries so that the GUI thread's CPU while streaming stays within the
+        budget: interval = (CPU from one delivery to the next, everything included) / budget."""
+        cpu = self._cpu_clock()
+        if self._last_cpu is not None:
+            # (a stall of the GUI thread for something else counts, but only so much)
+            cost = min(cpu - self._last_cpu, 2 * MAX_BATCH_S * GUI_CPU_BUDGET)
+            self._cost = cost if self._cost is None else self._cost + COST_WEIGHT * (cost - self._cost)
+            interval = min(max(self._cost / GUI_CPU_BUDGET, TOKEN_BATCH_S), MAX_BATCH_S)
+            if interval != self._mailbox.interval:
+                self._mailbox.interval = interval
+                self._hold.setInterval(round(2 * interval * 1000))
+        self._last_cpu = cpu
 
     def _emit(self, rid: int, kind: str, args: tuple[Any, ...]) -> None:
         if kind == "finished":
