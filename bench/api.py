@@ -1,7 +1,7 @@
 """API benchmark: Ember's OpenAI-compatible server against Ember's engine directly and against
 llama-cpp-python's own server — same model, threads, prompts and answer length, alternating order.
 
-    python bench/api.py --model starter --threads 2 --json
+    python -m bench.api --model starter --threads 2 --json
 
 Figures (medians over --runs):
 - server_decode_ratio: decode tok/s through Ember's server (streaming, `openai` client, timed at the
@@ -28,8 +28,6 @@ import threading
 import time
 from pathlib import Path
 from typing import Any
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import openai
 

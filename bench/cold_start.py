@@ -2,7 +2,7 @@
 the window, lets the first events and paint run, prints a line and quits. Reports the time from
 spawning the process to that line (budget <= 1.5 s), median of --runs.
 
-    python bench/cold_start.py --json
+    python -m bench.cold_start --json
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ rename) and through a plain HTTP GET written to disk. Prints JSON with the throu
 >= 0.9) and the extra bytes transferred when the connection drops at 50 % and the download resumes
 (budget <= 1 %).
 
-    python bench/download.py --json
+    python -m bench.download --json
 """
 
 from __future__ import annotations
@@ -21,8 +21,6 @@ import tempfile
 import time
 from pathlib import Path
 from urllib.parse import urlsplit
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from ember_chat.engine.models.downloader import Downloader, DownloadSpec
 
@@ -54,7 +52,6 @@ def ember_get(hub: ServerProcess, folder: Path) -> float:
 
 SERVER = """
 import os, sys
-sys.path.insert(0, sys.argv[2])
 from tests.hub_server import FakeHub
 hub = FakeHub().start()
 hub.add_repo(sys.argv[3], {sys.argv[4]: os.urandom(int(sys.argv[1]))})
@@ -80,6 +77,7 @@ class ServerProcess:
         root = str(Path(__file__).resolve().parent.parent)
         self.proc = subprocess.Popen(
             [sys.executable, "-c", SERVER, str(size), root, REPO, NAME],
+            cwd=root,  # (`-c` puts the working folder on the path: `tests` is found there)
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,

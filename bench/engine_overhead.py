@@ -4,7 +4,7 @@ Runs both in one process, alternating, with the KV cache cleared before every ru
 decode_ratio = Ember decode tok/s / bare decode tok/s (budget >= 0.97) and ttft_overhead_ms = Ember
 TTFT - bare TTFT (budget <= 10 ms), medians over the runs.
 
-    python bench/engine_overhead.py --model starter --tokens 128 --json
+    python -m bench.engine_overhead --model starter --tokens 128 --json
 """
 
 from __future__ import annotations
@@ -15,9 +15,6 @@ import os
 import platform
 import statistics
 import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import llama_cpp
 

@@ -8,9 +8,9 @@ Splits the GUI thread's CPU into: the send (from `send` to the first token shown
 token to the last batch), and the end (finished to idle, not counting the Markdown rendering, which
 runs after the answer and is not part of the decode).
 
-    python bench/gui_profile.py                    # fake engine, 300 tokens at 60 tokens/s
-    python bench/gui_profile.py --profile --top 25
-    python bench/gui_profile.py --starter --tokens 128 --profile
+    python -m bench.gui_profile                    # fake engine, 300 tokens at 60 tokens/s
+    python -m bench.gui_profile --profile --top 25
+    python -m bench.gui_profile --starter --tokens 128 --profile
 """
 
 from __future__ import annotations
@@ -27,7 +27,6 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 from PySide6.QtCore import QEvent, QEventLoop, QObject

@@ -7,7 +7,7 @@ Markdown chat: switching to it, then sending and streaming 20,000 tokens into it
 <= 50 ms each), and decode tok/s of the starter model through the GUI / through the runtime directly
 (>= 0.97).
 
-    python bench/gui_stream.py --json
+    python -m bench.gui_stream --json
 """
 
 from __future__ import annotations
@@ -22,7 +22,6 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 from PySide6.QtCore import QEventLoop, QObject, Qt, QTimer, Slot

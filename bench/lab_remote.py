@@ -7,7 +7,7 @@ decode speed, all its figures from that round), so the machine's slow spells fal
 alike. Prints JSON: each target's points (prompt tokens as counted, TTFT, prefill and decode tok/s,
 ITL p50) and its prefill/decode ratios to local.
 
-    python bench/lab_remote.py --model starter --json
+    python -m bench.lab_remote --model starter --json
 
 What it shows: a server's TTFT includes the HTTP round trip and its own prompt handling (llama-cpp-
 python's server computes logits for every prompt token by default, which costs prefill speed on a
@@ -21,9 +21,6 @@ import json
 import statistics
 import sys
 from contextlib import ExitStack
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from ember_chat.engine.bench.lab import BenchPlan, BenchPoint, BenchRun, load_for_bench, machine_facts, run_lab
 from ember_chat.engine.cli.common import resolve_model

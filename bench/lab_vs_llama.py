@@ -6,7 +6,7 @@ at a time, end-of-generation included), alternating, the KV cache cleared before
 = prompt tokens / time to the first token, decode tok/s = (tokens − 1) / first-to-last token time.
 Prints JSON with the medians and the lab / bare ratios (budget >= 0.97 for both).
 
-    python bench/lab_vs_llama.py --model starter --json
+    python -m bench.lab_vs_llama --model starter --json
 """
 
 from __future__ import annotations
@@ -16,9 +16,6 @@ import json
 import statistics
 import sys
 import threading
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import llama_cpp
 

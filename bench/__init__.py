@@ -1,0 +1,1 @@
+"""Ember's benchmarks: run each from the repository root as `python -m bench.NAME` (see README)."""
