@@ -32,6 +32,7 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 from PySide6.QtCore import QEvent, QEventLoop, QObject
 from PySide6.QtWidgets import QApplication
 
+from bench.gui_stream import wait_loaded, wait_until_idle
 from ember_chat.app.main import build_window
 from ember_chat.engine.storage.paths import AppPaths
 from tests.fake_backend import FakeBackend
@@ -63,18 +64,6 @@ class EventTimingApp(QApplication):
             row = self.table.setdefault(key, [0, 0.0])
             row[0] += 1
             row[1] += spent - nested
-
-
-def wait_until_idle(window: object) -> None:
-    loop = QEventLoop()
-    window.controller.generating_changed.connect(lambda on: None if on else loop.quit())
-    loop.exec()
-
-
-def wait_loaded(window: object) -> None:
-    loop = QEventLoop()
-    window.model_state_changed.connect(lambda s: loop.quit() if s in ("ready", "none") else None)
-    loop.exec()
 
 
 def open_window(paths: AppPaths, starter: bool, tokens: int, rate: float) -> object:
