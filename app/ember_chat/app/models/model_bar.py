@@ -7,6 +7,7 @@ from PySide6.QtCore import QCoreApplication, Qt
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QProgressBar, QPushButton, QToolButton, QWidget
 
 from ember_chat.app.qt.wording import window_wording
+from ember_chat.engine.core.states import ModelState
 from ember_chat.engine.inference.backend import ModelDescription
 from ember_chat.engine.models.library import ModelEntry
 from ember_chat.engine.storage.connections import Connection, remote_model_name
@@ -82,16 +83,16 @@ class ModelBar(QWidget):
         picker = self.picker
         return [(picker.itemText(i), picker.itemData(i)) for i in range(picker.count()) if picker.itemData(i)]
 
-    def show_state(self, state: str, model: ModelDescription | None) -> None:
-        self.progress.setVisible(state == "loading")
-        if state == "loading":
+    def show_state(self, state: ModelState, model: ModelDescription | None) -> None:
+        self.progress.setVisible(state is ModelState.LOADING)
+        if state is ModelState.LOADING:
             self.progress.setValue(0)
             self.status.setText(self.tr("Loading…"))
             self.unload.setText(self.tr("Cancel"))
             self.unload.setAccessibleName(self.tr("Cancel loading"))
             self.unload.setToolTip(self.tr("Stop loading the model"))
             self.unload.setEnabled(True)
-        elif state == "ready" and model is not None:
+        elif state is ModelState.READY and model is not None:
             self.status.setText(model.status(window_wording()))
             self.unload.setText(self.tr("Unload"))
             self.unload.setAccessibleName(self.tr("Unload model"))

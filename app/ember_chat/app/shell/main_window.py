@@ -35,6 +35,7 @@ from ember_chat.app.shell.window_models import ModelActions
 from ember_chat.app.style.icons import themed_icon
 from ember_chat.app.style.theme import app_icon, apply_theme
 from ember_chat.engine.core.params import SamplingParams
+from ember_chat.engine.core.states import ModelState
 from ember_chat.engine.inference.backend import ModelDescription
 from ember_chat.engine.models.download_queue import DownloadQueue
 from ember_chat.engine.models.library import ModelLibrary
@@ -50,7 +51,7 @@ if TYPE_CHECKING:
 
 
 class MainWindow(QMainWindow, ModelActions, ChatActions):
-    model_state_changed = Signal(str)  # none, loading, ready (GUI thread)
+    model_state_changed = Signal(str)  # a ModelState (GUI thread)
     models_listed = Signal()  # the picker shows the models just listed (GUI thread)
     load_settings_opened = Signal()  # the ⚙ dialog is open, as self._load_settings (GUI thread)
 
@@ -133,7 +134,7 @@ class MainWindow(QMainWindow, ModelActions, ChatActions):
         self._apply_settings_defaults()
         self.reload_conversations()
         self._restore_state()
-        self.set_model_state("none")
+        self.set_model_state(ModelState.NONE)
         if self.settings.api_server:
             self.api.apply()
         errors = startup_errors or []
@@ -241,7 +242,7 @@ class MainWindow(QMainWindow, ModelActions, ChatActions):
 
     @Slot()
     def _on_unloaded(self) -> None:
-        self.set_model_state("none")
+        self.set_model_state(ModelState.NONE)
 
     @Slot(object)
     def _on_loaded(self, model: ModelDescription) -> None:
@@ -255,13 +256,13 @@ class MainWindow(QMainWindow, ModelActions, ChatActions):
         idx = self.model_picker.findData(self._loaded_name)
         if idx >= 0:
             self.model_picker.setCurrentIndex(idx)
-        self.set_model_state("ready")
+        self.set_model_state(ModelState.READY)
 
     @Slot(str)
     def _on_load_failed(self, message: str) -> None:
         self._loading_name = None
         self.model = None
-        self.set_model_state("none")
+        self.set_model_state(ModelState.NONE)
         self.show_error(message)
 
     def update_welcome(self) -> None:
@@ -269,10 +270,10 @@ class MainWindow(QMainWindow, ModelActions, ChatActions):
         first_run = self.model is None and not self.loading and self.controller.conversation_id is None
         self.centre_stack.setCurrentWidget(self.welcome if first_run else self.transcript)
 
-    def set_model_state(self, state: str) -> None:
-        self.controller.model_ready = state == "ready"
+    def set_model_state(self, state: ModelState) -> None:
+        self.controller.model_ready = state is ModelState.READY
         self.update_welcome()
-        self.model_bar.show_state(state, self.model if state == "ready" else None)
+        self.model_bar.show_state(state, self.model if state is ModelState.READY else None)
         self.model_state_changed.emit(state)
 
     # ----- composer

@@ -16,6 +16,7 @@ from PySide6.QtGui import QDesktopServices
 from PySide6.QtWidgets import QFileDialog
 
 from ember_chat.engine.core.refs import ModelRef
+from ember_chat.engine.core.states import ModelState
 from ember_chat.engine.inference.resolver import model_ref
 from ember_chat.engine.models.gguf_inspect import ModelInfo, inspect_gguf
 from ember_chat.engine.models.library import ModelEntry
@@ -99,7 +100,7 @@ class ModelActions:
             # is dropped by the bridge (only the last load asked for is reported)
             self.bridge.cancel_load()
         self._loading_name = name
-        self.set_model_state("loading")
+        self.set_model_state(ModelState.LOADING)
         self.bridge.load(ref, alias)
 
     def _load_defaults(self) -> Settings:

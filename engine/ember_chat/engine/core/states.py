@@ -19,6 +19,14 @@ class StopReason(StrEnum):
     ERROR = "error"  # failed before any answer
 
 
+class ModelState(StrEnum):
+    """Whether the window (or any client) has a model to chat with."""
+
+    NONE = "none"
+    LOADING = "loading"
+    READY = "ready"
+
+
 class JobState(StrEnum):
     """A download job's state in the download queue."""
 
