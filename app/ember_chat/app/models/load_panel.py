@@ -25,6 +25,7 @@ from PySide6.QtWidgets import (
 from ember_chat.app.qt.tasks import TaskRunner
 from ember_chat.app.style.theme import active_colors
 from ember_chat.engine.core.params import KV_CACHE_TYPES, SPECS
+from ember_chat.engine.core.states import FitLabel
 from ember_chat.engine.models import fit as fit_module
 from ember_chat.engine.models.fit import FitEstimate, estimate_fit, free_ram_bytes
 from ember_chat.engine.models.gguf_inspect import ModelInfo
@@ -188,24 +189,24 @@ class LoadSettingsDialog(QDialog):
             n = auto_gpu_layers(self.info, s.n_ctx, s.kv_cache_type, self.free_vram)
             parts.append(self.tr("auto: {n} GPU layers").format(n=n))
         verdict = {
-            "fits": self.tr("fits"),
-            "tight": self.tr("fits, with little to spare"),
-            "won't fit": self.tr("will not fit"),
-            "unknown": self.tr("free memory unknown"),
+            FitLabel.FITS: self.tr("fits"),
+            FitLabel.TIGHT: self.tr("fits, with little to spare"),
+            FitLabel.WONT_FIT: self.tr("will not fit"),
+            FitLabel.UNKNOWN: self.tr("free memory unknown"),
         }[fit.label]
         problem = ""
         if s.kv_cache_type != "f16" and not s.flash_attn:
             problem = " " + self.tr("A quantized KV cache needs flash attention.")
         self.estimate.setText(" · ".join(parts) + f": {verdict}.{problem}")
         colors = active_colors()
-        bad = fit.label == "won't fit" or bool(problem)
+        bad = fit.label is FitLabel.WONT_FIT or bool(problem)
         self.estimate.setStyleSheet(f"color: {colors.error if bad else colors.text}")
         self.save_button.setEnabled(not problem)
         self.load_button.setEnabled(not problem)
 
     def submit(self, load_now: bool, confirm: bool | None = None) -> bool:
         """Save (and maybe load); settings that will not fit ask first (`confirm` answers for tests)."""
-        if self.fit().label == "won't fit":
+        if self.fit().label is FitLabel.WONT_FIT:
             if confirm is None:
                 answer = QMessageBox.question(
                     self,

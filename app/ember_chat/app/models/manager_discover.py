@@ -25,6 +25,7 @@ from PySide6.QtWidgets import (
 
 from ember_chat.app.models.manager_tables import human_size, make_table, table_item
 from ember_chat.app.style.theme import active_colors
+from ember_chat.engine.core.states import FitLabel
 from ember_chat.engine.models import fit as fit_module
 from ember_chat.engine.models.downloader import DownloadSpec
 from ember_chat.engine.models.fit import estimate_fit, recommend
@@ -169,10 +170,10 @@ class DiscoverTab:
         ]
         best = recommend([(v.quantization, f.label) for v, f in fits])
         labels = {
-            "fits": self.tr("✔ fits"),
-            "tight": self.tr("≈ tight"),
-            "won't fit": self.tr("✘ won't fit"),
-            "unknown": self.tr("? unknown"),
+            FitLabel.FITS: self.tr("✔ fits"),
+            FitLabel.TIGHT: self.tr("≈ tight"),
+            FitLabel.WONT_FIT: self.tr("✘ won't fit"),
+            FitLabel.UNKNOWN: self.tr("? unknown"),
         }
         self.files.setRowCount(0)
         for v, fit in fits:
