@@ -152,7 +152,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from PySide6.QtWidgets import QApplication
 
-    app = QApplication.instance() or QApplication(sys.argv[:1])
+    from ember_chat.app.qt.platform_help import PlatformFailureWatch
+
+    with PlatformFailureWatch():  # the xcb plugin failing to load: say which libraries it needs
+        app = QApplication.instance() or QApplication(sys.argv[:1])
     app.setApplicationName("Ember")
     app.setDesktopFileName("io.emberchat.Ember")  # Wayland/X11: the menu entry and its icon
 
