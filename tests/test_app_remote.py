@@ -94,7 +94,9 @@ def test_chat_with_a_remote_model_has_the_same_metrics(
     assert m["stop_reason"] == "length" and m["threads"] is None
     panel = w.side.metrics
     assert panel.output.text() == "12" and panel.decode.text().endswith("tok/s")
-    assert "12 tokens · length · lab" in w.transcript.plain_text()  # the answer's metrics line names the connection
+    assert (
+        "12 tokens · max tokens reached · lab" in w.transcript.plain_text()
+    )  # the answer's metrics line names the connection
 
 
 def test_remote_errors_show_in_the_banner(
@@ -156,7 +158,7 @@ def test_local_api_server_serves_the_window_model(
     qtbot.waitUntil(lambda: ": 0 running, 0 queued" in w.api.status.text(), timeout=ANSWER_TIMEOUT)
     assert w.api.status.isVisible() and url in w.api.status.text()
     qtbot.waitUntil(lambda: dialog.table.rowCount() == 1, timeout=ANSWER_TIMEOUT)
-    assert dialog.table.item(0, 2).text() == "length" and dialog.table.item(0, 5).text() == "16"
+    assert dialog.table.item(0, 2).text() == "max tokens reached" and dialog.table.item(0, 5).text() == "16"
     # turning it off closes the port
     dialog.enabled.setChecked(False)
     with qtbot.waitSignal(dialog.applied, timeout=10_000) as applied:

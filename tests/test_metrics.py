@@ -29,7 +29,7 @@ def test_recorder_definitions() -> None:
     assert (m.itl_p50_ms, m.itl_p99_ms) == (pytest.approx(10.0), pytest.approx(19.8))
     assert m.e2e_s == pytest.approx(0.3) and m.output_tokens == 4 and m.context_used == 104
     assert m.llama_prefill_tokens == 80
-    assert m.summary_line() == "TTFT 0.21 s · 75.0 tok/s · 4 tokens · length"
+    assert m.summary_line() == "TTFT 0.21 s · 75.0 tok/s · 4 tokens · max tokens reached"
 
 
 def test_no_tokens_means_no_rates() -> None:

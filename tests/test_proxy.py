@@ -259,7 +259,7 @@ def test_an_unreachable_proxy_reads_as_offline(monkeypatch: pytest.MonkeyPatch, 
     close_hub_session()
     use_proxy(monkeypatch, f"http://127.0.0.1:{closed.getsockname()[1]}")
     try:
-        with pytest.raises(HubOffline, match=r"through the proxy 127\.0\.0\.1:\d+\). You seem to be offline"):
+        with pytest.raises(HubOffline, match=r"through the proxy 127\.0\.0\.1:\d+\. You seem to be offline"):
             HubClient(hub.hub_url).search("tiny")
         with pytest.raises(HubOffline):
             Downloader(hub.hub_url, backoff_s=0.01).fetch(SPEC, tmp_path)

@@ -24,8 +24,10 @@ def window_wording() -> Wording:
         seed=translate("Wording", "seed {seed}"),
         reasons={
             "stop": translate("Wording", "stop"),
-            "length": translate("Wording", "length"),
-            "cancelled": translate("Wording", "cancelled"),
+            "length": translate("Wording", "max tokens reached"),
+            "stop_string": translate("Wording", "stop string"),
+            "context_full": translate("Wording", "context full"),
+            "cancelled": translate("Wording", "stopped"),
             "interrupted": translate("Wording", "interrupted"),
             "error": translate("Wording", "error"),
         },

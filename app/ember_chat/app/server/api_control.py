@@ -32,6 +32,7 @@ from PySide6.QtWidgets import (
 
 from ember_chat.app.qt.bridge import EngineBridge
 from ember_chat.app.qt.tasks import TaskRunner
+from ember_chat.app.qt.wording import window_wording
 from ember_chat.engine.errors import EmberError, SecretStoreError
 from ember_chat.engine.inference.service import QueueState, RequestRecord
 from ember_chat.engine.serve.server import ApiServer, ServerConfig
@@ -365,12 +366,13 @@ class ApiServerDialog(QDialog):
 
     def add_record(self, r: RequestRecord) -> None:
         m = r.metrics
+        reason = window_wording().reason(r.reason) if r.reason else ""
         row = self.table.rowCount()
         self.table.insertRow(row)
         values = [
             time.strftime("%H:%M:%S", time.localtime(r.t_submitted)),
             r.label,
-            r.reason or "" if not r.error else f"{r.reason}: {r.error}",
+            reason if not r.error else f"{reason}: {r.error}",
             _fmt(m.ttft_s * 1000 if m and m.ttft_s is not None else None, 0, "ms"),
             _fmt(m.decode_tokens_per_s if m else None, 1, "tok/s"),
             str(m.output_tokens) if m else "—",

@@ -18,6 +18,7 @@ from typing import Any
 import httpcore2
 import httpx2
 
+from ember_chat.engine.core.network_words import network_failure
 from ember_chat.engine.core.refs import Endpoint
 from ember_chat.engine.errors import (
     RemoteAuthError,
@@ -91,7 +92,7 @@ def connect_error(endpoint: Endpoint, exc: Exception) -> RemoteError:
         return RemoteUnreachable(
             f"{endpoint.name}: connection to {where} refused. Is the server running, and on that port?"
         )
-    return RemoteUnreachable(f"{endpoint.name}: cannot reach {where} ({what.strip()[:160]}).")
+    return RemoteUnreachable(f"{endpoint.name}: cannot reach {where}: {network_failure(exc)}.")
 
 
 def status_error(endpoint: Endpoint, status: int, body: bytes, headers: httpx2.Headers, what: str) -> RemoteError:

@@ -26,6 +26,7 @@ from typing import Any
 import httpx2
 
 from ember_chat.engine.core.messages import ChatMessage
+from ember_chat.engine.core.network_words import network_failure
 from ember_chat.engine.core.params import SamplingParams
 from ember_chat.engine.core.reasoning import answer_only
 from ember_chat.engine.core.refs import Endpoint, ModelRef, RemoteModelRef
@@ -255,7 +256,7 @@ class RemoteBackend:
                 f"{endpoint.name} accepted the request but sent nothing for {endpoint.read_timeout_s:g} s.", 504
             ) from exc
         except httpx2.TransportError as exc:
-            raise RemoteUnreachable(f"{endpoint.name}: the connection failed ({exc}).") from exc
+            raise RemoteUnreachable(f"{endpoint.name}: {network_failure(exc)}.") from exc
         if response.status_code != 200:
             try:
                 raw = b""
@@ -368,7 +369,7 @@ class RemoteBackend:
             error = f"{endpoint.name} stopped sending for {endpoint.read_timeout_s:g} s (stalled)."
         except (httpx2.TransportError, httpx2.StreamError, OSError) as exc:
             if not self._stop.is_set():
-                error = f"{endpoint.name}: the connection broke mid-answer ({type(exc).__name__})."
+                error = f"{endpoint.name}: the connection broke mid-answer: {network_failure(exc)}."
         finally:
             t_end_ns = time.perf_counter_ns()
             with contextlib.suppress(Exception):

@@ -9,7 +9,16 @@ from dataclasses import dataclass, field
 
 from ember_chat.engine.core.states import StopReason
 
-STOP_REASONS = tuple(StopReason)
+# How each stop reason reads to a person (the API and stored chats keep the OpenAI words: "length")
+REASON_WORDS = {
+    StopReason.STOP: "stop",
+    StopReason.LENGTH: "max tokens reached",
+    StopReason.STOP_STRING: "stop string",
+    StopReason.CONTEXT_FULL: "context full",
+    StopReason.CANCELLED: "stopped",
+    StopReason.INTERRUPTED: "interrupted",
+    StopReason.ERROR: "error",
+}
 
 
 @dataclass(frozen=True)
@@ -20,7 +29,7 @@ class Wording:
     estimated_tokens: str = "~{count} tokens"
     thinking: str = "{count} thinking"
     seed: str = "seed {seed}"
-    reasons: Mapping[str, str] = field(default_factory=lambda: {r: r for r in STOP_REASONS})
+    reasons: Mapping[str, str] = field(default_factory=lambda: {str(r): w for r, w in REASON_WORDS.items()})
     remote_badge: str = "Remote · {connection}"
     local_badge: str = "{backend} · {threads} threads · {layers} GPU layers"
     context: str = "{n} ctx"

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 from urllib.parse import quote, urljoin, urlsplit
 
+from ember_chat.engine.core.network_words import network_failure
 from ember_chat.engine.errors import (
     DiskFullError,
     DownloadError,
@@ -334,7 +335,7 @@ class Downloader:
                 attempt += 1
                 if attempt > retries:
                     raise HubOffline(
-                        f"The download keeps failing ({exc.__class__.__name__}: {exc}). The partial file is "
+                        f"The download keeps failing: {network_failure(exc)}. The partial file is "
                         "kept; resume when the connection is back."
                     ) from exc
                 delay = min(self.backoff_s * 2 ** (attempt - 1), 30.0)

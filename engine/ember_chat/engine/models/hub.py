@@ -27,6 +27,7 @@ import httpx2  # noqa: E402
 from huggingface_hub import HfApi  # noqa: E402
 from huggingface_hub import errors as hf_errors  # noqa: E402
 
+from ember_chat.engine.core.network_words import network_failure  # noqa: E402
 from ember_chat.engine.errors import HubAuthError, HubError, HubNotFound, HubOffline  # noqa: E402
 from ember_chat.engine.models.downloader import hub_http_client  # noqa: E402
 
@@ -145,7 +146,7 @@ class HubClient:
 
     def _offline(self, what: str, exc: BaseException) -> HubOffline:
         return HubOffline(
-            f"{what}: cannot reach {self.endpoint} ({exc.__class__.__name__}{_proxy_note(self.endpoint)}). "
+            f"{what}: cannot reach {self.endpoint}: {network_failure(exc)}{_proxy_note(self.endpoint)}. "
             "You seem to be offline; installed models keep working."
         )
 
