@@ -263,8 +263,11 @@ def test_load_errors_unload_and_context_overflow(qtbot: QtBot, make_window: Call
     w = make_window()
     (w.library.models_dir / "broken.gguf").write_bytes(b"GGUF" + b"\xff" * 64)
     w.reload_models()
-    load(qtbot, w, "broken.gguf", expect="none")
-    assert w.banner.isVisible() and "broken.gguf" in w.banner.text()
+    with qtbot.waitSignal(w.models_listed, timeout=LOAD_TIMEOUT):
+        pass
+    w.load_model("broken.gguf")  # refused before it reaches the engine (issue 16, item 4)
+    qtbot.waitUntil(lambda: "broken.gguf" in w.banner.text(), timeout=LOAD_TIMEOUT)
+    assert w.banner.isVisible()
     assert not w.controller.model_ready and w.model_status.text() == "No model loaded"
     load(qtbot, w)
     with qtbot.waitSignal(w.model_state_changed, timeout=LOAD_TIMEOUT):

@@ -88,11 +88,21 @@ class ModelActions:
             self.tasks.run(
                 lambda: model_ref(name, library, connections, model_settings, defaults),
                 lambda found: self._start_load(name, *found),
-                self.show_error,
+                self._load_refused,
                 key="load",
             )
 
         self.controller.after_stop(act)
+
+    def _load_refused(self, message: str) -> None:
+        """The pick could not be worked out (a damaged file, an unknown connection): nothing was
+        unloaded, so say what is still loaded and show it in the picker again."""
+        loaded = self._loaded_name if self.model is not None else None
+        if loaded is not None:
+            message += " " + self.tr("{model} is still loaded.").format(model=loaded)
+        index = self.model_picker.findData(loaded) if loaded is not None else 0
+        self.model_picker.setCurrentIndex(max(index, 0))  # not a pick: picks are `activated`
+        self.show_error(message)
 
     def _start_load(self, name: str, ref: ModelRef, alias: str) -> None:
         if self._loading_name is not None:

@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import logging
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import jinja2
 import llama_cpp
@@ -17,7 +19,9 @@ import llama_cpp.llama
 import llama_cpp.llama_chat_format
 
 from ember_chat.engine.core.params import LoadConfig
-from ember_chat.engine.errors import LoadCancelled, ModelLoadError
+from ember_chat.engine.errors import LoadCancelled, ModelFileError, ModelLoadError
+from ember_chat.engine.inference.llama_log import logger as llama_logger
+from ember_chat.engine.inference.llama_log import route_llama_log
 
 _KV_TYPES = {
     "f16": llama_cpp.GGML_TYPE_F16,
@@ -26,6 +30,8 @@ _KV_TYPES = {
 }
 _LOAD_LOCK = threading.Lock()
 NULL_ABORT = llama_cpp.ggml_abort_callback(0)  # "no abort callback"
+_PROBED: set[tuple[str, int, int]] = set()  # files llama.cpp read: (path, size, mtime), no need to ask again
+_LOAD_ERROR = "error loading model: "
 
 
 def system_info() -> str:
@@ -122,3 +128,49 @@ def open_llama(
             "this llama.cpp build may not support it; see the log for details."
         ) from exc
     return llm
+
+
+class _Errors(logging.Handler):
+    """llama.cpp's error lines while one probe runs (its exceptions carry no reason; its log does)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.ERROR)
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage())
+
+
+def probe_gguf(path: Path) -> None:
+    """Ask llama.cpp to read the file's metadata and vocabulary (`vocab_only`: no weights, no context,
+    a fraction of a second), so a file it cannot load is refused before a working model is unloaded.
+    Raises ModelFileError with llama.cpp's own reason from its log."""
+    try:
+        stat = path.stat()
+    except OSError as exc:
+        raise ModelFileError(f"{path.name} cannot be read: {exc.strerror or exc}.") from exc
+    key = (str(path), stat.st_size, stat.st_mtime_ns)
+    if key in _PROBED:
+        return
+    route_llama_log()
+    errors = _Errors()
+    params = llama_cpp.llama_model_default_params()
+    params.vocab_only = True
+    with _LOAD_LOCK:
+        llama_cpp.llama_backend_init()
+        llama_logger.addHandler(errors)
+        try:
+            model = llama_cpp.llama_model_load_from_file(str(path).encode(), params)
+        finally:
+            llama_logger.removeHandler(errors)
+    if model:
+        llama_cpp.llama_model_free(model)
+        _PROBED.add(key)
+        return
+    reasons = [line.split(_LOAD_ERROR, 1)[1].strip() for line in errors.lines if _LOAD_ERROR in line]
+    reason = reasons[0] if reasons else next((line.strip() for line in errors.lines), "")
+    raise ModelFileError(
+        f"llama.cpp cannot load {path.name}"
+        + (f": {reason}. " if reason else ". ")
+        + "The file may be damaged, or need a newer llama.cpp than this Ember has."
+    )

@@ -5,6 +5,7 @@ settings, else the defaults the caller gives (the app's settings)."""
 from __future__ import annotations
 
 from ember_chat.engine.core.refs import ModelRef
+from ember_chat.engine.inference.llama_loader import probe_gguf
 from ember_chat.engine.models.gguf_inspect import inspect_gguf
 from ember_chat.engine.models.library import ModelLibrary
 from ember_chat.engine.storage.connections import ConnectionStore, parse_remote_model_name
@@ -19,11 +20,14 @@ def model_ref(
     model_settings: ModelSettingsStore,
     defaults: Settings,
 ) -> tuple[ModelRef, str]:
-    """(reference to load, name to show). Raises EmberError for an unknown model or connection."""
+    """(reference to load, name to show). Raises EmberError for an unknown model or connection, and
+    ModelFileError for a file llama.cpp cannot read (header, then its vocab_only read): what is loaded
+    is not unloaded for a file that would fail."""
     remote = parse_remote_model_name(name)
     if remote is not None:
         return connections.model_ref(*remote), remote[1]
     path = library.resolve(name)
     settings = model_settings.effective(name, defaults)
-    info = inspect_gguf(path) if settings.gpu_layers == AUTO_GPU_LAYERS else None
-    return settings.config(path, info), name
+    info = inspect_gguf(path)
+    probe_gguf(path)
+    return settings.config(path, info if settings.gpu_layers == AUTO_GPU_LAYERS else None), name

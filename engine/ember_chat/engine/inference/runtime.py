@@ -35,7 +35,7 @@ from ember_chat.engine.inference.events import (
     TemplateFallback,
     Token,
 )
-from ember_chat.engine.inference.llama_loader import NULL_ABORT, gpu_backend_name, open_llama
+from ember_chat.engine.inference.llama_loader import NULL_ABORT, gpu_backend_name, open_llama, probe_gguf
 from ember_chat.engine.inference.llama_log import route_llama_log
 from ember_chat.engine.inference.metrics import MetricsRecorder, RunContext
 from ember_chat.engine.inference.prompting import (
@@ -128,10 +128,13 @@ class LocalRuntime:
         progress: Callable[[float], None] | None = None,
         cancel: threading.Event | None = None,
     ) -> ModelDescription:
-        """Inspect, then load the model. Raises ModelFileError, ModelLoadError or LoadCancelled."""
+        """Inspect, then load the model. Raises ModelFileError, ModelLoadError or LoadCancelled. The
+        model loaded so far is unloaded only once the new file passed its checks (header, llama.cpp's
+        vocab_only read): a damaged file leaves it loaded."""
         if not isinstance(config, LoadConfig):
             raise InvalidParameter("The local runtime loads GGUF files; a remote model needs a connection.")
         info = inspect_gguf(config.path)
+        probe_gguf(config.path)
         self.close()
         route_llama_log()
 

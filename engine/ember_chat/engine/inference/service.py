@@ -323,7 +323,9 @@ class EngineService:
                 ref, progress=lambda fraction: self._notify("load_progress_with_id", load_id, fraction), cancel=cancel
             )
         except EmberError as exc:
-            self._model = None
+            # a file refused by its checks leaves the backend's model loaded: it still serves
+            backend = self._backend
+            self._model = backend.description if backend is not None and backend.loaded else None
             self._notify("load_failed_with_id", load_id, str(exc))
             return
         except Exception as exc:  # never let a load kill the engine thread
