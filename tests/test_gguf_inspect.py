@@ -67,7 +67,7 @@ def test_empty_file(tmp_path: Path) -> None:
 
 def test_random_bytes(tmp_path: Path) -> None:
     (tmp_path / "r.gguf").write_bytes(bytes(range(256)) * 40)
-    with pytest.raises(ModelFileError, match="wrong magic"):
+    with pytest.raises(ModelFileError, match="not in the GGUF format"):
         inspect_gguf(tmp_path / "r.gguf")
 
 
@@ -75,7 +75,7 @@ def test_wrong_magic(tmp_path: Path, tiny_model: Path) -> None:
     data = bytearray(tiny_model.read_bytes())
     data[:4] = b"GGML"
     (tmp_path / "w.gguf").write_bytes(bytes(data))
-    with pytest.raises(ModelFileError, match="wrong magic"):
+    with pytest.raises(ModelFileError, match="not in the GGUF format"):
         inspect_gguf(tmp_path / "w.gguf")
 
 

@@ -69,11 +69,22 @@ def test_library_lists_models_folder_starter_and_hf_cache(tmp_path: Path, tiny_m
 def test_import_copy_in_place_and_validation(tmp_path: Path, tiny_model: Path) -> None:
     lib = ModelLibrary(tmp_path / "models", hf_cache=tmp_path / "nohf")
     entry = lib.import_file(tiny_model)
-    assert entry.name == f"imported/{tiny_model.name}" and (tmp_path / "models/imported" / tiny_model.name).exists()
-    with pytest.raises(EmberError, match="already imported"):
+    # named by the GGUF's own name ("Tiny Test") and quantization, not by the file's name
+    assert entry.name == "imported/Tiny-Test-F32.gguf" and (tmp_path / "models/imported/Tiny-Test-F32.gguf").exists()
+    with pytest.raises(EmberError, match=r"already installed as imported/Tiny-Test-F32\.gguf"):
         lib.import_file(tiny_model)
     outside = tmp_path / "elsewhere.gguf"
     shutil.copy(tiny_model, outside)
+    # the same bytes under another name are the same model
+    assert lib.check_import(outside).duplicate == entry
+    with pytest.raises(EmberError, match="already installed"):
+        lib.import_file(outside, copy=False)
+    # a different model with the same GGUF name gets a free file name
+    other = tmp_path / "other.gguf"
+    other.write_bytes(tiny_model.read_bytes()[:-7] + b"x" * 7)
+    assert lib.check_import(other).duplicate is None
+    assert lib.import_file(other).name == "imported/Tiny-Test-F32-2.gguf"
+    lib.delete("imported/Tiny-Test-F32.gguf")
     in_place = lib.import_file(outside, copy=False)
     assert in_place.location == "in place" and lib.resolve(in_place.name) == outside.resolve()
     lib.delete(in_place.name)
@@ -233,11 +244,13 @@ def test_models_cli_end_to_end(hub: FakeHub, tmp_path: Path, tiny_model: Path) -
         "run", "--model", "acme/tiny-GGUF/tiny-F32.gguf", "--prompt", "hi", "--max-tokens", "3", "--json", env=env
     )
     assert out.returncode == 0, out.stderr
-    out = cli("models", "import", str(tiny_model), env=env)
-    assert out.returncode == 0 and "Imported" in out.stdout
+    out = cli("models", "import", str(tiny_model), env=env)  # the very file just downloaded
+    assert out.returncode == 2 and "already installed as acme/tiny-GGUF/tiny-F32.gguf" in out.stderr
     out = cli("models", "rm", "acme/tiny-GGUF/tiny-F32.gguf", env=env)
     assert out.returncode == 0
     assert "acme/tiny-GGUF/tiny-F32.gguf" not in cli("models", "list", env=env).stdout
+    out = cli("models", "import", str(tiny_model), env=env)
+    assert out.returncode == 0 and "Imported" in out.stdout
     # errors: one line, exit 2
     for args in (
         ["models", "download", "acme/gated-GGUF", "g-Q4_0.gguf"],

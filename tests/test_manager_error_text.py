@@ -96,4 +96,4 @@ def test_import_error_is_shown_literally(qtbot: QtBot, manager: ModelManager, tm
     bad.write_bytes(b"\0" * 100)
     with qtbot.waitSignal(manager.tasks.settled, timeout=TIMEOUT):
         manager.import_file(bad)
-    assert bad.name in shown(manager.installed_status)
+    assert bad.name in shown(manager.banner.label)

@@ -152,13 +152,13 @@ def test_import_token_and_offline(
     mm = window.model_manager()
     with qtbot.waitSignal(mm.library_changed, timeout=TIMEOUT):
         mm.import_file(tiny_model)
-    qtbot.waitUntil(lambda: mm.select_installed(f"imported/{tiny_model.name}"), timeout=TIMEOUT)
-    qtbot.waitUntil(lambda: window.model_picker.findData(f"imported/{tiny_model.name}") >= 0, timeout=TIMEOUT)
+    qtbot.waitUntil(lambda: mm.select_installed("imported/Tiny-Test-F32.gguf"), timeout=TIMEOUT)
+    qtbot.waitUntil(lambda: window.model_picker.findData("imported/Tiny-Test-F32.gguf") >= 0, timeout=TIMEOUT)
     bad = tmp_path / "bad.gguf"
     bad.write_bytes(b"\0" * 100)
     with qtbot.waitSignal(mm.tasks.settled, timeout=TIMEOUT):
         mm.import_file(bad)
-    assert "not a GGUF" in mm.installed_status.text()
+    assert "not a GGUF" in mm.banner.text() and mm.banner.kind() == "error"
     with qtbot.waitSignal(mm.token_saved, timeout=TIMEOUT):  # the keychain: off the GUI thread
         mm.set_token("hf_secret")
     assert TokenStore().get() == "hf_secret"
@@ -173,7 +173,7 @@ def test_import_token_and_offline(
     mm.search_box.setText("anything")
     with qtbot.waitSignal(mm.search_done, timeout=TIMEOUT):
         mm.search()
-    assert "offline" in mm.discover_status.text()
+    assert "offline" in mm.banner.text()
     with qtbot.waitSignal(mm.installed_listed, timeout=TIMEOUT):
         mm.refresh_installed()  # the Installed tab keeps working offline
     assert mm.installed.rowCount() >= 2

@@ -4,16 +4,20 @@ ModelManager, whose stores, task runner and signals it uses.
 
 The Hub client is made on the task's thread (it reads the token from the keychain); a new search
 supersedes one still out, and so does a new repository's file list: what shows is always the last
-one asked for."""
+one asked for. The search text also filters the catalog, so it works offline; a Hub that cannot be
+reached is said plainly in the banner, with Retry."""
 
 from __future__ import annotations
 
 import html
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QFont
 from PySide6.QtWidgets import (
     QHBoxLayout,
+    QHeaderView,
     QInputDialog,
     QLabel,
     QLineEdit,
@@ -26,6 +30,7 @@ from PySide6.QtWidgets import (
 from ember_chat.app.models.manager_tables import human_size, make_table, table_item
 from ember_chat.app.style.theme import active_colors
 from ember_chat.engine.core.states import FitLabel
+from ember_chat.engine.errors import HubOffline
 from ember_chat.engine.models import fit as fit_module
 from ember_chat.engine.models.downloader import DownloadSpec
 from ember_chat.engine.models.fit import estimate_fit, recommend
@@ -33,7 +38,25 @@ from ember_chat.engine.models.hub import ModelVariant, RepoFiles, RepoSummary
 from ember_chat.engine.resources import catalog
 
 
+class _Offline(NamedTuple):
+    detail: str  # the Hub client's own message (endpoint, what failed), for the banner's tooltip
+
+
+def _online(fn: Callable[[], Any]) -> Callable[[], Any]:
+    """`fn` on a task thread, with the Hub out of reach returned as _Offline instead of raised."""
+
+    def work() -> Any:
+        try:
+            return fn()
+        except HubOffline as exc:
+            return _Offline(str(exc))
+
+    return work
+
+
 class DiscoverTab:
+    showing_catalog = True  # the repositories table holds the catalog (the search text filters it)
+
     def _build_discover(self) -> QWidget:
         w = QWidget()
         v = QVBoxLayout(w)
@@ -42,6 +65,7 @@ class DiscoverTab:
         self.search_box.setPlaceholderText(self.tr("Search the Hugging Face Hub for GGUF models (e.g. llama 3b)"))
         self.search_box.setAccessibleName(self.tr("Search the Hub"))
         self.search_box.returnPressed.connect(self.search)
+        self.search_box.textChanged.connect(self._filter_catalog)
         search_btn = QPushButton(self.tr("Search"))
         search_btn.setAccessibleName(self.tr("Search"))
         search_btn.setToolTip(self.tr("Search the Hugging Face Hub for GGUF repositories"))
@@ -69,8 +93,10 @@ class DiscoverTab:
             self.tr("Search results: one row per model repository; select one to see its files"),
         )
         self.repos.itemSelectionChanged.connect(self._repo_selected)
+        self.repos.setWordWrap(True)  # the catalog's About text wraps instead of being cut
+        self.repos.verticalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
         self.files = make_table(
-            [self.tr("Quantization"), self.tr("Size"), self.tr("Fit on this machine"), self.tr("Files")],
+            [self.tr("Quantization"), self.tr("Download size"), self.tr("Fit on this machine"), self.tr("Files")],
             self.tr("Model files"),
             self.tr("The GGUF files of the selected repository, with whether each fits this machine"),
         )
@@ -86,12 +112,16 @@ class DiscoverTab:
         self.download_btn.setAccessibleName(self.tr("Download selected file"))
         self.download_btn.setToolTip(self.tr("Download the selected file into the models folder (resumable)"))
         self.download_btn.clicked.connect(self.download_selected)
+        self.download_btn.setEnabled(False)  # until a file is chosen
+        self.files.itemSelectionChanged.connect(self._file_selected)
         bv.addWidget(self.download_btn, alignment=Qt.AlignmentFlag.AlignRight)
         split.addWidget(bottom)
         v.addWidget(split, 1)
         return w
 
     def show_catalog(self) -> None:
+        self.tasks.cancel("search")  # a search still out would replace the catalog
+        self.showing_catalog = True
         self.repos.setRowCount(0)
         for e in catalog():
             r = self.repos.rowCount()
@@ -99,17 +129,73 @@ class DiscoverTab:
             self.repos.setItem(r, 0, table_item(f"{e.name}  ({e.repo})", e.repo))
             self.repos.setItem(r, 1, table_item(e.params))
             self.repos.setItem(r, 2, table_item(e.licence))
-            self.repos.setItem(r, 3, table_item(e.description))
-        self.repos.setHorizontalHeaderLabels([self.tr("Model"), self.tr("Size"), self.tr("Licence"), self.tr("About")])
+            about = table_item(e.description)
+            about.setToolTip(e.description)
+            self.repos.setItem(r, 3, about)
+        self.repos.setHorizontalHeaderLabels(
+            [self.tr("Model"), self.tr("Parameters"), self.tr("Licence"), self.tr("About")]
+        )
+        self.repos.horizontalHeaderItem(1).setToolTip(
+            self.tr("The model's size in parameters (B: billions). A file's download size is shown below.")
+        )
         self._say(self.tr("Curated catalog. Search to find any GGUF repository on the Hub."))
+        self._filter_catalog(self.search_box.text())
+
+    def _filter_catalog(self, text: str) -> None:
+        """Show the catalog models whose name, repository, size or description has every word typed."""
+        if not self.showing_catalog:
+            return
+        words = text.lower().split()
+        for r in range(self.repos.rowCount()):
+            row = " ".join(self.repos.item(r, c).text() for c in range(self.repos.columnCount())).lower()
+            self.repos.setRowHidden(r, not all(w in row for w in words))
+
+    def catalog_shown(self) -> list[str]:
+        """The repositories of the catalog rows shown (not filtered out)."""
+        return [
+            self.repos.item(r, 0).data(Qt.ItemDataRole.UserRole)
+            for r in range(self.repos.rowCount())
+            if not self.repos.isRowHidden(r)
+        ]
 
     def search(self) -> None:
         query = self.search_box.text().strip()
         self._say(self.tr("Searching for “{query}”…").format(query=query))
         hub_factory = self.hub_factory
-        self.tasks.run(lambda: hub_factory().search(query), self._show_results, self._discover_error, key="search")
+        self.tasks.run(
+            _online(lambda: hub_factory().search(query)), self._show_results, self._discover_error, key="search"
+        )
 
-    def _show_results(self, found: list[RepoSummary]) -> None:
+    def _offline(self, detail: str, retry: Callable[[], None]) -> None:
+        """The Hub cannot be reached: said plainly in the banner, with Retry; the catalog, filtered by
+        the search text, stays usable."""
+        if not self.showing_catalog:
+            self.show_catalog()
+        self._filter_catalog(self.search_box.text())
+        self.banner.show_message(
+            self.tr(
+                "You are offline: Ember cannot reach the Hugging Face Hub. The catalog below still works, "
+                "filtered by your search, and so do the models you have installed."
+            ),
+            error=True,
+            action=(self.tr("Retry"), self.tr("Ask the Hub again"), retry),
+        )
+        self.banner.label.setToolTip(detail)
+        shown = len(self.catalog_shown())
+        self._say(
+            self.tr("Offline. %n catalog model matches your search.", "", shown)
+            if shown == 1
+            else self.tr("Offline. %n catalog models match your search.", "", shown)
+        )
+        self.search_done.emit()
+        self.files_shown.emit()
+
+    def _show_results(self, found: list[RepoSummary] | _Offline) -> None:
+        if isinstance(found, _Offline):
+            self._offline(found.detail, self.search)
+            return
+        self.banner.hide()
+        self.showing_catalog = False
         self.repos.setRowCount(0)
         self.repos.setHorizontalHeaderLabels(
             [self.tr("Repository"), self.tr("Downloads"), self.tr("Likes"), self.tr("Updated")]
@@ -151,13 +237,25 @@ class DiscoverTab:
     def open_repo(self, repo: str) -> None:
         self.files_title.setText(self.tr("Files of {repo}…").format(repo=repo))
         self.files.setRowCount(0)
+        self._file_selected()
         hub_factory = self.hub_factory
 
         def work() -> tuple[RepoFiles, int | None]:
             hub = hub_factory()
             return hub.with_header(hub.files(repo)), fit_module.free_vram_bytes()
 
-        self.tasks.run(work, self._show_files, self._discover_error, key="files")
+        def shown(result: tuple[RepoFiles, int | None] | _Offline) -> None:
+            if isinstance(result, _Offline):
+                self.files_title.setText(self.tr("The files of {repo} cannot be listed offline.").format(repo=repo))
+                self._offline(result.detail, lambda: self.open_repo(repo))
+            else:
+                self.banner.hide()
+                self._show_files(result)
+
+        self.tasks.run(_online(work), shown, self._discover_error, key="files")
+
+    def _file_selected(self) -> None:
+        self.download_btn.setEnabled(self.selected_variant() is not None)
 
     def _show_files(self, result: tuple[RepoFiles, int | None]) -> None:
         files, vram = result
@@ -209,6 +307,7 @@ class DiscoverTab:
             else self.tr("{repo} — fit for a {tokens}-token context")
         )
         self.files_title.setText(title.format(repo=files.repo_id, tokens=f"{n_ctx:,}"))
+        self._file_selected()
         self.files_shown.emit()
 
     def selected_variant(self) -> ModelVariant | None:

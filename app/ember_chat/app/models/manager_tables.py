@@ -1,12 +1,22 @@
 """Small builders shared by the Model Manager's tabs: sizes for people, read-only tables with accessible
-names, table items carrying data, rows of buttons."""
+names, table items carrying data, rows of buttons, a banner."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QAbstractItemView, QHBoxLayout, QHeaderView, QPushButton, QTableWidget, QTableWidgetItem
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QFrame,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QPushButton,
+    QTableWidget,
+    QTableWidgetItem,
+    QWidget,
+)
 
 
 def human_size(n: float) -> str:
@@ -49,3 +59,62 @@ def button_row(*buttons: tuple[str, str, Callable[[], object]]) -> QHBoxLayout:
         row.addWidget(b)
     row.addStretch(1)
     return row
+
+
+class StatusBanner(QFrame):
+    """A message across the top of a dialog, styled like the window's banner (#banner[kind=...]): an
+    error or a notice in plain text, an optional action button (Retry) and a close button."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("banner")
+        self.setProperty("kind", "notice")
+        row = QHBoxLayout(self)
+        row.setContentsMargins(12, 6, 6, 6)
+        self.label = QLabel()
+        self.label.setWordWrap(True)
+        self.label.setTextFormat(Qt.TextFormat.PlainText)  # file names and server errors: never markup
+        self.label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.action = QPushButton()
+        self.action.setAccessibleName(self.tr("Act on the message"))  # named by show_message
+        self.action.setToolTip(self.tr("Act on the message"))
+        self.action.hide()
+        self.close_button = QPushButton(self.tr("Dismiss"))
+        self.close_button.setAccessibleName(self.tr("Dismiss message"))
+        self.close_button.setToolTip(self.tr("Hide this message"))
+        self.close_button.clicked.connect(self.hide)
+        row.addWidget(self.label, 1)
+        row.addWidget(self.action, 0, Qt.AlignmentFlag.AlignTop)
+        row.addWidget(self.close_button, 0, Qt.AlignmentFlag.AlignTop)
+        self._slot: Callable[[], object] | None = None
+        self.action.clicked.connect(self._act)
+        self.hide()
+
+    def text(self) -> str:
+        return self.label.text()
+
+    def kind(self) -> str:
+        return str(self.property("kind"))
+
+    def show_message(
+        self, text: str, error: bool = False, action: tuple[str, str, Callable[[], object]] | None = None
+    ) -> None:
+        """`action`: (button text, its tooltip, what it does; the banner hides first)."""
+        self.setProperty("kind", "error" if error else "notice")
+        self.style().unpolish(self)
+        self.style().polish(self)
+        self.label.setText(text)
+        self._slot = action[2] if action else None
+        if action:
+            self.action.setText(action[0])
+            self.action.setAccessibleName(action[0])
+            self.action.setToolTip(action[1])
+        self.action.setVisible(action is not None)
+        self.setAccessibleName(text)
+        self.show()
+
+    def _act(self) -> None:
+        slot = self._slot
+        self.hide()
+        if slot is not None:
+            slot()

@@ -60,9 +60,11 @@ class ModelActions:
                 self.side.params.context.value,
                 self,
                 lambda: (self.settings.gpu_layers, self.settings.kv_cache_type),
+                lambda: self._loaded_name if self.model is not None else None,
             )
             self._manager.library_changed.connect(self.reload_models)
             self._manager.load_requested.connect(self.load_model)
+            self.model_state_changed.connect(self._manager.show_loaded)
         return self._manager
 
     def open_model_manager(self) -> None:

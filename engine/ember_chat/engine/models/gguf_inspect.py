@@ -275,8 +275,8 @@ def inspect_gguf(path: str | os.PathLike[str]) -> ModelInfo:
 def _parse(r: _BoundedReader, path: Path, size: int) -> ModelInfo:
     if size < 4 or struct.unpack("<I", r.read(4, "magic"))[0] != GGUF_MAGIC:
         raise ModelFileError(
-            f"{path.name} is not a GGUF model file (wrong magic bytes). Ember runs .gguf files; "
-            "convert other formats with llama.cpp's convert_hf_to_gguf.py."
+            f"{path.name} is not a GGUF model file: what it holds is not in the GGUF format, even if its name "
+            "ends in .gguf. Ember runs GGUF models; convert other formats with llama.cpp's convert_hf_to_gguf.py."
         )
     version = r.u32("version")
     if version not in (2, 3):

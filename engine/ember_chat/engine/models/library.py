@@ -8,6 +8,7 @@ one entry, its first file.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -22,6 +23,8 @@ from ember_chat.engine.models.starter import STARTER_ALIAS, starter_available, s
 EXTERNAL_REGISTRY = ".ember-external.json"
 HF_CACHE_PREFIX = "hf-cache:"
 _SPLIT_PART = re.compile(r"-(\d{5})-of-(\d{5})\.gguf$", re.I)
+_UNSAFE = re.compile(r"[^A-Za-z0-9._+-]+")
+FINGERPRINT_SPAN = 4 << 20  # bytes hashed at each end of a file to tell identical files apart
 
 
 @dataclass(frozen=True)
@@ -38,6 +41,38 @@ class ModelEntry:
         if self.path is None:
             raise ModelFileError(f"{self.name} has not been prepared yet; load it once.")
         return inspect_gguf(self.path)
+
+
+@dataclass(frozen=True)
+class ImportCheck:
+    """What `ModelLibrary.check_import` found: the file's header and an installed model that is the
+    same file, if there is one."""
+
+    info: ModelInfo
+    duplicate: ModelEntry | None
+
+
+def fingerprint(path: Path) -> tuple[int, str]:
+    """(size, sha256 of the first and last FINGERPRINT_SPAN bytes): two GGUF files of one size whose
+    header (metadata, tensor table) and last tensors agree are the same model file. Reads at most
+    8 MiB, so a multi-GB file is compared in milliseconds."""
+    size = path.stat().st_size
+    h = hashlib.sha256()
+    with path.open("rb") as fh:
+        h.update(fh.read(FINGERPRINT_SPAN))
+        if size > FINGERPRINT_SPAN:
+            fh.seek(max(FINGERPRINT_SPAN, size - FINGERPRINT_SPAN))
+            h.update(fh.read(FINGERPRINT_SPAN))
+    return size, h.hexdigest()
+
+
+def imported_file_name(info: ModelInfo) -> str:
+    """The file name a copied model gets: its GGUF's own name and quantization ("Llama-3.2-1B-Instruct-
+    Q4_K_M.gguf"), not whatever the file happened to be called."""
+    stem = _UNSAFE.sub("-", info.name.strip()).strip("-.") or "model"
+    if info.quantization.lower() not in stem.lower():
+        stem = f"{stem}-{info.quantization}"
+    return f"{stem}.gguf"
 
 
 def split_parts(path: Path) -> list[Path]:
@@ -160,14 +195,39 @@ class ModelLibrary:
                 return e
         raise EmberError(f"No installed model is called '{name}'. `ember-chat models list` shows them.")
 
-    def import_file(self, source: Path, copy: bool = True) -> ModelEntry:
-        """Validate with the GGUF inspector, then copy into the models folder (or use it in place)."""
+    def identical(self, source: Path) -> ModelEntry | None:
+        """The installed model that is the same file as `source` (see `fingerprint`), if any."""
         source = Path(source).expanduser().resolve()
-        inspect_gguf(source)  # raises ModelFileError for anything llama.cpp should not see
-        parts = split_parts(source)
-        missing = [p.name for p in parts if not p.exists()]
+        size = source.stat().st_size
+        mine: tuple[int, str] | None = None
+        for e in self.entries():
+            if e.path is None or not e.path.is_file() or e.path.stat().st_size != size:
+                continue  # sizes first: only a file of the same size is read
+            if e.path.resolve() == source:
+                return e
+            mine = mine or fingerprint(source)
+            if fingerprint(e.path) == mine:
+                return e
+        return None
+
+    def check_import(self, source: Path) -> ImportCheck:
+        """Before asking how to import: is it a GGUF model (`ModelFileError` in words if not), is
+        every part of a split model there, and is it already installed."""
+        source = Path(source).expanduser().resolve()
+        info = inspect_gguf(source)  # raises ModelFileError for anything llama.cpp should not see
+        missing = [p.name for p in split_parts(source) if not p.exists()]
         if missing:
             raise ModelFileError(f"{source.name} is part of a split model; missing: {', '.join(missing)}.")
+        return ImportCheck(info, self.identical(source))
+
+    def import_file(self, source: Path, copy: bool = True) -> ModelEntry:
+        """Validate with the GGUF inspector, then copy into the models folder under the model's own
+        name (or use it in place). A file that is already installed is refused, naming the model."""
+        source = Path(source).expanduser().resolve()
+        check = self.check_import(source)
+        if check.duplicate is not None:
+            raise EmberError(f"{source.name} is already installed as {check.duplicate.name}.")
+        parts = split_parts(source)
         if not copy:
             self._save_external([*self._external(), source])
             return self._entry(str(source), source, location="in place")
@@ -180,10 +240,8 @@ class ModelLibrary:
                 f"Not enough disk space to copy {source.name} ({need / 1e9:.2f} GB, {free / 1e9:.2f} GB free). "
                 "Use it in place instead."
             )
-        for p in parts:
-            target = dest_dir / p.name
-            if target.exists():
-                raise EmberError(f"A model named {p.name} is already imported.")
+        targets = self._free_names(dest_dir, imported_file_name(check.info), len(parts))
+        for p, target in zip(parts, targets, strict=True):
             tmp = target.with_name(target.name + ".part")
             try:
                 shutil.copyfile(p, tmp)
@@ -191,8 +249,23 @@ class ModelLibrary:
             except OSError as exc:
                 tmp.unlink(missing_ok=True)
                 raise EmberError(f"Could not copy {p.name}: {exc.strerror or exc}.") from exc
-        first = dest_dir / source.name
+        first = targets[0]
         return self._entry(first.relative_to(self.models_dir).as_posix(), first)
+
+    @staticmethod
+    def _free_names(folder: Path, name: str, n_parts: int) -> list[Path]:
+        """File names in `folder` for a model of `n_parts` files, none taken: "name.gguf", else
+        "name-2.gguf", … (split parts keep llama.cpp's "-0000i-of-0000n" ending)."""
+        stem = name.removesuffix(".gguf")
+        for attempt in range(1, 1000):
+            base = stem if attempt == 1 else f"{stem}-{attempt}"
+            if n_parts == 1:
+                names = [folder / f"{base}.gguf"]
+            else:
+                names = [folder / f"{base}-{i:05d}-of-{n_parts:05d}.gguf" for i in range(1, n_parts + 1)]
+            if not any(p.exists() for p in names):
+                return names
+        raise EmberError(f"Too many imported models are called {stem}; delete some first.")
 
     def delete(self, name: str) -> None:
         """Delete a model from the models folder (all its split parts); models used in place or from
