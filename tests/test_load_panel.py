@@ -4,12 +4,14 @@ shown in the badge; "auto" GPU layers from the GGUF header and free VRAM."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 from pytestqt.qtbot import QtBot
 
 from ember_chat.app.models.load_panel import LoadSettingsDialog
 from ember_chat.app.shell.main_window import MainWindow
+from ember_chat.engine.inference.llama_loader import gpu_offload_supported
 from ember_chat.engine.models.gguf_inspect import inspect_gguf
 from ember_chat.engine.storage.model_settings import (
     AUTO_GPU_LAYERS,
@@ -83,3 +85,37 @@ def test_a_model_loads_with_its_own_settings(qtbot: QtBot, make_window: Callable
     assert again.model.n_ctx == 512 and again.model.threads == 1
     again.open_load_settings("remote:lab/x")
     assert "Choose a model on this computer" in again.banner.text()
+
+
+def test_the_panel_warns_past_the_trained_context_and_about_gpu_layers_without_gpu(
+    qtbot: QtBot, make_window: Callable[..., MainWindow], tiny_model: Path
+) -> None:
+    info = inspect_gguf(tiny_model)
+    assert info.context_length == 2048
+    current = replace(ModelLoadSettings.from_settings(Settings()), n_ctx=1024, gpu_layers=0)
+    dialog = LoadSettingsDialog("tiny", info, current, free_ram=8 << 30, free_vram=None, gpu_offload=True)
+    qtbot.addWidget(dialog)
+    dialog.show()
+    assert not dialog.ctx_warning.isVisible() and not dialog.gpu_note.isVisible()
+    dialog.n_ctx.setValue(2048)
+    assert not dialog.ctx_warning.isVisible()
+    dialog.n_ctx.setValue(4096)
+    assert dialog.ctx_warning.isVisible() and "2,048 tokens this model was trained for" in dialog.ctx_warning.text()
+    dialog.gpu_layers.setValue(-1)
+    assert not dialog.gpu_note.isVisible()  # a GPU build: layers do something
+    cpu_only = LoadSettingsDialog("tiny", info, current, free_ram=8 << 30, free_vram=8 << 30, gpu_offload=False)
+    qtbot.addWidget(cpu_only)
+    cpu_only.show()
+    assert not cpu_only.gpu_note.isVisible()  # 0 layers: nothing to say
+    cpu_only.gpu_layers.setValue(-1)
+    assert cpu_only.gpu_note.isVisible() and "No effect" in cpu_only.gpu_note.text()
+    assert "VRAM" not in cpu_only.estimate.text()  # nothing goes to the GPU, whatever it has free
+    # in the window: the tiny model (trained for 2,048) at the default 4,096, on this machine's build
+    w = make_window()
+    w.model_picker.setCurrentIndex(w.model_picker.findData("tiny.gguf"))
+    w.settings = w.settings.with_changes(gpu_layers=-1)
+    with qtbot.waitSignal(w.load_settings_opened, timeout=LOAD_TIMEOUT):
+        w.open_load_settings()
+    shown = w._load_settings
+    assert shown.n_ctx.value() > 2048 and shown.ctx_warning.isVisible()
+    assert shown.gpu_note.isVisible() == (not gpu_offload_supported())

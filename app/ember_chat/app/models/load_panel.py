@@ -1,7 +1,9 @@
 """The load settings of one local model (the ⚙ beside the model picker): context length, GPU layers (a
 number, "all", or "auto": as many as fit in free VRAM), threads for decoding and for the prompt, batch
 size, flash attention, KV cache type, mmap and mlock. The memory estimate follows every change, and
-saving settings that will not fit asks first. They apply when the model is loaded.
+saving settings that will not fit asks first. They apply when the model is loaded. A context longer
+than the model was trained for (its GGUF header says) is warned about, and GPU layers on a llama.cpp
+build without GPU offload say they have no effect.
 
 The free VRAM comes from nvidia-smi, a subprocess: it is asked off the GUI thread, and the estimate
 says "checking the GPU…" until it answers."""
@@ -26,6 +28,7 @@ from ember_chat.app.qt.tasks import TaskRunner
 from ember_chat.app.style.theme import active_colors
 from ember_chat.engine.core.params import KV_CACHE_TYPES, SPECS
 from ember_chat.engine.core.states import FitLabel
+from ember_chat.engine.inference.llama_loader import gpu_offload_supported
 from ember_chat.engine.models import fit as fit_module
 from ember_chat.engine.models.fit import FitEstimate, estimate_fit, free_ram_bytes
 from ember_chat.engine.models.gguf_inspect import ModelInfo
@@ -48,9 +51,11 @@ class LoadSettingsDialog(QDialog):
         parent: QWidget | None = None,
         free_ram: int | None = None,
         free_vram: int | None = -1,
+        gpu_offload: bool | None = None,
     ) -> None:
         """`free_ram` / `free_vram`: measured unless given (tests); free_vram None: no GPU, -1: ask
-        nvidia-smi off the GUI thread (until it answers the estimate assumes no GPU and says so)."""
+        nvidia-smi off the GUI thread (until it answers the estimate assumes no GPU and says so).
+        `gpu_offload`: whether this llama.cpp build can offload layers (asked of it unless given)."""
         super().__init__(parent)
         self.setWindowTitle(self.tr("Load settings: {name}").format(name=name))
         self.setAccessibleName(self.tr("Load settings"))
@@ -58,6 +63,7 @@ class LoadSettingsDialog(QDialog):
         self.free_ram = free_ram_bytes() if free_ram is None else free_ram
         self.tasks = TaskRunner(self, workers=1)
         self.checking_gpu = free_vram == -1
+        self.gpu_offload = gpu_offload_supported() if gpu_offload is None else gpu_offload
         self.free_vram = None if self.checking_gpu else free_vram
 
         def spin(key: str, value: int) -> QSpinBox:
@@ -105,9 +111,31 @@ class LoadSettingsDialog(QDialog):
             box.toggled.connect(self._update)
         self.kv.currentTextChanged.connect(self._update)
 
+        warning = f"color: {active_colors().warning}"
+        self.ctx_warning = QLabel()
+        self.ctx_warning.setWordWrap(True)
+        self.ctx_warning.setStyleSheet(warning)
+        self.ctx_warning.setAccessibleName(self.tr("Context length warning"))
+        self.gpu_note = QLabel(
+            self.tr(
+                "No effect: this build of llama.cpp has no GPU support, so the whole model runs on the CPU. "
+                "Install a CUDA or Metal build to use a GPU."
+            )
+        )
+        self.gpu_note.setWordWrap(True)
+        self.gpu_note.setStyleSheet(warning)
+        self.gpu_note.setAccessibleName(self.tr("GPU layers have no effect"))
+        if not self.gpu_offload:
+            self.gpu_layers.setToolTip(
+                self.tr("{tip}. This build of llama.cpp has no GPU support: they have no effect.").format(
+                    tip=self.gpu_layers.toolTip()
+                )
+            )
         form = QFormLayout()
         form.addRow(SPECS["n_ctx"].label, self.n_ctx)
+        form.addRow("", self.ctx_warning)
         form.addRow(self.tr("GPU layers"), self.gpu_layers)
+        form.addRow("", self.gpu_note)
         form.addRow(self.tr("Decode threads"), self.threads)
         form.addRow(self.tr("Prompt threads"), self.threads_batch)
         form.addRow(SPECS["n_batch"].label, self.n_batch)
@@ -165,7 +193,7 @@ class LoadSettingsDialog(QDialog):
 
     def fit(self) -> FitEstimate:
         s = self.settings()
-        layers = s.gpu_layers
+        layers = s.gpu_layers if self.gpu_offload else 0  # a CPU-only build puts nothing on a GPU
         if layers == AUTO_GPU_LAYERS:
             layers = auto_gpu_layers(self.info, s.n_ctx, s.kv_cache_type, self.free_vram)
         return estimate_fit(
@@ -175,6 +203,16 @@ class LoadSettingsDialog(QDialog):
 
     def _update(self) -> None:
         s = self.settings()
+        trained = self.info.context_length
+        self.ctx_warning.setVisible(bool(trained) and s.n_ctx > (trained or 0))
+        if trained and s.n_ctx > trained:
+            self.ctx_warning.setText(
+                self.tr(
+                    "Longer than the {trained} tokens this model was trained for: beyond them its answers "
+                    "usually get worse."
+                ).format(trained=f"{trained:,}")
+            )
+        self.gpu_note.setVisible(not self.gpu_offload and s.gpu_layers != 0)
         fit = self.fit()
         parts = [
             self.tr("Needs about {ram} of RAM ({free} free)").format(ram=_gb(fit.ram_bytes), free=_gb(self.free_ram))

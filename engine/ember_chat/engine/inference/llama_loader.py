@@ -38,6 +38,11 @@ def system_info() -> str:
     return llama_cpp.llama_print_system_info().decode(errors="replace").strip()
 
 
+def gpu_offload_supported() -> bool:
+    """Whether this llama.cpp build can put layers on a GPU at all (a CPU-only build ignores them)."""
+    return bool(llama_cpp.llama_supports_gpu_offload())
+
+
 def gpu_backend_name() -> str | None:
     """The GPU backend this llama.cpp build was compiled with, if any."""
     if not llama_cpp.llama_supports_gpu_offload():
