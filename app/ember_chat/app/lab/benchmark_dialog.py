@@ -3,8 +3,9 @@ own load settings, and remote connections' — and prompt lengths; Ember loads e
 own copy, beside the chat's) and measures it as `ember-chat bench` does, with progress and cancel —
 in the window, as an exclusive job of the engine service: after the running answer, while chat and
 API requests wait, so the figures are the machine's alone (the saved facts say so); then plots
-prefill speed against prompt length and decode speed against context depth, one line per model,
-lists the figures, and exports them. Runs are kept in the data folder."""
+prefill speed against prompt length and decode speed against context depth, one line per model
+with each measured point marked, lists the figures, and exports them. Before the first run the
+charts' place says what will show there. Runs are kept in the data folder."""
 
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ from PySide6.QtWidgets import (
     QProgressBar,
     QPushButton,
     QSpinBox,
+    QStackedWidget,
     QTableWidget,
     QTableWidgetItem,
     QVBoxLayout,
@@ -132,17 +134,38 @@ class BenchmarkDialog(QDialog):
         self.decode_chart, self.decode_view = self._chart(
             self.tr("Decode tokens/s by context depth"), self.tr("Decode speed chart")
         )
-        charts = QHBoxLayout()
+        charts_page = QWidget()
+        charts = QHBoxLayout(charts_page)
+        charts.setContentsMargins(0, 0, 0, 0)
         charts.addWidget(self.prefill_view)
         charts.addWidget(self.decode_view)
+        self.empty = QLabel(
+            self.tr(
+                "No results yet. Check the models to measure, choose the prompt lengths and press Run: "
+                "prefill and decode speeds are plotted here, one line per model, and listed below."
+            )
+        )
+        self.empty.setWordWrap(True)
+        self.empty.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.empty.setAccessibleName(self.tr("No benchmark results yet"))
+        self.plots = QStackedWidget()
+        self.plots.addWidget(self.empty)
+        self.plots.addWidget(charts_page)
         self.table = QTableWidget(0, 7)
         self.table.setHorizontalHeaderLabels(
             [self.tr("Model"), self.tr("Prompt"), self.tr("TTFT s"), self.tr("Prefill t/s"),
-             self.tr("Decode t/s"), self.tr("ITL p50/p95/p99 ms"), self.tr("Peak memory MB")]
+             self.tr("Decode t/s"), self.tr("ITL p50/p95/p99 ms"), self.tr("Process peak MB")]
         )  # fmt: skip
+        self.table.horizontalHeaderItem(6).setToolTip(
+            self.tr(
+                "The most memory Ember's own process held while the model was measured (resident, MB); "
+                "— for a remote model, whose memory is the server's"
+            )
+        )
         self.table.setAccessibleName(self.tr("Benchmark figures"))
         self.table.setAccessibleDescription(self.tr("One row per model and prompt length"))
         self.table.verticalHeader().hide()
+        self.table.resizeColumnsToContents()  # the headers show whole before the first run
         self.export_csv = QPushButton(self.tr("Export CSV…"))
         self.export_json = QPushButton(self.tr("Export JSON…"))
         for b, kind in ((self.export_csv, "csv"), (self.export_json, "json")):
@@ -159,7 +182,7 @@ class BenchmarkDialog(QDialog):
         layout.addLayout(form)
         layout.addLayout(buttons)
         layout.addWidget(self.status)
-        layout.addLayout(charts, 1)
+        layout.addWidget(self.plots, 1)
         layout.addWidget(self.table, 1)
         layout.addLayout(exports)
         self._poll = QTimer(self)
@@ -284,8 +307,10 @@ class BenchmarkDialog(QDialog):
         for run in self.runs:
             name = run.machine.get("model_name", "")
             prefill, decode = QLineSeries(), QLineSeries()
-            prefill.setName(name)
-            decode.setName(name)
+            for series in (prefill, decode):
+                series.setName(name)
+                series.setPointsVisible(True)  # each measurement marked: two points are not a trend
+                series.setMarkerSize(8)
             for p in run.points:
                 if p.prefill_tokens_per_s is not None:
                     prefill.append(p.prompt_tokens, p.prefill_tokens_per_s)
@@ -327,6 +352,7 @@ class BenchmarkDialog(QDialog):
                 axis.setTickCount(5)
                 axis.applyNiceNumbers()  # round ticks (0, 100, 200 …), not fractions of the data
         self.table.resizeColumnsToContents()
+        self.plots.setCurrentIndex(1 if self.runs else 0)
 
     # ----- export
     def export_dialog(self, kind: str) -> None:
