@@ -6,6 +6,7 @@ from __future__ import annotations
 from PySide6.QtCore import QCoreApplication, Qt
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QProgressBar, QPushButton, QToolButton, QWidget
 
+from ember_chat.app.qt.elided_label import ElidedLabel
 from ember_chat.app.qt.wording import window_wording
 from ember_chat.engine.core.states import ModelState
 from ember_chat.engine.inference.backend import ModelDescription
@@ -37,7 +38,7 @@ class ModelBar(QWidget):
         self.picker.setAccessibleName(self.tr("Model picker"))
         self.picker.setToolTip(self.tr("The model to chat with: local models first, then remote connections"))
         self.picker.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
-        self.picker.setMinimumContentsLength(22)
+        self.picker.setMinimumContentsLength(12)
         row.addWidget(self.picker)
         self.tune = QToolButton()
         self.tune.setAutoRaise(True)
@@ -50,8 +51,9 @@ class ModelBar(QWidget):
         self.progress.setRange(0, 100)
         self.progress.setMaximumWidth(120)
         self.progress.setAccessibleName(self.tr("Model load progress"))
+        self.progress.hide()  # only while a model loads
         row.addWidget(self.progress)
-        self.status = QLabel()
+        self.status = ElidedLabel()  # long model names and details shorten with "…" (all of it in the tooltip)
         self.status.setAccessibleName(self.tr("Model status"))
         row.addWidget(self.status)
         self.unload = QPushButton(self.tr("Unload"))
@@ -59,12 +61,11 @@ class ModelBar(QWidget):
         self.unload.setToolTip(self.tr("Unload the model and free its memory"))
         row.addWidget(self.unload)
         row.addStretch(1)
-        self.badge = QLabel()
+        self.badge = ElidedLabel(
+            description=self.tr("Where the model runs: backend, CPU threads and GPU layers, or the remote connection")
+        )
         self.badge.setObjectName("backendBadge")
         self.badge.setAccessibleName(self.tr("Backend"))
-        self.badge.setToolTip(
-            self.tr("Where the model runs: backend, CPU threads and GPU layers, or the remote connection")
-        )
         row.addWidget(self.badge)
 
     def set_models(self, entries: list[ModelEntry], connections: list[Connection] | None = None) -> None:

@@ -32,6 +32,7 @@ from ember_chat.app.shell.navigation import focus_pane, set_tab_order
 from ember_chat.app.shell.welcome import WelcomePanel
 from ember_chat.app.shell.window_chats import ChatActions
 from ember_chat.app.shell.window_models import ModelActions
+from ember_chat.app.shell.window_size import default_geometry, default_splitter_sizes
 from ember_chat.app.style.icons import themed_icon
 from ember_chat.app.style.theme import app_icon, apply_theme
 from ember_chat.engine.core.params import SamplingParams
@@ -201,10 +202,12 @@ class MainWindow(QMainWindow, ModelActions, ChatActions):
         self._relayout()
         if st.value("geometry"):
             self.restoreGeometry(st.value("geometry"))
-        else:
-            self.resize(1280, 800)
+        else:  # 1280×800, or less on a smaller screen: the status bar stays on it
+            self.setGeometry(default_geometry(self.screen().availableGeometry(), self.minimumSizeHint()))
         if st.value("splitter"):
             self.splitter.restoreState(st.value("splitter"))
+        else:
+            self.splitter.setSizes(default_splitter_sizes(self.width(), self.side.minimumSizeHint().width()))
 
     def _relayout(self) -> None:
         self.splitter.updateGeometry()

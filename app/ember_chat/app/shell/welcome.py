@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from PySide6.QtCore import QCoreApplication, Qt, Signal
 from PySide6.QtGui import QPalette
-from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QSizePolicy, QVBoxLayout, QWidget
 
 
 def base_model_note() -> str:
@@ -64,7 +64,8 @@ class WelcomePanel(QWidget):
             column.addWidget(w)
         holder = QWidget()
         holder.setLayout(column)
-        holder.setFixedWidth(560)
+        holder.setMaximumWidth(560)  # narrower on a small screen: the labels wrap
+        holder.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Preferred)
         # centred by stretches, not an alignment flag: so the wrapped labels get the height they need
         row = QHBoxLayout()
         row.addStretch(1)

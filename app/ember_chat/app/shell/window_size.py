@@ -1,0 +1,29 @@
+"""The window's size on first start: the default 1280×800, made to fit the screen's available area
+with room left for the title bar (issue 16, item 8: on a 1280×800 screen the status bar was off it)."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import QRect, QSize
+
+DEFAULT_SIZE = QSize(1280, 800)
+TITLE_BAR_ALLOWANCE = 40  # the window manager's title bar and frame, not known before the window is shown
+
+
+def default_geometry(available: QRect, minimum: QSize) -> QRect:
+    """The first window: DEFAULT_SIZE or smaller, centred in `available` (the screen less its panels),
+    leaving the title bar's height; never below the window's minimum size."""
+    width = max(minimum.width(), min(DEFAULT_SIZE.width(), available.width()))
+    height = max(minimum.height(), min(DEFAULT_SIZE.height(), available.height() - TITLE_BAR_ALLOWANCE))
+    rect = QRect(0, 0, width, height)
+    rect.moveCenter(available.center())
+    rect.moveTop(max(available.top() + TITLE_BAR_ALLOWANCE, rect.top()))
+    rect.moveLeft(max(available.left(), rect.left()))
+    return rect
+
+
+def default_splitter_sizes(width: int, side_minimum: int) -> list[int]:
+    """The chat list, the centre and the side panel on first start: the centre gets what the two
+    columns leave, and they give up width on a narrow window (230 and 320 px at 1280)."""
+    chats = max(170, min(230, width * 18 // 100))
+    side = max(side_minimum, min(320, width * 25 // 100))
+    return [chats, max(0, width - chats - side), side]
