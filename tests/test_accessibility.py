@@ -162,8 +162,12 @@ def test_message_actions_are_reachable_and_runnable_with_the_keyboard(
     qtbot.keyClick(t, Qt.Key.Key_Return)  # Enter runs the focused action: copy the answer
     assert actions[-1] == ("copy", answer.id, 0)
     assert QGuiApplication.clipboard().text() == answer.content
-    # past the last link, Tab leaves the transcript for the message box
+    # past the last link (Continue: the answer stopped at the max-tokens limit), Tab leaves the
+    # transcript for the message box
     qtbot.keyClick(t, Qt.Key.Key_Tab)
+    assert t.textCursor().charFormat().anchorHref() == f"ember:regenerate/{answer.id}"
+    qtbot.keyClick(t, Qt.Key.Key_Tab)
+    assert t.textCursor().charFormat().anchorHref() == f"ember:continue/{answer.id}"
     qtbot.keyClick(t, Qt.Key.Key_Tab)
     assert QApplication.focusWidget() is w.composer.editor
 

@@ -332,7 +332,8 @@ class ChatController(QObject):
                 # a regenerated one needs the branch switcher's new count
                 self.refresh()
             else:
-                self.transcript.end_stream(stream.text, metrics.summary_line(window_wording()) if metrics else None)
+                summary = metrics.summary_line(window_wording()) if metrics else None
+                self.transcript.end_stream(stream.text, summary, reason)
         self.conversations_changed.emit()
         self.generating_changed.emit(False)
         pending, self._after = self._after, []

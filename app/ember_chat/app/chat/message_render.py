@@ -22,6 +22,8 @@ from PySide6.QtCore import QCoreApplication, QUrl
 from PySide6.QtGui import (
     QColor,
     QFont,
+    QFontMetricsF,
+    QTextBlock,
     QTextBlockFormat,
     QTextCharFormat,
     QTextCursor,
@@ -34,9 +36,11 @@ from PySide6.QtGui import (
 )
 
 from ember_chat.app.chat.code_highlight import CodeFormats, insert_highlighted, language_label
+from ember_chat.app.chat.line_breaks import apply_line_breaks, mark_line_breaks
 from ember_chat.app.style.icons import icon_image
 from ember_chat.app.style.theme import Colors
 from ember_chat.engine.core.reasoning import Split, split_thinking
+from ember_chat.engine.core.states import StopReason
 
 SEGMENT_CHARS = 3000
 ICON_SIZE = 16
@@ -120,6 +124,16 @@ class Action:
     tooltip: str
 
 
+# Why an answer ended that leaves it to be continued: the max-tokens limit, the user's Stop, a remote
+# stream that broke. (The context being full is not: continuing would not fit either.)
+CONTINUABLE = frozenset({StopReason.LENGTH, StopReason.CANCELLED, StopReason.INTERRUPTED})
+
+
+def can_continue(role: str, complete: bool, stop_reason: str | None) -> bool:
+    """Whether an answer gets a Continue action."""
+    return role == "assistant" and (not complete or stop_reason in CONTINUABLE)
+
+
 def message_actions(role: str, interrupted: bool) -> list[Action]:
     actions = [Action("copy", "copy", tr("Copy message"))]
     if role == "user":
@@ -197,6 +211,14 @@ class MessageWriter:
             self._icon_link(c, "next", f"ember:next/{message_id}", tr("Next version"))
         c.setCharFormat(QTextCharFormat())
 
+    def add_action(self, header: QTextBlock, message_id: int, action: Action) -> None:
+        """One more action icon at the end of a header written without it (a streamed answer that
+        ended where it can be continued)."""
+        c = QTextCursor(header)
+        c.movePosition(QTextCursor.MoveOperation.EndOfBlock)
+        self._icon_link(c, action.icon, f"ember:{action.verb}/{message_id}", action.tooltip)
+        c.insertText("   ", self.secondary)
+
     def _icon_link(self, c: QTextCursor, icon: str, href: str, tooltip: str) -> None:
         img = _image(f"icon:{icon}", ICON_SIZE)
         img.setAnchor(True)
@@ -254,12 +276,19 @@ class MessageWriter:
                 self.code_card(c, seg, message_id)
             else:
                 self.markdown(c, seg.text)
+                if seg is segments[-1] and _is_paragraph(c.block()):  # no blank line after the last
+                    fmt = QTextBlockFormat()
+                    fmt.setBottomMargin(0)
+                    c.mergeBlockFormat(fmt)
             yield
 
     def markdown(self, c: QTextCursor, text: str) -> None:
         self.fresh_block(c)
         start = c.position()
-        c.insertMarkdown(text)
+        marked, marker = mark_line_breaks(text)  # single newlines stay line breaks
+        c.insertMarkdown(marked)
+        if marker is not None:
+            apply_line_breaks(self.document, start, c, marker)
         self._style_range(start, c.position())
 
     def _style_range(self, start: int, end: int) -> None:
@@ -272,12 +301,15 @@ class MessageWriter:
         code_bg.setBackground(QColor(self.colors.inline_code_bg))
         quote_fg = QTextCharFormat()
         quote_fg.setForeground(QColor(self.colors.secondary))
+        paragraphs = []
         block = doc.findBlock(start)
         while block.isValid() and block.position() <= end:
             table = QTextCursor(block).currentTable()
             if table is not None:
                 tables[table.firstPosition()] = table
             quote = block.blockFormat().intProperty(QTextFormat.Property.BlockQuoteLevel) > 0
+            if table is None and not quote and _is_paragraph(block):
+                paragraphs.append(block)
             it = block.begin()
             while not it.atEnd():
                 frag = it.fragment()
@@ -295,6 +327,13 @@ class MessageWriter:
             fc.mergeCharFormat(change)
         for table in tables.values():
             table.setFormat(self._ruled(table.format(), padding=5))
+        # Paragraphs are a blank line apart, as the answer's text was while it streamed (so the card
+        # keeps its height when the rendering replaces it), not Qt's few pixels.
+        gap = QTextBlockFormat()
+        gap.setTopMargin(0)
+        gap.setBottomMargin(QFontMetricsF(doc.defaultFont()).lineSpacing())
+        for block in paragraphs:
+            QTextCursor(block).mergeBlockFormat(gap)
 
     def _ruled(self, tf: QTextTableFormat, padding: int) -> QTextTableFormat:
         """A table with thin collapsed borders in the theme's border colour (Markdown tables, code cards)."""
@@ -326,6 +365,17 @@ class MessageWriter:
         bc = table.cellAt(1, 0).firstCursorPosition()
         insert_highlighted(bc, seg.text, seg.language, self.code_formats)
         c.setPosition(table.lastPosition() + 1)
+
+
+def _is_paragraph(block: QTextBlock) -> bool:
+    """A plain paragraph of rendered Markdown: not a list item, heading or code block."""
+    fmt = block.blockFormat()
+    return (
+        block.textList() is None
+        and fmt.headingLevel() == 0
+        and not fmt.nonBreakableLines()
+        and not fmt.hasProperty(QTextFormat.Property.BlockCodeFence)
+    )
 
 
 def _image(name: str, size: int) -> QTextImageFormat:

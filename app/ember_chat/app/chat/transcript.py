@@ -38,6 +38,7 @@ from PySide6.QtWidgets import QFrame, QTextBrowser, QToolTip, QWidget
 from ember_chat.app.chat.message_render import (
     HEADER_GAP,
     MessageWriter,
+    can_continue,
     code_blocks,
     is_signed,
     message_actions,
@@ -66,7 +67,8 @@ def _summary(m: Message) -> str | None:
 
 
 def _interrupted(m: Message) -> bool:
-    return m.role == "assistant" and (not m.complete or (m.metrics or {}).get("stop_reason") == "interrupted")
+    """An answer that stopped before its end (it gets a Continue action)."""
+    return can_continue(m.role, m.complete, (m.metrics or {}).get("stop_reason"))
 
 
 def _key(m: Message, branch: tuple[int, int] | None, expanded: bool = False) -> tuple:

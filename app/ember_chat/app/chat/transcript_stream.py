@@ -17,7 +17,7 @@ from collections.abc import Iterator
 
 from PySide6.QtGui import QFont, QTextBlockFormat, QTextCharFormat, QTextCursor
 
-from ember_chat.app.chat.message_render import message_actions, meta_line
+from ember_chat.app.chat.message_render import can_continue, message_actions, meta_line
 from ember_chat.engine.core.reasoning import ThinkingStream, answer_only
 
 STREAM_BLOCK_CHARS = 1500  # the longest paragraph appended to, should it never wrap (a long word)
@@ -160,18 +160,20 @@ class TranscriptStreaming:
         c.insertBlock(QTextBlockFormat(), QTextCharFormat())
         self._thinking_at = None
 
-    def end_stream(self, markdown: str, summary: str | None) -> None:
+    def end_stream(self, markdown: str, summary: str | None, stop_reason: str | None = None) -> None:
         """Replace the streamed plain text by its Markdown rendering, a slice at a time; the plain text
-        stays visible until the rendering is complete."""
+        stays visible until the rendering is complete. An answer that stopped before its end
+        (`stop_reason`: the max-tokens limit, Stop) gets its Continue action then."""
         if self._stream is None:
             return
         message_id, start = self._stream
         self._stream = None
         self._tail = None
-        self._final = self._final_steps(message_id, start.position(), markdown, summary)
+        more = can_continue("assistant", True, stop_reason)
+        self._final = self._final_steps(message_id, start.position(), markdown, summary, more)
         self._slicer.start()
 
-    def _final_steps(self, message_id: int, at: int, markdown: str, summary: str | None) -> Iterator[None]:
+    def _final_steps(self, message_id: int, at: int, markdown: str, summary: str | None, more: bool) -> Iterator[None]:
         c = QTextCursor(self.document())
         c.setPosition(at)
         c.insertBlock()  # the rendering goes above the plain text, which moves down one paragraph
@@ -184,7 +186,9 @@ class TranscriptStreaming:
             self.writer.metrics_line(c, summary)
         shown = self._shown[-1] if self._shown and self._shown[-1].message_id == message_id else None
         if shown is not None:
-            shown.key = (message_id, "assistant", markdown, False, summary, None, message_id in self._expanded)
+            if more:
+                self.writer.add_action(shown.start.block(), message_id, message_actions("assistant", True)[-1])
+            shown.key = (message_id, "assistant", markdown, more, summary, None, message_id in self._expanded)
         self._scroll_to_end()
         self.announce(self.tr("Ember answered: {text}").format(text=answer_only(markdown)[:1000]))
         self.rendered.emit()
