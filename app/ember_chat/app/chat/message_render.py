@@ -331,7 +331,7 @@ class MessageWriter:
         # keeps its height when the rendering replaces it), not Qt's few pixels.
         gap = QTextBlockFormat()
         gap.setTopMargin(0)
-        gap.setBottomMargin(QFontMetricsF(doc.defaultFont()).lineSpacing())
+        gap.setBottomMargin(round(QFontMetricsF(doc.defaultFont()).lineSpacing()))  # (whole pixels)
         for block in paragraphs:
             QTextCursor(block).mergeBlockFormat(gap)
 
