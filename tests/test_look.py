@@ -238,7 +238,7 @@ def test_cards_are_painted_behind_each_message(qtbot: QtBot, make_window: Callab
     t.verticalScrollBar().setValue(0)
     image = t.viewport().grab().toImage()
     y0, _y1 = t._extent(0)  # the first message is the user's: its card has the user tint
-    colour = image.pixelColor(int(t.document().documentMargin()) - 6, int(y0) + 4).name()
+    colour = image.pixelColor(int(t.side_margin()) - 6, int(y0) + 4).name()
     assert colour == LIGHT.user_card
     c = QTextCursor(t.document())
     assert c.document() is t.document()

@@ -133,13 +133,26 @@ class TranscriptView(QTextBrowser, TranscriptStreaming):
     def resizeEvent(self, event: QResizeEvent) -> None:  # Qt override
         bar = self.verticalScrollBar()
         at_end = bar.value() >= bar.maximum() - 4
-        margin = max(MIN_MARGIN, (event.size().width() - MAX_TEXT_WIDTH) // 2)
-        if round(self.document().documentMargin()) != margin:
-            self.document().setDocumentMargin(margin)
+        self._set_side_margin(event.size().width())
         super().resizeEvent(event)
         self._rejoin_if_width_changed()  # (a streaming answer's lines were split where the old width wrapped)
         if at_end:  # the newest message stays in view when the window (or the banner above) changes size
             bar.setValue(bar.maximum())
+
+    def _set_side_margin(self, width: int) -> None:
+        """Centre the text column in a wide view with the left and right margins only: the top and
+        bottom keep MIN_MARGIN, so the conversation starts near the top at any width."""
+        side = max(MIN_MARGIN, (width - MAX_TEXT_WIDTH) // 2)
+        root = self.document().rootFrame()
+        fmt = root.frameFormat()
+        if fmt.leftMargin() != side or fmt.rightMargin() != side:
+            fmt.setLeftMargin(side)
+            fmt.setRightMargin(side)
+            root.setFrameFormat(fmt)
+
+    def side_margin(self) -> float:
+        """The margin left (and right) of the text column."""
+        return self.document().rootFrame().frameFormat().leftMargin()
 
     def paintEvent(self, event: QPaintEvent) -> None:  # Qt override
         """Cards behind the messages on screen, then the text over them. While an answer streams this
@@ -159,7 +172,7 @@ class TranscriptView(QTextBrowser, TranscriptStreaming):
                 first -= 1  # (the strip starts above this card's text: the card above may reach into it)
             painter = QPainter(self.viewport())
             painter.setRenderHint(QPainter.RenderHint.Antialiasing)
-            margin = doc.documentMargin()
+            margin = self.side_margin()
             left = margin - CARD_PAD_X - self.horizontalScrollBar().value()
             width = doc.textWidth() - 2 * margin + 2 * CARD_PAD_X
             pens = self._card_pens()
@@ -243,6 +256,7 @@ class TranscriptView(QTextBrowser, TranscriptStreaming):
         self._shown = []
         self._stream = None
         self.clear()
+        self._set_side_margin(self.width())  # (a cleared document has a new root frame format)
 
     def _open(self, pairs: list[tuple[Message, tuple[int, int] | None]]) -> None:
         """The newest few screenfuls now, the rest above them in the background."""

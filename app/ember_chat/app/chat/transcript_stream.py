@@ -117,8 +117,7 @@ class TranscriptStreaming:
         self._cut_width = self._wrap_width()
 
     def _wrap_width(self) -> float:
-        doc = self.document()
-        return doc.textWidth() - 2 * doc.documentMargin()
+        return self.document().textWidth() - 2 * self.side_margin()
 
     def _rejoin_if_width_changed(self) -> None:
         """The text width changed (the window, or a scroll bar that came): the streamed paragraphs
