@@ -104,11 +104,13 @@ def test_remote_errors_show_in_the_banner(
 ) -> None:
     w = make_window()
     w.connections.save(Connection("lab", lab_server.url, "no-such-model"), api_key="lab-key")
-    load(qtbot, w, remote_model_name("lab", "no-such-model"), expect="none")
-    assert "does not serve a model called 'no-such-model'" in w.banner.text() and "lab-model" in w.banner.text()
+    # checked before the engine is asked to load (issue 16, items 2 and 3): refused with no state change
+    w.load_model(remote_model_name("lab", "no-such-model"))
+    qtbot.waitUntil(lambda: "does not serve a model called 'no-such-model'" in w.banner.text(), timeout=10_000)
+    assert "lab-model" in w.banner.text() and not w.controller.model_ready
     w.connections.save(Connection("lab", lab_server.url, "lab-model"), api_key="bad")
-    load(qtbot, w, remote_model_name("lab", "lab-model"), expect="none")
-    assert "refused the API key" in w.banner.text()
+    w.load_model(remote_model_name("lab", "lab-model"))
+    qtbot.waitUntil(lambda: "refused the API key" in w.banner.text(), timeout=10_000)
 
 
 class _States(ServiceListener):

@@ -92,6 +92,10 @@ class RemoteServerError(RemoteError):
         self.retry_after = retry_after
 
 
+class RemoteSelfConnection(RemoteError):
+    """The connection leads back to this Ember's own API server: a request would wait for itself."""
+
+
 class RemoteStreamError(RemoteError):
     """The stream broke or carried something that is not an OpenAI-compatible event."""
 

@@ -42,7 +42,9 @@ class ConnectionsDialog(QDialog):
     use_model = Signal(str)  # a remote model name to load
     key_checked = Signal()  # whether the selected connection has a stored key is known (tests)
 
-    def __init__(self, store: ConnectionStore, parent: QWidget | None = None) -> None:
+    def __init__(self, store: ConnectionStore, parent: QWidget | None = None, own_server_id: str | None = None) -> None:
+        """`own_server_id`: the window's engine; a test that reaches that engine's API server says so."""
+        self._own_server_id = own_server_id
         super().__init__(parent)
         self.store = store
         self.setWindowTitle(self.tr("Connections"))
@@ -305,7 +307,7 @@ class ConnectionsDialog(QDialog):
             self._show_error(str(exc))
             return None
         typed, editing, store = self.key.text().strip() or None, self._editing, self.store
-        test = ConnectionTest()
+        test = ConnectionTest(self._own_server_id)
 
         def work() -> ConnectionCheck:
             key = typed if typed is not None or not editing else store.endpoint(editing).api_key

@@ -80,21 +80,42 @@ class ModelActions:
 
     def load_model(self, name: str) -> None:
         """Load a library model (a name, 'starter', a path) or a remote one (remote:<connection>/<id>).
-        What to load is worked out off the GUI thread first (the file, its saved settings, "auto" GPU
-        layers from the header and nvidia-smi, a remote model's key from the keychain); a later pick
-        made meanwhile wins."""
+        What to load is worked out and checked off the GUI thread first (the file, its saved settings,
+        "auto" GPU layers from the header and nvidia-smi, a remote model's key from the keychain, the
+        remote server's answer); a later pick made meanwhile wins. A remote model in place of a local
+        one is then asked about (it unloads the local model, and the local API server serves the
+        remote one instead)."""
         library, connections, model_settings = self.library, self.connections, self.model_settings
+        server_id = self.bridge.service.server_id  # a connection back to this engine's API server is refused
 
         def act() -> None:
             defaults = self._load_defaults()
             self.tasks.run(
-                lambda: model_ref(name, library, connections, model_settings, defaults),
-                lambda found: self._start_load(name, *found),
+                lambda: model_ref(name, library, connections, model_settings, defaults, server_id),
+                lambda found: self._confirm_load(name, *found),
                 self._load_refused,
                 key="load",
             )
 
         self.controller.after_stop(act)
+
+    def _confirm_load(self, name: str, ref: ModelRef, alias: str) -> None:
+        remote = parse_remote_model_name(name)
+        if remote is None or self.model is None or self.model.is_remote:
+            self._start_load(name, ref, alias)
+            return
+        from ember_chat.app.shell.remote_switch import RemoteSwitchQuestion
+
+        def cancelled() -> None:  # the picker shows what is still loaded
+            index = self.model_picker.findData(self._loaded_name)
+            if index >= 0:
+                self.model_picker.setCurrentIndex(index)
+
+        api_url = self.api.server.url if self.api.server is not None else None
+        loaded = self._loaded_name or self.model.name
+        self._remote_question = RemoteSwitchQuestion(  # kept while open (and for tests)
+            self, loaded, remote[1], remote[0], api_url, lambda: self._start_load(name, ref, alias), cancelled
+        )
 
     def _load_refused(self, message: str) -> None:
         """The pick could not be worked out (a damaged file, an unknown connection): nothing was
@@ -229,7 +250,7 @@ class ModelActions:
     def open_connections(self) -> None:
         from ember_chat.app.models.connections_dialog import ConnectionsDialog
 
-        dialog = ConnectionsDialog(self.connections, self)
+        dialog = ConnectionsDialog(self.connections, self, own_server_id=self.bridge.service.server_id)
         dialog.changed.connect(self.reload_models)
         dialog.use_model.connect(self.load_model)
         dialog.open()

@@ -10,6 +10,8 @@ import threading
 from types import FrameType
 
 from ember_chat.engine.cli.common import add_load_flags, load_blocking, model_ref_from_args
+from ember_chat.engine.core.instance import same_listener
+from ember_chat.engine.core.refs import RemoteModelRef
 from ember_chat.engine.errors import EmberError
 from ember_chat.engine.inference.service import EngineService
 from ember_chat.engine.serve.server import DEFAULT_PORT, ApiServer, ServerConfig
@@ -40,6 +42,12 @@ def run(args: argparse.Namespace) -> int:
     config = ServerConfig(args.host, args.port, api_key, tuple(args.allow_origin))
     config.check()
     ref, alias = model_ref_from_args(args, AppPaths.default())
+    if isinstance(ref, RemoteModelRef) and same_listener(ref.endpoint.base_url, args.host, args.port):
+        raise EmberError(
+            f"The connection {ref.endpoint.name} ({ref.endpoint.base_url}) points at {args.host}:{args.port}, "
+            "where this server is to listen: it would serve itself and every request would wait for itself. "
+            "Use another port, or a connection to another server."
+        )
     service = EngineService(queue_limit=args.queue)
     server = ApiServer(service, config)
     stop = threading.Event()

@@ -18,12 +18,14 @@ from typing import Any
 import httpcore2
 import httpx2
 
+from ember_chat.engine.core.instance import SERVER_ID_HEADER
 from ember_chat.engine.core.network_words import network_failure
-from ember_chat.engine.core.refs import Endpoint
+from ember_chat.engine.core.refs import Endpoint, RemoteModelRef
 from ember_chat.engine.errors import (
     RemoteAuthError,
     RemoteError,
     RemoteNotFound,
+    RemoteSelfConnection,
     RemoteServerError,
     RemoteStreamError,
     RemoteUnreachable,
@@ -65,6 +67,14 @@ def _error_text(body: bytes) -> str:
         if err:
             return str(err)[:300]
     return text[:300]
+
+
+def self_connection(endpoint: Endpoint) -> RemoteSelfConnection:
+    return RemoteSelfConnection(
+        f"{endpoint.name}: {endpoint.base_url} is this Ember's own API server. Its model is the one "
+        "loaded here, so a message sent through it would wait for itself: load a model on this "
+        "computer instead, or connect to another server."
+    )
 
 
 def connect_error(endpoint: Endpoint, exc: Exception) -> RemoteError:
@@ -181,13 +191,17 @@ def make_client(endpoint: Endpoint) -> tuple[httpx2.Client, Connections]:
     return client, connections
 
 
-def get_json(client: httpx2.Client, endpoint: Endpoint, path: str) -> Any:
+def get_json(client: httpx2.Client, endpoint: Endpoint, path: str, own_server_id: str | None = None) -> Any:
+    """GET `path` as JSON. `own_server_id`: the engine asking (a server answering with that id is its
+    own API server: RemoteSelfConnection)."""
     try:
         response = client.get(path)
     except httpx2.TransportError as exc:
         if isinstance(exc, httpx2.ConnectError | httpx2.ConnectTimeout | httpx2.PoolTimeout):
             raise connect_error(endpoint, exc) from exc
         raise RemoteUnreachable(f"{endpoint.name}: {endpoint.base_url} stopped answering ({exc}).") from exc
+    if own_server_id is not None and response.headers.get(SERVER_ID_HEADER) == own_server_id:
+        raise self_connection(endpoint)
     if response.status_code != 200:
         raise status_error(endpoint, response.status_code, response.content[:MAX_ERROR_BODY], response.headers, path)
     try:
@@ -211,9 +225,25 @@ def model_infos(data: Any) -> list[RemoteModelInfo]:
     return out
 
 
-def check_connection(endpoint: Endpoint) -> ConnectionCheck:
+def require_model(endpoint: Endpoint, models: list[RemoteModelInfo], model_id: str) -> RemoteModelInfo | None:
+    """The server's entry for `model_id`; RemoteNotFound when it lists models and not this one (a
+    server that lists none may still serve it)."""
+    match = next((m for m in models if m.id == model_id), None)
+    if match is None and models:
+        names = ", ".join(m.id for m in models[:8])
+        raise RemoteNotFound(f"{endpoint.name} does not serve a model called {model_id!r}. It serves: {names}.")
+    return match
+
+
+def check_remote_model(ref: RemoteModelRef, own_server_id: str | None = None) -> None:
+    """Before anything is unloaded for it: the server answers, is not the API server of the engine
+    `own_server_id`, and serves the model. Raises RemoteError."""
+    require_model(ref.endpoint, check_connection(ref.endpoint, own_server_id).models, ref.model_id)
+
+
+def check_connection(endpoint: Endpoint, own_server_id: str | None = None) -> ConnectionCheck:
     """`GET /models`: the server's models and the round-trip time ("Test connection")."""
-    return ConnectionTest().run(endpoint)
+    return ConnectionTest(own_server_id).run(endpoint)
 
 
 class ConnectionTest:
@@ -221,7 +251,8 @@ class ConnectionTest:
     down, so a test waiting on a server that never answers ends now, not after the read timeout
     (a cancelled test raises RemoteUnreachable)."""
 
-    def __init__(self) -> None:
+    def __init__(self, own_server_id: str | None = None) -> None:
+        self._own_server_id = own_server_id
         self._lock = threading.Lock()
         self._connections: Connections | None = None
         self._cancelled = False
@@ -235,7 +266,7 @@ class ConnectionTest:
             connections.shut_down_all(for_good=True)
         with client:
             t0 = time.perf_counter()
-            data = get_json(client, endpoint, "models")
+            data = get_json(client, endpoint, "models", self._own_server_id)
             rtt = time.perf_counter() - t0
         return ConnectionCheck(model_infos(data), rtt)
 

@@ -57,6 +57,7 @@ from ember_chat.engine.inference.openai_wire import (
     get_json,
     make_client,
     model_infos,
+    require_model,
     sse_data,
     status_error,
 )
@@ -123,12 +124,12 @@ class RemoteBackend:
             self._connections = None
             client.close()
             raise LoadCancelled(f"Connecting to {endpoint.name} was cancelled.")
-        match = next((m for m in models if m.id == ref.model_id), None)
-        if match is None and models:
+        try:
+            match = require_model(endpoint, models, ref.model_id)
+        except RemoteNotFound:
             self._connections = None
             client.close()
-            names = ", ".join(m.id for m in models[:8])
-            raise RemoteNotFound(f"{endpoint.name} does not serve a model called {ref.model_id!r}. It serves: {names}.")
+            raise
         if progress is not None:
             progress(1.0)
         self._client = client

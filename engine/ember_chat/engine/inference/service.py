@@ -33,6 +33,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ember_chat.engine.core.instance import new_server_id
 from ember_chat.engine.core.messages import ChatMessage
 from ember_chat.engine.core.params import SamplingParams
 from ember_chat.engine.core.refs import ModelRef, RemoteModelRef
@@ -223,6 +224,7 @@ class EngineService:
         self._backend_kind: str | None = None
         self._model: ModelDescription | None = None
         self.model_alias: str | None = None
+        self.server_id = new_server_id()  # its API server sends it: a connection back to it is refused
         self._listeners: list[ServiceListener] = []
         self._records: dict[int, RequestRecord] = {}
         self.recent: deque[RequestRecord] = deque(maxlen=RECENT_REQUESTS)
@@ -313,6 +315,10 @@ class EngineService:
     def _load(self, load_id: int, ref: ModelRef, alias: str | None, cancel: threading.Event) -> None:
         kind = _backend_kind(ref)
         try:
+            if isinstance(ref, RemoteModelRef):  # checked before the model here is closed for it
+                from ember_chat.engine.inference.openai_wire import check_remote_model  # the HTTP stack
+
+                check_remote_model(ref, self.server_id)
             if self._backend is not None and self._backend_kind != kind:
                 self._close_backend()
             if self._backend is None:

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from ember_chat.engine.core.instance import SERVER_ID_HEADER
 from ember_chat.engine.errors import QueueFull, ServeError
 from ember_chat.engine.inference.metrics import GenerationMetrics
 from ember_chat.engine.inference.service import EngineService, GenerationRequest, GenerationSink
@@ -100,6 +101,11 @@ class _Handler(BaseHTTPRequestHandler):
         log.debug("%s %s", self.address_string(), format % args)
 
     # ----- plumbing
+    def end_headers(self) -> None:
+        # the engine's id: a connection leading back to this engine is refused (it would wait for itself)
+        self.send_header(SERVER_ID_HEADER, self.server.service.server_id)
+        super().end_headers()
+
     def _cors(self) -> dict[str, str]:
         origin = self.headers.get("Origin")
         if origin and origin in self.server.config.allowed_origins:
