@@ -74,7 +74,7 @@ def test_import_asks_in_words_names_the_model_and_notices_duplicates(
     with qtbot.waitSignal(mm.library_changed, timeout=TIMEOUT):
         qtbot.mouseClick(mm.import_copy, Qt.MouseButton.LeftButton)
     name = "imported/Tiny-Test-F32.gguf"  # the GGUF's own name and quantization, not "tiny-chatml"
-    assert not box.isVisible() and mm.banner.text() == f"Imported {name}." and mm.banner.kind() == "notice"
+    assert not box.isVisible() and mm.banner.text() == f"Added {name} to your models." and mm.banner.kind() == "notice"
     qtbot.waitUntil(lambda: mm.select_installed(name), timeout=TIMEOUT)
     # the same file under another name is noticed before any question, and its row is selected
     twin = tmp_path / "download (1).gguf"

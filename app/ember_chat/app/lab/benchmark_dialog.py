@@ -166,6 +166,7 @@ class BenchmarkDialog(QDialog):
         self.table.setAccessibleDescription(self.tr("One row per model and prompt length"))
         self.table.verticalHeader().hide()
         self.table.resizeColumnsToContents()  # the headers show whole before the first run
+        self.table.horizontalHeader().setStretchLastSection(True)
         self.export_csv = QPushButton(self.tr("Export CSV…"))
         self.export_json = QPushButton(self.tr("Export JSON…"))
         for b, kind in ((self.export_csv, "csv"), (self.export_json, "json")):

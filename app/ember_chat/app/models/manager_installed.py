@@ -273,5 +273,5 @@ class InstalledTab:
 
     def _imported(self, entry: ModelEntry) -> None:
         self.refresh_installed()  # (its count replaces the status line)
-        self.banner.show_message(self.tr("Imported {name}.").format(name=entry.name))
+        self.banner.show_message(self.tr("Added {name} to your models.").format(name=entry.name))
         self.library_changed.emit()
