@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from PySide6.QtCore import Qt, QTimer, Signal
-from PySide6.QtGui import QAction, QIcon, QKeyEvent
+from PySide6.QtCore import QModelIndex, QPersistentModelIndex, QPoint, QSize, Qt, QTimer, Signal
+from PySide6.QtGui import QAction, QIcon, QKeyEvent, QMouseEvent
 from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
@@ -12,6 +12,8 @@ from PySide6.QtWidgets import (
     QListWidgetItem,
     QPlainTextEdit,
     QPushButton,
+    QStyledItemDelegate,
+    QStyleOptionViewItem,
     QVBoxLayout,
     QWidget,
 )
@@ -24,6 +26,10 @@ from ember_chat.engine.storage.conversations import Conversation, SearchHit
 class ComposerEdit(QPlainTextEdit):
     submit = Signal()
     escape = Signal()
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setViewportMargins(1, 1, 1, 1)  # room inside the frame for the whole focus ring
 
     def keyPressEvent(self, event: QKeyEvent) -> None:
         enter = event.key() in (Qt.Key.Key_Return, Qt.Key.Key_Enter)
@@ -105,8 +111,32 @@ class Composer(QWidget):
             self.send.emit(text)
 
 
+class ChatListWidget(QListWidget):
+    """A right click leaves the selection alone: it stays on the open chat, and the context menu
+    acts on the row under the pointer."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setViewportMargins(1, 1, 1, 1)  # room inside the frame for the whole focus ring
+
+    def mousePressEvent(self, event: QMouseEvent) -> None:
+        if event.button() == Qt.MouseButton.RightButton:
+            event.accept()
+            return
+        super().mousePressEvent(event)
+
+
+class OneLineRows(QStyledItemDelegate):
+    """Rows as wide as the list, not as their text: a long title is elided to fit (a list view in
+    list mode makes every row as wide as its widest text, and clips rather than elides)."""
+
+    def sizeHint(self, option: QStyleOptionViewItem, index: QModelIndex | QPersistentModelIndex) -> QSize:
+        return QSize(1, super().sizeHint(option, index).height())
+
+
 class ConversationList(QWidget):
-    """Newest first; the search box runs full-text search across every chat."""
+    """Newest first; the search box runs full-text search across every chat. The selected chat is the
+    open one: selecting a row (click, arrow keys) opens its chat, opening a chat selects its row."""
 
     selected = Signal(int)
     search_hit = Signal(int, int)  # conversation id, message id
@@ -134,10 +164,13 @@ class ConversationList(QWidget):
             clear.setText(self.tr("Clear search"))
             clear.setToolTip(self.tr("Clear the search and show every chat"))
         layout.addWidget(self.search)
-        self.list = QListWidget()
+        self.list = ChatListWidget()
         self.list.setAccessibleName(self.tr("Conversations"))
         self.list.setAccessibleDescription(self.tr("Your chats, newest first; Enter opens one"))
-        self.list.setWordWrap(True)
+        self.list.setWordWrap(False)  # a title is one line, elided at its end (whole in its tooltip)
+        self.list.setTextElideMode(Qt.TextElideMode.ElideRight)
+        self.list.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.list.setItemDelegate(OneLineRows(self.list))
         layout.addWidget(self.list, 1)
         self._debounce = QTimer(self)
         self._debounce.setSingleShot(True)
@@ -146,7 +179,9 @@ class ConversationList(QWidget):
         self.search.textChanged.connect(lambda _t: self._debounce.start())
         self.list.itemActivated.connect(self._activate)
         self.list.itemClicked.connect(self._activate)
+        self.list.itemSelectionChanged.connect(self._on_selection)
         self._mode = "conversations"
+        self._open: int | None = None  # the chat the window shows, as this list knows it
 
     def cancel_pending_search(self) -> None:
         """Drop a search still waiting for the typing to pause (the window is closing)."""
@@ -158,6 +193,7 @@ class ConversationList(QWidget):
 
     def show_conversations(self, conversations: list[Conversation], current: int | None) -> None:
         self._mode = "conversations"
+        self._open = current
         self.list.blockSignals(True)
         self.list.clear()
         for c in conversations:
@@ -178,11 +214,13 @@ class ConversationList(QWidget):
             self.list.addItem(item)
         for h in hits:
             item = QListWidgetItem(f"{h.conversation_title}\n{h.snippet}")
+            item.setToolTip(f"{h.conversation_title}\n{h.snippet}")
             item.setData(Qt.ItemDataRole.UserRole, (h.conversation_id, h.message_id))
             self.list.addItem(item)
 
     def select(self, conversation_id: int) -> None:
         """Highlight this chat (opened from elsewhere: a search hit, the keyboard, a script)."""
+        self._open = conversation_id
         if self._mode != "conversations":
             return
         for i in range(self.list.count()):
@@ -194,9 +232,24 @@ class ConversationList(QWidget):
                 return
 
     def current_id(self) -> int | None:
-        item = self.list.currentItem()
-        data = item.data(Qt.ItemDataRole.UserRole) if item else None
+        """The selected chat (a row merely current, as focus leaves the first one, is not selected)."""
+        items = self.list.selectedItems()
+        return self.id_of(items[0]) if items else None
+
+    def id_at(self, pos: QPoint) -> int | None:
+        """The chat of the row at `pos` (viewport coordinates), if any."""
+        item = self.list.itemAt(pos)
+        return self.id_of(item) if item is not None else None
+
+    def id_of(self, item: QListWidgetItem) -> int | None:
+        data = item.data(Qt.ItemDataRole.UserRole)
         return data[0] if data and self._mode == "conversations" else None
+
+    def _on_selection(self) -> None:
+        cid = self.current_id()
+        if cid is not None and cid != self._open:
+            self._open = cid
+            self.selected.emit(cid)
 
     def _activate(self, item: QListWidgetItem) -> None:
         data = item.data(Qt.ItemDataRole.UserRole)
@@ -204,6 +257,8 @@ class ConversationList(QWidget):
             return
         cid, mid = data
         if mid is None:
-            self.selected.emit(cid)
+            if cid != self._open:  # (a click has selected, and so opened, it already)
+                self._open = cid
+                self.selected.emit(cid)
         else:
             self.search_hit.emit(cid, mid)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import re
+import time
 from typing import Any
 
 from ember_chat.engine.core.reasoning import split_thinking
@@ -11,8 +13,30 @@ from ember_chat.engine.storage.conversations import Conversation, Message
 _WHO = {"user": "You", "assistant": "Ember", "system": "System"}
 
 
+_NOT_IN_FILE_NAMES = re.compile(r'[\x00-\x1f<>:"/\\|?*]+')  # what Windows, macOS or Linux refuse
+
+
+def export_file_name(title: str, suffix: str, limit: int = 80) -> str:
+    """A file name for a chat's export: its title without the characters file systems refuse."""
+    stem = " ".join(_NOT_IN_FILE_NAMES.sub(" ", title).split())[:limit].strip(" .")
+    return f"{stem or 'Chat'}.{suffix}"
+
+
+def models_of(conv: Conversation, thread: list[Message]) -> list[str]:
+    """The models that answered in this branch, in order of their first answer."""
+    named = [m.metrics.get("model") for m in thread if m.role == "assistant" and m.metrics]
+    return list(dict.fromkeys(n for n in [*named, conv.model] if n))
+
+
+def _date(timestamp: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M", time.localtime(timestamp))
+
+
 def chat_as_markdown(conv: Conversation, thread: list[Message]) -> str:
-    parts = [f"# {conv.title}\n"]
+    """The chat as Markdown: its title, the model(s) that answered and its date, then each message."""
+    models = models_of(conv, thread)
+    about = ([f"Model: {', '.join(models)}"] if models else []) + [_date(conv.created_at)]
+    parts = [f"# {conv.title}\n", f"*{' · '.join(about)}*\n"]
     if conv.system_prompt:
         parts.append(f"> System prompt: {conv.system_prompt}\n")
     for m in thread:
@@ -36,6 +60,8 @@ def _message_json(m: Message) -> dict[str, Any]:
 def chat_as_json(conv: Conversation, thread: list[Message]) -> str:
     data = {
         "title": conv.title,
+        "models": models_of(conv, thread),
+        "created_at": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(conv.created_at)),
         "system_prompt": conv.system_prompt,
         "params": conv.params,
         "messages": [_message_json(m) for m in thread],
