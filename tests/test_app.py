@@ -47,6 +47,8 @@ def make_window(qtbot: QtBot, paths: AppPaths) -> Iterator[Callable[..., MainWin
     yield make
     for w in windows:
         w.close()  # stops, quits and joins the engine thread
+        if w.api.quit_question is not None:  # the API server was left running: quitting asks first
+            w.api.quit_button.click()
         assert not w.bridge.service.running
         assert w.join_background(30)  # and every background task's thread has ended
         w.store.close()

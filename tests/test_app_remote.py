@@ -159,8 +159,12 @@ def test_local_api_server_serves_the_window_model(
     # the status bar follows the queue, and the log shows the request with its metrics
     qtbot.waitUntil(lambda: ": 0 running, 0 queued" in w.api.status.text(), timeout=ANSWER_TIMEOUT)
     assert w.api.status.isVisible() and url in w.api.status.text()
-    qtbot.waitUntil(lambda: dialog.table.rowCount() == 1, timeout=ANSWER_TIMEOUT)
-    assert dialog.table.item(0, 2).text() == "max tokens reached" and dialog.table.item(0, 5).text() == "16"
+    # (every request: the model list, the generation and the refused key)
+    qtbot.waitUntil(lambda: dialog.table.rowCount() == 3, timeout=ANSWER_TIMEOUT)
+    rows = [[dialog.table.item(r, c).text() for c in range(6)] for r in range(3)]
+    (generation,) = [row for row in rows if row[1].startswith("POST /v1/chat/completions")]
+    assert generation[2] == "max tokens reached" and generation[5] == "16"
+    assert sorted(row[2] for row in rows if row is not generation) == ["200 OK", "401 Unauthorized"]
     # turning it off closes the port
     dialog.enabled.setChecked(False)
     with qtbot.waitSignal(dialog.applied, timeout=10_000) as applied:

@@ -280,7 +280,10 @@ def test_the_gear_dialog_opens_while_nvidia_smi_hangs(
     hung_nvidia_smi: threading.Event,
     release: threading.Event,
     heartbeat: Heartbeat,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    # a machine with a GPU (nvidia-smi answers) and a llama.cpp build that can use it
+    monkeypatch.setattr("ember_chat.app.models.load_panel.gpu_offload_supported", lambda: True)
     w = make_window()
     qtbot.waitUntil(lambda: w.model_picker.findData("tiny.gguf") >= 0, timeout=WAIT_MS)
     w.model_picker.setCurrentIndex(w.model_picker.findData("tiny.gguf"))

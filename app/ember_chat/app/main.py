@@ -135,6 +135,7 @@ def _scripted_run_class() -> type:
                 shot = self.window.grab()
             shot.save(str(out))
             print(f"ember: screenshot saved to {out}", file=sys.stderr)
+            self.window.api.stop()  # a scripted run quits without asking about the API server
             self.window.close()
 
     return ScriptedRun
@@ -189,6 +190,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         def ready() -> None:
             print(f"ember: window ready in {time.perf_counter() - T0:.3f} s", file=sys.stderr, flush=True)
+            window.api.stop()  # a scripted run quits without asking about the API server
             window.close()
 
         QTimer.singleShot(0, ready)  # after the first paint events have been processed

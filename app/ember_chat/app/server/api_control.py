@@ -1,7 +1,9 @@
 """Settings ▸ Local API server: turns Ember's OpenAI-compatible server on and off, shows what it is
-doing in the status bar ("API: 1 running, 2 queued") and keeps a log of recent requests with their
+doing in the status bar ("API: 1 running, 2 queued") and keeps a log of recent requests: every
+HTTP request the server answered (health checks, model lists, refusals), the generations with their
 metrics. The server itself is `engine.serve.server.ApiServer`, a client of the same engine service
-as the chat.
+as the chat. Quitting while it serves asks first (`ask_before_quit`): other programs may rely on it.
+The dialog is in api_dialog.py.
 
 The server's key lives in the OS keychain, read and written off the GUI thread (a keychain can take
 seconds, or wait for the user to unlock it). Whether the user set a key is also kept, not secret, in
@@ -10,34 +12,25 @@ key it would have to enforce; with none set, the server starts as it would anywa
 
 from __future__ import annotations
 
-import time
-from typing import Protocol
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Protocol
 
-from PySide6.QtCore import QObject, Qt, Signal, Slot
-from PySide6.QtWidgets import (
-    QCheckBox,
-    QDialog,
-    QDialogButtonBox,
-    QFormLayout,
-    QHeaderView,
-    QLabel,
-    QLineEdit,
-    QSpinBox,
-    QStatusBar,
-    QTableWidget,
-    QTableWidgetItem,
-    QVBoxLayout,
-    QWidget,
-)
+from PySide6.QtCore import QObject, Signal, Slot
+from PySide6.QtWidgets import QLabel, QMessageBox, QStatusBar, QWidget
 
 from ember_chat.app.qt.bridge import EngineBridge
 from ember_chat.app.qt.tasks import TaskRunner
-from ember_chat.app.qt.wording import window_wording
 from ember_chat.engine.errors import EmberError, SecretStoreError
 from ember_chat.engine.inference.service import QueueState, RequestRecord
+from ember_chat.engine.serve.request_log import HttpExchange
 from ember_chat.engine.serve.server import ApiServer, ServerConfig
 from ember_chat.engine.storage.secrets import API_SERVER_KEY, SecretStore
 from ember_chat.engine.storage.settings import Settings, SettingsFile
+
+if TYPE_CHECKING:
+    from ember_chat.app.server.api_dialog import ApiServerDialog
+
+LOG_LENGTH = 100  # requests kept for the dialog's log
 
 
 class ApiHost(Protocol):
@@ -65,6 +58,7 @@ def read_server_key(secrets: SecretStore, key_set: bool) -> tuple[str | None, bo
 
 class ApiServerControl(QObject):
     applied = Signal(bool)  # an apply() has finished: the server runs as the settings say (GUI thread)
+    exchanged = Signal(object)  # HttpExchange: the server answered a request (emitted on its thread, queued)
 
     def __init__(self, window: ApiHost, parent: QObject | None = None) -> None:
         super().__init__(parent)
@@ -72,7 +66,10 @@ class ApiServerControl(QObject):
         self.server: ApiServer | None = None
         self.secrets = SecretStore()
         self.tasks = TaskRunner(self, workers=1)
-        self.records: list[RequestRecord] = []
+        self.records: list[RequestRecord | HttpExchange] = []  # the log, oldest first
+        self.quit_question: QMessageBox | None = None  # asked on quitting while the server runs
+        self._quit_confirmed = False
+        self.exchanged.connect(self._on_exchange)
         self.status = QLabel()
         self.status.setAccessibleName(self.tr("API server status"))
         self.status.hide()
@@ -126,7 +123,7 @@ class ApiServerControl(QObject):
             allowed_origins=tuple(o.strip() for o in s.api_allowed_origins.split(",") if o.strip()),
         )
         self.window.bridge.service.queue_limit = s.api_queue_limit
-        server = ApiServer(self.window.bridge.service, config)
+        server = ApiServer(self.window.bridge.service, config, on_request=self.exchanged.emit)
         try:
             server.start()
         except EmberError as exc:
@@ -166,217 +163,56 @@ class ApiServerControl(QObject):
 
     @Slot(object)
     def _on_done(self, record: RequestRecord) -> None:
-        if record.client != "api":
-            return
-        self.records.append(record)
-        del self.records[:-100]
+        if record.client == "api":
+            self._log(record)
+
+    @Slot(object)
+    def _on_exchange(self, exchange: HttpExchange) -> None:
+        if not exchange.generation:  # a generation is logged by the engine service, with its metrics
+            self._log(exchange)
+
+    def _log(self, entry: RequestRecord | HttpExchange) -> None:
+        self.records.append(entry)
+        del self.records[:-LOG_LENGTH]
         if self.dialog is not None:
-            self.dialog.add_record(record)
+            self.dialog.add_record(entry)
+
+    def ask_before_quit(self, quit_: Callable[[], None]) -> bool:
+        """The window is closing: while the server runs, ask first and say True (the close waits);
+        "Quit" then calls `quit_` again, which goes through."""
+        if self.server is None or self._quit_confirmed:
+            return False
+        if self.quit_question is None:
+            parent = self.parent()
+            box = QMessageBox(parent if isinstance(parent, QWidget) else None)
+            box.setIcon(QMessageBox.Icon.Warning)
+            box.setWindowTitle(self.tr("Quit Ember"))
+            box.setText(self.tr("The local API server is running at {url}.").format(url=self.server.url))
+            box.setInformativeText(
+                self.tr(
+                    "Quitting stops it: programs using it will lose their connection, and answers in progress stop."
+                )
+            )
+            self.quit_button = box.addButton(self.tr("Quit and stop the server"), QMessageBox.ButtonRole.AcceptRole)
+            box.addButton(QMessageBox.StandardButton.Cancel)
+            box.setDefaultButton(QMessageBox.StandardButton.Cancel)
+            box.buttonClicked.connect(lambda button: self._quit_answered(button, quit_))
+            self.quit_question = box
+        self.quit_question.open()
+        return True
+
+    def _quit_answered(self, button: object, quit_: Callable[[], None]) -> None:
+        self.quit_question = None
+        if button is self.quit_button:
+            self._quit_confirmed = True
+            quit_()
 
     def open_dialog(self) -> ApiServerDialog:
+        from ember_chat.app.server.api_dialog import ApiServerDialog
+
         if self.dialog is None:
             parent = self.parent()
             self.dialog = ApiServerDialog(self, parent if isinstance(parent, QWidget) else None)
         self.dialog.show()
         self.dialog.raise_()
         return self.dialog
-
-
-def _fmt(value: float | None, digits: int, unit: str) -> str:
-    return "—" if value is None else f"{value:.{digits}f} {unit}"
-
-
-class ApiServerDialog(QDialog):
-    applied = Signal(bool)  # Apply has finished: the settings are saved, the server runs as they say
-    key_checked = Signal()  # the placeholder says whether a key is stored (tests wait on this)
-
-    def __init__(self, control: ApiServerControl, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
-        self.control = control
-        self.setWindowTitle(self.tr("Local API server"))
-        self.resize(720, 520)
-        s = control.window.settings
-        layout = QVBoxLayout(self)
-        intro = QLabel(
-            self.tr(
-                "Other programs (editor plugins, scripts, the <code>openai</code> Python client) can use the model "
-                "loaded in this window through an OpenAI-compatible API. It shares the model with your chats: "
-                "one answer at a time, in turn."
-            )
-        )
-        intro.setWordWrap(True)
-        layout.addWidget(intro)
-        form = QFormLayout()
-        self.enabled = QCheckBox(self.tr("Serve the loaded model"))
-        self.enabled.setChecked(s.api_server)
-        self.enabled.setAccessibleName(self.tr("Enable the local API server"))
-        self.enabled.setToolTip(self.tr("Other programs on this computer can use the loaded model (OpenAI API)"))
-        self.host = QLineEdit(s.api_host)
-        self.host.setAccessibleName(self.tr("Address to listen on"))
-        self.host.setToolTip(self.tr("127.0.0.1: this computer only. Another address needs an API key."))
-        self.port = QSpinBox()
-        self.port.setRange(1, 65_535)
-        self.port.setValue(s.api_port)
-        self.port.setAccessibleName(self.tr("Port"))
-        self.port.setToolTip(self.tr("The TCP port clients connect to"))
-        self.key = QLineEdit()
-        self.key.setEchoMode(QLineEdit.EchoMode.Password)
-        self.key.setPlaceholderText(self.tr("checking the system keychain…"))
-        self.key.setAccessibleName(self.tr("API key"))
-        self.key.setToolTip(
-            self.tr("Clients must send this key. Kept in the system keychain; leave empty to keep the stored key.")
-        )
-        self.remove_key = QCheckBox(self.tr("Remove the stored key"))
-        self.remove_key.setAccessibleName(self.tr("Remove the stored API key"))
-        self.remove_key.setToolTip(self.tr("On Apply, delete the key from the system keychain: clients need none"))
-        secrets = control.secrets
-        control.tasks.run(lambda: secrets.read(API_SERVER_KEY), self._show_stored, self._show_unreadable)
-        self._awaiting_server = False
-        control.applied.connect(self._server_applied)
-        self.origins = QLineEdit(s.api_allowed_origins)
-        self.origins.setPlaceholderText(self.tr("none (browsers cannot call the API)"))
-        self.origins.setAccessibleName(self.tr("Allowed browser origins"))
-        self.origins.setToolTip(
-            self.tr("Comma-separated web origins (e.g. http://localhost:3000) whose pages may call the API")
-        )
-        self.queue = QSpinBox()
-        self.queue.setRange(1, 1000)
-        self.queue.setValue(s.api_queue_limit)
-        self.queue.setAccessibleName(self.tr("Queue limit"))
-        self.queue.setToolTip(self.tr("How many requests may wait for their turn; more are refused with HTTP 429"))
-        form.addRow(self.enabled)
-        form.addRow(self.tr("Address"), self.host)
-        form.addRow(self.tr("Port"), self.port)
-        form.addRow(self.tr("API key"), self.key)
-        form.addRow("", self.remove_key)
-        form.addRow(self.tr("Allowed origins (CORS)"), self.origins)
-        form.addRow(self.tr("Waiting requests (then 429)"), self.queue)
-        layout.addLayout(form)
-        self.url = QLabel()
-        self.url.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.url.setWordWrap(True)
-        self.url.setAccessibleName(self.tr("API server address"))
-        layout.addWidget(self.url)
-        layout.addWidget(QLabel(self.tr("Recent requests")))
-        self.table = QTableWidget(0, 6)
-        self.table.setHorizontalHeaderLabels(
-            [
-                self.tr("Time"),
-                self.tr("Request"),
-                self.tr("Result"),
-                self.tr("TTFT"),
-                self.tr("Decode"),
-                self.tr("Tokens"),
-            ]
-        )
-        self.table.horizontalHeader().setSectionResizeMode(1, QHeaderView.ResizeMode.Stretch)
-        self.table.setEditTriggers(QTableWidget.EditTrigger.NoEditTriggers)
-        self.table.setAccessibleName(self.tr("Recent API requests"))
-        self.table.setAccessibleDescription(self.tr("The latest requests to the API server, with their metrics"))
-        layout.addWidget(self.table, 1)
-        buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Apply | QDialogButtonBox.StandardButton.Close)
-        apply_button = buttons.button(QDialogButtonBox.StandardButton.Apply)
-        apply_button.setAccessibleName(self.tr("Apply"))
-        apply_button.setToolTip(self.tr("Save these settings and start or stop the server"))
-        apply_button.clicked.connect(self.apply)
-        buttons.button(QDialogButtonBox.StandardButton.Close).setAccessibleName(self.tr("Close"))
-        buttons.button(QDialogButtonBox.StandardButton.Close).setToolTip(self.tr("Close this window"))
-        buttons.rejected.connect(self.close)
-        layout.addWidget(buttons)
-        for record in control.records:
-            self.add_record(record)
-        self._show_url()
-
-    def _show_url(self) -> None:
-        server = self.control.server
-        if server is None:
-            self.url.setText(self.tr("The server is off."))
-            return
-        self.url.setText(
-            self.tr('Serving on <b>{url}</b> — e.g. <code>openai.OpenAI(base_url="{url}", api_key="…")</code>').format(
-                url=server.url
-            )
-        )
-
-    def _show_stored(self, key: str | None) -> None:
-        self.key.setPlaceholderText(self.tr("stored in the system keychain") if key else self.tr("none"))
-        self.key_checked.emit()
-
-    def _show_unreadable(self, _error: str) -> None:
-        self.key.setPlaceholderText(self.tr("unknown: the system keychain cannot be read"))
-        self.key_checked.emit()
-
-    def apply(self) -> None:
-        """Save the key (off the GUI thread: the keychain), then the settings, then start or stop the
-        server; `applied` says how it ended."""
-        window = self.control.window
-        key = self.key.text().strip()
-        remove = self.remove_key.isChecked() and not key
-        try:
-            settings = window.settings.with_changes(
-                api_server=self.enabled.isChecked(),
-                api_host=self.host.text().strip() or "127.0.0.1",
-                api_port=self.port.value(),
-                api_allowed_origins=self.origins.text().strip(),
-                api_queue_limit=self.queue.value(),
-            )
-        except EmberError as exc:
-            window.show_error(str(exc))
-            self.applied.emit(False)
-            return
-        secrets = self.control.secrets
-
-        def store_key() -> None:
-            if key:
-                secrets.set(API_SERVER_KEY, key, "The API key")
-            elif remove:
-                secrets.clear(API_SERVER_KEY)
-
-        def failed(error: str) -> None:
-            window.show_error(error)
-            self.applied.emit(False)
-
-        self.control.tasks.run(store_key, lambda _: self._key_stored(settings, key, remove), failed, key="api-key")
-
-    def _key_stored(self, settings: Settings, key: str, removed: bool) -> None:
-        window = self.control.window
-        if key or removed:  # not secret: whether there is a key to enforce (see the module)
-            settings = settings.with_changes(api_key_set=bool(key))
-        window.settings = settings
-        window.settings_file.save(settings)
-        self.key.clear()
-        self.remove_key.setChecked(False)
-        if key or removed:
-            self._show_stored(key or None)
-        self._awaiting_server = True
-        self.control.apply()
-
-    @Slot(bool)
-    def _server_applied(self, ok: bool) -> None:
-        if not self._awaiting_server:  # the window's own apply (at start), not this dialog's
-            return
-        self._awaiting_server = False
-        if not ok:  # could not start: keep the setting off so the next start does not fail again
-            window = self.control.window
-            window.settings = window.settings.with_changes(api_server=False)
-            window.settings_file.save(window.settings)
-            self.enabled.setChecked(False)
-        self._show_url()
-        self.applied.emit(ok)
-
-    def add_record(self, r: RequestRecord) -> None:
-        m = r.metrics
-        reason = window_wording().reason(r.reason) if r.reason else ""
-        row = self.table.rowCount()
-        self.table.insertRow(row)
-        values = [
-            time.strftime("%H:%M:%S", time.localtime(r.t_submitted)),
-            r.label,
-            reason if not r.error else f"{reason}: {r.error}",
-            _fmt(m.ttft_s * 1000 if m and m.ttft_s is not None else None, 0, "ms"),
-            _fmt(m.decode_tokens_per_s if m else None, 1, "tok/s"),
-            str(m.output_tokens) if m else "—",
-        ]
-        for col, value in enumerate(values):
-            self.table.setItem(row, col, QTableWidgetItem(value))
-        self.table.scrollToBottom()

@@ -391,6 +391,9 @@ class MainWindow(QMainWindow, ModelActions, ChatActions):
         self.bridge.close()
 
     def closeEvent(self, event: QCloseEvent) -> None:  # Qt override
+        if self.api.ask_before_quit(self.close):  # the API server runs: other programs may use it
+            event.ignore()
+            return
         self.conversations.cancel_pending_search()  # the chat store is closed after the window
         self.save_state()
         self.shutdown()

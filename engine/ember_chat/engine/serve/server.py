@@ -7,7 +7,8 @@ the engine service's queue, shared fairly with the window). Guards (the socket-f
 origin refused, unless the origin is listed; a body size limit and a strict Content-Length; a
 timeout on reads from the client (never on the wait for tokens); JSON validated with clear 400s; no
 stack traces in responses. A client that disconnects cancels its generation within one token; a
-generation that does not finish cleanly is an error, never `finish_reason: "stop"`.
+generation that does not finish cleanly is an error, never `finish_reason: "stop"`. Every request
+answered is reported to the server's request listener (`request_log.py`), refusals included.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from ember_chat.engine.inference.metrics import GenerationMetrics
 from ember_chat.engine.inference.service import EngineService, GenerationRequest, GenerationSink
 from ember_chat.engine.serve.guards import bind_option, check_access, content_length, is_loopback, refuse
 from ember_chat.engine.serve.openai_api import ApiError, ApiRequest, ResponseBuilder, parse_request, unfinished_error
+from ember_chat.engine.serve.request_log import ReportsRequests, RequestListener
 
 log = logging.getLogger(__name__)
 
@@ -83,7 +85,7 @@ class ClientGone(Exception):
     pass
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(ReportsRequests, BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server: _Server
     server_version = "Ember"
@@ -183,12 +185,15 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_error(ApiError(500, "Internal server error; see Ember's log.", "server_error"))
 
     def do_GET(self) -> None:
-        self._handle("GET")
+        self._logged("GET", lambda: self._handle("GET"))
 
     def do_POST(self) -> None:
-        self._handle("POST")
+        self._logged("POST", lambda: self._handle("POST"))
 
     def do_OPTIONS(self) -> None:
+        self._logged("OPTIONS", self._options)
+
+    def _options(self) -> None:
         origin = self.headers.get("Origin")
         if origin and origin in self.server.config.allowed_origins:
             self.send_response(204)
@@ -377,6 +382,7 @@ class _Server(ThreadingHTTPServer):
     def __init__(self, config: ServerConfig, service: EngineService) -> None:
         self.config = config
         self.service = service
+        self.on_request: RequestListener | None = None
         self.connections: set[socket.socket] = set()
         self._connections_lock = threading.Lock()
         if ":" in config.host:
@@ -421,11 +427,15 @@ class _Server(ThreadingHTTPServer):
 
 
 class ApiServer:
-    """Start with `start()`, stop with `stop()` (joins the serving thread)."""
+    """Start with `start()`, stop with `stop()` (joins the serving thread). `on_request`: told of every
+    request answered, on the connection's thread (see request_log.py)."""
 
-    def __init__(self, service: EngineService, config: ServerConfig | None = None) -> None:
+    def __init__(
+        self, service: EngineService, config: ServerConfig | None = None, on_request: RequestListener | None = None
+    ) -> None:
         self.service = service
         self.config = config or ServerConfig()
+        self.on_request = on_request
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
 
@@ -452,6 +462,7 @@ class ApiServer:
                 f"The API server cannot listen on {self.config.host}:{self.config.port} ({exc.strerror or exc}). "
                 "Is another program using that port? Choose another one."
             ) from exc
+        self._server.on_request = self.on_request
         self._thread = threading.Thread(target=self._server.serve_forever, name="ember-api", daemon=True)
         self._thread.start()
 

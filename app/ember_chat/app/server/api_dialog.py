@@ -1,0 +1,280 @@
+"""Settings ▸ Local API server…: the server's settings (on/off, address, port, key, allowed origins,
+queue), its address with a Copy URL button and a curl command to try it, and the log of recent
+requests: every HTTP request the server answered, with its status, and each generation with its
+metrics. The control (start, stop, the log's source) is ApiServerControl in api_control.py."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import time
+
+from PySide6.QtCore import Qt, Signal, Slot
+from PySide6.QtGui import QFont, QFontDatabase, QGuiApplication
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QDialog,
+    QDialogButtonBox,
+    QFormLayout,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QLineEdit,
+    QPushButton,
+    QSpinBox,
+    QTableWidget,
+    QTableWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
+
+from ember_chat.app.qt.wording import window_wording
+from ember_chat.app.server.api_control import ApiServerControl
+from ember_chat.engine.errors import EmberError
+from ember_chat.engine.inference.service import RequestRecord
+from ember_chat.engine.serve.request_log import HttpExchange
+from ember_chat.engine.storage.secrets import API_SERVER_KEY
+from ember_chat.engine.storage.settings import Settings
+
+
+def curl_example(url: str, with_key: bool) -> str:
+    """A command that asks the server for an answer (the key from an environment variable, so the
+    command can be copied without the secret in it)."""
+    body = json.dumps({"messages": [{"role": "user", "content": "Hello!"}]})
+    lines = [f"curl {url}/chat/completions", "-H 'Content-Type: application/json'"]
+    if with_key:
+        lines.append('-H "Authorization: Bearer $EMBER_API_KEY"')
+    lines.append(f"-d {shlex.quote(body)}")
+    return " \\\n  ".join(lines)
+
+
+def _fmt(value: float | None, digits: int, unit: str) -> str:
+    return "—" if value is None else f"{value:.{digits}f} {unit}"
+
+
+class ApiServerDialog(QDialog):
+    applied = Signal(bool)  # Apply has finished: the settings are saved, the server runs as they say
+    key_checked = Signal()  # the placeholder says whether a key is stored (tests wait on this)
+
+    def __init__(self, control: ApiServerControl, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.control = control
+        self.setWindowTitle(self.tr("Local API server"))
+        self.resize(720, 520)
+        s = control.window.settings
+        layout = QVBoxLayout(self)
+        intro = QLabel(
+            self.tr(
+                "Other programs (editor plugins, scripts, the <code>openai</code> Python client) can use the model "
+                "loaded in this window through an OpenAI-compatible API. It shares the model with your chats: "
+                "one answer at a time, in turn."
+            )
+        )
+        intro.setWordWrap(True)
+        layout.addWidget(intro)
+        form = QFormLayout()
+        self.enabled = QCheckBox(self.tr("Serve the loaded model"))
+        self.enabled.setChecked(s.api_server)
+        self.enabled.setAccessibleName(self.tr("Enable the local API server"))
+        self.enabled.setToolTip(self.tr("Other programs on this computer can use the loaded model (OpenAI API)"))
+        self.host = QLineEdit(s.api_host)
+        self.host.setAccessibleName(self.tr("Address to listen on"))
+        self.host.setToolTip(self.tr("127.0.0.1: this computer only. Another address needs an API key."))
+        self.port = QSpinBox()
+        self.port.setRange(1, 65_535)
+        self.port.setValue(s.api_port)
+        self.port.setAccessibleName(self.tr("Port"))
+        self.port.setToolTip(self.tr("The TCP port clients connect to"))
+        self.key = QLineEdit()
+        self.key.setEchoMode(QLineEdit.EchoMode.Password)
+        self.key.setPlaceholderText(self.tr("checking the system keychain…"))
+        self.key.setAccessibleName(self.tr("API key"))
+        self.key.setToolTip(
+            self.tr("Clients must send this key. Kept in the system keychain; leave empty to keep the stored key.")
+        )
+        self.remove_key = QCheckBox(self.tr("Remove the stored key"))
+        self.remove_key.setAccessibleName(self.tr("Remove the stored API key"))
+        self.remove_key.setToolTip(self.tr("On Apply, delete the key from the system keychain: clients need none"))
+        secrets = control.secrets
+        control.tasks.run(lambda: secrets.read(API_SERVER_KEY), self._show_stored, self._show_unreadable)
+        self._awaiting_server = False
+        control.applied.connect(self._server_applied)
+        self.origins = QLineEdit(s.api_allowed_origins)
+        self.origins.setPlaceholderText(self.tr("none (browsers cannot call the API)"))
+        self.origins.setAccessibleName(self.tr("Allowed browser origins"))
+        self.origins.setToolTip(
+            self.tr("Comma-separated web origins (e.g. http://localhost:3000) whose pages may call the API")
+        )
+        self.queue = QSpinBox()
+        self.queue.setRange(1, 1000)
+        self.queue.setValue(s.api_queue_limit)
+        self.queue.setAccessibleName(self.tr("Queue limit"))
+        self.queue.setToolTip(self.tr("How many requests may wait for their turn; more are refused with HTTP 429"))
+        form.addRow(self.enabled)
+        form.addRow(self.tr("Address"), self.host)
+        form.addRow(self.tr("Port"), self.port)
+        form.addRow(self.tr("API key"), self.key)
+        form.addRow("", self.remove_key)
+        form.addRow(self.tr("Allowed origins (CORS)"), self.origins)
+        form.addRow(self.tr("Waiting requests (then 429)"), self.queue)
+        layout.addLayout(form)
+        self.url = QLabel()
+        self.url.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.url.setWordWrap(True)
+        self.url.setAccessibleName(self.tr("API server address"))
+        self.copy_url = QPushButton(self.tr("Copy URL"))
+        self.copy_url.setAccessibleName(self.tr("Copy URL"))
+        self.copy_url.setToolTip(self.tr("Copy the server's address (the base URL for OpenAI clients)"))
+        self.copy_url.clicked.connect(lambda: self._copy(self.control.server.url if self.control.server else ""))
+        self.copy_curl = QPushButton(self.tr("Copy curl command"))
+        self.copy_curl.setAccessibleName(self.tr("Copy curl command"))
+        self.copy_curl.setToolTip(self.tr("Copy the command below, to try the server from a terminal"))
+        self.copy_curl.clicked.connect(lambda: self._copy(self.curl.text()))
+        url_row = QHBoxLayout()
+        url_row.addWidget(self.url, 1)
+        url_row.addWidget(self.copy_url)
+        url_row.addWidget(self.copy_curl)
+        layout.addLayout(url_row)
+        self.curl = QLabel()
+        self.curl.setTextFormat(Qt.TextFormat.PlainText)
+        self.curl.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.curl.setFont(QFont(QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont)))
+        self.curl.setAccessibleName(self.tr("Example curl command"))
+        self.curl.setAccessibleDescription(self.tr("A command that asks the server for an answer"))
+        layout.addWidget(self.curl)
+        layout.addWidget(QLabel(self.tr("Recent requests")))
+        self.table = QTableWidget(0, 6)
+        self.table.setHorizontalHeaderLabels(
+            [
+                self.tr("Time"),
+                self.tr("Request"),
+                self.tr("Result"),
+                self.tr("TTFT"),
+                self.tr("Decode"),
+                self.tr("Tokens"),
+            ]
+        )
+        self.table.horizontalHeader().setSectionResizeMode(1, QHeaderView.ResizeMode.Stretch)
+        self.table.setEditTriggers(QTableWidget.EditTrigger.NoEditTriggers)
+        self.table.setAccessibleName(self.tr("Recent API requests"))
+        self.table.setAccessibleDescription(
+            self.tr("Every request the API server answered, latest last: its status, and a generation's metrics")
+        )
+        layout.addWidget(self.table, 1)
+        buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Apply | QDialogButtonBox.StandardButton.Close)
+        apply_button = buttons.button(QDialogButtonBox.StandardButton.Apply)
+        apply_button.setAccessibleName(self.tr("Apply"))
+        apply_button.setToolTip(self.tr("Save these settings and start or stop the server"))
+        apply_button.clicked.connect(self.apply)
+        buttons.button(QDialogButtonBox.StandardButton.Close).setAccessibleName(self.tr("Close"))
+        buttons.button(QDialogButtonBox.StandardButton.Close).setToolTip(self.tr("Close this window"))
+        buttons.rejected.connect(self.close)
+        layout.addWidget(buttons)
+        for record in control.records:
+            self.add_record(record)
+        self._show_url()
+
+    def _copy(self, text: str) -> None:
+        QGuiApplication.clipboard().setText(text)
+
+    def _show_url(self) -> None:
+        server = self.control.server
+        for w in (self.copy_url, self.copy_curl, self.curl):
+            w.setVisible(server is not None)
+        if server is None:
+            self.url.setText(self.tr("The server is off."))
+            return
+        self.curl.setText(curl_example(server.url, self.control.window.settings.api_key_set))
+        self.url.setText(
+            self.tr('Serving on <b>{url}</b> — e.g. <code>openai.OpenAI(base_url="{url}", api_key="…")</code>').format(
+                url=server.url
+            )
+        )
+
+    def _show_stored(self, key: str | None) -> None:
+        self.key.setPlaceholderText(self.tr("stored in the system keychain") if key else self.tr("none"))
+        self.key_checked.emit()
+
+    def _show_unreadable(self, _error: str) -> None:
+        self.key.setPlaceholderText(self.tr("unknown: the system keychain cannot be read"))
+        self.key_checked.emit()
+
+    def apply(self) -> None:
+        """Save the key (off the GUI thread: the keychain), then the settings, then start or stop the
+        server; `applied` says how it ended."""
+        window = self.control.window
+        key = self.key.text().strip()
+        remove = self.remove_key.isChecked() and not key
+        try:
+            settings = window.settings.with_changes(
+                api_server=self.enabled.isChecked(),
+                api_host=self.host.text().strip() or "127.0.0.1",
+                api_port=self.port.value(),
+                api_allowed_origins=self.origins.text().strip(),
+                api_queue_limit=self.queue.value(),
+            )
+        except EmberError as exc:
+            window.show_error(str(exc))
+            self.applied.emit(False)
+            return
+        secrets = self.control.secrets
+
+        def store_key() -> None:
+            if key:
+                secrets.set(API_SERVER_KEY, key, "The API key")
+            elif remove:
+                secrets.clear(API_SERVER_KEY)
+
+        def failed(error: str) -> None:
+            window.show_error(error)
+            self.applied.emit(False)
+
+        self.control.tasks.run(store_key, lambda _: self._key_stored(settings, key, remove), failed, key="api-key")
+
+    def _key_stored(self, settings: Settings, key: str, removed: bool) -> None:
+        window = self.control.window
+        if key or removed:  # not secret: whether there is a key to enforce (see the module)
+            settings = settings.with_changes(api_key_set=bool(key))
+        window.settings = settings
+        window.settings_file.save(settings)
+        self.key.clear()
+        self.remove_key.setChecked(False)
+        if key or removed:
+            self._show_stored(key or None)
+        self._awaiting_server = True
+        self.control.apply()
+
+    @Slot(bool)
+    def _server_applied(self, ok: bool) -> None:
+        if not self._awaiting_server:  # the window's own apply (at start), not this dialog's
+            return
+        self._awaiting_server = False
+        if not ok:  # could not start: keep the setting off so the next start does not fail again
+            window = self.control.window
+            window.settings = window.settings.with_changes(api_server=False)
+            window.settings_file.save(window.settings)
+            self.enabled.setChecked(False)
+        self._show_url()
+        self.applied.emit(ok)
+
+    def add_record(self, r: RequestRecord | HttpExchange) -> None:
+        """A row of the log: a request the server answered (its status), or a generation (its result
+        and metrics)."""
+        row = self.table.rowCount()
+        self.table.insertRow(row)
+        if isinstance(r, HttpExchange):
+            values = [time.strftime("%H:%M:%S", time.localtime(r.t)), r.label, r.status_text, "—", "—", "—"]
+        else:
+            m = r.metrics
+            reason = window_wording().reason(r.reason) if r.reason else ""
+            values = [
+                time.strftime("%H:%M:%S", time.localtime(r.t_submitted)),
+                r.label,
+                reason if not r.error else f"{reason}: {r.error}",
+                _fmt(m.ttft_s * 1000 if m and m.ttft_s is not None else None, 0, "ms"),
+                _fmt(m.decode_tokens_per_s if m else None, 1, "tok/s"),
+                str(m.output_tokens) if m else "—",
+            ]
+        for col, value in enumerate(values):
+            self.table.setItem(row, col, QTableWidgetItem(value))
+        self.table.scrollToBottom()
