@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections import deque
 from typing import Any
 
-from PySide6.QtCore import QElapsedTimer, QEvent, QSize, QTimer, Signal
-from PySide6.QtGui import QPalette, QResizeEvent
+from PySide6.QtCore import QElapsedTimer, QTimer, Signal
+from PySide6.QtGui import QPalette
 from PySide6.QtWidgets import (
     QCheckBox,
     QDoubleSpinBox,
@@ -23,6 +23,7 @@ from PySide6.QtWidgets import (
 )
 
 from ember_chat.app.metrics.speed_chart import SpeedChart
+from ember_chat.app.qt.layout_boundary import LayoutBoundary
 from ember_chat.engine.core.params import SPECS, SamplingParams
 from ember_chat.engine.inference.metrics import GenerationMetrics, percentile
 
@@ -128,50 +129,13 @@ class ParamsPanel(QWidget):
         return {**self.params().to_dict(), "context_length": self.context.value()}
 
 
-class LayoutBoundary(QWidget):
-    """Holds one widget and keeps its re-layouts inside it. Qt passes every layout change up to the
-    window whatever it changed (each QLayout.activate ends with updateGeometry() on its widget, and a
-    QTabWidget repaints itself whole on a layout request), so each new live figure in a label re-laid
-    out the window and repainted the whole side panel: about 4 ms of the GUI thread, five times a
-    second while an answer streams. Here a change goes further up only when the held widget's size
-    hints changed."""
-
-    def __init__(self, inner: QWidget, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
-        self.inner = inner
-        inner.setParent(self)
-        self.setSizePolicy(inner.sizePolicy())
-        self._hints = self._current_hints()
-
-    def _current_hints(self) -> tuple[QSize, QSize]:
-        return self.inner.sizeHint(), self.inner.minimumSizeHint()
-
-    def sizeHint(self) -> QSize:  # Qt override
-        return self.inner.sizeHint()
-
-    def minimumSizeHint(self) -> QSize:  # Qt override
-        return self.inner.minimumSizeHint()
-
-    def resizeEvent(self, event: QResizeEvent) -> None:  # Qt override
-        self.inner.setGeometry(self.rect())
-        super().resizeEvent(event)
-
-    def event(self, event: QEvent) -> bool:  # Qt override
-        if event.type() == QEvent.Type.LayoutRequest:  # the held widget was re-laid out
-            hints = self._current_hints()
-            if hints != self._hints:
-                self._hints = hints
-                self.updateGeometry()
-            return True
-        return super().event(event)
-
-
 class MetricsPanel(QWidget):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         layout = QVBoxLayout(self)
         live = QGroupBox(self.tr("Current answer"))
-        form = QFormLayout(live)
+        form = self.live_form = QFormLayout(live)
+        form.setRowWrapPolicy(QFormLayout.RowWrapPolicy.WrapLongRows)  # a narrow panel: the value under its label
         self.ttft = QLabel("—")
         self.decode = QLabel("—")
         self.prefill = QLabel("—")
@@ -180,9 +144,7 @@ class MetricsPanel(QWidget):
         self.thinking.setToolTip(self.tr("Output tokens spent thinking, and when the answer proper began"))
         self.context = QProgressBar()
         self.context.setAccessibleName(self.tr("Context used"))
-        self.context.setFormat(self.tr("%v / %m tokens"))
-        self.context.setRange(0, 1)
-        self.context.setValue(0)
+        self._show_no_context()
         for label, w in (
             (self.tr("Time to first token"), self.ttft),
             (self.tr("Decode"), self.decode),
@@ -195,18 +157,20 @@ class MetricsPanel(QWidget):
             form.addRow(label, w)
         layout.addWidget(LayoutBoundary(live))
 
-        self.why = QLabel("—")
+        self.why = QLabel()
         self.why.setWordWrap(True)
+        self.why.hide()  # until an answer has its figures
         self.why.setForegroundRole(QPalette.ColorRole.PlaceholderText)
         self.why.setAccessibleName(self.tr("Why this speed"))
         self.why.setToolTip(self.tr("What the last answer's prompt and model cost: the figures behind its speed"))
         layout.addWidget(self.why)
 
         self.chart = SpeedChart()
-        layout.addWidget(self.chart.view)
+        layout.addWidget(self.chart.view, 1)  # the chart takes the spare height
 
-        session = QGroupBox(self.tr("This session"))
-        sform = QFormLayout(session)
+        session = self.session_box = QGroupBox(self.tr("This session"))
+        sform = self.session_form = QFormLayout(session)
+        sform.setRowWrapPolicy(QFormLayout.RowWrapPolicy.WrapLongRows)
         self.session_ttft = QLabel("—")
         self.session_itl = QLabel("—")
         self.session_ttft.setAccessibleName(self.tr("Session TTFT percentiles"))
@@ -214,7 +178,6 @@ class MetricsPanel(QWidget):
         sform.addRow(self.tr("TTFT p50/p95/p99"), self.session_ttft)
         sform.addRow(self.tr("ITL p50/p95/p99"), self.session_itl)
         layout.addWidget(session)
-        layout.addStretch(1)
 
         # The session's percentiles are over its latest answers and tokens: bounded, so a long session
         # neither grows without end nor makes the sort after each answer slower and slower.
@@ -234,10 +197,26 @@ class MetricsPanel(QWidget):
         self._waiting.setInterval(100)
         self._waiting.timeout.connect(self._tick)
 
+    def reset(self) -> None:
+        """Another chat is open: "Current answer" starts over (the session's figures stay)."""
+        self._waiting.stop()
+        self.chart.begin()
+        for w in (self.ttft, self.decode, self.prefill, self.output, self.thinking):
+            w.setText("—")
+        self.why.hide()
+        self.why.clear()
+        self._show_no_context()
+
+    def _show_no_context(self) -> None:
+        self.context.setRange(0, 1)
+        self.context.setValue(0)
+        self.context.setFormat(self.tr("no answer yet"))
+
     def begin(self) -> None:
         self.chart.begin()
-        for w in (self.decode, self.prefill, self.output, self.thinking, self.why):
+        for w in (self.decode, self.prefill, self.output, self.thinking):
             w.setText("—")
+        self.why.hide()
         self.ttft.setText(self.tr("{s:.1f} s …").format(s=0.0))
         self._clock.start()
         self._prefill: tuple[int, int] | None = None
@@ -295,7 +274,10 @@ class MetricsPanel(QWidget):
         self.context.setUpdatesEnabled(False)
         if self.context.maximum() != n_ctx:
             self.context.setRange(0, n_ctx)
+            widest = self.tr("{used} / {n_ctx} tokens").format(used=f"{n_ctx:,}", n_ctx=f"{n_ctx:,}")
+            self.context.setMinimumWidth(self.context.fontMetrics().horizontalAdvance(widest) + 16)  # one line
         self.context.setValue(value)
+        self.context.setFormat(self.tr("{used} / {n_ctx} tokens").format(used=f"{value:,}", n_ctx=f"{n_ctx:,}"))
         self.context.setUpdatesEnabled(True)  # (schedules the repaint)
 
     def finish(self, m: GenerationMetrics | None, itl_ms: list[float]) -> None:
@@ -311,6 +293,7 @@ class MetricsPanel(QWidget):
         self.output.setText(str(m.output_tokens))
         self.thinking.setText(self._thinking_text(m.thinking_tokens, m.ttfat_s))
         self.why.setText(self.why_text(m))
+        self.why.show()
         self._show_context(m.context_used, m.n_ctx, live=False)
         if m.ttft_s is not None:
             self._ttft_samples.append(m.ttft_s)

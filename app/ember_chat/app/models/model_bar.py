@@ -3,7 +3,7 @@ status, unload, backend badge."""
 
 from __future__ import annotations
 
-from PySide6.QtCore import QCoreApplication, Qt
+from PySide6.QtCore import QCoreApplication, QSize, Qt
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QProgressBar, QPushButton, QToolButton, QWidget
 
 from ember_chat.app.qt.elided_label import ElidedLabel
@@ -50,6 +50,7 @@ class ModelBar(QWidget):
         self.progress = QProgressBar()
         self.progress.setRange(0, 100)
         self.progress.setMaximumWidth(120)
+        self.progress.setMinimumWidth(60)
         self.progress.setAccessibleName(self.tr("Model load progress"))
         self.progress.hide()  # only while a model loads
         row.addWidget(self.progress)
@@ -60,6 +61,9 @@ class ModelBar(QWidget):
         self.unload.setAccessibleName(self.tr("Unload model"))
         self.unload.setToolTip(self.tr("Unload the model and free its memory"))
         row.addWidget(self.unload)
+        self.unload.setMinimumWidth(  # "Unload" and "Cancel" take the same room
+            max(QPushButton(text).sizeHint().width() for text in (self.tr("Unload"), self.tr("Cancel")))
+        )
         row.addStretch(1)
         self.badge = ElidedLabel(
             description=self.tr("Where the model runs: backend, CPU threads and GPU layers, or the remote connection")
@@ -67,6 +71,14 @@ class ModelBar(QWidget):
         self.badge.setObjectName("backendBadge")
         self.badge.setAccessibleName(self.tr("Backend"))
         row.addWidget(self.badge)
+
+    def minimumSizeHint(self) -> QSize:  # Qt override
+        """As narrow as it gets while a model loads too (the progress bar shown): the window's minimum
+        size does not change when a load starts, so the window never grows for it."""
+        hint = super().minimumSizeHint()
+        if self.progress.isHidden():
+            hint.setWidth(hint.width() + self.progress.minimumWidth() + self.layout().spacing())
+        return hint
 
     def set_models(self, entries: list[ModelEntry], connections: list[Connection] | None = None) -> None:
         current = self.picker.currentData()

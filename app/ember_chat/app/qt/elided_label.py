@@ -29,10 +29,10 @@ class ElidedLabel(QLabel):
         self.setText(self.text())
 
     def minimumSizeHint(self) -> QSize:  # Qt override
-        hint = super().minimumSizeHint()
+        """The same whatever the text: a new text never changes how narrow the layout can be."""
         m = self.contentsMargins()
         narrow = self.fontMetrics().horizontalAdvance(MIN_CHARS + "…") + m.left() + m.right()
-        return QSize(min(hint.width(), narrow), hint.height())
+        return QSize(narrow, super().minimumSizeHint().height())
 
     def displayed_text(self) -> str:
         """What is painted at the label's present width."""

@@ -1,0 +1,124 @@
+"""Issue 16, item 10: the side panel at its default width. Row labels and values are shown whole, the
+context bar says nothing false before the first answer and never wraps, widths do not jump when a
+model loads, no lone "—" under Current answer, "Current answer" starts over in another chat, and the
+chart takes the spare height."""
+
+from __future__ import annotations
+
+import shutil
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from PySide6.QtWidgets import QApplication, QFormLayout, QLabel, QWidget
+from pytestqt.qtbot import QtBot
+
+from ember_chat.app.main import build_window
+from ember_chat.app.shell.main_window import MainWindow
+from ember_chat.engine.core.params import SamplingParams
+from ember_chat.engine.inference.events import Event, PromptReady
+from ember_chat.engine.storage.paths import AppPaths
+from tests.fake_backend import FakeBackend
+
+FIRST_TOKEN_S = 1.2  # a slow prompt: the session's TTFT percentiles are four-digit milliseconds
+
+
+class SlowFirstToken(FakeBackend):
+    """Takes FIRST_TOKEN_S to its first token (a long prompt on a slow machine), then streams."""
+
+    def _run(self, params: SamplingParams) -> Iterator[Event]:
+        for event in super()._run(params):
+            yield event
+            if isinstance(event, PromptReady):
+                time.sleep(FIRST_TOKEN_S)  # the engine thread's prompt evaluation
+
+
+@pytest.fixture
+def window(qtbot: QtBot, tmp_path: Path, tiny_model: Path) -> Iterator[MainWindow]:
+    paths = AppPaths(tmp_path / "data", tmp_path / "config")
+    paths.default_models_dir.mkdir(parents=True)
+    shutil.copy(tiny_model, paths.default_models_dir / "tiny.gguf")
+    w = build_window(paths, backend_factory=lambda _ref: SlowFirstToken(n_tokens=30))
+    qtbot.addWidget(w)
+    w.show()
+    with qtbot.waitSignal(w.models_listed, timeout=60_000):
+        pass
+    yield w
+    w.close()
+    assert w.join_background(30)
+    w.store.close()
+
+
+def _load(qtbot: QtBot, w: MainWindow) -> None:
+    with qtbot.waitSignal(w.model_state_changed, check_params_cb=lambda s: s == "ready", timeout=60_000):
+        w.load_model("tiny.gguf")
+
+
+def _send(qtbot: QtBot, w: MainWindow, text: str) -> None:
+    with qtbot.waitSignal(w.controller.generating_changed, check_params_cb=lambda on: not on, timeout=60_000):
+        w.controller.send(text)
+    QApplication.processEvents()
+
+
+def _rows(form: QFormLayout) -> list[tuple[QWidget, QWidget]]:
+    out = []
+    for row in range(form.rowCount()):
+        label = form.itemAt(row, QFormLayout.ItemRole.LabelRole)
+        field = form.itemAt(row, QFormLayout.ItemRole.FieldRole)
+        if label is not None and field is not None:
+            out.append((label.widget(), field.widget()))
+    return out
+
+
+def _shown_whole(widget: QWidget) -> bool:
+    if isinstance(widget, QLabel) and widget.wordWrap():
+        return widget.height() >= widget.heightForWidth(widget.width())
+    return widget.width() >= widget.sizeHint().width() and widget.height() >= widget.minimumSizeHint().height()
+
+
+def test_before_the_first_answer_the_panel_says_nothing_false(window: MainWindow) -> None:
+    panel = window.side.metrics
+    assert window.side.width() == window.splitter.sizes()[2]  # the default width
+    assert "/ 1 tokens" not in panel.context.text()  # no made-up context size
+    assert not (panel.why.isVisible() and panel.why.text().strip() == "—")  # no lone dash
+    # the chart takes the spare height: nothing but a margin below the session box
+    session_bottom = panel.session_box.geometry().bottom()
+    assert panel.height() - session_bottom <= 2 * panel.layout().contentsMargins().bottom()
+    assert panel.chart.view.height() > panel.chart.view.minimumSizeHint().height()
+
+
+def test_at_the_default_width_rows_are_whole_and_widths_hold(qtbot: QtBot, window: MainWindow) -> None:
+    panel = window.side.metrics
+    sizes = window.splitter.sizes()
+    _load(qtbot, window)
+    _send(qtbot, window, "first")
+    _send(qtbot, window, "second")
+    assert window.splitter.sizes() == sizes  # no jump when the model loaded or answered
+    assert panel.session_ttft.text().split(".")[0].isdigit() and len(panel.session_ttft.text().split(".")[0]) == 4
+    for form in (panel.live_form, panel.session_form):
+        for label, field in _rows(form):
+            assert label.isVisible() and _shown_whole(label), label.text()
+            assert field.isVisible() and _shown_whole(field), field.accessibleName()
+    bar = panel.context
+    used = window.store.thread(window.controller.conversation_id)[-1].metrics["context_used"]
+    assert bar.text() == f"{used} / 1,000,000 tokens"  # the answer's context, in grouped digits
+    assert bar.fontMetrics().horizontalAdvance(bar.text()) <= bar.contentsRect().width() - 8  # one line
+
+
+def test_current_answer_starts_over_in_another_chat(qtbot: QtBot, window: MainWindow) -> None:
+    panel = window.side.metrics
+    _load(qtbot, window)
+    _send(qtbot, window, "in chat A")
+    first = window.controller.conversation_id
+    assert panel.output.text() == "30" and panel.why.isVisible()
+    window.new_chat()
+    qtbot.waitUntil(lambda: window.controller.conversation_id is None)
+    assert panel.output.text() == "—" and panel.ttft.text() == "—" and not panel.why.isVisible()
+    assert "30" not in panel.context.text() and panel.chart.speed.count() == 0
+    _send(qtbot, window, "in chat B")
+    assert panel.output.text() == "30"
+    window._open_conversation(first)
+    qtbot.waitUntil(lambda: window.controller.conversation_id == first)
+    assert panel.output.text() == "—" and panel.decode.text() == "—"
+    assert panel.session_ttft.text() != "—"  # the session's figures are the session's, kept
