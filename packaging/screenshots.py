@@ -1,9 +1,11 @@
 """Screenshots of the real window for CI artifacts and the README:
 
-    xvfb-run -a -s "-screen 0 1280x800x24" .venv/bin/python packaging/screenshots.py OUT_DIR
+    xvfb-run -a -s "-screen 0 1920x1080x24" .venv/bin/python packaging/screenshots.py OUT_DIR
 
 In a fresh data folder it loads the starter model and asks it one question (a real answer with real
-metrics), then shows that chat in the light and dark themes, a chat whose answer is code-heavy Markdown
+metrics), then shows that chat at 1280×800, on small screens (1024×640 with the side panel, 800×600
+without) and at 1920×1080, in the light and dark themes, the dark theme's dialogs (delete and rename a
+chat), a chat whose answer is code-heavy Markdown
 and one with a reasoning model's thinking (texts written into the database by this script, to show the
 rendering: no model wrote them), the Model Manager, the error banner after trying to load a damaged
 model file, and the benchmark lab after measuring two models: the starter model here, and the same
@@ -99,8 +101,8 @@ def main(out_dir: str) -> int:
     damaged.write_bytes(b"GGUF\x03\x00\x00\x00" + b"\x00" * 64)  # a header cut short
 
     window = build_window(paths)
-    window.resize(1280, 800)
     window.show()
+    window.setGeometry(0, 0, 1280, 800)  # no window manager: the window sits where it is put
 
     def shot(name: str, widget: object = None) -> None:
         widget = widget or window
@@ -125,12 +127,34 @@ def main(out_dir: str) -> int:
         yield lambda: not window.controller.generating
         yield settled
         shot("window-light.png")
+        for name, size, side_panel in (
+            ("small-1024x640.png", (1024, 640), True),
+            ("small-800x600.png", (800, 600), False),
+            ("wide-1920x1080.png", (1920, 1080), True),
+        ):
+            if window.side.isVisible() != side_panel:
+                window.toggle_side_panel()
+            window.resize(*size)
+            yield lambda size=size: (window.width(), window.height()) == size and settled()
+            shot(name)
+        if not window.side.isVisible():
+            window.toggle_side_panel()
+        window.resize(1280, 800)
         window.set_theme("dark")
         yield settled
         shot("window-dark.png")
         window._open_conversation(code_chat.id)
         yield settled
         shot("code-dark.png")
+        for name, ask in (
+            ("dialog-delete-dark.png", window.delete_chat),
+            ("dialog-rename-dark.png", window.rename_chat),
+        ):  # the dark theme's dialogs: a message box and an input dialog, as the chat list opens them
+            ask(code_chat.id)
+            yield lambda: getattr(window, "_chat_question", None) is not None and window._chat_question.isVisible()
+            shot(name, window._chat_question)
+            window._chat_question.reject()
+            yield lambda: getattr(window, "_chat_question", None) is None
         window.set_theme("light")
         yield settled
         shot("code-light.png")

@@ -39,6 +39,10 @@ class ModelBar(QWidget):
         self.picker.setToolTip(self.tr("The model to chat with: local models first, then remote connections"))
         self.picker.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
         self.picker.setMinimumContentsLength(12)
+        narrowest = self.picker.minimumSizeHint().width()  # 12 characters: how narrow it gets
+        self.picker.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)  # its names, given the room
+        self.picker.setMinimumWidth(narrowest)
+        self.picker.setMaximumWidth(narrowest * 3)
         row.addWidget(self.picker)
         self.tune = QToolButton()
         self.tune.setAutoRaise(True)
