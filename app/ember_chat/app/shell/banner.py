@@ -1,6 +1,10 @@
 """The message banner above the transcript: errors, notices, and the countdown shown while a remote
 server is asked again. Colours come from the theme (#banner[kind=...]); the message is announced to
-screen readers, and the close button is reachable with Tab."""
+screen readers, and the close button is reachable with Tab.
+
+A message may name its cause ("model": none is loaded or one failed to load; "answer": an answer
+failed; "retry": the countdown): `end(cause)` takes it down when that cause has ended, so no banner
+outlives its problem."""
 
 from __future__ import annotations
 
@@ -42,6 +46,7 @@ class Banner(QFrame):
         self._countdown = QTimer(self)
         self._countdown.setInterval(1000)
         self._countdown.timeout.connect(self._tick)
+        self.cause = ""  # of the message shown ("" when it has none)
         self._retry: tuple[str, float, int, int] | None = None
         self._still_waiting: Callable[[], bool] = lambda: False
         self.set_colors(colors)
@@ -60,13 +65,25 @@ class Banner(QFrame):
     def text(self) -> str:
         return self.label.text()
 
-    def show_error(self, message: str) -> None:
-        self._show(message, "error")
+    def show_error(self, message: str, cause: str = "") -> None:
+        self._show(message, "error", cause)
 
-    def show_notice(self, message: str) -> None:
-        self._show(message, "notice")
+    def show_notice(self, message: str, cause: str = "") -> None:
+        self._show(message, "notice", cause)
 
-    def _show(self, message: str, kind: str) -> None:
+    def end(self, cause: str) -> None:
+        """The message of this cause is no longer true: take it down (a message of another cause stays)."""
+        if self.cause == cause and self.isVisible():
+            if cause == "retry":
+                self._retry = None
+                self._countdown.stop()
+            self.hide()
+
+    def _show(self, message: str, kind: str, cause: str) -> None:
+        self.cause = cause
+        if cause != "retry":  # another message replaces the countdown
+            self._retry = None
+            self._countdown.stop()
         if self.property("kind") != kind:
             self.setProperty("kind", kind)
             self.style().unpolish(self)  # the style sheet picks its colours by the property
@@ -92,6 +109,8 @@ class Banner(QFrame):
         self._countdown.start()
 
     def stop_countdown(self) -> None:
+        """The request being retried has ended: the countdown goes (an error that ended it stays)."""
+        self.end("retry")
         self._retry = None
         self._countdown.stop()
 
@@ -103,8 +122,7 @@ class Banner(QFrame):
         left = max(0, round(due - time.monotonic()))
         if left == 0:
             self._countdown.stop()
-        self.show_notice(
-            self.tr("{reason} Trying again in {left} s (retry {attempt} of {attempts})…").format(
-                reason=reason, left=left, attempt=attempt, attempts=attempts
-            )
-        )
+            message = self.tr("{reason} Trying again now (retry {attempt} of {attempts})…")
+        else:
+            message = self.tr("{reason} Trying again in {left} s (retry {attempt} of {attempts})…")
+        self.show_notice(message.format(reason=reason, left=left, attempt=attempt, attempts=attempts), cause="retry")

@@ -171,7 +171,8 @@ class MainWindow(QMainWindow, ModelActions, ChatActions):
         c = self.controller
         c.generating_changed.connect(self.composer.set_generating)
         c.generating_changed.connect(self._on_generating)
-        c.error.connect(self.show_error)
+        c.error.connect(self._on_chat_error)
+        c.streamed.connect(self._on_streamed)
         c.notice.connect(self.show_notice)
         c.retrying.connect(self._on_retrying)
         c.conversations_changed.connect(self.reload_conversations)
@@ -266,7 +267,7 @@ class MainWindow(QMainWindow, ModelActions, ChatActions):
         self._loading_name = None
         self.model = None
         self.set_model_state(ModelState.NONE)
-        self.show_error(message)
+        self.show_error(message, cause="model")
 
     def update_welcome(self) -> None:
         """The welcome panel while no model is loaded and no chat is open; the transcript otherwise."""
@@ -275,6 +276,8 @@ class MainWindow(QMainWindow, ModelActions, ChatActions):
 
     def set_model_state(self, state: ModelState) -> None:
         self.controller.model_ready = state is ModelState.READY
+        if state is not ModelState.NONE:
+            self.banner.end("model")  # "no model is loaded", or the last pick's error: over
         self.update_welcome()
         self.model_bar.show_state(state, self.model if state is ModelState.READY else None)
         self.model_state_changed.emit(state)
@@ -312,7 +315,9 @@ class MainWindow(QMainWindow, ModelActions, ChatActions):
         self.banner.count_down(reason, delay_s, attempt, attempts, lambda: self.controller.generating)
 
     def _on_generating(self, on: bool) -> None:
-        if not on:
+        if on:
+            self.banner.end("answer")  # the last answer's error: this one is on its way
+        else:
             self.banner.stop_countdown()
         self.model_picker.setEnabled(True)
         self.statusBar().showMessage(self.tr("Generating…") if on else self.tr("Ready"), 0 if on else 3000)
@@ -326,12 +331,19 @@ class MainWindow(QMainWindow, ModelActions, ChatActions):
         else:
             self.statusBar().clearMessage()
 
-    # ----- messages to the user
-    def show_error(self, message: str) -> None:
-        self.banner.show_error(message)
+    def _on_streamed(self, _tokens: int) -> None:
+        self.banner.end("retry")  # the request retried is answering
 
-    def show_notice(self, message: str) -> None:
-        self.banner.show_notice(message)
+    def _on_chat_error(self, message: str) -> None:
+        self.show_error(message, cause="answer" if self.controller.model_ready else "model")
+
+    # ----- messages to the user
+    def show_error(self, message: str, cause: str = "") -> None:
+        """`cause`: what ends the message (see Banner.end); without one it stays until dismissed."""
+        self.banner.show_error(message, cause)
+
+    def show_notice(self, message: str, cause: str = "") -> None:
+        self.banner.show_notice(message, cause)
 
     # ----- view
     def toggle_side_panel(self) -> None:

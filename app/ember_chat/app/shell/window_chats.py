@@ -30,6 +30,7 @@ class ChatActions:
             if self.controller.conversation_id is not None:
                 self.side.metrics.reset()  # "Current answer" was the other chat's
             self.controller.conversation_id = None
+            self.banner.end("answer")  # an error about the chat left behind
             self.controller.cancel_edit()
             self.composer.set_editing(False)
             self._apply_settings_defaults()
@@ -53,6 +54,8 @@ class ChatActions:
             self.side.params.set_params(sp, conv.system_prompt, ctx)
             self.composer.set_editing(False)
             self.conversations.select(cid)
+            if cid != self.controller.conversation_id:
+                self.banner.end("answer")  # an error about the chat left behind
 
         self.controller.after_stop(act)
         self.controller.open_conversation(cid, jump_to)

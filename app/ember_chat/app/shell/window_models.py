@@ -125,7 +125,7 @@ class ModelActions:
             message += " " + self.tr("{model} is still loaded.").format(model=loaded)
         index = self.model_picker.findData(loaded) if loaded is not None else 0
         self.model_picker.setCurrentIndex(max(index, 0))  # not a pick: picks are `activated`
-        self.show_error(message)
+        self.show_error(message, cause="model")  # ends when a model loads
 
     def _start_load(self, name: str, ref: ModelRef, alias: str) -> None:
         if self._loading_name is not None:
