@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from PySide6.QtCore import Qt
-from PySide6.QtGui import QAccessible, QGuiApplication
+from PySide6.QtGui import QAccessible, QGuiApplication, QTextCursor
 from PySide6.QtWidgets import (
     QAbstractButton,
     QAbstractItemView,
@@ -24,6 +24,7 @@ from PySide6.QtWidgets import (
 )
 from pytestqt.qtbot import QtBot
 
+from ember_chat.app.chat.transcript import TranscriptView
 from ember_chat.app.shell.main_window import MainWindow
 from tests.chat_fixtures import seed_long_chat
 from tests.test_app import load, make_window, paths, send, set_max_tokens
@@ -147,29 +148,37 @@ def test_message_actions_are_reachable_and_runnable_with_the_keyboard(
     w.focus_pane("transcript")
     assert QApplication.focusWidget() is t
     hrefs = []
-    for _ in range(4):
-        qtbot.keyClick(t, Qt.Key.Key_Tab)  # Tab walks the links inside the transcript
-        hrefs.append(t.textCursor().charFormat().anchorHref())
+    for _ in range(5):
+        qtbot.keyClick(t, Qt.Key.Key_Backtab)  # Shift+Tab walks the links from the newest message up
+        hrefs.append(_focused_link(t))
     assert hrefs == [
-        f"ember:copy/{question.id}",
-        f"ember:edit/{question.id}",
-        f"ember:copy/{answer.id}",
+        f"ember:continue/{answer.id}",  # (the answer stopped at the max-tokens limit)
         f"ember:regenerate/{answer.id}",
+        f"ember:copy/{answer.id}",
+        f"ember:edit/{question.id}",
+        f"ember:copy/{question.id}",
     ]
     actions: list[tuple[str, int, int]] = []
     t.action.connect(lambda verb, mid, arg: actions.append((verb, mid, arg)))
-    qtbot.keyClick(t, Qt.Key.Key_Backtab)
+    qtbot.keyClick(t, Qt.Key.Key_Tab)
+    qtbot.keyClick(t, Qt.Key.Key_Tab)  # and Tab down again
+    assert _focused_link(t) == f"ember:copy/{answer.id}"
     qtbot.keyClick(t, Qt.Key.Key_Return)  # Enter runs the focused action: copy the answer
     assert actions[-1] == ("copy", answer.id, 0)
     assert QGuiApplication.clipboard().text() == answer.content
-    # past the last link (Continue: the answer stopped at the max-tokens limit), Tab leaves the
-    # transcript for the message box
+    # past the last link, Tab leaves the transcript for the message box
     qtbot.keyClick(t, Qt.Key.Key_Tab)
-    assert t.textCursor().charFormat().anchorHref() == f"ember:regenerate/{answer.id}"
     qtbot.keyClick(t, Qt.Key.Key_Tab)
-    assert t.textCursor().charFormat().anchorHref() == f"ember:continue/{answer.id}"
+    assert _focused_link(t) == f"ember:continue/{answer.id}"
     qtbot.keyClick(t, Qt.Key.Key_Tab)
     assert QApplication.focusWidget() is w.composer.editor
+
+
+def _focused_link(t: TranscriptView) -> str:
+    """The href of the link the transcript's keyboard focus is on."""
+    c = QTextCursor(t.document())
+    c.setPosition(t.textCursor().selectionEnd())  # (the format of the character before: the link)
+    return c.charFormat().anchorHref() if t.textCursor().hasSelection() else ""
 
 
 def test_go_to_shortcuts_move_the_focus(qtbot: QtBot, make_window: Callable[..., MainWindow]) -> None:

@@ -33,7 +33,7 @@ from PySide6.QtGui import (
     QTextCharFormat,
     QTextCursor,
 )
-from PySide6.QtWidgets import QFrame, QTextBrowser, QToolTip, QWidget
+from PySide6.QtWidgets import QFrame, QToolTip, QWidget
 
 from ember_chat.app.chat.message_render import (
     HEADER_GAP,
@@ -44,6 +44,7 @@ from ember_chat.app.chat.message_render import (
     message_actions,
     meta_line,
 )
+from ember_chat.app.chat.transcript_focus import TranscriptFocus
 from ember_chat.app.chat.transcript_stream import TranscriptStreaming
 from ember_chat.app.qt.wording import window_wording
 from ember_chat.app.style.theme import Colors
@@ -85,7 +86,7 @@ class _Shown:
     key: tuple | None  # None while it streams or renders
 
 
-class TranscriptView(QTextBrowser, TranscriptStreaming):
+class TranscriptView(TranscriptFocus, TranscriptStreaming):
     action = Signal(str, int, int)  # verb, message id, argument
     rendered = Signal()  # a finished answer's Markdown rendering is complete
     open_link = Signal(QUrl)  # the user clicked a web link in a message

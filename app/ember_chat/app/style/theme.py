@@ -6,9 +6,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QObject, Qt, QTimer
 from PySide6.QtGui import QColor, QGuiApplication, QIcon, QPalette
+from PySide6.QtWidgets import QStyle
 
+from ember_chat.app.style.focus import FocusStyle
 from ember_chat.engine.resources import icon_files
 
 
@@ -166,7 +168,6 @@ def style_sheet(c: Colors) -> str:
 #backendBadge {{ padding: 2px 8px; border-radius: 8px; background: {c.alt_base}; color: {c.secondary}; }}
 #banner[kind="error"] {{ background: {c.error_bg}; color: {c.error_text}; }}
 #banner[kind="notice"] {{ background: {c.notice_bg}; color: {c.text}; }}
-QToolButton:focus, QPushButton:focus, QComboBox:focus {{ outline: none; }}
 """
 
 
@@ -181,17 +182,59 @@ def colors_named(name: str, app: QGuiApplication | None = None) -> Colors:
     return LIGHT
 
 
+# The widget classes a platform theme may give palettes of their own (QApplication's
+# initializeWidgetPalettesFromTheme): those palettes win over the application's for their widgets, so
+# a dialog's label, buttons and field stayed light in the dark theme when the platform theme had them.
+THEMED_CLASSES = (
+    "QAbstractButton", "QToolButton", "QCheckBox", "QRadioButton", "QHeaderView", "QAbstractItemView",
+    "QMessageBoxLabel", "QTabBar", "QLabel", "QGroupBox", "QMenu", "QMenuBar", "QTextEdit", "QTextControl",
+    "QLineEdit",
+)  # fmt: skip
+
+
 def apply_theme(app: QGuiApplication | None, name: str) -> Colors:
     """Switch the whole application to the light, dark or system palette; returns the colours used."""
     if app is None:
         return colors_named(name)
     scheme = {"light": Qt.ColorScheme.Light, "dark": Qt.ColorScheme.Dark, "system": Qt.ColorScheme.Unknown}[name]
+    keeper = _PaletteKeeper.of(app)
+    if hasattr(app, "setStyle") and not isinstance(app.style(), FocusStyle):
+        keeper.style = FocusStyle()  # (kept referenced: the application does not own it for Python)
+        app.setStyle(keeper.style)
     app.styleHints().setColorScheme(scheme)
     colors = colors_named(name, app)
-    app.setPalette(palette_for(colors))
+    keeper.colors = colors
+    keeper.apply()
     if hasattr(app, "setStyleSheet"):
         app.setStyleSheet(style_sheet(colors))
     return colors
+
+
+class _PaletteKeeper(QObject):
+    """Ember's palette for the whole application and every themed widget class, applied again after
+    the platform's colour scheme changes (Qt then reloads the platform theme's class palettes)."""
+
+    def __init__(self, app: QGuiApplication) -> None:
+        super().__init__(app)
+        self.setObjectName("emberPaletteKeeper")
+        self.app = app
+        self.colors: Colors | None = None
+        self.style: QStyle | None = None
+        app.styleHints().colorSchemeChanged.connect(lambda _scheme: QTimer.singleShot(0, self, self.apply))
+
+    @classmethod
+    def of(cls, app: QGuiApplication) -> _PaletteKeeper:
+        keeper = app.findChild(cls, "emberPaletteKeeper")
+        return keeper if keeper is not None else cls(app)
+
+    def apply(self) -> None:
+        if self.colors is None:
+            return
+        palette = palette_for(self.colors)
+        self.app.setPalette(palette)
+        if hasattr(self.app, "setStyle"):  # (a QApplication: widget class palettes)
+            for name in THEMED_CLASSES:
+                self.app.setPalette(palette, name)
 
 
 def app_icon() -> QIcon:

@@ -1,0 +1,69 @@
+"""A focus ring that can be seen: Fusion marks the focused control with a faint tint (its focus
+rectangle is drawn at 30% opacity, a button's outline in a darkened selection blue), which nearly
+vanishes in the dark theme. Ember's style is Fusion with a solid two-pixel ring in the palette's
+accent colour (Ember's orange, which meets 4.5:1 on every background of both themes:
+tests/test_look.py) around the focused button, field, list item or tab.
+
+Rings around buttons and the focus rectangle show when the focus came from the keyboard (as Fusion
+does); text fields and combo boxes show theirs whenever they have the focus (Fusion outlines them too)."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import QRect, QRectF, Qt
+from PySide6.QtGui import QPainter, QPalette, QPen
+from PySide6.QtWidgets import QProxyStyle, QStyle, QStyleOption, QWidget
+
+RING_WIDTH = 2
+_PE = QStyle.PrimitiveElement
+_KEYBOARD_ONLY = {_PE.PE_PanelButtonCommand, _PE.PE_PanelButtonTool, _PE.PE_PanelButtonBevel}
+_ALWAYS = {_PE.PE_FrameLineEdit, _PE.PE_Frame}  # fields; text boxes and lists (their frame)
+
+
+def draw_focus_ring(painter: QPainter, rect: QRect, palette: QPalette, radius: float = 3.0, inset: int = 0) -> None:
+    """A RING_WIDTH ring in the accent colour `inset` pixels inside `rect`."""
+    painter.save()
+    painter.setRenderHint(QPainter.RenderHint.Antialiasing, True)
+    pen = QPen(palette.color(QPalette.ColorRole.Accent), RING_WIDTH)
+    pen.setJoinStyle(Qt.PenJoinStyle.RoundJoin)
+    painter.setPen(pen)
+    painter.setBrush(Qt.BrushStyle.NoBrush)
+    d = inset + RING_WIDTH / 2
+    painter.drawRoundedRect(QRectF(rect).adjusted(d, d, -d, -d), radius, radius)
+    painter.restore()
+
+
+class FocusStyle(QProxyStyle):
+    """Fusion, with a visible focus ring."""
+
+    def __init__(self) -> None:
+        super().__init__("Fusion")
+        self.setObjectName("EmberFocusStyle")
+
+    def drawPrimitive(  # Qt override
+        self, element: QStyle.PrimitiveElement, option: QStyleOption, painter: QPainter, widget: QWidget | None = None
+    ) -> None:
+        state = option.state
+        if element == _PE.PE_FrameFocusRect:  # list items, tabs, check boxes, tool buttons
+            if state & QStyle.StateFlag.State_KeyboardFocusChange:
+                draw_focus_ring(painter, option.rect, option.palette, 2.0)
+            return
+        super().drawPrimitive(element, option, painter, widget)
+        if not state & QStyle.StateFlag.State_HasFocus:
+            return
+        if element in _ALWAYS:
+            draw_focus_ring(painter, option.rect, option.palette)
+        elif element in _KEYBOARD_ONLY and state & QStyle.StateFlag.State_KeyboardFocusChange:
+            draw_focus_ring(painter, option.rect, option.palette, inset=1)  # (inside the button's outline)
+
+    def drawComplexControl(  # Qt override
+        self,
+        control: QStyle.ComplexControl,
+        option: QStyleOption,
+        painter: QPainter,
+        widget: QWidget | None = None,
+    ) -> None:
+        super().drawComplexControl(control, option, painter, widget)
+        if control in (QStyle.ComplexControl.CC_ComboBox, QStyle.ComplexControl.CC_SpinBox) and (
+            option.state & QStyle.StateFlag.State_HasFocus
+        ):
+            draw_focus_ring(painter, option.rect, option.palette)

@@ -1,0 +1,160 @@
+"""The keyboard and the dark theme (issue 16, item 13): the focus can be seen on every control (a
+ring whose contrast is measured on the window's pixels, as the text colours' contrast is); Tab into
+the transcript of a long chat starts at the newest message and the message box is one Tab away;
+message boxes follow the dark theme even when the platform theme has palettes of its own."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+from PySide6.QtCore import QPoint, QRect, Qt
+from PySide6.QtGui import QImage, QPalette, QTextCursor
+from PySide6.QtWidgets import QApplication, QDialog, QLabel, QLineEdit, QPushButton, QWidget
+from pytestqt.qtbot import QtBot
+
+from ember_chat.app.chat.transcript import TranscriptView
+from ember_chat.app.shell.main_window import MainWindow
+from ember_chat.app.style.theme import DARK, LIGHT, contrast_ratio, palette_for
+from tests.chat_fixtures import seed_long_chat
+from tests.test_app import make_window, paths
+
+__all__ = ["make_window", "paths"]
+
+FOCUS_CONTRAST = 3.0  # WCAG 2.2 focus appearance: 3:1 between the focused and unfocused pixels
+
+
+def _activate(qtbot: QtBot, w: MainWindow) -> None:
+    w.activateWindow()
+    qtbot.waitUntil(lambda: QApplication.activeWindow() is w, timeout=5000)
+
+
+def _strongly_changed(before: QImage, after: QImage) -> int:
+    """Pixels whose colour changed with at least FOCUS_CONTRAST contrast."""
+    n = 0
+    for y in range(before.height()):
+        for x in range(before.width()):
+            a, b = before.pixelColor(x, y).name(), after.pixelColor(x, y).name()
+            if a != b and contrast_ratio(a, b) >= FOCUS_CONTRAST:
+                n += 1
+    return n
+
+
+@pytest.mark.parametrize("theme", ["light", "dark"])
+def test_the_keyboard_focus_is_a_ring_with_contrast_on_every_kind_of_control(
+    qtbot: QtBot, make_window: Callable[..., MainWindow], theme: str
+) -> None:
+    w = make_window()
+    try:
+        w.set_theme(theme)
+        cid = seed_long_chat(w.store, 4)
+        w._open_conversation(cid)
+        _activate(qtbot, w)
+        controls: dict[str, QWidget] = {
+            "push button": w.composer.button,
+            "tool button": w.model_bar.tune,
+            "line edit": w.conversations.search,
+            "combo box": w.model_picker,
+            "text box": w.composer.editor,
+            "list": w.conversations.list,
+            "transcript": w.transcript,
+        }
+        for name, widget in controls.items():
+            (w.composer.editor if widget is w.conversations.list else w.conversations.list).setFocus()
+            qtbot.waitUntil(lambda widget=widget: not widget.hasFocus())
+            area = QRect(widget.mapTo(w, QPoint(0, 0)), widget.size())  # (on the window's own background)
+            before = w.grab(area).toImage()
+            widget.setFocus(Qt.FocusReason.ShortcutFocusReason)  # (the keyboard: View ▸ Go to, as Tab)
+            qtbot.waitUntil(widget.hasFocus)
+            after = w.grab(area).toImage()
+            # at least a one-pixel ring round the control (less its rounded corners) changed colour
+            # with 3:1 contrast
+            ring = 0.9 * 2 * (widget.width() + widget.height())
+            assert _strongly_changed(before, after) >= ring, f"{theme}: {name}"
+    finally:
+        w.set_theme("light")
+
+
+def test_tab_into_a_long_chat_starts_at_the_newest_message_and_the_message_box_is_one_tab_away(
+    qtbot: QtBot, make_window: Callable[..., MainWindow]
+) -> None:
+    w = make_window()
+    cid = seed_long_chat(w.store, 60)
+    w._open_conversation(cid)
+    w.transcript.finish_rendering()
+    _activate(qtbot, w)
+    t = w.transcript
+    bar = t.verticalScrollBar()
+    bar.setValue(bar.maximum())
+    newest = w.store.thread(cid)[-1].id
+    w.model_picker.setFocus(Qt.FocusReason.TabFocusReason)
+    for _ in range(5):  # Tab from the model bar until the transcript has the focus
+        qtbot.keyClick(QApplication.focusWidget(), Qt.Key.Key_Tab)
+        if QApplication.focusWidget() is t:
+            break
+    assert QApplication.focusWidget() is t
+    assert bar.value() >= bar.maximum() - 4  # the view stays at the newest message
+    assert t.focus_ring_shown
+    qtbot.keyClick(t, Qt.Key.Key_Tab)
+    assert QApplication.focusWidget() is w.composer.editor  # one Tab away
+    assert bar.value() >= bar.maximum() - 4
+    # and back: Shift+Tab walks the actions from the newest message up
+    qtbot.keyClick(w.composer.editor, Qt.Key.Key_Backtab)
+    assert QApplication.focusWidget() is t and bar.value() >= bar.maximum() - 4
+    qtbot.keyClick(t, Qt.Key.Key_Backtab)
+    assert _focused_link(t).endswith(f"/{newest}")
+    assert bar.value() > bar.maximum() // 2  # still among the newest messages, not at the top
+    qtbot.keyClick(t, Qt.Key.Key_Tab)  # past the newest message's last action: the message box
+    assert QApplication.focusWidget() is w.composer.editor
+
+
+def _focused_link(t: TranscriptView) -> str:
+    """The href of the link the transcript's keyboard focus is on."""
+    c = QTextCursor(t.document())
+    c.setPosition(t.textCursor().selectionEnd())  # (the format of the character before: the link)
+    return c.charFormat().anchorHref() if t.textCursor().hasSelection() else ""
+
+
+def _colours_of(box: QDialog) -> dict[str, str]:
+    """The colours a dialog's window, label, first button and field are drawn with."""
+    found = {"window": box.palette().color(QPalette.ColorRole.Window).name()}
+    label = next(lb for lb in box.findChildren(QLabel) if lb.text())
+    found["label"] = label.palette().color(label.foregroundRole()).name()
+    found["button"] = box.findChildren(QPushButton)[0].palette().color(QPalette.ColorRole.Button).name()
+    field = box.findChild(QLineEdit)
+    if field is not None:
+        found["field"] = field.palette().color(QPalette.ColorRole.Base).name()
+    return found
+
+
+def test_message_boxes_follow_the_dark_theme_over_the_platform_themes_palettes(
+    qtbot: QtBot, make_window: Callable[..., MainWindow]
+) -> None:
+    w = make_window()
+    cid = seed_long_chat(w.store, 2)
+    w.reload_conversations()
+    w._open_conversation(cid)
+    app = QApplication.instance()
+    try:
+        w.set_theme("dark")
+        # What Qt does when the platform's colour scheme changes with a platform theme that has
+        # palettes for some widget classes (KDE's, GTK's): those palettes go back in, then the
+        # scheme's change is announced.
+        for name in ("QMessageBoxLabel", "QLabel", "QAbstractButton", "QLineEdit"):
+            app.setPalette(palette_for(LIGHT), name)
+        app.styleHints().colorSchemeChanged.emit(Qt.ColorScheme.Dark)
+        qtbot.waitUntil(lambda: QApplication.palette("QMessageBoxLabel").color(QPalette.ColorRole.WindowText).name()
+                        == DARK.text)  # fmt: skip
+        for open_box in (w.delete_current, w.rename_current):
+            open_box()  # (the chat's questions open without blocking; the window keeps the one open)
+            box = w._chat_question
+            assert box is not None and box.isVisible()
+            found = _colours_of(box)
+            box.reject()
+            assert found["window"] == DARK.window and found["label"] == DARK.text, open_box
+            assert found["button"] == DARK.button, open_box
+            if "field" in found:
+                assert found["field"] == DARK.base
+        assert "field" in found  # (the rename box has one)
+    finally:
+        w.set_theme("light")
