@@ -44,7 +44,10 @@ def viewport_image(t: TranscriptView) -> QImage:
 
 def shown_transcript(w: MainWindow) -> TranscriptView:
     """The transcript on screen (with no model loaded the window shows its welcome panel instead,
-    and a hidden document is not laid out)."""
+    and a hidden document is not laid out), at 1280x800: wide enough that a streamed paragraph does
+    not reach the scroll bar (a scroll bar that comes changes the text width, and the split lines are
+    joined again, by design)."""
+    w.resize(1280, 800)
     w.centre_stack.setCurrentWidget(w.transcript)
     QApplication.processEvents()
     return w.transcript
