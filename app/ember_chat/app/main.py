@@ -178,9 +178,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     crash = CrashReporter(paths.data_dir / "crashes")
     last_run = crash.previous_crash()
+    crashed_model = crash.model_at_crash()
     crash.install()
     window = build_window(paths, notices=[last_run] if last_run else [])
     crash.window = window
+    window.model_state_changed.connect(lambda _state: crash.note_model(window.model_in_use))
     guard.activated.connect(window.bring_to_front)
     app.aboutToQuit.connect(guard.release)
     app.aboutToQuit.connect(crash.uninstall)
@@ -202,6 +204,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     script = _scripted_run_class()(window, args.send, args.screenshot)  # noqa: F841 - kept by parent
     if args.model:
         window.load_model(args.model)
+    elif window.settings.last_model:
+        last = window.settings.last_model
+        if last == crashed_model:
+            print(f"ember: not loading {last}: the last run crashed while it was in use.", file=sys.stderr)
+        else:
+            print(f"ember: loading {last}, the model of the last session.", file=sys.stderr, flush=True)
+        window.restore_last_model(crashed_model)
     app.aboutToQuit.connect(window.shutdown)
     return app.exec()
 

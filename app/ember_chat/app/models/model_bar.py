@@ -3,9 +3,10 @@ status, unload, backend badge."""
 
 from __future__ import annotations
 
-from PySide6.QtCore import QCoreApplication, QSize, Qt
+from PySide6.QtCore import QCoreApplication, QSize, Qt, Signal
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QProgressBar, QPushButton, QToolButton, QWidget
 
+from ember_chat.app.models.manager_tables import human_size
 from ember_chat.app.qt.elided_label import ElidedLabel
 from ember_chat.app.qt.wording import window_wording
 from ember_chat.engine.core.states import ModelState
@@ -26,9 +27,13 @@ def model_choices(entries: list[ModelEntry], connections: list[Connection]) -> l
 
 
 class ModelBar(QWidget):
+    loading_shown = Signal(str)  # "Loading NAME (SIZE)…": shown for the model loading (and again when listed)
+
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setObjectName("modelBar")
+        self._sizes: dict[str, int] = {}  # file sizes of the local models listed
+        self._loading: str | None = None  # the model loading, while one is
         row = QHBoxLayout(self)
         row.setContentsMargins(10, 6, 10, 6)
         label = QLabel(self.tr("Model"))
@@ -86,7 +91,7 @@ class ModelBar(QWidget):
 
     def set_models(self, entries: list[ModelEntry], connections: list[Connection] | None = None) -> None:
         current = self.picker.currentData()
-        sizes = {e.name: e.size for e in entries}
+        sizes = self._sizes = {e.name: e.size for e in entries}
         self.picker.clear()
         self.picker.addItem(self.tr("Choose a model…"), None)
         for label, name in model_choices(entries, connections or []):
@@ -94,17 +99,39 @@ class ModelBar(QWidget):
             tip = f"{sizes[name] / 1e6:,.0f} MB" if name in sizes else self.tr("Served by a remote server")
             self.picker.setItemData(self.picker.count() - 1, tip, Qt.ItemDataRole.ToolTipRole)
         self.picker.setCurrentIndex(max(0, self.picker.findData(current)))
+        if self._loading is not None:  # listed after the load began: its label and size are known now
+            self._show_loading(self._loading)
 
     def choices(self) -> list[tuple[str, str]]:
         """(label, name) of every model the picker offers, in its order."""
         picker = self.picker
         return [(picker.itemText(i), picker.itemData(i)) for i in range(picker.count()) if picker.itemData(i)]
 
-    def show_state(self, state: ModelState, model: ModelDescription | None) -> None:
+    def loading_text(self, name: str) -> str:
+        """ "Loading NAME (SIZE)…": the model as the picker names it, with its file size when known."""
+        if not name:
+            return self.tr("Loading…")
+        index = self.picker.findData(name)
+        label = self.picker.itemText(index) if index > 0 else name
+        if name in self._sizes:
+            size = human_size(self._sizes[name]).replace(" ", "\u00a0")  # one line: "456.0 KB"
+            return self.tr("Loading {model} ({size})…").format(model=label, size=size)
+        return self.tr("Loading {model}…").format(model=label)
+
+    def _show_loading(self, name: str) -> None:
+        self.status.setText(self.loading_text(name))
+        self.loading_shown.emit(self.loading_text(name))
+        index = self.picker.findData(name)
+        if index > 0:
+            self.picker.setCurrentIndex(index)  # (not a pick: picks are `activated`)
+
+    def show_state(self, state: ModelState, model: ModelDescription | None, loading: str | None = None) -> None:
+        """`loading`: the name of the model loading (LOADING)."""
         self.progress.setVisible(state is ModelState.LOADING)
+        self._loading = loading if state is ModelState.LOADING else None
         if state is ModelState.LOADING:
             self.progress.setValue(0)
-            self.status.setText(self.tr("Loading…"))
+            self._show_loading(loading or "")
             self.unload.setText(self.tr("Cancel"))
             self.unload.setAccessibleName(self.tr("Cancel loading"))
             self.unload.setToolTip(self.tr("Stop loading the model"))

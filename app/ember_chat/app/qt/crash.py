@@ -1,7 +1,9 @@
 """The crash handler: an unexpected Python error on any thread is written to a crash log under the
 data folder and shown in a dialog whose text can be copied; a native crash (llama.cpp, Qt) leaves
 its stack in a log through `faulthandler`; and the next start says that the last run crashed and
-where its log is. (The chat being written is already saved up to the last second.)"""
+where its log is. (The chat being written is already saved up to the last second.) It also notes the
+model in use (loading or loaded), so that a start after a crash does not load that model again by
+itself: it may be what crashed (too big for the memory, a file llama.cpp cannot read)."""
 
 from __future__ import annotations
 
@@ -25,6 +27,7 @@ from ember_chat.engine import __version__
 RUNNING = "running"  # present while Ember runs; left behind when a run does not end cleanly
 NATIVE = "native.log"  # faulthandler's output for this run
 LAST = "last-crash.txt"  # the path of the last crash log, until the next start has said so
+MODEL_IN_USE = "model-in-use.txt"  # the model loading or loaded, while one is
 
 
 class CrashReporter(QObject):
@@ -68,10 +71,29 @@ class CrashReporter(QObject):
             last.unlink(missing_ok=True)
         return " ".join(messages) or None
 
+    def model_at_crash(self) -> str | None:
+        """The model that was loading or loaded when the last run ended without a clean exit (call
+        before `install`)."""
+        if not (self.dir / RUNNING).exists():
+            return None
+        try:
+            return (self.dir / MODEL_IN_USE).read_text(encoding="utf-8").strip() or None
+        except OSError:
+            return None
+
     # ----- this run
+    def note_model(self, name: str | None) -> None:
+        """The model now loading or loaded (None: none is), for the next start if this run dies."""
+        with contextlib.suppress(OSError):  # a note that cannot be written must not stop a load
+            if name:
+                (self.dir / MODEL_IN_USE).write_text(name, encoding="utf-8")
+            else:
+                (self.dir / MODEL_IN_USE).unlink(missing_ok=True)
+
     def install(self) -> None:
         self.dir.mkdir(parents=True, exist_ok=True)
         (self.dir / RUNNING).write_text(str(time.time()))
+        (self.dir / MODEL_IN_USE).unlink(missing_ok=True)  # (the last run's, read before)
         self._native = open(self.dir / NATIVE, "w")  # noqa: SIM115 - open for the whole run
         faulthandler.enable(self._native, all_threads=True)
         self._previous = (sys.excepthook, threading.excepthook)
@@ -89,6 +111,7 @@ class CrashReporter(QObject):
                 if (self.dir / NATIVE).stat().st_size == 0:
                     (self.dir / NATIVE).unlink()
         (self.dir / RUNNING).unlink(missing_ok=True)
+        (self.dir / MODEL_IN_USE).unlink(missing_ok=True)
 
     def _on_thread_exception(self, args: threading.ExceptHookArgs) -> None:
         if args.exc_type is SystemExit:

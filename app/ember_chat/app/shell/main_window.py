@@ -27,6 +27,7 @@ from ember_chat.app.qt.bridge import EngineBridge
 from ember_chat.app.qt.tasks import TaskRunner
 from ember_chat.app.server.api_control import ApiServerControl
 from ember_chat.app.shell.banner import Banner
+from ember_chat.app.shell.loading_panel import LoadingPanel
 from ember_chat.app.shell.menus import about_text, build_menus
 from ember_chat.app.shell.navigation import focus_pane, set_tab_order
 from ember_chat.app.shell.welcome import WelcomePanel
@@ -115,6 +116,10 @@ class MainWindow(QMainWindow, ModelActions, ChatActions):
         self.centre_stack = QStackedWidget()
         self.centre_stack.addWidget(self.transcript)
         self.centre_stack.addWidget(self.welcome)
+        self.loading_panel = LoadingPanel()  # which model loads, while no chat is open
+        self.loading_panel.cancel.clicked.connect(self.unload_model)  # (cancels the load)
+        self.model_bar.loading_shown.connect(self.loading_panel.title.setText)
+        self.centre_stack.addWidget(self.loading_panel)
         cl.addWidget(self.centre_stack, 1)
         cl.addWidget(self.composer)
 
@@ -243,9 +248,12 @@ class MainWindow(QMainWindow, ModelActions, ChatActions):
     @Slot(float)
     def _on_load_progress(self, fraction: float) -> None:
         self.load_progress.setValue(int(fraction * 100))
+        self.loading_panel.progress.setValue(int(fraction * 100))
 
     @Slot()
     def _on_unloaded(self) -> None:
+        self.settings = self.settings.with_changes(last_model="")  # unloaded by hand: none at the next start
+        self.settings_file.save(self.settings)
         self.set_model_state(ModelState.NONE)
 
     @Slot(object)
@@ -270,16 +278,20 @@ class MainWindow(QMainWindow, ModelActions, ChatActions):
         self.show_error(message, cause="model")
 
     def update_welcome(self) -> None:
-        """The welcome panel while no model is loaded and no chat is open; the transcript otherwise."""
-        first_run = self.model is None and not self.loading and self.controller.conversation_id is None
-        self.centre_stack.setCurrentWidget(self.welcome if first_run else self.transcript)
+        """With no chat open: the welcome panel while no model is loaded, the loading panel while one
+        loads. The transcript otherwise."""
+        no_chat = self.controller.conversation_id is None
+        first_run = self.model is None and not self.loading and no_chat
+        page = self.loading_panel if no_chat and self._loading_name is not None else self.transcript
+        self.centre_stack.setCurrentWidget(self.welcome if first_run else page)
 
     def set_model_state(self, state: ModelState) -> None:
         self.controller.model_ready = state is ModelState.READY
         if state is not ModelState.NONE:
             self.banner.end("model")  # "no model is loaded", or the last pick's error: over
         self.update_welcome()
-        self.model_bar.show_state(state, self.model if state is ModelState.READY else None)
+        self.loading_panel.progress.setValue(0)
+        self.model_bar.show_state(state, self.model if state is ModelState.READY else None, self._loading_name)
         self.model_state_changed.emit(state)
 
     # ----- composer

@@ -127,6 +127,28 @@ class ModelActions:
         self.model_picker.setCurrentIndex(max(index, 0))  # not a pick: picks are `activated`
         self.show_error(message, cause="model")  # ends when a model loads
 
+    def restore_last_model(self, crashed: str | None = None) -> None:
+        """At start: load the model of the last session, unless it was in use when Ember crashed
+        (`crashed`: it may be what crashed; the user picks it again if they want it)."""
+        last = self.settings.last_model
+        if not last:
+            return
+        if last == crashed:
+            self.show_notice(
+                self.tr(
+                    "Ember did not load {model} by itself: the last run crashed while it was in use. "
+                    "Pick it in the model list to load it again."
+                ).format(model=last),
+                cause="model",
+            )
+            return
+        self.load_model(last)
+
+    @property
+    def model_in_use(self) -> str | None:
+        """The model loading, else the one loaded (what a crash may be blamed on)."""
+        return self._loading_name or (self._loaded_name if self.model is not None else None)
+
     def _start_load(self, name: str, ref: ModelRef, alias: str) -> None:
         if self._loading_name is not None:
             # a new pick replaces the load in progress: it is cancelled, and what it still says
