@@ -80,6 +80,18 @@ def set_max_tokens(w: MainWindow, n: int) -> None:
     w.side.params.max_tokens.setValue(n)
 
 
+def start_endless_answer(qtbot: QtBot, make_window: Callable[..., MainWindow]) -> MainWindow:
+    """A window whose engine answers without end (a fake, a token every 2 ms), its model loaded and no
+    token limit to speak of, that has sent "tell me everything" with Enter: returns once the answer streams."""
+    w = make_window(lambda _ref: FakeBackend(n_tokens=100_000, delay_s=0.002))
+    load(qtbot, w, "tiny.gguf")
+    set_max_tokens(w, 100_000)
+    w.composer.editor.setPlainText("tell me everything")
+    with qtbot.waitSignal(w.controller.streamed, timeout=ANSWER_TIMEOUT):
+        qtbot.keyClick(w.composer.editor, Qt.Key.Key_Return)
+    return w
+
+
 def test_pyside_does_not_corrupt_bool_refcounts(qtbot: QtBot) -> None:
     """PySide6 6.12.0 decremented True's refcount on every Signal(bool) emit (a crash on 3.11)."""
 
@@ -140,12 +152,7 @@ def test_enter_sends_shift_enter_adds_newline(qtbot: QtBot, make_window: Callabl
 
 
 def test_stop_mid_answer_keeps_the_partial_answer(qtbot: QtBot, make_window: Callable[..., MainWindow]) -> None:
-    w = make_window(lambda _ref: FakeBackend(n_tokens=100_000, delay_s=0.002))
-    load(qtbot, w, "tiny.gguf")
-    set_max_tokens(w, 100_000)
-    w.composer.editor.setPlainText("tell me everything")
-    with qtbot.waitSignal(w.controller.streamed, timeout=ANSWER_TIMEOUT):
-        qtbot.keyClick(w.composer.editor, Qt.Key.Key_Return)
+    w = start_endless_answer(qtbot, make_window)
     assert w.composer.button.text() == "Stop"
     with qtbot.waitSignal(w.controller.generating_changed, timeout=ANSWER_TIMEOUT):
         qtbot.mouseClick(w.composer.button, Qt.MouseButton.LeftButton)

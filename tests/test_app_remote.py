@@ -20,7 +20,9 @@ from ember_chat.engine.core.params import LoadConfig
 from ember_chat.engine.inference.service import EngineService, QueueState, ServiceListener
 from ember_chat.engine.serve.server import ApiServer, ServerConfig
 from ember_chat.engine.storage.connections import Connection, remote_model_name
+from ember_chat.engine.storage.conversations import Message
 from ember_chat.engine.storage.secrets import API_SERVER_KEY, SecretStore
+from tests.peer_servers import free_port
 from tests.sse_server import DONE, FakeOpenAI, chunk, usage_chunk
 from tests.test_app import ANSWER_TIMEOUT, load, make_window, paths, send, set_max_tokens
 
@@ -129,7 +131,7 @@ def test_local_api_server_serves_the_window_model(
     load(qtbot, w)
     dialog = w.api.open_dialog()
     dialog.enabled.setChecked(True)
-    dialog.port.setValue(_free_port())
+    dialog.port.setValue(free_port())
     dialog.key.setText("window-key")
     with qtbot.waitSignal(dialog.applied, timeout=10_000) as applied:  # the keychain: off the GUI thread
         dialog.apply()
@@ -196,24 +198,21 @@ def test_api_server_port_in_use_is_a_clear_error(qtbot: QtBot, make_window: Call
         blocker.close()
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+def cut_answer(qtbot: QtBot, w: MainWindow, fake: FakeOpenAI) -> Message:
+    """Chat with `fake` as the connection "flaky", whose stream breaks after "The first half"; the answer."""
+    fake.stream([chunk("", role="assistant"), chunk("The first"), chunk(" half")], cut_after=3)
+    w.connections.save(Connection("flaky", fake.base_url, "test-model"))
+    load(qtbot, w, remote_model_name("flaky", "test-model"))
+    send(qtbot, w, "Tell me a story")
+    return w.store.thread(w.controller.conversation_id)[-1]
 
 
 def test_a_cut_stream_keeps_the_answer_and_continue_finishes_it(
     qtbot: QtBot, make_window: Callable[..., MainWindow]
 ) -> None:
     with FakeOpenAI() as fake:
-        fake.stream([chunk("", role="assistant"), chunk("The first"), chunk(" half")], cut_after=3)
         w = make_window()
-        w.connections.save(Connection("flaky", fake.base_url, "test-model"))
-        load(qtbot, w, remote_model_name("flaky", "test-model"))
-        send(qtbot, w, "Tell me a story")
-        answer = w.store.thread(w.controller.conversation_id)[-1]
+        answer = cut_answer(qtbot, w, fake)
         assert answer.content == "The first half"  # what arrived is kept
         assert answer.metrics is not None and answer.metrics["stop_reason"] == "interrupted"
         assert "flaky" in w.banner.text() and w.banner.isVisible()

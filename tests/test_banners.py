@@ -13,7 +13,8 @@ from ember_chat.app.shell.main_window import MainWindow
 from ember_chat.engine.storage.connections import Connection, remote_model_name
 from ember_chat.engine.storage.paths import AppPaths
 from tests.sse_server import DONE, FakeOpenAI, chunk, usage_chunk
-from tests.test_app import LOAD_TIMEOUT, load, make_window, paths, send
+from tests.test_app import LOAD_TIMEOUT, load, make_window, paths
+from tests.test_app_remote import cut_answer
 
 __all__ = ["make_window", "paths"]  # fixtures from test_app
 
@@ -56,12 +57,9 @@ def test_the_retry_countdown_ends_when_the_retry_answers(qtbot: QtBot, make_wind
 
 
 def _cut_answer(qtbot: QtBot, w: MainWindow, fake: FakeOpenAI) -> int:
-    fake.stream([chunk("", role="assistant"), chunk("The first"), chunk(" half")], cut_after=3)
-    w.connections.save(Connection("flaky", fake.base_url, "test-model"))
-    load(qtbot, w, remote_model_name("flaky", "test-model"))
-    send(qtbot, w, "Tell me a story")
+    answer = cut_answer(qtbot, w, fake)
     assert w.banner.isVisible() and "flaky" in w.banner.text()
-    return w.store.thread(w.controller.conversation_id)[-1].id
+    return answer.id
 
 
 def test_a_broken_connection_ends_when_the_answer_is_continued(

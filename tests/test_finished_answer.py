@@ -13,7 +13,7 @@ from pytestqt.qtbot import QtBot
 from ember_chat.app.chat.transcript import TranscriptView
 from ember_chat.app.shell.main_window import MainWindow
 from tests.fake_backend import FakeBackend
-from tests.test_app import ANSWER_TIMEOUT, load, make_window, paths, send, set_max_tokens
+from tests.test_app import ANSWER_TIMEOUT, load, make_window, paths, send, set_max_tokens, start_endless_answer
 
 __all__ = ["make_window", "paths"]
 
@@ -167,12 +167,7 @@ def test_continue_is_offered_after_the_max_tokens_limit_and_continues_the_same_a
 def test_continue_is_offered_after_stop_and_not_after_a_finished_answer(
     qtbot: QtBot, make_window: Callable[..., MainWindow]
 ) -> None:
-    w = make_window(lambda _ref: FakeBackend(n_tokens=100_000, delay_s=0.002))
-    load(qtbot, w, "tiny.gguf")
-    set_max_tokens(w, 100_000)
-    w.composer.editor.setPlainText("tell me everything")
-    with qtbot.waitSignal(w.controller.streamed, timeout=ANSWER_TIMEOUT):
-        qtbot.keyClick(w.composer.editor, Qt.Key.Key_Return)
+    w = start_endless_answer(qtbot, make_window)
     with qtbot.waitSignal(w.controller.generating_changed, timeout=ANSWER_TIMEOUT):
         w.controller.stop()
     qtbot.waitUntil(lambda: not w.transcript.rendering, timeout=ANSWER_TIMEOUT)

@@ -14,13 +14,14 @@ from PySide6.QtCore import QRect, Qt
 from PySide6.QtGui import QFontMetrics
 from pytestqt.qtbot import QtBot
 
-from ember_chat.app.main import build_window
 from ember_chat.app.shell.main_window import MainWindow
 from ember_chat.engine.models.download_queue import DONE
 from ember_chat.engine.models.hub import HubClient
 from ember_chat.engine.resources import catalog
-from ember_chat.engine.storage.paths import AppPaths
 from tests.hub_server import FakeHub
+from tests.window_support import window
+
+__all__ = ["window"]  # the fixture used here
 
 TIMEOUT = 60_000
 
@@ -31,18 +32,6 @@ def hub(tiny_model: Path) -> Iterator[FakeHub]:
     h.add_repo("acme/tiny-GGUF", {"tiny-F32.gguf": tiny_model.read_bytes()}, downloads=42)
     yield h
     h.stop()
-
-
-@pytest.fixture
-def window(qtbot: QtBot, tmp_path: Path, hub: FakeHub, monkeypatch: pytest.MonkeyPatch) -> Iterator[MainWindow]:
-    monkeypatch.setenv("EMBER_HF_ENDPOINT", hub.hub_url)
-    w = build_window(AppPaths(tmp_path / "data", tmp_path / "config"))
-    qtbot.addWidget(w)
-    w.show()
-    yield w
-    w.close()
-    assert w.join_background(30)
-    w.store.close()
 
 
 def listed(qtbot: QtBot, mm: object) -> None:

@@ -16,14 +16,15 @@ from pathlib import Path
 import pytest
 from pytestqt.qtbot import QtBot
 
-from ember_chat.app.main import build_window
 from ember_chat.app.shell.main_window import MainWindow
 from ember_chat.engine.storage.model_settings import AUTO_GPU_LAYERS
-from ember_chat.engine.storage.paths import AppPaths
 from tests.gguf_factory import TinySpec, says, write_tiny_model
 from tests.hub_server import FakeHub
 from tests.test_bench_lab import run_bench
 from tests.test_model_manager import open_files, select_quant
+from tests.window_support import window
+
+__all__ = ["window"]  # the fixture used here
 
 REPO = "unsloth/DeepSeek-R1-Distill-Qwen-1.5B-GGUF"
 FILES = ("DeepSeek-R1-Distill-Qwen-1.5B-Q4_K_M.gguf", "DeepSeek-R1-Distill-Qwen-1.5B-Q8_0.gguf")
@@ -44,18 +45,6 @@ def hub(tmp_path: Path) -> Iterator[FakeHub]:
     h.add_repo(REPO, {FILES[0]: model, FILES[1]: model}, downloads=1000)
     yield h
     h.stop()
-
-
-@pytest.fixture
-def window(qtbot: QtBot, tmp_path: Path, hub: FakeHub, monkeypatch: pytest.MonkeyPatch) -> Iterator[MainWindow]:
-    monkeypatch.setenv("EMBER_HF_ENDPOINT", hub.hub_url)
-    w = build_window(AppPaths(tmp_path / "data", tmp_path / "config"))
-    qtbot.addWidget(w)
-    w.show()
-    yield w
-    w.close()
-    assert w.join_background(30)
-    w.store.close()
 
 
 def download(qtbot: QtBot, w: MainWindow, quant: str) -> str:

@@ -5,7 +5,6 @@ as it was; with no local model loaded nothing is asked."""
 
 from __future__ import annotations
 
-import socket
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -22,6 +21,7 @@ from ember_chat.engine.serve.server import ApiServer, ServerConfig
 from ember_chat.engine.storage.connections import Connection, remote_model_name
 from tests.fake_backend import FakeBackend
 from tests.test_app import LOAD_TIMEOUT, load, make_window, paths
+from tests.window_support import start_api_in_window
 
 __all__ = ["make_window", "paths"]  # fixtures used here
 
@@ -40,23 +40,6 @@ def lab() -> Iterator[ApiServer]:
     service.close()
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _start_api(qtbot: QtBot, w: MainWindow) -> str:
-    dialog = w.api.open_dialog()
-    dialog.enabled.setChecked(True)
-    dialog.port.setValue(_free_port())
-    with qtbot.waitSignal(dialog.applied, timeout=10_000) as applied:
-        dialog.apply()
-    assert applied.args == [True]
-    dialog.close()
-    return w.api.server.url
-
-
 def _served(url: str) -> list[str]:
     return [m["id"] for m in httpx2.get(url + "/models", timeout=5.0).json()["data"]]
 
@@ -66,7 +49,7 @@ def test_a_remote_model_in_place_of_the_local_one_is_asked_about(
 ) -> None:
     w = make_window()
     load(qtbot, w)
-    api_url = _start_api(qtbot, w)
+    api_url = start_api_in_window(qtbot, w)
     w.connections.save(Connection("lab", lab.url, "lab-model"))
     w.reload_models()
     qtbot.waitUntil(lambda: w.model_picker.findData(LAB) >= 0, timeout=10_000)

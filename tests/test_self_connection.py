@@ -7,7 +7,6 @@ address it is to listen on exits 2. And a stopped request never stays "running" 
 from __future__ import annotations
 
 import html
-import socket
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -23,29 +22,14 @@ from ember_chat.engine.inference.service import EngineService
 from ember_chat.engine.serve.server import ApiServer, ServerConfig
 from ember_chat.engine.storage.connections import Connection, remote_model_name
 from tests.fake_backend import FakeBackend
+from tests.peer_servers import free_port
 from tests.test_app import ANSWER_TIMEOUT, load, make_window, paths, set_max_tokens
 from tests.test_cli_remote import cli
+from tests.window_support import start_api_in_window
 
 __all__ = ["make_window", "paths"]  # fixtures used here
 
 SELF = "this Ember's own API server"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _start_api(qtbot: QtBot, w: MainWindow) -> str:
-    dialog = w.api.open_dialog()
-    dialog.enabled.setChecked(True)
-    dialog.port.setValue(_free_port())
-    with qtbot.waitSignal(dialog.applied, timeout=10_000) as applied:
-        dialog.apply()
-    assert applied.args == [True] and w.api.running
-    dialog.close()
-    return w.api.server.url
 
 
 def _health(url: str) -> dict[str, object]:
@@ -58,7 +42,8 @@ def test_a_connection_to_this_embers_own_api_server_is_refused(
 ) -> None:
     w = make_window()
     load(qtbot, w)
-    url = _start_api(qtbot, w)
+    url = start_api_in_window(qtbot, w)
+    assert w.api.running
     # Test connection in Models ▸ Connections says so
     w.open_connections()
     d = w._connections_dialog
@@ -87,7 +72,8 @@ def test_the_same_server_by_another_address_is_refused_by_its_server_id(
     """'localhost' instead of 127.0.0.1: the address differs, the server's id in its answer does not."""
     w = make_window()
     load(qtbot, w)
-    url = _start_api(qtbot, w).replace("127.0.0.1", "localhost")
+    url = start_api_in_window(qtbot, w).replace("127.0.0.1", "localhost")
+    assert w.api.running
     w.connections.save(Connection("alias", url, "tiny.gguf"))
     w.load_model(remote_model_name("alias", "tiny.gguf"))
     qtbot.waitUntil(lambda: SELF in w.banner.text(), timeout=10_000)
@@ -96,7 +82,7 @@ def test_the_same_server_by_another_address_is_refused_by_its_server_id(
 
 
 def test_serve_remote_pointing_at_its_own_address_exits_2(tmp_path: Path) -> None:
-    port = _free_port()
+    port = free_port()
     url = f"http://127.0.0.1:{port}/v1"
     assert cli(tmp_path, "remote", "add", "loop", url).returncode == 0
     out = cli(tmp_path, "serve", "--remote", "loop", "--model", "anything", "--port", str(port))

@@ -16,10 +16,9 @@ from pytestqt.qtbot import QtBot
 from ember_chat.app.shell.main_window import MainWindow
 from ember_chat.engine.errors import HubOffline
 from ember_chat.engine.models.hub import HubClient
-from ember_chat.engine.storage.connections import Connection, remote_model_name
-from tests.fake_backend import FakeBackend
-from tests.sse_server import FakeOpenAI, chunk
-from tests.test_app import ANSWER_TIMEOUT, load, make_window, paths, send, set_max_tokens
+from tests.sse_server import FakeOpenAI
+from tests.test_app import ANSWER_TIMEOUT, load, make_window, paths, send, set_max_tokens, start_endless_answer
+from tests.test_app_remote import cut_answer
 from tests.test_cli import cli
 
 __all__ = ["make_window", "paths"]  # fixtures used here
@@ -41,12 +40,7 @@ def test_max_tokens_and_stop_are_said_in_words(qtbot: QtBot, make_window: Callab
 
 
 def test_a_stopped_answer_says_stopped(qtbot: QtBot, make_window: Callable[..., MainWindow]) -> None:
-    w = make_window(lambda _ref: FakeBackend(n_tokens=100_000, delay_s=0.002))
-    load(qtbot, w)
-    set_max_tokens(w, 100_000)
-    w.composer.editor.setPlainText("tell me everything")
-    with qtbot.waitSignal(w.controller.streamed, timeout=ANSWER_TIMEOUT):
-        qtbot.keyClick(w.composer.editor, Qt.Key.Key_Return)
+    w = start_endless_answer(qtbot, make_window)
     with qtbot.waitSignal(w.controller.generating_changed, timeout=ANSWER_TIMEOUT):
         qtbot.mouseClick(w.composer.button, Qt.MouseButton.LeftButton)
     if w.transcript.rendering:
@@ -66,11 +60,8 @@ def test_the_command_line_says_max_tokens_reached(tiny_model: Path) -> None:
 
 def test_a_cut_stream_is_said_in_words(qtbot: QtBot, make_window: Callable[..., MainWindow]) -> None:
     with FakeOpenAI() as fake:
-        fake.stream([chunk("", role="assistant"), chunk("The first"), chunk(" half")], cut_after=3)
         w = make_window()
-        w.connections.save(Connection("flaky", fake.base_url, "test-model"))
-        load(qtbot, w, remote_model_name("flaky", "test-model"))
-        send(qtbot, w, "Tell me a story")
+        cut_answer(qtbot, w, fake)
         banner = w.banner.text()
         assert "flaky" in banner and "connection" in banner
         assert not CLASS_NAME.search(banner), banner
