@@ -15,6 +15,7 @@ from PySide6.QtWidgets import QApplication, QFormLayout, QLabel, QWidget
 from pytestqt.qtbot import QtBot
 
 from ember_chat.app.main import build_window
+from ember_chat.app.metrics.side_panel import CHART_MAX_HEIGHT
 from ember_chat.app.shell.main_window import MainWindow
 from ember_chat.engine.core.params import SamplingParams
 from ember_chat.engine.inference.events import Event, PromptReady
@@ -86,6 +87,15 @@ def test_before_the_first_answer_the_panel_says_nothing_false(window: MainWindow
     session_bottom = panel.session_box.geometry().bottom()
     assert panel.height() - session_bottom <= 2 * panel.layout().contentsMargins().bottom()
     assert panel.chart.view.height() > panel.chart.view.minimumSizeHint().height()
+
+
+def test_on_a_tall_screen_the_chart_stays_a_chart(qtbot: QtBot, window: MainWindow) -> None:
+    """At 1920x1080 the chart stops growing: the figures stay together, the rest is empty below."""
+    window.resize(1920, 1080)
+    panel = window.side.metrics
+    qtbot.waitUntil(lambda: panel.height() > 900)
+    assert panel.chart.view.height() <= CHART_MAX_HEIGHT
+    assert panel.session_box.geometry().top() - panel.chart.view.geometry().bottom() <= 2 * panel.layout().spacing() + 2
 
 
 def test_at_the_default_width_rows_are_whole_and_widths_hold(qtbot: QtBot, window: MainWindow) -> None:

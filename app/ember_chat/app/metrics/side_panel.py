@@ -31,6 +31,7 @@ SESSION_TTFT_SAMPLES = 1_000
 SESSION_ITL_SAMPLES = 20_000
 
 CONTEXT_UPDATE_MS = 500
+CHART_MAX_HEIGHT = 380  # px: on a tall screen the rest stays empty below the figures
 LIVE_UPDATE_MS = 500  # the running figures and the chart twice a second (each update repaints labels and the chart)
 
 
@@ -166,7 +167,9 @@ class MetricsPanel(QWidget):
         layout.addWidget(self.why)
 
         self.chart = SpeedChart()
-        layout.addWidget(self.chart.view, 1)  # the chart takes the spare height
+        # the chart takes the spare height, up to a size where it still reads as a small chart
+        self.chart.view.setMaximumHeight(CHART_MAX_HEIGHT)
+        layout.addWidget(self.chart.view, 1)
 
         session = self.session_box = QGroupBox(self.tr("This session"))
         sform = self.session_form = QFormLayout(session)
@@ -178,6 +181,7 @@ class MetricsPanel(QWidget):
         sform.addRow(self.tr("TTFT p50/p95/p99"), self.session_ttft)
         sform.addRow(self.tr("ITL p50/p95/p99"), self.session_itl)
         layout.addWidget(session)
+        layout.addStretch(0)  # (what a capped chart leaves: below everything, not between)
 
         # The session's percentiles are over its latest answers and tokens: bounded, so a long session
         # neither grows without end nor makes the sort after each answer slower and slower.
