@@ -1,6 +1,8 @@
 """Screenshots of the real window for CI artifacts and the README:
 
-    xvfb-run -a -s "-screen 0 1920x1080x24" .venv/bin/python packaging/screenshots.py OUT_DIR
+    PYTHONPATH=. xvfb-run -a -s "-screen 0 1920x1080x24" .venv/bin/python packaging/screenshots.py OUT_DIR
+
+(run from the repository root; PYTHONPATH=. lets it use the tests' peer servers, `tests.peer_servers`)
 
 In a fresh data folder it loads the starter model and asks it one question (a real answer with real
 metrics), then shows that chat at 1280×800, on small screens (1024×640 with the side panel, 800×600
@@ -21,8 +23,6 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests.peer_servers
 
 SERVED = "gemma-3-270m-q4_k_m"
 
