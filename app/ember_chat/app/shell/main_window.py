@@ -4,7 +4,6 @@ bar on top, the side panel (parameters, live metrics) on the right, and the menu
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QEvent, QSettings, Qt, QUrl, Signal, Slot
 from PySide6.QtGui import QCloseEvent, QDesktopServices
@@ -27,6 +26,7 @@ from ember_chat.app.qt.bridge import EngineBridge
 from ember_chat.app.qt.tasks import TaskRunner
 from ember_chat.app.server.api_control import ApiServerControl
 from ember_chat.app.shell.banner import Banner
+from ember_chat.app.shell.delegate import Delegate
 from ember_chat.app.shell.loading_panel import LoadingPanel
 from ember_chat.app.shell.menus import about_text, build_menus
 from ember_chat.app.shell.navigation import focus_pane, set_tab_order
@@ -48,11 +48,11 @@ from ember_chat.engine.storage.model_settings import ModelSettingsStore
 from ember_chat.engine.storage.secrets import TokenStore
 from ember_chat.engine.storage.settings import Settings, SettingsFile
 
-if TYPE_CHECKING:
-    from ember_chat.app.models.manager import ModelManager
 
+class MainWindow(QMainWindow):
+    """The window's model actions are `self.models` (window_models.py), its chat actions `self.chats`
+    (window_chats.py); what callers reach on the window is delegated to them below."""
 
-class MainWindow(QMainWindow, ModelActions, ChatActions):
     model_state_changed = Signal(str)  # a ModelState (GUI thread)
     models_listed = Signal()  # the picker shows the models just listed (GUI thread)
     load_settings_opened = Signal()  # the ⚙ dialog is open, as self._load_settings (GUI thread)
@@ -77,7 +77,6 @@ class MainWindow(QMainWindow, ModelActions, ChatActions):
         self.downloads = downloads
         self.hub_endpoint = hub_endpoint
         self.tokens = tokens or TokenStore()
-        self._manager: ModelManager | None = None  # created on first use: keeps the Hub client off startup
         self.setWindowTitle(self.tr("Ember"))
         self.setWindowIcon(app_icon())
         self.store = store
@@ -93,8 +92,9 @@ class MainWindow(QMainWindow, ModelActions, ChatActions):
         self.model_settings = model_settings or ModelSettingsStore(
             Path(settings_file.path).parent / "model_settings.json"
         )
-        self._loading_name: str | None = None
         self.tasks = TaskRunner(self)  # what the GUI thread must not wait on (see qt/tasks.py)
+        self.models = ModelActions(self)
+        self.chats = ChatActions(self)
 
         self.colors = apply_theme(QApplication.instance(), self.settings.theme)
         self.conversations = ConversationList()
@@ -161,7 +161,7 @@ class MainWindow(QMainWindow, ModelActions, ChatActions):
         self.model_picker = self.model_bar.picker
         self.load_progress = self.model_bar.progress
         self.model_status = self.model_bar.status
-        self.model_picker.activated.connect(self._on_pick)
+        self.model_picker.activated.connect(self.models.on_pick)
         self.model_bar.unload.clicked.connect(self.unload_model)
         self.model_bar.tune.clicked.connect(lambda: self.open_load_settings())
         return self.model_bar
@@ -169,10 +169,11 @@ class MainWindow(QMainWindow, ModelActions, ChatActions):
     def _wire(self) -> None:
         w = self.bridge
         # Bound methods of GUI-thread objects only: a lambda would run in the engine thread.
-        w.load_progress.connect(self._on_load_progress)
-        w.loaded.connect(self._on_loaded)
-        w.load_failed.connect(self._on_load_failed)
-        w.unloaded.connect(self._on_unloaded)
+        m = self.models
+        w.load_progress.connect(m.on_load_progress)
+        w.loaded.connect(m.on_loaded)
+        w.load_failed.connect(m.on_load_failed)
+        w.unloaded.connect(m.on_unloaded)
         c = self.controller
         c.generating_changed.connect(self.composer.set_generating)
         c.generating_changed.connect(self._on_generating)
@@ -187,10 +188,10 @@ class MainWindow(QMainWindow, ModelActions, ChatActions):
         self.composer.cancel_edit.connect(self._cancel_edit)
         self.conversations.new_button.clicked.connect(self.new_chat)
         self.conversations.selected.connect(self._open_conversation)
-        self.conversations.search_hit.connect(self._open_hit)
-        self.conversations.search_changed.connect(self._on_search)
+        self.conversations.search_hit.connect(self.chats.open_hit)
+        self.conversations.search_changed.connect(self.chats.on_search)
         self.conversations.list.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
-        self.conversations.list.customContextMenuRequested.connect(self._conversation_menu)
+        self.conversations.list.customContextMenuRequested.connect(self.chats.conversation_menu)
         self.side.params.changed.connect(self._save_params)
         self.transcript.open_link.connect(self._open_link)  # only ever after the user's click
         self.transcript.link_hovered.connect(self._on_link_hovered)
@@ -237,52 +238,46 @@ class MainWindow(QMainWindow, ModelActions, ChatActions):
                 system_prompt=self.side.params.system_prompt.toPlainText(),
             )
 
-    # ----- models (the rest: window_models.py)
-    _loaded_name: str | None = None
-
-    @property
-    def loading(self) -> bool:
-        """A model pick is being worked out or loaded."""
-        return self._loading_name is not None or self.tasks.pending("load")
-
-    @Slot(float)
-    def _on_load_progress(self, fraction: float) -> None:
-        self.load_progress.setValue(int(fraction * 100))
-        self.loading_panel.progress.setValue(int(fraction * 100))
-
-    @Slot()
-    def _on_unloaded(self) -> None:
-        self.settings = self.settings.with_changes(last_model="")  # unloaded by hand: none at the next start
-        self.settings_file.save(self.settings)
-        self.set_model_state(ModelState.NONE)
-
-    @Slot(object)
-    def _on_loaded(self, model: ModelDescription) -> None:
-        self.model = model
-        self._loaded_name = self._loading_name
-        self._loading_name = None
-        self.controller.model_name = model.name
-        self.side.params.set_thinking_switch(model.thinking_switch)
-        self.settings = self.settings.with_changes(last_model=self._loaded_name or "")
-        self.settings_file.save(self.settings)
-        idx = self.model_picker.findData(self._loaded_name)
-        if idx >= 0:
-            self.model_picker.setCurrentIndex(idx)
-        self.set_model_state(ModelState.READY)
-
-    @Slot(str)
-    def _on_load_failed(self, message: str) -> None:
-        self._loading_name = None
-        self.model = None
-        self.set_model_state(ModelState.NONE)
-        self.show_error(message, cause="model")
+    # ----- models (window_models.py) and chats (window_chats.py): the surface callers use
+    loading = Delegate("models")
+    model_in_use = Delegate("models")
+    reload_models = Delegate("models")
+    model_manager = Delegate("models")
+    open_model_manager = Delegate("models")
+    load_model = Delegate("models")
+    restore_last_model = Delegate("models")
+    unload_model = Delegate("models")
+    import_model_file = Delegate("models")
+    change_models_folder = Delegate("models")
+    open_models_folder = Delegate("models")
+    open_load_settings = Delegate("models")
+    open_benchmark = Delegate("models")
+    open_connections = Delegate("models")
+    _on_load_progress = Delegate("models", "on_load_progress")
+    _manager = Delegate("models", "manager")
+    _remote_question = Delegate("models", "remote_question")
+    _load_settings = Delegate("models", "load_settings")
+    _benchmark = Delegate("models", "benchmark")
+    _connections_dialog = Delegate("models", "connections_dialog")
+    reload_conversations = Delegate("chats")
+    new_chat = Delegate("chats")
+    _open_conversation = Delegate("chats", "open_conversation")
+    rename_current = Delegate("chats")
+    delete_current = Delegate("chats")
+    rename_chat = Delegate("chats")
+    delete_chat = Delegate("chats")
+    export_dialog = Delegate("chats")
+    export = Delegate("chats")
+    _chat_menu = Delegate("chats", "chat_menu")
+    _chat_question = Delegate("chats", "chat_question")
+    _export_dialog = Delegate("chats", "export_dialog_open")
 
     def update_welcome(self) -> None:
         """With no chat open: the welcome panel while no model is loaded, the loading panel while one
         loads. The transcript otherwise."""
         no_chat = self.controller.conversation_id is None
         first_run = self.model is None and not self.loading and no_chat
-        page = self.loading_panel if no_chat and self._loading_name is not None else self.transcript
+        page = self.loading_panel if no_chat and self.models.loading_name is not None else self.transcript
         self.centre_stack.setCurrentWidget(self.welcome if first_run else page)
 
     def set_model_state(self, state: ModelState) -> None:
@@ -291,7 +286,7 @@ class MainWindow(QMainWindow, ModelActions, ChatActions):
             self.banner.end("model")  # "no model is loaded", or the last pick's error: over
         self.update_welcome()
         self.loading_panel.progress.setValue(0)
-        self.model_bar.show_state(state, self.model if state is ModelState.READY else None, self._loading_name)
+        self.model_bar.show_state(state, self.model if state is ModelState.READY else None, self.models.loading_name)
         self.model_state_changed.emit(state)
 
     # ----- composer
@@ -317,9 +312,7 @@ class MainWindow(QMainWindow, ModelActions, ChatActions):
         self.composer.editor.clear()
 
     def stop(self) -> None:
-        self.tasks.cancel("load")  # a pick still being worked out
-        if self._loading_name is not None:
-            self.bridge.cancel_load()
+        self.models.cancel_load()  # a pick still being worked out, a load in progress
         self.controller.stop()
 
     @Slot(str, float, int, int)
@@ -406,12 +399,13 @@ class MainWindow(QMainWindow, ModelActions, ChatActions):
         Background tasks still out are dropped and interrupted, never waited for. Idempotent."""
         self.tasks.shutdown()
         self.api.shutdown()
-        if getattr(self, "_connections_dialog", None) is not None:
-            self._connections_dialog.tasks.shutdown()  # a connection test still out is interrupted
-        if getattr(self, "_load_settings", None) is not None:
-            self._load_settings.tasks.shutdown()
-        if getattr(self, "_benchmark", None) is not None:
-            self._benchmark.close()  # stops its run and joins its worker
+        m = self.models
+        if m.connections_dialog is not None:
+            m.connections_dialog.tasks.shutdown()  # a connection test still out is interrupted
+        if m.load_settings is not None:
+            m.load_settings.tasks.shutdown()
+        if m.benchmark is not None:
+            m.benchmark.close()  # stops its run and joins its worker
         self.bridge.close()
 
     def closeEvent(self, event: QCloseEvent) -> None:  # Qt override
@@ -421,9 +415,9 @@ class MainWindow(QMainWindow, ModelActions, ChatActions):
         self.conversations.cancel_pending_search()  # the chat store is closed after the window
         self.save_state()
         self.shutdown()
-        if self._manager is not None:
-            self._manager.shutdown()
-            self._manager.close()
+        if self.models.manager is not None:
+            self.models.manager.shutdown()
+            self.models.manager.close()
         if self.downloads is not None:
             # running downloads pause (they come back next time); one stuck in a read is not waited for
             self.downloads.close(wait=False)
@@ -432,11 +426,11 @@ class MainWindow(QMainWindow, ModelActions, ChatActions):
     def join_background(self, timeout: float) -> bool:
         """Wait until every background thread the window started has ended (tests, after close)."""
         joins = [self.tasks.join, self.api.tasks.join]
-        for owner in (getattr(self, "_connections_dialog", None), getattr(self, "_load_settings", None)):
+        for owner in (self.models.connections_dialog, self.models.load_settings):
             if owner is not None:
                 joins.append(owner.tasks.join)
-        if self._manager is not None:
-            joins.append(self._manager.join)
+        if self.models.manager is not None:
+            joins.append(self.models.manager.join)
         if self.downloads is not None:
             joins.append(self.downloads.wait_idle)
         return all([join(timeout) for join in joins])

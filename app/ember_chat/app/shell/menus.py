@@ -176,7 +176,7 @@ class ModelsMenu:
             self.menu.removeAction(a)
             a.deleteLater()
         self._models = []
-        loaded = host._loaded_name if host.model is not None else None
+        loaded = host.models.loaded_name if host.model is not None else None
         for label, name in host.model_bar.choices():
             a = QAction(label, self.menu)
             a.setCheckable(True)
