@@ -94,7 +94,7 @@ def test_tab_into_a_long_chat_starts_at_the_newest_message_and_the_message_box_i
             break
     assert QApplication.focusWidget() is t
     assert bar.value() >= bar.maximum() - 4  # the view stays at the newest message
-    assert t.focus_ring_shown
+    assert t.focus.ring_shown
     qtbot.keyClick(t, Qt.Key.Key_Tab)
     assert QApplication.focusWidget() is w.composer.editor  # one Tab away
     assert bar.value() >= bar.maximum() - 4

@@ -29,8 +29,8 @@ def stream(t: TranscriptView, text: str, piece: int = 9) -> None:
 
 def streamed_blocks(t: TranscriptView) -> list[tuple[str, int]]:
     """The stream's paragraphs: text and user state."""
-    assert t._stream is not None
-    block = t._stream[1].block()
+    assert t.streaming._stream is not None
+    block = t.streaming._stream[1].block()
     out = []
     while block.isValid():
         out.append((block.text(), block.userState()))

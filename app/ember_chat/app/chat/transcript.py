@@ -6,9 +6,11 @@ It stays instant however long the chat is:
   appends the question; a regenerate replaces the last answer);
 - lazy: opening a chat writes the last screenfuls at once, then the older messages above them a
   few milliseconds at a time, keeping what is on screen still;
-- streaming (transcript_stream.py): text batches are appended at the end (never a re-render); when
-  the answer completes, its Markdown rendering replaces the plain text, again a few milliseconds at a
-  time.
+- streaming (transcript_stream.py, the `streaming` part): text batches are appended at the end
+  (never a re-render); when the answer completes, its Markdown rendering replaces the plain text,
+  again a few milliseconds at a time.
+
+Keyboard focus (where a Tab walk starts, the focus ring) is the `focus` part (transcript_focus.py).
 """
 
 from __future__ import annotations
@@ -19,12 +21,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from PySide6.QtCore import QRectF, Qt, QTimer, QUrl, Signal
+from PySide6.QtCore import QEvent, QRectF, Qt, QTimer, QUrl, Signal
 from PySide6.QtGui import (
     QAbstractTextDocumentLayout,
     QAccessible,
     QAccessibleAnnouncementEvent,
     QColor,
+    QFocusEvent,
     QPainter,
     QPaintEvent,
     QPen,
@@ -33,7 +36,7 @@ from PySide6.QtGui import (
     QTextCharFormat,
     QTextCursor,
 )
-from PySide6.QtWidgets import QFrame, QToolTip, QWidget
+from PySide6.QtWidgets import QFrame, QTextBrowser, QToolTip, QWidget
 
 from ember_chat.app.chat.message_render import (
     HEADER_GAP,
@@ -48,7 +51,6 @@ from ember_chat.app.chat.transcript_focus import TranscriptFocus
 from ember_chat.app.chat.transcript_stream import TranscriptStreaming
 from ember_chat.app.qt.wording import window_wording
 from ember_chat.app.style.theme import Colors
-from ember_chat.engine.core.reasoning import ThinkingStream
 from ember_chat.engine.inference.metrics import GenerationMetrics
 from ember_chat.engine.storage.conversations import Message
 
@@ -86,7 +88,7 @@ class _Shown:
     key: tuple | None  # None while it streams or renders
 
 
-class TranscriptView(TranscriptFocus, TranscriptStreaming):
+class TranscriptView(QTextBrowser):
     action = Signal(str, int, int)  # verb, message id, argument
     rendered = Signal()  # a finished answer's Markdown rendering is complete
     open_link = Signal(QUrl)  # the user clicked a web link in a message
@@ -94,6 +96,9 @@ class TranscriptView(TranscriptFocus, TranscriptStreaming):
 
     def __init__(self, colors: Colors, parent: QWidget | None = None) -> None:
         super().__init__(parent)
+        self.focus = TranscriptFocus(self)  # where a Tab walk starts, the focus ring
+        self.streaming = TranscriptStreaming(self)  # the answer being streamed
+        self.append_stream = self.streaming.append  # (per batch: no call in between)
         self.setObjectName("transcript")
         self.setFrameShape(QFrame.Shape.NoFrame)  # (not a style sheet: a styled view repaints more)
         self.setOpenLinks(False)
@@ -109,7 +114,6 @@ class TranscriptView(TranscriptFocus, TranscriptStreaming):
         self.writer = MessageWriter(self.document(), colors, self.devicePixelRatioF())
         self._shown: list[_Shown] = []
         self._older: list[tuple[Message, tuple[int, int] | None]] = []  # not written yet, oldest first
-        self._stream: tuple[int, QTextCursor] | None = None  # message id, where its plain text starts
         self._final: Iterator[None] | None = None  # a finished answer's rendering, step by step
         self._backfill: Iterator[None] | None = None
         self._slicer = QTimer(self)
@@ -118,10 +122,6 @@ class TranscriptView(TranscriptFocus, TranscriptStreaming):
         self._slicer.timeout.connect(self._run_slice)
         self.last_announcement = ""
         self._expanded: set[int] = set()  # answers whose thinking is open
-        self._thinking: ThinkingStream | None = None  # splits the streaming answer
-        self._thinking_at: QTextCursor | None = None  # where the streaming thinking starts
-        self._cut_width: float | None = None  # the text width the streaming answer's lines were split at
-        self._tail: QTextCursor | None = None  # at the end of the streaming answer
         self._pens_for: Colors | None = None
         self._pens: dict[bool, tuple[QPen | Qt.PenStyle, QColor]] = {}
 
@@ -136,7 +136,7 @@ class TranscriptView(TranscriptFocus, TranscriptStreaming):
         at_end = bar.value() >= bar.maximum() - 4
         self._set_side_margin(event.size().width())
         super().resizeEvent(event)
-        self._rejoin_if_width_changed()  # (a streaming answer's lines were split where the old width wrapped)
+        self.streaming.rejoin_if_width_changed()  # (a streaming answer's lines were split where the old width wrapped)
         if at_end:  # the newest message stays in view when the window (or the banner above) changes size
             bar.setValue(bar.maximum())
 
@@ -232,7 +232,7 @@ class TranscriptView(TranscriptFocus, TranscriptStreaming):
     def show_thread(self, messages: list[Message], branch_info: dict[int, tuple[int, int]]) -> None:
         """Show this thread, re-writing only what differs from what is shown."""
         self.finish_rendering(final_only=True)
-        self._stream = None
+        self.streaming.drop()
         pairs = [(m, branch_info.get(m.id)) for m in messages]
         keys = [self._key(m, b) for m, b in pairs]
         old_keys = [self._key(m, b) for m, b in self._older] + [s.key for s in self._shown]
@@ -248,14 +248,14 @@ class TranscriptView(TranscriptFocus, TranscriptStreaming):
             self._truncate(keep)
             for m, b in pairs[same:]:
                 self._write_now(m, b)
-        self._scroll_to_end()
+        self.scroll_to_end()
 
     def _reset(self) -> None:
         self._backfill = None
         self._final = None
         self._older = []
         self._shown = []
-        self._stream = None
+        self.streaming.drop()
         self.clear()
         self._set_side_margin(self.width())  # (a cleared document has a new root frame format)
 
@@ -269,7 +269,7 @@ class TranscriptView(TranscriptFocus, TranscriptStreaming):
         with self._edit():
             for m, b in pairs[split:]:
                 self._write_now(m, b)
-        self._scroll_to_end()
+        self.scroll_to_end()
         if self._older:
             self._backfill = self._backfill_steps()
             self._slicer.start()
@@ -324,6 +324,46 @@ class TranscriptView(TranscriptFocus, TranscriptStreaming):
     def toggle_thinking(self, message_id: int) -> None:
         """Open or fold an answer's thinking (the caller shows the thread again)."""
         self._expanded ^= {message_id}
+
+    def is_expanded(self, message_id: int) -> bool:
+        """Whether this answer's thinking is open."""
+        return message_id in self._expanded
+
+    # ----- streaming (the text itself: see transcript_stream.py)
+    def begin_stream(self, message_id: int, model: str | None = None) -> None:
+        """A new answer streams below the last message: its header now, its text as it comes."""
+        self.finish_rendering(final_only=True)
+        c = self._end_cursor()
+        actions = message_actions("assistant", False)
+        self.writer.header(
+            c, "assistant", message_id, meta_line(model, time.time()), actions, None, first=not self._shown
+        )
+        self._start_message(QTextCursor(c.block()), message_id, "assistant", len(self._shown))
+        self.writer.fresh_block(c)
+        self.streaming.start(message_id, c, thinking=True)
+        self.scroll_to_end()
+
+    def resume_stream(self, message_id: int) -> None:
+        """Stream a continuation below the message already shown (the thread is re-written at the end)."""
+        self.finish_rendering(final_only=True)
+        if self._shown and self._shown[-1].message_id == message_id:
+            self._shown[-1].key = None
+        c = self._end_cursor()
+        self.writer.fresh_block(c)
+        self.streaming.start(message_id, c, thinking=False)  # (the continued text shows as it comes)
+
+    def end_stream(self, markdown: str, summary: str | None, stop_reason: str | None = None) -> None:
+        """Replace the streamed plain text by its Markdown rendering, a slice at a time; the plain text
+        stays visible until the rendering is complete. An answer that stopped before its end
+        (`stop_reason`: the max-tokens limit, Stop) gets its Continue action then."""
+        steps = self.streaming.end(markdown, summary, stop_reason)
+        if steps is not None:
+            self._final = steps
+            self._slicer.start()
+
+    def last_shown(self, message_id: int) -> _Shown | None:
+        """The last message shown, if it is this one."""
+        return self._shown[-1] if self._shown and self._shown[-1].message_id == message_id else None
 
     def _write_now(self, m: Message, branch: tuple[int, int] | None) -> None:
         c = self._end_cursor()
@@ -407,7 +447,7 @@ class TranscriptView(TranscriptFocus, TranscriptStreaming):
     def backfilling(self) -> bool:
         return self._backfill is not None
 
-    def _scroll_to_end(self) -> None:
+    def scroll_to_end(self) -> None:
         self.verticalScrollBar().setValue(self.verticalScrollBar().maximum())
 
     def announce(self, text: str) -> None:
@@ -416,6 +456,24 @@ class TranscriptView(TranscriptFocus, TranscriptStreaming):
         event = QAccessibleAnnouncementEvent(self, text)
         event.setPoliteness(QAccessible.AnnouncementPoliteness.Polite)
         QAccessible.updateAccessibility(event)
+
+    # ----- keyboard focus (see transcript_focus.py)
+    def focusInEvent(self, event: QFocusEvent) -> None:  # Qt override
+        self.focus.focus_in(event)
+        super().focusInEvent(event)
+
+    def focusOutEvent(self, event: QFocusEvent) -> None:  # Qt override
+        self.focus.focus_out()
+        super().focusOutEvent(event)
+
+    def focusNextPrevChild(self, next: bool) -> bool:  # Qt override
+        return self.focus.next_prev_child(next)
+
+    def event(self, event: QEvent) -> bool:  # Qt override
+        handled = super().event(event)
+        if event.type() == QEvent.Type.Paint:
+            self.focus.paint_frame()
+        return handled
 
     # ----- navigation and actions
     def jump_to(self, message_id: int) -> None:

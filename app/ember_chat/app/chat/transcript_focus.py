@@ -5,68 +5,73 @@ document: the view does not jump to the oldest message, the message box is one T
 Shift+Tab walks the actions from the newest message up. While the transcript has the keyboard focus
 a ring in the accent colour goes round it (it has no frame of its own to show focus).
 
-TranscriptView's base class (PySide calls a Python override of a Qt event handler only when it is
-defined on a subclass of the Qt class, not on a mixin)."""
+`TranscriptFocus` is a part of TranscriptView (`view.focus`) and owns whether the ring shows. The
+view's Qt overrides (focusInEvent, focusOutEvent, focusNextPrevChild, event) hand over to it: PySide
+calls a Python override of a Qt event handler only when it is defined on a subclass of the Qt class."""
 
 from __future__ import annotations
 
-from PySide6.QtCore import QEvent, QPoint, Qt
+from PySide6.QtCore import QPoint, Qt
 from PySide6.QtGui import QFocusEvent, QPainter, QPalette, QTextCursor
-from PySide6.QtWidgets import QTextBrowser, QTextEdit, QWidget
+from PySide6.QtWidgets import QTextBrowser, QTextEdit
 
 from ember_chat.app.style.focus import RING_WIDTH, draw_focus_ring
 
 _KEYBOARD = (Qt.FocusReason.TabFocusReason, Qt.FocusReason.BacktabFocusReason, Qt.FocusReason.ShortcutFocusReason)
 
 
-class TranscriptFocus(QTextBrowser):
-    def __init__(self, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
+class TranscriptFocus:
+    """Keyboard focus in a QTextBrowser: where a Tab walk starts, and the focus ring."""
+
+    def __init__(self, view: QTextBrowser) -> None:
+        self.view = view
         self._ring = False
-        self.setViewportMargins(RING_WIDTH, RING_WIDTH, RING_WIDTH, RING_WIDTH)  # room for the ring
+        view.setViewportMargins(RING_WIDTH, RING_WIDTH, RING_WIDTH, RING_WIDTH)  # room for the ring
 
     @property
-    def focus_ring_shown(self) -> bool:
+    def ring_shown(self) -> bool:
         return self._ring
 
-    def focusInEvent(self, event: QFocusEvent) -> None:  # Qt override
+    def focus_in(self, event: QFocusEvent) -> None:
+        """Before the view's own focusInEvent."""
         if event.reason() in _KEYBOARD:
             self._start_at_view_end()
             self._show_ring(True)
-        super().focusInEvent(event)
 
-    def focusOutEvent(self, event: QFocusEvent) -> None:  # Qt override
+    def focus_out(self) -> None:
+        """Before the view's own focusOutEvent."""
         self._show_ring(False)
-        super().focusOutEvent(event)
 
     def _start_at_view_end(self) -> None:
         """The text cursor (where Tab looks for the next link) at the end of the last line in view,
         with no link selected; the view stays where it is."""
-        vp = self.viewport()
-        c = self.cursorForPosition(QPoint(vp.width() - 1, vp.height() - 1))
+        vp = self.view.viewport()
+        c = self.view.cursorForPosition(QPoint(vp.width() - 1, vp.height() - 1))
         c.clearSelection()
         self._set_cursor_in_place(c)
 
-    def focusNextPrevChild(self, next: bool) -> bool:  # Qt override
-        """Tab walks the links from the text cursor. (Qt starts from the top of the document, or its
-        end for Shift+Tab, whenever no link is selected; and from a selection it finds the next link
-        but not always the previous one. So without a selected link, the walk is started here: Qt
-        is asked for the next link after the character before the one wanted.)"""
-        c = self.textCursor()
-        if not self.hasFocus() or c.hasSelection():
-            return super().focusNextPrevChild(next)
+    def next_prev_child(self, next: bool) -> bool:
+        """The view's focusNextPrevChild: Tab walks the links from the text cursor. (Qt starts from
+        the top of the document, or its end for Shift+Tab, whenever no link is selected; and from a
+        selection it finds the next link but not always the previous one. So without a selected link,
+        the walk is started here: Qt is asked for the next link after the character before the one
+        wanted.)"""
+        view = self.view
+        c = view.textCursor()
+        if not view.hasFocus() or c.hasSelection():
+            return QTextBrowser.focusNextPrevChild(view, next)
         pos = c.position()
         if not next:
             pos = self._previous_link_start(pos)
             if pos is None:  # none above: the focus goes back to the control before the transcript
-                return QTextEdit.focusNextPrevChild(self, False)
-        mark = QTextCursor(self.document())
+                return QTextEdit.focusNextPrevChild(view, False)
+        mark = QTextCursor(view.document())
         if pos > 0:  # (at 0 no selection is needed: Qt starts at the top)
             mark.setPosition(pos - 1)
             mark.setPosition(pos, QTextCursor.MoveMode.KeepAnchor)
         self._set_cursor_in_place(mark)
-        moved = super().focusNextPrevChild(True)
-        now = self.textCursor()
+        moved = QTextBrowser.focusNextPrevChild(view, True)
+        now = view.textCursor()
         if (now.anchor(), now.position()) == (mark.anchor(), mark.position()):  # no link after it
             mark.clearSelection()
             self._set_cursor_in_place(mark)
@@ -74,7 +79,7 @@ class TranscriptFocus(QTextBrowser):
 
     def _previous_link_start(self, pos: int) -> int | None:
         """Where the last link that ends at or before `pos` starts."""
-        block = self.document().findBlock(pos)
+        block = self.view.document().findBlock(pos)
         while block.isValid():
             start = None
             it = block.begin()
@@ -92,22 +97,21 @@ class TranscriptFocus(QTextBrowser):
 
     def _set_cursor_in_place(self, c: QTextCursor) -> None:
         """Set the text cursor without scrolling the view."""
-        bar = self.verticalScrollBar()
+        bar = self.view.verticalScrollBar()
         value = bar.value()
-        self.setTextCursor(c)
+        self.view.setTextCursor(c)
         bar.setValue(value)
 
     def _show_ring(self, on: bool) -> None:
         if self._ring != on:
             self._ring = on
-            self.update()  # (the frame around the viewport)
+            self.view.update()  # (the frame around the viewport)
 
-    def event(self, event: QEvent) -> bool:  # Qt override
-        handled = super().event(event)
-        if event.type() == QEvent.Type.Paint:
-            painter = QPainter(self)  # the margin round the viewport: base colour, and the ring
-            painter.fillRect(self.rect(), self.palette().color(QPalette.ColorRole.Base))
-            if self._ring:
-                draw_focus_ring(painter, self.rect(), self.palette(), 4.0)
-            painter.end()
-        return handled
+    def paint_frame(self) -> None:
+        """After the view painted itself: the margin round the viewport (base colour), and the ring."""
+        view = self.view
+        painter = QPainter(view)
+        painter.fillRect(view.rect(), view.palette().color(QPalette.ColorRole.Base))
+        if self._ring:
+            draw_focus_ring(painter, view.rect(), view.palette(), 4.0)
+        painter.end()

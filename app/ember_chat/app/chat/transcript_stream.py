@@ -1,7 +1,12 @@
 """Streaming into the transcript: an answer's text is appended at the end as it comes (never a
 re-render), a reasoning model's thinking under a "Thinking…" label that folds when the answer starts;
-when the answer completes, its Markdown rendering replaces the plain text a slice at a time. Mixed
-into TranscriptView, whose document, writer and slicer it uses.
+when the answer completes, its Markdown rendering replaces the plain text a slice at a time.
+
+`TranscriptStreaming` is a part of TranscriptView (`view.streaming`) and owns the state of the
+answer being streamed: where its text starts, the thinking splitter, the cut lines' width and the
+cursor at its end. The view writes the message's header (it owns the list of shown messages) and
+runs the final rendering on its slicer; `view.append_stream` is this object's `append` itself, so a
+batch costs no extra call.
 
 Qt lays out and repaints a whole paragraph when text is added to it, so each batch would cost in
 proportion to the paragraph it lands in. Instead, once the paragraph being appended to wraps, its
@@ -12,46 +17,55 @@ marked (`CUT_STATE`) and joined again if the width changes while the answer stre
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 from PySide6.QtGui import QFont, QTextBlockFormat, QTextCharFormat, QTextCursor
 
-from ember_chat.app.chat.message_render import can_continue, message_actions, meta_line
+from ember_chat.app.chat.message_render import can_continue, message_actions
 from ember_chat.engine.core.reasoning import ThinkingStream, answer_only
+
+if TYPE_CHECKING:
+    from ember_chat.app.chat.transcript import TranscriptView
 
 STREAM_BLOCK_CHARS = 1500  # the longest paragraph appended to, should it never wrap (a long word)
 CUT_STATE = 1  # QTextBlock.userState of a streamed paragraph that was split off at a line wrap
 _PLAIN = QTextCharFormat()
 
 
-class TranscriptStreaming:
-    def begin_stream(self, message_id: int, model: str | None = None) -> None:
-        self.finish_rendering(final_only=True)
-        c = self._end_cursor()
-        actions = message_actions("assistant", False)
-        self.writer.header(
-            c, "assistant", message_id, meta_line(model, time.time()), actions, None, first=not self._shown
-        )
-        self._start_message(QTextCursor(c.block()), message_id, "assistant", len(self._shown))
-        self.writer.fresh_block(c)
-        self._stream = (message_id, self._anchor(c))
-        self._thinking, self._thinking_at = ThinkingStream(), None
-        self._cut_width = None
-        self._tail = None
-        self._scroll_to_end()
+def _end_cursor(view: TranscriptView) -> QTextCursor:
+    c = QTextCursor(view.document())
+    c.movePosition(QTextCursor.MoveOperation.End)
+    return c
 
-    def resume_stream(self, message_id: int) -> None:
-        """Stream a continuation below the message already shown (the thread is re-written at the end)."""
-        self.finish_rendering(final_only=True)
-        if self._shown and self._shown[-1].message_id == message_id:
-            self._shown[-1].key = None
-        c = self._end_cursor()
-        self.writer.fresh_block(c)
+
+class TranscriptStreaming:
+    """The answer streaming into a TranscriptView (at most one at a time)."""
+
+    def __init__(self, view: TranscriptView) -> None:
+        self.view = view
+        self._stream: tuple[int, QTextCursor] | None = None  # message id, where its plain text starts
+        self._thinking: ThinkingStream | None = None  # splits the streaming answer
+        self._thinking_at: QTextCursor | None = None  # where the streaming thinking starts
+        self._cut_width: float | None = None  # the text width the streaming answer's lines were split at
+        self._tail: QTextCursor | None = None  # at the end of the streaming answer
+
+    @property
+    def active(self) -> bool:
+        """An answer is streaming."""
+        return self._stream is not None
+
+    def start(self, message_id: int, c: QTextCursor, thinking: bool) -> None:
+        """Stream message_id's text from a fresh paragraph at `c` (the end of the document); with
+        `thinking`, a reasoning model's thinking is split off and shown under its label."""
         self._stream = (message_id, self._anchor(c))
-        self._thinking, self._thinking_at = None, None  # (the continued text shows as it comes)
+        self._thinking, self._thinking_at = (ThinkingStream() if thinking else None), None
         self._cut_width = None
         self._tail = None
+
+    def drop(self) -> None:
+        """Forget the stream (the view was re-written or emptied)."""
+        self._stream = None
 
     @staticmethod
     def _anchor(c: QTextCursor) -> QTextCursor:
@@ -61,15 +75,15 @@ class TranscriptStreaming:
         anchor.setKeepPositionOnInsert(True)
         return anchor
 
-    def append_stream(self, text: str) -> None:
+    def append(self, text: str) -> None:
         """One batch of a streaming answer (this runs 20-30 times a second: it stays lean)."""
         if self._stream is None or not text:
             return
-        bar = self.verticalScrollBar()
+        bar = self.view.verticalScrollBar()
         follow = bar.value() >= bar.maximum() - 4
         thinking, answer = self._thinking.feed(text) if self._thinking is not None else ("", text)
         if self._cut_width is not None:
-            self._rejoin_if_width_changed()
+            self.rejoin_if_width_changed()
         # One edit block: the paragraph is laid out once, at its end, and no cursor works out its x
         # position on the way (each of those shaped the paragraph's text again). The lines the last
         # batch finished are split off first, in the same block: one layout for both.
@@ -93,7 +107,7 @@ class TranscriptStreaming:
         it at the end; anything else that moved it makes a new one)."""
         tail = self._tail
         if tail is None or not tail.atEnd():
-            tail = self._tail = self._end_cursor()
+            tail = self._tail = _end_cursor(self.view)
         return tail
 
     def _append_plain(self, text: str, fmt: QTextCharFormat) -> None:
@@ -105,7 +119,7 @@ class TranscriptStreaming:
     def _cut_finished_lines(self) -> None:
         """Split the wrapped lines of the last paragraph off it, at the start of its last line (as
         the last layout wrapped it: nothing may have changed the paragraph since)."""
-        block = self.document().lastBlock()
+        block = self.view.document().lastBlock()
         layout = block.layout()
         lines = layout.lineCount()
         if lines < 2:
@@ -117,16 +131,18 @@ class TranscriptStreaming:
         self._cut_width = self._wrap_width()
 
     def _wrap_width(self) -> float:
-        return self.document().textWidth() - 2 * self.side_margin()
+        return self.view.document().textWidth() - 2 * self.view.side_margin()
 
-    def _rejoin_if_width_changed(self) -> None:
+    def rejoin_if_width_changed(self) -> None:
         """The text width changed (the window, or a scroll bar that came): the streamed paragraphs
         split at the old line wraps become whole again, and are split anew at the next batch."""
         if self._stream is None or self._cut_width is None or self._wrap_width() == self._cut_width:
             return
         self._cut_width = None
         block = self._stream[1].block()
-        with self._edit():
+        edit = QTextCursor(self.view.document())
+        edit.beginEditBlock()
+        try:
             while block.isValid():
                 if block.userState() == CUT_STATE:
                     joined_state = block.next().userState()
@@ -136,58 +152,62 @@ class TranscriptStreaming:
                     block.setUserState(joined_state)  # (which may be a cut too: looked at again)
                     continue
                 block = block.next()
+        finally:
+            edit.endEditBlock()
 
     def _append_thinking(self, text: str) -> None:
         """Thinking streams live under a "Thinking…" label, in the secondary colour."""
+        writer = self.view.writer
         if self._thinking_at is None:
-            c = self._end_cursor()
+            c = _end_cursor(self.view)
             self._thinking_at = self._anchor(c)
-            label = QTextCharFormat(self.writer.small_secondary)
+            label = QTextCharFormat(writer.small_secondary)
             label.setFontWeight(QFont.Weight.DemiBold)
-            c.insertText("▾ " + self.tr("Thinking…"), label)
+            c.insertText("▾ " + self.view.tr("Thinking…"), label)
             c.insertBlock(QTextBlockFormat(), QTextCharFormat())
-        self._append_plain(text, self.writer.thinking_format())
+        self._append_plain(text, writer.thinking_format())
 
     def _fold_streamed_thinking(self) -> None:
         """The answer starts: the thinking folds into one line (the finished answer's fold opens it)."""
         assert self._thinking_at is not None
-        c = QTextCursor(self.document())
+        c = QTextCursor(self.view.document())
         c.setPosition(self._thinking_at.position())
         c.movePosition(QTextCursor.MoveOperation.End, QTextCursor.MoveMode.KeepAnchor)
         c.removeSelectedText()
-        c.insertText("▸ " + self.tr("Thinking"), self.writer.small_secondary)
+        c.insertText("▸ " + self.view.tr("Thinking"), self.view.writer.small_secondary)
         c.insertBlock(QTextBlockFormat(), QTextCharFormat())
         self._thinking_at = None
 
-    def end_stream(self, markdown: str, summary: str | None, stop_reason: str | None = None) -> None:
-        """Replace the streamed plain text by its Markdown rendering, a slice at a time; the plain text
-        stays visible until the rendering is complete. An answer that stopped before its end
+    def end(self, markdown: str, summary: str | None, stop_reason: str | None = None) -> Iterator[None] | None:
+        """The stream ends: the steps that replace its plain text by the Markdown rendering (for the
+        view's slicer), or None when no answer streams. An answer that stopped before its end
         (`stop_reason`: the max-tokens limit, Stop) gets its Continue action then."""
         if self._stream is None:
-            return
+            return None
         message_id, start = self._stream
         self._stream = None
         self._tail = None
         more = can_continue("assistant", True, stop_reason)
-        self._final = self._final_steps(message_id, start.position(), markdown, summary, more)
-        self._slicer.start()
+        return self._final_steps(message_id, start.position(), markdown, summary, more)
 
     def _final_steps(self, message_id: int, at: int, markdown: str, summary: str | None, more: bool) -> Iterator[None]:
-        c = QTextCursor(self.document())
+        view, writer = self.view, self.view.writer
+        expanded = view.is_expanded(message_id)
+        c = QTextCursor(view.document())
         c.setPosition(at)
         c.insertBlock()  # the rendering goes above the plain text, which moves down one paragraph
         c.setPosition(at)
-        yield from self.writer.body_steps(c, markdown, message_id, message_id in self._expanded)
+        yield from writer.body_steps(c, markdown, message_id, expanded)
         # Rendering complete: drop the plain streamed text, then the metrics line.
         c.movePosition(QTextCursor.MoveOperation.End, QTextCursor.MoveMode.KeepAnchor)
         c.removeSelectedText()
         if summary:
-            self.writer.metrics_line(c, summary)
-        shown = self._shown[-1] if self._shown and self._shown[-1].message_id == message_id else None
+            writer.metrics_line(c, summary)
+        shown = view.last_shown(message_id)
         if shown is not None:
             if more:
-                self.writer.add_action(shown.start.block(), message_id, message_actions("assistant", True)[-1])
-            shown.key = (message_id, "assistant", markdown, more, summary, None, message_id in self._expanded)
-        self._scroll_to_end()
-        self.announce(self.tr("Ember answered: {text}").format(text=answer_only(markdown)[:1000]))
-        self.rendered.emit()
+                writer.add_action(shown.start.block(), message_id, message_actions("assistant", True)[-1])
+            shown.key = (message_id, "assistant", markdown, more, summary, None, view.is_expanded(message_id))
+        view.scroll_to_end()
+        view.announce(view.tr("Ember answered: {text}").format(text=answer_only(markdown)[:1000]))
+        view.rendered.emit()

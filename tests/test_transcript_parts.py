@@ -1,0 +1,78 @@
+"""The transcript's parts, each with its own state: `streaming` (the answer being streamed) and `focus`
+(where a Tab walk starts, the focus ring). A bare view is enough to test them, with no window, engine
+or model."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QFocusEvent
+from PySide6.QtWidgets import QApplication, QTextBrowser
+from pytestqt.qtbot import QtBot
+
+from ember_chat.app.chat.transcript import TranscriptView
+from ember_chat.app.chat.transcript_focus import TranscriptFocus
+from ember_chat.app.style.theme import active_colors
+
+
+def bare_view(qtbot: QtBot) -> TranscriptView:
+    t = TranscriptView(active_colors())
+    qtbot.addWidget(t)
+    t.resize(700, 500)
+    t.show()
+    QApplication.processEvents()
+    return t
+
+
+def test_a_batch_goes_straight_to_the_streaming_part(qtbot: QtBot) -> None:
+    t = bare_view(qtbot)
+    assert t.append_stream == t.streaming.append  # (the per-batch path: no call in between)
+    assert not t.streaming.active
+    t.append_stream("ignored")  # no answer streams: nothing is written
+    assert "ignored" not in t.plain_text()
+
+
+def test_the_streaming_part_owns_the_stream_from_begin_to_end(qtbot: QtBot) -> None:
+    t = bare_view(qtbot)
+    t.begin_stream(7, "tiny")
+    assert t.streaming.active and t.shown_ids() == [7]
+    t.append_stream("<think>weighing it</think>The answer")
+    assert "The answer" in t.plain_text() and "Thinking" in t.plain_text()
+    rendered: list[bool] = []
+    t.rendered.connect(lambda: rendered.append(True))
+    t.end_stream("The **answer**", "3 tokens", "stop")
+    assert not t.streaming.active and t.rendering  # the rendering runs on the view's slicer
+    t.finish_rendering()
+    assert rendered == [True] and not t.rendering
+    assert t.streaming.end("again", None) is None  # ended once: nothing more to render
+    t.end_stream("again", None)
+    assert not t.rendering
+
+
+def test_showing_a_thread_drops_the_stream(qtbot: QtBot) -> None:
+    t = bare_view(qtbot)
+    t.begin_stream(7)
+    t.show_thread([], {})
+    assert not t.streaming.active
+    t.append_stream("late batch")
+    assert "late batch" not in t.plain_text()
+
+
+def test_the_focus_part_works_on_any_text_browser(qtbot: QtBot) -> None:
+    browser = QTextBrowser()
+    qtbot.addWidget(browser)
+    focus = TranscriptFocus(browser)
+    assert not focus.ring_shown
+    focus.focus_in(QFocusEvent(QFocusEvent.Type.FocusIn, Qt.FocusReason.MouseFocusReason))
+    assert not focus.ring_shown  # a click shows no ring
+    focus.focus_in(QFocusEvent(QFocusEvent.Type.FocusIn, Qt.FocusReason.TabFocusReason))
+    assert focus.ring_shown
+    focus.focus_out()
+    assert not focus.ring_shown
+
+
+def test_the_view_hands_its_focus_events_to_the_focus_part(qtbot: QtBot) -> None:
+    t = bare_view(qtbot)
+    QApplication.sendEvent(t, QFocusEvent(QFocusEvent.Type.FocusIn, Qt.FocusReason.TabFocusReason))
+    assert t.focus.ring_shown
+    QApplication.sendEvent(t, QFocusEvent(QFocusEvent.Type.FocusOut, Qt.FocusReason.TabFocusReason))
+    assert not t.focus.ring_shown
