@@ -70,7 +70,7 @@ def test_hub_error_is_shown_literally(qtbot: QtBot, manager: ModelManager) -> No
         manager.search()
     assert shown(manager.discover_status) == f"Searching the Hub for '<i>q</i>': {EVIL}"
     with qtbot.waitSignal(manager.files_shown, timeout=TIMEOUT):
-        manager.open_repo("acme/tiny-GGUF")
+        manager.discover_tab.open_repo("acme/tiny-GGUF")
     assert shown(manager.discover_status) == f"Listing the files of acme/tiny-GGUF: {EVIL}"
 
 

@@ -49,19 +49,19 @@ def test_import_asks_in_words_names_the_model_and_notices_duplicates(
     notes.write_text("my shopping list\n" * 20)
     with qtbot.waitSignal(mm.import_checked, timeout=TIMEOUT):
         mm.start_import(notes)
-    assert mm.import_question is None
+    assert mm.installed_tab.import_question is None
     assert mm.banner.isVisible() and mm.banner.kind() == "error"
     assert "notes.gguf is not a GGUF model file" in mm.banner.text() and "magic" not in mm.banner.text()
     # a model: the question names the model and its buttons say what they do
     with qtbot.waitSignal(mm.import_checked, timeout=TIMEOUT):
         mm.start_import(tiny_model)
-    box = mm.import_question
+    box = mm.installed_tab.import_question
     assert box is not None and box.isVisible() and not mm.banner.isVisible()
     assert "Tiny Test" in box.text()
     texts = {b.text().replace("&", "") for b in box.buttons()}
     assert {"Copy into Ember", "Use where it is", "Cancel"} == texts
     with qtbot.waitSignal(mm.library_changed, timeout=TIMEOUT):
-        qtbot.mouseClick(mm.import_copy, Qt.MouseButton.LeftButton)
+        qtbot.mouseClick(mm.installed_tab.import_copy, Qt.MouseButton.LeftButton)
     name = "imported/Tiny-Test-F32.gguf"  # the GGUF's own name and quantization, not "tiny-chatml"
     assert not box.isVisible() and mm.banner.text() == f"Added {name} to your models." and mm.banner.kind() == "notice"
     qtbot.waitUntil(lambda: mm.select_installed(name), timeout=TIMEOUT)
@@ -71,16 +71,16 @@ def test_import_asks_in_words_names_the_model_and_notices_duplicates(
     mm.installed.clearSelection()
     with qtbot.waitSignal(mm.import_checked, timeout=TIMEOUT):
         mm.start_import(twin)
-    assert mm.import_question is None
+    assert mm.installed_tab.import_question is None
     assert mm.banner.kind() == "notice" and f"already installed as {name}" in mm.banner.text()
-    assert mm.selected_entry() is not None and mm.selected_entry().name == name
+    assert mm.installed_tab.selected_entry() is not None and mm.installed_tab.selected_entry().name == name
     # "Use where it is" keeps the file where it is
     other = tmp_path / "other.gguf"
     other.write_bytes(tiny_model.read_bytes()[:-7] + b"x" * 7)
     with qtbot.waitSignal(mm.import_checked, timeout=TIMEOUT):
         mm.start_import(other)
     with qtbot.waitSignal(mm.library_changed, timeout=TIMEOUT):
-        qtbot.mouseClick(mm.import_in_place, Qt.MouseButton.LeftButton)
+        qtbot.mouseClick(mm.installed_tab.import_in_place, Qt.MouseButton.LeftButton)
     assert any(e.name == str(other) and e.location == "in place" for e in window.library.entries())
 
 
@@ -126,11 +126,11 @@ def test_download_button_waits_for_a_file_and_downloads_start_empty(qtbot: QtBot
     mm.tabs.setCurrentIndex(0)
     assert not mm.download_btn.isEnabled()
     with qtbot.waitSignal(mm.files_shown, timeout=TIMEOUT):
-        mm.open_repo("acme/tiny-GGUF")
+        mm.discover_tab.open_repo("acme/tiny-GGUF")
     assert mm.files.rowCount() == 1 and not mm.download_btn.isEnabled()
     mm.files.selectRow(0)
     assert mm.download_btn.isEnabled()
-    (jid,) = mm.download(mm.repo_files, mm.selected_variant())
+    (jid,) = mm.discover_tab.download(mm.discover_tab.repo_files, mm.discover_tab.selected_variant())
     assert window.downloads.wait_idle(30)
     mm.refresh_downloads()
     assert mm.downloads.isVisible() and not mm.no_downloads.isVisible()
@@ -149,17 +149,17 @@ def test_installed_counts_right_and_marks_the_loaded_model(qtbot: QtBot, window:
     listed(qtbot, mm)
     n = mm.installed.rowCount()
     folder = window.library.models_dir
-    assert mm.installed_status.text() == (f"1 model in {folder}" if n == 1 else f"{n} models in {folder}")
+    assert mm.installed_tab.installed_status.text() == (f"1 model in {folder}" if n == 1 else f"{n} models in {folder}")
     with qtbot.waitSignal(mm.library_changed, timeout=TIMEOUT):
         mm.import_file(tiny_model)
     listed(qtbot, mm)
-    assert mm.installed_status.text() == f"{n + 1} models in {folder}"
+    assert mm.installed_tab.installed_status.text() == f"{n + 1} models in {folder}"
     name = "imported/Tiny-Test-F32.gguf"
     assert mm.select_installed(name)
     row = mm.installed.currentRow()
     assert mm.installed.item(row, 0).text() == name and not mm.installed.item(row, 0).font().bold()
     with qtbot.waitSignal(window.model_state_changed, check_params_cb=lambda s: s == "ready", timeout=TIMEOUT):
-        mm.load_selected()
+        mm.installed_tab.load_selected()
     item = mm.installed.item(row, 0)
     assert item.text() == f"● {name} — loaded" and item.font().bold()
     assert [mm.installed.item(r, 0).font().bold() for r in range(mm.installed.rowCount())].count(True) == 1

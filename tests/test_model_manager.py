@@ -50,7 +50,7 @@ def window(qtbot: QtBot, tmp_path: Path, hub: FakeHub, monkeypatch: pytest.Monke
 
 def open_files(qtbot: QtBot, mm: object, repo: str) -> None:
     with qtbot.waitSignal(mm.files_shown, timeout=TIMEOUT):
-        mm.open_repo(repo)
+        mm.discover_tab.open_repo(repo)
 
 
 def select_quant(mm: object, quant: str) -> None:
@@ -92,7 +92,7 @@ def test_search_choose_download_and_chat(qtbot: QtBot, window: MainWindow) -> No
     qtbot.waitUntil(lambda: mm.select_installed(name), timeout=TIMEOUT)
     qtbot.waitUntil(lambda: mm.installed.item(mm.installed.currentRow(), 1).text() == "llama", timeout=TIMEOUT)
     with qtbot.waitSignal(w.model_state_changed, check_params_cb=lambda s: s == "ready", timeout=TIMEOUT):
-        mm.load_selected()
+        mm.installed_tab.load_selected()
     w.side.params.max_tokens.setValue(4)
     with qtbot.waitSignal(w.controller.generating_changed, check_params_cb=lambda on: not on, timeout=TIMEOUT):
         w.controller.send("hello")
@@ -132,7 +132,7 @@ def test_pause_resume_cancel(qtbot: QtBot, window: MainWindow, hub: FakeHub) -> 
     # cancel: a fresh download of the same file after deleting it
     qtbot.waitUntil(lambda: mm.select_installed("acme/big-GGUF/big-Q8_0.gguf"), timeout=TIMEOUT)
     with qtbot.waitSignal(mm.library_changed, timeout=TIMEOUT):  # deleted off the GUI thread
-        mm.delete_selected(confirmed=True)
+        mm.installed_tab.delete_selected(confirmed=True)
     assert not (window.library.models_dir / "acme/big-GGUF/big-Q8_0.gguf").exists()
     mm.queue.clear_finished()
     hub.faults.stall_s, hub.faults.stall_after = 1.0, 1_000_000

@@ -3,7 +3,12 @@ fit label for this machine), Installed (load, delete, reveal, import) and Downlo
 ETA; pause, resume, cancel). Network, disk and keychain work (Hub search, listing the models folder,
 reading each model's header, import, delete, the token) runs on the manager's task runner, off the
 GUI thread; a newer search or listing supersedes one still out. Downloads run in the engine's
-download queue and are shown from its snapshots a few times a second."""
+download queue and are shown from its snapshots a few times a second.
+
+Discover and Installed are widgets of their own (`discover_tab`, `installed_tab`, in manager_discover.py
+and manager_installed.py), each owning its state; the dialog holds them, the Downloads tab, the banner
+and the task runner they share, and passes on their signals. The names the window and the tests use
+most are kept on the dialog, as the tabs' own objects."""
 
 from __future__ import annotations
 
@@ -35,12 +40,12 @@ from ember_chat.engine.models.download_queue import (
     DownloadQueue,
     JobStatus,
 )
-from ember_chat.engine.models.hub import HubClient, RepoFiles
+from ember_chat.engine.models.hub import HubClient
 from ember_chat.engine.models.library import ModelLibrary
 from ember_chat.engine.storage.secrets import TokenStore
 
 
-class ModelManager(QDialog, DiscoverTab, InstalledTab):
+class ModelManager(QDialog):
     library_changed = Signal()  # a download finished, a model was imported or deleted
     load_requested = Signal(str)  # the user wants to chat with this model
     files_shown = Signal()  # a repo's files are listed (tests wait on this)
@@ -68,26 +73,54 @@ class ModelManager(QDialog, DiscoverTab, InstalledTab):
         self.resize(980, 620)
         self.library = library
         self.queue = queue
-        self.hub_factory = hub_factory
         self.tokens = tokens
-        self.context_length = context_length
-        self.load_settings = load_settings
-        self.loaded_model = loaded_model
         self.tasks = TaskRunner(self)
-        self.headers = TaskRunner(self, workers=1)  # the Installed tab's GGUF headers, one file at a time
-        self._unread = 0  # listed models whose header is still being read
-        self.repo_files: RepoFiles | None = None
         self._states: dict[int, str] = {}
+        self.banner = StatusBanner()
+
+        d = self.discover_tab = DiscoverTab(
+            queue, hub_factory, tokens, self.tasks, self.banner, context_length, load_settings
+        )
+        i = self.installed_tab = InstalledTab(library, self.tasks, self.banner, loaded_model)
+        for signal, forward in (
+            (d.search_done, self.search_done),
+            (d.files_shown, self.files_shown),
+            (d.token_saved, self.token_saved),
+            (i.library_changed, self.library_changed),
+            (i.load_requested, self.load_requested),
+            (i.installed_listed, self.installed_listed),
+            (i.headers_read, self.headers_read),
+            (i.import_checked, self.import_checked),
+        ):
+            signal.connect(forward)
+        d.downloads_added.connect(self._show_downloads)
+        i.import_started.connect(lambda: self.tabs.setCurrentIndex(1))
+        # What the window and most tests reach on the dialog: the tabs' own widgets and methods.
+        self.search_box = d.search_box
+        self.discover_status = d.discover_status
+        self.repos = d.repos
+        self.files = d.files
+        self.download_btn = d.download_btn
+        self.search = d.search
+        self.catalog_shown = d.catalog_shown
+        self.download_selected = d.download_selected
+        self.set_token = d.set_token
+        self.installed = i.installed
+        self.select_installed = i.select_installed
+        self.refresh_installed = i.refresh_installed
+        self.show_loaded = i.show_loaded
+        self.import_dialog = i.import_dialog
+        self.start_import = i.start_import
+        self.import_file = i.import_file
 
         self.tabs = QTabWidget()
         self.tabs.setAccessibleName(self.tr("Model Manager sections"))
-        self.tabs.addTab(self._build_discover(), self.tr("Discover"))
-        self.tabs.addTab(self._build_installed(), self.tr("Installed"))
+        self.tabs.addTab(d, self.tr("Discover"))
+        self.tabs.addTab(i, self.tr("Installed"))
         self.tabs.addTab(self._build_downloads(), self.tr("Downloads"))
         self.tabs.setTabToolTip(0, self.tr("Find models in the catalog or on the Hugging Face Hub"))
         self.tabs.setTabToolTip(1, self.tr("Models on this computer"))
         self.tabs.setTabToolTip(2, self.tr("Downloads in progress and finished"))
-        self.banner = StatusBanner()
         layout = QVBoxLayout(self)
         layout.addWidget(self.banner)
         layout.addWidget(self.tabs)
@@ -96,8 +129,22 @@ class ModelManager(QDialog, DiscoverTab, InstalledTab):
         self._poll.setInterval(250)  # progress a few times a second, never per chunk
         self._poll.timeout.connect(self.refresh_downloads)
         self._poll.start()
-        self.show_catalog()
-        self.refresh_installed()
+        d.show_catalog()
+        i.refresh_installed()
+        self.refresh_downloads()
+
+    @property
+    def hub_factory(self) -> Callable[[], HubClient]:
+        """What makes the Hub client (on a task's thread): the Discover tab's."""
+        return self.discover_tab.hub_factory
+
+    @hub_factory.setter
+    def hub_factory(self, factory: Callable[[], HubClient]) -> None:
+        self.discover_tab.hub_factory = factory
+
+    def _show_downloads(self) -> None:
+        """A download was queued: the Downloads tab shows it."""
+        self.tabs.setCurrentIndex(2)
         self.refresh_downloads()
 
     # ----- Downloads
@@ -217,8 +264,8 @@ class ModelManager(QDialog, DiscoverTab, InstalledTab):
         """Stop polling; tasks still out are dropped and interrupted, never waited for."""
         self._poll.stop()
         self.tasks.shutdown()
-        self.headers.shutdown()
+        self.installed_tab.shutdown()
 
     def join(self, timeout: float) -> bool:
         """Wait for the manager's background threads to end (tests, after shutdown)."""
-        return self.tasks.join(timeout) and self.headers.join(timeout)
+        return self.tasks.join(timeout) and self.installed_tab.join(timeout)

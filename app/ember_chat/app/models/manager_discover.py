@@ -1,6 +1,7 @@
 """The Model Manager's Discover tab: the curated catalog and Hub search, a repository's files grouped by
-quantization with a fit label for this machine, downloads, and the Hugging Face token. Mixed into
-ModelManager, whose stores, task runner and signals it uses.
+quantization with a fit label for this machine, downloads, and the Hugging Face token. A widget the
+ModelManager holds (`manager.discover_tab`): it owns its tables, the search and what was listed; the
+download queue, the task runner and the banner are the manager's, handed in.
 
 The Hub client is made on the task's thread (it reads the token from the keychain); a new search
 supersedes one still out, and so does a new repository's file list: what shows is always the last
@@ -13,7 +14,7 @@ import html
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-from PySide6.QtCore import Qt
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QFont
 from PySide6.QtWidgets import (
     QHBoxLayout,
@@ -27,15 +28,18 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ember_chat.app.models.manager_tables import human_size, make_table, table_item
+from ember_chat.app.models.manager_tables import StatusBanner, human_size, make_table, table_item
+from ember_chat.app.qt.tasks import TaskRunner
 from ember_chat.app.style.theme import active_colors
 from ember_chat.engine.core.states import FitLabel
 from ember_chat.engine.errors import HubOffline
 from ember_chat.engine.models import fit as fit_module
+from ember_chat.engine.models.download_queue import DownloadQueue
 from ember_chat.engine.models.downloader import DownloadSpec
 from ember_chat.engine.models.fit import estimate_fit, recommend
-from ember_chat.engine.models.hub import ModelVariant, RepoFiles, RepoSummary
+from ember_chat.engine.models.hub import HubClient, ModelVariant, RepoFiles, RepoSummary
 from ember_chat.engine.resources import catalog
+from ember_chat.engine.storage.secrets import TokenStore
 
 
 class _Offline(NamedTuple):
@@ -54,12 +58,35 @@ def _online(fn: Callable[[], Any]) -> Callable[[], Any]:
     return work
 
 
-class DiscoverTab:
-    showing_catalog = True  # the repositories table holds the catalog (the search text filters it)
+class DiscoverTab(QWidget):
+    files_shown = Signal()  # a repo's files are listed (or cannot be)
+    search_done = Signal()
+    token_saved = Signal()  # the token was saved or removed (or could not be)
+    downloads_added = Signal()  # a file was queued for download (the manager shows its Downloads)
 
-    def _build_discover(self) -> QWidget:
-        w = QWidget()
-        v = QVBoxLayout(w)
+    def __init__(
+        self,
+        queue: DownloadQueue,
+        hub_factory: Callable[[], HubClient],
+        tokens: TokenStore,
+        tasks: TaskRunner,
+        banner: StatusBanner,
+        context_length: Callable[[], int],
+        load_settings: Callable[[], tuple[int, str]],
+        parent: QWidget | None = None,
+    ) -> None:
+        """`load_settings()`: (GPU layers, KV cache type) the fit estimate assumes."""
+        super().__init__(parent)
+        self.queue = queue
+        self.hub_factory = hub_factory
+        self.tokens = tokens
+        self.tasks = tasks
+        self.banner = banner
+        self.context_length = context_length
+        self.load_settings = load_settings
+        self.showing_catalog = True  # the repositories table holds the catalog (the search text filters it)
+        self.repo_files: RepoFiles | None = None  # the files listed last
+        v = QVBoxLayout(self)
         row = QHBoxLayout()
         self.search_box = QLineEdit()
         self.search_box.setPlaceholderText(self.tr("Search the Hugging Face Hub for GGUF models (e.g. llama 3b)"))
@@ -117,7 +144,6 @@ class DiscoverTab:
         bv.addWidget(self.download_btn, alignment=Qt.AlignmentFlag.AlignRight)
         split.addWidget(bottom)
         v.addWidget(split, 1)
-        return w
 
     def show_catalog(self) -> None:
         self.tasks.cancel("search")  # a search still out would replace the catalog
@@ -328,8 +354,7 @@ class DiscoverTab:
             self.queue.add(DownloadSpec(files.repo_id, f.path, files.commit or "main", f.size, f.sha256))
             for f in v.files
         ]
-        self.tabs.setCurrentIndex(2)
-        self.refresh_downloads()
+        self.downloads_added.emit()
         return ids
 
     def ask_token(self) -> None:

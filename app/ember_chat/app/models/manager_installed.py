@@ -1,6 +1,7 @@
 """The Model Manager's Installed tab: the models on this computer (listed, then each header read, off
-the GUI thread), the loaded one marked; load, delete, reveal, and import. Mixed into ModelManager,
-whose library, task runners, banner and signals it uses.
+the GUI thread), the loaded one marked; load, delete, reveal, and import. A widget the ModelManager
+holds (`manager.installed_tab`): it owns its table, the header reads and the import question; the
+library, the task runner and the banner are the manager's, handed in.
 
 Import checks the file first (off the GUI thread): a file that is not a GGUF model is said so in the
 banner, and one identical to an installed model is pointed at, before any question; only then does
@@ -8,24 +9,48 @@ it ask whether to copy the file into Ember or use it where it is."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 
-from PySide6.QtCore import Qt, QUrl
+from PySide6.QtCore import Qt, QUrl, Signal
 from PySide6.QtGui import QDesktopServices, QFont
 from PySide6.QtWidgets import QFileDialog, QLabel, QMessageBox, QPushButton, QVBoxLayout, QWidget
 
-from ember_chat.app.models.manager_tables import button_row, human_size, make_table, table_item
+from ember_chat.app.models.manager_tables import StatusBanner, button_row, human_size, make_table, table_item
+from ember_chat.app.qt.tasks import TaskRunner
 from ember_chat.engine.models.gguf_inspect import ModelInfo
-from ember_chat.engine.models.library import ImportCheck, ModelEntry
+from ember_chat.engine.models.library import ImportCheck, ModelEntry, ModelLibrary
 
 
-class InstalledTab:
-    import_question: QMessageBox | None = None  # the copy / use-in-place question, while it is open
+class InstalledTab(QWidget):
+    library_changed = Signal()  # a model was imported or deleted
+    load_requested = Signal(str)  # the user wants to chat with this model
+    installed_listed = Signal()  # the models are listed (their headers may follow)
+    headers_read = Signal()  # every listed model's header has been read
+    import_checked = Signal()  # a file to import was checked: the banner or the question shows
+    import_started = Signal()  # a file is being checked for import (the manager shows this tab)
 
-    def _build_installed(self) -> QWidget:
-        w = QWidget()
-        v = QVBoxLayout(w)
+    def __init__(
+        self,
+        library: ModelLibrary,
+        tasks: TaskRunner,
+        banner: StatusBanner,
+        loaded_model: Callable[[], str | None],
+        parent: QWidget | None = None,
+    ) -> None:
+        """`loaded_model()`: the library name of the model loaded in the window (see show_loaded)."""
+        super().__init__(parent)
+        self.library = library
+        self.tasks = tasks
+        self.banner = banner
+        self.loaded_model = loaded_model
+        self.headers = TaskRunner(self, workers=1)  # the models' GGUF headers, one file at a time
+        self._unread = 0  # listed models whose header is still being read
+        self.import_question: QMessageBox | None = None  # the copy / use-in-place question, while it is open
+        self.import_copy: QPushButton | None = None  # its buttons
+        self.import_in_place: QPushButton | None = None
+        v = QVBoxLayout(self)
         self.installed = make_table(
             [
                 self.tr("Name"),
@@ -60,7 +85,6 @@ class InstalledTab:
                 (self.tr("Refresh"), self.tr("List the installed models again"), self.refresh_installed),
             )
         )
-        return w
 
     def refresh_installed(self) -> None:
         """List the models (off the GUI thread); each row shows as soon as the list is known, and its
@@ -209,7 +233,7 @@ class InstalledTab:
     def start_import(self, path: Path) -> None:
         """Check the file off the GUI thread (`import_checked` when done), then say what is wrong with
         it, point at the installed copy, or ask how to import it."""
-        self.tabs.setCurrentIndex(1)
+        self.import_started.emit()
         self.banner.hide()
         self.installed_status.setText(self.tr("Checking {name}…").format(name=path.name))
         library = self.library
@@ -253,6 +277,13 @@ class InstalledTab:
         self.import_question = box
         box.open()
         self.import_checked.emit()
+
+    def shutdown(self) -> None:
+        """Header reads still out are dropped and interrupted, never waited for."""
+        self.headers.shutdown()
+
+    def join(self, timeout: float) -> bool:
+        return self.headers.join(timeout)
 
     def _import_answered(self, path: Path, button: QPushButton) -> None:
         self.import_question = None
