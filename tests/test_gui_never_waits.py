@@ -311,7 +311,9 @@ def test_loading_with_auto_gpu_layers_does_not_wait_for_nvidia_smi(
     heartbeat: Heartbeat,
 ) -> None:
     w = make_window()
-    w.model_settings.save("tiny.gguf", ModelLoadSettings(512, 1, 1, AUTO_GPU_LAYERS, 256, False, "f16"))
+    w.model_settings.save(
+        "tiny.gguf", ModelLoadSettings(n_ctx=512, threads=1, threads_batch=1, gpu_layers=AUTO_GPU_LAYERS, n_batch=256)
+    )
     assert timed(lambda: w.load_model("tiny.gguf")) < PROMPT_S
     assert hung_nvidia_smi.wait(10)
     heartbeat.keeps_beating(qtbot)

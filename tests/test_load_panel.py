@@ -28,7 +28,17 @@ __all__ = ["make_window", "paths"]
 def test_store_round_trip_and_damage(tmp_path: Path) -> None:
     store = ModelSettingsStore(tmp_path / "model_settings.json")
     assert store.get("m.gguf") is None
-    own = ModelLoadSettings(1024, 2, 4, AUTO_GPU_LAYERS, 256, True, "q8_0", False, True)
+    own = ModelLoadSettings(
+        n_ctx=1024,
+        threads=2,
+        threads_batch=4,
+        gpu_layers=AUTO_GPU_LAYERS,
+        n_batch=256,
+        flash_attn=True,
+        kv_cache_type="q8_0",
+        use_mmap=False,
+        use_mlock=True,
+    )
     store.save("m.gguf", own)
     assert store.get("m.gguf") == own and store.effective("x.gguf", Settings()).n_ctx == Settings().context_length
     (tmp_path / "model_settings.json").write_text("{not json")
@@ -43,7 +53,8 @@ def test_auto_gpu_layers_from_the_header(starter_model: Path) -> None:
     some = auto_gpu_layers(info, 4096, "f16", 150 << 20)
     assert 0 < some < layers
     assert auto_gpu_layers(info, 4096, "q4_0", 150 << 20) >= some  # a smaller cache leaves room for more
-    cfg = ModelLoadSettings(4096, 2, 2, AUTO_GPU_LAYERS, 512, False, "f16").config(starter_model, info, 64 << 30)
+    own = ModelLoadSettings(n_ctx=4096, threads=2, threads_batch=2, gpu_layers=AUTO_GPU_LAYERS, n_batch=512)
+    cfg = own.config(starter_model, info, 64 << 30)
     assert cfg.gpu_layers == layers
 
 

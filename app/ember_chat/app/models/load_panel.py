@@ -3,7 +3,9 @@ number, "all", or "auto": as many as fit in free VRAM), threads for decoding and
 size, flash attention, KV cache type, mmap and mlock. The memory estimate follows every change, and
 saving settings that will not fit asks first. They apply when the model is loaded. A context longer
 than the model was trained for (its GGUF header says) is warned about, and GPU layers on a llama.cpp
-build without GPU offload say they have no effect.
+build without GPU offload say they have no effect. Its widgets are made from the load parameters of the
+parameter table (a spin box, a check box or a list each, named and explained by the table), so a
+parameter added there is here too.
 
 The free VRAM comes from nvidia-smi, a subprocess: it is asked off the GUI thread, and the estimate
 says "checking the GPU…" until it answers."""
@@ -26,7 +28,7 @@ from PySide6.QtWidgets import (
 
 from ember_chat.app.qt.tasks import TaskRunner
 from ember_chat.app.style.theme import active_colors
-from ember_chat.engine.core.params import KV_CACHE_TYPES, SPECS
+from ember_chat.engine.core.params import LOAD_SPECS, ParamSpec
 from ember_chat.engine.core.states import FitLabel
 from ember_chat.engine.inference.llama_loader import gpu_offload_supported
 from ember_chat.engine.models import fit as fit_module
@@ -66,50 +68,25 @@ class LoadSettingsDialog(QDialog):
         self.gpu_offload = gpu_offload_supported() if gpu_offload is None else gpu_offload
         self.free_vram = None if self.checking_gpu else free_vram
 
-        def spin(key: str, value: int) -> QSpinBox:
-            spec = SPECS[key]
-            box = QSpinBox()
-            box.setRange(int(spec.low), int(spec.high))
-            box.setSingleStep(spec.step)
-            box.setValue(value)
-            box.setAccessibleName(spec.label)
-            box.setToolTip(spec.description)
-            box.valueChanged.connect(self._update)
-            return box
-
-        self.n_ctx = spin("n_ctx", current.n_ctx)
-        self.threads = spin("threads", current.threads)
-        self.threads_batch = spin("threads", current.threads_batch)
-        self.threads_batch.setAccessibleName(self.tr("Prompt threads"))
-        self.threads_batch.setToolTip(self.tr("CPU threads for evaluating the prompt (it can use more than decoding)"))
-        self.n_batch = spin("n_batch", current.n_batch)
-        self.gpu_layers = QSpinBox()
-        self.gpu_layers.setRange(AUTO_GPU_LAYERS, 100_000)
+        # one widget for each load parameter of the table, by its name, made from its entry
+        self.inputs: dict[str, QSpinBox | QCheckBox | QComboBox] = {
+            spec.name: self._input(spec, getattr(current, spec.name)) for spec in LOAD_SPECS
+        }
+        self.n_ctx = self._spin("n_ctx")
+        self.threads = self._spin("threads")
+        self.threads_batch = self._spin("threads_batch")
+        self.n_batch = self._spin("n_batch")
+        self.gpu_layers = self._spin("gpu_layers")
+        self.gpu_layers.setMinimum(AUTO_GPU_LAYERS)  # one more choice below the table's -1 (all)
         self.gpu_layers.setSpecialValueText(self.tr("auto"))  # shown for the minimum, -2
         self.gpu_layers.setValue(current.gpu_layers)
-        self.gpu_layers.setAccessibleName(self.tr("GPU layers"))
         self.gpu_layers.setToolTip(
             self.tr("Layers on the GPU: auto (as many as fit in free VRAM), -1 (all), 0 (none) or a number")
         )
-        self.gpu_layers.valueChanged.connect(self._update)
-        self.flash = QCheckBox(self.tr("Flash attention"))
-        self.flash.setChecked(current.flash_attn)
-        self.flash.setToolTip(self.tr("Faster attention; needed for a quantized KV cache"))
-        self.kv = QComboBox()
-        self.kv.addItems(list(KV_CACHE_TYPES))
-        self.kv.setCurrentText(current.kv_cache_type)
-        self.kv.setAccessibleName(self.tr("KV cache type"))
-        self.kv.setToolTip(self.tr("f16 is exact; q8_0 halves the cache, q4_0 quarters it (needs flash attention)"))
-        self.mmap = QCheckBox(self.tr("Memory-map the file (mmap)"))
-        self.mmap.setChecked(current.use_mmap)
-        self.mmap.setToolTip(self.tr("Load the weights on demand from the file; off: read them all at once"))
-        self.mlock = QCheckBox(self.tr("Keep the weights in RAM (mlock)"))
-        self.mlock.setChecked(current.use_mlock)
-        self.mlock.setToolTip(self.tr("Never let the system swap the weights out"))
-        for box in (self.flash, self.mmap, self.mlock):
-            box.setAccessibleName(box.text())
-            box.toggled.connect(self._update)
-        self.kv.currentTextChanged.connect(self._update)
+        self.flash, self.mmap, self.mlock = (self._check(name) for name in ("flash_attn", "use_mmap", "use_mlock"))
+        kv = self.inputs["kv_cache_type"]
+        assert isinstance(kv, QComboBox)
+        self.kv = kv
 
         warning = f"color: {active_colors().warning}"
         self.ctx_warning = QLabel()
@@ -131,18 +108,17 @@ class LoadSettingsDialog(QDialog):
                     tip=self.gpu_layers.toolTip()
                 )
             )
-        form = QFormLayout()
-        form.addRow(SPECS["n_ctx"].label, self.n_ctx)
-        form.addRow("", self.ctx_warning)
-        form.addRow(self.tr("GPU layers"), self.gpu_layers)
-        form.addRow("", self.gpu_note)
-        form.addRow(self.tr("Decode threads"), self.threads)
-        form.addRow(self.tr("Prompt threads"), self.threads_batch)
-        form.addRow(SPECS["n_batch"].label, self.n_batch)
-        form.addRow(self.tr("KV cache"), self.kv)
-        form.addRow(self.flash)
-        form.addRow(self.mmap)
-        form.addRow(self.mlock)
+        self.form = form = QFormLayout()
+        row_labels = {"threads": self.tr("Decode threads"), "kv_cache_type": self.tr("KV cache")}
+        notes = {"n_ctx": self.ctx_warning, "gpu_layers": self.gpu_note}
+        for spec in LOAD_SPECS:  # in the table's order
+            widget = self.inputs[spec.name]
+            if isinstance(widget, QCheckBox):
+                form.addRow(widget)
+            else:
+                form.addRow(row_labels.get(spec.name, spec.label), widget)
+            if spec.name in notes:
+                form.addRow("", notes[spec.name])
         self.estimate = QLabel()
         self.estimate.setWordWrap(True)
         self.estimate.setAccessibleName(self.tr("Memory estimate"))
@@ -164,6 +140,13 @@ class LoadSettingsDialog(QDialog):
         layout.addLayout(form)
         layout.addWidget(self.estimate)
         layout.addWidget(buttons)
+        for widget in self.inputs.values():  # the estimate follows every change
+            if isinstance(widget, QCheckBox):
+                widget.toggled.connect(self._update)
+            elif isinstance(widget, QComboBox):
+                widget.currentTextChanged.connect(self._update)
+            else:
+                widget.valueChanged.connect(self._update)
         self._update()
         if self.checking_gpu:
             self.tasks.run(lambda: fit_module.free_vram_bytes(), self._gpu_known, lambda _m: self._gpu_known(None))
@@ -178,18 +161,47 @@ class LoadSettingsDialog(QDialog):
         self.tasks.shutdown()  # a GPU query still out is not waited for
         super().done(result)
 
+    def _input(self, spec: ParamSpec, value: object) -> QSpinBox | QCheckBox | QComboBox:
+        """The widget of one load parameter: a check box for a switch, a list for a choice, else a spin box;
+        named and explained by the table."""
+        widget: QSpinBox | QCheckBox | QComboBox
+        if spec.kind is bool:
+            widget = QCheckBox(spec.label)
+            widget.setChecked(bool(value))
+        elif spec.choices:
+            widget = QComboBox()
+            widget.addItems(list(spec.choices))
+            widget.setCurrentText(str(value))
+        else:
+            widget = QSpinBox()
+            widget.setRange(int(spec.low), int(spec.high))
+            widget.setSingleStep(int(spec.step))
+            widget.setValue(int(value))  # type: ignore[call-overload]
+        widget.setAccessibleName(spec.label)
+        widget.setToolTip(spec.description)
+        return widget
+
+    def _spin(self, name: str) -> QSpinBox:
+        widget = self.inputs[name]
+        assert isinstance(widget, QSpinBox)
+        return widget
+
+    def _check(self, name: str) -> QCheckBox:
+        widget = self.inputs[name]
+        assert isinstance(widget, QCheckBox)
+        return widget
+
     def settings(self) -> ModelLoadSettings:
-        return ModelLoadSettings(
-            n_ctx=self.n_ctx.value(),
-            threads=self.threads.value(),
-            threads_batch=self.threads_batch.value(),
-            gpu_layers=self.gpu_layers.value(),
-            n_batch=self.n_batch.value(),
-            flash_attn=self.flash.isChecked(),
-            kv_cache_type=self.kv.currentText(),
-            use_mmap=self.mmap.isChecked(),
-            use_mlock=self.mlock.isChecked(),
-        )
+        """What the widgets say, one value for each load parameter of the table."""
+        values: dict[str, object] = {}
+        for name, widget in self.inputs.items():
+            if isinstance(widget, QCheckBox):
+                values[name] = widget.isChecked()
+            elif isinstance(widget, QComboBox):
+                values[name] = widget.currentText()
+            else:
+                values[name] = widget.value()
+        return ModelLoadSettings(**values)  # type: ignore[arg-type]
 
     def fit(self) -> FitEstimate:
         s = self.settings()

@@ -25,14 +25,27 @@ from ember_chat.engine.storage.settings import Settings, SettingsFile
 
 # CLI defaults that differ from the table's (a terminal answer is shorter than a chat's).
 CLI_DEFAULTS = {"max_tokens": 256}
-LOAD_FLAGS = {"n_ctx": "--ctx", "gpu_layers": "--gpu-layers", "threads": "--threads"}
+# Load flags named otherwise than the table's names (llama.cpp's names); the others are `spec.flag`.
+LOAD_FLAGS = {"n_ctx": "--ctx", "n_batch": "--batch-size"}
 
 
 def _add_spec(parser: argparse.ArgumentParser, spec: ParamSpec, flag: str | None = None) -> None:
     default = CLI_DEFAULTS.get(spec.name, spec.default)
+    flag = flag or spec.flag
+    if spec.kind is bool:  # --flash-attn / --no-flash-attn
+        state = "on" if default else "off"
+        help_text = f"{spec.description.rstrip('.')} (default {state})"
+        parser.add_argument(
+            flag, dest=spec.name, action=argparse.BooleanOptionalAction, default=default, help=help_text
+        )
+        return
+    if spec.choices:
+        help_text = f"{spec.description.rstrip('.')} (default {default})"
+        parser.add_argument(flag, dest=spec.name, choices=spec.choices, default=default, help=help_text)
+        return
     rng = f"{spec.low:g}–{spec.high:g}" if spec.kind is float else f"{int(spec.low):,}–{int(spec.high):,}"
     parser.add_argument(
-        flag or spec.flag,
+        flag,
         dest=spec.name,
         type=spec.kind,
         default=default,
@@ -47,10 +60,14 @@ def add_sampling_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def add_load_flags(parser: argparse.ArgumentParser) -> None:
+    """One flag for each load parameter of the table."""
     for spec in LOAD_SPECS:
-        if spec.name in LOAD_FLAGS:
-            _add_spec(parser, spec, LOAD_FLAGS[spec.name])
-    parser.add_argument("--flash-attn", action="store_true", help="use flash attention")
+        _add_spec(parser, spec, LOAD_FLAGS.get(spec.name))
+
+
+def load_options_from_args(args: argparse.Namespace) -> dict[str, Any]:
+    """The load parameters the flags of `add_load_flags` set, by name (LoadConfig's keywords)."""
+    return {spec.name: getattr(args, spec.name) for spec in LOAD_SPECS}
 
 
 def sampling_from_args(args: argparse.Namespace) -> SamplingParams:
@@ -93,13 +110,7 @@ def model_ref_from_args(args: argparse.Namespace, paths: AppPaths) -> tuple[Mode
         finally:
             report_problems(store)
         return ref, ref.model_id
-    config = LoadConfig(
-        path=resolve_model(args.model, paths),
-        n_ctx=args.n_ctx,
-        threads=args.threads,
-        gpu_layers=args.gpu_layers,
-        flash_attn=args.flash_attn,
-    )
+    config = LoadConfig(resolve_model(args.model, paths), **load_options_from_args(args))
     alias = Path(args.model).name if args.model.endswith(".gguf") else args.model  # a file: its name
     return config, alias
 

@@ -1,10 +1,15 @@
 """Load and sampling parameters: one declarative table (name, type, default, range, description) from
-which engine validation, settings, the GUI's spin boxes and the CLI flags are all derived."""
+which engine validation, settings, the GUI's spin boxes and the CLI flags are all derived.
+
+The load parameters of the table are the fields of one record, `LoadOptions`: `LoadConfig` is those
+plus the model's path, and a model's saved load settings (model_settings.json, the ⚙ dialog) are those
+too; the CLI's load flags are made from the same table."""
 
 from __future__ import annotations
 
 import math
 import os
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -24,10 +29,13 @@ def _num(value: float) -> str:
 
 @dataclass(frozen=True)
 class ParamSpec:
-    """One parameter: everything a validator, a settings file, a spin box or a CLI flag needs."""
+    """One parameter: everything a validator, a settings file, a widget or a CLI flag needs.
+
+    `kind` is int or float (a number in low..high), bool (a switch: low 0, high 1) or str (one of
+    `choices`; low and high unused)."""
 
     name: str
-    kind: type  # int or float
+    kind: type
     default: Any
     low: float
     high: float
@@ -35,6 +43,11 @@ class ParamSpec:
     description: str
     step: float = 1
     optional: bool = False  # None is allowed (seed: None means random)
+    choices: tuple[str, ...] = ()
+
+    @property
+    def numeric(self) -> bool:
+        return self.kind in (int, float)
 
     @property
     def flag(self) -> str:
@@ -46,8 +59,18 @@ class ParamSpec:
         label = self.label
         return label if label[1:2].isupper() else label[:1].lower() + label[1:]
 
-    def check(self, value: object) -> None:
+    def check(self, value: object, show: Callable[[Any], str] = repr) -> None:
+        """Raises InvalidParameter unless `value` is valid; `show` writes a wrong switch or choice (the
+        JSON files show theirs as JSON)."""
         if value is None and self.optional:
+            return
+        if self.kind is bool:
+            if not isinstance(value, bool):
+                raise InvalidParameter(f"{self.name} must be true or false, got {show(value)}.")
+            return
+        if self.choices:
+            if value not in self.choices:
+                raise InvalidParameter(f"{self.noun} must be one of {', '.join(self.choices)}, got {show(value)}.")
             return
         if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value):
             raise InvalidParameter(f"{self.noun} must be a number, got {value!r}.")
@@ -71,12 +94,25 @@ SAMPLING_SPECS: tuple[ParamSpec, ...] = (
     ParamSpec("seed", int, None, 0, 2**31 - 1, "Seed", "Random seed, for reproducible answers (empty: random).",
               optional=True),
 )  # fmt: skip
+# In the order of the load settings dialog. A parameter added here, with its field in LoadOptions below
+# (tests/test_params_table.py holds the two equal), is then a value of model_settings.json, a widget of
+# the load settings dialog and a CLI flag, with no other list to extend.
 LOAD_SPECS: tuple[ParamSpec, ...] = (
     ParamSpec("n_ctx", int, 4096, 256, 1_048_576, "Context length",
               "Context window in tokens (applies when a model is loaded).", 1024),
-    ParamSpec("threads", int, default_threads(), 1, 1024, "Threads", "CPU threads for inference."),
     ParamSpec("gpu_layers", int, 0, -1, 100_000, "GPU layers", "Layers offloaded to the GPU (-1: all)."),
+    ParamSpec("threads", int, default_threads(), 1, 1024, "Threads", "CPU threads for inference."),
+    ParamSpec("threads_batch", int, None, 1, 1024, "Prompt threads",
+              "CPU threads for evaluating the prompt (it can use more than decoding)", optional=True),
     ParamSpec("n_batch", int, 512, 1, 65_536, "Batch size", "Prompt tokens evaluated per batch."),
+    ParamSpec("kv_cache_type", str, "f16", 0, 0, "KV cache type",
+              "f16 is exact; q8_0 halves the cache, q4_0 quarters it (needs flash attention)",
+              choices=KV_CACHE_TYPES),
+    ParamSpec("flash_attn", bool, False, 0, 1, "Flash attention", "Faster attention; needed for a quantized KV cache"),
+    ParamSpec("use_mmap", bool, True, 0, 1, "Memory-map the file (mmap)",
+              "Load the weights on demand from the file; off: read them all at once"),
+    ParamSpec("use_mlock", bool, False, 0, 1, "Keep the weights in RAM (mlock)",
+              "Never let the system swap the weights out"),
 )  # fmt: skip
 SPECS: dict[str, ParamSpec] = {s.name: s for s in SAMPLING_SPECS + LOAD_SPECS}
 
@@ -136,31 +172,37 @@ class SamplingParams:
         return cls(**values)
 
 
+@dataclass(frozen=True, kw_only=True)
+class LoadOptions:
+    """How a model is loaded: one field for each load parameter of the table (same names, defaults from
+    it). LoadConfig adds the model's path; a model's saved load settings are LoadOptions too."""
+
+    n_ctx: int = SPECS["n_ctx"].default
+    gpu_layers: int = SPECS["gpu_layers"].default
+    threads: int = field(default_factory=default_threads)
+    threads_batch: int | None = SPECS["threads_batch"].default  # None: the same as `threads`
+    n_batch: int = SPECS["n_batch"].default
+    kv_cache_type: str = SPECS["kv_cache_type"].default
+    flash_attn: bool = SPECS["flash_attn"].default
+    use_mmap: bool = SPECS["use_mmap"].default
+    use_mlock: bool = SPECS["use_mlock"].default  # keep the weights in RAM (never swapped out)
+
+    def options(self) -> dict[str, Any]:
+        """The load parameters by name, as the table names them."""
+        return {spec.name: getattr(self, spec.name) for spec in LOAD_SPECS}
+
+
 @dataclass(frozen=True)
-class LoadConfig:
-    """How a local GGUF model is loaded into llama.cpp (the local kind of model reference)."""
+class LoadConfig(LoadOptions):
+    """How a local GGUF model is loaded into llama.cpp (the local kind of model reference):
+    `LoadConfig(path, n_ctx=..., ...)`."""
 
     path: Path
-    n_ctx: int = SPECS["n_ctx"].default
-    threads: int = field(default_factory=default_threads)
-    gpu_layers: int = SPECS["gpu_layers"].default
-    flash_attn: bool = False
-    kv_cache_type: str = "f16"
-    use_mmap: bool = True
-    n_batch: int = SPECS["n_batch"].default
-    threads_batch: int | None = None  # threads for prompt evaluation (None: the same as `threads`)
-    use_mlock: bool = False  # keep the weights in RAM (never swapped out)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "path", Path(self.path))
         for spec in LOAD_SPECS:
             spec.check(getattr(self, spec.name))
-        if self.threads_batch is not None:
-            SPECS["threads"].check(self.threads_batch)
-        if self.kv_cache_type not in KV_CACHE_TYPES:
-            raise InvalidParameter(
-                f"KV cache type must be one of {', '.join(KV_CACHE_TYPES)}, got {self.kv_cache_type!r}."
-            )
         if self.kv_cache_type != "f16" and not self.flash_attn:
             raise InvalidParameter(
                 f"A quantized KV cache ({self.kv_cache_type}) needs flash attention: "

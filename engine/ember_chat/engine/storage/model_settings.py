@@ -5,11 +5,12 @@ own uses the global settings. GPU layers may be "auto": as many as fit in free V
 from __future__ import annotations
 
 import json
-from dataclasses import MISSING, asdict, dataclass, fields
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from ember_chat.engine.core.params import KV_CACHE_TYPES, SPECS, LoadConfig
+from ember_chat.engine.core.params import LOAD_SPECS, LoadConfig, LoadOptions, ParamSpec
 from ember_chat.engine.errors import EmberError, InvalidParameter
 from ember_chat.engine.models.fit import OVERHEAD, free_vram_bytes, kv_cache_bytes, layer_count
 from ember_chat.engine.models.gguf_inspect import ModelInfo
@@ -17,24 +18,39 @@ from ember_chat.engine.storage.atomic import ProblemLog, read_json_file, write_j
 from ember_chat.engine.storage.settings import Settings
 
 AUTO_GPU_LAYERS = -2  # (-1 is llama.cpp's "all")
+# The values every entry of model_settings.json has had since its first version: an entry without one
+# is not valid. A load parameter added to the table later takes its default in an older entry.
+FIRST_VALUES = ("n_ctx", "threads", "threads_batch", "gpu_layers", "n_batch", "flash_attn", "kv_cache_type")
+# The global settings (settings.json) a model without its own load settings uses, by load parameter;
+# the others take the table's default, and the prompt threads are the threads.
+GLOBAL_SETTING = {"n_ctx": "context_length", "threads": "threads", "gpu_layers": "gpu_layers",
+                  "flash_attn": "flash_attention", "kv_cache_type": "kv_cache_type"}  # fmt: skip
+
+
+def _check_saved(spec: ParamSpec, value: object, show: Callable[[Any], str] = repr) -> None:
+    """A saved value names each parameter (no None), and GPU layers may also be "auto"."""
+    if spec.name == "gpu_layers" and type(value) is int and value == AUTO_GPU_LAYERS:
+        return
+    if value is None and spec.optional:
+        raise InvalidParameter(f"{spec.noun} must be a number, got None.")
+    spec.check(value, show)
 
 
 @dataclass(frozen=True)
-class ModelLoadSettings:
-    n_ctx: int
-    threads: int
-    threads_batch: int
-    gpu_layers: int  # -1 all, -2 auto
-    n_batch: int
-    flash_attn: bool
-    kv_cache_type: str
-    use_mmap: bool = True
-    use_mlock: bool = False
+class ModelLoadSettings(LoadOptions):
+    """One model's own load settings (the table's load parameters, each set; GPU layers -1 all, -2 auto).
+    A quantized KV cache without flash attention is kept here (the dialog says why it cannot be saved);
+    `config` refuses it."""
+
+    def __post_init__(self) -> None:
+        for spec in LOAD_SPECS:
+            _check_saved(spec, getattr(self, spec.name))
 
     @classmethod
     def from_settings(cls, s: Settings) -> ModelLoadSettings:
-        n_batch = SPECS["n_batch"].default
-        return cls(s.context_length, s.threads, s.threads, s.gpu_layers, n_batch, s.flash_attention, s.kv_cache_type)
+        values = {spec.name: spec.default for spec in LOAD_SPECS}
+        values |= {name: getattr(s, setting) for name, setting in GLOBAL_SETTING.items()}
+        return cls(**{**values, "threads_batch": s.threads})
 
     def config(self, path: Path, info: ModelInfo | None = None, free_vram: int | None = None) -> LoadConfig:
         """The LoadConfig these settings make ("auto" GPU layers decided now); raises if invalid."""
@@ -43,11 +59,7 @@ class ModelLoadSettings:
             layers = auto_gpu_layers(
                 info, self.n_ctx, self.kv_cache_type, free_vram_bytes() if free_vram is None else free_vram
             )
-        return LoadConfig(
-            path, n_ctx=self.n_ctx, threads=self.threads, threads_batch=self.threads_batch, gpu_layers=layers,
-            flash_attn=self.flash_attn, kv_cache_type=self.kv_cache_type, use_mmap=self.use_mmap,
-            use_mlock=self.use_mlock, n_batch=self.n_batch,
-        )  # fmt: skip
+        return LoadConfig(path, **{**self.options(), "gpu_layers": layers})
 
 
 def auto_gpu_layers(info: ModelInfo | None, n_ctx: int, kv_type: str, free_vram: int | None) -> int:
@@ -64,22 +76,13 @@ def load_settings_from(raw: object) -> ModelLoadSettings:
     """A model's load settings as model_settings.json holds them; InvalidParameter says what is wrong."""
     if not isinstance(raw, dict):
         raise InvalidParameter(f"they are {json.dumps(raw)}, not a set of named values.")
-    missing = [f.name for f in fields(ModelLoadSettings) if f.default is MISSING and f.name not in raw]
+    missing = [name for name in FIRST_VALUES if name not in raw]
     if missing:
         raise InvalidParameter(f"{', '.join(missing)} {'is' if len(missing) == 1 else 'are'} missing.")
-    values = {f.name: raw[f.name] for f in fields(ModelLoadSettings) if f.name in raw}
-    for name in ("n_ctx", "threads", "n_batch"):
-        SPECS[name].check(values[name])
-    SPECS["threads"].check(values["threads_batch"])
-    if not (type(values["gpu_layers"]) is int and values["gpu_layers"] == AUTO_GPU_LAYERS):
-        SPECS["gpu_layers"].check(values["gpu_layers"])
-    for name in ("flash_attn", "use_mmap", "use_mlock"):
-        if name in values and not isinstance(values[name], bool):
-            raise InvalidParameter(f"{name} must be true or false, got {json.dumps(values[name])}.")
-    if values["kv_cache_type"] not in KV_CACHE_TYPES:
-        raise InvalidParameter(
-            f"the KV cache type must be one of {', '.join(KV_CACHE_TYPES)}, got {json.dumps(values['kv_cache_type'])}."
-        )
+    values = {spec.name: raw[spec.name] for spec in LOAD_SPECS if spec.name in raw}
+    for spec in LOAD_SPECS:
+        if spec.name in values:
+            _check_saved(spec, values[spec.name], json.dumps)
     return ModelLoadSettings(**values)
 
 

@@ -36,8 +36,10 @@ class Settings:
     context_length: int = _from_spec(SPECS["n_ctx"], "Context window in tokens for newly loaded models.")
     threads: int = _from_spec(SPECS["threads"])
     gpu_layers: int = _from_spec(SPECS["gpu_layers"])
-    flash_attention: bool = _setting(False, "Use flash attention.")
-    kv_cache_type: str = _setting("f16", "KV cache type: f16, q8_0 or q4_0 (quantized needs flash attention).")
+    flash_attention: bool = _setting(SPECS["flash_attn"].default, "Use flash attention.")
+    kv_cache_type: str = _setting(
+        SPECS["kv_cache_type"].default, "KV cache type: f16, q8_0 or q4_0 (quantized needs flash attention)."
+    )
     temperature: float = _from_spec(SPECS["temperature"], "Default sampling temperature (0: greedy).")
     top_k: int = _from_spec(SPECS["top_k"], "Default top-k.")
     top_p: float = _from_spec(SPECS["top_p"], "Default top-p.")
