@@ -182,7 +182,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     crash.install()
     window = build_window(paths, notices=[last_run] if last_run else [])
     crash.window = window
-    window.model_state_changed.connect(lambda _state: crash.note_model(window.model_in_use))
+    window.model_state_changed.connect(lambda _state: crash.note_model(window.models.model_in_use))
     guard.activated.connect(window.bring_to_front)
     app.aboutToQuit.connect(guard.release)
     app.aboutToQuit.connect(crash.uninstall)
@@ -210,7 +210,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"ember: not loading {last}: the last run crashed while it was in use.", file=sys.stderr)
         else:
             print(f"ember: loading {last}, the model of the last session.", file=sys.stderr, flush=True)
-        window.restore_last_model(crashed_model)
+        window.models.restore_last_model(crashed_model)
     app.aboutToQuit.connect(window.shutdown)
     return app.exec()
 

@@ -3,6 +3,10 @@
 Send, stop, regenerate, edit-and-branch, switch branches, switch conversations. Anything that must
 not overlap a running answer (switching or deleting a chat, loading a model, quitting) goes through
 `after_stop`: stop first, act when the engine has finished.
+
+It drives no widget: what the views show is said by its signals (the thread to show, the answer
+streaming, the live metrics), which the window connects to the transcript and the side panel; the
+transcript's message actions come in through `_on_action`. So it runs, and is tested, without a window.
 """
 
 from __future__ import annotations
@@ -14,8 +18,7 @@ from typing import Any
 from PySide6.QtCore import QObject, QTimer, Signal, Slot
 from PySide6.QtGui import QGuiApplication
 
-from ember_chat.app.chat.transcript import TranscriptView, code_blocks
-from ember_chat.app.metrics.side_panel import MetricsPanel
+from ember_chat.app.chat.transcript import code_blocks
 from ember_chat.app.qt.bridge import EngineBridge
 from ember_chat.app.qt.wording import window_wording
 from ember_chat.engine.core.messages import ChatMessage
@@ -37,20 +40,29 @@ class ChatController(QObject):
     retrying = Signal(str, float, int, int)  # reason, delay s, attempt, attempts
     conversations_changed = Signal()
     edit_requested = Signal(int)  # message id: the window puts its text in the composer
+    # what the views show (the window connects them to the transcript and the metrics panel)
+    thread_shown = Signal(object, object)  # messages, {message id: (branch, branches)}
+    jump_requested = Signal(int)  # message id to scroll to (after thread_shown)
+    thinking_toggled = Signal(int)  # message id whose thinking opens or folds (thread_shown follows)
+    stream_began = Signal(int, object)  # the new answer's message id, the model's name (or None)
+    stream_resumed = Signal(int)  # the answer continued, streaming below its text
+    stream_appended = Signal(str)  # text streamed
+    stream_ended = Signal(str, object, str)  # the whole text, its metrics line (or None), why it ended
+    metrics_began = Signal()
+    metrics_live = Signal(object)  # a live snapshot (dict)
+    metrics_prefill = Signal(int, int)  # prompt tokens read, of
+    metrics_finished = Signal(object, object)  # GenerationMetrics or None, inter-token latencies (ms)
 
     def __init__(
         self,
         store: ConversationStore,
         bridge: EngineBridge,
-        transcript: TranscriptView,
-        metrics: MetricsPanel,
         params: Callable[[], tuple[SamplingParams, str]],
     ) -> None:
+        """`params`: the sampling parameters and system prompt to answer with (asked at each send)."""
         super().__init__()
         self.store = store
         self.bridge = bridge
-        self.transcript = transcript
-        self.metrics = metrics
         self._params = params
         self.conversation_id: int | None = None
         self.request_id: int | None = None
@@ -76,7 +88,6 @@ class ChatController(QObject):
         w.prefill.connect(self._on_prefill)
         w.failed.connect(self._on_failed)
         w.finished.connect(self._on_finished)
-        transcript.action.connect(self._on_action)
 
     # ----- state
     @property
@@ -106,11 +117,11 @@ class ChatController(QObject):
 
     def refresh(self, jump_to: int | None = None) -> None:
         if self.conversation_id is None:
-            self.transcript.show_thread([], {})
+            self.thread_shown.emit([], {})
             return
-        self.transcript.show_thread(*self.store.thread_with_branches(self.conversation_id))
+        self.thread_shown.emit(*self.store.thread_with_branches(self.conversation_id))
         if jump_to is not None:
-            self.transcript.jump_to(jump_to)
+            self.jump_requested.emit(jump_to)
 
     def delete_conversation(self, conversation_id: int) -> None:
         def act() -> None:
@@ -227,10 +238,10 @@ class ChatController(QObject):
         self._stream = StreamingMessage(self.store, conv.id, user.id, resume=resume)
         self._resumed = resume is not None
         if resume is not None:
-            self.transcript.resume_stream(resume.id)
+            self.stream_resumed.emit(resume.id)
         else:
-            self.transcript.begin_stream(self._stream.message.id, self.model_name)
-        self.metrics.begin()
+            self.stream_began.emit(self._stream.message.id, self.model_name)
+        self.metrics_began.emit()
         self.generating_changed.emit(True)
         return True
 
@@ -239,7 +250,7 @@ class ChatController(QObject):
     def _on_tokens(self, rid: int, text: str, _n: int) -> None:
         if rid == self.request_id and self._stream is not None:
             self._stream.append(text)
-            self.transcript.append_stream(text)
+            self.stream_appended.emit(text)
             self._report_saving(self._stream)
             self.streamed.emit(_n)
 
@@ -273,7 +284,7 @@ class ChatController(QObject):
     @Slot(int, object)
     def _on_live(self, rid: int, snapshot: dict[str, Any]) -> None:
         if rid == self.request_id:
-            self.metrics.update_live(snapshot)
+            self.metrics_live.emit(snapshot)
 
     @Slot(int, object)
     def _on_retrying(self, rid: int, event: Retrying) -> None:
@@ -293,7 +304,7 @@ class ChatController(QObject):
     @Slot(int, int, int)
     def _on_prefill(self, rid: int, done: int, total: int) -> None:
         if rid == self.request_id:
-            self.metrics.show_prefill(done, total)
+            self.metrics_prefill.emit(done, total)
 
     @Slot(int, str)
     def _on_notice(self, rid: int, message: str) -> None:
@@ -313,7 +324,7 @@ class ChatController(QObject):
             return
         stream, self._stream = self._stream, None
         self.request_id = None
-        self.metrics.finish(metrics, itl)
+        self.metrics_finished.emit(metrics, itl)
         if stream is not None and not stream.text and not self._resumed and (reason == "error" or metrics is None):
             # Nothing was generated (failed, or cancelled while still waiting in the queue): drop the
             # empty answer; the question stays, ready to retry.
@@ -333,7 +344,7 @@ class ChatController(QObject):
                 self.refresh()
             else:
                 summary = metrics.summary_line(window_wording()) if metrics else None
-                self.transcript.end_stream(stream.text, summary, reason)
+                self.stream_ended.emit(stream.text, summary, reason)
         self.conversations_changed.emit()
         self.generating_changed.emit(False)
         pending, self._after = self._after, []
@@ -342,6 +353,7 @@ class ChatController(QObject):
 
     # ----- message actions (links in the transcript)
     def _on_action(self, verb: str, message_id: int, arg: int) -> None:
+        """A link clicked in the transcript: `verb` on message `message_id` (`arg`: which code block)."""
         if verb == "copy":
             QGuiApplication.clipboard().setText(self.store.message(message_id).content)
         elif verb == "copycode":
@@ -355,7 +367,7 @@ class ChatController(QObject):
         elif verb == "edit":
             self.edit_requested.emit(message_id)
         elif verb == "think":
-            self.transcript.toggle_thinking(message_id)
+            self.thinking_toggled.emit(message_id)
             self.refresh()
         elif verb in ("prev", "next"):
             self.after_stop(lambda: self.switch_branch(message_id, -1 if verb == "prev" else 1))

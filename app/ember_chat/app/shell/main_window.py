@@ -111,8 +111,8 @@ class MainWindow(QMainWindow):
         cl.addWidget(self.banner)
         self.welcome = WelcomePanel(starter_available())
         self.welcome.load_starter.connect(lambda: self.load_model(STARTER_ALIAS))
-        self.welcome.open_manager.connect(self.open_model_manager)
-        self.welcome.import_file.connect(self.import_model_file)
+        self.welcome.open_manager.connect(self.models.open_model_manager)
+        self.welcome.import_file.connect(self.models.import_model_file)
         self.centre_stack = QStackedWidget()
         self.centre_stack.addWidget(self.transcript)
         self.centre_stack.addWidget(self.welcome)
@@ -131,7 +131,7 @@ class MainWindow(QMainWindow):
         self.splitter.setSizes([230, 700, 320])
         self.setCentralWidget(self.splitter)
 
-        self.controller = ChatController(store, bridge, self.transcript, self.side.metrics, self._current_params)
+        self.controller = ChatController(store, bridge, self._current_params)
         self.api = ApiServerControl(self, self)
         self._wire()
         build_menus(self)
@@ -182,10 +182,23 @@ class MainWindow(QMainWindow):
         c.notice.connect(self.show_notice)
         c.retrying.connect(self._on_retrying)
         c.conversations_changed.connect(self.reload_conversations)
-        c.edit_requested.connect(self._on_edit)
-        self.composer.send.connect(self._on_send)
+        c.edit_requested.connect(self.chats.edit_message)
+        t, m = self.transcript, self.side.metrics  # what the controller says the views show
+        c.thread_shown.connect(t.show_thread)
+        c.jump_requested.connect(t.jump_to)
+        c.thinking_toggled.connect(t.toggle_thinking)
+        c.stream_began.connect(t.begin_stream)
+        c.stream_resumed.connect(t.resume_stream)
+        c.stream_appended.connect(t.append_stream)
+        c.stream_ended.connect(t.end_stream)
+        c.metrics_began.connect(m.begin)
+        c.metrics_live.connect(m.update_live)
+        c.metrics_prefill.connect(m.show_prefill)
+        c.metrics_finished.connect(m.finish)
+        t.action.connect(c._on_action)
+        self.composer.send.connect(self.chats.send)
         self.composer.stop.connect(self.stop)
-        self.composer.cancel_edit.connect(self._cancel_edit)
+        self.composer.cancel_edit.connect(self.chats.cancel_edit)
         self.conversations.new_button.clicked.connect(self.new_chat)
         self.conversations.selected.connect(self._open_conversation)
         self.conversations.search_hit.connect(self.chats.open_hit)
@@ -240,16 +253,12 @@ class MainWindow(QMainWindow):
 
     # ----- models (window_models.py) and chats (window_chats.py): the surface callers use
     loading = Delegate("models")
-    model_in_use = Delegate("models")
     reload_models = Delegate("models")
     model_manager = Delegate("models")
-    open_model_manager = Delegate("models")
     load_model = Delegate("models")
     restore_last_model = Delegate("models")
     unload_model = Delegate("models")
-    import_model_file = Delegate("models")
     change_models_folder = Delegate("models")
-    open_models_folder = Delegate("models")
     open_load_settings = Delegate("models")
     open_benchmark = Delegate("models")
     open_connections = Delegate("models")
@@ -289,28 +298,7 @@ class MainWindow(QMainWindow):
         self.model_bar.show_state(state, self.model if state is ModelState.READY else None, self.models.loading_name)
         self.model_state_changed.emit(state)
 
-    # ----- composer
-    def _on_send(self, text: str) -> None:
-        self.banner.hide()
-        editing = self.controller.editing
-        self.composer.set_editing(False)
-        if not self.controller.send(text):  # not sent: the text goes back into the box
-            self.composer.editor.setPlainText(text)
-            self.composer.set_editing(editing)
-
-    def _on_edit(self, message_id: int) -> None:
-        def act() -> None:
-            self.composer.editor.setPlainText(self.controller.start_edit(message_id))
-            self.composer.set_editing(True)
-            self.composer.editor.setFocus()
-
-        self.controller.after_stop(act)
-
-    def _cancel_edit(self) -> None:
-        self.controller.cancel_edit()
-        self.composer.set_editing(False)
-        self.composer.editor.clear()
-
+    # ----- composer (sending and editing: window_chats.py)
     def stop(self) -> None:
         self.models.cancel_load()  # a pick still being worked out, a load in progress
         self.controller.stop()

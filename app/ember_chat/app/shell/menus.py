@@ -28,7 +28,7 @@ class MenuHost(Protocol):
     model: Any
     connections: Any
     api: Any
-    _loaded_name: str | None
+    models: Any  # the window's model actions (window_models.py)
     new_chat: Callable[[], None]
     close: Callable[[], bool]
     stop: Callable[[], None]
@@ -36,9 +36,7 @@ class MenuHost(Protocol):
     delete_current: Callable[..., None]
     toggle_side_panel: Callable[[], None]
     show_about: Callable[[], None]
-    open_model_manager: Callable[[], None]
     unload_model: Callable[[], None]
-    open_models_folder: Callable[[], None]
     reload_models: Callable[[], None]
     open_connections: Callable[[], None]
     open_benchmark: Callable[[], None]
@@ -152,14 +150,14 @@ class ModelsMenu:
     def __init__(self, host: MenuHost, menu: QMenu) -> None:
         self.host = host
         self.menu = menu
-        self.manager = _action(menu, tr("Model &Manager…"), host.open_model_manager, "Ctrl+M")
+        self.manager = _action(menu, tr("Model &Manager…"), host.models.open_model_manager, "Ctrl+M")
         self._list_start = menu.addSeparator()
         self._list_end = menu.addSeparator()
         _action(menu, tr("&Connections…"), host.open_connections)
         _action(menu, tr("&Benchmark…"), host.open_benchmark)
         menu.addSeparator()
         self.unload = _action(menu, tr("&Unload model"), host.unload_model)
-        _action(menu, tr("Open &models folder"), host.open_models_folder)
+        _action(menu, tr("Open &models folder"), host.models.open_models_folder)
         _action(menu, tr("&Change models folder…"), lambda: host.change_models_folder())
         _action(menu, tr("&Refresh list"), host.reload_models)
         self._models: list[QAction] = []

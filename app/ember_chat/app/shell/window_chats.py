@@ -1,6 +1,7 @@
-"""The main window's chat actions: the chat list (open, search, rename, delete), a new chat, and
-exporting the open chat. A part of the main window (`window.chats`), which uses the window's widgets
-and stores and owns the menu and questions it opened."""
+"""The main window's chat actions: sending and editing from the composer, the chat list (open,
+search, rename, delete), a new chat, and exporting the open chat. A part of the main window
+(`window.chats`), which uses the window's widgets and stores and owns the menu and questions it
+opened."""
 
 from __future__ import annotations
 
@@ -26,6 +27,29 @@ class ChatActions(QObject):
         self.chat_question: QDialog | None = None  # a rename or delete question, while open
         self.export_dialog_open: QFileDialog | None = None  # File ▸ Export's save dialog, while open
 
+    # ----- the composer
+    def send(self, text: str) -> None:
+        self.w.banner.hide()
+        editing = self.w.controller.editing
+        self.w.composer.set_editing(False)
+        if not self.w.controller.send(text):  # not sent: the text goes back into the box
+            self.w.composer.editor.setPlainText(text)
+            self.w.composer.set_editing(editing)
+
+    def edit_message(self, message_id: int) -> None:
+        def act() -> None:
+            self.w.composer.editor.setPlainText(self.w.controller.start_edit(message_id))
+            self.w.composer.set_editing(True)
+            self.w.composer.editor.setFocus()
+
+        self.w.controller.after_stop(act)
+
+    def cancel_edit(self) -> None:
+        self.w.controller.cancel_edit()
+        self.w.composer.set_editing(False)
+        self.w.composer.editor.clear()
+
+    # ----- the chat list
     def reload_conversations(self) -> None:
         if self.w.conversations.search.text().strip():
             self.on_search(self.w.conversations.search.text())
