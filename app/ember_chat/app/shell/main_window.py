@@ -387,13 +387,7 @@ class MainWindow(QMainWindow):
         Background tasks still out are dropped and interrupted, never waited for. Idempotent."""
         self.tasks.shutdown()
         self.api.shutdown()
-        m = self.models
-        if m.connections_dialog is not None:
-            m.connections_dialog.tasks.shutdown()  # a connection test still out is interrupted
-        if m.load_settings is not None:
-            m.load_settings.tasks.shutdown()
-        if m.benchmark is not None:
-            m.benchmark.close()  # stops its run and joins its worker
+        self.models.shutdown_dialogs()
         self.bridge.close()
 
     def closeEvent(self, event: QCloseEvent) -> None:  # Qt override
@@ -403,9 +397,7 @@ class MainWindow(QMainWindow):
         self.conversations.cancel_pending_search()  # the chat store is closed after the window
         self.save_state()
         self.shutdown()
-        if self.models.manager is not None:
-            self.models.manager.shutdown()
-            self.models.manager.close()
+        self.models.close_manager()
         if self.downloads is not None:
             # running downloads pause (they come back next time); one stuck in a read is not waited for
             self.downloads.close(wait=False)
@@ -413,12 +405,7 @@ class MainWindow(QMainWindow):
 
     def join_background(self, timeout: float) -> bool:
         """Wait until every background thread the window started has ended (tests, after close)."""
-        joins = [self.tasks.join, self.api.tasks.join]
-        for owner in (self.models.connections_dialog, self.models.load_settings):
-            if owner is not None:
-                joins.append(owner.tasks.join)
-        if self.models.manager is not None:
-            joins.append(self.models.manager.join)
+        joins = [self.tasks.join, self.api.tasks.join, *self.models.joins()]
         if self.downloads is not None:
             joins.append(self.downloads.wait_idle)
         return all([join(timeout) for join in joins])

@@ -9,6 +9,7 @@ newer request of the same kind (a second pick, a second ⚙) supersedes the one 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -52,6 +53,26 @@ class ModelActions(QObject):
     def loading(self) -> bool:
         """A model pick is being worked out or loaded."""
         return self.loading_name is not None or self.w.tasks.pending("load")
+
+    # ----- shutdown (the window's)
+    def shutdown_dialogs(self) -> None:
+        """Interrupt what the dialogs still do in the background, never waiting for it."""
+        if self.connections_dialog is not None:
+            self.connections_dialog.tasks.shutdown()  # a connection test still out is interrupted
+        if self.load_settings is not None:
+            self.load_settings.tasks.shutdown()
+        if self.benchmark is not None:
+            self.benchmark.close()  # stops its run and joins its worker
+
+    def close_manager(self) -> None:
+        if self.manager is not None:
+            self.manager.shutdown()
+            self.manager.close()
+
+    def joins(self) -> list[Callable[[float], bool]]:
+        """How to wait for the background threads of the dialogs and the Model Manager (tests)."""
+        joins = [owner.tasks.join for owner in (self.connections_dialog, self.load_settings) if owner is not None]
+        return joins + ([self.manager.join] if self.manager is not None else [])
 
     # ----- the engine's answers to a load (GUI thread)
     @Slot(float)
