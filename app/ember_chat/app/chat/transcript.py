@@ -1,5 +1,5 @@
 """The transcript: one QTextBrowser holding the visible branch of a conversation, each message drawn
-on a card (painted behind the text, so cards cost no layout).
+on a card (painted behind the text, so cards cost no layout: transcript_cards.py, the `cards` part).
 
 It stays instant however long the chat is:
 - incremental: showing a thread again re-writes only the messages that changed at its end (a send
@@ -15,22 +15,17 @@ Keyboard focus (where a Tab walk starts, the focus ring) is the `focus` part (tr
 
 from __future__ import annotations
 
-import bisect
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from PySide6.QtCore import QEvent, QRectF, Qt, QTimer, QUrl, Signal
+from PySide6.QtCore import QEvent, QTimer, QUrl, Signal
 from PySide6.QtGui import (
-    QAbstractTextDocumentLayout,
     QAccessible,
     QAccessibleAnnouncementEvent,
-    QColor,
     QFocusEvent,
-    QPainter,
     QPaintEvent,
-    QPen,
     QResizeEvent,
     QTextBlockFormat,
     QTextCharFormat,
@@ -47,6 +42,7 @@ from ember_chat.app.chat.message_render import (
     message_actions,
     meta_line,
 )
+from ember_chat.app.chat.transcript_cards import TranscriptCards
 from ember_chat.app.chat.transcript_focus import TranscriptFocus
 from ember_chat.app.chat.transcript_stream import TranscriptStreaming
 from ember_chat.app.qt.wording import window_wording
@@ -60,9 +56,6 @@ SLICE_S = 0.010  # one slice of background work; the event loop runs between sli
 EAGER_CHARS = 12_000  # opening a chat writes about this much (a few screenfuls) before showing it
 MAX_TEXT_WIDTH = 860  # comfortable line length; wider windows centre the column
 MIN_MARGIN = 22
-CARD_PAD_X = 14
-CARD_PAD_Y = 10
-CARD_RADIUS = 10
 
 
 def _summary(m: Message) -> str | None:
@@ -98,6 +91,7 @@ class TranscriptView(QTextBrowser):
         super().__init__(parent)
         self.focus = TranscriptFocus(self)  # where a Tab walk starts, the focus ring
         self.streaming = TranscriptStreaming(self)  # the answer being streamed
+        self.cards = TranscriptCards(self)  # the cards painted behind the messages
         self.append_stream = self.streaming.append  # (per batch: no call in between)
         self.setObjectName("transcript")
         self.setFrameShape(QFrame.Shape.NoFrame)  # (not a style sheet: a styled view repaints more)
@@ -122,8 +116,6 @@ class TranscriptView(QTextBrowser):
         self._slicer.timeout.connect(self._run_slice)
         self.last_announcement = ""
         self._expanded: set[int] = set()  # answers whose thinking is open
-        self._pens_for: Colors | None = None
-        self._pens: dict[bool, tuple[QPen | Qt.PenStyle, QColor]] = {}
 
     # ----- look
     def set_colors(self, colors: Colors) -> None:
@@ -156,77 +148,19 @@ class TranscriptView(QTextBrowser):
         return self.document().rootFrame().frameFormat().leftMargin()
 
     def paintEvent(self, event: QPaintEvent) -> None:  # Qt override
-        """Cards behind the messages on screen, then the text over them. While an answer streams this
-        runs for every batch, over the few lines that changed: it asks the layout only about the
-        cards in that strip, once each, and draws only the part of a card that can show in it."""
+        """Cards behind the messages on screen (transcript_cards.py), then the text over them."""
         if self.devicePixelRatioF() != self.writer.ratio:  # moved to a screen of another density
             self.writer.set_colors(self.writer.colors, self.devicePixelRatioF())
         if self._shown:
-            area = event.rect()
-            doc = self.document()
-            layout = doc.documentLayout()
-            dy = self.verticalScrollBar().value()
-            top, bottom = dy + area.top(), dy + area.bottom()
-            tops = _LazyTops(self._shown, layout)
-            first = self._index_in(tops, top)
-            if first > 0 and top < tops[first]:
-                first -= 1  # (the strip starts above this card's text: the card above may reach into it)
-            painter = QPainter(self.viewport())
-            painter.setRenderHint(QPainter.RenderHint.Antialiasing)
-            margin = self.side_margin()
-            left = margin - CARD_PAD_X - self.horizontalScrollBar().value()
-            width = doc.textWidth() - 2 * margin + 2 * CARD_PAD_X
-            pens = self._card_pens()
-            # A card taller than the strip is cut a corner's height beyond it: what shows is the same,
-            # and the painter has a short shape to fill and stroke, not a message's whole height.
-            clip_top, clip_bottom = area.top() - CARD_RADIUS - 2, area.bottom() + CARD_RADIUS + 2
-            for i in range(first, len(self._shown)):
-                y0 = tops[i]
-                if y0 > bottom:
-                    break
-                y1 = self._bottom_of(i, layout)
-                if y1 < top:
-                    continue
-                pen, brush = pens[self._shown[i].role == "user"]
-                painter.setPen(pen)
-                painter.setBrush(brush)
-                card_top = max(y0 - CARD_PAD_Y - dy, clip_top)
-                card_bottom = min(y1 + CARD_PAD_Y - dy, clip_bottom)
-                rect = QRectF(left, card_top, width, card_bottom - card_top)
-                painter.drawRoundedRect(rect.adjusted(0.5, 0.5, -0.5, -0.5), CARD_RADIUS, CARD_RADIUS)
-            painter.end()
+            self.cards.paint(event, self._shown)
         super().paintEvent(event)
-
-    def _card_pens(self) -> dict[bool, tuple[QPen | Qt.PenStyle, QColor]]:
-        """Pen and brush of a card, by 'is the user's', for the current colours (made once)."""
-        c = self.writer.colors
-        if self._pens_for is not c:
-            self._pens = {
-                False: (QPen(QColor(c.border), 1), QColor(c.assistant_card)),
-                True: (Qt.PenStyle.NoPen, QColor(c.user_card)),
-            }
-            self._pens_for = c
-        return self._pens
 
     def _extent(self, i: int) -> tuple[float, float]:
         """Top and bottom (document coordinates) of message i's text."""
-        layout = self.document().documentLayout()
-        return _LazyTops(self._shown, layout)[i], self._bottom_of(i, layout)
-
-    def _bottom_of(self, i: int, layout: QAbstractTextDocumentLayout) -> float:
-        following = self._shown[i + 1].start.block() if i + 1 < len(self._shown) else None
-        last = following.previous() if following is not None else self.document().lastBlock()
-        return layout.blockBoundingRect(last).bottom()
+        return self.cards.extent(self._shown, i)
 
     def _index_at(self, y: float) -> int:
-        return self._index_in(_LazyTops(self._shown, self.document().documentLayout()), y)
-
-    @staticmethod
-    def _index_in(tops: _LazyTops, y: float) -> int:
-        """The last message whose text starts at or above y."""
-        if tops[len(tops) - 1] <= y:  # below the top of the last message: a streaming answer's paint
-            return len(tops) - 1
-        return max(0, bisect.bisect_right(tops, y) - 1)
+        return self.cards.index_at(self._shown, y)
 
     # ----- showing a thread
     def show_thread(self, messages: list[Message], branch_info: dict[int, tuple[int, int]]) -> None:
@@ -533,22 +467,3 @@ class TranscriptView(QTextBrowser):
         if verb in ("copy", "copycode"):
             QToolTip.showText(self.mapToGlobal(self.cursorRect().center()), self.tr("Copied"), self, msecShowTime=1200)
         self.action.emit(verb, mid, arg)
-
-
-class _LazyTops:
-    """The shown messages' text top y (below the header's top margin), computed only for the few
-    entries a binary search or a paint looks at, each once."""
-
-    def __init__(self, shown: list[_Shown], layout: QAbstractTextDocumentLayout) -> None:
-        self.shown = shown
-        self.layout = layout
-        self._known: dict[int, float] = {}
-
-    def __len__(self) -> int:
-        return len(self.shown)
-
-    def __getitem__(self, i: int) -> float:
-        top = self._known.get(i)
-        if top is None:
-            top = self._known[i] = self.layout.blockBoundingRect(self.shown[i].start.block()).top()
-        return top
