@@ -36,6 +36,7 @@ from bench.gui_stream import wait_loaded, wait_until_idle
 from ember_chat.app.main import build_window
 from ember_chat.engine.storage.paths import AppPaths
 from tests.fake_backend import FakeBackend
+from tests.gguf_factory import write_tiny_model
 
 
 class EventTimingApp(QApplication):
@@ -71,7 +72,7 @@ def open_window(paths: AppPaths, starter: bool, tokens: int, rate: float) -> obj
         window = build_window(paths)
     else:
         window = build_window(paths, backend_factory=lambda _ref: FakeBackend(n_tokens=tokens, rate=rate))
-        (paths.default_models_dir / "fake.gguf").write_bytes(b"")
+        write_tiny_model(paths.default_models_dir / "fake.gguf")  # (a real header: the pick checks the file)
     window.resize(1280, 800)
     window.show()
     window.side.params.context.setValue(2048)

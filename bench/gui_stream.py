@@ -33,6 +33,7 @@ from ember_chat.engine.inference.events import Finished
 from ember_chat.engine.storage.paths import AppPaths
 from tests.chat_fixtures import seed_long_chat
 from tests.fake_backend import FakeBackend
+from tests.gguf_factory import write_tiny_model
 
 
 class StallProbe(QObject):
@@ -71,7 +72,10 @@ def wait_until_idle(window: object) -> None:
 def wait_loaded(window: object) -> None:
     loop = QEventLoop()
     window.model_state_changed.connect(lambda s: loop.quit() if s in ("ready", "none") else None)
+    QTimer.singleShot(120_000, loop.quit)  # a pick refused before loading changes no state: never wait forever
     loop.exec()
+    if window.model is None:
+        raise SystemExit("the model did not load")
 
 
 def fake_window(paths: AppPaths, n_tokens: int, rate: float) -> object:
@@ -79,7 +83,7 @@ def fake_window(paths: AppPaths, n_tokens: int, rate: float) -> object:
     window = build_window(paths, backend_factory=lambda _ref: FakeBackend(n_tokens=n_tokens, rate=rate))
     window.resize(1280, 800)
     window.show()
-    (paths.default_models_dir / "fake.gguf").write_bytes(b"")
+    write_tiny_model(paths.default_models_dir / "fake.gguf")  # (a real header: the pick checks the file)
     window.load_model("fake.gguf")
     wait_loaded(window)
     window.side.params.max_tokens.setValue(n_tokens)
