@@ -15,7 +15,7 @@ from pytestqt.qtbot import QtBot
 
 from ember_chat.app.main import build_window
 from ember_chat.app.shell.main_window import MainWindow
-from ember_chat.app.shell.window_size import TITLE_BAR_ALLOWANCE, default_geometry
+from ember_chat.app.shell.window_size import TITLE_BAR_ALLOWANCE, default_geometry, default_splitter_sizes
 from ember_chat.engine.inference.backend import ModelDescription
 from ember_chat.engine.storage.paths import AppPaths
 from tests.fake_backend import FakeBackend
@@ -121,3 +121,41 @@ def test_a_new_window_fits_the_screen_it_opens_on(window: Callable[[], MainWindo
     available = w.screen().availableGeometry()
     assert w.width() <= max(available.width(), w.minimumSizeHint().width())
     assert w.height() + TITLE_BAR_ALLOWANCE <= available.height()
+
+
+STARTER_LIKE = ModelDescription(
+    "gemma-3-270m-it-Q4_K_M", "CPU", 4_096, architecture="gemma3", quantization="Q4_K_M",
+    parameter_count=268_000_000, threads=2, gpu_layers=0,
+)  # fmt: skip
+
+
+class StarterLikeBackend(FakeBackend):
+    @property
+    def description(self) -> ModelDescription | None:
+        return STARTER_LIKE if self._loaded else None
+
+
+def test_at_the_default_size_the_model_bar_is_shown_whole(qtbot: QtBot, tmp_path: Path, tiny_model: Path) -> None:
+    """At 1280x800 with the default column widths, a usual model's status and badge are not elided
+    (eliding is for small windows, not the default one)."""
+    paths = AppPaths(tmp_path / "data", tmp_path / "config")
+    paths.default_models_dir.mkdir(parents=True)
+    shutil.copy(tiny_model, paths.default_models_dir / "gemma.gguf")
+    w = build_window(paths, backend_factory=lambda _ref: StarterLikeBackend(n_tokens=5))
+    qtbot.addWidget(w)
+    w.show()
+    try:
+        with qtbot.waitSignal(w.model_state_changed, check_params_cb=lambda s: s == "ready", timeout=60_000):
+            w.load_model("gemma.gguf")
+        w.setMinimumSize(1280, 800)  # (the offscreen screen is smaller than a 1280x800 one)
+        w.resize(1280, 800)
+        qtbot.waitUntil(lambda: w.width() == 1280)
+        w.splitter.setSizes(default_splitter_sizes(1280, w.side.minimumSizeHint().width()))
+        QApplication.processEvents()
+        bar = w.model_bar
+        assert bar.status.displayed_text() == bar.status.text(), bar.status.displayed_text()
+        assert bar.badge.displayed_text() == bar.badge.text(), bar.badge.displayed_text()
+    finally:
+        w.close()
+        assert w.join_background(30)
+        w.store.close()

@@ -128,7 +128,7 @@ class MainWindow(QMainWindow):
         self.splitter.addWidget(centre)
         self.splitter.addWidget(self.side)
         self.splitter.setStretchFactor(1, 1)
-        self.splitter.setSizes([230, 700, 320])
+        self.splitter.setSizes([200, 790, 290])  # (until the saved or default sizes: window_size.py)
         self.setCentralWidget(self.splitter)
 
         self.controller = ChatController(store, bridge, self._current_params)

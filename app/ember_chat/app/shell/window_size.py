@@ -23,7 +23,8 @@ def default_geometry(available: QRect, minimum: QSize) -> QRect:
 
 def default_splitter_sizes(width: int, side_minimum: int) -> list[int]:
     """The chat list, the centre and the side panel on first start: the centre gets what the two
-    columns leave, and they give up width on a narrow window (230 and 320 px at 1280)."""
-    chats = max(170, min(230, width * 18 // 100))
-    side = max(side_minimum, min(320, width * 25 // 100))
+    columns leave, and they give up width on a narrow window (200 and 290 px at 1280, where the
+    centre's model bar then shows a usual model's status and badge whole)."""
+    chats = max(170, min(200, width * 16 // 100))
+    side = max(side_minimum, min(290, width * 23 // 100))
     return [chats, max(0, width - chats - side), side]
