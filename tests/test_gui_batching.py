@@ -142,23 +142,46 @@ def test_a_token_held_back_is_delivered_when_the_engine_pauses(
 def test_deliveries_are_spaced_to_keep_the_gui_thread_within_its_budget(
     qtbot: QtBot, bridge_with: Callable[[FakeBackend], EngineBridge]
 ) -> None:
-    """Each delivery costs the GUI thread about the same whatever it carries: when they cost more
-    (a slow or busy machine), tokens wake it less often, never less than ten times a second."""
+    """Each delivery of a model's tokens at tens a second costs the GUI thread about the same
+    whatever it carries: when they cost more (a slow or busy machine), tokens wake it less often,
+    never less than ten times a second."""
     bridge = bridge_with(FakeBackend(n_tokens=1))
-    clock = [0.0]
-    bridge._cpu_clock = lambda: clock[0]  # the GUI thread's CPU, as the test spends it
+    cpu, wall, count = [0.0], [0.0], [0]
+    bridge._cpu_clock = lambda: cpu[0]  # the GUI thread's CPU, as the test spends it
+    bridge._wall_clock = lambda: wall[0]
 
-    def deliveries_costing(cpu_s: float) -> float:
+    def deliveries_costing(cpu_s: float, tokens_per_s: float = 60.0) -> float:
         for _ in range(40):
-            bridge._pace()  # what the bridge does after each delivery of tokens
-            clock[0] += cpu_s
+            bridge._pace(count[0])  # what the bridge does after each delivery of tokens
+            step = bridge._mailbox.interval
+            cpu[0] += cpu_s
+            wall[0] += step
+            count[0] += round(tokens_per_s * step)
         return bridge._mailbox.interval
 
     assert deliveries_costing(0.0002) == TOKEN_BATCH_S  # cheap: ≈30 Hz
-    assert deliveries_costing(0.001) == pytest.approx(0.001 / GUI_CPU_BUDGET, rel=0.01)
-    assert bridge._hold.interval() == round(2 * 0.001 / GUI_CPU_BUDGET * 1000)
+    assert deliveries_costing(0.001) == pytest.approx(0.001 / GUI_CPU_BUDGET, rel=0.05)
+    assert bridge._hold.interval() == round(2 * bridge._mailbox.interval * 1000)
     assert deliveries_costing(0.05) == MAX_BATCH_S  # expensive (or a stall): never slower than this
     assert deliveries_costing(0.0002) == TOKEN_BATCH_S  # and back when they are cheap again
+
+
+def test_a_fast_stream_is_not_spaced_into_large_deliveries(
+    qtbot: QtBot, bridge_with: Callable[[FakeBackend], EngineBridge]
+) -> None:
+    """Thousands of tokens a second make each delivery cost by its size: spacing them would only
+    make each one a longer stall of the window, so they stay at ≈30 Hz, whatever they cost."""
+    bridge = bridge_with(FakeBackend(n_tokens=1))
+    cpu, wall, count = [0.0], [0.0], [0]
+    bridge._cpu_clock = lambda: cpu[0]
+    bridge._wall_clock = lambda: wall[0]
+    for _ in range(40):
+        bridge._pace(count[0])
+        cpu[0] += 0.01  # 10 ms a delivery: expensive
+        wall[0] += bridge._mailbox.interval
+        count[0] += round(20_000 * bridge._mailbox.interval)
+    assert bridge._mailbox.interval == TOKEN_BATCH_S
+    assert count[0] / 40 <= 20_000 * TOKEN_BATCH_S + 1  # deliveries of ≈670 tokens, not 2,000
 
 
 def test_the_window_shows_the_first_token_at_once_and_the_whole_answer_in_few_deliveries(

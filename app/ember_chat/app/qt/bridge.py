@@ -55,6 +55,7 @@ from ember_chat.engine.inference.service import (
 TOKEN_BATCH_S = 1 / 30  # tokens wake the GUI thread at most this often (the first of an answer at once)
 MAX_BATCH_S = 1 / 10  # and at least this often, however expensive a delivery is
 GUI_CPU_BUDGET = 0.015  # of a core, for the GUI thread while an answer streams (deliveries spaced to fit)
+TOKENS_PER_DELIVERY = 32  # at most, on average: a fast stream keeps ≈30 Hz (its deliveries cost by size)
 COST_WEIGHT = 0.3  # of the latest delivery in the running estimate of a delivery's cost
 
 _TOKENS, _METRICS = "tokens", "metrics"
@@ -199,6 +200,10 @@ class EngineBridge(QObject):
         self._cost: float | None = None  # GUI-thread CPU from one token delivery to the next (s)
         self._last_cpu: float | None = None  # the GUI thread's CPU clock at the last token delivery
         self._cpu_clock = time.thread_time  # (the GUI thread's; a test can drive it)
+        self._wall_clock = time.perf_counter  # (a test can drive it)
+        self._last_wall: float | None = None
+        self._last_count = 0
+        self._rate: float | None = None  # tokens a second, between token deliveries
         self._listener = _Listener(self)
         service.add_listener(self._listener)
         self._closed = False
@@ -249,14 +254,15 @@ class EngineBridge(QObject):
         that runs an event loop) without reordering: every call empties the same outbox in order."""
         self._outbox.extend(self._mailbox.take())
         out = self._outbox
-        delivered_tokens = False
+        delivered_count: int | None = None  # the answer's token count at the last token batch here
         while out:
             rid, kind, args = out.popleft()
             if kind not in (_TOKENS, _METRICS):
                 self._emit(rid, kind, args)
                 if kind == "finished":
-                    delivered_tokens = False  # (nothing more to hold)
-                    self._last_cpu = None  # (the next answer's first interval would count its start)
+                    delivered_count = None  # (nothing more to hold)
+                    self._last_cpu = self._last_wall = self._rate = None  # (the next answer starts anew)
+                    self._last_count = 0
                 continue
             texts: list[str] = []
             count = -1
@@ -271,27 +277,34 @@ class EngineBridge(QObject):
                     break
                 rid, kind, args = out.popleft()
             if count >= 0:
-                delivered_tokens = True
+                delivered_count = count
                 self.tokens.emit(rid, "".join(texts), count)
             if snapshot is not None:
                 self.metrics.emit(rid, snapshot)
-        if delivered_tokens:
-            self._pace()
+        if delivered_count is not None:
+            self._pace(delivered_count)
             self._hold.start()  # (restarted: it fires only when tokens stop coming)
 
-    def _pace(self) -> None:
+    def _pace(self, count: int) -> None:
         """Space the next deliveries so that the GUI thread's CPU while streaming stays within the
-        budget: interval = (CPU from one delivery to the next, everything included) / budget."""
-        cpu = self._cpu_clock()
-        if self._last_cpu is not None:
+        budget: interval = (CPU from one delivery to the next, everything included) / budget. That
+        helps where a delivery's cost is its fixed part (a model at tens of tokens a second); a fast
+        stream's deliveries cost by their size, and longer ones would only make each a longer stall,
+        so a delivery is never spaced to carry more than TOKENS_PER_DELIVERY tokens on average.
+        `count`: the answer's tokens so far."""
+        cpu, wall = self._cpu_clock(), self._wall_clock()
+        if self._last_cpu is not None and self._last_wall is not None:
             # (a stall of the GUI thread for something else counts, but only so much)
             cost = min(cpu - self._last_cpu, 2 * MAX_BATCH_S * GUI_CPU_BUDGET)
             self._cost = cost if self._cost is None else self._cost + COST_WEIGHT * (cost - self._cost)
-            interval = min(max(self._cost / GUI_CPU_BUDGET, TOKEN_BATCH_S), MAX_BATCH_S)
+            rate = max(count - self._last_count, 0) / max(wall - self._last_wall, 1e-6)
+            self._rate = rate if self._rate is None else self._rate + COST_WEIGHT * (rate - self._rate)
+            widest = max(TOKENS_PER_DELIVERY / self._rate, TOKEN_BATCH_S) if self._rate > 0 else MAX_BATCH_S
+            interval = min(max(self._cost / GUI_CPU_BUDGET, TOKEN_BATCH_S), MAX_BATCH_S, widest)
             if interval != self._mailbox.interval:
                 self._mailbox.interval = interval
                 self._hold.setInterval(round(2 * interval * 1000))
-        self._last_cpu = cpu
+        self._last_cpu, self._last_wall, self._last_count = cpu, wall, count
 
     def _emit(self, rid: int, kind: str, args: tuple[Any, ...]) -> None:
         if kind == "finished":
