@@ -76,13 +76,13 @@ def open_window(paths: AppPaths, starter: bool, tokens: int, rate: float) -> obj
     window.resize(1280, 800)
     window.show()
     window.side.params.context.setValue(2048)
-    window.load_model("starter" if starter else "fake.gguf")
+    window.models.load_model("starter" if starter else "fake.gguf")
     wait_loaded(window)
     return window
 
 
 def one_answer(window: object, tokens: int, profiler: cProfile.Profile | None) -> dict[str, float]:
-    window.new_chat()
+    window.chats.new_chat()
     window.side.params.max_tokens.setValue(tokens)
     window.side.params.temperature.setValue(0.0)
     marks: dict[str, float] = {}

@@ -84,7 +84,7 @@ def fake_window(paths: AppPaths, n_tokens: int, rate: float) -> object:
     window.resize(1280, 800)
     window.show()
     write_tiny_model(paths.default_models_dir / "fake.gguf")  # (a real header: the pick checks the file)
-    window.load_model("fake.gguf")
+    window.models.load_model("fake.gguf")
     wait_loaded(window)
     window.side.params.max_tokens.setValue(n_tokens)
     return window
@@ -167,7 +167,7 @@ def starter_gui_vs_direct(paths: AppPaths, runs: int, tokens: int) -> dict[str, 
     window.resize(1280, 800)
     window.show()
     window.side.params.context.setValue(2048)
-    window.load_model("starter")
+    window.models.load_model("starter")
     wait_loaded(window)
     direct = LocalRuntime()
     direct.load(LoadConfig(window.library.resolve("starter"), n_ctx=2048, threads=window.settings.threads))
@@ -175,7 +175,7 @@ def starter_gui_vs_direct(paths: AppPaths, runs: int, tokens: int) -> dict[str, 
     gui_tps, direct_tps, gui_cpu_us = [], [], []
     gui_tokens = []
     for _ in range(runs):
-        window.new_chat()  # (a new chat starts from the settings' parameters: set this run's again)
+        window.chats.new_chat()  # (a new chat starts from the settings' parameters: set this run's again)
         window.side.params.max_tokens.setValue(tokens)
         window.side.params.temperature.setValue(0.0)
         cpu0 = time.thread_time()  # the GUI thread's own CPU: batches, metrics, repaints
@@ -217,13 +217,13 @@ def long_chat(paths: AppPaths, n_messages: int, n_tokens: int, rate: float) -> d
     window = fake_window(paths, n_tokens, rate)
     other = seed_long_chat(window.store, 4, "short chat")
     long_id = seed_long_chat(window.store, n_messages, "long chat")
-    window._open_conversation(other)
+    window.chats.open_conversation(other)
     _drain(window)
 
     probe = StallProbe()
     probe.start()
     t0 = time.perf_counter()
-    window._open_conversation(long_id)
+    window.chats.open_conversation(long_id)
     t_shown = time.perf_counter()
     _drain(window)
     t_filled = time.perf_counter() - 0.1

@@ -117,8 +117,8 @@ def main(out_dir: str) -> int:
         return not (window.controller.generating or t.rendering or t.backfilling)
 
     def steps() -> Iterator[Callable[[], bool]]:
-        window.load_model("starter")
-        yield lambda: window.model is not None or not window.loading
+        window.models.load_model("starter")
+        yield lambda: window.model is not None or not window.models.loading
         if window.model is None:
             raise SystemExit("the starter model did not load")
         window.side.params.max_tokens.setValue(90)
@@ -143,41 +143,41 @@ def main(out_dir: str) -> int:
         window.set_theme("dark")
         yield settled
         shot("window-dark.png")
-        window._open_conversation(code_chat.id)
+        window.chats.open_conversation(code_chat.id)
         yield settled
         shot("code-dark.png")
         for name, ask in (
-            ("dialog-delete-dark.png", window.delete_chat),
-            ("dialog-rename-dark.png", window.rename_chat),
+            ("dialog-delete-dark.png", window.chats.delete_chat),
+            ("dialog-rename-dark.png", window.chats.rename_chat),
         ):  # the dark theme's dialogs: a message box and an input dialog, as the chat list opens them
             ask(code_chat.id)
-            yield lambda: getattr(window, "_chat_question", None) is not None and window._chat_question.isVisible()
-            shot(name, window._chat_question)
-            window._chat_question.reject()
-            yield lambda: getattr(window, "_chat_question", None) is None
+            yield lambda: window.chats.chat_question is not None and window.chats.chat_question.isVisible()
+            shot(name, window.chats.chat_question)
+            window.chats.chat_question.reject()
+            yield lambda: window.chats.chat_question is None
         window.set_theme("light")
         yield settled
         shot("code-light.png")
-        manager = window.model_manager()
+        manager = window.models.model_manager()
         manager.resize(980, 640)
         manager.show()
         yield lambda: manager.isVisible()
         shot("model-manager.png", manager)
         manager.close()
-        window.reload_models()
-        window.load_model(damaged.name)
+        window.models.reload_models()
+        window.models.load_model(damaged.name)
         yield lambda: window.banner.isVisible()
         shot("error-banner.png")
         window.banner.hide()
-        window._open_conversation(think_chat.id)
+        window.chats.open_conversation(think_chat.id)
         window.transcript.action.emit("think", think_answer.id, 0)  # the fold, opened
         yield settled
         shot("thinking.png")
         url = servers.enter_context(llama_cpp_server(window.library.resolve("starter"), alias=SERVED))
         ConnectionStore(paths.connections_file).save(Connection("llama-cpp-python", url, SERVED, models=(SERVED,)))
-        window.reload_models()
-        window.open_benchmark()
-        lab = window._benchmark
+        window.models.reload_models()
+        window.models.open_benchmark()
+        lab = window.models.benchmark
         for i in range(lab.models.count()):
             if lab.models.item(i).data(Qt.ItemDataRole.UserRole) in ("starter", f"remote:llama-cpp-python/{SERVED}"):
                 lab.models.item(i).setCheckState(Qt.CheckState.Checked)

@@ -87,20 +87,20 @@ def test_every_control_of_the_window_and_its_dialogs_has_a_name_and_description(
     QAccessible.setActive(True)
     w = make_window()
     assert _missing_names(w) == []
-    manager = w.model_manager()
+    manager = w.models.model_manager()
     assert _missing_names(manager) == []
-    w.open_connections()
-    assert _missing_names(w._connections_dialog) == []
-    w._connections_dialog.close()
+    w.models.open_connections()
+    assert _missing_names(w.models.connections_dialog) == []
+    w.models.connections_dialog.close()
     w.show_shortcuts()
     assert _missing_names(w._shortcuts) == []
     w._shortcuts.close()
     w.api.open_dialog()
     assert _missing_names(w.api.dialog) == []
     w.api.dialog.close()
-    w.open_benchmark()
-    assert _missing_names(w._benchmark) == []
-    w._benchmark.close()
+    w.models.open_benchmark()
+    assert _missing_names(w.models.benchmark) == []
+    w.models.benchmark.close()
 
 
 def _activate(qtbot: QtBot, w: MainWindow) -> None:
@@ -231,7 +231,7 @@ def test_a_finished_answer_is_announced_and_an_error_too(qtbot: QtBot, make_wind
 def test_long_chat_keyboard_jump_to_old_message(qtbot: QtBot, make_window: Callable[..., MainWindow]) -> None:
     w = make_window()
     cid = seed_long_chat(w.store, 120)
-    w._open_conversation(cid)
+    w.chats.open_conversation(cid)
     w.transcript.finish_rendering()
     assert len(w.transcript.shown_ids()) == 120
 
@@ -241,12 +241,12 @@ def test_ctrl_m_opens_the_model_manager_before_the_models_menu_was_ever_opened(
 ) -> None:
     w = make_window()
     _activate(qtbot, w)
-    assert w.downloads is not None and w._manager is None
+    assert w.downloads is not None and w.models.manager is None
     qtbot.keyClick(w, Qt.Key.Key_M, Qt.KeyboardModifier.ControlModifier)
-    qtbot.waitUntil(lambda: w._manager is not None and w._manager.isVisible(), timeout=5000)
+    qtbot.waitUntil(lambda: w.models.manager is not None and w.models.manager.isVisible(), timeout=5000)
     w.show_shortcuts()
     assert any(k == "Ctrl+M" and "Model Manager" in what for k, what in w._shortcuts.rows())
-    w._manager.close()
+    w.models.manager.close()
 
 
 def test_the_buttons_inside_the_search_field_have_names(qtbot: QtBot, make_window: Callable[..., MainWindow]) -> None:

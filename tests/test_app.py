@@ -62,7 +62,7 @@ def load(qtbot: QtBot, w: MainWindow, name: str = "tiny.gguf", expect: str = "re
     with qtbot.waitSignal(
         w.model_state_changed, check_params_cb=lambda s: s in ("ready", "none"), timeout=LOAD_TIMEOUT
     ):
-        w.load_model(name)
+        w.models.load_model(name)
     assert w.controller.model_ready == (expect == "ready")
 
 
@@ -165,7 +165,7 @@ def test_stop_mid_answer_keeps_the_partial_answer(qtbot: QtBot, make_window: Cal
 def test_escape_stops_real_engine(qtbot: QtBot, make_window: Callable[..., MainWindow], starter_model: Path) -> None:
     w = make_window()
     shutil.copy(starter_model, w.library.models_dir / "gemma.gguf")
-    w.reload_models()
+    w.models.reload_models()
     load(qtbot, w, "gemma.gguf")
     set_max_tokens(w, 2000)
     w.composer.editor.setPlainText("Write a long story.")
@@ -219,10 +219,10 @@ def test_search_jumps_to_the_message(qtbot: QtBot, make_window: Callable[..., Ma
     load(qtbot, w)
     set_max_tokens(w, 4)
     send(qtbot, w, "apples and pears")
-    w.new_chat()
+    w.chats.new_chat()
     send(qtbot, w, "zebras in the savanna")
     target = w.controller.conversation_id
-    w.new_chat()
+    w.chats.new_chat()
     send(qtbot, w, "something else entirely")
     with qtbot.waitSignal(w.conversations.search_changed, timeout=5000):
         qtbot.keyClicks(w.conversations.search, "zebra")
@@ -239,13 +239,13 @@ def test_switch_chat_while_generating(qtbot: QtBot, make_window: Callable[..., M
     load(qtbot, w)
     set_max_tokens(w, 100_000)
     other = w.store.create_conversation("Other chat")
-    w.new_chat()
+    w.chats.new_chat()
     w.composer.editor.setPlainText("long answer please")
     with qtbot.waitSignal(w.controller.streamed, timeout=ANSWER_TIMEOUT):
         qtbot.keyClick(w.composer.editor, Qt.Key.Key_Return)
     busy = w.controller.conversation_id
     with qtbot.waitSignal(w.controller.generating_changed, timeout=ANSWER_TIMEOUT):
-        w._open_conversation(other.id)
+        w.chats.open_conversation(other.id)
     assert w.controller.conversation_id == other.id
     partial = w.store.thread(busy)[-1]
     assert partial.role == "assistant" and partial.complete and partial.metrics["stop_reason"] == "cancelled"
@@ -260,10 +260,10 @@ def test_parameters_are_saved_per_conversation(qtbot: QtBot, make_window: Callab
     w.side.params.temperature.setValue(0.25)
     w.side.params.system_prompt.setPlainText("Be terse.")
     assert w.store.conversation(a).params["temperature"] == 0.25
-    w.new_chat()
+    w.chats.new_chat()
     assert w.side.params.temperature.value() == pytest.approx(0.7)
     send(qtbot, w, "two")
-    w._open_conversation(a)
+    w.chats.open_conversation(a)
     assert w.side.params.temperature.value() == pytest.approx(0.25)
     assert w.side.params.system_prompt.toPlainText() == "Be terse."
 
@@ -271,16 +271,16 @@ def test_parameters_are_saved_per_conversation(qtbot: QtBot, make_window: Callab
 def test_load_errors_unload_and_context_overflow(qtbot: QtBot, make_window: Callable[..., MainWindow]) -> None:
     w = make_window()
     (w.library.models_dir / "broken.gguf").write_bytes(b"GGUF" + b"\xff" * 64)
-    w.reload_models()
+    w.models.reload_models()
     with qtbot.waitSignal(w.models_listed, timeout=LOAD_TIMEOUT):
         pass
-    w.load_model("broken.gguf")  # refused before it reaches the engine (issue 16, item 4)
+    w.models.load_model("broken.gguf")  # refused before it reaches the engine (issue 16, item 4)
     qtbot.waitUntil(lambda: "broken.gguf" in w.banner.text(), timeout=LOAD_TIMEOUT)
     assert w.banner.isVisible()
     assert not w.controller.model_ready and w.model_status.text() == "No model loaded"
     load(qtbot, w)
     with qtbot.waitSignal(w.model_state_changed, timeout=LOAD_TIMEOUT):
-        w.unload_model()
+        w.models.unload_model()
     assert not w.controller.model_ready
     w.side.params.context.setValue(256)
     load(qtbot, w)
@@ -315,14 +315,14 @@ def test_rename_delete_and_export(qtbot: QtBot, make_window: Callable[..., MainW
     load(qtbot, w)
     set_max_tokens(w, 4)
     send(qtbot, w, "export this")
-    w.rename_current("Renamed chat")
+    w.chats.rename_current("Renamed chat")
     assert w.conversations.list.item(0).text() == "Renamed chat"
-    w.export(tmp_path / "chat.md", "md")
-    w.export(tmp_path / "chat.json", "json")
+    w.chats.export(tmp_path / "chat.md", "md")
+    w.chats.export(tmp_path / "chat.json", "json")
     assert (tmp_path / "chat.md").read_text().startswith("# Renamed chat")
     data = json.loads((tmp_path / "chat.json").read_text())
     assert data["messages"][0]["content"] == "export this" and data["messages"][1]["metrics"]
-    w.delete_current(confirmed=True)
+    w.chats.delete_current(confirmed=True)
     assert w.conversations.list.count() == 0 and w.store.conversations() == []
 
 
@@ -389,14 +389,14 @@ def test_delete_chat_or_load_model_while_generating(qtbot: QtBot, make_window: C
     busy = w.controller.conversation_id
     # loading a model while generating: the answer stops (and is kept), then the model loads
     with qtbot.waitSignal(w.model_state_changed, check_params_cb=lambda s: s == "ready", timeout=ANSWER_TIMEOUT):
-        w.load_model("tiny.gguf")
+        w.models.load_model("tiny.gguf")
     assert w.store.thread(busy)[-1].metrics["stop_reason"] == "cancelled"
     w.composer.editor.setPlainText("again")
     with qtbot.waitSignal(w.controller.streamed, timeout=ANSWER_TIMEOUT):
         qtbot.keyClick(w.composer.editor, Qt.Key.Key_Return)
     # deleting the chat that is generating: stop first, then delete
     with qtbot.waitSignal(w.controller.generating_changed, timeout=ANSWER_TIMEOUT):
-        w.delete_current(confirmed=True)
+        w.chats.delete_current(confirmed=True)
     assert w.store.conversations() == [] and w.controller.conversation_id is None
 
 
@@ -408,7 +408,7 @@ def test_change_models_folder(
     (other / "org/repo").mkdir(parents=True)
     shutil.copy(tiny_model, other / "org/repo/moved.gguf")
     with qtbot.waitSignal(w.models_listed, timeout=LOAD_TIMEOUT):  # listed off the GUI thread
-        w.change_models_folder(other)
+        w.models.change_models_folder(other)
     assert w.model_picker.findData("org/repo/moved.gguf") >= 0
     assert w.model_picker.findData("tiny.gguf") < 0
     assert w.settings_file.load().models_dir == str(other)

@@ -56,10 +56,10 @@ def test_thinking_is_exported(qtbot: QtBot, make_window: Callable[..., MainWindo
     w = make_window(lambda _ref: FakeBackend(script=SCRIPT))
     load(qtbot, w, "tiny.gguf")
     send(qtbot, w, "hi")
-    w.export(tmp_path / "chat.md", "md")
+    w.chats.export(tmp_path / "chat.md", "md")
     md = (tmp_path / "chat.md").read_text(encoding="utf-8")
     assert "> **Thinking**" in md and "> The user greets me. Be brief." in md and "Hello **there**!" in md
-    w.export(tmp_path / "chat.json", "json")
+    w.chats.export(tmp_path / "chat.json", "json")
     data = json.loads((tmp_path / "chat.json").read_text(encoding="utf-8"))
     answer = data["messages"][-1]
     assert answer["thinking"] == "The user greets me. Be brief." and answer["content"] == "Hello **there**!"
@@ -106,7 +106,7 @@ def test_the_per_chat_thinking_switch(qtbot: QtBot, make_window: Callable[..., M
     think = w.side.params.think
     load(qtbot, w, "tiny.gguf")
     assert not think.isEnabled() and w.side.params.params().thinking is None  # ChatML has no switch
-    w.reload_models()
+    w.models.reload_models()
     load(qtbot, w, "switch.gguf")
     assert think.isEnabled() and w.side.params.params().thinking is True
     think.setChecked(False)
@@ -114,5 +114,5 @@ def test_the_per_chat_thinking_switch(qtbot: QtBot, make_window: Callable[..., M
     send(qtbot, w, "no thinking please")
     conv = w.store.conversation(w.controller.conversation_id)
     assert conv.params["thinking"] is False  # saved with the chat
-    w._open_conversation(conv.id)
+    w.chats.open_conversation(conv.id)
     assert think.isChecked() is False

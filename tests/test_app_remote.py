@@ -48,8 +48,8 @@ def test_add_test_and_use_a_connection(
     qtbot: QtBot, make_window: Callable[..., MainWindow], lab_server: ApiServer
 ) -> None:
     w = make_window()
-    w.open_connections()
-    d = w._connections_dialog
+    w.models.open_connections()
+    d = w.models.connections_dialog
     d.name.setText("lab")
     d.url.setText(lab_server.url)
     d.key.setText("wrong-key")
@@ -82,7 +82,7 @@ def test_chat_with_a_remote_model_has_the_same_metrics(
 ) -> None:
     w = make_window()
     w.connections.save(Connection("lab", lab_server.url, "lab-model"), api_key="lab-key")
-    w.reload_models()
+    w.models.reload_models()
     load(qtbot, w, remote_model_name("lab", "lab-model"))
     set_max_tokens(w, 12)
     w.side.params.temperature.setValue(0)
@@ -107,11 +107,11 @@ def test_remote_errors_show_in_the_banner(
     w = make_window()
     w.connections.save(Connection("lab", lab_server.url, "no-such-model"), api_key="lab-key")
     # checked before the engine is asked to load (issue 16, items 2 and 3): refused with no state change
-    w.load_model(remote_model_name("lab", "no-such-model"))
+    w.models.load_model(remote_model_name("lab", "no-such-model"))
     qtbot.waitUntil(lambda: "does not serve a model called 'no-such-model'" in w.banner.text(), timeout=10_000)
     assert "lab-model" in w.banner.text() and not w.controller.model_ready
     w.connections.save(Connection("lab", lab_server.url, "lab-model"), api_key="bad")
-    w.load_model(remote_model_name("lab", "lab-model"))
+    w.models.load_model(remote_model_name("lab", "lab-model"))
     qtbot.waitUntil(lambda: "refused the API key" in w.banner.text(), timeout=10_000)
 
 
@@ -291,8 +291,8 @@ def test_plain_http_to_another_machine_is_warned_about(qtbot: QtBot, make_window
                  "http://localhost:8000/v1", "not a url"):  # fmt: skip
         assert not crosses_network_in_clear(safe), safe
     w = make_window()
-    w.open_connections()
-    d = w._connections_dialog
+    w.models.open_connections()
+    d = w.models.connections_dialog
     d.url.setText("http://127.0.0.1:8000/v1")
     assert d.clear_warning.isHidden()
     d.url.setText("http://192.168.1.20:8000/v1")

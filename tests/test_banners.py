@@ -33,7 +33,7 @@ def test_a_damaged_models_error_ends_when_a_model_loads(
 ) -> None:
     (paths.default_models_dir / "broken.gguf").write_bytes(b"GGUF" + bytes(range(256)) * 8)
     w = make_window()
-    w.load_model("broken.gguf")
+    w.models.load_model("broken.gguf")
     qtbot.waitUntil(lambda: w.banner.isVisible() and "broken.gguf" in w.banner.text(), timeout=LOAD_TIMEOUT)
     load(qtbot, w)
     assert not w.banner.isVisible()
@@ -81,5 +81,5 @@ def test_a_broken_connection_ends_when_another_chat_is_opened(
     with FakeOpenAI() as fake:
         w = make_window()
         _cut_answer(qtbot, w, fake)
-        w.new_chat()
+        w.chats.new_chat()
         assert not w.banner.isVisible()

@@ -168,8 +168,8 @@ def test_a_waiting_measurement_is_dropped_at_once_when_cancelled(
 def test_the_window_benchmark_runs_as_an_exclusive_job(qtbot: QtBot, make_window: Callable[..., MainWindow]) -> None:
     w = make_window(lambda _ref: FakeBackend(n_tokens=3))
     load(qtbot, w, "tiny.gguf")  # a chat model is loaded (the fake one)
-    w.open_benchmark()
-    dialog = w._benchmark
+    w.models.open_benchmark()
+    dialog = w.models.benchmark
     try:
         run_bench(qtbot, dialog, {"tiny.gguf"}, "8", 2)
         assert dialog.status.text() == "Done.", dialog.status.text()

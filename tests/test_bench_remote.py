@@ -189,20 +189,20 @@ def test_esc_stops_a_run_and_one_benchmark_window_runs_at_a_time(
     server.stream(ANSWER, pauses={0: 60})  # a server busy on the prompt for a minute
     ConnectionStore(paths.connections_file).save(Connection("lab", server.base_url, MODEL, models=(MODEL,)))
     w = make_window()
-    w.open_benchmark()
-    lab = w._benchmark
+    w.models.open_benchmark()
+    lab = w.models.benchmark
     items = [lab.models.item(i) for i in range(lab.models.count())]
     next(it for it in items if it.data(Qt.ItemDataRole.UserRole) == f"remote:lab/{MODEL}").setCheckState(
         Qt.CheckState.Checked
     )
     lab.start()
     wait_for_request(server)
-    w.open_benchmark()  # while it runs: the same window, brought to the front
-    assert w._benchmark is lab and lab.running
+    w.models.open_benchmark()  # while it runs: the same window, brought to the front
+    assert w.models.benchmark is lab and lab.running
     lab.activateWindow()  # Esc goes to the window the user is in (in the main window it stops the chat)
     qtbot.waitUntil(lambda: QApplication.activeWindow() is lab, timeout=5000)
     with qtbot.waitSignal(lab.run_finished, timeout=10_000):
         qtbot.keyClick(lab, Qt.Key.Key_Escape)  # hides it: the run stops too
     assert not lab.isVisible() and lab.status.text().startswith("Cancelled")
-    w.open_benchmark()  # nothing running: a fresh window
-    assert w._benchmark is not lab
+    w.models.open_benchmark()  # nothing running: a fresh window
+    assert w.models.benchmark is not lab

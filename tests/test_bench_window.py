@@ -29,8 +29,8 @@ def cut_headers(dialog: object) -> list[str]:
 def test_benchmark_window_before_and_after_its_first_run(qtbot: QtBot, make_window: Callable[..., MainWindow]) -> None:
     w = make_window(lambda _ref: FakeBackend(n_tokens=3))
     load(qtbot, w, "tiny.gguf")
-    w.open_benchmark()
-    dialog = w._benchmark
+    w.models.open_benchmark()
+    dialog = w.models.benchmark
     try:
         qtbot.waitExposed(dialog)
         # before a run: the empty state stands where the charts will be, the headers are whole

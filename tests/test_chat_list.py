@@ -52,7 +52,7 @@ def _two_chats(w: MainWindow) -> tuple[int, int]:
         conv = w.store.create_conversation(title)
         w.store.add_message(conv.id, "user", f"question in {title}")
         ids.append(conv.id)
-    w.reload_conversations()
+    w.chats.reload_conversations()
     return ids[0], ids[1]
 
 
@@ -83,7 +83,7 @@ def _selected_ids(w: MainWindow) -> list[int]:
 
 
 def _menu_action(w: MainWindow, text: str) -> None:
-    menu = w._chat_menu
+    menu = w.chats.chat_menu
     assert menu is not None and menu.isVisible()
     action = next(a for a in menu.actions() if a.text() == text)
     action.trigger()
@@ -99,7 +99,7 @@ def test_the_context_menu_acts_on_the_chat_clicked(qtbot: QtBot, make_window: Ca
     _right_click(qtbot, w, b)
     assert w.controller.conversation_id == a and _selected_ids(w) == [a]  # the open chat stays selected
     _menu_action(w, "Rename…")
-    dialog = w._chat_question
+    dialog = w.chats.chat_question
     assert isinstance(dialog, QInputDialog) and dialog.isVisible()
     assert dialog.textValue() == "Chat B"
     dialog.setTextValue("Chat B renamed")
@@ -108,7 +108,7 @@ def test_the_context_menu_acts_on_the_chat_clicked(qtbot: QtBot, make_window: Ca
 
     _right_click(qtbot, w, b)
     _menu_action(w, "Delete…")
-    box = w._chat_question
+    box = w.chats.chat_question
     assert isinstance(box, QMessageBox) and box.isVisible()
     assert "Chat B renamed" in box.text() and "Chat A" not in box.text()
     next(button for button in box.buttons() if button.text() == "Delete").click()
@@ -133,7 +133,7 @@ def test_keyboard_actions_act_on_the_selected_chat_which_is_the_open_one(
     assert "question in Chat A" in w.transcript.plain_text()
 
     qtbot.keyClick(w.conversations.list, Qt.Key.Key_F2)
-    dialog = w._chat_question
+    dialog = w.chats.chat_question
     assert isinstance(dialog, QInputDialog) and dialog.textValue() == "Chat A"
     dialog.reject()
 
@@ -144,7 +144,7 @@ def test_keyboard_actions_act_on_the_selected_chat_which_is_the_open_one(
         Qt.Key.Key_Backspace,
         Qt.KeyboardModifier.ControlModifier | Qt.KeyboardModifier.ShiftModifier,
     )
-    box = w._chat_question
+    box = w.chats.chat_question
     assert isinstance(box, QMessageBox) and "Chat B" in box.text()
     box.reject()  # Cancel: nothing is deleted
     assert len(w.store.conversations()) == 2
@@ -154,13 +154,13 @@ def test_tabbing_into_the_list_opens_nothing(qtbot: QtBot, make_window: Callable
     """Focus alone (Qt makes the first row current) neither opens a chat nor makes it the one F2 renames."""
     w = make_window()
     _two_chats(w)
-    w.new_chat()
+    w.chats.new_chat()
     w.activateWindow()
     qtbot.waitUntil(lambda: QApplication.activeWindow() is w, timeout=5000)
     w.conversations.list.setFocus(Qt.FocusReason.TabFocusReason)
     assert w.controller.conversation_id is None and _selected_ids(w) == []
-    w.rename_current()
-    assert getattr(w, "_chat_question", None) is None
+    w.chats.rename_current()
+    assert w.chats.chat_question is None
 
 
 def test_a_right_click_outside_any_chat_offers_nothing(qtbot: QtBot, make_window: Callable[..., MainWindow]) -> None:
@@ -172,7 +172,7 @@ def test_a_right_click_outside_any_chat_offers_nothing(qtbot: QtBot, make_window
     QApplication.sendEvent(
         lst.viewport(), QContextMenuEvent(QContextMenuEvent.Reason.Mouse, below, lst.viewport().mapToGlobal(below))
     )
-    assert getattr(w, "_chat_menu", None) is None
+    assert w.chats.chat_menu is None
 
 
 def test_long_titles_elide_on_one_line(qtbot: QtBot, make_window: Callable[..., MainWindow]) -> None:
@@ -182,7 +182,7 @@ def test_long_titles_elide_on_one_line(qtbot: QtBot, make_window: Callable[..., 
     long_title = "Explain the difference between supercalifragilistic and antidisestablishmentarianism"
     for title in ("Short", long_title):
         w.store.create_conversation(title)
-    w.reload_conversations()
+    w.chats.reload_conversations()
     lst = w.conversations.list
     long_row = next(i for i in range(lst.count()) if lst.item(i).text() == long_title)
     short_row = next(i for i in range(lst.count()) if lst.item(i).text() == "Short")
@@ -207,9 +207,9 @@ def test_export_proposes_the_title_in_documents_and_says_where_it_saved(
     load(qtbot, w)
     set_max_tokens(w, 4)
     send(qtbot, w, "export this")
-    w.rename_current("Plans: 2025/26 <draft>")
-    w.export_dialog("md")
-    dialog = w._export_dialog
+    w.chats.rename_current("Plans: 2025/26 <draft>")
+    w.chats.export_dialog("md")
+    dialog = w.chats.export_dialog_open
     assert isinstance(dialog, QFileDialog) and dialog.isVisible()
     proposed = Path(dialog.selectedFiles()[0])
     assert proposed.parent == home / "Documents"

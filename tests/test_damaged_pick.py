@@ -40,7 +40,7 @@ def test_picking_a_damaged_model_keeps_the_loaded_one(qtbot: QtBot, make_window:
     load(qtbot, w)
     damaged_copy(w.library.models_dir / "tiny.gguf", w.library.models_dir / "damaged.gguf")
     with qtbot.waitSignal(w.models_listed, timeout=10_000):
-        w.reload_models()
+        w.models.reload_models()
     states: list[str] = []
     w.model_state_changed.connect(states.append)
     index = w.model_picker.findData("damaged.gguf")

@@ -113,7 +113,7 @@ def test_line_breaks_leave_lists_tables_headings_and_code_as_they_were(
     conv = w.store.create_conversation("shapes")
     q = w.store.add_message(conv.id, "user", "shapes")
     w.store.add_message(conv.id, "assistant", answer, parent_id=q.id)
-    w._open_conversation(conv.id)
+    w.chats.open_conversation(conv.id)
     t = w.transcript
     doc = t.document()
     text = t.plain_text()

@@ -48,7 +48,7 @@ def test_the_keyboard_focus_is_a_ring_with_contrast_on_every_kind_of_control(
     try:
         w.set_theme(theme)
         cid = seed_long_chat(w.store, 4)
-        w._open_conversation(cid)
+        w.chats.open_conversation(cid)
         _activate(qtbot, w)
         controls: dict[str, QWidget] = {
             "push button": w.composer.button,
@@ -80,7 +80,7 @@ def test_tab_into_a_long_chat_starts_at_the_newest_message_and_the_message_box_i
 ) -> None:
     w = make_window()
     cid = seed_long_chat(w.store, 60)
-    w._open_conversation(cid)
+    w.chats.open_conversation(cid)
     w.transcript.finish_rendering()
     _activate(qtbot, w)
     t = w.transcript
@@ -132,8 +132,8 @@ def test_message_boxes_follow_the_dark_theme_over_the_platform_themes_palettes(
 ) -> None:
     w = make_window()
     cid = seed_long_chat(w.store, 2)
-    w.reload_conversations()
-    w._open_conversation(cid)
+    w.chats.reload_conversations()
+    w.chats.open_conversation(cid)
     app = QApplication.instance()
     try:
         w.set_theme("dark")
@@ -145,9 +145,9 @@ def test_message_boxes_follow_the_dark_theme_over_the_platform_themes_palettes(
         app.styleHints().colorSchemeChanged.emit(Qt.ColorScheme.Dark)
         qtbot.waitUntil(lambda: QApplication.palette("QMessageBoxLabel").color(QPalette.ColorRole.WindowText).name()
                         == DARK.text)  # fmt: skip
-        for open_box in (w.delete_current, w.rename_current):
+        for open_box in (w.chats.delete_current, w.chats.rename_current):
             open_box()  # (the chat's questions open without blocking; the window keeps the one open)
-            box = w._chat_question
+            box = w.chats.chat_question
             assert box is not None and box.isVisible()
             found = _colours_of(box)
             box.reject()

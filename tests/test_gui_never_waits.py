@@ -288,8 +288,8 @@ def test_the_gear_dialog_opens_while_nvidia_smi_hangs(
     qtbot.waitUntil(lambda: w.model_picker.findData("tiny.gguf") >= 0, timeout=WAIT_MS)
     w.model_picker.setCurrentIndex(w.model_picker.findData("tiny.gguf"))
     with qtbot.waitSignal(w.load_settings_opened, timeout=WAIT_MS):
-        assert timed(w.open_load_settings) < PROMPT_S
-    dialog = w._load_settings
+        assert timed(w.models.open_load_settings) < PROMPT_S
+    dialog = w.models.load_settings
     assert hung_nvidia_smi.wait(10)
     assert "checking the GPU" in dialog.estimate.text()
     heartbeat.keeps_beating(qtbot)  # the window keeps running while nvidia-smi does not answer
@@ -314,7 +314,7 @@ def test_loading_with_auto_gpu_layers_does_not_wait_for_nvidia_smi(
     w.model_settings.save(
         "tiny.gguf", ModelLoadSettings(n_ctx=512, threads=1, threads_batch=1, gpu_layers=AUTO_GPU_LAYERS, n_batch=256)
     )
-    assert timed(lambda: w.load_model("tiny.gguf")) < PROMPT_S
+    assert timed(lambda: w.models.load_model("tiny.gguf")) < PROMPT_S
     assert hung_nvidia_smi.wait(10)
     heartbeat.keeps_beating(qtbot)
     with qtbot.waitSignal(w.model_state_changed, check_params_cb=lambda s: s == "ready", timeout=LOAD_TIMEOUT):
@@ -346,7 +346,7 @@ def test_the_installed_tab_lists_models_before_their_headers_are_read(
     w = make_window()
     monkeypatch.setattr(library_module, "inspect_gguf", slow_inspect)
     made: list[object] = []
-    assert timed(lambda: made.append(w.model_manager())) < PROMPT_S  # it used to read every header first
+    assert timed(lambda: made.append(w.models.model_manager())) < PROMPT_S  # it used to read every header first
     mm = made[0]
     qtbot.waitUntil(lambda: mm.select_installed("tiny.gguf"), timeout=WAIT_MS)  # listed, header unread
     assert reading.wait(10)
@@ -380,7 +380,7 @@ def test_the_picker_is_listed_off_the_gui_thread(
         return real_entries(self)
 
     monkeypatch.setattr(ModelLibrary, "entries", slow_entries)
-    assert timed(w.reload_models) < PROMPT_S
+    assert timed(w.models.reload_models) < PROMPT_S
     assert listing.wait(10)
     heartbeat.keeps_beating(qtbot)
     assert w.model_picker.findData("second.gguf") < 0  # not known yet
@@ -406,7 +406,7 @@ class SlowHub:
 
 def test_a_fast_double_search_shows_the_last_search(qtbot: QtBot, make_window: Callable[..., MainWindow]) -> None:
     w = make_window()
-    mm = w.model_manager()
+    mm = w.models.model_manager()
     gates = {"first": threading.Event(), "second": threading.Event()}
     mm.hub_factory = lambda: SlowHub(gates)
     try:
@@ -437,7 +437,7 @@ def test_a_search_does_not_wait_for_the_keychain(
     """The Hub client reads the token from the keychain: it is made on the task's thread."""
     monkeypatch.setenv("EMBER_HF_ENDPOINT", "http://127.0.0.1:9")  # no Hub: the search fails at once
     w = make_window()
-    mm = w.model_manager()
+    mm = w.models.model_manager()
     mm.search_box.setText("tiny")
     assert timed(mm.search) < PROMPT_S
     assert hung_keychain.entered.wait(10)
@@ -476,8 +476,8 @@ def test_selecting_and_testing_a_connection_does_not_wait_for_the_keychain(
     w.connections.save(Connection("lab", "http://127.0.0.1:9/v1", "m"), api_key="k")
     hung_keychain.release.clear()
     hung_keychain.entered.clear()
-    w.open_connections()
-    d = w._connections_dialog
+    w.models.open_connections()
+    d = w.models.connections_dialog
     assert timed(lambda: d.list.setCurrentRow(0)) < PROMPT_S  # is a key stored? asked off the GUI thread
     assert hung_keychain.entered.wait(10)
     assert "checking" in d.key.placeholderText()
@@ -515,8 +515,8 @@ def test_closing_while_a_connection_test_hangs_returns_at_once(
 
     monkeypatch.setattr(openai_wire, "get_json", get_json)
     w = make_window()
-    w.open_connections()
-    d = w._connections_dialog
+    w.models.open_connections()
+    d = w.models.connections_dialog
     d.name.setText("silent")
     d.url.setText(silent_server)
     d.timeout.setValue(30)  # the test would wait this long for the server

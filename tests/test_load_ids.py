@@ -170,7 +170,7 @@ def test_picking_b_while_a_loads_ends_with_b(
     try:
         (w.library.models_dir / "other.gguf").write_bytes((w.library.models_dir / "tiny.gguf").read_bytes())
         with qtbot.waitSignal(w.models_listed, timeout=LOAD_TIMEOUT):  # listed off the GUI thread
-            w.reload_models()
+            w.models.reload_models()
         pick(w, "tiny.gguf")
         # A is loading (the window works out what to load off the GUI thread: wait with its event loop running)
         qtbot.waitUntil(backend.entered("tiny.gguf").is_set, timeout=LOAD_TIMEOUT)
@@ -196,7 +196,7 @@ def test_cancel_then_pick_loads_the_new_pick_only(qtbot: QtBot, make_window: Cal
     try:
         (w.library.models_dir / "other.gguf").write_bytes((w.library.models_dir / "tiny.gguf").read_bytes())
         with qtbot.waitSignal(w.models_listed, timeout=LOAD_TIMEOUT):
-            w.reload_models()
+            w.models.reload_models()
         pick(w, "tiny.gguf")
         qtbot.waitUntil(backend.entered("tiny.gguf").is_set, timeout=LOAD_TIMEOUT)
         a_load = w.bridge.load_id

@@ -82,8 +82,8 @@ def test_a_model_loads_with_its_own_settings(qtbot: QtBot, make_window: Callable
     w = make_window()
     w.model_picker.setCurrentIndex(w.model_picker.findData("tiny.gguf"))
     with qtbot.waitSignal(w.load_settings_opened, timeout=LOAD_TIMEOUT):  # once the header is read
-        w.open_load_settings()
-    dialog = w._load_settings
+        w.models.open_load_settings()
+    dialog = w.models.load_settings
     dialog.n_ctx.setValue(512)
     dialog.threads.setValue(1)
     with qtbot.waitSignal(w.model_state_changed, check_params_cb=lambda s: s == "ready", timeout=LOAD_TIMEOUT):
@@ -92,9 +92,9 @@ def test_a_model_loads_with_its_own_settings(qtbot: QtBot, make_window: Callable
     w.close()
     again = make_window()  # saved per model: the next start loads it the same way
     with qtbot.waitSignal(again.model_state_changed, check_params_cb=lambda s: s == "ready", timeout=LOAD_TIMEOUT):
-        again.load_model("tiny.gguf")
+        again.models.load_model("tiny.gguf")
     assert again.model.n_ctx == 512 and again.model.threads == 1
-    again.open_load_settings("remote:lab/x")
+    again.models.open_load_settings("remote:lab/x")
     assert "Choose a model on this computer" in again.banner.text()
 
 
@@ -126,7 +126,7 @@ def test_the_panel_warns_past_the_trained_context_and_about_gpu_layers_without_g
     w.model_picker.setCurrentIndex(w.model_picker.findData("tiny.gguf"))
     w.settings = w.settings.with_changes(gpu_layers=-1)
     with qtbot.waitSignal(w.load_settings_opened, timeout=LOAD_TIMEOUT):
-        w.open_load_settings()
-    shown = w._load_settings
+        w.models.open_load_settings()
+    shown = w.models.load_settings
     assert shown.n_ctx.value() > 2048 and shown.ctx_warning.isVisible()
     assert shown.gpu_note.isVisible() == (not gpu_offload_supported())

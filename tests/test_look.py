@@ -77,7 +77,7 @@ def test_theme_switch_changes_palette_and_rerenders(qtbot: QtBot, make_window: C
     w = make_window()
     store = w.store
     cid = seed_long_chat(store, 4)
-    w._open_conversation(cid)
+    w.chats.open_conversation(cid)
     w.set_theme("dark")
     assert QGuiApplication.palette().base().color().name() == DARK.base
     assert w.transcript.shown_ids() == [m.id for m in store.thread(cid)]
@@ -123,7 +123,7 @@ def test_markdown_answer_renders_code_cards_tables_and_links(
     conv = w.store.create_conversation("rich")
     q = w.store.add_message(conv.id, "user", "show me")
     a = w.store.add_message(conv.id, "assistant", RICH_ANSWER, parent_id=q.id)
-    w._open_conversation(conv.id)
+    w.chats.open_conversation(conv.id)
     t = w.transcript
     text = t.plain_text()
     assert "def add" in text and "Python" in text and "a quoted line" in text and "**" not in text
@@ -173,7 +173,7 @@ def test_send_and_regenerate_rewrite_only_the_end(qtbot: QtBot, make_window: Cal
     w = make_window(lambda _ref: FakeBackend(n_tokens=30))
     load(qtbot, w, "tiny.gguf")
     cid = seed_long_chat(w.store, 20)
-    w._open_conversation(cid)
+    w.chats.open_conversation(cid)
     t = w.transcript
     t.finish_rendering()
     first_cursor = t._shown[0].start
@@ -198,7 +198,7 @@ def test_a_long_chat_opens_lazily_and_fills_in_above(qtbot: QtBot, make_window: 
     w = make_window()
     cid = seed_long_chat(w.store, 500)
     t = w.transcript
-    w._open_conversation(cid)
+    w.chats.open_conversation(cid)
     ids = [m.id for m in w.store.thread(cid)]
     assert 0 < len(t.shown_ids()) < 100 and t.shown_ids() == ids[-len(t.shown_ids()) :]  # the newest first
     assert t.backfilling
@@ -209,7 +209,7 @@ def test_a_long_chat_opens_lazily_and_fills_in_above(qtbot: QtBot, make_window: 
     assert bar.value() >= bar.maximum() - 4  # still at the newest message after everything above arrived
     assert t.plain_text().index("Question 0:") < t.plain_text().index("Question 249:")
     # a search hit far up jumps there (finishing the rendering first if needed)
-    w._open_conversation(cid, jump_to=ids[3])
+    w.chats.open_conversation(cid, jump_to=ids[3])
     assert t.shown_ids() == ids
     # the message at the top of the view is the hit (its header; which digits the clock shows there
     # does not matter)
@@ -220,11 +220,11 @@ def test_switching_while_filling_in_starts_over_cleanly(qtbot: QtBot, make_windo
     w = make_window()
     a = seed_long_chat(w.store, 300, "first")
     b = seed_long_chat(w.store, 6, "second")
-    w.reload_conversations()
-    w._open_conversation(a)
+    w.chats.reload_conversations()
+    w.chats.open_conversation(a)
     assert w.conversations.current_id() == a  # the list shows which chat is open
     assert w.transcript.backfilling
-    w._open_conversation(b)
+    w.chats.open_conversation(b)
     assert not w.transcript.backfilling
     assert w.transcript.shown_ids() == [m.id for m in w.store.thread(b)]
     assert "Question 0" in w.transcript.plain_text() and "Question 100" not in w.transcript.plain_text()
@@ -233,7 +233,7 @@ def test_switching_while_filling_in_starts_over_cleanly(qtbot: QtBot, make_windo
 def test_cards_are_painted_behind_each_message(qtbot: QtBot, make_window: Callable[..., MainWindow]) -> None:
     w = make_window()
     cid = seed_long_chat(w.store, 4)
-    w._open_conversation(cid)
+    w.chats.open_conversation(cid)
     t = w.transcript
     t.verticalScrollBar().setValue(0)
     image = t.viewport().grab().toImage()

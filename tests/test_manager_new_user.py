@@ -42,7 +42,7 @@ def listed(qtbot: QtBot, mm: object) -> None:
 def test_import_asks_in_words_names_the_model_and_notices_duplicates(
     qtbot: QtBot, window: MainWindow, tiny_model: Path, tmp_path: Path
 ) -> None:
-    mm = window.model_manager()
+    mm = window.models.model_manager()
     mm.show()
     # not a GGUF file: said in the banner, in words, and no question is asked
     notes = tmp_path / "notes.gguf"
@@ -87,7 +87,7 @@ def test_import_asks_in_words_names_the_model_and_notices_duplicates(
 def test_discover_offline_says_so_with_retry_and_filters_the_catalog(
     qtbot: QtBot, window: MainWindow, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    mm = window.model_manager()
+    mm = window.models.model_manager()
     mm.show()
     everything = mm.catalog_shown()
     qwen = [e.repo for e in catalog() if "qwen" in f"{e.name} {e.repo}".lower()]
@@ -117,7 +117,7 @@ def test_discover_offline_says_so_with_retry_and_filters_the_catalog(
 
 
 def test_download_button_waits_for_a_file_and_downloads_start_empty(qtbot: QtBot, window: MainWindow) -> None:
-    mm = window.model_manager()
+    mm = window.models.model_manager()
     mm.show()
     mm.tabs.setCurrentIndex(2)
     assert mm.no_downloads.isVisible() and "No downloads yet" in mm.no_downloads.text()
@@ -144,7 +144,7 @@ def test_download_button_waits_for_a_file_and_downloads_start_empty(qtbot: QtBot
 
 
 def test_installed_counts_right_and_marks_the_loaded_model(qtbot: QtBot, window: MainWindow, tiny_model: Path) -> None:
-    mm = window.model_manager()
+    mm = window.models.model_manager()
     mm.show()
     listed(qtbot, mm)
     n = mm.installed.rowCount()
@@ -168,7 +168,7 @@ def test_installed_counts_right_and_marks_the_loaded_model(qtbot: QtBot, window:
 
 
 def test_catalog_about_text_is_not_cut_and_size_columns_say_what_they_measure(qtbot: QtBot, window: MainWindow) -> None:
-    mm = window.model_manager()
+    mm = window.models.model_manager()
     mm.resize(980, 620)
     mm.show()
     qtbot.waitExposed(mm)

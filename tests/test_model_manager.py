@@ -67,7 +67,7 @@ def wait_job(qtbot: QtBot, w: MainWindow, state: str) -> None:
 
 def test_search_choose_download_and_chat(qtbot: QtBot, window: MainWindow) -> None:
     w = window
-    mm = w.model_manager()
+    mm = w.models.model_manager()
     mm.show()
     assert mm.repos.rowCount() >= 10  # the curated catalog first
     mm.search_box.setText("tiny")
@@ -100,7 +100,7 @@ def test_search_choose_download_and_chat(qtbot: QtBot, window: MainWindow) -> No
 
 
 def test_mismatched_download_is_rejected_in_the_window(qtbot: QtBot, window: MainWindow, hub: FakeHub) -> None:
-    mm = window.model_manager()
+    mm = window.models.model_manager()
     open_files(qtbot, mm, "acme/tiny-GGUF")
     hub.faults.corrupt = True
     select_quant(mm, "Q4_K_M")
@@ -113,7 +113,7 @@ def test_mismatched_download_is_rejected_in_the_window(qtbot: QtBot, window: Mai
 
 @pytest.mark.slow
 def test_pause_resume_cancel(qtbot: QtBot, window: MainWindow, hub: FakeHub) -> None:
-    mm = window.model_manager()
+    mm = window.models.model_manager()
     open_files(qtbot, mm, "acme/big-GGUF")
     hub.faults.stall_s, hub.faults.stall_after = 1.0, 1_000_000
     select_quant(mm, "Q8_0")
@@ -149,7 +149,7 @@ def test_pause_resume_cancel(qtbot: QtBot, window: MainWindow, hub: FakeHub) -> 
 def test_import_token_and_offline(
     qtbot: QtBot, window: MainWindow, tiny_model: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    mm = window.model_manager()
+    mm = window.models.model_manager()
     with qtbot.waitSignal(mm.library_changed, timeout=TIMEOUT):
         mm.import_file(tiny_model)
     qtbot.waitUntil(lambda: mm.select_installed("imported/Tiny-Test-F32.gguf"), timeout=TIMEOUT)
@@ -187,7 +187,7 @@ def test_unfinished_download_comes_back_after_restart(
     paths = AppPaths(tmp_path / "data", tmp_path / "config")
     w = build_window(paths)
     qtbot.addWidget(w)
-    mm = w.model_manager()
+    mm = w.models.model_manager()
     open_files(qtbot, mm, "acme/big-GGUF")
     hub.faults.stall_s, hub.faults.stall_after = 1.0, 1_000_000
     select_quant(mm, "Q8_0")

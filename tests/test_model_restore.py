@@ -33,14 +33,14 @@ def test_a_loading_model_is_named_with_its_size(
     size = human_size((paths.default_models_dir / "tiny.gguf").stat().st_size).replace(" ", "\u00a0")
     try:
         with qtbot.waitSignal(w.model_state_changed, check_params_cb=lambda s: s == ModelState.LOADING):
-            w.load_model("tiny.gguf")  # as at start, or from the Model Manager: not a pick in the picker
+            w.models.load_model("tiny.gguf")  # as at start, or from the Model Manager: not a pick in the picker
         assert w.model_picker.currentData() == "tiny.gguf"
         assert w.model_status.text() == f"Loading tiny.gguf ({size})…"
         # no chat is open: the centre says what is loading, with its progress and a way to cancel
         panel = w.centre_stack.currentWidget()
         assert panel is w.loading_panel
         assert "tiny.gguf" in panel.title.text() and size in panel.title.text()
-        w._on_load_progress(0.4)
+        w.models.on_load_progress(0.4)
         assert panel.progress.value() == 40
         backend.release("tiny.gguf")
         qtbot.waitUntil(lambda: w.controller.model_ready, timeout=LOAD_TIMEOUT)
@@ -49,11 +49,11 @@ def test_a_loading_model_is_named_with_its_size(
         # with a chat open, the chat stays in view and the model bar names the model loading
         conv = w.store.create_conversation("a chat")
         w.store.add_message(conv.id, "user", "a question")
-        w.reload_conversations()
-        w._open_conversation(conv.id)
+        w.chats.reload_conversations()
+        w.chats.open_conversation(conv.id)
         backend.gate("tiny.gguf").clear()
         with qtbot.waitSignal(w.model_state_changed, check_params_cb=lambda s: s == ModelState.LOADING):
-            w.load_model("tiny.gguf")
+            w.models.load_model("tiny.gguf")
         assert w.centre_stack.currentWidget() is w.transcript and "tiny.gguf" in w.model_status.text()
         with qtbot.waitSignal(w.model_state_changed, check_params_cb=lambda s: s == ModelState.NONE):
             w.loading_panel.cancel.click()  # the panel's Cancel (hidden here) does what the bar's does
@@ -70,7 +70,7 @@ def test_the_next_start_loads_the_last_model(qtbot: QtBot, make_window: Callable
     with qtbot.waitSignal(
         w2.model_state_changed, check_params_cb=lambda s: s == ModelState.READY, timeout=LOAD_TIMEOUT
     ):
-        w2.restore_last_model(crashed=None)
+        w2.models.restore_last_model(crashed=None)
     assert w2.model_picker.currentData() == "tiny.gguf" and w2.controller.model_ready
 
 
@@ -79,8 +79,8 @@ def test_a_model_ember_crashed_with_is_not_loaded_again(qtbot: QtBot, make_windo
     load(qtbot, w)
     w.close()
     w2 = make_window()
-    w2.restore_last_model(crashed="tiny.gguf")
-    assert not w2.loading and w2.model is None
+    w2.models.restore_last_model(crashed="tiny.gguf")
+    assert not w2.models.loading and w2.model is None
     assert w2.banner.isVisible() and "tiny.gguf" in w2.banner.text() and "crash" in w2.banner.text()
     assert w2.settings_file.load().last_model == "tiny.gguf"  # picked again by hand, it loads as before
 
@@ -89,7 +89,7 @@ def test_unloading_forgets_the_last_model(qtbot: QtBot, make_window: Callable[..
     w = make_window()
     load(qtbot, w)
     with qtbot.waitSignal(w.model_state_changed, check_params_cb=lambda s: s == ModelState.NONE, timeout=LOAD_TIMEOUT):
-        w.unload_model()
+        w.models.unload_model()
     assert w.settings_file.load().last_model == ""
 
 

@@ -48,7 +48,7 @@ def hub(tmp_path: Path) -> Iterator[FakeHub]:
 
 
 def download(qtbot: QtBot, w: MainWindow, quant: str) -> str:
-    mm = w.model_manager()
+    mm = w.models.model_manager()
     open_files(qtbot, mm, REPO)
     select_quant(mm, quant)
     with qtbot.waitSignal(mm.library_changed, timeout=TIMEOUT):
@@ -65,8 +65,8 @@ def test_download_tune_chat_and_benchmark_a_reasoning_model(qtbot: QtBot, window
     qtbot.waitUntil(lambda: w.model_picker.findData(q4) >= 0, timeout=TIMEOUT)  # listed off the GUI thread
     w.model_picker.setCurrentIndex(w.model_picker.findData(q4))
     with qtbot.waitSignal(w.load_settings_opened, timeout=TIMEOUT):  # once the header is read
-        w.open_load_settings()
-    dialog = w._load_settings
+        w.models.open_load_settings()
+    dialog = w.models.load_settings
     dialog.gpu_layers.setValue(AUTO_GPU_LAYERS)
     dialog.threads.setValue(1)
     dialog.n_ctx.setValue(1024)
@@ -91,8 +91,8 @@ def test_download_tune_chat_and_benchmark_a_reasoning_model(qtbot: QtBot, window
     assert "hello world" not in text  # the thinking is folded once the answer starts
 
     # the benchmark lab on both downloads: a line each in both plots
-    w.open_benchmark()
-    lab = w._benchmark
+    w.models.open_benchmark()
+    lab = w.models.benchmark
     run_bench(qtbot, lab, {q4, q8}, "16,48", 4)
     assert lab.status.text() == "Done."
     for chart in (lab.prefill_chart, lab.decode_chart):

@@ -51,7 +51,7 @@ def test_a_remote_model_in_place_of_the_local_one_is_asked_about(
     load(qtbot, w)
     api_url = start_api_in_window(qtbot, w)
     w.connections.save(Connection("lab", lab.url, "lab-model"))
-    w.reload_models()
+    w.models.reload_models()
     qtbot.waitUntil(lambda: w.model_picker.findData(LAB) >= 0, timeout=10_000)
     states: list[str] = []
     w.model_state_changed.connect(states.append)
@@ -59,8 +59,8 @@ def test_a_remote_model_in_place_of_the_local_one_is_asked_about(
     # the pick asks first: what is unloaded and what the API server will serve
     w.model_picker.setCurrentIndex(w.model_picker.findData(LAB))
     w.model_picker.activated.emit(w.model_picker.currentIndex())
-    qtbot.waitUntil(lambda: getattr(w, "_remote_question", None) is not None, timeout=10_000)  # once checked
-    question: QMessageBox = w._remote_question
+    qtbot.waitUntil(lambda: w.models.remote_question is not None, timeout=10_000)  # once checked
+    question: QMessageBox = w.models.remote_question
     assert question.isVisible()
     said = question.text() + " " + question.informativeText()
     assert "lab-model" in said and "tiny.gguf will be unloaded" in said and api_url in said
@@ -72,10 +72,10 @@ def test_a_remote_model_in_place_of_the_local_one_is_asked_about(
     assert _served(api_url) == ["tiny.gguf"]
 
     # asked again, and this time the user says yes
-    w._remote_question = None
-    w.load_model(LAB)
-    qtbot.waitUntil(lambda: w._remote_question is not None, timeout=10_000)
-    question = w._remote_question
+    w.models.remote_question = None
+    w.models.load_model(LAB)
+    qtbot.waitUntil(lambda: w.models.remote_question is not None, timeout=10_000)
+    question = w.models.remote_question
     with qtbot.waitSignal(w.model_state_changed, check_params_cb=lambda s: s == "ready", timeout=LOAD_TIMEOUT):
         question.use_button.click()
     assert w.model is not None and w.model.is_remote and w.model_bar.badge.text() == "Remote · lab"
@@ -89,4 +89,4 @@ def test_no_question_without_a_local_model(
     w = make_window()
     w.connections.save(Connection("lab", lab.url, "lab-model"))
     load(qtbot, w, LAB)
-    assert w.model is not None and w.model.is_remote and getattr(w, "_remote_question", None) is None
+    assert w.model is not None and w.model.is_remote and w.models.remote_question is None

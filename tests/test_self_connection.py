@@ -45,8 +45,8 @@ def test_a_connection_to_this_embers_own_api_server_is_refused(
     url = start_api_in_window(qtbot, w)
     assert w.api.running
     # Test connection in Models ▸ Connections says so
-    w.open_connections()
-    d = w._connections_dialog
+    w.models.open_connections()
+    d = w.models.connections_dialog
     d.name.setText("myself")
     d.url.setText(url)
     with qtbot.waitSignal(d.tested, timeout=10_000):
@@ -57,12 +57,12 @@ def test_a_connection_to_this_embers_own_api_server_is_refused(
     w.connections.save(Connection("myself", url, "tiny.gguf"))
     states: list[str] = []
     w.model_state_changed.connect(states.append)
-    w.load_model(remote_model_name("myself", "tiny.gguf"))
+    w.models.load_model(remote_model_name("myself", "tiny.gguf"))
     qtbot.waitUntil(lambda: SELF in w.banner.text(), timeout=10_000)
     assert "myself" in w.banner.text() and "tiny.gguf is still loaded" in w.banner.text()
     assert states == [] and w.controller.model_ready and w.bridge.service.model_alias == "tiny.gguf"
     assert _health(url) == {"status": "ok", "model": "tiny.gguf", "running": 0, "queued": 0}
-    assert getattr(w, "_remote_question", None) is None  # refused before anything is asked
+    assert w.models.remote_question is None  # refused before anything is asked
     w.api.stop()  # closing the window would ask about the running server
 
 
@@ -75,7 +75,7 @@ def test_the_same_server_by_another_address_is_refused_by_its_server_id(
     url = start_api_in_window(qtbot, w).replace("127.0.0.1", "localhost")
     assert w.api.running
     w.connections.save(Connection("alias", url, "tiny.gguf"))
-    w.load_model(remote_model_name("alias", "tiny.gguf"))
+    w.models.load_model(remote_model_name("alias", "tiny.gguf"))
     qtbot.waitUntil(lambda: SELF in w.banner.text(), timeout=10_000)
     assert w.controller.model_ready and w.bridge.service.model_alias == "tiny.gguf"
     w.api.stop()

@@ -53,7 +53,7 @@ def window(qtbot: QtBot, tmp_path: Path, tiny_model: Path) -> Iterator[MainWindo
 
 def _load(qtbot: QtBot, w: MainWindow) -> None:
     with qtbot.waitSignal(w.model_state_changed, check_params_cb=lambda s: s == "ready", timeout=60_000):
-        w.load_model("tiny.gguf")
+        w.models.load_model("tiny.gguf")
 
 
 def _send(qtbot: QtBot, w: MainWindow, text: str) -> None:
@@ -122,13 +122,13 @@ def test_current_answer_starts_over_in_another_chat(qtbot: QtBot, window: MainWi
     _send(qtbot, window, "in chat A")
     first = window.controller.conversation_id
     assert panel.output.text() == "30" and panel.why.isVisible()
-    window.new_chat()
+    window.chats.new_chat()
     qtbot.waitUntil(lambda: window.controller.conversation_id is None)
     assert panel.output.text() == "—" and panel.ttft.text() == "—" and not panel.why.isVisible()
     assert "30" not in panel.context.text() and panel.chart.speed.count() == 0
     _send(qtbot, window, "in chat B")
     assert panel.output.text() == "30"
-    window._open_conversation(first)
+    window.chats.open_conversation(first)
     qtbot.waitUntil(lambda: window.controller.conversation_id == first)
     assert panel.output.text() == "—" and panel.decode.text() == "—"
     assert panel.session_ttft.text() != "—"  # the session's figures are the session's, kept

@@ -59,7 +59,7 @@ def window(qtbot: QtBot, tmp_path: Path, tiny_model: Path) -> Iterator[Callable[
 
 def _load_long_named(qtbot: QtBot, w: MainWindow) -> None:
     with qtbot.waitSignal(w.model_state_changed, check_params_cb=lambda s: s == "ready", timeout=60_000):
-        w.load_model("Qwen2.5-Coder-14B-Instruct-abliterated-Q4_K_M.gguf")
+        w.models.load_model("Qwen2.5-Coder-14B-Instruct-abliterated-Q4_K_M.gguf")
     assert "Q4_K_M" in w.model_bar.status.toolTip() and "49 GPU layers" in w.model_bar.badge.toolTip()
 
 
@@ -146,7 +146,7 @@ def test_at_the_default_size_the_model_bar_is_shown_whole(qtbot: QtBot, tmp_path
     w.show()
     try:
         with qtbot.waitSignal(w.model_state_changed, check_params_cb=lambda s: s == "ready", timeout=60_000):
-            w.load_model("gemma.gguf")
+            w.models.load_model("gemma.gguf")
         w.setMinimumSize(1280, 800)  # (the offscreen screen is smaller than a 1280x800 one)
         w.resize(1280, 800)
         qtbot.waitUntil(lambda: w.width() == 1280)

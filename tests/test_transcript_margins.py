@@ -23,7 +23,7 @@ def test_the_first_message_starts_near_the_top_and_the_column_is_centred(
     w = make_window()
     w.resize(width, 900)
     cid = seed_long_chat(w.store, 2)
-    w._open_conversation(cid)
+    w.chats.open_conversation(cid)
     t = w.transcript
     qtbot.waitUntil(lambda: t.viewport().width() > width // 2)  # laid out at the new size
     t.verticalScrollBar().setValue(0)

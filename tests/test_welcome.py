@@ -22,7 +22,7 @@ def test_welcome_panel_until_a_model_is_loaded(qtbot: QtBot, make_window: Callab
         w.welcome.starter.click()
     assert w.centre_stack.currentWidget() is w.transcript and w.model_picker.currentData() == "starter"
     with qtbot.waitSignal(w.model_state_changed, check_params_cb=lambda s: s == "none", timeout=LOAD_TIMEOUT):
-        w.unload_model()
+        w.models.unload_model()
     assert w.centre_stack.currentWidget() is w.welcome  # unloaded, and no chat open
 
 
@@ -30,15 +30,15 @@ def test_an_open_chat_is_shown_even_without_a_model(qtbot: QtBot, make_window: C
     w = make_window()
     conv = w.store.create_conversation("earlier chat")
     w.store.add_message(conv.id, "user", "an old question")
-    w.reload_conversations()
-    w._open_conversation(conv.id)
+    w.chats.reload_conversations()
+    w.chats.open_conversation(conv.id)
     assert w.centre_stack.currentWidget() is w.transcript and "an old question" in w.transcript.plain_text()
-    w.new_chat()
+    w.chats.new_chat()
     assert w.centre_stack.currentWidget() is w.welcome
 
 
 def test_welcome_buttons_open_the_model_manager(qtbot: QtBot, make_window: Callable[..., MainWindow]) -> None:
     w = make_window()
     w.welcome.manager.click()
-    assert w._manager is not None and w._manager.isVisible()
-    w._manager.close()
+    assert w.models.manager is not None and w.models.manager.isVisible()
+    w.models.manager.close()

@@ -30,7 +30,7 @@ from PySide6.QtWidgets import QApplication
 app = QApplication([])
 from ember_chat.app.main import build_window
 w = build_window()
-mm = w.model_manager()
+mm = w.models.model_manager()
 mm.show()
 app.processEvents()
 rows = mm.repos.rowCount()

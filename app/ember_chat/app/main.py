@@ -203,7 +203,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         window.side.params.temperature.setValue(args.temperature)
     script = _scripted_run_class()(window, args.send, args.screenshot)  # noqa: F841 - kept by parent
     if args.model:
-        window.load_model(args.model)
+        window.models.load_model(args.model)
     elif window.settings.last_model:
         last = window.settings.last_model
         if last == crashed_model:

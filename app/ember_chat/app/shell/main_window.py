@@ -26,7 +26,6 @@ from ember_chat.app.qt.bridge import EngineBridge
 from ember_chat.app.qt.tasks import TaskRunner
 from ember_chat.app.server.api_control import ApiServerControl
 from ember_chat.app.shell.banner import Banner
-from ember_chat.app.shell.delegate import Delegate
 from ember_chat.app.shell.loading_panel import LoadingPanel
 from ember_chat.app.shell.menus import about_text, build_menus
 from ember_chat.app.shell.navigation import focus_pane, set_tab_order
@@ -55,7 +54,7 @@ class MainWindow(QMainWindow):
 
     model_state_changed = Signal(str)  # a ModelState (GUI thread)
     models_listed = Signal()  # the picker shows the models just listed (GUI thread)
-    load_settings_opened = Signal()  # the ⚙ dialog is open, as self._load_settings (GUI thread)
+    load_settings_opened = Signal()  # the ⚙ dialog is open, as self.models.load_settings (GUI thread)
 
     def __init__(
         self,
@@ -110,14 +109,14 @@ class MainWindow(QMainWindow):
         cl.addWidget(self._build_model_bar())
         cl.addWidget(self.banner)
         self.welcome = WelcomePanel(starter_available())
-        self.welcome.load_starter.connect(lambda: self.load_model(STARTER_ALIAS))
+        self.welcome.load_starter.connect(lambda: self.models.load_model(STARTER_ALIAS))
         self.welcome.open_manager.connect(self.models.open_model_manager)
         self.welcome.import_file.connect(self.models.import_model_file)
         self.centre_stack = QStackedWidget()
         self.centre_stack.addWidget(self.transcript)
         self.centre_stack.addWidget(self.welcome)
         self.loading_panel = LoadingPanel()  # which model loads, while no chat is open
-        self.loading_panel.cancel.clicked.connect(self.unload_model)  # (cancels the load)
+        self.loading_panel.cancel.clicked.connect(self.models.unload_model)  # (cancels the load)
         self.model_bar.loading_shown.connect(self.loading_panel.title.setText)
         self.centre_stack.addWidget(self.loading_panel)
         cl.addWidget(self.centre_stack, 1)
@@ -138,7 +137,7 @@ class MainWindow(QMainWindow):
         set_tab_order(self)
         self.apply_icons()
         self._apply_settings_defaults()
-        self.reload_conversations()
+        self.chats.reload_conversations()
         self._restore_state()
         self.set_model_state(ModelState.NONE)
         if self.settings.api_server:
@@ -153,7 +152,7 @@ class MainWindow(QMainWindow):
             self.show_error(" ".join(errors + problems))
         elif problems:
             self.show_notice(" ".join(problems))
-        self.reload_models()  # after the stores have said what was wrong: it reads them on another thread
+        self.models.reload_models()  # after the stores have said what was wrong: it reads them on another thread
 
     # ----- construction
     def _build_model_bar(self) -> QWidget:
@@ -162,8 +161,8 @@ class MainWindow(QMainWindow):
         self.load_progress = self.model_bar.progress
         self.model_status = self.model_bar.status
         self.model_picker.activated.connect(self.models.on_pick)
-        self.model_bar.unload.clicked.connect(self.unload_model)
-        self.model_bar.tune.clicked.connect(lambda: self.open_load_settings())
+        self.model_bar.unload.clicked.connect(self.models.unload_model)
+        self.model_bar.tune.clicked.connect(lambda: self.models.open_load_settings())
         return self.model_bar
 
     def _wire(self) -> None:
@@ -181,7 +180,7 @@ class MainWindow(QMainWindow):
         c.streamed.connect(self._on_streamed)
         c.notice.connect(self.show_notice)
         c.retrying.connect(self._on_retrying)
-        c.conversations_changed.connect(self.reload_conversations)
+        c.conversations_changed.connect(self.chats.reload_conversations)
         c.edit_requested.connect(self.chats.edit_message)
         t, m = self.transcript, self.side.metrics  # what the controller says the views show
         c.thread_shown.connect(t.show_thread)
@@ -199,8 +198,8 @@ class MainWindow(QMainWindow):
         self.composer.send.connect(self.chats.send)
         self.composer.stop.connect(self.stop)
         self.composer.cancel_edit.connect(self.chats.cancel_edit)
-        self.conversations.new_button.clicked.connect(self.new_chat)
-        self.conversations.selected.connect(self._open_conversation)
+        self.conversations.new_button.clicked.connect(self.chats.new_chat)
+        self.conversations.selected.connect(self.chats.open_conversation)
         self.conversations.search_hit.connect(self.chats.open_hit)
         self.conversations.search_changed.connect(self.chats.on_search)
         self.conversations.list.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
@@ -251,41 +250,11 @@ class MainWindow(QMainWindow):
                 system_prompt=self.side.params.system_prompt.toPlainText(),
             )
 
-    # ----- models (window_models.py) and chats (window_chats.py): the surface callers use
-    loading = Delegate("models")
-    reload_models = Delegate("models")
-    model_manager = Delegate("models")
-    load_model = Delegate("models")
-    restore_last_model = Delegate("models")
-    unload_model = Delegate("models")
-    change_models_folder = Delegate("models")
-    open_load_settings = Delegate("models")
-    open_benchmark = Delegate("models")
-    open_connections = Delegate("models")
-    _on_load_progress = Delegate("models", "on_load_progress")
-    _manager = Delegate("models", "manager")
-    _remote_question = Delegate("models", "remote_question")
-    _load_settings = Delegate("models", "load_settings")
-    _benchmark = Delegate("models", "benchmark")
-    _connections_dialog = Delegate("models", "connections_dialog")
-    reload_conversations = Delegate("chats")
-    new_chat = Delegate("chats")
-    _open_conversation = Delegate("chats", "open_conversation")
-    rename_current = Delegate("chats")
-    delete_current = Delegate("chats")
-    rename_chat = Delegate("chats")
-    delete_chat = Delegate("chats")
-    export_dialog = Delegate("chats")
-    export = Delegate("chats")
-    _chat_menu = Delegate("chats", "chat_menu")
-    _chat_question = Delegate("chats", "chat_question")
-    _export_dialog = Delegate("chats", "export_dialog_open")
-
     def update_welcome(self) -> None:
         """With no chat open: the welcome panel while no model is loaded, the loading panel while one
         loads. The transcript otherwise."""
         no_chat = self.controller.conversation_id is None
-        first_run = self.model is None and not self.loading and no_chat
+        first_run = self.model is None and not self.models.loading and no_chat
         page = self.loading_panel if no_chat and self.models.loading_name is not None else self.transcript
         self.centre_stack.setCurrentWidget(self.welcome if first_run else page)
 

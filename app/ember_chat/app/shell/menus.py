@@ -29,25 +29,16 @@ class MenuHost(Protocol):
     connections: Any
     api: Any
     models: Any  # the window's model actions (window_models.py)
-    new_chat: Callable[[], None]
+    chats: Any  # the window's chat actions (window_chats.py)
     close: Callable[[], bool]
     stop: Callable[[], None]
-    rename_current: Callable[..., None]
-    delete_current: Callable[..., None]
     toggle_side_panel: Callable[[], None]
     show_about: Callable[[], None]
-    unload_model: Callable[[], None]
-    reload_models: Callable[[], None]
-    open_connections: Callable[[], None]
-    open_benchmark: Callable[[], None]
     show_shortcuts: Callable[[], None]
     focus_pane: Callable[[str], None]
 
     def menuBar(self) -> QMenuBar: ...
-    def export_dialog(self, kind: str) -> None: ...
     def set_theme(self, name: str) -> None: ...
-    def load_model(self, name: str) -> None: ...
-    def change_models_folder(self, folder: Any = None) -> None: ...
 
 
 def tr(text: str) -> str:
@@ -57,10 +48,10 @@ def tr(text: str) -> str:
 def build_menus(self: MenuHost) -> None:
     mb = self.menuBar()
     file = mb.addMenu(tr("&File"))
-    _action(file, tr("&New chat"), self.new_chat, QKeySequence.StandardKey.New)
+    _action(file, tr("&New chat"), self.chats.new_chat, QKeySequence.StandardKey.New)
     file.addSeparator()
-    _action(file, tr("Export chat as &Markdown…"), lambda: self.export_dialog("md"), "Ctrl+E")
-    _action(file, tr("Export chat as &JSON…"), lambda: self.export_dialog("json"))
+    _action(file, tr("Export chat as &Markdown…"), lambda: self.chats.export_dialog("md"), "Ctrl+E")
+    _action(file, tr("Export chat as &JSON…"), lambda: self.chats.export_dialog("json"))
     file.addSeparator()
     _action(file, tr("&Quit"), self.close, QKeySequence.StandardKey.Quit)
 
@@ -68,8 +59,8 @@ def build_menus(self: MenuHost) -> None:
     _action(chat, tr("&Stop answer"), self.stop, "Esc")
     # lambdas: QAction.triggered passes `checked`, which must not land in an optional parameter
     _action(chat, tr("&Regenerate last answer"), lambda: self.controller.regenerate(), "Ctrl+R")
-    _action(chat, tr("Re&name chat…"), self.rename_current, "F2")
-    _action(chat, tr("&Delete chat…"), self.delete_current, "Ctrl+Shift+Backspace")
+    _action(chat, tr("Re&name chat…"), self.chats.rename_current, "F2")
+    _action(chat, tr("&Delete chat…"), self.chats.delete_current, "Ctrl+Shift+Backspace")
     _action(chat, tr("&Find in chats"), lambda: self.focus_pane("search"), QKeySequence.StandardKey.Find)
 
     self.models_menu = ModelsMenu(self, mb.addMenu(tr("&Models")))
@@ -153,13 +144,13 @@ class ModelsMenu:
         self.manager = _action(menu, tr("Model &Manager…"), host.models.open_model_manager, "Ctrl+M")
         self._list_start = menu.addSeparator()
         self._list_end = menu.addSeparator()
-        _action(menu, tr("&Connections…"), host.open_connections)
-        _action(menu, tr("&Benchmark…"), host.open_benchmark)
+        _action(menu, tr("&Connections…"), host.models.open_connections)
+        _action(menu, tr("&Benchmark…"), host.models.open_benchmark)
         menu.addSeparator()
-        self.unload = _action(menu, tr("&Unload model"), host.unload_model)
+        self.unload = _action(menu, tr("&Unload model"), host.models.unload_model)
         _action(menu, tr("Open &models folder"), host.models.open_models_folder)
-        _action(menu, tr("&Change models folder…"), lambda: host.change_models_folder())
-        _action(menu, tr("&Refresh list"), host.reload_models)
+        _action(menu, tr("&Change models folder…"), lambda: host.models.change_models_folder())
+        _action(menu, tr("&Refresh list"), host.models.reload_models)
         self._models: list[QAction] = []
         self._group = QActionGroup(menu)
         self.manager.setEnabled(host.downloads is not None)
@@ -179,7 +170,7 @@ class ModelsMenu:
             a = QAction(label, self.menu)
             a.setCheckable(True)
             a.setChecked(loaded == name)
-            a.triggered.connect(lambda _=False, n=name: host.load_model(n))
+            a.triggered.connect(lambda _=False, n=name: host.models.load_model(n))
             self._group.addAction(a)
             self._models.append(a)
         if not self._models:
