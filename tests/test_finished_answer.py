@@ -181,3 +181,33 @@ def test_continue_is_offered_after_stop_and_not_after_a_finished_answer(
     done = w2.store.thread(w2.controller.conversation_id)[-1]
     assert done.metrics["stop_reason"] == "stop"
     assert not any(href.startswith("ember:continue/") for href, _tip in w2.transcript.links())
+
+
+def test_adding_continue_does_not_lay_out_the_whole_answer_again(
+    qtbot: QtBot, make_window: Callable[..., MainWindow]
+) -> None:
+    """Continue goes into the answer's header when the rendering ends. The rendering's steps are edit
+    blocks, each laid out once at its end over the range it changed: a step that changed the header and
+    the text below it would lay out the whole answer again (29 ms for a 20,000-token answer, the
+    longest stall of a long chat). No change to the header may reach into the answer's text."""
+    w = make_window(lambda _ref: FakeBackend(n_tokens=3000, rate=0))
+    load(qtbot, w, "tiny.gguf")
+    set_max_tokens(w, 3000)
+    changes: list[tuple[int, int]] = []  # the document's changes while the finished answer renders
+
+    def record(at: int, _removed: int, added: int) -> None:
+        changes.append((at, added))
+
+    w.controller.stream_ended.connect(lambda *_: w.transcript.document().contentsChange.connect(record))
+    send(qtbot, w, "go on")
+    qtbot.waitUntil(lambda: not w.transcript.rendering, timeout=ANSWER_TIMEOUT)
+    answer = w.store.thread(w.controller.conversation_id)[-1]
+    assert answer.metrics["stop_reason"] == "length"
+    assert (f"ember:continue/{answer.id}", "Continue this answer where it stopped") in w.transcript.links()
+    shown = w.transcript.last_shown(answer.id)
+    assert shown is not None
+    header = shown.start.block()
+    header_end = header.position() + header.length()
+    touching = [(at, added) for at, added in changes if header.position() <= at < header_end]
+    assert touching  # the Continue icon went in
+    assert all(at + added <= header_end for at, added in touching), (touching, header_end)

@@ -4,6 +4,7 @@ cards, Markdown and highlighted code, incremental and lazy rendering, web links,
 from __future__ import annotations
 
 from collections.abc import Callable
+from types import SimpleNamespace
 
 import pytest
 from pygments.token import STANDARD_TYPES
@@ -265,6 +266,31 @@ def test_itl_downsampling_keeps_spikes() -> None:
     pts = downsample_itl(itl, 0.5, limit=100)
     assert len(pts) <= 100 and max(p.y() for p in pts) == 400.0
     assert pts[-1].x() == pytest.approx(0.5 + sum(itl) / 1000)
+
+
+def test_the_chart_draws_about_a_point_per_two_pixels(qtbot: QtBot) -> None:
+    """An antialiased zig-zag line costs by its points: 400 took 22 ms to paint in the side panel's
+    chart, a stall at the end of every long answer. Live and final lines stay near the plot's width."""
+    from ember_chat.app.metrics.speed_chart import SpeedChart
+
+    chart = SpeedChart()
+    qtbot.addWidget(chart.view)
+    chart.view.resize(230, 300)
+    chart.view.show()
+    qtbot.waitExposed(chart.view)
+    limit = chart.point_limit()
+    assert limit < 200
+    for i in range(1, 2001):  # a long answer's live snapshots, 2 tokens each; one second-long pause
+        chart.add(i * 0.01 + (1.0 if i >= 1500 else 0.0), 50.0, i * 2)
+    assert 0 < chart.itl.count() <= 2 * limit
+    live = chart.itl.points()
+    assert max(p.y() for p in live) == pytest.approx(505.0)  # the pause is still on the line
+    assert live[-1].x() == pytest.approx(21.0)
+    itl = [20.0] * 20_000
+    itl[12_345] = 900.0
+    m = SimpleNamespace(ttft_s=0.1, e2e_s=400.0, decode_tokens_per_s=50.0)
+    chart.finish(m, itl)
+    assert chart.itl.count() <= limit and max(p.y() for p in chart.itl.points()) == 900.0
 
 
 def test_icons_are_drawn_for_the_screen_density(qtbot: QtBot, make_window: Callable[..., MainWindow]) -> None:

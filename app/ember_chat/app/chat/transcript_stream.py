@@ -188,11 +188,20 @@ class TranscriptStreaming:
         self._stream = None
         self._tail = None
         more = can_continue("assistant", True, stop_reason)
-        return self._final_steps(message_id, start.position(), markdown, summary, more)
+        return self._final_steps(message_id, start, markdown, summary, more)
 
-    def _final_steps(self, message_id: int, at: int, markdown: str, summary: str | None, more: bool) -> Iterator[None]:
+    def _final_steps(
+        self, message_id: int, start: QTextCursor, markdown: str, summary: str | None, more: bool
+    ) -> Iterator[None]:
         view, writer = self.view, self.view.writer
         expanded = view.is_expanded(message_id)
+        shown = view.last_shown(message_id)
+        if more and shown is not None:
+            # A step of its own: the view's steps are edit blocks, and one that changed both the
+            # header and the text below it would lay out the whole answer again at its end.
+            writer.add_action(shown.start.block(), message_id, message_actions("assistant", True)[-1])
+            yield
+        at = start.position()  # (read after the header grew)
         c = QTextCursor(view.document())
         c.setPosition(at)
         c.insertBlock()  # the rendering goes above the plain text, which moves down one paragraph
@@ -205,8 +214,6 @@ class TranscriptStreaming:
             writer.metrics_line(c, summary)
         shown = view.last_shown(message_id)
         if shown is not None:
-            if more:
-                writer.add_action(shown.start.block(), message_id, message_actions("assistant", True)[-1])
             shown.key = (message_id, "assistant", markdown, more, summary, None, view.is_expanded(message_id))
         view.scroll_to_end()
         view.announce(view.tr("Ember answered: {text}").format(text=answer_only(markdown)[:1000]))

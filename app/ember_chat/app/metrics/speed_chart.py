@@ -4,7 +4,11 @@
 While streaming, each metrics snapshot adds one point per line (ITL is the mean over the tokens of that
 batch) and an axis is only rescaled when a point leaves it, by a quarter more, so a re-layout of the
 chart is rare. When the answer ends, both axes fit the answer exactly and the ITL line is redrawn from
-the per-token latencies (at most MAX_POINTS points, keeping each bucket's slowest token so spikes show).
+the per-token latencies, keeping each bucket's slowest token so spikes show.
+
+A line is drawn with about one point per two pixels of the plot, at most: an antialiased line costs by
+its points, and 400 zig-zag points took 22 ms to paint in a 228 px chart (100: under 4 ms), a stall at
+the end of every long answer. The live ITL line is halved the same way when it gets longer than that.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from PySide6.QtWidgets import QApplication, QToolTip
 from ember_chat.app.style.theme import Colors
 from ember_chat.engine.inference.metrics import GenerationMetrics
 
-MAX_POINTS = 400
+MIN_POINTS = 100  # the fewest points a line is thinned to, whatever the chart's width
 GROWTH = 1.25
 
 
@@ -35,7 +39,7 @@ def _nice_ceiling(value: float) -> float:
     return value * 1.25
 
 
-def downsample_itl(itl_ms: list[float], start_s: float, limit: int = MAX_POINTS) -> list[QPointF]:
+def downsample_itl(itl_ms: list[float], start_s: float, limit: int = MIN_POINTS) -> list[QPointF]:
     """Per-token ITL as (time s, ms) points; more tokens than `limit` are bucketed keeping each
     bucket's largest latency."""
     points: list[QPointF] = []
@@ -162,13 +166,27 @@ class SpeedChart:
             self._itl_end = max(self._itl_end, elapsed_s)
             self._itl_top = itl if self._itl_top is None else max(self._itl_top, itl)
             self._grow(2, self.axis_itl, itl)
+            if self.itl.count() > 2 * self.point_limit():
+                self._halve_itl()
         if tokens > 0:
             self._last = (elapsed_s, tokens)
+
+    def point_limit(self) -> int:
+        """How many points a line needs at the plot's width (one per two pixels)."""
+        return max(MIN_POINTS, int(self.chart.plotArea().width() / 2))
+
+    def _halve_itl(self) -> None:
+        """Each pair of live ITL points becomes one: the later time, the slower latency."""
+        pts = self.itl.points()
+        self.itl.replace(
+            [QPointF(b.x(), max(a.y(), b.y())) for a, b in zip(pts[0::2], pts[1::2], strict=False)]
+            + ([pts[-1]] if len(pts) % 2 else [])
+        )
 
     def finish(self, m: GenerationMetrics, itl_ms: list[float]) -> None:
         """Fit both axes to the whole answer, with the exact per-token latencies."""
         if itl_ms:
-            points = downsample_itl(itl_ms, m.ttft_s or 0.0)
+            points = downsample_itl(itl_ms, m.ttft_s or 0.0, self.point_limit())
             self.itl.replace(points)
             self._itl_end = points[-1].x()  # (the times only add up)
             self._itl_top = max(itl_ms)  # (each bucket keeps its largest)
