@@ -23,6 +23,10 @@ class NoModelLoaded(EmberError):
     """A generation was requested before any model was loaded."""
 
 
+class ImagesNotSupported(EmberError):
+    """Images were sent to a model or server that cannot see them (never dropped silently)."""
+
+
 class InvalidParameter(EmberError, ValueError):
     """A sampling or load parameter is out of its allowed range."""
 
@@ -153,3 +157,10 @@ class ConnectionNotFound(EmberError):
 
 class ServeError(EmberError):
     """The API server could not start (port in use, unsafe binding)."""
+
+
+# ----- Attachments
+
+
+class AttachmentError(EmberError):
+    """A file cannot be attached (unreadable, binary, too big, encrypted, a bomb): one plain sentence."""
