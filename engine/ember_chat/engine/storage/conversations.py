@@ -56,6 +56,49 @@ _MIGRATIONS: list[str] = [
     """,
     # 2: remember which branch of a conversation is shown
     "ALTER TABLE conversations ADD COLUMN active_leaf INTEGER;",
+    # 3: attachments (engine/attachments/store.py): files kept with messages, their passages indexed for
+    # retrieval, and the sources an answer used
+    """
+    CREATE TABLE attachments (
+        id INTEGER PRIMARY KEY,
+        sha256 TEXT NOT NULL,
+        name TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        mime TEXT NOT NULL,
+        size INTEGER NOT NULL,
+        chars INTEGER NOT NULL DEFAULT 0,
+        pages TEXT NOT NULL DEFAULT '[]',
+        created_at REAL NOT NULL,
+        UNIQUE (sha256, name)
+    );
+    CREATE TABLE attachment_chunks (
+        id INTEGER PRIMARY KEY,
+        attachment_id INTEGER NOT NULL REFERENCES attachments(id) ON DELETE CASCADE,
+        seq INTEGER NOT NULL,
+        page INTEGER,
+        start INTEGER NOT NULL,
+        text TEXT NOT NULL
+    );
+    CREATE INDEX attachment_chunks_by_attachment ON attachment_chunks(attachment_id, seq);
+    CREATE VIRTUAL TABLE attachment_chunks_fts USING fts5(text, content='attachment_chunks', content_rowid='id');
+    CREATE TRIGGER attachment_chunks_ai AFTER INSERT ON attachment_chunks BEGIN
+        INSERT INTO attachment_chunks_fts(rowid, text) VALUES (new.id, new.text);
+    END;
+    CREATE TRIGGER attachment_chunks_ad AFTER DELETE ON attachment_chunks BEGIN
+        INSERT INTO attachment_chunks_fts(attachment_chunks_fts, rowid, text) VALUES ('delete', old.id, old.text);
+    END;
+    CREATE TABLE message_attachments (
+        message_id INTEGER NOT NULL REFERENCES messages(id) ON DELETE CASCADE,
+        attachment_id INTEGER NOT NULL REFERENCES attachments(id) ON DELETE CASCADE,
+        position INTEGER NOT NULL,
+        PRIMARY KEY (message_id, attachment_id)
+    );
+    CREATE INDEX message_attachments_by_attachment ON message_attachments(attachment_id);
+    CREATE TABLE message_sources (
+        answer_id INTEGER PRIMARY KEY REFERENCES messages(id) ON DELETE CASCADE,
+        plan TEXT NOT NULL
+    );
+    """,
 ]
 SCHEMA_VERSION = len(_MIGRATIONS)
 
@@ -146,6 +189,10 @@ class ConversationStore:
 
     def _tx(self) -> _Transaction:
         return _Transaction(self._db, self._lock)
+
+    def shared_connection(self) -> tuple[sqlite3.Connection, threading.RLock]:
+        """The connection and its lock, for a module that owns tables of this database (attachments)."""
+        return self._db, self._lock
 
     def integrity_problem(self) -> str | None:
         """SQLite's quick check (every page readable, b-trees well formed): None when all is well."""

@@ -1,4 +1,6 @@
-"""A conversation (the branch on screen) as Markdown or JSON, for File ▸ Export."""
+"""A conversation (the branch on screen) as Markdown or JSON, for File ▸ Export. A message's attachments
+come from the caller (`AttachmentStore.export_entries(ids)`: message id → entries with name, kind,
+sha256, and the text or base64 image data): JSON includes them, Markdown names them."""
 
 from __future__ import annotations
 
@@ -32,8 +34,16 @@ def _date(timestamp: float) -> str:
     return time.strftime("%Y-%m-%d %H:%M", time.localtime(timestamp))
 
 
-def chat_as_markdown(conv: Conversation, thread: list[Message]) -> str:
-    """The chat as Markdown: its title, the model(s) that answered and its date, then each message."""
+Attachments = dict[int, list[dict[str, Any]]]
+
+
+def _named(entries: list[dict[str, Any]]) -> str:
+    return "\n".join(f"- 📎 {e['name']} ({e['kind']}, {e['size']:,} bytes)" for e in entries)
+
+
+def chat_as_markdown(conv: Conversation, thread: list[Message], attachments: Attachments | None = None) -> str:
+    """The chat as Markdown: its title, the model(s) that answered and its date, then each message
+    (with the names of its attachments)."""
     models = models_of(conv, thread)
     about = ([f"Model: {', '.join(models)}"] if models else []) + [_date(conv.created_at)]
     parts = [f"# {conv.title}\n", f"*{' · '.join(about)}*\n"]
@@ -46,6 +56,8 @@ def chat_as_markdown(conv: Conversation, thread: list[Message]) -> str:
             parts.append(f"## {_WHO[m.role]}\n\n> **Thinking**\n>\n{quoted}\n\n{split.answer}\n")
         else:
             parts.append(f"## {_WHO[m.role]}\n\n{m.content}\n")
+        if attachments and attachments.get(m.id):
+            parts.append(f"*Attached:*\n\n{_named(attachments[m.id])}\n")
     return "\n".join(parts)
 
 
@@ -57,13 +69,17 @@ def _message_json(m: Message) -> dict[str, Any]:
     return {"role": m.role, "content": m.content, "metrics": m.metrics}
 
 
-def chat_as_json(conv: Conversation, thread: list[Message]) -> str:
+def chat_as_json(conv: Conversation, thread: list[Message], attachments: Attachments | None = None) -> str:
+    messages = [_message_json(m) for m in thread]
+    for m, out in zip(thread, messages, strict=True):
+        if attachments and attachments.get(m.id):
+            out["attachments"] = attachments[m.id]
     data = {
         "title": conv.title,
         "models": models_of(conv, thread),
         "created_at": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(conv.created_at)),
         "system_prompt": conv.system_prompt,
         "params": conv.params,
-        "messages": [_message_json(m) for m in thread],
+        "messages": messages,
     }
     return json.dumps(data, indent=2, ensure_ascii=False)

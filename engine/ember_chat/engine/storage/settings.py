@@ -54,6 +54,7 @@ class Settings:
     api_port: int = _setting(8642, "Port of the local API server.", 1, 65_535)
     api_queue_limit: int = _setting(8, "Requests that may wait for the model before new ones get 429.", 1, 1000)
     api_allowed_origins: str = _setting("", "Browser origins allowed to call the API (CORS), comma-separated.")
+    attachment_max_mb: int = _setting(50, "Largest file that can be attached to a message, in MB.", 1, 4096)
     api_key_set: bool = _setting(
         False, "Whether an API key for the local API server is set (the key itself is in the OS keychain)."
     )

@@ -1,0 +1,36 @@
+"""Files attached to a chat: reading them (extract), keeping them (store), and planning how a turn's
+attachments reach the prompt (planning). No Qt; the heavy readers load only when a file is read."""
+
+from ember_chat.engine.attachments.extract import read_attachment, read_attachment_bytes
+from ember_chat.engine.attachments.kinds import DEFAULT_LIMITS, AttachmentKind, Extracted, Limits, human_size
+from ember_chat.engine.attachments.planning import (
+    RETRIEVAL,
+    WHOLE,
+    PlannedAttachment,
+    Source,
+    TurnPlan,
+    apply_plan,
+    conversation_refs,
+    plan_turn,
+)
+from ember_chat.engine.attachments.store import AttachmentStore, StoredAttachment
+
+__all__ = [
+    "DEFAULT_LIMITS",
+    "RETRIEVAL",
+    "WHOLE",
+    "AttachmentKind",
+    "AttachmentStore",
+    "Extracted",
+    "Limits",
+    "PlannedAttachment",
+    "Source",
+    "StoredAttachment",
+    "TurnPlan",
+    "apply_plan",
+    "conversation_refs",
+    "human_size",
+    "plan_turn",
+    "read_attachment",
+    "read_attachment_bytes",
+]

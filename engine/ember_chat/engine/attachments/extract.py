@@ -1,0 +1,137 @@
+"""Reading a file for the chat: detect its kind from its bytes (and name), extract its text, refuse what
+cannot be read with one plain sentence. The heavy readers (pypdf, python-docx, Pillow,
+charset-normalizer) are imported here, lazily, inside the functions that need them: importing this
+package costs nothing at start-up."""
+
+from __future__ import annotations
+
+import hashlib
+import mimetypes
+import os
+from pathlib import Path
+
+from ember_chat.engine.attachments.kinds import (
+    DEFAULT_LIMITS,
+    MB,
+    AttachmentKind,
+    Extracted,
+    Limits,
+    Progress,
+    human_size,
+)
+from ember_chat.engine.errors import AttachmentError
+
+READ_CHUNK = 4 * MB
+
+_BY_SUFFIX = {
+    **dict.fromkeys((".md", ".markdown", ".mdown", ".mkd"), AttachmentKind.MARKDOWN),
+    **dict.fromkeys((".csv", ".tsv"), AttachmentKind.CSV),
+    **dict.fromkeys((".json", ".jsonl", ".ndjson", ".geojson"), AttachmentKind.JSON),
+    **dict.fromkeys((".html", ".htm", ".xhtml"), AttachmentKind.HTML),
+    **dict.fromkeys((".txt", ".text", ".log", ""), AttachmentKind.TEXT),
+}
+_CODE_SUFFIXES_WORDS = (
+    ".py .pyi .js .mjs .cjs .ts .tsx .jsx .c .h .cc .cpp .cxx .hpp .hh .java .kt .kts .go .rs .rb .php .swift "
+    ".cs .m .mm .scala .sh .bash .zsh .fish .ps1 .bat .sql .r .lua .pl .pm .yaml .yml .toml .ini .cfg .conf "
+    ".xml .css .scss .sass .less .vue .svelte .dart .zig .hs .ex .exs .erl .clj .cljs .el .lisp .scm .ml .mli "
+    ".fs .fsx .jl .nim .v .sv .vhd .cmake .mk .gradle .proto .graphql .tf .nix .rst .tex .bib .diff .patch "
+    ".ipynb .dockerfile .makefile .gitignore .env .properties .asm .s .f90 .pas .d .cr .groovy"
+)
+_CODE_SUFFIXES = frozenset(_CODE_SUFFIXES_WORDS.split())
+_MIME = {
+    AttachmentKind.TEXT: "text/plain",
+    AttachmentKind.MARKDOWN: "text/markdown",
+    AttachmentKind.CODE: "text/plain",
+    AttachmentKind.CSV: "text/csv",
+    AttachmentKind.JSON: "application/json",
+    AttachmentKind.HTML: "text/html",
+    AttachmentKind.PDF: "application/pdf",
+    AttachmentKind.DOCX: "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
+}
+
+
+def read_attachment(path: Path | str, limits: Limits = DEFAULT_LIMITS, progress: Progress | None = None) -> Extracted:
+    """Read and extract a file; raises AttachmentError with a sentence for the user."""
+    path = Path(path)
+    name = path.name
+    try:
+        size = path.stat().st_size
+        if path.is_dir():
+            raise AttachmentError(f"{name} is a folder; attach the files in it instead.")
+        _check_size(name, size, limits)
+        chunks: list[bytes] = []
+        done = 0
+        with path.open("rb") as f:
+            while block := f.read(READ_CHUNK):
+                chunks.append(block)
+                done += len(block)
+                if progress is not None and size:
+                    progress(0.2 * min(1.0, done / size))
+    except FileNotFoundError:
+        raise AttachmentError(f"{name} no longer exists (was it moved or deleted?); attach it again.") from None
+    except PermissionError:
+        raise AttachmentError(f"{name} cannot be read: permission denied.") from None
+    except OSError as exc:
+        raise AttachmentError(f"{name} cannot be read: {exc.strerror or exc}.") from None
+    inner = None if progress is None else (lambda fraction: progress(0.2 + 0.8 * fraction))
+    return read_attachment_bytes(name, b"".join(chunks), limits, inner)
+
+
+def read_attachment_bytes(
+    name: str, data: bytes, limits: Limits = DEFAULT_LIMITS, progress: Progress | None = None
+) -> Extracted:
+    """Extract a file given as bytes (a paste, an API request's `file` part)."""
+    name = os.path.basename(name.replace("\\", "/")) or "attachment"
+    _check_size(name, len(data), limits)
+    digest = hashlib.sha256(data).hexdigest()
+    kind = _sniff(name, data)
+    from ember_chat.engine.attachments import formats
+
+    pages: tuple[int, ...] = ()
+    image = None
+    mime = _MIME.get(kind, "application/octet-stream")
+    if kind is AttachmentKind.PDF:
+        text, pages = formats.pdf_text(name, data, progress)
+    elif kind is AttachmentKind.DOCX:
+        text = formats.docx_text(name, data, limits)
+    elif kind is AttachmentKind.IMAGE:
+        text = ""
+        image, mime = formats.image_bytes(name, data, limits)
+    else:
+        text = formats.decode_text(name, data)
+        if kind is AttachmentKind.HTML:
+            text = formats.html_text(text)
+        guessed = mimetypes.guess_type(name)[0]
+        if kind is AttachmentKind.CODE and guessed and guessed.startswith("text/"):
+            mime = guessed
+    if progress is not None:
+        progress(1.0)
+    return Extracted(name, kind, mime, len(data), digest, text, pages, image)
+
+
+def _check_size(name: str, size: int, limits: Limits) -> None:
+    if size > limits.max_bytes:
+        raise AttachmentError(
+            f"{name} is {human_size(size)}; attachments can be at most {human_size(limits.max_bytes)} "
+            "(the limit is in Settings)."
+        )
+
+
+def _sniff(name: str, data: bytes) -> AttachmentKind:
+    head = data[:16]
+    if head.startswith(b"%PDF-"):
+        return AttachmentKind.PDF
+    if head.startswith((b"\x89PNG\r\n\x1a\n", b"\xff\xd8\xff", b"GIF87a", b"GIF89a")) or (
+        head[:4] == b"RIFF" and head[8:12] == b"WEBP"
+    ):
+        return AttachmentKind.IMAGE
+    if head.startswith(b"PK\x03\x04"):
+        if name.lower().endswith((".docx", ".docm")) or b"word/document.xml" in data[:65536]:
+            return AttachmentKind.DOCX
+        raise AttachmentError(
+            f"{name} is a zip archive; Ember can attach text, PDF, DOCX and image files, not archives."
+        )
+    suffix = Path(name).suffix.lower()
+    if suffix in _CODE_SUFFIXES or Path(name).name.lower() in ("makefile", "dockerfile", "cmakelists.txt"):
+        return AttachmentKind.CODE
+    return _BY_SUFFIX.get(suffix, AttachmentKind.TEXT)

@@ -1,0 +1,80 @@
+"""What an attachment is once read: its kind, its text (or image bytes) and the limits that guard reading."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+MB = 1024 * 1024
+
+Progress = Callable[[float], None]  # fraction done, 0..1 (called on the reading thread)
+
+
+class AttachmentKind(StrEnum):
+    TEXT = "text"
+    MARKDOWN = "markdown"
+    CODE = "code"
+    CSV = "csv"
+    JSON = "json"
+    HTML = "html"
+    PDF = "pdf"
+    DOCX = "docx"
+    IMAGE = "image"
+
+    @property
+    def is_text(self) -> bool:
+        return self is not AttachmentKind.IMAGE
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Guards against files that would exhaust memory: the file's size (a setting, 50 MB by default),
+    what a DOCX unpacks to (zip bombs), and an image's pixel count (decompression bombs)."""
+
+    max_bytes: int = 50 * MB
+    max_unpacked_bytes: int = 256 * MB
+    max_image_pixels: int = 50_000_000
+
+    @classmethod
+    def from_megabytes(cls, max_mb: int) -> Limits:
+        return cls(max_bytes=max_mb * MB)
+
+
+DEFAULT_LIMITS = Limits()
+
+
+@dataclass(frozen=True)
+class Extracted:
+    """A file read for the chat. `sha256` is the file's own bytes' digest (what dedups it); `text` is ""
+    for images; `pages` holds the char offset where each PDF page starts (else ()); `image` holds bytes
+    llama.cpp can decode (PNG and JPEG as attached; a GIF's first frame and a WebP as PNG)."""
+
+    name: str
+    kind: AttachmentKind
+    mime: str
+    size: int
+    sha256: str
+    text: str = ""
+    pages: tuple[int, ...] = ()
+    image: bytes | None = field(default=None, repr=False)
+
+    def page_of(self, offset: int) -> int | None:
+        """The 1-based page holding char `offset`, or None for a file without pages."""
+        return page_at(self.pages, offset)
+
+
+def page_at(pages: tuple[int, ...] | list[int], offset: int) -> int | None:
+    if not pages:
+        return None
+    from bisect import bisect_right
+
+    return max(1, bisect_right(pages, offset))
+
+
+def human_size(size: int) -> str:
+    if size < 1024:
+        return f"{size} B"
+    if size < MB:
+        return f"{size / 1024:.0f} KB"
+    return f"{size / MB:.1f} MB"
