@@ -195,12 +195,16 @@ class LoadOptions:
 @dataclass(frozen=True)
 class LoadConfig(LoadOptions):
     """How a local GGUF model is loaded into llama.cpp (the local kind of model reference):
-    `LoadConfig(path, n_ctx=..., ...)`."""
+    `LoadConfig(path, n_ctx=..., ...)`. `mmproj`: the model's multimodal projector file (images);
+    None: the one found beside the model, if any (engine/models/projector.py)."""
 
     path: Path
+    mmproj: Path | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "path", Path(self.path))
+        if self.mmproj is not None:
+            object.__setattr__(self, "mmproj", Path(self.mmproj))
         for spec in LOAD_SPECS:
             spec.check(getattr(self, spec.name))
         if self.kv_cache_type != "f16" and not self.flash_attn:

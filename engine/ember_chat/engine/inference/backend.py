@@ -34,6 +34,7 @@ class ModelDescription:
     path: Path | None = None
     thinking_switch: bool = False  # its chat template can turn thinking on and off
     kv_cache_type: str = "f16"
+    vision: bool = False  # it accepts images (a local model loaded with its projector)
 
     @property
     def is_remote(self) -> bool:

@@ -54,3 +54,13 @@ def route_llama_log() -> None:
     if _router is None:
         _router = _LogRouter()
         llama_cpp.llama_log_set(_router.callback, ctypes.c_void_p(0))
+
+
+def route_mtmd_log() -> None:
+    """The multimodal library (libmtmd) logs through its own callbacks: route them the same way."""
+    route_llama_log()
+    assert _router is not None
+    from llama_cpp import mtmd_cpp  # only where images are used: loads libmtmd
+
+    mtmd_cpp.mtmd_log_set(_router.callback, ctypes.c_void_p(0))
+    mtmd_cpp.mtmd_helper_log_set(_router.callback, ctypes.c_void_p(0))

@@ -87,6 +87,9 @@ class GenerationMetrics:
     ttfat_s: float | None = None  # time to the first token of the answer proper (after the thinking)
     seed: int | None = None  # the sampling seed actually used (reproduces the answer)
     server_timings: dict[str, Any] | None = None  # the remote server's own figures, as it sent them
+    # Time spent encoding the prompt's images with the projector (0.0 when every image's embedding was
+    # cached from an earlier turn; None when the prompt has no image). Part of TTFT, not of prefill.
+    image_encode_ms: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -12,6 +12,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 import llama_cpp
 
@@ -22,6 +23,7 @@ from ember_chat.engine.core.states import StopReason
 from ember_chat.engine.errors import (
     ContextOverflowError,
     GenerationError,
+    ImagesNotSupported,
     InvalidParameter,
     NoModelLoaded,
 )
@@ -49,6 +51,9 @@ from ember_chat.engine.inference.prompting import (
 from ember_chat.engine.inference.stop_strings import StopStringScanner
 from ember_chat.engine.models.gguf_inspect import ModelInfo, inspect_gguf
 
+if TYPE_CHECKING:  # vision.py loads libmtmd: imported once a model has a projector
+    from ember_chat.engine.inference.vision import VisionContext, VisionPrompt
+
 
 def common_prefix(a: list[int], b: list[int]) -> int:
     n = 0
@@ -74,6 +79,7 @@ class LocalRuntime:
         self._history: tuple[str, list[int]] | None = None
         self._vocab: llama_cpp.llama_vocab_p | None = None
         self._templates: dict[str | None, ChatTemplate] = {}  # per override, for the loaded model
+        self._vision: VisionContext | None = None  # the model's projector, if loaded with one
 
     # ----- state
     @property
@@ -106,7 +112,12 @@ class LocalRuntime:
             path=self._config.path,
             thinking_switch=self.template().thinking_switch,
             kv_cache_type=self._config.kv_cache_type,
+            vision=self._vision is not None,
         )
+
+    @property
+    def vision(self) -> VisionContext | None:
+        return self._vision
 
     @property
     def backend(self) -> str:
@@ -139,6 +150,13 @@ class LocalRuntime:
         route_llama_log()
 
         llm = open_llama(config, progress, cancel)
+        try:
+            from ember_chat.engine.inference.vision import open_projector
+
+            self._vision = open_projector(llm, config)
+        except BaseException:
+            llm.close()
+            raise
         self._llm = llm
         self._info = info
         self._config = config
@@ -151,6 +169,9 @@ class LocalRuntime:
 
     def close(self) -> None:
         """Unload the model and free its memory now (not at garbage collection)."""
+        vision, self._vision = self._vision, None
+        if vision is not None:
+            vision.close()
         llm, self._llm = self._llm, None
         self._info = None
         self._config = None
@@ -233,10 +254,24 @@ class LocalRuntime:
         kept = list(messages)
         dropped = 0
         notice = None
+        images = any(m.images for m in messages)
+        if images and self._vision is None:
+            raise ImagesNotSupported(
+                f"{self._info.name} cannot see images: it was loaded without a projector (mmproj) file. "
+                "Load a vision model with its projector, or remove the images."
+            )
+        prompt: VisionPrompt | None = None
         while True:
-            rendered, notice = render_chat(template, kept, fallback, params.thinking)
-            text = rendered + prefix
-            tokens = self._prompt_tokens(text, special=True)
+            if prompt is not None:
+                prompt.close()
+            if images:
+                assert self._vision is not None
+                text, prompt, notice = self._vision.prompt(template, kept, fallback, params.thinking, prefix)
+                tokens = prompt.tokens
+            else:
+                rendered, notice = render_chat(template, kept, fallback, params.thinking)
+                text = rendered + prefix
+                tokens = self._prompt_tokens(text, special=True)
             if len(tokens) + reserve <= llm.n_ctx():
                 break
             first = next(i for i, m in enumerate(kept) if m.role != "system")
@@ -261,7 +296,11 @@ class LocalRuntime:
             markers = MarkerNormalizer(thinking=split_thinking(prefix).open)
         else:
             markers = MarkerNormalizer(opened_by_prompt=prompt_opens_thinking(text))
-        yield from self._stream(text, tokens, params, recorder, markers)
+        try:
+            yield from self._stream(text, tokens, params, recorder, markers, prompt)
+        finally:
+            if prompt is not None:
+                prompt.close()
 
     def complete(self, prompt: str, params: SamplingParams) -> Iterator[Event]:
         """Continue raw text (notebook mode, for base models)."""
@@ -340,9 +379,11 @@ class LocalRuntime:
         params: SamplingParams,
         rec: MetricsRecorder,
         markers: MarkerNormalizer | None = None,
+        vision: VisionPrompt | None = None,
     ) -> Iterator[Event]:
         """`markers`: chat mode, where a reasoning model's thinking markers are put in canonical form.
-        `params.ignore_eos`: exactly max_tokens tokens (benchmarks, as llama-bench generates them)."""
+        `params.ignore_eos`: exactly max_tokens tokens (benchmarks, as llama-bench generates them).
+        `vision`: the prompt's images (its `tokens` hold placeholders where they go)."""
         llm = self._require()
         ctx = llm.ctx
         n_ctx = llm.n_ctx()
@@ -350,6 +391,8 @@ class LocalRuntime:
         reused = common_prefix(evaluated, tokens)
         if reused == len(tokens):  # llama.cpp must evaluate at least one token to get logits
             reused -= 1
+        if vision is not None:
+            reused = vision.align(reused)
         self._history = None  # invalid until this generation completes cleanly
         self._abort.clear()
         seed = params.seed if params.seed is not None else random.randrange(2**31)
@@ -367,7 +410,11 @@ class LocalRuntime:
         shown: list[str] = []
         reason = StopReason.LENGTH
         try:
-            yield from self._prefill_in_chunks(tokens, reused)
+            if vision is not None:
+                assert self._vision is not None
+                yield from self._vision.prefill(llm, vision, reused, self._abort.is_set)
+            else:
+                yield from self._prefill_in_chunks(tokens, reused)
         except RuntimeError as exc:
             if not self._abort.is_set():
                 raise GenerationError(f"llama.cpp failed while evaluating the prompt: {exc}") from exc
@@ -432,7 +479,11 @@ class LocalRuntime:
                 # text held back at the end (a partial stop string): no new token
                 yield Token(tail, max(0, len(generated) - 1), rec.token_times_ns[-1] if generated else 0, count=0)
         perf = llama_cpp.llama_perf_context(ctx)
-        metrics = rec.finish(reason, (perf.t_p_eval_ms, perf.n_p_eval, perf.t_eval_ms, perf.n_eval), seed=seed)
-        if reason != StopReason.STOP_STRING:
+        encode_ms = self._vision.encode_ms if vision is not None and self._vision is not None else None
+        metrics = rec.finish(
+            reason, (perf.t_p_eval_ms, perf.n_p_eval, perf.t_eval_ms, perf.n_eval), seed=seed, image_encode_ms=encode_ms
+        )
+        # (with images, the text alone does not say which image is where: no text-keyed reuse)
+        if reason != StopReason.STOP_STRING and vision is None:
             self._history = (prompt_text + "".join(raw_text), tokens + generated)
         yield Finished(reason, "".join(shown), metrics)
