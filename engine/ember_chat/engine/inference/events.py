@@ -4,8 +4,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ember_chat.engine.inference.metrics import GenerationMetrics
+
+if TYPE_CHECKING:
+    from ember_chat.engine.attachments.planning import TurnPlan
 
 
 @dataclass(frozen=True)
@@ -82,3 +86,15 @@ class Retrying:
 
 
 Event = TemplateFallback | ContextTrimmed | Retrying | PromptReady | PrefillProgress | Token | Finished
+
+
+@dataclass(frozen=True)
+class AttachmentsPlanned:
+    """How this turn's attachments went into the prompt (sent by the engine service before the prompt
+    is evaluated): `plan.items` says, per file, its tokens and `whole` or `retrieval` (with passages
+    used of total), `plan.sources` the passages given. `budget_tokens`: what the attachments could
+    take; `estimated`: the token counts are estimates (no tokenizer for this model)."""
+
+    plan: TurnPlan
+    budget_tokens: int
+    estimated: bool = False

@@ -31,7 +31,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ember_chat.engine.core.instance import new_server_id
 from ember_chat.engine.core.messages import ChatMessage
@@ -39,8 +39,10 @@ from ember_chat.engine.core.params import SamplingParams
 from ember_chat.engine.core.refs import ModelRef, RemoteModelRef
 from ember_chat.engine.core.states import StopReason
 from ember_chat.engine.errors import EmberError, JobCancelled, NoModelLoaded, QueueFull
+from ember_chat.engine.inference.attachment_turns import TokenCount, estimate_tokens, expand_attachments, token_counter
 from ember_chat.engine.inference.backend import InferenceBackend, ModelDescription
 from ember_chat.engine.inference.events import (
+    AttachmentsPlanned,
     ContextTrimmed,
     Finished,
     PrefillProgress,
@@ -50,6 +52,9 @@ from ember_chat.engine.inference.events import (
     Token,
 )
 from ember_chat.engine.inference.metrics import GenerationMetrics, MetricsRecorder, RunContext, live_snapshot
+
+if TYPE_CHECKING:
+    from ember_chat.engine.attachments.store import AttachmentStore
 
 log = logging.getLogger(__name__)
 
@@ -83,6 +88,9 @@ class GenerationSink:
     def retrying(self, event: Retrying) -> None:
         """A remote server refused before the first token; the request is tried again."""
 
+    def attachments_planned(self, event: AttachmentsPlanned) -> None:
+        """How the attachments went into the prompt (whole or retrieval, passages used, sources)."""
+
     def failed(self, message: str, kind: str = "") -> None:
         """A clear message for the user (`kind`: the error's class name); `finished` follows."""
 
@@ -99,6 +107,7 @@ class GenerationRequest:
     template: str | None = None
     client: str = "window"
     label: str = ""
+    attachment_store: AttachmentStore | None = None  # where messages' attachments are read (else the service's)
     batch_s: float = TOKEN_BATCH_S
     snapshot_s: float = METRICS_SNAPSHOT_S
     id: int = 0
@@ -230,6 +239,8 @@ class EngineService:
         self.recent: deque[RequestRecord] = deque(maxlen=RECENT_REQUESTS)
         self._load_ids = itertools.count(1)
         self._load_cancels: dict[int, threading.Event] = {}  # loads not finished yet → their cancel
+        self.attachment_store: AttachmentStore | None = None  # for requests that carry no store of their own
+        self._model_change = threading.RLock()  # held while the model is replaced or closed (see count_tokens)
         self._thread = threading.Thread(target=self._run, name="ember-engine", daemon=True)
         self._thread.start()
 
@@ -271,6 +282,26 @@ class EngineService:
 
     def _queued_count(self) -> int:
         return sum(len(line) for line in self._lines.values())
+
+    def count_tokens(self, text: str) -> int:
+        """Tokens in `text` by the loaded model's tokenizer (an estimate when there is none); see
+        `measure_tokens`."""
+        return self.measure_tokens(text).tokens
+
+    def measure_tokens(self, text: str) -> TokenCount:
+        """Tokens in `text` and whether that is an estimate. Callable from any thread: the tokenizer is
+        only read, never while the model is being replaced or closed (then the count is estimated). A
+        remote server's tokenizer is an HTTP request: call it off the GUI thread."""
+        if not self._model_change.acquire(blocking=False):
+            return TokenCount(estimate_tokens(text), True)
+        try:
+            backend = self._backend
+            if backend is None or self._model is None or not backend.loaded:
+                return TokenCount(estimate_tokens(text), True)
+            count, estimated = token_counter(backend)
+            return TokenCount(count(text), estimated)
+        finally:
+            self._model_change.release()
 
     # ----- model
     def load(self, ref: ModelRef, alias: str | None = None) -> int:
@@ -319,15 +350,18 @@ class EngineService:
                 from ember_chat.engine.inference.openai_wire import check_remote_model  # the HTTP stack
 
                 check_remote_model(ref, self.server_id)
-            if self._backend is not None and self._backend_kind != kind:
-                self._close_backend()
-            if self._backend is None:
-                self._backend = self._factory(ref)
-                self._backend_kind = kind
-            self._model = None
-            model = self._backend.load(
-                ref, progress=lambda fraction: self._notify("load_progress_with_id", load_id, fraction), cancel=cancel
-            )
+            with self._model_change:
+                if self._backend is not None and self._backend_kind != kind:
+                    self._close_backend()
+                if self._backend is None:
+                    self._backend = self._factory(ref)
+                    self._backend_kind = kind
+                self._model = None
+                model = self._backend.load(
+                    ref,
+                    progress=lambda fraction: self._notify("load_progress_with_id", load_id, fraction),
+                    cancel=cancel,
+                )
         except EmberError as exc:
             # a file refused by its checks leaves the backend's model loaded: it still serves
             backend = self._backend
@@ -344,16 +378,18 @@ class EngineService:
         self._notify("loaded_with_id", load_id, model)
 
     def _do_unload(self) -> None:
-        if self._backend is not None:
-            self._backend.close()
-        self._model = None
+        with self._model_change:
+            if self._backend is not None:
+                self._backend.close()
+            self._model = None
         self._notify("unloaded")
 
     def _close_backend(self) -> None:
-        backend, self._backend, self._backend_kind = self._backend, None, None
-        self._model = None
-        if backend is not None:
-            backend.close()
+        with self._model_change:
+            backend, self._backend, self._backend_kind = self._backend, None, None
+            self._model = None
+            if backend is not None:
+                backend.close()
 
     # ----- exclusive jobs
     def run_exclusive(
@@ -521,7 +557,7 @@ class EngineService:
                 self._done(req, StopReason.CANCELLED, None, None)
                 return
             if req.messages is not None:
-                events = backend.chat(req.messages, req.params, req.template)
+                events = backend.chat(self._with_attachments(req, backend), req.params, req.template)
             else:
                 events = backend.complete(req.prompt or "", req.params)
             for ev in events:
@@ -573,6 +609,20 @@ class EngineService:
         sink.failed(message, kind)
         sink.finished(StopReason.ERROR, "".join(pending), None, [])
         self._done(req, StopReason.ERROR, None, message)
+
+    def _with_attachments(self, req: GenerationRequest, backend: InferenceBackend) -> list[ChatMessage]:
+        """The request's messages with their text attachments expanded (whole or retrieved passages)."""
+        assert req.messages is not None
+        description = backend.description
+        store = req.attachment_store or self.attachment_store
+        expanded = expand_attachments(
+            req.messages, req.params, backend, description.n_ctx if description else None, store
+        )
+        if expanded is None:
+            return req.messages
+        messages, plan, budget, estimated = expanded
+        req.sink.attachments_planned(AttachmentsPlanned(plan, budget, estimated))
+        return messages
 
     def _live_recorder(self, t_start_ns: int, t_prefill_ns: int, n_ctx: int = 0) -> MetricsRecorder:
         model = self._model
