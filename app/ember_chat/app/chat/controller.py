@@ -12,8 +12,8 @@ transcript's message actions come in through `_on_action`. So it runs, and is te
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QObject, QTimer, Signal, Slot
 from PySide6.QtGui import QGuiApplication
@@ -28,6 +28,10 @@ from ember_chat.engine.inference.events import Retrying
 from ember_chat.engine.inference.metrics import GenerationMetrics
 from ember_chat.engine.storage.conversations import ConversationStore, Message
 from ember_chat.engine.storage.streaming import StreamingMessage, describe_write_error
+
+if TYPE_CHECKING:
+    from ember_chat.app.chat.chat_attachments import ChatAttachments
+    from ember_chat.engine.attachments import StoredAttachment, TurnPlan
 
 UNSAVED_RETRY_MS = 2000
 
@@ -52,6 +56,7 @@ class ChatController(QObject):
     metrics_live = Signal(object)  # a live snapshot (dict)
     metrics_prefill = Signal(int, int)  # prompt tokens read, of
     metrics_finished = Signal(object, object)  # GenerationMetrics or None, inter-token latencies (ms)
+    planned = Signal(int)  # the answer whose attachments' plan (how each is read, its Sources) is recorded
 
     def __init__(
         self,
@@ -78,6 +83,7 @@ class ChatController(QObject):
         self.editing = False
         self.model_ready = False
         self.model_name: str | None = None  # shown on each answer's header
+        self.attachments: ChatAttachments | None = None  # keeps and sends attachments (chat_attachments.py)
         w = bridge
         w.tokens.connect(self._on_tokens)
         w.retrying.connect(self._on_retrying)
@@ -86,6 +92,7 @@ class ChatController(QObject):
         w.trimmed.connect(self._on_trimmed)
         w.notice.connect(self._on_notice)
         w.prefill.connect(self._on_prefill)
+        w.planned.connect(self._on_planned)
         w.failed.connect(self._on_failed)
         w.finished.connect(self._on_finished)
 
@@ -134,9 +141,9 @@ class ChatController(QObject):
         self.after_stop(act)
 
     # ----- sending
-    def send(self, text: str) -> bool:
-        """Send a message; False when it was not sent (no model, busy, cannot be saved) — the window
-        then keeps the text in the composer."""
+    def send(self, text: str, attachments: Sequence[StoredAttachment] = ()) -> bool:
+        """Send a message (with these stored attachments); False when it was not sent (no model, busy,
+        cannot be saved) — the window then keeps the text (and the attachments) in the composer."""
         if not self.model_ready:
             self.error.emit(self.tr("No model is loaded. Pick one from the model list at the top or the Models menu."))
             return False
@@ -146,7 +153,7 @@ class ChatController(QObject):
         created = self.conversation_id is None
         try:
             if self.conversation_id is None:
-                title = " ".join(text.split())[:48] or "New chat"
+                title = " ".join(text.split())[:48] or (attachments[0].name if attachments else "New chat")
                 conv = self.store.create_conversation(title, system_prompt=system_prompt, params=params.to_dict())
                 self.conversation_id = conv.id
             conv = self.store.conversation(self.conversation_id)
@@ -156,6 +163,8 @@ class ChatController(QObject):
                 thread = self.store.thread(conv.id)
                 parent = thread[-1].id if thread else None
             user = self.store.add_message(conv.id, "user", text, parent_id=parent)
+            if attachments and self.attachments is not None:
+                self.attachments.link(user.id, attachments)
         except (sqlite3.Error, OSError) as exc:
             self.error.emit(
                 self.tr(
@@ -223,14 +232,18 @@ class ChatController(QObject):
         assert self.conversation_id is not None
         conv = self.store.conversation(self.conversation_id)
         params, system_prompt = self._params()
-        history = [ChatMessage(m.role, m.content) for m in self.store.thread(conv.id, user.id)]
-        if system_prompt.strip():
-            history.insert(0, ChatMessage("system", system_prompt))
-        if resume is not None:
-            history.append(ChatMessage("assistant", resume.content))  # a final assistant message is continued
+        thread = self.store.thread(conv.id, user.id)
         try:
+            if self.attachments is not None:  # user messages with their files and images
+                history = self.attachments.history(thread)
+            else:
+                history = [ChatMessage(m.role, m.content) for m in thread]
+            if system_prompt.strip():
+                history.insert(0, ChatMessage("system", system_prompt))
+            if resume is not None:
+                history.append(ChatMessage("assistant", resume.content))  # a final assistant message is continued
             request_id = self.bridge.generate(history, params)
-        except EmberError as exc:  # QueueFull: the window is only refused while Ember shuts down
+        except EmberError as exc:  # QueueFull (only while Ember shuts down), an attachment's file gone
             self.error.emit(str(exc))
             return False
         # The engine's results for this id arrive as queued signals, handled after this returns.
@@ -305,6 +318,13 @@ class ChatController(QObject):
     def _on_prefill(self, rid: int, done: int, total: int) -> None:
         if rid == self.request_id:
             self.metrics_prefill.emit(done, total)
+
+    @Slot(int, object)
+    def _on_planned(self, rid: int, plan: TurnPlan) -> None:
+        """How this answer's attachments were read, and its Sources: kept with the answer."""
+        if rid == self.request_id and self._stream is not None and self.attachments is not None:
+            self.attachments.record(self._stream.message.id, plan)
+            self.planned.emit(self._stream.message.id)
 
     @Slot(int, str)
     def _on_notice(self, rid: int, message: str) -> None:

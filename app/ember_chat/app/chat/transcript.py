@@ -42,6 +42,7 @@ from ember_chat.app.chat.message_render import (
     message_actions,
     meta_line,
 )
+from ember_chat.app.chat.transcript_attachments import TranscriptAttachments
 from ember_chat.app.chat.transcript_cards import TranscriptCards
 from ember_chat.app.chat.transcript_focus import TranscriptFocus
 from ember_chat.app.chat.transcript_stream import TranscriptStreaming
@@ -92,6 +93,7 @@ class TranscriptView(QTextBrowser):
         self.focus = TranscriptFocus(self)  # where a Tab walk starts, the focus ring
         self.streaming = TranscriptStreaming(self)  # the answer being streamed
         self.cards = TranscriptCards(self)  # the cards painted behind the messages
+        self.attachments = TranscriptAttachments(self)  # a message's files, an answer's Sources
         self.append_stream = self.streaming.append  # (per batch: no call in between)
         self.setObjectName("transcript")
         self.setFrameShape(QFrame.Shape.NoFrame)  # (not a style sheet: a styled view repaints more)
@@ -167,6 +169,7 @@ class TranscriptView(QTextBrowser):
         """Show this thread, re-writing only what differs from what is shown."""
         self.finish_rendering(final_only=True)
         self.streaming.drop()
+        self.attachments.prefetch(m.id for m in messages)
         pairs = [(m, branch_info.get(m.id)) for m in messages]
         keys = [self._key(m, b) for m, b in pairs]
         old_keys = [self._key(m, b) for m, b in self._older] + [s.key for s in self._shown]
@@ -243,6 +246,7 @@ class TranscriptView(QTextBrowser):
         shown.start.setKeepPositionOnInsert(False)
         if m.role == "assistant":
             yield from self.writer.body_steps(c, m.content, m.id, m.id in self._expanded)
+            self.attachments.write_plan(c, m.id)
             line = _summary(m)  # (says "interrupted" when the stream was cut)
             if not m.complete:
                 line = f"{line} · {self.tr('interrupted')}" if line else self.tr("interrupted")
@@ -250,10 +254,11 @@ class TranscriptView(QTextBrowser):
                 self.writer.metrics_line(c, line)
         else:
             self.writer.plain(c, m.content)
+            self.attachments.write_chips(c, m.id)
         shown.key = self._key(m, branch)
 
     def _key(self, m: Message, branch: tuple[int, int] | None) -> tuple:
-        return _key(m, branch, m.id in self._expanded)
+        return (*_key(m, branch, m.id in self._expanded), self.attachments.key(m.id))
 
     def toggle_thinking(self, message_id: int) -> None:
         """Open or fold an answer's thinking (the caller shows the thread again)."""

@@ -210,11 +210,13 @@ class TranscriptStreaming:
         # Rendering complete: drop the plain streamed text, then the metrics line.
         c.movePosition(QTextCursor.MoveOperation.End, QTextCursor.MoveMode.KeepAnchor)
         c.removeSelectedText()
+        view.attachments.write_plan(c, message_id)  # how its attachments were read, its Sources
         if summary:
             writer.metrics_line(c, summary)
         shown = view.last_shown(message_id)
         if shown is not None:
-            shown.key = (message_id, "assistant", markdown, more, summary, None, view.is_expanded(message_id))
+            look = (message_id, "assistant", markdown, more, summary, None, view.is_expanded(message_id))
+            shown.key = (*look, view.attachments.key(message_id))
         view.scroll_to_end()
         view.announce(view.tr("Ember answered: {text}").format(text=answer_only(markdown)[:1000]))
         view.rendered.emit()

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from PySide6.QtCore import QModelIndex, QPersistentModelIndex, QPoint, QSize, Qt, QTimer, Signal
+from collections.abc import Callable
+from itertools import pairwise
+from pathlib import Path
+
+from PySide6.QtCore import QMimeData, QModelIndex, QPersistentModelIndex, QPoint, QSize, Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QIcon, QKeyEvent, QMouseEvent
 from PySide6.QtWidgets import (
     QHBoxLayout,
@@ -14,10 +18,12 @@ from PySide6.QtWidgets import (
     QPushButton,
     QStyledItemDelegate,
     QStyleOptionViewItem,
+    QToolButton,
     QVBoxLayout,
     QWidget,
 )
 
+from ember_chat.app.chat.attachments_bar import AttachmentsBar, mime_files
 from ember_chat.app.style.icons import themed_icon
 from ember_chat.app.style.theme import Colors
 from ember_chat.engine.storage.conversations import Conversation, SearchHit
@@ -30,6 +36,16 @@ class ComposerEdit(QPlainTextEdit):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setViewportMargins(1, 1, 1, 1)  # room inside the frame for the whole focus ring
+        self.attach_mime: Callable[[QMimeData], bool] | None = None  # files and images pasted or dropped here
+
+    def canInsertFromMimeData(self, source: QMimeData) -> bool:  # Qt override
+        return bool(mime_files(source)) or source.hasImage() or super().canInsertFromMimeData(source)
+
+    def insertFromMimeData(self, source: QMimeData) -> None:  # Qt override
+        """Files and a clipboard image are attached (not pasted as their paths); text is pasted."""
+        if (mime_files(source) or source.hasImage()) and self.attach_mime is not None and self.attach_mime(source):
+            return
+        super().insertFromMimeData(source)
 
     def keyPressEvent(self, event: QKeyEvent) -> None:
         enter = event.key() in (Qt.Key.Key_Return, Qt.Key.Key_Enter)
@@ -43,7 +59,8 @@ class ComposerEdit(QPlainTextEdit):
 
 
 class Composer(QWidget):
-    """Multi-line input: Enter sends, Shift+Enter is a newline; Send becomes Stop while generating."""
+    """Multi-line input: Enter sends, Shift+Enter is a newline; Send becomes Stop while generating. The
+    📎 button, a paste or a drop attaches files, shown as chips above the box (`attachments`)."""
 
     send = Signal(str)
     stop = Signal()
@@ -58,7 +75,19 @@ class Composer(QWidget):
         self.edit_banner.linkActivated.connect(lambda _: self.cancel_edit.emit())
         self.edit_banner.hide()
         outer.addWidget(self.edit_banner)
+        self.attachments = AttachmentsBar()
+        self.attachments.changed.connect(self._chain_chips)
+        outer.addWidget(self.attachments)
         row = QHBoxLayout()
+        self.attach_button = QToolButton()
+        self.attach_button.setAccessibleName(self.tr("Attach files"))
+        self.attach_button.setToolTip(
+            self.tr("Attach files or images (or drop them on the window, or paste them into the message box)")
+        )
+        self.attach_button.setFocusPolicy(Qt.FocusPolicy.StrongFocus)
+        self.attach_button.setAutoRaise(True)
+        self.attach_button.setIconSize(QSize(20, 20))
+        self.attach_button.clicked.connect(self.attachments.open_dialog)
         self.editor = ComposerEdit()
         self.editor.setPlaceholderText(self.tr("Message Ember…  (Enter to send, Shift+Enter for a new line)"))
         self.editor.setAccessibleName(self.tr("Message"))
@@ -67,12 +96,14 @@ class Composer(QWidget):
         self.editor.setMaximumHeight(84)
         self.editor.submit.connect(self._on_submit)
         self.editor.escape.connect(self.stop)
+        self.editor.attach_mime = self.attachments.attach_mime
         self.button = QPushButton(self.tr("Send"))
         self.button.setAccessibleName(self.tr("Send"))
         self.button.setToolTip(self.tr("Send (Enter)"))
         self.button.setMinimumWidth(80)
         self.button.clicked.connect(self._on_button)
         row.addWidget(self.editor, 1)
+        row.addWidget(self.attach_button)
         row.addWidget(self.button)
         outer.addLayout(row)
         self._generating = False
@@ -81,6 +112,18 @@ class Composer(QWidget):
     def set_colors(self, colors: Colors) -> None:
         self._icons = {name: themed_icon(name, colors) for name in ("send", "stop")}
         self.button.setIcon(self._icons["stop" if self._generating else "send"])
+        self.attach_button.setIcon(themed_icon("attach", colors))
+        self.attachments.set_colors(colors)
+
+    def attach_paths(self, paths: list[Path]) -> None:
+        """Attach these files, as the 📎 button's dialog does once files are chosen."""
+        self.attachments.attach_paths(paths)
+
+    def _chain_chips(self) -> None:
+        """Tab walks from the message box to each chip's ✕, then the 📎 button and Send."""
+        chain = [self.editor, *(i.chip.close_button for i in self.attachments.items), self.attach_button]
+        for a, b in pairwise(chain):
+            QWidget.setTabOrder(a, b)
 
     def set_generating(self, on: bool) -> None:
         self._generating = on
@@ -106,7 +149,7 @@ class Composer(QWidget):
         if self._generating:
             return
         text = self.editor.toPlainText().strip()
-        if text:
+        if text or self.attachments.items:  # (attachments may go without a word)
             self.editor.clear()
             self.send.emit(text)
 

@@ -131,6 +131,9 @@ class _Sink(GenerationSink):
     def retrying(self, event: Retrying) -> None:
         self._post("retrying", event)
 
+    def attachments_planned(self, plan: object) -> None:
+        self._post("planned", plan)
+
     def failed(self, message: str, kind: str = "") -> None:
         self._post("failed", message)
 
@@ -173,6 +176,7 @@ class EngineBridge(QObject):
     notice = Signal(int, str)  # request id, something the user should know about this answer
     prefill = Signal(int, int, int)  # request id, prompt tokens evaluated, of how many
     retrying = Signal(int, object)  # request id, Retrying
+    planned = Signal(int, object)  # request id, TurnPlan: how its attachments are read (before the first token)
     failed = Signal(int, str)
     finished = Signal(int, str, str, object, object)  # id, reason, text, GenerationMetrics|None, ITLs
     queue_changed = Signal(object)  # QueueState
@@ -315,10 +319,16 @@ class EngineBridge(QObject):
             "notice": self.notice,
             "prefill": self.prefill,
             "retrying": self.retrying,
+            "planned": self.planned,
             "failed": self.failed,
             "finished": self.finished,
         }[kind]
         signal.emit(rid, *args)
+
+    def count_tokens(self, text: str) -> int:
+        """The loaded model's token count of `text` (a worker thread's call, never the GUI thread's: it
+        may wait for the tokenizer). An EmberError when no model is loaded."""
+        return self.service.count_tokens(text)
 
     def stop(self, request_id: int) -> None:
         self.service.cancel(request_id)

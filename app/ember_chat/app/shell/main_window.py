@@ -30,6 +30,7 @@ from ember_chat.app.shell.loading_panel import LoadingPanel
 from ember_chat.app.shell.menus import about_text, build_menus
 from ember_chat.app.shell.navigation import focus_pane, set_tab_order
 from ember_chat.app.shell.welcome import WelcomePanel
+from ember_chat.app.shell.window_attachments import WindowAttachments
 from ember_chat.app.shell.window_chats import ChatActions
 from ember_chat.app.shell.window_models import ModelActions
 from ember_chat.app.shell.window_size import default_geometry, default_splitter_sizes
@@ -131,6 +132,7 @@ class MainWindow(QMainWindow):
         self.setCentralWidget(self.splitter)
 
         self.controller = ChatController(store, bridge, self._current_params)
+        self.attach = WindowAttachments(self, Path(settings_file.path).parent)  # files and images in the chat
         self.api = ApiServerControl(self, self)
         self._wire()
         build_menus(self)

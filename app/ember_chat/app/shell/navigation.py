@@ -36,7 +36,8 @@ def set_tab_order(w: NavigationHost) -> None:
         w.model_bar.unload,
         w.banner.close_button,
         w.transcript,
-        w.composer.editor,
+        w.composer.editor,  # (one Tab from the transcript; then the chips' ✕, the 📎 button, Send)
+        w.composer.attach_button,
         w.composer.button,
         w.side.tabBar(),
     ]

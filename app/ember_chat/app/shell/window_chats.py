@@ -30,11 +30,19 @@ class ChatActions(QObject):
     # ----- the composer
     def send(self, text: str) -> None:
         self.w.banner.hide()
+        refused = self.w.attach.refused()  # (still reading; an image for a model that cannot see it)
+        if refused:
+            self.w.composer.editor.setPlainText(text)
+            self.w.show_error(refused)
+            return
         editing = self.w.controller.editing
         self.w.composer.set_editing(False)
-        if not self.w.controller.send(text):  # not sent: the text goes back into the box
+        attachments = self.w.composer.attachments.attachments()
+        if not self.w.controller.send(text, attachments):  # not sent: the text goes back into the box
             self.w.composer.editor.setPlainText(text)
             self.w.composer.set_editing(editing)
+        else:
+            self.w.composer.attachments.clear()
 
     def edit_message(self, message_id: int) -> None:
         def act() -> None:

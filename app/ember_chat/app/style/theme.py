@@ -168,6 +168,10 @@ def style_sheet(c: Colors) -> str:
 #backendBadge {{ padding: 2px 8px; border-radius: 8px; background: {c.alt_base}; color: {c.secondary}; }}
 #banner[kind="error"] {{ background: {c.error_bg}; color: {c.error_text}; }}
 #banner[kind="notice"] {{ background: {c.notice_bg}; color: {c.text}; }}
+#attachmentChip {{ border: 1px solid {c.border}; border-radius: 8px; background: {c.alt_base}; }}
+#attachmentChip[warn="true"] {{ border-color: {c.warning}; }}
+#attachmentDetails {{ color: {c.secondary}; }}
+#attachmentWarning {{ color: {c.warning}; }}
 """
 
 

@@ -1,0 +1,145 @@
+"""An attachment's chip: its name, kind, size, token count and how the model will read it, with an ✕
+that removes it before sending. The same words describe an attachment on a sent message in the
+transcript (`chip_words`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from PySide6.QtCore import QCoreApplication, Signal
+from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QProgressBar, QSizePolicy, QToolButton, QWidget
+
+from ember_chat.app.qt.elided_label import ElidedLabel
+from ember_chat.app.style.icons import themed_icon
+from ember_chat.app.style.theme import Colors
+from ember_chat.engine.attachments.kinds import human_size
+
+__all__ = ["AttachmentChip", "ChipState", "chip_words", "human_size", "kind_label", "mode_words"]
+
+KIND_LABELS = {
+    "text": "text",
+    "markdown": "Markdown",
+    "code": "code",
+    "csv": "CSV",
+    "json": "JSON",
+    "html": "HTML",
+    "pdf": "PDF",
+    "docx": "DOCX",
+    "image": "image",
+}
+
+
+def tr(text: str) -> str:
+    return QCoreApplication.translate("Attachments", text)
+
+
+def kind_label(kind: str) -> str:
+    return tr(KIND_LABELS.get(str(kind), str(kind)))
+
+
+def mode_words(mode: str, used: int = 0, total: int = 0) -> str:
+    """How the model reads an attachment: whole, or the passages retrieved for the question."""
+    if mode == "whole":
+        return tr("whole")
+    if mode == "retrieval" and total:
+        return tr("too long to read whole: {used} of {total} passages used").format(used=used, total=total)
+    if mode == "retrieval":
+        return tr("too long to read whole: retrieval")
+    return ""
+
+
+@dataclass
+class ChipState:
+    """What a chip shows. `tokens`: None while not counted (or an image); `progress`: 0..1 while the
+    file is read, else None; `warning`: why it cannot be used as it is (an image for a model that
+    cannot see images)."""
+
+    name: str
+    kind: str = ""
+    size: int = 0
+    tokens: int | None = None
+    tokens_note: str = ""  # why there is no count (no model loaded yet)
+    mode: str = ""
+    used: int = 0
+    total: int = 0
+    progress: float | None = None
+    warning: str = ""
+
+
+def chip_words(s: ChipState) -> str:
+    """The chip's details line: "PDF · 1.2 MB · 3,450 tokens · whole"."""
+    if s.progress is not None:
+        return tr("reading… {percent}%").format(percent=round(100 * s.progress))
+    parts = [kind_label(s.kind), human_size(s.size)]
+    if s.tokens is not None:
+        parts.append(tr("{n} tokens").format(n=f"{s.tokens:,}"))
+    elif s.tokens_note:
+        parts.append(s.tokens_note)
+    mode = mode_words(s.mode, s.used, s.total)
+    if mode:
+        parts.append(mode)
+    return " · ".join(p for p in parts if p)
+
+
+class AttachmentChip(QFrame):
+    """One chip above the message box."""
+
+    remove = Signal()
+
+    def __init__(self, state: ChipState, colors: Colors | None = None, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("attachmentChip")
+        self.setSizePolicy(QSizePolicy.Policy.Maximum, QSizePolicy.Policy.Fixed)
+        row = QHBoxLayout(self)
+        row.setContentsMargins(8, 3, 3, 3)
+        row.setSpacing(6)
+        self.name_label = ElidedLabel()
+        self.name_label.setObjectName("attachmentName")
+        self.details = QLabel()
+        self.details.setObjectName("attachmentDetails")
+        self.progress = QProgressBar()
+        self.progress.setRange(0, 100)
+        self.progress.setTextVisible(False)
+        self.progress.setFixedSize(60, 6)
+        self.warning = QLabel("⚠")
+        self.warning.setObjectName("attachmentWarning")
+        self.close_button = QToolButton()
+        self.close_button.setAutoRaise(True)
+        self.close_button.clicked.connect(self.remove)
+        row.addWidget(self.warning)
+        row.addWidget(self.name_label, 1)
+        row.addWidget(self.details)
+        row.addWidget(self.progress)
+        row.addWidget(self.close_button)
+        self.state = state
+        if colors is not None:
+            self.set_colors(colors)
+        self.show_state(state)
+
+    def set_colors(self, colors: Colors) -> None:
+        self.close_button.setIcon(themed_icon("close", colors))
+
+    def show_state(self, state: ChipState) -> None:
+        self.state = state
+        self.name_label.setText(state.name)
+        words = chip_words(state)
+        self.details.setText(words)
+        reading = state.progress is not None
+        self.progress.setVisible(reading)
+        if reading:
+            self.progress.setValue(round(100 * (state.progress or 0.0)))
+        self.warning.setVisible(bool(state.warning))
+        self.setProperty("warn", bool(state.warning))
+        self.style().unpolish(self)
+        self.style().polish(self)
+        tip = f"{state.name}\n{words}" + (f"\n\n{state.warning}" if state.warning else "")
+        self.setToolTip(tip)
+        self.warning.setToolTip(state.warning)
+        self.setAccessibleName(tr("Attachment {name}").format(name=state.name))
+        self.setAccessibleDescription(words + (f". {state.warning}" if state.warning else ""))
+        self.close_button.setAccessibleName(tr("Remove {name}").format(name=state.name))
+        self.close_button.setToolTip(
+            tr("Stop reading {name}").format(name=state.name)
+            if reading
+            else tr("Remove {name} (it is not sent)").format(name=state.name)
+        )

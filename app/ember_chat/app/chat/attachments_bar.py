@@ -1,0 +1,331 @@
+"""The attachments waiting above the message box: files given by the 📎 button, dropped on the window or
+pasted (files, or an image from the clipboard). Each is read off the GUI thread (the window's
+TaskRunner), with its progress on its chip, then its tokens are counted with the loaded model's
+tokenizer (off the GUI thread too). A file that cannot be attached says why in the banner (the
+`failed` signal) and takes nothing typed with it.
+
+How each will be read is shown before sending: whole while the attachments fit the context budget,
+else "too long to read whole: retrieval" (the engine decides per turn and says how many passages it
+used; the sent message's chip shows that). An image is marked when the loaded model cannot see
+images, and the window refuses to send it then."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from PySide6.QtCore import QBuffer, QByteArray, QEvent, QIODevice, QMimeData, QObject, QTimer, Signal
+from PySide6.QtGui import QDragEnterEvent, QDropEvent, QImage
+from PySide6.QtWidgets import QFileDialog, QWidget
+
+from ember_chat.app.chat.attachment_chips import AttachmentChip, ChipState
+from ember_chat.app.qt.flow_layout import FlowLayout
+from ember_chat.app.qt.tasks import TaskRunner
+from ember_chat.app.style.theme import Colors
+from ember_chat.engine.attachments import (
+    AttachmentKind,
+    Extracted,
+    StoredAttachment,
+    read_attachment,
+    read_attachment_bytes,
+)
+
+PROGRESS_MS = 100  # how often a chip's reading progress is shown
+_keys = itertools.count(1)
+
+
+@dataclass
+class Pending:
+    """One attachment above the message box."""
+
+    key: int
+    chip: AttachmentChip
+    state: ChipState
+    extracted: Extracted | None = None
+    stored: StoredAttachment | None = None
+    counting: bool = False
+    progress: list[float] = field(default_factory=lambda: [0.0])  # written by the worker, read by a timer
+
+
+def mime_files(mime: QMimeData) -> list[Path]:
+    """The local files a drop or a paste names."""
+    return [Path(url.toLocalFile()) for url in mime.urls() if url.isLocalFile()] if mime.hasUrls() else []
+
+
+def png_bytes(image: QImage) -> bytes:
+    data = QByteArray()
+    buffer = QBuffer(data)
+    buffer.open(QIODevice.OpenModeFlag.WriteOnly)
+    image.save(buffer, "PNG")
+    buffer.close()
+    return bytes(data.data())
+
+
+class AttachmentsBar(QWidget):
+    changed = Signal()  # an attachment came, went, or was read or counted
+    failed = Signal(str)  # why a file cannot be attached (one sentence, for the banner)
+    settled = Signal()  # nothing is being read or counted any more (tests wait on it)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("attachmentsBar")
+        self.setAccessibleName(self.tr("Attachments"))
+        self.flow = FlowLayout(self)
+        self.tasks: TaskRunner | None = None
+        self.count_tokens: Callable[[str], int] | None = None
+        self.budget: Callable[[], int | None] = lambda: None  # tokens the attachments may take whole
+        self.sees_images: Callable[[], bool | None] = lambda: None  # None: no model loaded
+        self.save: Callable[[Extracted], StoredAttachment] | None = None  # keeps a file read (worker thread)
+        self.colors: Colors | None = None
+        self.items: list[Pending] = []
+        self.dialog: QFileDialog | None = None  # the 📎 button's file dialog, while open
+        self._poll = QTimer(self)
+        self._poll.setInterval(PROGRESS_MS)
+        self._poll.timeout.connect(self._show_progress)
+        self.hide()
+
+    def configure(
+        self,
+        tasks: TaskRunner,
+        count_tokens: Callable[[str], int],
+        budget: Callable[[], int | None],
+        sees_images: Callable[[], bool | None],
+        save: Callable[[Extracted], StoredAttachment],
+    ) -> None:
+        """`count_tokens` and `save` run on worker threads; `budget` and `sees_images` on the GUI thread."""
+        self.tasks, self.count_tokens, self.budget, self.sees_images = tasks, count_tokens, budget, sees_images
+        self.save = save
+
+    def set_colors(self, colors: Colors) -> None:
+        self.colors = colors
+        for item in self.items:
+            item.chip.set_colors(colors)
+
+    # ----- what is attached
+    def attachments(self) -> list[StoredAttachment]:
+        """What is read, kept and ready to send, in the order given."""
+        return [i.stored for i in self.items if i.stored is not None]
+
+    @property
+    def busy(self) -> bool:
+        """Some file is still being read or counted."""
+        return any(i.extracted is None or i.counting for i in self.items)
+
+    def images_refused(self) -> str:
+        """Why the attachments cannot be sent to the loaded model ("" when they can)."""
+        if self.sees_images() is False and any(i.state.kind == AttachmentKind.IMAGE for i in self.items):
+            return self.tr(
+                "The loaded model cannot see images, so this message was not sent. Load a vision model "
+                "(a model with its projector file) or remove the image."
+            )
+        return ""
+
+    def clear(self) -> None:
+        for item in list(self.items):
+            self.remove(item.key)
+
+    # ----- giving files
+    def open_dialog(self) -> QFileDialog:
+        """The 📎 button: a file dialog (not blocking the window); its files are attached."""
+        dialog = QFileDialog(self.window(), self.tr("Attach files"))
+        dialog.setFileMode(QFileDialog.FileMode.ExistingFiles)
+        dialog.setNameFilters(
+            [
+                self.tr("Documents and images (*.txt *.md *.pdf *.docx *.csv *.tsv *.json *.html *.htm "
+                        "*.png *.jpg *.jpeg *.webp *.gif *.py *.js *.ts *.c *.cpp *.h *.rs *.go *.java)"),
+                self.tr("All files (*)"),
+            ]
+        )  # fmt: skip
+        dialog.filesSelected.connect(lambda files: self.attach_paths([Path(f) for f in files]))
+        dialog.finished.connect(lambda _r: setattr(self, "dialog", None))
+        self.dialog = dialog
+        dialog.open()
+        return dialog
+
+    def attach_mime(self, mime: QMimeData) -> bool:
+        """Files or an image from a drop or a paste; False when it holds neither."""
+        files = mime_files(mime)
+        if files:
+            self.attach_paths(files)
+            return True
+        if mime.hasImage():
+            image = QImage(mime.imageData())
+            if not image.isNull():
+                self.attach_data(self.tr("pasted image.png"), png_bytes(image))
+                return True
+        return False
+
+    def attach_paths(self, paths: Iterable[Path]) -> None:
+        """Read these files off the GUI thread, each on its own chip."""
+        for path in paths:
+            item = self._add(ChipState(Path(path).name, progress=0.0))
+            report = item.progress
+
+            def read(path: Path = Path(path), report: list[float] = report) -> Extracted:
+                return read_attachment(path, progress=lambda f: report.__setitem__(0, f))
+
+            self._read(item, read)
+
+    def attach_data(self, name: str, data: bytes) -> None:
+        """An attachment given as bytes (an image pasted from the clipboard)."""
+        item = self._add(ChipState(name, progress=0.0))
+        self._read(item, lambda: read_attachment_bytes(name, data))
+
+    def _add(self, state: ChipState) -> Pending:
+        item = Pending(next(_keys), AttachmentChip(state, self.colors), state)
+        item.chip.remove.connect(lambda key=item.key: self.remove(key))
+        self.items.append(item)
+        self.flow.addWidget(item.chip)
+        self.show()
+        self._poll.start()
+        self.changed.emit()
+        return item
+
+    def _read(self, item: Pending, read: Callable[[], Extracted]) -> None:
+        """Read (and keep: the store indexes a text's passages) on a worker thread."""
+        assert self.tasks is not None and self.save is not None, "configure() first"
+        save = self.save
+
+        def read_and_keep() -> tuple[Extracted, StoredAttachment]:
+            extracted = read()
+            return extracted, save(extracted)
+
+        self.tasks.run(
+            read_and_keep,
+            lambda done, key=item.key: self._on_read(key, *done),
+            lambda message, key=item.key: self._on_failed(key, message),
+            key=f"attachment-{item.key}",
+        )
+
+    def remove(self, key: int) -> None:
+        """Take an attachment away (its ✕); one still being read is dropped where it is."""
+        item = self._item(key)
+        if item is None:
+            return
+        if self.tasks is not None:
+            self.tasks.cancel(f"attachment-{key}")
+            self.tasks.cancel(f"tokens-{key}")
+        self.items.remove(item)
+        self.flow.removeWidget(item.chip)
+        item.chip.deleteLater()
+        self.setVisible(bool(self.items))
+        self._update_modes()
+        self.changed.emit()
+        self._check_settled()
+
+    # ----- results (GUI thread)
+    def _item(self, key: int) -> Pending | None:
+        return next((i for i in self.items if i.key == key), None)
+
+    def _on_failed(self, key: int, message: str) -> None:
+        self.remove(key)
+        self.failed.emit(message)
+
+    def _on_read(self, key: int, extracted: Extracted, stored: StoredAttachment) -> None:
+        item = self._item(key)
+        if item is None:
+            return
+        item.extracted, item.stored = extracted, stored
+        item.state = ChipState(extracted.name, str(extracted.kind), extracted.size)
+        self._set_image_warning(item)
+        self._count(item)
+        self._update_modes()
+        self.changed.emit()
+        self._check_settled()
+
+    def _count(self, item: Pending) -> None:
+        if item.extracted is None or item.state.kind == AttachmentKind.IMAGE or self.count_tokens is None:
+            return
+        assert self.tasks is not None
+        text, count = item.extracted.text, self.count_tokens
+        item.state = replace(item.state, tokens=None, tokens_note=self.tr("counting tokens…"))
+        item.counting = True
+        self.tasks.run(
+            lambda: count(text),
+            lambda n, key=item.key: self._on_counted(key, n, ""),
+            lambda _m, key=item.key: self._on_counted(key, None, self.tr("tokens counted once a model is loaded")),
+            key=f"tokens-{item.key}",
+        )
+
+    def _on_counted(self, key: int, tokens: int | None, note: str) -> None:
+        item = self._item(key)
+        if item is None:
+            return
+        item.state = replace(item.state, tokens=tokens, tokens_note=note)
+        item.counting = False
+        self._update_modes()
+        self.changed.emit()
+        self._check_settled()
+
+    def recount(self) -> None:
+        """The loaded model changed: tokens are counted with its tokenizer, images checked again."""
+        for item in self.items:
+            self._set_image_warning(item)
+            self._count(item)
+        self._update_modes()
+
+    def _set_image_warning(self, item: Pending) -> None:
+        if item.state.kind != AttachmentKind.IMAGE:
+            return
+        blind = self.sees_images() is False
+        warning = (
+            self.tr(
+                "The loaded model cannot see images: load a vision model (one with its projector file) to ask about it."
+            )
+            if blind
+            else ""
+        )
+        item.state = replace(item.state, warning=warning)
+
+    def _update_modes(self) -> None:
+        """Whole while all the text fits the budget, in the order attached; retrieval for the rest."""
+        budget = self.budget()
+        used = 0
+        for item in self.items:
+            if item.state.tokens is not None and item.state.kind != AttachmentKind.IMAGE:
+                used += item.state.tokens
+                mode = "whole" if budget is None or used <= budget else "retrieval"
+                item.state = replace(item.state, mode=mode)
+            item.chip.show_state(item.state)
+
+    def _show_progress(self) -> None:
+        reading = False
+        for item in self.items:
+            if item.state.progress is not None:
+                reading = True
+                item.state = replace(item.state, progress=min(max(item.progress[0], 0.0), 1.0))
+                item.chip.show_state(item.state)
+        if not reading:
+            self._poll.stop()
+
+    def _check_settled(self) -> None:
+        if not self.busy:
+            self.settled.emit()
+
+
+class FileDrops(QObject):
+    """Files dropped anywhere on the window are attached (an event filter on the window: the drops its
+    children do not take themselves reach it)."""
+
+    def __init__(self, window: QWidget, bar: AttachmentsBar) -> None:
+        super().__init__(window)
+        self.bar = bar
+        window.setAcceptDrops(True)
+        window.installEventFilter(self)
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # Qt override
+        kind = event.type()
+        if kind in (QEvent.Type.DragEnter, QEvent.Type.DragMove):
+            assert isinstance(event, QDragEnterEvent | QDropEvent)
+            mime = event.mimeData()
+            if mime_files(mime) or mime.hasImage():
+                event.acceptProposedAction()
+                return True
+        elif kind == QEvent.Type.Drop:
+            assert isinstance(event, QDropEvent)
+            if self.bar.attach_mime(event.mimeData()):
+                event.acceptProposedAction()
+                return True
+        return False

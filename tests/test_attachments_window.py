@@ -1,0 +1,184 @@
+"""Attachments in the real window (issue 17): the 📎 button's path, drops and pastes, the chips above the
+message box (kind, size, token count, how each will be read, ✕), sending them (what the engine
+received), and the sent message's chips, Sources and thumbnails, also after the chat is reopened.
+Real files written at test time (a text file, a PDF, PNG images), the real extraction, store and
+FTS5; the fake engine only answers."""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from PySide6.QtCore import QMimeData, QPoint, QPointF, Qt, QUrl
+from PySide6.QtGui import QDragEnterEvent, QDropEvent, QGuiApplication, QImage
+from PySide6.QtWidgets import QApplication, QLabel
+from pytestqt.qtbot import QtBot
+
+from ember_chat.app.main import build_window
+from ember_chat.app.shell.main_window import MainWindow
+from ember_chat.engine.inference.backend import ModelDescription
+from ember_chat.engine.storage.paths import AppPaths
+from tests.attachment_files import image_bytes
+from tests.fake_backend import FakeBackend
+
+WAIT_MS = 60_000
+FACT = "The lighthouse keeper's cat is named Biscuit."
+
+
+class SeeingFake(FakeBackend):
+    """The fake engine as a vision model (one loaded with its projector)."""
+
+    @property
+    def description(self) -> ModelDescription | None:
+        d = super().description
+        return dataclasses.replace(d, vision=True) if d is not None else None
+
+
+@pytest.fixture
+def make_window(qtbot: QtBot, tmp_path: Path, tiny_model: Path) -> Iterator[Callable[[FakeBackend], MainWindow]]:
+    paths = AppPaths(tmp_path / "data", tmp_path / "config")
+    paths.default_models_dir.mkdir(parents=True)
+    shutil.copy(tiny_model, paths.default_models_dir / "tiny.gguf")
+    windows: list[MainWindow] = []
+
+    def make(fake: FakeBackend) -> MainWindow:
+        w = build_window(paths, backend_factory=lambda _ref: fake)
+        qtbot.addWidget(w)
+        w.show()
+        windows.append(w)
+        with qtbot.waitSignal(w.models_listed, timeout=WAIT_MS):
+            pass
+        with qtbot.waitSignal(w.model_state_changed, check_params_cb=lambda s: s == "ready", timeout=WAIT_MS):
+            w.models.load_model("tiny.gguf")
+        return w
+
+    yield make
+    for w in windows:
+        w.close()
+        assert w.join_background(30)
+        w.store.close()
+
+
+def settle(qtbot: QtBot, w: MainWindow) -> None:
+    """Wait until every attachment is read and counted."""
+    bar = w.composer.attachments
+    qtbot.waitUntil(lambda: bool(bar.items) and not bar.busy, timeout=WAIT_MS)
+
+
+def chip_texts(w: MainWindow) -> list[str]:
+    return [f"{i.chip.name_label.text()} | {i.chip.details.text()}" for i in w.composer.attachments.items]
+
+
+def send(qtbot: QtBot, w: MainWindow, text: str) -> None:
+    with qtbot.waitSignal(w.controller.generating_changed, check_params_cb=lambda on: not on, timeout=WAIT_MS):
+        w.composer.editor.setPlainText(text)
+        qtbot.keyClick(w.composer.editor, Qt.Key.Key_Return)
+    if w.transcript.rendering:
+        with qtbot.waitSignal(w.transcript.rendered, timeout=WAIT_MS):
+            pass
+
+
+def test_the_attach_button_is_an_icon_with_a_name_and_in_the_tab_walk(
+    qtbot: QtBot, make_window: Callable[[FakeBackend], MainWindow]
+) -> None:
+    w = make_window(FakeBackend(n_tokens=3))
+    button = w.composer.attach_button
+    assert button.isVisible() and not button.icon().isNull()
+    assert button.accessibleName() == "Attach files" and "Attach" in button.toolTip()
+    assert button.focusPolicy() & Qt.FocusPolicy.TabFocus
+    w.composer.editor.setFocus()
+    qtbot.keyClick(w.composer.editor, Qt.Key.Key_Tab)
+    assert QApplication.focusWidget() is button  # the message box, then the 📎 button, then Send
+    qtbot.keyClick(button, Qt.Key.Key_Tab)
+    assert QApplication.focusWidget() is w.composer.button
+    qtbot.mouseClick(button, Qt.MouseButton.LeftButton)  # a file dialog that does not block the window
+    dialog = w.composer.attachments.dialog
+    assert dialog is not None and dialog.isVisible()
+    assert dialog.windowModality() != Qt.WindowModality.ApplicationModal
+    dialog.reject()
+
+
+def test_a_file_that_cannot_be_read_says_why_in_the_banner_and_keeps_the_text(
+    qtbot: QtBot, make_window: Callable[[FakeBackend], MainWindow], tmp_path: Path
+) -> None:
+    w = make_window(FakeBackend(n_tokens=3))
+    w.composer.editor.setPlainText("my long question")
+    gone = tmp_path / "deleted.txt"
+    with qtbot.waitSignal(w.composer.attachments.failed, timeout=WAIT_MS) as failed:
+        w.composer.attach_paths([gone])
+    assert "deleted.txt" in failed.args[0]
+    assert w.banner.isVisible() and w.banner.text() == failed.args[0]
+    assert w.composer.attachments.items == [] and not w.composer.attachments.isVisible()
+    assert w.composer.editor.toPlainText() == "my long question"
+
+
+def test_files_dropped_on_the_window_are_attached(
+    qtbot: QtBot, make_window: Callable[[FakeBackend], MainWindow], tmp_path: Path
+) -> None:
+    w = make_window(FakeBackend(n_tokens=3))
+    dropped = tmp_path / "dropped.md"
+    dropped.write_text("# Title\n\nSome *notes*.\n", encoding="utf-8")
+    mime = QMimeData()
+    mime.setUrls([QUrl.fromLocalFile(str(dropped))])
+    pos = QPoint(40, 40)
+    left, none = Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier
+    enter = QDragEnterEvent(pos, Qt.DropAction.CopyAction, mime, left, none)
+    QApplication.sendEvent(w, enter)
+    assert enter.isAccepted()
+    drop = QDropEvent(QPointF(pos), Qt.DropAction.CopyAction, mime, left, none)
+    QApplication.sendEvent(w, drop)
+    assert drop.isAccepted()
+    settle(qtbot, w)
+    assert chip_texts(w)[0].startswith("dropped.md | Markdown · ")
+
+
+def test_an_image_pasted_is_attached_and_a_model_that_cannot_see_it_refuses_it_before_sending(
+    qtbot: QtBot, make_window: Callable[[FakeBackend], MainWindow]
+) -> None:
+    fake = FakeBackend(n_tokens=3)
+    w = make_window(fake)
+    image = QImage(40, 30, QImage.Format.Format_RGB32)
+    image.fill(Qt.GlobalColor.red)
+    QGuiApplication.clipboard().setImage(image)
+    w.composer.editor.setFocus()
+    w.composer.editor.paste()
+    settle(qtbot, w)
+    item = w.composer.attachments.items[0]
+    assert item.chip.name_label.text() == "pasted image.png" and item.state.kind == "image"
+    assert w.composer.editor.toPlainText() == ""  # the image was attached, not pasted as text
+    assert item.chip.warning.isVisible() and "cannot see images" in item.chip.toolTip()
+    send_clicks = len(fake.requests)
+    w.composer.editor.setPlainText("what is in this picture?")
+    qtbot.keyClick(w.composer.editor, Qt.Key.Key_Return)
+    assert "cannot see images" in w.banner.text() and w.banner.isVisible()
+    assert w.composer.editor.toPlainText() == "what is in this picture?"  # kept, and so is the image
+    assert len(w.composer.attachments.items) == 1 and len(fake.requests) == send_clicks
+    assert w.controller.conversation_id is None  # nothing was sent or saved
+
+
+def test_an_image_for_a_vision_model_reaches_the_engine_and_shows_as_a_thumbnail(
+    qtbot: QtBot, make_window: Callable[[FakeBackend], MainWindow], tmp_path: Path
+) -> None:
+    fake = SeeingFake(n_tokens=5)
+    w = make_window(fake)
+    shot = tmp_path / "screenshot.png"
+    data = image_bytes("PNG", (300, 200))
+    shot.write_bytes(data)
+    w.composer.attach_paths([shot])
+    settle(qtbot, w)
+    item = w.composer.attachments.items[0]
+    assert not item.chip.warning.isVisible() and "image" in item.chip.details.text()
+    send(qtbot, w, "What colour is it?")
+    last = fake.requests[-1][-1]
+    assert [(i.name, i.data) for i in last.images] == [("screenshot.png", data)]
+    user_id = w.store.thread(w.controller.conversation_id)[-2].id
+    assert f"ember:image/{user_id}/0" in [href for href, _ in w.transcript.links()]
+    w.transcript.action.emit("image", user_id, 0)
+    dialog = w.transcript.attachments.dialog
+    assert dialog is not None
+    full = dialog.findChild(QLabel, "fullImage").pixmap()
+    assert (full.width(), full.height()) == (300, 200)  # at full size
+    dialog.close()
