@@ -17,7 +17,7 @@ from ember_chat.engine.core.params import LOAD_SPECS, SAMPLING_SPECS, LoadConfig
 from ember_chat.engine.core.refs import ModelRef
 from ember_chat.engine.errors import EmberError
 from ember_chat.engine.inference.backend import ModelDescription
-from ember_chat.engine.inference.events import Retrying
+from ember_chat.engine.inference.events import AttachmentsPlanned, Retrying
 from ember_chat.engine.inference.metrics import GenerationMetrics
 from ember_chat.engine.inference.service import EngineService, GenerationRequest, GenerationSink, ServiceListener
 from ember_chat.engine.storage.paths import AppPaths
@@ -157,10 +157,18 @@ class PrintSink(GenerationSink):
         self.error: str | None = None
         self.reason = ""
         self.metrics: GenerationMetrics | None = None
+        self.planned: AttachmentsPlanned | None = None
 
     def tokens(self, text: str, output_tokens: int) -> None:
         self.out.write(text)
         self.out.flush()
+
+    def attachments_planned(self, event: AttachmentsPlanned) -> None:
+        self.planned = event
+        from ember_chat.engine.cli.attach import describe
+
+        for line in describe(event):
+            print(line, file=sys.stderr)
 
     def trimmed(self, dropped_messages: int) -> None:
         print(f"[{dropped_messages} oldest messages left out to fit the context]", file=sys.stderr)

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 
+from ember_chat.engine.cli.attach import read_files, report, run_store, user_message
 from ember_chat.engine.cli.common import (
     PrintSink,
     add_load_flags,
@@ -29,6 +31,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     run.add_argument("--prompt", required=True)
     run.add_argument("--system", default="", help="system prompt (chat mode)")
     run.add_argument("--mode", choices=("chat", "complete"), default="chat")
+    run.add_argument(
+        "--attach", metavar="FILE", action="append", default=[], help="attach a file to the prompt (repeatable)"
+    )
     add_sampling_flags(run)
     add_load_flags(run)
     run.add_argument("--template", default=None, help="chat template: a llama.cpp built-in name")
@@ -40,30 +45,43 @@ def run(args: argparse.Namespace) -> int:
     if not args.model and not args.remote:
         raise EmberError("the following arguments are required: --model (or --remote NAME)")
     params = sampling_from_args(args)
-    ref, alias = model_ref_from_args(args, AppPaths.default())
+    paths = AppPaths.default()
+    if args.attach and args.mode != "chat":
+        raise EmberError("--attach needs --mode chat.")
+    files = read_files(args.attach, paths) if args.attach else []  # before the model loads: a bad file is quick
+    ref, alias = model_ref_from_args(args, paths)
     service = EngineService()
-    try:
+    with contextlib.ExitStack() as stack:
+        stack.callback(service.close)
         load_blocking(service, ref, alias)
         sink = PrintSink(sys.stdout)
         if args.mode == "chat":
             messages = [ChatMessage("system", args.system)] if args.system else []
-            messages.append(ChatMessage("user", args.prompt))
+            store = stack.enter_context(run_store()) if files else None
+            messages.append(user_message(args.prompt, files, store) if store else ChatMessage("user", args.prompt))
             request = GenerationRequest(
-                params, sink, messages=messages, template=args.template, client="cli", batch_s=0
+                params,
+                sink,
+                messages=messages,
+                template=args.template,
+                client="cli",
+                batch_s=0,
+                attachment_store=store,
             )
         else:
             request = GenerationRequest(params, sink, prompt=args.prompt, client="cli", batch_s=0)
         request.snapshot_s = float("inf")
         generate_blocking(service, request, sink)
-    finally:
-        service.close()
     if sink.reason == StopReason.ERROR:
         raise EmberError(sink.error or "The answer failed.")
     out = sys.stdout
     out.write("\n")
     if sink.metrics is not None:
         if args.json:
-            out.write(json.dumps(sink.metrics.to_dict()) + "\n")
+            line = sink.metrics.to_dict()
+            if files:
+                line["attachments"] = report(files, sink.planned)
+            out.write(json.dumps(line) + "\n")
         else:
             print(sink.metrics.summary_line(), file=sys.stderr)
     out.flush()

@@ -1,0 +1,74 @@
+"""`ember-chat run --attach FILE`: files read before the model loads (a file that cannot be read is one
+line and exit status 2, like a bad model file), kept in a temporary attachment store for this one run,
+and reported: per attachment its name, kind, tokens and mode, and for retrieval the sources used."""
+
+from __future__ import annotations
+
+import contextlib
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from ember_chat.engine.attachments import AttachmentKind, AttachmentStore, Extracted, Limits, read_attachment
+from ember_chat.engine.core.messages import AttachmentRef, ChatMessage, ImageInput
+from ember_chat.engine.inference.events import AttachmentsPlanned
+from ember_chat.engine.storage.conversations import ConversationStore
+from ember_chat.engine.storage.paths import AppPaths
+from ember_chat.engine.storage.settings import SettingsFile
+
+
+def read_files(files: list[str], paths: AppPaths) -> list[Extracted]:
+    """Every file read, or AttachmentError (an EmberError: one line, exit 2) for the first that cannot be."""
+    limits = Limits.from_megabytes(SettingsFile(paths.settings_file).load().attachment_max_mb)
+    return [read_attachment(Path(f), limits) for f in files]
+
+
+@contextlib.contextmanager
+def run_store() -> Iterator[AttachmentStore]:
+    """An attachment store for one run, in a temporary folder removed afterwards."""
+    with tempfile.TemporaryDirectory(prefix="ember-attach-") as folder:
+        chats = ConversationStore(Path(folder) / "chats.sqlite3")
+        try:
+            yield AttachmentStore(AppPaths(Path(folder), Path(folder)), chats)
+        finally:
+            chats.close()
+
+
+def user_message(prompt: str, files: list[Extracted], store: AttachmentStore) -> ChatMessage:
+    refs: list[AttachmentRef] = []
+    images: list[ImageInput] = []
+    for extracted in files:
+        if extracted.kind is AttachmentKind.IMAGE:
+            images.append(ImageInput.from_bytes(extracted.image or b"", extracted.name))
+        else:
+            refs.append(store.ref(store.save(extracted)))
+    return ChatMessage("user", prompt, images=tuple(images), attachments=tuple(refs))
+
+
+def report(files: list[Extracted], planned: AttachmentsPlanned | None) -> list[dict[str, Any]]:
+    """Per attachment, in the order given: name, kind, tokens, mode (whole, retrieval, image) and, for
+    retrieval, passages used of total and the sources (file, page, chunk)."""
+    items = {item.name: item for item in planned.plan.items} if planned else {}
+    out: list[dict[str, Any]] = []
+    for extracted in files:
+        if extracted.kind is AttachmentKind.IMAGE:
+            out.append({"name": extracted.name, "kind": "image", "tokens": None, "mode": "image"})
+            continue
+        item = items[extracted.name]
+        entry: dict[str, Any] = {"name": item.name, "kind": item.kind, "tokens": item.tokens, "mode": item.mode}
+        if item.mode == "retrieval" and planned is not None:
+            entry["used"], entry["total"] = item.used, item.total
+            entry["sources"] = [
+                {"file": s.name, "page": s.page, "chunk": s.chunk}
+                for s in planned.plan.sources
+                if s.attachment_id == item.attachment_id
+            ]
+        out.append(entry)
+    return out
+
+
+def describe(planned: AttachmentsPlanned) -> list[str]:
+    """One line per planned attachment, for the terminal."""
+    about = " (estimated)" if planned.estimated else ""
+    return [f"[{item.name}: {item.kind}, {item.describe()}{about}]" for item in planned.plan.items]
