@@ -352,7 +352,7 @@ class DiscoverTab(QWidget):
     def download(self, files: RepoFiles, v: ModelVariant) -> list[int]:
         ids = [
             self.queue.add(DownloadSpec(files.repo_id, f.path, files.commit or "main", f.size, f.sha256))
-            for f in v.files
+            for f in v.download_files  # with its projector, if it has one
         ]
         self.downloads_added.emit()
         return ids

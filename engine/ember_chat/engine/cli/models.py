@@ -111,6 +111,7 @@ def run(args: argparse.Namespace, paths: AppPaths) -> int:
                     "quantization": v.quantization,
                     "size": v.size,
                     "files": [f.path for f in v.files],
+                    "mmproj": v.mmproj.path if v.mmproj else None,  # downloaded with it: vision
                     "fit": fit.label,
                 }
             )

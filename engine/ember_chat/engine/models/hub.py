@@ -11,7 +11,7 @@ import os
 import re
 import urllib.request
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
@@ -30,6 +30,7 @@ from huggingface_hub import errors as hf_errors  # noqa: E402
 from ember_chat.engine.core.network_words import network_failure  # noqa: E402
 from ember_chat.engine.errors import HubAuthError, HubError, HubNotFound, HubOffline  # noqa: E402
 from ember_chat.engine.models.downloader import hub_http_client  # noqa: E402
+from ember_chat.engine.models.projector import is_projector_name, pair_files  # noqa: E402
 
 __all__ = ["HubAuthError", "HubClient", "HubError", "HubNotFound", "HubOffline"]
 
@@ -63,10 +64,20 @@ class ModelVariant:
     name: str
     quantization: str
     files: tuple[HubFile, ...]
+    mmproj: HubFile | None = None  # its projector (images), downloaded with it
+
+    @property
+    def download_files(self) -> tuple[HubFile, ...]:
+        """What downloading this model fetches: its files and its projector (each verified)."""
+        return (*self.files, self.mmproj) if self.mmproj else self.files
+
+    @property
+    def vision(self) -> bool:
+        return self.mmproj is not None
 
     @property
     def size(self) -> int:
-        return sum(f.size for f in self.files)
+        return sum(f.size for f in self.download_files)
 
 
 @dataclass(frozen=True)
@@ -89,11 +100,13 @@ def quantization_of(filename: str) -> str:
 
 
 def group_variants(files: list[HubFile]) -> list[ModelVariant]:
-    """GGUF files as downloadable models; split sets count as one, incomplete sets are dropped."""
+    """GGUF files as downloadable models; split sets count as one, incomplete sets are dropped. A
+    projector (mmproj) is not a model: it goes with the model it pairs with (`pair_files`)."""
     singles: list[ModelVariant] = []
     splits: dict[str, list[tuple[int, int, HubFile]]] = {}
+    projectors = {f.path: f for f in files if is_projector_name(f.path)}
     for f in files:
-        if not f.path.lower().endswith(".gguf"):
+        if not f.path.lower().endswith(".gguf") or f.path in projectors:
             continue
         base = f.path.rsplit("/", 1)[-1]
         m = _SPLIT.match(base)
@@ -107,6 +120,9 @@ def group_variants(files: list[HubFile]) -> list[ModelVariant]:
         total = parts[0][1]
         if [p[0] for p in parts] == list(range(1, total + 1)):
             singles.append(ModelVariant(key + ".gguf", quantization_of(parts[0][2].path), tuple(p[2] for p in parts)))
+    if projectors:
+        pairs = pair_files([*projectors, *(v.name for v in singles)])
+        singles = [replace(v, mmproj=projectors.get(pairs.get(v.name, ""))) for v in singles]
     return sorted(singles, key=lambda v: (v.size, v.name))
 
 

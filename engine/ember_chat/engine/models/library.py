@@ -18,6 +18,7 @@ from pathlib import Path
 
 from ember_chat.engine.errors import EmberError, ModelFileError
 from ember_chat.engine.models.gguf_inspect import ModelInfo, inspect_gguf
+from ember_chat.engine.models.projector import find_projector, is_projector_name, is_vision_architecture
 from ember_chat.engine.models.starter import STARTER_ALIAS, starter_available, starter_model_path
 
 EXTERNAL_REGISTRY = ".ember-external.json"
@@ -36,11 +37,27 @@ class ModelEntry:
     is_starter: bool = False
     source_repo: str | None = None
     location: str = "models folder"  # or "in place", "Hugging Face cache", "bundled"
+    mmproj: Path | None = None  # its projector (`mmproj-*.gguf` beside it): it can see images
 
     def info(self) -> ModelInfo:
         if self.path is None:
             raise ModelFileError(f"{self.name} has not been prepared yet; load it once.")
         return inspect_gguf(self.path)
+
+    @property
+    def vision(self) -> bool:
+        return self.mmproj is not None
+
+    @property
+    def vision_needs_projector(self) -> bool:
+        """A vision model without its projector file: it cannot see images until that is beside it
+        (reads the GGUF header: call it off the GUI thread)."""
+        if self.mmproj is not None or self.path is None:
+            return False
+        try:
+            return is_vision_architecture(self.info())
+        except EmberError:
+            return False
 
 
 @dataclass(frozen=True)
@@ -120,7 +137,7 @@ class ModelLibrary:
         if self.models_dir.is_dir():
             for p in sorted(self.models_dir.rglob("*.gguf"), key=lambda q: str(q).lower()):
                 # by path, not by name: a download with the same file name from any repo is listed
-                if p == starter_file or not p.is_file() or not self._is_first_part(p):
+                if p == starter_file or not p.is_file() or not self._is_first_part(p) or is_projector_name(p.name):
                     continue
                 rel = p.relative_to(self.models_dir)
                 repo = "/".join(rel.parts[:2]) if len(rel.parts) >= 3 else None
@@ -129,6 +146,8 @@ class ModelLibrary:
             if p.is_file():
                 out.append(self._entry(str(p), p, location="in place"))
         for repo, p in self._hf_cached():
+            if is_projector_name(p.name):
+                continue
             out.append(
                 self._entry(f"{HF_CACHE_PREFIX}{repo}/{p.name}", p, source_repo=repo, location="Hugging Face cache")
             )
@@ -143,7 +162,8 @@ class ModelLibrary:
     def _entry(name: str, p: Path, source_repo: str | None = None, location: str = "models folder") -> ModelEntry:
         parts = split_parts(p)
         size = sum(q.stat().st_size for q in parts if q.exists())
-        return ModelEntry(name, p, size, p.stat().st_mtime, source_repo=source_repo, location=location)
+        mmproj = find_projector(p)
+        return ModelEntry(name, p, size, p.stat().st_mtime, source_repo=source_repo, location=location, mmproj=mmproj)
 
     def _registry(self) -> Path:
         return self.models_dir / EXTERNAL_REGISTRY
@@ -250,6 +270,9 @@ class ModelLibrary:
                 tmp.unlink(missing_ok=True)
                 raise EmberError(f"Could not copy {p.name}: {exc.strerror or exc}.") from exc
         first = targets[0]
+        projector = find_projector(source)
+        if projector is not None:  # it sees images: its projector goes with it, named after it
+            shutil.copyfile(projector, first.with_name(f"mmproj-{first.name}"))
         return self._entry(first.relative_to(self.models_dir).as_posix(), first)
 
     @staticmethod

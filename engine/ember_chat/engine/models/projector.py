@@ -11,7 +11,7 @@ from pathlib import Path
 
 from ember_chat.engine.models.gguf_inspect import ModelInfo
 
-_QUANT = re.compile(r"[-_.](?:[IQ]?\d+(?:_[A-Z0-9]+)*|F16|F32|BF16)$", re.I)
+_QUANT = re.compile(r"(?:^|[-_.])(?:I?Q\d+(?:_[A-Z0-9]+)*|F16|F32|BF16)$", re.I)
 # general.architecture values of models that take images (with their projector)
 VISION_ARCHITECTURES = frozenset(
     {"qwen2vl", "qwen25vl", "qwen3vl", "qwen3vlmoe", "llama4", "mistral3", "gemma3n", "glm4v", "kimivl"}
@@ -36,30 +36,38 @@ def _core(stem: str) -> str:
         s = t
 
 
-def _shared_prefix(a: str, b: str) -> int:
-    """Characters two names share at their start."""
-    n = 0
-    for x, y in zip(a, b, strict=False):
-        if x != y:
-            break
-        n += 1
-    return n
+_PRECISION_ORDER = ("f16", "bf16", "f32", "q8_0")
+
+
+def _precision_rank(name: str) -> int:
+    words = re.split(r"[-_./]", Path(name).stem.lower())
+    return next((i for i, p in enumerate(_PRECISION_ORDER) if p in words or p.replace("_", "") in words), 9)
+
+
+def choose_projector(model_name: str, projectors: list[str]) -> str | None:
+    """Which of `projectors` (file names or paths) goes with the model: the only one; else, when they
+    are one projector in several precisions (mmproj-F16, mmproj-BF16 …), the f16 one; else the one
+    named after the model. None when that is ambiguous (no silent wrong pairing)."""
+    if len(projectors) <= 1:
+        return projectors[0] if projectors else None
+    cores = {p: _core(Path(p).stem) for p in projectors}
+    if len(set(cores.values())) == 1:
+        return min(projectors, key=lambda p: (_precision_rank(p), p))
+    mine = _core(Path(model_name).stem)
+    named = [p for p, c in cores.items() if c == mine]
+    return min(named, key=lambda p: (_precision_rank(p), p)) if named else None
 
 
 def find_projector(model: Path) -> Path | None:
-    """The projector beside `model`: the only mmproj file in its folder, or the one whose name
-    shares the most with the model's (a folder may hold several models and their projectors)."""
+    """The projector beside `model` (see `choose_projector`)."""
     if is_projector_name(model.name):
         return None
     try:
-        candidates = sorted(p for p in model.parent.glob("*.gguf") if is_projector_name(p.name) and p.is_file())
+        candidates = [p.name for p in model.parent.glob("*.gguf") if is_projector_name(p.name) and p.is_file()]
     except OSError:
         return None
-    if len(candidates) <= 1:
-        return candidates[0] if candidates else None
-    core = _core(model.stem)
-    best = max(candidates, key=lambda p: (_shared_prefix(_core(p.stem), core), -len(p.name)))
-    return best if _shared_prefix(_core(best.stem), core) >= 3 else None
+    chosen = choose_projector(model.name, sorted(candidates))
+    return model.parent / chosen if chosen else None
 
 
 def is_vision_architecture(info: ModelInfo) -> bool:
@@ -73,21 +81,21 @@ def is_vision_architecture(info: ModelInfo) -> bool:
 
 
 def pair_files(names: list[str]) -> dict[str, str]:
-    """In a repository's file list: each model file -> the projector to download with it (the only
-    one, or the best-named one). Projectors themselves are not keys."""
+    """In a repository's file list: each model file -> the projector to download with it (from the
+    projectors in its folder, else in the whole repository; see `choose_projector`)."""
     projectors = [n for n in names if is_projector_name(n)]
     if not projectors:
         return {}
+
+    def folder(n: str) -> str:
+        return n.rsplit("/", 1)[0] if "/" in n else ""
+
     out: dict[str, str] = {}
     for n in names:
         if is_projector_name(n) or not n.lower().endswith(".gguf"):
             continue
-        folder = n.rsplit("/", 1)[0] if "/" in n else ""
-        local = [p for p in projectors if (p.rsplit("/", 1)[0] if "/" in p else "") == folder] or projectors
-        if len(local) == 1:
-            out[n] = local[0]
-            continue
-        core = _core(Path(n).stem)
-        # a repository often has one projector per precision (f16, bf16, q8_0): prefer f16
-        out[n] = max(local, key=lambda p: (_shared_prefix(_core(Path(p).stem), core), "f16" in p.lower(), -len(p)))
+        local = [p for p in projectors if folder(p) == folder(n)] or projectors
+        chosen = choose_projector(n.rsplit("/", 1)[-1], local)
+        if chosen:
+            out[n] = chosen
     return out
