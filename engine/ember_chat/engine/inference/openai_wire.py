@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import socket
 import ssl
 import threading
@@ -18,10 +19,13 @@ from typing import Any
 import httpcore2
 import httpx2
 
+from ember_chat.engine.core.images import to_data_url
 from ember_chat.engine.core.instance import SERVER_ID_HEADER
+from ember_chat.engine.core.messages import ImageInput
 from ember_chat.engine.core.network_words import network_failure
 from ember_chat.engine.core.refs import Endpoint, RemoteModelRef
 from ember_chat.engine.errors import (
+    ImagesNotSupported,
     RemoteAuthError,
     RemoteError,
     RemoteNotFound,
@@ -103,6 +107,29 @@ def connect_error(endpoint: Endpoint, exc: Exception) -> RemoteError:
             f"{endpoint.name}: connection to {where} refused. Is the server running, and on that port?"
         )
     return RemoteUnreachable(f"{endpoint.name}: cannot reach {where}: {network_failure(exc)}.")
+
+
+_IMAGE_WORDS = re.compile(r"image|multimodal|multi-modal|vision|mmproj|modalit", re.I)
+
+
+def wire_content(text: str, images: tuple[ImageInput, ...]) -> str | list[dict[str, Any]]:
+    """A message's content on the wire: its text, or with images OpenAI's content parts (each image
+    an `image_url` part with a data: URL, before the text as in the window)."""
+    if not images:
+        return text
+    parts: list[dict[str, Any]] = [{"type": "image_url", "image_url": {"url": to_data_url(img)}} for img in images]
+    parts.append({"type": "text", "text": text})
+    return parts
+
+
+def images_refused(endpoint: Endpoint, status: int, body: bytes) -> ImagesNotSupported | None:
+    """A request with images that the server rejected because of them (llama.cpp's server without a
+    projector: 500 "image input is not supported"; vLLM: 400 "... is not a multimodal model"): its
+    reason, as an error that is not retried. Another error is left to `status_error`."""
+    detail = _error_text(body)
+    if status in (400, 415, 422, 500, 501) and _IMAGE_WORDS.search(detail):
+        return ImagesNotSupported(f"{endpoint.name} refused the images ({status}: {detail}).")
+    return None
 
 
 def status_error(endpoint: Endpoint, status: int, body: bytes, headers: httpx2.Headers, what: str) -> RemoteError:

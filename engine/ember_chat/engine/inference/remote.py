@@ -55,11 +55,13 @@ from ember_chat.engine.inference.openai_wire import (
     check_connection,
     connect_error,
     get_json,
+    images_refused,
     make_client,
     model_infos,
     require_model,
     sse_data,
     status_error,
+    wire_content,
 )
 
 __all__ = [  # the wire's names that users of the remote backend need (its errors are in engine/errors.py)
@@ -167,7 +169,7 @@ class RemoteBackend:
         if not messages or messages[-1].role != ("assistant" if continuing else "user"):
             raise InvalidParameter("a chat request must end with a user message.")
         # Earlier answers go back without their thinking (a final one being continued, as it is).
-        sent = [{"role": m.role, "content": answer_only(m.content)} for m in messages]
+        sent = [{"role": m.role, "content": wire_content(answer_only(m.content), m.images)} for m in messages]
         if continuing:
             sent[-1]["content"] = messages[-1].content
         body: dict[str, Any] = {"messages": sent}
@@ -269,6 +271,9 @@ class RemoteBackend:
                 raw = b""
             finally:
                 response.close()
+            refused = images_refused(endpoint, response.status_code, raw[:MAX_ERROR_BODY]) if _images(body) else None
+            if refused is not None:
+                raise refused
             what = f"the model {body['model']!r} or the endpoint /{path}"
             raise status_error(endpoint, response.status_code, raw[:MAX_ERROR_BODY], response.headers, what)
         return response
@@ -450,6 +455,10 @@ class RemoteBackend:
 
 # A server's fields are read by type: a figure of the wrong type (a string, a list, null) is treated as
 # absent, never trusted into the metrics nor allowed to turn a finished answer into an error.
+def _images(body: dict[str, Any]) -> bool:
+    return any(isinstance(m.get("content"), list) for m in body.get("messages", ()))
+
+
 def _text(value: object) -> str:
     return value if isinstance(value, str) else ""
 
