@@ -7,6 +7,7 @@ FTS5; the fake engine only answers."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -14,14 +15,14 @@ from pathlib import Path
 import pytest
 from PySide6.QtCore import QMimeData, QPoint, QPointF, Qt, QUrl
 from PySide6.QtGui import QDragEnterEvent, QDropEvent, QGuiApplication, QImage
-from PySide6.QtWidgets import QApplication, QLabel
+from PySide6.QtWidgets import QApplication, QLabel, QPlainTextEdit
 from pytestqt.qtbot import QtBot
 
 from ember_chat.app.main import build_window
 from ember_chat.app.shell.main_window import MainWindow
 from ember_chat.engine.inference.backend import ModelDescription
 from ember_chat.engine.storage.paths import AppPaths
-from tests.attachment_files import image_bytes
+from tests.attachment_files import image_bytes, write_pdf
 from tests.fake_backend import FakeBackend
 
 WAIT_MS = 60_000
@@ -38,14 +39,15 @@ class SeeingFake(FakeBackend):
 
 
 @pytest.fixture
-def make_window(qtbot: QtBot, tmp_path: Path, tiny_model: Path) -> Iterator[Callable[[FakeBackend], MainWindow]]:
+def make_window(qtbot: QtBot, tmp_path: Path, tiny_model: Path) -> Iterator[Callable[[FakeBackend | None], MainWindow]]:
+    """A window with the tiny model loaded: through this fake engine, or (None) the real llama.cpp runtime."""
     paths = AppPaths(tmp_path / "data", tmp_path / "config")
     paths.default_models_dir.mkdir(parents=True)
     shutil.copy(tiny_model, paths.default_models_dir / "tiny.gguf")
     windows: list[MainWindow] = []
 
-    def make(fake: FakeBackend) -> MainWindow:
-        w = build_window(paths, backend_factory=lambda _ref: fake)
+    def make(fake: FakeBackend | None) -> MainWindow:
+        w = build_window(paths, backend_factory=(lambda _ref: fake) if fake is not None else None)
         qtbot.addWidget(w)
         w.show()
         windows.append(w)
@@ -182,3 +184,115 @@ def test_an_image_for_a_vision_model_reaches_the_engine_and_shows_as_a_thumbnail
     full = dialog.findChild(QLabel, "fullImage").pixmap()
     assert (full.width(), full.height()) == (300, 200)  # at full size
     dialog.close()
+
+
+def test_a_text_file_and_a_pdf_become_chips_with_their_token_counts(
+    qtbot: QtBot, make_window: Callable[[FakeBackend], MainWindow], tmp_path: Path
+) -> None:
+    w = make_window(None)  # the real runtime: counted with the tiny model's own tokenizer
+    notes = tmp_path / "notes.txt"
+    notes.write_text("Shopping list\n" + FACT + "\n", encoding="utf-8")
+    pdf = write_pdf(tmp_path / "report.pdf", ["Page one of the report.", "Page two: " + FACT])
+    w.composer.editor.setPlainText("typed before attaching")
+    w.composer.attach_paths([notes, pdf])
+    settle(qtbot, w)
+    texts = chip_texts(w)
+    assert texts[0].startswith("notes.txt | text · ") and texts[1].startswith("report.pdf | PDF · ")
+    for item, text in zip(w.composer.attachments.items, texts, strict=True):
+        expected = w.bridge.measure_tokens(item.extracted.text)
+        assert expected.tokens > 0 and not expected.estimated
+        expected = expected.tokens
+        assert f"{expected:,} tokens · whole" in text  # counted with the loaded model's tokenizer
+        assert item.chip.close_button.accessibleName() == f"Remove {item.chip.name_label.text()}"
+    assert w.composer.editor.toPlainText() == "typed before attaching"  # nothing typed is lost
+    assert w.composer.attachments.isVisible()
+
+
+def test_removing_a_chip_before_sending_removes_it(
+    qtbot: QtBot, make_window: Callable[[FakeBackend], MainWindow], tmp_path: Path
+) -> None:
+    fake = FakeBackend(n_tokens=3)
+    w = make_window(fake)
+    keep, drop = tmp_path / "keep.txt", tmp_path / "drop.txt"
+    keep.write_text("keep this " + FACT, encoding="utf-8")
+    drop.write_text("the removed file's secret: zebra", encoding="utf-8")
+    w.composer.attach_paths([keep, drop])
+    settle(qtbot, w)
+    assert "tokens (estimated)" in chip_texts(w)[0]  # the fake engine has no tokenizer: said so
+    w.composer.editor.setFocus()
+    qtbot.keyClick(w.composer.editor, Qt.Key.Key_Tab)  # the chips' ✕ are in the Tab walk
+    assert QApplication.focusWidget() is w.composer.attachments.items[0].chip.close_button
+    qtbot.mouseClick(w.composer.attachments.items[1].chip.close_button, Qt.MouseButton.LeftButton)
+    assert [i.chip.name_label.text() for i in w.composer.attachments.items] == ["keep.txt"]
+    send(qtbot, w, "what does it say?")
+    prompt = fake.requests[-1][-1].content
+    assert FACT in prompt and "zebra" not in prompt
+    assert w.composer.attachments.items == [] and not w.composer.attachments.isVisible()
+
+
+def test_a_sent_file_reaches_the_engine_and_shows_on_the_message_and_after_reopening(
+    qtbot: QtBot, make_window: Callable[[FakeBackend], MainWindow], tmp_path: Path
+) -> None:
+    fake = FakeBackend(n_tokens=5)
+    w = make_window(fake)
+    notes = tmp_path / "notes.txt"
+    notes.write_text("Shopping list\n" + FACT + "\n", encoding="utf-8")
+    w.composer.attach_paths([notes])
+    settle(qtbot, w)
+    send(qtbot, w, "What is the cat called?")
+    last = fake.requests[-1][-1]
+    assert last.role == "user" and "notes.txt" in last.content and FACT in last.content
+    assert last.content.rstrip().endswith("What is the cat called?")  # the file's block, then the question
+    text = w.transcript.plain_text().replace("\u00a0", " ")  # (a chip's spaces do not break)
+    assert "notes.txt · text · " in text  # the sent message's chip
+    assert "Read: notes.txt (" in text and "whole" in text  # how it was read, under the answer
+    cid = w.controller.conversation_id
+    w.chats.new_chat()
+    assert "notes.txt" not in w.transcript.plain_text()
+    w.chats.open_conversation(cid)
+    w.transcript.finish_rendering()
+    again = w.transcript.plain_text().replace("\u00a0", " ")
+    assert "notes.txt · text · " in again and "Read: notes.txt (" in again
+    w.chats.export(tmp_path / "chat.json", "json")  # File ▸ Export: the file goes with its message
+    exported = json.loads((tmp_path / "chat.json").read_text(encoding="utf-8"))
+    user = next(m for m in exported["messages"] if m["role"] == "user")
+    assert [(f["name"], FACT in f["text"]) for f in user["attachments"]] == [("notes.txt", True)]
+    w.chats.export(tmp_path / "chat.md", "md")
+    assert "notes.txt" in (tmp_path / "chat.md").read_text(encoding="utf-8")
+
+
+def test_a_long_pdf_is_read_by_retrieval_and_its_sources_show_their_passage(
+    qtbot: QtBot, make_window: Callable[[FakeBackend], MainWindow], tmp_path: Path
+) -> None:
+    fake = FakeBackend(n_tokens=5)
+    fake.n_ctx = 2048  # a small context: the PDF does not fit whole
+    w = make_window(fake)
+    w.side.params.max_tokens.setValue(64)
+    filler = "\n".join(f"Line {i} of the annual report talks about budgets and meetings." for i in range(40))
+    pages = [filler] * 30
+    pages[17] = filler + "\nThe secret harbour code is PELICAN-42."
+    pdf = write_pdf(tmp_path / "annual.pdf", pages)
+    w.composer.attach_paths([pdf])
+    settle(qtbot, w)
+    assert "too long to read whole: retrieval" in chip_texts(w)[0]
+    send(qtbot, w, "What is the secret harbour code?")
+    assert "PELICAN-42" in fake.requests[-1][-1].content
+    text = w.transcript.plain_text()
+    assert "too long to read whole:" in text and "passages used" in text
+    assert "Sources" in text and "annual.pdf · p. 18" in text
+    answer_id = w.store.thread(w.controller.conversation_id)[-1].id
+    links = [href for href, _tip in w.transcript.links() if href.startswith("ember:source/")]
+    assert links and all(h.startswith(f"ember:source/{answer_id}/") for h in links)
+    sources = w.attach.store.sources_of(answer_id)
+    index = next(i for i, s in enumerate(sources) if "PELICAN-42" in s.text)
+    assert f"ember:source/{answer_id}/{index}" in links
+    w.transcript.action.emit("source", answer_id, index)  # what a click on that signed link emits
+    dialog = w.transcript.attachments.dialog
+    assert dialog is not None and dialog.isVisible()
+    assert "PELICAN-42" in dialog.findChild(QPlainTextEdit, "sourceText").toPlainText()
+    dialog.close()
+    cid = w.controller.conversation_id
+    w.chats.new_chat()
+    w.chats.open_conversation(cid)
+    w.transcript.finish_rendering()
+    assert "annual.pdf · p. 18" in w.transcript.plain_text()  # the Sources are kept with the answer

@@ -58,7 +58,8 @@ class ChipState:
     kind: str = ""
     size: int = 0
     tokens: int | None = None
-    tokens_note: str = ""  # why there is no count (no model loaded yet)
+    tokens_note: str = ""  # while there is no count ("counting tokens…")
+    estimated: bool = False  # the count is an estimate (no model loaded, or no tokenizer for it)
     mode: str = ""
     used: int = 0
     total: int = 0
@@ -71,7 +72,9 @@ def chip_words(s: ChipState) -> str:
     if s.progress is not None:
         return tr("reading… {percent}%").format(percent=round(100 * s.progress))
     parts = [kind_label(s.kind), human_size(s.size)]
-    if s.tokens is not None:
+    if s.tokens is not None and s.estimated:
+        parts.append(tr("≈{n} tokens (estimated)").format(n=f"{s.tokens:,}"))
+    elif s.tokens is not None:
         parts.append(tr("{n} tokens").format(n=f"{s.tokens:,}"))
     elif s.tokens_note:
         parts.append(s.tokens_note)

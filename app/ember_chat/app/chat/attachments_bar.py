@@ -25,12 +25,15 @@ from ember_chat.app.qt.flow_layout import FlowLayout
 from ember_chat.app.qt.tasks import TaskRunner
 from ember_chat.app.style.theme import Colors
 from ember_chat.engine.attachments import (
+    DEFAULT_LIMITS,
     AttachmentKind,
     Extracted,
+    Limits,
     StoredAttachment,
     read_attachment,
     read_attachment_bytes,
 )
+from ember_chat.engine.inference.attachment_turns import TokenCount
 
 PROGRESS_MS = 100  # how often a chip's reading progress is shown
 _keys = itertools.count(1)
@@ -74,7 +77,7 @@ class AttachmentsBar(QWidget):
         self.setAccessibleName(self.tr("Attachments"))
         self.flow = FlowLayout(self)
         self.tasks: TaskRunner | None = None
-        self.count_tokens: Callable[[str], int] | None = None
+        self.count_tokens: Callable[[str], TokenCount] | None = None
         self.budget: Callable[[], int | None] = lambda: None  # tokens the attachments may take whole
         self.sees_images: Callable[[], bool | None] = lambda: None  # None: no model loaded
         self.save: Callable[[Extracted], StoredAttachment] | None = None  # keeps a file read (worker thread)
@@ -89,7 +92,7 @@ class AttachmentsBar(QWidget):
     def configure(
         self,
         tasks: TaskRunner,
-        count_tokens: Callable[[str], int],
+        count_tokens: Callable[[str], TokenCount],
         budget: Callable[[], int | None],
         sees_images: Callable[[], bool | None],
         save: Callable[[Extracted], StoredAttachment],
@@ -97,6 +100,7 @@ class AttachmentsBar(QWidget):
         """`count_tokens` and `save` run on worker threads; `budget` and `sees_images` on the GUI thread."""
         self.tasks, self.count_tokens, self.budget, self.sees_images = tasks, count_tokens, budget, sees_images
         self.save = save
+        self.limits: Callable[[], Limits] = lambda: DEFAULT_LIMITS  # the size limit (a setting)
 
     def set_colors(self, colors: Colors) -> None:
         self.colors = colors
@@ -161,17 +165,18 @@ class AttachmentsBar(QWidget):
         """Read these files off the GUI thread, each on its own chip."""
         for path in paths:
             item = self._add(ChipState(Path(path).name, progress=0.0))
-            report = item.progress
+            report, limits = item.progress, self.limits()
 
-            def read(path: Path = Path(path), report: list[float] = report) -> Extracted:
-                return read_attachment(path, progress=lambda f: report.__setitem__(0, f))
+            def read(path: Path = Path(path), report: list[float] = report, limits: Limits = limits) -> Extracted:
+                return read_attachment(path, limits, progress=lambda f: report.__setitem__(0, f))
 
             self._read(item, read)
 
     def attach_data(self, name: str, data: bytes) -> None:
         """An attachment given as bytes (an image pasted from the clipboard)."""
         item = self._add(ChipState(name, progress=0.0))
-        self._read(item, lambda: read_attachment_bytes(name, data))
+        limits = self.limits()
+        self._read(item, lambda: read_attachment_bytes(name, data, limits))
 
     def _add(self, state: ChipState) -> Pending:
         item = Pending(next(_keys), AttachmentChip(state, self.colors), state)
@@ -244,16 +249,19 @@ class AttachmentsBar(QWidget):
         item.counting = True
         self.tasks.run(
             lambda: count(text),
-            lambda n, key=item.key: self._on_counted(key, n, ""),
-            lambda _m, key=item.key: self._on_counted(key, None, self.tr("tokens counted once a model is loaded")),
+            lambda n, key=item.key: self._on_counted(key, n),
+            lambda _m, key=item.key: self._on_counted(key, None),
             key=f"tokens-{item.key}",
         )
 
-    def _on_counted(self, key: int, tokens: int | None, note: str) -> None:
+    def _on_counted(self, key: int, count: TokenCount | None) -> None:
         item = self._item(key)
         if item is None:
             return
-        item.state = replace(item.state, tokens=tokens, tokens_note=note)
+        if count is None:  # (the count failed: the chip says nothing of tokens)
+            item.state = replace(item.state, tokens=None, tokens_note="")
+        else:
+            item.state = replace(item.state, tokens=count.tokens, tokens_note="", estimated=count.estimated)
         item.counting = False
         self._update_modes()
         self.changed.emit()

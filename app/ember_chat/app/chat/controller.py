@@ -31,7 +31,8 @@ from ember_chat.engine.storage.streaming import StreamingMessage, describe_write
 
 if TYPE_CHECKING:
     from ember_chat.app.chat.chat_attachments import ChatAttachments
-    from ember_chat.engine.attachments import StoredAttachment, TurnPlan
+    from ember_chat.engine.attachments import StoredAttachment
+    from ember_chat.engine.inference.events import AttachmentsPlanned
 
 UNSAVED_RETRY_MS = 2000
 
@@ -320,10 +321,10 @@ class ChatController(QObject):
             self.metrics_prefill.emit(done, total)
 
     @Slot(int, object)
-    def _on_planned(self, rid: int, plan: TurnPlan) -> None:
+    def _on_planned(self, rid: int, event: AttachmentsPlanned) -> None:
         """How this answer's attachments were read, and its Sources: kept with the answer."""
         if rid == self.request_id and self._stream is not None and self.attachments is not None:
-            self.attachments.record(self._stream.message.id, plan)
+            self.attachments.record(self._stream.message.id, event.plan)
             self.planned.emit(self._stream.message.id)
 
     @Slot(int, str)

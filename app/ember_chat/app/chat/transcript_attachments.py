@@ -120,7 +120,7 @@ class TranscriptAttachments:
             words = " · ".join((att.name, kind_label(att.kind), human_size(att.size)))
             chip.setToolTip(words)
             c.insertImage(icon)
-            c.insertText(f"\u00a0{words}\u00a0", chip)
+            c.insertText("\u00a0" + words.replace(" ", "\u00a0") + "\u00a0", chip)  # a chip is not broken
         c.setCharFormat(QTextCharFormat())
 
     def _attach_icon(self) -> QTextImageFormat:

@@ -40,8 +40,9 @@ from PySide6.QtCore import QObject, QTimer, Signal, Slot
 from ember_chat.engine.core.messages import ChatMessage
 from ember_chat.engine.core.params import SamplingParams
 from ember_chat.engine.core.refs import ModelRef
+from ember_chat.engine.inference.attachment_turns import TokenCount
 from ember_chat.engine.inference.backend import ModelDescription
-from ember_chat.engine.inference.events import Retrying
+from ember_chat.engine.inference.events import AttachmentsPlanned, Retrying
 from ember_chat.engine.inference.metrics import GenerationMetrics
 from ember_chat.engine.inference.service import (
     EngineService,
@@ -131,8 +132,8 @@ class _Sink(GenerationSink):
     def retrying(self, event: Retrying) -> None:
         self._post("retrying", event)
 
-    def attachments_planned(self, plan: object) -> None:
-        self._post("planned", plan)
+    def attachments_planned(self, event: AttachmentsPlanned) -> None:
+        self._post("planned", event)
 
     def failed(self, message: str, kind: str = "") -> None:
         self._post("failed", message)
@@ -176,7 +177,7 @@ class EngineBridge(QObject):
     notice = Signal(int, str)  # request id, something the user should know about this answer
     prefill = Signal(int, int, int)  # request id, prompt tokens evaluated, of how many
     retrying = Signal(int, object)  # request id, Retrying
-    planned = Signal(int, object)  # request id, TurnPlan: how its attachments are read (before the first token)
+    planned = Signal(int, object)  # request id, AttachmentsPlanned: how its attachments are read (before the answer)
     failed = Signal(int, str)
     finished = Signal(int, str, str, object, object)  # id, reason, text, GenerationMetrics|None, ITLs
     queue_changed = Signal(object)  # QueueState
@@ -325,10 +326,10 @@ class EngineBridge(QObject):
         }[kind]
         signal.emit(rid, *args)
 
-    def count_tokens(self, text: str) -> int:
-        """The loaded model's token count of `text` (a worker thread's call, never the GUI thread's: it
-        may wait for the tokenizer). An EmberError when no model is loaded."""
-        return self.service.count_tokens(text)
+    def measure_tokens(self, text: str) -> TokenCount:
+        """The loaded model's token count of `text`, or an estimate (no model, no tokenizer). A worker
+        thread's call, never the GUI thread's: a long text takes a while, a remote one is a request."""
+        return self.service.measure_tokens(text)
 
     def stop(self, request_id: int) -> None:
         self.service.cancel(request_id)

@@ -12,7 +12,7 @@ from PySide6.QtCore import QObject
 
 from ember_chat.app.chat.attachments_bar import FileDrops
 from ember_chat.app.chat.chat_attachments import ChatAttachments
-from ember_chat.engine.attachments import AttachmentStore
+from ember_chat.engine.attachments import AttachmentStore, Limits
 from ember_chat.engine.storage.paths import AppPaths
 
 if TYPE_CHECKING:
@@ -24,9 +24,14 @@ class WindowAttachments(QObject):
         super().__init__(window)
         self.w = window
         self.store = AttachmentStore(AppPaths(window.data_dir, config_dir), window.store)
+        # Files no message refers to any more (their chats deleted, or attached and never sent) go, before
+        # anything is attached in this run (a file attached is kept before its message is sent).
+        self.store.prune()
         self.chat = ChatAttachments(self.store)
         bar = window.composer.attachments
-        bar.configure(window.tasks, window.bridge.count_tokens, self.budget, self.sees_images, self.store.save)
+        bar.configure(window.tasks, window.bridge.measure_tokens, self.budget, self.sees_images, self.store.save)
+        bar.limits = lambda: Limits.from_megabytes(window.settings.attachment_max_mb)
+        window.bridge.service.attachment_store = self.store  # where the engine reads a message's files
         bar.failed.connect(lambda message: window.show_error(message))
         self.drops = FileDrops(window, bar)
         view = window.transcript.attachments

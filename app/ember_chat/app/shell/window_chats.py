@@ -209,7 +209,9 @@ class ChatActions(QObject):
             return
         conv = self.w.store.conversation(cid)
         thread = self.w.store.thread(cid)
-        text = chat_as_json(conv, thread) if kind == "json" else chat_as_markdown(conv, thread)
+        files = self.w.attach.store.export_entries([m.id for m in thread])  # (JSON: with their content)
+        export = chat_as_json if kind == "json" else chat_as_markdown
+        text = export(conv, thread, attachments=files)
         try:
             path.write_text(text, encoding="utf-8")
         except OSError as exc:
