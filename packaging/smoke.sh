@@ -2,7 +2,8 @@
 # Run a built bundle as a new user would: an empty HOME, no Python on PATH, a virtual X server (Xvfb).
 #   bash packaging/smoke.sh [dist/ember-chat] [ci-artifacts]
 # It opens the window, sends a message to the starter model, checks the answer arrived, saves a
-# screenshot; then runs `ember-chat run --model starter --json` and `ember-chat models list`.
+# screenshot; then runs `ember-chat run --model starter --json`, sends an image to a tiny vision model
+# (made by the checkout's tests/vision_factory.py with SMOKE_PYTHON) and runs `ember-chat models list`.
 set -euo pipefail
 DIST="$(cd "${1:-dist/ember-chat}" && pwd)"
 OUT="$(mkdir -p "${2:-ci-artifacts}" && cd "${2:-ci-artifacts}" && pwd)"
@@ -48,6 +49,31 @@ run "$EXE" run --model starter --mode complete --prompt "The capital of France i
     --temperature 0 --json > "$WORK/run.out" 2> "$WORK/run.err" || { cat "$WORK/run.err" >&2; exit 1; }
 tail -n 1 "$WORK/run.out"
 tail -n 1 "$WORK/run.out" | grep -q '"output_tokens": 8' && tail -n 1 "$WORK/run.out" | grep -q '"stop_reason": "length"'
+
+echo "smoke: a vision model sees an image (libmtmd; the tiny model and projector the tests make)"
+MAKER="${SMOKE_PYTHON:-$(cd "$(dirname "$0")/.." && pwd)/.venv/bin/python}"  # a Python with the checkout's test deps
+if [ -x "$MAKER" ]; then
+    (cd "$(dirname "$0")/.." && "$MAKER" - "$WORK/vision" <<'PY'
+import sys
+from pathlib import Path
+
+from PIL import Image
+
+from tests.vision_factory import write_tiny_vision_model
+
+folder = Path(sys.argv[1])
+write_tiny_vision_model(folder)
+Image.new("RGB", (64, 48), (200, 30, 30)).save(folder / "red.png")
+PY
+    )
+    run "$EXE" run --model "$WORK/vision/tiny-vision.gguf" --attach "$WORK/vision/red.png" --prompt "What is this?" \
+        --max-tokens 4 --temperature 0 --json > "$WORK/vision.out" 2> "$WORK/vision.err" \
+        || { cat "$WORK/vision.err" >&2; exit 1; }
+    tail -n 1 "$WORK/vision.out" | grep -o '"image_encode_ms": [0-9.]*' | tee "$OUT/bundle-image-encode.txt"
+    grep -q '"image_encode_ms": [0-9]' "$OUT/bundle-image-encode.txt"
+else
+    echo "smoke: NOT CHECKED: no $MAKER to make the tiny vision model (set SMOKE_PYTHON)" | tee "$OUT/bundle-image-encode.txt"
+fi
 
 echo "smoke: ember-chat models list"
 run "$EXE" models list | tee "$WORK/models.out"
