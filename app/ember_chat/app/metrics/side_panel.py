@@ -323,6 +323,10 @@ class MetricsPanel(QWidget):
             parts.append(
                 self.tr("{n} of {total} tokens were thinking").format(n=m.thinking_tokens, total=m.output_tokens)
             )
+        if m.image_encode_ms:
+            parts.append(self.tr("images encoded in {ms} ms").format(ms=f"{m.image_encode_ms:,.1f}"))
+        elif m.image_encode_ms is not None:
+            parts.append(self.tr("images from the cache (not encoded again)"))
         if m.connection:
             parts.append(self.tr("remote: {name}").format(name=m.connection))
         else:
