@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ember_chat.engine.core.messages import AttachmentRef, ChatMessage
 
@@ -57,6 +57,22 @@ class TurnPlan:
     @property
     def retrieval(self) -> bool:
         return any(item.mode == RETRIEVAL for item in self.items)
+
+    def report(self) -> list[dict[str, Any]]:
+        """Per attachment: name, kind, tokens, mode; for retrieval passages used of total and the sources
+        (file, page, chunk). What the CLI's --json and the API's `ember.attachments` say."""
+        out: list[dict[str, Any]] = []
+        for item in self.items:
+            entry: dict[str, Any] = {"name": item.name, "kind": item.kind, "tokens": item.tokens, "mode": item.mode}
+            if item.mode == RETRIEVAL:
+                entry["used"], entry["total"] = item.used, item.total
+                entry["sources"] = [
+                    {"file": s.name, "page": s.page, "chunk": s.chunk}
+                    for s in self.sources
+                    if s.attachment_id == item.attachment_id
+                ]
+            out.append(entry)
+        return out
 
 
 def whole_block(att: StoredAttachment, text: str) -> str:

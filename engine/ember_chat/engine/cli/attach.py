@@ -49,23 +49,13 @@ def user_message(prompt: str, files: list[Extracted], store: AttachmentStore) ->
 def report(files: list[Extracted], planned: AttachmentsPlanned | None) -> list[dict[str, Any]]:
     """Per attachment, in the order given: name, kind, tokens, mode (whole, retrieval, image) and, for
     retrieval, passages used of total and the sources (file, page, chunk)."""
-    items = {item.name: item for item in planned.plan.items} if planned else {}
-    out: list[dict[str, Any]] = []
-    for extracted in files:
-        if extracted.kind is AttachmentKind.IMAGE:
-            out.append({"name": extracted.name, "kind": "image", "tokens": None, "mode": "image"})
-            continue
-        item = items[extracted.name]
-        entry: dict[str, Any] = {"name": item.name, "kind": item.kind, "tokens": item.tokens, "mode": item.mode}
-        if item.mode == "retrieval" and planned is not None:
-            entry["used"], entry["total"] = item.used, item.total
-            entry["sources"] = [
-                {"file": s.name, "page": s.page, "chunk": s.chunk}
-                for s in planned.plan.sources
-                if s.attachment_id == item.attachment_id
-            ]
-        out.append(entry)
-    return out
+    planned_items = {entry["name"]: entry for entry in planned.plan.report()} if planned else {}
+    return [
+        {"name": f.name, "kind": "image", "tokens": None, "mode": "image"}
+        if f.kind is AttachmentKind.IMAGE
+        else planned_items[f.name]
+        for f in files
+    ]
 
 
 def describe(planned: AttachmentsPlanned) -> list[str]:

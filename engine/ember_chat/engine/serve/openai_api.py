@@ -10,15 +10,17 @@ from __future__ import annotations
 
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+from ember_chat.engine.attachments import Extracted
 from ember_chat.engine.core.messages import ChatMessage
 from ember_chat.engine.core.params import SamplingParams
 from ember_chat.engine.core.reasoning import ThinkingStream, split_thinking
 from ember_chat.engine.core.states import StopReason
 from ember_chat.engine.errors import InvalidParameter
 from ember_chat.engine.inference.metrics import GenerationMetrics
+from ember_chat.engine.serve.content_parts import ContentError, parse_content
 
 
 class ApiError(Exception):
@@ -54,6 +56,7 @@ class ApiRequest:
     include_usage: bool
     messages: list[ChatMessage] | None = None
     prompt: str | None = None
+    files: dict[int, list[Extracted]] = field(default_factory=dict)  # message index → its `file` parts, read
 
 
 _SAMPLING_FIELDS = {
@@ -72,23 +75,8 @@ _REFUSED = ("tools", "tool_choice", "functions", "function_call", "logit_bias", 
 _IGNORED = ("user", "stream_options", "parallel_tool_calls", "store", "metadata", "service_tier")
 
 
-def _content_text(content: Any, index: int) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        parts = []
-        for part in content:
-            if isinstance(part, dict) and part.get("type") == "text" and isinstance(part.get("text"), str):
-                parts.append(part["text"])
-            else:
-                raise ApiError(400, f"messages[{index}].content: only text parts are supported.", param="messages")
-        return "".join(parts)
-    if content is None:
-        return ""
-    raise ApiError(400, f"messages[{index}].content must be a string or a list of text parts.", param="messages")
-
-
-def _messages(raw: Any) -> list[ChatMessage]:
+def _messages(raw: Any, files: dict[int, list[Extracted]]) -> list[ChatMessage]:
+    """The messages; a user message's `file` parts go into `files` (message index → files read)."""
     if not isinstance(raw, list) or not raw:
         raise ApiError(400, "messages must be a non-empty array.", param="messages")
     out = []
@@ -101,7 +89,15 @@ def _messages(raw: Any) -> list[ChatMessage]:
             raise ApiError(
                 400, f"messages[{i}].role must be system, user or assistant, got {role!r}.", param="messages"
             )
-        out.append(ChatMessage(role, _content_text(m.get("content"), i)))
+        try:
+            content = parse_content(m.get("content"), f"messages[{i}].content")
+        except ContentError as exc:
+            raise ApiError(400, str(exc), param="messages") from None
+        if (content.files or content.images) and role != "user":
+            raise ApiError(400, f"messages[{i}]: only a user message can carry files and images.", param="messages")
+        if content.files:
+            files[i] = content.files
+        out.append(ChatMessage(role, content.text, images=tuple(content.images)))
     if out[-1].role == "system" or not any(m.role == "user" for m in out):
         raise ApiError(
             400, "the messages must end with the user's (or a partial answer to continue).", param="messages"
@@ -166,7 +162,9 @@ def parse_request(kind: str, body: Any) -> ApiRequest:
         raise ApiError(400, "model must be a string.", param="model")
     common = {"model": model, "params": params, "stream": stream, "include_usage": bool(options.get("include_usage"))}
     if kind == "chat":
-        return ApiRequest("chat", messages=_messages(body.get("messages")), **common)
+        files: dict[int, list[Extracted]] = {}
+        messages = _messages(body.get("messages"), files)
+        return ApiRequest("chat", messages=messages, files=files, **common)
     prompt = body.get("prompt")
     if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
         prompt = prompt[0]
@@ -197,6 +195,8 @@ def finish_reason(reason: str) -> str:
 _STATUS_BY_KIND = {  # the engine's failures (by error class name) that are the request's fault, or 503
     "ContextOverflowError": (400, "context_length_exceeded"),
     "InvalidParameter": (400, "invalid_parameter"),
+    "ImagesNotSupported": (400, "images_not_supported"),
+    "AttachmentError": (400, "invalid_attachment"),
     "NoModelLoaded": (503, "model_not_loaded"),
 }
 
@@ -244,6 +244,13 @@ class ResponseBuilder:
         self.id = ("chatcmpl-" if kind == "chat" else "cmpl-") + uuid.uuid4().hex[:24]
         self.created = int(time.time())
         self._thinking = ThinkingStream()  # a reasoning model's thinking goes out as reasoning_content
+        self.attachments: list[dict[str, Any]] | None = None  # how the request's files were used (`ember`)
+
+    def _ember(self, metrics: GenerationMetrics | None) -> dict[str, Any] | None:
+        ember = metrics.to_dict() if metrics else None
+        if self.attachments is not None:
+            ember = {**(ember or {}), "attachments": self.attachments}
+        return ember
 
     def _base(self, obj: str) -> dict[str, Any]:
         return {"id": self.id, "object": obj, "created": self.created, "model": self.model}
@@ -268,7 +275,7 @@ class ResponseBuilder:
 
     def final_chunk(self, reason: str, metrics: GenerationMetrics | None) -> dict[str, Any]:
         out = self.chunk(None if self.kind == "chat" else "", finish_reason(reason))
-        out["ember"] = metrics.to_dict() if metrics else None
+        out["ember"] = self._ember(metrics)
         return out
 
     def usage_chunk(self, metrics: GenerationMetrics | None) -> dict[str, Any]:
@@ -291,4 +298,4 @@ class ResponseBuilder:
         else:
             choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": finish_reason(reason)}
             base = self._base("text_completion")
-        return {**base, "choices": [choice], "usage": usage(metrics), "ember": metrics.to_dict() if metrics else None}
+        return {**base, "choices": [choice], "usage": usage(metrics), "ember": self._ember(metrics)}

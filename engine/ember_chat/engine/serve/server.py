@@ -27,8 +27,10 @@ from typing import Any
 
 from ember_chat.engine.core.instance import SERVER_ID_HEADER
 from ember_chat.engine.errors import QueueFull, ServeError
+from ember_chat.engine.inference.events import AttachmentsPlanned
 from ember_chat.engine.inference.metrics import GenerationMetrics
 from ember_chat.engine.inference.service import EngineService, GenerationRequest, GenerationSink
+from ember_chat.engine.serve.content_parts import attach, request_store
 from ember_chat.engine.serve.guards import bind_option, check_access, content_length, is_loopback, refuse
 from ember_chat.engine.serve.openai_api import ApiError, ApiRequest, ResponseBuilder, parse_request, unfinished_error
 from ember_chat.engine.serve.request_log import ReportsRequests, RequestListener
@@ -36,7 +38,7 @@ from ember_chat.engine.serve.request_log import ReportsRequests, RequestListener
 log = logging.getLogger(__name__)
 
 DEFAULT_PORT = 8642
-MAX_BODY_BYTES = 4 * 1024 * 1024
+MAX_BODY_BYTES = 72 * 1024 * 1024  # a 50 MB attachment (the default limit) in base64, and the messages
 CLIENT_TIMEOUT_S = 30.0  # a client silent this long while we read its request is dropped
 MAX_CONNECTIONS = 64  # open connections (each holds a thread); more get a quick 503
 _POLL_S = 0.05  # how often a waiting handler checks whether its client is still there
@@ -65,8 +67,12 @@ class ServerConfig:
 class _QueueSink(GenerationSink):
     """Engine-thread callbacks → a queue the HTTP handler thread reads."""
 
-    def __init__(self) -> None:
+    def __init__(self, out: ResponseBuilder) -> None:
         self.events: queue.SimpleQueue[tuple[str, Any]] = queue.SimpleQueue()
+        self.out = out
+
+    def attachments_planned(self, event: AttachmentsPlanned) -> None:
+        self.out.attachments = event.plan.report()  # read by the handler after the events that follow
 
     def started(self, snapshot: dict[str, Any]) -> None:
         self.events.put(("started", snapshot))
@@ -236,27 +242,34 @@ class _Handler(ReportsRequests, BaseHTTPRequestHandler):
     def _generate(self, kind: str) -> None:
         req = parse_request(kind, self._body())
         model = self._check_model(req)
-        sink = _QueueSink()
-        request = GenerationRequest(
-            params=req.params,
-            sink=sink,
-            messages=req.messages,
-            prompt=req.prompt,
-            client="api",
-            label=f"{self.command} {self.path} ({self.client_address[0]})",
-            batch_s=0.0,
-            snapshot_s=float("inf"),
-        )
-        service = self.server.service
-        try:
-            rid = service.submit(request)
-        except QueueFull as exc:
-            raise ApiError(429, str(exc), "rate_limit_error", code="queue_full") from exc
-        try:
-            self._respond(req, ResponseBuilder(kind, model), sink)
-        except BaseException:
-            service.cancel(rid)  # the client went away (or writing failed): stop its generation now
-            raise
+        out = ResponseBuilder(kind, model)
+        sink = _QueueSink(out)
+        with contextlib.ExitStack() as stack:
+            messages, store = req.messages, None
+            if req.files and messages is not None:  # the request's `file` parts: kept for this request only
+                store = stack.enter_context(request_store())
+                messages = attach(messages, req.files, store)
+            request = GenerationRequest(
+                params=req.params,
+                sink=sink,
+                messages=messages,
+                prompt=req.prompt,
+                client="api",
+                label=f"{self.command} {self.path} ({self.client_address[0]})",
+                attachment_store=store,
+                batch_s=0.0,
+                snapshot_s=float("inf"),
+            )
+            service = self.server.service
+            try:
+                rid = service.submit(request)
+            except QueueFull as exc:
+                raise ApiError(429, str(exc), "rate_limit_error", code="queue_full") from exc
+            try:
+                self._respond(req, out, sink)
+            except BaseException:
+                service.cancel(rid)  # the client went away (or writing failed): stop its generation now
+                raise
 
     def _client_gone(self) -> bool:
         """True when the client closed its end (readable with no data)."""
