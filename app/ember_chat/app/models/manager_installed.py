@@ -21,6 +21,7 @@ from ember_chat.app.models.manager_tables import StatusBanner, button_row, human
 from ember_chat.app.qt.tasks import TaskRunner
 from ember_chat.engine.models.gguf_inspect import ModelInfo
 from ember_chat.engine.models.library import ImportCheck, ModelEntry, ModelLibrary
+from ember_chat.engine.models.projector import is_vision_architecture
 
 
 class InstalledTab(QWidget):
@@ -62,6 +63,7 @@ class InstalledTab(QWidget):
                 self.tr("Chat template"),
                 self.tr("Source"),
                 self.tr("Added"),
+                self.tr("Vision"),
             ],
             self.tr("Installed models"),
             self.tr("The models on this computer; select one to load, reveal or delete it"),
@@ -118,6 +120,7 @@ class InstalledTab(QWidget):
                 "—",
                 f"{e.source_repo or '—'} · {locations.get(e.location, e.location)}",
                 date,
+                self.tr("vision ({file})").format(file=e.mmproj.name) if e.mmproj is not None else "—",
             ]
             for c, text in enumerate(cells):
                 self.installed.setItem(r, c, table_item(text, e if c == 0 else None))
@@ -172,6 +175,8 @@ class InstalledTab(QWidget):
                     5: f"{i.context_length:,}" if i.context_length else "—",
                     6: self.tr("yes") if i.has_chat_template else self.tr("no"),
                 }
+                if entry.mmproj is None and is_vision_architecture(i):  # (the most common vision complaint)
+                    cells[9] = self.tr("vision needs the projector file")
             for c, text in cells.items():
                 self.installed.setItem(row, c, table_item(text))
         self._unread -= 1

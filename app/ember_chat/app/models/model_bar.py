@@ -89,14 +89,30 @@ class ModelBar(QWidget):
             hint.setWidth(hint.width() + self.progress.minimumWidth() + self.layout().spacing())
         return hint
 
-    def set_models(self, entries: list[ModelEntry], connections: list[Connection] | None = None) -> None:
+    def set_models(
+        self,
+        entries: list[ModelEntry],
+        connections: list[Connection] | None = None,
+        no_projector: frozenset[str] | set[str] = frozenset(),
+    ) -> None:
+        """`no_projector`: the names of vision models without their projector file (they are said so)."""
         current = self.picker.currentData()
         sizes = self._sizes = {e.name: e.size for e in entries}
+        seeing = {e.name: e.mmproj.name for e in entries if e.mmproj is not None}
         self.picker.clear()
         self.picker.addItem(self.tr("Choose a model…"), None)
         for label, name in model_choices(entries, connections or []):
-            self.picker.addItem(label, name)
             tip = f"{sizes[name] / 1e6:,.0f} MB" if name in sizes else self.tr("Served by a remote server")
+            if name in seeing:
+                label = self.tr("{model} · vision").format(model=label)
+                tip += " · " + self.tr("sees images (projector {file})").format(file=seeing[name])
+            elif name in no_projector:
+                label = self.tr("{model} · vision needs the projector file").format(model=label)
+                tip += " · " + self.tr(
+                    "a vision model: put its mmproj-….gguf file beside it (or download it with the model in the "
+                    "Model Manager) to let it see images"
+                )
+            self.picker.addItem(label, name)
             self.picker.setItemData(self.picker.count() - 1, tip, Qt.ItemDataRole.ToolTipRole)
         self.picker.setCurrentIndex(max(0, self.picker.findData(current)))
         if self._loading is not None:  # listed after the load began: its label and size are known now

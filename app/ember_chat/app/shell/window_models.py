@@ -119,11 +119,14 @@ class ModelActions(QObject):
     def reload_models(self) -> None:
         """List the models again (off the GUI thread); the picker follows when the list is known."""
         library, connections = self.w.library, self.w.connections
-        self.w.tasks.run(
-            lambda: (library.entries(), connections.list()), self._show_models, self.w.show_error, key="models"
-        )
 
-    def _show_models(self, found: tuple[list[ModelEntry], list[Connection]]) -> None:
+        def listed() -> tuple[list[ModelEntry], list[Connection], set[str]]:
+            entries = library.entries()  # (and which are vision models without their projector: headers read)
+            return entries, connections.list(), {e.name for e in entries if e.vision_needs_projector}
+
+        self.w.tasks.run(listed, self._show_models, self.w.show_error, key="models")
+
+    def _show_models(self, found: tuple[list[ModelEntry], list[Connection], set[str]]) -> None:
         self.w.model_bar.set_models(*found)
         if self.w.model_picker.currentIndex() <= 0:  # the first list: show the model loaded (or loading)
             shown = self.loading_name or self.loaded_name
