@@ -1,0 +1,79 @@
+"""Issue 17: Ember's API server with a vision model: the real `openai` client sends an image as an
+`image_url` part with a data: URL, the tiny vision model sees it through llama.cpp's mtmd (the
+response's ember metrics carry image_encode_ms), and a follow-up about the same image does not
+encode it again."""
+
+from __future__ import annotations
+
+import base64
+import io
+from collections.abc import Iterator
+from typing import Any
+
+import openai
+import pytest
+from PIL import Image
+
+from ember_chat.engine.cli.common import load_blocking
+from ember_chat.engine.core.params import LoadConfig
+from ember_chat.engine.inference.service import EngineService
+from ember_chat.engine.serve.server import ApiServer, ServerConfig
+from tests.vision_factory import write_tiny_vision_model
+
+WAIT_S = 30.0
+
+
+@pytest.fixture(scope="module")
+def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[openai.OpenAI]:
+    model, mmproj = write_tiny_vision_model(tmp_path_factory.mktemp("vision-api"))
+    service = EngineService()
+    server = None
+    try:
+        load_blocking(service, LoadConfig(model, mmproj=mmproj, n_ctx=2048, threads=1), "tiny-vision")
+        server = ApiServer(service, ServerConfig(port=0))
+        server.start()
+        with openai.OpenAI(base_url=server.url, api_key="unused", max_retries=0, timeout=WAIT_S) as c:
+            yield c
+    finally:
+        if server is not None:
+            server.stop()
+        service.close()
+
+
+def data_url(color: tuple[int, int, int]) -> str:
+    buf = io.BytesIO()
+    Image.new("RGB", (48, 32), color).save(buf, "PNG")
+    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
+
+
+def ask(client: openai.OpenAI, messages: Any, stream: bool = False) -> Any:
+    return client.chat.completions.create(
+        model="tiny-vision", messages=messages, max_tokens=3, temperature=0, stream=stream
+    )
+
+
+def test_an_image_url_part_is_seen_and_its_embedding_reused_by_a_follow_up(client: openai.OpenAI) -> None:
+    first: Any = [
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "What is this?"},
+                {"type": "image_url", "image_url": {"url": data_url((255, 0, 0))}},
+            ],
+        }
+    ]
+    answer = ask(client, first)
+    metrics = answer.model_extra["ember"]
+    assert answer.choices[0].message.content is not None
+    assert metrics["image_encode_ms"] > 0
+    text_only = ask(client, [{"role": "user", "content": "What is this?"}]).model_extra["ember"]
+    assert metrics["prompt_tokens"] > text_only["prompt_tokens"]  # the image's positions are in the prompt
+
+    follow = [
+        *first,
+        {"role": "assistant", "content": answer.choices[0].message.content},
+        {"role": "user", "content": "Sure?"},
+    ]
+    chunks = list(ask(client, follow, stream=True))
+    ember = next(c.model_extra["ember"] for c in chunks if (c.model_extra or {}).get("ember"))
+    assert ember["image_encode_ms"] == 0.0  # the same image: its embedding came from the cache
