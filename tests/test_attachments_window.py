@@ -296,3 +296,44 @@ def test_a_long_pdf_is_read_by_retrieval_and_its_sources_show_their_passage(
     w.chats.open_conversation(cid)
     w.transcript.finish_rendering()
     assert "annual.pdf · p. 18" in w.transcript.plain_text()  # the Sources are kept with the answer
+
+
+def test_sending_while_a_file_is_still_read_waits_and_keeps_the_text(
+    qtbot: QtBot, make_window: Callable[[FakeBackend], MainWindow], tmp_path: Path
+) -> None:
+    fake = FakeBackend(n_tokens=3)
+    w = make_window(fake)
+    notes = tmp_path / "notes.txt"
+    notes.write_text(FACT, encoding="utf-8")
+    w.composer.attach_paths([notes])  # (read on a worker: its result comes back through the event loop)
+    chip = w.composer.attachments.items[0].chip
+    assert chip.progress.isVisibleTo(chip) and chip.details.text().startswith("reading…")
+    w.composer.editor.setPlainText("quick question")
+    qtbot.keyClick(w.composer.editor, Qt.Key.Key_Return)
+    assert "still being read" in w.banner.text()
+    assert w.composer.editor.toPlainText() == "quick question" and fake.requests == []
+    settle(qtbot, w)
+    send(qtbot, w, "quick question")
+    assert FACT in fake.requests[-1][-1].content
+
+
+def test_editing_a_message_brings_back_its_files(
+    qtbot: QtBot, make_window: Callable[[FakeBackend], MainWindow], tmp_path: Path
+) -> None:
+    fake = FakeBackend(n_tokens=3)
+    w = make_window(fake)
+    notes = tmp_path / "notes.txt"
+    notes.write_text(FACT, encoding="utf-8")
+    w.composer.attach_paths([notes])
+    settle(qtbot, w)
+    send(qtbot, w, "What is the cat called?")
+    question = w.store.thread(w.controller.conversation_id)[-2]
+    w.chats.edit_message(question.id)
+    settle(qtbot, w)
+    assert [i.chip.name_label.text() for i in w.composer.attachments.items] == ["notes.txt"]
+    assert "tokens" in chip_texts(w)[0]  # counted again
+    send(qtbot, w, "And what is the keeper's cat called?")
+    edited = w.store.thread(w.controller.conversation_id)[-2]
+    assert edited.id != question.id and edited.parent_id == question.parent_id  # a new branch
+    assert [a.name for a in w.attach.store.of_message(edited.id)] == ["notes.txt"]
+    assert FACT in fake.requests[-1][-1].content

@@ -101,6 +101,7 @@ class AttachmentsBar(QWidget):
         self.tasks, self.count_tokens, self.budget, self.sees_images = tasks, count_tokens, budget, sees_images
         self.save = save
         self.limits: Callable[[], Limits] = lambda: DEFAULT_LIMITS  # the size limit (a setting)
+        self.text_of: Callable[[StoredAttachment], str] = lambda att: ""  # a kept file's text (worker thread)
 
     def set_colors(self, colors: Colors) -> None:
         self.colors = colors
@@ -115,7 +116,7 @@ class AttachmentsBar(QWidget):
     @property
     def busy(self) -> bool:
         """Some file is still being read or counted."""
-        return any(i.extracted is None or i.counting for i in self.items)
+        return any(i.stored is None or i.counting for i in self.items)
 
     def images_refused(self) -> str:
         """Why the attachments cannot be sent to the loaded model ("" when they can)."""
@@ -240,15 +241,26 @@ class AttachmentsBar(QWidget):
         self.changed.emit()
         self._check_settled()
 
+    def attach_stored(self, stored: Iterable[StoredAttachment]) -> None:
+        """Attachments already kept (an earlier message's, when it is edited): chips at once, counted
+        again with the loaded model."""
+        for att in stored:
+            item = self._add(ChipState(att.name, att.kind, att.size))
+            item.stored = att
+            self._set_image_warning(item)
+            self._count(item)
+        self._update_modes()
+        self._check_settled()
+
     def _count(self, item: Pending) -> None:
-        if item.extracted is None or item.state.kind == AttachmentKind.IMAGE or self.count_tokens is None:
+        if item.stored is None or item.state.kind == AttachmentKind.IMAGE or self.count_tokens is None:
             return
         assert self.tasks is not None
-        text, count = item.extracted.text, self.count_tokens
+        count, extracted, stored, text_of = self.count_tokens, item.extracted, item.stored, self.text_of
         item.state = replace(item.state, tokens=None, tokens_note=self.tr("counting tokens…"))
         item.counting = True
         self.tasks.run(
-            lambda: count(text),
+            lambda: count(extracted.text if extracted is not None else text_of(stored)),
             lambda n, key=item.key: self._on_counted(key, n),
             lambda _m, key=item.key: self._on_counted(key, None),
             key=f"tokens-{item.key}",

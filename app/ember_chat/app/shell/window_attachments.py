@@ -31,6 +31,7 @@ class WindowAttachments(QObject):
         bar = window.composer.attachments
         bar.configure(window.tasks, window.bridge.measure_tokens, self.budget, self.sees_images, self.store.save)
         bar.limits = lambda: Limits.from_megabytes(window.settings.attachment_max_mb)
+        bar.text_of = self.store.text
         window.bridge.service.attachment_store = self.store  # where the engine reads a message's files
         bar.failed.connect(lambda message: window.show_error(message))
         self.drops = FileDrops(window, bar)

@@ -47,6 +47,8 @@ class ChatActions(QObject):
     def edit_message(self, message_id: int) -> None:
         def act() -> None:
             self.w.composer.editor.setPlainText(self.w.controller.start_edit(message_id))
+            self.w.composer.attachments.clear()  # the edited message's files come back with its text
+            self.w.composer.attachments.attach_stored(self.w.attach.store.of_message(message_id))
             self.w.composer.set_editing(True)
             self.w.composer.editor.setFocus()
 
@@ -54,6 +56,7 @@ class ChatActions(QObject):
 
     def cancel_edit(self) -> None:
         self.w.controller.cancel_edit()
+        self.w.composer.attachments.clear()
         self.w.composer.set_editing(False)
         self.w.composer.editor.clear()
 
