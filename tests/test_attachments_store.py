@@ -198,3 +198,17 @@ def test_export_includes_attachments_and_markdown_names_them(paths: AppPaths, ch
     assert base64.b64decode(image_entry["data_base64"]) == png and image_entry["kind"] == "image"
     markdown = chat_as_markdown(chats.conversation(conv.id), thread, entries)
     assert "- 📎 note.txt (text, 17 bytes)" in markdown and "- 📎 shot.png (image," in markdown
+
+
+def test_a_question_without_matching_words_gets_the_first_passages_and_says_so(
+    paths: AppPaths, chats: ConversationStore
+) -> None:
+    atts = AttachmentStore(paths, chats)
+    doc = atts.save(
+        read_attachment_bytes("long.txt", "\n\n".join(f"Part {i}. " + "lorem ipsum " * 90 for i in range(30)).encode())
+    )
+    plan = plan_turn([atts.ref(doc)], "summarise this", 600, words, atts)
+    (item,) = plan.items
+    assert item.mode == RETRIEVAL and item.used >= 1
+    assert [s.chunk for s in plan.sources] == list(range(item.used))  # the beginning, in order
+    assert "its first ones (none has the question's words)" in plan.prompt_text

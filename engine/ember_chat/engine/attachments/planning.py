@@ -85,10 +85,11 @@ def _passage_text(hit: ChunkHit) -> str:
     return f"[passage {hit.seq + 1}{where}]\n{hit.text}\n"
 
 
-def _retrieval_head(att: StoredAttachment, used: int, total: int) -> str:
+def _retrieval_head(att: StoredAttachment, used: int, total: int, matched: bool = True) -> str:
+    which = "the ones that best match the question" if matched else "its first ones (none has the question's words)"
     return (
         f"<<<file: {att.name} ({att.kind}) is too long to read whole: {used:,} of {total:,} passages, "
-        "the ones that best match the question, in document order>>>"
+        f"{which}, in document order>>>"
     )
 
 
@@ -150,7 +151,8 @@ def _retrieve(
     }
     remaining = budget - sum(overhead.values())
     hits = store.search(list(totals), question, SEARCH_LIMIT)
-    if not hits:  # no word of the question is in the files: their beginnings, said as such
+    matched = bool(hits)
+    if not matched:  # no word of the question is in the files: their beginnings, said as such
         per_file = max(1, SEARCH_LIMIT // len(atts))
         hits = [hit for att in atts for hit in store.chunks(att.id, 0, per_file)]
     chosen: dict[int, list[tuple[ChunkHit, int]]] = {att.id: [] for att in atts}
@@ -163,7 +165,7 @@ def _retrieve(
     for att in atts:
         picked = sorted(chosen[att.id], key=lambda pair: pair[0].seq)
         used = len(picked)
-        head = _retrieval_head(att, used, totals[att.id])
+        head = _retrieval_head(att, used, totals[att.id], matched)
         body = "".join(_passage_text(hit) for hit, _ in picked) or "(no room for any passage this turn)\n"
         blocks[att.id] = f"{head}\n{body}{ends[att.id]}"
         tokens = overhead[att.id] + sum(t for _, t in picked)
