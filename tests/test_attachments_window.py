@@ -46,13 +46,15 @@ def make_window(qtbot: QtBot, tmp_path: Path, tiny_model: Path) -> Iterator[Call
     shutil.copy(tiny_model, paths.default_models_dir / "tiny.gguf")
     windows: list[MainWindow] = []
 
-    def make(fake: FakeBackend | None) -> MainWindow:
+    def make(fake: FakeBackend | None, load: bool = True) -> MainWindow:
         w = build_window(paths, backend_factory=(lambda _ref: fake) if fake is not None else None)
         qtbot.addWidget(w)
         w.show()
         windows.append(w)
         with qtbot.waitSignal(w.models_listed, timeout=WAIT_MS):
             pass
+        if not load:
+            return w
         with qtbot.waitSignal(w.model_state_changed, check_params_cb=lambda s: s == "ready", timeout=WAIT_MS):
             w.models.load_model("tiny.gguf")
         return w
@@ -337,3 +339,20 @@ def test_editing_a_message_brings_back_its_files(
     assert edited.id != question.id and edited.parent_id == question.parent_id  # a new branch
     assert [a.name for a in w.attach.store.of_message(edited.id)] == ["notes.txt"]
     assert FACT in fake.requests[-1][-1].content
+
+
+def test_chips_made_before_a_model_is_loaded_are_counted_again_when_one_is(
+    qtbot: QtBot, make_window: Callable[..., MainWindow], tmp_path: Path
+) -> None:
+    w = make_window(None, load=False)
+    notes = tmp_path / "notes.txt"
+    notes.write_text("Shopping list\n" + FACT + "\n", encoding="utf-8")
+    w.composer.attach_paths([notes])
+    settle(qtbot, w)
+    before = chip_texts(w)[0]
+    assert "tokens (estimated)" in before and "whole" not in before  # no model: no budget to say it fits
+    with qtbot.waitSignal(w.model_state_changed, check_params_cb=lambda s: s == "ready", timeout=WAIT_MS):
+        w.models.load_model("tiny.gguf")
+    settle(qtbot, w)
+    tokens = w.bridge.measure_tokens(notes.read_text(encoding="utf-8"))
+    assert not tokens.estimated and chip_texts(w)[0].endswith(f"{tokens.tokens:,} tokens · whole")

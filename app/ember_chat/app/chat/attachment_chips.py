@@ -64,7 +64,7 @@ class ChipState:
     used: int = 0
     total: int = 0
     progress: float | None = None
-    warning: str = ""
+    warning: str = ""  # (the only warning: an image for a model that cannot see images)
 
 
 def chip_words(s: ChipState) -> str:
@@ -81,6 +81,8 @@ def chip_words(s: ChipState) -> str:
     mode = mode_words(s.mode, s.used, s.total)
     if mode:
         parts.append(mode)
+    if s.warning:
+        parts.append(tr("the loaded model cannot see it"))
     return " · ".join(p for p in parts if p)
 
 

@@ -306,7 +306,7 @@ class AttachmentsBar(QWidget):
         for item in self.items:
             if item.state.tokens is not None and item.state.kind != AttachmentKind.IMAGE:
                 used += item.state.tokens
-                mode = "whole" if budget is None or used <= budget else "retrieval"
+                mode = "" if budget is None else "whole" if used <= budget else "retrieval"  # (no model: unknown)
                 item.state = replace(item.state, mode=mode)
             item.chip.show_state(item.state)
 
