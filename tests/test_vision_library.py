@@ -66,6 +66,18 @@ def test_an_imported_copy_takes_its_projector_along_and_in_place_finds_it(tmp_pa
     assert in_place.mmproj == mmproj and in_place.vision
 
 
+def test_deleting_a_model_deletes_its_projector_unless_another_model_uses_it(tmp_path: Path) -> None:
+    lib = library(tmp_path)
+    folder = lib.models_dir / "acme" / "tiny-vision-GGUF"
+    model, mmproj = write_tiny_vision_model(folder)
+    other = folder / "tiny-vision-Q8_0.gguf"
+    other.write_bytes(model.read_bytes())  # a second quantization sharing the repository's projector
+    lib.delete("acme/tiny-vision-GGUF/tiny-vision.gguf")
+    assert mmproj.exists() and listed(lib)["acme/tiny-vision-GGUF/tiny-vision-Q8_0.gguf"].mmproj == mmproj
+    lib.delete("acme/tiny-vision-GGUF/tiny-vision-Q8_0.gguf")
+    assert not mmproj.exists() and not folder.exists()  # the last one: its projector and folder went too
+
+
 def test_the_runtime_loads_a_library_models_projector(tmp_path: Path) -> None:
     lib = library(tmp_path)
     write_tiny_vision_model(lib.models_dir / "acme" / "v")

@@ -308,6 +308,7 @@ class ModelLibrary:
             p.unlink(missing_ok=True)
         verified = entry.path.with_name(entry.path.name + ".verified")
         verified.unlink(missing_ok=True)
+        self._delete_projector(entry)
         # tidy empty owner/repo folders left behind
         parent = entry.path.parent
         while parent != self.models_dir and parent.is_relative_to(self.models_dir):
@@ -316,6 +317,16 @@ class ModelLibrary:
             except OSError:
                 break
             parent = parent.parent
+
+    def _delete_projector(self, deleted: ModelEntry) -> None:
+        """A deleted model's projector goes with it, unless another model beside it still uses it."""
+        mmproj = deleted.mmproj
+        if mmproj is None or not mmproj.is_relative_to(self.models_dir):
+            return
+        models = [p for p in mmproj.parent.glob("*.gguf") if not is_projector_name(p.name) and p != deleted.path]
+        if not any(find_projector(p) == mmproj for p in models):
+            mmproj.unlink(missing_ok=True)
+            mmproj.with_name(mmproj.name + ".verified").unlink(missing_ok=True)
 
     def partial_downloads(self) -> list[Path]:
         """Sidecars of unfinished downloads, to offer resuming them."""
