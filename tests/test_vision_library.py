@@ -5,6 +5,8 @@ projector (verified like any file), and a vision model without one says so."""
 from __future__ import annotations
 
 import hashlib
+import json
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -148,3 +150,25 @@ def test_a_model_downloads_with_its_projector_verified_and_is_listed_with_vision
     [entry] = listed(lib).values()
     assert entry.name == "acme/tiny-vision-GGUF/tiny-vision-Q8_0.gguf"
     assert entry.vision and entry.mmproj is not None and entry.mmproj.name == "mmproj-tiny-vision-f16.gguf"
+
+
+def test_models_list_says_vision_and_what_is_missing(tmp_path: Path) -> None:
+    from tests.test_library_cli import cli
+
+    env = {
+        **os.environ,
+        "EMBER_DATA_DIR": str(tmp_path / "data"),
+        "EMBER_CONFIG_DIR": str(tmp_path / "config"),
+        "HF_HOME": str(tmp_path / "hf"),
+    }
+    models = tmp_path / "data" / "models"
+    _, mmproj = write_tiny_vision_model(models / "acme" / "v")
+    (models / "q").mkdir()
+    write_tiny_model(models / "q" / "qwen2-vl.gguf", TinySpec(arch="qwen2vl", name="Tiny Qwen2-VL"))
+    out = cli("models", "list", "--json", env=env)
+    assert out.returncode == 0, out.stderr
+    rows = {m["name"]: m for m in json.loads(out.stdout)}
+    assert rows["acme/v/tiny-vision.gguf"]["vision"] and rows["acme/v/tiny-vision.gguf"]["mmproj"] == str(mmproj)
+    assert rows["q/qwen2-vl.gguf"]["vision_needs_projector"] and not rows["q/qwen2-vl.gguf"]["vision"]
+    text = cli("models", "list", env=env).stdout
+    assert "tiny-vision.gguf" in text and "  vision\n" in text and "vision needs the projector file" in text

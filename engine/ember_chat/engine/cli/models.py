@@ -49,6 +49,8 @@ def run(args: argparse.Namespace, paths: AppPaths) -> int:
                 "source_repo": e.source_repo,
                 "modified": datetime.fromtimestamp(e.modified).isoformat(timespec="seconds") if e.modified else None,
                 "path": str(e.path) if e.path else None,
+                "mmproj": str(e.mmproj) if e.mmproj else None,  # its projector: it sees images
+                "vision": e.vision,
             }
             if e.path is not None:
                 try:
@@ -67,6 +69,7 @@ def run(args: argparse.Namespace, paths: AppPaths) -> int:
                     )
                 except Exception as exc:  # a damaged file is listed, with why
                     row["error"] = str(exc)
+                row["vision_needs_projector"] = e.vision_needs_projector
             rows.append(row)
         if args.json:
             _print_json(rows)
@@ -75,7 +78,14 @@ def run(args: argparse.Namespace, paths: AppPaths) -> int:
                 print("No models yet. Try: ember-chat models search llama")
             for r in rows:
                 quant = r.get("quantization") or ""
-                print(f"{r['name']:60} {quant:8} {_human(int(r['size'])):>9}  {r['location']}")
+                sees = (
+                    "  vision"
+                    if r["vision"]
+                    else "  vision needs the projector file"
+                    if r.get("vision_needs_projector")
+                    else ""
+                )
+                print(f"{r['name']:60} {quant:8} {_human(int(r['size'])):>9}  {r['location']}{sees}")
         return 0
     from ember_chat.engine.models.hub import HubClient
 
