@@ -63,6 +63,12 @@ def add_load_flags(parser: argparse.ArgumentParser) -> None:
     """One flag for each load parameter of the table."""
     for spec in LOAD_SPECS:
         _add_spec(parser, spec, LOAD_FLAGS.get(spec.name))
+    parser.add_argument(
+        "--mmproj",
+        type=Path,
+        default=None,
+        help="the model's projector file, to send it images (default: the mmproj-*.gguf beside the model)",
+    )
 
 
 def load_options_from_args(args: argparse.Namespace) -> dict[str, Any]:
@@ -110,7 +116,8 @@ def model_ref_from_args(args: argparse.Namespace, paths: AppPaths) -> tuple[Mode
         finally:
             report_problems(store)
         return ref, ref.model_id
-    config = LoadConfig(resolve_model(args.model, paths), **load_options_from_args(args))
+    mmproj = getattr(args, "mmproj", None)
+    config = LoadConfig(resolve_model(args.model, paths), mmproj=mmproj, **load_options_from_args(args))
     alias = Path(args.model).name if args.model.endswith(".gguf") else args.model  # a file: its name
     return config, alias
 
