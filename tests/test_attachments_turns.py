@@ -141,3 +141,24 @@ def test_attachments_without_a_store_fail_clearly(env: tuple[EngineService, Atta
     sink = _ask(svc, [ChatMessage("user", "hm", attachments=(atts.ref(note),))], None)
     assert sink.reason == "error"
     assert sink.failures == ["This request has attachments but no attachment store to read them from."]
+
+
+def test_counts_from_many_threads_at_once_all_use_the_tokenizer(env: tuple[EngineService, AttachmentStore]) -> None:
+    svc, _ = env
+    text = "naïve café hello world. " * 4000
+    expected = svc.count_tokens(text)
+    start = threading.Barrier(6)
+    results: list[tuple[int, bool]] = []
+
+    def count() -> None:
+        start.wait()
+        for _ in range(3):
+            counted = svc.measure_tokens(text)
+            results.append((counted.tokens, counted.estimated))
+
+    threads = [threading.Thread(target=count) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert results == [(expected, False)] * 18  # chips counted together are never mere estimates

@@ -4,7 +4,9 @@ the chat template), and `plan_turn` decides whole or retrieval within it."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+import threading
+from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
 from ember_chat.engine.attachments.planning import TurnPlan, apply_plan, conversation_refs, plan_turn
@@ -21,6 +23,44 @@ UNKNOWN_CONTEXT = 8192  # a remote server that does not say its context: a commo
 class TokenCount(NamedTuple):
     tokens: int
     estimated: bool  # no tokenizer for this model: about four characters per token
+
+
+class ModelChangeGuard:
+    """Token counts from any thread (many at once) never overlap a model being replaced or closed on the
+    engine thread: a count that finds a change under way is estimated instead of waiting for it."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._readers = 0
+        self._changing = 0
+
+    @contextlib.contextmanager
+    def changing(self) -> Iterator[None]:
+        """Held while the model changes (re-entrant on the engine thread); waits for running counts."""
+        with self._cond:
+            self._changing += 1
+            self._cond.wait_for(lambda: self._readers == 0)
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._changing -= 1
+                self._cond.notify_all()
+
+    @contextlib.contextmanager
+    def reading(self) -> Iterator[bool]:
+        """True when the model may be read now (then it is not changed until the block ends)."""
+        with self._cond:
+            ok = not self._changing
+            if ok:
+                self._readers += 1
+        try:
+            yield ok
+        finally:
+            if ok:
+                with self._cond:
+                    self._readers -= 1
+                    self._cond.notify_all()
 
 
 def estimate_tokens(text: str) -> int:

@@ -39,7 +39,13 @@ from ember_chat.engine.core.params import SamplingParams
 from ember_chat.engine.core.refs import ModelRef, RemoteModelRef
 from ember_chat.engine.core.states import StopReason
 from ember_chat.engine.errors import EmberError, JobCancelled, NoModelLoaded, QueueFull
-from ember_chat.engine.inference.attachment_turns import TokenCount, estimate_tokens, expand_attachments, token_counter
+from ember_chat.engine.inference.attachment_turns import (
+    ModelChangeGuard,
+    TokenCount,
+    estimate_tokens,
+    expand_attachments,
+    token_counter,
+)
 from ember_chat.engine.inference.backend import InferenceBackend, ModelDescription
 from ember_chat.engine.inference.events import (
     AttachmentsPlanned,
@@ -240,7 +246,7 @@ class EngineService:
         self._load_ids = itertools.count(1)
         self._load_cancels: dict[int, threading.Event] = {}  # loads not finished yet → their cancel
         self.attachment_store: AttachmentStore | None = None  # for requests that carry no store of their own
-        self._model_change = threading.RLock()  # held while the model is replaced or closed (see count_tokens)
+        self._model_change = ModelChangeGuard()  # token counts never overlap a model being replaced or closed
         self._thread = threading.Thread(target=self._run, name="ember-engine", daemon=True)
         self._thread.start()
 
@@ -292,16 +298,12 @@ class EngineService:
         """Tokens in `text` and whether that is an estimate. Callable from any thread: the tokenizer is
         only read, never while the model is being replaced or closed (then the count is estimated). A
         remote server's tokenizer is an HTTP request: call it off the GUI thread."""
-        if not self._model_change.acquire(blocking=False):
-            return TokenCount(estimate_tokens(text), True)
-        try:
+        with self._model_change.reading() as ok:
             backend = self._backend
-            if backend is None or self._model is None or not backend.loaded:
+            if not ok or backend is None or self._model is None or not backend.loaded:
                 return TokenCount(estimate_tokens(text), True)
             count, estimated = token_counter(backend)
             return TokenCount(count(text), estimated)
-        finally:
-            self._model_change.release()
 
     # ----- model
     def load(self, ref: ModelRef, alias: str | None = None) -> int:
@@ -350,7 +352,7 @@ class EngineService:
                 from ember_chat.engine.inference.openai_wire import check_remote_model  # the HTTP stack
 
                 check_remote_model(ref, self.server_id)
-            with self._model_change:
+            with self._model_change.changing():
                 if self._backend is not None and self._backend_kind != kind:
                     self._close_backend()
                 if self._backend is None:
@@ -378,14 +380,14 @@ class EngineService:
         self._notify("loaded_with_id", load_id, model)
 
     def _do_unload(self) -> None:
-        with self._model_change:
+        with self._model_change.changing():
             if self._backend is not None:
                 self._backend.close()
             self._model = None
         self._notify("unloaded")
 
     def _close_backend(self) -> None:
-        with self._model_change:
+        with self._model_change.changing():
             backend, self._backend, self._backend_kind = self._backend, None, None
             self._model = None
             if backend is not None:
