@@ -130,10 +130,11 @@ def test_files_dropped_on_the_window_are_attached(
     pos = QPoint(40, 40)
     left, none = Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier
     enter = QDragEnterEvent(pos, Qt.DropAction.CopyAction, mime, left, none)
-    QApplication.sendEvent(w, enter)
+    target = w.transcript.viewport()  # over the chat: the transcript does not take files, so the window does
+    QApplication.sendEvent(target, enter)
     assert enter.isAccepted()
     drop = QDropEvent(QPointF(pos), Qt.DropAction.CopyAction, mime, left, none)
-    QApplication.sendEvent(w, drop)
+    QApplication.sendEvent(target, drop)
     assert drop.isAccepted()
     settle(qtbot, w)
     assert chip_texts(w)[0].startswith("dropped.md | Markdown · ")
