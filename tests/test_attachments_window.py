@@ -155,6 +155,13 @@ def test_an_image_pasted_is_attached_and_a_model_that_cannot_see_it_refuses_it_b
     assert item.chip.name_label.text() == "pasted image.png" and item.state.kind == "image"
     assert w.composer.editor.toPlainText() == ""  # the image was attached, not pasted as text
     assert item.chip.warning.isVisible() and "cannot see images" in item.chip.toolTip()
+    both = QMimeData()  # a word processor's copy: the text, and a picture of it
+    both.setText("pasted words")
+    both.setImageData(image)
+    QGuiApplication.clipboard().setMimeData(both)
+    w.composer.editor.paste()
+    assert w.composer.editor.toPlainText() == "pasted words" and len(w.composer.attachments.items) == 1
+    w.composer.editor.clear()
     send_clicks = len(fake.requests)
     w.composer.editor.setPlainText("what is in this picture?")
     qtbot.keyClick(w.composer.editor, Qt.Key.Key_Return)

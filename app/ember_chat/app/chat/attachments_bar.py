@@ -57,6 +57,12 @@ def mime_files(mime: QMimeData) -> list[Path]:
     return [Path(url.toLocalFile()) for url in mime.urls() if url.isLocalFile()] if mime.hasUrls() else []
 
 
+def gives_attachment(mime: QMimeData) -> bool:
+    """Whether a paste or a drop attaches: local files, or an image alone (a screenshot, a copied
+    image). Text that comes with a picture of itself (a word processor's copy) is pasted as text."""
+    return bool(mime_files(mime)) or (mime.hasImage() and not mime.hasText())
+
+
 def png_bytes(image: QImage) -> bytes:
     data = QByteArray()
     buffer = QBuffer(data)
@@ -155,7 +161,7 @@ class AttachmentsBar(QWidget):
         if files:
             self.attach_paths(files)
             return True
-        if mime.hasImage():
+        if mime.hasImage() and not mime.hasText():
             image = QImage(mime.imageData())
             if not image.isNull():
                 self.attach_data(self.tr("pasted image.png"), png_bytes(image))
@@ -340,7 +346,7 @@ class FileDrops(QObject):
         if kind in (QEvent.Type.DragEnter, QEvent.Type.DragMove):
             assert isinstance(event, QDragEnterEvent | QDropEvent)
             mime = event.mimeData()
-            if mime_files(mime) or mime.hasImage():
+            if gives_attachment(mime):
                 event.acceptProposedAction()
                 return True
         elif kind == QEvent.Type.Drop:

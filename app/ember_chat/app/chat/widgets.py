@@ -23,7 +23,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ember_chat.app.chat.attachments_bar import AttachmentsBar, mime_files
+from ember_chat.app.chat.attachments_bar import AttachmentsBar, gives_attachment
 from ember_chat.app.style.icons import themed_icon
 from ember_chat.app.style.theme import Colors
 from ember_chat.engine.storage.conversations import Conversation, SearchHit
@@ -39,11 +39,11 @@ class ComposerEdit(QPlainTextEdit):
         self.attach_mime: Callable[[QMimeData], bool] | None = None  # files and images pasted or dropped here
 
     def canInsertFromMimeData(self, source: QMimeData) -> bool:  # Qt override
-        return bool(mime_files(source)) or source.hasImage() or super().canInsertFromMimeData(source)
+        return gives_attachment(source) or super().canInsertFromMimeData(source)
 
     def insertFromMimeData(self, source: QMimeData) -> None:  # Qt override
         """Files and a clipboard image are attached (not pasted as their paths); text is pasted."""
-        if (mime_files(source) or source.hasImage()) and self.attach_mime is not None and self.attach_mime(source):
+        if gives_attachment(source) and self.attach_mime is not None and self.attach_mime(source):
             return
         super().insertFromMimeData(source)
 
