@@ -212,3 +212,16 @@ def test_a_question_without_matching_words_gets_the_first_passages_and_says_so(
     assert item.mode == RETRIEVAL and item.used >= 1
     assert [s.chunk for s in plan.sources] == list(range(item.used))  # the beginning, in order
     assert "its first ones (none has the question's words)" in plan.prompt_text
+
+
+def test_room_left_after_the_matches_goes_to_the_passages_around_them(
+    tmp_path: Path, paths: AppPaths, chats: ConversationStore
+) -> None:
+    atts = AttachmentStore(paths, chats)
+    book = atts.save(read_attachment(_book(tmp_path)))
+    question = "What is the lighthouse keeper's cat called?"
+    (best,) = [h for h in atts.search([book.id], question, 50) if "Marmalade" in h.text]
+    plan = plan_turn([atts.ref(book)], question, 1000, words, atts)
+    assert {s.chunk for s in plan.sources} >= {best.seq - 1, best.seq, best.seq + 1}
+    assert [s.chunk for s in plan.sources] == sorted(s.chunk for s in plan.sources)  # in document order
+    assert plan.items[0].tokens <= 1000

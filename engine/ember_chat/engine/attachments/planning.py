@@ -162,6 +162,8 @@ def _retrieve(
         if tokens <= remaining:
             remaining -= tokens
             chosen[hit.attachment_id].append((hit, tokens))
+    if matched:  # room left: the passages around the ones found, best first (a fact's context)
+        remaining = _add_neighbours(chosen, remaining, count_tokens, store)
     for att in atts:
         picked = sorted(chosen[att.id], key=lambda pair: pair[0].seq)
         used = len(picked)
@@ -171,6 +173,26 @@ def _retrieve(
         tokens = overhead[att.id] + sum(t for _, t in picked)
         items[att.id] = PlannedAttachment(att.name, att.kind, tokens, RETRIEVAL, used, totals[att.id], att.id)
         sources.extend(Source(att.id, att.name, hit.page, hit.seq, hit.text) for hit, _ in picked)
+
+
+def _add_neighbours(
+    chosen: dict[int, list[tuple[ChunkHit, int]]],
+    remaining: int,
+    count_tokens: Callable[[str], int],
+    store: AttachmentStore,
+) -> int:
+    found = sorted((hit for pairs in chosen.values() for hit, _ in pairs), key=lambda hit: hit.rank)
+    have = {(hit.attachment_id, hit.seq) for hit in found}
+    for hit in found:
+        for near in store.chunks(hit.attachment_id, max(0, hit.seq - 1), 3):
+            if (near.attachment_id, near.seq) in have:
+                continue
+            tokens = count_tokens(_passage_text(near))
+            if tokens <= remaining:
+                remaining -= tokens
+                have.add((near.attachment_id, near.seq))
+                chosen[near.attachment_id].append((near, tokens))
+    return remaining
 
 
 def conversation_refs(messages: list[ChatMessage]) -> list[AttachmentRef]:
