@@ -180,7 +180,8 @@ def test_the_load_record_is_the_table() -> None:
     the table's default, and nothing else."""
     assert [f.name for f in fields(LoadOptions)] == [s.name for s in LOAD_SPECS]
     assert LoadOptions().options() == {s.name: s.default for s in LOAD_SPECS}
-    assert {f.name for f in fields(LoadConfig)} == {s.name for s in LOAD_SPECS} | {"path"}
+    # LoadConfig adds the files it loads: the model, and its projector (images), which are not parameters
+    assert {f.name for f in fields(LoadConfig)} == {s.name for s in LOAD_SPECS} | {"path", "mmproj"}
     assert {f.name for f in fields(ModelLoadSettings)} == {s.name for s in LOAD_SPECS}
 
 
