@@ -10,6 +10,10 @@ from ember_chat.engine.cli.commands import is_cli
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    if getattr(sys, "frozen", False):  # the bundle: a child process reading a big attachment starts here
+        import multiprocessing
+
+        multiprocessing.freeze_support()
     args = list(sys.argv[1:] if argv is None else argv)
     if is_cli(args):
         from ember_chat.engine.cli.main import main as cli_main

@@ -30,8 +30,8 @@ from ember_chat.engine.attachments import (
     Extracted,
     Limits,
     StoredAttachment,
-    read_attachment,
     read_attachment_bytes,
+    read_attachment_isolated,
 )
 from ember_chat.engine.inference.attachment_turns import TokenCount
 
@@ -175,7 +175,7 @@ class AttachmentsBar(QWidget):
             report, limits = item.progress, self.limits()
 
             def read(path: Path = Path(path), report: list[float] = report, limits: Limits = limits) -> Extracted:
-                return read_attachment(path, limits, progress=lambda f: report.__setitem__(0, f))
+                return read_attachment_isolated(path, limits, progress=lambda f: report.__setitem__(0, f))
 
             self._read(item, read)
 

@@ -2,6 +2,7 @@
 attachments reach the prompt (planning). No Qt; the heavy readers load only when a file is read."""
 
 from ember_chat.engine.attachments.extract import read_attachment, read_attachment_bytes
+from ember_chat.engine.attachments.isolated import read_attachment_isolated
 from ember_chat.engine.attachments.kinds import DEFAULT_LIMITS, AttachmentKind, Extracted, Limits, human_size
 from ember_chat.engine.attachments.planning import (
     RETRIEVAL,
@@ -33,4 +34,5 @@ __all__ = [
     "plan_turn",
     "read_attachment",
     "read_attachment_bytes",
+    "read_attachment_isolated",
 ]
