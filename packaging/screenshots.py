@@ -74,6 +74,7 @@ def main(out_dir: str) -> int:
     os.environ["EMBER_CONFIG_DIR"] = str(home / "config")
 
     from PySide6.QtCore import Qt, QTimer
+    from PySide6.QtGui import QColor, QImage
     from PySide6.QtWidgets import QApplication
 
     from ember_chat.app.main import build_window
@@ -81,6 +82,7 @@ def main(out_dir: str) -> int:
     from ember_chat.engine.storage.connections import Connection, ConnectionStore
     from ember_chat.engine.storage.conversations import ConversationStore
     from ember_chat.engine.storage.paths import AppPaths
+    from tests.attachment_files import write_pdf
     from tests.peer_servers import llama_cpp_server
 
     app = QApplication.instance() or QApplication(sys.argv[:1])
@@ -146,6 +148,28 @@ def main(out_dir: str) -> int:
         window.chats.open_conversation(code_chat.id)
         yield settled
         shot("code-dark.png")
+        # Files in a chat (dark): a PDF too long to read whole and an image the text-only starter
+        # cannot see (its chip says so); then the answer about the PDF with its Sources
+        window.chats.new_chat()
+        filler = "\n".join(f"Line {i}: the annual report covers budgets, meetings and logistics." for i in range(30))
+        pages = [f"Page {p + 1}\n{filler}" for p in range(40)]
+        pages[26] += "\nThe secret harbour code is PELICAN-42."
+        pdf = write_pdf(home / "annual-report.pdf", pages)
+        picture = QImage(320, 200, QImage.Format.Format_RGB32)
+        picture.fill(QColor(220, 60, 40))
+        picture.save(str(home / "screenshot.png"))
+        bar = window.composer.attachments
+        window.composer.attach_paths([pdf, home / "screenshot.png"])
+        yield lambda: len(bar.attachments()) == 2 and not bar.busy
+        shot("attachments-chips-dark.png")
+        bar.remove(bar.items[-1].key)
+        window.side.params.max_tokens.setValue(40)
+        window.composer.editor.setPlainText("What is the secret harbour code?")
+        window.composer.button.click()  # (as the user sends: the chips go with the message)
+        yield lambda: window.controller.generating
+        yield lambda: not window.controller.generating
+        yield settled
+        shot("attachments-dark.png")
         for name, ask in (
             ("dialog-delete-dark.png", window.chats.delete_chat),
             ("dialog-rename-dark.png", window.chats.rename_chat),
