@@ -15,10 +15,8 @@ from typing import Any
 import openai
 import pytest
 
-from ember_chat.engine.cli.common import load_blocking
 from ember_chat.engine.core.params import LoadConfig
-from ember_chat.engine.inference.service import EngineService
-from ember_chat.engine.serve.server import ApiServer, ServerConfig
+from tests.api_client import served_client
 from tests.attachment_files import image_bytes, pdf_bytes, write_encrypted_pdf
 
 WAIT_S = 30.0
@@ -27,18 +25,8 @@ FACT_PAGE = 17
 
 @pytest.fixture(scope="module")
 def client(tiny_model: Path) -> Iterator[openai.OpenAI]:
-    service = EngineService()
-    server = None
-    try:
-        load_blocking(service, LoadConfig(tiny_model, n_ctx=4096, threads=1), "tiny")
-        server = ApiServer(service, ServerConfig(port=0))
-        server.start()
-        with openai.OpenAI(base_url=server.url, api_key="unused", max_retries=0, timeout=WAIT_S) as c:
-            yield c
-    finally:
-        if server is not None:
-            server.stop()
-        service.close()
+    with served_client(LoadConfig(tiny_model, n_ctx=4096, threads=1), "tiny", WAIT_S) as c:
+        yield c
 
 
 def _file(name: str, data: bytes, data_url: bool = True) -> dict[str, Any]:

@@ -14,10 +14,8 @@ import openai
 import pytest
 from PIL import Image
 
-from ember_chat.engine.cli.common import load_blocking
 from ember_chat.engine.core.params import LoadConfig
-from ember_chat.engine.inference.service import EngineService
-from ember_chat.engine.serve.server import ApiServer, ServerConfig
+from tests.api_client import served_client
 from tests.vision_factory import write_tiny_vision_model
 
 WAIT_S = 30.0
@@ -26,18 +24,8 @@ WAIT_S = 30.0
 @pytest.fixture(scope="module")
 def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[openai.OpenAI]:
     model, mmproj = write_tiny_vision_model(tmp_path_factory.mktemp("vision-api"))
-    service = EngineService()
-    server = None
-    try:
-        load_blocking(service, LoadConfig(model, mmproj=mmproj, n_ctx=2048, threads=1), "tiny-vision")
-        server = ApiServer(service, ServerConfig(port=0))
-        server.start()
-        with openai.OpenAI(base_url=server.url, api_key="unused", max_retries=0, timeout=WAIT_S) as c:
-            yield c
-    finally:
-        if server is not None:
-            server.stop()
-        service.close()
+    with served_client(LoadConfig(model, mmproj=mmproj, n_ctx=2048, threads=1), "tiny-vision", WAIT_S) as c:
+        yield c
 
 
 def data_url(color: tuple[int, int, int]) -> str:

@@ -193,7 +193,7 @@ class MessageWriter:
         fmt.setTopMargin(0 if first else HEADER_GAP)
         fmt.setBottomMargin(4)
         self.fresh_block(c, fmt)
-        c.insertImage(_image(f"icon:avatar-{'user' if role == 'user' else 'assistant'}", AVATAR_SIZE))
+        c.insertImage(inline_image(f"icon:avatar-{'user' if role == 'user' else 'assistant'}", AVATAR_SIZE))
         name = QTextCharFormat()
         name.setFontWeight(QFont.Weight.Bold)
         name.setForeground(QColor(self.colors.user_accent if role == "user" else self.colors.accent))
@@ -220,7 +220,7 @@ class MessageWriter:
         c.insertText("   ", self.secondary)
 
     def _icon_link(self, c: QTextCursor, icon: str, href: str, tooltip: str) -> None:
-        img = _image(f"icon:{icon}", ICON_SIZE)
+        img = inline_image(f"icon:{icon}", ICON_SIZE)
         img.setAnchor(True)
         img.setAnchorHref(href)
         img.setToolTip(tooltip)
@@ -378,7 +378,8 @@ def _is_paragraph(block: QTextBlock) -> bool:
     )
 
 
-def _image(name: str, size: int) -> QTextImageFormat:
+def inline_image(name: str, size: int) -> QTextImageFormat:
+    """An image resource of the document (`name`) drawn inline, `size` px square, centred on the line."""
     img = QTextImageFormat()
     img.setName(name)
     img.setWidth(size)

@@ -27,7 +27,7 @@ from PySide6.QtGui import (
 from PySide6.QtWidgets import QDialog, QDialogButtonBox, QLabel, QPlainTextEdit, QScrollArea, QVBoxLayout
 
 from ember_chat.app.chat.attachment_chips import human_size, kind_label, mode_words
-from ember_chat.app.chat.message_render import sign
+from ember_chat.app.chat.message_render import inline_image, sign
 from ember_chat.app.style.icons import icon_image
 from ember_chat.engine.attachments import PlannedAttachment, Source, StoredAttachment
 
@@ -131,12 +131,7 @@ class TranscriptAttachments:
             image = icon_image("attach", writer.colors.secondary, CHIP_ICON, writer.ratio)
             writer.images[name] = image
         self.view.document().addResource(QTextDocument.ResourceType.ImageResource, QUrl(name), writer.images[name])
-        img = QTextImageFormat()
-        img.setName(name)
-        img.setWidth(CHIP_ICON)
-        img.setHeight(CHIP_ICON)
-        img.setVerticalAlignment(QTextCharFormat.VerticalAlignment.AlignMiddle)
-        return img
+        return inline_image(name, CHIP_ICON)
 
     def _thumbnail(self, c: QTextCursor, message_id: int, index: int, att: StoredAttachment, data: bytes) -> None:
         ratio = self.view.devicePixelRatioF()

@@ -1,0 +1,32 @@
+"""Ember's API server on a loaded model, with the real `openai` client pointed at it (the content-part
+tests: files and images)."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+import openai
+
+from ember_chat.engine.cli.common import load_blocking
+from ember_chat.engine.core.params import LoadConfig
+from ember_chat.engine.inference.service import EngineService
+from ember_chat.engine.serve.server import ApiServer, ServerConfig
+
+
+@contextlib.contextmanager
+def served_client(config: LoadConfig, name: str, timeout_s: float) -> Iterator[openai.OpenAI]:
+    """Load `config` as `name`, serve it on 127.0.0.1 (a free port) and yield a client for it; the
+    server and the engine are stopped afterwards."""
+    service = EngineService()
+    server = None
+    try:
+        load_blocking(service, config, name)
+        server = ApiServer(service, ServerConfig(port=0))
+        server.start()
+        with openai.OpenAI(base_url=server.url, api_key="unused", max_retries=0, timeout=timeout_s) as client:
+            yield client
+    finally:
+        if server is not None:
+            server.stop()
+        service.close()
