@@ -81,7 +81,9 @@ class ModelManager(QDialog):
         d = self.discover_tab = DiscoverTab(
             queue, hub_factory, tokens, self.tasks, self.banner, context_length, load_settings
         )
-        i = self.installed_tab = InstalledTab(library, self.tasks, self.banner, loaded_model)
+        i = self.installed_tab = InstalledTab(
+            library, self.tasks, self.banner, loaded_model, queue=queue, hub_factory=hub_factory
+        )
         for signal, forward in (
             (d.search_done, self.search_done),
             (d.files_shown, self.files_shown),
@@ -94,6 +96,7 @@ class ModelManager(QDialog):
         ):
             signal.connect(forward)
         d.downloads_added.connect(self._show_downloads)
+        i.downloads_wanted.connect(self._show_downloads)
         i.import_started.connect(lambda: self.tabs.setCurrentIndex(1))
         # What the window and most tests reach on the dialog: the tabs' own widgets and methods.
         self.search_box = d.search_box
@@ -141,6 +144,7 @@ class ModelManager(QDialog):
     @hub_factory.setter
     def hub_factory(self, factory: Callable[[], HubClient]) -> None:
         self.discover_tab.hub_factory = factory
+        self.installed_tab.hub_factory = factory
 
     def _show_downloads(self) -> None:
         """A download was queued: the Downloads tab shows it."""

@@ -38,6 +38,7 @@ from ember_chat.engine.models.download_queue import DownloadQueue
 from ember_chat.engine.models.downloader import DownloadSpec
 from ember_chat.engine.models.fit import estimate_fit, recommend
 from ember_chat.engine.models.hub import HubClient, ModelVariant, RepoFiles, RepoSummary
+from ember_chat.engine.models.projector_download import pick_projector
 from ember_chat.engine.resources import catalog
 from ember_chat.engine.storage.secrets import TokenStore
 
@@ -350,10 +351,9 @@ class DiscoverTab(QWidget):
         self.download(self.repo_files, v)
 
     def download(self, files: RepoFiles, v: ModelVariant) -> list[int]:
-        ids = [
-            self.queue.add(DownloadSpec(files.repo_id, f.path, files.commit or "main", f.size, f.sha256))
-            for f in v.download_files  # with its projector, if it has one
-        ]
+        specs = [DownloadSpec(files.repo_id, f.path, files.commit or "main", f.size, f.sha256) for f in v.files]
+        projector = pick_projector(files, v.files[0].path)  # with its projector, saved beside it
+        ids = [self.queue.add(spec) for spec in (*specs, *([projector] if projector else []))]
         self.downloads_added.emit()
         return ids
 

@@ -5,7 +5,13 @@ library, the task runner and the banner are the manager's, handed in.
 
 Import checks the file first (off the GUI thread): a file that is not a GGUF model is said so in the
 banner, and one identical to an installed model is pointed at, before any question; only then does
-it ask whether to copy the file into Ember or use it where it is."""
+it ask whether to copy the file into Ember or use it where it is.
+
+A vision model without its projector ("vision needs the projector file") gets a Download projector
+button: its repository is listed on the Hub off the GUI thread, the projector that pairs with it is
+queued to land beside it (engine.models.projector_download), and the row says "vision" once it is
+there; why it cannot be done (an imported file, no projector in the repository, offline) is said in
+the banner."""
 
 from __future__ import annotations
 
@@ -19,9 +25,13 @@ from PySide6.QtWidgets import QFileDialog, QLabel, QMessageBox, QPushButton, QVB
 
 from ember_chat.app.models.manager_tables import StatusBanner, button_row, human_size, make_table, table_item
 from ember_chat.app.qt.tasks import TaskRunner
+from ember_chat.engine.models.download_queue import DownloadQueue
+from ember_chat.engine.models.downloader import DownloadSpec
 from ember_chat.engine.models.gguf_inspect import ModelInfo
+from ember_chat.engine.models.hub import HubClient
 from ember_chat.engine.models.library import ImportCheck, ModelEntry, ModelLibrary
 from ember_chat.engine.models.projector import is_vision_architecture
+from ember_chat.engine.models.projector_download import ProjectorUnavailable, check_downloadable, projector_download
 
 
 class InstalledTab(QWidget):
@@ -31,6 +41,9 @@ class InstalledTab(QWidget):
     headers_read = Signal()  # every listed model's header has been read
     import_checked = Signal()  # a file to import was checked: the banner or the question shows
     import_started = Signal()  # a file is being checked for import (the manager shows this tab)
+    projector_checked = Signal()  # Download projector has its answer: queued, or why not (in the banner)
+    projector_queued = Signal()  # a model's projector was queued for download
+    downloads_wanted = Signal()  # the user asked to see the Downloads tab
 
     def __init__(
         self,
@@ -39,10 +52,17 @@ class InstalledTab(QWidget):
         banner: StatusBanner,
         loaded_model: Callable[[], str | None],
         parent: QWidget | None = None,
+        queue: DownloadQueue | None = None,
+        hub_factory: Callable[[], HubClient] | None = None,
     ) -> None:
-        """`loaded_model()`: the library name of the model loaded in the window (see show_loaded)."""
+        """`loaded_model()`: the library name of the model loaded in the window (see show_loaded);
+        `queue` and `hub_factory` (made on a task's thread): for Download projector."""
         super().__init__(parent)
         self.library = library
+        self.queue = queue
+        self.hub_factory = hub_factory
+        self._needs_projector: set[str] = set()  # vision models without their projector (headers read)
+        self._projector_coming: str | None = None  # the model whose projector is being downloaded
         self.tasks = tasks
         self.banner = banner
         self.loaded_model = loaded_model
@@ -74,19 +94,22 @@ class InstalledTab(QWidget):
         self.installed_status.setWordWrap(True)
         self.installed_status.setAccessibleName(self.tr("Installed models status"))
         v.addWidget(self.installed_status)
-        v.addLayout(
-            button_row(
-                (self.tr("Load"), self.tr("Load the selected model to chat with it"), self.load_selected),
-                (self.tr("Delete…"), self.tr("Delete the selected model from disk"), self.delete_selected),
-                (
-                    self.tr("Show in folder"),
-                    self.tr("Open the folder that holds the selected model"),
-                    self.reveal_selected,
-                ),
-                (self.tr("Import .gguf…"), self.tr("Add a GGUF model file from this computer"), self.import_dialog),
-                (self.tr("Refresh"), self.tr("List the installed models again"), self.refresh_installed),
-            )
+        buttons = button_row(
+            (self.tr("Load"), self.tr("Load the selected model to chat with it"), self.load_selected),
+            (
+                self.tr("Download projector"),
+                self.tr("Download the selected vision model's projector (mmproj) file beside it, so it sees images"),
+                self.download_projector,
+            ),
+            (self.tr("Delete…"), self.tr("Delete the selected model from disk"), self.delete_selected),
+            (self.tr("Show in folder"), self.tr("Open the folder that holds the selected model"), self.reveal_selected),
+            (self.tr("Import .gguf…"), self.tr("Add a GGUF model file from this computer"), self.import_dialog),
+            (self.tr("Refresh"), self.tr("List the installed models again"), self.refresh_installed),
         )
+        self.projector_btn: QPushButton = buttons.itemAt(1).widget()
+        self.projector_btn.hide()  # only for a vision model without its projector
+        self.installed.itemSelectionChanged.connect(self._show_projector_button)
+        v.addLayout(buttons)
 
     def refresh_installed(self) -> None:
         """List the models (off the GUI thread); each row shows as soon as the list is known, and its
@@ -104,6 +127,7 @@ class InstalledTab(QWidget):
         self.headers.cancel_all()  # the headers of an earlier listing are not wanted any more
         self.installed.setRowCount(0)
         self._unread = 0
+        self._needs_projector.clear()
         for e in entries:
             r = self.installed.rowCount()
             self.installed.insertRow(r)
@@ -132,6 +156,14 @@ class InstalledTab(QWidget):
                     lambda error, e=e: self._show_header(e, None, error),
                 )
         self.show_loaded()
+        arrived = next((e for e in entries if e.name == self._projector_coming and e.mmproj is not None), None)
+        if arrived is not None and arrived.mmproj is not None:
+            self._projector_coming = None
+            self.banner.show_message(
+                self.tr("{name} sees images now: its projector {file} is beside it.").format(
+                    name=arrived.name, file=arrived.mmproj.name
+                )
+            )
         n, folder = len(entries), self.library.models_dir
         self.installed_status.setText(
             self.tr("%n model in {folder}", "", n).format(folder=folder)
@@ -177,8 +209,16 @@ class InstalledTab(QWidget):
                 }
                 if entry.mmproj is None and is_vision_architecture(i):  # (the most common vision complaint)
                     cells[9] = self.tr("vision needs the projector file")
+                    self._needs_projector.add(entry.name)
             for c, text in cells.items():
                 self.installed.setItem(row, c, table_item(text))
+            if 9 in cells:
+                self.installed.item(row, 9).setToolTip(
+                    self.tr(
+                        "It cannot see images without its projector (mmproj): select it and click Download projector"
+                    )
+                )
+                self._show_projector_button()
         self._unread -= 1
         if self._unread == 0:
             self.headers_read.emit()
@@ -195,6 +235,48 @@ class InstalledTab(QWidget):
                 self.installed.selectRow(r)
                 return True
         return False
+
+    def _show_projector_button(self) -> None:
+        e = self.selected_entry()
+        self.projector_btn.setVisible(e is not None and e.name in self._needs_projector)
+
+    def download_projector(self) -> None:
+        """Queue the selected vision model's projector to land beside it (its repository is listed on
+        the Hub off the GUI thread); or say in the banner why that cannot be done."""
+        e = self.selected_entry()
+        if e is None or e.name not in self._needs_projector:
+            return
+        models_dir, queue, hub_factory = self.library.models_dir, self.queue, self.hub_factory
+        try:
+            if queue is None or hub_factory is None:
+                raise ProjectorUnavailable(self.tr("Downloads are not available here."))
+            check_downloadable(e, models_dir)
+        except ProjectorUnavailable as exc:
+            self.banner.show_message(str(exc))
+            self.projector_checked.emit()
+            return
+        self.banner.hide()
+        self.installed_status.setText(self.tr("Looking for the projector of {name} on the Hub…").format(name=e.name))
+
+        def queued(spec: DownloadSpec) -> None:
+            queue.add(spec)
+            self._projector_coming = e.name
+            self.installed_status.clear()
+            self.banner.show_message(
+                self.tr("Downloading {file} beside {name}; it sees images once the download is done.").format(
+                    file=spec.local_name.rsplit("/", 1)[-1], name=e.name
+                ),
+                action=(self.tr("Show downloads"), self.tr("Show the Downloads tab"), self.downloads_wanted.emit),
+            )
+            self.projector_queued.emit()
+            self.projector_checked.emit()
+
+        def failed(message: str) -> None:
+            self.installed_status.clear()
+            self.banner.show_message(message, error=True)
+            self.projector_checked.emit()
+
+        self.tasks.run(lambda: projector_download(e, models_dir, hub_factory()), queued, failed, key="projector")
 
     def load_selected(self) -> None:
         e = self.selected_entry()

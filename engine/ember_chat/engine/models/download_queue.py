@@ -74,7 +74,7 @@ class DownloadQueue:
     def add(self, spec: DownloadSpec, start_paused: bool = False) -> int:
         with self._lock:
             for job in self._jobs.values():
-                same = (job.spec.repo_id, job.spec.filename) == (spec.repo_id, spec.filename)
+                same = (job.spec.repo_id, job.spec.local_name) == (spec.repo_id, spec.local_name)
                 if same and job.state in (QUEUED, DOWNLOADING, PAUSED):
                     return job.id
             jid = next(self._ids)
@@ -222,7 +222,7 @@ class DownloadQueue:
 
     def _discard_partial(self, spec: DownloadSpec) -> None:
         try:
-            part, sidecar = part_paths(safe_target(self.models_dir, spec.repo_id, spec.filename))
+            part, sidecar = part_paths(safe_target(self.models_dir, spec.repo_id, spec.local_name))
         except UnsafeFilename:
             return
         part.unlink(missing_ok=True)

@@ -85,6 +85,13 @@ class DownloadSpec:
     revision: str = "main"
     size: int | None = None
     sha256: str | None = None
+    save_as: str | None = None  # where it goes in the repo's folder, if not at `filename` (a projector
+    # saved beside its model when the repository keeps it in another folder)
+
+    @property
+    def local_name(self) -> str:
+        """The file's path under the models folder's owner/name/ folder."""
+        return self.save_as or self.filename
 
 
 @dataclass
@@ -235,7 +242,7 @@ class Downloader:
         control: DownloadControl | None = None,
     ) -> Path:
         control = control or DownloadControl()
-        target = safe_target(models_dir, spec.repo_id, spec.filename)
+        target = safe_target(models_dir, spec.repo_id, spec.local_name)
         with hub_http_client(self.timeout) as client:
             return self._fetch(client, spec, target, on_progress, control)
 
@@ -261,6 +268,8 @@ class Downloader:
             "size": resolved.size,
             "sha256": resolved.sha256,
         }
+        if spec.save_as:
+            record["save_as"] = spec.save_as
         have = 0
         if part.exists() and sidecar.exists():
             try:
@@ -460,4 +469,5 @@ def spec_from_record(record: dict) -> DownloadSpec:
         revision=record.get("commit") or record.get("revision") or "main",
         size=record.get("size"),
         sha256=record.get("sha256"),
+        save_as=record.get("save_as") if isinstance(record.get("save_as"), str) else None,
     )
