@@ -210,3 +210,37 @@ def test_a_model_in_the_hugging_face_cache_is_told_how_to_get_its_projector(tmp_
         f"(an mmproj-*.gguf file of acme/Tiny-Vision-GGUF) with `hf download`, or put one in {snapshot}, beside "
         "the model file."
     )
+
+
+def test_a_projector_download_resumed_after_a_restart_still_lands_beside_the_model(tmp_path: Path) -> None:
+    """The place beside the model is kept in the partial download's sidecar: a paused projector download
+    found on disk at the next start resumes into the model's folder."""
+    model, mmproj = write_tiny_vision_model(tmp_path / "src")
+    data = mmproj.read_bytes()
+    h = FakeHub().start()
+    try:
+        h.add_repo("acme/Big-Vision-GGUF", {"Q8_0/big-vision-Q8_0.gguf": model.read_bytes(), "mmproj-F16.gguf": data})
+        lib = ModelLibrary(tmp_path / "models", hf_cache=tmp_path / "no-hf-cache")
+        installed = lib.models_dir / "acme" / "Big-Vision-GGUF" / "Q8_0" / "big-vision-Q8_0.gguf"
+        installed.parent.mkdir(parents=True)
+        installed.write_bytes(model.read_bytes())
+        [entry] = [e for e in lib.entries() if not e.is_starter]
+        spec = projector_download(entry, lib.models_dir, HubClient(h.hub_url))
+        h.faults.drop_after, h.faults.drop_count = len(data) // 2, 1  # the first session ends half-way
+        first = DownloadQueue(lambda: Downloader(h.hub_url, retries=0), lib.models_dir)
+        first.add(spec)
+        assert first.wait_idle(30)
+        assert first.snapshot()[0].state != DONE and not (installed.parent / "mmproj-F16.gguf").exists()
+        [sidecar] = lib.partial_downloads()
+        assert sidecar.parent == installed.parent
+        second = DownloadQueue(lambda: Downloader(h.hub_url), lib.models_dir)
+        second.restore_partials(lib.partial_downloads())
+        [job] = second.snapshot()
+        assert job.spec.save_as == "Q8_0/mmproj-F16.gguf" and 0 < job.done < len(data)
+        second.resume(job.id)
+        assert second.wait_idle(30)
+        assert second.snapshot()[0].state == DONE
+        assert (installed.parent / "mmproj-F16.gguf").read_bytes() == data
+        assert [e.mmproj for e in lib.entries() if not e.is_starter] == [installed.parent / "mmproj-F16.gguf"]
+    finally:
+        h.stop()
