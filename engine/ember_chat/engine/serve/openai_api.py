@@ -57,6 +57,7 @@ class ApiRequest:
     messages: list[ChatMessage] | None = None
     prompt: str | None = None
     files: dict[int, list[Extracted]] = field(default_factory=dict)  # message index → its `file` parts, read
+    trim_history: bool = False  # `"ember": {"trim_history": true}`: leave the oldest messages out, as the window does
 
 
 _SAMPLING_FIELDS = {
@@ -103,6 +104,24 @@ def _messages(raw: Any, files: dict[int, list[Extracted]]) -> list[ChatMessage]:
             400, "the messages must end with the user's (or a partial answer to continue).", param="messages"
         )
     return out
+
+
+_EMBER_OPTIONS = ("trim_history",)
+
+
+def _ember_options(raw: Any) -> dict[str, bool]:
+    """The request's `ember` extension object (Ember's own options)."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise ApiError(400, "ember must be an object.", param="ember")
+    unknown = sorted(set(raw) - set(_EMBER_OPTIONS))
+    if unknown:
+        raise ApiError(400, f"ember: unknown option(s) {', '.join(unknown)} (known: trim_history).", param="ember")
+    for name, value in raw.items():
+        if not isinstance(value, bool):
+            raise ApiError(400, f"ember.{name} must be true or false.", param="ember")
+    return dict(raw)
 
 
 def parse_request(kind: str, body: Any) -> ApiRequest:
@@ -164,12 +183,14 @@ def parse_request(kind: str, body: Any) -> ApiRequest:
     if kind == "chat":
         files: dict[int, list[Extracted]] = {}
         messages = _messages(body.get("messages"), files)
-        return ApiRequest("chat", messages=messages, files=files, **common)
+        trim = _ember_options(body.get("ember")).get("trim_history", False)
+        return ApiRequest("chat", messages=messages, files=files, trim_history=trim, **common)
     prompt = body.get("prompt")
     if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
         prompt = prompt[0]
     if not isinstance(prompt, str):
         raise ApiError(400, "prompt must be a string.", param="prompt")
+    _ember_options(body.get("ember"))
     return ApiRequest("completion", prompt=prompt, **common)
 
 

@@ -27,13 +27,13 @@ from typing import Any
 
 from ember_chat.engine.core.instance import SERVER_ID_HEADER
 from ember_chat.engine.errors import QueueFull, ServeError
-from ember_chat.engine.inference.events import AttachmentsPlanned
 from ember_chat.engine.inference.metrics import GenerationMetrics
-from ember_chat.engine.inference.service import EngineService, GenerationRequest, GenerationSink
+from ember_chat.engine.inference.service import EngineService, GenerationRequest
 from ember_chat.engine.serve.content_parts import attach, request_store
 from ember_chat.engine.serve.guards import bind_option, check_access, content_length, is_loopback, refuse
 from ember_chat.engine.serve.openai_api import ApiError, ApiRequest, ResponseBuilder, parse_request, unfinished_error
 from ember_chat.engine.serve.request_log import ReportsRequests, RequestListener
+from ember_chat.engine.serve.sink import ClientGone, QueueSink, too_long
 
 log = logging.getLogger(__name__)
 
@@ -62,33 +62,6 @@ class ServerConfig:
             )
         if self.timeout_s <= 0 or self.max_connections < 1:
             raise ServeError("The API server needs a positive client timeout and at least one connection.")
-
-
-class _QueueSink(GenerationSink):
-    """Engine-thread callbacks → a queue the HTTP handler thread reads."""
-
-    def __init__(self, out: ResponseBuilder) -> None:
-        self.events: queue.SimpleQueue[tuple[str, Any]] = queue.SimpleQueue()
-        self.out = out
-
-    def attachments_planned(self, event: AttachmentsPlanned) -> None:
-        self.out.attachments = event.plan.report()  # read by the handler after the events that follow
-
-    def started(self, snapshot: dict[str, Any]) -> None:
-        self.events.put(("started", snapshot))
-
-    def tokens(self, text: str, output_tokens: int) -> None:
-        self.events.put(("tokens", text))
-
-    def failed(self, message: str, kind: str = "") -> None:
-        self.events.put(("failed", (message, kind)))
-
-    def finished(self, reason: str, text: str, metrics: GenerationMetrics | None, itl_ms: list[float]) -> None:
-        self.events.put(("finished", (reason, text, metrics)))
-
-
-class ClientGone(Exception):
-    pass
 
 
 class _Handler(ReportsRequests, BaseHTTPRequestHandler):
@@ -243,7 +216,7 @@ class _Handler(ReportsRequests, BaseHTTPRequestHandler):
         req = parse_request(kind, self._body())
         model = self._check_model(req)
         out = ResponseBuilder(kind, model)
-        sink = _QueueSink(out)
+        sink = QueueSink(out, trim_history=req.trim_history)
         with contextlib.ExitStack() as stack:
             messages, store = req.messages, None
             if req.files and messages is not None:  # the request's `file` parts: kept for this request only
@@ -260,6 +233,7 @@ class _Handler(ReportsRequests, BaseHTTPRequestHandler):
                 batch_s=0.0,
                 snapshot_s=float("inf"),
             )
+            sink.cancel = request.cancelled
             service = self.server.service
             try:
                 rid = service.submit(request)
@@ -280,7 +254,7 @@ class _Handler(ReportsRequests, BaseHTTPRequestHandler):
         except OSError:
             return True
 
-    def _next(self, sink: _QueueSink) -> tuple[str, Any]:
+    def _next(self, sink: QueueSink) -> tuple[str, Any]:
         while True:
             try:
                 return sink.events.get(timeout=_POLL_S)
@@ -288,7 +262,7 @@ class _Handler(ReportsRequests, BaseHTTPRequestHandler):
                 if self._client_gone():
                     raise ClientGone from None
 
-    def _respond(self, req: ApiRequest, out: ResponseBuilder, sink: _QueueSink) -> None:
+    def _respond(self, req: ApiRequest, out: ResponseBuilder, sink: QueueSink) -> None:
         failure: tuple[str, str] | None = None
         text: list[str] = []
         # Wait for the prompt to be accepted (templated, fits the context) before answering 200,
@@ -297,6 +271,9 @@ class _Handler(ReportsRequests, BaseHTTPRequestHandler):
             kind, data = self._next(sink)
             if kind == "failed":
                 failure = data
+            elif kind == "trimmed":  # the client did not opt into trimming; its generation is being stopped
+                model = self.server.service.model
+                raise too_long(data, model.n_ctx if model else None)
             elif kind == "finished":
                 reason, full, metrics = data
                 error = unfinished_error(reason, failure)  # refused (context overflow…), or cancelled while it waited

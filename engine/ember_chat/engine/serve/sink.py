@@ -1,0 +1,64 @@
+"""What the engine thread tells one API request (events on a queue its HTTP handler thread reads),
+and the refusal of a conversation that does not fit the context."""
+
+from __future__ import annotations
+
+import queue
+import threading
+from typing import Any
+
+from ember_chat.engine.inference.events import AttachmentsPlanned
+from ember_chat.engine.inference.metrics import GenerationMetrics
+from ember_chat.engine.inference.service import GenerationSink
+from ember_chat.engine.serve.openai_api import ApiError, ResponseBuilder
+
+
+class ClientGone(Exception):
+    pass
+
+
+class QueueSink(GenerationSink):
+    """Engine-thread callbacks → a queue the HTTP handler thread reads.
+
+    `trim_history`: whether the client opted into the window's behaviour (the oldest messages left
+    out when the conversation does not fit). Without it the request is stopped at once, before its
+    prompt is evaluated (`cancel`: the request's event), and answered 400 `context_length_exceeded`."""
+
+    def __init__(self, out: ResponseBuilder, trim_history: bool = False) -> None:
+        self.events: queue.SimpleQueue[tuple[str, Any]] = queue.SimpleQueue()
+        self.out = out
+        self.trim_history = trim_history
+        self.cancel: threading.Event | None = None
+
+    def attachments_planned(self, event: AttachmentsPlanned) -> None:
+        self.out.attachments = event.plan.report()  # read by the handler after the events that follow
+
+    def trimmed(self, dropped_messages: int) -> None:
+        if self.trim_history:
+            return  # `ember.dropped_messages` in the answer says so
+        if self.cancel is not None:
+            self.cancel.set()  # on the engine thread: stopped before its prompt is evaluated
+        self.events.put(("trimmed", dropped_messages))
+
+    def started(self, snapshot: dict[str, Any]) -> None:
+        self.events.put(("started", snapshot))
+
+    def tokens(self, text: str, output_tokens: int) -> None:
+        self.events.put(("tokens", text))
+
+    def failed(self, message: str, kind: str = "") -> None:
+        self.events.put(("failed", (message, kind)))
+
+    def finished(self, reason: str, text: str, metrics: GenerationMetrics | None, itl_ms: list[float]) -> None:
+        self.events.put(("finished", (reason, text, metrics)))
+
+
+def too_long(dropped_messages: int, n_ctx: int | None) -> ApiError:
+    """The 400 for a conversation that fits the context only without its oldest messages."""
+    context = f"the model's context ({n_ctx:,} tokens, with room kept for the answer)" if n_ctx else "the context"
+    message = (
+        f"The conversation is longer than {context}: it would fit only without its {dropped_messages} oldest "
+        'message(s). Shorten it, or send "ember": {"trim_history": true} to let Ember leave the oldest '
+        "messages out as its window does."
+    )
+    return ApiError(400, message, param="messages", code="context_length_exceeded")
