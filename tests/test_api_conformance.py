@@ -5,13 +5,16 @@ the client cannot express the case."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import httpx2
 import openai
 import pytest
 
-from tests.api_support import assert_error, chat_body, client, http, serve, tiny_server, tiny_service
+from ember_chat.engine.inference.service import EngineService
+from ember_chat.engine.serve.server import ApiServer, ServerConfig
+from tests.api_support import WAIT_S, assert_error, chat_body, client, http, serve, tiny_server, tiny_service
 
 __all__ = ["client", "http", "serve", "tiny_server", "tiny_service"]  # fixtures from tests/api_support.py
 
@@ -64,3 +67,49 @@ def test_ember_extension_is_validated(http: httpx2.Client) -> None:
     assert_error(http.post("/v1/chat/completions", json=body), 400, "ember")
     body = chat_body(ember={"trim_historie": True})
     assert "trim_historie" in assert_error(http.post("/v1/chat/completions", json=body), 400, "ember")
+
+
+# ----- /health, /tokenize, /detokenize
+
+
+def test_health_needs_no_key_but_the_rest_does(
+    tiny_service: EngineService, serve: Callable[[EngineService, ServerConfig], ApiServer]
+) -> None:
+    server = serve(tiny_service, ServerConfig(port=0, api_key="sekret"))
+    with httpx2.Client(base_url=f"http://127.0.0.1:{server.port}", timeout=WAIT_S) as raw:
+        health = raw.get("/health")
+        assert health.status_code == 200 and health.json()["status"] == "ok"
+        assert_error(raw.post("/tokenize", json={"content": "hi"}), 401, code="invalid_api_key")
+        assert_error(raw.get("/v1/models"), 401, code="invalid_api_key")
+        ok = raw.post("/tokenize", json={"content": "hi"}, headers={"Authorization": "Bearer sekret"})
+        assert ok.status_code == 200
+
+
+def test_tokenize_and_detokenize_round_trip(tiny_service: EngineService, http: httpx2.Client) -> None:
+    text = "Hello there, world"
+    response = http.post("/tokenize", json={"content": text})
+    assert response.status_code == 200, response.text
+    tokens = response.json()["tokens"]
+    assert set(response.json()) == {"tokens"}
+    assert tokens and all(isinstance(t, int) for t in tokens)
+    assert len(tokens) == tiny_service.count_tokens(text)  # the loaded model's own tokenizer
+
+    with_bos = http.post("/tokenize", json={"content": text, "add_special": True}).json()["tokens"]
+    assert with_bos[1:] == tokens and len(with_bos) == len(tokens) + 1
+
+    pieces = http.post("/tokenize", json={"content": text, "with_pieces": True}).json()["tokens"]
+    assert [p["id"] for p in pieces] == tokens
+    joined = "".join(p["piece"] for p in pieces)
+    # as llama-server: the vocabulary's pieces, so a SentencePiece model's leading space is there
+    assert joined in (text, " " + text)
+
+    back = http.post("/detokenize", json={"tokens": tokens})
+    assert back.status_code == 200 and back.json() == {"content": joined}
+
+
+def test_tokenize_validation(http: httpx2.Client) -> None:
+    assert_error(http.post("/tokenize", json={"content": 5}), 400, "content")
+    assert_error(http.post("/tokenize", json={"content": "x", "add_special": "yes"}), 400, "add_special")
+    assert_error(http.post("/detokenize", json={"tokens": ["a"]}), 400, "tokens")
+    assert_error(http.post("/detokenize", json={"tokens": [10**9]}), 400, "tokens")
+    assert_error(http.get("/tokenize"), 405)

@@ -402,7 +402,7 @@ def test_api_key(tiny_service: EngineService, serve: Callable[[EngineService, Se
             response = http.post("/v1/chat/completions", json=chat_body())
             assert_error(response, 401, code="invalid_api_key")
             assert response.headers["connection"] == "close"
-        assert_error(http.get("/health", headers={"Authorization": "Basic sekret"}), 401)
+        assert_error(http.get("/v1/models", headers={"Authorization": "Basic sekret"}), 401)
     with openai.OpenAI(base_url=server.url, api_key="sekret", max_retries=0, timeout=WAIT_S) as client:
         assert [m.id for m in client.models.list().data] == ["tiny"]
         response = client.chat.completions.create(model="tiny", messages=MESSAGES, max_tokens=2, temperature=0)

@@ -332,6 +332,11 @@ class LocalRuntime:
     def vocab_size(self) -> int:
         return int(self._require().n_vocab())
 
+    def token_piece(self, token: int) -> bytes:
+        """A token's bytes (control tokens keep their text); part of a character for some tokens."""
+        self._require()
+        return self._piece(token)
+
     def _run_context(self) -> RunContext:
         llm = self._require()
         assert self._info is not None and self._config is not None

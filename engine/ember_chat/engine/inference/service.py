@@ -38,7 +38,7 @@ from ember_chat.engine.core.messages import ChatMessage
 from ember_chat.engine.core.params import SamplingParams
 from ember_chat.engine.core.refs import ModelRef, RemoteModelRef
 from ember_chat.engine.core.states import StopReason
-from ember_chat.engine.errors import EmberError, JobCancelled, NoModelLoaded, QueueFull
+from ember_chat.engine.errors import EmberError, InvalidParameter, JobCancelled, NoModelLoaded, QueueFull
 from ember_chat.engine.inference.attachment_turns import (
     ModelChangeGuard,
     TokenCount,
@@ -304,6 +304,36 @@ class EngineService:
                 return TokenCount(estimate_tokens(text), True)
             count, estimated = token_counter(backend)
             return TokenCount(count(text), estimated)
+
+    def tokenize(self, text: str, *, add_special: bool = False) -> list[int] | None:
+        """The loaded model's tokens for `text`, as llama-server's /tokenize gives them (special tokens'
+        text read as those tokens; `add_special`: BOS first when the model adds one), or None without a
+        local model (none loaded, a remote one, or one being replaced). Callable from any thread."""
+        with self._model_change.reading() as ok:
+            backend = self._backend
+            if not ok or backend is None or self._model is None or not backend.loaded:
+                return None
+            tokenize = getattr(backend, "tokenize", None)
+            if not callable(tokenize) or not hasattr(backend, "token_piece"):
+                return None
+            return list(tokenize(text, special=True, add_bos=add_special))
+
+    def token_pieces(self, tokens: list[int]) -> list[bytes] | None:
+        """Each token's bytes by the loaded model's vocabulary (None as for `tokenize`); InvalidParameter
+        for an id outside it. Callable from any thread."""
+        with self._model_change.reading() as ok:
+            backend = self._backend
+            if not ok or backend is None or self._model is None or not backend.loaded:
+                return None
+            piece = getattr(backend, "token_piece", None)
+            vocab_size = getattr(backend, "vocab_size", None)
+            if not callable(piece) or not callable(vocab_size):
+                return None
+            size = int(vocab_size())
+            bad = next((t for t in tokens if not 0 <= t < size), None)
+            if bad is not None:
+                raise InvalidParameter(f"token {bad} is not in the model's vocabulary (0 to {size - 1}).")
+            return [piece(t) for t in tokens]
 
     # ----- model
     def load(self, ref: ModelRef, alias: str | None = None) -> int:

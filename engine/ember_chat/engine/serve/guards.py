@@ -48,15 +48,16 @@ def host_allowed(header: str, listener: str, port: int) -> bool:
     return name in {*LOOPBACK, listener.lower()} and (not given_port or given_port == str(port))
 
 
-def check_access(headers: Message, config: ServerConfig, port: int) -> None:
-    """Host (DNS rebinding), Origin (CORS) and API key checks, before anything else: ApiError if refused."""
+def check_access(headers: Message, config: ServerConfig, port: int, *, needs_key: bool = True) -> None:
+    """Host (DNS rebinding), Origin (CORS) and API key checks, before anything else: ApiError if refused.
+    `needs_key`: False for what reveals nothing (/health), still behind the Host and Origin checks."""
     host = headers.get("Host") or ""
     if not host_allowed(host, config.host, port):
         raise ApiError(403, f"Host {host!r} is not this server; use http://127.0.0.1:{port}.", "forbidden")
     origin = headers.get("Origin")
     if origin and origin not in config.allowed_origins:
         raise ApiError(403, f"Requests from the web origin {origin!r} are not allowed.", "forbidden")
-    if config.api_key:
+    if config.api_key and needs_key:
         auth = headers.get("Authorization") or ""
         given = auth[7:] if auth.lower().startswith("bearer ") else ""
         if not hmac.compare_digest(given.encode(), config.api_key.encode()):

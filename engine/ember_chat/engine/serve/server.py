@@ -29,6 +29,7 @@ from ember_chat.engine.core.instance import SERVER_ID_HEADER
 from ember_chat.engine.errors import QueueFull, ServeError
 from ember_chat.engine.inference.metrics import GenerationMetrics
 from ember_chat.engine.inference.service import EngineService, GenerationRequest
+from ember_chat.engine.serve import tokens
 from ember_chat.engine.serve.content_parts import attach, request_store
 from ember_chat.engine.serve.guards import bind_option, check_access, content_length, is_loopback, refuse
 from ember_chat.engine.serve.openai_api import ApiError, ApiRequest, ResponseBuilder, parse_request, unfinished_error
@@ -139,13 +140,19 @@ class _Handler(ReportsRequests, BaseHTTPRequestHandler):
     def _handle(self, method: str) -> None:
         self._body_read = False
         try:
-            check_access(self.headers, self.server.config, self.server.server_address[1])
             path = self.path.split("?", 1)[0].rstrip("/")
+            # /health reveals nothing (its model name is in every response): load balancers and
+            # llama-server's clients poll it without a key
+            key = (method, path) != ("GET", "/health")
+            check_access(self.headers, self.server.config, self.server.server_address[1], needs_key=key)
+            service = self.server.service
             routes = {
                 ("GET", "/health"): self._health,
                 ("GET", "/v1/models"): self._models,
                 ("POST", "/v1/chat/completions"): lambda: self._generate("chat"),
                 ("POST", "/v1/completions"): lambda: self._generate("completion"),
+                ("POST", "/tokenize"): lambda: self._send_json(200, tokens.tokenize(service, self._body())),
+                ("POST", "/detokenize"): lambda: self._send_json(200, tokens.detokenize(service, self._body())),
             }
             route = routes.get((method, path))
             if route is None:
