@@ -86,6 +86,12 @@ def test_the_installed_tab_says_vision_and_vision_needs_the_projector_file(
         next(n for n in vision if "lonely-vision" in n): "vision needs the projector file",
         next(n for n in vision if "tiny-text" in n): "—",
     }
+    # shown where a Model Manager of 980 px still shows it (it was the last of ten columns: scrolled off)
+    tab.resize(940, 500)
+    tab.show()
+    qtbot.waitExposed(tab)
+    header = table.horizontalHeader()
+    assert header.sectionViewportPosition(VISION_COLUMN) + header.sectionSize(VISION_COLUMN) <= table.viewport().width()
     tab.shutdown()
     tasks.shutdown()
     assert tab.join(10) and tasks.join(10)

@@ -88,6 +88,9 @@ class InstalledTab(QWidget):
             self.tr("Installed models"),
             self.tr("The models on this computer; select one to load, reveal or delete it"),
         )
+        # Vision is shown third (after Architecture), where a 980-px Model Manager still shows it; the
+        # logical column stays the last
+        self.installed.horizontalHeader().moveSection(9, 2)
         v.addWidget(self.installed, 1)
         self.installed_status = QLabel()
         self.installed_status.setTextFormat(Qt.TextFormat.PlainText)  # errors name files: never markup
