@@ -12,6 +12,11 @@ import httpx2
 import openai
 import pytest
 
+from ember_chat.engine.core.messages import ChatMessage
+from ember_chat.engine.core.params import SamplingParams
+from ember_chat.engine.core.refs import Endpoint, RemoteModelRef
+from ember_chat.engine.inference.events import Finished
+from ember_chat.engine.inference.remote import RemoteBackend, check_connection
 from ember_chat.engine.inference.service import EngineService
 from ember_chat.engine.serve.server import ApiServer, ServerConfig
 from tests.api_support import WAIT_S, assert_error, chat_body, client, http, serve, tiny_server, tiny_service
@@ -113,3 +118,67 @@ def test_tokenize_validation(http: httpx2.Client) -> None:
     assert_error(http.post("/detokenize", json={"tokens": ["a"]}), 400, "tokens")
     assert_error(http.post("/detokenize", json={"tokens": [10**9]}), 400, "tokens")
     assert_error(http.get("/tokenize"), 405)
+
+
+# ----- unknown fields
+
+
+def test_unknown_fields_are_named_in_a_400(client: openai.OpenAI, http: httpx2.Client) -> None:
+    response = http.post("/v1/chat/completions", json=chat_body(mirostat_tau=5, foo=1))
+    message = assert_error(response, 400, "foo", code="unknown_field")
+    assert "foo" in message and "mirostat_tau" in message
+    # a completion's fields are not a chat's, nor the other way round
+    body = {"model": "tiny", "prompt": "hi", "messages": [{"role": "user", "content": "hi"}]}
+    assert_error(http.post("/v1/completions", json=body), 400, "messages", code="unknown_field")
+    assert_error(http.post("/tokenize", json={"content": "hi", "n_probs": 2}), 400, "n_probs")
+    with pytest.raises(openai.BadRequestError) as info:
+        client.completions.create(model="tiny", prompt="hi", max_tokens=2, extra_body={"typo_temprature": 0.2})
+    assert "typo_temprature" in str(info.value.message)
+
+
+def test_cache_prompt_and_known_extensions_are_accepted(client: openai.OpenAI) -> None:
+    response = client.chat.completions.create(
+        model="tiny",
+        messages=[{"role": "user", "content": "Hello"}],
+        max_tokens=2,
+        temperature=0,
+        user="someone",
+        extra_body={"cache_prompt": True, "ignore_eos": True, "top_k": 1, "min_p": 0.1, "repeat_penalty": 1.1},
+    )
+    assert response.usage is not None and response.usage.completion_tokens == 2
+
+
+@pytest.mark.parametrize(
+    "extension",
+    [{"grammar": 'root ::= "yes"'}, {"json_schema": {"type": "object"}}, {"response_format": {"type": "json_object"}}],
+)
+def test_constrained_output_is_refused_not_ignored(http: httpx2.Client, extension: dict[str, Any]) -> None:
+    """Until the API applies grammars, asking for one is a 400, never unconstrained text."""
+    name = next(iter(extension))
+    assert_error(http.post("/v1/chat/completions", json=chat_body(**extension)), 400, name)
+
+
+def test_embers_own_remote_backend_is_understood(tiny_server: ApiServer, tiny_service: EngineService) -> None:
+    """Ember in front of Ember: what its remote backend sends to any server (vLLM's
+    continue_final_message, the tokenizer's several names for the text) is not an unknown field."""
+    backend = RemoteBackend()
+    try:
+        endpoint = Endpoint("self", tiny_server.url)
+        backend.load(RemoteModelRef(endpoint, check_connection(endpoint).models[0].id))
+        assert backend.count_tokens("Hello there, world") == tiny_service.count_tokens("Hello there, world")
+        partial = [ChatMessage("user", "Hello"), ChatMessage("assistant", "Well")]  # continued, not answered
+        *_, fin = backend.chat(partial, SamplingParams(temperature=0.0, max_tokens=2))
+        assert isinstance(fin, Finished) and fin.reason == "length" and fin.error is None
+    finally:
+        backend.close()
+
+
+def test_allow_unknown_fields_relaxes_it(
+    tiny_service: EngineService, serve: Callable[[EngineService, ServerConfig], ApiServer]
+) -> None:
+    server = serve(tiny_service, ServerConfig(port=0, allow_unknown_fields=True))
+    with openai.OpenAI(base_url=server.url, api_key="unused", max_retries=0, timeout=WAIT_S) as c:
+        response = c.chat.completions.create(
+            model="tiny", messages=[{"role": "user", "content": "Hi"}], max_tokens=2, extra_body={"vendor_noise": 1}
+        )
+        assert response.choices[0].finish_reason in ("stop", "length")

@@ -27,6 +27,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     serve.add_argument("--api-key-env", metavar="VAR", help="require the API key in this environment variable")
     serve.add_argument("--allow-origin", action="append", default=[], help="browser origin allowed (CORS)")
     serve.add_argument("--queue", type=int, default=8, help="requests that may wait before 429")
+    serve.add_argument(
+        "--allow-unknown-fields",
+        action="store_true",
+        help="ignore request fields Ember does not know (default: a 400 naming them)",
+    )
     add_load_flags(serve)
     serve.add_argument("-v", "--verbose", action="store_true", help="show llama.cpp's log")
 
@@ -39,7 +44,9 @@ def run(args: argparse.Namespace) -> int:
         api_key = os.environ.get(args.api_key_env)
         if not api_key:
             raise EmberError(f"The environment variable {args.api_key_env} is not set.")
-    config = ServerConfig(args.host, args.port, api_key, tuple(args.allow_origin))
+    config = ServerConfig(
+        args.host, args.port, api_key, tuple(args.allow_origin), allow_unknown_fields=args.allow_unknown_fields
+    )
     config.check()
     ref, alias = model_ref_from_args(args, AppPaths.default())
     if isinstance(ref, RemoteModelRef) and same_listener(ref.endpoint.base_url, args.host, args.port):

@@ -72,8 +72,20 @@ _SAMPLING_FIELDS = {
 }
 # Accepted and ignored only at their neutral value; anything else is refused rather than ignored.
 _NEUTRAL = {"n": 1, "frequency_penalty": 0, "presence_penalty": 0, "logprobs": False, "echo": False, "best_of": 1}
-_REFUSED = ("tools", "tool_choice", "functions", "function_call", "logit_bias", "top_logprobs", "suffix")
+_REFUSED = (
+    "tools", "tool_choice", "functions", "function_call", "logit_bias", "top_logprobs", "suffix",
+    "grammar", "json_schema",  # llama.cpp's constrained output: refused until Ember's API applies them
+)  # fmt: skip
 _IGNORED = ("user", "stream_options", "parallel_tool_calls", "store", "metadata", "service_tier")
+# llama.cpp's cache_prompt: Ember always reuses the cached prefix of the prompt; vLLM's pair that
+# continues a final assistant message, as Ember always does (its own remote backend sends them)
+_NO_OP = ("cache_prompt", "continue_final_message", "add_generation_prompt")
+_READ = (
+    "model", "stream", "max_tokens", "max_completion_tokens", "stop", "chat_template_kwargs", "response_format",
+    "ember",
+)  # fmt: skip
+_KNOWN = {*_SAMPLING_FIELDS, *_NEUTRAL, *_REFUSED, *_IGNORED, *_NO_OP, *_READ}
+_KNOWN_BY_KIND = {"chat": _KNOWN | {"messages"}, "completion": _KNOWN | {"prompt"}}
 
 
 def _messages(raw: Any, files: dict[int, list[Extracted]]) -> list[ChatMessage]:
@@ -124,10 +136,22 @@ def _ember_options(raw: Any) -> dict[str, bool]:
     return dict(raw)
 
 
-def parse_request(kind: str, body: Any) -> ApiRequest:
-    """Validate a /v1/chat/completions (kind "chat") or /v1/completions ("completion") body."""
+def parse_request(kind: str, body: Any, allow_unknown: bool = False) -> ApiRequest:
+    """Validate a /v1/chat/completions (kind "chat") or /v1/completions ("completion") body. A field
+    Ember does not know is a 400 naming it (a client would believe it applied), unless `allow_unknown`
+    (the server's option for clients that send vendor noise)."""
     if not isinstance(body, dict):
         raise ApiError(400, "The request body must be a JSON object.")
+    unknown = sorted(set(body) - _KNOWN_BY_KIND[kind])
+    if unknown and not allow_unknown:
+        names = ", ".join(unknown)
+        raise ApiError(
+            400,
+            f"Unknown field(s): {names}. Ember's server does not know them, so it would not apply them; "
+            "remove them (or start the server with --allow-unknown-fields to ignore them).",
+            param=unknown[0],
+            code="unknown_field",
+        )
     for name in _REFUSED:
         if body.get(name) not in (None, [], {}):
             raise ApiError(400, f"{name} is not supported by Ember's server.", param=name)

@@ -54,6 +54,7 @@ class ServerConfig:
     max_body_bytes: int = MAX_BODY_BYTES
     timeout_s: float = CLIENT_TIMEOUT_S
     max_connections: int = MAX_CONNECTIONS
+    allow_unknown_fields: bool = False  # ignore request fields Ember does not know, instead of a 400
 
     def check(self) -> None:
         if not is_loopback(self.host) and not self.api_key:
@@ -145,14 +146,16 @@ class _Handler(ReportsRequests, BaseHTTPRequestHandler):
             # llama-server's clients poll it without a key
             key = (method, path) != ("GET", "/health")
             check_access(self.headers, self.server.config, self.server.server_address[1], needs_key=key)
-            service = self.server.service
+            service, relaxed = self.server.service, self.server.config.allow_unknown_fields
             routes = {
                 ("GET", "/health"): self._health,
                 ("GET", "/v1/models"): self._models,
                 ("POST", "/v1/chat/completions"): lambda: self._generate("chat"),
                 ("POST", "/v1/completions"): lambda: self._generate("completion"),
-                ("POST", "/tokenize"): lambda: self._send_json(200, tokens.tokenize(service, self._body())),
-                ("POST", "/detokenize"): lambda: self._send_json(200, tokens.detokenize(service, self._body())),
+                ("POST", "/tokenize"): lambda: self._send_json(200, tokens.tokenize(service, self._body(), relaxed)),
+                ("POST", "/detokenize"): lambda: self._send_json(
+                    200, tokens.detokenize(service, self._body(), relaxed)
+                ),
             }
             route = routes.get((method, path))
             if route is None:
@@ -220,7 +223,7 @@ class _Handler(ReportsRequests, BaseHTTPRequestHandler):
         return alias
 
     def _generate(self, kind: str) -> None:
-        req = parse_request(kind, self._body())
+        req = parse_request(kind, self._body(), self.server.config.allow_unknown_fields)
         model = self._check_model(req)
         out = ResponseBuilder(kind, model)
         sink = QueueSink(out, trim_history=req.trim_history)

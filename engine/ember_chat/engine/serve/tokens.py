@@ -16,7 +16,10 @@ from ember_chat.engine.errors import InvalidParameter
 from ember_chat.engine.inference.service import EngineService
 from ember_chat.engine.serve.openai_api import ApiError
 
-_TOKENIZE_FIELDS = {"content", "add_special", "with_pieces", "parse_special", "model"}
+# vLLM's and SGLang's names too (`prompt`, `add_special_tokens`; `input`), which clients that talk
+# to several servers send together, as Ember's own remote backend does: `content` is the text
+_TOKENIZE_FIELDS = {"content", "add_special", "with_pieces", "parse_special", "model", "prompt", "input",
+                    "add_special_tokens"}  # fmt: skip
 _DETOKENIZE_FIELDS = {"tokens", "model"}
 
 
