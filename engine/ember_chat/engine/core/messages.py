@@ -6,9 +6,10 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field
 
+from ember_chat.engine.core.tools import ToolCall, ToolResult
 from ember_chat.engine.errors import InvalidParameter
 
-ROLES = ("system", "user", "assistant")
+ROLES = ("system", "user", "assistant", "tool")
 
 
 @dataclass(frozen=True)
@@ -42,9 +43,20 @@ class ChatMessage:
     content: str
     images: tuple[ImageInput, ...] = ()
     attachments: tuple[AttachmentRef, ...] = ()
+    tool_calls: tuple[ToolCall, ...] = ()  # an assistant's calls (its content is what it said besides)
+    tool_call_id: str | None = None  # a tool message: the call it answers
 
     def __post_init__(self) -> None:
         if self.role not in ROLES:
             raise InvalidParameter(f"message role must be one of {', '.join(ROLES)}, got {self.role!r}.")
         if self.images and self.role != "user":
             raise InvalidParameter("only a user message can carry images.")
+        if self.tool_calls and self.role != "assistant":
+            raise InvalidParameter("only an assistant message can carry tool calls.")
+        if self.tool_call_id is not None and self.role != "tool":
+            raise InvalidParameter("only a tool message answers a tool call.")
+
+    @classmethod
+    def from_tool_result(cls, result: ToolResult) -> ChatMessage:
+        """The `tool` message that gives a call's result (or its error) back to the model."""
+        return cls("tool", result.content, tool_call_id=result.call_id)

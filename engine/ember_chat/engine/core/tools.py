@@ -1,0 +1,216 @@
+"""Tools a model may call, the calls it makes and their results, as plain values (no llama.cpp import):
+the window, the API server and the MCP client all speak these.
+
+A tool is described by a JSON schema of its arguments, in OpenAI's function shape
+(`{"type": "function", "function": {"name", "description", "parameters"}}`), which is also the shape
+chat templates read (`tools=` in `transformers.apply_chat_template`).
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import string
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ember_chat.engine.errors import InvalidParameter
+
+# An answer that keeps calling tools is stopped after this many calls (the loop LM Studio #1362 lacks).
+DEFAULT_MAX_TOOL_CALLS = 8
+
+_ID_ALPHABET = string.ascii_letters + string.digits
+_EMPTY_OBJECT: dict[str, Any] = {"type": "object", "properties": {}}
+
+
+def new_call_id() -> str:
+    """A call id: 9 letters and digits, the one shape every template accepts (Mistral's refuses any other)."""
+    return "".join(secrets.choice(_ID_ALPHABET) for _ in range(9))
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    name: str
+    description: str = ""
+    parameters: dict[str, Any] = field(default_factory=lambda: dict(_EMPTY_OBJECT), hash=False)
+
+    def __post_init__(self) -> None:
+        if not self.name or not all(c.isalnum() or c in "_-." for c in self.name):
+            raise InvalidParameter(f"a tool name is letters, digits, '_', '-' or '.', got {self.name!r}.")
+        if not isinstance(self.parameters, dict) or self.parameters.get("type", "object") != "object":
+            raise InvalidParameter(f"tool {self.name!r}: parameters must be a JSON schema of type object.")
+
+    @classmethod
+    def from_openai(cls, raw: Any) -> ToolSpec:
+        """From `{"type": "function", "function": {...}}` (or the bare function object)."""
+        if (
+            isinstance(raw, dict)
+            and raw.get("type", "function") == "function"
+            and isinstance(raw.get("function"), dict)
+        ):
+            raw = raw["function"]
+        if not isinstance(raw, dict) or not isinstance(raw.get("name"), str):
+            raise InvalidParameter("a tool must be {'type': 'function', 'function': {'name': ..., ...}}.")
+        description = raw.get("description") or ""
+        if not isinstance(description, str):
+            raise InvalidParameter(f"tool {raw['name']!r}: description must be a string.")
+        parameters = raw.get("parameters")
+        return cls(raw["name"], description, dict(_EMPTY_OBJECT) if parameters is None else parameters)
+
+    def to_openai(self) -> dict[str, Any]:
+        return {
+            "type": "function",
+            "function": {"name": self.name, "description": self.description, "parameters": self.parameters},
+        }
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """A call the model made: `arguments` as parsed, `raw` the text the model wrote for it."""
+
+    id: str
+    name: str
+    arguments: dict[str, Any] = field(default_factory=dict, hash=False)
+    raw: str = ""
+
+    @classmethod
+    def from_openai(cls, raw: Any) -> ToolCall:
+        """From OpenAI's `{"id", "type": "function", "function": {"name", "arguments": "<json text>"}}`."""
+        function = raw.get("function") if isinstance(raw, dict) else None
+        if not isinstance(function, dict) or not isinstance(function.get("name"), str):
+            raise InvalidParameter("a tool call must be {'id': ..., 'function': {'name': ..., 'arguments': ...}}.")
+        text = function.get("arguments")
+        if isinstance(text, dict):
+            arguments, text = text, json.dumps(text, ensure_ascii=False)
+        else:
+            try:
+                arguments = json.loads(text or "{}")
+            except (TypeError, json.JSONDecodeError):
+                raise InvalidParameter(f"tool call {function['name']!r}: arguments are not JSON.") from None
+            if not isinstance(arguments, dict):
+                raise InvalidParameter(f"tool call {function['name']!r}: arguments must be a JSON object.")
+        call_id = raw.get("id")
+        return cls(
+            call_id if isinstance(call_id, str) and call_id else new_call_id(), function["name"], arguments, text
+        )
+
+    def arguments_json(self) -> str:
+        return json.dumps(self.arguments, ensure_ascii=False)
+
+    def to_openai(self) -> dict[str, Any]:
+        """OpenAI's wire shape: arguments as JSON text."""
+        return {"id": self.id, "type": "function", "function": {"name": self.name, "arguments": self.arguments_json()}}
+
+    def to_template(self) -> dict[str, Any]:
+        """The shape chat templates read: arguments as a mapping (`tool_call.arguments | tojson`)."""
+        return {"id": self.id, "type": "function", "function": {"name": self.name, "arguments": dict(self.arguments)}}
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    """What a call returned (or why it did not run: `is_error`), given back to the model as a `tool` message."""
+
+    call_id: str
+    name: str
+    content: str
+    is_error: bool = False
+
+
+def tool_limit_message(limit: int) -> str:
+    """Said when an answer reached the cap on tool calls and was ended."""
+    return (
+        f"The model asked for more than {limit} tool calls in one answer, so Ember stopped it there. "
+        "Raise the limit in Settings ▸ Tools if this task needs more calls."
+    )
+
+
+@dataclass
+class CallBudget:
+    """Counts an answer's tool calls against the cap (`take` them as the model makes them); once spent,
+    the answer ends with `message`."""
+
+    limit: int = DEFAULT_MAX_TOOL_CALLS
+    used: int = 0
+
+    def __post_init__(self) -> None:
+        if self.limit < 1:
+            raise InvalidParameter(f"the cap on tool calls per answer must be at least 1, got {self.limit}.")
+
+    def take(self, calls: Sequence[ToolCall]) -> tuple[list[ToolCall], list[ToolCall]]:
+        """The calls that may run (in order, while the cap allows) and those over it."""
+        room = max(0, self.limit - self.used)
+        allowed, over = list(calls[:room]), list(calls[room:])
+        self.used += len(allowed)
+        return allowed, over
+
+    @property
+    def spent(self) -> bool:
+        return self.used >= self.limit
+
+    @property
+    def message(self) -> str:
+        return tool_limit_message(self.limit)
+
+
+_JSON_TYPES: dict[str, tuple[type, ...]] = {
+    "object": (dict,),
+    "array": (list,),
+    "string": (str,),
+    "number": (int, float),
+    "integer": (int,),
+    "boolean": (bool,),
+    "null": (type(None),),
+}
+
+
+def schema_errors(value: Any, schema: Any, path: str = "arguments") -> list[str]:
+    """What in `value` breaks `schema`, for the JSON-schema words tool definitions use: type (one or a
+    list), properties, required, additionalProperties (false or a schema), items, enum, const, anyOf /
+    oneOf. Other words are not checked (a schema is never refused for using them)."""
+    if not isinstance(schema, dict):
+        return []
+    errors: list[str] = []
+    kinds = schema.get("type")
+    if kinds is not None:
+        kinds = [kinds] if isinstance(kinds, str) else list(kinds)
+        if not any(_is_type(value, k) for k in kinds):
+            return [f"{path} must be {' or '.join(kinds)}, got {_type_name(value)}"]
+    if "enum" in schema and value not in schema["enum"]:
+        errors.append(f"{path} must be one of {json.dumps(schema['enum'], ensure_ascii=False)}")
+    if "const" in schema and value != schema["const"]:
+        errors.append(f"{path} must be {json.dumps(schema['const'], ensure_ascii=False)}")
+    for word in ("anyOf", "oneOf"):
+        options = schema.get(word)
+        if isinstance(options, list) and options and all(schema_errors(value, o, path) for o in options):
+            errors.append(f"{path} matches none of the allowed shapes")
+    if isinstance(value, dict):
+        properties = schema.get("properties") or {}
+        errors += [f"{path} lacks required {name!r}" for name in schema.get("required") or [] if name not in value]
+        extra = schema.get("additionalProperties", True)
+        for key, item in value.items():
+            if key in properties:
+                errors += schema_errors(item, properties[key], f"{path}.{key}")
+            elif extra is False:
+                errors.append(f"{path} has no property {key!r}")
+            elif isinstance(extra, dict):
+                errors += schema_errors(item, extra, f"{path}.{key}")
+    if isinstance(value, list) and isinstance(schema.get("items"), dict):
+        for i, item in enumerate(value):
+            errors += schema_errors(item, schema["items"], f"{path}[{i}]")
+    return errors
+
+
+def _is_type(value: Any, kind: str) -> bool:
+    if isinstance(value, bool) and kind in ("number", "integer"):
+        return False  # JSON's true is not 1
+    if kind == "integer" and isinstance(value, float):
+        return value.is_integer()
+    return isinstance(value, _JSON_TYPES.get(kind, object))
+
+
+def _type_name(value: Any) -> str:
+    for name in ("null", "boolean", "integer", "number", "string", "array", "object"):
+        if _is_type(value, name) and not (name == "integer" and isinstance(value, float)):
+            return name
+    return type(value).__name__
