@@ -80,12 +80,14 @@ def llama_cpp_server(
 
 
 @contextmanager
-def ember_server(model: Path, threads: int = 2, n_ctx: int = 1024, timeout_s: float = 120) -> Iterator[str]:
-    """`ember-chat serve` on `model`, as a user runs it; yields its base URL (…/v1) once it says it is
-    serving ("Serving … on http://127.0.0.1:PORT/v1 — Ctrl+C to stop")."""
+def ember_server(
+    model: Path, threads: int = 2, n_ctx: int = 1024, timeout_s: float = 120, extra: tuple[str, ...] = ()
+) -> Iterator[str]:
+    """`ember-chat serve` on `model` (with `extra` options), as a user runs it; yields its base URL
+    (…/v1) once it says it is serving ("Serving … on http://127.0.0.1:PORT/v1 — Ctrl+C to stop")."""
     command = [
         sys.executable, "-m", "ember_chat.engine.cli.main", "serve", "--model", str(model), "--port", "0",
-        "--ctx", str(n_ctx), "--threads", str(threads),
+        "--ctx", str(n_ctx), "--threads", str(threads), *extra,
     ]  # fmt: skip
     with _serving(command, r"Serving .* on (http://\S+/v1)", timeout_s) as match:
         yield match.group(1)

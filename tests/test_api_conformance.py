@@ -6,6 +6,7 @@ the client cannot express the case."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import httpx2
@@ -20,6 +21,7 @@ from ember_chat.engine.inference.remote import RemoteBackend, check_connection
 from ember_chat.engine.inference.service import EngineService
 from ember_chat.engine.serve.server import ApiServer, ServerConfig
 from tests.api_support import WAIT_S, assert_error, chat_body, client, http, serve, tiny_server, tiny_service
+from tests.peer_servers import ember_server
 
 __all__ = ["client", "http", "serve", "tiny_server", "tiny_service"]  # fixtures from tests/api_support.py
 
@@ -182,3 +184,35 @@ def test_allow_unknown_fields_relaxes_it(
             model="tiny", messages=[{"role": "user", "content": "Hi"}], max_tokens=2, extra_body={"vendor_noise": 1}
         )
         assert response.choices[0].finish_reason in ("stop", "length")
+
+
+# ----- model alias
+
+
+def test_model_alias(tiny_service: EngineService, serve: Callable[[EngineService, ServerConfig], ApiServer]) -> None:
+    server = serve(tiny_service, ServerConfig(port=0, alias="gpt-4o-mini"))
+    with openai.OpenAI(base_url=server.url, api_key="unused", max_retries=0, timeout=WAIT_S) as c:
+        assert [m.id for m in c.models.list().data] == ["gpt-4o-mini"]
+        response = c.chat.completions.create(
+            model="gpt-4o-mini", messages=[{"role": "user", "content": "Hi"}], max_tokens=2
+        )
+        assert response.model == "gpt-4o-mini"
+        assert c.chat.completions.create(model="tiny", messages=[{"role": "user", "content": "Hi"}], max_tokens=2)
+        with pytest.raises(openai.NotFoundError):
+            c.chat.completions.create(model="other", messages=[{"role": "user", "content": "Hi"}], max_tokens=2)
+    with httpx2.Client(timeout=WAIT_S) as raw:
+        assert raw.get(f"http://127.0.0.1:{server.port}/health").json()["model"] == "gpt-4o-mini"
+
+
+def test_serve_cli_alias_and_allow_unknown_fields(tiny_model: Path) -> None:
+    """`ember-chat serve --alias NAME --allow-unknown-fields`, as a user runs it."""
+    options = ("--alias", "gpt-4o-mini", "--allow-unknown-fields")
+    with (
+        ember_server(tiny_model, threads=1, n_ctx=512, extra=options) as url,
+        openai.OpenAI(base_url=url, api_key="unused", max_retries=0, timeout=WAIT_S) as c,
+    ):
+        assert [m.id for m in c.models.list().data] == ["gpt-4o-mini"]
+        response = c.chat.completions.create(
+            model="gpt-4o-mini", messages=[{"role": "user", "content": "Hi"}], max_tokens=2, extra_body={"x_vendor": 1}
+        )
+        assert response.model == "gpt-4o-mini" and response.choices[0].finish_reason in ("stop", "length")

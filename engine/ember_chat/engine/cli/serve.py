@@ -27,6 +27,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     serve.add_argument("--api-key-env", metavar="VAR", help="require the API key in this environment variable")
     serve.add_argument("--allow-origin", action="append", default=[], help="browser origin allowed (CORS)")
     serve.add_argument("--queue", type=int, default=8, help="requests that may wait before 429")
+    serve.add_argument("--alias", metavar="NAME", help="the model's name on the API (for clients that hard-code one)")
     serve.add_argument(
         "--allow-unknown-fields",
         action="store_true",
@@ -45,7 +46,12 @@ def run(args: argparse.Namespace) -> int:
         if not api_key:
             raise EmberError(f"The environment variable {args.api_key_env} is not set.")
     config = ServerConfig(
-        args.host, args.port, api_key, tuple(args.allow_origin), allow_unknown_fields=args.allow_unknown_fields
+        args.host,
+        args.port,
+        api_key,
+        tuple(args.allow_origin),
+        allow_unknown_fields=args.allow_unknown_fields,
+        alias=args.alias,
     )
     config.check()
     ref, alias = model_ref_from_args(args, AppPaths.default())
@@ -66,7 +72,11 @@ def run(args: argparse.Namespace) -> int:
     try:
         model = load_blocking(service, ref, alias)
         server.start()
-        print(f"Serving {alias} ({model.badge()}) on {server.url} — Ctrl+C to stop", file=sys.stderr, flush=True)
+        print(
+            f"Serving {args.alias or alias} ({model.badge()}) on {server.url} — Ctrl+C to stop",
+            file=sys.stderr,
+            flush=True,
+        )
         while not stop.wait(0.5):
             pass
     finally:

@@ -55,6 +55,7 @@ class ServerConfig:
     timeout_s: float = CLIENT_TIMEOUT_S
     max_connections: int = MAX_CONNECTIONS
     allow_unknown_fields: bool = False  # ignore request fields Ember does not know, instead of a 400
+    alias: str | None = None  # the model's name on this server (for clients that hard-code one)
 
     def check(self) -> None:
         if not is_loopback(self.host) and not self.api_key:
@@ -199,16 +200,22 @@ class _Handler(ReportsRequests, BaseHTTPRequestHandler):
     def _health(self) -> None:
         model = self.server.service.model
         running, queued = self.server.service.queue_state().count("api")
-        self._send_json(200, {"status": "ok", "model": self.server.service.model_alias if model else None,
+        self._send_json(200, {"status": "ok", "model": self._served_name() if model else None,
                               "running": running, "queued": queued})  # fmt: skip
 
     def _models(self) -> None:
         service = self.server.service
         data = []
         if service.model is not None:
-            data.append({"id": service.model_alias, "object": "model", "created": 0, "owned_by": "ember",
+            data.append({"id": self._served_name(), "object": "model", "created": 0, "owned_by": "ember",
                          "max_model_len": service.model.n_ctx})  # fmt: skip
         self._send_json(200, {"object": "list", "data": data})
+
+    def _served_name(self) -> str:
+        """The model's name here: the server's alias, else the name it was loaded by."""
+        service = self.server.service
+        model = service.model
+        return self.server.config.alias or service.model_alias or (model.name if model else "")
 
     def _check_model(self, req: ApiRequest) -> str:
         service = self.server.service
@@ -216,8 +223,8 @@ class _Handler(ReportsRequests, BaseHTTPRequestHandler):
         if model is None:
             raise ApiError(503, "No model is loaded in Ember. Load one in the window first.", "server_error",
                            code="model_not_loaded")  # fmt: skip
-        alias = service.model_alias or model.name
-        if req.model not in (None, "", alias, model.name):
+        alias = self._served_name()
+        if req.model not in (None, "", alias, service.model_alias, model.name):
             raise ApiError(404, f"The model {req.model!r} does not exist; this server serves {alias!r}.",
                            param="model", code="model_not_found")  # fmt: skip
         return alias
