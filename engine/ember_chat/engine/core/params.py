@@ -139,6 +139,9 @@ class SamplingParams:
     # Generate exactly max_tokens: end-of-generation tokens do not stop it (benchmarks; the
     # `ignore_eos` of llama.cpp's server and vLLM).
     ignore_eos: bool = False
+    # Structured output: GBNF text that constrains the answer (engine/inference/grammar.py makes it from
+    # a JSON schema or OpenAI's response_format); None: free text.
+    grammar: str | None = None
 
     def __post_init__(self) -> None:
         for spec in SAMPLING_SPECS:
@@ -152,12 +155,17 @@ class SamplingParams:
         if any(not s for s in self.stop):
             raise InvalidParameter("stop strings must not be empty.")
         object.__setattr__(self, "stop", tuple(self.stop))
+        # (whether llama.cpp can parse it is checked where it is used: inference/grammar.py)
+        if self.grammar is not None and (not isinstance(self.grammar, str) or not self.grammar.strip()):
+            raise InvalidParameter("grammar must be GBNF text with a root rule, or null.")
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["stop"] = list(self.stop)
         if not self.ignore_eos:  # a benchmark's request option, not a chat setting: saved chats stay as they were
             del d["ignore_eos"]
+        if self.grammar is None:
+            del d["grammar"]
         return d
 
     @classmethod

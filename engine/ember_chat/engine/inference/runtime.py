@@ -37,6 +37,7 @@ from ember_chat.engine.inference.events import (
     TemplateFallback,
     Token,
 )
+from ember_chat.engine.inference.grammar import check_grammar
 from ember_chat.engine.inference.llama_loader import NULL_ABORT, gpu_backend_name, open_llama, probe_gguf
 from ember_chat.engine.inference.llama_log import route_llama_log
 from ember_chat.engine.inference.metrics import MetricsRecorder, RunContext
@@ -398,6 +399,8 @@ class LocalRuntime:
             reused -= 1
         if vision is not None:
             reused = vision.align(reused)
+        if params.grammar is not None:  # a grammar llama.cpp cannot parse must not reach its sampler
+            check_grammar(params.grammar)
         self._history = None  # invalid until this generation completes cleanly
         self._abort.clear()
         seed = params.seed if params.seed is not None else random.randrange(2**31)
@@ -434,6 +437,9 @@ class LocalRuntime:
             top_p=params.top_p,
             min_p=params.min_p,
             repeat_penalty=params.repeat_penalty,
+            # (in llama.cpp's sampler chain, before the choice: only tokens the grammar allows, and an
+            # end-of-generation token only once the grammar is complete)
+            grammar=llama_cpp.LlamaGrammar.from_string(params.grammar) if params.grammar else None,
         )
         try:
             for token in gen:

@@ -1,0 +1,114 @@
+"""Structured output: GBNF grammars that constrain generation to JSON (any object, or one matching a
+JSON schema), from OpenAI's `response_format` or llama.cpp's `grammar` / `json_schema` request fields.
+
+The converter and the JSON grammar are llama-cpp-python's own (`llama_cpp.llama_grammar`, a port of
+llama.cpp's json_schema_to_grammar); llama_cpp is imported only when a grammar is asked for, so the
+modules the CLI and the window import at start stay light. Every input is checked here, with a
+sentence that says what is wrong, before a generation starts."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ember_chat.engine.errors import InvalidParameter
+
+_LOOSE_CHAR = r'char ::= [^"\\] |'
+_JSON_CHAR = r'char ::= [^"\\\x7F\x00-\x1F] |'
+
+
+def json_grammar() -> str:
+    """The grammar of any JSON object (OpenAI's `{"type": "json_object"}`)."""
+    from llama_cpp.llama_grammar import JSON_GBNF
+
+    return JSON_GBNF
+
+
+def schema_grammar(schema: object) -> str:
+    """The grammar of the JSON documents that match `schema` (a JSON schema, as a dict). Raises
+    InvalidParameter when it is not a schema the converter understands."""
+    if not isinstance(schema, dict):
+        raise InvalidParameter(f"A JSON schema must be a JSON object, got {json.dumps(schema)[:80]}.")
+    from llama_cpp.llama_grammar import json_schema_to_gbnf
+
+    try:
+        gbnf = json_schema_to_gbnf(json.dumps(schema))
+    except RecursionError as exc:
+        raise InvalidParameter("The JSON schema refers to itself too deeply to be turned into a grammar.") from exc
+    except Exception as exc:  # the converter asserts and indexes; its messages name the bad part
+        detail = str(exc).strip() or type(exc).__name__
+        raise InvalidParameter(f"The JSON schema cannot be used to constrain the answer: {detail}.") from exc
+    # llama-cpp-python's port lets a string hold raw control characters, which JSON forbids (and the
+    # tiny test model does write them); llama.cpp's own converter excludes them, as here.
+    return gbnf.replace(_LOOSE_CHAR, _JSON_CHAR)
+
+
+def check_grammar(text: object) -> str:
+    """`text` if it is a GBNF grammar llama.cpp can parse (with a `root` rule); else InvalidParameter."""
+    if not isinstance(text, str) or not text.strip():
+        raise InvalidParameter("A grammar must be GBNF text with a root rule, not empty.")
+    import llama_cpp
+
+    from ember_chat.engine.inference.llama_log import route_llama_log
+
+    route_llama_log()  # llama.cpp's parse error goes to the log, not the terminal
+    sampler = llama_cpp.llama_sampler_init_grammar(None, text.encode("utf-8"), b"root")
+    if not sampler:
+        raise InvalidParameter("The grammar is not valid GBNF (llama.cpp could not parse it, or it has no root rule).")
+    llama_cpp.llama_sampler_free(sampler)
+    return text
+
+
+def parse_schema_text(text: str) -> dict[str, Any] | None:
+    """A schema typed by a user: empty → None (any JSON object), else a JSON object that converts to a
+    grammar; InvalidParameter with a plain sentence otherwise."""
+    if not text.strip():
+        return None
+    try:
+        schema = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InvalidParameter(
+            f"The schema is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})."
+        ) from exc
+    schema_grammar(schema)
+    return schema
+
+
+def response_format_grammar(
+    response_format: dict[str, Any] | None, grammar: str | None = None, json_schema: dict[str, Any] | None = None
+) -> str | None:
+    """The GBNF grammar a request asks for, or None for free text.
+
+    `response_format`: OpenAI's `{"type": "text" | "json_object" | "json_schema", ...}` (json_schema:
+    `{"json_schema": {"name": ..., "schema": {...}}}`; llama-server's `json_object` with a `schema`
+    is honoured too). `grammar`: llama.cpp's GBNF text. `json_schema`: llama.cpp's bare schema. At most
+    one of them. Raises InvalidParameter with a plain sentence on a bad format, schema or grammar."""
+    given = [
+        n for n, v in (("response_format", response_format), ("grammar", grammar), ("json_schema", json_schema))
+        if v is not None
+    ]  # fmt: skip
+    if len(given) > 1:
+        raise InvalidParameter(f"Give only one of {' and '.join(given)}: each one constrains the whole answer.")
+    if grammar is not None:
+        return check_grammar(grammar)
+    if json_schema is not None:
+        return schema_grammar(json_schema)
+    if response_format is None:
+        return None
+    if not isinstance(response_format, dict):
+        raise InvalidParameter('response_format must be an object such as {"type": "json_object"}.')
+    kind = response_format.get("type")
+    if kind == "text":
+        return None
+    if kind == "json_object":
+        schema = response_format.get("schema")
+        return json_grammar() if schema is None else schema_grammar(schema)
+    if kind == "json_schema":
+        spec = response_format.get("json_schema")
+        schema = spec.get("schema") if isinstance(spec, dict) else response_format.get("schema")
+        if schema is None:
+            raise InvalidParameter(
+                'response_format of type json_schema needs {"json_schema": {"name": ..., "schema": {...}}}.'
+            )
+        return schema_grammar(schema)
+    raise InvalidParameter(f"response_format type must be text, json_object or json_schema, got {kind!r}.")

@@ -1,0 +1,138 @@
+"""Structured output: grammars from response_format / grammar / json_schema, checked on entry, and
+real llama.cpp generation constrained by them (the tiny model, and the starter)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from ember_chat.engine.core.params import SamplingParams
+from ember_chat.engine.errors import InvalidParameter
+from ember_chat.engine.inference.events import Finished
+from ember_chat.engine.inference.grammar import parse_schema_text, response_format_grammar
+from ember_chat.engine.inference.json_check import json_problem
+from ember_chat.engine.inference.prompting import ChatMessage
+from tests.runtime_support import loaded
+
+PERSON = {
+    "type": "object",
+    "properties": {
+        # (letters: the tiny model's byte tokens would otherwise write invalid UTF-8, which a grammar over
+        # characters lets through as single bytes)
+        "name": {"type": "string", "pattern": "^[A-Za-z ]{1,12}$"},
+        "age": {"type": "integer"},
+        "tags": {"type": "array", "items": {"enum": ["a", "b"]}, "maxItems": 3},
+    },
+    "required": ["name", "age", "tags"],
+    "additionalProperties": False,
+}
+
+
+def test_response_format_maps_to_grammars() -> None:
+    assert response_format_grammar(None) is None
+    assert response_format_grammar({"type": "text"}) is None
+    any_json = response_format_grammar({"type": "json_object"})
+    assert any_json is not None and "root" in any_json and "object" in any_json
+    wrapped = response_format_grammar({"type": "json_schema", "json_schema": {"name": "p", "schema": PERSON}})
+    assert wrapped is not None and '\\"name\\"' in wrapped and '\\"age\\"' in wrapped
+    assert response_format_grammar(None, json_schema=PERSON) == wrapped  # llama.cpp's json_schema field
+    assert response_format_grammar(None, grammar='root ::= "yes" | "no"') == 'root ::= "yes" | "no"'
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (({"type": "xml"},), "must be text, json_object or json_schema"),
+        (({"type": "json_schema"},), "needs"),
+        (({"type": "json_schema", "json_schema": {"schema": {"type": "martian"}}},), "cannot be used"),
+        (({"type": "json_schema", "json_schema": {"schema": 5}},), "must be a JSON object"),
+        (({"type": "json_schema", "json_schema": {"schema": {"$ref": "#/defs/x"}}},), "cannot be used"),
+        ((None, 'root ::= "unclosed'), "not valid GBNF"),
+        ((None, "other ::= [a-z]"), "not valid GBNF"),
+        (({"type": "json_object"}, 'root ::= "x"'), "only one of response_format and grammar"),
+    ],
+)
+def test_bad_formats_say_what_is_wrong(args: tuple, words: str) -> None:
+    with pytest.raises(InvalidParameter, match=words):
+        response_format_grammar(*args)
+
+
+def test_a_typed_schema_is_checked_on_entry() -> None:
+    assert parse_schema_text("  ") is None
+    assert parse_schema_text(json.dumps(PERSON)) == PERSON
+    with pytest.raises(InvalidParameter, match=r"not valid JSON \(line 1, column 2"):
+        parse_schema_text("{type: 1}")
+    with pytest.raises(InvalidParameter, match="cannot be used"):
+        parse_schema_text('{"type": "martian"}')
+
+
+def test_the_small_validator() -> None:
+    person = {"name": "Ada", "age": 36, "tags": ["a"]}
+    assert json_problem(json.dumps(person), PERSON) is None
+    assert json_problem(json.dumps(person), None) is None
+    assert json_problem("{not json", None) == "not JSON"
+    assert json_problem('{"name": "Ada", "tags": []}', PERSON) == "age is required"
+    assert json_problem('{"name": "Ada", "age": 3.5, "tags": []}', PERSON) == "age: not an integer"
+    assert json_problem('{"name": "Ada", "age": 3, "tags": ["c"]}', PERSON) == "tags[0]: not one of the allowed values"
+    assert json_problem('{"name": "Ada", "age": 3, "tags": [], "x": 1}', PERSON) == "x is not allowed"
+    assert json_problem("[1, true]", {"type": "array", "items": {"type": "number"}}) == "[1]: not a number"
+    assert json_problem('{"name": "Ada 2", "age": 3, "tags": []}', PERSON) == "name: does not match ^[A-Za-z ]{1,12}$"
+    assert json_problem('"ab"', {"type": "string", "maxLength": 1}) == "longer than 1 characters"
+
+
+def test_sampling_params_check_the_grammar() -> None:
+    with pytest.raises(InvalidParameter, match="grammar must be GBNF text"):
+        SamplingParams(grammar=" ")
+    params = SamplingParams(grammar='root ::= "a"')
+    assert SamplingParams.from_dict(params.to_dict()) == params
+    assert "grammar" not in SamplingParams().to_dict()  # saved chats stay as they were
+
+
+def _answer(rt: object, params: SamplingParams, text: str = "Describe a person.") -> Finished:
+    events = list(rt.chat([ChatMessage("user", text)], params))  # type: ignore[attr-defined]
+    done = events[-1]
+    assert isinstance(done, Finished)
+    return done
+
+
+def test_the_tiny_model_answers_in_json_matching_the_schema(tiny_model: Path) -> None:
+    grammar = response_format_grammar({"type": "json_schema", "json_schema": {"name": "p", "schema": PERSON}})
+    with loaded(tiny_model, n_ctx=1024) as rt:
+        free = _answer(rt, SamplingParams(temperature=0.0, max_tokens=40))
+        assert json_problem(free.text, PERSON) is not None  # unconstrained, the tiny model babbles
+        for seed in (1, 2, 3):
+            done = _answer(rt, SamplingParams(temperature=1.0, seed=seed, max_tokens=400, grammar=grammar))
+            assert done.reason == "stop", done.text
+            assert json_problem(done.text, PERSON) is None, done.text
+        # the KV prefix is still reused by a constrained follow-up
+        again = list(rt.chat([ChatMessage("user", "Describe a person.")], SamplingParams(temperature=0.0,
+                     max_tokens=400, grammar=grammar)))  # fmt: skip
+        assert again[0].prompt_tokens_reused > 0  # type: ignore[attr-defined]
+
+
+def test_a_yes_no_grammar_forces_the_answer(tiny_model: Path) -> None:
+    with loaded(tiny_model) as rt:
+        with pytest.raises(InvalidParameter, match="not valid GBNF"):  # never reaches llama.cpp's sampler
+            _answer(rt, SamplingParams(grammar="root ::= ("))
+        done = _answer(rt, SamplingParams(temperature=1.0, seed=5, max_tokens=20, grammar='root ::= "yes" | "no"'))
+        assert done.text in ("yes", "no")
+
+
+def test_the_starter_answers_in_json(starter_model: Path) -> None:
+    """The real starter (a base model) under both formats. (Free JSON has no length bound: greedily the
+    starter lists fields for thousands of tokens, so that case samples, with a fixed seed.)"""
+    schema_format = {"type": "json_schema", "json_schema": {"name": "person", "schema": PERSON}}
+    with loaded(starter_model, n_ctx=1024) as rt:
+        cases = (
+            ({"type": "json_object"}, None, {"temperature": 0.7, "seed": 1}),
+            (schema_format, PERSON, {"temperature": 0.0}),
+            (schema_format, PERSON, {"temperature": 0.7, "seed": 1}),
+        )
+        for fmt, schema, sampling in cases:
+            params = SamplingParams(max_tokens=300, grammar=response_format_grammar(fmt), **sampling)
+            done = _answer(rt, params, "A JSON person:")
+            assert done.reason == "stop", done.text
+            assert isinstance(json.loads(done.text), dict)
+            assert json_problem(done.text, schema) is None, done.text
