@@ -21,7 +21,15 @@ import llama_cpp
 
 from ember_chat.engine.core.messages import ChatMessage
 from ember_chat.engine.core.reasoning import split_thinking
+from ember_chat.engine.core.tools import ToolSpec
 from ember_chat.engine.errors import InvalidParameter
+from ember_chat.engine.inference.tools_render import (
+    TemplateTraits,
+    adapt_for_template,
+    hermes_fallback,
+    template_tools,
+    tool_fields,
+)
 
 # Architectures whose chat format is unambiguous, mapped to llama.cpp's built-in template names.
 BUILTIN_BY_ARCH = {
@@ -48,9 +56,12 @@ class ChatTemplate(Protocol):
     name: str
     thinking_switch: bool  # the template can turn a reasoning model's thinking on and off
 
-    def render(self, messages: list[ChatMessage], thinking: bool | None = None) -> str:
+    def render(
+        self, messages: list[ChatMessage], thinking: bool | None = None, tools: list[ToolSpec] | None = None
+    ) -> str:
         """Prompt text for `messages`, ending with the assistant's turn opening; `thinking`: the
-        template's thinking switch, where it has one (None: its default)."""
+        template's thinking switch, where it has one (None: its default); `tools`: the functions the
+        model may call, described the template's own way."""
         ...
 
 
@@ -74,18 +85,23 @@ class BuiltinTemplate:
 
     thinking_switch = False
 
-    def render(self, messages: list[ChatMessage], thinking: bool | None = None) -> str:
-        arr = (llama_cpp.llama_chat_message * len(messages))()
+    def render(
+        self, messages: list[ChatMessage], thinking: bool | None = None, tools: list[ToolSpec] | None = None
+    ) -> str:
+        # llama.cpp's built-in formats have no place for tools: they are described, called and answered
+        # in Hermes text inside the messages (the format tool_calls reads back for such models)
+        shaped = hermes_fallback([template_message(m) for m in messages], template_tools(tools))
+        arr = (llama_cpp.llama_chat_message * len(shaped))()
         keep = []  # the C array points into these bytes objects
-        for i, m in enumerate(messages):
-            role, content = m.role.encode(), template_message(m)["content"].encode()
+        for i, m in enumerate(shaped):
+            role, content = m["role"].encode(), m["content"].encode()
             keep.append((role, content))
             arr[i].role = role
             arr[i].content = content
         size = max(256, 2 * sum(len(r) + len(c) + 32 for r, c in keep))
         for _ in range(2):
             buf = ctypes.create_string_buffer(size)
-            n = llama_cpp.llama_chat_apply_template(self.name.encode(), arr, len(messages), True, buf, size)
+            n = llama_cpp.llama_chat_apply_template(self.name.encode(), arr, len(shaped), True, buf, size)
             if n < 0:
                 raise InvalidParameter(f"chat template {self.name!r} cannot render this conversation.")
             if n <= size:
@@ -94,17 +110,17 @@ class BuiltinTemplate:
         raise InvalidParameter(f"chat template {self.name!r} output did not fit its buffer.")
 
 
-def template_message(m: ChatMessage) -> dict[str, str]:
+def template_message(m: ChatMessage) -> dict[str, Any]:
     """A message as templates see it: an earlier answer's thinking is not part of its content; it is
     offered as `reasoning_content` (and as `thinking`, the name gpt-oss's template reads), which a
-    template uses only if it wants it (most drop it)."""
+    template uses only if it wants it (most drop it). Tool calls and results as tools_render says."""
     if m.role != "assistant":
-        return {"role": m.role, "content": m.content}
+        return {"role": m.role, "content": m.content, **tool_fields(m)}
     split = split_thinking(m.content)
-    out = {"role": m.role, "content": split.answer}
+    out: dict[str, Any] = {"role": m.role, "content": split.answer}
     if split.thinking:
         out["reasoning_content"] = out["thinking"] = split.thinking
-    return out
+    return {**out, **tool_fields(m)}
 
 
 def _raise_exception(message: str) -> None:
@@ -151,13 +167,19 @@ class JinjaTemplate:
         self._eos = eos_token
         self.name = name
         self.thinking_switch = "enable_thinking" in source
+        self.traits = TemplateTraits.of(source)
 
-    def render(self, messages: list[ChatMessage], thinking: bool | None = None) -> str:
+    def render(
+        self, messages: list[ChatMessage], thinking: bool | None = None, tools: list[ToolSpec] | None = None
+    ) -> str:
         switch = {"enable_thinking": thinking} if thinking is not None and self.thinking_switch else {}
+        shaped, tools_arg = adapt_for_template(
+            [template_message(m) for m in messages], self.traits, template_tools(tools)
+        )
         try:
             return self._template.render(
-                messages=[template_message(m) for m in messages],
-                tools=None,
+                messages=shaped,
+                tools=tools_arg,
                 documents=None,
                 add_generation_prompt=True,
                 bos_token=self._bos,
@@ -177,7 +199,9 @@ class UnusableTemplate:
     def __init__(self, problem: str) -> None:
         self.problem = problem
 
-    def render(self, messages: list[ChatMessage], thinking: bool | None = None) -> str:
+    def render(
+        self, messages: list[ChatMessage], thinking: bool | None = None, tools: list[ToolSpec] | None = None
+    ) -> str:
         raise InvalidParameter(self.problem)
 
 
@@ -217,18 +241,22 @@ def merge_system(messages: list[ChatMessage]) -> list[ChatMessage]:
 
 
 def render_chat(
-    template: ChatTemplate, messages: list[ChatMessage], fallback: ChatTemplate, thinking: bool | None = None
+    template: ChatTemplate,
+    messages: list[ChatMessage],
+    fallback: ChatTemplate,
+    thinking: bool | None = None,
+    tools: list[ToolSpec] | None = None,
 ) -> tuple[str, str | None]:
     """The prompt, and what the user should know when the model's own template could not render it:
     a template that refuses a system role gets the system prompt inside the first user message; a
-    template that fails otherwise is replaced by `fallback` (a plain built-in format)."""
+    template that fails otherwise is replaced by `fallback` (a plain built-in format, tools in Hermes text)."""
     try:
-        return template.render(messages, thinking), None
+        return template.render(messages, thinking, tools), None
     except InvalidParameter as exc:
         problem = str(exc)
     if any(m.role == "system" for m in messages):
         try:
-            text = template.render(merge_system(messages), thinking)
+            text = template.render(merge_system(messages), thinking, tools)
         except InvalidParameter:
             pass
         else:
@@ -236,7 +264,7 @@ def render_chat(
                 "This model's chat template has no system role, so the system prompt was put at the start of "
                 "the first message."
             )
-    return fallback.render(messages), (
+    return fallback.render(messages, tools=tools), (
         f"This model's chat template could not be used ({problem}); Ember used the {fallback.name} "
         "chat format instead. Answers may be less good: pick another template in the model's settings if so."
     )

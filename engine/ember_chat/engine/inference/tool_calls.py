@@ -1,0 +1,389 @@
+"""Tool calls read from a model's answer, per family format, as the answer streams.
+
+The answer is Ember's canonical text (thinking as `<think>…</think>` at its start, see
+core/reasoning.py): nothing inside the thinking is ever read as a call (LM Studio #1592). Formats, as
+the templates in tests/templates teach them and llama.cpp's common/chat.cpp parses them:
+
+- hermes (Qwen2.5/3, Hermes, and Ember's own description of tools for templates without any):
+  `<tool_call>{"name": …, "arguments": {…}}</tool_call>`, several in a row;
+- llama3 (Llama 3.1/3.2/3.3): a JSON object `{"name": …, "parameters": {…}}` as the answer, or after
+  `<|python_tag|>` (also the built-in form `<|python_tag|>name.call(key="value")`);
+- mistral (Nemo and later): `[TOOL_CALLS][{"name": …, "arguments": {…}, "id": …}, …]`, or the newer
+  `[TOOL_CALLS]name[ARGS]{…}`;
+- gpt-oss (harmony): `<|channel|>commentary to=functions.NAME <|constrain|>json<|message|>{…}<|call|>`,
+  or with the recipient in the header (` to=functions.NAME<|channel|>commentary json<|message|>{…}`).
+
+`ToolCallStream` takes the answer in pieces and gives back the text that is not a call and the calls,
+holding back text that may be the start of a call until it is decided. A call whose tool is unknown,
+whose JSON is broken or whose arguments break the tool's schema comes back as an `InvalidCall` (to be
+shown, and returned to the model as an error, never executed).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from ember_chat.engine.core.reasoning import CLOSE, OPEN
+from ember_chat.engine.core.tools import ToolCall, ToolResult, ToolSpec, new_call_id, schema_errors
+from ember_chat.engine.inference.tools_render import TemplateTraits
+
+
+class ToolFormat(StrEnum):
+    HERMES = "hermes"
+    LLAMA3 = "llama3"
+    MISTRAL = "mistral"
+    GPT_OSS = "gpt-oss"
+
+
+def tool_format_for(template_source: str | None, architecture: str) -> ToolFormat | None:
+    """The call format a model writes, from its chat template (what its tool turns look like), else
+    its architecture. Hermes for a template with no place for tools (Ember describes them in Hermes
+    words then, see tools_render); None for a template that renders tools in a format Ember cannot
+    read yet (Gemma 4's `<|tool_call>call:NAME{…}`): tools must not be offered to that model."""
+    source = template_source or ""
+    if "<|channel|>" in source or architecture == "gpt-oss":
+        return ToolFormat.GPT_OSS
+    if "[TOOL_CALLS]" in source:
+        return ToolFormat.MISTRAL
+    if "<|start_header_id|>ipython" in source or "<|python_tag|>" in source:
+        return ToolFormat.LLAMA3
+    if "<tool_call>" in source or not TemplateTraits.of(source).renders_tools:
+        return ToolFormat.HERMES
+    return None
+
+
+@dataclass(frozen=True)
+class InvalidCall:
+    """A call that must not run: what the model wrote, and why."""
+
+    call: ToolCall
+    error: str
+
+    def result(self) -> ToolResult:
+        """The error given back to the model in place of a result."""
+        return ToolResult(self.call.id, self.call.name, f"Error: {self.error}", is_error=True)
+
+
+@dataclass(frozen=True)
+class ParsedChunk:
+    text: str = ""  # the answer's text that is not a call (thinking included, in place)
+    calls: tuple[ToolCall, ...] = ()
+    invalid: tuple[InvalidCall, ...] = ()
+
+
+def check_call(
+    name: Any, arguments: Any, raw: str, tools: Sequence[ToolSpec], call_id: str | None = None
+) -> ToolCall | InvalidCall:
+    """A call as the model wrote it, checked against the tools it was given."""
+    call_id = call_id if isinstance(call_id, str) and call_id else new_call_id()
+    name = name if isinstance(name, str) else ""
+    if isinstance(arguments, str):  # some models write the arguments as a JSON string
+        try:
+            arguments = json.loads(arguments) if arguments.strip() else {}
+        except json.JSONDecodeError:
+            return InvalidCall(ToolCall(call_id, name, {}, raw), "the call's arguments are not valid JSON.")
+    spec = next((t for t in tools if t.name == name), None)
+    if spec is None:
+        known = ", ".join(t.name for t in tools) or "none"
+        return InvalidCall(ToolCall(call_id, name, {}, raw), f"there is no tool named {name!r} (tools: {known}).")
+    if arguments is None:
+        arguments = {}
+    if not isinstance(arguments, dict):
+        return InvalidCall(ToolCall(call_id, name, {}, raw), "the call's arguments must be a JSON object.")
+    errors = schema_errors(arguments, spec.parameters)
+    if errors:
+        return InvalidCall(ToolCall(call_id, name, arguments, raw), "; ".join(errors) + ".")
+    return ToolCall(call_id, name, arguments, raw)
+
+
+def _broken(raw: str, why: str) -> InvalidCall:
+    return InvalidCall(ToolCall(new_call_id(), "", {}, raw), why)
+
+
+def _cut_short(opener: str, body: str) -> tuple[list, int, bool]:
+    return [_broken(opener + body, "the tool call was cut short.")], len(body), False
+
+
+def json_end(text: str, start: int = 0) -> int | None:
+    """Where the JSON object or array opening at `start` ends (the index after it), None if it has not."""
+    depth, in_string, escaped = 0, False, False
+    for i in range(start, len(text)):
+        c = text[i]
+        if in_string:
+            if escaped:
+                escaped = False
+            elif c == "\\":
+                escaped = True
+            elif c == '"':
+                in_string = False
+        elif c == '"':
+            in_string = True
+        elif c in "{[":
+            depth += 1
+        elif c in "}]":
+            depth -= 1
+            if depth == 0:
+                return i + 1
+    return None
+
+
+_STARTS = {
+    ToolFormat.HERMES: ("<tool_call>",),
+    ToolFormat.LLAMA3: ("<|python_tag|>",),
+    ToolFormat.MISTRAL: ("[TOOL_CALLS]",),
+    ToolFormat.GPT_OSS: (
+        "<|channel|>commentary to=functions.",
+        "<|channel|>analysis to=functions.",
+        " to=functions.",
+        "to=functions.",
+    ),
+}
+# Harmony's headers around plain text (a commentary preamble, the final answer) are not part of it.
+_DROPS = {
+    ToolFormat.GPT_OSS: ("<|channel|>commentary<|message|>", "<|channel|>final<|message|>", "<|end|>", "<|return|>")
+}
+_LLAMA_ENDS = ("<|eom_id|>", "<|eot_id|>")
+_BARE_JSON_CALL = ('{"name":', '{"type":"function"')
+_BUILTIN_CALL = re.compile(r"\s*([A-Za-z_][\w.-]*)\.call\((.*)\)\s*$", re.S)
+_BUILTIN_ARG = re.compile(r'(\w+)\s*=\s*"((?:[^"\\]|\\.)*)"')
+
+
+class ToolCallStream:
+    """Feed the answer's pieces (canonical text); each `feed` gives what is decided so far."""
+
+    def __init__(self, fmt: ToolFormat, tools: Sequence[ToolSpec], thinking: bool = False) -> None:
+        """`thinking`: the text starts inside a thinking block already (its `<think>` was in the prompt)."""
+        self.fmt = fmt
+        self.tools = tuple(tools)
+        self._phase = "thinking" if thinking else "start"
+        self._buf = ""
+        self._opener = ""  # the marker that opened the call being read
+        self._call_position = True  # a bare JSON call (Llama 3.x) may start here
+        self._markers = _STARTS[fmt] + _DROPS.get(fmt, ())
+
+    def feed(self, piece: str) -> ParsedChunk:
+        self._buf += piece
+        return self._run(final=False)
+
+    def flush(self) -> ParsedChunk:
+        """The end of the answer: what was held back is decided (a call cut short is read as it is)."""
+        return self._run(final=True)
+
+    def _run(self, final: bool) -> ParsedChunk:
+        text: list[str] = []
+        calls: list[ToolCall | InvalidCall] = []
+        while True:
+            before = (self._phase, len(self._buf))
+            getattr(self, f"_step_{self._phase}")(text, calls, final)
+            if (self._phase, len(self._buf)) == before:
+                break
+        if final and self._buf:
+            text.append(self._buf)
+            self._buf = ""
+        return ParsedChunk(
+            "".join(text),
+            tuple(c for c in calls if isinstance(c, ToolCall)),
+            tuple(c for c in calls if isinstance(c, InvalidCall)),
+        )
+
+    def _step_start(self, text: list[str], calls: list, final: bool) -> None:
+        stripped = self._buf.lstrip()
+        if stripped.startswith(OPEN):
+            cut = len(self._buf) - len(stripped) + len(OPEN)
+            text.append(self._buf[:cut])
+            self._buf, self._phase = self._buf[cut:], "thinking"
+        elif final or (stripped and not OPEN.startswith(stripped)):
+            self._phase = "answer"
+
+    def _step_thinking(self, text: list[str], calls: list, final: bool) -> None:
+        end = self._buf.find(CLOSE)
+        if end >= 0:
+            text.append(self._buf[: end + len(CLOSE)])
+            self._buf, self._phase = self._buf[end + len(CLOSE) :], "answer"
+            return
+        keep = 0 if final else _partial_suffix(self._buf, (CLOSE,))
+        text.append(self._buf[: len(self._buf) - keep])
+        self._buf = self._buf[len(self._buf) - keep :]
+
+    def _step_answer(self, text: list[str], calls: list, final: bool) -> None:
+        if self.fmt is ToolFormat.LLAMA3 and self._call_position:
+            stripped = self._buf.lstrip().lstrip(";").lstrip()
+            if not stripped and not final:
+                return  # whitespace: a call may still follow
+            if stripped.startswith("{") and _may_be_bare_call(stripped):
+                # the spaces and `;` between a Llama model's calls are not part of its answer
+                self._buf, self._phase, self._opener = stripped, "call", "{"
+                return
+            self._call_position = False
+        marker, at = _first_marker(self._buf, self._markers)
+        if marker is None:
+            keep = 0 if final else _partial_suffix(self._buf, self._markers)
+            emitted = self._buf[: len(self._buf) - keep]
+            text.append(emitted)
+            self._buf = self._buf[len(self._buf) - keep :]
+            self._call_position = self._call_position and not emitted.strip()
+            return
+        text.append(self._buf[:at])
+        self._call_position = self._call_position and not self._buf[:at].strip()
+        self._buf = self._buf[at + len(marker) :]
+        if marker in _STARTS[self.fmt]:
+            self._phase, self._opener = "call", marker
+
+    def _step_call(self, text: list[str], calls: list, final: bool) -> None:
+        read = getattr(self, f"_read_{self.fmt.name.lower()}")(self._buf, final)
+        if read is None:
+            return
+        found, used, as_text = read
+        if as_text:  # it was not a call after all (a JSON answer to a Llama model's user)
+            text.append(self._buf[:used])
+            self._call_position = False
+        calls.extend(found)
+        self._buf, self._phase = self._buf[used:], "answer"
+        self._call_position = self._call_position or bool(found)
+
+    # Each reader: None while the call is incomplete, else (calls, characters used, whether it was text).
+
+    def _read_hermes(self, body: str, final: bool) -> tuple[list, int, bool] | None:
+        end = body.find("</tool_call>")
+        if end < 0 and not final:
+            return None
+        inner = body if end < 0 else body[:end]
+        used = len(body) if end < 0 else end + len("</tool_call>")
+        return [self._from_json(inner, "<tool_call>" + body[:used])], used, False
+
+    def _read_llama3(self, body: str, final: bool) -> tuple[list, int, bool] | None:
+        if self._opener == "{":
+            end = json_end(body)
+            if end is None:
+                return ([], len(body), True) if final or not _may_be_bare_call(body) else None
+            try:
+                obj = json.loads(body[:end])
+            except json.JSONDecodeError:
+                return [], end, True
+            if not (isinstance(obj, dict) and "name" in obj and ("parameters" in obj or "arguments" in obj)):
+                return [], end, True
+            return [self._from_object(obj, body[:end])], end, False
+        ends = [(body.find(m), m) for m in _LLAMA_ENDS if m in body]
+        if not ends and not final:
+            if body.lstrip().startswith("{"):
+                end = json_end(body, len(body) - len(body.lstrip()))
+                if end is not None:
+                    return [self._from_json(body[:end], "<|python_tag|>" + body[:end])], end, False
+            return None
+        at, mark = min(ends) if ends else (len(body), "")
+        inner, used = body[:at], at + len(mark)
+        builtin = _BUILTIN_CALL.match(inner)
+        if builtin and not inner.lstrip().startswith("{"):
+            args = {k: json.loads(f'"{v}"') for k, v in _BUILTIN_ARG.findall(builtin.group(2))}
+            return [check_call(builtin.group(1), args, "<|python_tag|>" + inner, self.tools)], used, False
+        return [self._from_json(inner, "<|python_tag|>" + inner)], used, False
+
+    def _read_mistral(self, body: str, final: bool) -> tuple[list, int, bool] | None:
+        lead = len(body) - len(body.lstrip())
+        if body[lead:].startswith("["):
+            end = json_end(body, lead)
+            if end is None:
+                return _cut_short("[TOOL_CALLS]", body) if final else None
+            raw = "[TOOL_CALLS]" + body[:end]
+            try:
+                items = json.loads(body[lead:end])
+            except json.JSONDecodeError:
+                return [_broken(raw, "the tool calls are not valid JSON.")], end, False
+            items = items if isinstance(items, list) else [items]
+            return [self._from_object(item, raw) for item in items], end, False
+        at = body.find("[ARGS]")  # Mistral Small 3.2 / Magistral: NAME[CALL_ID]id[ARGS]{...}
+        start = body.find("{", at) if at >= 0 else -1
+        end = json_end(body, start) if start >= 0 else None
+        if end is None:
+            return _cut_short("[TOOL_CALLS]", body) if final else None
+        head = body[:at]
+        name, _, call_id = head.partition("[CALL_ID]")
+        try:
+            args = json.loads(body[start:end])
+        except json.JSONDecodeError:
+            return [_broken("[TOOL_CALLS]" + body[:end], "the call's arguments are not valid JSON.")], end, False
+        return (
+            [check_call(name.strip(), args, "[TOOL_CALLS]" + body[:end], self.tools, call_id.strip() or None)],
+            end,
+            False,
+        )
+
+    def _read_gpt_oss(self, body: str, final: bool) -> tuple[list, int, bool] | None:
+        raw = self._opener + body
+        header_end = body.find("<|message|>")
+        if header_end < 0:
+            return _cut_short(self._opener, body) if final else None
+        name = re.split(r"\s|<\|", body[:header_end], maxsplit=1)[0]
+        start = header_end + len("<|message|>")
+        lead = len(body) - start - len(body[start:].lstrip())
+        end = json_end(body, start + lead) if body[start + lead : start + lead + 1] in ("{", "[") else None
+        if end is None:
+            if not final and "<|call|>" not in body[start:]:
+                return None
+            stop = body.find("<|call|>", start)
+            end = len(body) if stop < 0 else stop
+        rest = body[end:]
+        if not final and "<|call|>".startswith(rest):
+            return None  # the call's end marker may be on its way
+        used = end + len("<|call|>") if rest.startswith("<|call|>") else end
+        return [check_call(name, _loads(body[start:end]), raw[: len(self._opener) + used], self.tools)], used, False
+
+    def _from_json(self, inner: str, raw: str) -> ToolCall | InvalidCall:
+        try:
+            obj = json.loads(inner)
+        except json.JSONDecodeError:
+            return _broken(raw, "the tool call is not valid JSON.")
+        return self._from_object(obj, raw)
+
+    def _from_object(self, obj: Any, raw: str) -> ToolCall | InvalidCall:
+        if not isinstance(obj, dict):
+            return _broken(raw, "a tool call must be a JSON object with a name and arguments.")
+        if isinstance(obj.get("function"), dict):  # {"type": "function", "function": {...}}
+            obj = {**obj["function"], "id": obj.get("id")}
+        arguments = obj.get("arguments", obj.get("parameters"))
+        return check_call(obj.get("name"), arguments, raw, self.tools, obj.get("id"))
+
+
+def parse_tool_calls(text: str, fmt: ToolFormat, tools: Sequence[ToolSpec], thinking: bool = False) -> ParsedChunk:
+    """A whole answer's text and calls (the stream, fed at once)."""
+    stream = ToolCallStream(fmt, tools, thinking)
+    first, last = stream.feed(text), stream.flush()
+    return ParsedChunk(first.text + last.text, first.calls + last.calls, first.invalid + last.invalid)
+
+
+def _loads(text: str) -> Any:
+    try:
+        return json.loads(text) if text.strip() else {}
+    except json.JSONDecodeError:
+        return text  # check_call reports it
+
+
+def _may_be_bare_call(text: str) -> bool:
+    """`text` (starting with `{`) can still become a Llama 3.x call object."""
+    compact = re.sub(r"\s+", "", text[:64])
+    return any(c.startswith(compact) or compact.startswith(c) for c in _BARE_JSON_CALL)
+
+
+def _first_marker(text: str, markers: Sequence[str]) -> tuple[str | None, int]:
+    best: tuple[str | None, int] = (None, len(text))
+    for marker in markers:
+        at = text.find(marker)
+        if 0 <= at < best[1] or (at == best[1] and best[0] is not None and len(marker) > len(best[0])):
+            best = (marker, at)
+    return best
+
+
+def _partial_suffix(text: str, markers: Sequence[str]) -> int:
+    """Length of the longest end of `text` that is the beginning of a marker."""
+    longest = 0
+    for marker in markers:
+        for n in range(min(len(marker) - 1, len(text)), longest, -1):
+            if text.endswith(marker[:n]):
+                longest = n
+                break
+    return longest
