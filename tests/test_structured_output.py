@@ -14,7 +14,18 @@ from ember_chat.engine.inference.events import Finished
 from ember_chat.engine.inference.grammar import parse_schema_text, response_format_grammar
 from ember_chat.engine.inference.json_check import json_problem
 from ember_chat.engine.inference.prompting import ChatMessage
+from tests.remote_support import (
+    HI,
+    Backends,
+    backends,
+    drain,
+    no_thread_left,
+    server,
+)
 from tests.runtime_support import loaded
+from tests.sse_server import DONE, FakeOpenAI, chunk
+
+__all__ = ["backends", "no_thread_left", "server"]  # fixtures from tests/remote_support.py (no_thread_left: autouse)
 
 PERSON = {
     "type": "object",
@@ -110,6 +121,42 @@ def test_the_tiny_model_answers_in_json_matching_the_schema(tiny_model: Path) ->
         again = list(rt.chat([ChatMessage("user", "Describe a person.")], SamplingParams(temperature=0.0,
                      max_tokens=400, grammar=grammar)))  # fmt: skip
         assert again[0].prompt_tokens_reused > 0  # type: ignore[attr-defined]
+
+
+def test_response_format_in_the_params_constrains_and_is_checked(tiny_model: Path) -> None:
+    schema_format = {"type": "json_schema", "json_schema": {"name": "person", "schema": PERSON}}
+    with loaded(tiny_model, n_ctx=1024) as rt:
+        done = _answer(rt, SamplingParams(temperature=1.0, seed=4, max_tokens=400, response_format=schema_format))
+        assert json_problem(done.text, PERSON) is None, done.text
+        assert done.metrics.json_check == "valid"
+        assert "valid JSON" in done.metrics.summary_line()
+        any_json = {"type": "json_object"}
+        cut = _answer(rt, SamplingParams(temperature=1.0, seed=4, max_tokens=5, response_format=any_json))
+        assert cut.reason == "length" and cut.metrics.json_check == "not JSON"
+        assert "not valid JSON: not JSON" in cut.metrics.summary_line()
+        free = _answer(rt, SamplingParams(temperature=0.0, max_tokens=5))
+        assert free.metrics.json_check is None and "JSON" not in free.metrics.summary_line()
+        with pytest.raises(InvalidParameter, match="cannot be used"):
+            _answer(rt, SamplingParams(response_format={"type": "json_schema", "json_schema": {"schema": {"type": 3}}}))
+    with pytest.raises(InvalidParameter, match="response_format must be"):
+        SamplingParams(response_format={"type": "yaml"})
+    params = SamplingParams(response_format=schema_format)
+    assert SamplingParams.from_dict(params.to_dict()) == params  # (saved with a chat's parameters)
+
+
+def test_a_remote_server_gets_response_format_as_it_is(server: FakeOpenAI, backends: Backends) -> None:
+    server.stream([chunk('{"name": "Ada", '), chunk('"age": 36, "tags": []}'), chunk(finish="stop"), DONE])
+    backend = backends.make(server)
+    schema_format = {"type": "json_schema", "json_schema": {"name": "person", "schema": PERSON}}
+    _, fin = drain(backend.chat(HI, SamplingParams(response_format=schema_format)))
+    assert server.generate_requests()[-1].body["response_format"] == schema_format
+    assert "grammar" not in server.generate_requests()[-1].body
+    assert fin.metrics.json_check == "valid"
+    _, fin = drain(backend.chat(HI, SamplingParams(response_format={"type": "json_object"}, grammar='root ::= "{}"')))
+    assert server.generate_requests()[-1].body["grammar"] == 'root ::= "{}"'
+    _, fin = drain(backend.chat(HI, SamplingParams()))
+    assert {"response_format", "grammar"}.isdisjoint(server.generate_requests()[-1].body)
+    assert fin.metrics.json_check is None
 
 
 def test_a_yes_no_grammar_forces_the_answer(tiny_model: Path) -> None:

@@ -22,6 +22,8 @@ def window_wording() -> Wording:
         estimated_tokens=translate("Wording", "~{count} tokens"),
         thinking=translate("Wording", "{count} thinking"),
         seed=translate("Wording", "seed {seed}"),
+        valid_json=translate("Wording", "valid JSON"),
+        invalid_json=translate("Wording", "not valid JSON: {problem}"),
         reasons={
             "stop": translate("Wording", "stop"),
             "length": translate("Wording", "max tokens reached"),

@@ -17,6 +17,7 @@ from typing import Any
 from ember_chat.engine.errors import InvalidParameter
 
 KV_CACHE_TYPES = ("f16", "q8_0", "q4_0")
+RESPONSE_FORMATS = ("text", "json_object", "json_schema")  # OpenAI's response_format types
 
 
 def default_threads() -> int:
@@ -142,6 +143,9 @@ class SamplingParams:
     # Structured output: GBNF text that constrains the answer (engine/inference/grammar.py makes it from
     # a JSON schema or OpenAI's response_format); None: free text.
     grammar: str | None = None
+    # OpenAI's response_format ({"type": "json_object"} or {"type": "json_schema", "json_schema": {...}}):
+    # a local model gets its grammar (when `grammar` is not given), a remote server gets it as it is.
+    response_format: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         for spec in SAMPLING_SPECS:
@@ -158,14 +162,20 @@ class SamplingParams:
         # (whether llama.cpp can parse it is checked where it is used: inference/grammar.py)
         if self.grammar is not None and (not isinstance(self.grammar, str) or not self.grammar.strip()):
             raise InvalidParameter("grammar must be GBNF text with a root rule, or null.")
+        rf = self.response_format
+        if rf is not None and (
+            not isinstance(rf, dict) or rf.get("type") not in ("text", "json_object", "json_schema")
+        ):
+            raise InvalidParameter('response_format must be {"type": "text" | "json_object" | "json_schema", ...}.')
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["stop"] = list(self.stop)
         if not self.ignore_eos:  # a benchmark's request option, not a chat setting: saved chats stay as they were
             del d["ignore_eos"]
-        if self.grammar is None:
-            del d["grammar"]
+        for name in ("grammar", "response_format"):  # (saved chats without them stay as they were)
+            if d[name] is None:
+                del d[name]
         return d
 
     @classmethod

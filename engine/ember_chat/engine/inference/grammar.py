@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ember_chat.engine.core.params import SamplingParams
 from ember_chat.engine.errors import InvalidParameter
 
 _LOOSE_CHAR = r'char ::= [^"\\] |'
@@ -112,3 +113,32 @@ def response_format_grammar(
             )
         return schema_grammar(schema)
     raise InvalidParameter(f"response_format type must be text, json_object or json_schema, got {kind!r}.")
+
+
+def wants_json(response_format: dict[str, Any] | None) -> bool:
+    return isinstance(response_format, dict) and response_format.get("type") in ("json_object", "json_schema")
+
+
+def response_schema(response_format: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The JSON schema a response_format asks for (None: any JSON, or not JSON at all)."""
+    if not wants_json(response_format):
+        return None
+    assert response_format is not None
+    spec = response_format.get("json_schema")
+    schema = spec.get("schema") if isinstance(spec, dict) else response_format.get("schema")
+    return schema if isinstance(schema, dict) else None
+
+
+def json_format(schema: dict[str, Any] | None) -> dict[str, Any]:
+    """The response_format for "answer as JSON", with this schema or none."""
+    if schema is None:
+        return {"type": "json_object"}
+    return {"type": "json_schema", "json_schema": {"name": "answer", "schema": schema}}
+
+
+def params_grammar(params: SamplingParams) -> str | None:
+    """The grammar a generation with these parameters is constrained by: `grammar` if given, else the
+    one of `response_format` (checked: InvalidParameter with a plain sentence)."""
+    if params.grammar is not None:
+        return check_grammar(params.grammar)
+    return response_format_grammar(params.response_format)

@@ -9,6 +9,8 @@ import json
 import re
 from typing import Any
 
+from ember_chat.engine.inference.grammar import response_schema, wants_json
+
 _TYPES: dict[str, tuple[type, ...]] = {
     "object": (dict,),
     "array": (list,),
@@ -104,3 +106,10 @@ def json_problem(text: str, schema: dict[str, Any] | None) -> str | None:
     except (json.JSONDecodeError, RecursionError):
         return "not JSON"
     return schema_problem(value, schema) if schema is not None else None
+
+
+def answer_check(response_format: dict[str, Any] | None, text: str) -> str | None:
+    """For GenerationMetrics.json_check: "valid", or what is wrong; None when no JSON was asked for."""
+    if not wants_json(response_format):
+        return None
+    return json_problem(text, response_schema(response_format)) or "valid"

@@ -90,6 +90,9 @@ class GenerationMetrics:
     # Time spent encoding the prompt's images with the projector (0.0 when every image's embedding was
     # cached from an earlier turn; None when the prompt has no image). Part of TTFT, not of prefill.
     image_encode_ms: float | None = None
+    # An answer asked for as JSON (response_format): "valid" when it parses and matches the schema, else
+    # what is wrong with it ("not JSON", "age is required"); None when free text was asked for.
+    json_check: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -111,6 +114,10 @@ class GenerationMetrics:
         if self.thinking_tokens:
             parts.append(words.thinking.format(count=self.thinking_tokens))
         parts.append(words.reason(self.stop_reason))
+        if self.json_check == "valid":
+            parts.append(words.valid_json)
+        elif self.json_check is not None:
+            parts.append(words.invalid_json.format(problem=self.json_check))
         if self.seed is not None:
             parts.append(words.seed.format(seed=self.seed))
         if self.connection:

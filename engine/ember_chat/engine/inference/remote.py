@@ -20,7 +20,7 @@ import json
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import httpx2
@@ -43,6 +43,7 @@ from ember_chat.engine.errors import (
 )
 from ember_chat.engine.inference.backend import ModelDescription
 from ember_chat.engine.inference.events import Event, Finished, PromptReady, Retrying, Token
+from ember_chat.engine.inference.json_check import answer_check
 from ember_chat.engine.inference.metrics import GenerationMetrics, MetricsRecorder, RunContext
 from ember_chat.engine.inference.openai_wire import (
     MAX_ERROR_BODY,
@@ -216,6 +217,10 @@ class RemoteBackend:
             body["stop"] = list(params.stop)
         if params.ignore_eos:  # llama.cpp's server, vLLM, Ember's (others ignore it and may stop early)
             body["ignore_eos"] = True
+        if params.response_format is not None:  # OpenAI's structured output: the server builds its grammar
+            body["response_format"] = params.response_format
+        if params.grammar is not None:  # GBNF: llama.cpp's server (and Ember's) extension
+            body["grammar"] = params.grammar
         return body
 
     def _generate(self, path: str, base: dict[str, Any], params: SamplingParams, *, chat: bool) -> Iterator[Event]:
@@ -397,6 +402,7 @@ class RemoteBackend:
         if not prompt_sent:
             yield prompt_ready()
         metrics = self._final_metrics(rec, chunks, usage, timings, final_reason, "".join(answer), t_end_ns)
+        metrics = replace(metrics, json_check=answer_check(body.get("response_format"), "".join(answer)))
         yield Finished(final_reason, "".join(texts), metrics, error)
 
     def _final_metrics(

@@ -37,7 +37,8 @@ from ember_chat.engine.inference.events import (
     TemplateFallback,
     Token,
 )
-from ember_chat.engine.inference.grammar import check_grammar
+from ember_chat.engine.inference.grammar import params_grammar
+from ember_chat.engine.inference.json_check import answer_check
 from ember_chat.engine.inference.llama_loader import NULL_ABORT, gpu_backend_name, open_llama, probe_gguf
 from ember_chat.engine.inference.llama_log import route_llama_log
 from ember_chat.engine.inference.metrics import MetricsRecorder, RunContext
@@ -399,8 +400,7 @@ class LocalRuntime:
             reused -= 1
         if vision is not None:
             reused = vision.align(reused)
-        if params.grammar is not None:  # a grammar llama.cpp cannot parse must not reach its sampler
-            check_grammar(params.grammar)
+        grammar = params_grammar(params)  # (checked: a grammar llama.cpp cannot parse never reaches its sampler)
         self._history = None  # invalid until this generation completes cleanly
         self._abort.clear()
         seed = params.seed if params.seed is not None else random.randrange(2**31)
@@ -439,7 +439,7 @@ class LocalRuntime:
             repeat_penalty=params.repeat_penalty,
             # (in llama.cpp's sampler chain, before the choice: only tokens the grammar allows, and an
             # end-of-generation token only once the grammar is complete)
-            grammar=llama_cpp.LlamaGrammar.from_string(params.grammar) if params.grammar else None,
+            grammar=llama_cpp.LlamaGrammar.from_string(grammar) if grammar else None,
         )
         try:
             for token in gen:
@@ -494,6 +494,7 @@ class LocalRuntime:
         metrics = rec.finish(
             reason, (perf.t_p_eval_ms, perf.n_p_eval, perf.t_eval_ms, perf.n_eval), seed=seed, image_encode_ms=encode_ms
         )
+        metrics = replace(metrics, json_check=answer_check(params.response_format, "".join(shown)))
         # (with images, the text alone does not say which image is where: no text-keyed reuse)
         if reason != StopReason.STOP_STRING and vision is None:
             self._history = (prompt_text + "".join(raw_text), tokens + generated)

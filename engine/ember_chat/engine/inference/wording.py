@@ -29,6 +29,8 @@ class Wording:
     estimated_tokens: str = "~{count} tokens"
     thinking: str = "{count} thinking"
     seed: str = "seed {seed}"
+    valid_json: str = "valid JSON"
+    invalid_json: str = "not valid JSON: {problem}"
     reasons: Mapping[str, str] = field(default_factory=lambda: {str(r): w for r, w in REASON_WORDS.items()})
     remote_badge: str = "Remote · {connection}"
     local_badge: str = "{backend} · {threads} threads · {layers} GPU layers"
