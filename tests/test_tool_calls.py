@@ -23,6 +23,7 @@ from ember_chat.engine.inference.tool_calls import (
     ParsedChunk,
     ToolCallStream,
     ToolFormat,
+    call_triggers,
     parse_tool_calls,
     tool_format_for,
 )
@@ -306,3 +307,14 @@ def test_the_format_is_chosen_from_the_real_templates() -> None:
 
 def test_recorded_answers_cover_every_format() -> None:
     assert {fmt for fmt, *_ in RECORDED} == set(ToolFormat)
+
+
+@pytest.mark.parametrize(("fmt", "answer", "text", "calls"), RECORDED, ids=IDS)
+def test_each_call_starts_at_one_of_its_formats_triggers(fmt: ToolFormat, answer: str, text: str, calls: list) -> None:
+    """The words a lazy grammar waits for: every recorded call opens with one, outside the thinking."""
+    after_thinking = answer.split("</think>")[-1]
+    found = [t for t in call_triggers(fmt) if t in after_thinking]
+    assert found, answer
+    first = min(after_thinking.find(t) for t in found)
+    assert parse_tool_calls(after_thinking[:first], fmt, TOOLS).calls == ()
+    assert named(parse_tool_calls(after_thinking[first:], fmt, TOOLS)) == calls

@@ -57,6 +57,15 @@ def tool_format_for(template_source: str | None, architecture: str) -> ToolForma
     return None
 
 
+def call_triggers(fmt: ToolFormat) -> tuple[str, ...]:
+    """The words that open a call in this format: where a lazy grammar (llama.cpp's, which waits for a
+    trigger) starts holding the model to the call's shape. A Llama 3.x call may also be a bare JSON
+    object, whose opening words are given with and without the space JSON allows after `:`."""
+    if fmt is ToolFormat.LLAMA3:
+        return ("<|python_tag|>", '{"name":', '{"name" :', '{"type":', '{"type" :')
+    return _STARTS[fmt]
+
+
 @dataclass(frozen=True)
 class InvalidCall:
     """A call that must not run: what the model wrote, and why."""
