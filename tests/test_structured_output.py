@@ -4,6 +4,7 @@ real llama.cpp generation constrained by them (the tiny model, and the starter).
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -24,6 +25,7 @@ from tests.remote_support import (
 )
 from tests.runtime_support import loaded
 from tests.sse_server import DONE, FakeOpenAI, chunk
+from tests.test_cli import cli
 
 __all__ = ["backends", "no_thread_left", "server"]  # fixtures from tests/remote_support.py (no_thread_left: autouse)
 
@@ -183,3 +185,39 @@ def test_the_starter_answers_in_json(starter_model: Path) -> None:
             assert done.reason == "stop", done.text
             assert isinstance(json.loads(done.text), dict)
             assert json_problem(done.text, schema) is None, done.text
+
+
+# ----- the command line
+def _cli_answer(out: subprocess.CompletedProcess[str]) -> str:
+    assert out.returncode == 0, out.stderr
+    return out.stdout.strip()
+
+
+def test_cli_json_schema_and_json_object(tiny_model: Path, tmp_path: Path) -> None:
+    schema_file = tmp_path / "person.json"
+    schema_file.write_text(json.dumps(PERSON))
+    base = ("run", "--model", str(tiny_model), "--prompt", "A person?", "--ctx", "1024", "--threads", "1",
+            "--temperature", "1", "--max-tokens", "400")  # fmt: skip
+    out = cli(*base, "--seed", "3", "--json-schema", str(schema_file))
+    assert json_problem(_cli_answer(out), PERSON) is None, out.stdout
+    assert "valid JSON" in out.stderr  # the metrics line
+    out = cli(*base, "--seed", "5", "--json-object")  # (any JSON has no length bound: a seed where it ends)
+    assert isinstance(json.loads(_cli_answer(out)), dict), out.stdout
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"type": "martian"}')
+    out = cli(*base, "--json-schema", str(bad))
+    assert out.returncode != 0 and "cannot be used to constrain the answer" in out.stderr
+    assert "Traceback" not in out.stderr
+    out = cli(*base, "--json-schema", str(tmp_path / "missing.json"))
+    assert out.returncode != 0 and "missing.json" in out.stderr and "Traceback" not in out.stderr
+
+
+@pytest.mark.slow
+def test_cli_starter_answers_the_schema(tmp_path: Path) -> None:
+    schema_file = tmp_path / "person.json"
+    schema_file.write_text(json.dumps(PERSON))
+    out = cli("run", "--model", "starter", "--prompt", "A JSON person:", "--temperature", "0", "--max-tokens", "200",
+              "--json-schema", str(schema_file), data_dir=tmp_path)  # fmt: skip
+    answer = _cli_answer(out)
+    assert json_problem(answer, PERSON) is None, answer
+    assert "valid JSON" in out.stderr

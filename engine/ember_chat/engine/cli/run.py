@@ -6,6 +6,9 @@ import argparse
 import contextlib
 import json
 import sys
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
 
 from ember_chat.engine.cli.attach import read_files, report, run_store, user_message
 from ember_chat.engine.cli.common import (
@@ -19,7 +22,8 @@ from ember_chat.engine.cli.common import (
 )
 from ember_chat.engine.core.messages import ChatMessage
 from ember_chat.engine.core.states import StopReason
-from ember_chat.engine.errors import EmberError
+from ember_chat.engine.errors import EmberError, InvalidParameter
+from ember_chat.engine.inference.grammar import json_format, parse_schema_text
 from ember_chat.engine.inference.service import EngineService, GenerationRequest
 from ember_chat.engine.storage.paths import AppPaths
 
@@ -37,14 +41,35 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     add_sampling_flags(run)
     add_load_flags(run)
     run.add_argument("--template", default=None, help="chat template: a llama.cpp built-in name")
+    as_json = run.add_mutually_exclusive_group()
+    as_json.add_argument(
+        "--json-schema", metavar="FILE", help="answer in JSON that matches this JSON schema (grammar-constrained)"
+    )
+    as_json.add_argument("--json-object", action="store_true", help="answer with a JSON object (grammar-constrained)")
     run.add_argument("--json", action="store_true", help="print a JSON line of metrics at the end")
     run.add_argument("-v", "--verbose", action="store_true", help="show llama.cpp's log")
+
+
+def _json_format(schema_file: str | None) -> dict[str, Any]:
+    """The response_format of --json-object / --json-schema FILE (the schema checked now, before a load)."""
+    if schema_file is None:
+        return json_format(None)
+    try:
+        text = Path(schema_file).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise EmberError(f"Cannot read the JSON schema {schema_file}: {exc.strerror or exc}.") from exc
+    try:
+        return json_format(parse_schema_text(text))
+    except InvalidParameter as exc:
+        raise EmberError(f"{schema_file}: {exc}") from exc
 
 
 def run(args: argparse.Namespace) -> int:
     if not args.model and not args.remote:
         raise EmberError("the following arguments are required: --model (or --remote NAME)")
     params = sampling_from_args(args)
+    if args.json_schema or args.json_object:
+        params = replace(params, response_format=_json_format(args.json_schema))
     paths = AppPaths.default()
     if args.attach and args.mode != "chat":
         raise EmberError("--attach needs --mode chat.")
