@@ -23,6 +23,7 @@ from ember_chat.engine.serve.server import ApiServer, ServerConfig
 from tests.api_support import WAIT_S, assert_error, chat_body, client, http, serve, tiny_server, tiny_service
 from tests.peer_servers import ember_server
 
+HELLO: list[Any] = [{"role": "user", "content": "Hello"}]
 __all__ = ["client", "http", "serve", "tiny_server", "tiny_service"]  # fixtures from tests/api_support.py
 
 # ----- a conversation longer than the context
@@ -184,6 +185,48 @@ def test_allow_unknown_fields_relaxes_it(
             model="tiny", messages=[{"role": "user", "content": "Hi"}], max_tokens=2, extra_body={"vendor_noise": 1}
         )
         assert response.choices[0].finish_reason in ("stop", "length")
+
+
+# ----- n samples
+
+
+def _single(c: openai.OpenAI, seed: int) -> str:
+    r = c.chat.completions.create(model="tiny", messages=HELLO, max_tokens=6, temperature=1.0, seed=seed)
+    return r.choices[0].message.content or ""
+
+
+def test_n_samples_with_distinct_seeds(client: openai.OpenAI) -> None:
+    response = client.chat.completions.create(model="tiny", messages=HELLO, max_tokens=6, temperature=1.0, seed=77, n=3)
+    assert [c.index for c in response.choices] == [0, 1, 2]
+    texts = [c.message.content or "" for c in response.choices]
+    assert texts == [_single(client, 77 + i) for i in range(3)]  # sample i is seed + i
+    assert len(set(texts)) > 1
+    assert all(c.finish_reason in ("stop", "length") for c in response.choices)
+    assert response.usage is not None
+    ember = (response.model_extra or {})["ember"]
+    assert response.usage.completion_tokens == sum(m["output_tokens"] for m in ember["choices"])
+
+    completions = client.completions.create(model="tiny", prompt="Once", max_tokens=4, temperature=1.0, seed=5, n=2)
+    assert [c.index for c in completions.choices] == [0, 1]
+
+
+def test_n_samples_streamed_with_their_index(client: openai.OpenAI) -> None:
+    texts: dict[int, str] = {}
+    finishes: dict[int, str] = {}
+    usage = None
+    with client.chat.completions.create(
+        model="tiny", messages=HELLO, max_tokens=6, temperature=1.0, seed=77, n=3, stream=True,
+        stream_options={"include_usage": True},
+    ) as chunks:  # fmt: skip
+        for chunk in chunks:
+            usage = chunk.usage or usage
+            for choice in chunk.choices:
+                texts[choice.index] = texts.get(choice.index, "") + (choice.delta.content or "")
+                if choice.finish_reason:
+                    finishes[choice.index] = choice.finish_reason
+    assert sorted(finishes) == [0, 1, 2]
+    assert [texts[i] for i in range(3)] == [_single(client, 77 + i) for i in range(3)]
+    assert usage is not None and usage.completion_tokens > 0
 
 
 # ----- model alias

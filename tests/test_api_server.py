@@ -304,7 +304,7 @@ def test_seed_is_accepted_and_reproducible(scripted: Callable[[Script], openai.O
         ({"extra_body": {"min_p": -1}}, "min_p"),
         ({"extra_body": {"ignore_eos": "yes"}}, "ignore_eos"),
         ({"stop": ["a", ""]}, "stop"),
-        ({"n": 2}, "n"),
+        ({"n": 17}, "n"),
         ({"tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]}, "tools"),
         ({"stop": ["a"] * 17}, "stop"),
         ({"response_format": {"type": "json_object"}}, "response_format"),

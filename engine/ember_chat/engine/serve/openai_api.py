@@ -57,6 +57,7 @@ class ApiRequest:
     messages: list[ChatMessage] | None = None
     prompt: str | None = None
     files: dict[int, list[Extracted]] = field(default_factory=dict)  # message index → its `file` parts, read
+    n: int = 1  # samples, one after another with distinct seeds (choices[i])
     trim_history: bool = False  # `"ember": {"trim_history": true}`: leave the oldest messages out, as the window does
 
 
@@ -71,7 +72,7 @@ _SAMPLING_FIELDS = {
     "ignore_eos": "ignore_eos",  # llama.cpp's and vLLM's: exactly max_tokens (benchmarks)
 }
 # Accepted and ignored only at their neutral value; anything else is refused rather than ignored.
-_NEUTRAL = {"n": 1, "frequency_penalty": 0, "presence_penalty": 0, "logprobs": False, "echo": False, "best_of": 1}
+_NEUTRAL = {"frequency_penalty": 0, "presence_penalty": 0, "logprobs": False, "echo": False, "best_of": 1}
 _REFUSED = (
     "tools", "tool_choice", "functions", "function_call", "logit_bias", "top_logprobs", "suffix",
     "grammar", "json_schema",  # llama.cpp's constrained output: refused until Ember's API applies them
@@ -81,7 +82,7 @@ _IGNORED = ("user", "stream_options", "parallel_tool_calls", "store", "metadata"
 # continues a final assistant message, as Ember always does (its own remote backend sends them)
 _NO_OP = ("cache_prompt", "continue_final_message", "add_generation_prompt")
 _READ = (
-    "model", "stream", "max_tokens", "max_completion_tokens", "stop", "chat_template_kwargs", "response_format",
+    "model", "stream", "n", "max_tokens", "max_completion_tokens", "stop", "chat_template_kwargs", "response_format",
     "ember",
 )  # fmt: skip
 _KNOWN = {*_SAMPLING_FIELDS, *_NEUTRAL, *_REFUSED, *_IGNORED, *_NO_OP, *_READ}
@@ -119,6 +120,7 @@ def _messages(raw: Any, files: dict[int, list[Extracted]]) -> list[ChatMessage]:
 
 
 _EMBER_OPTIONS = ("trim_history",)
+MAX_N = 16  # samples per request (each is a whole generation, in turn)
 
 
 def _ember_options(raw: Any) -> dict[str, bool]:
@@ -203,7 +205,14 @@ def parse_request(kind: str, body: Any, allow_unknown: bool = False) -> ApiReque
     model = body.get("model")
     if model is not None and not isinstance(model, str):
         raise ApiError(400, "model must be a string.", param="model")
-    common = {"model": model, "params": params, "stream": stream, "include_usage": bool(options.get("include_usage"))}
+    n = body.get("n", 1)
+    if n is None:
+        n = 1
+    if not isinstance(n, int) or isinstance(n, bool) or not 1 <= n <= MAX_N:
+        raise ApiError(400, f"n must be a whole number from 1 to {MAX_N}.", param="n")
+    common = {
+        "model": model, "params": params, "stream": stream, "include_usage": bool(options.get("include_usage")), "n": n,
+    }  # fmt: skip
     if kind == "chat":
         files: dict[int, list[Extracted]] = {}
         messages = _messages(body.get("messages"), files)
@@ -268,15 +277,17 @@ def unfinished_error(reason: str, failure: tuple[str, str] | None) -> ApiError |
     return ApiError(500, message, "server_error", code="generation_failed")
 
 
-def usage(m: GenerationMetrics | None) -> dict[str, Any]:
-    prompt = m.prompt_tokens if m else 0
-    out = m.output_tokens if m else 0
+def usage(samples: list[GenerationMetrics | None]) -> dict[str, Any]:
+    """OpenAI's usage of one request: its prompt once, the completions of all its samples."""
+    first = samples[0] if samples else None
+    prompt = first.prompt_tokens if first else 0
+    out = sum(m.output_tokens for m in samples if m)
     return {
         "prompt_tokens": prompt,
         "completion_tokens": out,
         "total_tokens": prompt + out,
-        "prompt_tokens_details": {"cached_tokens": m.prompt_tokens_reused if m else 0},
-        "completion_tokens_details": {"reasoning_tokens": m.thinking_tokens if m else 0},
+        "prompt_tokens_details": {"cached_tokens": first.prompt_tokens_reused if first else 0},
+        "completion_tokens_details": {"reasoning_tokens": sum(m.thinking_tokens for m in samples if m)},
     }
 
 
@@ -288,7 +299,7 @@ class ResponseBuilder:
         self.model = model
         self.id = ("chatcmpl-" if kind == "chat" else "cmpl-") + uuid.uuid4().hex[:24]
         self.created = int(time.time())
-        self._thinking = ThinkingStream()  # a reasoning model's thinking goes out as reasoning_content
+        self._thinking: dict[int, ThinkingStream] = {}  # per choice: thinking goes out as reasoning_content
         self.attachments: list[dict[str, Any]] | None = None  # how the request's files were used (`ember`)
 
     def _ember(self, metrics: GenerationMetrics | None) -> dict[str, Any] | None:
@@ -300,47 +311,54 @@ class ResponseBuilder:
     def _base(self, obj: str) -> dict[str, Any]:
         return {"id": self.id, "object": obj, "created": self.created, "model": self.model}
 
-    def chunk(self, text: str | None, finish: str | None = None, first: bool = False) -> dict[str, Any]:
+    def chunk(self, text: str | None, finish: str | None = None, first: bool = False, index: int = 0) -> dict[str, Any]:
         if self.kind == "chat":
             delta: dict[str, Any] = {}
             if first:
                 delta["role"] = "assistant"
             if text:
-                thinking, answer = self._thinking.feed(text)
+                thinking, answer = self._thinking.setdefault(index, ThinkingStream()).feed(text)
                 if thinking:
                     delta["reasoning_content"] = thinking
                 if answer or not thinking:
                     delta["content"] = answer
             elif text is not None:
                 delta["content"] = text
-            choice: dict[str, Any] = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
+            choice: dict[str, Any] = {"index": index, "delta": delta, "logprobs": None, "finish_reason": finish}
             return {**self._base("chat.completion.chunk"), "system_fingerprint": None, "choices": [choice]}
-        choice = {"index": 0, "text": text or "", "logprobs": None, "finish_reason": finish}
+        choice = {"index": index, "text": text or "", "logprobs": None, "finish_reason": finish}
         return {**self._base("text_completion"), "choices": [choice]}
 
-    def final_chunk(self, reason: str, metrics: GenerationMetrics | None) -> dict[str, Any]:
-        out = self.chunk(None if self.kind == "chat" else "", finish_reason(reason))
+    def final_chunk(self, reason: str, metrics: GenerationMetrics | None, index: int = 0) -> dict[str, Any]:
+        """The chunk that ends choice `index`; its `ember` has that sample's metrics."""
+        out = self.chunk(None if self.kind == "chat" else "", finish_reason(reason), index=index)
         out["ember"] = self._ember(metrics)
         return out
 
-    def usage_chunk(self, metrics: GenerationMetrics | None) -> dict[str, Any]:
+    def usage_chunk(self, samples: list[GenerationMetrics | None]) -> dict[str, Any]:
         obj = "chat.completion.chunk" if self.kind == "chat" else "text_completion"
-        return {**self._base(obj), "choices": [], "usage": usage(metrics)}
+        return {**self._base(obj), "choices": [], "usage": usage(samples)}
 
-    def response(self, text: str, reason: str, metrics: GenerationMetrics | None) -> dict[str, Any]:
+    def response(self, samples: list[tuple[str, str, GenerationMetrics | None]]) -> dict[str, Any]:
+        """The whole response: a choice per sample (text, stop reason, metrics). Its `ember` has the
+        first sample's metrics, and with several samples each one's under `choices`."""
+        choices = []
+        for index, (text, reason, _metrics) in enumerate(samples):
+            if self.kind == "chat":
+                split = split_thinking(text)
+                message = {"role": "assistant", "content": split.answer, "refusal": None}
+                if split.thinking:
+                    message["reasoning_content"] = split.thinking
+                choices.append({"index": index, "message": message, "logprobs": None,
+                                "finish_reason": finish_reason(reason)})  # fmt: skip
+            else:
+                choices.append({"index": index, "text": text, "logprobs": None, "finish_reason": finish_reason(reason)})
         if self.kind == "chat":
-            split = split_thinking(text)
-            message = {"role": "assistant", "content": split.answer, "refusal": None}
-            if split.thinking:
-                message["reasoning_content"] = split.thinking
-            choice: dict[str, Any] = {
-                "index": 0,
-                "message": message,
-                "logprobs": None,
-                "finish_reason": finish_reason(reason),
-            }
             base = {**self._base("chat.completion"), "system_fingerprint": None}
         else:
-            choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": finish_reason(reason)}
             base = self._base("text_completion")
-        return {**base, "choices": [choice], "usage": usage(metrics), "ember": self._ember(metrics)}
+        metrics = [m for _, _, m in samples]
+        ember = self._ember(metrics[0] if metrics else None)
+        if len(samples) > 1:
+            ember = {**(ember or {}), "choices": [m.to_dict() if m else None for m in metrics]}
+        return {**base, "choices": choices, "usage": usage(metrics), "ember": ember}

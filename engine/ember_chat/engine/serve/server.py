@@ -16,8 +16,6 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import queue
-import select
 import socket
 import sys
 import threading
@@ -26,15 +24,14 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from ember_chat.engine.core.instance import SERVER_ID_HEADER
-from ember_chat.engine.errors import QueueFull, ServeError
-from ember_chat.engine.inference.metrics import GenerationMetrics
-from ember_chat.engine.inference.service import EngineService, GenerationRequest
+from ember_chat.engine.errors import ServeError
+from ember_chat.engine.inference.service import EngineService
 from ember_chat.engine.serve import tokens
-from ember_chat.engine.serve.content_parts import attach, request_store
+from ember_chat.engine.serve.answering import AnswersRequests
 from ember_chat.engine.serve.guards import bind_option, check_access, content_length, is_loopback, refuse
-from ember_chat.engine.serve.openai_api import ApiError, ApiRequest, ResponseBuilder, parse_request, unfinished_error
+from ember_chat.engine.serve.openai_api import ApiError, ApiRequest, ResponseBuilder, parse_request
 from ember_chat.engine.serve.request_log import ReportsRequests, RequestListener
-from ember_chat.engine.serve.sink import ClientGone, QueueSink, too_long
+from ember_chat.engine.serve.sink import ClientGone
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +39,6 @@ DEFAULT_PORT = 8642
 MAX_BODY_BYTES = 72 * 1024 * 1024  # a 50 MB attachment (the default limit) in base64, and the messages
 CLIENT_TIMEOUT_S = 30.0  # a client silent this long while we read its request is dropped
 MAX_CONNECTIONS = 64  # open connections (each holds a thread); more get a quick 503
-_POLL_S = 0.05  # how often a waiting handler checks whether its client is still there
 
 
 @dataclass(frozen=True)
@@ -67,7 +63,7 @@ class ServerConfig:
             raise ServeError("The API server needs a positive client timeout and at least one connection.")
 
 
-class _Handler(ReportsRequests, BaseHTTPRequestHandler):
+class _Handler(ReportsRequests, AnswersRequests, BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server: _Server
     server_version = "Ember"
@@ -231,153 +227,7 @@ class _Handler(ReportsRequests, BaseHTTPRequestHandler):
 
     def _generate(self, kind: str) -> None:
         req = parse_request(kind, self._body(), self.server.config.allow_unknown_fields)
-        model = self._check_model(req)
-        out = ResponseBuilder(kind, model)
-        sink = QueueSink(out, trim_history=req.trim_history)
-        with contextlib.ExitStack() as stack:
-            messages, store = req.messages, None
-            if req.files and messages is not None:  # the request's `file` parts: kept for this request only
-                store = stack.enter_context(request_store())
-                messages = attach(messages, req.files, store)
-            request = GenerationRequest(
-                params=req.params,
-                sink=sink,
-                messages=messages,
-                prompt=req.prompt,
-                client="api",
-                label=f"{self.command} {self.path} ({self.client_address[0]})",
-                attachment_store=store,
-                batch_s=0.0,
-                snapshot_s=float("inf"),
-            )
-            sink.cancel = request.cancelled
-            service = self.server.service
-            try:
-                rid = service.submit(request)
-            except QueueFull as exc:
-                raise ApiError(429, str(exc), "rate_limit_error", code="queue_full") from exc
-            try:
-                self._respond(req, out, sink)
-            except BaseException:
-                service.cancel(rid)  # the client went away (or writing failed): stop its generation now
-                raise
-
-    def _client_gone(self) -> bool:
-        """True when the client closed its end (readable with no data)."""
-        sock = self.connection
-        try:
-            readable, _, _ = select.select([sock], [], [], 0)
-            return bool(readable) and sock.recv(1, socket.MSG_PEEK) == b""
-        except OSError:
-            return True
-
-    def _next(self, sink: QueueSink) -> tuple[str, Any]:
-        while True:
-            try:
-                return sink.events.get(timeout=_POLL_S)
-            except queue.Empty:
-                if self._client_gone():
-                    raise ClientGone from None
-
-    def _respond(self, req: ApiRequest, out: ResponseBuilder, sink: QueueSink) -> None:
-        failure: tuple[str, str] | None = None
-        text: list[str] = []
-        # Wait for the prompt to be accepted (templated, fits the context) before answering 200,
-        # so errors that come before any token get their real status code.
-        while True:
-            kind, data = self._next(sink)
-            if kind == "failed":
-                failure = data
-            elif kind == "trimmed":  # the client did not opt into trimming; its generation is being stopped
-                model = self.server.service.model
-                raise too_long(data, model.n_ctx if model else None)
-            elif kind == "finished":
-                reason, full, metrics = data
-                error = unfinished_error(reason, failure)  # refused (context overflow…), or cancelled while it waited
-                if error is not None:
-                    raise error
-                self._finish(req, out, full, reason, metrics, started=False)
-                return
-            elif kind == "started":
-                break
-        if not req.stream:
-            while True:
-                kind, data = self._next(sink)
-                if kind == "tokens":
-                    text.append(data)
-                    if self._client_gone():  # tokens keep `_next` from ever idling to notice
-                        raise ClientGone
-                elif kind == "failed":
-                    failure = data
-                elif kind == "finished":
-                    reason, _full, metrics = data
-                    error = unfinished_error(reason, failure)
-                    if error is not None:  # a partial answer is not a 200: the client would take it as whole
-                        raise error
-                    self._send_json(200, out.response("".join(text), reason, metrics))
-                    return
-        self._start_stream()
-        self._event(out.chunk("", first=True) if out.kind == "chat" else None)
-        while True:
-            kind, data = self._next(sink)
-            if kind == "tokens":
-                if data:
-                    self._event(out.chunk(data))
-                if self._client_gone():
-                    raise ClientGone
-            elif kind == "failed":
-                failure = data
-            elif kind == "finished":
-                reason, _full, metrics = data
-                error = unfinished_error(reason, failure)
-                if error is not None:  # after a 200 an error is an event (the openai client raises on it)
-                    self._event(error.body())
-                else:
-                    self._finish(req, out, "", reason, metrics, started=True)
-                self._chunk(b"data: [DONE]\n\n")
-                self._chunk(b"")
-                return
-
-    def _finish(
-        self,
-        req: ApiRequest,
-        out: ResponseBuilder,
-        text: str,
-        reason: str,
-        metrics: GenerationMetrics | None,
-        *,
-        started: bool,
-    ) -> None:
-        if not req.stream:
-            self._send_json(200, out.response(text, reason, metrics))
-            return
-        if not started:
-            self._start_stream()
-            self._event(out.chunk("", first=True) if out.kind == "chat" else None)
-        self._event(out.final_chunk(reason, metrics))
-        if req.include_usage:
-            self._event(out.usage_chunk(metrics))
-        if not started:
-            self._chunk(b"data: [DONE]\n\n")
-            self._chunk(b"")
-
-    def _start_stream(self) -> None:
-        self.send_response(200)
-        self.send_header("Content-Type", "text/event-stream")
-        self.send_header("Cache-Control", "no-store")
-        self.send_header("X-Accel-Buffering", "no")
-        self.send_header("Transfer-Encoding", "chunked")
-        for k, v in self._cors().items():
-            self.send_header(k, v)
-        self.end_headers()
-
-    def _chunk(self, data: bytes) -> None:
-        self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
-        self.wfile.flush()
-
-    def _event(self, obj: dict[str, Any] | None) -> None:
-        if obj is not None:
-            self._chunk(b"data: " + json.dumps(obj, separators=(",", ":")).encode() + b"\n\n")
+        self._answer(req, ResponseBuilder(kind, self._check_model(req)))
 
 
 class _Server(ThreadingHTTPServer):

@@ -1,0 +1,203 @@
+"""How the API server answers a generation request: one sample, or `n` sampled one after another
+with distinct seeds (choices[i], streamed with their index), each waiting in the engine's queue
+like any request.
+
+Before the 200 an error has its own status (the first sample's prompt is checked before anything is
+sent); after it, in a stream, an error is a `data: {"error": ...}` event. Mixed into the server's
+request handler (which supplies `server`, `connection`, `wfile`, `command`, `path`, `client_address`
+and `_send_json`)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import queue
+import random
+import select
+import socket
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from ember_chat.engine.errors import QueueFull
+from ember_chat.engine.inference.metrics import GenerationMetrics
+from ember_chat.engine.inference.service import GenerationRequest
+from ember_chat.engine.serve.content_parts import attach, request_store
+from ember_chat.engine.serve.openai_api import ApiError, ApiRequest, ResponseBuilder, unfinished_error
+from ember_chat.engine.serve.sink import ClientGone, QueueSink, too_long
+
+POLL_S = 0.05  # how often a waiting handler checks whether its client is still there
+
+Sample = tuple[str, str, GenerationMetrics | None]  # text, stop reason, metrics
+
+
+def sample_seeds(seed: int | None, n: int) -> list[int | None]:
+    """The seed of each sample: the request's for one sample; for several, distinct ones (from the
+    request's seed, so a seeded request is reproducible)."""
+    if n == 1:
+        return [seed]
+    base = seed if seed is not None else random.randrange(2**31 - n)
+    return [(base + i) % 2**31 for i in range(n)]
+
+
+class AnswersRequests:
+    server: Any
+    connection: socket.socket
+    wfile: Any
+    command: str
+    path: str
+    client_address: Any
+    _streaming = False  # this request's 200 (an event stream) has been sent
+
+    if TYPE_CHECKING:  # the handler's (declared only: a definition here would shadow BaseHTTPRequestHandler's)
+
+        def send_response(self, code: int, message: str | None = None) -> None: ...
+        def send_header(self, keyword: str, value: str) -> None: ...
+        def end_headers(self) -> None: ...
+        def _send_json(self, status: int, body: dict[str, Any], extra: dict[str, str] | None = None) -> None: ...
+        def _cors(self) -> dict[str, str]: ...
+
+    def _answer(self, req: ApiRequest, out: ResponseBuilder) -> None:
+        self._streaming = False
+        service = self.server.service
+        with contextlib.ExitStack() as stack:
+            messages, store = req.messages, None
+            if req.files and messages is not None:  # the request's `file` parts: kept for this request only
+                store = stack.enter_context(request_store())
+                messages = attach(messages, req.files, store)
+            samples: list[Sample] = []
+            for index, seed in enumerate(sample_seeds(req.params.seed, req.n)):
+                sink = QueueSink(out, trim_history=req.trim_history)
+                request = GenerationRequest(
+                    params=req.params if req.n == 1 else replace(req.params, seed=seed),
+                    sink=sink,
+                    messages=messages,
+                    prompt=req.prompt,
+                    client="api",
+                    label=f"{self.command} {self.path} ({self.client_address[0]})"
+                    + (f" [{index + 1}/{req.n}]" if req.n > 1 else ""),
+                    attachment_store=store,
+                    batch_s=0.0,
+                    snapshot_s=float("inf"),
+                )
+                sink.cancel = request.cancelled
+                try:
+                    rid = service.submit(request)
+                except QueueFull as exc:
+                    error = ApiError(429, str(exc), "rate_limit_error", code="queue_full")
+                    if not self._streaming:
+                        raise error from exc
+                    self._end_stream(error)
+                    return
+                try:
+                    sample = self._sample(req, out, sink, index)
+                except BaseException:
+                    service.cancel(rid)  # the client went away (or writing failed): stop its generation now
+                    raise
+                if sample is None:  # an error event ended the stream
+                    return
+                samples.append(sample)
+            if not req.stream:
+                self._send_json(200, out.response(samples))
+                return
+            if req.include_usage:
+                self._event(out.usage_chunk([m for _, _, m in samples]))
+            self._end_stream(None)
+
+    def _sample(self, req: ApiRequest, out: ResponseBuilder, sink: QueueSink, index: int) -> Sample | None:
+        """One sample: its text, reason and metrics; None when an error event ended the stream. An
+        error before the 200 is raised (it is the response)."""
+        failure: tuple[str, str] | None = None
+        text: list[str] = []
+        # Wait for the prompt to be accepted (templated, fits the context) before answering 200,
+        # so errors that come before any token get their real status code.
+        while True:
+            kind, data = self._next(sink)
+            if kind == "failed":
+                failure = data
+            elif kind == "trimmed":  # the client did not opt into trimming; its generation is being stopped
+                model = self.server.service.model
+                return self._fail(too_long(data, model.n_ctx if model else None))
+            elif kind == "finished":
+                reason, full, metrics = data
+                error = unfinished_error(reason, failure)  # refused (context overflow…), or cancelled while it waited
+                if error is not None:
+                    return self._fail(error)
+                if req.stream:
+                    self._open_choice(out, index)
+                    self._event(out.final_chunk(reason, metrics, index))
+                return full, reason, metrics
+            elif kind == "started":
+                break
+        if req.stream:
+            self._open_choice(out, index)
+        while True:
+            kind, data = self._next(sink)
+            if kind == "tokens":
+                text.append(data)
+                if req.stream and data:
+                    self._event(out.chunk(data, index=index))
+                if self._client_gone():  # tokens keep `_next` from ever idling to notice
+                    raise ClientGone
+            elif kind == "failed":
+                failure = data
+            elif kind == "finished":
+                reason, _full, metrics = data
+                error = unfinished_error(reason, failure)
+                if error is not None:  # a partial answer is not a 200: the client would take it as whole
+                    return self._fail(error)
+                if req.stream:
+                    self._event(out.final_chunk(reason, metrics, index))
+                return "".join(text), reason, metrics
+
+    def _fail(self, error: ApiError) -> None:
+        """Before the 200 the error is the response; after it, an event that ends the stream."""
+        if not self._streaming:
+            raise error
+        self._end_stream(error)
+
+    def _open_choice(self, out: ResponseBuilder, index: int) -> None:
+        if not self._streaming:
+            self._start_stream()
+        self._event(out.chunk("", first=True, index=index) if out.kind == "chat" else None)
+
+    def _end_stream(self, error: ApiError | None) -> None:
+        if error is not None:  # the openai client raises on it
+            self._event(error.body())
+        self._chunk(b"data: [DONE]\n\n")
+        self._chunk(b"")
+
+    def _client_gone(self) -> bool:
+        """True when the client closed its end (readable with no data)."""
+        sock = self.connection
+        try:
+            readable, _, _ = select.select([sock], [], [], 0)
+            return bool(readable) and sock.recv(1, socket.MSG_PEEK) == b""
+        except OSError:
+            return True
+
+    def _next(self, sink: QueueSink) -> tuple[str, Any]:
+        while True:
+            try:
+                return sink.events.get(timeout=POLL_S)
+            except queue.Empty:
+                if self._client_gone():
+                    raise ClientGone from None
+
+    def _start_stream(self) -> None:
+        self._streaming = True
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Cache-Control", "no-store")
+        self.send_header("X-Accel-Buffering", "no")
+        self.send_header("Transfer-Encoding", "chunked")
+        for k, v in self._cors().items():
+            self.send_header(k, v)
+        self.end_headers()
+
+    def _chunk(self, data: bytes) -> None:
+        self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+        self.wfile.flush()
+
+    def _event(self, obj: dict[str, Any] | None) -> None:
+        if obj is not None:
+            self._chunk(b"data: " + json.dumps(obj, separators=(",", ":")).encode() + b"\n\n")
