@@ -17,6 +17,7 @@ from ember_chat.engine.core.messages import ChatMessage
 from ember_chat.engine.core.params import SamplingParams
 from ember_chat.engine.core.refs import Endpoint, RemoteModelRef
 from ember_chat.engine.inference.events import Finished
+from ember_chat.engine.inference.json_check import json_problem
 from ember_chat.engine.inference.remote import RemoteBackend, check_connection
 from ember_chat.engine.inference.service import EngineService
 from ember_chat.engine.serve.server import ApiServer, ServerConfig
@@ -151,14 +152,67 @@ def test_cache_prompt_and_known_extensions_are_accepted(client: openai.OpenAI) -
     assert response.usage is not None and response.usage.completion_tokens == 2
 
 
+# ----- constrained output
+
+ANSWER = {
+    "type": "object",
+    "properties": {"ok": {"type": "boolean"}, "tag": {"enum": ["a", "b"]}},
+    "required": ["ok", "tag"],
+    "additionalProperties": False,
+}
+ANY_OBJECT: dict[str, Any] = {"type": "object"}
+
+
 @pytest.mark.parametrize(
-    "extension",
-    [{"grammar": 'root ::= "yes"'}, {"json_schema": {"type": "object"}}, {"response_format": {"type": "json_object"}}],
+    ("extra", "schema"),
+    [
+        ({"response_format": {"type": "json_schema", "json_schema": {"name": "answer", "schema": ANSWER}}}, ANSWER),
+        ({"response_format": {"type": "json_object"}}, ANY_OBJECT),
+        ({"json_schema": ANSWER}, ANSWER),  # llama.cpp's
+    ],
 )
-def test_constrained_output_is_refused_not_ignored(http: httpx2.Client, extension: dict[str, Any]) -> None:
-    """Until the API applies grammars, asking for one is a 400, never unconstrained text."""
-    name = next(iter(extension))
-    assert_error(http.post("/v1/chat/completions", json=chat_body(**extension)), 400, name)
+@pytest.mark.parametrize("stream", [False, True])
+def test_json_output_is_constrained(
+    client: openai.OpenAI, extra: dict[str, Any], schema: dict[str, Any], stream: bool
+) -> None:
+    kwargs: dict[str, Any] = {"model": "tiny", "messages": HELLO, "max_tokens": 120, "temperature": 1.0, "seed": 3}
+    if not stream:
+        response = client.chat.completions.create(**kwargs, extra_body=extra)
+        text, finish = response.choices[0].message.content or "", response.choices[0].finish_reason
+    else:
+        parts, finish = [], None
+        with client.chat.completions.create(**kwargs, stream=True, extra_body=extra) as chunks:
+            for chunk in chunks:
+                if chunk.choices:
+                    parts.append(chunk.choices[0].delta.content or "")
+                    finish = chunk.choices[0].finish_reason or finish
+        text = "".join(parts)
+    assert finish == "stop", text
+    assert json_problem(text, schema) is None, text
+    free = client.chat.completions.create(**kwargs)  # the same request unconstrained: not JSON
+    assert json_problem(free.choices[0].message.content or "", schema) is not None
+
+
+def test_a_grammar_forces_the_answer(client: openai.OpenAI) -> None:
+    response = client.completions.create(
+        model="tiny", prompt="Is it?", max_tokens=20, temperature=1.0, seed=5,
+        extra_body={"grammar": 'root ::= "yes" | "no"'},
+    )  # fmt: skip
+    assert response.choices[0].text in ("yes", "no") and response.choices[0].finish_reason == "stop"
+
+
+@pytest.mark.parametrize(
+    ("extra", "param"),
+    [
+        ({"grammar": "root ::= nothing-defined"}, "grammar"),
+        ({"json_schema": ["not", "a", "schema"]}, "json_schema"),
+        ({"response_format": {"type": "xml"}}, "response_format"),
+        ({"response_format": {"type": "json_schema"}}, "response_format"),
+        ({"grammar": 'root ::= "a"', "json_schema": ANSWER}, None),
+    ],
+)
+def test_bad_constraints_are_400(http: httpx2.Client, extra: dict[str, Any], param: str | None) -> None:
+    assert_error(http.post("/v1/chat/completions", json=chat_body(**extra)), 400, param)
 
 
 def test_embers_own_remote_backend_is_understood(tiny_server: ApiServer, tiny_service: EngineService) -> None:

@@ -307,7 +307,7 @@ def test_seed_is_accepted_and_reproducible(scripted: Callable[[Script], openai.O
         ({"n": 17}, "n"),
         ({"tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]}, "tools"),
         ({"stop": ["a"] * 17}, "stop"),
-        ({"response_format": {"type": "json_object"}}, "response_format"),
+        ({"response_format": {"type": "json"}}, "response_format"),
     ],
 )
 def test_invalid_parameters_are_400_naming_the_parameter(

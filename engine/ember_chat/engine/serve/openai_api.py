@@ -19,6 +19,7 @@ from ember_chat.engine.core.params import SamplingParams
 from ember_chat.engine.core.reasoning import ThinkingStream, split_thinking
 from ember_chat.engine.core.states import StopReason
 from ember_chat.engine.errors import InvalidParameter
+from ember_chat.engine.inference.grammar import json_format, response_format_grammar, wants_json
 from ember_chat.engine.inference.metrics import GenerationMetrics
 from ember_chat.engine.serve.content_parts import ContentError, parse_content
 
@@ -75,7 +76,6 @@ _SAMPLING_FIELDS = {
 _NEUTRAL = {"frequency_penalty": 0, "presence_penalty": 0, "logprobs": False, "echo": False, "best_of": 1}
 _REFUSED = (
     "tools", "tool_choice", "functions", "function_call", "logit_bias", "top_logprobs", "suffix",
-    "grammar", "json_schema",  # llama.cpp's constrained output: refused until Ember's API applies them
 )  # fmt: skip
 _IGNORED = ("user", "stream_options", "parallel_tool_calls", "store", "metadata", "service_tier")
 # llama.cpp's cache_prompt: Ember always reuses the cached prefix of the prompt; vLLM's pair that
@@ -83,7 +83,7 @@ _IGNORED = ("user", "stream_options", "parallel_tool_calls", "store", "metadata"
 _NO_OP = ("cache_prompt", "continue_final_message", "add_generation_prompt")
 _READ = (
     "model", "stream", "n", "max_tokens", "max_completion_tokens", "stop", "chat_template_kwargs", "response_format",
-    "ember",
+    "grammar", "json_schema", "ember",
 )  # fmt: skip
 _KNOWN = {*_SAMPLING_FIELDS, *_NEUTRAL, *_REFUSED, *_IGNORED, *_NO_OP, *_READ}
 _KNOWN_BY_KIND = {"chat": _KNOWN | {"messages"}, "completion": _KNOWN | {"prompt"}}
@@ -138,6 +138,22 @@ def _ember_options(raw: Any) -> dict[str, bool]:
     return dict(raw)
 
 
+def _constraint(body: dict[str, Any]) -> dict[str, Any]:
+    """SamplingParams' grammar / response_format for OpenAI's `response_format` or llama.cpp's `grammar`
+    (GBNF) and `json_schema` (at most one), checked here so a bad one is a 400 naming it."""
+    given = {n: body[n] for n in ("response_format", "grammar", "json_schema") if body.get(n) is not None}
+    try:
+        response_format_grammar(given.get("response_format"), given.get("grammar"), given.get("json_schema"))
+    except InvalidParameter as exc:
+        raise ApiError(400, str(exc), param=next(iter(given)) if len(given) == 1 else None) from None
+    if "grammar" in given:
+        return {"grammar": given["grammar"]}
+    if "json_schema" in given:  # as OpenAI's shape, which a remote server behind Ember also understands
+        return {"response_format": json_format(given["json_schema"])}
+    fmt = given.get("response_format")
+    return {"response_format": fmt} if wants_json(fmt) else {}
+
+
 def parse_request(kind: str, body: Any, allow_unknown: bool = False) -> ApiRequest:
     """Validate a /v1/chat/completions (kind "chat") or /v1/completions ("completion") body. A field
     Ember does not know is a 400 naming it (a client would believe it applied), unless `allow_unknown`
@@ -160,10 +176,7 @@ def parse_request(kind: str, body: Any, allow_unknown: bool = False) -> ApiReque
     for name, neutral in _NEUTRAL.items():
         if name in body and body[name] not in (None, neutral):
             raise ApiError(400, f"{name}={body[name]!r} is not supported (only {neutral!r}).", param=name)
-    fmt = body.get("response_format")
-    if fmt not in (None, {"type": "text"}):
-        raise ApiError(400, "response_format: only {'type': 'text'} is supported.", param="response_format")
-    values: dict[str, Any] = {}
+    values: dict[str, Any] = _constraint(body)
     sent: dict[str, str] = {}  # SamplingParams field → the request's name for it (for `param`)
     for name, target in _SAMPLING_FIELDS.items():
         if body.get(name) is not None:
