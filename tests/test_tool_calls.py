@@ -11,6 +11,7 @@ is `special_function` with one integer argument `arg1`).
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -318,3 +319,46 @@ def test_each_call_starts_at_one_of_its_formats_triggers(fmt: ToolFormat, answer
     first = min(after_thinking.find(t) for t in found)
     assert parse_tool_calls(after_thinking[:first], fmt, TOOLS).calls == ()
     assert named(parse_tool_calls(after_thinking[first:], fmt, TOOLS)) == calls
+
+
+ANY_ARGS = ToolSpec("anything", "Takes any arguments")
+MARKERS = ["</tool_call>", "<tool_call>", "<|call|>", "<|eot_id|>", "]", "[TOOL_CALLS]", " to=functions.x", "</think>"]
+JSON_VALUES = st.one_of(st.none(), st.booleans(), st.integers(), st.text(max_size=12), st.sampled_from(MARKERS))
+# words that cannot spell any format's markers (no "_", "|", "=" and no uppercase): the text around calls
+PLAIN = st.text(alphabet="abcdefghijklmnopqrstuvwxyz 0123456789.,:;!?'\"\n{}[]<>/-é中", max_size=30)
+
+
+def written(fmt: ToolFormat, args: dict) -> str:
+    """A call to `anything` as each family writes it."""
+    body = json.dumps(args, ensure_ascii=False)
+    if fmt is ToolFormat.HERMES:
+        return f'<tool_call>\n{{"name": "anything", "arguments": {body}}}\n</tool_call>'
+    if fmt is ToolFormat.LLAMA3:
+        return f'<|python_tag|>{{"name": "anything", "parameters": {body}}}'
+    if fmt is ToolFormat.MISTRAL:
+        return f'[TOOL_CALLS][{{"name": "anything", "arguments": {body}, "id": "a1b2c3d4e"}}]'
+    return f"<|channel|>commentary to=functions.anything <|constrain|>json<|message|>{body}<|call|>"
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    fmt=st.sampled_from(list(ToolFormat)),
+    before=PLAIN,
+    args=st.lists(st.dictionaries(st.text(min_size=1, max_size=6), JSON_VALUES, max_size=4), min_size=1, max_size=3),
+    cuts=st.lists(st.integers(min_value=0, max_value=600), max_size=10),
+)
+def test_generated_answers_give_back_their_calls(fmt: ToolFormat, before: str, args: list, cuts: list) -> None:
+    """Any text before the calls, any JSON arguments (their strings may hold a format's own markers,
+    such as "</tool_call>"), split anywhere: the text and the calls come back as they were written."""
+    if fmt is ToolFormat.LLAMA3:
+        args = args[:1]  # after <|python_tag|> the rest of the answer is the call
+        if before.lstrip().startswith("{"):
+            before = "x" + before  # an answer opening with "{" may be a bare call: not this case
+    answer = before + "".join(written(fmt, a) for a in args)
+    bounds = sorted({min(c, len(answer)) for c in cuts})
+    pieces = [answer[a:b] for a, b in zip([0, *bounds], [*bounds, len(answer)], strict=True)]
+    stream = ToolCallStream(fmt, [ANY_ARGS])
+    chunks = [stream.feed(p) for p in pieces] + [stream.flush()]
+    assert "".join(c.text for c in chunks) == before
+    assert [c.arguments for chunk in chunks for c in chunk.calls] == args
+    assert all(not chunk.invalid for chunk in chunks)

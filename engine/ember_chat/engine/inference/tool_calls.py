@@ -258,12 +258,26 @@ class ToolCallStream:
     # Each reader: None while the call is incomplete, else (calls, characters used, whether it was text).
 
     def _read_hermes(self, body: str, final: bool) -> tuple[list, int, bool] | None:
-        end = body.find("</tool_call>")
-        if end < 0 and not final:
+        lead = len(body) - len(body.lstrip())
+        end = json_end(body, lead) if body[lead : lead + 1] == "{" else None
+        if end is not None:  # the object decides, so an argument may contain "</tool_call>" itself
+            rest = body[end:].lstrip()
+            close = "</tool_call>"
+            if not final and close.startswith(rest) and len(rest) < len(close):
+                return None  # its closing tag may be on its way
+            used = len(body) - len(rest) + len(close) if rest.startswith(close) else end
+            return [self._from_json(body[:end], "<tool_call>" + body[:used])], used, False
+        if body[lead : lead + 1] == "{" and not final:
+            return None  # the object is not complete yet
+        close_at = body.find("</tool_call>")
+        if close_at < 0 and not final:
             return None
-        inner = body if end < 0 else body[:end]
-        used = len(body) if end < 0 else end + len("</tool_call>")
-        return [self._from_json(inner, "<tool_call>" + body[:used])], used, False
+        used = len(body) if close_at < 0 else close_at + len("</tool_call>")
+        return (
+            [self._from_json(body[: close_at if close_at >= 0 else len(body)], "<tool_call>" + body[:used])],
+            used,
+            False,
+        )
 
     def _read_llama3(self, body: str, final: bool) -> tuple[list, int, bool] | None:
         if self._opener == "{":
@@ -277,12 +291,18 @@ class ToolCallStream:
             if not (isinstance(obj, dict) and "name" in obj and ("parameters" in obj or "arguments" in obj)):
                 return [], end, True
             return [self._from_object(obj, body[:end])], end, False
+        lead = len(body) - len(body.lstrip())
+        end = json_end(body, lead) if body[lead : lead + 1] == "{" else None
+        if end is not None:  # a JSON call: the object decides where it ends (not a marker in its strings)
+            rest = body[end:]
+            mark = next((m for m in _LLAMA_ENDS if rest.startswith(m)), "")
+            if not final and not mark and any(m.startswith(rest) for m in _LLAMA_ENDS):
+                return None
+            return [self._from_json(body[:end], "<|python_tag|>" + body[:end])], end + len(mark), False
+        if body[lead : lead + 1] == "{" and not final:
+            return None  # the object is not complete yet
         ends = [(body.find(m), m) for m in _LLAMA_ENDS if m in body]
         if not ends and not final:
-            if body.lstrip().startswith("{"):
-                end = json_end(body, len(body) - len(body.lstrip()))
-                if end is not None:
-                    return [self._from_json(body[:end], "<|python_tag|>" + body[:end])], end, False
             return None
         at, mark = min(ends) if ends else (len(body), "")
         inner, used = body[:at], at + len(mark)
@@ -330,10 +350,11 @@ class ToolCallStream:
         name = re.split(r"\s|<\|", body[:header_end], maxsplit=1)[0]
         start = header_end + len("<|message|>")
         lead = len(body) - start - len(body[start:].lstrip())
-        end = json_end(body, start + lead) if body[start + lead : start + lead + 1] in ("{", "[") else None
+        is_json = body[start + lead : start + lead + 1] in ("{", "[")
+        end = json_end(body, start + lead) if is_json else None
         if end is None:
-            if not final and "<|call|>" not in body[start:]:
-                return None
+            if not final and (is_json or "<|call|>" not in body[start:]):
+                return None  # the arguments are still coming
             stop = body.find("<|call|>", start)
             end = len(body) if stop < 0 else stop
         rest = body[end:]
