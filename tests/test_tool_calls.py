@@ -80,6 +80,14 @@ RECORDED = [
         "<think>\nThe user wants the weather.\n</think>\n\n",
         [("get_weather", {"city": "Paris"})],
     ),
+    # Qwen3-Coder's XML body (test-chat.cpp's Qwen3-Coder case); a string stays text even if it looks like JSON
+    (
+        ToolFormat.HERMES,
+        "<tool_call>\n<function=special_function>\n<parameter=arg1>\n1\n</parameter>\n</function>\n</tool_call>"
+        "\n<tool_call>\n<function=get_weather>\n<parameter=city>\n1984\n</parameter>\n</function>\n</tool_call>",
+        "\n",
+        [("special_function", {"arg1": 1}), ("get_weather", {"city": "1984"})],
+    ),
     # Llama 3.1/3.2 templates: 'Respond in the format {"name": function name, "parameters": ...}'
     (
         ToolFormat.LLAMA3,

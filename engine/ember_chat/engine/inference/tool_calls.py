@@ -5,7 +5,8 @@ core/reasoning.py): nothing inside the thinking is ever read as a call (LM Studi
 the templates in tests/templates teach them and llama.cpp's common/chat.cpp parses them:
 
 - hermes (Qwen2.5/3, Hermes, and Ember's own description of tools for templates without any):
-  `<tool_call>{"name": …, "arguments": {…}}</tool_call>`, several in a row;
+  `<tool_call>{"name": …, "arguments": {…}}</tool_call>`, several in a row; Qwen3-Coder's XML body
+  (`<tool_call><function=NAME><parameter=KEY>value</parameter></function></tool_call>`) too;
 - llama3 (Llama 3.1/3.2/3.3): a JSON object `{"name": …, "parameters": {…}}` as the answer, or after
   `<|python_tag|>` (also the built-in form `<|python_tag|>name.call(key="value")`);
 - mistral (Nemo and later): `[TOOL_CALLS][{"name": …, "arguments": {…}, "id": …}, …]`, or the newer
@@ -24,141 +25,41 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
-from enum import StrEnum
 from typing import Any
 
 from ember_chat.engine.core.reasoning import CLOSE, OPEN
-from ember_chat.engine.core.tools import ToolCall, ToolResult, ToolSpec, new_call_id, schema_errors
-from ember_chat.engine.inference.tools_render import TemplateTraits
+from ember_chat.engine.core.tools import ToolCall, ToolSpec
+from ember_chat.engine.inference.tool_formats import (
+    DROPS,
+    STARTS,
+    InvalidCall,
+    ParsedChunk,
+    ToolFormat,
+    broken_call,
+    call_triggers,
+    check_call,
+    cut_short,
+    json_end,
+    tool_format_for,
+)
+
+__all__ = [
+    "InvalidCall",
+    "ParsedChunk",
+    "ToolCallStream",
+    "ToolFormat",
+    "call_triggers",
+    "check_call",
+    "parse_tool_calls",
+    "tool_format_for",
+]
 
 
-class ToolFormat(StrEnum):
-    HERMES = "hermes"
-    LLAMA3 = "llama3"
-    MISTRAL = "mistral"
-    GPT_OSS = "gpt-oss"
-
-
-def tool_format_for(template_source: str | None, architecture: str) -> ToolFormat | None:
-    """The call format a model writes, from its chat template (what its tool turns look like), else
-    its architecture. Hermes for a template with no place for tools (Ember describes them in Hermes
-    words then, see tools_render); None for a template that renders tools in a format Ember cannot
-    read yet (Gemma 4's `<|tool_call>call:NAME{…}`): tools must not be offered to that model."""
-    source = template_source or ""
-    if "<|channel|>" in source or architecture == "gpt-oss":
-        return ToolFormat.GPT_OSS
-    if "[TOOL_CALLS]" in source:
-        return ToolFormat.MISTRAL
-    if "<|start_header_id|>ipython" in source or "<|python_tag|>" in source:
-        return ToolFormat.LLAMA3
-    if "<tool_call>" in source or not TemplateTraits.of(source).renders_tools:
-        return ToolFormat.HERMES
-    return None
-
-
-def call_triggers(fmt: ToolFormat) -> tuple[str, ...]:
-    """The words that open a call in this format: where a lazy grammar (llama.cpp's, which waits for a
-    trigger) starts holding the model to the call's shape. A Llama 3.x call may also be a bare JSON
-    object, whose opening words are given with and without the space JSON allows after `:`."""
-    if fmt is ToolFormat.LLAMA3:
-        return ("<|python_tag|>", '{"name":', '{"name" :', '{"type":', '{"type" :')
-    return _STARTS[fmt]
-
-
-@dataclass(frozen=True)
-class InvalidCall:
-    """A call that must not run: what the model wrote, and why."""
-
-    call: ToolCall
-    error: str
-
-    def result(self) -> ToolResult:
-        """The error given back to the model in place of a result."""
-        return ToolResult(self.call.id, self.call.name, f"Error: {self.error}", is_error=True)
-
-
-@dataclass(frozen=True)
-class ParsedChunk:
-    text: str = ""  # the answer's text that is not a call (thinking included, in place)
-    calls: tuple[ToolCall, ...] = ()
-    invalid: tuple[InvalidCall, ...] = ()
-
-
-def check_call(
-    name: Any, arguments: Any, raw: str, tools: Sequence[ToolSpec], call_id: str | None = None
-) -> ToolCall | InvalidCall:
-    """A call as the model wrote it, checked against the tools it was given."""
-    call_id = call_id if isinstance(call_id, str) and call_id else new_call_id()
-    name = name if isinstance(name, str) else ""
-    if isinstance(arguments, str):  # some models write the arguments as a JSON string
-        try:
-            arguments = json.loads(arguments) if arguments.strip() else {}
-        except json.JSONDecodeError:
-            return InvalidCall(ToolCall(call_id, name, {}, raw), "the call's arguments are not valid JSON.")
-    spec = next((t for t in tools if t.name == name), None)
-    if spec is None:
-        known = ", ".join(t.name for t in tools) or "none"
-        return InvalidCall(ToolCall(call_id, name, {}, raw), f"there is no tool named {name!r} (tools: {known}).")
-    if arguments is None:
-        arguments = {}
-    if not isinstance(arguments, dict):
-        return InvalidCall(ToolCall(call_id, name, {}, raw), "the call's arguments must be a JSON object.")
-    errors = schema_errors(arguments, spec.parameters)
-    if errors:
-        return InvalidCall(ToolCall(call_id, name, arguments, raw), "; ".join(errors) + ".")
-    return ToolCall(call_id, name, arguments, raw)
-
-
-def _broken(raw: str, why: str) -> InvalidCall:
-    return InvalidCall(ToolCall(new_call_id(), "", {}, raw), why)
-
-
-def _cut_short(opener: str, body: str) -> tuple[list, int, bool]:
-    return [_broken(opener + body, "the tool call was cut short.")], len(body), False
-
-
-def json_end(text: str, start: int = 0) -> int | None:
-    """Where the JSON object or array opening at `start` ends (the index after it), None if it has not."""
-    depth, in_string, escaped = 0, False, False
-    for i in range(start, len(text)):
-        c = text[i]
-        if in_string:
-            if escaped:
-                escaped = False
-            elif c == "\\":
-                escaped = True
-            elif c == '"':
-                in_string = False
-        elif c == '"':
-            in_string = True
-        elif c in "{[":
-            depth += 1
-        elif c in "}]":
-            depth -= 1
-            if depth == 0:
-                return i + 1
-    return None
-
-
-_STARTS = {
-    ToolFormat.HERMES: ("<tool_call>",),
-    ToolFormat.LLAMA3: ("<|python_tag|>",),
-    ToolFormat.MISTRAL: ("[TOOL_CALLS]",),
-    ToolFormat.GPT_OSS: (
-        "<|channel|>commentary to=functions.",
-        "<|channel|>analysis to=functions.",
-        " to=functions.",
-        "to=functions.",
-    ),
-}
-# Harmony's headers around plain text (a commentary preamble, the final answer) are not part of it.
-_DROPS = {
-    ToolFormat.GPT_OSS: ("<|channel|>commentary<|message|>", "<|channel|>final<|message|>", "<|end|>", "<|return|>")
-}
 _LLAMA_ENDS = ("<|eom_id|>", "<|eot_id|>")
 _BARE_JSON_CALL = ('{"name":', '{"type":"function"')
 _BUILTIN_CALL = re.compile(r"\s*([A-Za-z_][\w.-]*)\.call\((.*)\)\s*$", re.S)
+_XML_FUNCTION = re.compile(r"\s*<function=([^>\s]+)>")
+_XML_PARAMETER = re.compile(r"<parameter=([^>\s]+)>\n?(.*?)\n?</parameter>", re.S)
 _BUILTIN_ARG = re.compile(r'(\w+)\s*=\s*"((?:[^"\\]|\\.)*)"')
 
 
@@ -173,7 +74,7 @@ class ToolCallStream:
         self._buf = ""
         self._opener = ""  # the marker that opened the call being read
         self._call_position = True  # a bare JSON call (Llama 3.x) may start here
-        self._markers = _STARTS[fmt] + _DROPS.get(fmt, ())
+        self._markers = STARTS[fmt] + DROPS.get(fmt, ())
 
     def feed(self, piece: str) -> ParsedChunk:
         self._buf += piece
@@ -240,7 +141,7 @@ class ToolCallStream:
         text.append(self._buf[:at])
         self._call_position = self._call_position and not self._buf[:at].strip()
         self._buf = self._buf[at + len(marker) :]
-        if marker in _STARTS[self.fmt]:
+        if marker in STARTS[self.fmt]:
             self._phase, self._opener = "call", marker
 
     def _step_call(self, text: list[str], calls: list, final: bool) -> None:
@@ -272,6 +173,13 @@ class ToolCallStream:
         close_at = body.find("</tool_call>")
         if close_at < 0 and not final:
             return None
+        if body[lead:].startswith("<function="):
+            used = len(body) if close_at < 0 else close_at + len("</tool_call>")
+            return (
+                [self._from_xml(body[: close_at if close_at >= 0 else len(body)], "<tool_call>" + body[:used])],
+                used,
+                False,
+            )
         used = len(body) if close_at < 0 else close_at + len("</tool_call>")
         return (
             [self._from_json(body[: close_at if close_at >= 0 else len(body)], "<tool_call>" + body[:used])],
@@ -317,25 +225,25 @@ class ToolCallStream:
         if body[lead:].startswith("["):
             end = json_end(body, lead)
             if end is None:
-                return _cut_short("[TOOL_CALLS]", body) if final else None
+                return cut_short("[TOOL_CALLS]", body) if final else None
             raw = "[TOOL_CALLS]" + body[:end]
             try:
                 items = json.loads(body[lead:end])
             except json.JSONDecodeError:
-                return [_broken(raw, "the tool calls are not valid JSON.")], end, False
+                return [broken_call(raw, "the tool calls are not valid JSON.")], end, False
             items = items if isinstance(items, list) else [items]
             return [self._from_object(item, raw) for item in items], end, False
         at = body.find("[ARGS]")  # Mistral Small 3.2 / Magistral: NAME[CALL_ID]id[ARGS]{...}
         start = body.find("{", at) if at >= 0 else -1
         end = json_end(body, start) if start >= 0 else None
         if end is None:
-            return _cut_short("[TOOL_CALLS]", body) if final else None
+            return cut_short("[TOOL_CALLS]", body) if final else None
         head = body[:at]
         name, _, call_id = head.partition("[CALL_ID]")
         try:
             args = json.loads(body[start:end])
         except json.JSONDecodeError:
-            return [_broken("[TOOL_CALLS]" + body[:end], "the call's arguments are not valid JSON.")], end, False
+            return [broken_call("[TOOL_CALLS]" + body[:end], "the call's arguments are not valid JSON.")], end, False
         return (
             [check_call(name.strip(), args, "[TOOL_CALLS]" + body[:end], self.tools, call_id.strip() or None)],
             end,
@@ -346,7 +254,7 @@ class ToolCallStream:
         raw = self._opener + body
         header_end = body.find("<|message|>")
         if header_end < 0:
-            return _cut_short(self._opener, body) if final else None
+            return cut_short(self._opener, body) if final else None
         name = re.split(r"\s|<\|", body[:header_end], maxsplit=1)[0]
         start = header_end + len("<|message|>")
         lead = len(body) - start - len(body[start:].lstrip())
@@ -363,16 +271,30 @@ class ToolCallStream:
         used = end + len("<|call|>") if rest.startswith("<|call|>") else end
         return [check_call(name, _loads(body[start:end]), raw[: len(self._opener) + used], self.tools)], used, False
 
+    def _from_xml(self, inner: str, raw: str) -> ToolCall | InvalidCall:
+        """Qwen3-Coder's calls: `<function=NAME><parameter=KEY>\nvalue\n</parameter>…</function>`; a value
+        is text where the tool's schema says string, else JSON (as llama.cpp reads them)."""
+        head = _XML_FUNCTION.match(inner)
+        if head is None:
+            return broken_call(raw, "the tool call is not a <function=…> block.")
+        spec = next((t for t in self.tools if t.name == head.group(1)), None)
+        properties = (spec.parameters.get("properties") or {}) if spec else {}
+        arguments: dict[str, Any] = {}
+        for key, value in _XML_PARAMETER.findall(inner):
+            kind = properties.get(key, {}).get("type") if isinstance(properties.get(key), dict) else None
+            arguments[key] = value if kind == "string" else _loads_or_text(value)
+        return check_call(head.group(1), arguments, raw, self.tools)
+
     def _from_json(self, inner: str, raw: str) -> ToolCall | InvalidCall:
         try:
             obj = json.loads(inner)
         except json.JSONDecodeError:
-            return _broken(raw, "the tool call is not valid JSON.")
+            return broken_call(raw, "the tool call is not valid JSON.")
         return self._from_object(obj, raw)
 
     def _from_object(self, obj: Any, raw: str) -> ToolCall | InvalidCall:
         if not isinstance(obj, dict):
-            return _broken(raw, "a tool call must be a JSON object with a name and arguments.")
+            return broken_call(raw, "a tool call must be a JSON object with a name and arguments.")
         if isinstance(obj.get("function"), dict):  # {"type": "function", "function": {...}}
             obj = {**obj["function"], "id": obj.get("id")}
         arguments = obj.get("arguments", obj.get("parameters"))
@@ -391,6 +313,13 @@ def _loads(text: str) -> Any:
         return json.loads(text) if text.strip() else {}
     except json.JSONDecodeError:
         return text  # check_call reports it
+
+
+def _loads_or_text(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
 
 
 def _may_be_bare_call(text: str) -> bool:

@@ -1,0 +1,141 @@
+"""Tool-call formats of the model families, and what every parser shares: the format a model
+writes (`tool_format_for`), the words that open a call (`call_triggers`, for the lazy grammar), a call
+checked against the tools it was given (`check_call`), and the parsed pieces (`ParsedChunk`,
+`InvalidCall`). The parsers themselves are tool_calls.py.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from ember_chat.engine.core.tools import ToolCall, ToolResult, ToolSpec, new_call_id, schema_errors
+from ember_chat.engine.inference.tools_render import TemplateTraits
+
+
+class ToolFormat(StrEnum):
+    HERMES = "hermes"
+    LLAMA3 = "llama3"
+    MISTRAL = "mistral"
+    GPT_OSS = "gpt-oss"
+
+
+def tool_format_for(template_source: str | None, architecture: str) -> ToolFormat | None:
+    """The call format a model writes, from its chat template (what its tool turns look like), else
+    its architecture. Hermes for a template with no place for tools (Ember describes them in Hermes
+    words then, see tools_render); None for a template that renders tools in a format Ember cannot
+    read yet (Gemma 4's `<|tool_call>call:NAME{…}`): tools must not be offered to that model."""
+    source = template_source or ""
+    if "<|channel|>" in source or architecture == "gpt-oss":
+        return ToolFormat.GPT_OSS
+    if "[TOOL_CALLS]" in source:
+        return ToolFormat.MISTRAL
+    if "<|start_header_id|>ipython" in source or "<|python_tag|>" in source:
+        return ToolFormat.LLAMA3
+    if "<tool_call>" in source or not TemplateTraits.of(source).renders_tools:
+        return ToolFormat.HERMES
+    return None
+
+
+def call_triggers(fmt: ToolFormat) -> tuple[str, ...]:
+    """The words that open a call in this format: where a lazy grammar (llama.cpp's, which waits for a
+    trigger) starts holding the model to the call's shape. A Llama 3.x call may also be a bare JSON
+    object, whose opening words are given with and without the space JSON allows after `:`."""
+    if fmt is ToolFormat.LLAMA3:
+        return ("<|python_tag|>", '{"name":', '{"name" :', '{"type":', '{"type" :')
+    return STARTS[fmt]
+
+
+@dataclass(frozen=True)
+class InvalidCall:
+    """A call that must not run: what the model wrote, and why."""
+
+    call: ToolCall
+    error: str
+
+    def result(self) -> ToolResult:
+        """The error given back to the model in place of a result."""
+        return ToolResult(self.call.id, self.call.name, f"Error: {self.error}", is_error=True)
+
+
+@dataclass(frozen=True)
+class ParsedChunk:
+    text: str = ""  # the answer's text that is not a call (thinking included, in place)
+    calls: tuple[ToolCall, ...] = ()
+    invalid: tuple[InvalidCall, ...] = ()
+
+
+def check_call(
+    name: Any, arguments: Any, raw: str, tools: Sequence[ToolSpec], call_id: str | None = None
+) -> ToolCall | InvalidCall:
+    """A call as the model wrote it, checked against the tools it was given."""
+    call_id = call_id if isinstance(call_id, str) and call_id else new_call_id()
+    name = name if isinstance(name, str) else ""
+    if isinstance(arguments, str):  # some models write the arguments as a JSON string
+        try:
+            arguments = json.loads(arguments) if arguments.strip() else {}
+        except json.JSONDecodeError:
+            return InvalidCall(ToolCall(call_id, name, {}, raw), "the call's arguments are not valid JSON.")
+    spec = next((t for t in tools if t.name == name), None)
+    if spec is None:
+        known = ", ".join(t.name for t in tools) or "none"
+        return InvalidCall(ToolCall(call_id, name, {}, raw), f"there is no tool named {name!r} (tools: {known}).")
+    if arguments is None:
+        arguments = {}
+    if not isinstance(arguments, dict):
+        return InvalidCall(ToolCall(call_id, name, {}, raw), "the call's arguments must be a JSON object.")
+    errors = schema_errors(arguments, spec.parameters)
+    if errors:
+        return InvalidCall(ToolCall(call_id, name, arguments, raw), "; ".join(errors) + ".")
+    return ToolCall(call_id, name, arguments, raw)
+
+
+def broken_call(raw: str, why: str) -> InvalidCall:
+    return InvalidCall(ToolCall(new_call_id(), "", {}, raw), why)
+
+
+def cut_short(opener: str, body: str) -> tuple[list, int, bool]:
+    return [broken_call(opener + body, "the tool call was cut short.")], len(body), False
+
+
+def json_end(text: str, start: int = 0) -> int | None:
+    """Where the JSON object or array opening at `start` ends (the index after it), None if it has not."""
+    depth, in_string, escaped = 0, False, False
+    for i in range(start, len(text)):
+        c = text[i]
+        if in_string:
+            if escaped:
+                escaped = False
+            elif c == "\\":
+                escaped = True
+            elif c == '"':
+                in_string = False
+        elif c == '"':
+            in_string = True
+        elif c in "{[":
+            depth += 1
+        elif c in "}]":
+            depth -= 1
+            if depth == 0:
+                return i + 1
+    return None
+
+
+STARTS = {
+    ToolFormat.HERMES: ("<tool_call>",),
+    ToolFormat.LLAMA3: ("<|python_tag|>",),
+    ToolFormat.MISTRAL: ("[TOOL_CALLS]",),
+    ToolFormat.GPT_OSS: (
+        "<|channel|>commentary to=functions.",
+        "<|channel|>analysis to=functions.",
+        " to=functions.",
+        "to=functions.",
+    ),
+}
+# Harmony's headers around plain text (a commentary preamble, the final answer) are not part of it.
+DROPS = {
+    ToolFormat.GPT_OSS: ("<|channel|>commentary<|message|>", "<|channel|>final<|message|>", "<|end|>", "<|return|>")
+}
