@@ -23,9 +23,12 @@ from ember_chat.engine.inference.service import EngineService
 from ember_chat.engine.serve.server import ApiServer, ServerConfig
 from tests.api_support import WAIT_S, assert_error, chat_body, client, http, serve, tiny_server, tiny_service
 from tests.peer_servers import ember_server
+from tests.remote_support import Backends, backends, drain, server
+from tests.sse_server import DONE, FakeOpenAI, chunk
 
 HELLO: list[Any] = [{"role": "user", "content": "Hello"}]
-__all__ = ["client", "http", "serve", "tiny_server", "tiny_service"]  # fixtures from tests/api_support.py
+# fixtures from tests/api_support.py and tests/remote_support.py
+__all__ = ["backends", "client", "http", "serve", "server", "tiny_server", "tiny_service"]
 
 # ----- a conversation longer than the context
 
@@ -239,6 +242,38 @@ def test_allow_unknown_fields_relaxes_it(
             model="tiny", messages=[{"role": "user", "content": "Hi"}], max_tokens=2, extra_body={"vendor_noise": 1}
         )
         assert response.choices[0].finish_reason in ("stop", "length")
+
+
+# ----- penalties
+
+
+def test_presence_and_frequency_penalties_change_the_answer(client: openai.OpenAI) -> None:
+    def answer(**penalties: float) -> str:
+        r = client.completions.create(model="tiny", prompt="Once", max_tokens=24, temperature=0, **penalties)
+        return r.choices[0].text
+
+    plain = answer()
+    assert answer(presence_penalty=0, frequency_penalty=0) == plain
+    assert answer(presence_penalty=2.0) != plain
+    assert answer(frequency_penalty=2.0) != plain
+    for name in ("presence_penalty", "frequency_penalty"):
+        with pytest.raises(openai.BadRequestError) as info:
+            client.completions.create(model="tiny", prompt="Once", max_tokens=2, **{name: 2.5})
+        assert info.value.param == name
+
+
+def test_a_remote_server_gets_the_penalties(server: FakeOpenAI, backends: Backends) -> None:
+    server.stream([chunk("Hi"), chunk(finish="stop"), DONE])
+    backend = backends.make(server)
+    drain(backend.chat([ChatMessage("user", "Hi")], SamplingParams(presence_penalty=0.5, frequency_penalty=-1.0)))
+    body = server.generate_requests()[-1].body
+    assert (body["presence_penalty"], body["frequency_penalty"]) == (0.5, -1.0)
+    server.stream([chunk("Hi"), chunk(finish="stop"), DONE])
+    drain(backend.chat([ChatMessage("user", "Hi")], SamplingParams()))
+    assert {"presence_penalty", "frequency_penalty"}.isdisjoint(server.generate_requests()[-1].body)
+    params = SamplingParams(presence_penalty=0.5)
+    assert SamplingParams.from_dict(params.to_dict()) == params
+    assert "frequency_penalty" not in SamplingParams().to_dict()  # saved chats stay as they were
 
 
 # ----- n samples

@@ -146,6 +146,10 @@ class SamplingParams:
     # OpenAI's response_format ({"type": "json_object"} or {"type": "json_schema", "json_schema": {...}}):
     # a local model gets its grammar (when `grammar` is not given), a remote server gets it as it is.
     response_format: dict[str, Any] | None = None
+    # OpenAI's penalties (-2 to 2; 0: off), on tokens already in the recent context: presence once per
+    # token seen, frequency by how often it was seen. API requests' options, not a window setting.
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
 
     def __post_init__(self) -> None:
         for spec in SAMPLING_SPECS:
@@ -162,6 +166,10 @@ class SamplingParams:
         # (whether llama.cpp can parse it is checked where it is used: inference/grammar.py)
         if self.grammar is not None and (not isinstance(self.grammar, str) or not self.grammar.strip()):
             raise InvalidParameter("grammar must be GBNF text with a root rule, or null.")
+        for name in ("presence_penalty", "frequency_penalty"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float) or not -2.0 <= value <= 2.0:
+                raise InvalidParameter(f"{name.replace('_', ' ')} must be between -2 and 2, got {value!r}.")
         rf = self.response_format
         if rf is not None and (
             not isinstance(rf, dict) or rf.get("type") not in ("text", "json_object", "json_schema")
@@ -175,6 +183,9 @@ class SamplingParams:
             del d["ignore_eos"]
         for name in ("grammar", "response_format"):  # (saved chats without them stay as they were)
             if d[name] is None:
+                del d[name]
+        for name in ("presence_penalty", "frequency_penalty"):
+            if not d[name]:
                 del d[name]
         return d
 

@@ -217,6 +217,9 @@ class RemoteBackend:
             body["stop"] = list(params.stop)
         if params.ignore_eos:  # llama.cpp's server, vLLM, Ember's (others ignore it and may stop early)
             body["ignore_eos"] = True
+        for name in ("presence_penalty", "frequency_penalty"):  # OpenAI's; sent only when on
+            if getattr(params, name):
+                body[name] = getattr(params, name)
         if params.response_format is not None:  # OpenAI's structured output: the server builds its grammar
             body["response_format"] = params.response_format
         if params.grammar is not None:  # GBNF: llama.cpp's server (and Ember's) extension

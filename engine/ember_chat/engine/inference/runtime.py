@@ -437,6 +437,8 @@ class LocalRuntime:
             top_p=params.top_p,
             min_p=params.min_p,
             repeat_penalty=params.repeat_penalty,
+            presence_penalty=params.presence_penalty,
+            frequency_penalty=params.frequency_penalty,
             # (in llama.cpp's sampler chain, before the choice: only tokens the grammar allows, and an
             # end-of-generation token only once the grammar is complete)
             grammar=llama_cpp.LlamaGrammar.from_string(grammar) if grammar else None,

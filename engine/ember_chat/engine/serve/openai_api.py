@@ -70,10 +70,12 @@ _SAMPLING_FIELDS = {
     "repeat_penalty": "repeat_penalty",
     "repetition_penalty": "repeat_penalty",
     "seed": "seed",
+    "presence_penalty": "presence_penalty",
+    "frequency_penalty": "frequency_penalty",
     "ignore_eos": "ignore_eos",  # llama.cpp's and vLLM's: exactly max_tokens (benchmarks)
 }
 # Accepted and ignored only at their neutral value; anything else is refused rather than ignored.
-_NEUTRAL = {"frequency_penalty": 0, "presence_penalty": 0, "logprobs": False, "echo": False, "best_of": 1}
+_NEUTRAL = {"logprobs": False, "echo": False, "best_of": 1}
 _REFUSED = (
     "tools", "tool_choice", "functions", "function_call", "logit_bias", "top_logprobs", "suffix",
 )  # fmt: skip
