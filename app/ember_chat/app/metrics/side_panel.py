@@ -22,6 +22,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from ember_chat.app.metrics.json_answer import JsonAnswerBox
 from ember_chat.app.metrics.speed_chart import SpeedChart
 from ember_chat.app.qt.layout_boundary import LayoutBoundary
 from ember_chat.engine.core.params import SPECS, SamplingParams
@@ -90,6 +91,9 @@ class ParamsPanel(QWidget):
         )
         self.think.toggled.connect(self.changed)
         form.addRow(self.think)
+        self.json_answer = JsonAnswerBox()
+        self.json_answer.changed.connect(self.changed)
+        form.addRow(self.json_answer)
         self.system_prompt.textChanged.connect(self.changed)
         self.set_params(SamplingParams(), "", 4096)
 
@@ -107,6 +111,7 @@ class ParamsPanel(QWidget):
         self.context.setValue(context)
         self.think.setChecked(p.thinking is not False)
         self.system_prompt.setPlainText(system_prompt)
+        self.json_answer.set_format(p.response_format)
         for w in (*widgets, self.max_tokens, self.seed, self.context, self.system_prompt, self.think):
             w.blockSignals(False)
 
@@ -120,6 +125,7 @@ class ParamsPanel(QWidget):
             max_tokens=self.max_tokens.value(),
             seed=None if self.seed.value() < 0 else self.seed.value(),
             thinking=self.think.isChecked() if self.think.isEnabled() else None,
+            response_format=self.json_answer.response_format(),
         )
 
     def set_thinking_switch(self, available: bool) -> None:

@@ -376,7 +376,7 @@ class MainWindow(QMainWindow):
 
     def join_background(self, timeout: float) -> bool:
         """Wait until every background thread the window started has ended (tests, after close)."""
-        joins = [self.tasks.join, self.api.tasks.join, *self.models.joins()]
+        joins = [self.tasks.join, self.api.tasks.join, self.side.params.json_answer.tasks.join, *self.models.joins()]
         if self.downloads is not None:
             joins.append(self.downloads.wait_idle)
         return all([join(timeout) for join in joins])
