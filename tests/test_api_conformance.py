@@ -21,14 +21,25 @@ from ember_chat.engine.inference.json_check import json_problem
 from ember_chat.engine.inference.remote import RemoteBackend, check_connection
 from ember_chat.engine.inference.service import EngineService
 from ember_chat.engine.serve.server import ApiServer, ServerConfig
-from tests.api_support import WAIT_S, assert_error, chat_body, client, http, serve, tiny_server, tiny_service
+from tests.api_support import (
+    WAIT_S,
+    FakeSetup,
+    assert_error,
+    chat_body,
+    client,
+    fake,
+    http,
+    serve,
+    tiny_server,
+    tiny_service,
+)
 from tests.peer_servers import ember_server
 from tests.remote_support import Backends, backends, drain, server
 from tests.sse_server import DONE, FakeOpenAI, chunk
 
 HELLO: list[Any] = [{"role": "user", "content": "Hello"}]
 # fixtures from tests/api_support.py and tests/remote_support.py
-__all__ = ["backends", "client", "http", "serve", "server", "tiny_server", "tiny_service"]
+__all__ = ["backends", "client", "fake", "http", "serve", "server", "tiny_server", "tiny_service"]
 
 # ----- a conversation longer than the context
 
@@ -117,6 +128,14 @@ def test_tokenize_and_detokenize_round_trip(tiny_service: EngineService, http: h
 
     back = http.post("/detokenize", json={"tokens": tokens})
     assert back.status_code == 200 and back.json() == {"content": joined}
+
+
+def test_tokenize_without_a_local_tokenizer_is_501(fake: Callable[..., FakeSetup]) -> None:
+    """A model whose tokenizer Ember does not hold (a remote one; here a fake engine) says so."""
+    setup = fake(n_tokens=2)
+    with httpx2.Client(base_url=f"http://127.0.0.1:{setup.server.port}", timeout=WAIT_S) as raw:
+        assert_error(raw.post("/tokenize", json={"content": "hi"}), 501, code="tokenizer_unavailable")
+        assert_error(raw.post("/detokenize", json={"tokens": [1]}), 501, code="tokenizer_unavailable")
 
 
 def test_tokenize_validation(http: httpx2.Client) -> None:
