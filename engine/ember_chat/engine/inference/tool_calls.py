@@ -39,7 +39,6 @@ from ember_chat.engine.inference.tool_formats import (
     call_triggers,
     check_call,
     cut_short,
-    json_end,
     tool_format_for,
 )
 
@@ -75,6 +74,7 @@ class ToolCallStream:
         self._opener = ""  # the marker that opened the call being read
         self._call_position = True  # a bare JSON call (Llama 3.x) may start here
         self._markers = STARTS[fmt] + DROPS.get(fmt, ())
+        self._scan: _JsonScan | None = None  # how far the call's JSON has been read (the body only grows)
 
     def feed(self, piece: str) -> ParsedChunk:
         self._buf += piece
@@ -153,14 +153,21 @@ class ToolCallStream:
             text.append(self._buf[:used])
             self._call_position = False
         calls.extend(found)
-        self._buf, self._phase = self._buf[used:], "answer"
+        self._buf, self._phase, self._scan = self._buf[used:], "answer", None
         self._call_position = self._call_position or bool(found)
+
+    def _json_end(self, body: str, start: int) -> int | None:
+        """json_end, carried on from where the last piece left it: a long argument streamed in small
+        pieces is read once, not again at every piece."""
+        if self._scan is None or self._scan.start != start:
+            self._scan = _JsonScan(start)
+        return self._scan.end(body)
 
     # Each reader: None while the call is incomplete, else (calls, characters used, whether it was text).
 
     def _read_hermes(self, body: str, final: bool) -> tuple[list, int, bool] | None:
         lead = len(body) - len(body.lstrip())
-        end = json_end(body, lead) if body[lead : lead + 1] == "{" else None
+        end = self._json_end(body, lead) if body[lead : lead + 1] == "{" else None
         if end is not None:  # the object decides, so an argument may contain "</tool_call>" itself
             rest = body[end:].lstrip()
             close = "</tool_call>"
@@ -189,7 +196,7 @@ class ToolCallStream:
 
     def _read_llama3(self, body: str, final: bool) -> tuple[list, int, bool] | None:
         if self._opener == "{":
-            end = json_end(body)
+            end = self._json_end(body, 0)
             if end is None:
                 return ([], len(body), True) if final or not _may_be_bare_call(body) else None
             try:
@@ -200,7 +207,7 @@ class ToolCallStream:
                 return [], end, True
             return [self._from_object(obj, body[:end])], end, False
         lead = len(body) - len(body.lstrip())
-        end = json_end(body, lead) if body[lead : lead + 1] == "{" else None
+        end = self._json_end(body, lead) if body[lead : lead + 1] == "{" else None
         if end is not None:  # a JSON call: the object decides where it ends (not a marker in its strings)
             rest = body[end:]
             mark = next((m for m in _LLAMA_ENDS if rest.startswith(m)), "")
@@ -223,7 +230,7 @@ class ToolCallStream:
     def _read_mistral(self, body: str, final: bool) -> tuple[list, int, bool] | None:
         lead = len(body) - len(body.lstrip())
         if body[lead:].startswith("["):
-            end = json_end(body, lead)
+            end = self._json_end(body, lead)
             if end is None:
                 return cut_short("[TOOL_CALLS]", body) if final else None
             raw = "[TOOL_CALLS]" + body[:end]
@@ -235,7 +242,7 @@ class ToolCallStream:
             return [self._from_object(item, raw) for item in items], end, False
         at = body.find("[ARGS]")  # Mistral Small 3.2 / Magistral: NAME[CALL_ID]id[ARGS]{...}
         start = body.find("{", at) if at >= 0 else -1
-        end = json_end(body, start) if start >= 0 else None
+        end = self._json_end(body, start) if start >= 0 else None
         if end is None:
             return cut_short("[TOOL_CALLS]", body) if final else None
         head = body[:at]
@@ -259,7 +266,7 @@ class ToolCallStream:
         start = header_end + len("<|message|>")
         lead = len(body) - start - len(body[start:].lstrip())
         is_json = body[start + lead : start + lead + 1] in ("{", "[")
-        end = json_end(body, start + lead) if is_json else None
+        end = self._json_end(body, start + lead) if is_json else None
         if end is None:
             if not final and (is_json or "<|call|>" not in body[start:]):
                 return None  # the arguments are still coming
@@ -313,6 +320,36 @@ def _loads(text: str) -> Any:
         return json.loads(text) if text.strip() else {}
     except json.JSONDecodeError:
         return text  # check_call reports it
+
+
+class _JsonScan:
+    """json_end for text that grows: the scan's state is kept between calls."""
+
+    def __init__(self, start: int) -> None:
+        self.start = self.pos = start
+        self.depth, self.in_string, self.escaped = 0, False, False
+
+    def end(self, text: str) -> int | None:
+        depth, in_string, escaped = self.depth, self.in_string, self.escaped
+        for i in range(self.pos, len(text)):
+            c = text[i]
+            if in_string:
+                if escaped:
+                    escaped = False
+                elif c == "\\":
+                    escaped = True
+                elif c == '"':
+                    in_string = False
+            elif c == '"':
+                in_string = True
+            elif c in "{[":
+                depth += 1
+            elif c in "}]":
+                depth -= 1
+                if depth == 0:
+                    return i + 1  # (a finished scan is not resumed: the reader uses its end)
+        self.pos, self.depth, self.in_string, self.escaped = len(text), depth, in_string, escaped
+        return None
 
 
 def _loads_or_text(text: str) -> Any:
