@@ -221,3 +221,23 @@ def test_cli_starter_answers_the_schema(tmp_path: Path) -> None:
     answer = _cli_answer(out)
     assert json_problem(answer, PERSON) is None, answer
     assert "valid JSON" in out.stderr
+
+
+def test_a_thinking_switch_is_turned_off_under_a_grammar(tmp_path: Path) -> None:
+    """A grammar constrains the answer from its first token: a template with a thinking switch (Qwen3)
+    is rendered with the thinking closed, or the JSON would be written as thoughts."""
+    from tests.gguf_factory import TinySpec, says, write_tiny_model
+    from tests.test_reasoning import QWEN3_STYLE
+
+    path = write_tiny_model(tmp_path / "q3.gguf", TinySpec(chat_template=QWEN3_STYLE, script=says("▁hello")))
+    hi = [ChatMessage("user", "hi")]
+    with loaded(path) as rt:
+        closed = rt.template().render(hi, thinking=False)
+        done = list(rt.chat(hi, SamplingParams(max_tokens=20, grammar='root ::= "{}"')))[-1]
+        assert (done.text, done.metrics.thinking_tokens) == ("{}", 0)
+        assert done.metrics.prompt_tokens == 1 + len(rt.tokenize(closed, special=True))
+        fmt = {"type": "json_object"}
+        done = list(rt.chat(hi, SamplingParams(max_tokens=20, thinking=True, response_format=fmt)))[-1]
+        assert done.metrics.thinking_tokens == 0 and done.metrics.prompt_tokens == 1 + len(
+            rt.tokenize(closed, special=True)
+        )

@@ -37,10 +37,11 @@ from ember_chat.engine.inference.events import (
     TemplateFallback,
     Token,
 )
-from ember_chat.engine.inference.grammar import params_grammar
+from ember_chat.engine.inference.grammar import params_grammar, wants_json
 from ember_chat.engine.inference.json_check import answer_check
 from ember_chat.engine.inference.llama_loader import NULL_ABORT, gpu_backend_name, open_llama, probe_gguf
 from ember_chat.engine.inference.llama_log import route_llama_log
+from ember_chat.engine.inference.logprobs import token_logprob
 from ember_chat.engine.inference.metrics import MetricsRecorder, RunContext
 from ember_chat.engine.inference.prompting import (
     ChatMessage,
@@ -262,16 +263,19 @@ class LocalRuntime:
                 f"{self._info.name} cannot see images: it was loaded without a projector (mmproj) file. "
                 "Load a vision model with its projector, or remove the images."
             )
+        thinking = params.thinking
+        if template.thinking_switch and (params.grammar is not None or wants_json(params.response_format)):
+            thinking = False  # a grammar constrains the answer from its first token: no room for thoughts
         prompt: VisionPrompt | None = None
         while True:
             if prompt is not None:
                 prompt.close()
             if images:
                 assert self._vision is not None
-                text, prompt, notice = self._vision.prompt(template, kept, fallback, params.thinking, prefix)
+                text, prompt, notice = self._vision.prompt(template, kept, fallback, thinking, prefix)
                 tokens = prompt.tokens
             else:
-                rendered, notice = render_chat(template, kept, fallback, params.thinking)
+                rendered, notice = render_chat(template, kept, fallback, thinking)
                 text = rendered + prefix
                 tokens = self._prompt_tokens(text, special=True)
             if len(tokens) + reserve <= llm.n_ctx():
@@ -452,6 +456,9 @@ class LocalRuntime:
                     reason = StopReason.STOP
                     break
                 generated.append(token)
+                logprob = None
+                if params.logprobs is not None:  # before the next evaluation replaces these logits
+                    logprob = token_logprob(ctx, llm.n_vocab(), token, params.logprobs, self._piece)
                 piece = decoder.decode(self._piece(token))
                 raw_text.append(piece)
                 thinking = markers is not None and markers.thinking
@@ -461,7 +468,7 @@ class LocalRuntime:
                 rec.token(t_ns, thinking=thinking)  # an end-of-generation token is not part of the answer
                 visible, hit = stops.feed(piece)
                 shown.append(visible)
-                yield Token(visible, len(generated) - 1, t_ns, thinking=thinking)
+                yield Token(visible, len(generated) - 1, t_ns, thinking=thinking, logprob=logprob)
                 if hit:
                     reason = StopReason.STOP_STRING
                     break
