@@ -241,3 +241,14 @@ def test_a_thinking_switch_is_turned_off_under_a_grammar(tmp_path: Path) -> None
         assert done.metrics.thinking_tokens == 0 and done.metrics.prompt_tokens == 1 + len(
             rt.tokenize(closed, special=True)
         )
+
+
+def test_a_json_answer_cut_short_is_not_continued_into_garbage(tiny_model: Path) -> None:
+    """The grammar starts at the beginning of the answer: a continued JSON answer would get a second
+    document after the cut one. Continuing is refused with a sentence that says what to do instead."""
+    partial = [ChatMessage("user", "A person?"), ChatMessage("assistant", '{"name": "Ad')]
+    with loaded(tiny_model) as rt:
+        with pytest.raises(InvalidParameter, match=r"cannot be continued.*larger max tokens"):
+            list(rt.chat(partial, SamplingParams(max_tokens=5, response_format={"type": "json_object"})))
+        done = list(rt.chat(partial, SamplingParams(max_tokens=3)))[-1]  # free text continues as before
+        assert isinstance(done, Finished)

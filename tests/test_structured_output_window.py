@@ -71,3 +71,8 @@ def test_an_answer_cut_short_is_not_valid_json(qtbot: QtBot, make_window: Callab
     answer = w.store.thread(w.controller.conversation_id)[-1]
     assert answer.metrics["stop_reason"] == "length" and answer.metrics["json_check"] == "not JSON"
     assert "not valid JSON: not JSON" in w.transcript.plain_text()
+    # Continue would put a second document after the cut one: the window says what to do instead
+    with qtbot.waitSignal(w.controller.generating_changed, check_params_cb=lambda on: not on, timeout=20_000):
+        w.transcript.action.emit("continue", answer.id, 0)  # the Continue link
+    assert w.banner.isVisible() and "cannot be continued" in w.banner.text() and "max tokens" in w.banner.text()
+    assert w.store.message(answer.id).content == answer.content  # the cut answer is kept as it was

@@ -264,8 +264,14 @@ class LocalRuntime:
                 "Load a vision model with its projector, or remove the images."
             )
         thinking = params.thinking
-        if template.thinking_switch and (params.grammar is not None or wants_json(params.response_format)):
-            thinking = False  # a grammar constrains the answer from its first token: no room for thoughts
+        if params.grammar is not None or wants_json(params.response_format):
+            if prefix:  # the grammar starts at the answer's beginning: a second document would follow the cut one
+                raise InvalidParameter(
+                    "An answer constrained to JSON (or a grammar) cannot be continued: "
+                    "regenerate it with a larger max tokens."
+                )
+            if template.thinking_switch:
+                thinking = False  # the grammar constrains the answer from its first token: no room for thoughts
         prompt: VisionPrompt | None = None
         while True:
             if prompt is not None:
