@@ -295,6 +295,62 @@ def test_a_remote_server_gets_the_penalties(server: FakeOpenAI, backends: Backen
     assert "frequency_penalty" not in SamplingParams().to_dict()  # saved chats stay as they were
 
 
+# ----- logprobs
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_chat_logprobs_in_openais_shape(client: openai.OpenAI, stream: bool) -> None:
+    kwargs: dict[str, Any] = {"model": "tiny", "messages": HELLO, "max_tokens": 6, "temperature": 0}
+    entries: list[Any] = []
+    if not stream:
+        response = client.chat.completions.create(**kwargs, logprobs=True, top_logprobs=3)
+        text = response.choices[0].message.content or ""
+        assert response.choices[0].logprobs is not None and response.choices[0].logprobs.content is not None
+        entries = response.choices[0].logprobs.content
+    else:
+        parts = []
+        with client.chat.completions.create(**kwargs, logprobs=True, top_logprobs=3, stream=True) as chunks:
+            for chunk in chunks:
+                for choice in chunk.choices:
+                    parts.append(choice.delta.content or "")
+                    if choice.logprobs is not None and choice.logprobs.content:
+                        entries.extend(choice.logprobs.content)
+        text = "".join(parts)
+    assert len(entries) == 6  # one per token (max_tokens=6, greedy)
+    # a token may be part of a character (the tiny model has byte tokens): its bytes are exact
+    assert bytes(b for e in entries for b in e.bytes or []).decode("utf-8", errors="replace") == text
+    for e in entries:
+        assert e.logprob <= 0 and e.token == bytes(e.bytes or []).decode("utf-8", errors="replace")
+        assert len(e.top_logprobs) == 3
+        assert [t.logprob for t in e.top_logprobs] == sorted((t.logprob for t in e.top_logprobs), reverse=True)
+        assert e.top_logprobs[0].token == e.token and e.top_logprobs[0].logprob == pytest.approx(e.logprob)  # greedy
+    plain = client.chat.completions.create(**kwargs)
+    assert plain.choices[0].logprobs is None and plain.choices[0].message.content == text
+
+
+def test_completion_logprobs_in_the_legacy_shape(client: openai.OpenAI) -> None:
+    response = client.completions.create(model="tiny", prompt="Once", max_tokens=5, temperature=0, logprobs=2)
+    logprobs = response.choices[0].logprobs
+    assert logprobs is not None and logprobs.tokens is not None and len(logprobs.tokens) == 5
+    assert logprobs.token_logprobs is not None and all(lp <= 0 for lp in logprobs.token_logprobs)
+    assert logprobs.top_logprobs is not None and all(len(top) <= 2 for top in logprobs.top_logprobs)
+    assert logprobs.text_offset is not None and logprobs.text_offset[0] == 0
+    offsets = logprobs.text_offset
+    assert all(offsets[i + 1] == offsets[i] + len(logprobs.tokens[i]) for i in range(4))
+
+
+@pytest.mark.parametrize(
+    ("body", "param"),
+    [
+        ({"logprobs": True, "top_logprobs": 21}, "top_logprobs"),
+        ({"top_logprobs": 2}, "top_logprobs"),
+        ({"logprobs": "yes"}, "logprobs"),
+    ],
+)
+def test_bad_logprobs_are_400(http: httpx2.Client, body: dict[str, Any], param: str) -> None:
+    assert_error(http.post("/v1/chat/completions", json=chat_body(**body)), 400, param)
+
+
 # ----- n samples
 
 

@@ -150,6 +150,9 @@ class SamplingParams:
     # token seen, frequency by how often it was seen. API requests' options, not a window setting.
     presence_penalty: float = 0.0
     frequency_penalty: float = 0.0
+    # Log-probabilities of the answer's tokens, with this many most likely alternatives at each
+    # (0 to 20); None: not computed. An API request's option.
+    logprobs: int | None = None
 
     def __post_init__(self) -> None:
         for spec in SAMPLING_SPECS:
@@ -170,6 +173,9 @@ class SamplingParams:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int | float) or not -2.0 <= value <= 2.0:
                 raise InvalidParameter(f"{name.replace('_', ' ')} must be between -2 and 2, got {value!r}.")
+        lp = self.logprobs
+        if lp is not None and (isinstance(lp, bool) or not isinstance(lp, int) or not 0 <= lp <= 20):
+            raise InvalidParameter(f"logprobs must be a number of alternatives from 0 to 20, or null, got {lp!r}.")
         rf = self.response_format
         if rf is not None and (
             not isinstance(rf, dict) or rf.get("type") not in ("text", "json_object", "json_schema")
@@ -181,7 +187,7 @@ class SamplingParams:
         d["stop"] = list(self.stop)
         if not self.ignore_eos:  # a benchmark's request option, not a chat setting: saved chats stay as they were
             del d["ignore_eos"]
-        for name in ("grammar", "response_format"):  # (saved chats without them stay as they were)
+        for name in ("grammar", "response_format", "logprobs"):  # (saved chats without them stay as they were)
             if d[name] is None:
                 del d[name]
         for name in ("presence_penalty", "frequency_penalty"):

@@ -10,6 +10,7 @@ from ember_chat.engine.inference.metrics import GenerationMetrics
 
 if TYPE_CHECKING:
     from ember_chat.engine.attachments.planning import TurnPlan
+    from ember_chat.engine.inference.logprobs import TokenLogprob
 
 
 @dataclass(frozen=True)
@@ -60,6 +61,7 @@ class Token:
     t_ns: int
     count: int = 1  # tokens this text stands for: several in a remote chunk, 0 for held-back text
     thinking: bool = False  # the token is part of the model's thinking (see reasoning.py)
+    logprob: TokenLogprob | None = None  # when the request asked for log-probabilities (local models)
 
 
 @dataclass(frozen=True)

@@ -61,6 +61,7 @@ from ember_chat.engine.inference.metrics import GenerationMetrics, MetricsRecord
 
 if TYPE_CHECKING:
     from ember_chat.engine.attachments.store import AttachmentStore
+    from ember_chat.engine.inference.logprobs import TokenLogprob
 
 log = logging.getLogger(__name__)
 
@@ -84,6 +85,9 @@ class GenerationSink:
 
     def trimmed(self, dropped_messages: int) -> None:
         """The oldest messages were left out so the prompt fits the context."""
+
+    def token_logprob(self, entry: TokenLogprob) -> None:
+        """A sampled token's log-probability (only when the request's params ask for them)."""
 
     def notice(self, message: str) -> None:
         """Something the user should know about this answer (e.g. the chat template was replaced)."""
@@ -596,6 +600,8 @@ class EngineService:
                 if req.cancelled.is_set():
                     backend.request_stop()  # idempotent: also covers a cancel that raced the start
                 if isinstance(ev, Token):
+                    if ev.logprob is not None:  # (before its text: the API's chunk carries both)
+                        sink.token_logprob(ev.logprob)
                     if ev.text:
                         pending.append(ev.text)
                     if live is None:

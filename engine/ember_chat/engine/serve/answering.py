@@ -19,15 +19,13 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from ember_chat.engine.errors import QueueFull
-from ember_chat.engine.inference.metrics import GenerationMetrics
+from ember_chat.engine.inference.logprobs import TokenLogprob
 from ember_chat.engine.inference.service import GenerationRequest
 from ember_chat.engine.serve.content_parts import attach, request_store
-from ember_chat.engine.serve.openai_api import ApiError, ApiRequest, ResponseBuilder, unfinished_error
+from ember_chat.engine.serve.openai_api import ApiError, ApiRequest, ResponseBuilder, Sample, unfinished_error
 from ember_chat.engine.serve.sink import ClientGone, QueueSink, too_long
 
 POLL_S = 0.05  # how often a waiting handler checks whether its client is still there
-
-Sample = tuple[str, str, GenerationMetrics | None]  # text, stop reason, metrics
 
 
 def sample_seeds(seed: int | None, n: int) -> list[int | None]:
@@ -100,7 +98,7 @@ class AnswersRequests:
                 self._send_json(200, out.response(samples))
                 return
             if req.include_usage:
-                self._event(out.usage_chunk([m for _, _, m in samples]))
+                self._event(out.usage_chunk([m for _, _, m, _ in samples]))
             self._end_stream(None)
 
     def _sample(self, req: ApiRequest, out: ResponseBuilder, sink: QueueSink, index: int) -> Sample | None:
@@ -108,6 +106,9 @@ class AnswersRequests:
         error before the 200 is raised (it is the response)."""
         failure: tuple[str, str] | None = None
         text: list[str] = []
+        wanted = req.params.logprobs is not None
+        entries: list[TokenLogprob] = []  # this sample's, all
+        unsent: list[TokenLogprob] = []  # a stream's, not yet in a chunk (their text held back)
         # Wait for the prompt to be accepted (templated, fits the context) before answering 200,
         # so errors that come before any token get their real status code.
         while True:
@@ -125,17 +126,21 @@ class AnswersRequests:
                 if req.stream:
                     self._open_choice(out, index)
                     self._event(out.final_chunk(reason, metrics, index))
-                return full, reason, metrics
+                return full, reason, metrics, [] if wanted else None
             elif kind == "started":
                 break
         if req.stream:
             self._open_choice(out, index)
         while True:
             kind, data = self._next(sink)
-            if kind == "tokens":
+            if kind == "logprob":
+                entries.append(data)
+                unsent.append(data)
+            elif kind == "tokens":
                 text.append(data)
                 if req.stream and data:
-                    self._event(out.chunk(data, index=index))
+                    self._event(out.chunk(data, index=index, logprobs=unsent if wanted else None))
+                    unsent = []
                 if self._client_gone():  # tokens keep `_next` from ever idling to notice
                     raise ClientGone
             elif kind == "failed":
@@ -146,8 +151,8 @@ class AnswersRequests:
                 if error is not None:  # a partial answer is not a 200: the client would take it as whole
                     return self._fail(error)
                 if req.stream:
-                    self._event(out.final_chunk(reason, metrics, index))
-                return "".join(text), reason, metrics
+                    self._event(out.final_chunk(reason, metrics, index, unsent if wanted and unsent else None))
+                return "".join(text), reason, metrics, entries if wanted else None
 
     def _fail(self, error: ApiError) -> None:
         """Before the 200 the error is the response; after it, an event that ends the stream."""

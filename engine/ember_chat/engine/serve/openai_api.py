@@ -20,8 +20,10 @@ from ember_chat.engine.core.reasoning import ThinkingStream, split_thinking
 from ember_chat.engine.core.states import StopReason
 from ember_chat.engine.errors import InvalidParameter
 from ember_chat.engine.inference.grammar import json_format, response_format_grammar, wants_json
+from ember_chat.engine.inference.logprobs import TokenLogprob
 from ember_chat.engine.inference.metrics import GenerationMetrics
 from ember_chat.engine.serve.content_parts import ContentError, parse_content
+from ember_chat.engine.serve.logprob_shapes import chat_logprobs, completion_logprobs
 
 
 class ApiError(Exception):
@@ -75,9 +77,9 @@ _SAMPLING_FIELDS = {
     "ignore_eos": "ignore_eos",  # llama.cpp's and vLLM's: exactly max_tokens (benchmarks)
 }
 # Accepted and ignored only at their neutral value; anything else is refused rather than ignored.
-_NEUTRAL = {"logprobs": False, "echo": False, "best_of": 1}
+_NEUTRAL = {"echo": False, "best_of": 1}
 _REFUSED = (
-    "tools", "tool_choice", "functions", "function_call", "logit_bias", "top_logprobs", "suffix",
+    "tools", "tool_choice", "functions", "function_call", "logit_bias", "suffix",
 )  # fmt: skip
 _IGNORED = ("user", "stream_options", "parallel_tool_calls", "store", "metadata", "service_tier")
 # llama.cpp's cache_prompt: Ember always reuses the cached prefix of the prompt; vLLM's pair that
@@ -85,7 +87,7 @@ _IGNORED = ("user", "stream_options", "parallel_tool_calls", "store", "metadata"
 _NO_OP = ("cache_prompt", "continue_final_message", "add_generation_prompt")
 _READ = (
     "model", "stream", "n", "max_tokens", "max_completion_tokens", "stop", "chat_template_kwargs", "response_format",
-    "grammar", "json_schema", "ember",
+    "grammar", "json_schema", "logprobs", "top_logprobs", "ember",
 )  # fmt: skip
 _KNOWN = {*_SAMPLING_FIELDS, *_NEUTRAL, *_REFUSED, *_IGNORED, *_NO_OP, *_READ}
 _KNOWN_BY_KIND = {"chat": _KNOWN | {"messages"}, "completion": _KNOWN | {"prompt"}}
@@ -140,6 +142,29 @@ def _ember_options(raw: Any) -> dict[str, bool]:
     return dict(raw)
 
 
+def _logprobs(kind: str, body: dict[str, Any]) -> int | None:
+    """How many alternatives per token a request wants with its log-probabilities (None: none):
+    chat's `logprobs: true` with `top_logprobs` (0-20), or the completions API's `logprobs` (0-5)."""
+    logprobs, top = body.get("logprobs"), body.get("top_logprobs")
+
+    def whole(value: Any, high: int) -> bool:
+        return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= high
+
+    if kind == "completion":
+        if top is not None:
+            raise ApiError(400, "top_logprobs is chat's; completions take logprobs (0 to 5).", param="top_logprobs")
+        if logprobs is not None and not whole(logprobs, 5):
+            raise ApiError(400, "logprobs must be a whole number from 0 to 5.", param="logprobs")
+        return logprobs if isinstance(logprobs, int) else None
+    if not isinstance(logprobs, bool | None):
+        raise ApiError(400, "logprobs must be true or false.", param="logprobs")
+    if top is not None and not whole(top, 20):
+        raise ApiError(400, "top_logprobs must be a whole number from 0 to 20.", param="top_logprobs")
+    if top is not None and not logprobs:
+        raise ApiError(400, "top_logprobs needs logprobs: true.", param="top_logprobs")
+    return (top or 0) if logprobs else None
+
+
 def _constraint(body: dict[str, Any]) -> dict[str, Any]:
     """SamplingParams' grammar / response_format for OpenAI's `response_format` or llama.cpp's `grammar`
     (GBNF) and `json_schema` (at most one), checked here so a bad one is a 400 naming it."""
@@ -179,6 +204,9 @@ def parse_request(kind: str, body: Any, allow_unknown: bool = False) -> ApiReque
         if name in body and body[name] not in (None, neutral):
             raise ApiError(400, f"{name}={body[name]!r} is not supported (only {neutral!r}).", param=name)
     values: dict[str, Any] = _constraint(body)
+    top = _logprobs(kind, body)
+    if top is not None:
+        values["logprobs"] = top
     sent: dict[str, str] = {}  # SamplingParams field → the request's name for it (for `param`)
     for name, target in _SAMPLING_FIELDS.items():
         if body.get(name) is not None:
@@ -306,6 +334,10 @@ def usage(samples: list[GenerationMetrics | None]) -> dict[str, Any]:
     }
 
 
+# One sample's answer: text, stop reason, metrics, and its tokens' log-probabilities if asked for
+Sample = tuple[str, str, GenerationMetrics | None, list[TokenLogprob] | None]
+
+
 class ResponseBuilder:
     """Ids, timestamps and shapes of one response (chat.completion[.chunk] or text_completion)."""
 
@@ -316,6 +348,7 @@ class ResponseBuilder:
         self.created = int(time.time())
         self._thinking: dict[int, ThinkingStream] = {}  # per choice: thinking goes out as reasoning_content
         self.attachments: list[dict[str, Any]] | None = None  # how the request's files were used (`ember`)
+        self._offset = 0  # the completions API's text_offset of the next logprobs entry (per choice)
 
     def _ember(self, metrics: GenerationMetrics | None) -> dict[str, Any] | None:
         ember = metrics.to_dict() if metrics else None
@@ -326,7 +359,25 @@ class ResponseBuilder:
     def _base(self, obj: str) -> dict[str, Any]:
         return {"id": self.id, "object": obj, "created": self.created, "model": self.model}
 
-    def chunk(self, text: str | None, finish: str | None = None, first: bool = False, index: int = 0) -> dict[str, Any]:
+    def _logprobs(self, entries: list[TokenLogprob] | None) -> dict[str, Any] | None:
+        if entries is None:
+            return None
+        if self.kind == "chat":
+            return chat_logprobs(entries)
+        shape = completion_logprobs(entries, self._offset)
+        self._offset += sum(len(t) for t in shape["tokens"])
+        return shape
+
+    def chunk(
+        self,
+        text: str | None,
+        finish: str | None = None,
+        first: bool = False,
+        index: int = 0,
+        logprobs: list[TokenLogprob] | None = None,
+    ) -> dict[str, Any]:
+        if first:
+            self._offset = 0
         if self.kind == "chat":
             delta: dict[str, Any] = {}
             if first:
@@ -339,14 +390,19 @@ class ResponseBuilder:
                     delta["content"] = answer
             elif text is not None:
                 delta["content"] = text
-            choice: dict[str, Any] = {"index": index, "delta": delta, "logprobs": None, "finish_reason": finish}
+            choice: dict[str, Any] = {
+                "index": index, "delta": delta, "logprobs": self._logprobs(logprobs), "finish_reason": finish,
+            }  # fmt: skip
             return {**self._base("chat.completion.chunk"), "system_fingerprint": None, "choices": [choice]}
-        choice = {"index": index, "text": text or "", "logprobs": None, "finish_reason": finish}
+        choice = {"index": index, "text": text or "", "logprobs": self._logprobs(logprobs), "finish_reason": finish}
         return {**self._base("text_completion"), "choices": [choice]}
 
-    def final_chunk(self, reason: str, metrics: GenerationMetrics | None, index: int = 0) -> dict[str, Any]:
-        """The chunk that ends choice `index`; its `ember` has that sample's metrics."""
-        out = self.chunk(None if self.kind == "chat" else "", finish_reason(reason), index=index)
+    def final_chunk(
+        self, reason: str, metrics: GenerationMetrics | None, index: int = 0, logprobs: list[TokenLogprob] | None = None
+    ) -> dict[str, Any]:
+        """The chunk that ends choice `index`; its `ember` has that sample's metrics (`logprobs`: of
+        tokens whose text was held back until the end, if any)."""
+        out = self.chunk(None if self.kind == "chat" else "", finish_reason(reason), index=index, logprobs=logprobs)
         out["ember"] = self._ember(metrics)
         return out
 
@@ -354,25 +410,27 @@ class ResponseBuilder:
         obj = "chat.completion.chunk" if self.kind == "chat" else "text_completion"
         return {**self._base(obj), "choices": [], "usage": usage(samples)}
 
-    def response(self, samples: list[tuple[str, str, GenerationMetrics | None]]) -> dict[str, Any]:
+    def response(self, samples: list[Sample]) -> dict[str, Any]:
         """The whole response: a choice per sample (text, stop reason, metrics). Its `ember` has the
         first sample's metrics, and with several samples each one's under `choices`."""
         choices = []
-        for index, (text, reason, _metrics) in enumerate(samples):
+        for index, (text, reason, _metrics, entries) in enumerate(samples):
+            self._offset = 0
             if self.kind == "chat":
                 split = split_thinking(text)
                 message = {"role": "assistant", "content": split.answer, "refusal": None}
                 if split.thinking:
                     message["reasoning_content"] = split.thinking
-                choices.append({"index": index, "message": message, "logprobs": None,
+                choices.append({"index": index, "message": message, "logprobs": self._logprobs(entries),
                                 "finish_reason": finish_reason(reason)})  # fmt: skip
             else:
-                choices.append({"index": index, "text": text, "logprobs": None, "finish_reason": finish_reason(reason)})
+                choices.append({"index": index, "text": text, "logprobs": self._logprobs(entries),
+                                "finish_reason": finish_reason(reason)})  # fmt: skip
         if self.kind == "chat":
             base = {**self._base("chat.completion"), "system_fingerprint": None}
         else:
             base = self._base("text_completion")
-        metrics = [m for _, _, m in samples]
+        metrics = [m for _, _, m, _ in samples]
         ember = self._ember(metrics[0] if metrics else None)
         if len(samples) > 1:
             ember = {**(ember or {}), "choices": [m.to_dict() if m else None for m in metrics]}

@@ -8,6 +8,7 @@ import threading
 from typing import Any
 
 from ember_chat.engine.inference.events import AttachmentsPlanned
+from ember_chat.engine.inference.logprobs import TokenLogprob
 from ember_chat.engine.inference.metrics import GenerationMetrics
 from ember_chat.engine.inference.service import GenerationSink
 from ember_chat.engine.serve.openai_api import ApiError, ResponseBuilder
@@ -39,6 +40,9 @@ class QueueSink(GenerationSink):
         if self.cancel is not None:
             self.cancel.set()  # on the engine thread: stopped before its prompt is evaluated
         self.events.put(("trimmed", dropped_messages))
+
+    def token_logprob(self, entry: TokenLogprob) -> None:
+        self.events.put(("logprob", entry))
 
     def started(self, snapshot: dict[str, Any]) -> None:
         self.events.put(("started", snapshot))
