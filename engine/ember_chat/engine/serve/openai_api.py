@@ -19,35 +19,12 @@ from ember_chat.engine.core.params import SamplingParams
 from ember_chat.engine.core.reasoning import ThinkingStream, split_thinking
 from ember_chat.engine.core.states import StopReason
 from ember_chat.engine.errors import InvalidParameter
-from ember_chat.engine.inference.grammar import json_format, response_format_grammar, wants_json
 from ember_chat.engine.inference.logprobs import TokenLogprob
 from ember_chat.engine.inference.metrics import GenerationMetrics
+from ember_chat.engine.serve.api_error import ApiError
 from ember_chat.engine.serve.content_parts import ContentError, parse_content
 from ember_chat.engine.serve.logprob_shapes import chat_logprobs, completion_logprobs
-
-
-class ApiError(Exception):
-    """An error the server answers with, in OpenAI's error shape."""
-
-    def __init__(
-        self,
-        status: int,
-        message: str,
-        type_: str = "invalid_request_error",
-        param: str | None = None,
-        code: str | None = None,
-        headers: dict[str, str] | None = None,
-    ) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
-        self.type = type_
-        self.param = param
-        self.code = code
-        self.headers = headers or {}
-
-    def body(self) -> dict[str, Any]:
-        return {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code}}
+from ember_chat.engine.serve.request_options import MAX_N, constraint, ember_options, logprobs_wanted
 
 
 @dataclass(frozen=True)
@@ -123,64 +100,6 @@ def _messages(raw: Any, files: dict[int, list[Extracted]]) -> list[ChatMessage]:
     return out
 
 
-_EMBER_OPTIONS = ("trim_history",)
-MAX_N = 16  # samples per request (each is a whole generation, in turn)
-
-
-def _ember_options(raw: Any) -> dict[str, bool]:
-    """The request's `ember` extension object (Ember's own options)."""
-    if raw is None:
-        return {}
-    if not isinstance(raw, dict):
-        raise ApiError(400, "ember must be an object.", param="ember")
-    unknown = sorted(set(raw) - set(_EMBER_OPTIONS))
-    if unknown:
-        raise ApiError(400, f"ember: unknown option(s) {', '.join(unknown)} (known: trim_history).", param="ember")
-    for name, value in raw.items():
-        if not isinstance(value, bool):
-            raise ApiError(400, f"ember.{name} must be true or false.", param="ember")
-    return dict(raw)
-
-
-def _logprobs(kind: str, body: dict[str, Any]) -> int | None:
-    """How many alternatives per token a request wants with its log-probabilities (None: none):
-    chat's `logprobs: true` with `top_logprobs` (0-20), or the completions API's `logprobs` (0-5)."""
-    logprobs, top = body.get("logprobs"), body.get("top_logprobs")
-
-    def whole(value: Any, high: int) -> bool:
-        return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= high
-
-    if kind == "completion":
-        if top is not None:
-            raise ApiError(400, "top_logprobs is chat's; completions take logprobs (0 to 5).", param="top_logprobs")
-        if logprobs is not None and not whole(logprobs, 5):
-            raise ApiError(400, "logprobs must be a whole number from 0 to 5.", param="logprobs")
-        return logprobs if isinstance(logprobs, int) else None
-    if not isinstance(logprobs, bool | None):
-        raise ApiError(400, "logprobs must be true or false.", param="logprobs")
-    if top is not None and not whole(top, 20):
-        raise ApiError(400, "top_logprobs must be a whole number from 0 to 20.", param="top_logprobs")
-    if top is not None and not logprobs:
-        raise ApiError(400, "top_logprobs needs logprobs: true.", param="top_logprobs")
-    return (top or 0) if logprobs else None
-
-
-def _constraint(body: dict[str, Any]) -> dict[str, Any]:
-    """SamplingParams' grammar / response_format for OpenAI's `response_format` or llama.cpp's `grammar`
-    (GBNF) and `json_schema` (at most one), checked here so a bad one is a 400 naming it."""
-    given = {n: body[n] for n in ("response_format", "grammar", "json_schema") if body.get(n) is not None}
-    try:
-        response_format_grammar(given.get("response_format"), given.get("grammar"), given.get("json_schema"))
-    except InvalidParameter as exc:
-        raise ApiError(400, str(exc), param=next(iter(given)) if len(given) == 1 else None) from None
-    if "grammar" in given:
-        return {"grammar": given["grammar"]}
-    if "json_schema" in given:  # as OpenAI's shape, which a remote server behind Ember also understands
-        return {"response_format": json_format(given["json_schema"])}
-    fmt = given.get("response_format")
-    return {"response_format": fmt} if wants_json(fmt) else {}
-
-
 def parse_request(kind: str, body: Any, allow_unknown: bool = False) -> ApiRequest:
     """Validate a /v1/chat/completions (kind "chat") or /v1/completions ("completion") body. A field
     Ember does not know is a 400 naming it (a client would believe it applied), unless `allow_unknown`
@@ -203,8 +122,8 @@ def parse_request(kind: str, body: Any, allow_unknown: bool = False) -> ApiReque
     for name, neutral in _NEUTRAL.items():
         if name in body and body[name] not in (None, neutral):
             raise ApiError(400, f"{name}={body[name]!r} is not supported (only {neutral!r}).", param=name)
-    values: dict[str, Any] = _constraint(body)
-    top = _logprobs(kind, body)
+    values: dict[str, Any] = constraint(body)
+    top = logprobs_wanted(kind, body)
     if top is not None:
         values["logprobs"] = top
     sent: dict[str, str] = {}  # SamplingParams field → the request's name for it (for `param`)
@@ -259,14 +178,14 @@ def parse_request(kind: str, body: Any, allow_unknown: bool = False) -> ApiReque
     if kind == "chat":
         files: dict[int, list[Extracted]] = {}
         messages = _messages(body.get("messages"), files)
-        trim = _ember_options(body.get("ember")).get("trim_history", False)
+        trim = ember_options(body.get("ember")).get("trim_history", False)
         return ApiRequest("chat", messages=messages, files=files, trim_history=trim, **common)
     prompt = body.get("prompt")
     if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
         prompt = prompt[0]
     if not isinstance(prompt, str):
         raise ApiError(400, "prompt must be a string.", param="prompt")
-    _ember_options(body.get("ember"))
+    ember_options(body.get("ember"))
     return ApiRequest("completion", prompt=prompt, **common)
 
 
