@@ -13,6 +13,7 @@ import httpx2
 import openai
 import pytest
 
+from ember_chat.engine.cli.common import load_blocking
 from ember_chat.engine.core.messages import ChatMessage
 from ember_chat.engine.core.params import SamplingParams
 from ember_chat.engine.core.refs import Endpoint, RemoteModelRef
@@ -326,6 +327,23 @@ def test_chat_logprobs_in_openais_shape(client: openai.OpenAI, stream: bool) -> 
         assert e.top_logprobs[0].token == e.token and e.top_logprobs[0].logprob == pytest.approx(e.logprob)  # greedy
     plain = client.chat.completions.create(**kwargs)
     assert plain.choices[0].logprobs is None and plain.choices[0].message.content == text
+
+
+def test_logprobs_of_a_remote_model_are_refused(server: FakeOpenAI) -> None:
+    """Ember in front of a remote server has no logits to give: a 400, not an empty list."""
+    service = EngineService()
+    api = None
+    try:
+        load_blocking(service, RemoteModelRef(Endpoint("fake", server.base_url), "test-model"), "test-model")
+        api = ApiServer(service, ServerConfig(port=0))
+        api.start()
+        with httpx2.Client(base_url=f"http://127.0.0.1:{api.port}", timeout=WAIT_S) as raw:
+            body = {"model": "test-model", "messages": HELLO, "logprobs": True}
+            assert_error(raw.post("/v1/chat/completions", json=body), 400, "logprobs")
+    finally:
+        if api is not None:
+            api.stop()
+        service.close()
 
 
 def test_completion_logprobs_in_the_legacy_shape(client: openai.OpenAI) -> None:

@@ -227,7 +227,12 @@ class _Handler(ReportsRequests, AnswersRequests, BaseHTTPRequestHandler):
 
     def _generate(self, kind: str) -> None:
         req = parse_request(kind, self._body(), self.server.config.allow_unknown_fields)
-        self._answer(req, ResponseBuilder(kind, self._check_model(req)))
+        name = self._check_model(req)
+        model = self.server.service.model
+        if req.params.logprobs is not None and model is not None and model.is_remote:
+            raise ApiError(400, f"{name} is a remote model: Ember has no logits of it to give log-probabilities.",
+                           param="logprobs")  # fmt: skip
+        self._answer(req, ResponseBuilder(kind, name))
 
 
 class _Server(ThreadingHTTPServer):
