@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+from ember_chat.engine.core.json_schema import schema_errors
 from ember_chat.engine.core.messages import ChatMessage
 from ember_chat.engine.core.tools import (
     DEFAULT_MAX_TOOL_CALLS,
@@ -15,7 +16,6 @@ from ember_chat.engine.core.tools import (
     ToolResult,
     ToolSpec,
     new_call_id,
-    schema_errors,
 )
 from ember_chat.engine.errors import InvalidParameter
 
@@ -134,14 +134,14 @@ SCHEMA = {
     ],
 )
 def test_arguments_are_checked_against_the_schema(value: object, errors: list[str]) -> None:
-    assert schema_errors(value, SCHEMA) == errors
+    assert schema_errors(value, SCHEMA, "arguments") == errors
 
 
 def test_any_of_and_const() -> None:
     schema = {"anyOf": [{"type": "string"}, {"type": "integer"}]}
-    assert schema_errors("x", schema) == [] and schema_errors(1, schema) == []
-    assert schema_errors(1.5, schema) == ["arguments matches none of the allowed shapes"]
-    assert schema_errors("b", {"const": "a"}) == ['arguments must be "a"']
+    assert schema_errors("x", schema, "arguments") == [] and schema_errors(1, schema, "arguments") == []
+    assert schema_errors(1.5, schema, "arguments") == ["arguments matches none of the allowed shapes"]
+    assert schema_errors("b", {"const": "a"}, "arguments") == ['arguments must be "a"']
 
 
 def test_the_cap_on_calls_per_answer() -> None:

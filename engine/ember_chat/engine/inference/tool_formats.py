@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from ember_chat.engine.core.tools import ToolCall, ToolResult, ToolSpec, new_call_id, schema_errors
+from ember_chat.engine.core.json_schema import schema_errors
+from ember_chat.engine.core.tools import ToolCall, ToolResult, ToolSpec, new_call_id
 from ember_chat.engine.inference.tools_render import TemplateTraits
 
 
@@ -87,7 +88,7 @@ def check_call(
         arguments = {}
     if not isinstance(arguments, dict):
         return InvalidCall(ToolCall(call_id, name, {}, raw), "the call's arguments must be a JSON object.")
-    errors = schema_errors(arguments, spec.parameters)
+    errors = schema_errors(arguments, spec.parameters, "arguments")
     if errors:
         return InvalidCall(ToolCall(call_id, name, arguments, raw), "; ".join(errors) + ".")
     return ToolCall(call_id, name, arguments, raw)
