@@ -157,8 +157,8 @@ class ToolCallStream:
         self._call_position = self._call_position or bool(found)
 
     def _json_end(self, body: str, start: int) -> int | None:
-        """json_end, carried on from where the last piece left it: a long argument streamed in small
-        pieces is read once, not again at every piece."""
+        """Where the JSON at `start` ends, carried on from where the last piece left it: a long argument
+        streamed in small pieces is read once, not again at every piece."""
         if self._scan is None or self._scan.start != start:
             self._scan = _JsonScan(start)
         return self._scan.end(body)
@@ -323,7 +323,8 @@ def _loads(text: str) -> Any:
 
 
 class _JsonScan:
-    """json_end for text that grows: the scan's state is kept between calls."""
+    """Where the JSON object or array opening at `start` ends (the index after it), for text that grows:
+    the scan's state is kept between calls, so each piece is read once."""
 
     def __init__(self, start: int) -> None:
         self.start = self.pos = start

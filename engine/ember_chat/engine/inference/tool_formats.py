@@ -102,29 +102,6 @@ def cut_short(opener: str, body: str) -> tuple[list, int, bool]:
     return [broken_call(opener + body, "the tool call was cut short.")], len(body), False
 
 
-def json_end(text: str, start: int = 0) -> int | None:
-    """Where the JSON object or array opening at `start` ends (the index after it), None if it has not."""
-    depth, in_string, escaped = 0, False, False
-    for i in range(start, len(text)):
-        c = text[i]
-        if in_string:
-            if escaped:
-                escaped = False
-            elif c == "\\":
-                escaped = True
-            elif c == '"':
-                in_string = False
-        elif c == '"':
-            in_string = True
-        elif c in "{[":
-            depth += 1
-        elif c in "}]":
-            depth -= 1
-            if depth == 0:
-                return i + 1
-    return None
-
-
 STARTS = {
     ToolFormat.HERMES: ("<tool_call>",),
     ToolFormat.LLAMA3: ("<|python_tag|>",),
