@@ -66,6 +66,8 @@ def test_an_answer_cut_short_is_not_valid_json(qtbot: QtBot, make_window: Callab
     w = make_window()
     load(qtbot, w)
     w.side.params.json_answer.enabled.setChecked(True)
+    # (a schema no 4 tokens can satisfy: any JSON object could be a finished "{}" in two)
+    type_schema(qtbot, w, json.dumps(PERSON))
     set_max_tokens(w, 4)
     send(qtbot, w, "Describe a person.")
     answer = w.store.thread(w.controller.conversation_id)[-1]
