@@ -293,3 +293,14 @@ def _batches(ids: list[int], size: int = 500) -> Iterator[list[int]]:
 
 
 __all__ = ["AttachmentStore", "ChunkHit", "StoredAttachment", "fts_query"]
+
+
+@contextlib.contextmanager
+def temporary_store(prefix: str) -> Iterator[AttachmentStore]:
+    """An attachment store for one run or one API request, in a temporary folder removed afterwards."""
+    with tempfile.TemporaryDirectory(prefix=prefix) as folder:
+        chats = ConversationStore(Path(folder) / "chats.sqlite3")
+        try:
+            yield AttachmentStore(AppPaths(Path(folder), Path(folder)), chats)
+        finally:
+            chats.close()

@@ -4,16 +4,12 @@ and reported: per attachment its name, kind, tokens and mode, and for retrieval 
 
 from __future__ import annotations
 
-import contextlib
-import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from ember_chat.engine.attachments import AttachmentKind, AttachmentStore, Extracted, Limits, read_attachment
 from ember_chat.engine.core.messages import AttachmentRef, ChatMessage, ImageInput
 from ember_chat.engine.inference.events import AttachmentsPlanned
-from ember_chat.engine.storage.conversations import ConversationStore
 from ember_chat.engine.storage.paths import AppPaths
 from ember_chat.engine.storage.settings import SettingsFile
 
@@ -22,17 +18,6 @@ def read_files(files: list[str], paths: AppPaths) -> list[Extracted]:
     """Every file read, or AttachmentError (an EmberError: one line, exit 2) for the first that cannot be."""
     limits = Limits.from_megabytes(SettingsFile(paths.settings_file).load().attachment_max_mb)
     return [read_attachment(Path(f), limits) for f in files]
-
-
-@contextlib.contextmanager
-def run_store() -> Iterator[AttachmentStore]:
-    """An attachment store for one run, in a temporary folder removed afterwards."""
-    with tempfile.TemporaryDirectory(prefix="ember-attach-") as folder:
-        chats = ConversationStore(Path(folder) / "chats.sqlite3")
-        try:
-            yield AttachmentStore(AppPaths(Path(folder), Path(folder)), chats)
-        finally:
-            chats.close()
 
 
 def user_message(prompt: str, files: list[Extracted], store: AttachmentStore) -> ChatMessage:

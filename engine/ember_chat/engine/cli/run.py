@@ -10,7 +10,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from ember_chat.engine.cli.attach import read_files, report, run_store, user_message
+from ember_chat.engine.attachments.store import temporary_store
+from ember_chat.engine.cli.attach import read_files, report, user_message
 from ember_chat.engine.cli.common import (
     PrintSink,
     add_load_flags,
@@ -82,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
         sink = PrintSink(sys.stdout)
         if args.mode == "chat":
             messages = [ChatMessage("system", args.system)] if args.system else []
-            store = stack.enter_context(run_store()) if files else None
+            store = stack.enter_context(temporary_store("ember-attach-")) if files else None
             messages.append(user_message(args.prompt, files, store) if store else ChatMessage("user", args.prompt))
             request = GenerationRequest(
                 params,

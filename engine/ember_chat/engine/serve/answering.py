@@ -18,10 +18,11 @@ import socket
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from ember_chat.engine.attachments.store import temporary_store
 from ember_chat.engine.errors import QueueFull
 from ember_chat.engine.inference.logprobs import TokenLogprob
 from ember_chat.engine.inference.service import GenerationRequest
-from ember_chat.engine.serve.content_parts import attach, request_store
+from ember_chat.engine.serve.content_parts import attach
 from ember_chat.engine.serve.openai_api import ApiError, ApiRequest, ResponseBuilder, Sample, unfinished_error
 from ember_chat.engine.serve.sink import ClientGone, QueueSink, too_long
 
@@ -60,7 +61,7 @@ class AnswersRequests:
         with contextlib.ExitStack() as stack:
             messages, store = req.messages, None
             if req.files and messages is not None:  # the request's `file` parts: kept for this request only
-                store = stack.enter_context(request_store())
+                store = stack.enter_context(temporary_store("ember-api-"))
                 messages = attach(messages, req.files, store)
             samples: list[Sample] = []
             for index, seed in enumerate(sample_seeds(req.params.seed, req.n)):

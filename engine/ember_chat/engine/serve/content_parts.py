@@ -1,26 +1,20 @@
 """OpenAI content parts in a user message: `text`; `file` ({"file": {"filename", "file_data"}}, the
 data as base64 or a `data:` URL) read like a file attached in the window; `image_url` with a `data:`
 URL (an `http(s)` URL is refused: Ember never fetches a URL named in a request). A request's files
-are kept in a temporary attachment store for that one request (`request_store`)."""
+are kept in a temporary attachment store for that one request (`temporary_store`)."""
 
 from __future__ import annotations
 
 import base64
 import binascii
-import contextlib
 import re
-import tempfile
-from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Any
 
 from ember_chat.engine.attachments import DEFAULT_LIMITS, AttachmentStore, Extracted, Limits, read_attachment_bytes
 from ember_chat.engine.core.images import from_data_url, image_mime
 from ember_chat.engine.core.messages import ChatMessage, ImageInput
 from ember_chat.engine.errors import AttachmentError, InvalidParameter
-from ember_chat.engine.storage.conversations import ConversationStore
-from ember_chat.engine.storage.paths import AppPaths
 
 _DATA_URL = re.compile(r"data:(?P<mime>[\w.+-]+/[\w.+-]+)?(?P<params>(;[^;,]*)*?);base64,(?P<data>.*)", re.S)  # files
 _IMAGE_SUFFIX = {"image/png": "png", "image/jpeg": "jpg", "image/webp": "webp", "image/gif": "gif"}
@@ -117,17 +111,6 @@ def _base64(text: str, at: str) -> bytes:
         return base64.b64decode(re.sub(r"\s+", "", text), validate=True)
     except (binascii.Error, ValueError):
         raise ContentError(f"{at} is not valid base64.") from None
-
-
-@contextlib.contextmanager
-def request_store() -> Iterator[AttachmentStore]:
-    """An attachment store for one request, in a temporary folder removed afterwards."""
-    with tempfile.TemporaryDirectory(prefix="ember-api-") as folder:
-        chats = ConversationStore(Path(folder) / "chats.sqlite3")
-        try:
-            yield AttachmentStore(AppPaths(Path(folder), Path(folder)), chats)
-        finally:
-            chats.close()
 
 
 def attach(messages: list[ChatMessage], files: dict[int, list[Extracted]], store: AttachmentStore) -> list[ChatMessage]:
