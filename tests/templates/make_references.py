@@ -49,9 +49,12 @@ def system_merged(messages: list[dict]) -> list[dict]:
     return rest
 
 
-def render(source: str, messages: list[dict], entry: dict, kwargs: dict) -> str:
+def render(source: str, messages: list[dict], entry: dict, kwargs: dict, tools: list[dict] | None = None) -> str:
+    """One conversation as transformers renders it (with the generation prompt; `tools` given to the
+    template when there are some)."""
     rendered, _ = chat_template_utils.render_jinja_template(
         conversations=[messages],
+        tools=tools,
         chat_template=source,
         add_generation_prompt=True,
         bos_token=entry["bos"],
@@ -61,7 +64,9 @@ def render(source: str, messages: list[dict], entry: dict, kwargs: dict) -> str:
     return rendered[0]
 
 
-def main() -> None:
+def load_manifest() -> dict:
+    """The templates' manifest, with transformers' clock pinned to its date (templates that print
+    today's date render the same every time)."""
     manifest = json.loads((HERE / "manifest.json").read_text(encoding="utf-8"))
     pinned = dt.datetime.fromisoformat(manifest["date"])
 
@@ -71,6 +76,11 @@ def main() -> None:
             return pinned
 
     chat_template_utils.datetime = PinnedClock
+    return manifest
+
+
+def main() -> None:
+    manifest = load_manifest()
     cases = []
     for entry in manifest["templates"]:
         source = (HERE / entry["file"]).read_text(encoding="utf-8")

@@ -18,13 +18,12 @@ It writes tests/templates/tool_references.json.
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 from pathlib import Path
 
 import jinja2
 import transformers
-from transformers.utils import chat_template_utils
+from make_references import load_manifest, render  # (run as a script: its folder is on the path)
 
 HERE = Path(__file__).parent
 
@@ -83,28 +82,8 @@ AS_SINGLE_CALLS = {
 }
 
 
-def render(source: str, messages: list[dict], entry: dict) -> str:
-    rendered, _ = chat_template_utils.render_jinja_template(
-        conversations=[messages],
-        tools=[WEATHER],
-        chat_template=source,
-        add_generation_prompt=True,
-        bos_token=entry["bos"],
-        eos_token=entry["eos"],
-    )
-    return rendered[0]
-
-
 def main() -> None:
-    manifest = json.loads((HERE / "manifest.json").read_text(encoding="utf-8"))
-    pinned = dt.datetime.fromisoformat(manifest["date"])
-
-    class PinnedClock(dt.datetime):
-        @classmethod
-        def now(cls, tz=None):
-            return pinned
-
-    chat_template_utils.datetime = PinnedClock
+    manifest = load_manifest()
     cases = []
     for entry in manifest["templates"]:
         source = (HERE / entry["file"]).read_text(encoding="utf-8")
@@ -113,11 +92,11 @@ def main() -> None:
         for name, messages in CONVERSATIONS.items():
             case = {"template": entry["name"], "conversation": name}
             try:
-                case["expected"] = render(source, messages, entry)
+                case["expected"] = render(source, messages, entry, {}, [WEATHER])
             except jinja2.TemplateError as exc:
                 case["error"] = str(exc)
             if name in AS_SINGLE_CALLS:
-                case["as_single_calls"] = render(source, AS_SINGLE_CALLS[name], entry)
+                case["as_single_calls"] = render(source, AS_SINGLE_CALLS[name], entry, {}, [WEATHER])
             cases.append(case)
     out = {
         "made_with": f"transformers {transformers.__version__} render_jinja_template, jinja2 {jinja2.__version__}",
