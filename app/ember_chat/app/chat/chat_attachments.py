@@ -54,10 +54,8 @@ class ChatAttachments:
                     with contextlib.suppress(EmberError):  # a missing file: its chip stays, without a thumbnail
                         images[a.sha256] = self.store.image(a)
             out[message_id] = MessageAttachments(tuple(atts), images=images)
-        for message_id in ids:
-            plan = self.store.plan_of(message_id)
-            if plan is not None:
-                out[message_id] = MessageAttachments(
-                    out.get(message_id, MessageAttachments()).attachments, tuple(plan.items), tuple(plan.sources)
-                )
+        for message_id, plan in self.store.plans_of(ids).items():
+            out[message_id] = MessageAttachments(
+                out.get(message_id, MessageAttachments()).attachments, tuple(plan.items), tuple(plan.sources)
+            )
         return out

@@ -201,16 +201,25 @@ class AttachmentStore:
 
     def plan_of(self, answer_id: int) -> TurnPlan | None:
         """The plan an answer was made with (its items and sources; no prompt text), or None."""
-        with self._lock:
-            row = self._db.execute("SELECT plan FROM message_sources WHERE answer_id = ?", (answer_id,)).fetchone()
-        if row is None:
-            return None
-        data = json.loads(row[0])
-        return TurnPlan(
-            [PlannedAttachment(**item) for item in data.get("items", [])],
-            [Source(**source) for source in data.get("sources", [])],
-            "",
-        )
+        return self.plans_of([answer_id]).get(answer_id)
+
+    def plans_of(self, answer_ids: Iterable[int]) -> dict[int, TurnPlan]:
+        """The plans of those answers that have one, in one query per batch (a long chat shown)."""
+        out: dict[int, TurnPlan] = {}
+        for batch in _batches(list(answer_ids)):
+            marks = ",".join("?" * len(batch))
+            with self._lock:
+                rows = self._db.execute(
+                    f"SELECT answer_id, plan FROM message_sources WHERE answer_id IN ({marks})", batch
+                ).fetchall()
+            for answer_id, plan in rows:
+                data = json.loads(plan)
+                out[answer_id] = TurnPlan(
+                    [PlannedAttachment(**item) for item in data.get("items", [])],
+                    [Source(**source) for source in data.get("sources", [])],
+                    "",
+                )
+        return out
 
     # ----- export
     def export_entries(self, message_ids: Iterable[int]) -> dict[int, list[dict[str, Any]]]:
@@ -292,9 +301,6 @@ def _batches(ids: list[int], size: int = 500) -> Iterator[list[int]]:
         yield ids[i : i + size]
 
 
-__all__ = ["AttachmentStore", "ChunkHit", "StoredAttachment", "fts_query"]
-
-
 @contextlib.contextmanager
 def temporary_store(prefix: str) -> Iterator[AttachmentStore]:
     """An attachment store for one run or one API request, in a temporary folder removed afterwards."""
@@ -304,3 +310,6 @@ def temporary_store(prefix: str) -> Iterator[AttachmentStore]:
             yield AttachmentStore(AppPaths(Path(folder), Path(folder)), chats)
         finally:
             chats.close()
+
+
+__all__ = ["AttachmentStore", "ChunkHit", "StoredAttachment", "fts_query", "temporary_store"]
