@@ -101,6 +101,7 @@ def test_images_keep_their_bytes_and_a_gif_gives_its_first_frame() -> None:
         (lambda p: _write(p / "huge.png", png_bomb()), "huge.png is an image too large to open safely"),
         (lambda p: _write(p / "cut.png", image_bytes("PNG")[:60]), "cut.png cannot be read as an image"),
         (lambda p: p / "gone.txt", "gone.txt no longer exists"),
+        (lambda p: _write(p / "empty.pdf", b""), "empty.pdf is empty (0 bytes)"),
     ],
 )
 def test_bad_files_are_refused_with_one_sentence(tmp_path: Path, make, message: str) -> None:  # type: ignore[no-untyped-def]

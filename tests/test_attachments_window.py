@@ -119,6 +119,28 @@ def test_a_file_that_cannot_be_read_says_why_in_the_banner_and_keeps_the_text(
     assert w.composer.editor.toPlainText() == "my long question"
 
 
+def test_several_files_that_cannot_be_read_each_say_why(
+    qtbot: QtBot, make_window: Callable[[FakeBackend], MainWindow], tmp_path: Path
+) -> None:
+    """Three bad files dropped at once: the banner keeps each one's sentence (the last replaced the
+    others: two of three reasons were lost)."""
+    w = make_window(FakeBackend(n_tokens=3))
+    binary = tmp_path / "program.bin"
+    binary.write_bytes(bytes(range(256)) * 8)
+    empty = tmp_path / "empty.pdf"
+    empty.write_bytes(b"")
+    w.composer.attach_paths([tmp_path / "deleted.txt", binary, empty])
+    bar = w.composer.attachments
+    qtbot.waitUntil(lambda: not bar.items, timeout=WAIT_MS)
+    text = w.banner.text()
+    assert w.banner.isVisible() and all(name in text for name in ("deleted.txt", "program.bin", "empty.pdf")), text
+    assert len(text.splitlines()) == 3
+    w.banner.hide()  # dismissed: the next failure starts a banner of its own
+    w.composer.attach_paths([tmp_path / "gone-too.txt"])
+    qtbot.waitUntil(lambda: w.banner.isVisible(), timeout=WAIT_MS)
+    assert "gone-too.txt" in w.banner.text() and "program.bin" not in w.banner.text()
+
+
 def test_files_dropped_on_the_window_are_attached(
     qtbot: QtBot, make_window: Callable[[FakeBackend], MainWindow], tmp_path: Path
 ) -> None:

@@ -15,6 +15,8 @@ from ember_chat.app.chat.chat_attachments import ChatAttachments
 from ember_chat.engine.attachments import AttachmentStore, Limits
 from ember_chat.engine.storage.paths import AppPaths
 
+ATTACHMENT_CAUSE = "attachment"  # the banner's files that could not be attached (it stays until dismissed)
+
 if TYPE_CHECKING:
     from ember_chat.app.shell.main_window import MainWindow
 
@@ -33,7 +35,7 @@ class WindowAttachments(QObject):
         bar.limits = lambda: Limits.from_megabytes(window.settings.attachment_max_mb)
         bar.text_of = self.store.text
         window.bridge.service.attachment_store = self.store  # where the engine reads a message's files
-        bar.failed.connect(lambda message: window.show_error(message))
+        bar.failed.connect(self._failed)
         self.drops = FileDrops(window, bar)
         view = window.transcript.attachments
         view.lookup = self.chat.of_messages
@@ -41,6 +43,14 @@ class WindowAttachments(QObject):
         window.controller.attachments = self.chat
         window.controller.planned.connect(view.forget)  # the answer's plan is recorded: its Sources show
         window.model_state_changed.connect(lambda _state: bar.recount())
+
+    def _failed(self, message: str) -> None:
+        """Why a file cannot be attached, in the banner; several files refused together (a drop, a
+        multiple pick) each keep their sentence, one per line, until the banner is dismissed."""
+        banner = self.w.banner
+        if banner.isVisible() and banner.cause == ATTACHMENT_CAUSE and message not in banner.text():
+            message = f"{banner.text()}\n{message}"
+        self.w.show_error(message, cause=ATTACHMENT_CAUSE)
 
     def sees_images(self) -> bool | None:
         """Whether the loaded model can see images; None while none is loaded."""

@@ -110,10 +110,12 @@ def read_attachment_bytes(
 
 
 def _check_size(name: str, size: int, limits: Limits) -> None:
+    if size == 0:
+        raise AttachmentError(f"{name} is empty (0 bytes): there is nothing in it to attach.")
     if size > limits.max_bytes:
         raise AttachmentError(
             f"{name} is {human_size(size)}; attachments can be at most {human_size(limits.max_bytes)} "
-            "(the limit is in Settings)."
+            "(attachment_max_mb in Ember's settings.json)."
         )
 
 
