@@ -15,7 +15,6 @@ import argparse
 import json
 import os
 import statistics
-import tempfile
 import time
 from pathlib import Path
 
@@ -24,8 +23,7 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 from PySide6.QtCore import QEventLoop, QTimer
 from PySide6.QtWidgets import QApplication
 
-from bench.gui_stream import StallProbe, fake_window
-from ember_chat.engine.storage.paths import AppPaths
+from bench.gui_stream import StallProbe, fake_window, fresh_paths
 from tests.attachment_files import write_pdf
 
 PAGE = "\n".join(
@@ -65,10 +63,8 @@ def main() -> int:
     args = ap.parse_args()
     app = QApplication.instance() or QApplication([])
     app.setStyle("Fusion")
-    with tempfile.TemporaryDirectory() as tmp:
-        paths = AppPaths(Path(tmp) / "data", Path(tmp) / "config")
-        paths.default_models_dir.mkdir(parents=True)
-        pdf = write_pdf(Path(tmp) / "report.pdf", [f"Page {p + 1}\n{PAGE}" for p in range(args.pages)])
+    with fresh_paths() as paths:
+        pdf = write_pdf(paths.data_dir / "report.pdf", [f"Page {p + 1}\n{PAGE}" for p in range(args.pages)])
         window = fake_window(paths, 16, 0)
         runs = [attach_once(window, pdf) for _ in range(args.runs)]
         chars = window.composer.attachments.attachments()[0].chars

@@ -23,7 +23,6 @@ import os
 import pstats
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -32,7 +31,7 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 from PySide6.QtCore import QEvent, QEventLoop, QObject
 from PySide6.QtWidgets import QApplication
 
-from bench.gui_stream import wait_loaded, wait_until_idle
+from bench.gui_stream import fresh_paths, wait_loaded, wait_until_idle
 from ember_chat.app.main import build_window
 from ember_chat.engine.storage.paths import AppPaths
 from tests.fake_backend import FakeBackend
@@ -134,9 +133,7 @@ def main() -> int:
     app = EventTimingApp([]) if args.events else QApplication([])
     app.setStyle("Fusion")
     profiler = cProfile.Profile(time.thread_time) if args.profile else None
-    with tempfile.TemporaryDirectory() as tmp:
-        paths = AppPaths(Path(tmp) / "data", Path(tmp) / "config")
-        paths.default_models_dir.mkdir(parents=True)
+    with fresh_paths() as paths:
         window = open_window(paths, args.starter, args.tokens, args.rate)
         one_answer(window, min(args.tokens, 16), None)  # warm up: first-use costs are not per token
         if args.events:

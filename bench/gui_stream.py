@@ -13,6 +13,7 @@ Markdown chat: switching to it, then sending and streaming 20,000 tokens into it
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -20,6 +21,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
@@ -76,6 +78,15 @@ def wait_loaded(window: object) -> None:
     loop.exec()
     if window.model is None:
         raise SystemExit("the model did not load")
+
+
+@contextlib.contextmanager
+def fresh_paths() -> Iterator[AppPaths]:
+    """Data and config folders of a new user's, in a temporary folder removed afterwards."""
+    with tempfile.TemporaryDirectory() as tmp:
+        paths = AppPaths(Path(tmp) / "data", Path(tmp) / "config")
+        paths.default_models_dir.mkdir(parents=True)
+        yield paths
 
 
 def fake_window(paths: AppPaths, n_tokens: int, rate: float) -> object:
@@ -267,7 +278,7 @@ def main() -> int:
     args = ap.parse_args()
     app = QApplication.instance() or QApplication([])
     app.setStyle("Fusion")
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp:  # (several users' folders in it: see below)
         paths = AppPaths(Path(tmp) / "data", Path(tmp) / "config")
         paths.default_models_dir.mkdir(parents=True)
         result: dict[str, object] = {}
