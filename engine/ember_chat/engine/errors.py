@@ -164,3 +164,8 @@ class ServeError(EmberError):
 
 class AttachmentError(EmberError):
     """A file cannot be attached (unreadable, binary, too big, encrypted, a bomb): one plain sentence."""
+
+
+class ToolError(EmberError):
+    """A tool source cannot be used (an MCP server that does not start, answers nothing or breaks its
+    protocol; a damaged tools settings file); the message says which and why."""

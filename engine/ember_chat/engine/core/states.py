@@ -17,6 +17,7 @@ class StopReason(StrEnum):
     CANCELLED = "cancelled"
     INTERRUPTED = "interrupted"  # a remote stream broke after tokens arrived
     ERROR = "error"  # failed before any answer
+    TOOL_CALLS = "tool_calls"  # the model ended its turn with tool calls (Finished.tool_calls)
 
 
 class ModelState(StrEnum):

@@ -11,9 +11,10 @@ from __future__ import annotations
 import json
 import secrets
 import string
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from ember_chat.engine.errors import InvalidParameter
 
@@ -34,6 +35,7 @@ class ToolSpec:
     name: str
     description: str = ""
     parameters: dict[str, Any] = field(default_factory=lambda: dict(_EMPTY_OBJECT), hash=False)
+    read_only: bool = False  # the tool only reads (MCP's readOnlyHint, the built-in readers): "never ask" may suit it
 
     def __post_init__(self) -> None:
         if not self.name or not all(c.isalnum() or c in "_-." for c in self.name):
@@ -115,6 +117,79 @@ class ToolResult:
     name: str
     content: str
     is_error: bool = False
+    duration_ms: float | None = None  # how long the tool ran (None: it did not run)
+
+
+@dataclass(frozen=True)
+class InvalidCall:
+    """A call that must not run: what the model wrote, and why (shown, and given back as an error)."""
+
+    call: ToolCall
+    error: str
+
+    def result(self) -> ToolResult:
+        """The error given back to the model in place of a result."""
+        return ToolResult(self.call.id, self.call.name, f"Error: {self.error}", is_error=True)
+
+
+# What tool_choice asks: the model may call (auto), must not (none), must call one (required), or must
+# call this tool (any other string: a tool's name).
+TOOL_CHOICES = ("auto", "none", "required")
+
+
+@dataclass(frozen=True)
+class ToolRequest:
+    """The tools one generation may call, as the backends take it (`InferenceBackend.chat(tools=)`)."""
+
+    tools: tuple[ToolSpec, ...]
+    choice: str = "auto"  # "auto" | "none" | "required" | the name of the one tool it must call
+    parallel: bool = True  # several calls in one answer
+
+    def __post_init__(self) -> None:
+        names = [t.name for t in self.tools]
+        if len(set(names)) != len(names):
+            raise InvalidParameter(
+                "two tools have the same name: " + ", ".join(sorted({n for n in names if names.count(n) > 1})) + "."
+            )
+        if self.choice not in TOOL_CHOICES and self.choice not in names:
+            raise InvalidParameter(f"tool_choice names {self.choice!r}, which is not one of the tools given.")
+
+    @property
+    def active(self) -> bool:
+        """The model is offered tools at all (some tools, and choice is not "none")."""
+        return bool(self.tools) and self.choice != "none"
+
+    @property
+    def forced(self) -> bool:
+        """The answer must be a call (required, or a named tool): the grammar holds it from the first token."""
+        return self.active and self.choice != "auto"
+
+
+class ToolProvider(Protocol):
+    """A source of tools: Ember's built-in tools, or one MCP server. Called off the GUI thread."""
+
+    @property
+    def source(self) -> str:
+        """Shown on cards and in Settings: "Built-in", or the MCP server's name."""
+        ...
+
+    def list_tools(self, timeout_s: float) -> list[ToolSpec]:
+        """The tools it offers now (an MCP server is started on demand). Raises ToolError."""
+        ...
+
+    def call(self, call: ToolCall, timeout_s: float, cancel: threading.Event | None = None) -> ToolResult:
+        """Run one call. A tool's own failure, a timeout or a crashed server come back as a result with
+        `is_error` and a sentence a user understands; never raises for those."""
+        ...
+
+
+@dataclass(frozen=True)
+class ChatTools:
+    """One chat's tool choices, kept with the chat: the tools turned on (registry keys, "source/name")
+    and those the user allowed for the rest of this chat ("Always allow this tool in this chat")."""
+
+    enabled: frozenset[str] = frozenset()
+    always: frozenset[str] = frozenset()
 
 
 def tool_limit_message(limit: int) -> str:

@@ -13,6 +13,7 @@ from typing import Protocol
 from ember_chat.engine.core.messages import ChatMessage
 from ember_chat.engine.core.params import SamplingParams
 from ember_chat.engine.core.refs import ModelRef
+from ember_chat.engine.core.tools import ToolRequest
 from ember_chat.engine.inference.events import Event
 from ember_chat.engine.inference.wording import ENGLISH, Wording
 
@@ -79,7 +80,15 @@ class InferenceBackend(Protocol):
     def request_stop(self) -> None: ...
 
     def chat(
-        self, messages: list[ChatMessage], params: SamplingParams, template_override: str | None = None
-    ) -> Iterator[Event]: ...
+        self,
+        messages: list[ChatMessage],
+        params: SamplingParams,
+        template_override: str | None = None,
+        tools: ToolRequest | None = None,
+    ) -> Iterator[Event]:
+        """The assistant's next turn. With `tools` (active), the model may answer with calls: they come as
+        ToolCallParsed events and in Finished.tool_calls (reason tool_calls), never as answer text. The
+        messages may end with `tool` messages (the results of the calls of the assistant turn before)."""
+        ...
 
     def complete(self, prompt: str, params: SamplingParams) -> Iterator[Event]: ...

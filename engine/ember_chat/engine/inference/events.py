@@ -1,11 +1,13 @@
 """The typed events every generation yields, in order:
-[TemplateFallback], [ContextTrimmed], [Retrying]*, PromptReady, PrefillProgress*, Token*, Finished."""
+[TemplateFallback], [ContextTrimmed], [Retrying]*, PromptReady, PrefillProgress*, (Token | ToolCallParsed)*,
+Finished."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from ember_chat.engine.core.tools import InvalidCall, ToolCall
 from ember_chat.engine.inference.metrics import GenerationMetrics
 
 if TYPE_CHECKING:
@@ -65,15 +67,27 @@ class Token:
 
 
 @dataclass(frozen=True)
+class ToolCallParsed:
+    """A tool call the model made, read whole from its answer (the call's text is not in any Token).
+    `index`: its position among this answer's calls (0, 1, …). An `InvalidCall` must not run: it is
+    shown and its error given back to the model."""
+
+    index: int
+    call: ToolCall | InvalidCall
+
+
+@dataclass(frozen=True)
 class Finished:
     """Always last. `reason`: stop (end of turn), length (max tokens), stop_string, cancelled,
-    context_full, interrupted (a remote stream broke after tokens arrived: `text` keeps them and
-    `error` says what happened)."""
+    context_full, tool_calls (the turn ended with calls: `tool_calls`, as ToolCallParsed gave them),
+    interrupted (a remote stream broke after tokens arrived: `text` keeps them and `error` says what
+    happened). `text`: the answer without its calls."""
 
     reason: str
     text: str
     metrics: GenerationMetrics
     error: str | None = None
+    tool_calls: tuple[ToolCall | InvalidCall, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -87,7 +101,7 @@ class Retrying:
     reason: str
 
 
-Event = TemplateFallback | ContextTrimmed | Retrying | PromptReady | PrefillProgress | Token | Finished
+Event = TemplateFallback | ContextTrimmed | Retrying | PromptReady | PrefillProgress | Token | ToolCallParsed | Finished
 
 
 @dataclass(frozen=True)

@@ -38,6 +38,7 @@ from ember_chat.engine.core.messages import ChatMessage
 from ember_chat.engine.core.params import SamplingParams
 from ember_chat.engine.core.refs import ModelRef, RemoteModelRef
 from ember_chat.engine.core.states import StopReason
+from ember_chat.engine.core.tools import InvalidCall, ToolCall, ToolRequest
 from ember_chat.engine.errors import EmberError, InvalidParameter, JobCancelled, NoModelLoaded, QueueFull
 from ember_chat.engine.inference.attachment_turns import (
     ModelChangeGuard,
@@ -56,6 +57,7 @@ from ember_chat.engine.inference.events import (
     Retrying,
     TemplateFallback,
     Token,
+    ToolCallParsed,
 )
 from ember_chat.engine.inference.metrics import GenerationMetrics, MetricsRecorder, RunContext, live_snapshot
 
@@ -101,6 +103,9 @@ class GenerationSink:
     def attachments_planned(self, event: AttachmentsPlanned) -> None:
         """How the attachments went into the prompt (whole or retrieval, passages used, sources)."""
 
+    def tool_call(self, index: int, call: ToolCall | InvalidCall) -> None:
+        """A tool call read whole from the answer (ToolCallParsed), before `finished` (reason tool_calls)."""
+
     def failed(self, message: str, kind: str = "") -> None:
         """A clear message for the user (`kind`: the error's class name); `finished` follows."""
 
@@ -118,6 +123,7 @@ class GenerationRequest:
     client: str = "window"
     label: str = ""
     attachment_store: AttachmentStore | None = None  # where messages' attachments are read (else the service's)
+    tools: ToolRequest | None = None  # the tools this answer may call (chat mode)
     batch_s: float = TOKEN_BATCH_S
     snapshot_s: float = METRICS_SNAPSHOT_S
     id: int = 0
@@ -593,7 +599,11 @@ class EngineService:
                 self._done(req, StopReason.CANCELLED, None, None)
                 return
             if req.messages is not None:
-                events = backend.chat(self._with_attachments(req, backend), req.params, req.template)
+                messages = self._with_attachments(req, backend)
+                if req.tools is not None:
+                    events = backend.chat(messages, req.params, req.template, tools=req.tools)
+                else:
+                    events = backend.chat(messages, req.params, req.template)
             else:
                 events = backend.complete(req.prompt or "", req.params)
             for ev in events:
@@ -621,6 +631,11 @@ class EngineService:
                     live = self._live_recorder(ev.t_start_ns, ev.t_ns, ev.n_ctx)
                     live.prefill_started(ev.prompt_tokens, ev.prompt_tokens_reused, ev.t_ns)
                     sink.started(live_snapshot(live))
+                elif isinstance(ev, ToolCallParsed):
+                    if pending:  # the text before the call comes first
+                        sink.tokens("".join(pending), len(live.token_times_ns) if live else 0)
+                        pending.clear()
+                    sink.tool_call(ev.index, ev.call)
                 elif isinstance(ev, ContextTrimmed):
                     sink.trimmed(ev.dropped_messages)
                 elif isinstance(ev, TemplateFallback):

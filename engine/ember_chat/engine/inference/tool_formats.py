@@ -13,7 +13,7 @@ from enum import StrEnum
 from typing import Any
 
 from ember_chat.engine.core.json_schema import schema_errors
-from ember_chat.engine.core.tools import ToolCall, ToolResult, ToolSpec, new_call_id
+from ember_chat.engine.core.tools import InvalidCall, ToolCall, ToolSpec, new_call_id
 from ember_chat.engine.inference.tools_render import TemplateTraits
 
 
@@ -48,18 +48,6 @@ def call_triggers(fmt: ToolFormat) -> tuple[str, ...]:
     if fmt is ToolFormat.LLAMA3:
         return ("<|python_tag|>", '{"name":', '{"name" :', '{"type":', '{"type" :')
     return STARTS[fmt]
-
-
-@dataclass(frozen=True)
-class InvalidCall:
-    """A call that must not run: what the model wrote, and why."""
-
-    call: ToolCall
-    error: str
-
-    def result(self) -> ToolResult:
-        """The error given back to the model in place of a result."""
-        return ToolResult(self.call.id, self.call.name, f"Error: {self.error}", is_error=True)
 
 
 @dataclass(frozen=True)

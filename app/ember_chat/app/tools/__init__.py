@@ -1,0 +1,1 @@
+"""The window's tool settings (Settings ▸ Tools) and the chat's tool picker."""
