@@ -11,137 +11,27 @@ import json
 import sqlite3
 import threading
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
+from ember_chat.engine.core.tools import ChatTools, InvalidCall, ToolCall, ToolResult
 from ember_chat.engine.errors import StoreError
+from ember_chat.engine.storage.records import Conversation, Message, Restored, SearchHit, conversation_of, message_of
+from ember_chat.engine.storage.restore import restore_rows
+from ember_chat.engine.storage.schema import _MIGRATIONS, SCHEMA_VERSION, migrate
+from ember_chat.engine.storage.tool_records import ToolMessage, ToolRecords
 
-_MIGRATIONS: list[str] = [
-    # 1: the initial schema
-    """
-    CREATE TABLE conversations (
-        id INTEGER PRIMARY KEY,
-        title TEXT NOT NULL,
-        model TEXT,
-        system_prompt TEXT NOT NULL DEFAULT '',
-        params TEXT NOT NULL DEFAULT '{}',
-        created_at REAL NOT NULL,
-        updated_at REAL NOT NULL
-    );
-    CREATE TABLE messages (
-        id INTEGER PRIMARY KEY,
-        conversation_id INTEGER NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
-        parent_id INTEGER REFERENCES messages(id) ON DELETE CASCADE,
-        role TEXT NOT NULL CHECK (role IN ('system', 'user', 'assistant')),
-        content TEXT NOT NULL DEFAULT '',
-        metrics TEXT,
-        complete INTEGER NOT NULL DEFAULT 1,
-        created_at REAL NOT NULL
-    );
-    CREATE INDEX messages_by_conversation ON messages(conversation_id, id);
-    CREATE INDEX messages_by_parent ON messages(parent_id);
-    CREATE VIRTUAL TABLE messages_fts USING fts5(content, content='messages', content_rowid='id');
-    CREATE TRIGGER messages_ai AFTER INSERT ON messages BEGIN
-        INSERT INTO messages_fts(rowid, content) VALUES (new.id, new.content);
-    END;
-    CREATE TRIGGER messages_ad AFTER DELETE ON messages BEGIN
-        INSERT INTO messages_fts(messages_fts, rowid, content) VALUES ('delete', old.id, old.content);
-    END;
-    CREATE TRIGGER messages_au AFTER UPDATE OF content ON messages BEGIN
-        INSERT INTO messages_fts(messages_fts, rowid, content) VALUES ('delete', old.id, old.content);
-        INSERT INTO messages_fts(rowid, content) VALUES (new.id, new.content);
-    END;
-    """,
-    # 2: remember which branch of a conversation is shown
-    "ALTER TABLE conversations ADD COLUMN active_leaf INTEGER;",
-    # 3: attachments (engine/attachments/store.py): files kept with messages, their passages indexed for
-    # retrieval, and the sources an answer used
-    """
-    CREATE TABLE attachments (
-        id INTEGER PRIMARY KEY,
-        sha256 TEXT NOT NULL,
-        name TEXT NOT NULL,
-        kind TEXT NOT NULL,
-        mime TEXT NOT NULL,
-        size INTEGER NOT NULL,
-        chars INTEGER NOT NULL DEFAULT 0,
-        pages TEXT NOT NULL DEFAULT '[]',
-        created_at REAL NOT NULL,
-        UNIQUE (sha256, name)
-    );
-    CREATE TABLE attachment_chunks (
-        id INTEGER PRIMARY KEY,
-        attachment_id INTEGER NOT NULL REFERENCES attachments(id) ON DELETE CASCADE,
-        seq INTEGER NOT NULL,
-        page INTEGER,
-        start INTEGER NOT NULL,
-        text TEXT NOT NULL
-    );
-    CREATE INDEX attachment_chunks_by_attachment ON attachment_chunks(attachment_id, seq);
-    CREATE VIRTUAL TABLE attachment_chunks_fts USING fts5(text, content='attachment_chunks', content_rowid='id');
-    CREATE TRIGGER attachment_chunks_ai AFTER INSERT ON attachment_chunks BEGIN
-        INSERT INTO attachment_chunks_fts(rowid, text) VALUES (new.id, new.text);
-    END;
-    CREATE TRIGGER attachment_chunks_ad AFTER DELETE ON attachment_chunks BEGIN
-        INSERT INTO attachment_chunks_fts(attachment_chunks_fts, rowid, text) VALUES ('delete', old.id, old.text);
-    END;
-    CREATE TABLE message_attachments (
-        message_id INTEGER NOT NULL REFERENCES messages(id) ON DELETE CASCADE,
-        attachment_id INTEGER NOT NULL REFERENCES attachments(id) ON DELETE CASCADE,
-        position INTEGER NOT NULL,
-        PRIMARY KEY (message_id, attachment_id)
-    );
-    CREATE INDEX message_attachments_by_attachment ON message_attachments(attachment_id);
-    CREATE TABLE message_sources (
-        answer_id INTEGER PRIMARY KEY REFERENCES messages(id) ON DELETE CASCADE,
-        plan TEXT NOT NULL
-    );
-    """,
+__all__ = [
+    "SCHEMA_VERSION",
+    "_MIGRATIONS",
+    "Conversation",
+    "ConversationStore",
+    "Message",
+    "Restored",
+    "SearchHit",
+    "ToolMessage",
 ]
-SCHEMA_VERSION = len(_MIGRATIONS)
-
-
-@dataclass(frozen=True)
-class Conversation:
-    id: int
-    title: str
-    model: str | None
-    system_prompt: str
-    params: dict[str, Any]
-    created_at: float
-    updated_at: float
-    active_leaf: int | None
-
-
-@dataclass(frozen=True)
-class Message:
-    id: int
-    conversation_id: int
-    parent_id: int | None
-    role: str
-    content: str
-    metrics: dict[str, Any] | None
-    complete: bool
-    created_at: float
-
-
-class Restored(NamedTuple):
-    """What `ConversationStore.restore` kept."""
-
-    chats: int
-    messages: int
-    repaired_values: int  # bad values left empty (or set to now) in rows that were kept
-    left_out: int  # rows that did not fit
-
-
-@dataclass(frozen=True)
-class SearchHit:
-    conversation_id: int
-    conversation_title: str
-    message_id: int
-    snippet: str
 
 
 class ConversationStore:
@@ -162,6 +52,8 @@ class ConversationStore:
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.execute("PRAGMA foreign_keys=ON")
             self._migrate()
+            self.tools = ToolRecords(self._db, self._lock, clock)  # the tool tables (tool_records.py)
+            self.tools.interrupt_waiting()
         except (sqlite3.DatabaseError, StoreError) as exc:
             self._db.close()  # before anyone moves the file aside: Windows cannot move an open file
             if isinstance(exc, StoreError):
@@ -173,19 +65,7 @@ class ConversationStore:
             self._db.close()
 
     def _migrate(self) -> None:
-        version = self._db.execute("PRAGMA user_version").fetchone()[0]
-        if version > SCHEMA_VERSION:
-            raise StoreError(
-                f"The chat database {self.path} was written by a newer Ember (schema {version}); "
-                "update Ember to open it."
-            )
-        for number in range(version, SCHEMA_VERSION):
-            try:
-                self._db.executescript(f"BEGIN; {_MIGRATIONS[number]} PRAGMA user_version={number + 1}; COMMIT;")
-            except sqlite3.DatabaseError:
-                if self._db.in_transaction:
-                    self._db.execute("ROLLBACK")
-                raise
+        migrate(self._db, self.path)
 
     def _tx(self) -> _Transaction:
         return _Transaction(self._db, self._lock)
@@ -230,13 +110,13 @@ class ConversationStore:
             row = self._db.execute("SELECT * FROM conversations WHERE id = ?", (conversation_id,)).fetchone()
         if row is None:
             raise KeyError(conversation_id)
-        return _conversation(row)
+        return conversation_of(row)
 
     def conversations(self) -> list[Conversation]:
         """Newest activity first."""
         with self._lock:
             rows = self._db.execute("SELECT * FROM conversations ORDER BY updated_at DESC, id DESC").fetchall()
-        return [_conversation(r) for r in rows]
+        return [conversation_of(r) for r in rows]
 
     def update_conversation(self, conversation_id: int, **changes: Any) -> Conversation:
         allowed = {"title", "model", "system_prompt", "params", "active_leaf"}
@@ -253,72 +133,8 @@ class ConversationStore:
         return self.conversation(conversation_id)
 
     def restore(self, conversations: list[dict[str, Any]], messages: list[dict[str, Any]]) -> Restored:
-        """Copy rows read from a damaged database, keeping their ids. A row that does not fit (its chat
-        is gone, a bad role) is left out; a bad value in a row that fits (params or metrics that are
-        not a JSON object, a time that is not a number) is left empty or set to now, and counted."""
-        now = self._clock()
-        kept_conv: set[int] = set()
-        kept_msg: set[int] = set()
-        repaired = 0
-
-        def fix(value: Any, good: Any) -> Any:
-            """`good` (the value checked, None when it was bad), counting a bad one."""
-            nonlocal repaired
-            repaired += good is None and value not in (None, "")
-            return good
-
-        with self._tx():
-            for c in conversations:
-                params = fix(c.get("params"), _json_text(c.get("params")))
-                try:
-                    self._db.execute(
-                        "INSERT INTO conversations (id, title, model, system_prompt, params, created_at, updated_at,"
-                        " active_leaf) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                        (
-                            int(c["id"]),
-                            fix(c.get("title"), _text(c.get("title"))) or "Recovered chat",
-                            fix(c.get("model"), _text(c.get("model"))),
-                            fix(c.get("system_prompt"), _text(c.get("system_prompt"))) or "",
-                            params or "{}",
-                            fix(c.get("created_at"), _number(c.get("created_at"))) or now,
-                            fix(c.get("updated_at"), _number(c.get("updated_at"))) or now,
-                            fix(
-                                c.get("active_leaf"),
-                                c.get("active_leaf") if type(c.get("active_leaf")) is int else None,
-                            ),
-                        ),
-                    )
-                    kept_conv.add(int(c["id"]))
-                except (sqlite3.DatabaseError, TypeError, ValueError):
-                    continue
-            for m in sorted(messages, key=lambda m: int(m["id"])):
-                if m.get("conversation_id") not in kept_conv or m.get("role") not in ("system", "user", "assistant"):
-                    continue
-                parent = m.get("parent_id") if m.get("parent_id") in kept_msg else None
-                try:
-                    self._db.execute(
-                        "INSERT INTO messages (id, conversation_id, parent_id, role, content, metrics, complete,"
-                        " created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                        (
-                            int(m["id"]),
-                            m["conversation_id"],
-                            parent,
-                            m["role"],
-                            fix(m.get("content"), _text(m.get("content"))) or "",
-                            fix(m.get("metrics"), _json_text(m.get("metrics"))),
-                            int(bool(m.get("complete", 1))),
-                            fix(m.get("created_at"), _number(m.get("created_at"))) or now,
-                        ),
-                    )
-                    kept_msg.add(int(m["id"]))
-                except (sqlite3.DatabaseError, TypeError, ValueError):
-                    continue
-            # a shown branch whose last message was lost: show the newest one instead
-            self._db.execute(
-                "UPDATE conversations SET active_leaf = NULL WHERE active_leaf NOT IN (SELECT id FROM messages)"
-            )
-        left_out = len(conversations) - len(kept_conv) + len(messages) - len(kept_msg)
-        return Restored(len(kept_conv), len(kept_msg), repaired, left_out)
+        """Copy rows read from a damaged database, keeping their ids (see restore.restore_rows)."""
+        return restore_rows(self._db, self._tx(), self._clock(), conversations, messages)
 
     def delete_conversation(self, conversation_id: int) -> None:
         with self._tx():
@@ -384,17 +200,20 @@ class ConversationStore:
     def message(self, message_id: int) -> Message:
         with self._lock:
             row = self._db.execute("SELECT * FROM messages WHERE id = ?", (message_id,)).fetchone()
+            results = self.tools.of_messages([message_id]) if row is not None and row["tool_calls"] else {}
         if row is None:
             raise KeyError(message_id)
-        return _message(row)
+        return message_of(row, results.get(message_id))
 
     def messages(self, conversation_id: int) -> list[Message]:
-        """Every message of a conversation, all branches, oldest first."""
+        """Every message of a conversation, all branches, oldest first (an answer with its tool calls and
+        the tool messages answering them)."""
         with self._lock:
             rows = self._db.execute(
                 "SELECT * FROM messages WHERE conversation_id = ? ORDER BY id", (conversation_id,)
             ).fetchall()
-        return [_message(r) for r in rows]
+            results = self.tools.of_conversation(conversation_id) if any(r["tool_calls"] for r in rows) else {}
+        return [message_of(r, results.get(r["id"])) for r in rows]
 
     def thread(self, conversation_id: int, leaf_id: int | None = None) -> list[Message]:
         """The branch ending at `leaf_id` (default: the conversation's active leaf), root first."""
@@ -443,7 +262,38 @@ class ConversationStore:
                 "SELECT * FROM messages WHERE conversation_id = ? AND parent_id IS ? AND role = ? ORDER BY id",
                 (m.conversation_id, m.parent_id, m.role),
             ).fetchall()
-        return [_message(r) for r in rows]
+            results = self.tools.of_messages([r["id"] for r in rows if r["tool_calls"]])
+        return [message_of(r, results.get(r["id"])) for r in rows]
+
+    # ----- tools (tool_records.py)
+    def set_tool_calls(self, message_id: int, calls: Sequence[ToolCall | InvalidCall]) -> None:
+        """The calls an answer made, as the model wrote them (an invalid one with its error)."""
+        self.tools.set_calls(message_id, calls)
+
+    def set_tool_state(
+        self,
+        message_id: int,
+        call_id: str,
+        name: str,
+        state: str,
+        source: str | None = None,
+        decision: str | None = None,
+    ) -> None:
+        """A call of answer `message_id` waits for consent ("asking") or runs ("running")."""
+        self.tools.set_state(message_id, call_id, name, state, source, decision)
+
+    def set_tool_result(
+        self, message_id: int, result: ToolResult, source: str | None = None, decision: str | None = None
+    ) -> None:
+        """A call's result (or its error, or that it was denied): its tool message is done."""
+        self.tools.set_result(message_id, result, source, decision)
+
+    def chat_tools(self, conversation_id: int) -> ChatTools:
+        """The chat's tool choices (none for a chat that never chose); KeyError for an unknown chat."""
+        return self.tools.chat_tools(conversation_id)
+
+    def set_chat_tools(self, conversation_id: int, tools: ChatTools) -> None:
+        self.tools.set_chat_tools(conversation_id, tools)
 
     # ----- search
     def search(self, query: str, limit: int = 50) -> list[SearchHit]:
@@ -480,56 +330,3 @@ class _Transaction:
                 self._db.execute("ROLLBACK" if exc_type else "COMMIT")
         finally:
             self._lock.release()
-
-
-def _conversation(row: sqlite3.Row) -> Conversation:
-    return Conversation(
-        id=row["id"],
-        title=row["title"],
-        model=row["model"],
-        system_prompt=row["system_prompt"],
-        params=_json_object(row["params"]) or {},
-        created_at=row["created_at"],
-        updated_at=row["updated_at"],
-        active_leaf=row["active_leaf"],
-    )
-
-
-def _message(row: sqlite3.Row) -> Message:
-    return Message(
-        id=row["id"],
-        conversation_id=row["conversation_id"],
-        parent_id=row["parent_id"],
-        role=row["role"],
-        content=row["content"],
-        metrics=_json_object(row["metrics"]),
-        complete=bool(row["complete"]),
-        created_at=row["created_at"],
-    )
-
-
-def _json_object(text: object) -> dict[str, Any] | None:
-    """The JSON object stored as `text`; None when there is none or it is not one (a damaged value
-    costs only itself, never the reading of its chat)."""
-    if not isinstance(text, str) or not text:
-        return None
-    try:
-        value = json.loads(text)
-    except ValueError:
-        return None
-    return value if isinstance(value, dict) else None
-
-
-def _json_text(value: object) -> str | None:
-    """`value` if it is the JSON text of an object, else None."""
-    return value if _json_object(value) is not None else None
-
-
-def _text(value: object) -> str | None:
-    return value if isinstance(value, str) else None
-
-
-def _number(value: object) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, int | float) or value != value:  # (NaN)
-        return None
-    return float(value)

@@ -1,6 +1,8 @@
 """A conversation (the branch on screen) as Markdown or JSON, for File ▸ Export. A message's attachments
 come from the caller (`AttachmentStore.export_entries(ids)`: message id → entries with name, kind,
-sha256, and the text or base64 image data): JSON includes them, Markdown names them."""
+sha256, and the text or base64 image data): JSON includes them, Markdown names them. An answer's tool
+calls and their results are in both: JSON in OpenAI's shape (the assistant's `tool_calls`, then a
+`tool` message per call with its `meta`), Markdown as a short section per call."""
 
 from __future__ import annotations
 
@@ -10,7 +12,9 @@ import time
 from typing import Any
 
 from ember_chat.engine.core.reasoning import split_thinking
+from ember_chat.engine.core.tools import InvalidCall
 from ember_chat.engine.storage.conversations import Conversation, Message
+from ember_chat.engine.storage.tool_records import ToolMessage
 
 _WHO = {"user": "You", "assistant": "Ember", "system": "System"}
 
@@ -58,7 +62,71 @@ def chat_as_markdown(conv: Conversation, thread: list[Message], attachments: Att
             parts.append(f"## {_WHO[m.role]}\n\n{m.content}\n")
         if attachments and attachments.get(m.id):
             parts.append(f"*Attached:*\n\n{_named(attachments[m.id])}\n")
+        parts.extend(_calls_markdown(m))
     return "\n".join(parts)
+
+
+_DECIDED = {"once": "allowed once", "always": "always allowed in this chat", "deny": "denied", "auto": "not asked"}
+
+
+def _fenced(text: str, language: str = "") -> str:
+    fence = "```"
+    while fence in text:
+        fence += "`"
+    return f"{fence}{language}\n{text}\n{fence}"
+
+
+def _calls_markdown(m: Message) -> list[str]:
+    """One section per call: name, source, decision, duration, the arguments, then the result."""
+    results = {t.call_id: t for t in m.tool_results}
+    out = []
+    for stored in m.tool_calls:
+        call = stored.call if isinstance(stored, InvalidCall) else stored
+        t = results.get(call.id)
+        about = [s for s in (t.source if t else None, _DECIDED.get(t.decision or "") if t else None) if s]
+        if t is not None and t.duration_ms is not None:
+            about.append(f"{t.duration_ms:.0f} ms")
+        head = f"**Tool call:** `{call.name}`" + (f" ({', '.join(about)})" if about else "")
+        args = json.dumps(call.arguments, indent=2, ensure_ascii=False)
+        section = f"{head}\n\n{_fenced(args, 'json')}\n"
+        if isinstance(stored, InvalidCall):
+            section += f"\n*Not run:* {stored.error}\n"
+        elif t is None or t.state != "done":
+            section += "\n*Not run.*\n"
+        else:
+            label = "Error" if t.is_error else "Result"
+            section += f"\n*{label}:*\n\n{_fenced(t.content)}\n"
+        out.append(section)
+    return out
+
+
+def _tool_messages_json(m: Message) -> list[dict[str, Any]]:
+    results = {t.call_id: t for t in m.tool_results}
+    out = []
+    for stored in m.tool_calls:
+        call = stored.call if isinstance(stored, InvalidCall) else stored
+        t = results.get(call.id) or ToolMessage(call.id, call.name, "", state="interrupted")
+        result = t.result() if t.state == "done" or not isinstance(stored, InvalidCall) else stored.result()
+        meta = {
+            "name": call.name,
+            "source": t.source,
+            "decision": t.decision,
+            "duration_ms": t.duration_ms,
+            "is_error": result.is_error,
+        }
+        out.append({"role": "tool", "tool_call_id": call.id, "content": result.content, "meta": meta})
+    return out
+
+
+def _calls_json(m: Message) -> list[dict[str, Any]]:
+    out = []
+    for stored in m.tool_calls:
+        call = stored.call if isinstance(stored, InvalidCall) else stored
+        entry = call.to_openai()
+        if isinstance(stored, InvalidCall):
+            entry["error"] = stored.error
+        out.append(entry)
+    return out
 
 
 def _message_json(m: Message) -> dict[str, Any]:
@@ -70,10 +138,15 @@ def _message_json(m: Message) -> dict[str, Any]:
 
 
 def chat_as_json(conv: Conversation, thread: list[Message], attachments: Attachments | None = None) -> str:
-    messages = [_message_json(m) for m in thread]
-    for m, out in zip(thread, messages, strict=True):
+    messages = []
+    for m in thread:
+        out = _message_json(m)
         if attachments and attachments.get(m.id):
             out["attachments"] = attachments[m.id]
+        messages.append(out)
+        if m.tool_calls:
+            out["tool_calls"] = _calls_json(m)
+            messages.extend(_tool_messages_json(m))
     data = {
         "title": conv.title,
         "models": models_of(conv, thread),

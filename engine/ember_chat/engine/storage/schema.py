@@ -1,0 +1,127 @@
+"""The chat database's schema: one migration per version (`PRAGMA user_version`), applied in order, each
+in its own transaction."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+from ember_chat.engine.errors import StoreError
+
+_MIGRATIONS: list[str] = [
+    # 1: the initial schema
+    """
+    CREATE TABLE conversations (
+        id INTEGER PRIMARY KEY,
+        title TEXT NOT NULL,
+        model TEXT,
+        system_prompt TEXT NOT NULL DEFAULT '',
+        params TEXT NOT NULL DEFAULT '{}',
+        created_at REAL NOT NULL,
+        updated_at REAL NOT NULL
+    );
+    CREATE TABLE messages (
+        id INTEGER PRIMARY KEY,
+        conversation_id INTEGER NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+        parent_id INTEGER REFERENCES messages(id) ON DELETE CASCADE,
+        role TEXT NOT NULL CHECK (role IN ('system', 'user', 'assistant')),
+        content TEXT NOT NULL DEFAULT '',
+        metrics TEXT,
+        complete INTEGER NOT NULL DEFAULT 1,
+        created_at REAL NOT NULL
+    );
+    CREATE INDEX messages_by_conversation ON messages(conversation_id, id);
+    CREATE INDEX messages_by_parent ON messages(parent_id);
+    CREATE VIRTUAL TABLE messages_fts USING fts5(content, content='messages', content_rowid='id');
+    CREATE TRIGGER messages_ai AFTER INSERT ON messages BEGIN
+        INSERT INTO messages_fts(rowid, content) VALUES (new.id, new.content);
+    END;
+    CREATE TRIGGER messages_ad AFTER DELETE ON messages BEGIN
+        INSERT INTO messages_fts(messages_fts, rowid, content) VALUES ('delete', old.id, old.content);
+    END;
+    CREATE TRIGGER messages_au AFTER UPDATE OF content ON messages BEGIN
+        INSERT INTO messages_fts(messages_fts, rowid, content) VALUES ('delete', old.id, old.content);
+        INSERT INTO messages_fts(rowid, content) VALUES (new.id, new.content);
+    END;
+    """,
+    # 2: remember which branch of a conversation is shown
+    "ALTER TABLE conversations ADD COLUMN active_leaf INTEGER;",
+    # 3: attachments (engine/attachments/store.py): files kept with messages, their passages indexed for
+    # retrieval, and the sources an answer used
+    """
+    CREATE TABLE attachments (
+        id INTEGER PRIMARY KEY,
+        sha256 TEXT NOT NULL,
+        name TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        mime TEXT NOT NULL,
+        size INTEGER NOT NULL,
+        chars INTEGER NOT NULL DEFAULT 0,
+        pages TEXT NOT NULL DEFAULT '[]',
+        created_at REAL NOT NULL,
+        UNIQUE (sha256, name)
+    );
+    CREATE TABLE attachment_chunks (
+        id INTEGER PRIMARY KEY,
+        attachment_id INTEGER NOT NULL REFERENCES attachments(id) ON DELETE CASCADE,
+        seq INTEGER NOT NULL,
+        page INTEGER,
+        start INTEGER NOT NULL,
+        text TEXT NOT NULL
+    );
+    CREATE INDEX attachment_chunks_by_attachment ON attachment_chunks(attachment_id, seq);
+    CREATE VIRTUAL TABLE attachment_chunks_fts USING fts5(text, content='attachment_chunks', content_rowid='id');
+    CREATE TRIGGER attachment_chunks_ai AFTER INSERT ON attachment_chunks BEGIN
+        INSERT INTO attachment_chunks_fts(rowid, text) VALUES (new.id, new.text);
+    END;
+    CREATE TRIGGER attachment_chunks_ad AFTER DELETE ON attachment_chunks BEGIN
+        INSERT INTO attachment_chunks_fts(attachment_chunks_fts, rowid, text) VALUES ('delete', old.id, old.text);
+    END;
+    CREATE TABLE message_attachments (
+        message_id INTEGER NOT NULL REFERENCES messages(id) ON DELETE CASCADE,
+        attachment_id INTEGER NOT NULL REFERENCES attachments(id) ON DELETE CASCADE,
+        position INTEGER NOT NULL,
+        PRIMARY KEY (message_id, attachment_id)
+    );
+    CREATE INDEX message_attachments_by_attachment ON message_attachments(attachment_id);
+    CREATE TABLE message_sources (
+        answer_id INTEGER PRIMARY KEY REFERENCES messages(id) ON DELETE CASCADE,
+        plan TEXT NOT NULL
+    );
+    """,
+    # 4: tools (engine/storage/tool_records.py): an assistant's calls (JSON, an invalid one with its error),
+    # the tool messages that answer them (their state while asked or running, the result, and who decided),
+    # and a chat's tool choices (ChatTools as JSON)
+    """
+    ALTER TABLE messages ADD COLUMN tool_calls TEXT;
+    ALTER TABLE conversations ADD COLUMN tools TEXT;
+    CREATE TABLE tool_messages (
+        id INTEGER PRIMARY KEY,
+        message_id INTEGER NOT NULL REFERENCES messages(id) ON DELETE CASCADE,
+        tool_call_id TEXT NOT NULL,
+        state TEXT NOT NULL DEFAULT 'done',
+        content TEXT NOT NULL DEFAULT '',
+        meta TEXT NOT NULL DEFAULT '{}',
+        created_at REAL NOT NULL,
+        UNIQUE (message_id, tool_call_id)
+    );
+    """,
+]
+
+SCHEMA_VERSION = len(_MIGRATIONS)
+
+
+def migrate(db: sqlite3.Connection, path: Path) -> None:
+    """Bring the database at `path` to SCHEMA_VERSION; a newer one is refused with a sentence."""
+    version = db.execute("PRAGMA user_version").fetchone()[0]
+    if version > SCHEMA_VERSION:
+        raise StoreError(
+            f"The chat database {path} was written by a newer Ember (schema {version}); update Ember to open it."
+        )
+    for number in range(version, SCHEMA_VERSION):
+        try:
+            db.executescript(f"BEGIN; {_MIGRATIONS[number]} PRAGMA user_version={number + 1}; COMMIT;")
+        except sqlite3.DatabaseError:
+            if db.in_transaction:
+                db.execute("ROLLBACK")
+            raise
