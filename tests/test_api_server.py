@@ -305,7 +305,7 @@ def test_seed_is_accepted_and_reproducible(scripted: Callable[[Script], openai.O
         ({"extra_body": {"ignore_eos": "yes"}}, "ignore_eos"),
         ({"stop": ["a", ""]}, "stop"),
         ({"n": 17}, "n"),
-        ({"tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]}, "tools"),
+        ({"tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "array"}}}]}, "tools"),
         ({"stop": ["a"] * 17}, "stop"),
         ({"response_format": {"type": "json"}}, "response_format"),
     ],

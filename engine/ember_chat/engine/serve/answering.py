@@ -25,6 +25,7 @@ from ember_chat.engine.inference.service import GenerationRequest
 from ember_chat.engine.serve.content_parts import attach
 from ember_chat.engine.serve.openai_api import ApiError, ApiRequest, ResponseBuilder, Sample, unfinished_error
 from ember_chat.engine.serve.sink import ClientGone, QueueSink, too_long
+from ember_chat.engine.serve.tool_wire import ChoiceCalls, call_deltas
 
 POLL_S = 0.05  # how often a waiting handler checks whether its client is still there
 
@@ -75,6 +76,7 @@ class AnswersRequests:
                     label=f"{self.command} {self.path} ({self.client_address[0]})"
                     + (f" [{index + 1}/{req.n}]" if req.n > 1 else ""),
                     attachment_store=store,
+                    tools=req.tools,
                     batch_s=0.0,
                     snapshot_s=float("inf"),
                 )
@@ -99,7 +101,7 @@ class AnswersRequests:
                 self._send_json(200, out.response(samples))
                 return
             if req.include_usage:
-                self._event(out.usage_chunk([m for _, _, m, _ in samples]))
+                self._event(out.usage_chunk([m for _, _, m, _, _ in samples]))
             self._end_stream(None)
 
     def _sample(self, req: ApiRequest, out: ResponseBuilder, sink: QueueSink, index: int) -> Sample | None:
@@ -107,6 +109,7 @@ class AnswersRequests:
         error before the 200 is raised (it is the response)."""
         failure: tuple[str, str] | None = None
         text: list[str] = []
+        calls = ChoiceCalls()
         wanted = req.params.logprobs is not None
         entries: list[TokenLogprob] = []  # this sample's, all
         unsent: list[TokenLogprob] = []  # a stream's, not yet in a chunk (their text held back)
@@ -127,7 +130,7 @@ class AnswersRequests:
                 if req.stream:
                     self._open_choice(out, index)
                     self._event(out.final_chunk(reason, metrics, index))
-                return full, reason, metrics, [] if wanted else None
+                return full, reason, metrics, [] if wanted else None, calls
             elif kind == "started":
                 break
         if req.stream:
@@ -144,6 +147,15 @@ class AnswersRequests:
                     unsent = []
                 if self._client_gone():  # tokens keep `_next` from ever idling to notice
                     raise ClientGone
+            elif kind == "tool_call":
+                position, said = calls.add(data)
+                if said:  # an invalid call stays the text the model wrote (see tool_wire)
+                    text.append(said)
+                    if req.stream:
+                        self._event(out.chunk(said, index=index))
+                if position is not None and req.stream:
+                    for deltas in call_deltas(position, data):
+                        self._event(out.tool_chunk(deltas, index))
             elif kind == "failed":
                 failure = data
             elif kind == "finished":
@@ -152,8 +164,8 @@ class AnswersRequests:
                 if error is not None:  # a partial answer is not a 200: the client would take it as whole
                     return self._fail(error)
                 if req.stream:
-                    self._event(out.final_chunk(reason, metrics, index, unsent if wanted and unsent else None))
-                return "".join(text), reason, metrics, entries if wanted else None
+                    self._event(out.final_chunk(reason, metrics, index, unsent if wanted and unsent else None, calls))
+                return "".join(text), reason, metrics, entries if wanted else None, calls
 
     def _fail(self, error: ApiError) -> None:
         """Before the 200 the error is the response; after it, an event that ends the stream."""

@@ -18,6 +18,7 @@ from ember_chat.engine.core.messages import ChatMessage
 from ember_chat.engine.core.params import SamplingParams
 from ember_chat.engine.core.reasoning import ThinkingStream, split_thinking
 from ember_chat.engine.core.states import StopReason
+from ember_chat.engine.core.tools import ToolRequest
 from ember_chat.engine.errors import InvalidParameter
 from ember_chat.engine.inference.logprobs import TokenLogprob
 from ember_chat.engine.inference.metrics import GenerationMetrics
@@ -25,6 +26,7 @@ from ember_chat.engine.serve.api_error import ApiError
 from ember_chat.engine.serve.content_parts import ContentError, parse_content
 from ember_chat.engine.serve.logprob_shapes import chat_logprobs, completion_logprobs
 from ember_chat.engine.serve.request_options import MAX_N, constraint, ember_options, logprobs_wanted
+from ember_chat.engine.serve.tool_wire import ChoiceCalls, check_tool_turns, history_calls, tool_request
 
 
 @dataclass(frozen=True)
@@ -39,6 +41,7 @@ class ApiRequest:
     files: dict[int, list[Extracted]] = field(default_factory=dict)  # message index → its `file` parts, read
     n: int = 1  # samples, one after another with distinct seeds (choices[i])
     trim_history: bool = False  # `"ember": {"trim_history": true}`: leave the oldest messages out, as the window does
+    tools: ToolRequest | None = None  # the tools the model may call (chat)
 
 
 _SAMPLING_FIELDS = {
@@ -55,16 +58,14 @@ _SAMPLING_FIELDS = {
 }
 # Accepted and ignored only at their neutral value; anything else is refused rather than ignored.
 _NEUTRAL = {"echo": False, "best_of": 1}
-_REFUSED = (
-    "tools", "tool_choice", "functions", "function_call", "logit_bias", "suffix",
-)  # fmt: skip
-_IGNORED = ("user", "stream_options", "parallel_tool_calls", "store", "metadata", "service_tier")
+_REFUSED = ("functions", "function_call", "logit_bias", "suffix")
+_IGNORED = ("user", "stream_options", "store", "metadata", "service_tier")
 # llama.cpp's cache_prompt: Ember always reuses the cached prefix of the prompt; vLLM's pair that
 # continues a final assistant message, as Ember always does (its own remote backend sends them)
 _NO_OP = ("cache_prompt", "continue_final_message", "add_generation_prompt")
 _READ = (
     "model", "stream", "n", "max_tokens", "max_completion_tokens", "stop", "chat_template_kwargs", "response_format",
-    "grammar", "json_schema", "logprobs", "top_logprobs", "ember",
+    "grammar", "json_schema", "logprobs", "top_logprobs", "ember", "tools", "tool_choice", "parallel_tool_calls",
 )  # fmt: skip
 _KNOWN = {*_SAMPLING_FIELDS, *_NEUTRAL, *_REFUSED, *_IGNORED, *_NO_OP, *_READ}
 _KNOWN_BY_KIND = {"chat": _KNOWN | {"messages"}, "completion": _KNOWN | {"prompt"}}
@@ -80,9 +81,9 @@ def _messages(raw: Any, files: dict[int, list[Extracted]]) -> list[ChatMessage]:
             raise ApiError(400, f"messages[{i}] must be an object.", param="messages")
         role = m.get("role")
         role = "system" if role == "developer" else role
-        if role not in ("system", "user", "assistant"):
+        if role not in ("system", "user", "assistant", "tool"):
             raise ApiError(
-                400, f"messages[{i}].role must be system, user or assistant, got {role!r}.", param="messages"
+                400, f"messages[{i}].role must be system, user, assistant or tool, got {role!r}.", param="messages"
             )
         try:
             content = parse_content(m.get("content"), f"messages[{i}].content")
@@ -92,7 +93,14 @@ def _messages(raw: Any, files: dict[int, list[Extracted]]) -> list[ChatMessage]:
             raise ApiError(400, f"messages[{i}]: only a user message can carry files and images.", param="messages")
         if content.files:
             files[i] = content.files
-        out.append(ChatMessage(role, content.text, images=tuple(content.images)))
+        call_id = m.get("tool_call_id")
+        if role == "tool" and not (isinstance(call_id, str) and call_id):
+            raise ApiError(400, f"messages[{i}] is a tool message without its tool_call_id.", param="messages")
+        calls = history_calls(m, f"messages[{i}]")
+        tool_id = call_id if role == "tool" else None
+        images = tuple(content.images)
+        out.append(ChatMessage(role, content.text, images=images, tool_calls=calls, tool_call_id=tool_id))
+    check_tool_turns(out)
     if out[-1].role == "system" or not any(m.role == "user" for m in out):
         raise ApiError(
             400, "the messages must end with the user's (or a partial answer to continue).", param="messages"
@@ -118,7 +126,9 @@ def parse_request(kind: str, body: Any, allow_unknown: bool = False) -> ApiReque
         )
     for name in _REFUSED:
         if body.get(name) not in (None, [], {}):
-            raise ApiError(400, f"{name} is not supported by Ember's server.", param=name)
+            instead = " (send tools instead)" if name.startswith("function") else ""
+            raise ApiError(400, f"{name} is not supported by Ember's server{instead}.", param=name)
+    tools = tool_request(body, kind)
     for name, neutral in _NEUTRAL.items():
         if name in body and body[name] not in (None, neutral):
             raise ApiError(400, f"{name}={body[name]!r} is not supported (only {neutral!r}).", param=name)
@@ -179,7 +189,7 @@ def parse_request(kind: str, body: Any, allow_unknown: bool = False) -> ApiReque
         files: dict[int, list[Extracted]] = {}
         messages = _messages(body.get("messages"), files)
         trim = ember_options(body.get("ember")).get("trim_history", False)
-        return ApiRequest("chat", messages=messages, files=files, trim_history=trim, **common)
+        return ApiRequest("chat", messages=messages, files=files, trim_history=trim, tools=tools, **common)
     prompt = body.get("prompt")
     if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
         prompt = prompt[0]
@@ -197,6 +207,7 @@ FINISH_REASONS = {
     StopReason.STOP_STRING: "stop",
     StopReason.LENGTH: "length",
     StopReason.CONTEXT_FULL: "length",
+    StopReason.TOOL_CALLS: "tool_calls",
 }
 
 
@@ -253,8 +264,8 @@ def usage(samples: list[GenerationMetrics | None]) -> dict[str, Any]:
     }
 
 
-# One sample's answer: text, stop reason, metrics, and its tokens' log-probabilities if asked for
-Sample = tuple[str, str, GenerationMetrics | None, list[TokenLogprob] | None]
+# One sample's answer: text, stop reason, metrics, its tokens' log-probabilities if asked for, its tool calls
+Sample = tuple[str, str, GenerationMetrics | None, list[TokenLogprob] | None, ChoiceCalls]
 
 
 class ResponseBuilder:
@@ -316,13 +327,27 @@ class ResponseBuilder:
         choice = {"index": index, "text": text or "", "logprobs": self._logprobs(logprobs), "finish_reason": finish}
         return {**self._base("text_completion"), "choices": [choice]}
 
+    def tool_chunk(self, deltas: list[dict[str, Any]], index: int = 0) -> dict[str, Any]:
+        """A chunk of choice `index` with `delta.tool_calls` (see tool_wire.call_deltas)."""
+        choice = {"index": index, "delta": {"tool_calls": deltas}, "logprobs": None, "finish_reason": None}
+        return {**self._base("chat.completion.chunk"), "system_fingerprint": None, "choices": [choice]}
+
     def final_chunk(
-        self, reason: str, metrics: GenerationMetrics | None, index: int = 0, logprobs: list[TokenLogprob] | None = None
+        self,
+        reason: str,
+        metrics: GenerationMetrics | None,
+        index: int = 0,
+        logprobs: list[TokenLogprob] | None = None,
+        calls: ChoiceCalls | None = None,
     ) -> dict[str, Any]:
         """The chunk that ends choice `index`; its `ember` has that sample's metrics (`logprobs`: of
-        tokens whose text was held back until the end, if any)."""
+        tokens whose text was held back until the end, if any; `invalid_tool_calls`: its calls that
+        were not returned as calls)."""
+        reason = calls.finish_reason(reason) if calls is not None else reason
         out = self.chunk(None if self.kind == "chat" else "", finish_reason(reason), index=index, logprobs=logprobs)
         out["ember"] = self._ember(metrics)
+        if calls is not None and calls.invalid:
+            out["ember"] = {**(out["ember"] or {}), "invalid_tool_calls": calls.notes(index)}
         return out
 
     def usage_chunk(self, samples: list[GenerationMetrics | None]) -> dict[str, Any]:
@@ -333,13 +358,20 @@ class ResponseBuilder:
         """The whole response: a choice per sample (text, stop reason, metrics). Its `ember` has the
         first sample's metrics, and with several samples each one's under `choices`."""
         choices = []
-        for index, (text, reason, _metrics, entries) in enumerate(samples):
+        invalid: list[dict[str, Any]] = []
+        for index, (text, reason, _metrics, entries, calls) in enumerate(samples):
             self._offset = 0
+            reason = calls.finish_reason(reason)
+            invalid += calls.notes(index)
             if self.kind == "chat":
                 split = split_thinking(text)
-                message = {"role": "assistant", "content": split.answer, "refusal": None}
+                tool_calls = calls.message_calls()
+                content = None if tool_calls and not split.answer else split.answer  # OpenAI's null beside calls
+                message: dict[str, Any] = {"role": "assistant", "content": content, "refusal": None}
                 if split.thinking:
                     message["reasoning_content"] = split.thinking
+                if tool_calls:
+                    message["tool_calls"] = tool_calls
                 choices.append({"index": index, "message": message, "logprobs": self._logprobs(entries),
                                 "finish_reason": finish_reason(reason)})  # fmt: skip
             else:
@@ -349,8 +381,10 @@ class ResponseBuilder:
             base = {**self._base("chat.completion"), "system_fingerprint": None}
         else:
             base = self._base("text_completion")
-        metrics = [m for _, _, m, _ in samples]
+        metrics = [m for _, _, m, _, _ in samples]
         ember = self._ember(metrics[0] if metrics else None)
         if len(samples) > 1:
             ember = {**(ember or {}), "choices": [m.to_dict() if m else None for m in metrics]}
+        if invalid:
+            ember = {**(ember or {}), "invalid_tool_calls": invalid}
         return {**base, "choices": choices, "usage": usage(metrics), "ember": ember}

@@ -7,6 +7,7 @@ import queue
 import threading
 from typing import Any
 
+from ember_chat.engine.core.tools import InvalidCall, ToolCall
 from ember_chat.engine.inference.events import AttachmentsPlanned
 from ember_chat.engine.inference.logprobs import TokenLogprob
 from ember_chat.engine.inference.metrics import GenerationMetrics
@@ -49,6 +50,9 @@ class QueueSink(GenerationSink):
 
     def tokens(self, text: str, output_tokens: int) -> None:
         self.events.put(("tokens", text))
+
+    def tool_call(self, index: int, call: ToolCall | InvalidCall) -> None:
+        self.events.put(("tool_call", call))
 
     def failed(self, message: str, kind: str = "") -> None:
         self.events.put(("failed", (message, kind)))
