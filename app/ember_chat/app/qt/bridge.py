@@ -40,6 +40,7 @@ from PySide6.QtCore import QObject, QTimer, Signal, Slot
 from ember_chat.engine.core.messages import ChatMessage
 from ember_chat.engine.core.params import SamplingParams
 from ember_chat.engine.core.refs import ModelRef
+from ember_chat.engine.core.tools import InvalidCall, ToolCall, ToolRequest
 from ember_chat.engine.inference.attachment_turns import TokenCount
 from ember_chat.engine.inference.backend import ModelDescription
 from ember_chat.engine.inference.events import AttachmentsPlanned, Retrying
@@ -135,6 +136,9 @@ class _Sink(GenerationSink):
     def attachments_planned(self, event: AttachmentsPlanned) -> None:
         self._post("planned", event)
 
+    def tool_call(self, index: int, call: ToolCall | InvalidCall) -> None:
+        self._post("tool_call", index, call)
+
     def failed(self, message: str, kind: str = "") -> None:
         self._post("failed", message)
 
@@ -178,6 +182,7 @@ class EngineBridge(QObject):
     prefill = Signal(int, int, int)  # request id, prompt tokens evaluated, of how many
     retrying = Signal(int, object)  # request id, Retrying
     planned = Signal(int, object)  # request id, AttachmentsPlanned: how its attachments are read (before the answer)
+    tool_call = Signal(int, int, object)  # request id, index, ToolCall | InvalidCall (each before `finished`)
     failed = Signal(int, str)
     finished = Signal(int, str, str, object, object)  # id, reason, text, GenerationMetrics|None, ITLs
     queue_changed = Signal(object)  # QueueState
@@ -243,11 +248,18 @@ class EngineBridge(QObject):
     def unload(self) -> None:
         self.service.unload()
 
-    def generate(self, messages: list[ChatMessage], params: SamplingParams, template: str | None = None) -> int:
+    def generate(
+        self,
+        messages: list[ChatMessage],
+        params: SamplingParams,
+        template: str | None = None,
+        tools: ToolRequest | None = None,
+    ) -> int:
+        """`tools`: what the answer may call (its calls come back by `tool_call`, before `finished`)."""
         sink = _Sink(self._mailbox)
         # batch_s=0: every token goes to the mailbox as it comes; the mailbox batches (the first at once)
         request = GenerationRequest(
-            params=params, sink=sink, messages=messages, template=template, label="Chat", batch_s=0
+            params=params, sink=sink, messages=messages, template=template, label="Chat", tools=tools, batch_s=0
         )
         sink.request = request
         return self.service.submit(request)
@@ -321,6 +333,7 @@ class EngineBridge(QObject):
             "prefill": self.prefill,
             "retrying": self.retrying,
             "planned": self.planned,
+            "tool_call": self.tool_call,
             "failed": self.failed,
             "finished": self.finished,
         }[kind]
