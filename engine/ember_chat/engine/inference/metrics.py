@@ -144,6 +144,11 @@ class MetricsRecorder:
         self.prompt_tokens_reused = reused
         self.t_prefill_start_ns = time.perf_counter_ns() if t_ns is None else t_ns
 
+    def take_back(self, count: int) -> None:
+        """The last `count` answer tokens were taken back (generated again under a tool call's grammar)."""
+        if count > 0:
+            del self.token_times_ns[-count:]
+
     def token(self, t_ns: int | None = None, count: int = 1, thinking: bool = False) -> int:
         """Record `count` tokens that arrived at `t_ns`. Several tokens in one arrival (a network
         chunk) are spread evenly over the gap since the previous one, so ITL stays over tokens."""

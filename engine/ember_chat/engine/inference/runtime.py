@@ -20,6 +20,7 @@ from ember_chat.engine.core.params import LoadConfig, SamplingParams
 from ember_chat.engine.core.reasoning import MarkerNormalizer, prompt_opens_thinking, split_thinking
 from ember_chat.engine.core.refs import ModelRef
 from ember_chat.engine.core.states import StopReason
+from ember_chat.engine.core.tools import InvalidCall, ToolCall, ToolRequest
 from ember_chat.engine.errors import (
     ContextOverflowError,
     GenerationError,
@@ -36,6 +37,7 @@ from ember_chat.engine.inference.events import (
     PromptReady,
     TemplateFallback,
     Token,
+    ToolCallParsed,
 )
 from ember_chat.engine.inference.grammar import params_grammar, wants_json
 from ember_chat.engine.inference.json_check import answer_check
@@ -52,6 +54,8 @@ from ember_chat.engine.inference.prompting import (
     render_chat,
 )
 from ember_chat.engine.inference.stop_strings import StopStringScanner
+from ember_chat.engine.inference.tool_formats import tool_format_for
+from ember_chat.engine.inference.tool_turn import ToolTurn
 from ember_chat.engine.models.gguf_inspect import ModelInfo, inspect_gguf
 
 if TYPE_CHECKING:  # vision.py loads libmtmd: imported once a model has a projector
@@ -240,16 +244,18 @@ class LocalRuntime:
         messages: list[ChatMessage],
         params: SamplingParams,
         template_override: str | None = None,
+        tools: ToolRequest | None = None,
     ) -> Iterator[Event]:
-        """Generate the assistant's reply to `messages`. The last message is the user's, or an
-        assistant's partial answer to continue (after an interruption)."""
+        """Generate the assistant's reply to `messages`. The last message is the user's, the results of
+        the calls of the assistant turn before (`tool` messages), or an assistant's partial answer to
+        continue (after an interruption). With `tools`, the answer may be calls (see tool_turn.py)."""
         llm = self._require()
         recorder = MetricsRecorder(self._run_context())
         prefix = ""
-        if messages and messages[-1].role == "assistant":
+        if messages and messages[-1].role == "assistant" and not messages[-1].tool_calls:
             prefix, messages = messages[-1].content, messages[:-1]
-        if not messages or messages[-1].role != "user":
-            raise InvalidParameter("a chat request must end with a user message.")
+        if not messages or messages[-1].role not in ("user", "tool"):
+            raise InvalidParameter("a chat request must end with a user message (or the results of tool calls).")
         template = self.template(template_override)
         assert self._info is not None
         fallback = builtin_for(self._info.architecture)
@@ -264,6 +270,13 @@ class LocalRuntime:
                 "Load a vision model with its projector, or remove the images."
             )
         thinking = params.thinking
+        offered = list(tools.tools) if tools is not None and tools.active else None
+        if offered and (prefix or params.grammar is not None or wants_json(params.response_format)):
+            raise InvalidParameter(
+                "An answer that may call tools cannot also be held to JSON or a grammar, nor be continued."
+            )
+        if tools is not None and tools.forced and template.thinking_switch:
+            thinking = False  # the call's grammar holds the answer from its first token
         if params.grammar is not None or wants_json(params.response_format):
             if prefix:  # the grammar starts at the answer's beginning: a second document would follow the cut one
                 raise InvalidParameter(
@@ -278,10 +291,10 @@ class LocalRuntime:
                 prompt.close()
             if images:
                 assert self._vision is not None
-                text, prompt, notice = self._vision.prompt(template, kept, fallback, thinking, prefix)
+                text, prompt, notice = self._vision.prompt(template, kept, fallback, thinking, prefix, offered)
                 tokens = prompt.tokens
             else:
-                rendered, notice = render_chat(template, kept, fallback, thinking)
+                rendered, notice = render_chat(template, kept, fallback, thinking, offered)
                 text = rendered + prefix
                 tokens = self._prompt_tokens(text, special=True)
             if len(tokens) + reserve <= llm.n_ctx():
@@ -295,8 +308,8 @@ class LocalRuntime:
                 )
             del kept[first]
             dropped += 1
-            # Never start the kept history with an orphaned assistant reply.
-            while kept[first].role == "assistant":
+            # Never start the kept history with an orphaned assistant reply or tool result.
+            while kept[first].role in ("assistant", "tool") and first < len(kept) - 1:
                 del kept[first]
                 dropped += 1
         recorder.dropped_messages = dropped
@@ -308,8 +321,18 @@ class LocalRuntime:
             markers = MarkerNormalizer(thinking=split_thinking(prefix).open)
         else:
             markers = MarkerNormalizer(opened_by_prompt=prompt_opens_thinking(text))
+        turn = None
+        if offered and tools is not None:
+            source = template_override or self._info.chat_template
+            fmt = tool_format_for(source, self._info.architecture)
+            if fmt is None:
+                raise InvalidParameter(
+                    f"{self._info.name}'s chat template writes tool calls in a form Ember cannot read yet, "
+                    "so it cannot be given tools. Turn the tools off for this chat, or use another model."
+                )
+            turn = ToolTurn(fmt, tools, thinking=markers.thinking, mistral_args="[ARGS]" in (source or ""))
         try:
-            yield from self._stream(text, tokens, params, recorder, markers, prompt)
+            yield from self._stream(text, tokens, params, recorder, markers, prompt, turn)
         finally:
             if prompt is not None:
                 prompt.close()
@@ -372,6 +395,23 @@ class LocalRuntime:
             n = llama_cpp.llama_token_to_piece(self._vocab, token, buf, -n, 0, True)
         return buf.raw[:n]
 
+    def _generate(self, tokens: list[int], params: SamplingParams, grammar: str | None) -> Iterator[int]:
+        """llama-cpp-python's token generator for these sampling parameters (from the longest prefix of
+        `tokens` already in the KV cache)."""
+        return self._require().generate(
+            tokens,
+            temp=params.temperature,
+            top_k=params.top_k,
+            top_p=params.top_p,
+            min_p=params.min_p,
+            repeat_penalty=params.repeat_penalty,
+            presence_penalty=params.presence_penalty,
+            frequency_penalty=params.frequency_penalty,
+            # (in llama.cpp's sampler chain, before the choice: only tokens the grammar allows, and an
+            # end-of-generation token only once the grammar is complete)
+            grammar=llama_cpp.LlamaGrammar.from_string(grammar) if grammar else None,
+        )
+
     def _prefill_in_chunks(self, tokens: list[int], reused: int) -> Iterator[PrefillProgress]:
         """A prompt longer than one batch is evaluated batch by batch here, with its progress after
         each (all but its last token: `generate` finds them in the KV cache and evaluates only that
@@ -397,6 +437,7 @@ class LocalRuntime:
         rec: MetricsRecorder,
         markers: MarkerNormalizer | None = None,
         vision: VisionPrompt | None = None,
+        turn: ToolTurn | None = None,
     ) -> Iterator[Event]:
         """`markers`: chat mode, where a reasoning model's thinking markers are put in canonical form.
         `params.ignore_eos`: exactly max_tokens tokens (benchmarks, as llama-bench generates them).
@@ -410,7 +451,8 @@ class LocalRuntime:
             reused -= 1
         if vision is not None:
             reused = vision.align(reused)
-        grammar = params_grammar(params)  # (checked: a grammar llama.cpp cannot parse never reaches its sampler)
+        # (checked: a grammar llama.cpp cannot parse never reaches its sampler)
+        grammar = turn.first_grammar() if turn is not None else params_grammar(params)
         self._history = None  # invalid until this generation completes cleanly
         self._abort.clear()
         seed = params.seed if params.seed is not None else random.randrange(2**31)
@@ -440,53 +482,59 @@ class LocalRuntime:
             llama_cpp.llama_set_abort_callback(ctx, NULL_ABORT, None)
             yield Finished(StopReason.CANCELLED, "", rec.finish(StopReason.CANCELLED, seed=seed))
             return
-        gen = llm.generate(
-            tokens,
-            temp=params.temperature,
-            top_k=params.top_k,
-            top_p=params.top_p,
-            min_p=params.min_p,
-            repeat_penalty=params.repeat_penalty,
-            presence_penalty=params.presence_penalty,
-            frequency_penalty=params.frequency_penalty,
-            # (in llama.cpp's sampler chain, before the choice: only tokens the grammar allows, and an
-            # end-of-generation token only once the grammar is complete)
-            grammar=llama_cpp.LlamaGrammar.from_string(grammar) if grammar else None,
-        )
+        calls: list[ToolCall | InvalidCall] = []
+        gen = self._generate(tokens, params, grammar)
         try:
-            for token in gen:
-                t_ns = time.perf_counter_ns()
-                if not generated:
-                    llama_cpp.llama_set_abort_callback(ctx, NULL_ABORT, None)
-                if not params.ignore_eos and llama_cpp.llama_vocab_is_eog(self._vocab, token):
-                    reason = StopReason.STOP
+            while True:
+                restart = None
+                for token in gen:
+                    t_ns = time.perf_counter_ns()
+                    if not generated:
+                        llama_cpp.llama_set_abort_callback(ctx, NULL_ABORT, None)
+                    if not params.ignore_eos and llama_cpp.llama_vocab_is_eog(self._vocab, token):
+                        reason = StopReason.STOP
+                        break
+                    generated.append(token)
+                    logprob = None
+                    if params.logprobs is not None:  # before the next evaluation replaces these logits
+                        logprob = token_logprob(ctx, llm.n_vocab(), token, params.logprobs, self._piece)
+                    piece = decoder.decode(self._piece(token))
+                    raw_text.append(piece)
+                    thinking = markers is not None and markers.thinking
+                    if markers is not None:
+                        piece = markers.feed(piece)
+                        thinking = thinking or markers.thinking  # (a closing marker is thinking too)
+                    rec.token(t_ns, thinking=thinking)  # an end-of-generation token is not part of the answer
+                    if turn is not None:
+                        piece, found, restart = turn.feed(piece)
+                        for call in found:
+                            calls.append(call)
+                            yield ToolCallParsed(len(calls) - 1, call)
+                    visible, hit = stops.feed(piece)
+                    shown.append(visible)
+                    yield Token(visible, len(generated) - 1, t_ns, thinking=thinking, logprob=logprob)
+                    if restart is not None:
+                        break
+                    if hit:
+                        reason = StopReason.STOP_STRING
+                        break
+                    if self._abort.is_set():
+                        reason = StopReason.CANCELLED
+                        break
+                    if len(generated) >= params.max_tokens:
+                        reason = StopReason.LENGTH
+                        break
+                    if len(tokens) + len(generated) >= n_ctx:
+                        reason = StopReason.CONTEXT_FULL
+                        break
+                if restart is None:
                     break
-                generated.append(token)
-                logprob = None
-                if params.logprobs is not None:  # before the next evaluation replaces these logits
-                    logprob = token_logprob(ctx, llm.n_vocab(), token, params.logprobs, self._piece)
-                piece = decoder.decode(self._piece(token))
-                raw_text.append(piece)
-                thinking = markers is not None and markers.thinking
-                if markers is not None:
-                    piece = markers.feed(piece)
-                    thinking = thinking or markers.thinking  # (a closing marker is thinking too)
-                rec.token(t_ns, thinking=thinking)  # an end-of-generation token is not part of the answer
-                visible, hit = stops.feed(piece)
-                shown.append(visible)
-                yield Token(visible, len(generated) - 1, t_ns, thinking=thinking, logprob=logprob)
-                if hit:
-                    reason = StopReason.STOP_STRING
-                    break
-                if self._abort.is_set():
-                    reason = StopReason.CANCELLED
-                    break
-                if len(generated) >= params.max_tokens:
-                    reason = StopReason.LENGTH
-                    break
-                if len(tokens) + len(generated) >= n_ctx:
-                    reason = StopReason.CONTEXT_FULL
-                    break
+                # a call opened: take back the tokens from the one it starts in, generate them under its grammar
+                gen.close()
+                rec.take_back(len(generated) - restart.keep)
+                del generated[restart.keep :], raw_text[restart.keep :]
+                decoder.reset()
+                gen = self._generate(tokens + generated, params, restart.grammar)
         except RuntimeError as exc:
             if not self._abort.is_set():
                 raise GenerationError(f"llama.cpp failed while generating: {exc}") from exc
@@ -498,6 +546,13 @@ class LocalRuntime:
         raw_text.append(tail)
         if markers is not None:
             tail = markers.feed(tail) + markers.flush()
+        if turn is not None:
+            tail, found = turn.flush(tail)
+            for call in found:
+                calls.append(call)
+                yield ToolCallParsed(len(calls) - 1, call)
+            if calls and reason == StopReason.STOP:
+                reason = StopReason.TOOL_CALLS
         if reason != StopReason.STOP_STRING:
             tail = stops.flush(tail)
             if tail:
@@ -513,4 +568,4 @@ class LocalRuntime:
         # (with images, the text alone does not say which image is where: no text-keyed reuse)
         if reason != StopReason.STOP_STRING and vision is None:
             self._history = (prompt_text + "".join(raw_text), tokens + generated)
-        yield Finished(reason, "".join(shown), metrics)
+        yield Finished(reason, "".join(shown), metrics, tool_calls=tuple(calls))

@@ -75,9 +75,22 @@ class ToolCallStream:
         self._call_position = True  # a bare JSON call (Llama 3.x) may start here
         self._markers = STARTS[fmt] + DROPS.get(fmt, ())
         self._scan: _JsonScan | None = None  # how far the call's JSON has been read (the body only grows)
+        self._fed = 0  # characters fed so far (the buffer is always their end)
+        self.call_start: int | None = None  # where the call being read opened, in all the text fed
+
+    @property
+    def in_call(self) -> bool:
+        """A call has opened and is being read (its opener was seen, its end not yet)."""
+        return self._phase == "call"
+
+    @property
+    def opener(self) -> str:
+        """The words that opened the call being read."""
+        return self._opener
 
     def feed(self, piece: str) -> ParsedChunk:
         self._buf += piece
+        self._fed += len(piece)
         return self._run(final=False)
 
     def flush(self) -> ParsedChunk:
@@ -128,6 +141,7 @@ class ToolCallStream:
             if stripped.startswith("{") and _may_be_bare_call(stripped):
                 # the spaces and `;` between a Llama model's calls are not part of its answer
                 self._buf, self._phase, self._opener = stripped, "call", "{"
+                self.call_start = self._fed - len(self._buf)
                 return
             self._call_position = False
         marker, at = _first_marker(self._buf, self._markers)
@@ -143,6 +157,7 @@ class ToolCallStream:
         self._buf = self._buf[at + len(marker) :]
         if marker in STARTS[self.fmt]:
             self._phase, self._opener = "call", marker
+            self.call_start = self._fed - len(self._buf) - len(marker)
 
     def _step_call(self, text: list[str], calls: list, final: bool) -> None:
         read = getattr(self, f"_read_{self.fmt.name.lower()}")(self._buf, final)
@@ -154,6 +169,7 @@ class ToolCallStream:
             self._call_position = False
         calls.extend(found)
         self._buf, self._phase, self._scan = self._buf[used:], "answer", None
+        self.call_start = None
         self._call_position = self._call_position or bool(found)
 
     def _json_end(self, body: str, start: int) -> int | None:

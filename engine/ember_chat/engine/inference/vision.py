@@ -30,6 +30,7 @@ from llama_cpp import mtmd_cpp as mtmd
 
 from ember_chat.engine.core.messages import ChatMessage, ImageInput
 from ember_chat.engine.core.params import LoadConfig
+from ember_chat.engine.core.tools import ToolSpec
 from ember_chat.engine.errors import EmberError, GenerationError, InvalidParameter, ModelLoadError
 from ember_chat.engine.inference.events import PrefillProgress
 from ember_chat.engine.inference.llama_log import route_mtmd_log
@@ -137,10 +138,11 @@ class VisionContext:
         fallback: ChatTemplate,
         thinking: bool | None,
         prefix: str,
+        tools: list[ToolSpec] | None = None,
     ) -> tuple[str, VisionPrompt, str | None]:
         """The chat's prompt text (`prefix`: an answer being continued), its positions, and the
         template's fallback notice: the template renders the media marker where each image goes."""
-        rendered, notice = render_chat(template, with_markers(messages, self.marker), fallback, thinking)
+        rendered, notice = render_chat(template, with_markers(messages, self.marker), fallback, thinking, tools)
         text = rendered + prefix
         return text, self.tokenize(text, [img for m in messages for img in m.images]), notice
 
