@@ -20,7 +20,7 @@ import json
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 import httpx2
@@ -44,7 +44,7 @@ from ember_chat.engine.errors import (
 from ember_chat.engine.inference.backend import ModelDescription
 from ember_chat.engine.inference.events import Event, Finished, PromptReady, Retrying, Token
 from ember_chat.engine.inference.json_check import answer_check
-from ember_chat.engine.inference.metrics import GenerationMetrics, MetricsRecorder, RunContext
+from ember_chat.engine.inference.metrics import MetricsRecorder, RunContext
 from ember_chat.engine.inference.openai_wire import (
     MAX_ERROR_BODY,
     RETRY_DELAYS_S,
@@ -64,6 +64,7 @@ from ember_chat.engine.inference.openai_wire import (
     status_error,
     wire_content,
 )
+from ember_chat.engine.inference.remote_metrics import StreamChunk, count, final_metrics
 
 __all__ = [  # the wire's names that users of the remote backend need (its errors are in engine/errors.py)
     "RETRY_DELAYS_S",
@@ -72,14 +73,6 @@ __all__ = [  # the wire's names that users of the remote backend need (its error
     "RemoteModelInfo",
     "check_connection",
 ]
-
-
-@dataclass
-class _Chunk:
-    t_ns: int
-    text: str
-    count: int | None  # tokens, when the server said (per-chunk usage)
-    thinking: bool = False  # reasoning text only
 
 
 class RemoteBackend:
@@ -299,7 +292,7 @@ class RemoteBackend:
         response = self._open(client, endpoint, path, body)
         if self._stop.is_set():  # stopped while the request was being sent
             self.request_stop()
-        chunks: list[_Chunk] = []
+        chunks: list[StreamChunk] = []
         texts: list[str] = []  # what is shown (reasoning between <think> markers)
         answer: list[str] = []  # what the model generated, as the server's tokenizer would count it
         usage: dict[str, Any] = {}
@@ -366,9 +359,9 @@ class RemoteBackend:
                         yield prompt_ready()
                     per_chunk = None
                     if choices and isinstance(obj.get("usage"), dict):  # vLLM continuous usage stats
-                        done = _count(obj["usage"].get("completion_tokens"))
+                        done = count(obj["usage"].get("completion_tokens"))
                         per_chunk = None if done is None else max(1, done - counted)
-                    chunks.append(_Chunk(t_ns, piece, per_chunk, chunk_thinking))
+                    chunks.append(StreamChunk(t_ns, piece, per_chunk, chunk_thinking))
                     counted += per_chunk or 1
                     texts.append(piece)
                     rec.token(t_ns, per_chunk or 1, thinking=chunk_thinking)
@@ -404,86 +397,15 @@ class RemoteBackend:
             final_reason = {"eos": StopReason.STOP, "abort": StopReason.CANCELLED}.get(reason, reason)
         if not prompt_sent:
             yield prompt_ready()
-        metrics = self._final_metrics(rec, chunks, usage, timings, final_reason, "".join(answer), t_end_ns)
+        counter = self._tokenizer.count if self._tokenizer is not None else None
+        metrics = final_metrics(rec, chunks, usage, timings, final_reason, "".join(answer), t_end_ns, counter)
         metrics = replace(metrics, json_check=answer_check(body.get("response_format"), "".join(answer)))
         yield Finished(final_reason, "".join(texts), metrics, error)
 
-    def _final_metrics(
-        self,
-        rec: MetricsRecorder,
-        chunks: list[_Chunk],
-        usage: dict[str, Any],
-        timings: dict[str, Any],
-        reason: str,
-        answer: str,
-        t_end_ns: int,
-    ) -> GenerationMetrics:
-        """Count tokens from the server's own figures (usage, llama.cpp's timings), else with the
-        server's tokenizer, spread over the chunks in proportion to their text; else one per chunk,
-        marked estimated."""
-        total = _count(usage.get("completion_tokens")) or _count(timings.get("predicted_n"))
-        token_count = "exact"
-        if not total:
-            total = self._tokenizer.count(answer) if chunks and answer and self._tokenizer else None
-            token_count = "tokenized" if total else "estimated"
-        final = MetricsRecorder(rec.context, t_start_ns=rec.t_start_ns, t_prefill_start_ns=rec.t_start_ns)
-        if total and chunks:
-            total = max(int(total), len(chunks))
-            whole = sum(max(1, len(c.text)) for c in chunks)
-            seen = given = 0
-            for i, c in enumerate(chunks):
-                seen += max(1, len(c.text))
-                after = len(chunks) - i - 1  # each later chunk still needs at least one token
-                target = total if after == 0 else round(total * seen / whole)
-                share = min(max(1, target - given), total - given - after)
-                final.token(c.t_ns, share, thinking=c.thinking)
-                given += share
-        else:
-            for c in chunks:
-                final.token(c.t_ns, c.count or 1, thinking=c.thinking)
-        reasoning = _count(_field(usage.get("completion_tokens_details"), "reasoning_tokens"))
-        if reasoning is not None:  # the server's own count (OpenAI, vLLM)
-            final.thinking_tokens = reasoning
-        prompt = _count(usage.get("prompt_tokens"))
-        cached = _count(_field(usage.get("prompt_tokens_details"), "cached_tokens"))
-        if prompt is None and timings:
-            prompt = (_count(timings.get("prompt_n")) or 0) + (_count(timings.get("cache_n")) or 0)
-            cached = _count(timings.get("cache_n"))
-        final.prefill_started(prompt or 0, min(cached or 0, prompt or 0), rec.t_start_ns)
-        perf = None
-        if timings:
-            perf = (
-                _ms(timings.get("prompt_ms")),
-                _count(timings.get("prompt_n")),
-                _ms(timings.get("predicted_ms")),
-                _count(timings.get("predicted_n")),
-            )
-        server = {"usage": usage, "timings": timings} if usage or timings else None
-        return final.finish(reason, perf, t_end_ns=t_end_ns, token_count=token_count, server_timings=server)
 
-
-# A server's fields are read by type: a figure of the wrong type (a string, a list, null) is treated as
-# absent, never trusted into the metrics nor allowed to turn a finished answer into an error.
 def _images(body: dict[str, Any]) -> bool:
     return any(isinstance(m.get("content"), list) for m in body.get("messages", ()))
 
 
 def _text(value: object) -> str:
     return value if isinstance(value, str) else ""
-
-
-def _count(value: object) -> int | None:
-    """A non-negative whole number, or None."""
-    if isinstance(value, bool) or not isinstance(value, int | float) or value != value or value < 0:
-        return None
-    return int(value) if float(value).is_integer() else None
-
-
-def _ms(value: object) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < float("inf"):
-        return None
-    return float(value)
-
-
-def _field(obj: object, name: str) -> object:
-    return obj.get(name) if isinstance(obj, dict) else None
