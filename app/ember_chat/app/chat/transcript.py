@@ -42,6 +42,7 @@ from ember_chat.app.chat.message_render import (
     message_actions,
     meta_line,
 )
+from ember_chat.app.chat.tool_cards import FOLD, TranscriptTools
 from ember_chat.app.chat.transcript_attachments import TranscriptAttachments
 from ember_chat.app.chat.transcript_cards import TranscriptCards
 from ember_chat.app.chat.transcript_focus import TranscriptFocus
@@ -94,6 +95,7 @@ class TranscriptView(QTextBrowser):
         self.streaming = TranscriptStreaming(self)  # the answer being streamed
         self.cards = TranscriptCards(self)  # the cards painted behind the messages
         self.attachments = TranscriptAttachments(self)  # a message's files, an answer's Sources
+        self.tools = TranscriptTools(self)  # an answer's tool calls: consent, running, results (tool_cards.py)
         self.append_stream = self.streaming.append  # (per batch: no call in between)
         self.setObjectName("transcript")
         self.setFrameShape(QFrame.Shape.NoFrame)  # (not a style sheet: a styled view repaints more)
@@ -246,6 +248,7 @@ class TranscriptView(QTextBrowser):
         shown.start.setKeepPositionOnInsert(False)
         if m.role == "assistant":
             yield from self.writer.body_steps(c, m.content, m.id, m.id in self._expanded)
+            self.tools.write(c, m)
             self.attachments.write_plan(c, m.id)
             line = _summary(m)  # (says "interrupted" when the stream was cut)
             if not m.complete:
@@ -258,7 +261,7 @@ class TranscriptView(QTextBrowser):
         shown.key = self._key(m, branch)
 
     def _key(self, m: Message, branch: tuple[int, int] | None) -> tuple:
-        return (*_key(m, branch, m.id in self._expanded), self.attachments.key(m.id))
+        return (*_key(m, branch, m.id in self._expanded), self.attachments.key(m.id), self.tools.key(m))
 
     def toggle_thinking(self, message_id: int) -> None:
         """Open or fold an answer's thinking (the caller shows the thread again)."""
@@ -469,6 +472,8 @@ class TranscriptView(QTextBrowser):
             arg = int(parts[1]) if len(parts) > 1 else 0
         except (IndexError, ValueError):
             return
+        if verb == FOLD:
+            self.tools.toggle(mid, arg)  # (the controller shows the thread again)
         if verb in ("copy", "copycode"):
             QToolTip.showText(self.mapToGlobal(self.cursorRect().center()), self.tr("Copied"), self, msecShowTime=1200)
         self.action.emit(verb, mid, arg)
