@@ -5,7 +5,8 @@ The reference is what Hugging Face `transformers` renders for the conversation â
 `render_jinja_template` (sandboxed Jinja, trim_blocks/lstrip_blocks, loop controls, its own `tojson`,
 `raise_exception`, `strftime_now`), with `add_generation_prompt=True`, the manifest's bos/eos
 tokens, and the clock pinned to the manifest's date so that templates that print today's date
-(Llama 3.x, gpt-oss) give stable text.
+(Llama 3.x, gpt-oss) give stable text; templates that take a `date_string` get that date, as
+llama.cpp's server gives them today's (Llama 3.1's would otherwise print "26 Jul 2024").
 
 When the template refuses a conversation (Gemma 2: "System role not supported"), the reference
 records the template's message and, as `fallback`, the rendering of the conversation the way Ember
@@ -52,6 +53,8 @@ def system_merged(messages: list[dict]) -> list[dict]:
 def render(source: str, messages: list[dict], entry: dict, kwargs: dict, tools: list[dict] | None = None) -> str:
     """One conversation as transformers renders it (with the generation prompt; `tools` given to the
     template when there are some)."""
+    if "date_string" in source:  # today's date, as llama.cpp's server gives it (Llama 3.x)
+        kwargs = {"date_string": chat_template_utils.datetime.now().strftime("%d %b %Y"), **kwargs}
     rendered, _ = chat_template_utils.render_jinja_template(
         conversations=[messages],
         tools=tools,

@@ -168,11 +168,15 @@ class JinjaTemplate:
         self.name = name
         self.thinking_switch = "enable_thinking" in source
         self.traits = TemplateTraits.of(source)
+        self._clock = clock
+        self._dated = "date_string" in source  # (Llama 3.x: today's date, as llama.cpp's server gives it)
 
     def render(
         self, messages: list[ChatMessage], thinking: bool | None = None, tools: list[ToolSpec] | None = None
     ) -> str:
-        switch = {"enable_thinking": thinking} if thinking is not None and self.thinking_switch else {}
+        switch: dict[str, Any] = {"enable_thinking": thinking} if thinking is not None and self.thinking_switch else {}
+        if self._dated:
+            switch["date_string"] = self._clock().strftime("%d %b %Y")
         shaped, tools_arg = adapt_for_template(
             [template_message(m) for m in messages], self.traits, template_tools(tools)
         )

@@ -270,6 +270,8 @@ class LocalRuntime:
                 "Load a vision model with its projector, or remove the images."
             )
         thinking = params.thinking
+        if thinking is None and template.thinking_switch:
+            thinking = True  # a model with a switch thinks unless asked not to (as the window and llama-server do)
         offered = list(tools.tools) if tools is not None and tools.active else None
         if offered and (prefix or params.grammar is not None or wants_json(params.response_format)):
             raise InvalidParameter(
