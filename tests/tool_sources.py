@@ -23,17 +23,25 @@ def _word_count(arguments: dict[str, Any]) -> str:
     return str(len(str(arguments["text"]).split()))
 
 
-def _wait(arguments: dict[str, Any], cancel: threading.Event | None, timeout_s: float) -> str:
-    """Waits for the cancel event (a long tool a user stops)."""
-    if cancel is not None and cancel.wait(min(timeout_s, float(arguments.get("seconds", 5)))):
+def _wait(arguments: dict[str, Any], cancel: threading.Event | None, timeout_s: float | None) -> str:
+    """Waits the seconds asked, or until stopped (a long tool a user stops)."""
+    seconds = min(60.0 if timeout_s is None else timeout_s, float(arguments.get("seconds", 5)))
+    if (cancel or threading.Event()).wait(seconds):
         raise TimeoutError("stopped")
     return "waited"
+
+
+def _average(arguments: dict[str, Any]) -> str:
+    """Has a bug: an empty list divides by zero, and nothing catches it (a source with a bug)."""
+    numbers = arguments.get("numbers", [])
+    return str(sum(numbers) / len(numbers))
 
 
 _SCHEMAS: dict[str, dict[str, Any]] = {
     "calculator": {"type": "object", "properties": {"expression": {"type": "string"}}, "required": ["expression"]},
     "word_count": {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]},
     "wait": {"type": "object", "properties": {"seconds": {"type": "number"}}},
+    "average": {"type": "object", "properties": {"numbers": {"type": "array", "items": {"type": "number"}}}},
 }
 
 
@@ -59,12 +67,13 @@ class TextTools:
             raise ToolError(f"The tool server {self.source} answered with a damaged list of tools.") from None
         return [ToolSpec(n, f"{n} from {self.source}", _SCHEMAS[n], read_only=n == "word_count") for n in names]
 
-    def call(self, call: ToolCall, timeout_s: float, cancel: threading.Event | None = None) -> ToolResult:
+    def call(self, call: ToolCall, timeout_s: float | None = None, cancel: threading.Event | None = None) -> ToolResult:
         self.calls.append(call)
         runs: dict[str, Callable[[dict[str, Any]], str]] = {
             "calculator": _add,
             "word_count": _word_count,
             "wait": lambda a: _wait(a, cancel, timeout_s),
+            "average": _average,
         }
         try:
             return ToolResult(call.id, call.name, runs[call.name](call.arguments))
