@@ -55,7 +55,7 @@ class ConnectionCheck:
     round_trip_s: float
 
 
-def _error_text(body: bytes) -> str:
+def error_detail(body: bytes) -> str:
     """The server's own words from an error body: OpenAI JSON, FastAPI `detail`, or plain text."""
     text = body.decode("utf-8", errors="replace").strip()
     try:
@@ -126,14 +126,14 @@ def images_refused(endpoint: Endpoint, status: int, body: bytes) -> ImagesNotSup
     """A request with images that the server rejected because of them (llama.cpp's server without a
     projector: 500 "image input is not supported"; vLLM: 400 "... is not a multimodal model"): its
     reason, as an error that is not retried. Another error is left to `status_error`."""
-    detail = _error_text(body)
+    detail = error_detail(body)
     if status in (400, 415, 422, 500, 501) and _IMAGE_WORDS.search(detail):
         return ImagesNotSupported(f"{endpoint.name} refused the images ({status}: {detail}).")
     return None
 
 
 def status_error(endpoint: Endpoint, status: int, body: bytes, headers: httpx2.Headers, what: str) -> RemoteError:
-    detail = _error_text(body)
+    detail = error_detail(body)
     if status in (401, 403):
         return RemoteAuthError(
             f"{endpoint.name} refused the API key ({status}: {detail}). Check the key in Models ▸ Connections."

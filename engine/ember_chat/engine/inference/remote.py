@@ -28,9 +28,9 @@ import httpx2
 from ember_chat.engine.core.messages import ChatMessage
 from ember_chat.engine.core.network_words import network_failure
 from ember_chat.engine.core.params import SamplingParams
-from ember_chat.engine.core.reasoning import answer_only
 from ember_chat.engine.core.refs import Endpoint, ModelRef, RemoteModelRef
 from ember_chat.engine.core.states import StopReason
+from ember_chat.engine.core.tools import ToolRequest
 from ember_chat.engine.errors import (
     InvalidParameter,
     LoadCancelled,
@@ -42,7 +42,7 @@ from ember_chat.engine.errors import (
     RemoteUnreachable,
 )
 from ember_chat.engine.inference.backend import ModelDescription
-from ember_chat.engine.inference.events import Event, Finished, PromptReady, Retrying, Token
+from ember_chat.engine.inference.events import Event, Finished, PromptReady, Retrying, Token, ToolCallParsed
 from ember_chat.engine.inference.json_check import answer_check
 from ember_chat.engine.inference.metrics import MetricsRecorder, RunContext
 from ember_chat.engine.inference.openai_wire import (
@@ -62,9 +62,10 @@ from ember_chat.engine.inference.openai_wire import (
     require_model,
     sse_data,
     status_error,
-    wire_content,
 )
 from ember_chat.engine.inference.remote_metrics import StreamChunk, count, final_metrics
+from ember_chat.engine.inference.remote_request import request_body, wire_messages
+from ember_chat.engine.inference.remote_tools import StreamedCalls, tools_refused
 
 __all__ = [  # the wire's names that users of the remote backend need (its errors are in engine/errors.py)
     "RETRY_DELAYS_S",
@@ -157,23 +158,23 @@ class RemoteBackend:
 
     # ----- generation
     def chat(
-        self, messages: list[ChatMessage], params: SamplingParams, template_override: str | None = None
+        self,
+        messages: list[ChatMessage],
+        params: SamplingParams,
+        template_override: str | None = None,
+        tools: ToolRequest | None = None,
     ) -> Iterator[Event]:
         continuing = bool(messages) and messages[-1].role == "assistant"
-        if not messages or messages[-1].role != ("assistant" if continuing else "user"):
+        if not messages or messages[-1].role not in ("user", "tool", "assistant"):
             raise InvalidParameter("a chat request must end with a user message.")
-        # Earlier answers go back without their thinking (a final one being continued, as it is).
-        sent = [{"role": m.role, "content": wire_content(answer_only(m.content), m.images)} for m in messages]
-        if continuing:
-            sent[-1]["content"] = messages[-1].content
-        body: dict[str, Any] = {"messages": sent}
+        body: dict[str, Any] = {"messages": wire_messages(messages, continuing)}
         if params.thinking is not None:  # the server's template switch (vLLM, SGLang, llama.cpp)
             body["chat_template_kwargs"] = {"enable_thinking": params.thinking}
         if continuing:
             # Continue the partial answer (vLLM/SGLang's flags; llama.cpp's server prefills a final
             # assistant message by itself).
             body.update({"continue_final_message": True, "add_generation_prompt": False})
-        return self._generate("chat/completions", body, params, chat=True)
+        return self._generate("chat/completions", body, params, chat=True, tools=tools)
 
     def complete(self, prompt: str, params: SamplingParams) -> Iterator[Event]:
         return self._generate("completions", {"prompt": prompt}, params, chat=False)
@@ -187,48 +188,18 @@ class RemoteBackend:
             raise NoModelLoaded("No model is loaded. Pick a model first.")
         return self._client, self._ref, self._description
 
-    @staticmethod
-    def _body(model: str, base: dict[str, Any], params: SamplingParams) -> dict[str, Any]:
-        body: dict[str, Any] = {
-            "model": model,
-            **base,
-            "stream": True,
-            "stream_options": {"include_usage": True},
-            "max_tokens": params.max_tokens,
-            "temperature": params.temperature,
-            "top_p": params.top_p,
-            # Not in OpenAI's API, understood by vLLM, SGLang, llama.cpp, LM Studio, Ollama:
-            "top_k": params.top_k,
-            "min_p": params.min_p,
-            # Always sent: a server's own default (llama-cpp-python: 1.1) would change the answer.
-            "repeat_penalty": params.repeat_penalty,  # llama.cpp, LM Studio, Ollama
-            "repetition_penalty": params.repeat_penalty,  # vLLM, SGLang
-        }
-        if params.seed is not None:
-            body["seed"] = params.seed
-        if params.stop:
-            body["stop"] = list(params.stop)
-        if params.ignore_eos:  # llama.cpp's server, vLLM, Ember's (others ignore it and may stop early)
-            body["ignore_eos"] = True
-        for name in ("presence_penalty", "frequency_penalty"):  # OpenAI's; sent only when on
-            if getattr(params, name):
-                body[name] = getattr(params, name)
-        if params.response_format is not None:  # OpenAI's structured output: the server builds its grammar
-            body["response_format"] = params.response_format
-        if params.grammar is not None:  # GBNF: llama.cpp's server (and Ember's) extension
-            body["grammar"] = params.grammar
-        return body
-
-    def _generate(self, path: str, base: dict[str, Any], params: SamplingParams, *, chat: bool) -> Iterator[Event]:
+    def _generate(
+        self, path: str, base: dict[str, Any], params: SamplingParams, *, chat: bool, tools: ToolRequest | None = None
+    ) -> Iterator[Event]:
         client, ref, desc = self._require()
         endpoint = ref.endpoint
         self._stop.clear()
         rec = MetricsRecorder(RunContext(desc.name, None, "remote", None, None, desc.n_ctx or 0, endpoint.name))
-        body = self._body(ref.model_id, base, params)
+        body = request_body(ref.model_id, base, params, tools)
         attempts = len(RETRY_DELAYS_S) + 1
         for attempt in range(1, attempts + 1):
             try:
-                yield from self._stream(client, endpoint, path, body, rec, chat)
+                yield from self._stream(client, endpoint, path, body, rec, chat, tools)
                 return
             except RemoteError as exc:
                 if self._stop.is_set():  # stopped before the answer began: no error, no retry
@@ -273,6 +244,8 @@ class RemoteBackend:
             finally:
                 response.close()
             refused = images_refused(endpoint, response.status_code, raw[:MAX_ERROR_BODY]) if _images(body) else None
+            if refused is None and "tools" in body:
+                refused = tools_refused(endpoint, response.status_code, raw[:MAX_ERROR_BODY])
             if refused is not None:
                 raise refused
             what = f"the model {body['model']!r} or the endpoint /{path}"
@@ -287,6 +260,7 @@ class RemoteBackend:
         body: dict[str, Any],
         rec: MetricsRecorder,
         chat: bool,
+        tools: ToolRequest | None = None,
     ) -> Iterator[Event]:
         rec.t_start_ns = time.perf_counter_ns()
         response = self._open(client, endpoint, path, body)
@@ -295,6 +269,8 @@ class RemoteBackend:
         chunks: list[StreamChunk] = []
         texts: list[str] = []  # what is shown (reasoning between <think> markers)
         answer: list[str] = []  # what the model generated, as the server's tokenizer would count it
+        calls = StreamedCalls(tools) if tools is not None and tools.tools else None
+        called: list[str] = []  # the calls' text (names, arguments), counted as generated too
         usage: dict[str, Any] = {}
         timings: dict[str, Any] = {}
         reason: str | None = None
@@ -332,7 +308,7 @@ class RemoteBackend:
                     timings = obj["timings"]
                 choices = obj.get("choices") or []
                 choice = choices[0] if choices and isinstance(choices[0], dict) else {}
-                piece = ""
+                piece = fragment = ""
                 chunk_thinking = False
                 if chat:
                     delta = choice.get("delta") or {}
@@ -348,12 +324,15 @@ class RemoteBackend:
                             piece += "\n</think>\n\n"
                             thinking = False
                         piece += content
+                    if calls is not None and delta.get("tool_calls"):
+                        fragment = calls.feed(delta["tool_calls"])
+                        called.append(fragment)
                 else:
                     piece = _text(choice.get("text"))
                     answer.append(piece)
                 if choice.get("finish_reason"):
                     reason = str(choice["finish_reason"])
-                if piece:
+                if piece or fragment:  # (a call's fragment is a token too, though not answer text)
                     if not prompt_sent:
                         prompt_sent = True
                         yield prompt_ready()
@@ -361,7 +340,7 @@ class RemoteBackend:
                     if choices and isinstance(obj.get("usage"), dict):  # vLLM continuous usage stats
                         done = count(obj["usage"].get("completion_tokens"))
                         per_chunk = None if done is None else max(1, done - counted)
-                    chunks.append(StreamChunk(t_ns, piece, per_chunk, chunk_thinking))
+                    chunks.append(StreamChunk(t_ns, piece or fragment, per_chunk, chunk_thinking))
                     counted += per_chunk or 1
                     texts.append(piece)
                     rec.token(t_ns, per_chunk or 1, thinking=chunk_thinking)
@@ -395,12 +374,20 @@ class RemoteBackend:
                 error = f"{endpoint.name}: the stream ended before the answer was complete."
         else:
             final_reason = {"eos": StopReason.STOP, "abort": StopReason.CANCELLED}.get(reason, reason)
+        parsed = calls.parsed() if calls and final_reason not in (StopReason.CANCELLED, StopReason.INTERRUPTED) else []
+        if parsed:  # (whatever the server said: Ollama ends its calls with "stop")
+            final_reason = StopReason.TOOL_CALLS
+        elif final_reason == StopReason.TOOL_CALLS:  # no call came with it (or none was asked for)
+            final_reason = StopReason.STOP
         if not prompt_sent:
             yield prompt_ready()
         counter = self._tokenizer.count if self._tokenizer is not None else None
-        metrics = final_metrics(rec, chunks, usage, timings, final_reason, "".join(answer), t_end_ns, counter)
+        generated = "".join(answer + called)
+        metrics = final_metrics(rec, chunks, usage, timings, final_reason, generated, t_end_ns, counter)
         metrics = replace(metrics, json_check=answer_check(body.get("response_format"), "".join(answer)))
-        yield Finished(final_reason, "".join(texts), metrics, error)
+        for index, call in enumerate(parsed):
+            yield ToolCallParsed(index, call)
+        yield Finished(final_reason, "".join(texts), metrics, error, tool_calls=tuple(parsed))
 
 
 def _images(body: dict[str, Any]) -> bool:
