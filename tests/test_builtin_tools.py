@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 import time
+import traceback
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -337,6 +339,40 @@ def test_a_long_listing_stops_with_a_note(shared: Path) -> None:
     content = call(files(shared), "list_files", path="notes/many").content
     assert content.count(".txt") == LIST_LIMIT
     assert "20 more" in content
+
+
+def test_a_very_deep_folder_is_listed(shared: Path) -> None:
+    """Folders nested deeper than Python may recurse are walked (with a lowered recursion limit, so
+    the folder stays shallow enough for the test's own clean-up to remove it)."""
+    deep = shared / "deep" / "/".join(["d"] * 150)
+    deep.mkdir(parents=True)
+    (deep / "bottom.txt").write_text("found", encoding="utf-8")
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(len(traceback.extract_stack()) + 60)
+    try:
+        result = call(files(shared), "list_files", path="notes/deep", recursive=True)
+    finally:
+        sys.setrecursionlimit(limit)
+    assert not result.is_error, result.content
+    assert "/d/bottom.txt (5 bytes)" in result.content  # walked to the bottom
+    assert result.content.count("\n") == 151
+
+
+def test_a_huge_tree_is_not_walked_to_the_end(shared: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from ember_chat.engine.tools import builtin_files
+
+    monkeypatch.setattr(builtin_files, "LIST_LIMIT", 5)  # a small limit stands for a home folder's million files
+    for i in range(300):
+        (shared / f"f{i:03}.txt").write_text("x", encoding="utf-8")
+    content = call(files(shared), "list_files", recursive=True).content
+    assert content.count(".txt") == 5
+    assert "more not shown" in content and not re.search(r"\d+ more", content)  # it stopped counting too
+
+
+def test_a_binary_file_read_from_an_offset_is_refused(shared: Path) -> None:
+    (shared / "mixed.bin").write_bytes(b"\x00\x01\x02" + b"plain text " * 5000)
+    result = call(files(shared), "read_file", path="notes/mixed.bin", offset=40_000)
+    assert result.is_error and "binary" in result.content
 
 
 def test_the_tools_only_read(shared: Path) -> None:

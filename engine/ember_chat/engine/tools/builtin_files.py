@@ -18,6 +18,7 @@ from pathlib import Path
 
 READ_LIMIT_BYTES = 32 * 1024  # one read_file answer (about 8,000 tokens); `offset` reads on
 LIST_LIMIT = 500  # entries in one list_files answer
+_COUNT_BEYOND = 10  # entries past the limit are counted up to this many lists' worth, then "many more"
 _SNIFF_BYTES = 8192
 _BAD_BYTES_SHARE = 0.02  # more undecodable bytes than this: not a text file
 
@@ -131,40 +132,49 @@ class FolderReader:
         if not os.path.isdir(real):
             raise FileToolError(f"'{shown}' is a file, not a folder: read it with read_file.")
         lines: list[str] = []
-        more = 0
+        more = chars = 0
         for line in self._entries(root, real, shown, recursive, cancel):
-            if len(lines) < LIST_LIMIT:
+            if not more and len(lines) < LIST_LIMIT and chars + len(line) < READ_LIMIT_BYTES:
                 lines.append(line)
-            else:
+                chars += len(line) + 1
+            elif more < LIST_LIMIT * _COUNT_BEYOND:
                 more += 1
+            else:  # a home folder's million files are not walked to the end just to count them
+                more = -1
+                break
         if not lines:
             return f"'{shown}' is empty."
         text = f"In {shown}/:\n" + "\n".join(lines)
         if more:
             text += (
-                f"\n[… and {more} more not shown: a list stops at {LIST_LIMIT} entries. List a subfolder to see more.]"
+                f"\n[… and {'many' if more < 0 else more} more not shown: a list stops at {LIST_LIMIT} entries "
+                f"or {READ_LIMIT_BYTES // 1024} KB. "
+                "List a subfolder to see more.]"
             )
         return text
 
     def _entries(
         self, root: _Root, folder: str, shown: str, recursive: bool, cancel: threading.Event | None
     ) -> Iterator[str]:
-        if cancel is not None and cancel.is_set():
-            return
-        try:
-            with os.scandir(folder) as it:
-                entries = sorted(it, key=lambda e: e.name.lower())
-        except PermissionError:
-            yield f"{shown}/ (Ember is not allowed to open this folder)"
-            return
-        for entry in entries:
-            name = f"{shown}/{entry.name}"
-            if entry.is_symlink() and not _inside(os.path.realpath(entry.path), root):
+        """One line per entry, depth first, walked with a stack of open listings (no recursion: a
+        folder may be nested deeper than Python recurses)."""
+        stack = [iter(self._scan(folder, shown))]
+        while stack:
+            if cancel is not None and cancel.is_set():
+                return
+            item = next(stack[-1], None)
+            if item is None:
+                stack.pop()
+                continue
+            entry, name = item
+            if isinstance(entry, str):
+                yield entry  # a folder Ember may not open
+            elif entry.is_symlink() and not _inside(os.path.realpath(entry.path), root):
                 yield f"{name} (a link to outside the folder: it cannot be read)"
             elif entry.is_dir():
                 yield f"{name}/"
                 if recursive and not entry.is_symlink():  # a link inside is listed, not walked (no loops)
-                    yield from self._entries(root, entry.path, name, recursive, cancel)
+                    stack.append(iter(self._scan(entry.path, name)))
             elif entry.is_file():
                 try:
                     yield f"{name} ({_size(entry.stat().st_size)})"
@@ -172,6 +182,17 @@ class FolderReader:
                     yield f"{name} (cannot be read)"
             else:
                 yield f"{name} (not a regular file: it cannot be read)"
+
+    @staticmethod
+    def _scan(folder: str, shown: str) -> list[tuple[os.DirEntry[str] | str, str]]:
+        try:
+            with os.scandir(folder) as it:
+                entries = sorted(it, key=lambda e: e.name.lower())
+        except PermissionError:
+            return [(f"{shown}/ (Ember is not allowed to open this folder)", shown)]
+        except OSError as e:
+            return [(f"{shown}/ (cannot be opened: {e.strerror or 'unknown error'})", shown)]
+        return [(e, f"{shown}/{e.name}") for e in entries]
 
     # ----- read_file
 
@@ -206,7 +227,8 @@ class FolderReader:
             raise FileToolError(f"'{shown}' is {size} bytes long; offset {offset} is past its end (0 to {size - 1}).")
         os.lseek(fd, offset, os.SEEK_SET)
         data = os.read(fd, self.read_limit)
-        if b"\x00" in data[:_SNIFF_BYTES] or (offset == 0 and b"\x00" in os.pread(fd, _SNIFF_BYTES, 0)):
+        # a file is text or not as a whole: its start decides too when reading on from an offset
+        if b"\x00" in data[:_SNIFF_BYTES] or (offset > 0 and b"\x00" in os.pread(fd, _SNIFF_BYTES, 0)):
             raise FileToolError(f"'{shown}' is a binary file (not text), so read_file cannot show it.")
         skipped = 0
         while skipped < 3 and skipped < len(data) and 0x80 <= data[skipped] <= 0xBF:
