@@ -20,6 +20,7 @@ import openai
 import pytest
 
 from ember_chat.engine.cli.common import load_blocking
+from ember_chat.engine.core.json_schema import schema_errors
 from ember_chat.engine.core.messages import ChatMessage
 from ember_chat.engine.core.params import LoadConfig, SamplingParams
 from ember_chat.engine.core.refs import ModelRef
@@ -372,3 +373,108 @@ def test_tools_on_the_completions_api_are_400(http: httpx2.Client) -> None:
     body = {"model": "tools", "prompt": "Hi", "tools": [WEATHER]}
     message = assert_error(http.post("/v1/completions", json=body), 400, "tools")
     assert "/v1/chat/completions" in message
+
+
+# ----- the real local runtime (a tiny random-weight model: the grammar forces a valid call)
+
+FORECAST = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "The weather in a city.",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "city": {"enum": ["Paris", "Oslo", "Lima"]},
+                "days": {"type": "integer"},
+                "unit": {"enum": ["celsius", "fahrenheit"]},
+            },
+            "required": ["city", "days", "unit"],
+            "additionalProperties": False,
+        },
+    },
+}
+
+
+CLOCK = {
+    "type": "function",
+    "function": {
+        "name": "get_time",
+        "description": "The time now.",
+        "parameters": {"type": "object", "properties": {}, "additionalProperties": False},
+    },
+}
+
+
+@pytest.fixture(scope="module")
+def tiny_client(tiny_model: Path) -> Iterator[openai.OpenAI]:
+    service = EngineService()
+    server = ApiServer(service, ServerConfig(port=0))
+    try:
+        load_blocking(service, LoadConfig(tiny_model, n_ctx=2048, threads=1), "tiny")
+        server.start()
+        with openai.OpenAI(base_url=server.url, api_key="unused", max_retries=0, timeout=60) as client:
+            yield client
+    finally:
+        server.stop()
+        service.close()
+
+
+def valid_call(call: Any) -> dict[str, Any]:
+    """A returned call's arguments, checked against its tool's schema."""
+    spec = {"get_weather": FORECAST, "get_time": CLOCK}[call.function.name]["function"]
+    arguments = json.loads(call.function.arguments)
+    assert schema_errors(arguments, spec.get("parameters", {"type": "object"}), "arguments") == []
+    return arguments
+
+
+def test_the_tool_loop_with_the_local_runtime(tiny_client: openai.OpenAI) -> None:
+    messages: list[Any] = [{"role": "user", "content": "What is the weather in Paris for 3 days?"}]
+    for seed in (1, 2):
+        first = tiny_client.chat.completions.create(
+            model="tiny", messages=messages, tools=[FORECAST, CLOCK], tool_choice="required",
+            temperature=1.0, seed=seed, max_tokens=600,
+        )  # fmt: skip
+        choice = first.choices[0]
+        assert choice.finish_reason == "tool_calls", choice
+        assert choice.message.tool_calls and all(valid_call(c) is not None for c in choice.message.tool_calls)
+        assert not (choice.message.content or "").strip()  # the call is not answer text
+        ember = (first.model_extra or {})["ember"]
+        assert first.usage is not None and first.usage.completion_tokens == ember["output_tokens"] > 0
+        assert "invalid_tool_calls" not in ember
+    calls = choice.message.tool_calls
+    messages.append(choice.message.model_dump(exclude_none=True))
+    for call in calls:
+        messages.append({"role": "tool", "tool_call_id": call.id, "content": f"{call.function.name}: sunny, 21 °C"})
+    second = tiny_client.chat.completions.create(
+        model="tiny", messages=messages, tools=[FORECAST, CLOCK], tool_choice="none", max_tokens=6, temperature=0
+    )
+    assert second.choices[0].finish_reason == "length" and second.choices[0].message.tool_calls is None
+    assert second.usage is not None and second.usage.completion_tokens == 6
+    # the calls and their results were in the prompt: longer than the question alone (same tool_choice)
+    alone = tiny_client.chat.completions.create(
+        model="tiny", messages=messages[:1], tools=[FORECAST, CLOCK], tool_choice="none", max_tokens=1
+    )
+    assert alone.usage is not None and second.usage.prompt_tokens > alone.usage.prompt_tokens + 10 * len(calls)
+
+
+def test_a_named_tool_streamed_matches_the_answer_not_streamed(tiny_client: openai.OpenAI) -> None:
+    ask: list[Any] = [{"role": "user", "content": "Weather in Oslo?"}]
+    named = {"type": "function", "function": {"name": "get_weather"}}
+    kwargs: dict[str, Any] = {"model": "tiny", "messages": ask, "tools": [FORECAST, CLOCK], "tool_choice": named,
+                              "parallel_tool_calls": False, "temperature": 0, "max_tokens": 300}  # fmt: skip
+    whole = tiny_client.chat.completions.create(**kwargs)
+    calls = whole.choices[0].message.tool_calls
+    assert whole.choices[0].finish_reason == "tool_calls" and calls is not None
+    assert [c.function.name for c in calls] == ["get_weather"]
+    with tiny_client.chat.completions.stream(**kwargs, stream_options={"include_usage": True}) as stream:
+        kinds = [event.type for event in stream]
+        streamed = stream.get_final_completion()
+    assert "tool_calls.function.arguments.done" in kinds
+    got = streamed.choices[0].message.tool_calls
+    assert streamed.choices[0].finish_reason == "tool_calls" and got is not None
+    assert [(c.function.name, valid_call(c)) for c in got] == [
+        ("get_weather", valid_call(calls[0]))
+    ]  # greedy: same call
+    assert streamed.usage is not None and whole.usage is not None
+    assert streamed.usage.completion_tokens == whole.usage.completion_tokens
