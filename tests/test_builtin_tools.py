@@ -397,5 +397,9 @@ def test_bad_arguments_are_sentences(shared: Path) -> None:
     assert call(tools, "read_file").is_error
     assert call(tools, "read_file", path=5).is_error
     assert call(tools, "list_files", path="notes", recursive="yes").is_error
+    nul = call(tools, "read_file", path="notes/todo.md\x00.png")
+    assert nul.is_error and "NUL" in nul.content
+    long = call(tools, "read_file", path="notes/" + "x" * 5000)
+    assert long.is_error and "unexpectedly" not in long.content
     unknown = call(tools, "rm_rf", path="/")
     assert unknown.is_error and "rm_rf" in unknown.content

@@ -74,6 +74,8 @@ class FolderReader:
     def _resolve(self, path: str) -> tuple[_Root, str, str] | None:
         """(folder, resolved path, the path as shown) for `path`; None for the top (no path)."""
         text = path.strip().replace("\\", "/")
+        if "\x00" in text:
+            raise FileToolError("A path cannot hold a NUL character; write it as list_files shows it.")
         if os.path.isabs(text):
             real = os.path.realpath(text)
             for root in self.roots:
