@@ -287,6 +287,15 @@ def test_tool_choice_and_parallel_reach_the_engine(
         assert response.choices[0].finish_reason == "tool_calls"
 
 
+def test_each_sample_has_its_calls(client: openai.OpenAI, backend: ToolBackend) -> None:
+    response = client.chat.completions.create(model="tools", messages=ASK, tools=[WEATHER], n=2)
+    calls = [c.message.tool_calls for c in response.choices]
+    assert [c.finish_reason for c in response.choices] == ["tool_calls", "tool_calls"]
+    assert all(c is not None and [json.loads(x.function.arguments) for x in c] == [{"city": "Paris"}] for c in calls)
+    assert calls[0] is not None and calls[1] is not None and calls[0][0].id != calls[1][0].id
+    assert response.usage is not None and response.usage.completion_tokens == 2 * CALL_TOKENS
+
+
 def test_no_tools_is_no_tool_request(client: openai.OpenAI, backend: ToolBackend) -> None:
     for extra in ({}, {"tools": []}, {"tool_choice": "none"}, {"tool_choice": "auto"}):
         response = client.chat.completions.create(model="tools", messages=ASK, **extra)

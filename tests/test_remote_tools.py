@@ -274,3 +274,32 @@ def test_the_remote_backend_and_embers_server_speak_tools(ember: tuple[ToolBacke
         assert calls == [] and done.reason == "stop" and "launch" in done.text
     finally:
         backend.close()
+
+
+def test_the_remote_backend_gets_a_forced_call_from_embers_runtime(tiny_model: Path) -> None:
+    """Remote backend → Ember's API server → the local runtime, whose grammar forces the named call:
+    a valid call arrives whole at the far end."""
+    forecast = ToolSpec(
+        "get_weather",
+        "The weather in a city.",
+        {"type": "object", "properties": {"city": {"enum": ["Paris", "Oslo"]}, "days": {"type": "integer"}},
+         "required": ["city", "days"], "additionalProperties": False},
+    )  # fmt: skip
+    service = EngineService()
+    api = ApiServer(service, ServerConfig(port=0))
+    backend = RemoteBackend()
+    try:
+        load_blocking(service, LoadConfig(tiny_model, n_ctx=2048, threads=1), "tiny")
+        api.start()
+        backend.load(RemoteModelRef(Endpoint("ember", api.url), "tiny"))
+        request = ToolRequest((forecast, CLOCK), "get_weather", parallel=False)
+        events, done = drain(backend.chat(ASK, SamplingParams(temperature=0.0, max_tokens=300), tools=request))
+        calls, done = calls_of(events)
+        assert done.reason == "tool_calls" and len(calls) == 1
+        call = calls[0]
+        assert isinstance(call, ToolCall) and call.name == "get_weather" and call.arguments["city"] in ("Paris", "Oslo")
+        assert done.metrics.output_tokens > 0 and done.metrics.token_count == "exact"
+    finally:
+        backend.close()
+        api.stop()
+        service.close()
