@@ -1,0 +1,188 @@
+"""The Tools button by the message box: how many tools this chat offers the model and about how many
+tokens their definitions take from the context, and a popup with a checkbox per tool, grouped by where
+it comes from (Built-in, each MCP server), to turn them on or off for this chat.
+
+The button only shows what its host (WindowTools) gives it: the popup's content is asked for each time
+it opens (`content`), and a box ticked is handed back (`tool_toggled`)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from PySide6.QtCore import QPoint, Qt, Signal
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QFrame,
+    QLabel,
+    QMenu,
+    QPushButton,
+    QScrollArea,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+    QWidgetAction,
+)
+
+from ember_chat.app.style.theme import active_colors
+
+
+@dataclass(frozen=True)
+class ToolChoice:
+    key: str  # registry key, "source/name"
+    name: str
+    description: str = ""
+    read_only: bool = False
+    on: bool = False
+
+
+@dataclass(frozen=True)
+class ToolGroup:
+    source: str
+    status: str = ""  # "" when listed; else why its tools are missing (starting, failed: a sentence)
+    failed: bool = False
+    tools: tuple[ToolChoice, ...] = ()
+
+
+@dataclass(frozen=True)
+class PopupContent:
+    title: str
+    groups: tuple[ToolGroup, ...] = ()
+    tokens: int = 0
+    notes: tuple[str, ...] = field(default=())
+
+
+def tokens_text(tokens: int) -> str:
+    return f"~{tokens / 1000:.1f}k" if tokens >= 1000 else f"~{tokens}"
+
+
+class ToolsPopup(QWidget):
+    """The popup's body: a box per tool under its source's heading, the token estimate, Settings."""
+
+    def __init__(self, content: PopupContent, on_toggle: Callable[[str, bool], None], parent: QWidget | None = None):
+        super().__init__(parent)
+        c = active_colors()
+        self.boxes: dict[str, QCheckBox] = {}
+        outer = QVBoxLayout(self)
+        outer.setContentsMargins(12, 10, 12, 10)
+        title = QLabel(content.title)
+        title.setStyleSheet("font-weight:600")
+        outer.addWidget(title)
+        body = QWidget()
+        rows = QVBoxLayout(body)
+        rows.setContentsMargins(0, 0, 0, 0)
+        rows.setSpacing(2)
+        if not content.groups:
+            empty = QLabel(
+                self.tr("No tools are set up yet: turn on built-in tools or add MCP servers in Settings ▸ Tools.")
+            )
+            empty.setWordWrap(True)
+            rows.addWidget(empty)
+        for group in content.groups:
+            heading = QLabel(group.source)
+            heading.setStyleSheet(f"font-weight:600; color:{c.secondary}; margin-top:6px")
+            rows.addWidget(heading)
+            if group.status:
+                status = QLabel(group.status)
+                status.setWordWrap(True)
+                status.setStyleSheet(f"color:{c.error if group.failed else c.secondary}")
+                rows.addWidget(status)
+            for tool in group.tools:
+                box = QCheckBox(tool.name + (self.tr("  (read-only)") if tool.read_only else ""))
+                box.setChecked(tool.on)
+                box.setToolTip(tool.description)
+                box.setAccessibleName(self.tr("{tool} from {source}").format(tool=tool.name, source=group.source))
+                box.setAccessibleDescription(tool.description)
+                box.toggled.connect(lambda on, key=tool.key: on_toggle(key, on))
+                self.boxes[tool.key] = box
+                rows.addWidget(box)
+        rows.addStretch(1)
+        scroll = QScrollArea()
+        scroll.setWidget(body)
+        scroll.setWidgetResizable(True)
+        scroll.setFrameShape(QFrame.Shape.NoFrame)
+        scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        scroll.setMinimumWidth(min(420, body.sizeHint().width() + 24))
+        scroll.setFixedHeight(min(320, body.sizeHint().height() + 4))
+        outer.addWidget(scroll)
+        self.summary = QLabel()
+        self.summary.setWordWrap(True)
+        self.summary.setStyleSheet(f"color:{c.secondary}")
+        outer.addWidget(self.summary)
+        for note in content.notes:
+            label = QLabel(note)
+            label.setWordWrap(True)
+            label.setStyleSheet(f"color:{c.warning}")
+            outer.addWidget(label)
+        self.settings_button = QPushButton(self.tr("Settings ▸ Tools…"))
+        self.settings_button.setAccessibleName(self.tr("Open the tools settings"))
+        outer.addWidget(self.settings_button, 0, Qt.AlignmentFlag.AlignLeft)
+        self.show_tokens(sum(1 for b in self.boxes.values() if b.isChecked()), content.tokens)
+
+    def show_tokens(self, count: int, tokens: int) -> None:
+        if count:
+            self.summary.setText(
+                self.tr("{count} tool(s) on: their definitions take {tokens} tokens of each prompt.").format(
+                    count=count, tokens=tokens_text(tokens)
+                )
+            )
+        else:
+            self.summary.setText(self.tr("No tools are on in this chat: the model cannot call any."))
+
+
+class ToolsButton(QToolButton):
+    """ "Tools (N) · ~T tokens"; a click opens the popup (`content()` asked for what it shows)."""
+
+    tool_toggled = Signal(str, bool)  # registry key, on
+    settings_requested = Signal()
+    popup_shown = Signal()  # (tests)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.content: Callable[[], PopupContent] = lambda: PopupContent(self.tr("Tools"))
+        self.setAccessibleName(self.tr("Tools for this chat"))
+        self.setFocusPolicy(Qt.FocusPolicy.StrongFocus)
+        self.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextOnly)
+        self.menu = QMenu(self)
+        self.menu.setAccessibleName(self.tr("Tools for this chat"))
+        self.popup: ToolsPopup | None = None
+        self._action: QWidgetAction | None = None
+        self.clicked.connect(self.open_popup)
+        self.set_summary(0, 0)
+
+    def set_summary(self, count: int, tokens: int) -> None:
+        if count:
+            self.setText(self.tr("Tools ({count}) · {tokens} tokens").format(count=count, tokens=tokens_text(tokens)))
+            self.setToolTip(
+                self.tr(
+                    "{count} tool(s) on in this chat; their definitions take about {tokens} tokens of each "
+                    "prompt. Click to choose."
+                ).format(count=count, tokens=tokens)
+            )
+        else:
+            self.setText(self.tr("Tools"))
+            self.setToolTip(self.tr("Choose the tools the model may call in this chat (none now)"))
+        if self.popup is not None:
+            self.popup.show_tokens(count, tokens)
+
+    def open_popup(self) -> ToolsPopup:
+        """The popup, filled now, above the button (the message box is at the window's bottom); it does not
+        block the event loop."""
+        self.menu.clear()
+        if self._action is not None:
+            self._action.deleteLater()
+        self.popup = ToolsPopup(self.content(), self.tool_toggled.emit)
+        self.popup.settings_button.clicked.connect(self._open_settings)
+        self._action = QWidgetAction(self.menu)
+        self._action.setDefaultWidget(self.popup)
+        self.menu.addAction(self._action)
+        height = self.menu.sizeHint().height()
+        self.menu.popup(self.mapToGlobal(QPoint(0, -height)))
+        first = next(iter(self.popup.boxes.values()), None)
+        (first or self.popup.settings_button).setFocus()
+        self.popup_shown.emit()
+        return self.popup
+
+    def _open_settings(self) -> None:
+        self.menu.close()
+        self.settings_requested.emit()
