@@ -1,0 +1,198 @@
+"""Ember's stdio transport for MCP servers, for the official SDK's ClientSession: the server runs in a
+process group of its own (the whole group is killed when Ember stops it, or at once on a hang), its
+stderr is kept (the last 64 KB, for the log view), and neither a flood of stderr nor lines on stdout
+that are not MCP messages can block it or Ember.
+
+The SDK's own `stdio_client` does not give the process id (needed to kill the group at once on a
+hang, instead of after its seconds of grace) nor a bounded log of stderr, hence this one; messages
+are read and written with the SDK's own types (`SessionMessage`, `jsonrpc_message_adapter`)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import threading
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+
+import anyio
+import anyio.abc
+import mcp_types as types
+from mcp.client.stdio import get_default_environment
+from mcp.shared.message import SessionMessage
+
+from ember_chat.engine.tools.mcp_config import McpServerConfig
+
+LOG_LIMIT = 64 * 1024  # what stderr_text() keeps: the last 64 KB
+LINE_LIMIT = 64 * 1024 * 1024  # a message longer than this ends the connection
+GRACE_S = 1.0  # a server told to stop (stdin closed) has this long to exit before its group is killed
+_CHUNK = 65536
+
+
+class ServerLog:
+    """The server's stderr (and Ember's notes about it), the last LOG_LIMIT bytes; read from any thread."""
+
+    def __init__(self, limit: int = LOG_LIMIT) -> None:
+        self._limit = limit
+        self._data = bytearray()
+        self._lock = threading.Lock()
+        self.dropped = 0  # bytes no longer kept
+
+    def append(self, data: bytes) -> None:
+        with self._lock:
+            self._data += data
+            extra = len(self._data) - self._limit
+            if extra > 0:
+                del self._data[:extra]
+                self.dropped += extra
+
+    def note(self, line: str) -> None:
+        """A line from Ember itself (a restart, a skipped tool), marked as such."""
+        self.append(f"[Ember] {line}\n".encode())
+
+    def text(self) -> str:
+        with self._lock:
+            data = bytes(self._data)
+        text = data.decode("utf-8", errors="replace")
+        if self.dropped:
+            start = text.find("\n") + 1  # start at a whole line
+            text = f"[Ember] … {self.dropped} earlier bytes are not kept.\n" + text[start:]
+        return text
+
+    def last_line(self) -> str:
+        lines = [line for line in self.text().splitlines() if line.strip() and not line.startswith("[Ember]")]
+        return lines[-1].strip()[:300] if lines else ""
+
+
+@dataclass
+class ProcessState:
+    """What the connection's owner needs to know about the process."""
+
+    pid: int | None = None
+    returncode: int | None = None
+    kill_now: bool = False  # a hang: kill the group without the grace period
+    closed: anyio.Event = field(default_factory=anyio.Event)  # stdout ended: the server is gone (or going)
+    noise_lines: int = 0  # lines on stdout that were not MCP messages
+
+
+def _kill_group(pgid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGKILL)
+
+
+async def _wait_exit(process: anyio.abc.Process, timeout: float) -> bool:
+    with anyio.move_on_after(timeout):
+        await process.wait()
+        return True
+    return process.returncode is not None
+
+
+@asynccontextmanager
+async def stdio_transport(
+    config: McpServerConfig, log: ServerLog, state: ProcessState
+) -> AsyncIterator[tuple[anyio.abc.ObjectReceiveStream, anyio.abc.ObjectSendStream]]:
+    """Start the server (OSError when it cannot be run) and yield the (read, write) streams of
+    SessionMessages the SDK's ClientSession takes. Leaving stops the server and its process group."""
+    process = await anyio.open_process(
+        [config.command, *config.args],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=get_default_environment() | config.env,
+        cwd=config.cwd,
+        start_new_session=True,  # its own process group: pgid == pid
+    )
+    state.pid = process.pid
+    read_writer, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+    write_stream, write_reader = anyio.create_memory_object_stream[SessionMessage](0)
+
+    async def read_stdout() -> None:
+        assert process.stdout is not None
+        buffer = bytearray()
+        try:
+            async with read_writer:
+                while True:
+                    try:
+                        chunk = await process.stdout.receive(_CHUNK)
+                    except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
+                        break
+                    buffer += chunk
+                    while (end := buffer.find(b"\n")) >= 0:
+                        line = bytes(buffer[:end])
+                        del buffer[: end + 1]
+                        await _deliver(line)
+                    if len(buffer) > LINE_LIMIT:
+                        log.note(f"The server wrote a line over {LINE_LIMIT // 2**20} MB on stdout; Ember stopped it.")
+                        break
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+            pass  # the session is gone
+        finally:
+            state.closed.set()
+
+    async def _deliver(line: bytes) -> None:
+        if not line.strip():
+            return
+        try:
+            message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
+        except ValueError:
+            state.noise_lines += 1
+            if state.noise_lines <= 3:
+                shown = line[:200].decode("utf-8", errors="replace")
+                log.note(f"The server wrote a line on stdout that is not an MCP message (ignored): {shown}")
+            return
+        await read_writer.send(SessionMessage(message))
+
+    stderr_done = anyio.Event()
+
+    async def read_stderr() -> None:
+        assert process.stderr is not None
+        try:
+            with contextlib.suppress(anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
+                while True:
+                    log.append(await process.stderr.receive(_CHUNK))
+        finally:
+            stderr_done.set()
+
+    async def write_stdin() -> None:
+        assert process.stdin is not None
+        try:
+            async with write_reader:
+                async for message in write_reader:
+                    data = message.message.model_dump_json(by_alias=True, exclude_unset=True) + "\n"
+                    await process.stdin.send(data.encode())
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
+            state.closed.set()  # the server stopped reading: it is gone
+
+    async def stop() -> None:
+        pgid = process.pid
+        if not state.kill_now and process.returncode is None:
+            with contextlib.suppress(OSError, anyio.BrokenResourceError, anyio.ClosedResourceError):
+                assert process.stdin is not None
+                await process.stdin.aclose()
+            await _wait_exit(process, GRACE_S)
+        _kill_group(pgid)  # the group: also whatever the server started (npx's node, a helper)
+        if not await _wait_exit(process, 5.0):
+            log.note(f"The server's process {pgid} did not end after it was killed.")
+        state.returncode = process.returncode
+        with anyio.move_on_after(1.0):  # its last words (a process outside the group may hold the pipe)
+            await stderr_done.wait()
+        for stream in (write_stream, read_stream, process.stdin, process.stdout, process.stderr):
+            if stream is not None:
+                with contextlib.suppress(OSError, anyio.BrokenResourceError):
+                    await stream.aclose()
+
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(read_stdout)
+        tasks.start_soon(read_stderr)
+        tasks.start_soon(write_stdin)
+        try:
+            yield read_stream, write_stream
+        finally:
+            with anyio.CancelScope(shield=True):
+                await stop()
+            tasks.cancel_scope.cancel()
+    with contextlib.suppress(Exception):
+        await process.aclose()
