@@ -303,3 +303,37 @@ def test_the_loop_with_a_real_model(tiny_model: Path) -> None:
         follow = list(rt.chat(again, SamplingParams(max_tokens=16, temperature=0.0), tools=session.request()))
         assert isinstance(follow[-1], Finished)
         assert follow[-1].metrics.prompt_tokens > done.metrics.prompt_tokens  # the result went into the prompt
+
+
+def test_with_real_mcp_servers_beside_the_built_in_tools() -> None:
+    """The registry and a session over real stdio MCP servers (tests/mcp_servers, official SDK): one
+    that cannot start costs one sentence; a read-only tool the user never wants to be asked about
+    runs at once; the other asks first, then runs on its server."""
+    from ember_chat.engine.tools.mcp_client import McpManager
+    from tests.test_mcp_client import stdio
+
+    manager = McpManager()
+    try:
+        manager.configure([stdio("notes", "normal.py"), stdio("broken", "crash.py", "--exit-at-start")])
+        registry = ToolRegistry([BuiltinTools(calculator=True), *manager.servers()])
+        problems = registry.refresh(20.0)
+        assert len(problems) == 1 and "broken" in problems[0] and "settings.toml" in problems[0]
+        keys = {e.key for e in registry.entries()}
+        assert {"Built-in/calculator", "notes/add", "notes/read_note"} <= keys
+        assert not any(k.startswith("broken/") for k in keys)
+        session = session_of(
+            registry,
+            frozenset({"notes/add", "notes/read_note", "Built-in/calculator"}),
+            never_ask=frozenset({"notes/read_note", "notes/add"}),  # add is not read-only: it still asks
+        )
+        note, add = session.triage(
+            [ToolCall("n1", "read_note", {"key": "todo"}), ToolCall("a1", "add", {"a": 2, "b": 40})]
+        )
+        assert (note.needs_consent, add.needs_consent) == (False, True)
+        assert session.run(note).content == "write tests"
+        session.decide(add, Decision.ONCE)
+        result = session.run(add, threading.Event())
+        assert (result.content, result.is_error, result.call_id) == ("42", False, "a1")
+        assert result.duration_ms is not None and result.duration_ms > 0
+    finally:
+        manager.close()
