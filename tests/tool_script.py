@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from ember_chat.engine.core.messages import ChatMessage
 from ember_chat.engine.core.params import SamplingParams
 from ember_chat.engine.core.refs import ModelRef
-from ember_chat.engine.core.tools import InvalidCall, ToolCall, ToolRequest
+from ember_chat.engine.core.tools import InvalidCall, ToolCall, ToolRequest, ToolResult, ToolSpec
 from ember_chat.engine.inference.backend import ModelDescription
 from ember_chat.engine.inference.events import Event, Finished, PromptReady, Token, ToolCallParsed
 from ember_chat.engine.inference.metrics import MetricsRecorder, RunContext
@@ -87,3 +87,26 @@ class ToolScriptBackend:
             yield ToolCallParsed(i, call)
         reason = "tool_calls" if turn.calls else "stop"
         yield Finished(reason, turn.text, rec.finish(reason), tool_calls=tuple(turn.calls))
+
+
+class WaitingTools:
+    """A ToolProvider (source "Waiting") whose one tool, `wait`, runs until its call is cancelled (or
+    `release` is set): a tool that takes a long time. `started` is set when a call begins."""
+
+    source = "Waiting"
+
+    def __init__(self) -> None:
+        self.started = threading.Event()
+        self.release = threading.Event()
+        self.cancelled = threading.Event()
+
+    def list_tools(self, timeout_s: float | None = None) -> list[ToolSpec]:
+        return [ToolSpec("wait", "Wait until the work is done.", {"type": "object", "properties": {}})]
+
+    def call(self, call: ToolCall, timeout_s: float | None = None, cancel: threading.Event | None = None) -> ToolResult:
+        self.started.set()
+        while not self.release.is_set():
+            if cancel is not None and cancel.wait(0.01):
+                self.cancelled.set()
+                return ToolResult(call.id, call.name, "The wait was cancelled.", is_error=True)
+        return ToolResult(call.id, call.name, "The work is done.")

@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING, Any
 from PySide6.QtCore import QObject, QTimer, Signal, Slot
 from PySide6.QtGui import QGuiApplication
 
+from ember_chat.app.chat.tool_cards import TOOL_VERBS
+from ember_chat.app.chat.tool_turns import ToolTurns
 from ember_chat.app.chat.transcript import code_blocks
 from ember_chat.app.qt.bridge import EngineBridge
 from ember_chat.app.qt.wording import window_wording
@@ -28,11 +30,13 @@ from ember_chat.engine.inference.events import Retrying
 from ember_chat.engine.inference.metrics import GenerationMetrics
 from ember_chat.engine.storage.conversations import ConversationStore, Message
 from ember_chat.engine.storage.streaming import StreamingMessage, describe_write_error
+from ember_chat.engine.storage.tool_records import with_tool_messages
 
 if TYPE_CHECKING:
     from ember_chat.app.chat.chat_attachments import ChatAttachments
     from ember_chat.engine.attachments import StoredAttachment
     from ember_chat.engine.inference.events import AttachmentsPlanned
+    from ember_chat.engine.tools.session import ChatToolSession
 
 UNSAVED_RETRY_MS = 2000
 
@@ -85,6 +89,8 @@ class ChatController(QObject):
         self.model_ready = False
         self.model_name: str | None = None  # shown on each answer's header
         self.attachments: ChatAttachments | None = None  # keeps and sends attachments (chat_attachments.py)
+        self.tool_session_for: Callable[[int], ChatToolSession | None] | None = None  # a chat's tools (the window's)
+        self.tools = ToolTurns(self)  # the tool loop: consent, calls, results, the next generation (tool_turns.py)
         w = bridge
         w.tokens.connect(self._on_tokens)
         w.retrying.connect(self._on_retrying)
@@ -100,7 +106,7 @@ class ChatController(QObject):
     # ----- state
     @property
     def generating(self) -> bool:
-        return self.request_id is not None
+        return self.request_id is not None or self.tools.active
 
     def after_stop(self, action: Callable[[], None]) -> None:
         """Run `action` now if idle, else stop the answer and run it once the engine is done."""
@@ -111,8 +117,10 @@ class ChatController(QObject):
         self.stop()
 
     def stop(self) -> None:
-        if self.generating:
+        if self.request_id is not None:
             self.bridge.stop(self.request_id)
+        else:
+            self.tools.stop()  # (calls waiting or running: the loop ends)
 
     # ----- conversations
     def open_conversation(self, conversation_id: int | None, jump_to: int | None = None) -> None:
@@ -226,27 +234,37 @@ class ChatController(QObject):
         self.refresh()
         self._start(self.store.message(answer.parent_id), resume=answer)
 
-    def _start(self, user: Message, resume: Message | None = None) -> bool:
+    def continue_after_tools(self, answer: Message, messages: list[ChatMessage]) -> bool:
+        """The tool loop's next generation, below the answer whose calls have their results."""
+        return self._start(answer, history=messages)
+
+    def _start(self, user: Message, resume: Message | None = None, history: list[ChatMessage] | None = None) -> bool:
         """Ask the engine for an answer to `user`, then save and show the (empty) streaming answer.
         The request goes in first: if the engine refuses it, nothing half-saved is left. False when
-        refused (the error is shown)."""
+        refused (the error is shown). `history`: what the engine is given (the tool loop's), instead
+        of the thread up to `user`."""
         assert self.conversation_id is not None
         conv = self.store.conversation(self.conversation_id)
         params, system_prompt = self._params()
-        thread = self.store.thread(conv.id, user.id)
+        continuing = history is not None
         try:
-            if self.attachments is not None:  # user messages with their files and images
-                history = self.attachments.history(thread)
-            else:
-                history = [ChatMessage(m.role, m.content) for m in thread]
-            if system_prompt.strip():
-                history.insert(0, ChatMessage("system", system_prompt))
-            if resume is not None:
-                history.append(ChatMessage("assistant", resume.content))  # a final assistant message is continued
-            request_id = self.bridge.generate(history, params)
+            if history is None:
+                thread = self.store.thread(conv.id, user.id)
+                if self.attachments is not None:  # user messages with their files and images
+                    history = self.attachments.history(thread)
+                else:
+                    history = [ChatMessage(m.role, m.content) for m in thread]
+                history = with_tool_messages(thread, history)  # answers' tool calls and their results
+                if system_prompt.strip():
+                    history.insert(0, ChatMessage("system", system_prompt))
+                if resume is not None:
+                    history.append(ChatMessage("assistant", resume.content))  # a final assistant message is continued
+            tools = self.tools.prepare(conv.id, continuing)
+            request_id = self.bridge.generate(history, params, tools=tools)
         except EmberError as exc:  # QueueFull (only while Ember shuts down), an attachment's file gone
             self.error.emit(str(exc))
             return False
+        self.tools.sent(request_id, history)
         # The engine's results for this id arrive as queued signals, handled after this returns.
         self.request_id = request_id
         self._stream = StreamingMessage(self.store, conv.id, user.id, resume=resume)
@@ -256,7 +274,8 @@ class ChatController(QObject):
         else:
             self.stream_began.emit(self._stream.message.id, self.model_name)
         self.metrics_began.emit()
-        self.generating_changed.emit(True)
+        if not continuing:
+            self.generating_changed.emit(True)
         return True
 
     # ----- engine results
@@ -359,6 +378,9 @@ class ChatController(QObject):
                 self._unsaved.append((stream, record))
                 self._unsaved_timer.start()
                 self._report_saving(stream)
+            if self.tools.after_answer(rid, reason, stream.message, stream.text):
+                self.conversations_changed.emit()
+                return  # its calls' cards are shown: the loop goes on (tools_done ends it)
             if saved and (self._resumed or reason == "interrupted" or len(self.store.siblings(stream.message.id)) > 1):
                 # a continued answer is re-rendered whole; an interrupted one gets its Continue link;
                 # a regenerated one needs the branch switcher's new count
@@ -366,6 +388,10 @@ class ChatController(QObject):
             else:
                 summary = metrics.summary_line(window_wording()) if metrics else None
                 self.stream_ended.emit(stream.text, summary, reason)
+        self.tools_done()
+
+    def tools_done(self) -> None:
+        """The answer is over (with or without tool calls): idle again, and what waited for it runs."""
         self.conversations_changed.emit()
         self.generating_changed.emit(False)
         pending, self._after = self._after, []
@@ -390,6 +416,8 @@ class ChatController(QObject):
         elif verb == "think":
             self.thinking_toggled.emit(message_id)
             self.refresh()
+        elif verb in TOOL_VERBS:
+            self.tools.on_action(verb, message_id, arg)
         elif verb in ("prev", "next"):
             self.after_stop(lambda: self.switch_branch(message_id, -1 if verb == "prev" else 1))
 

@@ -71,6 +71,8 @@ def call_status(stored: ToolCall | InvalidCall, t: ToolMessage | None) -> tuple[
         return tr("Not run: too many calls in one answer"), "off"
     if t.decision == "cancelled":
         return tr("Stopped"), "off"
+    if t.decision == "invalid":  # (a tool this chat does not offer: the result says which it does)
+        return tr("Not run"), "error"
     if t.is_error:
         return (tr("Error · {took}").format(took=took) if took else tr("Error")), "error"
     decided = {"once": tr("allowed once"), "always": tr("always allowed in this chat"), "auto": tr("not asked")}
