@@ -150,3 +150,28 @@ def test_the_starter_makes_a_valid_call(starter_model: Path) -> None:
         assert done.reason == "tool_calls"
         call = assert_valid(calls[0])
         assert call.arguments["city"] == "Paris"
+
+
+def test_trimming_never_leaves_an_orphaned_call_or_result() -> None:
+    """The oldest turns are left out up to the next user message: an answer's calls and their results
+    go together; a turn that is answering results cannot lose its question."""
+    from ember_chat.engine.errors import ContextOverflowError
+    from ember_chat.engine.inference.chat_prompt import fit_to_context
+
+    call = ToolCall("abc123def", "now", {})
+    old_turn = [
+        ChatMessage("user", "What time is it?"),
+        ChatMessage("assistant", "", tool_calls=(call,)),
+        ChatMessage.from_tool_result(ToolResult(call.id, "now", "09:30")),
+        ChatMessage("assistant", "It is 9:30."),
+    ]
+    messages = [ChatMessage("system", "Be brief."), *old_turn, *ASK]
+
+    def render(kept: list[ChatMessage]) -> tuple[list[str], int]:
+        return [m.role for m in kept], 10 * len(kept)
+
+    fitted = fit_to_context(messages, render, n_ctx=40, reserve=10)
+    assert (fitted.rendered, fitted.dropped) == (["system", "user"], 4)
+    answering = [*ASK, ChatMessage("assistant", "", tool_calls=(call,)), old_turn[2]]
+    with pytest.raises(ContextOverflowError):
+        fit_to_context(answering, render, n_ctx=30, reserve=10)

@@ -29,6 +29,7 @@ from ember_chat.engine.errors import (
     NoModelLoaded,
 )
 from ember_chat.engine.inference.backend import ModelDescription
+from ember_chat.engine.inference.chat_prompt import fit_to_context, plan_chat
 from ember_chat.engine.inference.events import (
     ContextTrimmed,
     Event,
@@ -39,7 +40,7 @@ from ember_chat.engine.inference.events import (
     Token,
     ToolCallParsed,
 )
-from ember_chat.engine.inference.grammar import params_grammar, wants_json
+from ember_chat.engine.inference.grammar import params_grammar
 from ember_chat.engine.inference.json_check import answer_check
 from ember_chat.engine.inference.llama_loader import NULL_ABORT, gpu_backend_name, open_llama, probe_gguf
 from ember_chat.engine.inference.llama_log import route_llama_log
@@ -251,69 +252,41 @@ class LocalRuntime:
         continue (after an interruption). With `tools`, the answer may be calls (see tool_turn.py)."""
         llm = self._require()
         recorder = MetricsRecorder(self._run_context())
-        prefix = ""
-        if messages and messages[-1].role == "assistant" and not messages[-1].tool_calls:
-            prefix, messages = messages[-1].content, messages[:-1]
-        if not messages or messages[-1].role not in ("user", "tool"):
-            raise InvalidParameter("a chat request must end with a user message (or the results of tool calls).")
         template = self.template(template_override)
         assert self._info is not None
-        fallback = builtin_for(self._info.architecture)
-        reserve = min(params.max_tokens, max(1, llm.n_ctx() // 4))
-        kept = list(messages)
-        dropped = 0
-        notice = None
-        images = any(m.images for m in messages)
-        if images and self._vision is None:
+        plan = plan_chat(messages, params, template.thinking_switch, tools)
+        if any(m.images for m in plan.messages) and self._vision is None:
             raise ImagesNotSupported(
                 f"{self._info.name} cannot see images: it was loaded without a projector (mmproj) file. "
                 "Load a vision model with its projector, or remove the images."
             )
-        thinking = params.thinking
-        if thinking is None and template.thinking_switch:
-            thinking = True  # a model with a switch thinks unless asked not to (as the window and llama-server do)
-        offered = list(tools.tools) if tools is not None and tools.active else None
-        if offered and (prefix or params.grammar is not None or wants_json(params.response_format)):
-            raise InvalidParameter(
-                "An answer that may call tools cannot also be held to JSON or a grammar, nor be continued."
-            )
-        if tools is not None and tools.forced and template.thinking_switch:
-            thinking = False  # the call's grammar holds the answer from its first token
-        if params.grammar is not None or wants_json(params.response_format):
-            if prefix:  # the grammar starts at the answer's beginning: a second document would follow the cut one
-                raise InvalidParameter(
-                    "An answer constrained to JSON (or a grammar) cannot be continued: "
-                    "regenerate it with a larger max tokens."
-                )
-            if template.thinking_switch:
-                thinking = False  # the grammar constrains the answer from its first token: no room for thoughts
-        prompt: VisionPrompt | None = None
-        while True:
-            if prompt is not None:
-                prompt.close()
-            if images:
+        fallback = builtin_for(self._info.architecture)
+        prompts: list[VisionPrompt] = []
+
+        def render(kept: list[ChatMessage]) -> tuple[tuple[str, list[int], VisionPrompt | None, str | None], int]:
+            while prompts:  # (a longer rendering tried before: its images' positions are freed)
+                prompts.pop().close()
+            if any(m.images for m in kept):
                 assert self._vision is not None
-                text, prompt, notice = self._vision.prompt(template, kept, fallback, thinking, prefix, offered)
-                tokens = prompt.tokens
-            else:
-                rendered, notice = render_chat(template, kept, fallback, thinking, offered)
-                text = rendered + prefix
-                tokens = self._prompt_tokens(text, special=True)
-            if len(tokens) + reserve <= llm.n_ctx():
-                break
-            first = next(i for i, m in enumerate(kept) if m.role != "system")
-            if first == len(kept) - 1:
-                raise ContextOverflowError(
-                    f"The message needs {len(tokens):,} tokens (with the system prompt), but the "
-                    f"context holds {llm.n_ctx():,} and {reserve:,} are kept for the answer. "
-                    "Shorten the message or load the model with a longer context."
+                text, prompt, notice = self._vision.prompt(
+                    template, kept, fallback, plan.thinking, plan.prefix, plan.offered
                 )
-            del kept[first]
-            dropped += 1
-            # Never start the kept history with an orphaned assistant reply or tool result.
-            while kept[first].role in ("assistant", "tool") and first < len(kept) - 1:
-                del kept[first]
-                dropped += 1
+                prompts.append(prompt)
+                return (text, prompt.tokens, prompt, notice), len(prompt.tokens)
+            rendered, notice = render_chat(template, kept, fallback, plan.thinking, plan.offered)
+            tokens = self._prompt_tokens(rendered + plan.prefix, special=True)
+            return (rendered + plan.prefix, tokens, None, notice), len(tokens)
+
+        reserve = min(params.max_tokens, max(1, llm.n_ctx() // 4))
+        try:
+            fitted = fit_to_context(plan.messages, render, llm.n_ctx(), reserve)
+        except BaseException:
+            while prompts:
+                prompts.pop().close()
+            raise
+        text, tokens, prompt, notice = fitted.rendered
+        dropped = fitted.dropped
+        prefix = plan.prefix
         recorder.dropped_messages = dropped
         if notice:
             yield TemplateFallback(notice)
@@ -323,21 +296,24 @@ class LocalRuntime:
             markers = MarkerNormalizer(thinking=split_thinking(prefix).open)
         else:
             markers = MarkerNormalizer(opened_by_prompt=prompt_opens_thinking(text))
-        turn = None
-        if offered and tools is not None:
-            source = template_override or self._info.chat_template
-            fmt = tool_format_for(source, self._info.architecture)
-            if fmt is None:
-                raise InvalidParameter(
-                    f"{self._info.name}'s chat template writes tool calls in a form Ember cannot read yet, "
-                    "so it cannot be given tools. Turn the tools off for this chat, or use another model."
-                )
-            turn = ToolTurn(fmt, tools, thinking=markers.thinking, mistral_args="[ARGS]" in (source or ""))
         try:
+            turn = self._tool_turn(template_override, tools, markers.thinking) if plan.offered else None
             yield from self._stream(text, tokens, params, recorder, markers, prompt, turn)
         finally:
             if prompt is not None:
                 prompt.close()
+
+    def _tool_turn(self, template_override: str | None, tools: ToolRequest | None, thinking: bool) -> ToolTurn:
+        """How this model's calls are read and held to their schemas (its family's format)."""
+        assert self._info is not None and tools is not None
+        source = template_override or self._info.chat_template
+        fmt = tool_format_for(source, self._info.architecture)
+        if fmt is None:
+            raise InvalidParameter(
+                f"{self._info.name}'s chat template writes tool calls in a form Ember cannot read yet, "
+                "so it cannot be given tools. Turn the tools off for this chat, or use another model."
+            )
+        return ToolTurn(fmt, tools, thinking=thinking, mistral_args="[ARGS]" in (source or ""))
 
     def complete(self, prompt: str, params: SamplingParams) -> Iterator[Event]:
         """Continue raw text (notebook mode, for base models)."""
