@@ -429,6 +429,14 @@ def tiny_client(tiny_model: Path) -> Iterator[openai.OpenAI]:
         service.close()
 
 
+def test_a_schema_no_grammar_can_hold_is_400_naming_the_tool(tiny_client: openai.OpenAI) -> None:
+    strange = {"type": "function", "function": {"name": "strange", "parameters": {
+        "type": "object", "properties": {"x": {"type": "strange"}}, "required": ["x"]}}}  # fmt: skip
+    with pytest.raises(openai.BadRequestError) as info:
+        tiny_client.chat.completions.create(model="tiny", messages=ASK, tools=[FORECAST, strange], max_tokens=4)
+    assert info.value.param == "tools" and "tools[1] (strange)" in info.value.message
+
+
 def valid_call(call: Any) -> dict[str, Any]:
     """A returned call's arguments, checked against its tool's schema."""
     spec = {"get_weather": FORECAST, "get_time": CLOCK}[call.function.name]["function"]

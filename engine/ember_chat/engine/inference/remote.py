@@ -4,10 +4,11 @@
 
 What servers differ in, and how it is handled (see shared/notes/openai-wire.md):
 - a role-only first chunk, chunks with no content, several tokens in one chunk: TTFT is the first
-  chunk with answer text (content or reasoning), and tokens are counted from the server's usage, then
-  llama.cpp's `timings`, then per-chunk usage; otherwise one token per chunk, marked "estimated";
+  chunk with answer text (content, reasoning or a tool call), and tokens are counted from the server's
+  usage, then llama.cpp's `timings`, then per-chunk usage; otherwise one per chunk, marked "estimated";
 - usage only in a final chunk with no choices, or never; `reasoning_content` / `reasoning`;
-- errors as JSON (`{"error": {...}}`, `{"detail": ...}`) or plain text, before or after the 200.
+- errors as JSON (`{"error": {...}}`, `{"detail": ...}`) or plain text, before or after the 200;
+- tool calls streamed in pieces, each server its own way (remote_tools.py).
 Faults: 429/5xx are retried with backoff only before the first token (never a duplicated answer); a
 stream cut or stalled after tokens arrived keeps them (reason "interrupted"); `request_stop` closes
 the HTTP stream at once, so the server sees the disconnect.

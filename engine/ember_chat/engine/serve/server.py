@@ -32,6 +32,7 @@ from ember_chat.engine.serve.guards import bind_option, check_access, content_le
 from ember_chat.engine.serve.openai_api import ApiError, ApiRequest, ResponseBuilder, parse_request
 from ember_chat.engine.serve.request_log import ReportsRequests, RequestListener
 from ember_chat.engine.serve.sink import ClientGone
+from ember_chat.engine.serve.tool_wire import check_tool_schemas
 
 log = logging.getLogger(__name__)
 
@@ -232,6 +233,8 @@ class _Handler(ReportsRequests, AnswersRequests, BaseHTTPRequestHandler):
         if req.params.logprobs is not None and model is not None and model.is_remote:
             raise ApiError(400, f"{name} is a remote model: Ember has no logits of it to give log-probabilities.",
                            param="logprobs")  # fmt: skip
+        if req.tools is not None and model is not None and not model.is_remote:  # (a remote server checks its own)
+            check_tool_schemas(req.tools)
         self._answer(req, ResponseBuilder(kind, name))
 
 

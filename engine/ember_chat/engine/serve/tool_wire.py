@@ -21,6 +21,7 @@ from ember_chat.engine.core.messages import ChatMessage
 from ember_chat.engine.core.states import StopReason
 from ember_chat.engine.core.tools import TOOL_CHOICES, InvalidCall, ToolCall, ToolRequest, ToolSpec
 from ember_chat.engine.errors import InvalidParameter
+from ember_chat.engine.inference.grammar import schema_grammar
 from ember_chat.engine.serve.api_error import ApiError
 
 TOOL_FIELDS = ("tools", "tool_choice", "parallel_tool_calls")
@@ -57,6 +58,17 @@ def tool_request(body: dict[str, Any], kind: str) -> ToolRequest | None:
     except InvalidParameter as exc:
         param = "tools" if "same name" in str(exc) else "tool_choice"
         raise ApiError(400, str(exc), param=param) from None
+
+
+def check_tool_schemas(tools: ToolRequest) -> None:
+    """For a local model, whose grammar holds calls to their schemas: each tool's parameters can be
+    turned into a grammar (else a 400 naming the tool, before the request waits in the queue)."""
+    for i, spec in enumerate(tools.tools):
+        try:
+            schema_grammar(spec.parameters)
+        except InvalidParameter as exc:
+            message = f"tools[{i}] ({spec.name}): its parameters cannot hold the model's calls to them. {exc}"
+            raise ApiError(400, message, param="tools") from None
 
 
 def _choice(raw: Any) -> str:
