@@ -176,6 +176,27 @@ def test_a_call_alone_times_its_first_token(server: FakeOpenAI, backends: Backen
     assert done.metrics.ttft_s is not None and done.metrics.ttft_s > 0 and done.metrics.output_tokens == 40
 
 
+def test_odd_shapes_are_read_too(server: FakeOpenAI, backends: Backends) -> None:
+    """No index (a new id opens a new call), the name repeated on every chunk, arguments as an object,
+    a call without an id (it gets one), several calls in one chunk."""
+    server.stream([
+        frame({"role": "assistant"}),
+        frame({"tool_calls": [{"id": "x1", "function": {"name": "get_weather", "arguments": '{"city": '}}]}),
+        frame({"tool_calls": [{"function": {"name": "get_weather", "arguments": '"Lima"}'}}]}),
+        frame({"tool_calls": [{"id": "x2", "function": {"name": "get_time", "arguments": {}}}]}),
+        frame({"tool_calls": [{"index": 5, "function": {"name": "get_time"}}, {"index": 6, "id": "x4",
+                              "function": {"name": "get_weather", "arguments": {"city": "Rome"}}}]}),
+        frame({}, "tool_calls"),
+        DONE,
+    ])  # fmt: skip
+    calls, done = calls_of(drain(backends.make(server).chat(ASK, PARAMS, tools=TOOLS))[0])
+    assert done.reason == "tool_calls" and all(isinstance(c, ToolCall) for c in calls)
+    got = [(c.id, c.name, c.arguments) for c in calls if isinstance(c, ToolCall)]
+    assert got[:2] == [("x1", "get_weather", {"city": "Lima"}), ("x2", "get_time", {})]
+    assert got[2][1:] == ("get_time", {}) and len(got[2][0]) == 9  # an id of Ember's own
+    assert got[3] == ("x4", "get_weather", {"city": "Rome"})
+
+
 def test_calls_that_must_not_run_are_invalid(server: FakeOpenAI, backends: Backends) -> None:
     plan = [
         ("c1", "get_weather", {"town": "Paris"}),  # misses the required city
