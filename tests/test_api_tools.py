@@ -17,6 +17,7 @@ from typing import Any
 
 import httpx2
 import openai
+import pydantic
 import pytest
 
 from ember_chat.engine.cli.common import load_blocking
@@ -262,6 +263,26 @@ def test_the_streaming_helpers_accumulate_the_calls(client: openai.OpenAI, backe
         done = stream.get_final_completion()
     assert text == "Here is what I found: Paris: 15 °F" == done.choices[0].message.content
     assert done.choices[0].finish_reason == "stop"
+
+
+class GetWeather(pydantic.BaseModel):
+    city: str
+    unit: str
+
+
+def test_the_parse_helpers_give_typed_arguments(client: openai.OpenAI, backend: ToolBackend) -> None:
+    """Strict tools from pydantic models (`openai.pydantic_function_tool`): `parse` and `stream` give
+    each call's arguments as the model's type."""
+    backend.plan = [("GetWeather", {"city": "Lima", "unit": "F"})]
+    tool = openai.pydantic_function_tool(GetWeather)
+    parsed = client.chat.completions.parse(model="tools", messages=ASK, tools=[tool])
+    calls = parsed.choices[0].message.tool_calls
+    assert calls and calls[0].function.parsed_arguments == GetWeather(city="Lima", unit="F")
+    with client.chat.completions.stream(model="tools", messages=ASK, tools=[tool]) as stream:
+        done = [e for e in stream if e.type == "tool_calls.function.arguments.done"]
+    assert [(e.name, e.parsed_arguments) for e in done] == [("GetWeather", GetWeather(city="Lima", unit="F"))]
+    _, request = backend.requests[-1]
+    assert request is not None and request.tools[0].parameters["additionalProperties"] is False
 
 
 @pytest.mark.parametrize(
