@@ -60,10 +60,11 @@ def test_a_consent_card_shows_the_call_and_asks(qtbot: QtBot, view: TranscriptVi
     cid, aid = answer(store, [ADD])
     store.set_tool_state(aid, ADD.id, ADD.name, "asking", source="Built-in")
     text = show(view, store, cid)
-    assert "🔧 calculator" in text and "from Built-in" in text and "Waiting for your permission" in text
+    assert "\ufffc calculator" in text and "from Built-in" in text and "Waiting for your permission" in text
     assert '"expression": "2+3",\n  "precision": 2' in text  # pretty JSON, one line per key
     assert "Allow once" in text and "Always allow in this chat" in text and "Deny" in text
-    assert text.index("Let me compute that.") < text.index("🔧 calculator")  # below the answer's text
+    assert text.index("Let me compute that.") < text.index("\ufffc calculator")  # below the answer's text
+    assert view.last_announcement.startswith("The model asks to run calculator.")  # screen readers are told
     consent = [f"ember:toolallow/{aid}/0", f"ember:toolalways/{aid}/0", f"ember:tooldeny/{aid}/0"]
     assert [h for h in hrefs(view) if h.startswith("ember:tool")] == consent
     # the keyboard: Shift+Tab from the end walks the buttons up (Deny first), Enter runs one
@@ -86,6 +87,8 @@ def test_a_call_runs_then_shows_its_result_and_duration(view: TranscriptView, st
     store.set_tool_state(aid, ADD.id, ADD.name, "running", source="Built-in", decision="once")
     text = show(view, store, cid)
     assert "Running…" in text and "Allow once" not in text
+    store.set_tool_result(aid, ToolResult(ADD.id, ADD.name, "5", duration_ms=0.2), source="Built-in")
+    assert "Done · under 1 ms · allowed once" in show(view, store, cid)
     store.set_tool_result(aid, ToolResult(ADD.id, ADD.name, "5", duration_ms=12.4), source="Built-in")
     text = show(view, store, cid)
     assert "Done · 12 ms · allowed once" in text and "Result\n5\n" in text and "Running" not in text
@@ -129,7 +132,7 @@ def test_invalid_denied_failed_and_capped_calls(view: TranscriptView, store: Con
     )
     store.set_tool_result(aid, ToolResult(over.id, over.name, tool_limit_message(3), True), "Built-in", "cap")
     text = show(view, store, cid)
-    assert text.count("🔧 ") == 4
+    assert text.count("  ·  from Built-in") == 4
     assert "Denied" in text
     assert "Not run: the call was not valid" in text and "expression is required" in text
     assert "Error · 4 ms" in text and "The folder notes is not one you picked." in text

@@ -140,7 +140,7 @@ def press(qtbot: QtBot, w: MainWindow, label: str) -> None:
 
 def below_cards(text: str, words: str) -> bool:
     """`words` are shown below the last tool card (the model's continuation, the cap's sentence)."""
-    return text.rfind(words) > text.rfind("🔧 ") >= 0
+    return text.rfind(words) > text.rfind("  ·  from ") >= 0
 
 
 def idle(qtbot: QtBot, w: MainWindow) -> None:
@@ -158,7 +158,7 @@ def test_allow_once_runs_the_call_and_the_model_continues(qtbot: QtBot, window: 
     send(qtbot, w, "What is 2+3*4?")
     asking(qtbot, w)
     text = text_of(w)
-    assert "🔧 calculator" in text and "from Built-in" in text and '"expression": "2+3*4"' in text
+    assert "\ufffc calculator" in text and "from Built-in" in text and '"expression": "2+3*4"' in text
     assert w.controller.generating and w.composer.button.text() == "Stop"  # the answer is not over
     assert len(backend.requests) == 1  # nothing runs or continues before the user says so
     press(qtbot, w, "Allow once")
@@ -186,10 +186,10 @@ def test_allow_once_runs_the_call_and_the_model_continues(qtbot: QtBot, window: 
     assert kept.duration_ms is not None
     # reopened: the cards come back
     w.chats.new_chat()
-    assert "🔧 calculator" not in text_of(w)
+    assert "\ufffc calculator" not in text_of(w)
     w.chats.open_conversation(cid)
     again = text_of(w)
-    assert "🔧 calculator" in again and "Result\n14\n" in again and "allowed once" in again
+    assert "\ufffc calculator" in again and "Result\n14\n" in again and "allowed once" in again
     # a next question gives the model the whole history, calls included
     send(qtbot, w, "Thanks")
     idle(qtbot, w)

@@ -14,17 +14,19 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING
 
-from PySide6.QtCore import QCoreApplication
-from PySide6.QtGui import QColor, QFont, QTextCharFormat, QTextCursor, QTextLength, QTextTableFormat
+from PySide6.QtCore import QCoreApplication, QUrl
+from PySide6.QtGui import QColor, QFont, QTextCharFormat, QTextCursor, QTextDocument, QTextLength, QTextTableFormat
 
 from ember_chat.app.chat.code_highlight import insert_highlighted
-from ember_chat.app.chat.message_render import sign
+from ember_chat.app.chat.message_render import inline_image, sign
+from ember_chat.app.style.icons import icon_image
 from ember_chat.engine.core.tools import InvalidCall, ToolCall
 from ember_chat.engine.storage.conversations import Message, ToolMessage
 
 if TYPE_CHECKING:
     from ember_chat.app.chat.transcript import TranscriptView
 
+TOOL_ICON = 14  # px, the gear before a card's tool name
 FOLD_LINES = 8  # a longer result is folded to this many lines
 FOLD_CHARS = 700  # or this many characters
 # The verbs of the card's links (ember:<verb>/<message id>/<call index>).
@@ -51,6 +53,8 @@ def folded(text: str) -> tuple[str, bool]:
 def _duration(ms: float | None) -> str:
     if ms is None:
         return ""
+    if ms < 1:
+        return tr("under 1 ms")
     return tr("{n} ms").format(n=round(ms)) if ms < 10_000 else tr("{n:.1f} s").format(n=ms / 1000)
 
 
@@ -84,6 +88,7 @@ class TranscriptTools:
     def __init__(self, view: TranscriptView) -> None:
         self.view = view
         self._unfolded: set[tuple[int, int]] = set()  # (message id, call index) whose whole result shows
+        self._announced: set[tuple[int, str]] = set()  # consent cards screen readers were told about
 
     def key(self, m: Message) -> tuple:
         """Part of a message's look: an answer whose calls, results or folds changed is written again."""
@@ -100,6 +105,16 @@ class TranscriptTools:
         return (message_id, index) in self._unfolded
 
     # ----- writing
+    def _icon(self) -> str:
+        """The tool icon (a gear) in the theme's secondary colour, as a resource of the document."""
+        writer = self.view.writer
+        name = f"icon:tool-{writer.colors.name}-{writer.ratio}"
+        doc = self.view.document()
+        if doc.resource(QTextDocument.ResourceType.ImageResource, QUrl(name)) is None:
+            image = icon_image("settings", writer.colors.secondary, TOOL_ICON, writer.ratio)
+            doc.addResource(QTextDocument.ResourceType.ImageResource, QUrl(name), image)
+        return name
+
     def write(self, c: QTextCursor, m: Message) -> None:
         """The cards of an answer's calls, below its text; then why the answer ended, if the cap did."""
         results = {t.call_id: t for t in m.tool_results}
@@ -143,7 +158,8 @@ class TranscriptTools:
         name = QTextCharFormat()
         name.setFontWeight(QFont.Weight.Bold)
         name.setFontFixedPitch(True)
-        hc.insertText("🔧 " + call.name, name)
+        hc.insertImage(inline_image(self._icon(), TOOL_ICON))
+        hc.insertText(" " + call.name, name)
         source = t.source if t is not None and t.source else None
         if source:
             hc.insertText("  ·  " + tr("from {source}").format(source=source), writer.small_secondary)
@@ -162,6 +178,14 @@ class TranscriptTools:
             rc = table.cellAt(2, 0).firstCursorPosition()
             if asking:
                 self._buttons(rc, mid, index)
+                if (mid, call.id) not in self._announced:
+                    self._announced.add((mid, call.id))
+                    self.view.announce(
+                        tr(
+                            "The model asks to run {tool}. Allow once, Always allow in this chat or Deny it "
+                            "with the buttons of its card (Tab reaches them)."
+                        ).format(tool=call.name)
+                    )
             elif isinstance(stored, InvalidCall):
                 err = QTextCharFormat()
                 err.setForeground(QColor(colors.error))
