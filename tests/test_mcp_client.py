@@ -139,6 +139,23 @@ def test_a_server_that_hangs_at_start_is_stopped(manager: McpManager) -> None:
     assert result.is_error and "did not start within 1 s" in result.content and result.duration_ms is None
 
 
+def test_settings_changed_while_a_server_starts_never_wait_for_it(manager: McpManager) -> None:
+    server = one(manager, stdio("slow", "hang.py", "--at-start"))
+    with ThreadPoolExecutor(1) as pool:
+        starting = pool.submit(server.list_tools)
+        wait_until(lambda: "hanging before it starts" in server.stderr_text())
+        assert server.state == "starting"
+        pid = server.pid
+        assert pid is not None
+        began = time.monotonic()
+        manager.configure([])  # from the GUI thread: must not wait for the start
+        assert time.monotonic() - began < 1.0
+        with pytest.raises(ToolError, match="'slow' was stopped while it was starting"):
+            starting.result(timeout=10)
+    assert server.state == "stopped"
+    wait_until(lambda: not group_alive(pid))
+
+
 def test_a_crash_mid_call_is_an_error_and_the_next_call_restarts_it(manager: McpManager) -> None:
     server = one(manager, stdio("crashy", "crash.py"))
     first = server.call(call("ok")).content

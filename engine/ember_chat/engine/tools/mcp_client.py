@@ -12,6 +12,7 @@ from collections.abc import Coroutine, Sequence
 from typing import Any, TypeVar
 
 import mcp_types as types
+from mcp.client.session import ClientSession
 from mcp.shared.exceptions import MCPError
 
 from ember_chat.engine.core.tools import ToolCall, ToolResult, ToolSpec
@@ -41,7 +42,8 @@ class McpServer:
         self._loop = loop or LoopThread(f"ember-mcp-{config.name}")
         self._own_loop = loop is None
         self._log = ServerLog()
-        self._start_lock = threading.Lock()
+        self._start_lock = threading.Lock()  # one start at a time (held while a server starts)
+        self._lock = threading.Lock()  # the current run; never held while waiting
         self._conn: Connection | None = None
         self._error: str | None = None  # a failure before any connection (a secret that is not there)
         self._starts = 0
@@ -73,9 +75,9 @@ class McpServer:
 
     @property
     def pid(self) -> int | None:
-        """The running stdio server's process id (also its process group's id); None otherwise."""
+        """The stdio server's process id (also its process group's id) while it starts or runs."""
         conn = self._conn
-        process = conn.process if conn is not None and conn.usable else None
+        process = conn.process if conn is not None and not conn.done.is_set() else None
         return process.pid if process is not None else None
 
     # ----- ToolProvider
@@ -83,7 +85,10 @@ class McpServer:
     def list_tools(self, timeout_s: float | None = None) -> list[ToolSpec]:
         conn = self._connect()
         timeout = self.config.start_timeout_s if timeout_s is None else timeout_s
-        future = self._loop.submit(self._list(conn))
+        session = conn.session
+        if session is None:
+            raise ToolError(f"The MCP server {self.source!r} was stopped before it listed its tools.")
+        future = self._loop.submit(self._list(session))
         if not self._wait(future, timeout, None):
             future.cancel()
             message = f"The MCP server {self.source!r} did not list its tools within {timeout:g} s"
@@ -111,8 +116,10 @@ class McpServer:
         if cancel is not None and cancel.is_set():
             return result("The call was stopped before it ran.", True, ran=False)
         began = time.perf_counter()
-        assert conn.session is not None
-        future = self._loop.submit(conn.session.call_tool(call.name, call.arguments or None))
+        session = conn.session
+        if session is None:  # stopped (settings changed, the app closing) since it was started
+            return result(f"The MCP server {self.source!r} was stopped before the call ran.", True, ran=False)
+        future = self._loop.submit(session.call_tool(call.name, call.arguments or None))
         timeout = self.config.call_timeout_s if timeout_s is None else timeout_s
         if not self._wait(future, timeout, cancel):
             future.cancel()
@@ -134,7 +141,7 @@ class McpServer:
     def stop(self, wait: bool = True) -> None:
         """Stop the server (stdio: stdin closed, then its process group killed) and, with `wait`, wait
         until it is gone (also any earlier run still ending)."""
-        with self._start_lock:
+        with self._lock:
             conn, self._conn, self._error = self._conn, None, None
             if conn is not None:
                 self._ending.append(conn)
@@ -143,7 +150,7 @@ class McpServer:
         if wait:
             for old in ending:
                 old.done.wait(_END_WAIT_S)
-            with self._start_lock:
+            with self._lock:
                 self._ending = [c for c in self._ending if not c.done.is_set()]
             if self._own_loop:
                 self._loop.close()
@@ -161,20 +168,22 @@ class McpServer:
             try:
                 headers = self._headers()
             except ToolError as exc:
-                self._conn, self._error = None, str(exc)
+                with self._lock:
+                    self._conn, self._error = None, str(exc)
                 raise
             self._starts += 1
             if self._starts > 1:
                 self._log.note("Starting the server again.")
             conn = Connection(self.config, self._log, headers)
-            self._conn = conn
+            with self._lock:
+                self._conn, self._error = conn, None
             self._loop.submit(conn.run())
             if not conn.ready.wait(self.config.start_timeout_s + _END_WAIT_S):  # its own timer fires first
                 conn.error = f"The MCP server {self.source!r} did not start; Ember stopped it. {LOG_HINT}"
                 self._end(conn, hard=True, wait=True)
             if not conn.usable:
                 conn.done.wait(_END_WAIT_S)
-                raise ToolError(conn.error or f"The MCP server {self.source!r} stopped while starting.")
+                raise ToolError(conn.error or f"The MCP server {self.source!r} was stopped while it was starting.")
             return conn
 
     def _headers(self) -> dict[str, str]:
@@ -195,13 +204,12 @@ class McpServer:
             headers[header] = value
         return headers
 
-    async def _list(self, conn: Connection) -> list[types.Tool]:
-        assert conn.session is not None
+    async def _list(self, session: ClientSession) -> list[types.Tool]:
         tools: list[types.Tool] = []
         cursor: str | None = None
         for _ in range(_MAX_PAGES):
             params = types.PaginatedRequestParams(cursor=cursor) if cursor else None
-            page = await conn.session.list_tools(params=params)
+            page = await session.list_tools(params=params)
             tools.extend(page.tools)
             cursor = page.next_cursor
             if not cursor:

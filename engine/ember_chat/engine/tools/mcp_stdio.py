@@ -78,9 +78,14 @@ class ProcessState:
     noise_lines: int = 0  # lines on stdout that were not MCP messages
 
 
-def _kill_group(pgid: int) -> None:
+def _kill_group(process: anyio.abc.Process) -> None:
+    """SIGKILL to the server's whole process group (pgid == its pid); where there are no process
+    groups (Windows), to the process alone."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, signal.SIGKILL)
+        if hasattr(os, "killpg"):
+            os.killpg(process.pid, signal.SIGKILL)
+        elif process.returncode is None:
+            process.kill()
 
 
 async def _wait_exit(process: anyio.abc.Process, timeout: float) -> bool:
@@ -173,7 +178,7 @@ async def stdio_transport(
                 assert process.stdin is not None
                 await process.stdin.aclose()
             await _wait_exit(process, GRACE_S)
-        _kill_group(pgid)  # the group: also whatever the server started (npx's node, a helper)
+        _kill_group(process)  # the group: also whatever the server started (npx's node, a helper)
         if not await _wait_exit(process, 5.0):
             log.note(f"The server's process {pgid} did not end after it was killed.")
         state.returncode = process.returncode
