@@ -91,6 +91,7 @@ def test_a_call_runs_then_shows_its_result_and_duration(view: TranscriptView, st
     assert "Done · under 1 ms · allowed once" in show(view, store, cid)
     store.set_tool_result(aid, ToolResult(ADD.id, ADD.name, "5", duration_ms=12.4), source="Built-in")
     text = show(view, store, cid)
+    assert text.rstrip().endswith("tools 12 ms")  # the call's time, apart from the generation's figures
     assert "Done · 12 ms · allowed once" in text and "Result\n5\n" in text and "Running" not in text
     assert not [h for h in hrefs(view) if h.startswith("ember:tool")]  # nothing to decide any more
 
@@ -137,7 +138,8 @@ def test_invalid_denied_failed_and_capped_calls(view: TranscriptView, store: Con
     assert "Not run: the call was not valid" in text and "expression is required" in text
     assert "Error · 4 ms" in text and "The folder notes is not one you picked." in text
     assert "Not run: too many calls in one answer" in text
-    assert text.rstrip().endswith(tool_limit_message(3).rstrip())  # the sentence that ended the answer, once
+    # the sentence that ended the answer, once, below the cards; then the time the calls ran
+    assert text.rstrip().endswith(tool_limit_message(3).rstrip() + "\ntools 4 ms")
     assert text.count("Raise the limit") == 1
 
 

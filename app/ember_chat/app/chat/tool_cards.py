@@ -104,6 +104,14 @@ class TranscriptTools:
     def is_unfolded(self, message_id: int, index: int) -> bool:
         return (message_id, index) in self._unfolded
 
+    def with_tool_time(self, line: str | None, m: Message) -> str | None:
+        """An answer's metrics line with the time its calls ran, apart from the generation's figures."""
+        times = [t.duration_ms for t in m.tool_results if t.duration_ms is not None]
+        if not times:
+            return line
+        took = tr("tools {took}").format(took=_duration(sum(times)))
+        return f"{line} · {took}" if line else took
+
     # ----- writing
     def _icon(self) -> str:
         """The tool icon (a gear) in the theme's secondary colour, as a resource of the document."""

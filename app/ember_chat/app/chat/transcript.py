@@ -250,7 +250,7 @@ class TranscriptView(QTextBrowser):
             yield from self.writer.body_steps(c, m.content, m.id, m.id in self._expanded)
             self.tools.write(c, m)
             self.attachments.write_plan(c, m.id)
-            line = _summary(m)  # (says "interrupted" when the stream was cut)
+            line = self.tools.with_tool_time(_summary(m), m)  # (says "interrupted" when the stream was cut)
             if not m.complete:
                 line = f"{line} · {self.tr('interrupted')}" if line else self.tr("interrupted")
             if line:
