@@ -213,20 +213,24 @@ def test_deny_tells_the_model_and_runs_nothing(qtbot: QtBot, window: Callable[..
 
 
 def test_always_allow_runs_the_next_calls_without_asking(qtbot: QtBot, window: Callable[..., MainWindow]) -> None:
+    also = ToolCall("call00031", "calculator", {"expression": "7-7"})
     second = ToolCall("call00032", "calculator", {"expression": "10/4"})
-    backend = ToolScriptBackend([Turn("First.", [SUM]), Turn("14."), Turn("Second.", [second]), Turn("2.5.")])
+    backend = ToolScriptBackend(
+        [Turn("First.", [SUM, also]), Turn("14 and 0."), Turn("Second.", [second]), Turn("2.5.")]
+    )
     w = window(backend)
     Sessions(w, {CALC_KEY})
-    send(qtbot, w, "What is 2+3*4?")
-    asking(qtbot, w)
-    press(qtbot, w, "Always allow in this chat")
+    send(qtbot, w, "What is 2+3*4, and 7-7?")
+    asking(qtbot, w, 2)
+    press(qtbot, w, "Always allow in this chat")  # (on the last card): the other call of that tool runs too
     idle(qtbot, w)
+    assert [m.content for m in backend.requests[1][-2:]] == ["14", "0"]
     cid = w.controller.conversation_id
     assert w.store.chat_tools(cid).always == {CALC_KEY}  # kept with the chat
     send(qtbot, w, "And 10/4?")
     idle(qtbot, w)
     text = text_of(w)
-    assert "Waiting for your permission" not in text and text.count("always allowed in this chat") == 2
+    assert "Waiting for your permission" not in text and text.count("always allowed in this chat") == 3
     assert "Result\n2.5\n" in text and below_cards(text, "2.5.")
 
 
