@@ -5,12 +5,15 @@ shown again when the chat is reopened."""
 
 from __future__ import annotations
 
+import itertools
 import shutil
+import sys
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from PySide6.QtCore import Qt
+from PySide6.QtCore import Qt, QTimer
 from PySide6.QtGui import QTextCursor
 from pytestqt.qtbot import QtBot
 
@@ -23,6 +26,8 @@ from ember_chat.engine.core.tools import ChatTools, InvalidCall, ToolCall, ToolR
 from ember_chat.engine.inference.service import EngineService
 from ember_chat.engine.storage.paths import AppPaths
 from ember_chat.engine.tools.builtin import BuiltinTools
+from ember_chat.engine.tools.config import McpServerConfig
+from ember_chat.engine.tools.mcp_client import McpManager
 from ember_chat.engine.tools.registry import ToolRegistry
 from ember_chat.engine.tools.session import ChatToolSession
 from tests.tool_script import ToolScriptBackend, Turn, WaitingTools
@@ -292,3 +297,68 @@ def test_a_call_to_a_tool_the_chat_does_not_offer_is_not_run(qtbot: QtBot, windo
     text = text_of(w)
     assert "Not run" in text and "There is no tool named 'wait' in this chat" in text and "Allow once" not in text
     assert backend.requests[1][-1].role == "tool" and "calculator" in backend.requests[1][-1].content
+
+
+# ----- a real MCP server (the official SDK, started by the test) behind the window's loop
+
+SERVERS = Path(__file__).parent / "mcp_servers"
+
+
+@pytest.fixture
+def mcp() -> Iterator[McpManager]:
+    manager = McpManager()
+    manager.configure(
+        [
+            McpServerConfig("notes", command=sys.executable, args=(str(SERVERS / "normal.py"),), start_timeout_s=20),
+            McpServerConfig("stuck", command=sys.executable, args=(str(SERVERS / "hang.py"),), start_timeout_s=20),
+        ]
+    )
+    yield manager
+    manager.close()
+
+
+def test_an_mcp_call_approved_then_a_hung_one_stopped_without_freezing(
+    qtbot: QtBot, window: Callable[..., MainWindow], mcp: McpManager
+) -> None:
+    add = ToolCall("call00081", "add", {"a": 2, "b": 3})
+    hang = ToolCall("call00082", "hang", {})
+    backend = ToolScriptBackend([Turn("Adding.", [add]), Turn("2+3 is 5."), Turn("This may take a while.", [hang])])
+    w = window(backend)
+    registry = ToolRegistry(mcp.servers())
+    assert registry.refresh(30) == []  # (both servers started: listing ran off the GUI thread here too)
+    sessions: dict[int, ChatToolSession] = {}
+
+    def session_for(cid: int) -> ChatToolSession:
+        keys = frozenset({"notes/add", "stuck/hang"})
+        return sessions.setdefault(cid, ChatToolSession(registry, ChatTools(keys), frozenset(), 8))
+
+    w.controller.tool_session_for = session_for
+    send(qtbot, w, "What is 2+3?")
+    asking(qtbot, w)
+    assert "from notes" in text_of(w)
+    press(qtbot, w, "Allow once")
+    idle(qtbot, w)
+    text = text_of(w)
+    assert "Result\n5\n" in text and below_cards(text, "2+3 is 5.")
+    assert backend.requests[1][-1] == ChatMessage("tool", "5", tool_call_id=add.id)
+    # a call that hangs: the window keeps turning while it runs, and Stop ends it
+    send(qtbot, w, "Now wait")
+    asking(qtbot, w)
+    ticks: list[float] = []
+    timer = QTimer()
+    timer.setInterval(5)
+    timer.timeout.connect(lambda: ticks.append(time.perf_counter()))
+    timer.start()
+    press(qtbot, w, "Allow once")
+    stuck = mcp.server("stuck")
+    assert stuck is not None
+    qtbot.waitUntil(lambda: "helper pid" in stuck.stderr_text(), timeout=WAIT_MS)  # the tool is in its hang
+    qtbot.wait(300)  # (the window's event loop turns while the call hangs: the ticks measure it)
+    qtbot.mouseClick(w.composer.button, Qt.MouseButton.LeftButton)  # Stop
+    timer.stop()
+    assert not w.controller.generating and len(backend.requests) == 3
+    assert w.controller.tools.tasks.join(10)  # the worker came back: the cancel reached the hung call
+    longest = max(b - a for a, b in itertools.pairwise(ticks))
+    print(f"longest stall of the GUI thread while the MCP call hung: {longest * 1000:.1f} ms")
+    assert longest < 0.5
+    assert "Stopped" in text_of(w)
