@@ -114,7 +114,7 @@ def test_tab_goes_around_the_window_in_reading_order(qtbot: QtBot, make_window: 
     _activate(qtbot, w)
     w.conversations.new_button.setFocus()
     seen = [QApplication.focusWidget()]
-    for _ in range(10):
+    for _ in range(11):
         qtbot.keyClick(QApplication.focusWidget(), Qt.Key.Key_Tab)
         seen.append(QApplication.focusWidget())
     expected = [
@@ -127,6 +127,7 @@ def test_tab_goes_around_the_window_in_reading_order(qtbot: QtBot, make_window: 
         w.transcript,  # (the banner's close button only when a message shows)
         w.composer.editor,
         w.composer.attach_button,  # (and an attachment chip's ✕ before it, when there is one)
+        w.tools.button,  # the chat's tools (issue 18)
         w.composer.button,
         w.side.tabBar(),
     ]

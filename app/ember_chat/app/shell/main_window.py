@@ -34,6 +34,7 @@ from ember_chat.app.shell.window_attachments import WindowAttachments
 from ember_chat.app.shell.window_chats import ChatActions
 from ember_chat.app.shell.window_models import ModelActions
 from ember_chat.app.shell.window_size import default_geometry, default_splitter_sizes
+from ember_chat.app.shell.window_tools import WindowTools
 from ember_chat.app.style.icons import themed_icon
 from ember_chat.app.style.theme import app_icon, apply_theme
 from ember_chat.engine.core.params import SamplingParams
@@ -133,6 +134,7 @@ class MainWindow(QMainWindow):
 
         self.controller = ChatController(store, bridge, self._current_params)
         self.attach = WindowAttachments(self, Path(settings_file.path).parent)  # files and images in the chat
+        self.tools = WindowTools(self, Path(settings_file.path).parent)  # MCP servers, built-in tools, Tools button
         self.api = ApiServerControl(self, self)
         self._wire()
         build_menus(self)
@@ -149,6 +151,7 @@ class MainWindow(QMainWindow):
             *settings_file.take_problems(),
             *self.connections.take_problems(),
             *self.model_settings.take_problems(),
+            *self.tools.take_problems(),
         ]
         if errors:
             self.show_error(" ".join(errors + problems))
@@ -359,6 +362,7 @@ class MainWindow(QMainWindow):
         self.tasks.shutdown()
         self.api.shutdown()
         self.models.shutdown_dialogs()
+        self.tools.close()  # every MCP server stopped
         self.bridge.close()
 
     def closeEvent(self, event: QCloseEvent) -> None:  # Qt override
@@ -377,6 +381,7 @@ class MainWindow(QMainWindow):
     def join_background(self, timeout: float) -> bool:
         """Wait until every background thread the window started has ended (tests, after close)."""
         joins = [self.tasks.join, self.api.tasks.join, self.side.params.json_answer.tasks.join, *self.models.joins()]
+        joins.append(self.tools.join)
         if self.downloads is not None:
             joins.append(self.downloads.wait_idle)
         return all([join(timeout) for join in joins])

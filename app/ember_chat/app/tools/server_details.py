@@ -11,7 +11,7 @@ import html
 import shlex
 from typing import TYPE_CHECKING, Any
 
-from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtCore import QCoreApplication, Qt, QTimer, Signal
 from PySide6.QtGui import QFontDatabase, QGuiApplication
 from PySide6.QtWidgets import (
     QCheckBox,
@@ -33,13 +33,17 @@ from ember_chat.engine.tools.config import McpServerConfig
 if TYPE_CHECKING:
     from ember_chat.engine.tools.registry import ToolEntry
 
-STATE_WORDS = {
-    "stopped": "not started (it starts when its tools are listed or called)",
-    "starting": "starting…",
-    "running": "running",
-    "failed": "failed",
-    "off": "off",
-}
+
+def state_words(state: str) -> str:
+    """A server's state as the user reads it."""
+    words = {
+        "stopped": QCoreApplication.translate("Tools", "not started (it starts when its tools are listed or called)"),
+        "starting": QCoreApplication.translate("Tools", "starting…"),
+        "running": QCoreApplication.translate("Tools", "running"),
+        "failed": QCoreApplication.translate("Tools", "failed"),
+        "off": QCoreApplication.translate("Tools", "off"),
+    }
+    return words.get(state, state)
 
 
 class ServerDetails(QWidget):
@@ -142,7 +146,7 @@ class ServerDetails(QWidget):
     def show_state(self, state: str, error: str | None) -> None:
         c = active_colors()
         colour = {"running": c.success, "failed": c.error, "starting": c.warning}.get(state, c.secondary)
-        words = self.tr(STATE_WORDS.get(state, state))
+        words = state_words(state)
         text = f"<span style='color:{colour}'>● {html.escape(words, quote=False)}</span>"
         if error:
             text += f"<br><span style='color:{c.error}'>{html.escape(error, quote=False)}</span>"

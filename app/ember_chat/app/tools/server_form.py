@@ -12,7 +12,7 @@ import html
 import shlex
 from collections.abc import Callable
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import QCoreApplication, Qt, Signal
 from PySide6.QtWidgets import (
     QDoubleSpinBox,
     QFileDialog,
@@ -31,6 +31,10 @@ from ember_chat.engine.errors import EmberError
 from ember_chat.engine.tools.config import McpServerConfig
 
 
+def _tr(text: str) -> str:
+    return QCoreApplication.translate("ServerForm", text)
+
+
 class FormError(ValueError):
     """What is wrong with the form, as a sentence for the user."""
 
@@ -44,7 +48,7 @@ def parse_env_lines(text: str) -> dict[str, str]:
             continue
         key, sep, value = line.partition("=")
         if not sep or not key.strip():
-            raise FormError(f"Environment line {n} is not NAME=value: {line[:60]!r}.")
+            raise FormError(_tr("Environment line {n} is not NAME=value: {line}.").format(n=n, line=repr(line[:60])))
         env[key.strip()] = value.strip()
     return env
 
@@ -59,7 +63,7 @@ def parse_header_lines(text: str) -> dict[str, str]:
         name, sep, value = line.partition(":")
         name = name.strip()
         if not sep or not name or any(c.isspace() for c in name):
-            raise FormError(f"Header line {n} is not 'Name: value': {line[:60]!r}.")
+            raise FormError(_tr("Header line {n} is not 'Name: value': {line}.").format(n=n, line=repr(line[:60])))
         headers[name] = value.strip()
     return headers
 
@@ -190,7 +194,7 @@ class StdioServerForm(ServerForm):
         self.command.setPlaceholderText(self.tr("e.g. npx, uvx, python, or the program's full path"))
         self.args = QLineEdit()
         self.args.setAccessibleName(self.tr("Arguments"))
-        self.args.setPlaceholderText("-y @modelcontextprotocol/server-filesystem ~/Documents")
+        self.args.setPlaceholderText(self.tr("-y @modelcontextprotocol/server-filesystem ~/Documents"))
         self.args.setToolTip(self.tr("As typed in a shell: quote an argument that has spaces"))
         self.env = QPlainTextEdit()
         self.env.setAccessibleName(self.tr("Environment"))
@@ -269,7 +273,7 @@ class HttpServerForm(ServerForm):
         self.headers.setFixedHeight(self.fontMetrics().lineSpacing() * 3 + 14)
         self.secret_name = QLineEdit()
         self.secret_name.setAccessibleName(self.tr("Secret header name"))
-        self.secret_name.setPlaceholderText("Authorization")
+        self.secret_name.setPlaceholderText(self.tr("Authorization"))
         self.secret_value = QLineEdit()
         self.secret_value.setAccessibleName(self.tr("Secret header value"))
         self.secret_value.setEchoMode(QLineEdit.EchoMode.Password)

@@ -32,7 +32,7 @@ from PySide6.QtWidgets import (
 from ember_chat.app.style.theme import active_colors
 from ember_chat.app.tools.builtin_panel import BuiltinPanel
 from ember_chat.app.tools.import_box import ImportBox
-from ember_chat.app.tools.server_details import STATE_WORDS, ServerDetails, ServerLogDialog
+from ember_chat.app.tools.server_details import ServerDetails, ServerLogDialog, state_words
 from ember_chat.app.tools.server_form import HttpServerForm, ServerForm, StdioServerForm
 from ember_chat.engine.tools.config import McpServerConfig
 
@@ -221,7 +221,7 @@ class ToolsDialog(QDialog):
             name = item.data(Qt.ItemDataRole.UserRole)
             state, error = self.host.server_state(name)
             item.setText(f"{STATE_MARKS.get(state, '•')} {name}")
-            item.setToolTip(self.tr(STATE_WORDS.get(state, state)) + (f"\n{error}" if error else ""))
+            item.setToolTip(state_words(state) + (f"\n{error}" if error else ""))
             if state == "failed":
                 item.setForeground(_colour(active_colors().error))
             else:

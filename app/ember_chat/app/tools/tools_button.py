@@ -168,9 +168,7 @@ class ToolsButton(QToolButton):
     def open_popup(self) -> ToolsPopup:
         """The popup, filled now, above the button (the message box is at the window's bottom); it does not
         block the event loop."""
-        self.menu.clear()
-        if self._action is not None:
-            self._action.deleteLater()
+        self.menu.clear()  # (deletes the last popup with its action: the menu owns them)
         self.popup = ToolsPopup(self.content(), self.tool_toggled.emit)
         self.popup.settings_button.clicked.connect(self._open_settings)
         self._action = QWidgetAction(self.menu)

@@ -1,0 +1,468 @@
+"""The window's tools, wired (`window.tools`): tools.json (ToolsConfig), the MCP servers (McpManager), the
+tools they and the built-in tools offer now (ToolRegistry), Settings ▸ Tools, the Tools button by the
+message box (per chat, stored with the chat) and a chat's tool session for the controller.
+
+Nothing here waits on the GUI thread: the file and the keychain are written on one ordered worker (a
+later save never lands before an earlier one; servers are reconfigured there too, in order), starting
+and listing servers runs on the task runner (a server that hangs at start holds a worker, never the
+window). What the window shows comes from memory: the last listing, and each server's state as the MCP
+client keeps it.
+
+A chat chooses its tools before it exists (a new chat): the choice is kept as a draft and goes to the
+chat when its first message creates it."""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from PySide6.QtCore import QObject, QTimer, Signal
+from PySide6.QtWidgets import QBoxLayout, QWidget
+
+from ember_chat.app.qt.tasks import TaskRunner
+from ember_chat.app.tools.tools_button import PopupContent, ToolChoice, ToolGroup, ToolsButton
+from ember_chat.engine.core.tools import ChatTools
+from ember_chat.engine.errors import EmberError, InvalidParameter, StoreError
+from ember_chat.engine.storage.secrets import SecretStore
+from ember_chat.engine.tools.builtin import BuiltinTools
+from ember_chat.engine.tools.config import (
+    BUILTIN_SOURCE,
+    BuiltinToolsConfig,
+    McpServerConfig,
+    ToolsConfig,
+    ToolsConfigFile,
+    clear_header_secrets,
+    header_secret,
+    header_secret_key,
+    move_headers_to_keychain,
+    save_header_secret,
+)
+from ember_chat.engine.tools.mcp_client import McpManager
+from ember_chat.engine.tools.registry import ToolEntry, ToolRegistry, tool_tokens_estimate
+from ember_chat.engine.tools.session import ChatToolSession
+
+if TYPE_CHECKING:
+    from ember_chat.app.shell.main_window import MainWindow
+    from ember_chat.app.tools.settings_dialog import ToolsDialog
+
+TOOLS_FILE = "tools.json"
+
+
+class WindowTools(QObject):
+    changed = Signal()  # the configuration or the tools listed changed (GUI thread)
+    listed = Signal()  # a listing of every source has finished (GUI thread; tests wait on it)
+
+    def __init__(self, window: MainWindow, config_dir: Path, secrets: SecretStore | None = None) -> None:
+        super().__init__(window)
+        self.w = window
+        self.config_file = ToolsConfigFile(config_dir / TOOLS_FILE)
+        self.config: ToolsConfig = self.config_file.load()
+        self.secrets = secrets or SecretStore()
+        self.manager = McpManager(self.secrets)
+        self.registry = ToolRegistry([])
+        self.failures: list[str] = []  # one sentence per source the last listing could not list
+        self.listing = False  # a listing is under way
+        self._listed: set[str] = set()  # sources the last listing listed
+        self.tasks = TaskRunner(self, workers=4)  # starting and listing servers (may hang: their own workers)
+        self._writer = TaskRunner(self, workers=1)  # tools.json, the keychain, reconfiguring: in order
+        self._closed = False
+        self._draft = ChatTools()  # a new chat's choices, until its first message creates it
+        self._shown: int | None = None  # the conversation the window shows
+        self.dialog: ToolsDialog | None = None
+        self.button = ToolsButton()
+        self.button.content = self.popup_content
+        self.button.tool_toggled.connect(self.set_tool_on)
+        self.button.settings_requested.connect(self.open_dialog)
+        _insert_by(window.composer.attach_button, self.button)
+        QTimer.singleShot(0, self._chain_tab)  # after the window's own Tab order is set
+        window.controller.tool_session_for = self.session_for
+        window.controller.thread_shown.connect(self._on_thread_shown)
+        self._reconfigure()
+
+    def take_problems(self) -> list[str]:
+        """What was wrong with tools.json at start (it was set aside), once."""
+        problem, self.config_file.problem = self.config_file.problem, None
+        return [problem] if problem else []
+
+    def _chain_tab(self) -> None:
+        QWidget.setTabOrder(self.w.composer.attach_button, self.button)
+        QWidget.setTabOrder(self.button, self.w.composer.button)
+
+    # ----- what the window and the dialog read (memory only)
+    def server_state(self, name: str) -> tuple[str, str | None]:
+        """("off" | "stopped" | "starting" | "running" | "failed", the last error sentence or None)."""
+        config = self.config.server(name)
+        if config is None or not config.enabled:
+            return "off", None
+        server = self.manager.server(name)
+        if server is None:
+            return ("starting" if self.listing else "stopped"), None
+        state = server.state
+        if state == "stopped" and self.listing:
+            state = "starting"
+        return state, server.last_error
+
+    def server_entries(self, name: str) -> list[ToolEntry] | None:
+        """The server's tools as last listed (None: not listed)."""
+        if name not in self._listed:
+            return None
+        return [e for e in self.registry.entries() if e.source == name]
+
+    def server_log(self, name: str) -> str | None:
+        server = self.manager.server(name)
+        return None if server is None else server.stderr_text()
+
+    def chat_tools(self) -> ChatTools:
+        """The tool choices of the chat the window shows (the draft for a new chat)."""
+        cid = self.w.controller.conversation_id
+        if cid is None:
+            return self._draft
+        try:
+            return self.w.store.chat_tools(cid)
+        except (KeyError, sqlite3.Error, StoreError):
+            return ChatTools()
+
+    def enabled_entries(self, chat: ChatTools) -> list[ToolEntry]:
+        return [e for e in self.registry.entries() if e.key in chat.enabled]
+
+    # ----- a chat's tools
+    def session_for(self, conversation_id: int) -> ChatToolSession | None:
+        """The chat's tool session for its next answer; None when it has no tool on (or none of its
+        tools can be offered now: the banner says why)."""
+        try:
+            chat = self.w.store.chat_tools(conversation_id)
+        except (KeyError, sqlite3.Error, StoreError):
+            return None
+        if not chat.enabled:
+            return None
+        if not any(self.registry.entry(key) is not None for key in chat.enabled):
+            self.w.show_notice(
+                self.tr("The tools on in this chat are still starting, so this answer goes without them.")
+                if self.listing
+                else self.tr(
+                    "None of the tools on in this chat is available now (their server is off or did not start: "
+                    "see Settings ▸ Tools), so this answer goes without them."
+                )
+            )
+            return None
+        return ChatToolSession(self.registry, chat, self.config.never_ask, self.config.max_calls)
+
+    def set_tool_on(self, key: str, on: bool) -> None:
+        """Turn a tool on or off in the chat the window shows (kept with the chat)."""
+        chat = self.chat_tools()
+        enabled = chat.enabled | {key} if on else chat.enabled - {key}
+        always = chat.always if on else chat.always - {key}  # turned on again: it asks again
+        new = ChatTools(frozenset(enabled), frozenset(always))
+        cid = self.w.controller.conversation_id
+        if cid is None:
+            self._draft = new
+        else:
+            try:
+                self.w.store.set_chat_tools(cid, new)
+            except (KeyError, sqlite3.Error, StoreError, OSError) as exc:
+                self.w.show_error(
+                    self.tr("Ember could not save this chat's tools ({reason}); try again.").format(reason=exc)
+                )
+        self.update_button()
+
+    def _on_thread_shown(self, *_args: Any) -> None:
+        cid = self.w.controller.conversation_id
+        if cid is not None and self._shown is None and cid != self._shown and self._draft.enabled:
+            # the first message of a new chat created it: the tools chosen before go with it
+            with contextlib.suppress(KeyError, sqlite3.Error, StoreError):
+                if self.w.store.chat_tools(cid) == ChatTools() and len(self.w.store.thread(cid)) <= 1:
+                    self.w.store.set_chat_tools(cid, self._draft)
+                    self._draft = ChatTools()
+        self._shown = cid
+        self.update_button()
+
+    def update_button(self) -> None:
+        entries = self.enabled_entries(self.chat_tools())
+        self.button.set_summary(len(entries), tool_tokens_estimate([e.spec for e in entries]))
+
+    def popup_content(self) -> PopupContent:
+        chat = self.chat_tools()
+        entries = self.registry.entries()
+        groups: list[ToolGroup] = []
+        for source in [BUILTIN_SOURCE, *(s.name for s in self.config.servers)]:
+            mine = [e for e in entries if e.source == source]
+            choices = tuple(
+                ToolChoice(e.key, e.original_name, e.spec.description, e.spec.read_only, e.key in chat.enabled)
+                for e in mine
+            )
+            if source == BUILTIN_SOURCE:
+                if choices:
+                    groups.append(ToolGroup(source, tools=choices))
+                continue
+            state, error = self.server_state(source)
+            if state == "off":
+                continue
+            status, failed = "", False
+            if not choices:
+                if state == "failed":
+                    status, failed = error or self.tr("It did not start: see Settings ▸ Tools."), True
+                elif state in ("starting", "stopped") and source not in self._listed:
+                    status = self.tr("Starting…")
+                else:
+                    status = self.tr("It offers no tools.")
+            groups.append(ToolGroup(source, status, failed, choices))
+        known = {e.key for e in entries}
+        missing = sorted(k for k in chat.enabled if k not in known)
+        notes = ()
+        if missing and not self.listing:
+            notes = (
+                self.tr("Not available now (kept for when their server runs): {tools}.").format(
+                    tools=", ".join(missing)
+                ),
+            )
+        on = self.enabled_entries(chat)
+        title = (
+            self.tr("Tools in this chat")
+            if self.w.controller.conversation_id is not None
+            else self.tr("Tools for the new chat")
+        )
+        return PopupContent(title, tuple(groups), tool_tokens_estimate([e.spec for e in on]), notes)
+
+    # ----- changing the configuration (from the dialog)
+    def open_dialog(self) -> ToolsDialog:
+        from ember_chat.app.tools.settings_dialog import ToolsDialog
+
+        if self.dialog is None:
+            self.dialog = ToolsDialog(self, self.w)
+            screen = self.w.screen().availableGeometry()
+            self.dialog.resize(min(820, screen.width() - 40), min(560, screen.height() - 60))
+        self.dialog.show()
+        self.dialog.raise_()
+        self.dialog.activateWindow()
+        return self.dialog
+
+    def _apply(self, config: ToolsConfig, reconfigure: bool) -> None:
+        old, self.config = self.config, config
+        self._save()
+        if reconfigure:
+            self._drop_gone(old, config)
+            self._reconfigure()
+        self.changed.emit()
+        self.update_button()
+
+    def _save(self) -> None:
+        config, file = self.config, self.config_file
+
+        def work() -> None:
+            try:
+                file.save(config)
+            except OSError as exc:
+                raise EmberError(
+                    f"Ember could not save the tools settings ({exc.strerror or exc}); they apply until Ember "
+                    "closes. Free some space or fix the config folder."
+                ) from exc
+
+        self._writer.run(work, lambda _: None, self.w.show_error)
+
+    def save_server(
+        self,
+        config: McpServerConfig,
+        secrets: dict[str, str],
+        replaces: str | None,
+        on_done: Callable[[], None],
+        on_error: Callable[[str], None],
+    ) -> None:
+        """Add a server, or replace `replaces` with it: its secret header values go to the keychain first
+        (a keychain that refuses them: `on_error`, nothing changes)."""
+        old = self.config.server(replaces) if replaces else None
+        store = self.secrets
+
+        def work() -> None:
+            for header, value in secrets.items():
+                save_header_secret(config.name, header, value, store)
+            if old is not None:
+                renamed = old.name != config.name
+                for header in old.secret_headers:
+                    kept = header in config.secret_headers
+                    if kept and renamed and header not in secrets:  # the secret follows the new name
+                        value = header_secret(old.name, header, store)
+                        if value:
+                            save_header_secret(config.name, header, value, store)
+                    if renamed or not kept:
+                        store.clear(header_secret_key(old.name, header))
+
+        def done(_: None) -> None:
+            servers = list(self.config.servers)
+            if old is not None and old in servers:
+                servers[servers.index(old)] = config
+            else:
+                servers.append(config)
+            never_ask = self.config.never_ask
+            if old is not None and old.name != config.name:  # the tools' keys follow the new name
+                prefix = f"{old.name}/"
+                never_ask = frozenset(
+                    f"{config.name}/{k[len(prefix) :]}" if k.startswith(prefix) else k for k in never_ask
+                )
+            try:
+                new = self.config.with_changes(servers=tuple(servers), never_ask=never_ask)
+            except InvalidParameter as exc:
+                on_error(str(exc))
+                return
+            self._apply(new, reconfigure=True)
+            on_done()
+
+        self._writer.run(work, done, on_error)
+
+    def add_servers(
+        self, servers: list[McpServerConfig], on_done: Callable[[], None], on_error: Callable[[str], None]
+    ) -> None:
+        """Servers pasted as JSON; their credential headers are moved to the keychain first."""
+        store = self.secrets
+
+        def work() -> list[McpServerConfig]:
+            return [move_headers_to_keychain(s, store) for s in servers]
+
+        def done(moved: list[McpServerConfig]) -> None:
+            try:
+                new = self.config.with_changes(servers=(*self.config.servers, *moved))
+            except InvalidParameter as exc:
+                on_error(str(exc))
+                return
+            self._apply(new, reconfigure=True)
+            on_done()
+
+        self._writer.run(work, done, on_error)
+
+    def remove_server(self, name: str) -> None:
+        old = self.config.server(name)
+        if old is None:
+            return
+        prefix = f"{name}/"
+        self._apply(
+            self.config.with_changes(
+                servers=tuple(s for s in self.config.servers if s.name != name),
+                never_ask=frozenset(k for k in self.config.never_ask if not k.startswith(prefix)),
+            ),
+            reconfigure=True,
+        )
+        store = self.secrets
+        self._writer.run(lambda: clear_header_secrets(old, store), lambda _: None, self.w.show_error)
+
+    def set_server_enabled(self, name: str, on: bool) -> None:
+        servers = tuple(s.with_changes(enabled=on) if s.name == name else s for s in self.config.servers)
+        self._apply(self.config.with_changes(servers=servers), reconfigure=True)
+
+    def set_never_ask(self, key: str, on: bool) -> None:
+        never_ask = self.config.never_ask | {key} if on else self.config.never_ask - {key}
+        self._apply(self.config.with_changes(never_ask=frozenset(never_ask)), reconfigure=False)
+
+    def set_builtin(self, builtin: BuiltinToolsConfig) -> None:
+        self._apply(self.config.with_changes(builtin=builtin), reconfigure=True)
+
+    def set_max_calls(self, n: int) -> None:
+        self._apply(self.config.with_changes(max_calls=n), reconfigure=False)
+
+    def relist(self) -> None:
+        """Start (what is not running) and list every source again."""
+        self._reconfigure()
+
+    def _drop_gone(self, old: ToolsConfig, new: ToolsConfig) -> None:
+        """The tools of servers removed, turned off or changed (and the built-in ones when they changed)
+        leave the registry now, before the listing that follows (no chat is offered a stopped tool)."""
+        wanted = {s.name: s for s in new.servers if s.enabled}
+
+        def kept(provider: Any) -> bool:
+            if provider.source == BUILTIN_SOURCE:
+                return old.builtin == new.builtin
+            return getattr(provider, "config", None) == wanted.get(provider.source)
+
+        providers = self.registry.providers
+        if not all(kept(p) for p in providers):
+            self.registry.set_providers([p for p in providers if kept(p)])
+            self._listed = {
+                s for s in self._listed if s in wanted or (s == BUILTIN_SOURCE and old.builtin == new.builtin)
+            }
+
+    # ----- starting and listing (off the GUI thread)
+    def _reconfigure(self) -> None:
+        """The MCP client takes the servers as configured now (in order with the saves), then every source
+        is listed."""
+        config, manager = self.config, self.manager
+        self.listing = True
+
+        def work() -> None:
+            if not self._closed:
+                manager.configure(config.servers)
+
+        self._writer.run(work, lambda _: self._list(config), self._list_failed)
+        self.changed.emit()
+
+    def _list(self, config: ToolsConfig) -> None:
+        """List every source. A server still starting (npx fetching a package, or one that hangs) must not
+        hold back the others: the built-in tools and the servers already running are listed first, on
+        their own, then everything."""
+        if config is not self.config or self._closed:
+            return  # a later change lists again
+        builtin = BuiltinTools.from_config(config.builtin)
+        servers = self.manager.servers()
+        timeout = max([s.start_timeout_s for s in config.servers if s.enabled], default=20.0)
+        quick = [builtin, *(s for s in servers if s.state == "running")]
+        if len(quick) < 1 + len(servers):
+            self.tasks.run(lambda: _listing(quick, 5.0), self._on_listed_early, key="list-early")
+        providers: list[Any] = [builtin, *servers]
+        self.tasks.run(lambda: _listing(providers, timeout), self._on_listed, self._list_failed, key="list")
+
+    def _on_listed_early(self, result: tuple[ToolRegistry, list[str], set[str]]) -> None:
+        if self.listing:  # (the whole listing has not come first)
+            self.registry, _failures, listed = result
+            self._listed |= listed
+            self.changed.emit()
+            self.update_button()
+
+    def _on_listed(self, result: tuple[ToolRegistry, list[str], set[str]]) -> None:
+        self.registry, self.failures, self._listed = result
+        self.listing = False
+        self.changed.emit()
+        self.update_button()
+        self.listed.emit()
+
+    def _list_failed(self, message: str) -> None:
+        self.listing = False
+        self.failures = [message]
+        self.changed.emit()
+        self.update_button()
+        self.listed.emit()
+
+    # ----- the end
+    def close(self) -> None:
+        """At quit: nothing new starts, every MCP server is stopped (its process group killed). Saves
+        still queued are written (they are quick), listings are dropped."""
+        self._closed = True
+        self.tasks.shutdown()
+        if self.dialog is not None:
+            self.dialog.close()
+        self.manager.close()
+
+    def join(self, timeout: float | None = None) -> bool:
+        """Every thread this started has ended (tests, after close)."""
+        return self.tasks.join(timeout) and self._writer.join(timeout)
+
+
+def _listing(providers: list[Any], timeout_s: float) -> tuple[ToolRegistry, list[str], set[str]]:
+    """A registry of these sources, listed (blocking: a worker thread), what failed, and which listed."""
+    registry = ToolRegistry(providers)
+    failures = registry.refresh(timeout_s)
+    listed = {p.source for p in providers if getattr(p, "state", "running") == "running"}
+    return registry, failures, listed
+
+
+def _insert_by(neighbour: QWidget, widget: QWidget) -> None:
+    """Put `widget` right after `neighbour` in the layout that holds it (the message box's row)."""
+    parent = neighbour.parentWidget()
+    layouts = [parent.layout()] if parent is not None and parent.layout() is not None else []
+    while layouts:
+        layout = layouts.pop()
+        index = layout.indexOf(neighbour)
+        if index >= 0 and isinstance(layout, QBoxLayout):
+            layout.insertWidget(index + 1, widget)
+            return
+        layouts.extend(layout.itemAt(i).layout() for i in range(layout.count()) if layout.itemAt(i).layout())
+    raise RuntimeError("the message box's row was not found")

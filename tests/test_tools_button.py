@@ -1,0 +1,159 @@
+"""The Tools button by the message box, in the real window: how many tools the chat has on and about how
+many tokens their definitions take, a popup of checkboxes grouped by source (built-in, each real MCP
+server, one that failed saying why), choices kept per chat in the store (a new chat's go with its first
+message), and the chat's tool session the controller asks for."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+
+import pytest
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QLabel, QWidget
+from pytestqt.qtbot import QtBot
+
+from ember_chat.app.shell.main_window import MainWindow
+from ember_chat.engine.core.tools import ChatTools
+from ember_chat.engine.storage.paths import AppPaths
+from ember_chat.engine.tools.config import BuiltinToolsConfig, McpServerConfig, ToolsConfig
+from ember_chat.engine.tools.registry import tool_tokens_estimate
+from tests.fake_backend import FakeBackend
+from tests.test_app import load, make_window, paths, send
+from tests.tools_window_support import WAIT_MS, stdio_server, write_tools
+
+__all__ = ["make_window", "paths"]  # fixtures
+
+LEFT = Qt.MouseButton.LeftButton
+# the popup is a menu: the offscreen platform cannot grab the keyboard for it (a real display does)
+menu_grab = pytest.mark.qt_log_ignore("This plugin does not support grabbing the keyboard")
+CALCULATOR = "Built-in/calculator"
+CLOCK = "Built-in/current_datetime"
+
+
+def tokens_of(w: MainWindow, *keys: str) -> int:
+    return tool_tokens_estimate([w.tools.registry.entry(k).spec for k in keys])
+
+
+def headings(popup: QWidget) -> list[str]:
+    """The bold source headings of the popup, in order."""
+    return [label.text() for label in popup.findChildren(QLabel) if "font-weight:600; color" in label.styleSheet()]
+
+
+def open_chat(qtbot: QtBot, w: MainWindow, cid: int) -> None:
+    w.chats.open_conversation(cid)
+    qtbot.waitUntil(lambda: w.controller.conversation_id == cid, timeout=WAIT_MS)
+
+
+@menu_grab
+def test_each_chat_keeps_its_tools_and_the_button_counts_them_and_their_tokens(
+    qtbot: QtBot, make_window: Callable[..., MainWindow], paths: AppPaths
+) -> None:
+    write_tools(paths, ToolsConfig(builtin=BuiltinToolsConfig(datetime=True, calculator=True)))
+    w = make_window()
+    button = w.tools.button
+    qtbot.waitUntil(lambda: w.tools.registry.entry(CALCULATOR) is not None, timeout=WAIT_MS)
+    a = w.store.create_conversation("A").id
+    b = w.store.create_conversation("B").id
+    w.chats.reload_conversations()
+    open_chat(qtbot, w, a)
+    assert button.text() == "Tools" and button.isVisible()
+    qtbot.mouseClick(button, LEFT)
+    popup = button.popup
+    assert popup is not None and popup.isVisible() and button.menu.isVisible()
+    assert headings(popup) == ["Built-in"]
+    assert list(popup.boxes) == [CLOCK, CALCULATOR]
+    assert not any(box.isChecked() for box in popup.boxes.values())  # tools are off until chosen
+    assert "No tools are on" in popup.summary.text()
+    qtbot.mouseClick(popup.boxes[CALCULATOR], LEFT)
+    assert button.menu.isVisible()  # several boxes can be ticked in one go
+    tokens = tokens_of(w, CALCULATOR)
+    assert tokens > 20
+    assert button.text() == f"Tools (1) · ~{tokens} tokens"
+    assert f"~{tokens} tokens of each prompt" in popup.summary.text()
+    assert w.store.chat_tools(a) == ChatTools(frozenset({CALCULATOR}))
+    button.menu.close()
+    # another chat has its own (none); coming back shows A's again
+    open_chat(qtbot, w, b)
+    assert button.text() == "Tools"
+    assert w.tools.session_for(b) is None
+    open_chat(qtbot, w, a)
+    assert button.text() == f"Tools (1) · ~{tokens} tokens"
+    session = w.tools.session_for(a)
+    assert session is not None
+    assert [t.name for t in session.request().tools] == ["calculator"]
+    assert session.max_calls == 8 and session.never_ask == frozenset()
+
+
+@menu_grab
+def test_a_new_chats_tools_go_with_its_first_message(
+    qtbot: QtBot, make_window: Callable[..., MainWindow], paths: AppPaths
+) -> None:
+    write_tools(paths, ToolsConfig(builtin=BuiltinToolsConfig(datetime=True, calculator=True)))
+    w = make_window(lambda _ref: FakeBackend(n_tokens=3))
+    load(qtbot, w, "tiny.gguf")
+    qtbot.waitUntil(lambda: w.tools.registry.entry(CLOCK) is not None, timeout=WAIT_MS)
+    assert w.controller.conversation_id is None
+    popup = w.tools.button.open_popup()
+    assert "new chat" in popup.findChildren(QLabel)[0].text()
+    popup.boxes[CLOCK].setChecked(True)
+    w.tools.button.menu.close()
+    assert w.tools.button.text() == f"Tools (1) · ~{tokens_of(w, CLOCK)} tokens"
+    send(qtbot, w, "what day is it?")
+    cid = w.controller.conversation_id
+    assert cid is not None and w.store.chat_tools(cid).enabled == {CLOCK}
+    assert w.tools.button.text().startswith("Tools (1)")
+    w.chats.new_chat()  # the next new chat starts with none
+    qtbot.waitUntil(lambda: w.controller.conversation_id is None, timeout=WAIT_MS)
+    assert w.tools.button.text() == "Tools"
+
+
+@menu_grab
+def test_the_popup_groups_tools_by_their_server_and_says_why_one_is_missing(
+    qtbot: QtBot, make_window: Callable[..., MainWindow], paths: AppPaths
+) -> None:
+    broken = McpServerConfig("broken", command=sys.executable, args=("-c", "import sys; sys.exit(3)"))
+    servers = (stdio_server("notes", "normal.py"), broken)
+    write_tools(paths, ToolsConfig(servers=servers, builtin=BuiltinToolsConfig(datetime=True)))
+    w = make_window()
+    qtbot.waitUntil(lambda: not w.tools.listing and bool(w.tools.server_entries("notes")), timeout=WAIT_MS)
+    assert w.tools.server_state("broken")[0] == "failed"
+    cid = w.store.create_conversation("notes chat").id
+    open_chat(qtbot, w, cid)
+    popup = w.tools.button.open_popup()
+    assert headings(popup) == ["Built-in", "notes", "broken"]
+    assert list(popup.boxes) == [CLOCK, "notes/add", "notes/read_note", "notes/fail", "notes/pid"]
+    assert popup.boxes["notes/read_note"].text() == "read_note  (read-only)"
+    assert popup.boxes["notes/add"].toolTip() == "Add two integers."
+    error = w.tools.server_state("broken")[1]
+    assert error and any(label.text() == error for label in popup.findChildren(QLabel))
+    popup.boxes["notes/add"].setChecked(True)
+    popup.boxes["notes/read_note"].setChecked(True)
+    tokens = tokens_of(w, "notes/add", "notes/read_note")
+    assert w.tools.button.text() == f"Tools (2) · ~{tokens} tokens"
+    assert [t.name for t in w.tools.session_for(cid).request().tools] == ["add", "read_note"]
+    # Settings from the popup
+    qtbot.mouseClick(popup.settings_button, LEFT)
+    assert not w.tools.button.menu.isVisible() and w.tools.dialog is not None and w.tools.dialog.isVisible()
+    # the server turned off: its tools stay chosen in the chat, but are not offered (and that is said)
+    w.tools.set_server_enabled("notes", False)
+    assert w.tools.button.text() == "Tools"
+    qtbot.waitUntil(lambda: not w.tools.listing, timeout=WAIT_MS)
+    assert w.tools.session_for(cid) is None
+    assert w.banner.isVisible() and "None of the tools on in this chat is available" in w.banner.text()
+    popup = w.tools.button.open_popup()
+    assert headings(popup) == ["Built-in", "broken"]
+    notes = [label.text() for label in popup.findChildren(QLabel) if "Not available now" in label.text()]
+    assert notes == ["Not available now (kept for when their server runs): notes/add, notes/read_note."]
+    assert w.store.chat_tools(cid).enabled == {"notes/add", "notes/read_note"}
+
+
+def test_the_button_sits_between_attach_and_send_in_the_tab_order(
+    qtbot: QtBot, make_window: Callable[..., MainWindow]
+) -> None:
+    w = make_window()
+    composer, button = w.composer, w.tools.button
+    qtbot.waitUntil(lambda: composer.attach_button.nextInFocusChain() is button, timeout=WAIT_MS)
+    assert button.nextInFocusChain() is composer.button
+    assert button.accessibleName() == "Tools for this chat"
+    assert composer.attach_button.x() < button.x() < composer.button.x()
