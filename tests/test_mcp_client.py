@@ -4,6 +4,7 @@ restarted, flooding, several at once, and over streamable HTTP with a secret hea
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -261,8 +262,9 @@ def test_configure_keeps_unchanged_servers_and_stops_the_others(manager: McpMana
 # ----- streamable HTTP
 
 
-@pytest.fixture
-def http_url() -> Iterator[str]:
+@contextlib.contextmanager
+def http_server() -> Iterator[str]:
+    """tests/mcp_servers/http_server.py in a process of its own; its URL. Stopped (stdin closed) and waited for."""
     process = subprocess.Popen(
         [sys.executable, str(SERVERS / "http_server.py"), KEY],
         stdin=subprocess.PIPE,
@@ -283,6 +285,12 @@ def http_url() -> Iterator[str]:
             process.wait()
         if process.stdout is not None:
             process.stdout.close()
+
+
+@pytest.fixture
+def http_url() -> Iterator[str]:
+    with http_server() as url:
+        yield url
 
 
 def test_http_with_the_secret_header(http_url: str) -> None:
@@ -343,3 +351,13 @@ def test_an_unreachable_http_server_says_so(manager: McpManager) -> None:
     assert message.startswith("The MCP server 'gone' could not be used: it could not be reached")
     assert message.endswith("Check its URL and that it is running.")
     assert os.environ.get("PYTHON_KEYRING_BACKEND")  # the tests' keychain, never the real one
+
+
+def test_an_http_server_that_goes_away_is_said_at_once(manager: McpManager) -> None:
+    with http_server() as url:
+        server = one(manager, McpServerConfig("web", "http", url=url, headers={"X-Api-Key": KEY}))
+        assert server.call(call("whoami", greeting="hi")).content == "hi from the HTTP server"
+    result = server.call(call("whoami", greeting="hi"))  # its process has ended
+    assert result.is_error and result.content.startswith("The MCP server 'web' could not be used: it could not be")
+    assert server.state == "failed" and server.last_error == result.content
+    assert result.content in server.stderr_text()  # an HTTP server has no stderr: Ember's notes are its log

@@ -183,7 +183,9 @@ class McpServer:
                 self._end(conn, hard=True, wait=True)
             if not conn.usable:
                 conn.done.wait(_END_WAIT_S)
-                raise ToolError(conn.error or f"The MCP server {self.source!r} was stopped while it was starting.")
+                error = conn.error or f"The MCP server {self.source!r} was stopped while it was starting."
+                self._log.note(error)
+                raise ToolError(error)
             return conn
 
     def _headers(self) -> dict[str, str]:
@@ -251,7 +253,9 @@ class McpServer:
         if self.config.transport == "http":
             refusal = http_refusal(self.source, conn.trace)
             if refusal:
-                self._end(conn, hard=False, wait=False)  # reconnect at the next call
+                conn.error = refusal
+                self._log.note(refusal)
+                self._end(conn, hard=True, wait=False)  # connect again at the next call
                 return refusal
         if isinstance(exc, MCPError) and exc.code == types.CONNECTION_CLOSED:
             conn.done.wait(_END_WAIT_S)
@@ -260,6 +264,7 @@ class McpServer:
                 f"Ember starts it again when one of its tools is next used. {LOG_HINT}"
             )
             conn.error = error
+            self._log.note(error)
             return error
         if isinstance(exc, MCPError):
             return f"The MCP server {self.source!r} refused the request: {exc.message.rstrip('.')}."

@@ -53,7 +53,7 @@ class Connection:
 
     @property
     def usable(self) -> bool:
-        return self.session is not None and not self.done.is_set() and not self.stop_requested
+        return self.session is not None and not self.done.is_set() and not self.stop_requested and not self.error
 
     # ----- on the loop thread
 
