@@ -324,3 +324,27 @@ def test_the_remote_backend_gets_a_forced_call_from_embers_runtime(tiny_model: P
         backend.close()
         api.stop()
         service.close()
+
+
+@pytest.mark.slow  # a real server in its own process
+def test_llama_cpp_pythons_server_streams_a_call_the_backend_reads(tiny_model: Path) -> None:
+    """llama-cpp-python's own server (chatml-function-calling, a named tool): its chunks repeat the
+    call's id and name with every argument piece (and a legacy function_call beside them)."""
+    from tests.peer_servers import llama_cpp_server
+
+    forecast = ToolSpec("get_weather", "w", {"type": "object", "properties": {"city": {"enum": ["Paris", "Oslo"]}},
+                                             "required": ["city"]})  # fmt: skip
+    extra = ("--chat_format", "chatml-function-calling")
+    with llama_cpp_server(tiny_model, threads=1, n_ctx=2048, alias="tiny", extra=extra) as url:
+        backend = RemoteBackend()
+        try:
+            backend.load(RemoteModelRef(Endpoint("peer", url), "tiny"))
+            request = ToolRequest((forecast,), "get_weather")
+            events = list(backend.chat(ASK, SamplingParams(temperature=0.0, max_tokens=60), tools=request))
+        finally:
+            backend.close()
+    calls, done = calls_of(events)
+    assert done.reason == "tool_calls" and len(calls) == 1
+    call = calls[0]
+    assert isinstance(call, ToolCall) and call.name == "get_weather" and call.arguments["city"] in ("Paris", "Oslo")
+    assert call.id.startswith("call_")  # the server's own id, kept
