@@ -241,6 +241,23 @@ def test_tool_calls_stream_as_openai_streams_them(client: openai.OpenAI, backend
     assert chunks[-1].usage is not None and chunks[-1].usage.completion_tokens == 3 + 2 * CALL_TOKENS
 
 
+def test_thinking_before_the_calls_is_reasoning_content(client: openai.OpenAI, backend: ToolBackend) -> None:
+    backend.preamble = "<think> Paris first. </think>"
+    response = client.chat.completions.create(model="tools", messages=ASK, tools=[WEATHER])
+    message = response.choices[0].message
+    assert (message.model_extra or {})["reasoning_content"].strip() == "Paris first."
+    assert (
+        message.content is None and message.tool_calls is not None and response.choices[0].finish_reason == "tool_calls"
+    )
+    chunks = list(client.chat.completions.create(model="tools", messages=ASK, tools=[WEATHER], stream=True))
+    deltas = [c.choices[0].delta for c in chunks if c.choices]
+    thought = "".join((d.model_extra or {}).get("reasoning_content") or "" for d in deltas)
+    assert thought.strip() == "Paris first." and not "".join(d.content or "" for d in deltas).strip()
+    assert [tc.function.name for d in deltas for tc in d.tool_calls or [] if tc.function and tc.function.name] == [
+        "get_weather"
+    ]
+
+
 def test_the_streaming_helpers_accumulate_the_calls(client: openai.OpenAI, backend: ToolBackend) -> None:
     backend.plan = [("get_weather", {"city": "Paris", "unit": "F"})]
     messages: list[Any] = list(ASK)

@@ -366,7 +366,7 @@ class ResponseBuilder:
             if self.kind == "chat":
                 split = split_thinking(text)
                 tool_calls = calls.message_calls()
-                content = None if tool_calls and not split.answer else split.answer  # OpenAI's null beside calls
+                content = None if tool_calls and not split.answer.strip() else split.answer  # null beside calls
                 message: dict[str, Any] = {"role": "assistant", "content": content, "refusal": None}
                 if split.thinking:
                     message["reasoning_content"] = split.thinking
