@@ -362,3 +362,23 @@ def test_an_mcp_call_approved_then_a_hung_one_stopped_without_freezing(
     print(f"longest stall of the GUI thread while the MCP call hung: {longest * 1000:.1f} ms")
     assert longest < 0.5
     assert "Stopped" in text_of(w)
+
+
+def test_leaving_a_chat_while_a_card_waits_ends_the_answer(qtbot: QtBot, window: Callable[..., MainWindow]) -> None:
+    backend = ToolScriptBackend([Turn("Let me compute that.", [SUM])])
+    w = window(backend)
+    Sessions(w, {CALC_KEY})
+    send(qtbot, w, "What is 2+3*4?")
+    asking(qtbot, w)
+    cid = w.controller.conversation_id
+    w.chats.new_chat()  # another chat: the answer waiting for consent ends first
+    assert not w.controller.generating and w.controller.conversation_id != cid
+    w.chats.open_conversation(cid)
+    text = text_of(w)
+    assert "Stopped" in text and "Allow once" not in text and len(backend.requests) == 1
+    # the history says so to the model when the chat goes on
+    send(qtbot, w, "Never mind")
+    idle(qtbot, w)
+    *_, asked, result, question = backend.requests[1]
+    assert asked.tool_calls == (SUM,) and result.role == "tool" and "stopped" in result.content
+    assert question == ChatMessage("user", "Never mind")

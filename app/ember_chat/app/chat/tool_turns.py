@@ -75,7 +75,9 @@ class ToolTurns(QObject):
         return self.session.request() if self.session is not None else None
 
     def sent(self, request_id: int, history: list[ChatMessage]) -> None:
-        self._history[request_id] = history
+        """The generation just submitted (one at a time: what an earlier one left is dropped)."""
+        self._history = {request_id: history}
+        self._calls = {}
 
     @Slot(int, int, object)
     def _on_tool_call(self, rid: int, _index: int, call: ToolCall | InvalidCall) -> None:
