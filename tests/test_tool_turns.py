@@ -382,3 +382,20 @@ def test_leaving_a_chat_while_a_card_waits_ends_the_answer(qtbot: QtBot, window:
     *_, asked, result, question = backend.requests[1]
     assert asked.tool_calls == (SUM,) and result.role == "tool" and "stopped" in result.content
     assert question == ChatMessage("user", "Never mind")
+
+
+def test_regenerating_the_answer_after_the_calls_gives_the_model_their_results(
+    qtbot: QtBot, window: Callable[..., MainWindow]
+) -> None:
+    backend = ToolScriptBackend([Turn("Let me compute that.", [SUM]), Turn("It is 14."), Turn("14, again.")])
+    w = window(backend)
+    Sessions(w, {CALC_KEY}, never_ask=frozenset({CALC_KEY}))
+    send(qtbot, w, "What is 2+3*4?")
+    idle(qtbot, w)
+    cid = w.controller.conversation_id
+    final = w.store.thread(cid)[-1]
+    w.controller.regenerate(final.id)  # (the answer's Regenerate action)
+    idle(qtbot, w)
+    assert backend.requests[2] == backend.requests[1]  # the same history: the call and its result
+    assert [m.content for m in w.store.siblings(final.id)] == ["It is 14.", "14, again."]
+    assert len(backend.requests) == 3  # the call did not run again
