@@ -103,7 +103,9 @@ def _messages(raw: Any, files: dict[int, list[Extracted]]) -> list[ChatMessage]:
     check_tool_turns(out)
     if out[-1].role == "system" or not any(m.role == "user" for m in out):
         raise ApiError(
-            400, "the messages must end with the user's (or a partial answer to continue).", param="messages"
+            400,
+            "the messages must end with the user's (or the results of tool calls, or a partial answer to continue).",
+            param="messages",
         )
     return out
 
