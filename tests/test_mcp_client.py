@@ -83,7 +83,7 @@ def one(manager: McpManager, config: McpServerConfig) -> McpServer:
 
 
 def test_list_and_call(manager: McpManager) -> None:
-    server = one(manager, stdio("notes", "normal.py"))
+    server = one(manager, stdio("notes", "normal.py").with_changes(env={"NOTES_MODE": "test"}))
     assert (server.source, server.state) == ("notes", "stopped")  # configure starts nothing
     tools = {t.name: t for t in server.list_tools(timeout_s=10)}
     assert server.state == "running" and server.last_error is None
@@ -103,6 +103,12 @@ def test_list_and_call(manager: McpManager) -> None:
     assert "normal server: ready" in server.stderr_text()
     pid = server.pid
     assert pid is not None and group_alive(pid)
+    assert server.call(call("pid")).content == str(pid)
+    log = server.stderr_text()
+    assert "[info] pid was asked" in log  # a log message sent over MCP
+    environment = log.split("environment: ")[1].splitlines()[0]
+    assert "'NOTES_MODE'" in environment and "'PATH'" in environment
+    assert "EMBER_TEST_KEYRING" not in environment  # Ember's own environment does not leak to servers
     server.stop()
     assert server.state == "stopped" and server.pid is None
     wait_until(lambda: not group_alive(pid))
@@ -239,6 +245,21 @@ def test_a_cancelled_call_returns_at_once(manager: McpManager) -> None:
     assert pid is not None
     server.stop()  # a hung server: stdin closed, then its group killed after the grace
     assert not group_alive(pid)
+
+
+def test_a_call_running_when_its_server_is_stopped_says_so(manager: McpManager) -> None:
+    server = one(manager, stdio("stuck", "hang.py"))
+    with ThreadPoolExecutor(1) as pool:
+        pending = pool.submit(server.call, call("hang"), 60.0)
+        wait_until(lambda: "helper pid" in server.stderr_text())
+        pid = server.pid
+        assert pid is not None
+        manager.configure([])
+        result = pending.result(timeout=10)
+    assert result.is_error and result.content == (
+        "The MCP server 'stuck' was stopped while running 'hang' (its settings changed, or Ember is closing)."
+    )
+    wait_until(lambda: not group_alive(pid))
 
 
 def test_configure_keeps_unchanged_servers_and_stops_the_others(manager: McpManager) -> None:

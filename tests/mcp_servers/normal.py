@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import sys
 
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import ToolAnnotations
 
@@ -29,8 +29,10 @@ def fail(reason: str) -> str:
     raise ToolError(reason)  # the SDK's way to fail with a message the client sees
 
 
-@server.tool(description="The server's process id.")
-def pid() -> int:
+@server.tool(description="The server's process id (and a log message over MCP, and its environment on stderr).")
+async def pid(ctx: Context) -> int:
+    await ctx.info("pid was asked")
+    print(f"environment: {sorted(os.environ)}", file=sys.stderr, flush=True)
     return os.getpid()
 
 

@@ -258,6 +258,10 @@ class McpServer:
                 self._end(conn, hard=True, wait=False)  # connect again at the next call
                 return refusal
         if isinstance(exc, MCPError) and exc.code == types.CONNECTION_CLOSED:
+            if conn.stop_requested:
+                return (
+                    f"The MCP server {self.source!r} was stopped {during} (its settings changed, or Ember is closing)."
+                )
             conn.done.wait(_END_WAIT_S)
             error = (
                 f"The MCP server {self.source!r} stopped {during}{conn.exit_note}{conn.last_words()}. "

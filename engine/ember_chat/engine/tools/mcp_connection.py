@@ -3,6 +3,7 @@ ClientSession, owned by one task on the MCP loop from start to stop, and what we
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import threading
@@ -79,7 +80,9 @@ class Connection:
                         streams = await stack.enter_async_context(
                             http_transport(self.config.url, self.headers, self.trace)
                         )
-                    session = await stack.enter_async_context(ClientSession(*streams, client_info=CLIENT_INFO))
+                    session = await stack.enter_async_context(
+                        ClientSession(*streams, client_info=CLIENT_INFO, logging_callback=self._server_said)
+                    )
                     try:
                         with anyio.fail_after(self.config.start_timeout_s):
                             await session.initialize()
@@ -101,6 +104,12 @@ class Connection:
                 self.error = self._describe(failure)
             self.ready.set()
             self.done.set()
+
+    async def _server_said(self, params: types.LoggingMessageNotificationParams) -> None:
+        """A log message the server sent over MCP (not on stderr): into its log too."""
+        data = params.data if isinstance(params.data, str) else json.dumps(params.data, ensure_ascii=False)
+        source = f" {params.logger}" if params.logger else ""
+        self.log.append(f"[{params.level}{source}] {data}\n".encode(errors="replace"))
 
     # ----- what went wrong
 

@@ -30,6 +30,18 @@ LOG_LIMIT = 64 * 1024  # what stderr_text() keeps: the last 64 KB
 LINE_LIMIT = 64 * 1024 * 1024  # a message longer than this ends the connection
 GRACE_S = 1.0  # a server told to stop (stdin closed) has this long to exit before its group is killed
 _CHUNK = 65536
+# Besides the few variables the SDK passes (HOME, PATH, USER, …): the language, the temporary folder,
+# proxies and certificates, which servers that fetch need. Nothing else of Ember's environment (no
+# keys or tokens) reaches a server unless its settings give it.
+_PASSED_ON = (
+    "LANG", "LC_ALL", "LC_CTYPE", "TMPDIR", "TEMP", "TMP", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY",
+    "http_proxy", "https_proxy", "no_proxy", "SSL_CERT_FILE", "SSL_CERT_DIR",
+)  # fmt: skip
+
+
+def server_environment(config: McpServerConfig) -> dict[str, str]:
+    passed = {k: os.environ[k] for k in _PASSED_ON if k in os.environ}
+    return get_default_environment() | passed | config.env
 
 
 class ServerLog:
@@ -106,7 +118,7 @@ async def stdio_transport(
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
-        env=get_default_environment() | config.env,
+        env=server_environment(config),
         cwd=config.cwd,
         start_new_session=True,  # its own process group: pgid == pid
     )
