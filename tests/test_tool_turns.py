@@ -399,3 +399,33 @@ def test_regenerating_the_answer_after_the_calls_gives_the_model_their_results(
     assert backend.requests[2] == backend.requests[1]  # the same history: the call and its result
     assert [m.content for m in w.store.siblings(final.id)] == ["It is 14.", "14, again."]
     assert len(backend.requests) == 3  # the call did not run again
+
+
+def test_calls_that_cannot_be_saved_are_not_run_and_it_says_why(
+    qtbot: QtBot, window: Callable[..., MainWindow]
+) -> None:
+    backend = ToolScriptBackend([Turn("Let me compute that.", [SUM])])
+    w = window(backend)
+    Sessions(w, {CALC_KEY}, never_ask=frozenset({CALC_KEY}))
+    db, lock = w.store.shared_connection()
+
+    def disk_fails(*_: object) -> None:  # (the call arrives before the answer ends: writes fail from here)
+        with lock:
+            db.execute("PRAGMA query_only = ON")
+
+    w.bridge.tool_call.connect(disk_fails)
+    errors: list[str] = []
+    w.controller.error.connect(errors.append)
+    send(qtbot, w, "What is 2+3*4?")
+    idle(qtbot, w)
+    assert any("tool calls" in e and "were not run" in e for e in errors)
+    assert len(backend.requests) == 1 and w.controller.tools.tasks.join(5)
+    with lock:
+        db.execute("PRAGMA query_only = OFF")  # writing works again: nothing typed was lost
+    cid = w.controller.conversation_id
+
+    def kept() -> bool:  # the answer's text was kept in memory and is saved by the controller's retry
+        thread = w.store.thread(cid)
+        return [m.content for m in thread] == ["What is 2+3*4?", "Let me compute that."] and thread[1].complete
+
+    qtbot.waitUntil(kept, timeout=WAIT_MS)

@@ -13,7 +13,9 @@ cards are shown again when the chat is reopened and a later turn gives the model
 
 from __future__ import annotations
 
+import sqlite3
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -23,6 +25,7 @@ from ember_chat.app.chat.tool_cards import ALLOW, ALWAYS, DENY, FOLD
 from ember_chat.app.qt.tasks import TaskRunner
 from ember_chat.engine.core.messages import ChatMessage
 from ember_chat.engine.core.tools import InvalidCall, ToolCall, ToolRequest, ToolResult
+from ember_chat.engine.storage.streaming import describe_write_error
 
 if TYPE_CHECKING:
     from ember_chat.app.chat.controller import ChatController
@@ -55,6 +58,7 @@ class ToolTurns(QObject):
         self._calls: dict[int, list[ToolCall | InvalidCall]] = {}  # request id -> the calls it made
         self._history: dict[int, list[ChatMessage]] = {}  # request id -> what it was given
         self.round: _Round | None = None
+        self._save_failing = False
         controller.bridge.tool_call.connect(self._on_tool_call)
 
     @property
@@ -93,12 +97,15 @@ class ToolTurns(QObject):
         if reason != "tool_calls" or not calls:
             return False
         store = self.c.store
-        store.set_tool_calls(answer.id, calls)
         session = self.session
+        if not self._save(store.set_tool_calls, answer.id, calls, not_run=True):
+            return False
         if session is None:
             for call in calls:
                 plain = call.call if isinstance(call, InvalidCall) else call
-                store.set_tool_result(answer.id, ToolResult(plain.id, plain.name, NO_TOOLS, True), None, "invalid")
+                self._save(
+                    store.set_tool_result, answer.id, ToolResult(plain.id, plain.name, NO_TOOLS, True), None, "invalid"
+                )
             self.c.refresh()
             return False
         self.round = turn = _Round(answer, text, history, session.triage(calls))
@@ -108,9 +115,11 @@ class ToolTurns(QObject):
             if p.result is not None:
                 why = self._refused_why(p)
                 turn.capped |= why == "cap"
-                store.set_tool_result(answer.id, p.result, source, why)
+                self._save(store.set_tool_result, answer.id, p.result, source, why)
             elif p.needs_consent:
-                store.set_tool_state(answer.id, call.id, call.name, "asking", source)
+                if not self._save(store.set_tool_state, answer.id, call.id, call.name, "asking", source, not_run=True):
+                    self.round = None  # (its card could not be kept: nothing to answer it on)
+                    return False
             else:
                 always = p.entry is not None and p.entry.key in session.chat.always
                 self._run(turn, index, "always" if always else "auto")
@@ -144,11 +153,13 @@ class ToolTurns(QObject):
         self.session.decide(p, decision)
         if decision == Decision.DENY:
             assert p.result is not None
-            self.c.store.set_tool_result(turn.answer.id, p.result, p.entry.source if p.entry else None, "deny")
+            self._save(
+                self.c.store.set_tool_result, turn.answer.id, p.result, p.entry.source if p.entry else None, "deny"
+            )
         else:
             self._run(turn, index, str(decision))
         if decision == Decision.ALWAYS and self.c.conversation_id is not None:
-            self.c.store.set_chat_tools(turn.answer.conversation_id, self.session.chat)
+            self._save(self.c.store.set_chat_tools, turn.answer.conversation_id, self.session.chat)
             for other, q in enumerate(turn.pendings):  # the same tool waiting in this answer: allowed too
                 if q.needs_consent and q.decision is None and q.result is None and q.entry == p.entry:
                     q.decision = Decision.ALWAYS
@@ -161,7 +172,7 @@ class ToolTurns(QObject):
         p = turn.pendings[index]
         call = _plain(p)
         source = p.entry.source if p.entry is not None else None
-        self.c.store.set_tool_state(turn.answer.id, call.id, call.name, "running", source, decision)
+        self._save(self.c.store.set_tool_state, turn.answer.id, call.id, call.name, "running", source, decision)
         turn.running.add(index)
         session = self.session
         assert session is not None
@@ -178,7 +189,7 @@ class ToolTurns(QObject):
         p = turn.pendings[index]
         p.result = result
         decision = str(p.decision) if p.decision is not None else None
-        self.c.store.set_tool_result(turn.answer.id, result, p.entry.source if p.entry else None, decision)
+        self._save(self.c.store.set_tool_result, turn.answer.id, result, p.entry.source if p.entry else None, decision)
         self.c.refresh()
         self._maybe_continue()
 
@@ -208,9 +219,35 @@ class ToolTurns(QObject):
                 call = _plain(p)
                 p.result = ToolResult(call.id, call.name, STOPPED, is_error=True)
                 source = p.entry.source if p.entry is not None else None
-                self.c.store.set_tool_result(turn.answer.id, p.result, source, "cancelled")
+                self._save(self.c.store.set_tool_result, turn.answer.id, p.result, source, "cancelled")
         self.c.refresh()
         self._end()
+
+    def _save(self, write: Callable[..., None], *args: object, not_run: bool = False) -> bool:
+        """A write to the chat store; a failing one (disk full, a folder that cannot be written) is said
+        once. `not_run`: the answer's calls cannot be kept, so they are not run (and it says so)."""
+        try:
+            write(*args)
+        except (sqlite3.Error, OSError) as exc:
+            reason = describe_write_error(exc)
+            if not_run:
+                self.c.error.emit(
+                    self.tr(
+                        "Ember cannot save this answer's tool calls ({reason}), so they were not run. Free some "
+                        "space (or fix the folder), then regenerate the answer."
+                    ).format(reason=reason)
+                )
+            elif not self._save_failing:
+                self.c.error.emit(
+                    self.tr(
+                        "Ember cannot save the tool calls' results right now ({reason}). The model still gets "
+                        "them; what the cards show may be behind until saving works again."
+                    ).format(reason=reason)
+                )
+            self._save_failing = True
+            return False
+        self._save_failing = False
+        return True
 
     def _end(self) -> None:
         self.c.tools_done()
