@@ -129,7 +129,8 @@ def test_tools_and_the_history_go_out_in_openais_shape(server: FakeOpenAI, backe
         drain(backend.chat(history, PARAMS, tools=request))
         body = server.generate_requests()[-1].body
         assert body["tools"] == [SPEC.to_openai(), CLOCK.to_openai()]
-        assert body["tool_choice"] == choice and body["parallel_tool_calls"] is request.parallel
+        assert body["tool_choice"] == choice
+        assert body.get("parallel_tool_calls", True) is request.parallel  # sent only when off (the default is on)
         assert "continue_final_message" not in body  # the conversation ends with results, not a partial answer
     assert body["messages"] == [
         {"role": "system", "content": "Be brief."},
@@ -245,12 +246,18 @@ def test_a_server_without_tool_calling_says_so(server: FakeOpenAI, backends: Bac
     server.fail(400, {"object": "error", "message": '"auto" tool choice requires --enable-auto-tool-choice and '
                       "--tool-call-parser to be set", "type": "BadRequestError", "code": 400})  # fmt: skip
     server.fail(500, {"error": {"code": 500, "message": "tools param requires --jinja flag", "type": "server_error"}})
+    server.fail(400, {"error": "registry.ollama.ai/library/gemma:2b does not support tools"})
     backend = backends.make(server)
-    for _ in range(2):
+    for _ in range(3):
         with pytest.raises(RemoteError, match="tool calling") as info:
             list(backend.chat(ASK, PARAMS, tools=TOOLS))
         assert "lab" in str(info.value)
-    assert len(server.generate_requests()) == 2 and backends.sleeps == []  # not retried
+    assert len(server.generate_requests()) == 3 and backends.sleeps == []  # not retried
+    # another 400 that names a tool is the server's own words, not a claim about tool calling
+    server.fail(400, {"error": {"message": "Invalid 'tools[0].function.name': string does not match pattern."}})
+    with pytest.raises(RemoteError) as info:
+        list(backend.chat(ASK, PARAMS, tools=TOOLS))
+    assert "tool calling" not in str(info.value) and "does not match pattern" in str(info.value)
 
 
 # ----- Ember's remote backend and Ember's own server

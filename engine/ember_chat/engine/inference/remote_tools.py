@@ -23,15 +23,26 @@ from ember_chat.engine.errors import RemoteError
 from ember_chat.engine.inference.openai_wire import error_detail
 from ember_chat.engine.inference.tool_formats import check_call
 
-_TOOL_WORDS = re.compile(r"tool|function.?call|jinja", re.I)
+# How servers say they do not take tools: vLLM without its parser ('"auto" tool choice requires
+# --enable-auto-tool-choice and --tool-call-parser'), llama-server without --jinja ("tools param requires
+# --jinja flag"), Ollama ("… does not support tools"). Not any error naming a tool (a bad tool name).
+_NO_TOOLS = re.compile(
+    r"does not support tools|tools? (?:are|is) not supported|not support(?:ed)? tools|tool.?choice|"
+    r"tool.?call.?parser|auto.?tool|--jinja|requires? .{0,20}jinja",
+    re.I,
+)
 
 
 def tool_fields(tools: ToolRequest) -> dict[str, Any]:
-    """The request's fields for its tools (OpenAI's): all the tools, even under tool_choice none."""
+    """The request's fields for its tools (OpenAI's): all the tools, even under tool_choice none;
+    `parallel_tool_calls` only when off (on is every server's default, and some models refuse the field)."""
     choice: str | dict[str, Any] = tools.choice
     if tools.choice not in TOOL_CHOICES:
         choice = {"type": "function", "function": {"name": tools.choice}}
-    return {"tools": [t.to_openai() for t in tools.tools], "tool_choice": choice, "parallel_tool_calls": tools.parallel}
+    fields = {"tools": [t.to_openai() for t in tools.tools], "tool_choice": choice}
+    if not tools.parallel:
+        fields["parallel_tool_calls"] = False
+    return fields
 
 
 def tools_refused(endpoint: Endpoint, status: int, body: bytes) -> RemoteError | None:
@@ -39,7 +50,7 @@ def tools_refused(endpoint: Endpoint, status: int, body: bytes) -> RemoteError |
     400; llama-server without --jinja: 500; a model Ollama has no tool template for: 400): said so,
     and not retried. Another error is left to `status_error`."""
     detail = error_detail(body)
-    if status in (400, 422, 500, 501) and _TOOL_WORDS.search(detail):
+    if status in (400, 422, 500, 501) and _NO_TOOLS.search(detail):
         return RemoteError(
             f"{endpoint.name} does not do tool calling as it was started ({status}: {detail}). Start it with tool "
             "calling on (vLLM: --enable-auto-tool-choice and --tool-call-parser; llama-server: --jinja), or turn "
