@@ -475,6 +475,26 @@ def test_a_schema_no_grammar_can_hold_is_400_naming_the_tool(tiny_client: openai
     assert info.value.param == "tools" and "tools[1] (strange)" in info.value.message
 
 
+def test_a_call_cut_by_max_tokens_is_not_a_call(tiny_client: openai.OpenAI) -> None:
+    """The runtime's call cut short by max_tokens is invalid: no tool_calls, its text in content,
+    finish_reason length, ember.invalid_tool_calls saying so (streamed the same way)."""
+    kwargs: dict[str, Any] = {"model": "tiny", "messages": ASK, "tools": [FORECAST], "tool_choice": "required",
+                              "max_tokens": 16, "temperature": 0}  # fmt: skip
+    response = tiny_client.chat.completions.create(**kwargs)
+    choice = response.choices[0]
+    assert choice.finish_reason == "length" and choice.message.tool_calls is None
+    notes = (response.model_extra or {})["ember"]["invalid_tool_calls"]
+    assert len(notes) == 1 and notes[0]["error"] and notes[0]["raw"] == choice.message.content
+    assert choice.message.content and choice.message.content.startswith("<tool_call>")
+    # (the SDK's helper refuses an answer cut short)
+    with tiny_client.chat.completions.stream(**kwargs) as stream, pytest.raises(openai.LengthFinishReasonError):
+        stream.get_final_completion()
+    chunks = list(tiny_client.chat.completions.create(**kwargs, stream=True))
+    deltas = [c.choices[0].delta for c in chunks if c.choices]
+    assert not any(d.tool_calls for d in deltas) and chunks[-1].choices[0].finish_reason == "length"
+    assert "".join(d.content or "" for d in deltas) == choice.message.content
+
+
 def valid_call(call: Any) -> dict[str, Any]:
     """A returned call's arguments, checked against its tool's schema."""
     spec = {"get_weather": FORECAST, "get_time": CLOCK}[call.function.name]["function"]
