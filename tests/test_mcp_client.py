@@ -114,6 +114,19 @@ def test_list_and_call(manager: McpManager) -> None:
     wait_until(lambda: not group_alive(pid))
 
 
+def test_a_server_on_its_own_runs_its_own_loop() -> None:
+    server = McpServer(stdio("alone", "normal.py"))
+    try:
+        assert server.call(call("add", a=1, b=1)).content == "2"
+        assert [t.name for t in threading.enumerate() if t.name.startswith("ember-mcp")] == ["ember-mcp-alone"]
+        pid = server.pid
+        assert pid is not None
+    finally:
+        server.stop()
+    assert not [t for t in threading.enumerate() if t.name.startswith("ember-mcp")]
+    assert not group_alive(pid)
+
+
 def test_a_hung_call_is_killed_with_its_process_group(manager: McpManager) -> None:
     server = one(manager, stdio("stuck", "hang.py"))
     assert server.call(call("quick")).content == "quick answer"
@@ -327,6 +340,7 @@ def test_http_with_the_secret_header(http_url: str) -> None:
         assert server.state == "running" and server.pid is None
     finally:
         manager.close()
+    assert not [t for t in threading.enumerate() if t.name.startswith("ember-mcp")]  # the loop thread joined
 
 
 @pytest.mark.parametrize("stored", ["wrong-key", None])
