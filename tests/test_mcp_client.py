@@ -114,6 +114,15 @@ def test_list_and_call(manager: McpManager) -> None:
     wait_until(lambda: not group_alive(pid))
 
 
+def test_answers_beside_text_and_names_ember_cannot_offer(manager: McpManager) -> None:
+    server = one(manager, stdio("shapes", "shapes.py"))
+    assert [t.name for t in server.list_tools()] == ["picture", "document"]
+    assert "[Ember] Tool 'look around' was skipped: a tool name is letters, digits" in server.stderr_text()
+    picture = server.call(call("picture"))
+    assert picture.content == "a red dot\n[image image/png, 100 bytes, not shown to the model]"
+    assert server.call(call("document")).content == "the resource's text"
+
+
 def test_a_server_on_its_own_runs_its_own_loop() -> None:
     server = McpServer(stdio("alone", "normal.py"))
     try:

@@ -38,8 +38,8 @@ def result_text(content: Sequence[Any], structured: Any = None) -> str:
         if kind == "text":
             parts.append(block.text)
         elif kind in ("image", "audio"):
-            size = len(block.data) * 3 // 4
-            parts.append(f"[{kind} {block.mime_type}, about {size} bytes, not shown to the model]")
+            size = len(block.data) * 3 // 4 - block.data[-2:].count("=")  # base64
+            parts.append(f"[{kind} {block.mime_type}, {size} bytes, not shown to the model]")
         elif kind == "resource_link":
             parts.append(f"[resource {block.uri}" + (f": {block.name}" if block.name else "") + "]")
         elif kind == "resource":
