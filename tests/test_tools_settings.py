@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from PySide6.QtCore import Qt
+from PySide6.QtGui import QAccessible
 from PySide6.QtWidgets import QCheckBox, QMessageBox
 from pytestqt.qtbot import QtBot
 
@@ -22,6 +23,7 @@ from ember_chat.app.shell.main_window import MainWindow
 from ember_chat.app.tools.settings_dialog import ToolsDialog
 from ember_chat.engine.storage.paths import AppPaths
 from ember_chat.engine.tools.config import BuiltinToolsConfig, ToolsConfig
+from tests.test_accessibility import _missing_names
 from tests.test_app import make_window, paths
 from tests.tools_window_support import (
     CLAUDE_DESKTOP_EXAMPLE,
@@ -338,3 +340,20 @@ def test_the_dialog_fits_a_small_screen(qtbot: QtBot, make_window: Callable[...,
         assert hint.width() <= 780 and hint.height() <= 540, (page.__name__, hint)
     dialog.tabs.setCurrentWidget(dialog.builtin)
     assert dialog.minimumSizeHint().height() <= 540
+
+
+def test_every_control_of_the_dialog_has_a_name_and_description(
+    qtbot: QtBot, make_window: Callable[..., MainWindow], paths: AppPaths
+) -> None:
+    QAccessible.setActive(True)
+    write_tools(paths, ToolsConfig(servers=(stdio_server("notes", "normal.py"),)))
+    w = make_window()
+    dialog = open_tools(w)
+    qtbot.waitUntil(lambda: "notes/read_note" in dialog.details.never_ask, timeout=WAIT_MS)
+    assert _missing_names(dialog) == []
+    for page in (dialog.add_stdio, dialog.add_http, dialog.paste_json):
+        page()
+        assert _missing_names(dialog) == [], page.__name__
+    dialog.tabs.setCurrentWidget(dialog.builtin)
+    assert _missing_names(dialog) == []
+    assert _missing_names(dialog.show_log("notes")) == []

@@ -34,10 +34,13 @@ class BuiltinPanel(QWidget):
         self.files.setToolTip(self.tr("List and read text files, only inside these folders, never change them"))
         self.folders = QListWidget()
         self.folders.setAccessibleName(self.tr("Folders the model may read"))
+        self.folders.setAccessibleDescription(self.tr("Read files lists and reads files only inside these folders"))
         self.folders.currentRowChanged.connect(lambda _row: self._update_buttons())
         self.add_button = QPushButton(self.tr("Add folder…"))
+        self.add_button.setToolTip(self.tr("Pick a folder whose files the model may list and read"))
         self.add_button.clicked.connect(self.pick_folder)
         self.remove_button = QPushButton(self.tr("Remove folder"))
+        self.remove_button.setToolTip(self.tr("The model can no longer read the selected folder"))
         self.remove_button.clicked.connect(self.remove_folder)
         self.folder_dialog: QFileDialog | None = None
         note = QLabel(

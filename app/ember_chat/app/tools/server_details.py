@@ -79,9 +79,11 @@ class ServerDetails(QWidget):
         self.retry_button.setToolTip(self.tr("Start the server again and list its tools"))
         self.retry_button.clicked.connect(self.retry_requested)
         self.edit_button = QPushButton(self.tr("Edit…"))
+        self.edit_button.setToolTip(self.tr("Change how the server is started or reached"))
         self.edit_button.clicked.connect(lambda: self.edit_requested.emit(self._name()))
         self.remove_button = QPushButton(self.tr("Remove…"))
         self.remove_button.setAccessibleName(self.tr("Remove server"))
+        self.remove_button.setToolTip(self.tr("Stop the server and remove it (you are asked first)"))
         self.remove_button.clicked.connect(lambda: self.remove_requested.emit(self._name()))
         buttons = QHBoxLayout()
         buttons.addWidget(self.enabled)
@@ -90,6 +92,7 @@ class ServerDetails(QWidget):
             buttons.addWidget(b)
         self.tools = QTableWidget(0, 2)
         self.tools.setAccessibleName(self.tr("The server's tools"))
+        self.tools.setAccessibleDescription(self.tr("Each tool, and whether Ember asks before each call"))
         self.tools.setHorizontalHeaderLabels([self.tr("Tool"), self.tr("Ask before each call")])
         self.tools.verticalHeader().hide()
         self.tools.setEditTriggers(QTableWidget.EditTrigger.NoEditTriggers)
@@ -141,7 +144,7 @@ class ServerDetails(QWidget):
         self.enabled.blockSignals(False)
         self.show_state(state, error)
         if changed or entries is not None or not self.never_ask:
-            self._show_tools(entries, never_ask)
+            self._show_tools(entries, never_ask, state)
 
     def show_state(self, state: str, error: str | None) -> None:
         c = active_colors()
@@ -153,11 +156,17 @@ class ServerDetails(QWidget):
         self.state.setText(text)
         self.retry_button.setEnabled(state in ("failed", "stopped"))
 
-    def _show_tools(self, entries: list[ToolEntry] | None, never_ask: frozenset[str]) -> None:
+    def _show_tools(self, entries: list[ToolEntry] | None, never_ask: frozenset[str], state: str) -> None:
         self.never_ask = {}
+        self.tools.clearSpans()
         self.tools.setRowCount(0)
         if entries is None:
-            self._note(self.tr("Its tools show here once it has started."))
+            if state == "off":
+                self._note(self.tr("The server is off: turn it on to see its tools."))
+            elif state == "failed":
+                self._note(self.tr("Its tools show here once it starts (see the error above and its log)."))
+            else:
+                self._note(self.tr("Its tools show here once it has started."))
             return
         if not entries:
             self._note(self.tr("This server offers no tools."))
@@ -186,6 +195,7 @@ class ServerDetails(QWidget):
         item = QTableWidgetItem(text)
         item.setForeground(self.palette().placeholderText())
         self.tools.setItem(0, 0, item)
+        self.tools.setSpan(0, 0, 1, 2)
 
 
 def _padded(widget: QWidget) -> QWidget:
@@ -208,11 +218,14 @@ class ServerLogDialog(QDialog):
         self.text = QPlainTextEdit()
         self.text.setReadOnly(True)
         self.text.setAccessibleName(self.tr("Server log"))
+        self.text.setAccessibleDescription(self.tr("What the server wrote to its error output, newest at the end"))
         self.text.setFont(QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont))
         self.text.setLineWrapMode(QPlainTextEdit.LineWrapMode.NoWrap)
         copy = QPushButton(self.tr("Copy"))
+        copy.setToolTip(self.tr("Copy the whole log"))
         copy.clicked.connect(lambda: QGuiApplication.clipboard().setText(self.text.toPlainText()))
         close = QPushButton(self.tr("Close"))
+        close.setToolTip(self.tr("Close the log"))
         close.clicked.connect(self.close)
         buttons = QHBoxLayout()
         buttons.addStretch(1)

@@ -24,7 +24,6 @@ from PySide6.QtWidgets import (
     QSpinBox,
     QStackedWidget,
     QTabWidget,
-    QToolButton,
     QVBoxLayout,
     QWidget,
 )
@@ -87,6 +86,8 @@ class ToolsDialog(QDialog):
         self.builtin = BuiltinPanel(host.config.builtin)
         self.builtin.changed.connect(host.set_builtin)
         self.tabs.addTab(self.builtin, self.tr("Built-in tools"))
+        self.tabs.setTabToolTip(0, self.tr("Servers that give the model tools: programs on this computer or URLs"))
+        self.tabs.setTabToolTip(1, self.tr("Ember's own tools: date and time, calculator, reading files"))
 
         self.max_calls = QSpinBox()
         self.max_calls.setRange(1, MAX_CALLS_LIMIT)
@@ -97,6 +98,7 @@ class ToolsDialog(QDialog):
         )
         self.max_calls.valueChanged.connect(host.set_max_calls)
         close = QPushButton(self.tr("Close"))
+        close.setToolTip(self.tr("Close this dialog (changes are already saved)"))
         close.clicked.connect(self.close)
         bottom = QHBoxLayout()
         bottom.addWidget(QLabel(self.tr("Tool calls per answer, at most")))
@@ -118,11 +120,11 @@ class ToolsDialog(QDialog):
     def _servers_tab(self) -> QWidget:
         self.list = QListWidget()
         self.list.setAccessibleName(self.tr("MCP servers"))
+        self.list.setAccessibleDescription(self.tr("Your MCP servers and their state; select one to see its tools"))
         self.list.currentItemChanged.connect(lambda *_: self._show_selected())
-        self.add_button = QToolButton()
-        self.add_button.setText(self.tr("Add server"))
-        self.add_button.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextOnly)
-        self.add_button.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
+        self.add_button = QPushButton(self.tr("Add server"))
+        self.add_button.setAccessibleName(self.tr("Add server"))
+        self.add_button.setToolTip(self.tr("Add an MCP server: a program, a URL, or pasted JSON"))
         menu = QMenu(self.add_button)
         menu.addAction(self.tr("A program on this computer (stdio)…"), self.add_stdio)
         menu.addAction(self.tr("A server at a URL (HTTP)…"), self.add_http)

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from PySide6.QtCore import QPoint, Qt, Signal
 from PySide6.QtWidgets import (
+    QApplication,
     QCheckBox,
     QFrame,
     QLabel,
@@ -62,6 +63,10 @@ class ToolsPopup(QWidget):
     def __init__(self, content: PopupContent, on_toggle: Callable[[str, bool], None], parent: QWidget | None = None):
         super().__init__(parent)
         c = active_colors()
+        # the window's palette, not the menu's: a menu's own (platform) palette drew the dark theme's
+        # unticked boxes dark on dark
+        self.setPalette(QApplication.palette())
+        self.setAutoFillBackground(True)
         self.boxes: dict[str, QCheckBox] = {}
         outer = QVBoxLayout(self)
         outer.setContentsMargins(12, 10, 12, 10)
