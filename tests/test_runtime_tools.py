@@ -175,3 +175,28 @@ def test_trimming_never_leaves_an_orphaned_call_or_result() -> None:
     answering = [*ASK, ChatMessage("assistant", "", tool_calls=(call,)), old_turn[2]]
     with pytest.raises(ContextOverflowError):
         fit_to_context(answering, render, n_ctx=30, reserve=10)
+
+
+def test_schemas_with_definitions_are_held_too(tiny_model: Path) -> None:
+    """pydantic and FastMCP write nested models as `$defs` with `$ref`s to them: the call's grammar
+    resolves them (each tool's own, even when two tools use the same definition name)."""
+    place = {
+        "type": "object",
+        "properties": {"where": {"$ref": "#/$defs/Place"}},
+        "required": ["where"],
+        "$defs": {
+            "Place": {"type": "object", "properties": {"city": {"enum": ["Oslo", "Lima"]}}, "required": ["city"]}
+        },
+    }
+    other = {
+        "type": "object",
+        "properties": {"where": {"$ref": "#/definitions/Place"}},
+        "required": ["where"],
+        "definitions": {"Place": {"type": "object", "properties": {"zip": {"type": "integer"}}, "required": ["zip"]}},
+    }
+    tools = (ToolSpec("weather_at", "", place), ToolSpec("post_at", "", other))
+    with loaded(tiny_model, n_ctx=2048) as rt:
+        for name, schema in (("weather_at", place), ("post_at", other)):
+            calls, done = calls_of(run(rt, ASK, ToolRequest(tools, name, parallel=False), temperature=0.0))
+            assert done.reason == "tool_calls" and isinstance(calls[0], ToolCall), done
+            assert calls[0].name == name and schema_errors(calls[0].arguments, schema, "arguments") == []

@@ -177,9 +177,9 @@ def test_the_starter_answers_in_json(starter_model: Path) -> None:
     schema_format = {"type": "json_schema", "json_schema": {"name": "person", "schema": PERSON}}
     with loaded(starter_model, n_ctx=1024) as rt:
         cases = (
-            ({"type": "json_object"}, None, {"temperature": 0.7, "seed": 1}),
             (schema_format, PERSON, {"temperature": 0.0}),
             (schema_format, PERSON, {"temperature": 0.7, "seed": 1}),
+            ({"type": "json_object"}, None, {"temperature": 0.7, "seed": 1}),
         )
         for fmt, schema, sampling in cases:
             params = SamplingParams(max_tokens=300, grammar=response_format_grammar(fmt), **sampling)

@@ -41,6 +41,7 @@ from ember_chat.engine.inference.events import (
     ToolCallParsed,
 )
 from ember_chat.engine.inference.grammar import params_grammar
+from ember_chat.engine.inference.grammar_sampling import common_prefix, generate_with_grammar
 from ember_chat.engine.inference.json_check import answer_check
 from ember_chat.engine.inference.llama_loader import NULL_ABORT, gpu_backend_name, open_llama, probe_gguf
 from ember_chat.engine.inference.llama_log import route_llama_log
@@ -61,15 +62,6 @@ from ember_chat.engine.models.gguf_inspect import ModelInfo, inspect_gguf
 
 if TYPE_CHECKING:  # vision.py loads libmtmd: imported once a model has a projector
     from ember_chat.engine.inference.vision import VisionContext, VisionPrompt
-
-
-def common_prefix(a: list[int], b: list[int]) -> int:
-    n = 0
-    for x, y in zip(a, b, strict=False):
-        if x != y:
-            break
-        n += 1
-    return n
 
 
 class LocalRuntime:
@@ -374,8 +366,11 @@ class LocalRuntime:
         return buf.raw[:n]
 
     def _generate(self, tokens: list[int], params: SamplingParams, grammar: str | None) -> Iterator[int]:
-        """llama-cpp-python's token generator for these sampling parameters (from the longest prefix of
-        `tokens` already in the KV cache)."""
+        """The token generator for these sampling parameters (from the longest prefix of `tokens` already
+        in the KV cache): llama-cpp-python's, or under a grammar the one that asks the grammar only about
+        the token chosen (grammar_sampling.py)."""
+        if grammar is not None:
+            return generate_with_grammar(self._require(), tokens, params, grammar)
         return self._require().generate(
             tokens,
             temp=params.temperature,
@@ -385,9 +380,6 @@ class LocalRuntime:
             repeat_penalty=params.repeat_penalty,
             presence_penalty=params.presence_penalty,
             frequency_penalty=params.frequency_penalty,
-            # (in llama.cpp's sampler chain, before the choice: only tokens the grammar allows, and an
-            # end-of-generation token only once the grammar is complete)
-            grammar=llama_cpp.LlamaGrammar.from_string(grammar) if grammar else None,
         )
 
     def _prefill_in_chunks(self, tokens: list[int], reused: int) -> Iterator[PrefillProgress]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import re
+from typing import Any
 
 from ember_chat.engine.core.tools import ToolRequest, ToolSpec
 from ember_chat.engine.errors import InvalidParameter
@@ -40,10 +41,12 @@ class ToolGrammar:
         tools = [t for t in request.tools if request.choice in ("auto", "required") or t.name == request.choice]
         self.tools: list[ToolSpec] = tools
         # One converter run for all the tools' arguments: each becomes the rule `toolargsN`.
+        defs: dict[str, Any] = {}
         wrapper = {
             "type": "object",
-            "properties": {f"toolargs{i}": t.parameters for i, t in enumerate(tools)},
+            "properties": {f"toolargs{i}": _hoisted(t.parameters, f"toolargs{i}", defs) for i, t in enumerate(tools)},
             "required": [f"toolargs{i}" for i in range(len(tools))],
+            "$defs": defs,
         }
         try:
             converted = schema_grammar(wrapper)
@@ -109,3 +112,36 @@ class ToolGrammar:
         return (
             f'{gbnf_literal(opener)} {name} "<|channel|>commentary <|constrain|>json<|message|>" toolargs{i} "<|call|>"'
         )
+
+
+def _hoisted(schema: Any, name: str, defs: dict[str, Any]) -> Any:
+    """A tool's schema moved under the property `name` of one wrapper schema: its own definitions
+    (`$defs`, `definitions`: what pydantic and FastMCP write) go to the wrapper's `$defs` as
+    `name-KEY`, and every `$ref` to them (or to the schema itself, `#`) is rewritten to match."""
+
+    def walk(node: Any) -> Any:
+        if isinstance(node, list):
+            return [walk(item) for item in node]
+        if not isinstance(node, dict):
+            return node
+        out = {}
+        for key, value in node.items():
+            if key in ("$defs", "definitions") and isinstance(value, dict):
+                for sub, definition in value.items():
+                    defs[f"{name}-{sub}"] = walk(definition)
+            elif key == "$ref" and isinstance(value, str):
+                out[key] = _ref(value, name)
+            else:
+                out[key] = walk(value)
+        return out
+
+    return walk(schema)
+
+
+def _ref(ref: str, name: str) -> str:
+    for local in ("#/$defs/", "#/definitions/"):
+        if ref.startswith(local):
+            return f"#/$defs/{name}-{ref[len(local) :]}"
+    if ref == "#":
+        return f"#/properties/{name}"
+    return ref
