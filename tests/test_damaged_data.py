@@ -280,3 +280,28 @@ def test_a_message_that_cannot_be_saved_is_not_sent_and_stays_in_the_box(
     qtbot.keyClick(w.composer.editor, Qt.Key.Key_Return)
     assert not w.controller.generating and w.composer.editor.toPlainText() == "Keep me"
     assert "cannot save your message (the data folder cannot be written)" in w.banner.text()
+
+
+def test_an_answers_tool_calls_survive_recovery(tmp_path: Path) -> None:
+    """A damaged database's answers keep the tool calls they made (their results lived in another
+    table, which is not read back)."""
+    from ember_chat.engine.core.tools import ToolCall
+
+    db = tmp_path / "chats.sqlite3"
+    s = ConversationStore(db)
+    c = s.create_conversation("calls")
+    question = s.add_message(c.id, "user", "What time is it?")
+    answer = s.add_message(c.id, "assistant", "", parent_id=question.id)
+    s.set_tool_calls(answer.id, [ToolCall("abc123def", "current_datetime", {})])
+    s.close()
+    raw = sqlite3.connect(db)
+    raw.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    raw.execute("PRAGMA user_version = 99")  # a file this Ember cannot use as it is: recovered
+    raw.close()
+    opened = open_conversations(db)
+    try:
+        assert opened.recovered_messages == 2
+        thread = opened.store.thread(opened.store.conversations()[0].id)
+        assert [call.name for call in thread[1].tool_calls] == ["current_datetime"]
+    finally:
+        opened.store.close()

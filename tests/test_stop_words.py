@@ -76,3 +76,15 @@ def test_hub_offline_is_said_in_words(endpoint: str) -> None:
     text = str(info.value)
     assert "cannot reach" in text and not CLASS_NAME.search(text), text
     assert ("could not be found" in text) if "invalid" in endpoint else ("refused" in text)
+
+
+def test_every_stop_reason_has_words_in_the_engine_and_the_window(qtbot: QtBot) -> None:
+    """A new stop reason (tool_calls) never shows as its code word in a metrics line."""
+    from ember_chat.app.qt.wording import window_wording
+    from ember_chat.engine.core.states import StopReason
+    from ember_chat.engine.inference.wording import REASON_WORDS
+
+    window = window_wording().reasons
+    for reason in StopReason:
+        assert reason in REASON_WORDS and str(reason) in window, reason
+    assert REASON_WORDS[StopReason.TOOL_CALLS] == "called tools" == window["tool_calls"]

@@ -29,6 +29,7 @@ def window_wording() -> Wording:
             "length": translate("Wording", "max tokens reached"),
             "stop_string": translate("Wording", "stop string"),
             "context_full": translate("Wording", "context full"),
+            "tool_calls": translate("Wording", "called tools"),
             "cancelled": translate("Wording", "stopped"),
             "interrupted": translate("Wording", "interrupted"),
             "error": translate("Wording", "error"),

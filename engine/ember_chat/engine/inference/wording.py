@@ -15,6 +15,7 @@ REASON_WORDS = {
     StopReason.LENGTH: "max tokens reached",
     StopReason.STOP_STRING: "stop string",
     StopReason.CONTEXT_FULL: "context full",
+    StopReason.TOOL_CALLS: "called tools",
     StopReason.CANCELLED: "stopped",
     StopReason.INTERRUPTED: "interrupted",
     StopReason.ERROR: "error",

@@ -29,7 +29,17 @@ from ember_chat.engine.storage.conversations import ConversationStore
 log = logging.getLogger(__name__)
 
 CONVERSATION_COLUMNS = ("id", "title", "model", "system_prompt", "params", "created_at", "updated_at", "active_leaf")
-MESSAGE_COLUMNS = ("id", "conversation_id", "parent_id", "role", "content", "metrics", "complete", "created_at")
+MESSAGE_COLUMNS = (
+    "id",
+    "conversation_id",
+    "parent_id",
+    "role",
+    "content",
+    "metrics",
+    "complete",
+    "created_at",
+    "tool_calls",
+)  # fmt: skip  (those a damaged file lacks, an older schema's, are left out)
 _NOT_DAMAGED = ("database is locked", "unable to open database file", "readonly database", "disk i/o error")
 
 
