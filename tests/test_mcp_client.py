@@ -185,6 +185,26 @@ def test_settings_changed_while_a_server_starts_never_wait_for_it(manager: McpMa
     wait_until(lambda: not group_alive(pid))
 
 
+def test_a_call_waiting_for_its_server_to_start_can_be_stopped(manager: McpManager) -> None:
+    server = one(manager, stdio("slow", "hang.py", "--at-start"))
+    cancel = threading.Event()
+    with ThreadPoolExecutor(2) as pool:
+        pending = pool.submit(server.call, call("quick"), 60.0, cancel)
+        wait_until(lambda: "hanging before it starts" in server.stderr_text())
+        cancel.set()
+        result = pending.result(timeout=5)
+        assert result.is_error and result.duration_ms is None
+        assert result.content == "The call was stopped before it ran (its server was still starting)."
+        assert server.state == "starting"  # the start goes on; the next caller waits for the same one
+        listing = pool.submit(server.list_tools)
+        manager.configure([])
+        with pytest.raises(ToolError, match=r"was stopped while it was starting|is no longer in use"):
+            listing.result(timeout=10)
+    with pytest.raises(ToolError, match="'slow' is no longer in use"):
+        server.list_tools()  # a server its manager let go is never started again
+    assert "Starting the server again" not in server.stderr_text()
+
+
 def test_a_crash_mid_call_is_an_error_and_the_next_call_restarts_it(manager: McpManager) -> None:
     server = one(manager, stdio("crashy", "crash.py"))
     first = server.call(call("ok")).content

@@ -31,6 +31,10 @@ _END_WAIT_S = GRACE_S + 8.0  # a stopping server's transport is closed within th
 _MAX_PAGES = 50
 
 
+class _Cancelled(Exception):
+    """The caller stopped waiting for a server to start."""
+
+
 class McpServer:
     """One configured MCP server (a core.tools.ToolProvider). Thread-safe: called from worker threads."""
 
@@ -48,6 +52,7 @@ class McpServer:
         self._error: str | None = None  # a failure before any connection (a secret that is not there)
         self._starts = 0
         self._ending: list[Connection] = []  # runs told to stop that may still be ending
+        self._retired = False  # taken out of its manager: never started again
 
     @property
     def source(self) -> str:
@@ -110,9 +115,11 @@ class McpServer:
 
         began = time.perf_counter()
         try:
-            conn = self._connect()
+            conn = self._connect(cancel)
         except ToolError as exc:
             return result(str(exc), True, ran=False)
+        except _Cancelled:
+            return result("The call was stopped before it ran (its server was still starting).", True, ran=False)
         if cancel is not None and cancel.is_set():
             return result("The call was stopped before it ran.", True, ran=False)
         began = time.perf_counter()
@@ -155,38 +162,60 @@ class McpServer:
             if self._own_loop:
                 self._loop.close()
 
+    def retire(self) -> None:
+        """Stop it for good (its manager no longer has it), without waiting: a caller still holding it
+        gets a sentence instead of starting a process nobody would stop."""
+        with self._lock:
+            self._retired = True
+        self.stop(wait=False)
+
     # ----- inside
 
-    def _connect(self) -> Connection:
-        """The running connection, started now when there is none (raises ToolError)."""
+    def _connect(self, cancel: threading.Event | None = None) -> Connection:
+        """The running connection, started now when there is none (raises ToolError). With `cancel`,
+        the wait for a start ends when it is set (_Cancelled); the start goes on for the next caller."""
         with self._start_lock:
             conn = self._conn
-            if conn is not None and conn.usable:
-                return conn
-            if conn is not None and not conn.done.is_set():
-                self._end(conn, hard=True, wait=True)
-            try:
-                headers = self._headers()
-            except ToolError as exc:
-                with self._lock:
-                    self._conn, self._error = None, str(exc)
-                raise
-            self._starts += 1
-            if self._starts > 1:
-                self._log.note("Starting the server again.")
-            conn = Connection(self.config, self._log, headers)
-            with self._lock:
-                self._conn, self._error = conn, None
-            self._loop.submit(conn.run())
-            if not conn.ready.wait(self.config.start_timeout_s + _END_WAIT_S):  # its own timer fires first
-                conn.error = f"The MCP server {self.source!r} did not start; Ember stopped it. {LOG_HINT}"
-                self._end(conn, hard=True, wait=True)
+            if conn is None or conn.ready.is_set():  # none, or not one still starting: start one
+                if conn is not None and conn.usable:
+                    return conn
+                if conn is not None and not conn.done.is_set():
+                    self._end(conn, hard=True, wait=True)
+                conn = self._start()
+            deadline = conn.began + self.config.start_timeout_s + _END_WAIT_S  # its own timer fires first
+            while not conn.ready.wait(max(0.0, min(_POLL_S if cancel else 1.0, deadline - time.monotonic()))):
+                if cancel is not None and cancel.is_set():
+                    raise _Cancelled
+                if time.monotonic() >= deadline:
+                    conn.error = f"The MCP server {self.source!r} did not start; Ember stopped it. {LOG_HINT}"
+                    self._end(conn, hard=True, wait=True)
+                    break
             if not conn.usable:
                 conn.done.wait(_END_WAIT_S)
                 error = conn.error or f"The MCP server {self.source!r} was stopped while it was starting."
                 self._log.note(error)
                 raise ToolError(error)
             return conn
+
+    def _start(self) -> Connection:
+        try:
+            headers = self._headers()
+        except ToolError as exc:
+            with self._lock:
+                self._conn, self._error = None, str(exc)
+            raise
+        conn = Connection(self.config, self._log, headers)
+        with self._lock:
+            if self._retired:
+                raise ToolError(
+                    f"The MCP server {self.source!r} is no longer in use (its settings changed or it was removed)."
+                )
+            self._conn, self._error = conn, None
+        self._starts += 1
+        if self._starts > 1:
+            self._log.note("Starting the server again.")
+        self._loop.submit(conn.run())
+        return conn
 
     def _headers(self) -> dict[str, str]:
         headers = dict(self.config.headers)
@@ -301,7 +330,7 @@ class McpManager:
             self._servers = new
         for name, server in old.items():
             if new.get(name) is not server:
-                server.stop(wait=False)
+                server.retire()
                 with self._lock:
                     self._stopped.append(server)  # `close` waits until it is gone
 

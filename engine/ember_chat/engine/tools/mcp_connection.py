@@ -7,6 +7,7 @@ import json
 import os
 import shutil
 import threading
+import time
 from contextlib import AsyncExitStack
 
 import anyio
@@ -38,6 +39,7 @@ class Connection:
         self.config = config
         self.log = log
         self.headers = headers
+        self.began = time.monotonic()
         self.ready = threading.Event()
         self.done = threading.Event()
         self.session: ClientSession | None = None
