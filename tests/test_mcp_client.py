@@ -367,6 +367,12 @@ def test_http_with_the_secret_header(http_url: str) -> None:
         result = server.call(call("whoami", greeting="hello"))
         assert (result.content, result.is_error) == ("hello from the HTTP server", False)
         assert server.state == "running" and server.pid is None
+        wrong = one(manager, config.with_changes(url=http_url[: -len("mcp")] + "nope"))
+        with pytest.raises(ToolError) as caught:
+            wrong.list_tools(timeout_s=10)
+        assert (
+            str(caught.value) == "The MCP server 'web' has no MCP endpoint at that address (HTTP 404); check its URL."
+        )
     finally:
         manager.close()
     assert not [t for t in threading.enumerate() if t.name.startswith("ember-mcp")]  # the loop thread joined
