@@ -363,9 +363,14 @@ def test_http_with_the_secret_header(http_url: str) -> None:
     try:
         config = McpServerConfig("web", "http", url=http_url, headers={"X-Team": "a"}, secret_headers=("X-Api-Key",))
         server = one(manager, config)
-        assert [t.name for t in server.list_tools(timeout_s=10)] == ["whoami"]
+        assert [t.name for t in server.list_tools(timeout_s=10)] == ["whoami", "slow"]
         result = server.call(call("whoami", greeting="hello"))
         assert (result.content, result.is_error) == ("hello from the HTTP server", False)
+        late = server.call(call("slow"), timeout_s=0.5)
+        assert late.is_error and late.content == (
+            "The tool 'slow' of the MCP server 'web' did not answer within 0.5 s; Ember gave up waiting."
+        )
+        assert server.call(call("whoami", greeting="still")).content == "still from the HTTP server"
         assert server.state == "running" and server.pid is None
         wrong = one(manager, config.with_changes(url=http_url[: -len("mcp")] + "nope"))
         with pytest.raises(ToolError) as caught:

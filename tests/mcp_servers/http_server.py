@@ -9,6 +9,7 @@ import socket
 import sys
 import threading
 
+import anyio
 import uvicorn
 from mcp.server.mcpserver import MCPServer
 
@@ -18,6 +19,12 @@ server = MCPServer("http", log_level="WARNING")
 @server.tool(description="Say who answered.")
 def whoami(greeting: str) -> str:
     return f"{greeting} from the HTTP server"
+
+
+@server.tool(description="Answer in an hour.")
+async def slow() -> str:
+    await anyio.sleep(3600)
+    return "late"
 
 
 def main() -> None:
