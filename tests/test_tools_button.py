@@ -5,6 +5,7 @@ message), and the chat's tool session the controller asks for."""
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Callable
 
@@ -14,19 +15,22 @@ from PySide6.QtWidgets import QLabel, QWidget
 from pytestqt.qtbot import QtBot
 
 from ember_chat.app.shell.main_window import MainWindow
-from ember_chat.engine.core.tools import ChatTools
+from ember_chat.engine.core.tools import ChatTools, ToolCall
 from ember_chat.engine.storage.paths import AppPaths
 from ember_chat.engine.tools.config import BuiltinToolsConfig, McpServerConfig, ToolsConfig
 from ember_chat.engine.tools.registry import tool_tokens_estimate
+from tests import test_tool_turns as turns
 from tests.fake_backend import FakeBackend
 from tests.test_app import load, make_window, paths, send
-from tests.tools_window_support import WAIT_MS, stdio_server, write_tools
+from tests.test_tools_settings import open_tools
+from tests.tool_script import ToolScriptBackend, Turn
+from tests.tools_window_support import SERVERS, WAIT_MS, stdio_server, write_tools
 
 __all__ = ["make_window", "paths"]  # fixtures
 
 LEFT = Qt.MouseButton.LeftButton
-# the popup is a menu: the offscreen platform cannot grab the keyboard for it (a real display does)
-menu_grab = pytest.mark.qt_log_ignore("This plugin does not support grabbing the keyboard")
+# the popup grabs the keyboard: the offscreen platform cannot (a real display does)
+popup_grab = pytest.mark.qt_log_ignore("This plugin does not support grabbing the keyboard")
 CALCULATOR = "Built-in/calculator"
 CLOCK = "Built-in/current_datetime"
 
@@ -45,7 +49,7 @@ def open_chat(qtbot: QtBot, w: MainWindow, cid: int) -> None:
     qtbot.waitUntil(lambda: w.controller.conversation_id == cid, timeout=WAIT_MS)
 
 
-@menu_grab
+@popup_grab
 def test_each_chat_keeps_its_tools_and_the_button_counts_them_and_their_tokens(
     qtbot: QtBot, make_window: Callable[..., MainWindow], paths: AppPaths
 ) -> None:
@@ -60,19 +64,19 @@ def test_each_chat_keeps_its_tools_and_the_button_counts_them_and_their_tokens(
     assert button.text() == "Tools" and button.isVisible()
     qtbot.mouseClick(button, LEFT)
     popup = button.popup
-    assert popup is not None and popup.isVisible() and button.menu.isVisible()
+    assert popup is not None and popup.isVisible() and button.frame.isVisible()
     assert headings(popup) == ["Built-in"]
     assert list(popup.boxes) == [CLOCK, CALCULATOR]
     assert not any(box.isChecked() for box in popup.boxes.values())  # tools are off until chosen
     assert "No tools are on" in popup.summary.text()
     qtbot.mouseClick(popup.boxes[CALCULATOR], LEFT)
-    assert button.menu.isVisible()  # several boxes can be ticked in one go
+    assert button.frame.isVisible()  # several boxes can be ticked in one go
     tokens = tokens_of(w, CALCULATOR)
     assert tokens > 20
     assert button.text() == f"Tools (1) · ~{tokens} tokens"
     assert f"~{tokens} tokens of each prompt" in popup.summary.text()
     assert w.store.chat_tools(a) == ChatTools(frozenset({CALCULATOR}))
-    button.menu.close()
+    button.frame.close()
     # another chat has its own (none); coming back shows A's again
     open_chat(qtbot, w, b)
     assert button.text() == "Tools"
@@ -85,7 +89,7 @@ def test_each_chat_keeps_its_tools_and_the_button_counts_them_and_their_tokens(
     assert session.max_calls == 8 and session.never_ask == frozenset()
 
 
-@menu_grab
+@popup_grab
 def test_a_new_chats_tools_go_with_its_first_message(
     qtbot: QtBot, make_window: Callable[..., MainWindow], paths: AppPaths
 ) -> None:
@@ -97,7 +101,7 @@ def test_a_new_chats_tools_go_with_its_first_message(
     popup = w.tools.button.open_popup()
     assert "new chat" in popup.findChildren(QLabel)[0].text()
     popup.boxes[CLOCK].setChecked(True)
-    w.tools.button.menu.close()
+    w.tools.button.frame.close()
     assert w.tools.button.text() == f"Tools (1) · ~{tokens_of(w, CLOCK)} tokens"
     send(qtbot, w, "what day is it?")
     cid = w.controller.conversation_id
@@ -108,7 +112,7 @@ def test_a_new_chats_tools_go_with_its_first_message(
     assert w.tools.button.text() == "Tools"
 
 
-@menu_grab
+@popup_grab
 def test_the_popup_groups_tools_by_their_server_and_says_why_one_is_missing(
     qtbot: QtBot, make_window: Callable[..., MainWindow], paths: AppPaths
 ) -> None:
@@ -134,7 +138,7 @@ def test_the_popup_groups_tools_by_their_server_and_says_why_one_is_missing(
     assert [t.name for t in w.tools.session_for(cid).request().tools] == ["add", "read_note"]
     # Settings from the popup
     qtbot.mouseClick(popup.settings_button, LEFT)
-    assert not w.tools.button.menu.isVisible() and w.tools.dialog is not None and w.tools.dialog.isVisible()
+    assert not w.tools.button.frame.isVisible() and w.tools.dialog is not None and w.tools.dialog.isVisible()
     # the server turned off: its tools stay chosen in the chat, but are not offered (and that is said)
     w.tools.set_server_enabled("notes", False)
     assert w.tools.button.text() == "Tools"
@@ -157,3 +161,39 @@ def test_the_button_sits_between_attach_and_send_in_the_tab_order(
     assert button.nextInFocusChain() is composer.button
     assert button.accessibleName() == "Tools for this chat"
     assert composer.attach_button.x() < button.x() < composer.button.x()
+
+
+@popup_grab
+def test_a_pasted_server_two_of_its_tools_on_a_call_approved_and_the_models_answer(
+    qtbot: QtBot, make_window: Callable[..., MainWindow]
+) -> None:
+    """The issue's "done when", in the window: a server from pasted mcpServers JSON, two of its tools
+    ticked in a chat, the model's call approved on its card, its result and the model's answer."""
+    call = ToolCall("call00021", "add", {"a": 2, "b": 40}, '{"a": 2, "b": 40}')
+    backend = ToolScriptBackend([Turn("Let me add them.", [call]), Turn("2 + 40 = 42.")])
+    w = make_window(lambda _ref: backend)
+    load(qtbot, w, "tiny.gguf")
+    dialog = open_tools(w)
+    box = dialog.paste_json()
+    pasted = {"mcpServers": {"notes": {"command": sys.executable, "args": [str(SERVERS / "normal.py")]}}}
+    box.text.setPlainText(json.dumps(pasted, indent=2))
+    qtbot.waitUntil(box.add_button.isEnabled, timeout=WAIT_MS)
+    qtbot.mouseClick(box.add_button, LEFT)
+    qtbot.waitUntil(lambda: bool(w.tools.server_entries("notes")), timeout=WAIT_MS)
+    dialog.close()
+    qtbot.mouseClick(w.tools.button, LEFT)
+    popup = w.tools.button.popup
+    qtbot.mouseClick(popup.boxes["notes/add"], LEFT)
+    qtbot.mouseClick(popup.boxes["notes/read_note"], LEFT)
+    w.tools.button.frame.close()
+    assert w.tools.button.text() == f"Tools (2) · ~{tokens_of(w, 'notes/add', 'notes/read_note')} tokens"
+    turns.send(qtbot, w, "What is 2 + 40?")
+    turns.asking(qtbot, w)
+    assert "from notes" in turns.text_of(w) and '"b": 40' in turns.text_of(w)
+    assert [t.name for t in backend.tools[0].tools] == ["add", "read_note"]
+    turns.press(qtbot, w, "Allow once")
+    turns.idle(qtbot, w)
+    text = turns.text_of(w)
+    assert "Result\n42\n" in text and "allowed once" in text
+    assert turns.below_cards(text, "2 + 40 = 42.")
+    assert w.store.chat_tools(w.controller.conversation_id).enabled == {"notes/add", "notes/read_note"}

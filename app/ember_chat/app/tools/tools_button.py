@@ -11,18 +11,17 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from PySide6.QtCore import QPoint, Qt, Signal
+from PySide6.QtGui import QKeyEvent
 from PySide6.QtWidgets import (
     QApplication,
     QCheckBox,
     QFrame,
     QLabel,
-    QMenu,
     QPushButton,
     QScrollArea,
     QToolButton,
     QVBoxLayout,
     QWidget,
-    QWidgetAction,
 )
 
 from ember_chat.app.style.theme import active_colors
@@ -100,16 +99,20 @@ class ToolsPopup(QWidget):
                 box.setAccessibleDescription(tool.description)
                 box.toggled.connect(lambda on, key=tool.key: on_toggle(key, on))
                 self.boxes[tool.key] = box
-                rows.addWidget(box)
+                rows.addWidget(box, 0, Qt.AlignmentFlag.AlignLeft)  # (its width: a click beside it is not on it)
         rows.addStretch(1)
-        scroll = QScrollArea()
-        scroll.setWidget(body)
-        scroll.setWidgetResizable(True)
-        scroll.setFrameShape(QFrame.Shape.NoFrame)
-        scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-        scroll.setMinimumWidth(min(420, body.sizeHint().width() + 24))
-        scroll.setFixedHeight(min(320, body.sizeHint().height() + 4))
-        outer.addWidget(scroll)
+        room = max(160, (self.screen().availableGeometry().height() if self.screen() else 600) - 220)
+        if body.sizeHint().height() <= room:
+            outer.addWidget(body)
+        else:  # many tools: they scroll (a popup taller than the screen could not be closed with the mouse)
+            scroll = QScrollArea()
+            scroll.setWidget(body)
+            scroll.setWidgetResizable(True)
+            scroll.setFrameShape(QFrame.Shape.NoFrame)
+            scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+            scroll.setMinimumWidth(min(460, body.sizeHint().width() + 24))
+            scroll.setFixedHeight(room)
+            outer.addWidget(scroll)
         self.summary = QLabel()
         self.summary.setWordWrap(True)
         self.summary.setStyleSheet(f"color:{c.secondary}")
@@ -148,10 +151,8 @@ class ToolsButton(QToolButton):
         self.setAccessibleName(self.tr("Tools for this chat"))
         self.setFocusPolicy(Qt.FocusPolicy.StrongFocus)
         self.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextOnly)
-        self.menu = QMenu(self)
-        self.menu.setAccessibleName(self.tr("Tools for this chat"))
+        self.frame = PopupFrame(self)
         self.popup: ToolsPopup | None = None
-        self._action: QWidgetAction | None = None
         self.clicked.connect(self.open_popup)
         self.set_summary(0, 0)
 
@@ -172,20 +173,46 @@ class ToolsButton(QToolButton):
 
     def open_popup(self) -> ToolsPopup:
         """The popup, filled now, above the button (the message box is at the window's bottom); it does not
-        block the event loop."""
-        self.menu.clear()  # (deletes the last popup with its action: the menu owns them)
+        block the event loop. Esc or a click elsewhere closes it."""
+        if self.popup is not None:
+            self.popup.deleteLater()
         self.popup = ToolsPopup(self.content(), self.tool_toggled.emit)
         self.popup.settings_button.clicked.connect(self._open_settings)
-        self._action = QWidgetAction(self.menu)
-        self._action.setDefaultWidget(self.popup)
-        self.menu.addAction(self._action)
-        height = self.menu.sizeHint().height()
-        self.menu.popup(self.mapToGlobal(QPoint(0, -height)))
+        self.frame.hold(self.popup)
+        size = self.frame.sizeHint()
+        screen = self.screen().availableGeometry()
+        top_left = self.mapToGlobal(QPoint(0, -size.height()))
+        x = max(screen.left(), min(top_left.x(), screen.right() - size.width()))
+        y = max(screen.top(), top_left.y())
+        self.frame.move(x, y)
+        self.frame.show()
         first = next(iter(self.popup.boxes.values()), None)
         (first or self.popup.settings_button).setFocus()
         self.popup_shown.emit()
         return self.popup
 
     def _open_settings(self) -> None:
-        self.menu.close()
+        self.frame.close()
         self.settings_requested.emit()
+
+
+class PopupFrame(QFrame):
+    """The popup's window: closes on Esc or on a click outside it (Qt's popup behaviour). A menu would
+    also do, but a menu takes a click on a box inside it as its own and may close."""
+
+    def __init__(self, parent: QWidget) -> None:
+        super().__init__(parent, Qt.WindowType.Popup)
+        self.setFrameShape(QFrame.Shape.StyledPanel)
+        self.setAccessibleName(self.tr("Tools for this chat"))
+        self._layout = QVBoxLayout(self)
+        self._layout.setContentsMargins(1, 1, 1, 1)
+
+    def hold(self, widget: QWidget) -> None:
+        self._layout.addWidget(widget)
+        self.resize(self.sizeHint())  # (adjustSize would cap it at 2/3 of the screen and squash it)
+
+    def keyPressEvent(self, event: QKeyEvent) -> None:  # Qt override
+        if event.key() == Qt.Key.Key_Escape:
+            self.close()
+            return
+        super().keyPressEvent(event)
