@@ -318,6 +318,10 @@ def test_a_server_that_hangs_at_start_never_freezes_the_window(
     print(f"longest event-loop gap while a server hung at start: {probe.longest_gap_ms:.1f} ms")
     assert probe.longest_gap_ms < 250, probe.longest_gap_ms  # (≤ 50 ms is the budget; a shared CI core is noisy)
     assert w.tools.registry.entry("Built-in/calculator") is not None  # still there after the failure
+    # Start again: it is tried anew (and still hangs: the window still never waits)
+    assert dialog.details.retry_button.isEnabled()
+    qtbot.mouseClick(dialog.details.retry_button, LEFT)
+    qtbot.waitUntil(lambda: w.tools.server_state("stuck")[0] == "starting", timeout=WAIT_MS)
 
 
 def test_a_damaged_tools_file_is_set_aside_and_said(
@@ -357,3 +361,12 @@ def test_every_control_of_the_dialog_has_a_name_and_description(
     dialog.tabs.setCurrentWidget(dialog.builtin)
     assert _missing_names(dialog) == []
     assert _missing_names(dialog.show_log("notes")) == []
+
+
+def test_a_change_made_just_before_quitting_is_kept(
+    qtbot: QtBot, make_window: Callable[..., MainWindow], paths: AppPaths
+) -> None:
+    w = make_window()
+    open_tools(w).max_calls.setValue(5)
+    w.close()  # at once: the change is written before Ember ends
+    assert read_tools(paths).max_calls == 5

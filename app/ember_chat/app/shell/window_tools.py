@@ -1,31 +1,25 @@
 """The window's tools, wired (`window.tools`): tools.json (ToolsConfig), the MCP servers (McpManager), the
-tools they and the built-in tools offer now (ToolRegistry), Settings ▸ Tools, the Tools button by the
-message box (per chat, stored with the chat) and a chat's tool session for the controller.
+tools they and the built-in tools offer now (ToolRegistry), the host of Settings ▸ Tools; the Tools button
+and each chat's choices are its `choices` (window_tool_choices.py).
 
-Nothing here waits on the GUI thread: the file and the keychain are written on one ordered worker (a
-later save never lands before an earlier one; servers are reconfigured there too, in order), starting
-and listing servers runs on the task runner (a server that hangs at start holds a worker, never the
-window). What the window shows comes from memory: the last listing, and each server's state as the MCP
-client keeps it.
-
-A chat chooses its tools before it exists (a new chat): the choice is kept as a draft and goes to the
-chat when its first message creates it."""
+Nothing here waits on the GUI thread: tools.json and the keychain are written on one ordered worker (a
+later save never lands before an earlier one), the MCP client takes each new configuration on another
+(stopping a server that is still starting can take until its start timeout: that holds up no save),
+starting and listing servers runs on the task runner (a server that hangs at start holds a worker, never
+the window). What the window shows comes from memory: the last listing, and each server's state as the
+MCP client keeps it."""
 
 from __future__ import annotations
 
-import contextlib
-import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from PySide6.QtCore import QObject, QTimer, Signal
-from PySide6.QtWidgets import QBoxLayout, QWidget
+from PySide6.QtCore import QObject, Signal
 
 from ember_chat.app.qt.tasks import TaskRunner
-from ember_chat.app.tools.tools_button import PopupContent, ToolChoice, ToolGroup, ToolsButton
-from ember_chat.engine.core.tools import ChatTools
-from ember_chat.engine.errors import EmberError, InvalidParameter, StoreError
+from ember_chat.app.shell.window_tool_choices import ChatToolChoices
+from ember_chat.engine.errors import EmberError, InvalidParameter
 from ember_chat.engine.storage.secrets import SecretStore
 from ember_chat.engine.tools.builtin import BuiltinTools
 from ember_chat.engine.tools.config import (
@@ -41,7 +35,7 @@ from ember_chat.engine.tools.config import (
     save_header_secret,
 )
 from ember_chat.engine.tools.mcp_client import McpManager
-from ember_chat.engine.tools.registry import ToolEntry, ToolRegistry, tool_tokens_estimate
+from ember_chat.engine.tools.registry import ToolEntry, ToolRegistry
 from ember_chat.engine.tools.session import ChatToolSession
 
 if TYPE_CHECKING:
@@ -49,6 +43,7 @@ if TYPE_CHECKING:
     from ember_chat.app.tools.settings_dialog import ToolsDialog
 
 TOOLS_FILE = "tools.json"
+SAVE_WAIT_S = 3.0  # at quit, for the last change to reach tools.json
 
 
 class WindowTools(QObject):
@@ -67,29 +62,19 @@ class WindowTools(QObject):
         self.listing = False  # a listing is under way
         self._listed: set[str] = set()  # sources the last listing listed
         self.tasks = TaskRunner(self, workers=4)  # starting and listing servers (may hang: their own workers)
-        self._writer = TaskRunner(self, workers=1)  # tools.json, the keychain, reconfiguring: in order
+        self._writer = TaskRunner(self, workers=1)  # tools.json and the keychain: in order, never held up
+        self._configurer = TaskRunner(self, workers=1)  # the MCP client takes the servers, in order
         self._closed = False
-        self._draft = ChatTools()  # a new chat's choices, until its first message creates it
-        self._shown: int | None = None  # the conversation the window shows
         self.dialog: ToolsDialog | None = None
-        self.button = ToolsButton()
-        self.button.content = self.popup_content
-        self.button.tool_toggled.connect(self.set_tool_on)
-        self.button.settings_requested.connect(self.open_dialog)
-        _insert_by(window.composer.attach_button, self.button)
-        QTimer.singleShot(0, self._chain_tab)  # after the window's own Tab order is set
+        self.choices = ChatToolChoices(window, self)  # the Tools button, each chat's tools, its session
+        self.button = self.choices.button
         window.controller.tool_session_for = self.session_for
-        window.controller.thread_shown.connect(self._on_thread_shown)
         self._reconfigure()
 
     def take_problems(self) -> list[str]:
         """What was wrong with tools.json at start (it was set aside), once."""
         problem, self.config_file.problem = self.config_file.problem, None
         return [problem] if problem else []
-
-    def _chain_tab(self) -> None:
-        QWidget.setTabOrder(self.w.composer.attach_button, self.button)
-        QWidget.setTabOrder(self.button, self.w.composer.button)
 
     # ----- what the window and the dialog read (memory only)
     def server_state(self, name: str) -> tuple[str, str | None]:
@@ -111,120 +96,17 @@ class WindowTools(QObject):
             return None
         return [e for e in self.registry.entries() if e.source == name]
 
+    @property
+    def listed_sources(self) -> set[str]:
+        return self._listed
+
+    def session_for(self, conversation_id: int) -> ChatToolSession | None:
+        """The chat's tool session for its next answer (None when it has no tool on): see ChatToolChoices."""
+        return self.choices.session_for(conversation_id)
+
     def server_log(self, name: str) -> str | None:
         server = self.manager.server(name)
         return None if server is None else server.stderr_text()
-
-    def chat_tools(self) -> ChatTools:
-        """The tool choices of the chat the window shows (the draft for a new chat)."""
-        cid = self.w.controller.conversation_id
-        if cid is None:
-            return self._draft
-        try:
-            return self.w.store.chat_tools(cid)
-        except (KeyError, sqlite3.Error, StoreError):
-            return ChatTools()
-
-    def enabled_entries(self, chat: ChatTools) -> list[ToolEntry]:
-        return [e for e in self.registry.entries() if e.key in chat.enabled]
-
-    # ----- a chat's tools
-    def session_for(self, conversation_id: int) -> ChatToolSession | None:
-        """The chat's tool session for its next answer; None when it has no tool on (or none of its
-        tools can be offered now: the banner says why)."""
-        try:
-            chat = self.w.store.chat_tools(conversation_id)
-        except (KeyError, sqlite3.Error, StoreError):
-            return None
-        if not chat.enabled:
-            return None
-        if not any(self.registry.entry(key) is not None for key in chat.enabled):
-            self.w.show_notice(
-                self.tr("The tools on in this chat are still starting, so this answer goes without them.")
-                if self.listing
-                else self.tr(
-                    "None of the tools on in this chat is available now (their server is off or did not start: "
-                    "see Settings ▸ Tools), so this answer goes without them."
-                )
-            )
-            return None
-        return ChatToolSession(self.registry, chat, self.config.never_ask, self.config.max_calls)
-
-    def set_tool_on(self, key: str, on: bool) -> None:
-        """Turn a tool on or off in the chat the window shows (kept with the chat)."""
-        chat = self.chat_tools()
-        enabled = chat.enabled | {key} if on else chat.enabled - {key}
-        always = chat.always if on else chat.always - {key}  # turned on again: it asks again
-        new = ChatTools(frozenset(enabled), frozenset(always))
-        cid = self.w.controller.conversation_id
-        if cid is None:
-            self._draft = new
-        else:
-            try:
-                self.w.store.set_chat_tools(cid, new)
-            except (KeyError, sqlite3.Error, StoreError, OSError) as exc:
-                self.w.show_error(
-                    self.tr("Ember could not save this chat's tools ({reason}); try again.").format(reason=exc)
-                )
-        self.update_button()
-
-    def _on_thread_shown(self, *_args: Any) -> None:
-        cid = self.w.controller.conversation_id
-        if cid is not None and self._shown is None and cid != self._shown and self._draft.enabled:
-            # the first message of a new chat created it: the tools chosen before go with it
-            with contextlib.suppress(KeyError, sqlite3.Error, StoreError):
-                if self.w.store.chat_tools(cid) == ChatTools() and len(self.w.store.thread(cid)) <= 1:
-                    self.w.store.set_chat_tools(cid, self._draft)
-                    self._draft = ChatTools()
-        self._shown = cid
-        self.update_button()
-
-    def update_button(self) -> None:
-        entries = self.enabled_entries(self.chat_tools())
-        self.button.set_summary(len(entries), tool_tokens_estimate([e.spec for e in entries]))
-
-    def popup_content(self) -> PopupContent:
-        chat = self.chat_tools()
-        entries = self.registry.entries()
-        groups: list[ToolGroup] = []
-        for source in [BUILTIN_SOURCE, *(s.name for s in self.config.servers)]:
-            mine = [e for e in entries if e.source == source]
-            choices = tuple(
-                ToolChoice(e.key, e.original_name, e.spec.description, e.spec.read_only, e.key in chat.enabled)
-                for e in mine
-            )
-            if source == BUILTIN_SOURCE:
-                if choices:
-                    groups.append(ToolGroup(source, tools=choices))
-                continue
-            state, error = self.server_state(source)
-            if state == "off":
-                continue
-            status, failed = "", False
-            if not choices:
-                if state == "failed":
-                    status, failed = error or self.tr("It did not start: see Settings ▸ Tools."), True
-                elif state in ("starting", "stopped") and source not in self._listed:
-                    status = self.tr("Starting…")
-                else:
-                    status = self.tr("It offers no tools.")
-            groups.append(ToolGroup(source, status, failed, choices))
-        known = {e.key for e in entries}
-        missing = sorted(k for k in chat.enabled if k not in known)
-        notes = ()
-        if missing and not self.listing:
-            notes = (
-                self.tr("Not available now (kept for when their server runs): {tools}.").format(
-                    tools=", ".join(missing)
-                ),
-            )
-        on = self.enabled_entries(chat)
-        title = (
-            self.tr("Tools in this chat")
-            if self.w.controller.conversation_id is not None
-            else self.tr("Tools for the new chat")
-        )
-        return PopupContent(title, tuple(groups), tool_tokens_estimate([e.spec for e in on]), notes)
 
     # ----- changing the configuration (from the dialog)
     def open_dialog(self) -> ToolsDialog:
@@ -246,7 +128,6 @@ class WindowTools(QObject):
             self._drop_gone(old, config)
             self._reconfigure()
         self.changed.emit()
-        self.update_button()
 
     def _save(self) -> None:
         config, file = self.config, self.config_file
@@ -392,7 +273,7 @@ class WindowTools(QObject):
             if not self._closed:
                 manager.configure(config.servers)
 
-        self._writer.run(work, lambda _: self._list(config), self._list_failed)
+        self._configurer.run(work, lambda _: self._list(config), self._list_failed)
         self.changed.emit()
 
     def _list(self, config: ToolsConfig) -> None:
@@ -415,35 +296,34 @@ class WindowTools(QObject):
             self.registry, _failures, listed = result
             self._listed |= listed
             self.changed.emit()
-            self.update_button()
 
     def _on_listed(self, result: tuple[ToolRegistry, list[str], set[str]]) -> None:
         self.registry, self.failures, self._listed = result
         self.listing = False
         self.changed.emit()
-        self.update_button()
         self.listed.emit()
 
     def _list_failed(self, message: str) -> None:
         self.listing = False
         self.failures = [message]
         self.changed.emit()
-        self.update_button()
         self.listed.emit()
 
     # ----- the end
     def close(self) -> None:
-        """At quit: nothing new starts, every MCP server is stopped (its process group killed). Saves
-        still queued are written (they are quick), listings are dropped."""
+        """At quit: nothing new starts, listings are dropped, every MCP server is stopped (its process
+        group killed). A change saved a moment ago is still written (a short wait for the writer)."""
         self._closed = True
         self.tasks.shutdown()
+        self._configurer.shutdown()
         if self.dialog is not None:
             self.dialog.close()
+        self._writer.join(SAVE_WAIT_S)
         self.manager.close()
 
     def join(self, timeout: float | None = None) -> bool:
         """Every thread this started has ended (tests, after close)."""
-        return self.tasks.join(timeout) and self._writer.join(timeout)
+        return all([r.join(timeout) for r in (self.tasks, self._writer, self._configurer)])
 
 
 def _listing(providers: list[Any], timeout_s: float) -> tuple[ToolRegistry, list[str], set[str]]:
@@ -452,17 +332,3 @@ def _listing(providers: list[Any], timeout_s: float) -> tuple[ToolRegistry, list
     failures = registry.refresh(timeout_s)
     listed = {p.source for p in providers if getattr(p, "state", "running") == "running"}
     return registry, failures, listed
-
-
-def _insert_by(neighbour: QWidget, widget: QWidget) -> None:
-    """Put `widget` right after `neighbour` in the layout that holds it (the message box's row)."""
-    parent = neighbour.parentWidget()
-    layouts = [parent.layout()] if parent is not None and parent.layout() is not None else []
-    while layouts:
-        layout = layouts.pop()
-        index = layout.indexOf(neighbour)
-        if index >= 0 and isinstance(layout, QBoxLayout):
-            layout.insertWidget(index + 1, widget)
-            return
-        layouts.extend(layout.itemAt(i).layout() for i in range(layout.count()) if layout.itemAt(i).layout())
-    raise RuntimeError("the message box's row was not found")
