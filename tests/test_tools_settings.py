@@ -13,6 +13,7 @@ import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import keyring
 import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QAccessible
@@ -23,6 +24,7 @@ from ember_chat.app.shell.main_window import MainWindow
 from ember_chat.app.tools.settings_dialog import ToolsDialog
 from ember_chat.engine.storage.paths import AppPaths
 from ember_chat.engine.tools.config import BuiltinToolsConfig, ToolsConfig
+from tests.file_keyring import UnreadableKeyring
 from tests.test_accessibility import _missing_names
 from tests.test_app import make_window, paths
 from tests.tools_window_support import (
@@ -370,3 +372,36 @@ def test_a_change_made_just_before_quitting_is_kept(
     open_tools(w).max_calls.setValue(5)
     w.close()  # at once: the change is written before Ember ends
     assert read_tools(paths).max_calls == 5
+
+
+def test_a_locked_keychain_keeps_the_secret_out_of_the_file_and_says_so(
+    qtbot: QtBot, make_window: Callable[..., MainWindow], paths: AppPaths
+) -> None:
+    w = make_window()
+    dialog = open_tools(w)
+    previous = keyring.get_keyring()
+    keyring.set_keyring(UnreadableKeyring())
+    try:
+        form = dialog.add_http()
+        form.name.setText("web")
+        form.url.setText("https://example.com/mcp")
+        form.secret_name.setText("Authorization")
+        form.secret_value.setText("Bearer abc123")
+        qtbot.mouseClick(form.save_button, LEFT)
+        qtbot.waitUntil(form.error.isVisible, timeout=WAIT_MS)
+        assert "keychain" in form.error.text() and "not saved" in form.error.text()
+        assert dialog.pages.currentWidget() is form and form.secret_value.text() == "Bearer abc123"  # kept
+        assert w.tools.config.servers == () and form.save_button.isEnabled()
+        # pasted with a token in its headers: the same, nothing added
+        box = dialog.paste_json()
+        pasted = {"mcpServers": {"web": {"url": "https://example.com/mcp", "headers": {"Authorization": "Bearer x"}}}}
+        box.text.setPlainText(json.dumps(pasted))
+        assert box.check() and "kept in the system keychain" in box.status.text()
+        qtbot.mouseClick(box.add_button, LEFT)
+        qtbot.waitUntil(lambda: "keychain" in box.status.text() and "not saved" in box.status.text(), timeout=WAIT_MS)
+        assert w.tools.config.servers == () and dialog.pages.currentWidget() is box
+    finally:
+        keyring.set_keyring(previous)
+    assert (
+        not (paths.config_dir / "tools.json").exists() or "abc123" not in (paths.config_dir / "tools.json").read_text()
+    )
