@@ -16,7 +16,7 @@ from pathlib import Path
 import keyring
 import pytest
 from PySide6.QtCore import Qt
-from PySide6.QtGui import QAccessible
+from PySide6.QtGui import QAccessible, QGuiApplication
 from PySide6.QtWidgets import QCheckBox, QMessageBox
 from pytestqt.qtbot import QtBot
 
@@ -122,6 +122,9 @@ def test_pasting_claude_desktops_json_adds_a_server_that_starts_and_lists_its_to
     assert log is not None and log.isVisible()
     qtbot.waitUntil(lambda: "normal server: ready" in log.text.toPlainText(), timeout=WAIT_MS)
     log.close()
+    # copied back out in the same shape (what another app takes)
+    qtbot.mouseClick(dialog.copy_button, LEFT)
+    assert json.loads(QGuiApplication.clipboard().text()) == pasted
     # pasting it again: the name is taken, said before anything is added
     box = dialog.paste_json()
     box.text.setPlainText(json.dumps(pasted))

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import (
     QDialog,
     QHBoxLayout,
@@ -33,7 +34,7 @@ from ember_chat.app.tools.builtin_panel import BuiltinPanel
 from ember_chat.app.tools.import_box import ImportBox
 from ember_chat.app.tools.server_details import ServerDetails, ServerLogDialog, state_words
 from ember_chat.app.tools.server_form import HttpServerForm, ServerForm, StdioServerForm
-from ember_chat.engine.tools.config import McpServerConfig
+from ember_chat.engine.tools.config import McpServerConfig, mcp_servers_json
 
 MAX_CALLS_LIMIT = 100
 STATE_MARKS = {"running": "●", "failed": "✕", "starting": "…", "stopped": "○", "off": "–"}
@@ -131,8 +132,15 @@ class ToolsDialog(QDialog):
         menu.addAction(self.tr("Paste JSON (Claude Desktop, Cursor…)…"), self.paste_json)
         self.add_button.setMenu(menu)
         left = QVBoxLayout()
+        self.copy_button = QPushButton(self.tr("Copy as JSON"))
+        self.copy_button.setAccessibleName(self.tr("Copy the servers as JSON"))
+        self.copy_button.setToolTip(
+            self.tr("The servers as “mcpServers” JSON, to paste into another app (secret headers are left out)")
+        )
+        self.copy_button.clicked.connect(self.copy_json)
         left.addWidget(self.list, 1)
         left.addWidget(self.add_button)
+        left.addWidget(self.copy_button)
 
         taken = self._taken
         self.details = ServerDetails()
@@ -169,6 +177,12 @@ class ToolsDialog(QDialog):
         row.addWidget(self.pages, 3)
         return tab
 
+    def copy_json(self) -> str:
+        """Every server in the `mcpServers` shape, on the clipboard (no secret values)."""
+        text = mcp_servers_json(self.host.config.servers)
+        QGuiApplication.clipboard().setText(text)
+        return text
+
     def _taken(self) -> set[str]:
         return {s.name for s in self.host.config.servers}
 
@@ -189,6 +203,7 @@ class ToolsDialog(QDialog):
         if self.list.currentItem() is None and self.list.count():
             self.list.setCurrentRow(0)
         self.list.blockSignals(False)
+        self.copy_button.setEnabled(bool(config.servers))
         self._after_save = None
         self._refresh_states()
         if self.builtin.config != config.builtin:
