@@ -197,3 +197,17 @@ def test_a_pasted_server_two_of_its_tools_on_a_call_approved_and_the_models_answ
     assert "Result\n42\n" in text and "allowed once" in text
     assert turns.below_cards(text, "2 + 40 = 42.")
     assert w.store.chat_tools(w.controller.conversation_id).enabled == {"notes/add", "notes/read_note"}
+
+
+@popup_grab
+def test_the_open_popup_shows_a_servers_tools_once_it_has_started(
+    qtbot: QtBot, make_window: Callable[..., MainWindow], paths: AppPaths
+) -> None:
+    write_tools(paths, ToolsConfig(servers=(stdio_server("notes", "normal.py"),)))
+    w = make_window()
+    qtbot.mouseClick(w.tools.button, LEFT)
+    assert w.tools.listing and headings(w.tools.button.popup) == ["notes"]
+    assert any(label.text() == "Starting…" for label in w.tools.button.popup.findChildren(QLabel))
+    qtbot.waitUntil(lambda: "notes/add" in w.tools.button.popup.boxes, timeout=WAIT_MS)
+    assert w.tools.button.frame.isVisible()
+    assert not any(label.text() == "Starting…" for label in w.tools.button.popup.findChildren(QLabel))

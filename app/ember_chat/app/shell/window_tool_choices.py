@@ -41,7 +41,7 @@ class ChatToolChoices(QObject):
         _insert_by(window.composer.attach_button, self.button)
         QTimer.singleShot(0, self._chain_tab)  # after the window's own Tab order is set
         window.controller.thread_shown.connect(self._on_thread_shown)
-        tools.changed.connect(self.update_button)
+        tools.changed.connect(self._on_tools_changed)
 
     def _chain_tab(self) -> None:
         QWidget.setTabOrder(self.w.composer.attach_button, self.button)
@@ -110,6 +110,10 @@ class ChatToolChoices(QObject):
                     self._draft = ChatTools()
         self._shown = cid
         self.update_button()
+
+    def _on_tools_changed(self) -> None:
+        self.update_button()
+        self.button.refresh_popup()  # (when it is open)
 
     def update_button(self) -> None:
         entries = self.enabled_entries(self.chat_tools())

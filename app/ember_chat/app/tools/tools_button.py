@@ -191,6 +191,16 @@ class ToolsButton(QToolButton):
         self.popup_shown.emit()
         return self.popup
 
+    def refresh_popup(self) -> None:
+        """Fill the open popup again (the tools listed changed: a server started, one failed), keeping the
+        keyboard on the same tool."""
+        if not self.frame.isVisible() or self.popup is None:
+            return
+        focused = next((k for k, box in self.popup.boxes.items() if box.hasFocus()), None)
+        popup = self.open_popup()
+        if focused in popup.boxes:
+            popup.boxes[focused].setFocus()
+
     def _open_settings(self) -> None:
         self.frame.close()
         self.settings_requested.emit()
