@@ -211,3 +211,25 @@ def test_the_open_popup_shows_a_servers_tools_once_it_has_started(
     qtbot.waitUntil(lambda: "notes/add" in w.tools.button.popup.boxes, timeout=WAIT_MS)
     assert w.tools.button.frame.isVisible()
     assert not any(label.text() == "Starting…" for label in w.tools.button.popup.findChildren(QLabel))
+
+
+def test_never_ask_and_the_cap_chosen_in_settings_reach_the_chats_tool_loop(
+    qtbot: QtBot, make_window: Callable[..., MainWindow], paths: AppPaths
+) -> None:
+    """Settings ▸ Tools' "never ask" (a read-only tool) runs its calls without a card; its cap ends a loop."""
+    read = ToolCall("call00031", "read_note", {"key": "todo"}, '{"key": "todo"}')
+    backend = ToolScriptBackend([Turn("Reading.", [read]), Turn("Again.", [read]), Turn("And again.", [read])])
+    write_tools(paths, ToolsConfig(servers=(stdio_server("notes", "normal.py"),)))
+    w = make_window(lambda _ref: backend)
+    load(qtbot, w, "tiny.gguf")
+    dialog = open_tools(w)
+    qtbot.waitUntil(lambda: "notes/read_note" in dialog.details.never_ask, timeout=WAIT_MS)
+    dialog.details.never_ask["notes/read_note"].setChecked(True)
+    dialog.max_calls.setValue(2)
+    dialog.close()
+    w.tools.choices.set_tool_on("notes/read_note", True)
+    turns.send(qtbot, w, "What is on my todo list?")
+    turns.idle(qtbot, w)
+    text = turns.text_of(w)
+    assert "Waiting for your permission" not in text  # never asked
+    assert text.count("Result\nwrite tests\n") == 2 and "more than 2 tool calls" in text
