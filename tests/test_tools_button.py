@@ -233,3 +233,24 @@ def test_never_ask_and_the_cap_chosen_in_settings_reach_the_chats_tool_loop(
     text = turns.text_of(w)
     assert "Waiting for your permission" not in text  # never asked
     assert text.count("Result\nwrite tests\n") == 2 and "more than 2 tool calls" in text
+
+
+@popup_grab
+def test_the_popup_works_from_the_keyboard(
+    qtbot: QtBot, make_window: Callable[..., MainWindow], paths: AppPaths
+) -> None:
+    write_tools(paths, ToolsConfig(builtin=BuiltinToolsConfig(datetime=True, calculator=True)))
+    w = make_window()
+    qtbot.waitUntil(lambda: w.tools.registry.entry(CALCULATOR) is not None, timeout=WAIT_MS)
+    button = w.tools.button
+    button.setFocus()
+    qtbot.keyClick(button, Qt.Key.Key_Space)
+    popup = button.popup
+    assert button.frame.isVisible() and popup.boxes[CLOCK].hasFocus()
+    qtbot.keyClick(popup.boxes[CLOCK], Qt.Key.Key_Tab)
+    assert popup.boxes[CALCULATOR].hasFocus()
+    qtbot.keyClick(popup.boxes[CALCULATOR], Qt.Key.Key_Space)
+    assert button.text().startswith("Tools (1)")
+    qtbot.keyClick(popup.boxes[CALCULATOR], Qt.Key.Key_Escape)
+    assert not button.frame.isVisible()
+    qtbot.waitUntil(button.hasFocus, timeout=WAIT_MS)
