@@ -147,8 +147,10 @@ def test_the_popup_groups_tools_by_their_server_and_says_why_one_is_missing(
     assert w.banner.isVisible() and "None of the tools on in this chat is available" in w.banner.text()
     popup = w.tools.button.open_popup()
     assert headings(popup) == ["Built-in", "broken"]
-    notes = [label.text() for label in popup.findChildren(QLabel) if "Not available now" in label.text()]
-    assert notes == ["Not available now (kept for when their server runs): notes/add, notes/read_note."]
+    notes = [label.text() for label in popup.findChildren(QLabel) if "not available now" in label.text()]
+    assert notes == [
+        "On in this chat but not available now (their server is off, failed or gone): notes/add, notes/read_note."
+    ]
     assert w.store.chat_tools(cid).enabled == {"notes/add", "notes/read_note"}
 
 

@@ -150,7 +150,7 @@ class ChatToolChoices(QObject):
         notes = ()
         if missing and not self.t.listing:
             notes = (
-                self.tr("Not available now (kept for when their server runs): {tools}.").format(
+                self.tr("On in this chat but not available now (their server is off, failed or gone): {tools}.").format(
                     tools=", ".join(missing)
                 ),
             )
