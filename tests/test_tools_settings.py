@@ -23,8 +23,9 @@ from pytestqt.qtbot import QtBot
 from ember_chat.app.shell.main_window import MainWindow
 from ember_chat.app.tools.settings_dialog import ToolsDialog
 from ember_chat.engine.storage.paths import AppPaths
-from ember_chat.engine.tools.config import BuiltinToolsConfig, ToolsConfig
+from ember_chat.engine.tools.config import BuiltinToolsConfig, McpServerConfig, ToolsConfig
 from tests.file_keyring import UnreadableKeyring
+from tests.peer_servers import free_port
 from tests.test_accessibility import _missing_names
 from tests.test_app import make_window, paths
 from tests.tools_window_support import (
@@ -408,3 +409,15 @@ def test_a_locked_keychain_keeps_the_secret_out_of_the_file_and_says_so(
     assert (
         not (paths.config_dir / "tools.json").exists() or "abc123" not in (paths.config_dir / "tools.json").read_text()
     )
+
+
+def test_an_unreachable_url_is_said_in_the_dialog_and_the_list(
+    qtbot: QtBot, make_window: Callable[..., MainWindow], paths: AppPaths
+) -> None:
+    url = f"http://127.0.0.1:{free_port()}/mcp"  # nothing listens there
+    write_tools(paths, ToolsConfig(servers=(McpServerConfig("gone", "http", url=url, start_timeout_s=5),)))
+    w = make_window()
+    dialog = open_tools(w)
+    qtbot.waitUntil(lambda: "could not be reached" in dialog.details.state.text(), timeout=WAIT_MS)
+    assert "Check its URL" in dialog.details.state.text() and dialog.details.retry_button.isEnabled()
+    assert dialog.list.item(0).text() == "✕ gone" and "could not be reached" in dialog.list.item(0).toolTip()
