@@ -95,8 +95,10 @@ def test_the_attach_button_is_an_icon_with_a_name_and_in_the_tab_walk(
     assert button.focusPolicy() & Qt.FocusPolicy.TabFocus
     w.composer.editor.setFocus()
     qtbot.keyClick(w.composer.editor, Qt.Key.Key_Tab)
-    assert QApplication.focusWidget() is button  # the message box, then the 📎 button, then Send
+    assert QApplication.focusWidget() is button  # the message box, the 📎 button, Tools, then Send
     qtbot.keyClick(button, Qt.Key.Key_Tab)
+    assert QApplication.focusWidget() is w.tools.button
+    qtbot.keyClick(w.tools.button, Qt.Key.Key_Tab)
     assert QApplication.focusWidget() is w.composer.button
     qtbot.mouseClick(button, Qt.MouseButton.LeftButton)  # a file dialog that does not block the window
     dialog = w.composer.attachments.dialog

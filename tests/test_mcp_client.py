@@ -21,7 +21,7 @@ from ember_chat.engine.errors import ToolError
 from ember_chat.engine.storage.secrets import SecretStore
 from ember_chat.engine.tools.config import McpServerConfig, save_header_secret
 from ember_chat.engine.tools.mcp_client import McpManager, McpServer
-from ember_chat.engine.tools.mcp_stdio import LOG_LIMIT
+from ember_chat.engine.tools.mcp_log import LOG_LIMIT
 
 SERVERS = Path(__file__).parent / "mcp_servers"
 KEY = "s3cret-key-for-the-test"

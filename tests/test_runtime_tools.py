@@ -138,8 +138,8 @@ def test_tools_with_json_output_or_a_continuation_are_refused(tiny_model: Path) 
         with pytest.raises(InvalidParameter, match="tools"):
             run(rt, [*ASK, ChatMessage("assistant", "It is")], ToolRequest(TOOLS))
         # tool_choice none: no tools offered, no grammar, a plain answer
-        calls, done = calls_of(run(rt, ASK, ToolRequest(TOOLS, "none"), max_tokens=5))
-        assert calls == [] and done.reason == "length"
+        calls, done = calls_of(run(rt, ASK, ToolRequest(TOOLS, "none"), max_tokens=5, temperature=0.0))
+        assert calls == [] and done.reason in ("stop", "length")
 
 
 def test_the_starter_makes_a_valid_call(starter_model: Path) -> None:

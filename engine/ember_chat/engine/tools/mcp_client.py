@@ -9,21 +9,20 @@ import concurrent.futures
 import threading
 import time
 from collections.abc import Coroutine, Sequence
-from typing import Any, TypeVar
-
-import mcp_types as types
-from mcp.client.session import ClientSession
-from mcp.shared.exceptions import MCPError
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ember_chat.engine.core.tools import ToolCall, ToolResult, ToolSpec
 from ember_chat.engine.errors import SecretStoreError, ToolError
 from ember_chat.engine.storage.secrets import SecretStore
 from ember_chat.engine.tools.mcp_config import McpServerConfig, header_secret
-from ember_chat.engine.tools.mcp_connection import LOG_HINT, Connection
-from ember_chat.engine.tools.mcp_http import http_refusal
+from ember_chat.engine.tools.mcp_log import GRACE_S, LOG_HINT, ServerLog
 from ember_chat.engine.tools.mcp_loop import LoopThread
-from ember_chat.engine.tools.mcp_results import result_text, usable_specs
-from ember_chat.engine.tools.mcp_stdio import GRACE_S, ServerLog
+
+if TYPE_CHECKING:  # the MCP SDK (and its HTTP stack) is imported when a server starts, not with the window
+    import mcp_types as types
+    from mcp.client.session import ClientSession
+
+    from ember_chat.engine.tools.mcp_connection import Connection
 
 T = TypeVar("T")
 _POLL_S = 0.05  # how often a waiting call looks at its cancel event
@@ -102,6 +101,8 @@ class McpServer:
             tools = future.result()
         except Exception as exc:  # the server broke the protocol or went away
             raise ToolError(self._call_failure(conn, exc, "while listing its tools")) from None
+        from ember_chat.engine.tools.mcp_results import usable_specs
+
         skipped: list[str] = []
         specs = usable_specs(tools, skipped)
         for line in skipped:
@@ -138,6 +139,10 @@ class McpServer:
             answer = future.result()
         except Exception as exc:
             return result(self._call_failure(conn, exc, f"while running {call.name!r}"), True)
+        import mcp_types as types  # (loaded with the server's connection)
+
+        from ember_chat.engine.tools.mcp_results import result_text
+
         if not isinstance(answer, types.CallToolResult):
             return result(f"The MCP server {self.source!r} gave an answer Ember cannot use.", True)
         text = result_text(answer.content, answer.structured_content)
@@ -204,6 +209,8 @@ class McpServer:
             with self._lock:
                 self._conn, self._error = None, str(exc)
             raise
+        from ember_chat.engine.tools.mcp_connection import Connection  # the SDK, from the first start on
+
         conn = Connection(self.config, self._log, headers)
         with self._lock:
             if self._retired:
@@ -236,6 +243,8 @@ class McpServer:
         return headers
 
     async def _list(self, session: ClientSession) -> list[types.Tool]:
+        import mcp_types as types
+
         tools: list[types.Tool] = []
         cursor: str | None = None
         for _ in range(_MAX_PAGES):
@@ -279,6 +288,11 @@ class McpServer:
 
     def _call_failure(self, conn: Connection, exc: BaseException, during: str) -> str:
         """Why a request failed: the server went away (crash), refused it, or answered nonsense."""
+        import mcp_types as types
+        from mcp.shared.exceptions import MCPError
+
+        from ember_chat.engine.tools.mcp_http import http_refusal
+
         if self.config.transport == "http":
             refusal = http_refusal(self.source, conn.trace)
             if refusal:

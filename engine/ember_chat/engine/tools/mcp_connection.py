@@ -18,10 +18,10 @@ from mcp.shared.exceptions import MCPError
 from ember_chat.engine import __version__
 from ember_chat.engine.tools.mcp_config import McpServerConfig
 from ember_chat.engine.tools.mcp_http import HttpTrace, http_refusal, http_transport
+from ember_chat.engine.tools.mcp_log import LOG_HINT
 from ember_chat.engine.tools.mcp_stdio import ProcessState, ServerLog, stdio_transport
 
 CLIENT_INFO = types.Implementation(name="ember-chat", version=__version__)
-LOG_HINT = "Its log is in Settings ▸ Tools."
 
 
 def first_leaf(exc: BaseException) -> BaseException:

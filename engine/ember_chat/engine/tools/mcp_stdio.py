@@ -13,7 +13,6 @@ import contextlib
 import os
 import signal
 import subprocess
-import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -25,10 +24,11 @@ from mcp.client.stdio import get_default_environment
 from mcp.shared.message import SessionMessage
 
 from ember_chat.engine.tools.mcp_config import McpServerConfig
+from ember_chat.engine.tools.mcp_log import GRACE_S, ServerLog
 
-LOG_LIMIT = 64 * 1024  # what stderr_text() keeps: the last 64 KB
+__all__ = ["GRACE_S", "ServerLog", "server_environment", "stdio_transport"]
+
 LINE_LIMIT = 64 * 1024 * 1024  # a message longer than this ends the connection
-GRACE_S = 1.0  # a server told to stop (stdin closed) has this long to exit before its group is killed
 _CHUNK = 65536
 # Besides the few variables the SDK passes (HOME, PATH, USER, …): the language, the temporary folder,
 # proxies and certificates, which servers that fetch need. Nothing else of Ember's environment (no
@@ -42,41 +42,6 @@ _PASSED_ON = (
 def server_environment(config: McpServerConfig) -> dict[str, str]:
     passed = {k: os.environ[k] for k in _PASSED_ON if k in os.environ}
     return get_default_environment() | passed | config.env
-
-
-class ServerLog:
-    """The server's stderr (and Ember's notes about it), the last LOG_LIMIT bytes; read from any thread."""
-
-    def __init__(self, limit: int = LOG_LIMIT) -> None:
-        self._limit = limit
-        self._data = bytearray()
-        self._lock = threading.Lock()
-        self.dropped = 0  # bytes no longer kept
-
-    def append(self, data: bytes) -> None:
-        with self._lock:
-            self._data += data
-            extra = len(self._data) - self._limit
-            if extra > 0:
-                del self._data[:extra]
-                self.dropped += extra
-
-    def note(self, line: str) -> None:
-        """A line from Ember itself (a restart, a skipped tool), marked as such."""
-        self.append(f"[Ember] {line}\n".encode())
-
-    def text(self) -> str:
-        with self._lock:
-            data = bytes(self._data)
-        text = data.decode("utf-8", errors="replace")
-        if self.dropped:
-            start = text.find("\n") + 1  # start at a whole line
-            text = f"[Ember] … {self.dropped} earlier bytes are not kept.\n" + text[start:]
-        return text
-
-    def last_line(self) -> str:
-        lines = [line for line in self.text().splitlines() if line.strip() and not line.startswith("[Ember]")]
-        return lines[-1].strip()[:300] if lines else ""
 
 
 @dataclass
