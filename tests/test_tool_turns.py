@@ -227,11 +227,15 @@ def test_always_allow_runs_the_next_calls_without_asking(qtbot: QtBot, window: C
     Sessions(w, {CALC_KEY})
     send(qtbot, w, "What is 2+3*4, and 7-7?")
     asking(qtbot, w, 2)
+    cid = w.controller.conversation_id
+    # meanwhile the user turned another tool on in the Tools popup: "always" does not undo that
+    popup_choice = ChatTools(w.store.chat_tools(cid).enabled | {"Built-in/current_datetime"})
+    w.store.set_chat_tools(cid, popup_choice)
     press(qtbot, w, "Always allow in this chat")  # (on the last card): the other call of that tool runs too
     idle(qtbot, w)
     assert [m.content for m in backend.requests[1][-2:]] == ["14", "0"]
-    cid = w.controller.conversation_id
-    assert w.store.chat_tools(cid).always == {CALC_KEY}  # kept with the chat
+    stored = w.store.chat_tools(cid)
+    assert stored.always == {CALC_KEY} and stored.enabled == popup_choice.enabled  # kept with the chat
     send(qtbot, w, "And 10/4?")
     idle(qtbot, w)
     text = text_of(w)

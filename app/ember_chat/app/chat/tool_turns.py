@@ -24,7 +24,7 @@ from PySide6.QtCore import QObject, Slot
 from ember_chat.app.chat.tool_cards import ALLOW, ALWAYS, DENY, FOLD
 from ember_chat.app.qt.tasks import TaskRunner
 from ember_chat.engine.core.messages import ChatMessage
-from ember_chat.engine.core.tools import InvalidCall, ToolCall, ToolRequest, ToolResult
+from ember_chat.engine.core.tools import ChatTools, InvalidCall, ToolCall, ToolRequest, ToolResult
 from ember_chat.engine.storage.streaming import describe_write_error
 
 if TYPE_CHECKING:
@@ -159,7 +159,7 @@ class ToolTurns(QObject):
         else:
             self._run(turn, index, str(decision))
         if decision == Decision.ALWAYS and self.c.conversation_id is not None:
-            self._save(self.c.store.set_chat_tools, turn.answer.conversation_id, self.session.chat)
+            self._save(self._allow_always, turn.answer.conversation_id, p.entry.key if p.entry else None)
             for other, q in enumerate(turn.pendings):  # the same tool waiting in this answer: allowed too
                 if q.needs_consent and q.decision is None and q.result is None and q.entry == p.entry:
                     q.decision = Decision.ALWAYS
@@ -222,6 +222,13 @@ class ToolTurns(QObject):
                 self._save(self.c.store.set_tool_result, turn.answer.id, p.result, source, "cancelled")
         self.c.refresh()
         self._end()
+
+    def _allow_always(self, conversation_id: int, key: str | None) -> None:
+        """The chat's stored choices gain this tool's "always allow" (merged with what is stored now: a
+        change made in the Tools popup meanwhile is kept)."""
+        if key is not None:
+            stored = self.c.store.chat_tools(conversation_id)
+            self.c.store.set_chat_tools(conversation_id, ChatTools(stored.enabled, stored.always | {key}))
 
     def _save(self, write: Callable[..., None], *args: object, not_run: bool = False) -> bool:
         """A write to the chat store; a failing one (disk full, a folder that cannot be written) is said

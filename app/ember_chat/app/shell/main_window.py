@@ -362,6 +362,7 @@ class MainWindow(QMainWindow):
         self.tasks.shutdown()
         self.api.shutdown()
         self.models.shutdown_dialogs()
+        self.controller.tools.close()  # tool calls still running are cancelled
         self.tools.close()  # every MCP server stopped
         self.bridge.close()
 
@@ -381,7 +382,7 @@ class MainWindow(QMainWindow):
     def join_background(self, timeout: float) -> bool:
         """Wait until every background thread the window started has ended (tests, after close)."""
         joins = [self.tasks.join, self.api.tasks.join, self.side.params.json_answer.tasks.join, *self.models.joins()]
-        joins.append(self.tools.join)
+        joins += [self.tools.join, self.controller.tools.tasks.join]
         if self.downloads is not None:
             joins.append(self.downloads.wait_idle)
         return all([join(timeout) for join in joins])
