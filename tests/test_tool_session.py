@@ -337,3 +337,28 @@ def test_with_real_mcp_servers_beside_the_built_in_tools() -> None:
         assert result.duration_ms is not None and result.duration_ms > 0
     finally:
         manager.close()
+
+
+def test_must_call_asks_for_a_call_first_then_lets_the_model_answer(registry: ToolRegistry, text: TextTools) -> None:
+    """A chat set to "the model must call a tool": the answer's first generation requires a call, the
+    ones after the calls are "auto" (the model answers with the results); a new message requires again."""
+    chat = ChatTools(frozenset({"Text/word_count"}), require_call=True)
+    session = ChatToolSession(registry, chat, frozenset(), 8)
+    first = session.request()
+    assert first is not None and first.choice == "required" and first.forced
+    pendings = session.triage([words("one two three")])
+    session.decide(pendings[0], Decision.ONCE)
+    session.run(pendings[0])
+    assert session.request().choice == "auto"
+    session.decide(session.triage([words("four", "w2")])[0], Decision.DENY)
+    assert session.request().choice == "auto"
+    session.new_answer()
+    assert session.request().choice == "required"
+    # "Always allow" keeps the choice with the chat
+    pending = session.triage([words("five", "w3")])[0]
+    session.decide(pending, Decision.ALWAYS)
+    assert session.chat == ChatTools(chat.enabled, frozenset({"Text/word_count"}), require_call=True)
+    # without it, every generation is "auto"
+    plain = session_of(registry, frozenset({"Text/word_count"}))
+    assert plain.request().choice == "auto"
+    assert ChatTools(frozenset({"a/b"})) == ChatTools(frozenset({"a/b"}), require_call=False)

@@ -202,3 +202,31 @@ def test_damaged_tool_values_cost_only_themselves(store: ConversationStore) -> N
     assert answer.tool_calls == ()
     assert answer.tool_results[0].content == "5" and answer.tool_results[0].name == ""
     assert store.chat_tools(cid) == ChatTools()
+
+
+def test_a_chats_must_call_choice_is_kept_and_old_values_read_without_it(tmp_path: Path) -> None:
+    path = tmp_path / "chats.db"
+    s = ConversationStore(path)
+    try:
+        a = s.create_conversation("a").id
+        b = s.create_conversation("b").id
+        choice = ChatTools(frozenset({"Built-in/calculator"}), require_call=True)
+        s.set_chat_tools(a, choice)
+        s.set_chat_tools(b, ChatTools(frozenset({"Built-in/calculator"})))
+        db, lock = s.shared_connection()
+        with lock:  # a value stored before the choice existed
+            db.execute("UPDATE conversations SET tools = ? WHERE id = ?", ('{"enabled": ["x/y"], "always": []}', b))
+    finally:
+        s.close()
+    s = ConversationStore(path)  # the file, opened again
+    try:
+        assert s.chat_tools(a) == choice and s.chat_tools(a).require_call
+        assert s.chat_tools(b) == ChatTools(frozenset({"x/y"})) and not s.chat_tools(b).require_call
+        raw = sqlite3.connect(path)
+        try:
+            stored = json.loads(raw.execute("SELECT tools FROM conversations WHERE id = ?", (a,)).fetchone()[0])
+        finally:
+            raw.close()
+        assert stored["require_call"] is True
+    finally:
+        s.close()

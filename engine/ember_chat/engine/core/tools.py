@@ -186,10 +186,13 @@ class ToolProvider(Protocol):
 @dataclass(frozen=True)
 class ChatTools:
     """One chat's tool choices, kept with the chat: the tools turned on (registry keys, "source/name")
-    and those the user allowed for the rest of this chat ("Always allow this tool in this chat")."""
+    and those the user allowed for the rest of this chat ("Always allow this tool in this chat").
+    `require_call`: the model must call a tool first in each answer (tool_choice "required" for the
+    answer's first generation; for models that do not call tools by themselves, e.g. base models)."""
 
     enabled: frozenset[str] = frozenset()
     always: frozenset[str] = frozenset()
+    require_call: bool = False
 
 
 def tool_limit_message(limit: int) -> str:

@@ -1,7 +1,8 @@
 """Tool calls kept with the chat (schema 4): an assistant message's calls as the model wrote them (JSON
 in `messages.tool_calls`; an invalid call with the error that kept it from running), the tool messages
 that answer them (`tool_messages`: the call's id, its state, the result and JSON meta: name, source,
-decision, duration_ms, is_error), and a chat's tool choices (`conversations.tools`: ChatTools).
+decision, duration_ms, is_error), and a chat's tool choices (`conversations.tools`: ChatTools as JSON
+{"enabled", "always", "require_call"}; a value without "require_call" reads False).
 
 A tool message's state: "asking" (its consent card waits), "running", "done" (its result is kept), or
 "interrupted" (Ember closed while it waited or ran: set when the store is opened again)."""
@@ -190,10 +191,13 @@ class ToolRecords:
             value = data.get(name)
             return frozenset(k for k in value if isinstance(k, str)) if isinstance(value, list) else frozenset()
 
-        return ChatTools(keys("enabled"), keys("always"))
+        return ChatTools(keys("enabled"), keys("always"), data.get("require_call") is True)
 
     def set_chat_tools(self, conversation_id: int, tools: ChatTools) -> None:
-        text = json.dumps({"enabled": sorted(tools.enabled), "always": sorted(tools.always)}, ensure_ascii=False)
+        value: dict[str, Any] = {"enabled": sorted(tools.enabled), "always": sorted(tools.always)}
+        if tools.require_call:  # (absent: False, as stored before the choice existed)
+            value["require_call"] = True
+        text = json.dumps(value, ensure_ascii=False)
         with self._lock:
             cur = self._db.execute("UPDATE conversations SET tools = ? WHERE id = ?", (text, conversation_id))
         if cur.rowcount == 0:

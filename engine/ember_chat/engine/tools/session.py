@@ -62,8 +62,12 @@ class ChatToolSession:
         self._budget = CallBudget(max_calls)
 
     def request(self) -> ToolRequest | None:
-        """The tools this chat has on, for the next generation; None when none is on (or known now)."""
-        return self.registry.request(self.chat.enabled)
+        """The tools this chat has on, for the next generation; None when none is on (or known now).
+        A chat whose model must call a tool (`chat.require_call`) requires a call until this answer made
+        one (its first generation), then leaves it to the model ("auto": it answers with the results;
+        the cap still ends a loop)."""
+        first = self._budget.used == 0
+        return self.registry.request(self.chat.enabled, "required" if self.chat.require_call and first else "auto")
 
     def new_answer(self) -> None:
         """A new user message: the cap on calls counts again from zero."""
@@ -131,7 +135,7 @@ class ChatToolSession:
             call = pending.tool_call
             pending.result = ToolResult(call.id, call.name, DENIED, is_error=True)
         elif decision is Decision.ALWAYS and pending.entry is not None:
-            self.chat = ChatTools(self.chat.enabled, self.chat.always | {pending.entry.key})
+            self.chat = replace(self.chat, always=self.chat.always | {pending.entry.key})
 
     # ----- running
 
