@@ -200,3 +200,26 @@ def test_schemas_with_definitions_are_held_too(tiny_model: Path) -> None:
             calls, done = calls_of(run(rt, ASK, ToolRequest(tools, name, parallel=False), temperature=0.0))
             assert done.reason == "tool_calls" and isinstance(calls[0], ToolCall), done
             assert calls[0].name == name and schema_errors(calls[0].arguments, schema, "arguments") == []
+
+
+def test_a_small_integer_range_is_held_by_the_grammar(tiny_model: Path) -> None:
+    """llama-cpp-python's schema converter drops minimum/maximum (the random model wrote days: 335):
+    a small range is held as the list of its values, so every call is in range."""
+    ranged = ToolSpec(
+        "forecast",
+        "",
+        {
+            "type": "object",
+            "properties": {"days": {"type": "integer", "minimum": 1, "maximum": 14}, "hour": {
+                "type": "integer", "exclusiveMinimum": -1, "exclusiveMaximum": 24}},
+            "required": ["days", "hour"],
+            "additionalProperties": False,
+        },
+    )  # fmt: skip
+    with loaded(tiny_model, n_ctx=2048) as rt:
+        for seed in range(1, 7):
+            request = ToolRequest((ranged,), "forecast", parallel=False)
+            calls, done = calls_of(run(rt, ASK, request, temperature=1.0, seed=seed))
+            assert done.reason == "tool_calls"
+            assert isinstance(calls[0], ToolCall), calls[0]
+            assert 1 <= calls[0].arguments["days"] <= 14 and 0 <= calls[0].arguments["hour"] <= 23

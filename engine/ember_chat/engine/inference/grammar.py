@@ -9,6 +9,7 @@ sentence that says what is wrong, before a generation starts."""
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 from ember_chat.engine.core.params import SamplingParams
@@ -33,7 +34,7 @@ def schema_grammar(schema: object) -> str:
     from llama_cpp.llama_grammar import json_schema_to_gbnf
 
     try:
-        gbnf = json_schema_to_gbnf(json.dumps(schema))
+        gbnf = json_schema_to_gbnf(json.dumps(_small_ranges_as_enums(schema)))
     except RecursionError as exc:
         raise InvalidParameter("The JSON schema refers to itself too deeply to be turned into a grammar.") from exc
     except Exception as exc:  # the converter asserts and indexes; its messages name the bad part
@@ -42,6 +43,33 @@ def schema_grammar(schema: object) -> str:
     # llama-cpp-python's port lets a string hold raw control characters, which JSON forbids (and the
     # tiny test model does write them); llama.cpp's own converter excludes them, as here.
     return gbnf.replace(_LOOSE_CHAR, _JSON_CHAR)
+
+
+SMALL_RANGE = 256  # an integer range this small is held by the grammar (as the list of its values)
+
+
+def _small_ranges_as_enums(node: Any) -> Any:
+    """llama-cpp-python's converter ignores `minimum`/`maximum`: an integer with a small range becomes
+    the list of its values, which the grammar does hold (a larger range is checked after the answer)."""
+    if isinstance(node, list):
+        return [_small_ranges_as_enums(item) for item in node]
+    if not isinstance(node, dict):
+        return node
+    out = {key: _small_ranges_as_enums(value) for key, value in node.items()}
+    if out.get("type") != "integer" or "enum" in out or "const" in out:
+        return out
+    bounds = {k: v for k, v in out.items() if k in _BOUNDS and isinstance(v, (int, float)) and not isinstance(v, bool)}
+    lows = [math.ceil(bounds["minimum"])] if "minimum" in bounds else []
+    lows += [math.floor(bounds["exclusiveMinimum"]) + 1] if "exclusiveMinimum" in bounds else []
+    highs = [math.floor(bounds["maximum"])] if "maximum" in bounds else []
+    highs += [math.ceil(bounds["exclusiveMaximum"]) - 1] if "exclusiveMaximum" in bounds else []
+    if lows and highs and 0 <= min(highs) - max(lows) < SMALL_RANGE:
+        kept = {k: v for k, v in out.items() if k in ("description", "title", "default")}
+        return {**kept, "enum": list(range(max(lows), min(highs) + 1))}
+    return out
+
+
+_BOUNDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")
 
 
 def check_grammar(text: object) -> str:
