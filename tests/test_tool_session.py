@@ -346,10 +346,13 @@ def test_must_call_asks_for_a_call_first_then_lets_the_model_answer(registry: To
     session = ChatToolSession(registry, chat, frozenset(), 8)
     first = session.request()
     assert first is not None and first.choice == "required" and first.forced
+    assert not first.parallel  # one call (a base model held to calls would write them until its limit)
+    assert [t.name for t in first.tools] == ["word_count"]
     pendings = session.triage([words("one two three")])
     session.decide(pendings[0], Decision.ONCE)
     session.run(pendings[0])
-    assert session.request().choice == "auto"
+    after = session.request()
+    assert after.choice == "auto" and after.parallel and after.tools == first.tools
     session.decide(session.triage([words("four", "w2")])[0], Decision.DENY)
     assert session.request().choice == "auto"
     session.new_answer()

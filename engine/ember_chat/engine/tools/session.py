@@ -65,9 +65,13 @@ class ChatToolSession:
         """The tools this chat has on, for the next generation; None when none is on (or known now).
         A chat whose model must call a tool (`chat.require_call`) requires a call until this answer made
         one (its first generation), then leaves it to the model ("auto": it answers with the results;
-        the cap still ends a loop)."""
-        first = self._budget.used == 0
-        return self.registry.request(self.chat.enabled, "required" if self.chat.require_call and first else "auto")
+        the cap still ends a loop). The required turn is one call (not parallel): a model that does not
+        call tools by itself, held to calls by the grammar, would otherwise write call after call until
+        its token limit, and the answer would end there instead of with its calls."""
+        if self.chat.require_call and self._budget.used == 0:
+            request = self.registry.request(self.chat.enabled, "required")
+            return replace(request, parallel=False) if request is not None else None
+        return self.registry.request(self.chat.enabled)
 
     def new_answer(self) -> None:
         """A new user message: the cap on calls counts again from zero."""
