@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import sqlite3
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QObject, QTimer
@@ -37,6 +38,7 @@ class ChatToolChoices(QObject):
         self.button = ToolsButton()
         self.button.content = self.popup_content
         self.button.tool_toggled.connect(self.set_tool_on)
+        self.button.require_toggled.connect(self.set_require_call)
         self.button.settings_requested.connect(tools.open_dialog)
         _insert_by(window.composer.attach_button, self.button)
         QTimer.singleShot(0, self._chain_tab)  # after the window's own Tab order is set
@@ -87,7 +89,13 @@ class ChatToolChoices(QObject):
         chat = self.chat_tools()
         enabled = chat.enabled | {key} if on else chat.enabled - {key}
         always = chat.always if on else chat.always - {key}  # turned on again: it asks again
-        new = ChatTools(frozenset(enabled), frozenset(always))
+        self._keep(replace(chat, enabled=frozenset(enabled), always=frozenset(always)))
+
+    def set_require_call(self, on: bool) -> None:
+        """The model must call a tool first in each answer of the chat the window shows (kept with it)."""
+        self._keep(replace(self.chat_tools(), require_call=on))
+
+    def _keep(self, new: ChatTools) -> None:
         cid = self.w.controller.conversation_id
         if cid is None:
             self._draft = new
@@ -116,8 +124,9 @@ class ChatToolChoices(QObject):
         self.button.refresh_popup()  # (when it is open)
 
     def update_button(self) -> None:
-        entries = self.enabled_entries(self.chat_tools())
-        self.button.set_summary(len(entries), tool_tokens_estimate([e.spec for e in entries]))
+        chat = self.chat_tools()
+        entries = self.enabled_entries(chat)
+        self.button.set_summary(len(entries), tool_tokens_estimate([e.spec for e in entries]), chat.require_call)
 
     def popup_content(self) -> PopupContent:
         chat = self.chat_tools()
@@ -160,7 +169,7 @@ class ChatToolChoices(QObject):
             if self.w.controller.conversation_id is not None
             else self.tr("Tools for the new chat")
         )
-        return PopupContent(title, tuple(groups), tool_tokens_estimate([e.spec for e in on]), notes)
+        return PopupContent(title, tuple(groups), tool_tokens_estimate([e.spec for e in on]), notes, chat.require_call)
 
 
 def _insert_by(neighbour: QWidget, widget: QWidget) -> None:

@@ -50,6 +50,7 @@ class PopupContent:
     groups: tuple[ToolGroup, ...] = ()
     tokens: int = 0
     notes: tuple[str, ...] = field(default=())
+    require_call: bool = False  # the model must call a tool first in each answer
 
 
 def tokens_text(tokens: int) -> str:
@@ -59,7 +60,13 @@ def tokens_text(tokens: int) -> str:
 class ToolsPopup(QWidget):
     """The popup's body: a box per tool under its source's heading, the token estimate, Settings."""
 
-    def __init__(self, content: PopupContent, on_toggle: Callable[[str, bool], None], parent: QWidget | None = None):
+    def __init__(
+        self,
+        content: PopupContent,
+        on_toggle: Callable[[str, bool], None],
+        on_require: Callable[[bool], None] | None = None,
+        parent: QWidget | None = None,
+    ):
         super().__init__(parent)
         c = active_colors()
         # the window's palette, not the menu's: a menu's own (platform) palette drew the dark theme's
@@ -113,6 +120,22 @@ class ToolsPopup(QWidget):
             scroll.setMinimumWidth(min(460, body.sizeHint().width() + 24))
             scroll.setFixedHeight(room)
             outer.addWidget(scroll)
+        # for models that never call a tool by themselves (base models): the answer's first turn is a call
+        self.require_box = QCheckBox(self.tr("Make the model call a tool first"))
+        self.require_box.setChecked(content.require_call)
+        hint = self.tr(
+            "For models that do not call tools by themselves: each answer starts with a call to one of the "
+            "tools on, then the model answers with its result."
+        )
+        self.require_box.setToolTip(hint)
+        self.require_box.setAccessibleName(self.tr("Make the model call a tool first"))
+        self.require_box.setAccessibleDescription(hint)
+        if on_require is not None:
+            self.require_box.toggled.connect(on_require)
+        outer.addWidget(self.require_box, 0, Qt.AlignmentFlag.AlignLeft)
+        self.require_hint = QLabel(self.tr("(for models that do not call tools by themselves)"))
+        self.require_hint.setStyleSheet(f"color:{c.secondary}; margin-left:22px")
+        outer.addWidget(self.require_hint)
         self.summary = QLabel()
         self.summary.setWordWrap(True)
         self.summary.setStyleSheet(f"color:{c.secondary}")
@@ -128,6 +151,8 @@ class ToolsPopup(QWidget):
         self.show_tokens(sum(1 for b in self.boxes.values() if b.isChecked()), content.tokens)
 
     def show_tokens(self, count: int, tokens: int) -> None:
+        self.require_box.setEnabled(count > 0)  # (a call can only be required of a chat with tools on)
+        self.require_hint.setEnabled(count > 0)
         if count:
             self.summary.setText(
                 self.tr("{count} tool(s) on: their definitions take {tokens} tokens of each prompt.").format(
@@ -142,6 +167,7 @@ class ToolsButton(QToolButton):
     """ "Tools (N) · ~T tokens"; a click opens the popup (`content()` asked for what it shows)."""
 
     tool_toggled = Signal(str, bool)  # registry key, on
+    require_toggled = Signal(bool)  # "Make the model call a tool first"
     settings_requested = Signal()
     popup_shown = Signal()  # (tests)
 
@@ -156,15 +182,18 @@ class ToolsButton(QToolButton):
         self.clicked.connect(self.open_popup)
         self.set_summary(0, 0)
 
-    def set_summary(self, count: int, tokens: int) -> None:
+    def set_summary(self, count: int, tokens: int, require_call: bool = False) -> None:
         if count:
-            self.setText(self.tr("Tools ({count}) · {tokens} tokens").format(count=count, tokens=tokens_text(tokens)))
-            self.setToolTip(
-                self.tr(
-                    "{count} tool(s) on in this chat; their definitions take about {tokens} tokens of each "
-                    "prompt. Click to choose."
-                ).format(count=count, tokens=tokens)
-            )
+            text = self.tr("Tools ({count}) · {tokens} tokens").format(count=count, tokens=tokens_text(tokens))
+            tip = self.tr(
+                "{count} tool(s) on in this chat; their definitions take about {tokens} tokens of each "
+                "prompt. Click to choose."
+            ).format(count=count, tokens=tokens)
+            if require_call:
+                text += self.tr(" · must call")
+                tip += " " + self.tr("The model must call one of them first in each answer.")
+            self.setText(text)
+            self.setToolTip(tip)
         else:
             self.setText(self.tr("Tools"))
             self.setToolTip(self.tr("Choose the tools the model may call in this chat (none now)"))
@@ -174,9 +203,7 @@ class ToolsButton(QToolButton):
     def open_popup(self) -> ToolsPopup:
         """The popup, filled now, above the button (the message box is at the window's bottom); it does not
         block the event loop. Esc or a click elsewhere closes it."""
-        if self.popup is not None:
-            self.popup.deleteLater()
-        self.popup = ToolsPopup(self.content(), self.tool_toggled.emit)
+        self.popup = ToolsPopup(self.content(), self.tool_toggled.emit, self.require_toggled.emit)
         self.popup.settings_button.clicked.connect(self._open_settings)
         self.frame.hold(self.popup)
         size = self.frame.sizeHint()
@@ -218,6 +245,13 @@ class PopupFrame(QFrame):
         self._layout.setContentsMargins(1, 1, 1, 1)
 
     def hold(self, widget: QWidget) -> None:
+        """Show `widget` instead of what it held (the old one leaves the layout now, not when it is
+        deleted: the frame's size would count both)."""
+        while (item := self._layout.takeAt(0)) is not None:
+            if (old := item.widget()) is not None:
+                old.hide()
+                old.setParent(None)
+                old.deleteLater()
         self._layout.addWidget(widget)
         self.resize(self.sizeHint())  # (adjustSize would cap it at 2/3 of the screen and squash it)
 
