@@ -223,3 +223,62 @@ def test_a_small_integer_range_is_held_by_the_grammar(tiny_model: Path) -> None:
             assert done.reason == "tool_calls"
             assert isinstance(calls[0], ToolCall), calls[0]
             assert 1 <= calls[0].arguments["days"] <= 14 and 0 <= calls[0].arguments["hour"] <= 23
+
+
+def test_two_calls_never_share_an_id() -> None:
+    """A model (or a remote server) that writes the same id twice: the second call gets its own, so
+    each call gets its own result back (the window stored one row for both; the API client's answer
+    was refused)."""
+    from ember_chat.engine.inference.remote_tools import StreamedCalls
+    from ember_chat.engine.inference.tool_calls import parse_tool_calls
+
+    text = (
+        '[TOOL_CALLS][{"name": "now", "arguments": {}, "id": "abc123def"},'
+        ' {"name": "now", "arguments": {}, "id": "abc123def"}]'
+    )
+    parsed = parse_tool_calls(text, ToolFormat.MISTRAL, TOOLS)
+    ids = [c.id for c in parsed.calls]
+    assert len(ids) == 2 and ids[0] == "abc123def" and ids[1] != ids[0]
+    streamed = StreamedCalls(ToolRequest(TOOLS))
+    for index in (0, 1):
+        streamed.feed([{"index": index, "id": "call_1", "function": {"name": "now", "arguments": "{}"}}])
+    ids = [c.id for c in streamed.parsed()]  # type: ignore[union-attr]
+    assert ids[0] == "call_1" and ids[1] != "call_1"
+
+
+def test_a_restart_takes_back_the_token_the_opener_starts_in() -> None:
+    """The normalizer holds back '<' (it may start <think>): the call's opener starts in the model's
+    own text at token 0 (' <'), not where the canonical text put it; the grammar writes ' ' again,
+    never '<' twice."""
+    from ember_chat.engine.core.reasoning import MarkerNormalizer
+    from ember_chat.engine.inference.tool_turn import ToolTurn
+
+    turn = ToolTurn(ToolFormat.HERMES, ToolRequest(TOOLS), MarkerNormalizer())
+    restart = None
+    shown = []
+    for raw in (" <", "tool", "_call", ">", "garbage"):
+        text, _, restart = turn.feed(raw)
+        shown.append(text)
+        if restart is not None:
+            break
+    assert restart is not None and restart.keep == 0
+    assert restart.grammar.startswith('root ::= " " ')
+    # what the grammar then writes is read as the call, and ' ' is not shown twice
+    for raw in (" ", "<tool_call>", '\n{"name": "now", "arguments": {}}\n</tool_call>'):
+        text, _calls, _ = turn.feed(raw)
+        shown.append(text)
+    assert "".join(shown) == " " and [c.name for c in turn.calls] == ["now"]
+
+
+def test_a_forced_call_closes_thinking_the_prompt_opened(tmp_path: Path) -> None:
+    """A template that always opens thinking (QwQ, Qwen3-Thinking) ends the prompt inside it: a forced
+    call first closes it (a call is never read inside thinking)."""
+    from tests.gguf_factory import CHATML_TEMPLATE
+
+    always_thinks = CHATML_TEMPLATE.replace("assistant\n' }}", "assistant\n<think>\n' }}")
+    assert always_thinks != CHATML_TEMPLATE
+    spec = TinySpec(chat_template=always_thinks, think_tokens=True, name="Always Thinks")
+    with loaded(write_tiny_model(tmp_path / "thinks.gguf", spec), n_ctx=2048) as rt:
+        calls, done = calls_of(run(rt, ASK, ToolRequest(TOOLS, "now", parallel=False), temperature=0.0))
+        assert done.reason == "tool_calls" and [c.name for c in calls] == ["now"], done
+        assert done.text.startswith("<think>") and "</think>" in done.text

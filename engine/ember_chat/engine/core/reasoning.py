@@ -90,6 +90,11 @@ class MarkerNormalizer:
         text, self._pending = self._pending, ""
         return text
 
+    @property
+    def pending(self) -> int:
+        """Characters fed and held back (they may start a marker): not in the output yet."""
+        return len(self._pending)
+
     @staticmethod
     def _next_marker(text: str) -> tuple[str | None, int]:
         best: tuple[str | None, int] = (None, len(text))

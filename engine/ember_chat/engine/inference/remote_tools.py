@@ -21,7 +21,7 @@ from ember_chat.engine.core.refs import Endpoint
 from ember_chat.engine.core.tools import TOOL_CHOICES, InvalidCall, ToolCall, ToolRequest
 from ember_chat.engine.errors import RemoteError
 from ember_chat.engine.inference.openai_wire import error_detail
-from ember_chat.engine.inference.tool_formats import check_call
+from ember_chat.engine.inference.tool_formats import check_call, with_unique_id
 
 # How servers say they do not take tools: vLLM without its parser ('"auto" tool choice requires
 # --enable-auto-tool-choice and --tool-call-parser'), llama-server without --jinja ("tools param requires
@@ -113,8 +113,8 @@ class StreamedCalls:
 
     def parsed(self) -> list[ToolCall | InvalidCall]:
         """The calls in index order, each checked against the tools (after the stream has ended)."""
-        out = []
+        out, seen = [], set()
         for _, call in sorted(self._calls.items()):
             text = "".join(call.arguments)
-            out.append(check_call(call.name, text, text, self.tools.tools, call.id or None))
+            out.append(with_unique_id(check_call(call.name, text, text, self.tools.tools, call.id or None), seen))
         return out

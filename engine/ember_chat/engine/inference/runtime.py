@@ -289,13 +289,15 @@ class LocalRuntime:
         else:
             markers = MarkerNormalizer(opened_by_prompt=prompt_opens_thinking(text))
         try:
-            turn = self._tool_turn(template_override, tools, markers.thinking) if plan.offered else None
+            turn = self._tool_turn(template_override, tools, markers) if plan.offered else None
             yield from self._stream(text, tokens, params, recorder, markers, prompt, turn)
         finally:
             if prompt is not None:
                 prompt.close()
 
-    def _tool_turn(self, template_override: str | None, tools: ToolRequest | None, thinking: bool) -> ToolTurn:
+    def _tool_turn(
+        self, template_override: str | None, tools: ToolRequest | None, markers: MarkerNormalizer
+    ) -> ToolTurn:
         """How this model's calls are read and held to their schemas (its family's format)."""
         assert self._info is not None and tools is not None
         source = template_override or self._info.chat_template
@@ -305,7 +307,7 @@ class LocalRuntime:
                 f"{self._info.name}'s chat template writes tool calls in a form Ember cannot read yet, "
                 "so it cannot be given tools. Turn the tools off for this chat, or use another model."
             )
-        return ToolTurn(fmt, tools, thinking=thinking, mistral_args="[ARGS]" in (source or ""))
+        return ToolTurn(fmt, tools, markers, mistral_args="[ARGS]" in (source or ""))
 
     def complete(self, prompt: str, params: SamplingParams) -> Iterator[Event]:
         """Continue raw text (notebook mode, for base models)."""
@@ -471,15 +473,15 @@ class LocalRuntime:
                     piece = decoder.decode(self._piece(token))
                     raw_text.append(piece)
                     thinking = markers is not None and markers.thinking
-                    if markers is not None:
-                        piece = markers.feed(piece)
-                        thinking = thinking or markers.thinking  # (a closing marker is thinking too)
-                    rec.token(t_ns, thinking=thinking)  # an end-of-generation token is not part of the answer
-                    if turn is not None:
+                    if turn is not None:  # (it normalizes the markers itself: it may take tokens back)
                         piece, found, restart = turn.feed(piece)
                         for call in found:
                             calls.append(call)
                             yield ToolCallParsed(len(calls) - 1, call)
+                    elif markers is not None:
+                        piece = markers.feed(piece)
+                    thinking = thinking or (markers is not None and markers.thinking)  # (a closing marker too)
+                    rec.token(t_ns, thinking=thinking)  # an end-of-generation token is not part of the answer
                     visible, hit = stops.feed(piece)
                     shown.append(visible)
                     yield Token(visible, len(generated) - 1, t_ns, thinking=thinking, logprob=logprob)
@@ -514,8 +516,6 @@ class LocalRuntime:
             llama_cpp.llama_set_abort_callback(ctx, NULL_ABORT, None)
         tail = decoder.decode(b"", final=True)
         raw_text.append(tail)
-        if markers is not None:
-            tail = markers.feed(tail) + markers.flush()
         if turn is not None:
             tail, found = turn.flush(tail)
             for call in found:
@@ -523,6 +523,8 @@ class LocalRuntime:
                 yield ToolCallParsed(len(calls) - 1, call)
             if calls and reason == StopReason.STOP:
                 reason = StopReason.TOOL_CALLS
+        elif markers is not None:
+            tail = markers.feed(tail) + markers.flush()
         if reason != StopReason.STOP_STRING:
             tail = stops.flush(tail)
             if tail:

@@ -40,6 +40,7 @@ from ember_chat.engine.inference.tool_formats import (
     check_call,
     cut_short,
     tool_format_for,
+    with_unique_id,
 )
 
 __all__ = [
@@ -77,6 +78,7 @@ class ToolCallStream:
         self._scan: _JsonScan | None = None  # how far the call's JSON has been read (the body only grows)
         self._fed = 0  # characters fed so far (the buffer is always their end)
         self.call_start: int | None = None  # where the call being read opened, in all the text fed
+        self._ids: set[str] = set()  # the ids of this answer's calls (each one once)
 
     @property
     def in_call(self) -> bool:
@@ -108,6 +110,7 @@ class ToolCallStream:
         if final and self._buf:
             text.append(self._buf)
             self._buf = ""
+        calls = [with_unique_id(c, self._ids) for c in calls]
         return ParsedChunk(
             "".join(text),
             tuple(c for c in calls if isinstance(c, ToolCall)),

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any
 
@@ -80,6 +80,17 @@ def check_call(
     if errors:
         return InvalidCall(ToolCall(call_id, name, arguments, raw), "; ".join(errors) + ".")
     return ToolCall(call_id, name, arguments, raw)
+
+
+def with_unique_id(call: ToolCall | InvalidCall, seen: set[str]) -> ToolCall | InvalidCall:
+    """`call`, with a new id when its answer already used the one the model wrote (two calls sharing
+    one could not each get their result back); `seen` gains its id."""
+    plain = call.call if isinstance(call, InvalidCall) else call
+    if plain.id in seen:
+        plain = replace(plain, id=new_call_id())
+        call = replace(call, call=plain) if isinstance(call, InvalidCall) else plain
+    seen.add(plain.id)
+    return call
 
 
 def broken_call(raw: str, why: str) -> InvalidCall:

@@ -4,10 +4,13 @@ streams (ToolCallStream), and held to their tools' schemas by a grammar (ToolGra
 The grammar is lazy, as llama.cpp's is for llama-server: the model writes freely (thinking, text) until
 a call opens; then the runtime takes back the tokens from the one the call's opener starts in, and
 generates again from there under the grammar of the call (the part of that token before the opener
-is the grammar's `lead`, so it is written again, not lost). What the user was already shown is not
-shown twice: the parser is put back as it was before that token, and the text it gives again is
-swallowed. With `tool_choice` required or a named tool, the grammar holds the answer from its first
-token instead.
+is the grammar's `lead`, so it is written again, not lost). The token is found in the model's own text
+(what it wrote, before thinking markers were put in canonical form and with what the normalizer still
+holds back), so the context never holds a character twice. What the user was already shown is not
+shown twice: the parser and the marker normalizer are put back as they were before that token, and the
+text they give again is swallowed. With `tool_choice` required or a named tool, the grammar holds the
+answer from its first token instead (closing the thinking first where the prompt opened it: a call is
+never read inside thinking).
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from __future__ import annotations
 import copy
 from dataclasses import dataclass
 
+from ember_chat.engine.core.reasoning import CLOSE, MarkerNormalizer
 from ember_chat.engine.core.tools import InvalidCall, ToolCall, ToolRequest
 from ember_chat.engine.inference.tool_calls import ToolCallStream
 from ember_chat.engine.inference.tool_formats import ToolFormat
@@ -34,35 +38,46 @@ class _Mark:
     """The state before one token of the answer was read."""
 
     stream: ToolCallStream
-    start: int  # where the token's text starts, in all the text read
+    markers: MarkerNormalizer
+    start: int  # where the token's text starts, in all the canonical text read
+    raw_start: int  # where it starts in the model's own text
     shown: int  # characters of answer text given out so far
     calls: int  # calls read so far
 
 
 class ToolTurn:
     def __init__(
-        self, fmt: ToolFormat, request: ToolRequest, *, thinking: bool = False, mistral_args: bool = False
+        self, fmt: ToolFormat, request: ToolRequest, markers: MarkerNormalizer, *, mistral_args: bool = False
     ) -> None:
-        """`thinking`: the answer starts inside a thinking block (its `<think>` ended the prompt)."""
+        """`markers`: the answer's marker normalizer (the runtime's: `feed` normalizes with it)."""
         self.request = request
+        self.markers = markers
         self.grammar = ToolGrammar(fmt, request, mistral_args=mistral_args)
-        self.stream = ToolCallStream(fmt, request.tools, thinking=thinking)
+        self.stream = ToolCallStream(fmt, request.tools, thinking=markers.thinking)
         self.calls: list[ToolCall | InvalidCall] = []
         self.constrained = request.forced  # a grammar holds the answer (from the start, or since a call opened)
         self._marks: list[_Mark] = []
-        self._read = ""  # all the text read
+        self._read = ""  # all the canonical text read
+        self._raw = ""  # all the model's own text
         self._shown = 0
         self._swallow = 0  # text given again after a restart that was already given out
 
     def first_grammar(self) -> str | None:
         """The grammar from the first token (a forced call), else None (lazy)."""
-        return self.grammar.grammar() if self.request.forced else None
+        if not self.request.forced:
+            return None
+        return self.grammar.grammar(lead=CLOSE + "\n\n" if self.markers.thinking else "")
 
-    def feed(self, piece: str) -> tuple[str, list[ToolCall | InvalidCall], Restart | None]:
-        """One token's text (canonical): the answer text to show, the calls completed, and a restart
-        when a call has just opened in free text."""
+    def feed(self, raw: str) -> tuple[str, list[ToolCall | InvalidCall], Restart | None]:
+        """One token's text as the model wrote it: the answer text to show (canonical), the calls
+        completed, and a restart when a call has just opened in free text."""
         before = len(self.calls)
-        self._marks.append(_Mark(copy.deepcopy(self.stream), len(self._read), self._shown, before))
+        mark = _Mark(
+            copy.deepcopy(self.stream), copy.copy(self.markers), len(self._read), len(self._raw), self._shown, before
+        )
+        self._marks.append(mark)
+        piece = self.markers.feed(raw)
+        self._raw += raw
         self._read += piece
         chunk = self.stream.feed(piece)
         text = self._give(chunk.text)
@@ -71,21 +86,27 @@ class ToolTurn:
             return text, self.calls[before:], None
         start = self.stream.call_start
         assert start is not None
-        k = max(i for i, mark in enumerate(self._marks) if mark.start <= start)
+        # the opener in the model's own text: canonical and own text differ by the markers rewritten
+        # before it (thinking) and by what the normalizer holds back at the end (after the opener)
+        raw_start = start + len(self._raw) - self.markers.pending - len(self._read)
+        k = max(i for i, m in enumerate(self._marks) if m.raw_start <= raw_start)
         mark = self._marks[k]
-        lead, opener = self._read[mark.start : start], self.stream.opener
+        lead, opener = self._raw[mark.raw_start : raw_start], self.stream.opener
         # back to before token k: its text and all after it are written again, under the grammar
-        self.stream, self._read, self._marks = mark.stream, self._read[: mark.start], self._marks[:k]
+        self.stream, self._marks = mark.stream, self._marks[:k]
+        self._read, self._raw = self._read[: mark.start], self._raw[: mark.raw_start]
+        self.markers.__dict__.update(mark.markers.__dict__)  # (the runtime holds this normalizer)
         self._swallow += self._shown - mark.shown  # (one restart per answer: then the grammar holds it)
         self.calls = self.calls[: mark.calls]
         self.constrained = True
         return text, self.calls[before:], Restart(k, self.grammar.grammar(opener, lead))
 
-    def flush(self, piece: str = "") -> tuple[str, list[ToolCall | InvalidCall]]:
-        """The end of the answer (`piece`: its last text): held-back text, and the calls completed by
-        it (a call cut short comes as an invalid call)."""
+    def flush(self, raw: str = "") -> tuple[str, list[ToolCall | InvalidCall]]:
+        """The end of the answer (`raw`: its last text, as the model wrote it): held-back text, and the
+        calls completed by it (a call cut short comes as an invalid call)."""
         before = len(self.calls)
         text = []
+        piece = self.markers.feed(raw) + self.markers.flush()
         for chunk in (self.stream.feed(piece), self.stream.flush()):
             text.append(self._give(chunk.text))
             self.calls.extend([*chunk.calls, *chunk.invalid])
