@@ -135,8 +135,11 @@ def test_tools_with_json_output_or_a_continuation_are_refused(tiny_model: Path) 
     with loaded(tiny_model, n_ctx=2048) as rt:
         with pytest.raises(InvalidParameter, match="tools"):
             run(rt, ASK, ToolRequest(TOOLS), response_format={"type": "json_object"})
-        with pytest.raises(InvalidParameter, match="tools"):
-            run(rt, [*ASK, ChatMessage("assistant", "It is")], ToolRequest(TOOLS))
+        with pytest.raises(InvalidParameter, match="must call a tool"):
+            run(rt, [*ASK, ChatMessage("assistant", "It is")], ToolRequest(TOOLS, "required"))
+        # an answer cut by max tokens in a chat with tools on is continued (Continue), tools offered
+        calls, done = calls_of(run(rt, [*ASK, ChatMessage("assistant", "It is")], ToolRequest(TOOLS), max_tokens=3))
+        assert done.reason in ("stop", "length")
         # tool_choice none: no tools offered, no grammar, a plain answer
         calls, done = calls_of(run(rt, ASK, ToolRequest(TOOLS, "none"), max_tokens=5, temperature=0.0))
         assert calls == [] and done.reason in ("stop", "length")

@@ -110,7 +110,7 @@ def test_a_call_that_never_ran_goes_back_as_not_run(store: ConversationStore) ->
     store.set_tool_state(a.id, ADD.id, ADD.name, "asking")
     thread = store.thread(conv.id)
     (_, _, tool) = with_tool_messages(thread, [ChatMessage(m.role, m.content) for m in thread])
-    assert tool.role == "tool" and tool.tool_call_id == ADD.id and "not run" in tool.content
+    assert tool.role == "tool" and tool.tool_call_id == ADD.id and "did not finish" in tool.content
 
 
 def test_chat_tools_are_kept_per_chat(store: ConversationStore) -> None:

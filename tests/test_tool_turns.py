@@ -243,6 +243,39 @@ def test_always_allow_runs_the_next_calls_without_asking(qtbot: QtBot, window: C
     assert "Result\n2.5\n" in text and below_cards(text, "2.5.")
 
 
+def test_a_tool_turned_off_while_its_card_waits_is_not_offered_again(
+    qtbot: QtBot, window: Callable[..., MainWindow]
+) -> None:
+    """The loop reads the chat's choices at every generation: a tool turned off in the Tools popup
+    during a turn of calls is not offered to the model's continuation (nor run unasked after it)."""
+    backend = ToolScriptBackend([Turn("Let me compute that.", [SUM]), Turn("It is 14.")])
+    w = window(backend)
+    Sessions(w, {CALC_KEY})
+    send(qtbot, w, "What is 2+3*4?")
+    asking(qtbot, w)
+    cid = w.controller.conversation_id
+    w.store.set_chat_tools(cid, ChatTools())  # turned off in the popup while the card waits
+    press(qtbot, w, "Allow once")  # (this call was asked for when it was on: it runs)
+    idle(qtbot, w)
+    assert "Result\n14\n" in text_of(w)
+    assert backend.tools[0] is not None and backend.tools[1] is None  # the continuation has no tools
+
+
+def test_calls_in_an_answer_cut_by_max_tokens_are_shown_not_run(
+    qtbot: QtBot, window: Callable[..., MainWindow]
+) -> None:
+    """The turn never ended (max tokens): its calls are kept and shown as not run, saying why; none
+    asks, runs, or goes on to another generation."""
+    backend = ToolScriptBackend([Turn("Let me compute that.", [SUM], reason="length")])
+    w = window(backend)
+    Sessions(w, {CALC_KEY})
+    send(qtbot, w, "What is 2+3*4?")
+    idle(qtbot, w)
+    text = text_of(w)
+    assert "Not run: the answer was cut by max tokens" in text and "Allow once" not in text
+    assert len(backend.requests) == 1
+
+
 def test_an_invalid_call_is_shown_not_run_and_given_back(qtbot: QtBot, window: Callable[..., MainWindow]) -> None:
     bad = InvalidCall(ToolCall("call00041", "calculator", {"expr": "1+1"}), "'expression' is required.")
     backend = ToolScriptBackend([Turn("Computing.", [bad]), Turn("Sorry, I made a mistake.")])
@@ -333,8 +366,9 @@ def test_an_mcp_call_approved_then_a_hung_one_stopped_without_freezing(
     sessions: dict[int, ChatToolSession] = {}
 
     def session_for(cid: int) -> ChatToolSession:
-        keys = frozenset({"notes/add", "stuck/hang"})
-        return sessions.setdefault(cid, ChatToolSession(registry, ChatTools(keys), frozenset(), 8))
+        chat = ChatTools(frozenset({"notes/add", "stuck/hang"}))
+        w.store.set_chat_tools(cid, chat)  # (as ticked in the Tools popup: kept with the chat)
+        return sessions.setdefault(cid, ChatToolSession(registry, chat, frozenset(), 8))
 
     w.controller.tool_session_for = session_for
     send(qtbot, w, "What is 2+3?")

@@ -22,6 +22,7 @@ from ember_chat.engine.inference.metrics import MetricsRecorder, RunContext
 class Turn:
     text: str
     calls: Sequence[ToolCall | InvalidCall] = field(default_factory=tuple)
+    reason: str | None = None  # how it ends (None: tool_calls with calls, else stop)
 
 
 class ToolScriptBackend:
@@ -85,7 +86,7 @@ class ToolScriptBackend:
             yield Token(word if i == 0 else " " + word, i, rec.token())
         for i, call in enumerate(turn.calls):
             yield ToolCallParsed(i, call)
-        reason = "tool_calls" if turn.calls else "stop"
+        reason = turn.reason or ("tool_calls" if turn.calls else "stop")
         yield Finished(reason, turn.text, rec.finish(reason), tool_calls=tuple(turn.calls))
 
 

@@ -75,6 +75,8 @@ def call_status(stored: ToolCall | InvalidCall, t: ToolMessage | None) -> tuple[
         return tr("Not run: too many calls in one answer"), "off"
     if t.decision == "cancelled":
         return tr("Stopped"), "off"
+    if t.decision == "cut":
+        return tr("Not run: the answer was cut by max tokens"), "off"
     if t.decision == "invalid":  # (a tool this chat does not offer: the result says which it does)
         return tr("Not run"), "error"
     if t.is_error:

@@ -13,10 +13,11 @@ cards are shown again when the chat is reopened and a later turn gives the model
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject, Slot
@@ -24,7 +25,7 @@ from PySide6.QtCore import QObject, Slot
 from ember_chat.app.chat.tool_cards import ALLOW, ALWAYS, DENY, FOLD
 from ember_chat.app.qt.tasks import TaskRunner
 from ember_chat.engine.core.messages import ChatMessage
-from ember_chat.engine.core.tools import ChatTools, InvalidCall, ToolCall, ToolRequest, ToolResult
+from ember_chat.engine.core.tools import InvalidCall, ToolCall, ToolRequest, ToolResult
 from ember_chat.engine.storage.streaming import describe_write_error
 
 if TYPE_CHECKING:
@@ -47,6 +48,12 @@ class _Round:
     cancel: threading.Event = field(default_factory=threading.Event)
     running: set[int] = field(default_factory=set)  # indexes of the calls on a worker
     capped: bool = False  # some calls were over the cap: no next generation
+
+
+CUT = (
+    "Not run: the answer was cut by max tokens before the model ended its turn. Regenerate it with a "
+    "larger max tokens (Parameters)."
+)
 
 
 class ToolTurns(QObject):
@@ -76,6 +83,9 @@ class ToolTurns(QObject):
             self.session = find(conversation_id) if find is not None else None
             if self.session is not None:
                 self.session.new_answer()
+        elif self.session is not None:  # a tool turned off (or on) in the popup meanwhile counts now
+            with contextlib.suppress(sqlite3.Error):  # (unreadable: the choices the loop started with)
+                self.session.chat = self.c.store.chat_tools(conversation_id)
         return self.session.request() if self.session is not None else None
 
     def sent(self, request_id: int, history: list[ChatMessage]) -> None:
@@ -94,11 +104,17 @@ class ToolTurns(QObject):
         loop goes on (the controller stays busy until `_end`)."""
         calls = self._calls.pop(rid, [])
         history = self._history.pop(rid, [])
-        if reason != "tool_calls" or not calls:
+        if reason not in ("tool_calls", "length") or not calls:
             return False
         store = self.c.store
         session = self.session
         if not self._save(store.set_tool_calls, answer.id, calls, not_run=True):
+            return False
+        if reason == "length":  # cut by max tokens: its calls are shown, none runs (the turn never ended)
+            for call in calls:
+                plain = call.call if isinstance(call, InvalidCall) else call
+                self._save(store.set_tool_result, answer.id, ToolResult(plain.id, plain.name, CUT, True), None, "cut")
+            self.c.refresh()
             return False
         if session is None:
             for call in calls:
@@ -228,7 +244,7 @@ class ToolTurns(QObject):
         change made in the Tools popup meanwhile is kept)."""
         if key is not None:
             stored = self.c.store.chat_tools(conversation_id)
-            self.c.store.set_chat_tools(conversation_id, ChatTools(stored.enabled, stored.always | {key}))
+            self.c.store.set_chat_tools(conversation_id, replace(stored, always=stored.always | {key}))
 
     def _save(self, write: Callable[..., None], *args: object, not_run: bool = False) -> bool:
         """A write to the chat store; a failing one (disk full, a folder that cannot be written) is said

@@ -42,9 +42,11 @@ def plan_chat(
         thinking = True
     offered = list(tools.tools) if tools is not None and tools.active else None
     constrained = params.grammar is not None or wants_json(params.response_format)
-    if offered and (prefix or constrained):
+    if offered and constrained:
+        raise InvalidParameter("An answer that may call tools cannot also be held to JSON or a grammar.")
+    if prefix and tools is not None and tools.forced:  # (a continued answer may call tools, not be forced to)
         raise InvalidParameter(
-            "An answer that may call tools cannot also be held to JSON or a grammar, nor be continued."
+            "An answer that must call a tool cannot be continued: regenerate it with a larger max tokens."
         )
     if constrained and prefix:  # the grammar starts at the answer's beginning: a second document would follow
         raise InvalidParameter(

@@ -24,7 +24,10 @@ if TYPE_CHECKING:
     from ember_chat.engine.storage.records import Message
 
 STATES = ("asking", "running", "done", "interrupted")
-NOT_RUN = "This call was not run: the answer was stopped (or Ember closed) before it ran."
+NOT_RUN = (
+    "This call did not finish: the answer was stopped, or Ember closed, before it ran or while it ran "
+    "(its result, if any, is unknown)."
+)
 _IN_CHUNK = 500  # ids per query
 
 
