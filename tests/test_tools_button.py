@@ -120,6 +120,8 @@ def test_the_popup_groups_tools_by_their_server_and_says_why_one_is_missing(
     servers = (stdio_server("notes", "normal.py"), broken)
     write_tools(paths, ToolsConfig(servers=servers, builtin=BuiltinToolsConfig(datetime=True)))
     w = make_window()
+    w.tools.button.open_popup()  # servers with no tools remembered start when the popup opens
+    w.tools.button.frame.close()
     qtbot.waitUntil(lambda: not w.tools.listing and bool(w.tools.server_entries("notes")), timeout=WAIT_MS)
     assert w.tools.server_state("broken")[0] == "failed"
     cid = w.store.create_conversation("notes chat").id

@@ -7,19 +7,28 @@ later save never lands before an earlier one), the MCP client takes each new con
 (stopping a server that is still starting can take until its start timeout: that holds up no save),
 starting and listing servers runs on the task runner (a server that hangs at start holds a worker, never
 the window). What the window shows comes from memory: the last listing, and each server's state as the
-MCP client keeps it."""
+MCP client keeps it.
+
+Servers start on demand: each server's tools are remembered between launches (mcp-tools-cache.json in
+the data folder, engine/tools/tools_cache.py), so at start the window offers them without starting any
+server process; a server starts when one of its tools is called, and one with no tools remembered (just
+added, or its settings changed) when the Tools popup or Settings ▸ Tools opens, when it is added, or when
+a chat with its tools on is about to answer. Each fresh list replaces the remembered one."""
 
 from __future__ import annotations
 
+import contextlib
+import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from PySide6.QtCore import QObject, Signal
+from PySide6.QtCore import QObject, QTimer, Signal
 
 from ember_chat.app.qt.tasks import TaskRunner
 from ember_chat.app.shell.window_tool_choices import ChatToolChoices
-from ember_chat.engine.errors import EmberError, InvalidParameter
+from ember_chat.engine.core.tools import ChatTools
+from ember_chat.engine.errors import EmberError, InvalidParameter, StoreError
 from ember_chat.engine.storage.secrets import SecretStore
 from ember_chat.engine.tools.builtin import BuiltinTools
 from ember_chat.engine.tools.config import (
@@ -37,6 +46,7 @@ from ember_chat.engine.tools.config import (
 from ember_chat.engine.tools.mcp_client import McpManager
 from ember_chat.engine.tools.registry import ToolEntry, ToolRegistry
 from ember_chat.engine.tools.session import ChatToolSession
+from ember_chat.engine.tools.tools_cache import CACHE_FILE, ToolsCache, listing_plan
 
 if TYPE_CHECKING:
     from ember_chat.app.shell.main_window import MainWindow
@@ -49,6 +59,7 @@ SAVE_WAIT_S = 3.0  # at quit, for the last change to reach tools.json
 class WindowTools(QObject):
     changed = Signal()  # the configuration or the tools listed changed (GUI thread)
     listed = Signal()  # a listing of every source has finished (GUI thread; tests wait on it)
+    _remembered = Signal(str)  # a server's remembered tools changed (emitted by the thread that listed it)
 
     def __init__(self, window: MainWindow, config_dir: Path, secrets: SecretStore | None = None) -> None:
         super().__init__(window)
@@ -58,6 +69,12 @@ class WindowTools(QObject):
         self.secrets = secrets or SecretStore()
         self.manager = McpManager(self.secrets)
         self.registry = ToolRegistry([])
+        data_dir = Path(getattr(window, "data_dir", None) or config_dir)
+        self.cache = ToolsCache(data_dir / CACHE_FILE, on_change=self._remembered_changed)
+        self._remembered.connect(self._on_remembered)
+        self._demand = False  # the user looked at tools: servers with no tools remembered are started
+        self._configuring = 0  # configurations the MCP client has not taken yet
+        self._starting: set[str] = set()  # servers the listing under way starts
         self.failures: list[str] = []  # one sentence per source the last listing could not list
         self.listing = False  # a listing is under way
         self._listed: set[str] = set()  # sources the last listing listed
@@ -68,6 +85,7 @@ class WindowTools(QObject):
         self.dialog: ToolsDialog | None = None
         self.choices = ChatToolChoices(window, self)  # the Tools button, each chat's tools, its session
         self.button = self.choices.button
+        self.button.popup_shown.connect(self.on_demand)
         window.controller.tool_session_for = self.session_for
         self._reconfigure()
 
@@ -84,9 +102,9 @@ class WindowTools(QObject):
             return "off", None
         server = self.manager.server(name)
         if server is None:
-            return ("starting" if self.listing else "stopped"), None
+            return ("starting" if self._configuring and self._demand else "stopped"), None
         state = server.state
-        if state == "stopped" and self.listing:
+        if state == "stopped" and name in self._starting:
             state = "starting"
         return state, server.last_error
 
@@ -101,7 +119,14 @@ class WindowTools(QObject):
         return self._listed
 
     def session_for(self, conversation_id: int) -> ChatToolSession | None:
-        """The chat's tool session for its next answer (None when it has no tool on): see ChatToolChoices."""
+        """The chat's tool session for its next answer (None when it has no tool on): see ChatToolChoices.
+        A tool on in the chat that is not offered now may be a server's with no tools remembered: it starts."""
+        try:
+            chat = self.w.store.chat_tools(conversation_id)
+        except (KeyError, sqlite3.Error, StoreError):
+            chat = ChatTools()
+        if any(self.registry.entry(key) is None for key in chat.enabled):
+            self.on_demand()
         return self.choices.session_for(conversation_id)
 
     def server_log(self, name: str) -> str | None:
@@ -116,17 +141,20 @@ class WindowTools(QObject):
             self.dialog = ToolsDialog(self, self.w)
             screen = self.w.screen().availableGeometry()
             self.dialog.resize(min(820, screen.width() - 40), min(560, screen.height() - 60))
+        self.on_demand()
         self.dialog.show()
         self.dialog.raise_()
         self.dialog.activateWindow()
         return self.dialog
 
-    def _apply(self, config: ToolsConfig, reconfigure: bool) -> None:
+    def _apply(self, config: ToolsConfig, reconfigure: bool, start: frozenset[str] = frozenset()) -> None:
+        """`start`: servers the change is about (added, saved, turned on): started and listed anew."""
         old, self.config = self.config, config
+        self._demand = True  # (the user changes tools: servers with no tools remembered start too)
         self._save()
         if reconfigure:
             self._drop_gone(old, config)
-            self._reconfigure()
+            self._reconfigure(start)
         self.changed.emit()
 
     def _save(self) -> None:
@@ -187,7 +215,7 @@ class WindowTools(QObject):
             except InvalidParameter as exc:
                 on_error(str(exc))
                 return
-            self._apply(new, reconfigure=True)
+            self._apply(new, reconfigure=True, start=frozenset({config.name}))
             on_done()
 
         self._writer.run(work, done, on_error)
@@ -207,7 +235,7 @@ class WindowTools(QObject):
             except InvalidParameter as exc:
                 on_error(str(exc))
                 return
-            self._apply(new, reconfigure=True)
+            self._apply(new, reconfigure=True, start=frozenset(s.name for s in moved))
             on_done()
 
         self._writer.run(work, done, on_error)
@@ -229,7 +257,7 @@ class WindowTools(QObject):
 
     def set_server_enabled(self, name: str, on: bool) -> None:
         servers = tuple(s.with_changes(enabled=on) if s.name == name else s for s in self.config.servers)
-        self._apply(self.config.with_changes(servers=servers), reconfigure=True)
+        self._apply(self.config.with_changes(servers=servers), reconfigure=True, start=frozenset({name} if on else ()))
 
     def set_never_ask(self, key: str, on: bool) -> None:
         never_ask = self.config.never_ask | {key} if on else self.config.never_ask - {key}
@@ -242,8 +270,19 @@ class WindowTools(QObject):
         self._apply(self.config.with_changes(max_calls=n), reconfigure=False)
 
     def relist(self) -> None:
-        """Start (what is not running) and list every source again."""
-        self._reconfigure()
+        """Start (what is not running) and list every source again, remembered tools or not."""
+        self._demand = True
+        self._reconfigure(frozenset(s.name for s in self.config.servers))
+
+    def on_demand(self) -> None:
+        """The user looks at the tools (the Tools popup, Settings ▸ Tools) or a chat with tools on answers:
+        the servers with no tools remembered (and not failed) are started and listed."""
+        self._demand = True
+        if self._closed or self._configuring:
+            return  # (the listing that follows the configuration starts them)
+        if listing_plan(self.manager.servers(), self.cache, frozenset(), demand=True)[2]:
+            self._list(self.config)
+            QTimer.singleShot(0, self, self.changed.emit)  # (not from inside the popup that is opening)
 
     def _drop_gone(self, old: ToolsConfig, new: ToolsConfig) -> None:
         """The tools of servers removed, turned off or changed (and the built-in ones when they changed)
@@ -263,33 +302,56 @@ class WindowTools(QObject):
             }
 
     # ----- starting and listing (off the GUI thread)
-    def _reconfigure(self) -> None:
+    def _reconfigure(self, start: frozenset[str] = frozenset()) -> None:
         """The MCP client takes the servers as configured now (in order with the saves), then every source
-        is listed."""
+        is listed (`start`: these servers started and listed anew, remembered tools or not)."""
         config, manager = self.config, self.manager
         self.listing = True
+        self._configuring += 1
 
         def work() -> None:
             if not self._closed:
                 manager.configure(config.servers)
 
-        self._configurer.run(work, lambda _: self._list(config), self._list_failed)
+        def done(_: None) -> None:
+            self._configuring -= 1
+            self._list(config, start)
+
+        def failed(message: str) -> None:
+            self._configuring -= 1
+            self._list_failed(message)
+
+        self._configurer.run(work, done, failed)
         self.changed.emit()
 
-    def _list(self, config: ToolsConfig) -> None:
-        """List every source. A server still starting (npx fetching a package, or one that hangs) must not
-        hold back the others: the built-in tools and the servers already running are listed first, on
-        their own, then everything."""
+    def _list(self, config: ToolsConfig, start: frozenset[str] = frozenset()) -> None:
+        """List every source: the built-in tools, the servers' remembered tools (no process starts) and the
+        servers that start now (tools_cache.listing_plan). A server still starting (npx fetching a package,
+        or one that hangs) must not hold back the others: what needs no start is listed first, then all."""
         if config is not self.config or self._closed:
             return  # a later change lists again
         builtin = BuiltinTools.from_config(config.builtin)
-        servers = self.manager.servers()
         timeout = max([s.start_timeout_s for s in config.servers if s.enabled], default=20.0)
-        quick = [builtin, *(s for s in servers if s.state == "running")]
-        if len(quick) < 1 + len(servers):
-            self.tasks.run(lambda: _listing(quick, 5.0), self._on_listed_early, key="list-early")
+        quick, servers, starting = listing_plan(self.manager.servers(), self.cache, start, self._demand)
         providers: list[Any] = [builtin, *servers]
+        early: list[Any] = [builtin, *quick]
+        self._starting = starting
+        if starting:
+            self.listing = True
+            self.tasks.run(lambda: _listing(early, 5.0), self._on_listed_early, key="list-early")
         self.tasks.run(lambda: _listing(providers, timeout), self._on_listed, self._list_failed, key="list")
+
+    def _remembered_changed(self, name: str) -> None:
+        """(The thread that listed a server, or called it:) its remembered tools changed."""
+        if not self._closed:
+            with contextlib.suppress(RuntimeError):  # (the window is gone)
+                self._remembered.emit(name)
+
+    def _on_remembered(self, name: str) -> None:
+        """A server's fresh list replaced its remembered tools (a call started it): the registry offers
+        the fresh ones. (A listing that is starting it offers them when it ends.)"""
+        if name not in self._starting and not self._configuring:
+            self._list(self.config)
 
     def _on_listed_early(self, result: tuple[ToolRegistry, list[str], set[str]]) -> None:
         if self.listing:  # (the whole listing has not come first)
@@ -300,11 +362,13 @@ class WindowTools(QObject):
     def _on_listed(self, result: tuple[ToolRegistry, list[str], set[str]]) -> None:
         self.registry, self.failures, self._listed = result
         self.listing = False
+        self._starting = set()
         self.changed.emit()
         self.listed.emit()
 
     def _list_failed(self, message: str) -> None:
         self.listing = False
+        self._starting = set()
         self.failures = [message]
         self.changed.emit()
         self.listed.emit()
@@ -330,5 +394,7 @@ def _listing(providers: list[Any], timeout_s: float) -> tuple[ToolRegistry, list
     """A registry of these sources, listed (blocking: a worker thread), what failed, and which listed."""
     registry = ToolRegistry(providers)
     failures = registry.refresh(timeout_s)
-    listed = {p.source for p in providers if getattr(p, "state", "running") == "running"}
+    listed = {
+        p.source for p in providers if getattr(p, "state", "running") == "running" or getattr(p, "from_cache", False)
+    }
     return registry, failures, listed
