@@ -187,3 +187,34 @@ def test_a_remembered_tool_the_server_no_longer_offers_is_an_error_result_and_le
     qtbot.waitUntil(lambda: w.tools.registry.entry("notes/shred") is None, timeout=WAIT_MS)
     assert w.tools.registry.entry("notes/add") is not None
     qtbot.waitUntil(lambda: cached_names(paths, NOTES) == ["add", "read_note", "fail", "pid"], timeout=WAIT_MS)
+
+
+def test_stop_while_a_remembered_server_starts_for_a_call_ends_it_at_once(
+    qtbot: QtBot, make_window: Callable[..., MainWindow], paths: AppPaths, probe: LoopProbe
+) -> None:
+    """The server worked last time (its tools are remembered); today it hangs at start: the call waits for
+    it without freezing the window, and Stop ends the call (and the answer) without waiting for the start."""
+    stuck = stdio_server("stuck", "hang.py", "--at-start", start_timeout_s=20)
+    ToolsCache(cache_file(paths)).put(stuck, [ToolSpec("quick", "Answer at once.", {"type": "object"})])
+    write_tools(paths, ToolsConfig(servers=(stuck,)))
+    call = ToolCall("call00093", "quick", {}, "{}")
+    backend = ToolScriptBackend([Turn("Asking it.", [call]), Turn("Never reached.")])
+    w = make_window(lambda _ref: backend)
+    load(qtbot, w, "tiny.gguf")
+    qtbot.waitUntil(lambda: w.tools.registry.entry("stuck/quick") is not None, timeout=WAIT_MS)
+    assert server_processes("hang.py") == []
+    w.tools.choices.set_tool_on("stuck/quick", True)
+    turns.send(qtbot, w, "Ask it")
+    turns.asking(qtbot, w)
+    probe.start()
+    turns.press(qtbot, w, "Allow once")
+    server = w.tools.manager.server("stuck")
+    qtbot.waitUntil(lambda: "hanging before it starts" in server.stderr_text(), timeout=WAIT_MS)
+    assert server.state == "starting"
+    qtbot.mouseClick(w.composer.button, LEFT)  # Stop
+    assert w.controller.tools.tasks.join(5)  # the call's worker came back without waiting for the start
+    probe.stop()
+    turns.idle(qtbot, w)
+    assert len(backend.requests) == 1 and "Stopped" in turns.text_of(w)
+    print(f"longest event-loop gap while the server hung at start for a call: {probe.longest_gap_ms:.1f} ms")
+    assert probe.longest_gap_ms < 50, probe.longest_gap_ms

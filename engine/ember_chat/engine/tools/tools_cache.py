@@ -10,8 +10,8 @@ but the next start's memory. Writes are atomic and happen on the thread that lis
 
 `CachedServer` is the ToolProvider the registry holds for an MCP server: `list_tools` gives the
 remembered tools without starting it (unless told to start it), `call` goes to the real McpServer,
-which starts on demand; the first call after Ember started lists the server first, so a tool that is
-gone is an error result in words and the server's fresh list replaces the remembered one."""
+which starts on demand; after the first call since Ember started, the server is listed, so its fresh
+list replaces the remembered one and a call to a tool that is gone is an error result in words."""
 
 from __future__ import annotations
 
@@ -187,26 +187,26 @@ class CachedServer:
         return specs
 
     def call(self, call: ToolCall, timeout_s: float | None = None, cancel: threading.Event | None = None) -> ToolResult:
-        if not self.cache.is_fresh(self.config):
-            # the tools offered were remembered: the server lists them now (it starts), so a call to a
-            # tool it no longer has is said as such, and what it has now is offered from now on
-            if cancel is not None and cancel.is_set():
-                return ToolResult(call.id, call.name, "The call was stopped before it ran.", is_error=True)
-            try:
-                specs = self.server.list_tools()
-            except ToolError as exc:
-                return ToolResult(call.id, call.name, str(exc), is_error=True)
-            self.cache.put(self.config, specs)
-            if call.name not in {s.name for s in specs}:
-                return ToolResult(
-                    call.id,
-                    call.name,
-                    f"The MCP server {self.source!r} no longer offers a tool named {call.name!r} (its tools "
-                    "changed since Ember last listed them), so nothing was run. Its current tools are offered "
-                    "from now on.",
-                    is_error=True,
-                )
-        return self.server.call(call, timeout_s, cancel)
+        result = self.server.call(call, timeout_s, cancel)  # (a Stop while it starts is honoured there)
+        if self.cache.is_fresh(self.config) or self.server.state != "running":
+            return result
+        # the tools offered were remembered: now that it runs, its own list replaces them, and a call to a
+        # tool it no longer has (the server refused it: nothing ran) is said as such
+        try:
+            specs = self.server.list_tools()
+        except ToolError:
+            return result
+        self.cache.put(self.config, specs)
+        if call.name in {s.name for s in specs} or not result.is_error:
+            return result
+        return ToolResult(
+            call.id,
+            call.name,
+            f"The MCP server {self.source!r} no longer offers a tool named {call.name!r} (its tools changed "
+            "since Ember last listed them), so nothing was run. Its current tools are offered from now on.",
+            is_error=True,
+            duration_ms=result.duration_ms,
+        )
 
 
 def listing_plan(
