@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 SERVED = "gemma-3-270m-q4_k_m"
+ROOT = Path(__file__).resolve().parent.parent  # the checkout (the tests' MCP server)
 
 CODE_QUESTION = "How do I merge two sorted lists in Python, and how fast is it?"
 CODE_ANSWER = """Use `heapq.merge` for iterators, or a two-pointer loop when you want a list back:
@@ -77,11 +78,13 @@ def main(out_dir: str) -> int:
     from PySide6.QtGui import QColor, QImage
     from PySide6.QtWidgets import QApplication
 
+    from ember_chat.app.chat.tool_cards import ALLOW
     from ember_chat.app.main import build_window
     from ember_chat.app.style.theme import app_icon
     from ember_chat.engine.storage.connections import Connection, ConnectionStore
     from ember_chat.engine.storage.conversations import ConversationStore
     from ember_chat.engine.storage.paths import AppPaths
+    from ember_chat.engine.tools.config import BuiltinToolsConfig, McpServerConfig, ToolsConfig, ToolsConfigFile
     from tests.attachment_files import write_pdf
     from tests.peer_servers import llama_cpp_server
 
@@ -98,6 +101,11 @@ def main(out_dir: str) -> int:
     tq = store.add_message(think_chat.id, "user", THINK_QUESTION)
     think_answer = store.add_message(think_chat.id, "assistant", THINK_ANSWER, parent_id=tq.id)
     store.close()
+    # tools: the built-in calculator, and an MCP server (the tests' own, written with the official SDK)
+    notes = McpServerConfig("notes", command=sys.executable, args=(str(ROOT / "tests" / "mcp_servers" / "normal.py"),))
+    ToolsConfigFile(paths.config_dir / "tools.json").save(
+        ToolsConfig(servers=(notes,), builtin=BuiltinToolsConfig(calculator=True, datetime=True))
+    )
     damaged = paths.default_models_dir / "damaged-download.gguf"
     damaged.parent.mkdir(parents=True)
     damaged.write_bytes(b"GGUF\x03\x00\x00\x00" + b"\x00" * 64)  # a header cut short
@@ -179,6 +187,27 @@ def main(out_dir: str) -> int:
             shot(name, window.chats.chat_question)
             window.chats.chat_question.reject()
             yield lambda: window.chats.chat_question is None
+        # Tools (dark): the calculator on in a new chat and the starter (a base model) made to call a tool
+        # first: the consent card, then allowed: the call's card with its result, and the continuation
+        window.chats.new_chat()
+        yield lambda: any(e.key == "Built-in/calculator" for e in window.tools.registry.entries())
+        window.tools.choices.set_tool_on("Built-in/calculator", True)
+        window.tools.choices.set_require_call(True)
+        window.side.params.max_tokens.setValue(60)
+        window.controller.send("Calculator: 17.5 * 4")
+        tools = window.controller.tools
+        yield lambda: tools.round is not None and any(p.result is None for p in tools.round.pendings)
+        yield lambda: not window.transcript.rendering
+        shot("tools-consent-dark.png")
+        tools.on_action(ALLOW, tools.round.answer.id, 0)
+        yield lambda: not window.controller.generating
+        yield settled
+        shot("tools-dark.png")
+        dialog = window.tools.open_dialog()
+        dialog.resize(900, 600)
+        yield lambda: dialog.isVisible() and window.tools.server_state("notes")[0] == "running"
+        shot("tools-settings-dark.png", dialog)
+        dialog.close()
         window.set_theme("light")
         yield settled
         shot("code-light.png")

@@ -403,3 +403,15 @@ def test_bad_arguments_are_sentences(shared: Path) -> None:
     assert long.is_error and "unexpectedly" not in long.content
     unknown = call(tools, "rm_rf", path="/")
     assert unknown.is_error and "rm_rf" in unknown.content
+
+
+def test_the_calculator_says_nothing_on_stderr_for_what_python_only_warns_about() -> None:
+    """'1and 2' (a model's sloppy expression): Python warns (SyntaxWarning) before parsing it; the
+    calculator's answer is its sentence, not a warning printed on Ember's stderr."""
+    import warnings
+
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        result = calc("1and 2")
+    assert result.is_error and result.content.endswith(".")
+    assert not [w for w in seen if issubclass(w.category, SyntaxWarning)]

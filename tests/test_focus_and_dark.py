@@ -158,3 +158,34 @@ def test_message_boxes_follow_the_dark_theme_over_the_platform_themes_palettes(
         assert "field" in found  # (the rename box has one)
     finally:
         w.set_theme("light")
+
+
+@pytest.mark.parametrize("theme", ["light", "dark"])
+def test_an_unticked_box_can_be_seen_in_both_themes(
+    qtbot: QtBot, make_window: Callable[..., MainWindow], theme: str
+) -> None:
+    """Fusion's unticked box has an edge of the window colour darkened: in the dark theme, in a table
+    (Settings ▸ Tools' "Never ask") it could not be seen at all. Its edge has 3:1 against what is round it."""
+    from PySide6.QtWidgets import QCheckBox, QStyle, QStyleOptionButton, QTableWidget
+
+    w = make_window()
+    try:
+        w.set_theme(theme)
+        table = QTableWidget(1, 1)
+        box = QCheckBox("Never ask (read-only)")
+        table.setCellWidget(0, 0, box)
+        table.resize(300, 80)
+        table.show()
+        qtbot.waitExposed(table)
+        option = QStyleOptionButton()
+        option.initFrom(box)
+        indicator = box.style().subElementRect(QStyle.SubElement.SE_CheckBoxIndicator, option, box)
+        image = box.grab().toImage()
+        around = image.pixelColor(indicator.right() + 3, indicator.center().y()).name()
+        edge = [
+            image.pixelColor(x, indicator.center().y()).name() for x in range(indicator.left(), indicator.left() + 3)
+        ]
+        assert max(contrast_ratio(c, around) for c in edge) >= 3.0, (theme, edge, around)
+        table.close()
+    finally:
+        w.set_theme("light")

@@ -17,6 +17,20 @@ RING_WIDTH = 2
 _PE = QStyle.PrimitiveElement
 _KEYBOARD_ONLY = {_PE.PE_PanelButtonCommand, _PE.PE_PanelButtonTool, _PE.PE_PanelButtonBevel}
 _ALWAYS = {_PE.PE_FrameLineEdit, _PE.PE_Frame}  # fields; text boxes and lists (their frame)
+_CHECK_BOXES = {_PE.PE_IndicatorCheckBox, _PE.PE_IndicatorItemViewItemCheck}
+
+
+def draw_box_outline(painter: QPainter, rect: QRect, palette: QPalette) -> None:
+    """A check box's edge in the text colour at half strength: Fusion's own edge is the window colour
+    darkened, which vanishes on the dark theme's fields and tables (an unticked box could not be seen)."""
+    painter.save()
+    painter.setRenderHint(QPainter.RenderHint.Antialiasing, True)
+    edge = palette.color(QPalette.ColorRole.Text)
+    edge.setAlphaF(0.55)
+    painter.setPen(QPen(edge, 1))
+    painter.setBrush(Qt.BrushStyle.NoBrush)
+    painter.drawRoundedRect(QRectF(rect).adjusted(0.5, 0.5, -0.5, -0.5), 2, 2)
+    painter.restore()
 
 
 def draw_focus_ring(painter: QPainter, rect: QRect, palette: QPalette, radius: float = 3.0, inset: int = 0) -> None:
@@ -48,6 +62,8 @@ class FocusStyle(QProxyStyle):
                 draw_focus_ring(painter, option.rect, option.palette, 2.0)
             return
         super().drawPrimitive(element, option, painter, widget)
+        if element in _CHECK_BOXES:
+            draw_box_outline(painter, option.rect, option.palette)
         if not state & QStyle.StateFlag.State_HasFocus:
             return
         if element in _ALWAYS:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 import math
 import operator
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -225,7 +226,9 @@ def calculate(expression: str) -> str:
             f"The expression is {len(text)} characters long; the calculator takes at most {MAX_EXPRESSION_CHARS}."
         )
     try:
-        tree = ast.parse(text, mode="eval")
+        with warnings.catch_warnings():  # ("4x": Python warns before it refuses; the refusal is the answer)
+            warnings.simplefilter("ignore", SyntaxWarning)
+            tree = ast.parse(text, mode="eval")
     except SyntaxError as e:
         raise CalculatorError(
             f"The expression is not valid arithmetic ({e.msg}); write it like 2 * (3 + 4) or sqrt(2) / 3."
