@@ -78,7 +78,7 @@ def main(out_dir: str) -> int:
     from PySide6.QtGui import QColor, QImage
     from PySide6.QtWidgets import QApplication
 
-    from ember_chat.app.chat.tool_cards import ALLOW
+    from ember_chat.app.chat.tool_cards import ALWAYS
     from ember_chat.app.main import build_window
     from ember_chat.app.style.theme import app_icon
     from ember_chat.engine.storage.connections import Connection, ConnectionStore
@@ -199,7 +199,7 @@ def main(out_dir: str) -> int:
         yield lambda: tools.round is not None and any(p.result is None for p in tools.round.pendings)
         yield lambda: not window.transcript.rendering
         shot("tools-consent-dark.png")
-        tools.on_action(ALLOW, tools.round.answer.id, 0)
+        tools.on_action(ALWAYS, tools.round.answer.id, 0)  # (more calls then run unasked, up to the cap)
         yield lambda: not window.controller.generating
         yield settled
         shot("tools-dark.png")
