@@ -193,13 +193,19 @@ def main(out_dir: str) -> int:
         yield lambda: any(e.key == "Built-in/calculator" for e in window.tools.registry.entries())
         window.tools.choices.set_tool_on("Built-in/calculator", True)
         window.tools.choices.set_require_call(True)
-        window.side.params.max_tokens.setValue(60)
+        window.side.params.temperature.setValue(0)  # (a new chat starts from the default parameters)
+        window.side.params.max_tokens.setValue(120)
         window.controller.send("Calculator: 17.5 * 4")
         tools = window.controller.tools
-        yield lambda: tools.round is not None and any(p.result is None for p in tools.round.pendings)
+
+        def waiting() -> bool:
+            return tools.round is not None and any(p.result is None for p in tools.round.pendings)
+
+        yield lambda: waiting() or not window.controller.generating
         yield lambda: not window.transcript.rendering
         shot("tools-consent-dark.png")
-        tools.on_action(ALWAYS, tools.round.answer.id, 0)  # (more calls then run unasked, up to the cap)
+        if waiting():  # (more calls then run unasked, up to the cap)
+            tools.on_action(ALWAYS, tools.round.answer.id, 0)
         yield lambda: not window.controller.generating
         yield settled
         shot("tools-dark.png")
@@ -251,7 +257,9 @@ def main(out_dir: str) -> int:
 
     def tick() -> None:
         if time.monotonic() > deadline:
-            print("screenshots: timed out", file=sys.stderr)
+            line = getattr(state["wait"], "__code__", None)
+            where = f" (waiting at packaging/screenshots.py:{line.co_firstlineno})" if line else ""
+            print(f"screenshots: timed out{where}", file=sys.stderr)
             app.exit(1)
             return
         if not state["wait"]():
