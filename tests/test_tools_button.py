@@ -49,18 +49,26 @@ def open_chat(qtbot: QtBot, w: MainWindow, cid: int) -> None:
     qtbot.waitUntil(lambda: w.controller.conversation_id == cid, timeout=WAIT_MS)
 
 
-@popup_grab
-def test_each_chat_keeps_its_tools_and_the_button_counts_them_and_their_tokens(
+def two_chats_with_builtins(
     qtbot: QtBot, make_window: Callable[..., MainWindow], paths: AppPaths
-) -> None:
+) -> tuple[MainWindow, int, int]:
+    """A window with the date/time and calculator tools on in Settings, two chats, the first open."""
     write_tools(paths, ToolsConfig(builtin=BuiltinToolsConfig(datetime=True, calculator=True)))
     w = make_window()
-    button = w.tools.button
     qtbot.waitUntil(lambda: w.tools.registry.entry(CALCULATOR) is not None, timeout=WAIT_MS)
     a = w.store.create_conversation("A").id
     b = w.store.create_conversation("B").id
     w.chats.reload_conversations()
     open_chat(qtbot, w, a)
+    return w, a, b
+
+
+@popup_grab
+def test_each_chat_keeps_its_tools_and_the_button_counts_them_and_their_tokens(
+    qtbot: QtBot, make_window: Callable[..., MainWindow], paths: AppPaths
+) -> None:
+    w, a, b = two_chats_with_builtins(qtbot, make_window, paths)
+    button = w.tools.button
     assert button.text() == "Tools" and button.isVisible()
     qtbot.mouseClick(button, LEFT)
     popup = button.popup

@@ -20,7 +20,7 @@ from ember_chat.engine.storage.paths import AppPaths
 from ember_chat.engine.tools.config import BuiltinToolsConfig, ToolsConfig
 from tests import test_tool_turns as turns
 from tests.test_app import load, make_window, paths
-from tests.test_tools_button import CALCULATOR, CLOCK, LEFT, open_chat, popup_grab, tokens_of
+from tests.test_tools_button import CALCULATOR, CLOCK, LEFT, open_chat, popup_grab, tokens_of, two_chats_with_builtins
 from tests.tools_window_support import WAIT_MS, write_tools
 
 __all__ = ["make_window", "paths"]  # fixtures
@@ -30,14 +30,8 @@ __all__ = ["make_window", "paths"]  # fixtures
 def test_the_must_call_box_is_on_only_with_tools_kept_per_chat_and_shown_on_the_button(
     qtbot: QtBot, make_window: Callable[..., MainWindow], paths: AppPaths
 ) -> None:
-    write_tools(paths, ToolsConfig(builtin=BuiltinToolsConfig(datetime=True, calculator=True)))
-    w = make_window()
+    w, a, b = two_chats_with_builtins(qtbot, make_window, paths)
     button = w.tools.button
-    qtbot.waitUntil(lambda: w.tools.registry.entry(CALCULATOR) is not None, timeout=WAIT_MS)
-    a = w.store.create_conversation("A").id
-    b = w.store.create_conversation("B").id
-    w.chats.reload_conversations()
-    open_chat(qtbot, w, a)
     button.setFocus()
     qtbot.keyClick(button, Qt.Key.Key_Space)
     popup = button.popup
