@@ -72,10 +72,9 @@ class ToolTurn:
         """One token's text as the model wrote it: the answer text to show (canonical), the calls
         completed, and a restart when a call has just opened in free text."""
         before = len(self.calls)
-        mark = _Mark(
-            copy.deepcopy(self.stream), copy.copy(self.markers), len(self._read), len(self._raw), self._shown, before
-        )
-        self._marks.append(mark)
+        if not self.constrained:  # (a restart can only come in free text: no marks needed after)
+            state = (copy.deepcopy(self.stream), copy.copy(self.markers))
+            self._marks.append(_Mark(*state, len(self._read), len(self._raw), self._shown, before))
         piece = self.markers.feed(raw)
         self._raw += raw
         self._read += piece
