@@ -412,6 +412,7 @@ class Downloader:
                             write_pending()
                             now = time.monotonic()
                             if on_progress and (now - last_report >= 0.2 or have >= resolved.size):
+                                out.flush()  # (the bytes a report counts are the OS's: a killed Ember keeps them)
                                 last_report = now
                                 elapsed = max(now - started, 1e-6)
                                 speed = (have - resumed_from) / elapsed
