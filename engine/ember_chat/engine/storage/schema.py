@@ -106,6 +106,43 @@ _MIGRATIONS: list[str] = [
         UNIQUE (message_id, tool_call_id)
     );
     """,
+    # 5: chats kept in order (organise.py: folders nested one level, pins, archive, the Trash) and model
+    # comparisons kept with their chat (comparisons.py)
+    """
+    CREATE TABLE folders (
+        id INTEGER PRIMARY KEY,
+        name TEXT NOT NULL,
+        parent_id INTEGER REFERENCES folders(id) ON DELETE CASCADE,
+        position INTEGER NOT NULL DEFAULT 0,
+        collapsed INTEGER NOT NULL DEFAULT 0,
+        created_at REAL NOT NULL
+    );
+    ALTER TABLE conversations ADD COLUMN folder_id INTEGER REFERENCES folders(id) ON DELETE SET NULL;
+    ALTER TABLE conversations ADD COLUMN pinned INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE conversations ADD COLUMN archived_at REAL;
+    ALTER TABLE conversations ADD COLUMN deleted_at REAL;
+    CREATE INDEX conversations_by_folder ON conversations(folder_id);
+    CREATE INDEX conversations_by_update ON conversations(updated_at);
+    CREATE TABLE comparisons (
+        id INTEGER PRIMARY KEY,
+        conversation_id INTEGER NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+        prompt_id INTEGER REFERENCES messages(id) ON DELETE CASCADE,
+        settings TEXT NOT NULL DEFAULT '{}',
+        created_at REAL NOT NULL
+    );
+    CREATE INDEX comparisons_by_conversation ON comparisons(conversation_id);
+    CREATE TABLE comparison_answers (
+        id INTEGER PRIMARY KEY,
+        comparison_id INTEGER NOT NULL REFERENCES comparisons(id) ON DELETE CASCADE,
+        position INTEGER NOT NULL,
+        model TEXT NOT NULL,
+        content TEXT NOT NULL DEFAULT '',
+        metrics TEXT,
+        error TEXT,
+        kept_message_id INTEGER REFERENCES messages(id) ON DELETE SET NULL
+    );
+    CREATE INDEX comparison_answers_by_comparison ON comparison_answers(comparison_id, position);
+    """,
 ]
 
 SCHEMA_VERSION = len(_MIGRATIONS)
