@@ -17,6 +17,7 @@ from typing import Any
 
 from ember_chat.engine.core.tools import ChatTools, InvalidCall, ToolCall, ToolResult
 from ember_chat.engine.errors import StoreError
+from ember_chat.engine.storage.comparisons import Comparisons
 from ember_chat.engine.storage.records import Conversation, Message, Restored, SearchHit, conversation_of, message_of
 from ember_chat.engine.storage.restore import restore_rows
 from ember_chat.engine.storage.schema import _MIGRATIONS, SCHEMA_VERSION, migrate
@@ -53,6 +54,7 @@ class ConversationStore:
             self._db.execute("PRAGMA foreign_keys=ON")
             self._migrate()
             self.tools = ToolRecords(self._db, self._lock, clock)  # the tool tables (tool_records.py)
+            self.comparisons = Comparisons(self._db, self._lock, clock)  # comparisons.py
             self.tools.interrupt_waiting()
         except (sqlite3.DatabaseError, StoreError) as exc:
             self._db.close()  # before anyone moves the file aside: Windows cannot move an open file
