@@ -18,6 +18,7 @@ from typing import Any
 from ember_chat.engine.core.tools import ChatTools, InvalidCall, ToolCall, ToolResult
 from ember_chat.engine.errors import StoreError
 from ember_chat.engine.storage.comparisons import Comparisons
+from ember_chat.engine.storage.organise import TRASH_DAYS, Organiser
 from ember_chat.engine.storage.records import Conversation, Message, Restored, SearchHit, conversation_of, message_of
 from ember_chat.engine.storage.restore import restore_rows
 from ember_chat.engine.storage.schema import _MIGRATIONS, SCHEMA_VERSION, migrate
@@ -25,6 +26,7 @@ from ember_chat.engine.storage.tool_records import ToolMessage, ToolRecords
 
 __all__ = [
     "SCHEMA_VERSION",
+    "TRASH_DAYS",
     "_MIGRATIONS",
     "Conversation",
     "ConversationStore",
@@ -52,9 +54,12 @@ class ConversationStore:
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.execute("PRAGMA foreign_keys=ON")
+            self._db.execute("PRAGMA secure_delete=ON")  # freed pages are zeroed (privacy.py)
             self._migrate()
             self.tools = ToolRecords(self._db, self._lock, clock)  # the tool tables (tool_records.py)
             self.comparisons = Comparisons(self._db, self._lock, clock)  # comparisons.py
+            self.organise = Organiser(self._db, self._lock, clock, self.path)  # folders, Trash, undo
+            self.organise.empty_trash(older_than_days=TRASH_DAYS)
             self.tools.interrupt_waiting()
         except (sqlite3.DatabaseError, StoreError) as exc:
             self._db.close()  # before anyone moves the file aside: Windows cannot move an open file
@@ -114,10 +119,14 @@ class ConversationStore:
             raise KeyError(conversation_id)
         return conversation_of(row)
 
-    def conversations(self) -> list[Conversation]:
-        """Newest activity first."""
+    def conversations(self, *, archived: bool = False) -> list[Conversation]:
+        """Newest activity first; never those in the Trash; the archived ones only (`archived=True`) or
+        none of them."""
+        where = "archived_at IS NOT NULL" if archived else "archived_at IS NULL"
         with self._lock:
-            rows = self._db.execute("SELECT * FROM conversations ORDER BY updated_at DESC, id DESC").fetchall()
+            rows = self._db.execute(
+                f"SELECT * FROM conversations WHERE deleted_at IS NULL AND {where} ORDER BY updated_at DESC, id DESC"
+            ).fetchall()
         return [conversation_of(r) for r in rows]
 
     def update_conversation(self, conversation_id: int, **changes: Any) -> Conversation:
@@ -299,7 +308,8 @@ class ConversationStore:
 
     # ----- search
     def search(self, query: str, limit: int = 50) -> list[SearchHit]:
-        """Full-text search across every chat; each word must match (prefixes allowed)."""
+        """Full-text search across every chat (archived ones too; never the Trash); each word must match
+        (prefixes allowed)."""
         words = [w.replace('"', '""') for w in query.split()]
         if not words:
             return []
@@ -310,7 +320,7 @@ class ConversationStore:
                 " snippet(messages_fts, 0, '[', ']', '…', 12) AS snip"
                 " FROM messages_fts JOIN messages m ON m.id = messages_fts.rowid"
                 " JOIN conversations c ON c.id = m.conversation_id"
-                " WHERE messages_fts MATCH ? ORDER BY rank LIMIT ?",
+                " WHERE messages_fts MATCH ? AND c.deleted_at IS NULL ORDER BY rank LIMIT ?",
                 (fts_query, limit),
             ).fetchall()
         return [SearchHit(r[0], r[1], r[2], r[3]) for r in rows]

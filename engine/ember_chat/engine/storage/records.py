@@ -22,6 +22,10 @@ class Conversation:
     created_at: float
     updated_at: float
     active_leaf: int | None
+    folder_id: int | None = None  # organise.py: the folder it is kept in (None: no folder)
+    pinned: bool = False
+    archived_at: float | None = None  # when it was archived (None: not archived)
+    deleted_at: float | None = None  # in the Trash since (None: not in the Trash)
 
 
 @dataclass(frozen=True)
@@ -65,6 +69,10 @@ def conversation_of(row: sqlite3.Row) -> Conversation:
         created_at=row["created_at"],
         updated_at=row["updated_at"],
         active_leaf=row["active_leaf"],
+        folder_id=row["folder_id"],
+        pinned=bool(row["pinned"]),
+        archived_at=row["archived_at"],
+        deleted_at=row["deleted_at"],
     )
 
 

@@ -1,0 +1,112 @@
+"""Deleting a message and everything below it in its branch, kept aside so an undo puts the very same rows
+back: the messages (same ids), their tool messages, attachment links and sources, the comparisons asked
+from them (with their answers), the answers kept from them, and the chat's active leaf as it was."""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass
+
+from ember_chat.engine.errors import StoreError
+from ember_chat.engine.storage.rows import Row, insert_rows, rows_where_in
+
+# (table, column that names a deleted message), in the order they go back
+_DEPENDENT = (
+    ("tool_messages", "message_id"),
+    ("message_attachments", "message_id"),
+    ("message_sources", "answer_id"),
+    ("comparisons", "prompt_id"),
+)
+
+
+@dataclass(frozen=True)
+class Deleted:
+    conversation_id: int
+    active_leaf: int | None
+    updated_at: float
+    rows: dict[str, list[Row]]  # table -> rows as they were
+    kept: tuple[tuple[int, int], ...]  # (comparison answer id, the deleted message it was kept as)
+
+
+def delete(db: sqlite3.Connection, message_id: int) -> Deleted:
+    """Delete (inside the caller's transaction) and give back what went."""
+    row = db.execute("SELECT conversation_id, parent_id FROM messages WHERE id = ?", (message_id,)).fetchone()
+    if row is None:
+        raise StoreError("This message is no longer in the chat; it may have been deleted already.")
+    cid, parent = row[0], row[1]
+    conv = db.execute("SELECT active_leaf, updated_at FROM conversations WHERE id = ?", (cid,)).fetchone()
+    ids = [
+        r[0]
+        for r in db.execute(
+            "WITH RECURSIVE below(id) AS (SELECT ? UNION ALL SELECT m.id FROM messages m JOIN below b"
+            " ON m.parent_id = b.id) SELECT id FROM below",
+            (message_id,),
+        )
+    ]
+    rows: dict[str, list[Row]] = {"messages": rows_where_in(db, "messages", "id", ids)}
+    for table, column in _DEPENDENT:
+        rows[table] = rows_where_in(db, table, column, ids)
+    rows["comparison_answers"] = rows_where_in(
+        db, "comparison_answers", "comparison_id", [c["id"] for c in rows["comparisons"]]
+    )
+    mine = {a["id"] for a in rows["comparison_answers"]}
+    kept = tuple(
+        (a["id"], a["kept_message_id"])
+        for a in rows_where_in(db, "comparison_answers", "kept_message_id", ids)
+        if a["id"] not in mine
+    )
+    db.execute("DELETE FROM messages WHERE id = ?", (message_id,))  # (what is below, and what refers, cascade)
+    leaf = conv[0]
+    if leaf is None or leaf in set(ids):
+        leaf = _newest_leaf(db, cid, parent)
+        db.execute("UPDATE conversations SET active_leaf = ? WHERE id = ?", (leaf, cid))
+    return Deleted(cid, conv[0], conv[1], rows, kept)
+
+
+def put_back(db: sqlite3.Connection, deleted: Deleted) -> None:
+    """Undo `delete` (inside the caller's transaction): sqlite3.IntegrityError when the chat is gone or a
+    new message took one of the ids."""
+    insert_rows(db, "messages", _parents_first(deleted.rows["messages"]))
+    for table, _ in _DEPENDENT:
+        rows = deleted.rows[table]
+        if table == "message_attachments":  # a file removed since (the window prunes unused ones) stays gone
+            present = {r[0] for r in db.execute("SELECT id FROM attachments")}
+            rows = [r for r in rows if r["attachment_id"] in present]
+        insert_rows(db, table, rows)
+    insert_rows(db, "comparison_answers", deleted.rows["comparison_answers"])
+    db.executemany("UPDATE comparison_answers SET kept_message_id = ? WHERE id = ?", [(m, a) for a, m in deleted.kept])
+    db.execute(
+        "UPDATE conversations SET active_leaf = ?, updated_at = ? WHERE id = ?",
+        (deleted.active_leaf, deleted.updated_at, deleted.conversation_id),
+    )
+
+
+def _parents_first(rows: list[Row]) -> list[Row]:
+    ids = {r["id"] for r in rows}
+    placed: set[int] = set()
+    out: list[Row] = []
+    pending = sorted(rows, key=lambda r: r["id"])
+    while pending:
+        later = []
+        for r in pending:
+            if r["parent_id"] in ids and r["parent_id"] not in placed:
+                later.append(r)
+            else:
+                out.append(r)
+                placed.add(r["id"])
+        if len(later) == len(pending):  # (a loop cannot be stored: foreign keys refuse it)
+            out.extend(later)
+            break
+        pending = later
+    return out
+
+
+def _newest_leaf(db: sqlite3.Connection, cid: int, parent: int | None) -> int | None:
+    """The end of the newest branch left under `parent` (or under the newest root left)."""
+    children: dict[int | None, list[int]] = {}
+    for mid, pid in db.execute("SELECT id, parent_id FROM messages WHERE conversation_id = ?", (cid,)):
+        children.setdefault(pid, []).append(mid)
+    node = parent if parent is not None else max(children.get(None, []), default=None)
+    while node is not None and node in children:
+        node = max(children[node])
+    return node

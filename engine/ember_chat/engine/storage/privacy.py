@@ -1,0 +1,65 @@
+"""The privacy sweep after chats are deleted for good: nothing of them is left to read in the files.
+
+The store runs with `PRAGMA secure_delete=ON` (freed pages are zeroed). After a hard delete: the files
+only the deleted chats used go (their rows, passages and blobs), the full-text indexes are merged
+(`optimize` drops the deleted words from their segments), the WAL is checkpointed and truncated, the
+file is rebuilt (`VACUUM`), and the WAL truncated again."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import sqlite3
+import threading
+from collections.abc import Iterable
+from pathlib import Path
+
+from ember_chat.engine.storage.rows import batches, transaction
+
+log = logging.getLogger(__name__)
+
+
+def attachments_of(db: sqlite3.Connection, conversation_ids: Iterable[int]) -> set[int]:
+    """The attachments linked to these chats' messages."""
+    out: set[int] = set()
+    for batch in batches(conversation_ids):
+        marks = ",".join("?" * len(batch))
+        out.update(
+            r[0]
+            for r in db.execute(
+                "SELECT DISTINCT ma.attachment_id FROM message_attachments ma JOIN messages m"
+                f" ON m.id = ma.message_id WHERE m.conversation_id IN ({marks})",
+                batch,
+            )
+        )
+    return out
+
+
+def sweep(db: sqlite3.Connection, lock: threading.RLock, path: object, attachments: Iterable[int] = ()) -> None:
+    """`attachments`: those the deleted chats used; the ones no message refers to any more go (a file
+    attached to a message not sent yet is never among them)."""
+    with lock:
+        gone: list[str] = []
+        with transaction(db, lock):
+            for batch in batches(attachments):
+                marks = ",".join("?" * len(batch))
+                unused = db.execute(
+                    f"SELECT id, sha256 FROM attachments WHERE id IN ({marks})"
+                    " AND id NOT IN (SELECT attachment_id FROM message_attachments)",
+                    batch,
+                ).fetchall()
+                db.executemany("DELETE FROM attachments WHERE id = ?", [(r[0],) for r in unused])
+                gone.extend(r[1] for r in unused)
+            kept = {r[0] for r in db.execute("SELECT DISTINCT sha256 FROM attachments")}
+            db.execute("INSERT INTO messages_fts(messages_fts) VALUES ('optimize')")
+            db.execute("INSERT INTO attachment_chunks_fts(attachment_chunks_fts) VALUES ('optimize')")
+        try:
+            db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            db.execute("VACUUM")
+            db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        except sqlite3.OperationalError as exc:  # another process reads the file: done at the next sweep
+            log.warning("The chat database could not be compacted after a delete: %s", exc)
+    blobs = Path(str(path)).parent / "attachments"  # (as AttachmentStore.blob_path)
+    for sha in set(gone) - kept:
+        with contextlib.suppress(FileNotFoundError):
+            (blobs / sha[:2] / sha).unlink()
