@@ -1,0 +1,202 @@
+"""The Trash (trash, restore, empty, the 30-day purge when the store opens), deleting a folder, and deleting
+messages with an exact undo: the same rows back with the same ids (tool records, attachment links,
+sources, comparisons) and the chat's active leaf as it was. Real SQLite files; the attachments through the
+real AttachmentStore and planner."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from ember_chat.engine.attachments import AttachmentStore, plan_turn, read_attachment_bytes
+from ember_chat.engine.core.tools import ToolCall, ToolResult
+from ember_chat.engine.errors import StoreError
+from ember_chat.engine.storage.conversations import TRASH_DAYS, ConversationStore
+from ember_chat.engine.storage.paths import AppPaths
+
+DAY = 86400.0
+TABLES = (
+    "conversations",
+    "messages",
+    "tool_messages",
+    "message_attachments",
+    "message_sources",
+    "comparisons",
+    "comparison_answers",
+    "folders",
+)
+
+
+class Clock:
+    def __init__(self, start: float = 1_000_000.0) -> None:
+        self.now = start
+
+    def __call__(self) -> float:
+        self.now += 1.0
+        return self.now
+
+
+def dump(path: Path) -> dict[str, list[tuple[object, ...]]]:
+    """Every row of the tables an undo must put back, read through a second connection."""
+    with sqlite3.connect(path) as db:
+        return {t: db.execute(f"SELECT * FROM {t} ORDER BY rowid").fetchall() for t in TABLES}
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def store(tmp_path: Path, clock: Clock):
+    s = ConversationStore(tmp_path / "chats.sqlite3", clock=clock)
+    yield s
+    s.close()
+
+
+def chat(store: ConversationStore, title: str) -> int:
+    c = store.create_conversation(title)
+    store.add_message(c.id, "user", f"words of {title}")
+    return c.id
+
+
+def test_trash_and_restore_keep_folder_pin_and_archive(store: ConversationStore) -> None:
+    a, b, c = (chat(store, t) for t in ("A", "B", "C"))
+    work = store.organise.create_folder("Work")
+    store.organise.move_chats([a], work.id)
+    store.organise.set_pinned([a], True)
+    store.organise.archive_chats([b], True)
+    first = store.organise.trash_chats([b])
+    second = store.organise.trash_chats([a, c])
+    assert first.label == "Moved “B” to the Trash." and second.label == "Moved 2 chats to the Trash."
+    trashed = store.organise.trashed()
+    assert [x.id for x in trashed[:2]] != [b] and trashed[-1].id == b  # newest deletion first
+    assert {x.id for x in trashed} == {a, b, c} and all(x.deleted_at for x in trashed)
+    assert store.organise.restore_chats([a, b]) == 2
+    assert store.conversation(a).folder_id == work.id and store.conversation(a).pinned
+    assert [x.id for x in store.conversations(archived=True)] == [b]
+    store.organise.undo(second)  # c comes back too (a was restored already: it stays out)
+    assert store.organise.trashed() == [] and {x.id for x in store.conversations()} == {a, c}
+
+
+def test_empty_trash_deletes_for_good_and_the_store_purges_old_trash_when_it_opens(
+    tmp_path: Path, clock: Clock
+) -> None:
+    path = tmp_path / "chats.sqlite3"
+    s = ConversationStore(path, clock=clock)
+    old, recent, kept = (chat(s, t) for t in ("Old", "Recent", "Kept"))
+    s.organise.trash_chats([old])
+    clock.now += 10 * DAY
+    s.organise.trash_chats([recent])
+    clock.now += (TRASH_DAYS - 5) * DAY  # old: 35 days in the Trash; recent: 25
+    s.close()
+
+    s = ConversationStore(path, clock=clock)
+    assert [x.id for x in s.organise.trashed()] == [recent]
+    with pytest.raises(KeyError):
+        s.conversation(old)
+    assert s.organise.empty_trash(older_than_days=30) == 0
+    assert s.organise.empty_trash() == 1
+    assert s.organise.trashed() == [] and [x.id for x in s.conversations()] == [kept]
+    assert dump(path)["messages"] == [r for r in dump(path)["messages"] if r[1] == kept]
+    assert s.organise.delete_all_chats() == 1 and s.conversations() == []
+    s.close()
+
+
+def test_deleting_a_folder_sends_its_chats_to_the_trash_and_undo_brings_everything_back(
+    tmp_path: Path, store: ConversationStore
+) -> None:
+    a, b, c, d = (chat(store, t) for t in ("A", "B", "C", "D"))
+    work = store.organise.create_folder("Work")
+    sub = store.organise.create_folder("Reports", parent_id=work.id)
+    store.organise.set_collapsed(sub.id, True)
+    store.organise.move_chats([a, b], work.id)
+    store.organise.move_chats([c], sub.id)
+    store.organise.trash_chats([b])  # in the Trash already: stays there, in its folder, after the undo
+    before = dump(store.path)
+    undo = store.organise.delete_folder(work.id)
+    assert undo.label == "Deleted the folder “Work”; 2 chats went to the Trash."
+    assert store.organise.folders() == []
+    assert [x.id for x in store.conversations()] == [d]
+    assert {x.id for x in store.organise.trashed()} == {a, b, c}
+    store.organise.undo(undo)
+    assert dump(store.path) == before
+
+
+def build_chat_with_everything(tmp_path: Path, store: ConversationStore) -> dict[str, int]:
+    """A chat with two branches; below the question that is deleted: an answer with a tool call and
+    its result, an attachment, the sources it used, a comparison asked from the question, and an answer
+    of an older comparison kept as one of the deleted messages."""
+    atts = AttachmentStore(AppPaths(tmp_path, tmp_path / "config"), store)
+    c = store.create_conversation("Everything")
+    u1 = store.add_message(c.id, "user", "first question")
+    a1 = store.add_message(c.id, "assistant", "first answer", parent_id=u1.id)
+    u2 = store.add_message(c.id, "user", "second question about zebras", parent_id=a1.id)
+    note = atts.save(read_attachment_bytes("note.md", b"# Plan\n\nShip on Friday."))
+    atts.link(u2.id, [note.id])
+    a2 = store.add_message(c.id, "assistant", "calling", parent_id=u2.id, metrics={"ttft_s": 0.1})
+    call = ToolCall("call00001", "calculator", {"expression": "2+3"}, '{"expression": "2+3"}')
+    store.set_tool_calls(a2.id, [call])
+    store.set_tool_result(a2.id, ToolResult(call.id, "calculator", "5", duration_ms=1.5), source="Built-in")
+    plan = plan_turn([atts.ref(note)], "when do we ship?", 1000, lambda t: len(t.split()), atts)
+    atts.record_sources(a2.id, plan)
+    u3 = store.add_message(c.id, "user", "third", parent_id=a2.id)
+    asked = store.comparisons.create(c.id, u2.id, ["m1", "m2"], {"seed": 1})
+    store.comparisons.set_answer(asked.answers[0].id, "an answer from m1", metrics={"ttft_s": 0.2})
+    older = store.comparisons.create(c.id, u1.id, ["m1", "m2"], {"seed": 2})
+    kept_as = store.add_message(c.id, "assistant", "kept answer", parent_id=u1.id)
+    store.comparisons.keep(older.answers[1].id, kept_as.id)
+    # the other branch (edited second question) and the active leaf back on the first branch's end
+    u2b = store.add_message(c.id, "user", "second question, edited", parent_id=a1.id)
+    store.update_conversation(c.id, active_leaf=u3.id)
+    return {"c": c.id, "u1": u1.id, "a1": a1.id, "u2": u2.id, "u3": u3.id, "u2b": u2b.id, "kept": kept_as.id}
+
+
+def test_deleting_messages_and_undo_put_back_the_same_rows(tmp_path: Path, store: ConversationStore) -> None:
+    ids = build_chat_with_everything(tmp_path, store)
+    before = dump(store.path)
+    undo = store.organise.delete_messages(ids["u2"])
+    assert undo.label == "Deleted 3 messages."
+    left = {m.id for m in store.messages(ids["c"])}
+    assert left == {ids["u1"], ids["a1"], ids["u2b"], ids["kept"]}
+    # the active leaf moves to the newest branch left under the deleted message's parent
+    assert store.conversation(ids["c"]).active_leaf == ids["u2b"]
+    assert store.search("zebras") == []
+    after = dump(store.path)
+    assert after["tool_messages"] == [] and after["message_attachments"] == [] and after["message_sources"] == []
+    assert [r[2] for r in after["comparisons"]] == [ids["u1"]]
+
+    store.organise.undo(undo)
+    assert dump(store.path) == before
+    assert [h.message_id for h in store.search("zebras")] == [ids["u2"]]
+    assert [m.id for m in store.thread(ids["c"])][-1] == ids["u3"]
+
+
+def test_deleting_the_kept_answer_and_undo_keeps_it_again(tmp_path: Path, store: ConversationStore) -> None:
+    ids = build_chat_with_everything(tmp_path, store)
+    before = dump(store.path)
+    undo = store.organise.delete_messages(ids["kept"])
+    assert undo.label == "Deleted a message."
+    assert all(c.answers[1].kept_message_id is None for c in store.comparisons.of_conversation(ids["c"])[-1:])
+    store.organise.undo(undo)
+    assert dump(store.path) == before
+
+
+def test_an_undo_whose_ids_were_taken_is_refused_and_changes_nothing(store: ConversationStore) -> None:
+    cid = chat(store, "A")
+    (u,) = store.messages(cid)
+    a = store.add_message(cid, "assistant", "the answer", parent_id=u.id)
+    undo = store.organise.delete_messages(a.id)
+    again = store.add_message(cid, "assistant", "a new answer", parent_id=u.id)  # SQLite gives it a.id
+    before = dump(store.path)
+    with pytest.raises(StoreError, match="can no longer be undone") as err:
+        store.organise.undo(undo)
+    assert "Error" not in str(err.value) and dump(store.path) == before
+    assert store.message(again.id).content == "a new answer"
+
+
+def test_deleting_a_message_that_is_gone_says_so(store: ConversationStore) -> None:
+    with pytest.raises(StoreError, match="no longer in the chat"):
+        store.organise.delete_messages(12345)
