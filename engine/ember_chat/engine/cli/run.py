@@ -13,20 +13,25 @@ from typing import Any
 from ember_chat.engine.attachments.store import temporary_store
 from ember_chat.engine.cli.attach import read_files, report, user_message
 from ember_chat.engine.cli.common import (
+    CLI_DEFAULTS,
     PrintSink,
     add_load_flags,
     add_sampling_flags,
     generate_blocking,
     load_blocking,
     model_ref_from_args,
-    sampling_from_args,
 )
+from ember_chat.engine.cli.presets_option import add_preset_option, chosen_preset
 from ember_chat.engine.core.messages import ChatMessage
+from ember_chat.engine.core.params import SAMPLING_SPECS, SamplingParams
 from ember_chat.engine.core.states import StopReason
 from ember_chat.engine.errors import EmberError, InvalidParameter
 from ember_chat.engine.inference.grammar import json_format, parse_schema_text
 from ember_chat.engine.inference.service import EngineService, GenerationRequest
 from ember_chat.engine.storage.paths import AppPaths
+from ember_chat.engine.storage.presets import Preset
+
+_UNSET = object()  # a flag not given: the preset's value, else the CLI's default
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -49,6 +54,24 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     as_json.add_argument("--json-object", action="store_true", help="answer with a JSON object (grammar-constrained)")
     run.add_argument("--json", action="store_true", help="print a JSON line of metrics at the end")
     run.add_argument("-v", "--verbose", action="store_true", help="show llama.cpp's log")
+    add_preset_option(run, "answer")
+    run.set_defaults(system=_UNSET, **{spec.name: _UNSET for spec in SAMPLING_SPECS})
+
+
+def _given(args: argparse.Namespace, name: str) -> bool:
+    return getattr(args, name) is not _UNSET
+
+
+def params_with_preset(args: argparse.Namespace, preset: Preset | None) -> tuple[SamplingParams, str]:
+    """The sampling parameters and system prompt: the flags given, over the preset, over the CLI's
+    defaults."""
+    values = {spec.name: CLI_DEFAULTS.get(spec.name, spec.default) for spec in SAMPLING_SPECS}
+    base = SamplingParams(**values, stop=tuple(args.stop))
+    if preset is not None:
+        base = preset.sampling(base)
+    given = {spec.name: getattr(args, spec.name) for spec in SAMPLING_SPECS if _given(args, spec.name)}
+    system = args.system if _given(args, "system") else (preset.system_prompt if preset is not None else "")
+    return replace(base, **given), system
 
 
 def _json_format(schema_file: str | None) -> dict[str, Any]:
@@ -68,10 +91,13 @@ def _json_format(schema_file: str | None) -> dict[str, Any]:
 def run(args: argparse.Namespace) -> int:
     if not args.model and not args.remote:
         raise EmberError("the following arguments are required: --model (or --remote NAME)")
-    params = sampling_from_args(args)
+    paths = AppPaths.default()
+    _, preset, how = chosen_preset(args, paths)
+    params, system = params_with_preset(args, preset)
+    if preset is not None:
+        print(f"[preset “{preset.name}”: {how}; the flags given go over it]", file=sys.stderr)
     if args.json_schema or args.json_object:
         params = replace(params, response_format=_json_format(args.json_schema))
-    paths = AppPaths.default()
     if args.attach and args.mode != "chat":
         raise EmberError("--attach needs --mode chat.")
     files = read_files(args.attach, paths) if args.attach else []  # before the model loads: a bad file is quick
@@ -82,7 +108,7 @@ def run(args: argparse.Namespace) -> int:
         load_blocking(service, ref, alias)
         sink = PrintSink(sys.stdout)
         if args.mode == "chat":
-            messages = [ChatMessage("system", args.system)] if args.system else []
+            messages = [ChatMessage("system", system)] if system else []
             store = stack.enter_context(temporary_store("ember-attach-")) if files else None
             messages.append(user_message(args.prompt, files, store) if store else ChatMessage("user", args.prompt))
             request = GenerationRequest(

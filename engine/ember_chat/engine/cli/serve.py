@@ -10,6 +10,7 @@ import threading
 from types import FrameType
 
 from ember_chat.engine.cli.common import add_load_flags, load_blocking, model_ref_from_args
+from ember_chat.engine.cli.presets_option import add_preset_option, chosen_preset, cli_model_key
 from ember_chat.engine.core.instance import same_listener
 from ember_chat.engine.core.refs import RemoteModelRef
 from ember_chat.engine.errors import EmberError
@@ -35,6 +36,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     add_load_flags(serve)
     serve.add_argument("-v", "--verbose", action="store_true", help="show llama.cpp's log")
+    add_preset_option(serve, "answer every request")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -54,7 +56,10 @@ def run(args: argparse.Namespace) -> int:
         alias=args.alias,
     )
     config.check()
-    ref, alias = model_ref_from_args(args, AppPaths.default())
+    paths = AppPaths.default()
+    library, named, how = chosen_preset(args, paths)  # (a wrong --preset: said before the model loads)
+    key = cli_model_key(args, paths)
+    ref, alias = model_ref_from_args(args, paths)
     if isinstance(ref, RemoteModelRef) and same_listener(ref.endpoint.base_url, args.host, args.port):
         raise EmberError(
             f"The connection {ref.endpoint.name} ({ref.endpoint.base_url}) points at {args.host}:{args.port}, "
@@ -62,7 +67,12 @@ def run(args: argparse.Namespace) -> int:
             "Use another port, or a connection to another server."
         )
     service = EngineService(queue_limit=args.queue)
-    server = ApiServer(service, config)
+    # Asked at each request, so a preset edited in the window while this serves applies at once; what a
+    # request says itself wins over it.
+    fixed = named.id if args.preset and named is not None else None
+    server = ApiServer(
+        service, config, preset=lambda: library.get(fixed) if fixed is not None else library.model_default(key)
+    )
     stop = threading.Event()
 
     def on_signal(_sig: int, _frame: FrameType | None) -> None:
@@ -72,8 +82,9 @@ def run(args: argparse.Namespace) -> int:
     try:
         model = load_blocking(service, ref, alias)
         server.start()
+        with_preset = f" with the preset “{named.name}” ({how})" if named is not None else ""
         print(
-            f"Serving {args.alias or alias} ({model.badge()}) on {server.url} — Ctrl+C to stop",
+            f"Serving {args.alias or alias} ({model.badge()}){with_preset} on {server.url} — Ctrl+C to stop",
             file=sys.stderr,
             flush=True,
         )

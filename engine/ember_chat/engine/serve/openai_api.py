@@ -25,8 +25,10 @@ from ember_chat.engine.inference.metrics import GenerationMetrics
 from ember_chat.engine.serve.api_error import ApiError
 from ember_chat.engine.serve.content_parts import ContentError, parse_content
 from ember_chat.engine.serve.logprob_shapes import chat_logprobs, completion_logprobs
+from ember_chat.engine.serve.preset_defaults import preset_values, with_preset_system
 from ember_chat.engine.serve.request_options import MAX_N, constraint, ember_options, logprobs_wanted
 from ember_chat.engine.serve.tool_wire import ChoiceCalls, check_tool_turns, history_calls, tool_request
+from ember_chat.engine.storage.presets import Preset
 
 
 @dataclass(frozen=True)
@@ -110,10 +112,11 @@ def _messages(raw: Any, files: dict[int, list[Extracted]]) -> list[ChatMessage]:
     return out
 
 
-def parse_request(kind: str, body: Any, allow_unknown: bool = False) -> ApiRequest:
+def parse_request(kind: str, body: Any, allow_unknown: bool = False, preset: Preset | None = None) -> ApiRequest:
     """Validate a /v1/chat/completions (kind "chat") or /v1/completions ("completion") body. A field
     Ember does not know is a 400 naming it (a client would believe it applied), unless `allow_unknown`
-    (the server's option for clients that send vendor noise)."""
+    (the server's option for clients that send vendor noise). `preset`: the served model's default
+    preset, what the request does not say itself (preset_defaults.py)."""
     if not isinstance(body, dict):
         raise ApiError(400, "The request body must be a JSON object.")
     unknown = sorted(set(body) - _KNOWN_BY_KIND[kind])
@@ -134,7 +137,7 @@ def parse_request(kind: str, body: Any, allow_unknown: bool = False) -> ApiReque
     for name, neutral in _NEUTRAL.items():
         if name in body and body[name] not in (None, neutral):
             raise ApiError(400, f"{name}={body[name]!r} is not supported (only {neutral!r}).", param=name)
-    values: dict[str, Any] = constraint(body)
+    values: dict[str, Any] = {**preset_values(preset), **constraint(body)}
     top = logprobs_wanted(kind, body)
     if top is not None:
         values["logprobs"] = top
@@ -189,7 +192,7 @@ def parse_request(kind: str, body: Any, allow_unknown: bool = False) -> ApiReque
     }  # fmt: skip
     if kind == "chat":
         files: dict[int, list[Extracted]] = {}
-        messages = _messages(body.get("messages"), files)
+        messages, files = with_preset_system(_messages(body.get("messages"), files), files, preset)
         trim = ember_options(body.get("ember")).get("trim_history", False)
         return ApiRequest("chat", messages=messages, files=files, trim_history=trim, tools=tools, **common)
     prompt = body.get("prompt")

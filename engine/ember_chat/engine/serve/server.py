@@ -19,6 +19,7 @@ import logging
 import socket
 import sys
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -33,6 +34,7 @@ from ember_chat.engine.serve.openai_api import ApiError, ApiRequest, ResponseBui
 from ember_chat.engine.serve.request_log import ReportsRequests, RequestListener
 from ember_chat.engine.serve.sink import ClientGone
 from ember_chat.engine.serve.tool_wire import check_tool_schemas
+from ember_chat.engine.storage.presets import Preset
 
 log = logging.getLogger(__name__)
 
@@ -227,7 +229,8 @@ class _Handler(ReportsRequests, AnswersRequests, BaseHTTPRequestHandler):
         return alias
 
     def _generate(self, kind: str) -> None:
-        req = parse_request(kind, self._body(), self.server.config.allow_unknown_fields)
+        preset = self.server.preset() if self.server.preset is not None else None  # the served model's default
+        req = parse_request(kind, self._body(), self.server.config.allow_unknown_fields, preset)
         name = self._check_model(req)
         model = self.server.service.model
         if req.params.logprobs is not None and model is not None and model.is_remote:
@@ -248,6 +251,7 @@ class _Server(ThreadingHTTPServer):
         self.config = config
         self.service = service
         self.on_request: RequestListener | None = None
+        self.preset: Callable[[], Preset | None] | None = None
         self.connections: set[socket.socket] = set()
         self._connections_lock = threading.Lock()
         if ":" in config.host:
@@ -293,14 +297,21 @@ class _Server(ThreadingHTTPServer):
 
 class ApiServer:
     """Start with `start()`, stop with `stop()` (joins the serving thread). `on_request`: told of every
-    request answered, on the connection's thread (see request_log.py)."""
+    request answered, on the connection's thread (see request_log.py). `preset`: the served model's
+    default preset, asked at each request (on the connection's thread): what a request does not say
+    itself comes from it."""
 
     def __init__(
-        self, service: EngineService, config: ServerConfig | None = None, on_request: RequestListener | None = None
+        self,
+        service: EngineService,
+        config: ServerConfig | None = None,
+        on_request: RequestListener | None = None,
+        preset: Callable[[], Preset | None] | None = None,
     ) -> None:
         self.service = service
         self.config = config or ServerConfig()
         self.on_request = on_request
+        self.preset = preset
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
 
@@ -328,6 +339,7 @@ class ApiServer:
                 "Is another program using that port? Choose another one."
             ) from exc
         self._server.on_request = self.on_request
+        self._server.preset = self.preset
         self._thread = threading.Thread(target=self._server.serve_forever, name="ember-api", daemon=True)
         self._thread.start()
 

@@ -213,6 +213,17 @@ class PresetLibrary(ProblemLog):
                 return self._presets.get(DEFAULT_PRESET_ID, builtin_default())
             return self._presets.get(preset_id)
 
+    def find(self, name: str) -> Preset:
+        """The preset called `name` (any case; or with that id), for `--preset NAME`; a PresetError
+        lists the presets there are."""
+        wanted = name.strip().casefold()
+        everything = self.presets()
+        for preset in everything:
+            if preset.name.casefold() == wanted or preset.id == name:
+                return preset
+        names = ", ".join(f"“{p.name}”" for p in everything)
+        raise PresetError(f"No preset is called “{name}”. The presets are: {names}.")
+
     @property
     def default_id(self) -> str:
         """The preset new chats start from (the built-in Default unless another was chosen)."""
