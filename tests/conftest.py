@@ -27,10 +27,10 @@ import pytest  # noqa: E402
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """A test that runs the real starter model is slow (it loads 250 MB): `pytest -m "not slow"` is the
+    """A test that runs a real starter model is slow (it loads 100-250 MB): `pytest -m "not slow"` is the
     fast inner loop; the whole suite runs them all."""
     for item in items:
-        if "starter_model" in getattr(item, "fixturenames", ()):
+        if {"starter_model", "chat_starter_model"} & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.slow)
 
 
@@ -51,10 +51,19 @@ def tiny_model_no_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def starter_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The real Gemma 3 270M Q4_K_M starter model, assembled once per test session."""
-    from ember_chat.engine.models.starter import starter_model_path
+    """The real Gemma 3 270M Q4_K_M base model (`gemma-3-270m`, the tests' and benchmarks' real model),
+    assembled once per test session."""
+    from ember_chat.engine.models.starter import GEMMA_ALIAS, starter_model_path
 
-    return starter_model_path(tmp_path_factory.mktemp("starter"))
+    return starter_model_path(tmp_path_factory.mktemp("starter"), GEMMA_ALIAS)
+
+
+@pytest.fixture(scope="session")
+def chat_starter_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The real chat starter, SmolLM2 135M Instruct Q4_1 (`starter`), verified in place in its package."""
+    from ember_chat.engine.models.starter import STARTER_ALIAS, starter_model_path
+
+    return starter_model_path(tmp_path_factory.mktemp("chat-starter"), STARTER_ALIAS)
 
 
 @pytest.fixture

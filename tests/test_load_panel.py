@@ -61,7 +61,7 @@ def test_auto_gpu_layers_from_the_header(starter_model: Path) -> None:
 def test_the_panel_estimates_warns_and_saves(qtbot: QtBot, starter_model: Path) -> None:
     info = inspect_gguf(starter_model)
     current = ModelLoadSettings.from_settings(Settings())
-    dialog = LoadSettingsDialog("starter", info, current, free_ram=8 << 30, free_vram=None)
+    dialog = LoadSettingsDialog("gemma-3-270m", info, current, free_ram=8 << 30, free_vram=None)
     qtbot.addWidget(dialog)
     assert "fits" in dialog.estimate.text() and "VRAM" not in dialog.estimate.text()
     dialog.free_ram = 300 << 20

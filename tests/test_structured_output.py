@@ -215,11 +215,11 @@ def test_cli_json_schema_and_json_object(tiny_model: Path, tmp_path: Path) -> No
 
 
 @pytest.mark.slow
-def test_cli_starter_answers_the_schema(tmp_path: Path) -> None:
+def test_cli_gemma_answers_the_schema(tmp_path: Path) -> None:
     schema_file = tmp_path / "person.json"
     schema_file.write_text(json.dumps(PERSON))
-    out = cli("run", "--model", "starter", "--prompt", "A JSON person:", "--temperature", "0", "--max-tokens", "200",
-              "--json-schema", str(schema_file), data_dir=tmp_path)  # fmt: skip
+    out = cli("run", "--model", "gemma-3-270m", "--prompt", "A JSON person:", "--temperature", "0",
+              "--max-tokens", "200", "--json-schema", str(schema_file), data_dir=tmp_path)  # fmt: skip
     answer = _cli_answer(out)
     assert json_problem(answer, PERSON) is None, answer
     assert "valid JSON" in out.stderr

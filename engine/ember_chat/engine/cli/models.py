@@ -51,6 +51,7 @@ def run(args: argparse.Namespace, paths: AppPaths) -> int:
                 "path": str(e.path) if e.path else None,
                 "mmproj": str(e.mmproj) if e.mmproj else None,  # its projector: it sees images
                 "vision": e.vision,
+                "description": e.starter.description if e.starter else None,  # which starter is which
             }
             if e.path is not None:
                 try:
@@ -85,7 +86,8 @@ def run(args: argparse.Namespace, paths: AppPaths) -> int:
                     if r.get("vision_needs_projector")
                     else ""
                 )
-                print(f"{r['name']:60} {quant:8} {_human(int(r['size'])):>9}  {r['location']}{sees}")
+                said = f"  {r['description']}" if r["description"] else ""
+                print(f"{r['name']:60} {quant:8} {_human(int(r['size'])):>9}  {r['location']}{said}{sees}")
         return 0
     from ember_chat.engine.models.hub import HubClient
 

