@@ -4,6 +4,7 @@ in its own transaction."""
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
 
 from ember_chat.engine.errors import StoreError
@@ -148,13 +149,27 @@ _MIGRATIONS: list[str] = [
 SCHEMA_VERSION = len(_MIGRATIONS)
 
 
-def migrate(db: sqlite3.Connection, path: Path) -> None:
-    """Bring the database at `path` to SCHEMA_VERSION; a newer one is refused with a sentence."""
+def _copy_before_migration(db: sqlite3.Connection, path: Path, version: int) -> None:
+    from ember_chat.engine.storage.backups import backup_before_migration  # (backups.py imports this module)
+
+    backup_before_migration(db, path, version)
+
+
+def migrate(
+    db: sqlite3.Connection,
+    path: Path,
+    before: Callable[[sqlite3.Connection, Path, int], None] | None = _copy_before_migration,
+) -> None:
+    """Bring the database at `path` to SCHEMA_VERSION; a newer one is refused with a sentence.
+    `before(db, path, version)` runs first when an existing database (version ≥ 1) is about to migrate:
+    by default a backup is made (backups.py); None makes none (a restore migrating the backup it copied)."""
     version = db.execute("PRAGMA user_version").fetchone()[0]
     if version > SCHEMA_VERSION:
         raise StoreError(
             f"The chat database {path} was written by a newer Ember (schema {version}); update Ember to open it."
         )
+    if before is not None and 1 <= version < SCHEMA_VERSION:
+        before(db, path, version)
     for number in range(version, SCHEMA_VERSION):
         try:
             db.executescript(f"BEGIN; {_MIGRATIONS[number]} PRAGMA user_version={number + 1}; COMMIT;")
