@@ -17,6 +17,7 @@ from typing import NoReturn
 
 from ember_chat.engine import __version__
 from ember_chat.engine.cli import bench as bench_cli
+from ember_chat.engine.cli import chats as chats_cli
 from ember_chat.engine.cli import remote as remote_cli
 from ember_chat.engine.cli import run as run_cli
 from ember_chat.engine.cli import serve as serve_cli
@@ -69,6 +70,7 @@ def _build_parser() -> argparse.ArgumentParser:
     tk = msub.add_parser("token", help="store a Hugging Face token in the OS keychain (read from stdin)")
     tk.add_argument("--clear", action="store_true")
     remote_cli.add_parser(sub, _Parser)
+    chats_cli.add_parser(sub, _Parser)
     serve_cli.add_parser(sub)
     bench_cli.add_parser(sub)
     return parser
@@ -118,6 +120,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "inspect": _cmd_inspect,
         "models": _cmd_models,
         "remote": _cmd_remote,
+        "chats": lambda a: chats_cli.run(a, AppPaths.default()),
         "serve": _cmd_serve,
         "bench": _cmd_bench,
     }

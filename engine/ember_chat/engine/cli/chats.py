@@ -1,0 +1,248 @@
+"""`ember-chat chats list|export|import|rm|restore|backup`: the chats the window keeps (the same data
+folder: EMBER_DATA_DIR or the platform's), from a terminal. `rm` moves chats to the Trash (`restore`
+brings them back; the window's Trash shows them); `rm --purge` deletes them for good and sweeps their
+text out of the database file. Mistakes (an unknown id, a file that cannot be written) are one line on
+stderr, exit status 2, and change nothing."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ember_chat.engine.errors import EmberError
+from ember_chat.engine.storage.paths import AppPaths
+
+if TYPE_CHECKING:
+    from ember_chat.engine.storage.conversations import Conversation, ConversationStore
+
+
+def add_parser(sub: argparse._SubParsersAction, parser_class: type) -> None:
+    chats = sub.add_parser("chats", help="list, export, import, delete and back up the window's chats")
+    csub = chats.add_subparsers(dest="chats_command", parser_class=parser_class, required=True)
+    ls = csub.add_parser("list", help="the chats, newest activity first (not the archived ones, not the Trash)")
+    ls.add_argument("--json", action="store_true")
+    which = ls.add_mutually_exclusive_group()
+    which.add_argument("--archived", action="store_true", help="the archived chats")
+    which.add_argument("--trash", action="store_true", help="the chats in the Trash, newest deletion first")
+    ex = csub.add_parser("export", help="chats as Ember JSON (every branch, to import again) or Markdown")
+    ex.add_argument("ids", nargs="*", type=int, metavar="ID")
+    ex.add_argument("--all", action="store_true", help="every chat but those in the Trash")
+    ex.add_argument("--format", choices=("json", "md"), default="json")
+    ex.add_argument("-o", "--output", metavar="PATH", help="write to this file (default: the terminal)")
+    im = csub.add_parser("import", help="chats from a ChatGPT export (conversations.json) or Ember JSON")
+    im.add_argument("path")
+    rm = csub.add_parser("rm", help="move chats to the Trash")
+    rm.add_argument("ids", nargs="+", type=int, metavar="ID")
+    rm.add_argument("--purge", action="store_true", help="delete them for good instead (no undo)")
+    rs = csub.add_parser("restore", help="bring chats back from the Trash")
+    rs.add_argument("ids", nargs="+", type=int, metavar="ID")
+    bk = csub.add_parser("backup", help="back up the chat database now (--list: the backups kept)")
+    bk.add_argument("--list", action="store_true")
+    bk.add_argument("--json", action="store_true")
+
+
+def run(args: argparse.Namespace, paths: AppPaths) -> int:
+    from ember_chat.engine.storage.conversations import ConversationStore
+
+    store = ConversationStore(paths.database)
+    try:
+        command = {
+            "list": _list,
+            "export": _export,
+            "import": _import,
+            "rm": _rm,
+            "restore": _restore,
+            "backup": _backup,
+        }[args.chats_command]
+        return command(args, store, paths)
+    finally:
+        store.close()
+
+
+def _list(args: argparse.Namespace, store: ConversationStore, paths: AppPaths) -> int:
+    if args.trash:
+        chats, empty = store.organise.trashed(), "The Trash is empty."
+    elif args.archived:
+        chats, empty = store.conversations(archived=True), "No chat is archived."
+    else:
+        chats, empty = store.conversations(), "No chats yet."
+    folders = {f.id: f.name for f in store.organise.folders()}
+    rows = [_summary(store, c, folders) for c in chats]
+    if args.json:
+        print(json.dumps(rows, indent=2, ensure_ascii=False))
+        return 0
+    if not rows:
+        print(empty)
+        return 0
+    when = "deleted" if args.trash else "updated"
+    width = max(len(str(r["id"])) for r in rows)
+    print(f"{'ID':>{width}}  {when.upper():<16}  {'FOLDER':<16}  TITLE")
+    for r in rows:
+        stamp = _date(r["deleted_at"] if args.trash else r["updated_at"])
+        title = r["title"] + ("  (pinned)" if r["pinned"] else "")
+        print(f"{r['id']:>{width}}  {stamp:<16}  {(r['folder'] or '')[:16]:<16}  {title}")
+    return 0
+
+
+def _summary(store: ConversationStore, c: Conversation, folders: dict[int, str]) -> dict[str, Any]:
+    return {
+        "id": c.id,
+        "title": c.title,
+        "model": c.model,
+        "messages": len(store.messages(c.id)),
+        "folder": folders.get(c.folder_id) if c.folder_id is not None else None,
+        "folder_id": c.folder_id,
+        "pinned": c.pinned,
+        "created_at": c.created_at,
+        "updated_at": c.updated_at,
+        "archived_at": c.archived_at,
+        "deleted_at": c.deleted_at,
+    }
+
+
+def _export(args: argparse.Namespace, store: ConversationStore, paths: AppPaths) -> int:
+    if args.all:
+        ids = [c.id for c in store.conversations() + store.conversations(archived=True)]
+        ids.sort(key=lambda i: store.conversation(i).updated_at, reverse=True)
+    elif args.ids:
+        _check_ids(store, args.ids)
+        ids = list(dict.fromkeys(args.ids))
+    else:
+        raise EmberError("Name the chats to export (their ids, from `ember-chat chats list`), or give --all.")
+    if args.format == "json":
+        from ember_chat.engine.storage.export import chats_as_json  # (engineer B's lossless export)
+
+        text = chats_as_json(store, ids)
+    else:
+        text = _markdown(store, ids, paths)
+    if args.output is None:
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+        return 0
+    target = Path(args.output).expanduser()
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        partial = target.with_name(target.name + ".part")
+        partial.write_text(text, encoding="utf-8")
+        partial.replace(target)
+    except OSError as exc:
+        raise EmberError(f"{target} cannot be written ({exc.strerror or exc}); choose another place.") from None
+    print(f"Exported {_count(len(ids))} to {target}.")
+    return 0
+
+
+def _markdown(store: ConversationStore, ids: list[int], paths: AppPaths) -> str:
+    from ember_chat.engine.attachments import AttachmentStore
+    from ember_chat.engine.storage.export import chat_as_markdown
+
+    files = AttachmentStore(paths, store)
+    parts = []
+    for cid in ids:
+        thread = store.thread(cid)
+        entries = files.export_entries(m.id for m in thread)
+        parts.append(chat_as_markdown(store.conversation(cid), thread, entries))
+    return "\n---\n\n".join(parts)
+
+
+def _import(args: argparse.Namespace, store: ConversationStore, paths: AppPaths) -> int:
+    from ember_chat.engine.storage.importing import import_chats  # (engineer B's importer)
+
+    path = Path(args.path).expanduser()
+    if not path.is_file():
+        raise EmberError(f"There is no file at {path}; give the path of a conversations.json or an Ember export.")
+
+    def progress(done: int, total: int) -> None:
+        if sys.stderr.isatty():
+            print(f"\rImporting chat {done} of {total}…", end="", file=sys.stderr, flush=True)
+
+    report = import_chats(store, path, progress=progress)
+    if sys.stderr.isatty():
+        print(file=sys.stderr)
+    print(f"Imported {_count(report.chats)} ({report.messages} messages) from {path} ({report.format}).")
+    for skipped in report.skipped:
+        print(f"Skipped: {skipped}")
+    return 0
+
+
+def _rm(args: argparse.Namespace, store: ConversationStore, paths: AppPaths) -> int:
+    ids = list(dict.fromkeys(args.ids))
+    _check_ids(store, ids)
+    if args.purge:
+        print(f"Deleted {_count(store.organise.purge_chats(ids))} for good.")
+        return 0
+    undo = store.organise.trash_chats(ids)
+    back = "it" if len(ids) == 1 else "them"
+    print(f"{undo.label} `ember-chat chats restore {' '.join(map(str, ids))}` brings {back} back.")
+    return 0
+
+
+def _restore(args: argparse.Namespace, store: ConversationStore, paths: AppPaths) -> int:
+    ids = list(dict.fromkeys(args.ids))
+    _check_ids(store, ids)
+    for cid in ids:
+        if store.conversation(cid).deleted_at is None:
+            raise EmberError(f"Chat {cid} is not in the Trash; `ember-chat chats list --trash` shows what is.")
+    print(f"Restored {_count(store.organise.restore_chats(ids))} from the Trash.")
+    return 0
+
+
+def _backup(args: argparse.Namespace, store: ConversationStore, paths: AppPaths) -> int:
+    from ember_chat.engine.storage.backups import BackupManager  # (engineer A2's backups)
+
+    manager = BackupManager(store)
+    if args.list:
+        infos = manager.backups()
+        if args.json:
+            print(json.dumps([_backup_row(i) for i in infos], indent=2, ensure_ascii=False))
+        elif not infos:
+            print("No backups yet; `ember-chat chats backup` makes one.")
+        else:
+            print(f"{'CREATED':<16}  {'SIZE':>9}  {'CHATS':>5}  {'REASON':<16}  FILE")
+            for i in infos:
+                chats = "?" if i.chats is None else str(i.chats)
+                print(f"{_date(i.created_at):<16}  {_size(i.size):>9}  {chats:>5}  {i.reason:<16}  {i.path}")
+        return 0
+    info = manager.backup("manual")
+    if args.json:
+        print(json.dumps(_backup_row(info), indent=2, ensure_ascii=False))
+    else:
+        print(f"Backed up {_count(info.chats or 0)} to {info.path} ({_size(info.size)}).")
+    return 0
+
+
+def _backup_row(info: Any) -> dict[str, Any]:
+    return {
+        "path": str(info.path),
+        "created_at": info.created_at,
+        "size": info.size,
+        "chats": info.chats,
+        "schema_version": info.schema_version,
+        "reason": info.reason,
+    }
+
+
+def _check_ids(store: ConversationStore, ids: list[int]) -> None:
+    for cid in ids:
+        try:
+            store.conversation(cid)
+        except KeyError:
+            raise EmberError(f"No chat has the id {cid}; `ember-chat chats list` shows the ids.") from None
+
+
+def _count(n: int) -> str:
+    return "1 chat" if n == 1 else f"{n} chats"
+
+
+def _date(stamp: float | None) -> str:
+    return "" if stamp is None else time.strftime("%Y-%m-%d %H:%M", time.localtime(stamp))
+
+
+def _size(n: int) -> str:
+    if n < 1024:
+        return f"{n} bytes"
+    if n < 1024**2:
+        return f"{n / 1024:.1f} KB"
+    return f"{n / 1024**2:.1f} MB"

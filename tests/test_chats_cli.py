@@ -1,0 +1,121 @@
+"""`ember-chat chats ...` from a terminal, on the data folder the window uses (EMBER_DATA_DIR): list, export,
+rm (to the Trash, or --purge for good), restore. The real entry point in a subprocess, and main(argv) in
+this process where only the output is read."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ember_chat.engine.cli.main import main
+from ember_chat.engine.storage.conversations import ConversationStore
+from ember_chat.engine.storage.paths import AppPaths
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def cli(data_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "EMBER_DATA_DIR": str(data_dir)}
+    env["EMBER_CONFIG_DIR"] = str(data_dir / "config")
+    return subprocess.run(
+        [sys.executable, "-m", "ember_chat.engine.cli.main", "chats", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+
+
+@pytest.fixture
+def data(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A data folder with four chats: Plans (in "Work", pinned), Recipes, Old (archived), Gone (in the
+    Trash)."""
+    data_dir = tmp_path / "data"
+    monkeypatch.setenv("EMBER_DATA_DIR", str(data_dir))
+    monkeypatch.setenv("EMBER_CONFIG_DIR", str(tmp_path / "config"))
+    store = ConversationStore(AppPaths(data_dir, tmp_path / "config").database)
+    ids = {}
+    for title in ("Old", "Gone", "Recipes", "Plans"):
+        c = store.create_conversation(title, model="tiny")
+        u = store.add_message(c.id, "user", f"a question about {title.lower()}")
+        store.add_message(c.id, "assistant", f"an answer about {title.lower()}", parent_id=u.id)
+        ids[title] = c.id
+    work = store.organise.create_folder("Work")
+    store.organise.move_chats([ids["Plans"]], work.id)
+    store.organise.set_pinned([ids["Plans"]], True)
+    store.organise.archive_chats([ids["Old"]], True)
+    store.organise.trash_chats([ids["Gone"]])
+    store.close()
+    return data_dir
+
+
+def ids_of(data_dir: Path) -> dict[str, int]:
+    store = ConversationStore(data_dir / "chats.sqlite3")
+    try:
+        everything = store.conversations() + store.conversations(archived=True) + store.organise.trashed()
+        return {c.title: c.id for c in everything}
+    finally:
+        store.close()
+
+
+def test_list_rm_and_restore_through_the_real_command(data: Path) -> None:
+    ids = ids_of(data)
+    out = cli(data, "list", "--json")
+    assert out.returncode == 0, out.stderr
+    listed = json.loads(out.stdout)
+    assert [c["title"] for c in listed] == ["Plans", "Recipes"]
+    assert listed[0]["folder"] == "Work" and listed[0]["pinned"] is True and listed[0]["messages"] == 2
+    assert [c["title"] for c in json.loads(cli(data, "list", "--archived", "--json").stdout)] == ["Old"]
+    assert [c["title"] for c in json.loads(cli(data, "list", "--trash", "--json").stdout)] == ["Gone"]
+    text = cli(data, "list").stdout
+    assert "Plans" in text and "Work" in text and "Recipes" in text and "Gone" not in text
+
+    out = cli(data, "rm", str(ids["Recipes"]))
+    assert out.returncode == 0 and "Moved “Recipes” to the Trash." in out.stdout
+    assert f"ember-chat chats restore {ids['Recipes']}" in out.stdout
+    assert {c["title"] for c in json.loads(cli(data, "list", "--trash", "--json").stdout)} == {"Gone", "Recipes"}
+    out = cli(data, "restore", str(ids["Recipes"]), str(ids["Gone"]))
+    assert out.returncode == 0 and out.stdout.strip() == "Restored 2 chats from the Trash."
+    assert [c["title"] for c in json.loads(cli(data, "list", "--json").stdout)] == ["Plans", "Recipes", "Gone"]
+
+    out = cli(data, "rm", "--purge", str(ids["Gone"]))
+    assert out.returncode == 0 and out.stdout.strip() == "Deleted 1 chat for good."
+    assert b"about gone" not in (data / "chats.sqlite3").read_bytes()
+    assert "Gone" not in ids_of(data)
+
+
+def test_mistakes_are_one_line_and_change_nothing(data: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    ids = ids_of(data)
+    assert main(["chats", "rm", str(ids["Plans"]), "999"]) == 2
+    err = capsys.readouterr().err
+    assert err == "ember-chat: No chat has the id 999; `ember-chat chats list` shows the ids.\n"
+    assert main(["chats", "restore", str(ids["Plans"])]) == 2
+    assert "Chat " + str(ids["Plans"]) + " is not in the Trash" in capsys.readouterr().err
+    assert main(["chats", "export"]) == 2
+    assert "--all" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as usage:  # argparse: not a number
+        main(["chats", "rm", "abc"])
+    assert usage.value.code == 2
+    assert "invalid int value" in capsys.readouterr().err
+    assert ids_of(data) == ids and main(["chats", "list", "--trash", "--json"]) == 0
+    assert [c["title"] for c in json.loads(capsys.readouterr().out)] == ["Gone"]
+
+
+def test_export_markdown_to_a_file_and_to_the_terminal(data: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    ids = ids_of(data)
+    target = data.parent / "out" / "plans.md"
+    assert main(["chats", "export", str(ids["Plans"]), "--format", "md", "-o", str(target)]) == 0
+    assert capsys.readouterr().out.strip() == f"Exported 1 chat to {target}."
+    text = target.read_text(encoding="utf-8")
+    assert text.startswith("# Plans\n") and "a question about plans" in text and "an answer about plans" in text
+    assert main(["chats", "export", "--all", "--format", "md"]) == 0
+    out = capsys.readouterr().out
+    assert "# Plans" in out and "# Recipes" in out and "# Old" in out and "# Gone" not in out  # not the Trash
+    inside_a_file = target / "plans.md"  # its "folder" is a file
+    assert main(["chats", "export", str(ids["Plans"]), "--format", "md", "-o", str(inside_a_file)]) == 2
+    assert "cannot be written" in capsys.readouterr().err
