@@ -200,3 +200,20 @@ def test_an_undo_whose_ids_were_taken_is_refused_and_changes_nothing(store: Conv
 def test_deleting_a_message_that_is_gone_says_so(store: ConversationStore) -> None:
     with pytest.raises(StoreError, match="no longer in the chat"):
         store.organise.delete_messages(12345)
+
+
+def test_undoing_a_move_to_the_trash_after_the_trash_was_emptied_says_so(store: ConversationStore) -> None:
+    a = chat(store, "A")
+    undo = store.organise.trash_chats([a])
+    store.organise.empty_trash()
+    with pytest.raises(StoreError, match="can no longer be undone: the chats were deleted for good"):
+        store.organise.undo(undo)
+    assert store.conversations() == [] and store.organise.trashed() == []
+
+
+def test_message_counts_cover_every_branch(store: ConversationStore) -> None:
+    a, b = chat(store, "A"), store.create_conversation("Empty").id
+    (u,) = store.messages(a)
+    store.add_message(a, "assistant", "one", parent_id=u.id)
+    store.add_message(a, "assistant", "another branch", parent_id=u.id)
+    assert store.message_counts() == {a: 3} and b not in store.message_counts()

@@ -71,7 +71,8 @@ def _list(args: argparse.Namespace, store: ConversationStore, paths: AppPaths) -
     else:
         chats, empty = store.conversations(), "No chats yet."
     folders = {f.id: f.name for f in store.organise.folders()}
-    rows = [_summary(store, c, folders) for c in chats]
+    counts = store.message_counts()
+    rows = [_summary(c, folders, counts.get(c.id, 0)) for c in chats]
     if args.json:
         print(json.dumps(rows, indent=2, ensure_ascii=False))
         return 0
@@ -88,12 +89,12 @@ def _list(args: argparse.Namespace, store: ConversationStore, paths: AppPaths) -
     return 0
 
 
-def _summary(store: ConversationStore, c: Conversation, folders: dict[int, str]) -> dict[str, Any]:
+def _summary(c: Conversation, folders: dict[int, str], messages: int) -> dict[str, Any]:
     return {
         "id": c.id,
         "title": c.title,
         "model": c.model,
-        "messages": len(store.messages(c.id)),
+        "messages": messages,
         "folder": folders.get(c.folder_id) if c.folder_id is not None else None,
         "folder_id": c.folder_id,
         "pinned": c.pinned,

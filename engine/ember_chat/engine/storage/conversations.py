@@ -129,6 +129,12 @@ class ConversationStore:
             ).fetchall()
         return [conversation_of(r) for r in rows]
 
+    def message_counts(self) -> dict[int, int]:
+        """How many messages each chat has (all branches), by chat id; a chat without any is left out."""
+        with self._lock:
+            rows = self._db.execute("SELECT conversation_id, COUNT(*) FROM messages GROUP BY conversation_id")
+            return {r[0]: r[1] for r in rows}
+
     def update_conversation(self, conversation_id: int, **changes: Any) -> Conversation:
         allowed = {"title", "model", "system_prompt", "params", "active_leaf"}
         if not changes.keys() <= allowed:

@@ -12,6 +12,7 @@ import sqlite3
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from ember_chat.engine.errors import StoreError
 from ember_chat.engine.storage import message_delete, privacy
@@ -47,7 +48,7 @@ def _folder_of(row: sqlite3.Row | Row) -> Folder:
 class Organiser:
     """Folders, pins, archive, Trash and message deletion, on the store's connection and lock."""
 
-    def __init__(self, db: sqlite3.Connection, lock: threading.RLock, clock: Callable[[], float], path: object) -> None:
+    def __init__(self, db: sqlite3.Connection, lock: threading.RLock, clock: Callable[[], float], path: Path) -> None:
         self._db = db
         self._lock = lock
         self._clock = clock

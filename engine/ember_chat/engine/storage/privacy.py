@@ -35,7 +35,7 @@ def attachments_of(db: sqlite3.Connection, conversation_ids: Iterable[int]) -> s
     return out
 
 
-def sweep(db: sqlite3.Connection, lock: threading.RLock, path: object, attachments: Iterable[int] = ()) -> None:
+def sweep(db: sqlite3.Connection, lock: threading.RLock, path: Path, attachments: Iterable[int] = ()) -> None:
     """`attachments`: those the deleted chats used; the ones no message refers to any more go (a file
     attached to a message not sent yet is never among them)."""
     with lock:
@@ -59,7 +59,7 @@ def sweep(db: sqlite3.Connection, lock: threading.RLock, path: object, attachmen
             db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         except sqlite3.OperationalError as exc:  # another process reads the file: done at the next sweep
             log.warning("The chat database could not be compacted after a delete: %s", exc)
-    blobs = Path(str(path)).parent / "attachments"  # (as AttachmentStore.blob_path)
+    blobs = path.parent / "attachments"  # (as AttachmentStore.blob_path)
     for sha in set(gone) - kept:
         with contextlib.suppress(FileNotFoundError):
             (blobs / sha[:2] / sha).unlink()
