@@ -16,7 +16,11 @@ __all__ = ["make_window", "paths"]
 def test_welcome_panel_until_a_model_is_loaded(qtbot: QtBot, make_window: Callable[..., MainWindow]) -> None:
     w = make_window()
     assert w.centre_stack.currentWidget() is w.welcome
-    assert w.welcome.starter.isVisible() and "base" in w.welcome.note.text()
+    assert w.welcome.starter.isVisible() and "SmolLM2 135M Instruct" in w.welcome.starter.text()
+    note = w.welcome.note.text()
+    assert "Gemma 3 270M" in note and "gemma-3-270m" in note and "base" in note  # which starter is which
+    assert w.welcome.next_step.isVisible() and "Model Manager" in w.welcome.next_step.text()
+    assert "Llama 3.2 3B Instruct" in w.welcome.next_step.text()  # what to download next
     assert w.welcome.manager.isVisible() and w.welcome.importer.isVisible()
     with qtbot.waitSignal(w.model_state_changed, check_params_cb=lambda s: s == "ready", timeout=LOAD_TIMEOUT):
         w.welcome.starter.click()

@@ -24,6 +24,7 @@ from PySide6.QtGui import QDesktopServices, QFont
 from PySide6.QtWidgets import QFileDialog, QLabel, QMessageBox, QPushButton, QVBoxLayout, QWidget
 
 from ember_chat.app.models.manager_tables import StatusBanner, button_row, human_size, make_table, table_item
+from ember_chat.app.models.starter_names import model_label
 from ember_chat.app.qt.tasks import TaskRunner
 from ember_chat.engine.models.download_queue import DownloadQueue
 from ember_chat.engine.models.downloader import DownloadSpec
@@ -183,7 +184,7 @@ class InstalledTab(QWidget):
         for r in range(self.installed.rowCount()):
             item = self.installed.item(r, 0)
             e: ModelEntry = item.data(Qt.ItemDataRole.UserRole)
-            label = self.tr("Gemma 3 270M (starter)") if e.is_starter else e.name
+            label = model_label(e)
             is_loaded = loaded is not None and e.name == loaded
             item.setText(self.tr("● {name} — loaded").format(name=label) if is_loaded else label)
             font = QFont(item.font())
@@ -338,7 +339,7 @@ class InstalledTab(QWidget):
     def _import_checked(self, path: Path, check: ImportCheck) -> None:
         self.installed_status.clear()
         if check.duplicate is not None:
-            name = self.tr("Gemma 3 270M (starter)") if check.duplicate.is_starter else check.duplicate.name
+            name = model_label(check.duplicate)
             self.banner.show_message(
                 self.tr("{file} is already installed as {name}; there is nothing to import.").format(
                     file=path.name, name=name

@@ -3,10 +3,11 @@ status, unload, backend badge."""
 
 from __future__ import annotations
 
-from PySide6.QtCore import QCoreApplication, QSize, Qt, Signal
+from PySide6.QtCore import QSize, Qt, Signal
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QProgressBar, QPushButton, QToolButton, QWidget
 
 from ember_chat.app.models.manager_tables import human_size
+from ember_chat.app.models.starter_names import model_label
 from ember_chat.app.qt.elided_label import ElidedLabel
 from ember_chat.app.qt.wording import window_wording
 from ember_chat.engine.core.states import ModelState
@@ -18,8 +19,7 @@ from ember_chat.engine.storage.connections import Connection, remote_model_name
 def model_choices(entries: list[ModelEntry], connections: list[Connection]) -> list[tuple[str, str]]:
     """(label, name) of every model the picker offers: local ones, then each connection's models
     marked with the connection's name."""
-    starter = QCoreApplication.translate("ModelBar", "Gemma 3 270M (starter)")
-    out = [(starter if e.is_starter else e.name, e.name) for e in entries]
+    out = [(model_label(e), e.name) for e in entries]
     for c in connections:
         ids = list(dict.fromkeys([*([c.default_model] if c.default_model else []), *c.models]))
         out += [(f"{model_id} — {c.name}", remote_model_name(c.name, model_id)) for model_id in ids]

@@ -1,5 +1,6 @@
 """The welcome panel: what the window shows instead of an empty transcript while no model is
-loaded and no chat is open — load the starter model, open the Model Manager, or import a file."""
+loaded and no chat is open — start chatting with the starter model, open the Model Manager, or import
+a file; it says which bundled starter is which and what to download next."""
 
 from __future__ import annotations
 
@@ -7,13 +8,34 @@ from PySide6.QtCore import QCoreApplication, Qt, Signal
 from PySide6.QtGui import QPalette
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QSizePolicy, QVBoxLayout, QWidget
 
+from ember_chat.engine.models.starter import GEMMA_ALIAS
+from ember_chat.engine.models.starter import starter_available as installed
 
-def base_model_note() -> str:
-    """The note under the starter button (translated when called, not at import)."""
+
+def starters_note(base_available: bool) -> str:
+    """The note under the starter button: which starter is which (translated when called)."""
+    chat = QCoreApplication.translate(
+        "WelcomePanel",
+        "The starter, SmolLM2 135M Instruct, is a tiny chat model: fine for a first try and short answers, "
+        "but often wrong on facts.",
+    )
+    if not base_available:
+        return chat
+    base = QCoreApplication.translate(
+        "WelcomePanel",
+        "Also included: Gemma 3 270M (<b>gemma-3-270m</b> in the model list), a <i>base</i> model that "
+        "continues text rather than answering; use it for text completion.",
+    )
+    return f"{chat} {base}"
+
+
+def next_step_note() -> str:
+    """What to download next (translated when called)."""
     return QCoreApplication.translate(
         "WelcomePanel",
-        "Gemma 3 270M is a small <i>base</i> model: it continues text rather than following instructions, so "
-        "its chat answers are odd. For real conversations, download an instruct model in the Model Manager.",
+        "<b>What to download next:</b> a bigger instruct model answers far better. Llama 3.2 3B Instruct "
+        "(about 2 GB) runs well on most laptops; Qwen 2.5 1.5B Instruct (about 1 GB) if memory is short. "
+        "Find them in the Model Manager.",
     )
 
 
@@ -22,7 +44,9 @@ class WelcomePanel(QWidget):
     open_manager = Signal()
     import_file = Signal()
 
-    def __init__(self, starter_available: bool, parent: QWidget | None = None) -> None:
+    def __init__(
+        self, starter_available: bool, parent: QWidget | None = None, base_available: bool | None = None
+    ) -> None:
         super().__init__(parent)
         self.setObjectName("welcome")
         self.setAccessibleName(self.tr("Welcome"))
@@ -43,15 +67,16 @@ class WelcomePanel(QWidget):
         intro.setAlignment(Qt.AlignmentFlag.AlignHCenter)
         column.addWidget(title)
         column.addWidget(intro)
-        self.starter = QPushButton(self.tr("Load the starter model (Gemma 3 270M, 250 MB, no download)"))
+        if base_available is None:
+            base_available = installed(GEMMA_ALIAS)
+        self.starter = QPushButton(self.tr("Start chatting with the starter model (SmolLM2 135M Instruct, 98 MB)"))
         self.starter.setAccessibleName(self.tr("Load the starter model"))
-        self.starter.setToolTip(self.tr("Load the small model that comes with Ember"))
+        self.starter.setToolTip(self.tr("Load the small chat model that comes with Ember: nothing to download"))
         self.starter.clicked.connect(self.load_starter)
         self.starter.setVisible(starter_available)
-        self.note = QLabel(base_model_note())
-        self.note.setWordWrap(True)
-        self.note.setForegroundRole(QPalette.ColorRole.PlaceholderText)
+        self.note = self._note(starters_note(base_available))
         self.note.setVisible(starter_available)
+        self.next_step = self._note(next_step_note())
         self.manager = QPushButton(self.tr("Find and download a model… (Model Manager)"))
         self.manager.setAccessibleName(self.tr("Open the Model Manager"))
         self.manager.setToolTip(self.tr("Search Hugging Face for models and download one"))
@@ -60,7 +85,7 @@ class WelcomePanel(QWidget):
         self.importer.setAccessibleName(self.tr("Import a model file"))
         self.importer.setToolTip(self.tr("Use a model file you already have"))
         self.importer.clicked.connect(self.import_file)
-        for w in (self.starter, self.note, self.manager, self.importer):
+        for w in (self.starter, self.note, self.next_step, self.manager, self.importer):
             column.addWidget(w)
         holder = QWidget()
         holder.setLayout(column)
@@ -73,3 +98,11 @@ class WelcomePanel(QWidget):
         row.addStretch(1)
         outer.addLayout(row)
         outer.addStretch(2)
+
+    @staticmethod
+    def _note(text: str) -> QLabel:
+        label = QLabel(text)
+        label.setTextFormat(Qt.TextFormat.RichText)
+        label.setWordWrap(True)
+        label.setForegroundRole(QPalette.ColorRole.PlaceholderText)
+        return label

@@ -1,0 +1,21 @@
+"""What the window calls a model in the picker and the Model Manager: the bundled starters by what
+they are and what they are for (so a user can tell the chat starter from the base model), any other
+model by its library name."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import QCoreApplication
+
+from ember_chat.engine.models.library import ModelEntry
+from ember_chat.engine.models.starter import GEMMA_ALIAS, STARTER_ALIAS
+
+
+def model_label(entry: ModelEntry) -> str:
+    """The entry's name as the window shows it (translated when called)."""
+    if entry.starter is None:
+        return entry.name
+    if entry.starter.alias == STARTER_ALIAS:
+        return QCoreApplication.translate("ModelNames", "SmolLM2 135M Instruct (starter: chat)")
+    if entry.starter.alias == GEMMA_ALIAS:
+        return QCoreApplication.translate("ModelNames", "Gemma 3 270M (base model: text completion)")
+    return entry.starter.description
