@@ -1,7 +1,7 @@
 """API benchmark: Ember's OpenAI-compatible server against Ember's engine directly and against
 llama-cpp-python's own server — same model, threads, prompts and answer length, alternating order.
 
-    python -m bench.api --model starter --threads 2 --json
+    python -m bench.api --model gemma-3-270m --threads 2 --json
 
 Figures (medians over --runs):
 - server_decode_ratio: decode tok/s through Ember's server (streaming, `openai` client, timed at the
@@ -168,7 +168,7 @@ def median(values: list[float]) -> float:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--model", default="starter")
+    ap.add_argument("--model", default="gemma-3-270m")  # Gemma 3 270M: figures comparable across runs
     ap.add_argument("--threads", type=int, default=default_threads())
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--max-tokens", type=int, default=128)

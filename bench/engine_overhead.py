@@ -4,7 +4,7 @@ Runs both in one process, alternating, with the KV cache cleared before every ru
 decode_ratio = Ember decode tok/s / bare decode tok/s (budget >= 0.97) and ttft_overhead_ms = Ember
 TTFT - bare TTFT (budget <= 10 ms), medians over the runs.
 
-    python -m bench.engine_overhead --model starter --tokens 128 --json
+    python -m bench.engine_overhead --model gemma-3-270m --tokens 128 --json
 """
 
 from __future__ import annotations
@@ -82,7 +82,7 @@ def followup_turns(rt: LocalRuntime, turns: int = 10) -> dict[str, float]:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--model", default="starter")
+    ap.add_argument("--model", default="gemma-3-270m")  # Gemma 3 270M: figures comparable across runs
     ap.add_argument("--tokens", type=int, default=128)
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--threads", type=int, default=default_threads())

@@ -7,7 +7,7 @@ decode speed, all its figures from that round), so the machine's slow spells fal
 alike. Prints JSON: each target's points (prompt tokens as counted, TTFT, prefill and decode tok/s,
 ITL p50) and its prefill/decode ratios to local.
 
-    python -m bench.lab_remote --model starter --json
+    python -m bench.lab_remote --model gemma-3-270m --json
 
 What it shows: a server's TTFT includes the HTTP round trip and its own prompt handling (llama-cpp-
 python's server computes logits for every prompt token by default, which costs prefill speed on a
@@ -56,7 +56,7 @@ def interleaved(backends: dict[str, InferenceBackend], plan: BenchPlan, reps: in
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--model", default="starter")
+    ap.add_argument("--model", default="gemma-3-270m")  # Gemma 3 270M: figures comparable across runs
     ap.add_argument("--prompt-lengths", default="128,512")
     ap.add_argument("--output", type=int, default=64)
     ap.add_argument("--reps", type=int, default=3)

@@ -6,7 +6,7 @@ at a time, end-of-generation included), alternating, the KV cache cleared before
 = prompt tokens / time to the first token, decode tok/s = (tokens − 1) / first-to-last token time.
 Prints JSON with the medians and the lab / bare ratios (budget >= 0.97 for both).
 
-    python -m bench.lab_vs_llama --model starter --json
+    python -m bench.lab_vs_llama --model gemma-3-270m --json
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ def bare(llm: llama_cpp.Llama, prompt: list[int], n: int) -> tuple[float, float]
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--model", default="starter")
+    ap.add_argument("--model", default="gemma-3-270m")  # Gemma 3 270M: figures comparable across runs
     ap.add_argument("--prompt-lengths", default="128,512")
     ap.add_argument("--output", type=int, default=64)
     ap.add_argument("--runs", type=int, default=5)

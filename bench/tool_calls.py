@@ -4,7 +4,7 @@ Per family format (Hermes/Qwen, Llama 3.x, Mistral, gpt-oss: the real templates 
 a tiny random-weight model, which cannot call a tool by itself, so every token of its call comes through
 the grammar), N turns at temperature 1 with tool_choice required: how many calls were read, how many
 were valid for their tool's schema (the window and the API never run or return an invalid one). Then
-the real starter model (Gemma 3 270M, its template has no tools: Hermes words) calling a tool, and its
+the real Gemma 3 270M (`gemma-3-270m`; its template has no tools: Hermes words) calling a tool, and its
 decode speed under the call's grammar against free text of the same length. Prints JSON:
 
     python -m bench.tool_calls --json
@@ -92,11 +92,11 @@ def family_row(model: Path, turns: int, threads: int) -> dict[str, object]:
 
 
 def starter_row(turns: int, threads: int) -> dict[str, object]:
-    from ember_chat.engine.models.starter import starter_model_path
+    from ember_chat.engine.models.starter import GEMMA_ALIAS, starter_model_path
 
     rt = LocalRuntime()
     with tempfile.TemporaryDirectory() as tmp:
-        rt.load(LoadConfig(starter_model_path(Path(tmp)), n_ctx=4096, threads=threads))
+        rt.load(LoadConfig(starter_model_path(Path(tmp), GEMMA_ALIAS), n_ctx=4096, threads=threads))
         try:
             valid_calls, grammar_tps, free_tps, arguments = 0, [], [], []
             for seed in range(1, turns + 1):
