@@ -2,19 +2,31 @@
 come from the caller (`AttachmentStore.export_entries(ids)`: message id → entries with name, kind,
 sha256, and the text or base64 image data): JSON includes them, Markdown names them. An answer's tool
 calls and their results are in both: JSON in OpenAI's shape (the assistant's `tool_calls`, then a
-`tool` message per call with its `meta`), Markdown as a short section per call."""
+`tool` message per call with its `meta`), Markdown as a short section per call.
+
+`chats_as_json` is the lossless export (storage/importing.py reads it back): per chat the fields above
+(the shown branch in `messages`, for readers of the older export) and the whole chat — `tree`: every
+message of every branch, oldest first, each pointing at its parent by its place in `tree` (no database
+ids are in the file), with its metrics, completeness, time, tool calls as stored and their tool
+messages, and its attachments (places in `files`, each file once); `active`: the shown branch's last
+message; `model`, `created`/`updated` (seconds), `pinned`, `archived_at`, the chat's tool choices and
+its comparisons. Export → import → export gives the same bytes."""
 
 from __future__ import annotations
 
 import json
 import re
 import time
-from typing import Any
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
 
 from ember_chat.engine.core.reasoning import split_thinking
 from ember_chat.engine.core.tools import InvalidCall
 from ember_chat.engine.storage.conversations import Conversation, Message
-from ember_chat.engine.storage.tool_records import ToolMessage
+from ember_chat.engine.storage.tool_records import ToolMessage, call_record
+
+if TYPE_CHECKING:
+    from ember_chat.engine.storage.conversations import ConversationStore
 
 _WHO = {"user": "You", "assistant": "Ember", "system": "System"}
 
@@ -156,3 +168,124 @@ def chat_as_json(conv: Conversation, thread: list[Message], attachments: Attachm
         "messages": messages,
     }
     return json.dumps(data, indent=2, ensure_ascii=False)
+
+
+FORMAT = "ember-chat"
+VERSION = 1
+AttachmentsOf = Callable[[Iterable[int]], Attachments]  # e.g. AttachmentStore.export_entries
+
+
+def chats_as_json(store: ConversationStore, ids: Iterable[int], attachments: AttachmentsOf | None = None) -> str:
+    """Chats as a JSON list, losslessly (see the module); `attachments` gives their files' content."""
+    return json.dumps([chat_document(store, cid, attachments) for cid in ids], indent=2, ensure_ascii=False)
+
+
+def _tree_order(messages: list[Message]) -> list[Message]:
+    """Parents before their children, siblings oldest first: by id, unless a parent came later (then depth
+    first)."""
+    by_id = sorted(messages, key=lambda m: m.id)
+    seen: set[int] = set()
+    for m in by_id:
+        if m.parent_id is not None and m.parent_id not in seen:
+            break
+        seen.add(m.id)
+    else:
+        return by_id
+    ids = {m.id for m in by_id}
+    children: dict[int | None, list[Message]] = {}
+    for m in by_id:
+        children.setdefault(m.parent_id if m.parent_id in ids else None, []).append(m)
+    out: list[Message] = []
+    stack = list(reversed(children.get(None, [])))
+    while stack:
+        m = stack.pop()
+        out.append(m)
+        stack.extend(reversed(children.get(m.id, [])))
+    return out
+
+
+def chat_document(store: ConversationStore, cid: int, attachments: AttachmentsOf | None = None) -> dict[str, Any]:
+    """One chat as `chats_as_json` writes it."""
+    conv = store.conversation(cid)
+    messages = _tree_order(store.messages(cid))
+    thread = store.thread(cid)
+    entries = attachments([m.id for m in messages]) if attachments else {}
+    data: dict[str, Any] = json.loads(
+        chat_as_json(conv, thread, {m.id: entries[m.id] for m in thread if m.id in entries})
+    )
+    place = {m.id: i for i, m in enumerate(messages)}
+    files: list[dict[str, Any]] = []
+    file_place: dict[tuple[str, str], int] = {}
+    tree = []
+    for m in messages:
+        item: dict[str, Any] = {
+            "parent": place.get(m.parent_id) if m.parent_id is not None else None,
+            "role": m.role,
+            "content": m.content,
+            "created": m.created_at,
+            "complete": m.complete,
+            "metrics": m.metrics,
+        }
+        if m.tool_calls:
+            item["tool_calls"] = [call_record(c) for c in m.tool_calls]
+        if m.tool_results:
+            item["tool_messages"] = [_tool_message(t) for t in m.tool_results]
+        if entries.get(m.id):
+            for e in entries[m.id]:
+                key = (str(e.get("sha256")), str(e.get("name")))
+                if key not in file_place:
+                    file_place[key] = len(files)
+                    files.append(e)
+            item["files"] = [file_place[(str(e.get("sha256")), str(e.get("name")))] for e in entries[m.id]]
+        tree.append(item)
+    tools = store.chat_tools(cid)
+    data.update(
+        {
+            "format": FORMAT,
+            "version": VERSION,
+            "model": conv.model,
+            "created": conv.created_at,
+            "updated": conv.updated_at,
+            "pinned": conv.pinned,
+            "archived_at": conv.archived_at,
+            "tools": {
+                "enabled": sorted(tools.enabled),
+                "always": sorted(tools.always),
+                "require_call": tools.require_call,
+            },
+            "active": place.get(conv.active_leaf) if conv.active_leaf is not None else None,
+            "tree": tree,
+            "files": files,
+            "comparisons": [
+                {
+                    "prompt": place.get(c.prompt_id) if c.prompt_id is not None else None,
+                    "settings": c.settings,
+                    "created": c.created_at,
+                    "answers": [
+                        {
+                            "model": a.model,
+                            "content": a.content,
+                            "metrics": a.metrics,
+                            "error": a.error,
+                            "kept": place.get(a.kept_message_id) if a.kept_message_id is not None else None,
+                        }
+                        for a in c.answers
+                    ],
+                }
+                for c in store.comparisons.of_conversation(cid)
+            ],
+        }
+    )
+    return data
+
+
+def _tool_message(t: ToolMessage) -> dict[str, Any]:
+    meta = {
+        "name": t.name,
+        "source": t.source,
+        "decision": t.decision,
+        "duration_ms": t.duration_ms,
+        "is_error": t.is_error,
+    }
+    state = "interrupted" if t.state in ("asking", "running") else t.state  # it can never finish in the file
+    return {"call_id": t.call_id, "state": state, "content": t.content, "meta": meta}

@@ -1,0 +1,186 @@
+"""Ember's own JSON export read into planned chats: the lossless form (`tree`, see export.py) with every
+branch, or an older export's one branch (`messages`, in OpenAI's shape: an answer's `tool_calls`, then a
+`tool` message per call; thinking in its own field)."""
+
+from __future__ import annotations
+
+import json
+import time
+from datetime import datetime
+from typing import Any
+
+from ember_chat.engine.core.reasoning import CLOSE, OPEN
+from ember_chat.engine.storage.import_plan import (
+    ImportFailed,
+    PlannedAnswer,
+    PlannedChat,
+    PlannedComparison,
+    PlannedMessage,
+    number,
+    where,
+)
+
+ROLES = ("system", "user", "assistant")
+
+
+def is_ember(item: object) -> bool:
+    return isinstance(item, dict) and (isinstance(item.get("tree"), list) or isinstance(item.get("messages"), list))
+
+
+def ember_chat(doc: dict[str, Any], file_name: str, index: int) -> PlannedChat:
+    label = where(file_name, index + 1, doc.get("title"))
+    return _lossless(doc, label) if isinstance(doc.get("tree"), list) else _one_branch(doc, label)
+
+
+def _text(value: object, default: str = "") -> str:
+    return value if isinstance(value, str) else default
+
+
+def _dict(value: object) -> dict[str, Any] | None:
+    return value if isinstance(value, dict) else None
+
+
+def _place(value: object, before: int, label: str, what: str) -> int | None:
+    """A reference to an earlier message of the tree (None: none)."""
+    if value is None:
+        return None
+    if type(value) is not int or not 0 <= value < before:
+        raise ImportFailed(f"In {label}, {what} points at a message ({value!r}) that is not before it in the file.")
+    return value
+
+
+def _lossless(doc: dict[str, Any], label: str) -> PlannedChat:
+    files = doc.get("files") if isinstance(doc.get("files"), list) else []
+    messages: list[PlannedMessage] = []
+    now = time.time()
+    for i, item in enumerate(doc["tree"]):
+        if not isinstance(item, dict) or item.get("role") not in ROLES or not isinstance(item.get("content"), str):
+            raise ImportFailed(f"In {label}, message {i + 1} has no role or no text, so it cannot be read.")
+        calls = [c for c in item.get("tool_calls") or [] if isinstance(c, dict) and isinstance(c.get("id"), str)]
+        results = [
+            t for t in item.get("tool_messages") or [] if isinstance(t, dict) and isinstance(t.get("call_id"), str)
+        ]
+        attached = []
+        for f in item.get("files") or []:
+            if type(f) is not int or not 0 <= f < len(files) or not isinstance(files[f], dict):
+                raise ImportFailed(
+                    f"In {label}, message {i + 1} names an attached file ({f!r}) the file does not hold."
+                )
+            attached.append(files[f])
+        created = number(item.get("created"))
+        messages.append(
+            PlannedMessage(
+                parent=_place(item.get("parent"), i, label, f"message {i + 1}"),
+                role=item["role"],
+                content=item["content"],
+                created_at=created if created is not None else now,
+                metrics=_dict(item.get("metrics")),
+                complete=item.get("complete") is not False,
+                tool_calls=calls,
+                tool_messages=results,
+                files=attached,
+            )
+        )
+    comparisons = []
+    for n, c in enumerate(x for x in doc.get("comparisons") or [] if isinstance(x, dict)):
+        answers = [
+            PlannedAnswer(
+                model=_text(a.get("model"), "?"),
+                content=_text(a.get("content")),
+                metrics=_dict(a.get("metrics")),
+                error=a.get("error") if isinstance(a.get("error"), str) else None,
+                kept=_place(a.get("kept"), len(messages), label, f"comparison {n + 1}"),
+            )
+            for a in c.get("answers") or []
+            if isinstance(a, dict)
+        ]
+        created = number(c.get("created"))
+        comparisons.append(
+            PlannedComparison(
+                prompt=_place(c.get("prompt"), len(messages), label, f"comparison {n + 1}"),
+                settings=_dict(c.get("settings")) or {},
+                created_at=created if created is not None else now,
+                answers=answers,
+            )
+        )
+    created = number(doc.get("created"))
+    updated = number(doc.get("updated"))
+    tools = _dict(doc.get("tools"))
+    return PlannedChat(
+        title=_text(doc.get("title")) or "Imported chat",
+        created_at=created if created is not None else now,
+        updated_at=updated if updated is not None else now,
+        messages=messages,
+        active=_place(doc.get("active"), len(messages), label, "the shown branch"),
+        model=doc.get("model") if isinstance(doc.get("model"), str) else None,
+        system_prompt=_text(doc.get("system_prompt")),
+        params=_dict(doc.get("params")) or {},
+        tools=tools,
+        pinned=doc.get("pinned") is True,
+        archived_at=number(doc.get("archived_at")),
+        comparisons=comparisons,
+    )
+
+
+def _one_branch(doc: dict[str, Any], label: str) -> PlannedChat:
+    """An older export: the shown branch only, in OpenAI's shape."""
+    try:
+        created = datetime.strptime(_text(doc.get("created_at")), "%Y-%m-%dT%H:%M:%S%z").timestamp()
+    except ValueError:
+        created = time.time()
+    messages: list[PlannedMessage] = []
+    for i, item in enumerate(doc["messages"]):
+        role = item.get("role") if isinstance(item, dict) else None
+        if role == "tool" and messages and messages[-1].role == "assistant":
+            meta = _dict(item.get("meta")) or {}
+            content = _text(item.get("content"))
+            messages[-1].tool_messages.append(
+                {"call_id": _text(item.get("tool_call_id")), "state": "done", "content": content, "meta": meta}
+            )
+            continue
+        if role not in ROLES or not isinstance(item.get("content"), str):
+            raise ImportFailed(f"In {label}, message {i + 1} has no role or no text, so it cannot be read.")
+        content = item["content"]
+        if isinstance(item.get("thinking"), str) and item["thinking"]:
+            content = f"{OPEN}\n{item['thinking']}\n{CLOSE}\n\n{content}"
+        messages.append(
+            PlannedMessage(
+                parent=len(messages) - 1 if messages else None,
+                role=role,
+                content=content,
+                created_at=created,
+                metrics=_dict(item.get("metrics")),
+                tool_calls=[_call(c) for c in item.get("tool_calls") or [] if isinstance(c, dict)],
+                files=[f for f in item.get("attachments") or [] if isinstance(f, dict)],
+            )
+        )
+    models = [m for m in doc.get("models") or [] if isinstance(m, str)]
+    return PlannedChat(
+        title=_text(doc.get("title")) or "Imported chat",
+        created_at=created,
+        updated_at=created,
+        messages=messages,
+        active=len(messages) - 1 if messages else None,
+        model=models[-1] if models else None,
+        system_prompt=_text(doc.get("system_prompt")),
+        params=_dict(doc.get("params")) or {},
+    )
+
+
+def _call(entry: dict[str, Any]) -> dict[str, Any]:
+    """A call in OpenAI's shape as Ember keeps one (an invalid call keeps its error)."""
+    function = _dict(entry.get("function")) or {}
+    raw = _text(function.get("arguments"))
+    try:
+        arguments = json.loads(raw)
+    except ValueError:
+        arguments = None
+    out = {
+        "id": _text(entry.get("id")),
+        "name": _text(function.get("name")),
+        "arguments": arguments if isinstance(arguments, dict) else {},
+        "raw": raw,
+    }
+    if isinstance(entry.get("error"), str):
+        out["error"] = entry["error"]
+    return out

@@ -1,0 +1,99 @@
+"""What an import will write, read from a file before anything is written: chats as plain values (their
+messages in tree order, each pointing at its parent by place), so a bad file is found whole before the
+database is touched. Shared by the readers (import_chatgpt.py, import_ember.py) and the writer
+(importing.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from ember_chat.engine.errors import EmberError
+
+
+class ImportFailed(EmberError):
+    """The file cannot be imported: the message names the file, the problem and where it is. Nothing
+    was written."""
+
+
+class ImportCancelled(ImportFailed):
+    """The user cancelled the import; nothing was written."""
+
+
+@dataclass
+class PlannedMessage:
+    parent: int | None  # place in the chat's `messages` (always before this one), None for a first message
+    role: str  # system, user or assistant
+    content: str
+    created_at: float
+    metrics: dict[str, Any] | None = None
+    complete: bool = True
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)  # as stored: id, name, arguments, raw, error
+    tool_messages: list[dict[str, Any]] = field(default_factory=list)  # call_id, state, content, meta
+    files: list[dict[str, Any]] = field(default_factory=list)  # attachment entries (export_entries' shape)
+
+
+@dataclass
+class PlannedAnswer:
+    model: str
+    content: str
+    metrics: dict[str, Any] | None
+    error: str | None
+    kept: int | None  # place of the message it became
+
+
+@dataclass
+class PlannedComparison:
+    prompt: int | None
+    settings: dict[str, Any]
+    created_at: float
+    answers: list[PlannedAnswer]
+
+
+@dataclass
+class PlannedChat:
+    title: str
+    created_at: float
+    updated_at: float
+    messages: list[PlannedMessage]
+    active: int | None  # place of the shown branch's last message
+    model: str | None = None
+    system_prompt: str = ""
+    params: dict[str, Any] = field(default_factory=dict)
+    tools: dict[str, Any] | None = None  # ChatTools as stored
+    pinned: bool = False
+    archived_at: float | None = None
+    comparisons: list[PlannedComparison] = field(default_factory=list)
+
+
+@dataclass
+class Plan:
+    format: str  # "chatgpt" or "ember"
+    chats: list[PlannedChat]
+    skipped: dict[str, int] = field(default_factory=dict)  # what was left out, by kind: counts
+
+    def skip(self, kind: str, count: int = 1) -> None:
+        self.skipped[kind] = self.skipped.get(kind, 0) + count
+
+
+class AttachmentSink(Protocol):
+    """Keeps a message's attachment entries (attachments/imported.py: AttachmentImporter). Called inside
+    the import's transaction; `rolled_back` when the import did not commit (files it wrote are removed)."""
+
+    def add(self, message_id: int, entries: Sequence[dict[str, Any]]) -> None: ...
+
+    def rolled_back(self) -> None: ...
+
+
+def where(path_name: str, number: int, title: object) -> str:
+    """'conversations.json, chat 4 (“Title”)' for messages about one chat."""
+    name = f" (“{title}”)" if isinstance(title, str) and title else ""
+    return f"{path_name}, chat {number}{name}"
+
+
+def number(value: object) -> float | None:
+    """A time as a number of seconds, else None."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or value != value:
+        return None
+    return float(value)

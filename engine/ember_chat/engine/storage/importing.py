@@ -1,0 +1,251 @@
+"""Bringing chats in from a file: ChatGPT's data export (`conversations.json`) or Ember's own JSON export
+(one chat or a list), told apart by their content.
+
+The whole file is read and checked first (import_chatgpt.py, import_ember.py turn it into planned
+chats); a problem anywhere refuses the file with a sentence naming it and where, before the database
+is touched. Then every chat is written in one transaction on the store's connection (holding its lock),
+with progress after each chat and the cancel event checked between chats: a cancel or a failure rolls
+everything back, so an import is all or nothing. Run it off the GUI thread (the window does)."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ember_chat.engine.storage.conversations import ConversationStore
+from ember_chat.engine.storage.import_chatgpt import chatgpt_chat, is_chatgpt
+from ember_chat.engine.storage.import_ember import ember_chat, is_ember
+from ember_chat.engine.storage.import_plan import (
+    AttachmentSink,
+    ImportCancelled,
+    ImportFailed,
+    Plan,
+    PlannedChat,
+)
+
+__all__ = ["MAX_BYTES", "ImportCancelled", "ImportFailed", "ImportReport", "import_chats"]
+
+MAX_BYTES = 1024**3  # what Ember reads into memory at once (a ChatGPT export of years is a few hundred MB)
+Progress = Callable[[int, int], None]  # (chats written, chats in the file); (0, n) once the file is read
+
+
+@dataclass(frozen=True)
+class ImportReport:
+    format: str  # "chatgpt" or "ember"
+    chats: int
+    messages: int
+    skipped: tuple[str, ...]  # what did not come along, as sentences ("3 images (…)")
+
+
+def import_chats(
+    store: ConversationStore,
+    path: Path,
+    progress: Progress | None = None,
+    cancel: threading.Event | None = None,
+    attachments: AttachmentSink | None = None,
+) -> ImportReport:
+    """Import every chat in the file at `path`, or none (ImportFailed, ImportCancelled). `attachments`
+    keeps the attached files of an Ember export (attachments/imported.py); without it they are named
+    in the report's `skipped`."""
+    path = Path(path)
+    data = _read(path)
+    plan = read_plan(data, path.name, cancel)
+    _check(cancel)
+    total = len(plan.chats)
+    if progress:
+        progress(0, total)
+    db, lock = store.shared_connection()
+    with lock:
+        db.execute("BEGIN")
+        try:
+            for done, chat in enumerate(plan.chats, 1):
+                _write(db, chat, attachments, plan)
+                if progress:
+                    progress(done, total)
+                _check(cancel)
+            db.execute("COMMIT")
+        except BaseException as exc:
+            if db.in_transaction:
+                db.execute("ROLLBACK")
+            if attachments is not None:
+                attachments.rolled_back()
+            if isinstance(exc, sqlite3.DatabaseError):
+                raise ImportFailed(
+                    f"{path.name} could not be imported: the chat database could not be written ({exc}). "
+                    "Nothing was imported."
+                ) from exc
+            raise
+    return ImportReport(plan.format, total, sum(len(c.messages) for c in plan.chats), _skipped(plan))
+
+
+def _check(cancel: threading.Event | None) -> None:
+    if cancel is not None and cancel.is_set():
+        raise ImportCancelled("The import was cancelled; nothing was imported.")
+
+
+def _read(path: Path) -> Any:
+    name = path.name
+    try:
+        size = path.stat().st_size
+        if size > MAX_BYTES:
+            raise ImportFailed(
+                f"{name} is too large to import ({size / 1e9:.1f} GB; Ember reads files up to "
+                f"{MAX_BYTES / 1e9:.1f} GB)."
+            )
+        if size == 0:
+            raise ImportFailed(f"{name} is empty: there are no chats in it.")
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise ImportFailed(f"{name} cannot be read: {exc.strerror or exc}.") from exc
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise ImportFailed(f"{name} is not a text file, so it is not a chat export (those are JSON text).") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        body = text.strip()
+        if body[:1] in ("[", "{") and body[-1:] != {"[": "]", "{": "}"}[body[:1]]:
+            raise ImportFailed(
+                f"{name} ends early (line {exc.lineno}, column {exc.colno}): it was cut off, perhaps by a download "
+                "or copy that did not finish. Export it again."
+            ) from None
+        raise ImportFailed(
+            f"{name} is not JSON ({exc.msg.lower()} at line {exc.lineno}, column {exc.colno}), so it is not a "
+            "chat export."
+        ) from None
+
+
+def read_plan(data: Any, file_name: str, cancel: threading.Event | None = None) -> Plan:
+    """The chats the file holds, checked whole; ImportFailed names the first problem."""
+    if isinstance(data, dict) and isinstance(data.get("conversations"), list):
+        data = data["conversations"]  # some ChatGPT exports wrap the list
+    items = data if isinstance(data, list) else [data]
+    if items and all(is_chatgpt(i) for i in items):
+        plan = Plan("chatgpt", [])
+        read = lambda item, i: chatgpt_chat(item, file_name, i, plan)  # noqa: E731
+    elif items and all(is_ember(i) for i in items):
+        plan = Plan("ember", [])
+        read = lambda item, i: ember_chat(item, file_name, i)  # noqa: E731
+    else:
+        odd = next((i for i, item in enumerate(items) if not (is_chatgpt(item) or is_ember(item))), None)
+        at = f" (chat {odd + 1} is neither)" if odd is not None and len(items) > 1 else ""
+        raise ImportFailed(
+            f"{file_name} is not a ChatGPT export (conversations.json) or an Ember chat export{at}, so there is "
+            "nothing in it to import."
+        )
+    for i, item in enumerate(items):
+        _check(cancel)
+        plan.chats.append(read(item, i))
+    return plan
+
+
+def _write(db: sqlite3.Connection, chat: PlannedChat, attachments: AttachmentSink | None, plan: Plan) -> None:
+    cur = db.execute(
+        "INSERT INTO conversations (title, model, system_prompt, params, created_at, updated_at, tools, pinned,"
+        " archived_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            chat.title,
+            chat.model,
+            chat.system_prompt,
+            json.dumps(chat.params, ensure_ascii=False),
+            chat.created_at,
+            chat.updated_at,
+            json.dumps(chat.tools, ensure_ascii=False) if chat.tools is not None else None,
+            int(chat.pinned),
+            chat.archived_at,
+        ),
+    )
+    cid = int(cur.lastrowid or 0)
+    ids: list[int] = []
+    for m in chat.messages:
+        cur = db.execute(
+            "INSERT INTO messages (conversation_id, parent_id, role, content, metrics, complete, created_at,"
+            " tool_calls) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                cid,
+                ids[m.parent] if m.parent is not None else None,
+                m.role,
+                m.content,
+                json.dumps(m.metrics, ensure_ascii=False) if m.metrics is not None else None,
+                int(m.complete),
+                m.created_at,
+                json.dumps(m.tool_calls, ensure_ascii=False) if m.tool_calls else None,
+            ),
+        )
+        mid = int(cur.lastrowid or 0)
+        ids.append(mid)
+        db.executemany(
+            "INSERT OR REPLACE INTO tool_messages (message_id, tool_call_id, state, content, meta, created_at)"
+            " VALUES (?, ?, ?, ?, ?, ?)",
+            [
+                (
+                    mid,
+                    t["call_id"],
+                    _state(t.get("state")),
+                    str(t.get("content") or ""),
+                    json.dumps(t.get("meta") or {}, ensure_ascii=False),
+                    m.created_at,
+                )
+                for t in m.tool_messages
+            ],
+        )
+        if m.files and attachments is not None:
+            attachments.add(mid, m.files)
+        elif m.files:
+            plan.skip("file", len(m.files))
+    if chat.active is not None:
+        db.execute("UPDATE conversations SET active_leaf = ? WHERE id = ?", (ids[chat.active], cid))
+    for c in chat.comparisons:
+        cur = db.execute(
+            "INSERT INTO comparisons (conversation_id, prompt_id, settings, created_at) VALUES (?, ?, ?, ?)",
+            (
+                cid,
+                ids[c.prompt] if c.prompt is not None else None,
+                json.dumps(c.settings, ensure_ascii=False),
+                c.created_at,
+            ),
+        )
+        comparison_id = int(cur.lastrowid or 0)
+        db.executemany(
+            "INSERT INTO comparison_answers (comparison_id, position, model, content, metrics, error, kept_message_id)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?)",
+            [
+                (
+                    comparison_id,
+                    i,
+                    a.model,
+                    a.content,
+                    json.dumps(a.metrics, ensure_ascii=False) if a.metrics is not None else None,
+                    a.error,
+                    ids[a.kept] if a.kept is not None else None,
+                )
+                for i, a in enumerate(c.answers)
+            ],
+        )
+
+
+def _state(value: object) -> str:
+    """A call left asking or running never finishes in the imported chat."""
+    return value if value in ("done", "interrupted") else "interrupted" if value in ("asking", "running") else "done"
+
+
+_SKIPPED = {
+    "image": "{n} image{s} (ChatGPT keeps image files outside conversations.json; a line in each message says "
+    "where one was)",
+    "file": "{n} attached file{s} (their content is in the file, but this import did not keep attachments)",
+    "tool output": "{n} tool output{s} with no answer before {them} to belong to",
+    "unknown": "{n} message part{s} of a kind Ember does not show",
+}
+
+
+def _skipped(plan: Plan) -> tuple[str, ...]:
+    return tuple(
+        _SKIPPED[kind].format(n=n, s="" if n == 1 else "s", them="it" if n == 1 else "them")
+        for kind, n in plan.skipped.items()
+    )
