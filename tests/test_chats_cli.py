@@ -119,3 +119,40 @@ def test_export_markdown_to_a_file_and_to_the_terminal(data: Path, capsys: pytes
     inside_a_file = target / "plans.md"  # its "folder" is a file
     assert main(["chats", "export", str(ids["Plans"]), "--format", "md", "-o", str(inside_a_file)]) == 2
     assert "cannot be written" in capsys.readouterr().err
+
+
+def test_backup_now_and_list_the_backups_kept_as_the_setting_says(
+    data: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (data.parent / "config").mkdir(exist_ok=True)
+    (data.parent / "config" / "settings.json").write_text(json.dumps({"backups_keep": 2}), encoding="utf-8")
+    assert main(["chats", "backup", "--list"]) == 0
+    assert capsys.readouterr().out.strip() == "No backups yet; `ember-chat chats backup` makes one."
+    for _ in range(3):
+        assert main(["chats", "backup"]) == 0
+    said = capsys.readouterr().out.strip().splitlines()
+    assert len(said) == 3 and all(line.startswith("Backed up 3 chats to ") for line in said)  # not the Trash
+    assert main(["chats", "backup", "--list", "--json"]) == 0
+    kept = json.loads(capsys.readouterr().out)
+    assert len(kept) == 2 and {b["reason"] for b in kept} == {"manual"} and {b["chats"] for b in kept} == {3}
+    assert all(Path(b["path"]).is_file() and Path(b["path"]).parent == data / "backups" for b in kept)
+    assert main(["chats", "backup", "--list"]) == 0
+    table = capsys.readouterr().out.splitlines()
+    assert table[0].split() == ["CREATED", "SIZE", "CHATS", "REASON", "FILE"] and len(table) == 3
+
+
+def test_purging_says_the_backups_made_before_still_hold_the_chat(
+    data: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ids = ids_of(data)
+    assert main(["chats", "rm", "--purge", str(ids["Gone"])]) == 0
+    assert capsys.readouterr().out.strip() == "Deleted 1 chat for good."
+    assert main(["chats", "backup"]) == 0
+    capsys.readouterr()
+    assert main(["chats", "rm", "--purge", str(ids["Old"])]) == 0
+    out = capsys.readouterr().out.strip().splitlines()
+    assert out[0] == "Deleted 1 chat for good."
+    assert out[1] == (
+        f"The backups in {data / 'backups'} made earlier still hold this chat; delete those files too if this chat"
+        " must be gone."
+    )

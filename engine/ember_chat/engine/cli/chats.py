@@ -173,11 +173,21 @@ def _rm(args: argparse.Namespace, store: ConversationStore, paths: AppPaths) -> 
     _check_ids(store, ids)
     if args.purge:
         print(f"Deleted {_count(store.organise.purge_chats(ids))} for good.")
+        _say_backups_hold(store, "this chat" if len(ids) == 1 else "these chats")
         return 0
     undo = store.organise.trash_chats(ids)
     back = "it" if len(ids) == 1 else "them"
     print(f"{undo.label} `ember-chat chats restore {' '.join(map(str, ids))}` brings {back} back.")
     return 0
+
+
+def _say_backups_hold(store: ConversationStore, what: str) -> None:
+    from ember_chat.engine.storage.backups import BackupManager
+
+    manager = BackupManager(store)
+    if manager.backups():
+        folder = manager.folder
+        print(f"The backups in {folder} made earlier still hold {what}; delete those files too if {what} must be gone.")
 
 
 def _restore(args: argparse.Namespace, store: ConversationStore, paths: AppPaths) -> int:
@@ -192,8 +202,12 @@ def _restore(args: argparse.Namespace, store: ConversationStore, paths: AppPaths
 
 def _backup(args: argparse.Namespace, store: ConversationStore, paths: AppPaths) -> int:
     from ember_chat.engine.storage.backups import BackupManager  # (engineer A2's backups)
+    from ember_chat.engine.storage.settings import SettingsFile
 
-    manager = BackupManager(store)
+    settings = SettingsFile(paths.settings_file)
+    manager = BackupManager(store, keep=settings.load().backups_keep)
+    for problem in settings.take_problems():
+        print(f"ember-chat: {problem}", file=sys.stderr)
     if args.list:
         infos = manager.backups()
         if args.json:
