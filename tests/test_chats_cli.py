@@ -156,3 +156,62 @@ def test_purging_says_the_backups_made_before_still_hold_the_chat(
         f"The backups in {data / 'backups'} made earlier still hold this chat; delete those files too if this chat"
         " must be gone."
     )
+
+
+def test_export_everything_as_json_and_import_it_into_another_data_folder(
+    data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from ember_chat.engine.attachments import AttachmentStore, read_attachment_bytes
+
+    paths = AppPaths(data, tmp_path / "config")
+    store = ConversationStore(paths.database)
+    atts = AttachmentStore(paths, store)
+    plans = next(c for c in store.conversations() if c.title == "Plans")
+    note = atts.save(read_attachment_bytes("note.md", b"# Plan\n\nShip on Friday."))
+    atts.link(store.messages(plans.id)[0].id, [note.id])
+    store.close()
+    target = tmp_path / "all.json"
+    assert main(["chats", "export", "--all", "-o", str(target)]) == 0
+    assert capsys.readouterr().out.strip() == f"Exported 3 chats to {target}."
+    assert [c["title"] for c in json.loads(target.read_text(encoding="utf-8"))] == ["Plans", "Recipes", "Old"]
+
+    other = tmp_path / "other"
+    out = cli(other, "import", str(target))
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == f"Imported 3 chats (6 messages) from {target} (ember)."
+    listed = json.loads(cli(other, "list", "--json").stdout)
+    assert [(c["title"], c["pinned"], c["messages"]) for c in listed] == [("Plans", True, 2), ("Recipes", False, 2)]
+    assert [c["title"] for c in json.loads(cli(other, "list", "--archived", "--json").stdout)] == ["Old"]
+    back = ConversationStore(other / "chats.sqlite3")
+    try:
+        plans_back = next(c for c in back.conversations() if c.title == "Plans")
+        first = back.messages(plans_back.id)[0]
+        (kept,) = AttachmentStore(AppPaths(other, tmp_path / "config"), back).of_message(first.id)
+        assert kept.name == "note.md" and kept.sha256 == note.sha256
+    finally:
+        back.close()
+
+
+def test_importing_a_chatgpt_export_and_files_that_are_not_one(
+    data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tests.import_fixtures import photosynthesis
+
+    conversation, _ = photosynthesis()
+    export = tmp_path / "conversations.json"
+    export.write_text(json.dumps([conversation]), encoding="utf-8")
+    before = ids_of(data)
+    assert main(["chats", "import", str(export)]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert lines[0].startswith("Imported 1 chat (") and lines[0].endswith(f"from {export} (chatgpt).")
+    assert any(line.startswith("Skipped: ") and "image" in line for line in lines[1:])
+    assert len(ids_of(data)) == len(before) + 1
+
+    broken = tmp_path / "broken.json"
+    broken.write_text('[{"title": "x", "mapping": ', encoding="utf-8")
+    assert main(["chats", "import", str(broken)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("ember-chat: ") and err.count("\n") == 1 and "broken.json" in err
+    assert main(["chats", "import", str(tmp_path / "missing.json")]) == 2
+    assert "There is no file at" in capsys.readouterr().err
+    assert len(ids_of(data)) == len(before) + 1

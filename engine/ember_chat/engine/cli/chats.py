@@ -115,9 +115,10 @@ def _export(args: argparse.Namespace, store: ConversationStore, paths: AppPaths)
     else:
         raise EmberError("Name the chats to export (their ids, from `ember-chat chats list`), or give --all.")
     if args.format == "json":
-        from ember_chat.engine.storage.export import chats_as_json  # (engineer B's lossless export)
+        from ember_chat.engine.attachments import AttachmentStore
+        from ember_chat.engine.storage.export import chats_as_json  # (lossless: every branch, files, comparisons)
 
-        text = chats_as_json(store, ids)
+        text = chats_as_json(store, ids, AttachmentStore(paths, store).export_entries)
     else:
         text = _markdown(store, ids, paths)
     if args.output is None:
@@ -149,7 +150,9 @@ def _markdown(store: ConversationStore, ids: list[int], paths: AppPaths) -> str:
 
 
 def _import(args: argparse.Namespace, store: ConversationStore, paths: AppPaths) -> int:
-    from ember_chat.engine.storage.importing import import_chats  # (engineer B's importer)
+    from ember_chat.engine.attachments import AttachmentStore
+    from ember_chat.engine.attachments.imported import AttachmentImporter
+    from ember_chat.engine.storage.importing import import_chats
 
     path = Path(args.path).expanduser()
     if not path.is_file():
@@ -159,7 +162,7 @@ def _import(args: argparse.Namespace, store: ConversationStore, paths: AppPaths)
         if sys.stderr.isatty():
             print(f"\rImporting chat {done} of {total}…", end="", file=sys.stderr, flush=True)
 
-    report = import_chats(store, path, progress=progress)
+    report = import_chats(store, path, progress=progress, attachments=AttachmentImporter(AttachmentStore(paths, store)))
     if sys.stderr.isatty():
         print(file=sys.stderr)
     print(f"Imported {_count(report.chats)} ({report.messages} messages) from {path} ({report.format}).")
