@@ -280,3 +280,10 @@ def test_a_copy_that_cannot_be_written_does_not_stop_the_migration(
         assert "could not be backed up before" in caplog.text
     finally:
         store.close()
+
+
+def test_daily_makes_no_copy_of_a_database_without_chats(store: ConversationStore) -> None:
+    manager = BackupManager(store)
+    assert manager.daily() is None and manager.backups() == []
+    _chat(store, "First", "first")
+    assert manager.daily() is not None

@@ -17,6 +17,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from ember_chat.app.chat.backups_dialog import WindowBackups
 from ember_chat.app.chat.controller import ChatController
 from ember_chat.app.chat.transcript import TranscriptView
 from ember_chat.app.chat.widgets import Composer, ConversationList
@@ -136,6 +137,7 @@ class MainWindow(QMainWindow):
         self.attach = WindowAttachments(self, Path(settings_file.path).parent)  # files and images in the chat
         self.tools = WindowTools(self, Path(settings_file.path).parent)  # MCP servers, built-in tools, Tools button
         self.api = ApiServerControl(self, self)
+        self.backups = WindowBackups(self)  # the daily backup (a worker thread) and Settings ▸ Backups…
         self._wire()
         build_menus(self)
         set_tab_order(self)

@@ -139,8 +139,9 @@ class BackupManager:
             return info
 
     def daily(self, *, cancel: threading.Event | None = None) -> BackupInfo | None:
-        """A backup when the newest readable one is older than a day (or there is none); else None."""
-        if self.in_memory:
+        """A backup when the newest readable one is older than a day (or there is none); else None. A
+        database without chats (a new user's) is not copied."""
+        if self.in_memory or not self._has_chats():
             return None
         newest = max((b.created_at for b in self.backups() if b.chats is not None), default=None)
         if newest is not None and self._clock() - newest < DAY_S:
@@ -175,6 +176,11 @@ class BackupManager:
                 ) from exc
             self.store.tools.interrupt_waiting()  # a consent card that waited when the copy was made: over
         return aside
+
+    def _has_chats(self) -> bool:
+        db, lock = self.store.shared_connection()
+        with lock:
+            return bool(db.execute("SELECT EXISTS (SELECT 1 FROM conversations)").fetchone()[0])
 
     def _check_on_disk(self) -> None:
         if self.in_memory:
