@@ -23,6 +23,7 @@ from PySide6.QtWidgets import (
 )
 
 from ember_chat.app.metrics.json_answer import JsonAnswerBox
+from ember_chat.app.metrics.preset_picker import PresetPicker
 from ember_chat.app.metrics.speed_chart import SpeedChart
 from ember_chat.app.qt.layout_boundary import LayoutBoundary
 from ember_chat.engine.core.params import SPECS, SamplingParams
@@ -46,6 +47,8 @@ class ParamsPanel(QWidget):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         form = QFormLayout(self)
+        self.preset_picker = PresetPicker()  # (filled and acted on by the window's presets: chat/presets_window.py)
+        form.addRow(self.preset_picker)
         self.system_prompt = QPlainTextEdit()
         self.system_prompt.setPlaceholderText(self.tr("e.g. You are a concise assistant."))
         self.system_prompt.setAccessibleName(self.tr("System prompt"))

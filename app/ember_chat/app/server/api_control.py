@@ -123,7 +123,10 @@ class ApiServerControl(QObject):
             allowed_origins=tuple(o.strip() for o in s.api_allowed_origins.split(",") if o.strip()),
         )
         self.window.bridge.service.queue_limit = s.api_queue_limit
-        server = ApiServer(self.window.bridge.service, config, on_request=self.exchanged.emit)
+        presets = getattr(self.window, "presets", None)  # the served model's default preset (chat/presets_window.py)
+        server = ApiServer(
+            self.window.bridge.service, config, on_request=self.exchanged.emit, preset=presets and presets.for_api
+        )
         try:
             server.start()
         except EmberError as exc:

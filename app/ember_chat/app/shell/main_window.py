@@ -19,6 +19,7 @@ from PySide6.QtWidgets import (
 
 from ember_chat.app.chat.backups_dialog import WindowBackups
 from ember_chat.app.chat.controller import ChatController
+from ember_chat.app.chat.presets_window import WindowPresets
 from ember_chat.app.chat.transcript import TranscriptView
 from ember_chat.app.chat.widgets import Composer, ConversationList
 from ember_chat.app.metrics.side_panel import SidePanel
@@ -136,6 +137,7 @@ class MainWindow(QMainWindow):
         self.controller = ChatController(store, bridge, self._current_params)
         self.attach = WindowAttachments(self, Path(settings_file.path).parent)  # files and images in the chat
         self.tools = WindowTools(self, Path(settings_file.path).parent)  # MCP servers, built-in tools, Tools button
+        self.presets = WindowPresets(self, Path(settings_file.path).parent)  # presets.json, new-chat defaults, `/`
         self.api = ApiServerControl(self, self)
         self.backups = WindowBackups(self)  # the daily backup (a worker thread) and Settings ▸ Backups…
         self._wire()
@@ -154,6 +156,7 @@ class MainWindow(QMainWindow):
             *self.connections.take_problems(),
             *self.model_settings.take_problems(),
             *self.tools.take_problems(),
+            *self.presets.take_problems(),
         ]
         if errors:
             self.show_error(" ".join(errors + problems))
@@ -217,8 +220,7 @@ class MainWindow(QMainWindow):
 
     # ----- settings and state
     def _apply_settings_defaults(self) -> None:
-        s = self.settings
-        self.side.params.set_params(s.sampling_params(), s.system_prompt, s.context_length)
+        self.presets.apply_new_chat()  # the loaded model's default preset, else the default one, over the settings
 
     def _restore_state(self) -> None:
         st = self.window_state
