@@ -184,17 +184,45 @@ def test_deleting_the_kept_answer_and_undo_keeps_it_again(tmp_path: Path, store:
     assert dump(store.path) == before
 
 
-def test_an_undo_whose_ids_were_taken_is_refused_and_changes_nothing(store: ConversationStore) -> None:
-    cid = chat(store, "A")
-    (u,) = store.messages(cid)
-    a = store.add_message(cid, "assistant", "the answer", parent_id=u.id)
-    undo = store.organise.delete_messages(a.id)
-    again = store.add_message(cid, "assistant", "a new answer", parent_id=u.id)  # SQLite gives it a.id
-    before = dump(store.path)
-    with pytest.raises(StoreError, match="can no longer be undone") as err:
-        store.organise.undo(undo)
-    assert "Error" not in str(err.value) and dump(store.path) == before
-    assert store.message(again.id).content == "a new answer"
+def test_an_undo_whose_ids_were_taken_since_brings_the_rows_back_under_new_ids(
+    tmp_path: Path, store: ConversationStore
+) -> None:
+    """Delete the end of a chat, write a new answer (SQLite gives it the deleted answer's id), undo: the
+    deleted rows come back as they were, under new ids where theirs were taken, with what refers to them."""
+    atts = AttachmentStore(AppPaths(tmp_path, tmp_path / "config"), store)
+    cid = store.create_conversation("End of the chat").id
+    u1 = store.add_message(cid, "user", "first question")
+    a1 = store.add_message(cid, "assistant", "first answer", parent_id=u1.id)
+    u2 = store.add_message(cid, "user", "second question about zebras", parent_id=a1.id)
+    note = atts.save(read_attachment_bytes("note.md", b"# Plan\n\nShip on Friday."))
+    atts.link(u2.id, [note.id])
+    a2 = store.add_message(cid, "assistant", "calling", parent_id=u2.id, metrics={"ttft_s": 0.1})
+    call = ToolCall("call00001", "calculator", {"expression": "2+3"}, '{"expression": "2+3"}')
+    store.set_tool_calls(a2.id, [call])
+    store.set_tool_result(a2.id, ToolResult(call.id, "calculator", "5"), source="Built-in")
+    atts.record_sources(a2.id, plan_turn([atts.ref(note)], "when?", 1000, lambda t: len(t.split()), atts))
+    asked = store.comparisons.create(cid, u2.id, ["m1", "m2"], {"seed": 1})
+    store.comparisons.set_answer(asked.answers[0].id, "an answer from m1")
+    undo = store.organise.delete_messages(u2.id)
+    newer = store.add_message(cid, "user", "a new question in the deleted one's place", parent_id=a1.id)
+    answer = store.add_message(cid, "assistant", "a new answer", parent_id=newer.id)
+    assert (newer.id, answer.id) == (u2.id, a2.id)  # (SQLite gives the deleted ids again: why this test exists)
+    store.set_tool_calls(answer.id, [ToolCall("call00009", "calculator", {"expression": "3"}, '{"expression": "3"}')])
+    store.set_tool_result(answer.id, ToolResult("call00009", "calculator", "3"), source="Built-in")
+    store.organise.undo(undo)
+
+    assert store.message(newer.id).content == "a new question in the deleted one's place"
+    assert [r.content for r in store.message(answer.id).tool_results] == ["3"]
+    thread = store.thread(cid)  # the active leaf as it was: the end of the deleted branch, back
+    assert [m.content for m in thread] == ["first question", "first answer", "second question about zebras", "calling"]
+    back_u2, back_a2 = thread[2], thread[3]
+    assert back_u2.id != u2.id and back_a2.parent_id == back_u2.id
+    assert back_a2.id not in (a2.id, answer.id) and back_a2.metrics == {"ttft_s": 0.1}
+    assert [r.content for r in back_a2.tool_results] == ["5"]
+    assert [a.name for a in atts.of_message(back_u2.id)] == ["note.md"] and atts.plan_of(back_a2.id) is not None
+    asked = [c for c in store.comparisons.of_conversation(cid) if c.prompt_id == back_u2.id]
+    assert len(asked) == 1 and asked[0].answers[0].content == "an answer from m1"
+    assert [h.message_id for h in store.search("zebras")] == [back_u2.id]
 
 
 def test_deleting_a_message_that_is_gone_says_so(store: ConversationStore) -> None:
@@ -217,3 +245,18 @@ def test_message_counts_cover_every_branch(store: ConversationStore) -> None:
     store.add_message(a, "assistant", "one", parent_id=u.id)
     store.add_message(a, "assistant", "another branch", parent_id=u.id)
     assert store.message_counts() == {a: 3} and b not in store.message_counts()
+
+
+def test_undoing_a_folder_delete_after_a_new_folder_took_its_id(store: ConversationStore) -> None:
+    a = chat(store, "A")
+    work = store.organise.create_folder("Work")
+    sub = store.organise.create_folder("Reports", parent_id=work.id)
+    store.organise.move_chats([a], sub.id)
+    undo = store.organise.delete_folder(work.id)
+    newer = store.organise.create_folder("Newer")
+    assert newer.id == work.id  # (SQLite gives the deleted id again)
+    store.organise.undo(undo)
+    folders = {f.name: f for f in store.organise.folders()}
+    assert set(folders) == {"Newer", "Work", "Reports"} and folders["Newer"].id == newer.id
+    assert folders["Reports"].parent_id == folders["Work"].id != newer.id
+    assert store.conversation(a).folder_id == folders["Reports"].id and store.conversation(a).deleted_at is None

@@ -8,9 +8,9 @@ import sqlite3
 from dataclasses import dataclass
 
 from ember_chat.engine.errors import StoreError
-from ember_chat.engine.storage.rows import Row, insert_rows, rows_where_in
+from ember_chat.engine.storage.rows import Row, free_ids, insert_rows, rows_where_in
 
-# (table, column that names a deleted message), in the order they go back
+# (table, column that names a deleted message)
 _DEPENDENT = (
     ("tool_messages", "message_id"),
     ("message_attachments", "message_id"),
@@ -64,20 +64,43 @@ def delete(db: sqlite3.Connection, message_id: int) -> Deleted:
 
 
 def put_back(db: sqlite3.Connection, deleted: Deleted) -> None:
-    """Undo `delete` (inside the caller's transaction): sqlite3.IntegrityError when the chat is gone or a
-    new message took one of the ids."""
-    insert_rows(db, "messages", _parents_first(deleted.rows["messages"]))
-    for table, _ in _DEPENDENT:
-        rows = deleted.rows[table]
-        if table == "message_attachments":  # a file removed since (the window prunes unused ones) stays gone
-            present = {r[0] for r in db.execute("SELECT id FROM attachments")}
-            rows = [r for r in rows if r["attachment_id"] in present]
-        insert_rows(db, table, rows)
-    insert_rows(db, "comparison_answers", deleted.rows["comparison_answers"])
-    db.executemany("UPDATE comparison_answers SET kept_message_id = ? WHERE id = ?", [(m, a) for a, m in deleted.kept])
+    """Undo `delete` (inside the caller's transaction): the same rows with the same ids; a row whose id was
+    given to a new one since (a message written after the delete) comes back with a new id, and what
+    refers to it follows. sqlite3.IntegrityError when the chat itself is gone."""
+    rows = deleted.rows
+    msg = free_ids(db, "messages", [r["id"] for r in rows["messages"]])
+    own = {t: free_ids(db, t, [r["id"] for r in rows[t]]) for t in ("tool_messages", "comparisons")}
+    own["comparison_answers"] = free_ids(db, "comparison_answers", [r["id"] for r in rows["comparison_answers"]])
+    for r in _parents_first(rows["messages"]):
+        insert_rows(db, "messages", [{**r, "id": msg[r["id"]], "parent_id": msg.get(r["parent_id"], r["parent_id"])}])
+    insert_rows(db, "tool_messages", [{**r, "id": own["tool_messages"][r["id"]], "message_id": msg[r["message_id"]]}
+                                      for r in rows["tool_messages"]])  # fmt: skip
+    present = {r[0] for r in db.execute("SELECT id FROM attachments")}  # (a file removed since stays gone)
+    links = [r for r in rows["message_attachments"] if r["attachment_id"] in present]
+    insert_rows(db, "message_attachments", [{**r, "message_id": msg[r["message_id"]]} for r in links])
+    insert_rows(db, "message_sources", [{**r, "answer_id": msg[r["answer_id"]]} for r in rows["message_sources"]])
+    insert_rows(db, "comparisons", [{**r, "id": own["comparisons"][r["id"]], "prompt_id": msg[r["prompt_id"]]}
+                                    for r in rows["comparisons"]])  # fmt: skip
+    insert_rows(
+        db,
+        "comparison_answers",
+        [
+            {
+                **r,
+                "id": own["comparison_answers"][r["id"]],
+                "comparison_id": own["comparisons"][r["comparison_id"]],
+                "kept_message_id": msg.get(r["kept_message_id"], r["kept_message_id"]),
+            }
+            for r in rows["comparison_answers"]
+        ],
+    )
+    db.executemany(
+        "UPDATE comparison_answers SET kept_message_id = ? WHERE id = ?", [(msg[m], a) for a, m in deleted.kept]
+    )
+    leaf = msg.get(deleted.active_leaf, deleted.active_leaf) if deleted.active_leaf is not None else None
     db.execute(
         "UPDATE conversations SET active_leaf = ?, updated_at = ? WHERE id = ?",
-        (deleted.active_leaf, deleted.updated_at, deleted.conversation_id),
+        (leaf, deleted.updated_at, deleted.conversation_id),
     )
 
 

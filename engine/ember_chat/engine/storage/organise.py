@@ -17,7 +17,7 @@ from pathlib import Path
 from ember_chat.engine.errors import StoreError
 from ember_chat.engine.storage import message_delete, privacy
 from ember_chat.engine.storage.records import Conversation, conversation_of
-from ember_chat.engine.storage.rows import Row, batches, insert_rows, rows_where_in, transaction
+from ember_chat.engine.storage.rows import Row, batches, free_ids, insert_rows, rows_where_in, transaction
 
 TRASH_DAYS = 30  # chats in the Trash longer than this are deleted for good when the store opens
 NO_UNDO = "This can no longer be undone: "
@@ -255,17 +255,25 @@ class Organiser:
                     self._undo_column(str(column), old)  # type: ignore[arg-type]
                 elif kind == "folder":
                     _, folders, chats = undo.payload
-                    insert_rows(self._db, "folders", sorted(folders, key=lambda f: f["parent_id"] is not None))  # type: ignore[arg-type]
-                    self._db.executemany(
-                        "UPDATE conversations SET folder_id = ?, deleted_at = ? WHERE id = ?",
-                        [(f, d, cid) for cid, f, d in chats],  # type: ignore[union-attr]
-                    )
+                    self._put_folders_back(folders, chats)  # type: ignore[arg-type]
                 elif kind == "messages":
                     message_delete.put_back(self._db, undo.payload[1])  # type: ignore[arg-type]
                 else:
                     raise StoreError(NO_UNDO + "it does not come from this chat database.")
         except sqlite3.IntegrityError as exc:
             raise StoreError(NO_UNDO + _why(str(exc))) from None
+
+    def _put_folders_back(self, folders: tuple[Row, ...], chats: tuple[tuple[int, int, float | None], ...]) -> None:
+        """The folders with their ids (a new id where a folder made since took one), their chats in them."""
+        ids = free_ids(self._db, "folders", [f["id"] for f in folders])
+        for f in sorted(folders, key=lambda f: f["parent_id"] is not None):  # (the parent first)
+            insert_rows(
+                self._db, "folders", [{**f, "id": ids[f["id"]], "parent_id": ids.get(f["parent_id"], f["parent_id"])}]
+            )
+        self._db.executemany(
+            "UPDATE conversations SET folder_id = ?, deleted_at = ? WHERE id = ?",
+            [(ids.get(f, f), d, cid) for cid, f, d in chats],
+        )
 
     def _undo_column(self, column: str, old: tuple[tuple[int, object], ...]) -> None:
         done = 0

@@ -53,3 +53,22 @@ def insert_rows(db: sqlite3.Connection, table: str, rows: Sequence[Row]) -> None
         cols = ", ".join(row)
         marks = ", ".join("?" * len(row))
         db.execute(f"INSERT INTO {table} ({cols}) VALUES ({marks})", tuple(row.values()))
+
+
+def free_ids(db: sqlite3.Connection, table: str, old: Iterable[int]) -> dict[int, int]:
+    """For rows going back into `table`: each old id kept where it is free, else a new one above every id
+    in use or going back (a row added since the delete may have been given it)."""
+    old = list(old)
+    taken: set[int] = set()
+    for batch in batches(old):
+        marks = ",".join("?" * len(batch))
+        taken.update(r[0] for r in db.execute(f"SELECT id FROM {table} WHERE id IN ({marks})", batch))
+    top = max([db.execute(f"SELECT COALESCE(MAX(id), 0) FROM {table}").fetchone()[0], *old])
+    out: dict[int, int] = {}
+    for i in old:
+        if i in taken:
+            top += 1
+            out[i] = top
+        else:
+            out[i] = i
+    return out
