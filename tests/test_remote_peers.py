@@ -1,5 +1,5 @@
 """The remote backend against two real OpenAI-compatible servers started on 127.0.0.1 with the real
-starter model: llama-cpp-python's own server (no usage in its stream: token counts are estimated and
+Gemma 3 270M (`starter_model`): llama-cpp-python's own server (no usage in its stream: token counts are estimated and
 say so) and Ember's own server (usage and Ember's metrics). Greedy answers through either server
 match Ember's local runtime token for token."""
 

@@ -146,7 +146,7 @@ def test_tools_with_json_output_or_a_continuation_are_refused(tiny_model: Path) 
 
 
 def test_the_starter_makes_a_valid_call(starter_model: Path) -> None:
-    """The real starter (a base model, whose template has no tools: Ember describes them in Hermes
+    """The real Gemma 3 270M (a base model, whose template has no tools: Ember describes them in Hermes
     words) calls the tool it must, with arguments that fit the schema."""
     with loaded(starter_model, n_ctx=2048) as rt:
         calls, done = calls_of(run(rt, ASK, ToolRequest(TOOLS, "get_weather", parallel=False), temperature=0.0))

@@ -172,8 +172,8 @@ def test_a_yes_no_grammar_forces_the_answer(tiny_model: Path) -> None:
 
 
 def test_the_starter_answers_in_json(starter_model: Path) -> None:
-    """The real starter (a base model) under both formats. (Free JSON has no length bound: greedily the
-    starter lists fields for thousands of tokens, so that case samples, with a fixed seed.)"""
+    """The real Gemma 3 270M (a base model) under both formats. (Free JSON has no length bound: greedily
+    it lists fields for thousands of tokens, so that case samples, with a fixed seed.)"""
     schema_format = {"type": "json_schema", "json_schema": {"name": "person", "schema": PERSON}}
     with loaded(starter_model, n_ctx=1024) as rt:
         cases = (

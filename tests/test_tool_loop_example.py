@@ -1,5 +1,5 @@
 """docs/examples/tool_loop.py, the README's `openai` tool loop, run as a user runs it: against
-`ember-chat serve` on the real starter model, its first turn a call (the starter is a base model: it
+`ember-chat serve` on the real Gemma 3 270M (`starter_model`), its first turn a call (a base model: it
 does not call tools by itself), the results sent back, and the model's answer in words."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """A chat's "Make the model call a tool first" (the window's tool_choice "required", for models that do not
 call tools by themselves): the box in the Tools popup (enabled once a tool is on, from the keyboard, kept
-per chat, said on the button), and the real starter model (a base model that never calls a tool on its
+per chat, said on the button), and the real Gemma 3 270M (a base model that never calls a tool on its
 own) in the real window calling the real built-in calculator under the runtime's grammar, a card asking,
 the result, and the model's own words after it."""
 
@@ -100,7 +100,7 @@ def test_a_new_chats_must_call_goes_with_its_first_message(
 def test_the_starter_must_call_the_calculator_then_answers_with_its_result(
     qtbot: QtBot, make_window: Callable[..., MainWindow], paths: AppPaths, starter_model: Path
 ) -> None:
-    """The real local runtime on the real starter (a base model: with tool_choice auto it never calls)
+    """The real local runtime on the real Gemma 3 270M (a base model: with tool_choice auto it never calls)
     and the real built-in calculator: "must call" makes its first turn a valid call (the grammar holds
     it), the card asks, Allow once runs it, its result shows, and the model's answer (auto) follows."""
     write_tools(paths, ToolsConfig(builtin=BuiltinToolsConfig(calculator=True)))

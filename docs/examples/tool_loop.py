@@ -5,7 +5,7 @@
 
 The model asks for calls; this script runs them (two small tools of its own), sends each result back
 as a `tool` message, and asks again until the model answers in words. With a model that cannot call
-tools by itself (a base model such as the starter), `--first-choice required` makes its first turn a
+tools by itself (a base model such as gemma-3-270m), `--first-choice required` makes its first turn a
 call: Ember's grammar holds the call to the tool's JSON schema.
 """
 
