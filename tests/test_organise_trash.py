@@ -260,3 +260,17 @@ def test_undoing_a_folder_delete_after_a_new_folder_took_its_id(store: Conversat
     assert set(folders) == {"Newer", "Work", "Reports"} and folders["Newer"].id == newer.id
     assert folders["Reports"].parent_id == folders["Work"].id != newer.id
     assert store.conversation(a).folder_id == folders["Reports"].id and store.conversation(a).deleted_at is None
+
+
+def test_deleting_a_first_message_moves_to_the_other_branch_or_leaves_an_empty_chat(store: ConversationStore) -> None:
+    cid = store.create_conversation("Roots").id
+    first = store.add_message(cid, "user", "first try")
+    store.add_message(cid, "assistant", "answer to the first try", parent_id=first.id)
+    edited = store.add_message(cid, "user", "second try")  # an edited first message: another root
+    edited_answer = store.add_message(cid, "assistant", "answer to the second try", parent_id=edited.id)
+    store.update_conversation(cid, active_leaf=first.id)
+    undo = store.organise.delete_messages(first.id)
+    assert undo.label == "Deleted 2 messages." and store.conversation(cid).active_leaf == edited_answer.id
+    store.organise.delete_messages(edited.id)
+    assert store.conversation(cid).active_leaf is None and store.thread(cid) == []
+    assert [c.id for c in store.conversations()] == [cid]  # the chat stays, empty
