@@ -287,3 +287,31 @@ def test_daily_makes_no_copy_of_a_database_without_chats(store: ConversationStor
     assert manager.daily() is None and manager.backups() == []
     _chat(store, "First", "first")
     assert manager.daily() is not None
+
+
+def test_attachment_files_are_kept_with_the_backups_and_come_back_with_a_restore(paths: AppPaths) -> None:
+    clock = Clock()
+    store = ConversationStore(paths.database)
+    try:
+        atts = AttachmentStore(paths, store)
+        cid = _chat(store, "Photos", "photos")
+        photo = atts.save(read_attachment_bytes("notes.txt", b"the heron stands in the reeds"))
+        atts.link(store.thread(cid)[0].id, [photo.id])
+        manager = BackupManager(store, keep=1, clock=clock)
+        first = manager.backup()
+        kept = paths.data_dir / "backups" / "attachments" / photo.sha256[:2] / photo.sha256
+        assert kept.read_bytes() == b"the heron stands in the reeds"
+
+        store.delete_conversation(cid)
+        assert atts.prune() == 1 and not atts.blob_path(photo.sha256).exists()  # the chat's file is gone
+        manager.restore(first)
+        assert atts.text(atts.of_message(store.thread(cid)[0].id)[0]) == "the heron stands in the reeds"
+
+        store.delete_conversation(cid)
+        atts.prune()
+        clock.now += 10
+        manager.backup()  # keep 1: the only backup that held the file goes, and the file with it
+        assert [b.reason for b in manager.backups()] == ["manual"]
+        assert not kept.exists()
+    finally:
+        store.close()

@@ -12,13 +12,19 @@
   store's own connection (`backup.backup(live)`), so every holder of that connection (the store, its tool
   records, the attachment store) goes on working with the restored rows; then migrates it to this
   Ember's schema. A damaged backup is listed (chats None) and refused for a restore with a sentence.
+- The attachment files a backup's chats refer to are kept beside the backups (`backups/attachments`,
+  content-addressed like the data folder's: hard links where the file system allows, else copies), so
+  a restored chat has its files even after they were pruned; those no backup refers to any more go
+  when backups are pruned. A restore puts back the files its chats lack.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import re
+import shutil
 import sqlite3
 import threading
 import time
@@ -43,6 +49,7 @@ _STEP_PAGES = 1024  # 4 MiB at SQLite's usual page size: a cancel is seen betwee
 _STALE_PART_S = 3600.0  # a temporary copy this old was left by a run that ended mid-copy
 _NAME = re.compile(r"^chats-(\d{8}-\d{6}-\d{6})-([a-z0-9-]+)\.sqlite3$")
 _TIME = "%Y%m%d-%H%M%S-%f"
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
 Progress = Callable[[int, int], None]  # (pages copied, pages in all)
 
@@ -72,6 +79,7 @@ def backup_before_migration(db: sqlite3.Connection, path: Path, version: int) ->
     folder = backup_folder(path)
     try:
         info = _write(db, folder, BEFORE_MIGRATION, time.time())
+        _keep_files(info.path, path.parent)
         _prune(folder, DEFAULT_KEEP, lambda b: b.reason == BEFORE_MIGRATION)
     except (OSError, sqlite3.Error) as exc:
         log.warning(
@@ -135,6 +143,7 @@ class BackupManager:
                 ) from exc
             finally:
                 source.close()
+            _keep_files(info.path, self.store.path.parent)
             _prune(self.folder, self.keep, lambda b: b.reason != BEFORE_MIGRATION)
             return info
 
@@ -166,6 +175,7 @@ class BackupManager:
                     f"The current chats could not be set aside before the restore ({exc}), so nothing was restored. "
                     "Check there is free space in the backups folder."
                 ) from exc
+            _keep_files(aside.path, self.store.path.parent)
             try:
                 _copy_into(info.path, db)
                 migrate(db, self.store.path, before=None)  # (the backup is a copy already)
@@ -175,6 +185,7 @@ class BackupManager:
                     f"The backup {info.path.name} could not be restored ({exc}). Your chats are as they were."
                 ) from exc
             self.store.tools.interrupt_waiting()  # a consent card that waited when the copy was made: over
+        _put_files_back(info.path, self.store.path.parent)
         return aside
 
     def _has_chats(self) -> bool:
@@ -291,6 +302,62 @@ def _prune(folder: Path, keep: int, counted: Callable[[BackupInfo], bool]) -> No
     for old in [b for b in _listed(folder) if counted(b)][max(1, keep) :]:
         with contextlib.suppress(FileNotFoundError):
             old.path.unlink()
+    files = folder / "attachments"
+    if files.is_dir():
+        wanted: set[str] = set()
+        for b in _listed(folder):
+            wanted |= _attachment_hashes(b.path)
+        for kept in files.glob("??/*"):
+            if kept.name not in wanted:
+                with contextlib.suppress(OSError):
+                    kept.unlink()
+
+
+# ----- attachment files (the data folder's `attachments/ab/abcdef…`, see engine/attachments/store.py)
+def _attachment_hashes(backup: Path) -> set[str]:
+    try:
+        db = _open_read_only(backup, immutable=True)
+        try:
+            rows = db.execute("SELECT DISTINCT sha256 FROM attachments").fetchall()
+        finally:
+            db.close()
+    except sqlite3.Error:  # damaged, or from before attachments
+        return set()
+    return {r[0] for r in rows if isinstance(r[0], str) and _SHA256.match(r[0])}
+
+
+def _keep_files(backup: Path, data_dir: Path) -> None:
+    """Keep the attachment files this backup refers to beside the backups. One that cannot be kept is
+    logged: the backup itself is whole."""
+    try:
+        for sha in _attachment_hashes(backup):
+            _link_or_copy(data_dir / "attachments" / sha[:2] / sha, backup.parent / "attachments" / sha[:2] / sha)
+    except OSError as exc:
+        log.warning("attachment files of backup %s could not all be kept: %s", backup, exc)
+
+
+def _put_files_back(backup: Path, data_dir: Path) -> None:
+    try:
+        for sha in _attachment_hashes(backup):
+            _link_or_copy(backup.parent / "attachments" / sha[:2] / sha, data_dir / "attachments" / sha[:2] / sha)
+    except OSError as exc:
+        log.warning("attachment files of backup %s could not all be put back: %s", backup, exc)
+
+
+def _link_or_copy(source: Path, target: Path) -> None:
+    """A file is never changed once written (content-addressed), so a hard link is a copy that costs
+    nothing; another file system gets a real copy (to a temporary name first)."""
+    if target.exists() or not source.is_file():
+        return
+    target.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        os.link(source, target)
+    except FileExistsError:
+        return
+    except OSError:
+        part = target.with_name(f".part-{target.name}")
+        shutil.copyfile(source, part)
+        os.replace(part, target)
 
 
 def _free_name(folder: Path, created_at: float, reason: str) -> Path:
