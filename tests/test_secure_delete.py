@@ -81,3 +81,21 @@ def test_a_file_another_chat_still_uses_is_kept(setup) -> None:
     store.organise.purge_chats([cid])
     assert atts.text(atts.get(att.id)).endswith(f"{SECRETS[2]} again.") and blob.exists()
     assert found(db) == {SECRETS[2]}  # only the file that is still used
+
+
+def test_deleted_messages_leave_the_files_when_the_store_closes(tmp_path: Path) -> None:
+    """A message delete can be undone while Ember runs, so its words stay until the store closes; then
+    they go, with the file only that message used."""
+    paths = AppPaths(tmp_path / "data", tmp_path / "config")
+    store = ConversationStore(paths.database)
+    atts = AttachmentStore(paths, store)
+    cid, blob = secret_chat(store, atts)
+    (first,) = [m for m in store.messages(cid) if m.parent_id is None]
+    store.organise.delete_messages(first.id)
+    assert store.messages(cid) == [] and blob.exists()  # (the undo may still want it)
+    store.close()
+    assert found(paths.database) == {SECRETS[3]}  # the chat (its title) stays; its messages are gone
+    assert not blob.exists()
+    again = ConversationStore(paths.database)
+    assert [c.id for c in again.conversations()] == [cid]
+    again.close()

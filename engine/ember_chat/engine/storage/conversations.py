@@ -8,6 +8,7 @@ loses at most about a second of it; such a message stays marked incomplete.
 from __future__ import annotations
 
 import json
+import logging
 import sqlite3
 import threading
 import time
@@ -68,7 +69,12 @@ class ConversationStore:
             raise StoreError(f"The chat database {self.path} cannot be opened: {exc}.") from exc
 
     def close(self) -> None:
+        """The privacy sweep first when messages were deleted (organise.py), then the connection closes."""
         with self._lock:
+            try:
+                self.organise.sweep_if_messages_were_deleted()
+            except sqlite3.Error as exc:  # (never keeps the chats from closing; done at the next purge)
+                logging.getLogger(__name__).warning("The chat database was not swept at close: %s", exc)
             self._db.close()
 
     def _migrate(self) -> None:

@@ -53,6 +53,7 @@ class Organiser:
         self._lock = lock
         self._clock = clock
         self._path = path  # the database file (the privacy sweep finds the attachments folder beside it)
+        self._swept_at_close: set[int] | None = None  # files of deleted messages, for the sweep at close
 
     # ----- folders
     def folders(self) -> list[Folder]:
@@ -239,9 +240,19 @@ class Organiser:
         comparisons with them); the chat's active leaf moves to what is left."""
         with transaction(self._db, self._lock):
             snapshot = message_delete.delete(self._db, message_id)
+            files = {r["attachment_id"] for r in snapshot.rows["message_attachments"]}
+            self._swept_at_close = (self._swept_at_close or set()) | files
         n = len(snapshot.rows["messages"])
         label = "Deleted a message." if n == 1 else f"Deleted {n} messages."
         return Undo(label, ("messages", snapshot))
+
+    def sweep_if_messages_were_deleted(self) -> None:
+        """At close: deleted messages could be undone until now; the privacy sweep takes their words (and
+        the files only they used) out of the database file."""
+        with self._lock:
+            files, self._swept_at_close = self._swept_at_close, None
+            if files is not None:
+                privacy.sweep(self._db, self._lock, self._path, files)
 
     # ----- undo
     def undo(self, undo: Undo) -> None:
