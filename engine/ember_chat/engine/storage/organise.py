@@ -1,5 +1,6 @@
 """Chats kept in order (schema 5): folders nested one level, pins, the archive and the Trash, each change a
-user may regret given back as an `Undo` that `Organiser.undo` reverses exactly (ids kept).
+user may regret given back as an `Undo` that `Organiser.undo` reverses exactly: the same rows with the
+same ids (a row whose id a newer row took since comes back under a new one, with what refers to it).
 
 `store.organise` is made by the store. Organising is not activity: it never changes a chat's
 `updated_at`, so the list's order by newest activity stays. A chat in the Trash keeps its folder, pin and
