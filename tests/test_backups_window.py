@@ -186,3 +186,19 @@ def test_a_restore_asks_then_shows_the_restored_chats_and_no_stale_chat(
     note = w.attach.store.save(read_attachment_bytes("notes.txt", b"owls hunt at night"))
     w.attach.store.link(answer.id, [note.id])
     assert [a.name for a in w.attach.store.of_message(answer.id)] == ["notes.txt"]
+
+
+def test_a_daily_backup_that_cannot_be_written_is_said_in_words_and_the_window_works(
+    qtbot: QtBot, paths: AppPaths, windows: list[MainWindow]
+) -> None:
+    (paths.data_dir / "backups").write_text("a file where the backups folder would go")
+    w = _open(qtbot, paths, windows)
+    qtbot.waitUntil(lambda: not w.tasks.pending(DAILY_KEY))
+    text = w.banner.text()
+    assert text.startswith("Today's backup of your chats could not be made. The chats could not be backed up to")
+    assert "Settings ▸ Backups… can try again." in text and "Error" not in text
+    assert sorted(c.title for c in w.store.conversations()) == ["Herons", "Owls"]
+    dialog = _dialog(qtbot, w)
+    with qtbot.waitSignal(w.backups.failed, timeout=10_000):
+        dialog.back_up.click()
+    assert dialog.status.text().startswith("The chats could not be backed up") and dialog.back_up.isEnabled()

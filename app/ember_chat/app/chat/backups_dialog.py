@@ -69,7 +69,7 @@ class WindowBackups(QObject):
             self.backed_up.emit(info)
 
     def _daily_failed(self, message: str) -> None:
-        text = self.tr("Today's backup of your chats could not be made: {message} Settings ▸ Backups… can try again.")
+        text = self.tr("Today's backup of your chats could not be made. {message} Settings ▸ Backups… can try again.")
         self.w.show_notice(text.format(message=message))
 
     # ----- what the dialog asks for

@@ -135,11 +135,11 @@ class BackupManager:
                 source.execute("SELECT count(*) FROM sqlite_master").fetchone()
                 info = _write(source, self.folder, reason, self._clock(), progress, cancel)
             except sqlite3.Error as exc:
-                raise StoreError(f"The chats could not be backed up to {self.folder}: {exc}.") from exc
+                raise StoreError(f"The chats could not be backed up to {self.folder} ({exc}).") from exc
             except OSError as exc:
                 raise StoreError(
-                    f"The chats could not be backed up to {self.folder}: {exc.strerror or exc}. "
-                    "Check there is free space and the folder can be written."
+                    f"The chats could not be backed up to {self.folder} ({exc.strerror or exc}). "
+                    "Check there is free space and that the folder can be written."
                 ) from exc
             finally:
                 source.close()
