@@ -224,4 +224,6 @@ def test_an_unreachable_server_and_a_missing_file_are_sentences_and_the_others_a
         assert ans.reason == "error" and ans.metrics is None
         assert ans.error and "Error" not in ans.error.split()[0], ans.error
     with pytest.raises(EmberError, match="two to four"):
-        run_comparison(svc, targets[:1], MESSAGES, PARAMS)
+        run_comparison(svc, [], MESSAGES, PARAMS)
+    with pytest.raises(EmberError, match="two to four"):
+        run_comparison(svc, targets * 2, MESSAGES, PARAMS)

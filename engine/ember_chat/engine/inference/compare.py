@@ -164,7 +164,7 @@ def run_comparison(
     """Answer `messages` with every target (same params, one seed: `fixed_seed` is applied) and
     return the answers in the targets' order. Blocks the calling thread until all have ended;
     `listener.finished` is called once per target, whatever happens."""
-    if not MIN_MODELS <= len(targets) <= MAX_MODELS:
+    if not targets or len(targets) > MAX_MODELS:  # (one runs when the others could not be found)
         raise EmberError(f"A comparison runs two to four models; {len(targets)} were chosen.")
     listener = listener or CompareListener()
     cancel = cancel or threading.Event()
