@@ -137,7 +137,7 @@ def test_send_streams_tokens_and_saves_with_metrics(qtbot: QtBot, make_window: C
     assert w.side.metrics.output.text() == str(answer.metrics["output_tokens"])
     assert w.side.metrics.session_ttft.text() != "—"
     assert w.composer.button.text() == "Send"
-    assert w.conversations.list.count() == 1
+    assert len(w.conversations.chat_ids()) == 1
 
 
 def test_enter_sends_shift_enter_adds_newline(qtbot: QtBot, make_window: Callable[..., MainWindow]) -> None:
@@ -226,10 +226,10 @@ def test_search_jumps_to_the_message(qtbot: QtBot, make_window: Callable[..., Ma
     send(qtbot, w, "something else entirely")
     with qtbot.waitSignal(w.conversations.search_changed, timeout=5000):
         qtbot.keyClicks(w.conversations.search, "zebra")
-    assert w.conversations.list.count() == 1
-    item = w.conversations.list.item(0)
-    assert "zebras" in item.text()
-    w.conversations.list.itemActivated.emit(item)
+    assert w.conversations.list.model().rowCount() == 1  # one hit
+    item = w.conversations.list.model().index(0, 0)
+    assert "zebras" in item.data()
+    w.conversations.list.activated.emit(item)
     assert w.controller.conversation_id == target
     assert "zebras in the savanna" in w.transcript.plain_text()
 
@@ -302,10 +302,10 @@ def test_restart_finds_everything(qtbot: QtBot, make_window: Callable[..., MainW
     w.resize(w.width(), 520)  # the 800x600 offscreen screen caps the width; the height is ours
     w.close()
     w2 = make_window()
-    assert w2.conversations.list.count() == 1
+    assert len(w2.conversations.chat_ids()) == 1
     assert not w2.side.isVisible() and abs(w2.height() - 520) <= 8  # window managers may adjust a few px
     assert w2.window_state.value("splitter") == w.window_state.value("splitter")
-    w2.conversations.list.itemActivated.emit(w2.conversations.list.item(0))
+    w2.conversations.list.activated.emit(w2.conversations.index_of(w2.conversations.chat_ids()[0]))
     text = w2.transcript.plain_text()
     assert "remember me" in text and "TTFT" in text
 
@@ -316,14 +316,14 @@ def test_rename_delete_and_export(qtbot: QtBot, make_window: Callable[..., MainW
     set_max_tokens(w, 4)
     send(qtbot, w, "export this")
     w.chats.rename_current("Renamed chat")
-    assert w.conversations.list.item(0).text() == "Renamed chat"
+    assert w.conversations.row_texts()[0] == "Renamed chat"
     w.chats.export(tmp_path / "chat.md", "md")
     w.chats.export(tmp_path / "chat.json", "json")
     assert (tmp_path / "chat.md").read_text().startswith("# Renamed chat")
     data = json.loads((tmp_path / "chat.json").read_text())
     assert data["messages"][0]["content"] == "export this" and data["messages"][1]["metrics"]
     w.chats.delete_current(confirmed=True)
-    assert w.conversations.list.count() == 0 and w.store.conversations() == []
+    assert len(w.conversations.chat_ids()) == 0 and w.store.conversations() == []
 
 
 def test_menus_have_working_entries(qtbot: QtBot, make_window: Callable[..., MainWindow]) -> None:

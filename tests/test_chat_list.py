@@ -56,14 +56,10 @@ def _two_chats(w: MainWindow) -> tuple[int, int]:
     return ids[0], ids[1]
 
 
-def _row(w: MainWindow, cid: int) -> int:
-    lst = w.conversations.list
-    return next(i for i in range(lst.count()) if lst.item(i).data(Qt.ItemDataRole.UserRole)[0] == cid)
-
-
 def _click(qtbot: QtBot, w: MainWindow, cid: int) -> None:
     lst = w.conversations.list
-    centre = lst.visualItemRect(lst.item(_row(w, cid))).center()
+    lst.scrollTo(w.conversations.index_of(cid))
+    centre = lst.visualRect(w.conversations.index_of(cid)).center()
     qtbot.mouseClick(lst.viewport(), Qt.MouseButton.LeftButton, pos=centre)
     qtbot.waitUntil(lambda: w.controller.conversation_id == cid, timeout=5000)
 
@@ -71,7 +67,7 @@ def _click(qtbot: QtBot, w: MainWindow, cid: int) -> None:
 def _right_click(qtbot: QtBot, w: MainWindow, cid: int) -> None:
     """What a right click does: a press, then the context menu event the platform sends."""
     lst = w.conversations.list
-    centre = lst.visualItemRect(lst.item(_row(w, cid))).center()
+    centre = lst.visualRect(w.conversations.index_of(cid)).center()
     qtbot.mousePress(lst.viewport(), Qt.MouseButton.RightButton, pos=centre)
     event = QContextMenuEvent(QContextMenuEvent.Reason.Mouse, centre, lst.viewport().mapToGlobal(centre))
     QApplication.sendEvent(lst.viewport(), event)
@@ -79,7 +75,7 @@ def _right_click(qtbot: QtBot, w: MainWindow, cid: int) -> None:
 
 
 def _selected_ids(w: MainWindow) -> list[int]:
-    return [item.data(Qt.ItemDataRole.UserRole)[0] for item in w.conversations.list.selectedItems()]
+    return w.conversations.selected_ids()
 
 
 def _menu_action(w: MainWindow, text: str) -> None:
@@ -107,11 +103,9 @@ def test_the_context_menu_acts_on_the_chat_clicked(qtbot: QtBot, make_window: Ca
     assert w.store.conversation(b).title == "Chat B renamed" and w.store.conversation(a).title == "Chat A"
 
     _right_click(qtbot, w, b)
-    _menu_action(w, "Delete…")
-    box = w.chats.chat_question
-    assert isinstance(box, QMessageBox) and box.isVisible()
-    assert "Chat B renamed" in box.text() and "Chat A" not in box.text()
-    next(button for button in box.buttons() if button.text() == "Delete").click()
+    _menu_action(w, "Move to Trash")  # no question: it is undoable
+    assert QApplication.activeModalWidget() is None
+    assert [c.id for c in w.store.organise.trashed()] == [b]
     qtbot.waitUntil(lambda: [c.id for c in w.store.conversations()] == [a], timeout=5000)
     assert w.controller.conversation_id == a and _selected_ids(w) == [a]
 
@@ -163,7 +157,10 @@ def test_tabbing_into_the_list_opens_nothing(qtbot: QtBot, make_window: Callable
     assert w.chats.chat_question is None
 
 
-def test_a_right_click_outside_any_chat_offers_nothing(qtbot: QtBot, make_window: Callable[..., MainWindow]) -> None:
+@menu_grab
+def test_a_right_click_outside_any_chat_offers_only_a_new_folder(
+    qtbot: QtBot, make_window: Callable[..., MainWindow]
+) -> None:
     w = make_window()
     a, _b = _two_chats(w)
     _click(qtbot, w, a)
@@ -172,7 +169,9 @@ def test_a_right_click_outside_any_chat_offers_nothing(qtbot: QtBot, make_window
     QApplication.sendEvent(
         lst.viewport(), QContextMenuEvent(QContextMenuEvent.Reason.Mouse, below, lst.viewport().mapToGlobal(below))
     )
-    assert w.chats.chat_menu is None
+    menu = w.chats.chat_menu
+    assert menu is not None and [a.text() for a in menu.actions()] == ["New folder…"]  # nothing acts on a chat
+    menu.close()
 
 
 def test_long_titles_elide_on_one_line(qtbot: QtBot, make_window: Callable[..., MainWindow]) -> None:
@@ -184,15 +183,15 @@ def test_long_titles_elide_on_one_line(qtbot: QtBot, make_window: Callable[..., 
         w.store.create_conversation(title)
     w.chats.reload_conversations()
     lst = w.conversations.list
-    long_row = next(i for i in range(lst.count()) if lst.item(i).text() == long_title)
-    short_row = next(i for i in range(lst.count()) if lst.item(i).text() == "Short")
+    by_title = {w.store.conversation(cid).title: w.conversations.index_of(cid) for cid in w.conversations.chat_ids()}
+    long_row, short_row = by_title[long_title], by_title["Short"]
     assert lst.fontMetrics().horizontalAdvance(long_title) > lst.viewport().width()  # it does not fit
-    assert lst.visualItemRect(lst.item(long_row)).height() == lst.visualItemRect(lst.item(short_row)).height()
+    assert lst.visualRect(long_row).height() == lst.visualRect(short_row).height()
     assert not lst.wordWrap() and lst.textElideMode() == Qt.TextElideMode.ElideRight
-    assert lst.item(long_row).toolTip() == long_title
+    assert long_row.data(Qt.ItemDataRole.ToolTipRole) == long_title
     # what is drawn: the row's text elided at its end, with "…"
-    shown = lst.itemDelegate().displayText(long_title, lst.locale())
-    drawn = lst.fontMetrics().elidedText(shown, lst.textElideMode(), lst.visualItemRect(lst.item(long_row)).width())
+    shown = lst.itemDelegate().displayText(long_row.data(), lst.locale())
+    drawn = lst.fontMetrics().elidedText(shown, lst.textElideMode(), lst.visualRect(long_row).width())
     assert drawn.endswith("…") and drawn.startswith("Explain the")
 
 

@@ -49,6 +49,7 @@ class ChatController(QObject):
     retrying = Signal(str, float, int, int)  # reason, delay s, attempt, attempts
     conversations_changed = Signal()
     edit_requested = Signal(int)  # message id: the window puts its text in the composer
+    delete_requested = Signal(int)  # message id: the window deletes it and what follows (undoable)
     # what the views show (the window connects them to the transcript and the metrics panel)
     thread_shown = Signal(object, object)  # messages, {message id: (branch, branches)}
     jump_requested = Signal(int)  # message id to scroll to (after thread_shown)
@@ -140,8 +141,11 @@ class ChatController(QObject):
             self.jump_requested.emit(jump_to)
 
     def delete_conversation(self, conversation_id: int) -> None:
+        """Move a chat to the Trash (the answer streaming into it stops first); the window's list goes
+        through window_undo.py instead, which keeps the change to undo."""
+
         def act() -> None:
-            self.store.delete_conversation(conversation_id)
+            self.store.organise.trash_chats([conversation_id])
             if self.conversation_id == conversation_id:
                 self.conversation_id = None
                 self.refresh()
@@ -413,6 +417,8 @@ class ChatController(QObject):
             self.continue_answer(message_id)
         elif verb == "edit":
             self.edit_requested.emit(message_id)
+        elif verb == "delete":
+            self.delete_requested.emit(message_id)
         elif verb == "think":
             self.thinking_toggled.emit(message_id)
             self.refresh()

@@ -34,6 +34,7 @@ from ember_chat.app.shell.navigation import focus_pane, set_tab_order
 from ember_chat.app.shell.welcome import WelcomePanel
 from ember_chat.app.shell.window_attachments import WindowAttachments
 from ember_chat.app.shell.window_chats import ChatActions
+from ember_chat.app.shell.window_undo import UndoActions
 from ember_chat.app.shell.window_models import ModelActions
 from ember_chat.app.shell.window_size import default_geometry, default_splitter_sizes
 from ember_chat.app.shell.window_tools import WindowTools
@@ -98,6 +99,7 @@ class MainWindow(QMainWindow):
         self.tasks = TaskRunner(self)  # what the GUI thread must not wait on (see qt/tasks.py)
         self.models = ModelActions(self)
         self.chats = ChatActions(self)
+        self.undo = UndoActions(self)  # the undo stack and the banner's Undo link (window_undo.py)
 
         self.colors = apply_theme(QApplication.instance(), self.settings.theme)
         self.conversations = ConversationList()
@@ -214,6 +216,8 @@ class MainWindow(QMainWindow):
         self.conversations.search_changed.connect(self.chats.on_search)
         self.conversations.list.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
         self.conversations.list.customContextMenuRequested.connect(self.chats.conversation_menu)
+        self.chats.wire_list()  # folders, drag and drop, Delete key, Archived and Trash
+        self.undo.attach_banner()
         self.side.params.changed.connect(self._save_params)
         self.transcript.open_link.connect(self._open_link)  # only ever after the user's click
         self.transcript.link_hovered.connect(self._on_link_hovered)
@@ -311,9 +315,11 @@ class MainWindow(QMainWindow):
     # ----- messages to the user
     def show_error(self, message: str, cause: str = "") -> None:
         """`cause`: what ends the message (see Banner.end); without one it stays until dismissed."""
+        self.undo.banner_replaced()
         self.banner.show_error(message, cause)
 
     def show_notice(self, message: str, cause: str = "") -> None:
+        self.undo.banner_replaced()
         self.banner.show_notice(message, cause)
 
     # ----- view

@@ -61,6 +61,7 @@ def build_menus(self: MenuHost) -> None:
     _action(chat, tr("&Regenerate last answer"), lambda: self.controller.regenerate(), "Ctrl+R")
     _action(chat, tr("Re&name chat…"), self.chats.rename_current, "F2")
     _action(chat, tr("&Delete chat…"), self.chats.delete_current, "Ctrl+Shift+Backspace")
+    self.chats.add_menu_entries(chat)  # Undo, folders, Move to, Pin, Archive, Archived, Trash
     _action(chat, tr("&Find in chats"), lambda: self.focus_pane("search"), QKeySequence.StandardKey.Find)
 
     self.models_menu = ModelsMenu(self, mb.addMenu(tr("&Models")))

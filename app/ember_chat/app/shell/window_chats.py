@@ -8,9 +8,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from PySide6.QtCore import QObject, QPoint, QStandardPaths, Qt
+from PySide6.QtCore import QDateTime, QObject, QPoint, QStandardPaths, Qt
+from PySide6.QtGui import QKeySequence
 from PySide6.QtWidgets import QDialog, QFileDialog, QInputDialog, QMenu, QMessageBox
 
+from ember_chat.app.chat.chat_list import FolderRow
+from ember_chat.app.chat.chat_list_menu import build_row_menu, fill_move_menu
+from ember_chat.app.shell.window_undo import ChatOrganise
 from ember_chat.engine.core.params import SamplingParams
 from ember_chat.engine.errors import EmberError
 from ember_chat.engine.storage.export import chat_as_json, chat_as_markdown, export_file_name
@@ -26,6 +30,61 @@ class ChatActions(QObject):
         self.chat_menu: QMenu | None = None  # the chat list's context menu, while open
         self.chat_question: QDialog | None = None  # a rename or delete question, while open
         self.export_dialog_open: QFileDialog | None = None  # File ▸ Export's save dialog, while open
+        self.organise = ChatOrganise(window)  # folders, pins, archive, Trash: undoable (window_undo.py)
+
+    def wire_list(self) -> None:
+        """Connect the chat list's own signals (the window made it)."""
+        lst = self.w.conversations
+        lst.view_requested.connect(self.show_view)
+        lst.delete_pressed.connect(self.delete_selected)
+        lst.folder_collapsed.connect(self.organise.set_collapsed)
+        lst.empty_trash.connect(lambda: self.organise.empty_trash())
+        lst.model.on_drop = self.organise.move
+        self.w.controller.delete_requested.connect(self.organise.delete_message)
+
+    def add_menu_entries(self, chat: QMenu) -> None:
+        """Chat menu: Undo, New folder, Move to ▸ (the keyboard's way to move the selected chats),
+        Pin, Archive; the Archived and Trash lists."""
+        undo = chat.addAction(self.tr("&Undo"), lambda: self.w.undo.undo_last())
+        undo.setShortcut(QKeySequence(QKeySequence.StandardKey.Undo))  # (a text field keeps its own Ctrl+Z)
+        chat.addSeparator()
+        chat.addAction(self.tr("New &folder…"), lambda: self.organise.new_folder())
+        move = chat.addMenu(self.tr("Mo&ve to"))
+        move.aboutToShow.connect(lambda: fill_move_menu(move, self.organise, self.chosen_chats))
+        fill_move_menu(move, self.organise, self.chosen_chats)
+        chat.addAction(self.tr("&Pin or unpin"), self.toggle_pin)
+        chat.addAction(self.tr("&Archive"), lambda: self.organise.archive(self.chosen_chats()))
+        chat.addAction(self.tr("Show arc&hived chats"), lambda: self.show_view("archived"))
+        chat.addAction(self.tr("Show the &Trash"), lambda: self.show_view("trash"))
+
+    def chosen_chats(self) -> list[int]:
+        """What the Chat menu acts on: the chats selected in the list, else the open one."""
+        ids = self.w.conversations.selected_ids()
+        cid = self.w.controller.conversation_id
+        return ids or ([cid] if cid is not None else [])
+
+    def pinned(self, cid: int) -> bool:
+        try:
+            return self.w.store.conversation(cid).pinned
+        except KeyError:
+            return False
+
+    def toggle_pin(self) -> None:
+        ids = self.chosen_chats()
+        if ids:
+            self.organise.pin(ids, not all(self.pinned(i) for i in ids))
+
+    def delete_selected(self) -> None:
+        """The Delete key in the list: the selected chats go to the Trash (no question: Ctrl+Z); in the
+        Trash, they are deleted for good (with a question); a folder selected alone is deleted."""
+        lst = self.w.conversations
+        ids = lst.selected_ids()
+        if lst.mode == "trash":
+            self.organise.purge(ids)
+        elif ids:
+            self.organise.trash(ids)
+        elif lst.selected_folder() is not None:
+            self.organise.delete_folder(lst.selected_folder())
 
     # ----- the composer
     def send(self, text: str) -> None:
@@ -62,11 +121,41 @@ class ChatActions(QObject):
 
     # ----- the chat list
     def reload_conversations(self) -> None:
-        if self.w.conversations.search.text().strip():
-            self.on_search(self.w.conversations.search.text())
+        """The list as the store has it now: search hits while the search box has text, else the view
+        the list shows (the chat tree, the archived chats or the Trash)."""
+        lst, store = self.w.conversations, self.w.store
+        if lst.search.text().strip():
+            self.on_search(lst.search.text())
             return
-        self.w.conversations.show_conversations(self.w.store.conversations(), self.w.controller.conversation_id)
+        if lst.mode == "archived":
+            lst.show_list("archived", store.conversations(archived=True))
+        elif lst.mode == "trash":
+            trashed = store.organise.trashed()
+            tips = {
+                c.id: self.tr("{title} — in the Trash since {when}").format(title=c.title, when=_when(c.deleted_at))
+                for c in trashed
+            }
+            lst.show_list("trash", trashed, tips)
+        else:
+            folders = store.organise.folders()
+            rows = [FolderRow(f.id, f.name, f.parent_id) for f in folders]
+            closed = frozenset(f.id for f in folders if f.collapsed)
+            archived = len(store.conversations(archived=True))
+            trashed = len(store.organise.trashed())
+            lst.show_conversations(
+                store.conversations(), self.w.controller.conversation_id, rows, closed, archived, trashed
+            )
         self.w.update_welcome()
+
+    def show_view(self, mode: str) -> None:
+        """Show the chat tree ("chats"), the archived chats or the Trash in the list."""
+        lst = self.w.conversations
+        if lst.search.text():
+            lst.search.blockSignals(True)
+            lst.search.clear()
+            lst.search.blockSignals(False)
+        lst.mode = mode
+        self.reload_conversations()
 
     def new_chat(self) -> None:
         def act() -> None:
@@ -113,21 +202,21 @@ class ChatActions(QObject):
         if text.strip():
             self.w.conversations.show_hits(self.w.store.search(text))
         else:
-            self.w.conversations.show_conversations(self.w.store.conversations(), self.w.controller.conversation_id)
+            self.reload_conversations()
 
     def conversation_menu(self, pos: QPoint) -> None:
-        """The context menu of the row right-clicked: its actions act on that chat (the selection
-        stays on the open one)."""
-        cid = self.w.conversations.id_at(pos)
-        if cid is None:
-            return
+        """The context menu of the row right-clicked: it acts on the selection when that row is in it,
+        else on that row alone (the selection stays on the open chat)."""
+        lst = self.w.conversations
+        key = lst.key_at(pos)
         menu = QMenu(self.w)
-        menu.addAction(self.tr("Rename…"), lambda: self.rename_chat(cid))
-        menu.addAction(self.tr("Delete…"), lambda: self.delete_chat(cid))
+        if not build_row_menu(menu, self, key, lst.selected_ids(), lst.mode):
+            menu.deleteLater()
+            return
         menu.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
         menu.destroyed.connect(lambda: setattr(self, "chat_menu", None))
         self.chat_menu = menu  # kept while open (and for tests)
-        menu.popup(self.w.conversations.list.viewport().mapToGlobal(pos))
+        menu.popup(lst.list.viewport().mapToGlobal(pos))
 
     def _chosen_chat(self) -> int | None:
         """What Chat ▸ Rename and Delete act on: the chat selected in the list, else the open one."""
@@ -161,22 +250,28 @@ class ChatActions(QObject):
             self.reload_conversations()
 
     def delete_chat(self, cid: int, confirmed: bool = False) -> None:
-        """Delete a chat and all its messages, once the user has said yes (or `confirmed`)."""
+        """Chat ▸ Delete chat…: move a chat to the Trash once the user has said yes (or `confirmed`).
+        The Delete key and the list's menu move to the Trash without asking (it is undoable)."""
         if confirmed:
-            self.w.controller.delete_conversation(cid)
+            self.organise.trash([cid])
             return
         title = self.w.store.conversation(cid).title
         box = QMessageBox(
             QMessageBox.Icon.Question,
             self.tr("Delete chat"),
-            self.tr("Delete “{title}” and all its messages?").format(title=title),
+            self.tr("Move “{title}” to the Trash? You can restore it from the Trash, or press Ctrl+Z.").format(
+                title=title
+            ),
             QMessageBox.StandardButton.Cancel,
             self.w,
         )
-        delete = box.addButton(self.tr("Delete"), QMessageBox.ButtonRole.DestructiveRole)
-        delete.clicked.connect(lambda: self.w.controller.delete_conversation(cid))
+        delete = box.addButton(self.tr("Move to Trash"), QMessageBox.ButtonRole.DestructiveRole)
+        delete.clicked.connect(lambda: self.organise.trash([cid]))
         box.setDefaultButton(QMessageBox.StandardButton.Cancel)
         self._ask(box)
+
+    def ask(self, dialog: QDialog) -> None:
+        self._ask(dialog)
 
     def _ask(self, dialog: QDialog) -> None:
         """A question about a chat, window-modal without blocking the event loop (an answer streams on)."""
@@ -185,10 +280,41 @@ class ChatActions(QObject):
         self.chat_question = dialog  # kept while open (and for tests)
         dialog.open()
 
-    def export_dialog(self, kind: str) -> None:
+    def export_many(self, ids: list[int]) -> None:
+        """The chats chosen, as one JSON file (a save dialog; it does not block)."""
+        if len(ids) == 1:
+            self.export_dialog("json", ids[0])
+            return
+        documents = Path(QStandardPaths.writableLocation(QStandardPaths.StandardLocation.DocumentsLocation))
+        folder = documents if documents.is_dir() else Path.home()
+        proposed = folder / self.tr("{n} chats.json").format(n=len(ids))
+        dialog = QFileDialog(self.w, self.tr("Export chats"), str(proposed), self.tr("JSON (*.json)"))
+        dialog.setAcceptMode(QFileDialog.AcceptMode.AcceptSave)
+        dialog.setDefaultSuffix("json")
+        dialog.fileSelected.connect(lambda path: self.export_chats(Path(path), ids))
+        self._open_export(dialog)
+
+    def export_chats(self, path: Path, ids: list[int]) -> None:
+        from ember_chat.engine.storage.export import chats_as_json  # (engineer B's; lossless)
+
+        try:
+            path.write_text(chats_as_json(self.w.store, ids), encoding="utf-8")
+        except OSError as exc:
+            reason = exc.strerror or exc
+            self.w.show_error(self.tr("Could not export to {path}: {reason}.").format(path=path, reason=reason))
+            return
+        self.w.show_notice(self.tr("Exported {n} chats to {path}").format(n=len(ids), path=path))
+
+    def _open_export(self, dialog: QFileDialog) -> None:
+        dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        dialog.destroyed.connect(lambda: setattr(self, "export_dialog_open", None))
+        self.export_dialog_open = dialog  # kept while open (and for tests)
+        dialog.open()
+
+    def export_dialog(self, kind: str, cid: int | None = None) -> None:
         """File ▸ Export: a save dialog proposing the chat's title as the file name, in the documents
         folder (it does not block: an answer keeps streaming)."""
-        cid = self.w.controller.conversation_id
+        cid = cid if cid is not None else self.w.controller.conversation_id
         if cid is None:
             self.w.show_error(self.tr("Open a chat to export it."))
             return
@@ -200,10 +326,7 @@ class ChatActions(QObject):
         dialog.setAcceptMode(QFileDialog.AcceptMode.AcceptSave)
         dialog.setDefaultSuffix(kind)
         dialog.fileSelected.connect(lambda path: self.export(Path(path), kind, cid))
-        dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
-        dialog.destroyed.connect(lambda: setattr(self, "export_dialog_open", None))
-        self.export_dialog_open = dialog  # kept while open (and for tests)
-        dialog.open()
+        self._open_export(dialog)
 
     def export(self, path: Path, kind: str, cid: int | None = None) -> None:
         """Write a chat (the open one unless `cid`) to `path` as Markdown ("md") or JSON, and say where."""
@@ -222,3 +345,10 @@ class ChatActions(QObject):
             self.w.show_error(self.tr("Could not export to {path}: {reason}.").format(path=path, reason=reason))
             return
         self.w.show_notice(self.tr("Exported “{title}” to {path}").format(title=conv.title, path=path))
+
+
+def _when(timestamp: float | None) -> str:
+    """A moment as the user's locale writes a date and time."""
+    if timestamp is None:
+        return ""
+    return QDateTime.fromSecsSinceEpoch(int(timestamp)).toString("yyyy-MM-dd HH:mm")

@@ -1,0 +1,298 @@
+"""The window's undoable changes to chats, and their undo: every move, pin, archive, move to the
+Trash, folder deletion and message deletion goes through `UndoActions.apply`, which runs the store's
+change, keeps its `Undo` on a stack, reloads the list and says what happened in the banner with an
+"Undo" link. Ctrl+Z (Chat ▸ Undo, when the focus is not in a text field) and the link undo the last
+one; the open chat is shown again when the change touched it. A part of the main window
+(`window.undo`)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from PySide6.QtCore import QCoreApplication, QEvent, QObject, Qt
+from PySide6.QtWidgets import QHBoxLayout, QInputDialog, QLabel, QMessageBox
+
+from ember_chat.engine.errors import EmberError
+from ember_chat.engine.storage.organise import Organiser, Undo
+
+if TYPE_CHECKING:
+    from ember_chat.app.shell.main_window import MainWindow
+
+UNDO_DEPTH = 50  # changes kept to undo, newest last
+
+
+@dataclass(frozen=True)
+class Done:
+    """One change on the stack: its Undo, the chats it touched, and the chat that was open then."""
+
+    undo: Undo
+    chats: frozenset[int]
+    was_open: int | None
+
+
+class UndoActions(QObject):
+    def __init__(self, window: MainWindow) -> None:
+        super().__init__(window)
+        self.w = window
+        self.stack: list[Done] = []
+        self.link = QLabel()  # "Undo" in the banner, while the banner says what the last change did
+        self.link.setTextFormat(Qt.TextFormat.RichText)
+        self.link.setTextInteractionFlags(Qt.TextInteractionFlag.LinksAccessibleByMouse)
+        self.link.setFocusPolicy(Qt.FocusPolicy.StrongFocus)
+        self.link.setAccessibleName(self.tr("Undo"))
+        self.link.setToolTip(self.tr("Undo this change (Ctrl+Z)"))
+        self.link.linkActivated.connect(lambda _href: self.undo_last())
+        self.link.hide()
+        self._shown: Done | None = None  # the change the banner's link undoes
+
+    def attach_banner(self) -> None:
+        """Put the link in the banner's row, before its close button (the window has made both)."""
+        banner = self.w.banner
+        row = banner.layout()
+        if isinstance(row, QHBoxLayout):
+            row.insertWidget(row.count() - 1, self.link, 0, Qt.AlignmentFlag.AlignTop)
+        banner.installEventFilter(self)
+        self.link.setText(f'<a href="undo">{self.tr("Undo")}</a>')
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # Qt override
+        if watched is self.w.banner and event.type() == QEvent.Type.Hide:
+            self.banner_replaced()
+        return False
+
+    def banner_replaced(self) -> None:
+        """The banner shows something else (or nothing): its link goes."""
+        self._shown = None
+        self.link.hide()
+
+    # ----- changes
+    def apply(self, change: Callable[[], Undo], chats: Iterable[int] = ()) -> Undo | None:
+        """Run one undoable store change (`chats`: the chats it touches), keep its Undo, reload the
+        list and say what was done, with the Undo link. A refusal is said in the banner; None then."""
+        was_open = self.w.controller.conversation_id
+        try:
+            undo = change()
+        except (EmberError, KeyError) as exc:
+            self.w.show_error(self._sentence(exc))
+            self.w.chats.reload_conversations()
+            return None
+        done = Done(undo, frozenset(chats), was_open)
+        self.stack.append(done)
+        del self.stack[:-UNDO_DEPTH]
+        self.w.chats.reload_conversations()
+        self._say(done)
+        return undo
+
+    def _say(self, done: Done) -> None:
+        self.w.show_notice(done.undo.label)  # (hides the link: a new message)
+        self._shown = done
+        self.link.show()
+
+    def undo_last(self) -> bool:
+        """Undo the newest change; False when there is none (or it can no longer be undone: said)."""
+        if not self.stack:
+            self.w.show_notice(self.tr("Nothing to undo."))
+            return False
+        done = self.stack.pop()
+
+        def act() -> None:
+            try:
+                self.w.store.organise.undo(done.undo)
+            except (EmberError, KeyError) as exc:
+                self.w.show_error(self._sentence(exc))
+                return
+            self.w.show_notice(self.tr("Undone: {what}").format(what=done.undo.label))
+            self._reload(done)
+
+        self.w.controller.after_stop(act)  # (an answer streaming into a chat the undo touches stops)
+        return True
+
+    def _reload(self, done: Done) -> None:
+        """The list again; the chat that was open when the change was made is shown again if the
+        change touched it (a chat moved back from the Trash opens again, a message comes back)."""
+        self.w.chats.reload_conversations()
+        open_now = self.w.controller.conversation_id
+        if done.was_open is not None and done.was_open in done.chats and open_now in (None, done.was_open):
+            if done.was_open in {c.id for c in self._listed(done.was_open)}:
+                self.w.chats.open_conversation(done.was_open)
+                self.w.controller.refresh()
+        elif open_now is not None and open_now in done.chats:
+            self.w.controller.refresh()
+
+    def _listed(self, cid: int) -> list:
+        try:
+            conv = self.w.store.conversation(cid)
+        except KeyError:
+            return []
+        return [conv] if conv.deleted_at is None else []
+
+    def _sentence(self, exc: BaseException) -> str:
+        if isinstance(exc, KeyError):
+            return self.tr("That chat no longer exists; the list is shown again as it is now.")
+        return str(exc)
+
+
+class ChatOrganise(QObject):
+    """What the chat list does to chats and folders (`window.chats.organise`): each change a user may
+    regret goes through `UndoActions.apply`; deleting for good asks first."""
+
+    def __init__(self, window: MainWindow) -> None:
+        super().__init__(window)
+        self.w = window
+
+    @property
+    def store(self) -> Organiser:
+        return self.w.store.organise
+
+    def _apply(self, change: Callable[[], Undo], ids: Iterable[int]) -> Undo | None:
+        return self.w.undo.apply(change, ids)
+
+    # ----- chats
+    def trash(self, ids: Iterable[int]) -> None:
+        """Move chats to the Trash, no question (Ctrl+Z brings them back)."""
+        ids = list(ids)
+        if ids:
+            self._closing(ids, lambda: self.store.trash_chats(ids))
+
+    def _closing(self, ids: list[int], change: Callable[[], Undo]) -> None:
+        """A change that takes `ids` out of the list: an answer streaming into the open chat, when it is
+        one of them, stops first, and the open chat closes."""
+
+        def act() -> None:
+            if self._apply(change, ids) is not None and self.w.controller.conversation_id in ids:
+                self.w.controller.conversation_id = None
+                self.w.controller.refresh()
+                self.w.update_welcome()
+
+        if self.w.controller.conversation_id in ids:
+            self.w.controller.after_stop(act)
+        else:
+            act()
+
+    def move(self, ids: Iterable[int], folder_id: int | None) -> None:
+        ids = list(ids)
+        if ids:
+            self._apply(lambda: self.store.move_chats(ids, folder_id), ids)
+
+    def archive(self, ids: Iterable[int], archived: bool = True) -> None:
+        ids = list(ids)
+        if ids:
+            self._apply(lambda: self.store.archive_chats(ids, archived), ids)
+
+    def pin(self, ids: Iterable[int], pinned: bool) -> None:
+        ids = list(ids)
+        if ids:
+            self._apply(lambda: self.store.set_pinned(ids, pinned), ids)
+
+    def restore(self, ids: Iterable[int]) -> None:
+        """Take chats out of the Trash (back where they were)."""
+        n = self.store.restore_chats(list(ids))
+        self.w.chats.reload_conversations()
+        self.w.show_notice(self.tr("Restored {n} from the Trash.").format(n=_chats(n)))
+
+    def purge(self, ids: Iterable[int], confirmed: bool = False) -> None:
+        """Delete chats in the Trash for good, once the user has said yes (or `confirmed`)."""
+        ids = list(ids)
+        if not ids:
+            return
+        if confirmed:
+            n = self.store.purge_chats(ids)
+            self.w.chats.reload_conversations()
+            self.w.show_notice(self.tr("Deleted {n} for good.").format(n=_chats(n)))
+            return
+        text = self.tr("Delete {n} for good? This cannot be undone.").format(n=_chats(len(ids)))
+        self._question(self.tr("Delete for good"), text, self.tr("Delete for good"), lambda: self.purge(ids, True))
+
+    def empty_trash(self, confirmed: bool = False) -> None:
+        """Delete every chat in the Trash for good, once the user has said yes (or `confirmed`)."""
+        if confirmed:
+            n = self.store.empty_trash()
+            self.w.chats.reload_conversations()
+            self.w.show_notice(self.tr("Emptied the Trash: {n} deleted for good.").format(n=_chats(n)))
+            return
+        n = len(self.store.trashed())
+        if not n:
+            self.w.show_notice(self.tr("The Trash is empty."))
+            return
+        text = self.tr("Delete the {n} in the Trash for good? This cannot be undone.").format(n=_chats(n))
+        self._question(self.tr("Empty Trash"), text, self.tr("Empty Trash"), lambda: self.empty_trash(True))
+
+    def _question(self, title: str, text: str, button: str, yes: Callable[[], None]) -> None:
+        box = QMessageBox(QMessageBox.Icon.Question, title, text, QMessageBox.StandardButton.Cancel, self.w)
+        box.addButton(button, QMessageBox.ButtonRole.DestructiveRole).clicked.connect(yes)
+        box.setDefaultButton(QMessageBox.StandardButton.Cancel)
+        self.w.chats.ask(box)
+
+    # ----- folders
+    def new_folder(self, parent_id: int | None = None, then_move: Iterable[int] = (), name: str | None = None) -> None:
+        """Make a folder (inside `parent_id`), named `name` or what the user types; `then_move` chats
+        go into it."""
+        ids = list(then_move)
+        if name is None:
+            self._ask_name(self.tr("New folder"), "", lambda text: self.new_folder(parent_id, ids, text))
+            return
+        try:
+            folder = self.store.create_folder(name, parent_id)
+        except EmberError as exc:
+            self.w.show_error(str(exc))
+            return
+        if ids:
+            self.move(ids, folder.id)
+        else:
+            self.w.chats.reload_conversations()
+
+    def rename_folder(self, folder_id: int, name: str | None = None) -> None:
+        if name is None:
+            old = self.store.folder(folder_id).name
+            self._ask_name(self.tr("Rename folder"), old, lambda text: self.rename_folder(folder_id, text))
+            return
+        try:
+            self.store.rename_folder(folder_id, name)
+        except EmberError as exc:
+            self.w.show_error(str(exc))
+        self.w.chats.reload_conversations()
+
+    def delete_folder(self, folder_id: int) -> None:
+        """The folder goes, its chats (and its subfolders') to the Trash: undoable, so no question."""
+        inside = {f.id for f in self.store.folders() if f.id == folder_id or f.parent_id == folder_id}
+        ids = [c.id for c in self.w.store.conversations() if c.folder_id in inside]
+        self._closing(ids, lambda: self.store.delete_folder(folder_id))
+
+    def set_collapsed(self, folder_id: int, collapsed: bool) -> None:
+        try:
+            self.store.set_collapsed(folder_id, collapsed)
+        except (EmberError, KeyError):
+            self.w.chats.reload_conversations()
+
+    def _ask_name(self, title: str, value: str, done: Callable[[str], None]) -> None:
+        dialog = QInputDialog(self.w)
+        dialog.setWindowTitle(title)
+        dialog.setLabelText(self.tr("Name:"))
+        dialog.setTextValue(value)
+        dialog.textValueSelected.connect(lambda text: done(text) if text.strip() else None)
+        self.w.chats.ask(dialog)
+
+    # ----- messages
+    def delete_message(self, message_id: int) -> None:
+        """A message and what follows it in its branch go (undoable); the answer streaming stops first."""
+
+        def act() -> None:
+            try:
+                cid = self.w.store.message(message_id).conversation_id
+            except KeyError:
+                return
+            undo = self._apply(lambda: self.store.delete_messages(message_id), [cid])
+            if undo is not None and self.w.controller.conversation_id == cid:
+                self.w.controller.cancel_edit()
+                self.w.controller.refresh()
+
+        self.w.controller.after_stop(act)
+
+
+def _chats(n: int) -> str:
+    return (
+        QCoreApplication.translate("ChatOrganise", "1 chat")
+        if n == 1
+        else QCoreApplication.translate("ChatOrganise", "{n} chats").format(n=n)
+    )

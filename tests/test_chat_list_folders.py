@@ -1,0 +1,296 @@
+"""Chats kept in order in the real window (issue 19): the list shows Pinned on top, folders (one level
+of nesting, collapse saved), chats by newest activity, then Archived and Trash; chats drag onto a
+folder or go through "Move to" (the keyboard's way); Shift/Ctrl select several. Real SQLite files."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from PySide6.QtCore import QModelIndex, Qt
+from PySide6.QtWidgets import QApplication, QMenu
+from pytestqt.qtbot import QtBot
+
+from ember_chat.app.chat.chat_list_model import ARCHIVED, CHAT, FOLDER, PINNED, TRASH, ident_of, kind_of
+from ember_chat.app.shell.main_window import MainWindow
+from ember_chat.engine.storage.conversations import ConversationStore
+from tests.test_app import make_window, paths
+from tests.test_chat_list import _click, _menu_action, _right_click, menu_grab, nothing_blocks
+
+__all__ = ["make_window", "nothing_blocks", "paths"]  # fixtures
+
+
+def _chats(w: MainWindow, titles: list[str]) -> list[int]:
+    """Chats made oldest first (so listed in the reverse order), each with one question."""
+    ids = []
+    for title in titles:
+        conv = w.store.create_conversation(title)
+        w.store.add_message(conv.id, "user", f"question in {title}")
+        ids.append(conv.id)
+    w.chats.reload_conversations()
+    return ids
+
+
+def _rows(w: MainWindow, parent: QModelIndex | None = None) -> list[str]:
+    """The rows under `parent` as "kind:label" (chats and folders by title, the sections by name)."""
+    model = w.conversations.model
+    parent = parent or QModelIndex()
+    out = []
+    for r in range(model.rowCount(parent)):
+        key = model.index(r, 0, parent).internalId()
+        names = {PINNED: "pinned", ARCHIVED: "archived", TRASH: "trash"}
+        out.append(names.get(key) or f"{'chat' if kind_of(key) == CHAT else 'folder'}:{model.text(key)}")
+    return out
+
+
+def test_pins_folders_and_chats_in_order_and_a_collapse_is_kept(
+    qtbot: QtBot, make_window: Callable[..., MainWindow]
+) -> None:
+    w = make_window()
+    a, b, c, d = _chats(w, ["Alpha", "Beta", "Gamma", "Delta"])
+    org = w.store.organise
+    work = org.create_folder("Work")
+    sub = org.create_folder("Reports", parent_id=work.id)
+    w.chats.organise.move([a], work.id)
+    w.chats.organise.move([b], sub.id)
+    w.chats.organise.pin([c], True)
+    assert _rows(w) == ["pinned", "folder:Work", "chat:Delta", "archived", "trash"]
+    assert _rows(w, w.conversations.index_of(c).parent()) == ["chat:Gamma"]
+    work_index = w.conversations.folder_index(work.id)
+    assert _rows(w, work_index) == ["folder:Reports", "chat:Alpha"]
+    assert _rows(w, w.conversations.folder_index(sub.id)) == ["chat:Beta"]
+    assert w.conversations.list.isExpanded(work_index)
+    w.conversations.list.collapse(work_index)  # as the user clicks its arrow
+    assert org.folder(work.id).collapsed
+    w.close()
+
+    w2 = make_window()  # the same data folder, reopened
+    assert not w2.conversations.list.isExpanded(w2.conversations.folder_index(work.id))
+    assert w2.conversations.list.isExpanded(w2.conversations.folder_index(sub.id))
+    assert _rows(w2) == ["pinned", "folder:Work", "chat:Delta", "archived", "trash"]
+    assert d in w2.conversations.chat_ids()
+
+
+def test_chats_dropped_on_a_folder_move_into_it_and_undo_moves_them_back(
+    qtbot: QtBot, make_window: Callable[..., MainWindow]
+) -> None:
+    w = make_window()
+    a, b, c = _chats(w, ["One", "Two", "Three"])
+    work = w.store.organise.create_folder("Work")
+    w.chats.reload_conversations()
+    model = w.conversations.model
+    data = model.mimeData([w.conversations.index_of(a), w.conversations.index_of(b)])  # what a drag carries
+    target = w.conversations.folder_index(work.id)
+    assert model.canDropMimeData(data, Qt.DropAction.MoveAction, -1, 0, target)
+    assert model.dropMimeData(data, Qt.DropAction.MoveAction, -1, 0, target)
+    assert {x.id: x.folder_id for x in w.store.conversations()} == {a: work.id, b: work.id, c: None}
+    assert _rows(w, w.conversations.folder_index(work.id)) == ["chat:Two", "chat:One"]
+    assert w.banner.isVisible() and w.banner.text() == "Moved 2 chats to “Work”."
+    assert w.undo.link.isVisible()
+    # dropped onto a chat that is in no folder: out of the folder again
+    back = model.mimeData([w.conversations.index_of(a)])
+    assert model.dropMimeData(back, Qt.DropAction.MoveAction, -1, 0, w.conversations.index_of(c))
+    assert w.store.conversation(a).folder_id is None
+    # the Pinned section and the Trash entry take no drop
+    assert not model.canDropMimeData(back, Qt.DropAction.MoveAction, -1, 0, model.index_for(TRASH))
+
+    w.undo.link.linkActivated.emit("undo")  # the banner's Undo: the last move (a, out of Work)
+    assert w.store.conversation(a).folder_id == work.id
+    qtbot.keyClick(w.conversations.list, Qt.Key.Key_Z, Qt.KeyboardModifier.ControlModifier)  # then the drop
+    assert {x.id: x.folder_id for x in w.store.conversations()} == {a: None, b: None, c: None}
+    assert w.banner.text() == "Undone: Moved 2 chats to “Work”."
+    assert _rows(w, w.conversations.folder_index(work.id)) == []
+
+
+@menu_grab
+def test_shift_and_ctrl_select_several_chats_for_move_and_archive(
+    qtbot: QtBot, make_window: Callable[..., MainWindow]
+) -> None:
+    w = make_window()
+    a, b, c, d = _chats(w, ["A", "B", "C", "D"])  # listed D, C, B, A
+    w.store.organise.create_folder("Later")
+    w.chats.reload_conversations()
+    lst = w.conversations.list
+    _click(qtbot, w, d)
+    shift = lst.visualRect(w.conversations.index_of(b)).center()
+    qtbot.mouseClick(lst.viewport(), Qt.MouseButton.LeftButton, Qt.KeyboardModifier.ShiftModifier, shift)
+    assert w.conversations.selected_ids() == [d, c, b]
+    assert w.controller.conversation_id == d  # several selected: the open chat stays
+    ctrl = lst.visualRect(w.conversations.index_of(c)).center()
+    qtbot.mouseClick(lst.viewport(), Qt.MouseButton.LeftButton, Qt.KeyboardModifier.ControlModifier, ctrl)
+    assert w.conversations.selected_ids() == [d, b]
+
+    # Chat ▸ Move to ▸ Later (the keyboard's way): the selected chats move
+    chat_menu = next(a.menu() for a in w.menuBar().actions() if a.text() == "&Chat")
+    move = next(x.menu() for x in chat_menu.actions() if x.text() == "Mo&ve to")
+    assert isinstance(move, QMenu)
+    move.aboutToShow.emit()
+    assert [x.text() for x in move.actions() if x.text()] == ["Later", "No folder", "New folder…"]
+    next(x for x in move.actions() if x.text() == "Later").trigger()
+    later = w.store.organise.folders()[0].id
+    assert {x.id for x in w.store.conversations() if x.folder_id == later} == {d, b}
+    assert w.banner.text() == "Moved 2 chats to “Later”."
+
+    # the context menu on a selected row acts on the whole selection: Archive
+    w.conversations.list.expand(w.conversations.folder_index(later))
+    w.conversations.select(d)
+    sel = lst.selectionModel()
+    sel.select(w.conversations.index_of(b), sel.SelectionFlag.Select)
+    assert w.conversations.selected_ids() == [d, b]
+    _right_click(qtbot, w, b)
+    _menu_action(w, "Archive")
+    assert {x.id for x in w.store.conversations(archived=True)} == {d, b}
+    assert w.conversations.chat_ids() == [c, a]
+    assert _rows(w)[-2:] == ["archived", "trash"] and w.conversations.model.text(ARCHIVED) == "Archived (2)"
+
+    # the Archived entry shows them (still searchable, openable); back to the chats
+    w.conversations.list.clicked.emit(w.conversations.model.index_for(ARCHIVED))
+    assert w.conversations.mode == "archived" and w.conversations.view_bar.isVisible()
+    assert set(w.conversations.chat_ids()) == {d, b}
+    _click(qtbot, w, b)
+    assert "question in B" in w.transcript.plain_text()
+    w.conversations.back_button.click()
+    assert w.conversations.mode == "chats" and w.conversations.chat_ids() == [c, a]
+
+
+def test_the_delete_key_moves_to_the_trash_without_a_question_and_ctrl_z_brings_it_back(
+    qtbot: QtBot, make_window: Callable[..., MainWindow], paths: object
+) -> None:
+    """The issue's "Done when": 200 chats organised into folders, one deleted by mistake, Ctrl+Z."""
+    w = make_window()
+    ids = _chats(w, [f"Chat {i:03}" for i in range(200)])
+    folders = [w.store.organise.create_folder(name).id for name in ("Home", "Work", "Study", "Travel")]
+    for i, fid in enumerate(folders):
+        w.chats.organise.move(ids[i * 50 : (i + 1) * 50], fid)
+    victim = ids[120]  # in Study
+    w.conversations.list.expand(w.conversations.folder_index(folders[2]))
+    w.activateWindow()
+    qtbot.waitUntil(lambda: QApplication.activeWindow() is w, timeout=5000)
+    _click(qtbot, w, victim)
+    assert "question in Chat 120" in w.transcript.plain_text()
+    w.conversations.list.setFocus()
+    qtbot.keyClick(w.conversations.list, Qt.Key.Key_Delete)
+    assert QApplication.activeModalWidget() is None  # no question
+    assert [c.id for c in w.store.organise.trashed()] == [victim]
+    assert victim not in w.conversations.chat_ids() and len(w.conversations.chat_ids()) == 199
+    assert w.controller.conversation_id is None
+    assert w.banner.text() == "Moved “Chat 120” to the Trash." and w.undo.link.isVisible()
+    assert w.conversations.model.text(TRASH) == "Trash (1)"
+
+    qtbot.keyClick(w.conversations.list, Qt.Key.Key_Z, Qt.KeyboardModifier.ControlModifier)
+    assert w.store.organise.trashed() == [] and w.store.conversation(victim).folder_id == folders[2]
+    assert victim in w.conversations.chat_ids()
+    assert w.controller.conversation_id == victim  # the chat that was open opens again
+    assert "question in Chat 120" in w.transcript.plain_text()
+    assert w.conversations.selected_ids() == [victim]
+    w.close()
+    reopened = ConversationStore(w.store.path)  # in the file
+    try:
+        assert reopened.conversation(victim).deleted_at is None
+        assert reopened.conversation(victim).folder_id == folders[2]
+    finally:
+        reopened.close()
+
+
+def test_ctrl_z_in_the_message_box_is_the_boxs_own(qtbot: QtBot, make_window: Callable[..., MainWindow]) -> None:
+    w = make_window()
+    a, b = _chats(w, ["Keep", "Gone"])
+    w.chats.organise.trash([b])
+    w.activateWindow()
+    qtbot.waitUntil(lambda: QApplication.activeWindow() is w, timeout=5000)
+    w.composer.editor.setFocus()
+    qtbot.keyClicks(w.composer.editor, "draft")
+    qtbot.keyClick(w.composer.editor, Qt.Key.Key_Z, Qt.KeyboardModifier.ControlModifier)
+    assert w.composer.editor.toPlainText() != "draft"  # the box undid its typing
+    assert [c.id for c in w.store.organise.trashed()] == [b]  # the chat stays in the Trash
+    w.conversations.list.setFocus()
+    qtbot.keyClick(w.conversations.list, Qt.Key.Key_Z, Qt.KeyboardModifier.ControlModifier)
+    assert w.store.organise.trashed() == [] and a in w.conversations.chat_ids()
+
+
+def test_folders_made_renamed_nested_one_level_and_deleted_with_undo(
+    qtbot: QtBot, make_window: Callable[..., MainWindow]
+) -> None:
+    w = make_window()
+    a, b = _chats(w, ["In sub", "Outside"])
+    w.chats.organise.new_folder()  # asks a name
+    dialog = w.chats.chat_question
+    assert dialog is not None and dialog.isVisible()
+    dialog.setTextValue("Projects")
+    dialog.accept()
+    projects = w.store.organise.folders()[0]
+    assert projects.name == "Projects" and _rows(w)[0] == "folder:Projects"
+    w.chats.organise.new_folder(projects.id, then_move=[a], name="Ember")
+    ember = next(f for f in w.store.organise.folders() if f.name == "Ember")
+    assert ember.parent_id == projects.id and w.store.conversation(a).folder_id == ember.id
+    w.chats.organise.new_folder(ember.id, name="Too deep")  # one level only: said, nothing made
+    assert "one level" in w.banner.text() and len(w.store.organise.folders()) == 2
+    w.chats.organise.rename_folder(projects.id, "Side projects")
+    assert w.conversations.model.text(w.conversations.folder_index(projects.id).internalId()) == "Side projects"
+
+    w.chats.organise.delete_folder(projects.id)  # its chats (and its subfolder's) go to the Trash
+    assert w.store.organise.folders() == [] and [c.id for c in w.store.organise.trashed()] == [a]
+    assert _rows(w) == ["chat:Outside", "archived", "trash"]
+    w.undo.undo_last()
+    assert [f.name for f in w.store.organise.folders()] == ["Side projects", "Ember"]
+    assert w.store.conversation(a).folder_id == ember.id and w.store.conversation(a).deleted_at is None
+    assert _rows(w)[0] == "folder:Side projects" and b in w.conversations.chat_ids()
+
+
+@menu_grab
+def test_the_trash_lists_restores_deletes_for_good_and_empties_with_a_question(
+    qtbot: QtBot, make_window: Callable[..., MainWindow]
+) -> None:
+    w = make_window()
+    a, b, c = _chats(w, ["First", "Second", "Third"])
+    w.chats.organise.trash([a])
+    w.chats.organise.trash([b, c])
+    w.chats.show_view("trash")
+    assert w.conversations.mode == "trash" and w.conversations.empty_button.isVisible()
+    assert set(w.conversations.chat_ids()) == {a, b, c}
+    tip = w.conversations.index_of(a).data(Qt.ItemDataRole.ToolTipRole)
+    assert tip.startswith("First — in the Trash since ")
+    _click_no_open(qtbot, w, a)  # a chat in the Trash does not open
+    _right_click(qtbot, w, a)
+    _menu_action(w, "Restore")
+    assert {x.id for x in w.store.conversations()} == {a} and set(w.conversations.chat_ids()) == {b, c}
+
+    _right_click(qtbot, w, b)
+    _menu_action(w, "Delete for good…")
+    box = w.chats.chat_question
+    assert box is not None and box.isVisible() and "cannot be undone" in box.text()
+    next(x for x in box.buttons() if x.text() == "Delete for good").click()
+    assert [x.id for x in w.store.organise.trashed()] == [c]
+    qtbot.waitUntil(lambda: w.chats.chat_question is None, timeout=5000)
+
+    w.conversations.empty_button.click()
+    box = w.chats.chat_question
+    assert box is not None and "1 chat" in box.text()
+    box.reject()  # Cancel: nothing goes
+    assert [x.id for x in w.store.organise.trashed()] == [c]
+    qtbot.waitUntil(lambda: w.chats.chat_question is None, timeout=5000)
+    w.conversations.empty_button.click()
+    next(x for x in w.chats.chat_question.buttons() if x.text() == "Empty Trash").click()
+    assert w.store.organise.trashed() == []
+    assert w.conversations.row_texts() == ["The Trash is empty."] and not w.conversations.empty_button.isEnabled()
+    with __import__("pytest").raises(KeyError):
+        w.store.conversation(b)
+
+
+def _click_no_open(qtbot: QtBot, w: MainWindow, cid: int) -> None:
+    lst = w.conversations.list
+    qtbot.mouseClick(
+        lst.viewport(), Qt.MouseButton.LeftButton, pos=lst.visualRect(w.conversations.index_of(cid)).center()
+    )
+    assert w.conversations.selected_ids() == [cid] and w.controller.conversation_id != cid
+
+
+def test_a_folder_key_is_not_a_chat(qtbot: QtBot, make_window: Callable[..., MainWindow]) -> None:
+    """Folder and chat ids share numbers: the rows keep them apart."""
+    w = make_window()
+    (a,) = _chats(w, ["Lonely"])
+    folder = w.store.organise.create_folder("Same id")
+    assert folder.id == a
+    w.chats.reload_conversations()
+    folder_key = w.conversations.folder_index(folder.id).internalId()
+    assert kind_of(folder_key) == FOLDER and ident_of(folder_key) == a
+    assert w.conversations.chat_ids() == [a]
