@@ -215,3 +215,12 @@ def test_importing_a_chatgpt_export_and_files_that_are_not_one(
     assert main(["chats", "import", str(tmp_path / "missing.json")]) == 2
     assert "There is no file at" in capsys.readouterr().err
     assert len(ids_of(data)) == len(before) + 1
+
+
+def test_a_title_with_line_breaks_stays_on_its_row(data: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    store = ConversationStore(data / "chats.sqlite3")
+    store.create_conversation("Two\nlines\tand a tab")
+    store.close()
+    assert main(["chats", "list"]) == 0
+    rows = capsys.readouterr().out.splitlines()
+    assert len(rows) == 4 and rows[1].endswith("  Two lines and a tab")

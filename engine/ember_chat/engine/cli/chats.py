@@ -84,7 +84,7 @@ def _list(args: argparse.Namespace, store: ConversationStore, paths: AppPaths) -
     print(f"{'ID':>{width}}  {when.upper():<16}  {'FOLDER':<16}  TITLE")
     for r in rows:
         stamp = _date(r["deleted_at"] if args.trash else r["updated_at"])
-        title = r["title"] + ("  (pinned)" if r["pinned"] else "")
+        title = " ".join(r["title"].split()) + ("  (pinned)" if r["pinned"] else "")
         print(f"{r['id']:>{width}}  {stamp:<16}  {(r['folder'] or '')[:16]:<16}  {title}")
     return 0
 
