@@ -67,6 +67,8 @@ class WindowBackups(QObject):
     def _daily_done(self, info: BackupInfo | None) -> None:
         if info is not None:
             self.backed_up.emit(info)
+            if self.dialog is not None and self.dialog.isVisible():
+                self.refresh()
 
     def _daily_failed(self, message: str) -> None:
         text = self.tr("Today's backup of your chats could not be made. {message} Settings ▸ Backups… can try again.")
@@ -317,5 +319,9 @@ class BackupsDialog(QDialog):
 
 
 def when(timestamp: float) -> str:
-    """A backup's date and time in the user's locale."""
-    return QLocale().toString(QDateTime.fromSecsSinceEpoch(int(timestamp)), QLocale.FormatType.ShortFormat)
+    """A backup's date and time in the user's locale, to the second (two backups a minute apart differ)."""
+    locale = QLocale()
+    form = locale.dateTimeFormat(QLocale.FormatType.ShortFormat)
+    if "ss" not in form:
+        form = form.replace("mm", "mm:ss", 1)  # (minutes are lower case, months upper case)
+    return locale.toString(QDateTime.fromSecsSinceEpoch(int(timestamp)), form)
