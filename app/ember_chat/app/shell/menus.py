@@ -11,6 +11,7 @@ from PySide6.QtCore import QCoreApplication
 from PySide6.QtGui import QAction, QActionGroup, QKeySequence
 from PySide6.QtWidgets import QMenu, QMenuBar
 
+from ember_chat.app.chat.import_dialog import open_import_dialog
 from ember_chat.engine import __version__
 
 
@@ -52,6 +53,7 @@ def build_menus(self: MenuHost) -> None:
     file.addSeparator()
     _action(file, tr("Export chat as &Markdown…"), lambda: self.chats.export_dialog("md"), "Ctrl+E")
     _action(file, tr("Export chat as &JSON…"), lambda: self.chats.export_dialog("json"))
+    _action(file, tr("&Import chats…"), lambda: open_import_dialog(self))  # ChatGPT or Ember exports
     file.addSeparator()
     _action(file, tr("&Quit"), self.close, QKeySequence.StandardKey.Quit)
 
@@ -69,8 +71,8 @@ def build_menus(self: MenuHost) -> None:
     settings = mb.addMenu(tr("&Settings"))
     _action(settings, tr("Local &API server…"), lambda: self.api.open_dialog())
     _action(settings, tr("&Tools…"), lambda: self.tools.open_dialog())  # type: ignore[attr-defined]
-    _action(settings, tr("&Backups…"), lambda: self.backups.open_dialog())  # type: ignore[attr-defined]
     _action(settings, tr("&Presets…"), lambda: self.presets.open_dialog())  # type: ignore[attr-defined]
+    _action(settings, tr("&Backups…"), lambda: self.backups.open_dialog())  # type: ignore[attr-defined]
 
     view = mb.addMenu(tr("&View"))
     self.side_action = _action(view, tr("&Side panel"), self.toggle_side_panel, "Ctrl+Shift+S")
@@ -84,6 +86,11 @@ def build_menus(self: MenuHost) -> None:
         a.setChecked(self.settings.theme == name)
         a.triggered.connect(lambda _=False, n=name: self.set_theme(n))
         group.addAction(a)
+    view.addSeparator()  # the transcript's text size (chat/font_size.py)
+    bigger = _action(view, tr("&Bigger text"), lambda: self.font_size.bigger(), "Ctrl+=")  # type: ignore[attr-defined]
+    bigger.setShortcuts([QKeySequence("Ctrl+="), QKeySequence("Ctrl++")])
+    _action(view, tr("S&maller text"), lambda: self.font_size.smaller(), "Ctrl+-")  # type: ignore[attr-defined]
+    _action(view, tr("&Normal size"), lambda: self.font_size.normal(), "Ctrl+0")  # type: ignore[attr-defined]
     go = view.addMenu(tr("&Go to"))
     for pane, label, key in (
         ("chats", tr("Chat &list"), "Alt+1"),

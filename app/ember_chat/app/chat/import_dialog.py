@@ -1,0 +1,175 @@
+"""File ▸ Import chats…: pick a ChatGPT export (conversations.json) or an Ember chat export, import it on
+a worker thread (the window's TaskRunner) with a progress dialog that can cancel, then reload the chat
+list and say what came in (and what did not) in the banner. A file that cannot be imported says why
+there and writes nothing (engine/storage/importing.py is all or nothing).
+
+The worker only writes two numbers (chats done, chats in the file); a GUI-thread timer shows them."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any, Protocol
+
+from PySide6.QtCore import QObject, QStandardPaths, Qt, QTimer, Signal
+from PySide6.QtWidgets import QFileDialog, QProgressDialog
+
+from ember_chat.engine.attachments.imported import AttachmentImporter
+from ember_chat.engine.storage.importing import ImportReport, import_chats
+
+POLL_MS = 50
+
+
+class ImportHost(Protocol):
+    """What the import needs from the window."""
+
+    store: Any
+    attach: Any  # .store: the AttachmentStore
+    tasks: Any  # TaskRunner
+    chats: Any  # .reload_conversations()
+
+    def show_notice(self, message: str, cause: str = "") -> None: ...
+    def show_error(self, message: str, cause: str = "") -> None: ...
+
+
+def open_import_dialog(window: ImportHost) -> None:
+    """File ▸ Import chats… (one importer per window, made on first use)."""
+    importer = window.findChild(ImportChats)  # type: ignore[attr-defined]
+    if importer is None:
+        importer = ImportChats(window)
+    importer.choose()
+
+
+class ImportChats(QObject):
+    progressed = Signal(int, int)  # chats written, chats in the file (GUI thread)
+    finished = Signal(object)  # ImportReport
+    failed = Signal(str)  # the sentence shown (a cancel too)
+
+    def __init__(self, window: ImportHost) -> None:
+        super().__init__(window)  # type: ignore[arg-type]
+        self.w = window
+        self.file_dialog: QFileDialog | None = None
+        self.progress: QProgressDialog | None = None
+        self._cancel: threading.Event | None = None
+        self._counts = (0, 0)  # written by the worker, read by the timer
+        self._shown = (-1, -1)
+        self._name = ""
+        self._timer = QTimer(self)
+        self._timer.setInterval(POLL_MS)
+        self._timer.timeout.connect(self._show_progress)
+
+    @property
+    def running(self) -> bool:
+        return self._cancel is not None
+
+    def choose(self) -> None:
+        """A file dialog for the export (it does not block: an answer keeps streaming)."""
+        if self.running:
+            self.w.show_notice(self.tr("An import is already running; wait for it or cancel it first."))
+            return
+        documents = Path(QStandardPaths.writableLocation(QStandardPaths.StandardLocation.DocumentsLocation))
+        folder = documents if documents.is_dir() else Path.home()
+        dialog = QFileDialog(
+            self.w,  # type: ignore[arg-type]
+            self.tr("Import chats"),
+            str(folder),
+            self.tr("Chat exports (*.json);;All files (*)"),
+        )
+        dialog.setAcceptMode(QFileDialog.AcceptMode.AcceptOpen)
+        dialog.setFileMode(QFileDialog.FileMode.ExistingFile)
+        dialog.fileSelected.connect(lambda path: self.start(Path(path)))
+        dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        dialog.destroyed.connect(lambda: setattr(self, "file_dialog", None))
+        self.file_dialog = dialog
+        dialog.open()
+
+    def start(self, path: Path) -> None:
+        """Import `path` off the GUI thread, showing progress."""
+        if self.running:
+            return
+        cancel = threading.Event()
+        self._cancel = cancel
+        self._counts = (0, 0)
+        self._shown = (-1, -1)
+        self._name = path.name
+        progress = QProgressDialog(
+            self.tr("Reading {name}…").format(name=path.name),
+            self.tr("Cancel"),
+            0,
+            0,
+            self.w,  # type: ignore[arg-type]
+        )
+        progress.setWindowTitle(self.tr("Import chats"))
+        progress.setWindowModality(Qt.WindowModality.WindowModal)
+        progress.setMinimumDuration(0)
+        progress.setAutoClose(False)
+        progress.setAutoReset(False)
+        progress.canceled.connect(self._cancelled)
+        progress.setMinimumWidth(420)
+        self.progress = progress
+        progress.show()
+        store, atts = self.w.store, self.w.attach.store
+
+        def run() -> ImportReport:
+            return import_chats(store, path, self._count, cancel, AttachmentImporter(atts))
+
+        self.w.tasks.run(run, self._done, self._failed, cancel=cancel.set)
+        self._timer.start()
+
+    def _count(self, done: int, total: int) -> None:
+        """On the worker: only a tuple is replaced (read by the GUI thread's timer)."""
+        self._counts = (done, total)
+
+    def _cancelled(self) -> None:
+        if self._cancel is not None:
+            self._cancel.set()
+        if self.progress is not None:
+            self.progress.setLabelText(self.tr("Cancelling…"))
+
+    def _show_progress(self) -> None:
+        done, total = self._counts
+        if (done, total) == self._shown or self.progress is None:
+            return
+        self._shown = (done, total)
+        if not self._cancel or not self._cancel.is_set():
+            self.progress.setMaximum(total)
+            self.progress.setValue(done)
+            self.progress.setLabelText(
+                self.tr("Importing {name}: {done:,} of {total:,} chats").format(name=self._name, done=done, total=total)
+            )
+        self.progressed.emit(done, total)
+
+    def _end(self) -> None:
+        self._show_progress()
+        self._timer.stop()
+        self._cancel = None
+        if self.progress is not None:
+            self.progress.canceled.disconnect(self._cancelled)
+            self.progress.close()
+            self.progress.deleteLater()
+            self.progress = None
+
+    def _done(self, report: ImportReport) -> None:
+        self._end()
+        self.w.chats.reload_conversations()
+        if report.chats == 1:
+            said = self.tr("Imported 1 chat ({messages:,} messages) from {name}.")
+        else:
+            said = self.tr("Imported {chats:,} chats ({messages:,} messages) from {name}.")
+        said = said.format(chats=report.chats, messages=report.messages, name=self._name)
+        if report.skipped:
+            said += " " + self.tr("Not brought along: {what}.").format(what="; ".join(report.skipped))
+        self.w.show_notice(said)
+        self.finished.emit(report)
+
+    def _failed(self, message: str) -> None:
+        cancelled = self._cancel is not None and self._cancel.is_set()
+        self._end()
+        if cancelled:
+            self.w.show_notice(message)
+        else:
+            self.w.show_error(message)
+        self.failed.emit(message)
+
+
+__all__ = ["ImportChats", "open_import_dialog"]
