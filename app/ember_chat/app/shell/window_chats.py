@@ -298,7 +298,7 @@ class ChatActions(QObject):
         from ember_chat.engine.storage.export import chats_as_json  # (engineer B's; lossless)
 
         try:
-            path.write_text(chats_as_json(self.w.store, ids), encoding="utf-8")
+            path.write_text(chats_as_json(self.w.store, ids, self.w.attach.store.export_entries), encoding="utf-8")
         except OSError as exc:
             reason = exc.strerror or exc
             self.w.show_error(self.tr("Could not export to {path}: {reason}.").format(path=path, reason=reason))

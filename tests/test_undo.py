@@ -1,0 +1,92 @@
+"""The window's undo (issue 19): a stack of the last changes (delete, move, pin, archive), undone newest
+first by Chat ▸ Undo / Ctrl+Z or the banner's Undo link; the link goes with its message; an undo that
+can no longer be done says why. Real window, real SQLite file."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+from pytestqt.qtbot import QtBot
+
+from ember_chat.app.shell.main_window import MainWindow
+from tests.test_app import make_window, paths
+from tests.test_chat_list_folders import _chats
+
+__all__ = ["make_window", "paths"]  # fixtures
+
+
+def _undo_action(w: MainWindow) -> object:
+    chat_menu = next(a.menu() for a in w.menuBar().actions() if a.text() == "&Chat")
+    return next(a for a in chat_menu.actions() if a.text() == "&Undo")
+
+
+def test_changes_are_undone_newest_first(qtbot: QtBot, make_window: Callable[..., MainWindow]) -> None:
+    w = make_window()
+    a, b, c = _chats(w, ["A", "B", "C"])
+    work = w.store.organise.create_folder("Work")
+    o = w.chats.organise
+    o.move([a, b], work.id)
+    o.pin([c], True)
+    o.archive([b])
+    o.trash([a])
+    undo = _undo_action(w)
+    assert undo.shortcut().toString() == "Ctrl+Z"
+
+    state = lambda x: (lambda k: (k.folder_id, k.pinned, k.archived_at is not None, k.deleted_at is not None))(  # noqa: E731
+        w.store.conversation(x)
+    )
+    assert [state(x) for x in (a, b, c)] == [(work.id, False, False, True), (work.id, False, True, False),
+                                             (None, True, False, False)]  # fmt: skip
+    undo.trigger()
+    assert state(a) == (work.id, False, False, False) and w.banner.text() == "Undone: Moved “A” to the Trash."
+    undo.trigger()
+    assert state(b) == (work.id, False, False, False)
+    undo.trigger()
+    assert state(c) == (None, False, False, False)
+    undo.trigger()
+    assert state(a) == state(b) == (None, False, False, False)
+    assert w.conversations.chat_ids() == [c, b, a]
+    undo.trigger()
+    assert w.banner.text() == "Nothing to undo." and not w.undo.link.isVisible()
+
+
+def test_the_link_goes_with_its_message_and_a_refused_undo_says_why(
+    qtbot: QtBot, make_window: Callable[..., MainWindow]
+) -> None:
+    w = make_window()
+    a, b = _chats(w, ["Kept", "Purged"])
+    w.chats.organise.trash([b])
+    assert w.undo.link.isVisible()
+    w.show_error("Something else happened.")  # another message: the link goes (it was about the Trash)
+    assert not w.undo.link.isVisible()
+    w.chats.organise.trash([a])
+    assert w.undo.link.isVisible()
+    w.banner.close_button.click()
+    assert not w.undo.link.isVisible()
+
+    w.store.organise.purge_chats([b])  # gone for good since (as Empty Trash does)
+    w.undo.undo_last()  # a's
+    assert w.store.conversation(a).deleted_at is None
+    w.undo.undo_last()  # b's: can no longer be
+    assert w.banner.isVisible() and w.banner.property("kind") == "error"
+    assert "can no longer be undone" in w.banner.text() and "Error" not in w.banner.text()
+    assert w.conversations.chat_ids() == [a]
+
+
+def test_several_chats_export_as_one_json_file(
+    qtbot: QtBot, make_window: Callable[..., MainWindow], tmp_path: Path
+) -> None:
+    w = make_window()
+    a, b, _c = _chats(w, ["One", "Two", "Three"])
+    w.chats.export_many([a, b])
+    dialog = w.chats.export_dialog_open
+    assert dialog is not None and dialog.isVisible() and dialog.selectedFiles()[0].endswith("2 chats.json")
+    target = tmp_path / "two.json"
+    dialog.selectFile(str(target))
+    dialog.accept()
+    data = json.loads(target.read_text(encoding="utf-8"))
+    assert sorted(ch["title"] for ch in data) == ["One", "Two"]  # B's lossless chats_as_json: a list
+    assert [m["content"] for m in data[0]["messages"]] == [f"question in {data[0]['title']}"]
+    assert str(target) in w.banner.text()
