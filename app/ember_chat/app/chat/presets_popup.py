@@ -22,6 +22,7 @@ def _preview(text: str) -> str:
 
 class PromptPopup(QFrame):
     inserted = Signal(str)  # the prompt's text, to insert at the cursor
+    closed = Signal()
 
     def __init__(self, prompts: list[Preset], parent: QWidget | None = None) -> None:
         super().__init__(parent, Qt.WindowType.Popup)
@@ -118,3 +119,4 @@ class PromptPopup(QFrame):
         if self._anchor is not None:
             self._anchor.setFocus()  # back to the message box, as it was
         super().closeEvent(event)
+        self.closed.emit()

@@ -177,7 +177,7 @@ class WindowPresets(QObject):
             prompts = []
         popup = PromptPopup(prompts, editor)
         popup.inserted.connect(self._insert)
-        popup.destroyed.connect(lambda: setattr(self, "popup", None))
+        popup.closed.connect(lambda: setattr(self, "popup", None))
         self.popup = popup
         popup.show_above(editor)
         return popup
