@@ -46,7 +46,7 @@ SEGMENT_CHARS = 3000
 ICON_SIZE = 16
 AVATAR_SIZE = 20
 HEADER_GAP = 30  # space above a message's header: the gap between cards plus the card's top padding
-ACTION_ICONS = ("copy", "edit", "regenerate", "continue", "previous", "next", "check", "delete")
+ACTION_ICONS = ("copy", "edit", "regenerate", "continue", "previous", "next", "check", "delete", "compare")
 _FENCE_OPEN = re.compile(r"^(```+|~~~+)[ \t]*([^\s`]*)[^\n]*$", re.M)
 
 
@@ -140,6 +140,8 @@ def message_actions(role: str, interrupted: bool) -> list[Action]:
         actions.append(Action("edit", "edit", tr("Edit and resend (creates a branch)")))
     if role == "assistant":
         actions.append(Action("regenerate", "regenerate", tr("Regenerate this answer (creates a branch)")))
+    if role in ("user", "assistant"):  # compare models on the prompt (app/chat/compare_actions.py)
+        actions.append(Action("compare", "compare", tr("Compare models on this prompt, or see its comparisons")))
     actions.append(Action("delete", "delete", tr("Delete this message and what follows it (Ctrl+Z undoes)")))
     if interrupted:
         actions.append(Action("continue", "continue", tr("Continue this answer where it stopped")))

@@ -32,6 +32,7 @@ from ember_chat.app.shell.loading_panel import LoadingPanel
 from ember_chat.app.shell.menus import about_text, build_menus
 from ember_chat.app.shell.navigation import focus_pane, set_tab_order
 from ember_chat.app.shell.welcome import WelcomePanel
+from ember_chat.app.chat.compare_actions import CompareActions
 from ember_chat.app.shell.window_attachments import WindowAttachments
 from ember_chat.app.shell.window_chats import ChatActions
 from ember_chat.app.shell.window_undo import UndoActions
@@ -140,6 +141,7 @@ class MainWindow(QMainWindow):
         self.attach = WindowAttachments(self, Path(settings_file.path).parent)  # files and images in the chat
         self.tools = WindowTools(self, Path(settings_file.path).parent)  # MCP servers, built-in tools, Tools button
         self.presets = WindowPresets(self, Path(settings_file.path).parent)  # presets.json, new-chat defaults, `/`
+        self.compare = CompareActions(self)  # Compare… on a message (chat/compare_actions.py)
         self.api = ApiServerControl(self, self)
         self.backups = WindowBackups(self)  # the daily backup (a worker thread) and Settings ▸ Backups…
         self._wire()
@@ -374,6 +376,7 @@ class MainWindow(QMainWindow):
         self.models.shutdown_dialogs()
         self.controller.tools.close()  # tool calls still running are cancelled
         self.tools.close()  # every MCP server stopped
+        self.compare.close()  # a comparison still running is stopped
         self.bridge.close()
 
     def closeEvent(self, event: QCloseEvent) -> None:  # Qt override
@@ -393,6 +396,7 @@ class MainWindow(QMainWindow):
         """Wait until every background thread the window started has ended (tests, after close)."""
         joins = [self.tasks.join, self.api.tasks.join, self.side.params.json_answer.tasks.join, *self.models.joins()]
         joins += [self.tools.join, self.controller.tools.tasks.join]
+        joins.append(self.compare.join)
         if self.downloads is not None:
             joins.append(self.downloads.wait_idle)
         return all([join(timeout) for join in joins])

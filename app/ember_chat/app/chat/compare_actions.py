@@ -1,0 +1,262 @@
+"""Compare models from the transcript: the "Compare…" action on a message opens the comparison
+dialog for its prompt (the user message, or the one an answer answers), runs the chosen models on a
+worker thread (engine/inference/compare.py), stores the comparison with the chat as it goes, and
+"Keep this one" adds the answer to the chat as a new branch (a sibling of the prompt's answers, with
+its metrics) and switches to it.
+
+The window's own local model is unloaded while local models are compared (one model in memory at a
+time) and loaded again afterwards, through the window's model actions, so the picker, the status and
+the last-model setting follow as for any load. A part of the main window (`window.compare`)."""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from typing import Any
+
+from PySide6.QtCore import QObject, QTimer, Signal
+
+from ember_chat.app.chat.compare_dialog import CompareDialog
+from ember_chat.engine.core.messages import ChatMessage
+from ember_chat.engine.errors import EmberError
+from ember_chat.engine.inference.compare import (
+    CompareAnswer,
+    CompareListener,
+    CompareTarget,
+    fixed_seed,
+    run_comparison,
+)
+from ember_chat.engine.inference.resolver import model_ref
+from ember_chat.engine.storage.comparisons import Comparison
+
+POLL_MS = 30
+
+
+class _Events(CompareListener):
+    """A run's events, queued by its threads for the GUI thread's timer (no QObject is touched there)."""
+
+    def __init__(self) -> None:
+        self.queue: deque[tuple[str, int, object]] = deque()
+
+    def loading(self, index: int, fraction: float) -> None:
+        self.queue.append(("loading", index, fraction))
+
+    def started(self, index: int) -> None:
+        self.queue.append(("started", index, None))
+
+    def tokens(self, index: int, text: str, output_tokens: int) -> None:
+        self.queue.append(("tokens", index, text))
+
+    def finished(self, index: int, answer: CompareAnswer) -> None:
+        self.queue.append(("finished", index, answer))
+
+
+class CompareActions(QObject):
+    dialog_opened = Signal(object)  # the CompareDialog (tests)
+    run_ended = Signal(object)  # the stored Comparison
+    kept = Signal(int)  # the new message's id
+
+    def __init__(self, window: Any) -> None:
+        super().__init__(window)
+        self.w = window
+        self.dialog: CompareDialog | None = None
+        self.conversation_id: int | None = None
+        self.prompt_id: int | None = None
+        self._thread: threading.Thread | None = None
+        self._cancel = threading.Event()
+        self._events = _Events()
+        self._running: Comparison | None = None
+        self._reload: str | None = None  # the window's model, to load again after the run
+        self._timer = QTimer(self)
+        self._timer.setInterval(POLL_MS)
+        self._timer.timeout.connect(self._drain)
+        window.transcript.action.connect(self.on_action)
+
+    # ----- opening
+    def on_action(self, verb: str, message_id: int, _arg: int) -> None:
+        if verb == "compare":
+            self.w.controller.after_stop(lambda: self.open(message_id))
+
+    def open(self, message_id: int) -> CompareDialog:
+        """The comparison dialog for the prompt of `message_id` (a user message, or an answer's question)."""
+        store = self.w.store
+        message = store.message(message_id)
+        prompt = message if message.role == "user" or message.parent_id is None else store.message(message.parent_id)
+        if self.dialog is not None:
+            if self.dialog.comparison is not None and self.running:
+                self.dialog.raise_()
+                return self.dialog
+            self.dialog.close()
+        self.conversation_id, self.prompt_id = prompt.conversation_id, prompt.id
+        choices = self.w.model_bar.choices()
+        loaded = self.w.models.loaded_name if self.w.model is not None else None
+        choices = sorted(choices, key=lambda c: c[1] != loaded)  # the window's model first: the diff's base
+        names = [n for _label, n in choices]
+        preselect = ([loaded] if loaded in names else []) + [n for n in names if n != loaded][:1]
+        dialog = CompareDialog(
+            self.w, self.w.colors, prompt.content, choices, preselect, store.comparisons.of_prompt(prompt.id)
+        )
+        dialog.start_requested.connect(self.start)
+        dialog.keep_requested.connect(self.keep)
+        dialog.stop_requested.connect(self.stop)
+        dialog.finished.connect(self.stop)  # closing the dialog stops the run
+        self.dialog = dialog
+        dialog.show()
+        self.dialog_opened.emit(dialog)
+        return dialog
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None
+
+    # ----- a run
+    def start(self, names: list[str]) -> None:
+        assert self.dialog is not None and self.conversation_id is not None and self.prompt_id is not None
+        if self.running:
+            return
+        store, side = self.w.store, self.w.side.params
+        params = fixed_seed(side.params())
+        system_prompt = side.system_prompt.toPlainText()
+        history = [ChatMessage(m.role, m.content) for m in store.thread(self.conversation_id, self.prompt_id)]
+        if system_prompt.strip():
+            history.insert(0, ChatMessage("system", system_prompt))
+        settings = {"seed": params.seed, "params": params.to_dict(), "system_prompt": system_prompt}
+        try:
+            comparison = store.comparisons.create(self.conversation_id, self.prompt_id, names, settings)
+        except EmberError as exc:
+            self.w.show_error(str(exc))
+            return
+        self._running = comparison
+        self._cancel = threading.Event()
+        self._events = _Events()
+        self.dialog.run_started(comparison)
+        # the window's local model makes room for the local ones, and comes back afterwards
+        window_local = self.w.model is not None and not self.w.model.is_remote
+        self._reload = self.w.models.loaded_name if window_local else None
+        library, connections, model_settings = self.w.library, self.w.connections, self.w.model_settings
+        defaults = self.w.settings.with_changes(context_length=side.context.value())
+        service = self.w.bridge.service
+        cancel, events = self._cancel, self._events
+
+        def work() -> None:
+            targets: list[CompareTarget | None] = []
+            for i, name in enumerate(names):
+                try:
+                    ref, _alias = model_ref(name, library, connections, model_settings, defaults, service.server_id)
+                    targets.append(CompareTarget(name, ref))
+                except EmberError as exc:
+                    targets.append(None)
+                    events.finished(i, CompareAnswer("", "error", None, str(exc)))
+            runnable = [(i, t) for i, t in enumerate(targets) if t is not None]
+            if len(runnable) >= 1 and not cancel.is_set():
+                self._run(service, runnable, history, params, events, cancel)
+
+        if self._reload is not None:
+            self.w.models.unload_model()
+        self._thread = threading.Thread(target=work, name="compare", daemon=True)
+        self._thread.start()
+        self._timer.start()
+
+    @staticmethod
+    def _run(
+        service: Any,
+        runnable: list[tuple[int, CompareTarget]],
+        history: list[ChatMessage],
+        params: Any,
+        events: _Events,
+        cancel: threading.Event,
+    ) -> None:
+        """Run what could be resolved; the engine's indexes are mapped back to the dialog's columns."""
+
+        class Mapped(CompareListener):
+            def loading(self, index: int, fraction: float) -> None:
+                events.loading(runnable[index][0], fraction)
+
+            def started(self, index: int) -> None:
+                events.started(runnable[index][0])
+
+            def tokens(self, index: int, text: str, output_tokens: int) -> None:
+                events.tokens(runnable[index][0], text, output_tokens)
+
+            def finished(self, index: int, answer: CompareAnswer) -> None:
+                events.finished(runnable[index][0], answer)
+
+        targets = [t for _i, t in runnable]  # (those that could be resolved: one is enough to run)
+        run_comparison(service, targets, history, params, Mapped(), cancel)
+
+    def _drain(self) -> None:
+        """GUI thread: show what the run's threads queued; store each answer as it ends."""
+        store = self.w.store
+        while self._events.queue:
+            kind, index, value = self._events.queue.popleft()
+            comparison = self._running
+            if comparison is None:
+                continue
+            if kind == "finished" and isinstance(value, CompareAnswer) and index < len(comparison.answers):
+                answer = comparison.answers[index]
+                store.comparisons.set_answer(answer.id, value.text, value.metrics_dict(), value.error)
+            if self._shows(comparison):
+                assert self.dialog is not None
+                self.dialog.show_event(kind, index, value)
+        thread = self._thread
+        if thread is not None and not thread.is_alive() and not self._events.queue:
+            thread.join()
+            self._thread = None
+            self._timer.stop()
+            self._ended()
+
+    def _shows(self, comparison: Comparison) -> bool:
+        """The dialog shows `comparison`."""
+        shown = self.dialog.comparison if self.dialog is not None else None
+        return shown is not None and shown.id == comparison.id
+
+    def _ended(self) -> None:
+        comparison, self._running = self._running, None
+        if self._reload is not None:
+            name, self._reload = self._reload, None
+            self.w.models.load_model(name)
+        if comparison is None:
+            return
+        stored = self.w.store.comparisons.get(comparison.id)
+        if self._shows(stored):
+            assert self.dialog is not None
+            self.dialog.run_ended(stored)
+        self.run_ended.emit(stored)
+
+    # ----- keeping an answer
+    def keep(self, index: int) -> None:
+        """The answer of column `index` becomes a new branch under its prompt, and the chat shows it."""
+        dialog = self.dialog
+        if dialog is None or dialog.comparison is None:
+            return
+        store = self.w.store
+        comparison = store.comparisons.get(dialog.comparison.id)
+        answer = comparison.answers[index]
+        if not answer.content.strip() or answer.kept_message_id is not None:
+            return
+        message = store.add_message(
+            comparison.conversation_id, "assistant", answer.content, comparison.prompt_id, metrics=answer.metrics
+        )
+        store.comparisons.keep(answer.id, message.id)
+        dialog.comparison_changed(store.comparisons.get(comparison.id))
+        if self.w.controller.conversation_id == comparison.conversation_id:
+            self.w.controller.refresh()
+        self.kept.emit(message.id)
+
+    def stop(self, *_: object) -> None:
+        """Stop the run (its loads, streams, and models still waiting for their turn)."""
+        self._cancel.set()
+
+    # ----- the window's shutdown
+    def close(self) -> None:
+        """Stop a run (never waiting for it)."""
+        self._cancel.set()
+        if self.dialog is not None:
+            self.dialog.close()
+
+    def join(self, timeout: float) -> bool:
+        thread = self._thread
+        if thread is None:
+            return True
+        thread.join(timeout)
+        return not thread.is_alive()
