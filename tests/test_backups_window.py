@@ -22,6 +22,7 @@ from ember_chat.engine.core.tools import ToolCall, ToolResult
 from ember_chat.engine.storage.conversations import ConversationStore
 from ember_chat.engine.storage.paths import AppPaths
 from ember_chat.engine.storage.settings import SettingsFile
+from tests.test_backups import _schema_4_database
 
 ADD = ToolCall("call00001", "calculator", {"expression": "2+3"}, '{"expression": "2+3"}')
 
@@ -202,3 +203,28 @@ def test_a_daily_backup_that_cannot_be_written_is_said_in_words_and_the_window_w
     with qtbot.waitSignal(w.backups.failed, timeout=10_000):
         dialog.back_up.click()
     assert dialog.status.text().startswith("The chats could not be backed up") and dialog.back_up.isEnabled()
+
+
+def test_a_database_from_before_an_update_is_backed_up_at_start_and_that_backup_restores_in_the_window(
+    qtbot: QtBot, tmp_path: Path, windows: list[MainWindow]
+) -> None:
+    old = AppPaths(tmp_path / "old" / "data", tmp_path / "old" / "config")
+    _schema_4_database(old.database, chats=3)  # written by an Ember with schema 4
+    w = _open(qtbot, old, windows)
+    qtbot.waitUntil(lambda: not w.tasks.pending(DAILY_KEY))
+    dialog = _dialog(qtbot, w)
+    assert [row[2:] for row in _cells(dialog)] == [["3", "Before an update"]]  # (so no daily copy today)
+    for cid in [c.id for c in w.store.conversations()]:
+        w.store.delete_conversation(cid)
+    w.chats.reload_conversations()
+    assert w.conversations.chat_ids() == []
+
+    dialog.table.selectRow(0)
+    dialog.restore.click()
+    (yes,) = [b for b in dialog.question.buttons() if b.text() == "Restore"]
+    with qtbot.waitSignal(w.backups.restored, timeout=10_000):
+        yes.click()
+    assert sorted(w.conversations.chat_ids()) == [1, 2, 3]
+    w.chats.open_conversation(2)
+    assert [m.content for m in w.store.thread(2)] == ["old question 2 about herons"]
+    assert w.controller.conversation_id == 2
