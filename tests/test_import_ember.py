@@ -17,7 +17,7 @@ from ember_chat.engine.attachments import AttachmentStore, read_attachment_bytes
 from ember_chat.engine.attachments.imported import AttachmentImporter
 from ember_chat.engine.core.tools import ChatTools, InvalidCall, ToolCall, ToolResult
 from ember_chat.engine.storage.conversations import ConversationStore
-from ember_chat.engine.storage.export import chat_as_json, chats_as_json
+from ember_chat.engine.storage.export import chat_as_json, chat_export_json, chats_as_json
 from ember_chat.engine.storage.importing import ImportFailed, import_chats
 from ember_chat.engine.storage.paths import AppPaths
 from tests.attachment_files import image_bytes
@@ -182,3 +182,13 @@ def test_a_damaged_attachment_entry_writes_nothing(places: tuple[Place, Place], 
 def write_text(path: Path, text: str) -> Path:
     path.write_text(text, encoding="utf-8")
     return path
+
+
+def test_one_chat_exports_as_an_object_that_round_trips(places: tuple[Place, Place], tmp_path: Path) -> None:
+    a, b = places
+    cid = rich_chat(a)
+    one = chat_export_json(a.store, cid, a.atts.export_entries)
+    assert json.loads(one) == json.loads(a.export())[0]  # the same document, not in a list
+    assert b.import_file(write_text(tmp_path / "one.json", one)).chats == 1
+    (conv,) = b.store.conversations()
+    assert chat_export_json(b.store, conv.id, b.atts.export_entries) == one

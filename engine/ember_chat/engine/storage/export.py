@@ -175,6 +175,12 @@ VERSION = 1
 AttachmentsOf = Callable[[Iterable[int]], Attachments]  # e.g. AttachmentStore.export_entries
 
 
+def chat_export_json(store: ConversationStore, cid: int, attachments: AttachmentsOf | None = None) -> str:
+    """One chat, losslessly, as a JSON object (File ▸ Export chat as JSON: the older export's shape, with
+    the whole chat added)."""
+    return json.dumps(chat_document(store, cid, attachments), indent=2, ensure_ascii=False)
+
+
 def chats_as_json(store: ConversationStore, ids: Iterable[int], attachments: AttachmentsOf | None = None) -> str:
     """Chats as a JSON list, losslessly (see the module); `attachments` gives their files' content."""
     return json.dumps([chat_document(store, cid, attachments) for cid in ids], indent=2, ensure_ascii=False)
