@@ -10,12 +10,21 @@ from ember_chat.engine.models.library import ModelEntry
 from ember_chat.engine.models.starter import GEMMA_ALIAS, STARTER_ALIAS
 
 
-def model_label(entry: ModelEntry) -> str:
-    """The entry's name as the window shows it (translated when called)."""
+def model_label(entry: ModelEntry, short: bool = False) -> str:
+    """The entry's name as the window shows it (translated when called); `short` for the model picker,
+    whose width leaves the loaded model's status room at the default window size."""
     if entry.starter is None:
         return entry.name
     if entry.starter.alias == STARTER_ALIAS:
-        return QCoreApplication.translate("ModelNames", "SmolLM2 135M Instruct (starter: chat)")
+        return (
+            QCoreApplication.translate("ModelNames", "SmolLM2 135M (chat starter)")
+            if short
+            else QCoreApplication.translate("ModelNames", "SmolLM2 135M Instruct (starter: chat)")
+        )
     if entry.starter.alias == GEMMA_ALIAS:
-        return QCoreApplication.translate("ModelNames", "Gemma 3 270M (base model: text completion)")
+        return (
+            QCoreApplication.translate("ModelNames", "Gemma 3 270M (base model)")
+            if short
+            else QCoreApplication.translate("ModelNames", "Gemma 3 270M (base model: text completion)")
+        )
     return entry.starter.description
