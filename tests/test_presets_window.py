@@ -123,3 +123,17 @@ def test_the_windows_api_server_answers_with_the_loaded_models_default_preset(
     with openai.OpenAI(base_url=url, api_key="unused", max_retries=0, timeout=60) as client:
         other = client.chat.completions.create(model=client.models.list().data[0].id, messages=hi, max_tokens=1)  # type: ignore[arg-type]
         assert other.usage is not None and out.usage.prompt_tokens - other.usage.prompt_tokens >= len(pirate) // 2
+
+
+def test_a_damaged_presets_file_is_set_aside_and_said_and_the_window_starts(
+    make_window: Callable[[], MainWindow], paths: AppPaths
+) -> None:
+    paths.config_dir.mkdir(parents=True, exist_ok=True)
+    (paths.config_dir / "presets.json").write_text('{"presets": [{"name": "half', encoding="utf-8")
+    w = make_window()
+    text = w.banner.text()
+    assert "presets file" in text and "presets.damaged-" in text and "Default preset is used" in text
+    assert [p.name for p in w.presets.library.presets()] == ["Default"]
+    assert panel(w) == (0.7, 1024, "")  # the app's defaults
+    aside = [p for p in paths.config_dir.iterdir() if p.name.startswith("presets.damaged-")]
+    assert len(aside) == 1 and aside[0].read_text(encoding="utf-8") == '{"presets": [{"name": "half'

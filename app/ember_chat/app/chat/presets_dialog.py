@@ -131,11 +131,14 @@ class PresetsDialog(QDialog):
     # ----- the list
     def set_model(self, model: tuple[str, str] | None) -> None:
         self.model = model
+        name = "" if model is None else model[1] if len(model[1]) <= 28 else model[1][:12] + "…" + model[1][-15:]
         self.model_button.setText(
-            self.tr("Default for {model}").format(model=model[1]) if model else self.tr("Default for the loaded model")
+            self.tr("Default for {model}").format(model=name) if model else self.tr("Default for the loaded model")
         )
         self.model_button.setToolTip(
-            self.tr("Applied whenever this model is loaded, in the window, `ember-chat run/serve` and the API server")
+            self.tr(
+                "{model}: applied whenever it is loaded, in the window, ember-chat run/serve and the API server"
+            ).format(model=model[1])
             if model
             else self.tr("Load a model first")
         )

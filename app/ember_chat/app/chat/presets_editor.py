@@ -38,7 +38,7 @@ class PresetEditor(QWidget):
         self.system_prompt.setAccessibleName(self.tr("Preset system prompt"))
         self.system_prompt.setPlaceholderText(self.tr("None: the app's default system prompt"))
         self.system_prompt.setMaximumHeight(120)
-        form.addRow(QLabel(self.tr("System prompt (also the text `/` inserts in the message box)")))
+        form.addRow(QLabel(self.tr("System prompt (also what / inserts in an empty message box)")))
         form.addRow(self.system_prompt)
         note = QLabel(self.tr("Ticked parameters are set by the preset; the others keep the app's defaults."))
         note.setWordWrap(True)

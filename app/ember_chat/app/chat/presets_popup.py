@@ -41,6 +41,8 @@ class PromptPopup(QFrame):
         self.list = QListWidget()
         self.list.setAccessibleName(self.tr("Saved prompts"))
         self.list.setFocusPolicy(Qt.FocusPolicy.NoFocus)  # the filter keeps the keyboard; ↑/↓ move here
+        self.list.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.list.setTextElideMode(Qt.TextElideMode.ElideRight)  # (the whole prompt is in the tooltip)
         self.list.itemActivated.connect(lambda _item: self.insert_current())
         self.list.itemClicked.connect(lambda _item: self.insert_current())
         self.empty = QLabel()
@@ -102,9 +104,12 @@ class PromptPopup(QFrame):
         return super().eventFilter(watched, event)
 
     def show_above(self, anchor: QWidget) -> None:
-        """Over the message box's top edge, as wide as fits, focused on the filter."""
-        width = min(POPUP_WIDTH, max(260, anchor.width()))
-        self.resize(width, POPUP_HEIGHT)
+        """Over the message box's top edge, as wide as fits in the window, as tall as its rows need,
+        focused on the filter."""
+        width = max(260, min(POPUP_WIDTH, anchor.window().width() - 40))
+        rows = max(1, min(self.list.count(), 8))
+        needed = self.filter.sizeHint().height() + rows * max(self.list.sizeHintForRow(0), 18) + 24
+        self.resize(width, min(POPUP_HEIGHT, needed) if self.list.count() else self.sizeHint().height())
         top_left = anchor.mapToGlobal(QPoint(0, 0))
         y = top_left.y() - self.height()
         screen = anchor.screen().availableGeometry()
