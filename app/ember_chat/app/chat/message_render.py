@@ -1,5 +1,6 @@
 """How one message is written into the transcript's document: a header (avatar, name, model, time and
-the action icons), the body (Markdown, with code blocks as highlighted cards), the metrics line.
+the action icons), the body (Markdown, with code blocks as highlighted cards and formulas typeset:
+math_write.py), the metrics line.
 
 A body is split into segments (Markdown chunks of a few thousand characters, and code blocks), and
 each writer step writes one segment, so the transcript can spread a long message over several
@@ -37,6 +38,8 @@ from PySide6.QtGui import (
 
 from ember_chat.app.chat.code_highlight import CodeFormats, insert_highlighted, language_label
 from ember_chat.app.chat.line_breaks import apply_line_breaks, mark_line_breaks
+from ember_chat.app.chat.math_find import protect
+from ember_chat.app.chat.math_write import MathWriter
 from ember_chat.app.style.icons import icon_image
 from ember_chat.app.style.theme import Colors
 from ember_chat.engine.core.reasoning import Split, split_thinking
@@ -154,12 +157,14 @@ class MessageWriter:
 
     def __init__(self, document: QTextDocument, colors: Colors, ratio: float) -> None:
         self.document = document
+        self.math = MathWriter(document)  # formulas typeset (math_write.py)
         self.set_colors(colors, ratio)
 
     def set_colors(self, colors: Colors, ratio: float) -> None:
         self.colors = colors
         self.code_formats = CodeFormats(colors)
         self.ratio = ratio
+        self.math.set_look(colors.text, ratio)
         self.images = {f"icon:{name}": icon_image(name, colors.secondary, ICON_SIZE, ratio) for name in ACTION_ICONS}
         self.images["icon:avatar-user"] = icon_image("user", colors.user_accent, AVATAR_SIZE, ratio)
         self.images["icon:avatar-assistant"] = icon_image("assistant", colors.accent, AVATAR_SIZE, ratio)
@@ -278,6 +283,7 @@ class MessageWriter:
             if seg.kind == "code":
                 self.code_card(c, seg, message_id)
             else:
+                yield from self.math.prepare(seg.text)  # (its formulas typeset one per step first)
                 self.markdown(c, seg.text)
                 if seg is segments[-1] and _is_paragraph(c.block()):  # no blank line after the last
                     fmt = QTextBlockFormat()
@@ -288,10 +294,13 @@ class MessageWriter:
     def markdown(self, c: QTextCursor, text: str) -> None:
         self.fresh_block(c)
         start = c.position()
-        marked, marker = mark_line_breaks(text)  # single newlines stay line breaks
+        marked, formulas = protect(text)  # each formula behind a placeholder Markdown leaves alone
+        marked, marker = mark_line_breaks(marked)  # single newlines stay line breaks
         c.insertMarkdown(marked)
         if marker is not None:
             apply_line_breaks(self.document, start, c, marker)
+        if formulas:
+            self.math.place(start, c, formulas, text)
         self._style_range(start, c.position())
 
     def _style_range(self, start: int, end: int) -> None:

@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from PySide6.QtCore import QEvent, QTimer, QUrl, Signal
+from PySide6.QtCore import QEvent, QMimeData, QTimer, QUrl, Signal
 from PySide6.QtGui import (
     QAccessible,
     QAccessibleAnnouncementEvent,
@@ -31,8 +31,9 @@ from PySide6.QtGui import (
     QTextCharFormat,
     QTextCursor,
 )
-from PySide6.QtWidgets import QFrame, QTextBrowser, QToolTip, QWidget
+from PySide6.QtWidgets import QApplication, QFrame, QTextBrowser, QToolTip, QWidget
 
+from ember_chat.app.chat.math_write import keep_for_clipboard, selection_text
 from ember_chat.app.chat.message_render import (
     HEADER_GAP,
     MessageWriter,
@@ -126,6 +127,24 @@ class TranscriptView(QTextBrowser):
         """New colours: the transcript is emptied, and the caller shows the thread again."""
         self.writer.set_colors(colors, self.devicePixelRatioF())
         self._reset()
+
+    def set_font_size(self, points: int) -> None:
+        """The messages' text size in points (0: the application's); the transcript is emptied, and the
+        caller shows the thread again (its formulas are typeset at the new size)."""
+        font = QApplication.font()
+        if points > 0:
+            font.setPointSize(points)
+        self.setFont(font)
+        self._reset()
+
+    def createMimeDataFromSelection(self) -> QMimeData:  # Qt override
+        """A copy gives each formula's LaTeX source (math_write.py), not a stand-in character."""
+        mime = super().createMimeDataFromSelection()
+        text, had_math = selection_text(self.textCursor())
+        if had_math:  # (the rich formats would name images other programs cannot load)
+            mime = keep_for_clipboard(QMimeData())
+        mime.setText(text)
+        return mime
 
     def resizeEvent(self, event: QResizeEvent) -> None:  # Qt override
         bar = self.verticalScrollBar()
@@ -309,7 +328,7 @@ class TranscriptView(QTextBrowser):
 
     def _write_now(self, m: Message, branch: tuple[int, int] | None) -> None:
         c = self._end_cursor()
-        with self._edit():
+        with self._edit(), self.writer.math.deferring(self):  # (formulas not cached: typeset afterwards)
             for _ in self._message_steps(c, m, branch, len(self._shown), first=not self._shown):
                 pass
 

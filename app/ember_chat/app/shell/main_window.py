@@ -19,6 +19,7 @@ from PySide6.QtWidgets import (
 
 from ember_chat.app.chat.backups_dialog import WindowBackups
 from ember_chat.app.chat.controller import ChatController
+from ember_chat.app.chat.font_size import TranscriptFontSize
 from ember_chat.app.chat.presets_window import WindowPresets
 from ember_chat.app.chat.transcript import TranscriptView
 from ember_chat.app.chat.widgets import Composer, ConversationList
@@ -105,6 +106,7 @@ class MainWindow(QMainWindow):
         self.colors = apply_theme(QApplication.instance(), self.settings.theme)
         self.conversations = ConversationList()
         self.transcript = TranscriptView(self.colors)
+        self.font_size = TranscriptFontSize(self)  # View ▸ Bigger text / Smaller text (transcript_font_size)
         self.composer = Composer()
         self.side = SidePanel()
         self.banner = Banner(self.colors)

@@ -1,0 +1,205 @@
+"""Formulas typeset in the real window's transcript, from a chat in a real SQLite file: finished
+messages only (a streaming answer stays plain), theme-coloured and re-typeset on a theme switch,
+cached, sharp at the device pixel ratio, a formula that cannot be typeset shown as code, and a copy
+of the selection giving the LaTeX source."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from PySide6.QtCore import Qt, QUrl
+from PySide6.QtGui import QColor, QImage, QTextBlock, QTextDocument, QTextImageFormat
+from PySide6.QtWidgets import QApplication
+from pytestqt.qtbot import QtBot
+
+from ember_chat.app.chat.math_images import SHARED, MathImages
+from ember_chat.app.chat.math_write import MATH_SOURCE
+from ember_chat.app.chat.transcript import TranscriptView
+from ember_chat.app.shell.main_window import MainWindow
+from ember_chat.app.style.theme import DARK, LIGHT
+from tests.test_app import make_window, paths
+from tests.test_transcript_stream import shown_transcript
+
+__all__ = ["make_window", "paths"]
+
+ANSWER = (
+    "The roots of $ax^2 + bx + c = 0$ are\n\n"
+    "$$x = \\frac{-b \\pm \\sqrt{b^2 - 4ac}}{2a}$$\n\n"
+    "and \\(\\alpha_1 \\in \\mathbb{R}\\). It costs $5 and $10. Code: `$not math$`."
+)
+
+
+def formulas(t: TranscriptView) -> list[tuple[str, QTextImageFormat]]:
+    """The typeset formulas in the transcript: source and image format, in order."""
+    return [(source, fmt) for source, fmt, _ in placed(t)]
+
+
+def placed(t: TranscriptView) -> list[tuple[str, QTextImageFormat, QTextBlock]]:
+    """The typeset formulas with their paragraphs."""
+    out = []
+    block = t.document().begin()
+    while block.isValid():
+        it = block.begin()
+        while not it.atEnd():
+            fmt = it.fragment().charFormat()
+            if fmt.isImageFormat() and fmt.toImageFormat().name().startswith("math:"):
+                out.append((fmt.property(MATH_SOURCE), fmt.toImageFormat(), block))
+            it += 1
+        block = block.next()
+    return out
+
+
+def image_of(t: TranscriptView, fmt: QTextImageFormat) -> QImage:
+    return t.document().resource(QTextDocument.ResourceType.ImageResource, QUrl(fmt.name()))
+
+
+def ink(image: QImage) -> QColor:
+    """The colour of the most opaque pixel (the formula's strokes)."""
+    best, colour = -1, QColor()
+    for y in range(0, image.height()):
+        for x in range(0, image.width(), 2):
+            c = image.pixelColor(x, y)
+            if c.alpha() > best:
+                best, colour = c.alpha(), c
+    return colour
+
+
+def open_chat(qtbot: QtBot, w: MainWindow, answer: str = ANSWER) -> TranscriptView:
+    cid = w.store.create_conversation("Maths").id
+    q = w.store.add_message(cid, "user", "What are the roots? $x$ here stays as typed.")
+    w.store.add_message(cid, "assistant", answer, parent_id=q.id)
+    t = shown_transcript(w)
+    w.controller.open_conversation(cid)
+    t.finish_rendering()
+    typeset(qtbot, t)
+    return t
+
+
+def typeset(qtbot: QtBot, t: TranscriptView) -> None:
+    """Wait for the formulas of what was written at once (they are typeset afterwards)."""
+    qtbot.waitUntil(lambda: t.writer.math.pending == 0, timeout=10_000)
+
+
+def test_a_finished_answer_shows_its_formulas_typeset(qtbot: QtBot, make_window: Callable[..., MainWindow]) -> None:
+    w = make_window()
+    t = open_chat(qtbot, w)
+    shown = formulas(t)
+    assert [s for s, _ in shown] == [
+        "$ax^2 + bx + c = 0$",
+        "$$x = \\frac{-b \\pm \\sqrt{b^2 - 4ac}}{2a}$$",
+        "\\(\\alpha_1 \\in \\mathbb{R}\\)",
+    ]
+    text = t.plain_text()
+    assert "It costs $5 and $10." in text and "$not math$" in text  # prices and code stay text
+    assert "$x$ here stays as typed" in text  # the user's own message is shown as typed
+    display = shown[1][1]
+    assert display.height() > shown[0][1].height()  # the fraction stands taller than the inline formula
+    alignments = [block.blockFormat().alignment() for _, _, block in placed(t)]
+    assert alignments[1] & Qt.AlignmentFlag.AlignHCenter  # the display formula, alone, is centred
+    assert not alignments[0] & Qt.AlignmentFlag.AlignHCenter  # (its paragraph of text is not)
+    for _source, fmt in shown:
+        img = image_of(t, fmt)
+        assert not img.isNull() and img.devicePixelRatio() == t.writer.ratio
+        assert abs(img.width() / img.devicePixelRatio() - fmt.width()) < 1  # drawn at its laid-out size
+
+
+def test_a_streaming_answer_stays_plain_until_it_is_done(qtbot: QtBot, make_window: Callable[..., MainWindow]) -> None:
+    w = make_window()
+    t = shown_transcript(w)
+    t.begin_stream(10_000, "model")
+    for piece in ("Euler: $e^{i", "\\pi} + 1 = 0$ ", "and $$\\int_0^1 x\\,dx$$"):
+        t.append_stream(piece)
+        QApplication.processEvents()
+    assert formulas(t) == [] and "$e^{i\\pi} + 1 = 0$" in t.plain_text()
+    with qtbot.waitSignal(t.rendered, timeout=5000):
+        t.end_stream("Euler: $e^{i\\pi} + 1 = 0$ and $$\\int_0^1 x\\,dx$$", None)
+    assert [s for s, _ in formulas(t)] == ["$e^{i\\pi} + 1 = 0$", "$$\\int_0^1 x\\,dx$$"]
+    assert "$e^{i" not in t.plain_text()  # the streamed plain text is gone
+
+
+def test_formulas_take_the_themes_colour_and_come_from_the_cache(
+    qtbot: QtBot, make_window: Callable[..., MainWindow]
+) -> None:
+    w = make_window()
+    w.set_theme("light")
+    t = open_chat(qtbot, w)
+    light = ink(image_of(t, formulas(t)[0][1]))
+    assert light.name() == QColor(LIGHT.text).name()
+    before = SHARED.typeset
+    w.set_theme("dark")
+    t.finish_rendering()
+    typeset(qtbot, t)
+    dark = ink(image_of(t, formulas(t)[0][1]))
+    assert dark.name() == QColor(DARK.text).name()
+    typeset_dark = SHARED.typeset - before
+    assert typeset_dark == 3  # each formula typeset anew in the dark theme's colour
+    w.set_theme("light")  # back: every image comes from the cache
+    t.finish_rendering()
+    assert t.writer.math.pending == 0
+    assert SHARED.typeset - before == typeset_dark and len(formulas(t)) == 3
+    assert ink(image_of(t, formulas(t)[0][1])).name() == QColor(LIGHT.text).name()
+
+
+def test_images_are_sharp_at_the_device_pixel_ratio() -> None:
+    cache = MathImages()
+    one = cache.get(MathImages.key("\\sqrt{2}", False, "#000000", 16.0, 1.0, 5.0))
+    two = cache.get(MathImages.key("\\sqrt{2}", False, "#000000", 16.0, 2.0, 5.0))
+    assert one is not None and two is not None
+    assert (two.width, two.height) == (one.width, one.height)  # the same size on screen
+    assert abs(two.image.width() - 2 * one.image.width()) <= 1 and two.image.devicePixelRatio() == 2.0
+    assert abs(two.image.height() - 2 * one.image.height()) <= 1  # twice the pixels each way
+    assert cache.typeset == 2
+    cache.get(MathImages.key("\\sqrt{2}", False, "#000000", 16.0, 2.0, 5.0))
+    assert cache.typeset == 2  # cached by (source, colour, size, ratio)
+    cache.get(MathImages.key("\\sqrt{2}", False, "#ff0000", 16.0, 2.0, 5.0))
+    cache.get(MathImages.key("\\sqrt{2}", False, "#ff0000", 20.0, 2.0, 5.0))
+    assert cache.typeset == 4
+
+
+def test_a_formula_that_cannot_be_typeset_is_shown_as_code(
+    qtbot: QtBot, make_window: Callable[..., MainWindow]
+) -> None:
+    w = make_window()
+    t = open_chat(qtbot, w, "Broken: $\\frac{a$ and $\\left( x$, fine: $y^2$.")
+    assert [s for s, _ in formulas(t)] == ["$y^2$"]
+    text = t.plain_text()
+    assert "Broken: $\\frac{a$ and $\\left( x$, fine:" in text
+    at = t.document().find("\\frac{a")
+    fmt = at.charFormat()
+    assert fmt.fontFixedPitch() and fmt.background().color().name() == QColor(w.colors.inline_code_bg).name()
+
+
+def test_copying_a_selection_gives_the_latex_source(qtbot: QtBot, make_window: Callable[..., MainWindow]) -> None:
+    w = make_window()
+    t = open_chat(qtbot, w)
+    t.selectAll()
+    t.copy()
+    copied = QApplication.clipboard().text()
+    assert "The roots of $ax^2 + bx + c = 0$ are" in copied
+    assert "$$x = \\frac{-b \\pm \\sqrt{b^2 - 4ac}}{2a}$$" in copied
+    assert "and \\(\\alpha_1 \\in \\mathbb{R}\\). It costs $5 and $10." in copied
+    assert "\ufffc" not in copied  # no stand-in characters for the images (formulas or icons)
+
+
+def test_a_chat_opened_shows_new_formulas_as_source_then_typeset_at_its_end(
+    qtbot: QtBot, make_window: Callable[..., MainWindow]
+) -> None:
+    """Opening a chat writes its newest messages at once: formulas never typeset before show their
+    source in code style, and are typeset a turn of the event loop each, the view kept at its end."""
+    w = make_window()
+    filler = "\n\n".join(f"Line {i} of a long answer." for i in range(60))
+    fresh = [f"$\\frac{{{i}}}{{{i + 1}}}$" for i in range(20)]  # (not typeset by any other test)
+    t = shown_transcript(w)
+    cid = w.store.create_conversation("Fresh").id
+    q = w.store.add_message(cid, "user", "Fractions?")
+    w.store.add_message(cid, "assistant", filler + "\n\n" + " and ".join(fresh), parent_id=q.id)
+    before = SHARED.typeset
+    w.controller.open_conversation(cid)
+    assert SHARED.typeset == before and t.writer.math.pending == 20  # nothing typeset while opening
+    first = t.document().find("$\\frac{0}{1}$")
+    assert not first.isNull() and first.charFormat().fontFixedPitch()  # its source, as code
+    bar = t.verticalScrollBar()
+    assert bar.value() == bar.maximum() > 0
+    typeset(qtbot, t)
+    assert SHARED.typeset - before == 20 and [s for s, _ in formulas(t)] == fresh
+    assert bar.value() == bar.maximum()  # still at the end
