@@ -5,13 +5,16 @@ of the selection giving the LaTeX source."""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 
+import pytest
 from PySide6.QtCore import Qt, QUrl
 from PySide6.QtGui import QColor, QImage, QTextBlock, QTextDocument, QTextImageFormat
 from PySide6.QtWidgets import QApplication
 from pytestqt.qtbot import QtBot
 
+from ember_chat.app.chat import math_images
 from ember_chat.app.chat.math_images import SHARED, MathImages
 from ember_chat.app.chat.math_write import MATH_SOURCE
 from ember_chat.app.chat.transcript import TranscriptView
@@ -154,6 +157,12 @@ def test_images_are_sharp_at_the_device_pixel_ratio() -> None:
     cache.get(MathImages.key("\\sqrt{2}", False, "#ff0000", 16.0, 2.0, 5.0))
     cache.get(MathImages.key("\\sqrt{2}", False, "#ff0000", 20.0, 2.0, 5.0))
     assert cache.typeset == 4
+
+
+def test_without_ziamath_formulas_stay_their_source(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(math_images, "_ziamath", None)
+    monkeypatch.setitem(sys.modules, "ziamath", None)  # (an import of it raises ImportError)
+    assert MathImages().get(MathImages.key("x^2", False, "#000000", 16.0, 1.0, 5.0)) is None
 
 
 def test_a_formula_that_cannot_be_typeset_is_shown_as_code(

@@ -27,13 +27,16 @@ _ziamath: Any = None
 
 
 def _zm() -> Any:
-    """ziamath, imported on first use (it reads its 1.5 MB font then: ~0.15 s)."""
+    """ziamath, imported on first use (it reads its 1.5 MB font then: ~0.15 s); None if it is not
+    installed (formulas then stay their source)."""
     global _ziamath
     if _ziamath is None:
-        with warnings.catch_warnings():  # (it opens its font with importlib.resources.path)
-            warnings.simplefilter("ignore", DeprecationWarning)
-            import ziamath
-
+        try:
+            with warnings.catch_warnings():  # (it opens its font with importlib.resources.path)
+                warnings.simplefilter("ignore", DeprecationWarning)
+                import ziamath
+        except ImportError:
+            return None
         ziamath.config.svg2 = False  # plain SVG 1.1 paths: QtSvg draws no <symbol>/<use> of SVG 2
         _ziamath = ziamath
     return _ziamath
@@ -82,6 +85,8 @@ class MathImages:
 
 def _typeset(latex: str, display: bool, color: str, size: float, ratio: float, x_height: float) -> MathImage | None:
     zm = _zm()
+    if zm is None:
+        return None
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
