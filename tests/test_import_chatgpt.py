@@ -116,3 +116,31 @@ def test_cancel_imports_nothing(store: ConversationStore, tmp_path: Path) -> Non
 def test_a_thousand_chats_import_quickly(store: ConversationStore, tmp_path: Path) -> None:
     report = import_chats(store, write(tmp_path / "big.json", many(1000, turns=3)))
     assert report.chats == 1000 and rows(store.path)["messages"] == 6000
+
+
+def test_images_beside_conversations_json_are_attached(tmp_path: Path) -> None:
+    """An unzipped export keeps uploads beside conversations.json as file-<id>-<name>: found by the
+    asset pointer's id, they are attached to their message (read like any attached image)."""
+    from ember_chat.engine.attachments import AttachmentStore
+    from ember_chat.engine.attachments.imported import AttachmentImporter
+    from ember_chat.engine.storage.paths import AppPaths
+    from tests.attachment_files import image_bytes
+
+    paths = AppPaths(tmp_path / "data", tmp_path / "config")
+    store = ConversationStore(paths.database)
+    atts = AttachmentStore(paths, store)
+    export = tmp_path / "export"
+    export.mkdir()
+    (export / "file-Abc123-leaf.png").write_bytes(image_bytes("PNG"))
+    (export / "file-Other9-unrelated.png").write_bytes(image_bytes("PNG", (8, 8)))
+    conv, _ = photosynthesis()
+    try:
+        report = import_chats(store, write(export / "conversations.json", [conv]), attachments=AttachmentImporter(atts))
+        assert report.skipped == ()
+        thread = store.thread(store.conversations()[0].id)
+        assert thread[2].content == "What is in this picture?"
+        (leaf,) = atts.of_message(thread[2].id)
+        assert leaf.name == "leaf.png" and leaf.is_image and atts.image(leaf) == image_bytes("PNG")
+        assert rows(store.path)["attachments"] == 1
+    finally:
+        store.close()

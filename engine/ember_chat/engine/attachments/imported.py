@@ -1,6 +1,7 @@
 """Attachments brought back by an import (storage/importing.py): the entries an Ember export holds per
 message (`AttachmentStore.export_entries`: name, kind, mime, size, sha256, and the text or the image as
-base64) stored again and linked to the imported message, inside the import's transaction. Blobs this
+base64), or an image file beside a ChatGPT export (`path`, read as if attached), stored and linked to
+the imported message, inside the import's transaction. Blobs this
 import wrote are removed again when the import is rolled back."""
 
 from __future__ import annotations
@@ -11,11 +12,14 @@ import contextlib
 import hashlib
 import re
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from ember_chat.engine.attachments.extract import read_attachment
 from ember_chat.engine.attachments.kinds import AttachmentKind, Extracted
 from ember_chat.engine.attachments.store import AttachmentStore
+from ember_chat.engine.errors import AttachmentError
 from ember_chat.engine.storage.import_plan import ImportFailed
 
 _SHA256 = re.compile(r"[0-9a-f]{64}")
@@ -50,6 +54,14 @@ class AttachmentImporter:
 
 def _extracted(entry: dict[str, Any]) -> Extracted | None:
     name = entry.get("name")
+    if isinstance(entry.get("path"), str):  # an image beside a ChatGPT export: read as if attached
+        try:
+            read = read_attachment(entry["path"])
+        except AttachmentError as exc:
+            raise ImportFailed(
+                f"An image of the export cannot be kept: {exc} Move it away to import without it."
+            ) from None
+        return replace(read, name=name) if isinstance(name, str) and name else read
     if not isinstance(name, str) or not name:
         raise ImportFailed("An attached file in the export has no name, so it cannot be kept.")
     if "missing" in entry and "text" not in entry and "data_base64" not in entry:

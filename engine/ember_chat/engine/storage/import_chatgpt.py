@@ -12,8 +12,11 @@ with `parent`/`children` and a `current_node`) read into planned Ember chats.
   `code` or text) becomes an answer with one tool call; the `tool` nodes under it (`execution_output`,
   `tether_browsing_display`, `tether_quote`, …) its result; the answer after them hangs below it, as
   Ember keeps a continuation after tools.
-- Images (`multimodal_text` parts with an `image_asset_pointer`) are not in conversations.json: a line in
-  the message says one was there, and the report counts them.
+- Images (`multimodal_text` parts with an `image_asset_pointer`) are not in conversations.json. An
+  unzipped export keeps them beside it (`file-<id>-<name>`, `file_<hex>-…`, in sub-folders such as
+  `dalle-generations/`): one found by the pointer's id is attached to its message (`assets`, when the
+  import keeps attachments); otherwise a line in the message says one was there, and the report counts
+  them.
 - Times: each message's `create_time` (a float, or null: then the time before it, else the chat's).
   `is_archived` chats arrive archived, `pinned_time` ones pinned.
 - `current_node` is the shown branch (a left-out node: the nearest message above it; missing: the last
@@ -22,8 +25,11 @@ with `parent`/`children` and a `current_node`) read into planned Ember chats.
 from __future__ import annotations
 
 import json
+import os
+import re
 import time
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 from ember_chat.engine.storage.import_plan import ImportFailed, Plan, PlannedChat, PlannedMessage, number, where
@@ -37,7 +43,26 @@ def is_chatgpt(item: object) -> bool:
     return isinstance(item, dict) and "mapping" in item
 
 
-def chatgpt_chat(c: dict[str, Any], file_name: str, index: int, plan: Plan) -> PlannedChat:
+_ASSET = re.compile(r"(file[-_][0-9A-Za-z]+)")
+_IMAGES = (".png", ".jpg", ".jpeg", ".webp", ".gif")
+
+
+def export_assets(folder: Path, depth: int = 2) -> dict[str, Path]:
+    """The images of an unzipped ChatGPT export, by the id their asset pointers name."""
+    out: dict[str, Path] = {}
+    for root, dirs, files in os.walk(folder):
+        if len(Path(root).relative_to(folder).parts) >= depth:
+            dirs.clear()
+        for name in files:
+            found = _ASSET.match(name)
+            if found and name.lower().endswith(_IMAGES):
+                out.setdefault(found.group(1), Path(root) / name)
+    return out
+
+
+def chatgpt_chat(
+    c: dict[str, Any], file_name: str, index: int, plan: Plan, assets: dict[str, Path] | None = None
+) -> PlannedChat:
     label = where(file_name, index + 1, c.get("title"))
     mapping = c.get("mapping")
     if not isinstance(mapping, dict):
@@ -62,7 +87,7 @@ def chatgpt_chat(c: dict[str, Any], file_name: str, index: int, plan: Plan) -> P
         kids.sort(key=lambda k: order.get(k, len(order)))
 
     created = number(c.get("create_time"))
-    reader = _Reader(plan, created if created is not None else time.time())
+    reader = _Reader(plan, created if created is not None else time.time(), assets)
     stack = [(key, None) for key in reversed(children.get(None, []))]
     seen = 0
     while stack:  # depth first, siblings in order: every parent is planned before its children
@@ -99,8 +124,9 @@ def chatgpt_chat(c: dict[str, Any], file_name: str, index: int, plan: Plan) -> P
 class _Reader:
     """Turns nodes into planned messages, one at a time, parents first."""
 
-    def __init__(self, plan: Plan, fallback: float) -> None:
+    def __init__(self, plan: Plan, fallback: float, assets: dict[str, Path] | None) -> None:
         self.plan = plan
+        self.assets = assets  # None: attachments are not kept (every image is a line in its message)
         self.fallback = fallback
         self.messages: list[PlannedMessage] = []
         self.place_of: dict[str, int | None] = {}  # node → its message, or the nearest kept above it
@@ -131,18 +157,28 @@ class _Reader:
         if role not in ("user", "assistant"):
             self.plan.skip("unknown")
             return above
-        text = self._text(kind, content)
+        files: list[dict[str, Any]] = []
+        text = self._text(kind, content, files)
         recipient = msg.get("recipient")
         if role == "assistant" and isinstance(recipient, str) and recipient not in ("all", ""):
             return self._add(above, role, "", when, calls=[_call(key, recipient, kind, text)])
         if role == "assistant" and kind == "code":
             language = content.get("language") if content.get("language") not in (None, "unknown") else ""
             text = f"```{language}\n{text}\n```"
-        if not text.strip():
+        if not text.strip() and not files:
             return above  # an empty placeholder (ChatGPT writes one before many answers)
         if role == "assistant" and isinstance(meta.get("model_slug"), str):
             self.models.append(meta["model_slug"])
-        return self._add(above, role, text, when)
+        place = self._add(above, role, text, when)
+        self.messages[place].files = files
+        return place
+
+    def _asset(self, pointer: object) -> dict[str, Any] | None:
+        if not self.assets or not isinstance(pointer, str):
+            return None
+        found = _ASSET.match(pointer.rpartition("://")[2])
+        path = self.assets.get(found.group(1)) if found else None
+        return _asset_entry(path) if path is not None else None
 
     def _add(self, above: int | None, role: str, text: str, when: float, calls: list | None = None) -> int:
         self.messages.append(PlannedMessage(above, role, text, when, tool_calls=calls or []))
@@ -180,7 +216,8 @@ class _Reader:
                 "is_error": kind == "system_error"}  # fmt: skip
         target.tool_messages.append({"call_id": call["id"], "state": "done", "content": text, "meta": meta})
 
-    def _text(self, kind: object, content: dict[str, Any]) -> str:
+    def _text(self, kind: object, content: dict[str, Any], files: list[dict[str, Any]] | None = None) -> str:
+        """The text of a node's content; images found beside the export go to `files` (if given)."""
         parts = content.get("parts")
         if isinstance(parts, list):
             pieces = []
@@ -188,8 +225,12 @@ class _Reader:
                 if isinstance(part, str):
                     pieces.append(part)
                 elif isinstance(part, dict) and part.get("content_type") == "image_asset_pointer":
-                    self.plan.skip("image")
-                    pieces.append(IMAGE_LINE)
+                    found = self._asset(part.get("asset_pointer")) if files is not None else None
+                    if found is not None and files is not None:
+                        files.append(found)
+                    else:
+                        self.plan.skip("image")
+                        pieces.append(IMAGE_LINE)
                 elif isinstance(part, dict) and isinstance(part.get("text"), str):
                     pieces.append(part["text"])  # e.g. an audio transcription
                 elif part is not None:
@@ -204,6 +245,13 @@ class _Reader:
                 return str(content[field])
         self.plan.skip("unknown")
         return ""
+
+
+def _asset_entry(path: Path) -> dict[str, Any]:
+    """An attachment entry read from a file (attachments/imported.py reads it as if attached)."""
+    found = _ASSET.match(path.name)
+    rest = path.name[found.end() :].lstrip("-_") if found else ""
+    return {"name": rest if "." in rest else path.name, "path": str(path)}
 
 
 def _call(key: str, recipient: str, kind: object, text: str) -> dict[str, Any]:

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ember_chat.engine.storage.conversations import ConversationStore
-from ember_chat.engine.storage.import_chatgpt import chatgpt_chat, is_chatgpt
+from ember_chat.engine.storage.import_chatgpt import chatgpt_chat, export_assets, is_chatgpt
 from ember_chat.engine.storage.import_ember import ember_chat, is_ember
 from ember_chat.engine.storage.import_plan import (
     AttachmentSink,
@@ -75,7 +75,7 @@ def _import(
     attachments: AttachmentSink | None,
 ) -> ImportReport:
     data = _read(path)
-    plan = read_plan(data, path.name, cancel)
+    plan = read_plan(data, path.name, cancel, path.parent if attachments is not None else None)
     _check(cancel)
     total = len(plan.chats)
     if progress:
@@ -172,14 +172,16 @@ def _loads(text: str) -> Any:
     return items
 
 
-def read_plan(data: Any, file_name: str, cancel: threading.Event | None = None) -> Plan:
-    """The chats the file holds, checked whole; ImportFailed names the first problem."""
+def read_plan(data: Any, file_name: str, cancel: threading.Event | None = None, folder: Path | None = None) -> Plan:
+    """The chats the file holds, checked whole; ImportFailed names the first problem. `folder`: where a
+    ChatGPT export's images are looked for (None: they are not kept)."""
     if isinstance(data, dict) and isinstance(data.get("conversations"), list):
         data = data["conversations"]  # some ChatGPT exports wrap the list
     items = data if isinstance(data, list) else [data]
     if items and all(is_chatgpt(i) for i in items):
         plan = Plan("chatgpt", [])
-        read = lambda item, i: chatgpt_chat(item, file_name, i, plan)  # noqa: E731
+        assets = export_assets(folder) if folder is not None else None
+        read = lambda item, i: chatgpt_chat(item, file_name, i, plan, assets)  # noqa: E731
     elif items and all(is_ember(i) for i in items):
         plan = Plan("ember", [])
         read = lambda item, i: ember_chat(item, file_name, i)  # noqa: E731
