@@ -15,8 +15,11 @@ from pytestqt.qtbot import QtBot
 
 from ember_chat.app.chat.compare_dialog import CompareDialog
 from ember_chat.app.shell.main_window import MainWindow
+from ember_chat.engine.storage.connections import Connection, remote_model_name
 from ember_chat.engine.storage.paths import AppPaths
 from tests.gguf_factory import TinySpec, any_of, says, write_tiny_model
+from tests.peer_servers import free_port
+from tests.sse_server import DONE, FakeOpenAI, chunk, usage_chunk
 from tests.test_app import ANSWER_TIMEOUT, LOAD_TIMEOUT, load, make_window, send, set_max_tokens
 from tests.test_transcript_links import anchors, click
 
@@ -188,3 +191,42 @@ def test_closing_the_window_during_a_comparison_stops_it_and_joins_its_threads(
     assert w.compare.running
     w.close()  # (the fixture's teardown then checks that every thread was joined)
     assert w.compare.join(30) and not w.bridge.service.running
+
+
+def test_a_local_and_a_remote_model_side_by_side_and_an_unreachable_one_says_so(
+    qtbot: QtBot, make_window: Callable[..., MainWindow]
+) -> None:
+    with FakeOpenAI() as fake:
+        fake.stream(
+            [chunk("Once", role="assistant"), chunk(" upon"), chunk(" a time", finish="stop"), usage_chunk(9, 3), DONE]
+        )
+        w = make_window()
+        w.connections.save(Connection("peer", fake.base_url, "test-model"))
+        w.connections.save(Connection("gone", f"http://127.0.0.1:{free_port()}/v1", "test-model"))
+        with qtbot.waitSignal(w.models_listed, timeout=LOAD_TIMEOUT):
+            w.models.reload_models()
+        load(qtbot, w, "tiny.gguf")
+        set_max_tokens(w, 5)
+        send(qtbot, w, "a story")
+        question = w.store.thread(w.controller.conversation_id)[0]
+        peer, gone = remote_model_name("peer", "test-model"), remote_model_name("gone", "test-model")
+        dialog = open_compare(qtbot, w, question.id)
+        dialog.set_checked(["tiny.gguf", peer, gone])
+        assert dialog.checked() == ["tiny.gguf", gone, peer]  # (the picker's order: connections by name)
+        events: list[tuple[str, int]] = []
+        shown = dialog.show_event
+        dialog.show_event = lambda kind, i, v: (events.append((kind, i)), shown(kind, i, v))  # type: ignore[method-assign]
+        with qtbot.waitSignal(w.compare.run_ended, timeout=ANSWER_TIMEOUT) as ended:
+            dialog.start_button.click()
+        local, unreachable, remote = ended.args[0].answers
+        assert local.content and local.metrics["output_tokens"] == 5
+        assert remote.content == "Once upon a time" and remote.metrics["output_tokens"] == 3
+        assert fake.generate_requests()[0].body["seed"] == local.metrics["seed"]
+        assert unreachable.error and "refused" in unreachable.error and not unreachable.content
+        assert "did not answer" in dialog.columns[1].status.text() and not dialog.columns[1].keep.isEnabled()
+        assert "peer" in dialog.columns[2].title.text() and "tok/s" in dialog.columns[2].metrics.text()
+        assert ("loading", 0) in events and ("started", 0) in events  # the local model's load progress
+        qtbot.waitUntil(lambda: w.controller.model_ready, timeout=LOAD_TIMEOUT)
+        dialog.close()
+        w.close()
+        assert w.join_background(30)
