@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QEvent, QObject, Qt
 from PySide6.QtGui import QKeyEvent
@@ -25,11 +25,11 @@ from ember_chat.engine.storage.presets import PRESET_PARAMS, Preset, PresetError
 if TYPE_CHECKING:
     from ember_chat.app.chat.presets_dialog import PresetsDialog
     from ember_chat.app.chat.presets_popup import PromptPopup
-    from ember_chat.app.shell.main_window import MainWindow
 
 
 class WindowPresets(QObject):
-    def __init__(self, window: MainWindow, config_dir: Path) -> None:
+    def __init__(self, window: Any, config_dir: Path) -> None:
+        """`window`: the main window (shell/main_window.py; the layering keeps chat/ from importing it)."""
         super().__init__(window)
         self.w = window
         self.library = PresetLibrary(config_dir)
