@@ -15,6 +15,7 @@ from pytestqt.qtbot import QtBot
 
 from ember_chat.app.chat.compare_dialog import CompareDialog
 from ember_chat.app.shell.main_window import MainWindow
+from ember_chat.app.style.theme import LIGHT
 from ember_chat.engine.storage.connections import Connection, remote_model_name
 from ember_chat.engine.storage.paths import AppPaths
 from tests.gguf_factory import TinySpec, any_of, says, write_tiny_model
@@ -93,6 +94,11 @@ def test_compare_two_models_keep_one_as_a_branch_and_see_it_again(
         "line-through" in dialog.columns[1].answer.toHtml() or "background-color" in dialog.columns[1].answer.toHtml()
     )
     assert dialog.columns[1].answer.toPlainText().replace(" ", "") != ""
+    w.set_theme("dark")  # a theme switch while the dialog is open: the marks take the dark theme's colours
+    qtbot.waitUntil(lambda: dialog.colors.name == "dark", timeout=5000)
+    assert all(c.colors.name == "dark" for c in dialog.columns)
+    assert w.colors.error in dialog.columns[1].answer.toHtml() and LIGHT.error not in dialog.columns[1].answer.toHtml()
+    w.set_theme("light")
     dialog.diff.setChecked(False)
     assert dialog.columns[1].answer.toPlainText() == b.content
 

@@ -94,7 +94,13 @@ class CompareActions(QObject):
         names = [n for _label, n in choices]
         preselect = ([loaded] if loaded in names else []) + [n for n in names if n != loaded][:1]
         dialog = CompareDialog(
-            self.w, self.w.colors, prompt.content, choices, preselect, store.comparisons.of_prompt(prompt.id)
+            self.w,
+            self.w.colors,
+            prompt.content,
+            choices,
+            preselect,
+            store.comparisons.of_prompt(prompt.id),
+            lambda: self.w.colors,
         )
         dialog.start_requested.connect(self.start)
         dialog.keep_requested.connect(self.keep)

@@ -8,8 +8,9 @@ through `show_event` on the GUI thread."""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import QEvent, Qt, QTimer, Signal
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
@@ -30,6 +31,7 @@ from ember_chat.engine.inference.compare import MAX_MODELS, MIN_MODELS, CompareA
 from ember_chat.engine.storage.comparisons import Comparison
 
 PROMPT_CHARS = 240
+_THEME_EVENTS = (QEvent.Type.PaletteChange, QEvent.Type.ApplicationPaletteChange, QEvent.Type.StyleChange)
 
 
 class CompareDialog(QDialog):
@@ -46,8 +48,11 @@ class CompareDialog(QDialog):
         choices: list[tuple[str, str]],
         preselect: list[str],
         earlier: list[Comparison],
+        theme: Callable[[], Colors] | None = None,
     ) -> None:
+        """`theme`: the window's colours now (read again when the palette changes: a theme switch)."""
         super().__init__(parent)
+        self._theme = theme
         self.setWindowTitle(self.tr("Compare models"))
         self.setWindowModality(Qt.WindowModality.WindowModal)
         self.colors = colors
@@ -268,6 +273,15 @@ class CompareDialog(QDialog):
         base = self.columns[0].text if on else None
         for col in self.columns[1:]:
             col.show_diff(base)
+
+    def changeEvent(self, event: QEvent) -> None:  # Qt override
+        super().changeEvent(event)
+        if event.type() in _THEME_EVENTS and self._theme is not None:
+            QTimer.singleShot(0, self._follow_theme)  # (the window takes its new colours after the event)
+
+    def _follow_theme(self) -> None:
+        if self._theme is not None and self._theme() != self.colors:
+            self.set_colors(self._theme())
 
     def set_colors(self, colors: Colors) -> None:
         self.colors = colors
