@@ -49,6 +49,29 @@ class FolderRow:
     parent_id: int | None
 
 
+_KIND_MASK = (1 << KIND_BITS) - 1
+_ON, _SEL, _NEVER = Qt.ItemFlag.ItemIsEnabled, Qt.ItemFlag.ItemIsSelectable, Qt.ItemFlag.ItemNeverHasChildren
+_DRAG, _DROP = Qt.ItemFlag.ItemIsDragEnabled, Qt.ItemFlag.ItemIsDropEnabled
+# by flat (a list) or not (the tree), then by kind: made once, the view asks for every row it lays out
+_FLAGS: dict[bool, dict[int, Qt.ItemFlag]] = {
+    flat: {
+        CHAT: _ON | _SEL | _NEVER | (Qt.ItemFlag.NoItemFlags if flat else _DRAG | _DROP),
+        FOLDER: _ON | _SEL | _DROP,
+        SECTION: _ON,  # the Pinned section: it holds chats, it is not selected
+        ENTRY: _ON | _NEVER,  # the Archived and Trash entries: they act, they are not selected
+        HIT: _ON | _SEL | _NEVER,
+        NOTE: _NEVER,
+    }
+    for flat in (False, True)
+}
+_ROOT_FLAGS = {False: _DROP, True: Qt.ItemFlag.NoItemFlags}
+_R = Qt.ItemDataRole
+_DISPLAY, _TOOLTIP, _USER, _DECORATION = (
+    int(r.value) for r in (_R.DisplayRole, _R.ToolTipRole, _R.UserRole, _R.DecorationRole)
+)
+_TEXT_ROLES = frozenset(int(r.value) for r in (_R.DisplayRole, _R.EditRole, _R.AccessibleTextRole))
+
+
 class ChatTreeModel(QAbstractItemModel):
     """Rows by key: `_kids[parent key]` lists the child keys in order, `_up[key]` the parent's key,
     `_row[key]` the row under it, `_text[key]` / `_tip[key]` what is shown."""
@@ -171,59 +194,44 @@ class ChatTreeModel(QAbstractItemModel):
     def parent_key(self, key: int) -> int:
         return self._up.get(key, ROOT)
 
-    # ----- QAbstractItemModel
+    # ----- QAbstractItemModel (asked for every row the view lays out: an invalid index has id 0, ROOT)
     def index(self, row: int, column: int = 0, parent: KeyIndex = QModelIndex()) -> QModelIndex:  # noqa: B008
-        kids = self._kids.get(parent.internalId() if parent.isValid() else ROOT, [])
-        if column != 0 or not 0 <= row < len(kids):
+        kids = self._kids.get(parent.internalId())
+        if kids is None or column or row < 0 or row >= len(kids):
             return QModelIndex()
         return self.createIndex(row, 0, kids[row])
 
     def parent(self, index: KeyIndex = QModelIndex()) -> QModelIndex:  # type: ignore[override]  # noqa: B008
-        if not index.isValid():
-            return QModelIndex()
         up = self._up.get(index.internalId(), ROOT)
-        return QModelIndex() if up == ROOT else self._index(up)
+        return QModelIndex() if up == ROOT else self.createIndex(self._row[up], 0, up)
 
     def rowCount(self, parent: KeyIndex = QModelIndex()) -> int:  # noqa: B008
-        if parent.isValid() and parent.column() != 0:
-            return 0
-        return len(self._kids.get(parent.internalId() if parent.isValid() else ROOT, ()))
+        kids = self._kids.get(parent.internalId())
+        return 0 if kids is None else len(kids)
 
     def columnCount(self, parent: KeyIndex = QModelIndex()) -> int:  # noqa: B008
         return 1
 
     def hasChildren(self, parent: KeyIndex = QModelIndex()) -> bool:  # noqa: B008
-        return self.rowCount(parent) > 0
+        return bool(self._kids.get(parent.internalId()))
 
-    def data(self, index: KeyIndex, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
-        if not index.isValid():
-            return None
+    def data(self, index: KeyIndex, role: int = _DISPLAY) -> Any:
         key = index.internalId()
-        if role in (Qt.ItemDataRole.DisplayRole, Qt.ItemDataRole.EditRole, Qt.ItemDataRole.AccessibleTextRole):
+        if key == ROOT:
+            return None
+        if role in _TEXT_ROLES:
             return self._text.get(key, "")
-        if role == Qt.ItemDataRole.ToolTipRole:
+        if role == _TOOLTIP:
             return self._tip.get(key)
-        if role == Qt.ItemDataRole.UserRole:
+        if role == _USER:
             return key
-        if role == Qt.ItemDataRole.DecorationRole and self.decorate is not None:
+        if role == _DECORATION and self.decorate is not None:
             return self.decorate(key)
         return None
 
     def flags(self, index: KeyIndex) -> Qt.ItemFlag:
-        if not index.isValid():
-            return Qt.ItemFlag.ItemIsDropEnabled if not self.flat else Qt.ItemFlag.NoItemFlags
-        kind = kind_of(index.internalId())
-        on = Qt.ItemFlag.ItemIsEnabled
-        if kind == CHAT:
-            flags = on | Qt.ItemFlag.ItemIsSelectable
-            return flags if self.flat else flags | Qt.ItemFlag.ItemIsDragEnabled | Qt.ItemFlag.ItemIsDropEnabled
-        if kind == FOLDER:
-            return on | Qt.ItemFlag.ItemIsSelectable | Qt.ItemFlag.ItemIsDropEnabled
-        if kind == HIT:
-            return on | Qt.ItemFlag.ItemIsSelectable
-        if kind == NOTE:
-            return Qt.ItemFlag.NoItemFlags
-        return on  # the Pinned section, the Archived and Trash entries: they act, they are not selected
+        key = index.internalId()
+        return _ROOT_FLAGS[self.flat] if key == ROOT else _FLAGS[self.flat][key & _KIND_MASK]
 
     # ----- drag and drop
     def supportedDropActions(self) -> Qt.DropAction:

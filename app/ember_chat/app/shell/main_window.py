@@ -18,6 +18,7 @@ from PySide6.QtWidgets import (
 )
 
 from ember_chat.app.chat.backups_dialog import WindowBackups
+from ember_chat.app.chat.compare_actions import CompareActions
 from ember_chat.app.chat.controller import ChatController
 from ember_chat.app.chat.font_size import TranscriptFontSize
 from ember_chat.app.chat.presets_window import WindowPresets
@@ -33,13 +34,12 @@ from ember_chat.app.shell.loading_panel import LoadingPanel
 from ember_chat.app.shell.menus import about_text, build_menus
 from ember_chat.app.shell.navigation import focus_pane, set_tab_order
 from ember_chat.app.shell.welcome import WelcomePanel
-from ember_chat.app.chat.compare_actions import CompareActions
 from ember_chat.app.shell.window_attachments import WindowAttachments
 from ember_chat.app.shell.window_chats import ChatActions
-from ember_chat.app.shell.window_undo import UndoActions
 from ember_chat.app.shell.window_models import ModelActions
 from ember_chat.app.shell.window_size import default_geometry, default_splitter_sizes
 from ember_chat.app.shell.window_tools import WindowTools
+from ember_chat.app.shell.window_undo import UndoActions
 from ember_chat.app.style.icons import themed_icon
 from ember_chat.app.style.theme import app_icon, apply_theme
 from ember_chat.engine.core.params import SamplingParams

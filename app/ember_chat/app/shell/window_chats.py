@@ -5,6 +5,8 @@ opened."""
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -17,6 +19,7 @@ from ember_chat.app.chat.chat_list_menu import build_row_menu, fill_move_menu
 from ember_chat.app.shell.window_undo import ChatOrganise
 from ember_chat.engine.core.params import SamplingParams
 from ember_chat.engine.errors import EmberError
+from ember_chat.engine.storage.conversations import Conversation
 from ember_chat.engine.storage.export import chat_as_json, chat_as_markdown, export_file_name
 
 if TYPE_CHECKING:
@@ -31,6 +34,7 @@ class ChatActions(QObject):
         self.chat_question: QDialog | None = None  # a rename or delete question, while open
         self.export_dialog_open: QFileDialog | None = None  # File ▸ Export's save dialog, while open
         self.organise = ChatOrganise(window)  # folders, pins, archive, Trash: undoable (window_undo.py)
+        self._listed: dict[int, Conversation] | None = None  # the chats the tree lists, as last read
 
     def wire_list(self) -> None:
         """Connect the chat list's own signals (the window made it)."""
@@ -40,6 +44,10 @@ class ChatActions(QObject):
         lst.folder_collapsed.connect(self.organise.set_collapsed)
         lst.empty_trash.connect(lambda: self.organise.empty_trash())
         lst.model.on_drop = self.organise.move
+        changed = self.w.controller.conversations_changed
+        with contextlib.suppress(RuntimeError, RuntimeWarning):  # (the window connected the full reload)
+            changed.disconnect(self.reload_conversations)  # this one reads only the open chat again
+        changed.connect(self.on_conversations_changed)
         self.w.controller.delete_requested.connect(self.organise.delete_message)
 
     def add_menu_entries(self, chat: QMenu) -> None:
@@ -120,9 +128,10 @@ class ChatActions(QObject):
         self.w.composer.editor.clear()
 
     # ----- the chat list
-    def reload_conversations(self) -> None:
+    def reload_conversations(self, changed: Iterable[int] | None = None) -> None:
         """The list as the store has it now: search hits while the search box has text, else the view
-        the list shows (the chat tree, the archived chats or the Trash)."""
+        the list shows (the chat tree, the archived chats or the Trash). `changed`: only these chats
+        changed since the last reload (they are read again, not all 5,000)."""
         lst, store = self.w.conversations, self.w.store
         if lst.search.text().strip():
             self.on_search(lst.search.text())
@@ -142,10 +151,33 @@ class ChatActions(QObject):
             closed = frozenset(f.id for f in folders if f.collapsed)
             archived = len(store.conversations(archived=True))
             trashed = len(store.organise.trashed())
-            lst.show_conversations(
-                store.conversations(), self.w.controller.conversation_id, rows, closed, archived, trashed
-            )
+            open_id = self.w.controller.conversation_id
+            lst.show_conversations(self._active(changed), open_id, rows, closed, archived, trashed)
         self.w.update_welcome()
+
+    def _active(self, changed: Iterable[int] | None) -> list[Conversation]:
+        """The chats the tree lists (neither archived nor in the Trash), newest activity first: read
+        whole once, then only the `changed` ones again."""
+        store = self.w.store
+        if changed is None or self._listed is None:
+            chats = store.conversations()
+            self._listed = {c.id: c for c in chats}
+            return chats
+        for cid in changed:
+            try:
+                conv: Conversation | None = store.conversation(cid)
+            except KeyError:
+                conv = None
+            if conv is None or conv.deleted_at is not None or conv.archived_at is not None:
+                self._listed.pop(cid, None)
+            else:
+                self._listed[cid] = conv
+        return sorted(self._listed.values(), key=lambda c: (c.updated_at, c.id), reverse=True)
+
+    def on_conversations_changed(self) -> None:
+        """The controller changed the open chat (a message sent, an answer ended): only it is read again."""
+        cid = self.w.controller.conversation_id
+        self.reload_conversations(None if cid is None else [cid])
 
     def show_view(self, mode: str) -> None:
         """Show the chat tree ("chats"), the archived chats or the Trash in the list."""
@@ -247,7 +279,7 @@ class ChatActions(QObject):
     def _rename(self, cid: int, title: str) -> None:
         if title.strip():
             self.w.store.update_conversation(cid, title=title.strip())
-            self.reload_conversations()
+            self.reload_conversations([cid])
 
     def delete_chat(self, cid: int, confirmed: bool = False) -> None:
         """Chat ▸ Delete chat…: move a chat to the Trash once the user has said yes (or `confirmed`).

@@ -75,12 +75,12 @@ class UndoActions(QObject):
             undo = change()
         except (EmberError, KeyError) as exc:
             self.w.show_error(self._sentence(exc))
-            self.w.chats.reload_conversations()
+            self.w.chats.reload_conversations()  # (all read again: what is there now)
             return None
         done = Done(undo, frozenset(chats), was_open)
         self.stack.append(done)
         del self.stack[:-UNDO_DEPTH]
-        self.w.chats.reload_conversations()
+        self.w.chats.reload_conversations(done.chats)
         self._say(done)
         return undo
 
@@ -111,7 +111,7 @@ class UndoActions(QObject):
     def _reload(self, done: Done) -> None:
         """The list again; the chat that was open when the change was made is shown again if the
         change touched it (a chat moved back from the Trash opens again, a message comes back)."""
-        self.w.chats.reload_conversations()
+        self.w.chats.reload_conversations(done.chats)
         open_now = self.w.controller.conversation_id
         if done.was_open is not None and done.was_open in done.chats and open_now in (None, done.was_open):
             if done.was_open in {c.id for c in self._listed(done.was_open)}:
@@ -187,8 +187,9 @@ class ChatOrganise(QObject):
 
     def restore(self, ids: Iterable[int]) -> None:
         """Take chats out of the Trash (back where they were)."""
-        n = self.store.restore_chats(list(ids))
-        self.w.chats.reload_conversations()
+        ids = list(ids)
+        n = self.store.restore_chats(ids)
+        self.w.chats.reload_conversations(ids)
         self.w.show_notice(self.tr("Restored {n} from the Trash.").format(n=_chats(n)))
 
     def purge(self, ids: Iterable[int], confirmed: bool = False) -> None:
@@ -198,7 +199,7 @@ class ChatOrganise(QObject):
             return
         if confirmed:
             n = self.store.purge_chats(ids)
-            self.w.chats.reload_conversations()
+            self.w.chats.reload_conversations(ids)
             self.w.show_notice(self.tr("Deleted {n} for good.").format(n=_chats(n)))
             return
         text = self.tr("Delete {n} for good? This cannot be undone.").format(n=_chats(len(ids)))
@@ -208,7 +209,7 @@ class ChatOrganise(QObject):
         """Delete every chat in the Trash for good, once the user has said yes (or `confirmed`)."""
         if confirmed:
             n = self.store.empty_trash()
-            self.w.chats.reload_conversations()
+            self.w.chats.reload_conversations([])  # (none of the chats listed changed)
             self.w.show_notice(self.tr("Emptied the Trash: {n} deleted for good.").format(n=_chats(n)))
             return
         n = len(self.store.trashed())
@@ -240,7 +241,7 @@ class ChatOrganise(QObject):
         if ids:
             self.move(ids, folder.id)
         else:
-            self.w.chats.reload_conversations()
+            self.w.chats.reload_conversations([])
 
     def rename_folder(self, folder_id: int, name: str | None = None) -> None:
         if name is None:
@@ -251,7 +252,7 @@ class ChatOrganise(QObject):
             self.store.rename_folder(folder_id, name)
         except EmberError as exc:
             self.w.show_error(str(exc))
-        self.w.chats.reload_conversations()
+        self.w.chats.reload_conversations([])
 
     def delete_folder(self, folder_id: int) -> None:
         """The folder goes, its chats (and its subfolders') to the Trash: undoable, so no question."""
