@@ -236,3 +236,29 @@ def test_a_local_and_a_remote_model_side_by_side_and_an_unreachable_one_says_so(
         dialog.close()
         w.close()
         assert w.join_background(30)
+
+
+def test_two_remote_models_leave_the_windows_model_loaded(qtbot: QtBot, make_window: Callable[..., MainWindow]) -> None:
+    with FakeOpenAI() as fake:
+        fake.stream([chunk("Hi", role="assistant"), chunk(finish="stop"), usage_chunk(5, 1), DONE])
+        w = make_window()
+        w.connections.save(Connection("one", fake.base_url, "test-model"))
+        w.connections.save(Connection("two", fake.base_url, "test-model"))
+        with qtbot.waitSignal(w.models_listed, timeout=LOAD_TIMEOUT):
+            w.models.reload_models()
+        load(qtbot, w, "tiny.gguf")
+        set_max_tokens(w, 3)
+        send(qtbot, w, "hi")
+        question = w.store.thread(w.controller.conversation_id)[0]
+        dialog = open_compare(qtbot, w, question.id)
+        dialog.set_checked([remote_model_name("one", "test-model"), remote_model_name("two", "test-model")])
+        states: list[str] = []
+        w.model_state_changed.connect(states.append)
+        with qtbot.waitSignal(w.compare.run_ended, timeout=ANSWER_TIMEOUT) as ended:
+            dialog.start_button.click()
+        assert [a.content for a in ended.args[0].answers] == ["Hi", "Hi"]
+        assert states == [] and w.controller.model_ready and w.bridge.service.model is not None  # never unloaded
+        assert len(fake.generate_requests()) == 2
+        dialog.close()
+        w.close()
+        assert w.join_background(30)

@@ -28,6 +28,7 @@ from ember_chat.engine.inference.compare import (
 )
 from ember_chat.engine.inference.resolver import model_ref
 from ember_chat.engine.storage.comparisons import Comparison
+from ember_chat.engine.storage.connections import parse_remote_model_name
 
 POLL_MS = 30
 
@@ -137,7 +138,8 @@ class CompareActions(QObject):
         self._events = _Events()
         self.dialog.run_started(comparison)
         # the window's local model makes room for the local ones, and comes back afterwards
-        window_local = self.w.model is not None and not self.w.model.is_remote
+        any_local = any(parse_remote_model_name(n) is None for n in names)
+        window_local = any_local and self.w.model is not None and not self.w.model.is_remote
         self._reload = self.w.models.loaded_name if window_local else None
         library, connections, model_settings = self.w.library, self.w.connections, self.w.model_settings
         defaults = self.w.settings.with_changes(context_length=side.context.value())
