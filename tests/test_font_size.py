@@ -40,6 +40,7 @@ def test_bigger_and_smaller_text_size_the_transcript_and_its_formulas_and_are_sa
     base = system_points()
     assert t.document().defaultFont().pointSize() == base and w.settings.transcript_font_size == 0
     inline_height = formulas(t)[0][1].height()
+    code_size = t.document().find("$not math$").charFormat().font().pointSizeF()  # (inline code)
     keys = set(menu_shortcuts(w.menuBar()))  # (what Help ▸ Keyboard shortcuts lists)
     sizes = {("View", "Bigger text", "Ctrl+="), ("View", "Smaller text", "Ctrl+-"), ("View", "Normal size", "Ctrl+0")}
     assert sizes <= keys
@@ -51,6 +52,7 @@ def test_bigger_and_smaller_text_size_the_transcript_and_its_formulas_and_are_sa
     assert w.settings_file.load().transcript_font_size == base + 2  # saved in the settings file
     assert len(formulas(t)) == 3 and formulas(t)[0][1].height() > inline_height  # the formulas grew with it
     bigger_height = formulas(t)[0][1].height()
+    assert t.document().find("$not math$").charFormat().font().pointSizeF() > code_size  # inline code too
     press(qtbot, w, Qt.Key.Key_Minus)
     t.finish_rendering()
     typeset(qtbot, t)
@@ -84,3 +86,18 @@ def test_the_size_stays_within_its_range_and_applies_to_streamed_text(
     QApplication.processEvents()
     c = t.document().find("streamed words")
     assert c.charFormat().font().pointSize() == 40  # the streaming answer is as big as the rest
+
+
+def test_the_size_stays_when_the_theme_changes(qtbot: QtBot, make_window: Callable[..., MainWindow]) -> None:
+    w = make_window()
+    w.set_theme("light")
+    view_action(w, "Bigger text").trigger()
+    view_action(w, "Bigger text").trigger()
+    size = w.transcript.document().defaultFont().pointSize()
+    assert size == system_points() + 2
+    w.set_theme("dark")  # (the new style sheet polishes every widget again, with the application's font)
+    QApplication.processEvents()
+    assert w.transcript.document().defaultFont().pointSize() == size
+    w.set_theme("light")
+    QApplication.processEvents()
+    assert w.transcript.document().defaultFont().pointSize() == size

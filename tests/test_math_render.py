@@ -211,4 +211,6 @@ def test_a_chat_opened_shows_new_formulas_as_source_then_typeset_at_its_end(
     assert bar.value() == bar.maximum() > 0
     typeset(qtbot, t)
     assert SHARED.typeset - before == 20 and [s for s, _ in formulas(t)] == fresh
+    for _source, fmt in formulas(t):  # typeset in place of their source, without its code look
+        assert fmt.background().style() == Qt.BrushStyle.NoBrush and not fmt.fontFixedPitch()
     assert bar.value() == bar.maximum()  # still at the end

@@ -35,8 +35,11 @@ from ember_chat.app.chat.math_find import MathSpan, find_math
 from ember_chat.app.chat.math_images import SHARED, Key, MathImage, MathImages
 
 MATH_SOURCE = QTextFormat.Property.UserProperty.value + 3  # a formula's source, on its image or code text
-MATH_SCALE = 1.1  # STIX Two Math is small for its size next to the UI fonts
+MATH_SCALE = 1.25  # STIX Two Math is small for its size next to the UI fonts
 OBJECT = "\ufffc"  # the character an image stands on in a document's text
+_FIXED_PITCH = QTextFormat.Property.FontFixedPitch
+_FAMILIES = QTextFormat.Property.FontFamilies
+_BACKGROUND = QTextFormat.Property.BackgroundBrush
 
 
 class MathWriter:
@@ -137,7 +140,8 @@ class MathWriter:
         self.document.addResource(QTextDocument.ResourceType.ImageResource, QUrl(name), image.image)
         img = QTextImageFormat()
         img.merge(c.charFormat())
-        img.clearProperty(QTextFormat.Property.FontFixedPitch)
+        for code_look in (_FIXED_PITCH, _FAMILIES, _BACKGROUND):  # (a formula typeset later was shown as code)
+            img.clearProperty(code_look)
         img.setName(name)
         img.setWidth(image.width)
         img.setHeight(image.height)

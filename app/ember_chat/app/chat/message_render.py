@@ -23,7 +23,9 @@ from PySide6.QtCore import QCoreApplication, QUrl
 from PySide6.QtGui import (
     QColor,
     QFont,
+    QFontDatabase,
     QFontMetricsF,
+    QGuiApplication,
     QTextBlock,
     QTextBlockFormat,
     QTextCharFormat,
@@ -311,6 +313,10 @@ class MessageWriter:
         runs: list[tuple[int, int, QTextCharFormat]] = []
         code_bg = QTextCharFormat()
         code_bg.setBackground(QColor(self.colors.inline_code_bg))
+        scale = doc.defaultFont().pointSizeF() / QGuiApplication.font().pointSizeF()
+        if scale != 1:  # (View ▸ Bigger text: Qt gives inline code the system's fixed font size)
+            fixed = QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont).pointSizeF()
+            code_bg.setFontPointSize(fixed * scale)
         quote_fg = QTextCharFormat()
         quote_fg.setForeground(QColor(self.colors.secondary))
         paragraphs = []

@@ -121,16 +121,18 @@ class TranscriptView(QTextBrowser):
         self._slicer.timeout.connect(self._run_slice)
         self.last_announcement = ""
         self._expanded: set[int] = set()  # answers whose thinking is open
+        self._font_points = 0  # the messages' text size (0: the application's; set_font_size)
 
     # ----- look
     def set_colors(self, colors: Colors) -> None:
         """New colours: the transcript is emptied, and the caller shows the thread again."""
         self.writer.set_colors(colors, self.devicePixelRatioF())
-        self._reset()
+        self.set_font_size(self._font_points)  # (a new theme's style sheet gave the view the application's font)
 
     def set_font_size(self, points: int) -> None:
         """The messages' text size in points (0: the application's); the transcript is emptied, and the
         caller shows the thread again (its formulas are typeset at the new size)."""
+        self._font_points = points
         font = QApplication.font()
         if points > 0:
             font.setPointSize(points)
