@@ -102,6 +102,13 @@ def test_import_export_files_and_a_bad_file_says_why_and_changes_nothing(
     assert d.names() == ["Default", "Translator", "Translator"] and "Imported 1" in d.message.text()
     assert d.current_id() == imported[0].id
 
+    (paths.config_dir / "presets.json").write_text("{cut", encoding="utf-8")  # damaged while Ember runs
+    qtbot.keyClicks(d.search, "x")
+    assert d.names() == [] and d.message.property("error") is True
+    assert "presets.damaged-" in d.message.text() and "Default preset is used" in d.message.text()
+    d.search.clear()
+    assert d.names() == ["Default"]
+
 
 def test_use_for_new_chats_and_default_for_the_loaded_model(
     qtbot: QtBot, make_window: Callable[[], MainWindow], paths: AppPaths

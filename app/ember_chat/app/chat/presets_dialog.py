@@ -167,6 +167,9 @@ class PresetsDialog(QDialog):
             self.list.setCurrentRow(0)
         self.list.blockSignals(False)
         self._show_current()
+        problems = self.library.take_problems()  # (a file damaged since the window started)
+        if problems:
+            self._say(" ".join(problems), error=True)
 
     def names(self) -> list[str]:
         return [self.library.get(i).name for i in self._ids()]  # type: ignore[union-attr]
