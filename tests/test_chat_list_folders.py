@@ -294,3 +294,24 @@ def test_a_folder_key_is_not_a_chat(qtbot: QtBot, make_window: Callable[..., Mai
     folder_key = w.conversations.folder_index(folder.id).internalId()
     assert kind_of(folder_key) == FOLDER and ident_of(folder_key) == a
     assert w.conversations.chat_ids() == [a]
+
+
+def test_f2_on_a_selected_folder_renames_the_folder(qtbot: QtBot, make_window: Callable[..., MainWindow]) -> None:
+    w = make_window()
+    (a,) = _chats(w, ["Inside"])
+    folder = w.store.organise.create_folder("Old name")
+    w.chats.organise.move([a], folder.id)
+    w.activateWindow()
+    qtbot.waitUntil(lambda: QApplication.activeWindow() is w, timeout=5000)
+    lst = w.conversations.list
+    lst.setFocus()
+    qtbot.mouseClick(
+        lst.viewport(), Qt.MouseButton.LeftButton, pos=lst.visualRect(w.conversations.folder_index(folder.id)).center()
+    )
+    assert w.conversations.selected_folder() == folder.id
+    qtbot.keyClick(lst, Qt.Key.Key_F2)
+    dialog = w.chats.chat_question
+    assert dialog is not None and dialog.textValue() == "Old name"
+    dialog.setTextValue("New name")
+    dialog.accept()
+    assert w.store.organise.folder(folder.id).name == "New name" and w.store.conversation(a).title == "Inside"

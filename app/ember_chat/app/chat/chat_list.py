@@ -200,6 +200,7 @@ class ConversationList(QWidget):
         self._open = current
         self.view_bar.hide()
         self.list.setUniformRowHeights(True)
+        self.list.setRootIsDecorated(True)  # (folders' arrows)
         entries = {
             ARCHIVED: self.tr("Archived ({n})").format(n=archived),
             TRASH: self.tr("Trash ({n})").format(n=trashed),
@@ -219,6 +220,7 @@ class ConversationList(QWidget):
         was = self.mode
         self.mode = mode
         self.view_bar.show()
+        self.list.setRootIsDecorated(False)  # a flat list: no room kept for arrows
         self.empty_button.setVisible(mode == "trash")
         self.empty_button.setEnabled(bool(conversations))
         self.view_title.setText(self.tr("Trash") if mode == "trash" else self.tr("Archived"))
@@ -232,6 +234,7 @@ class ConversationList(QWidget):
         self.mode = "hits"
         self.view_bar.hide()
         self.list.setUniformRowHeights(False)  # a hit is two lines
+        self.list.setRootIsDecorated(False)
         self._fill(lambda: self.model.set_hits(hits, self.tr("No matches")), was)
 
     def _fill(self, build: object, was: str) -> None:

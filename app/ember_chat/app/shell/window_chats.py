@@ -255,6 +255,11 @@ class ChatActions(QObject):
         return self.w.conversations.current_id() or self.w.controller.conversation_id
 
     def rename_current(self, title: str | None = None) -> None:
+        """Chat ▸ Rename (F2): the folder selected alone in the list, else the chosen chat."""
+        folder = self.w.conversations.selected_folder()
+        if folder is not None:  # (the menu's action passes its `checked` False: no title then)
+            self.organise.rename_folder(folder, title if isinstance(title, str) and title else None)
+            return
         cid = self._chosen_chat()
         if cid is not None:
             self.rename_chat(cid, title)
