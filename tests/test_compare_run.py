@@ -227,3 +227,31 @@ def test_an_unreachable_server_and_a_missing_file_are_sentences_and_the_others_a
         run_comparison(svc, [], MESSAGES, PARAMS)
     with pytest.raises(EmberError, match="two to four"):
         run_comparison(svc, targets * 2, MESSAGES, PARAMS)
+
+
+def test_a_prompts_text_file_goes_to_every_model_as_the_chat_sends_it(
+    service: tuple[EngineService, Loads], two_models: tuple[Path, Path], server: FakeOpenAI, tmp_path: Path
+) -> None:
+    from ember_chat.engine.attachments import AttachmentStore, read_attachment_bytes
+    from ember_chat.engine.storage.conversations import ConversationStore
+    from ember_chat.engine.storage.paths import AppPaths
+
+    svc, _ = service
+    server.stream(REMOTE)
+    paths = AppPaths(tmp_path / "data", tmp_path / "config")
+    chats = ConversationStore(paths.database)
+    try:
+        atts = AttachmentStore(paths, chats)
+        note = atts.save(read_attachment_bytes("note.txt", b"The spare key is under the blue flowerpot."))
+        asked = [ChatMessage("user", "Where is the key?", attachments=(atts.ref(note),))]
+        targets = [CompareTarget("tiny-a", LoadConfig(two_models[0], n_ctx=512)), remote_target(server.base_url)]
+        answers = run_comparison(svc, targets, asked, PARAMS, attachment_store=atts)
+        assert [a.error for a in answers] == [None, None] and answers[1].text == "Once upon a time"
+        (body,) = [r.body for r in server.generate_requests()]
+        assert "blue flowerpot" in body["messages"][-1]["content"]  # the file, in the prompt
+        assert answers[0].metrics is not None and answers[0].metrics.prompt_tokens > 20  # (the local one read it too)
+        svc.attachment_store = None
+        (failed, _remote) = run_comparison(svc, targets, asked, PARAMS)  # nowhere to read it from: said so
+        assert failed.reason == "error" and "attachment" in (failed.error or "")
+    finally:
+        chats.close()

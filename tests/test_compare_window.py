@@ -200,7 +200,7 @@ def test_closing_the_window_during_a_comparison_stops_it_and_joins_its_threads(
 
 
 def test_a_local_and_a_remote_model_side_by_side_and_an_unreachable_one_says_so(
-    qtbot: QtBot, make_window: Callable[..., MainWindow]
+    qtbot: QtBot, make_window: Callable[..., MainWindow], tmp_path: Path
 ) -> None:
     with FakeOpenAI() as fake:
         fake.stream(
@@ -213,6 +213,10 @@ def test_a_local_and_a_remote_model_side_by_side_and_an_unreachable_one_says_so(
             w.models.reload_models()
         load(qtbot, w, "tiny.gguf")
         set_max_tokens(w, 5)
+        notes = tmp_path / "notes.txt"
+        notes.write_text("The cat is called Mirabelle.\n", encoding="utf-8")
+        w.composer.attach_paths([notes])  # the prompt carries a file: every model gets it, as the chat sent it
+        qtbot.waitUntil(lambda: bool(w.composer.attachments.items) and not w.composer.attachments.busy, timeout=10_000)
         send(qtbot, w, "a story")
         question = w.store.thread(w.controller.conversation_id)[0]
         peer, gone = remote_model_name("peer", "test-model"), remote_model_name("gone", "test-model")
@@ -227,7 +231,8 @@ def test_a_local_and_a_remote_model_side_by_side_and_an_unreachable_one_says_so(
         local, unreachable, remote = ended.args[0].answers
         assert local.content and local.metrics["output_tokens"] == 5
         assert remote.content == "Once upon a time" and remote.metrics["output_tokens"] == 3
-        assert fake.generate_requests()[0].body["seed"] == local.metrics["seed"]
+        body = fake.generate_requests()[0].body
+        assert body["seed"] == local.metrics["seed"] and "Mirabelle" in body["messages"][-1]["content"]
         assert unreachable.error and "refused" in unreachable.error and not unreachable.content
         assert "did not answer" in dialog.columns[1].status.text() and not dialog.columns[1].keep.isEnabled()
         assert "peer" in dialog.columns[2].title.text() and "tok/s" in dialog.columns[2].metrics.text()

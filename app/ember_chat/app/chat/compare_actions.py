@@ -29,6 +29,7 @@ from ember_chat.engine.inference.compare import (
 from ember_chat.engine.inference.resolver import model_ref
 from ember_chat.engine.storage.comparisons import Comparison
 from ember_chat.engine.storage.connections import parse_remote_model_name
+from ember_chat.engine.storage.tool_records import with_tool_messages
 
 POLL_MS = 30
 
@@ -124,7 +125,18 @@ class CompareActions(QObject):
         store, side = self.w.store, self.w.side.params
         params = fixed_seed(side.params())
         system_prompt = side.system_prompt.toPlainText()
-        history = [ChatMessage(m.role, m.content) for m in store.thread(self.conversation_id, self.prompt_id)]
+        thread = store.thread(self.conversation_id, self.prompt_id)
+        attachments = self.w.controller.attachments  # user messages with their files and images, as the chat sends them
+        try:
+            history = (
+                attachments.history(thread)
+                if attachments is not None
+                else [ChatMessage(m.role, m.content) for m in thread]
+            )
+        except EmberError as exc:  # an attached image whose file is gone
+            self.w.show_error(str(exc))
+            return
+        history = with_tool_messages(thread, history)  # earlier answers' tool calls and their results
         if system_prompt.strip():
             history.insert(0, ChatMessage("system", system_prompt))
         settings = {"seed": params.seed, "params": params.to_dict(), "system_prompt": system_prompt}

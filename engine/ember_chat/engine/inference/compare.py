@@ -17,16 +17,20 @@ import random
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ember_chat.engine.core.messages import ChatMessage
 from ember_chat.engine.core.params import LoadConfig, SamplingParams
 from ember_chat.engine.core.refs import ModelRef
 from ember_chat.engine.errors import EmberError, JobCancelled
+from ember_chat.engine.inference.attachment_turns import conversation_refs, expand_attachments
 from ember_chat.engine.inference.backend import InferenceBackend
 from ember_chat.engine.inference.events import Finished, Token
 from ember_chat.engine.inference.metrics import GenerationMetrics
 from ember_chat.engine.inference.service import EngineService
+
+if TYPE_CHECKING:
+    from ember_chat.engine.attachments.store import AttachmentStore
 
 MIN_MODELS = 2
 MAX_MODELS = 4
@@ -118,8 +122,11 @@ def answer_one(
     listener: CompareListener,
     cancel: threading.Event,
     template: str | None = None,
+    attachment_store: AttachmentStore | None = None,
 ) -> CompareAnswer:
-    """Load the target in a backend of its own, stream its answer, close it. Never raises."""
+    """Load the target in a backend of its own, stream its answer, close it. Never raises. The
+    messages' text attachments are put in the prompt as the chat does (whole, or the passages that
+    fit this model's context), read from `attachment_store`; images go to the model as they are."""
     backend = _new_backend(target.ref)
     try:
         with _stopping_on(cancel, backend.request_stop):
@@ -128,6 +135,10 @@ def answer_one(
             backend.load(target.ref, progress=lambda f: listener.loading(index, f), cancel=cancel)
             if cancel.is_set():
                 return CompareAnswer("", "cancelled", None)
+            if conversation_refs(messages):
+                n_ctx = backend.description.n_ctx if backend.description is not None else None
+                expanded = expand_attachments(messages, params, backend, n_ctx, attachment_store)
+                messages = expanded[0] if expanded is not None else messages
             listener.started(index)
             parts: list[str] = []
             count = 0
@@ -160,15 +171,18 @@ def run_comparison(
     cancel: threading.Event | None = None,
     template: str | None = None,
     restore: tuple[ModelRef, str | None] | None = None,
+    attachment_store: AttachmentStore | None = None,
 ) -> list[CompareAnswer]:
     """Answer `messages` with every target (same params, one seed: `fixed_seed` is applied) and
     return the answers in the targets' order. Blocks the calling thread until all have ended;
-    `listener.finished` is called once per target, whatever happens."""
+    `listener.finished` is called once per target, whatever happens. Attachments are read from
+    `attachment_store` (the service's when None)."""
     if not targets or len(targets) > MAX_MODELS:  # (one runs when the others could not be found)
         raise EmberError(f"A comparison runs two to four models; {len(targets)} were chosen.")
     listener = listener or CompareListener()
     cancel = cancel or threading.Event()
     params = fixed_seed(params)
+    store = attachment_store or service.attachment_store
     answers: list[CompareAnswer | None] = [None] * len(targets)
 
     def settle(index: int, answer: CompareAnswer) -> None:
@@ -176,7 +190,7 @@ def run_comparison(
         listener.finished(index, answer)
 
     def remote(index: int) -> None:
-        settle(index, answer_one(index, targets[index], messages, params, listener, cancel, template))
+        settle(index, answer_one(index, targets[index], messages, params, listener, cancel, template, store))
 
     threads = [
         threading.Thread(target=remote, args=(i,), name=f"compare-remote-{i}", daemon=True)
@@ -188,7 +202,7 @@ def run_comparison(
     local = [i for i, t in enumerate(targets) if t.local]
     try:
         if local:
-            _run_local(service, targets, local, messages, params, listener, cancel, template, settle, restore)
+            _run_local(service, targets, local, messages, params, listener, cancel, template, settle, restore, store)
     finally:
         for thread in threads:
             thread.join()
@@ -206,12 +220,13 @@ def _run_local(
     template: str | None,
     settle: Callable[[int, CompareAnswer], None],
     restore: tuple[ModelRef, str | None] | None,
+    store: AttachmentStore | None,
 ) -> None:
     done: set[int] = set()
 
     def work() -> None:
         for i in local:
-            settle(i, answer_one(i, targets[i], messages, params, listener, cancel, template))
+            settle(i, answer_one(i, targets[i], messages, params, listener, cancel, template, store))
             done.add(i)
 
     if restore is not None:
