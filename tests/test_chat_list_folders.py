@@ -315,3 +315,24 @@ def test_f2_on_a_selected_folder_renames_the_folder(qtbot: QtBot, make_window: C
     dialog.setTextValue("New name")
     dialog.accept()
     assert w.store.organise.folder(folder.id).name == "New name" and w.store.conversation(a).title == "Inside"
+
+
+def test_changes_made_while_searching_show_when_the_search_is_cleared(
+    qtbot: QtBot, make_window: Callable[..., MainWindow]
+) -> None:
+    w = make_window()
+    a, b, _c = _chats(w, ["Apples", "Bananas", "Cherries"])
+    with qtbot.waitSignal(w.conversations.search_changed, timeout=5000):
+        qtbot.keyClicks(w.conversations.search, "question")
+    assert w.conversations.mode == "hits" and w.conversations.list.model().rowCount() == 3
+    w.chats.organise.archive([a])  # (as Chat ▸ Archive does for the open chat)
+    w.store.update_conversation(b, title="Blueberries")
+    w.controller.conversation_id = b
+    w.controller.conversations_changed.emit()  # what an answer ending in chat b says
+    w.controller.conversation_id = None
+    assert w.conversations.mode == "hits"
+    with qtbot.waitSignal(w.conversations.search_changed, timeout=5000):
+        w.conversations.search.clear()
+    assert w.conversations.mode == "chats" and w.conversations.chat_ids() == [x.id for x in w.store.conversations()]
+    assert sorted(_rows(w)[:2]) == ["chat:Blueberries", "chat:Cherries"] and _rows(w)[2:] == ["archived", "trash"]
+    assert w.conversations.model.text(ARCHIVED) == "Archived (1)"

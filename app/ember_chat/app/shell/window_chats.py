@@ -134,6 +134,10 @@ class ChatActions(QObject):
         changed since the last reload (they are read again, not all 5,000)."""
         lst, store = self.w.conversations, self.w.store
         if lst.search.text().strip():
+            if changed is None:
+                self._listed = None  # read whole when the tree shows again
+            elif self._listed is not None:
+                self._active(changed)  # (kept up to date for when the search is cleared)
             self.on_search(lst.search.text())
             return
         if lst.mode == "archived":
@@ -187,7 +191,7 @@ class ChatActions(QObject):
             lst.search.clear()
             lst.search.blockSignals(False)
         lst.mode = mode
-        self.reload_conversations()
+        self.reload_conversations([])  # (the changes made meanwhile were applied as they were made)
 
     def new_chat(self) -> None:
         def act() -> None:
@@ -234,7 +238,7 @@ class ChatActions(QObject):
         if text.strip():
             self.w.conversations.show_hits(self.w.store.search(text))
         else:
-            self.reload_conversations()
+            self.reload_conversations([])  # the tree again, from the chats as last read
 
     def conversation_menu(self, pos: QPoint) -> None:
         """The context menu of the row right-clicked: it acts on the selection when that row is in it,
