@@ -179,6 +179,11 @@ def test_stop_ends_the_run_and_keeps_what_was_answered(qtbot: QtBot, make_window
     assert first.content and first.metrics is not None and first.metrics["stop_reason"] == "cancelled"
     assert dialog.columns[0].status.text() == "Stopped." and dialog.columns[1].status.text() == "Stopped."
     qtbot.waitUntil(lambda: w.controller.model_ready, timeout=LOAD_TIMEOUT)
+    # the prompt deleted while the dialog is open: Keep says so, nothing is added, nothing breaks
+    w.store.delete_message(question.id)
+    count = len(w.store.messages(question.conversation_id))
+    qtbot.mouseClick(dialog.columns[0].keep, Qt.MouseButton.LeftButton)
+    assert "could not be added" in w.banner.text() and len(w.store.messages(question.conversation_id)) == count
 
 
 def test_closing_the_window_during_a_comparison_stops_it_and_joins_its_threads(

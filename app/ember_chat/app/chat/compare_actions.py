@@ -10,6 +10,7 @@ the last-model setting follow as for any load. A part of the main window (`windo
 
 from __future__ import annotations
 
+import sqlite3
 import threading
 from collections import deque
 from typing import Any
@@ -69,6 +70,7 @@ class CompareActions(QObject):
         self._events = _Events()
         self._running: Comparison | None = None
         self._reload: str | None = None  # the window's model, to load again after the run
+        self._closed = False  # the window is closing
         self._timer = QTimer(self)
         self._timer.setInterval(POLL_MS)
         self._timer.timeout.connect(self._drain)
@@ -234,7 +236,8 @@ class CompareActions(QObject):
         comparison, self._running = self._running, None
         if self._reload is not None:
             name, self._reload = self._reload, None
-            self.w.models.load_model(name)
+            if not self._closed:  # (not while the window closes)
+                self.w.models.load_model(name)
         if comparison is None:
             return
         stored = self.w.store.comparisons.get(comparison.id)
@@ -250,14 +253,23 @@ class CompareActions(QObject):
         if dialog is None or dialog.comparison is None:
             return
         store = self.w.store
-        comparison = store.comparisons.get(dialog.comparison.id)
-        answer = comparison.answers[index]
-        if not answer.content.strip() or answer.kept_message_id is not None:
+        try:
+            comparison = store.comparisons.get(dialog.comparison.id)
+            answer = comparison.answers[index]
+            if not answer.content.strip() or answer.kept_message_id is not None:
+                return
+            message = store.add_message(
+                comparison.conversation_id, "assistant", answer.content, comparison.prompt_id, metrics=answer.metrics
+            )
+            store.comparisons.keep(answer.id, message.id)
+        except (EmberError, sqlite3.DatabaseError):  # the prompt was deleted meanwhile, or the disk refuses
+            self.w.show_error(
+                self.tr(
+                    "This answer could not be added to the chat: its prompt is no longer in the chat, or the "
+                    "chat database cannot be written now. Run the comparison again on a message that is there."
+                )
+            )
             return
-        message = store.add_message(
-            comparison.conversation_id, "assistant", answer.content, comparison.prompt_id, metrics=answer.metrics
-        )
-        store.comparisons.keep(answer.id, message.id)
         dialog.comparison_changed(store.comparisons.get(comparison.id))
         if self.w.controller.conversation_id == comparison.conversation_id:
             self.w.controller.refresh()
@@ -270,6 +282,7 @@ class CompareActions(QObject):
     # ----- the window's shutdown
     def close(self) -> None:
         """Stop a run (never waiting for it)."""
+        self._closed = True
         self._cancel.set()
         if self.dialog is not None:
             self.dialog.close()
