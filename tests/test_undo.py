@@ -90,3 +90,15 @@ def test_several_chats_export_as_one_json_file(
     assert sorted(ch["title"] for ch in data) == ["One", "Two"]  # B's lossless chats_as_json: a list
     assert [m["content"] for m in data[0]["messages"]] == [f"question in {data[0]['title']}"]
     assert str(target) in w.banner.text()
+
+
+def test_the_shortcuts_list_names_undo_and_the_lists_delete_key(
+    qtbot: QtBot, make_window: Callable[..., MainWindow]
+) -> None:
+    w = make_window()
+    w.show_shortcuts()
+    rows = dict(w._shortcuts.rows())
+    assert rows["Ctrl+Z"] == "Undo (Chat)"
+    assert rows["Delete (in the chat list)"] == "Move the selected chats to the Trash (Ctrl+Z brings them back)"
+    assert "Shift+click / Ctrl+click (in the chat list)" in rows
+    w._shortcuts.close()

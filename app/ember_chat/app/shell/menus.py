@@ -114,6 +114,8 @@ def fixed_shortcuts() -> list[tuple[str, str]]:
         (tr("Esc"), tr("Stop the answer (in the message box)")),
         (tr("Tab / Shift+Tab"), tr("Next / previous control; in the transcript, next / previous message action")),
         (tr("Enter (on a message action)"), tr("Run it: copy, edit, regenerate, continue, previous or next version")),
+        (tr("Delete (in the chat list)"), tr("Move the selected chats to the Trash (Ctrl+Z brings them back)")),
+        (tr("Shift+click / Ctrl+click (in the chat list)"), tr("Select several chats to move, archive or delete")),
     ]
 
 
