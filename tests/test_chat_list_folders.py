@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from PySide6.QtCore import QModelIndex, Qt
+from PySide6.QtGui import QContextMenuEvent
 from PySide6.QtWidgets import QApplication, QMenu
 from pytestqt.qtbot import QtBot
 
@@ -336,3 +337,21 @@ def test_changes_made_while_searching_show_when_the_search_is_cleared(
     assert w.conversations.mode == "chats" and w.conversations.chat_ids() == [x.id for x in w.store.conversations()]
     assert sorted(_rows(w)[:2]) == ["chat:Blueberries", "chat:Cherries"] and _rows(w)[2:] == ["archived", "trash"]
     assert w.conversations.model.text(ARCHIVED) == "Archived (1)"
+
+
+@menu_grab
+def test_the_menu_key_opens_the_selected_chats_menu(qtbot: QtBot, make_window: Callable[..., MainWindow]) -> None:
+    """The keyboard's way to the row's menu (Move to, Archive, …): the Menu key on the selected chat."""
+    w = make_window()
+    a, b = _chats(w, ["First", "Second"])
+    w.activateWindow()
+    qtbot.waitUntil(lambda: QApplication.activeWindow() is w, timeout=5000)
+    _click(qtbot, w, a)
+    lst = w.conversations.list
+    lst.setFocus()
+    # what the Menu key sends (the platform makes it from the key): to the focused list, at its current row
+    at = lst.inputMethodQuery(Qt.InputMethodQuery.ImCursorRectangle).center()
+    QApplication.sendEvent(lst, QContextMenuEvent(QContextMenuEvent.Reason.Keyboard, at, lst.mapToGlobal(at)))
+    assert w.chats.chat_menu is not None
+    _menu_action(w, "Archive")
+    assert [c.id for c in w.store.conversations(archived=True)] == [a] and w.conversations.chat_ids() == [b]

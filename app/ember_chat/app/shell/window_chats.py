@@ -1,7 +1,8 @@
 """The main window's chat actions: sending and editing from the composer, the chat list (open,
-search, rename, delete), a new chat, and exporting the open chat. A part of the main window
-(`window.chats`), which uses the window's widgets and stores and owns the menu and questions it
-opened."""
+search, rename, the views: chats, Archived, Trash; its context menu and the Chat menu's entries for
+it), a new chat, and exporting chats. Changes to chats that can be undone go through `self.organise`
+(window_undo.py). A part of the main window (`window.chats`), which uses the window's widgets and
+stores and owns the menu and questions it opened."""
 
 from __future__ import annotations
 

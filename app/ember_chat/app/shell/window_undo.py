@@ -114,18 +114,18 @@ class UndoActions(QObject):
         self.w.chats.reload_conversations(done.chats)
         open_now = self.w.controller.conversation_id
         if done.was_open is not None and done.was_open in done.chats and open_now in (None, done.was_open):
-            if done.was_open in {c.id for c in self._listed(done.was_open)}:
+            if self._listed(done.was_open):
                 self.w.chats.open_conversation(done.was_open)
                 self.w.controller.refresh()
         elif open_now is not None and open_now in done.chats:
             self.w.controller.refresh()
 
-    def _listed(self, cid: int) -> list:
+    def _listed(self, cid: int) -> bool:
+        """Whether the chat is in the list (it exists and is not in the Trash)."""
         try:
-            conv = self.w.store.conversation(cid)
+            return self.w.store.conversation(cid).deleted_at is None
         except KeyError:
-            return []
-        return [conv] if conv.deleted_at is None else []
+            return False
 
     def _sentence(self, exc: BaseException) -> str:
         if isinstance(exc, KeyError):
