@@ -20,7 +20,8 @@ from ember_chat.app.chat.math_write import MATH_SOURCE
 from ember_chat.app.chat.transcript import TranscriptView
 from ember_chat.app.shell.main_window import MainWindow
 from ember_chat.app.style.theme import DARK, LIGHT
-from tests.test_app import make_window, paths
+from tests.fake_backend import FakeBackend
+from tests.test_app import load, make_window, paths, send
 from tests.test_transcript_stream import shown_transcript
 
 __all__ = ["make_window", "paths"]
@@ -214,3 +215,25 @@ def test_a_chat_opened_shows_new_formulas_as_source_then_typeset_at_its_end(
     for _source, fmt in formulas(t):  # typeset in place of their source, without its code look
         assert fmt.background().style() == Qt.BrushStyle.NoBrush and not fmt.fontFixedPitch()
     assert bar.value() == bar.maximum()  # still at the end
+
+
+def test_an_answer_from_the_model_streams_plain_then_shows_its_formulas(
+    qtbot: QtBot, make_window: Callable[..., MainWindow]
+) -> None:
+    """The whole path: a model streams LaTeX into the window (plain while it streams), the answer is
+    stored as written, and the finished answer shows its formulas typeset; Ctrl+C gives the source."""
+    script = ["Euler's ", "identity: ", "$e^{i", "\\pi} + 1 = 0$", ", and ", "$$\\sum_{k=0}^{\\infty} ", "x^k$$"]
+    w = make_window(lambda _ref: FakeBackend(script=script, rate=40))
+    load(qtbot, w, "tiny.gguf")
+    plain_while_streaming = []
+    w.controller.streamed.connect(lambda _n: plain_while_streaming.append(formulas(w.transcript) == []))
+    send(qtbot, w, "Show me some maths")
+    t = w.transcript
+    assert plain_while_streaming and all(plain_while_streaming)
+    answer = w.store.thread(w.controller.conversation_id)[-1]
+    assert answer.content == "".join(script)  # stored as the model wrote it
+    assert [s for s, _ in formulas(t)] == ["$e^{i\\pi} + 1 = 0$", "$$\\sum_{k=0}^{\\infty} x^k$$"]
+    t.setFocus()
+    t.selectAll()
+    qtbot.keyClick(t, Qt.Key.Key_C, Qt.KeyboardModifier.ControlModifier)
+    assert "Euler's identity: $e^{i\\pi} + 1 = 0$, and $$\\sum_{k=0}^{\\infty} x^k$$" in QApplication.clipboard().text()
