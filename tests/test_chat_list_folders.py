@@ -251,6 +251,12 @@ def test_the_trash_lists_restores_deletes_for_good_and_empties_with_a_question(
     tip = w.conversations.index_of(a).data(Qt.ItemDataRole.ToolTipRole)
     assert tip.startswith("First — in the Trash since ")
     _click_no_open(qtbot, w, a)  # a chat in the Trash does not open
+    qtbot.keyClick(w.conversations.list, Qt.Key.Key_Delete)  # in the Trash the Delete key asks: for good
+    box = w.chats.chat_question
+    assert box is not None and box.isVisible() and "Delete 1 chat for good?" in box.text()
+    box.reject()
+    qtbot.waitUntil(lambda: w.chats.chat_question is None, timeout=5000)
+    assert len(w.store.organise.trashed()) == 3
     _right_click(qtbot, w, a)
     _menu_action(w, "Restore")
     assert {x.id for x in w.store.conversations()} == {a} and set(w.conversations.chat_ids()) == {b, c}
