@@ -5,6 +5,8 @@ of the selection giving the LaTeX source."""
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
 from collections.abc import Callable
 
@@ -237,3 +239,34 @@ def test_an_answer_from_the_model_streams_plain_then_shows_its_formulas(
     t.selectAll()
     qtbot.keyClick(t, Qt.Key.Key_C, Qt.KeyboardModifier.ControlModifier)
     assert "Euler's identity: $e^{i\\pi} + 1 = 0$, and $$\\sum_{k=0}^{\\infty} x^k$$" in QApplication.clipboard().text()
+
+
+HIDPI_PROBE = """
+from PySide6.QtCore import QUrl
+from PySide6.QtGui import QTextCursor, QTextDocument
+from PySide6.QtWidgets import QApplication
+from ember_chat.app.chat.transcript import TranscriptView
+from ember_chat.app.style.theme import LIGHT
+app = QApplication([])
+t = TranscriptView(LIGHT)
+t.resize(600, 400)
+t.show()
+app.processEvents()
+c = QTextCursor(t.document())
+for _ in t.writer.body_steps(c, "Area: $\\\\pi r^2$", 1):
+    pass
+fmt = t.document().find("\\ufffc", 0).charFormat().toImageFormat()
+img = t.document().resource(QTextDocument.ResourceType.ImageResource, QUrl(fmt.name()))
+print(t.devicePixelRatioF(), img.devicePixelRatio(), img.width(), fmt.width())
+"""
+
+
+def test_formulas_are_drawn_at_the_screens_device_pixel_ratio() -> None:
+    """A window on a screen at 200 %: the image has twice the pixels of its size on screen."""
+    env = {**os.environ, "QT_SCALE_FACTOR": "2", "QT_QPA_PLATFORM": "offscreen"}
+    out = subprocess.run(
+        [sys.executable, "-c", HIDPI_PROBE], env=env, capture_output=True, text=True, timeout=60, check=True
+    )
+    view_ratio, image_ratio, pixels, width = (float(v) for v in out.stdout.split())
+    assert view_ratio == image_ratio == 2.0
+    assert abs(pixels - 2 * width) <= 1
