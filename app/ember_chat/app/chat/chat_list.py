@@ -276,8 +276,12 @@ class ConversationList(QWidget):
     # ----- reading the rows
     def selected_ids(self) -> list[int]:
         """The chats selected, top to bottom."""
-        keys = {i.internalId() for i in self.list.selectionModel().selectedIndexes()}
-        return [ident_of(k) for k in self.model.chat_keys() if k in keys] if self.mode != "hits" else []
+        if self.mode == "hits":
+            return []
+        keys = {k for i in self.list.selectionModel().selectedIndexes() if kind_of(k := i.internalId()) == CHAT}
+        if len(keys) <= 1:  # (one chat: no walk over every row, a click asks this several times)
+            return [ident_of(k) for k in keys]
+        return [ident_of(k) for k in self.model.chat_keys() if k in keys]
 
     def selected_folder(self) -> int | None:
         """The folder selected, when a folder is all that is selected."""
