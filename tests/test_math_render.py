@@ -270,3 +270,67 @@ def test_formulas_are_drawn_at_the_screens_device_pixel_ratio() -> None:
     view_ratio, image_ratio, pixels, width = (float(v) for v in out.stdout.split())
     assert view_ratio == image_ratio == 2.0
     assert abs(pixels - 2 * width) <= 1
+
+
+FIRST_FORMULA_PROBE = """
+import os, sys, tempfile, threading, time
+from pathlib import Path
+home = Path(tempfile.mkdtemp())
+os.environ["EMBER_DATA_DIR"] = str(home / "data")
+os.environ["EMBER_CONFIG_DIR"] = str(home / "config")
+from PySide6.QtCore import QEventLoop, QTimer
+from PySide6.QtWidgets import QApplication
+from ember_chat.app.main import build_window
+from ember_chat.engine.storage.paths import AppPaths
+
+imported_on = []
+
+
+class Watch:  # notes the thread that imports the typesetting library (it is imported as usual)
+    def find_spec(self, name, path=None, target=None):
+        if name == "ziamath":
+            imported_on.append(threading.current_thread().name)
+        return None
+
+
+app = QApplication([])
+w = build_window(AppPaths.default())
+w.resize(1000, 700)
+w.show()
+w.centre_stack.setCurrentWidget(w.transcript)
+app.processEvents()
+assert "ziamath" not in sys.modules
+sys.meta_path.insert(0, Watch())
+t = w.transcript
+ticks = []
+timer = QTimer()
+timer.setInterval(1)
+timer.timeout.connect(lambda: ticks.append(time.perf_counter()))
+timer.start()
+loop = QEventLoop()
+t.rendered.connect(loop.quit)
+t.begin_stream(1, "model")
+t.append_stream("Area: $\\\\pi r^2$")
+started = time.perf_counter()
+t.end_stream("Area: $\\\\pi r^2$", None)
+QTimer.singleShot(20_000, loop.quit)
+loop.exec()
+gaps = [b - a for a, b in zip([started] + ticks, ticks) if b > started]
+image = t.document().find("\\ufffc", t.document().find("Area").position()).charFormat()
+print(imported_on[0] if imported_on else "-", int(image.isImageFormat()), round(max(gaps) * 1000))
+w.close()
+assert w.join_background(30)
+w.store.close()
+"""
+
+
+def test_the_first_formula_of_a_session_imports_the_typesetter_off_the_gui_thread() -> None:
+    """ziamath takes ~0.15 s to import: the first formula of a run imports it on a worker thread while
+    the event loop goes on (a fresh process: the real window, a streamed answer finished)."""
+    env = {**os.environ, "QT_QPA_PLATFORM": "offscreen"}
+    out = subprocess.run(
+        [sys.executable, "-c", FIRST_FORMULA_PROBE], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    thread, typeset, _longest_gap_ms = out.stdout.split()
+    assert thread.startswith("ember-task-") and typeset == "1"

@@ -24,22 +24,34 @@ from PySide6.QtSvg import QSvgRenderer
 MAX_IMAGES = 1000  # the cache's size (an entry is a few kB)
 
 _ziamath: Any = None
+_missing = False  # ziamath is not installed
 
 
 def _zm() -> Any:
-    """ziamath, imported on first use (it reads its 1.5 MB font then: ~0.15 s); None if it is not
-    installed (formulas then stay their source)."""
-    global _ziamath
-    if _ziamath is None:
+    """ziamath, imported on first use (it reads its 1.5 MB font then: ~0.15 s; `load` does it off the
+    GUI thread); None if it is not installed (formulas then stay their source)."""
+    global _ziamath, _missing
+    if _ziamath is None and not _missing:
         try:
             with warnings.catch_warnings():  # (it opens its font with importlib.resources.path)
                 warnings.simplefilter("ignore", DeprecationWarning)
                 import ziamath
         except ImportError:
+            _missing = True
             return None
         ziamath.config.svg2 = False  # plain SVG 1.1 paths: QtSvg draws no <symbol>/<use> of SVG 2
         _ziamath = ziamath
     return _ziamath
+
+
+def load() -> bool:
+    """Import ziamath (on a worker thread: see MathWriter); whether it is there."""
+    return _zm() is not None
+
+
+def loaded() -> bool:
+    """Whether typesetting can start without an import (ziamath imported, or known to be missing)."""
+    return _ziamath is not None or _missing
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QMimeData, Qt, QTimer, QUrl
 from PySide6.QtGui import (
@@ -31,8 +32,12 @@ from PySide6.QtGui import (
 )
 from PySide6.QtWidgets import QAbstractScrollArea
 
+from ember_chat.app.chat import math_images
 from ember_chat.app.chat.math_find import MathSpan, find_math
 from ember_chat.app.chat.math_images import SHARED, Key, MathImage, MathImages
+
+if TYPE_CHECKING:
+    from ember_chat.app.qt.tasks import TaskRunner
 
 MATH_SOURCE = QTextFormat.Property.UserProperty.value + 3  # a formula's source, on its image or code text
 MATH_SCALE = 1.25  # STIX Two Math is small for its size next to the UI fonts
@@ -54,6 +59,25 @@ class MathWriter:
         self._view: QAbstractScrollArea | None = None  # set while writing at once (`deferring`)
         self._pending: list[tuple[QTextCursor, Key, str, bool]] = []  # formulas shown as source for now
         self._timer: QTimer | None = None
+        self._tasks: TaskRunner | None = None  # ziamath is imported on one of its threads
+        self._loading = False
+
+    def use_tasks(self, tasks: TaskRunner) -> None:
+        """Import the typesetting library on this runner's thread when the first formula comes (a
+        ~0.15 s import the GUI thread would otherwise wait for; without a runner it imports inline)."""
+        self._tasks = tasks
+
+    def _ready(self) -> bool:
+        """Whether formulas can be typeset now; starts the library's import if it has not started."""
+        if math_images.loaded():
+            return True
+        if self._tasks is None:
+            math_images.load()
+            return True
+        if not self._loading:
+            self._loading = True
+            self._tasks.run(math_images.load, lambda _there: None, key="math-import")
+        return False
 
     def set_look(self, color: str, ratio: float) -> None:
         self.color = color
@@ -95,7 +119,10 @@ class MathWriter:
         """Typeset the formulas of a Markdown chunk that are not cached, one per step."""
         if self._view is not None:
             return  # (written at once: those are typeset afterwards)
-        for span in find_math(text):
+        spans = find_math(text)
+        while spans and not self._ready():
+            yield  # (the event loop runs while the library is imported on a worker thread)
+        for span in spans:
             key = self.key(span)
             if not self.images.cached(key):
                 self.images.get(key)
@@ -160,6 +187,10 @@ class MathWriter:
             if self._timer is not None:
                 self._timer.stop()
             return
+        if not self._ready():
+            self._timer.setInterval(10)  # (until the import on the worker thread is done)
+            return
+        self._timer.setInterval(0)
         mark, key, source, display = self._pending.pop()
         c = QTextCursor(self.document)
         at = mark.position()

@@ -107,6 +107,7 @@ class MainWindow(QMainWindow):
         self.conversations = ConversationList()
         self.transcript = TranscriptView(self.colors)
         self.font_size = TranscriptFontSize(self)  # View ▸ Bigger text / Smaller text (transcript_font_size)
+        self.transcript.writer.math.use_tasks(self.tasks)  # formulas: the typesetter imported off the GUI thread
         self.composer = Composer()
         self.side = SidePanel()
         self.banner = Banner(self.colors)
