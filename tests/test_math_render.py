@@ -334,3 +334,19 @@ def test_the_first_formula_of_a_session_imports_the_typesetter_off_the_gui_threa
     assert out.returncode == 0, out.stderr[-2000:]
     thread, typeset, _longest_gap_ms = out.stdout.split()
     assert thread.startswith("ember-task-") and typeset == "1"
+
+
+def test_the_cache_holds_a_bounded_number_of_bytes() -> None:
+    """Big display formulas at a high pixel ratio weigh hundreds of kB each: the cache keeps the most
+    recently used ones within its byte budget, and a formula it let go is typeset again when needed."""
+    one = MathImages().get(MathImages.key("\\sum_{i=1}^{n} i^2", True, "#000000", 20.0, 2.0, 5.0))
+    assert one is not None
+    size = one.image.sizeInBytes()
+    cache = MathImages(max_bytes=3 * size)
+    keys = [MathImages.key(f"\\sum_{{i={k}}}^{{n}} i^2", True, "#000000", 20.0, 2.0, 5.0) for k in range(1, 6)]
+    for key in keys:
+        cache.get(key)
+    assert cache.bytes <= 3 * size + size // 2
+    assert not cache.cached(keys[0]) and cache.cached(keys[-1])  # the least recently used went first
+    cache.get(keys[0])
+    assert cache.typeset == 6

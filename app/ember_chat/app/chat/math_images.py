@@ -21,7 +21,7 @@ from PySide6.QtCore import QByteArray, QRectF, Qt
 from PySide6.QtGui import QImage, QPainter
 from PySide6.QtSvg import QSvgRenderer
 
-MAX_IMAGES = 1000  # the cache's size (an entry is a few kB)
+MAX_BYTES = 48 * 1024 * 1024  # the cache's budget (an inline formula is a few kB, a big display one at 200 % ~0.3 MB)
 
 _ziamath: Any = None
 _missing = False  # ziamath is not installed
@@ -67,8 +67,9 @@ Key = tuple[str, bool, str, float, float, float]
 class MathImages:
     """The typeset formulas of this run of Ember (one cache for every transcript)."""
 
-    def __init__(self, max_images: int = MAX_IMAGES) -> None:
-        self.max_images = max_images
+    def __init__(self, max_bytes: int = MAX_BYTES) -> None:
+        self.max_bytes = max_bytes
+        self.bytes = 0  # what the cached images weigh
         self._cache: OrderedDict[Key, MathImage | None] = OrderedDict()
         self.typeset = 0  # how many formulas were typeset (not taken from the cache)
         self.typeset_s = 0.0  # and the time that took
@@ -90,9 +91,14 @@ class MathImages:
         self.typeset += 1
         self.typeset_s += time.perf_counter() - started
         self._cache[key] = image
-        while len(self._cache) > self.max_images:
-            self._cache.popitem(last=False)
+        self.bytes += _weight(image)
+        while self.bytes > self.max_bytes and len(self._cache) > 1:
+            self.bytes -= _weight(self._cache.popitem(last=False)[1])
         return image
+
+
+def _weight(image: MathImage | None) -> int:
+    return 64 if image is None else image.image.sizeInBytes()
 
 
 def _typeset(latex: str, display: bool, color: str, size: float, ratio: float, x_height: float) -> MathImage | None:
