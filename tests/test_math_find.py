@@ -30,6 +30,9 @@ def test_code_spans_and_blocks_are_untouched() -> None:
     assert latex(text) == [("y", False)]
     assert latex("``a $x$ b`` and $z$") == [("z", False)]
     assert latex("an unclosed fence\n```\n$x$") == []
+    in_a_list = '1. Run this:\n\n    ```sh\n    echo "$HOME and $PATH" $y$\n    ```\n\n2. Then $z$.'
+    assert latex(in_a_list) == [("z", False)]  # (a fence indented inside a list item is code too)
+    assert latex(in_a_list.replace("```", "~~~")) == [("z", False)]
 
 
 def test_escaped_dollars_are_dollars() -> None:

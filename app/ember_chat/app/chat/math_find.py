@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-_FENCE = re.compile(r"^ {0,3}(```+|~~~+)[^\n]*$", re.M)
+_FENCE = re.compile(r"^[ \t]*(```+|~~~+)[^\n]*$", re.M)  # (indented too: a fence in a list item)
 _BACKTICKS = re.compile(r"`+")
 _PLACEHOLDER_FIRST = 0xE000  # the Unicode private use area (6,400 characters)
 _PLACEHOLDER_LAST = 0xF8FF
@@ -38,7 +38,7 @@ def _code_ranges(text: str) -> list[tuple[int, int]]:
     pos = 0
     while (m := _FENCE.search(text, pos)) is not None:
         fence = m.group(1)
-        close = re.compile(rf"^ {{0,3}}{re.escape(fence[0])}{{{len(fence)},}}[ \t]*$", re.M).search(text, m.end())
+        close = re.compile(rf"^[ \t]*{re.escape(fence[0])}{{{len(fence)},}}[ \t]*$", re.M).search(text, m.end())
         end = close.end() if close else len(text)
         ranges.append((m.start(), end))
         pos = end
