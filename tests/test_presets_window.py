@@ -137,3 +137,20 @@ def test_a_damaged_presets_file_is_set_aside_and_said_and_the_window_starts(
     assert panel(w) == (0.7, 1024, "")  # the app's defaults
     aside = [p for p in paths.config_dir.iterdir() if p.name.startswith("presets.damaged-")]
     assert len(aside) == 1 and aside[0].read_text(encoding="utf-8") == '{"presets": [{"name": "half'
+
+
+def test_values_set_in_a_new_chat_stay_when_a_model_without_its_own_preset_loads(
+    qtbot: QtBot, make_window: Callable[[], MainWindow], paths: AppPaths
+) -> None:
+    """What a user (or `ember-chat --temperature 0 --max-tokens 160 --send …`) sets in the new chat before the
+    model is ready is not reset by the load: only a model with a default preset of its own changes it."""
+    lib = PresetLibrary(paths.config_dir)
+    short = lib.create_from("Short", "Be short.", {"temperature": 0.0, "max_tokens": 4}, None)
+    lib.set_model_default("tiny.gguf", short.id)
+    w = make_window()
+    w.side.params.temperature.setValue(0.0)
+    w.side.params.max_tokens.setValue(160)
+    load(qtbot, w, "other.gguf")  # no preset of its own: the new chat keeps what was set
+    assert panel(w) == (0.0, 160, "")
+    load(qtbot, w, "tiny.gguf")  # its own preset: applied to the new chat
+    assert panel(w) == (0.0, 4, "Be short.")

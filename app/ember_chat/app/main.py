@@ -197,10 +197,17 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         QTimer.singleShot(0, ready)  # after the first paint events have been processed
 
-    if args.max_tokens:
-        window.side.params.max_tokens.setValue(args.max_tokens)
-    if args.temperature is not None:
-        window.side.params.temperature.setValue(args.temperature)
+    def command_line_params() -> None:  # they win over presets (as `ember-chat run`'s flags do)
+        if args.max_tokens:
+            window.side.params.max_tokens.setValue(args.max_tokens)
+        if args.temperature is not None:
+            window.side.params.temperature.setValue(args.temperature)
+
+    command_line_params()
+    if args.max_tokens or args.temperature is not None:  # and over the loaded model's default preset
+        window.model_state_changed.connect(
+            lambda state: state == "ready" and window.controller.conversation_id is None and command_line_params()
+        )
     script = _scripted_run_class()(window, args.send, args.screenshot)  # noqa: F841 - kept by parent
     if args.model:
         window.models.load_model(args.model)

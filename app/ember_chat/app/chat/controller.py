@@ -377,6 +377,8 @@ class ChatController(QObject):
             self.refresh()
         elif stream is not None:
             record = metrics.to_dict() if metrics else None
+            if record is not None and self.model_name:
+                record["model"] = self.model_name  # as the header said while it streamed (a starter's name)
             saved = stream.finish(record)
             if not saved:  # shown from memory, written when the disk lets it
                 self._unsaved.append((stream, record))

@@ -36,6 +36,7 @@ class WindowPresets(QObject):
         self.dialog: PresetsDialog | None = None  # the library dialog, kept while open (and for tests)
         self.popup: PromptPopup | None = None  # the saved prompts popup, while open (and for tests)
         self._served: str | None = None  # the loaded model's key (read by the API server's threads)
+        self._applied: str | None = None  # the preset the new chat on screen was last started from
         picker = window.side.params.preset_picker
         picker.chosen.connect(self.use_in_chat)
         picker.manage.connect(self.open_dialog)
@@ -65,6 +66,7 @@ class WindowPresets(QObject):
         """The side panel for a new chat: its preset over the app's defaults."""
         s = self.w.settings
         preset = self.for_new_chat()
+        self._applied = preset.id
         self.w.side.params.set_params(
             preset.sampling(s.sampling_params()), preset.system_prompt_over(s.system_prompt), s.context_length
         )
@@ -107,8 +109,10 @@ class WindowPresets(QObject):
         if state != ModelState.READY:
             return
         self._served = self.loaded_key()
-        if self.w.controller.conversation_id is None:
-            self.apply_new_chat()  # the new chat on screen starts from this model's preset
+        if self.w.controller.conversation_id is None and self.for_new_chat().id != self._applied:
+            # the new chat on screen starts from this model's preset (values typed into it before the load,
+            # or given on the command line, stay when the model has no preset of its own)
+            self.apply_new_chat()
         else:
             self.sync_picker()  # an open chat keeps its own values
 

@@ -15,16 +15,22 @@ def model_label(entry: ModelEntry, short: bool = False) -> str:
     whose width leaves the loaded model's status room at the default window size."""
     if entry.starter is None:
         return entry.name
-    if entry.starter.alias == STARTER_ALIAS:
+    return starter_label(entry.starter.alias, short) or entry.starter.description
+
+
+def starter_label(name: str | None, short: bool = True) -> str | None:
+    """A bundled starter's name as the window shows it, for its alias; None for any other model (an
+    answer's header then names the model as its file does: the starters' files name them cryptically)."""
+    if name == STARTER_ALIAS:
         return (
             QCoreApplication.translate("ModelNames", "SmolLM2 135M (chat starter)")
             if short
             else QCoreApplication.translate("ModelNames", "SmolLM2 135M Instruct (starter: chat)")
         )
-    if entry.starter.alias == GEMMA_ALIAS:
+    if name == GEMMA_ALIAS:
         return (
             QCoreApplication.translate("ModelNames", "Gemma 3 270M (base model)")
             if short
             else QCoreApplication.translate("ModelNames", "Gemma 3 270M (base model: text completion)")
         )
-    return entry.starter.description
+    return None

@@ -17,6 +17,7 @@ from PySide6.QtCore import QObject, QUrl, Slot
 from PySide6.QtGui import QDesktopServices
 from PySide6.QtWidgets import QFileDialog
 
+from ember_chat.app.models.starter_names import starter_label
 from ember_chat.engine.core.refs import ModelRef
 from ember_chat.engine.core.states import ModelState
 from ember_chat.engine.inference.backend import ModelDescription
@@ -91,7 +92,7 @@ class ModelActions(QObject):
         self.w.model = model
         self.loaded_name = self.loading_name
         self.loading_name = None
-        self.w.controller.model_name = model.name
+        self.w.controller.model_name = starter_label(self.loaded_name) or model.name  # (an answer's header)
         self.w.side.params.set_thinking_switch(model.thinking_switch)
         self.w.settings = self.w.settings.with_changes(last_model=self.loaded_name or "")
         self.w.settings_file.save(self.w.settings)
