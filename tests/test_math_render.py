@@ -350,3 +350,16 @@ def test_the_cache_holds_a_bounded_number_of_bytes() -> None:
     assert not cache.cached(keys[0]) and cache.cached(keys[-1])  # the least recently used went first
     cache.get(keys[0])
     assert cache.typeset == 6
+
+
+def test_a_formula_wider_than_the_column_is_scaled_to_fit(qtbot: QtBot, make_window: Callable[..., MainWindow]) -> None:
+    """A long display formula is drawn narrower (as a whole) rather than push the transcript wider than
+    the window (a horizontal scroll bar over every message)."""
+    terms = " + ".join(f"a_{{{i}}} x^{{{i}}}" for i in range(40))
+    w = make_window()
+    w.resize(900, 700)
+    t = open_chat(qtbot, w, f"A long one:\n\n$$f(x) = {terms}$$\n\nand a short $y$.")
+    QApplication.processEvents()
+    assert t.horizontalScrollBar().maximum() == 0  # nothing wider than the view
+    assert t.document().size().width() <= t.viewport().width()
+    assert [s.startswith("$$f(x)") or s == "$y$" for s, _ in formulas(t)] == [True, True]

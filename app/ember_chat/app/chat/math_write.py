@@ -29,6 +29,7 @@ from PySide6.QtGui import (
     QTextDocument,
     QTextFormat,
     QTextImageFormat,
+    QTextLength,
 )
 from PySide6.QtWidgets import QAbstractScrollArea
 
@@ -172,6 +173,7 @@ class MathWriter:
         img.setName(name)
         img.setWidth(image.width)
         img.setHeight(image.height)
+        img.setMaximumWidth(QTextLength(QTextLength.Type.PercentageLength, 100))  # a long one shrinks to fit
         img.setVerticalAlignment(QTextCharFormat.VerticalAlignment.AlignMiddle)
         img.setProperty(MATH_SOURCE, source)
         img.setToolTip(source)
