@@ -265,7 +265,8 @@ def test_the_trash_lists_restores_deletes_for_good_and_empties_with_a_question(
     _menu_action(w, "Delete for good…")
     box = w.chats.chat_question
     assert box is not None and box.isVisible() and "cannot be undone" in box.text()
-    next(x for x in box.buttons() if x.text() == "Delete for good").click()
+    with qtbot.waitSignal(w.tasks.settled, timeout=10_000):  # (the file is rewritten off the GUI thread)
+        next(x for x in box.buttons() if x.text() == "Delete for good").click()
     assert [x.id for x in w.store.organise.trashed()] == [c]
     qtbot.waitUntil(lambda: w.chats.chat_question is None, timeout=5000)
 
@@ -276,7 +277,8 @@ def test_the_trash_lists_restores_deletes_for_good_and_empties_with_a_question(
     assert [x.id for x in w.store.organise.trashed()] == [c]
     qtbot.waitUntil(lambda: w.chats.chat_question is None, timeout=5000)
     w.conversations.empty_button.click()
-    next(x for x in w.chats.chat_question.buttons() if x.text() == "Empty Trash").click()
+    with qtbot.waitSignal(w.tasks.settled, timeout=10_000):
+        next(x for x in w.chats.chat_question.buttons() if x.text() == "Empty Trash").click()
     assert w.store.organise.trashed() == []
     assert w.conversations.row_texts() == ["The Trash is empty."] and not w.conversations.empty_button.isEnabled()
     with __import__("pytest").raises(KeyError):

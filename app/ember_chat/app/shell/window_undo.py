@@ -198,9 +198,9 @@ class ChatOrganise(QObject):
         if not ids:
             return
         if confirmed:
-            n = self.store.purge_chats(ids)
-            self.w.chats.reload_conversations(ids)
-            self.w.show_notice(self.tr("Deleted {n} for good.").format(n=_chats(n)))
+            self._for_good(
+                lambda: self.store.purge_chats(ids), ids, lambda n: self.tr("Deleted {n} for good.").format(n=_chats(n))
+            )
             return
         text = self.tr("Delete {n} for good? This cannot be undone.").format(n=_chats(len(ids)))
         self._question(self.tr("Delete for good"), text, self.tr("Delete for good"), lambda: self.purge(ids, True))
@@ -208,9 +208,11 @@ class ChatOrganise(QObject):
     def empty_trash(self, confirmed: bool = False) -> None:
         """Delete every chat in the Trash for good, once the user has said yes (or `confirmed`)."""
         if confirmed:
-            n = self.store.empty_trash()
-            self.w.chats.reload_conversations([])  # (none of the chats listed changed)
-            self.w.show_notice(self.tr("Emptied the Trash: {n} deleted for good.").format(n=_chats(n)))
+            self._for_good(
+                self.store.empty_trash,
+                [],  # (none of the chats listed changed)
+                lambda n: self.tr("Emptied the Trash: {n} deleted for good.").format(n=_chats(n)),
+            )
             return
         n = len(self.store.trashed())
         if not n:
@@ -218,6 +220,21 @@ class ChatOrganise(QObject):
             return
         text = self.tr("Delete the {n} in the Trash for good? This cannot be undone.").format(n=_chats(n))
         self._question(self.tr("Empty Trash"), text, self.tr("Empty Trash"), lambda: self.empty_trash(True))
+
+    def _for_good(self, delete: Callable[[], int], ids: list[int], said: Callable[[int], str]) -> None:
+        """A deletion for good on the window's task runner: it rewrites the database file (secure delete,
+        VACUUM: most of a second for a few tens of MB), which the GUI thread must not wait on."""
+
+        def done(n: int) -> None:
+            self.w.chats.reload_conversations(ids)
+            self.w.show_notice(said(n))
+
+        def failed(reason: str) -> None:
+            self.w.chats.reload_conversations(ids)
+            self.w.show_error(self.tr("The chats could not be deleted for good: {reason}").format(reason=reason))
+
+        self.w.show_notice(self.tr("Deleting for good…"))
+        self.w.tasks.run(delete, done, failed)
 
     def _question(self, title: str, text: str, button: str, yes: Callable[[], None]) -> None:
         box = QMessageBox(QMessageBox.Icon.Question, title, text, QMessageBox.StandardButton.Cancel, self.w)
