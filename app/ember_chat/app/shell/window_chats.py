@@ -21,7 +21,7 @@ from ember_chat.app.shell.window_undo import ChatOrganise
 from ember_chat.engine.core.params import SamplingParams
 from ember_chat.engine.errors import EmberError
 from ember_chat.engine.storage.conversations import Conversation
-from ember_chat.engine.storage.export import chat_as_json, chat_as_markdown, export_file_name
+from ember_chat.engine.storage.export import chat_as_markdown, chat_export_json, chats_as_json, export_file_name
 
 if TYPE_CHECKING:
     from ember_chat.app.shell.main_window import MainWindow
@@ -337,7 +337,6 @@ class ChatActions(QObject):
         self._open_export(dialog)
 
     def export_chats(self, path: Path, ids: list[int]) -> None:
-        from ember_chat.engine.storage.export import chats_as_json  # (engineer B's; lossless)
 
         try:
             path.write_text(chats_as_json(self.w.store, ids, self.w.attach.store.export_entries), encoding="utf-8")
@@ -376,10 +375,13 @@ class ChatActions(QObject):
         if cid is None:
             return
         conv = self.w.store.conversation(cid)
-        thread = self.w.store.thread(cid)
-        files = self.w.attach.store.export_entries([m.id for m in thread])  # (JSON: with their content)
-        export = chat_as_json if kind == "json" else chat_as_markdown
-        text = export(conv, thread, attachments=files)
+        if kind == "json":  # the whole chat (every branch, tool records, files, comparisons): it imports back
+            text = chat_export_json(self.w.store, cid, self.w.attach.store.export_entries)
+        else:  # the branch on screen, to read
+            thread = self.w.store.thread(cid)
+            text = chat_as_markdown(
+                conv, thread, attachments=self.w.attach.store.export_entries([m.id for m in thread])
+            )
         try:
             path.write_text(text, encoding="utf-8")
         except OSError as exc:
