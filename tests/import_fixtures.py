@@ -190,3 +190,28 @@ def many(count: int, turns: int = 2) -> list[dict[str, Any]]:
             parent = t.add(parent, "assistant", text(f"Answer {j} of chat {i}"), T0 + i * 100 + j * 2 + 1)
         out.append(t.conversation(f"Chat {i}", parent, T0 + i * 100, T0 + i * 100 + 50))
     return out
+
+
+DALLE_ASSET = "file-Cat123"
+
+
+def dalle() -> dict[str, Any]:
+    """A DALL·E chat: the answer's call to `dalle.text2im` (a JSON prompt), the `tool` node authored
+    dalle.text2im holding the generated image as an image asset pointer (its file is in
+    `dalle-generations/` beside conversations.json), then the answer after it."""
+    t = Tree()
+    u = t.add("client-created-root", "user", text("Draw a cat."), T0 + 1.0)
+    call = t.add(u, "assistant", text('{"prompt": "a cat", "size": "1024x1024"}'), T0 + 2.0,
+                 recipient="dalle.text2im", metadata=GPT)  # fmt: skip
+    image = {
+        "content_type": "image_asset_pointer",
+        "asset_pointer": f"file-service://{DALLE_ASSET}",
+        "size_bytes": 100,
+        "width": 1,
+        "height": 1,
+        "fovea": 512,
+        "metadata": {"dalle": {"gen_id": "g1", "prompt": "a cat", "seed": 7}, "sanitized": False},
+    }
+    img = t.add(call, "tool", {"content_type": "multimodal_text", "parts": [image]}, T0 + 3.0, name="dalle.text2im")
+    a = t.add(img, "assistant", text("Here is your cat."), T0 + 4.0, metadata=GPT)
+    return t.conversation("A cat", a, T0, T0 + 5.0)

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from ember_chat.engine.storage.conversations import ConversationStore
+from ember_chat.engine.storage.import_chatgpt import IMAGE_LINE
 from ember_chat.engine.storage.importing import ImportCancelled, ImportFailed, import_chats
 from tests.import_fixtures import T0, briefly, many, photosynthesis
 
@@ -144,3 +145,41 @@ def test_images_beside_conversations_json_are_attached(tmp_path: Path) -> None:
         assert rows(store.path)["attachments"] == 1
     finally:
         store.close()
+
+
+def test_dalle_images_in_dalle_generations_are_attached_to_the_calling_answer(tmp_path: Path) -> None:
+    """A DALL·E image is on the tool node under the call (its file in dalle-generations/): it is attached
+    to the answer that called dalle.text2im, and the report does not say it was left out."""
+    from ember_chat.engine.attachments import AttachmentStore
+    from ember_chat.engine.attachments.imported import AttachmentImporter
+    from ember_chat.engine.storage.paths import AppPaths
+    from tests.attachment_files import image_bytes
+    from tests.import_fixtures import DALLE_ASSET, dalle
+
+    paths = AppPaths(tmp_path / "data", tmp_path / "config")
+    store = ConversationStore(paths.database)
+    atts = AttachmentStore(paths, store)
+    export = tmp_path / "export"
+    (export / "dalle-generations").mkdir(parents=True)
+    (export / "dalle-generations" / f"{DALLE_ASSET}-0f1e2d3c.png").write_bytes(image_bytes("PNG"))
+    try:
+        source = write(export / "conversations.json", [dalle()])
+        report = import_chats(store, source, attachments=AttachmentImporter(atts))
+        assert report.skipped == ()
+        user, call, answer = store.thread(store.conversations()[0].id)
+        assert call.tool_calls[0].name == "dalle.text2im" and answer.content == "Here is your cat."
+        (cat,) = atts.of_message(call.id)
+        assert cat.is_image and atts.image(cat) == image_bytes("PNG")
+        assert atts.of_message(user.id) == [] and atts.of_message(answer.id) == []
+    finally:
+        store.close()
+
+
+def test_dalle_images_without_their_files_are_counted_and_named(store: ConversationStore, tmp_path: Path) -> None:
+    from tests.import_fixtures import dalle
+
+    report = import_chats(store, write(tmp_path / "conversations.json", [dalle()]))
+    assert report.skipped and "1 image " in report.skipped[0]
+    (_, call, _) = store.thread(store.conversations()[0].id)
+    (result,) = store.tools.of_messages([call.id])[call.id]
+    assert result.content == IMAGE_LINE

@@ -15,7 +15,8 @@ with `parent`/`children` and a `current_node`) read into planned Ember chats.
 - Images (`multimodal_text` parts with an `image_asset_pointer`) are not in conversations.json. An
   unzipped export keeps them beside it (`file-<id>-<name>`, `file_<hex>-…`, in sub-folders such as
   `dalle-generations/`): one found by the pointer's id is attached to its message (`assets`, when the
-  import keeps attachments); otherwise a line in the message says one was there, and the report counts
+  import keeps attachments; an image on a tool's node, as DALL·E's, to the answer that called the
+  tool); otherwise a line in the message says one was there, and the report counts
   them.
 - Times: each message's `create_time` (a float, or null: then the time before it, else the chat's).
   `is_archived` chats arrive archived, `pinned_time` ones pinned.
@@ -207,7 +208,9 @@ class _Reader:
         if not target.tool_calls:  # a tool's output without a call written before it: its call is implied
             target.tool_calls.append({"id": key, "name": name, "arguments": {}, "raw": ""})
         call = target.tool_calls[-1]
-        text = self._text(kind, content)
+        files: list[dict[str, Any]] = []
+        text = self._text(kind, content, files)
+        target.files.extend(files)  # a generated image (DALL·E) goes with the answer that asked for it
         for kept in target.tool_messages:
             if kept["call_id"] == call["id"]:
                 kept["content"] = f"{kept['content']}\n\n{text}" if kept["content"] else text
