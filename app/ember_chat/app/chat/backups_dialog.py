@@ -116,15 +116,17 @@ class WindowBackups(QObject):
         w.controller.conversation_id = None  # no chat from before the restore stays on screen
         w.controller.cancel_edit()
         w.composer.set_editing(False)
+        chips = w.composer.attachments
+        attached = bool(chips.items)  # files kept in the database set aside: their ids name others here
+        chips.clear()
         w._apply_settings_defaults()
         w.controller.refresh()
         w.chats.reload_conversations()
         w.update_welcome()
-        w.show_notice(
-            self.tr("The backup was restored. The chats you had before are kept as the backup of {date}.").format(
-                date=when(aside.created_at)
-            )
-        )
+        text = self.tr("The backup was restored. The chats you had before are kept as the backup of {date}.")
+        if attached:
+            text += " " + self.tr("The files attached to the message you were writing were removed: attach them again.")
+        w.show_notice(text.format(date=when(aside.created_at)))
         self.restored.emit(aside)
         self.refresh()
 
