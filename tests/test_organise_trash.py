@@ -5,7 +5,10 @@ real AttachmentStore and planner."""
 
 from __future__ import annotations
 
+import json
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -102,6 +105,44 @@ def test_empty_trash_deletes_for_good_and_the_store_purges_old_trash_when_it_ope
     assert s.organise.trashed() == [] and [x.id for x in s.conversations()] == [kept]
     assert dump(path)["messages"] == [r for r in dump(path)["messages"] if r[1] == kept]
     assert s.organise.delete_all_chats() == 1 and s.conversations() == []
+    s.close()
+
+
+_OPEN_WITH_A_FULL_DISK = """
+import json, resource, sys
+from pathlib import Path
+resource.setrlimit(resource.RLIMIT_FSIZE, (40000, 40000))  # no file may grow past 40 kB: the WAL fills up
+from ember_chat.engine.storage import recovery
+opened = recovery.open_conversations(Path(sys.argv[1]))
+print(json.dumps({"moved": opened.moved_to is not None, "notice": opened.notice,
+                  "chats": [c.title for c in opened.store.conversations()],
+                  "trash": [c.title for c in opened.store.organise.trashed()]}))
+opened.store.close()
+"""
+
+
+def test_a_purge_at_open_that_fails_leaves_the_chats_open_and_the_file_in_place(tmp_path: Path, clock: Clock) -> None:
+    """The 30-day purge at open is housekeeping: when its writes fail (the disk is full: here a real file size
+    limit in a child process), the chats open as they are, the file stays where it is, the purge waits."""
+    path = tmp_path / "chats.sqlite3"
+    s = ConversationStore(path, clock=clock)
+    live = [chat(s, f"chat {i}") for i in range(3)]
+    old = s.create_conversation("Old")
+    for i in range(40):
+        s.add_message(old.id, "user", f"old words {i} " * 100)
+    s.organise.trash_chats([old.id])
+    s.close()  # (the store's clock is far in the past: the chat has been in the Trash for decades)
+
+    done = subprocess.run(
+        [sys.executable, "-c", _OPEN_WITH_A_FULL_DISK, str(path)], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    opened = json.loads(done.stdout)
+    assert opened == {"moved": False, "notice": None, "chats": ["chat 2", "chat 1", "chat 0"], "trash": ["Old"]}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["chats.sqlite3"]
+
+    s = ConversationStore(path)  # room again: the purge is done at this open
+    assert s.organise.trashed() == [] and sorted(c.id for c in s.conversations()) == live
     s.close()
 
 

@@ -60,13 +60,21 @@ class ConversationStore:
             self.tools = ToolRecords(self._db, self._lock, clock)  # the tool tables (tool_records.py)
             self.comparisons = Comparisons(self._db, self._lock, clock)  # comparisons.py
             self.organise = Organiser(self._db, self._lock, clock, self.path)  # folders, Trash, undo
-            self.organise.empty_trash(older_than_days=TRASH_DAYS)
+            self._purge_old_trash()
             self.tools.interrupt_waiting()
         except (sqlite3.DatabaseError, StoreError) as exc:
             self._db.close()  # before anyone moves the file aside: Windows cannot move an open file
             if isinstance(exc, StoreError):
                 raise
             raise StoreError(f"The chat database {self.path} cannot be opened: {exc}.") from exc
+
+    def _purge_old_trash(self) -> None:
+        """Housekeeping at open: a purge that cannot be done now (a full disk, another program writing)
+        waits for the next open; it never keeps the chats from opening (nor gets a healthy file moved aside)."""
+        try:
+            self.organise.empty_trash(older_than_days=TRASH_DAYS)
+        except sqlite3.Error as exc:
+            logging.getLogger(__name__).warning("The Trash was not emptied of old chats at open: %s", exc)
 
     def close(self) -> None:
         """The privacy sweep first when messages were deleted (organise.py), then the connection closes."""

@@ -40,7 +40,13 @@ MESSAGE_COLUMNS = (
     "created_at",
     "tool_calls",
 )  # fmt: skip  (those a damaged file lacks, an older schema's, are left out)
-_NOT_DAMAGED = ("database is locked", "unable to open database file", "readonly database", "disk i/o error")
+_NOT_DAMAGED = (
+    "database is locked",
+    "unable to open database file",
+    "readonly database",
+    "disk i/o error",
+    "database or disk is full",
+)
 
 
 SCAN_TIME_LIMIT_S = 30.0  # reading a damaged file never holds up the start longer than this
