@@ -57,6 +57,7 @@ class _Events(CompareListener):
 class CompareActions(QObject):
     dialog_opened = Signal(object)  # the CompareDialog (tests)
     run_ended = Signal(object)  # the stored Comparison
+    run_lost = Signal(str)  # why a run stopped with its prompt gone (deleted, trashed, restored over)
     kept = Signal(int)  # the new message's id
 
     def __init__(self, window: Any) -> None:
@@ -207,8 +208,13 @@ class CompareActions(QObject):
         run_comparison(service, targets, history, params, Mapped(), cancel)
 
     def _drain(self) -> None:
-        """GUI thread: show what the run's threads queued; store each answer as it ends."""
+        """GUI thread: show what the run's threads queued; store each answer as it ends. A run whose
+        prompt went meanwhile (deleted, its chat in the Trash) is stopped and stores nothing more."""
         store = self.w.store
+        if self._running is not None and self._events.queue:
+            gone = self._prompt_gone(self._running)
+            if gone:
+                self.abandon(gone)
         while self._events.queue:
             kind, index, value = self._events.queue.popleft()
             comparison = self._running
@@ -216,7 +222,11 @@ class CompareActions(QObject):
                 continue
             if kind == "finished" and isinstance(value, CompareAnswer) and index < len(comparison.answers):
                 answer = comparison.answers[index]
-                store.comparisons.set_answer(answer.id, value.text, value.metrics_dict(), value.error)
+                try:
+                    store.comparisons.set_answer(answer.id, value.text, value.metrics_dict(), value.error)
+                except (EmberError, sqlite3.DatabaseError):
+                    self.abandon(self._prompt_gone(comparison) or self._unwritable())
+                    continue
             if self._shows(comparison):
                 assert self.dialog is not None
                 self.dialog.show_event(kind, index, value)
@@ -232,6 +242,36 @@ class CompareActions(QObject):
         shown = self.dialog.comparison if self.dialog is not None else None
         return shown is not None and shown.id == comparison.id
 
+    def _prompt_gone(self, comparison: Comparison) -> str:
+        """Why the run's prompt is no longer there to answer ("" when it is)."""
+        try:
+            prompt = self.w.store.message(comparison.prompt_id) if comparison.prompt_id is not None else None
+            chat = self.w.store.conversation(comparison.conversation_id)
+        except (EmberError, KeyError):  # (a message or chat that is not there)
+            prompt = chat = None
+        except sqlite3.DatabaseError:
+            return ""  # (the database refuses now: told when an answer cannot be stored)
+        if chat is None or (comparison.prompt_id is not None and prompt is None):
+            return self.tr("The comparison stopped: its prompt was deleted from the chat.")
+        if chat.deleted_at is not None:
+            return self.tr("The comparison stopped: its chat was moved to the Trash.")
+        return ""
+
+    def _unwritable(self) -> str:
+        return self.tr("The comparison stopped: its answers cannot be saved in the chat database now.")
+
+    def abandon(self, why: str) -> None:
+        """Stop the run and store nothing more of it (its prompt is gone, or the database is about to be
+        replaced by a backup); the dialog keeps what streamed and says `why`."""
+        comparison, self._running = self._running, None
+        if comparison is None:
+            return
+        self._cancel.set()
+        if self._shows(comparison):
+            assert self.dialog is not None
+            self.dialog.run_lost(why)
+        self.run_lost.emit(why)
+
     def _ended(self) -> None:
         comparison, self._running = self._running, None
         if self._reload is not None:
@@ -240,7 +280,12 @@ class CompareActions(QObject):
                 self.w.models.load_model(name)
         if comparison is None:
             return
-        stored = self.w.store.comparisons.get(comparison.id)
+        try:
+            stored = self.w.store.comparisons.get(comparison.id)
+        except (EmberError, sqlite3.DatabaseError):
+            self._running = comparison
+            self.abandon(self._prompt_gone(comparison) or self._unwritable())
+            return
         if self._shows(stored):
             assert self.dialog is not None
             self.dialog.run_ended(stored)

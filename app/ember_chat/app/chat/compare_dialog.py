@@ -234,6 +234,18 @@ class CompareDialog(QDialog):
         self.earlier_row.show()
         self._update_start()
 
+    def run_lost(self, why: str) -> None:
+        """The run stopped with its prompt gone: what streamed stays on screen (nothing to keep), `why`
+        in place of the prompt."""
+        self.running = False
+        self.comparison = None
+        self.stop_button.setEnabled(False)
+        self.earlier_box.setEnabled(False)
+        self.new_button.hide()
+        for col in self.columns:
+            col.keep.setEnabled(False)
+        self.prompt.setText(why)
+
     def show_stored(self, comparison: Comparison) -> None:
         self.show_columns(comparison)
         for col, a in zip(self.columns, comparison.answers, strict=True):

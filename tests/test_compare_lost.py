@@ -1,0 +1,80 @@
+"""A comparison whose prompt goes while it runs (review finding 6), in the real window over a real SQLite
+file: the prompt deleted, its chat moved to the Trash, or another database restored from a backup. The
+run stops, the dialog says why (it never waits for an end that does not come), nothing is written into
+rows that are not the comparison's, and no error is raised in the window's timer."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from pytestqt.qtbot import QtBot
+
+from ember_chat.app.chat.backups_dialog import DAILY_KEY
+from ember_chat.app.chat.compare_dialog import CompareDialog
+from ember_chat.app.shell.main_window import MainWindow
+from tests.test_app import ANSWER_TIMEOUT, load, send, set_max_tokens
+from tests.test_compare_window import make_window, open_compare, paths
+
+__all__ = ["make_window", "paths"]
+
+
+def _running(qtbot: QtBot, w: MainWindow) -> tuple[CompareDialog, int]:
+    """A comparison of two models that never end on their own, streaming; the prompt's id."""
+    load(qtbot, w, "tiny.gguf")
+    set_max_tokens(w, 4)
+    send(qtbot, w, "go")
+    question = w.store.thread(w.controller.conversation_id)[0]
+    set_max_tokens(w, 100_000)
+    dialog = open_compare(qtbot, w, question.id)
+    dialog.set_checked(["tiny.gguf", "other.gguf"])
+    dialog.start_button.click()
+    qtbot.waitUntil(lambda: bool(dialog.columns and dialog.columns[0].text), timeout=ANSWER_TIMEOUT)
+    return dialog, question.id
+
+
+def _answers(w: MainWindow) -> list[tuple[int, str]]:
+    rows = w.store.shared_connection()[0].execute("SELECT comparison_id, content FROM comparison_answers ORDER BY id")
+    return [(r[0], r[1]) for r in rows]
+
+
+def test_deleting_the_prompt_stops_the_run_and_the_dialog_says_so(
+    qtbot: QtBot, make_window: Callable[..., MainWindow]
+) -> None:
+    w = make_window()
+    dialog, prompt = _running(qtbot, w)
+    with qtbot.waitSignal(w.compare.run_lost, timeout=ANSWER_TIMEOUT) as lost:
+        undo = w.store.organise.delete_messages(prompt)  # (the message's Delete action)
+    assert "deleted" in lost.args[0] and lost.args[0] in dialog.prompt.text()
+    qtbot.waitUntil(lambda: not w.compare.running, timeout=ANSWER_TIMEOUT)
+    assert not dialog.running and not dialog.stop_button.isEnabled()
+    w.store.organise.undo(undo)  # the prompt and its comparison come back: nothing was written meanwhile
+    (stored,) = w.store.comparisons.of_prompt(prompt)
+    assert [a.content for a in stored.answers] == ["", ""]
+
+
+def test_trashing_the_chat_stops_the_run(qtbot: QtBot, make_window: Callable[..., MainWindow]) -> None:
+    w = make_window()
+    dialog, prompt = _running(qtbot, w)
+    with qtbot.waitSignal(w.compare.run_lost, timeout=ANSWER_TIMEOUT) as lost:
+        w.store.organise.trash_chats([w.store.message(prompt).conversation_id])
+    assert "Trash" in lost.args[0]
+    qtbot.waitUntil(lambda: not w.compare.running, timeout=ANSWER_TIMEOUT)
+    assert not dialog.running
+
+
+def test_a_restore_during_a_run_stops_it_before_the_database_changes(
+    qtbot: QtBot, make_window: Callable[..., MainWindow]
+) -> None:
+    w = make_window()
+    qtbot.waitUntil(lambda: not w.tasks.pending(DAILY_KEY))
+    gone = w.store.create_conversation("compared before the backup")
+    w.store.comparisons.create(gone.id, None, ["x", "y"], {})
+    backup = w.backups.manager.backup("manual")  # its comparison's answers get the ids the run's will have
+    w.store.delete_conversation(gone.id)
+    dialog, _prompt = _running(qtbot, w)
+    assert [a.id for a in dialog.comparison.answers] == [1, 2]
+    with qtbot.waitSignal(w.backups.restored, timeout=ANSWER_TIMEOUT):
+        w.backups.restore(backup)
+    qtbot.waitUntil(lambda: not w.compare.running, timeout=ANSWER_TIMEOUT)
+    assert not dialog.running and "restored" in dialog.prompt.text()
+    assert _answers(w) == [(1, ""), (1, "")]  # the restored comparison's answers stay as they were
