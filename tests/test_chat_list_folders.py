@@ -265,6 +265,7 @@ def test_the_trash_lists_restores_deletes_for_good_and_empties_with_a_question(
     _menu_action(w, "Delete for good…")
     box = w.chats.chat_question
     assert box is not None and box.isVisible() and "cannot be undone" in box.text()
+    assert "Backups made earlier still hold" in box.text()  # (the CLI's rm --purge says it too)
     with qtbot.waitSignal(w.tasks.settled, timeout=10_000):  # (the file is rewritten off the GUI thread)
         next(x for x in box.buttons() if x.text() == "Delete for good").click()
     assert [x.id for x in w.store.organise.trashed()] == [c]
@@ -272,7 +273,7 @@ def test_the_trash_lists_restores_deletes_for_good_and_empties_with_a_question(
 
     w.conversations.empty_button.click()
     box = w.chats.chat_question
-    assert box is not None and "1 chat" in box.text()
+    assert box is not None and "1 chat" in box.text() and "Backups made earlier still hold" in box.text()
     box.reject()  # Cancel: nothing goes
     assert [x.id for x in w.store.organise.trashed()] == [c]
     qtbot.waitUntil(lambda: w.chats.chat_question is None, timeout=5000)

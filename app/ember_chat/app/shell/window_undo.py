@@ -202,7 +202,10 @@ class ChatOrganise(QObject):
                 lambda: self.store.purge_chats(ids), ids, lambda n: self.tr("Deleted {n} for good.").format(n=_chats(n))
             )
             return
-        text = self.tr("Delete {n} for good? This cannot be undone.").format(n=_chats(len(ids)))
+        text = self.tr(
+            "Delete {n} for good? This cannot be undone. Backups made earlier still hold {them}: Settings ▸ "
+            "Backups… ▸ Open folder shows them, to delete if {them} must be gone."
+        ).format(n=_chats(len(ids)), them=self.tr("it") if len(ids) == 1 else self.tr("them"))
         self._question(self.tr("Delete for good"), text, self.tr("Delete for good"), lambda: self.purge(ids, True))
 
     def empty_trash(self, confirmed: bool = False) -> None:
@@ -218,7 +221,10 @@ class ChatOrganise(QObject):
         if not n:
             self.w.show_notice(self.tr("The Trash is empty."))
             return
-        text = self.tr("Delete the {n} in the Trash for good? This cannot be undone.").format(n=_chats(n))
+        text = self.tr(
+            "Delete the {n} in the Trash for good? This cannot be undone. Backups made earlier still hold "
+            "{them}: Settings ▸ Backups… ▸ Open folder shows them, to delete if {them} must be gone."
+        ).format(n=_chats(n), them=self.tr("it") if n == 1 else self.tr("them"))
         self._question(self.tr("Empty Trash"), text, self.tr("Empty Trash"), lambda: self.empty_trash(True))
 
     def _for_good(self, delete: Callable[[], int], ids: list[int], said: Callable[[int], str]) -> None:
