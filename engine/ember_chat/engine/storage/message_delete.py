@@ -5,6 +5,7 @@ from them (with their answers), the answers kept from them, and the chat's activ
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from ember_chat.engine.errors import StoreError
@@ -63,16 +64,26 @@ def delete(db: sqlite3.Connection, message_id: int) -> Deleted:
     return Deleted(cid, conv[0], conv[1], rows, kept)
 
 
-def put_back(db: sqlite3.Connection, deleted: Deleted) -> None:
+# (table, id named by the deleted rows, required) -> that row's id now; None: it is gone (when not required)
+IdsNow = Callable[[str, int, bool], int | None]
+
+
+def put_back(db: sqlite3.Connection, deleted: Deleted, now: IdsNow) -> dict[str, dict[int, int]]:
     """Undo `delete` (inside the caller's transaction): the same rows with the same ids; a row whose id was
     given to a new one since (a message written after the delete) comes back with a new id, and what
-    refers to it follows. sqlite3.IntegrityError when the chat itself is gone."""
+    refers to it follows. A row outside the deleted ones they name (a parent, the active leaf, a kept
+    answer) is named by `now`: by its id now. Returns the ids that changed ({table: {old: new}}).
+    sqlite3.IntegrityError when the chat itself is gone."""
     rows = deleted.rows
     msg = free_ids(db, "messages", [r["id"] for r in rows["messages"]])
     own = {t: free_ids(db, t, [r["id"] for r in rows[t]]) for t in ("tool_messages", "comparisons")}
     own["comparison_answers"] = free_ids(db, "comparison_answers", [r["id"] for r in rows["comparison_answers"]])
+
+    def message_now(old: int | None, required: bool = True) -> int | None:
+        return None if old is None else msg[old] if old in msg else now("messages", old, required)
+
     for r in _parents_first(rows["messages"]):
-        insert_rows(db, "messages", [{**r, "id": msg[r["id"]], "parent_id": msg.get(r["parent_id"], r["parent_id"])}])
+        insert_rows(db, "messages", [{**r, "id": msg[r["id"]], "parent_id": message_now(r["parent_id"])}])
     insert_rows(db, "tool_messages", [{**r, "id": own["tool_messages"][r["id"]], "message_id": msg[r["message_id"]]}
                                       for r in rows["tool_messages"]])  # fmt: skip
     present = {r[0] for r in db.execute("SELECT id FROM attachments")}  # (a file removed since stays gone)
@@ -89,19 +100,27 @@ def put_back(db: sqlite3.Connection, deleted: Deleted) -> None:
                 **r,
                 "id": own["comparison_answers"][r["id"]],
                 "comparison_id": own["comparisons"][r["comparison_id"]],
-                "kept_message_id": msg.get(r["kept_message_id"], r["kept_message_id"]),
+                "kept_message_id": message_now(r["kept_message_id"], False),
             }
             for r in rows["comparison_answers"]
         ],
     )
-    db.executemany(
-        "UPDATE comparison_answers SET kept_message_id = ? WHERE id = ?", [(msg[m], a) for a, m in deleted.kept]
-    )
-    leaf = msg.get(deleted.active_leaf, deleted.active_leaf) if deleted.active_leaf is not None else None
+    kept = [(msg[m], answer) for a, m in deleted.kept if (answer := now("comparison_answers", a, False)) is not None]
+    # (an answer kept again since keeps its newer message)
+    db.executemany("UPDATE comparison_answers SET kept_message_id = ? WHERE id = ? AND kept_message_id IS NULL", kept)
+    leaf = message_now(deleted.active_leaf, False)
+    gone = deleted.active_leaf is not None and leaf is None  # (that branch was deleted since: the leaf stays)
     db.execute(
-        "UPDATE conversations SET active_leaf = ?, updated_at = ? WHERE id = ?",
-        (leaf, deleted.updated_at, deleted.conversation_id),
+        "UPDATE conversations SET active_leaf = CASE WHEN ? THEN active_leaf ELSE ? END, updated_at = ? WHERE id = ?",
+        (gone, leaf, deleted.updated_at, deleted.conversation_id),
     )
+    changed = {"messages": msg, **own}
+    return {t: {o: n for o, n in ids.items() if o != n} for t, ids in changed.items()}
+
+
+def deleted_ids(deleted: Deleted) -> dict[str, list[int]]:
+    """The ids of the rows that went which other rows may name (messages, comparison answers)."""
+    return {t: [r["id"] for r in deleted.rows[t]] for t in ("messages", "comparison_answers")}
 
 
 def _parents_first(rows: list[Row]) -> list[Row]:

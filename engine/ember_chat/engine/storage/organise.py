@@ -55,6 +55,11 @@ class Organiser:
         self._clock = clock
         self._path = path  # the database file (the privacy sweep finds the attachments folder beside it)
         self._swept_at_close: set[int] | None = None  # files of deleted messages, for the sweep at close
+        # An undo's payload names rows by their ids when it was made. An undo that puts rows back under new
+        # ids (their ids were taken since) is noted here, so older undos name those rows by their new ids:
+        self._changes = 0  # numbers each undoable change (its payload's second item)
+        self._renamed: list[tuple[int, str, dict[int, int]]] = []  # (change that deleted, table, old -> new)
+        self._gone: dict[tuple[str, int], int] = {}  # (table, id) deleted by a change not undone: its number
 
     # ----- folders
     def folders(self) -> list[Folder]:
@@ -127,11 +132,12 @@ class Organiser:
                 [(now, c[0]) for c in chats],
             )
             self._db.execute("DELETE FROM folders WHERE id = ?", (folder_id,))  # (subfolders cascade)
+            change = self._deleted("folders", [f["id"] for f in folders])
         live = sum(1 for c in kept if c["deleted_at"] is None)
         label = f"Deleted the folder “{top.name}”."
         if live:
             label = f"Deleted the folder “{top.name}”; {_count(live)} went to the Trash."
-        return Undo(label, ("folder", tuple(folders), chats))
+        return Undo(label, ("folder", change, tuple(folders), chats))
 
     def _check_parent(self, parent_id: int | None, moving: int | None) -> None:
         if parent_id is None:
@@ -168,11 +174,13 @@ class Organiser:
 
     def _set_column(self, ids: list[int], column: str, value: object, label: str) -> Undo:
         with transaction(self._db, self._lock):
+            self._changes += 1
+            change = self._changes
             old = tuple((r["id"], r[column]) for r in rows_where_in(self._db, "conversations", "id", ids))
             for batch in batches(ids):
                 marks = ",".join("?" * len(batch))
                 self._db.execute(f"UPDATE conversations SET {column} = ? WHERE id IN ({marks})", (value, *batch))
-        return Undo(label, ("column", column, old))
+        return Undo(label, ("column", change, column, old))
 
     def _named(self, ids: list[int]) -> str:
         """“Title” for one chat, "3 chats" for more."""
@@ -188,7 +196,7 @@ class Organiser:
         """The chats in the Trash, newest deletion first."""
         with self._lock:
             rows = self._db.execute(
-                "SELECT * FROM conversations WHERE deleted_at IS NOT NULL ORDER BY deleted_at DESC, id DESC"
+                "SELECT * FROM conversations WHERE deleted_at >= 0 ORDER BY deleted_at DESC, id DESC"
             ).fetchall()
         return [conversation_of(r) for r in rows]
 
@@ -199,7 +207,7 @@ class Organiser:
             for batch in batches(ids):
                 marks = ",".join("?" * len(batch))
                 cur = self._db.execute(
-                    f"UPDATE conversations SET deleted_at = NULL WHERE deleted_at IS NOT NULL AND id IN ({marks})",
+                    f"UPDATE conversations SET deleted_at = NULL WHERE deleted_at >= 0 AND id IN ({marks})",
                     batch,
                 )
                 count += cur.rowcount
@@ -208,9 +216,9 @@ class Organiser:
     def empty_trash(self, older_than_days: float | None = None) -> int:
         """Delete for good the chats in the Trash (only those there longer than `older_than_days` when
         given), then sweep their text out of the file; how many were deleted."""
-        where, args = "deleted_at IS NOT NULL", ()
+        where, args = "deleted_at >= 0", ()  # (< 0: an import's chats not shown yet, import_staging.py)
         if older_than_days is not None:
-            where, args = "deleted_at <= ?", (self._clock() - older_than_days * 86400.0,)
+            where, args = "deleted_at >= 0 AND deleted_at <= ?", (self._clock() - older_than_days * 86400.0,)
         with self._lock:
             ids = [r[0] for r in self._db.execute(f"SELECT id FROM conversations WHERE {where}", args)]
         return self.purge_chats(ids)
@@ -243,9 +251,12 @@ class Organiser:
             snapshot = message_delete.delete(self._db, message_id)
             files = {r["attachment_id"] for r in snapshot.rows["message_attachments"]}
             self._swept_at_close = (self._swept_at_close or set()) | files
+            change = 0
+            for table, ids in message_delete.deleted_ids(snapshot).items():
+                change = self._deleted(table, ids, change)
         n = len(snapshot.rows["messages"])
         label = "Deleted a message." if n == 1 else f"Deleted {n} messages."
-        return Undo(label, ("messages", snapshot))
+        return Undo(label, ("messages", change, snapshot))
 
     def sweep_if_messages_were_deleted(self) -> None:
         """At close: deleted messages could be undone until now; the privacy sweep takes their words (and
@@ -263,33 +274,73 @@ class Organiser:
         try:
             with transaction(self._db, self._lock):
                 if kind == "column":
-                    _, column, old = undo.payload
-                    self._undo_column(str(column), old)  # type: ignore[arg-type]
+                    _, change, column, old = undo.payload
+                    self._undo_column(self._ids_now(change), str(column), old)  # type: ignore[arg-type]
                 elif kind == "folder":
-                    _, folders, chats = undo.payload
-                    self._put_folders_back(folders, chats)  # type: ignore[arg-type]
+                    _, change, folders, chats = undo.payload
+                    self._put_folders_back(change, folders, chats)  # type: ignore[arg-type]
                 elif kind == "messages":
-                    message_delete.put_back(self._db, undo.payload[1])  # type: ignore[arg-type]
+                    _, change, snapshot = undo.payload
+                    renamed = message_delete.put_back(self._db, snapshot, self._ids_now(change))  # type: ignore[arg-type]
+                    self._put_back(change, message_delete.deleted_ids(snapshot), renamed)  # type: ignore[arg-type]
                 else:
                     raise StoreError(NO_UNDO + "it does not come from this chat database.")
         except sqlite3.IntegrityError as exc:
             raise StoreError(NO_UNDO + _why(str(exc))) from None
 
-    def _put_folders_back(self, folders: tuple[Row, ...], chats: tuple[tuple[int, int, float | None], ...]) -> None:
+    def _deleted(self, table: str, ids: list[int], change: int = 0) -> int:
+        """Note rows an undoable change deleted (their ids may be given to new rows); its number."""
+        if not change:
+            self._changes += 1
+            change = self._changes
+        self._gone.update(((table, i), change) for i in ids)
+        return change
+
+    def _put_back(self, change: int, ids: dict[str, list[int]], renamed: dict[str, dict[int, int]]) -> None:
+        for table, old in ids.items():
+            for i in old:
+                if self._gone.get((table, i)) == change:
+                    del self._gone[(table, i)]
+        self._renamed.extend((change, table, new) for table, new in renamed.items() if new)
+
+    def _ids_now(self, change: int) -> message_delete.IdsNow:
+        """For the payload of change number `change`: a row it names, by its id now (its id then, or the
+        one an undo since gave it back under); None, or StoreError when `required`, if it was deleted since."""
+
+        def now(table: str, old: int, required: bool) -> int | None:
+            new = old
+            for deleted_by, t, ids in self._renamed:
+                if t == table and deleted_by > change:
+                    new = ids.get(new, new)
+            if self._gone.get((table, new), 0) > change:
+                if required:
+                    raise StoreError(NO_UNDO + "what it belonged to (a message or a folder) was deleted since.")
+                return None
+            return new
+
+        return now
+
+    def _put_folders_back(
+        self, change: int, folders: tuple[Row, ...], chats: tuple[tuple[int, int, float | None], ...]
+    ) -> None:
         """The folders with their ids (a new id where a folder made since took one), their chats in them."""
         ids = free_ids(self._db, "folders", [f["id"] for f in folders])
+        now = self._ids_now(change)
         for f in sorted(folders, key=lambda f: f["parent_id"] is not None):  # (the parent first)
-            insert_rows(
-                self._db, "folders", [{**f, "id": ids[f["id"]], "parent_id": ids.get(f["parent_id"], f["parent_id"])}]
-            )
+            parent = f["parent_id"]
+            parent = ids[parent] if parent in ids else None if parent is None else now("folders", parent, True)
+            insert_rows(self._db, "folders", [{**f, "id": ids[f["id"]], "parent_id": parent}])
         self._db.executemany(
             "UPDATE conversations SET folder_id = ?, deleted_at = ? WHERE id = ?",
             [(ids.get(f, f), d, cid) for cid, f, d in chats],
         )
+        self._put_back(change, {"folders": list(ids)}, {"folders": {o: n for o, n in ids.items() if o != n}})
 
-    def _undo_column(self, column: str, old: tuple[tuple[int, object], ...]) -> None:
+    def _undo_column(self, now: message_delete.IdsNow, column: str, old: tuple[tuple[int, object], ...]) -> None:
         done = 0
         for cid, value in old:
+            if column == "folder_id" and isinstance(value, int):
+                value = now("folders", value, True)
             done += self._db.execute(f"UPDATE conversations SET {column} = ? WHERE id = ?", (value, cid)).rowcount
         if old and not done:
             raise StoreError(NO_UNDO + "the chats were deleted for good since.")
