@@ -8,14 +8,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from PySide6.QtCore import QMargins, QModelIndex, QPersistentModelIndex, QPoint, QSize, Qt, QTimer, Signal
-from PySide6.QtGui import QAction, QIcon, QKeyEvent, QMouseEvent
+from PySide6.QtGui import QAction, QIcon, QKeyEvent, QMouseEvent, QPixmap
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QHBoxLayout,
     QLabel,
     QLineEdit,
     QPushButton,
-    QStyle,
     QStyledItemDelegate,
     QStyleOptionViewItem,
     QTreeView,
@@ -36,7 +35,7 @@ from ember_chat.app.chat.chat_list_model import (
     key_of,
     kind_of,
 )
-from ember_chat.app.style.icons import themed_icon
+from ember_chat.app.style.icons import icon_image, themed_icon
 from ember_chat.app.style.theme import Colors
 from ember_chat.engine.storage.conversations import Conversation, SearchHit
 
@@ -173,15 +172,22 @@ class ConversationList(QWidget):
     def set_colors(self, colors: Colors) -> None:
         self.new_button.setIcon(themed_icon("new-chat", colors))
         self._search_icon.setIcon(themed_icon("search", colors, colors.secondary))
-        style = self.style()
-        self._icons = {
-            FOLDER: style.standardIcon(QStyle.StandardPixmap.SP_DirIcon),
-            TRASH: style.standardIcon(QStyle.StandardPixmap.SP_TrashIcon),
-        }
+        self._icons = {key: self._row_icon(name, colors) for key, name in ((FOLDER, "folder"), (TRASH, "delete"))}
+        self._icons[ARCHIVED] = self._row_icon("archive", colors)
         self.list.viewport().update()
 
+    @staticmethod
+    def _row_icon(name: str, colors: Colors) -> QIcon:
+        """Ember's line icons, as the buttons': the text colour, the selection's text colour when selected."""
+        icon = themed_icon(name, colors, colors.secondary)
+        for size in (16, 20):
+            for ratio in (1.0, 2.0):
+                selected = QPixmap.fromImage(icon_image(name, colors.highlighted_text, size, ratio))
+                icon.addPixmap(selected, QIcon.Mode.Selected)
+        return icon
+
     def _icon(self, key: int) -> QIcon | None:
-        return self._icons.get(TRASH if key == TRASH else kind_of(key))
+        return self._icons.get(key if key in (TRASH, ARCHIVED) else kind_of(key))
 
     # ----- what is shown
     def show_conversations(
