@@ -117,6 +117,30 @@ def test_the_newest_are_kept_and_copies_made_before_a_migration_are_counted_apar
         store.close()
 
 
+def test_copies_set_aside_by_a_restore_are_counted_apart_from_the_daily_ones(store: ConversationStore) -> None:
+    """The restore says the current chats are kept aside: the next daily copy (keep 1) must not remove that."""
+    clock = Clock()
+    _chat(store, "Old chat", "old")
+    manager = BackupManager(store, keep=1, clock=clock)
+    old = manager.backup()
+    for i in range(5):
+        _chat(store, f"Precious {i}", f"precious {i}")
+    clock.now += 3600
+    aside = manager.restore(old)
+    assert (aside.reason, aside.chats) == ("before restore", 6)
+    clock.now += 2 * DAY
+    daily = manager.daily()
+    assert daily is not None
+    assert [(b.reason, b.chats) for b in manager.backups()] == [("daily", 1), ("before restore", 6)]
+    assert aside.path.exists()
+    # copies set aside by restores are pruned among themselves: the newest `keep`
+    manager.keep = 2
+    for _ in range(3):
+        clock.now += 60
+        manager.restore(daily)
+    assert [b.reason for b in manager.backups()] == ["before restore", "before restore", "daily"]
+
+
 def test_daily_backs_up_only_when_the_newest_is_older_than_a_day(store: ConversationStore) -> None:
     clock = Clock()
     _chat(store, "Herons", "herons")
@@ -311,7 +335,8 @@ def test_attachment_files_are_kept_with_the_backups_and_come_back_with_a_restore
         atts.prune()
         clock.now += 10
         manager.backup()  # keep 1: the only backup that held the file goes, and the file with it
-        assert [b.reason for b in manager.backups()] == ["manual"]
+        # (the copy the restore set aside is counted apart and stays; it was made without the file)
+        assert [b.reason for b in manager.backups()] == ["manual", "before restore"]
         assert not kept.exists()
     finally:
         store.close()

@@ -3,8 +3,9 @@
 - A copy is written to a temporary name (`….part`), then renamed: a copy that is listed is whole. It is a
   database on its own (journal mode DELETE: no -wal beside it). Its name says when and why it was made
   (`chats-20261204-210915-000000-daily.sqlite3`, UTC); its chats and schema are read from the file.
-- The newest `keep` are kept; the copies made before a schema migration are counted apart, so daily
-  copies never remove the last one made before an update.
+- The newest `keep` are kept; the copies made before a schema migration, and those a restore set aside,
+  are counted apart (each kind its newest `keep`), so daily copies never remove the last one made before
+  an update, nor the chats a restore said it kept aside.
 - A manual or daily copy reads the database through its own read-only connection holding one snapshot
   for every step, so it can run on a worker thread while the window keeps writing (WAL); it can be
   cancelled between steps.
@@ -44,6 +45,7 @@ DAILY = "daily"
 BEFORE_MIGRATION = "before migration"
 BEFORE_RESTORE = "before restore"
 DEFAULT_KEEP = 10
+_APART = (BEFORE_MIGRATION, BEFORE_RESTORE)  # counted apart: daily and manual copies never remove the last one
 DAY_S = 24 * 3600.0
 _STEP_PAGES = 1024  # 4 MiB at SQLite's usual page size: a cancel is seen between steps
 _STALE_PART_S = 3600.0  # a temporary copy this old was left by a run that ended mid-copy
@@ -144,7 +146,7 @@ class BackupManager:
             finally:
                 source.close()
             _keep_files(info.path, self.store.path.parent)
-            _prune(self.folder, self.keep, lambda b: b.reason != BEFORE_MIGRATION)
+            _prune(self.folder, self.keep, lambda b: b.reason not in _APART)
             return info
 
     def daily(self, *, cancel: threading.Event | None = None) -> BackupInfo | None:
@@ -176,6 +178,7 @@ class BackupManager:
                     "Check there is free space in the backups folder."
                 ) from exc
             _keep_files(aside.path, self.store.path.parent)
+            _prune(self.folder, self.keep, lambda b: b.reason == BEFORE_RESTORE)
             try:
                 _copy_into(info.path, db)
                 migrate(db, self.store.path, before=None)  # (the backup is a copy already)
