@@ -146,6 +146,37 @@ def test_a_purge_at_open_that_fails_leaves_the_chats_open_and_the_file_in_place(
     s.close()
 
 
+def test_emptying_the_trash_keeps_a_file_a_message_delete_can_still_bring_back(tmp_path: Path, clock: Clock) -> None:
+    """The same file in chats A and B; B's message is deleted (undoable), then the Trash holding A is
+    emptied: the file stays while the undo can bring B's message back; at close (no undo any more) it goes."""
+    paths = AppPaths(tmp_path, tmp_path / "config")
+    s = ConversationStore(paths.database, clock=clock)
+    atts = AttachmentStore(paths, s)
+    cv = read_attachment_bytes("cv.txt", b"my CV " * 50)
+    a = s.create_conversation("A")
+    in_a = s.add_message(a.id, "user", "read my cv")
+    atts.link(in_a.id, [atts.save(cv).id])
+    b = s.create_conversation("B")
+    in_b = s.add_message(b.id, "user", "improve my cv")
+    atts.link(in_b.id, [atts.save(cv).id])
+    (file,) = atts.of_message(in_b.id)
+
+    undo = s.organise.delete_messages(in_b.id)
+    s.organise.trash_chats([a.id])
+    assert s.organise.empty_trash() == 1
+    assert atts.blob_path(file.sha256).exists()
+    s.organise.undo(undo)
+    assert [(f.id, f.name) for f in atts.of_message(in_b.id)] == [(file.id, "cv.txt")]
+    assert atts.text(atts.of_message(in_b.id)[0]) == "my CV " * 50
+
+    s.organise.delete_messages(in_b.id)  # deleted again, never undone: the sweep at close takes the file
+    s.close()
+    assert dump(paths.database)["message_attachments"] == []
+    with sqlite3.connect(paths.database) as db:
+        assert db.execute("SELECT count(*) FROM attachments").fetchone()[0] == 0
+    assert not atts.blob_path(file.sha256).exists()
+
+
 def test_deleting_a_folder_sends_its_chats_to_the_trash_and_undo_brings_everything_back(
     tmp_path: Path, store: ConversationStore
 ) -> None:

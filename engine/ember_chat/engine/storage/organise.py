@@ -239,8 +239,8 @@ class Organiser:
                 marks = ",".join("?" * len(batch))
                 self._db.execute(f"DELETE FROM messages WHERE conversation_id IN ({marks})", batch)
                 count += self._db.execute(f"DELETE FROM conversations WHERE id IN ({marks})", batch).rowcount
-        if count:
-            privacy.sweep(self._db, self._lock, self._path, files)
+        if count:  # (a file a deleted message had stays while that delete can be undone: swept at close)
+            privacy.sweep(self._db, self._lock, self._path, files - (self._swept_at_close or set()))
         return count
 
     # ----- messages
