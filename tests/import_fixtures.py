@@ -179,15 +179,16 @@ def briefly() -> dict[str, Any]:
     return t.conversation("Brief chat", a, T0 + 1000.0, T0 + 1005.0, is_archived=True)
 
 
-def many(count: int, turns: int = 2) -> list[dict[str, Any]]:
-    """`count` plain chats of `turns` question-answer pairs each."""
+def many(count: int, turns: int = 2, words: int = 0) -> list[dict[str, Any]]:
+    """`count` plain chats of `turns` question-answer pairs each (`words` more words of filler in each)."""
     out = []
+    filler = " lorem ipsum dolor sit amet" * (words // 5)
     for i in range(count):
         t = Tree()
         parent = t.add("client-created-root", "system", text(""), None, metadata=HIDDEN)
         for j in range(turns):
-            parent = t.add(parent, "user", text(f"Question {j} of chat {i}"), T0 + i * 100 + j * 2)
-            parent = t.add(parent, "assistant", text(f"Answer {j} of chat {i}"), T0 + i * 100 + j * 2 + 1)
+            parent = t.add(parent, "user", text(f"Question {j} of chat {i}{filler}"), T0 + i * 100 + j * 2)
+            parent = t.add(parent, "assistant", text(f"Answer {j} of chat {i}{filler}"), T0 + i * 100 + j * 2 + 1)
         out.append(t.conversation(f"Chat {i}", parent, T0 + i * 100, T0 + i * 100 + 50))
     return out
 

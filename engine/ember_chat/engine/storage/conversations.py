@@ -19,6 +19,7 @@ from typing import Any
 from ember_chat.engine.core.tools import ChatTools, InvalidCall, ToolCall, ToolResult
 from ember_chat.engine.errors import StoreError
 from ember_chat.engine.storage.comparisons import Comparisons
+from ember_chat.engine.storage.import_staging import purge_stale
 from ember_chat.engine.storage.organise import TRASH_DAYS, Organiser
 from ember_chat.engine.storage.records import Conversation, Message, Restored, SearchHit, conversation_of, message_of
 from ember_chat.engine.storage.restore import restore_rows
@@ -61,6 +62,7 @@ class ConversationStore:
             self.comparisons = Comparisons(self._db, self._lock, clock)  # comparisons.py
             self.organise = Organiser(self._db, self._lock, clock, self.path)  # folders, Trash, undo
             self._purge_old_trash()
+            purge_stale(self._db, self._lock, clock())  # what an import killed midway left (import_staging.py)
             self.tools.interrupt_waiting()
         except (sqlite3.DatabaseError, StoreError) as exc:
             self._db.close()  # before anyone moves the file aside: Windows cannot move an open file
@@ -146,7 +148,10 @@ class ConversationStore:
     def message_counts(self) -> dict[int, int]:
         """How many messages each chat has (all branches), by chat id; a chat without any is left out."""
         with self._lock:
-            rows = self._db.execute("SELECT conversation_id, COUNT(*) FROM messages GROUP BY conversation_id")
+            rows = self._db.execute(  # (not an import's chats until it shows them: import_staging.py)
+                "SELECT conversation_id, COUNT(*) FROM messages WHERE conversation_id NOT IN"
+                " (SELECT id FROM conversations WHERE deleted_at < 0) GROUP BY conversation_id"
+            )
             return {r[0]: r[1] for r in rows}
 
     def update_conversation(self, conversation_id: int, **changes: Any) -> Conversation:

@@ -3,17 +3,22 @@
 
 The whole file is read and checked first (import_chatgpt.py, import_ember.py turn it into planned
 chats); a problem anywhere refuses the file with a sentence naming it and where, before the database
-is touched. Then every chat is written in one transaction on the store's connection (holding its lock),
-with progress after each chat and the cancel event checked between chats: a cancel or a failure rolls
-everything back, so an import is all or nothing. Run it off the GUI thread (the window does)."""
+is touched. Then the chats are written on the store's connection in short transactions, a batch of
+chats each (BATCH_CHATS, or fewer when they hold many messages), so the store's lock is never held for
+longer than one batch: the window's own writes go on meanwhile. The chats written stay hidden by a
+staging marker (import_staging.py) until one short last transaction shows them all. Progress after each
+chat, the cancel event checked between chats: a cancel or a failure deletes what was written, so an
+import is all or nothing. Run it off the GUI thread (the window does)."""
 
 from __future__ import annotations
 
 import gc
 import json
+import logging
 import re
 import sqlite3
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,10 +34,14 @@ from ember_chat.engine.storage.import_plan import (
     Plan,
     PlannedChat,
 )
+from ember_chat.engine.storage.import_staging import discard, marker, show
 
 __all__ = ["MAX_BYTES", "ImportCancelled", "ImportFailed", "ImportReport", "import_chats"]
 
 MAX_BYTES = 1024**3  # what Ember reads into memory at once (a ChatGPT export of years is a few hundred MB)
+BATCH_CHATS = 20  # chats written per transaction (the store's lock is held for one batch)
+BATCH_MESSAGES = 1000  # ... or fewer chats, when they hold this many messages
+HANDOFF_S = 0.001  # between batches: a thread waiting for the store's lock (the window's) gets it first
 Progress = Callable[[int, int], None]  # (chats written, chats in the file); (0, n) once the file is read
 
 
@@ -81,26 +90,45 @@ def _import(
     if progress:
         progress(0, total)
     db, lock = store.shared_connection()
-    with lock:
-        db.execute("BEGIN")
+    mark = marker(time.time())
+    try:
+        done = 0
+        while done < total:
+            with lock:
+                db.execute("BEGIN")
+                try:
+                    written = 0
+                    while done < total and written < BATCH_MESSAGES:
+                        chat = plan.chats[done]
+                        _write(db, chat, attachments, plan, mark)
+                        written += len(chat.messages) or 1
+                        done += 1
+                        if progress:
+                            progress(done, total)
+                        _check(cancel)
+                        if done % BATCH_CHATS == 0:
+                            break
+                    db.execute("COMMIT")
+                except BaseException:
+                    if db.in_transaction:
+                        db.execute("ROLLBACK")
+                    raise
+            time.sleep(HANDOFF_S)  # (Python's lock is not fair: taken again at once, a waiting thread starves)
+        _check(cancel)
+        show(db, lock, mark)
+    except BaseException as exc:
         try:
-            for done, chat in enumerate(plan.chats, 1):
-                _write(db, chat, attachments, plan)
-                if progress:
-                    progress(done, total)
-                _check(cancel)
-            db.execute("COMMIT")
-        except BaseException as exc:
-            if db.in_transaction:
-                db.execute("ROLLBACK")
-            if attachments is not None:
-                attachments.rolled_back()
-            if isinstance(exc, sqlite3.DatabaseError):
-                raise ImportFailed(
-                    f"{path.name} could not be imported: the chat database could not be written ({exc}). "
-                    "Nothing was imported."
-                ) from exc
-            raise
+            discard(db, lock, mark)
+        except sqlite3.Error as gone:  # (hidden still: a store opened later removes them)
+            logging.getLogger(__name__).warning("The chats of an import that stopped were not removed: %s", gone)
+        if attachments is not None:
+            attachments.rolled_back()
+        if isinstance(exc, sqlite3.DatabaseError):
+            raise ImportFailed(
+                f"{path.name} could not be imported: the chat database could not be written ({exc}). "
+                "Nothing was imported."
+            ) from exc
+        raise
     return ImportReport(plan.format, total, sum(len(c.messages) for c in plan.chats), _skipped(plan))
 
 
@@ -198,10 +226,13 @@ def read_plan(data: Any, file_name: str, cancel: threading.Event | None = None, 
     return plan
 
 
-def _write(db: sqlite3.Connection, chat: PlannedChat, attachments: AttachmentSink | None, plan: Plan) -> None:
+def _write(
+    db: sqlite3.Connection, chat: PlannedChat, attachments: AttachmentSink | None, plan: Plan, mark: float
+) -> None:
+    """One chat, hidden under the import's staging `mark` (its deleted_at) until the import shows it."""
     cur = db.execute(
         "INSERT INTO conversations (title, model, system_prompt, params, created_at, updated_at, tools, pinned,"
-        " archived_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        " archived_at, deleted_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
             chat.title,
             chat.model,
@@ -212,6 +243,7 @@ def _write(db: sqlite3.Connection, chat: PlannedChat, attachments: AttachmentSin
             json.dumps(chat.tools, ensure_ascii=False) if chat.tools is not None else None,
             int(chat.pinned),
             chat.archived_at,
+            mark,
         ),
     )
     cid = int(cur.lastrowid or 0)
