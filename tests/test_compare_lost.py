@@ -47,6 +47,8 @@ def test_deleting_the_prompt_stops_the_run_and_the_dialog_says_so(
     assert "deleted" in lost.args[0] and lost.args[0] in dialog.prompt.text()
     qtbot.waitUntil(lambda: not w.compare.running, timeout=ANSWER_TIMEOUT)
     assert not dialog.running and not dialog.stop_button.isEnabled()
+    assert [c.status.text() for c in dialog.columns] == ["Stopped.", "Stopped."]
+    assert not any(c.keep.isEnabled() for c in dialog.columns) and dialog.columns[0].text  # what streamed stays
     w.store.organise.undo(undo)  # the prompt and its comparison come back: nothing was written meanwhile
     (stored,) = w.store.comparisons.of_prompt(prompt)
     assert [a.content for a in stored.answers] == ["", ""]

@@ -243,6 +243,8 @@ class CompareDialog(QDialog):
         self.earlier_box.setEnabled(False)
         self.new_button.hide()
         for col in self.columns:
+            if not col.done:
+                col.finish(col.text, "cancelled", None, None)  # "Stopped.", what streamed stays
             col.keep.setEnabled(False)
         self.prompt.setText(why)
 
