@@ -4,12 +4,14 @@ only they used are gone from the data folder. Real SQLite files, read as bytes w
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 
 import pytest
 
 from ember_chat.engine.attachments import AttachmentStore, read_attachment_bytes
 from ember_chat.engine.core.tools import ToolCall, ToolResult
+from ember_chat.engine.storage.backups import BackupManager
 from ember_chat.engine.storage.conversations import ConversationStore
 from ember_chat.engine.storage.paths import AppPaths
 
@@ -99,3 +101,32 @@ def test_deleted_messages_leave_the_files_when_the_store_closes(tmp_path: Path) 
     again = ConversationStore(paths.database)
     assert [c.id for c in again.conversations()] == [cid]
     again.close()
+
+
+def _reader(db: Path) -> sqlite3.Connection:
+    """Another reader of the database holding one snapshot (as a backup's copy or `ember-chat chats` does)."""
+    reader = sqlite3.connect(f"file:{db}?mode=ro", uri=True, isolation_level=None)
+    reader.execute("BEGIN")
+    reader.execute("SELECT count(*) FROM conversations").fetchone()
+    return reader
+
+
+def test_a_sweep_a_reader_held_up_is_finished_when_the_next_backup_ends(setup) -> None:
+    """While another reader holds a snapshot the WAL cannot be emptied: the deleted words stay in it until
+    the sweep is finished, here by the next backup once that reader is gone."""
+    store, atts, db = setup
+    for i in range(30):
+        c = store.create_conversation(f"chat {i}")
+        store.add_message(c.id, "user", f"filler {i} " * 200)
+    cid, _ = secret_chat(store, atts)
+    store.organise.trash_chats([cid])
+    reader = _reader(db)
+    try:
+        assert store.organise.empty_trash() == 1
+        assert store.organise.sweep_pending
+        assert found(db)  # (what a snapshot older than the delete may still read stays in the WAL)
+    finally:
+        reader.close()
+    backup = BackupManager(store).backup()
+    assert not store.organise.sweep_pending
+    assert found(db) == set() and found(backup.path) == set()

@@ -145,6 +145,8 @@ class BackupManager:
                 ) from exc
             finally:
                 source.close()
+                with contextlib.suppress(sqlite3.Error):  # (a delete's sweep this copy's snapshot held up)
+                    self.store.organise.finish_sweep()
             _keep_files(info.path, self.store.path.parent)
             _prune(self.folder, self.keep, lambda b: b.reason not in _APART)
             return info

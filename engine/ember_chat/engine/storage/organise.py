@@ -55,6 +55,7 @@ class Organiser:
         self._clock = clock
         self._path = path  # the database file (the privacy sweep finds the attachments folder beside it)
         self._swept_at_close: set[int] | None = None  # files of deleted messages, for the sweep at close
+        self._sweep_left: str | None = None  # what another connection held up of the last sweep (privacy.py)
         # An undo's payload names rows by their ids when it was made. An undo that puts rows back under new
         # ids (their ids were taken since) is noted here, so older undos name those rows by their new ids:
         self._changes = 0  # numbers each undoable change (its payload's second item)
@@ -240,7 +241,7 @@ class Organiser:
                 self._db.execute(f"DELETE FROM messages WHERE conversation_id IN ({marks})", batch)
                 count += self._db.execute(f"DELETE FROM conversations WHERE id IN ({marks})", batch).rowcount
         if count:  # (a file a deleted message had stays while that delete can be undone: swept at close)
-            privacy.sweep(self._db, self._lock, self._path, files - (self._swept_at_close or set()))
+            self._sweep_left = privacy.sweep(self._db, self._lock, self._path, files - (self._swept_at_close or set()))
         return count
 
     # ----- messages
@@ -264,7 +265,21 @@ class Organiser:
         with self._lock:
             files, self._swept_at_close = self._swept_at_close, None
             if files is not None:
-                privacy.sweep(self._db, self._lock, self._path, files)
+                self._sweep_left = privacy.sweep(self._db, self._lock, self._path, files)
+            self.finish_sweep()
+
+    @property
+    def sweep_pending(self) -> bool:
+        """True while deleted words may still be in the WAL: another reader held up the last sweep."""
+        return self._sweep_left is not None
+
+    def finish_sweep(self) -> bool:
+        """Finish a sweep another connection held up (call when it may be gone: a backup ended, at idle);
+        True when nothing is left."""
+        with self._lock:
+            if self._sweep_left is not None:
+                self._sweep_left = privacy.compact(self._db, self._lock, self._sweep_left)
+            return self._sweep_left is None
 
     # ----- undo
     def undo(self, undo: Undo) -> None:

@@ -3,7 +3,9 @@
 The store runs with `PRAGMA secure_delete=ON` (freed pages are zeroed). After a hard delete: the files
 only the deleted chats used go (their rows, passages and blobs), the full-text indexes are merged
 (`optimize` drops the deleted words from their segments), the WAL is checkpointed and truncated, the
-file is rebuilt (`VACUUM`), and the WAL truncated again."""
+file is rebuilt (`VACUUM`), and the WAL truncated again. While another connection reads a snapshot from
+before the delete (a backup's copy, `ember-chat chats` in another process) the WAL cannot be emptied: the
+sweep is left pending and finished later (`Organiser.finish_sweep`: when a backup ends, at close)."""
 
 from __future__ import annotations
 
@@ -35,9 +37,10 @@ def attachments_of(db: sqlite3.Connection, conversation_ids: Iterable[int]) -> s
     return out
 
 
-def sweep(db: sqlite3.Connection, lock: threading.RLock, path: Path, attachments: Iterable[int] = ()) -> None:
+def sweep(db: sqlite3.Connection, lock: threading.RLock, path: Path, attachments: Iterable[int] = ()) -> str | None:
     """`attachments`: those the deleted chats used; the ones no message refers to any more go (a file
-    attached to a message not sent yet is never among them)."""
+    attached to a message not sent yet is never among them). Returns what is left to do (`compact`'s
+    step) when another connection held it up, else None."""
     with lock:
         gone: list[str] = []
         with transaction(db, lock):
@@ -53,13 +56,42 @@ def sweep(db: sqlite3.Connection, lock: threading.RLock, path: Path, attachments
             kept = {r[0] for r in db.execute("SELECT DISTINCT sha256 FROM attachments")}
             db.execute("INSERT INTO messages_fts(messages_fts) VALUES ('optimize')")
             db.execute("INSERT INTO attachment_chunks_fts(attachment_chunks_fts) VALUES ('optimize')")
-        try:
-            db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-            db.execute("VACUUM")
-            db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        except sqlite3.OperationalError as exc:  # another process reads the file: done at the next sweep
-            log.warning("The chat database could not be compacted after a delete: %s", exc)
+        left = compact(db, lock, VACUUM)
     blobs = path.parent / "attachments"  # (as AttachmentStore.blob_path)
     for sha in set(gone) - kept:
         with contextlib.suppress(FileNotFoundError):
             (blobs / sha[:2] / sha).unlink()
+    return left
+
+
+VACUUM = "vacuum"  # what is left of a sweep: the file to rebuild and the WAL to empty
+CHECKPOINT = "checkpoint"  # the WAL to empty (another reader's snapshot held it)
+
+
+def compact(db: sqlite3.Connection, lock: threading.RLock, step: str) -> str | None:
+    """Rebuild the file (from `VACUUM`) and empty the WAL; what is left to do when another connection holds
+    it up (a reader's snapshot keeps the WAL's frames, a writer the VACUUM), else None."""
+    with lock:
+        try:
+            if step == VACUUM:
+                _checkpoint(db)
+                db.execute("VACUUM")
+            busy = _checkpoint(db)
+        except sqlite3.OperationalError as exc:  # another process writes: done later
+            log.warning("The chat database could not be compacted after a delete: %s", exc)
+            return step
+    if busy:
+        log.info("Another reader holds the chat database's WAL: it is emptied later")
+        return CHECKPOINT
+    return None
+
+
+def _checkpoint(db: sqlite3.Connection) -> bool:
+    """Copy the WAL into the file and empty it; True (busy) when a reader's snapshot kept it from being
+    emptied. Never waits for that reader (a backup's copy may take minutes)."""
+    wait = db.execute("PRAGMA busy_timeout").fetchone()[0]
+    db.execute("PRAGMA busy_timeout = 0")
+    try:
+        return bool(db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0])
+    finally:
+        db.execute(f"PRAGMA busy_timeout = {int(wait)}")
