@@ -65,6 +65,8 @@ class ChatActions(QObject):
         chat.addAction(self.tr("&Archive"), lambda: self.organise.archive(self.chosen_chats()))
         chat.addAction(self.tr("Show arc&hived chats"), lambda: self.show_view("archived"))
         chat.addAction(self.tr("Show the &Trash"), lambda: self.show_view("trash"))
+        chat.addSeparator()
+        chat.addAction(self.tr("Delete all chats…"), lambda: self.organise.delete_all())
 
     def chosen_chats(self) -> list[int]:
         """What the Chat menu acts on: the chats selected in the list, else the open one."""

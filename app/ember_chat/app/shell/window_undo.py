@@ -227,7 +227,41 @@ class ChatOrganise(QObject):
         ).format(n=_chats(n), them=self.tr("it") if n == 1 else self.tr("them"))
         self._question(self.tr("Empty Trash"), text, self.tr("Empty Trash"), lambda: self.empty_trash(True))
 
-    def _for_good(self, delete: Callable[[], int], ids: list[int], said: Callable[[int], str]) -> None:
+    def delete_all(self, confirmed: bool = False) -> None:
+        """Chat ▸ Delete all chats…: every chat, the Trash included, deleted for good once the user has said
+        yes (or `confirmed`); an answer streaming stops first and the open chat closes."""
+        if confirmed:
+
+            def act() -> None:
+                self.w.undo.stack.clear()  # what it would reverse is gone for good
+                self.w.undo.banner_replaced()
+                if self.w.controller.conversation_id is not None:
+                    self.w.side.metrics.reset()
+                self.w.controller.conversation_id = None
+                self.w.controller.cancel_edit()
+                self.w.composer.set_editing(False)
+                self.w.controller.refresh()
+                self.w.update_welcome()
+                self._for_good(
+                    self.store.delete_all_chats,
+                    None,  # (every chat listed changed)
+                    lambda n: self.tr("All chats were deleted for good: {n}.").format(n=_chats(n)),
+                )
+
+            self.w.controller.after_stop(act)
+            return
+        n = len(self.w.store.conversations()) + len(self.w.store.conversations(archived=True))
+        n += len(self.store.trashed())
+        if not n:
+            self.w.show_notice(self.tr("There are no chats to delete."))
+            return
+        text = self.tr(
+            "Delete all {n}, the archived ones and the Trash included, for good? This cannot be undone. "
+            "Backups made earlier still hold them: Settings ▸ Backups… ▸ Open folder shows them."
+        ).format(n=_chats(n))
+        self._question(self.tr("Delete all chats"), text, self.tr("Delete all chats"), lambda: self.delete_all(True))
+
+    def _for_good(self, delete: Callable[[], int], ids: list[int] | None, said: Callable[[int], str]) -> None:
         """A deletion for good on the window's task runner: it rewrites the database file (secure delete,
         VACUUM: most of a second for a few tens of MB), which the GUI thread must not wait on."""
 

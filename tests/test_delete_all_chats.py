@@ -1,0 +1,63 @@
+"""Chat ▸ Delete all chats… in the real window (issue 19's privacy item): after a question that says it
+cannot be undone and that backups keep their copies, every chat (the Trash included) is deleted for good
+off the GUI thread, the open chat closes, and the text is gone from the database file's bytes."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from pytestqt.qtbot import QtBot
+
+from ember_chat.app.shell.main_window import MainWindow
+from tests.test_app import make_window, paths
+from tests.test_chat_list import nothing_blocks
+
+__all__ = ["make_window", "nothing_blocks", "paths"]  # fixtures
+
+
+def _menu(w: MainWindow, text: str) -> None:
+    chat_menu = next(a.menu() for a in w.menuBar().actions() if a.text().replace("&", "") == "Chat")
+    next(a for a in chat_menu.actions() if a.text().replace("&", "") == text).trigger()
+
+
+def test_delete_all_chats_asks_then_removes_every_chat_and_its_text_from_the_file(
+    qtbot: QtBot, make_window: Callable[..., MainWindow]
+) -> None:
+    w = make_window()
+    ids = []
+    for title in ("Plans", "Diary", "Taxes"):
+        conv = w.store.create_conversation(title)
+        w.store.add_message(conv.id, "user", f"zebracorn secret about {title.lower()}")
+        ids.append(conv.id)
+    w.store.organise.trash_chats([ids[2]])
+    w.chats.reload_conversations()
+    w.chats.open_conversation(ids[0])
+    qtbot.waitUntil(lambda: w.controller.conversation_id == ids[0], timeout=5000)
+
+    _menu(w, "Delete all chats…")
+    box = w.chats.chat_question
+    assert box is not None and box.isVisible()
+    assert "3 chats" in box.text() and "cannot be undone" in box.text() and "Backups" in box.text()
+    box.reject()  # Cancel: nothing goes
+    assert len(w.store.conversations()) == 2 and len(w.store.organise.trashed()) == 1
+    qtbot.waitUntil(lambda: w.chats.chat_question is None, timeout=5000)
+
+    _menu(w, "Delete all chats…")
+    with qtbot.waitSignal(w.tasks.settled, timeout=20_000):
+        next(b for b in w.chats.chat_question.buttons() if b.text() == "Delete all chats").click()
+    assert w.store.conversations() == [] and w.store.organise.trashed() == []
+    assert w.controller.conversation_id is None and w.conversations.chat_ids() == []
+    assert "deleted for good" in w.banner.text()
+    raw = w.store.path.read_bytes() + (
+        w.store.path.with_name(w.store.path.name + "-wal").read_bytes()
+        if w.store.path.with_name(w.store.path.name + "-wal").exists()
+        else b""
+    )
+    assert b"zebracorn" not in raw.lower()
+
+
+def test_delete_all_chats_with_no_chats_says_so(qtbot: QtBot, make_window: Callable[..., MainWindow]) -> None:
+    w = make_window()
+    _menu(w, "Delete all chats…")
+    assert w.chats.chat_question is None
+    assert "no chats" in w.banner.text().lower()
