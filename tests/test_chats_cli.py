@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -104,6 +105,30 @@ def test_mistakes_are_one_line_and_change_nothing(data: Path, capsys: pytest.Cap
     assert "invalid int value" in capsys.readouterr().err
     assert ids_of(data) == ids and main(["chats", "list", "--trash", "--json"]) == 0
     assert [c["title"] for c in json.loads(capsys.readouterr().out)] == ["Gone"]
+
+
+def test_a_damaged_database_or_a_data_folder_that_cannot_be_made_is_one_line(data: Path, tmp_path: Path) -> None:
+    """Errors from the database or the file system after the store opened (a damaged page read by `list`,
+    a data folder that is a file) are one line on stderr and exit status 2, never a traceback."""
+    database = data / "chats.sqlite3"
+    with sqlite3.connect(database) as db:
+        root = db.execute("SELECT rootpage FROM sqlite_master WHERE name = 'conversations'").fetchone()[0]
+        page = db.execute("PRAGMA page_size").fetchone()[0]
+    store = ConversationStore(database)
+    for i in range(200):  # (the chats' table spans several pages)
+        store.create_conversation(f"chat {i} " + "x" * 300)
+    store.close()
+    damaged = bytearray(database.read_bytes())
+    damaged[root * page : (root + 3) * page] = b"\xff" * (3 * page)  # pages after the table's root
+    database.write_bytes(bytes(damaged))
+    done = cli(data, "list")
+    assert (done.returncode, done.stdout, len(done.stderr.splitlines())) == (2, "", 1), done.stderr
+    assert done.stderr.startswith(f"ember-chat: The chat database {database} could not be read (")
+
+    (tmp_path / "a-file").write_text("not a folder")
+    done = cli(tmp_path / "a-file" / "data", "list")
+    assert (done.returncode, done.stdout, len(done.stderr.splitlines())) == (2, "", 1), done.stderr
+    assert "cannot be used (Not a directory)" in done.stderr
 
 
 def test_export_markdown_to_a_file_and_to_the_terminal(data: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sqlite3
 import sys
 import time
 from pathlib import Path
@@ -46,6 +47,24 @@ def add_parser(sub: argparse._SubParsersAction, parser_class: type) -> None:
 
 
 def run(args: argparse.Namespace, paths: AppPaths) -> int:
+    """Errors of the database or the file system (locked by another program, damaged, a folder that is a
+    file) become one sentence (EmberError: main prints it, exit status 2)."""
+    try:
+        return _run(args, paths)
+    except sqlite3.Error as exc:
+        raise EmberError(
+            f"The chat database {paths.database} could not be read ({exc}). If the window or another ember-chat "
+            "is busy with it, try again in a moment; if it is damaged, start the window: it sets a damaged "
+            "file aside and recovers what it can."
+        ) from None
+    except OSError as exc:
+        raise EmberError(
+            f"{exc.filename or paths.data_dir} cannot be used ({exc.strerror or exc}); check that it is there "
+            "and can be read and written (EMBER_DATA_DIR chooses the data folder)."
+        ) from None
+
+
+def _run(args: argparse.Namespace, paths: AppPaths) -> int:
     from ember_chat.engine.storage.conversations import ConversationStore
 
     store = ConversationStore(paths.database)
