@@ -4,10 +4,13 @@ off the GUI thread, the open chat closes, and the text is gone from the database
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Callable
 
+import pytest
 from pytestqt.qtbot import QtBot
 
+from ember_chat.app.shell import window_undo
 from ember_chat.app.shell.main_window import MainWindow
 from tests.test_app import make_window, paths
 from tests.test_chat_list import nothing_blocks
@@ -61,3 +64,30 @@ def test_delete_all_chats_with_no_chats_says_so(qtbot: QtBot, make_window: Calla
     _menu(w, "Delete all chats…")
     assert w.chats.chat_question is None
     assert "no chats" in w.banner.text().lower()
+
+
+def test_a_sweep_held_up_by_another_reader_is_finished_by_the_window_later(
+    qtbot: QtBot, make_window: Callable[..., MainWindow], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another program reading the database (a backup being written, `ember-chat chats` in a terminal) holds
+    a snapshot: the deleted words cannot leave the WAL yet; the window tries again until they have."""
+    monkeypatch.setattr(window_undo, "SWEEP_RETRY_MS", 50)
+    w = make_window()
+    conv = w.store.create_conversation("Old")
+    w.store.add_message(conv.id, "user", "quokkafruit confidential")
+    w.store.organise.trash_chats([conv.id])
+    w.chats.reload_conversations()
+    reader = sqlite3.connect(w.store.path)
+    try:
+        reader.execute("BEGIN")
+        reader.execute("SELECT count(*) FROM messages").fetchone()  # a read snapshot, held
+        w.chats.organise.empty_trash()
+        with qtbot.waitSignal(w.tasks.settled, timeout=20_000):
+            next(b for b in w.chats.chat_question.buttons() if b.text() == "Empty Trash").click()
+        assert w.store.organise.sweep_pending  # the reader held it up
+    finally:
+        reader.close()
+    qtbot.waitUntil(lambda: not w.store.organise.sweep_pending, timeout=10_000)
+    wal = w.store.path.with_name(w.store.path.name + "-wal")
+    raw = w.store.path.read_bytes() + (wal.read_bytes() if wal.exists() else b"")
+    assert b"quokkafruit" not in raw.lower()

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from PySide6.QtCore import QCoreApplication, QEvent, QObject, Qt
+from PySide6.QtCore import QCoreApplication, QEvent, QObject, Qt, QTimer
 from PySide6.QtWidgets import QHBoxLayout, QInputDialog, QLabel, QMessageBox
 
 from ember_chat.engine.errors import EmberError
@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from ember_chat.app.shell.main_window import MainWindow
 
 UNDO_DEPTH = 50  # changes kept to undo, newest last
+SWEEP_RETRY_MS = 30_000  # a deletion's sweep held up by another reader is tried again this often
 
 
 @dataclass(frozen=True)
@@ -268,6 +269,7 @@ class ChatOrganise(QObject):
         def done(n: int) -> None:
             self.w.chats.reload_conversations(ids)
             self.w.show_notice(said(n))
+            self._finish_sweep_later()
 
         def failed(reason: str) -> None:
             self.w.chats.reload_conversations(ids)
@@ -275,6 +277,18 @@ class ChatOrganise(QObject):
 
         self.w.show_notice(self.tr("Deleting for good…"))
         self.w.tasks.run(delete, done, failed)
+
+    def _finish_sweep_later(self, tries: int = 10) -> None:
+        """While another reader (a backup being written, `ember-chat chats` in a terminal) held up the sweep,
+        deleted words may still be in the WAL: try again every 30 s until it is done (or at close)."""
+        if tries and self.store.sweep_pending:
+            QTimer.singleShot(
+                SWEEP_RETRY_MS,
+                self,
+                lambda: self.w.tasks.run(
+                    self.store.finish_sweep, lambda finished: finished or self._finish_sweep_later(tries - 1)
+                ),
+            )
 
     def _question(self, title: str, text: str, button: str, yes: Callable[[], None]) -> None:
         box = QMessageBox(QMessageBox.Icon.Question, title, text, QMessageBox.StandardButton.Cancel, self.w)
