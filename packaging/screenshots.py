@@ -11,7 +11,10 @@ dialogs (delete and rename a chat), a chat whose answer is code-heavy Markdown a
 model's thinking (texts written into the database by this script, to show the rendering: no model wrote
 them), the Model Manager, the error banner after trying to load a damaged model file, and the benchmark
 lab after measuring two models: the starter model here, and the same file served by llama-cpp-python's
-own server on 127.0.0.1 as a remote connection.
+own server on 127.0.0.1 as a remote connection. Issue 19's parts (data written by
+packaging/screenshot_data.py): the chat list with 30 chats in folders, pins, a collapsed folder and 2 chats
+in the Trash, the preset library, the backups list, two tiny local models compared side by side (greedy,
+so always the same answers), and an answer with typeset formulas.
 """
 
 from __future__ import annotations
@@ -23,8 +26,11 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
-SERVED = "gemma-3-270m-q4_k_m"
+import screenshot_data as data  # (packaging/, beside this script)
+
+SERVED = "smollm2-135m-q4_1"  # the starter, served by llama-cpp-python (its file, another name)
 ROOT = Path(__file__).resolve().parent.parent  # the checkout (the tests' MCP server)
 
 CODE_QUESTION = "How do I merge two sorted lists in Python, and how fast is it?"
@@ -100,6 +106,7 @@ def main(out_dir: str) -> int:
     think_chat = store.create_conversation("Is 1001 prime?")
     tq = store.add_message(think_chat.id, "user", THINK_QUESTION)
     think_answer = store.add_message(think_chat.id, "assistant", THINK_ANSWER, parent_id=tq.id)
+    math_chat = data.math_chat(store)
     store.close()
     # tools: the built-in calculator, and an MCP server (the tests' own, written with the official SDK)
     notes = McpServerConfig("notes", command=sys.executable, args=(str(ROOT / "tests" / "mcp_servers" / "normal.py"),))
@@ -126,16 +133,81 @@ def main(out_dir: str) -> int:
         t = window.transcript
         return not (window.controller.generating or t.rendering or t.backfilling)
 
+    def at(name: str) -> None:  # the step a timeout names
+        state["step"] = name
+
+    def open_chat(cid: int) -> None:
+        window.chats.open_conversation(cid)
+        # (the list's select() changes the selection with its signals blocked, so the view keeps the
+        # previous chat's highlight until something repaints it: repainted here, reported to its owner)
+        window.conversations.list.viewport().update()
+
+    def organised() -> Iterator[Callable[[], bool]]:
+        """The dark theme's chat list in folders, the preset library, the backups and a comparison."""
+        at("chat-list-dark")
+        listed = data.chat_list(window.store)
+        window.chats.reload_conversations()
+        yield settled
+        shot("chat-list-dark.png")
+        if listed != 30:
+            raise SystemExit(f"chat-list-dark: {listed} chats listed, not 30")
+        at("presets-dark")
+        chosen = data.presets(window.presets.library)
+        library = window.presets.open_dialog()
+        library.select(chosen)
+        library.resize(900, 560)
+        yield lambda: library.isVisible() and len(library.names()) == 4  # (and the built-in Default)
+        shot("presets-dark.png", library)
+        library.close()
+        yield lambda: window.presets.dialog is None
+        at("backups-dark")
+        backups = window.backups.open_dialog()
+        yield lambda: backups.isVisible() and backups.table.rowCount() == 1 and not backups.busy  # today's
+        backups.back_up.click()
+        yield lambda: backups.table.rowCount() == 2 and not backups.busy
+        backups.resize(max(backups.width(), 760), backups.height())
+        yield lambda: backups.isVisible()
+        shot("backups-dark.png", backups)
+        backups.reject()
+        at("compare-dark")
+        tiny = data.tiny_models(paths.default_models_dir)
+        window.models.reload_models()
+        cid = window.store.create_conversation("Say hello").id
+        prompt = window.store.add_message(cid, "user", data.COMPARE_QUESTION)
+        window.chats.reload_conversations()
+        open_chat(cid)
+        yield settled
+        window.side.params.temperature.setValue(0)  # (the chat's own values: what the comparison uses)
+        window.side.params.max_tokens.setValue(12)
+        window.side.params.seed.setValue(4242)
+        compare = window.compare.open(prompt.id)
+        compare.set_checked(list(tiny))
+        ended: list[object] = []
+        window.compare.run_ended.connect(ended.append)
+        compare.start_button.click()
+        yield lambda: bool(ended)
+        yield lambda: window.model is not None and window.controller.model_ready  # the starter, back
+        compare.resize(900, 440)
+        compare.diff.setChecked(True)  # the second column's differences from the first
+        yield lambda: compare.width() == 900
+        shot("compare-dark.png", compare)
+        compare.close()
+
     def steps() -> Iterator[Callable[[], bool]]:
+        at("window-light: load the starter")
         window.models.load_model("starter")
         yield lambda: window.model is not None or not window.models.loading
         if window.model is None:
             raise SystemExit("the starter model did not load")
         window.side.params.max_tokens.setValue(160)  # room for its whole answer (about 70 tokens), not cut short
         window.side.params.temperature.setValue(0)
+        at("window-light: the starter's answer")
         window.controller.send("Explain photosynthesis in simple words.")
         yield lambda: not window.controller.generating
         yield settled
+        answer = window.store.thread(window.controller.conversation_id)[-1].content
+        if answer.lower().count("plant") < 1 or len(answer) < 80:  # the README's first impression
+            raise SystemExit(f"window-light: the starter's answer does not look sensible: {answer!r}")
         shot("window-light.png")
         for name, size, side_panel in (
             ("small-1024x640.png", (1024, 640), True),
@@ -144,16 +216,20 @@ def main(out_dir: str) -> int:
         ):
             if window.side.isVisible() != side_panel:
                 window.toggle_side_panel()
+            at(name)
             window.resize(*size)
             yield lambda size=size: (window.width(), window.height()) == size and settled()
             shot(name)
         if not window.side.isVisible():
             window.toggle_side_panel()
         window.resize(1280, 800)
+        at("window-dark")
         window.set_theme("dark")
         yield settled
         shot("window-dark.png")
-        window.chats.open_conversation(code_chat.id)
+        yield from organised()
+        at("code-dark")
+        open_chat(code_chat.id)
         yield settled
         shot("code-dark.png")
         # Files in a chat (dark): a PDF too long to read whole and an image the text-only starter
@@ -214,7 +290,13 @@ def main(out_dir: str) -> int:
         yield lambda: dialog.isVisible() and window.tools.server_state("notes")[0] == "running"
         shot("tools-settings-dark.png", dialog)
         dialog.close()
+        at("math-light")
         window.set_theme("light")
+        open_chat(math_chat)
+        yield settled
+        shot("math-light.png")
+        at("code-light")
+        open_chat(code_chat.id)
         yield settled
         shot("code-light.png")
         manager = window.models.model_manager()
@@ -228,7 +310,7 @@ def main(out_dir: str) -> int:
         yield lambda: window.banner.isVisible()
         shot("error-banner.png")
         window.banner.hide()
-        window.chats.open_conversation(think_chat.id)
+        open_chat(think_chat.id)
         window.transcript.action.emit("think", think_answer.id, 0)  # the fold, opened
         yield settled
         shot("thinking.png")
@@ -252,14 +334,14 @@ def main(out_dir: str) -> int:
 
     servers = contextlib.ExitStack()  # the llama-cpp-python server, stopped when the loop ends
     plan = steps()
-    state: dict[str, Callable[[], bool]] = {"wait": lambda: True}
-    deadline = time.monotonic() + 240
+    state: dict[str, Any] = {"wait": lambda: True, "step": "start"}
+    deadline = time.monotonic() + 285  # (CI stops the run at 300 s)
 
     def tick() -> None:
         if time.monotonic() > deadline:
             line = getattr(state["wait"], "__code__", None)
             where = f" (waiting at packaging/screenshots.py:{line.co_firstlineno})" if line else ""
-            print(f"screenshots: timed out{where}", file=sys.stderr)
+            print(f"screenshots: timed out in step {state['step']}{where}", file=sys.stderr)
             app.exit(1)
             return
         if not state["wait"]():
