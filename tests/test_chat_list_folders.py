@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from PySide6.QtCore import QModelIndex, Qt
+from PySide6.QtCore import QEvent, QModelIndex, QObject, Qt
 from PySide6.QtGui import QContextMenuEvent
 from PySide6.QtWidgets import QApplication, QMenu
 from pytestqt.qtbot import QtBot
@@ -364,3 +364,38 @@ def test_the_menu_key_opens_the_selected_chats_menu(qtbot: QtBot, make_window: C
     assert w.chats.chat_menu is not None
     _menu_action(w, "Archive")
     assert [c.id for c in w.store.conversations(archived=True)] == [a] and w.conversations.chat_ids() == [b]
+
+
+class _Paints(QObject):
+    def __init__(self) -> None:
+        super().__init__()
+        self.count = 0
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # Qt override
+        if event.type() == QEvent.Type.Paint:
+            self.count += 1
+        return False
+
+
+def test_opening_another_chat_from_elsewhere_repaints_the_highlight_and_a_new_chat_has_none(
+    qtbot: QtBot, make_window: Callable[..., MainWindow]
+) -> None:
+    """A chat opened by a search hit, a script or Keep this one moves the list's highlight at once (the
+    view repaints; it did not while the selection changed quietly), and a new chat leaves no row selected."""
+    w = make_window()
+    a, b = _chats(w, ["Alpha", "Beta"])
+    w.chats.open_conversation(a)
+    qtbot.waitUntil(lambda: w.controller.conversation_id == a, timeout=5000)
+    paints = _Paints()
+    viewport = w.conversations.list.viewport()
+    viewport.installEventFilter(paints)
+    try:
+        w.chats.open_conversation(b)
+        qtbot.waitUntil(lambda: w.controller.conversation_id == b, timeout=5000)
+        assert w.conversations.selected_ids() == [b]
+        qtbot.waitUntil(lambda: paints.count > 0, timeout=2000)
+    finally:
+        viewport.removeEventFilter(paints)
+    w.chats.new_chat()
+    qtbot.waitUntil(lambda: w.controller.conversation_id is None, timeout=5000)
+    assert w.conversations.selected_ids() == []

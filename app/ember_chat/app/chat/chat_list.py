@@ -254,10 +254,14 @@ class ConversationList(QWidget):
         self.list.blockSignals(False)
 
     def _select_open(self) -> None:
-        """Only the open chat selected (another selection of several chats is kept as it is)."""
-        if self._open is None or len(self.selected_ids()) > 1:
+        """Only the open chat selected, none for a new chat (a selection of several chats is kept as it is)."""
+        if len(self.selected_ids()) > 1:
             return
-        index = self.model.index_of(CHAT, self._open)
+        self._quietly_select(self.model.index_of(CHAT, self._open) if self._open is not None else QModelIndex())
+
+    def _quietly_select(self, index: QModelIndex) -> None:
+        """Select this row only (none when `index` is invalid) without a `selected` signal: the chat is open
+        already. The view is repainted by hand, since it learns of a selection through those signals."""
         sm = self.list.selectionModel()
         sm.blockSignals(True)
         if index.isValid():
@@ -265,6 +269,7 @@ class ConversationList(QWidget):
         else:
             sm.clearSelection()
         sm.blockSignals(False)
+        self.list.viewport().update()
 
     def select(self, conversation_id: int) -> None:
         """Highlight this chat (opened from elsewhere: a search hit, the keyboard, a script)."""
@@ -273,10 +278,7 @@ class ConversationList(QWidget):
             return
         index = self.model.index_of(CHAT, conversation_id)
         if index.isValid():
-            sm = self.list.selectionModel()
-            sm.blockSignals(True)
-            sm.setCurrentIndex(index, sm.SelectionFlag.ClearAndSelect)
-            sm.blockSignals(False)
+            self._quietly_select(index)
             self.list.scrollTo(index)
 
     # ----- reading the rows
