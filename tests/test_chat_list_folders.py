@@ -399,3 +399,18 @@ def test_opening_another_chat_from_elsewhere_repaints_the_highlight_and_a_new_ch
     w.chats.new_chat()
     qtbot.waitUntil(lambda: w.controller.conversation_id is None, timeout=5000)
     assert w.conversations.selected_ids() == []
+
+
+def test_the_trash_view_needs_no_wider_sidebar_than_the_chat_list(
+    qtbot: QtBot, make_window: Callable[..., MainWindow]
+) -> None:
+    w = make_window()
+    (a,) = _chats(w, ["Alpha"])
+    w.store.organise.trash_chats([a])
+    lst = w.conversations
+    narrowest = lst.minimumSizeHint().width()
+    w.chats.show_view("trash")
+    assert lst.mode == "trash" and lst.empty_button.isVisibleTo(lst) and lst.empty_button.isEnabled()
+    assert lst.minimumSizeHint().width() <= narrowest  # ("Empty Trash…" beside the title widened it ~24 px)
+    w.chats.show_view("chats")
+    assert not lst.empty_button.isVisibleTo(lst)

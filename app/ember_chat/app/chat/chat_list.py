@@ -15,6 +15,7 @@ from PySide6.QtWidgets import (
     QLabel,
     QLineEdit,
     QPushButton,
+    QSizePolicy,
     QStyledItemDelegate,
     QStyleOptionViewItem,
     QTreeView,
@@ -127,13 +128,15 @@ class ConversationList(QWidget):
         self.back_button.setToolTip(self.tr("Back to the chat list"))
         self.back_button.clicked.connect(lambda: self.view_requested.emit("chats"))
         self.view_title = QLabel()
+        self.view_title.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)  # never widens it
         self.empty_button = QPushButton(self.tr("Empty Trash…"))
         self.empty_button.setAccessibleName(self.tr("Empty Trash"))
         self.empty_button.setToolTip(self.tr("Delete every chat in the Trash for good"))
         self.empty_button.clicked.connect(self.empty_trash)
+        self.empty_button.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Fixed)  # the list's width
         bar.addWidget(self.back_button)
         bar.addWidget(self.view_title, 1)
-        bar.addWidget(self.empty_button)
+        self.empty_button.hide()  # under the Trash's list (beside the title it widened a narrow sidebar)
         self.view_bar.hide()
         layout.addWidget(self.view_bar)
         self.model = ChatTreeModel(self)
@@ -149,6 +152,7 @@ class ConversationList(QWidget):
         self.list.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         self.list.setItemDelegate(OneLineRows(self.list))
         layout.addWidget(self.list, 1)
+        layout.addWidget(self.empty_button)
         self._debounce = QTimer(self)
         self._debounce.setSingleShot(True)
         self._debounce.setInterval(150)
@@ -205,6 +209,7 @@ class ConversationList(QWidget):
         self.mode = "chats"
         self._open = current
         self.view_bar.hide()
+        self.empty_button.hide()
         self.list.setUniformRowHeights(True)
         self.list.setRootIsDecorated(True)  # (folders' arrows)
         entries = {
@@ -239,6 +244,7 @@ class ConversationList(QWidget):
         was = self.mode
         self.mode = "hits"
         self.view_bar.hide()
+        self.empty_button.hide()
         self.list.setUniformRowHeights(False)  # a hit is two lines
         self.list.setRootIsDecorated(False)
         self._fill(lambda: self.model.set_hits(hits, self.tr("No matches")), was)

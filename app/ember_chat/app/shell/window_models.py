@@ -203,7 +203,7 @@ class ModelActions(QObject):
                 self.w.model_picker.setCurrentIndex(index)
 
         api_url = self.w.api.server.url if self.w.api.server is not None else None
-        loaded = self.loaded_name or self.w.model.name
+        loaded = starter_label(self.loaded_name) or self.loaded_name or self.w.model.name
         self.remote_question = RemoteSwitchQuestion(  # kept while open (and for tests)
             self.w, loaded, remote[1], remote[0], api_url, lambda: self._start_load(name, ref, alias), cancelled
         )
@@ -213,7 +213,8 @@ class ModelActions(QObject):
         unloaded, so say what is still loaded and show it in the picker again."""
         loaded = self.loaded_name if self.w.model is not None else None
         if loaded is not None:
-            message += " " + self.tr("{model} is still loaded.").format(model=loaded)
+            shown = starter_label(loaded) or loaded  # (as the picker names it)
+            message += " " + self.tr("{model} is still loaded.").format(model=shown)
         index = self.w.model_picker.findData(loaded) if loaded is not None else 0
         self.w.model_picker.setCurrentIndex(max(index, 0))  # not a pick: picks are `activated`
         self.w.show_error(message, cause="model")  # ends when a model loads
