@@ -61,6 +61,7 @@ def drain(window: object, probe: StallProbe) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--formulas", type=int, default=20)
+    parser.add_argument("--json", action="store_true", help="(JSON is always printed; as the other benchmarks)")
     args = parser.parse_args()
     app = QApplication.instance() or QApplication([])
     with fresh_paths() as paths:
