@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from PySide6.QtCore import Qt, QUrl
+from PySide6.QtCore import QDateTime, Qt, QUrl
 from PySide6.QtWidgets import QMessageBox
 from pytestqt.qtbot import QtBot
 
@@ -228,3 +228,20 @@ def test_a_database_from_before_an_update_is_backed_up_at_start_and_that_backup_
     w.chats.open_conversation(2)
     assert [m.content for m in w.store.thread(2)] == ["old question 2 about herons"]
     assert w.controller.conversation_id == 2
+
+
+def test_a_backups_date_reads_as_a_date_in_every_locale(qtbot: QtBot) -> None:
+    """The C locale's short format wrote "4 12 2026 21:50:55"; a named locale writes its own, with seconds."""
+    from PySide6.QtCore import QLocale
+
+    from ember_chat.app.chat.backups_dialog import when
+
+    before = QLocale()
+    try:
+        QLocale.setDefault(QLocale(QLocale.Language.C))
+        assert when(1764880000.0) == QDateTime.fromSecsSinceEpoch(1764880000).toString("yyyy-MM-dd HH:mm:ss")
+        QLocale.setDefault(QLocale("de_DE"))
+        assert when(1764880000.0).endswith(QDateTime.fromSecsSinceEpoch(1764880000).toString("HH:mm:ss"))
+        assert "." in when(1764880000.0)  # (German dates: 04.12.25)
+    finally:
+        QLocale.setDefault(before)

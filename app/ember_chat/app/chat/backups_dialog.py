@@ -326,6 +326,8 @@ class BackupsDialog(QDialog):
 def when(timestamp: float) -> str:
     """A backup's date and time in the user's locale, to the second (two backups a minute apart differ)."""
     locale = QLocale()
+    if locale.language() == QLocale.Language.C:  # (the C locale's short format reads "4 12 2026 21:50:55")
+        return QDateTime.fromSecsSinceEpoch(int(timestamp)).toString("yyyy-MM-dd HH:mm:ss")
     form = locale.dateTimeFormat(QLocale.FormatType.ShortFormat)
     if "ss" not in form:
         form = form.replace("mm", "mm:ss", 1)  # (minutes are lower case, months upper case)

@@ -30,6 +30,7 @@ from PySide6.QtWidgets import (
 )
 
 from ember_chat.app.chat.presets_editor import PresetEditor
+from ember_chat.app.models.starter_names import starter_label
 from ember_chat.engine.errors import InvalidParameter
 from ember_chat.engine.storage.presets import Preset, PresetError, PresetLibrary
 
@@ -131,7 +132,8 @@ class PresetsDialog(QDialog):
     # ----- the list
     def set_model(self, model: tuple[str, str] | None) -> None:
         self.model = model
-        name = "" if model is None else model[1] if len(model[1]) <= 28 else model[1][:12] + "…" + model[1][-15:]
+        name = "" if model is None else starter_label(model[1]) or model[1]  # (a starter as the picker names it)
+        name = name if len(name) <= 28 else name[:12] + "…" + name[-15:]
         self.model_button.setText(
             self.tr("Default for {model}").format(model=name) if model else self.tr("Default for the loaded model")
         )
