@@ -102,3 +102,28 @@ def test_the_shortcuts_list_names_undo_and_the_lists_delete_key(
     assert rows["Delete (in the chat list)"] == "Move the selected chats to the Trash (Ctrl+Z brings them back)"
     assert "Shift+click / Ctrl+click (in the chat list)" in rows
     w._shortcuts.close()
+
+
+def test_what_was_done_leaves_the_banner_with_its_chat_and_ctrl_z_still_undoes_it(
+    qtbot: QtBot, make_window: Callable[..., MainWindow]
+) -> None:
+    """ "Moved … to the Trash." and "Undone: …" go when another chat is opened or a new one started (they stayed
+    up across chats and theme changes); the change is still on the stack."""
+    w = make_window()
+    a, b, c = _chats(w, ["A", "B", "C"])
+    w.chats.open_conversation(b)
+    qtbot.waitUntil(lambda: w.controller.conversation_id == b, timeout=5000)
+    w.chats.organise.trash([a])
+    assert w.banner.isVisible() and w.undo.link.isVisible()
+    w.chats.open_conversation(c)
+    qtbot.waitUntil(lambda: w.controller.conversation_id == c, timeout=5000)
+    assert not w.banner.isVisible() and not w.undo.link.isVisible()
+    _undo_action(w).trigger()
+    assert w.store.conversation(a).deleted_at is None
+    assert w.banner.isVisible() and w.banner.text() == "Undone: Moved “A” to the Trash."
+    w.chats.new_chat()
+    qtbot.waitUntil(lambda: w.controller.conversation_id is None, timeout=5000)
+    assert not w.banner.isVisible()
+    w.show_error("A real problem.")  # (an error is not taken down by a new chat)
+    w.chats.new_chat()
+    assert w.banner.isVisible() and w.banner.text() == "A real problem."

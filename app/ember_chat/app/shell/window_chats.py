@@ -202,6 +202,7 @@ class ChatActions(QObject):
                 self.w.side.metrics.reset()  # "Current answer" was the other chat's
             self.w.controller.conversation_id = None
             self.w.banner.end("answer")  # an error about the chat left behind
+            self.w.banner.end("undo")  # and what was just done there (Ctrl+Z still undoes it)
             self.w.controller.cancel_edit()
             self.w.composer.set_editing(False)
             self.w._apply_settings_defaults()
@@ -227,6 +228,7 @@ class ChatActions(QObject):
             self.w.conversations.select(cid)
             if cid != self.w.controller.conversation_id:
                 self.w.banner.end("answer")  # an error about the chat left behind
+                self.w.banner.end("undo")  # and what was just done there (Ctrl+Z still undoes it)
 
         self.w.controller.after_stop(act)
         self.w.controller.open_conversation(cid, jump_to)

@@ -86,7 +86,7 @@ class UndoActions(QObject):
         return undo
 
     def _say(self, done: Done) -> None:
-        self.w.show_notice(done.undo.label)  # (hides the link: a new message)
+        self.w.show_notice(done.undo.label, cause="undo")  # (hides the link: a new message; goes with the chat)
         self._shown = done
         self.link.show()
 
@@ -103,8 +103,8 @@ class UndoActions(QObject):
             except (EmberError, KeyError) as exc:
                 self.w.show_error(self._sentence(exc))
                 return
-            self.w.show_notice(self.tr("Undone: {what}").format(what=done.undo.label))
-            self._reload(done)
+            self._reload(done)  # (may open the chat again: the sentence comes after, or it would go with it)
+            self.w.show_notice(self.tr("Undone: {what}").format(what=done.undo.label), cause="undo")
 
         self.w.controller.after_stop(act)  # (an answer streaming into a chat the undo touches stops)
         return True
