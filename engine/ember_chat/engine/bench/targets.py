@@ -21,12 +21,12 @@ from __future__ import annotations
 import random
 import threading
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any, Protocol
 
 from ember_chat.engine.core.params import SamplingParams
 from ember_chat.engine.core.states import StopReason
+from ember_chat.engine.core.stopping import stopping_on
 from ember_chat.engine.errors import EmberError, GenerationError
 from ember_chat.engine.inference.backend import InferenceBackend
 from ember_chat.engine.inference.events import Event, Finished
@@ -65,28 +65,6 @@ def bench_tokens(runtime: LocalRuntime, n: int, seed: int = TOKEN_SEED) -> list[
     rng = random.Random(seed)
     vocab = runtime.vocab_size()
     return [rng.randrange(min(vocab, 256) // 2, vocab) for _ in range(n)]
-
-
-@contextmanager
-def stopping_on(cancel: threading.Event, stop: Callable[[], None]) -> Iterator[None]:
-    """While the body runs, call `stop()` as soon as `cancel` is set, and again every 50 ms after
-    (a stop that lands just before a request starts, which a backend forgets, is repeated); a remote
-    stream is closed at once even while the server is still on the prompt. Joined on exit."""
-    done = threading.Event()
-
-    def watch() -> None:
-        while not done.is_set():
-            if cancel.wait(0.05):
-                stop()
-                done.wait(0.05)
-
-    watcher = threading.Thread(target=watch, name="bench-cancel", daemon=True)
-    watcher.start()
-    try:
-        yield
-    finally:
-        done.set()
-        watcher.join()
 
 
 def _metrics_of(events: Iterator[Event], stop: Callable[[], None], cancel: threading.Event) -> GenerationMetrics | None:

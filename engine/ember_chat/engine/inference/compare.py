@@ -15,13 +15,14 @@ from __future__ import annotations
 import contextlib
 import random
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from ember_chat.engine.core.messages import ChatMessage
 from ember_chat.engine.core.params import LoadConfig, SamplingParams
 from ember_chat.engine.core.refs import ModelRef
+from ember_chat.engine.core.stopping import stopping_on
 from ember_chat.engine.errors import EmberError, JobCancelled
 from ember_chat.engine.inference.attachment_turns import conversation_refs, expand_attachments
 from ember_chat.engine.inference.backend import InferenceBackend
@@ -34,7 +35,6 @@ if TYPE_CHECKING:
 
 MIN_MODELS = 2
 MAX_MODELS = 4
-STOP_POLL_S = 0.05
 
 
 @dataclass(frozen=True)
@@ -83,27 +83,6 @@ def fixed_seed(params: SamplingParams) -> SamplingParams:
     return params if params.seed is not None else replace(params, seed=random.randrange(2**31 - 1))
 
 
-@contextlib.contextmanager
-def _stopping_on(cancel: threading.Event, stop: Callable[[], None]) -> Iterator[None]:
-    """While the body runs, `stop()` as soon as `cancel` is set (and again every 50 ms: a stop that
-    lands just before a stream starts is repeated). Joined on exit."""
-    done = threading.Event()
-
-    def watch() -> None:
-        while not done.is_set():
-            if cancel.wait(STOP_POLL_S):
-                stop()
-                done.wait(STOP_POLL_S)
-
-    watcher = threading.Thread(target=watch, name="compare-cancel", daemon=True)
-    watcher.start()
-    try:
-        yield
-    finally:
-        done.set()
-        watcher.join()
-
-
 def _new_backend(ref: ModelRef) -> InferenceBackend:
     if isinstance(ref, LoadConfig):
         from ember_chat.engine.inference.runtime import LocalRuntime  # llama.cpp: only where it runs
@@ -129,7 +108,7 @@ def answer_one(
     fit this model's context), read from `attachment_store`; images go to the model as they are."""
     backend = _new_backend(target.ref)
     try:
-        with _stopping_on(cancel, backend.request_stop):
+        with stopping_on(cancel, backend.request_stop):
             if cancel.is_set():
                 return CompareAnswer("", "cancelled", None)
             backend.load(target.ref, progress=lambda f: listener.loading(index, f), cancel=cancel)
@@ -233,7 +212,7 @@ def _run_local(
         service.unload()  # before the job (the service's control queue keeps the order)
     try:
         job = service.run_exclusive(work, "Comparison", cancel, client="compare")
-        with _stopping_on(cancel, lambda: service.cancel_exclusive(job)), contextlib.suppress(JobCancelled):
+        with stopping_on(cancel, lambda: service.cancel_exclusive(job)), contextlib.suppress(JobCancelled):
             job.result()
     finally:
         for i in local:

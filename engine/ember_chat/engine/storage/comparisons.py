@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ember_chat.engine.errors import StoreError
+from ember_chat.engine.storage.records import json_object
 
 MIN_MODELS = 2
 MAX_MODELS = 4
@@ -43,16 +44,6 @@ class Comparison:
     settings: dict[str, Any]
     created_at: float
     answers: tuple[ComparisonAnswer, ...]
-
-
-def _json_dict(text: object) -> dict[str, Any] | None:
-    if not isinstance(text, str) or not text:
-        return None
-    try:
-        value = json.loads(text)
-    except ValueError:
-        return None
-    return value if isinstance(value, dict) else None
 
 
 class Comparisons:
@@ -142,7 +133,7 @@ class Comparisons:
                     r["position"],
                     r["model"],
                     r["content"] or "",
-                    _json_dict(r["metrics"]),
+                    json_object(r["metrics"]),
                     r["error"],
                     r["kept_message_id"],
                 )
@@ -152,7 +143,7 @@ class Comparisons:
                 h["id"],
                 h["conversation_id"],
                 h["prompt_id"],
-                _json_dict(h["settings"]) or {},
+                json_object(h["settings"]) or {},
                 h["created_at"],
                 tuple(answers.get(h["id"], ())),
             )
