@@ -38,7 +38,7 @@ from ember_chat.app.chat.chat_list_model import (
 )
 from ember_chat.app.style.icons import icon_image, themed_icon
 from ember_chat.app.style.theme import Colors
-from ember_chat.engine.storage.conversations import Conversation, SearchHit
+from ember_chat.engine.storage.conversations import ChatRow, Conversation, SearchHit
 
 
 class ChatListWidget(QTreeView):
@@ -196,7 +196,7 @@ class ConversationList(QWidget):
     # ----- what is shown
     def show_conversations(
         self,
-        conversations: Sequence[Conversation],
+        conversations: Sequence[ChatRow | Conversation],
         current: int | None,
         folders: Sequence[FolderRow] = (),
         collapsed: frozenset[int] = frozenset(),

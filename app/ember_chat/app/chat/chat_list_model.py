@@ -16,7 +16,7 @@ from typing import Any
 
 from PySide6.QtCore import QAbstractItemModel, QMimeData, QModelIndex, QPersistentModelIndex, Qt
 
-from ember_chat.engine.storage.conversations import Conversation, SearchHit
+from ember_chat.engine.storage.conversations import ChatRow, Conversation, SearchHit
 
 CHAT, FOLDER, SECTION, ENTRY, HIT, NOTE = range(6)
 KIND_BITS = 3
@@ -92,7 +92,7 @@ class ChatTreeModel(QAbstractItemModel):
     def set_tree(
         self,
         folders: Sequence[FolderRow],
-        chats: Sequence[Conversation],
+        chats: Sequence[ChatRow | Conversation],
         entries: dict[int, str],
         labels: dict[int, str],
     ) -> None:

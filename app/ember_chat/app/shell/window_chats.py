@@ -20,7 +20,7 @@ from ember_chat.app.chat.chat_list_menu import build_row_menu, fill_move_menu
 from ember_chat.app.shell.window_undo import ChatOrganise
 from ember_chat.engine.core.params import SamplingParams
 from ember_chat.engine.errors import EmberError
-from ember_chat.engine.storage.conversations import Conversation
+from ember_chat.engine.storage.conversations import ChatRow
 from ember_chat.engine.storage.export import chat_as_markdown, chat_export_json, chats_as_json, export_file_name
 
 if TYPE_CHECKING:
@@ -35,7 +35,8 @@ class ChatActions(QObject):
         self.chat_question: QDialog | None = None  # a rename or delete question, while open
         self.export_dialog_open: QFileDialog | None = None  # File ▸ Export's save dialog, while open
         self.organise = ChatOrganise(window)  # folders, pins, archive, Trash: undoable (window_undo.py)
-        self._listed: dict[int, Conversation] | None = None  # the chats the tree lists, as last read
+        self._listed: dict[int, ChatRow] | None = None  # the chats the tree lists, as last read
+        self._order: list[ChatRow] = []  # the same, newest activity first
 
     def wire_list(self) -> None:
         """Connect the chat list's own signals (the window made it)."""
@@ -156,30 +157,28 @@ class ChatActions(QObject):
             folders = store.organise.folders()
             rows = [FolderRow(f.id, f.name, f.parent_id) for f in folders]
             closed = frozenset(f.id for f in folders if f.collapsed)
-            archived = len(store.conversations(archived=True))
-            trashed = len(store.organise.trashed())
+            archived = store.archived_count()
+            trashed = store.organise.trash_count()
             open_id = self.w.controller.conversation_id
             lst.show_conversations(self._active(changed), open_id, rows, closed, archived, trashed)
         self.w.update_welcome()
 
-    def _active(self, changed: Iterable[int] | None) -> list[Conversation]:
+    def _active(self, changed: Iterable[int] | None) -> list[ChatRow]:
         """The chats the tree lists (neither archived nor in the Trash), newest activity first: read
-        whole once, then only the `changed` ones again."""
+        whole once (only the columns the list shows), then only the `changed` ones again."""
         store = self.w.store
         if changed is None or self._listed is None:
-            chats = store.conversations()
+            chats = store.chat_rows()
             self._listed = {c.id: c for c in chats}
+            self._order = chats
             return chats
-        for cid in changed:
-            try:
-                conv: Conversation | None = store.conversation(cid)
-            except KeyError:
-                conv = None
-            if conv is None or conv.deleted_at is not None or conv.archived_at is not None:
+        changed = set(changed)
+        if changed:
+            for cid in changed:
                 self._listed.pop(cid, None)
-            else:
-                self._listed[cid] = conv
-        return sorted(self._listed.values(), key=lambda c: (c.updated_at, c.id), reverse=True)
+            self._listed.update((c.id, c) for c in store.chat_rows(changed))
+            self._order = sorted(self._listed.values(), key=lambda c: (c.updated_at, c.id), reverse=True)
+        return self._order
 
     def on_conversations_changed(self) -> None:
         """The controller changed the open chat (a message sent, an answer ended): only it is read again."""

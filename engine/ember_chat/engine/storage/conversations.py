@@ -12,7 +12,7 @@ import logging
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -21,8 +21,17 @@ from ember_chat.engine.errors import StoreError
 from ember_chat.engine.storage.comparisons import Comparisons
 from ember_chat.engine.storage.import_staging import purge_stale
 from ember_chat.engine.storage.organise import TRASH_DAYS, Organiser
-from ember_chat.engine.storage.records import Conversation, Message, Restored, SearchHit, conversation_of, message_of
+from ember_chat.engine.storage.records import (
+    ChatRow,
+    Conversation,
+    Message,
+    Restored,
+    SearchHit,
+    conversation_of,
+    message_of,
+)
 from ember_chat.engine.storage.restore import restore_rows
+from ember_chat.engine.storage.rows import batches
 from ember_chat.engine.storage.schema import _MIGRATIONS, SCHEMA_VERSION, migrate
 from ember_chat.engine.storage.tool_records import ToolMessage, ToolRecords
 
@@ -30,6 +39,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "TRASH_DAYS",
     "_MIGRATIONS",
+    "ChatRow",
     "Conversation",
     "ConversationStore",
     "Message",
@@ -144,6 +154,35 @@ class ConversationStore:
                 f"SELECT * FROM conversations WHERE deleted_at IS NULL AND {where} ORDER BY updated_at DESC, id DESC"
             ).fetchall()
         return [conversation_of(r) for r in rows]
+
+    def chat_rows(self, ids: Iterable[int] | None = None) -> list[ChatRow]:
+        """The chats `conversations()` lists (neither archived nor in the Trash), newest activity first, as
+        the chat list needs them: the columns it shows only. `ids`: only these (those listed of them)."""
+        query = (
+            "SELECT id, title, folder_id, pinned, archived_at, updated_at FROM conversations"
+            " WHERE deleted_at IS NULL AND archived_at IS NULL"
+        )
+        order = " ORDER BY updated_at DESC, id DESC"
+        with self._lock:
+            cursor = self._db.cursor()
+            cursor.row_factory = None  # plain tuples: a Row per chat costs more than the read
+            if ids is None:
+                rows = cursor.execute(query + order).fetchall()
+            else:
+                rows = []
+                for batch in batches(ids):
+                    marks = ",".join("?" * len(batch))
+                    rows += cursor.execute(f"{query} AND id IN ({marks})", batch).fetchall()
+                rows.sort(key=lambda r: (r[5], r[0]), reverse=True)
+        return [ChatRow(i, t, f, bool(p), a, u) for i, t, f, p, a, u in rows]
+
+    def archived_count(self) -> int:
+        """How many chats the Archived list shows."""
+        with self._lock:
+            row = self._db.execute(
+                "SELECT COUNT(*) FROM conversations WHERE deleted_at IS NULL AND archived_at IS NOT NULL"
+            ).fetchone()
+        return int(row[0])
 
     def message_counts(self) -> dict[int, int]:
         """How many messages each chat has (all branches), by chat id; a chat without any is left out."""

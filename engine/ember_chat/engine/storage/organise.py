@@ -201,6 +201,12 @@ class Organiser:
             ).fetchall()
         return [conversation_of(r) for r in rows]
 
+    def trash_count(self) -> int:
+        """How many chats are in the Trash."""
+        with self._lock:
+            row = self._db.execute("SELECT COUNT(*) FROM conversations WHERE deleted_at >= 0").fetchone()
+        return int(row[0])
+
     def restore_chats(self, ids: Iterable[int]) -> int:
         """Take chats out of the Trash (back to their folder, pin and archive); how many came back."""
         count = 0

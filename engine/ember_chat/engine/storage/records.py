@@ -28,6 +28,18 @@ class Conversation:
     deleted_at: float | None = None  # in the Trash since (None: not in the Trash)
 
 
+class ChatRow(NamedTuple):
+    """What the chat list shows of a chat: a light read (no params JSON, no system prompt) that 5,000
+    chats take a few milliseconds to make (`ConversationStore.chat_rows`)."""
+
+    id: int
+    title: str
+    folder_id: int | None
+    pinned: bool
+    archived_at: float | None
+    updated_at: float
+
+
 @dataclass(frozen=True)
 class Message:
     id: int
