@@ -192,3 +192,22 @@ def test_with_no_saved_prompts_the_popup_says_where_to_make_one(
     assert w.composer.editor.toPlainText() == ""
     qtbot.keyClick(popup.filter, Qt.Key.Key_Escape)
     assert w.presets.popup is None
+
+
+def test_an_open_library_follows_the_model_loaded_and_unloaded_meanwhile(
+    qtbot: QtBot, make_window: Callable[[], MainWindow], paths: AppPaths
+) -> None:
+    w = make_window()
+    load(qtbot, w, "tiny.gguf")
+    d = w.presets.open_dialog()
+    d.select(DEFAULT_PRESET_ID)
+    assert d.model_button.text() == "Default for tiny.gguf"
+    load(qtbot, w, "other.gguf")  # another model loaded while the library stays open
+    assert d.model_button.text() == "Default for other.gguf" and d.model is not None and d.model[0] == "other.gguf"
+    qtbot.mouseClick(d.model_button, Qt.MouseButton.LeftButton)
+    lib = PresetLibrary(paths.config_dir)
+    assert lib.model_default("other.gguf") == lib.get(DEFAULT_PRESET_ID) and lib.model_default("tiny.gguf") is None
+    with qtbot.waitSignal(w.model_state_changed, check_params_cb=lambda s: s == "none", timeout=30_000):
+        w.models.unload_model()
+    assert d.model is None and not d.model_button.isEnabled()
+    assert d.model_button.text() == "Default for the loaded model"

@@ -106,6 +106,8 @@ class WindowPresets(QObject):
         self.sync_picker()  # another chat (its own values), or the same one
 
     def _on_model_state(self, state: str) -> None:
+        if self.dialog is not None and state != ModelState.LOADING:  # an open library names the model there is
+            self.dialog.set_model(self._model_label())
         if state != ModelState.READY:
             return
         self._served = self.loaded_key()
