@@ -12,6 +12,7 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 T0 = time.perf_counter()
 
@@ -204,10 +205,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             window.side.params.temperature.setValue(args.temperature)
 
     command_line_params()
-    if args.max_tokens or args.temperature is not None:  # and over the loaded model's default preset
-        window.model_state_changed.connect(
-            lambda state: state == "ready" and window.controller.conversation_id is None and command_line_params()
-        )
+    if args.max_tokens or args.temperature is not None:  # and over the first model's default preset
+
+        def first_ready(state: str) -> None:
+            if state == "ready":
+                window.model_state_changed.disconnect(first_ready)  # (later loads: the user's values stay)
+                if window.controller.conversation_id is None:
+                    command_line_params()
+
+        window.model_state_changed.connect(first_ready)
     script = _scripted_run_class()(window, args.send, args.screenshot)  # noqa: F841 - kept by parent
     if args.model:
         window.models.load_model(args.model)
@@ -219,7 +225,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"ember: loading {last}, the model of the last session.", file=sys.stderr, flush=True)
         window.models.restore_last_model(crashed_model)
     app.aboutToQuit.connect(window.shutdown)
+    app.aboutToQuit.connect(lambda: close_store(window))
     return app.exec()
+
+
+def close_store(window: Any) -> None:
+    """At quit, once the window has shut its parts down: the background threads get a moment to end,
+    then the chat store closes (its privacy sweep of messages deleted this session runs then)."""
+    window.join_background(2.0)
+    window.store.close()
 
 
 if __name__ == "__main__":
