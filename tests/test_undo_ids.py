@@ -120,3 +120,29 @@ def test_undoing_a_delete_leaves_an_answer_kept_again_since_as_it_is(store: Conv
     o.undo(delete_kept)
     assert store.comparisons.of_conversation(c.id)[0].answers[1].kept_message_id == kept_again.id
     assert sorted(m.content for m in store.messages(c.id)) == ["A", "Q", "from m2", "from m2"]
+
+
+def test_an_undo_never_touches_a_new_chat_that_took_the_id_of_one_deleted_for_good(store: ConversationStore) -> None:
+    """SQLite gives a purged chat's id to the next new chat: an undo from before the purge must say it can
+    no longer be done, never move, restore, archive or fill the new chat."""
+    o = store.organise
+    keep = store.create_conversation("keep")
+    a = store.create_conversation("A")
+    q = store.add_message(a.id, "user", "question in A")
+    store.add_message(a.id, "assistant", "answer in A", q.id)
+    work = o.create_folder("Work")
+    moved = o.move_chats([a.id], work.id)
+    deleted_message = o.delete_messages(q.id)
+    deleted_folder = o.delete_folder(work.id)  # A goes to the Trash with its folder
+    assert o.empty_trash() == 1
+    b = store.create_conversation("B brand new")
+    assert b.id == a.id  # (the purged chat's id, given again: why this test exists)
+
+    o.undo(deleted_folder)  # the folder comes back, empty: its chat is gone for good
+    for undo in (deleted_message, moved):
+        with pytest.raises(StoreError, match="can no longer be undone"):
+            o.undo(undo)
+    now = store.conversation(b.id)
+    assert (now.title, now.folder_id, now.deleted_at) == ("B brand new", None, None)
+    assert store.messages(b.id) == [] and [f.name for f in o.folders()] == ["Work"]
+    assert [c.id for c in store.conversations()] == [b.id, keep.id]

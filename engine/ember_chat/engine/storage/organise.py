@@ -246,6 +246,8 @@ class Organiser:
                 marks = ",".join("?" * len(batch))
                 self._db.execute(f"DELETE FROM messages WHERE conversation_id IN ({marks})", batch)
                 count += self._db.execute(f"DELETE FROM conversations WHERE id IN ({marks})", batch).rowcount
+        if count:  # (SQLite gives their ids to new chats: an older undo must not take a new chat for one)
+            self._deleted("conversations", ids)
         if count:  # (a file a deleted message had stays while that delete can be undone: swept at close)
             self._sweep_left = privacy.sweep(self._db, self._lock, self._path, files - (self._swept_at_close or set()))
         return count
@@ -302,6 +304,7 @@ class Organiser:
                     self._put_folders_back(change, folders, chats)  # type: ignore[arg-type]
                 elif kind == "messages":
                     _, change, snapshot = undo.payload
+                    self._ids_now(change)("conversations", snapshot.conversation_id, True)  # (its chat purged?)
                     renamed = message_delete.put_back(self._db, snapshot, self._ids_now(change))  # type: ignore[arg-type]
                     self._put_back(change, message_delete.deleted_ids(snapshot), renamed)  # type: ignore[arg-type]
                 else:
@@ -335,7 +338,7 @@ class Organiser:
                     new = ids.get(new, new)
             if self._gone.get((table, new), 0) > change:
                 if required:
-                    raise StoreError(NO_UNDO + "what it belonged to (a message or a folder) was deleted since.")
+                    raise StoreError(NO_UNDO + "what it belonged to (a message, a folder or a chat) was deleted since.")
                 return None
             return new
 
@@ -353,13 +356,15 @@ class Organiser:
             insert_rows(self._db, "folders", [{**f, "id": ids[f["id"]], "parent_id": parent}])
         self._db.executemany(
             "UPDATE conversations SET folder_id = ?, deleted_at = ? WHERE id = ?",
-            [(ids.get(f, f), d, cid) for cid, f, d in chats],
+            [(ids.get(f, f), d, cid) for cid, f, d in chats if now("conversations", cid, False) is not None],
         )
         self._put_back(change, {"folders": list(ids)}, {"folders": {o: n for o, n in ids.items() if o != n}})
 
     def _undo_column(self, now: message_delete.IdsNow, column: str, old: tuple[tuple[int, object], ...]) -> None:
         done = 0
         for cid, value in old:
+            if now("conversations", cid, False) is None:
+                continue  # deleted for good since (a new chat may have its id now)
             if column == "folder_id" and isinstance(value, int):
                 value = now("folders", value, True)
             done += self._db.execute(f"UPDATE conversations SET {column} = ? WHERE id = ?", (value, cid)).rowcount
