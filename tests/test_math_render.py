@@ -363,3 +363,32 @@ def test_a_formula_wider_than_the_column_is_scaled_to_fit(qtbot: QtBot, make_win
     assert t.horizontalScrollBar().maximum() == 0  # nothing wider than the view
     assert t.document().size().width() <= t.viewport().width()
     assert [s.startswith("$$f(x)") or s == "$y$" for s, _ in formulas(t)] == [True, True]
+
+
+class _BrokenZiamath:
+    """An import finder as in a frozen bundle whose ziamath data file is missing: importing ziamath
+    fails with something other than ImportError."""
+
+    def find_spec(self, name: str, path: object = None, target: object = None) -> None:
+        if name == "ziamath":
+            raise FileNotFoundError("ziamath/fonts/STIXTwoMath-Regular.ttf")
+        return None
+
+
+def test_a_typesetter_that_fails_to_import_leaves_formulas_as_source_and_the_answer_finishes(
+    qtbot: QtBot, make_window: Callable[..., MainWindow], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(math_images, "_ziamath", None)
+    monkeypatch.setattr(math_images, "_missing", False)
+    monkeypatch.delitem(sys.modules, "ziamath", raising=False)
+    monkeypatch.setattr(sys, "meta_path", [_BrokenZiamath(), *sys.meta_path])
+    w = make_window()
+    t = shown_transcript(w)
+    text = "Area: $\\pi r_{broken}^2$ of the circle."
+    with qtbot.waitSignal(t.rendered, timeout=10_000):
+        t.begin_stream(1, "model")
+        t.append_stream(text)
+        t.end_stream(text, None)
+    assert not t.rendering and math_images.loaded() and formulas(t) == []
+    at = t.document().find("\\pi r_{broken}^2")
+    assert not at.isNull() and at.charFormat().fontFixedPitch()  # the source, in code style

@@ -10,6 +10,7 @@ quarter of an x-height above the baseline), the formula's own baseline sits on t
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 import warnings
@@ -20,6 +21,8 @@ from typing import Any
 from PySide6.QtCore import QByteArray, QRectF, Qt
 from PySide6.QtGui import QImage, QPainter
 from PySide6.QtSvg import QSvgRenderer
+
+log = logging.getLogger(__name__)
 
 MAX_BYTES = 48 * 1024 * 1024  # the cache's budget (an inline formula is a few kB, a big display one at 200 % ~0.3 MB)
 
@@ -39,6 +42,10 @@ def _zm() -> Any:
         except ImportError:
             _missing = True
             return None
+        except Exception:  # (a bundle missing its font: formulas stay their source, never a hang or a crash)
+            log.warning("ziamath could not be imported: formulas are shown as their source", exc_info=True)
+            _missing = True
+            return None
         ziamath.config.svg2 = False  # plain SVG 1.1 paths: QtSvg draws no <symbol>/<use> of SVG 2
         _ziamath = ziamath
     return _ziamath
@@ -47,6 +54,12 @@ def _zm() -> Any:
 def load() -> bool:
     """Import ziamath (on a worker thread: see MathWriter); whether it is there."""
     return _zm() is not None
+
+
+def give_up() -> None:
+    """The import failed in a way `_zm` did not catch: formulas stay their source from now on."""
+    global _missing
+    _missing = True
 
 
 def loaded() -> bool:

@@ -77,7 +77,9 @@ class MathWriter:
             return True
         if not self._loading:
             self._loading = True
-            self._tasks.run(math_images.load, lambda _there: None, key="math-import")
+            self._tasks.run(
+                math_images.load, lambda _there: None, lambda _why: math_images.give_up(), key="math-import"
+            )
         return False
 
     def set_look(self, color: str, ratio: float) -> None:
