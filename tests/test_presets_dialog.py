@@ -211,3 +211,21 @@ def test_an_open_library_follows_the_model_loaded_and_unloaded_meanwhile(
         w.models.unload_model()
     assert d.model is None and not d.model_button.isEnabled()
     assert d.model_button.text() == "Default for the loaded model"
+
+
+def test_a_starters_default_is_said_with_the_name_the_picker_shows(
+    qtbot: QtBot, make_window: Callable[[], MainWindow], paths: AppPaths
+) -> None:
+    w = make_window()
+    load(qtbot, w, "starter")
+    shown = w.model_picker.currentText()  # "SmolLM2 135M (chat starter)"
+    assert shown != "starter"
+    d = w.presets.open_dialog()
+    d.select(DEFAULT_PRESET_ID)
+    assert d.model_button.text() == f"Default for {shown}" and d.model_button.toolTip().startswith(f"{shown}: ")
+    qtbot.mouseClick(d.model_button, Qt.MouseButton.LeftButton)
+    assert PresetLibrary(paths.config_dir).model_default("starter") is not None
+    assert d.message.text() == f"{shown} starts from “Default” whenever it is loaded."
+    assert d.list.currentItem().text().endswith(shown)  # marked in the list by that name too
+    qtbot.mouseClick(d.model_button, Qt.MouseButton.LeftButton)
+    assert d.message.text() == f"{shown} has no default preset of its own now."

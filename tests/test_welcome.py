@@ -18,7 +18,10 @@ def test_welcome_panel_until_a_model_is_loaded(qtbot: QtBot, make_window: Callab
     assert w.centre_stack.currentWidget() is w.welcome
     assert w.welcome.starter.isVisible() and "SmolLM2 135M Instruct" in w.welcome.starter.text()
     note = w.welcome.note.text()
-    assert "Gemma 3 270M" in note and "gemma-3-270m" in note and "base" in note  # which starter is which
+    assert "Gemma 3 270M" in note and "base" in note  # which starter is which
+    picker = w.model_picker
+    listed = next(picker.itemText(i) for i in range(picker.count()) if picker.itemData(i) == "gemma-3-270m")
+    assert f"<b>{listed}</b> in the model picker" in note  # by the name the picker shows it under
     assert w.welcome.next_step.isVisible() and "Model Manager" in w.welcome.next_step.text()
     assert "Llama 3.2 3B Instruct" in w.welcome.next_step.text()  # what to download next
     assert w.welcome.manager.isVisible() and w.welcome.importer.isVisible()

@@ -37,6 +37,11 @@ from ember_chat.engine.storage.presets import Preset, PresetError, PresetLibrary
 ChatValues = Callable[[], tuple[str, str, dict[str, Any], bool | None]]
 
 
+def _shown(name: str) -> str:
+    """A model's name as the picker shows it (a bundled starter by its name, not its alias)."""
+    return starter_label(name) or name
+
+
 class PresetsDialog(QDialog):
     changed = Signal()  # the library changed (the window's picker and new chat follow)
 
@@ -132,7 +137,7 @@ class PresetsDialog(QDialog):
     # ----- the list
     def set_model(self, model: tuple[str, str] | None) -> None:
         self.model = model
-        name = "" if model is None else starter_label(model[1]) or model[1]  # (a starter as the picker names it)
+        name = "" if model is None else _shown(model[1])
         name = name if len(name) <= 28 else name[:12] + "…" + name[-15:]
         self.model_button.setText(
             self.tr("Default for {model}").format(model=name) if model else self.tr("Default for the loaded model")
@@ -140,7 +145,7 @@ class PresetsDialog(QDialog):
         self.model_button.setToolTip(
             self.tr(
                 "{model}: applied whenever it is loaded, in the window, ember-chat run/serve and the API server"
-            ).format(model=model[1])
+            ).format(model=_shown(model[1]))
             if model
             else self.tr("Load a model first")
         )
@@ -157,7 +162,7 @@ class PresetsDialog(QDialog):
             marks = []
             if preset.id == default_id:
                 marks.append(self.tr("new chats"))
-            marks += sorted(key for key, pid in model_ids.items() if pid == preset.id)
+            marks += sorted(_shown(key) for key, pid in model_ids.items() if pid == preset.id)
             text = preset.name + (f"  · {', '.join(marks)}" if marks else "")
             item = QListWidgetItem(text)
             item.setData(Qt.ItemDataRole.UserRole, preset.id)
@@ -298,9 +303,9 @@ class PresetsDialog(QDialog):
         self._try(lambda: self.library.set_model_default(model[0], preset.id if on else None))
         if on and self.library.model_default(model[0]) == preset:
             text = self.tr("{model} starts from “{name}” whenever it is loaded.")
-            self._done(text.format(model=model[1], name=preset.name))
+            self._done(text.format(model=_shown(model[1]), name=preset.name))
         elif not on:
-            self._done(self.tr("{model} has no default preset of its own now.").format(model=model[1]))
+            self._done(self.tr("{model} has no default preset of its own now.").format(model=_shown(model[1])))
 
     # ----- files
     def _folder(self) -> str:

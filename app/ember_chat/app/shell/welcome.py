@@ -4,10 +4,13 @@ a file; it says which bundled starter is which and what to download next."""
 
 from __future__ import annotations
 
+import html
+
 from PySide6.QtCore import QCoreApplication, Qt, Signal
 from PySide6.QtGui import QPalette
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QSizePolicy, QVBoxLayout, QWidget
 
+from ember_chat.app.models.starter_names import starter_label
 from ember_chat.engine.models.starter import GEMMA_ALIAS
 from ember_chat.engine.models.starter import starter_available as installed
 
@@ -23,9 +26,9 @@ def starters_note(base_available: bool) -> str:
         return chat
     base = QCoreApplication.translate(
         "WelcomePanel",
-        "Also included: Gemma 3 270M (<b>gemma-3-270m</b> in the model list), a <i>base</i> model that "
+        "Also included: <b>{name}</b> in the model picker, a <i>base</i> model that "
         "continues text rather than answering; use it for text completion.",
-    )
+    ).format(name=html.escape(starter_label(GEMMA_ALIAS) or GEMMA_ALIAS))  # (as the picker lists it)
     return f"{chat} {base}"
 
 
