@@ -65,6 +65,10 @@ _FLAGS: dict[bool, dict[int, Qt.ItemFlag]] = {
     for flat in (False, True)
 }
 _ROOT_FLAGS = {False: _DROP, True: Qt.ItemFlag.NoItemFlags}
+# the same as lists by kind (indexed by a key's low bits: one lookup for the two calls per row a layout makes)
+_KIND_FLAGS = {
+    flat: [by_kind.get(k, Qt.ItemFlag.NoItemFlags) for k in range(1 << KIND_BITS)] for flat, by_kind in _FLAGS.items()
+}
 _R = Qt.ItemDataRole
 _DISPLAY, _TOOLTIP, _USER, _DECORATION = (
     int(r.value) for r in (_R.DisplayRole, _R.ToolTipRole, _R.UserRole, _R.DecorationRole)
@@ -85,6 +89,7 @@ class ChatTreeModel(QAbstractItemModel):
         self._tip: dict[int, str] = {}
         self._hits: list[SearchHit] = []
         self.flat = False  # a flat list (search hits, archived, Trash): no drag and drop
+        self._kind_flags, self._root_flags = _KIND_FLAGS[False], _ROOT_FLAGS[False]  # (as `flat` says)
         self.on_drop: Callable[[list[int], int | None], None] | None = None  # chats dropped on a folder
         self.decorate: Callable[[int], Any] | None = None  # a row's icon by key (the list's icons)
 
@@ -154,6 +159,7 @@ class ChatTreeModel(QAbstractItemModel):
         self._up = {k: p for p, ks in kids.items() for k in ks}
         self._row = {k: r for ks in kids.values() for r, k in enumerate(ks)}
         self._text, self._tip, self.flat = text, tip, flat
+        self._kind_flags, self._root_flags = _KIND_FLAGS[flat], _ROOT_FLAGS[flat]
         new = [self._index(k, i.column()) for k, i in zip(old_keys, old, strict=True)]
         self.changePersistentIndexList(old, new)
         self.layoutChanged.emit()
@@ -231,7 +237,7 @@ class ChatTreeModel(QAbstractItemModel):
 
     def flags(self, index: KeyIndex) -> Qt.ItemFlag:
         key = index.internalId()
-        return _ROOT_FLAGS[self.flat] if key == ROOT else _FLAGS[self.flat][key & _KIND_MASK]
+        return self._kind_flags[key & _KIND_MASK] if key else self._root_flags  # (key 0: the root)
 
     # ----- drag and drop
     def supportedDropActions(self) -> Qt.DropAction:

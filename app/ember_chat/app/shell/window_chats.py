@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterable
+from operator import attrgetter
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -25,6 +26,8 @@ from ember_chat.engine.storage.export import chat_as_markdown, chat_export_json,
 
 if TYPE_CHECKING:
     from ember_chat.app.shell.main_window import MainWindow
+
+_ID, _UPDATED = attrgetter("id"), attrgetter("updated_at")  # (sort keys of the listed chats)
 
 
 class ChatActions(QObject):
@@ -174,10 +177,16 @@ class ChatActions(QObject):
             return chats
         changed = set(changed)
         if changed:
+            fresh = store.chat_rows(changed)
             for cid in changed:
                 self._listed.pop(cid, None)
-            self._listed.update((c.id, c) for c in store.chat_rows(changed))
-            self._order = sorted(self._listed.values(), key=lambda c: (c.updated_at, c.id), reverse=True)
+            self._listed.update((c.id, c) for c in fresh)
+            order = [c for c in self._order if c.id not in changed] + fresh
+            # newest activity first, ties by id (two stable sorts of what is nearly in order: keys that are
+            # the rows' own values, no tuple made per row, whose garbage set off full collections of 30 ms)
+            order.sort(key=_ID, reverse=True)
+            order.sort(key=_UPDATED, reverse=True)
+            self._order = order
         return self._order
 
     def on_conversations_changed(self) -> None:

@@ -165,16 +165,16 @@ class ConversationStore:
         order = " ORDER BY updated_at DESC, id DESC"
         with self._lock:
             cursor = self._db.cursor()
-            cursor.row_factory = None  # plain tuples: a Row per chat costs more than the read
+            cursor.row_factory = None  # plain tuples, each dropped as its ChatRow is made (no sqlite3.Row)
             if ids is None:
-                rows = cursor.execute(query + order).fetchall()
-            else:
-                rows = []
-                for batch in batches(ids):
-                    marks = ",".join("?" * len(batch))
-                    rows += cursor.execute(f"{query} AND id IN ({marks})", batch).fetchall()
-                rows.sort(key=lambda r: (r[5], r[0]), reverse=True)
-        return [ChatRow(i, t, f, bool(p), a, u) for i, t, f, p, a, u in rows]
+                return [ChatRow(i, t, f, bool(p), a, u) for i, t, f, p, a, u in cursor.execute(query + order)]
+            rows: list[ChatRow] = []
+            for batch in batches(ids):
+                marks = ",".join("?" * len(batch))
+                found = cursor.execute(f"{query} AND id IN ({marks})", batch)
+                rows += [ChatRow(i, t, f, bool(p), a, u) for i, t, f, p, a, u in found]
+        rows.sort(key=lambda r: (r.updated_at, r.id), reverse=True)
+        return rows
 
     def archived_count(self) -> int:
         """How many chats the Archived list shows."""
