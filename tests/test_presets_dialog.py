@@ -168,8 +168,9 @@ def test_slash_in_an_empty_message_box_opens_the_saved_prompts(
     assert popup.list.currentRow() == 1
     qtbot.keyClicks(popup.filter, "zzz")
     assert popup.shown_names() == [] and popup.empty.isVisible() and "No saved prompt matches" in popup.empty.text()
-    qtbot.keyClick(popup.filter, Qt.Key.Key_Escape)  # Esc closes; the box stays empty
-    assert w.presets.popup is None and editor.toPlainText() == ""
+    qtbot.keyClick(popup.filter, Qt.Key.Key_Escape)  # Esc closes; what was typed goes into the box
+    assert w.presets.popup is None and editor.toPlainText() == "/zzz"
+    editor.clear()
 
     editor.setPlainText("a/b")
     cursor = editor.textCursor()
@@ -188,10 +189,28 @@ def test_with_no_saved_prompts_the_popup_says_where_to_make_one(
     popup = w.presets.popup
     assert popup is not None and popup.shown_names() == []
     assert "Settings ▸ Presets…" in popup.empty.text()
-    qtbot.keyClick(popup.filter, Qt.Key.Key_Return)  # nothing to insert: nothing happens
-    assert w.composer.editor.toPlainText() == ""
     qtbot.keyClick(popup.filter, Qt.Key.Key_Escape)
-    assert w.presets.popup is None
+    assert w.presets.popup is None and w.composer.editor.toPlainText() == "/"  # the `/` typed stays
+
+
+@popup_grab
+def test_a_message_can_start_with_a_slash(qtbot: QtBot, make_window: Callable[[], MainWindow], paths: AppPaths) -> None:
+    PresetLibrary(paths.config_dir).create_from("Translator", "Translate the following into French:", {}, None)
+    w = make_window()
+    editor = w.composer.editor
+    editor.setFocus()
+    qtbot.keyClick(editor, Qt.Key.Key_Slash)
+    popup = w.presets.popup
+    assert popup is not None
+    qtbot.keyClicks(popup.filter, "usr/bin/python --version")
+    qtbot.keyClick(popup.filter, Qt.Key.Key_Escape)  # not a saved prompt: what was typed is the message
+    assert w.presets.popup is None and editor.toPlainText() == "/usr/bin/python --version" and editor.hasFocus()
+    editor.clear()
+    qtbot.keyClick(editor, Qt.Key.Key_Slash)
+    qtbot.keyClicks(w.presets.popup.filter, "help me")
+    qtbot.keyClick(w.presets.popup.filter, Qt.Key.Key_Return)  # Enter with no prompt matching: the same
+    assert w.presets.popup is None and editor.toPlainText() == "/help me"
+    assert not w.store.conversations()  # (put in the box, not sent)
 
 
 def test_an_open_library_follows_the_model_loaded_and_unloaded_meanwhile(

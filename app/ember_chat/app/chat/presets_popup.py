@@ -1,6 +1,8 @@
 """The saved prompts popup: `/` typed in an empty message box opens it above the box. Typing filters
-(name or text), ↑/↓ choose, Enter inserts the prompt's text into the box, Esc closes it and leaves
-the box as it was. The prompts are the presets' system prompts (Settings ▸ Presets…)."""
+(name or text), ↑/↓ choose, Enter inserts the prompt's text into the box. Closed without inserting one
+(Esc, a click elsewhere, Enter with no prompt matching), what was typed — the `/` and the filter —
+goes into the box: a message may start with `/`. The prompts are the presets' system prompts
+(Settings ▸ Presets…)."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ from PySide6.QtWidgets import QFrame, QLabel, QLineEdit, QListWidget, QListWidge
 
 from ember_chat.engine.storage.presets import Preset
 
+TRIGGER = "/"  # typed in an empty message box, it opens the popup
 PREVIEW_CHARS = 70
 POPUP_WIDTH = 420
 POPUP_HEIGHT = 260
@@ -22,6 +25,7 @@ def _preview(text: str) -> str:
 
 class PromptPopup(QFrame):
     inserted = Signal(str)  # the prompt's text, to insert at the cursor
+    dismissed = Signal(str)  # closed without inserting: what was typed ("/" and the filter's text)
     closed = Signal()
 
     def __init__(self, prompts: list[Preset], parent: QWidget | None = None) -> None:
@@ -31,6 +35,7 @@ class PromptPopup(QFrame):
         self.setAccessibleName(self.tr("Saved prompts"))
         self.prompts = prompts
         self._anchor: QWidget | None = None
+        self._inserted = False
         layout = QVBoxLayout(self)
         layout.setContentsMargins(6, 6, 6, 6)
         self.filter = QLineEdit()
@@ -81,8 +86,10 @@ class PromptPopup(QFrame):
     def insert_current(self) -> None:
         item = self.list.currentItem()
         if item is None:
+            self.close()  # (nothing matches: what was typed goes into the box)
             return
         text = item.data(Qt.ItemDataRole.UserRole)
+        self._inserted = True
         self.close()
         self.inserted.emit(text)
 
@@ -124,4 +131,7 @@ class PromptPopup(QFrame):
         if self._anchor is not None:
             self._anchor.setFocus()  # back to the message box, as it was
         super().closeEvent(event)
+        if not self._inserted:
+            self._inserted = True  # (once)
+            self.dismissed.emit(TRIGGER + self.filter.text())
         self.closed.emit()

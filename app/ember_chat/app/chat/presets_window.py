@@ -183,10 +183,17 @@ class WindowPresets(QObject):
             prompts = []
         popup = PromptPopup(prompts, editor)
         popup.inserted.connect(self._insert)
+        popup.dismissed.connect(self._typed_back)
         popup.closed.connect(lambda: setattr(self, "popup", None))
         self.popup = popup
         popup.show_above(editor)
         return popup
+
+    def _typed_back(self, typed: str) -> None:
+        """The popup closed with no prompt inserted: what was typed is the start of the message."""
+        editor = self.w.composer.editor
+        if not editor.toPlainText():
+            editor.insertPlainText(typed)
 
     def _insert(self, text: str) -> None:
         editor = self.w.composer.editor
