@@ -80,3 +80,78 @@ def test_a_restore_during_a_run_stops_it_before_the_database_changes(
     qtbot.waitUntil(lambda: not w.compare.running, timeout=ANSWER_TIMEOUT)
     assert not dialog.running and "restored" in dialog.prompt.text()
     assert _answers(w) == [(1, ""), (1, "")]  # the restored comparison's answers stay as they were
+
+
+def _earlier(qtbot: QtBot, w: MainWindow, title: str = "Compared") -> tuple[CompareDialog, int, int]:
+    """A chat with a stored comparison of two answers, shown again in an idle dialog; (dialog, chat, prompt)."""
+    chat = w.store.create_conversation(title)
+    prompt = w.store.add_message(chat.id, "user", f"what about {title}?")
+    comparison = w.store.comparisons.create(chat.id, prompt.id, ["m1", "m2"], {"seed": 1})
+    for a in comparison.answers:
+        w.store.comparisons.set_answer(a.id, f"{title}: answer of {a.model}", None, None)
+    w.chats.reload_conversations()
+    dialog = w.compare.open(prompt.id)
+    with qtbot.waitSignal(dialog.earlier_shown, timeout=5000):
+        dialog.earlier_box.setCurrentIndex(1)  # the user picks the earlier comparison
+    assert dialog.columns[0].keep.isEnabled()
+    return dialog, chat.id, prompt.id
+
+
+def test_keep_is_refused_when_the_chat_went_to_the_trash_or_the_prompt_was_deleted(
+    qtbot: QtBot, make_window: Callable[..., MainWindow]
+) -> None:
+    w = make_window()
+    dialog, chat, prompt = _earlier(qtbot, w)
+    w.store.organise.trash_chats([chat])  # (ember-chat chats in a terminal, while the dialog stays open)
+    dialog.columns[0].keep.click()
+    rows = w.store.shared_connection()[0].execute("SELECT role FROM messages WHERE conversation_id = ?", (chat,))
+    assert [r[0] for r in rows] == ["user"]  # nothing added to a chat in the Trash
+    assert w.banner.isVisible() and "Trash" in w.banner.label.text()
+    assert w.store.comparisons.of_prompt(prompt)[0].answers[0].kept_message_id is None
+    dialog.close()
+
+    dialog, chat, prompt = _earlier(qtbot, w, "Other")
+    w.store.organise.delete_messages(prompt)
+    dialog.columns[1].keep.click()
+    rows = w.store.shared_connection()[0].execute("SELECT role FROM messages WHERE conversation_id = ?", (chat,))
+    assert [r[0] for r in rows] == [] and "deleted" in w.banner.label.text()
+
+
+def test_after_delete_all_chats_an_open_comparison_keeps_nothing_in_a_new_chat(
+    qtbot: QtBot, make_window: Callable[..., MainWindow]
+) -> None:
+    w = make_window()
+    dialog, _chat, _prompt = _earlier(qtbot, w)
+    with qtbot.waitSignal(w.tasks.settled, timeout=ANSWER_TIMEOUT):
+        w.chats.organise.delete_all(confirmed=True)
+    # a new chat and comparison get the ids the deleted ones had
+    new = w.store.create_conversation("New")
+    question = w.store.add_message(new.id, "user", "a new question")
+    fresh = w.store.comparisons.create(new.id, question.id, ["m3", "m4"], {})
+    w.store.comparisons.set_answer(fresh.answers[0].id, "the new comparison's answer", None, None)
+    assert fresh.id == dialog.comparison.id or dialog.comparison is None
+    w.compare.keep(0)
+    rows = w.store.shared_connection()[0].execute("SELECT role FROM messages WHERE conversation_id = ?", (new.id,))
+    assert [r[0] for r in rows] == ["user"]  # the old dialog's Keep adds nothing to the new chat
+
+
+def test_a_restore_leaves_an_open_comparison_with_nothing_to_keep(
+    qtbot: QtBot, make_window: Callable[..., MainWindow]
+) -> None:
+    w = make_window()
+    qtbot.waitUntil(lambda: not w.tasks.pending(DAILY_KEY))
+    other = w.store.create_conversation("in the backup")
+    other_prompt = w.store.add_message(other.id, "user", "the backup's question")
+    stored = w.store.comparisons.create(other.id, other_prompt.id, ["x", "y"], {})
+    w.store.comparisons.set_answer(stored.answers[0].id, "the backup's answer", None, None)
+    backup = w.backups.manager.backup("manual")  # its comparison has the id the dialog's will have
+    w.store.delete_conversation(other.id)
+    dialog, _chat, _prompt = _earlier(qtbot, w)
+    assert dialog.comparison.id == stored.id
+    with qtbot.waitSignal(w.backups.restored, timeout=ANSWER_TIMEOUT):
+        w.backups.restore(backup)
+    assert dialog.comparison is None and "restored" in dialog.prompt.text()
+    assert not any(c.keep.isEnabled() for c in dialog.columns) and not dialog.start_button.isEnabled()
+    w.compare.keep(0)
+    rows = w.store.shared_connection()[0].execute("SELECT role FROM messages WHERE conversation_id = ?", (other.id,))
+    assert [r[0] for r in rows] == ["user"]  # nothing kept into the restored chat

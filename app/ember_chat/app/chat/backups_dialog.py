@@ -99,7 +99,7 @@ class WindowBackups(QObject):
         def start() -> None:
             compare = getattr(self.w, "compare", None)
             if compare is not None:  # a comparison running writes its answers by id: none after this
-                compare.abandon(self.tr("The comparison stopped: another backup of your chats was restored."))
+                compare.forget(self.tr("The comparison stopped: another backup of your chats was restored."))
             self.w.tasks.run(lambda: self.manager.restore(info), self._restored, self._restore_failed, key="restore")
 
         self.w.controller.after_stop(start)

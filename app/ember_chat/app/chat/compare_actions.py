@@ -122,9 +122,8 @@ class CompareActions(QObject):
 
     # ----- a run
     def start(self, names: list[str]) -> None:
-        assert self.dialog is not None and self.conversation_id is not None and self.prompt_id is not None
-        if self.running:
-            return
+        if self.dialog is None or self.conversation_id is None or self.prompt_id is None or self.running:
+            return  # (nothing to run on: the chats changed under the dialog, see `forget`)
         store, side = self.w.store, self.w.side.params
         params = fixed_seed(side.params())
         system_prompt = side.system_prompt.toPlainText()
@@ -242,8 +241,9 @@ class CompareActions(QObject):
         shown = self.dialog.comparison if self.dialog is not None else None
         return shown is not None and shown.id == comparison.id
 
-    def _prompt_gone(self, comparison: Comparison) -> str:
-        """Why the run's prompt is no longer there to answer ("" when it is)."""
+    def _where(self, comparison: Comparison) -> str:
+        """Whether the comparison's prompt is still there: "" if so, "deleted" (the prompt or its chat),
+        "trash" (its chat is in the Trash); "" too when the database refuses to say now."""
         try:
             prompt = self.w.store.message(comparison.prompt_id) if comparison.prompt_id is not None else None
             chat = self.w.store.conversation(comparison.conversation_id)
@@ -252,8 +252,15 @@ class CompareActions(QObject):
         except sqlite3.DatabaseError:
             return ""  # (the database refuses now: told when an answer cannot be stored)
         if chat is None or (comparison.prompt_id is not None and prompt is None):
+            return "deleted"
+        return "trash" if chat.deleted_at is not None else ""
+
+    def _prompt_gone(self, comparison: Comparison) -> str:
+        """Why the run's prompt is no longer there to answer ("" when it is)."""
+        where = self._where(comparison)
+        if where == "deleted":
             return self.tr("The comparison stopped: its prompt was deleted from the chat.")
-        if chat.deleted_at is not None:
+        if where == "trash":
             return self.tr("The comparison stopped: its chat was moved to the Trash.")
         return ""
 
@@ -271,6 +278,14 @@ class CompareActions(QObject):
             assert self.dialog is not None
             self.dialog.run_lost(why)
         self.run_lost.emit(why)
+
+    def forget(self, why: str) -> None:
+        """The chats changed under the dialog (another backup restored, all chats deleted): a run stops
+        and stores nothing more, and the dialog keeps nothing and starts nothing; it says `why`."""
+        self.abandon(why)
+        self.conversation_id = self.prompt_id = None
+        if self.dialog is not None:
+            self.dialog.forget(why)
 
     def _ended(self) -> None:
         comparison, self._running = self._running, None
@@ -299,7 +314,14 @@ class CompareActions(QObject):
             return
         store = self.w.store
         try:
-            comparison = store.comparisons.get(dialog.comparison.id)
+            try:
+                comparison: Comparison | None = store.comparisons.get(dialog.comparison.id)
+            except EmberError:  # (gone with its prompt or chat)
+                comparison = None
+            refused = self._refused(dialog.comparison, comparison)
+            if refused or comparison is None:
+                self.w.show_error(refused)
+                return
             answer = comparison.answers[index]
             if not answer.content.strip() or answer.kept_message_id is not None:
                 return
@@ -319,6 +341,28 @@ class CompareActions(QObject):
         if self.w.controller.conversation_id == comparison.conversation_id:
             self.w.controller.refresh()
         self.kept.emit(message.id)
+
+    def _refused(self, shown: Comparison, stored: Comparison | None) -> str:
+        """Why an answer of the comparison `shown` cannot be kept now ("" when it can): `stored` (read by
+        its id) is not there or is another one (its chats were deleted or restored over), or its prompt
+        is gone."""
+        same = stored is not None and (stored.conversation_id, stored.prompt_id, stored.created_at) == (
+            shown.conversation_id,
+            shown.prompt_id,
+            shown.created_at,
+        )
+        where = self._where(stored) if stored is not None and same else "deleted"
+        if where == "deleted":
+            return self.tr(
+                "This answer could not be added: its prompt is no longer in your chats (it was deleted, or another "
+                "backup was restored). Run the comparison again on a message that is there."
+            )
+        if where == "trash":
+            return self.tr(
+                "This answer could not be added: its chat is in the Trash. Restore the chat from the Trash, then "
+                "keep the answer."
+            )
+        return ""
 
     def stop(self, *_: object) -> None:
         """Stop the run (its loads, streams, and models still waiting for their turn)."""

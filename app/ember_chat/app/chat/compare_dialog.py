@@ -60,6 +60,7 @@ class CompareDialog(QDialog):
         self.earlier = list(earlier)
         self.columns: list[CompareColumn] = []
         self.running = False
+        self.forgotten = False  # the chats changed under the dialog: nothing to keep or start (`forget`)
         self.comparison: Comparison | None = None  # the one shown (running or stored)
 
         shown = prompt if len(prompt) <= PROMPT_CHARS else prompt[:PROMPT_CHARS].rstrip() + "…"
@@ -166,11 +167,11 @@ class CompareDialog(QDialog):
             self.hint.setText(self.tr("Pick at most four models."))
         else:
             self.hint.setText(self.tr("{count} models chosen.").format(count=n))
-        self.start_button.setEnabled(MIN_MODELS <= n <= MAX_MODELS and not self.running)
+        self.start_button.setEnabled(MIN_MODELS <= n <= MAX_MODELS and not self.running and not self.forgotten)
 
     def _start(self) -> None:
         names = self.checked()
-        if MIN_MODELS <= len(names) <= MAX_MODELS and not self.running:
+        if MIN_MODELS <= len(names) <= MAX_MODELS and not self.running and not self.forgotten:
             self.start_requested.emit(names)
 
     def _choose_again(self) -> None:
@@ -247,6 +248,14 @@ class CompareDialog(QDialog):
                 col.finish(col.text, "cancelled", None, None)  # "Stopped.", what streamed stays
             col.keep.setEnabled(False)
         self.prompt.setText(why)
+
+    def forget(self, why: str) -> None:
+        """The chats changed under the dialog (another backup restored, all chats deleted): what is on
+        screen stays, with nothing to keep and no new comparison to start; `why` in place of the prompt."""
+        self.forgotten = True
+        self.run_lost(why)
+        self.start_button.setEnabled(False)
+        self.picker.setEnabled(False)
 
     def show_stored(self, comparison: Comparison) -> None:
         self.show_columns(comparison)
