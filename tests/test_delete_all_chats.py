@@ -91,3 +91,60 @@ def test_a_sweep_held_up_by_another_reader_is_finished_by_the_window_later(
     wal = w.store.path.with_name(w.store.path.name + "-wal")
     raw = w.store.path.read_bytes() + (wal.read_bytes() if wal.exists() else b"")
     assert b"quokkafruit" not in raw.lower()
+
+
+def test_the_list_waits_while_chats_are_deleted_for_good_and_a_gone_chat_opens_with_a_sentence(
+    qtbot: QtBot, make_window: Callable[..., MainWindow]
+) -> None:
+    """While Delete all chats runs on its thread the list takes no clicks; a chat that no longer exists
+    (opened by a script or a stale row) is a sentence, not an exception in a slot."""
+    w = make_window()
+    ids = []
+    for title in ("C0", "C1", "C2"):
+        conv = w.store.create_conversation(title)
+        w.store.add_message(conv.id, "user", "hello")
+        ids.append(conv.id)
+    w.chats.reload_conversations()
+    with qtbot.waitSignal(w.tasks.settled, timeout=20_000):
+        w.chats.organise.delete_all(confirmed=True)
+        assert not w.conversations.isEnabled()  # (rows still listed until the task ends: not clickable)
+    assert w.conversations.isEnabled() and w.conversations.chat_ids() == []
+    w.chats.open_conversation(ids[0])
+    assert w.controller.conversation_id is None
+    assert "no longer exists" in w.banner.text()
+
+
+def test_deleting_a_folder_closes_an_archived_chat_of_it_that_is_open(
+    qtbot: QtBot, make_window: Callable[..., MainWindow]
+) -> None:
+    w = make_window()
+    conv = w.store.create_conversation("Archived one")
+    w.store.add_message(conv.id, "user", "hello")
+    work = w.store.organise.create_folder("Work")
+    w.chats.organise.move([conv.id], work.id)
+    w.chats.organise.archive([conv.id])
+    w.chats.show_view("archived")
+    w.chats.open_conversation(conv.id)
+    qtbot.waitUntil(lambda: w.controller.conversation_id == conv.id, timeout=5000)
+    w.chats.show_view("chats")
+    w.chats.organise.delete_folder(work.id)
+    assert w.store.conversation(conv.id).deleted_at is not None
+    assert w.controller.conversation_id is None  # (it stayed open, in the Trash, and could be chatted in)
+
+
+def test_in_the_trash_view_the_chat_menu_never_moves_a_trashed_chat_to_the_trash_again(
+    qtbot: QtBot, make_window: Callable[..., MainWindow]
+) -> None:
+    w = make_window()
+    conv = w.store.create_conversation("Old")
+    w.store.organise.trash_chats([conv.id])
+    trashed_at = w.store.conversation(conv.id).deleted_at
+    w.chats.show_view("trash")
+    index = w.conversations.index_of(conv.id)
+    w.conversations.list.setCurrentIndex(index)
+    w.chats.delete_current()  # Chat ▸ Delete chat… (Ctrl+Shift+Backspace) in the Trash: for good, after a question
+    box = w.chats.chat_question
+    assert box is not None and "for good" in box.text()
+    box.reject()
+    assert w.store.conversation(conv.id).deleted_at == trashed_at  # (its 30 days did not start again)
+    assert w.chats.chosen_chats() == []  # Move to, Pin, Archive: nothing to act on in the Trash

@@ -73,7 +73,10 @@ class ChatActions(QObject):
         chat.addAction(self.tr("Delete all chats…"), lambda: self.organise.delete_all())
 
     def chosen_chats(self) -> list[int]:
-        """What the Chat menu acts on: the chats selected in the list, else the open one."""
+        """What the Chat menu acts on: the chats selected in the list, else the open one (none in the
+        Trash: a trashed chat is restored or deleted for good, from its own menu)."""
+        if self.w.conversations.mode == "trash":
+            return []
         ids = self.w.conversations.selected_ids()
         cid = self.w.controller.conversation_id
         return ids or ([cid] if cid is not None else [])
@@ -221,6 +224,11 @@ class ChatActions(QObject):
         self.w.controller.after_stop(act)
 
     def open_conversation(self, cid: int, jump_to: int | None = None) -> None:
+        if not self._exists(cid):  # (a row left from before a deletion, a script, a stale search hit)
+            self.w.show_error(self.tr("That chat no longer exists; the list is shown again as it is now."))
+            self.reload_conversations()
+            return
+
         def act() -> None:
             if cid != self.w.controller.conversation_id:
                 self.w.side.metrics.reset()  # "Current answer" was the other chat's
@@ -267,6 +275,13 @@ class ChatActions(QObject):
         self.chat_menu = menu  # kept while open (and for tests)
         menu.popup(lst.list.viewport().mapToGlobal(pos))
 
+    def _exists(self, cid: int) -> bool:
+        try:
+            self.w.store.conversation(cid)
+        except KeyError:
+            return False
+        return True
+
     def _chosen_chat(self) -> int | None:
         """What Chat ▸ Rename and Delete act on: the chat selected in the list, else the open one."""
         return self.w.conversations.current_id() or self.w.controller.conversation_id
@@ -282,6 +297,9 @@ class ChatActions(QObject):
             self.rename_chat(cid, title)
 
     def delete_current(self, confirmed: bool = False) -> None:
+        if self.w.conversations.mode == "trash":  # in the Trash, Delete means for good (as the Delete key)
+            self.organise.purge(self.w.conversations.selected_ids(), confirmed)
+            return
         cid = self._chosen_chat()
         if cid is not None:
             self.delete_chat(cid, confirmed)

@@ -267,15 +267,18 @@ class ChatOrganise(QObject):
         VACUUM: most of a second for a few tens of MB), which the GUI thread must not wait on."""
 
         def done(n: int) -> None:
+            self.w.conversations.setEnabled(True)
             self.w.chats.reload_conversations(ids)
             self.w.show_notice(said(n))
             self._finish_sweep_later()
 
         def failed(reason: str) -> None:
+            self.w.conversations.setEnabled(True)
             self.w.chats.reload_conversations(ids)
             self.w.show_error(self.tr("The chats could not be deleted for good: {reason}").format(reason=reason))
 
         self.w.show_notice(self.tr("Deleting for good…"))
+        self.w.conversations.setEnabled(False)  # its rows may be the ones going: no click until they have
         self.w.tasks.run(delete, done, failed)
 
     def _finish_sweep_later(self, tries: int = 10) -> None:
@@ -328,7 +331,8 @@ class ChatOrganise(QObject):
     def delete_folder(self, folder_id: int) -> None:
         """The folder goes, its chats (and its subfolders') to the Trash: undoable, so no question."""
         inside = {f.id for f in self.store.folders() if f.id == folder_id or f.parent_id == folder_id}
-        ids = [c.id for c in self.w.store.conversations() if c.folder_id in inside]
+        listed = [*self.w.store.conversations(), *self.w.store.conversations(archived=True)]  # (both go)
+        ids = [c.id for c in listed if c.folder_id in inside]
         self._closing(ids, lambda: self.store.delete_folder(folder_id))
 
     def set_collapsed(self, folder_id: int, collapsed: bool) -> None:
