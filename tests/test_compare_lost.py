@@ -155,3 +155,18 @@ def test_a_restore_leaves_an_open_comparison_with_nothing_to_keep(
     w.compare.keep(0)
     rows = w.store.shared_connection()[0].execute("SELECT role FROM messages WHERE conversation_id = ?", (other.id,))
     assert [r[0] for r in rows] == ["user"]  # nothing kept into the restored chat
+
+
+def test_a_model_picked_during_a_comparison_stays_loaded_after_it(
+    qtbot: QtBot, make_window: Callable[..., MainWindow]
+) -> None:
+    w = make_window()
+    dialog, _prompt = _running(qtbot, w)  # tiny.gguf was the window's model: unloaded for the run
+    assert w.model is None
+    with qtbot.waitSignal(w.model_state_changed, check_params_cb=lambda s: s == "ready", timeout=30_000):
+        w.models.load_model("other.gguf")  # the user picks another model meanwhile
+        dialog.stop_button.click()
+    qtbot.waitUntil(lambda: not w.compare.running, timeout=ANSWER_TIMEOUT)
+    qtbot.waitUntil(lambda: not w.models.loading, timeout=ANSWER_TIMEOUT)  # (a load the run's end started)
+    assert w.models.loaded_name == "other.gguf" and w.model is not None  # not tiny.gguf loaded back over it
+    assert w.model_picker.currentData() == "other.gguf"

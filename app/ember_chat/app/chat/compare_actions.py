@@ -5,8 +5,9 @@ worker thread (engine/inference/compare.py), stores the comparison with the chat
 its metrics) and switches to it.
 
 The window's own local model is unloaded while local models are compared (one model in memory at a
-time) and loaded again afterwards, through the window's model actions, so the picker, the status and
-the last-model setting follow as for any load. A part of the main window (`window.compare`)."""
+time) and loaded again afterwards (unless the user loaded another one meanwhile), through the window's
+model actions, so the picker, the status and the last-model setting follow as for any load. A part of
+the main window (`window.compare`)."""
 
 from __future__ import annotations
 
@@ -291,7 +292,8 @@ class CompareActions(QObject):
         comparison, self._running = self._running, None
         if self._reload is not None:
             name, self._reload = self._reload, None
-            if not self._closed:  # (not while the window closes)
+            picked = self.w.model is not None or self.w.models.loading  # the user loaded another meanwhile
+            if not self._closed and not picked:  # (not while the window closes)
                 self.w.models.load_model(name)
         if comparison is None:
             return
