@@ -129,7 +129,8 @@ def test_after_delete_all_chats_an_open_comparison_keeps_nothing_in_a_new_chat(
     question = w.store.add_message(new.id, "user", "a new question")
     fresh = w.store.comparisons.create(new.id, question.id, ["m3", "m4"], {})
     w.store.comparisons.set_answer(fresh.answers[0].id, "the new comparison's answer", None, None)
-    assert fresh.id == dialog.comparison.id or dialog.comparison is None
+    assert dialog.comparison is None and dialog.forgotten  # Delete all chats: the open dialog forgot it
+    assert dialog.prompt.text() == "The comparison stopped: all chats were deleted."
     w.compare.keep(0)
     rows = w.store.shared_connection()[0].execute("SELECT role FROM messages WHERE conversation_id = ?", (new.id,))
     assert [r[0] for r in rows] == ["user"]  # the old dialog's Keep adds nothing to the new chat

@@ -236,6 +236,7 @@ class ChatOrganise(QObject):
             def act() -> None:
                 self.w.undo.stack.clear()  # what it would reverse is gone for good
                 self.w.undo.banner_replaced()
+                self.w.compare.forget(self.tr("The comparison stopped: all chats were deleted."))
                 if self.w.controller.conversation_id is not None:
                     self.w.side.metrics.reset()
                 self.w.controller.conversation_id = None
