@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import tempfile
 from collections.abc import Iterator
@@ -24,6 +25,16 @@ os.environ.update(
 )
 
 import pytest  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _garbage_collected_on_the_main_thread() -> Iterator[None]:
+    """As in the app (app/qt/gc_guard.py): Python's cyclic collector never runs on a worker thread, where
+    destroying the Qt objects of an earlier test's window deadlocks against the GUI thread; each test's
+    garbage is collected on the main thread after it."""
+    gc.disable()
+    yield
+    gc.collect()
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -166,6 +166,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     app.setWindowIcon(app_icon())
     app.setStyle("Fusion")
     install_translations(app)
+    from ember_chat.app.qt.gc_guard import MainThreadGc
+
+    collector = MainThreadGc(app)  # noqa: F841 - Python's garbage collector on the GUI thread only (see there)
     from ember_chat.app.qt.single_instance import SingleInstance
     from ember_chat.engine.storage.paths import AppPaths
 
