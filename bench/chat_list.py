@@ -27,6 +27,7 @@ from PySide6.QtWidgets import QApplication
 
 from bench.gui_stream import StallProbe
 from ember_chat.app.main import build_window
+from ember_chat.app.qt.gc_guard import MainThreadGc
 from ember_chat.engine.storage.conversations import ConversationStore
 from ember_chat.engine.storage.paths import AppPaths
 
@@ -86,6 +87,7 @@ def main() -> None:
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     app = QApplication.instance() or QApplication([])
+    collector = MainThreadGc(app)  # noqa: F841 - as the app runs (app/main.py): collections on the GUI thread
     with tempfile.TemporaryDirectory() as tmp:
         paths = AppPaths(Path(tmp) / "data", Path(tmp) / "config")
         paths.data_dir.mkdir(parents=True)

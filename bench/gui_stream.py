@@ -31,6 +31,7 @@ from PySide6.QtCore import QEventLoop, QObject, Qt, QTimer, Slot
 from PySide6.QtWidgets import QApplication
 
 from ember_chat.app.main import build_window
+from ember_chat.app.qt.gc_guard import MainThreadGc
 from ember_chat.engine.core.messages import ChatMessage
 from ember_chat.engine.inference.events import Finished
 from ember_chat.engine.storage.paths import AppPaths
@@ -278,6 +279,7 @@ def main() -> int:
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     app = QApplication.instance() or QApplication([])
+    collector = MainThreadGc(app)  # noqa: F841 - as the app runs (app/main.py): collections on the GUI thread
     app.setStyle("Fusion")
     with tempfile.TemporaryDirectory() as tmp:  # (several users' folders in it: see below)
         paths = AppPaths(Path(tmp) / "data", Path(tmp) / "config")
