@@ -5,30 +5,48 @@ rows that are not the comparison's, and no error is raised in the window's timer
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
+import pytest
 from pytestqt.qtbot import QtBot
 
 from ember_chat.app.chat.backups_dialog import DAILY_KEY
 from ember_chat.app.chat.compare_dialog import CompareDialog
 from ember_chat.app.shell.main_window import MainWindow
-from tests.test_app import ANSWER_TIMEOUT, load, send, set_max_tokens
+from ember_chat.engine.storage.connections import Connection, remote_model_name
+from tests.sse_server import FakeOpenAI, chunk
+from tests.test_app import ANSWER_TIMEOUT, LOAD_TIMEOUT, load, send, set_max_tokens
 from tests.test_compare_window import make_window, open_compare, paths
 
 __all__ = ["make_window", "paths"]
 
 
-def _running(qtbot: QtBot, w: MainWindow) -> tuple[CompareDialog, int]:
-    """A comparison of two models that never end on their own, streaming; the prompt's id."""
+@pytest.fixture
+def peer() -> Iterator[FakeOpenAI]:
+    """A remote server whose every answer is one chunk, then nothing: a run with it never ends by itself
+    (two tiny local models answer thousands of tokens a second: a run of them can end before a test acts)."""
+    with FakeOpenAI() as fake:
+        fake.stream([chunk("Once", role="assistant"), chunk(" upon")], stall_after=1)
+        yield fake
+
+
+def _running(qtbot: QtBot, w: MainWindow, peer: FakeOpenAI, local: bool = False) -> tuple[CompareDialog, int]:
+    """A comparison streaming that never ends on its own: two stalled remote models (or the tiny local model
+    and one stalled remote, with `local`); the prompt's id."""
+    names = [remote_model_name(name, "test-model") for name in ("peer-a", "peer-b")]
+    for name in ("peer-a", "peer-b"):
+        w.connections.save(Connection(name, peer.base_url, "test-model"))
+    with qtbot.waitSignal(w.models_listed, timeout=LOAD_TIMEOUT):
+        w.models.reload_models()
     load(qtbot, w, "tiny.gguf")
     set_max_tokens(w, 4)
     send(qtbot, w, "go")
     question = w.store.thread(w.controller.conversation_id)[0]
-    set_max_tokens(w, 100_000)
     dialog = open_compare(qtbot, w, question.id)
-    dialog.set_checked(["tiny.gguf", "other.gguf"])
+    dialog.set_checked(["tiny.gguf", names[0]] if local else names)
     dialog.start_button.click()
-    qtbot.waitUntil(lambda: bool(dialog.columns and dialog.columns[0].text), timeout=ANSWER_TIMEOUT)
+    qtbot.waitUntil(lambda: bool(dialog.columns) and all(c.text for c in dialog.columns), timeout=ANSWER_TIMEOUT)
+    assert w.compare.running
     return dialog, question.id
 
 
@@ -38,10 +56,10 @@ def _answers(w: MainWindow) -> list[tuple[int, str]]:
 
 
 def test_deleting_the_prompt_stops_the_run_and_the_dialog_says_so(
-    qtbot: QtBot, make_window: Callable[..., MainWindow]
+    qtbot: QtBot, make_window: Callable[..., MainWindow], peer: FakeOpenAI
 ) -> None:
     w = make_window()
-    dialog, prompt = _running(qtbot, w)
+    dialog, prompt = _running(qtbot, w, peer)
     with qtbot.waitSignal(w.compare.run_lost, timeout=ANSWER_TIMEOUT) as lost:
         undo = w.store.organise.delete_messages(prompt)  # (the message's Delete action)
     assert "deleted" in lost.args[0] and lost.args[0] in dialog.prompt.text()
@@ -54,9 +72,11 @@ def test_deleting_the_prompt_stops_the_run_and_the_dialog_says_so(
     assert [a.content for a in stored.answers] == ["", ""]
 
 
-def test_trashing_the_chat_stops_the_run(qtbot: QtBot, make_window: Callable[..., MainWindow]) -> None:
+def test_trashing_the_chat_stops_the_run(
+    qtbot: QtBot, make_window: Callable[..., MainWindow], peer: FakeOpenAI
+) -> None:
     w = make_window()
-    dialog, prompt = _running(qtbot, w)
+    dialog, prompt = _running(qtbot, w, peer)
     with qtbot.waitSignal(w.compare.run_lost, timeout=ANSWER_TIMEOUT) as lost:
         w.store.organise.trash_chats([w.store.message(prompt).conversation_id])
     assert "Trash" in lost.args[0]
@@ -65,7 +85,7 @@ def test_trashing_the_chat_stops_the_run(qtbot: QtBot, make_window: Callable[...
 
 
 def test_a_restore_during_a_run_stops_it_before_the_database_changes(
-    qtbot: QtBot, make_window: Callable[..., MainWindow]
+    qtbot: QtBot, make_window: Callable[..., MainWindow], peer: FakeOpenAI
 ) -> None:
     w = make_window()
     qtbot.waitUntil(lambda: not w.tasks.pending(DAILY_KEY))
@@ -73,7 +93,7 @@ def test_a_restore_during_a_run_stops_it_before_the_database_changes(
     w.store.comparisons.create(gone.id, None, ["x", "y"], {})
     backup = w.backups.manager.backup("manual")  # its comparison's answers get the ids the run's will have
     w.store.delete_conversation(gone.id)
-    dialog, _prompt = _running(qtbot, w)
+    dialog, _prompt = _running(qtbot, w, peer)
     assert [a.id for a in dialog.comparison.answers] == [1, 2]
     with qtbot.waitSignal(w.backups.restored, timeout=ANSWER_TIMEOUT):
         w.backups.restore(backup)
@@ -98,7 +118,7 @@ def _earlier(qtbot: QtBot, w: MainWindow, title: str = "Compared") -> tuple[Comp
 
 
 def test_keep_is_refused_when_the_chat_went_to_the_trash_or_the_prompt_was_deleted(
-    qtbot: QtBot, make_window: Callable[..., MainWindow]
+    qtbot: QtBot, make_window: Callable[..., MainWindow], peer: FakeOpenAI
 ) -> None:
     w = make_window()
     dialog, chat, prompt = _earlier(qtbot, w)
@@ -118,7 +138,7 @@ def test_keep_is_refused_when_the_chat_went_to_the_trash_or_the_prompt_was_delet
 
 
 def test_after_delete_all_chats_an_open_comparison_keeps_nothing_in_a_new_chat(
-    qtbot: QtBot, make_window: Callable[..., MainWindow]
+    qtbot: QtBot, make_window: Callable[..., MainWindow], peer: FakeOpenAI
 ) -> None:
     w = make_window()
     dialog, _chat, _prompt = _earlier(qtbot, w)
@@ -159,10 +179,10 @@ def test_a_restore_leaves_an_open_comparison_with_nothing_to_keep(
 
 
 def test_a_model_picked_during_a_comparison_stays_loaded_after_it(
-    qtbot: QtBot, make_window: Callable[..., MainWindow]
+    qtbot: QtBot, make_window: Callable[..., MainWindow], peer: FakeOpenAI
 ) -> None:
     w = make_window()
-    dialog, _prompt = _running(qtbot, w)  # tiny.gguf was the window's model: unloaded for the run
+    dialog, _prompt = _running(qtbot, w, peer, local=True)  # tiny.gguf was the window's model: unloaded for the run
     assert w.model is None
     with qtbot.waitSignal(w.model_state_changed, check_params_cb=lambda s: s == "ready", timeout=30_000):
         w.models.load_model("other.gguf")  # the user picks another model meanwhile

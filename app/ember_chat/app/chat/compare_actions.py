@@ -211,7 +211,7 @@ class CompareActions(QObject):
         """GUI thread: show what the run's threads queued; store each answer as it ends. A run whose
         prompt went meanwhile (deleted, its chat in the Trash) is stopped and stores nothing more."""
         store = self.w.store
-        if self._running is not None and self._events.queue:
+        if self._running is not None:  # (each tick, not only when events came: a stalled stream sends none)
             gone = self._prompt_gone(self._running)
             if gone:
                 self.abandon(gone)
