@@ -5,49 +5,18 @@ rows that are not the comparison's, and no error is raised in the window's timer
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
-import pytest
 from pytestqt.qtbot import QtBot
 
 from ember_chat.app.chat.backups_dialog import DAILY_KEY
 from ember_chat.app.chat.compare_dialog import CompareDialog
 from ember_chat.app.shell.main_window import MainWindow
-from ember_chat.engine.storage.connections import Connection, remote_model_name
-from tests.sse_server import FakeOpenAI, chunk
-from tests.test_app import ANSWER_TIMEOUT, LOAD_TIMEOUT, load, send, set_max_tokens
-from tests.test_compare_window import make_window, open_compare, paths
+from tests.sse_server import FakeOpenAI
+from tests.test_app import ANSWER_TIMEOUT
+from tests.test_compare_window import make_window, paths, peer, running_comparison
 
-__all__ = ["make_window", "paths"]
-
-
-@pytest.fixture
-def peer() -> Iterator[FakeOpenAI]:
-    """A remote server whose every answer is one chunk, then nothing: a run with it never ends by itself
-    (two tiny local models answer thousands of tokens a second: a run of them can end before a test acts)."""
-    with FakeOpenAI() as fake:
-        fake.stream([chunk("Once", role="assistant"), chunk(" upon")], stall_after=1)
-        yield fake
-
-
-def _running(qtbot: QtBot, w: MainWindow, peer: FakeOpenAI, local: bool = False) -> tuple[CompareDialog, int]:
-    """A comparison streaming that never ends on its own: two stalled remote models (or the tiny local model
-    and one stalled remote, with `local`); the prompt's id."""
-    names = [remote_model_name(name, "test-model") for name in ("peer-a", "peer-b")]
-    for name in ("peer-a", "peer-b"):
-        w.connections.save(Connection(name, peer.base_url, "test-model"))
-    with qtbot.waitSignal(w.models_listed, timeout=LOAD_TIMEOUT):
-        w.models.reload_models()
-    load(qtbot, w, "tiny.gguf")
-    set_max_tokens(w, 4)
-    send(qtbot, w, "go")
-    question = w.store.thread(w.controller.conversation_id)[0]
-    dialog = open_compare(qtbot, w, question.id)
-    dialog.set_checked(["tiny.gguf", names[0]] if local else names)
-    dialog.start_button.click()
-    qtbot.waitUntil(lambda: bool(dialog.columns) and all(c.text for c in dialog.columns), timeout=ANSWER_TIMEOUT)
-    assert w.compare.running
-    return dialog, question.id
+__all__ = ["make_window", "paths", "peer"]  # fixtures
 
 
 def _answers(w: MainWindow) -> list[tuple[int, str]]:
@@ -59,7 +28,7 @@ def test_deleting_the_prompt_stops_the_run_and_the_dialog_says_so(
     qtbot: QtBot, make_window: Callable[..., MainWindow], peer: FakeOpenAI
 ) -> None:
     w = make_window()
-    dialog, prompt = _running(qtbot, w, peer)
+    dialog, prompt = running_comparison(qtbot, w, peer)
     with qtbot.waitSignal(w.compare.run_lost, timeout=ANSWER_TIMEOUT) as lost:
         undo = w.store.organise.delete_messages(prompt)  # (the message's Delete action)
     assert "deleted" in lost.args[0] and lost.args[0] in dialog.prompt.text()
@@ -76,7 +45,7 @@ def test_trashing_the_chat_stops_the_run(
     qtbot: QtBot, make_window: Callable[..., MainWindow], peer: FakeOpenAI
 ) -> None:
     w = make_window()
-    dialog, prompt = _running(qtbot, w, peer)
+    dialog, prompt = running_comparison(qtbot, w, peer)
     with qtbot.waitSignal(w.compare.run_lost, timeout=ANSWER_TIMEOUT) as lost:
         w.store.organise.trash_chats([w.store.message(prompt).conversation_id])
     assert "Trash" in lost.args[0]
@@ -93,7 +62,7 @@ def test_a_restore_during_a_run_stops_it_before_the_database_changes(
     w.store.comparisons.create(gone.id, None, ["x", "y"], {})
     backup = w.backups.manager.backup("manual")  # its comparison's answers get the ids the run's will have
     w.store.delete_conversation(gone.id)
-    dialog, _prompt = _running(qtbot, w, peer)
+    dialog, _prompt = running_comparison(qtbot, w, peer)
     assert [a.id for a in dialog.comparison.answers] == [1, 2]
     with qtbot.waitSignal(w.backups.restored, timeout=ANSWER_TIMEOUT):
         w.backups.restore(backup)
@@ -182,7 +151,8 @@ def test_a_model_picked_during_a_comparison_stays_loaded_after_it(
     qtbot: QtBot, make_window: Callable[..., MainWindow], peer: FakeOpenAI
 ) -> None:
     w = make_window()
-    dialog, _prompt = _running(qtbot, w, peer, local=True)  # tiny.gguf was the window's model: unloaded for the run
+    # tiny.gguf was the window's model: unloaded for the run
+    dialog, _prompt = running_comparison(qtbot, w, peer, local=True)
     assert w.model is None
     with qtbot.waitSignal(w.model_state_changed, check_params_cb=lambda s: s == "ready", timeout=30_000):
         w.models.load_model("other.gguf")  # the user picks another model meanwhile

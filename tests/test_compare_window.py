@@ -5,7 +5,7 @@ the window is reopened; the window's model loaded back afterwards."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -162,61 +162,63 @@ def test_the_comparison_is_in_the_sqlite_file_after_reopening(
     store.close()
 
 
-def _with_a_stalled_peer(qtbot: QtBot, w: MainWindow, fake: FakeOpenAI) -> str:
-    """A remote model that sends one chunk, then nothing (a run with it cannot end by itself: the tiny local
-    models answer thousands of tokens a second, a whole comparison of them can end before a test acts)."""
-    fake.stream([chunk("Once", role="assistant"), chunk(" upon")], stall_after=1)
-    w.connections.save(Connection("peer", fake.base_url, "test-model"))
+@pytest.fixture
+def peer() -> Iterator[FakeOpenAI]:
+    """A remote server whose every answer is one chunk, then nothing: a run with it never ends by itself
+    (two tiny local models answer thousands of tokens a second: a run of them can end before a test acts)."""
+    with FakeOpenAI() as fake:
+        fake.stream([chunk("Once", role="assistant"), chunk(" upon")], stall_after=1)
+        yield fake
+
+
+def running_comparison(qtbot: QtBot, w: MainWindow, peer: FakeOpenAI, local: bool = False) -> tuple[CompareDialog, int]:
+    """A comparison streaming that never ends on its own: two stalled remote models (or the tiny local model
+    and one stalled remote, with `local`); the prompt's id."""
+    names = [remote_model_name(name, "test-model") for name in ("peer-a", "peer-b")]
+    for name in ("peer-a", "peer-b"):
+        w.connections.save(Connection(name, peer.base_url, "test-model"))
     with qtbot.waitSignal(w.models_listed, timeout=LOAD_TIMEOUT):
         w.models.reload_models()
-    return remote_model_name("peer", "test-model")
+    load(qtbot, w, "tiny.gguf")
+    set_max_tokens(w, 4)
+    send(qtbot, w, "go")
+    question = w.store.thread(w.controller.conversation_id)[0]
+    dialog = open_compare(qtbot, w, question.id)
+    dialog.set_checked(["tiny.gguf", names[0]] if local else names)
+    dialog.start_button.click()
+    qtbot.waitUntil(lambda: bool(dialog.columns) and all(c.text for c in dialog.columns), timeout=ANSWER_TIMEOUT)
+    assert w.compare.running
+    return dialog, question.id
 
 
-def test_stop_ends_the_run_and_keeps_what_was_answered(qtbot: QtBot, make_window: Callable[..., MainWindow]) -> None:
-    with FakeOpenAI() as fake:
-        w = make_window()
-        peer = _with_a_stalled_peer(qtbot, w, fake)
-        load(qtbot, w, "tiny.gguf")
-        set_max_tokens(w, 4)
-        send(qtbot, w, "go")
-        question = w.store.thread(w.controller.conversation_id)[0]
-        dialog = open_compare(qtbot, w, question.id)
-        dialog.set_checked(["tiny.gguf", peer])
-        with qtbot.waitSignal(w.compare.run_ended, timeout=ANSWER_TIMEOUT) as ended:
-            dialog.start_button.click()
-            qtbot.waitUntil(lambda: bool(dialog.columns and dialog.columns[1].text), timeout=ANSWER_TIMEOUT)
-            assert w.compare.running  # (the peer stalls: only Stop ends it)
-            qtbot.mouseClick(dialog.stop_button, Qt.MouseButton.LeftButton)
-        local, remote = ended.args[0].answers
-        assert local.content and local.metrics is not None
-        assert remote.content == "Once" and dialog.columns[1].status.text() == "Stopped."  # what it had is kept
-        qtbot.waitUntil(lambda: w.controller.model_ready, timeout=LOAD_TIMEOUT)
-        # the prompt deleted while the dialog is open: Keep says so, nothing is added, nothing breaks
-        w.store.delete_message(question.id)
-        count = len(w.store.messages(question.conversation_id))
-        qtbot.mouseClick(dialog.columns[0].keep, Qt.MouseButton.LeftButton)
-        assert "could not be added" in w.banner.text() and len(w.store.messages(question.conversation_id)) == count
-        w.close()
-        assert w.join_background(30)
+def test_stop_ends_the_run_and_keeps_what_was_answered(
+    qtbot: QtBot, make_window: Callable[..., MainWindow], peer: FakeOpenAI
+) -> None:
+    w = make_window()
+    dialog, prompt = running_comparison(qtbot, w, peer, local=True)  # (the peer stalls: only Stop ends it)
+    with qtbot.waitSignal(w.compare.run_ended, timeout=ANSWER_TIMEOUT) as ended:
+        qtbot.mouseClick(dialog.stop_button, Qt.MouseButton.LeftButton)
+    local, remote = ended.args[0].answers
+    assert local.content and local.metrics is not None
+    assert remote.content == "Once" and dialog.columns[1].status.text() == "Stopped."  # what it had is kept
+    qtbot.waitUntil(lambda: w.controller.model_ready, timeout=LOAD_TIMEOUT)
+    # the prompt deleted while the dialog is open: Keep says so, nothing is added, nothing breaks
+    conversation_id = w.store.message(prompt).conversation_id
+    w.store.delete_message(prompt)
+    count = len(w.store.messages(conversation_id))
+    qtbot.mouseClick(dialog.columns[0].keep, Qt.MouseButton.LeftButton)
+    assert "could not be added" in w.banner.text() and len(w.store.messages(conversation_id)) == count
+    w.close()
+    assert w.join_background(30)
 
 
 def test_closing_the_window_during_a_comparison_stops_it_and_joins_its_threads(
-    qtbot: QtBot, make_window: Callable[..., MainWindow]
+    qtbot: QtBot, make_window: Callable[..., MainWindow], peer: FakeOpenAI
 ) -> None:
-    with FakeOpenAI() as fake:
-        w = make_window()
-        peer = _with_a_stalled_peer(qtbot, w, fake)
-        load(qtbot, w, "tiny.gguf")
-        set_max_tokens(w, 4)
-        send(qtbot, w, "go")
-        question = w.store.thread(w.controller.conversation_id)[0]
-        dialog = open_compare(qtbot, w, question.id)
-        dialog.set_checked(["tiny.gguf", peer])
-        dialog.start_button.click()
-        qtbot.waitUntil(lambda: bool(dialog.columns[1].text), timeout=ANSWER_TIMEOUT)
-        assert w.compare.running  # (the peer stalls)
-        w.close()  # (the fixture's teardown then checks that every thread was joined)
-        assert w.compare.join(30) and not w.bridge.service.running
+    w = make_window()
+    running_comparison(qtbot, w, peer, local=True)  # (the peer stalls)
+    w.close()  # (the fixture's teardown then checks that every thread was joined)
+    assert w.compare.join(30) and not w.bridge.service.running
 
 
 def test_a_local_and_a_remote_model_side_by_side_and_an_unreachable_one_says_so(
