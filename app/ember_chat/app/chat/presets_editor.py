@@ -18,6 +18,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from ember_chat.app.metrics.side_panel import param_spin
 from ember_chat.engine.core.params import SPECS
 from ember_chat.engine.storage.presets import PRESET_PARAMS, Preset
 
@@ -47,18 +48,9 @@ class PresetEditor(QWidget):
         self.values: dict[str, QSpinBox | QDoubleSpinBox] = {}
         for name in PRESET_PARAMS:
             spec = SPECS[name]
-            box: QSpinBox | QDoubleSpinBox
-            if spec.kind is float:
-                box = QDoubleSpinBox()
-                box.setDecimals(2)
-            else:
-                box = QSpinBox()
-            box.setRange(int(spec.low) - 1 if spec.optional else spec.low, spec.high)  # type: ignore[arg-type]
-            box.setSingleStep(spec.step)  # type: ignore[arg-type]
+            box = param_spin(name)
             if spec.optional:
                 box.setSpecialValueText(self.tr("random"))
-            box.setAccessibleName(spec.label)
-            box.setToolTip(spec.description)
             box.setEnabled(False)
             tick = QCheckBox(spec.label)
             tick.setAccessibleName(self.tr("Set {name}").format(name=spec.noun))

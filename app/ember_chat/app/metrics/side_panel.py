@@ -37,6 +37,23 @@ CHART_MAX_HEIGHT = 380  # px: on a tall screen the rest stays empty below the fi
 LIVE_UPDATE_MS = 500  # the running figures and the chart twice a second (each update repaints labels and the chart)
 
 
+def param_spin(name: str) -> QSpinBox | QDoubleSpinBox:
+    """A spin box for a sampling parameter whose range, step, name and tooltip come from the parameter
+    table (an optional one goes one below its minimum: "none"; the caller names that value)."""
+    spec = SPECS[name]
+    w: QSpinBox | QDoubleSpinBox
+    if spec.kind is float:
+        w = QDoubleSpinBox()
+        w.setDecimals(2)
+    else:
+        w = QSpinBox()
+    w.setRange(spec.low - 1 if spec.optional else spec.low, spec.high)  # type: ignore[arg-type]
+    w.setSingleStep(spec.step)  # type: ignore[arg-type]
+    w.setAccessibleName(spec.label)
+    w.setToolTip(spec.description)
+    return w
+
+
 def _fmt(value: float | None, unit: str, digits: int = 2) -> str:
     return "—" if value is None else f"{value:.{digits}f} {unit}"
 
@@ -60,20 +77,9 @@ class ParamsPanel(QWidget):
         form.addRow(self.system_prompt)
 
         def spin(name: str) -> QSpinBox | QDoubleSpinBox:
-            """A spin box whose range, step and tooltip come from the parameter table."""
-            spec = SPECS[name]
-            w: QSpinBox | QDoubleSpinBox
-            if spec.kind is float:
-                w = QDoubleSpinBox()
-                w.setDecimals(2)
-            else:
-                w = QSpinBox()
-            w.setRange(spec.low - 1 if spec.optional else spec.low, spec.high)
-            w.setSingleStep(spec.step)
-            w.setAccessibleName(spec.label)
-            w.setToolTip(spec.description)
+            w = param_spin(name)
             w.valueChanged.connect(self.changed)
-            form.addRow(spec.label, w)
+            form.addRow(SPECS[name].label, w)
             return w
 
         self.temperature = spin("temperature")
