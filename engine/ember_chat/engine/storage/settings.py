@@ -57,6 +57,9 @@ class Settings:
     attachment_max_mb: int = _setting(50, "Largest file that can be attached to a message, in MB.", 1, 4096)
     transcript_font_size: int = _setting(0, "Text size of the transcript in points (0: the system's).", 0, 72)
     backups_keep: int = _setting(10, "Backups of the chat database kept (those made before an update apart).", 1, 1000)
+    kv_snapshot_cap_mb: int = _setting(
+        2048, "Disk space for saved conversation caches (KV snapshots), in MB; 0: off", 0, 1_000_000
+    )
     api_key_set: bool = _setting(
         False, "Whether an API key for the local API server is set (the key itself is in the OS keychain)."
     )
