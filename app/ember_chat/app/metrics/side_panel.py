@@ -324,11 +324,20 @@ class MetricsPanel(QWidget):
         """Why this answer was as fast as it was, in one line: prompt evaluated vs reused, trimming,
         thinking, and where it ran."""
         evaluated = m.prompt_tokens - m.prompt_tokens_reused
-        parts = [
-            self.tr("Prompt: {evaluated} tokens evaluated, {reused} reused from the cache").format(
+        restored = m.prompt_tokens_restored  # (of the reused: from a saved conversation cache, a KV snapshot)
+        if restored:
+            prompt = self.tr("Prompt: {restored} tokens restored from a snapshot, {evaluated} evaluated").format(
+                restored=f"{restored:,}", evaluated=f"{evaluated:,}"
+            )
+            if m.prompt_tokens_reused > restored:
+                prompt += self.tr(", {reused} reused from the cache").format(
+                    reused=f"{m.prompt_tokens_reused - restored:,}"
+                )
+        else:
+            prompt = self.tr("Prompt: {evaluated} tokens evaluated, {reused} reused from the cache").format(
                 evaluated=f"{evaluated:,}", reused=f"{m.prompt_tokens_reused:,}"
             )
-        ]
+        parts = [prompt]
         parts.append(
             self.tr("{n} old messages left out to fit the context").format(n=m.dropped_messages)
             if m.dropped_messages
