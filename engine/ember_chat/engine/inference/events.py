@@ -41,6 +41,7 @@ class PromptReady:
     n_ctx: int
     t_start_ns: int
     t_ns: int
+    restored: int = 0  # of prompt_tokens_reused, those brought back from a saved KV snapshot
 
 
 @dataclass(frozen=True)
@@ -51,6 +52,12 @@ class PrefillProgress:
     done: int
     total: int
     t_ns: int
+
+
+@dataclass(frozen=True)
+class StepWanted:
+    """Internal to the engine thread: a batched run waits for the batch decoder's next step (the caller
+    calls the backend's `step()` once for all waiting runs, then resumes it). Never reaches a sink."""
 
 
 @dataclass(frozen=True)

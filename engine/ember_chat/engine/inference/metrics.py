@@ -93,6 +93,7 @@ class GenerationMetrics:
     # An answer asked for as JSON (response_format): "valid" when it parses and matches the schema, else
     # what is wrong with it ("not JSON", "age is required"); None when free text was asked for.
     json_check: str | None = None
+    prompt_tokens_restored: int = 0  # of prompt_tokens_reused, those restored from a saved KV snapshot
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -134,14 +135,17 @@ class MetricsRecorder:
     t_prefill_start_ns: int | None = None
     prompt_tokens: int = 0
     prompt_tokens_reused: int = 0
+    prompt_tokens_restored: int = 0
     dropped_messages: int = 0
     token_times_ns: list[int] = field(default_factory=list)
     thinking_tokens: int = 0
     t_first_answer_ns: int | None = None
 
-    def prefill_started(self, prompt_tokens: int, reused: int, t_ns: int | None = None) -> None:
+    def prefill_started(self, prompt_tokens: int, reused: int, t_ns: int | None = None, restored: int = 0) -> None:
+        """`reused`: prompt tokens already in the KV cache, `restored` of them from a snapshot."""
         self.prompt_tokens = prompt_tokens
         self.prompt_tokens_reused = reused
+        self.prompt_tokens_restored = restored
         self.t_prefill_start_ns = time.perf_counter_ns() if t_ns is None else t_ns
 
     def take_back(self, count: int) -> None:
@@ -227,6 +231,7 @@ class MetricsRecorder:
             threads=c.threads,
             gpu_layers=c.gpu_layers,
             dropped_messages=self.dropped_messages,
+            prompt_tokens_restored=self.prompt_tokens_restored,
             llama_prefill_ms=perf[0],
             llama_prefill_tokens=perf[1],
             llama_decode_ms=perf[2],

@@ -5,11 +5,9 @@ One runtime is used by one thread; only `request_stop()` may be called from anot
 
 from __future__ import annotations
 
-import codecs
 import ctypes
 import random
 import threading
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from typing import TYPE_CHECKING
@@ -20,10 +18,9 @@ from ember_chat.engine.core.params import LoadConfig, SamplingParams
 from ember_chat.engine.core.reasoning import MarkerNormalizer, prompt_opens_thinking, split_thinking
 from ember_chat.engine.core.refs import ModelRef
 from ember_chat.engine.core.states import StopReason
-from ember_chat.engine.core.tools import InvalidCall, ToolCall, ToolRequest
+from ember_chat.engine.core.tools import ToolRequest
 from ember_chat.engine.errors import (
     ContextOverflowError,
-    GenerationError,
     ImagesNotSupported,
     InvalidParameter,
     NoModelLoaded,
@@ -33,19 +30,12 @@ from ember_chat.engine.inference.chat_prompt import fit_to_context, plan_chat
 from ember_chat.engine.inference.events import (
     ContextTrimmed,
     Event,
-    Finished,
-    PrefillProgress,
-    PromptReady,
     TemplateFallback,
-    Token,
-    ToolCallParsed,
 )
 from ember_chat.engine.inference.grammar import params_grammar
-from ember_chat.engine.inference.grammar_sampling import common_prefix, generate_with_grammar
-from ember_chat.engine.inference.json_check import answer_check
+from ember_chat.engine.inference.grammar_sampling import common_prefix
 from ember_chat.engine.inference.llama_loader import NULL_ABORT, gpu_backend_name, open_llama, probe_gguf
 from ember_chat.engine.inference.llama_log import route_llama_log
-from ember_chat.engine.inference.logprobs import token_logprob
 from ember_chat.engine.inference.metrics import MetricsRecorder, RunContext
 from ember_chat.engine.inference.prompting import (
     ChatMessage,
@@ -55,7 +45,8 @@ from ember_chat.engine.inference.prompting import (
     choose_template,
     render_chat,
 )
-from ember_chat.engine.inference.stop_strings import StopStringScanner
+from ember_chat.engine.inference.runtime_sources import Seq0Source
+from ember_chat.engine.inference.token_stream import StreamSetup, stream_events
 from ember_chat.engine.inference.tool_formats import tool_format_for
 from ember_chat.engine.inference.tool_turn import ToolTurn
 from ember_chat.engine.models.gguf_inspect import ModelInfo, inspect_gguf
@@ -367,40 +358,6 @@ class LocalRuntime:
             n = llama_cpp.llama_token_to_piece(self._vocab, token, buf, -n, 0, True)
         return buf.raw[:n]
 
-    def _generate(self, tokens: list[int], params: SamplingParams, grammar: str | None) -> Iterator[int]:
-        """The token generator for these sampling parameters (from the longest prefix of `tokens` already
-        in the KV cache): llama-cpp-python's, or under a grammar the one that asks the grammar only about
-        the token chosen (grammar_sampling.py)."""
-        if grammar is not None:
-            return generate_with_grammar(self._require(), tokens, params, grammar)
-        return self._require().generate(
-            tokens,
-            temp=params.temperature,
-            top_k=params.top_k,
-            top_p=params.top_p,
-            min_p=params.min_p,
-            repeat_penalty=params.repeat_penalty,
-            presence_penalty=params.presence_penalty,
-            frequency_penalty=params.frequency_penalty,
-        )
-
-    def _prefill_in_chunks(self, tokens: list[int], reused: int) -> Iterator[PrefillProgress]:
-        """A prompt longer than one batch is evaluated batch by batch here, with its progress after
-        each (all but its last token: `generate` finds them in the KV cache and evaluates only that
-        one). A short prompt is left to `generate` as it is, so it costs nothing extra."""
-        llm = self._require()
-        todo = len(tokens) - 1 - reused
-        batch = max(1, llm.n_batch)
-        if todo <= batch:
-            return
-        llm.n_tokens = reused  # (eval clears the KV cache beyond this position)
-        done = 0
-        while done < todo and not self._abort.is_set():
-            chunk = tokens[reused + done : reused + min(todo, done + batch)]
-            llm.eval(chunk)
-            done += len(chunk)
-            yield PrefillProgress(done, todo, time.perf_counter_ns())
-
     def _stream(
         self,
         prompt_text: str,
@@ -415,8 +372,6 @@ class LocalRuntime:
         `params.ignore_eos`: exactly max_tokens tokens (benchmarks, as llama-bench generates them).
         `vision`: the prompt's images (its `tokens` hold placeholders where they go)."""
         llm = self._require()
-        ctx = llm.ctx
-        n_ctx = llm.n_ctx()
         evaluated = [int(t) for t in llm.input_ids[: llm.n_tokens]]
         reused = common_prefix(evaluated, tokens)
         if reused == len(tokens):  # llama.cpp must evaluate at least one token to get logits
@@ -429,115 +384,19 @@ class LocalRuntime:
         self._abort.clear()
         seed = params.seed if params.seed is not None else random.randrange(2**31)
         llm.set_seed(seed)
-        llama_cpp.llama_perf_context_reset(ctx)
-        # The abort callback runs between graph nodes; it is only worth its cost during prefill.
-        llama_cpp.llama_set_abort_callback(ctx, self._abort_callback, None)
-        rec.prefill_started(len(tokens), reused)
-        assert rec.t_prefill_start_ns is not None
-        yield PromptReady(len(tokens), reused, n_ctx, rec.t_start_ns, rec.t_prefill_start_ns)
-        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        stops = StopStringScanner(params.stop)
-        generated: list[int] = []
-        raw_text: list[str] = []
-        shown: list[str] = []
-        reason = StopReason.LENGTH
-        try:
-            if vision is not None:
-                assert self._vision is not None
-                yield from self._vision.prefill(llm, vision, reused, self._abort.is_set)
-            else:
-                yield from self._prefill_in_chunks(tokens, reused)
-        except RuntimeError as exc:
-            if not self._abort.is_set():
-                raise GenerationError(f"llama.cpp failed while evaluating the prompt: {exc}") from exc
-        if self._abort.is_set():  # stopped during the prompt: no answer
-            llama_cpp.llama_set_abort_callback(ctx, NULL_ABORT, None)
-            yield Finished(StopReason.CANCELLED, "", rec.finish(StopReason.CANCELLED, seed=seed))
-            return
-        calls: list[ToolCall | InvalidCall] = []
-        gen = self._generate(tokens, params, grammar)
-        try:
-            while True:
-                restart = None
-                for token in gen:
-                    t_ns = time.perf_counter_ns()
-                    if not generated:
-                        llama_cpp.llama_set_abort_callback(ctx, NULL_ABORT, None)
-                    if not params.ignore_eos and llama_cpp.llama_vocab_is_eog(self._vocab, token):
-                        reason = StopReason.STOP
-                        break
-                    generated.append(token)
-                    logprob = None
-                    if params.logprobs is not None:  # before the next evaluation replaces these logits
-                        logprob = token_logprob(ctx, llm.n_vocab(), token, params.logprobs, self._piece)
-                    piece = decoder.decode(self._piece(token))
-                    raw_text.append(piece)
-                    thinking = markers is not None and markers.thinking
-                    if turn is not None:  # (it normalizes the markers itself: it may take tokens back)
-                        piece, found, restart = turn.feed(piece)
-                        for call in found:
-                            calls.append(call)
-                            yield ToolCallParsed(len(calls) - 1, call)
-                    elif markers is not None:
-                        piece = markers.feed(piece)
-                    thinking = thinking or (markers is not None and markers.thinking)  # (a closing marker too)
-                    rec.token(t_ns, thinking=thinking)  # an end-of-generation token is not part of the answer
-                    visible, hit = stops.feed(piece)
-                    shown.append(visible)
-                    yield Token(visible, len(generated) - 1, t_ns, thinking=thinking, logprob=logprob)
-                    if restart is not None:
-                        break
-                    if hit:
-                        reason = StopReason.STOP_STRING
-                        break
-                    if self._abort.is_set():
-                        reason = StopReason.CANCELLED
-                        break
-                    if len(generated) >= params.max_tokens:
-                        reason = StopReason.LENGTH
-                        break
-                    if len(tokens) + len(generated) >= n_ctx:
-                        reason = StopReason.CONTEXT_FULL
-                        break
-                if restart is None:
-                    break
-                # a call opened: take back the tokens from the one it starts in, generate them under its grammar
-                gen.close()
-                rec.take_back(len(generated) - restart.keep)
-                del generated[restart.keep :], raw_text[restart.keep :]
-                decoder.reset()
-                gen = self._generate(tokens + generated, params, restart.grammar)
-        except RuntimeError as exc:
-            if not self._abort.is_set():
-                raise GenerationError(f"llama.cpp failed while generating: {exc}") from exc
-            reason = StopReason.CANCELLED
-        finally:
-            gen.close()
-            llama_cpp.llama_set_abort_callback(ctx, NULL_ABORT, None)
-        tail = decoder.decode(b"", final=True)
-        raw_text.append(tail)
-        if turn is not None:
-            tail, found = turn.flush(tail)
-            for call in found:
-                calls.append(call)
-                yield ToolCallParsed(len(calls) - 1, call)
-            if calls and reason == StopReason.STOP:
-                reason = StopReason.TOOL_CALLS
-        elif markers is not None:
-            tail = markers.feed(tail) + markers.flush()
-        if reason != StopReason.STOP_STRING:
-            tail = stops.flush(tail)
-            if tail:
-                shown.append(tail)
-                # text held back at the end (a partial stop string): no new token
-                yield Token(tail, max(0, len(generated) - 1), rec.token_times_ns[-1] if generated else 0, count=0)
-        perf = llama_cpp.llama_perf_context(ctx)
-        encode_ms = self._vision.encode_ms if vision is not None and self._vision is not None else None
-        metrics = rec.finish(
-            reason, (perf.t_p_eval_ms, perf.n_p_eval, perf.t_eval_ms, perf.n_eval), seed=seed, image_encode_ms=encode_ms
-        )
-        metrics = replace(metrics, json_check=answer_check(params.response_format, "".join(shown)))
-        # (with images, the text alone does not say which image is where: no text-keyed reuse)
-        if reason != StopReason.STOP_STRING and vision is None:
-            self._history = (prompt_text + "".join(raw_text), tokens + generated)
-        yield Finished(reason, "".join(shown), metrics, tool_calls=tuple(calls))
+        images = (self._vision, vision) if vision is not None and self._vision is not None else None
+        source = Seq0Source(llm, tokens, params, reused, self._abort, self._abort_callback, self._piece, images)
+
+        def remember(reason: str, raw: str, generated: list[int]) -> None:
+            # (with images, the text alone does not say which image is where: no text-keyed reuse)
+            if reason != StopReason.STOP_STRING and vision is None:
+                self._history = (prompt_text + raw, tokens + generated)
+
+        setup = StreamSetup(
+            tokens, params, rec, seed, llm.n_ctx(), self._piece, self._is_eog, self._abort.is_set,
+            grammar, markers, turn, remember,
+        )  # fmt: skip
+        yield from stream_events(source, setup)
+
+    def _is_eog(self, token: int) -> bool:
+        return bool(llama_cpp.llama_vocab_is_eog(self._vocab, token))

@@ -1,0 +1,116 @@
+"""Token sources for token_stream.stream_events: llama-cpp-python's own single-sequence path (seq 0)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
+
+import llama_cpp
+
+from ember_chat.engine.core.params import SamplingParams
+from ember_chat.engine.inference.events import PrefillProgress, StepWanted
+from ember_chat.engine.inference.grammar_sampling import generate_with_grammar
+from ember_chat.engine.inference.llama_loader import NULL_ABORT
+from ember_chat.engine.inference.logprobs import token_logprob
+
+if TYPE_CHECKING:
+    from ember_chat.engine.inference.logprobs import TokenLogprob
+    from ember_chat.engine.inference.vision import VisionContext, VisionPrompt
+
+
+class Seq0Source:
+    """llama-cpp-python's `generate` (or grammar_sampling's) on sequence 0, from the longest prefix of
+    the prompt already in the KV cache (`reused`). llama.cpp's abort callback is on during the prompt's
+    evaluation only (it runs between graph nodes: worth its cost there alone)."""
+
+    full = False
+
+    def __init__(
+        self,
+        llm: llama_cpp.Llama,
+        tokens: list[int],
+        params: SamplingParams,
+        reused: int,
+        abort: threading.Event,
+        abort_callback: object,
+        piece: Callable[[int], bytes],
+        vision: tuple[VisionContext, VisionPrompt] | None = None,
+        restored: int = 0,
+    ) -> None:
+        self._llm = llm
+        self._tokens = tokens
+        self._params = params
+        self.reused = reused
+        self.restored = restored
+        self._abort = abort
+        self._piece = piece
+        self._vision = vision
+        llama_cpp.llama_perf_context_reset(llm.ctx)
+        llama_cpp.llama_set_abort_callback(llm.ctx, abort_callback, None)
+
+    def prefill(self) -> Iterator[PrefillProgress | StepWanted]:
+        if self._vision is not None:
+            context, prompt = self._vision
+            yield from context.prefill(self._llm, prompt, self.reused, self._abort.is_set)
+            return
+        yield from self._prefill_in_chunks()
+
+    def _prefill_in_chunks(self) -> Iterator[PrefillProgress]:
+        """A prompt longer than one batch is evaluated batch by batch here, with its progress after
+        each (all but its last token: `generate` finds them in the KV cache and evaluates only that
+        one). A short prompt is left to `generate` as it is, so it costs nothing extra."""
+        llm, tokens, reused = self._llm, self._tokens, self.reused
+        todo = len(tokens) - 1 - reused
+        batch = max(1, llm.n_batch)
+        if todo <= batch:
+            return
+        llm.n_tokens = reused  # (eval clears the KV cache beyond this position)
+        done = 0
+        while done < todo and not self._abort.is_set():
+            chunk = tokens[reused + done : reused + min(todo, done + batch)]
+            llm.eval(chunk)
+            done += len(chunk)
+            yield PrefillProgress(done, todo, time.perf_counter_ns())
+
+    def generate(self, tokens: list[int], grammar: str | None) -> Iterator[int]:
+        """The token generator for these sampling parameters (from the longest prefix of `tokens` already
+        in the KV cache): llama-cpp-python's, or under a grammar the one that asks the grammar only about
+        the token chosen (grammar_sampling.py)."""
+        llm, params = self._llm, self._params
+        if grammar is not None:
+            gen = generate_with_grammar(llm, tokens, params, grammar)
+        else:
+            gen = llm.generate(
+                tokens,
+                temp=params.temperature,
+                top_k=params.top_k,
+                top_p=params.top_p,
+                min_p=params.min_p,
+                repeat_penalty=params.repeat_penalty,
+                presence_penalty=params.presence_penalty,
+                frequency_penalty=params.frequency_penalty,
+            )
+        try:
+            first = next(gen, None)
+            if first is None:
+                return
+            llama_cpp.llama_set_abort_callback(llm.ctx, NULL_ABORT, None)
+            yield first
+            yield from gen
+        finally:
+            gen.close()
+
+    def logprob(self, token: int, top: int) -> TokenLogprob | None:
+        return token_logprob(self._llm.ctx, self._llm.n_vocab(), token, top, self._piece)
+
+    def perf(self) -> tuple[float, int, float, int] | None:
+        perf = llama_cpp.llama_perf_context(self._llm.ctx)
+        return (perf.t_p_eval_ms, perf.n_p_eval, perf.t_eval_ms, perf.n_eval)
+
+    def image_encode_ms(self) -> float | None:
+        return self._vision[0].encode_ms if self._vision is not None else None
+
+    def end(self, generated: list[int]) -> None:
+        llama_cpp.llama_set_abort_callback(self._llm.ctx, NULL_ABORT, None)
