@@ -1,0 +1,553 @@
+"""Saved conversation caches (KV snapshots): a conversation's llama.cpp sequence state, kept so that a chat
+that comes back (switched to again, reopened after a restart, an API client resending its history) has
+its prompt restored instead of evaluated again.
+
+The latest snapshots stay in RAM (up to `ram_bytes`); the least recently used go to disk, one file each
+(`<directory>/<sha1>.kvsnap`, written by ONE background thread: a temporary file, fsync, os.replace; a
+header, the token list, the state, and a sha256 over all of them), within `cap_bytes` (least recently
+used files deleted). A snapshot belongs to a `SnapshotKey` (the model file and the load settings that
+change the cache); `best()` finds the one of a key that shares the longest token prefix with a prompt.
+
+Nothing here raises on a damaged file, a full disk or an unwritable folder: the snapshot is not used
+(or not kept), the file is removed, and a sentence for the user goes to `problems`. Opening is lazy:
+the folder is read at the first `best()`/`usage()` (or when something must be written), so a restart
+with gigabytes of snapshots starts as fast as without. Every method is thread-safe.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import os
+import shutil
+import tempfile
+import threading
+import time
+from collections import OrderedDict, deque
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, BinaryIO
+
+from ember_chat.engine.inference.kv_snapshot_files import (
+    DIGEST_BYTES,
+    SUFFIX,
+    TMP_SUFFIX,
+    Damaged,
+    file_head,
+    read_head,
+    snapshot_ident,
+)
+
+if TYPE_CHECKING:
+    from ember_chat.engine.core.params import LoadConfig
+
+log = logging.getLogger(__name__)
+
+_MIB = 2**20
+_STALE_TMP_S = 3600  # a temporary file older than this is a crashed write (a newer one: maybe another Ember's)
+_SETTINGS_HINT = "or lower the space for saved conversation caches in Settings."
+
+
+def model_identity(path: Path) -> str:
+    """The model file as snapshots know it: its size, mtime and a sha256 of its first and last MiB."""
+    st = path.stat()
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        digest.update(fh.read(_MIB))
+        if st.st_size > _MIB:
+            fh.seek(max(_MIB, st.st_size - _MIB))
+            digest.update(fh.read(_MIB))
+    return f"{st.st_size}:{st.st_mtime_ns}:{digest.hexdigest()}"
+
+
+def cache_settings_key(config: LoadConfig, n_seq_max: int) -> str:
+    """The load settings a snapshot depends on, as text (GPU layers only where this build can offload)."""
+    import llama_cpp  # here, not at import time: the app's cold start does not load llama.cpp for this
+
+    gpu_layers = config.gpu_layers if llama_cpp.llama_supports_gpu_offload() else 0
+    settings = {
+        "n_ctx": config.n_ctx,
+        "kv_cache_type": config.kv_cache_type,
+        "flash_attn": config.flash_attn,
+        "gpu_layers": gpu_layers,
+        "n_seq_max": n_seq_max,
+        "llama_cpp": str(llama_cpp.__version__),
+    }
+    return json.dumps(settings, sort_keys=True)
+
+
+@dataclass(frozen=True)
+class SnapshotKey:
+    model: str  # model_identity(...)
+    settings: str  # cache_settings_key(...)
+
+
+@dataclass(frozen=True)
+class SnapshotMatch:
+    tokens: tuple[int, ...]  # the snapshot's full token list
+    shared: int  # how many leading tokens it shares with the asked-for tokens
+    source: str  # "ram" | "disk"
+    ident: str  # opaque id for load()
+
+
+@dataclass(eq=False)
+class _Entry:
+    ident: str
+    key: SnapshotKey
+    tokens: tuple[int, ...]
+    state: bytes | None = None  # in RAM
+    disk: int = 0  # the file's size, when it is on disk
+    queued: bool = False  # the writer has it to write
+
+
+def _shared(a: tuple[int, ...], b: tuple[int, ...]) -> int:
+    """How many leading tokens a and b share (slice comparisons: C speed, log n of them)."""
+    n = min(len(a), len(b))
+    if a[:n] == b[:n]:
+        return n
+    lo, hi = 0, n  # a[:lo] == b[:lo], a[:hi] != b[:hi]
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if a[lo:mid] == b[lo:mid]:
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+def _unlink(path: Path) -> str | None:
+    """Remove a file; None when done (or already gone), else why not."""
+    try:
+        path.unlink(missing_ok=True)
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    return None
+
+
+def _read_state(fh: BinaryIO, key: SnapshotKey, tokens: tuple[int, ...]) -> bytes:
+    """The state in an open snapshot file, checked against its checksum, its key and its tokens."""
+    model, settings, file_tokens, head, state_len = read_head(fh, os.fstat(fh.fileno()).st_size)
+    if SnapshotKey(model, settings) != key or file_tokens != tokens:
+        raise Damaged("it holds another conversation than its name says")
+    state = fh.read(state_len)
+    digest = fh.read(DIGEST_BYTES)
+    if len(state) != state_len or len(digest) != DIGEST_BYTES:
+        raise Damaged("it is truncated")
+    check = hashlib.sha256(head)
+    check.update(state)
+    if check.digest() != digest:
+        raise Damaged("its checksum does not match")
+    return state
+
+
+class SnapshotStore:
+    MIN_TOKENS = 256  # shorter conversations are not worth a snapshot
+    FREE_MARGIN_BYTES = 256 * _MIB  # a snapshot that would leave less free disk space than this is skipped
+
+    def __init__(self, directory: Path | None, cap_bytes: int, ram_bytes: int = 512 * _MIB) -> None:
+        self.directory = Path(directory) if directory is not None else None
+        self.problems: list[str] = []
+        self._said: set[str] = set()
+        self._cap = max(0, cap_bytes)
+        self._ram = max(0, ram_bytes)
+        self._lock = threading.Lock()
+        self._changed = threading.Condition(self._lock)  # the writer's jobs and its being busy
+        self._open_lock = threading.Lock()
+        self._opened = self.directory is None
+        self._entries: OrderedDict[str, _Entry] = OrderedDict()  # least recently used first
+        self._jobs: deque[tuple[str, str]] = deque()  # ("write" | "delete", ident), ("cap" | "stop", "")
+        self._busy = False
+        self._writer: threading.Thread | None = None
+        self._generation = 0  # clear() makes what the writer was doing obsolete
+        self._failures = 0
+        self._closed = False
+
+    # ----- the engine's side
+
+    def put(self, key: SnapshotKey, tokens: Sequence[int], state: bytes) -> None:
+        """Keep a conversation's state (in RAM; returns at once). A snapshot of the same key whose tokens
+        are a prefix of these is superseded; RAM over budget sends the least recently used to disk."""
+        if len(tokens) < self.MIN_TOKENS or not state:
+            return
+        toks = tuple(tokens)
+        entry = _Entry(snapshot_ident(key.model, key.settings, toks), key, toks, bytes(state))
+        with self._lock:
+            if self._closed:
+                return
+            for old in list(self._entries.values()):
+                if old.key == key and len(old.tokens) <= len(toks) and toks[: len(old.tokens)] == old.tokens:
+                    self._remove_locked(old)
+            self._entries[entry.ident] = entry
+            self._spill_locked()
+
+    def best(self, key: SnapshotKey, tokens: Sequence[int]) -> SnapshotMatch | None:
+        """The snapshot of this key sharing the longest token prefix (at least MIN_TOKENS) with `tokens`;
+        ties: the one in RAM, then the most recently used. Marks it recently used."""
+        if len(tokens) < self.MIN_TOKENS:
+            return None
+        self._ensure_open()
+        toks = tuple(tokens)
+        with self._lock:
+            chosen: _Entry | None = None
+            most = self.MIN_TOKENS - 1
+            for entry in reversed(self._entries.values()):
+                if entry.key != key:
+                    continue
+                shared = _shared(entry.tokens, toks)
+                if shared > most or (
+                    shared == most and chosen is not None and chosen.state is None and entry.state is not None
+                ):
+                    chosen, most = entry, shared
+            if chosen is None:
+                return None
+            self._entries.move_to_end(chosen.ident)
+            return SnapshotMatch(chosen.tokens, most, "ram" if chosen.state is not None else "disk", chosen.ident)
+
+    def load(self, match: SnapshotMatch) -> bytes | None:
+        """The match's state; None when it is gone, or its file is damaged (then removed, and said)."""
+        with self._lock:
+            entry = self._entries.get(match.ident)
+            if entry is None:
+                return None
+            self._entries.move_to_end(entry.ident)
+            if entry.state is not None:
+                return entry.state
+            if not entry.disk or self.directory is None:
+                return None
+        path = self._path(entry.ident)
+        try:
+            with path.open("rb") as fh:
+                state = _read_state(fh, entry.key, entry.tokens)
+        except FileNotFoundError:  # removed by hand, or by another Ember sharing the folder
+            self._forget(entry, None)
+            return None
+        except Damaged as exc:
+            self._forget(entry, str(exc))
+            return None
+        except OSError as exc:
+            with self._lock:
+                self._report_locked(
+                    f"A saved conversation cache ({path}) could not be read ({exc.strerror or exc}); "
+                    "that conversation's prompt is evaluated again instead."
+                )
+            return None
+        with contextlib.suppress(OSError):
+            os.utime(path)  # recently used, for the next run's order too
+        return state
+
+    # ----- the window's and the app's side
+
+    def usage(self) -> tuple[int, int]:
+        """(count, bytes) of the snapshots: files on disk plus those only in RAM."""
+        self._ensure_open()
+        with self._lock:
+            return len(self._entries), sum(e.disk or len(e.state or b"") for e in self._entries.values())
+
+    def clear(self) -> None:
+        """Delete every snapshot, in RAM and on disk (files of earlier runs too)."""
+        with self._lock:
+            self._generation += 1
+            self._entries.clear()
+            self._jobs = deque(job for job in self._jobs if job[0] == "stop")
+            if self.directory is not None:
+                try:
+                    for path in self.directory.glob("*" + SUFFIX):
+                        _unlink(path)
+                except OSError as exc:
+                    log.warning("could not clear %s: %s", self.directory, exc)
+            self._opened = True  # (an opening under way sees the generation change and keeps nothing)
+            self._changed.notify_all()
+
+    def set_cap(self, cap_bytes: int) -> None:
+        """The disk space snapshots may take; files beyond it are deleted (least recently used first)."""
+        with self._lock:
+            self._cap = max(0, cap_bytes)
+            if self.directory is not None and not self._closed:
+                self._queue_locked(("cap", ""))
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Move every RAM snapshot to disk and wait for the writer; True when all were written."""
+        if self.directory is None:
+            return True
+        with self._lock:
+            if self._closed:
+                return not any(e.state is not None for e in self._entries.values())
+            failures = self._failures
+            for entry in self._entries.values():
+                self._send_to_disk_locked(entry)
+        idle = self.wait_idle(timeout)
+        with self._lock:
+            return idle and self._failures == failures
+
+    def wait_idle(self, timeout: float | None = None) -> bool:
+        """Wait until the writer has done what it was given (without giving it more); True when it has."""
+        with self._changed:
+            return self._changed.wait_for(lambda: not self._jobs and not self._busy, timeout)
+
+    def close(self) -> None:
+        """Flush (at most 10 s) and join the writer. Later puts are ignored."""
+        self.flush(timeout=10)
+        with self._lock:
+            self._closed = True
+            writer = self._writer
+            self._jobs.appendleft(("stop", ""))
+            self._changed.notify_all()
+        if writer is not None:
+            writer.join(timeout=10)
+
+    # ----- inside (the _locked methods are called with self._lock held)
+
+    def _path(self, ident: str) -> Path:
+        assert self.directory is not None
+        return self.directory / f"{ident}{SUFFIX}"
+
+    def _report_locked(self, sentence: str) -> None:
+        if sentence not in self._said:
+            self._said.add(sentence)
+            self.problems.append(sentence)
+            log.warning("%s", sentence)
+
+    def _damaged_sentence(self, path: Path, why: str) -> str:
+        not_removed = _unlink(path)
+        what = "was removed" if not_removed is None else f"is not used (it could not be removed: {not_removed})"
+        return (
+            f"A saved conversation cache ({path.name} in {path.parent}) was damaged ({why}) and {what}; "
+            "that conversation's prompt is evaluated again instead."
+        )
+
+    def _forget(self, entry: _Entry, damage: str | None) -> None:
+        with self._lock:
+            if self._entries.get(entry.ident) is not entry:
+                return  # cleared, superseded or replaced meanwhile: its file is not this entry's to judge
+            del self._entries[entry.ident]
+            if damage is not None:
+                self._report_locked(self._damaged_sentence(self._path(entry.ident), damage))
+
+    def _remove_locked(self, entry: _Entry) -> None:
+        if self._entries.get(entry.ident) is entry:
+            del self._entries[entry.ident]
+            if entry.disk:
+                self._queue_locked(("delete", entry.ident))
+
+    def _send_to_disk_locked(self, entry: _Entry) -> None:
+        if entry.state is None or entry.queued:
+            return
+        if entry.disk:  # already there (found on disk when the folder was opened)
+            entry.state = None
+        else:
+            entry.queued = True
+            self._queue_locked(("write", entry.ident))
+
+    def _spill_locked(self) -> None:
+        over = sum(len(e.state) for e in self._entries.values() if e.state is not None and not e.queued)
+        over -= self._ram
+        for entry in list(self._entries.values()):
+            if over <= 0:
+                return
+            if entry.state is None or entry.queued:
+                continue
+            over -= len(entry.state)
+            if self.directory is None:
+                del self._entries[entry.ident]
+            else:
+                self._send_to_disk_locked(entry)
+
+    def _queue_locked(self, job: tuple[str, str]) -> None:
+        self._jobs.append(job)
+        if self._writer is None and not self._closed:
+            self._writer = threading.Thread(target=self._run, name="ember-kv-snapshots", daemon=True)
+            self._writer.start()
+        self._changed.notify_all()
+
+    def _enforce_cap_locked(self) -> None:
+        total = sum(e.disk for e in self._entries.values())
+        for entry in list(self._entries.values()):  # least recently used first
+            if total <= self._cap:
+                return
+            if entry.disk:
+                total -= entry.disk
+                del self._entries[entry.ident]
+                _unlink(self._path(entry.ident))
+
+    # ----- opening the folder
+
+    def _ensure_open(self) -> None:
+        if self._opened:
+            return
+        with self._open_lock:
+            if self._opened:
+                return
+            with self._lock:
+                generation = self._generation
+            found, problems = self._scan()
+            with self._lock:
+                for sentence in problems:
+                    self._report_locked(sentence)
+                if generation == self._generation:
+                    merged: OrderedDict[str, _Entry] = OrderedDict()
+                    for _mtime, entry in sorted(found, key=lambda f: f[0]):  # the oldest is the least recently used
+                        current = self._entries.get(entry.ident)
+                        if current is not None:  # put before the folder was opened: that file is its own
+                            current.disk = entry.disk
+                        else:
+                            merged[entry.ident] = entry
+                    merged.update(self._entries)
+                    self._entries = merged
+                    self._supersede_all_locked()
+                self._opened = True
+
+    def _scan(self) -> tuple[list[tuple[int, _Entry]], list[str]]:
+        assert self.directory is not None
+        found: list[tuple[int, _Entry]] = []
+        problems: list[str] = []
+        try:
+            items = list(os.scandir(self.directory))
+        except OSError as exc:  # no folder yet (or not one: writing it says so, once)
+            log.info("no KV snapshots read from %s: %s", self.directory, exc)
+            return found, problems
+        now = time.time()
+        for item in items:
+            path = Path(item.path)
+            if item.name.endswith(TMP_SUFFIX):
+                try:
+                    if now - item.stat().st_mtime > _STALE_TMP_S:
+                        _unlink(path)
+                except OSError:
+                    pass
+                continue
+            if not item.name.endswith(SUFFIX):
+                continue
+            try:
+                with path.open("rb") as fh:
+                    st = os.fstat(fh.fileno())
+                    model, settings, tokens, _head, _state_len = read_head(fh, st.st_size)
+                ident = item.name[: -len(SUFFIX)]
+                if snapshot_ident(model, settings, tokens) != ident:
+                    raise Damaged("its contents do not match its name")
+            except Damaged as exc:
+                problems.append(self._damaged_sentence(path, str(exc)))
+            except OSError as exc:
+                problems.append(
+                    f"A saved conversation cache ({path}) could not be read ({exc.strerror or exc}); "
+                    "it was left as it is and is not used."
+                )
+            else:
+                found.append((st.st_mtime_ns, _Entry(ident, SnapshotKey(model, settings), tokens, disk=st.st_size)))
+        return found, problems
+
+    def _supersede_all_locked(self) -> None:
+        groups: dict[SnapshotKey, list[_Entry]] = {}
+        for entry in self._entries.values():
+            groups.setdefault(entry.key, []).append(entry)
+        for group in groups.values():
+            group.sort(key=lambda e: len(e.tokens))
+            for i, entry in enumerate(group):
+                n = len(entry.tokens)
+                if any(len(o.tokens) > n and o.tokens[:n] == entry.tokens for o in group[i + 1 :]):
+                    self._remove_locked(entry)
+
+    # ----- the writer thread
+
+    def _run(self) -> None:
+        while True:
+            with self._changed:
+                while not self._jobs:
+                    self._changed.wait()
+                kind, ident = self._jobs.popleft()
+                self._busy = True
+            try:
+                if kind == "stop":
+                    return
+                self._ensure_open()
+                if kind == "write":
+                    self._write(ident)
+                elif kind == "delete":
+                    with self._lock:
+                        current = self._entries.get(ident)
+                        if current is None or not current.disk:  # (not re-written since)
+                            _unlink(self._path(ident))
+                else:
+                    with self._lock:
+                        self._enforce_cap_locked()
+            except Exception:  # one snapshot must never stop the writer
+                log.exception("KV snapshot writer")
+            finally:
+                with self._changed:
+                    self._busy = False
+                    self._changed.notify_all()
+
+    def _write(self, ident: str) -> None:
+        assert self.directory is not None
+        with self._lock:
+            entry = self._entries.get(ident)
+            if entry is None or entry.state is None:
+                return
+            if entry.disk:
+                entry.state, entry.queued = None, False
+                return
+            generation, state, cap = self._generation, entry.state, self._cap
+        head = file_head(entry.key.model, entry.key.settings, entry.tokens, len(state))
+        size = len(head) + len(state) + DIGEST_BYTES
+        tmp: Path | None = None
+        problem = None
+        if size > cap:
+            problem = (
+                f"A conversation cache of {size / _MIB:,.0f} MB was not saved: it is larger than the space "
+                f"allowed for saved conversation caches ({cap / _MIB:,.0f} MB). Raise that limit in Settings "
+                "to keep the caches of long chats."
+            )
+        else:
+            try:
+                self.directory.mkdir(parents=True, exist_ok=True)
+                if shutil.disk_usage(self.directory).free - size < self.FREE_MARGIN_BYTES:
+                    problem = (
+                        f"A conversation cache was not saved: the disk holding {self.directory} is almost full. "
+                        f"Free some disk space, {_SETTINGS_HINT}"
+                    )
+                else:
+                    tmp = self._write_temporary(head, state)
+            except OSError as exc:
+                problem = self._unsaved(exc)
+        with self._lock:
+            ours = generation == self._generation and self._entries.get(ident) is entry
+            if tmp is not None and ours:
+                try:
+                    os.replace(tmp, self._path(ident))
+                except OSError as exc:
+                    problem = self._unsaved(exc)
+                else:
+                    entry.disk, entry.state, entry.queued, tmp = size, None, False, None
+                    self._enforce_cap_locked()
+            if tmp is not None:
+                _unlink(tmp)
+            if problem is not None:
+                self._failures += 1
+                self._report_locked(problem)
+                if ours:
+                    del self._entries[ident]
+
+    def _unsaved(self, exc: OSError) -> str:
+        return (
+            f"A conversation cache could not be saved in {self.directory} ({exc.strerror or exc}); it was "
+            f"skipped. Check that the folder can be written and the disk has space, {_SETTINGS_HINT}"
+        )
+
+    def _write_temporary(self, head: bytes, state: bytes) -> Path:
+        assert self.directory is not None
+        digest = hashlib.sha256(head)
+        digest.update(state)
+        fd, name = tempfile.mkstemp(prefix=".", suffix=TMP_SUFFIX, dir=self.directory)
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(head)
+                fh.write(state)
+                fh.write(digest.digest())
+                fh.flush()
+                os.fsync(fh.fileno())
+        except BaseException:
+            _unlink(Path(name))
+            raise
+        return Path(name)
