@@ -28,6 +28,7 @@ def build_window(
     `backend_factory(ref)`: the backend for a model reference (default: local runtime or remote)."""
     from PySide6.QtCore import QSettings
 
+    from ember_chat.app.models.kv_caches import open_snapshot_store
     from ember_chat.app.qt.bridge import EngineBridge
     from ember_chat.app.shell.main_window import MainWindow
     from ember_chat.engine.inference.service import EngineService, default_backend_factory
@@ -47,6 +48,8 @@ def build_window(
     models_dir = settings.models_folder(paths.default_models_dir)
     opened = open_conversations(paths.database)  # a damaged database is set aside, never fatal
     service = EngineService(backend_factory or default_backend_factory, queue_limit=settings.api_queue_limit)
+    # saved conversation caches (KV snapshots): the model restores a chat's state from them; None when off
+    service.snapshot_store = open_snapshot_store(paths.data_dir, settings.kv_snapshot_cap_mb)
     bridge = EngineBridge(service)
     state = QSettings(str(paths.config_dir / "window.ini"), QSettings.Format.IniFormat)
     endpoint = settings.hub_endpoint()

@@ -25,6 +25,7 @@ from ember_chat.app.chat.presets_window import WindowPresets
 from ember_chat.app.chat.transcript import TranscriptView
 from ember_chat.app.chat.widgets import Composer, ConversationList
 from ember_chat.app.metrics.side_panel import SidePanel
+from ember_chat.app.models.kv_caches import WindowKvCaches
 from ember_chat.app.models.model_bar import ModelBar
 from ember_chat.app.qt.bridge import EngineBridge
 from ember_chat.app.qt.tasks import TaskRunner
@@ -147,6 +148,7 @@ class MainWindow(QMainWindow):
         self.compare = CompareActions(self)  # Compare… on a message (chat/compare_actions.py)
         self.api = ApiServerControl(self, self)
         self.backups = WindowBackups(self)  # the daily backup (a worker thread) and Settings ▸ Backups…
+        self.kv_caches = WindowKvCaches(self)  # Settings ▸ Conversation caches… (saved KV snapshots)
         self._wire()
         build_menus(self)
         set_tab_order(self)
@@ -381,6 +383,7 @@ class MainWindow(QMainWindow):
         self.tools.close()  # every MCP server stopped
         self.compare.close()  # a comparison still running is stopped
         self.bridge.close()
+        self.kv_caches.close()  # after the service: the model has put its caches into the store
 
     def closeEvent(self, event: QCloseEvent) -> None:  # Qt override
         if self.api.ask_before_quit(self.close):  # the API server runs: other programs may use it

@@ -73,6 +73,7 @@ def build_menus(self: MenuHost) -> None:
     _action(settings, tr("&Tools…"), lambda: self.tools.open_dialog())  # type: ignore[attr-defined]
     _action(settings, tr("&Presets…"), lambda: self.presets.open_dialog())  # type: ignore[attr-defined]
     _action(settings, tr("&Backups…"), lambda: self.backups.open_dialog())  # type: ignore[attr-defined]
+    _action(settings, tr("&Conversation caches…"), lambda: self.kv_caches.open_dialog())  # type: ignore[attr-defined]
 
     view = mb.addMenu(tr("&View"))
     self.side_action = _action(view, tr("&Side panel"), self.toggle_side_panel, "Ctrl+Shift+S")

@@ -1,0 +1,195 @@
+"""Saved conversation caches (KV snapshots), the window's side: Settings ▸ Conversation caches… shows
+"Saved conversation caches: N files, X MB" with Clear, and the disk space they may take (the setting
+`kv_snapshot_cap_mb`; 0: off). The store itself (engine/inference/kv_snapshots.py) is made by
+app/main.py and given to the engine service, which hands it to the model; its usage() and clear() read
+and delete files, so they run on the window's task runner (qt/tasks.py), never on the GUI thread.
+
+A cap of 0 turns snapshots off: the service gets no store and the saved files are deleted; a cap set
+again later makes a new store."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from PySide6.QtCore import QObject, Qt, Signal
+from PySide6.QtWidgets import (
+    QDialog,
+    QDialogButtonBox,
+    QFormLayout,
+    QHBoxLayout,
+    QLabel,
+    QPushButton,
+    QSpinBox,
+    QVBoxLayout,
+    QWidget,
+)
+
+from ember_chat.engine.inference.kv_snapshots import SnapshotStore
+from ember_chat.engine.storage.settings import Settings
+
+MB = 2**20
+SNAPSHOT_FOLDER = "kv-snapshots"  # in the data folder
+
+
+def open_snapshot_store(data_dir: Path, cap_mb: int) -> SnapshotStore | None:
+    """The store of saved conversation caches in `data_dir` (nothing is read until it is first asked);
+    None when the cap is 0 (off)."""
+    return SnapshotStore(Path(data_dir) / SNAPSHOT_FOLDER, cap_mb * MB) if cap_mb > 0 else None
+
+
+class WindowKvCaches(QObject):
+    """`window.kv_caches`: the store the engine service holds (`service.snapshot_store`), its usage and
+    Clear, and its cap. `window` is the main window (typed loosely: this layer does not import the shell)."""
+
+    usage_known = Signal(int, int)  # files, bytes: what usage() said (GUI thread; tests wait on it)
+    cleared = Signal()  # Clear has deleted every saved cache (GUI thread)
+    failed = Signal(str)  # usage or Clear went wrong, in words
+
+    def __init__(self, window: Any) -> None:
+        super().__init__(window)
+        self.w = window
+        self.dialog: KvCachesDialog | None = None
+        self._retired: list[SnapshotStore] = []  # turned off: closed on a worker, and at quit if not yet
+
+    @property
+    def store(self) -> SnapshotStore | None:
+        return self.w.bridge.service.snapshot_store
+
+    # ----- what the dialog asks for
+    def open_dialog(self) -> KvCachesDialog:
+        if self.dialog is None:
+            self.dialog = KvCachesDialog(self, self.w)
+        self.dialog.open()
+        self.dialog.raise_()
+        self.refresh()
+        return self.dialog
+
+    def refresh(self) -> None:
+        store = self.store
+        if store is None:
+            self.usage_known.emit(0, 0)
+            return
+        self.w.tasks.run(store.usage, lambda u: self.usage_known.emit(*u), self.failed.emit, key="kv-caches")
+
+    def clear(self) -> None:
+        store = self.store
+        if store is None:
+            return
+        self.w.tasks.run(store.clear, self._cleared, self.failed.emit, key="kv-caches")
+
+    def _cleared(self, _result: object) -> None:
+        self.cleared.emit()
+        self.refresh()
+
+    def set_cap(self, cap_mb: int) -> None:
+        """The new cap, saved; 0 turns snapshots off (the files are deleted), a cap again on."""
+        w = self.w
+        w.settings = w.settings.with_changes(kv_snapshot_cap_mb=cap_mb)
+        w.settings_file.save(w.settings)
+        service, store = w.bridge.service, self.store
+        if cap_mb == 0:
+            if store is None:
+                return
+            service.snapshot_store = None
+            self._retired.append(store)
+            w.tasks.run(lambda: self._retire(store), lambda _r: self.refresh(), self.failed.emit)
+        elif store is None:
+            service.snapshot_store = open_snapshot_store(w.data_dir, cap_mb)
+            self.refresh()
+        else:  # (over the new cap: the least recently used files are deleted, on the worker)
+            w.tasks.run(lambda: self._set_cap(store, cap_mb), lambda _r: self.refresh(), self.failed.emit)
+
+    @staticmethod
+    def _set_cap(store: SnapshotStore, cap_mb: int) -> None:
+        store.set_cap(cap_mb * MB)
+        store.wait_idle(10)  # (its writer deletes what is over the cap: counted after that)
+
+    @staticmethod
+    def _retire(store: SnapshotStore) -> None:
+        store.clear()
+        store.close()
+
+    def close(self) -> None:
+        """At quit, after the engine service has closed (the model saved its caches into the store):
+        the store writes what it holds and its writer ends."""
+        store = self.store
+        for s in [*self._retired, *([store] if store is not None else [])]:
+            s.close()
+        self._retired.clear()
+
+
+class KvCachesDialog(QDialog):
+    def __init__(self, caches: WindowKvCaches, parent: QWidget) -> None:
+        super().__init__(parent)
+        self.caches = caches
+        self.setWindowTitle(self.tr("Conversation caches"))
+        intro = QLabel(
+            self.tr(
+                "Ember keeps what the model has already read of your recent chats (their KV cache), in memory "
+                "and then on disk, so going back to a long chat, even after a restart, answers at once instead "
+                "of reading it all again. The least recently used are deleted when they take more than the "
+                "space below. Clearing them only costs time: a chat is read again when it comes back."
+            )
+        )
+        intro.setWordWrap(True)
+        self.cap = QSpinBox()
+        self.cap.setRange(0, Settings.describe()["kv_snapshot_cap_mb"]["max"])
+        self.cap.setSingleStep(256)
+        self.cap.setSuffix(self.tr(" MB"))
+        self.cap.setSpecialValueText(self.tr("Off"))  # shown for 0
+        self.cap.setKeyboardTracking(False)  # typing "500" is not 5, then 50 (a 0 on the way would delete them)
+        self.cap.setValue(caches.w.settings.kv_snapshot_cap_mb)
+        self.cap.setAccessibleName(self.tr("Disk space for conversation caches"))
+        self.cap.setToolTip(self.tr("Disk space the saved conversation caches may take, in MB (Off: none are saved)"))
+        self.cap.valueChanged.connect(caches.set_cap)
+        self.usage = QLabel(self.tr("Saved conversation caches: counting…"))
+        self.usage.setAccessibleName(self.tr("Saved conversation caches"))
+        self.usage.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.clear_button = QPushButton(self.tr("&Clear"))
+        self.clear_button.setToolTip(self.tr("Delete every saved conversation cache (your chats stay)"))
+        self.clear_button.setAccessibleName(self.tr("Clear saved conversation caches"))
+        self.clear_button.clicked.connect(self._clear)
+        row = QHBoxLayout()
+        row.addWidget(self.usage, 1)
+        row.addWidget(self.clear_button)
+        form = QFormLayout()
+        form.addRow(self.tr("&Disk space"), self.cap)
+        self.status = QLabel()
+        self.status.setWordWrap(True)
+        self.status.hide()
+        buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Close)
+        buttons.rejected.connect(self.reject)
+        layout = QVBoxLayout(self)
+        layout.addWidget(intro)
+        layout.addLayout(form)
+        layout.addLayout(row)
+        layout.addWidget(self.status)
+        layout.addWidget(buttons)
+        caches.usage_known.connect(self.show_usage)
+        caches.failed.connect(self.show_failure)
+        self.resize(520, self.sizeHint().height())
+
+    def _clear(self) -> None:
+        self.clear_button.setEnabled(False)  # until the files are gone and counted again
+        self.usage.setText(self.tr("Saved conversation caches: clearing…"))
+        self.caches.clear()
+
+    def show_usage(self, files: int, size: int) -> None:
+        self.status.hide()
+        if self.caches.store is None:
+            self.usage.setText(self.tr("Saved conversation caches: off (no disk space for them)"))
+            self.clear_button.setEnabled(False)
+            return
+        text = (
+            self.tr("Saved conversation caches: 1 file, {size} MB")
+            if files == 1
+            else self.tr("Saved conversation caches: {files} files, {size} MB")
+        )
+        self.usage.setText(text.format(files=f"{files:,}", size=f"{size / MB:,.1f}"))
+        self.clear_button.setEnabled(files > 0)
+
+    def show_failure(self, message: str) -> None:
+        self.status.setText(message)
+        self.status.show()
+        self.clear_button.setEnabled(self.caches.store is not None)

@@ -1,0 +1,144 @@
+"""Issue 20, saved conversation caches (KV snapshots) in the real window (pytest-qt) with the real store
+in the data folder: the app gives its store to the engine service, Settings ▸ Conversation caches… says
+"Saved conversation caches: N files, X MB" (counted off the GUI thread), Clear deletes them (off the GUI
+thread), the cap is the setting `kv_snapshot_cap_mb` (0: off, the files deleted; on again: a new store),
+and quitting closes the store after the service."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from pytestqt.qtbot import QtBot
+
+from ember_chat.app.main import build_window
+from ember_chat.app.models.kv_caches import MB, KvCachesDialog
+from ember_chat.app.shell.main_window import MainWindow
+from ember_chat.engine.inference.kv_snapshots import SnapshotKey, SnapshotStore
+from ember_chat.engine.storage.paths import AppPaths
+from ember_chat.engine.storage.settings import Settings, SettingsFile
+
+KEY = SnapshotKey("model-identity", "cache-settings")
+
+
+@pytest.fixture
+def paths(tmp_path: Path) -> AppPaths:
+    return AppPaths(tmp_path / "data", tmp_path / "config")
+
+
+@pytest.fixture
+def windows(qtbot: QtBot) -> Iterator[list[MainWindow]]:
+    made: list[MainWindow] = []
+    yield made
+    for w in made:
+        w.close()
+        assert w.join_background(30)
+        w.store.close()
+
+
+def _open(qtbot: QtBot, paths: AppPaths, windows: list[MainWindow]) -> MainWindow:
+    w = build_window(paths)
+    qtbot.addWidget(w)
+    w.show()
+    windows.append(w)
+    return w
+
+
+def _dialog(qtbot: QtBot, w: MainWindow) -> KvCachesDialog:
+    """Settings ▸ Conversation caches…, as the user opens it; its usage counted."""
+    (settings,) = [a.menu() for a in w.menuBar().actions() if a.text() == "&Settings"]
+    (entry,) = [a for a in settings.actions() if a.text() == "&Conversation caches…"]
+    with qtbot.waitSignal(w.kv_caches.usage_known, timeout=10_000):
+        entry.trigger()
+    dialog = w.kv_caches.dialog
+    assert dialog is not None and dialog.isVisible()
+    return dialog
+
+
+def _saved_files(paths: AppPaths) -> list[Path]:
+    return sorted((paths.data_dir / "kv-snapshots").glob("*.kvsnap"))
+
+
+def _threads_of(store: SnapshotStore, name: str, seen: list[threading.Thread]) -> None:
+    """Note the thread each call of the store's `name` runs on (the real method still does the work)."""
+    real = getattr(store, name)
+
+    def noted(*args: object) -> object:
+        seen.append(threading.current_thread())
+        return real(*args)
+
+    setattr(store, name, noted)
+
+
+def test_settings_show_the_saved_caches_and_clear_deletes_them_off_the_gui_thread(
+    qtbot: QtBot, paths: AppPaths, windows: list[MainWindow]
+) -> None:
+    w = _open(qtbot, paths, windows)
+    store = w.bridge.service.snapshot_store
+    assert isinstance(store, SnapshotStore)  # made by the app, given to the service
+    store.put(KEY, list(range(300)), b"a" * (3 * MB))
+    store.put(KEY, list(range(1000, 1400)), b"b" * (2 * MB))
+    assert store.flush(10) and len(_saved_files(paths)) == 2
+    on_disk = sum(f.stat().st_size for f in _saved_files(paths))
+    seen: list[threading.Thread] = []
+    _threads_of(store, "usage", seen)
+    _threads_of(store, "clear", seen)
+
+    dialog = _dialog(qtbot, w)
+    assert dialog.usage.text() == f"Saved conversation caches: 2 files, {on_disk / MB:,.1f} MB"
+    assert dialog.clear_button.isEnabled() and dialog.cap.value() == 2048
+
+    with qtbot.waitSignal(w.kv_caches.usage_known, timeout=10_000):  # cleared, then counted again
+        dialog.clear_button.click()
+    assert [t is threading.main_thread() for t in seen] == [False, False, False]  # usage, clear, usage: workers
+    assert _saved_files(paths) == [] and store.usage() == (0, 0)
+    assert dialog.usage.text() == "Saved conversation caches: 0 files, 0.0 MB" and not dialog.clear_button.isEnabled()
+
+
+def test_the_cap_is_saved_zero_turns_caches_off_and_deletes_them_and_a_restart_keeps_it(
+    qtbot: QtBot, paths: AppPaths, windows: list[MainWindow]
+) -> None:
+    w = _open(qtbot, paths, windows)
+    store = w.bridge.service.snapshot_store
+    store.put(KEY, list(range(300)), b"a" * MB)
+    assert store.flush(10) and len(_saved_files(paths)) == 1
+    dialog = _dialog(qtbot, w)
+    with qtbot.waitSignal(w.kv_caches.usage_known, timeout=10_000):
+        dialog.cap.setValue(100)
+    assert SettingsFile(paths.settings_file).load().kv_snapshot_cap_mb == 100
+    assert w.bridge.service.snapshot_store is store and len(_saved_files(paths)) == 1  # within 100 MB: kept
+
+    with qtbot.waitSignal(w.kv_caches.usage_known, timeout=10_000):  # off: the files are deleted
+        dialog.cap.setValue(0)
+    assert w.bridge.service.snapshot_store is None and _saved_files(paths) == []
+    assert dialog.cap.text() == "Off" and "off" in dialog.usage.text() and not dialog.clear_button.isEnabled()
+    w.close()
+
+    again = _open(qtbot, paths, windows)  # the next start: still off
+    assert again.settings.kv_snapshot_cap_mb == 0 and again.bridge.service.snapshot_store is None
+    dialog = _dialog(qtbot, again)
+    with qtbot.waitSignal(again.kv_caches.usage_known, timeout=10_000):  # on again: a new store
+        dialog.cap.setValue(512)
+    fresh = again.bridge.service.snapshot_store
+    assert isinstance(fresh, SnapshotStore) and dialog.usage.text() == "Saved conversation caches: 0 files, 0.0 MB"
+    fresh.put(KEY, list(range(300)), b"c" * MB)
+    assert fresh.flush(10) and len(_saved_files(paths)) == 1  # in the data folder, as before
+
+
+def test_quitting_closes_the_store_after_the_service_so_ram_caches_reach_the_disk(
+    qtbot: QtBot, paths: AppPaths, windows: list[MainWindow]
+) -> None:
+    SettingsFile(paths.settings_file).save(Settings(kv_snapshot_cap_mb=64))
+    w = _open(qtbot, paths, windows)
+    store = w.bridge.service.snapshot_store
+    store.put(KEY, list(range(300)), b"a" * MB)  # in RAM only, so far
+    w.close()
+    assert len(_saved_files(paths)) == 1  # written at quit
+    assert w.join_background(30)
+    again = _open(qtbot, paths, windows)
+    restored = again.bridge.service.snapshot_store
+    match = restored.best(KEY, [*range(300), 7])
+    assert match is not None and match.shared == 300 and match.source == "disk"
+    assert restored.load(match) == b"a" * MB
