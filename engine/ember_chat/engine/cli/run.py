@@ -22,6 +22,7 @@ from ember_chat.engine.cli.common import (
     model_ref_from_args,
 )
 from ember_chat.engine.cli.presets_option import add_preset_option, chosen_preset
+from ember_chat.engine.cli.serve import add_snapshot_flag, snapshot_store
 from ember_chat.engine.core.messages import ChatMessage
 from ember_chat.engine.core.params import SAMPLING_SPECS, SamplingParams
 from ember_chat.engine.core.states import StopReason
@@ -46,6 +47,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     add_sampling_flags(run)
     add_load_flags(run)
+    add_snapshot_flag(run)
     run.add_argument("--template", default=None, help="chat template: a llama.cpp built-in name")
     as_json = run.add_mutually_exclusive_group()
     as_json.add_argument(
@@ -103,7 +105,10 @@ def run(args: argparse.Namespace) -> int:
     files = read_files(args.attach, paths) if args.attach else []  # before the model loads: a bad file is quick
     ref, alias = model_ref_from_args(args, paths)
     service = EngineService()
+    snapshots = service.snapshot_store = snapshot_store(args, paths)
     with contextlib.ExitStack() as stack:
+        if snapshots is not None:  # closed after the service: the model puts its caches into it first
+            stack.callback(snapshots.close)
         stack.callback(service.close)
         load_blocking(service, ref, alias)
         sink = PrintSink(sys.stdout)

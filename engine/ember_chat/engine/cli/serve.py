@@ -8,6 +8,7 @@ import signal
 import sys
 import threading
 from types import FrameType
+from typing import TYPE_CHECKING
 
 from ember_chat.engine.cli.common import add_load_flags, load_blocking, model_ref_from_args
 from ember_chat.engine.cli.presets_option import add_preset_option, chosen_preset, cli_model_key
@@ -17,6 +18,12 @@ from ember_chat.engine.errors import EmberError
 from ember_chat.engine.inference.service import EngineService
 from ember_chat.engine.serve.server import DEFAULT_PORT, ApiServer, ServerConfig
 from ember_chat.engine.storage.paths import AppPaths
+from ember_chat.engine.storage.settings import SettingsFile
+
+if TYPE_CHECKING:
+    from ember_chat.engine.inference.kv_snapshots import SnapshotStore
+
+SNAPSHOT_FOLDER = "kv-snapshots"  # in the data folder (the window's too)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -35,8 +42,29 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="ignore request fields Ember does not know (default: a 400 naming them)",
     )
     add_load_flags(serve)
+    add_snapshot_flag(serve)
     serve.add_argument("-v", "--verbose", action="store_true", help="show llama.cpp's log")
     add_preset_option(serve, "answer every request")
+
+
+def add_snapshot_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--no-kv-snapshots",
+        action="store_true",
+        help="keep no saved conversation caches (KV snapshots); by default a long prompt's evaluated state is "
+        "kept in the data folder, as the window does, and restored when the conversation comes back",
+    )
+
+
+def snapshot_store(args: argparse.Namespace, paths: AppPaths) -> SnapshotStore | None:
+    """The saved conversation caches (KV snapshots) in the data folder, within the settings' cap, as the
+    window makes them; None with --no-kv-snapshots or a cap of 0 (off)."""
+    cap_mb = SettingsFile(paths.settings_file).load().kv_snapshot_cap_mb  # (its problems: said by load_settings)
+    if args.no_kv_snapshots or cap_mb <= 0:
+        return None
+    from ember_chat.engine.inference.kv_snapshots import SnapshotStore
+
+    return SnapshotStore(paths.data_dir / SNAPSHOT_FOLDER, cap_mb * 2**20)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -67,6 +95,7 @@ def run(args: argparse.Namespace) -> int:
             "Use another port, or a connection to another server."
         )
     service = EngineService(queue_limit=args.queue)
+    snapshots = service.snapshot_store = snapshot_store(args, paths)
     # Asked at each request, so a preset edited in the window while this serves applies at once; what a
     # request says itself wins over it.
     fixed = named.id if args.preset and named is not None else None
@@ -95,4 +124,6 @@ def run(args: argparse.Namespace) -> int:
             signal.signal(s, handler)
         server.stop()
         service.close()
+        if snapshots is not None:  # after the service: the model has put its caches into the store
+            snapshots.close()
     return 0
