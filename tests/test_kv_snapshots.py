@@ -70,7 +70,7 @@ def best(store: SnapshotStore, tokens: list[int], key: SnapshotKey = KEY) -> Sna
 
 def test_model_identity_changes_with_size_mtime_and_the_ends_of_the_file(tmp_path: Path) -> None:
     path = tmp_path / "m.gguf"
-    path.write_bytes(blob(3 * 2**20, 1))
+    path.write_bytes(os.urandom(3 * 2**20))
     first = model_identity(path)
     assert model_identity(path) == first
     st = path.stat()
@@ -407,3 +407,16 @@ def test_clear_while_another_thread_puts(tmp_path: Path, make_store: Callable[..
     store.clear()
     assert store.wait_idle(timeout=10)
     assert store.usage() == (0, 0) and list(folder.iterdir()) == [] and store.problems == []
+
+
+def test_the_same_conversation_put_again_before_the_folder_is_opened_keeps_one_file(
+    tmp_path: Path, make_store: Callable[..., SnapshotStore]
+) -> None:
+    folder = tmp_path / "kv"
+    path = _one_file_on_disk(folder, make_store)
+    store = make_store(folder)
+    store.put(KEY, toks(N), blob(4000, 3))  # restored, answered nothing new, put again at model unload
+    match = best(store, toks(N + 1))
+    assert match.source == "ram" and store.usage() == (1, path.stat().st_size)  # one snapshot, its file
+    assert store.flush(timeout=10)
+    assert files(folder) == [path] and store.load(best(store, toks(N))) == blob(4000, 3)

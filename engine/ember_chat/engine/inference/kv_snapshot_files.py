@@ -14,9 +14,17 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
+import os
+import shutil
 import sys
+import tempfile
+import time
 from array import array
-from typing import BinaryIO
+from pathlib import Path
+from typing import BinaryIO, NamedTuple
+
+log = logging.getLogger(__name__)
 
 MAGIC = b"EMBERKV1"
 SUFFIX = ".kvsnap"
@@ -24,6 +32,9 @@ TMP_SUFFIX = ".kvsnap-tmp"
 DIGEST_BYTES = 32
 _FORMAT = 1
 _MAX_HEADER = 1 << 16
+_MIB = 2**20
+_SETTINGS_HINT = "or lower the space for saved conversation caches in Settings."
+_STALE_TMP_S = 3600  # a temporary file older than this is a crashed write (a newer one: maybe another Ember's)
 
 
 class Damaged(Exception):
@@ -87,3 +98,135 @@ def read_head(fh: BinaryIO, size: int) -> tuple[str, str, tuple[int, ...], bytes
     if sys.byteorder == "big":
         values.byteswap()
     return model, settings, tuple(values), start + raw + packed, state_len
+
+
+def read_state(fh: BinaryIO, model: str, settings: str, tokens: tuple[int, ...]) -> bytes:
+    """The state in an open snapshot file, checked against its checksum, its key and its tokens."""
+    file_model, file_settings, file_tokens, head, state_len = read_head(fh, os.fstat(fh.fileno()).st_size)
+    if (file_model, file_settings, file_tokens) != (model, settings, tokens):
+        raise Damaged("it holds another conversation than its name says")
+    state = fh.read(state_len)
+    digest = fh.read(DIGEST_BYTES)
+    if len(state) != state_len or len(digest) != DIGEST_BYTES:
+        raise Damaged("it is truncated")
+    check = hashlib.sha256(head)
+    check.update(state)
+    if check.digest() != digest:
+        raise Damaged("its checksum does not match")
+    return state
+
+
+def write_temporary(
+    directory: Path, head: bytes, state: bytes, cap: int, free_margin: int
+) -> tuple[Path | None, str | None]:
+    """The whole file written and fsynced under a temporary name in `directory` (for os.replace), or
+    None and why not, for the user: larger than the cap, a disk almost full, an OSError."""
+    size = len(head) + len(state) + DIGEST_BYTES
+    if size > cap:
+        return None, (
+            f"A conversation cache of {size / _MIB:,.0f} MB was not saved: it is larger than the space "
+            f"allowed for saved conversation caches ({cap / _MIB:,.0f} MB). Raise that limit in Settings "
+            "to keep the caches of long chats."
+        )
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        if shutil.disk_usage(directory).free - size < free_margin:
+            return None, (
+                f"A conversation cache was not saved: the disk holding {directory} is almost full. "
+                f"Free some disk space, {_SETTINGS_HINT}"
+            )
+        digest = hashlib.sha256(head)
+        digest.update(state)
+        fd, name = tempfile.mkstemp(prefix=".", suffix=TMP_SUFFIX, dir=directory)
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(head)
+                fh.write(state)
+                fh.write(digest.digest())
+                fh.flush()
+                os.fsync(fh.fileno())
+        except BaseException:
+            unlink(Path(name))
+            raise
+    except OSError as exc:
+        return None, unsaved_sentence(directory, exc)
+    return Path(name), None
+
+
+def unsaved_sentence(directory: Path, exc: OSError) -> str:
+    return (
+        f"A conversation cache could not be saved in {directory} ({exc.strerror or exc}); it was skipped. "
+        f"Check that the folder can be written and the disk has space, {_SETTINGS_HINT}"
+    )
+
+
+def unlink(path: Path) -> str | None:
+    """Remove a file; None when done (or already gone), else why not."""
+    try:
+        path.unlink(missing_ok=True)
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    return None
+
+
+def damaged_sentence(path: Path, why: str) -> str:
+    """Remove a damaged snapshot file; what happened, for the user."""
+    not_removed = unlink(path)
+    what = "was removed" if not_removed is None else f"is not used (it could not be removed: {not_removed})"
+    return (
+        f"A saved conversation cache ({path.name} in {path.parent}) was damaged ({why}) and {what}; "
+        "that conversation's prompt is evaluated again instead."
+    )
+
+
+class FoundFile(NamedTuple):
+    mtime_ns: int
+    ident: str
+    model: str
+    settings: str
+    tokens: tuple[int, ...]
+    size: int
+
+
+def scan_folder(directory: Path) -> tuple[list[FoundFile], list[str]]:
+    """The snapshot files in `directory` (their heads read, names checked, states not), and sentences
+    for the damaged ones (removed) and those that could not be read (left). Crashed writes' temporary
+    files are removed."""
+    found: list[FoundFile] = []
+    problems: list[str] = []
+    try:
+        items = list(os.scandir(directory))
+    except OSError as exc:  # no folder yet (or not one: writing there says so, once)
+        log.info("no KV snapshots read from %s: %s", directory, exc)
+        return found, problems
+    now = time.time()
+    for item in items:
+        path = Path(item.path)
+        if item.name.endswith(TMP_SUFFIX):
+            try:
+                if now - item.stat().st_mtime > _STALE_TMP_S:
+                    unlink(path)
+            except OSError:
+                pass
+            continue
+        if not item.name.endswith(SUFFIX):
+            continue
+        try:
+            with path.open("rb") as fh:
+                st = os.fstat(fh.fileno())
+                model, settings, tokens, _head, _state_len = read_head(fh, st.st_size)
+            ident = item.name[: -len(SUFFIX)]
+            if snapshot_ident(model, settings, tokens) != ident:
+                raise Damaged("its contents do not match its name")
+        except Damaged as exc:
+            problems.append(damaged_sentence(path, str(exc)))
+        except FileNotFoundError:  # removed since it was listed (a clear(), another Ember's cap)
+            continue
+        except OSError as exc:
+            problems.append(
+                f"A saved conversation cache ({path}) could not be read ({exc.strerror or exc}); "
+                "it was left as it is and is not used."
+            )
+        else:
+            found.append(FoundFile(st.st_mtime_ns, ident, model, settings, tokens, st.st_size))
+    return found, problems

@@ -21,24 +21,25 @@ import hashlib
 import json
 import logging
 import os
-import shutil
-import tempfile
 import threading
-import time
 from collections import OrderedDict, deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, BinaryIO
+from typing import TYPE_CHECKING
 
 from ember_chat.engine.inference.kv_snapshot_files import (
     DIGEST_BYTES,
     SUFFIX,
-    TMP_SUFFIX,
     Damaged,
+    damaged_sentence,
     file_head,
-    read_head,
+    read_state,
+    scan_folder,
     snapshot_ident,
+    unlink,
+    unsaved_sentence,
+    write_temporary,
 )
 
 if TYPE_CHECKING:
@@ -47,8 +48,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 _MIB = 2**20
-_STALE_TMP_S = 3600  # a temporary file older than this is a crashed write (a newer one: maybe another Ember's)
-_SETTINGS_HINT = "or lower the space for saved conversation caches in Settings."
 
 
 def model_identity(path: Path) -> str:
@@ -116,31 +115,6 @@ def _shared(a: tuple[int, ...], b: tuple[int, ...]) -> int:
         else:
             hi = mid
     return lo
-
-
-def _unlink(path: Path) -> str | None:
-    """Remove a file; None when done (or already gone), else why not."""
-    try:
-        path.unlink(missing_ok=True)
-    except OSError as exc:
-        return exc.strerror or str(exc)
-    return None
-
-
-def _read_state(fh: BinaryIO, key: SnapshotKey, tokens: tuple[int, ...]) -> bytes:
-    """The state in an open snapshot file, checked against its checksum, its key and its tokens."""
-    model, settings, file_tokens, head, state_len = read_head(fh, os.fstat(fh.fileno()).st_size)
-    if SnapshotKey(model, settings) != key or file_tokens != tokens:
-        raise Damaged("it holds another conversation than its name says")
-    state = fh.read(state_len)
-    digest = fh.read(DIGEST_BYTES)
-    if len(state) != state_len or len(digest) != DIGEST_BYTES:
-        raise Damaged("it is truncated")
-    check = hashlib.sha256(head)
-    check.update(state)
-    if check.digest() != digest:
-        raise Damaged("its checksum does not match")
-    return state
 
 
 class SnapshotStore:
@@ -220,7 +194,7 @@ class SnapshotStore:
         path = self._path(entry.ident)
         try:
             with path.open("rb") as fh:
-                state = _read_state(fh, entry.key, entry.tokens)
+                state = read_state(fh, entry.key.model, entry.key.settings, entry.tokens)
         except FileNotFoundError:  # removed by hand, or by another Ember sharing the folder
             self._forget(entry, None)
             return None
@@ -255,7 +229,7 @@ class SnapshotStore:
             if self.directory is not None:
                 try:
                     for path in self.directory.glob("*" + SUFFIX):
-                        _unlink(path)
+                        unlink(path)
                 except OSError as exc:
                     log.warning("could not clear %s: %s", self.directory, exc)
             self._opened = True  # (an opening under way sees the generation change and keeps nothing)
@@ -293,8 +267,9 @@ class SnapshotStore:
         with self._lock:
             self._closed = True
             writer = self._writer
-            self._jobs.appendleft(("stop", ""))
-            self._changed.notify_all()
+            if writer is not None:
+                self._jobs.appendleft(("stop", ""))
+                self._changed.notify_all()
         if writer is not None:
             writer.join(timeout=10)
 
@@ -310,21 +285,13 @@ class SnapshotStore:
             self.problems.append(sentence)
             log.warning("%s", sentence)
 
-    def _damaged_sentence(self, path: Path, why: str) -> str:
-        not_removed = _unlink(path)
-        what = "was removed" if not_removed is None else f"is not used (it could not be removed: {not_removed})"
-        return (
-            f"A saved conversation cache ({path.name} in {path.parent}) was damaged ({why}) and {what}; "
-            "that conversation's prompt is evaluated again instead."
-        )
-
     def _forget(self, entry: _Entry, damage: str | None) -> None:
         with self._lock:
             if self._entries.get(entry.ident) is not entry:
                 return  # cleared, superseded or replaced meanwhile: its file is not this entry's to judge
             del self._entries[entry.ident]
             if damage is not None:
-                self._report_locked(self._damaged_sentence(self._path(entry.ident), damage))
+                self._report_locked(damaged_sentence(self._path(entry.ident), damage))
 
     def _remove_locked(self, entry: _Entry) -> None:
         if self._entries.get(entry.ident) is entry:
@@ -370,7 +337,7 @@ class SnapshotStore:
             if entry.disk:
                 total -= entry.disk
                 del self._entries[entry.ident]
-                _unlink(self._path(entry.ident))
+                unlink(self._path(entry.ident))
 
     # ----- opening the folder
 
@@ -382,61 +349,23 @@ class SnapshotStore:
                 return
             with self._lock:
                 generation = self._generation
-            found, problems = self._scan()
+            found, problems = scan_folder(self.directory) if self.directory is not None else ([], [])
             with self._lock:
                 for sentence in problems:
                     self._report_locked(sentence)
                 if generation == self._generation:
                     merged: OrderedDict[str, _Entry] = OrderedDict()
-                    for _mtime, entry in sorted(found, key=lambda f: f[0]):  # the oldest is the least recently used
-                        current = self._entries.get(entry.ident)
+                    for file in sorted(found, key=lambda f: f.mtime_ns):  # the oldest: the least recently used
+                        current = self._entries.get(file.ident)
                         if current is not None:  # put before the folder was opened: that file is its own
-                            current.disk = entry.disk
+                            current.disk = file.size
                         else:
-                            merged[entry.ident] = entry
+                            key = SnapshotKey(file.model, file.settings)
+                            merged[file.ident] = _Entry(file.ident, key, file.tokens, disk=file.size)
                     merged.update(self._entries)
                     self._entries = merged
                     self._supersede_all_locked()
                 self._opened = True
-
-    def _scan(self) -> tuple[list[tuple[int, _Entry]], list[str]]:
-        assert self.directory is not None
-        found: list[tuple[int, _Entry]] = []
-        problems: list[str] = []
-        try:
-            items = list(os.scandir(self.directory))
-        except OSError as exc:  # no folder yet (or not one: writing it says so, once)
-            log.info("no KV snapshots read from %s: %s", self.directory, exc)
-            return found, problems
-        now = time.time()
-        for item in items:
-            path = Path(item.path)
-            if item.name.endswith(TMP_SUFFIX):
-                try:
-                    if now - item.stat().st_mtime > _STALE_TMP_S:
-                        _unlink(path)
-                except OSError:
-                    pass
-                continue
-            if not item.name.endswith(SUFFIX):
-                continue
-            try:
-                with path.open("rb") as fh:
-                    st = os.fstat(fh.fileno())
-                    model, settings, tokens, _head, _state_len = read_head(fh, st.st_size)
-                ident = item.name[: -len(SUFFIX)]
-                if snapshot_ident(model, settings, tokens) != ident:
-                    raise Damaged("its contents do not match its name")
-            except Damaged as exc:
-                problems.append(self._damaged_sentence(path, str(exc)))
-            except OSError as exc:
-                problems.append(
-                    f"A saved conversation cache ({path}) could not be read ({exc.strerror or exc}); "
-                    "it was left as it is and is not used."
-                )
-            else:
-                found.append((st.st_mtime_ns, _Entry(ident, SnapshotKey(model, settings), tokens, disk=st.st_size)))
-        return found, problems
 
     def _supersede_all_locked(self) -> None:
         groups: dict[SnapshotKey, list[_Entry]] = {}
@@ -468,7 +397,7 @@ class SnapshotStore:
                     with self._lock:
                         current = self._entries.get(ident)
                         if current is None or not current.disk:  # (not re-written since)
-                            _unlink(self._path(ident))
+                            unlink(self._path(ident))
                 else:
                     with self._lock:
                         self._enforce_cap_locked()
@@ -491,63 +420,21 @@ class SnapshotStore:
             generation, state, cap = self._generation, entry.state, self._cap
         head = file_head(entry.key.model, entry.key.settings, entry.tokens, len(state))
         size = len(head) + len(state) + DIGEST_BYTES
-        tmp: Path | None = None
-        problem = None
-        if size > cap:
-            problem = (
-                f"A conversation cache of {size / _MIB:,.0f} MB was not saved: it is larger than the space "
-                f"allowed for saved conversation caches ({cap / _MIB:,.0f} MB). Raise that limit in Settings "
-                "to keep the caches of long chats."
-            )
-        else:
-            try:
-                self.directory.mkdir(parents=True, exist_ok=True)
-                if shutil.disk_usage(self.directory).free - size < self.FREE_MARGIN_BYTES:
-                    problem = (
-                        f"A conversation cache was not saved: the disk holding {self.directory} is almost full. "
-                        f"Free some disk space, {_SETTINGS_HINT}"
-                    )
-                else:
-                    tmp = self._write_temporary(head, state)
-            except OSError as exc:
-                problem = self._unsaved(exc)
+        tmp, problem = write_temporary(self.directory, head, state, cap, self.FREE_MARGIN_BYTES)
         with self._lock:
             ours = generation == self._generation and self._entries.get(ident) is entry
             if tmp is not None and ours:
                 try:
                     os.replace(tmp, self._path(ident))
                 except OSError as exc:
-                    problem = self._unsaved(exc)
+                    problem = unsaved_sentence(self.directory, exc)
                 else:
                     entry.disk, entry.state, entry.queued, tmp = size, None, False, None
                     self._enforce_cap_locked()
             if tmp is not None:
-                _unlink(tmp)
+                unlink(tmp)
             if problem is not None:
                 self._failures += 1
                 self._report_locked(problem)
                 if ours:
                     del self._entries[ident]
-
-    def _unsaved(self, exc: OSError) -> str:
-        return (
-            f"A conversation cache could not be saved in {self.directory} ({exc.strerror or exc}); it was "
-            f"skipped. Check that the folder can be written and the disk has space, {_SETTINGS_HINT}"
-        )
-
-    def _write_temporary(self, head: bytes, state: bytes) -> Path:
-        assert self.directory is not None
-        digest = hashlib.sha256(head)
-        digest.update(state)
-        fd, name = tempfile.mkstemp(prefix=".", suffix=TMP_SUFFIX, dir=self.directory)
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(head)
-                fh.write(state)
-                fh.write(digest.digest())
-                fh.flush()
-                os.fsync(fh.fileno())
-        except BaseException:
-            _unlink(Path(name))
-            raise
-        return Path(name)
