@@ -136,6 +136,7 @@ class KvCachesDialog(QDialog):
         self.cap = QSpinBox()
         self.cap.setRange(0, Settings.describe()["kv_snapshot_cap_mb"]["max"])
         self.cap.setSingleStep(256)
+        self.cap.setGroupSeparatorShown(True)
         self.cap.setSuffix(self.tr(" MB"))
         self.cap.setSpecialValueText(self.tr("Off"))  # shown for 0
         self.cap.setKeyboardTracking(False)  # typing "500" is not 5, then 50 (a 0 on the way would delete them)
@@ -154,6 +155,7 @@ class KvCachesDialog(QDialog):
         row.addWidget(self.usage, 1)
         row.addWidget(self.clear_button)
         form = QFormLayout()
+        form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.FieldsStayAtSizeHint)
         form.addRow(self.tr("&Disk space"), self.cap)
         self.status = QLabel()
         self.status.setWordWrap(True)
@@ -162,13 +164,14 @@ class KvCachesDialog(QDialog):
         buttons.rejected.connect(self.reject)
         layout = QVBoxLayout(self)
         layout.addWidget(intro)
+        layout.addSpacing(6)
         layout.addLayout(form)
         layout.addLayout(row)
         layout.addWidget(self.status)
         layout.addWidget(buttons)
         caches.usage_known.connect(self.show_usage)
         caches.failed.connect(self.show_failure)
-        self.resize(520, self.sizeHint().height())
+        self.setMinimumWidth(520)  # (the wrapped introduction's height follows the width)
 
     def _clear(self) -> None:
         self.clear_button.setEnabled(False)  # until the files are gone and counted again
