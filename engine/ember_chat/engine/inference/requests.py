@@ -129,13 +129,14 @@ class RequestRecord:
 
 @dataclass(frozen=True)
 class QueueState:
-    running: RequestRecord | None
+    running: RequestRecord | None  # the first of `running_all` (several run at once when batched)
     queued: tuple[RequestRecord, ...]
+    running_all: tuple[RequestRecord, ...] = ()  # every running request
 
     def count(self, client: str) -> tuple[int, int]:
         """(running, queued) of one client kind."""
-        running = int(self.running is not None and self.running.client == client)
-        return running, sum(1 for r in self.queued if r.client == client)
+        running_all = self.running_all or ((self.running,) if self.running is not None else ())
+        return sum(1 for r in running_all if r.client == client), sum(1 for r in self.queued if r.client == client)
 
 
 class ServiceListener:

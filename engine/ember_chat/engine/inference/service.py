@@ -1,8 +1,15 @@
 """The engine service: owns the backend on its own thread and serves every client (the window, the
 API server, the CLI) through one bounded, fair queue of generation requests.
 
-- One model, one generation at a time. Requests carry ids; `cancel(id)` cancels that request only
-  (a queued one is dropped, a running one is stopped within one token), never another.
+- One model. Requests carry ids; `cancel(id)` cancels that request only (a queued one is dropped, a
+  running one is stopped within one token), never another.
+- Continuous batching: when the backend decodes several sequences together (`batch_slots > 1`) and
+  the next request can be batched (`can_batch`), the engine thread runs a batch session: every
+  active run is advanced until it wants the decoder's next step, then one `step()` decodes for all;
+  between steps waiting batchable requests join (in the same round-robin order, up to the slots),
+  and a cancelled run ends within a token while the others go on. A waiting request that cannot be
+  batched (tools, grammar, images, logprobs), a load or unload, or an exclusive job stops the
+  admissions: it runs once the active runs have ended. The window's request is one more run.
 - Fairness: each client kind ("window", "api", …) has its own line, served round-robin, so a burst
   of API calls cannot starve the window's chat and vice versa. The bound is per client kind: an API
   (or CLI) request is refused with `QueueFull` once `queue_limit` requests wait; the window is never
@@ -33,33 +40,17 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ember_chat.engine.core.instance import new_server_id
-from ember_chat.engine.core.messages import ChatMessage
 from ember_chat.engine.core.refs import ModelRef, RemoteModelRef
 from ember_chat.engine.core.states import StopReason
-from ember_chat.engine.errors import EmberError, InvalidParameter, NoModelLoaded, QueueFull
-from ember_chat.engine.inference.attachment_turns import (
-    ModelChangeGuard,
-    TokenCount,
-    estimate_tokens,
-    expand_attachments,
-    token_counter,
-)
+from ember_chat.engine.errors import EmberError, InvalidParameter, QueueFull
+from ember_chat.engine.inference.attachment_turns import ModelChangeGuard, TokenCount, estimate_tokens, token_counter
 from ember_chat.engine.inference.backend import InferenceBackend, ModelDescription
-from ember_chat.engine.inference.events import (
-    AttachmentsPlanned,
-    ContextTrimmed,
-    Finished,
-    PrefillProgress,
-    PromptReady,
-    Retrying,
-    TemplateFallback,
-    Token,
-    ToolCallParsed,
-)
-from ember_chat.engine.inference.metrics import GenerationMetrics, MetricsRecorder, RunContext, live_snapshot
+from ember_chat.engine.inference.metrics import GenerationMetrics, MetricsRecorder, RunContext
+from ember_chat.engine.inference.service_runs import Run, batch_slots, batchable, step
 
 if TYPE_CHECKING:
     from ember_chat.engine.attachments.store import AttachmentStore
+    from ember_chat.engine.inference.kv_snapshots import SnapshotStore
 
 from ember_chat.engine.inference.requests import (  # (the values clients speak, re-exported here)
     METRICS_SNAPSHOT_S,
@@ -119,7 +110,7 @@ class EngineService:
         self._lines: dict[str, deque[GenerationRequest]] = {}
         self._served: dict[str, int] = {}  # client kind → when it was last served
         self._serve_clock = itertools.count()
-        self._running: GenerationRequest | None = None
+        self._active: dict[int, Run] = {}  # the running requests by id, in the order they started
         self._jobs: list[ExclusiveJob] = []  # exclusive jobs waiting to run
         self._exclusive: ExclusiveJob | None = None  # the one running
         self._closing = False
@@ -135,6 +126,7 @@ class EngineService:
         self._load_ids = itertools.count(1)
         self._load_cancels: dict[int, threading.Event] = {}  # loads not finished yet → their cancel
         self.attachment_store: AttachmentStore | None = None  # for requests that carry no store of their own
+        self._snapshot_store: SnapshotStore | None = None
         self._model_change = ModelChangeGuard()  # token counts never overlap a model being replaced or closed
         self._thread = threading.Thread(target=self._run, name="ember-engine", daemon=True)
         self._thread.start()
@@ -159,6 +151,21 @@ class EngineService:
         return self._model
 
     @property
+    def snapshot_store(self) -> SnapshotStore | None:
+        """Where the backend keeps conversations' KV snapshots (None: none kept); given to every
+        backend the service creates."""
+        return self._snapshot_store
+
+    @snapshot_store.setter
+    def snapshot_store(self, store: SnapshotStore | None) -> None:
+        self._snapshot_store = store
+        self._give_snapshots(self._backend)
+
+    def _give_snapshots(self, backend: InferenceBackend | None) -> None:
+        if backend is not None and hasattr(backend, "snapshots"):  # (a backend that keeps them: the local runtime)
+            backend.snapshots = self._snapshot_store
+
+    @property
     def running(self) -> bool:
         """The engine thread is alive (False once `close()` has returned)."""
         return self._thread.is_alive()
@@ -168,12 +175,12 @@ class EngineService:
             return self._queue_state_locked()
 
     def _queue_state_locked(self) -> QueueState:
-        running = self._records.get(self._running.id) if self._running else None
+        running = tuple(self._records[i] for i in self._active if i in self._records)
         job = self._exclusive
         if job is not None:
-            running = RequestRecord(job.id, job.client, job.label, "running", t_submitted=job.t_submitted)
+            running = (RequestRecord(job.id, job.client, job.label, "running", t_submitted=job.t_submitted),)
         queued = tuple(self._records[r.id] for line in self._lines.values() for r in line)
-        return QueueState(running, queued)
+        return QueueState(running[0] if running else None, queued, running)
 
     def _queued_count(self) -> int:
         return sum(len(line) for line in self._lines.values())
@@ -277,6 +284,7 @@ class EngineService:
                 if self._backend is None:
                     self._backend = self._factory(ref)
                     self._backend_kind = kind
+                    self._give_snapshots(self._backend)
                 self._model = None
                 model = self._backend.load(
                     ref,
@@ -386,14 +394,15 @@ class EngineService:
         return request.id
 
     def cancel(self, request_id: int) -> None:
-        """Cancel one request: drop it if it waits, stop it within one token if it runs."""
+        """Cancel one request: drop it if it waits, stop it within one token if it runs (a batched run
+        alone: the others in its batch go on)."""
         dropped: GenerationRequest | None = None
         with self._lock:
-            running = self._running
-            if running is not None and running.id == request_id:
-                running.cancelled.set()
-                if self._backend is not None:
-                    self._backend.request_stop()
+            run = self._active.get(request_id)
+            if run is not None:
+                run.req.cancelled.set()
+                if not run.batched and self._backend is not None:
+                    self._backend.request_stop()  # (stops whatever the backend runs: only for a run alone)
                 return
             for line in self._lines.values():
                 for req in line:
@@ -414,8 +423,7 @@ class EngineService:
     def cancel_all(self) -> None:
         with self._lock:
             ids = [r.id for line in self._lines.values() for r in line]
-            if self._running is not None:
-                ids.append(self._running.id)
+            ids.extend(self._active)
         for rid in ids:
             self.cancel(rid)
 
@@ -429,132 +437,93 @@ class EngineService:
         self._served[client] = next(self._serve_clock)
         return self._lines[client].popleft()
 
+    def _start_locked(self, req: GenerationRequest, batched: bool) -> Run:
+        run = Run(req, batched, self._live_recorder, self._done)
+        self._active[req.id] = run
+        t_submitted = self._records[req.id].t_submitted
+        self._records[req.id] = RequestRecord(req.id, req.client, req.label, "running", t_submitted=t_submitted)
+        return run
+
     # ----- the engine thread
     def _run(self) -> None:
         while True:
+            run: Run | None = None
             with self._lock:
                 while not (self._closing or self._control or self._queued_count()):
                     self._lock.wait()
                 if self._control:
                     action: Callable[[], None] | None = self._control.popleft()
-                    req = None
                 elif self._closing:
                     break
                 else:
                     action = None
                     req = self._next_request_locked()
-                    self._running = req
                     if req is not None:
-                        self._records[req.id] = RequestRecord(
-                            req.id, req.client, req.label, "running", t_submitted=self._records[req.id].t_submitted
-                        )
+                        backend = self._backend
+                        batched = batch_slots(backend) > 1 and batchable(backend, req)
+                        run = self._start_locked(req, batched)
                     state = self._queue_state_locked()
             if action is not None:
                 action()
                 continue
-            if req is None:
+            if run is None:
                 continue
             self._notify("queue_changed", state)
-            try:
-                self._generate(req)
-            finally:
-                with self._lock:
-                    self._running = None
-                    state = self._queue_state_locked()
-                self._notify("queue_changed", state)
+            self._session(run)
         self._close_backend()
 
-    def _generate(self, req: GenerationRequest) -> None:
-        sink = req.sink
-        pending: list[str] = []
-        live: MetricsRecorder | None = None
-        last_batch = last_snapshot = time.perf_counter()
+    def _session(self, first: Run) -> None:
+        """Run `first` and, when it is batched, every batchable request admitted while it runs: all
+        active runs are advanced to the decoder's next step, one `step()` decodes for them all, and
+        newcomers join between steps, until no run is left (see the module's docstring)."""
         backend = self._backend
+        fresh, stepped, waiting = [first], [], []  # (stepped: the runs the last step decoded for)
         try:
-            if backend is None or not backend.loaded:
-                raise NoModelLoaded("No model is loaded. Pick a model first.")
-            if req.cancelled.is_set():
-                sink.finished(StopReason.CANCELLED, "", None, [])
-                self._done(req, StopReason.CANCELLED, None, None)
-                return
-            if req.messages is not None:
-                messages = self._with_attachments(req, backend)
-                if req.tools is not None:
-                    events = backend.chat(messages, req.params, req.template, tools=req.tools)
+            while True:
+                begun = [run for run in fresh if run.begin(backend, self.attachment_store)]
+                waiting += [run for run in stepped + begun if run.advance()]
+                self._retire()
+                fresh = self._admit(backend, len(waiting)) if first.batched else []
+                if not fresh:
+                    if not waiting:  # (a run alone never waits for a step)
+                        return
+                    stepped, waiting = step(backend, waiting), []
                 else:
-                    events = backend.chat(messages, req.params, req.template)
-            else:
-                events = backend.complete(req.prompt or "", req.params)
-            for ev in events:
-                if req.cancelled.is_set():
-                    backend.request_stop()  # idempotent: also covers a cancel that raced the start
-                if isinstance(ev, Token):
-                    if ev.logprob is not None:  # (before its text: the API's chunk carries both)
-                        sink.token_logprob(ev.logprob)
-                    if ev.text:
-                        pending.append(ev.text)
-                    if live is None:
-                        live = self._live_recorder(ev.t_ns, ev.t_ns)
-                    if ev.count:
-                        live.token(ev.t_ns, ev.count, thinking=ev.thinking)
-                    now = time.perf_counter()
-                    if now - last_batch >= req.batch_s:
-                        if pending:
-                            sink.tokens("".join(pending), len(live.token_times_ns))
-                            pending.clear()
-                        last_batch = now
-                    if now - last_snapshot >= req.snapshot_s:
-                        sink.metrics(live_snapshot(live))
-                        last_snapshot = now
-                elif isinstance(ev, PromptReady):
-                    live = self._live_recorder(ev.t_start_ns, ev.t_ns, ev.n_ctx)
-                    live.prefill_started(ev.prompt_tokens, ev.prompt_tokens_reused, ev.t_ns)
-                    sink.started(live_snapshot(live))
-                elif isinstance(ev, ToolCallParsed):
-                    if pending:  # the text before the call comes first
-                        sink.tokens("".join(pending), len(live.token_times_ns) if live else 0)
-                        pending.clear()
-                    sink.tool_call(ev.index, ev.call)
-                elif isinstance(ev, ContextTrimmed):
-                    sink.trimmed(ev.dropped_messages)
-                elif isinstance(ev, TemplateFallback):
-                    sink.notice(ev.message)
-                elif isinstance(ev, PrefillProgress):
-                    sink.prefill(ev.done, ev.total)
-                elif isinstance(ev, Retrying):
-                    sink.retrying(ev)
-                elif isinstance(ev, Finished):
-                    if pending:
-                        sink.tokens("".join(pending), ev.metrics.output_tokens)
-                    if ev.error:
-                        sink.failed(ev.error, StopReason.INTERRUPTED)
-                    itl = live.itl_ms() if live is not None else []
-                    sink.finished(ev.reason, ev.text, ev.metrics, itl)
-                    self._done(req, ev.reason, ev.metrics, ev.error)
-                    return
-            raise RuntimeError("the backend's event stream ended without Finished")
-        except EmberError as exc:
-            message, kind = str(exc), type(exc).__name__
-        except Exception as exc:  # a bug must not kill the engine thread; show it and carry on
-            log.exception("unexpected error while generating")
-            message, kind = f"Unexpected error while generating: {exc!r}", "internal"
-        sink.failed(message, kind)
-        sink.finished(StopReason.ERROR, "".join(pending), None, [])
-        self._done(req, StopReason.ERROR, None, message)
+                    stepped = []  # (newcomers go to their first step before it is taken)
+        finally:
+            with self._lock:
+                left = list(self._active.values())
+            for run in left:  # (only when the engine thread itself is going down)
+                run.abandon()
+            self._retire()
 
-    def _with_attachments(self, req: GenerationRequest, backend: InferenceBackend) -> list[ChatMessage]:
-        """The request's messages with their text attachments expanded (whole or retrieved passages)."""
-        assert req.messages is not None
-        description = backend.description
-        store = req.attachment_store or self.attachment_store
-        expanded = expand_attachments(
-            req.messages, req.params, backend, description.n_ctx if description else None, store
-        )
-        if expanded is None:
-            return req.messages
-        messages, plan, budget, estimated = expanded
-        req.sink.attachments_planned(AttachmentsPlanned(plan, budget, estimated))
-        return messages
+    def _admit(self, backend: InferenceBackend | None, active: int) -> list[Run]:
+        """Waiting batchable requests that join the batch now (round-robin, up to the free slots);
+        none while a load, an unload, an exclusive job or a request that cannot be batched waits."""
+        slots = batch_slots(backend)
+        admitted: list[Run] = []
+        with self._lock:
+            while active + len(admitted) < slots and not (self._control or self._closing):
+                heads = [line[0] for line in self._lines.values() if line]
+                if not heads or not all(batchable(backend, req) for req in heads):
+                    break
+                req = self._next_request_locked()
+                assert req is not None
+                admitted.append(self._start_locked(req, batched=True))
+            state = self._queue_state_locked()
+        if admitted:
+            self._notify("queue_changed", state)
+        return admitted
+
+    def _retire(self) -> None:
+        """Runs that have ended leave the running set."""
+        with self._lock:
+            ended = [rid for rid, run in self._active.items() if run.ended]
+            for rid in ended:
+                del self._active[rid]
+            state = self._queue_state_locked()
+        if ended:
+            self._notify("queue_changed", state)
 
     def _live_recorder(self, t_start_ns: int, t_prefill_ns: int, n_ctx: int = 0) -> MetricsRecorder:
         model = self._model

@@ -1,0 +1,125 @@
+"""A backend that decodes runs together the way the local runtime's batched path does, but
+deterministically (tests of the engine service's continuous batching): each run yields StepWanted
+before each of its tokens, and `step()` records which runs it decoded. A run that cannot be batched
+(logprobs, tools) runs alone and notes how many batched runs were alive then."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from ember_chat.engine.core.messages import ChatMessage
+from ember_chat.engine.core.params import SamplingParams
+from ember_chat.engine.core.tools import ToolRequest
+from ember_chat.engine.inference.backend import ModelDescription
+from ember_chat.engine.inference.events import Event, Finished, PromptReady, StepWanted, Token
+from ember_chat.engine.inference.metrics import MetricsRecorder, RunContext
+
+
+class BatchedFake:
+    """Runs named by their last message; `log` says when each started and ended, `steps` which runs
+    each step decoded. `on_step(n)` is called inside the n-th step (1-based), on the engine thread."""
+
+    def __init__(self, slots: int = 4) -> None:
+        self.slots = slots
+        self.steps: list[tuple[str, ...]] = []
+        self.log: list[tuple[Any, ...]] = []
+        self.stops = 0
+        self.snapshots: object | None = None
+        self.on_step: Callable[[int], None] | None = None
+        self.fail_step = 0  # this step raises
+        self._waiting: list[str] = []
+        self._active: set[str] = set()
+        self._loaded = False
+
+    @property
+    def loaded(self) -> bool:
+        return self._loaded
+
+    @property
+    def description(self) -> ModelDescription | None:
+        return ModelDescription("Batched", "CPU", 4096, threads=1, gpu_layers=0) if self._loaded else None
+
+    @property
+    def batch_slots(self) -> int:
+        return self.slots if self._loaded else 0
+
+    def load(self, ref: Any, progress: Any = None, cancel: Any = None) -> ModelDescription:
+        self.log.append(("load", len(self._active)))
+        self._loaded = True
+        assert self.description is not None
+        return self.description
+
+    def close(self) -> None:
+        self._loaded = False
+
+    def request_stop(self) -> None:
+        self.stops += 1
+
+    def can_batch(self, params: SamplingParams, tools: ToolRequest | None, messages: list[ChatMessage] | None) -> bool:
+        return tools is None and params.logprobs is None
+
+    def chat(
+        self,
+        messages: list[ChatMessage],
+        params: SamplingParams,
+        template_override: str | None = None,
+        tools: ToolRequest | None = None,
+        *,
+        batched: bool = False,
+        cancel: threading.Event | None = None,
+    ) -> Iterator[Event]:
+        name = messages[-1].content
+        if batched:
+            assert cancel is not None
+            return self._batched(name, params, cancel)
+        return self._alone(name, params)
+
+    def step(self) -> None:
+        self.steps.append(tuple(self._waiting))
+        self._waiting = []
+        if self.fail_step == len(self.steps):
+            raise RuntimeError("llama_decode failed")
+        if self.on_step is not None:
+            self.on_step(len(self.steps))
+
+    def _recorder(self) -> MetricsRecorder:
+        rec = MetricsRecorder(RunContext("Batched", None, "CPU", 1, 0, 4096))
+        rec.prefill_started(10, 0)
+        return rec
+
+    def _batched(self, name: str, params: SamplingParams, cancel: threading.Event) -> Iterator[Event]:
+        self._active.add(name)
+        self.log.append(("start", name))
+        rec = self._recorder()
+        try:
+            yield PromptReady(10, 0, 4096, rec.t_start_ns, rec.t_prefill_start_ns or 0)
+            parts: list[str] = []
+            reason = "length"
+            for i in range(params.max_tokens):
+                if cancel.is_set():
+                    reason = "cancelled"
+                    break
+                self._waiting.append(name)
+                yield StepWanted()
+                if name not in self.steps[-1]:
+                    raise AssertionError(f"{name} was resumed without a step")
+                if name.startswith("boom") and i == 1:
+                    raise RuntimeError("the model broke")
+                parts.append(f"{name}{i} ")
+                yield Token(parts[-1], i, rec.token())
+            yield Finished(reason, "".join(parts), rec.finish(reason))
+        finally:
+            self._active.discard(name)
+            self.log.append(("end", name))
+
+    def _alone(self, name: str, params: SamplingParams) -> Iterator[Event]:
+        self.log.append(("alone", name, len(self._active)))
+        rec = self._recorder()
+        yield PromptReady(10, 0, 4096, rec.t_start_ns, rec.t_prefill_start_ns or 0)
+        parts = [f"{name}{i} " for i in range(params.max_tokens)]
+        for i, part in enumerate(parts):
+            yield Token(part, i, rec.token())
+        self.log.append(("alone-end", name))
+        yield Finished("length", "".join(parts), rec.finish("length"))
