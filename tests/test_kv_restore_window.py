@@ -42,3 +42,20 @@ def test_a_long_chat_reopened_after_a_restart_is_restored_from_its_saved_cache(
     evaluated = m["prompt_tokens"] - m["prompt_tokens_reused"]
     why = again.side.metrics.why.text()
     assert why.startswith(f"Prompt: {restored:,} tokens restored from a snapshot, {evaluated:,} evaluated")
+
+
+def test_a_damaged_saved_cache_is_said_in_the_window_and_the_answer_comes_as_usual(
+    qtbot: QtBot, make_window: Callable[..., MainWindow], paths: AppPaths
+) -> None:
+    folder = paths.data_dir / "kv-snapshots"
+    folder.mkdir(parents=True)
+    damaged = folder / f"{'0' * 40}.kvsnap"
+    damaged.write_bytes(b"EMBER-KV" + b"\x00" * 64)  # cut off in the middle of its header
+    w = make_window()
+    load(qtbot, w)
+    set_max_tokens(w, 4)
+    send(qtbot, w, LONG)  # (a prompt long enough to look for a saved cache)
+    assert w.store.thread(w.controller.conversation_id)[-1].metrics["output_tokens"] == 4
+    assert not damaged.exists()
+    text = w.banner.text()
+    assert "saved conversation cache" in text and "was damaged" in text and "evaluated again" in text

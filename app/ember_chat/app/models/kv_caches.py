@@ -51,10 +51,28 @@ class WindowKvCaches(QObject):
         self.w = window
         self.dialog: KvCachesDialog | None = None
         self._retired: list[SnapshotStore] = []  # turned off: closed on a worker, and at quit if not yet
+        self._said: tuple[SnapshotStore | None, int] = (None, 0)  # the store, and how many of its problems were said
+        window.controller.generating_changed.connect(self._on_generating)
 
     @property
     def store(self) -> SnapshotStore | None:
         return self.w.bridge.service.snapshot_store
+
+    # ----- what went wrong (a damaged file, a full disk): said once an answer has ended
+    def _on_generating(self, on: bool) -> None:
+        if not on:
+            self.say_problems()
+
+    def say_problems(self) -> None:
+        """The store's new sentences in the window's banner (a list in memory: nothing read from disk)."""
+        store = self.store
+        if store is None:
+            return
+        said = self._said[1] if self._said[0] is store else 0
+        new = store.problems[said:]
+        self._said = (store, said + len(new))
+        if new:
+            self.w.show_notice(" ".join(new))
 
     # ----- what the dialog asks for
     def open_dialog(self) -> KvCachesDialog:
