@@ -519,11 +519,12 @@ class EngineService:
         """Runs that have ended leave the running set."""
         with self._lock:
             ended = [rid for rid, run in self._active.items() if run.ended]
+            if not ended:
+                return
             for rid in ended:
                 del self._active[rid]
             state = self._queue_state_locked()
-        if ended:
-            self._notify("queue_changed", state)
+        self._notify("queue_changed", state)
 
     def _live_recorder(self, t_start_ns: int, t_prefill_ns: int, n_ctx: int = 0) -> MetricsRecorder:
         model = self._model
