@@ -59,6 +59,7 @@ WIDGETS: dict[str, tuple[tuple[str, str], ...]] = {
     "flash_attn": (("dialog", "flash"),),
     "use_mmap": (("dialog", "mmap"),),
     "use_mlock": (("dialog", "mlock"),),
+    "parallel": (),  # the dialog's widget made from the table (dialog.inputs): checked below with the others
 }
 PLACES = [(SPECS[name], place, attr) for name, places in WIDGETS.items() for place, attr in places]
 SPIN_PLACES = [p for p in PLACES if p[0].numeric]
@@ -249,8 +250,8 @@ def test_a_model_settings_file_reads_as_before(tmp_path: Path) -> None:
     store = ModelSettingsStore(path)
     old = store.get("old.gguf")
     assert old is not None and old == store.get("newer.gguf") and store.take_problems() == []
-    assert old.options() == {**first, "use_mmap": True, "use_mlock": False}
+    assert old.options() == {**first, "use_mmap": True, "use_mlock": False, "parallel": 4}
     store.save("old.gguf", old)
     saved = json.loads(path.read_text())["old.gguf"]
-    assert saved == {**first, "use_mmap": True, "use_mlock": False}
+    assert saved == {**first, "use_mmap": True, "use_mlock": False, "parallel": 4}
     assert set(saved) == {s.name for s in LOAD_SPECS}

@@ -106,6 +106,8 @@ LOAD_SPECS: tuple[ParamSpec, ...] = (
     ParamSpec("threads_batch", int, None, 1, 1024, "Prompt threads",
               "CPU threads for evaluating the prompt (it can use more than decoding)", optional=True),
     ParamSpec("n_batch", int, 512, 1, 65_536, "Batch size", "Prompt tokens evaluated per batch."),
+    ParamSpec("parallel", int, 4, 1, 16, "Parallel sequences",
+              "Chats and API requests decoded together (1: one at a time)"),
     ParamSpec("kv_cache_type", str, "f16", 0, 0, "KV cache type",
               "f16 is exact; q8_0 halves the cache, q4_0 quarters it (needs flash attention)",
               choices=KV_CACHE_TYPES),
@@ -217,6 +219,7 @@ class LoadOptions:
     threads: int = field(default_factory=default_threads)
     threads_batch: int | None = SPECS["threads_batch"].default  # None: the same as `threads`
     n_batch: int = SPECS["n_batch"].default
+    parallel: int = SPECS["parallel"].default  # sequences decoded together (the context has one more: seq 0)
     kv_cache_type: str = SPECS["kv_cache_type"].default
     flash_attn: bool = SPECS["flash_attn"].default
     use_mmap: bool = SPECS["use_mmap"].default

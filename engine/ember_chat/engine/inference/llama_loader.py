@@ -55,16 +55,25 @@ def gpu_backend_name() -> str | None:
 
 
 @contextmanager
-def _llama_load_patches(callback: object) -> Iterator[None]:
+def _llama_load_patches(callback: object, n_seq_max: int = 1) -> Iterator[None]:
     """While `Llama()` loads: llama.cpp's load progress callback, which `Llama()` does not expose, goes
-    in through the default model params it starts from; and chat templates that Jinja cannot compile
-    do not fail the load. The lock keeps concurrent loads from seeing each other's patches."""
+    in through the default model params it starts from; the context gets `n_seq_max` sequences sharing
+    all its cells (`kv_unified`: also not exposed, set in the default context params); and chat templates
+    that Jinja cannot compile do not fail the load. The lock keeps concurrent loads from seeing each
+    other's patches."""
     module = llama_cpp.llama.llama_cpp
     original = module.llama_model_default_params
+    original_context = module.llama_context_default_params
 
     def with_progress() -> llama_cpp.llama_model_params:
         params = original()
         params.progress_callback = callback
+        return params
+
+    def with_sequences() -> llama_cpp.llama_context_params:
+        params = original_context()
+        params.n_seq_max = n_seq_max
+        params.kv_unified = True
         return params
 
     formatters = llama_cpp.llama_chat_format
@@ -82,18 +91,22 @@ def _llama_load_patches(callback: object) -> Iterator[None]:
 
     with _LOAD_LOCK:
         module.llama_model_default_params = with_progress
+        module.llama_context_default_params = with_sequences
         formatters.Jinja2ChatFormatter = TolerantFormatter
         try:
             yield
         finally:
             module.llama_model_default_params = original
+            module.llama_context_default_params = original_context
             formatters.Jinja2ChatFormatter = strict
 
 
 def open_llama(
     config: LoadConfig, progress: Callable[[float], None] | None = None, cancel: threading.Event | None = None
 ) -> llama_cpp.Llama:
-    """Load the model and create its context. Raises LoadCancelled or ModelLoadError."""
+    """Load the model and create its context: seq 0 for llama-cpp-python's own single-sequence path and
+    `config.parallel` more for batched decoding (inference/batch_decode.py), all sharing the n_ctx cells.
+    Raises LoadCancelled or ModelLoadError."""
 
     def on_progress(fraction: float, _data: ctypes.c_void_p) -> bool:
         if progress is not None:
@@ -104,7 +117,7 @@ def open_llama(
     c_progress = llama_cpp.llama_progress_callback(on_progress)
     kv_type = _KV_TYPES[config.kv_cache_type]
     try:
-        with _llama_load_patches(c_progress):
+        with _llama_load_patches(c_progress, config.parallel + 1):
             llm = llama_cpp.Llama(
                 model_path=str(config.path),
                 n_ctx=config.n_ctx,
