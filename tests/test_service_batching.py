@@ -326,7 +326,8 @@ def test_the_snapshot_store_goes_to_every_backend_the_service_makes() -> None:
         svc.load(LoadConfig(Path("batched.gguf")))
         svc.run_exclusive(lambda: None).result(WAIT_S)
         assert backends[0].snapshots is store and svc.snapshot_store is store
-        svc.snapshot_store = None  # and when it changes
+        svc.snapshot_store = None  # and when it changes (on the engine thread, like a load)
+        svc.run_exclusive(lambda: None).result(WAIT_S)
         assert backends[0].snapshots is None
     finally:
         svc.close()

@@ -153,13 +153,14 @@ class EngineService:
     @property
     def snapshot_store(self) -> SnapshotStore | None:
         """Where the backend keeps conversations' KV snapshots (None: none kept); given to every
-        backend the service creates."""
+        backend the service creates, and to the current one on the engine thread (after the running
+        generations, like a load: a runtime is used by one thread)."""
         return self._snapshot_store
 
     @snapshot_store.setter
     def snapshot_store(self, store: SnapshotStore | None) -> None:
         self._snapshot_store = store
-        self._give_snapshots(self._backend)
+        self._submit_control(lambda: self._give_snapshots(self._backend))
 
     def _give_snapshots(self, backend: InferenceBackend | None) -> None:
         if backend is not None and hasattr(backend, "snapshots"):  # (a backend that keeps them: the local runtime)
