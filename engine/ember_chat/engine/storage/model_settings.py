@@ -24,7 +24,8 @@ FIRST_VALUES = ("n_ctx", "threads", "threads_batch", "gpu_layers", "n_batch", "f
 # The global settings (settings.json) a model without its own load settings uses, by load parameter;
 # the others take the table's default, and the prompt threads are the threads.
 GLOBAL_SETTING = {"n_ctx": "context_length", "threads": "threads", "gpu_layers": "gpu_layers",
-                  "flash_attn": "flash_attention", "kv_cache_type": "kv_cache_type"}  # fmt: skip
+                  "flash_attn": "flash_attention", "kv_cache_type": "kv_cache_type",
+                  "parallel": "parallel"}  # fmt: skip
 
 
 def _check_saved(spec: ParamSpec, value: object, show: Callable[[Any], str] = repr) -> None:

@@ -36,6 +36,7 @@ class Settings:
     context_length: int = _from_spec(SPECS["n_ctx"], "Context window in tokens for newly loaded models.")
     threads: int = _from_spec(SPECS["threads"])
     gpu_layers: int = _from_spec(SPECS["gpu_layers"])
+    parallel: int = _from_spec(SPECS["parallel"])  # (a model's own load settings, the ⚙ panel, win)
     flash_attention: bool = _setting(SPECS["flash_attn"].default, "Use flash attention.")
     kv_cache_type: str = _setting(
         SPECS["kv_cache_type"].default, "KV cache type: f16, q8_0 or q4_0 (quantized needs flash attention)."
