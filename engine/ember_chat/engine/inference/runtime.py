@@ -33,7 +33,6 @@ from ember_chat.engine.inference.events import (
     TemplateFallback,
 )
 from ember_chat.engine.inference.grammar import params_grammar
-from ember_chat.engine.inference.grammar_sampling import common_prefix
 from ember_chat.engine.inference.llama_loader import NULL_ABORT, gpu_backend_name, open_llama, probe_gguf
 from ember_chat.engine.inference.llama_log import route_llama_log
 from ember_chat.engine.inference.metrics import MetricsRecorder, RunContext
@@ -45,6 +44,7 @@ from ember_chat.engine.inference.prompting import (
     choose_template,
     render_chat,
 )
+from ember_chat.engine.inference.runtime_cache import ContextCache
 from ember_chat.engine.inference.runtime_sources import Seq0Source
 from ember_chat.engine.inference.token_stream import StreamSetup, stream_events
 from ember_chat.engine.inference.tool_formats import tool_format_for
@@ -52,6 +52,7 @@ from ember_chat.engine.inference.tool_turn import ToolTurn
 from ember_chat.engine.models.gguf_inspect import ModelInfo, inspect_gguf
 
 if TYPE_CHECKING:  # vision.py loads libmtmd: imported once a model has a projector
+    from ember_chat.engine.inference.kv_snapshots import SnapshotStore
     from ember_chat.engine.inference.vision import VisionContext, VisionPrompt
 
 
@@ -71,6 +72,16 @@ class LocalRuntime:
         self._vocab: llama_cpp.llama_vocab_p | None = None
         self._templates: dict[str | None, ChatTemplate] = {}  # per override, for the loaded model
         self._vision: VisionContext | None = None  # the model's projector, if loaded with one
+        self._cache = ContextCache()  # snapshots and batch slots
+
+    @property
+    def snapshots(self) -> SnapshotStore | None:
+        """The KV snapshot store conversations are saved to and restored from (None: none kept)."""
+        return self._cache.snapshots
+
+    @snapshots.setter
+    def snapshots(self, store: SnapshotStore | None) -> None:
+        self._cache.set_snapshots(store)
 
     # ----- state
     @property
@@ -152,6 +163,7 @@ class LocalRuntime:
         self._info = info
         self._config = config
         self._vocab = llama_cpp.llama_model_get_vocab(llm.model)
+        self._cache.opened(llm, config)
         gpu = gpu_backend_name()
         self._backend = gpu if gpu and config.gpu_layers != 0 else "CPU"
         description = self.description
@@ -159,7 +171,10 @@ class LocalRuntime:
         return description
 
     def close(self) -> None:
-        """Unload the model and free its memory now (not at garbage collection)."""
+        """Unload the model and free its memory now (not at garbage collection), once every
+        conversation's KV state was saved to the snapshot store (if any) and the store flushed."""
+        if self._llm is not None:
+            self._cache.closing(self._llm)
         vision, self._vision = self._vision, None
         if vision is not None:
             vision.close()
@@ -175,7 +190,11 @@ class LocalRuntime:
 
     def reset_cache(self) -> None:
         """Forget the KV cache, so the next prompt is evaluated from scratch (benchmarks, tests)."""
-        self._require().reset()
+        llm = self._require()
+        if self._cache.decoder is not None:
+            self._cache.decoder.evict_all()
+        self._cache.forget_seq0()
+        llm.reset()
         self._history = None
 
     # ----- generation
@@ -323,7 +342,7 @@ class LocalRuntime:
             )
         try:
             exact = replace(params, ignore_eos=True)
-            yield from self._stream("", tokens, exact, MetricsRecorder(self._run_context()))
+            yield from self._stream("", tokens, exact, MetricsRecorder(self._run_context()), conversation=False)
         finally:
             self._history = None  # not a conversation's prefix
 
@@ -367,15 +386,14 @@ class LocalRuntime:
         markers: MarkerNormalizer | None = None,
         vision: VisionPrompt | None = None,
         turn: ToolTurn | None = None,
+        conversation: bool = True,
     ) -> Iterator[Event]:
         """`markers`: chat mode, where a reasoning model's thinking markers are put in canonical form.
         `params.ignore_eos`: exactly max_tokens tokens (benchmarks, as llama-bench generates them).
-        `vision`: the prompt's images (its `tokens` hold placeholders where they go)."""
+        `vision`: the prompt's images (its `tokens` hold placeholders where they go). `conversation`:
+        seq 0's state may be saved to and restored from snapshots (not a benchmark's, nor with images)."""
         llm = self._require()
-        evaluated = [int(t) for t in llm.input_ids[: llm.n_tokens]]
-        reused = common_prefix(evaluated, tokens)
-        if reused == len(tokens):  # llama.cpp must evaluate at least one token to get logits
-            reused -= 1
+        reused, restored = self._cache.seq0_start(llm, tokens, conversation and vision is None)
         if vision is not None:
             reused = vision.align(reused)
         # (checked: a grammar llama.cpp cannot parse never reaches its sampler)
@@ -385,7 +403,9 @@ class LocalRuntime:
         seed = params.seed if params.seed is not None else random.randrange(2**31)
         llm.set_seed(seed)
         images = (self._vision, vision) if vision is not None and self._vision is not None else None
-        source = Seq0Source(llm, tokens, params, reused, self._abort, self._abort_callback, self._piece, images)
+        source = Seq0Source(
+            llm, tokens, params, reused, self._abort, self._abort_callback, self._piece, images, restored
+        )
 
         def remember(reason: str, raw: str, generated: list[int]) -> None:
             # (with images, the text alone does not say which image is where: no text-keyed reuse)

@@ -1,0 +1,97 @@
+"""What the local runtime keeps of its context's KV cells beyond the prompt at hand: the snapshot
+store's key for this model and these settings, whether seq 0 holds a conversation worth saving, and
+the batch decoder's slots (sequences 1..parallel)."""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+import llama_cpp
+
+from ember_chat.engine.core.params import LoadConfig
+from ember_chat.engine.inference.grammar_sampling import common_prefix
+from ember_chat.engine.inference.kv_snapshots import SnapshotKey, SnapshotStore, cache_settings_key, model_identity
+from ember_chat.engine.inference.seq0_snapshots import restore_seq0, save_seq0, seq0_tokens
+
+if TYPE_CHECKING:
+    from ember_chat.engine.inference.batch_decode import BatchDecoder
+
+log = logging.getLogger(__name__)
+
+
+class ContextCache:
+    def __init__(self) -> None:
+        self.snapshots: SnapshotStore | None = None  # set by the service
+        self.key: SnapshotKey | None = None
+        self.decoder: BatchDecoder | None = None
+        self.parallel = 0  # the loaded model's parallel sequences (0: none loaded)
+        self._llm: llama_cpp.Llama | None = None
+        self._seq0_conversation = False  # seq 0 holds a text conversation (not a benchmark's tokens)
+
+    def opened(self, llm: llama_cpp.Llama, config: LoadConfig) -> None:
+        """A model was loaded into `llm` with `config`."""
+        self._seq0_conversation = False
+        try:
+            self.key = SnapshotKey(
+                model_identity(config.path), cache_settings_key(config, int(llama_cpp.llama_n_seq_max(llm.ctx)))
+            )
+        except OSError as exc:  # (the file went away since it was loaded: no snapshots for it)
+            log.warning("no KV snapshots for %s: %s", config.path, exc)
+            self.key = None
+        self._llm = llm
+        self.parallel = int(getattr(config, "parallel", 1) or 1)
+
+    def batch_decoder(self) -> BatchDecoder:
+        """The decoder of sequences 1..parallel, made at the first batched run."""
+        if self.decoder is None:
+            from ember_chat.engine.inference.batch_decode import BatchDecoder
+
+            assert self._llm is not None
+            self.decoder = BatchDecoder(self._llm, self.parallel, self.snapshots, self.key)
+        return self.decoder
+
+    def set_snapshots(self, store: SnapshotStore | None) -> None:
+        self.snapshots = store
+        if self.decoder is not None:
+            self.decoder.snapshots = store
+
+    def seq0_start(self, llm: llama_cpp.Llama, tokens: list[int], conversation: bool) -> tuple[int, int]:
+        """Before llama-cpp-python's own path evaluates `tokens` on seq 0 (`conversation`: a chat's or a
+        text's prompt, not a benchmark's or one with images): (reused, restored) prompt tokens."""
+        if self.decoder is not None:  # (its evaluation drops cells of every sequence beyond n_tokens)
+            self.decoder.evict_all()
+        store, key = self.snapshots, self.key
+        held_saveable = self._seq0_conversation
+        self._seq0_conversation = conversation
+        if store is not None and key is not None and conversation:
+            return restore_seq0(llm, store, key, tokens, save_held=held_saveable)
+        held = seq0_tokens(llm)
+        reused = common_prefix(held, tokens)
+        if store is not None and key is not None and held_saveable and reused < len(held):
+            save_seq0(llm, store, key)  # seq 0's conversation is about to be cut back: keep it first
+        return min(reused, len(tokens) - 1), 0
+
+    def forget_seq0(self) -> None:
+        self._seq0_conversation = False
+
+    def closing(self, llm: llama_cpp.Llama) -> None:
+        """Before the model is freed: every sequence's conversation saved, the store flushed to disk."""
+        decoder, self.decoder = self.decoder, None
+        store, key = self.snapshots, self.key
+        try:
+            if decoder is not None:
+                decoder.save_all()
+            if store is not None and key is not None and self._seq0_conversation:
+                save_seq0(llm, store, key)
+        except Exception:  # (an unload must free the model whatever happens to its caches)
+            log.exception("saving KV snapshots before unloading failed")
+        finally:
+            if decoder is not None:
+                decoder.close()
+            if store is not None and not store.flush(timeout=10):
+                log.warning("KV snapshots were not all written within 10 s of unloading")
+        self.key = None
+        self._llm = None
+        self.parallel = 0
+        self._seq0_conversation = False
