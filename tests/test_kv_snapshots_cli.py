@@ -50,3 +50,15 @@ def test_serve_and_run_take_parallel_and_no_kv_snapshots(tmp_path: Path) -> None
             capture_output=True, text=True, env=_env(tmp_path), timeout=60,
         )  # fmt: skip
         assert out.returncode == 0 and "--parallel" in out.stdout and "--no-kv-snapshots" in out.stdout
+
+
+def test_a_damaged_saved_cache_is_said_on_stderr_and_the_answer_comes_as_usual(
+    tiny_model: Path, tmp_path: Path
+) -> None:
+    folder = tmp_path / "data" / "kv-snapshots"
+    folder.mkdir(parents=True)
+    damaged = folder / f"{'0' * 40}.kvsnap"
+    damaged.write_bytes(b"EMBER-KV" + b"\x00" * 64)  # cut off in the middle of its header
+    out = run_cli(tmp_path, "--model", str(tiny_model), "--prompt", LONG, "--temperature", "0", "--max-tokens", "4")
+    assert metrics_of(out)["output_tokens"] == 4 and not damaged.exists()
+    assert "ember-chat: A saved conversation cache" in out.stderr and "was damaged" in out.stderr

@@ -22,7 +22,7 @@ from ember_chat.engine.cli.common import (
     model_ref_from_args,
 )
 from ember_chat.engine.cli.presets_option import add_preset_option, chosen_preset
-from ember_chat.engine.cli.serve import add_snapshot_flag, snapshot_store
+from ember_chat.engine.cli.serve import add_snapshot_flag, close_snapshot_store, snapshot_store
 from ember_chat.engine.core.messages import ChatMessage
 from ember_chat.engine.core.params import SAMPLING_SPECS, SamplingParams
 from ember_chat.engine.core.states import StopReason
@@ -107,8 +107,7 @@ def run(args: argparse.Namespace) -> int:
     service = EngineService()
     snapshots = service.snapshot_store = snapshot_store(args, paths)
     with contextlib.ExitStack() as stack:
-        if snapshots is not None:  # closed after the service: the model puts its caches into it first
-            stack.callback(snapshots.close)
+        stack.callback(close_snapshot_store, snapshots)  # after the service (callbacks run last first)
         stack.callback(service.close)
         load_blocking(service, ref, alias)
         sink = PrintSink(sys.stdout)

@@ -67,6 +67,16 @@ def snapshot_store(args: argparse.Namespace, paths: AppPaths) -> SnapshotStore |
     return SnapshotStore(paths.data_dir / SNAPSHOT_FOLDER, cap_mb * 2**20)
 
 
+def close_snapshot_store(store: SnapshotStore | None) -> None:
+    """After the service (the model has put its caches into the store): written and closed; what went
+    wrong with them (a damaged file, a full disk) said on stderr, one line each."""
+    if store is None:
+        return
+    store.close()
+    for problem in store.problems:
+        print(f"ember-chat: {problem}", file=sys.stderr)
+
+
 def run(args: argparse.Namespace) -> int:
     if not args.model and not args.remote:
         raise EmberError("the following arguments are required: --model (or --remote NAME)")
@@ -124,6 +134,5 @@ def run(args: argparse.Namespace) -> int:
             signal.signal(s, handler)
         server.stop()
         service.close()
-        if snapshots is not None:  # after the service: the model has put its caches into the store
-            snapshots.close()
+        close_snapshot_store(snapshots)
     return 0
