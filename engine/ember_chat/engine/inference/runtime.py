@@ -45,8 +45,8 @@ from ember_chat.engine.inference.prompting import (
     render_chat,
 )
 from ember_chat.engine.inference.runtime_cache import ContextCache
-from ember_chat.engine.inference.runtime_sources import Seq0Source
-from ember_chat.engine.inference.token_stream import StreamSetup, stream_events
+from ember_chat.engine.inference.runtime_sources import BatchSource, Seq0Source
+from ember_chat.engine.inference.token_stream import StreamSetup, TokenSource, stream_events
 from ember_chat.engine.inference.tool_formats import tool_format_for
 from ember_chat.engine.inference.tool_turn import ToolTurn
 from ember_chat.engine.models.gguf_inspect import ModelInfo, inspect_gguf
@@ -69,6 +69,8 @@ class LocalRuntime:
         # Prompt text + generated text of the last generation, and the token ids behind them, so a
         # follow-up whose prompt extends that text reuses exactly the tokens already in the KV cache.
         self._history: tuple[str, list[int]] | None = None
+        self._recent: list[tuple[str, list[int]]] = []  # the same for the last batched runs, newest first
+        self._stops = 0  # request_stop() calls so far
         self._vocab: llama_cpp.llama_vocab_p | None = None
         self._templates: dict[str | None, ChatTemplate] = {}  # per override, for the loaded model
         self._vision: VisionContext | None = None  # the model's projector, if loaded with one
@@ -182,6 +184,7 @@ class LocalRuntime:
         self._info = None
         self._config = None
         self._history = None
+        self._recent = []
         self._vocab = None
         self._templates.clear()
         if llm is not None:
@@ -195,12 +198,35 @@ class LocalRuntime:
             self._cache.decoder.evict_all()
         self._cache.forget_seq0()
         llm.reset()
+        llama_cpp.llama_memory_clear(llama_cpp.llama_get_memory(llm.ctx), True)  # (every sequence's cells)
         self._history = None
+        self._recent = []
+
+    # ----- batched decoding
+    @property
+    def batch_slots(self) -> int:
+        """How many generations can be decoded together (the loaded config's `parallel`; 0: no model)."""
+        return self._cache.parallel if self._llm is not None else 0
+
+    def can_batch(self, params: SamplingParams, tools: ToolRequest | None, messages: list[ChatMessage] | None) -> bool:
+        """Whether a request can be a batched run: plain text only (tools, a grammar or response format,
+        log-probabilities and images keep llama-cpp-python's single path)."""
+        if self._llm is None or self.batch_slots < 1 or tools is not None or params.logprobs is not None:
+            return False
+        if params.grammar is not None or (params.response_format or {"type": "text"}).get("type") != "text":
+            return False
+        return not any(m.images for m in messages or ())
+
+    def step(self) -> None:
+        """One step of the batch decoder: a token for every generating run, prompt chunks for the others."""
+        if self._cache.decoder is not None:
+            self._cache.decoder.step()
 
     # ----- generation
     def request_stop(self) -> None:
         """Stop the running generation (thread-safe): within one token while decoding, and promptly
         during prompt evaluation via llama.cpp's abort callback."""
+        self._stops += 1  # (a batched run stops when this changed since it started)
         self._abort.set()
 
     def tokenize(self, text: str, *, special: bool = False, add_bos: bool = False) -> list[int]:
@@ -233,8 +259,9 @@ class LocalRuntime:
 
     def _prompt_tokens(self, text: str, *, special: bool) -> list[int]:
         llm = self._require()
-        if self._history is not None and text.startswith(self._history[0]):
-            prev_text, prev_tokens = self._history
+        known = [h for h in (self._history, *self._recent) if h is not None and text.startswith(h[0])]
+        if known:
+            prev_text, prev_tokens = max(known, key=lambda h: len(h[0]))
             return prev_tokens + self.tokenize(text[len(prev_text) :], special=special)
         tokens = self.tokenize(text, special=special)
         bos = llm.token_bos()
@@ -248,11 +275,18 @@ class LocalRuntime:
         params: SamplingParams,
         template_override: str | None = None,
         tools: ToolRequest | None = None,
+        *,
+        batched: bool = False,
+        cancel: threading.Event | None = None,
     ) -> Iterator[Event]:
         """Generate the assistant's reply to `messages`. The last message is the user's, the results of
         the calls of the assistant turn before (`tool` messages), or an assistant's partial answer to
-        continue (after an interruption). With `tools`, the answer may be calls (see tool_turn.py)."""
+        continue (after an interruption). With `tools`, the answer may be calls (see tool_turn.py).
+        `batched` (only when `can_batch`): decoded with the other batched runs; the events include
+        StepWanted whenever it waits for `step()`. `cancel`: stops this run only."""
         llm = self._require()
+        if batched and not self.can_batch(params, tools, messages):
+            raise InvalidParameter("This request cannot be decoded with others (tools, grammar, images, logprobs).")
         recorder = MetricsRecorder(self._run_context())
         template = self.template(template_override)
         assert self._info is not None
@@ -300,7 +334,9 @@ class LocalRuntime:
             markers = MarkerNormalizer(opened_by_prompt=prompt_opens_thinking(text))
         try:
             turn = self._tool_turn(template_override, tools, markers) if plan.offered else None
-            yield from self._stream(text, tokens, params, recorder, markers, prompt, turn)
+            yield from self._stream(
+                text, tokens, params, recorder, markers, prompt, turn, batched=batched, cancel=cancel
+            )
         finally:
             if prompt is not None:
                 prompt.close()
@@ -319,9 +355,18 @@ class LocalRuntime:
             )
         return ToolTurn(fmt, tools, markers, mistral_args="[ARGS]" in (source or ""))
 
-    def complete(self, prompt: str, params: SamplingParams) -> Iterator[Event]:
-        """Continue raw text (notebook mode, for base models)."""
+    def complete(
+        self,
+        prompt: str,
+        params: SamplingParams,
+        *,
+        batched: bool = False,
+        cancel: threading.Event | None = None,
+    ) -> Iterator[Event]:
+        """Continue raw text (notebook mode, for base models); `batched` and `cancel` as for `chat`."""
         llm = self._require()
+        if batched and not self.can_batch(params, None, None):
+            raise InvalidParameter("This request cannot be decoded with others (grammar, logprobs).")
         recorder = MetricsRecorder(self._run_context())
         tokens = self._prompt_tokens(prompt, special=False)
         if len(tokens) >= llm.n_ctx():
@@ -329,7 +374,7 @@ class LocalRuntime:
                 f"The prompt is {len(tokens):,} tokens but the context holds {llm.n_ctx():,}. "
                 "Shorten it or load the model with a longer context."
             )
-        yield from self._stream(prompt, tokens, params, recorder)
+        yield from self._stream(prompt, tokens, params, recorder, batched=batched, cancel=cancel)
 
     def run_tokens(self, tokens: list[int], params: SamplingParams) -> Iterator[Event]:
         """Evaluate exactly these prompt tokens and generate exactly `params.max_tokens` tokens (the
@@ -387,36 +432,73 @@ class LocalRuntime:
         vision: VisionPrompt | None = None,
         turn: ToolTurn | None = None,
         conversation: bool = True,
+        batched: bool = False,
+        cancel: threading.Event | None = None,
     ) -> Iterator[Event]:
         """`markers`: chat mode, where a reasoning model's thinking markers are put in canonical form.
         `params.ignore_eos`: exactly max_tokens tokens (benchmarks, as llama-bench generates them).
         `vision`: the prompt's images (its `tokens` hold placeholders where they go). `conversation`:
-        seq 0's state may be saved to and restored from snapshots (not a benchmark's, nor with images)."""
+        seq 0's state may be saved to and restored from snapshots (not a benchmark's, nor with images).
+        `batched`: a run of the batch decoder (plain text only); `cancel` stops this run alone."""
         llm = self._require()
-        reused, restored = self._cache.seq0_start(llm, tokens, conversation and vision is None)
-        if vision is not None:
-            reused = vision.align(reused)
+        seed = params.seed if params.seed is not None else random.randrange(2**31)
         # (checked: a grammar llama.cpp cannot parse never reaches its sampler)
         grammar = turn.first_grammar() if turn is not None else params_grammar(params)
-        self._history = None  # invalid until this generation completes cleanly
-        self._abort.clear()
-        seed = params.seed if params.seed is not None else random.randrange(2**31)
-        llm.set_seed(seed)
-        images = (self._vision, vision) if vision is not None and self._vision is not None else None
-        source = Seq0Source(
-            llm, tokens, params, reused, self._abort, self._abort_callback, self._piece, images, restored
-        )
+        source: TokenSource
+        if batched:
+            source, stopped = self._batch_run(tokens, params, seed, cancel)
+        else:
+            source, stopped = self._seq0_run(tokens, params, seed, vision, conversation, cancel)
 
         def remember(reason: str, raw: str, generated: list[int]) -> None:
             # (with images, the text alone does not say which image is where: no text-keyed reuse)
             if reason != StopReason.STOP_STRING and vision is None:
-                self._history = (prompt_text + raw, tokens + generated)
+                if batched:
+                    self._recent = [(prompt_text + raw, tokens + generated), *self._recent[:7]]
+                else:
+                    self._history = (prompt_text + raw, tokens + generated)
 
         setup = StreamSetup(
-            tokens, params, rec, seed, llm.n_ctx(), self._piece, self._is_eog, self._abort.is_set,
+            tokens, params, rec, seed, llm.n_ctx(), self._piece, self._is_eog, stopped,
             grammar, markers, turn, remember,
         )  # fmt: skip
         yield from stream_events(source, setup)
+
+    def _seq0_run(
+        self,
+        tokens: list[int],
+        params: SamplingParams,
+        seed: int,
+        vision: VisionPrompt | None,
+        conversation: bool,
+        cancel: threading.Event | None,
+    ) -> tuple[TokenSource, Callable[[], bool]]:
+        """llama-cpp-python's own path on seq 0 (its KV state restored from a snapshot when that shares
+        more of the prompt than seq 0 holds)."""
+        llm = self._require()
+        reused, restored = self._cache.seq0_start(llm, tokens, conversation and vision is None)
+        if vision is not None:
+            reused = vision.align(reused)
+        self._history = None  # invalid until this generation completes cleanly
+        self._abort.clear()
+        llm.set_seed(seed)
+        abort = self._abort
+        stopped = abort.is_set if cancel is None else (lambda: abort.is_set() or cancel.is_set())
+        images = (self._vision, vision) if vision is not None and self._vision is not None else None
+        source = Seq0Source(llm, tokens, params, reused, stopped, self._abort_callback, self._piece, images, restored)
+        return source, stopped
+
+    def _batch_run(
+        self, tokens: list[int], params: SamplingParams, seed: int, cancel: threading.Event | None
+    ) -> tuple[TokenSource, Callable[[], bool]]:
+        """A run of the batch decoder. `request_stop()` stops it only when called after it started."""
+        stops = self._stops
+
+        def stopped() -> bool:
+            return self._stops != stops or (cancel is not None and cancel.is_set())
+
+        decoder = self._cache.batch_decoder()
+        return BatchSource(decoder, decoder.start(tokens, params, seed), stopped), stopped
 
     def _is_eog(self, token: int) -> bool:
         return bool(llama_cpp.llama_vocab_is_eog(self._vocab, token))

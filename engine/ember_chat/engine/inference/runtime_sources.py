@@ -1,8 +1,8 @@
-"""Token sources for token_stream.stream_events: llama-cpp-python's own single-sequence path (seq 0)."""
+"""Token sources for token_stream.stream_events: llama-cpp-python's own single-sequence path (seq 0)
+and a run of the batch decoder."""
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
@@ -16,6 +16,7 @@ from ember_chat.engine.inference.llama_loader import NULL_ABORT
 from ember_chat.engine.inference.logprobs import token_logprob
 
 if TYPE_CHECKING:
+    from ember_chat.engine.inference.batch_decode import BatchDecoder, SlotRun
     from ember_chat.engine.inference.logprobs import TokenLogprob
     from ember_chat.engine.inference.vision import VisionContext, VisionPrompt
 
@@ -33,7 +34,7 @@ class Seq0Source:
         tokens: list[int],
         params: SamplingParams,
         reused: int,
-        abort: threading.Event,
+        stopped: Callable[[], bool],
         abort_callback: object,
         piece: Callable[[int], bytes],
         vision: tuple[VisionContext, VisionPrompt] | None = None,
@@ -44,7 +45,7 @@ class Seq0Source:
         self._params = params
         self.reused = reused
         self.restored = restored
-        self._abort = abort
+        self._stopped = stopped
         self._piece = piece
         self._vision = vision
         llama_cpp.llama_perf_context_reset(llm.ctx)
@@ -53,7 +54,7 @@ class Seq0Source:
     def prefill(self) -> Iterator[PrefillProgress | StepWanted]:
         if self._vision is not None:
             context, prompt = self._vision
-            yield from context.prefill(self._llm, prompt, self.reused, self._abort.is_set)
+            yield from context.prefill(self._llm, prompt, self.reused, self._stopped)
             return
         yield from self._prefill_in_chunks()
 
@@ -68,7 +69,7 @@ class Seq0Source:
             return
         llm.n_tokens = reused  # (eval clears the KV cache beyond this position)
         done = 0
-        while done < todo and not self._abort.is_set():
+        while done < todo and not self._stopped():
             chunk = tokens[reused + done : reused + min(todo, done + batch)]
             llm.eval(chunk)
             done += len(chunk)
@@ -114,3 +115,58 @@ class Seq0Source:
 
     def end(self, generated: list[int]) -> None:
         llama_cpp.llama_set_abort_callback(self._llm.ctx, NULL_ABORT, None)
+
+
+STEP = StepWanted()
+
+
+class BatchSource:
+    """A run of the batch decoder (batch_decode.py): it yields StepWanted whenever it waits for the
+    decoder's next step (the caller steps once for all waiting runs, then resumes it). llama.cpp's
+    counters are the whole batch's: none are given for a run."""
+
+    def __init__(self, decoder: BatchDecoder, run: SlotRun, stopped: Callable[[], bool]) -> None:
+        self._decoder = decoder
+        self._run = run
+        self._stopped = stopped
+        self.reused = run.reused
+        self.restored = run.restored
+
+    @property
+    def full(self) -> bool:
+        return self._run.full
+
+    def prefill(self) -> Iterator[PrefillProgress | StepWanted]:
+        run = self._run
+        total = run.pending_prefill
+        shown = False
+        while run.pending_prefill > 0 and not run.finished and not self._stopped():
+            yield STEP
+            done = total - run.pending_prefill
+            if done and (shown or done < total):  # (a prompt evaluated in one step needs no progress)
+                shown = True
+                yield PrefillProgress(done, total, time.perf_counter_ns())
+
+    def generate(self, tokens: list[int], grammar: str | None) -> Iterator[int | StepWanted]:
+        assert grammar is None, "a generation under a grammar is never batched"
+        run, decoder = self._run, self._decoder
+        while True:
+            while run.token is None:
+                if run.finished:
+                    return
+                yield STEP
+            token = run.token
+            yield token
+            decoder.accept(run, token)  # (only when the caller asks for the next one)
+
+    def logprob(self, token: int, top: int) -> TokenLogprob | None:
+        return None
+
+    def perf(self) -> tuple[float, int, float, int] | None:
+        return None
+
+    def image_encode_ms(self) -> float | None:
+        return None
+
+    def end(self, generated: list[int]) -> None:
+        self._decoder.finish(self._run)
