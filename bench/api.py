@@ -104,13 +104,20 @@ class Stream:
     text: str
 
 
-def stream_completion(client: openai.OpenAI, model: str, text: str, max_tokens: int, t0: float | None = None) -> Stream:
+def stream_completion(
+    client: openai.OpenAI,
+    model: str,
+    text: str,
+    max_tokens: int,
+    t0: float | None = None,
+    extra: dict[str, Any] | None = None,
+) -> Stream:
     """Stream a greedy completion with the official client; time text as it arrives. `t0`: the moment
-    the request counts from (default: now)."""
+    the request counts from (default: now); `extra`: more request fields (e.g. ignore_eos)."""
     t0 = time.perf_counter() if t0 is None else t0
     stream = client.completions.create(
         model=model, prompt=text, max_tokens=max_tokens, temperature=0.0, stream=True,
-        extra_body={"repeat_penalty": 1.0, "top_k": 40, "min_p": 0.05},
+        extra_body={"repeat_penalty": 1.0, "top_k": 40, "min_p": 0.05, **(extra or {})},
     )  # fmt: skip
     times: list[float] = []
     parts: list[str] = []
@@ -154,12 +161,13 @@ class ServerProcess:
             env = dict(os.environ, EMBER_DATA_DIR=f"{self.home.name}/data", EMBER_CONFIG_DIR=f"{self.home.name}/config")
         self.proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
         self.ready = threading.Event()
+        self.started = False  # its ready line was seen (ready is also set when its log ends)
         self.prefill_ms: list[float] = []
         self.log: list[str] = []
         self.new_timing = threading.Condition()
         self.reader = threading.Thread(target=self._read, daemon=True)
         self.reader.start()
-        if not self.ready.wait(180) or self.proc.poll() is not None:
+        if not self.ready.wait(180) or not self.started or self.proc.poll() is not None:
             log = "".join(self.log[-20:])
             self.close()
             raise RuntimeError(f"{Path(argv[0]).name} {argv[1:3]} did not start:\n{log}")
@@ -196,6 +204,7 @@ class ServerProcess:
         for line in self.proc.stderr:
             self.log.append(line)
             if self.ready_marker.search(line):
+                self.started = True
                 self.ready.set()
             m = self.PROMPT_EVAL.search(line)
             if m:
