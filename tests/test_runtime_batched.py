@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
+import llama_cpp
 import pytest
 
 from ember_chat.engine.core.messages import ChatMessage
@@ -219,4 +220,30 @@ def test_slots_are_saved_at_unload_and_restored_into_a_slot_after_a_restart(
         assert said(events)[0] == expected
     finally:
         again.close()
+        store.close()
+
+
+def test_the_single_paths_conversation_moves_to_a_slot_through_a_snapshot(
+    chat_starter_model: Path, tmp_path: Path
+) -> None:
+    """A batched run starts with seq 0's cells given back (all sequences share the context's cells), its
+    conversation saved first: coming back batched restores it into a slot."""
+    conversation = [ChatMessage("user", text(220))]
+    store = SnapshotStore(tmp_path / "snaps", cap_bytes=2**31)
+    rt = LocalRuntime()
+    rt.snapshots = store
+    rt.load(LoadConfig(chat_starter_model, n_ctx=2048, threads=1, parallel=4))
+    try:
+        answer = said(list(rt.chat(conversation, GREEDY)))[1].text  # the single path (seq 0)
+        follow = [*conversation, ChatMessage("assistant", answer), ChatMessage("user", "And the fifth word?")]
+        expected = said(list(rt.chat(follow, GREEDY)))[0]
+        list(rt.chat(conversation, GREEDY))  # (seq 0 holds the first turn again)
+        (events,) = drive(rt, [rt.chat(follow, GREEDY, batched=True)])
+        memory = llama_cpp.llama_get_memory(rt._require().ctx)
+        assert llama_cpp.llama_memory_seq_pos_max(memory, 0) == -1  # seq 0 gave its cells back
+        ready = next(e for e in events if isinstance(e, PromptReady))
+        assert ready.restored > 256
+        agrees(rt, follow, GREEDY, expected, said(events)[0])
+    finally:
+        rt.close()
         store.close()

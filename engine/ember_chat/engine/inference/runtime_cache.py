@@ -13,6 +13,7 @@ from ember_chat.engine.core.params import LoadConfig
 from ember_chat.engine.inference.grammar_sampling import common_prefix
 from ember_chat.engine.inference.kv_snapshots import SnapshotKey, SnapshotStore, cache_settings_key, model_identity
 from ember_chat.engine.inference.seq0_snapshots import restore_seq0, save_seq0, seq0_tokens
+from ember_chat.engine.inference.seq_state import clear_seq
 
 if TYPE_CHECKING:
     from ember_chat.engine.inference.batch_decode import BatchDecoder
@@ -43,12 +44,22 @@ class ContextCache:
         self.parallel = int(getattr(config, "parallel", 1) or 1)
 
     def batch_decoder(self) -> BatchDecoder:
-        """The decoder of sequences 1..parallel, made at the first batched run."""
+        """The decoder of sequences 1..parallel (made at the first batched run), once seq 0 gave up its
+        cells: the context's cells are shared by all sequences, and a batched run must not find most of
+        them held by the single path's last conversation (saved to the snapshot store first, so the
+        decoder restores it into a slot when it comes back)."""
+        llm = self._llm
+        assert llm is not None
+        if int(llama_cpp.llama_memory_seq_pos_max(llama_cpp.llama_get_memory(llm.ctx), 0)) >= 0:
+            if self.snapshots is not None and self.key is not None and self._seq0_conversation:
+                save_seq0(llm, self.snapshots, self.key)
+            clear_seq(llm.ctx, 0)
+            llm.n_tokens = 0
+            self._seq0_conversation = False
         if self.decoder is None:
             from ember_chat.engine.inference.batch_decode import BatchDecoder
 
-            assert self._llm is not None
-            self.decoder = BatchDecoder(self._llm, self.parallel, self.snapshots, self.key)
+            self.decoder = BatchDecoder(llm, self.parallel, self.snapshots, self.key)
         return self.decoder
 
     def set_snapshots(self, store: SnapshotStore | None) -> None:
