@@ -20,7 +20,7 @@ import pytest
 
 from ember_chat.engine.core.params import SPECS, LoadConfig, LoadOptions, SamplingParams
 from ember_chat.engine.errors import InvalidParameter
-from ember_chat.engine.inference.batch_decode import BatchDecoder, SlotRun
+from ember_chat.engine.inference.batch_decode import BatchDecoder, NoFreeSlot, SlotRun
 from ember_chat.engine.inference.kv_snapshots import SnapshotKey, SnapshotStore
 from ember_chat.engine.inference.llama_loader import open_llama
 from ember_chat.engine.inference.seq_state import seq_state
@@ -335,3 +335,29 @@ def test_when_the_cells_run_out_idle_slots_go_first_then_the_youngest_run_ends_f
         assert old.token is not None and not old.finished
     finally:
         decoder.close()
+
+
+def test_a_snapshot_llama_cpp_refuses_is_not_used_and_the_prompt_is_evaluated(
+    llm: llama_cpp.Llama, decoder: BatchDecoder
+) -> None:
+    store = SnapshotStore(None, 0)
+    key = SnapshotKey("gemma-3-270m", "test settings")
+    long = tokens_of(llm, " ".join(PROMPTS) * 8)[:280]
+    reference = generate(llm, long, 8)
+    clear(llm)
+    store.put(key, long, b"not a llama.cpp state" * 100)
+    decoder.snapshots, decoder.key = store, key
+    run = decoder.start(long, GREEDY, 0)
+    assert (run.reused, run.restored, run.pending_prefill) == (0, 0, len(long))
+    assert pos_max(llm, run.slot.seq_id) == -1  # nothing half-restored left in its cells
+    outs: dict[SlotRun, list[int]] = {}
+    drive(decoder, {run: 8}, outs)
+    assert outs[run] == reference
+
+
+def test_a_run_waits_for_a_slot_when_all_are_taken(llm: llama_cpp.Llama, decoder: BatchDecoder) -> None:
+    runs = [decoder.start(tokens_of(llm, text), GREEDY, 0) for text in PROMPTS]
+    with pytest.raises(NoFreeSlot):
+        decoder.start(tokens_of(llm, PROMPTS[0]), GREEDY, 0)
+    decoder.finish(runs[1])
+    assert decoder.start(tokens_of(llm, PROMPTS[1]), GREEDY, 0).slot is runs[1].slot
