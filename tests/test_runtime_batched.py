@@ -247,3 +247,21 @@ def test_the_single_paths_conversation_moves_to_a_slot_through_a_snapshot(
     finally:
         rt.close()
         store.close()
+
+
+def test_cancel_stops_a_single_path_run_and_request_stop_every_batched_run_already_started(rt: LocalRuntime) -> None:
+    long = SamplingParams(temperature=0.0, max_tokens=40)
+    cancel = threading.Event()
+    events: list[Event] = []
+    for event in rt.chat([ChatMessage("user", QUESTIONS[0])], long, cancel=cancel):  # the single path
+        events.append(event)
+        if sum(isinstance(e, Token) for e in events) == 2:
+            cancel.set()
+    tokens, fin = said(events)
+    assert fin.reason == "cancelled" and len(tokens) == 2
+
+    runs = [rt.chat([ChatMessage("user", q)], long, batched=True) for q in QUESTIONS[:2]]
+    stopped = drive(rt, runs, after={0: (2, rt.request_stop)})
+    assert [said(e)[1].reason for e in stopped] == ["cancelled", "cancelled"]
+    (later,) = drive(rt, [rt.chat([ChatMessage("user", QUESTIONS[2])], GREEDY, batched=True)])
+    assert said(later)[1].reason == "length"  # (a stop asked for before a run started is not its stop)
