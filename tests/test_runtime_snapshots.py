@@ -181,3 +181,37 @@ def test_a_snapshot_of_other_load_settings_is_never_restored(runtimes: Runtimes,
     other = runtimes.open(tmp_path / "snaps", n_ctx=1024)  # the cache's size changed: another key
     follow = [*first, assistant(fin.text), user("And the fifth word?")]
     assert answer(other, follow)[2].restored == 0
+
+
+def test_the_base_starters_text_is_restored_too(starter_model: Path, tmp_path: Path) -> None:
+    """Gemma 3 270M (sliding-window attention: llama.cpp keeps its whole window cache, so a restored
+    state is whole), in notebook mode: a text switched away from and back continues as from the live cache."""
+    config = LoadConfig(starter_model, n_ctx=1024, threads=1)
+    prompt = text(300)
+
+    def run(rt: LocalRuntime, text_: str) -> tuple[list[str], Finished, PromptReady]:
+        events = list(rt.complete(text_, GREEDY))
+        fin = events[-1]
+        assert isinstance(fin, Finished)
+        ready = next(e for e in events if isinstance(e, PromptReady))
+        return [e.text for e in events if isinstance(e, Token) and e.count], fin, ready
+
+    plain = LocalRuntime()
+    rt = LocalRuntime()
+    store = SnapshotStore(tmp_path / "snaps", cap_bytes=2**31)
+    rt.snapshots = store
+    try:
+        plain.load(config)
+        first = run(plain, prompt)[1].text
+        more = prompt + first + " Then"
+        expected, _, expected_ready = run(plain, more)
+        rt.load(config)
+        run(rt, prompt)
+        run(rt, text(300, seed=4))  # another text: the first is saved
+        got, _, ready = run(rt, more)
+        assert got == expected
+        assert ready.restored == expected_ready.prompt_tokens_reused > 256
+    finally:
+        plain.close()
+        rt.close()
+        store.close()
