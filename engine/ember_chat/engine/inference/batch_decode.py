@@ -241,6 +241,7 @@ class BatchDecoder:
 
     def _end_youngest(self) -> None:
         run = max((r for r in self._runs if not r.finished), key=lambda r: r.order)
+        log.info("the context's cells are all in use: the youngest run (sequence %d) ends", run.slot.seq_id)
         run.full = True
         run.token = None
         self.finish(run)
@@ -263,7 +264,7 @@ class BatchDecoder:
     def _restore(self, slot: Slot, tokens: list[int], keep: int) -> tuple[int, int]:
         """A snapshot sharing more of `tokens` than the slot holds, restored into it: (kept, restored)."""
         store, key = self.snapshots, self.key
-        if store is None or key is None or len(tokens) < self._min_tokens():
+        if store is None or key is None or len(tokens) < self._min_tokens() or keep >= len(tokens) - 1:
             return keep, 0
         match = store.best(key, tokens)
         target = min(match.shared, len(tokens) - 1) if match is not None else 0
