@@ -215,3 +215,23 @@ def test_the_base_starters_text_is_restored_too(starter_model: Path, tmp_path: P
         plain.close()
         rt.close()
         store.close()
+
+
+def test_the_next_turn_of_the_conversation_seq_0_holds_does_not_search_the_store(
+    runtimes: Runtimes, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rt = runtimes.open(tmp_path / "snaps")
+    assert rt.snapshots is not None
+    searched: list[int] = []
+    search = rt.snapshots.best
+
+    def best(key, tokens):  # (the store's own search, counted)
+        searched.append(len(tokens))
+        return search(key, tokens)
+
+    monkeypatch.setattr(rt.snapshots, "best", best)
+    first = [user(text(200))]
+    fin = answer(rt, first)[1]
+    assert len(searched) == 1  # (seq 0 held nothing: a snapshot may have it)
+    ready = answer(rt, [*first, assistant(fin.text), user("And the fifth word?")])[2]
+    assert ready.prompt_tokens_reused > 256 and len(searched) == 1

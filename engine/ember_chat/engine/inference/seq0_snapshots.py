@@ -44,6 +44,8 @@ def restore_seq0(
     held = seq0_tokens(llm)
     reused = common_prefix(held, tokens)
     limit = len(tokens) - 1  # llama.cpp must evaluate at least one token to get logits
+    if held and reused == len(held):  # (the prompt goes on from all seq 0 holds: the usual next turn)
+        return min(reused, limit), 0
     match = store.best(key, tokens)
     if match is None or min(match.shared, limit) <= min(reused, limit):
         if save_held and reused < len(held):  # seq 0's conversation is about to be cut back: keep it first
