@@ -24,9 +24,11 @@ from ember_chat.engine.inference.runtime import LocalRuntime
 from tests.test_runtime_snapshots import text
 
 GREEDY = SamplingParams(temperature=0.0, max_tokens=16)
-# llama.cpp's kernels are not batch-invariant: with several sequences in the context, attention runs over
-# the cells of all of them (masked) and sums in another order, so a greedy choice may differ from the lone
-# run's where its two best tokens are this close (logits). A run alone gives exactly the lone tokens.
+# llama.cpp's kernels are not batch-invariant: without flash attention, attention sums over every
+# sequence's cells (masked) in another order; with it (the default), two prompts evaluated in the same
+# llama_decode still round differently than each alone (measured: a haiku's first token, margin 0.09).
+# So a greedy choice may differ from the lone run's where its two best tokens are this close (logits).
+# A run alone gives exactly the lone tokens.
 TIE = 0.5
 QUESTIONS = ("Write a haiku about the sea.", "What is two plus two?", "Name three colours.")
 
