@@ -8,7 +8,8 @@ For each prompt length n, in rounds that alternate who goes first:
 - `llama-bench` (built by bench.llama_tools, the same llama.cpp): `-p n -n 0` (pp n) and
   `-p 0 -n <output> -d n` (tg at depth n), one repetition per round.
 The KV cache is cleared before each. Prints the medians and the lab / bare and lab / llama-bench ratios
-(budget ≥ 0.97 for each). `lab_llama_prefill_tokens_per_s` is llama.cpp's own prompt-eval counter inside
+(budget ≥ 0.97 for each); `*_best`: the same ratio of the fastest rounds (on a shared machine the least
+disturbed ones). `lab_llama_prefill_tokens_per_s` is llama.cpp's own prompt-eval counter inside
 the lab's runs: where it is near llama-bench's and the lab's own figure is not, the time is lost outside
 llama_decode.
 
@@ -93,6 +94,9 @@ def point(n: int, samples: dict[str, list[float]]) -> dict[str, Any]:
     def med(key: str, digits: int) -> float | None:
         return round(statistics.median(samples[key]), digits) if samples.get(key) else None
 
+    def best(key: str) -> float | None:
+        return max(samples[key]) if samples.get(key) else None
+
     lab_pp, lab_tg = med("lab_pp", 1), med("lab_tg", 2)
     return {
         "prompt_tokens": n,
@@ -107,6 +111,9 @@ def point(n: int, samples: dict[str, list[float]]) -> dict[str, Any]:
         "llama_bench_decode_tokens_per_s": med("llama_bench_tg", 2),
         "decode_ratio": ratio(lab_tg, med("bare_tg", 2)),
         "decode_ratio_llama_bench": ratio(lab_tg, med("llama_bench_tg", 2)),
+        # the fastest round of each (the least disturbed by other work on a shared machine)
+        "prefill_ratio_llama_bench_best": ratio(best("lab_pp"), best("llama_bench_pp")),
+        "decode_ratio_llama_bench_best": ratio(best("lab_tg"), best("llama_bench_tg")),
     }
 
 

@@ -65,6 +65,8 @@ def test_lab_vs_llama_lines_llama_bench_up_with_the_lab_points() -> None:
     assert p["prefill_ratio_llama_bench"] == pytest.approx(490 / 620, abs=1e-4)
     assert p["decode_ratio_llama_bench"] == pytest.approx(67 / 70, abs=1e-4)
     assert p["prefill_ratio"] == pytest.approx(490 / 590, abs=1e-4) and p["lab_llama_prefill_tokens_per_s"] == 600
+    assert p["prefill_ratio_llama_bench_best"] == pytest.approx(500 / 630, abs=1e-4)
+    assert p["decode_ratio_llama_bench_best"] == pytest.approx(68 / 70, abs=1e-4)
     p = lab_vs_llama.point(128, {**samples, "llama_bench_pp": [], "llama_bench_tg": []})
     assert p["llama_bench_prefill_tokens_per_s"] is None and p["decode_ratio_llama_bench"] is None
 
