@@ -43,7 +43,7 @@ import openai
 
 from bench.llama_tools import LLAMA_SERVER_READY, find_tool, llama_server_command
 from ember_chat.engine.cli.common import load_blocking, resolve_model
-from ember_chat.engine.core.params import LoadConfig, SamplingParams, default_threads
+from ember_chat.engine.core.params import SPECS, LoadConfig, SamplingParams, default_threads
 from ember_chat.engine.inference.metrics import GenerationMetrics
 from ember_chat.engine.inference.service import EngineService, GenerationRequest, GenerationSink
 from ember_chat.engine.storage.paths import AppPaths
@@ -59,6 +59,22 @@ PATHS = ("direct", "ember", "peer", "llama_server")
 
 def prompt(run: int, path: int) -> str:
     return f"Story {run % 10}{path}{path}: " + STORY * 2
+
+
+def add_flash_attn_option(ap: argparse.ArgumentParser) -> None:
+    """--flash-attn / --no-flash-attn for every side of a comparison; default: Ember's own (the load
+    parameter table's), and each side is told explicitly (llama.cpp's programs default to 'auto')."""
+    default = bool(SPECS["flash_attn"].default)
+    ap.add_argument(
+        "--flash-attn",
+        action=argparse.BooleanOptionalAction,
+        default=default,
+        help=f"flash attention for every side (default: Ember's, {'on' if default else 'off'})",
+    )
+
+
+def ember_flash_attn_flag(on: bool) -> str:
+    return "--flash-attn" if on else "--no-flash-attn"
 
 
 def median(values: Sequence[float]) -> float:
@@ -173,12 +189,13 @@ class ServerProcess:
             raise RuntimeError(f"{Path(argv[0]).name} {argv[1:3]} did not start:\n{log}")
 
     @classmethod
-    def llama_cpp_python(cls, model: Path, threads: int, n_ctx: int) -> ServerProcess:
+    def llama_cpp_python(cls, model: Path, threads: int, n_ctx: int, flash_attn: bool = False) -> ServerProcess:
         port = free_port()
         return cls(
             [sys.executable, "-m", "llama_cpp.server", "--model", str(model), "--host", "127.0.0.1",
              "--port", str(port), "--n_ctx", str(n_ctx), "--n_threads", str(threads),
-             "--n_threads_batch", str(threads), "--interrupt_requests", "false", "--verbose", "true"],
+             "--n_threads_batch", str(threads), "--interrupt_requests", "false", "--verbose", "true",
+             "--flash_attn", str(flash_attn).lower()],
             "Uvicorn running on", port,
         )  # fmt: skip
 
@@ -243,7 +260,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--max-tokens", type=int, default=128)
     ap.add_argument("--ctx", type=int, default=2048)
-    ap.add_argument("--flash-attn", action="store_true", help="flash attention on for every path (default off)")
+    add_flash_attn_option(ap)
     ap.add_argument("--no-llama-server", action="store_true", help="leave llama.cpp's llama-server out")
     ap.add_argument("--quick", action="store_true", help="a tiny run: 1 round of 16 tokens (checks the machinery)")
     ap.add_argument("--json", action="store_true")
@@ -296,7 +313,7 @@ def main(argv: list[str] | None = None) -> int:
     load_blocking(service, LoadConfig(path, n_ctx=args.ctx, threads=args.threads, flash_attn=args.flash_attn), "ember")
     # Every server in its own process, as users run them (a client in the server's process would
     # compete with it for the GIL)
-    fa = ["--flash-attn"] if args.flash_attn else []
+    fa = [ember_flash_attn_flag(args.flash_attn)]
     servers: dict[str, ServerProcess] = {}
     clients: dict[str, openai.OpenAI] = {}
     names = {"ember": path.name, "peer": str(path), "llama_server": path.name}
@@ -306,7 +323,7 @@ def main(argv: list[str] | None = None) -> int:
     ember_ttft_errors: list[float] = []
     try:
         servers["ember"] = ServerProcess.ember(path, args.threads, args.ctx, fa)
-        servers["peer"] = ServerProcess.llama_cpp_python(path, args.threads, args.ctx)
+        servers["peer"] = ServerProcess.llama_cpp_python(path, args.threads, args.ctx, args.flash_attn)
         if llama_server is not None:
             servers["llama_server"] = ServerProcess.llama_server(
                 llama_server, path, args.threads, args.ctx, flash_attn=args.flash_attn

@@ -35,7 +35,7 @@ from typing import Any
 
 import openai
 
-from bench.api import STORY, ServerProcess, ratio, stream_completion
+from bench.api import STORY, ServerProcess, add_flash_attn_option, ember_flash_attn_flag, ratio, stream_completion
 from bench.llama_tools import find_tool
 from ember_chat.engine.cli.common import resolve_model
 from ember_chat.engine.core.params import default_threads
@@ -152,7 +152,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--clients", default="1,2,4", help="client counts, comma-separated")
     ap.add_argument("--max-tokens", type=int, default=64)
     ap.add_argument("--runs", type=int, default=5, help="rounds (each: every client count, both servers)")
-    ap.add_argument("--flash-attn", action="store_true", help="flash attention on for both (default off)")
+    add_flash_attn_option(ap)
     ap.add_argument("--no-llama-server", action="store_true", help="leave llama.cpp's llama-server out")
     ap.add_argument("--quick", action="store_true", help="a tiny run: 1 round of 8 tokens (checks the machinery)")
     ap.add_argument("--json", action="store_true")
@@ -170,7 +170,7 @@ def start_servers(args: argparse.Namespace, path: Path) -> dict[str, ServerProce
     tool = None if args.no_llama_server else find_tool("llama-server")
     try:
         extra = ["--parallel", str(args.parallel), "--no-kv-snapshots", "--queue", "64"]
-        extra += ["--flash-attn"] if args.flash_attn else []
+        extra.append(ember_flash_attn_flag(args.flash_attn))
         servers["ember"] = ServerProcess.ember(path, args.threads, args.ctx, extra)
         if tool is not None:
             servers["llama_server"] = ServerProcess.llama_server(

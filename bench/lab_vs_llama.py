@@ -30,7 +30,7 @@ from typing import Any
 
 import llama_cpp
 
-from bench.api import ratio
+from bench.api import add_flash_attn_option, ratio
 from bench.bare_llama import bare_loop
 from bench.llama_tools import LlamaBenchResult, find_tool, llama_bench, llama_bench_command
 from ember_chat.engine.bench.lab import BenchPlan, machine_facts, prompt_seed, run_lab
@@ -56,7 +56,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--output", type=int, default=64)
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--threads", type=int, default=default_threads())
-    ap.add_argument("--flash-attn", action="store_true", help="flash attention on for all three (default off)")
+    add_flash_attn_option(ap)
     ap.add_argument("--no-llama-bench", action="store_true", help="leave llama.cpp's llama-bench out")
     ap.add_argument("--quick", action="store_true", help="a tiny run: 32 prompt tokens, 8 generated, 1 round")
     ap.add_argument("--json", action="store_true")

@@ -11,6 +11,7 @@ import pytest
 
 from bench import api, lab_vs_llama
 from bench.llama_tools import LlamaBenchResult, find_tool, parse_llama_bench
+from ember_chat.engine.core.params import SPECS
 from tests.gguf_factory import write_tiny_model
 
 SAMPLES = Path(__file__).parent / "llama_bench_samples"
@@ -24,7 +25,11 @@ def test_ratio_is_none_when_a_side_was_not_measured() -> None:
 def test_api_quick_is_a_tiny_run_and_every_llama_server_figure_has_a_key() -> None:
     args = api.parse_args(["--quick", "--json"])
     assert (args.runs, args.max_tokens, args.ctx, args.json) == (1, 16, 1024, True)
-    assert api.parse_args([]).runs == 5 and not api.parse_args([]).flash_attn
+    assert api.parse_args([]).runs == 5
+    # every side gets Ember's own flash-attention default, told explicitly
+    assert api.parse_args([]).flash_attn is SPECS["flash_attn"].default
+    assert api.parse_args(["--no-flash-attn"]).flash_attn is False
+    assert api.ember_flash_attn_flag(False) == "--no-flash-attn" and api.ember_flash_attn_flag(True) == "--flash-attn"
     rows = {
         "direct": [{"ttft_ms": 50.0, "decode_tps": 66.0}, {"ttft_ms": 52.0, "decode_tps": 64.0}],
         "ember": [{"ttft_ms": 60.0, "decode_tps": 63.0}, {"ttft_ms": 62.0, "decode_tps": 63.6}],
