@@ -100,8 +100,8 @@ def test_cache_settings_key_names_what_changes_the_cache_and_the_module_imports_
     others = {
         cache_settings_key(LoadConfig(tiny_model, n_ctx=4096), 5),
         cache_settings_key(LoadConfig(tiny_model, n_ctx=2048), 3),
-        cache_settings_key(LoadConfig(tiny_model, n_ctx=2048, kv_cache_type="q8_0", flash_attn=True), 5),
-        cache_settings_key(LoadConfig(tiny_model, n_ctx=2048, flash_attn=True), 5),
+        cache_settings_key(LoadConfig(tiny_model, n_ctx=2048, kv_cache_type="q8_0"), 5),
+        cache_settings_key(LoadConfig(tiny_model, n_ctx=2048, flash_attn=not LoadConfig.flash_attn), 5),
     }
     assert base not in others and len(others) == 4
     code = "import sys, ember_chat.engine.inference.kv_snapshots; print('llama_cpp' in sys.modules)"
