@@ -122,9 +122,13 @@ def alone(dec: BatchDecoder, tokens: list[int], n: int, params: SamplingParams =
     return outs[run]
 
 
-def top_two_margin(llm: llama_cpp.Llama, tokens: list[int]) -> float:
+def top_two_margin(llm: llama_cpp.Llama, prompt: list[int], answer: list[int]) -> float:
+    """How far the best token led the second after `prompt + answer`, evaluated as `generate` evaluates
+    them (the prompt at once, then the answer token by token: other batch sizes round differently)."""
     clear(llm)
-    llm.eval(tokens)
+    llm.eval(prompt)
+    for token in answer:
+        llm.eval([token])
     logits = np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(llm.ctx, -1), shape=(llm.n_vocab(),))
     first, second = np.sort(logits)[-2:][::-1]
     return float(first - second)
@@ -136,7 +140,7 @@ def agrees(llm: llama_cpp.Llama, prompt: list[int], reference: list[int], got: l
     assert len(got) == len(reference)
     at = next((i for i, (a, b) in enumerate(zip(reference, got, strict=True)) if a != b), None)
     if at is not None:
-        margin = top_two_margin(llm, prompt + reference[:at])
+        margin = top_two_margin(llm, prompt, reference[:at])
         assert margin < TIE, f"diverged at token {at} where the best token led by {margin:.3f} logits"
     return at
 
@@ -183,12 +187,14 @@ def test_a_newcomer_joins_running_runs_and_its_prompt_goes_in_by_chunks(
     clear(llm)
     runs = [decoder.start(p, GREEDY, 0) for p in prompts]
     outs: dict[SlotRun, list[int]] = {}
-    for _ in range(4):  # the first three are under way
+    for step in range(4):  # the first three get under way: one prompt per step, oldest first
         decoder.step()
-        for run in runs:
-            assert run.token is not None
-            outs.setdefault(run, []).append(run.token)
-            decoder.accept(run, run.token)
+        for i, run in enumerate(runs):
+            assert (run.token is not None) == (i <= step)
+            assert run.pending_prefill == (0 if i <= step else len(prompts[i]))
+            if run.token is not None:
+                outs.setdefault(run, []).append(run.token)
+                decoder.accept(run, run.token)
     late = decoder.start(newcomer, GREEDY, 0)
     chunks = []
     while late.pending_prefill:

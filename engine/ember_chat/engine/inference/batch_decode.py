@@ -193,11 +193,14 @@ class BatchDecoder:
             run.slot.last_used = time.monotonic()
 
     def _plan(self) -> list[tuple[SlotRun, list[int], bool]]:
-        """(run, tokens to evaluate, sample after them) in batch order: generating runs first."""
+        """(run, tokens to evaluate, sample after them) in batch order: generating runs first, then a
+        chunk of ONE prompt (two prompts in one llama_decode would have their attention summed in
+        other chunks than each alone: their greedy answers could split from the lone ones)."""
         room = self.n_batch
         plan: list[tuple[SlotRun, list[int], bool]] = []
         waiting = [r for r in self._runs if r.inputs and not r.finished]
-        for run in [r for r in waiting if r.pending_prefill == 0] + [r for r in waiting if r.pending_prefill]:
+        prefilling = [r for r in waiting if r.pending_prefill][:1]
+        for run in [r for r in waiting if r.pending_prefill == 0] + prefilling:
             if room <= 0:
                 break
             chunk = run.inputs[:room]
