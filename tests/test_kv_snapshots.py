@@ -4,6 +4,7 @@ superseding of prefix snapshots, lazy opening, damaged files refused, unwritable
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -14,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from ember_chat.engine.core.params import LoadConfig
+from ember_chat.engine.inference.kv_snapshot_files import MAGIC
 from ember_chat.engine.inference.kv_snapshots import (
     SnapshotKey,
     SnapshotMatch,
@@ -249,6 +251,38 @@ def test_a_truncated_file_is_refused_and_removed(tmp_path: Path, make_store: Cal
     assert store.best(KEY, toks(N)) is None and store.usage() == (0, 0)
 
 
+def _head_only_file(head: bytes) -> bytes:
+    """A snapshot file whose header is `head` (valid for its length), no tokens, no state, a zero digest."""
+    return MAGIC + len(head).to_bytes(4, "little") + head + b"\0" * 32
+
+
+SURROGATE_HEAD = json.dumps({"format": 1, "model": "\ud800", "settings": "s", "tokens": 0, "state": 0}).encode()
+DEEP_HEAD = b"[" * 60_000  # valid JSON's start, too deep for the parser
+
+
+@pytest.mark.parametrize("head", [SURROGATE_HEAD, DEEP_HEAD], ids=["lone-surrogate", "deep-nesting"])
+def test_a_header_that_breaks_the_parser_is_damaged_not_raised(
+    tmp_path: Path, make_store: Callable[..., SnapshotStore], head: bytes
+) -> None:
+    folder = tmp_path / "kv"
+    good = _one_file_on_disk(folder, make_store)
+    bad = folder / ("0" * 40 + ".kvsnap")
+    bad.write_bytes(_head_only_file(head))
+    store = make_store(folder)
+    match = best(store, toks(N))  # opening the folder: the bad file removed, the good one found
+    assert match.source == "disk" and store.load(match) == blob(4000, 3)
+    assert not bad.exists() and len(store.problems) == 1 and "damaged" in store.problems[0]
+    assert best(store, toks(N)).ident == match.ident and len(store.problems) == 1  # (opened once)
+
+    # damaged so after it was found: refused when loaded
+    store = make_store(folder)
+    match = best(store, toks(N))
+    good.write_bytes(_head_only_file(head))
+    assert store.load(match) is None
+    assert not good.exists() and len(store.problems) == 1 and "damaged" in store.problems[0]
+    assert store.best(KEY, toks(N)) is None and store.usage() == (0, 0)
+
+
 def test_a_flipped_byte_fails_the_checksum(tmp_path: Path, make_store: Callable[..., SnapshotStore]) -> None:
     folder = tmp_path / "kv"
     path = _one_file_on_disk(folder, make_store)
@@ -406,7 +440,7 @@ def test_clear_while_another_thread_puts(tmp_path: Path, make_store: Callable[..
     assert count == len(files(folder)) and size == sum(p.stat().st_size for p in files(folder))
     store.clear()
     assert store.wait_idle(timeout=10)
-    assert store.usage() == (0, 0) and list(folder.iterdir()) == [] and store.problems == []
+    assert store.usage() == (0, 0) and not any(folder.glob("*")) and store.problems == []  # (no folder: all right)
 
 
 def test_the_same_conversation_put_again_before_the_folder_is_opened_keeps_one_file(

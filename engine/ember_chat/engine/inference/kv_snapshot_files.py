@@ -37,6 +37,9 @@ _SETTINGS_HINT = "or lower the space for saved conversation caches in Settings."
 _STALE_TMP_S = 3600  # a temporary file older than this is a crashed write (a newer one: maybe another Ember's)
 
 
+UNREADABLE = "it cannot be read as a conversation cache"  # why, for a file whose reading raised something else
+
+
 class Damaged(Exception):
     """A snapshot file that must not be used; the message says why, for a sentence."""
 
@@ -75,7 +78,7 @@ def read_head(fh: BinaryIO, size: int) -> tuple[str, str, tuple[int, ...], bytes
     try:
         header = json.loads(raw)
         model, settings, count, state_len = header["model"], header["settings"], header["tokens"], header["state"]
-    except (ValueError, KeyError, TypeError) as exc:
+    except Exception as exc:  # (not only ValueError: a header too deeply nested raises RecursionError)
         raise Damaged("its header cannot be read") from exc
     if not (
         header.get("format") == _FORMAT
@@ -227,6 +230,9 @@ def scan_folder(directory: Path) -> tuple[list[FoundFile], list[str]]:
                 f"A saved conversation cache ({path}) could not be read ({exc.strerror or exc}); "
                 "it was left as it is and is not used."
             )
+        except Exception:  # whatever else one file's contents raise (a header's text that cannot be encoded)
+            log.debug("damaged KV snapshot %s", path, exc_info=True)
+            problems.append(damaged_sentence(path, UNREADABLE))
         else:
             found.append(FoundFile(st.st_mtime_ns, ident, model, settings, tokens, st.st_size))
     return found, problems

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 from ember_chat.engine.inference.kv_snapshot_files import (
     DIGEST_BYTES,
     SUFFIX,
+    UNREADABLE,
     Damaged,
     damaged_sentence,
     file_head,
@@ -208,6 +209,10 @@ class SnapshotStore:
                     "that conversation's prompt is evaluated again instead."
                 )
             return None
+        except Exception:  # whatever else the file's contents raise: damaged, never the caller's problem
+            log.debug("damaged KV snapshot %s", path, exc_info=True)
+            self._forget(entry, UNREADABLE)
+            return None
         with contextlib.suppress(OSError):
             os.utime(path)  # recently used, for the next run's order too
         return state
@@ -349,7 +354,11 @@ class SnapshotStore:
                 return
             with self._lock:
                 generation = self._generation
-            found, problems = scan_folder(self.directory) if self.directory is not None else ([], [])
+            try:
+                found, problems = scan_folder(self.directory) if self.directory is not None else ([], [])
+            except Exception:  # (scan_folder says what it can; nothing may make every best() fail again)
+                log.exception("KV snapshots: reading %s", self.directory)
+                found, problems = [], []
             with self._lock:
                 for sentence in problems:
                     self._report_locked(sentence)
