@@ -369,6 +369,27 @@ def test_the_cap_evicts_the_least_recently_used_files(tmp_path: Path, make_store
     assert files(folder) == [] and "larger than the space" in store.problems[-1]
 
 
+def test_a_cap_lowered_while_closed_is_enforced_when_the_folder_is_opened(
+    tmp_path: Path, make_store: Callable[..., SnapshotStore]
+) -> None:
+    folder = tmp_path / "kv"
+    store = make_store(folder)
+    for i in range(4):
+        store.put(KEY, toks(N, start=i * 1000), blob(2000, i))
+    store.close()
+    paths = files(folder)
+    assert len(paths) == 4
+    one = paths[0].stat().st_size
+    for age, path in enumerate(sorted(paths)):  # the first in name order: the least recently used
+        os.utime(path, ns=(10**18 + age * 10**9, 10**18 + age * 10**9))
+
+    again = make_store(folder, cap_bytes=2 * one)  # the setting lowered while Ember was closed
+    assert again.usage()[0] in (2, 4)  # opened now: what is over the cap goes on the writer
+    assert again.wait_idle(timeout=10) and again.usage() == (2, 2 * one)
+    assert files(folder) == sorted(paths)[2:]  # the two most recently used kept
+    assert again.problems == []
+
+
 def test_a_superseded_snapshot_on_disk_is_deleted(tmp_path: Path, make_store: Callable[..., SnapshotStore]) -> None:
     folder = tmp_path / "kv"
     store = make_store(folder)

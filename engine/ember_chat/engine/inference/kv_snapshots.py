@@ -375,6 +375,9 @@ class SnapshotStore:
                     self._entries = merged
                     self._supersede_all_locked()
                 self._opened = True
+                on_disk = sum(e.disk for e in self._entries.values())
+                if self.directory is not None and not self._closed and on_disk > self._cap:
+                    self._queue_locked(("cap", ""))  # (a cap lowered while Ember was closed)
 
     def _supersede_all_locked(self) -> None:
         groups: dict[SnapshotKey, list[_Entry]] = {}
