@@ -283,6 +283,24 @@ def test_a_header_that_breaks_the_parser_is_damaged_not_raised(
     assert store.best(KEY, toks(N)) is None and store.usage() == (0, 0)
 
 
+def test_a_file_that_cannot_be_read_is_left_with_the_same_sentence_at_opening_and_at_load(
+    tmp_path: Path, make_store: Callable[..., SnapshotStore]
+) -> None:
+    folder = tmp_path / "kv"
+    good = _one_file_on_disk(folder, make_store)
+    unreadable = folder / ("1" * 40 + ".kvsnap")
+    unreadable.mkdir()  # (not a file: opening it fails, for root too)
+    store = make_store(folder)
+    match = best(store, toks(N))  # the folder opened: the unreadable one left, and said
+    [at_opening] = store.problems
+    good.unlink()
+    good.mkdir()
+    assert store.load(match) is None and good.is_dir()
+    [_, at_load] = store.problems
+    assert at_opening.replace(str(unreadable), "PATH") == at_load.replace(str(good), "PATH")
+    assert "could not be read" in at_load and "evaluated again" in at_load
+
+
 def test_a_flipped_byte_fails_the_checksum(tmp_path: Path, make_store: Callable[..., SnapshotStore]) -> None:
     folder = tmp_path / "kv"
     path = _one_file_on_disk(folder, make_store)

@@ -182,6 +182,14 @@ def damaged_sentence(path: Path, why: str) -> str:
     )
 
 
+def unreadable_sentence(path: Path, exc: OSError) -> str:
+    """A snapshot file that could not be read (left as it is: maybe another Ember's, or a passing fault)."""
+    return (
+        f"A saved conversation cache ({path}) could not be read ({exc.strerror or exc}); it was left as it is, "
+        "and that conversation's prompt is evaluated again instead."
+    )
+
+
 class FoundFile(NamedTuple):
     mtime_ns: int
     ident: str
@@ -226,10 +234,7 @@ def scan_folder(directory: Path) -> tuple[list[FoundFile], list[str]]:
         except FileNotFoundError:  # removed since it was listed (a clear(), another Ember's cap)
             continue
         except OSError as exc:
-            problems.append(
-                f"A saved conversation cache ({path}) could not be read ({exc.strerror or exc}); "
-                "it was left as it is and is not used."
-            )
+            problems.append(unreadable_sentence(path, exc))
         except Exception:  # whatever else one file's contents raise (a header's text that cannot be encoded)
             log.debug("damaged KV snapshot %s", path, exc_info=True)
             problems.append(damaged_sentence(path, UNREADABLE))

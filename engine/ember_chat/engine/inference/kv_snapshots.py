@@ -39,6 +39,7 @@ from ember_chat.engine.inference.kv_snapshot_files import (
     scan_folder,
     snapshot_ident,
     unlink,
+    unreadable_sentence,
     unsaved_sentence,
     write_temporary,
 )
@@ -204,10 +205,7 @@ class SnapshotStore:
             return None
         except OSError as exc:
             with self._lock:
-                self._report_locked(
-                    f"A saved conversation cache ({path}) could not be read ({exc.strerror or exc}); "
-                    "that conversation's prompt is evaluated again instead."
-                )
+                self._report_locked(unreadable_sentence(path, exc))
             return None
         except Exception:  # whatever else the file's contents raise: damaged, never the caller's problem
             log.debug("damaged KV snapshot %s", path, exc_info=True)
