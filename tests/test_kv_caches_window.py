@@ -14,8 +14,10 @@ import pytest
 from pytestqt.qtbot import QtBot
 
 from ember_chat.app.main import build_window
+from ember_chat.app.models import kv_caches
 from ember_chat.app.models.kv_caches import MB, KvCachesDialog
 from ember_chat.app.shell.main_window import MainWindow
+from ember_chat.engine.inference import kv_snapshots
 from ember_chat.engine.inference.kv_snapshots import SnapshotKey, SnapshotStore
 from ember_chat.engine.storage.paths import AppPaths
 from ember_chat.engine.storage.settings import Settings, SettingsFile
@@ -78,6 +80,8 @@ def test_settings_show_the_saved_caches_and_clear_deletes_them_off_the_gui_threa
     w = _open(qtbot, paths, windows)
     store = w.bridge.service.snapshot_store
     assert isinstance(store, SnapshotStore)  # made by the app, given to the service
+    assert kv_caches.open_snapshot_store is kv_snapshots.open_snapshot_store  # the engine's opener, one for all
+    assert store.directory == paths.data_dir / kv_snapshots.SNAPSHOT_FOLDER
     store.put(KEY, list(range(300)), b"a" * (3 * MB))
     store.put(KEY, list(range(1000, 1400)), b"b" * (2 * MB))
     assert store.flush(10) and len(_saved_files(paths)) == 2

@@ -62,3 +62,18 @@ def test_a_damaged_saved_cache_is_said_on_stderr_and_the_answer_comes_as_usual(
     out = run_cli(tmp_path, "--model", str(tiny_model), "--prompt", LONG, "--temperature", "0", "--max-tokens", "4")
     assert metrics_of(out)["output_tokens"] == 4 and not damaged.exists()
     assert "ember-chat: A saved conversation cache" in out.stderr and "was damaged" in out.stderr
+
+
+def test_one_engine_side_opener_makes_the_store_and_run_does_not_import_serve(tmp_path: Path) -> None:
+    from ember_chat.engine.inference.kv_snapshots import SNAPSHOT_FOLDER, open_snapshot_store
+
+    assert open_snapshot_store(tmp_path, 0) is None  # 0: off
+    store = open_snapshot_store(tmp_path, 1)
+    assert store is not None and store.directory == tmp_path / SNAPSHOT_FOLDER == tmp_path / "kv-snapshots"
+    store.close()
+    code = (
+        "import sys, ember_chat.engine.cli.run; "
+        "print('ember_chat.engine.cli.serve' in sys.modules, 'http.server' in sys.modules)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert done.stdout.split() == ["False", "False"]  # `ember-chat run` does not pull in the API server

@@ -9,7 +9,6 @@ again later makes a new store."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import QObject, Qt, Signal
@@ -25,17 +24,10 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ember_chat.engine.inference.kv_snapshots import SnapshotStore
+from ember_chat.engine.inference.kv_snapshots import SnapshotStore, open_snapshot_store
 from ember_chat.engine.storage.settings import Settings
 
 MB = 2**20
-SNAPSHOT_FOLDER = "kv-snapshots"  # in the data folder
-
-
-def open_snapshot_store(data_dir: Path, cap_mb: int) -> SnapshotStore | None:
-    """The store of saved conversation caches in `data_dir` (nothing is read until it is first asked);
-    None when the cap is 0 (off)."""
-    return SnapshotStore(Path(data_dir) / SNAPSHOT_FOLDER, cap_mb * MB) if cap_mb > 0 else None
 
 
 class WindowKvCaches(QObject):

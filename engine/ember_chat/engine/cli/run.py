@@ -22,7 +22,7 @@ from ember_chat.engine.cli.common import (
     model_ref_from_args,
 )
 from ember_chat.engine.cli.presets_option import add_preset_option, chosen_preset
-from ember_chat.engine.cli.serve import add_snapshot_flag, close_snapshot_store, snapshot_store
+from ember_chat.engine.cli.snapshots_option import add_snapshot_flag, close_snapshot_store, snapshot_store
 from ember_chat.engine.core.messages import ChatMessage
 from ember_chat.engine.core.params import SAMPLING_SPECS, SamplingParams
 from ember_chat.engine.core.states import StopReason

@@ -8,22 +8,16 @@ import signal
 import sys
 import threading
 from types import FrameType
-from typing import TYPE_CHECKING
 
 from ember_chat.engine.cli.common import add_load_flags, load_blocking, model_ref_from_args
 from ember_chat.engine.cli.presets_option import add_preset_option, chosen_preset, cli_model_key
+from ember_chat.engine.cli.snapshots_option import add_snapshot_flag, close_snapshot_store, snapshot_store
 from ember_chat.engine.core.instance import same_listener
 from ember_chat.engine.core.refs import RemoteModelRef
 from ember_chat.engine.errors import EmberError
 from ember_chat.engine.inference.service import EngineService
 from ember_chat.engine.serve.server import DEFAULT_PORT, ApiServer, ServerConfig
 from ember_chat.engine.storage.paths import AppPaths
-from ember_chat.engine.storage.settings import SettingsFile
-
-if TYPE_CHECKING:
-    from ember_chat.engine.inference.kv_snapshots import SnapshotStore
-
-SNAPSHOT_FOLDER = "kv-snapshots"  # in the data folder (the window's too)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -45,36 +39,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     add_snapshot_flag(serve)
     serve.add_argument("-v", "--verbose", action="store_true", help="show llama.cpp's log")
     add_preset_option(serve, "answer every request")
-
-
-def add_snapshot_flag(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--no-kv-snapshots",
-        action="store_true",
-        help="keep no saved conversation caches (KV snapshots); by default a long prompt's evaluated state is "
-        "kept in the data folder, as the window does, and restored when the conversation comes back",
-    )
-
-
-def snapshot_store(args: argparse.Namespace, paths: AppPaths) -> SnapshotStore | None:
-    """The saved conversation caches (KV snapshots) in the data folder, within the settings' cap, as the
-    window makes them; None with --no-kv-snapshots or a cap of 0 (off)."""
-    cap_mb = SettingsFile(paths.settings_file).load().kv_snapshot_cap_mb  # (its problems: said by load_settings)
-    if args.no_kv_snapshots or cap_mb <= 0:
-        return None
-    from ember_chat.engine.inference.kv_snapshots import SnapshotStore
-
-    return SnapshotStore(paths.data_dir / SNAPSHOT_FOLDER, cap_mb * 2**20)
-
-
-def close_snapshot_store(store: SnapshotStore | None) -> None:
-    """After the service (the model has put its caches into the store): written and closed; what went
-    wrong with them (a damaged file, a full disk) said on stderr, one line each."""
-    if store is None:
-        return
-    store.close()
-    for problem in store.problems:
-        print(f"ember-chat: {problem}", file=sys.stderr)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -50,6 +50,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 _MIB = 2**20
+SNAPSHOT_FOLDER = "kv-snapshots"  # in the data folder
 
 
 def model_identity(path: Path) -> str:
@@ -448,3 +449,10 @@ class SnapshotStore:
                 self._report_locked(problem)
                 if ours:
                     del self._entries[ident]
+
+
+def open_snapshot_store(data_dir: Path, cap_mb: int) -> SnapshotStore | None:
+    """The store of saved conversation caches in the data folder (the window's and the command line's:
+    `<data_dir>/kv-snapshots`, nothing read until it is first asked), within `cap_mb` MB; None when the
+    cap is 0 (off)."""
+    return SnapshotStore(Path(data_dir) / SNAPSHOT_FOLDER, cap_mb * _MIB) if cap_mb > 0 else None
