@@ -101,6 +101,21 @@ def test_settings_show_the_saved_caches_and_clear_deletes_them_off_the_gui_threa
     assert dialog.usage.text() == "Saved conversation caches: 0 files, 0.0 MB" and not dialog.clear_button.isEnabled()
 
 
+def test_a_refresh_right_after_clear_does_not_drop_the_clear(
+    qtbot: QtBot, paths: AppPaths, windows: list[MainWindow]
+) -> None:
+    w = _open(qtbot, paths, windows)
+    store = w.bridge.service.snapshot_store
+    store.put(KEY, list(range(300)), b"a" * MB)
+    assert store.flush(10) and len(_saved_files(paths)) == 1
+    dialog = _dialog(qtbot, w)
+    with qtbot.waitSignal(w.kv_caches.cleared, timeout=10_000):
+        dialog.clear_button.click()
+        w.kv_caches.refresh()  # (the dialog opened again, a cap changed: usage asked while Clear is out)
+    assert _saved_files(paths) == []
+    qtbot.waitUntil(lambda: dialog.usage.text() == "Saved conversation caches: 0 files, 0.0 MB", timeout=10_000)
+
+
 def test_the_cap_is_saved_zero_turns_caches_off_and_deletes_them_and_a_restart_keeps_it(
     qtbot: QtBot, paths: AppPaths, windows: list[MainWindow]
 ) -> None:

@@ -80,13 +80,14 @@ class WindowKvCaches(QObject):
         if store is None:
             self.usage_known.emit(0, 0)
             return
-        self.w.tasks.run(store.usage, lambda u: self.usage_known.emit(*u), self.failed.emit, key="kv-caches")
+        self.w.tasks.run(store.usage, lambda u: self.usage_known.emit(*u), self.failed.emit, key="kv-caches-usage")
 
     def clear(self) -> None:
         store = self.store
         if store is None:
             return
-        self.w.tasks.run(store.clear, self._cleared, self.failed.emit, key="kv-caches")
+        # (a key of its own: a usage asked meanwhile must not make the clear stale, latest wins per key)
+        self.w.tasks.run(store.clear, self._cleared, self.failed.emit, key="kv-caches-clear")
 
     def _cleared(self, _result: object) -> None:
         self.cleared.emit()
