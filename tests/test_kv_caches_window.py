@@ -146,6 +146,38 @@ def test_the_cap_is_saved_zero_turns_caches_off_and_deletes_them_and_a_restart_k
     assert fresh.flush(10) and len(_saved_files(paths)) == 1  # in the data folder, as before
 
 
+def test_turning_caches_off_leaves_no_file_even_if_the_engine_puts_one_meanwhile(
+    qtbot: QtBot, paths: AppPaths, windows: list[MainWindow]
+) -> None:
+    w = _open(qtbot, paths, windows)
+    store = w.bridge.service.snapshot_store
+    store.put(KEY, list(range(300)), b"a" * MB)
+    assert store.flush(10) and len(_saved_files(paths)) == 1
+    dialog = _dialog(qtbot, w)
+    steps: list[str] = []
+
+    def engine_puts_after(name: str) -> None:  # the engine still held the store: it puts between two steps
+        real = getattr(store, name)
+
+        def step(*args: object, **kwargs: object) -> object:
+            result = real(*args, **kwargs)
+            steps.append(name)
+            if len(steps) == 1:
+                store.put(KEY, list(range(500, 900)), b"b" * MB)
+            return result
+
+        setattr(store, name, step)
+
+    engine_puts_after("clear")
+    engine_puts_after("close")
+    with qtbot.waitSignal(w.kv_caches.usage_known, timeout=10_000):  # off: closed, its files deleted
+        dialog.cap.setValue(0)
+    assert sorted(steps) == ["clear", "close"] and w.bridge.service.snapshot_store is None
+    assert _saved_files(paths) == []
+    w.close()  # (the retired store is closed again at quit: nothing written)
+    assert _saved_files(paths) == []
+
+
 def test_quitting_closes_the_store_after_the_service_so_ram_caches_reach_the_disk(
     qtbot: QtBot, paths: AppPaths, windows: list[MainWindow]
 ) -> None:

@@ -118,8 +118,10 @@ class WindowKvCaches(QObject):
 
     @staticmethod
     def _retire(store: SnapshotStore) -> None:
+        # Closed first (puts ignored from then on, nothing flushed), then the files deleted: cleared first,
+        # a put meanwhile would be written by close() and stay on disk, no store being made again.
+        store.close(flush=False)
         store.clear()
-        store.close()
 
     def close(self) -> None:
         """At quit, after the engine service has closed (the model saved its caches into the store):

@@ -265,9 +265,11 @@ class SnapshotStore:
         with self._changed:
             return self._changed.wait_for(lambda: not self._jobs and not self._busy, timeout)
 
-    def close(self) -> None:
-        """Flush (at most 10 s) and join the writer. Later puts are ignored."""
-        self.flush(timeout=10)
+    def close(self, flush: bool = True) -> None:
+        """Flush (at most 10 s; not with flush=False: what is only in RAM is dropped) and join the writer
+        (at most 10 s). Later puts are ignored; clear() still deletes the files."""
+        if flush:
+            self.flush(timeout=10)
         with self._lock:
             self._closed = True
             writer = self._writer
