@@ -178,6 +178,26 @@ def test_turning_caches_off_leaves_no_file_even_if_the_engine_puts_one_meanwhile
     assert _saved_files(paths) == []
 
 
+def test_at_quit_the_window_is_hidden_before_the_store_writes_what_it_holds(
+    qtbot: QtBot, paths: AppPaths, windows: list[MainWindow]
+) -> None:
+    w = _open(qtbot, paths, windows)
+    store = w.bridge.service.snapshot_store
+    store.put(KEY, list(range(300)), b"a" * MB)  # in RAM: written at quit, which may take the disk's time
+    visible_at_close: list[bool] = []
+    real = store.close
+
+    def close(*args: object, **kwargs: object) -> None:
+        visible_at_close.append(w.isVisible())
+        real(*args, **kwargs)
+
+    store.close = close  # type: ignore[method-assign]
+    assert w.isVisible()
+    w.close()
+    assert visible_at_close and not any(visible_at_close)  # no frozen window on screen meanwhile
+    assert len(_saved_files(paths)) == 1
+
+
 def test_quitting_closes_the_store_after_the_service_so_ram_caches_reach_the_disk(
     qtbot: QtBot, paths: AppPaths, windows: list[MainWindow]
 ) -> None:

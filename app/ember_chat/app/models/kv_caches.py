@@ -125,7 +125,11 @@ class WindowKvCaches(QObject):
 
     def close(self) -> None:
         """At quit, after the engine service has closed (the model saved its caches into the store):
-        the store writes what it holds and its writer ends."""
+        the store writes what it holds and its writer ends. That may take what the disk needs (the
+        store bounds it), so the window is hidden first: no frozen window on screen meanwhile (this
+        runs inside the window's closeEvent, before Qt hides it)."""
+        if self.w.isVisible():
+            self.w.hide()
         store = self.store
         for s in [*self._retired, *([store] if store is not None else [])]:
             s.close()
