@@ -87,7 +87,8 @@ class ContextCache:
         self._seq0_conversation = False
 
     def closing(self, llm: llama_cpp.Llama) -> None:
-        """Before the model is freed: every sequence's conversation saved, the store flushed to disk."""
+        """Before the model is freed: every sequence's conversation put in the store (in RAM: the store's
+        owner writes them to disk when it closes it — at quit, not at every model switch)."""
         decoder, self.decoder = self.decoder, None
         store, key = self.snapshots, self.key
         try:
@@ -100,8 +101,6 @@ class ContextCache:
         finally:
             if decoder is not None:
                 decoder.close()
-            if store is not None and not store.flush(timeout=10):
-                log.warning("KV snapshots were not all written within 10 s of unloading")
         self.key = None
         self._llm = None
         self.parallel = 0
