@@ -43,7 +43,9 @@ class BatchedFake:
 
     @property
     def batch_slots(self) -> int:
-        return self.slots if self._loaded else 0
+        if not self._loaded:
+            return 0
+        return self.slots + 1 if self.slots > 1 else 1  # (as the runtime: `parallel`, and one kept for the window)
 
     def load(self, ref: Any, progress: Any = None, cancel: Any = None) -> ModelDescription:
         self.log.append(("load", len(self._active)))

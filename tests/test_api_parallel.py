@@ -65,12 +65,23 @@ def _together(client: openai.OpenAI) -> tuple[list[str | BaseException], list[di
 def test_four_streaming_clients_are_served_together_with_the_answers_they_get_alone(
     chat_starter_model: Path, tmp_path: Path
 ) -> None:
-    args = ("--model", str(chat_starter_model), "--alias", "starter", "--parallel", "4", "--ctx", "2048")
+    """Alone: a server that answers one request at a time (`--parallel 1`); together: a fresh one with
+    four sequences. (On a server whose sequences still hold earlier conversations, llama.cpp's CPU
+    attention adds a sequence's cells in the order they sit in the shared cache, and a greedy answer may
+    take another token where its two best were nearly tied: tests/test_runtime_batched.py measures
+    those margins.)"""
+    args = ("--model", str(chat_starter_model), "--alias", "starter", "--ctx", "2048")
+    (tmp_path / "one").mkdir()
+    (tmp_path / "four").mkdir()
     with (
-        serving(tmp_path, *args) as (url, _line),
+        serving(tmp_path / "one", *args, "--parallel", "1") as (url, _line),
         openai.OpenAI(base_url=url, api_key="unused", max_retries=0, timeout=120) as client,
     ):
         alone = [_ask(client, p) for p in PROMPTS]
+    with (
+        serving(tmp_path / "four", *args, "--parallel", "4") as (url, _line),
+        openai.OpenAI(base_url=url, api_key="unused", max_retries=0, timeout=120) as client,
+    ):
         answers, times = _together(client)
     errors = [a for a in answers if isinstance(a, BaseException)]
     assert not errors, errors

@@ -105,7 +105,8 @@ def open_llama(
     config: LoadConfig, progress: Callable[[float], None] | None = None, cancel: threading.Event | None = None
 ) -> llama_cpp.Llama:
     """Load the model and create its context: seq 0 for llama-cpp-python's own single-sequence path and
-    `config.parallel` more for batched decoding (inference/batch_decode.py), all sharing the n_ctx cells.
+    `config.parallel` + 1 more for batched decoding (inference/batch_decode.py: `parallel` for API and
+    other clients, one kept for the window's chat), all sharing the n_ctx cells.
     Raises LoadCancelled or ModelLoadError."""
 
     def on_progress(fraction: float, _data: ctypes.c_void_p) -> bool:
@@ -117,7 +118,7 @@ def open_llama(
     c_progress = llama_cpp.llama_progress_callback(on_progress)
     kv_type = _KV_TYPES[config.kv_cache_type]
     try:
-        with _llama_load_patches(c_progress, config.parallel + 1):
+        with _llama_load_patches(c_progress, config.parallel + 2):
             llm = llama_cpp.Llama(
                 model_path=str(config.path),
                 n_ctx=config.n_ctx,

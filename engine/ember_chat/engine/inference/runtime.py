@@ -205,8 +205,12 @@ class LocalRuntime:
     # ----- batched decoding
     @property
     def batch_slots(self) -> int:
-        """How many generations can be decoded together (the loaded config's `parallel`; 0: no model)."""
-        return self._cache.parallel if self._llm is not None else 0
+        """How many generations can be decoded together: the loaded config's `parallel` for API and other
+        clients and one more kept for the window's chat (the engine service never gives it to another
+        client); 1 with `parallel` 1 (one generation at a time, nothing batched); 0 with no model."""
+        if self._llm is None:
+            return 0
+        return self._cache.parallel + 1 if self._cache.parallel > 1 else 1
 
     def can_batch(self, params: SamplingParams, tools: ToolRequest | None, messages: list[ChatMessage] | None) -> bool:
         """Whether a request can be a batched run: plain text only (tools, a grammar or response format,

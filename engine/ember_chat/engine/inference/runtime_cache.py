@@ -44,7 +44,7 @@ class ContextCache:
         self.parallel = int(getattr(config, "parallel", 1) or 1)
 
     def batch_decoder(self) -> BatchDecoder:
-        """The decoder of sequences 1..parallel (made at the first batched run), once seq 0 gave up its
+        """The decoder of sequences 1..parallel + 1 (made at the first batched run), once seq 0 gave up its
         cells: the context's cells are shared by all sequences, and a batched run must not find most of
         them held by the single path's last conversation (saved to the snapshot store first, so the
         decoder restores it into a slot when it comes back)."""
@@ -59,7 +59,7 @@ class ContextCache:
         if self.decoder is None:
             from ember_chat.engine.inference.batch_decode import BatchDecoder
 
-            self.decoder = BatchDecoder(llm, self.parallel, self.snapshots, self.key)
+            self.decoder = BatchDecoder(llm, self.parallel + 1, self.snapshots, self.key)
         return self.decoder
 
     def set_snapshots(self, store: SnapshotStore | None) -> None:

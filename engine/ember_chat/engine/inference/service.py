@@ -9,7 +9,8 @@ API server, the CLI) through one bounded, fair queue of generation requests.
   between steps waiting batchable requests join (in the same round-robin order, up to the slots),
   and a cancelled run ends within a token while the others go on. A waiting request that cannot be
   batched (tools, grammar, images, logprobs), a load or unload, or an exclusive job stops the
-  admissions: it runs once the active runs have ended. The window's request is one more run.
+  admissions: it runs once the active runs have ended. The window's request is one more run, and the
+  last slot is the window's alone: however many API requests run, the window's chat never waits.
 - Fairness: each client kind ("window", "api", …) has its own line, served round-robin, so a burst
   of API calls cannot starve the window's chat and vice versa. The bound is per client kind: an API
   (or CLI) request is refused with `QueueFull` once `queue_limit` requests wait; the window is never
@@ -428,10 +429,15 @@ class EngineService:
         for rid in ids:
             self.cancel(rid)
 
-    def _next_request_locked(self) -> GenerationRequest | None:
+    def _next_request_locked(self, window_only: bool = False) -> GenerationRequest | None:
         """Round-robin between client kinds: the kind served longest ago goes first (ties: the
-        earliest request), so neither the window nor a burst of API calls can starve the other."""
-        waiting = [(self._served.get(client, -1), line[0].id, client) for client, line in self._lines.items() if line]
+        earliest request), so neither the window nor a burst of API calls can starve the other.
+        `window_only`: only a request of a client that is never refused (the window's slot)."""
+        waiting = [
+            (self._served.get(client, -1), line[0].id, client)
+            for client, line in self._lines.items()
+            if line and (not window_only or client in UNBOUNDED_CLIENTS)
+        ]
         if not waiting:
             return None
         _, _, client = min(waiting)
@@ -499,8 +505,9 @@ class EngineService:
             self._retire()
 
     def _admit(self, backend: InferenceBackend | None, active: int) -> list[Run]:
-        """Waiting batchable requests that join the batch now (round-robin, up to the free slots);
-        none while a load, an unload, an exclusive job or a request that cannot be batched waits."""
+        """Waiting batchable requests that join the batch now (round-robin, up to the free slots, the
+        last of which only the window's request takes); none while a load, an unload, an exclusive job
+        or a request that cannot be batched waits."""
         slots = batch_slots(backend)
         admitted: list[Run] = []
         with self._lock:
@@ -508,8 +515,10 @@ class EngineService:
                 heads = [line[0] for line in self._lines.values() if line]
                 if not heads or not all(batchable(backend, req) for req in heads):
                     break
-                req = self._next_request_locked()
-                assert req is not None
+                others = sum(1 for run in self._active.values() if run.req.client not in UNBOUNDED_CLIENTS)
+                req = self._next_request_locked(window_only=others >= slots - 1)
+                if req is None:
+                    break
                 admitted.append(self._start_locked(req, batched=True))
             state = self._queue_state_locked()
         if admitted:
