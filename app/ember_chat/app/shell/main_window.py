@@ -391,6 +391,7 @@ class MainWindow(QMainWindow):
             return
         self.conversations.cancel_pending_search()  # the chat store is closed after the window
         self.save_state()
+        self.hide()  # (what follows may wait: the answer in progress stopped, caches written to disk)
         self.shutdown()
         self.models.close_manager()
         if self.downloads is not None:
