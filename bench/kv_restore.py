@@ -8,10 +8,10 @@ For each conversation length (512, 2,048 and 8,192 tokens of alternating user an
 the chat starter SmolLM2 135M, a context that holds it, `--parallel` sequences), `--runs` times with a
 conversation of its own, three engine services answer it, then three follow-ups:
 - `stored` has a snapshot store (a fresh folder). Its follow-ups come (a) right after the previous answer
-  (the sequence still holds it); (b) after switching away: `--parallel` other chats at once take every
-  sequence, so the conversation's cells live in the store only; (c) after a restart: the service and the
-  store closed (written to disk), a new service and a new store on the same folder opened, the model
-  loaded and warmed up by another chat.
+  (the sequence still holds it); (b) after switching away: `--parallel` other chats answered, then
+  every sequence's cells given up (see `switch_away`): the conversation's cells live in the store only;
+  (c) after a restart: the service and the store closed (written to disk), a new service and a new store
+  on the same folder opened, the model loaded and warmed up by another chat.
 - `held` has no store and never switches: the conversation's own cells (the reference for identity).
 - `recomputed` has no store and switches away before each follow-up: the whole prompt evaluated, as
   Ember did before snapshots.
@@ -135,9 +135,10 @@ def others(count: int, seed: int) -> list[list[ChatMessage]]:
 
 
 def switch_away(service: EngineService, count: int, seed: int) -> None:
-    """`count` other chats at once (as many clients as the context has sequences: every sequence is
-    taken, so the conversation's cells go — into the store, where there is one). One after another
-    would not do: each would take the sequence the previous one used, leaving the conversation be."""
+    """`count` other chats at once, then every sequence's cells given up, as when other conversations
+    need the context's cells (the runtime's `reset_cache`: the batch decoder's eviction, which puts each
+    sequence's conversation in the snapshot store where there is one). Without that the conversation
+    would stay in its sequence (the other chats take other sequences) and come back as "right after"."""
     sinks = []
     for chat in others(count, seed):
         sink = _Sink()
@@ -150,6 +151,9 @@ def switch_away(service: EngineService, count: int, seed: int) -> None:
         sink.done.wait()
         if sink.error:
             raise RuntimeError(f"another chat failed: {sink.error}")
+    backend = service._backend  # (the engine thread's own: run there, between generations)
+    assert backend is not None
+    service.run_exclusive(backend.reset_cache, "evict").result()
 
 
 def open_service(config: LoadConfig, store: SnapshotStore | None) -> EngineService:

@@ -74,15 +74,16 @@ def test_a_whole_quick_measurement_on_a_tiny_model(tmp_path: Path) -> None:
     for s in SCENARIOS:
         stored, recomputed = figures[s]["stored"], figures[s]["recomputed"]
         assert recomputed.reused < stored.prompt_tokens // 4  # it evaluated (nearly) the whole prompt
-    for s in ("right_after", "switch"):  # the same tokens as the held conversation: the same greedy answer
-        assert figures[s]["stored"].text == figures[s]["held"].text
+    # the same tokens as the held conversation: the same greedy answer
+    assert figures["right_after"]["stored"].text == figures["right_after"]["held"].text
     assert figures["right_after"]["stored"].restored == 0
-    assert figures["switch"]["stored"].restored > 300
-    # After the restart the answers' text is tokenized again (the held service keeps the tokens it
-    # generated; the random model's text does not round-trip), so the snapshot is shared up to the
-    # first answer: restored, but not all of it
-    restart = figures["restart"]["stored"]
-    assert restart.restored > 256 and restart.prompt_tokens == figures["restart"]["recomputed"].prompt_tokens
+    # After switching away (the sequences' cells given up) and after the restart the answers' text is
+    # tokenized again (the held service keeps the tokens it generated; the random model's text does not
+    # round-trip), so the snapshot is shared up to the first answer: restored, but not all of it, and
+    # the prompt is the recomputed service's
+    for s in ("switch", "restart"):
+        stored = figures[s]["stored"]
+        assert stored.restored > 256 and stored.prompt_tokens == figures[s]["recomputed"].prompt_tokens
     assert figures["files"] >= 1 and figures["bytes_per_token"] > 0
     assert list(folder.glob("*.kvsnap"))
 
