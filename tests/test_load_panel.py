@@ -70,6 +70,8 @@ def test_the_panel_estimates_warns_and_saves(qtbot: QtBot, starter_model: Path) 
     saved: list[tuple[ModelLoadSettings, bool]] = []
     dialog.saved.connect(lambda s, now: saved.append((s, now)))
     assert not dialog.submit(load_now=False, confirm=False) and not saved  # asked first; declined
+    assert dialog.flash.isChecked()  # (on by default)
+    dialog.flash.setChecked(False)
     dialog.kv.setCurrentText("q8_0")
     assert not dialog.save_button.isEnabled() and "needs flash attention" in dialog.estimate.text()
     dialog.flash.setChecked(True)
