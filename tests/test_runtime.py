@@ -137,7 +137,7 @@ def test_close_unloads_and_generation_needs_a_model(runtime: LocalRuntime, tiny_
 
 def test_invalid_load_config() -> None:
     with pytest.raises(InvalidParameter, match="flash attention"):
-        LoadConfig(Path("x.gguf"), kv_cache_type="q8_0")
+        LoadConfig(Path("x.gguf"), kv_cache_type="q8_0", flash_attn=False)
     with pytest.raises(InvalidParameter, match="context length"):
         LoadConfig(Path("x.gguf"), n_ctx=10)
 
