@@ -174,7 +174,7 @@ def test_greedy_matches_llama_cpp_argmax_tiny(runtime: LocalRuntime, tiny_model:
     expected = reference_greedy(tiny_model, ids, 40, 512)
     assert fin.metrics.output_tokens >= len(expected)
     # compare token ids: the history Ember keeps for KV reuse holds exactly the ids it sampled
-    assert runtime._history is not None and runtime._history[1][len(ids) :] == expected
+    assert runtime._recent and runtime._recent[0][1][len(ids) :] == expected
 
 
 def test_greedy_matches_llama_cpp_argmax_starter(runtime: LocalRuntime, starter_model: Path) -> None:
@@ -183,8 +183,8 @@ def test_greedy_matches_llama_cpp_argmax_starter(runtime: LocalRuntime, starter_
     _, fin, _ = run(runtime.complete(prompt, SamplingParams(temperature=0.0, max_tokens=32)))
     ids = runtime.tokenize(prompt, add_bos=True)
     expected = reference_greedy(starter_model, ids, 32, 512)
-    assert runtime._history is not None
-    assert runtime._history[1][len(ids) :] == expected
+    assert runtime._recent
+    assert runtime._recent[0][1][len(ids) :] == expected
     assert fin.text.strip()
 
 

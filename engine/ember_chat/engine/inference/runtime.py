@@ -66,10 +66,10 @@ class LocalRuntime:
         abort = self._abort  # the callback must not hold the runtime (no reference cycle)
         # Kept alive as long as the runtime: llama.cpp holds a raw pointer to it.
         self._abort_callback = llama_cpp.ggml_abort_callback(lambda _data: abort.is_set())
-        # Prompt text + generated text of the last generation, and the token ids behind them, so a
-        # follow-up whose prompt extends that text reuses exactly the tokens already in the KV cache.
-        self._history: tuple[str, list[int]] | None = None
-        self._recent: list[tuple[str, list[int]]] = []  # the same for the last batched runs, newest first
+        # Prompt text + generated text of the last conversations' generations (newest first, single
+        # path and batched alike), and the token ids behind them, so a follow-up whose prompt extends
+        # one of those texts reuses exactly the tokens already in the KV cache (or in its snapshot).
+        self._recent: list[tuple[str, list[int]]] = []
         self._stops = 0  # request_stop() calls so far
         self._vocab: llama_cpp.llama_vocab_p | None = None
         self._templates: dict[str | None, ChatTemplate] = {}  # per override, for the loaded model
@@ -183,7 +183,6 @@ class LocalRuntime:
         llm, self._llm = self._llm, None
         self._info = None
         self._config = None
-        self._history = None
         self._recent = []
         self._vocab = None
         self._templates.clear()
@@ -199,7 +198,6 @@ class LocalRuntime:
         self._cache.forget_seq0()
         llm.reset()
         llama_cpp.llama_memory_clear(llama_cpp.llama_get_memory(llm.ctx), True)  # (every sequence's cells)
-        self._history = None
         self._recent = []
 
     # ----- batched decoding
@@ -263,7 +261,7 @@ class LocalRuntime:
 
     def _prompt_tokens(self, text: str, *, special: bool) -> list[int]:
         llm = self._require()
-        known = [h for h in (self._history, *self._recent) if h is not None and text.startswith(h[0])]
+        known = [h for h in self._recent if text.startswith(h[0])]
         if known:
             prev_text, prev_tokens = max(known, key=lambda h: len(h[0]))
             return prev_tokens + self.tokenize(text[len(prev_text) :], special=special)
@@ -389,11 +387,8 @@ class LocalRuntime:
                 f"{len(tokens):,} prompt + {params.max_tokens:,} generated tokens do not fit the context of "
                 f"{llm.n_ctx():,}. Load the model with a longer context."
             )
-        try:
-            exact = replace(params, ignore_eos=True)
-            yield from self._stream("", tokens, exact, MetricsRecorder(self._run_context()), conversation=False)
-        finally:
-            self._history = None  # not a conversation's prefix
+        exact = replace(params, ignore_eos=True)
+        yield from self._stream("", tokens, exact, MetricsRecorder(self._run_context()), conversation=False)
 
     def vocab_size(self) -> int:
         return int(self._require().n_vocab())
@@ -455,12 +450,10 @@ class LocalRuntime:
             source, stopped = self._seq0_run(tokens, params, seed, vision, conversation, cancel)
 
         def remember(reason: str, raw: str, generated: list[int]) -> None:
-            # (with images, the text alone does not say which image is where: no text-keyed reuse)
-            if reason != StopReason.STOP_STRING and vision is None:
-                if batched:
-                    self._recent = [(prompt_text + raw, tokens + generated), *self._recent[:7]]
-                else:
-                    self._history = (prompt_text + raw, tokens + generated)
+            # (with images, the text alone does not say which image is where: no text-keyed reuse; a
+            # benchmark's tokens are no conversation's prefix)
+            if reason != StopReason.STOP_STRING and vision is None and conversation:
+                self._recent = [(prompt_text + raw, tokens + generated), *self._recent[:7]]
 
         setup = StreamSetup(
             tokens, params, rec, seed, llm.n_ctx(), self._piece, self._is_eog, stopped,
@@ -483,7 +476,6 @@ class LocalRuntime:
         reused, restored = self._cache.seq0_start(llm, tokens, conversation and vision is None)
         if vision is not None:
             reused = vision.align(reused)
-        self._history = None  # invalid until this generation completes cleanly
         self._abort.clear()
         llm.set_seed(seed)
         abort = self._abort
