@@ -56,6 +56,12 @@ def cached_names(paths: AppPaths, server: McpServerConfig) -> list[str] | None:
     return None if specs is None else [s.name for s in specs]
 
 
+def listing_done(qtbot: QtBot, w: MainWindow) -> None:
+    """The window's first listing has ended (it may end while make_window waits for the model list, so
+    waiting for the `listed` signal here could miss it)."""
+    qtbot.waitUntil(lambda: not w.tools.listing, timeout=WAIT_MS)
+
+
 def remember_tools(qtbot: QtBot, make_window: Callable[..., MainWindow], paths: AppPaths) -> None:
     """A first launch: the Tools popup lists the server (it starts), its tools are remembered; Ember quits."""
     w = make_window()
@@ -118,8 +124,7 @@ def test_a_server_whose_settings_changed_is_not_offered_its_old_tools(
     assert server_fingerprint(changed) != server_fingerprint(NOTES)
     write_tools(paths, ToolsConfig(servers=(changed,)))
     w = make_window()
-    with qtbot.waitSignal(w.tools.listed, timeout=WAIT_MS):
-        pass
+    listing_done(qtbot, w)
     assert [e.key for e in w.tools.registry.entries()] == []  # the old tools are not offered
     assert w.tools.manager.server("notes").pid is None and server_processes("shapes.py") == []
     # Settings ▸ Tools lists it (it starts): its own tools, now remembered under its new settings
@@ -149,8 +154,7 @@ def test_a_damaged_cache_file_is_ignored_and_written_again(
     paths.data_dir.mkdir(parents=True, exist_ok=True)
     cache_file(paths).write_bytes(damage.replace(b"FP", server_fingerprint(NOTES).encode()))
     w = make_window()
-    with qtbot.waitSignal(w.tools.listed, timeout=WAIT_MS):
-        pass
+    listing_done(qtbot, w)
     assert w.tools.registry.entries() == [] and not w.banner.isVisible()  # nothing to say: it is only a cache
     qtbot.mouseClick(w.tools.button, LEFT)  # a server without remembered tools is listed when the popup opens
     qtbot.waitUntil(lambda: "notes/add" in w.tools.button.popup.boxes, timeout=WAIT_MS)
