@@ -25,7 +25,8 @@ import llama_cpp
 
 from ember_chat.engine.core.params import SamplingParams
 from ember_chat.engine.errors import EmberError, GenerationError
-from ember_chat.engine.inference.grammar_sampling import common_prefix
+from ember_chat.engine.inference.greedy import argmax_token, is_plain_greedy
+from ember_chat.engine.inference.kv_prefix import common_prefix
 from ember_chat.engine.inference.seq_state import clear_seq, restore_seq, seq_state, trim_seq
 
 if TYPE_CHECKING:
@@ -67,6 +68,7 @@ class SlotRun:
     full: bool = False
     inputs: list[int] = field(default_factory=list, repr=False)  # tokens to evaluate at the next steps
     sampler: llama_cpp.llama_sampler_p | None = field(default=None, repr=False)
+    greedy: bool = False  # plain greedy decoding (greedy.py): the logits' argmax, without the sampler's pass
     order: int = 0  # when it started (the youngest is ended first when the cells run out)
 
 
@@ -131,6 +133,7 @@ class BatchDecoder:
         run = SlotRun(slot, len(tokens), keep, restored, len(tokens) - keep, order=next(self._order))
         run.inputs = list(tokens[keep:])
         run.sampler = sampler_chain(params, seed, self.llm.n_vocab(), self.llm.last_n_tokens_size)
+        run.greedy = is_plain_greedy(params)
         slot.run = run
         slot.last_used = time.monotonic()
         self._runs.append(run)
@@ -181,7 +184,7 @@ class BatchDecoder:
                 f"llama.cpp could not evaluate the batch (error {rc}). Try again; if it keeps failing, "
                 "reload the model."
             )
-        ctx = self.llm.ctx
+        ctx, n_vocab = self.llm.ctx, self.llm.n_vocab()
         row = 0
         for run, chunk, sample in plan:
             run.slot.cached.extend(chunk)
@@ -189,7 +192,11 @@ class BatchDecoder:
             run.pending_prefill = max(0, run.pending_prefill - len(chunk))
             row += len(chunk)
             if sample and run.sampler is not None:
-                run.token = int(llama_cpp.llama_sampler_sample(run.sampler, ctx, row - 1))
+                run.token = (
+                    argmax_token(ctx, row - 1, n_vocab)
+                    if run.greedy
+                    else int(llama_cpp.llama_sampler_sample(run.sampler, ctx, row - 1))
+                )
             run.slot.last_used = time.monotonic()
 
     def _plan(self) -> list[tuple[SlotRun, list[int], bool]]:

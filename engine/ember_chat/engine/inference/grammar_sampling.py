@@ -21,15 +21,7 @@ from llama_cpp._internals import LlamaTokenDataArray
 
 from ember_chat.engine.core.params import SamplingParams
 from ember_chat.engine.errors import InvalidParameter
-
-
-def common_prefix(a: list[int], b: list[int]) -> int:
-    n = 0
-    for x, y in zip(a, b, strict=False):
-        if x != y:
-            break
-        n += 1
-    return n
+from ember_chat.engine.inference.kv_prefix import resume_point
 
 
 def generate_with_grammar(
@@ -55,12 +47,7 @@ def generate_with_grammar(
     one_data = (llama_cpp.llama_token_data * 1)()
     one = llama_cpp.llama_token_data_array(data=one_data, size=1, selected=-1, sorted=False)
     try:
-        reuse = min(common_prefix([int(t) for t in llm.input_ids[: llm.n_tokens]], tokens), len(tokens) - 1)
-        if reuse > 0:
-            llm.n_tokens = reuse  # (eval drops the KV cells after it)
-        else:
-            llm.reset()
-        todo = tokens[reuse:]
+        todo = resume_point(llm, tokens)
         while True:
             llm.eval(todo)
             logits = np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(llm.ctx, -1), shape=(n_vocab,))

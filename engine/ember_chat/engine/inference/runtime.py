@@ -72,6 +72,7 @@ class LocalRuntime:
         self._recent: list[tuple[str, list[int]]] = []
         self._stops = 0  # request_stop() calls so far
         self._vocab: llama_cpp.llama_vocab_p | None = None
+        self._pieces: dict[int, bytes] = {}  # each token's text, looked up once per loaded model
         self._templates: dict[str | None, ChatTemplate] = {}  # per override, for the loaded model
         self._vision: VisionContext | None = None  # the model's projector, if loaded with one
         self._cache = ContextCache()  # snapshots and batch slots
@@ -165,6 +166,7 @@ class LocalRuntime:
         self._info = info
         self._config = config
         self._vocab = llama_cpp.llama_model_get_vocab(llm.model)
+        self._pieces = {}
         self._cache.opened(llm, config)
         gpu = gpu_backend_name()
         self._backend = gpu if gpu and config.gpu_layers != 0 else "CPU"
@@ -185,6 +187,7 @@ class LocalRuntime:
         self._config = None
         self._recent = []
         self._vocab = None
+        self._pieces = {}
         self._templates.clear()
         if llm is not None:
             llama_cpp.llama_set_abort_callback(llm.ctx, NULL_ABORT, None)
@@ -411,6 +414,14 @@ class LocalRuntime:
         )
 
     def _piece(self, token: int) -> bytes:
+        """The token's text (bytes: a piece may be part of a UTF-8 character), remembered: a call into
+        llama.cpp releases the GIL, and with several streams at once each release is a wait for it."""
+        piece = self._pieces.get(token)
+        if piece is None:
+            piece = self._pieces[token] = self._token_piece(token)
+        return piece
+
+    def _token_piece(self, token: int) -> bytes:
         buf = ctypes.create_string_buffer(64)
         # special=True: control tokens keep their text (thinking markers such as <think> or gpt-oss's
         # channel headers are control tokens; without it they would vanish and the thoughts run

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import llama_cpp
 
 from ember_chat.engine.core.params import LoadConfig
-from ember_chat.engine.inference.grammar_sampling import common_prefix
+from ember_chat.engine.inference.kv_prefix import common_prefix
 from ember_chat.engine.inference.kv_snapshots import SnapshotKey, SnapshotStore, cache_settings_key, model_identity
 from ember_chat.engine.inference.seq0_snapshots import restore_seq0, save_seq0, seq0_tokens
 from ember_chat.engine.inference.seq_state import clear_seq

@@ -12,6 +12,7 @@ import llama_cpp
 from ember_chat.engine.core.params import SamplingParams
 from ember_chat.engine.inference.events import PrefillProgress, StepWanted
 from ember_chat.engine.inference.grammar_sampling import generate_with_grammar
+from ember_chat.engine.inference.greedy import generate_greedy, is_plain_greedy
 from ember_chat.engine.inference.llama_loader import NULL_ABORT
 from ember_chat.engine.inference.logprobs import token_logprob
 
@@ -78,10 +79,13 @@ class Seq0Source:
     def generate(self, tokens: list[int], grammar: str | None) -> Iterator[int]:
         """The token generator for these sampling parameters (from the longest prefix of `tokens` already
         in the KV cache): llama-cpp-python's, or under a grammar the one that asks the grammar only about
-        the token chosen (grammar_sampling.py)."""
+        the token chosen (grammar_sampling.py), or for plain greedy decoding the argmax of the logits
+        (greedy.py)."""
         llm, params = self._llm, self._params
         if grammar is not None:
             gen = generate_with_grammar(llm, tokens, params, grammar)
+        elif is_plain_greedy(params):
+            gen = generate_greedy(llm, tokens)
         else:
             gen = llm.generate(
                 tokens,

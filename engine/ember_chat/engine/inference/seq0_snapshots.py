@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import llama_cpp
 
-from ember_chat.engine.inference.grammar_sampling import common_prefix
+from ember_chat.engine.inference.kv_prefix import common_prefix
 from ember_chat.engine.inference.seq_state import clear_seq, restore_seq, seq_state, trim_seq
 
 if TYPE_CHECKING:
