@@ -189,6 +189,8 @@ class KvCachesDialog(QDialog):
         caches.usage_known.connect(self.show_usage)
         caches.failed.connect(self.show_failure)
         self.setMinimumWidth(520)  # (the wrapped introduction's height follows the width)
+        # the focus starts on Close, not on the disk space (a key typed there would change it)
+        buttons.button(QDialogButtonBox.StandardButton.Close).setFocus()
 
     def _clear(self) -> None:
         self.clear_button.setEnabled(False)  # until the files are gone and counted again

@@ -1,0 +1,29 @@
+"""Settings ▸ Conversation caches… opens with the focus on Close: a key typed at once (the user still
+typing, or Enter) does not change the disk space the caches may take (0 would delete them all)."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QDialogButtonBox
+from pytestqt.qtbot import QtBot
+
+from ember_chat.app.shell.main_window import MainWindow
+from ember_chat.engine.storage.paths import AppPaths
+from ember_chat.engine.storage.settings import SettingsFile
+from tests.test_kv_caches_window import _dialog, _open, paths, windows
+
+__all__ = ["paths", "windows"]  # fixtures
+
+
+def test_the_dialog_opens_with_the_focus_on_close_and_typed_keys_leave_the_cap(
+    qtbot: QtBot, paths: AppPaths, windows: list[MainWindow]
+) -> None:
+    w = _open(qtbot, paths, windows)
+    dialog = _dialog(qtbot, w)
+    qtbot.waitActive(dialog)
+    close = dialog.findChild(QDialogButtonBox).button(QDialogButtonBox.StandardButton.Close)
+    qtbot.waitUntil(lambda: dialog.focusWidget() is close)
+    qtbot.keyClicks(dialog.focusWidget(), "0")
+    assert dialog.cap.value() == 2048 and SettingsFile(paths.settings_file).load().kv_snapshot_cap_mb == 2048
+    qtbot.keyClick(close, Qt.Key.Key_Space)  # the focused button, pressed: the dialog closes
+    qtbot.waitUntil(lambda: not dialog.isVisible())
