@@ -21,7 +21,8 @@ import pytest
 from ember_chat.engine.core.params import SPECS, LoadConfig, LoadOptions, SamplingParams
 from ember_chat.engine.errors import InvalidParameter
 from ember_chat.engine.inference.batch_decode import BatchDecoder, NoFreeSlot, SlotRun
-from ember_chat.engine.inference.kv_snapshots import SnapshotKey, SnapshotStore
+from ember_chat.engine.inference.kv_snapshot_keys import SnapshotKey
+from ember_chat.engine.inference.kv_snapshots import SnapshotStore
 from ember_chat.engine.inference.llama_loader import open_llama
 from ember_chat.engine.inference.seq_state import seq_state
 

@@ -18,7 +18,8 @@ from ember_chat.app.models import kv_caches
 from ember_chat.app.models.kv_caches import MB, KvCachesDialog
 from ember_chat.app.shell.main_window import MainWindow
 from ember_chat.engine.inference import kv_snapshots
-from ember_chat.engine.inference.kv_snapshots import SnapshotKey, SnapshotStore
+from ember_chat.engine.inference.kv_snapshot_keys import SnapshotKey
+from ember_chat.engine.inference.kv_snapshots import SnapshotStore
 from ember_chat.engine.storage.paths import AppPaths
 from ember_chat.engine.storage.settings import Settings, SettingsFile
 

@@ -16,13 +16,8 @@ import pytest
 
 from ember_chat.engine.core.params import LoadConfig
 from ember_chat.engine.inference.kv_snapshot_files import MAGIC
-from ember_chat.engine.inference.kv_snapshots import (
-    SnapshotKey,
-    SnapshotMatch,
-    SnapshotStore,
-    cache_settings_key,
-    model_identity,
-)
+from ember_chat.engine.inference.kv_snapshot_keys import SnapshotKey, SnapshotMatch, cache_settings_key, model_identity
+from ember_chat.engine.inference.kv_snapshots import SnapshotStore
 
 KEY = SnapshotKey("model-a", "settings-1")
 OTHER = SnapshotKey("model-b", "settings-1")

@@ -30,7 +30,8 @@ from ember_chat.engine.inference.kv_prefix import common_prefix
 from ember_chat.engine.inference.seq_state import clear_seq, restore_seq, seq_state, trim_seq
 
 if TYPE_CHECKING:
-    from ember_chat.engine.inference.kv_snapshots import SnapshotKey, SnapshotStore
+    from ember_chat.engine.inference.kv_snapshot_keys import SnapshotKey
+    from ember_chat.engine.inference.kv_snapshots import SnapshotStore
 
 log = logging.getLogger(__name__)
 

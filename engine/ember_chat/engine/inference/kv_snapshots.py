@@ -6,7 +6,8 @@ The latest snapshots stay in RAM (up to `ram_bytes`); the least recently used go
 (`<directory>/<sha1>.kvsnap`, written by ONE background thread: a temporary file, fsync, os.replace; a
 header, the token list, the state, and a sha256 over all of them), within `cap_bytes` (least recently
 used files deleted). A snapshot belongs to a `SnapshotKey` (the model file and the load settings that
-change the cache); `best()` finds the one of a key that shares the longest token prefix with a prompt.
+change the cache; kv_snapshot_keys.py); `best()` finds the one of a key that shares the longest token
+prefix with a prompt.
 
 Nothing here raises on a damaged file, a full disk or an unwritable folder: the snapshot is not used
 (or not kept), the file is removed, and a sentence for the user goes to `problems`. Opening is lazy:
@@ -17,8 +18,6 @@ with gigabytes of snapshots starts as fast as without. Every method is thread-sa
 from __future__ import annotations
 
 import contextlib
-import hashlib
-import json
 import logging
 import os
 import threading
@@ -26,7 +25,6 @@ from collections import OrderedDict, deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from ember_chat.engine.inference.kv_snapshot_files import (
     DIGEST_BYTES,
@@ -43,56 +41,12 @@ from ember_chat.engine.inference.kv_snapshot_files import (
     unsaved_sentence,
     write_temporary,
 )
-
-if TYPE_CHECKING:
-    from ember_chat.engine.core.params import LoadConfig
+from ember_chat.engine.inference.kv_snapshot_keys import SnapshotKey, SnapshotMatch, shared_prefix
 
 log = logging.getLogger(__name__)
 
 _MIB = 2**20
 SNAPSHOT_FOLDER = "kv-snapshots"  # in the data folder
-
-
-def model_identity(path: Path) -> str:
-    """The model file as snapshots know it: its size, mtime and a sha256 of its first and last MiB."""
-    st = path.stat()
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        digest.update(fh.read(_MIB))
-        if st.st_size > _MIB:
-            fh.seek(max(_MIB, st.st_size - _MIB))
-            digest.update(fh.read(_MIB))
-    return f"{st.st_size}:{st.st_mtime_ns}:{digest.hexdigest()}"
-
-
-def cache_settings_key(config: LoadConfig, n_seq_max: int) -> str:
-    """The load settings a snapshot depends on, as text (GPU layers only where this build can offload)."""
-    import llama_cpp  # here, not at import time: the app's cold start does not load llama.cpp for this
-
-    gpu_layers = config.gpu_layers if llama_cpp.llama_supports_gpu_offload() else 0
-    settings = {
-        "n_ctx": config.n_ctx,
-        "kv_cache_type": config.kv_cache_type,
-        "flash_attn": config.flash_attn,
-        "gpu_layers": gpu_layers,
-        "n_seq_max": n_seq_max,
-        "llama_cpp": str(llama_cpp.__version__),
-    }
-    return json.dumps(settings, sort_keys=True)
-
-
-@dataclass(frozen=True)
-class SnapshotKey:
-    model: str  # model_identity(...)
-    settings: str  # cache_settings_key(...)
-
-
-@dataclass(frozen=True)
-class SnapshotMatch:
-    tokens: tuple[int, ...]  # the snapshot's full token list
-    shared: int  # how many leading tokens it shares with the asked-for tokens
-    source: str  # "ram" | "disk"
-    ident: str  # opaque id for load()
 
 
 @dataclass(eq=False)
@@ -103,21 +57,6 @@ class _Entry:
     state: bytes | None = None  # in RAM
     disk: int = 0  # the file's size, when it is on disk
     queued: bool = False  # the writer has it to write
-
-
-def _shared(a: tuple[int, ...], b: tuple[int, ...]) -> int:
-    """How many leading tokens a and b share (slice comparisons: C speed, log n of them)."""
-    n = min(len(a), len(b))
-    if a[:n] == b[:n]:
-        return n
-    lo, hi = 0, n  # a[:lo] == b[:lo], a[:hi] != b[:hi]
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if a[lo:mid] == b[lo:mid]:
-            lo = mid
-        else:
-            hi = mid
-    return lo
 
 
 class SnapshotStore:
@@ -173,7 +112,7 @@ class SnapshotStore:
             for entry in reversed(self._entries.values()):
                 if entry.key != key:
                     continue
-                shared = _shared(entry.tokens, toks)
+                shared = shared_prefix(entry.tokens, toks)
                 if shared > most or (
                     shared == most and chosen is not None and chosen.state is None and entry.state is not None
                 ):

@@ -11,7 +11,8 @@ import llama_cpp
 
 from ember_chat.engine.core.params import LoadConfig
 from ember_chat.engine.inference.kv_prefix import common_prefix
-from ember_chat.engine.inference.kv_snapshots import SnapshotKey, SnapshotStore, cache_settings_key, model_identity
+from ember_chat.engine.inference.kv_snapshot_keys import SnapshotKey, cache_settings_key, model_identity
+from ember_chat.engine.inference.kv_snapshots import SnapshotStore
 from ember_chat.engine.inference.seq0_snapshots import restore_seq0, save_seq0, seq0_tokens
 from ember_chat.engine.inference.seq_state import clear_seq
 
