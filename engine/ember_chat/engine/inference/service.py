@@ -41,12 +41,14 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ember_chat.engine.core.instance import new_server_id
-from ember_chat.engine.core.refs import ModelRef, RemoteModelRef
+from ember_chat.engine.core.refs import ModelRef
 from ember_chat.engine.core.states import StopReason
-from ember_chat.engine.errors import EmberError, InvalidParameter, QueueFull
-from ember_chat.engine.inference.attachment_turns import ModelChangeGuard, TokenCount, estimate_tokens, token_counter
+from ember_chat.engine.errors import QueueFull
+from ember_chat.engine.inference.attachment_turns import TokenCount
 from ember_chat.engine.inference.backend import InferenceBackend, ModelDescription
-from ember_chat.engine.inference.metrics import GenerationMetrics, MetricsRecorder, RunContext
+from ember_chat.engine.inference.metrics import GenerationMetrics
+from ember_chat.engine.inference.service_model import ServiceModel, default_backend_factory
+from ember_chat.engine.inference.service_queue import UNBOUNDED_CLIENTS, RequestQueue
 from ember_chat.engine.inference.service_runs import Run, batch_slots, batchable, step
 
 if TYPE_CHECKING:
@@ -76,26 +78,9 @@ __all__ = [
     "QueueState",
     "RequestRecord",
     "ServiceListener",
-    "default_backend_factory",
 ]
 
 RECENT_REQUESTS = 50
-UNBOUNDED_CLIENTS = frozenset({"window"})  # client kinds `submit` never refuses (except at shutdown)
-
-
-def default_backend_factory(ref: ModelRef) -> InferenceBackend:
-    """A local runtime for a GGUF file, a remote backend for a connection's model."""
-    if isinstance(ref, RemoteModelRef):
-        from ember_chat.engine.inference.remote import RemoteBackend
-
-        return RemoteBackend()
-    from ember_chat.engine.inference.runtime import LocalRuntime  # imports llama.cpp: only on the engine thread
-
-    return LocalRuntime()
-
-
-def _backend_kind(ref: ModelRef) -> str:
-    return type(ref).__name__
 
 
 class EngineService:
@@ -104,31 +89,19 @@ class EngineService:
         backend_factory: Callable[[ModelRef], InferenceBackend] = default_backend_factory,
         queue_limit: int = 8,
     ) -> None:
-        self._factory = backend_factory
         self.queue_limit = queue_limit
         self._lock = threading.Condition()
         self._control: deque[Callable[[], None]] = deque()
-        self._lines: dict[str, deque[GenerationRequest]] = {}
-        self._served: dict[str, int] = {}  # client kind → when it was last served
-        self._serve_clock = itertools.count()
-        self._active: dict[int, Run] = {}  # the running requests by id, in the order they started
+        self._queue = RequestQueue()  # waiting and running requests, their records (under the lock)
         self._jobs: list[ExclusiveJob] = []  # exclusive jobs waiting to run
         self._exclusive: ExclusiveJob | None = None  # the one running
         self._closing = False
         self._ids = itertools.count(1)
-        self._backend: InferenceBackend | None = None
-        self._backend_kind: str | None = None
-        self._model: ModelDescription | None = None
-        self.model_alias: str | None = None
+        self._model_host = ServiceModel(backend_factory, self._lock, self._notify)
         self.server_id = new_server_id()  # its API server sends it: a connection back to it is refused
         self._listeners: list[ServiceListener] = []
-        self._records: dict[int, RequestRecord] = {}
         self.recent: deque[RequestRecord] = deque(maxlen=RECENT_REQUESTS)
-        self._load_ids = itertools.count(1)
-        self._load_cancels: dict[int, threading.Event] = {}  # loads not finished yet → their cancel
         self.attachment_store: AttachmentStore | None = None  # for requests that carry no store of their own
-        self._snapshot_store: SnapshotStore | None = None
-        self._model_change = ModelChangeGuard()  # token counts never overlap a model being replaced or closed
         self._thread = threading.Thread(target=self._run, name="ember-engine", daemon=True)
         self._thread.start()
 
@@ -149,23 +122,28 @@ class EngineService:
 
     @property
     def model(self) -> ModelDescription | None:
-        return self._model
+        return self._model_host.model
+
+    @property
+    def model_alias(self) -> str | None:
+        """The name clients know the model by (the library name, e.g. "starter")."""
+        return self._model_host.alias
+
+    @property
+    def _backend(self) -> InferenceBackend | None:  # (the engine thread's; bench.kv_restore reads it)
+        return self._model_host.backend
 
     @property
     def snapshot_store(self) -> SnapshotStore | None:
         """Where the backend keeps conversations' KV snapshots (None: none kept); given to every
         backend the service creates, and to the current one on the engine thread (after the running
         generations, like a load: a runtime is used by one thread)."""
-        return self._snapshot_store
+        return self._model_host.snapshots
 
     @snapshot_store.setter
     def snapshot_store(self, store: SnapshotStore | None) -> None:
-        self._snapshot_store = store
-        self._submit_control(lambda: self._give_snapshots(self._backend))
-
-    def _give_snapshots(self, backend: InferenceBackend | None) -> None:
-        if backend is not None and hasattr(backend, "snapshots"):  # (a backend that keeps them: the local runtime)
-            backend.snapshots = self._snapshot_store
+        self._model_host.snapshots = store
+        self._submit_control(self._model_host.give_snapshots)
 
     @property
     def running(self) -> bool:
@@ -174,18 +152,7 @@ class EngineService:
 
     def queue_state(self) -> QueueState:
         with self._lock:
-            return self._queue_state_locked()
-
-    def _queue_state_locked(self) -> QueueState:
-        running = tuple(self._records[i] for i in self._active if i in self._records)
-        job = self._exclusive
-        if job is not None:
-            running = (RequestRecord(job.id, job.client, job.label, "running", t_submitted=job.t_submitted),)
-        queued = tuple(self._records[r.id] for line in self._lines.values() for r in line)
-        return QueueState(running[0] if running else None, queued, running)
-
-    def _queued_count(self) -> int:
-        return sum(len(line) for line in self._lines.values())
+            return self._queue.state(self._exclusive)
 
     def count_tokens(self, text: str) -> int:
         """Tokens in `text` by the loaded model's tokenizer (an estimate when there is none); see
@@ -196,68 +163,35 @@ class EngineService:
         """Tokens in `text` and whether that is an estimate. Callable from any thread: the tokenizer is
         only read, never while the model is being replaced or closed (then the count is estimated). A
         remote server's tokenizer is an HTTP request: call it off the GUI thread."""
-        with self._model_change.reading() as ok:
-            backend = self._backend
-            if not ok or backend is None or self._model is None or not backend.loaded:
-                return TokenCount(estimate_tokens(text), True)
-            count, estimated = token_counter(backend)
-            return TokenCount(count(text), estimated)
+        return self._model_host.measure_tokens(text)
 
     def tokenize(self, text: str, *, add_special: bool = False) -> list[int] | None:
         """The loaded model's tokens for `text`, as llama-server's /tokenize gives them (special tokens'
         text read as those tokens; `add_special`: BOS first when the model adds one), or None without a
         local model (none loaded, a remote one, or one being replaced). Callable from any thread."""
-        with self._model_change.reading() as ok:
-            backend = self._backend
-            if not ok or backend is None or self._model is None or not backend.loaded:
-                return None
-            tokenize = getattr(backend, "tokenize", None)
-            if not callable(tokenize) or not hasattr(backend, "token_piece"):
-                return None
-            return list(tokenize(text, special=True, add_bos=add_special))
+        return self._model_host.tokenize(text, add_special=add_special)
 
     def token_pieces(self, tokens: list[int]) -> list[bytes] | None:
         """Each token's bytes by the loaded model's vocabulary (None as for `tokenize`); InvalidParameter
         for an id outside it. Callable from any thread."""
-        with self._model_change.reading() as ok:
-            backend = self._backend
-            if not ok or backend is None or self._model is None or not backend.loaded:
-                return None
-            piece = getattr(backend, "token_piece", None)
-            vocab_size = getattr(backend, "vocab_size", None)
-            if not callable(piece) or not callable(vocab_size):
-                return None
-            size = int(vocab_size())
-            bad = next((t for t in tokens if not 0 <= t < size), None)
-            if bad is not None:
-                raise InvalidParameter(f"token {bad} is not in the model's vocabulary (0 to {size - 1}).")
-            return [piece(t) for t in tokens]
+        return self._model_host.token_pieces(tokens)
 
     # ----- model
     def load(self, ref: ModelRef, alias: str | None = None) -> int:
         """Load a model (after the running generation, ahead of waiting ones); returns the load's id.
         `alias`: the name clients know it by (the library name, e.g. "starter"); the API server serves
         it as the id."""
-        cancel = threading.Event()
-        with self._lock:
-            load_id = next(self._load_ids)
-            self._load_cancels[load_id] = cancel
-        self._submit_control(lambda: self._do_load(load_id, ref, alias, cancel))
+        load_id, cancel = self._model_host.new_load()
+        self._submit_control(lambda: self._model_host.load(load_id, ref, alias, cancel, self.server_id))
         return load_id
 
     def cancel_load(self, load_id: int | None = None) -> None:
         """Cancel one load (waiting or running), or with no id every load not finished yet; a load
         started afterwards is not affected."""
-        with self._lock:
-            if load_id is None:
-                cancels = list(self._load_cancels.values())
-            else:
-                cancels = [self._load_cancels[load_id]] if load_id in self._load_cancels else []
-        for cancel in cancels:
-            cancel.set()
+        self._model_host.cancel_load(load_id)
 
     def unload(self) -> None:
-        self._submit_control(self._do_unload)
+        self._submit_control(self._model_host.unload)
 
     def _submit_control(self, action: Callable[[], None]) -> None:
         with self._lock:
@@ -265,62 +199,6 @@ class EngineService:
                 return
             self._control.append(action)
             self._lock.notify_all()
-
-    def _do_load(self, load_id: int, ref: ModelRef, alias: str | None, cancel: threading.Event) -> None:
-        try:
-            self._load(load_id, ref, alias, cancel)
-        finally:
-            with self._lock:
-                self._load_cancels.pop(load_id, None)
-
-    def _load(self, load_id: int, ref: ModelRef, alias: str | None, cancel: threading.Event) -> None:
-        kind = _backend_kind(ref)
-        try:
-            if isinstance(ref, RemoteModelRef):  # checked before the model here is closed for it
-                from ember_chat.engine.inference.openai_wire import check_remote_model  # the HTTP stack
-
-                check_remote_model(ref, self.server_id)
-            with self._model_change.changing():
-                if self._backend is not None and self._backend_kind != kind:
-                    self._close_backend()
-                if self._backend is None:
-                    self._backend = self._factory(ref)
-                    self._backend_kind = kind
-                    self._give_snapshots(self._backend)
-                self._model = None
-                model = self._backend.load(
-                    ref,
-                    progress=lambda fraction: self._notify("load_progress_with_id", load_id, fraction),
-                    cancel=cancel,
-                )
-        except EmberError as exc:
-            # a file refused by its checks leaves the backend's model loaded: it still serves
-            backend = self._backend
-            self._model = backend.description if backend is not None and backend.loaded else None
-            self._notify("load_failed_with_id", load_id, str(exc))
-            return
-        except Exception as exc:  # never let a load kill the engine thread
-            log.exception("unexpected error while loading")
-            self._model = None
-            self._notify("load_failed_with_id", load_id, f"Unexpected error while loading: {exc!r}")
-            return
-        self._model = model
-        self.model_alias = alias or model.name
-        self._notify("loaded_with_id", load_id, model)
-
-    def _do_unload(self) -> None:
-        with self._model_change.changing():
-            if self._backend is not None:
-                self._backend.close()
-            self._model = None
-        self._notify("unloaded")
-
-    def _close_backend(self) -> None:
-        with self._model_change.changing():
-            backend, self._backend, self._backend_kind = self._backend, None, None
-            self._model = None
-            if backend is not None:
-                backend.close()
 
     # ----- exclusive jobs
     def run_exclusive(
@@ -360,7 +238,7 @@ class EngineService:
                 return
             self._jobs.remove(job)
             self._exclusive = job
-            state = self._queue_state_locked()
+            state = self._queue.state(self._exclusive)
         self._notify("queue_changed", state)
         try:
             job._value = job.fn()
@@ -369,7 +247,7 @@ class EngineService:
         finally:
             with self._lock:
                 self._exclusive = None
-                state = self._queue_state_locked()
+                state = self._queue.state(self._exclusive)
             job.done.set()
             self._notify("queue_changed", state)
 
@@ -380,17 +258,11 @@ class EngineService:
         with self._lock:
             if self._closing:
                 raise QueueFull("Ember is shutting down.")
-            if request.client not in UNBOUNDED_CLIENTS and self._queued_count() >= self.queue_limit:
-                raise QueueFull(
-                    f"{self._queued_count()} requests are already waiting for the model; try again shortly."
-                )
+            if request.client not in UNBOUNDED_CLIENTS and self._queue.count() >= self.queue_limit:
+                raise QueueFull(f"{self._queue.count()} requests are already waiting for the model; try again shortly.")
             request.id = next(self._ids)
-            line = self._lines.setdefault(request.client, deque())
-            line.append(request)
-            self._records[request.id] = RequestRecord(
-                request.id, request.client, request.label, "queued", t_submitted=time.time()
-            )
-            state = self._queue_state_locked()
+            self._queue.add(request)
+            state = self._queue.state(self._exclusive)
             self._lock.notify_all()
         self._notify("queue_changed", state)
         return request.id
@@ -398,57 +270,31 @@ class EngineService:
     def cancel(self, request_id: int) -> None:
         """Cancel one request: drop it if it waits, stop it within one token if it runs (a batched run
         alone: the others in its batch go on)."""
-        dropped: GenerationRequest | None = None
         with self._lock:
-            run = self._active.get(request_id)
+            run = self._queue.active.get(request_id)
             if run is not None:
                 run.req.cancelled.set()
                 if not run.batched and self._backend is not None:
                     self._backend.request_stop()  # (stops whatever the backend runs: only for a run alone)
                 return
-            for line in self._lines.values():
-                for req in line:
-                    if req.id == request_id:
-                        dropped = req
-                        line.remove(req)
-                        break
-                if dropped:
-                    break
+            dropped = self._queue.drop(request_id)
             if dropped is None:
                 return
             dropped.cancelled.set()
-            state = self._queue_state_locked()
+            state = self._queue.state(self._exclusive)
         dropped.sink.finished(StopReason.CANCELLED, "", None, [])
         self._done(dropped, StopReason.CANCELLED, None, None)
         self._notify("queue_changed", state)
 
     def cancel_all(self) -> None:
         with self._lock:
-            ids = [r.id for line in self._lines.values() for r in line]
-            ids.extend(self._active)
+            ids = self._queue.ids()
         for rid in ids:
             self.cancel(rid)
 
-    def _next_request_locked(self, window_only: bool = False) -> GenerationRequest | None:
-        """Round-robin between client kinds: the kind served longest ago goes first (ties: the
-        earliest request), so neither the window nor a burst of API calls can starve the other.
-        `window_only`: only a request of a client that is never refused (the window's slot)."""
-        waiting = [
-            (self._served.get(client, -1), line[0].id, client)
-            for client, line in self._lines.items()
-            if line and (not window_only or client in UNBOUNDED_CLIENTS)
-        ]
-        if not waiting:
-            return None
-        _, _, client = min(waiting)
-        self._served[client] = next(self._serve_clock)
-        return self._lines[client].popleft()
-
     def _start_locked(self, req: GenerationRequest, batched: bool) -> Run:
-        run = Run(req, batched, self._live_recorder, self._done)
-        self._active[req.id] = run
-        t_submitted = self._records[req.id].t_submitted
-        self._records[req.id] = RequestRecord(req.id, req.client, req.label, "running", t_submitted=t_submitted)
+        run = Run(req, batched, self._model_host.live_recorder, self._done)
+        self._queue.start(run)
         return run
 
     # ----- the engine thread
@@ -456,7 +302,7 @@ class EngineService:
         while True:
             run: Run | None = None
             with self._lock:
-                while not (self._closing or self._control or self._queued_count()):
+                while not (self._closing or self._control or self._queue.count()):
                     self._lock.wait()
                 if self._control:
                     action: Callable[[], None] | None = self._control.popleft()
@@ -464,12 +310,12 @@ class EngineService:
                     break
                 else:
                     action = None
-                    req = self._next_request_locked()
+                    req = self._queue.next()
                     if req is not None:
                         backend = self._backend
                         batched = batch_slots(backend) > 1 and batchable(backend, req)
                         run = self._start_locked(req, batched)
-                    state = self._queue_state_locked()
+                    state = self._queue.state(self._exclusive)
             if action is not None:
                 action()
                 continue
@@ -477,7 +323,7 @@ class EngineService:
                 continue
             self._notify("queue_changed", state)
             self._session(run)
-        self._close_backend()
+        self._model_host.close()
 
     def _session(self, first: Run) -> None:
         """Run `first` and, when it is batched, every batchable request admitted while it runs: all
@@ -499,7 +345,7 @@ class EngineService:
                     stepped = []  # (newcomers go to their first step before it is taken)
         finally:
             with self._lock:
-                left = list(self._active.values())
+                left = list(self._queue.active.values())
             for run in left:  # (only when the engine thread itself is going down)
                 run.abandon()
             self._retire()
@@ -512,15 +358,15 @@ class EngineService:
         admitted: list[Run] = []
         with self._lock:
             while active + len(admitted) < slots and not (self._control or self._closing):
-                heads = [line[0] for line in self._lines.values() if line]
+                heads = self._queue.heads()
                 if not heads or not all(batchable(backend, req) for req in heads):
                     break
-                others = sum(1 for run in self._active.values() if run.req.client not in UNBOUNDED_CLIENTS)
-                req = self._next_request_locked(window_only=others >= slots - 1)
+                others = self._queue.running_bounded()
+                req = self._queue.next(window_only=others >= slots - 1)
                 if req is None:
                     break
                 admitted.append(self._start_locked(req, batched=True))
-            state = self._queue_state_locked()
+            state = self._queue.state(self._exclusive)
         if admitted:
             self._notify("queue_changed", state)
         return admitted
@@ -528,30 +374,14 @@ class EngineService:
     def _retire(self) -> None:
         """Runs that have ended leave the running set."""
         with self._lock:
-            ended = [rid for rid, run in self._active.items() if run.ended]
-            if not ended:
+            if not self._queue.retire():
                 return
-            for rid in ended:
-                del self._active[rid]
-            state = self._queue_state_locked()
+            state = self._queue.state(self._exclusive)
         self._notify("queue_changed", state)
-
-    def _live_recorder(self, t_start_ns: int, t_prefill_ns: int, n_ctx: int = 0) -> MetricsRecorder:
-        model = self._model
-        context = RunContext(
-            model=model.name if model else "",
-            quantization=model.quantization if model else None,
-            backend=model.backend if model else "",
-            threads=model.threads if model else None,
-            gpu_layers=model.gpu_layers if model else None,
-            n_ctx=n_ctx or (model.n_ctx or 0 if model else 0),
-            connection=model.source if model and model.is_remote else None,
-        )
-        return MetricsRecorder(context, t_start_ns=t_start_ns, t_prefill_start_ns=t_prefill_ns)
 
     def _done(self, req: GenerationRequest, reason: str, metrics: GenerationMetrics | None, error: str | None) -> None:
         with self._lock:
-            old = self._records.pop(req.id, None)
+            old = self._queue.records.pop(req.id, None)
         record = RequestRecord(
             req.id, req.client, req.label, "done", reason, metrics, error, old.t_submitted if old else time.time()
         )
