@@ -15,39 +15,22 @@ from typing import TYPE_CHECKING
 import llama_cpp
 
 from ember_chat.engine.core.params import LoadConfig, SamplingParams
-from ember_chat.engine.core.reasoning import MarkerNormalizer, prompt_opens_thinking, split_thinking
+from ember_chat.engine.core.reasoning import MarkerNormalizer
 from ember_chat.engine.core.refs import ModelRef
 from ember_chat.engine.core.states import StopReason
 from ember_chat.engine.core.tools import ToolRequest
-from ember_chat.engine.errors import (
-    ContextOverflowError,
-    ImagesNotSupported,
-    InvalidParameter,
-    NoModelLoaded,
-)
+from ember_chat.engine.errors import ContextOverflowError, InvalidParameter, NoModelLoaded
 from ember_chat.engine.inference.backend import ModelDescription
-from ember_chat.engine.inference.chat_prompt import fit_to_context, plan_chat
-from ember_chat.engine.inference.events import (
-    ContextTrimmed,
-    Event,
-    TemplateFallback,
-)
+from ember_chat.engine.inference.events import ContextTrimmed, Event, TemplateFallback
 from ember_chat.engine.inference.grammar import params_grammar
 from ember_chat.engine.inference.llama_loader import NULL_ABORT, gpu_backend_name, open_llama, probe_gguf
 from ember_chat.engine.inference.llama_log import route_llama_log
 from ember_chat.engine.inference.metrics import MetricsRecorder, RunContext
-from ember_chat.engine.inference.prompting import (
-    ChatMessage,
-    ChatTemplate,
-    UnusableTemplate,
-    builtin_for,
-    choose_template,
-    render_chat,
-)
+from ember_chat.engine.inference.prompting import ChatMessage, ChatTemplate
 from ember_chat.engine.inference.runtime_cache import ContextCache
-from ember_chat.engine.inference.runtime_sources import BatchSource, Seq0Source
+from ember_chat.engine.inference.runtime_prompt import chat_prompt, model_template, tool_turn_for
+from ember_chat.engine.inference.runtime_runs import RunStarter
 from ember_chat.engine.inference.token_stream import StreamSetup, TokenSource, stream_events
-from ember_chat.engine.inference.tool_formats import tool_format_for
 from ember_chat.engine.inference.tool_turn import ToolTurn
 from ember_chat.engine.models.gguf_inspect import ModelInfo, inspect_gguf
 
@@ -62,20 +45,16 @@ class LocalRuntime:
         self._info: ModelInfo | None = None
         self._config: LoadConfig | None = None
         self._backend = "CPU"
-        self._abort = threading.Event()
-        abort = self._abort  # the callback must not hold the runtime (no reference cycle)
-        # Kept alive as long as the runtime: llama.cpp holds a raw pointer to it.
-        self._abort_callback = llama_cpp.ggml_abort_callback(lambda _data: abort.is_set())
         # Prompt text + generated text of the last conversations' generations (newest first, single
         # path and batched alike), and the token ids behind them, so a follow-up whose prompt extends
         # one of those texts reuses exactly the tokens already in the KV cache (or in its snapshot).
         self._recent: list[tuple[str, list[int]]] = []
-        self._stops = 0  # request_stop() calls so far
         self._vocab: llama_cpp.llama_vocab_p | None = None
         self._pieces: dict[int, bytes] = {}  # each token's text, looked up once per loaded model
         self._templates: dict[str | None, ChatTemplate] = {}  # per override, for the loaded model
         self._vision: VisionContext | None = None  # the model's projector, if loaded with one
         self._cache = ContextCache()  # snapshots and batch slots
+        self._runs = RunStarter(self._cache)  # starts and stops the token sources
 
     @property
     def snapshots(self) -> SnapshotStore | None:
@@ -231,8 +210,7 @@ class LocalRuntime:
     def request_stop(self) -> None:
         """Stop the running generation (thread-safe): within one token while decoding, and promptly
         during prompt evaluation via llama.cpp's abort callback."""
-        self._stops += 1  # (a batched run stops when this changed since it started)
-        self._abort.set()
+        self._runs.request_stop()
 
     def tokenize(self, text: str, *, special: bool = False, add_bos: bool = False) -> list[int]:
         return self._require().tokenize(text.encode("utf-8"), add_bos=add_bos, special=special)
@@ -242,24 +220,7 @@ class LocalRuntime:
         llm = self._require()
         assert self._info is not None
         if override not in self._templates:
-            model = llm._model
-
-            def text_of(token_id: int) -> str:
-                return model.token_get_text(token_id) if token_id >= 0 else ""
-
-            try:
-                self._templates[override] = choose_template(
-                    self._info.architecture,
-                    self._info.chat_template,
-                    text_of(llm.token_bos()),
-                    text_of(llm.token_eos()),
-                    override,
-                )
-            except InvalidParameter as exc:
-                if override:  # the user's own choice: say what is wrong with it
-                    raise
-                # the file's template does not even compile: chat still works, in a built-in format
-                self._templates[override] = UnusableTemplate(str(exc))
+            self._templates[override] = model_template(llm, self._info, override)
         return self._templates[override]
 
     def _prompt_tokens(self, text: str, *, special: bool) -> list[int]:
@@ -295,70 +256,22 @@ class LocalRuntime:
         recorder = MetricsRecorder(self._run_context())
         template = self.template(template_override)
         assert self._info is not None
-        plan = plan_chat(messages, params, template.thinking_switch, tools)
-        if any(m.images for m in plan.messages) and self._vision is None:
-            raise ImagesNotSupported(
-                f"{self._info.name} cannot see images: it was loaded without a projector (mmproj) file. "
-                "Load a vision model with its projector, or remove the images."
-            )
-        fallback = builtin_for(self._info.architecture)
-        prompts: list[VisionPrompt] = []
-
-        def render(kept: list[ChatMessage]) -> tuple[tuple[str, list[int], VisionPrompt | None, str | None], int]:
-            while prompts:  # (a longer rendering tried before: its images' positions are freed)
-                prompts.pop().close()
-            if any(m.images for m in kept):
-                assert self._vision is not None
-                text, prompt, notice = self._vision.prompt(
-                    template, kept, fallback, plan.thinking, plan.prefix, plan.offered
-                )
-                prompts.append(prompt)
-                return (text, prompt.tokens, prompt, notice), len(prompt.tokens)
-            rendered, notice = render_chat(template, kept, fallback, plan.thinking, plan.offered)
-            tokens = self._prompt_tokens(rendered + plan.prefix, special=True)
-            return (rendered + plan.prefix, tokens, None, notice), len(tokens)
-
-        reserve = min(params.max_tokens, max(1, llm.n_ctx() // 4))
+        vision = self._vision
+        chat = chat_prompt(messages, params, tools, template, self._info, vision, self._prompt_tokens, llm.n_ctx())
+        recorder.dropped_messages = chat.dropped
+        if chat.notice:
+            yield TemplateFallback(chat.notice)
+        if chat.dropped:
+            yield ContextTrimmed(chat.dropped, len(chat.tokens), llm.n_ctx())
+        markers = chat.markers()
         try:
-            fitted = fit_to_context(plan.messages, render, llm.n_ctx(), reserve)
-        except BaseException:
-            while prompts:
-                prompts.pop().close()
-            raise
-        text, tokens, prompt, notice = fitted.rendered
-        dropped = fitted.dropped
-        prefix = plan.prefix
-        recorder.dropped_messages = dropped
-        if notice:
-            yield TemplateFallback(notice)
-        if dropped:
-            yield ContextTrimmed(dropped, len(tokens), llm.n_ctx())
-        if prefix:  # continuing an answer: inside its thinking if that had not ended
-            markers = MarkerNormalizer(thinking=split_thinking(prefix).open)
-        else:
-            markers = MarkerNormalizer(opened_by_prompt=prompt_opens_thinking(text))
-        try:
-            turn = self._tool_turn(template_override, tools, markers) if plan.offered else None
+            turn = tool_turn_for(self._info, template_override, tools, markers) if chat.offered else None
             yield from self._stream(
-                text, tokens, params, recorder, markers, prompt, turn, batched=batched, cancel=cancel
+                chat.text, chat.tokens, params, recorder, markers, chat.vision, turn, batched=batched, cancel=cancel
             )
         finally:
-            if prompt is not None:
-                prompt.close()
-
-    def _tool_turn(
-        self, template_override: str | None, tools: ToolRequest | None, markers: MarkerNormalizer
-    ) -> ToolTurn:
-        """How this model's calls are read and held to their schemas (its family's format)."""
-        assert self._info is not None and tools is not None
-        source = template_override or self._info.chat_template
-        fmt = tool_format_for(source, self._info.architecture)
-        if fmt is None:
-            raise InvalidParameter(
-                f"{self._info.name}'s chat template writes tool calls in a form Ember cannot read yet, "
-                "so it cannot be given tools. Turn the tools off for this chat, or use another model."
-            )
-        return ToolTurn(fmt, tools, markers, mistral_args="[ARGS]" in (source or ""))
+            if chat.vision is not None:
+                chat.vision.close()
 
     def complete(
         self,
@@ -456,9 +369,11 @@ class LocalRuntime:
         grammar = turn.first_grammar() if turn is not None else params_grammar(params)
         source: TokenSource
         if batched:
-            source, stopped = self._batch_run(tokens, params, seed, cancel)
+            source, stopped = self._runs.batch_run(tokens, params, seed, cancel)
         else:
-            source, stopped = self._seq0_run(tokens, params, seed, vision, conversation, cancel)
+            source, stopped = self._runs.seq0_run(
+                llm, tokens, params, seed, self._vision, vision, conversation, cancel, self._piece
+            )
 
         def remember(reason: str, raw: str, generated: list[int]) -> None:
             # (with images, the text alone does not say which image is where: no text-keyed reuse; a
@@ -471,41 +386,6 @@ class LocalRuntime:
             grammar, markers, turn, remember,
         )  # fmt: skip
         yield from stream_events(source, setup)
-
-    def _seq0_run(
-        self,
-        tokens: list[int],
-        params: SamplingParams,
-        seed: int,
-        vision: VisionPrompt | None,
-        conversation: bool,
-        cancel: threading.Event | None,
-    ) -> tuple[TokenSource, Callable[[], bool]]:
-        """llama-cpp-python's own path on seq 0 (its KV state restored from a snapshot when that shares
-        more of the prompt than seq 0 holds)."""
-        llm = self._require()
-        reused, restored = self._cache.seq0_start(llm, tokens, conversation and vision is None)
-        if vision is not None:
-            reused = vision.align(reused)
-        self._abort.clear()
-        llm.set_seed(seed)
-        abort = self._abort
-        stopped = abort.is_set if cancel is None else (lambda: abort.is_set() or cancel.is_set())
-        images = (self._vision, vision) if vision is not None and self._vision is not None else None
-        source = Seq0Source(llm, tokens, params, reused, stopped, self._abort_callback, self._piece, images, restored)
-        return source, stopped
-
-    def _batch_run(
-        self, tokens: list[int], params: SamplingParams, seed: int, cancel: threading.Event | None
-    ) -> tuple[TokenSource, Callable[[], bool]]:
-        """A run of the batch decoder. `request_stop()` stops it only when called after it started."""
-        stops = self._stops
-
-        def stopped() -> bool:
-            return self._stops != stops or (cancel is not None and cancel.is_set())
-
-        decoder = self._cache.batch_decoder()
-        return BatchSource(decoder, decoder.start(tokens, params, seed), stopped), stopped
 
     def _is_eog(self, token: int) -> bool:
         return bool(llama_cpp.llama_vocab_is_eog(self._vocab, token))
