@@ -15,6 +15,7 @@ import pytest
 from ember_chat.engine.core.params import LoadConfig, SamplingParams
 from ember_chat.engine.inference.batch_decode import sampler_chain
 from ember_chat.engine.inference.greedy import argmax_token, generate_greedy, is_plain_greedy
+from ember_chat.engine.inference.kv_prefix import common_prefix
 from ember_chat.engine.inference.llama_loader import open_llama
 
 PROMPTS = (
@@ -78,3 +79,11 @@ def test_the_argmax_of_each_row_is_the_greedy_samplers_choice(llm: llama_cpp.Lla
             tokens = [mine]
     finally:
         llama_cpp.llama_sampler_free(chain)
+
+
+def test_common_prefix_counts_the_shared_leading_tokens_of_lists_and_tuples() -> None:
+    tokens = list(range(1000))
+    assert common_prefix(tokens, [*tokens, 7]) == 1000
+    assert common_prefix(tokens, [*tokens[:613], -1, *tokens[614:]]) == 613
+    assert common_prefix(tuple(tokens), [*tokens[:5], 99]) == 5  # (a snapshot's tuple against a prompt's list)
+    assert common_prefix([], tokens) == 0 and common_prefix([1], [2]) == 0

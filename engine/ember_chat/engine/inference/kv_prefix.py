@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-import llama_cpp
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # (the snapshot store imports this module before any model is opened)
+    import llama_cpp
 
 
 def resume_point(llm: llama_cpp.Llama, tokens: list[int]) -> list[int]:
@@ -17,10 +21,18 @@ def resume_point(llm: llama_cpp.Llama, tokens: list[int]) -> list[int]:
     return tokens[reuse:]
 
 
-def common_prefix(a: list[int], b: list[int]) -> int:
-    n = 0
-    for x, y in zip(a, b, strict=False):
-        if x != y:
-            break
-        n += 1
-    return n
+def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+    """How many leading tokens a and b share (slice comparisons: C speed, log n of them)."""
+    if type(a) is not type(b):
+        a, b = list(a), list(b)
+    n = min(len(a), len(b))
+    if a[:n] == b[:n]:
+        return n
+    lo, hi = 0, n  # a[:lo] == b[:lo], a[:hi] != b[:hi]
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if a[lo:mid] == b[lo:mid]:
+            lo = mid
+        else:
+            hi = mid
+    return lo

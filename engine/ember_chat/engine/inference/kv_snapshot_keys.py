@@ -56,18 +56,3 @@ class SnapshotMatch:
     shared: int  # how many leading tokens it shares with the asked-for tokens
     source: str  # "ram" | "disk"
     ident: str  # opaque id for load()
-
-
-def shared_prefix(a: tuple[int, ...], b: tuple[int, ...]) -> int:
-    """How many leading tokens a and b share (slice comparisons: C speed, log n of them)."""
-    n = min(len(a), len(b))
-    if a[:n] == b[:n]:
-        return n
-    lo, hi = 0, n  # a[:lo] == b[:lo], a[:hi] != b[:hi]
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if a[lo:mid] == b[lo:mid]:
-            lo = mid
-        else:
-            hi = mid
-    return lo

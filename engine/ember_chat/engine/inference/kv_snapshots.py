@@ -26,6 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from ember_chat.engine.inference.kv_prefix import common_prefix
 from ember_chat.engine.inference.kv_snapshot_files import (
     DIGEST_BYTES,
     SUFFIX,
@@ -41,7 +42,7 @@ from ember_chat.engine.inference.kv_snapshot_files import (
     unsaved_sentence,
     write_temporary,
 )
-from ember_chat.engine.inference.kv_snapshot_keys import SnapshotKey, SnapshotMatch, shared_prefix
+from ember_chat.engine.inference.kv_snapshot_keys import SnapshotKey, SnapshotMatch
 
 log = logging.getLogger(__name__)
 
@@ -112,7 +113,7 @@ class SnapshotStore:
             for entry in reversed(self._entries.values()):
                 if entry.key != key:
                     continue
-                shared = shared_prefix(entry.tokens, toks)
+                shared = common_prefix(entry.tokens, toks)
                 if shared > most or (
                     shared == most and chosen is not None and chosen.state is None and entry.state is not None
                 ):
