@@ -185,3 +185,58 @@ def write_tiny_model(path: Path, spec: TinySpec = TinySpec()) -> Path:
     w.write_tensors_to_file()
     w.close()
     return path
+
+
+def write_tiny_mamba(path: Path, seed: int = 0) -> Path:
+    """Write a tiny Mamba (a recurrent model: its memory cannot drop a suffix, so llama.cpp refuses a
+    partial cut) with random weights, that llama.cpp loads and runs."""
+    dim, layers, d_inner, d_state, d_conv, dt_rank = 64, 2, 128, 16, 4, 4
+    rng = np.random.default_rng(seed)
+    tokens, scores, types = vocabulary()
+    n_vocab = len(tokens)
+    w = gguf.GGUFWriter(str(path), "mamba")
+    w.add_name("Tiny Mamba")
+    w.add_context_length(2048)
+    w.add_embedding_length(dim)
+    w.add_block_count(layers)
+    w.add_feed_forward_length(0)
+    w.add_head_count(0)
+    w.add_layer_norm_rms_eps(1e-5)
+    w.add_ssm_conv_kernel(d_conv)
+    w.add_ssm_inner_size(d_inner)
+    w.add_ssm_state_size(d_state)
+    w.add_ssm_time_step_rank(dt_rank)
+    w.add_tokenizer_model("llama")
+    w.add_token_list(tokens)
+    w.add_token_scores(scores)
+    w.add_token_types(types)
+    w.add_bos_token_id(1)
+    w.add_eos_token_id(EOS_ID)
+    w.add_unk_token_id(0)
+    w.add_add_bos_token(True)
+    w.add_add_eos_token(False)
+    w.add_chat_template(CHATML_TEMPLATE)
+
+    def t(name: str, *shape: int, scale: float = 0.1) -> None:
+        w.add_tensor(name, (rng.standard_normal(shape) * scale).astype(np.float32))
+
+    t("token_embd.weight", n_vocab, dim, scale=0.5)
+    w.add_tensor("output_norm.weight", np.ones(dim, dtype=np.float32))
+    t("output.weight", n_vocab, dim, scale=0.5)
+    for i in range(layers):
+        p = f"blk.{i}."
+        w.add_tensor(p + "attn_norm.weight", np.ones(dim, dtype=np.float32))
+        t(p + "ssm_in.weight", 2 * d_inner, dim)
+        t(p + "ssm_conv1d.weight", d_inner, d_conv)
+        t(p + "ssm_conv1d.bias", d_inner)
+        t(p + "ssm_x.weight", dt_rank + 2 * d_state, d_inner)
+        t(p + "ssm_dt.weight", d_inner, dt_rank)
+        t(p + "ssm_dt.bias", d_inner)
+        w.add_tensor(p + "ssm_a", -np.exp(rng.standard_normal((d_inner, d_state)).astype(np.float32) * 0.1))
+        t(p + "ssm_d", d_inner)
+        t(p + "ssm_out.weight", dim, d_inner)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path

@@ -17,6 +17,7 @@ from ember_chat.engine.inference.batch_decode import sampler_chain
 from ember_chat.engine.inference.greedy import argmax_token, generate_greedy, is_plain_greedy
 from ember_chat.engine.inference.kv_prefix import common_prefix
 from ember_chat.engine.inference.llama_loader import open_llama
+from tests.gguf_factory import write_tiny_mamba
 
 PROMPTS = (
     "The history of the Roman Empire begins",
@@ -87,3 +88,21 @@ def test_common_prefix_counts_the_shared_leading_tokens_of_lists_and_tuples() ->
     assert common_prefix(tokens, [*tokens[:613], -1, *tokens[614:]]) == 613
     assert common_prefix(tuple(tokens), [*tokens[:5], 99]) == 5  # (a snapshot's tuple against a prompt's list)
     assert common_prefix([], tokens) == 0 and common_prefix([1], [2]) == 0
+
+
+def test_a_recurrent_model_that_cannot_cut_its_memory_is_evaluated_from_the_start(tmp_path: Path) -> None:
+    """A Mamba's memory cannot drop a suffix (llama.cpp refuses the cut): a prompt that leaves the cached
+    tokens part way (an edited message, a regenerated answer) is evaluated from the start, as
+    `Llama.generate` does, instead of failing in llama_decode."""
+    llm = open_llama(LoadConfig(write_tiny_mamba(tmp_path / "mamba.gguf"), n_ctx=256, parallel=1, threads=1))
+    try:
+        first = llm.tokenize(b"The sea is wide and the boats are small")
+        edited = [*first[:4], *llm.tokenize(b" rivers run to it", add_bos=False)]
+        llm.reset()
+        expected = take(llm.generate(edited, temp=0.0, repeat_penalty=1.0), 8)
+        llm.reset()
+        take(generate_greedy(llm, first), 8)  # the cache holds `first` and an answer
+        assert not llm._ctx.kv_cache_seq_rm(-1, 4, -1)  # (what makes this model different)
+        assert take(generate_greedy(llm, edited), 8) == expected
+    finally:
+        llm.close()

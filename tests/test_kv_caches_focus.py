@@ -1,4 +1,4 @@
-"""Settings ▸ Conversation caches… opens with the focus on Close: a key typed at once (the user still
+"""Settings ▸ Conversation caches… opens (each time) with the focus on Close: a key typed at once (the user still
 typing, or Enter) does not change the disk space the caches may take (0 would delete them all)."""
 
 from __future__ import annotations
@@ -27,3 +27,11 @@ def test_the_dialog_opens_with_the_focus_on_close_and_typed_keys_leave_the_cap(
     assert dialog.cap.value() == 2048 and SettingsFile(paths.settings_file).load().kv_snapshot_cap_mb == 2048
     qtbot.keyClick(close, Qt.Key.Key_Space)  # the focused button, pressed: the dialog closes
     qtbot.waitUntil(lambda: not dialog.isVisible())
+    # opened again after the user had left the focus in the disk-space box: on Close again
+    dialog = _dialog(qtbot, w)
+    dialog.cap.setFocus()
+    dialog.reject()
+    qtbot.waitUntil(lambda: not dialog.isVisible())
+    assert _dialog(qtbot, w) is dialog  # (the same dialog, shown again)
+    qtbot.waitActive(dialog)
+    qtbot.waitUntil(lambda: dialog.focusWidget() is close)

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from PySide6.QtCore import QObject, Qt, Signal
+from PySide6.QtGui import QShowEvent
 from PySide6.QtWidgets import (
     QDialog,
     QDialogButtonBox,
@@ -189,8 +190,13 @@ class KvCachesDialog(QDialog):
         caches.usage_known.connect(self.show_usage)
         caches.failed.connect(self.show_failure)
         self.setMinimumWidth(520)  # (the wrapped introduction's height follows the width)
-        # the focus starts on Close, not on the disk space (a key typed there would change it)
-        buttons.button(QDialogButtonBox.StandardButton.Close).setFocus()
+        self.close_button = buttons.button(QDialogButtonBox.StandardButton.Close)
+
+    def showEvent(self, event: QShowEvent) -> None:
+        """Each time it opens, the focus starts on Close, not on the disk space (a key typed there would
+        change it; 0 deletes every cache)."""
+        super().showEvent(event)
+        self.close_button.setFocus()
 
     def _clear(self) -> None:
         self.clear_button.setEnabled(False)  # until the files are gone and counted again

@@ -31,7 +31,8 @@ def is_plain_greedy(params: SamplingParams) -> bool:
 
 def argmax_token(ctx: llama_cpp.llama_context_p, row: int, n_vocab: int) -> int:
     """The token with the first largest logit in this output row of the last llama_decode (-1: the last),
-    read in place (no copy)."""
+    read in place (no copy). (Only logits with a NaN, a model already broken, could make it differ from
+    llama.cpp's greedy sampler, which never picks a NaN.)"""
     logits = np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(ctx, row), shape=(n_vocab,))
     return int(logits.argmax())
 

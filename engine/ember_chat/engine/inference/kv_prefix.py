@@ -14,9 +14,12 @@ def resume_point(llm: llama_cpp.Llama, tokens: list[int]) -> list[int]:
     last token is evaluated again, for its logits); the tokens still to evaluate."""
     held = llm.input_ids[: llm.n_tokens].tolist()
     reuse = min(common_prefix(held, tokens), len(tokens) - 1)
-    if reuse > 0:
-        llm.n_tokens = reuse  # (eval drops the KV cells after it)
+    # A recurrent or hybrid model's memory (Mamba, RWKV, Granite 4…) cannot drop a suffix: llama.cpp
+    # refuses the cut, and the prompt is evaluated from the start (as `Llama.generate` does).
+    if reuse > 0 and llm._ctx.kv_cache_seq_rm(-1, reuse, -1):
+        llm.n_tokens = reuse
     else:
+        reuse = 0
         llm.reset()
     return tokens[reuse:]
 

@@ -77,12 +77,17 @@ class ContextCache:
         held_saveable = self._seq0_conversation
         self._seq0_conversation = conversation
         if store is not None and key is not None and conversation:
-            return restore_seq0(llm, store, key, tokens, save_held=held_saveable)
-        held = seq0_tokens(llm)
-        reused = common_prefix(held, tokens)
-        if store is not None and key is not None and held_saveable and reused < len(held):
-            save_seq0(llm, store, key)  # seq 0's conversation is about to be cut back: keep it first
-        return min(reused, len(tokens) - 1), 0
+            reused, restored = restore_seq0(llm, store, key, tokens, save_held=held_saveable)
+        else:
+            held = seq0_tokens(llm)
+            reused, restored = common_prefix(held, tokens), 0
+            if store is not None and key is not None and held_saveable and reused < len(held):
+                save_seq0(llm, store, key)  # seq 0's conversation is about to be cut back: keep it first
+            reused = min(reused, len(tokens) - 1)
+        if reused < llm.n_tokens and not llm._ctx.kv_cache_seq_rm(-1, reused, -1):
+            llm.reset()  # a recurrent model's memory cannot drop a suffix: the prompt is evaluated whole
+            return 0, 0
+        return reused, restored
 
     def forget_seq0(self) -> None:
         self._seq0_conversation = False
