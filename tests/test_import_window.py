@@ -86,6 +86,29 @@ def test_import_from_the_file_menu_shows_the_chats(
     assert rows(w.store.path)["conversations"] == 302
 
 
+def test_the_import_ending_while_the_progress_dialog_processes_events_is_no_error(
+    qtbot: QtBot, make_window: Callable[..., MainWindow], tmp_path: Path
+) -> None:
+    """The window-modal progress dialog processes events in setValue (once it has shown a value): the
+    import's end can be delivered right there, the dialog closed under the progress update. Made certain
+    here: after a first update the worker finishes (joined) before the poll timer's next tick, so its
+    result is delivered inside that tick's setValue."""
+    w = make_window()
+    path = tmp_path / "conversations.json"
+    path.write_text(json.dumps(many(1000)), encoding="utf-8")
+    importer = choose(qtbot, w, path)
+    seen: list[tuple[int, int]] = []
+    importer.progressed.connect(lambda d, t: seen.append((d, t)))
+    ended: list[object] = []
+    importer.finished.connect(ended.append)
+    qtbot.waitUntil(lambda: any(done for done, _ in seen), timeout=20000)  # a first count (not 0) shown
+    assert not ended, "the import ended before its progress was shown once: make the file bigger"
+    assert w.tasks.join(20)  # the import is done on its worker; its result not delivered yet
+    importer._timer.timeout.emit()  # the poll timer's tick: the progress shown, the end delivered inside
+    qtbot.waitUntil(lambda: bool(ended), timeout=5000)
+    assert seen[-1] == (1000, 1000) and importer.progress is None  # (and no exception in the event loop)
+
+
 def test_a_bad_file_says_why_and_imports_nothing(
     qtbot: QtBot, make_window: Callable[..., MainWindow], tmp_path: Path
 ) -> None:

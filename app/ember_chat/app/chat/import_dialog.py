@@ -128,20 +128,27 @@ class ImportChats(QObject):
 
     def _show_progress(self) -> None:
         done, total = self._counts
-        if (done, total) == self._shown or self.progress is None:
+        progress = self.progress
+        if (done, total) == self._shown or progress is None:
             return
         self._shown = (done, total)
-        if not self._cancel or not self._cancel.is_set():
-            self.progress.setMaximum(total)
-            self.progress.setValue(done)
-            self.progress.setLabelText(
+        cancelling = self._cancel is not None and self._cancel.is_set()
+        if not cancelling:
+            progress.setMaximum(total)
+            progress.setLabelText(
                 self.tr("Importing {name}: {done:,} of {total:,} chats").format(name=self._name, done=done, total=total)
             )
         self.progressed.emit(done, total)
+        if not cancelling:
+            # last: a window-modal progress dialog processes events in setValue, where the import may end
+            # (its dialog closed, `self.progress` None); nothing here touches it after
+            progress.setValue(done)
 
     def _end(self) -> None:
-        self._show_progress()
         self._timer.stop()
+        if self._counts != self._shown:  # the last count, said while the dialog still shows
+            self._shown = self._counts
+            self.progressed.emit(*self._counts)
         self._cancel = None
         if self.progress is not None:
             self.progress.canceled.disconnect(self._cancelled)
