@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from ember_chat.engine.errors import DownloadStopped
+from ember_chat.engine.models.download_paths import safe_target
 from ember_chat.engine.models.download_queue import CANCELLED, DONE, DOWNLOADING, PAUSED, DownloadQueue, JobStatus
-from ember_chat.engine.models.downloader import DownloadControl, DownloadSpec, Progress, safe_target
+from ember_chat.engine.models.downloader import DownloadControl, DownloadSpec, Progress
 
 SPEC = DownloadSpec("acme/tiny-GGUF", "tiny-Q4_K_M.gguf", size=4)
 WAIT_S = 30  # generous: a stuck test fails instead of hanging; never a measured time

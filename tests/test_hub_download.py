@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from ember_chat.engine.errors import DiskFullError, DownloadStopped, IntegrityError, UnsafeFilename
-from ember_chat.engine.models.downloader import DownloadControl, Downloader, DownloadSpec, part_paths, safe_target
+from ember_chat.engine.models.download_paths import part_paths, safe_target
+from ember_chat.engine.models.downloader import DownloadControl, Downloader, DownloadSpec
 from ember_chat.engine.models.hub import (
     HubAuthError,
     HubClient,

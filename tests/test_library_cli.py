@@ -15,8 +15,9 @@ from pathlib import Path
 import pytest
 
 from ember_chat.engine.errors import EmberError, ModelFileError
+from ember_chat.engine.models.download_paths import part_paths, safe_target
 from ember_chat.engine.models.download_queue import CANCELLED, DONE, FAILED, PAUSED, DownloadQueue
-from ember_chat.engine.models.downloader import Downloader, DownloadSpec, part_paths, safe_target
+from ember_chat.engine.models.downloader import Downloader, DownloadSpec
 from ember_chat.engine.models.fit import estimate_fit, kv_cache_bytes, recommend
 from ember_chat.engine.models.gguf_inspect import inspect_gguf
 from ember_chat.engine.models.library import ModelLibrary

@@ -24,7 +24,8 @@ import pytest
 from ember_chat.engine.core.refs import Endpoint
 from ember_chat.engine.errors import HubOffline
 from ember_chat.engine.inference.openai_wire import check_connection, make_client
-from ember_chat.engine.models.downloader import Downloader, DownloadSpec, part_paths, safe_target
+from ember_chat.engine.models.download_paths import part_paths, safe_target
+from ember_chat.engine.models.downloader import Downloader, DownloadSpec
 from ember_chat.engine.models.hub import HubClient
 from tests.hub_server import FakeHub
 from tests.remote_support import no_thread_left, server
@@ -271,7 +272,7 @@ def test_an_unreachable_proxy_reads_as_offline(monkeypatch: pytest.MonkeyPatch, 
 
 
 def test_hub_client_honours_the_environment() -> None:
-    from ember_chat.engine.models.downloader import hub_http_client
+    from ember_chat.engine.models.hub_http import hub_http_client
 
     with hub_http_client(5.0) as client:
         assert client.trust_env

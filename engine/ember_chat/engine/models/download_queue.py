@@ -20,16 +20,8 @@ from pathlib import Path
 
 from ember_chat.engine.core.states import JobState
 from ember_chat.engine.errors import DownloadStopped, EmberError, UnsafeFilename
-from ember_chat.engine.models.downloader import (
-    DownloadControl,
-    Downloader,
-    DownloadSpec,
-    Progress,
-    part_paths,
-    safe_target,
-    sidecar_record,
-    spec_from_record,
-)
+from ember_chat.engine.models.download_paths import part_paths, safe_target, sidecar_record
+from ember_chat.engine.models.downloader import DownloadControl, Downloader, DownloadSpec, Progress, spec_from_record
 
 QUEUED, DOWNLOADING, PAUSED, DONE, FAILED, CANCELLED = JobState  # in the enum's order
 

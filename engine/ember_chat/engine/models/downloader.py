@@ -8,12 +8,9 @@
   (401/403, 404) stop with a clear message.
 - On completion the sha256 is verified against the Hub's LFS metadata, then the file is moved into
   place atomically. A mismatch discards it and says so. A `.part` file is never a model.
-- The token goes only to the Hub's own origin, never to a redirect target (the CDN): redirects are
-  followed by hand and the header is decided again for each URL.
-- Proxies from the environment (HTTPS_PROXY, HTTP_PROXY, ALL_PROXY, NO_PROXY; the system settings on
-  Windows and macOS) are honoured, as `huggingface_hub` does for search and metadata: one HTTP client
-  (`hub_http_client`) for the Hub, its CDN and the online check.
-- File names from the Hub cannot escape the models folder.
+- The token goes only to the Hub's own origin, never to a redirect target (the CDN), and proxies from
+  the environment are honoured: `hub_http` holds the HTTP conversation and its errors.
+- File names from the Hub cannot escape the models folder (`download_paths`).
 """
 
 from __future__ import annotations
@@ -35,15 +32,14 @@ from typing import TYPE_CHECKING, TypeVar
 from urllib.parse import quote, urljoin, urlsplit
 
 from ember_chat.engine.core.network_words import network_failure
-from ember_chat.engine.errors import (
-    DiskFullError,
-    DownloadError,
-    DownloadStopped,
-    HubAuthError,
-    HubNotFound,
-    HubOffline,
-    IntegrityError,
-    UnsafeFilename,
+from ember_chat.engine.errors import DiskFullError, DownloadError, DownloadStopped, HubOffline, IntegrityError
+from ember_chat.engine.models.download_paths import part_paths, safe_target
+from ember_chat.engine.models.hub_http import (
+    REDIRECTS,
+    Transient,
+    hub_http_client,
+    raise_for_status,
+    send_following_redirects,
 )
 
 if TYPE_CHECKING:  # the HTTP stack is imported by the first transfer, not when the window starts
@@ -51,31 +47,7 @@ if TYPE_CHECKING:  # the HTTP stack is imported by the first transfer, not when 
 
 CHUNK = 1 << 20
 DISK_MARGIN = 64 << 20
-_REPO_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
-_REDIRECTS = (301, 302, 303, 307, 308)
 T = TypeVar("T")
-
-
-def hub_http_client(timeout: float) -> httpx2.Client:
-    """The HTTP client for the Hub, the servers it redirects to, and the online check.
-
-    `trust_env`: proxies from the environment (HTTPS_PROXY, HTTP_PROXY, ALL_PROXY, NO_PROXY) and
-    SSL_CERT_FILE/SSL_CERT_DIR apply, so a machine behind a proxy can reach the Hub. Redirects are
-    not followed by the client: `Downloader._request` follows them and decides the token per origin.
-    Bodies are never decoded (`Accept-Encoding: identity`): Range offsets are file offsets.
-    """
-    import httpx2
-
-    return httpx2.Client(
-        trust_env=True,
-        follow_redirects=False,
-        timeout=httpx2.Timeout(timeout),
-        headers={"User-Agent": "ember-chat", "Accept-Encoding": "identity"},
-    )
-
-
-class _Transient(Exception):
-    pass
 
 
 @dataclass(frozen=True)
@@ -117,28 +89,6 @@ class Resolved:
     sha256: str | None
 
 
-def safe_target(models_dir: Path, repo_id: str, filename: str) -> Path:
-    """models_dir/owner/name/<filename>, refusing anything that could land outside models_dir."""
-    if not _REPO_ID.match(repo_id) or ".." in repo_id:
-        raise UnsafeFilename(f"'{repo_id}' is not a valid repository id (owner/name).")
-    if not filename or "\\" in filename or "\0" in filename or filename.startswith("/") or ":" in filename:
-        raise UnsafeFilename(f"refusing the file name '{filename}': it could escape the models folder.")
-    parts = filename.split("/")
-    if any(p in ("", ".", "..") for p in parts):
-        raise UnsafeFilename(f"refusing the file name '{filename}': it could escape the models folder.")
-    root = Path(models_dir).resolve()
-    owner, name = repo_id.split("/")
-    target = (root / owner / name).joinpath(*parts).resolve()
-    if not target.is_relative_to(root):
-        raise UnsafeFilename(f"refusing the file name '{filename}': it could escape the models folder.")
-    return target
-
-
-def part_paths(target: Path) -> tuple[Path, Path]:
-    part = target.with_name(target.name + ".part")
-    return part, part.with_name(part.name + ".json")
-
-
 class Downloader:
     def __init__(
         self,
@@ -169,17 +119,8 @@ class Downloader:
     def _request(
         self, client: httpx2.Client, method: str, url: str, extra: dict[str, str] | None = None
     ) -> httpx2.Response:
-        """A streamed response; redirects are followed by hand so the token is recomputed for each
-        origin (it never reaches the CDN). The caller closes the response."""
-        for _ in range(6):
-            resp = client.send(client.build_request(method, url, headers=self._headers(url, extra)), stream=True)
-            location = resp.headers.get("Location")
-            if resp.status_code in _REDIRECTS and location:
-                resp.close()
-                url = urljoin(url, location)
-                continue
-            return resp
-        raise DownloadError(f"too many redirects for {url}")
+        """A streamed response, the token decided again for each origin. The caller closes it."""
+        return send_following_redirects(client, method, url, lambda u: self._headers(u, extra))
 
     def resolve_url(self, spec: DownloadSpec) -> str:
         return f"{self.endpoint}/{spec.repo_id}/resolve/{quote(spec.revision, safe='')}/{quote(spec.filename)}"
@@ -192,38 +133,21 @@ class Downloader:
     def _resolve(self, client: httpx2.Client, spec: DownloadSpec) -> Resolved:
         url = self.resolve_url(spec)
         resp = client.head(url, headers=self._headers(url))  # not followed: the Location is the answer
-        self._raise_for_status(resp, spec)
+        raise_for_status(resp, spec.repo_id, spec.filename)
         h = resp.headers
         commit = h.get("X-Repo-Commit") or ""
         etag = (h.get("X-Linked-Etag") or h.get("ETag") or "").strip('"').removeprefix("W/").strip('"')
         size = int(h.get("X-Linked-Size") or h.get("Content-Length") or spec.size or 0)
-        location = h.get("Location") if resp.status_code in _REDIRECTS else None
+        location = h.get("Location") if resp.status_code in REDIRECTS else None
         sha = spec.sha256 or (etag if re.fullmatch(r"[0-9a-f]{64}", etag or "") else None)
         return Resolved(url=urljoin(url, location) if location else url, commit=commit, size=size, sha256=sha)
-
-    def _raise_for_status(self, resp: httpx2.Response, spec: DownloadSpec) -> None:
-        status = resp.status_code
-        if status < 400 or status == 416:
-            return
-        code = resp.headers.get("X-Error-Code") or ""
-        what = f"{spec.repo_id}/{spec.filename}"
-        if code == "GatedRepo" or status in (401, 403):
-            raise HubAuthError(
-                f"{what}: access denied ({status}{', gated repository' if code == 'GatedRepo' else ''}). "
-                "Accept the licence on the Hub and add a Hugging Face token."
-            )
-        if status == 404:
-            raise HubNotFound(f"{what}: not found on the Hub ({code or '404'}).")
-        if status == 429 or status >= 500:
-            raise _Transient(f"HTTP {status}")
-        raise DownloadError(f"{what}: the server answered HTTP {status}.")
 
     def read_prefix(self, spec: DownloadSpec, n_bytes: int = 2 << 20) -> bytes:
         """The first bytes of a file (a GGUF header for a fit estimate), with one Range request."""
         with hub_http_client(self.timeout) as client:
             resolved = self._resolve(client, spec)
             with closing(self._request(client, "GET", resolved.url, {"Range": f"bytes=0-{n_bytes - 1}"})) as resp:
-                self._raise_for_status(resp, spec)
+                raise_for_status(resp, spec.repo_id, spec.filename)
                 if resp.status_code >= 400:
                     return b""
                 prefix = bytearray()
@@ -330,7 +254,7 @@ class Downloader:
             self._check_control(control)
             try:
                 return fn()
-            except (_Transient, OSError, httpx2.TransportError) as exc:
+            except (Transient, OSError, httpx2.TransportError) as exc:
                 # TransportError: refused, DNS, proxy, TLS, timeouts, a connection dropped or reset mid-body
                 if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
                     raise DiskFullError(
@@ -374,7 +298,7 @@ class Downloader:
         if have >= resolved.size:
             return
         with closing(self._request(client, "GET", resolved.url, {"Range": f"bytes={have}-"})) as resp:
-            self._raise_for_status(resp, spec)
+            raise_for_status(resp, spec.repo_id, spec.filename)
             if resp.status_code == 200 and have:
                 # The server ignored the range: start over rather than append the wrong bytes.
                 have = 0
@@ -384,9 +308,9 @@ class Downloader:
             elif resp.status_code == 206:
                 start = int(re.match(r"bytes (\d+)-", resp.headers.get("Content-Range") or "bytes 0-").group(1))  # type: ignore[union-attr]
                 if start != have:
-                    raise _Transient(f"server resumed at {start}, expected {have}")
+                    raise Transient(f"server resumed at {start}, expected {have}")
             elif resp.status_code == 416:
-                raise _Transient("range not satisfiable")
+                raise Transient("range not satisfiable")
             last_report = 0.0
             pieces: list[bytes] = []  # what the network gave since the last write, written in `chunk`s
             pending = 0
@@ -425,7 +349,7 @@ class Downloader:
                 finally:
                     write_pending()  # bytes that arrived before a fault are kept: the resume skips them
                 if have < resolved.size:
-                    raise _Transient("connection closed mid-body")
+                    raise Transient("connection closed mid-body")
                 out.flush()
                 os.fsync(out.fileno())
 
@@ -453,14 +377,6 @@ class _HashPipe:
                 self._pending.result()
         finally:
             self._pool.shutdown(wait=True)
-
-
-def sidecar_record(sidecar: Path) -> dict | None:
-    try:
-        data = json.loads(sidecar.read_text())
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) and {"repo_id", "filename", "size"} <= data.keys() else None
 
 
 def spec_from_record(record: dict) -> DownloadSpec:

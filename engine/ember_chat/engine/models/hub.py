@@ -29,7 +29,7 @@ from huggingface_hub import errors as hf_errors  # noqa: E402
 
 from ember_chat.engine.core.network_words import network_failure  # noqa: E402
 from ember_chat.engine.errors import HubAuthError, HubError, HubNotFound, HubOffline  # noqa: E402
-from ember_chat.engine.models.downloader import hub_http_client  # noqa: E402
+from ember_chat.engine.models.hub_http import hub_http_client  # noqa: E402
 from ember_chat.engine.models.projector import is_projector_name, pair_files  # noqa: E402
 
 __all__ = ["HubAuthError", "HubClient", "HubError", "HubNotFound", "HubOffline"]
