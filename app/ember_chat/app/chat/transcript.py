@@ -10,17 +10,17 @@ It stays instant however long the chat is:
   (never a re-render); when the answer completes, its Markdown rendering replaces the plain text,
   again a few milliseconds at a time.
 
-Keyboard focus (where a Tab walk starts, the focus ring) is the `focus` part (transcript_focus.py).
+Keyboard focus (where a Tab walk starts, the focus ring) is the `focus` part (transcript_focus.py);
+the background work (lazy opening, the final rendering) is the `slices` part (transcript_slices.py).
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 
-from PySide6.QtCore import QEvent, QMimeData, QTimer, QUrl, Signal
+from PySide6.QtCore import QEvent, QMimeData, QUrl, Signal
 from PySide6.QtGui import (
     QAccessible,
     QAccessibleAnnouncementEvent,
@@ -28,10 +28,9 @@ from PySide6.QtGui import (
     QPaintEvent,
     QResizeEvent,
     QTextBlockFormat,
-    QTextCharFormat,
     QTextCursor,
 )
-from PySide6.QtWidgets import QApplication, QFrame, QTextBrowser, QToolTip, QWidget
+from PySide6.QtWidgets import QApplication, QFrame, QTextBrowser, QWidget
 
 from ember_chat.app.chat.math_write import keep_for_clipboard, selection_text
 from ember_chat.app.chat.message_render import (
@@ -39,14 +38,15 @@ from ember_chat.app.chat.message_render import (
     MessageWriter,
     can_continue,
     code_blocks,
-    is_signed,
     message_actions,
     meta_line,
 )
-from ember_chat.app.chat.tool_cards import FOLD, TranscriptTools
+from ember_chat.app.chat.tool_cards import TranscriptTools
 from ember_chat.app.chat.transcript_attachments import TranscriptAttachments
 from ember_chat.app.chat.transcript_cards import TranscriptCards
 from ember_chat.app.chat.transcript_focus import TranscriptFocus
+from ember_chat.app.chat.transcript_links import activate_link, document_links
+from ember_chat.app.chat.transcript_slices import TranscriptSlices, eager_start, edit_block, top_of
 from ember_chat.app.chat.transcript_stream import TranscriptStreaming
 from ember_chat.app.qt.wording import window_wording
 from ember_chat.app.style.theme import Colors
@@ -55,8 +55,6 @@ from ember_chat.engine.storage.conversations import Message
 
 __all__ = ["TranscriptView", "code_blocks"]
 
-SLICE_S = 0.010  # one slice of background work; the event loop runs between slices
-EAGER_CHARS = 12_000  # opening a chat writes about this much (a few screenfuls) before showing it
 MAX_TEXT_WIDTH = 860  # comfortable line length; wider windows centre the column
 MIN_MARGIN = 22
 
@@ -106,19 +104,14 @@ class TranscriptView(QTextBrowser):
         self.setAccessibleDescription(
             self.tr("The messages of this chat. Tab moves between the actions of each message; Enter runs one.")
         )
-        self.anchorClicked.connect(self._on_anchor)
+        self.anchorClicked.connect(lambda url: activate_link(self, url))  # (transcript_links.py)
         self.highlighted.connect(lambda url: self.link_hovered.emit(url.toString() if url.isValid() else ""))
         self.document().setDocumentMargin(MIN_MARGIN)
         self.document().setUndoRedoEnabled(False)  # read-only: an undo history would only grow
         self.writer = MessageWriter(self.document(), colors, self.devicePixelRatioF())
         self._shown: list[_Shown] = []
         self._older: list[tuple[Message, tuple[int, int] | None]] = []  # not written yet, oldest first
-        self._final: Iterator[None] | None = None  # a finished answer's rendering, step by step
-        self._backfill: Iterator[None] | None = None
-        self._slicer = QTimer(self)
-        self._slicer.setSingleShot(True)
-        self._slicer.setInterval(0)
-        self._slicer.timeout.connect(self._run_slice)
+        self.slices = TranscriptSlices(self, lambda: self._shown[0] if self._shown else None)  # background work
         self.last_announcement = ""
         self._expanded: set[int] = set()  # answers whose thinking is open
         self._font_points = 0  # the messages' text size (0: the application's; set_font_size)
@@ -204,15 +197,14 @@ class TranscriptView(QTextBrowser):
             self._reset()  # another conversation, or a change at or above what is written yet
             self._open(pairs)
             return
-        with self._edit():
+        with edit_block(self.document()):
             self._truncate(keep)
             for m, b in pairs[same:]:
                 self._write_now(m, b)
         self.scroll_to_end()
 
     def _reset(self) -> None:
-        self._backfill = None
-        self._final = None
+        self.slices.drop()
         self._older = []
         self._shown = []
         self.streaming.drop()
@@ -221,18 +213,14 @@ class TranscriptView(QTextBrowser):
 
     def _open(self, pairs: list[tuple[Message, tuple[int, int] | None]]) -> None:
         """The newest few screenfuls now, the rest above them in the background."""
-        chars, split = 0, len(pairs)
-        while split > 0 and chars < EAGER_CHARS:
-            split -= 1
-            chars += len(pairs[split][0].content) + 200
+        split = eager_start([m for m, _ in pairs])
         self._older = pairs[:split]
-        with self._edit():
+        with edit_block(self.document()):
             for m, b in pairs[split:]:
                 self._write_now(m, b)
         self.scroll_to_end()
         if self._older:
-            self._backfill = self._backfill_steps()
-            self._slicer.start()
+            self.slices.fill(self._backfill_steps())
 
     def _truncate(self, keep: int) -> None:
         if keep >= len(self._shown):
@@ -321,8 +309,7 @@ class TranscriptView(QTextBrowser):
         (`stop_reason`: the max-tokens limit, Stop) gets its Continue action then."""
         steps = self.streaming.end(markdown, summary, stop_reason)
         if steps is not None:
-            self._final = steps
-            self._slicer.start()
+            self.slices.render(steps)
 
     def last_shown(self, message_id: int) -> _Shown | None:
         """The last message shown, if it is this one."""
@@ -330,7 +317,7 @@ class TranscriptView(QTextBrowser):
 
     def _write_now(self, m: Message, branch: tuple[int, int] | None) -> None:
         c = self._end_cursor()
-        with self._edit(), self.writer.math.deferring(self):  # (formulas not cached: typeset afterwards)
+        with edit_block(self.document()), self.writer.math.deferring(self):  # (formulas not cached: typeset afterwards)
             for _ in self._message_steps(c, m, branch, len(self._shown), first=not self._shown):
                 pass
 
@@ -347,68 +334,17 @@ class TranscriptView(QTextBrowser):
             QTextCursor(self._shown[1].start.block()).mergeBlockFormat(gap)
             yield
 
-    @contextmanager
-    def _edit(self) -> Iterator[None]:
-        """One edit block: the document lays itself out once at its end, not after every insertion (an
-        insertion above the text on screen costs a few ms of layout each)."""
-        c = QTextCursor(self.document())
-        c.beginEditBlock()
-        try:
-            yield
-        finally:
-            c.endEditBlock()
-
-    def _step(self, steps: Iterator[None]) -> bool:
-        """One step of background work in its own edit block; False when there was none left."""
-        with self._edit():
-            return next(steps, StopIteration) is not StopIteration
-
-    def _run_slice(self) -> None:
-        """Background work for one slice: a finished answer's rendering first, then older messages."""
-        deadline = time.perf_counter() + SLICE_S
-        bar = self.verticalScrollBar()
-        while time.perf_counter() < deadline:
-            if self._final is not None:
-                if not self._step(self._final):
-                    self._final = None
-                continue
-            if self._backfill is None:
-                break
-            at_end = bar.value() >= bar.maximum() - 4
-            anchor = self._shown[0] if self._shown else None
-            before = self._top_of(anchor)
-            done = not self._step(self._backfill)
-            if done:
-                self._backfill = None
-            if at_end:
-                bar.setValue(bar.maximum())
-            elif anchor is not None:
-                bar.setValue(bar.value() + round(self._top_of(anchor) - before))
-        if self._final is not None or self._backfill is not None:
-            self._slicer.start()
-
-    def _top_of(self, shown: _Shown | None) -> float:
-        if shown is None:
-            return 0.0
-        return self.document().documentLayout().blockBoundingRect(shown.start.block()).top()
-
     def finish_rendering(self, final_only: bool = False) -> None:
         """Complete pending background work now (tests, export, a jump to an old message)."""
-        with self._edit():
-            while self._final is not None:
-                if not self._step(self._final):
-                    self._final = None
-            while not final_only and self._backfill is not None:
-                if not self._step(self._backfill):
-                    self._backfill = None
+        self.slices.finish(final_only)
 
     @property
     def rendering(self) -> bool:
-        return self._final is not None
+        return self.slices.final is not None
 
     @property
     def backfilling(self) -> bool:
-        return self._backfill is not None
+        return self.slices.backfill is not None
 
     def scroll_to_end(self) -> None:
         self.verticalScrollBar().setValue(self.verticalScrollBar().maximum())
@@ -444,22 +380,12 @@ class TranscriptView(QTextBrowser):
             self.finish_rendering()
         for s in self._shown:
             if s.message_id == message_id:
-                self.verticalScrollBar().setValue(round(self._top_of(s)) - 8)
+                self.verticalScrollBar().setValue(round(top_of(self.document(), s)) - 8)
                 return
 
     def links(self) -> list[tuple[str, str]]:
         """Every link in the transcript, in document (and Tab) order: (href, tooltip)."""
-        out = []
-        block = self.document().begin()
-        while block.isValid():
-            it = block.begin()
-            while not it.atEnd():
-                fmt = it.fragment().charFormat()
-                if fmt.isAnchor() and fmt.anchorHref():
-                    out.append((fmt.anchorHref(), fmt.toolTip()))
-                it += 1
-            block = block.next()
-        return out
+        return document_links(self.document())
 
     def shown_ids(self) -> list[int]:
         return [s.message_id for s in self._shown]
@@ -471,30 +397,3 @@ class TranscriptView(QTextBrowser):
         # Only Ember's own icons: a model's answer never makes Ember read a local file or reach the
         # network by naming an image.
         return self.writer.images.get(url.toString())
-
-    def _activated_link_format(self) -> QTextCharFormat:
-        """The format of the link being activated. Qt selects that link before it reports it: the one
-        under the mouse for a click, the focused one for Enter."""
-        c = QTextCursor(self.document())
-        c.setPosition(min(self.textCursor().selectionStart() + 1, self.document().characterCount() - 1))
-        return c.charFormat()  # (the format of the character before the cursor: the link's first)
-
-    def _on_anchor(self, url: QUrl) -> None:
-        if url.scheme() in ("http", "https", "mailto"):
-            self.open_link.emit(url)
-            return
-        if url.scheme() != "ember" or not is_signed(self._activated_link_format()):
-            return  # (an ember: link Ember did not write, e.g. in a model's answer: shown, never run)
-        parts = url.path().split("/")
-        verb = url.host() or parts.pop(0)
-        parts = [p for p in parts if p]
-        try:
-            mid = int(parts[0])
-            arg = int(parts[1]) if len(parts) > 1 else 0
-        except (IndexError, ValueError):
-            return
-        if verb == FOLD:
-            self.tools.toggle(mid, arg)  # (the controller shows the thread again)
-        if verb in ("copy", "copycode"):
-            QToolTip.showText(self.mapToGlobal(self.cursorRect().center()), self.tr("Copied"), self, msecShowTime=1200)
-        self.action.emit(verb, mid, arg)
