@@ -67,7 +67,8 @@ class ApiServerDialog(QDialog):
             self.tr(
                 "Other programs (editor plugins, scripts, the <code>openai</code> Python client) can use the model "
                 "loaded in this window through an OpenAI-compatible API. It shares the model with your chats: "
-                "one answer at a time, in turn."
+                "requests are answered together with your chat, as many at once as the model's Parallel "
+                "sequences (a load setting, 4 by default; with 1, one answer at a time, in turn); more wait in line."
             )
         )
         intro.setWordWrap(True)
@@ -109,7 +110,12 @@ class ApiServerDialog(QDialog):
         self.queue.setRange(1, 1000)
         self.queue.setValue(s.api_queue_limit)
         self.queue.setAccessibleName(self.tr("Queue limit"))
-        self.queue.setToolTip(self.tr("How many requests may wait for their turn; more are refused with HTTP 429"))
+        self.queue.setToolTip(
+            self.tr(
+                "How many requests may wait in line while the parallel sequences are busy; more are refused "
+                "with HTTP 429"
+            )
+        )
         form.addRow(self.enabled)
         form.addRow(self.tr("Address"), self.host)
         form.addRow(self.tr("Port"), self.port)
