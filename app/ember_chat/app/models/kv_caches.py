@@ -197,6 +197,14 @@ class KvCachesDialog(QDialog):
         change it; 0 deletes every cache)."""
         super().showEvent(event)
         self.close_button.setFocus()
+        self._fit_height()
+
+    def _fit_height(self) -> None:
+        """As tall as the wrapped sentences need at the width it got (a small screen: narrower, more lines;
+        a status sentence shown later: one more)."""
+        needed = self.layout().totalHeightForWidth(self.width())
+        if needed > self.height():
+            self.resize(self.width(), needed)
 
     def _clear(self) -> None:
         self.clear_button.setEnabled(False)  # until the files are gone and counted again
@@ -216,8 +224,13 @@ class KvCachesDialog(QDialog):
         )
         self.usage.setText(text.format(files=f"{files:,}", size=f"{size / MB:,.1f}"))
         self.clear_button.setEnabled(files > 0)
+        if self.caches.store.blocked is not None:  # (why none can be saved: a file in the way, a full disk)
+            self.status.setText(self.caches.store.blocked)
+            self.status.show()
+            self._fit_height()
 
     def show_failure(self, message: str) -> None:
         self.status.setText(message)
         self.status.show()
+        self._fit_height()
         self.clear_button.setEnabled(self.caches.store is not None)

@@ -156,6 +156,27 @@ def write_temporary(
     return Path(name), None
 
 
+def folder_problem(directory: Path, free_margin: int) -> str | None:
+    """Why snapshots cannot be saved in `directory` now (it cannot be made a folder, or its disk is almost
+    full), for the user; None when they can. Made at opening, so the user hears it before quitting (where
+    the caches are written, and nothing can be shown any more)."""
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        free = shutil.disk_usage(directory).free
+    except OSError as exc:
+        return (
+            f"Conversation caches cannot be saved in {directory} ({exc.strerror or exc}): long chats are read "
+            "again after a restart. Check that it is a folder Ember can write to (a file of that name in the "
+            "way can be moved elsewhere)."
+        )
+    if free < free_margin:
+        return (
+            f"Conversation caches are not saved: the disk holding {directory} is almost full "
+            f"({free / _MIB:,.0f} MB free). Free some disk space, {_SETTINGS_HINT}"
+        )
+    return None
+
+
 def unsaved_sentence(directory: Path, exc: OSError) -> str:
     return (
         f"A conversation cache could not be saved in {directory} ({exc.strerror or exc}); it was skipped. "

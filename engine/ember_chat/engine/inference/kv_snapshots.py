@@ -34,6 +34,7 @@ from ember_chat.engine.inference.kv_snapshot_files import (
     Damaged,
     damaged_sentence,
     file_head,
+    folder_problem,
     read_state,
     scan_folder,
     snapshot_ident,
@@ -67,6 +68,7 @@ class SnapshotStore:
     def __init__(self, directory: Path | None, cap_bytes: int, ram_bytes: int = 512 * _MIB) -> None:
         self.directory = Path(directory) if directory is not None else None
         self.problems: list[str] = []
+        self.blocked: str | None = None  # why snapshots cannot be saved there (found at opening), for the user
         self._said: set[str] = set()
         self._cap = max(0, cap_bytes)
         self._ram = max(0, ram_bytes)
@@ -297,9 +299,13 @@ class SnapshotStore:
                 generation = self._generation
             try:
                 found, problems = scan_folder(self.directory) if self.directory is not None else ([], [])
+                blocked = folder_problem(self.directory, self.FREE_MARGIN_BYTES) if self.directory else None
             except Exception:  # (scan_folder says what it can; nothing may make every best() fail again)
                 log.exception("KV snapshots: reading %s", self.directory)
-                found, problems = [], []
+                found, problems, blocked = [], [], None
+            if blocked is not None:
+                problems.append(blocked)
+            self.blocked = blocked
             with self._lock:
                 for sentence in problems:
                     self._report_locked(sentence)
@@ -388,7 +394,8 @@ class SnapshotStore:
                 unlink(tmp)
             if problem is not None:
                 self._failures += 1
-                self._report_locked(problem)
+                if self.blocked is None:  # (else its cause was said when the store opened)
+                    self._report_locked(problem)
                 if ours:
                     del self._entries[ident]
 
