@@ -123,6 +123,19 @@ def _scripted_weights(script: Script, tokens: list[str], dim: int) -> dict[str, 
     return {"token_embd.weight": embd, "output.weight": out}
 
 
+def _add_vocabulary(w: gguf.GGUFWriter, tokens: list[str], scores: list[float], types: list[int]) -> None:
+    """The test vocabulary as a llama (SentencePiece) tokenizer: BOS 1 added, EOS_ID ends, UNK 0."""
+    w.add_tokenizer_model("llama")
+    w.add_token_list(tokens)
+    w.add_token_scores(scores)
+    w.add_token_types(types)
+    w.add_bos_token_id(1)
+    w.add_eos_token_id(EOS_ID)
+    w.add_unk_token_id(0)
+    w.add_add_bos_token(True)
+    w.add_add_eos_token(False)
+
+
 def write_tiny_model(path: Path, spec: TinySpec = TinySpec()) -> Path:
     """Write a llama-architecture GGUF that llama.cpp loads and runs: random weights, or those of
     `spec.script` (with every layer's weights zero)."""
@@ -145,15 +158,7 @@ def write_tiny_model(path: Path, spec: TinySpec = TinySpec()) -> Path:
     w.add_rope_dimension_count(spec.dim // spec.heads)
     if spec.file_type is not None:
         w.add_file_type(spec.file_type)
-    w.add_tokenizer_model("llama")
-    w.add_token_list(tokens)
-    w.add_token_scores(scores)
-    w.add_token_types(types)
-    w.add_bos_token_id(1)
-    w.add_eos_token_id(EOS_ID)
-    w.add_unk_token_id(0)
-    w.add_add_bos_token(True)
-    w.add_add_eos_token(False)
+    _add_vocabulary(w, tokens, scores, types)
     if spec.chat_template:
         w.add_chat_template(spec.chat_template)
 
@@ -206,15 +211,7 @@ def write_tiny_mamba(path: Path, seed: int = 0) -> Path:
     w.add_ssm_inner_size(d_inner)
     w.add_ssm_state_size(d_state)
     w.add_ssm_time_step_rank(dt_rank)
-    w.add_tokenizer_model("llama")
-    w.add_token_list(tokens)
-    w.add_token_scores(scores)
-    w.add_token_types(types)
-    w.add_bos_token_id(1)
-    w.add_eos_token_id(EOS_ID)
-    w.add_unk_token_id(0)
-    w.add_add_bos_token(True)
-    w.add_add_eos_token(False)
+    _add_vocabulary(w, tokens, scores, types)
     w.add_chat_template(CHATML_TEMPLATE)
 
     def t(name: str, *shape: int, scale: float = 0.1) -> None:
