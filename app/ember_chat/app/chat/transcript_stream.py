@@ -216,7 +216,9 @@ class TranscriptStreaming:
         shown = view.last_shown(message_id)
         if shown is not None:
             look = (message_id, "assistant", markdown, more, summary, None, view.is_expanded(message_id))
-            shown.key = (*look, view.attachments.key(message_id))
+            # as TranscriptView._key makes it: the look, its attachments, and no tool cards (an answer
+            # with tool calls gets its cards from the tool loop, which shows the thread again)
+            shown.key = (*look, view.attachments.key(message_id), ())
         view.scroll_to_end()
         view.announce(view.tr("Ember answered: {text}").format(text=answer_only(markdown)[:1000]))
         view.rendered.emit()
