@@ -113,6 +113,7 @@ class BatchDecoder:
         self.key = key
         self.slots = [Slot(seq_id) for seq_id in range(1, parallel + 1)]
         self.n_batch = max(1, int(llm.n_batch))
+        self.n_vocab = llm.n_vocab()
         self._batch: llama_cpp.llama_batch | None = llama_cpp.llama_batch_init(self.n_batch, 0, 1)
         self._runs: list[SlotRun] = []  # the runs not finished, oldest first
         self._order = itertools.count()
@@ -133,7 +134,7 @@ class BatchDecoder:
         keep = self._cut(slot, keep)
         run = SlotRun(slot, len(tokens), keep, restored, len(tokens) - keep, order=next(self._order))
         run.inputs = list(tokens[keep:])
-        run.sampler = sampler_chain(params, seed, self.llm.n_vocab(), self.llm.last_n_tokens_size)
+        run.sampler = sampler_chain(params, seed, self.n_vocab, self.llm.last_n_tokens_size)
         run.greedy = is_plain_greedy(params)
         slot.run = run
         slot.last_used = time.monotonic()
@@ -185,7 +186,7 @@ class BatchDecoder:
                 f"llama.cpp could not evaluate the batch (error {rc}). Try again; if it keeps failing, "
                 "reload the model."
             )
-        ctx, n_vocab = self.llm.ctx, self.llm.n_vocab()
+        ctx = self.llm.ctx
         row = 0
         for run, chunk, sample in plan:
             run.slot.cached.extend(chunk)
@@ -194,7 +195,7 @@ class BatchDecoder:
             row += len(chunk)
             if sample and run.sampler is not None:
                 run.token = (
-                    argmax_token(ctx, row - 1, n_vocab)
+                    argmax_token(ctx, row - 1, self.n_vocab)
                     if run.greedy
                     else int(llama_cpp.llama_sampler_sample(run.sampler, ctx, row - 1))
                 )

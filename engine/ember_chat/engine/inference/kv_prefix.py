@@ -13,15 +13,19 @@ def resume_point(llm: llama_cpp.Llama, tokens: list[int]) -> list[int]:
     """Prepare `llm` to continue from the longest prefix of `tokens` already in its KV cache (at least the
     last token is evaluated again, for its logits); the tokens still to evaluate."""
     held = llm.input_ids[: llm.n_tokens].tolist()
-    reuse = min(common_prefix(held, tokens), len(tokens) - 1)
-    # A recurrent or hybrid model's memory (Mamba, RWKV, Granite 4…) cannot drop a suffix: llama.cpp
-    # refuses the cut, and the prompt is evaluated from the start (as `Llama.generate` does).
-    if reuse > 0 and llm._ctx.kv_cache_seq_rm(-1, reuse, -1):
-        llm.n_tokens = reuse
-    else:
-        reuse = 0
-        llm.reset()
-    return tokens[reuse:]
+    return tokens[keep_seq0(llm, min(common_prefix(held, tokens), len(tokens) - 1)) :]
+
+
+def keep_seq0(llm: llama_cpp.Llama, keep: int) -> int:
+    """Seq 0 cut back to its first `keep` tokens (at most what it holds); returns how many it keeps: `keep`,
+    or 0 when llama.cpp refuses the cut — a recurrent or hybrid model's memory (Mamba, RWKV, Granite 4…)
+    cannot drop a suffix — and seq 0 is emptied instead, the prompt evaluated from the start (as
+    `Llama.generate` does)."""
+    if keep > 0 and (keep == llm.n_tokens or llm._ctx.kv_cache_seq_rm(-1, keep, -1)):
+        llm.n_tokens = keep
+        return keep
+    llm.reset()
+    return 0
 
 
 def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:

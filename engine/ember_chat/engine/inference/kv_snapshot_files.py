@@ -131,13 +131,10 @@ def write_temporary(
             f"allowed for saved conversation caches ({cap / _MIB:,.0f} MB). Raise that limit in Settings "
             "to keep the caches of long chats."
         )
+    blocked = folder_problem(directory, free_margin + size)
+    if blocked is not None:
+        return None, blocked
     try:
-        directory.mkdir(parents=True, exist_ok=True)
-        if shutil.disk_usage(directory).free - size < free_margin:
-            return None, (
-                f"A conversation cache was not saved: the disk holding {directory} is almost full. "
-                f"Free some disk space, {_SETTINGS_HINT}"
-            )
         digest = hashlib.sha256(head)
         digest.update(state)
         fd, name = tempfile.mkstemp(prefix=".", suffix=TMP_SUFFIX, dir=directory)
@@ -157,9 +154,10 @@ def write_temporary(
 
 
 def folder_problem(directory: Path, free_margin: int) -> str | None:
-    """Why snapshots cannot be saved in `directory` now (it cannot be made a folder, or its disk is almost
-    full), for the user; None when they can. Made at opening, so the user hears it before quitting (where
-    the caches are written, and nothing can be shown any more)."""
+    """Why snapshots cannot be saved in `directory` now (it cannot be made a folder, or its disk would keep
+    less than `free_margin` bytes free), for the user; None when they can. Asked before each write (the
+    margin plus the file's size) and when the store opens, so the user hears it before quitting (where the
+    caches are written, and nothing can be shown any more)."""
     try:
         directory.mkdir(parents=True, exist_ok=True)
         free = shutil.disk_usage(directory).free

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import llama_cpp
 
 from ember_chat.engine.core.params import LoadConfig
-from ember_chat.engine.inference.kv_prefix import common_prefix
+from ember_chat.engine.inference.kv_prefix import common_prefix, keep_seq0
 from ember_chat.engine.inference.kv_snapshot_keys import SnapshotKey, cache_settings_key, model_identity
 from ember_chat.engine.inference.kv_snapshots import SnapshotStore
 from ember_chat.engine.inference.seq0_snapshots import restore_seq0, save_seq0, seq0_tokens
@@ -84,10 +84,8 @@ class ContextCache:
             if store is not None and key is not None and held_saveable and reused < len(held):
                 save_seq0(llm, store, key)  # seq 0's conversation is about to be cut back: keep it first
             reused = min(reused, len(tokens) - 1)
-        if reused < llm.n_tokens and not llm._ctx.kv_cache_seq_rm(-1, reused, -1):
-            llm.reset()  # a recurrent model's memory cannot drop a suffix: the prompt is evaluated whole
-            return 0, 0
-        return reused, restored
+        kept = keep_seq0(llm, reused)  # (0 when a recurrent model's memory cannot be cut back)
+        return kept, restored if kept == reused else 0
 
     def forget_seq0(self) -> None:
         self._seq0_conversation = False
