@@ -4,7 +4,7 @@ a fake engine's streamed answer with Markdown."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from pytestqt.qtbot import QtBot
 
@@ -36,3 +36,21 @@ def test_the_next_question_leaves_the_streamed_answer_as_it_is(
     assert changed and answer_at < end - 1
     assert min(changed) >= end - 1, (min(changed), answer_at, end)  # only after the answer: it stayed
     turns.idle(qtbot, w)
+
+
+def test_closing_the_window_ends_the_background_rendering(qtbot: QtBot, make_window: Callable[..., MainWindow]) -> None:
+    """The chat store is closed after the window: an answer's rendering still pending then must not run
+    (it reads the message's attachments from the store; CI once failed on a closed database)."""
+    w = make_window(lambda _ref: FakeBackend(script=["Hello"]))
+    load(qtbot, w, "tiny.gguf")
+    ran: list[int] = []
+
+    def steps() -> Iterator[None]:
+        ran.append(1)
+        yield
+
+    w.transcript.slices.render(steps())
+    w.close()
+    w.store.close()
+    qtbot.wait(50)  # the event loop runs: the slicer's timer had been started
+    assert ran == []

@@ -79,9 +79,11 @@ class TranscriptSlices:
         self._slicer.start()
 
     def drop(self) -> None:
-        """Forget the pending work (the transcript was emptied)."""
+        """Forget the pending work (the transcript was emptied, or the window closes: the chat store the
+        steps read is closed after it)."""
         self.backfill = None
         self.final = None
+        self._slicer.stop()
 
     def _step(self, steps: Iterator[None]) -> bool:
         """One step of background work in its own edit block; False when there was none left."""

@@ -390,6 +390,7 @@ class MainWindow(QMainWindow):
             event.ignore()
             return
         self.conversations.cancel_pending_search()  # the chat store is closed after the window
+        self.transcript.slices.drop()  # (its background rendering reads the store too)
         self.save_state()
         self.hide()  # (what follows may wait: the answer in progress stopped, caches written to disk)
         self.shutdown()
