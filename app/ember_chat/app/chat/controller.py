@@ -117,6 +117,11 @@ class ChatController(QObject):
         self._after.append(action)
         self.stop()
 
+    def quitting(self) -> None:
+        """The window quits: what waited for the answer's end never runs (the engine stops next, and the
+        answer ends as a stopped one)."""
+        self._after.clear()
+
     def stop(self) -> None:
         if self.request_id is not None:
             self.bridge.stop(self.request_id)

@@ -348,9 +348,13 @@ class EngineBridge(QObject):
         self.service.cancel(request_id)
 
     def close(self) -> None:
-        """Cancel, stop the engine thread, wait for it, close the model (in that order)."""
+        """Cancel, stop the engine thread, wait for it, close the model (in that order); then deliver
+        what the engine said until it stopped (an answer cut by quitting ends like a stopped one: every
+        token it made, its metrics)."""
         if self._closed:
             return
         self._closed = True
         self.service.remove_listener(self._listener)
         self.service.close()
+        self._deliver()
+        self._hold.stop()

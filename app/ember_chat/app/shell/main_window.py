@@ -382,18 +382,19 @@ class MainWindow(QMainWindow):
         self.controller.tools.close()  # tool calls still running are cancelled
         self.tools.close()  # every MCP server stopped
         self.compare.close()  # a comparison still running is stopped
-        self.bridge.close()
+        self.controller.quitting()
+        self.bridge.close()  # (the answer in progress ends as a stopped one: saved whole, with its metrics)
         self.kv_caches.close()  # after the service: the model has put its caches into the store
 
     def closeEvent(self, event: QCloseEvent) -> None:  # Qt override
         if self.api.ask_before_quit(self.close):  # the API server runs: other programs may use it
             event.ignore()
             return
-        self.conversations.cancel_pending_search()  # the chat store is closed after the window
-        self.transcript.slices.drop()  # (its background rendering reads the store too)
         self.save_state()
         self.hide()  # (what follows may wait: the answer in progress stopped, caches written to disk)
         self.shutdown()
+        self.conversations.cancel_pending_search()  # the chat store is closed after the window
+        self.transcript.slices.drop()  # (its background rendering reads the store too)
         self.models.close_manager()
         if self.downloads is not None:
             # running downloads pause (they come back next time); one stuck in a read is not waited for
