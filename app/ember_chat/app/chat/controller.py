@@ -15,9 +15,10 @@ import sqlite3
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from PySide6.QtCore import QObject, QTimer, Signal, Slot
+from PySide6.QtCore import QObject, Signal, Slot
 from PySide6.QtGui import QGuiApplication
 
+from ember_chat.app.chat.answer_saving import AnswerSaving
 from ember_chat.app.chat.tool_cards import TOOL_VERBS
 from ember_chat.app.chat.tool_turns import ToolTurns
 from ember_chat.app.chat.transcript import code_blocks
@@ -37,8 +38,6 @@ if TYPE_CHECKING:
     from ember_chat.engine.attachments import StoredAttachment
     from ember_chat.engine.inference.events import AttachmentsPlanned
     from ember_chat.engine.tools.session import ChatToolSession
-
-UNSAVED_RETRY_MS = 2000
 
 
 class ChatController(QObject):
@@ -79,11 +78,7 @@ class ChatController(QObject):
         self.request_id: int | None = None
         self._stream: StreamingMessage | None = None
         self._resumed = False
-        self._save_failing = False
-        self._unsaved: list[tuple[StreamingMessage, dict[str, Any] | None]] = []
-        self._unsaved_timer = QTimer(self)
-        self._unsaved_timer.setInterval(UNSAVED_RETRY_MS)
-        self._unsaved_timer.timeout.connect(self._retry_unsaved)
+        self.saving = AnswerSaving(self.error.emit, self.notice.emit, self)  # when writes fail (answer_saving.py)
         self._after: list[Callable[[], None]] = []
         self.editing_parent: int | None = None
         self.editing = False
@@ -293,35 +288,8 @@ class ChatController(QObject):
         if rid == self.request_id and self._stream is not None:
             self._stream.append(text)
             self.stream_appended.emit(text)
-            self._report_saving(self._stream)
+            self.saving.report(self._stream)
             self.streamed.emit(_n)
-
-    def _report_saving(self, stream: StreamingMessage) -> None:
-        """A failing write never stops the answer: say so once, and say when saving works again."""
-        if stream.save_error and not self._save_failing:
-            self._save_failing = True
-            self.error.emit(
-                self.tr(
-                    "Ember cannot save this answer right now ({reason}). It keeps streaming and is "
-                    "saved as soon as writing works again; nothing already saved is lost."
-                ).format(reason=stream.save_error)
-            )
-        elif not stream.save_error and self._save_failing:
-            self._save_failing = False
-            self.notice.emit(self.tr("Saving works again: the answer is saved."))
-
-    def _retry_unsaved(self) -> None:
-        """Finished answers that could not be written yet, tried again every few seconds."""
-        still = []
-        for stream, metrics in self._unsaved:
-            if not stream.finish(metrics):
-                still.append((stream, metrics))
-        self._unsaved = still
-        if not still:
-            self._unsaved_timer.stop()
-            if self._save_failing:
-                self._save_failing = False
-                self.notice.emit(self.tr("Saving works again: every answer is saved."))
 
     @Slot(int, object)
     def _on_live(self, rid: int, snapshot: dict[str, Any]) -> None:
@@ -385,10 +353,8 @@ class ChatController(QObject):
             if record is not None and self.model_name:
                 record["model"] = self.model_name  # as the header said while it streamed (a starter's name)
             saved = stream.finish(record)
-            if not saved:  # shown from memory, written when the disk lets it
-                self._unsaved.append((stream, record))
-                self._unsaved_timer.start()
-                self._report_saving(stream)
+            if not saved:
+                self.saving.keep(stream, record)
             if self.tools.after_answer(rid, reason, stream.message, stream.text):
                 self.conversations_changed.emit()
                 return  # its calls' cards are shown: the loop goes on (tools_done ends it)
