@@ -317,8 +317,8 @@ def test_rename_delete_and_export(qtbot: QtBot, make_window: Callable[..., MainW
     send(qtbot, w, "export this")
     w.chats.rename_current("Renamed chat")
     assert w.conversations.row_texts()[0] == "Renamed chat"
-    w.chats.export(tmp_path / "chat.md", "md")
-    w.chats.export(tmp_path / "chat.json", "json")
+    w.chats.exports.export(tmp_path / "chat.md", "md")
+    w.chats.exports.export(tmp_path / "chat.json", "json")
     assert (tmp_path / "chat.md").read_text().startswith("# Renamed chat")
     data = json.loads((tmp_path / "chat.json").read_text())
     assert data["messages"][0]["content"] == "export this" and data["messages"][1]["metrics"]

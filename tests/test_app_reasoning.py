@@ -56,10 +56,10 @@ def test_thinking_is_exported(qtbot: QtBot, make_window: Callable[..., MainWindo
     w = make_window(lambda _ref: FakeBackend(script=SCRIPT))
     load(qtbot, w, "tiny.gguf")
     send(qtbot, w, "hi")
-    w.chats.export(tmp_path / "chat.md", "md")
+    w.chats.exports.export(tmp_path / "chat.md", "md")
     md = (tmp_path / "chat.md").read_text(encoding="utf-8")
     assert "> **Thinking**" in md and "> The user greets me. Be brief." in md and "Hello **there**!" in md
-    w.chats.export(tmp_path / "chat.json", "json")
+    w.chats.exports.export(tmp_path / "chat.json", "json")
     data = json.loads((tmp_path / "chat.json").read_text(encoding="utf-8"))
     answer = data["messages"][-1]
     assert answer["thinking"] == "The user greets me. Be brief." and answer["content"] == "Hello **there**!"

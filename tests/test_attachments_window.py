@@ -287,11 +287,11 @@ def test_a_sent_file_reaches_the_engine_and_shows_on_the_message_and_after_reope
     w.transcript.finish_rendering()
     again = w.transcript.plain_text().replace("\u00a0", " ")
     assert "notes.txt · text · " in again and "Read: notes.txt (" in again
-    w.chats.export(tmp_path / "chat.json", "json")  # File ▸ Export: the file goes with its message
+    w.chats.exports.export(tmp_path / "chat.json", "json")  # File ▸ Export: the file goes with its message
     exported = json.loads((tmp_path / "chat.json").read_text(encoding="utf-8"))
     user = next(m for m in exported["messages"] if m["role"] == "user")
     assert [(f["name"], FACT in f["text"]) for f in user["attachments"]] == [("notes.txt", True)]
-    w.chats.export(tmp_path / "chat.md", "md")
+    w.chats.exports.export(tmp_path / "chat.md", "md")
     assert "notes.txt" in (tmp_path / "chat.md").read_text(encoding="utf-8")
 
 

@@ -207,8 +207,8 @@ def test_export_proposes_the_title_in_documents_and_says_where_it_saved(
     set_max_tokens(w, 4)
     send(qtbot, w, "export this")
     w.chats.rename_current("Plans: 2025/26 <draft>")
-    w.chats.export_dialog("md")
-    dialog = w.chats.export_dialog_open
+    w.chats.exports.export_dialog("md")
+    dialog = w.chats.exports.export_dialog_open
     assert isinstance(dialog, QFileDialog) and dialog.isVisible()
     proposed = Path(dialog.selectedFiles()[0])
     assert proposed.parent == home / "Documents"

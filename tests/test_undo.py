@@ -80,8 +80,8 @@ def test_several_chats_export_as_one_json_file(
 ) -> None:
     w = make_window()
     a, b, _c = _chats(w, ["One", "Two", "Three"])
-    w.chats.export_many([a, b])
-    dialog = w.chats.export_dialog_open
+    w.chats.exports.export_many([a, b])
+    dialog = w.chats.exports.export_dialog_open
     assert dialog is not None and dialog.isVisible() and dialog.selectedFiles()[0].endswith("2 chats.json")
     target = tmp_path / "two.json"
     dialog.selectFile(str(target))

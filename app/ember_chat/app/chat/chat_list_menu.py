@@ -102,7 +102,7 @@ def add_chat_entries(menu: QMenu, chats: ChatsHost, ids: list[int]) -> None:
         menu.addAction(tr("Pin to the top"), lambda: o.pin(ids, True))
     fill_move_menu(menu.addMenu(tr("Move to")), o, lambda: ids)
     menu.addAction(tr("Archive"), lambda: o.archive(ids))
-    menu.addAction(tr("Export as JSON…"), lambda: chats.export_many(ids))
+    menu.addAction(tr("Export as JSON…"), lambda: chats.exports.export_many(ids))
     menu.addSeparator()
     trash = menu.addAction(tr("Move to Trash"), lambda: o.trash(ids))
     trash.setShortcut(QKeySequence(QKeySequence.StandardKey.Delete))  # (shown: the list's key for it)

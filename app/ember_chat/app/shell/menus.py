@@ -51,8 +51,8 @@ def build_menus(self: MenuHost) -> None:
     file = mb.addMenu(tr("&File"))
     _action(file, tr("&New chat"), self.chats.new_chat, QKeySequence.StandardKey.New)
     file.addSeparator()
-    _action(file, tr("Export chat as &Markdown…"), lambda: self.chats.export_dialog("md"), "Ctrl+E")
-    _action(file, tr("Export chat as &JSON…"), lambda: self.chats.export_dialog("json"))
+    _action(file, tr("Export chat as &Markdown…"), lambda: self.chats.exports.export_dialog("md"), "Ctrl+E")
+    _action(file, tr("Export chat as &JSON…"), lambda: self.chats.exports.export_dialog("json"))
     _action(file, tr("&Import chats…"), lambda: open_import_dialog(self))  # ChatGPT or Ember exports
     file.addSeparator()
     _action(file, tr("&Quit"), self.close, QKeySequence.StandardKey.Quit)

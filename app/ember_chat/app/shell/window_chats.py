@@ -1,28 +1,27 @@
 """The main window's chat actions: sending and editing from the composer, the chat list (open,
 search, rename, the views: chats, Archived, Trash; its context menu and the Chat menu's entries for
-it), a new chat, and exporting chats. Changes to chats that can be undone go through `self.organise`
-(window_undo.py). A part of the main window (`window.chats`), which uses the window's widgets and
-stores and owns the menu and questions it opened."""
+it) and a new chat; exporting is `self.exports` (window_export.py). Changes to chats that can be
+undone go through `self.organise` (window_undo.py). A part of the main window (`window.chats`), which
+uses the window's widgets and stores and owns the menu and questions it opened."""
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterable
 from operator import attrgetter
-from pathlib import Path
 from typing import TYPE_CHECKING
 
-from PySide6.QtCore import QDateTime, QObject, QPoint, QStandardPaths, Qt
+from PySide6.QtCore import QDateTime, QObject, QPoint, Qt
 from PySide6.QtGui import QKeySequence
-from PySide6.QtWidgets import QDialog, QFileDialog, QInputDialog, QMenu, QMessageBox
+from PySide6.QtWidgets import QDialog, QInputDialog, QMenu, QMessageBox
 
 from ember_chat.app.chat.chat_list import FolderRow
 from ember_chat.app.chat.chat_list_menu import build_row_menu, fill_move_menu
+from ember_chat.app.shell.window_export import ChatExports
 from ember_chat.app.shell.window_undo import ChatOrganise
 from ember_chat.engine.core.params import SamplingParams
 from ember_chat.engine.errors import EmberError
 from ember_chat.engine.storage.conversations import ChatRow
-from ember_chat.engine.storage.export import chat_as_markdown, chat_export_json, chats_as_json, export_file_name
 
 if TYPE_CHECKING:
     from ember_chat.app.shell.main_window import MainWindow
@@ -36,8 +35,8 @@ class ChatActions(QObject):
         self.w = window
         self.chat_menu: QMenu | None = None  # the chat list's context menu, while open
         self.chat_question: QDialog | None = None  # a rename or delete question, while open
-        self.export_dialog_open: QFileDialog | None = None  # File ▸ Export's save dialog, while open
         self.organise = ChatOrganise(window)  # folders, pins, archive, Trash: undoable (window_undo.py)
+        self.exports = ChatExports(window)  # File ▸ Export and the list's Export (window_export.py)
         self._listed: dict[int, ChatRow] | None = None  # the chats the tree lists, as last read
         self._order: list[ChatRow] = []  # the same, newest activity first
 
@@ -351,74 +350,6 @@ class ChatActions(QObject):
         dialog.destroyed.connect(lambda: setattr(self, "chat_question", None))
         self.chat_question = dialog  # kept while open (and for tests)
         dialog.open()
-
-    def export_many(self, ids: list[int]) -> None:
-        """The chats chosen, as one JSON file (a save dialog; it does not block)."""
-        if len(ids) == 1:
-            self.export_dialog("json", ids[0])
-            return
-        documents = Path(QStandardPaths.writableLocation(QStandardPaths.StandardLocation.DocumentsLocation))
-        folder = documents if documents.is_dir() else Path.home()
-        proposed = folder / self.tr("{n} chats.json").format(n=len(ids))
-        dialog = QFileDialog(self.w, self.tr("Export chats"), str(proposed), self.tr("JSON (*.json)"))
-        dialog.setAcceptMode(QFileDialog.AcceptMode.AcceptSave)
-        dialog.setDefaultSuffix("json")
-        dialog.fileSelected.connect(lambda path: self.export_chats(Path(path), ids))
-        self._open_export(dialog)
-
-    def export_chats(self, path: Path, ids: list[int]) -> None:
-
-        try:
-            path.write_text(chats_as_json(self.w.store, ids, self.w.attach.store.export_entries), encoding="utf-8")
-        except OSError as exc:
-            reason = exc.strerror or exc
-            self.w.show_error(self.tr("Could not export to {path}: {reason}.").format(path=path, reason=reason))
-            return
-        self.w.show_notice(self.tr("Exported {n} chats to {path}").format(n=len(ids), path=path))
-
-    def _open_export(self, dialog: QFileDialog) -> None:
-        dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
-        dialog.destroyed.connect(lambda: setattr(self, "export_dialog_open", None))
-        self.export_dialog_open = dialog  # kept while open (and for tests)
-        dialog.open()
-
-    def export_dialog(self, kind: str, cid: int | None = None) -> None:
-        """File ▸ Export: a save dialog proposing the chat's title as the file name, in the documents
-        folder (it does not block: an answer keeps streaming)."""
-        cid = cid if cid is not None else self.w.controller.conversation_id
-        if cid is None:
-            self.w.show_error(self.tr("Open a chat to export it."))
-            return
-        suffix = self.tr("Markdown (*.md)") if kind == "md" else self.tr("JSON (*.json)")
-        documents = Path(QStandardPaths.writableLocation(QStandardPaths.StandardLocation.DocumentsLocation))
-        folder = documents if documents.is_dir() else Path.home()
-        proposed = folder / export_file_name(self.w.store.conversation(cid).title, kind)
-        dialog = QFileDialog(self.w, self.tr("Export chat"), str(proposed), suffix)
-        dialog.setAcceptMode(QFileDialog.AcceptMode.AcceptSave)
-        dialog.setDefaultSuffix(kind)
-        dialog.fileSelected.connect(lambda path: self.export(Path(path), kind, cid))
-        self._open_export(dialog)
-
-    def export(self, path: Path, kind: str, cid: int | None = None) -> None:
-        """Write a chat (the open one unless `cid`) to `path` as Markdown ("md") or JSON, and say where."""
-        cid = cid if cid is not None else self.w.controller.conversation_id
-        if cid is None:
-            return
-        conv = self.w.store.conversation(cid)
-        if kind == "json":  # the whole chat (every branch, tool records, files, comparisons): it imports back
-            text = chat_export_json(self.w.store, cid, self.w.attach.store.export_entries)
-        else:  # the branch on screen, to read
-            thread = self.w.store.thread(cid)
-            text = chat_as_markdown(
-                conv, thread, attachments=self.w.attach.store.export_entries([m.id for m in thread])
-            )
-        try:
-            path.write_text(text, encoding="utf-8")
-        except OSError as exc:
-            reason = exc.strerror or exc
-            self.w.show_error(self.tr("Could not export to {path}: {reason}.").format(path=path, reason=reason))
-            return
-        self.w.show_notice(self.tr("Exported “{title}” to {path}").format(title=conv.title, path=path))
 
 
 def _when(timestamp: float | None) -> str:

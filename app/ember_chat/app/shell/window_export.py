@@ -1,0 +1,91 @@
+"""The main window's chat exports: File ▸ Export chat as Markdown or JSON (the open chat) and the chat
+list's Export (the chats chosen, one JSON file), each through a save dialog that does not block (an
+answer keeps streaming). A part of the window's chat actions (`window.chats.exports`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from PySide6.QtCore import QObject, QStandardPaths, Qt
+from PySide6.QtWidgets import QFileDialog
+
+from ember_chat.engine.storage.export import chat_as_markdown, chat_export_json, chats_as_json, export_file_name
+
+if TYPE_CHECKING:
+    from ember_chat.app.shell.main_window import MainWindow
+
+
+class ChatExports(QObject):
+    def __init__(self, window: MainWindow) -> None:
+        super().__init__(window)
+        self.w = window
+        self.export_dialog_open: QFileDialog | None = None  # the save dialog, while open
+
+    def export_many(self, ids: list[int]) -> None:
+        """The chats chosen, as one JSON file (a save dialog; it does not block)."""
+        if len(ids) == 1:
+            self.export_dialog("json", ids[0])
+            return
+        documents = Path(QStandardPaths.writableLocation(QStandardPaths.StandardLocation.DocumentsLocation))
+        folder = documents if documents.is_dir() else Path.home()
+        proposed = folder / self.tr("{n} chats.json").format(n=len(ids))
+        dialog = QFileDialog(self.w, self.tr("Export chats"), str(proposed), self.tr("JSON (*.json)"))
+        dialog.setAcceptMode(QFileDialog.AcceptMode.AcceptSave)
+        dialog.setDefaultSuffix("json")
+        dialog.fileSelected.connect(lambda path: self.export_chats(Path(path), ids))
+        self._open_export(dialog)
+
+    def export_chats(self, path: Path, ids: list[int]) -> None:
+
+        try:
+            path.write_text(chats_as_json(self.w.store, ids, self.w.attach.store.export_entries), encoding="utf-8")
+        except OSError as exc:
+            reason = exc.strerror or exc
+            self.w.show_error(self.tr("Could not export to {path}: {reason}.").format(path=path, reason=reason))
+            return
+        self.w.show_notice(self.tr("Exported {n} chats to {path}").format(n=len(ids), path=path))
+
+    def _open_export(self, dialog: QFileDialog) -> None:
+        dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        dialog.destroyed.connect(lambda: setattr(self, "export_dialog_open", None))
+        self.export_dialog_open = dialog  # kept while open (and for tests)
+        dialog.open()
+
+    def export_dialog(self, kind: str, cid: int | None = None) -> None:
+        """File ▸ Export: a save dialog proposing the chat's title as the file name, in the documents
+        folder (it does not block: an answer keeps streaming)."""
+        cid = cid if cid is not None else self.w.controller.conversation_id
+        if cid is None:
+            self.w.show_error(self.tr("Open a chat to export it."))
+            return
+        suffix = self.tr("Markdown (*.md)") if kind == "md" else self.tr("JSON (*.json)")
+        documents = Path(QStandardPaths.writableLocation(QStandardPaths.StandardLocation.DocumentsLocation))
+        folder = documents if documents.is_dir() else Path.home()
+        proposed = folder / export_file_name(self.w.store.conversation(cid).title, kind)
+        dialog = QFileDialog(self.w, self.tr("Export chat"), str(proposed), suffix)
+        dialog.setAcceptMode(QFileDialog.AcceptMode.AcceptSave)
+        dialog.setDefaultSuffix(kind)
+        dialog.fileSelected.connect(lambda path: self.export(Path(path), kind, cid))
+        self._open_export(dialog)
+
+    def export(self, path: Path, kind: str, cid: int | None = None) -> None:
+        """Write a chat (the open one unless `cid`) to `path` as Markdown ("md") or JSON, and say where."""
+        cid = cid if cid is not None else self.w.controller.conversation_id
+        if cid is None:
+            return
+        conv = self.w.store.conversation(cid)
+        if kind == "json":  # the whole chat (every branch, tool records, files, comparisons): it imports back
+            text = chat_export_json(self.w.store, cid, self.w.attach.store.export_entries)
+        else:  # the branch on screen, to read
+            thread = self.w.store.thread(cid)
+            text = chat_as_markdown(
+                conv, thread, attachments=self.w.attach.store.export_entries([m.id for m in thread])
+            )
+        try:
+            path.write_text(text, encoding="utf-8")
+        except OSError as exc:
+            reason = exc.strerror or exc
+            self.w.show_error(self.tr("Could not export to {path}: {reason}.").format(path=path, reason=reason))
+            return
+        self.w.show_notice(self.tr("Exported “{title}” to {path}").format(title=conv.title, path=path))
