@@ -225,3 +225,13 @@ def test_export_proposes_the_title_in_documents_and_says_where_it_saved(
     header = text.split("## You")[0]
     model = w.store.thread(conv.id)[-1].metrics["model"]
     assert model == w.model.name and f"Model: {model}" in header and day in header
+    # a place that cannot be written (a file where the folder should be): said, nothing else changes
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("x", encoding="utf-8")
+    w.chats.exports.export_dialog("json")
+    dialog = w.chats.exports.export_dialog_open
+    assert dialog is not None
+    dialog.selectFile(str(blocker / "chat.json"))
+    dialog.accept()
+    assert "Could not export to" in w.banner.text() and str(blocker / "chat.json") in w.banner.text()
+    assert blocker.read_text(encoding="utf-8") == "x" and target.read_text(encoding="utf-8") == text

@@ -4,6 +4,7 @@ answer keeps streaming). A part of the window's chat actions (`window.chats.expo
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -27,30 +28,12 @@ class ChatExports(QObject):
         if len(ids) == 1:
             self.export_dialog("json", ids[0])
             return
-        documents = Path(QStandardPaths.writableLocation(QStandardPaths.StandardLocation.DocumentsLocation))
-        folder = documents if documents.is_dir() else Path.home()
-        proposed = folder / self.tr("{n} chats.json").format(n=len(ids))
-        dialog = QFileDialog(self.w, self.tr("Export chats"), str(proposed), self.tr("JSON (*.json)"))
-        dialog.setAcceptMode(QFileDialog.AcceptMode.AcceptSave)
-        dialog.setDefaultSuffix("json")
-        dialog.fileSelected.connect(lambda path: self.export_chats(Path(path), ids))
-        self._open_export(dialog)
+        name = self.tr("{n} chats.json").format(n=len(ids))
+        self._ask_path(self.tr("Export chats"), name, "json", lambda path: self.export_chats(path, ids))
 
     def export_chats(self, path: Path, ids: list[int]) -> None:
-
-        try:
-            path.write_text(chats_as_json(self.w.store, ids, self.w.attach.store.export_entries), encoding="utf-8")
-        except OSError as exc:
-            reason = exc.strerror or exc
-            self.w.show_error(self.tr("Could not export to {path}: {reason}.").format(path=path, reason=reason))
-            return
-        self.w.show_notice(self.tr("Exported {n} chats to {path}").format(n=len(ids), path=path))
-
-    def _open_export(self, dialog: QFileDialog) -> None:
-        dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
-        dialog.destroyed.connect(lambda: setattr(self, "export_dialog_open", None))
-        self.export_dialog_open = dialog  # kept while open (and for tests)
-        dialog.open()
+        text = chats_as_json(self.w.store, ids, self.w.attach.store.export_entries)
+        self._write(path, text, self.tr("Exported {n} chats to {path}").format(n=len(ids), path=path))
 
     def export_dialog(self, kind: str, cid: int | None = None) -> None:
         """File ▸ Export: a save dialog proposing the chat's title as the file name, in the documents
@@ -59,15 +42,8 @@ class ChatExports(QObject):
         if cid is None:
             self.w.show_error(self.tr("Open a chat to export it."))
             return
-        suffix = self.tr("Markdown (*.md)") if kind == "md" else self.tr("JSON (*.json)")
-        documents = Path(QStandardPaths.writableLocation(QStandardPaths.StandardLocation.DocumentsLocation))
-        folder = documents if documents.is_dir() else Path.home()
-        proposed = folder / export_file_name(self.w.store.conversation(cid).title, kind)
-        dialog = QFileDialog(self.w, self.tr("Export chat"), str(proposed), suffix)
-        dialog.setAcceptMode(QFileDialog.AcceptMode.AcceptSave)
-        dialog.setDefaultSuffix(kind)
-        dialog.fileSelected.connect(lambda path: self.export(Path(path), kind, cid))
-        self._open_export(dialog)
+        name = export_file_name(self.w.store.conversation(cid).title, kind)
+        self._ask_path(self.tr("Export chat"), name, kind, lambda path: self.export(path, kind, cid))
 
     def export(self, path: Path, kind: str, cid: int | None = None) -> None:
         """Write a chat (the open one unless `cid`) to `path` as Markdown ("md") or JSON, and say where."""
@@ -82,10 +58,29 @@ class ChatExports(QObject):
             text = chat_as_markdown(
                 conv, thread, attachments=self.w.attach.store.export_entries([m.id for m in thread])
             )
+        self._write(path, text, self.tr("Exported “{title}” to {path}").format(title=conv.title, path=path))
+
+    def _ask_path(self, title: str, name: str, kind: str, chosen: Callable[[Path], None]) -> None:
+        """A save dialog proposing `name` in the documents folder (the home folder without one); it does
+        not block, and it is kept while open (`export_dialog_open`, also for tests)."""
+        documents = Path(QStandardPaths.writableLocation(QStandardPaths.StandardLocation.DocumentsLocation))
+        folder = documents if documents.is_dir() else Path.home()
+        suffix = self.tr("Markdown (*.md)") if kind == "md" else self.tr("JSON (*.json)")
+        dialog = QFileDialog(self.w, title, str(folder / name), suffix)
+        dialog.setAcceptMode(QFileDialog.AcceptMode.AcceptSave)
+        dialog.setDefaultSuffix(kind)
+        dialog.fileSelected.connect(lambda path: chosen(Path(path)))
+        dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        dialog.destroyed.connect(lambda: setattr(self, "export_dialog_open", None))
+        self.export_dialog_open = dialog
+        dialog.open()
+
+    def _write(self, path: Path, text: str, done: str) -> None:
+        """Write the export and say `done`, or say why it could not be written (nothing else changes)."""
         try:
             path.write_text(text, encoding="utf-8")
         except OSError as exc:
             reason = exc.strerror or exc
             self.w.show_error(self.tr("Could not export to {path}: {reason}.").format(path=path, reason=reason))
             return
-        self.w.show_notice(self.tr("Exported “{title}” to {path}").format(title=conv.title, path=path))
+        self.w.show_notice(done)
