@@ -37,14 +37,18 @@ class Organise(Protocol):
     def delete_folder(self, folder_id: int) -> None: ...
 
 
+class Exports(Protocol):
+    def export_many(self, ids: Sequence[int]) -> None: ...
+
+
 class ChatsHost(Protocol):
     """What the menus need of the window's chat actions (`window.chats`)."""
 
     organise: Organise
+    exports: Exports
 
     def rename_chat(self, cid: int, title: str | None = None) -> None: ...
     def pinned(self, cid: int) -> bool: ...
-    def export_many(self, ids: Sequence[int]) -> None: ...
     def show_view(self, mode: str) -> None: ...
 
 

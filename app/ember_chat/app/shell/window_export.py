@@ -4,7 +4,7 @@ answer keeps streaming). A part of the window's chat actions (`window.chats.expo
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -23,13 +23,13 @@ class ChatExports(QObject):
         self.w = window
         self.export_dialog_open: QFileDialog | None = None  # the save dialog, while open
 
-    def export_many(self, ids: list[int]) -> None:
+    def export_many(self, ids: Sequence[int]) -> None:
         """The chats chosen, as one JSON file (a save dialog; it does not block)."""
         if len(ids) == 1:
             self.export_dialog("json", ids[0])
             return
         name = self.tr("{n} chats.json").format(n=len(ids))
-        self._ask_path(self.tr("Export chats"), name, "json", lambda path: self.export_chats(path, ids))
+        self._ask_path(self.tr("Export chats"), name, "json", lambda path: self.export_chats(path, list(ids)))
 
     def export_chats(self, path: Path, ids: list[int]) -> None:
         text = chats_as_json(self.w.store, ids, self.w.attach.store.export_entries)
