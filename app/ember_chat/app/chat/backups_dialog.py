@@ -117,8 +117,7 @@ class WindowBackups(QObject):
         if w.controller.conversation_id is not None:
             w.side.metrics.reset()
         w.controller.conversation_id = None  # no chat from before the restore stays on screen
-        w.controller.cancel_edit()
-        w.composer.set_editing(False)
+        w.chats.end_edit()
         chips = w.composer.attachments
         attached = bool(chips.items)  # files kept in the database set aside: their ids name others here
         chips.clear()

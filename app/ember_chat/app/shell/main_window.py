@@ -216,7 +216,7 @@ class MainWindow(QMainWindow):
         t.action.connect(c._on_action)
         self.composer.send.connect(self.chats.send)
         self.composer.stop.connect(self.stop)
-        self.composer.cancel_edit.connect(self.chats.cancel_edit)
+        self.composer.cancel_edit.connect(self.chats.end_edit)
         self.conversations.new_button.clicked.connect(self.chats.new_chat)
         self.conversations.selected.connect(self.chats.open_conversation)
         self.conversations.search_hit.connect(self.chats.open_hit)

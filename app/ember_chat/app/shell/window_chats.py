@@ -25,6 +25,7 @@ from ember_chat.engine.storage.conversations import ChatRow
 
 if TYPE_CHECKING:
     from ember_chat.app.shell.main_window import MainWindow
+    from ember_chat.engine.attachments import StoredAttachment
 
 _ID, _UPDATED = attrgetter("id"), attrgetter("updated_at")  # (sort keys of the listed chats)
 
@@ -37,6 +38,7 @@ class ChatActions(QObject):
         self.chat_question: QDialog | None = None  # a rename or delete question, while open
         self.organise = ChatOrganise(window)  # folders, pins, archive, Trash: undoable (window_undo.py)
         self.exports = ChatExports(window)  # File ▸ Export and the list's Export (window_export.py)
+        self._draft: tuple[str, list[StoredAttachment]] | None = None  # the box's own, while editing a message
         self._listed: dict[int, ChatRow] | None = None  # the chats the tree lists, as last read
         self._order: list[ChatRow] = []  # the same, newest activity first
 
@@ -119,22 +121,33 @@ class ChatActions(QObject):
             self.w.composer.set_editing(editing)
         else:
             self.w.composer.attachments.clear()
+            if editing:
+                self.end_edit()  # (the box gets its draft back)
 
     def edit_message(self, message_id: int) -> None:
         def act() -> None:
-            self.w.composer.editor.setPlainText(self.w.controller.start_edit(message_id))
-            self.w.composer.attachments.clear()  # the edited message's files come back with its text
-            self.w.composer.attachments.attach_stored(self.w.attach.store.of_message(message_id))
-            self.w.composer.set_editing(True)
-            self.w.composer.editor.setFocus()
+            composer = self.w.composer
+            if not self.w.controller.editing:  # what the box held: it comes back when the edit ends
+                self._draft = (composer.editor.toPlainText(), composer.attachments.attachments())
+            composer.editor.setPlainText(self.w.controller.start_edit(message_id))
+            composer.attachments.clear()  # the edited message's files come back with its text
+            composer.attachments.attach_stored(self.w.attach.store.of_message(message_id))
+            composer.set_editing(True)
+            composer.editor.setFocus()
 
         self.w.controller.after_stop(act)
 
-    def cancel_edit(self) -> None:
+    def end_edit(self) -> None:
+        """Editing ends (cancelled, sent, another chat opened, a new chat): the message box gets back what
+        it held before the edit, never the edited text and files (they belong to that message)."""
+        draft, self._draft = self._draft, None
         self.w.controller.cancel_edit()
-        self.w.composer.attachments.clear()
         self.w.composer.set_editing(False)
-        self.w.composer.editor.clear()
+        if draft is not None:
+            text, files = draft
+            self.w.composer.editor.setPlainText(text)
+            self.w.composer.attachments.clear()
+            self.w.composer.attachments.attach_stored(files)
 
     # ----- the chat list
     def reload_conversations(self, changed: Iterable[int] | None = None) -> None:
@@ -213,8 +226,7 @@ class ChatActions(QObject):
             self.w.controller.conversation_id = None
             self.w.banner.end("answer")  # an error about the chat left behind
             self.w.banner.end("undo")  # and what was just done there (Ctrl+Z still undoes it)
-            self.w.controller.cancel_edit()
-            self.w.composer.set_editing(False)
+            self.end_edit()
             self.w._apply_settings_defaults()
             self.w.controller.refresh()
             self.reload_conversations()  # (and the welcome panel, when no model is loaded)
@@ -239,7 +251,7 @@ class ChatActions(QObject):
                 sp = SamplingParams()
             ctx = int(conv.params.get("context_length", self.w.side.params.context.value()))
             self.w.side.params.set_params(sp, conv.system_prompt, ctx)
-            self.w.composer.set_editing(False)
+            self.end_edit()
             self.w.conversations.select(cid)
             if cid != self.w.controller.conversation_id:
                 self.w.banner.end("answer")  # an error about the chat left behind
