@@ -33,3 +33,9 @@ def test_an_answer_cut_by_quitting_keeps_its_text_model_and_metrics(
     text = w2.transcript.plain_text()
     assert answer.metrics["model"] in text and "tok/s" in text  # its header and its metrics line
     assert any(a.href == f"ember:continue/{answer.id}" for a in anchors(w2.transcript))  # its Continue link
+    # no model loaded yet: Continue and Regenerate say so (and change nothing)
+    for verb in ("continue", "regenerate"):
+        w2.banner.hide()
+        w2.transcript.action.emit(verb, answer.id, 0)
+        assert "No model is loaded" in w2.banner.text() and w2.banner.isVisible()
+    assert w2.store.thread(cid)[-1].content == answer.content

@@ -157,10 +157,7 @@ class ChatController(QObject):
     def send(self, text: str, attachments: Sequence[StoredAttachment] = ()) -> bool:
         """Send a message (with these stored attachments); False when it was not sent (no model, busy,
         cannot be saved) — the window then keeps the text (and the attachments) in the composer."""
-        if not self.model_ready:
-            self.error.emit(self.tr("No model is loaded. Pick one from the model list at the top or the Models menu."))
-            return False
-        if self.generating:
+        if not self._model_ready() or self.generating:
             return False
         params, system_prompt = self._params()
         created = self.conversation_id is None
@@ -201,9 +198,15 @@ class ChatController(QObject):
         self.conversations_changed.emit()
         return True
 
+    def _model_ready(self) -> bool:
+        """True when a model is loaded; else it says so (a send, Regenerate or Continue did nothing)."""
+        if not self.model_ready:
+            self.error.emit(self.tr("No model is loaded. Pick one from the model list at the top or the Models menu."))
+        return self.model_ready
+
     def regenerate(self, answer_id: int | None = None) -> None:
         """A new answer to the same question (the last one by default), as a new branch."""
-        if self.generating or self.conversation_id is None or not self.model_ready:
+        if self.generating or self.conversation_id is None or not self._model_ready():
             return
         thread = self.store.thread(self.conversation_id)
         if answer_id is None:
@@ -229,7 +232,7 @@ class ChatController(QObject):
 
     def continue_answer(self, answer_id: int) -> None:
         """Continue an interrupted answer where it stopped (the model picks up after its text)."""
-        if self.generating or self.conversation_id is None or not self.model_ready:
+        if self.generating or self.conversation_id is None or not self._model_ready():
             return
         answer = self.store.message(answer_id)
         if answer.parent_id is None:
