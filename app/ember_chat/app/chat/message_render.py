@@ -56,6 +56,7 @@ _FENCE_OPEN = re.compile(r"^(```+|~~~+)[ \t]*([^\s`]*)[^\n]*$", re.M)
 
 
 _SIGNATURE = QTextFormat.Property.UserProperty.value + 1  # the format property holding the token
+METRICS_LINE = QTextFormat.Property.UserProperty.value + 4  # on the block of an answer's metrics line
 _SESSION_TOKEN = secrets.token_hex(16)  # new in every run of Ember
 
 
@@ -244,8 +245,20 @@ class MessageWriter:
     def metrics_line(self, c: QTextCursor, line: str) -> None:
         fmt = QTextBlockFormat()
         fmt.setTopMargin(6)
+        fmt.setProperty(METRICS_LINE, True)
         self.fresh_block(c, fmt)
         c.insertText(line, self.small_secondary)
+
+    @staticmethod
+    def drop_metrics_line(c: QTextCursor) -> None:
+        """Remove the metrics line that ends the document at `c` (an answer about to be continued), if
+        there is one; `c` is left at the end."""
+        c.movePosition(QTextCursor.MoveOperation.End)
+        block = c.block()
+        if block.blockFormat().property(METRICS_LINE) and block.previous().isValid():
+            c.setPosition(block.previous().position() + block.previous().length() - 1)
+            c.movePosition(QTextCursor.MoveOperation.End, QTextCursor.MoveMode.KeepAnchor)
+            c.removeSelectedText()
 
     # ----- thinking
     def thinking_format(self) -> QTextCharFormat:

@@ -300,6 +300,7 @@ class TranscriptView(QTextBrowser):
         if self._shown and self._shown[-1].message_id == message_id:
             self._shown[-1].key = None
         c = self._end_cursor()
+        self.writer.drop_metrics_line(c)  # (the whole answer gets its line at the end)
         self.writer.fresh_block(c)
         self.streaming.start(message_id, c, thinking=False)  # (the continued text shows as it comes)
 
