@@ -89,7 +89,7 @@ class Composer(QWidget):
         self.editor.setAccessibleDescription(self.tr("Enter sends, Shift+Enter starts a new line, Esc stops an answer"))
         self.editor.setTabChangesFocus(True)
         self.editor.setMaximumHeight(84)
-        self.editor.submit.connect(self._on_submit)
+        self.editor.submit.connect(self.submit)
         self.editor.escape.connect(self.stop)
         self.editor.attach_mime = self.attachments.attach_mime
         self.button = QPushButton(self.tr("Send"))
@@ -138,9 +138,10 @@ class Composer(QWidget):
         if self._generating:
             self.stop.emit()
         else:
-            self._on_submit()
+            self.submit()
 
-    def _on_submit(self) -> None:
+    def submit(self) -> None:
+        """Send what the box holds (Enter, the Send button)."""
         if self._generating:
             return
         text = self.editor.toPlainText().strip()

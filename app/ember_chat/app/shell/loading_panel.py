@@ -25,7 +25,7 @@ class LoadingPanel(QWidget):
         self.note = QLabel(
             self.tr(
                 "Ember reads the model into memory: a few seconds for a small model, a minute or more for a "
-                "large one. You can type your message meanwhile."
+                "large one. You can write and send your message meanwhile: it goes as soon as the model is ready."
             )
         )
         self.note.setWordWrap(True)

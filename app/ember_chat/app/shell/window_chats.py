@@ -20,6 +20,7 @@ from ember_chat.app.chat.chat_list_menu import build_row_menu, fill_move_menu
 from ember_chat.app.shell.window_export import ChatExports
 from ember_chat.app.shell.window_undo import ChatOrganise
 from ember_chat.engine.core.params import SamplingParams
+from ember_chat.engine.core.states import ModelState
 from ember_chat.engine.errors import EmberError
 from ember_chat.engine.storage.conversations import ChatRow
 
@@ -39,6 +40,7 @@ class ChatActions(QObject):
         self.organise = ChatOrganise(window)  # folders, pins, archive, Trash: undoable (window_undo.py)
         self.exports = ChatExports(window)  # File ▸ Export and the list's Export (window_export.py)
         self._draft: tuple[str, list[StoredAttachment]] | None = None  # the box's own, while editing a message
+        self._send_when_loaded = False  # a message was sent while a model loads
         self._listed: dict[int, ChatRow] | None = None  # the chats the tree lists, as last read
         self._order: list[ChatRow] = []  # the same, newest activity first
 
@@ -108,6 +110,12 @@ class ChatActions(QObject):
     # ----- the composer
     def send(self, text: str) -> None:
         self.w.banner.hide()
+        if self.w.models.loading and not self.w.controller.model_ready:
+            # a model loads: the message stays in the box and goes when it is ready (load_ended)
+            self.w.composer.editor.setPlainText(text)
+            self._send_when_loaded = True
+            self.w.show_notice(self.tr("Your message is sent as soon as the model is loaded."), cause="send-later")
+            return
         refused = self.w.attach.refused()  # (still reading; an image for a model that cannot see it)
         if refused:
             self.w.composer.editor.setPlainText(text)
@@ -123,6 +131,16 @@ class ChatActions(QObject):
             self.w.composer.attachments.clear()
             if editing:
                 self.end_edit()  # (the box gets its draft back)
+
+    def load_ended(self, state: str) -> None:
+        """A load ended (or its pick was refused: NONE): a message sent while it loaded goes now (what the
+        box holds now), unless the load failed or was cancelled (then it stays in the box)."""
+        if not self._send_when_loaded or state == ModelState.LOADING:  # (a ModelState, as its str)
+            return
+        self._send_when_loaded = False
+        self.w.banner.end("send-later")
+        if state == ModelState.READY:
+            self.w.composer.submit()
 
     def edit_message(self, message_id: int) -> None:
         def act() -> None:
