@@ -237,7 +237,20 @@ class ChatActions(QObject):
         lst.mode = mode
         self.reload_conversations([])  # (the changes made meanwhile were applied as they were made)
 
+    def _stopping(self, target: int | None) -> str | None:
+        """What to say when opening `target` (None: a new chat) stops the answer streaming in the chat
+        shown (after_stop): which chat's answer stopped; None when nothing streams there."""
+        cid = self.w.controller.conversation_id
+        if not self.w.controller.generating or cid is None or cid == target:
+            return None
+        title = self.w.store.conversation(cid).title
+        return self.tr("The answer in “{title}” stopped when you left that chat; what it wrote is kept.").format(
+            title=title
+        )
+
     def new_chat(self) -> None:
+        stopping = self._stopping(None)
+
         def act() -> None:
             if self.w.controller.conversation_id is not None:
                 self.w.side.metrics.reset()  # "Current answer" was the other chat's
@@ -249,6 +262,8 @@ class ChatActions(QObject):
             self.w.controller.refresh()
             self.reload_conversations()  # (and the welcome panel, when no model is loaded)
             self.w.composer.editor.setFocus()
+            if stopping:
+                self.w.show_notice(stopping, cause="answer")
 
         self.w.controller.after_stop(act)
 
@@ -257,6 +272,7 @@ class ChatActions(QObject):
             self.w.show_error(self.tr("That chat no longer exists; the list is shown again as it is now."))
             self.reload_conversations()
             return
+        stopping = self._stopping(cid)
 
         def act() -> None:
             if cid != self.w.controller.conversation_id:
@@ -274,6 +290,8 @@ class ChatActions(QObject):
             if cid != self.w.controller.conversation_id:
                 self.w.banner.end("answer")  # an error about the chat left behind
                 self.w.banner.end("undo")  # and what was just done there (Ctrl+Z still undoes it)
+            if stopping:
+                self.w.show_notice(stopping, cause="answer")
 
         self.w.controller.after_stop(act)
         self.w.controller.open_conversation(cid, jump_to)
