@@ -6,8 +6,8 @@ from collections.abc import Callable
 from itertools import pairwise
 from pathlib import Path
 
-from PySide6.QtCore import QMimeData, QSize, Qt, Signal
-from PySide6.QtGui import QIcon, QKeyEvent
+from PySide6.QtCore import QEvent, QMimeData, QSize, Qt, Signal
+from PySide6.QtGui import QIcon, QKeyEvent, QKeySequence
 from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
@@ -41,6 +41,19 @@ class ComposerEdit(QPlainTextEdit):
         if gives_attachment(source) and self.attach_mime is not None and self.attach_mime(source):
             return
         super().insertFromMimeData(source)
+
+    def event(self, event: QEvent) -> bool:  # Qt override
+        """Ctrl+Z with no typing left to undo (an empty box after a send) is the window's: Chat ▸ Undo
+        (a chat moved to the Trash, a message deleted) — the box's own while it has typing to undo."""
+        if (
+            event.type() == QEvent.Type.ShortcutOverride
+            and isinstance(event, QKeyEvent)
+            and event.matches(QKeySequence.StandardKey.Undo)
+            and not self.document().isUndoAvailable()
+        ):
+            event.ignore()
+            return False
+        return super().event(event)
 
     def keyPressEvent(self, event: QKeyEvent) -> None:
         enter = event.key() in (Qt.Key.Key_Return, Qt.Key.Key_Enter)
