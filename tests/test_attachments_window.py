@@ -20,6 +20,7 @@ from pytestqt.qtbot import QtBot
 
 from ember_chat.app.main import build_window
 from ember_chat.app.shell.main_window import MainWindow
+from ember_chat.engine.attachments.planning import whole_block
 from ember_chat.engine.inference.backend import ModelDescription
 from ember_chat.engine.storage.paths import AppPaths
 from tests.attachment_files import image_bytes, write_pdf
@@ -233,7 +234,7 @@ def test_a_text_file_and_a_pdf_become_chips_with_their_token_counts(
     texts = chip_texts(w)
     assert texts[0].startswith("notes.txt | text · ") and texts[1].startswith("report.pdf | PDF · ")
     for item, text in zip(w.composer.attachments.items, texts, strict=True):
-        expected = w.bridge.measure_tokens(item.extracted.text)
+        expected = w.bridge.measure_tokens(whole_block(item.stored, item.extracted.text))  # as the prompt holds it
         assert expected.tokens > 0 and not expected.estimated
         expected = expected.tokens
         assert f"{expected:,} tokens · whole" in text  # counted with the loaded model's tokenizer
@@ -386,5 +387,6 @@ def test_chips_made_before_a_model_is_loaded_are_counted_again_when_one_is(
     with qtbot.waitSignal(w.model_state_changed, check_params_cb=lambda s: s == "ready", timeout=WAIT_MS):
         w.models.load_model("tiny.gguf")
     settle(qtbot, w)
-    tokens = w.bridge.measure_tokens(notes.read_text(encoding="utf-8"))
+    (item,) = w.composer.attachments.items
+    tokens = w.bridge.measure_tokens(whole_block(item.stored, notes.read_text(encoding="utf-8")))
     assert not tokens.estimated and chip_texts(w)[0].endswith(f"{tokens.tokens:,} tokens · whole")

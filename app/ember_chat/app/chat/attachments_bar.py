@@ -33,6 +33,7 @@ from ember_chat.engine.attachments import (
     read_attachment_bytes,
     read_attachment_isolated,
 )
+from ember_chat.engine.attachments.planning import whole_block
 from ember_chat.engine.inference.attachment_turns import TokenCount
 
 PROGRESS_MS = 100  # how often a chip's reading progress is shown
@@ -265,8 +266,8 @@ class AttachmentsBar(QWidget):
         count, extracted, stored, text_of = self.count_tokens, item.extracted, item.stored, self.text_of
         item.state = replace(item.state, tokens=None, tokens_note=self.tr("counting tokens…"))
         item.counting = True
-        self.tasks.run(
-            lambda: count(extracted.text if extracted is not None else text_of(stored)),
+        self.tasks.run(  # (as the prompt holds it: in a block that names the file, as the answer's plan counts)
+            lambda: count(whole_block(stored, extracted.text if extracted is not None else text_of(stored))),
             lambda n, key=item.key: self._on_counted(key, n),
             lambda _m, key=item.key: self._on_counted(key, None),
             key=f"tokens-{item.key}",
