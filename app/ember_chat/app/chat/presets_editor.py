@@ -18,7 +18,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ember_chat.app.metrics.side_panel import param_spin
+from ember_chat.app.metrics.params_panel import param_spin
 from ember_chat.engine.core.params import SPECS
 from ember_chat.engine.storage.presets import PRESET_PARAMS, Preset
 

@@ -1,32 +1,27 @@
-"""The side panel: system prompt and sampling parameters (saved per conversation), and live metrics
-with a small chart of tokens/s over the current answer and session percentiles."""
+"""The side panel: live metrics with a small chart of tokens/s over the current answer and session
+percentiles, and the parameters (params_panel.py: system prompt and sampling parameters, saved per
+conversation)."""
 
 from __future__ import annotations
 
 from collections import deque
 from typing import Any
 
-from PySide6.QtCore import QElapsedTimer, QTimer, Signal
+from PySide6.QtCore import QElapsedTimer, QTimer
 from PySide6.QtGui import QPalette
 from PySide6.QtWidgets import (
-    QCheckBox,
-    QDoubleSpinBox,
     QFormLayout,
     QGroupBox,
     QLabel,
-    QPlainTextEdit,
     QProgressBar,
-    QSpinBox,
     QTabWidget,
     QVBoxLayout,
     QWidget,
 )
 
-from ember_chat.app.metrics.json_answer import JsonAnswerBox
-from ember_chat.app.metrics.preset_picker import PresetPicker
+from ember_chat.app.metrics.params_panel import ParamsPanel
 from ember_chat.app.metrics.speed_chart import SpeedChart
 from ember_chat.app.qt.layout_boundary import LayoutBoundary
-from ember_chat.engine.core.params import SPECS, SamplingParams
 from ember_chat.engine.inference.metrics import GenerationMetrics, percentile
 
 SESSION_TTFT_SAMPLES = 1_000
@@ -37,112 +32,8 @@ CHART_MAX_HEIGHT = 380  # px: on a tall screen the rest stays empty below the fi
 LIVE_UPDATE_MS = 500  # the running figures and the chart twice a second (each update repaints labels and the chart)
 
 
-def param_spin(name: str) -> QSpinBox | QDoubleSpinBox:
-    """A spin box for a sampling parameter whose range, step, name and tooltip come from the parameter
-    table (an optional one goes one below its minimum: "none"; the caller names that value)."""
-    spec = SPECS[name]
-    w: QSpinBox | QDoubleSpinBox
-    if spec.kind is float:
-        w = QDoubleSpinBox()
-        w.setDecimals(2)
-    else:
-        w = QSpinBox()
-    w.setRange(spec.low - 1 if spec.optional else spec.low, spec.high)  # type: ignore[arg-type]
-    w.setSingleStep(spec.step)  # type: ignore[arg-type]
-    w.setAccessibleName(spec.label)
-    w.setToolTip(spec.description)
-    return w
-
-
 def _fmt(value: float | None, unit: str, digits: int = 2) -> str:
     return "—" if value is None else f"{value:.{digits}f} {unit}"
-
-
-class ParamsPanel(QWidget):
-    changed = Signal()
-
-    def __init__(self, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
-        form = QFormLayout(self)
-        self.preset_picker = PresetPicker()  # (filled and acted on by the window's presets: chat/presets_window.py)
-        form.addRow(self.preset_picker)
-        self.system_prompt = QPlainTextEdit()
-        self.system_prompt.setPlaceholderText(self.tr("e.g. You are a concise assistant."))
-        self.system_prompt.setAccessibleName(self.tr("System prompt"))
-        self.system_prompt.setAccessibleDescription(
-            self.tr("Instructions sent before every message of this chat; saved with the chat")
-        )
-        self.system_prompt.setMaximumHeight(110)
-        form.addRow(QLabel(self.tr("System prompt")))
-        form.addRow(self.system_prompt)
-
-        def spin(name: str) -> QSpinBox | QDoubleSpinBox:
-            w = param_spin(name)
-            w.valueChanged.connect(self.changed)
-            form.addRow(SPECS[name].label, w)
-            return w
-
-        self.temperature = spin("temperature")
-        self.top_k = spin("top_k")
-        self.top_p = spin("top_p")
-        self.min_p = spin("min_p")
-        self.repeat_penalty = spin("repeat_penalty")
-        self.max_tokens = spin("max_tokens")
-        self.seed = spin("seed")
-        self.seed.setSpecialValueText(self.tr("random"))  # one below the minimum: no seed
-        self.context = spin("n_ctx")
-        self.think = QCheckBox(self.tr("Think before answering"))
-        self.think.setChecked(True)
-        self.think.setEnabled(False)
-        self.think.setAccessibleName(self.tr("Think before answering"))
-        self.think.setToolTip(
-            self.tr("For reasoning models whose chat template has a thinking switch (e.g. Qwen3); saved per chat")
-        )
-        self.think.toggled.connect(self.changed)
-        form.addRow(self.think)
-        self.json_answer = JsonAnswerBox()
-        self.json_answer.changed.connect(self.changed)
-        form.addRow(self.json_answer)
-        self.system_prompt.textChanged.connect(self.changed)
-        self.set_params(SamplingParams(), "", 4096)
-
-    def set_params(self, p: SamplingParams, system_prompt: str, context: int) -> None:
-        widgets = (self.temperature, self.top_k, self.top_p, self.min_p, self.repeat_penalty)
-        for w in (*widgets, self.max_tokens, self.seed, self.context, self.system_prompt, self.think):
-            w.blockSignals(True)
-        self.temperature.setValue(p.temperature)
-        self.top_k.setValue(p.top_k)
-        self.top_p.setValue(p.top_p)
-        self.min_p.setValue(p.min_p)
-        self.repeat_penalty.setValue(p.repeat_penalty)
-        self.max_tokens.setValue(p.max_tokens)
-        self.seed.setValue(-1 if p.seed is None else p.seed)
-        self.context.setValue(context)
-        self.think.setChecked(p.thinking is not False)
-        self.system_prompt.setPlainText(system_prompt)
-        self.json_answer.set_format(p.response_format)
-        for w in (*widgets, self.max_tokens, self.seed, self.context, self.system_prompt, self.think):
-            w.blockSignals(False)
-
-    def params(self) -> SamplingParams:
-        return SamplingParams(
-            temperature=round(self.temperature.value(), 2),
-            top_k=self.top_k.value(),
-            top_p=round(self.top_p.value(), 2),
-            min_p=round(self.min_p.value(), 2),
-            repeat_penalty=round(self.repeat_penalty.value(), 2),
-            max_tokens=self.max_tokens.value(),
-            seed=None if self.seed.value() < 0 else self.seed.value(),
-            thinking=self.think.isChecked() if self.think.isEnabled() else None,
-            response_format=self.json_answer.response_format(),
-        )
-
-    def set_thinking_switch(self, available: bool) -> None:
-        """The loaded model's template can (or cannot) turn its thinking on and off."""
-        self.think.setEnabled(available)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {**self.params().to_dict(), "context_length": self.context.value()}
 
 
 class MetricsPanel(QWidget):
