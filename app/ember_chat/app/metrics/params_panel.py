@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from PySide6.QtCore import Signal
+from PySide6.QtGui import QPalette
 from PySide6.QtWidgets import (
     QCheckBox,
     QDoubleSpinBox,
@@ -71,6 +72,14 @@ class ParamsPanel(QWidget):
         self.seed = spin("seed")
         self.seed.setSpecialValueText(self.tr("random"))  # one below the minimum: no seed
         self.context = spin("n_ctx")
+        self.context_note = QLabel()  # while the loaded model runs with another context
+        self.context_note.setWordWrap(True)
+        self.context_note.setForegroundRole(QPalette.ColorRole.PlaceholderText)
+        self.context_note.setAccessibleName(self.tr("Context length note"))
+        self.context_note.hide()
+        form.addRow(self.context_note)
+        self._loaded_context: int | None = None
+        self.context.valueChanged.connect(lambda _v: self._show_context_note())
         self.think = QCheckBox(self.tr("Think before answering"))
         self.think.setChecked(True)
         self.think.setEnabled(False)
@@ -103,6 +112,7 @@ class ParamsPanel(QWidget):
         self.json_answer.set_format(p.response_format)
         for w in (*widgets, self.max_tokens, self.seed, self.context, self.system_prompt, self.think):
             w.blockSignals(False)
+        self._show_context_note()
 
     def params(self) -> SamplingParams:
         return SamplingParams(
@@ -116,6 +126,23 @@ class ParamsPanel(QWidget):
             thinking=self.think.isChecked() if self.think.isEnabled() else None,
             response_format=self.json_answer.response_format(),
         )
+
+    def show_loaded_context(self, n_ctx: int | None) -> None:
+        """The context the loaded local model runs with (None: none loaded, or a remote one)."""
+        self._loaded_context = n_ctx
+        self._show_context_note()
+
+    def _show_context_note(self) -> None:
+        loaded = self._loaded_context
+        differs = loaded is not None and loaded != self.context.value()
+        if differs:
+            self.context_note.setText(
+                self.tr(
+                    "The model runs with {n} tokens of context: this value applies at the next load "
+                    "(a model's own load settings, ⚙, come first)."
+                ).format(n=f"{loaded:,}")
+            )
+        self.context_note.setVisible(differs)
 
     def set_thinking_switch(self, available: bool) -> None:
         """The loaded model's template can (or cannot) turn its thinking on and off."""

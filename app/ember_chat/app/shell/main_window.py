@@ -286,6 +286,8 @@ class MainWindow(QMainWindow):
         self.update_welcome()
         self.loading_panel.progress.setValue(0)
         self.model_bar.show_state(state, self.model if state is ModelState.READY else None, self.models.loading_name)
+        local = self.model if state is ModelState.READY and self.model and not self.model.is_remote else None
+        self.side.params.show_loaded_context(local.n_ctx if local else None)  # (said when the chat's differs)
         self.model_state_changed.emit(state)
 
     # ----- composer (sending and editing: window_chats.py)
