@@ -228,7 +228,9 @@ def test_search_jumps_to_the_message(qtbot: QtBot, make_window: Callable[..., Ma
         qtbot.keyClicks(w.conversations.search, "zebra")
     assert w.conversations.list.model().rowCount() == 1  # one hit
     item = w.conversations.list.model().index(0, 0)
-    assert "zebras" in item.data()
+    title = w.store.conversation(target).title
+    assert item.data() == f"{title}\nzebras in the savanna"  # the chat's title over the passage, no markers
+    assert not w.conversations.list.grab().isNull()  # (the hit row drawn: the match in bold)
     w.conversations.list.activated.emit(item)
     assert w.controller.conversation_id == target
     assert "zebras in the savanna" in w.transcript.plain_text()

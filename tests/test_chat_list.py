@@ -10,11 +10,13 @@ from pathlib import Path
 
 import pytest
 from PySide6.QtCore import QPoint, Qt, QTimer
-from PySide6.QtGui import QContextMenuEvent
+from PySide6.QtGui import QContextMenuEvent, QFont, QFontMetrics
 from PySide6.QtWidgets import QApplication, QFileDialog, QInputDialog, QMessageBox
 from pytestqt.qtbot import QtBot
 
+from ember_chat.app.chat.chat_list_rows import _match_in_view
 from ember_chat.app.shell.main_window import MainWindow
+from ember_chat.engine.storage.records import MATCH_END, MATCH_START, SearchHit
 from tests.test_app import load, make_window, paths, send, set_max_tokens
 
 __all__ = ["make_window", "paths"]  # fixtures from test_app
@@ -235,3 +237,15 @@ def test_export_proposes_the_title_in_documents_and_says_where_it_saved(
     dialog.accept()
     assert "Could not export to" in w.banner.text() and str(blocker / "chat.json") in w.banner.text()
     assert blocker.read_text(encoding="utf-8") == "x" and target.read_text(encoding="utf-8") == text
+
+
+def test_a_search_hit_row_keeps_its_match_in_view(qtbot: QtBot) -> None:
+    """The passage's start is cut ("…") when the match would fall past two thirds of the row."""
+    metrics = QFontMetrics(QFont())
+    long = SearchHit(1, "Trip", 2, f"We could take the night train to Lisbon, then {MATCH_START}hike{MATCH_END} along")
+    width = metrics.horizontalAdvance("We could take the night train")
+    shown = _match_in_view(long.parts(), metrics, width)
+    assert shown[0][0].startswith("…") and shown[1] == ("hike", True) and shown[-1] == (" along", False)
+    assert metrics.horizontalAdvance(shown[0][0]) <= width // 3 + metrics.horizontalAdvance("…")
+    short = SearchHit(1, "Hi", 2, f"Say {MATCH_START}hi{MATCH_END}.\nThen more")
+    assert _match_in_view(short.parts(), metrics, width) == [("Say ", False), ("hi", True), (". Then more", False)]

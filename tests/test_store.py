@@ -76,7 +76,8 @@ def test_full_text_search_across_chats(store: ConversationStore) -> None:
     assert {h.conversation_title for h in hits} == {"Cooking", "Travel"}
     hits = store.search("lisb tart")  # prefixes, every word must match
     assert [(h.conversation_id, h.message_id) for h in hits] == [(b.id, m.id)]
-    assert "[Lisbon]" in hits[0].snippet
+    assert ("Lisbon", True) in hits[0].parts() and ("tarts", True) in hits[0].parts()
+    assert hits[0].text.startswith("Lisbon has wonderful egg tarts")  # the matches marked, not bracketed
     assert store.search('"; DROP TABLE messages; --') == []
     store.update_message(m.id, "Changed text")
     assert store.search("lisbon") == [] and store.search("changed")

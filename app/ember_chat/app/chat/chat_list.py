@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from PySide6.QtCore import QMargins, QModelIndex, QPersistentModelIndex, QPoint, QSize, Qt, QTimer, Signal
+from PySide6.QtCore import QMargins, QModelIndex, QPoint, Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QIcon, QKeyEvent, QMouseEvent, QPixmap
 from PySide6.QtWidgets import (
     QAbstractItemView,
@@ -16,8 +16,6 @@ from PySide6.QtWidgets import (
     QLineEdit,
     QPushButton,
     QSizePolicy,
-    QStyledItemDelegate,
-    QStyleOptionViewItem,
     QTreeView,
     QVBoxLayout,
     QWidget,
@@ -36,6 +34,7 @@ from ember_chat.app.chat.chat_list_model import (
     key_of,
     kind_of,
 )
+from ember_chat.app.chat.chat_list_rows import OneLineRows
 from ember_chat.app.style.icons import icon_image, themed_icon
 from ember_chat.app.style.theme import Colors
 from ember_chat.engine.storage.conversations import ChatRow, Conversation, SearchHit
@@ -77,13 +76,6 @@ class ChatListWidget(QTreeView):
             event.accept()
             return
         super().keyPressEvent(event)
-
-
-class OneLineRows(QStyledItemDelegate):
-    """Rows as wide as the list, not as their text: a long title is elided to fit."""
-
-    def sizeHint(self, option: QStyleOptionViewItem, index: QModelIndex | QPersistentModelIndex) -> QSize:
-        return QSize(1, super().sizeHint(option, index).height())
 
 
 class ConversationList(QWidget):

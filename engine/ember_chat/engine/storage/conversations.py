@@ -22,6 +22,8 @@ from ember_chat.engine.storage.comparisons import Comparisons
 from ember_chat.engine.storage.import_staging import purge_stale
 from ember_chat.engine.storage.organise import TRASH_DAYS, Organiser
 from ember_chat.engine.storage.records import (
+    MATCH_END,
+    MATCH_START,
     ChatRow,
     Conversation,
     Message,
@@ -381,11 +383,11 @@ class ConversationStore:
         with self._lock:
             rows = self._db.execute(
                 "SELECT m.conversation_id, c.title, m.id,"
-                " snippet(messages_fts, 0, '[', ']', '…', 12) AS snip"
+                " snippet(messages_fts, 0, ?, ?, '…', 12) AS snip"
                 " FROM messages_fts JOIN messages m ON m.id = messages_fts.rowid"
                 " JOIN conversations c ON c.id = m.conversation_id"
                 " WHERE messages_fts MATCH ? AND c.deleted_at IS NULL ORDER BY rank LIMIT ?",
-                (fts_query, limit),
+                (MATCH_START, MATCH_END, fts_query, limit),
             ).fetchall()
         return [SearchHit(r[0], r[1], r[2], r[3]) for r in rows]
 

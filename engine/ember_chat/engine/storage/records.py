@@ -63,12 +63,31 @@ class Restored(NamedTuple):
     left_out: int  # rows that did not fit
 
 
+MATCH_START, MATCH_END = "\x02", "\x03"  # around the matched words in a search hit's snippet
+
+
 @dataclass(frozen=True)
 class SearchHit:
     conversation_id: int
     conversation_title: str
     message_id: int
-    snippet: str
+    snippet: str  # the words matched between MATCH_START and MATCH_END (characters no text has)
+
+    def parts(self) -> list[tuple[str, bool]]:
+        """The snippet as (text, matched) pieces, in order."""
+        out: list[tuple[str, bool]] = []
+        for i, piece in enumerate(self.snippet.split(MATCH_START)):
+            if i == 0:
+                out.append((piece, False))
+                continue
+            matched, _, rest = piece.partition(MATCH_END)
+            out += [(matched, True), (rest, False)]
+        return [(text, matched) for text, matched in out if text]
+
+    @property
+    def text(self) -> str:
+        """The snippet as plain text."""
+        return "".join(text for text, _ in self.parts())
 
 
 def conversation_of(row: sqlite3.Row) -> Conversation:
