@@ -211,14 +211,18 @@ def test_ctrl_z_in_the_message_box_is_the_boxs_own(qtbot: QtBot, make_window: Ca
 def test_ctrl_z_in_a_message_box_with_nothing_to_undo_undoes_the_chat_change(
     qtbot: QtBot, make_window: Callable[..., MainWindow]
 ) -> None:
-    """Where the focus usually is after a send: an empty box whose typing has nothing left to undo."""
+    """Where the focus usually is after a send: an empty box with no typing left to undo."""
     w = make_window()
     a, b = _chats(w, ["Keep", "Gone"])
     w.chats.organise.trash([b])
     w.activateWindow()
     qtbot.waitUntil(lambda: QApplication.activeWindow() is w, timeout=5000)
     w.composer.editor.setFocus()
+    w.composer.editor.setPlainText("a draft given back")  # text, but no typing to undo (set, not typed)
     assert not w.composer.editor.document().isUndoAvailable()
+    qtbot.keyClick(w.composer.editor, Qt.Key.Key_Z, Qt.KeyboardModifier.ControlModifier)
+    assert [c.id for c in w.store.organise.trashed()] == [b]  # a box with text keeps Ctrl+Z to itself
+    w.composer.editor.clear()
     qtbot.keyClick(w.composer.editor, Qt.Key.Key_Z, Qt.KeyboardModifier.ControlModifier)
     assert w.store.organise.trashed() == [] and a in w.conversations.chat_ids() and b in w.conversations.chat_ids()
 

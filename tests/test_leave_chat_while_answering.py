@@ -35,9 +35,7 @@ def test_leaving_a_chat_while_it_answers_says_the_answer_stopped(
     assert answer.role == "assistant" and answer.content and answer.metrics["stop_reason"] == "cancelled"
 
 
-def test_opening_the_same_chat_or_leaving_an_idle_one_says_nothing(
-    qtbot: QtBot, make_window: Callable[..., MainWindow]
-) -> None:
+def test_leaving_an_idle_chat_says_nothing(qtbot: QtBot, make_window: Callable[..., MainWindow]) -> None:
     w = start_endless_answer(qtbot, make_window)
     a = w.controller.conversation_id
     assert a is not None
@@ -46,3 +44,16 @@ def test_opening_the_same_chat_or_leaving_an_idle_one_says_nothing(
     w.banner.hide()
     w.chats.new_chat()
     assert not w.banner.isVisible()
+
+
+def test_a_search_result_in_the_answering_chat_says_the_answer_stopped(
+    qtbot: QtBot, make_window: Callable[..., MainWindow]
+) -> None:
+    w = start_endless_answer(qtbot, make_window)
+    a = w.controller.conversation_id
+    assert a is not None
+    question = w.store.thread(a)[0]
+    with qtbot.waitSignal(w.controller.generating_changed, check_params_cb=lambda on: not on, timeout=ANSWER_TIMEOUT):
+        w.chats.open_hit(a, question.id)
+    text = w.banner.text()
+    assert w.banner.isVisible() and "stopped to show that message" in text and "“tell me everything”" in text

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 from PySide6.QtCore import Qt
@@ -17,7 +18,7 @@ from ember_chat.engine.core.refs import ModelRef
 from ember_chat.engine.core.states import ModelState
 from ember_chat.engine.inference.backend import ModelDescription
 from tests.fake_backend import FakeBackend
-from tests.test_app import ANSWER_TIMEOUT, make_window, paths
+from tests.test_app import ANSWER_TIMEOUT, load, make_window, paths, send
 
 __all__ = ["make_window", "paths"]  # fixtures
 
@@ -79,3 +80,52 @@ def test_a_load_that_fails_sends_nothing_and_keeps_the_text(
     assert w.composer.editor.toPlainText() == "hello while loading"
     assert "not a GGUF file" in w.banner.text() and slow.requests == []
     assert w.controller.conversation_id is None
+
+
+def test_esc_during_the_load_keeps_the_message_unsent_for_good(
+    qtbot: QtBot, make_window: Callable[..., MainWindow], slow: SlowLoad
+) -> None:
+    w = make_window(lambda _ref: slow)
+    w.models.load_model("tiny.gguf")
+    press_enter(qtbot, w, "hello while loading")
+    qtbot.keyClick(w.composer.editor, Qt.Key.Key_Escape)  # Esc: the load is cancelled
+    assert not (w.banner.isVisible() and "sent as soon as" in w.banner.text())
+    slow.go.set()
+    slow.go = threading.Event()
+    slow.go.set()
+    load(qtbot, w)  # a later load, asked for again: the message is not sent by it
+    assert slow.requests == [] and w.composer.editor.toPlainText() == "hello while loading"
+
+
+def test_a_queued_message_waits_for_its_file_to_be_counted_again(
+    qtbot: QtBot, make_window: Callable[..., MainWindow], slow: SlowLoad, tmp_path: Path
+) -> None:
+    notes = tmp_path / "notes.txt"
+    notes.write_text("The keeper's cat is named Biscuit.", encoding="utf-8")
+    w = make_window(lambda _ref: slow)
+    w.composer.attach_paths([notes])
+    qtbot.waitUntil(lambda: bool(w.composer.attachments.items) and not w.composer.attachments.busy)
+    w.models.load_model("tiny.gguf")
+    press_enter(qtbot, w, "What is the cat called?")
+    with qtbot.waitSignal(w.controller.generating_changed, check_params_cb=lambda on: not on, timeout=ANSWER_TIMEOUT):
+        slow.go.set()  # (the model's tokenizer counts the file again first)
+    assert "Biscuit" in slow.requests[-1][-1].content and "still being read" not in w.banner.text()
+
+
+def test_starting_an_edit_while_a_message_waits_for_the_load_drops_the_wait(
+    qtbot: QtBot, make_window: Callable[..., MainWindow], slow: SlowLoad
+) -> None:
+    slow.go.set()
+    w = make_window(lambda _ref: slow)
+    load(qtbot, w)
+    send(qtbot, w, "first question")
+    question = w.store.thread(w.controller.conversation_id)[-2].id
+    slow.go = threading.Event()
+    w.models.load_model("tiny.gguf")  # loaded again (say, other settings): a load in progress
+    qtbot.waitUntil(lambda: w.models.loading_name is not None)
+    press_enter(qtbot, w, "queued")
+    w.chats.edit_message(question)
+    assert not (w.banner.isVisible() and "sent as soon as" in w.banner.text())
+    with qtbot.waitSignal(w.model_state_changed, check_params_cb=lambda s: s == "ready", timeout=ANSWER_TIMEOUT):
+        slow.go.set()
+    assert len(slow.requests) == 1 and w.composer.editor.toPlainText() == "first question"  # the edit, unsent

@@ -251,12 +251,13 @@ class MessageWriter:
 
     @staticmethod
     def drop_metrics_line(c: QTextCursor) -> None:
-        """Remove the metrics line that ends the document at `c` (an answer about to be continued), if
-        there is one; `c` is left at the end."""
+        """Empty the metrics line that ends the document at `c` (an answer about to be continued), if
+        there is one: its text only — the block stays, for the continuation (a selection reaching back
+        into the block before would take a code or tool card's whole table with it); `c` is left there."""
         c.movePosition(QTextCursor.MoveOperation.End)
         block = c.block()
-        if block.blockFormat().property(METRICS_LINE) and block.previous().isValid():
-            c.setPosition(block.previous().position() + block.previous().length() - 1)
+        if block.blockFormat().property(METRICS_LINE):
+            c.setPosition(block.position())
             c.movePosition(QTextCursor.MoveOperation.End, QTextCursor.MoveMode.KeepAnchor)
             c.removeSelectedText()
 

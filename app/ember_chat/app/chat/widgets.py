@@ -43,13 +43,14 @@ class ComposerEdit(QPlainTextEdit):
         super().insertFromMimeData(source)
 
     def event(self, event: QEvent) -> bool:  # Qt override
-        """Ctrl+Z with no typing left to undo (an empty box after a send) is the window's: Chat ▸ Undo
-        (a chat moved to the Trash, a message deleted) — the box's own while it has typing to undo."""
+        """Ctrl+Z in an empty box with no typing left to undo (after a send) is the window's: Chat ▸ Undo
+        (a chat moved to the Trash, a message deleted) — the box's own while it holds text or typing."""
         if (
             event.type() == QEvent.Type.ShortcutOverride
             and isinstance(event, QKeyEvent)
             and event.matches(QKeySequence.StandardKey.Undo)
             and not self.document().isUndoAvailable()
+            and not self.toPlainText()
         ):
             event.ignore()
             return False

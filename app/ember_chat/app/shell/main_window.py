@@ -216,6 +216,7 @@ class MainWindow(QMainWindow):
         t.action.connect(c._on_action)
         self.composer.send.connect(self.chats.send)
         self.model_state_changed.connect(self.chats.load_ended)  # (a message sent while a model loads)
+        self.composer.attachments.settled.connect(self.chats.attachments_settled)  # (and its files counted)
         self.composer.stop.connect(self.stop)
         self.composer.cancel_edit.connect(self.chats.end_edit)
         self.conversations.new_button.clicked.connect(self.chats.new_chat)

@@ -40,7 +40,7 @@ class ChatActions(QObject):
         self.organise = ChatOrganise(window)  # folders, pins, archive, Trash: undoable (window_undo.py)
         self.exports = ChatExports(window)  # File ▸ Export and the list's Export (window_export.py)
         self._draft: tuple[str, list[StoredAttachment]] | None = None  # the box's own, while editing a message
-        self._send_when_loaded = False  # a message was sent while a model loads
+        self._queued = ""  # a message sent while a model loads: "load" (waiting for it), "files" (for its chips)
         self._listed: dict[int, ChatRow] | None = None  # the chats the tree lists, as last read
         self._order: list[ChatRow] = []  # the same, newest activity first
 
@@ -113,7 +113,7 @@ class ChatActions(QObject):
         if self.w.models.loading and not self.w.controller.model_ready:
             # a model loads: the message stays in the box and goes when it is ready (load_ended)
             self.w.composer.editor.setPlainText(text)
-            self._send_when_loaded = True
+            self._queued = "load"
             self.w.show_notice(self.tr("Your message is sent as soon as the model is loaded."), cause="send-later")
             return
         refused = self.w.attach.refused()  # (still reading; an image for a model that cannot see it)
@@ -133,18 +133,34 @@ class ChatActions(QObject):
                 self.end_edit()  # (the box gets its draft back)
 
     def load_ended(self, state: str) -> None:
-        """A load ended (or its pick was refused: NONE): a message sent while it loaded goes now (what the
-        box holds now), unless the load failed or was cancelled (then it stays in the box)."""
-        if not self._send_when_loaded or state == ModelState.LOADING:  # (a ModelState, as its str)
+        """A model state came (a ModelState, as its str): a message sent while the model loaded goes once
+        it is ready and the message's files are counted again with its tokenizer — what the box holds
+        then; a load that failed or was unloaded leaves it in the box."""
+        if self._queued != "load" or state == ModelState.LOADING:
             return
-        self._send_when_loaded = False
-        self.w.banner.end("send-later")
-        if state == ModelState.READY:
+        if state != ModelState.READY:
+            self.drop_queued()
+            return
+        self._queued = "files"
+        self.attachments_settled()
+
+    def attachments_settled(self) -> None:
+        """The message box's files are read and counted: a message waiting for them goes."""
+        if self._queued == "files" and not self.w.composer.attachments.busy:
+            self.drop_queued()
             self.w.composer.submit()
+
+    def drop_queued(self) -> None:
+        """A message waiting for a load stays in the box, unsent (the load was cancelled or refused, an
+        edit started or ended, another chat was opened)."""
+        if self._queued:
+            self._queued = ""
+            self.w.banner.end("send-later")
 
     def edit_message(self, message_id: int) -> None:
         def act() -> None:
             composer = self.w.composer
+            self.drop_queued()  # (the box's text is the message edited now)
             if not self.w.controller.editing:  # what the box held: it comes back when the edit ends
                 self._draft = (composer.editor.toPlainText(), composer.attachments.attachments())
             composer.editor.setPlainText(self.w.controller.start_edit(message_id))
@@ -159,6 +175,7 @@ class ChatActions(QObject):
         """Editing ends (cancelled, sent, another chat opened, a new chat): the message box gets back what
         it held before the edit, never the edited text and files (they belong to that message)."""
         draft, self._draft = self._draft, None
+        self.drop_queued()
         self.w.controller.cancel_edit()
         self.w.composer.set_editing(False)
         if draft is not None:
@@ -241,9 +258,13 @@ class ChatActions(QObject):
         """What to say when opening `target` (None: a new chat) stops the answer streaming in the chat
         shown (after_stop): which chat's answer stopped; None when nothing streams there."""
         cid = self.w.controller.conversation_id
-        if not self.w.controller.generating or cid is None or cid == target:
+        if not self.w.controller.generating or cid is None:
             return None
         title = self.w.store.conversation(cid).title
+        if cid == target:  # (a search result in the chat answering: shown once the answer stopped)
+            return self.tr("The answer in “{title}” stopped to show that message; what it wrote is kept.").format(
+                title=title
+            )
         return self.tr("The answer in “{title}” stopped when you left that chat; what it wrote is kept.").format(
             title=title
         )
