@@ -192,13 +192,19 @@ def test_the_delete_key_moves_to_the_trash_without_a_question_and_ctrl_z_brings_
         reopened.close()
 
 
-def test_ctrl_z_in_the_message_box_is_the_boxs_own(qtbot: QtBot, make_window: Callable[..., MainWindow]) -> None:
+def _one_trashed_and_the_box_focused(qtbot: QtBot, make_window: Callable[..., MainWindow]) -> tuple[MainWindow, int, int]:
+    """Chats "Keep" and "Gone", Gone moved to the Trash, the focus in the message box (window, keep, gone)."""
     w = make_window()
     a, b = _chats(w, ["Keep", "Gone"])
     w.chats.organise.trash([b])
     w.activateWindow()
     qtbot.waitUntil(lambda: QApplication.activeWindow() is w, timeout=5000)
     w.composer.editor.setFocus()
+    return w, a, b
+
+
+def test_ctrl_z_in_the_message_box_is_the_boxs_own(qtbot: QtBot, make_window: Callable[..., MainWindow]) -> None:
+    w, a, b = _one_trashed_and_the_box_focused(qtbot, make_window)
     qtbot.keyClicks(w.composer.editor, "draft")
     qtbot.keyClick(w.composer.editor, Qt.Key.Key_Z, Qt.KeyboardModifier.ControlModifier)
     assert w.composer.editor.toPlainText() != "draft"  # the box undid its typing
@@ -212,12 +218,7 @@ def test_ctrl_z_in_a_message_box_with_nothing_to_undo_undoes_the_chat_change(
     qtbot: QtBot, make_window: Callable[..., MainWindow]
 ) -> None:
     """Where the focus usually is after a send: an empty box with no typing left to undo."""
-    w = make_window()
-    a, b = _chats(w, ["Keep", "Gone"])
-    w.chats.organise.trash([b])
-    w.activateWindow()
-    qtbot.waitUntil(lambda: QApplication.activeWindow() is w, timeout=5000)
-    w.composer.editor.setFocus()
+    w, a, b = _one_trashed_and_the_box_focused(qtbot, make_window)
     w.composer.editor.setPlainText("a draft given back")  # text, but no typing to undo (set, not typed)
     assert not w.composer.editor.document().isUndoAvailable()
     qtbot.keyClick(w.composer.editor, Qt.Key.Key_Z, Qt.KeyboardModifier.ControlModifier)

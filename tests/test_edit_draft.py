@@ -37,16 +37,21 @@ def two_chats(qtbot: QtBot, w: MainWindow, tmp_path: Path) -> tuple[int, int, in
     return a, b, question
 
 
-def test_opening_another_chat_ends_the_edit_and_gives_the_draft_back(
-    qtbot: QtBot, make_window: Callable[[FakeBackend], MainWindow], tmp_path: Path
-) -> None:
-    fake = FakeBackend(n_tokens=3)
-    w = make_window(fake)
+def editing_with_a_draft(qtbot: QtBot, w: MainWindow, tmp_path: Path) -> tuple[int, int, int]:
+    """Two chats (two_chats), "my draft" in the box, then Edit on A's question: its text and file."""
     a, b, question = two_chats(qtbot, w, tmp_path)
     w.composer.editor.setPlainText("my draft")
     w.chats.edit_message(question)
     settle(qtbot, w)
     assert w.composer.editor.toPlainText() == "What is the cat called?" and chip_names(w) == ["notes.txt"]
+    return a, b, question
+
+
+def test_opening_another_chat_ends_the_edit_and_gives_the_draft_back(
+    qtbot: QtBot, make_window: Callable[[FakeBackend], MainWindow], tmp_path: Path
+) -> None:
+    w = make_window(FakeBackend(n_tokens=3))
+    a, b, _question = editing_with_a_draft(qtbot, w, tmp_path)
     w.chats.open_conversation(b)
     assert w.composer.editor.toPlainText() == "my draft" and chip_names(w) == []
     assert not w.controller.editing and not w.composer.edit_banner.isVisibleTo(w.composer)
@@ -61,12 +66,8 @@ def test_opening_another_chat_ends_the_edit_and_gives_the_draft_back(
 def test_cancel_and_sending_the_edit_give_the_draft_back(
     qtbot: QtBot, make_window: Callable[[FakeBackend], MainWindow], tmp_path: Path
 ) -> None:
-    fake = FakeBackend(n_tokens=3)
-    w = make_window(fake)
-    a, _b, question = two_chats(qtbot, w, tmp_path)
-    w.composer.editor.setPlainText("my draft")
-    w.chats.edit_message(question)
-    settle(qtbot, w)
+    w = make_window(FakeBackend(n_tokens=3))
+    a, _b, question = editing_with_a_draft(qtbot, w, tmp_path)
     w.composer.edit_banner.linkActivated.emit("#")  # its Cancel link
     assert w.composer.editor.toPlainText() == "my draft" and chip_names(w) == []
     assert not w.controller.editing

@@ -50,12 +50,18 @@ def press_enter(qtbot: QtBot, w: MainWindow, text: str) -> None:
     qtbot.keyClick(w.composer.editor, Qt.Key.Key_Return)
 
 
-def test_a_message_sent_while_the_model_loads_goes_when_it_is_ready(
-    qtbot: QtBot, make_window: Callable[..., MainWindow], slow: SlowLoad
-) -> None:
+def sent_while_loading(qtbot: QtBot, make_window: Callable[..., MainWindow], slow: SlowLoad) -> MainWindow:
+    """A window whose model load waits on `slow.go`, "hello while loading" sent meanwhile."""
     w = make_window(lambda _ref: slow)
     w.models.load_model("tiny.gguf")
     press_enter(qtbot, w, "hello while loading")
+    return w
+
+
+def test_a_message_sent_while_the_model_loads_goes_when_it_is_ready(
+    qtbot: QtBot, make_window: Callable[..., MainWindow], slow: SlowLoad
+) -> None:
+    w = sent_while_loading(qtbot, make_window, slow)
     assert w.composer.editor.toPlainText() == "hello while loading"  # kept, not sent yet
     assert "sent as soon as the model is loaded" in w.banner.text() and w.banner.isVisible()
     assert slow.requests == []
@@ -70,9 +76,7 @@ def test_a_message_sent_while_the_model_loads_goes_when_it_is_ready(
 def test_a_load_that_fails_sends_nothing_and_keeps_the_text(
     qtbot: QtBot, make_window: Callable[..., MainWindow], slow: SlowLoad
 ) -> None:
-    w = make_window(lambda _ref: slow)
-    w.models.load_model("tiny.gguf")
-    press_enter(qtbot, w, "hello while loading")
+    w = sent_while_loading(qtbot, make_window, slow)
     slow.fail = True
     none = ModelState.NONE
     with qtbot.waitSignal(w.model_state_changed, check_params_cb=lambda s: s == none, timeout=ANSWER_TIMEOUT):
@@ -85,9 +89,7 @@ def test_a_load_that_fails_sends_nothing_and_keeps_the_text(
 def test_esc_during_the_load_keeps_the_message_unsent_for_good(
     qtbot: QtBot, make_window: Callable[..., MainWindow], slow: SlowLoad
 ) -> None:
-    w = make_window(lambda _ref: slow)
-    w.models.load_model("tiny.gguf")
-    press_enter(qtbot, w, "hello while loading")
+    w = sent_while_loading(qtbot, make_window, slow)
     qtbot.keyClick(w.composer.editor, Qt.Key.Key_Escape)  # Esc: the load is cancelled
     assert not (w.banner.isVisible() and "sent as soon as" in w.banner.text())
     slow.go.set()
