@@ -192,7 +192,9 @@ def test_the_delete_key_moves_to_the_trash_without_a_question_and_ctrl_z_brings_
         reopened.close()
 
 
-def _one_trashed_and_the_box_focused(qtbot: QtBot, make_window: Callable[..., MainWindow]) -> tuple[MainWindow, int, int]:
+def _one_trashed_and_the_box_focused(
+    qtbot: QtBot, make_window: Callable[..., MainWindow]
+) -> tuple[MainWindow, int, int]:
     """Chats "Keep" and "Gone", Gone moved to the Trash, the focus in the message box (window, keep, gone)."""
     w = make_window()
     a, b = _chats(w, ["Keep", "Gone"])
