@@ -363,7 +363,7 @@ def test_editing_a_message_brings_back_its_files(
     settle(qtbot, w)
     send(qtbot, w, "What is the cat called?")
     question = w.store.thread(w.controller.conversation_id)[-2]
-    w.chats.edit_message(question.id)
+    w.compose.edit_message(question.id)
     settle(qtbot, w)
     assert [i.chip.name_label.text() for i in w.composer.attachments.items] == ["notes.txt"]
     assert "tokens" in chip_texts(w)[0]  # counted again

@@ -41,7 +41,7 @@ def editing_with_a_draft(qtbot: QtBot, w: MainWindow, tmp_path: Path) -> tuple[i
     """Two chats (two_chats), "my draft" in the box, then Edit on A's question: its text and file."""
     a, b, question = two_chats(qtbot, w, tmp_path)
     w.composer.editor.setPlainText("my draft")
-    w.chats.edit_message(question)
+    w.compose.edit_message(question)
     settle(qtbot, w)
     assert w.composer.editor.toPlainText() == "What is the cat called?" and chip_names(w) == ["notes.txt"]
     return a, b, question
@@ -71,7 +71,7 @@ def test_cancel_and_sending_the_edit_give_the_draft_back(
     w.composer.edit_banner.linkActivated.emit("#")  # its Cancel link
     assert w.composer.editor.toPlainText() == "my draft" and chip_names(w) == []
     assert not w.controller.editing
-    w.chats.edit_message(question)
+    w.compose.edit_message(question)
     settle(qtbot, w)
     send(qtbot, w, "What is the keeper's cat called?")
     edited = w.store.thread(a)[-2]
@@ -85,7 +85,7 @@ def test_a_new_chat_ends_the_edit(
 ) -> None:
     w = make_window(FakeBackend(n_tokens=3))
     _a, _b, question = two_chats(qtbot, w, tmp_path)
-    w.chats.edit_message(question)
+    w.compose.edit_message(question)
     settle(qtbot, w)
     w.chats.new_chat()
     assert w.composer.editor.toPlainText() == "" and chip_names(w) == [] and not w.controller.editing

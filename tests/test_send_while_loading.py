@@ -126,7 +126,7 @@ def test_starting_an_edit_while_a_message_waits_for_the_load_drops_the_wait(
     w.models.load_model("tiny.gguf")  # loaded again (say, other settings): a load in progress
     qtbot.waitUntil(lambda: w.models.loading_name is not None)
     press_enter(qtbot, w, "queued")
-    w.chats.edit_message(question)
+    w.compose.edit_message(question)
     assert not (w.banner.isVisible() and "sent as soon as" in w.banner.text())
     with qtbot.waitSignal(w.model_state_changed, check_params_cb=lambda s: s == "ready", timeout=ANSWER_TIMEOUT):
         slow.go.set()

@@ -117,7 +117,7 @@ class WindowBackups(QObject):
         if w.controller.conversation_id is not None:
             w.side.metrics.reset()
         w.controller.conversation_id = None  # no chat from before the restore stays on screen
-        w.chats.end_edit()
+        w.compose.end_edit()
         chips = w.composer.attachments
         attached = bool(chips.items)  # files kept in the database set aside: their ids name others here
         chips.clear()

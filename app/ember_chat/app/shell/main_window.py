@@ -37,6 +37,7 @@ from ember_chat.app.shell.navigation import focus_pane, set_tab_order
 from ember_chat.app.shell.welcome import WelcomePanel
 from ember_chat.app.shell.window_attachments import WindowAttachments
 from ember_chat.app.shell.window_chats import ChatActions
+from ember_chat.app.shell.window_composer import ComposerActions
 from ember_chat.app.shell.window_models import ModelActions
 from ember_chat.app.shell.window_size import default_geometry, default_splitter_sizes
 from ember_chat.app.shell.window_tools import WindowTools
@@ -58,7 +59,8 @@ from ember_chat.engine.storage.settings import Settings, SettingsFile
 
 class MainWindow(QMainWindow):
     """The window's model actions are `self.models` (window_models.py), its chat actions `self.chats`
-    (window_chats.py); what callers reach on the window is delegated to them below."""
+    (window_chats.py), its message box's `self.compose` (window_composer.py); what callers reach on the
+    window is delegated to them below."""
 
     model_state_changed = Signal(str)  # a ModelState (GUI thread)
     models_listed = Signal()  # the picker shows the models just listed (GUI thread)
@@ -102,6 +104,7 @@ class MainWindow(QMainWindow):
         self.tasks = TaskRunner(self)  # what the GUI thread must not wait on (see qt/tasks.py)
         self.models = ModelActions(self)
         self.chats = ChatActions(self)
+        self.compose = ComposerActions(self)  # sending and editing from the message box (window_composer.py)
         self.undo = UndoActions(self)  # the undo stack and the banner's Undo link (window_undo.py)
 
         self.colors = apply_theme(QApplication.instance(), self.settings.theme)
@@ -200,7 +203,7 @@ class MainWindow(QMainWindow):
         c.notice.connect(self.show_notice)
         c.retrying.connect(self._on_retrying)
         c.conversations_changed.connect(self.chats.reload_conversations)
-        c.edit_requested.connect(self.chats.edit_message)
+        c.edit_requested.connect(self.compose.edit_message)
         t, m = self.transcript, self.side.metrics  # what the controller says the views show
         c.thread_shown.connect(t.show_thread)
         c.jump_requested.connect(t.jump_to)
@@ -214,11 +217,11 @@ class MainWindow(QMainWindow):
         c.metrics_prefill.connect(m.show_prefill)
         c.metrics_finished.connect(m.finish)
         t.action.connect(c._on_action)
-        self.composer.send.connect(self.chats.send)
-        self.model_state_changed.connect(self.chats.load_ended)  # (a message sent while a model loads)
-        self.composer.attachments.settled.connect(self.chats.attachments_settled)  # (and its files counted)
+        self.composer.send.connect(self.compose.send)
+        self.model_state_changed.connect(self.compose.load_ended)  # (a message sent while a model loads)
+        self.composer.attachments.settled.connect(self.compose.attachments_settled)  # (and its files counted)
         self.composer.stop.connect(self.stop)
-        self.composer.cancel_edit.connect(self.chats.end_edit)
+        self.composer.cancel_edit.connect(self.compose.end_edit)
         self.conversations.new_button.clicked.connect(self.chats.new_chat)
         self.conversations.selected.connect(self.chats.open_conversation)
         self.conversations.search_hit.connect(self.chats.open_hit)

@@ -1,8 +1,9 @@
-"""The main window's chat actions: sending and editing from the composer, the chat list (open,
-search, rename, the views: chats, Archived, Trash; its context menu and the Chat menu's entries for
-it) and a new chat; exporting is `self.exports` (window_export.py). Changes to chats that can be
-undone go through `self.organise` (window_undo.py). A part of the main window (`window.chats`), which
-uses the window's widgets and stores and owns the menu and questions it opened."""
+"""The main window's chat actions: the chat list (open, search, rename, the views: chats, Archived,
+Trash; its context menu and the Chat menu's entries for it) and a new chat; sending and editing from the
+message box are `window.compose` (window_composer.py), exporting `self.exports` (window_export.py).
+Changes to chats that can be undone go through `self.organise` (window_undo.py). A part of the main
+window (`window.chats`), which uses the window's widgets and stores and owns the menu and questions it
+opened."""
 
 from __future__ import annotations
 
@@ -20,13 +21,11 @@ from ember_chat.app.chat.chat_list_menu import build_row_menu, fill_move_menu
 from ember_chat.app.shell.window_export import ChatExports
 from ember_chat.app.shell.window_undo import ChatOrganise
 from ember_chat.engine.core.params import SamplingParams
-from ember_chat.engine.core.states import ModelState
 from ember_chat.engine.errors import EmberError
 from ember_chat.engine.storage.conversations import ChatRow
 
 if TYPE_CHECKING:
     from ember_chat.app.shell.main_window import MainWindow
-    from ember_chat.engine.attachments import StoredAttachment
 
 _ID, _UPDATED = attrgetter("id"), attrgetter("updated_at")  # (sort keys of the listed chats)
 
@@ -39,8 +38,6 @@ class ChatActions(QObject):
         self.chat_question: QDialog | None = None  # a rename or delete question, while open
         self.organise = ChatOrganise(window)  # folders, pins, archive, Trash: undoable (window_undo.py)
         self.exports = ChatExports(window)  # File ▸ Export and the list's Export (window_export.py)
-        self._draft: tuple[str, list[StoredAttachment]] | None = None  # the box's own, while editing a message
-        self._queued = ""  # a message sent while a model loads: "load" (waiting for it), "files" (for its chips)
         self._listed: dict[int, ChatRow] | None = None  # the chats the tree lists, as last read
         self._order: list[ChatRow] = []  # the same, newest activity first
 
@@ -106,83 +103,6 @@ class ChatActions(QObject):
             self.organise.trash(ids)
         elif lst.selected_folder() is not None:
             self.organise.delete_folder(lst.selected_folder())
-
-    # ----- the composer
-    def send(self, text: str) -> None:
-        self.w.banner.hide()
-        if self.w.models.loading and not self.w.controller.model_ready:
-            # a model loads: the message stays in the box and goes when it is ready (load_ended)
-            self.w.composer.editor.setPlainText(text)
-            self._queued = "load"
-            self.w.show_notice(self.tr("Your message is sent as soon as the model is loaded."), cause="send-later")
-            return
-        refused = self.w.attach.refused()  # (still reading; an image for a model that cannot see it)
-        if refused:
-            self.w.composer.editor.setPlainText(text)
-            self.w.show_error(refused)
-            return
-        editing = self.w.controller.editing
-        self.w.composer.set_editing(False)
-        attachments = self.w.composer.attachments.attachments()
-        if not self.w.controller.send(text, attachments):  # not sent: the text goes back into the box
-            self.w.composer.editor.setPlainText(text)
-            self.w.composer.set_editing(editing)
-        else:
-            self.w.composer.attachments.clear()
-            if editing:
-                self.end_edit()  # (the box gets its draft back)
-
-    def load_ended(self, state: str) -> None:
-        """A model state came (a ModelState, as its str): a message sent while the model loaded goes once
-        it is ready and the message's files are counted again with its tokenizer — what the box holds
-        then; a load that failed or was unloaded leaves it in the box."""
-        if self._queued != "load" or state == ModelState.LOADING:
-            return
-        if state != ModelState.READY:
-            self.drop_queued()
-            return
-        self._queued = "files"
-        self.attachments_settled()
-
-    def attachments_settled(self) -> None:
-        """The message box's files are read and counted: a message waiting for them goes."""
-        if self._queued == "files" and not self.w.composer.attachments.busy:
-            self.drop_queued()
-            self.w.composer.submit()
-
-    def drop_queued(self) -> None:
-        """A message waiting for a load stays in the box, unsent (the load was cancelled or refused, an
-        edit started or ended, another chat was opened)."""
-        if self._queued:
-            self._queued = ""
-            self.w.banner.end("send-later")
-
-    def edit_message(self, message_id: int) -> None:
-        def act() -> None:
-            composer = self.w.composer
-            self.drop_queued()  # (the box's text is the message edited now)
-            if not self.w.controller.editing:  # what the box held: it comes back when the edit ends
-                self._draft = (composer.editor.toPlainText(), composer.attachments.attachments())
-            composer.editor.setPlainText(self.w.controller.start_edit(message_id))
-            composer.attachments.clear()  # the edited message's files come back with its text
-            composer.attachments.attach_stored(self.w.attach.store.of_message(message_id))
-            composer.set_editing(True)
-            composer.editor.setFocus()
-
-        self.w.controller.after_stop(act)
-
-    def end_edit(self) -> None:
-        """Editing ends (cancelled, sent, another chat opened, a new chat): the message box gets back what
-        it held before the edit, never the edited text and files (they belong to that message)."""
-        draft, self._draft = self._draft, None
-        self.drop_queued()
-        self.w.controller.cancel_edit()
-        self.w.composer.set_editing(False)
-        if draft is not None:
-            text, files = draft
-            self.w.composer.editor.setPlainText(text)
-            self.w.composer.attachments.clear()
-            self.w.composer.attachments.attach_stored(files)
 
     # ----- the chat list
     def reload_conversations(self, changed: Iterable[int] | None = None) -> None:
@@ -278,7 +198,7 @@ class ChatActions(QObject):
             self.w.controller.conversation_id = None
             self.w.banner.end("answer")  # an error about the chat left behind
             self.w.banner.end("undo")  # and what was just done there (Ctrl+Z still undoes it)
-            self.end_edit()
+            self.w.compose.end_edit()
             self.w._apply_settings_defaults()
             self.w.controller.refresh()
             self.reload_conversations()  # (and the welcome panel, when no model is loaded)
@@ -306,7 +226,7 @@ class ChatActions(QObject):
                 sp = SamplingParams()
             ctx = int(conv.params.get("context_length", self.w.side.params.context.value()))
             self.w.side.params.set_params(sp, conv.system_prompt, ctx)
-            self.end_edit()
+            self.w.compose.end_edit()
             self.w.conversations.select(cid)
             if cid != self.w.controller.conversation_id:
                 self.w.banner.end("answer")  # an error about the chat left behind

@@ -112,7 +112,7 @@ class ModelActions(QObject):
         """Drop a pick still being worked out, and cancel a load in progress (True if there was one); a
         message sent meanwhile stays in the box."""
         self.w.tasks.cancel("load")
-        self.w.chats.drop_queued()
+        self.w.compose.drop_queued()
         if self.loading_name is None:
             return False
         self.w.bridge.cancel_load()
@@ -220,7 +220,7 @@ class ModelActions(QObject):
         index = self.w.model_picker.findData(loaded) if loaded is not None else 0
         self.w.model_picker.setCurrentIndex(max(index, 0))  # not a pick: picks are `activated`
         self.w.show_error(message, cause="model")  # ends when a model loads
-        self.w.chats.drop_queued()  # (a message sent meanwhile stays in the box)
+        self.w.compose.drop_queued()  # (a message sent meanwhile stays in the box)
 
     def restore_last_model(self, crashed: str | None = None) -> None:
         """At start: load the model of the last session, unless it was in use when Ember crashed

@@ -240,7 +240,7 @@ class ChatOrganise(QObject):
                 if self.w.controller.conversation_id is not None:
                     self.w.side.metrics.reset()
                 self.w.controller.conversation_id = None
-                self.w.chats.end_edit()
+                self.w.compose.end_edit()
                 self.w.controller.refresh()
                 self.w.update_welcome()
                 self._for_good(
@@ -360,7 +360,7 @@ class ChatOrganise(QObject):
                 return
             undo = self._apply(lambda: self.store.delete_messages(message_id), [cid])
             if undo is not None and self.w.controller.conversation_id == cid:
-                self.w.chats.end_edit()
+                self.w.compose.end_edit()
                 self.w.controller.refresh()
 
         self.w.controller.after_stop(act)
