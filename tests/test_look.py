@@ -14,7 +14,7 @@ from PySide6.QtWidgets import QApplication
 from pytestqt.qtbot import QtBot
 
 from ember_chat.app.chat.code_highlight import CodeFormats, language_label
-from ember_chat.app.chat.message_render import code_blocks, split_segments
+from ember_chat.app.chat.markdown_segments import code_blocks, split_segments
 from ember_chat.app.metrics.speed_chart import downsample_itl
 from ember_chat.app.shell.main_window import MainWindow
 from ember_chat.app.style.theme import DARK, LIGHT, Colors, contrast_ratio, style_sheet, with_contrast

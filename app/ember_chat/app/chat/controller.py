@@ -19,9 +19,9 @@ from PySide6.QtCore import QObject, Signal, Slot
 from PySide6.QtGui import QGuiApplication
 
 from ember_chat.app.chat.answer_saving import AnswerSaving
+from ember_chat.app.chat.markdown_segments import code_blocks
 from ember_chat.app.chat.tool_cards import TOOL_VERBS
 from ember_chat.app.chat.tool_turns import ToolTurns
-from ember_chat.app.chat.transcript import code_blocks
 from ember_chat.app.qt.bridge import EngineBridge
 from ember_chat.app.qt.wording import window_wording
 from ember_chat.engine.core.messages import ChatMessage

@@ -13,7 +13,6 @@ a model's (or a user's) Markdown naming one, e.g. [x](ember:regenerate/12), is s
 
 from __future__ import annotations
 
-import re
 import secrets
 import time
 from collections.abc import Iterator
@@ -40,6 +39,7 @@ from PySide6.QtGui import (
 
 from ember_chat.app.chat.code_highlight import CodeFormats, insert_highlighted, language_label
 from ember_chat.app.chat.line_breaks import apply_line_breaks, mark_line_breaks
+from ember_chat.app.chat.markdown_segments import Segment, split_segments
 from ember_chat.app.chat.math_find import protect
 from ember_chat.app.chat.math_write import MathWriter
 from ember_chat.app.style.icons import icon_image
@@ -47,12 +47,10 @@ from ember_chat.app.style.theme import Colors
 from ember_chat.engine.core.reasoning import Split, split_thinking
 from ember_chat.engine.core.states import StopReason
 
-SEGMENT_CHARS = 3000
 ICON_SIZE = 16
 AVATAR_SIZE = 20
 HEADER_GAP = 30  # space above a message's header: the gap between cards plus the card's top padding
 ACTION_ICONS = ("copy", "edit", "regenerate", "continue", "previous", "next", "check", "delete", "compare")
-_FENCE_OPEN = re.compile(r"^(```+|~~~+)[ \t]*([^\s`]*)[^\n]*$", re.M)
 
 
 _SIGNATURE = QTextFormat.Property.UserProperty.value + 1  # the format property holding the token
@@ -72,55 +70,6 @@ def is_signed(fmt: QTextCharFormat) -> bool:
 
 def tr(text: str) -> str:
     return QCoreApplication.translate("Transcript", text)
-
-
-@dataclass(frozen=True)
-class Segment:
-    kind: str  # "markdown" or "code"
-    text: str
-    language: str = ""
-    index: int = 0  # the code block's number in its message
-
-
-def split_segments(markdown: str) -> list[Segment]:
-    """Markdown chunks and fenced code blocks, in order. An unclosed fence (an answer that was cut)
-    runs to the end of the text."""
-    segments: list[Segment] = []
-    pos = 0
-    n_code = 0
-    while True:
-        m = _FENCE_OPEN.search(markdown, pos)
-        if m is None:
-            _add_markdown(segments, markdown[pos:])
-            return segments
-        _add_markdown(segments, markdown[pos : m.start()])
-        fence = m.group(1)
-        close = re.compile(rf"^{re.escape(fence[0])}{{{len(fence)},}}[ \t]*$", re.M).search(markdown, m.end())
-        body_end = close.start() if close else len(markdown)
-        code = markdown[m.end() + 1 : body_end] if m.end() < len(markdown) else ""
-        segments.append(Segment("code", code.rstrip("\n"), m.group(2), n_code))
-        n_code += 1
-        pos = close.end() if close else len(markdown)
-
-
-def _add_markdown(segments: list[Segment], text: str) -> None:
-    """Chunks of at most about SEGMENT_CHARS, cut at blank lines (paragraph boundaries)."""
-    text = text.strip("\n")
-    while text:
-        if len(text) <= SEGMENT_CHARS:
-            segments.append(Segment("markdown", text))
-            return
-        cut = text.rfind("\n\n", 0, SEGMENT_CHARS)
-        if cut <= 0:
-            cut = text.find("\n\n", SEGMENT_CHARS)
-            if cut < 0:
-                cut = len(text)
-        segments.append(Segment("markdown", text[:cut]))
-        text = text[cut:].strip("\n")
-
-
-def code_blocks(markdown: str) -> list[str]:
-    return [s.text for s in split_segments(markdown) if s.kind == "code"]
 
 
 @dataclass(frozen=True)

@@ -37,7 +37,6 @@ from ember_chat.app.chat.message_render import (
     HEADER_GAP,
     MessageWriter,
     can_continue,
-    code_blocks,
     message_actions,
     meta_line,
 )
@@ -53,7 +52,7 @@ from ember_chat.app.style.theme import Colors
 from ember_chat.engine.inference.metrics import GenerationMetrics
 from ember_chat.engine.storage.conversations import Message
 
-__all__ = ["TranscriptView", "code_blocks"]
+__all__ = ["TranscriptView"]
 
 MAX_TEXT_WIDTH = 860  # comfortable line length; wider windows centre the column
 MIN_MARGIN = 22
