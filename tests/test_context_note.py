@@ -38,3 +38,17 @@ def test_a_context_length_other_than_the_loaded_models_is_said(
     with qtbot.waitSignal(w.model_state_changed, check_params_cb=lambda s: s == "none", timeout=60_000):
         w.models.unload_model()
     assert not note.isVisibleTo(params)
+
+
+def test_a_chat_without_its_own_context_length_opens_with_the_settings_value(
+    qtbot: QtBot, make_window: Callable[..., MainWindow]
+) -> None:
+    """It showed the context length of the chat opened before (and was then saved with it)."""
+    w = make_window(lambda _ref: FakeBackend(n_tokens=3))
+    a = w.store.create_conversation("Long context", params={"context_length": 2048})
+    b = w.store.create_conversation("No context of its own")
+    w.chats.reload_conversations()
+    w.chats.open_conversation(a.id)
+    assert w.side.params.context.value() == 2048
+    w.chats.open_conversation(b.id)
+    assert w.side.params.context.value() == w.settings.context_length != 2048

@@ -89,3 +89,17 @@ def test_a_new_chat_ends_the_edit(
     settle(qtbot, w)
     w.chats.new_chat()
     assert w.composer.editor.toPlainText() == "" and chip_names(w) == [] and not w.controller.editing
+
+
+def test_moving_the_edited_chat_to_the_trash_ends_the_edit(
+    qtbot: QtBot, make_window: Callable[[FakeBackend], MainWindow], tmp_path: Path
+) -> None:
+    """The edited text went into a new chat with the next Enter."""
+    w = make_window(FakeBackend(n_tokens=3))
+    a, _b, _question = editing_with_a_draft(qtbot, w, tmp_path)
+    w.chats.organise.trash([a])
+    assert w.controller.conversation_id is None and not w.controller.editing
+    assert w.composer.editor.toPlainText() == "my draft" and chip_names(w) == []
+    assert not w.composer.edit_banner.isVisibleTo(w.composer)
+    editor = w.composer.editor
+    assert editor.textCursor().position() == len("my draft")  # typing goes on at its end

@@ -63,6 +63,7 @@ def test_a_message_sent_while_the_model_loads_goes_when_it_is_ready(
 ) -> None:
     w = sent_while_loading(qtbot, make_window, slow)
     assert w.composer.editor.toPlainText() == "hello while loading"  # kept, not sent yet
+    assert w.composer.editor.textCursor().position() == len("hello while loading")  # typing goes on at its end
     assert "sent as soon as the model is loaded" in w.banner.text() and w.banner.isVisible()
     assert slow.requests == []
     w.composer.editor.setPlainText("hello, edited while loading")  # the box's text when the load ends goes

@@ -146,7 +146,7 @@ class ChatTreeModel(QAbstractItemModel):
     def set_hits(self, hits: Sequence[SearchHit], empty_text: str) -> None:
         self._hits = list(hits)
         kids = {ROOT: [key_of(HIT, i) for i in range(len(hits))] or [key_of(NOTE, 0)]}
-        text = {key_of(HIT, i): f"{h.conversation_title}\n{h.text}" for i, h in enumerate(hits)}
+        text = {key_of(HIT, i): f"{h.conversation_title}\n{' '.join(h.text.split())}" for i, h in enumerate(hits)}
         text[key_of(NOTE, 0)] = empty_text
         self._swap(kids, text, dict(text), flat=True)
 

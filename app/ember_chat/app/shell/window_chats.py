@@ -224,7 +224,7 @@ class ChatActions(QObject):
                 sp = SamplingParams.from_dict(params) if params else self.w.side.params.params()
             except EmberError:
                 sp = SamplingParams()
-            ctx = int(conv.params.get("context_length", self.w.side.params.context.value()))
+            ctx = int(conv.params.get("context_length", self.w.settings.context_length))  # (not the last chat's)
             self.w.side.params.set_params(sp, conv.system_prompt, ctx)
             self.w.compose.end_edit()
             self.w.conversations.select(cid)

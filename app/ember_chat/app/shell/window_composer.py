@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject
+from PySide6.QtGui import QTextCursor
 
 from ember_chat.engine.core.states import ModelState
 
@@ -26,20 +27,20 @@ class ComposerActions(QObject):
         self.w.banner.hide()
         if self.w.models.loading and not self.w.controller.model_ready:
             # a model loads: the message stays in the box and goes when it is ready (load_ended)
-            self.w.composer.editor.setPlainText(text)
+            self._put_back(text)
             self._queued = "load"
             self.w.show_notice(self.tr("Your message is sent as soon as the model is loaded."), cause="send-later")
             return
         refused = self.w.attach.refused()  # (still reading; an image for a model that cannot see it)
         if refused:
-            self.w.composer.editor.setPlainText(text)
+            self._put_back(text)
             self.w.show_error(refused)
             return
         editing = self.w.controller.editing
         self.w.composer.set_editing(False)
         attachments = self.w.composer.attachments.attachments()
         if not self.w.controller.send(text, attachments):  # not sent: the text goes back into the box
-            self.w.composer.editor.setPlainText(text)
+            self._put_back(text)
             self.w.composer.set_editing(editing)
         else:
             self.w.composer.attachments.clear()
@@ -61,15 +62,22 @@ class ComposerActions(QObject):
     def attachments_settled(self) -> None:
         """The message box's files are read and counted: a message waiting for them goes."""
         if self._queued == "files" and not self.w.composer.attachments.busy:
-            self.drop_queued()
+            self._queued = ""
+            self.w.banner.end("send-later")
             self.w.composer.submit()
 
     def drop_queued(self) -> None:
         """A message waiting for a load stays in the box, unsent (the load was cancelled or refused, an
-        edit started or ended, another chat was opened)."""
+        edit started or ended, another chat was opened), and the notice says so."""
         if self._queued:
             self._queued = ""
-            self.w.banner.end("send-later")
+            self.w.show_notice(self.tr("Your message was not sent; it is still in the box."), cause="send-later")
+
+    def _put_back(self, text: str) -> None:
+        """Text into the box with the cursor at its end, where typing goes on."""
+        editor = self.w.composer.editor
+        editor.setPlainText(text)
+        editor.moveCursor(QTextCursor.MoveOperation.End)
 
     def edit_message(self, message_id: int) -> None:
         def act() -> None:
@@ -77,7 +85,7 @@ class ComposerActions(QObject):
             self.drop_queued()  # (the box's text is the message edited now)
             if not self.w.controller.editing:  # what the box held: it comes back when the edit ends
                 self._draft = (composer.editor.toPlainText(), composer.attachments.attachments())
-            composer.editor.setPlainText(self.w.controller.start_edit(message_id))
+            self._put_back(self.w.controller.start_edit(message_id))
             composer.attachments.clear()  # the edited message's files come back with its text
             composer.attachments.attach_stored(self.w.attach.store.of_message(message_id))
             composer.set_editing(True)
@@ -94,6 +102,6 @@ class ComposerActions(QObject):
         self.w.composer.set_editing(False)
         if draft is not None:
             text, files = draft
-            self.w.composer.editor.setPlainText(text)
+            self._put_back(text)
             self.w.composer.attachments.clear()
             self.w.composer.attachments.attach_stored(files)

@@ -163,6 +163,7 @@ class ChatOrganise(QObject):
         def act() -> None:
             if self._apply(change, ids) is not None and self.w.controller.conversation_id in ids:
                 self.w.controller.conversation_id = None
+                self.w.compose.end_edit()  # (an edit of one of its messages: the box gets its draft back)
                 self.w.controller.refresh()
                 self.w.update_welcome()
 
