@@ -31,6 +31,7 @@ from ember_chat.engine.inference.events import Retrying
 from ember_chat.engine.inference.metrics import GenerationMetrics
 from ember_chat.engine.storage.conversations import ConversationStore, Message
 from ember_chat.engine.storage.streaming import StreamingMessage, describe_write_error
+from ember_chat.engine.storage.titles import title_from_message
 from ember_chat.engine.storage.tool_records import with_tool_messages
 
 if TYPE_CHECKING:
@@ -163,7 +164,7 @@ class ChatController(QObject):
         created = self.conversation_id is None
         try:
             if self.conversation_id is None:
-                title = " ".join(text.split())[:48] or (attachments[0].name if attachments else "New chat")
+                title = title_from_message(text) or (attachments[0].name if attachments else "New chat")
                 conv = self.store.create_conversation(title, system_prompt=system_prompt, params=params.to_dict())
                 self.conversation_id = conv.id
             conv = self.store.conversation(self.conversation_id)
