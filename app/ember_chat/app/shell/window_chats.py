@@ -180,14 +180,12 @@ class ChatActions(QObject):
         cid = self.w.controller.conversation_id
         if not self.w.controller.generating or cid is None:
             return None
-        title = self.w.store.conversation(cid).title
-        if cid == target:  # (a search result in the chat answering: shown once the answer stopped)
-            return self.tr("The answer in “{title}” stopped to show that message; what it wrote is kept.").format(
-                title=title
-            )
-        return self.tr("The answer in “{title}” stopped when you left that chat; what it wrote is kept.").format(
-            title=title
+        said = (
+            self.tr("The answer in “{title}” stopped to show that message; what it wrote is kept.")
+            if cid == target  # (a search result in the chat answering: shown once the answer stopped)
+            else self.tr("The answer in “{title}” stopped when you left that chat; what it wrote is kept.")
         )
+        return said.format(title=self.w.store.conversation(cid).title)
 
     def new_chat(self) -> None:
         stopping = self._stopping(None)
