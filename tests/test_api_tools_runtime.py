@@ -18,23 +18,11 @@ from ember_chat.engine.core.params import LoadConfig
 from ember_chat.engine.inference.service import EngineService
 from ember_chat.engine.serve.server import ApiServer, ServerConfig
 from tests.test_api_tools import ASK
+from tests.test_runtime_tools import WEATHER
 
-FORECAST = {
+FORECAST = {  # the runtime tests' get_weather, as an OpenAI tool
     "type": "function",
-    "function": {
-        "name": "get_weather",
-        "description": "The weather in a city.",
-        "parameters": {
-            "type": "object",
-            "properties": {
-                "city": {"enum": ["Paris", "Oslo", "Lima"]},
-                "days": {"type": "integer"},
-                "unit": {"enum": ["celsius", "fahrenheit"]},
-            },
-            "required": ["city", "days", "unit"],
-            "additionalProperties": False,
-        },
-    },
+    "function": {"name": WEATHER.name, "description": WEATHER.description, "parameters": WEATHER.parameters},
 }
 
 
