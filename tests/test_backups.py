@@ -340,3 +340,57 @@ def test_attachment_files_are_kept_with_the_backups_and_come_back_with_a_restore
         assert not kept.exists()
     finally:
         store.close()
+
+
+def test_undoing_a_restore_with_keep_1_restores_the_copy_set_aside_and_keeps_it(store: ConversationStore) -> None:
+    """Issue 27, item 3: a restore's copy of the chats set aside ("before restore") is how a restore is undone.
+    The pruning of those copies ran before the backup was read, so with keep 1 restoring it deleted it
+    first: the undo failed and the only copy of the current chats was gone."""
+    clock = Clock()
+    _chat(store, "Old chat", "old")
+    manager = BackupManager(store, keep=1, clock=clock)
+    old = manager.backup()
+    precious = [_chat(store, f"Precious {i}", f"precious {i}") for i in range(3)]
+    clock.now += 60
+    aside = manager.restore(old)  # the restore
+    assert [c.title for c in store.conversations()] == ["Old chat"]
+    clock.now += 60
+    again = manager.restore(aside)  # its undo, as Settings ▸ Backups… does it: the copy listed, restored
+    assert {c.id for c in store.conversations()} >= set(precious)
+    assert {c.title for c in store.conversations()} == {"Old chat", "Precious 0", "Precious 1", "Precious 2"}
+    assert aside.path.exists() and again.path.exists()  # the copy restored was no candidate for pruning
+    assert [(b.reason, b.chats) for b in manager.backups()] == [
+        ("before restore", 1),
+        ("before restore", 4),
+        ("manual", 1),
+    ]
+    clock.now += 60
+    manager.restore(old)  # the next restore: now the older copies are pruned to the newest `keep`
+    assert [(b.reason, b.chats) for b in manager.backups()] == [("before restore", 4), ("manual", 1)]
+
+
+def test_a_restore_that_fails_prunes_nothing(paths: AppPaths) -> None:
+    """Nothing is pruned until a restore has succeeded: a backup whose migration fails (here a schema-4 copy
+    holding a table the next migration makes) leaves the chats and every copy set aside before as they were."""
+    _schema_4_database(paths.database, chats=1)
+    db = sqlite3.connect(paths.database, isolation_level=None)
+    db.execute("CREATE TABLE folders (id INTEGER PRIMARY KEY)")  # migration 5 makes it: that one fails
+    db.close()
+    broken = paths.data_dir / "backups" / "chats-20200101-000000-000000-before-migration.sqlite3"
+    broken.parent.mkdir(parents=True)
+    paths.database.rename(broken)
+    store = ConversationStore(paths.database)
+    try:
+        clock = Clock()
+        _chat(store, "Mine", "mine")
+        manager = BackupManager(store, keep=1, clock=clock)
+        first = manager.restore(manager.backup())  # one copy set aside by an earlier restore
+        clock.now += 60
+        with pytest.raises(StoreError, match="could not be restored") as raised:
+            manager.restore(next(b for b in manager.backups() if b.path == broken))
+        assert "Your chats are as they were" in str(raised.value)
+        assert [c.title for c in store.conversations()] == ["Mine"]
+        assert first.path.exists()  # (pruned first, keep 1 would have removed it)
+        assert broken.exists()
+    finally:
+        store.close()

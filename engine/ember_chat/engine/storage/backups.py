@@ -13,6 +13,8 @@
   store's own connection (`backup.backup(live)`), so every holder of that connection (the store, its tool
   records, the attachment store) goes on working with the restored rows; then migrates it to this
   Ember's schema. A damaged backup is listed (chats None) and refused for a restore with a sentence.
+  The older "before restore" copies beyond `keep` are pruned only once the restore has succeeded, and
+  the copy just restored (an undo of a restore) is never among them.
 - The attachment files a backup's chats refer to are kept beside the backups (`backups/attachments`,
   content-addressed like the data folder's: hard links where the file system allows, else copies), so
   a restored chat has its files even after they were pruned; those no backup refers to any more go
@@ -170,7 +172,19 @@ class BackupManager:
         if problem is not None:
             raise StoreError(problem)
         db, lock = self.store.shared_connection()
-        with self._lock, lock:
+        with self._lock:
+            aside = self._restore_into(info, db, lock)
+            _put_files_back(info.path, self.store.path.parent)
+            # Only now that the restore succeeded, and never the copy just restored: undoing a restore
+            # restores a "before restore" copy, which pruning first would delete before it was read (with
+            # keep 1, the only copy of the chats the undo was to bring back).
+            restored = info.path.resolve()
+            _prune(self.folder, self.keep, lambda b: b.reason == BEFORE_RESTORE and b.path.resolve() != restored)
+        return aside
+
+    def _restore_into(self, info: BackupInfo, db: sqlite3.Connection, lock: threading.RLock) -> BackupInfo:
+        """The copy set aside, then the backup in the live connection (StoreError: the chats put back)."""
+        with lock:
             try:
                 # under the store's lock: no write falls between this copy and the restore
                 aside = _write(db, self.folder, BEFORE_RESTORE, self._clock())
@@ -180,7 +194,6 @@ class BackupManager:
                     "Check there is free space in the backups folder."
                 ) from exc
             _keep_files(aside.path, self.store.path.parent)
-            _prune(self.folder, self.keep, lambda b: b.reason == BEFORE_RESTORE)
             try:
                 _copy_into(info.path, db)
                 migrate(db, self.store.path, before=None)  # (the backup is a copy already)
@@ -190,7 +203,6 @@ class BackupManager:
                     f"The backup {info.path.name} could not be restored ({exc}). Your chats are as they were."
                 ) from exc
             self.store.tools.interrupt_waiting()  # a consent card that waited when the copy was made: over
-        _put_files_back(info.path, self.store.path.parent)
         return aside
 
     def _has_chats(self) -> bool:
