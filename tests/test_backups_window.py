@@ -19,6 +19,7 @@ from ember_chat.app.main import build_window
 from ember_chat.app.shell.main_window import MainWindow
 from ember_chat.engine.attachments import read_attachment_bytes
 from ember_chat.engine.core.tools import ToolCall, ToolResult
+from ember_chat.engine.storage.backups import BackupInfo
 from ember_chat.engine.storage.conversations import ConversationStore
 from ember_chat.engine.storage.paths import AppPaths
 from ember_chat.engine.storage.settings import SettingsFile
@@ -187,6 +188,40 @@ def test_a_restore_asks_then_shows_the_restored_chats_and_no_stale_chat(
     note = w.attach.store.save(read_attachment_bytes("notes.txt", b"owls hunt at night"))
     w.attach.store.link(answer.id, [note.id])
     assert [a.name for a in w.attach.store.of_message(answer.id)] == ["notes.txt"]
+
+
+def _restore_row(qtbot: QtBot, w: MainWindow, dialog: BackupsDialog, row: int) -> BackupInfo:
+    """Select a row, Restore…, Restore: the copy the restore set aside (a failure fails the test)."""
+    dialog.table.selectRow(row)
+    dialog.restore.click()
+    (yes,) = [b for b in dialog.question.buttons() if b.text() == "Restore"]
+    with qtbot.waitSignal(w.backups.restored, timeout=10_000) as restored:
+        yes.click()
+    qtbot.waitUntil(lambda: not w.tasks.busy)
+    return restored.args[0]
+
+
+def test_undoing_a_restore_with_keep_1_brings_the_chats_back_and_keeps_every_copy_needed(
+    qtbot: QtBot, paths: AppPaths, windows: list[MainWindow]
+) -> None:
+    """Issue 27, item 3: restoring the "Before a restore" copy (the undo the question promises) failed with
+    Keep the newest 1 — the copy was pruned before it was read — and the chats it held were gone."""
+    w = _open(qtbot, paths, windows)
+    qtbot.waitUntil(lambda: not w.tasks.pending(DAILY_KEY))
+    later = w.store.create_conversation("Made after the backup")
+    w.store.add_message(later.id, "user", "this chat is newer than the backup")
+    dialog = _dialog(qtbot, w)
+    dialog.keep.setValue(1)
+
+    _restore_row(qtbot, w, dialog, 0)  # the daily copy: the chat made since goes (kept aside)
+    assert "Made after the backup" not in [c.title for c in w.store.conversations()]
+    assert [r[2:] for r in _cells(dialog)] == [["3", "Before a restore"], ["2", "Daily"]]
+
+    _restore_row(qtbot, w, dialog, 0)  # the undo
+    assert sorted(c.title for c in w.store.conversations()) == ["Herons", "Made after the backup", "Owls"]
+    assert "kept as the backup" in w.banner.text()
+    # the copy just restored stays (it is no candidate), beside the one this restore set aside
+    assert [r[2:] for r in _cells(dialog)] == [["2", "Before a restore"], ["3", "Before a restore"], ["2", "Daily"]]
 
 
 def test_a_daily_backup_that_cannot_be_written_is_said_in_words_and_the_window_works(
