@@ -85,7 +85,8 @@ def test_list_rm_and_restore_through_the_real_command(data: Path) -> None:
     assert [c["title"] for c in json.loads(cli(data, "list", "--json").stdout)] == ["Plans", "Recipes", "Gone"]
 
     out = cli(data, "rm", "--purge", str(ids["Gone"]))
-    assert out.returncode == 0 and out.stdout.strip() == "Deleted 1 chat for good."
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "Deleted 1 chat for good; the saved conversation caches were cleared."
     assert b"about gone" not in (data / "chats.sqlite3").read_bytes()
     assert "Gone" not in ids_of(data)
 
@@ -171,12 +172,12 @@ def test_purging_says_the_backups_made_before_still_hold_the_chat(
 ) -> None:
     ids = ids_of(data)
     assert main(["chats", "rm", "--purge", str(ids["Gone"])]) == 0
-    assert capsys.readouterr().out.strip() == "Deleted 1 chat for good."
+    assert capsys.readouterr().out.strip() == "Deleted 1 chat for good; the saved conversation caches were cleared."
     assert main(["chats", "backup"]) == 0
     capsys.readouterr()
     assert main(["chats", "rm", "--purge", str(ids["Old"])]) == 0
     out = capsys.readouterr().out.strip().splitlines()
-    assert out[0] == "Deleted 1 chat for good."
+    assert out[0] == "Deleted 1 chat for good; the saved conversation caches were cleared."
     assert out[1] == (
         f"The backups in {data / 'backups'} made earlier still hold this chat; delete those files too if this chat"
         " must be gone."

@@ -205,7 +205,8 @@ class ChatOrganise(QObject):
             )
             return
         text = self.tr(
-            "Delete {n} for good? This cannot be undone. Backups made earlier still hold {them}: Settings ▸ "
+            "Delete {n} for good? This cannot be undone. The saved conversation caches are cleared too (a long "
+            "chat is read again when it comes back). Backups made earlier still hold {them}: Settings ▸ "
             "Backups… ▸ Open folder shows them, to delete if {them} must be gone."
         ).format(n=_chats(len(ids)), them=self.tr("it") if len(ids) == 1 else self.tr("them"))
         self._question(self.tr("Delete for good"), text, self.tr("Delete for good"), lambda: self.purge(ids, True))
@@ -224,7 +225,8 @@ class ChatOrganise(QObject):
             self.w.show_notice(self.tr("The Trash is empty."))
             return
         text = self.tr(
-            "Delete the {n} in the Trash for good? This cannot be undone. Backups made earlier still hold "
+            "Delete the {n} in the Trash for good? This cannot be undone. The saved conversation caches are "
+            "cleared too (a long chat is read again when it comes back). Backups made earlier still hold "
             "{them}: Settings ▸ Backups… ▸ Open folder shows them, to delete if {them} must be gone."
         ).format(n=_chats(n), them=self.tr("it") if n == 1 else self.tr("them"))
         self._question(self.tr("Empty Trash"), text, self.tr("Empty Trash"), lambda: self.empty_trash(True))
@@ -259,13 +261,22 @@ class ChatOrganise(QObject):
             return
         text = self.tr(
             "Delete all {n}, the archived ones and the Trash included, for good? This cannot be undone. "
-            "Backups made earlier still hold them: Settings ▸ Backups… ▸ Open folder shows them."
+            "The saved conversation caches are cleared too. Backups made earlier still hold them: Settings ▸ "
+            "Backups… ▸ Open folder shows them."
         ).format(n=_chats(n))
         self._question(self.tr("Delete all chats"), text, self.tr("Delete all chats"), lambda: self.delete_all(True))
 
     def _for_good(self, delete: Callable[[], int], ids: list[int] | None, said: Callable[[int], str]) -> None:
         """A deletion for good on the window's task runner: it rewrites the database file (secure delete,
-        VACUUM: most of a second for a few tens of MB), which the GUI thread must not wait on."""
+        VACUUM: most of a second for a few tens of MB), which the GUI thread must not wait on. The model's
+        conversation caches go with it (they hold the chats' tokens): the saved ones, in memory and on disk,
+        there too, first (a cache being written then is dropped, not left behind), and the live sequences
+        on the engine thread once its running answers end (EngineService.forget_conversations)."""
+        service = self.w.bridge.service
+
+        def delete_and_forget() -> int:
+            service.forget_conversations()
+            return delete()
 
         def done(n: int) -> None:
             self.w.conversations.setEnabled(True)
@@ -280,7 +291,7 @@ class ChatOrganise(QObject):
 
         self.w.show_notice(self.tr("Deleting for good…"))
         self.w.conversations.setEnabled(False)  # its rows may be the ones going: no click until they have
-        self.w.tasks.run(delete, done, failed)
+        self.w.tasks.run(delete_and_forget, done, failed)
 
     def _finish_sweep_later(self, tries: int = 10) -> None:
         """While another reader (a backup being written, `ember-chat chats` in a terminal) held up the sweep,

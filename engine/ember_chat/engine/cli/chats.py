@@ -1,8 +1,8 @@
 """`ember-chat chats list|export|import|rm|restore|backup`: the chats the window keeps (the same data
 folder: EMBER_DATA_DIR or the platform's), from a terminal. `rm` moves chats to the Trash (`restore`
 brings them back; the window's Trash shows them); `rm --purge` deletes them for good and sweeps their
-text out of the database file. Mistakes (an unknown id, a file that cannot be written) are one line on
-stderr, exit status 2, and change nothing."""
+text out of the database file, and the saved conversation caches with it. Mistakes (an unknown id, a
+file that cannot be written) are one line on stderr, exit status 2, and change nothing."""
 
 from __future__ import annotations
 
@@ -194,7 +194,8 @@ def _rm(args: argparse.Namespace, store: ConversationStore, paths: AppPaths) -> 
     ids = list(dict.fromkeys(args.ids))
     _check_ids(store, ids)
     if args.purge:
-        print(f"Deleted {_count(store.organise.purge_chats(ids))} for good.")
+        gone = store.organise.purge_chats(ids)  # (its sweep deletes the saved conversation caches too)
+        print(f"Deleted {_count(gone)} for good; the saved conversation caches were cleared.")
         _say_backups_hold(store, "this chat" if len(ids) == 1 else "these chats")
         return 0
     undo = store.organise.trash_chats(ids)

@@ -329,6 +329,15 @@ class BatchDecoder:
             self._cut(slot, 0)
             clear_seq(self.llm.ctx, slot.seq_id)
 
+    def forget_all(self) -> None:
+        """Every slot emptied and nothing saved (chats were deleted for good: no cache may keep their
+        tokens); a run still going is ended."""
+        for run in list(self._runs):
+            self.finish(run)
+        for slot in self.slots:
+            clear_seq(self.llm.ctx, slot.seq_id)
+            slot.cached = []
+
     def save_all(self) -> None:
         """Every slot's conversation put into the snapshot store (app quit, model unload)."""
         for slot in self.slots:

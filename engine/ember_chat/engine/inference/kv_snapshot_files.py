@@ -24,11 +24,12 @@ from array import array
 from pathlib import Path
 from typing import BinaryIO, NamedTuple
 
+from ember_chat.engine.storage.paths import KV_SNAPSHOT_SUFFIXES
+
 log = logging.getLogger(__name__)
 
 MAGIC = b"EMBERKV1"
-SUFFIX = ".kvsnap"
-TMP_SUFFIX = ".kvsnap-tmp"
+SUFFIX, TMP_SUFFIX = KV_SNAPSHOT_SUFFIXES  # ".kvsnap", ".kvsnap-tmp"
 DIGEST_BYTES = 32
 _FORMAT = 1
 _MAX_HEADER = 1 << 16

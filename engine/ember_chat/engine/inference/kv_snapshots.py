@@ -30,6 +30,7 @@ from ember_chat.engine.inference.kv_prefix import common_prefix
 from ember_chat.engine.inference.kv_snapshot_files import (
     DIGEST_BYTES,
     SUFFIX,
+    TMP_SUFFIX,
     UNREADABLE,
     Damaged,
     damaged_sentence,
@@ -44,11 +45,12 @@ from ember_chat.engine.inference.kv_snapshot_files import (
     write_temporary,
 )
 from ember_chat.engine.inference.kv_snapshot_keys import SnapshotKey, SnapshotMatch
+from ember_chat.engine.storage.paths import KV_SNAPSHOT_FOLDER
 
 log = logging.getLogger(__name__)
 
 _MIB = 2**20
-SNAPSHOT_FOLDER = "kv-snapshots"  # in the data folder
+SNAPSHOT_FOLDER = KV_SNAPSHOT_FOLDER  # "kv-snapshots", in the data folder
 
 
 @dataclass(eq=False)
@@ -167,15 +169,19 @@ class SnapshotStore:
             return len(self._entries), sum(e.disk or len(e.state or b"") for e in self._entries.values())
 
     def clear(self) -> None:
-        """Delete every snapshot, in RAM and on disk (files of earlier runs too)."""
+        """Delete every snapshot, in RAM and on disk (files of earlier runs too, and the temporary files of
+        writes that crashed or are under way: a write under way is dropped, its file was this one's)."""
         with self._lock:
             self._generation += 1
             self._entries.clear()
             self._jobs = deque(job for job in self._jobs if job[0] == "stop")
             if self.directory is not None:
                 try:
-                    for path in self.directory.glob("*" + SUFFIX):
-                        unlink(path)
+                    for path in self.directory.iterdir():
+                        if path.name.endswith((SUFFIX, TMP_SUFFIX)):
+                            unlink(path)
+                except FileNotFoundError:
+                    pass  # (nothing saved yet)
                 except OSError as exc:
                     log.warning("could not clear %s: %s", self.directory, exc)
             self._opened = True  # (an opening under way sees the generation change and keeps nothing)

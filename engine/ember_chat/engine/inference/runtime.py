@@ -182,6 +182,13 @@ class LocalRuntime:
         llama_cpp.llama_memory_clear(llama_cpp.llama_get_memory(llm.ctx), True)  # (every sequence's cells)
         self._recent = []
 
+    def forget_conversations(self) -> None:
+        """Chats were deleted for good: every conversation the context holds (seq 0, the batch slots) and
+        the texts kept for prefix reuse are dropped without being saved to the snapshot store; the next
+        prompt is evaluated from scratch (engine thread, between generations)."""
+        self._recent = []
+        self._cache.forget_all()
+
     # ----- batched decoding
     @property
     def batch_slots(self) -> int:

@@ -90,6 +90,20 @@ class ContextCache:
     def forget_seq0(self) -> None:
         self._seq0_conversation = False
 
+    def forget_all(self) -> None:
+        """Every sequence's conversation dropped and none saved (chats were deleted for good): the batch
+        slots and seq 0 emptied, llama-cpp-python's record of seq 0's tokens zeroed, and the context's
+        cells cleared with their data (so no later save or restore can bring those tokens back)."""
+        llm = self._llm
+        if llm is None:
+            return
+        if self.decoder is not None:
+            self.decoder.forget_all()
+        self._seq0_conversation = False
+        llm.reset()
+        llm.input_ids.fill(0)
+        llama_cpp.llama_memory_clear(llama_cpp.llama_get_memory(llm.ctx), True)
+
     def closing(self, llm: llama_cpp.Llama) -> None:
         """Before the model is freed: every sequence's conversation put in the store (in RAM: the store's
         owner writes them to disk when it closes it — at quit, not at every model switch)."""

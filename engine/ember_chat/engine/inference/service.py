@@ -102,6 +102,8 @@ class EngineService:
         self._listeners: list[ServiceListener] = []
         self.recent: deque[RequestRecord] = deque(maxlen=RECENT_REQUESTS)
         self.attachment_store: AttachmentStore | None = None  # for requests that carry no store of their own
+        self._forgets: list[threading.Event] = []  # forget_conversations() calls the engine thread has not done
+        self._ended = False  # the engine thread has closed the model and ends
         self._thread = threading.Thread(target=self._run, name="ember-engine", daemon=True)
         self._thread.start()
 
@@ -144,6 +146,45 @@ class EngineService:
     def snapshot_store(self, store: SnapshotStore | None) -> None:
         self._model_host.snapshots = store
         self._submit_control(self._model_host.give_snapshots)
+
+    def forget_conversations(self) -> threading.Event:
+        """Chats were deleted for good: nothing the model keeps of conversations may stay. At once, on the
+        caller's thread (it deletes files: never the GUI thread), the saved conversation caches in memory
+        and on disk; then on the engine thread, after the running generations (as a load), the live
+        sequences and the texts kept for prefix reuse, dropped without being saved, and the store
+        cleared again (a sequence saved meanwhile). Caches are found by tokens, not by chat, so all go:
+        a chat that comes back is read again. Returns an event set once all is done (also when the
+        service closes first: closing does it before the model is unloaded, which would save them)."""
+        done = threading.Event()
+        with self._lock:
+            self._forgets.append(done)
+            ended = self._ended
+            if not self._closing:
+                self._control.append(self._forget_now)
+                self._lock.notify_all()
+        store = self.snapshot_store
+        if store is not None:
+            store.clear()
+        if ended:  # (the engine thread has ended: no model is left to hold anything)
+            self._forget_now()
+        return done
+
+    def _forget_now(self) -> None:
+        with self._lock:
+            asked, self._forgets = self._forgets, []
+        if not asked:
+            return
+        forget = getattr(self._backend, "forget_conversations", None)  # (a remote backend keeps none here)
+        try:
+            if callable(forget):
+                forget()
+        except Exception:  # (the engine thread goes on; the store is still cleared)
+            log.exception("dropping the model's conversations failed")
+        store = self.snapshot_store
+        if store is not None:
+            store.clear()
+        for done in asked:
+            done.set()
 
     @property
     def running(self) -> bool:
@@ -323,7 +364,11 @@ class EngineService:
                 continue
             self._notify("queue_changed", state)
             self._session(run)
+        self._forget_now()  # (asked, not done yet: before the model's close saves its sequences)
         self._model_host.close()
+        with self._lock:
+            self._ended = True
+        self._forget_now()  # (asked while the model closed: what its close saved goes)
 
     def _session(self, first: Run) -> None:
         """Run `first` and, when it is batched, every batchable request admitted while it runs: all

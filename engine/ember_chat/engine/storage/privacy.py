@@ -5,7 +5,15 @@ only the deleted chats used go (their rows, passages and blobs), the full-text i
 (`optimize` drops the deleted words from their segments), the WAL is checkpointed and truncated, the
 file is rebuilt (`VACUUM`), and the WAL truncated again. While another connection reads a snapshot from
 before the delete (a backup's copy, `ember-chat chats` in another process) the WAL cannot be emptied: the
-sweep is left pending and finished later (`Organiser.finish_sweep`: when a backup ends, at close)."""
+sweep is left pending and finished later (`Organiser.finish_sweep`: when a backup ends, at close).
+
+The saved conversation caches (KV snapshots, `<data folder>/kv-snapshots/*.kvsnap`) hold the tokens of
+the chats they were made from, and a snapshot belongs to its tokens, not to a chat: one may hold several
+chats' words (a chat's prefix restored and extended by another, an API client sending a chat again), and
+this process may have no model to read them with (`ember-chat chats rm --purge`, the Trash emptied at
+open). So every sweep removes them all: a cache only saves time, a chat that comes back is read again.
+A running window also drops its copies in memory and the model's live sequences
+(EngineService.forget_conversations). Backups are the user's own copies: a sweep never touches them."""
 
 from __future__ import annotations
 
@@ -16,6 +24,7 @@ import threading
 from collections.abc import Iterable
 from pathlib import Path
 
+from ember_chat.engine.storage.paths import KV_SNAPSHOT_FOLDER, KV_SNAPSHOT_SUFFIXES
 from ember_chat.engine.storage.rows import batches, transaction
 
 log = logging.getLogger(__name__)
@@ -61,7 +70,32 @@ def sweep(db: sqlite3.Connection, lock: threading.RLock, path: Path, attachments
     for sha in set(gone) - kept:
         with contextlib.suppress(FileNotFoundError):
             (blobs / sha[:2] / sha).unlink()
+    if str(path) != ":memory:":  # (a store kept in memory has no data folder of its own)
+        drop_conversation_caches(path.parent)
     return left
+
+
+def drop_conversation_caches(data_dir: Path) -> int:
+    """Remove the saved conversation caches' files in `data_dir` (see the module's doc); how many went. One
+    that cannot be removed is logged: the chats are deleted all the same."""
+    folder = data_dir / KV_SNAPSHOT_FOLDER
+    try:
+        files = [p for p in folder.iterdir() if p.name.endswith(KV_SNAPSHOT_SUFFIXES)]
+    except FileNotFoundError:
+        return 0
+    except OSError as exc:
+        log.warning("The saved conversation caches in %s could not be listed to delete them: %s", folder, exc)
+        return 0
+    removed = 0
+    for file in files:
+        try:
+            file.unlink()
+            removed += 1
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            log.warning("The saved conversation cache %s could not be deleted: %s", file, exc)
+    return removed
 
 
 VACUUM = "vacuum"  # what is left of a sweep: the file to rebuild and the WAL to empty
