@@ -14,6 +14,7 @@ from typing import Any, Protocol
 from PySide6.QtCore import QObject, QStandardPaths, Qt, QTimer, Signal
 from PySide6.QtWidgets import QFileDialog, QProgressDialog
 
+from ember_chat.engine.attachments import Limits
 from ember_chat.engine.attachments.imported import AttachmentImporter
 from ember_chat.engine.storage.importing import ImportReport, import_chats
 
@@ -24,6 +25,7 @@ class ImportHost(Protocol):
     """What the import needs from the window."""
 
     store: Any
+    settings: Any  # .attachment_max_mb: imported files pass the checks attached ones do
     attach: Any  # .store: the AttachmentStore
     tasks: Any  # TaskRunner
     chats: Any  # .reload_conversations()
@@ -109,9 +111,10 @@ class ImportChats(QObject):
         self.progress = progress
         progress.show()
         store, atts = self.w.store, self.w.attach.store
+        limits = Limits.from_megabytes(self.w.settings.attachment_max_mb)
 
         def run() -> ImportReport:
-            return import_chats(store, path, self._count, cancel, AttachmentImporter(atts))
+            return import_chats(store, path, self._count, cancel, AttachmentImporter(atts, limits))
 
         self.w.tasks.run(run, self._done, self._failed, cancel=cancel.set)
         self._timer.start()

@@ -169,9 +169,10 @@ def _markdown(store: ConversationStore, ids: list[int], paths: AppPaths) -> str:
 
 
 def _import(args: argparse.Namespace, store: ConversationStore, paths: AppPaths) -> int:
-    from ember_chat.engine.attachments import AttachmentStore
+    from ember_chat.engine.attachments import AttachmentStore, Limits
     from ember_chat.engine.attachments.imported import AttachmentImporter
     from ember_chat.engine.storage.importing import import_chats
+    from ember_chat.engine.storage.settings import SettingsFile
 
     path = Path(args.path).expanduser()
     if not path.is_file():
@@ -181,7 +182,9 @@ def _import(args: argparse.Namespace, store: ConversationStore, paths: AppPaths)
         if sys.stderr.isatty():
             print(f"\rImporting chat {done} of {total}…", end="", file=sys.stderr, flush=True)
 
-    report = import_chats(store, path, progress=progress, attachments=AttachmentImporter(AttachmentStore(paths, store)))
+    limits = Limits.from_megabytes(SettingsFile(paths.settings_file).load().attachment_max_mb)  # as attached
+    importer = AttachmentImporter(AttachmentStore(paths, store), limits)
+    report = import_chats(store, path, progress=progress, attachments=importer)
     if sys.stderr.isatty():
         print(file=sys.stderr)
     print(f"Imported {_count(report.chats)} ({report.messages} messages) from {path} ({report.format}).")

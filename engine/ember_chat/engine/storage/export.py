@@ -9,8 +9,10 @@ calls and their results are in both: JSON in OpenAI's shape (the assistant's `to
 message of every branch, oldest first, each pointing at its parent by its place in `tree` (no database
 ids are in the file), with its metrics, completeness, time, tool calls as stored and their tool
 messages, and its attachments (places in `files`, each file once); `active`: the shown branch's last
-message; `model`, `created`/`updated` (seconds), `pinned`, `archived_at`, the chat's tool choices and
-its comparisons. Export → import → export gives the same bytes."""
+message; `model`, `created`/`updated` (seconds), `pinned`, `archived_at`, the chat's tool choices (the
+tools on and `require_call`; never its "always allow" grants, which an import would not take anyway)
+and its comparisons. Export → import → export gives the same bytes, but for a file's `sha256`: an
+import computes it from the content the file holds (a PDF's text, not the PDF it came from)."""
 
 from __future__ import annotations
 
@@ -254,11 +256,9 @@ def chat_document(store: ConversationStore, cid: int, attachments: AttachmentsOf
             "updated": conv.updated_at,
             "pinned": conv.pinned,
             "archived_at": conv.archived_at,
-            "tools": {
-                "enabled": sorted(tools.enabled),
-                "always": sorted(tools.always),
-                "require_call": tools.require_call,
-            },
+            # the tools on and whether a call is required; not the "always allow" grants: consent is
+            # given on this computer, and an import never takes it from a file (import_ember._tools)
+            "tools": {"enabled": sorted(tools.enabled), "require_call": tools.require_call},
             "active": place.get(conv.active_leaf) if conv.active_leaf is not None else None,
             "tree": tree,
             "files": files,

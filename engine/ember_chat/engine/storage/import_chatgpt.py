@@ -17,7 +17,8 @@ with `parent`/`children` and a `current_node`) read into planned Ember chats.
   `dalle-generations/`): one found by the pointer's id is attached to its message (`assets`, when the
   import keeps attachments; an image on a tool's node, as DALL·E's, to the answer that called the
   tool); otherwise a line in the message says one was there, and the report counts
-  them.
+  them. Only regular files inside the export's folder are found: a symbolic link (to a file or a
+  folder) is passed over, so an export cannot bring in a file from elsewhere on the computer.
 - Times: each message's `create_time` (a float, or null: then the time before it, else the chat's).
   `is_archived` chats arrive archived, `pinned_time` ones pinned.
 - `current_node` is the shown branch (a left-out node: the nearest message above it; missing: the last
@@ -28,12 +29,22 @@ from __future__ import annotations
 import json
 import os
 import re
+import stat
 import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from ember_chat.engine.storage.import_plan import ImportFailed, Plan, PlannedChat, PlannedMessage, number, where
+from ember_chat.engine.storage.import_plan import (
+    AttachmentEntry,
+    ExportImage,
+    ImportFailed,
+    Plan,
+    PlannedChat,
+    PlannedMessage,
+    number,
+    where,
+)
 
 IMAGE_LINE = "[An image was here in ChatGPT; its file is not part of conversations.json.]"
 _LEFT_OUT_KINDS = {"thoughts", "reasoning_recap", "model_editable_context", "user_editable_context"}
@@ -48,21 +59,34 @@ _ASSET = re.compile(r"(file[-_][0-9A-Za-z]+)")
 _IMAGES = (".png", ".jpg", ".jpeg", ".webp", ".gif")
 
 
-def export_assets(folder: Path, depth: int = 2) -> dict[str, Path]:
-    """The images of an unzipped ChatGPT export, by the id their asset pointers name."""
-    out: dict[str, Path] = {}
+def export_assets(folder: Path, depth: int = 2) -> dict[str, ExportImage]:
+    """The images of an unzipped ChatGPT export, by the id their asset pointers name: regular files in
+    the folder or its sub-folders (`depth` levels), never through a symbolic link (os.walk does not
+    enter linked folders; a linked file is passed over), so nothing outside the export is named."""
+    try:
+        folder = folder.resolve(strict=True)
+    except OSError:
+        return {}
+    out: dict[str, ExportImage] = {}
     for root, dirs, files in os.walk(folder):
         if len(Path(root).relative_to(folder).parts) >= depth:
             dirs.clear()
         for name in files:
             found = _ASSET.match(name)
-            if found and name.lower().endswith(_IMAGES):
-                out.setdefault(found.group(1), Path(root) / name)
+            if not found or not name.lower().endswith(_IMAGES) or found.group(1) in out:
+                continue
+            path = Path(root) / name
+            try:
+                if not stat.S_ISREG(path.lstat().st_mode):  # a link, a FIFO (its open would wait), a device
+                    continue
+            except OSError:
+                continue
+            out[found.group(1)] = ExportImage(folder, path, _shown_name(name))
     return out
 
 
 def chatgpt_chat(
-    c: dict[str, Any], file_name: str, index: int, plan: Plan, assets: dict[str, Path] | None = None
+    c: dict[str, Any], file_name: str, index: int, plan: Plan, assets: dict[str, ExportImage] | None = None
 ) -> PlannedChat:
     label = where(file_name, index + 1, c.get("title"))
     mapping = c.get("mapping")
@@ -125,7 +149,7 @@ def chatgpt_chat(
 class _Reader:
     """Turns nodes into planned messages, one at a time, parents first."""
 
-    def __init__(self, plan: Plan, fallback: float, assets: dict[str, Path] | None) -> None:
+    def __init__(self, plan: Plan, fallback: float, assets: dict[str, ExportImage] | None) -> None:
         self.plan = plan
         self.assets = assets  # None: attachments are not kept (every image is a line in its message)
         self.fallback = fallback
@@ -158,7 +182,7 @@ class _Reader:
         if role not in ("user", "assistant"):
             self.plan.skip("unknown")
             return above
-        files: list[dict[str, Any]] = []
+        files: list[AttachmentEntry] = []
         text = self._text(kind, content, files)
         recipient = msg.get("recipient")
         if role == "assistant" and isinstance(recipient, str) and recipient not in ("all", ""):
@@ -174,12 +198,11 @@ class _Reader:
         self.messages[place].files = files
         return place
 
-    def _asset(self, pointer: object) -> dict[str, Any] | None:
+    def _asset(self, pointer: object) -> ExportImage | None:
         if not self.assets or not isinstance(pointer, str):
             return None
         found = _ASSET.match(pointer.rpartition("://")[2])
-        path = self.assets.get(found.group(1)) if found else None
-        return _asset_entry(path) if path is not None else None
+        return self.assets.get(found.group(1)) if found else None
 
     def _add(self, above: int | None, role: str, text: str, when: float, calls: list | None = None) -> int:
         self.messages.append(PlannedMessage(above, role, text, when, tool_calls=calls or []))
@@ -208,7 +231,7 @@ class _Reader:
         if not target.tool_calls:  # a tool's output without a call written before it: its call is implied
             target.tool_calls.append({"id": key, "name": name, "arguments": {}, "raw": ""})
         call = target.tool_calls[-1]
-        files: list[dict[str, Any]] = []
+        files: list[AttachmentEntry] = []
         text = self._text(kind, content, files)
         target.files.extend(files)  # a generated image (DALL·E) goes with the answer that asked for it
         for kept in target.tool_messages:
@@ -219,7 +242,7 @@ class _Reader:
                 "is_error": kind == "system_error"}  # fmt: skip
         target.tool_messages.append({"call_id": call["id"], "state": "done", "content": text, "meta": meta})
 
-    def _text(self, kind: object, content: dict[str, Any], files: list[dict[str, Any]] | None = None) -> str:
+    def _text(self, kind: object, content: dict[str, Any], files: list[AttachmentEntry] | None = None) -> str:
         """The text of a node's content; images found beside the export go to `files` (if given)."""
         parts = content.get("parts")
         if isinstance(parts, list):
@@ -250,11 +273,11 @@ class _Reader:
         return ""
 
 
-def _asset_entry(path: Path) -> dict[str, Any]:
-    """An attachment entry read from a file (attachments/imported.py reads it as if attached)."""
-    found = _ASSET.match(path.name)
-    rest = path.name[found.end() :].lstrip("-_") if found else ""
-    return {"name": rest if "." in rest else path.name, "path": str(path)}
+def _shown_name(file_name: str) -> str:
+    """`file-Abc123-leaf.png` is shown as leaf.png."""
+    found = _ASSET.match(file_name)
+    rest = file_name[found.end() :].lstrip("-_") if found else ""
+    return rest if "." in rest else file_name
 
 
 def _call(key: str, recipient: str, kind: object, text: str) -> dict[str, Any]:

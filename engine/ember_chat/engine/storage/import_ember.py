@@ -105,7 +105,6 @@ def _lossless(doc: dict[str, Any], label: str) -> PlannedChat:
         )
     created = number(doc.get("created"))
     updated = number(doc.get("updated"))
-    tools = _dict(doc.get("tools"))
     return PlannedChat(
         title=_text(doc.get("title")) or "Imported chat",
         created_at=created if created is not None else now,
@@ -115,11 +114,27 @@ def _lossless(doc: dict[str, Any], label: str) -> PlannedChat:
         model=doc.get("model") if isinstance(doc.get("model"), str) else None,
         system_prompt=_text(doc.get("system_prompt")),
         params=_dict(doc.get("params")) or {},
-        tools=tools,
+        tools=_tools(doc.get("tools")),
         pinned=doc.get("pinned") is True,
         archived_at=number(doc.get("archived_at")),
         comparisons=comparisons,
     )
+
+
+def _tools(value: object) -> dict[str, Any] | None:
+    """The chat's tool choices, without consent: the tools on (each still asks before it runs) and
+    whether a call is required. "Always allow" grants (`always`) are the user's own, given in this
+    chat on this computer: one a file brought would run its tools with no card, so it is never read."""
+    data = _dict(value)
+    if data is None:
+        return None
+    enabled = data.get("enabled")
+    out: dict[str, Any] = {
+        "enabled": sorted({k for k in enabled if isinstance(k, str)}) if isinstance(enabled, list) else []
+    }
+    if data.get("require_call") is True:
+        out["require_call"] = True
+    return out
 
 
 def _one_branch(doc: dict[str, Any], label: str) -> PlannedChat:

@@ -5,8 +5,9 @@ database is touched. Shared by the readers (import_chatgpt.py, import_ember.py) 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol
 
 from ember_chat.engine.errors import EmberError
@@ -21,6 +22,20 @@ class ImportCancelled(ImportFailed):
     """The user cancelled the import; nothing was written."""
 
 
+@dataclass(frozen=True)
+class ExportImage:
+    """An image file inside a ChatGPT export's folder (import_chatgpt.export_assets found it there): the
+    only attachment an import reads from the disk. It is a type, not a dict, so that no chat file can
+    make one: an entry read from JSON is always a dict, and a dict's `path` is never followed."""
+
+    folder: Path  # the export's folder, resolved: the file is read only while it resolves inside it
+    path: Path
+    name: str  # the name shown on its chip
+
+
+AttachmentEntry = dict[str, Any] | ExportImage  # an Ember export's entry (export_entries' shape) or an image
+
+
 @dataclass
 class PlannedMessage:
     parent: int | None  # place in the chat's `messages` (always before this one), None for a first message
@@ -31,7 +46,7 @@ class PlannedMessage:
     complete: bool = True
     tool_calls: list[dict[str, Any]] = field(default_factory=list)  # as stored: id, name, arguments, raw, error
     tool_messages: list[dict[str, Any]] = field(default_factory=list)  # call_id, state, content, meta
-    files: list[dict[str, Any]] = field(default_factory=list)  # attachment entries (export_entries' shape)
+    files: list[AttachmentEntry] = field(default_factory=list)
 
 
 @dataclass
@@ -79,9 +94,11 @@ class Plan:
 
 class AttachmentSink(Protocol):
     """Keeps a message's attachment entries (attachments/imported.py: AttachmentImporter). Called inside
-    the import's transaction; `rolled_back` when the import did not commit (files it wrote are removed)."""
+    the import's transaction; `add` says what it left out (counts by the kinds importing.py's report
+    names: "by path", "unreadable image"); `rolled_back` when the import did not commit (files it wrote
+    are removed)."""
 
-    def add(self, message_id: int, entries: Sequence[dict[str, Any]]) -> None: ...
+    def add(self, message_id: int, entries: Sequence[AttachmentEntry]) -> Mapping[str, int]: ...
 
     def rolled_back(self) -> None: ...
 

@@ -61,8 +61,9 @@ def import_chats(
     attachments: AttachmentSink | None = None,
 ) -> ImportReport:
     """Import every chat in the file at `path`, or none (ImportFailed, ImportCancelled). `attachments`
-    keeps the attached files of an Ember export (attachments/imported.py); without it they are named
-    in the report's `skipped`.
+    keeps the attached files of an Ember export and the images beside a ChatGPT export
+    (attachments/imported.py: from the content the file holds, never from a path it names); without it
+    they are named in the report's `skipped`.
 
     Python's cyclic garbage collector is paused meanwhile: the file's millions of small values hold no
     cycles (reference counting frees them), and its full passes over them held the interpreter for
@@ -281,7 +282,8 @@ def _write(
             ],
         )
         if m.files and attachments is not None:
-            attachments.add(mid, m.files)
+            for kind, count in attachments.add(mid, m.files).items():
+                plan.skip(kind, count)
         elif m.files:
             plan.skip("file", len(m.files))
     if chat.active is not None:
@@ -326,6 +328,10 @@ _SKIPPED = {
     "file": "{n} attached file{s} (their content is in the file, but this import did not keep attachments)",
     "tool output": "{n} tool output{s} with no answer before {them} to belong to",
     "unknown": "{n} message part{s} of a kind Ember does not show",
+    # an entry that names a file on a computer instead of holding its content (no export of Ember's
+    # writes one): never read, whether or not such a file exists here
+    "by path": "{n} attached file{s} given only as a path, not as content (Ember never opens a path a chat file names)",
+    "unreadable image": "{n} image{s} of the export that could not be read from its folder",
 }
 
 
