@@ -1,7 +1,8 @@
 """A chat's tools in the window (`window.tools.choices`): the Tools button by the message box (how many
 tools the chat has on, about how many tokens their definitions take, the popup to tick them), the
 choices kept with each chat (ConversationStore.chat_tools / set_chat_tools), and the chat's tool session
-the controller asks for before an answer (`controller.tool_session_for`).
+the controller asks for before an answer (`controller.tool_session_for`). The popup lists the chat's
+"always allow" grants with a Revoke button each (`revoke_always`).
 
 A chat chooses its tools before it exists (a new chat): the choice is kept as a draft and goes to the
 chat when its first message creates it; the next new chat starts with none."""
@@ -39,6 +40,7 @@ class ChatToolChoices(QObject):
         self.button.content = self.popup_content
         self.button.tool_toggled.connect(self.set_tool_on)
         self.button.require_toggled.connect(self.set_require_call)
+        self.button.grant_revoked.connect(self.revoke_always)
         self.button.settings_requested.connect(tools.open_dialog)
         _insert_by(window.composer.attach_button, self.button)
         QTimer.singleShot(0, self._chain_tab)  # after the window's own Tab order is set
@@ -94,6 +96,13 @@ class ChatToolChoices(QObject):
     def set_require_call(self, on: bool) -> None:
         """The model must call a tool first in each answer of the chat the window shows (kept with it)."""
         self._keep(replace(self.chat_tools(), require_call=on))
+
+    def revoke_always(self, key: str) -> None:
+        """Take back a tool's "always allow" in the chat the window shows: its calls ask again (from the
+        next generation on: a continuation reads the chat's choices again)."""
+        chat = self.chat_tools()
+        self._keep(replace(chat, always=chat.always - {key}))
+        self.button.refresh_popup()
 
     def _keep(self, new: ChatTools) -> None:
         cid = self.w.controller.conversation_id
@@ -169,7 +178,13 @@ class ChatToolChoices(QObject):
             if self.w.controller.conversation_id is not None
             else self.tr("Tools for the new chat")
         )
-        return PopupContent(title, tuple(groups), tool_tokens_estimate([e.spec for e in on]), notes, chat.require_call)
+        allowed = []
+        for key in sorted(chat.always):
+            entry = self.t.registry.entry(key)
+            name = f"{entry.original_name} ({entry.source})" if entry is not None else key  # (its server is gone)
+            allowed.append(ToolChoice(key, name, entry.spec.description if entry is not None else ""))
+        tokens = tool_tokens_estimate([e.spec for e in on])
+        return PopupContent(title, tuple(groups), tokens, notes, chat.require_call, tuple(allowed))
 
 
 def _insert_by(neighbour: QWidget, widget: QWidget) -> None:

@@ -1,6 +1,7 @@
 """The Tools button by the message box: how many tools this chat offers the model and about how many
 tokens their definitions take from the context, and a popup with a checkbox per tool, grouped by where
-it comes from (Built-in, each MCP server), to turn them on or off for this chat.
+it comes from (Built-in, each MCP server), to turn them on or off for this chat, and the tools the chat
+runs without asking ("Always allow" on a consent card), each with a Revoke button.
 
 The button only shows what its host (WindowTools) gives it: the popup's content is asked for each time
 it opens (`content`), and a box ticked is handed back (`tool_toggled`)."""
@@ -16,6 +17,7 @@ from PySide6.QtWidgets import (
     QApplication,
     QCheckBox,
     QFrame,
+    QHBoxLayout,
     QLabel,
     QPushButton,
     QScrollArea,
@@ -51,6 +53,7 @@ class PopupContent:
     tokens: int = 0
     notes: tuple[str, ...] = field(default=())
     require_call: bool = False  # the model must call a tool first in each answer
+    allowed: tuple[ToolChoice, ...] = ()  # the chat's "always allow" grants (`name` says the tool and its source)
 
 
 def tokens_text(tokens: int) -> str:
@@ -66,6 +69,7 @@ class ToolsPopup(QWidget):
         on_toggle: Callable[[str, bool], None],
         on_require: Callable[[bool], None] | None = None,
         parent: QWidget | None = None,
+        on_revoke: Callable[[str], None] | None = None,
     ):
         super().__init__(parent)
         c = active_colors()
@@ -74,6 +78,7 @@ class ToolsPopup(QWidget):
         self.setPalette(QApplication.palette())
         self.setAutoFillBackground(True)
         self.boxes: dict[str, QCheckBox] = {}
+        self.revoke_buttons: dict[str, QPushButton] = {}  # registry key -> its grant's Revoke
         outer = QVBoxLayout(self)
         outer.setContentsMargins(12, 10, 12, 10)
         title = QLabel(content.title)
@@ -136,6 +141,8 @@ class ToolsPopup(QWidget):
         self.require_hint = QLabel(self.tr("(for models that do not call tools by themselves)"))
         self.require_hint.setStyleSheet(f"color:{c.secondary}; margin-left:22px")
         outer.addWidget(self.require_hint)
+        if content.allowed:
+            self._grants(outer, content.allowed, on_revoke)
         self.summary = QLabel()
         self.summary.setWordWrap(True)
         self.summary.setStyleSheet(f"color:{c.secondary}")
@@ -149,6 +156,32 @@ class ToolsPopup(QWidget):
         self.settings_button.setAccessibleName(self.tr("Open the tools settings"))
         outer.addWidget(self.settings_button, 0, Qt.AlignmentFlag.AlignLeft)
         self.show_tokens(sum(1 for b in self.boxes.values() if b.isChecked()), content.tokens)
+
+    def _grants(
+        self, outer: QVBoxLayout, allowed: tuple[ToolChoice, ...], on_revoke: Callable[[str], None] | None
+    ) -> None:
+        """The tools this chat runs without asking, each with Revoke (its calls ask again)."""
+        c = active_colors()
+        heading = QLabel(self.tr("Always allowed in this chat (they run without asking):"))
+        heading.setWordWrap(True)
+        heading.setStyleSheet(f"color:{c.secondary}; margin-top:6px")
+        outer.addWidget(heading)
+        for tool in allowed:
+            row = QHBoxLayout()
+            row.setContentsMargins(0, 0, 0, 0)
+            label = QLabel(tool.name)
+            label.setToolTip(tool.description)
+            row.addWidget(label)
+            row.addStretch(1)
+            button = QPushButton(self.tr("Revoke"))
+            button.setAccessibleName(self.tr("Revoke always allowing {tool}").format(tool=tool.name))
+            button.setAccessibleDescription(self.tr("Its calls in this chat ask again before they run."))
+            label.setBuddy(button)
+            if on_revoke is not None:
+                button.clicked.connect(lambda _checked=False, key=tool.key: on_revoke(key))
+            self.revoke_buttons[tool.key] = button
+            row.addWidget(button)
+            outer.addLayout(row)
 
     def show_tokens(self, count: int, tokens: int) -> None:
         self.require_box.setEnabled(count > 0)  # (a call can only be required of a chat with tools on)
@@ -168,6 +201,7 @@ class ToolsButton(QToolButton):
 
     tool_toggled = Signal(str, bool)  # registry key, on
     require_toggled = Signal(bool)  # "Make the model call a tool first"
+    grant_revoked = Signal(str)  # registry key: its "always allow" in this chat taken back
     settings_requested = Signal()
     popup_shown = Signal()  # (tests)
 
@@ -203,7 +237,9 @@ class ToolsButton(QToolButton):
     def open_popup(self) -> ToolsPopup:
         """The popup, filled now, above the button (the message box is at the window's bottom); it does not
         block the event loop. Esc or a click elsewhere closes it."""
-        self.popup = ToolsPopup(self.content(), self.tool_toggled.emit, self.require_toggled.emit)
+        self.popup = ToolsPopup(
+            self.content(), self.tool_toggled.emit, self.require_toggled.emit, on_revoke=self.grant_revoked.emit
+        )
         self.popup.settings_button.clicked.connect(self._open_settings)
         self.frame.hold(self.popup)
         size = self.frame.sizeHint()
@@ -224,9 +260,12 @@ class ToolsButton(QToolButton):
         if not self.frame.isVisible() or self.popup is None:
             return
         focused = next((k for k, box in self.popup.boxes.items() if box.hasFocus()), None)
+        on_revoke = any(button.hasFocus() for button in self.popup.revoke_buttons.values())
         popup = self.open_popup()
         if focused in popup.boxes:
             popup.boxes[focused].setFocus()
+        elif on_revoke and popup.revoke_buttons:  # one revoked: the keyboard stays among the grants
+            next(iter(popup.revoke_buttons.values())).setFocus()
 
     def _open_settings(self) -> None:
         self.frame.close()
