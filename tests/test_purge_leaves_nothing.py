@@ -1,10 +1,10 @@
 """Deleted for good leaves nothing (issue 27, item 4 and its habit): after a chat is deleted for good —
 `ember-chat chats rm --purge`, Chat ▸ Delete all chats… in the window, 30 days in the Trash — no file under
-the data folder holds its words or its tokens: not the database (read as bytes, its WAL too), not its
-attachment's file, not the saved conversation caches (`kv-snapshots/*.kvsnap`, which hold tokens, not
-text), and the model keeps none of it in memory (its RAM caches, its live sequences) to write there later.
-Backups are the user's own copies (README, "Where your data lives"): a deletion for good leaves them as they
-are, and the dialogs and the command line say so.
+the data folder holds its words or its tokens: not the database (read as bytes, its WAL too: messages,
+search index, tool grants and results), not its attachment's file, not the saved conversation caches
+(`kv-snapshots/*.kvsnap`, which hold tokens, not text), and the model keeps none of it in memory (its RAM
+caches, its live sequences) to write there later. Backups are the user's own copies (README, "Where your
+data lives"): a deletion for good leaves them as they are, and the dialogs and the command line say so.
 
 The caches are made by the real runtime on the tiny model (tests/gguf_factory.py), the purges go through
 the installed `ember-chat` and the real window."""
@@ -23,6 +23,7 @@ from ember_chat.app.shell.main_window import MainWindow
 from ember_chat.engine.attachments import AttachmentStore, read_attachment_bytes
 from ember_chat.engine.core.messages import ChatMessage
 from ember_chat.engine.core.params import LoadConfig, SamplingParams
+from ember_chat.engine.core.tools import ChatTools, ToolCall, ToolResult
 from ember_chat.engine.inference.kv_snapshots import SnapshotStore
 from ember_chat.engine.inference.metrics import GenerationMetrics
 from ember_chat.engine.inference.service import EngineService, GenerationRequest, GenerationSink
@@ -71,8 +72,9 @@ def holding(data_dir: Path, secrets: dict[str, bytes]) -> dict[str, set[str]]:
 def cached_chat(
     store: ConversationStore, atts: AttachmentStore, model: Path, data_dir: Path, secret: str
 ) -> tuple[int, bytes]:
-    """A chat whose long message and attached file hold `secret`, answered by the model as the window
-    answers it, its conversation cache saved in the data folder (as at quit). Returns (chat id, token probe)."""
+    """A chat whose long message, attached file, tool grant and tool result hold `secret`, answered by the
+    model as the window answers it, its conversation cache saved in the data folder (as at quit). Returns
+    (chat id, token probe)."""
     conv = store.create_conversation(f"Locker {secret}")
     text = long_message(secret)
     question = store.add_message(conv.id, "user", text)
@@ -84,7 +86,12 @@ def cached_chat(
         probe = token_probe(rt.tokenize, secret)
         said = "".join(getattr(e, "text", "") for e in rt.chat([ChatMessage("user", text)], GREEDY))
     caches.close()  # (the model's close put its conversation in the store; this writes it)
-    store.add_message(conv.id, "assistant", said or "…", parent_id=question.id)
+    answer = store.add_message(conv.id, "assistant", said or "…", parent_id=question.id)
+    grant = f"open_{secret.lower()}"  # the chat's tool grants, a call and its result
+    store.set_chat_tools(conv.id, ChatTools(frozenset({grant}), frozenset({grant})))
+    call = ToolCall("call00001", grant, {"locker": 3}, '{"locker": 3}')
+    store.set_tool_calls(answer.id, [call])
+    store.set_tool_result(answer.id, ToolResult(call.id, grant, f"opened with {secret}"), source="Built-in")
     return conv.id, probe
 
 
