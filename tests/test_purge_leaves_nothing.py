@@ -147,6 +147,20 @@ def test_chats_old_enough_to_leave_the_trash_at_open_take_their_caches_with_them
         opened.close()
 
 
+def test_deleted_messages_take_the_caches_with_them_when_the_store_closes(tiny_model: Path, tmp_path: Path) -> None:
+    """A deleted message can be undone while Ember runs, so its words and caches stay until the store closes
+    (as Ember quits); then the privacy sweep takes both."""
+    paths = AppPaths(tmp_path / "data", tmp_path / "config")
+    store = ConversationStore(paths.database)
+    cid, probe = cached_chat(store, AttachmentStore(paths, store), tiny_model, paths.data_dir, "Frobnoodle")
+    (first,) = [m for m in store.messages(cid) if m.parent_id is None]
+    store.organise.delete_messages(first.id)
+    assert list((paths.data_dir / "kv-snapshots").glob("*.kvsnap"))  # (the undo may still want it)
+    store.close()
+    left = holding(paths.data_dir, {"Frobnoodle": probe})
+    assert list(left) == ["chats.sqlite3"]  # its title ("Locker Frobnoodle") only: the chat stays
+
+
 class _Sink(GenerationSink):
     def __init__(self) -> None:
         self.metrics: GenerationMetrics | None = None
