@@ -4,7 +4,9 @@ JSON schema), from OpenAI's `response_format` or llama.cpp's `grammar` / `json_s
 The converter and the JSON grammar are llama-cpp-python's own (`llama_cpp.llama_grammar`, a port of
 llama.cpp's json_schema_to_grammar); llama_cpp is imported only when a grammar is asked for, so the
 modules the CLI and the window import at start stay light. Every input is checked here, with a
-sentence that says what is wrong, before a generation starts."""
+sentence that says what is wrong, before a generation starts — and every grammar, given or made from
+a schema, is held to grammar_limits.py's limits before llama.cpp's parser sees it (a grammar over
+them crashes or hangs the process, where no exception can be caught)."""
 
 from __future__ import annotations
 
@@ -14,6 +16,10 @@ from typing import Any
 
 from ember_chat.engine.core.params import SamplingParams
 from ember_chat.engine.errors import InvalidParameter
+from ember_chat.engine.inference.grammar_limits import check_grammar_limits
+
+MAX_SCHEMA_DEPTH = 64  # objects and arrays inside each other in a schema (the converter recurses on them)
+HELD_REPEAT = 256  # a longer maxLength or maxItems is checked after the answer, not held by the grammar
 
 _LOOSE_CHAR = r'char ::= [^"\\] |'
 _JSON_CHAR = r'char ::= [^"\\\x7F\x00-\x1F] |'
@@ -31,10 +37,11 @@ def schema_grammar(schema: object) -> str:
     InvalidParameter when it is not a schema the converter understands."""
     if not isinstance(schema, dict):
         raise InvalidParameter(f"A JSON schema must be a JSON object, got {json.dumps(schema)[:80]}.")
+    _check_depth(schema)
     from llama_cpp.llama_grammar import json_schema_to_gbnf
 
     try:
-        gbnf = json_schema_to_gbnf(json.dumps(_small_ranges_as_enums(schema)))
+        gbnf = json_schema_to_gbnf(json.dumps(_as_the_grammar_holds(schema)))
     except RecursionError as exc:
         raise InvalidParameter("The JSON schema refers to itself too deeply to be turned into a grammar.") from exc
     except Exception as exc:  # the converter asserts and indexes; its messages name the bad part
@@ -42,20 +49,45 @@ def schema_grammar(schema: object) -> str:
         raise InvalidParameter(f"The JSON schema cannot be used to constrain the answer: {detail}.") from exc
     # llama-cpp-python's port lets a string hold raw control characters, which JSON forbids (and the
     # tiny test model does write them); llama.cpp's own converter excludes them, as here.
-    return gbnf.replace(_LOOSE_CHAR, _JSON_CHAR)
+    gbnf = gbnf.replace(_LOOSE_CHAR, _JSON_CHAR)
+    try:  # (a schema writes grammars a request could not: a pattern's {1,5000} is 5,000 nested groups)
+        check_grammar_limits(gbnf)
+    except InvalidParameter as exc:
+        raise InvalidParameter(f"The JSON schema cannot be used to constrain the answer: {exc}") from None
+    return gbnf
+
+
+def _check_depth(schema: dict[str, Any]) -> None:
+    """InvalidParameter for a schema nested deeper than MAX_SCHEMA_DEPTH (read without recursion)."""
+    todo: list[tuple[object, int]] = [(schema, 1)]
+    while todo:
+        node, depth = todo.pop()
+        if depth > MAX_SCHEMA_DEPTH:
+            raise InvalidParameter(
+                f"The JSON schema nests objects and arrays more than {MAX_SCHEMA_DEPTH} deep; "
+                "define the inner parts once in $defs and refer to them with $ref."
+            )
+        children = node.values() if isinstance(node, dict) else node if isinstance(node, list) else ()
+        todo.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
 
 
 SMALL_RANGE = 256  # an integer range this small is held by the grammar (as the list of its values)
 
 
-def _small_ranges_as_enums(node: Any) -> Any:
-    """llama-cpp-python's converter ignores `minimum`/`maximum`: an integer with a small range becomes
-    the list of its values, which the grammar does hold (a larger range is checked after the answer)."""
+def _as_the_grammar_holds(node: Any) -> Any:
+    """The schema as the grammar holds it; what it does not hold is checked after the answer
+    (json_check.py, and a tool call's arguments against the schema). llama-cpp-python's converter
+    ignores `minimum`/`maximum`: an integer with a small range becomes the list of its values. It
+    writes a string's `maxLength` or an array's `maxItems` as that many groups nested in each other
+    (a maxLength of 20,000 overflowed llama.cpp's parser): past HELD_REPEAT, the limit is left out."""
     if isinstance(node, list):
-        return [_small_ranges_as_enums(item) for item in node]
+        return [_as_the_grammar_holds(item) for item in node]
     if not isinstance(node, dict):
         return node
-    out = {key: _small_ranges_as_enums(value) for key, value in node.items()}
+    out = {key: _as_the_grammar_holds(value) for key, value in node.items()}
+    for key in ("maxLength", "maxItems"):
+        if isinstance(out.get(key), int) and out[key] > HELD_REPEAT:
+            del out[key]
     if out.get("type") != "integer" or "enum" in out or "const" in out:
         return out
     bounds = {k: v for k, v in out.items() if k in _BOUNDS and isinstance(v, (int, float)) and not isinstance(v, bool)}
@@ -76,6 +108,7 @@ def check_grammar(text: object) -> str:
     """`text` if it is a GBNF grammar llama.cpp can parse (with a `root` rule); else InvalidParameter."""
     if not isinstance(text, str) or not text.strip():
         raise InvalidParameter("A grammar must be GBNF text with a root rule, not empty.")
+    check_grammar_limits(text)  # (before llama.cpp's parser: one over them crashes or hangs it)
     import llama_cpp
 
     from ember_chat.engine.inference.llama_log import route_llama_log

@@ -21,6 +21,7 @@ from llama_cpp._internals import LlamaTokenDataArray
 
 from ember_chat.engine.core.params import SamplingParams
 from ember_chat.engine.errors import InvalidParameter
+from ember_chat.engine.inference.grammar_limits import check_grammar_limits
 from ember_chat.engine.inference.kv_prefix import resume_point
 
 
@@ -29,6 +30,7 @@ def generate_with_grammar(
 ) -> Iterator[int]:
     """Like `Llama.generate` (from the longest prefix of `tokens` already in the KV cache, endless until
     closed), with every token allowed by `grammar` (GBNF, checked before)."""
+    check_grammar_limits(grammar)  # (every grammar, the tools' too: llama.cpp's parser must not see one over them)
     vocab = llama_cpp.llama_model_get_vocab(llm.model)
     check = llama_cpp.llama_sampler_init_grammar(vocab, grammar.encode("utf-8"), b"root")
     if not check:

@@ -22,6 +22,9 @@ from ember_chat.engine.core.states import StopReason
 from ember_chat.engine.core.tools import TOOL_CHOICES, InvalidCall, ToolCall, ToolRequest, ToolSpec
 from ember_chat.engine.errors import InvalidParameter
 from ember_chat.engine.inference.grammar import schema_grammar
+from ember_chat.engine.inference.grammar_limits import check_grammar_limits
+from ember_chat.engine.inference.tool_formats import ToolFormat
+from ember_chat.engine.inference.tool_grammar import ToolGrammar
 from ember_chat.engine.serve.api_error import ApiError
 
 TOOL_FIELDS = ("tools", "tool_choice", "parallel_tool_calls")
@@ -62,13 +65,18 @@ def tool_request(body: dict[str, Any], kind: str) -> ToolRequest | None:
 
 def check_tool_schemas(tools: ToolRequest) -> None:
     """For a local model, whose grammar holds calls to their schemas: each tool's parameters can be
-    turned into a grammar (else a 400 naming the tool, before the request waits in the queue)."""
+    turned into a grammar (else a 400 naming the tool, before the request waits in the queue), and
+    the grammar of all the calls together is within grammar_limits' limits (many large schemas)."""
     for i, spec in enumerate(tools.tools):
         try:
             schema_grammar(spec.parameters)
         except InvalidParameter as exc:
             message = f"tools[{i}] ({spec.name}): its parameters cannot hold the model's calls to them. {exc}"
             raise ApiError(400, message, param="tools") from None
+    try:  # (the Hermes form: the other families' add a few literals around the same rules)
+        check_grammar_limits(ToolGrammar(ToolFormat.HERMES, tools).grammar())
+    except InvalidParameter as exc:
+        raise ApiError(400, f"The tools together cannot hold the model's calls to them. {exc}", param="tools") from None
 
 
 def _choice(raw: Any) -> str:

@@ -1,0 +1,93 @@
+"""grammar_limits refuses nothing llama.cpp is made for: the grammars llama-cpp-python ships, the JSON
+schema converter's, Ember's tool grammars and the syntax corners of GBNF pass and parse in llama.cpp;
+what it refuses (tests/hostile/grammars.py, through the API in test_api_grammar_limits.py) it refuses
+without llama.cpp and in milliseconds."""
+
+from __future__ import annotations
+
+import time
+
+import llama_cpp
+import pytest
+from llama_cpp import llama_grammar
+
+from ember_chat.engine.core.tools import ToolRequest, ToolSpec
+from ember_chat.engine.errors import InvalidParameter
+from ember_chat.engine.inference.grammar import check_grammar, json_grammar, schema_grammar
+from ember_chat.engine.inference.grammar_limits import check_grammar_limits
+from ember_chat.engine.inference.llama_log import route_llama_log
+from ember_chat.engine.inference.tool_formats import ToolFormat
+from ember_chat.engine.inference.tool_grammar import ToolGrammar
+from tests.hostile import grammars
+
+WEATHER = {
+    "type": "object",
+    "properties": {
+        "city": {"type": "string", "maxLength": 100},
+        "days": {"type": "integer", "minimum": 1, "maximum": 14},
+        "tags": {"type": "array", "items": {"type": "string", "pattern": "^[a-z]+(-[a-z]+)*$"}, "maxItems": 20},
+    },
+    "required": ["city"],
+}
+CORNERS = [  # GBNF that llama.cpp parses: escapes, classes, comments, repetitions, groups across lines
+    'root ::= "\\x41\\u00e9\\U0001F600\\t\\"\\\\" [\\]\\-a-z] [^"] .\n',
+    'root ::= ( # a comment\n  a | b )+ c{2} c{1,3} c{0,} c? # end\na ::= [a]\nb ::= [b]\nc ::= "c"\n',
+    'root ::= ""\n',
+    'root ::= ("a"?)* "b"\n',
+    'root ::= "[" ( "1" ( "," "1" ){0,1000} )? "]"\r\n',
+]
+
+
+def parses(text: str) -> bool:
+    route_llama_log()
+    sampler = llama_cpp.llama_sampler_init_grammar(None, text.encode(), b"root")
+    if sampler:
+        llama_cpp.llama_sampler_free(sampler)
+    return bool(sampler)
+
+
+def legitimate() -> list[str]:
+    shipped = [getattr(llama_grammar, n) for n in dir(llama_grammar) if n.endswith("_GBNF")]
+    tools = ToolRequest((ToolSpec("get_weather", "Weather.", WEATHER), ToolSpec("noop", "Nothing.", {})), "required")
+    made = [json_grammar(), schema_grammar(WEATHER), *(ToolGrammar(f, tools).grammar() for f in ToolFormat)]
+    return [*shipped, *made, *CORNERS]
+
+
+def test_what_llama_cpp_is_made_for_passes() -> None:
+    for text in legitimate():
+        check_grammar_limits(text)
+        assert parses(text), text
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        grammars.nested_parentheses(),
+        grammars.inverted_repetition(),
+        grammars.branching_rules(),
+        grammars.growing_left_recursion(),
+    ],
+    ids=["nested_parentheses", "inverted_repetition", "branching_rules", "growing_left_recursion"],
+)
+def test_a_hostile_grammar_is_refused_quickly_and_before_llama_cpp(text: str) -> None:
+    start = time.perf_counter()
+    with pytest.raises(InvalidParameter):
+        check_grammar(text)
+    assert time.perf_counter() - start < 1.0
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ('root ::= "a" "b"{0,2000}' * 1 + "\n" + 'x ::= "a"{0,2000}\n' * 30, "more than 50,000 rules"),
+        ('root ::= "a"\x00', "NUL character"),
+        ("root ::= missing\n", "the rule 'missing' is used but not defined"),
+        ('root ::= "a" )\n', "not valid GBNF: expecting the end of the rule, found ')' at line 1, column 14"),
+        ("root ::= " + '"a" ' * 60_000 + "\n", "the limit is 200,000"),
+    ],
+    ids=["rules", "nul", "undefined", "syntax", "size"],
+)
+def test_each_limit_says_what_is_wrong(text: str, says: str) -> None:
+    with pytest.raises(InvalidParameter) as info:
+        check_grammar_limits(text)
+    assert says in str(info.value)
