@@ -35,6 +35,11 @@ class ContextOverflowError(EmberError):
     """A single message (plus the system prompt) is larger than the model's context window."""
 
 
+class HistoryTooLong(ContextOverflowError):
+    """The conversation fits the context only without its oldest messages, and the request asked for
+    all of them (an API client that did not opt into trimming)."""
+
+
 class GenerationError(EmberError):
     """llama.cpp failed while generating (not a user stop)."""
 

@@ -11,7 +11,7 @@ from typing import Generic, TypeVar
 from ember_chat.engine.core.messages import ChatMessage
 from ember_chat.engine.core.params import SamplingParams
 from ember_chat.engine.core.tools import ToolRequest, ToolSpec
-from ember_chat.engine.errors import ContextOverflowError, InvalidParameter
+from ember_chat.engine.errors import ContextOverflowError, HistoryTooLong, InvalidParameter
 from ember_chat.engine.inference.grammar import wants_json
 
 P = TypeVar("P")
@@ -64,26 +64,78 @@ class FittedPrompt(Generic[P]):
     dropped: int  # messages left out
 
 
+class FitStopped(Exception):
+    """The request was stopped while its conversation was being fitted to the context."""
+
+
+def cut_points(messages: list[ChatMessage]) -> list[int]:
+    """Where the kept history may start, newest cut last: the first message after the leading system
+    messages (nothing left out), then each later user message (never an orphaned answer or tool
+    result first). The leading system messages are always kept."""
+    first = next((i for i, m in enumerate(messages) if m.role != "system"), len(messages))
+    return [first, *(i for i in range(first + 1, len(messages)) if messages[i].role == "user")]
+
+
 def fit_to_context(
-    messages: list[ChatMessage], render: Callable[[list[ChatMessage]], tuple[P, int]], n_ctx: int, reserve: int
+    messages: list[ChatMessage],
+    render: Callable[[list[ChatMessage]], tuple[P, int]],
+    n_ctx: int,
+    reserve: int,
+    *,
+    trim: bool = True,
+    stopped: Callable[[], bool] = lambda: False,
+    discard: Callable[[P], None] = lambda _rendered: None,
 ) -> FittedPrompt[P]:
-    """Render (`render(kept) -> (prompt, its token count)`) with the oldest turns left out until the
-    prompt and `reserve` tokens for the answer fit `n_ctx`; ContextOverflowError when even the last
-    turn alone does not."""
-    kept = list(messages)
-    dropped = 0
-    while True:
-        rendered, n_tokens = render(kept)
+    """Render (`render(kept) -> (prompt, its token count)`) with the fewest oldest turns left out that
+    let the prompt and `reserve` tokens for the answer fit `n_ctx`. ContextOverflowError when even the
+    last turn alone does not fit; HistoryTooLong when it would fit only without its oldest turns and
+    `trim` is False (known after the whole conversation and the last turn were rendered, nothing more).
+
+    A render costs the tokens it renders, so the conversation is rendered whole once (it usually
+    fits), then from the newest turn back: the last turn alone, then twice as many turns each time
+    until they do not fit, then a binary search between the two — O(log turns) renders, each about the
+    size of the context, however long the conversation. `stopped` is checked before each render
+    (FitStopped); `discard` is given each rendering that is not the one returned (images to free)."""
+    cuts = cut_points(messages)
+    head = messages[: cuts[0]]
+
+    def attempt(k: int) -> tuple[P, int]:
+        if stopped():
+            raise FitStopped
+        return render(head + messages[cuts[k] :])
+
+    rendered, n_tokens = attempt(0)
+    if n_tokens + reserve <= n_ctx:
+        return FittedPrompt(rendered, n_tokens, 0)
+    last = len(cuts) - 1
+    if last > 0:
+        discard(rendered)
+        rendered, n_tokens = attempt(last)
+    if n_tokens + reserve > n_ctx:
+        discard(rendered)
+        raise ContextOverflowError(
+            f"The message needs {n_tokens:,} tokens (with the system prompt), but the context holds "
+            f"{n_ctx:,} and {reserve:,} are kept for the answer. "
+            "Shorten the message or load the model with a longer context."
+        )
+    if not trim:
+        discard(rendered)
+        raise HistoryTooLong(
+            f"The conversation is longer than the context ({n_ctx:,} tokens, {reserve:,} of them kept for the "
+            "answer): it fits only without its oldest messages."
+        )
+    best = FittedPrompt(rendered, n_tokens, cuts[last] - cuts[0])
+    fits, too_long = last, 0  # cut indices: the newest turns from `fits` on fit, from `too_long` on they do not
+    step = 1
+    while fits - too_long > 1:  # widen from the newest end while it fits, then halve the gap
+        k = max(too_long + 1, fits - step) if step else (fits + too_long) // 2
+        rendered, n_tokens = attempt(k)
         if n_tokens + reserve <= n_ctx:
-            return FittedPrompt(rendered, n_tokens, dropped)
-        first = next(i for i, m in enumerate(kept) if m.role != "system")
-        # what is left out goes up to the next user message: never an orphaned answer or tool result first
-        nxt = next((i for i in range(first + 1, len(kept)) if kept[i].role == "user"), None)
-        if nxt is None:
-            raise ContextOverflowError(
-                f"The message needs {n_tokens:,} tokens (with the system prompt), but the context holds "
-                f"{n_ctx:,} and {reserve:,} are kept for the answer. "
-                "Shorten the message or load the model with a longer context."
-            )
-        dropped += nxt - first
-        del kept[first:nxt]
+            discard(best.rendered)
+            best, fits = FittedPrompt(rendered, n_tokens, cuts[k] - cuts[0]), k
+            if step:
+                step *= 2
+        else:
+            discard(rendered)
+            too_long, step = k, 0
+    return best

@@ -23,6 +23,7 @@ from ember_chat.engine.core.messages import ChatMessage
 from ember_chat.engine.core.reasoning import split_thinking
 from ember_chat.engine.core.tools import ToolSpec
 from ember_chat.engine.errors import InvalidParameter
+from ember_chat.engine.inference.control_text import ControlText
 from ember_chat.engine.inference.tools_render import (
     TemplateTraits,
     adapt_for_template,
@@ -55,6 +56,8 @@ BUILTIN_BY_ARCH = {
 class ChatTemplate(Protocol):
     name: str
     thinking_switch: bool  # the template can turn a reasoning model's thinking on and off
+    # the model's control tokens, kept out of the content (see control_text.py); None: content as it is
+    guard: ControlText | None
 
     def render(
         self, messages: list[ChatMessage], thinking: bool | None = None, tools: list[ToolSpec] | None = None
@@ -73,15 +76,28 @@ def builtin_template_names() -> tuple[str, ...]:
     return tuple(arr[i].decode() for i in range(n))
 
 
+def template_input(
+    messages: list[ChatMessage], tools: list[ToolSpec] | None, guard: ControlText | None
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]] | None]:
+    """The messages and tools as templates read them, with the text that came from people, files and
+    tools defused by `guard` (what the template adds after this, such as the Hermes wrapping of calls
+    and results, is the template's own)."""
+    shaped, listed = [template_message(m) for m in messages], template_tools(tools)
+    if guard is None:
+        return shaped, listed
+    return guard.defuse(shaped), guard.defuse(listed)
+
+
 class BuiltinTemplate:
     """One of llama.cpp's own templates (`llama_chat_apply_template`)."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, guard: ControlText | None = None) -> None:
         if name not in builtin_template_names():
             raise InvalidParameter(
                 f"unknown chat template {name!r}; built-in ones are: {', '.join(builtin_template_names())}."
             )
         self.name = name
+        self.guard = guard
 
     thinking_switch = False
 
@@ -90,7 +106,7 @@ class BuiltinTemplate:
     ) -> str:
         # llama.cpp's built-in formats have no place for tools: they are described, called and answered
         # in Hermes text inside the messages (the format tool_calls reads back for such models)
-        shaped = hermes_fallback([template_message(m) for m in messages], template_tools(tools))
+        shaped = hermes_fallback(*template_input(messages, tools, self.guard))
         arr = (llama_cpp.llama_chat_message * len(shaped))()
         keep = []  # the C array points into these bytes objects
         for i, m in enumerate(shaped):
@@ -158,6 +174,7 @@ class JinjaTemplate:
         eos_token: str,
         name: str = "gguf",
         clock: Callable[[], datetime] = datetime.now,
+        guard: ControlText | None = None,
     ) -> None:
         try:
             self._template = template_environment(clock).from_string(source)
@@ -166,6 +183,7 @@ class JinjaTemplate:
         self._bos = bos_token
         self._eos = eos_token
         self.name = name
+        self.guard = guard
         self.thinking_switch = "enable_thinking" in source
         self.traits = TemplateTraits.of(source)
         self._clock = clock
@@ -177,9 +195,8 @@ class JinjaTemplate:
         switch: dict[str, Any] = {"enable_thinking": thinking} if thinking is not None and self.thinking_switch else {}
         if self._dated:
             switch["date_string"] = self._clock().strftime("%d %b %Y")
-        shaped, tools_arg = adapt_for_template(
-            [template_message(m) for m in messages], self.traits, template_tools(tools)
-        )
+        shaped, listed = template_input(messages, tools, self.guard)
+        shaped, tools_arg = adapt_for_template(shaped, self.traits, listed)
         try:
             return self._template.render(
                 messages=shaped,
@@ -200,8 +217,9 @@ class UnusableTemplate:
     name = "unusable"
     thinking_switch = False
 
-    def __init__(self, problem: str) -> None:
+    def __init__(self, problem: str, guard: ControlText | None = None) -> None:
         self.problem = problem
+        self.guard = guard  # (for the built-in format used in its place)
 
     def render(
         self, messages: list[ChatMessage], thinking: bool | None = None, tools: list[ToolSpec] | None = None
@@ -215,22 +233,24 @@ def choose_template(
     bos_token: str,
     eos_token: str,
     override: str | None = None,
+    guard: ControlText | None = None,
 ) -> ChatTemplate:
-    """Pick the template for a model; `override` is a built-in name or a Jinja template text."""
+    """Pick the template for a model; `override` is a built-in name or a Jinja template text; `guard`:
+    the model's control tokens, kept out of the content."""
     if override:
         if "{" in override:
-            return JinjaTemplate(override, bos_token, eos_token, name="custom")
-        return BuiltinTemplate(override)
+            return JinjaTemplate(override, bos_token, eos_token, name="custom", guard=guard)
+        return BuiltinTemplate(override, guard)
     if gguf_template:
-        return JinjaTemplate(gguf_template, bos_token, eos_token)
-    return builtin_for(architecture)
+        return JinjaTemplate(gguf_template, bos_token, eos_token, guard=guard)
+    return builtin_for(architecture, guard)
 
 
-def builtin_for(architecture: str) -> BuiltinTemplate:
+def builtin_for(architecture: str, guard: ControlText | None = None) -> BuiltinTemplate:
     """llama.cpp's built-in format for this architecture, ChatML when it has none (a model file
     without a template, and the fallback for one whose template fails)."""
     builtin = BUILTIN_BY_ARCH.get(architecture)
-    return BuiltinTemplate(builtin if builtin and builtin in builtin_template_names() else "chatml")
+    return BuiltinTemplate(builtin if builtin and builtin in builtin_template_names() else "chatml", guard)
 
 
 def merge_system(messages: list[ChatMessage]) -> list[ChatMessage]:

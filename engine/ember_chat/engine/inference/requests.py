@@ -78,6 +78,9 @@ class GenerationRequest:
     label: str = ""
     attachment_store: AttachmentStore | None = None  # where messages' attachments are read (else the service's)
     tools: ToolRequest | None = None  # the tools this answer may call (chat mode)
+    # a conversation longer than the context loses its oldest turns (the window); False: it fails with
+    # HistoryTooLong as soon as that is known (an API client that did not opt into trimming)
+    trim_history: bool = True
     batch_s: float = TOKEN_BATCH_S
     snapshot_s: float = METRICS_SNAPSHOT_S
     id: int = 0

@@ -21,14 +21,16 @@ from ember_chat.engine.core.states import StopReason
 from ember_chat.engine.core.tools import ToolRequest
 from ember_chat.engine.errors import ContextOverflowError, InvalidParameter, NoModelLoaded
 from ember_chat.engine.inference.backend import ModelDescription
-from ember_chat.engine.inference.events import ContextTrimmed, Event, TemplateFallback
+from ember_chat.engine.inference.chat_prompt import FitStopped
+from ember_chat.engine.inference.control_text import ControlText
+from ember_chat.engine.inference.events import ContextTrimmed, Event, Finished, TemplateFallback
 from ember_chat.engine.inference.grammar import params_grammar
 from ember_chat.engine.inference.llama_loader import NULL_ABORT, gpu_backend_name, open_llama, probe_gguf
 from ember_chat.engine.inference.llama_log import route_llama_log
 from ember_chat.engine.inference.metrics import MetricsRecorder, RunContext
 from ember_chat.engine.inference.prompting import ChatMessage, ChatTemplate
 from ember_chat.engine.inference.runtime_cache import ContextCache
-from ember_chat.engine.inference.runtime_prompt import chat_prompt, model_template, tool_turn_for
+from ember_chat.engine.inference.runtime_prompt import ChatPrompt, chat_prompt, model_template, tool_turn_for
 from ember_chat.engine.inference.runtime_runs import RunStarter
 from ember_chat.engine.inference.token_stream import StreamSetup, TokenSource, stream_events
 from ember_chat.engine.inference.tool_turn import ToolTurn
@@ -40,6 +42,10 @@ if TYPE_CHECKING:  # vision.py loads libmtmd: imported once a model has a projec
 
 
 class LocalRuntime:
+    # chat(trim=False) is understood: a conversation that does not fit fails instead of losing its
+    # oldest turns (the engine service passes it only to backends that say so)
+    trims_history = True
+
     def __init__(self) -> None:
         self._llm: llama_cpp.Llama | None = None
         self._info: ModelInfo | None = None
@@ -52,6 +58,7 @@ class LocalRuntime:
         self._vocab: llama_cpp.llama_vocab_p | None = None
         self._pieces: dict[int, bytes] = {}  # each token's text, looked up once per loaded model
         self._templates: dict[str | None, ChatTemplate] = {}  # per override, for the loaded model
+        self._control: ControlText | None = None  # the loaded model's control tokens, read once
         self._vision: VisionContext | None = None  # the model's projector, if loaded with one
         self._cache = ContextCache()  # snapshots and batch slots
         self._runs = RunStarter(self._cache)  # starts and stops the token sources
@@ -168,6 +175,7 @@ class LocalRuntime:
         self._vocab = None
         self._pieces = {}
         self._templates.clear()
+        self._control = None
         if llm is not None:
             llama_cpp.llama_set_abort_callback(llm.ctx, NULL_ABORT, None)
             llm.close()
@@ -227,20 +235,53 @@ class LocalRuntime:
         llm = self._require()
         assert self._info is not None
         if override not in self._templates:
-            self._templates[override] = model_template(llm, self._info, override)
+            if self._control is None:  # (the whole vocabulary read: once per loaded model, when first needed)
+                self._control = ControlText.of_model(llm.model)
+            self._templates[override] = model_template(llm, self._info, override, self._control)
         return self._templates[override]
 
-    def _prompt_tokens(self, text: str, *, special: bool) -> list[int]:
+    def _prompt_tokens(self, text: str, *, special: bool, guard: ControlText | None = None) -> list[int]:
+        """`text`'s tokens (`special`: control tokens' text parsed, except what `guard`'s sentinels stand
+        for), reusing the tokens of a recent generation whose text it extends."""
         llm = self._require()
+
+        def tokenize(part: str) -> list[int]:
+            if special and guard is not None:
+                return guard.tokens(part, lambda t, parsed: self.tokenize(t, special=parsed))
+            return self.tokenize(part, special=special)
+
         known = [h for h in self._recent if text.startswith(h[0])]
         if known:
             prev_text, prev_tokens = max(known, key=lambda h: len(h[0]))
-            return prev_tokens + self.tokenize(text[len(prev_text) :], special=special)
-        tokens = self.tokenize(text, special=special)
+            return prev_tokens + tokenize(text[len(prev_text) :])
+        tokens = tokenize(text)
         bos = llm.token_bos()
         if llm._model.add_bos_token() and bos >= 0 and (not tokens or tokens[0] != bos):
             tokens.insert(0, bos)
         return tokens
+
+    def chat_prompt(
+        self,
+        messages: list[ChatMessage],
+        params: SamplingParams,
+        template_override: str | None = None,
+        tools: ToolRequest | None = None,
+        *,
+        trim: bool = True,
+        stopped: Callable[[], bool] = lambda: False,
+    ) -> ChatPrompt:
+        """The prompt `chat` evaluates for `messages`: rendered with the model's template, the text of the
+        messages, files and tools kept from becoming control tokens (control_text.py), fitted to the
+        context (`trim` as for `chat`; FitStopped when `stopped()` while fitting). Its images, if any,
+        are the caller's to close."""
+        llm = self._require()
+        assert self._info is not None
+        template = self.template(template_override)
+        return chat_prompt(
+            messages, params, tools, template, self._info, self._vision,
+            lambda text: self._prompt_tokens(text, special=True, guard=template.guard),
+            llm.n_ctx(), trim=trim, stopped=stopped,
+        )  # fmt: skip
 
     def chat(
         self,
@@ -251,20 +292,35 @@ class LocalRuntime:
         *,
         batched: bool = False,
         cancel: threading.Event | None = None,
+        trim: bool = True,
     ) -> Iterator[Event]:
         """Generate the assistant's reply to `messages`. The last message is the user's, the results of
         the calls of the assistant turn before (`tool` messages), or an assistant's partial answer to
         continue (after an interruption). With `tools`, the answer may be calls (see tool_turn.py).
         `batched` (only when `can_batch`): decoded with the other batched runs; the events include
-        StepWanted whenever it waits for `step()`. `cancel`: stops this run only."""
+        StepWanted whenever it waits for `step()`. `cancel`: stops this run only. `trim`: the oldest
+        turns are left out when the conversation does not fit (ContextTrimmed says so); False:
+        HistoryTooLong instead. A stop while the conversation is being fitted ends it as cancelled."""
         llm = self._require()
         if batched and not self.can_batch(params, tools, messages):
             raise InvalidParameter("This request cannot be decoded with others (tools, grammar, images, logprobs).")
         recorder = MetricsRecorder(self._run_context())
-        template = self.template(template_override)
         assert self._info is not None
-        vision = self._vision
-        chat = chat_prompt(messages, params, tools, template, self._info, vision, self._prompt_tokens, llm.n_ctx())
+        stops = self._runs.stops
+
+        def stopped() -> bool:  # (request_stop() since this run began, or its own cancel)
+            return self._runs.stops != stops or (cancel is not None and cancel.is_set())
+
+        try:
+            chat = self.chat_prompt(messages, params, template_override, tools, trim=trim, stopped=stopped)
+        except FitStopped:
+            yield Finished(StopReason.CANCELLED, "", recorder.finish(StopReason.CANCELLED))
+            return
+        if stopped():  # (after the last render: starting the run would clear the stop)
+            if chat.vision is not None:
+                chat.vision.close()
+            yield Finished(StopReason.CANCELLED, "", recorder.finish(StopReason.CANCELLED))
+            return
         recorder.dropped_messages = chat.dropped
         if chat.notice:
             yield TemplateFallback(chat.notice)

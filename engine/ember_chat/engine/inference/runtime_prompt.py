@@ -4,17 +4,20 @@ and the tool turn that reads its calls in its family's format."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import llama_cpp
 
+from ember_chat.engine.core import reasoning
 from ember_chat.engine.core.params import SamplingParams
 from ember_chat.engine.core.reasoning import MarkerNormalizer, prompt_opens_thinking, split_thinking
 from ember_chat.engine.core.tools import ToolRequest, ToolSpec
 from ember_chat.engine.errors import ImagesNotSupported, InvalidParameter
 from ember_chat.engine.inference.chat_prompt import fit_to_context, plan_chat
+from ember_chat.engine.inference.control_text import ControlText
 from ember_chat.engine.inference.prompting import (
     ChatMessage,
     ChatTemplate,
@@ -31,8 +34,11 @@ if TYPE_CHECKING:  # vision.py loads libmtmd: imported once a model has a projec
     from ember_chat.engine.inference.vision import VisionContext, VisionPrompt
 
 
-def model_template(llm: llama_cpp.Llama, info: ModelInfo, override: str | None) -> ChatTemplate:
-    """The chat template for the model loaded into `llm` (`override`: the user's choice of template)."""
+def model_template(
+    llm: llama_cpp.Llama, info: ModelInfo, override: str | None, guard: ControlText | None = None
+) -> ChatTemplate:
+    """The chat template for the model loaded into `llm` (`override`: the user's choice of template;
+    `guard`: the model's control tokens, kept out of the content)."""
     model = llm._model
 
     def text_of(token_id: int) -> str:
@@ -45,12 +51,31 @@ def model_template(llm: llama_cpp.Llama, info: ModelInfo, override: str | None) 
             text_of(llm.token_bos()),
             text_of(llm.token_eos()),
             override,
+            guard,
         )
     except InvalidParameter as exc:
         if override:  # the user's own choice: say what is wrong with it
             raise
         # the file's template does not even compile: chat still works, in a built-in format
-        return UnusableTemplate(str(exc))
+        return UnusableTemplate(str(exc), guard)
+
+
+_THINKING_MARKERS = re.compile(f"({re.escape(reasoning.OPEN)}|{re.escape(reasoning.CLOSE)})")
+
+
+def continued_text(prefix: str, guard: ControlText | None) -> str:
+    """An answer being continued, as it goes after the generation prompt: defused like any content (an
+    API client writes it), except the thinking markers Ember stores answers with, which stay the
+    model's own tokens where they are (the answer goes on inside or after its thinking)."""
+    if guard is None or not prefix:
+        return prefix
+    return "".join(
+        p if p in (reasoning.OPEN, reasoning.CLOSE) else guard.defuse(p) for p in _THINKING_MARKERS.split(prefix)
+    )
+
+
+# a rendering tried while fitting: its text, tokens, images (if any) and the template's fallback notice
+Rendered = tuple[str, list[int], "VisionPrompt | None", str | None]
 
 
 @dataclass(frozen=True)
@@ -77,38 +102,46 @@ def chat_prompt(
     template: ChatTemplate,
     info: ModelInfo,
     vision: VisionContext | None,
-    prompt_tokens: Callable[..., list[int]],
+    prompt_tokens: Callable[[str], list[int]],
     n_ctx: int,
+    *,
+    trim: bool = True,
+    stopped: Callable[[], bool] = lambda: False,
 ) -> ChatPrompt:
     """`messages` rendered with `template` (with `vision`'s images, if any) and fitted to `n_ctx` with
-    room for the answer; `prompt_tokens(text, special=True)` tokenizes a text prompt."""
+    room for the answer (see fit_to_context for `trim` and `stopped`); `prompt_tokens(text)` tokenizes
+    a rendered text prompt (the template's markers as control tokens, the defused content as text)."""
     plan = plan_chat(messages, params, template.thinking_switch, tools)
     if any(m.images for m in plan.messages) and vision is None:
         raise ImagesNotSupported(
             f"{info.name} cannot see images: it was loaded without a projector (mmproj) file. "
             "Load a vision model with its projector, or remove the images."
         )
-    fallback = builtin_for(info.architecture)
-    prompts: list[VisionPrompt] = []
+    fallback = builtin_for(info.architecture, template.guard)
+    prefix = continued_text(plan.prefix, template.guard)
+    unfreed: list[Rendered] = []  # renderings not yet given to `discard` (or returned)
 
-    def render(kept: list[ChatMessage]) -> tuple[tuple[str, list[int], VisionPrompt | None, str | None], int]:
-        while prompts:  # (a longer rendering tried before: its images' positions are freed)
-            prompts.pop().close()
+    def render(kept: list[ChatMessage]) -> tuple[Rendered, int]:
         if any(m.images for m in kept):
             assert vision is not None
-            text, prompt, notice = vision.prompt(template, kept, fallback, plan.thinking, plan.prefix, plan.offered)
-            prompts.append(prompt)
-            return (text, prompt.tokens, prompt, notice), len(prompt.tokens)
+            text, prompt, notice = vision.prompt(template, kept, fallback, plan.thinking, prefix, plan.offered)
+            unfreed.append((text, prompt.tokens, prompt, notice))
+            return unfreed[-1], len(prompt.tokens)
         rendered, notice = render_chat(template, kept, fallback, plan.thinking, plan.offered)
-        tokens = prompt_tokens(rendered + plan.prefix, special=True)
-        return (rendered + plan.prefix, tokens, None, notice), len(tokens)
+        tokens = prompt_tokens(rendered + prefix)
+        return (rendered + prefix, tokens, None, notice), len(tokens)
+
+    def discard(rendered: Rendered) -> None:  # (a rendering not used: its images' positions are freed)
+        if rendered[2] is not None:
+            unfreed[:] = [r for r in unfreed if r is not rendered]
+            rendered[2].close()
 
     reserve = min(params.max_tokens, max(1, n_ctx // 4))
     try:
-        fitted = fit_to_context(plan.messages, render, n_ctx, reserve)
+        fitted = fit_to_context(plan.messages, render, n_ctx, reserve, trim=trim, stopped=stopped, discard=discard)
     except BaseException:
-        while prompts:
-            prompts.pop().close()
+        while unfreed:
+            discard(unfreed[-1])
         raise
     text, tokens, prompt, notice = fitted.rendered
     return ChatPrompt(text, tokens, prompt, notice, fitted.dropped, plan.prefix, plan.offered)

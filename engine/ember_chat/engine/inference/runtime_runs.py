@@ -33,6 +33,11 @@ class RunStarter:
         self._stops += 1  # (a batched run stops when this changed since it started)
         self._abort.set()
 
+    @property
+    def stops(self) -> int:
+        """How many times `request_stop()` was called (a run compares it with the count it began at)."""
+        return self._stops
+
     def seq0_run(
         self,
         llm: llama_cpp.Llama,

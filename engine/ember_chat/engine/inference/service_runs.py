@@ -135,6 +135,8 @@ class Run:
         extra: dict[str, object] = {"batched": True, "cancel": req.cancelled} if self.batched else {}
         if req.messages is None:
             return backend.complete(req.prompt or "", req.params, **extra)  # type: ignore[call-arg]
+        if not req.trim_history and getattr(backend, "trims_history", False):
+            extra["trim"] = False  # (a backend that never trims, a remote one, has no such argument)
         messages = messages_with_attachments(req, backend, attachment_store)
         if req.tools is not None:
             return backend.chat(messages, req.params, req.template, tools=req.tools, **extra)  # type: ignore[call-arg]

@@ -32,6 +32,7 @@ from ember_chat.engine.core.messages import ChatMessage, ImageInput
 from ember_chat.engine.core.params import LoadConfig
 from ember_chat.engine.core.tools import ToolSpec
 from ember_chat.engine.errors import EmberError, GenerationError, InvalidParameter, ModelLoadError
+from ember_chat.engine.inference.control_text import ControlText
 from ember_chat.engine.inference.events import PrefillProgress
 from ember_chat.engine.inference.llama_log import route_mtmd_log
 from ember_chat.engine.inference.prompting import ChatTemplate, render_chat
@@ -140,28 +141,44 @@ class VisionContext:
         prefix: str,
         tools: list[ToolSpec] | None = None,
     ) -> tuple[str, VisionPrompt, str | None]:
-        """The chat's prompt text (`prefix`: an answer being continued), its positions, and the
-        template's fallback notice: the template renders the media marker where each image goes."""
+        """The chat's prompt text (`prefix`: an answer being continued, defused), its positions, and
+        the template's fallback notice: the template renders the media marker where each image goes."""
         rendered, notice = render_chat(template, with_markers(messages, self.marker), fallback, thinking, tools)
         text = rendered + prefix
-        return text, self.tokenize(text, [img for m in messages for img in m.images]), notice
+        return text, self.tokenize(text, [img for m in messages for img in m.images], template.guard), notice
 
-    def tokenize(self, text: str, images: list[ImageInput]) -> VisionPrompt:
-        """Split `text` (with one media marker per image) into positions. Raises InvalidParameter for
-        an image llama.cpp cannot read or a marker count that does not match."""
+    def tokenize(self, text: str, images: list[ImageInput], guard: ControlText | None = None) -> VisionPrompt:
+        """Split `text` (with one media marker per image) into positions: the text between markers with
+        special tokens parsed, except what `guard`'s sentinels stand for (content that looks like
+        control tokens, as plain text). Raises InvalidParameter for an image llama.cpp cannot read or a
+        marker count that does not match."""
+        pieces = text.split(self.marker)
+        if len(pieces) != len(images) + 1:
+            raise InvalidParameter(
+                "The images could not be placed in the prompt (a message contains the media marker text itself)."
+            )
         bitmaps = [self._bitmap(img) for img in images]
         chunks = mtmd.mtmd_input_chunks_init()
         prompt = VisionPrompt([], [], chunks)
         try:
-            raw = text.encode("utf-8")
-            inp = mtmd.mtmd_input_text(raw, len(raw), True, True)
-            arr = (mtmd.mtmd_bitmap_p_ctypes * max(1, len(bitmaps)))(*bitmaps)
-            rc = mtmd.mtmd_tokenize(self._ctx, chunks, ctypes.byref(inp), arr, len(bitmaps))
+            # one part per text piece (parsed or not) and per image: mtmd adds each model's own image
+            # begin and end markers around the images, and joins text parts that follow each other
+            keep: list[object] = []  # the parts point into these
+            parts: list[object] = []
+            for i, piece in enumerate(pieces):
+                for part_text, special in guard.parts(piece) if guard is not None else [(piece, True)]:
+                    raw = part_text.encode("utf-8")
+                    if not raw:
+                        continue
+                    inp = mtmd.mtmd_input_text(raw, len(raw), False, special)
+                    keep += [raw, inp]
+                    parts.append(mtmd.mtmd_input_part(ctypes.pointer(inp), None))
+                if i < len(bitmaps):
+                    parts.append(mtmd.mtmd_input_part(None, bitmaps[i]))
+            arr = (ctypes.POINTER(mtmd.mtmd_input_part) * max(1, len(parts)))(*(ctypes.pointer(p) for p in parts))
+            rc = mtmd.mtmd_tokenize_from_parts(self._ctx, chunks, arr, len(parts), True)
             if rc != 0:
-                raise InvalidParameter(
-                    "The images could not be placed in the prompt"
-                    + (" (a message contains the media marker text itself)." if rc == 1 else f" (mtmd error {rc}).")
-                )
+                raise InvalidParameter(f"The images could not be placed in the prompt (mtmd error {rc}).")
             for i in range(mtmd.mtmd_input_chunks_size(chunks)):
                 chunk = mtmd.mtmd_input_chunks_get(chunks, i)
                 kind = mtmd.mtmd_input_chunk_get_type(chunk)

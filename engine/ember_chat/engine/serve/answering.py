@@ -77,6 +77,7 @@ class AnswersRequests:
                     + (f" [{index + 1}/{req.n}]" if req.n > 1 else ""),
                     attachment_store=store,
                     tools=req.tools,
+                    trim_history=req.trim_history,
                     batch_s=0.0,
                     snapshot_s=float("inf"),
                 )

@@ -4,6 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+# what a client whose conversation does not fit the context can do about it
+TRIM_HINT = (
+    ' Shorten it, or send "ember": {"trim_history": true} to let Ember leave the oldest messages out as its '
+    "window does."
+)
+
 
 class ApiError(Exception):
     """An error the server answers with, in OpenAI's error shape."""

@@ -22,7 +22,7 @@ from ember_chat.engine.core.tools import ToolRequest
 from ember_chat.engine.errors import InvalidParameter
 from ember_chat.engine.inference.logprobs import TokenLogprob
 from ember_chat.engine.inference.metrics import GenerationMetrics
-from ember_chat.engine.serve.api_error import ApiError
+from ember_chat.engine.serve.api_error import TRIM_HINT, ApiError
 from ember_chat.engine.serve.content_parts import ContentError, parse_content
 from ember_chat.engine.serve.logprob_shapes import chat_logprobs, completion_logprobs
 from ember_chat.engine.serve.preset_defaults import preset_values, with_preset_system
@@ -226,6 +226,7 @@ def finish_reason(reason: str) -> str:
 
 _STATUS_BY_KIND = {  # the engine's failures (by error class name) that are the request's fault, or 503
     "ContextOverflowError": (400, "context_length_exceeded"),
+    "HistoryTooLong": (400, "context_length_exceeded"),
     "InvalidParameter": (400, "invalid_parameter"),
     "ImagesNotSupported": (400, "images_not_supported"),
     "AttachmentError": (400, "invalid_attachment"),
@@ -240,7 +241,8 @@ def unfinished_error(reason: str, failure: tuple[str, str] | None) -> ApiError |
     if failure is not None:
         status, code = _STATUS_BY_KIND.get(failure[1], (500, "generation_failed"))
         type_ = "invalid_request_error" if status == 400 else "server_error"
-        return ApiError(status, failure[0], type_, code=code)
+        message = failure[0] + (TRIM_HINT if failure[1] == "HistoryTooLong" else "")
+        return ApiError(status, message, type_, code=code)
     if reason in FINISH_REASONS:
         return None
     if reason == StopReason.CANCELLED:

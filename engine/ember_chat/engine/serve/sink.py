@@ -12,6 +12,7 @@ from ember_chat.engine.inference.events import AttachmentsPlanned
 from ember_chat.engine.inference.logprobs import TokenLogprob
 from ember_chat.engine.inference.metrics import GenerationMetrics
 from ember_chat.engine.inference.service import GenerationSink
+from ember_chat.engine.serve.api_error import TRIM_HINT
 from ember_chat.engine.serve.openai_api import ApiError, ResponseBuilder
 
 
@@ -66,7 +67,6 @@ def too_long(dropped_messages: int, n_ctx: int | None) -> ApiError:
     context = f"the model's context ({n_ctx:,} tokens, with room kept for the answer)" if n_ctx else "the context"
     message = (
         f"The conversation is longer than {context}: it would fit only without its {dropped_messages} oldest "
-        'message(s). Shorten it, or send "ember": {"trim_history": true} to let Ember leave the oldest '
-        "messages out as its window does."
+        f"message(s).{TRIM_HINT}"
     )
     return ApiError(400, message, param="messages", code="context_length_exceeded")
