@@ -13,6 +13,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from tests.helpers.entry_point import ember_chat
+
 
 def free_port() -> int:
     with socket.socket() as s:
@@ -45,7 +47,7 @@ def _serving(command: list[str], ready: str, timeout_s: float) -> Iterator[re.Ma
     reader.start()
     try:
         if not seen.wait(timeout_s) or not found:
-            raise RuntimeError(f"{command[2]} did not start:\n" + "".join(log[-20:]))
+            raise RuntimeError(f"{' '.join(command[:4])} did not start:\n" + "".join(log[-20:]))
         yield found[0]
     finally:
         proc.terminate()
@@ -86,7 +88,7 @@ def ember_server(
     """`ember-chat serve` on `model` (with `extra` options), as a user runs it; yields its base URL
     (…/v1) once it says it is serving ("Serving … on http://127.0.0.1:PORT/v1 — Ctrl+C to stop")."""
     command = [
-        sys.executable, "-m", "ember_chat.engine.cli.main", "serve", "--model", str(model), "--port", "0",
+        ember_chat(), "serve", "--model", str(model), "--port", "0",
         "--ctx", str(n_ctx), "--threads", str(threads), *extra,
     ]  # fmt: skip
     with _serving(command, r"Serving .* on (http://\S+/v1)", timeout_s) as match:

@@ -8,7 +8,6 @@ import json
 import os
 import sqlite3
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -16,6 +15,7 @@ import pytest
 from ember_chat.engine.cli.main import main
 from ember_chat.engine.storage.conversations import ConversationStore
 from ember_chat.engine.storage.paths import AppPaths
+from tests.helpers.entry_point import ember_chat
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -24,7 +24,7 @@ def cli(data_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "EMBER_DATA_DIR": str(data_dir)}
     env["EMBER_CONFIG_DIR"] = str(data_dir / "config")
     return subprocess.run(
-        [sys.executable, "-m", "ember_chat.engine.cli.main", "chats", *args],
+        [ember_chat(), "chats", *args],
         capture_output=True,
         text=True,
         env=env,

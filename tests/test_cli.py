@@ -5,12 +5,12 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from ember_chat.engine import __version__
+from tests.helpers.entry_point import ember_chat
 
 ROOT = Path(__file__).resolve().parent.parent
 REQUIRED_KEYS = {
@@ -25,7 +25,7 @@ def cli(*args: str, data_dir: Path | None = None) -> subprocess.CompletedProcess
     if data_dir is not None:
         env["EMBER_DATA_DIR"] = str(data_dir)
     return subprocess.run(
-        [sys.executable, "-m", "ember_chat.engine.cli.main", *args],
+        [ember_chat(), *args],
         capture_output=True,
         text=True,
         env=env,

@@ -7,12 +7,13 @@ import json
 import os
 import re
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import openai
 import pytest
+
+from tests.helpers.entry_point import ember_chat
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -29,7 +30,7 @@ def _env(tmp: Path, **extra: str) -> dict[str, str]:
 
 def cli(tmp: Path, *args: str, stdin: str | None = None, **env: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "ember_chat.engine.cli.main", *args],
+        [ember_chat(), *args],
         capture_output=True,
         text=True,
         env=_env(tmp, **env),
@@ -43,7 +44,7 @@ def served(tmp_path_factory: pytest.TempPathFactory, tiny_model: Path) -> Iterat
     """`ember-chat serve` as a user runs it, with an API key from the environment."""
     tmp = tmp_path_factory.mktemp("serve")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "ember_chat.engine.cli.main", "serve", "--model", str(tiny_model), "--port", "0",
+        [ember_chat(), "serve", "--model", str(tiny_model), "--port", "0",
          "--api-key-env", "SERVE_KEY", "--ctx", "512", "--threads", "1"],
         env=_env(tmp, SERVE_KEY="serve-secret"),
         stderr=subprocess.PIPE,

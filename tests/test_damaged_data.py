@@ -7,7 +7,6 @@ import json
 import os
 import sqlite3
 import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -19,6 +18,7 @@ from ember_chat.app.shell.main_window import MainWindow
 from ember_chat.engine.storage.conversations import SCHEMA_VERSION, ConversationStore
 from ember_chat.engine.storage.paths import AppPaths
 from ember_chat.engine.storage.recovery import open_conversations
+from tests.helpers.entry_point import ember_chat
 from tests.test_app import make_window, paths
 
 __all__ = ["make_window", "paths"]
@@ -57,7 +57,7 @@ def test_cli_says_what_was_wrong_with_the_settings_and_carries_on(tmp_path: Path
         "EMBER_DATA_DIR": str(tmp_path / "data"),
         "EMBER_CONFIG_DIR": str(config),
     }
-    out = subprocess.run([sys.executable, "-m", "ember_chat.engine.cli.main", "models", "list", "--json"],
+    out = subprocess.run([ember_chat(), "models", "list", "--json"],
                          capture_output=True, text=True, env=env, timeout=120)  # fmt: skip
     assert out.returncode == 0, out.stderr
     assert "top_k must be between 0 and 100000, got -5" in out.stderr and "default (40)" in out.stderr
@@ -77,7 +77,7 @@ def test_damaged_connections_and_model_settings_are_reported_in_the_window_and_t
     assert "connections.damaged-" in text and "model_settings.damaged-" in text
     (paths.config_dir / "connections.json").write_text(json.dumps({"connections": [{"name": 5}]}))
     env = {**os.environ, "EMBER_DATA_DIR": str(paths.data_dir), "EMBER_CONFIG_DIR": str(paths.config_dir)}
-    out = subprocess.run([sys.executable, "-m", "ember_chat.engine.cli.main", "remote", "list"],
+    out = subprocess.run([ember_chat(), "remote", "list"],
                          capture_output=True, text=True, env=env, timeout=120)  # fmt: skip
     assert out.returncode == 0, out.stderr
     assert "connections.json" in out.stderr and "kept in the file" in out.stderr

@@ -103,7 +103,7 @@ def test_install_linux_installs_and_uninstalls_for_the_user(tmp_path: Path) -> N
     share = home / ".local" / "share"
     desktop = (share / "applications" / f"{APP_ID}.desktop").read_text()
     installed = home / ".local" / "opt" / "ember-chat" / "ember-chat"
-    assert f"Exec={installed} %U" in desktop and installed.exists()
+    assert f"Exec={installed}\n" in desktop and installed.exists()  # no %U: the window opens no files
     assert (home / ".local" / "bin" / "ember-chat").resolve() == installed.resolve()
     assert (share / "icons" / "hicolor" / "48x48" / "apps" / f"{APP_ID}.png").exists()
     assert (share / "icons" / "hicolor" / "scalable" / "apps" / f"{APP_ID}.svg").exists()

@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.helpers.entry_point import ember_chat
 from tests.test_presets_cli import _env, metrics_of, run_cli
 
 LONG = " ".join(["the world is round and the sky is blue, you see."] * 7)
@@ -46,7 +47,7 @@ def test_no_kv_snapshots_keeps_none_and_restores_nothing(tiny_model: Path, tmp_p
 def test_serve_and_run_take_parallel_and_no_kv_snapshots(tmp_path: Path) -> None:
     for command in ("serve", "run"):
         out = subprocess.run(
-            [sys.executable, "-m", "ember_chat.engine.cli.main", command, "--help"],
+            [ember_chat(), command, "--help"],
             capture_output=True, text=True, env=_env(tmp_path), timeout=60,
         )  # fmt: skip
         assert out.returncode == 0 and "--parallel" in out.stdout and "--no-kv-snapshots" in out.stdout

@@ -7,7 +7,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,6 +21,7 @@ from ember_chat.engine.models.fit import estimate_fit, kv_cache_bytes, recommend
 from ember_chat.engine.models.gguf_inspect import inspect_gguf
 from ember_chat.engine.models.library import ModelLibrary
 from ember_chat.engine.storage.secrets import TokenStore
+from tests.helpers.entry_point import ember_chat
 from tests.hub_server import FakeHub
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -209,7 +209,7 @@ def test_queue_restores_partial_downloads_after_restart(hub: FakeHub, tmp_path: 
 
 def cli(*args: str, env: dict[str, str], stdin: str | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "ember_chat.engine.cli.main", *args],
+        [ember_chat(), *args],
         capture_output=True,
         text=True,
         env=env,

@@ -8,7 +8,6 @@ import json
 import os
 import re
 import subprocess
-import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -17,6 +16,7 @@ from pathlib import Path
 import openai
 
 from ember_chat.engine.storage.presets import PresetLibrary, model_key
+from tests.helpers.entry_point import ember_chat
 
 ROOT = Path(__file__).resolve().parent.parent
 PIRATE = "You are a pirate captain. Answer every question as a pirate would, with many nautical words, arr."
@@ -34,7 +34,7 @@ def _env(tmp: Path) -> dict[str, str]:
 @contextmanager
 def serving(tmp: Path, *args: str) -> Iterator[tuple[str, str]]:
     """`ember-chat serve ARGS` as a user runs it: (base URL, its "Serving …" line); stopped and waited for."""
-    command = [sys.executable, "-m", "ember_chat.engine.cli.main", "serve", "--port", "0", "--ctx", "512",
+    command = [ember_chat(), "serve", "--port", "0", "--ctx", "512",
                "--threads", "1", *args]  # fmt: skip
     proc = subprocess.Popen(command, env=_env(tmp), stderr=subprocess.PIPE, text=True)
     assert proc.stderr is not None
@@ -116,7 +116,7 @@ def test_serve_with_a_preset_named_on_the_command_line(tiny_model: Path, tmp_pat
 
 def run_cli(tmp: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "ember_chat.engine.cli.main", "run", "--ctx", "512", "--threads", "1", "--json", *args],
+        [ember_chat(), "run", "--ctx", "512", "--threads", "1", "--json", *args],
         capture_output=True,
         text=True,
         env=_env(tmp),

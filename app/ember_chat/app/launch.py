@@ -1,4 +1,4 @@
-"""The `ember-chat` entry point: a terminal command (`run`, `inspect`, `--version`, `--help`) goes to
+"""The `ember-chat` entry point: a terminal command (`run`, `chats`, … `--version`, `--help`) goes to
 the engine's CLI; anything else opens the desktop app."""
 
 from __future__ import annotations

@@ -1,0 +1,65 @@
+"""Every route of Ember's API, over HTTP, against `ember-chat serve` started by the installed launcher as a
+user starts it: the official `openai` client for the OpenAI routes, plain HTTP for llama-server's
+`/health`, `/tokenize` and `/detokenize`. A route added to the server without a journey here fails
+`test_every_route_has_a_journey`."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx2
+import openai
+import pytest
+
+from tests.peer_servers import ember_server
+
+ROOT = Path(__file__).resolve().parents[2]
+SERVER = ROOT / "engine" / "ember_chat" / "engine" / "serve" / "server.py"
+JOURNEYS = {
+    ("GET", "/health"), ("GET", "/v1/models"), ("POST", "/v1/chat/completions"), ("POST", "/v1/completions"),
+    ("POST", "/tokenize"), ("POST", "/detokenize"),
+}  # fmt: skip
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def base_url(tiny_model: Path) -> Iterator[str]:
+    with ember_server(tiny_model, threads=1, n_ctx=512) as url:
+        yield url
+
+
+def test_every_route_has_a_journey() -> None:
+    routes = set(re.findall(r'\("(GET|POST)", "(/[^"]*)"\):', SERVER.read_text(encoding="utf-8")))
+    assert routes == JOURNEYS
+
+
+def test_the_openai_routes_with_the_official_client(base_url: str) -> None:
+    client = openai.OpenAI(base_url=base_url, api_key="unused", max_retries=0)
+    try:
+        (model,) = [m.id for m in client.models.list()]
+        chat = client.chat.completions.create(
+            model=model, messages=[{"role": "user", "content": "hi"}], max_tokens=4, temperature=0
+        )
+        assert chat.choices[0].finish_reason in {"stop", "length"} and chat.usage is not None
+        stream = client.chat.completions.create(
+            model=model, messages=[{"role": "user", "content": "hi"}], max_tokens=4, temperature=0, stream=True
+        )
+        streamed = "".join(c.choices[0].delta.content or "" for c in stream if c.choices)
+        assert streamed == chat.choices[0].message.content  # greedy: the same answer both ways
+        text = client.completions.create(model=model, prompt="Once upon", max_tokens=4, temperature=0)
+        assert text.choices[0].finish_reason in {"stop", "length"}
+    finally:
+        client.close()
+
+
+def test_the_llama_server_routes_over_http(base_url: str) -> None:
+    root = base_url.removesuffix("/v1")
+    with httpx2.Client(base_url=root, timeout=60) as http:
+        assert http.get("/health").json()["status"] == "ok"
+        tokens = http.post("/tokenize", json={"content": "hello world"}).json()["tokens"]
+        assert tokens and all(isinstance(t, int) for t in tokens)
+        assert http.post("/detokenize", json={"tokens": tokens}).json()["content"].strip() == "hello world"
+        assert http.post("/health").status_code == 405 and http.get("/nowhere").status_code == 404
