@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections import deque
 from typing import Any
 
-from PySide6.QtCore import QElapsedTimer, QTimer
+from PySide6.QtCore import QElapsedTimer, QEvent, QTimer
 from PySide6.QtGui import QPalette
 from PySide6.QtWidgets import (
     QFormLayout,
@@ -86,6 +86,7 @@ class MetricsPanel(QWidget):
         self.session_itl.setAccessibleName(self.tr("Session inter-token latency percentiles"))
         sform.addRow(self.tr("TTFT p50/p95/p99"), self.session_ttft)
         sform.addRow(self.tr("ITL p50/p95/p99"), self.session_itl)
+        self._reserve_session_widths()
         layout.addWidget(session)
         layout.addStretch(0)  # (what a capped chart leaves: below everything, not between)
 
@@ -106,6 +107,20 @@ class MetricsPanel(QWidget):
         self._waiting = QTimer(self)
         self._waiting.setInterval(100)
         self._waiting.timeout.connect(self._tick)
+
+    def _reserve_session_widths(self) -> None:
+        """The session's percentiles keep the width of four-digit figures in the font in use, so the
+        panel's minimum width (and the window's first layout) leaves them room whole, whatever the
+        system font's width (DejaVu Sans is a tenth wider than Noto Sans): the row then puts the value
+        under its label rather than cutting it."""
+        widest = self._pcts(deque([8888.8]), 1.0, "ms")
+        for value in (self.session_ttft, self.session_itl):
+            value.setMinimumWidth(value.fontMetrics().horizontalAdvance(widest))
+
+    def changeEvent(self, event: QEvent) -> None:
+        if event.type() == QEvent.Type.FontChange:
+            self._reserve_session_widths()
+        super().changeEvent(event)
 
     def reset(self) -> None:
         """Another chat is open: "Current answer" starts over (the session's figures stay)."""
