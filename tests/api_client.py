@@ -8,6 +8,7 @@ from collections.abc import Iterator
 
 import openai
 
+from ember_chat.engine.attachments import DEFAULT_LIMITS, Limits
 from ember_chat.engine.cli.common import load_blocking
 from ember_chat.engine.core.params import LoadConfig
 from ember_chat.engine.inference.service import EngineService
@@ -15,14 +16,16 @@ from ember_chat.engine.serve.server import ApiServer, ServerConfig
 
 
 @contextlib.contextmanager
-def served_client(config: LoadConfig, name: str, timeout_s: float) -> Iterator[openai.OpenAI]:
+def served_client(
+    config: LoadConfig, name: str, timeout_s: float, limits: Limits = DEFAULT_LIMITS
+) -> Iterator[openai.OpenAI]:
     """Load `config` as `name`, serve it on 127.0.0.1 (a free port) and yield a client for it; the
-    server and the engine are stopped afterwards."""
+    server and the engine are stopped afterwards. `limits`: the server's for a request's files."""
     service = EngineService()
     server = None
     try:
         load_blocking(service, config, name)
-        server = ApiServer(service, ServerConfig(port=0))
+        server = ApiServer(service, ServerConfig(port=0, attachment_limits=limits))
         server.start()
         with openai.OpenAI(base_url=server.url, api_key="unused", max_retries=0, timeout=timeout_s) as client:
             yield client

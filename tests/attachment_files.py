@@ -1,14 +1,18 @@
 """Real documents made at test time: a PDF written object by object (Helvetica, one Tj line per text
 line; no extra dependency), DOCX through python-docx's own writer, images through Pillow, and a PNG
-whose header claims a huge size (a decompression bomb) written chunk by chunk."""
+whose header claims a huge size (a decompression bomb) written chunk by chunk; and the processes that
+read attachments, to check that none is left."""
 
 from __future__ import annotations
 
 import io
+import os
 import struct
 import zipfile
 import zlib
 from pathlib import Path
+
+import psutil
 
 
 def _pdf_escape(text: str) -> str:
@@ -113,3 +117,19 @@ def png_bomb(width: int = 100_000, height: int = 100_000) -> bytes:
     return (
         b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(b"\0" * 64)) + chunk(b"IEND", b"")
     )
+
+
+def reading_processes() -> list[psutil.Process]:
+    """The attachment readers this test process has running now (engine/attachments/isolated.py):
+    children of multiprocessing's fork server (Linux, macOS), or spawned children (Windows)."""
+    found = []
+    for child in psutil.Process().children(recursive=True):
+        try:
+            line = " ".join(child.cmdline())
+            parent = child.parent()
+            forked = parent is not None and parent.pid != os.getpid() and "forkserver" in line
+            if (forked or "spawn_main" in line) and child.status() != psutil.STATUS_ZOMBIE:
+                found.append(child)
+        except psutil.Error:
+            continue
+    return found

@@ -9,7 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from ember_chat.engine.attachments.kinds import MB
+from ember_chat.engine.storage.paths import AppPaths
+from ember_chat.engine.storage.settings import Settings, SettingsFile
 from tests.attachment_files import write_encrypted_pdf, write_pdf
+from tests.hostile.slow_or_inflating_files import pdf_flate_bomb
 from tests.test_cli import cli
 
 FACT_PAGE = 31
@@ -63,3 +67,20 @@ def test_a_file_it_cannot_read_is_one_line_and_exit_2(tiny_model: Path, tmp_path
     assert out.returncode == 2
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"ember-chat: {message}"), out.stderr
+
+
+def test_a_file_that_inflates_stops_at_the_time_limit_of_the_settings(
+    tiny_model: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A PDF whose compressed content stream inflates (tests/hostile): read in a child process that is
+    stopped at settings.json's attachment_read_seconds, one line and exit 2 (it ran on, in-process)."""
+    config = tmp_path / "config"
+    monkeypatch.setenv("EMBER_CONFIG_DIR", str(config))
+    SettingsFile(AppPaths(tmp_path / "data", config).settings_file).save(Settings(attachment_read_seconds=2))
+    bomb = tmp_path / "inflating.pdf"
+    bomb.write_bytes(pdf_flate_bomb(8 * MB))
+    out = cli("run", "--model", str(tiny_model), "--prompt", "x", "--attach", str(bomb), data_dir=tmp_path / "data")
+    assert out.returncode == 2
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1, out.stderr
+    assert lines[0].startswith("ember-chat: inflating.pdf took longer than 2 seconds to read"), out.stderr

@@ -2,7 +2,7 @@
 attachments reach the prompt (planning). No Qt; the heavy readers load only when a file is read."""
 
 from ember_chat.engine.attachments.extract import read_attachment, read_attachment_bytes
-from ember_chat.engine.attachments.isolated import read_attachment_isolated
+from ember_chat.engine.attachments.isolated import FileReader, read_attachment_isolated, read_bytes_isolated
 from ember_chat.engine.attachments.kinds import DEFAULT_LIMITS, AttachmentKind, Extracted, Limits, human_size
 from ember_chat.engine.attachments.planning import (
     RETRIEVAL,
@@ -23,6 +23,7 @@ __all__ = [
     "AttachmentKind",
     "AttachmentStore",
     "Extracted",
+    "FileReader",
     "Limits",
     "PlannedAttachment",
     "Source",
@@ -35,4 +36,5 @@ __all__ = [
     "read_attachment",
     "read_attachment_bytes",
     "read_attachment_isolated",
+    "read_bytes_isolated",
 ]

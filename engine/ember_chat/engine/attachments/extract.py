@@ -1,7 +1,11 @@
 """Reading a file for the chat: detect its kind from its bytes (and name), extract its text, refuse what
 cannot be read with one plain sentence. The heavy readers (pypdf, python-docx, Pillow,
 charset-normalizer) are imported here, lazily, inside the functions that need them: importing this
-package costs nothing at start-up."""
+package costs nothing at start-up.
+
+These run in the calling process with no time or memory limit: a file from outside (attached, sent to
+the API, given to `run --attach`) is read through isolated.py, which calls them in a child process
+with both limits."""
 
 from __future__ import annotations
 
@@ -100,7 +104,7 @@ def read_attachment_bytes(
     else:
         text = formats.decode_text(name, data)
         if kind is AttachmentKind.HTML:
-            text = formats.html_text(text)
+            text = formats.html_text(text, name)
         guessed = mimetypes.guess_type(name)[0]
         if kind is AttachmentKind.CODE and guessed and guessed.startswith("text/"):
             mime = guessed

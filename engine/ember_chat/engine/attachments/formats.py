@@ -86,11 +86,23 @@ class _HtmlText(HTMLParser):
         if not self._skipping:
             self.parts.append(data)
 
+    def parse_marked_section(self, i: int, report: int = 1) -> int:
+        """`<![…]>` sections Python's parser does not know (`<![x>`, `<![ >`) raise AssertionError
+        there; a browser skips them, so does this."""
+        try:
+            return super().parse_marked_section(i, report)
+        except AssertionError:
+            end = self.rawdata.find(">", i + 3)
+            return -1 if end < 0 else end + 1
 
-def html_text(html: str) -> str:
+
+def html_text(html: str, name: str = "The page") -> str:
     parser = _HtmlText()
-    parser.feed(html)
-    parser.close()
+    try:
+        parser.feed(html)
+        parser.close()
+    except (AssertionError, ValueError) as exc:  # (what else Python's parser may assert about a page)
+        raise AttachmentError(f"{name} cannot be read as HTML ({exc}).") from None
     lines = (" ".join(line.split()) for line in "".join(parser.parts).splitlines())
     return re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).strip()
 
@@ -153,6 +165,8 @@ def docx_text(name: str, data: bytes, limits: Limits) -> str:
                     lines.append(" | ".join(cell.text.strip() for cell in row.cells))
             else:
                 lines.append(block.text)
+    except MemoryError:
+        raise  # (the memory limit: isolated.py says so)
     except Exception as exc:  # python-docx raises many kinds (KeyError, ValueError, lxml errors) on bad files
         raise AttachmentError(f"{name} cannot be read as a Word document ({exc}).") from None
     text = re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).strip()

@@ -5,6 +5,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ember_chat.engine.storage.settings import Settings
 
 MB = 1024 * 1024
 
@@ -29,16 +33,30 @@ class AttachmentKind(StrEnum):
 
 @dataclass(frozen=True)
 class Limits:
-    """Guards against files that would exhaust memory: the file's size (a setting, 50 MB by default),
-    what a DOCX unpacks to (zip bombs), and an image's pixel count (decompression bombs)."""
+    """Guards against files that would exhaust memory or time: the file's size (a setting, 50 MB by
+    default), what a DOCX unpacks to (zip bombs), an image's pixel count (decompression bombs), and for
+    the child process that reads a file (isolated.py) how long it may take and how much memory it may
+    use (settings too: a file can be small and still inflate, or be slow to parse)."""
 
     max_bytes: int = 50 * MB
     max_unpacked_bytes: int = 256 * MB
     max_image_pixels: int = 50_000_000
+    max_seconds: float = 60.0
+    max_memory_bytes: int = 2048 * MB
 
     @classmethod
     def from_megabytes(cls, max_mb: int) -> Limits:
         return cls(max_bytes=max_mb * MB)
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> Limits:
+        """The limits the user set (settings.json: attachment_max_mb, attachment_read_seconds,
+        attachment_read_memory_mb)."""
+        return cls(
+            max_bytes=settings.attachment_max_mb * MB,
+            max_seconds=float(settings.attachment_read_seconds),
+            max_memory_bytes=settings.attachment_read_memory_mb * MB,
+        )
 
 
 DEFAULT_LIMITS = Limits()

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ember_chat.engine.attachments import AttachmentKind, AttachmentStore, Extracted, Limits, read_attachment
+from ember_chat.engine.attachments import AttachmentKind, AttachmentStore, Extracted, Limits, read_attachment_isolated
 from ember_chat.engine.core.messages import AttachmentRef, ChatMessage, ImageInput
 from ember_chat.engine.inference.events import AttachmentsPlanned
 from ember_chat.engine.storage.paths import AppPaths
@@ -15,9 +15,10 @@ from ember_chat.engine.storage.settings import SettingsFile
 
 
 def read_files(files: list[str], paths: AppPaths) -> list[Extracted]:
-    """Every file read, or AttachmentError (an EmberError: one line, exit 2) for the first that cannot be."""
-    limits = Limits.from_megabytes(SettingsFile(paths.settings_file).load().attachment_max_mb)
-    return [read_attachment(Path(f), limits) for f in files]
+    """Every file read, or AttachmentError (an EmberError: one line, exit 2) for the first that cannot be.
+    Each is read in a child process with the time and memory limits of settings.json (isolated.py)."""
+    limits = Limits.from_settings(SettingsFile(paths.settings_file).load())
+    return [read_attachment_isolated(Path(f), limits) for f in files]
 
 
 def user_message(prompt: str, files: list[Extracted], store: AttachmentStore) -> ChatMessage:

@@ -9,6 +9,7 @@ import sys
 import threading
 from types import FrameType
 
+from ember_chat.engine.attachments import Limits
 from ember_chat.engine.cli.common import add_load_flags, load_blocking, model_ref_from_args
 from ember_chat.engine.cli.presets_option import add_preset_option, chosen_preset, cli_model_key
 from ember_chat.engine.cli.snapshots_option import add_snapshot_flag, close_snapshot_store, snapshot_store
@@ -18,6 +19,7 @@ from ember_chat.engine.errors import EmberError
 from ember_chat.engine.inference.service import EngineService
 from ember_chat.engine.serve.server import DEFAULT_PORT, ApiServer, ServerConfig
 from ember_chat.engine.storage.paths import AppPaths
+from ember_chat.engine.storage.settings import SettingsFile
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -49,6 +51,7 @@ def run(args: argparse.Namespace) -> int:
         api_key = os.environ.get(args.api_key_env)
         if not api_key:
             raise EmberError(f"The environment variable {args.api_key_env} is not set.")
+    paths = AppPaths.default()
     config = ServerConfig(
         args.host,
         args.port,
@@ -56,9 +59,10 @@ def run(args: argparse.Namespace) -> int:
         tuple(args.allow_origin),
         allow_unknown_fields=args.allow_unknown_fields,
         alias=args.alias,
+        # a request's files: the size, time and memory limits set in settings.json, as in the window
+        attachment_limits=Limits.from_settings(SettingsFile(paths.settings_file).load()),
     )
     config.check()
-    paths = AppPaths.default()
     library, named, how = chosen_preset(args, paths)  # (a wrong --preset: said before the model loads)
     key = cli_model_key(args, paths)
     ref, alias = model_ref_from_args(args, paths)

@@ -1,17 +1,23 @@
 """OpenAI content parts in a user message: `text`; `file` ({"file": {"filename", "file_data"}}, the
 data as base64 or a `data:` URL) read like a file attached in the window; `image_url` with a `data:`
 URL (an `http(s)` URL is refused: Ember never fetches a URL named in a request). A request's files
-are kept in a temporary attachment store for that one request (`temporary_store`)."""
+are kept in a temporary attachment store for that one request (`temporary_store`).
+
+Each file and image is read in a child process with the server's time and memory limits
+(attachments/isolated.py), never on the connection's thread: a file that takes too long or inflates
+is a 400 saying so, and a client that hangs up (or the server stopping) ends its reader at once."""
 
 from __future__ import annotations
 
 import base64
 import binascii
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ember_chat.engine.attachments import DEFAULT_LIMITS, AttachmentStore, Extracted, Limits, read_attachment_bytes
+from ember_chat.engine.attachments import DEFAULT_LIMITS, AttachmentStore, Extracted, Limits, read_bytes_isolated
+from ember_chat.engine.attachments.isolated import ReadingStopped
 from ember_chat.engine.core.images import from_data_url, image_mime
 from ember_chat.engine.core.messages import ChatMessage, ImageInput
 from ember_chat.engine.errors import AttachmentError, InvalidParameter
@@ -27,6 +33,15 @@ class ContentError(ValueError):
     """A content part that cannot be used; the message is for the API client (a 400)."""
 
 
+@dataclass(frozen=True)
+class Reading:
+    """How a request's files are read: the limits (the server's, from the settings) and what says the
+    request is no longer wanted (its client hung up, the server stops)."""
+
+    limits: Limits = DEFAULT_LIMITS
+    cancelled: Callable[[], bool] | None = None
+
+
 @dataclass
 class Content:
     """A message's content parts: its text, the files to attach (read and checked), its images."""
@@ -36,9 +51,10 @@ class Content:
     images: list[ImageInput] = field(default_factory=list)
 
 
-def parse_content(content: Any, where: str, limits: Limits = DEFAULT_LIMITS) -> Content:
+def parse_content(content: Any, where: str, reading: Reading | None = None) -> Content:
     """`content` of one message (a string, or a list of parts); `where` names it in errors
-    ("messages[2].content")."""
+    ("messages[2].content"). ReadingStopped when the request stopped being wanted while a file was read."""
+    reading = reading or Reading()
     if isinstance(content, str):
         return Content(content)
     if content is None:
@@ -53,16 +69,16 @@ def parse_content(content: Any, where: str, limits: Limits = DEFAULT_LIMITS) -> 
         if kind == "text" and isinstance(part.get("text"), str):
             texts.append(part["text"])
         elif kind == "file":
-            out.files.append(_file_part(part.get("file"), at, limits))
+            out.files.append(_file_part(part.get("file"), at, reading))
         elif kind == "image_url":
-            out.images.append(_image_part(part.get("image_url"), at, limits))
+            out.images.append(_image_part(part.get("image_url"), at, reading))
         else:
             raise ContentError(f"{at}: Ember accepts text, file and image_url (data: URL) parts, not {kind!r}.")
     out.text = "".join(texts)
     return out
 
 
-def _file_part(spec: Any, at: str, limits: Limits) -> Extracted:
+def _file_part(spec: Any, at: str, reading: Reading) -> Extracted:
     if not isinstance(spec, dict):
         raise ContentError(f"{at}.file must be an object with filename and file_data.")
     if spec.get("file_id") and not spec.get("file_data"):
@@ -73,13 +89,19 @@ def _file_part(spec: Any, at: str, limits: Limits) -> Extracted:
     match = _DATA_URL.fullmatch(data.strip())
     raw = _base64(match.group("data") if match else data, f"{at}.file.file_data")
     name = spec.get("filename") if isinstance(spec.get("filename"), str) else ""
+    return _read(name or "file", raw, at, reading)
+
+
+def _read(name: str, data: bytes, at: str, reading: Reading) -> Extracted:
     try:
-        return read_attachment_bytes(name or "file", raw, limits)
+        return read_bytes_isolated(name, data, reading.limits, cancelled=reading.cancelled)
+    except ReadingStopped:
+        raise  # (the server drops the connection: nobody is left to answer)
     except AttachmentError as exc:
         raise ContentError(f"{at}: {exc}") from None
 
 
-def _image_part(spec: Any, at: str, limits: Limits) -> ImageInput:
+def _image_part(spec: Any, at: str, reading: Reading) -> ImageInput:
     url = spec.get("url") if isinstance(spec, dict) else spec if isinstance(spec, str) else None
     if not isinstance(url, str) or not url:
         raise ContentError(f"{at}.image_url.url must be a data: URL with the image's bytes in base64.")
@@ -89,18 +111,15 @@ def _image_part(spec: Any, at: str, limits: Limits) -> ImageInput:
         image = from_data_url(url)
     except InvalidParameter as exc:
         raise ContentError(f"{at}: {exc}") from None
-    return image_input(image, at, limits)
+    return image_input(image, at, reading)
 
 
-def image_input(image: ImageInput, at: str, limits: Limits) -> ImageInput:
+def image_input(image: ImageInput, at: str, reading: Reading) -> ImageInput:
     """The hook where an `image_url` part becomes a message's image (engineer B's vision path, which
     parses the data: URL): checked like an attached image (format, decompression bombs) before the
     model gets it; a model that cannot see images then says so (ImagesNotSupported: a 400)."""
     name = f"image.{_IMAGE_SUFFIX.get(image_mime(image.data), 'img')}"
-    try:
-        extracted = read_attachment_bytes(name, image.data, limits)
-    except AttachmentError as exc:
-        raise ContentError(f"{at}: {exc}") from None
+    extracted = _read(name, image.data, at, reading)
     if extracted.image is None:
         raise ContentError(f"{at}: the data: URL does not hold a PNG, JPEG, WebP or GIF image.")
     return ImageInput(extracted.sha256, extracted.image, name)

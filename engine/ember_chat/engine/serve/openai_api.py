@@ -23,7 +23,7 @@ from ember_chat.engine.errors import InvalidParameter
 from ember_chat.engine.inference.logprobs import TokenLogprob
 from ember_chat.engine.inference.metrics import GenerationMetrics
 from ember_chat.engine.serve.api_error import TRIM_HINT, ApiError
-from ember_chat.engine.serve.content_parts import ContentError, parse_content
+from ember_chat.engine.serve.content_parts import ContentError, Reading, parse_content
 from ember_chat.engine.serve.logprob_shapes import chat_logprobs, completion_logprobs
 from ember_chat.engine.serve.preset_defaults import preset_values, with_preset_system
 from ember_chat.engine.serve.request_options import MAX_N, constraint, ember_options, logprobs_wanted
@@ -73,8 +73,9 @@ _KNOWN = {*_SAMPLING_FIELDS, *_NEUTRAL, *_REFUSED, *_IGNORED, *_NO_OP, *_READ}
 _KNOWN_BY_KIND = {"chat": _KNOWN | {"messages"}, "completion": _KNOWN | {"prompt"}}
 
 
-def _messages(raw: Any, files: dict[int, list[Extracted]]) -> list[ChatMessage]:
-    """The messages; a user message's `file` parts go into `files` (message index → files read)."""
+def _messages(raw: Any, files: dict[int, list[Extracted]], reading: Reading | None = None) -> list[ChatMessage]:
+    """The messages; a user message's `file` parts go into `files` (message index → files read, as
+    `reading` says: limits, and when to stop)."""
     if not isinstance(raw, list) or not raw:
         raise ApiError(400, "messages must be a non-empty array.", param="messages")
     out = []
@@ -88,7 +89,7 @@ def _messages(raw: Any, files: dict[int, list[Extracted]]) -> list[ChatMessage]:
                 400, f"messages[{i}].role must be system, user, assistant or tool, got {role!r}.", param="messages"
             )
         try:
-            content = parse_content(m.get("content"), f"messages[{i}].content")
+            content = parse_content(m.get("content"), f"messages[{i}].content", reading)
         except ContentError as exc:
             raise ApiError(400, str(exc), param="messages") from None
         if (content.files or content.images) and role != "user":
@@ -112,11 +113,14 @@ def _messages(raw: Any, files: dict[int, list[Extracted]]) -> list[ChatMessage]:
     return out
 
 
-def parse_request(kind: str, body: Any, allow_unknown: bool = False, preset: Preset | None = None) -> ApiRequest:
+def parse_request(
+    kind: str, body: Any, allow_unknown: bool = False, preset: Preset | None = None, reading: Reading | None = None
+) -> ApiRequest:
     """Validate a /v1/chat/completions (kind "chat") or /v1/completions ("completion") body. A field
     Ember does not know is a 400 naming it (a client would believe it applied), unless `allow_unknown`
     (the server's option for clients that send vendor noise). `preset`: the served model's default
-    preset, what the request does not say itself (preset_defaults.py)."""
+    preset, what the request does not say itself (preset_defaults.py). `reading`: how its files are read
+    (content_parts.Reading: the limits, and what says the client is gone)."""
     if not isinstance(body, dict):
         raise ApiError(400, "The request body must be a JSON object.")
     unknown = sorted(set(body) - _KNOWN_BY_KIND[kind])
@@ -192,7 +196,7 @@ def parse_request(kind: str, body: Any, allow_unknown: bool = False, preset: Pre
     }  # fmt: skip
     if kind == "chat":
         files: dict[int, list[Extracted]] = {}
-        messages, files = with_preset_system(_messages(body.get("messages"), files), files, preset)
+        messages, files = with_preset_system(_messages(body.get("messages"), files, reading), files, preset)
         trim = ember_options(body.get("ember")).get("trim_history", False)
         return ApiRequest("chat", messages=messages, files=files, trim_history=trim, tools=tools, **common)
     prompt = body.get("prompt")

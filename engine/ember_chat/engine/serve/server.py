@@ -24,11 +24,14 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from ember_chat.engine.attachments import DEFAULT_LIMITS, Limits
+from ember_chat.engine.attachments.isolated import ReadingStopped
 from ember_chat.engine.core.instance import SERVER_ID_HEADER
 from ember_chat.engine.errors import ServeError
 from ember_chat.engine.inference.service import EngineService
 from ember_chat.engine.serve import tokens
 from ember_chat.engine.serve.answering import AnswersRequests
+from ember_chat.engine.serve.content_parts import Reading
 from ember_chat.engine.serve.guards import bind_option, check_access, content_length, is_loopback, refuse
 from ember_chat.engine.serve.openai_api import ApiError, ApiRequest, ResponseBuilder, parse_request
 from ember_chat.engine.serve.request_log import ReportsRequests, RequestListener
@@ -55,6 +58,7 @@ class ServerConfig:
     max_connections: int = MAX_CONNECTIONS
     allow_unknown_fields: bool = False  # ignore request fields Ember does not know, instead of a 400
     alias: str | None = None  # the model's name on this server (for clients that hard-code one)
+    attachment_limits: Limits = DEFAULT_LIMITS  # a request's files: size, and the reader's time and memory
 
     def check(self) -> None:
         if not is_loopback(self.host) and not self.api_key:
@@ -167,7 +171,7 @@ class _Handler(ReportsRequests, AnswersRequests, BaseHTTPRequestHandler):
             if method == "POST" and not self._body_read:  # refused before its body was read (401, 404, …)
                 self.close_connection = True  # the unread body must not be parsed as a request
             self._send_error(err)
-        except (BrokenPipeError, ConnectionResetError, ClientGone, TimeoutError):
+        except (BrokenPipeError, ConnectionResetError, ClientGone, ReadingStopped, TimeoutError):
             self.close_connection = True  # gone, or stopped reading what we write
         except Exception:
             log.exception("API request failed")
@@ -230,7 +234,9 @@ class _Handler(ReportsRequests, AnswersRequests, BaseHTTPRequestHandler):
 
     def _generate(self, kind: str) -> None:
         preset = self.server.preset() if self.server.preset is not None else None  # the served model's default
-        req = parse_request(kind, self._body(), self.server.config.allow_unknown_fields, preset)
+        # its files are read in child processes that end when the client hangs up or the server stops
+        reading = Reading(self.server.config.attachment_limits, self._client_gone)
+        req = parse_request(kind, self._body(), self.server.config.allow_unknown_fields, preset, reading)
         name = self._check_model(req)
         model = self.server.service.model
         if req.params.logprobs is not None and model is not None and model.is_remote:

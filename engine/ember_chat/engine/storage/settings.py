@@ -56,6 +56,10 @@ class Settings:
     api_queue_limit: int = _setting(8, "Requests that may wait for the model before new ones get 429.", 1, 1000)
     api_allowed_origins: str = _setting("", "Browser origins allowed to call the API (CORS), comma-separated.")
     attachment_max_mb: int = _setting(50, "Largest file that can be attached to a message, in MB.", 1, 4096)
+    attachment_read_seconds: int = _setting(60, "Longest time reading one attached file may take, in seconds.", 1, 3600)
+    attachment_read_memory_mb: int = _setting(
+        2048, "Most memory reading one attached file may use, in MB (a file built to inflate is stopped).", 256, 65_536
+    )
     transcript_font_size: int = _setting(0, "Text size of the transcript in points (0: the system's).", 0, 72)
     backups_keep: int = _setting(10, "Backups of the chat database kept (those made before an update apart).", 1, 1000)
     kv_snapshot_cap_mb: int = _setting(
