@@ -22,6 +22,7 @@ from bench.bare_llama import bare_loop
 from ember_chat.engine.cli.common import resolve_model
 from ember_chat.engine.core.params import LoadConfig, SamplingParams, default_threads
 from ember_chat.engine.inference.events import Finished
+from ember_chat.engine.inference.llama_loader import plain_llama
 from ember_chat.engine.inference.runtime import LocalRuntime
 from ember_chat.engine.storage.paths import AppPaths
 
@@ -94,9 +95,7 @@ def main() -> int:
     config = LoadConfig(path, n_ctx=args.ctx, threads=args.threads)
     rt = LocalRuntime()
     rt.load(config)
-    bare = llama_cpp.Llama(
-        str(path), n_ctx=args.ctx, n_threads=args.threads, n_threads_batch=args.threads, verbose=False
-    )
+    bare = plain_llama(path, n_ctx=args.ctx, n_threads=args.threads, n_threads_batch=args.threads, verbose=False)
     prompt_tokens = rt.tokenize(PROMPT, add_bos=True)
     bare_runs, ember_runs = [], []
     try:

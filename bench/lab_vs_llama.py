@@ -37,6 +37,7 @@ from ember_chat.engine.bench.lab import BenchPlan, machine_facts, prompt_seed, r
 from ember_chat.engine.bench.targets import LocalTarget, bench_tokens
 from ember_chat.engine.cli.common import resolve_model
 from ember_chat.engine.core.params import LoadConfig, default_threads
+from ember_chat.engine.inference.llama_loader import plain_llama
 from ember_chat.engine.inference.runtime import LocalRuntime
 from ember_chat.engine.storage.paths import AppPaths
 
@@ -124,8 +125,8 @@ def main(argv: list[str] | None = None) -> int:
     n_ctx = max(256, max(args.lengths) + args.output + 8)
     rt = LocalRuntime()
     rt.load(LoadConfig(path, n_ctx=n_ctx, threads=args.threads, n_batch=max(args.lengths), flash_attn=args.flash_attn))
-    llm = llama_cpp.Llama(
-        str(path), n_ctx=n_ctx, n_batch=max(args.lengths), n_threads=args.threads, n_threads_batch=args.threads,
+    llm = plain_llama(
+        path, n_ctx=n_ctx, n_batch=max(args.lengths), n_threads=args.threads, n_threads_batch=args.threads,
         flash_attn=args.flash_attn, verbose=False,
     )  # fmt: skip
     samples: dict[int, dict[str, list[float]]] = {n: {k: [] for k in SAMPLES} for n in args.lengths}

@@ -22,6 +22,7 @@ from ember_chat.engine.errors import (
     NoModelLoaded,
 )
 from ember_chat.engine.inference.events import ContextTrimmed, Finished, PromptReady, Token
+from ember_chat.engine.inference.llama_loader import plain_llama
 from ember_chat.engine.inference.prompting import BuiltinTemplate, ChatMessage, JinjaTemplate
 from ember_chat.engine.inference.runtime import LocalRuntime
 from tests.gguf_factory import Script, TinySpec, any_of, says, write_tiny_model
@@ -68,7 +69,7 @@ def run(events) -> tuple[list[Token], Finished, list[object]]:
 
 def reference_greedy(path: Path, prompt_tokens: list[int], n: int, n_ctx: int) -> list[int]:
     """llama.cpp greedy decoding without Ember: decode, take the argmax of the logits, repeat."""
-    llm = llama_cpp.Llama(str(path), n_ctx=n_ctx, n_threads=2, n_threads_batch=2, verbose=False)
+    llm = plain_llama(path, n_ctx=n_ctx, n_threads=2, n_threads_batch=2, verbose=False)
     try:
         vocab = llama_cpp.llama_model_get_vocab(llm.model)
         out: list[int] = []

@@ -12,12 +12,13 @@ import llama_cpp
 import numpy as np
 import pytest
 
+from ember_chat.engine.inference.llama_loader import plain_llama
 from tests.gguf_factory import Script, TinySpec, any_of, says, vocabulary, write_tiny_model
 
 
 @contextmanager
 def llama(path: Path) -> Iterator[llama_cpp.Llama]:
-    llm = llama_cpp.Llama(str(path), n_ctx=64, n_threads=1, n_threads_batch=1, verbose=False)
+    llm = plain_llama(path, n_ctx=64, n_threads=1, n_threads_batch=1, verbose=False)
     try:
         yield llm
     finally:

@@ -20,6 +20,7 @@ import llama_cpp.llama_chat_format
 
 from ember_chat.engine.core.params import LoadConfig
 from ember_chat.engine.errors import LoadCancelled, ModelFileError, ModelLoadError
+from ember_chat.engine.inference.amx_probe import extra_buffers_usable
 from ember_chat.engine.inference.llama_log import logger as llama_logger
 from ember_chat.engine.inference.llama_log import route_llama_log
 
@@ -55,9 +56,10 @@ def gpu_backend_name() -> str | None:
 
 
 @contextmanager
-def _llama_load_patches(callback: object, n_seq_max: int = 1) -> Iterator[None]:
+def _llama_load_patches(callback: object, n_seq_max: int = 1, extra_buffers: bool = True) -> Iterator[None]:
     """While `Llama()` loads: llama.cpp's load progress callback, which `Llama()` does not expose, goes
-    in through the default model params it starts from; the context gets `n_seq_max` sequences sharing
+    in through the default model params it starts from (with `extra_buffers`, also not exposed: off where
+    llama.cpp's AMX kernels crash, amx_probe.py); the context gets `n_seq_max` sequences sharing
     all its cells (`kv_unified`: also not exposed, set in the default context params); and chat templates
     that Jinja cannot compile do not fail the load. The lock keeps concurrent loads from seeing each
     other's patches."""
@@ -68,6 +70,7 @@ def _llama_load_patches(callback: object, n_seq_max: int = 1) -> Iterator[None]:
     def with_progress() -> llama_cpp.llama_model_params:
         params = original()
         params.progress_callback = callback
+        params.use_extra_bufts = extra_buffers
         return params
 
     def with_sequences() -> llama_cpp.llama_context_params:
@@ -101,6 +104,27 @@ def _llama_load_patches(callback: object, n_seq_max: int = 1) -> Iterator[None]:
             formatters.Jinja2ChatFormatter = strict
 
 
+def plain_llama(path: Path, **kwargs: object) -> llama_cpp.Llama:
+    """A `Llama` as llama-cpp-python makes it with `kwargs` (benchmarks and tests compare Ember with it),
+    except that llama.cpp's extra CPU buffers are off where they crash (amx_probe.py), as Ember's own
+    loads do."""
+    module = llama_cpp.llama.llama_cpp
+    original = module.llama_model_default_params
+    extra_buffers = extra_buffers_usable(path)
+
+    def with_buffers() -> llama_cpp.llama_model_params:
+        params = original()
+        params.use_extra_bufts = extra_buffers
+        return params
+
+    with _LOAD_LOCK:
+        module.llama_model_default_params = with_buffers
+        try:
+            return llama_cpp.Llama(str(path), **kwargs)  # type: ignore[arg-type]
+        finally:
+            module.llama_model_default_params = original
+
+
 def open_llama(
     config: LoadConfig, progress: Callable[[float], None] | None = None, cancel: threading.Event | None = None
 ) -> llama_cpp.Llama:
@@ -117,8 +141,9 @@ def open_llama(
 
     c_progress = llama_cpp.llama_progress_callback(on_progress)
     kv_type = _KV_TYPES[config.kv_cache_type]
+    extra_buffers = extra_buffers_usable(config.path)
     try:
-        with _llama_load_patches(c_progress, config.parallel + 2):
+        with _llama_load_patches(c_progress, config.parallel + 2, extra_buffers):
             llm = llama_cpp.Llama(
                 model_path=str(config.path),
                 n_ctx=config.n_ctx,

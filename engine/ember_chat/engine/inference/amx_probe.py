@@ -1,0 +1,114 @@
+"""Whether llama.cpp may use its extra CPU weight buffers (AMX and repacked layouts) on this machine.
+
+A CPU can advertise Intel AMX (`amx_int8` in /proc/cpuinfo) and the kernel grant it, yet the first batched
+matrix product of a model in llama.cpp's AMX buffers die with SIGILL, killing the whole process: measured
+on a 2-core cloud VM (Xeon, Linux 6.18), where every prompt of more than a token crashed llama.cpp, bare
+llama-cpp-python included. Loading without the extra buffer types (`use_extra_bufts = false`, llama.cpp's
+`--no-extra-bufts`) runs the plain CPU kernels instead.
+
+So on a CPU with AMX, the first load of each model file in a process decodes one small batch of it in a
+child process first. A child killed by SIGILL marks this machine (CPU, kernel, llama-cpp-python version)
+in the user cache folder, and from then on every load turns the extra buffers off without asking again; a
+child that succeeds clears the model for this process. Machines without AMX never start a child.
+`EMBER_LLAMA_EXTRA_BUFFERS=0` (or 1) decides without a probe."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import multiprocessing
+import os
+import platform
+import signal
+import sys
+import threading
+from pathlib import Path
+
+import llama_cpp
+import platformdirs
+
+log = logging.getLogger(__name__)
+
+ENV_OVERRIDE = "EMBER_LLAMA_EXTRA_BUFFERS"
+PROBE_TIMEOUT_S = 120.0
+_PROBE_TOKENS = 48  # more than one row of AMX tiles (16), so the batched kernels run
+_CLEARED: set[tuple[str, int, int]] = set()
+_LOCK = threading.Lock()
+
+
+def _cpuinfo() -> str:
+    try:
+        return Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""
+
+
+def cpu_has_amx() -> bool:
+    """True on a Linux CPU that advertises AMX's integer tiles (what llama.cpp's AMX kernels use)."""
+    if sys.platform != "linux" or platform.machine().lower() not in {"x86_64", "amd64"}:
+        return False
+    return any(line.startswith("flags") and " amx_int8" in line for line in _cpuinfo().splitlines())
+
+
+def broken_mark(cache_dir: Path | None = None) -> Path:
+    """The file that says AMX crashed llama.cpp on this machine: named for the CPU, the kernel and the
+    llama-cpp-python version, so a new build or kernel is probed again."""
+    model = next((line for line in _cpuinfo().splitlines() if line.startswith("model name")), "")
+    key = hashlib.sha256(f"{model}|{platform.release()}|{llama_cpp.__version__}".encode()).hexdigest()[:16]
+    folder = cache_dir or Path(platformdirs.user_cache_dir("ember-chat", appauthor=False))
+    return folder / f"llama-amx-crashes-{key}"
+
+
+def _decode_a_batch(model_path: str) -> None:  # in the child process
+    llm = llama_cpp.Llama(model_path, n_ctx=128, n_batch=64, n_threads=1, n_threads_batch=1, verbose=False)
+    tokens = llm.tokenize(b"The quick brown fox jumps over the lazy dog. " * 8)[:_PROBE_TOKENS]
+    llm.eval(tokens)
+
+
+def _probe(model_path: Path) -> int | None:
+    """The child's exit code (None: it did not end in time and was killed)."""
+    child = multiprocessing.get_context("spawn").Process(
+        target=_decode_a_batch, args=(str(model_path),), name="ember-amx-probe", daemon=True
+    )
+    child.start()
+    child.join(PROBE_TIMEOUT_S)
+    if child.is_alive():
+        child.kill()
+        child.join()
+        return None
+    return child.exitcode
+
+
+def extra_buffers_usable(model_path: Path, cache_dir: Path | None = None) -> bool:
+    """Whether loading `model_path` with llama.cpp's extra buffer types is safe on this machine."""
+    forced = os.environ.get(ENV_OVERRIDE)
+    if forced in {"0", "1"}:
+        return forced == "1"
+    if not cpu_has_amx():
+        return True
+    mark = broken_mark(cache_dir)
+    with _LOCK:
+        if mark.exists():
+            return False
+        try:
+            st = model_path.stat()
+        except OSError:
+            return True  # the load itself says what is wrong with the path
+        key = (str(model_path), st.st_size, st.st_mtime_ns)
+        if key in _CLEARED:
+            return True
+        code = _probe(model_path)
+        if code == -signal.SIGILL:
+            log.warning(
+                "llama.cpp's AMX kernels crash on this machine (SIGILL): models load without the extra "
+                "CPU buffer types from now on (%s).",
+                mark,
+            )
+            try:
+                mark.parent.mkdir(parents=True, exist_ok=True)
+                mark.write_text("llama.cpp's AMX kernels died with SIGILL here\n", encoding="utf-8")
+            except OSError:
+                pass  # asked again next time
+            return False
+        _CLEARED.add(key)  # a child that failed otherwise (a damaged file): the real load says why
+        return True
