@@ -54,7 +54,17 @@ def test_icons_are_up_to_date_with_the_svg(tmp_path: Path) -> None:
     for size in (16, 256):
         ours = QImage(str(icons / f"ember-{size}.png"))
         committed = QImage(str(ICONS / f"ember-{size}.png"))
-        assert ours == committed
+        assert ours.size() == committed.size()
+        assert _largest_channel_difference(ours, committed) <= 2  # Qt releases round antialiasing a level apart
+
+
+def _largest_channel_difference(a: QImage, b: QImage) -> int:
+    return max(
+        abs(((a.pixel(x, y) >> shift) & 0xFF) - ((b.pixel(x, y) >> shift) & 0xFF))
+        for y in range(a.height())
+        for x in range(a.width())
+        for shift in (0, 8, 16, 24)
+    )
 
 
 def test_the_window_uses_the_icon(qtbot: QtBot, tmp_path: Path) -> None:
