@@ -1,8 +1,10 @@
 """The attachments waiting above the message box: files given by the 📎 button, dropped on the window or
-pasted (files, or an image from the clipboard). Each is read off the GUI thread (the window's
-TaskRunner), with its progress on its chip, then its tokens are counted with the loaded model's
-tokenizer (off the GUI thread too). A file that cannot be attached says why in the banner (the
-`failed` signal) and takes nothing typed with it.
+pasted (files, or an image from the clipboard). Each is read in a child process with the settings'
+time and memory limits (engine attachments/isolated.py), waited for on the bar's own TaskRunner
+(`readers`: slow files never hold the window's shared runner, which backups, the Trash and caches
+use), with its progress on its chip; its ✕ kills that process. Then its tokens are counted with the
+loaded model's tokenizer (off the GUI thread too). A file that cannot be attached says why in the
+banner (the `failed` signal) and takes nothing typed with it.
 
 How each will be read is shown before sending: whole while the attachments fit the context budget,
 else "too long to read whole: retrieval" (the engine decides per turn and says how many passages it
@@ -28,15 +30,15 @@ from ember_chat.engine.attachments import (
     DEFAULT_LIMITS,
     AttachmentKind,
     Extracted,
+    FileReader,
     Limits,
     StoredAttachment,
-    read_attachment_bytes,
-    read_attachment_isolated,
 )
 from ember_chat.engine.attachments.planning import whole_block
 from ember_chat.engine.inference.attachment_turns import TokenCount
 
 PROGRESS_MS = 100  # how often a chip's reading progress is shown
+READERS = 2  # files read at once (each in its own process); more wait their turn
 _keys = itertools.count(1)
 
 
@@ -51,6 +53,7 @@ class Pending:
     stored: StoredAttachment | None = None
     counting: bool = False
     progress: list[float] = field(default_factory=lambda: [0.0])  # written by the worker, read by a timer
+    reader: FileReader | None = None  # its child process while it is read (pid), cancelled by its ✕
 
 
 def mime_files(mime: QMimeData) -> list[Path]:
@@ -83,7 +86,8 @@ class AttachmentsBar(QWidget):
         self.setObjectName("attachmentsBar")
         self.setAccessibleName(self.tr("Attachments"))
         self.flow = FlowLayout(self)
-        self.tasks: TaskRunner | None = None
+        self.tasks: TaskRunner | None = None  # the window's shared runner: token counts
+        self.readers = TaskRunner(self, workers=READERS)  # the files' readers (they may take a while)
         self.count_tokens: Callable[[str], TokenCount] | None = None
         self.budget: Callable[[], int | None] = lambda: None  # tokens the attachments may take whole
         self.sees_images: Callable[[], bool | None] = lambda: None  # None: no model loaded
@@ -104,7 +108,8 @@ class AttachmentsBar(QWidget):
         sees_images: Callable[[], bool | None],
         save: Callable[[Extracted], StoredAttachment],
     ) -> None:
-        """`count_tokens` and `save` run on worker threads; `budget` and `sees_images` on the GUI thread."""
+        """`count_tokens` and `save` run on worker threads; `budget` and `sees_images` on the GUI thread.
+        `tasks` counts tokens; files are read on the bar's own `readers`."""
         self.tasks, self.count_tokens, self.budget, self.sees_images = tasks, count_tokens, budget, sees_images
         self.save = save
         self.limits: Callable[[], Limits] = lambda: DEFAULT_LIMITS  # the size limit (a setting)
@@ -173,18 +178,18 @@ class AttachmentsBar(QWidget):
         """Read these files off the GUI thread, each on its own chip."""
         for path in paths:
             item = self._add(ChipState(Path(path).name, progress=0.0))
-            report, limits = item.progress, self.limits()
+            reader = item.reader = FileReader(self.limits())
 
-            def read(path: Path = Path(path), report: list[float] = report, limits: Limits = limits) -> Extracted:
-                return read_attachment_isolated(path, limits, progress=lambda f: report.__setitem__(0, f))
+            def read(path: Path = Path(path), report: list[float] = item.progress, r: FileReader = reader) -> Extracted:
+                return r.read_path(path, progress=lambda f: report.__setitem__(0, f))
 
             self._read(item, read)
 
     def attach_data(self, name: str, data: bytes) -> None:
         """An attachment given as bytes (an image pasted from the clipboard)."""
         item = self._add(ChipState(name, progress=0.0))
-        limits = self.limits()
-        self._read(item, lambda: read_attachment_bytes(name, data, limits))
+        reader = item.reader = FileReader(self.limits())
+        self._read(item, lambda: reader.read_bytes(name, data))
 
     def _add(self, state: ChipState) -> Pending:
         item = Pending(next(_keys), AttachmentChip(state, self.colors), state)
@@ -197,28 +202,34 @@ class AttachmentsBar(QWidget):
         return item
 
     def _read(self, item: Pending, read: Callable[[], Extracted]) -> None:
-        """Read (and keep: the store indexes a text's passages) on a worker thread."""
-        assert self.tasks is not None and self.save is not None, "configure() first"
+        """Read (and keep: the store indexes a text's passages) on a reader thread; the chip's ✕
+        cancels the task, which kills the reading process."""
+        assert self.save is not None, "configure() first"
         save = self.save
 
         def read_and_keep() -> tuple[Extracted, StoredAttachment]:
             extracted = read()
             return extracted, save(extracted)
 
-        self.tasks.run(
+        self.readers.run(
             read_and_keep,
             lambda done, key=item.key: self._on_read(key, *done),
             lambda message, key=item.key: self._on_failed(key, message),
             key=f"attachment-{item.key}",
+            cancel=item.reader.cancel if item.reader is not None else None,
         )
+
+    def shutdown(self) -> None:
+        """The window closes: every file still being read is dropped and its process killed."""
+        self.readers.shutdown()
 
     def remove(self, key: int) -> None:
         """Take an attachment away (its ✕); one still being read is dropped where it is."""
         item = self._item(key)
         if item is None:
             return
+        self.readers.cancel(f"attachment-{key}")  # (its process is killed)
         if self.tasks is not None:
-            self.tasks.cancel(f"attachment-{key}")
             self.tasks.cancel(f"tokens-{key}")
         self.items.remove(item)
         self.flow.removeWidget(item.chip)
@@ -240,7 +251,7 @@ class AttachmentsBar(QWidget):
         item = self._item(key)
         if item is None:
             return
-        item.extracted, item.stored = extracted, stored
+        item.extracted, item.stored, item.reader = extracted, stored, None
         item.state = ChipState(extracted.name, str(extracted.kind), extracted.size)
         self._set_image_warning(item)
         self._count(item)

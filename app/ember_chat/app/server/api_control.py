@@ -8,10 +8,17 @@ The dialog is in api_dialog.py.
 The server's key lives in the OS keychain, read and written off the GUI thread (a keychain can take
 seconds, or wait for the user to unlock it). Whether the user set a key is also kept, not secret, in
 the settings (`api_key_set`): a keychain that cannot be read stops the server only when there is a
-key it would have to enforce; with none set, the server starts as it would anyway (loopback only)."""
+key it would have to enforce; with none set, the server starts as it would anyway (loopback only).
+
+Stopping the server never waits on the GUI thread: its connections may be in the middle of an answer
+or of reading a request's file, and the serving loop itself takes up to half a second to notice. The
+stop runs on a thread of its own; a start that follows waits for it off the GUI thread (the port is
+free again then)."""
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
@@ -20,6 +27,7 @@ from PySide6.QtWidgets import QLabel, QMessageBox, QStatusBar, QWidget
 
 from ember_chat.app.qt.bridge import EngineBridge
 from ember_chat.app.qt.tasks import TaskRunner
+from ember_chat.engine.attachments import Limits
 from ember_chat.engine.errors import EmberError, SecretStoreError
 from ember_chat.engine.inference.service import QueueState, RequestRecord
 from ember_chat.engine.serve.request_log import HttpExchange
@@ -77,22 +85,33 @@ class ApiServerControl(QObject):
         window.bridge.queue_changed.connect(self._on_queue)
         window.bridge.request_done.connect(self._on_done)
         self.dialog: ApiServerDialog | None = None
+        self._stopping: list[threading.Thread] = []  # servers being stopped (see the module)
 
     @property
     def running(self) -> bool:
         return self.server is not None
 
     def apply(self) -> None:
-        """Start or stop the server as the settings say. The key is read off the GUI thread; `applied`
-        says how it ended (False, and a banner, when the server could not start). A later apply made
-        meanwhile wins."""
+        """Start or stop the server as the settings say. The key is read off the GUI thread, after the
+        server running until now has stopped; `applied` says how it ended (False, and a banner, when the
+        server could not start). A later apply made meanwhile wins."""
         self.stop()
+        stopping = list(self._stopping)
+
+        def stopped() -> None:  # (on the worker: the port the old server held is free once it has stopped)
+            for thread in stopping:
+                thread.join()
+
         if not self.window.settings.api_server:
-            self.tasks.cancel("apply")
-            self.applied.emit(True)
+            self.tasks.run(stopped, lambda _none: self.applied.emit(True), key="apply")
             return
         secrets, key_set = self.secrets, self.window.settings.api_key_set
-        self.tasks.run(lambda: read_server_key(secrets, key_set), self._start, self._keychain_failed, key="apply")
+
+        def when_stopped_read_key() -> tuple[str | None, bool]:
+            stopped()
+            return read_server_key(secrets, key_set)
+
+        self.tasks.run(when_stopped_read_key, self._start, self._keychain_failed, key="apply")
 
     def _keychain_failed(self, error: str) -> None:
         # a keychain that cannot be read must not start the server without the key the user set
@@ -121,6 +140,7 @@ class ApiServerControl(QObject):
             port=s.api_port,
             api_key=api_key,
             allowed_origins=tuple(o.strip() for o in s.api_allowed_origins.split(",") if o.strip()),
+            attachment_limits=Limits.from_settings(s),  # a request's files: as the window's own
         )
         self.window.bridge.service.queue_limit = s.api_queue_limit
         presets = getattr(self.window, "presets", None)  # the served model's default preset (chat/presets_window.py)
@@ -138,10 +158,23 @@ class ApiServerControl(QObject):
         self.applied.emit(True)
 
     def stop(self) -> None:
+        """The server stops taking requests and ends its connections, on a thread of its own (never
+        waited for here). Not a daemon: quitting Ember waits for it, so no connection is left open."""
         server, self.server = self.server, None
         if server is not None:
-            server.stop()
+            thread = threading.Thread(target=server.stop, name="ember-api-stop")
+            self._stopping = [t for t in self._stopping if t.is_alive()] + [thread]
+            thread.start()
         self.status.hide()
+
+    def join(self, timeout: float | None = None) -> bool:
+        """Wait until the keychain reads and every stop have ended (tests, teardown); False if some
+        still run after `timeout` seconds."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for thread in list(self._stopping):
+            thread.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
+        left = None if deadline is None else max(0.0, deadline - time.monotonic())
+        return self.tasks.join(left) and not any(t.is_alive() for t in self._stopping)
 
     def shutdown(self) -> None:
         """The window closes: the server stops, a keychain read still out is dropped."""

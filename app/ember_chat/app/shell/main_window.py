@@ -384,6 +384,7 @@ class MainWindow(QMainWindow):
         """Stop the API server and a benchmark run, then the engine (cancel → join → close the model).
         Background tasks still out are dropped and interrupted, never waited for. Idempotent."""
         self.tasks.shutdown()
+        self.composer.attachments.shutdown()  # files still being read: their processes killed
         self.api.shutdown()
         self.models.shutdown_dialogs()
         self.controller.tools.close()  # tool calls still running are cancelled
@@ -410,7 +411,8 @@ class MainWindow(QMainWindow):
 
     def join_background(self, timeout: float) -> bool:
         """Wait until every background thread the window started has ended (tests, after close)."""
-        joins = [self.tasks.join, self.api.tasks.join, self.side.params.json_answer.tasks.join, *self.models.joins()]
+        joins = [self.tasks.join, self.api.join, self.side.params.json_answer.tasks.join, *self.models.joins()]
+        joins.append(self.composer.attachments.readers.join)
         joins += [self.tools.join, self.controller.tools.tasks.join]
         joins.append(self.compare.join)
         if self.downloads is not None:

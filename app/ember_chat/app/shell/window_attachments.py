@@ -32,7 +32,7 @@ class WindowAttachments(QObject):
         self.chat = ChatAttachments(self.store)
         bar = window.composer.attachments
         bar.configure(window.tasks, window.bridge.measure_tokens, self.budget, self.sees_images, self.store.save)
-        bar.limits = lambda: Limits.from_megabytes(window.settings.attachment_max_mb)
+        bar.limits = lambda: Limits.from_settings(window.settings)  # size, and the reader's time and memory
         bar.text_of = self.store.text
         window.bridge.service.attachment_store = self.store  # where the engine reads a message's files
         bar.failed.connect(self._failed)
