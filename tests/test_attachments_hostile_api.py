@@ -16,6 +16,7 @@ import pytest
 from pytestqt.qtbot import QtBot
 
 from ember_chat.engine.attachments import Limits
+from ember_chat.engine.attachments.isolated import MAX_READERS
 from ember_chat.engine.attachments.kinds import MB
 from ember_chat.engine.core.params import LoadConfig
 from tests.api_client import served_client
@@ -113,3 +114,31 @@ def test_a_client_that_hangs_up_ends_its_file_s_reader(tiny_model: Any, qtbot: Q
             qtbot.waitUntil(lambda: not reading_processes(), timeout=10_000)  # …and its reader is gone
         finally:
             thread.join(60)
+
+
+def test_many_slow_files_at_once_are_read_a_few_at_a_time(client: openai.OpenAI, qtbot: QtBot) -> None:
+    """More requests with a slow file than MAX_READERS: never more readers than that at once (each
+    holds up to the memory limit), and each file still gets its whole time limit once its turn comes."""
+    said: list[str] = []
+
+    def ask(n: int) -> None:
+        with pytest.raises(openai.BadRequestError) as caught:
+            _ask(client, _file(f"slow-{n}.html", quadratic_html(SLOW_HTML)))
+        said.append(caught.value.message)
+
+    threads = [threading.Thread(target=ask, args=(n,)) for n in range(MAX_READERS + 2)]
+    most = [0]
+
+    def all_answered() -> bool:
+        most[0] = max(most[0], len(reading_processes()))
+        return not any(t.is_alive() for t in threads)
+
+    for t in threads:
+        t.start()
+    try:
+        qtbot.waitUntil(all_answered, timeout=120_000)
+    finally:
+        for t in threads:
+            t.join(60)
+    assert 0 < most[0] <= MAX_READERS
+    assert len(said) == len(threads) and all("took longer than 2 seconds to read" in s for s in said), said

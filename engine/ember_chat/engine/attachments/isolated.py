@@ -10,6 +10,8 @@ nobody listed. In a child process none of that reaches the caller:
   exist (Windows) the parent polls the child's resident size (psutil) and kills it past the limit;
 - cancel: `FileReader.cancel()` (a chip's ✕, the window closing) or a `cancelled()` that turns true
   (the API client hung up, the server stops) kills it at the next poll;
+- at most `MAX_READERS` children run at once in a process (64 API connections with a file each must
+  not mean 64 times the memory limit); a read waits for its turn, its clock starting with its child;
 - any error in the child is one sentence naming the file, never an exception from a library.
 
 Extraction is also Python (pypdf spends ~1 s on a 300-page PDF) that would hold the interpreter's lock
@@ -49,6 +51,8 @@ _PRELOAD = [
     "PIL.Image",
     "charset_normalizer",
 ]
+MAX_READERS = max(2, min(4, os.cpu_count() or 2))
+_turns = threading.BoundedSemaphore(MAX_READERS)
 _context_lock = threading.Lock()
 _context: BaseContext | None = None
 
@@ -96,6 +100,15 @@ class FileReader:
 
     # ----- the waiting side
     def _run(self, name: str, job: tuple[str] | tuple[str, bytes], progress: Progress | None) -> Extracted:
+        while not _turns.acquire(timeout=POLL_S):  # (its turn: see MAX_READERS)
+            if self._stopped():
+                raise ReadingStopped(f"Reading {name} was stopped.")
+        try:
+            return self._in_child(name, job, progress)
+        finally:
+            _turns.release()
+
+    def _in_child(self, name: str, job: tuple[str] | tuple[str, bytes], progress: Progress | None) -> Extracted:
         if self._stopped():
             raise ReadingStopped(f"Reading {name} was stopped.")
         ctx = _ctx()
