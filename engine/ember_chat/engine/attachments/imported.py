@@ -11,7 +11,7 @@ message inside the import's transaction. A chat file comes from anyone, so nothi
 - An image beside a ChatGPT export (`ExportImage`, found by import_chatgpt.export_assets) is the only
   file read from the disk, and only while it is a regular file inside the export's folder (resolved,
   not through a link); one that went missing or moved out meanwhile is left out and counted.
-- Every image, from either, passes the checks an attached one does (read_attachment_bytes: its format
+- Every image, from either, passes the checks an attached one does (read_bytes_isolated: its format
   told from its bytes, its size and pixel count within the limits, a GIF or WebP kept as PNG); a text
   passes the size limit.
 
@@ -31,7 +31,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from ember_chat.engine.attachments.extract import read_attachment_bytes
+from ember_chat.engine.attachments.isolated import read_bytes_isolated
 from ember_chat.engine.attachments.kinds import DEFAULT_LIMITS, AttachmentKind, Extracted, Limits, human_size
 from ember_chat.engine.attachments.store import AttachmentStore
 from ember_chat.engine.errors import AttachmentError
@@ -141,7 +141,7 @@ def _image_entry(name: str, entry: dict[str, Any], limits: Limits) -> Extracted:
     except (binascii.Error, ValueError):
         raise ImportFailed(f"The attached image “{name}” is damaged in the export (its data is not base64).") from None
     try:
-        read = read_attachment_bytes(name, data, limits)  # the checks an attached image passes
+        read = read_bytes_isolated(name, data, limits)  # the checks an attached image passes, in a child
     except AttachmentError as exc:
         raise ImportFailed(f"The attached image “{name}” in the export cannot be kept: {exc}") from None
     if read.kind is not AttachmentKind.IMAGE:
@@ -164,7 +164,7 @@ def _export_image(image: ExportImage, limits: Limits) -> Extracted | None:
                 f"{image.path.name} is larger than attachments can be ({human_size(limits.max_bytes)}, "
                 "attachment_max_mb in Ember's settings.json)."
             )
-        read = read_attachment_bytes(image.path.name, data, limits)
+        read = read_bytes_isolated(image.path.name, data, limits)
     except AttachmentError as exc:
         raise ImportFailed(f"An image of the export cannot be kept: {exc} Move it away to import without it.") from None
     if read.kind is not AttachmentKind.IMAGE:
