@@ -38,6 +38,19 @@ def _garbage_collected_on_the_main_thread() -> Iterator[None]:
     gc.collect(0)
 
 
+@pytest.fixture(autouse=True)
+def _keyring_left_as_found() -> Iterator[None]:
+    """Each test leaves the test keychain as it found it: a key one test saved (the window's API server key
+    in test_app_remote) made a later test's server ask for it (test_remote_switch: 401)."""
+    keyring_file = Path(os.environ["EMBER_TEST_KEYRING"])
+    before = keyring_file.read_bytes() if keyring_file.exists() else None
+    yield
+    if before is None:
+        keyring_file.unlink(missing_ok=True)
+    else:
+        keyring_file.write_bytes(before)
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """A test that runs a real starter model is slow (it loads 100-250 MB): `pytest -m "not slow"` is the
     fast inner loop; the whole suite runs them all."""
