@@ -81,13 +81,12 @@ class ParamsPanel(QWidget):
         self._loaded_context: int | None = None
         self.context.valueChanged.connect(lambda _v: self._show_context_note())
         self.think = QCheckBox(self.tr("Think before answering"))
-        self.think.setChecked(True)
-        self.think.setEnabled(False)
         self.think.setAccessibleName(self.tr("Think before answering"))
-        self.think.setToolTip(
-            self.tr("For reasoning models whose chat template has a thinking switch (e.g. Qwen3); saved per chat")
-        )
-        self.think.toggled.connect(self.changed)
+        # The chat's wish (saved with it): shown while the loaded model can think; a greyed box is
+        # always unticked, or it reads as "on" for a model that cannot think (its tooltip says why).
+        self._thinking_wanted = True
+        self.think.toggled.connect(self._think_toggled)
+        self.set_thinking_switch(False, self.tr("No model is loaded."))
         form.addRow(self.think)
         self.json_answer = JsonAnswerBox()
         self.json_answer.changed.connect(self.changed)
@@ -107,7 +106,8 @@ class ParamsPanel(QWidget):
         self.max_tokens.setValue(p.max_tokens)
         self.seed.setValue(-1 if p.seed is None else p.seed)
         self.context.setValue(context)
-        self.think.setChecked(p.thinking is not False)
+        self._thinking_wanted = p.thinking is not False
+        self.think.setChecked(self._thinking_wanted and self.think.isEnabled())
         self.system_prompt.setPlainText(system_prompt)
         self.json_answer.set_format(p.response_format)
         for w in (*widgets, self.max_tokens, self.seed, self.context, self.system_prompt, self.think):
@@ -123,7 +123,7 @@ class ParamsPanel(QWidget):
             repeat_penalty=round(self.repeat_penalty.value(), 2),
             max_tokens=self.max_tokens.value(),
             seed=None if self.seed.value() < 0 else self.seed.value(),
-            thinking=self.think.isChecked() if self.think.isEnabled() else None,
+            thinking=self._thinking_wanted if self.think.isEnabled() else None,
             response_format=self.json_answer.response_format(),
         )
 
@@ -144,9 +144,27 @@ class ParamsPanel(QWidget):
             )
         self.context_note.setVisible(differs)
 
-    def set_thinking_switch(self, available: bool) -> None:
-        """The loaded model's template can (or cannot) turn its thinking on and off."""
+    def set_thinking_switch(self, available: bool, why_not: str = "") -> None:
+        """The loaded model's template can (or cannot) turn its thinking on and off; `why_not`: the
+        tooltip's reason when it cannot (the default: the model's template has no switch)."""
         self.think.setEnabled(available)
+        self.think.blockSignals(True)  # (what is shown follows the model: the chat's wish is unchanged)
+        self.think.setChecked(available and self._thinking_wanted)
+        self.think.blockSignals(False)
+        if available:
+            tip = self.tr("The model thinks (reasons step by step) before it answers; saved per chat")
+        else:
+            tip = why_not or self.tr(
+                "Off: the loaded model cannot think on request (its chat template has no thinking switch, "
+                "as Qwen3's has)."
+            )
+        self.think.setToolTip(tip)
+        self.think.setAccessibleDescription(tip)
+
+    def _think_toggled(self, on: bool) -> None:
+        if self.think.isEnabled():  # (only a user's click on an enabled box changes the chat's wish)
+            self._thinking_wanted = on
+        self.changed.emit()
 
     def to_dict(self) -> dict[str, Any]:
         return {**self.params().to_dict(), "context_length": self.context.value()}

@@ -85,6 +85,7 @@ class ModelActions(QObject):
     def on_unloaded(self) -> None:
         self.w.settings = self.w.settings.with_changes(last_model="")  # unloaded by hand: none at the next start
         self.w.settings_file.save(self.w.settings)
+        self.w.side.params.set_thinking_switch(False, self.tr("No model is loaded."))
         self.w.set_model_state(ModelState.NONE)
 
     @Slot(object)
