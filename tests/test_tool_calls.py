@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 from ember_chat.engine.core.reasoning import MarkerNormalizer
 from ember_chat.engine.core.tools import ToolSpec
 from ember_chat.engine.inference.tool_calls import (
+    CutShort,
     ParsedChunk,
     ToolCallStream,
     ToolFormat,
@@ -69,7 +70,7 @@ RECORDED = [
         "Let me look both up.\n<tool_call>\n"
         '{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>\n<tool_call>\n'
         '{"name": "get_weather", "arguments": {"city": "Lyon", "unit": "celsius"}}\n</tool_call>',
-        "Let me look both up.\n\n",
+        "Let me look both up.\n",  # (the space between calls is no text of the answer)
         [("get_weather", {"city": "Paris"}), ("get_weather", {"city": "Lyon", "unit": "celsius"})],
     ),
     # Qwen3 thinking first, a call after; the call tag's end token (<|im_end|>) stops generation
@@ -85,7 +86,7 @@ RECORDED = [
         ToolFormat.HERMES,
         "<tool_call>\n<function=special_function>\n<parameter=arg1>\n1\n</parameter>\n</function>\n</tool_call>"
         "\n<tool_call>\n<function=get_weather>\n<parameter=city>\n1984\n</parameter>\n</function>\n</tool_call>",
-        "\n",
+        "",
         [("special_function", {"arg1": 1}), ("get_weather", {"city": "1984"})],
     ),
     # Llama 3.1/3.2 templates: 'Respond in the format {"name": function name, "parameters": ...}'
@@ -199,6 +200,32 @@ def test_any_pieces_give_the_same(case: tuple, cuts: list[int]) -> None:
     assert (parsed.text, named(parsed)) == (text, calls)
 
 
+CUT = [  # answers that end inside a call (max tokens): the calls complete before it, and the rest CutShort
+    (ToolFormat.HERMES, '<tool_call>\n{"name": "get_weather", "arguments": {"ci', []),
+    (
+        ToolFormat.HERMES,
+        '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>\n<tool_call>\n{"na',
+        [("get_weather", {"city": "Paris"})],
+    ),
+    (ToolFormat.LLAMA3, '{"name": "get_weather", "parameters": {"ci', []),
+    (ToolFormat.LLAMA3, '<|python_tag|>{"name": "get_weather", "parameters": {"ci', []),
+    (
+        ToolFormat.MISTRAL,
+        '[TOOL_CALLS][{"name": "get_weather", "arguments": {"city": "Oslo"}}, {"name": "get_w',
+        [("get_weather", {"city": "Oslo"})],
+    ),
+    (ToolFormat.GPT_OSS, '<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{"ci', []),
+]
+
+
+@pytest.mark.parametrize(("fmt", "answer", "calls"), CUT, ids=[f"{f.value}-{i}" for i, (f, *_) in enumerate(CUT)])
+def test_a_call_the_answer_ends_inside_is_cut_short_and_no_text(fmt: ToolFormat, answer: str, calls: list) -> None:
+    parsed = parse_tool_calls(answer, fmt, TOOLS)
+    assert parsed.text == "" and named(parsed) == calls
+    assert len(parsed.invalid) == 1 and isinstance(parsed.invalid[0], CutShort)
+    assert answer.endswith(parsed.invalid[0].call.raw[-8:])
+
+
 def test_text_streams_out_at_once_and_only_a_possible_call_is_held() -> None:
     stream = ToolCallStream(ToolFormat.HERMES, TOOLS)
     assert stream.feed("The weather").text == "The weather"
@@ -268,7 +295,7 @@ INVALID = [
     (
         ToolFormat.GPT_OSS,
         '<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{"city": ',
-        "JSON",
+        "cut short",
     ),
     (ToolFormat.MISTRAL, '[TOOL_CALLS][{"name": "get_weather", "argu', "cut short"),
 ]

@@ -183,8 +183,7 @@ def stream_events(source: TokenSource, s: StreamSetup) -> Iterator[Event]:
         for call in found:
             calls.append(call)
             yield ToolCallParsed(len(calls) - 1, call)
-        if calls and reason == StopReason.STOP:
-            reason = StopReason.TOOL_CALLS
+        reason = turn.end_reason(reason)
     elif markers is not None:
         tail = markers.feed(tail) + markers.flush()
     if reason != StopReason.STOP_STRING:

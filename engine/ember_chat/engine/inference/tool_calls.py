@@ -17,7 +17,8 @@ the templates in tests/templates teach them and llama.cpp's common/chat.cpp pars
 `ToolCallStream` takes the answer in pieces and gives back the text that is not a call and the calls,
 holding back text that may be the start of a call until it is decided. A call whose tool is unknown,
 whose JSON is broken or whose arguments break the tool's schema comes back as an `InvalidCall` (to be
-shown, and returned to the model as an error, never executed).
+shown, and returned to the model as an error, never executed); one the answer ended inside as a
+`CutShort`. The space after a call (between calls, or after the last) is not answer text.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from ember_chat.engine.core.tools import ToolCall, ToolSpec
 from ember_chat.engine.inference.tool_formats import (
     DROPS,
     STARTS,
+    CutShort,
     InvalidCall,
     ParsedChunk,
     ToolFormat,
@@ -44,6 +46,7 @@ from ember_chat.engine.inference.tool_formats import (
 )
 
 __all__ = [
+    "CutShort",
     "InvalidCall",
     "ParsedChunk",
     "ToolCallStream",
@@ -79,6 +82,7 @@ class ToolCallStream:
         self._fed = 0  # characters fed so far (the buffer is always their end)
         self.call_start: int | None = None  # where the call being read opened, in all the text fed
         self._ids: set[str] = set()  # the ids of this answer's calls (each one once)
+        self._after_call = False  # nothing but space since a call ended
 
     @property
     def in_call(self) -> bool:
@@ -137,6 +141,17 @@ class ToolCallStream:
         self._buf = self._buf[len(self._buf) - keep :]
 
     def _step_answer(self, text: list[str], calls: list, final: bool) -> None:
+        if self._after_call:  # the space after a call is the grammar's separator, not the answer's text
+            stripped = self._buf.lstrip()
+            if not stripped:
+                if final:
+                    self._buf = ""
+                return
+            if any(stripped.startswith(m) for m in self._markers):
+                self._buf = stripped
+            elif not final and any(m.startswith(stripped) for m in self._markers):
+                return  # perhaps the next call's opener
+            self._after_call = False
         if self.fmt is ToolFormat.LLAMA3 and self._call_position:
             stripped = self._buf.lstrip().lstrip(";").lstrip()
             if not stripped and not final:
@@ -172,6 +187,7 @@ class ToolCallStream:
             self._call_position = False
         calls.extend(found)
         self._buf, self._phase, self._scan = self._buf[used:], "answer", None
+        self._after_call = bool(found)
         self.call_start = None
         self._call_position = self._call_position or bool(found)
 
@@ -197,8 +213,8 @@ class ToolCallStream:
         if body[lead : lead + 1] == "{" and not final:
             return None  # the object is not complete yet
         close_at = body.find("</tool_call>")
-        if close_at < 0 and not final:
-            return None
+        if close_at < 0:
+            return cut_short("<tool_call>", body) if final else None
         if body[lead:].startswith("<function="):
             used = len(body) if close_at < 0 else close_at + len("</tool_call>")
             return (
@@ -217,7 +233,9 @@ class ToolCallStream:
         if self._opener == "{":
             end = self._json_end(body, 0)
             if end is None:
-                return ([], len(body), True) if final or not _may_be_bare_call(body) else None
+                if not _may_be_bare_call(body):
+                    return [], len(body), True
+                return cut_short("", body) if final else None
             try:
                 obj = json.loads(body[:end])
             except json.JSONDecodeError:
@@ -238,6 +256,8 @@ class ToolCallStream:
         ends = [(body.find(m), m) for m in _LLAMA_ENDS if m in body]
         if not ends and not final:
             return None
+        if not ends and body[lead : lead + 1] == "{":  # (final: the answer ended inside its JSON)
+            return cut_short("<|python_tag|>", body)
         at, mark = min(ends) if ends else (len(body), "")
         inner, used = body[:at], at + len(mark)
         builtin = _BUILTIN_CALL.match(inner)
@@ -251,7 +271,7 @@ class ToolCallStream:
         if body[lead:].startswith("["):
             end = self._json_end(body, lead)
             if end is None:
-                return cut_short("[TOOL_CALLS]", body) if final else None
+                return self._mistral_cut(body, lead + 1) if final else None
             raw = "[TOOL_CALLS]" + body[:end]
             try:
                 items = json.loads(body[lead:end])
@@ -276,6 +296,19 @@ class ToolCallStream:
             False,
         )
 
+    def _mistral_cut(self, body: str, at: int) -> tuple[list, int, bool]:
+        """An array of calls the answer ended inside: its complete calls, and the rest cut short."""
+        found: list[ToolCall | InvalidCall] = []
+        while True:
+            while body[at : at + 1] in (" ", "\n", ","):
+                at += 1
+            end = _JsonScan(at).end(body) if body[at : at + 1] == "{" else None
+            if end is None:
+                break
+            found.append(self._from_json(body[at:end], "[TOOL_CALLS]" + body[at:end]))
+            at = end
+        return [*found, *cut_short("[TOOL_CALLS]", body[at:])[0]], len(body), False
+
     def _read_gpt_oss(self, body: str, final: bool) -> tuple[list, int, bool] | None:
         raw = self._opener + body
         header_end = body.find("<|message|>")
@@ -290,6 +323,8 @@ class ToolCallStream:
             if not final and (is_json or "<|call|>" not in body[start:]):
                 return None  # the arguments are still coming
             stop = body.find("<|call|>", start)
+            if is_json and stop < 0:  # (final: the answer ended inside its arguments)
+                return cut_short(self._opener, body)
             end = len(body) if stop < 0 else stop
         rest = body[end:]
         if not final and "<|call|>".startswith(rest):

@@ -97,8 +97,19 @@ def broken_call(raw: str, why: str) -> InvalidCall:
     return InvalidCall(ToolCall(new_call_id(), "", {}, raw), why)
 
 
+@dataclass(frozen=True)
+class CutShort(InvalidCall):
+    """A call the answer ended inside (max tokens, the context, a stop): never run, and its markup is
+    no text of the answer either (the API leaves it out of `content`; after complete calls of the same
+    answer it is dropped, and the answer ends with them: tool_turn.py)."""
+
+
+CUT_SHORT = "the tool call was cut short (the answer ended inside it)."
+
+
 def cut_short(opener: str, body: str) -> tuple[list, int, bool]:
-    return [broken_call(opener + body, "the tool call was cut short.")], len(body), False
+    """A reader's result for a call the answer ended inside: all of `body`, as one CutShort."""
+    return [CutShort(ToolCall(new_call_id(), "", {}, opener + body), CUT_SHORT)], len(body), False
 
 
 STARTS = {

@@ -5,8 +5,9 @@ format of its family and the arguments the schema of the tool it names.
 `ToolGrammar(fmt, request).grammar(opener, lead)` is the GBNF of the rest of an answer from a call's
 opening words on: `lead` (text that must come first: the part of a token before the opener, which the
 runtime takes back and lets the grammar write again), the opener, the call, and, when parallel calls are
-allowed, more calls; nothing after them but the end of the turn. The arguments' rules come from
-llama-cpp-python's JSON-schema converter (see grammar.py), one rule per tool.
+allowed, more calls — MAX_CALLS in all at most; nothing after them but the end of the turn. A named
+`tool_choice` is one call of that tool (OpenAI: "call exactly one specific function"). The arguments'
+rules come from llama-cpp-python's JSON-schema converter (see grammar.py), one rule per tool.
 """
 
 from __future__ import annotations
@@ -21,6 +22,10 @@ from ember_chat.engine.inference.grammar import schema_grammar
 from ember_chat.engine.inference.tool_formats import STARTS, ToolFormat
 
 _RULE = re.compile(r"^([A-Za-z0-9-]+) ::= ", re.M)
+# The calls one answer may make. Without a bound a small model under a forced grammar repeats its call
+# until max_tokens (the chat starter: 6 calls, the last cut, finish_reason "length"); after the last
+# one the grammar allows only the end of the turn.
+MAX_CALLS = 8
 
 
 def gbnf_literal(text: str) -> str:
@@ -38,8 +43,10 @@ class ToolGrammar:
         self.fmt = fmt
         self.request = request
         self.mistral_args = mistral_args
-        tools = [t for t in request.tools if request.choice in ("auto", "required") or t.name == request.choice]
+        named = request.choice not in ("auto", "required")
+        tools = [t for t in request.tools if not named or t.name == request.choice]
         self.tools: list[ToolSpec] = tools
+        self.parallel = request.parallel and not named
         # One converter run for all the tools' arguments: each becomes the rule `toolargsN`.
         defs: dict[str, Any] = {}
         wrapper = {
@@ -68,14 +75,15 @@ class ToolGrammar:
 
     def grammar(self, opener: str | None = None, lead: str = "") -> str:
         opener = self.default_opener if opener is None else opener
-        call = self._call_rule(opener)
+        lines = [f"tool-call ::= {self._call_rule(opener)}"]
         more = ""  # (Llama 3.x and gpt-oss end the turn after one call; Mistral's array holds several)
-        if self.request.parallel and (
-            self.fmt is ToolFormat.HERMES or (self.fmt is ToolFormat.MISTRAL and self.mistral_args)
-        ):
-            more = f" (tool-sep {self._call_rule(self.default_opener)})*"
+        if self.parallel and (self.fmt is ToolFormat.HERMES or (self.fmt is ToolFormat.MISTRAL and self.mistral_args)):
+            # (named rules: a repetition of an inline group counts the rules inside it, one per tool)
+            more = f" (tool-sep tool-next){{0,{MAX_CALLS - 1}}}"
+            lines.append(f"tool-next ::= {self._call_rule(self.default_opener)}")
         lines = [
-            f"root ::= {gbnf_literal(lead) + ' ' if lead else ''}{call}{more} tool-tail",
+            f"root ::= {gbnf_literal(lead) + ' ' if lead else ''}tool-call{more} tool-tail",
+            *lines,
             "tool-sep ::= [ \\n]{0,2}",
             "tool-tail ::= [ \\n]{0,2}",
             self._shared,
@@ -86,8 +94,7 @@ class ToolGrammar:
         alternatives = [self._one_call(opener, i, t) for i, t in enumerate(self.tools)]
         if self.fmt is ToolFormat.MISTRAL and not self.mistral_args:
             objects = " | ".join(self._json_object(i, t, "arguments") for i, t in enumerate(self.tools))
-            sep = ' ", " ' if self.request.parallel else ""
-            items = f"({objects})" + (f" ({sep}({objects}))*" if sep else "")
+            items = f"({objects})" + (f' (", " ({objects})){{0,{MAX_CALLS - 1}}}' if self.parallel else "")
             return f'{gbnf_literal(opener)} "[" {items} "]"'
         return "(" + " | ".join(alternatives) + ")"
 

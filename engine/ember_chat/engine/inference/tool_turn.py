@@ -11,6 +11,10 @@ shown twice: the parser and the marker normalizer are put back as they were befo
 text they give again is swallowed. With `tool_choice` required or a named tool, the grammar holds the
 answer from its first token instead (closing the thinking first where the prompt opened it: a call is
 never read inside thinking).
+
+An answer that ends inside a call (max tokens, the context) after complete calls ends with them: the
+unfinished one is dropped, and the answer's stop reason is "tool_calls" (`end_reason`): a parallel
+call is never returned cut. Cut with no complete call before it, it comes as a CutShort.
 """
 
 from __future__ import annotations
@@ -19,9 +23,10 @@ import copy
 from dataclasses import dataclass
 
 from ember_chat.engine.core.reasoning import CLOSE, MarkerNormalizer
+from ember_chat.engine.core.states import StopReason
 from ember_chat.engine.core.tools import InvalidCall, ToolCall, ToolRequest
 from ember_chat.engine.inference.tool_calls import ToolCallStream
-from ember_chat.engine.inference.tool_formats import ToolFormat
+from ember_chat.engine.inference.tool_formats import CutShort, ToolFormat
 from ember_chat.engine.inference.tool_grammar import ToolGrammar
 
 
@@ -61,6 +66,7 @@ class ToolTurn:
         self._raw = ""  # all the model's own text
         self._shown = 0
         self._swallow = 0  # text given again after a restart that was already given out
+        self._dropped = False  # the answer ended inside a call after complete ones, which it ends with
 
     def first_grammar(self) -> str | None:
         """The grammar from the first token (a forced call), else None (lazy)."""
@@ -109,7 +115,20 @@ class ToolTurn:
         for chunk in (self.stream.feed(piece), self.stream.flush()):
             text.append(self._give(chunk.text))
             self.calls.extend([*chunk.calls, *chunk.invalid])
+        if any(isinstance(c, ToolCall) for c in self.calls):
+            kept = [c for c in self.calls if not isinstance(c, CutShort)]
+            self._dropped = len(kept) < len(self.calls)
+            self.calls = kept
         return "".join(text), self.calls[before:]
+
+    def end_reason(self, reason: str) -> str:
+        """The answer's stop reason, its calls read (after `flush`): "tool_calls" when it ended after a
+        call, by itself or cut inside a later call (dropped)."""
+        if self.calls and reason == StopReason.STOP:
+            return StopReason.TOOL_CALLS
+        if self._dropped and reason in (StopReason.LENGTH, StopReason.CONTEXT_FULL):
+            return StopReason.TOOL_CALLS
+        return reason
 
     def _give(self, text: str) -> str:
         if self._swallow:

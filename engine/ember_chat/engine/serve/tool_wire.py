@@ -8,8 +8,11 @@ A call the model made that must not run (InvalidCall: an unknown tool, arguments
 or break the tool's schema) is never returned as a call, so no client can run it: it stays what the
 model wrote, in the answer's text (`content`, in place), and the response's `ember.invalid_tool_calls`
 says which call and why (`[{"choice", "name", "raw", "error"}]`, `raw` the call's text as written;
-in the final chunk when streamed). An answer whose calls were all invalid ends with finish_reason
-"stop"; the valid calls keep consecutive indexes (0, 1, …) whatever invalid ones came between.
+in the final chunk when streamed). A call the answer ended inside (max_tokens: a CutShort) is noted
+there too, but its markup is no part of `content`; after complete calls it is dropped and the answer
+ends with them (finish_reason "tool_calls", see tool_turn.py). An answer whose calls were all invalid
+ends with finish_reason "stop"; the valid calls keep consecutive indexes (0, 1, …) whatever invalid
+ones came between.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from ember_chat.engine.core.tools import TOOL_CHOICES, InvalidCall, ToolCall, To
 from ember_chat.engine.errors import InvalidParameter
 from ember_chat.engine.inference.grammar import schema_grammar
 from ember_chat.engine.inference.grammar_limits import check_grammar_limits
-from ember_chat.engine.inference.tool_formats import ToolFormat
+from ember_chat.engine.inference.tool_formats import CutShort, ToolFormat
 from ember_chat.engine.inference.tool_grammar import ToolGrammar
 from ember_chat.engine.serve.api_error import ApiError
 
@@ -149,10 +152,10 @@ class ChoiceCalls:
 
     def add(self, call: ToolCall | InvalidCall) -> tuple[int | None, str]:
         """Take a parsed call: (its index among the valid calls, or None for an invalid one whose text
-        goes into the answer: the second item)."""
+        goes into the answer: the second item; none for a call cut short)."""
         if isinstance(call, InvalidCall):
             self.invalid.append(call)
-            return None, call.call.raw
+            return None, "" if isinstance(call, CutShort) else call.call.raw
         self.valid.append(call)
         return len(self.valid) - 1, ""
 
