@@ -24,7 +24,7 @@ from ember_chat.app.chat.tool_cards import TOOL_VERBS
 from ember_chat.app.chat.tool_turns import ToolTurns
 from ember_chat.app.qt.bridge import EngineBridge
 from ember_chat.app.qt.wording import window_wording
-from ember_chat.engine.core.messages import ChatMessage
+from ember_chat.engine.core.messages import ChatMessage, is_unfinished_utf8
 from ember_chat.engine.core.params import SamplingParams
 from ember_chat.engine.errors import EmberError
 from ember_chat.engine.inference.events import Retrying
@@ -39,6 +39,17 @@ if TYPE_CHECKING:
     from ember_chat.engine.attachments import StoredAttachment
     from ember_chat.engine.inference.events import AttachmentsPlanned
     from ember_chat.engine.tools.session import ChatToolSession
+
+
+def held_bytes(answer: Message) -> bytes:
+    """The first bytes of the character an answer stopped inside (kept with its metrics: it is not in
+    its text), or b"" (none, or a value that is not such bytes)."""
+    value = (answer.metrics or {}).get("held_utf8")
+    try:
+        held = bytes.fromhex(value) if isinstance(value, str) else b""
+    except ValueError:
+        return b""
+    return held if is_unfinished_utf8(held) else b""
 
 
 class ChatController(QObject):
@@ -265,8 +276,8 @@ class ChatController(QObject):
                 history = with_tool_messages(thread, history)  # answers' tool calls and their results
                 if system_prompt.strip():
                     history.insert(0, ChatMessage("system", system_prompt))
-                if resume is not None:
-                    history.append(ChatMessage("assistant", resume.content))  # a final assistant message is continued
+                if resume is not None:  # a final assistant message is continued (from a character it cut, if any)
+                    history.append(ChatMessage("assistant", resume.content, held_bytes=held_bytes(resume)))
             tools = self.tools.prepare(conv.id, continuing)
             request_id = self.bridge.generate(history, params, tools=tools)
         except EmberError as exc:  # QueueFull (only while Ember shuts down), an attachment's file gone
@@ -279,6 +290,9 @@ class ChatController(QObject):
         self._resumed = resume is not None
         if resume is not None:
             self.stream_resumed.emit(resume.id)
+            space = resume.content[len(resume.content.rstrip()) :]
+            if space:  # (the rendered text ends without it: the continuation starts after it, as it will)
+                self.stream_appended.emit(space)
         else:
             self.stream_began.emit(self._stream.message.id, self.model_name)
         self.metrics_began.emit()

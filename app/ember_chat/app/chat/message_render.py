@@ -198,18 +198,6 @@ class MessageWriter:
         self.fresh_block(c, fmt)
         c.insertText(line, self.small_secondary)
 
-    @staticmethod
-    def drop_metrics_line(c: QTextCursor) -> None:
-        """Empty the metrics line that ends the document at `c` (an answer about to be continued), if
-        there is one: its text only — the block stays, for the continuation (a selection reaching back
-        into the block before would take a code or tool card's whole table with it); `c` is left there."""
-        c.movePosition(QTextCursor.MoveOperation.End)
-        block = c.block()
-        if block.blockFormat().property(METRICS_LINE):
-            c.setPosition(block.position())
-            c.movePosition(QTextCursor.MoveOperation.End, QTextCursor.MoveMode.KeepAnchor)
-            c.removeSelectedText()
-
     # ----- thinking
     def thinking_format(self) -> QTextCharFormat:
         fmt = QTextCharFormat(self.secondary)

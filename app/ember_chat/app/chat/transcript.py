@@ -58,6 +58,13 @@ MAX_TEXT_WIDTH = 860  # comfortable line length; wider windows centre the column
 MIN_MARGIN = 22
 
 
+def body_end(c: QTextCursor) -> QTextCursor:
+    """A mark at `c` (the end of an answer's text) that stays before what is written at it next."""
+    mark = QTextCursor(c)
+    mark.setKeepPositionOnInsert(True)
+    return mark
+
+
 def _summary(m: Message) -> str | None:
     return GenerationMetrics.from_dict(m.metrics).summary_line(window_wording()) if m.metrics else None
 
@@ -79,6 +86,9 @@ class _Shown:
     role: str
     start: QTextCursor  # at the first character of the message's header; moves with edits above it
     key: tuple | None  # None while it streams or renders
+    # an answer: right after its text, before what is written below it (tool cards, the Read line and
+    # Sources, the metrics line): where a Continue streams in place
+    body_end: QTextCursor | None = None
 
 
 class TranscriptView(QTextBrowser):
@@ -256,6 +266,7 @@ class TranscriptView(QTextBrowser):
         shown.start.setKeepPositionOnInsert(False)
         if m.role == "assistant":
             yield from self.writer.body_steps(c, m.content, m.id, m.id in self._expanded)
+            shown.body_end = body_end(c)
             self.tools.write(c, m)
             self.attachments.write_plan(c, m.id)
             line = self.tools.with_tool_time(_summary(m), m)  # (says "interrupted" when the stream was cut)
@@ -294,13 +305,20 @@ class TranscriptView(QTextBrowser):
         self.scroll_to_end()
 
     def resume_stream(self, message_id: int) -> None:
-        """Stream a continuation below the message already shown (the thread is re-written at the end)."""
+        """Stream a continuation right after the text of the message already shown, in its last
+        paragraph (a word cut in two is whole again): what was below the text (the Read line and Sources
+        of its files, its metrics line) goes, and the whole answer gets them again when the thread is
+        re-written at the end."""
         self.finish_rendering(final_only=True)
-        if self._shown and self._shown[-1].message_id == message_id:
-            self._shown[-1].key = None
+        shown = self.last_shown(message_id)
         c = self._end_cursor()
-        self.writer.drop_metrics_line(c)  # (the whole answer gets its line at the end)
-        self.writer.fresh_block(c)
+        if shown is not None:
+            shown.key = None
+            if shown.body_end is not None:
+                c.setPosition(shown.body_end.position(), QTextCursor.MoveMode.KeepAnchor)
+                c.removeSelectedText()
+        else:
+            self.writer.fresh_block(c)
         self.streaming.start(message_id, c, thinking=False)  # (the continued text shows as it comes)
 
     def end_stream(self, markdown: str, summary: str | None, stop_reason: str | None = None) -> None:

@@ -210,6 +210,10 @@ class TranscriptStreaming:
         # Rendering complete: drop the plain streamed text, then the metrics line.
         c.movePosition(QTextCursor.MoveOperation.End, QTextCursor.MoveMode.KeepAnchor)
         c.removeSelectedText()
+        shown = view.last_shown(message_id)
+        if shown is not None:
+            shown.body_end = QTextCursor(c)
+            shown.body_end.setKeepPositionOnInsert(True)  # (before the lines written next: a Continue streams there)
         view.attachments.write_plan(c, message_id)  # how its attachments were read, its Sources
         if summary:
             writer.metrics_line(c, summary)

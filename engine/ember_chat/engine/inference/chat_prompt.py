@@ -23,6 +23,7 @@ class ChatPlan:
     prefix: str  # an answer being continued (after an interruption), else ""
     thinking: bool | None  # the template's thinking switch, as it will be rendered
     offered: list[ToolSpec] | None  # the tools the model is given (None: none)
+    held: bytes = b""  # the answer being continued ended inside a character: its first bytes (ChatMessage)
 
 
 def plan_chat(
@@ -32,9 +33,9 @@ def plan_chat(
     an assistant's partial answer to continue. A model with a thinking switch thinks unless asked not
     to (as the window and llama-server do), except where a grammar holds the answer from its first
     token (JSON output, a forced tool call). InvalidParameter with a sentence for what cannot be."""
-    prefix = ""
+    prefix, held = "", b""
     if messages and messages[-1].role == "assistant" and not messages[-1].tool_calls:
-        prefix, messages = messages[-1].content, messages[:-1]
+        prefix, held, messages = messages[-1].content, messages[-1].held_bytes, messages[:-1]
     if not messages or messages[-1].role not in ("user", "tool"):
         raise InvalidParameter("a chat request must end with a user message (or the results of tool calls).")
     thinking = params.thinking
@@ -54,7 +55,7 @@ def plan_chat(
         )
     if thinking_switch and (constrained or (tools is not None and tools.forced)):
         thinking = False  # the grammar holds the answer from its first token: no room for thoughts
-    return ChatPlan(list(messages), prefix, thinking, offered)
+    return ChatPlan(list(messages), prefix, thinking, offered, held)
 
 
 @dataclass(frozen=True)

@@ -94,6 +94,9 @@ class GenerationMetrics:
     # what is wrong with it ("not JSON", "age is required"); None when free text was asked for.
     json_check: str | None = None
     prompt_tokens_restored: int = 0  # of prompt_tokens_reused, those restored from a saved KV snapshot
+    # The answer stopped inside a UTF-8 character (max tokens, Stop): the bytes of it written so far, in
+    # hex ("d8"). They are not in the text (never a U+FFFD); a Continue starts from them.
+    held_utf8: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -57,6 +57,7 @@ class LocalRuntime:
         self._recent: list[tuple[str, list[int]]] = []
         self._vocab: llama_cpp.llama_vocab_p | None = None
         self._pieces: dict[int, bytes] = {}  # each token's text, looked up once per loaded model
+        self._byte_ids: dict[int, int] = {}  # byte -> the token that is that byte alone (found when needed)
         self._templates: dict[str | None, ChatTemplate] = {}  # per override, for the loaded model
         self._control: ControlText | None = None  # the loaded model's control tokens, read once
         self._vision: VisionContext | None = None  # the model's projector, if loaded with one
@@ -153,6 +154,7 @@ class LocalRuntime:
         self._config = config
         self._vocab = llama_cpp.llama_model_get_vocab(llm.model)
         self._pieces = {}
+        self._byte_ids = {}
         self._cache.opened(llm, config)
         gpu = gpu_backend_name()
         self._backend = gpu if gpu and config.gpu_layers != 0 else "CPU"
@@ -174,6 +176,7 @@ class LocalRuntime:
         self._recent = []
         self._vocab = None
         self._pieces = {}
+        self._byte_ids = {}
         self._templates.clear()
         self._control = None
         if llm is not None:
@@ -280,7 +283,7 @@ class LocalRuntime:
         return chat_prompt(
             messages, params, tools, template, self._info, self._vision,
             lambda text: self._prompt_tokens(text, special=True, guard=template.guard),
-            llm.n_ctx(), trim=trim, stopped=stopped,
+            llm.n_ctx(), trim=trim, stopped=stopped, byte_tokens=self._byte_tokens,
         )  # fmt: skip
 
     def chat(
@@ -330,8 +333,9 @@ class LocalRuntime:
         try:
             turn = tool_turn_for(self._info, template_override, tools, markers) if chat.offered else None
             yield from self._stream(
-                chat.text, chat.tokens, params, recorder, markers, chat.vision, turn, batched=batched, cancel=cancel
-            )
+                chat.text, chat.tokens, params, recorder, markers, chat.vision, turn,
+                batched=batched, cancel=cancel, held=chat.held,
+            )  # fmt: skip
         finally:
             if chat.vision is not None:
                 chat.vision.close()
@@ -397,6 +401,28 @@ class LocalRuntime:
             piece = self._pieces[token] = self._token_piece(token)
         return piece
 
+    def _byte_tokens(self, data: bytes) -> list[int]:
+        """The tokens that are these bytes one by one (a byte-fallback vocabulary's <0xD8>, a byte-level
+        BPE's single-byte tokens), or [] when the vocabulary lacks one. Tokenizing the bytes would not
+        do: llama.cpp reads an incomplete character in a BPE vocabulary as U+FFFD. The vocabulary is
+        read in id order until the bytes are found (byte tokens come first in both kinds)."""
+        self._require()
+        wanted = set(data) - self._byte_ids.keys()
+        if wanted:
+            for token in range(self.vocab_size()):
+                piece = self._token_piece(token)
+                if len(piece) == 1 and piece[0] not in self._byte_ids and not self._is_control(token):
+                    self._byte_ids[piece[0]] = token
+                    wanted.discard(piece[0])
+                    if not wanted:
+                        break
+        if any(b not in self._byte_ids for b in data):
+            return []
+        return [self._byte_ids[b] for b in data]
+
+    def _is_control(self, token: int) -> bool:
+        return bool(llama_cpp.llama_vocab_is_control(self._vocab, token))
+
     def _token_piece(self, token: int) -> bytes:
         buf = ctypes.create_string_buffer(64)
         # special=True: control tokens keep their text (thinking markers such as <think> or gpt-oss's
@@ -420,12 +446,14 @@ class LocalRuntime:
         conversation: bool = True,
         batched: bool = False,
         cancel: threading.Event | None = None,
+        held: bytes = b"",
     ) -> Iterator[Event]:
         """`markers`: chat mode, where a reasoning model's thinking markers are put in canonical form.
         `params.ignore_eos`: exactly max_tokens tokens (benchmarks, as llama-bench generates them).
         `vision`: the prompt's images (its `tokens` hold placeholders where they go). `conversation`:
         seq 0's state may be saved to and restored from snapshots (not a benchmark's, nor with images).
-        `batched`: a run of the batch decoder (plain text only); `cancel` stops this run alone."""
+        `batched`: a run of the batch decoder (plain text only); `cancel` stops this run alone. `held`:
+        the prompt ends with these bytes of an unfinished character (an answer being continued)."""
         llm = self._require()
         seed = params.seed if params.seed is not None else random.randrange(2**31)
         # (checked: a grammar llama.cpp cannot parse never reaches its sampler)
@@ -438,15 +466,15 @@ class LocalRuntime:
                 llm, tokens, params, seed, self._vision, vision, conversation, cancel, self._piece
             )
 
-        def remember(reason: str, raw: str, generated: list[int]) -> None:
+        def remember(reason: str, raw: str, all_tokens: list[int]) -> None:
             # (with images, the text alone does not say which image is where: no text-keyed reuse; a
             # benchmark's tokens are no conversation's prefix)
             if reason != StopReason.STOP_STRING and vision is None and conversation:
-                self._recent = [(prompt_text + raw, tokens + generated), *self._recent[:7]]
+                self._recent = [(prompt_text + raw, all_tokens), *self._recent[:7]]
 
         setup = StreamSetup(
             tokens, params, rec, seed, llm.n_ctx(), self._piece, self._is_eog, stopped,
-            grammar, markers, turn, remember,
+            grammar, markers, turn, remember, held,
         )  # fmt: skip
         yield from stream_events(source, setup)
 

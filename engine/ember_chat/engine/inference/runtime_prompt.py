@@ -87,6 +87,8 @@ class ChatPrompt:
     dropped: int  # messages left out to fit the context
     prefix: str  # an answer being continued (after an interruption), else ""
     offered: list[ToolSpec] | None  # the tools the model is given (None: none)
+    held: bytes = b""  # the first bytes of a character the answer being continued stopped inside: `tokens`
+    # end with their tokens (not in `text`), and the answer's first token completes the character
 
     def markers(self) -> MarkerNormalizer:
         """The answer's thinking markers, put in canonical form as it streams."""
@@ -107,10 +109,13 @@ def chat_prompt(
     *,
     trim: bool = True,
     stopped: Callable[[], bool] = lambda: False,
+    byte_tokens: Callable[[bytes], list[int]] = lambda _held: [],
 ) -> ChatPrompt:
     """`messages` rendered with `template` (with `vision`'s images, if any) and fitted to `n_ctx` with
     room for the answer (see fit_to_context for `trim` and `stopped`); `prompt_tokens(text)` tokenizes
-    a rendered text prompt (the template's markers as control tokens, the defused content as text)."""
+    a rendered text prompt (the template's markers as control tokens, the defused content as text);
+    `byte_tokens(data)` gives the tokens of those bytes one by one ([] when the vocabulary lacks one: the
+    held bytes of an answer being continued are then left out, and its next character written anew)."""
     plan = plan_chat(messages, params, template.thinking_switch, tools)
     if any(m.images for m in plan.messages) and vision is None:
         raise ImagesNotSupported(
@@ -119,6 +124,9 @@ def chat_prompt(
         )
     fallback = builtin_for(info.architecture, template.guard)
     prefix = continued_text(plan.prefix, template.guard)
+    # (with images, mtmd tokenizes the text itself: a cut character is written anew there)
+    held_tokens = byte_tokens(plan.held) if plan.held and not any(m.images for m in plan.messages) else []
+    held = plan.held if held_tokens else b""
     unfreed: list[Rendered] = []  # renderings not yet given to `discard` (or returned)
 
     def render(kept: list[ChatMessage]) -> tuple[Rendered, int]:
@@ -128,7 +136,7 @@ def chat_prompt(
             unfreed.append((text, prompt.tokens, prompt, notice))
             return unfreed[-1], len(prompt.tokens)
         rendered, notice = render_chat(template, kept, fallback, plan.thinking, plan.offered)
-        tokens = prompt_tokens(rendered + prefix)
+        tokens = prompt_tokens(rendered + prefix) + held_tokens
         return (rendered + prefix, tokens, None, notice), len(tokens)
 
     def discard(rendered: Rendered) -> None:  # (a rendering not used: its images' positions are freed)
@@ -144,7 +152,7 @@ def chat_prompt(
             discard(unfreed[-1])
         raise
     text, tokens, prompt, notice = fitted.rendered
-    return ChatPrompt(text, tokens, prompt, notice, fitted.dropped, plan.prefix, plan.offered)
+    return ChatPrompt(text, tokens, prompt, notice, fitted.dropped, plan.prefix, plan.offered, held)
 
 
 def tool_turn_for(

@@ -82,8 +82,12 @@ class StreamSetup:
     grammar: str | None = None
     markers: MarkerNormalizer | None = None
     turn: ToolTurn | None = None
-    # (reason, the answer's raw text, its tokens): called before Finished when the run ended cleanly
+    # (reason, the answer's raw text, the prompt's and the answer's tokens that are the prompt's text and
+    # that text exactly): called before Finished when the run ended cleanly
     remember: Callable[[str, str, list[int]], None] | None = None
+    # the prompt ends with these first bytes of a character (an answer continued where it stopped
+    # inside one): the answer's first bytes complete it
+    held: bytes = b""
 
 
 def stream_events(source: TokenSource, s: StreamSetup) -> Iterator[Event]:
@@ -94,6 +98,7 @@ def stream_events(source: TokenSource, s: StreamSetup) -> Iterator[Event]:
     assert rec.t_prefill_start_ns is not None
     yield PromptReady(len(tokens), source.reused, s.n_ctx, rec.t_start_ns, rec.t_prefill_start_ns, source.restored)
     decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    decoder.decode(s.held)  # (gives nothing: an incomplete character, completed by the first token)
     stops = StopStringScanner(params.stop)
     generated: list[int] = []
     raw_text: list[str] = []
@@ -167,6 +172,8 @@ def stream_events(source: TokenSource, s: StreamSetup) -> Iterator[Event]:
                 rec.take_back(len(generated) - restart.keep)
                 del generated[restart.keep :], raw_text[restart.keep :]
                 decoder.reset()
+                if not generated:
+                    decoder.decode(s.held)
                 gen = source.generate(tokens + generated, restart.grammar)
         except RuntimeError as exc:
             if not s.stopped():
@@ -176,7 +183,10 @@ def stream_events(source: TokenSource, s: StreamSetup) -> Iterator[Event]:
             gen.close()
     finally:
         source.end(generated)
-    tail = decoder.decode(b"", final=True)
+    # An answer that stops inside a character (max tokens, Stop) keeps its first bytes back: not
+    # shown nor saved as U+FFFD, but in the metrics (held_utf8), so that a Continue completes it.
+    held = decoder.getstate()[0]
+    tail = ""
     raw_text.append(tail)
     if turn is not None:
         tail, found = turn.flush(tail)
@@ -193,7 +203,23 @@ def stream_events(source: TokenSource, s: StreamSetup) -> Iterator[Event]:
             # text held back at the end (a partial stop string): no new token
             yield Token(tail, max(0, len(generated) - 1), rec.token_times_ns[-1] if generated else 0, count=0)
     metrics = rec.finish(reason, source.perf(), seed=s.seed, image_encode_ms=source.image_encode_ms())
-    metrics = replace(metrics, json_check=answer_check(params.response_format, "".join(shown)))
+    metrics = replace(
+        metrics, json_check=answer_check(params.response_format, "".join(shown)), held_utf8=held.hex() or None
+    )
     if s.remember is not None:
-        s.remember(reason, "".join(raw_text), generated)
+        # the text remembered for prefix reuse lacks the held bytes: so do its tokens (a Continue puts
+        # them back after it); a token with part of a whole character too cannot be split: not kept
+        kept = _without_held(tokens + generated, len(held), s.piece)
+        if kept is not None:
+            s.remember(reason, "".join(raw_text), kept)
     yield Finished(reason, "".join(shown), metrics, tool_calls=tuple(calls))
+
+
+def _without_held(tokens: list[int], held: int, piece: Callable[[int], bytes]) -> list[int] | None:
+    """`tokens` without the last ones that are their `held` last bytes exactly, or None when a token
+    holds some of them and some bytes of whole characters."""
+    end, size = len(tokens), 0
+    while size < held and end > 0:
+        end -= 1
+        size += len(piece(tokens[end]))
+    return tokens[:end] if size == held else None
