@@ -85,5 +85,5 @@ fi
 
 echo "smoke: ember-chat models list"
 run "$EXE" models list | tee "$WORK/models.out"
-grep -q "^starter .*bundled  SmolLM2 135M Instruct (chat model)" "$WORK/models.out"
+grep -q "^starter .*bundled  SmolLM2 135M (chat starter)" "$WORK/models.out"
 echo "smoke: passed ($(du -sh "$DIST" | cut -f1) bundle)"

@@ -45,7 +45,8 @@ def test_run_tiny_json(tiny_model: Path) -> None:
     lines = out.stdout.rstrip("\n").split("\n")
     metrics = json.loads(lines[-1])
     assert metrics.keys() >= REQUIRED_KEYS
-    assert metrics["threads"] == 1 and metrics["n_ctx"] == 512 and metrics["model"] == "Tiny Test"
+    assert metrics["threads"] == 1 and metrics["n_ctx"] == 512
+    assert metrics["model"] == "tiny-chatml.gguf"  # a model given as a file: its name (models/names.py)
     assert metrics["output_tokens"] >= 1 and metrics["stop_reason"] in ("stop", "length")
 
 
@@ -57,7 +58,7 @@ def test_run_gemma_streams_real_text(tmp_path: Path) -> None:
     *text, last = out.stdout.rstrip("\n").split("\n")
     metrics = json.loads(last)
     assert "France" in "\n".join(text)  # real, on-topic text from the base model
-    assert metrics["model"] == "Gemma 3 270m" and metrics["quantization"] == "Q4_K_M"
+    assert metrics["model"] == "Gemma 3 270M (base model)" and metrics["quantization"] == "Q4_K_M"
     assert metrics["output_tokens"] == 16 and metrics["stop_reason"] == "length"
     assert metrics["decode_tokens_per_s"] > 0 and metrics["ttft_s"] > 0
     assert (tmp_path / "models" / "gemma-3-270m-q4_k_m.gguf").exists()  # assembled into the models folder

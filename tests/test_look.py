@@ -162,7 +162,7 @@ def test_header_names_model_and_time_and_has_icon_actions(qtbot: QtBot, make_win
     t = w.transcript
     answer = w.store.thread(w.controller.conversation_id)[-1]
     header = t.document().find("Ember").block().text()
-    assert "Tiny Test" in header  # the model's name
+    assert "tiny.gguf" in header  # the model's name, as the picker says it
     hrefs = [h for h, _tip in t.links()]
     assert f"ember:copy/{answer.id}" in hrefs and f"ember:regenerate/{answer.id}" in hrefs
     tips = dict(t.links())

@@ -149,12 +149,12 @@ def test_models_list_says_which_starter_is_which(tmp_path: Path) -> None:
     out = cli("models", "list", data_dir=tmp_path)
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
-    assert re.match(r"^starter\s+.*bundled\s+SmolLM2 135M Instruct \(chat model\)", lines[0]), lines[0]
-    assert re.match(r"^gemma-3-270m\s+.*bundled\s+Gemma 3 270M \(base model: text completion\)", lines[1]), lines[1]
+    assert re.match(r"^starter\s+.*bundled\s+SmolLM2 135M \(chat starter\)", lines[0]), lines[0]
+    assert re.match(r"^gemma-3-270m\s+.*bundled\s+Gemma 3 270M \(base model\)", lines[1]), lines[1]
     rows = json.loads(cli("models", "list", "--json", data_dir=tmp_path).stdout)
     assert [r["description"] for r in rows[:2]] == [
-        "SmolLM2 135M Instruct (chat model)",
-        "Gemma 3 270M (base model: text completion)",
+        "SmolLM2 135M (chat starter)",
+        "Gemma 3 270M (base model)",
     ]
 
 

@@ -18,8 +18,8 @@ from tests.test_starter import sentences
 
 __all__ = ["make_window", "paths"]
 
-CHAT_LABEL = "SmolLM2 135M Instruct (starter: chat)"
-BASE_LABEL = "Gemma 3 270M (base model: text completion)"
+CHAT_LABEL = "SmolLM2 135M (chat starter)"  # (one name everywhere: test_model_names)
+BASE_LABEL = "Gemma 3 270M (base model)"
 
 
 def test_the_picker_and_the_model_manager_say_which_starter_is_which(
@@ -27,7 +27,7 @@ def test_the_picker_and_the_model_manager_say_which_starter_is_which(
 ) -> None:
     w = make_window()
     picker = {w.model_picker.itemData(i): w.model_picker.itemText(i) for i in range(w.model_picker.count())}
-    assert picker["starter"] == "SmolLM2 135M (chat starter)" and picker["gemma-3-270m"] == "Gemma 3 270M (base model)"
+    assert picker["starter"] == CHAT_LABEL and picker["gemma-3-270m"] == BASE_LABEL
     mm = w.models.model_manager()
     with qtbot.waitSignal(mm.installed_listed, timeout=LOAD_TIMEOUT):
         mm.show()
@@ -46,7 +46,7 @@ def test_a_new_users_first_answer_makes_sense(
     w = make_window()
     with qtbot.waitSignal(w.model_state_changed, check_params_cb=lambda s: s == "ready", timeout=LOAD_TIMEOUT):
         w.welcome.starter.click()
-    assert w.model_picker.currentText() == "SmolLM2 135M (chat starter)"
+    assert w.model_picker.currentText() == CHAT_LABEL
     w.side.params.temperature.setValue(0.0)
     set_max_tokens(w, 160)
     send(qtbot, w, "Explain photosynthesis in simple words.")

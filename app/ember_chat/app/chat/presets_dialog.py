@@ -30,7 +30,7 @@ from PySide6.QtWidgets import (
 )
 
 from ember_chat.app.chat.presets_editor import PresetEditor
-from ember_chat.app.models.starter_names import starter_label
+from ember_chat.app.models.starter_names import model_label
 from ember_chat.engine.errors import InvalidParameter
 from ember_chat.engine.storage.presets import Preset, PresetError, PresetLibrary
 
@@ -39,7 +39,7 @@ ChatValues = Callable[[], tuple[str, str, dict[str, Any], bool | None]]
 
 def _shown(name: str) -> str:
     """A model's name as the picker shows it (a bundled starter by its name, not its alias)."""
-    return starter_label(name) or name
+    return model_label(name)
 
 
 class PresetsDialog(QDialog):

@@ -184,7 +184,7 @@ class InstalledTab(QWidget):
         for r in range(self.installed.rowCount()):
             item = self.installed.item(r, 0)
             e: ModelEntry = item.data(Qt.ItemDataRole.UserRole)
-            label = model_label(e)
+            label = model_label(e.name)
             is_loaded = loaded is not None and e.name == loaded
             item.setText(self.tr("● {name} — loaded").format(name=label) if is_loaded else label)
             font = QFont(item.font())
@@ -339,7 +339,7 @@ class InstalledTab(QWidget):
     def _import_checked(self, path: Path, check: ImportCheck) -> None:
         self.installed_status.clear()
         if check.duplicate is not None:
-            name = model_label(check.duplicate)
+            name = model_label(check.duplicate.name)
             self.banner.show_message(
                 self.tr("{file} is already installed as {name}; there is nothing to import.").format(
                     file=path.name, name=name

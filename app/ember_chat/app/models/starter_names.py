@@ -1,36 +1,15 @@
-"""What the window calls a model in the picker and the Model Manager: the bundled starters by what
-they are and what they are for (so a user can tell the chat starter from the base model), any other
-model by its library name."""
+"""What the window calls a model: the engine's one display name (engine/models/names.py), the same the
+Model Manager, `ember-chat models list`, the command line's messages and the answers' metrics say: a
+bundled starter by what it is and what it is for, any other model by its library name."""
 
 from __future__ import annotations
 
 from PySide6.QtCore import QCoreApplication
 
-from ember_chat.engine.models.library import ModelEntry
-from ember_chat.engine.models.starter import GEMMA_ALIAS, STARTER_ALIAS
+from ember_chat.engine.models.names import display_name
 
 
-def model_label(entry: ModelEntry, short: bool = False) -> str:
-    """The entry's name as the window shows it (translated when called); `short` for the model picker,
-    whose width leaves the loaded model's status room at the default window size."""
-    if entry.starter is None:
-        return entry.name
-    return starter_label(entry.starter.alias, short) or entry.starter.description
-
-
-def starter_label(name: str | None, short: bool = True) -> str | None:
-    """A bundled starter's name as the window shows it, for its alias; None for any other model (an
-    answer's header then names the model as its file does: the starters' files name them cryptically)."""
-    if name == STARTER_ALIAS:
-        return (
-            QCoreApplication.translate("ModelNames", "SmolLM2 135M (chat starter)")
-            if short
-            else QCoreApplication.translate("ModelNames", "SmolLM2 135M Instruct (starter: chat)")
-        )
-    if name == GEMMA_ALIAS:
-        return (
-            QCoreApplication.translate("ModelNames", "Gemma 3 270M (base model)")
-            if short
-            else QCoreApplication.translate("ModelNames", "Gemma 3 270M (base model: text completion)")
-        )
-    return None
+def model_label(name: str) -> str:
+    """The model Ember knows as `name` (a library name, an alias, a remote model's name) as the
+    window shows it, translated when called."""
+    return QCoreApplication.translate("ModelNames", display_name(name))

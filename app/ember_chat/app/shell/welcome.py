@@ -10,7 +10,7 @@ from PySide6.QtCore import QCoreApplication, Qt, Signal
 from PySide6.QtGui import QPalette
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QSizePolicy, QVBoxLayout, QWidget
 
-from ember_chat.app.models.starter_names import starter_label
+from ember_chat.app.models.starter_names import model_label
 from ember_chat.engine.models.starter import GEMMA_ALIAS
 from ember_chat.engine.models.starter import starter_available as installed
 
@@ -28,7 +28,7 @@ def starters_note(base_available: bool) -> str:
         "WelcomePanel",
         "Also included: <b>{name}</b> in the model picker, a <i>base</i> model that "
         "continues text rather than answering; use it for text completion.",
-    ).format(name=html.escape(starter_label(GEMMA_ALIAS) or GEMMA_ALIAS))  # (as the picker lists it)
+    ).format(name=html.escape(model_label(GEMMA_ALIAS)))  # (as the picker lists it)
     return f"{chat} {base}"
 
 

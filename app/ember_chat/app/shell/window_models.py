@@ -17,7 +17,7 @@ from PySide6.QtCore import QObject, QUrl, Slot
 from PySide6.QtGui import QDesktopServices
 from PySide6.QtWidgets import QFileDialog
 
-from ember_chat.app.models.starter_names import starter_label
+from ember_chat.app.models.starter_names import model_label
 from ember_chat.engine.core.refs import ModelRef
 from ember_chat.engine.core.states import ModelState
 from ember_chat.engine.inference.backend import ModelDescription
@@ -93,7 +93,7 @@ class ModelActions(QObject):
         self.w.model = model
         self.loaded_name = self.loading_name
         self.loading_name = None
-        self.w.controller.model_name = starter_label(self.loaded_name) or model.name  # (an answer's header)
+        self.w.controller.model_name = model.name  # (an answer's header: the engine's display name)
         self.w.side.params.set_thinking_switch(model.thinking_switch)
         self.w.settings = self.w.settings.with_changes(last_model=self.loaded_name or "")
         self.w.settings_file.save(self.w.settings)
@@ -206,7 +206,7 @@ class ModelActions(QObject):
                 self.w.model_picker.setCurrentIndex(index)
 
         api_url = self.w.api.server.url if self.w.api.server is not None else None
-        loaded = starter_label(self.loaded_name) or self.loaded_name or self.w.model.name
+        loaded = model_label(self.loaded_name) if self.loaded_name else self.w.model.name
         self.remote_question = RemoteSwitchQuestion(  # kept while open (and for tests)
             self.w, loaded, remote[1], remote[0], api_url, lambda: self._start_load(name, ref, alias), cancelled
         )
@@ -216,7 +216,7 @@ class ModelActions(QObject):
         unloaded, so say what is still loaded and show it in the picker again."""
         loaded = self.loaded_name if self.w.model is not None else None
         if loaded is not None:
-            shown = starter_label(loaded) or loaded  # (as the picker names it)
+            shown = model_label(loaded)  # (as the picker names it)
             message += " " + self.tr("{model} is still loaded.").format(model=shown)
         index = self.w.model_picker.findData(loaded) if loaded is not None else 0
         self.w.model_picker.setCurrentIndex(max(index, 0))  # not a pick: picks are `activated`

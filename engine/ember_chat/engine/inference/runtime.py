@@ -35,6 +35,7 @@ from ember_chat.engine.inference.runtime_runs import RunStarter
 from ember_chat.engine.inference.token_stream import StreamSetup, TokenSource, stream_events
 from ember_chat.engine.inference.tool_turn import ToolTurn
 from ember_chat.engine.models.gguf_inspect import ModelInfo, inspect_gguf
+from ember_chat.engine.models.names import display_name
 
 if TYPE_CHECKING:  # vision.py loads libmtmd: imported once a model has a projector
     from ember_chat.engine.inference.kv_snapshots import SnapshotStore
@@ -51,6 +52,9 @@ class LocalRuntime:
         self._info: ModelInfo | None = None
         self._config: LoadConfig | None = None
         self._backend = "CPU"
+        # What a person calls the loaded model (models/names.py): its description, its runs' metrics
+        # and its messages say it; the engine service sets the library's name for it after a load.
+        self.label = ""
         # Prompt text + generated text of the last conversations' generations (newest first, single
         # path and batched alike), and the token ids behind them, so a follow-up whose prompt extends
         # one of those texts reuses exactly the tokens already in the KV cache (or in its snapshot).
@@ -82,6 +86,11 @@ class LocalRuntime:
     def model_info(self) -> ModelInfo | None:
         return self._info
 
+    def _named_info(self) -> ModelInfo:
+        """The loaded model's header, named as people know it (what its messages say)."""
+        assert self._info is not None
+        return replace(self._info, name=self.label or self._info.name)
+
     @property
     def config(self) -> LoadConfig | None:
         return self._config
@@ -92,7 +101,7 @@ class LocalRuntime:
             return None
         info = self._info
         return ModelDescription(
-            name=info.name,
+            name=self.label or info.name,
             backend=self._backend,
             n_ctx=self._llm.n_ctx(),
             architecture=info.architecture,
@@ -151,6 +160,7 @@ class LocalRuntime:
             raise
         self._llm = llm
         self._info = info
+        self.label = display_name(config.path.name)
         self._config = config
         self._vocab = llama_cpp.llama_model_get_vocab(llm.model)
         self._pieces = {}
@@ -281,7 +291,7 @@ class LocalRuntime:
         assert self._info is not None
         template = self.template(template_override)
         return chat_prompt(
-            messages, params, tools, template, self._info, self._vision,
+            messages, params, tools, template, self._named_info(), self._vision,
             lambda text: self._prompt_tokens(text, special=True, guard=template.guard),
             llm.n_ctx(), trim=trim, stopped=stopped, byte_tokens=self._byte_tokens,
         )  # fmt: skip
@@ -331,7 +341,7 @@ class LocalRuntime:
             yield ContextTrimmed(chat.dropped, len(chat.tokens), llm.n_ctx())
         markers = chat.markers()
         try:
-            turn = tool_turn_for(self._info, template_override, tools, markers) if chat.offered else None
+            turn = tool_turn_for(self._named_info(), template_override, tools, markers) if chat.offered else None
             yield from self._stream(
                 chat.text, chat.tokens, params, recorder, markers, chat.vision, turn,
                 batched=batched, cancel=cancel, held=chat.held,
@@ -385,7 +395,7 @@ class LocalRuntime:
         llm = self._require()
         assert self._info is not None and self._config is not None
         return RunContext(
-            model=self._info.name,
+            model=self.label or self._info.name,
             quantization=self._info.quantization,
             backend=self._backend,
             threads=self._config.threads,

@@ -12,13 +12,17 @@ import itertools
 import logging
 import threading
 from collections.abc import Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from ember_chat.engine.core.params import LoadConfig
 from ember_chat.engine.core.refs import ModelRef, RemoteModelRef
 from ember_chat.engine.errors import EmberError, InvalidParameter
 from ember_chat.engine.inference.attachment_turns import ModelChangeGuard, TokenCount, estimate_tokens, token_counter
 from ember_chat.engine.inference.backend import InferenceBackend, ModelDescription
 from ember_chat.engine.inference.metrics import MetricsRecorder, RunContext
+from ember_chat.engine.models.gguf_inspect import ModelInfo
+from ember_chat.engine.models.names import display_name
 
 if TYPE_CHECKING:
     from ember_chat.engine.inference.kv_snapshots import SnapshotStore
@@ -160,8 +164,14 @@ class ServiceModel:
             self.model = None
             self._notify("load_failed_with_id", load_id, f"Unexpected error while loading: {exc!r}")
             return
+        info = getattr(self.backend, "model_info", None)
+        # the API's model id without an alias: the GGUF's own name, as always (the label is not an id)
+        self.alias = alias or (info.name if isinstance(info, ModelInfo) else model.name)
+        if alias and isinstance(ref, LoadConfig) and hasattr(self.backend, "label"):
+            # named as the library names it (models/names.py); its runs' metrics and messages too
+            self.backend.label = display_name(alias)
+            model = replace(model, name=self.backend.label)
         self.model = model
-        self.alias = alias or model.name
         self._notify("loaded_with_id", load_id, model)
 
     def unload(self) -> None:

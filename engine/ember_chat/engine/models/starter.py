@@ -35,9 +35,12 @@ class Starter:
     source_repo: str
     assembled: bool = False  # True: assembled from chunk packages into the models folder
 
+    label: str = ""  # its one display name, what and what for, short enough for the picker (names.py)
+
     @property
     def description(self) -> str:
-        return f"{self.title} ({self.role})"
+        """Its display name: "SmolLM2 135M (chat starter)"."""
+        return self.label or f"{self.title} ({self.role})"
 
 
 CHAT_STARTER = Starter(
@@ -50,6 +53,7 @@ CHAT_STARTER = Starter(
     size=98_362_432,
     sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
     source_repo="HuggingFaceTB/SmolLM2-135M-Instruct",
+    label="SmolLM2 135M (chat starter)",
 )
 BASE_STARTER = Starter(
     alias="gemma-3-270m",
@@ -62,6 +66,7 @@ BASE_STARTER = Starter(
     sha256="a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818",
     source_repo="google/gemma-3-270m",
     assembled=True,
+    label="Gemma 3 270M (base model)",
 )
 STARTERS: tuple[Starter, ...] = (CHAT_STARTER, BASE_STARTER)
 STARTER_ALIAS = CHAT_STARTER.alias
