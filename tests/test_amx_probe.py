@@ -5,6 +5,7 @@ of more than one token)."""
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import pytest
@@ -42,7 +43,7 @@ def test_a_batched_prompt_on_the_starter_does_not_kill_the_process(starter_model
 def test_without_amx_no_child_is_started(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.delenv(amx_probe.ENV_OVERRIDE, raising=False)
     monkeypatch.setattr(amx_probe, "cpu_has_amx", lambda: False)
-    monkeypatch.setattr(amx_probe, "_probe", lambda _path: pytest.fail("a child was started"))
+    monkeypatch.setattr(amx_probe, "_probe", lambda _path, _cancel: pytest.fail("a child was started"))
     assert extra_buffers_usable(tmp_path / "any.gguf", cache_dir=tmp_path) is True
 
 
@@ -51,5 +52,26 @@ def test_the_environment_decides_without_a_probe(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, value: str, usable: bool
 ) -> None:
     monkeypatch.setenv(amx_probe.ENV_OVERRIDE, value)
-    monkeypatch.setattr(amx_probe, "_probe", lambda _path: pytest.fail("a child was started"))
+    monkeypatch.setattr(amx_probe, "_probe", lambda _path, _cancel: pytest.fail("a child was started"))
     assert extra_buffers_usable(tmp_path / "any.gguf", cache_dir=tmp_path) is usable
+
+
+def test_a_probe_that_cannot_finish_decides_nothing(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Cancelled (or over its time): this load goes without the extra buffers, the next one asks again."""
+    monkeypatch.delenv(amx_probe.ENV_OVERRIDE, raising=False)
+    monkeypatch.setattr(amx_probe, "cpu_has_amx", lambda: True)
+    model = tmp_path / "model.gguf"
+    model.write_bytes(b"GGUF")
+    asked: list[Path] = []
+    monkeypatch.setattr(amx_probe, "_probe", lambda path, _cancel: asked.append(path))
+    assert extra_buffers_usable(model, cache_dir=tmp_path) is False
+    assert extra_buffers_usable(model, cache_dir=tmp_path) is False
+    assert asked == [model, model] and not broken_mark(tmp_path).exists()
+
+
+def test_a_cancelled_load_kills_its_probe(tmp_path: Path) -> None:
+    cancel = threading.Event()
+    cancel.set()
+    model = tmp_path / "model.gguf"
+    model.write_bytes(b"GGUF")
+    assert amx_probe._probe(model, cancel) is None  # the child was started, killed and reaped

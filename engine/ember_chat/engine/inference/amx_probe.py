@@ -22,6 +22,7 @@ import platform
 import signal
 import sys
 import threading
+import time
 from pathlib import Path
 
 import llama_cpp
@@ -65,13 +66,15 @@ def _decode_a_batch(model_path: str) -> None:  # in the child process
     llm.eval(tokens)
 
 
-def _probe(model_path: Path) -> int | None:
-    """The child's exit code (None: it did not end in time and was killed)."""
+def _probe(model_path: Path, cancel: threading.Event | None) -> int | None:
+    """The child's exit code (None: the load was cancelled, or the child did not end in time; killed)."""
     child = multiprocessing.get_context("spawn").Process(
         target=_decode_a_batch, args=(str(model_path),), name="ember-amx-probe", daemon=True
     )
     child.start()
-    child.join(PROBE_TIMEOUT_S)
+    deadline = time.monotonic() + PROBE_TIMEOUT_S
+    while child.is_alive() and time.monotonic() < deadline and not (cancel is not None and cancel.is_set()):
+        child.join(0.1)  # (a cancelled load does not wait for the probe)
     if child.is_alive():
         child.kill()
         child.join()
@@ -79,8 +82,12 @@ def _probe(model_path: Path) -> int | None:
     return child.exitcode
 
 
-def extra_buffers_usable(model_path: Path, cache_dir: Path | None = None) -> bool:
-    """Whether loading `model_path` with llama.cpp's extra buffer types is safe on this machine."""
+def extra_buffers_usable(
+    model_path: Path, cache_dir: Path | None = None, cancel: threading.Event | None = None
+) -> bool:
+    """Whether loading `model_path` with llama.cpp's extra buffer types is safe on this machine. A probe
+    that could not finish (cancelled, or over PROBE_TIMEOUT_S) decides nothing: this load goes without
+    them, and the next one asks again."""
     forced = os.environ.get(ENV_OVERRIDE)
     if forced in {"0", "1"}:
         return forced == "1"
@@ -97,7 +104,9 @@ def extra_buffers_usable(model_path: Path, cache_dir: Path | None = None) -> boo
         key = (str(model_path), st.st_size, st.st_mtime_ns)
         if key in _CLEARED:
             return True
-        code = _probe(model_path)
+        code = _probe(model_path, cancel)
+        if code is None:
+            return False
         if code == -signal.SIGILL:
             log.warning(
                 "llama.cpp's AMX kernels crash on this machine (SIGILL): models load without the extra "

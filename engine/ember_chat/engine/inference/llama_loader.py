@@ -141,7 +141,7 @@ def open_llama(
 
     c_progress = llama_cpp.llama_progress_callback(on_progress)
     kv_type = _KV_TYPES[config.kv_cache_type]
-    extra_buffers = extra_buffers_usable(config.path)
+    extra_buffers = extra_buffers_usable(config.path, cancel=cancel)
     try:
         with _llama_load_patches(c_progress, config.parallel + 2, extra_buffers):
             llm = llama_cpp.Llama(
