@@ -155,9 +155,8 @@ class Composer(QWidget):
             self.submit()
 
     def submit(self) -> None:
-        """Send what the box holds (Enter, the Send button)."""
-        if self._generating:
-            return
+        """Send what the box holds (Enter, the Send button; while an answer streams, Enter: the window
+        keeps the message until the answer ends, and the box is free for the next one)."""
         text = self.editor.toPlainText().strip()
         if text or self.attachments.items:  # (attachments may go without a word)
             self.editor.clear()

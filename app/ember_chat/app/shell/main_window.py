@@ -219,6 +219,7 @@ class MainWindow(QMainWindow):
         t.action.connect(c._on_action)
         self.composer.send.connect(self.compose.send)
         self.model_state_changed.connect(self.compose.load_ended)  # (a message sent while a model loads)
+        c.generating_changed.connect(self.compose.answer_ended)  # (and one sent while an answer streams)
         self.composer.attachments.settled.connect(self.compose.attachments_settled)  # (and its files counted)
         self.composer.stop.connect(self.stop)
         self.composer.cancel_edit.connect(self.compose.end_edit)

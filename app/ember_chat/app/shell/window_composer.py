@@ -1,12 +1,13 @@
 """The main window's message box actions: sending (a message sent while a model loads goes once it is
-ready), editing an earlier message (the box's own text and files come back whenever the edit ends). A
-part of the main window (`window.compose`), which uses the window's composer, controller and banner."""
+ready; one sent while an answer streams goes when it ends), editing an earlier message (the box's own text
+and files come back whenever the edit ends). A part of the main window (`window.compose`), which uses the
+window's composer, controller and banner."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from PySide6.QtCore import QObject
+from PySide6.QtCore import QObject, QTimer
 from PySide6.QtGui import QTextCursor
 
 from ember_chat.engine.core.states import ModelState
@@ -22,9 +23,16 @@ class ComposerActions(QObject):
         self.w = window
         self._draft: tuple[str, list[StoredAttachment]] | None = None  # the box's own, while editing a message
         self._queued = ""  # a message sent while a model loads: "load" (waiting for it), "files" (for its chips)
+        # Messages sent while an answer streams (Enter), with their files, and the chat they were sent in:
+        # out of the box (the next one typed is not glued to them), each sent when the answer before ends.
+        self._after_answer: list[tuple[str, list[StoredAttachment]]] = []
+        self._after_answer_chat: int | None = None
 
     def send(self, text: str) -> None:
         self.w.banner.hide()
+        if self.w.controller.generating and not self.w.controller.editing:
+            self._wait_for_answer(text)
+            return
         if self.w.models.loading and not self.w.controller.model_ready:
             # a model loads: the message stays in the box and goes when it is ready (load_ended)
             self._put_back(text)
@@ -68,10 +76,74 @@ class ComposerActions(QObject):
 
     def drop_queued(self) -> None:
         """A message waiting for a load stays in the box, unsent (the load was cancelled or refused, an
-        edit started or ended, another chat was opened), and the notice says so."""
+        edit started or ended, another chat was opened), and the notice says so; messages waiting for
+        the answer's end (Stop, Esc, another chat) come back into it, before what was typed since."""
         if self._queued:
             self._queued = ""
             self.w.show_notice(self.tr("Your message was not sent; it is still in the box."), cause="send-later")
+        waiting, self._after_answer = self._after_answer, []
+        if waiting:
+            typed = self.w.composer.editor.toPlainText().strip()
+            self._put_back("\n\n".join([*(text for text, _ in waiting if text), *([typed] if typed else [])]))
+            for _, files in waiting:
+                self.w.composer.attachments.attach_stored(files)
+            self.w.show_notice(
+                self.tr("Your message was not sent; it is back in the box.")
+                if len(waiting) == 1
+                else self.tr("Your {n} messages were not sent; they are back in the box.").format(n=len(waiting)),
+                cause="send-later",
+            )
+
+    def _wait_for_answer(self, text: str) -> None:
+        """Enter while an answer streams (or its tool calls wait): the message (and its files) leaves the
+        box and goes when the answer ends; Stop, Esc or leaving the chat put it back."""
+        refused = self.w.attach.refused()  # (still reading; an image for a model that cannot see it)
+        if refused:
+            self._put_back(text)
+            self.w.show_error(refused)
+            return
+        bar = self.w.composer.attachments
+        self._after_answer.append((text, bar.attachments()))
+        self._after_answer_chat = self.w.controller.conversation_id
+        bar.clear()
+        self._say_waiting()
+
+    def _say_waiting(self) -> None:
+        n = len(self._after_answer)
+        first = " ".join(self._after_answer[0][0].split())  # (which message waits: the box no longer shows it)
+        if n > 1:
+            said = self.tr(
+                "Your {n} messages are sent one after another when the answer ends. Esc or Stop puts them back "
+                "in the box."
+            ).format(n=n)
+        elif first:
+            said = self.tr("Your message “{text}” is sent when the answer ends. Esc or Stop puts it back in the box.")
+            said = said.format(text=first if len(first) <= 60 else first[:59].rstrip() + "…")
+        else:  # (files alone)
+            said = self.tr("Your message is sent when the answer ends. Esc or Stop puts it back in the box.")
+        self.w.show_notice(said, cause="send-later")
+
+    def answer_ended(self, generating: bool) -> None:
+        """The controller's generating_changed: a message waiting for the answer goes once it has ended,
+        after what waited for that end (another chat opened puts it back in the box instead)."""
+        if not generating and self._after_answer:
+            QTimer.singleShot(0, self, self._send_waiting)
+
+    def _send_waiting(self) -> None:
+        controller = self.w.controller
+        if not self._after_answer or controller.generating:
+            return
+        if controller.conversation_id != self._after_answer_chat or controller.editing:
+            self.drop_queued()
+            return
+        text, files = self._after_answer.pop(0)
+        if not controller.send(text, files):  # (no model, a write that failed: it says why)
+            self._after_answer.insert(0, (text, files))
+            self.drop_queued()
+        elif self._after_answer:
+            self._say_waiting()
+        else:
+            self.w.banner.end("send-later")
 
     def _put_back(self, text: str) -> None:
         """Text into the box with the cursor at its end, where typing goes on."""
