@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from PySide6.QtCore import QPoint, Qt, Signal
+from PySide6.QtCore import QPoint, QRect, Qt, Signal
 from PySide6.QtGui import QKeyEvent
 from PySide6.QtWidgets import (
     QApplication,
@@ -54,6 +54,11 @@ class PopupContent:
     notes: tuple[str, ...] = field(default=())
     require_call: bool = False  # the model must call a tool first in each answer
     allowed: tuple[ToolChoice, ...] = ()  # the chat's "always allow" grants (`name` says the tool and its source)
+
+
+MIN_LIST = 120  # the least height of the popup's list of tools when it scrolls (a few tools in view)
+POPUP_WIDTH = (300, 440)  # the popup's least and greatest width (its sentences wrap in between)
+GAP = 2  # between the popup and its button
 
 
 def tokens_text(tokens: int) -> str:
@@ -113,18 +118,15 @@ class ToolsPopup(QWidget):
                 self.boxes[tool.key] = box
                 rows.addWidget(box, 0, Qt.AlignmentFlag.AlignLeft)  # (its width: a click beside it is not on it)
         rows.addStretch(1)
-        room = max(160, (self.screen().availableGeometry().height() if self.screen() else 600) - 220)
-        if body.sizeHint().height() <= room:
-            outer.addWidget(body)
-        else:  # many tools: they scroll (a popup taller than the screen could not be closed with the mouse)
-            scroll = QScrollArea()
-            scroll.setWidget(body)
-            scroll.setWidgetResizable(True)
-            scroll.setFrameShape(QFrame.Shape.NoFrame)
-            scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-            scroll.setMinimumWidth(min(460, body.sizeHint().width() + 24))
-            scroll.setFixedHeight(room)
-            outer.addWidget(scroll)
+        # the list scrolls when the popup has less room than it needs (see fit): the box, the grants and
+        # Settings below it stay in view
+        self.body = body
+        self.scroll = QScrollArea()
+        self.scroll.setWidget(body)
+        self.scroll.setWidgetResizable(True)
+        self.scroll.setFrameShape(QFrame.Shape.NoFrame)
+        self.scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        outer.addWidget(self.scroll)
         # for models that never call a tool by themselves (base models): the answer's first turn is a call
         self.require_box = QCheckBox(self.tr("Make the model call a tool first"))
         self.require_box.setChecked(content.require_call)
@@ -156,6 +158,26 @@ class ToolsPopup(QWidget):
         self.settings_button.setAccessibleName(self.tr("Open the tools settings"))
         outer.addWidget(self.settings_button, 0, Qt.AlignmentFlag.AlignLeft)
         self.show_tokens(sum(1 for b in self.boxes.values() if b.isChecked()), content.tokens)
+
+    def fit(self, width: int, max_height: int) -> int:
+        """Lay the popup out `width` wide and at most `max_height` tall if it can be (its list of tools
+        scrolls, never below MIN_LIST); returns its height. Each wrapped sentence (a failing server's
+        error) gets the height its text needs at that width: sized from sizeHint alone, the error was
+        drawn under the box below it."""
+        margins = self.layout().contentsMargins()
+        inner = max(1, width - margins.left() - margins.right())
+        body = self.body
+        natural = body.heightForWidth(inner) if body.hasHeightForWidth() else body.sizeHint().height()
+        self.scroll.setFixedHeight(natural)
+        total = self._height_for(width)
+        if total > max_height:
+            self.scroll.setFixedHeight(max(min(natural, MIN_LIST), natural - (total - max_height)))
+            total = self._height_for(width)
+        return total
+
+    def _height_for(self, width: int) -> int:
+        self.layout().invalidate()
+        return self.heightForWidth(width) if self.hasHeightForWidth() else self.sizeHint().height()
 
     def _grants(
         self, outer: QVBoxLayout, allowed: tuple[ToolChoice, ...], on_revoke: Callable[[str], None] | None
@@ -242,17 +264,41 @@ class ToolsButton(QToolButton):
         )
         self.popup.settings_button.clicked.connect(self._open_settings)
         self.frame.hold(self.popup)
-        size = self.frame.sizeHint()
-        screen = self.screen().availableGeometry()
-        top_left = self.mapToGlobal(QPoint(0, -size.height()))
-        x = max(screen.left(), min(top_left.x(), screen.right() - size.width()))
-        y = max(screen.top(), top_left.y())
-        self.frame.move(x, y)
+        self.frame.setGeometry(self._popup_geometry(self.popup))
         self.frame.show()
         first = next(iter(self.popup.boxes.values()), None)
         (first or self.popup.settings_button).setFocus()
         self.popup_shown.emit()
         return self.popup
+
+    def _popup_geometry(self, popup: ToolsPopup) -> QRect:
+        """Where the popup goes, on the screen: above the button (the message box is at the window's
+        bottom), else below it, inside the window below its title bar when there is room (a tall popup
+        covered it), else in the screen's available area; what it lacks in height its list scrolls.
+        The height is laid out at the popup's width each time it is filled (the frame's size hint,
+        taken while a popup filled again replaced the old one, was the old one's: it ran off the screen)."""
+        screen = (self.screen() or QApplication.primaryScreen()).availableGeometry()
+        anchor = QRect(self.mapToGlobal(QPoint(0, 0)), self.size())
+        edge = self.frame.layout().contentsMargins()
+        extra_w, extra_h = edge.left() + edge.right(), edge.top() + edge.bottom()
+        low, high = POPUP_WIDTH
+        width = min(max(popup.sizeHint().width(), low), high, screen.width() - extra_w)
+        top = max(screen.top(), self.window().geometry().top())  # (geometry: the title bar is above it)
+        above = anchor.top() - GAP - top
+        below = screen.bottom() - anchor.bottom() - GAP
+        height = popup.fit(width, 1 << 20) + extra_h
+        if height > above and height > below:  # too tall: its list scrolls
+            least = popup.fit(width, 0) + extra_h
+            if max(above, below) < least:  # (a window too low on the screen: above it, then)
+                above = anchor.top() - GAP - screen.top()
+            height = popup.fit(width, max(above, below) - extra_h) + extra_h
+        fits_above = height <= above or above >= below
+        y = anchor.top() - GAP - height if fits_above else anchor.bottom() + 1 + GAP
+        rect = QRect(anchor.left(), y, width + extra_w, height)
+        # on the screen whatever happens (a window partly off it)
+        rect.moveLeft(max(screen.left(), min(rect.left(), screen.right() + 1 - rect.width())))
+        rect.moveTop(max(screen.top(), min(rect.top(), screen.bottom() + 1 - rect.height())))
+        return rect
 
     def refresh_popup(self) -> None:
         """Fill the open popup again (the tools listed changed: a server started, one failed), keeping the
@@ -291,8 +337,7 @@ class PopupFrame(QFrame):
                 old.hide()
                 old.setParent(None)
                 old.deleteLater()
-        self._layout.addWidget(widget)
-        self.resize(self.sizeHint())  # (adjustSize would cap it at 2/3 of the screen and squash it)
+        self._layout.addWidget(widget)  # (its size: ToolsButton._popup_geometry)
 
     def keyPressEvent(self, event: QKeyEvent) -> None:  # Qt override
         if event.key() == Qt.Key.Key_Escape:
