@@ -250,3 +250,20 @@ def test_a_title_with_line_breaks_stays_on_its_row(data: Path, capsys: pytest.Ca
     assert main(["chats", "list"]) == 0
     rows = capsys.readouterr().out.splitlines()
     assert len(rows) == 4 and rows[1].endswith("  Two lines and a tab")
+
+
+def test_purge_while_the_window_holds_the_folder_says_what_it_still_holds(data: Path) -> None:
+    """The window's model keeps what it read and writes its caches at quit: the command says so rather than
+    promising they are all gone (the window's own lock file, taken as the window takes it)."""
+    from PySide6.QtCore import QLockFile
+
+    lock = QLockFile(str(data / "ember.lock"))
+    assert lock.tryLock(0)
+    try:
+        out = cli(data, "rm", "--purge", str(ids_of(data)["Gone"]))
+    finally:
+        lock.unlock()
+    assert out.returncode == 0, out.stderr
+    assert "Ember's window is open on this data folder" in out.stdout
+    out = cli(data, "rm", "--purge", str(ids_of(data)["Old"]))
+    assert "window" not in out.stdout  # no window now
