@@ -20,6 +20,7 @@ from ember_chat.app.shell.main_window import MainWindow
 from tests.fake_backend import FakeBackend
 from tests.peer_servers import free_port
 from tests.test_app import load, make_window, paths
+from tests.window_support import start_api_in_window
 
 __all__ = ["make_window", "paths"]  # fixtures from tests/test_app.py
 
@@ -117,3 +118,18 @@ def test_quitting_while_the_api_server_runs_asks_first(qtbot: QtBot, make_window
     w.close()  # asked again; this time, quit
     qtbot.mouseClick(w.api.quit_button, Qt.MouseButton.LeftButton)
     assert not w.isVisible() and not w.api.running
+
+
+def test_at_quit_the_server_stops_telling_the_window_and_is_stopped(
+    qtbot: QtBot, make_window: Callable[..., MainWindow]
+) -> None:
+    """Connections still answered while the window closes must not signal a window being destroyed, and the
+    server's stop ends before the engine is closed (it ran on a thread nobody waited for)."""
+    w = make_window(lambda _ref: FakeBackend(n_tokens=3))
+    load(qtbot, w)
+    start_api_in_window(qtbot, w)
+    server = w.api.server
+    assert server is not None and server.on_request is not None
+    w.api.shutdown()
+    assert server.on_request is None and server.preset is None
+    assert not any(t.is_alive() for t in w.api._stopping)

@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from ember_chat.app.server.api_dialog import ApiServerDialog
 
 LOG_LENGTH = 100  # requests kept for the dialog's log
+SHUTDOWN_WAIT_S = 10.0  # at quit: a stop that takes longer (a connection stuck in a write) is left to the process exit
 
 
 class ApiHost(Protocol):
@@ -177,9 +178,15 @@ class ApiServerControl(QObject):
         return self.tasks.join(left) and not any(t.is_alive() for t in self._stopping)
 
     def shutdown(self) -> None:
-        """The window closes: the server stops, a keychain read still out is dropped."""
+        """The window closes: the server stops, a keychain read still out is dropped. A connection still
+        being answered no longer tells this window (about to be destroyed) of its request, and the stop is
+        waited for (the window is hidden by now) so none outlives the engine closed next."""
         self.tasks.shutdown()
+        if self.server is not None:
+            self.server.stop_telling()
         self.stop()
+        for thread in self._stopping:
+            thread.join(SHUTDOWN_WAIT_S)
 
     def _show(self, state: QueueState) -> None:
         if self.server is None:

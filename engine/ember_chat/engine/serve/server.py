@@ -349,6 +349,13 @@ class ApiServer:
         self._thread = threading.Thread(target=self._server.serve_forever, name="ember-api", daemon=True)
         self._thread.start()
 
+    def stop_telling(self) -> None:
+        """No listener or preset is asked any more, from now on (the window that gave them is closing while
+        connections may still be answered)."""
+        self.on_request = self.preset = None
+        if self._server is not None:
+            self._server.on_request = self._server.preset = None
+
     def stop(self) -> None:
         server, self._server = self._server, None
         if server is None:
