@@ -204,7 +204,10 @@ def test_export_everything_as_json_and_import_it_into_another_data_folder(
     other = tmp_path / "other"
     out = cli(other, "import", str(target))
     assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == f"Imported 3 chats (6 messages) from {target} (ember)."
+    assert out.stdout.splitlines() == [
+        f"Imported 3 chats (6 messages) from {target} (ember).",
+        "Chat 3 “Old”: into Archived (archived in the file; chats list --archived).",  # where it went
+    ]
     listed = json.loads(cli(other, "list", "--json").stdout)
     assert [(c["title"], c["pinned"], c["messages"]) for c in listed] == [("Plans", True, 2), ("Recipes", False, 2)]
     assert [c["title"] for c in json.loads(cli(other, "list", "--archived", "--json").stdout)] == ["Old"]

@@ -128,7 +128,7 @@ class WindowBackups(QObject):
         text = self.tr("The backup was restored. The chats you had before are kept as the backup of {date}.")
         if attached:
             text += " " + self.tr("The files attached to the message you were writing were removed: attach them again.")
-        w.show_notice(text.format(date=when(aside.created_at)))
+        w.show_notice(text.format(date=when(aside.created_at)), cause="restore")  # (goes when a chat opens)
         self.restored.emit(aside)
         self.refresh()
 

@@ -1,7 +1,10 @@
 """File ▸ Import chats…: pick a ChatGPT export (conversations.json) or an Ember chat export, import it on
 a worker thread (the window's TaskRunner) with a progress dialog that can cancel, then reload the chat
-list and say what came in (and what did not) in the banner. A file that cannot be imported says why
-there and writes nothing (engine/storage/importing.py is all or nothing).
+list and say what came in (and what did not) in the banner: where the chats went (a chat archived when
+it was exported comes in archived: "into Archived") and which repeat a chat already here ("a copy of a
+chat you already have"), with *Open* for one chat (in the Archived list if it went there) or *Show
+Archived* for several. A file that cannot be imported says why there and writes nothing
+(engine/storage/importing.py is all or nothing).
 
 The worker only writes two numbers (chats done, chats in the file); a GUI-thread timer shows them."""
 
@@ -16,7 +19,7 @@ from PySide6.QtWidgets import QFileDialog, QProgressDialog
 
 from ember_chat.engine.attachments import Limits
 from ember_chat.engine.attachments.imported import AttachmentImporter
-from ember_chat.engine.storage.importing import ImportReport, import_chats
+from ember_chat.engine.storage.importing import ImportedChat, ImportReport, import_chats
 
 POLL_MS = 50
 
@@ -28,7 +31,8 @@ class ImportHost(Protocol):
     settings: Any  # .attachment_max_mb: imported files pass the checks attached ones do
     attach: Any  # .store: the AttachmentStore
     tasks: Any  # TaskRunner
-    chats: Any  # .reload_conversations()
+    chats: Any  # .reload_conversations(), .reveal(id), .show_view(mode)
+    banner: Any  # .set_action(text, action, description)
 
     def show_notice(self, message: str, cause: str = "") -> None: ...
     def show_error(self, message: str, cause: str = "") -> None: ...
@@ -167,10 +171,47 @@ class ImportChats(QObject):
         else:
             said = self.tr("Imported {chats:,} chats ({messages:,} messages) from {name}.")
         said = said.format(chats=report.chats, messages=report.messages, name=self._name)
+        where = self._where(report.imported)
+        if where:
+            said += " " + where
         if report.skipped:
             said += " " + self.tr("Not brought along: {what}.").format(what="; ".join(report.skipped))
-        self.w.show_notice(said)
+        self.w.show_notice(said, cause="import")  # (about what the list shows now: goes when a chat opens)
+        if len(report.imported) == 1:
+            (chat,) = report.imported
+            self.w.banner.set_action(
+                self.tr("Open"),
+                lambda: self.w.chats.reveal(chat.id),
+                self.tr("Open “{title}”").format(title=chat.title),
+            )
+        elif report.archived:
+            self.w.banner.set_action(
+                self.tr("Show Archived"),
+                lambda: self.w.chats.show_view("archived"),
+                self.tr("The archived chats, where the chats archived in the file went"),
+            )
         self.finished.emit(report)
+
+    def _where(self, chats: tuple[ImportedChat, ...]) -> str:
+        """Where the chats went when that is not simply the chat list, and which are copies."""
+        archived = [c for c in chats if c.archived]
+        copies = [c for c in chats if c.copy_of is not None]
+        parts: list[str] = []
+        if len(chats) == 1 and archived:
+            parts.append(self.tr("It went into Archived: it was archived when it was exported."))
+        elif archived:
+            parts.append(
+                self.tr("{n:,} of them went into Archived: they were archived when they were exported.").format(
+                    n=len(archived)
+                )
+            )
+        if len(chats) == 1 and copies:
+            parts.append(self.tr("It is a copy of a chat you already have."))
+        elif len(copies) == 1:
+            parts.append(self.tr("“{title}” is a copy of a chat you already have.").format(title=copies[0].title))
+        elif copies:
+            parts.append(self.tr("{n:,} of them are copies of chats you already have.").format(n=len(copies)))
+        return " ".join(parts)
 
     def _failed(self, message: str) -> None:
         cancelled = self._cancel is not None and self._cancel.is_set()

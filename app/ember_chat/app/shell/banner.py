@@ -4,7 +4,14 @@ screen readers, and the close button is reachable with Tab.
 
 A message may name its cause ("model": none is loaded or one failed to load; "answer": an answer
 failed; "retry": the countdown): `end(cause)` takes it down when that cause has ended, so no banner
-outlives its problem."""
+outlives its problem.
+
+A message belongs to the chat it was raised in, or to the app. The chat's (CHAT_CAUSES: an answer's
+error and its retries, what was just done there and its Undo, a file that could not be attached, what
+an import, a restore or an export just did) goes when another chat opens (`leave_chat`); the app's (no
+model loaded, a model's load error, the API server, a damaged database, a message waiting for a load:
+true whatever chat is open) stays until its cause ends or it is dismissed. A message may carry one
+action, a button beside it (`set_action`: an import's *Open*), which goes with the message."""
 
 from __future__ import annotations
 
@@ -12,11 +19,14 @@ import time
 from collections.abc import Callable
 
 from PySide6.QtCore import Qt, QTimer
-from PySide6.QtGui import QAccessible, QAccessibleAnnouncementEvent, QPixmap
-from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QToolButton, QWidget
+from PySide6.QtGui import QAccessible, QAccessibleAnnouncementEvent, QHideEvent, QPixmap
+from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QToolButton, QWidget
 
 from ember_chat.app.style.icons import icon_image, themed_icon
 from ember_chat.app.style.theme import Colors
+
+# The causes whose messages are about the chat on screen: they go when another chat opens.
+CHAT_CAUSES = frozenset({"answer", "retry", "undo", "attachment", "import", "restore", "export"})
 
 
 class Banner(QFrame):
@@ -39,8 +49,13 @@ class Banner(QFrame):
         self.close_button.setAccessibleName(self.tr("Dismiss message"))
         self.close_button.setToolTip(self.tr("Dismiss"))
         self.close_button.clicked.connect(self.hide)
+        self.action_button = QPushButton()  # the message's action, while it has one (an import's Open)
+        self.action_button.clicked.connect(self._act)
+        self.action_button.hide()
+        self._action: Callable[[], None] | None = None
         row.addWidget(self.icon)
         row.addWidget(self.label, 1)
+        row.addWidget(self.action_button, 0, Qt.AlignmentFlag.AlignTop)
         row.addWidget(self.close_button, 0, Qt.AlignmentFlag.AlignTop)
         self.hide()
         self._countdown = QTimer(self)
@@ -71,6 +86,41 @@ class Banner(QFrame):
     def show_notice(self, message: str, cause: str = "") -> None:
         self._show(message, "notice", cause)
 
+    def set_action(self, text: str, action: Callable[[], None], description: str = "") -> None:
+        """A button beside the message shown (it goes with the message): `text` on it, `action` on a click."""
+        self._action = action
+        self.action_button.setText(text)
+        self.action_button.setAccessibleName(text)
+        self.action_button.setToolTip(description)
+        self.action_button.setAccessibleDescription(description)
+        self.action_button.show()
+
+    def _act(self) -> None:
+        action = self._action
+        if action is not None:
+            action()
+
+    def _drop_action(self) -> None:
+        self._action = None
+        self.action_button.hide()
+
+    def hideEvent(self, event: QHideEvent) -> None:  # Qt override: dismissed or ended, its action goes too
+        if not event.spontaneous():  # (not the window minimized)
+            self._drop_action()
+        super().hideEvent(event)
+
+    @property
+    def chat_scoped(self) -> bool:
+        """The message shown is about the chat on screen (see CHAT_CAUSES)."""
+        return self.cause in CHAT_CAUSES
+
+    def leave_chat(self) -> None:
+        """Another chat opens (or a new one): the message about the chat left behind goes; the app's stays."""
+        if self.isVisible() and self.chat_scoped:
+            self._retry = None
+            self._countdown.stop()
+            self.hide()
+
     def end(self, cause: str) -> None:
         """The message of this cause is no longer true: take it down (a message of another cause stays)."""
         if self.cause == cause and self.isVisible():
@@ -81,6 +131,7 @@ class Banner(QFrame):
 
     def _show(self, message: str, kind: str, cause: str) -> None:
         self.cause = cause
+        self._drop_action()  # (an action belongs to the message it came with)
         if cause != "retry":  # another message replaces the countdown
             self._retry = None
             self._countdown.stop()

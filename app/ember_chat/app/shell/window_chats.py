@@ -164,6 +164,18 @@ class ChatActions(QObject):
         cid = self.w.controller.conversation_id
         self.reload_conversations(None if cid is None else [cid])
 
+    def reveal(self, cid: int) -> None:
+        """Open a chat where the list keeps it: an archived one in the Archived list, any other in the
+        chat list (an import's Open: the chat may have come in archived)."""
+        if not self._exists(cid):
+            self.open_conversation(cid)  # (says it no longer exists)
+            return
+        archived = self.w.store.conversation(cid).archived_at is not None
+        want = "archived" if archived else "chats"
+        if self.w.conversations.mode != want or self.w.conversations.search.text():
+            self.show_view(want)
+        self.open_conversation(cid)
+
     def show_view(self, mode: str) -> None:
         """Show the chat tree ("chats"), the archived chats or the Trash in the list."""
         lst = self.w.conversations
@@ -194,8 +206,7 @@ class ChatActions(QObject):
             if self.w.controller.conversation_id is not None:
                 self.w.side.metrics.reset()  # "Current answer" was the other chat's
             self.w.controller.conversation_id = None
-            self.w.banner.end("answer")  # an error about the chat left behind
-            self.w.banner.end("undo")  # and what was just done there (Ctrl+Z still undoes it)
+            self.w.banner.leave_chat()  # what was said about the chat left behind (Ctrl+Z still undoes)
             self.w.compose.end_edit()
             self.w._apply_settings_defaults()
             self.w.controller.refresh()
@@ -227,8 +238,7 @@ class ChatActions(QObject):
             self.w.compose.end_edit()
             self.w.conversations.select(cid)
             if cid != self.w.controller.conversation_id:
-                self.w.banner.end("answer")  # an error about the chat left behind
-                self.w.banner.end("undo")  # and what was just done there (Ctrl+Z still undoes it)
+                self.w.banner.leave_chat()  # what was said about the chat left behind (Ctrl+Z still undoes)
             if stopping:
                 self.w.show_notice(stopping, cause="answer")
 

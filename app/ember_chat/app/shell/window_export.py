@@ -83,4 +83,4 @@ class ChatExports(QObject):
             reason = exc.strerror or exc
             self.w.show_error(self.tr("Could not export to {path}: {reason}.").format(path=path, reason=reason))
             return
-        self.w.show_notice(done)
+        self.w.show_notice(done, cause="export")  # (a report of what was just done: goes when a chat opens)

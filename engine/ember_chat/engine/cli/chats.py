@@ -190,6 +190,12 @@ def _import(args: argparse.Namespace, store: ConversationStore, paths: AppPaths)
     if sys.stderr.isatty():
         print(file=sys.stderr)
     print(f"Imported {_count(report.chats)} ({report.messages} messages) from {path} ({report.format}).")
+    for chat in report.imported:  # where each went, when it is not the plain chat list
+        where = ["into Archived (archived in the file; chats list --archived)"] if chat.archived else []
+        if chat.copy_of is not None:
+            where.append(f"a copy of chat {chat.copy_of}, which you already have")
+        if where:
+            print(f"Chat {chat.id} “{chat.title}”: {'; '.join(where)}.")
     for skipped in report.skipped:
         print(f"Skipped: {skipped}")
     return 0

@@ -36,7 +36,7 @@ from ember_chat.engine.storage.import_plan import (
 )
 from ember_chat.engine.storage.import_staging import discard, marker, show
 
-__all__ = ["MAX_BYTES", "ImportCancelled", "ImportFailed", "ImportReport", "import_chats"]
+__all__ = ["MAX_BYTES", "ImportCancelled", "ImportFailed", "ImportReport", "ImportedChat", "import_chats"]
 
 MAX_BYTES = 1024**3  # what Ember reads into memory at once (a ChatGPT export of years is a few hundred MB)
 BATCH_CHATS = 20  # chats written per transaction (the store's lock is held for one batch)
@@ -46,11 +46,32 @@ Progress = Callable[[int, int], None]  # (chats written, chats in the file); (0,
 
 
 @dataclass(frozen=True)
+class ImportedChat:
+    """One chat an import wrote: where it went (the chat list, or Archived when it was archived in the
+    file) and whether it repeats a chat already here (the same title, start and messages: the same
+    file imported twice, or a chat exported and imported back)."""
+
+    id: int
+    title: str
+    archived: bool
+    copy_of: int | None = None  # the chat it repeats (not in the Trash), if any
+
+
+@dataclass(frozen=True)
 class ImportReport:
     format: str  # "chatgpt" or "ember"
     chats: int
     messages: int
     skipped: tuple[str, ...]  # what did not come along, as sentences ("3 images (…)")
+    imported: tuple[ImportedChat, ...] = ()  # each chat written, in the file's order
+
+    @property
+    def archived(self) -> int:
+        return sum(1 for c in self.imported if c.archived)
+
+    @property
+    def copies(self) -> int:
+        return sum(1 for c in self.imported if c.copy_of is not None)
 
 
 def import_chats(
@@ -91,7 +112,9 @@ def _import(
     if progress:
         progress(0, total)
     db, lock = store.shared_connection()
+    copies = _copies_of(db, lock, plan.chats, cancel)
     mark = marker(time.time())
+    imported: list[ImportedChat] = []
     try:
         done = 0
         while done < total:
@@ -101,7 +124,8 @@ def _import(
                     written = 0
                     while done < total and written < BATCH_MESSAGES:
                         chat = plan.chats[done]
-                        _write(db, chat, attachments, plan, mark)
+                        cid = _write(db, chat, attachments, plan, mark)
+                        imported.append(ImportedChat(cid, chat.title, chat.archived_at is not None, copies[done]))
                         written += len(chat.messages) or 1
                         done += 1
                         if progress:
@@ -130,7 +154,38 @@ def _import(
                 "Nothing was imported."
             ) from exc
         raise
-    return ImportReport(plan.format, total, sum(len(c.messages) for c in plan.chats), _skipped(plan))
+    return ImportReport(plan.format, total, sum(len(c.messages) for c in plan.chats), _skipped(plan), tuple(imported))
+
+
+COPY_START_S = 1.0  # an Ember export keeps a chat's start to the second
+
+
+def _copies_of(
+    db: sqlite3.Connection, lock: threading.RLock, chats: list[PlannedChat], cancel: threading.Event | None
+) -> list[int | None]:
+    """For each planned chat, the chat already in the store (neither in the Trash nor being imported)
+    that it repeats: the same title, a start within a second, the same messages (role and text, in any
+    order: branches are listed in tree order). Read before anything is written, one chat at a time."""
+    out: list[int | None] = []
+    for chat in chats:
+        _check(cancel)
+        with lock:
+            candidates = [
+                int(row[0])
+                for row in db.execute(
+                    "SELECT id FROM conversations WHERE title = ? AND deleted_at IS NULL AND abs(created_at - ?) < ?",
+                    (chat.title, chat.created_at, COPY_START_S),
+                )
+            ]
+            mine = sorted((m.role, m.content) for m in chat.messages)
+            found = None
+            for cid in candidates:
+                rows = db.execute("SELECT role, content FROM messages WHERE conversation_id = ?", (cid,))
+                if sorted((str(r), str(c)) for r, c in rows) == mine:
+                    found = cid
+                    break
+        out.append(found)
+    return out
 
 
 def _check(cancel: threading.Event | None) -> None:
@@ -229,8 +284,9 @@ def read_plan(data: Any, file_name: str, cancel: threading.Event | None = None, 
 
 def _write(
     db: sqlite3.Connection, chat: PlannedChat, attachments: AttachmentSink | None, plan: Plan, mark: float
-) -> None:
-    """One chat, hidden under the import's staging `mark` (its deleted_at) until the import shows it."""
+) -> int:
+    """One chat, hidden under the import's staging `mark` (its deleted_at) until the import shows it;
+    its id."""
     cur = db.execute(
         "INSERT INTO conversations (title, model, system_prompt, params, created_at, updated_at, tools, pinned,"
         " archived_at, deleted_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -315,6 +371,7 @@ def _write(
                 for i, a in enumerate(c.answers)
             ],
         )
+    return cid
 
 
 def _state(value: object) -> str:
