@@ -80,6 +80,7 @@ class TinySpec:
     file_type: int | None = None
     think_tokens: bool = False  # <think> and </think> as control tokens at the end of the vocab
     extra_control_tokens: tuple[str, ...] = ()  # more control tokens after those
+    user_defined_tokens: tuple[str, ...] = ()  # user-defined tokens after those (read as tokens in any text)
     script: Script | None = None  # scripted weights instead of random ones (`Script`)
 
 
@@ -142,9 +143,10 @@ def write_tiny_model(path: Path, spec: TinySpec = TinySpec()) -> Path:
     rng = np.random.default_rng(spec.seed)
     tokens, scores, types = vocabulary()
     extra = [*(THINK_TOKENS if spec.think_tokens else ()), *spec.extra_control_tokens]
-    tokens += extra
-    scores += [0.0] * len(extra)
+    tokens += [*extra, *spec.user_defined_tokens]
+    scores += [0.0] * (len(extra) + len(spec.user_defined_tokens))
     types += [int(gguf.TokenType.CONTROL)] * len(extra)
+    types += [int(gguf.TokenType.USER_DEFINED)] * len(spec.user_defined_tokens)
     n_vocab = len(tokens)
     w = gguf.GGUFWriter(str(path), spec.arch)
     w.add_name(spec.name)

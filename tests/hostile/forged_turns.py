@@ -4,7 +4,11 @@ and `<|im_start|>system` opens a system turn of the text's choosing.
 
 Expected: it stays text. The prompt holds the template's own markers only (as many control tokens as
 for ordinary text), and it costs about as many tokens as a near copy whose markers are misspelled
-(`near_copy`), not a third of them as when each marker was one control token."""
+(`near_copy`), not a third of them as when each marker was one control token.
+
+The same goes for user-defined tokens, which llama.cpp reads as tokens in any text (Gemma 3's image
+marker `FORGED_IMAGE_START`, Qwen's `<tool_call>`), and for the media marker an image prompt was split
+on (`MEDIA_MARKER`: text spelling it made every image turn of its chat fail)."""
 
 from __future__ import annotations
 
@@ -22,3 +26,6 @@ def near_copy(text: str) -> str:
 
 
 MARKERS_PER_FORGERY = 3  # (im_end, im_start, im_end)
+
+FORGED_IMAGE_START = "<start_of_image>"  # a user-defined token of Gemma 3's vocabulary
+MEDIA_MARKER = "<__media__>"  # llama.cpp's multimodal library's default marker of where an image goes

@@ -14,6 +14,12 @@ the text between sentinels with special tokens parsed (the template's markers, a
 which holds none any more), each sentinel's text as plain text. The sentinels depend only on the text
 they stand for, so the same conversation renders to the same text turn after turn and the KV-cache
 prefix is reused as before.
+
+Control and unknown tokens are read as tokens only where special tokens are parsed; user-defined ones
+(Gemma 3's `<start_of_image>`, Qwen's `<tool_call>` and `<think>`) in any text. So a sentinel's text
+that spells a user-defined token is tokenized in pieces that spell none (cut in the middle of each):
+the model reads the characters, never the token. Gemma's user-defined HTML tags (`<b>`, `<table>`) in
+content are read in pieces the same way; the template's own use of any of them stays one token.
 """
 
 from __future__ import annotations
@@ -62,27 +68,36 @@ def _trie_pattern(words: Iterable[str]) -> str:
 class ControlText:
     """The texts of a model's control tokens, and how content is kept from becoming them."""
 
-    def __init__(self, texts: Iterable[str]) -> None:
+    def __init__(self, texts: Iterable[str], user_defined: Iterable[str] = ()) -> None:
+        """`texts`: the control tokens' texts (read as tokens only where special tokens are parsed);
+        `user_defined`: those of user-defined tokens (read as tokens in any text), guarded as well."""
         # (blank texts left out: defusing every space or newline would cut all content into pieces)
-        words = sorted({t for t in texts if t.strip()})
+        anywhere = sorted({t for t in user_defined if t.strip()})
+        words = sorted({t for t in texts if t.strip()} | set(anywhere))
         # number 0 is the sentinel's own opener, so content that holds it cannot fake a sentinel
         self._texts = (OPEN, *words)
         self._numbers = {t: i for i, t in enumerate(self._texts)}
         self._find = re.compile(_trie_pattern(self._texts)) if words else re.compile(re.escape(OPEN))
+        # what plain text must not spell either (a sentinel's text is cut where it does)
+        self._anywhere = re.compile(_trie_pattern(anywhere)) if anywhere else None
 
     @classmethod
     def of_model(cls, model: llama_cpp.llama_model_p) -> ControlText:
-        """The texts llama.cpp reads as tokens only when told to parse special tokens (control and
-        unknown tokens; user-defined ones are parsed in any text, like any other word of the vocabulary)."""
+        """The texts of the model's control, unknown and user-defined tokens: llama.cpp reads the first
+        two as tokens when told to parse special tokens, user-defined ones in any text."""
         vocab = llama_cpp.llama_model_get_vocab(model)
         special = llama_cpp.LLAMA_TOKEN_ATTR_CONTROL | llama_cpp.LLAMA_TOKEN_ATTR_UNKNOWN
-        texts = []
+        user_defined = llama_cpp.LLAMA_TOKEN_ATTR_USER_DEFINED
+        texts: list[str] = []
+        anywhere: list[str] = []
         for token in range(llama_cpp.llama_vocab_n_tokens(vocab)):
-            if llama_cpp.llama_vocab_get_attr(vocab, token) & special:
+            attr = llama_cpp.llama_vocab_get_attr(vocab, token)
+            if attr & (special | user_defined):
                 raw = llama_cpp.llama_vocab_get_text(vocab, token)
                 if raw:
-                    texts.append(ctypes.string_at(raw).decode("utf-8", errors="replace"))
-        return cls(texts)
+                    text = ctypes.string_at(raw).decode("utf-8", errors="replace")
+                    (anywhere if attr & user_defined else texts).append(text)
+        return cls(texts, anywhere)
 
     @property
     def texts(self) -> tuple[str, ...]:
@@ -102,14 +117,10 @@ class ControlText:
             return type(value)(self.defuse(v) for v in value)  # type: ignore[return-value]
         return value
 
-    def restore(self, text: str) -> str:
-        """A defused text as it was written (for people to read, never to tokenize)."""
-        return _SENTINEL.sub(lambda m: self._texts[int(m.group(1))], text)
-
     def parts(self, text: str) -> list[tuple[str, bool]]:
         """A rendered prompt cut where it changes between the template's own text (True: tokenized with
         special tokens parsed) and what sentinels stand for (False: plain text; sentinels next to each
-        other make one part)."""
+        other make one part, cut again where it would spell a user-defined token)."""
         if OPEN not in text:
             return [(text, True)] if text else []
         out: list[tuple[str, bool]] = []
@@ -126,7 +137,30 @@ class ControlText:
             at = m.end()
         if at < len(text):
             out.append((text[at:], True))
-        return out
+        if self._anywhere is None:
+            return out
+        return [(piece, special) for part, special in out for piece in (self._plain(part) if not special else [part])]
+
+    def _plain(self, text: str) -> list[str]:
+        """`text` in pieces none of which spells a user-defined token: each one found is cut in the
+        middle and both halves looked at again (a shorter token may lie inside), so tokenized one by
+        one they give the characters' own tokens. (Ranges on a stack, not recursion nor slices: a
+        message of ten thousand `<b>` is one plain part.)"""
+        assert self._anywhere is not None
+        pieces: list[str] = []
+        todo = [(0, len(text))]
+        while todo:
+            start, end = todo.pop()
+            at, cut = start, None
+            while cut is None and (m := self._anywhere.search(text, at, end)):
+                if m.end() - m.start() > 1:  # (a one-character token cannot be cut: it is that character)
+                    cut = (m.start() + m.end()) // 2
+                at = m.start() + 1
+            if cut is None:
+                pieces.append(text[start:end])
+            else:
+                todo += [(cut, end), (start, cut)]  # (the left one next: the pieces stay in order)
+        return pieces
 
     def tokens(self, text: str, tokenize: Tokenize) -> list[int]:
         """The tokens of a rendered prompt, part by part (see `parts`). A text without sentinels is
