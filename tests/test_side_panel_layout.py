@@ -18,6 +18,7 @@ from pytestqt.qtbot import QtBot
 from ember_chat.app.main import build_window
 from ember_chat.app.metrics.side_panel import CHART_MAX_HEIGHT
 from ember_chat.app.shell.main_window import MainWindow
+from ember_chat.app.shell.window_size import default_splitter_sizes
 from ember_chat.engine.core.params import SamplingParams
 from ember_chat.engine.inference.events import Event, PromptReady
 from ember_chat.engine.storage.paths import AppPaths
@@ -62,6 +63,12 @@ def window(qtbot: QtBot, tmp_path: Path, tiny_model: Path, system_font: str) -> 
     w.show()
     with qtbot.waitSignal(w.models_listed, timeout=60_000):
         pass
+    # the narrowest window that shows the panel (on the 800 px offscreen screen it hides by itself), with
+    # the first layout's column widths: the panel at its least
+    w.resize(w.side_fit.collapse_width(), w.height())
+    qtbot.waitUntil(w.side.isVisible, timeout=5_000)
+    w.splitter.setSizes(default_splitter_sizes(w.width(), w.side.minimumSizeHint().width()))
+    QApplication.processEvents()
     yield w
     w.close()
     assert w.join_background(30)

@@ -5,13 +5,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from PySide6.QtCore import QEvent, QSettings, Qt, QUrl, Signal, Slot
+from PySide6.QtCore import QEvent, QSettings, QSize, Qt, QUrl, Signal, Slot
 from PySide6.QtGui import QCloseEvent, QDesktopServices
 from PySide6.QtWidgets import (
     QApplication,
     QMainWindow,
     QMessageBox,
-    QSplitter,
     QStackedWidget,
     QVBoxLayout,
     QWidget,
@@ -34,12 +33,13 @@ from ember_chat.app.shell.banner import Banner
 from ember_chat.app.shell.loading_panel import LoadingPanel
 from ember_chat.app.shell.menus import about_text, build_menus
 from ember_chat.app.shell.navigation import focus_pane, set_tab_order
+from ember_chat.app.shell.side_fit import SidePanelFit, WindowSplitter
 from ember_chat.app.shell.welcome import WelcomePanel
 from ember_chat.app.shell.window_attachments import WindowAttachments
 from ember_chat.app.shell.window_chats import ChatActions
 from ember_chat.app.shell.window_composer import ComposerActions
 from ember_chat.app.shell.window_models import ModelActions
-from ember_chat.app.shell.window_size import default_geometry, default_splitter_sizes
+from ember_chat.app.shell.window_size import default_geometry, default_splitter_sizes, grows_back
 from ember_chat.app.shell.window_tools import WindowTools
 from ember_chat.app.shell.window_undo import UndoActions
 from ember_chat.app.style.icons import themed_icon
@@ -136,10 +136,13 @@ class MainWindow(QMainWindow):
         cl.addWidget(self.centre_stack, 1)
         cl.addWidget(self.composer)
 
-        self.splitter = QSplitter(Qt.Orientation.Horizontal)
+        self.splitter = WindowSplitter()  # (its minimum leaves the side panel out: side_fit.py)
         self.splitter.addWidget(self.conversations)
         self.splitter.addWidget(centre)
         self.splitter.addWidget(self.side)
+        # a wider or narrower window changes the chat list and the centre in proportion to their widths
+        # (the chat list stayed ~200 px at 1920); the side panel keeps its own
+        self.splitter.setStretchFactor(0, 1)
         self.splitter.setStretchFactor(1, 1)
         self.splitter.setSizes([200, 790, 290])  # (until the saved or default sizes: window_size.py)
         self.setCentralWidget(self.splitter)
@@ -154,6 +157,7 @@ class MainWindow(QMainWindow):
         self.kv_caches = WindowKvCaches(self)  # Settings ▸ Conversation caches… (saved KV snapshots)
         self._wire()
         build_menus(self)
+        self.side_fit = SidePanelFit(self, self.splitter, self.side, self.side_action)  # hides it on a narrow window
         set_tab_order(self)
         self.apply_icons()
         self._apply_settings_defaults()
@@ -241,18 +245,25 @@ class MainWindow(QMainWindow):
 
     def _restore_state(self) -> None:
         st = self.window_state
-        visible = st.value("side_panel", True, type=bool)  # first: a hidden panel sets no minimum height
-        self.side.setVisible(visible)
-        self.side_action.setChecked(visible)
+        # first: a hidden panel sets no minimum height
+        self.side_fit.restore(st.value("side_panel", True, type=bool))
         self._relayout()
+        available = self.screen().availableGeometry()
+        default = default_geometry(available, self.minimumSizeHint())  # 1280×800, less on a smaller screen
         if st.value("geometry"):
             self.restoreGeometry(st.value("geometry"))
-        else:  # 1280×800, or less on a smaller screen: the status bar stays on it
-            self.setGeometry(default_geometry(self.screen().availableGeometry(), self.minimumSizeHint()))
+            saved_screen = st.value("screen")
+            if grows_back(self.size(), saved_screen if isinstance(saved_screen, QSize) else None, default):
+                self.setGeometry(default)  # (kept small by a smaller screen: this one has room)
+        else:  # the status bar stays on the screen
+            self.setGeometry(default)
+        self.side_fit.fit()  # (narrow: the side panel hides)
         if st.value("splitter"):
             self.splitter.restoreState(st.value("splitter"))
-        else:
-            self.splitter.setSizes(default_splitter_sizes(self.width(), self.side.minimumSizeHint().width()))
+        side = self.side.minimumSizeHint().width()
+        if not st.value("splitter") or (not self.side.isHidden() and self.splitter.sizes()[2] < side):
+            # (a panel saved hidden for the width has no width of its own to come back to)
+            self.splitter.setSizes(default_splitter_sizes(self.width(), side))
 
     def _relayout(self) -> None:
         self.splitter.updateGeometry()
@@ -261,7 +272,8 @@ class MainWindow(QMainWindow):
     def save_state(self) -> None:
         self.window_state.setValue("geometry", self.saveGeometry())
         self.window_state.setValue("splitter", self.splitter.saveState())
-        self.window_state.setValue("side_panel", self.side.isVisible())
+        self.window_state.setValue("side_panel", self.side_fit.wanted)  # (the user's, not the width's)
+        self.window_state.setValue("screen", self.screen().availableGeometry().size())  # (see grows_back)
         self.window_state.sync()
 
     def _current_params(self) -> tuple[SamplingParams, str]:
@@ -339,8 +351,8 @@ class MainWindow(QMainWindow):
 
     # ----- view
     def toggle_side_panel(self) -> None:
-        self.side.setVisible(not self.side.isVisible())
-        self.side_action.setChecked(self.side.isVisible())
+        """View ▸ Side panel: on a narrow window too, where it hid by itself (side_fit.py)."""
+        self.side_fit.toggle()
         self._relayout()  # the window's minimum size follows at once (a hidden panel sets none)
 
     def set_theme(self, name: str) -> None:

@@ -1,5 +1,6 @@
 """The window's size on first start: the default 1280×800, made to fit the screen's available area
-with room left for the title bar (issue 16, item 8: on a 1280×800 screen the status bar was off it)."""
+with room left for the title bar (issue 16, item 8: on a 1280×800 screen the status bar was off it);
+and a window kept small by a small screen grows back on a bigger one (issue 28, item 4)."""
 
 from __future__ import annotations
 
@@ -19,6 +20,22 @@ def default_geometry(available: QRect, minimum: QSize) -> QRect:
     rect.moveTop(max(available.top() + TITLE_BAR_ALLOWANCE, rect.top()))
     rect.moveLeft(max(available.left(), rect.left()))
     return rect
+
+
+def grows_back(saved: QSize, saved_screen: QSize | None, default: QRect) -> bool:
+    """Whether a window restored at `saved` opens at `default` (this screen's) instead: it is smaller
+    than the default, and its size was the screen's doing (it filled the screen it was saved on: an
+    800×600 screen, a laptop's before the monitor), not the user's. `saved_screen` is None for a state
+    kept before Ember saved the screen: then any room this screen has beyond the window counts."""
+    if saved.width() >= default.width() and saved.height() >= default.height():
+        return False
+    if saved_screen is None:
+        return True
+    slack = 16  # (a frame, a dock's edge)
+    filled = saved.width() + slack >= saved_screen.width() or (
+        saved.height() + TITLE_BAR_ALLOWANCE + slack >= saved_screen.height()
+    )
+    return filled and (saved_screen.width() < default.width() or saved_screen.height() < default.height())
 
 
 def default_splitter_sizes(width: int, side_minimum: int) -> list[int]:
