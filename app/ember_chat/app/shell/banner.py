@@ -8,10 +8,11 @@ outlives its problem.
 
 A message belongs to the chat it was raised in, or to the app. The chat's (CHAT_CAUSES: an answer's
 error and its retries, what was just done there and its Undo, a file that could not be attached, what
-an import, a restore or an export just did) goes when another chat opens (`leave_chat`); the app's (no
-model loaded, a model's load error, the API server, a damaged database, a message waiting for a load:
-true whatever chat is open) stays until its cause ends or it is dismissed. A message may carry one
-action, a button beside it (`set_action`: an import's *Open*), which goes with the message."""
+an import, a restore or an export just did, its saved settings that could not be used) goes when
+another chat opens (`leave_chat`); the app's (no model loaded, a model's load error, the API server, a
+damaged database, a message waiting for a load: true whatever chat is open) stays until its cause ends
+or it is dismissed. A message may carry one action, a button beside it (`set_action`: an import's
+*Open*), which goes with the message."""
 
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ from ember_chat.app.style.icons import icon_image, themed_icon
 from ember_chat.app.style.theme import Colors
 
 # The causes whose messages are about the chat on screen: they go when another chat opens.
-CHAT_CAUSES = frozenset({"answer", "retry", "undo", "attachment", "import", "restore", "export"})
+CHAT_CAUSES = frozenset({"answer", "retry", "undo", "attachment", "import", "restore", "export", "settings"})
 
 
 class Banner(QFrame):

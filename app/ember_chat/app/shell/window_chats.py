@@ -20,8 +20,7 @@ from ember_chat.app.chat.chat_list import FolderRow
 from ember_chat.app.chat.chat_list_menu import build_row_menu, fill_move_menu
 from ember_chat.app.shell.window_export import ChatExports
 from ember_chat.app.shell.window_undo import ChatOrganise
-from ember_chat.engine.core.params import SamplingParams
-from ember_chat.engine.errors import EmberError
+from ember_chat.engine.core.params import SamplingParams, chat_settings
 from ember_chat.engine.storage.conversations import ChatRow
 
 if TYPE_CHECKING:
@@ -228,17 +227,26 @@ class ChatActions(QObject):
             if cid != self.w.controller.conversation_id:
                 self.w.side.metrics.reset()  # "Current answer" was the other chat's
             conv = self.w.store.conversation(cid)
-            params = {k: v for k, v in conv.params.items() if k != "context_length"}
-            try:
-                sp = SamplingParams.from_dict(params) if params else self.w.side.params.params()
-            except EmberError:
-                sp = SamplingParams()
-            ctx = int(conv.params.get("context_length", self.w.settings.context_length))  # (not the last chat's)
+            # a chat's settings came from anyone (an imported file, an older Ember): each one of the wrong
+            # type or out of range is dropped, and its default shown, instead of failing to open the chat
+            saved, dropped = chat_settings(conv.params)
+            params = {k: v for k, v in saved.items() if k != "context_length"}
+            given = any(k != "context_length" for k in conv.params)  # (none saved: the panel's stay)
+            sp = SamplingParams.from_dict(params) if given else self.w.side.params.params()
+            ctx = saved.get("context_length", self.w.settings.context_length)  # (not the last chat's)
             self.w.side.params.set_params(sp, conv.system_prompt, ctx)
             self.w.compose.end_edit()
             self.w.conversations.select(cid)
             if cid != self.w.controller.conversation_id:
                 self.w.banner.leave_chat()  # what was said about the chat left behind (Ctrl+Z still undoes)
+            if dropped:
+                self.w.show_notice(
+                    self.tr(
+                        "Some of this chat's saved settings could not be used ({names}: of the wrong kind or out "
+                        "of range); the Parameters panel shows the defaults for them."
+                    ).format(names=", ".join(name[:40] for name in dropped[:8])),
+                    cause="settings",
+                )
             if stopping:
                 self.w.show_notice(stopping, cause="answer")
 

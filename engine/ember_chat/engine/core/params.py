@@ -164,7 +164,7 @@ class SamplingParams:
             raise InvalidParameter(f"thinking must be true, false or null, got {self.thinking!r}.")
         if not isinstance(self.ignore_eos, bool):
             raise InvalidParameter(f"ignore_eos must be true or false, got {self.ignore_eos!r}.")
-        if isinstance(self.stop, str) or not all(isinstance(s, str) for s in self.stop):
+        if not isinstance(self.stop, list | tuple) or not all(isinstance(s, str) for s in self.stop):
             raise InvalidParameter("stop must be a list of strings.")
         if any(not s for s in self.stop):
             raise InvalidParameter("stop strings must not be empty.")
@@ -208,6 +208,35 @@ class SamplingParams:
         if "stop" in values and isinstance(values["stop"], list):
             values["stop"] = tuple(values["stop"])
         return cls(**values)
+
+
+# What a chat keeps of its settings (the side panel's Parameters: ParamsPanel.to_dict): the sampling
+# parameters, the stop strings, the thinking wish, the answer's JSON format, and its context length.
+CHAT_SETTINGS = (*(s.name for s in SAMPLING_SPECS), "stop", "thinking", "response_format", "context_length")
+
+
+def chat_settings(data: object) -> tuple[dict[str, Any], list[str]]:
+    """A chat's saved settings as far as they are valid, and the names of those dropped: each is kept
+    only when it is one of CHAT_SETTINGS, of its type and in its range (context_length as the load
+    parameter n_ctx). A chat file from anyone, or an older Ember's database, may hold anything: a chat
+    opens with the default for each dropped one instead of failing."""
+    if not isinstance(data, dict):
+        return {}, []
+    kept: dict[str, Any] = {}
+    dropped: list[str] = []
+    for name, value in data.items():
+        try:
+            if name == "context_length":
+                SPECS["n_ctx"].check(value)
+            elif name in CHAT_SETTINGS:
+                SamplingParams(**{name: value})  # (its own checks: type, range, a list of non-empty strings)
+            else:
+                raise InvalidParameter(f"unknown chat setting {name!r}")
+        except (InvalidParameter, TypeError, ValueError, OverflowError):
+            dropped.append(str(name))
+            continue
+        kept[name] = value
+    return kept, dropped
 
 
 @dataclass(frozen=True, kw_only=True)

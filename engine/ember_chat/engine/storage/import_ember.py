@@ -9,6 +9,7 @@ import time
 from datetime import datetime
 from typing import Any
 
+from ember_chat.engine.core.params import chat_settings
 from ember_chat.engine.core.reasoning import CLOSE, OPEN
 from ember_chat.engine.storage.import_plan import (
     ImportFailed,
@@ -113,12 +114,19 @@ def _lossless(doc: dict[str, Any], label: str) -> PlannedChat:
         active=_place(doc.get("active"), len(messages), label, "the shown branch"),
         model=doc.get("model") if isinstance(doc.get("model"), str) else None,
         system_prompt=_text(doc.get("system_prompt")),
-        params=_dict(doc.get("params")) or {},
+        params=_params(doc.get("params")),
         tools=_tools(doc.get("tools")),
         pinned=doc.get("pinned") is True,
         archived_at=number(doc.get("archived_at")),
         comparisons=comparisons,
     )
+
+
+def _params(value: object) -> dict[str, Any]:
+    """The chat's settings that are valid (core/params.chat_settings): one of the wrong type or out of
+    range (`"stop": 5`, `"context_length": "x"`) is left out, and the chat opens with its default."""
+    kept, _dropped = chat_settings(value)
+    return kept
 
 
 def _tools(value: object) -> dict[str, Any] | None:
@@ -178,7 +186,7 @@ def _one_branch(doc: dict[str, Any], label: str) -> PlannedChat:
         active=len(messages) - 1 if messages else None,
         model=models[-1] if models else None,
         system_prompt=_text(doc.get("system_prompt")),
-        params=_dict(doc.get("params")) or {},
+        params=_params(doc.get("params")),
     )
 
 
