@@ -12,6 +12,7 @@ import pytest
 
 from ember_chat.engine.attachments import DEFAULT_LIMITS, AttachmentKind, Limits, read_attachment, read_attachment_bytes
 from ember_chat.engine.errors import AttachmentError
+from ember_chat.engine.storage.settings import Settings
 from tests.attachment_files import (
     image_bytes,
     png_bomb,
@@ -116,7 +117,7 @@ def test_the_size_limit_is_a_setting(tmp_path: Path) -> None:
     path = _write(tmp_path / "big.txt", b"words " * 400_000)  # 2.3 MB
     assert DEFAULT_LIMITS.max_bytes == 50 * 1024 * 1024
     with pytest.raises(AttachmentError, match=r"big.txt is 2.3 MB; attachments can be at most 1.0 MB"):
-        read_attachment(path, Limits.from_megabytes(1))
+        read_attachment(path, Limits.from_settings(Settings(attachment_max_mb=1)))
     assert read_attachment(path).size == 2_400_000
 
 

@@ -20,6 +20,7 @@ from PySide6.QtWidgets import QFileDialog, QProgressDialog
 from ember_chat.engine.attachments import Limits
 from ember_chat.engine.attachments.imported import AttachmentImporter
 from ember_chat.engine.storage.importing import ImportedChat, ImportReport, import_chats
+from ember_chat.engine.storage.settings import Settings
 
 POLL_MS = 50
 
@@ -28,7 +29,7 @@ class ImportHost(Protocol):
     """What the import needs from the window."""
 
     store: Any
-    settings: Any  # .attachment_max_mb: imported files pass the checks attached ones do
+    settings: Settings  # the attachment limits: imported files pass the checks attached ones do
     attach: Any  # .store: the AttachmentStore
     tasks: Any  # TaskRunner
     chats: Any  # .reload_conversations(), .reveal(id), .show_view(mode)
@@ -115,7 +116,7 @@ class ImportChats(QObject):
         self.progress = progress
         progress.show()
         store, atts = self.w.store, self.w.attach.store
-        limits = Limits.from_megabytes(self.w.settings.attachment_max_mb)
+        limits = Limits.from_settings(self.w.settings)  # (the size, time and memory limits, as attached)
 
         def run() -> ImportReport:
             return import_chats(store, path, self._count, cancel, AttachmentImporter(atts, limits))

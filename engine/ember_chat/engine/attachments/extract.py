@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import mimetypes
-import os
 from pathlib import Path
 
 from ember_chat.engine.attachments.kinds import (
@@ -22,6 +21,7 @@ from ember_chat.engine.attachments.kinds import (
     Limits,
     Progress,
     human_size,
+    shown_name,
 )
 from ember_chat.engine.errors import AttachmentError
 
@@ -85,7 +85,7 @@ def read_attachment_bytes(
     name: str, data: bytes, limits: Limits = DEFAULT_LIMITS, progress: Progress | None = None
 ) -> Extracted:
     """Extract a file given as bytes (a paste, an API request's `file` part)."""
-    name = os.path.basename(name.replace("\\", "/")) or "attachment"
+    name = shown_name(name)
     _check_size(name, len(data), limits)
     digest = hashlib.sha256(data).hexdigest()
     kind = _sniff(name, data)

@@ -35,7 +35,7 @@ from multiprocessing.connection import Connection
 from multiprocessing.context import BaseContext
 from pathlib import Path
 
-from ember_chat.engine.attachments.kinds import DEFAULT_LIMITS, Extracted, Limits, Progress, human_size
+from ember_chat.engine.attachments.kinds import DEFAULT_LIMITS, Extracted, Limits, Progress, human_size, shown_name
 from ember_chat.engine.errors import AttachmentError
 
 log = logging.getLogger(__name__)
@@ -95,7 +95,7 @@ class FileReader:
 
     def read_bytes(self, name: str, data: bytes, progress: Progress | None = None) -> Extracted:
         """`read_attachment_bytes(name, data)`, in a child process."""
-        shown = os.path.basename(name.replace("\\", "/")) or "attachment"
+        shown = shown_name(name)
         return self._run(shown, (name, data), progress)
 
     # ----- the waiting side
@@ -270,7 +270,7 @@ class _Collect(logging.Handler):
 def _read_in_child(job: tuple[str] | tuple[str, bytes], limits: Limits, out: Connection) -> None:
     from ember_chat.engine.attachments.extract import read_attachment, read_attachment_bytes
 
-    name = os.path.basename(job[0].replace("\\", "/")) or "attachment"
+    name = shown_name(job[0])
     if _caps_address_space():
         import resource
 

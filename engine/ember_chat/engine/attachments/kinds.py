@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -45,10 +46,6 @@ class Limits:
     max_memory_bytes: int = 2048 * MB
 
     @classmethod
-    def from_megabytes(cls, max_mb: int) -> Limits:
-        return cls(max_bytes=max_mb * MB)
-
-    @classmethod
     def from_settings(cls, settings: Settings) -> Limits:
         """The limits the user set (settings.json: attachment_max_mb, attachment_read_seconds,
         attachment_read_memory_mb)."""
@@ -88,6 +85,12 @@ def page_at(pages: tuple[int, ...] | list[int], offset: int) -> int | None:
     from bisect import bisect_right
 
     return max(1, bisect_right(pages, offset))
+
+
+def shown_name(name: str) -> str:
+    """The name a file is shown and kept under: its last part, whichever separator the sender's system
+    uses (a name from an API client or a chat file is shown, never used as a path)."""
+    return os.path.basename(name.replace("\\", "/")) or "attachment"
 
 
 def human_size(size: int) -> str:

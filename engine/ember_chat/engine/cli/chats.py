@@ -184,7 +184,7 @@ def _import(args: argparse.Namespace, store: ConversationStore, paths: AppPaths)
         if sys.stderr.isatty():
             print(f"\rImporting chat {done} of {total}…", end="", file=sys.stderr, flush=True)
 
-    limits = Limits.from_megabytes(SettingsFile(paths.settings_file).load().attachment_max_mb)  # as attached
+    limits = Limits.from_settings(SettingsFile(paths.settings_file).load())  # (size, time, memory: as attached)
     importer = AttachmentImporter(AttachmentStore(paths, store), limits)
     report = import_chats(store, path, progress=progress, attachments=importer)
     if sys.stderr.isatty():

@@ -5,7 +5,7 @@ database is touched. Shared by the readers (import_chatgpt.py, import_ember.py) 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -20,6 +20,9 @@ class ImportFailed(EmberError):
 
 class ImportCancelled(ImportFailed):
     """The user cancelled the import; nothing was written."""
+
+
+CANCELLED = "The import was cancelled; nothing was imported."
 
 
 @dataclass(frozen=True)
@@ -92,13 +95,20 @@ class Plan:
         self.skipped[kind] = self.skipped.get(kind, 0) + count
 
 
-class AttachmentSink(Protocol):
-    """Keeps a message's attachment entries (attachments/imported.py: AttachmentImporter). Called inside
-    the import's transaction; `add` says what it left out (counts by the kinds importing.py's report
-    names: "by path", "unreadable image"); `rolled_back` when the import did not commit (files it wrote
-    are removed)."""
+KeepFiles = Callable[[int], Mapping[str, int]]
+"""A message's attachments, read: keeps them with the message of this id, inside the import's
+transaction, and says what it left out (counts by the kinds importing.py's report names: "by path",
+"unreadable image")."""
 
-    def add(self, message_id: int, entries: Sequence[AttachmentEntry]) -> Mapping[str, int]: ...
+
+class AttachmentSink(Protocol):
+    """Keeps a message's attachment entries (attachments/imported.py: AttachmentImporter). `read` runs
+    before the import takes the store's lock (reading an image takes a child process and up to the
+    time limit: the window's thread must not wait on the lock meanwhile) and stops once `cancelled()`;
+    what it returns is called inside the import's transaction; `rolled_back` when the import did not
+    commit (files it wrote are removed)."""
+
+    def read(self, entries: Sequence[AttachmentEntry], cancelled: Callable[[], bool] | None = None) -> KeepFiles: ...
 
     def rolled_back(self) -> None: ...
 

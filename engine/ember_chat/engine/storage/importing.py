@@ -6,9 +6,12 @@ chats); a problem anywhere refuses the file with a sentence naming it and where,
 is touched. Then the chats are written on the store's connection in short transactions, a batch of
 chats each (BATCH_CHATS, or fewer when they hold many messages), so the store's lock is never held for
 longer than one batch: the window's own writes go on meanwhile. The chats written stay hidden by a
-staging marker (import_staging.py) until one short last transaction shows them all. Progress after each
-chat, the cancel event checked between chats: a cancel or a failure deletes what was written, so an
-import is all or nothing. Run it off the GUI thread (the window does)."""
+staging marker (import_staging.py) until one short last transaction shows them all. A batch's attached
+files are read before its transaction, outside the lock (an image is read in a child process that may
+wait for a reader's turn and run up to the time limit: the window would freeze on the lock meanwhile),
+and the cancel reaches those readers. Progress after each chat, the cancel event checked between chats:
+a cancel or a failure deletes what was written, so an import is all or nothing. Run it off the GUI
+thread (the window does)."""
 
 from __future__ import annotations
 
@@ -28,9 +31,11 @@ from ember_chat.engine.storage.conversations import ConversationStore
 from ember_chat.engine.storage.import_chatgpt import chatgpt_chat, export_assets, is_chatgpt
 from ember_chat.engine.storage.import_ember import ember_chat, is_ember
 from ember_chat.engine.storage.import_plan import (
+    CANCELLED,
     AttachmentSink,
     ImportCancelled,
     ImportFailed,
+    KeepFiles,
     Plan,
     PlannedChat,
 )
@@ -41,6 +46,7 @@ __all__ = ["MAX_BYTES", "ImportCancelled", "ImportFailed", "ImportReport", "Impo
 MAX_BYTES = 1024**3  # what Ember reads into memory at once (a ChatGPT export of years is a few hundred MB)
 BATCH_CHATS = 20  # chats written per transaction (the store's lock is held for one batch)
 BATCH_MESSAGES = 1000  # ... or fewer chats, when they hold this many messages
+BATCH_FILES = 16  # ... or attached files (read into memory before the batch is written)
 HANDOFF_S = 0.001  # between batches: a thread waiting for the store's lock (the window's) gets it first
 Progress = Callable[[int, int], None]  # (chats written, chats in the file); (0, n) once the file is read
 
@@ -118,21 +124,19 @@ def _import(
     try:
         done = 0
         while done < total:
+            first, end = done, _batch_end(plan.chats, done)
+            files = _read_files(plan.chats[first:end], attachments, cancel)  # (before the lock: see the module)
             with lock:
                 db.execute("BEGIN")
                 try:
-                    written = 0
-                    while done < total and written < BATCH_MESSAGES:
+                    while done < end:
                         chat = plan.chats[done]
-                        cid = _write(db, chat, attachments, plan, mark)
+                        cid = _write(db, chat, files[done - first], plan, mark)
                         imported.append(ImportedChat(cid, chat.title, chat.archived_at is not None, copies[done]))
-                        written += len(chat.messages) or 1
                         done += 1
                         if progress:
                             progress(done, total)
                         _check(cancel)
-                        if done % BATCH_CHATS == 0:
-                            break
                     db.execute("COMMIT")
                 except BaseException:
                     if db.in_transaction:
@@ -190,7 +194,29 @@ def _copies_of(
 
 def _check(cancel: threading.Event | None) -> None:
     if cancel is not None and cancel.is_set():
-        raise ImportCancelled("The import was cancelled; nothing was imported.")
+        raise ImportCancelled(CANCELLED)
+
+
+def _batch_end(chats: list[PlannedChat], start: int) -> int:
+    """Where the batch of chats beginning at `start` ends: BATCH_CHATS chats, or fewer when they hold
+    BATCH_MESSAGES messages or BATCH_FILES attached files (at least one chat)."""
+    end, messages, files = start, 0, 0
+    while end < len(chats) and end - start < BATCH_CHATS and messages < BATCH_MESSAGES and files < BATCH_FILES:
+        messages += len(chats[end].messages) or 1
+        files += sum(len(m.files) for m in chats[end].messages)
+        end += 1
+    return end
+
+
+def _read_files(
+    chats: list[PlannedChat], attachments: AttachmentSink | None, cancel: threading.Event | None
+) -> list[dict[int, KeepFiles]]:
+    """For each chat, its messages' attachments read and checked (by the message's place), before the
+    store's lock is taken; none without a sink (the report names them as skipped)."""
+    if attachments is None:
+        return [{} for _ in chats]
+    cancelled = cancel.is_set if cancel is not None else None
+    return [{i: attachments.read(m.files, cancelled) for i, m in enumerate(c.messages) if m.files} for c in chats]
 
 
 def _read(path: Path) -> Any:
@@ -282,9 +308,7 @@ def read_plan(data: Any, file_name: str, cancel: threading.Event | None = None, 
     return plan
 
 
-def _write(
-    db: sqlite3.Connection, chat: PlannedChat, attachments: AttachmentSink | None, plan: Plan, mark: float
-) -> int:
+def _write(db: sqlite3.Connection, chat: PlannedChat, files: dict[int, KeepFiles], plan: Plan, mark: float) -> int:
     """One chat, hidden under the import's staging `mark` (its deleted_at) until the import shows it;
     its id."""
     cur = db.execute(
@@ -305,7 +329,7 @@ def _write(
     )
     cid = int(cur.lastrowid or 0)
     ids: list[int] = []
-    for m in chat.messages:
+    for place, m in enumerate(chat.messages):
         cur = db.execute(
             "INSERT INTO messages (conversation_id, parent_id, role, content, metrics, complete, created_at,"
             " tool_calls) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
@@ -337,8 +361,9 @@ def _write(
                 for t in m.tool_messages
             ],
         )
-        if m.files and attachments is not None:
-            for kind, count in attachments.add(mid, m.files).items():
+        keep = files.get(place)
+        if keep is not None:  # (read before the lock: only the blobs and rows are written here)
+            for kind, count in keep(mid).items():
                 plan.skip(kind, count)
         elif m.files:
             plan.skip("file", len(m.files))
