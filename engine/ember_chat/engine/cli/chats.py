@@ -201,12 +201,6 @@ def _import(args: argparse.Namespace, store: ConversationStore, paths: AppPaths)
     return 0
 
 
-def _rm(args: argparse.Namespace, store: ConversationStore, paths: AppPaths) -> int:
-    ids = list(dict.fromkeys(args.ids))
-    _check_ids(store, ids)
-    if args.purge:
-        gone = store.organise.purge_chats(ids)  # (its sweep deletes the saved conversation caches too)
-        print(f"Deleted {_count(gone)} for good; the saved conversation caches were cleared.")
 def _window_running(data_dir: Path) -> bool:
     """Whether Ember's window holds this data folder: its lock file (Qt's QLockFile, app/qt/single_instance.py:
     the process id on the first line, the host name on the third) names a live process on this host."""
@@ -222,18 +216,24 @@ def _window_running(data_dir: Path) -> bool:
     return pid != os.getpid() and psutil.pid_exists(pid)
 
 
-        _say_backups_hold(store, "this chat" if len(ids) == 1 else "these chats")
-        return 0
-    undo = store.organise.trash_chats(ids)
-    back = "it" if len(ids) == 1 else "them"
-    print(f"{undo.label} `ember-chat chats restore {' '.join(map(str, ids))}` brings {back} back.")
-    return 0
+def _rm(args: argparse.Namespace, store: ConversationStore, paths: AppPaths) -> int:
+    ids = list(dict.fromkeys(args.ids))
+    _check_ids(store, ids)
+    if args.purge:
+        gone = store.organise.purge_chats(ids)  # (its sweep deletes the saved conversation caches too)
+        print(f"Deleted {_count(gone)} for good; the saved conversation caches were cleared.")
         if _window_running(paths.data_dir):
             print(
                 "Ember's window is open on this data folder: its model still holds what it read of "
                 f"{'this chat' if len(ids) == 1 else 'these chats'} and saves it again when it quits. "
                 "Delete it for good in the window instead, or quit the window and run this again."
             )
+        _say_backups_hold(store, "this chat" if len(ids) == 1 else "these chats")
+        return 0
+    undo = store.organise.trash_chats(ids)
+    back = "it" if len(ids) == 1 else "them"
+    print(f"{undo.label} `ember-chat chats restore {' '.join(map(str, ids))}` brings {back} back.")
+    return 0
 
 
 def _say_backups_hold(store: ConversationStore, what: str) -> None:
