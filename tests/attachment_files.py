@@ -39,6 +39,11 @@ def pdf_bytes(pages: list[str]) -> bytes:
             f"/Contents {5 + 2 * i} 0 R >>".encode()
         )
         objects.append(b"<< /Length %d >>\nstream\n" % len(stream) + stream + b"\nendstream")
+    return pdf_from_objects(objects)
+
+
+def pdf_from_objects(objects: list[bytes]) -> bytes:
+    """A PDF of these objects (numbered from 1, the first the catalog), with its cross-reference table."""
     out = io.BytesIO()
     out.write(b"%PDF-1.4\n%\xe2\xe3\xcf\xd3\n")
     offsets = []

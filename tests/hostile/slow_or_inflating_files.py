@@ -21,6 +21,8 @@ import io
 import zipfile
 import zlib
 
+from tests.attachment_files import pdf_bytes, pdf_from_objects
+
 
 def quadratic_html(repeats: int) -> bytes:
     return b"a </x " * repeats
@@ -50,18 +52,7 @@ def pdf_flate_bomb(inflated: int) -> bytes:
         b"/Contents 5 0 R >>",
         b"<< /Length %d /Filter /FlateDecode >>\nstream\n" % len(stream) + stream + b"\nendstream",
     ]
-    out = io.BytesIO()
-    out.write(b"%PDF-1.4\n")
-    offsets = []
-    for number, body in enumerate(objects, start=1):
-        offsets.append(out.tell())
-        out.write(b"%d 0 obj\n" % number + body + b"\nendobj\n")
-    xref = out.tell()
-    out.write(b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1))
-    for offset in offsets:
-        out.write(b"%010d 00000 n \n" % offset)
-    out.write(b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref))
-    return out.getvalue()
+    return pdf_from_objects(objects)
 
 
 _DOCX_TYPES = (
@@ -101,8 +92,6 @@ def pdf_that_warns_on_every_page(pages: int) -> bytes:
     """A PDF whose font's /Encoding /Differences is not an array: pypdf reads through it and logs a
     warning for every page it extracts (as "fontTools is required…" does for real PDFs' CFF fonts),
     which went to the terminal once per page."""
-    from tests.attachment_files import pdf_bytes
-
     old = b"/BaseFont /Helvetica /Encoding /WinAnsiEncoding"
     new = b"/BaseFont/Helvetica/Encoding<</Differences 5>>".ljust(len(old))  # (same length: offsets hold)
     return pdf_bytes([f"Page {n} of the noisy report." for n in range(1, pages + 1)]).replace(old, new)
