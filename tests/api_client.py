@@ -12,20 +12,26 @@ from ember_chat.engine.attachments import DEFAULT_LIMITS, Limits
 from ember_chat.engine.cli.common import load_blocking
 from ember_chat.engine.core.params import LoadConfig
 from ember_chat.engine.inference.service import EngineService
+from ember_chat.engine.serve.content_parts import TURN_WAIT_S
 from ember_chat.engine.serve.server import ApiServer, ServerConfig
 
 
 @contextlib.contextmanager
 def served_client(
-    config: LoadConfig, name: str, timeout_s: float, limits: Limits = DEFAULT_LIMITS
+    config: LoadConfig,
+    name: str,
+    timeout_s: float,
+    limits: Limits = DEFAULT_LIMITS,
+    file_turn_wait_s: float = TURN_WAIT_S,
 ) -> Iterator[openai.OpenAI]:
     """Load `config` as `name`, serve it on 127.0.0.1 (a free port) and yield a client for it; the
-    server and the engine are stopped afterwards. `limits`: the server's for a request's files."""
+    server and the engine are stopped afterwards. `limits`: the server's for a request's files;
+    `file_turn_wait_s`: how long a file waits for a free reader before a 503."""
     service = EngineService()
     server = None
     try:
         load_blocking(service, config, name)
-        server = ApiServer(service, ServerConfig(port=0, attachment_limits=limits))
+        server = ApiServer(service, ServerConfig(port=0, attachment_limits=limits, file_turn_wait_s=file_turn_wait_s))
         server.start()
         with openai.OpenAI(base_url=server.url, api_key="unused", max_retries=0, timeout=timeout_s) as client:
             yield client

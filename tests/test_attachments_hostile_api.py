@@ -117,8 +117,9 @@ def test_a_client_that_hangs_up_ends_its_file_s_reader(tiny_model: Any, qtbot: Q
 
 
 def test_many_slow_files_at_once_are_read_a_few_at_a_time(client: openai.OpenAI, qtbot: QtBot) -> None:
-    """More requests with a slow file than MAX_READERS: never more readers than that at once (each
-    holds up to the memory limit), and each file still gets its whole time limit once its turn comes."""
+    """More requests with a slow file than MAX_READERS: never more readers than the API's share at once
+    (each holds up to the memory limit), and each file still gets its whole time limit once its turn
+    comes (they wait less than the server's file_turn_wait_s)."""
     said: list[str] = []
 
     def ask(n: int) -> None:
@@ -140,5 +141,47 @@ def test_many_slow_files_at_once_are_read_a_few_at_a_time(client: openai.OpenAI,
     finally:
         for t in threads:
             t.join(60)
-    assert 0 < most[0] <= MAX_READERS
+    assert 0 < most[0] <= MAX_READERS - 1  # (the API's share: one is always left for the window)
     assert len(said) == len(threads) and all("took longer than 2 seconds to read" in s for s in said), said
+
+
+def test_a_file_that_finds_the_api_s_readers_busy_is_a_503_after_a_bounded_wait(tiny_model: Any, qtbot: QtBot) -> None:
+    """Slow files hold every reader the API may use (one fewer than there are): a request's file waits
+    the server's file_turn_wait_s for its turn, then is a 503 saying so, with Retry-After, instead of
+    waiting for as long as other clients keep the readers busy."""
+    errors: list[BaseException] = []
+    config = LoadConfig(tiny_model, n_ctx=512, threads=1)
+    threads: list[threading.Thread] = []
+    try:
+        with served_client(config, "tiny", WAIT_S, Limits(max_seconds=600.0), file_turn_wait_s=1.0) as client:
+
+            def hold(n: int) -> None:
+                try:
+                    _ask(client, _file(f"slow-{n}.html", quadratic_html(SLOW_HTML)))
+                except openai.APIError as exc:
+                    errors.append(exc)
+
+            threads += [threading.Thread(target=hold, args=(n,)) for n in range(MAX_READERS - 1)]
+            for t in threads:
+                t.start()
+            qtbot.waitUntil(lambda: len(reading_processes()) == MAX_READERS - 1, timeout=30_000)
+            with pytest.raises(openai.InternalServerError) as caught:
+                _ask(client, _file("notes.txt", b"A short note."))
+            busy = caught.value
+            assert busy.status_code == 503 and busy.code == "readers_busy" and busy.param == "messages"
+            share = "1 file at once for API requests, and other files kept it"
+            if MAX_READERS > 2:
+                share = f"{MAX_READERS - 1} files at once for API requests, and other files kept them"
+            assert busy.body == {
+                "message": f"messages[0].content[1]: notes.txt was not read: Ember reads at most {share} busy for "
+                "1 second. Send the request again later.",
+                "type": "server_error",
+                "param": "messages",
+                "code": "readers_busy",
+            }
+            assert busy.response.headers["retry-after"] == "600"  # (every read running ends by then)
+            assert len(reading_processes()) == MAX_READERS - 1 and not errors  # (the slow ones read on)
+    finally:  # (the server stopped: their readers ended with their connections)
+        for t in threads:
+            t.join(60)
+    assert [type(e) for e in errors] == [openai.APIConnectionError] * (MAX_READERS - 1)

@@ -23,6 +23,8 @@ from PySide6.QtCore import Qt, QTimer
 from pytestqt.qtbot import QtBot
 
 from ember_chat.app.shell.main_window import MainWindow
+from ember_chat.engine.attachments import isolated
+from ember_chat.engine.attachments.isolated import MAX_READERS, Requester
 from ember_chat.engine.storage.paths import AppPaths
 from ember_chat.engine.storage.settings import Settings, SettingsFile
 from tests.attachment_files import reading_processes
@@ -178,6 +180,53 @@ def test_turning_the_api_server_off_while_it_reads_a_file_does_not_freeze_the_wi
         assert [type(e) for e in errors] == [openai.APIConnectionError]
     finally:
         thread.join(60)
+
+
+def test_api_requests_with_slow_files_leave_a_reader_for_the_window(
+    qtbot: QtBot, make_window: Callable[..., MainWindow], tmp_path: Path
+) -> None:
+    """A client on loopback keeps as many requests going as there are readers, a slow file each: the
+    API reads at most all but one of them at once, the rest wait in line, and a file attached in the
+    window is read meanwhile (it stayed at 0% until one of theirs reached the time limit)."""
+    w = make_window()
+    url = start_api_in_window(qtbot, w)
+    errors: list[BaseException] = []
+    encoded = base64.b64encode(quadratic_html(SLOW_HTML)).decode("ascii")
+
+    def ask(n: int) -> None:
+        part = {"type": "file", "file": {"filename": f"slow-{n}.html", "file_data": encoded}}
+        messages: Any = [{"role": "user", "content": [{"type": "text", "text": "Read it"}, part]}]
+        with openai.OpenAI(base_url=url, api_key="unused", max_retries=0, timeout=120) as client:
+            try:
+                client.chat.completions.create(model="tiny", messages=messages, max_tokens=2)
+            except openai.APIError as exc:
+                errors.append(exc)
+
+    threads = [threading.Thread(target=ask, args=(n,)) for n in range(MAX_READERS)]
+    for t in threads:
+        t.start()
+    try:
+
+        def api() -> tuple[int, int]:
+            return isolated.turns.count(Requester.API)  # (reading, waiting)
+
+        # every request is in: its file read, or waiting for its turn
+        qtbot.waitUntil(lambda: sum(api()) == MAX_READERS and len(reading_processes()) == api()[0], timeout=30_000)
+        notes = tmp_path / "notes.txt"
+        notes.write_text("The window's own notes.")
+        w.composer.attach_paths([notes])
+        bar = w.composer.attachments
+        qtbot.waitUntil(lambda: bool(bar.items) and bar.items[0].extracted is not None, timeout=15_000)
+        assert bar.items[0].extracted is not None and bar.items[0].extracted.text == "The window's own notes."
+        assert api() == (MAX_READERS - 1, 1) and not w.banner.isVisible()
+        dialog = w.api.open_dialog()  # the server off: its connections and their readers end
+        dialog.enabled.setChecked(False)
+        with qtbot.waitSignal(dialog.applied, timeout=WAIT_MS):
+            dialog.apply()
+    finally:
+        for t in threads:
+            t.join(60)
+    assert [type(e) for e in errors] == [openai.APIConnectionError] * MAX_READERS
 
 
 def test_a_pdf_that_makes_pypdf_warn_on_every_page_is_logged_once(

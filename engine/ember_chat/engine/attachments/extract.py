@@ -57,6 +57,15 @@ _MIME = {
 def read_attachment(path: Path | str, limits: Limits = DEFAULT_LIMITS, progress: Progress | None = None) -> Extracted:
     """Read and extract a file; raises AttachmentError with a sentence for the user."""
     path = Path(path)
+    outer = None if progress is None else (lambda fraction: progress(0.2 * fraction))
+    data = read_file_bytes(path, limits, outer)
+    inner = None if progress is None else (lambda fraction: progress(0.2 + 0.8 * fraction))
+    return read_attachment_bytes(path.name, data, limits, inner)
+
+
+def read_file_bytes(path: Path, limits: Limits = DEFAULT_LIMITS, progress: Progress | None = None) -> bytes:
+    """A file's bytes, within the size limit (`progress`: the fraction read); AttachmentError with a
+    sentence for a folder, a file that is gone, cannot be opened, is empty or too big."""
     name = path.name
     try:
         size = path.stat().st_size
@@ -70,15 +79,14 @@ def read_attachment(path: Path | str, limits: Limits = DEFAULT_LIMITS, progress:
                 chunks.append(block)
                 done += len(block)
                 if progress is not None and size:
-                    progress(0.2 * min(1.0, done / size))
+                    progress(min(1.0, done / size))
     except FileNotFoundError:
         raise AttachmentError(f"{name} no longer exists (was it moved or deleted?); attach it again.") from None
     except PermissionError:
         raise AttachmentError(f"{name} cannot be read: permission denied.") from None
     except OSError as exc:
         raise AttachmentError(f"{name} cannot be read: {exc.strerror or exc}.") from None
-    inner = None if progress is None else (lambda fraction: progress(0.2 + 0.8 * fraction))
-    return read_attachment_bytes(name, b"".join(chunks), limits, inner)
+    return b"".join(chunks)
 
 
 def read_attachment_bytes(

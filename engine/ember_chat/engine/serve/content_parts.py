@@ -5,25 +5,31 @@ are kept in a temporary attachment store for that one request (`temporary_store`
 
 Each file and image is read in a child process with the server's time and memory limits
 (attachments/isolated.py), never on the connection's thread: a file that takes too long or inflates
-is a 400 saying so, and a client that hangs up (or the server stopping) ends its reader at once."""
+is a 400 saying so, and a client that hangs up (or the server stopping) ends its reader at once. The
+API's files share at most all readers but one (the window's attachments, imports and the CLI keep
+one), in order of arrival; a file that waited `Reading.turn_wait_s` for its turn is a 503 with
+Retry-After (the readers are busy: the request can be sent again as it is)."""
 
 from __future__ import annotations
 
 import base64
 import binascii
+import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ember_chat.engine.attachments import DEFAULT_LIMITS, AttachmentStore, Extracted, Limits, read_bytes_isolated
-from ember_chat.engine.attachments.isolated import ReadingStopped
+from ember_chat.engine.attachments.isolated import ReadersBusy, ReadingStopped, Requester
 from ember_chat.engine.core.images import from_data_url, image_mime
 from ember_chat.engine.core.messages import ChatMessage, ImageInput
 from ember_chat.engine.errors import AttachmentError, InvalidParameter
+from ember_chat.engine.serve.api_error import ApiError
 
 _DATA_URL = re.compile(r"data:(?P<mime>[\w.+-]+/[\w.+-]+)?(?P<params>(;[^;,]*)*?);base64,(?P<data>.*)", re.S)  # files
 _IMAGE_SUFFIX = {"image/png": "png", "image/jpeg": "jpg", "image/webp": "webp", "image/gif": "gif"}
+TURN_WAIT_S = 30.0  # how long a request's file may wait for a reader (every one the API may use busy)
 _NEVER_FETCHES = (
     "Ember never fetches a URL named in a request; send the image's bytes in a data: URL (data:image/png;base64,...)."
 )
@@ -36,10 +42,12 @@ class ContentError(ValueError):
 @dataclass(frozen=True)
 class Reading:
     """How a request's files are read: the limits (the server's, from the settings) and what says the
-    request is no longer wanted (its client hung up, the server stops)."""
+    request is no longer wanted (its client hung up, the server stops); how long a file may wait for
+    its turn among the readers before the request is a 503."""
 
     limits: Limits = DEFAULT_LIMITS
     cancelled: Callable[[], bool] | None = None
+    turn_wait_s: float = TURN_WAIT_S
 
 
 @dataclass
@@ -94,9 +102,22 @@ def _file_part(spec: Any, at: str, reading: Reading) -> Extracted:
 
 def _read(name: str, data: bytes, at: str, reading: Reading) -> Extracted:
     try:
-        return read_bytes_isolated(name, data, reading.limits, cancelled=reading.cancelled)
+        return read_bytes_isolated(
+            name,
+            data,
+            reading.limits,
+            cancelled=reading.cancelled,
+            requester=Requester.API,  # (the API's share of the readers: never all of them)
+            turn_wait_s=reading.turn_wait_s,
+        )
     except ReadingStopped:
         raise  # (the server drops the connection: nobody is left to answer)
+    except ReadersBusy as exc:
+        # every read now running ends within the time limit: a reader is free by then
+        retry = max(1, math.ceil(reading.limits.max_seconds))
+        said = f"{at}: {exc} Send the request again later."
+        headers = {"Retry-After": str(retry)}
+        raise ApiError(503, said, "server_error", param="messages", code="readers_busy", headers=headers) from None
     except AttachmentError as exc:
         raise ContentError(f"{at}: {exc}") from None
 

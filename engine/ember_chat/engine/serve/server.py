@@ -31,7 +31,7 @@ from ember_chat.engine.errors import ServeError
 from ember_chat.engine.inference.service import EngineService
 from ember_chat.engine.serve import tokens
 from ember_chat.engine.serve.answering import AnswersRequests
-from ember_chat.engine.serve.content_parts import Reading
+from ember_chat.engine.serve.content_parts import TURN_WAIT_S, Reading
 from ember_chat.engine.serve.guards import bind_option, check_access, content_length, is_loopback, refuse
 from ember_chat.engine.serve.openai_api import ApiError, ApiRequest, ResponseBuilder, parse_request
 from ember_chat.engine.serve.request_log import ReportsRequests, RequestListener
@@ -59,6 +59,7 @@ class ServerConfig:
     allow_unknown_fields: bool = False  # ignore request fields Ember does not know, instead of a 400
     alias: str | None = None  # the model's name on this server (for clients that hard-code one)
     attachment_limits: Limits = DEFAULT_LIMITS  # a request's files: size, and the reader's time and memory
+    file_turn_wait_s: float = TURN_WAIT_S  # how long a request's file waits for a free reader before a 503
 
     def check(self) -> None:
         if not is_loopback(self.host) and not self.api_key:
@@ -235,7 +236,8 @@ class _Handler(ReportsRequests, AnswersRequests, BaseHTTPRequestHandler):
     def _generate(self, kind: str) -> None:
         preset = self.server.preset() if self.server.preset is not None else None  # the served model's default
         # its files are read in child processes that end when the client hangs up or the server stops
-        reading = Reading(self.server.config.attachment_limits, self._client_gone)
+        config = self.server.config
+        reading = Reading(config.attachment_limits, self._client_gone, config.file_turn_wait_s)
         req = parse_request(kind, self._body(), self.server.config.allow_unknown_fields, preset, reading)
         name = self._check_model(req)
         model = self.server.service.model
