@@ -119,7 +119,8 @@ def _scripted_run_class() -> type:
             controller = self.window.controller
             if self.sent and controller.conversation_id is not None:  # say what arrived (smoke tests read it)
                 answer = self.window.store.thread(controller.conversation_id)[-1]
-                line = answer.metrics and GenerationMetrics.from_dict(answer.metrics).summary_line()
+                stored = GenerationMetrics.from_stored(answer.metrics)
+                line = stored.summary_line() if stored else ""
                 print(f"ember: answer: {len(answer.content)} characters · {line}", file=sys.stderr, flush=True)
             if not self.screenshot:
                 return

@@ -44,7 +44,8 @@ def _tint(colour: str, base: str, strength: float = 0.3) -> str:
 
 def metrics_line(metrics: dict[str, object] | None) -> str:
     """TTFT, tok/s, tokens and why it ended, as the transcript writes them under an answer."""
-    return GenerationMetrics.from_dict(metrics).summary_line(window_wording()) if metrics else ""
+    stored = GenerationMetrics.from_stored(metrics)
+    return stored.summary_line(window_wording()) if stored else ""
 
 
 class CompareColumn(QFrame):

@@ -66,7 +66,8 @@ def body_end(c: QTextCursor) -> QTextCursor:
 
 
 def _summary(m: Message) -> str | None:
-    return GenerationMetrics.from_dict(m.metrics).summary_line(window_wording()) if m.metrics else None
+    stored = GenerationMetrics.from_stored(m.metrics)
+    return stored.summary_line(window_wording()) if stored else None
 
 
 def _interrupted(m: Message) -> bool:

@@ -18,8 +18,11 @@ the final record never disagree.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import time
+import types
+import typing
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -105,6 +108,22 @@ class GenerationMetrics:
     def from_dict(cls, data: dict[str, Any]) -> GenerationMetrics:
         names = cls.__dataclass_fields__
         return cls(**{k: v for k, v in data.items() if k in names})
+
+    @classmethod
+    def from_stored(cls, data: object) -> GenerationMetrics | None:
+        """A message's stored metrics, which an imported chat file may have written (`{"ttft_s": "x"}`, a
+        field missing): None unless every field has a value of its type, so drawing the message never
+        fails on them."""
+        if not isinstance(data, dict):
+            return None
+        hints = _field_types()
+        known = {k: v for k, v in data.items() if k in hints}
+        if not all(_fits(v, hints[k]) for k, v in known.items()):
+            return None
+        try:
+            return cls(**known)
+        except TypeError:  # a field without a default is missing
+            return None
 
     def summary_line(self, words: Wording = ENGLISH) -> str:
         """e.g. 'TTFT 0.21 s · 31.8 tok/s · 128 tokens · stop' (in the window's language with its words)."""
@@ -251,3 +270,24 @@ def live_snapshot(recorder: MetricsRecorder, now_ns: int | None = None) -> dict[
     plus the time elapsed since the request started."""
     m = recorder.snapshot(now_ns)
     return {**m.to_dict(), "elapsed_s": m.e2e_s}
+
+
+@functools.cache
+def _field_types() -> dict[str, object]:
+    return typing.get_type_hints(GenerationMetrics)
+
+
+def _fits(value: object, kind: object) -> bool:
+    """Whether `value` is of the annotated `kind` (the shapes GenerationMetrics uses)."""
+    if kind is Any:
+        return True
+    if typing.get_origin(kind) in (typing.Union, types.UnionType):
+        return any(_fits(value, k) for k in typing.get_args(kind))
+    if kind is type(None):
+        return value is None
+    if kind is float:
+        return isinstance(value, int | float) and not isinstance(value, bool)
+    if kind is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    origin = typing.get_origin(kind) or kind
+    return isinstance(origin, type) and isinstance(value, origin)

@@ -1,0 +1,43 @@
+"""An answer's stored metrics may come from a chat file someone else wrote: figures of the wrong type
+(`"ttft_s": "soon"`) or missing ones made drawing the message raise (TypeError/ValueError on the GUI thread).
+They are drawn without a metrics line; Ember's own metrics keep theirs."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from PySide6.QtCore import Qt
+from pytestqt.qtbot import QtBot
+
+from ember_chat.app.shell.main_window import MainWindow
+from ember_chat.engine.inference.metrics import GenerationMetrics
+from tests.test_app import load, make_window, paths, send
+from tests.test_import_window import choose
+
+__all__ = ["make_window", "paths"]  # fixtures
+
+HOSTILE = Path(__file__).resolve().parent / "hostile"
+
+
+def test_an_imported_chat_with_damaged_metrics_opens_without_their_line(
+    qtbot: QtBot, make_window: Callable[..., MainWindow]
+) -> None:
+    w = make_window()
+    importer = choose(qtbot, w, HOSTILE / "chat_export_bad_metrics.json")
+    with qtbot.waitSignal(importer.finished, timeout=20_000) as done:
+        pass
+    ((chat),) = done.args[0].imported
+    qtbot.mouseClick(w.banner.action_button, Qt.MouseButton.LeftButton)  # the import's Open
+    assert w.controller.conversation_id == chat.id
+    text = w.transcript.toPlainText()
+    assert "Only those that make sense." in text and "Half its figures." in text and "TTFT" not in text
+
+
+def test_ember_s_own_metrics_read_back_whole(qtbot: QtBot, make_window: Callable[..., MainWindow]) -> None:
+    w = make_window()
+    load(qtbot, w)
+    send(qtbot, w, "hello")
+    stored = w.store.thread(w.controller.conversation_id)[-1].metrics
+    assert GenerationMetrics.from_stored(stored) == GenerationMetrics.from_dict(stored)
+    assert "TTFT" in w.transcript.toPlainText()
