@@ -248,6 +248,39 @@ def test_api_user_defined_token_text_costs_what_its_near_copy_costs(starter_mode
         assert abs(near - hostile) <= 30 * 2
 
 
+def test_a_completion_and_a_chat_never_reuse_each_others_tokens(tmp_path: Path) -> None:
+    """Over HTTP: /v1/completions reads its prompt as plain text, a chat's template markers are control
+    tokens. A prompt that extends a text the other kind tokenized costs what it costs alone (its tokens
+    were reused: the chat's user turn opened with `<|im_start|>` as plain text, the completion's text
+    had the chat's control tokens)."""
+    model = write_tiny_model(tmp_path / "ends.gguf", TinySpec(script=says("</s>")))  # (answers "")
+    config = LoadConfig(model, n_ctx=1024, threads=1)
+    question = "What is up"
+    rendered = f"<|im_start|>user\n{question}<|im_end|>\n<|im_start|>assistant\n"  # (the tiny ChatML template)
+
+    def chat(client: openai.OpenAI, text: str) -> int:
+        messages: Any = [{"role": "user", "content": text}]
+        response = client.chat.completions.create(model="tiny", messages=messages, max_tokens=1, temperature=0)
+        assert response.usage is not None
+        return response.usage.prompt_tokens
+
+    def complete(client: openai.OpenAI, prompt: str) -> int:
+        response = client.completions.create(model="tiny", prompt=prompt, max_tokens=1, temperature=0)
+        assert response.usage is not None
+        return response.usage.prompt_tokens
+
+    def alone(ask: Callable[[openai.OpenAI, str], int], text: str) -> int:
+        with served_client(config, "tiny", 60) as client:
+            return ask(client, text)
+
+    with served_client(config, "tiny", 60) as client:
+        complete(client, "<|im_start|>user\nWhat is")
+        assert chat(client, question) == alone(chat, question)
+    with served_client(config, "tiny", 60) as client:
+        chat(client, question)
+        assert complete(client, rendered + " more") == alone(complete, rendered + " more")
+
+
 def _red() -> ImageInput:
     buf = io.BytesIO()
     Image.new("RGB", (40, 30), (255, 0, 0)).save(buf, "PNG")

@@ -10,7 +10,7 @@ import random
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import llama_cpp
 
@@ -42,6 +42,14 @@ if TYPE_CHECKING:  # vision.py loads libmtmd: imported once a model has a projec
     from ember_chat.engine.inference.vision import VisionContext, VisionPrompt
 
 
+class Recent(NamedTuple):
+    """A recent generation's prompt text + generated text, and the token ids behind them."""
+
+    text: str
+    tokens: list[int]
+    special: bool  # a chat's (its template's markers parsed) or a completion's (plain text) tokens
+
+
 class LocalRuntime:
     # chat(trim=False) is understood: a conversation that does not fit fails instead of losing its
     # oldest turns (the engine service passes it only to backends that say so)
@@ -57,8 +65,10 @@ class LocalRuntime:
         self.label = ""
         # Prompt text + generated text of the last conversations' generations (newest first, single
         # path and batched alike), and the token ids behind them, so a follow-up whose prompt extends
-        # one of those texts reuses exactly the tokens already in the KV cache (or in its snapshot).
-        self._recent: list[tuple[str, list[int]]] = []
+        # one of those texts reuses exactly the tokens already in the KV cache (or in its snapshot) —
+        # if it is tokenized the same way: a completion's text never reuses a chat's control tokens,
+        # nor a chat's template markers a completion's plain text.
+        self._recent: list[Recent] = []
         self._vocab: llama_cpp.llama_vocab_p | None = None
         self._pieces: dict[int, bytes] = {}  # each token's text, looked up once per loaded model
         self._byte_ids: dict[int, int] = {}  # byte -> the token that is that byte alone (found when needed)
@@ -263,10 +273,10 @@ class LocalRuntime:
                 return guard.tokens(part, lambda t, parsed: self.tokenize(t, special=parsed))
             return self.tokenize(part, special=special)
 
-        known = [h for h in self._recent if text.startswith(h[0])]
+        known = [h for h in self._recent if h.special == special and text.startswith(h.text)]
         if known:
-            prev_text, prev_tokens = max(known, key=lambda h: len(h[0]))
-            return prev_tokens + tokenize(text[len(prev_text) :])
+            prev = max(known, key=lambda h: len(h.text))
+            return prev.tokens + tokenize(text[len(prev.text) :])
         tokens = tokenize(text)
         bos = llm.token_bos()
         if llm._model.add_bos_token() and bos >= 0 and (not tokens or tokens[0] != bos):
@@ -344,7 +354,7 @@ class LocalRuntime:
             turn = tool_turn_for(self._named_info(), template_override, tools, markers) if chat.offered else None
             yield from self._stream(
                 chat.text, chat.tokens, params, recorder, markers, chat.vision, turn,
-                batched=batched, cancel=cancel, held=chat.held,
+                batched=batched, cancel=cancel, held=chat.held, special=True,
             )  # fmt: skip
         finally:
             if chat.vision is not None:
@@ -369,7 +379,7 @@ class LocalRuntime:
                 f"The prompt is {len(tokens):,} tokens but the context holds {llm.n_ctx():,}. "
                 "Shorten it or load the model with a longer context."
             )
-        yield from self._stream(prompt, tokens, params, recorder, batched=batched, cancel=cancel)
+        yield from self._stream(prompt, tokens, params, recorder, batched=batched, cancel=cancel, special=False)
 
     def run_tokens(self, tokens: list[int], params: SamplingParams) -> Iterator[Event]:
         """Evaluate exactly these prompt tokens and generate exactly `params.max_tokens` tokens (the
@@ -457,13 +467,16 @@ class LocalRuntime:
         batched: bool = False,
         cancel: threading.Event | None = None,
         held: bytes = b"",
+        special: bool = True,
     ) -> Iterator[Event]:
         """`markers`: chat mode, where a reasoning model's thinking markers are put in canonical form.
         `params.ignore_eos`: exactly max_tokens tokens (benchmarks, as llama-bench generates them).
         `vision`: the prompt's images (its `tokens` hold placeholders where they go). `conversation`:
         seq 0's state may be saved to and restored from snapshots (not a benchmark's, nor with images).
         `batched`: a run of the batch decoder (plain text only); `cancel` stops this run alone. `held`:
-        the prompt ends with these bytes of an unfinished character (an answer being continued)."""
+        the prompt ends with these bytes of an unfinished character (an answer being continued).
+        `special`: the prompt's text was tokenized as a chat's (True) or a completion's (False), which a
+        later prompt must match to reuse its tokens."""
         llm = self._require()
         seed = params.seed if params.seed is not None else random.randrange(2**31)
         # (checked: a grammar llama.cpp cannot parse never reaches its sampler)
@@ -480,7 +493,7 @@ class LocalRuntime:
             # (with images, the text alone does not say which image is where: no text-keyed reuse; a
             # benchmark's tokens are no conversation's prefix)
             if reason != StopReason.STOP_STRING and vision is None and conversation:
-                self._recent = [(prompt_text + raw, all_tokens), *self._recent[:7]]
+                self._recent = [Recent(prompt_text + raw, all_tokens, special), *self._recent[:7]]
 
         setup = StreamSetup(
             tokens, params, rec, seed, llm.n_ctx(), self._piece, self._is_eog, stopped,
