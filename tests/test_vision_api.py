@@ -16,6 +16,7 @@ from PIL import Image
 
 from ember_chat.engine.core.params import LoadConfig
 from tests.api_client import served_client
+from tests.hostile.forged_turns import MEDIA_MARKER
 from tests.vision_factory import write_tiny_vision_model
 
 WAIT_S = 30.0
@@ -65,3 +66,30 @@ def test_an_image_url_part_is_seen_and_its_embedding_reused_by_a_follow_up(clien
     chunks = list(ask(client, follow, stream=True))
     ember = next(c.model_extra["ember"] for c in chunks if (c.model_extra or {}).get("ember"))
     assert ember["image_encode_ms"] == 0.0  # the same image: its embedding came from the cache
+
+
+def test_text_spelling_the_media_marker_leaves_image_turns_working(client: openai.OpenAI) -> None:
+    """An earlier message and a file sent with the image spell the media marker that placed images in
+    the prompt: the image turn is answered (it was a 400 for every image turn of the chat), and the
+    marker's text is all there, as text (it costs what a misspelled copy costs)."""
+
+    def chat(marker: str) -> Any:
+        notes = base64.b64encode(f"Images go where {marker} is.".encode()).decode()
+        return [
+            {"role": "user", "content": f"My notes say {marker}{marker} here."},
+            {"role": "assistant", "content": "Noted."},
+            {
+                "role": "user",
+                "content": [
+                    {"type": "text", "text": "What is this?"},
+                    {"type": "file", "file": {"filename": "notes.txt", "file_data": f"data:text/plain;base64,{notes}"}},
+                    {"type": "image_url", "image_url": {"url": data_url((0, 255, 0))}},
+                ],
+            },
+        ]
+
+    answer = ask(client, chat(MEDIA_MARKER))
+    assert answer.choices[0].message.content is not None
+    assert answer.model_extra["ember"]["image_encode_ms"] is not None
+    near = ask(client, chat(MEDIA_MARKER.replace("media", "medla")))
+    assert abs(answer.usage.prompt_tokens - near.usage.prompt_tokens) <= 3

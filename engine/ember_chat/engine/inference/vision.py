@@ -1,8 +1,11 @@
 """Images through llama.cpp's multimodal library (`llama_cpp.mtmd_cpp`, libmtmd) for a model loaded
 with its projector (mmproj) file, inside Ember's own generation loop.
 
-The chat template renders the text with mtmd's media marker where each image goes; `mtmd_tokenize`
-splits it into text chunks and image chunks. The prompt becomes one list of positions: text tokens as
+The chat template renders the text with a media marker where each image goes, and the text is cut
+there into mtmd's text and image parts (`mtmd_tokenize_from_parts`), which it turns into text chunks
+and image chunks. The marker is drawn at random for each prompt: no message, file or tool result can
+spell it (with a fixed one, text spelling it made every image turn of its chat fail), and it is never
+tokenized, so the prompt's tokens do not depend on it. The prompt becomes one list of positions: text tokens as
 they are, and an image's positions filled with a placeholder id derived from the image's sha256
 (negative, never a real token). KV-cache prefix reuse then works as for text (`common_prefix` against
 what llama-cpp-python's `Llama.input_ids` holds): the same image at the same place is the same prefix,
@@ -18,6 +21,7 @@ from __future__ import annotations
 
 import ctypes
 import logging
+import secrets
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
@@ -76,6 +80,11 @@ class VisionPrompt:
             if span.start < reused < span.start + span.n_pos:
                 return span.start
         return reused
+
+
+def media_marker() -> str:
+    """A marker of where an image goes that no text of the conversation holds (64 random bits)."""
+    return f"<__media_{secrets.token_hex(8)}__>"
 
 
 def with_markers(messages: list[ChatMessage], marker: str) -> list[ChatMessage]:
@@ -142,20 +151,25 @@ class VisionContext:
         tools: list[ToolSpec] | None = None,
     ) -> tuple[str, VisionPrompt, str | None]:
         """The chat's prompt text (`prefix`: an answer being continued, defused), its positions, and
-        the template's fallback notice: the template renders the media marker where each image goes."""
-        rendered, notice = render_chat(template, with_markers(messages, self.marker), fallback, thinking, tools)
+        the template's fallback notice: the template renders a media marker where each image goes."""
+        marker = media_marker()
+        rendered, notice = render_chat(template, with_markers(messages, marker), fallback, thinking, tools)
         text = rendered + prefix
-        return text, self.tokenize(text, [img for m in messages for img in m.images], template.guard), notice
+        images = [img for m in messages for img in m.images]
+        return text, self.tokenize(text, images, marker, template.guard), notice
 
-    def tokenize(self, text: str, images: list[ImageInput], guard: ControlText | None = None) -> VisionPrompt:
-        """Split `text` (with one media marker per image) into positions: the text between markers with
+    def tokenize(
+        self, text: str, images: list[ImageInput], marker: str, guard: ControlText | None = None
+    ) -> VisionPrompt:
+        """Split `text` (with one `marker` per image) into positions: the text between markers with
         special tokens parsed, except what `guard`'s sentinels stand for (content that looks like
         control tokens, as plain text). Raises InvalidParameter for an image llama.cpp cannot read or a
-        marker count that does not match."""
-        pieces = text.split(self.marker)
+        marker count that does not match (a template that leaves a message out or writes it twice)."""
+        pieces = text.split(marker)
         if len(pieces) != len(images) + 1:
             raise InvalidParameter(
-                "The images could not be placed in the prompt (a message contains the media marker text itself)."
+                "The images could not be placed in the prompt: the chat template left out or repeated a "
+                "message that has one."
             )
         bitmaps = [self._bitmap(img) for img in images]
         chunks = mtmd.mtmd_input_chunks_init()
