@@ -11,17 +11,19 @@ the installed `ember-chat` and the real window."""
 
 from __future__ import annotations
 
+import io
 import subprocess
 import threading
 from array import array
 from collections.abc import Callable
 from pathlib import Path
 
+from PIL import Image
 from pytestqt.qtbot import QtBot
 
 from ember_chat.app.shell.main_window import MainWindow
 from ember_chat.engine.attachments import AttachmentStore, read_attachment_bytes
-from ember_chat.engine.core.messages import ChatMessage
+from ember_chat.engine.core.messages import ChatMessage, ImageInput
 from ember_chat.engine.core.params import LoadConfig, SamplingParams
 from ember_chat.engine.core.tools import ChatTools, ToolCall, ToolResult
 from ember_chat.engine.inference.kv_snapshots import SnapshotStore
@@ -34,6 +36,7 @@ from tests.helpers.entry_point import ember_chat
 from tests.runtime_support import loaded
 from tests.test_app import load, make_window, paths, send, set_max_tokens
 from tests.test_presets_cli import _env
+from tests.vision_factory import write_tiny_vision_model
 
 __all__ = ["make_window", "paths"]  # fixtures
 
@@ -171,12 +174,13 @@ class _Sink(GenerationSink):
         self.done.set()
 
 
-def _answer(service: EngineService, text: str, **params: object) -> GenerationMetrics:
+def _answer(
+    service: EngineService, text: str, images: tuple[ImageInput, ...] = (), **params: object
+) -> GenerationMetrics:
     sink = _Sink()
     params = {"temperature": 0.0, "max_tokens": 4, **params}
-    service.submit(
-        GenerationRequest(SamplingParams(**params), sink, messages=[ChatMessage("user", text)], client="api")
-    )
+    messages = [ChatMessage("user", text, images=images)]
+    service.submit(GenerationRequest(SamplingParams(**params), sink, messages=messages, client="api"))
     assert sink.done.wait(120)
     assert sink.metrics is not None
     return sink.metrics
@@ -219,6 +223,25 @@ def test_the_engine_forgets_every_conversation_it_holds_and_saves_none_of_them_a
         service.close()
         caches.close()  # (what the model's close put in the store would be written now)
     assert not list(folder.glob("*.kvsnap"))
+
+
+def test_the_engine_forgets_the_images_it_has_seen(tmp_path: Path) -> None:
+    """A vision model keeps each image's embedding in memory (a follow-up does not encode it again):
+    after a deletion for good the same image is encoded anew, none of it kept (it was served from the
+    cache: image_encode_ms 0)."""
+    model, mmproj = write_tiny_vision_model(tmp_path)
+    buf = io.BytesIO()
+    Image.new("RGB", (40, 30), (255, 0, 0)).save(buf, "PNG")
+    photo = (ImageInput.from_bytes(buf.getvalue(), "locker.png"),)
+    service = EngineService()
+    try:
+        service.load(LoadConfig(model, mmproj=mmproj, n_ctx=1024, threads=1))
+        assert (_answer(service, "What is this?", photo).image_encode_ms or 0) > 0
+        assert _answer(service, "And this?", photo).image_encode_ms == 0  # (from the cache)
+        service.forget_conversations().wait(60)
+        assert (_answer(service, "And this?", photo).image_encode_ms or 0) > 0
+    finally:
+        service.close()
 
 
 def test_forget_asked_while_the_engine_closes_still_leaves_nothing(tiny_model: Path, tmp_path: Path) -> None:

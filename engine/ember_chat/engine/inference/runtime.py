@@ -214,11 +214,14 @@ class LocalRuntime:
         self._recent = []
 
     def forget_conversations(self) -> None:
-        """Chats were deleted for good: every conversation the context holds (seq 0, the batch slots) and
-        the texts kept for prefix reuse are dropped without being saved to the snapshot store; the next
-        prompt is evaluated from scratch (engine thread, between generations)."""
+        """Chats were deleted for good: every conversation the context holds (seq 0, the batch slots), the
+        texts kept for prefix reuse and the images' embeddings are dropped without being saved to the
+        snapshot store; the next prompt is evaluated (its images encoded) from scratch (engine thread,
+        between generations)."""
         self._recent = []
         self._cache.forget_all()
+        if self._vision is not None:
+            self._vision.forget()
 
     # ----- batched decoding
     @property

@@ -128,11 +128,14 @@ class VisionContext:
             raise ModelLoadError(f"{mmproj.name} is not an image projector (it has no vision encoder).")
         self._ctx = ctx
         self.path = mmproj
-        self.marker = mtmd.mtmd_default_marker().decode()
         self._n_embd = int(llama_cpp.llama_model_n_embd_inp(llm.model))
         self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
         self.encodes = 0  # images encoded since load (a cached one is not encoded again)
         self.encode_ms = 0.0  # in the last prefill
+
+    def forget(self) -> None:
+        """Drop the embeddings of the images seen (chats were deleted for good: nothing of them stays)."""
+        self._cache.clear()
 
     def close(self) -> None:
         ctx, self._ctx = self._ctx, None
