@@ -12,8 +12,8 @@ import pytest
 from pytestqt.qtbot import QtBot
 
 from ember_chat.app.shell.main_window import MainWindow
-from ember_chat.engine.inference.kv_snapshots import SNAPSHOT_FOLDER, SnapshotStore
-from ember_chat.engine.storage.paths import AppPaths
+from ember_chat.engine.inference.kv_snapshots import SnapshotStore
+from ember_chat.engine.storage.paths import KV_SNAPSHOT_FOLDER, AppPaths
 from tests.test_kv_caches_window import _dialog, _open, paths, windows
 
 __all__ = ["paths", "windows"]  # fixtures
@@ -36,7 +36,7 @@ def make_store() -> Iterator[Callable[..., SnapshotStore]]:
 def test_a_file_where_the_folder_should_be_is_said_when_the_store_opens(
     tmp_path: Path, make_store: Callable[..., SnapshotStore]
 ) -> None:
-    folder = tmp_path / SNAPSHOT_FOLDER
+    folder = tmp_path / KV_SNAPSHOT_FOLDER
     folder.write_text("not a folder")
     store = make_store(folder)
     assert store.blocked is None  # (nothing is read before it is first asked)
@@ -49,7 +49,7 @@ def test_a_file_where_the_folder_should_be_is_said_when_the_store_opens(
 def test_a_disk_almost_full_is_said_when_the_store_opens(
     tmp_path: Path, make_store: Callable[..., SnapshotStore]
 ) -> None:
-    store = make_store(tmp_path / SNAPSHOT_FOLDER)
+    store = make_store(tmp_path / KV_SNAPSHOT_FOLDER)
     store.FREE_MARGIN_BYTES = 2**62  # (more than any disk has free: this one is "almost full" for the store)
     store.usage()
     assert store.blocked is not None and "almost full" in store.blocked and "MB free" in store.blocked
@@ -62,7 +62,7 @@ def test_the_dialog_and_the_banner_say_why_no_cache_can_be_saved(
     qtbot: QtBot, paths: AppPaths, windows: list[MainWindow]
 ) -> None:
     paths.data_dir.mkdir(parents=True)
-    (paths.data_dir / SNAPSHOT_FOLDER).write_text("in the way")
+    (paths.data_dir / KV_SNAPSHOT_FOLDER).write_text("in the way")
     w = _open(qtbot, paths, windows)
     dialog = _dialog(qtbot, w)
     assert dialog.status.isVisible() and "cannot be saved" in dialog.status.text()

@@ -20,7 +20,7 @@ from ember_chat.app.shell.main_window import MainWindow
 from ember_chat.engine.inference import kv_snapshots
 from ember_chat.engine.inference.kv_snapshot_keys import SnapshotKey
 from ember_chat.engine.inference.kv_snapshots import SnapshotStore
-from ember_chat.engine.storage.paths import AppPaths
+from ember_chat.engine.storage.paths import KV_SNAPSHOT_FOLDER, AppPaths
 from ember_chat.engine.storage.settings import Settings, SettingsFile
 
 KEY = SnapshotKey("model-identity", "cache-settings")
@@ -82,7 +82,7 @@ def test_settings_show_the_saved_caches_and_clear_deletes_them_off_the_gui_threa
     store = w.bridge.service.snapshot_store
     assert isinstance(store, SnapshotStore)  # made by the app, given to the service
     assert kv_caches.open_snapshot_store is kv_snapshots.open_snapshot_store  # the engine's opener, one for all
-    assert store.directory == paths.data_dir / kv_snapshots.SNAPSHOT_FOLDER
+    assert store.directory == paths.data_dir / KV_SNAPSHOT_FOLDER
     store.put(KEY, list(range(300)), b"a" * (3 * MB))
     store.put(KEY, list(range(1000, 1400)), b"b" * (2 * MB))
     assert store.flush(10) and len(_saved_files(paths)) == 2

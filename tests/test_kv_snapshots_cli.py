@@ -66,11 +66,12 @@ def test_a_damaged_saved_cache_is_said_on_stderr_and_the_answer_comes_as_usual(
 
 
 def test_one_engine_side_opener_makes_the_store_and_run_does_not_import_serve(tmp_path: Path) -> None:
-    from ember_chat.engine.inference.kv_snapshots import SNAPSHOT_FOLDER, open_snapshot_store
+    from ember_chat.engine.inference.kv_snapshots import open_snapshot_store
+    from ember_chat.engine.storage.paths import KV_SNAPSHOT_FOLDER
 
     assert open_snapshot_store(tmp_path, 0) is None  # 0: off
     store = open_snapshot_store(tmp_path, 1)
-    assert store is not None and store.directory == tmp_path / SNAPSHOT_FOLDER == tmp_path / "kv-snapshots"
+    assert store is not None and store.directory == tmp_path / KV_SNAPSHOT_FOLDER == tmp_path / "kv-snapshots"
     store.close()
     code = (
         "import sys, ember_chat.engine.cli.run; "

@@ -24,12 +24,11 @@ from array import array
 from pathlib import Path
 from typing import BinaryIO, NamedTuple
 
-from ember_chat.engine.storage.paths import KV_SNAPSHOT_SUFFIXES
+from ember_chat.engine.storage.paths import KV_SNAPSHOT_SUFFIX, KV_SNAPSHOT_TMP_SUFFIX
 
 log = logging.getLogger(__name__)
 
 MAGIC = b"EMBERKV1"
-SUFFIX, TMP_SUFFIX = KV_SNAPSHOT_SUFFIXES  # ".kvsnap", ".kvsnap-tmp"
 DIGEST_BYTES = 32
 _FORMAT = 1
 _MAX_HEADER = 1 << 16
@@ -138,7 +137,7 @@ def write_temporary(
     try:
         digest = hashlib.sha256(head)
         digest.update(state)
-        fd, name = tempfile.mkstemp(prefix=".", suffix=TMP_SUFFIX, dir=directory)
+        fd, name = tempfile.mkstemp(prefix=".", suffix=KV_SNAPSHOT_TMP_SUFFIX, dir=directory)
         try:
             with os.fdopen(fd, "wb") as fh:
                 fh.write(head)
@@ -233,20 +232,20 @@ def scan_folder(directory: Path) -> tuple[list[FoundFile], list[str]]:
     now = time.time()
     for item in items:
         path = Path(item.path)
-        if item.name.endswith(TMP_SUFFIX):
+        if item.name.endswith(KV_SNAPSHOT_TMP_SUFFIX):
             try:
                 if now - item.stat().st_mtime > _STALE_TMP_S:
                     unlink(path)
             except OSError:
                 pass
             continue
-        if not item.name.endswith(SUFFIX):
+        if not item.name.endswith(KV_SNAPSHOT_SUFFIX):
             continue
         try:
             with path.open("rb") as fh:
                 st = os.fstat(fh.fileno())
                 model, settings, tokens, _head, _state_len = read_head(fh, st.st_size)
-            ident = item.name[: -len(SUFFIX)]
+            ident = item.name[: -len(KV_SNAPSHOT_SUFFIX)]
             if snapshot_ident(model, settings, tokens) != ident:
                 raise Damaged("its contents do not match its name")
         except Damaged as exc:

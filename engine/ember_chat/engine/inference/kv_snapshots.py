@@ -29,8 +29,6 @@ from pathlib import Path
 from ember_chat.engine.inference.kv_prefix import common_prefix
 from ember_chat.engine.inference.kv_snapshot_files import (
     DIGEST_BYTES,
-    SUFFIX,
-    TMP_SUFFIX,
     UNREADABLE,
     Damaged,
     damaged_sentence,
@@ -45,12 +43,12 @@ from ember_chat.engine.inference.kv_snapshot_files import (
     write_temporary,
 )
 from ember_chat.engine.inference.kv_snapshot_keys import SnapshotKey, SnapshotMatch
-from ember_chat.engine.storage.paths import KV_SNAPSHOT_FOLDER
+from ember_chat.engine.storage.paths import KV_SNAPSHOT_FOLDER, KV_SNAPSHOT_SUFFIX
+from ember_chat.engine.storage.privacy import drop_conversation_caches
 
 log = logging.getLogger(__name__)
 
 _MIB = 2**20
-SNAPSHOT_FOLDER = KV_SNAPSHOT_FOLDER  # "kv-snapshots", in the data folder
 
 
 @dataclass(eq=False)
@@ -176,14 +174,7 @@ class SnapshotStore:
             self._entries.clear()
             self._jobs = deque(job for job in self._jobs if job[0] == "stop")
             if self.directory is not None:
-                try:
-                    for path in self.directory.iterdir():
-                        if path.name.endswith((SUFFIX, TMP_SUFFIX)):
-                            unlink(path)
-                except FileNotFoundError:
-                    pass  # (nothing saved yet)
-                except OSError as exc:
-                    log.warning("could not clear %s: %s", self.directory, exc)
+                drop_conversation_caches(self.directory)
             self._opened = True  # (an opening under way sees the generation change and keeps nothing)
             self._changed.notify_all()
 
@@ -231,7 +222,7 @@ class SnapshotStore:
 
     def _path(self, ident: str) -> Path:
         assert self.directory is not None
-        return self.directory / f"{ident}{SUFFIX}"
+        return self.directory / f"{ident}{KV_SNAPSHOT_SUFFIX}"
 
     def _report_locked(self, sentence: str) -> None:
         if sentence not in self._said:
@@ -410,4 +401,4 @@ def open_snapshot_store(data_dir: Path, cap_mb: int) -> SnapshotStore | None:
     """The store of saved conversation caches in the data folder (the window's and the command line's:
     `<data_dir>/kv-snapshots`, nothing read until it is first asked), within `cap_mb` MB; None when the
     cap is 0 (off)."""
-    return SnapshotStore(Path(data_dir) / SNAPSHOT_FOLDER, cap_mb * _MIB) if cap_mb > 0 else None
+    return SnapshotStore(Path(data_dir) / KV_SNAPSHOT_FOLDER, cap_mb * _MIB) if cap_mb > 0 else None

@@ -17,7 +17,8 @@ APP_NAME = "Ember"
 # their files' endings (a whole file, one being written): named here, where the privacy sweep (privacy.py),
 # which removes them when chats are deleted for good, can read them too.
 KV_SNAPSHOT_FOLDER = "kv-snapshots"
-KV_SNAPSHOT_SUFFIXES = (".kvsnap", ".kvsnap-tmp")
+KV_SNAPSHOT_SUFFIX = ".kvsnap"
+KV_SNAPSHOT_TMP_SUFFIX = ".kvsnap-tmp"
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ import threading
 from collections.abc import Iterable
 from pathlib import Path
 
-from ember_chat.engine.storage.paths import KV_SNAPSHOT_FOLDER, KV_SNAPSHOT_SUFFIXES
+from ember_chat.engine.storage.paths import KV_SNAPSHOT_FOLDER, KV_SNAPSHOT_SUFFIX, KV_SNAPSHOT_TMP_SUFFIX
 from ember_chat.engine.storage.rows import batches, transaction
 
 log = logging.getLogger(__name__)
@@ -71,16 +71,16 @@ def sweep(db: sqlite3.Connection, lock: threading.RLock, path: Path, attachments
         with contextlib.suppress(FileNotFoundError):
             (blobs / sha[:2] / sha).unlink()
     if str(path) != ":memory:":  # (a store kept in memory has no data folder of its own)
-        drop_conversation_caches(path.parent)
+        drop_conversation_caches(path.parent / KV_SNAPSHOT_FOLDER)
     return left
 
 
-def drop_conversation_caches(data_dir: Path) -> int:
-    """Remove the saved conversation caches' files in `data_dir` (see the module's doc); how many went. One
-    that cannot be removed is logged: the chats are deleted all the same."""
-    folder = data_dir / KV_SNAPSHOT_FOLDER
+def drop_conversation_caches(folder: Path) -> int:
+    """Remove the saved conversation caches' files in `folder` (whole ones and those being written; see
+    the module's doc, and SnapshotStore.clear, which calls it too); how many went. One that cannot be
+    removed is logged: the chats are deleted all the same."""
     try:
-        files = [p for p in folder.iterdir() if p.name.endswith(KV_SNAPSHOT_SUFFIXES)]
+        files = [p for p in folder.iterdir() if p.name.endswith((KV_SNAPSHOT_SUFFIX, KV_SNAPSHOT_TMP_SUFFIX))]
     except FileNotFoundError:
         return 0
     except OSError as exc:
