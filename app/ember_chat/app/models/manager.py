@@ -77,6 +77,7 @@ class ModelManager(QDialog):
         self.tasks = TaskRunner(self)
         self._states: dict[int, str] = {}
         self.banner = StatusBanner()
+        self._load_error: str | None = None  # a failed load's error, while the banner shows it
 
         d = self.discover_tab = DiscoverTab(
             queue, hub_factory, tokens, self.tasks, self.banner, context_length, load_settings
@@ -145,6 +146,19 @@ class ModelManager(QDialog):
     def hub_factory(self, factory: Callable[[], HubClient]) -> None:
         self.discover_tab.hub_factory = factory
         self.installed_tab.hub_factory = factory
+
+    # ----- a load asked for here (Installed ▸ Load)
+    def show_load_error(self, message: str) -> None:
+        """A load failed while the Manager is open: said in its own banner, where the user is (the
+        window's banner is behind this dialog)."""
+        self.banner.show_message(message, error=True)
+        self._load_error = message
+
+    def load_succeeded(self) -> None:
+        """A model loaded: a load error the banner still shows is over."""
+        if self._load_error is not None and self.banner.isVisible() and self.banner.text() == self._load_error:
+            self.banner.hide()
+        self._load_error = None
 
     def _show_downloads(self) -> None:
         """A download was queued: the Downloads tab shows it."""

@@ -23,7 +23,14 @@ from PySide6.QtCore import Qt, QUrl, Signal
 from PySide6.QtGui import QDesktopServices, QFont
 from PySide6.QtWidgets import QFileDialog, QLabel, QMessageBox, QPushButton, QVBoxLayout, QWidget
 
-from ember_chat.app.models.manager_tables import StatusBanner, button_row, human_size, make_table, table_item
+from ember_chat.app.models.manager_tables import (
+    StatusBanner,
+    button_row,
+    human_size,
+    make_table,
+    note_item,
+    table_item,
+)
 from ember_chat.app.models.starter_names import model_label
 from ember_chat.app.qt.tasks import TaskRunner
 from ember_chat.engine.models.download_queue import DownloadQueue
@@ -199,8 +206,10 @@ class InstalledTab(QWidget):
         )
         row = next(named, None)
         if row is not None:
+            notes: dict[int, str] = {}  # sentences: elided, whole in their tooltip
             if i is None:
-                cells = {1: self.tr("damaged: {error}").format(error=error), 2: "—"}
+                cells = {2: "—"}
+                notes[1] = self.tr("damaged: {error}").format(error=error)
             else:
                 n = i.parameter_count
                 params = f"{n / 1e9:.2f} B" if n >= 1e9 else f"{n / 1e6:.0f} M"
@@ -216,6 +225,8 @@ class InstalledTab(QWidget):
                     self._needs_projector.add(entry.name)
             for c, text in cells.items():
                 self.installed.setItem(row, c, table_item(text))
+            for c, text in notes.items():
+                self.installed.setItem(row, c, note_item(text, self.installed))
             if 9 in cells:
                 self.installed.item(row, 9).setToolTip(
                     self.tr(

@@ -48,6 +48,17 @@ def table_item(text: str, data: object = None) -> QTableWidgetItem:
     return it
 
 
+def note_item(text: str, table: QTableWidget, chars: int = 32) -> QTableWidgetItem:
+    """A cell for a sentence (a damaged file's error): elided to about `chars` average characters, the
+    whole of it in the tooltip. Columns fit their contents, so a long one pushed every other column
+    out of view."""
+    metrics = table.fontMetrics()
+    shown = metrics.elidedText(text, Qt.TextElideMode.ElideRight, metrics.averageCharWidth() * chars)
+    it = QTableWidgetItem(shown)
+    it.setToolTip(text)
+    return it
+
+
 def button_row(*buttons: tuple[str, str, Callable[[], object]]) -> QHBoxLayout:
     """Buttons from (text, tooltip, slot); the texts and tooltips come translated."""
     row = QHBoxLayout()

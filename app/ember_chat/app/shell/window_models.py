@@ -101,6 +101,8 @@ class ModelActions(QObject):
         if idx >= 0:
             self.w.model_picker.setCurrentIndex(idx)
         self.w.set_model_state(ModelState.READY)
+        if self.manager is not None:
+            self.manager.load_succeeded()
 
     @Slot(str)
     def on_load_failed(self, message: str) -> None:
@@ -108,6 +110,12 @@ class ModelActions(QObject):
         self.w.model = None
         self.w.set_model_state(ModelState.NONE)
         self.w.show_error(message, cause="model")
+        self._tell_manager(message)
+
+    def _tell_manager(self, message: str) -> None:
+        """A load error, said in the Model Manager too while it is open (it hid the window's banner)."""
+        if self.manager is not None and self.manager.isVisible():
+            self.manager.show_load_error(message)
 
     def cancel_load(self) -> bool:
         """Drop a pick still being worked out, and cancel a load in progress (True if there was one); a
@@ -221,6 +229,7 @@ class ModelActions(QObject):
         index = self.w.model_picker.findData(loaded) if loaded is not None else 0
         self.w.model_picker.setCurrentIndex(max(index, 0))  # not a pick: picks are `activated`
         self.w.show_error(message, cause="model")  # ends when a model loads
+        self._tell_manager(message)
         self.w.compose.drop_queued()  # (a message sent meanwhile stays in the box)
 
     def restore_last_model(self, crashed: str | None = None) -> None:
