@@ -11,6 +11,7 @@ transcript's message actions come in through `_on_action`. So it runs, and is te
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -26,9 +27,11 @@ from ember_chat.app.qt.bridge import EngineBridge
 from ember_chat.app.qt.wording import window_wording
 from ember_chat.engine.core.messages import ChatMessage, is_unfinished_utf8
 from ember_chat.engine.core.params import SamplingParams
+from ember_chat.engine.core.tools import InvalidCall, ToolCall
 from ember_chat.engine.errors import EmberError
 from ember_chat.engine.inference.events import Retrying
 from ember_chat.engine.inference.metrics import GenerationMetrics
+from ember_chat.engine.inference.tool_preview import call_preview
 from ember_chat.engine.storage.conversations import ConversationStore, Message
 from ember_chat.engine.storage.streaming import StreamingMessage, describe_write_error
 from ember_chat.engine.storage.titles import title_from_message
@@ -68,6 +71,7 @@ class ChatController(QObject):
     stream_began = Signal(int, object)  # the new answer's message id, the model's name (or None)
     stream_resumed = Signal(int)  # the answer continued, streaming below its text
     stream_appended = Signal(str)  # text streamed
+    call_streamed = Signal(int, str, str, bool)  # a tool call being written: index, name, arguments so far, read whole
     stream_ended = Signal(str, object, str)  # the whole text, its metrics line (or None), why it ended
     metrics_began = Signal()
     metrics_live = Signal(object)  # a live snapshot (dict)
@@ -101,6 +105,8 @@ class ChatController(QObject):
         self.tools = ToolTurns(self)  # the tool loop: consent, calls, results, the next generation (tool_turns.py)
         w = bridge
         w.tokens.connect(self._on_tokens)
+        w.tool_writing.connect(self._on_tool_writing)
+        w.tool_call.connect(self._on_tool_call)
         w.retrying.connect(self._on_retrying)
         w.started.connect(self._on_live)
         w.metrics.connect(self._on_live)
@@ -308,6 +314,22 @@ class ChatController(QObject):
             self.stream_appended.emit(text)
             self.saving.report(self._stream)
             self.streamed.emit(_n)
+
+    @Slot(int, int, str, str)
+    def _on_tool_writing(self, rid: int, index: int, name: str, arguments: str) -> None:
+        if rid == self.request_id and self._stream is not None:
+            self.call_streamed.emit(index, name, arguments, False)
+
+    @Slot(int, int, object)
+    def _on_tool_call(self, rid: int, index: int, call: ToolCall | InvalidCall) -> None:
+        """A call read whole: shown as written until the answer ends (the tool loop keeps it: tool_turns.py)."""
+        if rid == self.request_id and self._stream is not None:
+            plain = call.call if isinstance(call, InvalidCall) else call
+            if plain.arguments:
+                arguments = json.dumps(plain.arguments, ensure_ascii=False)
+            else:
+                arguments = call_preview(plain.raw).arguments if isinstance(call, InvalidCall) else "{}"
+            self.call_streamed.emit(index, plain.name, arguments, True)
 
     @Slot(int, object)
     def _on_live(self, rid: int, snapshot: dict[str, Any]) -> None:

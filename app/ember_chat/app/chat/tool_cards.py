@@ -61,6 +61,10 @@ def _duration(ms: float | None) -> str:
 def call_status(stored: ToolCall | InvalidCall, t: ToolMessage | None) -> tuple[str, str]:
     """What happened to a call, in words, and its tone ("ask", "busy", "ok", "error", "off")."""
     if isinstance(stored, InvalidCall):
+        if t is not None and t.decision == "cancelled":  # (the answer was stopped while it was written)
+            return tr("Not run: stopped while it was written"), "off"
+        if t is not None and t.decision == "cut":
+            return tr("Not run: the answer was cut by max tokens"), "off"
         return tr("Not run: the call was not valid"), "error"
     if t is None or t.state == "interrupted":
         return tr("Not run"), "off"

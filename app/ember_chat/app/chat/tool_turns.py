@@ -54,6 +54,7 @@ CUT = (
     "Not run: the answer was cut by max tokens before the model ended its turn. Regenerate it with a "
     "larger max tokens (Parameters)."
 )
+STOPPED_WRITING = "Not run: the answer was stopped before the model ended its turn (this call may be unfinished)."
 
 
 class ToolTurns(QObject):
@@ -104,16 +105,21 @@ class ToolTurns(QObject):
         loop goes on (the controller stays busy until `_end`)."""
         calls = self._calls.pop(rid, [])
         history = self._history.pop(rid, [])
-        if reason not in ("tool_calls", "length") or not calls:
+        if reason not in ("tool_calls", "length", "cancelled") or not calls:
             return False
         store = self.c.store
         session = self.session
         if not self._save(store.set_tool_calls, answer.id, calls, not_run=True):
             return False
-        if reason == "length":  # cut by max tokens: its calls are shown, none runs (the turn never ended)
+        if reason in ("length", "cancelled"):
+            # cut by max tokens or stopped (a call being written comes cut short): its calls are kept and
+            # shown, none runs (the turn never ended)
+            why, decision = (CUT, "cut") if reason == "length" else (STOPPED_WRITING, "cancelled")
             for call in calls:
                 plain = call.call if isinstance(call, InvalidCall) else call
-                self._save(store.set_tool_result, answer.id, ToolResult(plain.id, plain.name, CUT, True), None, "cut")
+                self._save(
+                    store.set_tool_result, answer.id, ToolResult(plain.id, plain.name, why, True), None, decision
+                )
             self.c.refresh()
             return False
         if session is None:

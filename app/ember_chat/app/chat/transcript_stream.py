@@ -1,6 +1,9 @@
 """Streaming into the transcript: an answer's text is appended at the end as it comes (never a
 re-render), a reasoning model's thinking under a "Thinking…" label that folds when the answer starts;
-when the answer completes, its Markdown rendering replaces the plain text a slice at a time.
+when the answer completes, its Markdown rendering replaces the plain text a slice at a time. A tool
+call being written (its text is no answer text) shows as it grows: "Writing a call to NAME…" and its
+arguments so far, replaced at each batch, until the call is read whole (its cards come when the answer
+ends).
 
 `TranscriptStreaming` is a part of TranscriptView (`view.streaming`) and owns the state of the
 answer being streamed: where its text starts, the thinking splitter, the cut lines' width and the
@@ -29,6 +32,7 @@ if TYPE_CHECKING:
     from ember_chat.app.chat.transcript import TranscriptView
 
 STREAM_BLOCK_CHARS = 1500  # the longest paragraph appended to, should it never wrap (a long word)
+CALL_PREVIEW_CHARS = 1500  # of a call's arguments shown while it is written (its end, where it grows)
 CUT_STATE = 1  # QTextBlock.userState of a streamed paragraph that was split off at a line wrap
 _PLAIN = QTextCharFormat()
 
@@ -49,6 +53,7 @@ class TranscriptStreaming:
         self._thinking_at: QTextCursor | None = None  # where the streaming thinking starts
         self._cut_width: float | None = None  # the text width the streaming answer's lines were split at
         self._tail: QTextCursor | None = None  # at the end of the streaming answer
+        self._call: tuple[int, QTextCursor] | None = None  # the call being written: its index, where it shows
 
     @property
     def active(self) -> bool:
@@ -62,10 +67,12 @@ class TranscriptStreaming:
         self._thinking, self._thinking_at = (ThinkingStream() if thinking else None), None
         self._cut_width = None
         self._tail = None
+        self._call = None
 
     def drop(self) -> None:
         """Forget the stream (the view was re-written or emptied)."""
         self._stream = None
+        self._call = None
 
     @staticmethod
     def _anchor(c: QTextCursor) -> QTextCursor:
@@ -90,6 +97,9 @@ class TranscriptStreaming:
         tail = self._tail_cursor()
         tail.beginEditBlock()
         try:
+            if self._call is not None and answer:  # text after a call's start: it was no call after all
+                self._remove_from(self._call[1])
+                self._call = None
             self._cut_finished_lines()
             if thinking:
                 self._append_thinking(thinking)
@@ -101,6 +111,53 @@ class TranscriptStreaming:
             tail.endEditBlock()
         if follow:
             bar.setValue(bar.maximum())
+
+    def show_call(self, index: int, name: str, arguments: str, done: bool) -> None:
+        """The call `index` of the streaming answer as written so far (`done`: read whole): shown below
+        the answer's text, replacing what the last batch showed of it."""
+        if self._stream is None:
+            return
+        view, writer = self.view, self.view.writer
+        bar = view.verticalScrollBar()
+        follow = bar.value() >= bar.maximum() - 4
+        tail = self._tail_cursor()
+        tail.beginEditBlock()
+        try:
+            if self._thinking_at is not None:  # (a call after the thinking: the answer has started)
+                self._fold_streamed_thinking()
+            if self._call is not None and self._call[0] == index:
+                self._remove_from(self._call[1])
+            c = self._tail_cursor()
+            writer.fresh_block(c)
+            self._call = None if done else (index, self._anchor(c))
+            label = QTextCharFormat(writer.small_secondary)
+            label.setFontWeight(QFont.Weight.DemiBold)
+            if done:
+                words = self.view.tr("Call to {name}").format(name=name)
+            elif name:
+                words = self.view.tr("Writing a call to {name}…").format(name=name)
+            else:
+                words = self.view.tr("Writing a tool call…")
+            c.insertText("⚙ " + words, label)
+            shown = arguments if len(arguments) <= CALL_PREVIEW_CHARS else "…" + arguments[-CALL_PREVIEW_CHARS:]
+            if shown:
+                code = QTextCharFormat(writer.secondary)
+                code.setFontFamilies(["monospace"])  # (as the code cards: fixed pitch alone keeps the text font)
+                code.setFontFixedPitch(True)
+                c.insertBlock(QTextBlockFormat(), QTextCharFormat())
+                c.insertText(shown, code)
+            c.insertBlock(QTextBlockFormat(), QTextCharFormat())  # (what streams next starts below it)
+        finally:
+            tail.endEditBlock()
+        if follow:
+            bar.setValue(bar.maximum())
+
+    def _remove_from(self, at: QTextCursor) -> None:
+        """Remove everything from `at` to the end of the document."""
+        c = QTextCursor(self.view.document())
+        c.setPosition(at.position())
+        c.movePosition(QTextCursor.MoveOperation.End, QTextCursor.MoveMode.KeepAnchor)
+        c.removeSelectedText()
 
     def _tail_cursor(self) -> QTextCursor:
         """A cursor at the end of the document, kept from batch to batch (text inserted at it leaves

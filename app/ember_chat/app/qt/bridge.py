@@ -8,7 +8,8 @@ reaches the engine directly, without waiting for a queued call.
 A generation's results go through a coalescer (`_Mailbox`): the engine thread appends each callback
 to a lock-protected list and wakes the GUI thread with one queued call only when none is waiting
 already, so whatever the engine makes while the GUI thread is busy is delivered in one go, in order
-(consecutive token texts joined, consecutive metrics snapshots reduced to the last). The first token
+(consecutive token texts joined, consecutive metrics snapshots and previews of a tool call being
+written each reduced to the last). The first token
 of an answer wakes it at once; later tokens at most every `_Mailbox.interval`; a token held back
 because the next one did not come is delivered by a GUI-thread timer two intervals after the last
 delivery.
@@ -60,7 +61,8 @@ GUI_CPU_BUDGET = 0.015  # of a core, for the GUI thread while an answer streams 
 TOKENS_PER_DELIVERY = 32  # at most, on average: a fast stream keeps ≈30 Hz (its deliveries cost by size)
 COST_WEIGHT = 0.3  # of the latest delivery in the running estimate of a delivery's cost
 
-_TOKENS, _METRICS = "tokens", "metrics"
+_TOKENS, _METRICS, _WRITING = "tokens", "metrics", "writing"
+_BATCHED = (_TOKENS, _METRICS, _WRITING)  # delivered at most every interval, each kind reduced to one
 
 
 class _Mailbox:
@@ -136,6 +138,9 @@ class _Sink(GenerationSink):
     def attachments_planned(self, event: AttachmentsPlanned) -> None:
         self._post("planned", event)
 
+    def tool_writing(self, index: int, name: str, arguments: str) -> None:
+        self.mailbox.post(self.id, _WRITING, (index, name, arguments), urgent=False)
+
     def tool_call(self, index: int, call: ToolCall | InvalidCall) -> None:
         self._post("tool_call", index, call)
 
@@ -182,6 +187,7 @@ class EngineBridge(QObject):
     prefill = Signal(int, int, int)  # request id, prompt tokens evaluated, of how many
     retrying = Signal(int, object)  # request id, Retrying
     planned = Signal(int, object)  # request id, AttachmentsPlanned: how its attachments are read (before the answer)
+    tool_writing = Signal(int, int, str, str)  # request id, index, the call's name and arguments so far
     tool_call = Signal(int, int, object)  # request id, index, ToolCall | InvalidCall (each before `finished`)
     failed = Signal(int, str)
     finished = Signal(int, str, str, object, object)  # id, reason, text, GenerationMetrics|None, ITLs
@@ -274,7 +280,7 @@ class EngineBridge(QObject):
         delivered_count: int | None = None  # the answer's token count at the last token batch here
         while out:
             rid, kind, args = out.popleft()
-            if kind not in (_TOKENS, _METRICS):
+            if kind not in _BATCHED:
                 self._emit(rid, kind, args)
                 if kind == "finished":
                     delivered_count = None  # (nothing more to hold)
@@ -284,18 +290,24 @@ class EngineBridge(QObject):
             texts: list[str] = []
             count = -1
             snapshot: dict[str, Any] | None = None
+            writing: tuple[Any, ...] | None = None
             while True:
                 if kind == _TOKENS:
                     texts.append(args[0])
                     count = args[1]
+                    writing = None if args[0] else writing  # (text after a call's start: it was no call)
+                elif kind == _WRITING:
+                    writing = args  # (emitted after the text: a call follows the text before it)
                 else:
                     snapshot = args[0]
-                if not out or out[0][0] != rid or out[0][1] not in (_TOKENS, _METRICS):
+                if not out or out[0][0] != rid or out[0][1] not in _BATCHED:
                     break
                 rid, kind, args = out.popleft()
             if count >= 0:
                 delivered_count = count
                 self.tokens.emit(rid, "".join(texts), count)
+            if writing is not None:
+                self.tool_writing.emit(rid, *writing)
             if snapshot is not None:
                 self.metrics.emit(rid, snapshot)
         if delivered_count is not None:

@@ -215,6 +215,7 @@ class MainWindow(QMainWindow):
         c.stream_began.connect(t.begin_stream)
         c.stream_resumed.connect(t.resume_stream)
         c.stream_appended.connect(t.append_stream)
+        c.call_streamed.connect(t.streaming.show_call)
         c.stream_ended.connect(t.end_stream)
         c.metrics_began.connect(m.begin)
         c.metrics_live.connect(m.update_live)

@@ -1,6 +1,6 @@
 """The typed events every generation yields, in order:
-[TemplateFallback], [ContextTrimmed], [Retrying]*, PromptReady, PrefillProgress*, (Token | ToolCallParsed)*,
-Finished."""
+[TemplateFallback], [ContextTrimmed], [Retrying]*, PromptReady, PrefillProgress*,
+(Token | ToolCallWriting | ToolCallParsed)*, Finished."""
 
 from __future__ import annotations
 
@@ -74,6 +74,17 @@ class Token:
 
 
 @dataclass(frozen=True)
+class ToolCallWriting:
+    """A tool call being written (a local model's: its text is in no Token), as it grows: the tool's
+    name once written whole ("" before) and its arguments' text so far (partial JSON, as written). Each
+    replaces the one before; the call's ToolCallParsed ends them. `index`: as that ToolCallParsed's."""
+
+    index: int
+    name: str
+    arguments: str
+
+
+@dataclass(frozen=True)
 class ToolCallParsed:
     """A tool call the model made, read whole from its answer (the call's text is not in any Token).
     `index`: its position among this answer's calls (0, 1, …). An `InvalidCall` must not run: it is
@@ -108,7 +119,17 @@ class Retrying:
     reason: str
 
 
-Event = TemplateFallback | ContextTrimmed | Retrying | PromptReady | PrefillProgress | Token | ToolCallParsed | Finished
+Event = (
+    TemplateFallback
+    | ContextTrimmed
+    | Retrying
+    | PromptReady
+    | PrefillProgress
+    | Token
+    | ToolCallWriting
+    | ToolCallParsed
+    | Finished
+)
 
 
 @dataclass(frozen=True)

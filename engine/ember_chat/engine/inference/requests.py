@@ -57,6 +57,9 @@ class GenerationSink:
     def attachments_planned(self, event: AttachmentsPlanned) -> None:
         """How the attachments went into the prompt (whole or retrieval, passages used, sources)."""
 
+    def tool_writing(self, index: int, name: str, arguments: str) -> None:
+        """A tool call being written, so far (ToolCallWriting: each replaces the one before)."""
+
     def tool_call(self, index: int, call: ToolCall | InvalidCall) -> None:
         """A tool call read whole from the answer (ToolCallParsed), before `finished` (reason tool_calls)."""
 

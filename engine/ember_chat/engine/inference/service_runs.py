@@ -30,6 +30,7 @@ from ember_chat.engine.inference.events import (
     TemplateFallback,
     Token,
     ToolCallParsed,
+    ToolCallWriting,
 )
 from ember_chat.engine.inference.metrics import GenerationMetrics, MetricsRecorder, live_snapshot
 from ember_chat.engine.inference.requests import GenerationRequest
@@ -202,6 +203,9 @@ class Run:
             live = self._live = self._recorder(ev.t_start_ns, ev.t_ns, ev.n_ctx)
             live.prefill_started(ev.prompt_tokens, ev.prompt_tokens_reused, ev.t_ns, restored=ev.restored)
             sink.started(live_snapshot(live))
+        elif isinstance(ev, ToolCallWriting):
+            self._flush()  # the text before the call comes first
+            sink.tool_writing(ev.index, ev.name, ev.arguments)
         elif isinstance(ev, ToolCallParsed):
             self._flush()  # the text before the call comes first
             sink.tool_call(ev.index, ev.call)

@@ -27,10 +27,12 @@ from ember_chat.engine.inference.events import (
     StepWanted,
     Token,
     ToolCallParsed,
+    ToolCallWriting,
 )
 from ember_chat.engine.inference.json_check import answer_check
 from ember_chat.engine.inference.metrics import MetricsRecorder
 from ember_chat.engine.inference.stop_strings import StopStringScanner
+from ember_chat.engine.inference.tool_preview import CallPreview, call_preview
 
 if TYPE_CHECKING:
     from ember_chat.engine.inference.logprobs import TokenLogprob
@@ -114,6 +116,7 @@ def stream_events(source: TokenSource, s: StreamSetup) -> Iterator[Event]:
             yield Finished(StopReason.CANCELLED, "", rec.finish(StopReason.CANCELLED, seed=s.seed))
             return
         calls: list[ToolCall | InvalidCall] = []
+        writing: CallPreview | None = None  # the call being written, as last given
         gen = source.generate(tokens, s.grammar)
         try:
             while True:
@@ -139,6 +142,11 @@ def stream_events(source: TokenSource, s: StreamSetup) -> Iterator[Event]:
                         for call in found:
                             calls.append(call)
                             yield ToolCallParsed(len(calls) - 1, call)
+                        text = turn.writing
+                        preview = call_preview(text) if text is not None and restart is None else None
+                        if preview is not None and preview != writing:
+                            writing = preview
+                            yield ToolCallWriting(len(calls), preview.name, preview.arguments)
                     elif markers is not None:
                         piece = markers.feed(piece)
                     thinking = thinking or (markers is not None and markers.thinking)  # (a closing marker too)

@@ -94,6 +94,13 @@ class ToolCallStream:
         """The words that opened the call being read."""
         return self._opener
 
+    @property
+    def call_text(self) -> str | None:
+        """The text of the call being read so far, from its opener (None when no call is being read)."""
+        if not self.in_call:
+            return None
+        return self._buf if self._opener == "{" else self._opener + self._buf  # (a bare JSON call: "{" is its own)
+
     def feed(self, piece: str) -> ParsedChunk:
         self._buf += piece
         self._fed += len(piece)

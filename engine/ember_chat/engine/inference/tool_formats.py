@@ -14,6 +14,7 @@ from typing import Any
 
 from ember_chat.engine.core.json_schema import schema_errors
 from ember_chat.engine.core.tools import InvalidCall, ToolCall, ToolSpec, new_call_id
+from ember_chat.engine.inference.tool_preview import call_preview
 from ember_chat.engine.inference.tools_render import TemplateTraits
 
 
@@ -108,8 +109,10 @@ CUT_SHORT = "the tool call was cut short (the answer ended inside it)."
 
 
 def cut_short(opener: str, body: str) -> tuple[list, int, bool]:
-    """A reader's result for a call the answer ended inside: all of `body`, as one CutShort."""
-    return [CutShort(ToolCall(new_call_id(), "", {}, opener + body), CUT_SHORT)], len(body), False
+    """A reader's result for a call the answer ended inside: all of `body`, as one CutShort (named when
+    the model had written the tool's name)."""
+    name = call_preview(opener + body).name
+    return [CutShort(ToolCall(new_call_id(), name, {}, opener + body), CUT_SHORT)], len(body), False
 
 
 STARTS = {

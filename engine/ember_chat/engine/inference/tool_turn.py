@@ -121,6 +121,11 @@ class ToolTurn:
             self.calls = kept
         return "".join(text), self.calls[before:]
 
+    @property
+    def writing(self) -> str | None:
+        """The text of the call being written so far, from its opener (None when none is)."""
+        return self.stream.call_text
+
     def end_reason(self, reason: str) -> str:
         """The answer's stop reason, its calls read (after `flush`): "tool_calls" when it ended after a
         call, by itself or cut inside a later call (dropped)."""
