@@ -68,9 +68,9 @@ def make_window(qtbot: QtBot, tmp_path: Path, tiny_model: Path) -> Iterator[Call
 
 
 def settle(qtbot: QtBot, w: MainWindow) -> None:
-    """Wait until every attachment is read and counted."""
+    """Wait until every attachment is read and counted, and the engine's plan of them is shown."""
     bar = w.composer.attachments
-    qtbot.waitUntil(lambda: bool(bar.items) and not bar.busy, timeout=WAIT_MS)
+    qtbot.waitUntil(lambda: bool(bar.items) and not bar.busy and not bar.planning, timeout=WAIT_MS)
 
 
 def chip_texts(w: MainWindow) -> list[str]:
@@ -309,11 +309,17 @@ def test_a_long_pdf_is_read_by_retrieval_and_its_sources_show_their_passage(
     pdf = write_pdf(tmp_path / "annual.pdf", pages)
     w.composer.attach_paths([pdf])
     settle(qtbot, w)
-    assert "too long to read whole: retrieval" in chip_texts(w)[0]
+    w.composer.editor.setPlainText("What is the secret harbour code?")
+    settle(qtbot, w)  # (planned again for the question typed)
+    (item,) = w.composer.attachments.items
+    assert item.state.mode == "retrieval" and 0 < item.state.used < item.state.total
+    how = f"too long to read whole: {item.state.used} of {item.state.total} passages used"
+    assert f"{item.state.planned:,} tokens (estimated) · {how}" in chip_texts(w)[0]  # the engine's plan, before
     send(qtbot, w, "What is the secret harbour code?")
     assert "PELICAN-42" in fake.requests[-1][-1].content
     text = w.transcript.plain_text()
     assert "too long to read whole:" in text and "passages used" in text
+    assert f"annual.pdf ({item.state.planned:,} tokens, {how})" in text  # the Read line says what the chip said
     assert "Sources" in text and "annual.pdf · p. 18" in text
     answer_id = w.store.thread(w.controller.conversation_id)[-1].id
     links = [href for href, _tip in w.transcript.links() if href.startswith("ember:source/")]

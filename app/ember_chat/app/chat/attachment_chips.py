@@ -1,6 +1,7 @@
 """An attachment's chip: its name, kind, size, token count and how the model will read it, with an ✕
-that removes it before sending. The same words describe an attachment on a sent message in the
-transcript (`chip_words`)."""
+that removes it before sending. How it will be read is the engine's own plan of the message as it
+would be sent (attachments_bar.py), said in the words the answer's "Read:" line uses (`mode_words`):
+the chip and that line agree."""
 
 from __future__ import annotations
 
@@ -38,11 +39,19 @@ def kind_label(kind: str) -> str:
 
 
 def mode_words(mode: str, used: int = 0, total: int = 0) -> str:
-    """How the model reads an attachment: whole, or the passages retrieved for the question."""
+    """How the model reads an attachment (engine PlannedAttachment): whole, the passages retrieved for
+    the question, or none when the conversation and the other files left no room (a short file is not
+    "too long")."""
     if mode == "whole":
         return tr("whole")
+    if mode == "retrieval" and total == 1 and not used:
+        return tr("no room left in the context: not used")
+    if mode == "retrieval" and total and not used:
+        return tr("no room left in the context: none of its {total} passages used").format(total=f"{total:,}")
     if mode == "retrieval" and total:
-        return tr("too long to read whole: {used} of {total} passages used").format(used=used, total=total)
+        return tr("too long to read whole: {used} of {total} passages used").format(
+            used=f"{used:,}", total=f"{total:,}"
+        )
     if mode == "retrieval":
         return tr("too long to read whole: retrieval")
     return ""
@@ -57,25 +66,28 @@ class ChipState:
     name: str
     kind: str = ""
     size: int = 0
-    tokens: int | None = None
+    tokens: int | None = None  # what the file takes whole (as the prompt holds it: in its named block)
     tokens_note: str = ""  # while there is no count ("counting tokens…")
     estimated: bool = False  # the count is an estimate (no model loaded, or no tokenizer for it)
-    mode: str = ""
+    mode: str = ""  # the engine's plan: "whole" or "retrieval" ("": no plan, no model loaded)
     used: int = 0
     total: int = 0
+    planned: int | None = None  # the tokens it takes in the prompt by the plan (the Read line's number)
     progress: float | None = None
     warning: str = ""  # (the only warning: an image for a model that cannot see images)
 
 
 def chip_words(s: ChipState) -> str:
-    """The chip's details line: "PDF · 1.2 MB · 3,450 tokens · whole"."""
+    """The chip's details line: "PDF · 1.2 MB · 3,450 tokens · whole" (the tokens it takes in the
+    prompt, as the Read line will say; without a plan, what it takes whole)."""
     if s.progress is not None:
         return tr("reading… {percent}%").format(percent=round(100 * s.progress))
     parts = [kind_label(s.kind), human_size(s.size)]
-    if s.tokens is not None and s.estimated:
-        parts.append(tr("≈{n} tokens (estimated)").format(n=f"{s.tokens:,}"))
-    elif s.tokens is not None:
-        parts.append(tr("{n} tokens").format(n=f"{s.tokens:,}"))
+    tokens = s.planned if s.mode and s.planned is not None else s.tokens
+    if tokens is not None and s.estimated:
+        parts.append(tr("≈{n} tokens (estimated)").format(n=f"{tokens:,}"))
+    elif tokens is not None:
+        parts.append(tr("{n} tokens").format(n=f"{tokens:,}"))
     elif s.tokens_note:
         parts.append(s.tokens_note)
     mode = mode_words(s.mode, s.used, s.total)
@@ -138,6 +150,8 @@ class AttachmentChip(QFrame):
         self.style().unpolish(self)
         self.style().polish(self)
         tip = f"{state.name}\n{words}" + (f"\n\n{state.warning}" if state.warning else "")
+        if state.mode == "retrieval" and state.tokens is not None:  # (what it would take, for the curious)
+            tip += "\n" + tr("Whole, it would take {n} tokens.").format(n=f"{state.tokens:,}")
         self.setToolTip(tip)
         self.warning.setToolTip(state.warning)
         self.setAccessibleName(tr("Attachment {name}").format(name=state.name))

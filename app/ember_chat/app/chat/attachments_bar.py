@@ -6,10 +6,13 @@ use), with its progress on its chip; its ✕ kills that process. Then its tokens
 loaded model's tokenizer (off the GUI thread too). A file that cannot be attached says why in the
 banner (the `failed` signal) and takes nothing typed with it.
 
-How each will be read is shown before sending: whole while the attachments fit the context budget,
-else "too long to read whole: retrieval" (the engine decides per turn and says how many passages it
-used; the sent message's chip shows that). An image is marked when the loaded model cannot see
-images, and the window refuses to send it then."""
+How each will be read is shown before sending, and it is the engine's own plan: `planner` gives the
+engine's planning of the message as it would be sent now (the conversation, the system prompt, max
+tokens, the text typed as the question, these files: EngineService.plan_attachments), run off the GUI
+thread again after every change (a file read, counted or removed, another model, another chat, the
+parameters, the text typed, a moment after typing stops). So the chip says the tokens and the mode —
+whole, or the passages used — that the answer's "Read:" line will say. An image is marked when the
+loaded model cannot see images, and the window refuses to send it then."""
 
 from __future__ import annotations
 
@@ -36,8 +39,13 @@ from ember_chat.engine.attachments import (
 )
 from ember_chat.engine.attachments.planning import whole_block
 from ember_chat.engine.inference.attachment_turns import TokenCount
+from ember_chat.engine.inference.events import AttachmentsPlanned
 
 PROGRESS_MS = 100  # how often a chip's reading progress is shown
+REPLAN_MS = 300  # after typing stops, the plan is made again for the question typed
+PLAN_KEY = "attachments-plan"  # (the latest request wins: TaskRunner)
+# What the planner gives for these files and the question typed: a job to run on a worker thread
+Planner = Callable[[list[StoredAttachment], str], Callable[[], AttachmentsPlanned | None]]
 READERS = 2  # files read at once (each in its own process); more wait their turn
 _keys = itertools.count(1)
 
@@ -89,7 +97,13 @@ class AttachmentsBar(QWidget):
         self.tasks: TaskRunner | None = None  # the window's shared runner: token counts
         self.readers = TaskRunner(self, workers=READERS)  # the files' readers (they may take a while)
         self.count_tokens: Callable[[str], TokenCount] | None = None
-        self.budget: Callable[[], int | None] = lambda: None  # tokens the attachments may take whole
+        self.planner: Planner | None = None  # the engine's plan of the message as it would be sent
+        self.question: Callable[[], str] = lambda: ""  # the text typed (the question the plan retrieves for)
+        self.planning = False  # a plan is being made (tests wait for it; a send never does)
+        self._replan_timer = QTimer(self)
+        self._replan_timer.setSingleShot(True)
+        self._replan_timer.setInterval(REPLAN_MS)
+        self._replan_timer.timeout.connect(self.replan)
         self.sees_images: Callable[[], bool | None] = lambda: None  # None: no model loaded
         self.save: Callable[[Extracted], StoredAttachment] | None = None  # keeps a file read (worker thread)
         self.colors: Colors | None = None
@@ -104,13 +118,14 @@ class AttachmentsBar(QWidget):
         self,
         tasks: TaskRunner,
         count_tokens: Callable[[str], TokenCount],
-        budget: Callable[[], int | None],
+        planner: Planner,
         sees_images: Callable[[], bool | None],
         save: Callable[[Extracted], StoredAttachment],
     ) -> None:
-        """`count_tokens` and `save` run on worker threads; `budget` and `sees_images` on the GUI thread.
-        `tasks` counts tokens; files are read on the bar's own `readers`."""
-        self.tasks, self.count_tokens, self.budget, self.sees_images = tasks, count_tokens, budget, sees_images
+        """`count_tokens`, `save` and the planner's jobs run on worker threads; `planner` itself and
+        `sees_images` on the GUI thread. `tasks` counts and plans; files are read on the bar's own
+        `readers`."""
+        self.tasks, self.count_tokens, self.planner, self.sees_images = tasks, count_tokens, planner, sees_images
         self.save = save
         self.limits: Callable[[], Limits] = lambda: DEFAULT_LIMITS  # the size limit (a setting)
         self.text_of: Callable[[StoredAttachment], str] = lambda att: ""  # a kept file's text (worker thread)
@@ -304,6 +319,13 @@ class AttachmentsBar(QWidget):
             self._count(item)
         self._update_modes()
 
+    def replan_soon(self) -> None:
+        """The question typed changed (or the parameters, or the chat): the plan is made again once
+        typing stops (what the chips say meanwhile is the plan for the text as it was)."""
+        if self._planned_items():
+            self.planning = True
+            self._replan_timer.start()
+
     def _set_image_warning(self, item: Pending) -> None:
         if item.state.kind != AttachmentKind.IMAGE:
             return
@@ -318,15 +340,49 @@ class AttachmentsBar(QWidget):
         item.state = replace(item.state, warning=warning)
 
     def _update_modes(self) -> None:
-        """Whole while all the text fits the budget, in the order attached; retrieval for the rest."""
-        budget = self.budget()
-        used = 0
+        """Show each chip as it is now, and ask the engine how the files will be read."""
         for item in self.items:
-            if item.state.tokens is not None and item.state.kind != AttachmentKind.IMAGE:
-                used += item.state.tokens
-                mode = "" if budget is None else "whole" if used <= budget else "retrieval"  # (no model: unknown)
-                item.state = replace(item.state, mode=mode)
             item.chip.show_state(item.state)
+        self.replan()
+
+    def _planned_items(self) -> list[Pending]:
+        """The text files read and kept (images are not planned: they go to the model whole)."""
+        return [i for i in self.items if i.stored is not None and i.state.kind != AttachmentKind.IMAGE]
+
+    def replan(self) -> None:
+        """Ask the engine (off the GUI thread) how the text files will be read if the message is sent
+        now: the very computation the send makes, so the chips say what the answer's Read line will."""
+        self._replan_timer.stop()
+        items = self._planned_items()
+        if self.planner is None or self.tasks is None:
+            self.planning = False
+            return
+        if not items:  # (the last text file removed, or the files sent: nothing to wait for)
+            self.tasks.cancel(PLAN_KEY)
+            self.planning = False
+            return
+        job = self.planner([i.stored for i in items if i.stored is not None], self.question())
+        self.planning = True
+        self.tasks.run(job, self._on_planned, lambda _m: self._on_planned(None), key=PLAN_KEY)
+
+    def _on_planned(self, planned: AttachmentsPlanned | None) -> None:
+        """The engine's plan: each chip's mode, passages and tokens in the prompt (no plan without a
+        model: the chip says what the file takes whole, no mode)."""
+        self.planning = False
+        by_id = {p.attachment_id: p for p in planned.plan.items} if planned is not None else {}
+        estimated = planned is not None and planned.estimated
+        for item in self._planned_items():
+            assert item.stored is not None
+            p = by_id.get(item.stored.id)
+            if p is None:
+                item.state = replace(item.state, mode="", used=0, total=0, planned=None)
+            else:
+                item.state = replace(
+                    item.state, mode=p.mode, used=p.used, total=p.total, planned=p.tokens, estimated=estimated
+                )
+            item.chip.show_state(item.state)
+        self.changed.emit()
+        self._check_settled()
 
     def _show_progress(self) -> None:
         reading = False
@@ -339,7 +395,7 @@ class AttachmentsBar(QWidget):
             self._poll.stop()
 
     def _check_settled(self) -> None:
-        if not self.busy:
+        if not self.busy:  # (read and counted; a plan still being made is said again when it is made)
             self.settled.emit()
 
 

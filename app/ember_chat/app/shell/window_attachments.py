@@ -1,10 +1,12 @@
 """The window's attachments, wired (`window.attach`): the composer's chips read, kept and counted off
-the GUI thread, files dropped on the window, the controller's attachments part (chat_attachments.py),
+the GUI thread, and how each will be read planned by the engine on the message as it would be sent
+(`planner`), files dropped on the window, the controller's attachments part (chat_attachments.py),
 the transcript's chips, thumbnails and Sources read from the store, and what refuses a send (files
 still being read; an image for a model that cannot see images)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -12,8 +14,12 @@ from PySide6.QtCore import QObject
 
 from ember_chat.app.chat.attachments_bar import FileDrops
 from ember_chat.app.chat.chat_attachments import ChatAttachments
-from ember_chat.engine.attachments import AttachmentStore, Limits
+from ember_chat.engine.attachments import AttachmentStore, Limits, StoredAttachment
+from ember_chat.engine.core.messages import ChatMessage
+from ember_chat.engine.inference.events import AttachmentsPlanned
+from ember_chat.engine.storage.conversations import Message
 from ember_chat.engine.storage.paths import AppPaths
+from ember_chat.engine.storage.tool_records import with_tool_messages
 
 ATTACHMENT_CAUSE = "attachment"  # the banner's files that could not be attached (it stays until dismissed)
 
@@ -31,7 +37,11 @@ class WindowAttachments(QObject):
         self.store.prune()
         self.chat = ChatAttachments(self.store)
         bar = window.composer.attachments
-        bar.configure(window.tasks, window.bridge.measure_tokens, self.budget, self.sees_images, self.store.save)
+        bar.configure(window.tasks, window.bridge.measure_tokens, self.planner, self.sees_images, self.store.save)
+        bar.question = window.composer.editor.toPlainText  # (the plan's passages are the ones it asks for)
+        window.composer.editor.textChanged.connect(bar.replan_soon)
+        window.side.params.changed.connect(bar.replan_soon)  # max tokens, the system prompt
+        window.controller.thread_shown.connect(lambda _thread, _branches: bar.replan_soon())  # another chat, an edit
         bar.limits = lambda: Limits.from_settings(window.settings)  # size, and the reader's time and memory
         bar.text_of = self.store.text
         window.bridge.service.attachment_store = self.store  # where the engine reads a message's files
@@ -57,20 +67,28 @@ class WindowAttachments(QObject):
         model = self.w.model
         return None if model is None or not self.w.controller.model_ready else bool(model.vision)
 
-    def budget(self) -> int | None:
-        """Tokens the attachments can take whole: the context, less the answer's max tokens, less the
-        conversation so far (its last answer's prompt and output); None while no model is loaded."""
-        model = self.w.model
-        if model is None or not model.n_ctx:
-            return None
-        used = 0
-        cid = self.w.controller.conversation_id
-        if cid is not None:
-            thread = self.w.store.thread(cid)
-            metrics = thread[-1].metrics if thread else None
-            if metrics:
-                used = int(metrics.get("prompt_tokens") or 0) + int(metrics.get("output_tokens") or 0)
-        return max(0, model.n_ctx - self.w.side.params.params().max_tokens - used)
+    def planner(self, pending: list[StoredAttachment], question: str) -> Callable[[], AttachmentsPlanned | None]:
+        """(GUI thread) The message as Enter would send it now, for the engine to plan on a worker
+        thread: the chat's thread (up to the message edited, when editing), its tool calls, the system
+        prompt, then the question typed with these files — what the controller gives the engine
+        (controller._start) — so the chips say what the answer's Read line will."""
+        w = self.w
+        params, system_prompt = w.side.params.params(), w.side.params.system_prompt.toPlainText()
+        cid, editing, parent = w.controller.conversation_id, w.controller.editing, w.controller.editing_parent
+        refs = tuple(self.store.ref(a) for a in pending if not a.is_image)
+        store, chat, service = w.store, self.chat, w.bridge.service
+
+        def job() -> AttachmentsPlanned | None:
+            thread: list[Message] = []
+            if cid is not None and not (editing and parent is None):  # (an edited first message: none before)
+                thread = store.thread(cid, parent) if editing else store.thread(cid)
+            history = with_tool_messages(thread, chat.history(thread))
+            if system_prompt.strip():
+                history.insert(0, ChatMessage("system", system_prompt))
+            history.append(ChatMessage("user", question, attachments=refs))
+            return service.plan_attachments(history, params, self.store)
+
+        return job
 
     def refused(self) -> str:
         """Why the composer's attachments cannot be sent now ("" when they can)."""

@@ -29,10 +29,21 @@ class PlannedAttachment:
     used: int  # passages in the prompt
     total: int  # passages in the file
     attachment_id: int = 0
+    whole_tokens: int = 0  # what it would take whole (0: not known, a plan recorded before this was kept)
+
+    @property
+    def crowded_out(self) -> bool:
+        """Retrieved because the other files and the conversation left no room, not because it is too
+        long: a short file with none of its passages in the prompt."""
+        return self.mode == RETRIEVAL and self.used == 0
 
     def describe(self) -> str:
         if self.mode == WHOLE:
             return f"read whole ({self.tokens:,} tokens)"
+        if self.crowded_out and self.total == 1:
+            return "no room left in the context: not used"
+        if self.crowded_out:
+            return f"no room left in the context: none of its {self.total:,} passages used"
         return f"too long to read whole: {self.used:,} of {self.total:,} passages used"
 
 
@@ -120,11 +131,12 @@ def plan_turn(
             remaining -= tokens
             blocks[att.id] = block
             total = store.chunk_count(att.id)
-            items[att.id] = PlannedAttachment(att.name, att.kind, tokens, WHOLE, total, total, att.id)
+            items[att.id] = PlannedAttachment(att.name, att.kind, tokens, WHOLE, total, total, att.id, tokens)
         else:
             rest.append(att)
     if rest:
-        _retrieve(rest, question, remaining, count_tokens, store, blocks, items, sources)
+        whole_tokens = {att.id: whole[att.id][1] for att in rest}
+        _retrieve(rest, question, remaining, count_tokens, store, blocks, items, sources, whole_tokens)
     order = list(atts)
     return TurnPlan(
         [items[i] for i in order],
@@ -143,6 +155,7 @@ def _retrieve(
     blocks: dict[int, str],
     items: dict[int, PlannedAttachment],
     sources: list[Source],
+    whole_tokens: dict[int, int],
 ) -> None:
     totals = {att.id: store.chunk_count(att.id) for att in atts}
     ends = {att.id: f"<<<end of file: {att.name}>>>" for att in atts}
@@ -171,7 +184,9 @@ def _retrieve(
         body = "".join(_passage_text(hit) for hit, _ in picked) or "(no room for any passage this turn)\n"
         blocks[att.id] = f"{head}\n{body}{ends[att.id]}"
         tokens = overhead[att.id] + sum(t for _, t in picked)
-        items[att.id] = PlannedAttachment(att.name, att.kind, tokens, RETRIEVAL, used, totals[att.id], att.id)
+        items[att.id] = PlannedAttachment(
+            att.name, att.kind, tokens, RETRIEVAL, used, totals[att.id], att.id, whole_tokens[att.id]
+        )
         sources.extend(Source(att.id, att.name, hit.page, hit.seq, hit.text) for hit, _ in picked)
 
 

@@ -53,6 +53,9 @@ from ember_chat.engine.inference.service_runs import Run, batch_slots, batchable
 
 if TYPE_CHECKING:
     from ember_chat.engine.attachments.store import AttachmentStore
+    from ember_chat.engine.core.messages import ChatMessage
+    from ember_chat.engine.core.params import SamplingParams
+    from ember_chat.engine.inference.events import AttachmentsPlanned
     from ember_chat.engine.inference.kv_snapshots import SnapshotStore
 
 from ember_chat.engine.inference.requests import (  # (the values clients speak, re-exported here)
@@ -205,6 +208,18 @@ class EngineService:
         only read, never while the model is being replaced or closed (then the count is estimated). A
         remote server's tokenizer is an HTTP request: call it off the GUI thread."""
         return self._model_host.measure_tokens(text)
+
+    def plan_attachments(
+        self, messages: list[ChatMessage], params: SamplingParams, store: AttachmentStore | None = None
+    ) -> AttachmentsPlanned | None:
+        """How a request with these messages would read its text attachments — whole or by retrieval,
+        each file's tokens and passages — by the same computation a generation makes (the window's
+        chips say it before sending); None without a model or without text attachments. `store`: the
+        service's own by default. Any thread, off the GUI thread (a long file takes a while)."""
+        store = store or self.attachment_store
+        if store is None:
+            return None
+        return self._model_host.plan_attachments(messages, params, store)
 
     def tokenize(self, text: str, *, add_special: bool = False) -> list[int] | None:
         """The loaded model's tokens for `text`, as llama-server's /tokenize gives them (special tokens'

@@ -18,13 +18,23 @@ from typing import TYPE_CHECKING
 from ember_chat.engine.core.params import LoadConfig
 from ember_chat.engine.core.refs import ModelRef, RemoteModelRef
 from ember_chat.engine.errors import EmberError, InvalidParameter
-from ember_chat.engine.inference.attachment_turns import ModelChangeGuard, TokenCount, estimate_tokens, token_counter
+from ember_chat.engine.inference.attachment_turns import (
+    ModelChangeGuard,
+    TokenCount,
+    estimate_tokens,
+    expand_attachments,
+    token_counter,
+)
 from ember_chat.engine.inference.backend import InferenceBackend, ModelDescription
+from ember_chat.engine.inference.events import AttachmentsPlanned
 from ember_chat.engine.inference.metrics import MetricsRecorder, RunContext
 from ember_chat.engine.models.gguf_inspect import ModelInfo
 from ember_chat.engine.models.names import display_name
 
 if TYPE_CHECKING:
+    from ember_chat.engine.attachments.store import AttachmentStore
+    from ember_chat.engine.core.messages import ChatMessage
+    from ember_chat.engine.core.params import SamplingParams
     from ember_chat.engine.inference.kv_snapshots import SnapshotStore
 
 log = logging.getLogger(__name__)
@@ -81,6 +91,23 @@ class ServiceModel:
                 return TokenCount(estimate_tokens(text), True)
             count, estimated = token_counter(backend)
             return TokenCount(count(text), estimated)
+
+    def plan_attachments(
+        self, messages: list[ChatMessage], params: SamplingParams, store: AttachmentStore
+    ) -> AttachmentsPlanned | None:
+        """How a request with these messages would have its text attachments read (expand_attachments:
+        the very computation a generation makes, with the loaded model's tokenizer and context), or None
+        without a model or without text attachments. Any thread, as `measure_tokens`."""
+        with self._model_change.reading() as ok:
+            backend = self.backend
+            if not ok or backend is None or self.model is None or not backend.loaded:
+                return None
+            description = backend.description
+            expanded = expand_attachments(messages, params, backend, description.n_ctx if description else None, store)
+            if expanded is None:
+                return None
+            _messages, plan, budget, estimated = expanded
+            return AttachmentsPlanned(plan, budget, estimated)
 
     def tokenize(self, text: str, *, add_special: bool = False) -> list[int] | None:
         with self._model_change.reading() as ok:
