@@ -51,6 +51,8 @@ class Banner(QFrame):
         self.close_button.setToolTip(self.tr("Dismiss"))
         self.close_button.clicked.connect(self.hide)
         self.action_button = QPushButton()  # the message's action, while it has one (an import's Open)
+        self.action_button.setAccessibleName(self.tr("Message action"))  # (named by each action: set_action)
+        self.action_button.setAccessibleDescription(self.tr("Does what the message offers"))
         self.action_button.clicked.connect(self._act)
         self.action_button.hide()
         self._action: Callable[[], None] | None = None
@@ -93,7 +95,7 @@ class Banner(QFrame):
         self.action_button.setText(text)
         self.action_button.setAccessibleName(text)
         self.action_button.setToolTip(description)
-        self.action_button.setAccessibleDescription(description)
+        self.action_button.setAccessibleDescription(description or text)
         self.action_button.show()
 
     def _act(self) -> None:
