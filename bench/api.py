@@ -192,7 +192,7 @@ class ServerProcess:
     def llama_cpp_python(cls, model: Path, threads: int, n_ctx: int, flash_attn: bool = False) -> ServerProcess:
         port = free_port()
         return cls(
-            [sys.executable, "-m", "llama_cpp.server", "--model", str(model), "--host", "127.0.0.1",
+            [sys.executable, "-m", "tests.helpers.llama_cpp_server", "--model", str(model), "--host", "127.0.0.1",
              "--port", str(port), "--n_ctx", str(n_ctx), "--n_threads", str(threads),
              "--n_threads_batch", str(threads), "--interrupt_requests", "false", "--verbose", "true",
              "--flash_attn", str(flash_attn).lower()],

@@ -73,7 +73,8 @@ def llama_cpp_server(
     flags); yields its base URL (…/v1)."""
     port = free_port()
     command = [
-        sys.executable, "-m", "llama_cpp.server", "--model", str(model), "--host", "127.0.0.1", "--port", str(port),
+        sys.executable, "-m", "tests.helpers.llama_cpp_server", "--model", str(model), "--host", "127.0.0.1",
+        "--port", str(port),
         "--n_ctx", str(n_ctx), "--n_threads", str(threads), "--n_threads_batch", str(threads),
         "--interrupt_requests", "false", "--verbose", "false", *(["--model_alias", alias] if alias else []), *extra,
     ]  # fmt: skip

@@ -69,7 +69,9 @@ def run(events) -> tuple[list[Token], Finished, list[object]]:
 
 def reference_greedy(path: Path, prompt_tokens: list[int], n: int, n_ctx: int) -> list[int]:
     """llama.cpp greedy decoding without Ember: decode, take the argmax of the logits, repeat."""
-    llm = plain_llama(path, n_ctx=n_ctx, n_threads=2, n_threads_batch=2, verbose=False)
+    llm = plain_llama(
+        path, n_ctx=n_ctx, n_threads=2, n_threads_batch=2, flash_attn=LoadConfig(path).flash_attn, verbose=False
+    )
     try:
         vocab = llama_cpp.llama_model_get_vocab(llm.model)
         out: list[int] = []
