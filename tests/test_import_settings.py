@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from PySide6.QtCore import Qt
 from pytestqt.qtbot import QtBot
 
 from ember_chat.app.shell.main_window import MainWindow
@@ -19,7 +18,7 @@ from ember_chat.engine.storage.conversations import ConversationStore
 from ember_chat.engine.storage.paths import AppPaths
 from ember_chat.engine.storage.settings import Settings
 from tests.test_app import make_window, paths
-from tests.test_import_window import choose
+from tests.test_import_window import imported_and_opened
 
 __all__ = ["make_window", "paths"]  # fixtures
 
@@ -50,13 +49,8 @@ def test_an_imported_chat_keeps_only_valid_settings_and_opens(
     qtbot: QtBot, make_window: Callable[..., MainWindow]
 ) -> None:
     w = make_window()
-    importer = choose(qtbot, w, HOSTILE / "chat_export_bad_settings.json")
-    with qtbot.waitSignal(importer.finished, timeout=20_000) as done:
-        pass
-    ((chat),) = done.args[0].imported
-    assert w.store.conversation(chat.id).params == KEPT  # the rest never reached the database
-    qtbot.mouseClick(w.banner.action_button, Qt.MouseButton.LeftButton)  # the import's Open
-    assert w.controller.conversation_id == chat.id
+    chat_id = imported_and_opened(qtbot, w, HOSTILE / "chat_export_bad_settings.json")
+    assert w.store.conversation(chat_id).params == KEPT  # the rest never reached the database
     assert shown(w) == {
         **DEFAULTS,
         **KEPT,

@@ -51,6 +51,17 @@ def choose(qtbot: QtBot, w: MainWindow, path: Path) -> ImportChats:
     return importer
 
 
+def imported_and_opened(qtbot: QtBot, w: MainWindow, path: Path) -> int:
+    """File ▸ Import chats of a file holding one chat, then the banner's Open; the chat's id."""
+    importer = choose(qtbot, w, path)
+    with qtbot.waitSignal(importer.finished, timeout=20_000) as done:
+        pass
+    ((chat),) = done.args[0].imported
+    qtbot.mouseClick(w.banner.action_button, Qt.MouseButton.LeftButton)
+    assert w.controller.conversation_id == chat.id
+    return chat.id
+
+
 def stalls_during(qtbot: QtBot, until: Callable[[], bool]) -> float:
     """The longest gap between event-loop ticks (ms) while waiting for `until`."""
     ticks: list[float] = []

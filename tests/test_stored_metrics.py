@@ -7,13 +7,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from PySide6.QtCore import Qt
 from pytestqt.qtbot import QtBot
 
 from ember_chat.app.shell.main_window import MainWindow
 from ember_chat.engine.inference.metrics import GenerationMetrics
 from tests.test_app import load, make_window, paths, send
-from tests.test_import_window import choose
+from tests.test_import_window import imported_and_opened
 
 __all__ = ["make_window", "paths"]  # fixtures
 
@@ -24,12 +23,7 @@ def test_an_imported_chat_with_damaged_metrics_opens_without_their_line(
     qtbot: QtBot, make_window: Callable[..., MainWindow]
 ) -> None:
     w = make_window()
-    importer = choose(qtbot, w, HOSTILE / "chat_export_bad_metrics.json")
-    with qtbot.waitSignal(importer.finished, timeout=20_000) as done:
-        pass
-    ((chat),) = done.args[0].imported
-    qtbot.mouseClick(w.banner.action_button, Qt.MouseButton.LeftButton)  # the import's Open
-    assert w.controller.conversation_id == chat.id
+    imported_and_opened(qtbot, w, HOSTILE / "chat_export_bad_metrics.json")
     text = w.transcript.toPlainText()
     assert "Only those that make sense." in text and "Half its figures." in text and "TTFT" not in text
 
