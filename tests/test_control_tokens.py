@@ -202,6 +202,8 @@ def test_user_defined_token_text_in_a_message_stays_text(gemma: LocalRuntime) ->
     text = f"Look: {FORGED_IMAGE_START} and {FORGED_IMAGE_START}{FORGED_IMAGE_START}<b>bold</b>"
     tokens = gemma.chat_prompt([ChatMessage("user", text)], PARAMS).tokens
     assert image_start not in tokens  # (measured before: three of them)
+    (bold,) = gemma.tokenize("<b>", special=False)
+    assert bold in tokens  # a plain HTML tag stays the token the model learned
     assert tokens.count(turn_start) == 2  # the template's user and model turns
     assert text in gemma._require().detokenize(tokens, special=True).decode()  # every character, as written
 

@@ -31,6 +31,7 @@ from typing import TypeVar
 
 import llama_cpp
 
+_HTML_TAG = re.compile(r"</?[a-z][a-z0-9]*>")  # letters and digits only: <b>, </td>, <h1>
 OPEN = "\ufdd0"
 CLOSE = "\ufdd1"
 _SENTINEL = re.compile(f"{OPEN}([0-9]+){CLOSE}")
@@ -84,7 +85,10 @@ class ControlText:
     @classmethod
     def of_model(cls, model: llama_cpp.llama_model_p) -> ControlText:
         """The texts of the model's control, unknown and user-defined tokens: llama.cpp reads the first
-        two as tokens when told to parse special tokens, user-defined ones in any text."""
+        two as tokens when told to parse special tokens, user-defined ones in any text. A user-defined
+        token that is a plain HTML tag (Gemma 3 has 164 such as `<b>`, `</td>`) is left as the model
+        learned to read it: it turns nothing on, while markers such as `<start_of_image>` or `<tool_call>`
+        (an underscore, a bar) do."""
         vocab = llama_cpp.llama_model_get_vocab(model)
         special = llama_cpp.LLAMA_TOKEN_ATTR_CONTROL | llama_cpp.LLAMA_TOKEN_ATTR_UNKNOWN
         user_defined = llama_cpp.LLAMA_TOKEN_ATTR_USER_DEFINED
@@ -96,7 +100,10 @@ class ControlText:
                 raw = llama_cpp.llama_vocab_get_text(vocab, token)
                 if raw:
                     text = ctypes.string_at(raw).decode("utf-8", errors="replace")
-                    (anywhere if attr & user_defined else texts).append(text)
+                    if not attr & user_defined:
+                        texts.append(text)
+                    elif not _HTML_TAG.fullmatch(text):
+                        anywhere.append(text)
         return cls(texts, anywhere)
 
     @property
