@@ -1,9 +1,11 @@
 """The transcript and the keyboard: Tab walks the links of the messages (their actions), so where a
-walk starts matters. Focus that comes from the keyboard (Tab, Shift+Tab, View ▸ Go to) starts at the
-end of what the view shows, the newest message in a chat just opened, instead of the top of the
-document: the view does not jump to the oldest message, the message box is one Tab away, and
-Shift+Tab walks the actions from the newest message up. While the transcript has the keyboard focus
-a ring in the accent colour goes round it (it has no frame of its own to show focus).
+walk starts matters. Focus that comes from the keyboard (Tab, Shift+Tab, View ▸ Go to) starts in what
+the view shows, never at the top of the document (the view does not jump to the oldest message): the
+first Tab goes to the first action in view and Tab walks on down, to the message box after the last
+one (it went straight to the message box: issue 28, item 12); the first Shift+Tab goes to the last
+action in view, the newest message's in a chat just opened, and walks up. While the transcript has
+the keyboard focus a ring in the accent colour goes round it (it has no frame of its own to show
+focus); the action the keyboard is on has its own ring (style/focus.py).
 
 `TranscriptFocus` is a part of TranscriptView (`view.focus`) and owns whether the ring shows. The
 view's Qt overrides (focusInEvent, focusOutEvent, focusNextPrevChild, event) hand over to it: PySide
@@ -26,6 +28,7 @@ class TranscriptFocus:
     def __init__(self, view: QTextBrowser) -> None:
         self.view = view
         self._ring = False
+        self._walk_from_view = False  # the next Tab starts at the top of the view (focus came from the keyboard)
         view.setViewportMargins(RING_WIDTH, RING_WIDTH, RING_WIDTH, RING_WIDTH)  # room for the ring
 
     @property
@@ -34,6 +37,7 @@ class TranscriptFocus:
 
     def focus_in(self, event: QFocusEvent) -> None:
         """Before the view's own focusInEvent."""
+        self._walk_from_view = event.reason() in _KEYBOARD
         if event.reason() in _KEYBOARD:
             self._start_at_view_end()
             self._show_ring(True)
@@ -58,9 +62,12 @@ class TranscriptFocus:
         wanted.)"""
         view = self.view
         c = view.textCursor()
+        from_view, self._walk_from_view = self._walk_from_view, False
         if not view.hasFocus() or c.hasSelection():
             return QTextBrowser.focusNextPrevChild(view, next)
         pos = c.position()
+        if next and from_view:  # the first Tab: from the top of the view (the cursor is at its end)
+            pos = view.cursorForPosition(QPoint(0, 0)).position()
         if not next:
             pos = self._previous_link_start(pos)
             if pos is None:  # none above: the focus goes back to the control before the transcript

@@ -5,13 +5,24 @@ accent colour (Ember's orange, which meets 4.5:1 on every background of both the
 tests/test_look.py) around the focused button, field, list item or tab.
 
 Rings around buttons and the focus rectangle show when the focus came from the keyboard (as Fusion
-does); text fields and combo boxes show theirs whenever they have the focus (Fusion outlines them too)."""
+does); text fields and combo boxes show theirs whenever they have the focus (Fusion outlines them too).
+A link that Tab reached in a text view (the transcript's message actions) has the same ring: Qt's own
+mark there is a one-pixel dotted outline in the text colour, a faint dotted square round an icon."""
 
 from __future__ import annotations
 
+import shiboken6
 from PySide6.QtCore import QRect, QRectF, Qt
-from PySide6.QtGui import QPainter, QPalette, QPen
-from PySide6.QtWidgets import QProxyStyle, QStyle, QStyleOption, QWidget
+from PySide6.QtGui import QPainter, QPalette, QPen, QTextCharFormat, QTextFormat
+from PySide6.QtWidgets import (
+    QApplication,
+    QProxyStyle,
+    QStyle,
+    QStyleHintReturn,
+    QStyleHintReturnVariant,
+    QStyleOption,
+    QWidget,
+)
 
 RING_WIDTH = 2
 _PE = QStyle.PrimitiveElement
@@ -46,6 +57,24 @@ def draw_focus_ring(painter: QPainter, rect: QRect, palette: QPalette, radius: f
     painter.restore()
 
 
+def link_focus_format(palette: QPalette) -> QTextCharFormat:
+    """How a text view marks the link the keyboard is on: a RING_WIDTH outline in the accent colour."""
+    pen = QPen(palette.color(QPalette.ColorRole.Accent), RING_WIDTH)
+    pen.setJoinStyle(Qt.PenJoinStyle.RoundJoin)
+    fmt = QTextCharFormat()
+    fmt.setProperty(QTextFormat.Property.OutlinePen, pen)
+    return fmt
+
+
+def _set_variant(answer: QStyleHintReturn, value: object) -> None:
+    """Fill a QStyleHintReturnVariant that PySide hands over as its base class: the wrapper made for the
+    call is dropped so that one of the right class can be made for the same object (Qt owns it)."""
+    address = shiboken6.getCppPointer(answer)[0]
+    shiboken6.invalidate(answer)
+    variant = shiboken6.wrapInstance(address, QStyleHintReturnVariant)
+    variant.variant = value
+
+
 class FocusStyle(QProxyStyle):
     """Fusion, with a visible focus ring."""
 
@@ -70,6 +99,22 @@ class FocusStyle(QProxyStyle):
             draw_focus_ring(painter, option.rect, option.palette)
         elif element in _KEYBOARD_ONLY and state & QStyle.StateFlag.State_KeyboardFocusChange:
             draw_focus_ring(painter, option.rect, option.palette, inset=1)  # (inside the button's outline)
+
+    def styleHint(  # Qt override
+        self,
+        hint: QStyle.StyleHint,
+        option: QStyleOption | None = None,
+        widget: QWidget | None = None,
+        answer: QStyleHintReturn | None = None,
+    ) -> int:
+        result = super().styleHint(hint, option, widget, answer)
+        if (
+            hint == QStyle.StyleHint.SH_TextControl_FocusIndicatorTextCharFormat
+            and answer is not None
+            and answer.type == QStyleHintReturn.HintReturnType.SH_Variant.value  # (an int here)
+        ):
+            _set_variant(answer, link_focus_format(option.palette if option is not None else QApplication.palette()))
+        return result
 
     def drawComplexControl(  # Qt override
         self,
