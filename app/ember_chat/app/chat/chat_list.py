@@ -142,7 +142,8 @@ class ConversationList(QWidget):
         self.list.setWordWrap(False)  # a title is one line, elided at its end (whole in its tooltip)
         self.list.setTextElideMode(Qt.TextElideMode.ElideRight)
         self.list.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-        self.list.setItemDelegate(OneLineRows(self.list))
+        self.rows = OneLineRows(self.list)
+        self.list.setItemDelegate(self.rows)
         layout.addWidget(self.list, 1)
         layout.addWidget(self.empty_button)
         self._debounce = QTimer(self)
@@ -316,6 +317,11 @@ class ConversationList(QWidget):
     def key_at(self, pos: QPoint) -> int | None:
         index = self.list.indexAt(pos)
         return index.internalId() if index.isValid() else None
+
+    def mark_menu_row(self, key: int | None) -> None:
+        """Ring the row whose context menu is open (None: the menu closed)."""
+        self.rows.menu_key = key
+        self.list.viewport().update()
 
     def id_at(self, pos: QPoint) -> int | None:
         """The chat of the row at `pos` (viewport coordinates), if any."""

@@ -1,5 +1,7 @@
 """How the chat list draws its rows: as wide as the list, not as their text (a long title is elided),
-and a search hit as its chat's title over the passage found, the matched words in bold."""
+a search hit as its chat's title over the passage found, the matched words in bold, and the row whose
+context menu is open with a ring in the accent colour (the menu may act on a row that is not selected:
+nothing showed which one)."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ from PySide6.QtGui import QFont, QFontMetrics, QPainter, QPalette
 from PySide6.QtWidgets import QApplication, QStyle, QStyledItemDelegate, QStyleOptionViewItem
 
 from ember_chat.app.chat.chat_list_model import ChatTreeModel
+from ember_chat.app.style.focus import draw_focus_ring
 from ember_chat.engine.storage.conversations import SearchHit
 
 _LEFT = Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter
@@ -17,10 +20,19 @@ _ELIDE = Qt.TextElideMode.ElideRight
 class OneLineRows(QStyledItemDelegate):
     """Rows as wide as the list, not as their text: a long title is elided to fit."""
 
+    menu_key: int | None = None  # the row whose context menu is open (ConversationList.mark_menu_row)
+
     def sizeHint(self, option: QStyleOptionViewItem, index: QModelIndex | QPersistentModelIndex) -> QSize:
         return QSize(1, super().sizeHint(option, index).height())
 
     def paint(
+        self, painter: QPainter, option: QStyleOptionViewItem, index: QModelIndex | QPersistentModelIndex
+    ) -> None:
+        self._paint_row(painter, option, index)
+        if self.menu_key is not None and index.internalId() == self.menu_key and index.column() == 0:
+            draw_focus_ring(painter, option.rect, option.palette, 3.0)
+
+    def _paint_row(
         self, painter: QPainter, option: QStyleOptionViewItem, index: QModelIndex | QPersistentModelIndex
     ) -> None:
         model = index.model()

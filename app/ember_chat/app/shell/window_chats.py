@@ -277,6 +277,8 @@ class ChatActions(QObject):
         menu.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
         menu.destroyed.connect(lambda: setattr(self, "chat_menu", None))
         self.chat_menu = menu  # kept while open (and for tests)
+        lst.mark_menu_row(key)  # which row it acts on, while it is open
+        menu.aboutToHide.connect(lambda: lst.mark_menu_row(None))
         menu.popup(lst.list.viewport().mapToGlobal(pos))
 
     def _exists(self, cid: int) -> bool:
