@@ -1,8 +1,8 @@
 """Issue 20, saved conversation caches (KV snapshots) in the real window (pytest-qt) with the real store
 in the data folder: the app gives its store to the engine service, Settings ▸ Conversation caches… says
-"Saved conversation caches: N files, X MB" (counted off the GUI thread), Clear deletes them (off the GUI
-thread), the cap is the setting `kv_snapshot_cap_mb` (0: off, the files deleted; on again: a new store),
-and quitting closes the store after the service."""
+"In memory: N conversations, X MB (…) · On disk: M files, Y MB" (counted off the GUI thread), Clear
+deletes them (off the GUI thread), the cap is the setting `kv_snapshot_cap_mb` (0: off, the files deleted; on
+again: a new store), and quitting closes the store after the service."""
 
 from __future__ import annotations
 
@@ -88,18 +88,46 @@ def test_settings_show_the_saved_caches_and_clear_deletes_them_off_the_gui_threa
     assert store.flush(10) and len(_saved_files(paths)) == 2
     on_disk = sum(f.stat().st_size for f in _saved_files(paths))
     seen: list[threading.Thread] = []
-    _threads_of(store, "usage", seen)
+    _threads_of(store, "tiers", seen)
     _threads_of(store, "clear", seen)
 
     dialog = _dialog(qtbot, w)
-    assert dialog.usage.text() == f"Saved conversation caches: 2 files, {on_disk / MB:,.1f} MB"
+    assert dialog.usage.text() == f"In memory: none · On disk: 2 files, {on_disk / MB:,.1f} MB"
     assert dialog.clear_button.isEnabled() and dialog.cap.value() == 2048
 
     with qtbot.waitSignal(w.kv_caches.usage_known, timeout=10_000):  # cleared, then counted again
         dialog.clear_button.click()
-    assert [t is threading.main_thread() for t in seen] == [False, False, False]  # usage, clear, usage: workers
+    assert [t is threading.main_thread() for t in seen] == [False, False, False]  # count, clear, count: workers
     assert _saved_files(paths) == [] and store.usage() == (0, 0)
-    assert dialog.usage.text() == "Saved conversation caches: 0 files, 0.0 MB" and not dialog.clear_button.isEnabled()
+    assert dialog.usage.text() == "In memory: none · On disk: none" and not dialog.clear_button.isEnabled()
+
+
+def test_caches_only_in_memory_are_not_called_files_on_disk(
+    qtbot: QtBot, paths: AppPaths, windows: list[MainWindow]
+) -> None:
+    """Issue 28 (8): with every snapshot still in RAM (written at quit) the dialog said "11 files, 335.3 MB"
+    and the folder was empty. It says memory and disk apart, and Clear drops the RAM ones too."""
+    w = _open(qtbot, paths, windows)
+    store = w.bridge.service.snapshot_store
+    store.put(KEY, list(range(300)), b"a" * (3 * MB))
+    store.put(KEY, list(range(1000, 1400)), b"b" * (2 * MB))
+    store.put(KEY, list(range(2000, 2300)), b"c" * MB)
+    dialog = _dialog(qtbot, w)
+    assert _saved_files(paths) == []  # (within the RAM budget: nothing written yet)
+    in_ram = "In memory: 3 conversations, 6.0 MB (written to disk when Ember quits)"
+    assert dialog.usage.text() == f"{in_ram} · On disk: none"
+    assert dialog.clear_button.isEnabled()
+
+    assert store.flush(10) and len(_saved_files(paths)) == 3  # what quitting does
+    on_disk = sum(f.stat().st_size for f in _saved_files(paths))
+    store.put(KEY, list(range(3000, 3300)), b"d" * MB)
+    with qtbot.waitSignal(w.kv_caches.usage_known, timeout=10_000):
+        w.kv_caches.refresh()
+    in_ram = "In memory: 1 conversation, 1.0 MB (written to disk when Ember quits)"
+    assert dialog.usage.text() == f"{in_ram} · On disk: 3 files, {on_disk / MB:,.1f} MB"
+    with qtbot.waitSignal(w.kv_caches.usage_known, timeout=10_000):  # cleared, then counted again
+        dialog.clear_button.click()
+    assert dialog.usage.text() == "In memory: none · On disk: none" and store.usage() == (0, 0)
 
 
 def test_a_refresh_right_after_clear_does_not_drop_the_clear(
@@ -114,7 +142,7 @@ def test_a_refresh_right_after_clear_does_not_drop_the_clear(
         dialog.clear_button.click()
         w.kv_caches.refresh()  # (the dialog opened again, a cap changed: usage asked while Clear is out)
     assert _saved_files(paths) == []
-    qtbot.waitUntil(lambda: dialog.usage.text() == "Saved conversation caches: 0 files, 0.0 MB", timeout=10_000)
+    qtbot.waitUntil(lambda: dialog.usage.text() == "In memory: none · On disk: none", timeout=10_000)
 
 
 def test_the_cap_is_saved_zero_turns_caches_off_and_deletes_them_and_a_restart_keeps_it(
@@ -142,7 +170,7 @@ def test_the_cap_is_saved_zero_turns_caches_off_and_deletes_them_and_a_restart_k
     with qtbot.waitSignal(again.kv_caches.usage_known, timeout=10_000):  # on again: a new store
         dialog.cap.setValue(512)
     fresh = again.bridge.service.snapshot_store
-    assert isinstance(fresh, SnapshotStore) and dialog.usage.text() == "Saved conversation caches: 0 files, 0.0 MB"
+    assert isinstance(fresh, SnapshotStore) and dialog.usage.text() == "In memory: none · On disk: none"
     fresh.put(KEY, list(range(300)), b"c" * MB)
     assert fresh.flush(10) and len(_saved_files(paths)) == 1  # in the data folder, as before
 

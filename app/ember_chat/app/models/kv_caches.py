@@ -1,7 +1,8 @@
 """Saved conversation caches (KV snapshots), the window's side: Settings ▸ Conversation caches… shows
-"Saved conversation caches: N files, X MB" with Clear, and the disk space they may take (the setting
+"In memory: N conversations, X MB (written to disk when Ember quits) · On disk: M files, Y MB" (apart: the
+latest have no file until they leave RAM) with Clear, and the disk space they may take (the setting
 `kv_snapshot_cap_mb`; 0: off). The store itself (engine/inference/kv_snapshots.py) is made by
-app/main.py and given to the engine service, which hands it to the model; its usage() and clear() read
+app/main.py and given to the engine service, which hands it to the model; its tiers() and clear() read
 and delete files, so they run on the window's task runner (qt/tasks.py), never on the GUI thread.
 
 A cap of 0 turns snapshots off: the service gets no store and the saved files are deleted; a cap set
@@ -25,7 +26,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ember_chat.engine.inference.kv_snapshots import SnapshotStore, open_snapshot_store
+from ember_chat.engine.inference.kv_snapshots import SnapshotStore, SnapshotUsage, open_snapshot_store
 from ember_chat.engine.storage.settings import Settings
 
 MB = 2**20
@@ -35,7 +36,7 @@ class WindowKvCaches(QObject):
     """`window.kv_caches`: the store the engine service holds (`service.snapshot_store`), its usage and
     Clear, and its cap. `window` is the main window (typed loosely: this layer does not import the shell)."""
 
-    usage_known = Signal(int, int)  # files, bytes: what usage() said (GUI thread; tests wait on it)
+    usage_known = Signal(object)  # SnapshotUsage: what tiers() said (GUI thread; tests wait on it)
     cleared = Signal()  # Clear has deleted every saved cache (GUI thread)
     failed = Signal(str)  # usage or Clear went wrong, in words
 
@@ -79,9 +80,9 @@ class WindowKvCaches(QObject):
     def refresh(self) -> None:
         store = self.store
         if store is None:
-            self.usage_known.emit(0, 0)
+            self.usage_known.emit(SnapshotUsage())
             return
-        self.w.tasks.run(store.usage, lambda u: self.usage_known.emit(*u), self.failed.emit, key="kv-caches-usage")
+        self.w.tasks.run(store.tiers, self.usage_known.emit, self.failed.emit, key="kv-caches-usage")
 
     def clear(self) -> None:
         store = self.store
@@ -163,6 +164,7 @@ class KvCachesDialog(QDialog):
         self.cap.setToolTip(self.tr("Disk space the saved conversation caches may take, in MB (Off: none are saved)"))
         self.cap.valueChanged.connect(caches.set_cap)
         self.usage = QLabel(self.tr("Saved conversation caches: counting…"))
+        self.usage.setWordWrap(True)  # (memory and disk in one sentence: two lines in a narrow dialog)
         self.usage.setAccessibleName(self.tr("Saved conversation caches"))
         self.usage.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.clear_button = QPushButton(self.tr("&Clear"))
@@ -211,23 +213,39 @@ class KvCachesDialog(QDialog):
         self.usage.setText(self.tr("Saved conversation caches: clearing…"))
         self.caches.clear()
 
-    def show_usage(self, files: int, size: int) -> None:
+    def show_usage(self, usage: SnapshotUsage) -> None:
         self.status.hide()
         if self.caches.store is None:
             self.usage.setText(self.tr("Saved conversation caches: off (no disk space for them)"))
             self.clear_button.setEnabled(False)
             return
-        text = (
-            self.tr("Saved conversation caches: 1 file, {size} MB")
-            if files == 1
-            else self.tr("Saved conversation caches: {files} files, {size} MB")
-        )
-        self.usage.setText(text.format(files=f"{files:,}", size=f"{size / MB:,.1f}"))
-        self.clear_button.setEnabled(files > 0)
+        # RAM and disk apart: the latest caches have no file until RAM is full or Ember quits, so one
+        # total called "files" read as files that were not on disk.
+        self.usage.setText(f"{self._in_memory(usage)} · {self._on_disk(usage)}")
+        self.clear_button.setEnabled(usage.ram_count + usage.disk_count > 0)
+        self._fit_height()
         if self.caches.store.blocked is not None:  # (why none can be saved: a file in the way, a full disk)
             self.status.setText(self.caches.store.blocked)
             self.status.show()
             self._fit_height()
+
+    def _in_memory(self, usage: SnapshotUsage) -> str:
+        n = usage.ram_count
+        if n == 0:
+            return self.tr("In memory: none")
+        text = (
+            self.tr("In memory: 1 conversation, {size} MB (written to disk when Ember quits)")
+            if n == 1
+            else self.tr("In memory: {n} conversations, {size} MB (written to disk when Ember quits)")
+        )
+        return text.format(n=f"{n:,}", size=f"{usage.ram_bytes / MB:,.1f}")
+
+    def _on_disk(self, usage: SnapshotUsage) -> str:
+        n = usage.disk_count
+        if n == 0:
+            return self.tr("On disk: none")
+        text = self.tr("On disk: 1 file, {size} MB") if n == 1 else self.tr("On disk: {n} files, {size} MB")
+        return text.format(n=f"{n:,}", size=f"{usage.disk_bytes / MB:,.1f}")
 
     def show_failure(self, message: str) -> None:
         self.status.setText(message)

@@ -61,6 +61,17 @@ class _Entry:
     queued: bool = False  # the writer has it to write
 
 
+@dataclass(frozen=True)
+class SnapshotUsage:
+    """The snapshots by where they are: RAM (not yet written: at the latest when Ember quits) and disk.
+    One that is both (written, or found on disk, while its state is still held) counts as on disk."""
+
+    ram_count: int = 0
+    ram_bytes: int = 0
+    disk_count: int = 0
+    disk_bytes: int = 0
+
+
 class SnapshotStore:
     MIN_TOKENS = 256  # shorter conversations are not worth a snapshot
     FREE_MARGIN_BYTES = 256 * _MIB  # a snapshot that would leave less free disk space than this is skipped
@@ -165,6 +176,14 @@ class SnapshotStore:
         self._ensure_open()
         with self._lock:
             return len(self._entries), sum(e.disk or len(e.state or b"") for e in self._entries.values())
+
+    def tiers(self) -> SnapshotUsage:
+        """What usage() counts, RAM and disk apart (for the window: RAM-only snapshots have no file yet)."""
+        self._ensure_open()
+        with self._lock:
+            ram = [len(e.state) for e in self._entries.values() if not e.disk and e.state is not None]
+            disk = [e.disk for e in self._entries.values() if e.disk]
+        return SnapshotUsage(len(ram), sum(ram), len(disk), sum(disk))
 
     def clear(self) -> None:
         """Delete every snapshot, in RAM and on disk (files of earlier runs too, and the temporary files of
