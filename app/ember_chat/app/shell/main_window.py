@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from PySide6.QtCore import QEvent, QSettings, QSize, Qt, QUrl, Signal, Slot
-from PySide6.QtGui import QCloseEvent, QDesktopServices
+from PySide6.QtCore import QEvent, QObject, QSettings, QSize, Qt, QUrl, Signal, Slot
+from PySide6.QtGui import QCloseEvent, QDesktopServices, QTextCursor
 from PySide6.QtWidgets import (
     QApplication,
     QMainWindow,
@@ -26,6 +26,7 @@ from ember_chat.app.chat.widgets import Composer, ConversationList
 from ember_chat.app.metrics.side_panel import SidePanel
 from ember_chat.app.models.kv_caches import WindowKvCaches
 from ember_chat.app.models.model_bar import ModelBar
+from ember_chat.app.models.starter_names import model_label
 from ember_chat.app.qt.bridge import EngineBridge
 from ember_chat.app.qt.tasks import TaskRunner
 from ember_chat.app.server.api_control import ApiServerControl
@@ -34,7 +35,7 @@ from ember_chat.app.shell.loading_panel import LoadingPanel
 from ember_chat.app.shell.menus import about_text, build_menus
 from ember_chat.app.shell.navigation import focus_pane, set_tab_order
 from ember_chat.app.shell.side_fit import SidePanelFit, WindowSplitter
-from ember_chat.app.shell.welcome import WelcomePanel
+from ember_chat.app.shell.welcome import ChatGreeting, WelcomePanel, greets_as_chat
 from ember_chat.app.shell.window_attachments import WindowAttachments
 from ember_chat.app.shell.window_chats import ChatActions
 from ember_chat.app.shell.window_composer import ComposerActions
@@ -126,6 +127,12 @@ class MainWindow(QMainWindow):
         self.welcome.load_starter.connect(lambda: self.models.load_model(STARTER_ALIAS))
         self.welcome.open_manager.connect(self.models.open_model_manager)
         self.welcome.import_file.connect(self.models.import_model_file)
+        # an empty chat with a model loaded: its greeting over the transcript (not a page of its own, so
+        # the transcript stays where the chat is read and the keyboard goes)
+        self.greeting = ChatGreeting(self.transcript.viewport())
+        self.greeting.prompt_chosen.connect(self._use_example)
+        self.greeting.hide()
+        self.transcript.viewport().installEventFilter(self)  # (it covers the viewport: resized with it)
         self.centre_stack = QStackedWidget()
         self.centre_stack.addWidget(self.transcript)
         self.centre_stack.addWidget(self.welcome)
@@ -163,6 +170,7 @@ class MainWindow(QMainWindow):
         self._apply_settings_defaults()
         self.chats.reload_conversations()
         self._restore_state()
+        self.chats.reopen(self.window_state.value("open_chat"))  # the chat open when Ember quit
         self.set_model_state(ModelState.NONE)
         if self.settings.api_server:
             self.api.apply()
@@ -275,6 +283,7 @@ class MainWindow(QMainWindow):
         self.window_state.setValue("splitter", self.splitter.saveState())
         self.window_state.setValue("side_panel", self.side_fit.wanted)  # (the user's, not the width's)
         self.window_state.setValue("screen", self.screen().availableGeometry().size())  # (see grows_back)
+        self.window_state.setValue("open_chat", self.controller.conversation_id or 0)  # 0: a new chat
         self.window_state.sync()
 
     def _current_params(self) -> tuple[SamplingParams, str]:
@@ -296,6 +305,25 @@ class MainWindow(QMainWindow):
         first_run = self.model is None and not self.models.loading and no_chat
         page = self.loading_panel if no_chat and self.models.loading_name is not None else self.transcript
         self.centre_stack.setCurrentWidget(self.welcome if first_run else page)
+        greet = self.model is not None and no_chat and not self.models.loading and page is self.transcript
+        if greet and self.model is not None:
+            self.greeting.show_model(model_label(self.model.name), greets_as_chat(self.model))
+            self.greeting.setGeometry(self.transcript.viewport().rect())
+        self.greeting.setVisible(greet)
+
+    def _use_example(self, text: str) -> None:
+        """An example prompt of the greeting clicked: in the message box, to send or change."""
+        editor = self.composer.editor
+        cursor = editor.textCursor()  # an edit, not setPlainText: Ctrl+Z brings back a draft it replaced
+        cursor.select(QTextCursor.SelectionType.Document)
+        cursor.insertText(text)
+        editor.setTextCursor(cursor)
+        editor.setFocus()
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # Qt override
+        if watched is self.transcript.viewport() and event.type() == QEvent.Type.Resize:
+            self.greeting.setGeometry(self.transcript.viewport().rect())
+        return super().eventFilter(watched, event)
 
     def set_model_state(self, state: ModelState) -> None:
         self.controller.model_ready = state is ModelState.READY

@@ -11,7 +11,8 @@ from PySide6.QtGui import QPalette
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QSizePolicy, QVBoxLayout, QWidget
 
 from ember_chat.app.models.starter_names import model_label
-from ember_chat.engine.models.starter import GEMMA_ALIAS
+from ember_chat.engine.inference.backend import ModelDescription
+from ember_chat.engine.models.starter import GEMMA_ALIAS, find_starter
 from ember_chat.engine.models.starter import starter_available as installed
 
 
@@ -109,3 +110,100 @@ class WelcomePanel(QWidget):
         label.setWordWrap(True)
         label.setForegroundRole(QPalette.ColorRole.PlaceholderText)
         return label
+
+
+def chat_starters() -> list[str]:
+    """Example prompts for a chat model: questions it answers (translated when called)."""
+    return [
+        QCoreApplication.translate("ChatGreeting", "Explain photosynthesis in simple words"),
+        QCoreApplication.translate("ChatGreeting", "Write a short poem about the sea"),
+        QCoreApplication.translate("ChatGreeting", "Give me three ideas for a rainy Sunday"),
+    ]
+
+
+def text_starters() -> list[str]:
+    """Example prompts for a base model: sentence starts it continues (translated when called)."""
+    return [
+        QCoreApplication.translate("ChatGreeting", "Once upon a time, in a small village by the sea,"),
+        QCoreApplication.translate("ChatGreeting", "The three most important things to know about volcanoes are"),
+        QCoreApplication.translate("ChatGreeting", "Dear diary, today I finally"),
+    ]
+
+
+def greets_as_chat(model: ModelDescription) -> bool:
+    """Whether `model` is greeted as a chat model: a starter by what it is for (the base starter's GGUF
+    carries a chat template it was never tuned for), any other by whether its GGUF has a chat template."""
+    starter = find_starter(model.name)
+    if starter is not None:
+        return starter.role.startswith("chat")
+    return model.has_chat_template
+
+
+class ChatGreeting(QWidget):
+    """What an empty chat shows over the transcript once a model is loaded: the model's name, what it
+    is good at (answering in a chat, or continuing text: a base model answers questions badly) and three
+    example prompts that fill the message box. The window hides it once the chat has a message."""
+
+    prompt_chosen = Signal(str)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("chatGreeting")
+        self.setAccessibleName(self.tr("New chat"))
+        self.setAutoFillBackground(True)  # over the empty transcript, in its colours
+        self.setBackgroundRole(QPalette.ColorRole.Base)
+        self.title = QLabel()
+        big = self.title.font()
+        big.setPointSizeF(big.pointSizeF() * 1.4)
+        big.setBold(True)
+        self.title.setFont(big)
+        self.title.setAlignment(Qt.AlignmentFlag.AlignHCenter)
+        self.title.setWordWrap(True)
+        self.good_at = QLabel()
+        self.good_at.setWordWrap(True)
+        self.good_at.setAlignment(Qt.AlignmentFlag.AlignHCenter)
+        self.good_at.setForegroundRole(QPalette.ColorRole.PlaceholderText)
+        self.examples: list[QPushButton] = []
+        column = QVBoxLayout()
+        column.setSpacing(10)
+        column.addWidget(self.title)
+        column.addWidget(self.good_at)
+        for _ in range(3):
+            button = QPushButton()
+            button.setToolTip(self.tr("Put this in the message box"))
+            button.setAccessibleName(self.tr("Example prompt"))  # (with its text once a model greets)
+            button.setCursor(Qt.CursorShape.PointingHandCursor)
+            button.clicked.connect(lambda _checked=False, b=button: self.prompt_chosen.emit(b.text()))
+            self.examples.append(button)
+            column.addWidget(button)
+        holder = QWidget()
+        holder.setLayout(column)
+        holder.setMaximumWidth(520)
+        holder.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Preferred)
+        row = QHBoxLayout()
+        row.addStretch(1)
+        row.addWidget(holder)
+        row.addStretch(1)
+        outer = QVBoxLayout(self)
+        outer.addStretch(1)
+        outer.addLayout(row)
+        outer.addStretch(2)
+
+    def show_model(self, name: str, chat: bool) -> None:
+        """Greet with the model called `name` (its display name): a chat model (`chat`) answers
+        questions, a base model continues the text it is given."""
+        self.title.setText(name)
+        if chat:
+            self.good_at.setText(self.tr("A chat model: ask it a question or give it a task. Try one of these:"))
+            prompts = chat_starters()
+        else:
+            self.good_at.setText(
+                self.tr(
+                    "A base model: it continues the text you give it rather than answering. "
+                    "Start a sentence and it writes on; try one of these:"
+                )
+            )
+            prompts = text_starters()
+        for button, prompt in zip(self.examples, prompts, strict=True):
+            button.setText(prompt)
+            button.setAccessibleName(self.tr("Example prompt: {prompt}").format(prompt=prompt))

@@ -254,6 +254,21 @@ class ChatActions(QObject):
         self.w.controller.open_conversation(cid, jump_to)
         self.w.controller.after_stop(self.w.update_welcome)
 
+    def reopen(self, saved: object) -> None:
+        """At launch: the chat that was open when Ember quit (`saved`: its id as the window state kept
+        it). One deleted, purged or put in the Trash since is not opened, and nothing is said: the
+        window starts on a new chat as it did before."""
+        try:
+            cid = int(str(saved))
+        except ValueError:
+            return  # (none saved, or a hand-edited state file)
+        try:
+            gone = self.w.store.conversation(cid).deleted_at is not None
+        except KeyError:
+            return
+        if not gone:
+            self.reveal(cid)  # (an archived chat in the Archived list)
+
     def open_hit(self, cid: int, mid: int) -> None:
         if mid not in [m.id for m in self.w.store.thread(cid)]:  # the hit is on another branch: show it
             self.w.store.update_conversation(cid, active_leaf=self.w.store.newest_leaf(mid))
