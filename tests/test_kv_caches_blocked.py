@@ -66,7 +66,7 @@ def test_the_dialog_and_the_banner_say_why_no_cache_can_be_saved(
     w = _open(qtbot, paths, windows)
     dialog = _dialog(qtbot, w)
     assert dialog.status.isVisible() and "cannot be saved" in dialog.status.text()
-    assert dialog.usage.text() == "In memory: none · On disk: none" and not dialog.clear_button.isEnabled()
+    assert dialog.usage.text() == "In memory: none\nOn disk: none" and not dialog.clear_button.isEnabled()
     assert dialog.height() >= dialog.layout().totalHeightForWidth(dialog.width())  # the sentence is not cut
     dialog.reject()
     w.kv_caches.say_problems()  # (what the window does when an answer ends)

@@ -1,6 +1,6 @@
 """Issue 20, saved conversation caches (KV snapshots) in the real window (pytest-qt) with the real store
 in the data folder: the app gives its store to the engine service, Settings ▸ Conversation caches… says
-"In memory: N conversations, X MB (…) · On disk: M files, Y MB" (counted off the GUI thread), Clear
+"In memory: N conversations, X MB (…)" over "On disk: M files, Y MB" (counted off the GUI thread), Clear
 deletes them (off the GUI thread), the cap is the setting `kv_snapshot_cap_mb` (0: off, the files deleted; on
 again: a new store), and quitting closes the store after the service."""
 
@@ -11,6 +11,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from PySide6.QtCore import QCoreApplication
+from PySide6.QtWidgets import QLabel
 from pytestqt.qtbot import QtBot
 
 from ember_chat.app.main import build_window
@@ -92,14 +94,14 @@ def test_settings_show_the_saved_caches_and_clear_deletes_them_off_the_gui_threa
     _threads_of(store, "clear", seen)
 
     dialog = _dialog(qtbot, w)
-    assert dialog.usage.text() == f"In memory: none · On disk: 2 files, {on_disk / MB:,.1f} MB"
+    assert dialog.usage.text() == f"In memory: none\nOn disk: 2 files, {on_disk / MB:,.1f} MB"
     assert dialog.clear_button.isEnabled() and dialog.cap.value() == 2048
 
     with qtbot.waitSignal(w.kv_caches.usage_known, timeout=10_000):  # cleared, then counted again
         dialog.clear_button.click()
     assert [t is threading.main_thread() for t in seen] == [False, False, False]  # count, clear, count: workers
     assert _saved_files(paths) == [] and store.usage() == (0, 0)
-    assert dialog.usage.text() == "In memory: none · On disk: none" and not dialog.clear_button.isEnabled()
+    assert dialog.usage.text() == "In memory: none\nOn disk: none" and not dialog.clear_button.isEnabled()
 
 
 def test_caches_only_in_memory_are_not_called_files_on_disk(
@@ -115,8 +117,11 @@ def test_caches_only_in_memory_are_not_called_files_on_disk(
     dialog = _dialog(qtbot, w)
     assert _saved_files(paths) == []  # (within the RAM budget: nothing written yet)
     in_ram = "In memory: 3 conversations, 6.0 MB (written to disk when Ember quits)"
-    assert dialog.usage.text() == f"{in_ram} · On disk: none"
+    assert dialog.usage.text() == f"{in_ram}\nOn disk: none"
     assert dialog.clear_button.isEnabled()
+    QCoreApplication.sendPostedEvents()  # (the layout's requests: the dialog grew for the second line)
+    (intro,) = [label for label in dialog.findChildren(QLabel) if label.text().startswith("Ember keeps")]
+    assert intro.height() >= intro.heightForWidth(intro.width())  # (not clipped)
 
     assert store.flush(10) and len(_saved_files(paths)) == 3  # what quitting does
     on_disk = sum(f.stat().st_size for f in _saved_files(paths))
@@ -124,10 +129,10 @@ def test_caches_only_in_memory_are_not_called_files_on_disk(
     with qtbot.waitSignal(w.kv_caches.usage_known, timeout=10_000):
         w.kv_caches.refresh()
     in_ram = "In memory: 1 conversation, 1.0 MB (written to disk when Ember quits)"
-    assert dialog.usage.text() == f"{in_ram} · On disk: 3 files, {on_disk / MB:,.1f} MB"
+    assert dialog.usage.text() == f"{in_ram}\nOn disk: 3 files, {on_disk / MB:,.1f} MB"
     with qtbot.waitSignal(w.kv_caches.usage_known, timeout=10_000):  # cleared, then counted again
         dialog.clear_button.click()
-    assert dialog.usage.text() == "In memory: none · On disk: none" and store.usage() == (0, 0)
+    assert dialog.usage.text() == "In memory: none\nOn disk: none" and store.usage() == (0, 0)
 
 
 def test_a_refresh_right_after_clear_does_not_drop_the_clear(
@@ -142,7 +147,7 @@ def test_a_refresh_right_after_clear_does_not_drop_the_clear(
         dialog.clear_button.click()
         w.kv_caches.refresh()  # (the dialog opened again, a cap changed: usage asked while Clear is out)
     assert _saved_files(paths) == []
-    qtbot.waitUntil(lambda: dialog.usage.text() == "In memory: none · On disk: none", timeout=10_000)
+    qtbot.waitUntil(lambda: dialog.usage.text() == "In memory: none\nOn disk: none", timeout=10_000)
 
 
 def test_the_cap_is_saved_zero_turns_caches_off_and_deletes_them_and_a_restart_keeps_it(
@@ -170,7 +175,7 @@ def test_the_cap_is_saved_zero_turns_caches_off_and_deletes_them_and_a_restart_k
     with qtbot.waitSignal(again.kv_caches.usage_known, timeout=10_000):  # on again: a new store
         dialog.cap.setValue(512)
     fresh = again.bridge.service.snapshot_store
-    assert isinstance(fresh, SnapshotStore) and dialog.usage.text() == "In memory: none · On disk: none"
+    assert isinstance(fresh, SnapshotStore) and dialog.usage.text() == "In memory: none\nOn disk: none"
     fresh.put(KEY, list(range(300)), b"c" * MB)
     assert fresh.flush(10) and len(_saved_files(paths)) == 1  # in the data folder, as before
 

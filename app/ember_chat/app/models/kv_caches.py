@@ -1,5 +1,5 @@
 """Saved conversation caches (KV snapshots), the window's side: Settings ▸ Conversation caches… shows
-"In memory: N conversations, X MB (written to disk when Ember quits) · On disk: M files, Y MB" (apart: the
+"In memory: N conversations, X MB (written to disk when Ember quits)" over "On disk: M files, Y MB" (apart: the
 latest have no file until they leave RAM) with Clear, and the disk space they may take (the setting
 `kv_snapshot_cap_mb`; 0: off). The store itself (engine/inference/kv_snapshots.py) is made by
 app/main.py and given to the engine service, which hands it to the model; its tiers() and clear() read
@@ -171,7 +171,7 @@ class KvCachesDialog(QDialog):
         self.clear_button.setToolTip(self.tr("Delete every saved conversation cache (your chats stay)"))
         self.clear_button.setAccessibleName(self.tr("Clear saved conversation caches"))
         self.clear_button.clicked.connect(self._clear)
-        row = QHBoxLayout()
+        row = self._usage_row = QHBoxLayout()
         row.addWidget(self.usage, 1)
         row.addWidget(self.clear_button)
         form = QFormLayout()
@@ -203,8 +203,12 @@ class KvCachesDialog(QDialog):
 
     def _fit_height(self) -> None:
         """As tall as the wrapped sentences need at the width it got (a small screen: narrower, more lines;
-        a status sentence shown later: one more)."""
-        needed = self.layout().totalHeightForWidth(self.width())
+        a status sentence shown later: one more; the usage's second line)."""
+        # (a label's new text only posts a request to the layouts: their cached heights are stale until then)
+        self._usage_row.invalidate()
+        layout = self.layout()
+        layout.invalidate()
+        needed = layout.totalHeightForWidth(self.width())
         if needed > self.height():
             self.resize(self.width(), needed)
 
@@ -221,7 +225,7 @@ class KvCachesDialog(QDialog):
             return
         # RAM and disk apart: the latest caches have no file until RAM is full or Ember quits, so one
         # total called "files" read as files that were not on disk.
-        self.usage.setText(f"{self._in_memory(usage)} · {self._on_disk(usage)}")
+        self.usage.setText(f"{self._in_memory(usage)}\n{self._on_disk(usage)}")
         self.clear_button.setEnabled(usage.ram_count + usage.disk_count > 0)
         self._fit_height()
         if self.caches.store.blocked is not None:  # (why none can be saved: a file in the way, a full disk)
