@@ -84,13 +84,26 @@ def llama_cpp_server(
 
 @contextmanager
 def ember_server(
-    model: Path, threads: int = 2, n_ctx: int = 1024, timeout_s: float = 120, extra: tuple[str, ...] = ()
+    model: Path,
+    threads: int = 2,
+    n_ctx: int = 1024,
+    timeout_s: float = 120,
+    extra: tuple[str, ...] = (),
+    *,
+    stack_kb: int | None = None,
+    memory_mb: int | None = None,
 ) -> Iterator[str]:
     """`ember-chat serve` on `model` (with `extra` options), as a user runs it; yields its base URL
-    (…/v1) once it says it is serving ("Serving … on http://127.0.0.1:PORT/v1 — Ctrl+C to stop")."""
+    (…/v1) once it says it is serving ("Serving … on http://127.0.0.1:PORT/v1 — Ctrl+C to stop").
+    On Linux, `stack_kb` and `memory_mb` limit its stacks (glibc gives each thread the process's
+    stack limit: 1 MB is Windows' default for a thread) and its address space (ulimit -s, -v)."""
     command = [
         ember_chat(), "serve", "--model", str(model), "--port", "0",
         "--ctx", str(n_ctx), "--threads", str(threads), *extra,
     ]  # fmt: skip
+    limits = [f"ulimit -s {stack_kb}"] * (stack_kb is not None)
+    limits += [f"ulimit -v {memory_mb * 1024}"] * (memory_mb is not None)
+    if limits and sys.platform == "linux":
+        command = ["/bin/sh", "-c", " && ".join([*limits, 'exec "$@"']), "sh", *command]
     with _serving(command, r"Serving .* on (http://\S+/v1)", timeout_s) as match:
         yield match.group(1)

@@ -46,11 +46,18 @@ def parses(text: str) -> bool:
     return bool(sampler)
 
 
+# A form of 90 long text fields, a list of 50 to 200 codes: grammars near the size limit (195,000
+# characters) and repetitions the grammar holds pass the estimate made before the converter runs.
+FORM = {"type": "object", "properties": {f"field{i}": {"type": "string", "maxLength": 256} for i in range(90)}}
+CODES = {"type": "array", "items": {"type": "string", "pattern": "^[a-z]{2,8}(-[0-9]{3}){0,2}$"}, "minItems": 50}
+
+
 def legitimate() -> list[str]:
     shipped = [getattr(llama_grammar, n) for n in dir(llama_grammar) if n.endswith("_GBNF")]
     tools = ToolRequest((ToolSpec("get_weather", "Weather.", WEATHER), ToolSpec("noop", "Nothing.", {})), "required")
-    made = [json_grammar(), schema_grammar(WEATHER), *(ToolGrammar(f, tools).grammar() for f in ToolFormat)]
-    return [*shipped, *made, *CORNERS]
+    made = [json_grammar(), *map(schema_grammar, (WEATHER, FORM, {**CODES, "maxItems": 200}))]
+    made += [ToolGrammar(f, tools).grammar() for f in ToolFormat]
+    return [*shipped, *made, *CORNERS, grammars.leading_rule_chain(1_500)]
 
 
 def test_what_llama_cpp_is_made_for_passes() -> None:
@@ -66,9 +73,14 @@ def test_what_llama_cpp_is_made_for_passes() -> None:
         grammars.inverted_repetition(),
         grammars.branching_rules(),
         grammars.growing_left_recursion(),
+        grammars.leading_rule_chain(),
+        grammars.huge_count(),
     ],
-    ids=["nested_parentheses", "inverted_repetition", "branching_rules", "growing_left_recursion"],
-)
+    ids=[
+        "nested_parentheses", "inverted_repetition", "branching_rules", "growing_left_recursion",
+        "leading_rule_chain", "huge_count",
+    ],
+)  # fmt: skip
 def test_a_hostile_grammar_is_refused_quickly_and_before_llama_cpp(text: str) -> None:
     start = time.perf_counter()
     with pytest.raises(InvalidParameter):

@@ -1,5 +1,6 @@
 """Grammars and JSON schemas built to crash or hang llama.cpp's GBNF parser, each small enough for one
-request. Measured on llama-cpp-python 0.3.36 in a thread with an 8 MB stack, before Ember refused them:
+request. Measured on llama-cpp-python 0.3.36 in a thread with an 8 MB stack (unless said), before Ember
+refused them:
 
 - `nested_parentheses()`: 20,000 groups inside each other, 40 KB: the parser's recursion overflows
   the stack, SIGSEGV, the process is gone (issue 27, item 5).
@@ -15,6 +16,18 @@ request. Measured on llama-cpp-python 0.3.36 in a thread with an 8 MB stack, bef
   answers it, leaving that limit to the check after the answer).
 - `long_pattern_schema()`: a pattern `a{1,20000}`: the converter writes the same nesting, which no
   rewriting of the schema can avoid (refused).
+- `leading_rule_chain()`: 14,000 rules that each begin with the next, 193 KB (under every other
+  limit): llama.cpp's advance_stack recurses once per rule; on a 1 MB thread stack (Windows' default;
+  `ulimit -s 1024` on Linux) `ember-chat serve` died with SIGSEGV.
+- `hundred_million_repetition()`: `"x"{100000000}`, 24 bytes, which llama.cpp would expand (refused
+  past its own 2,000, before it sees it). `huge_count()`: a count of 5,000 digits, which Python's
+  int() refuses (a ValueError, not a sentence).
+- `many_items_schema()`: `"minItems": 100000000`, 69 bytes: llama-cpp-python's converter writes the
+  item out 100 million times (1.7 GB of grammar text) before any check reads it; at 1e9 the server
+  is killed for its memory. `long_min_string_schema()` (minLength) and `pattern_count_schema()`
+  (`^a{1000000000}$`) are the same through a string.
+- `stray_brace_pattern_schema()`: a pattern with a `}` that closes nothing, 20 bytes: the converter
+  loops forever without a step (a connection thread at 100% CPU until the server is killed).
 """
 
 from __future__ import annotations
@@ -49,3 +62,42 @@ def long_pattern_schema(times: int = 20_000) -> dict[str, Any]:
         "properties": {"code": {"type": "string", "pattern": f"^a{{1,{times}}}$"}},
         "required": ["code"],
     }
+
+
+def leading_rule_chain(n: int = 14_000) -> str:
+    """`root ::= r0`, `r0 ::= r1`, … `rN ::= "a"` (short base-36 names: 193 KB for 14,000)."""
+    digits = "0123456789abcdefghijklmnopqrstuvwxyz"
+
+    def name(i: int) -> str:
+        text = ""
+        while True:
+            i, d = divmod(i, 36)
+            text = digits[d] + text
+            if not i:
+                return "r" + text
+
+    return "root ::= r0\n" + "".join(f"{name(i)} ::= {name(i + 1)}\n" for i in range(n)) + f'{name(n)} ::= "a"\n'
+
+
+def hundred_million_repetition() -> str:
+    return 'root ::= "x"{100000000}\n'
+
+
+def huge_count() -> str:
+    return 'root ::= "a"{' + "9" * 5_000 + "}\n"
+
+
+def many_items_schema(items: int = 100_000_000) -> dict[str, Any]:
+    return {"type": "array", "items": {"type": "string"}, "minItems": items}
+
+
+def long_min_string_schema(length: int = 1_000_000_000) -> dict[str, Any]:
+    return {"type": "object", "properties": {"note": {"type": "string", "minLength": length}}, "required": ["note"]}
+
+
+def pattern_count_schema(times: int = 1_000_000_000) -> dict[str, Any]:
+    return {"type": "string", "pattern": f"^a{{{times}}}$"}
+
+
+def stray_brace_pattern_schema() -> dict[str, Any]:
+    return {"type": "string", "pattern": "^a}$"}

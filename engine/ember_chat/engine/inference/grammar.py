@@ -4,22 +4,20 @@ JSON schema), from OpenAI's `response_format` or llama.cpp's `grammar` / `json_s
 The converter and the JSON grammar are llama-cpp-python's own (`llama_cpp.llama_grammar`, a port of
 llama.cpp's json_schema_to_grammar); llama_cpp is imported only when a grammar is asked for, so the
 modules the CLI and the window import at start stay light. Every input is checked here, with a
-sentence that says what is wrong, before a generation starts — and every grammar, given or made from
-a schema, is held to grammar_limits.py's limits before llama.cpp's parser sees it (a grammar over
-them crashes or hangs the process, where no exception can be caught)."""
+sentence that says what is wrong, before a generation starts — every schema is held to
+grammar_schema_limits.py's limits before the converter sees it, and every grammar, given or made from
+a schema, to grammar_limits.py's before llama.cpp's parser sees it (over them, the converter or the
+parser uses up the memory, crashes or hangs the process, where no exception can be caught)."""
 
 from __future__ import annotations
 
 import json
-import math
 from typing import Any
 
 from ember_chat.engine.core.params import SamplingParams
 from ember_chat.engine.errors import InvalidParameter
 from ember_chat.engine.inference.grammar_limits import check_grammar_limits
-
-MAX_SCHEMA_DEPTH = 64  # objects and arrays inside each other in a schema (the converter recurses on them)
-HELD_REPEAT = 256  # a longer maxLength or maxItems is checked after the answer, not held by the grammar
+from ember_chat.engine.inference.grammar_schema_limits import HELD_REPEAT, check_schema_limits, small_range
 
 _LOOSE_CHAR = r'char ::= [^"\\] |'
 _JSON_CHAR = r'char ::= [^"\\\x7F\x00-\x1F] |'
@@ -37,7 +35,7 @@ def schema_grammar(schema: object) -> str:
     InvalidParameter when it is not a schema the converter understands."""
     if not isinstance(schema, dict):
         raise InvalidParameter(f"A JSON schema must be a JSON object, got {json.dumps(schema)[:80]}.")
-    _check_depth(schema)
+    check_schema_limits(schema)
     from llama_cpp.llama_grammar import json_schema_to_gbnf
 
     try:
@@ -57,23 +55,6 @@ def schema_grammar(schema: object) -> str:
     return gbnf
 
 
-def _check_depth(schema: dict[str, Any]) -> None:
-    """InvalidParameter for a schema nested deeper than MAX_SCHEMA_DEPTH (read without recursion)."""
-    todo: list[tuple[object, int]] = [(schema, 1)]
-    while todo:
-        node, depth = todo.pop()
-        if depth > MAX_SCHEMA_DEPTH:
-            raise InvalidParameter(
-                f"The JSON schema nests objects and arrays more than {MAX_SCHEMA_DEPTH} deep; "
-                "define the inner parts once in $defs and refer to them with $ref."
-            )
-        children = node.values() if isinstance(node, dict) else node if isinstance(node, list) else ()
-        todo.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
-
-
-SMALL_RANGE = 256  # an integer range this small is held by the grammar (as the list of its values)
-
-
 def _as_the_grammar_holds(node: Any) -> Any:
     """The schema as the grammar holds it; what it does not hold is checked after the answer
     (json_check.py, and a tool call's arguments against the schema). llama-cpp-python's converter
@@ -88,20 +69,11 @@ def _as_the_grammar_holds(node: Any) -> Any:
     for key in ("maxLength", "maxItems"):
         if isinstance(out.get(key), int) and out[key] > HELD_REPEAT:
             del out[key]
-    if out.get("type") != "integer" or "enum" in out or "const" in out:
-        return out
-    bounds = {k: v for k, v in out.items() if k in _BOUNDS and isinstance(v, (int, float)) and not isinstance(v, bool)}
-    lows = [math.ceil(bounds["minimum"])] if "minimum" in bounds else []
-    lows += [math.floor(bounds["exclusiveMinimum"]) + 1] if "exclusiveMinimum" in bounds else []
-    highs = [math.floor(bounds["maximum"])] if "maximum" in bounds else []
-    highs += [math.ceil(bounds["exclusiveMaximum"]) - 1] if "exclusiveMaximum" in bounds else []
-    if lows and highs and 0 <= min(highs) - max(lows) < SMALL_RANGE:
+    values = small_range(out)
+    if values is not None:
         kept = {k: v for k, v in out.items() if k in ("description", "title", "default")}
-        return {**kept, "enum": list(range(max(lows), min(highs) + 1))}
+        return {**kept, "enum": list(values)}
     return out
-
-
-_BOUNDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")
 
 
 def check_grammar(text: object) -> str:

@@ -24,17 +24,28 @@ from ember_chat.engine.inference.grammar_rules import TERMINAL, Refused, Rules, 
 
 MAX_GRAMMAR_CHARS = 200_000  # the grammar's text (a tool grammar of dozens of tools is ~60,000)
 MAX_GRAMMAR_BRANCHES = 4_096  # ways a rule can begin (llama.cpp's stacks: 4,096 parse in ~0.1 s)
+# Rules that begin with rules, one inside the next: llama.cpp's advance_stack and its left-recursion
+# check recurse once per rule (~100 bytes of stack: 11,000 overflowed a 1 MB thread stack, 8,000 did not).
+MAX_GRAMMAR_CHAIN = 2_000
 
 
-@lru_cache(maxsize=64)
-def _problem(text: str) -> str | None:
-    if "\x00" in text:
-        return "The grammar contains a NUL character; GBNF text cannot hold one."
-    if len(text) > MAX_GRAMMAR_CHARS:
-        return (
+def check_grammar_limits(text: str) -> None:
+    """Raise InvalidParameter (a sentence saying what is over which limit, or where the GBNF is not
+    valid) for a grammar llama.cpp must not be given; return for one it can parse and sample with."""
+    if len(text) > MAX_GRAMMAR_CHARS:  # (before the cache, which would keep 64 of the largest texts a request sends)
+        raise InvalidParameter(
             f"The grammar is {len(text):,} characters long; the limit is {MAX_GRAMMAR_CHARS:,}. "
             "Split it into fewer, shorter rules."
         )
+    problem = _problem(text)
+    if problem is not None:
+        raise InvalidParameter(problem)
+
+
+@lru_cache(maxsize=64)  # (a grammar is checked for the request, then again before its generation)
+def _problem(text: str) -> str | None:
+    if "\x00" in text:
+        return "The grammar contains a NUL character; GBNF text cannot hold one."
     try:
         rules = read_rules(text)
         _check_branches(rules)
@@ -43,17 +54,10 @@ def _problem(text: str) -> str | None:
     return None
 
 
-def check_grammar_limits(text: str) -> None:
-    """Raise InvalidParameter (a sentence saying what is over which limit, or where the GBNF is not
-    valid) for a grammar llama.cpp must not be given; return for one it can parse and sample with."""
-    problem = _problem(text)
-    if problem is not None:
-        raise InvalidParameter(problem)
-
-
 def _check_branches(rules: Rules) -> None:
-    """Refuse a grammar that is left-recursive in a way that grows llama.cpp's stacks without end, or
-    with a rule that can begin in more than MAX_GRAMMAR_BRANCHES ways.
+    """Refuse a grammar that is left-recursive in a way that grows llama.cpp's stacks without end,
+    with a rule that can begin in more than MAX_GRAMMAR_BRANCHES ways, or with a chain of rules that
+    begin with rules longer than MAX_GRAMMAR_CHAIN (`r1 ::= r2`, `r2 ::= r3`, …).
 
     The ways a rule can begin are llama.cpp's stacks when the rule is next: an alternative that begins
     with a terminal is one, one that begins with a rule is as many as that rule has (and the next
@@ -80,6 +84,7 @@ def _check_branches(rules: Rules) -> None:
                     break
         leading[rule_id] = firsts
     branches: dict[int, int] = {}
+    depths: dict[int, int] = {}
     names = {i: n for n, i in rules.names.items()}
     for start in alternatives:
         if start in branches:
@@ -105,28 +110,41 @@ def _check_branches(rules: Rules) -> None:
                 continue
             stack.pop()
             del on_path[rule_id]
-            branches[rule_id] = _count_branches(alternatives[rule_id], branches, empty)
+            branches[rule_id], depths[rule_id] = _count_branches(alternatives[rule_id], branches, depths, empty)
             if branches[rule_id] > MAX_GRAMMAR_BRANCHES:
                 raise Refused(
                     f"The grammar's rule {names.get(rule_id, '?')!r} can begin in more than "
                     f"{MAX_GRAMMAR_BRANCHES:,} ways (rules that begin with rules, each in several ways), which "
                     "llama.cpp would try one by one: factor the shared beginnings out."
                 )
+            if depths[rule_id] > MAX_GRAMMAR_CHAIN:
+                raise Refused(
+                    f"The grammar's rule {names.get(rule_id, '?')!r} begins with a rule that begins with a rule, "
+                    f"and so on, more than {MAX_GRAMMAR_CHAIN:,} deep, which would overflow llama.cpp's stack: "
+                    "begin the rules with a character, or write the chain as one rule."
+                )
 
 
-def _count_branches(alts: list[list[int]], branches: dict[int, int], empty: set[int]) -> int:
-    total = 0
+def _count_branches(
+    alts: list[list[int]], branches: dict[int, int], depths: dict[int, int], empty: set[int]
+) -> tuple[int, int]:
+    """The ways a rule can begin, and how deep llama.cpp recurses to find them: once per rule it
+    enters before a terminal (a rule that may match nothing is entered, then what follows it)."""
+    total, deepest = 0, 0
     for seq in alts:
+        depth = 0
         for symbol in seq:
             if symbol == TERMINAL:
                 total += 1
                 break
             total += branches.get(symbol, 0)  # (0: a cycle of last symbols, counted once)
+            depth += 1 + depths.get(symbol, 0)
             if symbol not in empty:
                 break
         else:  # (an empty alternative, or one whose every symbol may be empty: what follows it is one more)
             total += 1
-    return min(total, MAX_GRAMMAR_BRANCHES + 1)
+        deepest = max(deepest, depth)
+    return min(total, MAX_GRAMMAR_BRANCHES + 1), min(deepest, MAX_GRAMMAR_CHAIN + 1)
 
 
 def _may_be_empty(alternatives: dict[int, list[list[int]]]) -> set[int]:

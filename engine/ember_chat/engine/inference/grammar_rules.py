@@ -90,7 +90,8 @@ class _Parser:
             self.pos += 1
         if self.pos == start:
             raise self._fail("expecting a number")
-        return int(self.text[start : self.pos])
+        # (a count past 18 digits is past every limit; int() of over 4,300 digits would be a ValueError)
+        return int(self.text[start : self.pos]) if self.pos - start <= 18 else 10**18
 
     def _char(self) -> None:
         c = self._peek()
