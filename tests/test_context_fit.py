@@ -3,8 +3,8 @@ item 8: a 400-turn request took 27 s to get its 400, re-rendering and re-tokeniz
 dropped turn on the engine thread, and a cancel could not stop it).
 
 Renders are counted with a wrapper around the chat template's `render` (no wall-clock assertion): an
-API client that did not opt into trimming gets its 400 after the whole conversation and its last turn
-were rendered; one that did, and the window, keep the newest turns that fit — exactly those, checked
+API client that did not opt into trimming gets its 400 after the whole conversation was rendered once;
+one that did, and the window, keep the newest turns that fit — exactly those, checked
 against the prompt with one more turn — in O(log turns) renders; a cancel stops the fitting."""
 
 from __future__ import annotations
@@ -108,13 +108,13 @@ def assert_the_newest_that_fit(
 # ----- the API
 
 
-def test_a_long_conversation_gets_its_400_after_two_renders(client: openai.OpenAI, renders: Renders) -> None:
+def test_a_long_conversation_gets_its_400_after_one_render(client: openai.OpenAI, renders: Renders) -> None:
     with pytest.raises(openai.BadRequestError) as info:
         client.chat.completions.create(model="tiny", messages=long_history(), max_tokens=8)  # type: ignore[arg-type]
     assert info.value.code == "context_length_exceeded"
     assert "trim_history" in str(info.value.message) and "512" in str(info.value.message)
-    assert len(renders.calls) == 2  # the whole conversation, then its last turn alone (which fits)
-    assert len(renders.calls[1]) == 2  # (the system prompt and the last question)
+    assert len(renders.calls) == 1  # the whole conversation (its last turn alone was rendered too before)
+    assert len(renders.calls[0]) == len(long_history())
 
 
 def test_trimming_keeps_the_newest_turns_in_log_renders(

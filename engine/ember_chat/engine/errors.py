@@ -36,8 +36,8 @@ class ContextOverflowError(EmberError):
 
 
 class HistoryTooLong(ContextOverflowError):
-    """The conversation fits the context only without its oldest messages, and the request asked for
-    all of them (an API client that did not opt into trimming)."""
+    """The whole conversation does not fit the context, and the request asked for all of it (an API
+    client that did not opt into trimming: leaving its oldest messages out may make it fit)."""
 
 
 class GenerationError(EmberError):

@@ -89,8 +89,8 @@ def fit_to_context(
 ) -> FittedPrompt[P]:
     """Render (`render(kept) -> (prompt, its token count)`) with the fewest oldest turns left out that
     let the prompt and `reserve` tokens for the answer fit `n_ctx`. ContextOverflowError when even the
-    last turn alone does not fit; HistoryTooLong when it would fit only without its oldest turns and
-    `trim` is False (known after the whole conversation and the last turn were rendered, nothing more).
+    last turn alone does not fit; HistoryTooLong when the whole conversation does not and `trim` is
+    False (known after one render: an API client that did not opt into trimming gets its 400 then).
 
     A render costs the tokens it renders, so the conversation is rendered whole once (it usually
     fits), then from the newest turn back: the last turn alone, then twice as many turns each time
@@ -109,6 +109,12 @@ def fit_to_context(
     if n_tokens + reserve <= n_ctx:
         return FittedPrompt(rendered, n_tokens, 0)
     last = len(cuts) - 1
+    if not trim and last > 0:  # (whether the last turn alone would fit is the client's to find out)
+        discard(rendered)
+        raise HistoryTooLong(
+            f"The conversation needs {n_tokens:,} tokens (with the system prompt), but the context holds "
+            f"{n_ctx:,} and {reserve:,} are kept for the answer."
+        )
     if last > 0:
         discard(rendered)
         rendered, n_tokens = attempt(last)
@@ -118,12 +124,6 @@ def fit_to_context(
             f"The message needs {n_tokens:,} tokens (with the system prompt), but the context holds "
             f"{n_ctx:,} and {reserve:,} are kept for the answer. "
             "Shorten the message or load the model with a longer context."
-        )
-    if not trim:
-        discard(rendered)
-        raise HistoryTooLong(
-            f"The conversation is longer than the context ({n_ctx:,} tokens, {reserve:,} of them kept for the "
-            "answer): it fits only without its oldest messages."
         )
     best = FittedPrompt(rendered, n_tokens, cuts[last] - cuts[0])
     fits, too_long = last, 0  # cut indices: the newest turns from `fits` on fit, from `too_long` on they do not
