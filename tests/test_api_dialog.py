@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QGuiApplication
-from PySide6.QtWidgets import QLabel, QMessageBox
+from PySide6.QtWidgets import QMessageBox
 from pytestqt.qtbot import QtBot
 
 from ember_chat.app.shell.main_window import MainWindow
@@ -62,7 +62,7 @@ def test_the_log_shows_every_request_and_the_address_can_be_copied_and_tried(
     load(qtbot, w, "tiny.gguf")
     dialog = w.api.open_dialog()
     assert not dialog.copy_url.isVisible() and dialog.url.text() == "The server is off."
-    intro = dialog.findChildren(QLabel)[0].text()  # answers together (batched), not one at a time
+    intro = dialog.intro.text()  # answers together (batched), not one at a time
     assert "answered together" in intro and "Parallel sequences" in intro
     start_server(qtbot, w, key="sesame")
     url = w.api.server.url

@@ -9,19 +9,22 @@ import json
 import shlex
 import time
 
-from PySide6.QtCore import Qt, Signal, Slot
-from PySide6.QtGui import QFont, QFontDatabase, QGuiApplication
+from PySide6.QtCore import Qt, QTimer, Signal, Slot
+from PySide6.QtGui import QFont, QFontDatabase, QGuiApplication, QShowEvent
 from PySide6.QtWidgets import (
     QCheckBox,
     QDialog,
     QDialogButtonBox,
     QFormLayout,
+    QFrame,
     QHBoxLayout,
     QHeaderView,
     QLabel,
     QLineEdit,
     QPushButton,
+    QScrollArea,
     QSpinBox,
+    QSplitter,
     QTableWidget,
     QTableWidgetItem,
     QVBoxLayout,
@@ -30,6 +33,7 @@ from PySide6.QtWidgets import (
 
 from ember_chat.app.qt.wording import window_wording
 from ember_chat.app.server.api_control import ApiServerControl
+from ember_chat.app.shell.window_size import TITLE_BAR_ALLOWANCE
 from ember_chat.engine.errors import EmberError
 from ember_chat.engine.inference.service import RequestRecord
 from ember_chat.engine.serve.request_log import HttpExchange
@@ -48,6 +52,9 @@ def curl_example(url: str, with_key: bool) -> str:
     return " \\\n  ".join(lines)
 
 
+LOG_ROWS = 6  # the request log's rows in view, at the least, when the screen has room
+
+
 def _fmt(value: float | None, digits: int, unit: str) -> str:
     return "—" if value is None else f"{value:.{digits}f} {unit}"
 
@@ -60,9 +67,19 @@ class ApiServerDialog(QDialog):
         super().__init__(parent)
         self.control = control
         self.setWindowTitle(self.tr("Local API server"))
-        self.resize(720, 520)
         s = control.window.settings
-        layout = QVBoxLayout(self)
+        outer = QVBoxLayout(self)
+        # the settings, the address and the curl command above, the log below: with the server on they
+        # left the log two rows tall (one at 800 px). The log keeps LOG_ROWS rows; what is above it
+        # scrolls when the screen is too small for both.
+        settings = QWidget()
+        layout = QVBoxLayout(settings)
+        layout.setContentsMargins(0, 0, 0, 0)
+        self.settings_area = QScrollArea()
+        self.settings_area.setWidget(settings)
+        self.settings_area.setWidgetResizable(True)
+        self.settings_area.setFrameShape(QFrame.Shape.NoFrame)
+        self.settings_area.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         intro = QLabel(
             self.tr(
                 "Other programs (editor plugins, scripts, the <code>openai</code> Python client) can use the model "
@@ -72,6 +89,7 @@ class ApiServerDialog(QDialog):
             )
         )
         intro.setWordWrap(True)
+        self.intro = intro
         layout.addWidget(intro)
         form = QFormLayout()
         self.enabled = QCheckBox(self.tr("Serve the loaded model"))
@@ -148,7 +166,11 @@ class ApiServerDialog(QDialog):
         self.curl.setAccessibleName(self.tr("Example curl command"))
         self.curl.setAccessibleDescription(self.tr("A command that asks the server for an answer"))
         layout.addWidget(self.curl)
-        layout.addWidget(QLabel(self.tr("Recent requests")))
+        layout.addStretch(1)
+        log = QWidget()
+        log_layout = QVBoxLayout(log)
+        log_layout.setContentsMargins(0, 0, 0, 0)
+        log_layout.addWidget(QLabel(self.tr("Recent requests")))
         self.table = QTableWidget(0, 6)
         self.table.setHorizontalHeaderLabels(
             [
@@ -166,7 +188,15 @@ class ApiServerDialog(QDialog):
         self.table.setAccessibleDescription(
             self.tr("Every request the API server answered, latest last: its status, and a generation's metrics")
         )
-        layout.addWidget(self.table, 1)
+        self.table.setMinimumHeight(self._log_height(3))
+        log_layout.addWidget(self.table, 1)
+        self.split = QSplitter(Qt.Orientation.Vertical)
+        self.split.addWidget(self.settings_area)
+        self.split.addWidget(log)
+        self.split.setChildrenCollapsible(False)
+        self.split.setStretchFactor(1, 1)
+        outer.addWidget(self.split, 1)
+        layout = outer
         buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Apply | QDialogButtonBox.StandardButton.Close)
         apply_button = buttons.button(QDialogButtonBox.StandardButton.Apply)
         apply_button.setAccessibleName(self.tr("Apply"))
@@ -179,6 +209,33 @@ class ApiServerDialog(QDialog):
         for record in control.records:
             self.add_record(record)
         self._show_url()
+        # tall enough for the log and the settings on a usual screen, with room for its title bar and
+        # to be centred over the window on a small one
+        room = self.screen().availableGeometry().height() - 2 * TITLE_BAR_ALLOWANCE if self.screen() else 760
+        self.resize(720, max(self.minimumSizeHint().height(), min(700, room)))
+
+    def _log_height(self, rows: int) -> int:
+        """The table's height for its header and `rows` rows."""
+        table = self.table
+        frame = 2 * table.frameWidth()
+        return table.horizontalHeader().sizeHint().height() + rows * table.verticalHeader().defaultSectionSize() + frame
+
+    def _share_height(self) -> None:
+        """The log LOG_ROWS rows (or more), the settings what they need of the rest (they scroll if it
+        is not enough)."""
+        total = sum(self.split.sizes())
+        if total <= 0:
+            return
+        log_least = self._log_height(LOG_ROWS) + self.split.widget(1).layout().itemAt(0).sizeHint().height()
+        settings = self.settings_area.widget()
+        wanted = settings.heightForWidth(self.settings_area.viewport().width())
+        wanted = wanted if wanted > 0 else settings.sizeHint().height()
+        top = max(self.settings_area.minimumSizeHint().height(), min(wanted, total - log_least))
+        self.split.setSizes([top, total - top])
+
+    def showEvent(self, event: QShowEvent) -> None:  # Qt override
+        super().showEvent(event)
+        self._share_height()
 
     def _copy(self, text: str) -> None:
         QGuiApplication.clipboard().setText(text)
@@ -187,6 +244,8 @@ class ApiServerDialog(QDialog):
         server = self.control.server
         for w in (self.copy_url, self.copy_curl, self.curl):
             w.setVisible(server is not None)
+        if self.isVisible():  # (the address and curl command come and go: the settings' share follows)
+            QTimer.singleShot(0, self, self._share_height)
         if server is None:
             self.url.setText(self.tr("The server is off."))
             return
