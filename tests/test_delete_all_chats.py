@@ -82,6 +82,8 @@ def test_a_sweep_held_up_by_another_reader_is_finished_by_the_window_later(
         reader.execute("BEGIN")
         reader.execute("SELECT count(*) FROM messages").fetchone()  # a read snapshot, held
         w.chats.organise.empty_trash()
+        # every cache goes, the other chats' too (one can hold several chats' words): the question says so
+        assert "your other chats' included" in w.chats.chat_question.text()
         with qtbot.waitSignal(w.tasks.settled, timeout=20_000):
             next(b for b in w.chats.chat_question.buttons() if b.text() == "Empty Trash").click()
         assert w.store.organise.sweep_pending  # the reader held it up

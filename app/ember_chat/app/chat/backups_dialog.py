@@ -192,7 +192,11 @@ class BackupsDialog(QDialog):
         keep_row = QHBoxLayout()
         keep_row.addWidget(keep_label)
         keep_row.addWidget(self.keep)
-        keep_row.addWidget(QLabel(self.tr("backups (older ones go at the next backup)")), 1)
+        kept = QLabel(
+            self.tr("backups (older ones go at the next backup; the copies set aside before a restore are kept apart)")
+        )
+        kept.setWordWrap(True)  # (the dialog keeps its width)
+        keep_row.addWidget(kept, 1)
 
         self.status = QLabel()
         self.status.setWordWrap(True)

@@ -205,8 +205,9 @@ class ChatOrganise(QObject):
             )
             return
         text = self.tr(
-            "Delete {n} for good? This cannot be undone. The saved conversation caches are cleared too (a long "
-            "chat is read again when it comes back). Backups made earlier still hold {them}: Settings ▸ "
+            "Delete {n} for good? This cannot be undone. All the saved conversation caches are cleared too, "
+            "your other chats' included (a cache can hold several chats' words; a long chat is read again "
+            "once). Backups made earlier still hold {them}: Settings ▸ "
             "Backups… ▸ Open folder shows them, to delete if {them} must be gone."
         ).format(n=_chats(len(ids)), them=self.tr("it") if len(ids) == 1 else self.tr("them"))
         self._question(self.tr("Delete for good"), text, self.tr("Delete for good"), lambda: self.purge(ids, True))
@@ -225,8 +226,9 @@ class ChatOrganise(QObject):
             self.w.show_notice(self.tr("The Trash is empty."))
             return
         text = self.tr(
-            "Delete the {n} in the Trash for good? This cannot be undone. The saved conversation caches are "
-            "cleared too (a long chat is read again when it comes back). Backups made earlier still hold "
+            "Delete the {n} in the Trash for good? This cannot be undone. All the saved conversation caches are "
+            "cleared too, your other chats' included (a cache can hold several chats' words; a long chat is "
+            "read again once). Backups made earlier still hold "
             "{them}: Settings ▸ Backups… ▸ Open folder shows them, to delete if {them} must be gone."
         ).format(n=_chats(n), them=self.tr("it") if n == 1 else self.tr("them"))
         self._question(self.tr("Empty Trash"), text, self.tr("Empty Trash"), lambda: self.empty_trash(True))
