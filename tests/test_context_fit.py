@@ -26,11 +26,10 @@ from ember_chat.engine.core.params import SamplingParams
 from ember_chat.engine.core.states import StopReason
 from ember_chat.engine.errors import HistoryTooLong
 from ember_chat.engine.inference.chat_prompt import cut_points
-from ember_chat.engine.inference.metrics import GenerationMetrics
 from ember_chat.engine.inference.prompting import JinjaTemplate
-from ember_chat.engine.inference.requests import GenerationRequest, GenerationSink
+from ember_chat.engine.inference.requests import GenerationRequest
 from ember_chat.engine.inference.service import EngineService
-from tests.api_support import WAIT_S, client, tiny_server, tiny_service
+from tests.api_support import WAIT_S, WindowSink, client, tiny_server, tiny_service
 from tests.runtime_support import loaded
 from tests.test_app import load, make_window, paths, send, set_max_tokens
 
@@ -132,19 +131,9 @@ def test_trimming_keeps_the_newest_turns_in_log_renders(
     assert_the_newest_that_fit(tiny_model, 512, full, dropped, max_tokens=8)
 
 
-class _Finished(GenerationSink):
-    def __init__(self) -> None:
-        self.reason: str | None = None
-        self.done = threading.Event()
-
-    def finished(self, reason: str, text: str, metrics: GenerationMetrics | None, itl_ms: list[float]) -> None:
-        self.reason = reason
-        self.done.set()
-
-
 def test_a_cancel_stops_the_fitting(tiny_service: EngineService, renders: Renders) -> None:
     """Cancelled while its first render runs (a client gone, Stop in the window): no more renders."""
-    sink = _Finished()
+    sink = WindowSink()
     messages = [ChatMessage(m["role"], m["content"]) for m in long_history()]
     request = GenerationRequest(SamplingParams(max_tokens=8), sink, messages=messages, client="api")
     renders.on_render = lambda n: tiny_service.cancel(request.id) if n == 1 else None
