@@ -16,6 +16,7 @@ from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
     QDialog,
+    QDialogButtonBox,
     QDoubleSpinBox,
     QFormLayout,
     QHBoxLayout,
@@ -145,9 +146,18 @@ class ConnectionsDialog(QDialog):
         right.addLayout(buttons)
         right.addWidget(self.result, 1)
 
-        outer = QHBoxLayout(self)
-        outer.addLayout(left, 1)
-        outer.addLayout(right, 2)
+        columns = QHBoxLayout()
+        columns.addLayout(left, 1)
+        columns.addLayout(right, 2)
+        # a way out the mouse can see (only Esc and the title bar closed it)
+        close = QDialogButtonBox(QDialogButtonBox.StandardButton.Close)
+        self.close_button = close.button(QDialogButtonBox.StandardButton.Close)
+        self.close_button.setAccessibleName(self.tr("Close"))
+        self.close_button.setToolTip(self.tr("Close this window (a connection not saved is not kept)"))
+        close.rejected.connect(self.reject)
+        outer = QVBoxLayout(self)
+        outer.addLayout(columns, 1)
+        outer.addWidget(close)
         self.reload()
         if self.list.count() == 0:
             self.new_connection()
