@@ -135,7 +135,7 @@ def test_the_engines_one_line_texts_are_translated_in_the_window(qtbot: object, 
     ts = tmp_path / "ember_de.ts"
     subprocess.run([tools / "pyside6-lupdate", APP / "qt" / "wording.py", "-ts", ts], check=True, capture_output=True)
     text = ts.read_text(encoding="utf-8")
-    for source, german in (("{count} tokens", "{count} Token"), ("stop", "Ende"),
+    for source, german in (("{count} tokens", "{count} Token"), ("{count} token", "{count} Token"), ("stop", "Ende"),
                            ("{backend} · {threads} threads · {layers} GPU layers",
                             "{backend} · {threads} Threads · {layers} GPU-Schichten")):  # fmt: skip
         marker = f'<source>{source}</source>\n        <translation type="unfinished"></translation>'
@@ -154,7 +154,7 @@ def test_the_engines_one_line_texts_are_translated_in_the_window(qtbot: object, 
     try:
         assert metrics.summary_line(window_wording()).endswith("1 Token · Ende")
         assert model.badge(window_wording()).startswith("CPU · 2 Threads · 0 GPU-Schichten")
-        assert metrics.summary_line().endswith("1 tokens · stop")  # the engine's own words: English
+        assert metrics.summary_line().endswith("1 token · stop")  # the engine's own words: English
     finally:
         for translator in app.findChildren(QTranslator):
             app.removeTranslator(translator)

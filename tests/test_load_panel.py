@@ -90,7 +90,7 @@ def test_a_model_loads_with_its_own_settings(qtbot: QtBot, make_window: Callable
     dialog.threads.setValue(1)
     with qtbot.waitSignal(w.model_state_changed, check_params_cb=lambda s: s == "ready", timeout=LOAD_TIMEOUT):
         assert dialog.submit(load_now=True, confirm=True)
-    assert w.model.n_ctx == 512 and "1 threads" in w.model_bar.badge.text() and "512 ctx" in w.model_bar.badge.text()
+    assert w.model.n_ctx == 512 and "1 thread " in w.model_bar.badge.text() and "512 ctx" in w.model_bar.badge.text()
     w.close()
     again = make_window()  # saved per model: the next start loads it the same way
     with qtbot.waitSignal(again.model_state_changed, check_params_cb=lambda s: s == "ready", timeout=LOAD_TIMEOUT):

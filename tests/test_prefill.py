@@ -81,4 +81,4 @@ def test_why_line_explains_the_answer(qtbot: QtBot, small_batches: LocalRuntime)
     panel.finish(again.metrics, [])
     why = panel.why.text()
     reused = f"{again.metrics.prompt_tokens_reused:,} reused from the cache"
-    assert reused in why and "nothing left out" in why and "CPU, 1 threads, 0 GPU layers" in why
+    assert reused in why and "nothing left out" in why and "CPU, 1 thread, 0 GPU layers" in why

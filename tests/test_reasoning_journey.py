@@ -73,7 +73,7 @@ def test_download_tune_chat_and_benchmark_a_reasoning_model(qtbot: QtBot, window
     with qtbot.waitSignal(w.model_state_changed, check_params_cb=lambda s: s == "ready", timeout=TIMEOUT):
         assert dialog.submit(load_now=True, confirm=True)
     assert w.model is not None and w.model.threads == 1 and w.model.n_ctx == 1024
-    assert "1 threads" in w.model_bar.badge.text()
+    assert "1 thread " in w.model_bar.badge.text()
 
     # the template's thinking switch is offered, on; the answer starts inside the thinking
     assert w.side.params.think.isEnabled() and w.side.params.think.isChecked()

@@ -240,15 +240,18 @@ class MetricsPanel(QWidget):
                     reused=f"{m.prompt_tokens_reused - restored:,}"
                 )
         else:
-            prompt = self.tr("Prompt: {evaluated} tokens evaluated, {reused} reused from the cache").format(
-                evaluated=f"{evaluated:,}", reused=f"{m.prompt_tokens_reused:,}"
-            )
+            prompt = (
+                self.tr("Prompt: {evaluated} token evaluated, {reused} reused from the cache")
+                if evaluated == 1
+                else self.tr("Prompt: {evaluated} tokens evaluated, {reused} reused from the cache")
+            ).format(evaluated=f"{evaluated:,}", reused=f"{m.prompt_tokens_reused:,}")
         parts = [prompt]
-        parts.append(
-            self.tr("{n} old messages left out to fit the context").format(n=m.dropped_messages)
-            if m.dropped_messages
-            else self.tr("nothing left out")
-        )
+        if m.dropped_messages == 1:
+            parts.append(self.tr("1 old message left out to fit the context"))
+        elif m.dropped_messages:
+            parts.append(self.tr("{n} old messages left out to fit the context").format(n=m.dropped_messages))
+        else:
+            parts.append(self.tr("nothing left out"))
         if m.thinking_tokens:
             parts.append(
                 self.tr("{n} of {total} tokens were thinking").format(n=m.thinking_tokens, total=m.output_tokens)
@@ -260,11 +263,12 @@ class MetricsPanel(QWidget):
         if m.connection:
             parts.append(self.tr("remote: {name}").format(name=m.connection))
         else:
-            parts.append(
-                self.tr("{backend}, {threads} threads, {layers} GPU layers").format(
-                    backend=m.backend, threads=m.threads, layers=m.gpu_layers
-                )
+            text = (
+                self.tr("{backend}, 1 thread, {layers} GPU layers")
+                if m.threads == 1
+                else self.tr("{backend}, {threads} threads, {layers} GPU layers")
             )
+            parts.append(text.format(backend=m.backend, threads=m.threads, layers=m.gpu_layers))
         return " · ".join(parts)
 
     def _thinking_text(self, tokens: int, ttfat_s: float | None) -> str:
@@ -272,8 +276,11 @@ class MetricsPanel(QWidget):
         if not tokens:
             return "—"
         if ttfat_s is None:
-            return self.tr("{n} tokens · still thinking").format(n=tokens)
-        return self.tr("{n} tokens · answer at {s:.2f} s").format(n=tokens, s=ttfat_s)
+            return (
+                self.tr("1 token · still thinking") if tokens == 1 else self.tr("{n} tokens · still thinking")
+            ).format(n=tokens)
+        text = self.tr("1 token · answer at {s:.2f} s") if tokens == 1 else self.tr("{n} tokens · answer at {s:.2f} s")
+        return text.format(n=tokens, s=ttfat_s)
 
     @staticmethod
     def _pcts(values: deque[float], scale: float, unit: str) -> str:

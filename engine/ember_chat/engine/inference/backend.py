@@ -45,7 +45,8 @@ class ModelDescription:
         """The backend badge: where the model runs and how."""
         if self.is_remote:
             return words.remote_badge.format(connection=self.source)
-        parts = [words.local_badge.format(backend=self.backend, threads=self.threads, layers=self.gpu_layers)]
+        badge = words.local_badge_one_thread if self.threads == 1 else words.local_badge
+        parts = [badge.format(backend=self.backend, threads=self.threads, layers=self.gpu_layers)]
         if self.n_ctx:
             parts.append(words.context.format(n=f"{self.n_ctx:,}"))
         if self.kv_cache_type != "f16":

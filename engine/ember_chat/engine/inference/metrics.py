@@ -132,8 +132,7 @@ class GenerationMetrics:
             parts.append(words.ttft.format(seconds=f"{self.ttft_s:.2f}"))
         if self.decode_tokens_per_s is not None:
             parts.append(words.decode.format(rate=f"{self.decode_tokens_per_s:.1f}"))
-        tokens = words.estimated_tokens if self.token_count == "estimated" else words.tokens
-        parts.append(tokens.format(count=self.output_tokens))
+        parts.append(words.token_count(self.output_tokens, estimated=self.token_count == "estimated"))
         if self.thinking_tokens:
             parts.append(words.thinking.format(count=self.thinking_tokens))
         parts.append(words.reason(self.stop_reason))

@@ -28,6 +28,8 @@ class Wording:
     decode: str = "{rate} tok/s"
     tokens: str = "{count} tokens"
     estimated_tokens: str = "~{count} tokens"
+    token: str = "{count} token"  # (one: "1 tokens" was shown)
+    estimated_token: str = "~{count} token"
     thinking: str = "{count} thinking"
     seed: str = "seed {seed}"
     valid_json: str = "valid JSON"
@@ -35,6 +37,7 @@ class Wording:
     reasons: Mapping[str, str] = field(default_factory=lambda: {str(r): w for r, w in REASON_WORDS.items()})
     remote_badge: str = "Remote · {connection}"
     local_badge: str = "{backend} · {threads} threads · {layers} GPU layers"
+    local_badge_one_thread: str = "{backend} · 1 thread · {layers} GPU layers"
     context: str = "{n} ctx"
     kv_cache: str = "KV {type}"
     parameters: str = "{millions}M params"
@@ -42,6 +45,12 @@ class Wording:
 
     def reason(self, stop_reason: str) -> str:
         return self.reasons.get(stop_reason, stop_reason)
+
+    def token_count(self, count: int, estimated: bool = False) -> str:
+        """'1 token', '128 tokens' ('~' before an estimate)."""
+        if estimated:
+            return (self.estimated_token if count == 1 else self.estimated_tokens).format(count=count)
+        return (self.token if count == 1 else self.tokens).format(count=count)
 
 
 ENGLISH = Wording()
