@@ -266,6 +266,7 @@ class ToolsButton(QToolButton):
         self.frame.hold(self.popup)
         self.frame.setGeometry(self._popup_geometry(self.popup))
         self.frame.show()
+        self._keep_on_screen()
         first = next(iter(self.popup.boxes.values()), None)
         (first or self.popup.settings_button).setFocus()
         self.popup_shown.emit()
@@ -299,6 +300,16 @@ class ToolsButton(QToolButton):
         rect.moveLeft(max(screen.left(), min(rect.left(), screen.right() + 1 - rect.width())))
         rect.moveTop(max(screen.top(), min(rect.top(), screen.bottom() + 1 - rect.height())))
         return rect
+
+    def _keep_on_screen(self) -> None:
+        """A window system that frames even popups (the offscreen platform does) puts the frame where
+        the popup was asked to be: moved back by what sticks out."""
+        screen = (self.screen() or QApplication.primaryScreen()).availableGeometry()
+        outer = self.frame.frameGeometry()
+        dx = max(screen.left() - outer.left(), min(0, screen.right() - outer.right()))
+        dy = max(screen.top() - outer.top(), min(0, screen.bottom() - outer.bottom()))
+        if dx or dy:
+            self.frame.move(self.frame.pos() + QPoint(dx, dy))
 
     def refresh_popup(self) -> None:
         """Fill the open popup again (the tools listed changed: a server started, one failed), keeping the
