@@ -101,8 +101,8 @@ def ember_server(
         ember_chat(), "serve", "--model", str(model), "--port", "0",
         "--ctx", str(n_ctx), "--threads", str(threads), *extra,
     ]  # fmt: skip
-    limits = [f"ulimit -s {stack_kb}"] * (stack_kb is not None)
-    limits += [f"ulimit -v {memory_mb * 1024}"] * (memory_mb is not None)
+    limits = [] if stack_kb is None else [f"ulimit -s {stack_kb}"]
+    limits += [] if memory_mb is None else [f"ulimit -v {memory_mb * 1024}"]
     if limits and sys.platform == "linux":
         command = ["/bin/sh", "-c", " && ".join([*limits, 'exec "$@"']), "sh", *command]
     with _serving(command, r"Serving .* on (http://\S+/v1)", timeout_s) as match:
