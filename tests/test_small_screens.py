@@ -14,8 +14,9 @@ from PySide6.QtWidgets import QApplication, QWidget
 from pytestqt.qtbot import QtBot
 
 from ember_chat.app.main import build_window
+from ember_chat.app.qt.window_frame import TITLE_BAR_ALLOWANCE
 from ember_chat.app.shell.main_window import MainWindow
-from ember_chat.app.shell.window_size import TITLE_BAR_ALLOWANCE, default_geometry, default_splitter_sizes
+from ember_chat.app.shell.window_size import default_geometry, default_splitter_sizes
 from ember_chat.engine.inference.backend import ModelDescription
 from ember_chat.engine.storage.paths import AppPaths
 from tests.fake_backend import FakeBackend

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from PySide6.QtCore import QRect, QSize
 
+from ember_chat.app.qt.window_frame import TITLE_BAR_ALLOWANCE
+
 DEFAULT_SIZE = QSize(1280, 800)
-TITLE_BAR_ALLOWANCE = 40  # the window manager's title bar and frame, not known before the window is shown
 
 
 def default_geometry(available: QRect, minimum: QSize) -> QRect:
