@@ -398,7 +398,7 @@ def test_metrics_cross_checked_with_llama_perf(runtime: LocalRuntime, starter_mo
     assert m.e2e_s >= m.ttft_s
     assert m.context_used == m.prompt_tokens + m.output_tokens and m.n_ctx == 1024
     assert (m.model, m.quantization, m.backend, m.threads, m.gpu_layers) == (
-        "Gemma 3 270m",
+        "Gemma 3 270M (base model)",  # its one display name (engine/models/names.py)
         "Q4_K_M",
         "CPU",
         2,
