@@ -5,6 +5,7 @@ of more than one token)."""
 
 from __future__ import annotations
 
+import multiprocessing.context
 import threading
 from pathlib import Path
 
@@ -75,3 +76,15 @@ def test_a_cancelled_load_kills_its_probe(tmp_path: Path) -> None:
     model = tmp_path / "model.gguf"
     model.write_bytes(b"GGUF")
     assert amx_probe._probe(model, cancel) is None  # the child was started, killed and reaped
+
+
+def test_a_probe_that_cannot_start_decides_nothing(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """No child process could be started (a frozen build gone wrong): the load goes on, without the buffers."""
+
+    def refuse(_self: object) -> None:
+        raise OSError("no child processes here")
+
+    monkeypatch.setattr(multiprocessing.context.SpawnProcess, "start", refuse)
+    model = tmp_path / "model.gguf"
+    model.write_bytes(b"GGUF")
+    assert amx_probe._probe(model, None) is None

@@ -71,7 +71,11 @@ def _probe(model_path: Path, cancel: threading.Event | None) -> int | None:
     child = multiprocessing.get_context("spawn").Process(
         target=_decode_a_batch, args=(str(model_path),), name="ember-amx-probe", daemon=True
     )
-    child.start()
+    try:
+        child.start()
+    except (OSError, RuntimeError, ValueError) as exc:  # no child could be started (a frozen build gone wrong)
+        log.warning("llama.cpp's AMX kernels could not be checked (%s): models load without them.", exc)
+        return None
     deadline = time.monotonic() + PROBE_TIMEOUT_S
     while child.is_alive() and time.monotonic() < deadline and not (cancel is not None and cancel.is_set()):
         child.join(0.1)  # (a cancelled load does not wait for the probe)
