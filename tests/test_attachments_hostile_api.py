@@ -16,8 +16,8 @@ import pytest
 from pytestqt.qtbot import QtBot
 
 from ember_chat.engine.attachments import Limits
-from ember_chat.engine.attachments.isolated import MAX_READERS
 from ember_chat.engine.attachments.kinds import MB
+from ember_chat.engine.attachments.reader_turns import MAX_READERS
 from ember_chat.engine.core.params import LoadConfig
 from tests.api_client import served_client
 from tests.attachment_files import reading_processes

@@ -23,8 +23,8 @@ from PySide6.QtCore import Qt, QTimer
 from pytestqt.qtbot import QtBot
 
 from ember_chat.app.shell.main_window import MainWindow
-from ember_chat.engine.attachments import isolated
-from ember_chat.engine.attachments.isolated import MAX_READERS, Requester
+from ember_chat.engine.attachments import reader_turns
+from ember_chat.engine.attachments.reader_turns import MAX_READERS, Requester
 from ember_chat.engine.storage.paths import AppPaths
 from ember_chat.engine.storage.settings import Settings, SettingsFile
 from tests.attachment_files import reading_processes
@@ -208,7 +208,7 @@ def test_api_requests_with_slow_files_leave_a_reader_for_the_window(
     try:
 
         def api() -> tuple[int, int]:
-            return isolated.turns.count(Requester.API)  # (reading, waiting)
+            return reader_turns.turns.count(Requester.API)  # (reading, waiting)
 
         # every request is in: its file read, or waiting for its turn
         qtbot.waitUntil(lambda: sum(api()) == MAX_READERS and len(reading_processes()) == api()[0], timeout=30_000)

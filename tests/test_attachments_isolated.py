@@ -22,8 +22,8 @@ from ember_chat.engine.attachments import (
     read_attachment_isolated,
     read_bytes_isolated,
 )
-from ember_chat.engine.attachments.isolated import Requester, Turns
 from ember_chat.engine.attachments.kinds import Limits
+from ember_chat.engine.attachments.reader_turns import Requester, Turns
 from ember_chat.engine.errors import AttachmentError
 from tests.attachment_files import write_encrypted_pdf, write_pdf
 from tests.hostile import lying_file_reader

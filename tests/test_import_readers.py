@@ -28,7 +28,8 @@ from pytestqt.qtbot import QtBot
 from ember_chat.app.shell.main_window import MainWindow
 from ember_chat.engine.attachments import AttachmentStore, Limits
 from ember_chat.engine.attachments.imported import AttachmentImporter
-from ember_chat.engine.attachments.isolated import MAX_READERS, read_attachment_isolated
+from ember_chat.engine.attachments.isolated import read_attachment_isolated
+from ember_chat.engine.attachments.reader_turns import MAX_READERS
 from ember_chat.engine.errors import AttachmentError
 from ember_chat.engine.storage.conversations import ConversationStore
 from ember_chat.engine.storage.importing import import_chats

@@ -21,7 +21,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ember_chat.engine.attachments import DEFAULT_LIMITS, AttachmentStore, Extracted, Limits, read_bytes_isolated
-from ember_chat.engine.attachments.isolated import ReadersBusy, ReadingStopped, Requester
+from ember_chat.engine.attachments.isolated import ReadingStopped
+from ember_chat.engine.attachments.reader_turns import ReadersBusy, Requester
 from ember_chat.engine.core.images import from_data_url, image_mime
 from ember_chat.engine.core.messages import ChatMessage, ImageInput
 from ember_chat.engine.errors import AttachmentError, InvalidParameter
