@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QPalette
-from PySide6.QtWidgets import QHBoxLayout, QLabel, QProgressBar, QPushButton, QSizePolicy, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QLabel, QProgressBar, QPushButton, QVBoxLayout, QWidget
+
+from ember_chat.app.qt.centred import centre_column
 
 
 class LoadingPanel(QWidget):
@@ -41,18 +43,7 @@ class LoadingPanel(QWidget):
         for w in (self.title, self.note, self.progress):
             column.addWidget(w)
         column.addWidget(self.cancel, 0, Qt.AlignmentFlag.AlignHCenter)
-        holder = QWidget()
-        holder.setLayout(column)
-        holder.setMaximumWidth(520)
-        holder.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Preferred)
-        row = QHBoxLayout()
-        row.addStretch(1)
-        row.addWidget(holder)
-        row.addStretch(1)
-        outer = QVBoxLayout(self)
-        outer.addStretch(1)
-        outer.addLayout(row)
-        outer.addStretch(2)
+        centre_column(self, column)
 
     def show_model(self, text: str) -> None:
         """`text`: what is loading ("Loading NAME (SIZE)…")."""

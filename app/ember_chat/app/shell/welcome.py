@@ -11,6 +11,7 @@ from PySide6.QtGui import QPalette
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QSizePolicy, QVBoxLayout, QWidget
 
 from ember_chat.app.models.starter_names import model_label
+from ember_chat.app.qt.centred import centre_column
 from ember_chat.engine.inference.backend import ModelDescription
 from ember_chat.engine.models.starter import GEMMA_ALIAS, find_starter
 from ember_chat.engine.models.starter import starter_available as installed
@@ -176,18 +177,7 @@ class ChatGreeting(QWidget):
             button.clicked.connect(lambda _checked=False, b=button: self.prompt_chosen.emit(b.text()))
             self.examples.append(button)
             column.addWidget(button)
-        holder = QWidget()
-        holder.setLayout(column)
-        holder.setMaximumWidth(520)
-        holder.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Preferred)
-        row = QHBoxLayout()
-        row.addStretch(1)
-        row.addWidget(holder)
-        row.addStretch(1)
-        outer = QVBoxLayout(self)
-        outer.addStretch(1)
-        outer.addLayout(row)
-        outer.addStretch(2)
+        centre_column(self, column)
 
     def show_model(self, name: str, chat: bool) -> None:
         """Greet with the model called `name` (its display name): a chat model (`chat`) answers
