@@ -157,7 +157,7 @@ def test_backup_now_and_list_the_backups_kept_as_the_setting_says(
     for _ in range(3):
         assert main(["chats", "backup"]) == 0
     said = capsys.readouterr().out.strip().splitlines()
-    assert len(said) == 3 and all(line.startswith("Backed up 3 chats to ") for line in said)  # not the Trash
+    assert len(said) == 3 and all(line.startswith("Backed up 4 chats, 1 of them in the Trash to ") for line in said)
     assert main(["chats", "backup", "--list", "--json"]) == 0
     kept = json.loads(capsys.readouterr().out)
     assert len(kept) == 2 and {b["reason"] for b in kept} == {"manual"} and {b["chats"] for b in kept} == {3}

@@ -234,7 +234,7 @@ class BackupsDialog(QDialog):
         self.table.setRowCount(len(infos))
         locale = QLocale()
         for row, info in enumerate(infos):
-            chats = self.tr("Damaged") if info.chats is None else locale.toString(info.chats)
+            chats = self.tr("Damaged") if info.in_file is None else locale.toString(info.in_file)
             cells = [when(info.created_at), locale.formattedDataSize(info.size), chats, self.reason(info.reason)]
             for column, text in enumerate(cells):
                 item = QTableWidgetItem(text)
@@ -242,6 +242,8 @@ class BackupsDialog(QDialog):
                     item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
                 if info.chats is None:
                     item.setToolTip(self.tr("This file cannot be read; it cannot be restored."))
+                elif column == 2 and info.trashed:
+                    item.setToolTip(self.tr("{n:,} of them in the Trash").format(n=info.trashed))
                 self.table.setItem(row, column, item)
         if not infos and not self.backups.manager.in_memory:
             self.status.setText(self.tr("No backups yet."))
@@ -283,9 +285,21 @@ class BackupsDialog(QDialog):
         self.backups.back_up_now()
 
     def _backed_up(self, info: BackupInfo) -> None:
-        self._set_busy(False, self.tr("Backed up {chats} chats ({size}).").format(
-            chats=info.chats, size=QLocale().formattedDataSize(info.size)
-        ))  # fmt: skip
+        self._set_busy(False, self.backed_up_text(info))
+
+    def chats_in(self, info: BackupInfo) -> str:
+        """What the file holds: "7 chats", or "7 chats, 1 of them in the Trash"."""
+        total = info.in_file or 0
+        chats = self.tr("1 chat") if total == 1 else self.tr("{n:,} chats").format(n=total)
+        if info.trashed:
+            chats = self.tr("{chats}, {n:,} of them in the Trash").format(chats=chats, n=info.trashed)
+        return chats
+
+    def backed_up_text(self, info: BackupInfo) -> str:
+        """What the file written holds, counted in it: the chats in the Trash are in it too (a restore
+        brings them back there), said apart ("Backed up 6 chats" of a file of 7 read as one lost)."""
+        size = QLocale().formattedDataSize(info.size)
+        return self.tr("Backed up {chats} ({size}).").format(chats=self.chats_in(info), size=size)
 
     def ask_restore(self) -> QMessageBox | None:
         """The question before a restore (window-modal, kept in `question` while open)."""
@@ -295,8 +309,8 @@ class BackupsDialog(QDialog):
         box = QMessageBox(self)
         box.setIcon(QMessageBox.Icon.Question)
         box.setWindowTitle(self.tr("Restore this backup?"))
-        question = self.tr("Restore the backup of {date} ({chats} chats)?")
-        box.setText(question.format(date=when(info.created_at), chats=info.chats))
+        question = self.tr("Restore the backup of {date} ({chats})?")
+        box.setText(question.format(date=when(info.created_at), chats=self.chats_in(info)))
         box.setInformativeText(
             self.tr(
                 "The chats you have now are replaced by the ones in the backup. They are not lost: they are kept "

@@ -20,6 +20,7 @@ from ember_chat.engine.errors import EmberError
 from ember_chat.engine.storage.paths import AppPaths
 
 if TYPE_CHECKING:
+    from ember_chat.engine.storage.backups import BackupInfo
     from ember_chat.engine.storage.conversations import Conversation, ConversationStore
 
 
@@ -272,26 +273,34 @@ def _backup(args: argparse.Namespace, store: ConversationStore, paths: AppPaths)
         else:
             print(f"{'CREATED':<16}  {'SIZE':>9}  {'CHATS':>5}  {'REASON':<16}  FILE")
             for i in infos:
-                chats = "?" if i.chats is None else str(i.chats)
+                chats = "?" if i.in_file is None else str(i.in_file)
                 print(f"{_date(i.created_at):<16}  {_size(i.size):>9}  {chats:>5}  {i.reason:<16}  {i.path}")
         return 0
     info = manager.backup("manual")
     if args.json:
         print(json.dumps(_backup_row(info), indent=2, ensure_ascii=False))
     else:
-        print(f"Backed up {_count(info.chats or 0)} to {info.path} ({_size(info.size)}).")
+        print(f"Backed up {_in_file(info)} to {info.path} ({_size(info.size)}).")
     return 0
 
 
-def _backup_row(info: Any) -> dict[str, Any]:
+def _backup_row(info: BackupInfo) -> dict[str, Any]:
     return {
         "path": str(info.path),
         "created_at": info.created_at,
         "size": info.size,
-        "chats": info.chats,
+        "chats": info.chats,  # (not those in the Trash: `trashed`)
+        "trashed": info.trashed,
         "schema_version": info.schema_version,
         "reason": info.reason,
     }
+
+
+def _in_file(info: BackupInfo) -> str:
+    """What the backup file holds, counted in it: the chats in the Trash are in it too (a restore
+    brings them back there), so they are counted and said apart."""
+    said = _count(info.in_file or 0)
+    return f"{said}, {info.trashed} of them in the Trash" if info.trashed else said
 
 
 def _check_ids(store: ConversationStore, ids: list[int]) -> None:

@@ -70,6 +70,14 @@ class BackupInfo:
     chats: int | None  # chats in it (the Trash not counted); None: the file cannot be read (damaged)
     schema_version: int | None  # None: damaged
     reason: str  # "manual", "daily", "before migration", "before restore"
+    trashed: int = 0  # chats in it that are in the Trash (a restore brings them back there)
+
+    @property
+    def in_file(self) -> int | None:
+        """Every chat the file holds, the Trash's included ("Backed up 6 chats" of a file holding 7 read
+        as a chat lost); None: damaged. An import's chats still hidden when it was copied are not
+        chats (a store opening the file deletes them)."""
+        return None if self.chats is None else self.chats + self.trashed
 
 
 def backup_folder(database: Path) -> Path:
@@ -260,18 +268,26 @@ def _info(path: Path) -> BackupInfo:
     except OSError:
         size = 0
     chats = version = None
+    trashed = 0
     with contextlib.suppress(sqlite3.Error):
         db = _open_read_only(path, immutable=True)
         try:
             version = int(db.execute("PRAGMA user_version").fetchone()[0])
             columns = {r[1] for r in db.execute("PRAGMA table_info(conversations)")}
-            where = " WHERE deleted_at IS NULL" if "deleted_at" in columns else ""
-            chats = int(db.execute(f"SELECT count(*) FROM conversations{where}").fetchone()[0])
+            if "deleted_at" in columns:  # (a negative deleted_at: an import's chats still hidden, not the Trash)
+                listed, trashed = db.execute(
+                    "SELECT count(*) FILTER (WHERE deleted_at IS NULL), count(*) FILTER (WHERE deleted_at >= 0)"
+                    " FROM conversations"
+                ).fetchone()
+                chats, trashed = int(listed), int(trashed)
+            else:
+                chats = int(db.execute("SELECT count(*) FROM conversations").fetchone()[0])
         except sqlite3.Error:
             chats = version = None
+            trashed = 0
         finally:
             db.close()
-    return BackupInfo(path, created, size, chats, version, match[2].replace("-", " "))
+    return BackupInfo(path, created, size, chats, version, match[2].replace("-", " "), trashed)
 
 
 def _write(
