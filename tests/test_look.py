@@ -3,11 +3,13 @@ cards, Markdown and highlighted code, incremental and lazy rendering, web links,
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from types import SimpleNamespace
 
 import pytest
 from pygments.token import STANDARD_TYPES
+from PySide6.QtCharts import QValueAxis
 from PySide6.QtCore import QUrl
 from PySide6.QtGui import QFont, QGuiApplication, QTextCursor
 from PySide6.QtWidgets import QApplication
@@ -258,6 +260,47 @@ def test_chart_fits_the_answer_and_shows_latency(qtbot: QtBot, make_window: Call
     assert chart.axis_x.max() == pytest.approx(last_x, rel=0.05)  # fits the answer, not a fixed 0–5 s
     assert chart.axis_speed.max() >= max(p.y() for p in speed)
     assert chart.axis_itl.max() >= max(p.y() for p in itl)
+
+
+def axis_labels(axis: QValueAxis) -> list[str]:
+    """The labels Qt Charts draws on `axis`, from the axis's own ticks and printf label format."""
+    low, high, fmt = axis.min(), axis.max(), axis.labelFormat()
+    if axis.tickType() == QValueAxis.TickType.TicksDynamic:
+        step = axis.tickInterval()
+        k = math.ceil((low - axis.tickAnchor()) / step - 1e-9)
+        values = []
+        while axis.tickAnchor() + k * step <= high + step * 1e-9:
+            values.append(axis.tickAnchor() + k * step)
+            k += 1
+    else:
+        n = axis.tickCount()
+        values = [low + i * (high - low) / (n - 1) for i in range(n)]
+    return [fmt % v for v in values]
+
+
+def test_the_chart_axes_are_labelled_at_distinct_round_steps(
+    qtbot: QtBot, make_window: Callable[..., MainWindow]
+) -> None:
+    """Issue 28, item 15: a short answer's time axis read `0.0 s · 0.1 s · 0.1 s` (three ticks at fixed
+    thirds of 0.15 s, one decimal). Each axis's labels are distinct, at 1, 2 or 5 × 10^n steps, whatever
+    the answer's length and speed."""
+    w = make_window(lambda _ref: FakeBackend(n_tokens=45, rate=300))  # an answer of about 0.15 s
+    load(qtbot, w, "tiny.gguf")
+    set_max_tokens(w, 45)
+    send(qtbot, w, "go")
+    chart = w.side.metrics.chart
+    seen = [(axis_labels(chart.axis_x), 4)]
+    for e2e in (0.15, 0.15 * 1.25, 0.3, 0.9, 1.21, 2.5, 7.0, 42.0, 310.0):
+        chart.begin()
+        chart.finish(SimpleNamespace(ttft_s=0.0, e2e_s=e2e, decode_tokens_per_s=e2e * 37), [e2e * 300] * 3)
+        seen += [(axis_labels(chart.axis_x), 4), (axis_labels(chart.axis_speed), 5), (axis_labels(chart.axis_itl), 5)]
+    for labels, most in seen:  # (the chart is taller than wide: a tick more on the vertical axes)
+        assert 2 <= len(labels) <= most and len(set(labels)) == len(labels), labels
+        values = [float(label.removesuffix(" s")) for label in labels]
+        step = values[1] - values[0]
+        mantissa = step / 10 ** math.floor(math.log10(step) + 1e-9)
+        assert min(abs(mantissa - m) for m in (1, 2, 5)) < 1e-6, labels  # a round step
+    assert all(label.endswith(" s") for label in seen[0][0])
 
 
 def test_itl_downsampling_keeps_spikes() -> None:

@@ -6,12 +6,18 @@ batch) and an axis is only rescaled when a point leaves it, by a quarter more, s
 chart is rare. When the answer ends, both axes fit the answer exactly and the ITL line is redrawn from
 the per-token latencies, keeping each bucket's slowest token so spikes show.
 
+Each axis is labelled at round steps (1, 2 or 5 × 10^n) with as many decimals as the step needs, so no
+two labels read the same: three ticks at fixed thirds printed with one decimal read `0.0 s · 0.1 s ·
+0.1 s` for an answer of 0.15 s.
+
 A line is drawn with about one point per two pixels of the plot, at most: an antialiased line costs by
 its points, and 400 zig-zag points took 22 ms to paint in a 228 px chart (100: under 4 ms), a stall at
 the end of every long answer. The live ITL line is halved the same way when it gets longer than that.
 """
 
 from __future__ import annotations
+
+import math
 
 from PySide6.QtCharts import QChart, QChartView, QLineSeries, QValueAxis
 from PySide6.QtCore import QPointF, Qt
@@ -23,6 +29,8 @@ from ember_chat.engine.inference.metrics import GenerationMetrics
 
 MIN_POINTS = 100  # the fewest points a line is thinned to, whatever the chart's width
 GROWTH = 1.25
+X_STEPS = 3  # steps between ticks on the time axis, at most: four labels fit the panel's narrowest chart
+Y_STEPS = 4  # (the chart is taller than wide)
 
 
 def _nice_ceiling(value: float) -> float:
@@ -37,6 +45,33 @@ def _nice_ceiling(value: float) -> float:
         if top / value < 1.35:
             return top
     return value * 1.25
+
+
+def nice_step(span: float, most: int) -> float:
+    """The smallest step of 1, 2 or 5 × 10^n that divides `span` into at most `most` steps."""
+    span = span if span > 0 else 1.0
+    power = 10.0 ** math.floor(math.log10(span / most))
+    for m in (1, 2, 5, 10):
+        if span / (m * power) <= most * (1 + 1e-9):  # (0.3 / 0.1 is 2.9999999999999996)
+            return m * power
+    return 10 * power  # (not reached: 10 × power ≥ span / most)
+
+
+def step_decimals(step: float) -> int:
+    """Decimals a label needs to tell ticks `step` apart: 0.05 → 2, 0.5 → 1, 2 → 0."""
+    return max(0, -math.floor(math.log10(step) + 1e-9))
+
+
+def set_ticks(axis: QValueAxis, low: float, high: float, most: int, unit: str = "") -> None:
+    """`axis` from `low` to `high`, with ticks and labels at round steps from 0 (each label distinct),
+    at most `most` steps apart."""
+    step = nice_step(high - low, most)
+    axis.setTickType(QValueAxis.TickType.TicksDynamic)
+    axis.setTickAnchor(0.0)
+    axis.setTickInterval(step)
+    axis.setLabelFormat(f"%.{step_decimals(step)}f{unit}")
+    if axis.min() != low or axis.max() != high:  # (each change re-lays out the chart)
+        axis.setRange(low, high)
 
 
 def downsample_itl(itl_ms: list[float], start_s: float, limit: int = MIN_POINTS) -> list[QPointF]:
@@ -67,13 +102,8 @@ class SpeedChart:
         chart.setMargins(chart.margins() * 0)
         chart.setBackgroundRoundness(6)
         self.axis_x = QValueAxis()
-        self.axis_x.setLabelFormat("%.1f s")
         self.axis_speed = QValueAxis()
-        self.axis_speed.setLabelFormat("%.0f")
         self.axis_itl = QValueAxis()
-        self.axis_itl.setLabelFormat("%.0f")
-        for axis in (self.axis_x, self.axis_speed, self.axis_itl):
-            axis.setTickCount(3)
         chart.addAxis(self.axis_x, Qt.AlignmentFlag.AlignBottom)
         chart.addAxis(self.axis_speed, Qt.AlignmentFlag.AlignLeft)
         chart.addAxis(self.axis_itl, Qt.AlignmentFlag.AlignRight)
@@ -144,12 +174,18 @@ class SpeedChart:
         self._speed_top: float | None = None
         self._itl_top: float | None = None
         for axis, top in zip((self.axis_x, self.axis_speed, self.axis_itl), self._ranges, strict=True):
-            _set_range(axis, top)
+            self._set_range(axis, top)
+
+    def _set_range(self, axis: QValueAxis, top: float) -> None:
+        if axis is self.axis_x:
+            set_ticks(axis, 0.0, top, X_STEPS, " s")
+        else:
+            set_ticks(axis, 0.0, top, Y_STEPS)
 
     def _grow(self, index: int, axis: QValueAxis, value: float) -> None:
         if value > self._ranges[index]:
             self._ranges[index] = value * GROWTH
-            axis.setRange(0, self._ranges[index])
+            self._set_range(axis, self._ranges[index])
 
     def _add_speed(self, x: float, tokens_per_s: float) -> None:
         self.speed.append(x, tokens_per_s)
@@ -192,12 +228,6 @@ class SpeedChart:
             self._itl_top = max(itl_ms)  # (each bucket keeps its largest)
         if m.decode_tokens_per_s is not None:  # the line ends where the answer did, at its final rate
             self._add_speed(m.e2e_s, m.decode_tokens_per_s)
-        _set_range(self.axis_x, max(m.e2e_s, self._speed_end, self._itl_end))
-        _set_range(self.axis_speed, _nice_ceiling(self._speed_top if self._speed_top is not None else 1.0))
-        _set_range(self.axis_itl, _nice_ceiling(self._itl_top if self._itl_top is not None else 1.0))
-
-
-def _set_range(axis: QValueAxis, top: float) -> None:
-    """0 to top; nothing when it is that already (each change re-lays out the chart)."""
-    if axis.min() != 0 or axis.max() != top:
-        axis.setRange(0, top)
+        self._set_range(self.axis_x, max(m.e2e_s, self._speed_end, self._itl_end))
+        self._set_range(self.axis_speed, _nice_ceiling(self._speed_top if self._speed_top is not None else 1.0))
+        self._set_range(self.axis_itl, _nice_ceiling(self._itl_top if self._itl_top is not None else 1.0))
