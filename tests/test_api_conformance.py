@@ -5,6 +5,7 @@ the client cannot express the case."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -442,3 +443,34 @@ def test_serve_cli_alias_and_allow_unknown_fields(tiny_model: Path) -> None:
             model="gpt-4o-mini", messages=[{"role": "user", "content": "Hi"}], max_tokens=2, extra_body={"x_vendor": 1}
         )
         assert response.model == "gpt-4o-mini" and response.choices[0].finish_reason in ("stop", "length")
+
+
+def test_serve_cli_unknown_field_400_names_its_flag_and_the_flag_works(tiny_model: Path) -> None:
+    """Issue 28, item 15: the 400 for an unknown field says how to have it ignored on the server that
+    answered (`ember-chat serve`: its flag); /tokenize said nothing of it (nor its code). Following the
+    advice as written makes the same requests pass."""
+    hello: Any = [{"role": "user", "content": "Hi"}]
+
+    def ask(url: str) -> tuple[openai.ChatCompletion, httpx2.Response]:
+        with openai.OpenAI(base_url=url, api_key="unused", max_retries=0, timeout=WAIT_S) as c:
+            model = c.models.list().data[0].id
+            answer = c.chat.completions.create(model=model, messages=hello, max_tokens=2, extra_body={"x_vendor": 1})
+        tokenize = httpx2.post(
+            url.removesuffix("/v1") + "/tokenize", json={"content": "Hi", "x_vendor": 1}, timeout=WAIT_S
+        )
+        return answer, tokenize
+
+    with ember_server(tiny_model, threads=1, n_ctx=512) as url:
+        with pytest.raises(openai.BadRequestError) as refused:
+            ask(url)
+        error = refused.value.body
+        assert isinstance(error, dict) and error["code"] == "unknown_field"
+        message = error["message"]
+        with httpx2.Client(timeout=WAIT_S) as raw:
+            tokenize = raw.post(url.removesuffix("/v1") + "/tokenize", json={"content": "Hi", "x_vendor": 1})
+        assert assert_error(tokenize, 400, "x_vendor", "unknown_field") == message
+    flags = re.findall(r"--[a-z][a-z-]+", message)
+    assert flags == ["--allow-unknown-fields"], message
+    with ember_server(tiny_model, threads=1, n_ctx=512, extra=tuple(flags)) as url:
+        answer, tokenize = ask(url)
+        assert answer.choices[0].finish_reason in ("stop", "length") and tokenize.status_code == 200

@@ -11,12 +11,16 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable
 
+import httpx2
+import openai
+import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QMessageBox
 from pytestqt.qtbot import QtBot
 
 from ember_chat.app.shell.main_window import MainWindow
+from tests.api_support import assert_error
 from tests.fake_backend import FakeBackend
 from tests.peer_servers import free_port
 from tests.test_app import load, make_window, paths
@@ -133,3 +137,40 @@ def test_at_quit_the_server_stops_telling_the_window_and_is_stopped(
     w.api.shutdown()
     assert server.on_request is None and server.preset is None
     assert not any(t.is_alive() for t in w.api._stopping)
+
+
+def test_the_unknown_field_400_names_the_windows_own_switch_which_works(
+    qtbot: QtBot, make_window: Callable[..., MainWindow]
+) -> None:
+    """Issue 28, item 15: the window's server answered an unknown field with "start the server with
+    --allow-unknown-fields", a flag it does not have. It names the dialog's checkbox, and that works."""
+    w = make_window(lambda _ref: FakeBackend(n_tokens=3))
+    load(qtbot, w, "tiny.gguf")
+    dialog = start_server(qtbot, w)
+    url = w.api.server.url
+    hello = [{"role": "user", "content": "Hi"}]
+    with openai.OpenAI(base_url=url, api_key="unused", max_retries=0, timeout=30) as client:
+        with pytest.raises(openai.BadRequestError) as refused:
+            client.chat.completions.create(
+                model="tiny.gguf", messages=hello, max_tokens=2, extra_body={"vendor_noise": 1}
+            )
+        error = refused.value.body
+        assert isinstance(error, dict) and error["code"] == "unknown_field" and error["param"] == "vendor_noise"
+        message = error["message"]
+        assert "--allow-unknown-fields" not in message
+        assert f"“{dialog.ignore_unknown.text()}”" in message and "Settings ▸ Local API server…" in message
+    # llama-server's /tokenize (no openai method for it) gives the same advice
+    tokenize = httpx2.post(url.removesuffix("/v1") + "/tokenize", json={"content": "Hi", "vendor_noise": 1}, timeout=30)
+    assert assert_error(tokenize, 400, "vendor_noise", "unknown_field") == message
+    # the advice, followed: the checkbox, Apply, and the same request is answered
+    assert not dialog.ignore_unknown.isChecked()
+    dialog.ignore_unknown.setChecked(True)
+    with qtbot.waitSignal(dialog.applied, timeout=WAIT_MS) as applied:
+        dialog.apply()
+    assert applied.args == [True] and w.api.running
+    assert w.settings_file.load().api_allow_unknown_fields  # kept for the next start
+    with openai.OpenAI(base_url=w.api.server.url, api_key="unused", max_retries=0, timeout=30) as client:
+        answer = client.chat.completions.create(
+            model="tiny.gguf", messages=hello, max_tokens=2, extra_body={"vendor_noise": 1}
+        )
+        assert answer.choices[0].finish_reason in ("stop", "length")

@@ -38,6 +38,12 @@ from ember_chat.engine.storage.settings import Settings, SettingsFile
 if TYPE_CHECKING:
     from ember_chat.app.server.api_dialog import ApiServerDialog
 
+# The 400 for an unknown request field says how to have them ignored: on this server, the dialog's
+# checkbox (its label, IGNORE_UNKNOWN_LABEL, as the dialog shows it). Sent to HTTP clients: English.
+IGNORE_UNKNOWN_LABEL = "Ignore unknown request fields"
+WINDOW_UNKNOWN_FIELDS_ADVICE = (
+    f"turn on “{IGNORE_UNKNOWN_LABEL}” in the Ember window's Settings ▸ Local API server… to ignore them"
+)
 LOG_LENGTH = 100  # requests kept for the dialog's log
 SHUTDOWN_WAIT_S = 10.0  # at quit: a stop that takes longer (a connection stuck in a write) is left to the process exit
 
@@ -142,6 +148,8 @@ class ApiServerControl(QObject):
             api_key=api_key,
             allowed_origins=tuple(o.strip() for o in s.api_allowed_origins.split(",") if o.strip()),
             attachment_limits=Limits.from_settings(s),  # a request's files: as the window's own
+            allow_unknown_fields=s.api_allow_unknown_fields,
+            unknown_fields_advice=WINDOW_UNKNOWN_FIELDS_ADVICE,  # (this server has no --allow-unknown-fields)
         )
         self.window.bridge.service.queue_limit = s.api_queue_limit
         presets = getattr(self.window, "presets", None)  # the served model's default preset (chat/presets_window.py)

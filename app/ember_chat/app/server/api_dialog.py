@@ -124,6 +124,15 @@ class ApiServerDialog(QDialog):
         self.origins.setToolTip(
             self.tr("Comma-separated web origins (e.g. http://localhost:3000) whose pages may call the API")
         )
+        self.ignore_unknown = QCheckBox(self.tr("Ignore unknown request fields"))
+        self.ignore_unknown.setChecked(s.api_allow_unknown_fields)
+        self.ignore_unknown.setAccessibleName(self.tr("Ignore unknown request fields"))
+        self.ignore_unknown.setToolTip(
+            self.tr(
+                "For clients that send fields of other servers: ignore the fields Ember does not know. Off, such a "
+                "request gets HTTP 400 naming them (the client would believe they applied)."
+            )
+        )
         self.queue = QSpinBox()
         self.queue.setRange(1, 1000)
         self.queue.setValue(s.api_queue_limit)
@@ -141,6 +150,7 @@ class ApiServerDialog(QDialog):
         form.addRow("", self.remove_key)
         form.addRow(self.tr("Allowed origins (CORS)"), self.origins)
         form.addRow(self.tr("Waiting requests (then 429)"), self.queue)
+        form.addRow("", self.ignore_unknown)
         layout.addLayout(form)
         self.url = QLabel()
         self.url.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
@@ -277,6 +287,7 @@ class ApiServerDialog(QDialog):
                 api_port=self.port.value(),
                 api_allowed_origins=self.origins.text().strip(),
                 api_queue_limit=self.queue.value(),
+                api_allow_unknown_fields=self.ignore_unknown.isChecked(),
             )
         except EmberError as exc:
             window.show_error(str(exc))

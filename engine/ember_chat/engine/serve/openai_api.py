@@ -113,26 +113,43 @@ def _messages(raw: Any, files: dict[int, list[Extracted]], reading: Reading | No
     return out
 
 
-def parse_request(
-    kind: str, body: Any, allow_unknown: bool = False, preset: Preset | None = None, reading: Reading | None = None
-) -> ApiRequest:
-    """Validate a /v1/chat/completions (kind "chat") or /v1/completions ("completion") body. A field
-    Ember does not know is a 400 naming it (a client would believe it applied), unless `allow_unknown`
-    (the server's option for clients that send vendor noise). `preset`: the served model's default
-    preset, what the request does not say itself (preset_defaults.py). `reading`: how its files are read
-    (content_parts.Reading: the limits, and what says the client is gone)."""
-    if not isinstance(body, dict):
-        raise ApiError(400, "The request body must be a JSON object.")
-    unknown = sorted(set(body) - _KNOWN_BY_KIND[kind])
+# How the user of `ember-chat serve` has unknown fields ignored; the window's server names its own
+# setting instead (ServerConfig.unknown_fields_advice): the 400 must name a switch that server has.
+CLI_UNKNOWN_FIELDS_ADVICE = "start the server with --allow-unknown-fields to ignore them"
+
+
+def check_known_fields(
+    body: dict[str, Any], known: set[str], allow_unknown: bool, advice: str = CLI_UNKNOWN_FIELDS_ADVICE
+) -> None:
+    """A field Ember does not know is a 400 naming it (a client would believe it applied), unless
+    `allow_unknown` (the server's option for clients that send vendor noise); `advice` says how the
+    server that answers turns that option on."""
+    unknown = sorted(set(body) - known)
     if unknown and not allow_unknown:
-        names = ", ".join(unknown)
         raise ApiError(
             400,
-            f"Unknown field(s): {names}. Ember's server does not know them, so it would not apply them; "
-            "remove them (or start the server with --allow-unknown-fields to ignore them).",
+            f"Unknown field(s): {', '.join(unknown)}. Ember's server does not know them, so it would not apply "
+            f"them; remove them (or {advice}).",
             param=unknown[0],
             code="unknown_field",
         )
+
+
+def parse_request(
+    kind: str,
+    body: Any,
+    allow_unknown: bool = False,
+    preset: Preset | None = None,
+    reading: Reading | None = None,
+    unknown_advice: str = CLI_UNKNOWN_FIELDS_ADVICE,
+) -> ApiRequest:
+    """Validate a /v1/chat/completions (kind "chat") or /v1/completions ("completion") body. Unknown
+    fields: `check_known_fields` (`allow_unknown`, `unknown_advice`). `preset`: the served model's
+    default preset, what the request does not say itself (preset_defaults.py). `reading`: how its files
+    are read (content_parts.Reading: the limits, and what says the client is gone)."""
+    if not isinstance(body, dict):
+        raise ApiError(400, "The request body must be a JSON object.")
+    check_known_fields(body, _KNOWN_BY_KIND[kind], allow_unknown, unknown_advice)
     for name in _REFUSED:
         if body.get(name) not in (None, [], {}):
             instead = " (send tools instead)" if name.startswith("function") else ""

@@ -33,7 +33,13 @@ from ember_chat.engine.serve import tokens
 from ember_chat.engine.serve.answering import AnswersRequests
 from ember_chat.engine.serve.content_parts import TURN_WAIT_S, Reading
 from ember_chat.engine.serve.guards import bind_option, check_access, content_length, is_loopback, refuse
-from ember_chat.engine.serve.openai_api import ApiError, ApiRequest, ResponseBuilder, parse_request
+from ember_chat.engine.serve.openai_api import (
+    CLI_UNKNOWN_FIELDS_ADVICE,
+    ApiError,
+    ApiRequest,
+    ResponseBuilder,
+    parse_request,
+)
 from ember_chat.engine.serve.request_log import ReportsRequests, RequestListener
 from ember_chat.engine.serve.sink import ClientGone
 from ember_chat.engine.serve.tool_wire import check_tool_schemas
@@ -57,6 +63,9 @@ class ServerConfig:
     timeout_s: float = CLIENT_TIMEOUT_S
     max_connections: int = MAX_CONNECTIONS
     allow_unknown_fields: bool = False  # ignore request fields Ember does not know, instead of a 400
+    # how the user of this server turns allow_unknown_fields on, named in that 400: the CLI's flag by
+    # default, the setting's place for the window's server (app/server/api_control.py)
+    unknown_fields_advice: str = CLI_UNKNOWN_FIELDS_ADVICE
     alias: str | None = None  # the model's name on this server (for clients that hard-code one)
     attachment_limits: Limits = DEFAULT_LIMITS  # a request's files: size, and the reader's time and memory
     file_turn_wait_s: float = TURN_WAIT_S  # how long a request's file waits for a free reader before a 503
@@ -151,15 +160,18 @@ class _Handler(ReportsRequests, AnswersRequests, BaseHTTPRequestHandler):
             # llama-server's clients poll it without a key
             key = (method, path) != ("GET", "/health")
             check_access(self.headers, self.server.config, self.server.server_address[1], needs_key=key)
-            service, relaxed = self.server.service, self.server.config.allow_unknown_fields
+            service, config = self.server.service, self.server.config
+            relaxed, advice = config.allow_unknown_fields, config.unknown_fields_advice
             routes = {
                 ("GET", "/health"): self._health,
                 ("GET", "/v1/models"): self._models,
                 ("POST", "/v1/chat/completions"): lambda: self._generate("chat"),
                 ("POST", "/v1/completions"): lambda: self._generate("completion"),
-                ("POST", "/tokenize"): lambda: self._send_json(200, tokens.tokenize(service, self._body(), relaxed)),
+                ("POST", "/tokenize"): lambda: self._send_json(
+                    200, tokens.tokenize(service, self._body(), relaxed, advice)
+                ),
                 ("POST", "/detokenize"): lambda: self._send_json(
-                    200, tokens.detokenize(service, self._body(), relaxed)
+                    200, tokens.detokenize(service, self._body(), relaxed, advice)
                 ),
             }
             route = routes.get((method, path))
@@ -238,7 +250,9 @@ class _Handler(ReportsRequests, AnswersRequests, BaseHTTPRequestHandler):
         # its files are read in child processes that end when the client hangs up or the server stops
         config = self.server.config
         reading = Reading(config.attachment_limits, self._client_gone, config.file_turn_wait_s)
-        req = parse_request(kind, self._body(), self.server.config.allow_unknown_fields, preset, reading)
+        req = parse_request(
+            kind, self._body(), config.allow_unknown_fields, preset, reading, config.unknown_fields_advice
+        )
         name = self._check_model(req)
         model = self.server.service.model
         if req.params.logprobs is not None and model is not None and model.is_remote:

@@ -14,7 +14,7 @@ from typing import Any
 
 from ember_chat.engine.errors import InvalidParameter
 from ember_chat.engine.inference.service import EngineService
-from ember_chat.engine.serve.openai_api import ApiError
+from ember_chat.engine.serve.openai_api import CLI_UNKNOWN_FIELDS_ADVICE, ApiError, check_known_fields
 
 # vLLM's and SGLang's names too (`prompt`, `add_special_tokens`; `input`), which clients that talk
 # to several servers send together, as Ember's own remote backend does: `content` is the text
@@ -23,12 +23,10 @@ _TOKENIZE_FIELDS = {"content", "add_special", "with_pieces", "parse_special", "m
 _DETOKENIZE_FIELDS = {"tokens", "model"}
 
 
-def _object(body: Any, known: set[str], allow_unknown: bool) -> dict[str, Any]:
+def _object(body: Any, known: set[str], allow_unknown: bool, advice: str) -> dict[str, Any]:
     if not isinstance(body, dict):
         raise ApiError(400, "The request body must be a JSON object.")
-    unknown = sorted(set(body) - known)
-    if unknown and not allow_unknown:
-        raise ApiError(400, f"Unknown field(s): {', '.join(unknown)}.", param=unknown[0])
+    check_known_fields(body, known, allow_unknown, advice)
     return body
 
 
@@ -49,8 +47,10 @@ def _no_tokenizer() -> ApiError:
     )
 
 
-def tokenize(service: EngineService, body: Any, allow_unknown: bool = False) -> dict[str, Any]:
-    body = _object(body, _TOKENIZE_FIELDS, allow_unknown)
+def tokenize(
+    service: EngineService, body: Any, allow_unknown: bool = False, advice: str = CLI_UNKNOWN_FIELDS_ADVICE
+) -> dict[str, Any]:
+    body = _object(body, _TOKENIZE_FIELDS, allow_unknown, advice)
     content = body.get("content")
     if not isinstance(content, str):
         raise ApiError(400, "content must be a string.", param="content")
@@ -75,8 +75,10 @@ def _piece(raw: bytes) -> str | list[int]:
         return list(raw)
 
 
-def detokenize(service: EngineService, body: Any, allow_unknown: bool = False) -> dict[str, Any]:
-    body = _object(body, _DETOKENIZE_FIELDS, allow_unknown)
+def detokenize(
+    service: EngineService, body: Any, allow_unknown: bool = False, advice: str = CLI_UNKNOWN_FIELDS_ADVICE
+) -> dict[str, Any]:
+    body = _object(body, _DETOKENIZE_FIELDS, allow_unknown, advice)
     tokens = body.get("tokens")
     if not isinstance(tokens, list) or not all(isinstance(t, int) and not isinstance(t, bool) for t in tokens):
         raise ApiError(400, "tokens must be an array of token ids.", param="tokens")

@@ -55,6 +55,9 @@ class Settings:
     api_port: int = _setting(8642, "Port of the local API server.", 1, 65_535)
     api_queue_limit: int = _setting(8, "Requests that may wait for the model before new ones get 429.", 1, 1000)
     api_allowed_origins: str = _setting("", "Browser origins allowed to call the API (CORS), comma-separated.")
+    api_allow_unknown_fields: bool = _setting(
+        False, "The API server ignores request fields Ember does not know (default: a 400 naming them)."
+    )
     attachment_max_mb: int = _setting(50, "Largest file that can be attached to a message, in MB.", 1, 4096)
     attachment_read_seconds: int = _setting(60, "Longest time reading one attached file may take, in seconds.", 1, 3600)
     attachment_read_memory_mb: int = _setting(
