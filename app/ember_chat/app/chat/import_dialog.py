@@ -2,8 +2,9 @@
 a worker thread (the window's TaskRunner) with a progress dialog that can cancel, then reload the chat
 list and say what came in (and what did not) in the banner: where the chats went (a chat archived when
 it was exported comes in archived: "into Archived") and which repeat a chat already here ("a copy of a
-chat you already have"), with *Open* for one chat (in the Archived list if it went there) or *Show
-Archived* for several. A file that cannot be imported says why there and writes nothing
+chat you already have"), what Ember refused of what they carried (tool permissions, settings out of
+range), with *Open* for one chat (in the Archived list if it went there) or *Show Archived* for
+several. A file that cannot be imported says why there and writes nothing
 (engine/storage/importing.py is all or nothing).
 
 The worker only writes two numbers (chats done, chats in the file); a GUI-thread timer shows them."""
@@ -175,6 +176,9 @@ class ImportChats(QObject):
         where = self._where(report.imported)
         if where:
             said += " " + where
+        refused = self._refused(report)
+        if refused:
+            said += " " + refused
         if report.skipped:
             said += " " + self.tr("Not brought along: {what}.").format(what="; ".join(report.skipped))
         self.w.show_notice(said, cause="import")  # (about what the list shows now: goes when a chat opens)
@@ -212,6 +216,41 @@ class ImportChats(QObject):
             parts.append(self.tr("“{title}” is a copy of a chat you already have.").format(title=copies[0].title))
         elif copies:
             parts.append(self.tr("{n:,} of them are copies of chats you already have.").format(n=len(copies)))
+        return " ".join(parts)
+
+    def _refused(self, report: ImportReport) -> str:
+        """What Ember refused of what the chats carried, said plainly: a file's "always allow" grants
+        would run tools with no question, so they never come in (the user allows tools again), and
+        settings of the wrong kind or out of range take their defaults."""
+        refused, one = report.refused, len(report.imported) == 1
+        parts: list[str] = []
+        if refused.grants_chats and one:
+            parts.append(
+                self.tr("Its tool permissions were not imported: allow tools again in the chat if you trust it.")
+            )
+        elif refused.grants_chats:
+            parts.append(
+                self.tr(
+                    "The tool permissions of {n:,} of them were not imported: allow tools again in a chat if you "
+                    "trust it."
+                ).format(n=refused.grants_chats)
+            )
+        if refused.settings:
+            names = ", ".join(name[:40] for name in refused.setting_names[:8])
+            if len(refused.setting_names) > 8:
+                names += ", …"
+            if refused.settings == 1:
+                text = self.tr("1 setting out of range or of the wrong kind was reset to its default ({names}).")
+            elif one:
+                text = self.tr(
+                    "{n:,} settings out of range or of the wrong kind were reset to their defaults ({names})."
+                )
+            else:
+                text = self.tr(
+                    "{n:,} settings out of range or of the wrong kind, in {chats:,} of them, were reset to their "
+                    "defaults ({names})."
+                )
+            parts.append(text.format(n=refused.settings, chats=refused.settings_chats, names=names))
         return " ".join(parts)
 
     def _failed(self, message: str) -> None:

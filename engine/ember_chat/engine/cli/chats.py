@@ -191,10 +191,19 @@ def _import(args: argparse.Namespace, store: ConversationStore, paths: AppPaths)
     if sys.stderr.isatty():
         print(file=sys.stderr)
     print(f"Imported {_count(report.chats)} ({report.messages} messages) from {path} ({report.format}).")
-    for chat in report.imported:  # where each went, when it is not the plain chat list
+    for chat in report.imported:  # where each went, when it is not the plain chat list, and what was refused
         where = ["into Archived (archived in the file; chats list --archived)"] if chat.archived else []
         if chat.copy_of is not None:
             where.append(f"a copy of chat {chat.copy_of}, which you already have")
+        if chat.grants_refused:  # (the window's banner says the same)
+            where.append("its tool permissions were not imported (allow tools again in the chat if you trust it)")
+        if chat.settings_reset:
+            n = len(chat.settings_reset)
+            names = ", ".join(name[:40] for name in chat.settings_reset[:8]) + (", …" if n > 8 else "")
+            where.append(
+                f"{n} setting{'' if n == 1 else 's'} out of range or of the wrong kind "
+                f"{'was' if n == 1 else 'were'} reset to {'its default' if n == 1 else 'their defaults'} ({names})"
+            )
         if where:
             print(f"Chat {chat.id} “{chat.title}”: {'; '.join(where)}.")
     for skipped in report.skipped:

@@ -106,6 +106,9 @@ def _lossless(doc: dict[str, Any], label: str) -> PlannedChat:
         )
     created = number(doc.get("created"))
     updated = number(doc.get("updated"))
+    # only the valid settings are kept: one of the wrong type or out of range (`"stop": 5`, `"context_length":
+    # "x"`) is left out and the chat opens with its default; the names left out go to the import's report
+    params, reset = chat_settings(doc.get("params"))
     return PlannedChat(
         title=_text(doc.get("title")) or "Imported chat",
         created_at=created if created is not None else now,
@@ -114,25 +117,21 @@ def _lossless(doc: dict[str, Any], label: str) -> PlannedChat:
         active=_place(doc.get("active"), len(messages), label, "the shown branch"),
         model=doc.get("model") if isinstance(doc.get("model"), str) else None,
         system_prompt=_text(doc.get("system_prompt")),
-        params=_params(doc.get("params")),
+        params=params,
         tools=_tools(doc.get("tools")),
         pinned=doc.get("pinned") is True,
         archived_at=number(doc.get("archived_at")),
         comparisons=comparisons,
+        grants_refused=_grants(doc.get("tools")),
+        settings_reset=tuple(reset),
     )
-
-
-def _params(value: object) -> dict[str, Any]:
-    """The chat's settings that are valid (core/params.chat_settings): one of the wrong type or out of
-    range (`"stop": 5`, `"context_length": "x"`) is left out, and the chat opens with its default."""
-    kept, _dropped = chat_settings(value)
-    return kept
 
 
 def _tools(value: object) -> dict[str, Any] | None:
     """The chat's tool choices, without consent: the tools on (each still asks before it runs) and
     whether a call is required. "Always allow" grants (`always`) are the user's own, given in this
-    chat on this computer: one a file brought would run its tools with no card, so it is never read."""
+    chat on this computer: one a file brought would run its tools with no card, so it is never read
+    (_grants counts them, for the import's report)."""
     data = _dict(value)
     if data is None:
         return None
@@ -143,6 +142,15 @@ def _tools(value: object) -> dict[str, Any] | None:
     if data.get("require_call") is True:
         out["require_call"] = True
     return out
+
+
+def _grants(value: object) -> int:
+    """How many "always allow" grants the file's `tools` carried (none of them imported): the tools
+    named, or 1 for a value of another shape that is not empty (it meant to grant something)."""
+    always = (_dict(value) or {}).get("always")
+    if isinstance(always, list):
+        return len({repr(k) for k in always})
+    return 1 if always else 0
 
 
 def _one_branch(doc: dict[str, Any], label: str) -> PlannedChat:
@@ -178,6 +186,7 @@ def _one_branch(doc: dict[str, Any], label: str) -> PlannedChat:
             )
         )
     models = [m for m in doc.get("models") or [] if isinstance(m, str)]
+    params, reset = chat_settings(doc.get("params"))
     return PlannedChat(
         title=_text(doc.get("title")) or "Imported chat",
         created_at=created,
@@ -186,7 +195,8 @@ def _one_branch(doc: dict[str, Any], label: str) -> PlannedChat:
         active=len(messages) - 1 if messages else None,
         model=models[-1] if models else None,
         system_prompt=_text(doc.get("system_prompt")),
-        params=_params(doc.get("params")),
+        params=params,
+        settings_reset=tuple(reset),
     )
 
 

@@ -83,6 +83,8 @@ class PlannedChat:
     pinned: bool = False
     archived_at: float | None = None
     comparisons: list[PlannedComparison] = field(default_factory=list)
+    grants_refused: int = 0  # "always allow" grants the file carried, never imported (import_ember._tools)
+    settings_reset: tuple[str, ...] = ()  # settings of the wrong kind, out of range or unknown: left out
 
 
 @dataclass

@@ -41,7 +41,7 @@ from ember_chat.engine.storage.import_plan import (
 )
 from ember_chat.engine.storage.import_staging import discard, marker, show
 
-__all__ = ["MAX_BYTES", "ImportCancelled", "ImportFailed", "ImportReport", "ImportedChat", "import_chats"]
+__all__ = ["MAX_BYTES", "ImportCancelled", "ImportFailed", "ImportReport", "ImportedChat", "Refused", "import_chats"]
 
 MAX_BYTES = 1024**3  # what Ember reads into memory at once (a ChatGPT export of years is a few hundred MB)
 BATCH_CHATS = 20  # chats written per transaction (the store's lock is held for one batch)
@@ -61,6 +61,19 @@ class ImportedChat:
     title: str
     archived: bool
     copy_of: int | None = None  # the chat it repeats (not in the Trash), if any
+    grants_refused: int = 0  # "always allow" grants of tools the file carried: never imported (each call asks)
+    settings_reset: tuple[str, ...] = ()  # its settings of the wrong kind, out of range or unknown: defaults
+
+
+@dataclass(frozen=True)
+class Refused:
+    """What an import refused of what the chats carried, for its sentence: the chats whose tool
+    permissions were not imported, and the settings reset to their defaults (in how many chats)."""
+
+    grants_chats: int
+    settings: int
+    settings_chats: int
+    setting_names: tuple[str, ...]  # the names reset, each once, in the file's order
 
 
 @dataclass(frozen=True)
@@ -78,6 +91,16 @@ class ImportReport:
     @property
     def copies(self) -> int:
         return sum(1 for c in self.imported if c.copy_of is not None)
+
+    @property
+    def refused(self) -> Refused:
+        reset = [c.settings_reset for c in self.imported if c.settings_reset]
+        return Refused(
+            grants_chats=sum(1 for c in self.imported if c.grants_refused),
+            settings=sum(len(r) for r in reset),
+            settings_chats=len(reset),
+            setting_names=tuple(dict.fromkeys(name for r in reset for name in r)),
+        )
 
 
 def import_chats(
@@ -132,7 +155,16 @@ def _import(
                     while done < end:
                         chat = plan.chats[done]
                         cid = _write(db, chat, files[done - first], plan, mark)
-                        imported.append(ImportedChat(cid, chat.title, chat.archived_at is not None, copies[done]))
+                        imported.append(
+                            ImportedChat(
+                                cid,
+                                chat.title,
+                                chat.archived_at is not None,
+                                copies[done],
+                                chat.grants_refused,
+                                chat.settings_reset,
+                            )
+                        )
                         done += 1
                         if progress:
                             progress(done, total)
