@@ -264,7 +264,11 @@ class ToolsButton(QToolButton):
         )
         self.popup.settings_button.clicked.connect(self._open_settings)
         self.frame.hold(self.popup)
-        self.frame.setGeometry(self._popup_geometry(self.popup))
+        rect = self._popup_geometry(self.popup)
+        # the frame's least size was the old popup's until its layout ran again: a shorter popup (a
+        # Revoke took the grants' rows away) was held that tall and grew down over its button
+        self.frame.layout().activate()
+        self.frame.setGeometry(rect)
         self.frame.show()
         self._keep_on_screen()
         first = next(iter(self.popup.boxes.values()), None)
@@ -280,8 +284,11 @@ class ToolsButton(QToolButton):
         taken while a popup filled again replaced the old one, was the old one's: it ran off the screen)."""
         screen = (self.screen() or QApplication.primaryScreen()).availableGeometry()
         anchor = QRect(self.mapToGlobal(QPoint(0, 0)), self.size())
+        # the frame's layout margins and its drawn edge (left out, the frame's layout widened it by 2 px
+        # once the popup showed: past the screen's edge)
         edge = self.frame.layout().contentsMargins()
-        extra_w, extra_h = edge.left() + edge.right(), edge.top() + edge.bottom()
+        line = 2 * self.frame.frameWidth()
+        extra_w, extra_h = edge.left() + edge.right() + line, edge.top() + edge.bottom() + line
         low, high = POPUP_WIDTH
         width = min(max(popup.sizeHint().width(), low), high, screen.width() - extra_w)
         top = max(screen.top(), self.window().geometry().top())  # (geometry: the title bar is above it)

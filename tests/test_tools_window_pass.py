@@ -1,0 +1,41 @@
+"""Issue 28, from a new user's pass over the tools in the real window: the Tools popup keeps its place
+above its button after a Revoke in it, one tool is "1 tool on", and the Tools button gives way to the
+message box in a narrow window (its count stays, the whole sentence in its tooltip)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from PySide6.QtWidgets import QApplication
+from pytestqt.qtbot import QtBot
+
+from ember_chat.app.shell.main_window import MainWindow
+from ember_chat.engine.core.tools import ChatTools
+from ember_chat.engine.storage.paths import AppPaths
+from tests.test_app import make_window, paths
+from tests.test_tools_button import CALCULATOR, CLOCK, LEFT, popup_grab, two_chats_with_builtins
+from tests.test_tools_popup_fits import assert_placed, assert_rows_whole
+from tests.tools_window_support import WAIT_MS
+
+__all__ = ["make_window", "paths"]  # fixtures
+
+
+@popup_grab
+def test_the_popup_stays_above_its_button_after_a_revoke(
+    qtbot: QtBot, make_window: Callable[..., MainWindow], paths: AppPaths
+) -> None:
+    w, a, _b = two_chats_with_builtins(qtbot, make_window, paths)
+    w.store.set_chat_tools(a, ChatTools(frozenset({CALCULATOR, CLOCK}), frozenset({CALCULATOR, CLOCK}), False))
+    button = w.tools.button
+    qtbot.mouseClick(button, LEFT)
+    assert_placed(w, button)
+    for key in (CALCULATOR, CLOCK):  # the last one revoked takes the grants' rows away: the popup is shorter
+        before = button.frame.geometry()
+        qtbot.mouseClick(button.popup.revoke_buttons[key], LEFT)
+        qtbot.waitUntil(lambda: button.popup is not None and button.popup.isVisible(), timeout=WAIT_MS)
+        QApplication.processEvents()
+        assert_placed(w, button)  # (it grew down over its button: the old popup's least height held the frame)
+        assert_rows_whole(button)
+        after = button.frame.geometry()
+        assert after.bottom() == before.bottom() and after.height() < before.height(), (before, after)
+    button.frame.close()
