@@ -39,3 +39,21 @@ def test_the_popup_stays_above_its_button_after_a_revoke(
         after = button.frame.geometry()
         assert after.bottom() == before.bottom() and after.height() < before.height(), (before, after)
     button.frame.close()
+
+
+@popup_grab
+def test_one_tool_on_is_singular_in_the_popup_and_the_buttons_tooltip(
+    qtbot: QtBot, make_window: Callable[..., MainWindow], paths: AppPaths
+) -> None:
+    w, _a, _b = two_chats_with_builtins(qtbot, make_window, paths)
+    button = w.tools.button
+    qtbot.mouseClick(button, LEFT)
+    qtbot.mouseClick(button.popup.boxes[CALCULATOR], LEFT)
+    summary = button.popup.summary.text()
+    assert summary.startswith("1 tool on: its definition takes ~"), summary
+    assert button.toolTip().startswith("1 tool on in this chat; its definition takes about"), button.toolTip()
+    qtbot.mouseClick(button.popup.boxes[CLOCK], LEFT)
+    assert button.popup.summary.text().startswith("2 tools on: their definitions take ~")
+    assert button.toolTip().startswith("2 tools on in this chat; their definitions take about")
+    assert "(s)" not in button.popup.summary.text() + button.toolTip()
+    button.frame.close()

@@ -208,9 +208,15 @@ class ToolsPopup(QWidget):
     def show_tokens(self, count: int, tokens: int) -> None:
         self.require_box.setEnabled(count > 0)  # (a call can only be required of a chat with tools on)
         self.require_hint.setEnabled(count > 0)
-        if count:
+        if count == 1:  # (one is singular: "1 tool(s) on" read as a form, not a sentence)
             self.summary.setText(
-                self.tr("{count} tool(s) on: their definitions take {tokens} tokens of each prompt.").format(
+                self.tr("1 tool on: its definition takes {tokens} tokens of each prompt.").format(
+                    tokens=tokens_text(tokens)
+                )
+            )
+        elif count:
+            self.summary.setText(
+                self.tr("{count} tools on: their definitions take {tokens} tokens of each prompt.").format(
                     count=count, tokens=tokens_text(tokens)
                 )
             )
@@ -241,13 +247,21 @@ class ToolsButton(QToolButton):
     def set_summary(self, count: int, tokens: int, require_call: bool = False) -> None:
         if count:
             text = self.tr("Tools ({count}) · {tokens} tokens").format(count=count, tokens=tokens_text(tokens))
-            tip = self.tr(
-                "{count} tool(s) on in this chat; their definitions take about {tokens} tokens of each "
-                "prompt. Click to choose."
+            tip = (
+                self.tr("1 tool on in this chat; its definition takes about {tokens} tokens of each prompt.")
+                if count == 1
+                else self.tr(
+                    "{count} tools on in this chat; their definitions take about {tokens} tokens of each prompt."
+                )
             ).format(count=count, tokens=tokens)
+            tip += " " + self.tr("Click to choose.")
             if require_call:
                 text += self.tr(" · must call")
-                tip += " " + self.tr("The model must call one of them first in each answer.")
+                tip += " " + (
+                    self.tr("The model must call it first in each answer.")
+                    if count == 1
+                    else self.tr("The model must call one of them first in each answer.")
+                )
             self.setText(text)
             self.setToolTip(tip)
         else:
