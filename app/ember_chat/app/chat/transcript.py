@@ -409,6 +409,10 @@ class TranscriptView(QTextBrowser):
     def shown_ids(self) -> list[int]:
         return [s.message_id for s in self._shown]
 
+    def thread_ids(self) -> list[int]:
+        """The ids of the thread shown, oldest first (those still to be written above included)."""
+        return [m.id for m, _ in self._older] + self.shown_ids()
+
     def plain_text(self) -> str:
         return self.document().toPlainText()
 

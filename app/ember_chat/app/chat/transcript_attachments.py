@@ -1,5 +1,7 @@
 """Attachments in the transcript (a part of the view, `view.attachments`): on a sent message its chips
-(name, kind, size) and its images as thumbnails, a click shows one at full size; under an answer
+(name, kind, size) and its images as thumbnails, a click shows one at full size, and a click on a chip
+(or Enter on it) opens its preview (attachment_preview.py: the text the model was given and how it was
+read, or the image); under an answer
 made with attachments, how each was read (whole, or the passages used) and its **Sources** (file,
 page, passage), a click shows that passage.
 
@@ -17,19 +19,26 @@ from PySide6.QtCore import QCoreApplication, QSize, Qt, QUrl
 from PySide6.QtGui import (
     QColor,
     QImage,
-    QPixmap,
     QTextBlockFormat,
     QTextCharFormat,
     QTextCursor,
     QTextDocument,
     QTextImageFormat,
 )
-from PySide6.QtWidgets import QDialog, QDialogButtonBox, QLabel, QPlainTextEdit, QScrollArea, QVBoxLayout
+from PySide6.QtWidgets import QDialog, QDialogButtonBox, QPlainTextEdit, QVBoxLayout
 
 from ember_chat.app.chat.attachment_chips import human_size, kind_label, mode_words
+from ember_chat.app.chat.attachment_preview import (
+    MAX_TEXT_BYTES,
+    Reading,
+    add_image_preview,
+    add_text_preview,
+    plain_label,
+)
 from ember_chat.app.chat.message_render import inline_image, sign
 from ember_chat.app.style.icons import icon_image
 from ember_chat.engine.attachments import PlannedAttachment, Source, StoredAttachment
+from ember_chat.engine.errors import EmberError
 
 if TYPE_CHECKING:
     from ember_chat.app.chat.transcript import TranscriptView
@@ -55,6 +64,7 @@ class MessageAttachments:
 
 
 Lookup = Callable[[list[int]], dict[int, MessageAttachments]]
+TextHead = Callable[[StoredAttachment, int], tuple[str, int]]  # AttachmentStore.text_head
 
 
 def source_label(source: Source) -> str:
@@ -67,6 +77,7 @@ class TranscriptAttachments:
     def __init__(self, view: TranscriptView) -> None:
         self.view = view
         self.lookup: Lookup = lambda ids: {}
+        self.text_head: TextHead | None = None  # a stored file's text, for its preview (the window's store)
         self._known: dict[int, MessageAttachments] = {}
         self._thumbs: dict[str, QImage] = {}  # sha256 → thumbnail (at the view's pixel ratio)
         self.dialog: QDialog | None = None  # the passage or image shown, while open
@@ -118,7 +129,12 @@ class TranscriptAttachments:
             if index:
                 c.insertText("   ", writer.small_secondary)
             words = " · ".join((att.name, kind_label(att.kind), human_size(att.size)))
-            chip.setToolTip(words)
+            # A chip is a link to its preview: a click, or Enter when Tab reached it.
+            chip.setAnchor(True)
+            chip.setAnchorHref(f"ember:attachment/{message_id}/{index}")
+            what = tr("see the image") if att.is_image else tr("see the text the model was given")
+            chip.setToolTip(f"{words}: {what}")
+            sign(chip)
             c.insertImage(icon)
             c.insertText("\u00a0" + words.replace(" ", "\u00a0") + "\u00a0", chip)  # a chip is not broken
         c.setCharFormat(QTextCharFormat())
@@ -200,7 +216,9 @@ class TranscriptAttachments:
         elif verb == "image" and arg < len(m.attachments):
             att = m.attachments[arg]
             if att.sha256 in m.images:
-                self.show_image(att.name, m.images[att.sha256])
+                self.show_image(att, m.images[att.sha256])
+        elif verb == "attachment" and arg < len(m.attachments):
+            self.show_attachment(message_id, arg)
 
     def _dialog(self, title: str) -> tuple[QDialog, QVBoxLayout]:
         if self.dialog is not None:
@@ -230,26 +248,69 @@ class TranscriptAttachments:
         text.setReadOnly(True)
         text.setAccessibleName(tr("Passage"))
         text.setObjectName("sourceText")
-        layout.addWidget(QLabel(source_label(source)))
+        layout.addWidget(plain_label(source_label(source), "sourceLabel"))  # (a name from a chat file: plain)
         layout.addWidget(text, 1)
         dialog.resize(560, 360)
         self._finish(dialog, layout)
         return dialog
 
-    def show_image(self, name: str, data: bytes) -> QDialog:
+    def show_image(self, att: StoredAttachment, data: bytes) -> QDialog:
         """An attached image at full size (scrolled when larger than the screen allows)."""
-        dialog, layout = self._dialog(name)
-        label = QLabel()
-        label.setObjectName("fullImage")
-        label.setAccessibleName(name)
-        pixmap = QPixmap()
-        pixmap.loadFromData(data)
-        label.setPixmap(pixmap)
-        scroll = QScrollArea()
-        scroll.setWidget(label)
-        scroll.setAlignment(Qt.AlignmentFlag.AlignCenter)
-        layout.addWidget(scroll, 1)
+        dialog, layout = self._dialog(att.name)
+        pixmap = add_image_preview(layout, att, data)
         screen = self.view.screen().availableGeometry()
-        dialog.resize(min(pixmap.width() + 40, screen.width() - 80), min(pixmap.height() + 80, screen.height() - 80))
+        width = max(pixmap.width() + 40, 360)
+        dialog.resize(min(width, screen.width() - 80), min(pixmap.height() + 120, screen.height() - 80))
         self._finish(dialog, layout)
         return dialog
+
+    def show_attachment(self, message_id: int, index: int) -> QDialog:
+        """A sent file's preview: an image at full size, or the text the model was given with how the
+        answer to this message read it. Only what Ember's store keeps is shown; a file gone from it
+        says so in the preview."""
+        att = self.of(message_id).attachments[index]
+        if att.is_image:
+            data = self.of(message_id).images.get(att.sha256)
+            if data is not None:
+                return self.show_image(att, data)
+            return self._missing(
+                att, tr("{name} is missing from Ember's data folder; attach it again.").format(name=att.name)
+            )
+        if self.text_head is None:
+            return self._missing(att, tr("The text of {name} cannot be shown here.").format(name=att.name))
+        try:
+            text, total = self.text_head(att, MAX_TEXT_BYTES)
+        except EmberError as exc:
+            return self._missing(att, str(exc))
+        first, latest = self.readings(message_id, att)
+        dialog, layout = self._dialog(att.name)
+        mark = QColor(self.view.writer.colors.highlight)
+        mark.setAlpha(110)  # (the passage stays readable under it in both themes)
+        add_text_preview(layout, att, text, total, first, latest, mark)
+        screen = self.view.screen().availableGeometry()
+        dialog.resize(min(720, screen.width() - 80), min(560, screen.height() - 80))
+        self._finish(dialog, layout)
+        return dialog
+
+    def _missing(self, att: StoredAttachment, sentence: str) -> QDialog:
+        dialog, layout = self._dialog(att.name)
+        layout.addWidget(plain_label(sentence, "previewMissing"))
+        self._finish(dialog, layout)
+        return dialog
+
+    def readings(self, message_id: int, att: StoredAttachment) -> tuple[Reading | None, Reading | None]:
+        """How the answer to this message read the file (the first answer after it in the thread whose
+        plan has it), and how the newest answer that had it read it."""
+        ids = self.view.thread_ids()
+        after = ids[ids.index(message_id) + 1 :] if message_id in ids else []
+        found = []
+        for answer_id in after:
+            m = self.of(answer_id)
+            # (a plan recorded before items kept their file's id has 0 there: matched by name)
+            item = next(
+                (i for i in m.items if i.attachment_id in (att.id, 0) and (i.attachment_id or i.name == att.name)), None
+            )
+            if item is not None:
+                sources = tuple(s for s in m.sources if s.attachment_id == att.id)
+                found.append(Reading(item, sources))
+        return (found[0], found[-1]) if found else (None, None)

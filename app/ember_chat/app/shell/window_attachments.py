@@ -49,6 +49,7 @@ class WindowAttachments(QObject):
         self.drops = FileDrops(window, bar)
         view = window.transcript.attachments
         view.lookup = self.chat.of_messages
+        view.text_head = self.store.text_head  # a sent file's preview: the text Ember keeps, never a path
         window.transcript.action.connect(view.on_action)
         window.controller.attachments = self.chat
         window.controller.planned.connect(view.forget)  # the answer's plan is recorded: its Sources show

@@ -2,7 +2,8 @@
 message inside the import's transaction. A chat file comes from anyone, so nothing in it is trusted:
 
 - An Ember export's entries (`AttachmentStore.export_entries`: name, kind, mime, size, and the text or
-  the image as base64) are kept from the content the file holds, and only from it. A `path` in an entry
+  the image as base64) are kept from the content the file holds, and only from it. Its `size` is not
+  kept either: what the window shows is the size of the text or image kept. A `path` in an entry
   is never followed: an entry that names one instead of holding its content is left out, and the report
   says so in words that do not depend on whether such a file exists (no way to learn which files do).
 - The `sha256` in an entry is never used: it names the blob in the data folder that every message
@@ -157,13 +158,15 @@ def _from_entry(entry: dict[str, Any], limits: Limits, cancelled: Callable[[], b
             f"The attached file “{name}” holds {human_size(len(content))} of text; attachments can be at most "
             f"{human_size(limits.max_bytes)} (attachment_max_mb in Ember's settings.json)."
         )
-    size = entry.get("size")  # the size of the file it was read from (a PDF's, not its text's): shown only
+    # The entry's "size" (the file it was read from, a PDF's) is not kept: it is the file's claim, and
+    # the window would show any number it names (issue 28). What is kept is the text, so its size is
+    # what is shown.
     mime = entry.get("mime")
     return Extracted(
         name=name,
         kind=kind,
         mime=mime if isinstance(mime, str) and not mime.startswith("image/") else "text/plain",
-        size=size if type(size) is int and size >= 0 else len(content),
+        size=len(content),
         sha256=hashlib.sha256(content).hexdigest(),  # never the file's claim (see the module)
         text=text,
     )

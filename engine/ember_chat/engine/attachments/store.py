@@ -6,6 +6,7 @@ refers to any more is removed by `prune`. Shares the chat store's connection and
 from __future__ import annotations
 
 import base64
+import codecs
 import contextlib
 import json
 import os
@@ -108,6 +109,21 @@ class AttachmentStore:
 
     def image(self, att: StoredAttachment) -> bytes:
         return self._read_blob(att)
+
+    def text_head(self, att: StoredAttachment, max_bytes: int) -> tuple[str, int]:
+        """The start of a text attachment's stored text, at most `max_bytes` of it (a preview of a 50 MB
+        file must not load it all), and the text's whole size in bytes. Read from Ember's own blob, named
+        by the hash Ember computed: never from a path a chat file names. A character cut at the end is
+        left out (the blob is UTF-8 written by `save`)."""
+        path = self.blob_path(att.sha256)
+        try:
+            with path.open("rb") as f:
+                total = os.fstat(f.fileno()).st_size
+                head = f.read(max(0, max_bytes))
+        except OSError:
+            raise AttachmentError(f"{att.name} is missing from Ember's data folder; attach it again.") from None
+        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        return decoder.decode(head, final=len(head) >= total), total
 
     def ref(self, att: StoredAttachment) -> AttachmentRef:
         return AttachmentRef(att.id, att.sha256, att.name, att.kind)
