@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from PySide6.QtCore import QPointF
 from PySide6.QtGui import QFont, QFontDatabase
 from PySide6.QtWidgets import QApplication, QFormLayout, QLabel, QWidget
 from pytestqt.qtbot import QtBot
@@ -23,12 +24,14 @@ from ember_chat.engine.core.params import SamplingParams
 from ember_chat.engine.inference.events import Event, PromptReady
 from ember_chat.engine.storage.paths import AppPaths
 from tests.fake_backend import FakeBackend
+from tests.test_look import axis_labels
 
 FIRST_TOKEN_S = 1.2  # a slow prompt: the session's TTFT percentiles are four-digit milliseconds
 
 
 class SlowFirstToken(FakeBackend):
-    """Takes FIRST_TOKEN_S to its first token (a long prompt on a slow machine), then streams."""
+    """Takes FIRST_TOKEN_S to its first token (a long prompt on a slow machine), then streams (at 300
+    tokens/s in the window below: a tenth of a second for its 30)."""
 
     def _run(self, params: SamplingParams) -> Iterator[Event]:
         for event in super()._run(params):
@@ -58,7 +61,7 @@ def window(qtbot: QtBot, tmp_path: Path, tiny_model: Path, system_font: str) -> 
     paths = AppPaths(tmp_path / "data", tmp_path / "config")
     paths.default_models_dir.mkdir(parents=True)
     shutil.copy(tiny_model, paths.default_models_dir / "tiny.gguf")
-    w = build_window(paths, backend_factory=lambda _ref: SlowFirstToken(n_tokens=30))
+    w = build_window(paths, backend_factory=lambda _ref: SlowFirstToken(n_tokens=30, rate=300))
     qtbot.addWidget(w)
     w.show()
     with qtbot.waitSignal(w.models_listed, timeout=60_000):
@@ -156,3 +159,28 @@ def test_current_answer_starts_over_in_another_chat(qtbot: QtBot, window: MainWi
     qtbot.waitUntil(lambda: window.controller.conversation_id == first)
     assert panel.output.text() == "—" and panel.decode.text() == "—"
     assert panel.session_ttft.text() != "—"  # the session's figures are the session's, kept
+
+
+def test_a_long_time_to_first_token_leaves_the_decode_readable(qtbot: QtBot, window: MainWindow) -> None:
+    """Issue 28, item 15: with FIRST_TOKEN_S before the first token and the 30 tokens after it in a few
+    milliseconds, the chart's time axis ran from 0 and the decode was a sliver at its right edge. The
+    axis starts at the first token: the decode's lines span the plot, the labels stay times since the
+    message was sent, and the axis's title says where it starts."""
+    panel = window.side.metrics
+    _load(qtbot, window)
+    _send(qtbot, window, "a long prompt")
+    metrics = window.store.thread(window.controller.conversation_id)[-1].metrics
+    ttft, e2e = metrics["ttft_s"], metrics["e2e_s"]
+    assert ttft >= FIRST_TOKEN_S and e2e - ttft < 0.2 * ttft
+    chart, plot = panel.chart, panel.chart.chart.plotArea()
+
+    def x_at(t: float) -> float:
+        return chart.chart.mapToPosition(QPointF(t, 0), chart.speed).x()
+
+    assert x_at(e2e) - x_at(ttft) >= 0.9 * plot.width()  # the decode, from first token to last, across the plot
+    xs = [chart.chart.mapToPosition(p, series).x() for series in (chart.speed, chart.itl) for p in series.points()]
+    assert xs and min(xs) >= plot.left() - 0.5 and max(xs) <= plot.right() + 0.5  # its lines, all of them
+    axis = chart.axis_x
+    assert axis.min() == pytest.approx(ttft) and f"first token at {ttft:.2f} s" in axis.titleText()
+    labels = axis_labels(axis)
+    assert len(labels) >= 2 and all(ttft <= float(label.removesuffix(" s")) for label in labels)

@@ -172,6 +172,7 @@ class MetricsPanel(QWidget):
         if snap.get("ttft_s") is not None and self._waiting.isActive():
             self._waiting.stop()
             self.ttft.setText(_fmt(snap["ttft_s"], "s"))
+            self.chart.first_token(snap["ttft_s"])
             if snap.get("prefill_tokens_per_s") is not None:
                 self.prefill.setText(_fmt(snap["prefill_tokens_per_s"], "tok/s", 1))
         if self._live_clock.isValid() and self._live_clock.elapsed() < LIVE_UPDATE_MS:

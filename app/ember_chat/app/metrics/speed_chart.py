@@ -10,6 +10,11 @@ Each axis is labelled at round steps (1, 2 or 5 × 10^n) with as many decimals a
 two labels read the same: three ticks at fixed thirds printed with one decimal read `0.0 s · 0.1 s ·
 0.1 s` for an answer of 0.15 s.
 
+The time axis starts at the first token, not at 0: a long time to first token (a long prompt on a
+slow machine) otherwise squeezed the decode into a sliver at the right. Its labels stay times since
+the message was sent (as the tooltips, the TTFT figure and the thinking row's "answer at" are), the
+axis's title says where it starts, and a break mark at its left end shows that it does not start at 0.
+
 A line is drawn with about one point per two pixels of the plot, at most: an antialiased line costs by
 its points, and 400 zig-zag points took 22 ms to paint in a 228 px chart (100: under 4 ms), a stall at
 the end of every long answer. The live ITL line is halved the same way when it gets longer than that.
@@ -20,7 +25,7 @@ from __future__ import annotations
 import math
 
 from PySide6.QtCharts import QChart, QChartView, QLineSeries, QValueAxis
-from PySide6.QtCore import QPointF, Qt
+from PySide6.QtCore import QPointF, QRectF, Qt
 from PySide6.QtGui import QColor, QCursor, QFont, QPainter, QPen
 from PySide6.QtWidgets import QApplication, QToolTip
 
@@ -31,6 +36,7 @@ MIN_POINTS = 100  # the fewest points a line is thinned to, whatever the chart's
 GROWTH = 1.25
 X_STEPS = 3  # steps between ticks on the time axis, at most: four labels fit the panel's narrowest chart
 Y_STEPS = 4  # (the chart is taller than wide)
+MIN_SPAN_S = 0.001  # the time axis's least span (an answer of one token has no decode time)
 
 
 def _nice_ceiling(value: float) -> float:
@@ -47,14 +53,16 @@ def _nice_ceiling(value: float) -> float:
     return value * 1.25
 
 
-def nice_step(span: float, most: int) -> float:
-    """The smallest step of 1, 2 or 5 × 10^n that divides `span` into at most `most` steps."""
-    span = span if span > 0 else 1.0
+def nice_step(low: float, high: float, most: int) -> float:
+    """The smallest step of 1, 2 or 5 × 10^n whose multiples put at most `most` + 1 ticks (labels)
+    between `low` and `high`: at least two where `most` is 3 or more."""
+    span = high - low if high > low else 1.0
     power = 10.0 ** math.floor(math.log10(span / most))
-    for m in (1, 2, 5, 10):
-        if span / (m * power) <= most * (1 + 1e-9):  # (0.3 / 0.1 is 2.9999999999999996)
-            return m * power
-    return 10 * power  # (not reached: 10 × power ≥ span / most)
+    for step in (m * power * scale for scale in (0.1, 1, 10) for m in (1, 2, 5)):
+        ticks = math.floor(high / step + 1e-9) - math.ceil(low / step - 1e-9) + 1
+        if ticks <= most + 1:
+            return step
+    return 10 * power  # (not reached: a step of 5 × power spans most × 5/2 × power, over span)
 
 
 def step_decimals(step: float) -> int:
@@ -65,7 +73,7 @@ def step_decimals(step: float) -> int:
 def set_ticks(axis: QValueAxis, low: float, high: float, most: int, unit: str = "") -> None:
     """`axis` from `low` to `high`, with ticks and labels at round steps from 0 (each label distinct),
     at most `most` steps apart."""
-    step = nice_step(high - low, most)
+    step = nice_step(low, high, most)
     axis.setTickType(QValueAxis.TickType.TicksDynamic)
     axis.setTickAnchor(0.0)
     axis.setTickInterval(step)
@@ -86,6 +94,30 @@ def downsample_itl(itl_ms: list[float], start_s: float, limit: int = MIN_POINTS)
         points.append(QPointF(t_end, max(bucket)))
         t = t_end
     return points
+
+
+class BrokenAxisView(QChartView):
+    """A chart view that marks its time axis with a break (two slanted strokes) at the left end while
+    the axis does not start at 0."""
+
+    def __init__(self, chart: QChart) -> None:
+        super().__init__(chart)
+        self.broken = False
+        self.mark_color = QColor(Qt.GlobalColor.gray)
+
+    def drawForeground(self, painter: QPainter, rect: QRectF) -> None:
+        super().drawForeground(painter, rect)
+        if not self.broken:
+            return
+        at = self.chart().mapToScene(self.chart().plotArea().bottomLeft())
+        x, y, h = at.x() + 3, at.y(), 4.0
+        painter.save()
+        painter.setRenderHint(QPainter.RenderHint.Antialiasing)
+        painter.fillRect(QRectF(x, y - 1.5, 4, 3), self.chart().backgroundBrush())  # the gap in the axis line
+        painter.setPen(QPen(self.mark_color, 1.2))
+        for dx in (0.0, 4.0):
+            painter.drawLine(QPointF(x + dx - 1.5, y + h), QPointF(x + dx + 1.5, y - h))
+        painter.restore()
 
 
 class SpeedChart:
@@ -114,7 +146,7 @@ class SpeedChart:
         self.speed.hovered.connect(lambda p, on: self._tip(p, on, QChart.tr("{v:.1f} tok/s at {t:.2f} s")))
         self.itl.hovered.connect(lambda p, on: self._tip(p, on, QChart.tr("{v:.1f} ms between tokens at {t:.2f} s")))
         self.chart = chart
-        self.view = QChartView(chart)
+        self.view = BrokenAxisView(chart)
         self.view.setRenderHint(QPainter.RenderHint.Antialiasing)
         self.view.setMinimumHeight(170)
         self.view.setAccessibleName(QChart.tr("Decode speed chart"))
@@ -123,7 +155,8 @@ class SpeedChart:
         )
         self._fonts()
         self._last: tuple[float, int] | None = None  # (elapsed s, tokens) at the previous snapshot
-        self._ranges = [1.0, 10.0, 100.0]  # x, tok/s, ms
+        self._ranges = [1.0, 10.0, 100.0]  # x (the end; it starts at self._origin), tok/s, ms
+        self._origin = 0.0
         self.begin()
 
     def set_colors(self, colors: Colors) -> None:
@@ -139,6 +172,7 @@ class SpeedChart:
             axis.setLinePenColor(QColor(colors.border))
         self.chart.setTitleBrush(QColor(colors.text))
         self.chart.legend().setLabelColor(QColor(colors.secondary))
+        self.view.mark_color = QColor(colors.secondary)
         self.speed.setPen(QPen(QColor(colors.accent), 2))
         itl_pen = QPen(QColor(colors.user_accent), 1.5)
         itl_pen.setStyle(Qt.PenStyle.DashLine)
@@ -152,6 +186,7 @@ class SpeedChart:
         small.setPointSizeF(small.pointSizeF() * 0.8)
         for axis in (self.axis_x, self.axis_speed, self.axis_itl):
             axis.setLabelsFont(small)
+            axis.setTitleFont(small)
         self.chart.legend().setFont(small)
         title = QFont(QApplication.font())
         title.setPointSizeF(title.pointSizeF() * 0.9)
@@ -173,18 +208,34 @@ class SpeedChart:
         self._speed_end = self._itl_end = 0.0
         self._speed_top: float | None = None
         self._itl_top: float | None = None
+        self._start_at(0.0)
         for axis, top in zip((self.axis_x, self.axis_speed, self.axis_itl), self._ranges, strict=True):
             self._set_range(axis, top)
 
+    def _start_at(self, origin: float) -> None:
+        """The time axis from `origin` (s since sent: 0, or the first token's time), its title saying so."""
+        self._origin = origin
+        self.view.broken = origin > 0
+        title = QChart.tr("since sent · first token at {s:.2f} s") if origin > 0 else QChart.tr("since sent")
+        self.axis_x.setTitleText(title.format(s=origin))
+
+    def first_token(self, ttft_s: float) -> None:
+        """The first token came `ttft_s` after sending: the time axis starts there (the decode is
+        what the chart is about), a second long until the answer grows past it."""
+        self._start_at(ttft_s)
+        self._ranges[0] = ttft_s + 1.0
+        self._set_range(self.axis_x, self._ranges[0])
+
     def _set_range(self, axis: QValueAxis, top: float) -> None:
         if axis is self.axis_x:
-            set_ticks(axis, 0.0, top, X_STEPS, " s")
+            set_ticks(axis, self._origin, max(top, self._origin + MIN_SPAN_S), X_STEPS, " s")
         else:
             set_ticks(axis, 0.0, top, Y_STEPS)
 
     def _grow(self, index: int, axis: QValueAxis, value: float) -> None:
         if value > self._ranges[index]:
-            self._ranges[index] = value * GROWTH
+            low = self._origin if index == 0 else 0.0
+            self._ranges[index] = low + (value - low) * GROWTH
             self._set_range(axis, self._ranges[index])
 
     def _add_speed(self, x: float, tokens_per_s: float) -> None:
@@ -228,6 +279,7 @@ class SpeedChart:
             self._itl_top = max(itl_ms)  # (each bucket keeps its largest)
         if m.decode_tokens_per_s is not None:  # the line ends where the answer did, at its final rate
             self._add_speed(m.e2e_s, m.decode_tokens_per_s)
+        self._start_at(m.ttft_s or 0.0)
         self._set_range(self.axis_x, max(m.e2e_s, self._speed_end, self._itl_end))
         self._set_range(self.axis_speed, _nice_ceiling(self._speed_top if self._speed_top is not None else 1.0))
         self._set_range(self.axis_itl, _nice_ceiling(self._itl_top if self._itl_top is not None else 1.0))
