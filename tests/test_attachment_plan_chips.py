@@ -52,12 +52,14 @@ def read_line(w: MainWindow) -> dict[str, str]:
 
 
 def chips_said(qtbot: QtBot, w: MainWindow, question: str) -> dict[str, str]:
-    """Type the question, wait for the plan, and read each chip as the Read line would word it."""
+    """Type the question, wait for the plan, and read each chip as the Read line would word it (its
+    whole sentence: the chip's tooltip and what a screen reader says)."""
     w.composer.editor.setPlainText(question)
     settle(qtbot, w)
     out = {}
     for item in w.composer.attachments.items:
-        details = item.chip.details.text().split(" · ")  # kind · size · N tokens · how
+        assert item.chip.words in item.chip.toolTip().splitlines()
+        details = item.chip.words.split(" · ")  # kind · size · N tokens · how
         assert len(details) == 4, details
         out[item.chip.name_label.text()] = f"{details[2]}, {details[3]}"
     return out

@@ -74,7 +74,8 @@ def settle(qtbot: QtBot, w: MainWindow) -> None:
 
 
 def chip_texts(w: MainWindow) -> list[str]:
-    return [f"{i.chip.name_label.text()} | {i.chip.details.text()}" for i in w.composer.attachments.items]
+    """Each chip's name and its whole sentence (its tooltip; the strip shows a short part of it)."""
+    return [f"{i.chip.name_label.text()} | {i.chip.words}" for i in w.composer.attachments.items]
 
 
 def send(qtbot: QtBot, w: MainWindow, text: str) -> None:
@@ -207,7 +208,7 @@ def test_an_image_for_a_vision_model_reaches_the_engine_and_shows_as_a_thumbnail
     w.composer.attach_paths([shot])
     settle(qtbot, w)
     item = w.composer.attachments.items[0]
-    assert not item.chip.warning.isVisible() and "image" in item.chip.details.text()
+    assert not item.chip.warning.isVisible() and "image" in item.chip.words
     send(qtbot, w, "What colour is it?")
     last = fake.requests[-1][-1]
     assert [(i.name, i.data) for i in last.images] == [("screenshot.png", data)]

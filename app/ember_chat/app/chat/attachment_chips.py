@@ -1,13 +1,15 @@
-"""An attachment's chip: its name, kind, size, token count and how the model will read it, with an ✕
-that removes it before sending. How it will be read is the engine's own plan of the message as it
+"""An attachment's chip, compact: its kind in a few letters, its name (elided), the tokens it takes (and
+how the model reads it when not whole), an ✕ that removes it before sending; its size and the whole
+sentence are in its tooltip. How it will be read is the engine's own plan of the message as it
 would be sent (attachments_bar.py), said in the words the answer's "Read:" line uses (`mode_words`):
 the chip and that line agree."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import PurePath
 
-from PySide6.QtCore import QCoreApplication, Signal
+from PySide6.QtCore import QCoreApplication, QSize, Signal
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QProgressBar, QSizePolicy, QToolButton, QWidget
 
 from ember_chat.app.qt.elided_label import ElidedLabel
@@ -15,7 +17,16 @@ from ember_chat.app.style.icons import themed_icon
 from ember_chat.app.style.theme import Colors
 from ember_chat.engine.attachments.kinds import human_size
 
-__all__ = ["AttachmentChip", "ChipState", "chip_words", "human_size", "kind_label", "mode_words"]
+__all__ = [
+    "AttachmentChip",
+    "ChipState",
+    "chip_suffix",
+    "chip_words",
+    "human_size",
+    "kind_badge",
+    "kind_label",
+    "mode_words",
+]
 
 KIND_LABELS = {
     "text": "text",
@@ -78,8 +89,9 @@ class ChipState:
 
 
 def chip_words(s: ChipState) -> str:
-    """The chip's details line: "PDF · 1.2 MB · 3,450 tokens · whole" (the tokens it takes in the
-    prompt, as the Read line will say; without a plan, what it takes whole)."""
+    """The chip's full details, said on hover (its tooltip) and to a screen reader: "PDF · 1.2 MB ·
+    3,450 tokens · whole" (the tokens it takes in the prompt, as the Read line will say; without a
+    plan, what it takes whole)."""
     if s.progress is not None:
         return tr("reading… {percent}%").format(percent=round(100 * s.progress))
     parts = [kind_label(s.kind), human_size(s.size)]
@@ -98,8 +110,55 @@ def chip_words(s: ChipState) -> str:
     return " · ".join(p for p in parts if p)
 
 
+def chip_suffix(s: ChipState) -> str:
+    """What the compact chip shows after the name: the tokens it takes in the prompt, and how it is read
+    only when that is not whole ("3 of 12 passages", "not used"); the rest is in its tooltip. From the
+    same state as `chip_words`, so the two never disagree."""
+    if s.progress is not None:
+        return tr("reading… {percent}%").format(percent=round(100 * s.progress))
+    tokens = s.planned if s.mode and s.planned is not None else s.tokens
+    if tokens is not None:
+        words = (tr("≈{n} tokens") if s.estimated else tr("{n} tokens")).format(n=f"{tokens:,}")
+    elif s.tokens_note:
+        words = tr("counting…")
+    else:  # (an image, or a count that failed)
+        words = human_size(s.size) if s.size else ""
+    if s.mode == "retrieval" and s.total and s.used:
+        words += " · " + tr("{used} of {total} passages").format(used=f"{s.used:,}", total=f"{s.total:,}")
+    elif s.mode == "retrieval" and s.total:
+        words += " · " + tr("not used")
+    return words
+
+
+KIND_BADGES = {  # the chip's kind, in a few letters (its full name is in the tooltip)
+    "text": "TXT",
+    "markdown": "MD",
+    "code": "CODE",
+    "csv": "CSV",
+    "json": "JSON",
+    "html": "HTML",
+    "pdf": "PDF",
+    "docx": "DOCX",
+    "image": "IMG",
+}
+
+
+def kind_badge(s: ChipState) -> str:
+    """The kind in a few letters; while the file is read (its kind not known yet), its extension."""
+    if s.kind:
+        return KIND_BADGES.get(str(s.kind), str(s.kind)[:4].upper())
+    suffix = PurePath(s.name).suffix.lstrip(".").upper()
+    return suffix[:4] if suffix and suffix.isalnum() else tr("FILE")
+
+
+NAME_WIDTH = 150  # the most a chip's name takes (elided beyond: the whole name is in the tooltip)
+CLOSE_SIZE = 18  # the ✕ button, square
+
+
 class AttachmentChip(QFrame):
-    """One chip above the message box."""
+    """One chip in the strip above the message box: the kind in a few letters, the name (elided), the
+    tokens (and how it is read when not whole), ✕. One line of the system font high; everything else
+    (size, the whole sentence the Read line will say, a warning) is in its tooltip."""
 
     remove = Signal()
 
@@ -108,27 +167,34 @@ class AttachmentChip(QFrame):
         self.setObjectName("attachmentChip")
         self.setSizePolicy(QSizePolicy.Policy.Maximum, QSizePolicy.Policy.Fixed)
         row = QHBoxLayout(self)
-        row.setContentsMargins(8, 3, 3, 3)
-        row.setSpacing(6)
+        row.setContentsMargins(6, 1, 1, 1)
+        row.setSpacing(4)
+        self.kind = QLabel()
+        self.kind.setObjectName("attachmentKind")
         self.name_label = ElidedLabel()
         self.name_label.setObjectName("attachmentName")
+        self.name_label.setMaximumWidth(NAME_WIDTH)
         self.details = QLabel()
         self.details.setObjectName("attachmentDetails")
         self.progress = QProgressBar()
         self.progress.setRange(0, 100)
         self.progress.setTextVisible(False)
-        self.progress.setFixedSize(60, 6)
+        self.progress.setFixedSize(36, 4)
         self.warning = QLabel("⚠")
         self.warning.setObjectName("attachmentWarning")
         self.close_button = QToolButton()
         self.close_button.setAutoRaise(True)
+        self.close_button.setFixedSize(CLOSE_SIZE, CLOSE_SIZE)
+        self.close_button.setIconSize(QSize(12, 12))
         self.close_button.clicked.connect(self.remove)
         row.addWidget(self.warning)
+        row.addWidget(self.kind)
         row.addWidget(self.name_label, 1)
         row.addWidget(self.details)
         row.addWidget(self.progress)
         row.addWidget(self.close_button)
         self.state = state
+        self.words = ""  # the full details (tooltip, screen reader): chip_words(state)
         if colors is not None:
             self.set_colors(colors)
         self.show_state(state)
@@ -139,8 +205,9 @@ class AttachmentChip(QFrame):
     def show_state(self, state: ChipState) -> None:
         self.state = state
         self.name_label.setText(state.name)
-        words = chip_words(state)
-        self.details.setText(words)
+        self.kind.setText(kind_badge(state))
+        words = self.words = chip_words(state)
+        self.details.setText(chip_suffix(state))
         reading = state.progress is not None
         self.progress.setVisible(reading)
         if reading:
@@ -152,7 +219,9 @@ class AttachmentChip(QFrame):
         tip = f"{state.name}\n{words}" + (f"\n\n{state.warning}" if state.warning else "")
         if state.mode == "retrieval" and state.tokens is not None:  # (what it would take, for the curious)
             tip += "\n" + tr("Whole, it would take {n} tokens.").format(n=f"{state.tokens:,}")
-        self.setToolTip(tip)
+        # the chip's parts show the chip's tooltip, not the name label's own (the name alone)
+        for part in (self, self.kind, self.name_label, self.details):
+            part.setToolTip(tip)
         self.warning.setToolTip(state.warning)
         self.setAccessibleName(tr("Attachment {name}").format(name=state.name))
         self.setAccessibleDescription(words + (f". {state.warning}" if state.warning else ""))

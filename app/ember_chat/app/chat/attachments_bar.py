@@ -21,9 +21,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from PySide6.QtCore import QBuffer, QByteArray, QEvent, QIODevice, QMimeData, QObject, QTimer, Signal
-from PySide6.QtGui import QDragEnterEvent, QDropEvent, QImage
-from PySide6.QtWidgets import QFileDialog, QWidget
+from PySide6.QtCore import QBuffer, QByteArray, QEvent, QIODevice, QMimeData, QObject, Qt, QTimer, Signal
+from PySide6.QtGui import QDragEnterEvent, QDropEvent, QImage, QResizeEvent
+from PySide6.QtWidgets import QFileDialog, QFrame, QScrollArea, QVBoxLayout, QWidget
 
 from ember_chat.app.chat.attachment_chips import AttachmentChip, ChipState
 from ember_chat.app.qt.flow_layout import FlowLayout
@@ -46,6 +46,8 @@ REPLAN_MS = 300  # after typing stops, the plan is made again for the question t
 PLAN_KEY = "attachments-plan"  # (the latest request wins: TaskRunner)
 # What the planner gives for these files and the question typed: a job to run on a worker thread
 Planner = Callable[[list[StoredAttachment], str], Callable[[], AttachmentsPlanned | None]]
+MAX_ROWS = 2  # rows of chips shown at once; more scroll
+FLOW_SPACING = 4  # between chips
 READERS = 2  # files read at once (each in its own process); more wait their turn
 _keys = itertools.count(1)
 
@@ -93,7 +95,19 @@ class AttachmentsBar(QWidget):
         super().__init__(parent)
         self.setObjectName("attachmentsBar")
         self.setAccessibleName(self.tr("Attachments"))
-        self.flow = FlowLayout(self)
+        # The chips wrap onto a second row, then scroll: many files never push the message box down
+        # (at 800×600 four chips on four rows left the transcript a sliver).
+        self.scroll = QScrollArea()
+        self.scroll.setFrameShape(QFrame.Shape.NoFrame)
+        self.scroll.setWidgetResizable(True)
+        self.scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        strip = QWidget()
+        strip.setObjectName("attachmentStrip")
+        self.flow = FlowLayout(strip, spacing=FLOW_SPACING)
+        self.scroll.setWidget(strip)
+        outer = QVBoxLayout(self)
+        outer.setContentsMargins(0, 0, 0, 2)
+        outer.addWidget(self.scroll)
         self.tasks: TaskRunner | None = None  # the window's shared runner: token counts
         self.readers = TaskRunner(self, workers=READERS)  # the files' readers (they may take a while)
         self.count_tokens: Callable[[str], TokenCount] | None = None
@@ -112,6 +126,7 @@ class AttachmentsBar(QWidget):
         self._poll = QTimer(self)
         self._poll.setInterval(PROGRESS_MS)
         self._poll.timeout.connect(self._show_progress)
+        self.changed.connect(self._fit_rows)  # (a chip's words changed its width: the rows may change)
         self.hide()
 
     def configure(
@@ -134,6 +149,26 @@ class AttachmentsBar(QWidget):
         self.colors = colors
         for item in self.items:
             item.chip.set_colors(colors)
+
+    # ----- the strip's height: the rows its chips take at this width, at most MAX_ROWS
+    def _fit_rows(self) -> None:
+        if not self.items:
+            return
+        strip = self.scroll.widget()
+        width = self.width()
+        needed = self.flow.heightForWidth(width)
+        row = max(i.chip.sizeHint().height() for i in self.items)
+        most = MAX_ROWS * row + (MAX_ROWS - 1) * FLOW_SPACING
+        if needed > most:  # scrolling: the chips wrap at the width the scroll bar leaves
+            needed = self.flow.heightForWidth(width - self.scroll.verticalScrollBar().sizeHint().width())
+        # (the strip is resized by the scroll area only when its own size hints change: a chip's new
+        # words, or a width that wraps them otherwise, may not)
+        strip.setMinimumHeight(needed if needed > most else 0)
+        self.scroll.setFixedHeight(min(needed, most))
+
+    def resizeEvent(self, event: QResizeEvent) -> None:  # Qt override
+        super().resizeEvent(event)
+        self._fit_rows()
 
     # ----- what is attached
     def attachments(self) -> list[StoredAttachment]:
@@ -212,6 +247,7 @@ class AttachmentsBar(QWidget):
         self.items.append(item)
         self.flow.addWidget(item.chip)
         self.show()
+        self._fit_rows()
         self._poll.start()
         self.changed.emit()
         return item
@@ -250,6 +286,7 @@ class AttachmentsBar(QWidget):
         self.flow.removeWidget(item.chip)
         item.chip.deleteLater()
         self.setVisible(bool(self.items))
+        self._fit_rows()
         self._update_modes()
         self.changed.emit()
         self._check_settled()
@@ -393,6 +430,7 @@ class AttachmentsBar(QWidget):
                 item.chip.show_state(item.state)
         if not reading:
             self._poll.stop()
+        self._fit_rows()
 
     def _check_settled(self) -> None:
         if not self.busy:  # (read and counted; a plan still being made is said again when it is made)

@@ -171,6 +171,7 @@ def style_sheet(c: Colors) -> str:
 #attachmentChip {{ border: 1px solid {c.border}; border-radius: 8px; background: {c.alt_base}; }}
 #attachmentChip[warn="true"] {{ border-color: {c.warning}; }}
 #attachmentDetails {{ color: {c.secondary}; }}
+#attachmentKind {{ color: {c.accent}; font-weight: 600; }}
 #attachmentWarning {{ color: {c.warning}; }}
 """
 
