@@ -18,6 +18,7 @@ from PySide6.QtWidgets import QDialog, QInputDialog, QMenu, QMessageBox
 
 from ember_chat.app.chat.chat_list import FolderRow
 from ember_chat.app.chat.chat_list_menu import build_row_menu, fill_move_menu
+from ember_chat.app.shell.store_watch import StoreWatch
 from ember_chat.app.shell.window_export import ChatExports
 from ember_chat.app.shell.window_undo import ChatOrganise
 from ember_chat.engine.core.params import SamplingParams, chat_settings
@@ -39,6 +40,7 @@ class ChatActions(QObject):
         self.exports = ChatExports(window)  # File ▸ Export and the list's Export (window_export.py)
         self._listed: dict[int, ChatRow] | None = None  # the chats the tree lists, as last read
         self._order: list[ChatRow] = []  # the same, newest activity first
+        self.watch: StoreWatch | None = None  # changes another process made to the store (wire_list)
 
     def wire_list(self) -> None:
         """Connect the chat list's own signals (the window made it)."""
@@ -53,6 +55,8 @@ class ChatActions(QObject):
             changed.disconnect(self.reload_conversations)  # this one reads only the open chat again
         changed.connect(self.on_conversations_changed)
         self.w.controller.delete_requested.connect(self.organise.delete_message)
+        # chats changed by another process (`ember-chat chats import`, a second window): the list reloads
+        self.watch = StoreWatch(self.w, self.w.store, self.reload_conversations)
 
     def add_menu_entries(self, chat: QMenu) -> None:
         """Chat menu: Undo, New folder, Move to ▸ (the keyboard's way to move the selected chats),

@@ -109,6 +109,19 @@ class ConversationStore:
         """The connection and its lock, for a module that owns tables of this database (attachments)."""
         return self._db, self._lock
 
+    def data_version(self, *, wait: bool = True) -> int | None:
+        """SQLite's `PRAGMA data_version` of this connection: it changes when another connection (another
+        process: `ember-chat chats import`, a second window) committed to the file, never for this
+        store's own writes, so a window can notice chats changed elsewhere by reading it now and then.
+        `wait` False: None at once when another thread holds the store (an import's batch) instead of
+        waiting for it (the GUI thread asks again later)."""
+        if not self._lock.acquire(blocking=wait):
+            return None
+        try:
+            return int(self._db.execute("PRAGMA data_version").fetchone()[0])
+        finally:
+            self._lock.release()
+
     def integrity_problem(self) -> str | None:
         """SQLite's quick check (every page readable, b-trees well formed): None when all is well."""
         try:
