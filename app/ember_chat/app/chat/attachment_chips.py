@@ -86,6 +86,12 @@ class ChipState:
     planned: int | None = None  # the tokens it takes in the prompt by the plan (the Read line's number)
     progress: float | None = None
     warning: str = ""  # (the only warning: an image for a model that cannot see images)
+    # while it is read: whether its reader has measured its progress (a PDF's pages; HTML, DOCX and
+    # text give none until they are done: a percentage would stay at 0 % until the end or the limit),
+    # how long its reader has run (None: waiting for its turn) and the time limit it stops at
+    measured: bool = False
+    reading_s: float | None = 0.0
+    limit_s: float = 0.0
 
 
 def chip_words(s: ChipState) -> str:
@@ -93,7 +99,7 @@ def chip_words(s: ChipState) -> str:
     3,450 tokens · whole" (the tokens it takes in the prompt, as the Read line will say; without a
     plan, what it takes whole)."""
     if s.progress is not None:
-        return tr("reading… {percent}%").format(percent=round(100 * s.progress))
+        return reading_words(s)
     parts = [kind_label(s.kind), human_size(s.size)]
     tokens = s.planned if s.mode and s.planned is not None else s.tokens
     if tokens is not None and s.estimated:
@@ -115,7 +121,7 @@ def chip_suffix(s: ChipState) -> str:
     only when that is not whole ("3 of 12 passages", "not used"); the rest is in its tooltip. From the
     same state as `chip_words`, so the two never disagree."""
     if s.progress is not None:
-        return tr("reading… {percent}%").format(percent=round(100 * s.progress))
+        return reading_suffix(s)
     tokens = s.planned if s.mode and s.planned is not None else s.tokens
     if tokens is not None:
         words = (tr("≈{n} tokens") if s.estimated else tr("{n} tokens")).format(n=f"{tokens:,}")
@@ -128,6 +134,35 @@ def chip_suffix(s: ChipState) -> str:
     elif s.mode == "retrieval" and s.total:
         words += " · " + tr("not used")
     return words
+
+
+def reading_suffix(s: ChipState) -> str:
+    """While a file is read: its percentage when its reader measures it, else the seconds its reader
+    has run (an honest "still at it", never a 0 % that does not move)."""
+    if s.reading_s is None:
+        return tr("waiting to be read…")
+    if s.measured:
+        return tr("reading… {percent}%").format(percent=round(100 * (s.progress or 0.0)))
+    if s.reading_s < 1:
+        return tr("reading…")
+    return tr("reading… {seconds} s").format(seconds=int(s.reading_s))
+
+
+def reading_words(s: ChipState) -> str:
+    """The tooltip's sentence while a file is read: what the chip shows, and when Ember stops."""
+    if s.reading_s is None:
+        said = tr("waiting to be read (other files are being read)")
+    elif s.measured:
+        said = reading_suffix(s)
+    else:
+        said = tr("reading… {seconds} s (this kind of file gives no measure of its progress)").format(
+            seconds=int(s.reading_s)
+        )
+    if s.limit_s:
+        said += " · " + tr("Ember stops reading it after {limit} s (attachment_read_seconds in settings.json)").format(
+            limit=f"{s.limit_s:g}"
+        )
+    return said
 
 
 KIND_BADGES = {  # the chip's kind, in a few letters (its full name is in the tooltip)
@@ -210,8 +245,11 @@ class AttachmentChip(QFrame):
         self.details.setText(chip_suffix(state))
         reading = state.progress is not None
         self.progress.setVisible(reading)
-        if reading:
+        if reading and state.measured:
+            self.progress.setRange(0, 100)
             self.progress.setValue(round(100 * (state.progress or 0.0)))
+        elif reading:  # no measure: the style's busy bar (moving), not an empty one
+            self.progress.setRange(0, 0)
         self.warning.setVisible(bool(state.warning))
         self.setProperty("warn", bool(state.warning))
         self.style().unpolish(self)

@@ -17,6 +17,7 @@ loaded model cannot see images, and the window refuses to send it then."""
 from __future__ import annotations
 
 import itertools
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -48,6 +49,7 @@ PLAN_KEY = "attachments-plan"  # (the latest request wins: TaskRunner)
 Planner = Callable[[list[StoredAttachment], str], Callable[[], AttachmentsPlanned | None]]
 MAX_ROWS = 2  # rows of chips shown at once; more scroll
 FLOW_SPACING = 4  # between chips
+WAIT_SHOWN_S = 0.5  # a file whose reader has not started after this is shown waiting for its turn
 READERS = 2  # files read at once (each in its own process); more wait their turn
 _keys = itertools.count(1)
 
@@ -62,7 +64,10 @@ class Pending:
     extracted: Extracted | None = None
     stored: StoredAttachment | None = None
     counting: bool = False
-    progress: list[float] = field(default_factory=lambda: [0.0])  # written by the worker, read by a timer
+    # the fraction read, written by the worker, read by a timer (-1: no measure of it has come)
+    progress: list[float] = field(default_factory=lambda: [-1.0])
+    started: float | None = None  # (monotonic) when its reading process was seen running
+    added: float = field(default_factory=time.monotonic)
     reader: FileReader | None = None  # its child process while it is read (pid), cancelled by its ✕
 
 
@@ -422,11 +427,26 @@ class AttachmentsBar(QWidget):
         self._check_settled()
 
     def _show_progress(self) -> None:
+        """Each chip being read: its percentage where its reader measures one (a PDF's pages), else how
+        long its process has run — and nothing of either while it waits for its turn (its clock, and
+        the time limit's, start with its process)."""
         reading = False
+        now = time.monotonic()
+        limit = self.limits().max_seconds
         for item in self.items:
             if item.state.progress is not None:
                 reading = True
-                item.state = replace(item.state, progress=min(max(item.progress[0], 0.0), 1.0))
+                if item.started is None and item.reader is not None and item.reader.pid is not None:
+                    item.started = now
+                fraction = item.progress[0]
+                waiting = item.started is None and now - item.added > WAIT_SHOWN_S
+                item.state = replace(
+                    item.state,
+                    progress=min(max(fraction, 0.0), 1.0),
+                    measured=fraction >= 0.0,
+                    reading_s=None if waiting else 0.0 if item.started is None else now - item.started,
+                    limit_s=limit,
+                )
                 item.chip.show_state(item.state)
         if not reading:
             self._poll.stop()
