@@ -10,9 +10,9 @@ from types import SimpleNamespace
 import pytest
 from pygments.token import STANDARD_TYPES
 from PySide6.QtCharts import QValueAxis
-from PySide6.QtCore import QUrl
+from PySide6.QtCore import QPoint, QRect, QSize, QUrl
 from PySide6.QtGui import QFont, QGuiApplication, QTextCursor
-from PySide6.QtWidgets import QApplication
+from PySide6.QtWidgets import QApplication, QLabel, QProgressBar, QWidget
 from pytestqt.qtbot import QtBot
 
 from ember_chat.app.chat.code_highlight import CodeFormats, language_label
@@ -301,6 +301,56 @@ def test_the_chart_axes_are_labelled_at_distinct_round_steps(
         mantissa = step / 10 ** math.floor(math.log10(step) + 1e-9)
         assert min(abs(mantissa - m) for m in (1, 2, 5)) < 1e-6, labels  # a round step
     assert all(label.endswith(" s") for label in seen[0][0])
+
+
+class SmallContext(FakeBackend):
+    n_ctx = 100  # (its 10 prompt tokens and an answer of n: 10 + n of 100)
+
+
+def number_and_fill(field: QWidget) -> tuple[QRect, QRect]:
+    """Where the side panel's context row draws its number and its bar's fill, in `field`'s
+    coordinates: the number inside a progress bar (centred, as Fusion draws it) or in a label."""
+    fill = number = QRect()
+    for bar in [field, *field.findChildren(QProgressBar)]:
+        if isinstance(bar, QProgressBar):
+            at = bar.mapTo(field, QPoint(0, 0))
+            ratio = (bar.value() - bar.minimum()) / (bar.maximum() - bar.minimum())
+            fill = QRect(at, QSize(round(bar.width() * ratio), bar.height()))
+            if bar.isTextVisible():
+                text = bar.fontMetrics().boundingRect(bar.text())
+                text.moveCenter(bar.rect().center())
+                number = text.translated(at)
+    for label in field.findChildren(QLabel):
+        if "tokens" in label.text():
+            width = label.fontMetrics().horizontalAdvance(label.text())
+            number = QRect(label.mapTo(field, QPoint(0, 0)), QSize(width, label.height()))
+    return number, fill
+
+
+def test_the_context_number_is_never_under_the_fill(qtbot: QtBot, make_window: Callable[..., MainWindow]) -> None:
+    """Issue 28, item 15: the context bar's fill ran through its number (the glyphs over the fill in
+    another colour, cut where the fill ended). At every fill ratio and in both themes the number is
+    clear of the fill, in a colour with AA contrast on what is behind it."""
+    w = make_window(lambda _ref: SmallContext(n_tokens=100))
+    if not w.side.isVisible():  # (it hides by itself on the offscreen platform's 800 px screen)
+        w.toggle_side_panel()
+    load(qtbot, w, "tiny.gguf")
+    field = w.side.metrics.context
+    for answer in (20, 50, 90):
+        set_max_tokens(w, answer)
+        send(qtbot, w, "fill the context")
+        assert field.text() == f"{10 + answer} / 100 tokens"
+        for theme, colors in (("light", LIGHT), ("dark", DARK)):
+            w.set_theme(theme)
+            QApplication.processEvents()
+            number, fill = number_and_fill(field)
+            assert fill.width() == pytest.approx(number_and_fill(field)[1].width())
+            assert not number.isEmpty() and not number.intersects(fill), (answer, theme, number, fill)
+            behind = field.grab().toImage().pixelColor(number.topLeft() + QPoint(0, 1)).name()
+            label = field.findChild(QLabel)
+            shown = label.palette().color(label.foregroundRole()).name()
+            assert contrast_ratio(shown, behind) >= AA, (theme, shown, behind)
+            assert shown == colors.text
 
 
 def test_itl_downsampling_keeps_spikes() -> None:

@@ -13,12 +13,12 @@ from PySide6.QtWidgets import (
     QFormLayout,
     QGroupBox,
     QLabel,
-    QProgressBar,
     QTabWidget,
     QVBoxLayout,
     QWidget,
 )
 
+from ember_chat.app.metrics.context_meter import ContextMeter
 from ember_chat.app.metrics.params_panel import ParamsPanel
 from ember_chat.app.metrics.speed_chart import SpeedChart
 from ember_chat.app.qt.layout_boundary import LayoutBoundary
@@ -49,8 +49,8 @@ class MetricsPanel(QWidget):
         self.output = QLabel("—")
         self.thinking = QLabel("—")
         self.thinking.setToolTip(self.tr("Output tokens spent thinking, and when the answer proper began"))
-        self.context = QProgressBar()
-        self.context.setAccessibleName(self.tr("Context used"))
+        self.context = ContextMeter()  # (the number beside its bar, never under the fill)
+        self.context.bar.setAccessibleName(self.tr("Context used"))
         self._show_no_context()
         for label, w in (
             (self.tr("Time to first token"), self.ttft),
@@ -133,9 +133,7 @@ class MetricsPanel(QWidget):
         self._show_no_context()
 
     def _show_no_context(self) -> None:
-        self.context.setRange(0, 1)
-        self.context.setValue(0)
-        self.context.setFormat(self.tr("no answer yet"))
+        self.context.show_text(self.tr("no answer yet"))
 
     def begin(self) -> None:
         self.chart.begin()
@@ -199,11 +197,9 @@ class MetricsPanel(QWidget):
             return
         self.context.setUpdatesEnabled(False)
         if self.context.maximum() != n_ctx:
-            self.context.setRange(0, n_ctx)
-            widest = self.tr("{used} / {n_ctx} tokens").format(used=f"{n_ctx:,}", n_ctx=f"{n_ctx:,}")
-            self.context.setMinimumWidth(self.context.fontMetrics().horizontalAdvance(widest) + 16)  # one line
-        self.context.setValue(value)
-        self.context.setFormat(self.tr("{used} / {n_ctx} tokens").format(used=f"{value:,}", n_ctx=f"{n_ctx:,}"))
+            self.context.reserve(self.tr("{used} / {n_ctx} tokens").format(used=f"{n_ctx:,}", n_ctx=f"{n_ctx:,}"))
+        text = self.tr("{used} / {n_ctx} tokens").format(used=f"{value:,}", n_ctx=f"{n_ctx:,}")
+        self.context.show_used(value, n_ctx, text)
         self.context.setUpdatesEnabled(True)  # (schedules the repaint)
 
     def finish(self, m: GenerationMetrics | None, itl_ms: list[float]) -> None:
