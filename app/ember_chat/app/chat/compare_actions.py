@@ -19,6 +19,7 @@ from typing import Any
 from PySide6.QtCore import QObject, QTimer, Signal
 
 from ember_chat.app.chat.compare_dialog import CompareDialog
+from ember_chat.engine.conversation.messages import thread_messages
 from ember_chat.engine.core.messages import ChatMessage
 from ember_chat.engine.errors import EmberError
 from ember_chat.engine.inference.compare import (
@@ -31,7 +32,6 @@ from ember_chat.engine.inference.compare import (
 from ember_chat.engine.inference.resolver import model_ref
 from ember_chat.engine.storage.comparisons import Comparison
 from ember_chat.engine.storage.connections import parse_remote_model_name
-from ember_chat.engine.storage.tool_records import with_tool_messages
 
 POLL_MS = 30
 
@@ -129,19 +129,12 @@ class CompareActions(QObject):
         params = fixed_seed(side.params())
         system_prompt = side.system_prompt.toPlainText()
         thread = store.thread(self.conversation_id, self.prompt_id)
-        attachments = self.w.controller.attachments  # user messages with their files and images, as the chat sends them
+        attachments = self.w.controller.attachments  # the thread as the chat sends it (files, tool calls)
         try:
-            history = (
-                attachments.history(thread)
-                if attachments is not None
-                else [ChatMessage(m.role, m.content) for m in thread]
-            )
+            history = thread_messages(thread, attachments.store if attachments else None, system_prompt)
         except EmberError as exc:  # an attached image whose file is gone
             self.w.show_error(str(exc))
             return
-        history = with_tool_messages(thread, history)  # earlier answers' tool calls and their results
-        if system_prompt.strip():
-            history.insert(0, ChatMessage("system", system_prompt))
         settings = {"seed": params.seed, "params": params.to_dict(), "system_prompt": system_prompt}
         try:
             comparison = store.comparisons.create(self.conversation_id, self.prompt_id, names, settings)

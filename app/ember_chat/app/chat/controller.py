@@ -25,7 +25,8 @@ from ember_chat.app.chat.tool_cards import TOOL_VERBS
 from ember_chat.app.chat.tool_turns import ToolTurns
 from ember_chat.app.qt.bridge import EngineBridge
 from ember_chat.app.qt.wording import window_wording
-from ember_chat.engine.core.messages import ChatMessage, is_unfinished_utf8
+from ember_chat.engine.conversation.messages import thread_messages
+from ember_chat.engine.core.messages import ChatMessage
 from ember_chat.engine.core.params import SamplingParams
 from ember_chat.engine.core.tools import InvalidCall, ToolCall
 from ember_chat.engine.errors import EmberError
@@ -35,24 +36,12 @@ from ember_chat.engine.inference.tool_preview import call_preview
 from ember_chat.engine.storage.conversations import ConversationStore, Message
 from ember_chat.engine.storage.streaming import StreamingMessage, describe_write_error
 from ember_chat.engine.storage.titles import title_from_message
-from ember_chat.engine.storage.tool_records import with_tool_messages
 
 if TYPE_CHECKING:
     from ember_chat.app.chat.chat_attachments import ChatAttachments
     from ember_chat.engine.attachments import StoredAttachment
     from ember_chat.engine.inference.events import AttachmentsPlanned
     from ember_chat.engine.tools.session import ChatToolSession
-
-
-def held_bytes(answer: Message) -> bytes:
-    """The first bytes of the character an answer stopped inside (kept with its metrics: it is not in
-    its text), or b"" (none, or a value that is not such bytes)."""
-    value = (answer.metrics or {}).get("held_utf8")
-    try:
-        held = bytes.fromhex(value) if isinstance(value, str) else b""
-    except ValueError:
-        return b""
-    return held if is_unfinished_utf8(held) else b""
 
 
 class ChatController(QObject):
@@ -273,17 +262,9 @@ class ChatController(QObject):
         params, system_prompt = self._params()
         continuing = history is not None
         try:
-            if history is None:
-                thread = self.store.thread(conv.id, user.id)
-                if self.attachments is not None:  # user messages with their files and images
-                    history = self.attachments.history(thread)
-                else:
-                    history = [ChatMessage(m.role, m.content) for m in thread]
-                history = with_tool_messages(thread, history)  # answers' tool calls and their results
-                if system_prompt.strip():
-                    history.insert(0, ChatMessage("system", system_prompt))
-                if resume is not None:  # a final assistant message is continued (from a character it cut, if any)
-                    history.append(ChatMessage("assistant", resume.content, held_bytes=held_bytes(resume)))
+            if history is None:  # the thread up to `user`, as the engine is given it (files, tool calls, resume)
+                store = self.attachments.store if self.attachments is not None else None
+                history = thread_messages(self.store.thread(conv.id, user.id), store, system_prompt, resume)
             tools = self.tools.prepare(conv.id, continuing)
             request_id = self.bridge.generate(history, params, tools=tools)
         except EmberError as exc:  # QueueFull (only while Ember shuts down), an attachment's file gone

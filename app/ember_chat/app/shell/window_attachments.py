@@ -15,11 +15,11 @@ from PySide6.QtCore import QObject
 from ember_chat.app.chat.attachments_bar import FileDrops
 from ember_chat.app.chat.chat_attachments import ChatAttachments
 from ember_chat.engine.attachments import AttachmentStore, Limits, StoredAttachment
+from ember_chat.engine.conversation.messages import thread_messages
 from ember_chat.engine.core.messages import ChatMessage
 from ember_chat.engine.inference.events import AttachmentsPlanned
 from ember_chat.engine.storage.conversations import Message
 from ember_chat.engine.storage.paths import AppPaths
-from ember_chat.engine.storage.tool_records import with_tool_messages
 
 ATTACHMENT_CAUSE = "attachment"  # the banner's files that could not be attached (it stays until dismissed)
 
@@ -83,9 +83,7 @@ class WindowAttachments(QObject):
             thread: list[Message] = []
             if cid is not None and not (editing and parent is None):  # (an edited first message: none before)
                 thread = store.thread(cid, parent) if editing else store.thread(cid)
-            history = with_tool_messages(thread, chat.history(thread))
-            if system_prompt.strip():
-                history.insert(0, ChatMessage("system", system_prompt))
+            history = thread_messages(thread, chat.store, system_prompt)
             history.append(ChatMessage("user", question, attachments=refs))
             return service.plan_attachments(history, params, self.store)
 
