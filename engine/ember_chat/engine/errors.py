@@ -44,6 +44,12 @@ class GenerationError(EmberError):
     """llama.cpp failed while generating (not a user stop)."""
 
 
+class NoRoomInContext(GenerationError):
+    """The context's cells, shared by the answers generated at the same time, were all held by the
+    others before this one's prompt was in (llama_decode: no memory slot): it could not start. It
+    fits alone, so it may be tried again once they have finished."""
+
+
 class StarterModelUnavailable(EmberError):
     """The bundled starter model package is not installed or its files are damaged."""
 

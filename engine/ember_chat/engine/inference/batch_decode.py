@@ -57,7 +57,7 @@ class Slot:
 class SlotRun:
     """One generation on a slot. `token` is what the last step sampled for it (None until its prompt is
     evaluated, and again once `accept` gave it back); `full`: it was ended because the context's cells
-    ran out (CONTEXT_FULL)."""
+    ran out (CONTEXT_FULL); `crowded`: that happened before its prompt was in (no answer: an error)."""
 
     slot: Slot
     prompt_tokens: int
@@ -67,6 +67,7 @@ class SlotRun:
     token: int | None = None
     finished: bool = False
     full: bool = False
+    crowded: bool = False
     inputs: list[int] = field(default_factory=list, repr=False)  # tokens to evaluate at the next steps
     sampler: llama_cpp.llama_sampler_p | None = field(default=None, repr=False)
     greedy: bool = False  # plain greedy decoding (greedy.py): the logits' argmax, without the sampler's pass
@@ -254,7 +255,10 @@ class BatchDecoder:
     def _end_youngest(self) -> None:
         run = max((r for r in self._runs if not r.finished), key=lambda r: r.order)
         log.info("the context's cells are all in use: the youngest run (sequence %d) ends", run.slot.seq_id)
-        run.full = True
+        # a run still evaluating its prompt has no answer to end: ending it "full" gave an empty answer
+        # (finish_reason length) that looked complete; its source raises NoRoomInContext instead
+        run.crowded = run.pending_prefill > 0
+        run.full = not run.crowded
         run.token = None
         self.finish(run)
         self._cut(run.slot, 0)

@@ -18,6 +18,11 @@ logger = logging.getLogger("ember.llama")
 # enum ggml_log_level (ggml.h): NONE=0, DEBUG=1, INFO=2, WARN=3, ERROR=4, CONT=5
 GGML_LEVELS = {0: logging.INFO, 1: logging.DEBUG, 2: logging.INFO, 3: logging.WARNING, 4: logging.ERROR}
 GGML_CONT = 5
+# Warnings of conditions Ember handles itself, logged at DEBUG: llama_decode's "no memory slot" is its
+# return code 1, on which the batch decoder frees idle sequences and tries again, or ends a run with
+# a sentence of its own (batch_decode.py, NoRoomInContext). At WARNING the window, which has no log
+# handler, printed it on stderr (Python's last-resort handler) with nothing else to explain it.
+HANDLED = ("failed to find a memory slot for batch",)
 
 
 class _LogRouter:
@@ -42,7 +47,8 @@ class _LogRouter:
 
     def _emit(self, line: str) -> None:
         if line.strip():
-            logger.log(self._level, "%s", line.rstrip())
+            level = logging.DEBUG if any(text in line for text in HANDLED) else self._level
+            logger.log(level, "%s", line.rstrip())
 
 
 _router: _LogRouter | None = None

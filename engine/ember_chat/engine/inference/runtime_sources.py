@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 import llama_cpp
 
 from ember_chat.engine.core.params import SamplingParams
+from ember_chat.engine.errors import NoRoomInContext
 from ember_chat.engine.inference.events import PrefillProgress, StepWanted
 from ember_chat.engine.inference.grammar_sampling import generate_with_grammar
 from ember_chat.engine.inference.greedy import generate_greedy, is_plain_greedy
@@ -150,6 +151,12 @@ class BatchSource:
             if done and (shown or done < total):  # (a prompt evaluated in one step needs no progress)
                 shown = True
                 yield PrefillProgress(done, total, time.perf_counter_ns())
+        if run.crowded:
+            raise NoRoomInContext(
+                f"The model's context ({self._decoder.llm.n_ctx():,} tokens) had no room left for this answer: "
+                "the answers being generated at the same time hold all of it. Try again once they have finished, "
+                "or load the model with a longer context or fewer parallel sequences."
+            )
 
     def generate(self, tokens: list[int], grammar: str | None) -> Iterator[int | StepWanted]:
         assert grammar is None, "a generation under a grammar is never batched"

@@ -252,6 +252,7 @@ _STATUS_BY_KIND = {  # the engine's failures (by error class name) that are the 
     "ImagesNotSupported": (400, "images_not_supported"),
     "AttachmentError": (400, "invalid_attachment"),
     "NoModelLoaded": (503, "model_not_loaded"),
+    "NoRoomInContext": (503, "context_busy"),  # the other answers hold the context: it fits once they end
 }
 
 
