@@ -140,7 +140,7 @@ def reading_suffix(s: ChipState) -> str:
     """While a file is read: its percentage when its reader measures it, else the seconds its reader
     has run (an honest "still at it", never a 0 % that does not move)."""
     if s.reading_s is None:
-        return tr("waiting to be read…")
+        return tr("waiting for a reader…")
     if s.measured:
         return tr("reading… {percent}%").format(percent=round(100 * (s.progress or 0.0)))
     if s.reading_s < 1:
@@ -151,7 +151,7 @@ def reading_suffix(s: ChipState) -> str:
 def reading_words(s: ChipState) -> str:
     """The tooltip's sentence while a file is read: what the chip shows, and when Ember stops."""
     if s.reading_s is None:
-        said = tr("waiting to be read (other files are being read)")
+        said = tr("waiting for a reader (files are read a few at a time, each in a process of its own)")
     elif s.measured:
         said = reading_suffix(s)
     else:
