@@ -69,7 +69,7 @@ def test_each_chat_keeps_its_tools_and_the_button_counts_them_and_their_tokens(
 ) -> None:
     w, a, b = two_chats_with_builtins(qtbot, make_window, paths)
     button = w.tools.button
-    assert button.text() == "Tools" and button.isVisible()
+    assert button.whole_text() == "Tools" and button.isVisible()
     qtbot.mouseClick(button, LEFT)
     popup = button.popup
     assert popup is not None and popup.isVisible() and button.frame.isVisible()
@@ -81,16 +81,16 @@ def test_each_chat_keeps_its_tools_and_the_button_counts_them_and_their_tokens(
     assert button.frame.isVisible()  # several boxes can be ticked in one go
     tokens = tokens_of(w, CALCULATOR)
     assert tokens > 20
-    assert button.text() == f"Tools (1) · ~{tokens} tokens"
+    assert button.whole_text() == f"Tools (1) · ~{tokens} tokens"
     assert f"~{tokens} tokens of each prompt" in popup.summary.text()
     assert w.store.chat_tools(a) == ChatTools(frozenset({CALCULATOR}))
     button.frame.close()
     # another chat has its own (none); coming back shows A's again
     open_chat(qtbot, w, b)
-    assert button.text() == "Tools"
+    assert button.whole_text() == "Tools"
     assert w.tools.session_for(b) is None
     open_chat(qtbot, w, a)
-    assert button.text() == f"Tools (1) · ~{tokens} tokens"
+    assert button.whole_text() == f"Tools (1) · ~{tokens} tokens"
     session = w.tools.session_for(a)
     assert session is not None
     assert [t.name for t in session.request().tools] == ["calculator"]
@@ -110,14 +110,14 @@ def test_a_new_chats_tools_go_with_its_first_message(
     assert "new chat" in popup.findChildren(QLabel)[0].text()
     popup.boxes[CLOCK].setChecked(True)
     w.tools.button.frame.close()
-    assert w.tools.button.text() == f"Tools (1) · ~{tokens_of(w, CLOCK)} tokens"
+    assert w.tools.button.whole_text() == f"Tools (1) · ~{tokens_of(w, CLOCK)} tokens"
     send(qtbot, w, "what day is it?")
     cid = w.controller.conversation_id
     assert cid is not None and w.store.chat_tools(cid).enabled == {CLOCK}
-    assert w.tools.button.text().startswith("Tools (1)")
+    assert w.tools.button.whole_text().startswith("Tools (1)")
     w.chats.new_chat()  # the next new chat starts with none
     qtbot.waitUntil(lambda: w.controller.conversation_id is None, timeout=WAIT_MS)
-    assert w.tools.button.text() == "Tools"
+    assert w.tools.button.whole_text() == "Tools"
 
 
 @popup_grab
@@ -144,14 +144,14 @@ def test_the_popup_groups_tools_by_their_server_and_says_why_one_is_missing(
     popup.boxes["notes/add"].setChecked(True)
     popup.boxes["notes/read_note"].setChecked(True)
     tokens = tokens_of(w, "notes/add", "notes/read_note")
-    assert w.tools.button.text() == f"Tools (2) · ~{tokens} tokens"
+    assert w.tools.button.whole_text() == f"Tools (2) · ~{tokens} tokens"
     assert [t.name for t in w.tools.session_for(cid).request().tools] == ["add", "read_note"]
     # Settings from the popup
     qtbot.mouseClick(popup.settings_button, LEFT)
     assert not w.tools.button.frame.isVisible() and w.tools.dialog is not None and w.tools.dialog.isVisible()
     # the server turned off: its tools stay chosen in the chat, but are not offered (and that is said)
     w.tools.set_server_enabled("notes", False)
-    assert w.tools.button.text() == "Tools"
+    assert w.tools.button.whole_text() == "Tools"
     qtbot.waitUntil(lambda: not w.tools.listing, timeout=WAIT_MS)
     assert w.tools.session_for(cid) is None
     assert w.banner.isVisible() and "None of the tools on in this chat is available" in w.banner.text()
@@ -198,7 +198,7 @@ def test_a_pasted_server_two_of_its_tools_on_a_call_approved_and_the_models_answ
     qtbot.mouseClick(popup.boxes["notes/add"], LEFT)
     qtbot.mouseClick(popup.boxes["notes/read_note"], LEFT)
     w.tools.button.frame.close()
-    assert w.tools.button.text() == f"Tools (2) · ~{tokens_of(w, 'notes/add', 'notes/read_note')} tokens"
+    assert w.tools.button.whole_text() == f"Tools (2) · ~{tokens_of(w, 'notes/add', 'notes/read_note')} tokens"
     turns.send(qtbot, w, "What is 2 + 40?")
     turns.asking(qtbot, w)
     assert "from notes" in turns.text_of(w) and '"b": 40' in turns.text_of(w)
@@ -262,7 +262,7 @@ def test_the_popup_works_from_the_keyboard(
     qtbot.keyClick(popup.boxes[CLOCK], Qt.Key.Key_Tab)
     assert popup.boxes[CALCULATOR].hasFocus()
     qtbot.keyClick(popup.boxes[CALCULATOR], Qt.Key.Key_Space)
-    assert button.text().startswith("Tools (1)")
+    assert button.whole_text().startswith("Tools (1)")
     qtbot.keyClick(popup.boxes[CALCULATOR], Qt.Key.Key_Escape)
     assert not button.frame.isVisible()
     qtbot.waitUntil(button.hasFocus, timeout=WAIT_MS)

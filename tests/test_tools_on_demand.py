@@ -96,7 +96,7 @@ def test_a_window_starts_no_server_offers_its_remembered_tools_and_a_call_starts
     assert not w.tools.listing and server.pid is None
     qtbot.mouseClick(popup.boxes["notes/add"], LEFT)
     w.tools.button.frame.close()
-    assert w.tools.button.text().startswith("Tools (1)")
+    assert w.tools.button.whole_text().startswith("Tools (1)")
     # the model calls it: the call starts the server (off the GUI thread) and its result comes back
     turns.send(qtbot, w, "What is 40 + 2?")
     turns.asking(qtbot, w)

@@ -48,28 +48,28 @@ def test_the_must_call_box_is_on_only_with_tools_kept_per_chat_and_shown_on_the_
     qtbot.keyClick(box, Qt.Key.Key_Space)
     assert box.isChecked()
     tokens = tokens_of(w, CALCULATOR)
-    assert button.text() == f"Tools (1) · ~{tokens} tokens · must call"
-    assert "must call one of them first" in button.toolTip()
+    assert button.whole_text() == f"Tools (1) · ~{tokens} tokens · must call"
+    assert "must call it first" in button.toolTip()
     assert w.store.chat_tools(a) == ChatTools(frozenset({CALCULATOR}), require_call=True)
     assert w.tools.session_for(a).request().choice == "required"
     qtbot.keyClick(box, Qt.Key.Key_Escape)
     assert not button.frame.isVisible()
     # another chat has its own choice (off); coming back shows A's, the box ticked
     open_chat(qtbot, w, b)
-    assert button.text() == "Tools"
+    assert button.whole_text() == "Tools"
     qtbot.mouseClick(button, LEFT)
     assert not button.popup.require_box.isChecked() and not button.popup.require_box.isEnabled()
     button.frame.close()
     open_chat(qtbot, w, a)
-    assert button.text().endswith("· must call")
+    assert button.whole_text().endswith("· must call")
     qtbot.mouseClick(button, LEFT)
     assert button.popup.require_box.isChecked()
     # turning a tool on or off keeps the choice; with no tool on, the button no longer says it
     qtbot.mouseClick(button.popup.boxes[CLOCK], LEFT)
-    assert w.store.chat_tools(a).require_call and button.text().startswith("Tools (2)")
+    assert w.store.chat_tools(a).require_call and button.whole_text().startswith("Tools (2)")
     qtbot.mouseClick(button.popup.boxes[CLOCK], LEFT)
     qtbot.mouseClick(button.popup.boxes[CALCULATOR], LEFT)
-    assert button.text() == "Tools" and not button.popup.require_box.isEnabled()
+    assert button.whole_text() == "Tools" and not button.popup.require_box.isEnabled()
     assert w.store.chat_tools(a) == ChatTools(require_call=True)
     qtbot.mouseClick(button.popup.require_box, LEFT)  # (disabled: a click does nothing)
     assert w.store.chat_tools(a).require_call
@@ -122,7 +122,7 @@ def test_the_starter_must_call_the_calculator_then_answers_with_its_result(
     qtbot.mouseClick(popup.boxes[CALCULATOR], LEFT)
     qtbot.mouseClick(popup.require_box, LEFT)
     w.tools.button.frame.close()
-    assert w.tools.button.text().endswith("· must call")
+    assert w.tools.button.whole_text().endswith("· must call")
     turns.send(qtbot, w, "What is 17.5 times 4?")
     turns.asking(qtbot, w)
     cid = w.controller.conversation_id

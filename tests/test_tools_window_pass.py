@@ -6,10 +6,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from PySide6.QtCore import QSize
 from PySide6.QtWidgets import QApplication
 from pytestqt.qtbot import QtBot
 
 from ember_chat.app.shell.main_window import MainWindow
+from ember_chat.app.shell.window_tool_choices import BOX_ROOM
 from ember_chat.engine.core.tools import ChatTools
 from ember_chat.engine.storage.paths import AppPaths
 from tests.test_app import make_window, paths
@@ -57,3 +59,31 @@ def test_one_tool_on_is_singular_in_the_popup_and_the_buttons_tooltip(
     assert button.toolTip().startswith("2 tools on in this chat; their definitions take about")
     assert "(s)" not in button.popup.summary.text() + button.toolTip()
     button.frame.close()
+
+
+def show_at(qtbot: QtBot, w: MainWindow, size: QSize) -> None:
+    w.setMinimumSize(size)  # (the offscreen screen is smaller than 1280×800)
+    w.setMaximumSize(size)
+    w.resize(size)
+    qtbot.waitUntil(lambda: w.size() == size)
+    QApplication.processEvents()
+
+
+def test_the_tools_button_gives_way_to_the_message_box_in_a_narrow_window(
+    qtbot: QtBot, make_window: Callable[..., MainWindow], paths: AppPaths
+) -> None:
+    w, a, _b = two_chats_with_builtins(qtbot, make_window, paths)
+    w.store.set_chat_tools(a, ChatTools(frozenset({CALCULATOR, CLOCK}), frozenset(), True))
+    w.tools.choices.update_button()
+    button, editor = w.tools.button, w.composer.editor
+    show_at(qtbot, w, QSize(1024, 640))
+    assert w.side.isVisible()
+    # the count alone; the tokens and "must call" in its tooltip (and for a screen reader)
+    assert button.text() == "Tools (2)", button.text()
+    assert "about" in button.toolTip() and "must call" in button.toolTip(), button.toolTip()
+    assert button.accessibleDescription() == button.toolTip()
+    assert button.width() < button.full_width()
+    assert editor.width() >= 380, editor.width()  # (318 px beside the whole text)
+    show_at(qtbot, w, QSize(1280, 800))
+    assert button.text().startswith("Tools (2) · ~") and button.text().endswith("must call"), button.text()
+    assert editor.width() >= BOX_ROOM, editor.width()

@@ -14,7 +14,7 @@ import sqlite3
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from PySide6.QtCore import QObject, QTimer
+from PySide6.QtCore import QEvent, QObject, QTimer
 from PySide6.QtWidgets import QBoxLayout, QWidget
 
 from ember_chat.app.tools.tools_button import PopupContent, ToolChoice, ToolGroup, ToolsButton
@@ -27,6 +27,9 @@ from ember_chat.engine.tools.session import ChatToolSession
 if TYPE_CHECKING:
     from ember_chat.app.shell.main_window import MainWindow
     from ember_chat.app.shell.window_tools import WindowTools
+
+
+BOX_ROOM = 440  # the least width the message box keeps before the Tools button shows its whole text
 
 
 class ChatToolChoices(QObject):
@@ -42,7 +45,8 @@ class ChatToolChoices(QObject):
         self.button.require_toggled.connect(self.set_require_call)
         self.button.grant_revoked.connect(self.revoke_always)
         self.button.settings_requested.connect(tools.open_dialog)
-        _insert_by(window.composer.attach_button, self.button)
+        self._row = _insert_by(window.composer.attach_button, self.button)
+        window.composer.installEventFilter(self)  # (its width: the button's text, see _fit_button)
         QTimer.singleShot(0, self._chain_tab)  # after the window's own Tab order is set
         window.controller.thread_shown.connect(self._on_thread_shown)
         tools.changed.connect(self._on_tools_changed)
@@ -136,6 +140,26 @@ class ChatToolChoices(QObject):
         chat = self.chat_tools()
         entries = self.enabled_entries(chat)
         self.button.set_summary(len(entries), tool_tokens_estimate([e.spec for e in entries]), chat.require_call)
+        self._fit_button()
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # Qt override
+        if watched is self.w.composer and event.type() == QEvent.Type.Resize:
+            self._fit_button()
+        return False
+
+    def _fit_button(self) -> None:
+        """The Tools button shows its whole text ("Tools (3) · ~1.2k tokens · must call") only where the
+        message box keeps BOX_ROOM beside it, else the count alone (the rest in its tooltip): at 1024 px
+        the whole text squeezed the box to a third of the row."""
+        row = self._row
+        margins = row.contentsMargins()
+        others = 0
+        for i in range(row.count()):
+            item = row.itemAt(i)
+            if item.widget() not in (self.w.composer.editor, self.button) and not item.isEmpty():
+                others += item.sizeHint().width() + max(0, row.spacing())
+        room = self.w.composer.contentsRect().width() - margins.left() - margins.right() - others
+        self.button.set_compact(room - self.button.full_width() - max(0, row.spacing()) < BOX_ROOM)
 
     def popup_content(self) -> PopupContent:
         chat = self.chat_tools()
@@ -187,8 +211,8 @@ class ChatToolChoices(QObject):
         return PopupContent(title, tuple(groups), tokens, notes, chat.require_call, tuple(allowed))
 
 
-def _insert_by(neighbour: QWidget, widget: QWidget) -> None:
-    """Put `widget` right after `neighbour` in the layout that holds it (the message box's row)."""
+def _insert_by(neighbour: QWidget, widget: QWidget) -> QBoxLayout:
+    """Put `widget` right after `neighbour` in the layout that holds it (the message box's row); that row."""
     parent = neighbour.parentWidget()
     layouts: list[Any] = [parent.layout()] if parent is not None and parent.layout() is not None else []
     while layouts:
@@ -196,6 +220,6 @@ def _insert_by(neighbour: QWidget, widget: QWidget) -> None:
         index = layout.indexOf(neighbour)
         if index >= 0 and isinstance(layout, QBoxLayout):
             layout.insertWidget(index + 1, widget)
-            return
+            return layout
         layouts.extend(layout.itemAt(i).layout() for i in range(layout.count()) if layout.itemAt(i).layout())
     raise RuntimeError("the message box's row was not found")

@@ -242,6 +242,8 @@ class ToolsButton(QToolButton):
         self.frame = PopupFrame(self)
         self.popup: ToolsPopup | None = None
         self.clicked.connect(self.open_popup)
+        self._texts = ("", "")  # the whole text, the compact one (the count alone)
+        self._compact = False
         self.set_summary(0, 0)
 
     def set_summary(self, count: int, tokens: int, require_call: bool = False) -> None:
@@ -262,13 +264,35 @@ class ToolsButton(QToolButton):
                     if count == 1
                     else self.tr("The model must call one of them first in each answer.")
                 )
-            self.setText(text)
-            self.setToolTip(tip)
+            self._texts = (text, self.tr("Tools ({count})").format(count=count))
         else:
-            self.setText(self.tr("Tools"))
-            self.setToolTip(self.tr("Choose the tools the model may call in this chat (none now)"))
+            self._texts = (self.tr("Tools"), self.tr("Tools"))
+            tip = self.tr("Choose the tools the model may call in this chat (none now)")
+        self.setToolTip(tip)  # (the whole sentence, where the button shows the count alone too)
+        self.setAccessibleDescription(tip)
+        self._show_text()
         if self.popup is not None:
             self.popup.show_tokens(count, tokens)
+
+    def set_compact(self, on: bool) -> None:
+        """The count alone ("Tools (3)"), for a narrow window: the message box keeps its room."""
+        if on != self._compact:
+            self._compact = on
+            self._show_text()
+
+    def whole_text(self) -> str:
+        """What the button says in a window wide enough ("Tools (3) · ~1.2k tokens · must call")."""
+        return self._texts[0]
+
+    def _show_text(self) -> None:
+        self.setText(self._texts[1] if self._compact else self._texts[0])
+
+    def full_width(self) -> int:
+        """The button's width with its whole text (the tokens and "must call" too)."""
+        metrics = self.fontMetrics()
+        return (
+            self.sizeHint().width() - metrics.horizontalAdvance(self.text()) + metrics.horizontalAdvance(self._texts[0])
+        )
 
     def open_popup(self) -> ToolsPopup:
         """The popup, filled now, above the button (the message box is at the window's bottom); it does not
