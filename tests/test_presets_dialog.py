@@ -8,8 +8,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QMessageBox
+from PySide6.QtCore import QPoint, Qt
+from PySide6.QtWidgets import QApplication, QMessageBox
 from pytestqt.qtbot import QtBot
 
 from ember_chat.app.chat.presets_dialog import PresetsDialog
@@ -248,3 +248,33 @@ def test_a_starters_default_is_said_with_the_name_the_picker_shows(
     assert d.list.currentItem().text().endswith(shown)  # marked in the list by that name too
     qtbot.mouseClick(d.model_button, Qt.MouseButton.LeftButton)
     assert d.message.text() == f"{shown} has no default preset of its own now."
+
+
+def test_the_message_line_does_not_move_the_form(
+    qtbot: QtBot, make_window: Callable[[], MainWindow], tmp_path: Path
+) -> None:
+    """Issue 28, item 15: the library's message ("Saved …", an error) appeared under the form mid-edit
+    and took its height from it: the form's rows moved up by as much as 23 px. Its room is kept."""
+    w = make_window()
+    d = open_from_menu(w)
+    top = d.window()
+    QApplication.processEvents()
+
+    def places() -> dict[str, int]:
+        editor = d.editor
+        shown = {"name": editor.name, "prompt": editor.system_prompt, "thinking": editor.thinking}
+        shown |= {n: box for n, box in editor.values.items()} | {"save": d.save_button, "list": d.list}
+        return {n: widget.mapTo(top, QPoint(0, 0)).y() for n, widget in shown.items()}
+
+    before = places()
+    assert not d.message.text()
+    qtbot.keyClicks(d.editor.name, " for code")
+    qtbot.mouseClick(d.save_button, Qt.MouseButton.LeftButton)
+    QApplication.processEvents()
+    assert d.message.text() == "Saved “Default for code”." and d.message.isVisible()
+    assert places() == before
+    broken = tmp_path / "broken.json"
+    broken.write_text("{oops", encoding="utf-8")
+    assert d.import_file(broken) == [] and d.message.property("error") is True
+    QApplication.processEvents()
+    assert places() == before

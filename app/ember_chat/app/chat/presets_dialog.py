@@ -10,7 +10,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QStandardPaths, Qt, Signal
+from PySide6.QtCore import QEvent, QStandardPaths, Qt, Signal
 from PySide6.QtGui import QPalette
 from PySide6.QtWidgets import (
     QAbstractItemView,
@@ -40,6 +40,9 @@ ChatValues = Callable[[], tuple[str, str, dict[str, Any], bool | None]]
 def _shown(name: str) -> str:
     """A model's name as the picker shows it (a bundled starter by its name, not its alias)."""
     return model_label(name)
+
+
+MESSAGE_LINES = 2  # the room kept for the library's message, in lines of text
 
 
 class PresetsDialog(QDialog):
@@ -123,7 +126,8 @@ class PresetsDialog(QDialog):
         self.message.setWordWrap(True)
         self.message.setAccessibleName(self.tr("Presets message"))
         self.message.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.message.hide()
+        self.message.setAlignment(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignTop)
+        self._reserve_message()
         buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Close)
         buttons.rejected.connect(self.reject)
         outer = QVBoxLayout(self)
@@ -133,6 +137,17 @@ class PresetsDialog(QDialog):
         self.resize(760, 560)
         self.set_model(model)
         self.refresh()
+
+    def _reserve_message(self) -> None:
+        """The message line's room is kept while it says nothing: shown mid-edit ("Saved …", an
+        error), it took its height from the form above, whose rows moved up by as much as 23 px.
+        MESSAGE_LINES lines fit what the library says; a longer message (a long path) grows it."""
+        self.message.setMinimumHeight(MESSAGE_LINES * self.message.fontMetrics().lineSpacing())
+
+    def changeEvent(self, event: QEvent) -> None:  # Qt override
+        if event.type() == QEvent.Type.FontChange:
+            self._reserve_message()
+        super().changeEvent(event)
 
     # ----- the list
     def set_model(self, model: tuple[str, str] | None) -> None:
@@ -222,7 +237,6 @@ class PresetsDialog(QDialog):
         self.message.setText(text)
         self.message.setForegroundRole(QPalette.ColorRole.BrightText if error else QPalette.ColorRole.WindowText)
         self.message.setProperty("error", error)
-        self.message.show()
 
     def _done(self, text: str, select: str | None = None) -> None:
         self.refresh(select)
