@@ -27,6 +27,7 @@ from PySide6.QtGui import QDragEnterEvent, QDropEvent, QImage, QResizeEvent
 from PySide6.QtWidgets import QFileDialog, QFrame, QScrollArea, QVBoxLayout, QWidget
 
 from ember_chat.app.chat.attachment_chips import AttachmentChip, ChipState
+from ember_chat.app.chat.drop_overlay import DropOverlay
 from ember_chat.app.qt.flow_layout import FlowLayout
 from ember_chat.app.qt.tasks import TaskRunner
 from ember_chat.app.style.theme import Colors
@@ -459,25 +460,38 @@ class AttachmentsBar(QWidget):
 
 class FileDrops(QObject):
     """Files dropped anywhere on the window are attached (an event filter on the window: the drops its
-    children do not take themselves reach it)."""
+    children do not take themselves reach it). While files are dragged over the window, `overlay`
+    covers the chat area saying a drop attaches them; it goes when the drag leaves or drops. The
+    message box takes drops itself (they attach too): it shows the overlay as well (`watched`)."""
 
-    def __init__(self, window: QWidget, bar: AttachmentsBar) -> None:
+    def __init__(
+        self, window: QWidget, bar: AttachmentsBar, overlay: DropOverlay, watched: Iterable[QWidget] = ()
+    ) -> None:
         super().__init__(window)
         self.bar = bar
+        self.window = window
+        self.overlay = overlay
         window.setAcceptDrops(True)
         window.installEventFilter(self)
+        for widget in watched:
+            widget.installEventFilter(self)
 
     def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # Qt override
         kind = event.type()
         if kind in (QEvent.Type.DragEnter, QEvent.Type.DragMove):
             assert isinstance(event, QDragEnterEvent | QDropEvent)
-            mime = event.mimeData()
-            if gives_attachment(mime):
-                event.acceptProposedAction()
-                return True
+            if gives_attachment(event.mimeData()):
+                if not self.overlay.isVisible():
+                    self.overlay.show_over()
+                if watched is self.window:
+                    event.acceptProposedAction()
+                    return True
+        elif kind == QEvent.Type.DragLeave:
+            self.overlay.hide()
         elif kind == QEvent.Type.Drop:
             assert isinstance(event, QDropEvent)
-            if self.bar.attach_mime(event.mimeData()):
+            self.overlay.hide()
+            if watched is self.window and self.bar.attach_mime(event.mimeData()):
                 event.acceptProposedAction()
                 return True
         return False

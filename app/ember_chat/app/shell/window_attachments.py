@@ -14,6 +14,7 @@ from PySide6.QtCore import QObject
 
 from ember_chat.app.chat.attachments_bar import FileDrops
 from ember_chat.app.chat.chat_attachments import ChatAttachments
+from ember_chat.app.chat.drop_overlay import DropOverlay
 from ember_chat.engine.attachments import AttachmentStore, Limits, StoredAttachment
 from ember_chat.engine.conversation.messages import thread_messages
 from ember_chat.engine.core.messages import ChatMessage
@@ -46,7 +47,8 @@ class WindowAttachments(QObject):
         bar.text_of = self.store.text
         window.bridge.service.attachment_store = self.store  # where the engine reads a message's files
         bar.failed.connect(self._failed)
-        self.drops = FileDrops(window, bar)
+        self.drop_overlay = DropOverlay(window.centre_stack)  # over the chat while files are dragged
+        self.drops = FileDrops(window, bar, self.drop_overlay, [window.composer.editor.viewport()])
         view = window.transcript.attachments
         view.lookup = self.chat.of_messages
         view.text_head = self.store.text_head  # a sent file's preview: the text Ember keeps, never a path
