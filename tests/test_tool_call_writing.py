@@ -98,3 +98,26 @@ def test_a_call_stopped_while_it_is_written_is_kept_named(the_model: Path) -> No
 )
 def test_the_preview_reads_every_familys_call(text: str, preview: CallPreview) -> None:
     assert call_preview(text) == preview
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        '<tool_call>\n{"name": "git_status", "arguments": {"repo_path": "/tmp/repo"}}\n</tool_call>',
+        '<|channel|>commentary to=functions.git_status <|constrain|>json<|message|>{"repo_path": "/r"}<|call|>',
+        '<|python_tag|>brave_search.call(query="sea")<|eom_id|>',
+        "<tool_call>\n<function=git_log>\n<parameter=max_count>\n3\n</parameter>\n</function>\n</tool_call>",
+    ],
+)
+def test_the_preview_holds_back_a_closing_tag_being_written(call: str) -> None:
+    """Issue 28: a model that writes "</tool_call>" in pieces showed "writing a call to git_status…" with a
+    raw "</tool" under it. At every length of the call's text, the arguments shown end in no piece of a
+    closing tag, and grow only (nothing shown is taken back)."""
+    shown = [call_preview(call[:n]).arguments for n in range(1, len(call) + 1)]
+    for arguments in shown:
+        assert not arguments.endswith(("<", "</", "</tool", "</tool_call", "<|", "<|ca", "<|call|", "<|eom_id")), (
+            arguments
+        )
+    assert shown[-1] in call and shown[-1].rstrip().endswith((")", "}", "</function>")), shown[-1]
+    grown = [a for a in shown if a]
+    assert all(b.startswith(a) for a, b in itertools.pairwise(grown)), grown

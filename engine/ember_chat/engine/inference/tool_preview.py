@@ -44,4 +44,20 @@ def call_preview(text: str) -> CallPreview:
     arguments = text[start.end() :] if start is not None else ""
     for end in _ENDS:
         arguments = arguments.split(end, 1)[0]
-    return CallPreview(name, arguments.rstrip())
+    return CallPreview(name, _held_back(arguments).rstrip())
+
+
+# a special token written in pieces, at the end: "<|", "<|eo", "<|eom_id|" (shown once it is whole or text)
+_PARTIAL_SPECIAL = re.compile(r"<\|[\w.-]*\|?$")
+
+
+def _held_back(arguments: str) -> str:
+    """The arguments without a closing tag the model is still writing at their end: "</tool" of
+    "</tool_call>", "<|ca" of "<|call|>" (a model without them as one token writes them in pieces; the
+    preview showed "</tool" under the call). What turns out not to be a tag shows with the next piece."""
+    for end in _ENDS:
+        for cut in range(min(len(end) - 1, len(arguments)), 0, -1):
+            if arguments.endswith(end[:cut]):
+                return arguments[:-cut]
+    partial = _PARTIAL_SPECIAL.search(arguments)
+    return arguments[: partial.start()] if partial is not None else arguments
