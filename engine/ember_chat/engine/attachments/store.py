@@ -21,7 +21,7 @@ from typing import Any
 
 from ember_chat.engine.attachments.chunking import chunk_text
 from ember_chat.engine.attachments.kinds import AttachmentKind, Extracted
-from ember_chat.engine.attachments.planning import PlannedAttachment, Source, TurnPlan
+from ember_chat.engine.attachments.turn_plan import PlannedAttachment, Source, TurnPlan
 from ember_chat.engine.core.messages import AttachmentRef
 from ember_chat.engine.errors import AttachmentError
 from ember_chat.engine.storage.conversations import ConversationStore

@@ -9,8 +9,9 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
-from ember_chat.engine.attachments.planning import TurnPlan, apply_plan, conversation_refs, plan_turn
+from ember_chat.engine.attachments.planning import apply_plan, conversation_refs, plan_turn
 from ember_chat.engine.attachments.store import AttachmentStore
+from ember_chat.engine.attachments.turn_plan import TurnPlan
 from ember_chat.engine.core.messages import ChatMessage
 from ember_chat.engine.core.params import SamplingParams
 from ember_chat.engine.errors import AttachmentError

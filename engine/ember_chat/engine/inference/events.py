@@ -11,7 +11,7 @@ from ember_chat.engine.core.tools import InvalidCall, ToolCall
 from ember_chat.engine.inference.metrics import GenerationMetrics
 
 if TYPE_CHECKING:
-    from ember_chat.engine.attachments.planning import TurnPlan
+    from ember_chat.engine.attachments.turn_plan import TurnPlan
     from ember_chat.engine.inference.logprobs import TokenLogprob
 
 
