@@ -10,13 +10,17 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from PySide6.QtCore import QPoint, Qt
 from PySide6.QtGui import QTextCursor
 from PySide6.QtWidgets import QApplication, QDialog, QLabel, QPlainTextEdit
 from pytestqt.qtbot import QtBot
 
+from ember_chat.app.chat import transcript_attachments
 from ember_chat.app.chat.transcript import TranscriptView
 from ember_chat.app.shell.main_window import MainWindow
+from ember_chat.engine.attachments import read_attachment_bytes
+from ember_chat.engine.attachments.store import temporary_store
 from tests.attachment_files import image_bytes
 from tests.fake_backend import FakeBackend
 from tests.test_accessibility import _activate, _focused_link
@@ -147,7 +151,7 @@ def test_a_click_on_a_sent_images_chip_shows_the_image(
 
 
 def test_an_imported_file_shows_its_real_size_and_its_stored_text_as_plain_text(
-    qtbot: QtBot, make_window: Callable[..., MainWindow]
+    qtbot: QtBot, make_window: Callable[..., MainWindow], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The export claims 987,654,321 bytes (942 MB was shown) and names /etc/passwd beside the text."""
     w = make_window(FakeBackend(n_tokens=3), load=False)
@@ -160,10 +164,27 @@ def test_an_imported_file_shows_its_real_size_and_its_stored_text_as_plain_text(
     assert att.size == size == 148
     shown = w.transcript.plain_text().replace("\u00a0", " ")
     assert "<b>minutes.txt · text · 148 B" in shown and "MB" not in shown
+    (tip,) = [tip for href, tip in w.transcript.links() if href == f"ember:attachment/{question.id}/0"]
+    assert "&lt;b&gt;minutes.txt" in tip  # the chip's tooltip shows the name as written too
     dialog = click_chip(qtbot, w, question.id)
-    header, _, text = preview_parts(dialog)
+    header, reading, text = preview_parts(dialog)
     assert header.startswith("<b>minutes.txt · text · 148 B")  # the name as written, not bold
+    assert reading.startswith("How the answers read this file was not recorded (an imported chat)")
     assert text.toPlainText() == stored  # the tags and the Markdown as characters; nothing of /etc/passwd
     assert '<img src="file:///etc/passwd">' in text.toPlainText() and "root:" not in text.toPlainText()
     assert dialog.windowTitle() == "<b>minutes.txt"
     dialog.close()
+    # a text longer than the preview loads: its start, and a line that says so
+    monkeypatch.setattr(transcript_attachments, "MAX_TEXT_BYTES", 40)
+    dialog = click_chip(qtbot, w, question.id)
+    cut = dialog.findChild(QLabel, "previewCut")
+    assert cut is not None and cut.text() == "The first 40 B of its 148 B of text are shown here."
+    assert preview_parts(dialog)[2].toPlainText() == stored.encode()[:40].decode()
+    dialog.close()
+
+
+def test_the_start_of_a_stored_text_never_ends_in_half_a_character() -> None:
+    with temporary_store("preview-") as store:
+        att = store.save(read_attachment_bytes("accents.txt", ("é" * 50).encode()))
+        assert store.text_head(att, 5) == ("éé", 100)  # (the third é's first byte is left out)
+        assert store.text_head(att, 1000) == ("é" * 50, 100)

@@ -11,11 +11,13 @@ the text is loaded (the rest is said, not shown)."""
 
 from __future__ import annotations
 
+import html
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from PySide6.QtCore import QCoreApplication, Qt
 from PySide6.QtGui import QColor, QPixmap, QTextCharFormat, QTextCursor
+from PySide6.QtGui import Qt as QtGuiQt  # (the namespace with mightBeRichText)
 from PySide6.QtWidgets import QLabel, QPlainTextEdit, QScrollArea, QTextEdit, QVBoxLayout
 
 from ember_chat.app.chat.attachment_chips import kind_label, mode_words
@@ -48,6 +50,14 @@ def plain_label(text: str, name: str) -> QLabel:
     return label
 
 
+def plain_tooltip(text: str) -> str:
+    """A tooltip that shows `text` as written: Qt shows one that looks like HTML as HTML, and a file's
+    name from a chat file may look like it (`<b>minutes.txt`)."""
+    if not QtGuiQt.mightBeRichText(text):
+        return text
+    return "<p style='white-space:pre'>" + html.escape(text, quote=False) + "</p>"
+
+
 def header_words(att: StoredAttachment) -> str:
     parts = [att.name, kind_label(att.kind), human_size(att.size)]
     if att.pages:
@@ -60,8 +70,13 @@ def passage_words(source: Source) -> str:
     return tr("{passage} (p. {page})").format(passage=passage, page=source.page) if source.page else passage
 
 
-def reading_words(reading: Reading | None, latest: Reading | None) -> str:
-    """How the answer to the message read the file (and the newest answer, when it read it otherwise)."""
+def reading_words(reading: Reading | None, latest: Reading | None, answered: bool = False) -> str:
+    """How the answer to the message read the file (and the newest answer, when it read it otherwise);
+    `answered`: messages follow it, none with a record of how it read the file (an imported chat)."""
+    if reading is None and answered:
+        return tr(
+            "How the answers read this file was not recorded (an imported chat): this is the text a model is given."
+        )
     if reading is None:
         return tr("No answer has been made with this file yet: this is the text the model will be given.")
     words = tr("For the answer to this message: {how}.").format(how=_how(reading))
@@ -91,11 +106,12 @@ def add_text_preview(
     reading: Reading | None,
     latest: Reading | None,
     mark: QColor,
+    answered: bool = False,
 ) -> QPlainTextEdit:
     """The text preview's parts, in `layout`: what the file is, how it was read, and its text (the
     passages `reading` used marked in `mark`, the view at the first of them)."""
     layout.addWidget(plain_label(header_words(att), "previewHeader"))
-    layout.addWidget(plain_label(reading_words(reading, latest), "previewReading"))
+    layout.addWidget(plain_label(reading_words(reading, latest, answered), "previewReading"))
     shown = len(text.encode("utf-8"))
     if shown < total_bytes:
         cut = tr("The first {shown} of its {total} of text are shown here.")

@@ -34,6 +34,7 @@ from ember_chat.app.chat.attachment_preview import (
     add_image_preview,
     add_text_preview,
     plain_label,
+    plain_tooltip,
 )
 from ember_chat.app.chat.message_render import inline_image, sign
 from ember_chat.app.style.icons import icon_image
@@ -133,7 +134,7 @@ class TranscriptAttachments:
             chip.setAnchor(True)
             chip.setAnchorHref(f"ember:attachment/{message_id}/{index}")
             what = tr("see the image") if att.is_image else tr("see the text the model was given")
-            chip.setToolTip(f"{words}: {what}")
+            chip.setToolTip(plain_tooltip(f"{words}: {what}"))
             sign(chip)
             c.insertImage(icon)
             c.insertText("\u00a0" + words.replace(" ", "\u00a0") + "\u00a0", chip)  # a chip is not broken
@@ -168,7 +169,7 @@ class TranscriptAttachments:
         img.setHeight(thumb.height() / ratio)
         img.setAnchor(True)
         img.setAnchorHref(f"ember:image/{message_id}/{index}")
-        img.setToolTip(tr("{name}: click to see it at full size").format(name=att.name))
+        img.setToolTip(plain_tooltip(tr("{name}: click to see it at full size").format(name=att.name)))
         sign(img)
         c.insertImage(img)
 
@@ -286,7 +287,9 @@ class TranscriptAttachments:
         dialog, layout = self._dialog(att.name)
         mark = QColor(self.view.writer.colors.highlight)
         mark.setAlpha(110)  # (the passage stays readable under it in both themes)
-        add_text_preview(layout, att, text, total, first, latest, mark)
+        ids = self.view.thread_ids()
+        answered = message_id in ids and ids[-1] != message_id  # (messages follow it in the thread)
+        add_text_preview(layout, att, text, total, first, latest, mark, answered)
         screen = self.view.screen().availableGeometry()
         dialog.resize(min(720, screen.width() - 80), min(560, screen.height() - 80))
         self._finish(dialog, layout)
