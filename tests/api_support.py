@@ -24,7 +24,8 @@ from ember_chat.engine.inference.service import (
     RequestRecord,
     ServiceListener,
 )
-from ember_chat.engine.serve.server import ApiServer, ServerConfig
+from ember_chat.engine.serve.config import ServerConfig
+from ember_chat.engine.serve.server import ApiServer
 from tests.fake_backend import WORDS, FakeBackend
 
 WAIT_S = 10.0

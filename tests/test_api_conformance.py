@@ -22,7 +22,8 @@ from ember_chat.engine.inference.events import Finished
 from ember_chat.engine.inference.json_check import json_problem
 from ember_chat.engine.inference.remote import RemoteBackend, check_connection
 from ember_chat.engine.inference.service import EngineService
-from ember_chat.engine.serve.server import ApiServer, ServerConfig
+from ember_chat.engine.serve.config import ServerConfig
+from ember_chat.engine.serve.server import ApiServer
 from tests.api_support import (
     WAIT_S,
     FakeSetup,

@@ -13,7 +13,8 @@ import pytest
 
 from ember_chat.engine.errors import ServeError
 from ember_chat.engine.inference.service import EngineService
-from ember_chat.engine.serve.server import ApiServer, ServerConfig
+from ember_chat.engine.serve.config import ServerConfig
+from ember_chat.engine.serve.server import ApiServer
 from tests.api_support import (
     MESSAGES,
     WAIT_S,

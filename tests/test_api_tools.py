@@ -30,7 +30,8 @@ from ember_chat.engine.inference.events import Event, Finished, PromptReady, Tok
 from ember_chat.engine.inference.metrics import MetricsRecorder, RunContext
 from ember_chat.engine.inference.service import EngineService
 from ember_chat.engine.inference.tool_formats import check_call
-from ember_chat.engine.serve.server import ApiServer, ServerConfig
+from ember_chat.engine.serve.config import ServerConfig
+from ember_chat.engine.serve.server import ApiServer
 from tests.api_support import WAIT_S, assert_error
 
 WEATHER = {

@@ -18,7 +18,8 @@ from ember_chat.engine.core.json_schema import schema_errors
 from ember_chat.engine.core.params import LoadConfig
 from ember_chat.engine.inference.service import EngineService
 from ember_chat.engine.inference.tool_formats import CUT_SHORT
-from ember_chat.engine.serve.server import ApiServer, ServerConfig
+from ember_chat.engine.serve.config import ServerConfig
+from ember_chat.engine.serve.server import ApiServer
 from tests.test_api_tools import ASK
 from tests.test_runtime_tools import WEATHER
 

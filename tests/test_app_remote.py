@@ -18,7 +18,8 @@ from ember_chat.app.shell.main_window import MainWindow
 from ember_chat.engine.cli.common import load_blocking
 from ember_chat.engine.core.params import LoadConfig
 from ember_chat.engine.inference.service import EngineService, QueueState, ServiceListener
-from ember_chat.engine.serve.server import ApiServer, ServerConfig
+from ember_chat.engine.serve.config import ServerConfig
+from ember_chat.engine.serve.server import ApiServer
 from ember_chat.engine.storage.connections import Connection, remote_model_name
 from ember_chat.engine.storage.conversations import Message
 from ember_chat.engine.storage.secrets import API_SERVER_KEY, SecretStore

@@ -18,7 +18,8 @@ from ember_chat.engine.inference.events import Finished, Token
 from ember_chat.engine.inference.remote import RemoteBackend, check_connection
 from ember_chat.engine.inference.runtime import LocalRuntime
 from ember_chat.engine.inference.service import EngineService
-from ember_chat.engine.serve.server import ApiServer, ServerConfig
+from ember_chat.engine.serve.config import ServerConfig
+from ember_chat.engine.serve.server import ApiServer
 from tests.peer_servers import llama_cpp_server
 
 pytestmark = pytest.mark.slow  # real servers or a fresh virtualenv: seconds each

@@ -24,7 +24,8 @@ from ember_chat.engine.errors import RemoteError
 from ember_chat.engine.inference.events import Event, Finished, Token, ToolCallParsed
 from ember_chat.engine.inference.remote import RemoteBackend
 from ember_chat.engine.inference.service import EngineService
-from ember_chat.engine.serve.server import ApiServer, ServerConfig
+from ember_chat.engine.serve.config import ServerConfig
+from ember_chat.engine.serve.server import ApiServer
 from tests.remote_support import Backends, backends, drain, no_thread_left, server
 from tests.sse_server import DONE, FakeOpenAI, sse, usage_chunk
 from tests.test_api_tools import WEATHER, ToolBackend

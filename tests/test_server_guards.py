@@ -25,7 +25,8 @@ from ember_chat.engine.inference.events import Event, Finished, PromptReady, Tok
 from ember_chat.engine.inference.metrics import MetricsRecorder, RunContext
 from ember_chat.engine.inference.service import EngineService
 from ember_chat.engine.serve import server as server_module
-from ember_chat.engine.serve.server import ApiServer, ServerConfig
+from ember_chat.engine.serve.config import ServerConfig
+from ember_chat.engine.serve.server import ApiServer
 from ember_chat.engine.storage.secrets import API_SERVER_KEY, SecretStore
 from tests.api_support import MESSAGES, WAIT_S, FakeSetup, Task, fake, fake_text, raw_request, serve
 from tests.fake_backend import FakeBackend

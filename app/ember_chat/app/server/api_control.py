@@ -30,8 +30,9 @@ from ember_chat.app.qt.tasks import TaskRunner
 from ember_chat.engine.attachments import Limits
 from ember_chat.engine.errors import EmberError, SecretStoreError
 from ember_chat.engine.inference.service import QueueState, RequestRecord
+from ember_chat.engine.serve.config import ServerConfig
 from ember_chat.engine.serve.request_log import HttpExchange
-from ember_chat.engine.serve.server import ApiServer, ServerConfig
+from ember_chat.engine.serve.server import ApiServer
 from ember_chat.engine.storage.secrets import API_SERVER_KEY, SecretStore
 from ember_chat.engine.storage.settings import Settings, SettingsFile
 

@@ -17,7 +17,8 @@ from ember_chat.engine.core.instance import same_listener
 from ember_chat.engine.core.refs import RemoteModelRef
 from ember_chat.engine.errors import EmberError
 from ember_chat.engine.inference.service import EngineService
-from ember_chat.engine.serve.server import DEFAULT_PORT, ApiServer, ServerConfig
+from ember_chat.engine.serve.config import DEFAULT_PORT, ServerConfig
+from ember_chat.engine.serve.server import ApiServer
 from ember_chat.engine.storage.paths import AppPaths
 from ember_chat.engine.storage.settings import SettingsFile
 

@@ -6,29 +6,12 @@ from __future__ import annotations
 
 import contextlib
 import hmac
-import ipaddress
 import json
 import socket
 from email.message import Message
-from typing import TYPE_CHECKING
 
+from ember_chat.engine.serve.config import LOOPBACK, ServerConfig, is_loopback
 from ember_chat.engine.serve.openai_api import ApiError
-
-if TYPE_CHECKING:
-    from ember_chat.engine.serve.server import ServerConfig
-
-LOOPBACK = ("127.0.0.1", "localhost", "::1")
-
-
-def is_loopback(host: str) -> bool:
-    """True for a name or address that only this computer can reach (localhost, 127.0.0.0/8, ::1)."""
-    name = host.strip().strip("[]").lower()
-    if name == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(name).is_loopback
-    except ValueError:
-        return False
 
 
 def host_allowed(header: str, listener: str, port: int) -> bool:

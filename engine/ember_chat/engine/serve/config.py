@@ -1,0 +1,58 @@
+"""How an API server is set up (ServerConfig: where it listens, who may call it, its limits) and
+which hosts only this computer can reach. The server (server.py) and its guards (guards.py) read it."""
+
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import dataclass, field
+
+from ember_chat.engine.attachments import DEFAULT_LIMITS, Limits
+from ember_chat.engine.errors import ServeError
+from ember_chat.engine.serve.content_parts import TURN_WAIT_S
+from ember_chat.engine.serve.openai_api import CLI_UNKNOWN_FIELDS_ADVICE
+
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+def is_loopback(host: str) -> bool:
+    """True for a name or address that only this computer can reach (localhost, 127.0.0.0/8, ::1)."""
+    name = host.strip().strip("[]").lower()
+    if name == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
+
+
+DEFAULT_PORT = 8642
+MAX_BODY_BYTES = 72 * 1024 * 1024  # a 50 MB attachment (the default limit) in base64, and the messages
+CLIENT_TIMEOUT_S = 30.0  # a client silent this long while we read its request is dropped
+MAX_CONNECTIONS = 64  # open connections (each holds a thread); more get a quick 503
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    host: str = "127.0.0.1"
+    port: int = DEFAULT_PORT
+    api_key: str | None = field(default=None, repr=False)
+    allowed_origins: tuple[str, ...] = ()
+    max_body_bytes: int = MAX_BODY_BYTES
+    timeout_s: float = CLIENT_TIMEOUT_S
+    max_connections: int = MAX_CONNECTIONS
+    allow_unknown_fields: bool = False  # ignore request fields Ember does not know, instead of a 400
+    # how the user of this server turns allow_unknown_fields on, named in that 400: the CLI's flag by
+    # default, the setting's place for the window's server (app/server/api_control.py)
+    unknown_fields_advice: str = CLI_UNKNOWN_FIELDS_ADVICE
+    alias: str | None = None  # the model's name on this server (for clients that hard-code one)
+    attachment_limits: Limits = DEFAULT_LIMITS  # a request's files: size, and the reader's time and memory
+    file_turn_wait_s: float = TURN_WAIT_S  # how long a request's file waits for a free reader before a 503
+
+    def check(self) -> None:
+        if not is_loopback(self.host) and not self.api_key:
+            raise ServeError(
+                f"Serving on {self.host} makes the model reachable from other machines: set an API key first "
+                "(or keep the server on 127.0.0.1)."
+            )
+        if self.timeout_s <= 0 or self.max_connections < 1:
+            raise ServeError("The API server needs a positive client timeout and at least one connection.")
