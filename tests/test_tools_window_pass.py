@@ -14,12 +14,15 @@ from ember_chat.app.shell.main_window import MainWindow
 from ember_chat.app.shell.window_tool_choices import BOX_ROOM
 from ember_chat.engine.core.tools import ChatTools
 from ember_chat.engine.storage.paths import AppPaths
+from tests import test_tool_turns as turns
 from tests.test_app import make_window, paths
+from tests.test_tool_turns import CALC_KEY, SUM, Sessions, asking, text_of, window
 from tests.test_tools_button import CALCULATOR, CLOCK, LEFT, popup_grab, two_chats_with_builtins
 from tests.test_tools_popup_fits import assert_placed, assert_rows_whole
+from tests.tool_script import ToolScriptBackend, Turn
 from tests.tools_window_support import WAIT_MS
 
-__all__ = ["make_window", "paths"]  # fixtures
+__all__ = ["make_window", "paths", "window"]  # fixtures
 
 
 @popup_grab
@@ -87,3 +90,27 @@ def test_the_tools_button_gives_way_to_the_message_box_in_a_narrow_window(
     show_at(qtbot, w, QSize(1280, 800))
     assert button.text().startswith("Tools (2) · ~") and button.text().endswith("must call"), button.text()
     assert editor.width() >= BOX_ROOM, editor.width()
+
+
+def test_an_answer_stopped_at_its_consent_card_says_stopped_not_called_tools(
+    qtbot: QtBot, window: Callable[..., MainWindow]
+) -> None:
+    """Stop while a call waits for permission: nothing ran, so the answer's metrics line says "stopped"
+    (it said "called tools"), in the window and as kept (the chat opened again)."""
+    backend = ToolScriptBackend([Turn("Let me compute that.", [SUM]), Turn("Never.")])
+    w = window(backend)
+    Sessions(w, {CALC_KEY})
+    turns.send(qtbot, w, "What is 2+3*4?")
+    asking(qtbot, w)
+    qtbot.mouseClick(w.composer.button, LEFT)  # Stop
+    assert not w.controller.generating
+    cid = w.controller.conversation_id
+    answer = w.store.thread(cid)[-1]
+    (result,) = answer.tool_results
+    assert result.decision == "cancelled" and len(backend.requests) == 1  # (not run)
+    assert answer.metrics["stop_reason"] == "cancelled", answer.metrics["stop_reason"]
+    for _shown in range(2):
+        line = text_of(w).splitlines()[-1]
+        assert "· stopped" in line and "called tools" not in line, line
+        w.chats.new_chat()
+        w.chats.open_conversation(cid)

@@ -242,8 +242,16 @@ class ToolTurns(QObject):
                 p.result = ToolResult(call.id, call.name, STOPPED, is_error=True)
                 source = p.entry.source if p.entry is not None else None
                 self._save(self.c.store.set_tool_result, turn.answer.id, p.result, source, "cancelled")
+        self._save(self._mark_stopped, turn.answer.id)
         self.c.refresh()
         self._end()
+
+    def _mark_stopped(self, message_id: int) -> None:
+        """The answer's metrics say it was stopped: its last generation ended in calls ("called tools"),
+        but the user stopped it before they ran (or finished)."""
+        answer = self.c.store.message(message_id)
+        if answer.metrics and answer.metrics.get("stop_reason") == "tool_calls":
+            self.c.store.update_message(message_id, answer.content, {**answer.metrics, "stop_reason": "cancelled"})
 
     def _allow_always(self, conversation_id: int, key: str | None) -> None:
         """The chat's stored choices gain this tool's "always allow" (merged with what is stored now: a
