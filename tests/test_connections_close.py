@@ -1,4 +1,5 @@
-"""Issue 28, item 15: Models ▸ Connections… has a Close button (only Esc and the title bar closed it)."""
+"""Issue 28, item 15: Models ▸ Connections… has a Close button (only Esc and the title bar closed it); it opens
+the Settings window at Connections, whose Close it is."""
 
 from __future__ import annotations
 
@@ -20,7 +21,9 @@ def test_the_connections_dialog_closes_with_its_close_button(
     w.models.open_connections()
     dialog = w.models.connections_dialog
     assert dialog is not None and dialog.isVisible()
-    close = next(b for b in dialog.findChildren(type(dialog.save_button)) if b.text().replace("&", "") == "Close")
-    assert close.isVisible() and close.accessibleName() == "Close"
+    # a page of the Settings window since it has one: the window's Close closes it (the page's own is hidden)
+    close = dialog.window().close_button
+    assert close is w.settings_window.close_button
+    assert close.isVisible() and close.accessibleName() == "Close" and close.text().replace("&", "") == "Close"
     qtbot.mouseClick(close, Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: not dialog.isVisible(), timeout=5_000)

@@ -1,10 +1,10 @@
-"""Settings ▸ Conversation caches… opens (each time) with the focus on Close: a key typed at once (the user still
-typing, or Enter) does not change the disk space the caches may take (0 would delete them all)."""
+"""Settings ▸ Conversation caches… opens (each time) with the focus on the Settings window's list of sections:
+a key typed at once (the user still typing, or Enter) does not change the disk space the caches may take (0
+would delete them all)."""
 
 from __future__ import annotations
 
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QDialogButtonBox
 from pytestqt.qtbot import QtBot
 
 from ember_chat.app.shell.main_window import MainWindow
@@ -20,18 +20,17 @@ def test_the_dialog_opens_with_the_focus_on_close_and_typed_keys_leave_the_cap(
 ) -> None:
     w = _open(qtbot, paths, windows)
     dialog = _dialog(qtbot, w)
-    qtbot.waitActive(dialog)
-    close = dialog.findChild(QDialogButtonBox).button(QDialogButtonBox.StandardButton.Close)
-    qtbot.waitUntil(lambda: dialog.focusWidget() is close)
-    qtbot.keyClicks(dialog.focusWidget(), "0")
+    settings = dialog.window()  # the Settings window, at its Conversation caches page
+    assert settings is w.settings_window
+    qtbot.waitUntil(lambda: settings.focusWidget() is settings.list)  # its list of sections, not the cap
+    qtbot.keyClicks(settings.focusWidget(), "0")
     assert dialog.cap.value() == 2048 and SettingsFile(paths.settings_file).load().kv_snapshot_cap_mb == 2048
-    qtbot.keyClick(close, Qt.Key.Key_Space)  # the focused button, pressed: the dialog closes
+    qtbot.mouseClick(settings.close_button, Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: not dialog.isVisible())
-    # opened again after the user had left the focus in the disk-space box: on Close again
+    # opened again after the user had left the focus in the disk-space box: on the list again
     dialog = _dialog(qtbot, w)
     dialog.cap.setFocus()
     dialog.reject()
     qtbot.waitUntil(lambda: not dialog.isVisible())
     assert _dialog(qtbot, w) is dialog  # (the same dialog, shown again)
-    qtbot.waitActive(dialog)
-    qtbot.waitUntil(lambda: dialog.focusWidget() is close)
+    qtbot.waitUntil(lambda: settings.focusWidget() is settings.list)

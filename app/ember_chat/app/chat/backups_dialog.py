@@ -27,6 +27,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from ember_chat.app.qt.settings_page import show_settings_page
 from ember_chat.engine.storage.backups import (
     BEFORE_MIGRATION,
     BEFORE_RESTORE,
@@ -78,8 +79,7 @@ class WindowBackups(QObject):
     def open_dialog(self) -> BackupsDialog:
         if self.dialog is None:
             self.dialog = BackupsDialog(self, self.w)
-        self.dialog.open()
-        self.dialog.raise_()
+        show_settings_page(self.w, "backups", self.dialog)  # Settings ▸ Backups
         self.refresh()
         return self.dialog
 

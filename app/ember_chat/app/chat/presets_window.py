@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from PySide6.QtCore import QEvent, QObject, Qt
 from PySide6.QtGui import QKeyEvent
 
+from ember_chat.app.qt.settings_page import show_settings_page
 from ember_chat.engine.core.states import ModelState
 from ember_chat.engine.storage.presets import PRESET_PARAMS, Preset, PresetError, PresetLibrary, model_key
 
@@ -126,18 +127,10 @@ class WindowPresets(QObject):
         if self.dialog is None:
             self.dialog = PresetsDialog(self.library, self._chat_values, self._model_label(), self.w)
             self.dialog.changed.connect(self._library_changed)
-            self.dialog.finished.connect(self._dialog_closed)
         else:
             self.dialog.set_model(self._model_label())
-        self.dialog.show()
-        self.dialog.raise_()
-        self.dialog.activateWindow()
+        show_settings_page(self.w, "presets", self.dialog)  # Settings ▸ Presets (kept while the window lives)
         return self.dialog
-
-    def _dialog_closed(self) -> None:
-        if self.dialog is not None:
-            self.dialog.deleteLater()
-        self.dialog = None
 
     def _model_label(self) -> tuple[str, str] | None:
         key = self.loaded_key()

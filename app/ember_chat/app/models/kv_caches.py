@@ -26,6 +26,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from ember_chat.app.qt.settings_page import show_settings_page
 from ember_chat.engine.inference.kv_snapshots import SnapshotStore, SnapshotUsage, open_snapshot_store
 from ember_chat.engine.storage.settings import Settings
 
@@ -72,8 +73,7 @@ class WindowKvCaches(QObject):
     def open_dialog(self) -> KvCachesDialog:
         if self.dialog is None:
             self.dialog = KvCachesDialog(self, self.w)
-        self.dialog.open()
-        self.dialog.raise_()
+        show_settings_page(self.w, "kv_caches", self.dialog)  # Settings ▸ Conversation caches
         self.refresh()
         return self.dialog
 

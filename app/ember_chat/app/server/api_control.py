@@ -26,6 +26,7 @@ from PySide6.QtCore import QObject, Signal, Slot
 from PySide6.QtWidgets import QLabel, QMessageBox, QStatusBar, QWidget
 
 from ember_chat.app.qt.bridge import EngineBridge
+from ember_chat.app.qt.settings_page import show_settings_page
 from ember_chat.app.qt.tasks import TaskRunner
 from ember_chat.engine.attachments import Limits
 from ember_chat.engine.errors import EmberError, SecretStoreError
@@ -262,9 +263,9 @@ class ApiServerControl(QObject):
     def open_dialog(self) -> ApiServerDialog:
         from ember_chat.app.server.api_dialog import ApiServerDialog
 
+        parent = self.parent()
+        window = parent if isinstance(parent, QWidget) else None
         if self.dialog is None:
-            parent = self.parent()
-            self.dialog = ApiServerDialog(self, parent if isinstance(parent, QWidget) else None)
-        self.dialog.show()
-        self.dialog.raise_()
+            self.dialog = ApiServerDialog(self, window)
+        show_settings_page(window, "api", self.dialog)  # Settings ▸ Local API server
         return self.dialog

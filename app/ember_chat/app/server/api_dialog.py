@@ -236,7 +236,8 @@ class ApiServerDialog(QDialog):
         total = sum(self.split.sizes())
         if total <= 0:
             return
-        log_least = self._log_height(LOG_ROWS) + self.split.widget(1).layout().itemAt(0).sizeHint().height()
+        log = self.split.widget(1).layout()  # (its title, the space under it, then the table)
+        log_least = self._log_height(LOG_ROWS) + log.itemAt(0).sizeHint().height() + max(0, log.spacing())
         settings = self.settings_area.widget()
         wanted = settings.heightForWidth(self.settings_area.viewport().width())
         wanted = wanted if wanted > 0 else settings.sizeHint().height()

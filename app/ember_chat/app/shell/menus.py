@@ -12,6 +12,7 @@ from PySide6.QtGui import QAction, QActionGroup, QKeySequence
 from PySide6.QtWidgets import QMenu, QMenuBar
 
 from ember_chat.app.chat.import_dialog import open_import_dialog
+from ember_chat.app.shell.settings_window import SettingsWindow, build_settings_window
 from ember_chat.engine import __version__
 
 
@@ -19,6 +20,8 @@ class MenuHost(Protocol):
     """What the menus need from the window (the window satisfies it; menus never import it)."""
 
     models_menu: ModelsMenu
+    settings_window: SettingsWindow
+    theme_group: QActionGroup
     model_bar: Any
     side_action: QAction
     controller: Any
@@ -68,12 +71,25 @@ def build_menus(self: MenuHost) -> None:
 
     self.models_menu = ModelsMenu(self, mb.addMenu(tr("&Models")))
 
+    # One Settings window with a page per section (settings_window.py); the entries under it, the way
+    # these settings were reached before it, open it at their page
     settings = mb.addMenu(tr("&Settings"))
-    _action(settings, tr("Local &API server…"), lambda: self.api.open_dialog())
-    _action(settings, tr("&Tools…"), lambda: self.tools.open_dialog())  # type: ignore[attr-defined]
-    _action(settings, tr("&Presets…"), lambda: self.presets.open_dialog())  # type: ignore[attr-defined]
-    _action(settings, tr("&Backups…"), lambda: self.backups.open_dialog())  # type: ignore[attr-defined]
-    _action(settings, tr("&Conversation caches…"), lambda: self.kv_caches.open_dialog())  # type: ignore[attr-defined]
+    self.settings_window = build_settings_window(self)
+    window = self.settings_window
+    preferences = _action(settings, tr("&Settings…"), lambda: window.open_section())
+    keys = QKeySequence.keyBindings(QKeySequence.StandardKey.Preferences)  # the platform's (Cmd+, on macOS)
+    preferences.setShortcuts(keys + [k for k in [QKeySequence("Ctrl+,")] if k not in keys])
+    settings.addSeparator()
+    for key, label in (
+        ("appearance", tr("A&ppearance…")),
+        ("connections", tr("C&onnections…")),
+        ("api", tr("Local &API server…")),
+        ("tools", tr("&Tools…")),
+        ("presets", tr("&Presets…")),
+        ("backups", tr("&Backups…")),
+        ("kv_caches", tr("&Conversation caches…")),
+    ):
+        _action(settings, label, lambda _=False, k=key: window.open_section(k))
 
     view = mb.addMenu(tr("&View"))
     self.side_action = _action(view, tr("&Side panel"), self.toggle_side_panel, "Ctrl+Shift+S")
@@ -81,6 +97,7 @@ def build_menus(self: MenuHost) -> None:
     self.side_action.setChecked(True)
     theme = view.addMenu(tr("&Theme"))
     group = QActionGroup(self)
+    self.theme_group = group  # (Settings ▸ Appearance shows the same actions)
     for name, label in (("light", tr("Light")), ("dark", tr("Dark")), ("system", tr("System"))):
         a = theme.addAction(label)
         a.setCheckable(True)

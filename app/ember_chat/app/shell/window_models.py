@@ -18,6 +18,7 @@ from PySide6.QtGui import QDesktopServices
 from PySide6.QtWidgets import QFileDialog
 
 from ember_chat.app.models.starter_names import model_label
+from ember_chat.app.qt.settings_page import show_settings_page
 from ember_chat.engine.core.refs import ModelRef
 from ember_chat.engine.core.states import ModelState
 from ember_chat.engine.inference.backend import ModelDescription
@@ -377,10 +378,16 @@ class ModelActions(QObject):
         current.activateWindow()
 
     def open_connections(self) -> None:
+        """Models ▸ Connections…: the Settings window at its Connections page (made once, listed anew)."""
         from ember_chat.app.models.connections_dialog import ConnectionsDialog
 
-        dialog = ConnectionsDialog(self.w.connections, self.w, own_server_id=self.w.bridge.service.server_id)
-        dialog.changed.connect(self.reload_models)
-        dialog.use_model.connect(self.load_model)
-        dialog.open()
-        self.connections_dialog = dialog  # kept for tests and while open
+        dialog = self.connections_dialog
+        if dialog is None:
+            dialog = ConnectionsDialog(self.w.connections, self.w, own_server_id=self.w.bridge.service.server_id)
+            dialog.changed.connect(self.reload_models)
+            dialog.use_model.connect(self.load_model)
+            self.connections_dialog = dialog
+        else:
+            current = dialog.list.currentItem()
+            dialog.reload(select=current.text() if current is not None else None)
+        show_settings_page(self.w, "connections", dialog)

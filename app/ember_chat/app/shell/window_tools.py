@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
+from ember_chat.app.qt.settings_page import show_settings_page
 from ember_chat.app.qt.tasks import TaskRunner
 from ember_chat.app.shell.window_tool_choices import ChatToolChoices
 from ember_chat.engine.core.tools import ChatTools
@@ -142,9 +143,7 @@ class WindowTools(QObject):
             screen = self.w.screen().availableGeometry()
             self.dialog.resize(min(820, screen.width() - 40), min(560, screen.height() - 60))
         self.on_demand()
-        self.dialog.show()
-        self.dialog.raise_()
-        self.dialog.activateWindow()
+        show_settings_page(self.w, "tools", self.dialog)  # Settings ▸ Tools
         return self.dialog
 
     def _apply(self, config: ToolsConfig, reconfigure: bool, start: frozenset[str] = frozenset()) -> None:

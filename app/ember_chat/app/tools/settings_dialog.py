@@ -101,6 +101,7 @@ class ToolsDialog(QDialog):
         close = QPushButton(self.tr("Close"))
         close.setToolTip(self.tr("Close this dialog (changes are already saved)"))
         close.clicked.connect(self.close)
+        self.close_button = close  # (hidden where the dialog is a page of the Settings window)
         bottom = QHBoxLayout()
         bottom.addWidget(QLabel(self.tr("Tool calls per answer, at most")))
         bottom.addWidget(self.max_calls)
