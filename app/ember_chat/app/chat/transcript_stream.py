@@ -3,7 +3,8 @@ re-render), a reasoning model's thinking under a "Thinking…" label that folds 
 when the answer completes, its Markdown rendering replaces the plain text a slice at a time. A tool
 call being written (its text is no answer text) shows as it grows: "Writing a call to NAME…" and its
 arguments so far, replaced at each batch, until the call is read whole (its cards come when the answer
-ends).
+ends). While a long prompt is read (prefill: a big attachment, a long chat after a switch), the card
+says "Reading your message… 45%" — the progress the side panel shows — until the first token replaces it.
 
 `TranscriptStreaming` is a part of TranscriptView (`view.streaming`) and owns the state of the
 answer being streamed: where its text starts, the thinking splitter, the cut lines' width and the
@@ -54,6 +55,7 @@ class TranscriptStreaming:
         self._cut_width: float | None = None  # the text width the streaming answer's lines were split at
         self._tail: QTextCursor | None = None  # at the end of the streaming answer
         self._call: tuple[int, QTextCursor] | None = None  # the call being written: its index, where it shows
+        self._prefill: QTextCursor | None = None  # where "Reading your message… N%" starts, while shown
 
     @property
     def active(self) -> bool:
@@ -68,11 +70,13 @@ class TranscriptStreaming:
         self._cut_width = None
         self._tail = None
         self._call = None
+        self._prefill = None
 
     def drop(self) -> None:
         """Forget the stream (the view was re-written or emptied)."""
         self._stream = None
         self._call = None
+        self._prefill = None
 
     @staticmethod
     def _anchor(c: QTextCursor) -> QTextCursor:
@@ -97,6 +101,7 @@ class TranscriptStreaming:
         tail = self._tail_cursor()
         tail.beginEditBlock()
         try:
+            self._drop_prefill()  # (the first token replaces the prompt's progress)
             if self._call is not None and answer:  # text after a call's start: it was no call after all
                 self._remove_from(self._call[1])
                 self._call = None
@@ -123,6 +128,7 @@ class TranscriptStreaming:
         tail = self._tail_cursor()
         tail.beginEditBlock()
         try:
+            self._drop_prefill()
             if self._thinking_at is not None:  # (a call after the thinking: the answer has started)
                 self._fold_streamed_thinking()
             if self._call is not None and self._call[0] == index:
@@ -151,6 +157,31 @@ class TranscriptStreaming:
             tail.endEditBlock()
         if follow:
             bar.setValue(bar.maximum())
+
+    def show_prefill(self, done: int, total: int) -> None:
+        """The prompt is being read (`done` of `total` tokens, the side panel's prefill progress): the
+        streaming answer's card says so, replacing what the last progress said, until its first token
+        comes. Where the answer has text already (a Continue) it shows on a line of its own below."""
+        if self._stream is None or total <= 0:
+            return
+        percent = min(100, max(0, round(100 * done / total)))
+        words = self.view.tr("Reading your message… {percent}%").format(percent=percent)
+        tail = self._tail_cursor()
+        tail.beginEditBlock()
+        try:
+            self._drop_prefill()
+            c = self._tail_cursor()
+            self._prefill = self._anchor(c)  # (removing from here restores the text as it was)
+            if c.block().length() > 1:
+                c.insertBlock(QTextBlockFormat(), QTextCharFormat())
+            c.insertText(words, self.view.writer.small_secondary)
+        finally:
+            tail.endEditBlock()
+
+    def _drop_prefill(self) -> None:
+        if self._prefill is not None:
+            self._remove_from(self._prefill)
+            self._prefill = None
 
     def _remove_from(self, at: QTextCursor) -> None:
         """Remove everything from `at` to the end of the document."""
@@ -242,6 +273,7 @@ class TranscriptStreaming:
         if self._stream is None:
             return None
         message_id, start = self._stream
+        self._drop_prefill()  # (stopped while the prompt was read: no answer came to replace it)
         self._stream = None
         self._tail = None
         more = can_continue("assistant", True, stop_reason)

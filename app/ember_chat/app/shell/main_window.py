@@ -228,6 +228,7 @@ class MainWindow(QMainWindow):
         c.metrics_began.connect(m.begin)
         c.metrics_live.connect(m.update_live)
         c.metrics_prefill.connect(m.show_prefill)
+        c.metrics_prefill.connect(t.streaming.show_prefill)  # (and in the answer's card)
         c.metrics_finished.connect(m.finish)
         t.action.connect(c._on_action)
         self.composer.send.connect(self.compose.send)
