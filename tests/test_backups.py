@@ -18,7 +18,8 @@ import pytest
 from ember_chat.engine.attachments import AttachmentStore, read_attachment_bytes
 from ember_chat.engine.core.tools import ToolCall, ToolResult
 from ember_chat.engine.errors import StoreError
-from ember_chat.engine.storage.backups import BackupCancelled, BackupManager
+from ember_chat.engine.storage.backup_files import BackupCancelled
+from ember_chat.engine.storage.backups import BackupManager
 from ember_chat.engine.storage.conversations import SCHEMA_VERSION, ConversationStore
 from ember_chat.engine.storage.paths import AppPaths
 from ember_chat.engine.storage.schema import _MIGRATIONS

@@ -19,7 +19,7 @@ from ember_chat.app.main import build_window
 from ember_chat.app.shell.main_window import MainWindow
 from ember_chat.engine.attachments import read_attachment_bytes
 from ember_chat.engine.core.tools import ToolCall, ToolResult
-from ember_chat.engine.storage.backups import BackupInfo
+from ember_chat.engine.storage.backup_files import BackupInfo
 from ember_chat.engine.storage.conversations import ConversationStore
 from ember_chat.engine.storage.paths import AppPaths
 from ember_chat.engine.storage.settings import SettingsFile

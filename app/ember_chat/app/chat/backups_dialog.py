@@ -28,14 +28,8 @@ from PySide6.QtWidgets import (
 )
 
 from ember_chat.app.qt.settings_page import show_settings_page
-from ember_chat.engine.storage.backups import (
-    BEFORE_MIGRATION,
-    BEFORE_RESTORE,
-    DAILY,
-    MANUAL,
-    BackupInfo,
-    BackupManager,
-)
+from ember_chat.engine.storage.backup_files import BEFORE_MIGRATION, BEFORE_RESTORE, DAILY, MANUAL, BackupInfo
+from ember_chat.engine.storage.backups import BackupManager
 
 DAILY_KEY = "daily-backup"  # the task key of the daily copy made at start
 

@@ -20,7 +20,7 @@ from ember_chat.engine.errors import EmberError
 from ember_chat.engine.storage.paths import AppPaths
 
 if TYPE_CHECKING:
-    from ember_chat.engine.storage.backups import BackupInfo
+    from ember_chat.engine.storage.backup_files import BackupInfo
     from ember_chat.engine.storage.conversations import Conversation, ConversationStore
 
 

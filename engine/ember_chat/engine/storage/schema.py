@@ -8,6 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ember_chat.engine.errors import StoreError
+from ember_chat.engine.storage.backup_files import backup_before_migration
 
 _MIGRATIONS: list[str] = [
     # 1: the initial schema
@@ -149,20 +150,14 @@ _MIGRATIONS: list[str] = [
 SCHEMA_VERSION = len(_MIGRATIONS)
 
 
-def _copy_before_migration(db: sqlite3.Connection, path: Path, version: int) -> None:
-    from ember_chat.engine.storage.backups import backup_before_migration  # (backups.py imports this module)
-
-    backup_before_migration(db, path, version)
-
-
 def migrate(
     db: sqlite3.Connection,
     path: Path,
-    before: Callable[[sqlite3.Connection, Path, int], None] | None = _copy_before_migration,
+    before: Callable[[sqlite3.Connection, Path, int], object] | None = backup_before_migration,
 ) -> None:
     """Bring the database at `path` to SCHEMA_VERSION; a newer one is refused with a sentence.
     `before(db, path, version)` runs first when an existing database (version ≥ 1) is about to migrate:
-    by default a backup is made (backups.py); None makes none (a restore migrating the backup it copied)."""
+    by default a backup is made (backup_files.py); None makes none (a restore migrating the backup it copied)."""
     version = db.execute("PRAGMA user_version").fetchone()[0]
     if version > SCHEMA_VERSION:
         raise StoreError(
