@@ -10,7 +10,6 @@ from PySide6.QtCore import QEvent, QObject, QRectF, Qt
 from PySide6.QtGui import QColor, QPainter, QPaintEvent, QPalette, QPen
 from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
-KINDS = "Text, Markdown, source code, CSV, JSON, HTML, PDF, DOCX and images (PNG, JPEG, WebP, GIF)"
 MARGIN = 12  # between the chat area's edge and the dashed frame
 
 
@@ -27,7 +26,9 @@ class DropOverlay(QWidget):
         font.setPointSizeF(font.pointSizeF() * 1.4)
         font.setBold(True)
         self.title.setFont(font)
-        self.kinds = QLabel(self.tr(KINDS))
+        self.kinds = QLabel(  # (what the readers read: engine attachments/extract.py)
+            self.tr("Text, Markdown, source code, CSV, JSON, HTML, PDF, DOCX and images (PNG, JPEG, WebP, GIF)")
+        )
         self.kinds.setWordWrap(True)
         self.setAccessibleName(self.title.text())
         self.setAccessibleDescription(self.kinds.text())
