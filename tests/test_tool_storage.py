@@ -10,12 +10,13 @@ from pathlib import Path
 
 import pytest
 
+from ember_chat.engine.conversation.messages import with_tool_messages
 from ember_chat.engine.core.messages import ChatMessage
 from ember_chat.engine.core.tools import ChatTools, InvalidCall, ToolCall, ToolResult
 from ember_chat.engine.storage import conversations as store_module
 from ember_chat.engine.storage.conversations import SCHEMA_VERSION, ConversationStore
 from ember_chat.engine.storage.export import chat_as_json, chat_as_markdown
-from ember_chat.engine.storage.tool_records import ToolMessage, with_tool_messages
+from ember_chat.engine.storage.tool_records import ToolMessage
 
 ADD = ToolCall("call00001", "calculator", {"expression": "2+3"}, '{"expression": "2+3"}')
 BAD = InvalidCall(ToolCall("call00002", "calculator", {"expr": 1}, '{"expr": 1}'), "expression is required")

@@ -10,8 +10,10 @@ from collections.abc import Sequence
 
 from ember_chat.engine.attachments import AttachmentStore
 from ember_chat.engine.core.messages import ChatMessage, ImageInput, is_unfinished_utf8
+from ember_chat.engine.core.tools import InvalidCall, ToolResult
+from ember_chat.engine.errors import EmberError
 from ember_chat.engine.storage.conversations import Message
-from ember_chat.engine.storage.tool_records import with_tool_messages
+from ember_chat.engine.storage.tool_records import NOT_RUN
 
 
 def held_bytes(answer: Message) -> bytes:
@@ -55,3 +57,30 @@ def thread_messages(
     if resume is not None:  # continued from a character it cut, if any
         history.append(ChatMessage("assistant", resume.content, held_bytes=held_bytes(resume)))
     return history
+
+
+def with_tool_messages(thread: Sequence[Message], history: Sequence[ChatMessage]) -> list[ChatMessage]:
+    """The thread as the engine gets it, tools included: `history` is the thread's messages as
+    ChatMessages (one each, in order: attachments already in them); an assistant message with calls
+    carries them (`tool_calls`, an invalid one as the model wrote it) and is followed by one `tool`
+    message per call: its result, its error, or that it was not run."""
+    if len(thread) != len(history):
+        raise EmberError("The chat's messages and the history made from them differ; send the message again.")
+    out: list[ChatMessage] = []
+    for m, h in zip(thread, history, strict=True):
+        if m.role != "assistant" or not m.tool_calls:
+            out.append(h)
+            continue
+        calls = tuple(c.call if isinstance(c, InvalidCall) else c for c in m.tool_calls)
+        out.append(ChatMessage("assistant", h.content, tool_calls=calls))
+        results = {t.call_id: t for t in m.tool_results}
+        for stored, call in zip(m.tool_calls, calls, strict=True):
+            kept = results.get(call.id)
+            if kept is not None:
+                result = kept.result()
+            elif isinstance(stored, InvalidCall):
+                result = stored.result()
+            else:
+                result = ToolResult(call.id, call.name, NOT_RUN, is_error=True)
+            out.append(ChatMessage.from_tool_result(result))
+    return out

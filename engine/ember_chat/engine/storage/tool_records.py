@@ -14,14 +14,9 @@ import sqlite3
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from ember_chat.engine.core.messages import ChatMessage
 from ember_chat.engine.core.tools import ChatTools, InvalidCall, ToolCall, ToolResult
-from ember_chat.engine.errors import EmberError
-
-if TYPE_CHECKING:
-    from ember_chat.engine.storage.records import Message
 
 STATES = ("asking", "running", "done", "interrupted")
 NOT_RUN = (
@@ -194,12 +189,14 @@ class ToolRecords:
             value = data.get(name)
             return frozenset(k for k in value if isinstance(k, str)) if isinstance(value, list) else frozenset()
 
-        return ChatTools(keys("enabled"), keys("always"), data.get("require_call") is True)
+        return ChatTools(keys("enabled"), keys("always"), data.get("require_call") is True, keys("servers"))
 
     def set_chat_tools(self, conversation_id: int, tools: ChatTools) -> None:
         value: dict[str, Any] = {"enabled": sorted(tools.enabled), "always": sorted(tools.always)}
         if tools.require_call:  # (absent: False, as stored before the choice existed)
             value["require_call"] = True
+        if tools.servers:  # (absent: none, as stored before the "All" switch existed)
+            value["servers"] = sorted(tools.servers)
         text = json.dumps(value, ensure_ascii=False)
         with self._lock:
             cur = self._db.execute("UPDATE conversations SET tools = ? WHERE id = ?", (text, conversation_id))
@@ -211,31 +208,4 @@ def _grouped(rows: list[sqlite3.Row]) -> dict[int, list[ToolMessage]]:
     out: dict[int, list[ToolMessage]] = {}
     for row in rows:
         out.setdefault(row["message_id"], []).append(_tool_message(row))
-    return out
-
-
-def with_tool_messages(thread: Sequence[Message], history: Sequence[ChatMessage]) -> list[ChatMessage]:
-    """The thread as the engine gets it, tools included: `history` is the thread's messages as
-    ChatMessages (one each, in order: attachments already in them); an assistant message with calls
-    carries them (`tool_calls`, an invalid one as the model wrote it) and is followed by one `tool`
-    message per call: its result, its error, or that it was not run."""
-    if len(thread) != len(history):
-        raise EmberError("The chat's messages and the history made from them differ; send the message again.")
-    out: list[ChatMessage] = []
-    for m, h in zip(thread, history, strict=True):
-        if m.role != "assistant" or not m.tool_calls:
-            out.append(h)
-            continue
-        calls = tuple(c.call if isinstance(c, InvalidCall) else c for c in m.tool_calls)
-        out.append(ChatMessage("assistant", h.content, tool_calls=calls))
-        results = {t.call_id: t for t in m.tool_results}
-        for stored, call in zip(m.tool_calls, calls, strict=True):
-            kept = results.get(call.id)
-            if kept is not None:
-                result = kept.result()
-            elif isinstance(stored, InvalidCall):
-                result = stored.result()
-            else:
-                result = ToolResult(call.id, call.name, NOT_RUN, is_error=True)
-            out.append(ChatMessage.from_tool_result(result))
     return out
