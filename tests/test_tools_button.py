@@ -115,9 +115,9 @@ def test_a_new_chats_tools_go_with_its_first_message(
     cid = w.controller.conversation_id
     assert cid is not None and w.store.chat_tools(cid).enabled == {CLOCK}
     assert w.tools.button.whole_text().startswith("Tools (1)")
-    w.chats.new_chat()  # the next new chat starts with none
+    w.chats.new_chat()  # the next new chat starts with the last choice (tools_new_chats has more)
     qtbot.waitUntil(lambda: w.controller.conversation_id is None, timeout=WAIT_MS)
-    assert w.tools.button.whole_text() == "Tools"
+    assert w.tools.button.whole_text() == f"Tools (1) · ~{tokens_of(w, CLOCK)} tokens"
 
 
 @popup_grab
@@ -179,8 +179,9 @@ def test_the_button_sits_between_attach_and_send_in_the_tab_order(
 def test_a_pasted_server_two_of_its_tools_on_a_call_approved_and_the_models_answer(
     qtbot: QtBot, make_window: Callable[..., MainWindow]
 ) -> None:
-    """The issue's "done when", in the window: a server from pasted mcpServers JSON, two of its tools
-    ticked in a chat, the model's call approved on its card, its result and the model's answer."""
+    """The issue's "done when", in the window: a server from pasted mcpServers JSON (its tools on once
+    added), two of them left on in a chat, the model's call approved on its card, its result and the
+    model's answer."""
     call = ToolCall("call00021", "add", {"a": 2, "b": 40}, '{"a": 2, "b": 40}')
     backend = ToolScriptBackend([Turn("Let me add them.", [call]), Turn("2 + 40 = 42.")])
     w = make_window(lambda _ref: backend)
@@ -195,8 +196,10 @@ def test_a_pasted_server_two_of_its_tools_on_a_call_approved_and_the_models_answ
     dialog.close()
     qtbot.mouseClick(w.tools.button, LEFT)
     popup = w.tools.button.popup
-    qtbot.mouseClick(popup.boxes["notes/add"], LEFT)
-    qtbot.mouseClick(popup.boxes["notes/read_note"], LEFT)
+    assert popup.all_boxes["notes"].isChecked() and all(box.isChecked() for box in popup.boxes.values())
+    qtbot.mouseClick(popup.boxes["notes/fail"], LEFT)  # (the others stay on, one by one)
+    qtbot.mouseClick(popup.boxes["notes/pid"], LEFT)
+    assert not popup.all_boxes["notes"].isChecked()
     w.tools.button.frame.close()
     assert w.tools.button.whole_text() == f"Tools (2) · ~{tokens_of(w, 'notes/add', 'notes/read_note')} tokens"
     turns.send(qtbot, w, "What is 2 + 40?")

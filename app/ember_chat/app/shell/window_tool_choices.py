@@ -4,13 +4,18 @@ choices kept with each chat (ConversationStore.chat_tools / set_chat_tools), and
 the controller asks for before an answer (`controller.tool_session_for`). The popup lists the chat's
 "always allow" grants with a Revoke button each (`revoke_always`).
 
-A chat chooses its tools before it exists (a new chat): the choice is kept as a draft and goes to the
-chat when its first message creates it; the next new chat starts with none."""
+A new chat starts with the tools of the user's last choices (ToolsConfig.new_chats in tools.json): each
+tool or server turned on or off in the popup, in any chat, is turned on or off there too, and a server
+just added is on (its "All" switch) in the chat shown and in new chats. Only the user's own changes go
+there, never a chat's stored choices (an imported chat's came from a file). A new chat's choices go to
+the chat when its first message creates it; "Make the model call a tool first" is for that chat alone.
+Every call still asks before it runs unless the user allowed it: turning tools on grants no consent."""
 
 from __future__ import annotations
 
 import contextlib
 import sqlite3
+import time
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -37,11 +42,13 @@ class ChatToolChoices(QObject):
         super().__init__(tools)
         self.w = window
         self.t = tools
-        self._draft = ChatTools()  # a new chat's choices, until its first message creates it
+        self._draft_require = False  # "call a tool first" for the new chat, until its first message
         self._shown: int | None = None  # the conversation the window shows
+        self._new_since = time.time()  # when the window last showed a new chat
         self.button = ToolsButton()
         self.button.content = self.popup_content
         self.button.tool_toggled.connect(self.set_tool_on)
+        self.button.server_toggled.connect(self.set_server_on)
         self.button.require_toggled.connect(self.set_require_call)
         self.button.grant_revoked.connect(self.revoke_always)
         self.button.settings_requested.connect(tools.open_dialog)
@@ -56,17 +63,18 @@ class ChatToolChoices(QObject):
         QWidget.setTabOrder(self.button, self.w.composer.button)
 
     def chat_tools(self) -> ChatTools:
-        """The tool choices of the chat the window shows (the draft for a new chat)."""
+        """The tool choices of the chat the window shows (for a new chat: the last choices)."""
         cid = self.w.controller.conversation_id
         if cid is None:
-            return self._draft
+            return replace(self.t.config.new_chats, require_call=self._draft_require)
         try:
             return self.w.store.chat_tools(cid)
         except (KeyError, sqlite3.Error, StoreError):
             return ChatTools()
 
     def enabled_entries(self, chat: ChatTools) -> list[ToolEntry]:
-        return [e for e in self.t.registry.entries() if e.key in chat.enabled]
+        on = self.t.registry.keys_on(chat)
+        return [e for e in self.t.registry.entries() if e.key in on]
 
     # ----- a chat's tools
     def session_for(self, conversation_id: int) -> ChatToolSession | None:
@@ -76,9 +84,9 @@ class ChatToolChoices(QObject):
             chat = self.w.store.chat_tools(conversation_id)
         except (KeyError, sqlite3.Error, StoreError):
             return None
-        if not chat.enabled:
+        if not chat.enabled and not chat.servers:
             return None
-        if not any(self.t.registry.entry(key) is not None for key in chat.enabled):
+        if not self.t.registry.keys_on(chat) & {e.key for e in self.t.registry.entries()}:
             self.w.show_notice(
                 self.tr("The tools on in this chat are still starting, so this answer goes without them.")
                 if self.t.listing
@@ -91,14 +99,46 @@ class ChatToolChoices(QObject):
         return ChatToolSession(self.t.registry, chat, self.t.config.never_ask, self.t.config.max_calls)
 
     def set_tool_on(self, key: str, on: bool) -> None:
-        """Turn a tool on or off in the chat the window shows (kept with the chat)."""
-        chat = self.chat_tools()
-        enabled = chat.enabled | {key} if on else chat.enabled - {key}
-        always = chat.always if on else chat.always - {key}  # turned on again: it asks again
-        self._keep(replace(chat, enabled=frozenset(enabled), always=frozenset(always)))
+        """Turn a tool on or off in the chat the window shows (kept with the chat), and for new chats."""
+        entry = self.t.registry.entry(key)
+        source = entry.source if entry is not None else key.rsplit("/", 1)[0]
+        siblings = self._keys_of(source)
+        self._keep(_tool_on(self.chat_tools(), key, on, source, siblings))
+        if self.w.controller.conversation_id is not None:
+            self._remember(_tool_on(self.t.config.new_chats, key, on, source, siblings))
+        self.button.sync_popup(self.popup_content())  # (its source's "All" switch)
+
+    def set_server_on(self, source: str, on: bool) -> None:
+        """Every tool of `source` on (those it lists later too) or off in the chat the window shows, and
+        for new chats (the popup's "All" switch)."""
+        keys = self._keys_of(source)
+        self._keep(_server_on(self.chat_tools(), source, on, keys))
+        if self.w.controller.conversation_id is not None:
+            self._remember(_server_on(self.t.config.new_chats, source, on, keys))
+        self.button.sync_popup(self.popup_content())
+
+    def servers_added(self, names: frozenset[str]) -> None:
+        """Servers just added in Settings ▸ Tools: their tools are on in the chat shown and in new chats
+        (each call still asks first)."""
+        if self.w.controller.conversation_id is not None:
+            chat = self.chat_tools()
+            self._keep(replace(chat, servers=chat.servers | names))
+        new = self.t.config.new_chats
+        self._remember(replace(new, servers=new.servers | names))
+
+    def _keys_of(self, source: str) -> frozenset[str]:
+        return frozenset(e.key for e in self.t.registry.entries() if e.source == source)
+
+    def _remember(self, new: ChatTools) -> None:
+        """What new chats start with: the user's change, made to the last choices (not to a chat's)."""
+        self.t.remember_new_chats(ChatTools(new.enabled, servers=new.servers))
 
     def set_require_call(self, on: bool) -> None:
         """The model must call a tool first in each answer of the chat the window shows (kept with it)."""
+        if self.w.controller.conversation_id is None:
+            self._draft_require = on  # (the new chat's alone: new chats do not inherit it)
+            self.update_button()
+            return
         self._keep(replace(self.chat_tools(), require_call=on))
 
     def revoke_always(self, key: str) -> None:
@@ -111,7 +151,8 @@ class ChatToolChoices(QObject):
     def _keep(self, new: ChatTools) -> None:
         cid = self.w.controller.conversation_id
         if cid is None:
-            self._draft = new
+            self._draft_require = new.require_call
+            self._remember(new)
         else:
             try:
                 self.w.store.set_chat_tools(cid, new)
@@ -123,12 +164,18 @@ class ChatToolChoices(QObject):
 
     def _on_thread_shown(self, *_args: Any) -> None:
         cid = self.w.controller.conversation_id
-        if cid is not None and self._shown is None and cid != self._shown and self._draft.enabled:
-            # the first message of a new chat created it: the tools chosen before go with it
+        if cid is not None and self._shown is None:
+            draft = replace(self.t.config.new_chats, require_call=self._draft_require)
+            # the first message of a new chat created it (made since the new chat was shown: not an older
+            # chat opened, an imported one included): the new chat's tools go with it
             with contextlib.suppress(KeyError, sqlite3.Error, StoreError):
-                if self.w.store.chat_tools(cid) == ChatTools() and len(self.w.store.thread(cid)) <= 1:
-                    self.w.store.set_chat_tools(cid, self._draft)
-                    self._draft = ChatTools()
+                created = self.w.store.conversation(cid).created_at >= self._new_since
+                fresh = self.w.store.chat_tools(cid) == ChatTools() and len(self.w.store.thread(cid)) <= 1
+                if created and fresh and draft != ChatTools():
+                    self.w.store.set_chat_tools(cid, draft)
+                self._draft_require = False
+        elif cid is None and self._shown is not None:
+            self._new_since = time.time()
         self._shown = cid
         self.update_button()
 
@@ -164,16 +211,17 @@ class ChatToolChoices(QObject):
     def popup_content(self) -> PopupContent:
         chat = self.chat_tools()
         entries = self.t.registry.entries()
+        on_keys = self.t.registry.keys_on(chat)
         groups: list[ToolGroup] = []
         for source in [BUILTIN_SOURCE, *(s.name for s in self.t.config.servers)]:
             mine = [e for e in entries if e.source == source]
             choices = tuple(
-                ToolChoice(e.key, e.original_name, e.spec.description, e.spec.read_only, e.key in chat.enabled)
-                for e in mine
+                ToolChoice(e.key, e.original_name, e.spec.description, e.spec.read_only, e.key in on_keys) for e in mine
             )
+            all_on = source in chat.servers
             if source == BUILTIN_SOURCE:
                 if choices:
-                    groups.append(ToolGroup(source, tools=choices))
+                    groups.append(ToolGroup(source, tools=choices, all_on=all_on))
                 continue
             state, error = self.t.server_state(source)
             if state == "off":
@@ -186,7 +234,7 @@ class ChatToolChoices(QObject):
                     status = self.tr("Starting…")
                 else:
                     status = self.tr("It offers no tools.")
-            groups.append(ToolGroup(source, status, failed, choices))
+            groups.append(ToolGroup(source, status, failed, choices, all_on))
         known = {e.key for e in entries}
         missing = sorted(k for k in chat.enabled if k not in known)
         notes = ()
@@ -209,6 +257,25 @@ class ChatToolChoices(QObject):
             allowed.append(ToolChoice(key, name, entry.spec.description if entry is not None else ""))
         tokens = tool_tokens_estimate([e.spec for e in on])
         return PopupContent(title, tuple(groups), tokens, notes, chat.require_call, tuple(allowed))
+
+
+def _tool_on(chat: ChatTools, key: str, on: bool, source: str, siblings: frozenset[str]) -> ChatTools:
+    """`chat` with the tool `key` (of `source`, whose tools are `siblings`) on or off. Off, where the chat
+    has all of its source's tools: the source's others stay on, one by one. Turned off, its "always
+    allow" goes: turned on again, it asks again."""
+    if on:
+        return replace(chat, enabled=chat.enabled | {key})
+    servers, enabled = chat.servers, chat.enabled
+    if source in servers:
+        servers, enabled = servers - {source}, enabled | siblings
+    return replace(chat, enabled=enabled - {key}, servers=servers, always=chat.always - {key})
+
+
+def _server_on(chat: ChatTools, source: str, on: bool, keys: frozenset[str]) -> ChatTools:
+    """`chat` with every tool of `source` (listed now: `keys`; later ones too) on, or all off."""
+    if on:
+        return replace(chat, servers=chat.servers | {source}, enabled=chat.enabled - keys)
+    return replace(chat, servers=chat.servers - {source}, enabled=chat.enabled - keys, always=chat.always - keys)
 
 
 def _insert_by(neighbour: QWidget, widget: QWidget) -> QBoxLayout:

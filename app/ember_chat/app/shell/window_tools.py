@@ -126,7 +126,8 @@ class WindowTools(QObject):
             chat = self.w.store.chat_tools(conversation_id)
         except (KeyError, sqlite3.Error, StoreError):
             chat = ChatTools()
-        if any(self.registry.entry(key) is None for key in chat.enabled):
+        listed = self.listed_sources
+        if any(self.registry.entry(key) is None for key in chat.enabled) or chat.servers - listed:
             self.on_demand()
         return self.choices.session_for(conversation_id)
 
@@ -203,18 +204,24 @@ class WindowTools(QObject):
                 servers[servers.index(old)] = config
             else:
                 servers.append(config)
-            never_ask = self.config.never_ask
+            never_ask, new_chats = self.config.never_ask, self.config.new_chats
             if old is not None and old.name != config.name:  # the tools' keys follow the new name
                 prefix = f"{old.name}/"
-                never_ask = frozenset(
-                    f"{config.name}/{k[len(prefix) :]}" if k.startswith(prefix) else k for k in never_ask
-                )
+
+                def renamed(keys: frozenset[str]) -> frozenset[str]:
+                    return frozenset(f"{config.name}/{k[len(prefix) :]}" if k.startswith(prefix) else k for k in keys)
+
+                never_ask = renamed(never_ask)
+                servers_on = {config.name if s == old.name else s for s in new_chats.servers}
+                new_chats = ChatTools(renamed(new_chats.enabled), servers=frozenset(servers_on))
             try:
-                new = self.config.with_changes(servers=tuple(servers), never_ask=never_ask)
+                new = self.config.with_changes(servers=tuple(servers), never_ask=never_ask, new_chats=new_chats)
             except InvalidParameter as exc:
                 on_error(str(exc))
                 return
             self._apply(new, reconfigure=True, start=frozenset({config.name}))
+            if old is None:  # (added: its tools are on in the chat shown and in new chats)
+                self.choices.servers_added(frozenset({config.name}))
             on_done()
 
         self._writer.run(work, done, on_error)
@@ -235,6 +242,7 @@ class WindowTools(QObject):
                 on_error(str(exc))
                 return
             self._apply(new, reconfigure=True, start=frozenset(s.name for s in moved))
+            self.choices.servers_added(frozenset(s.name for s in moved))
             on_done()
 
         self._writer.run(work, done, on_error)
@@ -244,10 +252,15 @@ class WindowTools(QObject):
         if old is None:
             return
         prefix = f"{name}/"
+        new_chats = self.config.new_chats
         self._apply(
             self.config.with_changes(
                 servers=tuple(s for s in self.config.servers if s.name != name),
                 never_ask=frozenset(k for k in self.config.never_ask if not k.startswith(prefix)),
+                new_chats=ChatTools(
+                    frozenset(k for k in new_chats.enabled if not k.startswith(prefix)),
+                    servers=new_chats.servers - {name},
+                ),
             ),
             reconfigure=True,
         )
@@ -257,6 +270,13 @@ class WindowTools(QObject):
     def set_server_enabled(self, name: str, on: bool) -> None:
         servers = tuple(s.with_changes(enabled=on) if s.name == name else s for s in self.config.servers)
         self._apply(self.config.with_changes(servers=servers), reconfigure=True, start=frozenset({name} if on else ()))
+
+    def remember_new_chats(self, new: ChatTools) -> None:
+        """What new chats start with (the user's last choices in the Tools popup), saved in tools.json.
+        Nothing else changes: the popup is not filled again under the user's click."""
+        if new != self.config.new_chats:
+            self.config = self.config.with_changes(new_chats=new)
+            self._save()
 
     def set_never_ask(self, key: str, on: bool) -> None:
         never_ask = self.config.never_ask | {key} if on else self.config.never_ask - {key}
@@ -327,8 +347,8 @@ class WindowTools(QObject):
         """List every source: the built-in tools, the servers' remembered tools (no process starts) and the
         servers that start now (tools_cache.listing_plan). A server still starting (npx fetching a package,
         or one that hangs) must not hold back the others: what needs no start is listed first, then all."""
-        if config is not self.config or self._closed:
-            return  # a later change lists again
+        if (config.servers, config.builtin) != (self.config.servers, self.config.builtin) or self._closed:
+            return  # a later change lists again (one that lists nothing new, new chats' tools, does not)
         builtin = BuiltinTools.from_config(config.builtin)
         timeout = max([s.start_timeout_s for s in config.servers if s.enabled], default=20.0)
         quick, servers, starting = listing_plan(self.manager.servers(), self.cache, start, self._demand)

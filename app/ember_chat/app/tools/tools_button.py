@@ -44,6 +44,7 @@ class ToolGroup:
     status: str = ""  # "" when listed; else why its tools are missing (starting, failed: a sentence)
     failed: bool = False
     tools: tuple[ToolChoice, ...] = ()
+    all_on: bool = False  # every tool of this source is on in the chat (those it lists later too)
 
 
 @dataclass(frozen=True)
@@ -75,6 +76,7 @@ class ToolsPopup(QWidget):
         on_require: Callable[[bool], None] | None = None,
         parent: QWidget | None = None,
         on_revoke: Callable[[str], None] | None = None,
+        on_all: Callable[[str, bool], None] | None = None,
     ):
         super().__init__(parent)
         c = active_colors()
@@ -84,6 +86,7 @@ class ToolsPopup(QWidget):
         self.setAutoFillBackground(True)
         self.boxes: dict[str, QCheckBox] = {}
         self.revoke_buttons: dict[str, QPushButton] = {}  # registry key -> its grant's Revoke
+        self.all_boxes: dict[str, QCheckBox] = {}  # source -> its "All" switch
         outer = QVBoxLayout(self)
         outer.setContentsMargins(12, 10, 12, 10)
         title = QLabel(content.title)
@@ -102,7 +105,13 @@ class ToolsPopup(QWidget):
         for group in content.groups:
             heading = QLabel(group.source)
             heading.setStyleSheet(f"font-weight:600; color:{c.secondary}; margin-top:6px")
-            rows.addWidget(heading)
+            line = QHBoxLayout()
+            line.setContentsMargins(0, 0, 0, 0)
+            line.addWidget(heading)
+            line.addStretch(1)
+            if group.tools or group.all_on:
+                line.addWidget(self._all_box(group, on_all), 0, Qt.AlignmentFlag.AlignBottom)
+            rows.addLayout(line)
             if group.status:
                 status = QLabel(group.status)
                 status.setWordWrap(True)
@@ -158,6 +167,34 @@ class ToolsPopup(QWidget):
         self.settings_button.setAccessibleName(self.tr("Open the tools settings"))
         outer.addWidget(self.settings_button, 0, Qt.AlignmentFlag.AlignLeft)
         self.show_tokens(sum(1 for b in self.boxes.values() if b.isChecked()), content.tokens)
+
+    def _all_box(self, group: ToolGroup, on_all: Callable[[str, bool], None] | None) -> QCheckBox:
+        """The source's "All" switch: every tool it offers on in this chat, those it adds later too."""
+        box = QCheckBox(self.tr("All"))
+        box.setChecked(group.all_on)
+        box.setAccessibleName(self.tr("All tools from {source}").format(source=group.source))
+        hint = self.tr(
+            "Every tool of {source} on in this chat, those it adds later too. Each call still asks before it "
+            "runs, unless you allowed the tool."
+        ).format(source=group.source)
+        box.setToolTip(hint)
+        box.setAccessibleDescription(hint)
+        if on_all is not None:
+            box.toggled.connect(lambda on, source=group.source: on_all(source, on))
+        self.all_boxes[group.source] = box
+        return box
+
+    def sync(self, content: PopupContent) -> None:
+        """Tick the boxes as `content` says, in place (a source's "All" switch turned its tools on or off,
+        a tool turned off turned its source's "All" off), without a signal of their own."""
+        ticked = {t.key: t.on for g in content.groups for t in g.tools}
+        all_on = {g.source: g.all_on for g in content.groups}
+        for boxes, states in ((self.boxes, ticked), (self.all_boxes, all_on)):
+            for key, box in boxes.items():
+                if key in states and box.isChecked() != states[key]:
+                    box.blockSignals(True)
+                    box.setChecked(states[key])
+                    box.blockSignals(False)
 
     def fit(self, width: int, max_height: int) -> int:
         """Lay the popup out `width` wide and at most `max_height` tall if it can be (its list of tools
@@ -230,6 +267,7 @@ class ToolsButton(QToolButton):
     tool_toggled = Signal(str, bool)  # registry key, on
     require_toggled = Signal(bool)  # "Make the model call a tool first"
     grant_revoked = Signal(str)  # registry key: its "always allow" in this chat taken back
+    server_toggled = Signal(str, bool)  # source, every tool of it on (or all off): its "All" switch
     settings_requested = Signal()
     popup_shown = Signal()  # (tests)
 
@@ -298,7 +336,11 @@ class ToolsButton(QToolButton):
         """The popup, filled now, above the button (the message box is at the window's bottom); it does not
         block the event loop. Esc or a click elsewhere closes it."""
         self.popup = ToolsPopup(
-            self.content(), self.tool_toggled.emit, self.require_toggled.emit, on_revoke=self.grant_revoked.emit
+            self.content(),
+            self.tool_toggled.emit,
+            self.require_toggled.emit,
+            on_revoke=self.grant_revoked.emit,
+            on_all=self.server_toggled.emit,
         )
         self.popup.settings_button.clicked.connect(self._open_settings)
         self.frame.hold(self.popup)
@@ -356,16 +398,24 @@ class ToolsButton(QToolButton):
         if dx or dy:
             self.frame.move(self.frame.pos() + QPoint(dx, dy))
 
+    def sync_popup(self, content: PopupContent) -> None:
+        """The open popup's boxes ticked as `content` says (the tools listed are the same)."""
+        if self.frame.isVisible() and self.popup is not None:
+            self.popup.sync(content)
+
     def refresh_popup(self) -> None:
         """Fill the open popup again (the tools listed changed: a server started, one failed), keeping the
         keyboard on the same tool."""
         if not self.frame.isVisible() or self.popup is None:
             return
         focused = next((k for k, box in self.popup.boxes.items() if box.hasFocus()), None)
+        focused_all = next((s for s, box in self.popup.all_boxes.items() if box.hasFocus()), None)
         on_revoke = any(button.hasFocus() for button in self.popup.revoke_buttons.values())
         popup = self.open_popup()
         if focused in popup.boxes:
             popup.boxes[focused].setFocus()
+        elif focused_all in popup.all_boxes:
+            popup.all_boxes[focused_all].setFocus()
         elif on_revoke and popup.revoke_buttons:  # one revoked: the keyboard stays among the grants
             next(iter(popup.revoke_buttons.values())).setFocus()
 

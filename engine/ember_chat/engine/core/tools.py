@@ -188,11 +188,15 @@ class ChatTools:
     """One chat's tool choices, kept with the chat: the tools turned on (registry keys, "source/name")
     and those the user allowed for the rest of this chat ("Always allow this tool in this chat").
     `require_call`: the model must call a tool first in each answer (tool_choice "required" for the
-    answer's first generation; for models that do not call tools by themselves, e.g. base models)."""
+    answer's first generation; for models that do not call tools by themselves, e.g. base models).
+    `servers`: the sources (an MCP server's name, "Built-in") whose every tool is on, those it lists
+    later too (the Tools popup's "All" switch; a server just added is on in the chat shown and in new
+    chats). Every call still asks first unless allowed: these turn tools on, they grant no consent."""
 
     enabled: frozenset[str] = frozenset()
     always: frozenset[str] = frozenset()
     require_call: bool = False
+    servers: frozenset[str] = frozenset()
 
 
 def tool_limit_message(limit: int) -> str:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ember_chat.engine.core.tools import DEFAULT_MAX_TOOL_CALLS
+from ember_chat.engine.core.tools import DEFAULT_MAX_TOOL_CALLS, ChatTools
 from ember_chat.engine.errors import InvalidParameter
 from ember_chat.engine.storage.atomic import aside_path, write_json_atomically
 from ember_chat.engine.tools.mcp_config import (
@@ -80,10 +80,15 @@ class ToolsConfig:
     builtin: BuiltinToolsConfig = BuiltinToolsConfig()
     never_ask: frozenset[str] = frozenset()  # registry keys "source/name" the user chose never to be asked about
     max_calls: int = DEFAULT_MAX_TOOL_CALLS
+    # the tools a new chat starts with (`enabled`, `servers` only): the user's last choices in the Tools
+    # popup, and each server added. Never taken from a chat (an imported one's choices came from a file).
+    new_chats: ChatTools = dataclasses.field(default_factory=ChatTools)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "servers", tuple(self.servers))
         object.__setattr__(self, "never_ask", frozenset(self.never_ask))
+        # (what a new chat starts with: no consent, no required call)
+        object.__setattr__(self, "new_chats", ChatTools(self.new_chats.enabled, servers=self.new_chats.servers))
         seen: set[str] = set()
         for server in self.servers:
             if not isinstance(server, McpServerConfig):
@@ -160,6 +165,7 @@ def config_to_data(config: ToolsConfig) -> dict[str, Any]:
         },
         "neverAsk": sorted(config.never_ask),
         "maxCalls": config.max_calls,
+        "newChats": {"enabled": sorted(config.new_chats.enabled), "servers": sorted(config.new_chats.servers)},
     }
 
 
@@ -203,4 +209,11 @@ def _config_from_data(data: Mapping[str, Any]) -> tuple[ToolsConfig, list[str]]:
     if isinstance(max_calls, bool) or not isinstance(max_calls, int) or not low <= max_calls <= high:
         troubles.append(f"maxCalls {max_calls!r} is not between {low} and {high}")
         max_calls = DEFAULT_MAX_TOOL_CALLS
-    return ToolsConfig(tuple(servers), builtin, frozenset(never_ask), max_calls), troubles
+    new_chats = ChatTools()
+    raw_new = data.get("newChats", {})
+    lists = [raw_new.get(k, []) for k in ("enabled", "servers")] if isinstance(raw_new, dict) else None
+    if lists is None or not all(isinstance(v, list) and all(isinstance(k, str) for k in v) for v in lists):
+        troubles.append("newChats is not a mapping of lists of tools and servers")
+    else:
+        new_chats = ChatTools(frozenset(lists[0]), servers=frozenset(lists[1]))
+    return ToolsConfig(tuple(servers), builtin, frozenset(never_ask), max_calls, new_chats), troubles

@@ -14,7 +14,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from ember_chat.engine.core.tools import TOOL_CHOICES, ToolProvider, ToolRequest, ToolSpec
+from ember_chat.engine.core.tools import TOOL_CHOICES, ChatTools, ToolProvider, ToolRequest, ToolSpec
 from ember_chat.engine.errors import ToolError
 
 _NAME_LIMIT = 64  # OpenAI's limit on a function's name, which servers and clients also apply
@@ -168,6 +168,12 @@ class ToolRegistry:
         """The tool the model means by `name` (the name it was offered)."""
         with self._lock:
             return self._by_exposed.get(name)
+
+    def keys_on(self, chat: ChatTools) -> frozenset[str]:
+        """The keys of the tools `chat` has on: those ticked one by one, and every tool listed now of the
+        sources it has all of (`chat.servers`)."""
+        with self._lock:
+            return frozenset(chat.enabled) | {e.key for e in self._entries if e.source in chat.servers}
 
     def request(self, enabled: Iterable[str], choice: str = "auto") -> ToolRequest | None:
         """The tools a chat has on, in the registry's order, as a generation takes them; None when none

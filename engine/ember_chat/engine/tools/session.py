@@ -69,9 +69,9 @@ class ChatToolSession:
         call tools by itself, held to calls by the grammar, would otherwise write call after call until
         its token limit, and the answer would end there instead of with its calls."""
         if self.chat.require_call and self._budget.used == 0:
-            request = self.registry.request(self.chat.enabled, "required")
+            request = self.registry.request(self.registry.keys_on(self.chat), "required")
             return replace(request, parallel=False) if request is not None else None
-        return self.registry.request(self.chat.enabled)
+        return self.registry.request(self.registry.keys_on(self.chat))
 
     def new_answer(self) -> None:
         """A new user message: the cap on calls counts again from zero."""
@@ -93,7 +93,7 @@ class ChatToolSession:
                 pendings.append(PendingCall(call, entry, False, result))
             elif isinstance(call, InvalidCall):
                 pendings.append(PendingCall(call, entry, False, call.result()))
-            elif entry is None or entry.key not in self.chat.enabled:
+            elif entry is None or entry.key not in self.registry.keys_on(self.chat):
                 pendings.append(PendingCall(call, entry, False, self._unknown(call)))
             else:
                 pendings.append(PendingCall(call, entry, not self._allowed_without_asking(entry)))
