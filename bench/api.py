@@ -45,7 +45,7 @@ from bench.llama_tools import LLAMA_SERVER_READY, find_tool, llama_server_comman
 from ember_chat.engine.cli.common import load_blocking, resolve_model
 from ember_chat.engine.core.params import SPECS, LoadConfig, SamplingParams, default_threads
 from ember_chat.engine.inference.metrics import GenerationMetrics
-from ember_chat.engine.inference.service import EngineService, GenerationRequest, GenerationSink
+from ember_chat.engine.inference.service.engine import EngineService, GenerationRequest, GenerationSink
 from ember_chat.engine.storage.paths import AppPaths
 from tests.peer_servers import free_port
 

@@ -45,8 +45,8 @@ def once(env: dict[str, str]) -> float:
 def write_snapshots(data_dir: Path, megabytes: int) -> None:
     """Snapshot files of 128 MB each (random state, 5,000 tokens) written by the store itself, as the app
     leaves them at quit: the window must not read them at start."""
-    from ember_chat.engine.inference.kv_snapshot_keys import SnapshotKey
-    from ember_chat.engine.inference.kv_snapshots import SNAPSHOT_FOLDER, SnapshotStore
+    from ember_chat.engine.inference.kv.snapshot_keys import SnapshotKey
+    from ember_chat.engine.inference.kv.snapshots import SNAPSHOT_FOLDER, SnapshotStore
 
     store = SnapshotStore(data_dir / SNAPSHOT_FOLDER, (megabytes + 256) * 2**20, ram_bytes=0)
     key = SnapshotKey("cold-start-model", "cold-start-settings")

@@ -22,8 +22,8 @@ from bench.bare_llama import bare_loop
 from ember_chat.engine.cli.common import resolve_model
 from ember_chat.engine.core.params import LoadConfig, SamplingParams, default_threads
 from ember_chat.engine.inference.events import Finished
-from ember_chat.engine.inference.llama_loader import plain_llama
-from ember_chat.engine.inference.runtime import LocalRuntime
+from ember_chat.engine.inference.llama.loader import plain_llama
+from ember_chat.engine.inference.local.runtime import LocalRuntime
 from ember_chat.engine.storage.paths import AppPaths
 
 PROMPT = "Once upon a time, in a small village by the sea, there lived an old fisherman who"

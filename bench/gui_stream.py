@@ -174,7 +174,7 @@ class Relay(QObject):
 
 def starter_gui_vs_direct(paths: AppPaths, runs: int, tokens: int) -> dict[str, float]:
     from ember_chat.engine.core.params import LoadConfig, SamplingParams
-    from ember_chat.engine.inference.runtime import LocalRuntime
+    from ember_chat.engine.inference.local.runtime import LocalRuntime
 
     window = build_window(paths)
     window.resize(1280, 800)

@@ -39,10 +39,10 @@ from ember_chat.engine.bench.targets import words_text
 from ember_chat.engine.cli.common import load_blocking, resolve_model
 from ember_chat.engine.core.messages import ChatMessage
 from ember_chat.engine.core.params import LoadConfig, SamplingParams, default_threads
-from ember_chat.engine.inference.kv_snapshot_files import scan_folder
-from ember_chat.engine.inference.kv_snapshots import SnapshotStore
+from ember_chat.engine.inference.kv.snapshot_files import scan_folder
+from ember_chat.engine.inference.kv.snapshots import SnapshotStore
 from ember_chat.engine.inference.metrics import GenerationMetrics
-from ember_chat.engine.inference.service import EngineService, GenerationRequest, GenerationSink
+from ember_chat.engine.inference.service.engine import EngineService, GenerationRequest, GenerationSink
 from ember_chat.engine.storage.paths import AppPaths
 
 MESSAGE_WORDS = 150

@@ -17,8 +17,8 @@ import threading
 import time
 from pathlib import Path
 
-from ember_chat.engine.inference.kv_snapshot_keys import SnapshotKey
-from ember_chat.engine.inference.kv_snapshots import SnapshotStore
+from ember_chat.engine.inference.kv.snapshot_keys import SnapshotKey
+from ember_chat.engine.inference.kv.snapshots import SnapshotStore
 
 
 def longest_gap(app: object, busy: threading.Event | None, seconds: float) -> float:

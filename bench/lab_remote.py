@@ -27,7 +27,7 @@ from ember_chat.engine.cli.common import resolve_model
 from ember_chat.engine.core.params import LoadConfig, default_threads
 from ember_chat.engine.core.refs import Endpoint, ModelRef, RemoteModelRef
 from ember_chat.engine.inference.backend import InferenceBackend
-from ember_chat.engine.inference.remote import check_connection
+from ember_chat.engine.inference.remote.backend import check_connection
 from ember_chat.engine.storage.paths import AppPaths
 from tests.peer_servers import ember_server, llama_cpp_server
 

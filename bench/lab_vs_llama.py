@@ -37,8 +37,8 @@ from ember_chat.engine.bench.lab import BenchPlan, machine_facts, prompt_seed, r
 from ember_chat.engine.bench.targets import LocalTarget, bench_tokens
 from ember_chat.engine.cli.common import resolve_model
 from ember_chat.engine.core.params import LoadConfig, default_threads
-from ember_chat.engine.inference.llama_loader import plain_llama
-from ember_chat.engine.inference.runtime import LocalRuntime
+from ember_chat.engine.inference.llama.loader import plain_llama
+from ember_chat.engine.inference.local.runtime import LocalRuntime
 from ember_chat.engine.storage.paths import AppPaths
 
 SAMPLES = ("lab_pp", "lab_tg", "lab_llama_pp", "bare_pp", "bare_tg", "llama_bench_pp", "llama_bench_tg")

@@ -24,8 +24,8 @@ from ember_chat.engine.core.json_schema import schema_errors
 from ember_chat.engine.core.params import LoadConfig, SamplingParams, default_threads
 from ember_chat.engine.core.tools import ToolCall, ToolRequest, ToolSpec
 from ember_chat.engine.inference.events import Finished
-from ember_chat.engine.inference.prompting import ChatMessage
-from ember_chat.engine.inference.runtime import LocalRuntime
+from ember_chat.engine.inference.local.runtime import LocalRuntime
+from ember_chat.engine.inference.prompt.templates import ChatMessage
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "tests" / "templates"
 FAMILIES = {

@@ -23,8 +23,8 @@ from PIL import Image
 from ember_chat.engine.core.messages import ChatMessage, ImageInput
 from ember_chat.engine.core.params import LoadConfig, SamplingParams, default_threads
 from ember_chat.engine.inference.events import Finished
+from ember_chat.engine.inference.local.runtime import LocalRuntime
 from ember_chat.engine.inference.metrics import GenerationMetrics, percentile
-from ember_chat.engine.inference.runtime import LocalRuntime
 
 PARAMS = SamplingParams(temperature=0.0, max_tokens=4, seed=1)
 

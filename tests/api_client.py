@@ -11,7 +11,7 @@ import openai
 from ember_chat.engine.attachments import DEFAULT_LIMITS, Limits
 from ember_chat.engine.cli.common import load_blocking
 from ember_chat.engine.core.params import LoadConfig
-from ember_chat.engine.inference.service import EngineService
+from ember_chat.engine.inference.service.engine import EngineService
 from ember_chat.engine.serve.config import ServerConfig
 from ember_chat.engine.serve.content_parts import TURN_WAIT_S
 from ember_chat.engine.serve.server import ApiServer

@@ -17,7 +17,7 @@ import pytest
 from ember_chat.engine.cli.common import load_blocking
 from ember_chat.engine.core.params import LoadConfig
 from ember_chat.engine.inference.metrics import GenerationMetrics
-from ember_chat.engine.inference.service import (
+from ember_chat.engine.inference.service.engine import (
     EngineService,
     GenerationSink,
     QueueState,

@@ -93,7 +93,7 @@ def chat_starter_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture
 def runtime() -> Iterator[object]:
-    from ember_chat.engine.inference.runtime import LocalRuntime
+    from ember_chat.engine.inference.local.runtime import LocalRuntime
 
     rt = LocalRuntime()
     yield rt

@@ -17,7 +17,7 @@ from ember_chat.engine.core.messages import ChatMessage
 from ember_chat.engine.core.params import SamplingParams
 from ember_chat.engine.core.refs import Endpoint, RemoteModelRef
 from ember_chat.engine.inference.events import Event, Finished, Token
-from ember_chat.engine.inference.remote import (
+from ember_chat.engine.inference.remote.backend import (
     RemoteBackend,
 )
 from tests.sse_server import FakeOpenAI

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from ember_chat.engine.core.params import LoadConfig
-from ember_chat.engine.inference.runtime import LocalRuntime
+from ember_chat.engine.inference.local.runtime import LocalRuntime
 
 
 @contextmanager

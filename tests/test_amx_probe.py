@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 from ember_chat.engine.core.params import LoadConfig, SamplingParams
-from ember_chat.engine.inference import amx_probe
-from ember_chat.engine.inference.amx_probe import broken_mark, cpu_has_amx, extra_buffers_usable
 from ember_chat.engine.inference.events import Token
-from ember_chat.engine.inference.runtime import LocalRuntime
+from ember_chat.engine.inference.llama import amx_probe
+from ember_chat.engine.inference.llama.amx_probe import broken_mark, cpu_has_amx, extra_buffers_usable
+from ember_chat.engine.inference.local.runtime import LocalRuntime
 
 
 @pytest.mark.slow

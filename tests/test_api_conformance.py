@@ -19,9 +19,9 @@ from ember_chat.engine.core.messages import ChatMessage
 from ember_chat.engine.core.params import SamplingParams
 from ember_chat.engine.core.refs import Endpoint, RemoteModelRef
 from ember_chat.engine.inference.events import Finished
-from ember_chat.engine.inference.json_check import json_problem
-from ember_chat.engine.inference.remote import RemoteBackend, check_connection
-from ember_chat.engine.inference.service import EngineService
+from ember_chat.engine.inference.grammar.json_check import json_problem
+from ember_chat.engine.inference.remote.backend import RemoteBackend, check_connection
+from ember_chat.engine.inference.service.engine import EngineService
 from ember_chat.engine.serve.config import ServerConfig
 from ember_chat.engine.serve.server import ApiServer
 from tests.api_support import (

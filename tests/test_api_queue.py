@@ -15,7 +15,7 @@ import pytest
 
 from ember_chat.engine.core.messages import ChatMessage
 from ember_chat.engine.core.params import SamplingParams
-from ember_chat.engine.inference.service import GenerationRequest, QueueState
+from ember_chat.engine.inference.service.engine import GenerationRequest, QueueState
 from tests.api_support import (
     MESSAGES,
     WAIT_S,

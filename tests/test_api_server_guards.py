@@ -12,7 +12,7 @@ import openai
 import pytest
 
 from ember_chat.engine.errors import ServeError
-from ember_chat.engine.inference.service import EngineService
+from ember_chat.engine.inference.service.engine import EngineService
 from ember_chat.engine.serve.config import ServerConfig
 from ember_chat.engine.serve.server import ApiServer
 from tests.api_support import (

@@ -26,10 +26,10 @@ from ember_chat.engine.core.params import LoadConfig, SamplingParams
 from ember_chat.engine.core.refs import ModelRef
 from ember_chat.engine.core.tools import InvalidCall, ToolCall, ToolRequest
 from ember_chat.engine.inference.backend import ModelDescription
+from ember_chat.engine.inference.calls.formats import check_call
 from ember_chat.engine.inference.events import Event, Finished, PromptReady, Token, ToolCallParsed
 from ember_chat.engine.inference.metrics import MetricsRecorder, RunContext
-from ember_chat.engine.inference.service import EngineService
-from ember_chat.engine.inference.tool_formats import check_call
+from ember_chat.engine.inference.service.engine import EngineService
 from ember_chat.engine.serve.config import ServerConfig
 from ember_chat.engine.serve.server import ApiServer
 from tests.api_support import WAIT_S, assert_error

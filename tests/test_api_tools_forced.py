@@ -15,7 +15,7 @@ from typing import Any
 import openai
 import pytest
 
-from ember_chat.engine.inference.tool_grammar import MAX_CALLS
+from ember_chat.engine.inference.calls.grammar import MAX_CALLS
 from tests.peer_servers import ember_server
 from tests.test_api_tools_runtime import FORECAST
 

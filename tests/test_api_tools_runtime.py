@@ -16,8 +16,8 @@ import pytest
 from ember_chat.engine.cli.common import load_blocking
 from ember_chat.engine.core.json_schema import schema_errors
 from ember_chat.engine.core.params import LoadConfig
-from ember_chat.engine.inference.service import EngineService
-from ember_chat.engine.inference.tool_formats import CUT_SHORT
+from ember_chat.engine.inference.calls.formats import CUT_SHORT
+from ember_chat.engine.inference.service.engine import EngineService
 from ember_chat.engine.serve.config import ServerConfig
 from ember_chat.engine.serve.server import ApiServer
 from tests.test_api_tools import ASK

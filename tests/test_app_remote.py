@@ -17,7 +17,7 @@ from pytestqt.qtbot import QtBot
 from ember_chat.app.shell.main_window import MainWindow
 from ember_chat.engine.cli.common import load_blocking
 from ember_chat.engine.core.params import LoadConfig
-from ember_chat.engine.inference.service import EngineService, QueueState, ServiceListener
+from ember_chat.engine.inference.service.engine import EngineService, QueueState, ServiceListener
 from ember_chat.engine.serve.config import ServerConfig
 from ember_chat.engine.serve.server import ApiServer
 from ember_chat.engine.storage.connections import Connection, remote_model_name
@@ -254,7 +254,7 @@ def test_window_waits_its_turn_behind_an_api_request_and_stop_drops_it(
     qtbot: QtBot, make_window: Callable[..., MainWindow]
 ) -> None:
     from ember_chat.engine.core.params import SamplingParams
-    from ember_chat.engine.inference.service import GenerationRequest, GenerationSink
+    from ember_chat.engine.inference.service.engine import GenerationRequest, GenerationSink
     from tests.fake_backend import FakeBackend
 
     w = make_window(lambda _ref: FakeBackend(n_tokens=1_000_000, delay_s=0.002))

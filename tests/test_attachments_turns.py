@@ -17,7 +17,7 @@ from ember_chat.engine.core.messages import ChatMessage
 from ember_chat.engine.core.params import LoadConfig, SamplingParams
 from ember_chat.engine.inference.events import AttachmentsPlanned
 from ember_chat.engine.inference.metrics import GenerationMetrics
-from ember_chat.engine.inference.service import EngineService, GenerationRequest, GenerationSink, ServiceListener
+from ember_chat.engine.inference.service.engine import EngineService, GenerationRequest, GenerationSink, ServiceListener
 from ember_chat.engine.storage.conversations import ConversationStore
 from ember_chat.engine.storage.paths import AppPaths
 from tests.gguf_factory import TinySpec, says, write_tiny_model

@@ -1,4 +1,4 @@
-"""Batched decoding (engine/inference/batch_decode.py) on the real starter model (Gemma 3 270M): several
+"""Batched decoding (engine/inference/llama/batch_decode.py) on the real starter model (Gemma 3 270M): several
 sequences of one llama.cpp context decoded together give the greedy tokens each gives alone and that
 `Llama.generate` gives on seq 0; slots are re-used by prefix, saved to and restored from the snapshot
 store, and a context whose cells run out ends the youngest run.
@@ -20,12 +20,12 @@ import pytest
 
 from ember_chat.engine.core.params import SPECS, LoadConfig, LoadOptions, SamplingParams
 from ember_chat.engine.errors import InvalidParameter
-from ember_chat.engine.inference.amx_probe import extra_buffers_usable
-from ember_chat.engine.inference.batch_decode import BatchDecoder, NoFreeSlot, SlotRun
-from ember_chat.engine.inference.kv_snapshot_keys import SnapshotKey
-from ember_chat.engine.inference.kv_snapshots import SnapshotStore
-from ember_chat.engine.inference.llama_loader import open_llama
-from ember_chat.engine.inference.seq_state import seq_state
+from ember_chat.engine.inference.kv.snapshot_keys import SnapshotKey
+from ember_chat.engine.inference.kv.snapshots import SnapshotStore
+from ember_chat.engine.inference.llama.amx_probe import extra_buffers_usable
+from ember_chat.engine.inference.llama.batch_decode import BatchDecoder, NoFreeSlot, SlotRun
+from ember_chat.engine.inference.llama.loader import open_llama
+from ember_chat.engine.inference.llama.seq_state import seq_state
 
 
 def test_parallel_is_a_load_parameter() -> None:

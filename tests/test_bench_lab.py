@@ -18,7 +18,7 @@ from ember_chat.engine.bench.targets import bench_tokens
 from ember_chat.engine.core.params import SamplingParams
 from ember_chat.engine.errors import ContextOverflowError, InvalidParameter
 from ember_chat.engine.inference.events import Finished
-from ember_chat.engine.inference.runtime import LocalRuntime
+from ember_chat.engine.inference.local.runtime import LocalRuntime
 from tests.runtime_support import loaded
 from tests.test_cli import cli
 

@@ -18,7 +18,7 @@ from ember_chat.engine.core.refs import Endpoint, RemoteModelRef
 from ember_chat.engine.errors import EmberError
 from ember_chat.engine.inference.backend import ModelDescription
 from ember_chat.engine.inference.compare import CompareAnswer, CompareListener, CompareTarget, run_comparison
-from ember_chat.engine.inference.service import EngineService, ServiceListener
+from ember_chat.engine.inference.service.engine import EngineService, ServiceListener
 from tests.gguf_factory import TinySpec, write_tiny_model
 from tests.remote_support import free_port, no_thread_left, server
 from tests.sse_server import DONE, FakeOpenAI, chunk, usage_chunk

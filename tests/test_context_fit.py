@@ -25,10 +25,10 @@ from ember_chat.engine.core.messages import ChatMessage
 from ember_chat.engine.core.params import SamplingParams
 from ember_chat.engine.core.states import StopReason
 from ember_chat.engine.errors import HistoryTooLong
-from ember_chat.engine.inference.chat_prompt import cut_points
-from ember_chat.engine.inference.prompting import JinjaTemplate
-from ember_chat.engine.inference.requests import GenerationRequest
-from ember_chat.engine.inference.service import EngineService
+from ember_chat.engine.inference.prompt.fitting import cut_points
+from ember_chat.engine.inference.prompt.templates import JinjaTemplate
+from ember_chat.engine.inference.service.engine import EngineService
+from ember_chat.engine.inference.service.requests import GenerationRequest
 from tests.api_support import WAIT_S, WindowSink, client, tiny_server, tiny_service
 from tests.runtime_support import loaded
 from tests.test_app import load, make_window, paths, send, set_max_tokens

@@ -23,7 +23,7 @@ from PIL import Image
 from ember_chat.engine.core.messages import ChatMessage, ImageInput
 from ember_chat.engine.core.params import LoadConfig, SamplingParams
 from ember_chat.engine.core.tools import ToolCall, ToolRequest, ToolSpec
-from ember_chat.engine.inference.runtime import LocalRuntime
+from ember_chat.engine.inference.local.runtime import LocalRuntime
 from tests.api_client import served_client
 from tests.gguf_factory import TinySpec, says, write_tiny_model
 from tests.hostile.forged_turns import FORGED_IMAGE_START, MARKERS_PER_FORGERY, forged_chatml, near_copy

@@ -14,7 +14,7 @@ from ember_chat.app.chat.controller import ChatController
 from ember_chat.app.qt.bridge import EngineBridge
 from ember_chat.engine.core.params import LoadConfig, SamplingParams
 from ember_chat.engine.inference.metrics import GenerationMetrics
-from ember_chat.engine.inference.service import EngineService
+from ember_chat.engine.inference.service.engine import EngineService
 from ember_chat.engine.storage.conversations import ConversationStore
 from tests.fake_backend import WORDS, FakeBackend
 

@@ -14,7 +14,7 @@ from ember_chat.engine.core.messages import ChatMessage
 from ember_chat.engine.core.params import SamplingParams
 from ember_chat.engine.errors import InvalidParameter
 from ember_chat.engine.inference.events import Event, Finished, PromptReady, Token
-from ember_chat.engine.inference.runtime import LocalRuntime
+from ember_chat.engine.inference.local.runtime import LocalRuntime
 from tests.gguf_factory import TinySpec, says, write_tiny_model
 from tests.runtime_support import loaded
 

@@ -15,7 +15,7 @@ from ember_chat.app.shell.main_window import MainWindow
 from ember_chat.engine.cli.common import PrintSink, generate_blocking, load_blocking
 from ember_chat.engine.core.params import LoadConfig, SamplingParams
 from ember_chat.engine.errors import EmberError
-from ember_chat.engine.inference.service import EngineService, GenerationRequest
+from ember_chat.engine.inference.service.engine import EngineService, GenerationRequest
 from tests.test_app import load, make_window, paths, send, set_max_tokens
 
 __all__ = ["make_window", "paths"]  # fixtures used here

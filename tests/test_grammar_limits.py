@@ -13,11 +13,11 @@ from llama_cpp import llama_grammar
 
 from ember_chat.engine.core.tools import ToolRequest, ToolSpec
 from ember_chat.engine.errors import InvalidParameter
-from ember_chat.engine.inference.grammar import check_grammar, json_grammar, schema_grammar
-from ember_chat.engine.inference.grammar_limits import check_grammar_limits
-from ember_chat.engine.inference.llama_log import route_llama_log
-from ember_chat.engine.inference.tool_formats import ToolFormat
-from ember_chat.engine.inference.tool_grammar import ToolGrammar
+from ember_chat.engine.inference.calls.formats import ToolFormat
+from ember_chat.engine.inference.calls.grammar import ToolGrammar
+from ember_chat.engine.inference.grammar.limits import check_grammar_limits
+from ember_chat.engine.inference.grammar.structured import check_grammar, json_grammar, schema_grammar
+from ember_chat.engine.inference.llama.log import route_llama_log
 from tests.hostile import grammars
 
 WEATHER = {

@@ -1,4 +1,4 @@
-"""Plain greedy decoding reads the logits' argmax in place (engine/inference/greedy.py) instead of running
+"""Plain greedy decoding reads the logits' argmax in place (engine/inference/llama/greedy.py) instead of running
 llama.cpp's sampler over the whole vocabulary: on the real starter model (Gemma 3 270M, 262,144 tokens) it
 chooses exactly the tokens llama-cpp-python's own greedy `generate` chooses, from a fresh cache and from a
 cached prefix; anything that bends the logits keeps the sampler chain."""
@@ -13,10 +13,10 @@ import llama_cpp
 import pytest
 
 from ember_chat.engine.core.params import LoadConfig, SamplingParams
-from ember_chat.engine.inference.batch_decode import sampler_chain
-from ember_chat.engine.inference.greedy import argmax_token, generate_greedy, is_plain_greedy
-from ember_chat.engine.inference.kv_prefix import common_prefix
-from ember_chat.engine.inference.llama_loader import open_llama
+from ember_chat.engine.inference.kv.prefix import common_prefix
+from ember_chat.engine.inference.llama.batch_decode import sampler_chain
+from ember_chat.engine.inference.llama.greedy import argmax_token, generate_greedy, is_plain_greedy
+from ember_chat.engine.inference.llama.loader import open_llama
 from tests.gguf_factory import write_tiny_mamba
 
 PROMPTS = (

@@ -17,7 +17,7 @@ from ember_chat.app.qt.bridge import GUI_CPU_BUDGET, MAX_BATCH_S, TOKEN_BATCH_S,
 from ember_chat.app.shell.main_window import MainWindow
 from ember_chat.engine.core.messages import ChatMessage
 from ember_chat.engine.core.params import LoadConfig, SamplingParams
-from ember_chat.engine.inference.service import EngineService
+from ember_chat.engine.inference.service.engine import EngineService
 from tests.fake_backend import WORDS, FakeBackend
 from tests.test_app import ANSWER_TIMEOUT, load, make_window, paths, set_max_tokens
 

@@ -17,7 +17,7 @@ from pytestqt.qtbot import QtBot
 
 from ember_chat.app.shell.main_window import MainWindow
 from ember_chat.engine.errors import DownloadStopped
-from ember_chat.engine.inference import openai_wire
+from ember_chat.engine.inference.remote import wire as openai_wire
 from ember_chat.engine.models.download_queue import DownloadQueue
 from ember_chat.engine.models.downloader import DownloadSpec
 from ember_chat.engine.storage.connections import Connection

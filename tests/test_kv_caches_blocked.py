@@ -12,7 +12,7 @@ import pytest
 from pytestqt.qtbot import QtBot
 
 from ember_chat.app.shell.main_window import MainWindow
-from ember_chat.engine.inference.kv_snapshots import SnapshotStore
+from ember_chat.engine.inference.kv.snapshots import SnapshotStore
 from ember_chat.engine.storage.paths import KV_SNAPSHOT_FOLDER, AppPaths
 from tests.test_kv_caches_window import _dialog, _open, paths, windows
 

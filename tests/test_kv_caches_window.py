@@ -19,9 +19,9 @@ from ember_chat.app.main import build_window
 from ember_chat.app.models import kv_caches
 from ember_chat.app.models.kv_caches import MB, KvCachesDialog
 from ember_chat.app.shell.main_window import MainWindow
-from ember_chat.engine.inference import kv_snapshots
-from ember_chat.engine.inference.kv_snapshot_keys import SnapshotKey
-from ember_chat.engine.inference.kv_snapshots import SnapshotStore
+from ember_chat.engine.inference.kv import snapshots as kv_snapshots
+from ember_chat.engine.inference.kv.snapshot_keys import SnapshotKey
+from ember_chat.engine.inference.kv.snapshots import SnapshotStore
 from ember_chat.engine.storage.paths import KV_SNAPSHOT_FOLDER, AppPaths
 from ember_chat.engine.storage.settings import Settings, SettingsFile
 

@@ -1,4 +1,4 @@
-"""The KV snapshot store (engine/inference/kv_snapshots.py) on real files in tmp_path: RAM tier, disk tier
+"""The KV snapshot store (engine/inference/kv/snapshots.py) on real files in tmp_path: RAM tier, disk tier
 written by one background writer (atomic, checksummed), the cap with least-recently-used eviction,
 superseding of prefix snapshots, lazy opening, damaged files refused, unwritable folders skipped."""
 
@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from ember_chat.engine.core.params import LoadConfig
-from ember_chat.engine.inference.kv_snapshot_files import MAGIC
-from ember_chat.engine.inference.kv_snapshot_keys import SnapshotKey, SnapshotMatch, cache_settings_key, model_identity
-from ember_chat.engine.inference.kv_snapshots import SnapshotStore
+from ember_chat.engine.inference.kv.snapshot_files import MAGIC
+from ember_chat.engine.inference.kv.snapshot_keys import SnapshotKey, SnapshotMatch, cache_settings_key, model_identity
+from ember_chat.engine.inference.kv.snapshots import SnapshotStore
 
 KEY = SnapshotKey("model-a", "settings-1")
 OTHER = SnapshotKey("model-b", "settings-1")
@@ -101,7 +101,7 @@ def test_cache_settings_key_names_what_changes_the_cache_and_the_module_imports_
         cache_settings_key(LoadConfig(tiny_model, n_ctx=2048, flash_attn=not LoadConfig.flash_attn), 5),
     }
     assert base not in others and len(others) == 4
-    code = "import sys, ember_chat.engine.inference.kv_snapshots; print('llama_cpp' in sys.modules)"
+    code = "import sys, ember_chat.engine.inference.kv.snapshots; print('llama_cpp' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     assert done.stdout.strip() == "False"  # the app's cold start does not pay for llama.cpp here
 

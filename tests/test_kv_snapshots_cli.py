@@ -66,7 +66,7 @@ def test_a_damaged_saved_cache_is_said_on_stderr_and_the_answer_comes_as_usual(
 
 
 def test_one_engine_side_opener_makes_the_store_and_run_does_not_import_serve(tmp_path: Path) -> None:
-    from ember_chat.engine.inference.kv_snapshots import open_snapshot_store
+    from ember_chat.engine.inference.kv.snapshots import open_snapshot_store
     from ember_chat.engine.storage.paths import KV_SNAPSHOT_FOLDER
 
     assert open_snapshot_store(tmp_path, 0) is None  # 0: off

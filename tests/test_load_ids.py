@@ -17,7 +17,7 @@ from ember_chat.engine.core.params import LoadConfig
 from ember_chat.engine.core.refs import ModelRef
 from ember_chat.engine.errors import LoadCancelled
 from ember_chat.engine.inference.backend import ModelDescription
-from ember_chat.engine.inference.service import EngineService, ServiceListener
+from ember_chat.engine.inference.service.engine import EngineService, ServiceListener
 from tests.fake_backend import FakeBackend
 from tests.test_app import LOAD_TIMEOUT, make_window, paths
 

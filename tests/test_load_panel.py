@@ -11,7 +11,7 @@ from pytestqt.qtbot import QtBot
 
 from ember_chat.app.models.load_panel import LoadSettingsDialog
 from ember_chat.app.shell.main_window import MainWindow
-from ember_chat.engine.inference.llama_loader import gpu_offload_supported
+from ember_chat.engine.inference.llama.loader import gpu_offload_supported
 from ember_chat.engine.models.gguf_inspect import inspect_gguf
 from ember_chat.engine.storage.model_settings import (
     AUTO_GPU_LAYERS,

@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
+from ember_chat.engine.inference.local.stop_strings import StopStringScanner
 from ember_chat.engine.inference.metrics import MetricsRecorder, RunContext, percentile
-from ember_chat.engine.inference.stop_strings import StopStringScanner
 
 CTX = RunContext("m", "Q4_K_M", "CPU", 2, 0, 1024)
 

@@ -14,7 +14,7 @@ from ember_chat.app.metrics.side_panel import MetricsPanel
 from ember_chat.engine.core.messages import ChatMessage
 from ember_chat.engine.core.params import SamplingParams
 from ember_chat.engine.inference.events import Finished, PrefillProgress, Token
-from ember_chat.engine.inference.runtime import LocalRuntime
+from ember_chat.engine.inference.local.runtime import LocalRuntime
 from tests.runtime_support import loaded
 
 LONG = " ".join(["the world is round and the sky is blue"] * 30)

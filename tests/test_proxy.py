@@ -23,7 +23,7 @@ import pytest
 
 from ember_chat.engine.core.refs import Endpoint
 from ember_chat.engine.errors import HubOffline
-from ember_chat.engine.inference.openai_wire import check_connection, make_client
+from ember_chat.engine.inference.remote.wire import check_connection, make_client
 from ember_chat.engine.models.download_paths import part_paths, safe_target
 from ember_chat.engine.models.downloader import Downloader, DownloadSpec
 from ember_chat.engine.models.hub import HubClient

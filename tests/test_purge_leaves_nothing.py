@@ -26,9 +26,9 @@ from ember_chat.engine.attachments import AttachmentStore, read_attachment_bytes
 from ember_chat.engine.core.messages import ChatMessage, ImageInput
 from ember_chat.engine.core.params import LoadConfig, SamplingParams
 from ember_chat.engine.core.tools import ChatTools, ToolCall, ToolResult
-from ember_chat.engine.inference.kv_snapshots import SnapshotStore
+from ember_chat.engine.inference.kv.snapshots import SnapshotStore
 from ember_chat.engine.inference.metrics import GenerationMetrics
-from ember_chat.engine.inference.service import EngineService, GenerationRequest, GenerationSink
+from ember_chat.engine.inference.service.engine import EngineService, GenerationRequest, GenerationSink
 from ember_chat.engine.storage.backups import BackupManager
 from ember_chat.engine.storage.conversations import TRASH_DAYS, ConversationStore
 from ember_chat.engine.storage.paths import AppPaths

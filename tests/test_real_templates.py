@@ -12,7 +12,7 @@ import pytest
 
 from ember_chat.engine.core.messages import ChatMessage
 from ember_chat.engine.core.reasoning import CLOSE, OPEN
-from ember_chat.engine.inference.prompting import BuiltinTemplate, JinjaTemplate, render_chat
+from ember_chat.engine.inference.prompt.templates import BuiltinTemplate, JinjaTemplate, render_chat
 
 HERE = Path(__file__).parent / "templates"
 MANIFEST = json.loads((HERE / "manifest.json").read_text(encoding="utf-8"))

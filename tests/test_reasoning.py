@@ -19,8 +19,8 @@ from ember_chat.engine.core.reasoning import (
     split_thinking,
 )
 from ember_chat.engine.inference.events import Finished, Token
-from ember_chat.engine.inference.prompting import JinjaTemplate, template_message
-from ember_chat.engine.inference.runtime import LocalRuntime
+from ember_chat.engine.inference.local.runtime import LocalRuntime
+from ember_chat.engine.inference.prompt.templates import JinjaTemplate, template_message
 from tests.gguf_factory import CHATML_TEMPLATE, TinySpec, any_of, says, write_tiny_model
 from tests.runtime_support import loaded
 
@@ -200,7 +200,7 @@ BROKEN_AT_COMPILE = "{% for m in messages %}{{ m.content | no_such_filter }}{% e
 
 
 def test_a_template_without_system_role_gets_the_system_prompt_in_the_first_message() -> None:
-    from ember_chat.engine.inference.prompting import BuiltinTemplate, render_chat
+    from ember_chat.engine.inference.prompt.templates import BuiltinTemplate, render_chat
 
     messages = [ChatMessage("system", "Be terse."), ChatMessage("user", "hi")]
     text, notice = render_chat(JinjaTemplate(NO_SYSTEM, "<s>", "</s>"), messages, BuiltinTemplate("chatml"))

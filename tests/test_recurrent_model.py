@@ -12,7 +12,7 @@ import pytest
 
 from ember_chat.engine.core.params import LoadConfig, SamplingParams
 from ember_chat.engine.inference.events import Finished
-from ember_chat.engine.inference.runtime import LocalRuntime
+from ember_chat.engine.inference.local.runtime import LocalRuntime
 from tests.gguf_factory import write_tiny_mamba
 
 WORDS = "the sea is wide and the boats are small but the sailors are brave and they sing " * 3

@@ -14,7 +14,7 @@ from ember_chat.engine.core.reasoning import Split, split_thinking
 from ember_chat.engine.core.refs import Endpoint, RemoteModelRef
 from ember_chat.engine.errors import RemoteNotFound, RemoteStreamError
 from ember_chat.engine.inference.events import Finished, PromptReady, Token
-from ember_chat.engine.inference.remote import RemoteBackend, check_connection
+from ember_chat.engine.inference.remote.backend import RemoteBackend, check_connection
 from tests.remote_support import (
     API_KEY,
     HI,

@@ -20,7 +20,7 @@ from ember_chat.engine.errors import (
     RemoteUnreachable,
 )
 from ember_chat.engine.inference.events import Event, Finished, Retrying, Token
-from ember_chat.engine.inference.remote import RETRY_DELAYS_S, RemoteBackend, check_connection
+from ember_chat.engine.inference.remote.backend import RETRY_DELAYS_S, RemoteBackend, check_connection
 from tests.remote_support import (
     API_KEY,
     HI,

@@ -15,9 +15,9 @@ from ember_chat.engine.cli.common import load_blocking
 from ember_chat.engine.core.params import LoadConfig, SamplingParams
 from ember_chat.engine.core.refs import Endpoint, RemoteModelRef
 from ember_chat.engine.inference.events import Finished, Token
-from ember_chat.engine.inference.remote import RemoteBackend, check_connection
-from ember_chat.engine.inference.runtime import LocalRuntime
-from ember_chat.engine.inference.service import EngineService
+from ember_chat.engine.inference.local.runtime import LocalRuntime
+from ember_chat.engine.inference.remote.backend import RemoteBackend, check_connection
+from ember_chat.engine.inference.service.engine import EngineService
 from ember_chat.engine.serve.config import ServerConfig
 from ember_chat.engine.serve.server import ApiServer
 from tests.peer_servers import llama_cpp_server

@@ -22,8 +22,8 @@ from ember_chat.engine.core.refs import Endpoint, RemoteModelRef
 from ember_chat.engine.core.tools import InvalidCall, ToolCall, ToolRequest, ToolResult, ToolSpec
 from ember_chat.engine.errors import RemoteError
 from ember_chat.engine.inference.events import Event, Finished, Token, ToolCallParsed
-from ember_chat.engine.inference.remote import RemoteBackend
-from ember_chat.engine.inference.service import EngineService
+from ember_chat.engine.inference.remote.backend import RemoteBackend
+from ember_chat.engine.inference.service.engine import EngineService
 from ember_chat.engine.serve.config import ServerConfig
 from ember_chat.engine.serve.server import ApiServer
 from tests.remote_support import Backends, backends, drain, no_thread_left, server

@@ -22,9 +22,9 @@ from ember_chat.engine.errors import (
     NoModelLoaded,
 )
 from ember_chat.engine.inference.events import ContextTrimmed, Finished, PromptReady, Token
-from ember_chat.engine.inference.llama_loader import plain_llama
-from ember_chat.engine.inference.prompting import BuiltinTemplate, ChatMessage, JinjaTemplate
-from ember_chat.engine.inference.runtime import LocalRuntime
+from ember_chat.engine.inference.llama.loader import plain_llama
+from ember_chat.engine.inference.local.runtime import LocalRuntime
+from ember_chat.engine.inference.prompt.templates import BuiltinTemplate, ChatMessage, JinjaTemplate
 from tests.gguf_factory import Script, TinySpec, any_of, says, write_tiny_model
 
 GREEDY = SamplingParams(temperature=0.0, max_tokens=24)

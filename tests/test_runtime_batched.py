@@ -19,8 +19,8 @@ from ember_chat.engine.core.params import LoadConfig, SamplingParams
 from ember_chat.engine.core.tools import ToolRequest
 from ember_chat.engine.errors import InvalidParameter
 from ember_chat.engine.inference.events import Event, Finished, PrefillProgress, PromptReady, StepWanted, Token
-from ember_chat.engine.inference.kv_snapshots import SnapshotStore
-from ember_chat.engine.inference.runtime import LocalRuntime
+from ember_chat.engine.inference.kv.snapshots import SnapshotStore
+from ember_chat.engine.inference.local.runtime import LocalRuntime
 from tests.test_runtime_snapshots import text
 
 GREEDY = SamplingParams(temperature=0.0, max_tokens=16)

@@ -14,9 +14,9 @@ import pytest
 from ember_chat.engine.core.messages import ChatMessage
 from ember_chat.engine.core.params import LoadConfig, SamplingParams
 from ember_chat.engine.inference.events import Event, Finished, PromptReady, Token
-from ember_chat.engine.inference.kv_snapshots import SnapshotStore
+from ember_chat.engine.inference.kv.snapshots import SnapshotStore
+from ember_chat.engine.inference.local.runtime import LocalRuntime
 from ember_chat.engine.inference.metrics import MetricsRecorder, RunContext
-from ember_chat.engine.inference.runtime import LocalRuntime
 
 GREEDY = SamplingParams(temperature=0.0, max_tokens=12)
 WORDS = "river stone lantern orchard copper meadow harbor violet canyon ember willow falcon".split()  # noqa: SIM905

@@ -12,11 +12,11 @@ from ember_chat.engine.core.json_schema import schema_errors
 from ember_chat.engine.core.params import SamplingParams
 from ember_chat.engine.core.tools import InvalidCall, ToolCall, ToolRequest, ToolResult, ToolSpec
 from ember_chat.engine.errors import InvalidParameter
+from ember_chat.engine.inference.calls.formats import ToolFormat
+from ember_chat.engine.inference.calls.grammar import ToolGrammar
 from ember_chat.engine.inference.events import Event, Finished, Token, ToolCallParsed
-from ember_chat.engine.inference.grammar import check_grammar
-from ember_chat.engine.inference.prompting import ChatMessage
-from ember_chat.engine.inference.tool_formats import ToolFormat
-from ember_chat.engine.inference.tool_grammar import ToolGrammar
+from ember_chat.engine.inference.grammar.structured import check_grammar
+from ember_chat.engine.inference.prompt.templates import ChatMessage
 from tests.gguf_factory import TinySpec, says, write_tiny_model
 from tests.runtime_support import loaded
 
@@ -159,7 +159,7 @@ def test_trimming_never_leaves_an_orphaned_call_or_result() -> None:
     """The oldest turns are left out up to the next user message: an answer's calls and their results
     go together; a turn that is answering results cannot lose its question."""
     from ember_chat.engine.errors import ContextOverflowError
-    from ember_chat.engine.inference.chat_prompt import fit_to_context
+    from ember_chat.engine.inference.prompt.fitting import fit_to_context
 
     call = ToolCall("abc123def", "now", {})
     old_turn = [
@@ -232,8 +232,8 @@ def test_two_calls_never_share_an_id() -> None:
     """A model (or a remote server) that writes the same id twice: the second call gets its own, so
     each call gets its own result back (the window stored one row for both; the API client's answer
     was refused)."""
-    from ember_chat.engine.inference.remote_tools import StreamedCalls
-    from ember_chat.engine.inference.tool_calls import parse_tool_calls
+    from ember_chat.engine.inference.calls.parsing import parse_tool_calls
+    from ember_chat.engine.inference.remote.tools import StreamedCalls
 
     text = (
         '[TOOL_CALLS][{"name": "now", "arguments": {}, "id": "abc123def"},'
@@ -254,7 +254,7 @@ def test_a_restart_takes_back_the_token_the_opener_starts_in() -> None:
     own text at token 0 (' <'), not where the canonical text put it; the grammar writes ' ' again,
     never '<' twice."""
     from ember_chat.engine.core.reasoning import MarkerNormalizer
-    from ember_chat.engine.inference.tool_turn import ToolTurn
+    from ember_chat.engine.inference.calls.turn import ToolTurn
 
     turn = ToolTurn(ToolFormat.HERMES, ToolRequest(TOOLS), MarkerNormalizer())
     restart = None

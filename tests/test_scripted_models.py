@@ -12,7 +12,7 @@ import llama_cpp
 import numpy as np
 import pytest
 
-from ember_chat.engine.inference.llama_loader import plain_llama
+from ember_chat.engine.inference.llama.loader import plain_llama
 from tests.gguf_factory import Script, TinySpec, any_of, says, vocabulary, write_tiny_model
 
 

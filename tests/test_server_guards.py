@@ -23,7 +23,7 @@ from ember_chat.engine.core.params import LoadConfig, SamplingParams
 from ember_chat.engine.errors import GenerationError, SecretStoreError
 from ember_chat.engine.inference.events import Event, Finished, PromptReady, Token
 from ember_chat.engine.inference.metrics import MetricsRecorder, RunContext
-from ember_chat.engine.inference.service import EngineService
+from ember_chat.engine.inference.service.engine import EngineService
 from ember_chat.engine.serve import server as server_module
 from ember_chat.engine.serve.config import ServerConfig
 from ember_chat.engine.serve.server import ApiServer

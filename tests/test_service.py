@@ -15,7 +15,7 @@ from ember_chat.engine.core.params import LoadConfig, SamplingParams
 from ember_chat.engine.errors import QueueFull
 from ember_chat.engine.inference.backend import ModelDescription
 from ember_chat.engine.inference.metrics import GenerationMetrics
-from ember_chat.engine.inference.service import (
+from ember_chat.engine.inference.service.engine import (
     EngineService,
     GenerationRequest,
     GenerationSink,

@@ -17,7 +17,7 @@ import pytest
 from ember_chat.engine.core.messages import ChatMessage
 from ember_chat.engine.core.params import LoadConfig, SamplingParams
 from ember_chat.engine.inference.metrics import GenerationMetrics
-from ember_chat.engine.inference.service import (
+from ember_chat.engine.inference.service.engine import (
     EngineService,
     GenerationRequest,
     GenerationSink,
@@ -313,7 +313,7 @@ def test_a_backend_that_cannot_batch_keeps_one_generation_at_a_time(service: Any
 
 
 def test_the_snapshot_store_goes_to_every_backend_the_service_makes() -> None:
-    from ember_chat.engine.inference.kv_snapshots import SnapshotStore
+    from ember_chat.engine.inference.kv.snapshots import SnapshotStore
 
     backends: list[BatchedFake] = []
 

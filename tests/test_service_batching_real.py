@@ -11,7 +11,7 @@ from ember_chat.engine.cli.common import load_blocking
 from ember_chat.engine.core.messages import ChatMessage
 from ember_chat.engine.core.params import LoadConfig, SamplingParams
 from ember_chat.engine.inference.metrics import GenerationMetrics
-from ember_chat.engine.inference.service import (
+from ember_chat.engine.inference.service.engine import (
     EngineService,
     GenerationRequest,
     GenerationSink,

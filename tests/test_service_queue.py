@@ -17,7 +17,7 @@ from ember_chat.engine.core.messages import ChatMessage
 from ember_chat.engine.core.params import LoadConfig, SamplingParams
 from ember_chat.engine.errors import QueueFull
 from ember_chat.engine.inference.metrics import GenerationMetrics
-from ember_chat.engine.inference.service import EngineService, GenerationRequest, GenerationSink
+from ember_chat.engine.inference.service.engine import EngineService, GenerationRequest, GenerationSink
 from tests.fake_backend import FakeBackend
 from tests.test_app import ANSWER_TIMEOUT, load, make_window, paths
 

@@ -12,9 +12,9 @@ import pytest
 from ember_chat.engine.core.params import SamplingParams
 from ember_chat.engine.errors import InvalidParameter
 from ember_chat.engine.inference.events import Finished
-from ember_chat.engine.inference.grammar import parse_schema_text, response_format_grammar
-from ember_chat.engine.inference.json_check import json_problem
-from ember_chat.engine.inference.prompting import ChatMessage
+from ember_chat.engine.inference.grammar.json_check import json_problem
+from ember_chat.engine.inference.grammar.structured import parse_schema_text, response_format_grammar
+from ember_chat.engine.inference.prompt.templates import ChatMessage
 from tests.remote_support import (
     HI,
     Backends,

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pytestqt.qtbot import QtBot
 
 from ember_chat.app.shell.main_window import MainWindow
-from ember_chat.engine.inference.json_check import json_problem
+from ember_chat.engine.inference.grammar.json_check import json_problem
 from tests.test_app import load, make_window, paths, send, set_max_tokens  # noqa: F401
 from tests.test_structured_output import PERSON
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from ember_chat.engine.core.params import SamplingParams
 from ember_chat.engine.inference.events import Finished
-from ember_chat.engine.inference.prompting import ChatMessage, JinjaTemplate
+from ember_chat.engine.inference.prompt.templates import ChatMessage, JinjaTemplate
 from tests.gguf_factory import TinySpec, write_tiny_model
 from tests.runtime_support import loaded
 

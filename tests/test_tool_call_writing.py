@@ -16,9 +16,9 @@ import pytest
 from ember_chat.engine.core.messages import ChatMessage
 from ember_chat.engine.core.params import SamplingParams
 from ember_chat.engine.core.tools import ToolRequest, ToolSpec
+from ember_chat.engine.inference.calls.formats import CUT_SHORT, CutShort
+from ember_chat.engine.inference.calls.preview import CallPreview, call_preview
 from ember_chat.engine.inference.events import Event, Finished, Token, ToolCallParsed, ToolCallWriting
-from ember_chat.engine.inference.tool_formats import CUT_SHORT, CutShort
-from ember_chat.engine.inference.tool_preview import CallPreview, call_preview
 from tests.gguf_factory import Script, TinySpec, write_tiny_model
 from tests.runtime_support import loaded
 

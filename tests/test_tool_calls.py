@@ -1,4 +1,4 @@
-"""Tool calls read from answers in each family's format (engine/inference/tool_calls.py), whole and
+"""Tool calls read from answers in each family's format (engine/inference/calls/parsing.py), whole and
 streamed in pieces split anywhere, never from inside thinking; arguments checked against the tool's
 schema; the format chosen from the real templates in tests/templates; the cap on calls per answer.
 
@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from ember_chat.engine.core.reasoning import MarkerNormalizer
 from ember_chat.engine.core.tools import ToolSpec
-from ember_chat.engine.inference.tool_calls import (
+from ember_chat.engine.inference.calls.parsing import (
     CutShort,
     ParsedChunk,
     ToolCallStream,

@@ -23,7 +23,7 @@ from ember_chat.engine.core.tools import (
 )
 from ember_chat.engine.errors import InvalidParameter, ToolError
 from ember_chat.engine.inference.events import Finished, Token, ToolCallParsed
-from ember_chat.engine.inference.prompting import BuiltinTemplate, JinjaTemplate, render_chat
+from ember_chat.engine.inference.prompt.templates import BuiltinTemplate, JinjaTemplate, render_chat
 from ember_chat.engine.tools.builtin import BuiltinTools
 from ember_chat.engine.tools.registry import ToolRegistry
 from ember_chat.engine.tools.session import ChatToolSession, Decision, PendingCall

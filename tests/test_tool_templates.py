@@ -19,9 +19,9 @@ import pytest
 
 from ember_chat.engine.core.messages import ChatMessage
 from ember_chat.engine.core.tools import ToolCall, ToolResult, ToolSpec
-from ember_chat.engine.inference.prompting import BuiltinTemplate, JinjaTemplate, render_chat
-from ember_chat.engine.inference.tool_calls import ToolFormat, parse_tool_calls, tool_format_for
-from ember_chat.engine.inference.tools_render import nine_char_id
+from ember_chat.engine.inference.calls.parsing import ToolFormat, parse_tool_calls, tool_format_for
+from ember_chat.engine.inference.prompt.templates import BuiltinTemplate, JinjaTemplate, render_chat
+from ember_chat.engine.inference.prompt.tools_render import nine_char_id
 
 HERE = Path(__file__).parent / "templates"
 MANIFEST = json.loads((HERE / "manifest.json").read_text(encoding="utf-8"))

@@ -23,7 +23,7 @@ from ember_chat.app.shell.main_window import MainWindow
 from ember_chat.engine.core.messages import ChatMessage
 from ember_chat.engine.core.params import LoadConfig, SamplingParams
 from ember_chat.engine.core.tools import ChatTools, InvalidCall, ToolCall, ToolRequest, ToolSpec
-from ember_chat.engine.inference.service import EngineService
+from ember_chat.engine.inference.service.engine import EngineService
 from ember_chat.engine.storage.paths import AppPaths
 from ember_chat.engine.tools.builtin import BuiltinTools
 from ember_chat.engine.tools.config import McpServerConfig

@@ -16,7 +16,7 @@ from pytestqt.qtbot import QtBot
 
 from ember_chat.app.shell.main_window import MainWindow
 from ember_chat.engine.core.tools import ChatTools
-from ember_chat.engine.inference.amx_probe import extra_buffers_usable
+from ember_chat.engine.inference.llama.amx_probe import extra_buffers_usable
 from ember_chat.engine.storage.paths import AppPaths
 from ember_chat.engine.tools.config import BuiltinToolsConfig, ToolsConfig
 from tests import test_tool_turns as turns

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from ember_chat.engine.core.params import LoadConfig
-from ember_chat.engine.inference.runtime import LocalRuntime
+from ember_chat.engine.inference.local.runtime import LocalRuntime
 from ember_chat.engine.models.downloader import Downloader, DownloadSpec
 from ember_chat.engine.models.hub import HubClient, HubFile, group_variants
 from ember_chat.engine.models.library import ModelEntry, ModelLibrary

@@ -1,5 +1,5 @@
 """llama-cpp-python's own server, as `python -m llama_cpp.server` starts it, except that llama.cpp's extra CPU
-buffers are chosen as Ember chooses them (engine/inference/amx_probe.py): on a machine whose CPU announces
+buffers are chosen as Ember chooses them (engine/inference/llama/amx_probe.py): on a machine whose CPU announces
 AMX but cannot run llama.cpp's AMX kernels, the server died with SIGILL at its first prompt, and the tests
 and benchmarks that compare Ember with it had no peer. Run as `python -m tests.helpers.llama_cpp_server
 --model PATH ...` with the server's own options."""
@@ -13,7 +13,7 @@ from pathlib import Path
 import llama_cpp
 import llama_cpp.llama
 
-from ember_chat.engine.inference.amx_probe import extra_buffers_usable
+from ember_chat.engine.inference.llama.amx_probe import extra_buffers_usable
 
 
 def main() -> None:

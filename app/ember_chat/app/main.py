@@ -31,8 +31,8 @@ def build_window(
     from ember_chat.app.models.kv_caches import open_snapshot_store
     from ember_chat.app.qt.bridge import EngineBridge
     from ember_chat.app.shell.main_window import MainWindow
-    from ember_chat.engine.inference.service import EngineService
-    from ember_chat.engine.inference.service_model import default_backend_factory
+    from ember_chat.engine.inference.service.engine import EngineService
+    from ember_chat.engine.inference.service.model import default_backend_factory
     from ember_chat.engine.models.download_queue import DownloadQueue
     from ember_chat.engine.models.downloader import Downloader
     from ember_chat.engine.models.library import ModelLibrary

@@ -40,8 +40,8 @@ from ember_chat.engine.attachments import (
     StoredAttachment,
 )
 from ember_chat.engine.attachments.planning import whole_block
-from ember_chat.engine.inference.attachment_turns import TokenCount
 from ember_chat.engine.inference.events import AttachmentsPlanned
+from ember_chat.engine.inference.prompt.attachments import TokenCount
 
 PROGRESS_MS = 100  # how often a chip's reading progress is shown
 REPLAN_MS = 300  # after typing stops, the plan is made again for the question typed

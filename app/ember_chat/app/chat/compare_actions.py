@@ -29,7 +29,7 @@ from ember_chat.engine.inference.compare import (
     fixed_seed,
     run_comparison,
 )
-from ember_chat.engine.inference.resolver import model_ref
+from ember_chat.engine.inference.service.resolver import model_ref
 from ember_chat.engine.storage.comparisons import Comparison
 from ember_chat.engine.storage.connections import parse_remote_model_name
 

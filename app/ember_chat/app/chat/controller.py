@@ -30,9 +30,9 @@ from ember_chat.engine.core.messages import ChatMessage
 from ember_chat.engine.core.params import SamplingParams
 from ember_chat.engine.core.tools import InvalidCall, ToolCall
 from ember_chat.engine.errors import EmberError
+from ember_chat.engine.inference.calls.preview import call_preview
 from ember_chat.engine.inference.events import Retrying
 from ember_chat.engine.inference.metrics import GenerationMetrics
-from ember_chat.engine.inference.tool_preview import call_preview
 from ember_chat.engine.storage.conversations import ConversationStore, Message
 from ember_chat.engine.storage.streaming import StreamingMessage, describe_write_error
 from ember_chat.engine.storage.titles import title_from_message

@@ -40,8 +40,8 @@ from ember_chat.app.models.model_bar import model_choices
 from ember_chat.app.qt.tasks import TaskRunner
 from ember_chat.engine.bench.lab import BenchPlan, BenchRun, measure_exclusively, measure_model, points_csv, save_run
 from ember_chat.engine.errors import InvalidParameter, LoadCancelled
-from ember_chat.engine.inference.resolver import model_ref
-from ember_chat.engine.inference.service import EngineService
+from ember_chat.engine.inference.service.engine import EngineService
+from ember_chat.engine.inference.service.resolver import model_ref
 from ember_chat.engine.models.library import ModelLibrary
 from ember_chat.engine.storage.connections import ConnectionStore
 from ember_chat.engine.storage.model_settings import ModelSettingsStore

@@ -14,7 +14,7 @@ from PySide6.QtWidgets import QCheckBox, QLabel, QPlainTextEdit, QVBoxLayout, QW
 
 from ember_chat.app.qt.tasks import TaskRunner
 from ember_chat.app.style.theme import active_colors
-from ember_chat.engine.inference.grammar import json_format, parse_schema_text, response_schema, wants_json
+from ember_chat.engine.inference.grammar.structured import json_format, parse_schema_text, response_schema, wants_json
 
 CHECK_DELAY_MS = 300  # after the last key press
 

@@ -33,7 +33,7 @@ from ember_chat.app.qt.tasks import Task, TaskRunner
 from ember_chat.app.style.theme import active_colors
 from ember_chat.engine.core.refs import Endpoint, crosses_network_in_clear
 from ember_chat.engine.errors import EmberError
-from ember_chat.engine.inference.openai_wire import ConnectionCheck, ConnectionTest
+from ember_chat.engine.inference.remote.wire import ConnectionCheck, ConnectionTest
 from ember_chat.engine.storage.connections import Connection, ConnectionStore, remote_model_name
 
 

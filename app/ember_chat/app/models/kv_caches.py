@@ -1,7 +1,7 @@
 """Saved conversation caches (KV snapshots), the window's side: Settings ▸ Conversation caches… shows
 "In memory: N conversations, X MB (written to disk when Ember quits)" over "On disk: M files, Y MB" (apart: the
 latest have no file until they leave RAM) with Clear, and the disk space they may take (the setting
-`kv_snapshot_cap_mb`; 0: off). The store itself (engine/inference/kv_snapshots.py) is made by
+`kv_snapshot_cap_mb`; 0: off). The store itself (engine/inference/kv/snapshots.py) is made by
 app/main.py and given to the engine service, which hands it to the model; its tiers() and clear() read
 and delete files, so they run on the window's task runner (qt/tasks.py), never on the GUI thread.
 
@@ -27,7 +27,7 @@ from PySide6.QtWidgets import (
 )
 
 from ember_chat.app.qt.settings_page import show_settings_page
-from ember_chat.engine.inference.kv_snapshots import SnapshotStore, SnapshotUsage, open_snapshot_store
+from ember_chat.engine.inference.kv.snapshots import SnapshotStore, SnapshotUsage, open_snapshot_store
 from ember_chat.engine.storage.settings import Settings
 
 MB = 2**20

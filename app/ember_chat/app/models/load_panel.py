@@ -30,7 +30,7 @@ from ember_chat.app.qt.tasks import TaskRunner
 from ember_chat.app.style.theme import active_colors
 from ember_chat.engine.core.params import LOAD_SPECS, ParamSpec
 from ember_chat.engine.core.states import FitLabel
-from ember_chat.engine.inference.llama_loader import gpu_offload_supported
+from ember_chat.engine.inference.llama.loader import gpu_offload_supported
 from ember_chat.engine.models import fit as fit_module
 from ember_chat.engine.models.fit import FitEstimate, estimate_fit, free_ram_bytes
 from ember_chat.engine.models.gguf_inspect import ModelInfo

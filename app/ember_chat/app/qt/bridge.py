@@ -42,11 +42,11 @@ from ember_chat.engine.core.messages import ChatMessage
 from ember_chat.engine.core.params import SamplingParams
 from ember_chat.engine.core.refs import ModelRef
 from ember_chat.engine.core.tools import InvalidCall, ToolCall, ToolRequest
-from ember_chat.engine.inference.attachment_turns import TokenCount
 from ember_chat.engine.inference.backend import ModelDescription
 from ember_chat.engine.inference.events import AttachmentsPlanned, Retrying
 from ember_chat.engine.inference.metrics import GenerationMetrics
-from ember_chat.engine.inference.service import (
+from ember_chat.engine.inference.prompt.attachments import TokenCount
+from ember_chat.engine.inference.service.engine import (
     EngineService,
     GenerationRequest,
     GenerationSink,

@@ -30,7 +30,7 @@ from ember_chat.app.qt.settings_page import show_settings_page
 from ember_chat.app.qt.tasks import TaskRunner
 from ember_chat.engine.attachments import Limits
 from ember_chat.engine.errors import EmberError, SecretStoreError
-from ember_chat.engine.inference.service import QueueState, RequestRecord
+from ember_chat.engine.inference.service.engine import QueueState, RequestRecord
 from ember_chat.engine.serve.config import ServerConfig
 from ember_chat.engine.serve.request_log import HttpExchange
 from ember_chat.engine.serve.server import ApiServer

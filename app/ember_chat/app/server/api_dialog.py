@@ -35,7 +35,7 @@ from ember_chat.app.qt.window_frame import TITLE_BAR_ALLOWANCE
 from ember_chat.app.qt.wording import window_wording
 from ember_chat.app.server.api_control import ApiServerControl
 from ember_chat.engine.errors import EmberError
-from ember_chat.engine.inference.service import RequestRecord
+from ember_chat.engine.inference.service.engine import RequestRecord
 from ember_chat.engine.serve.request_log import HttpExchange
 from ember_chat.engine.storage.secrets import API_SERVER_KEY
 from ember_chat.engine.storage.settings import Settings

@@ -221,7 +221,7 @@ def about_text() -> str:
     try:
         import llama_cpp
 
-        from ember_chat.engine.inference.llama_loader import system_info
+        from ember_chat.engine.inference.llama.loader import system_info
 
         llama = f"llama-cpp-python {llama_cpp.__version__}<br><small>{system_info()}</small>"
     except ImportError:

@@ -22,7 +22,7 @@ from ember_chat.app.qt.settings_page import show_settings_page
 from ember_chat.engine.core.refs import ModelRef
 from ember_chat.engine.core.states import ModelState
 from ember_chat.engine.inference.backend import ModelDescription
-from ember_chat.engine.inference.resolver import model_ref
+from ember_chat.engine.inference.service.resolver import model_ref
 from ember_chat.engine.models.gguf_inspect import ModelInfo, inspect_gguf
 from ember_chat.engine.models.library import ModelEntry
 from ember_chat.engine.storage.connections import Connection, parse_remote_model_name

@@ -48,11 +48,11 @@ from ember_chat.engine.core.params import LoadConfig
 from ember_chat.engine.core.refs import ModelRef
 from ember_chat.engine.errors import InvalidParameter, JobCancelled, LoadCancelled
 from ember_chat.engine.inference.backend import InferenceBackend
-from ember_chat.engine.inference.llama_loader import system_info
+from ember_chat.engine.inference.llama.loader import system_info
+from ember_chat.engine.inference.local.runtime import LocalRuntime
 from ember_chat.engine.inference.metrics import GenerationMetrics
-from ember_chat.engine.inference.remote import RemoteBackend
-from ember_chat.engine.inference.runtime import LocalRuntime
-from ember_chat.engine.inference.service import EngineService
+from ember_chat.engine.inference.remote.backend import RemoteBackend
+from ember_chat.engine.inference.service.engine import EngineService
 from ember_chat.engine.models.fit import free_vram_bytes
 
 MEMORY_SAMPLE_S = 0.02

@@ -30,9 +30,9 @@ from ember_chat.engine.core.stopping import stopping_on
 from ember_chat.engine.errors import EmberError, GenerationError
 from ember_chat.engine.inference.backend import InferenceBackend
 from ember_chat.engine.inference.events import Event, Finished
+from ember_chat.engine.inference.local.runtime import LocalRuntime
 from ember_chat.engine.inference.metrics import GenerationMetrics
-from ember_chat.engine.inference.remote import RemoteBackend
-from ember_chat.engine.inference.runtime import LocalRuntime
+from ember_chat.engine.inference.remote.backend import RemoteBackend
 
 TOKEN_SEED = 1234
 

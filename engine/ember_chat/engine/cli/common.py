@@ -19,7 +19,7 @@ from ember_chat.engine.errors import EmberError
 from ember_chat.engine.inference.backend import ModelDescription
 from ember_chat.engine.inference.events import AttachmentsPlanned, Retrying
 from ember_chat.engine.inference.metrics import GenerationMetrics
-from ember_chat.engine.inference.service import EngineService, GenerationRequest, GenerationSink, ServiceListener
+from ember_chat.engine.inference.service.engine import EngineService, GenerationRequest, GenerationSink, ServiceListener
 from ember_chat.engine.storage.paths import AppPaths
 from ember_chat.engine.storage.settings import Settings, SettingsFile
 

@@ -81,7 +81,7 @@ def _run(args: argparse.Namespace, store: ConnectionStore) -> int:
         store.remove(args.name)
         print(f"Removed connection {args.name!r}.")
         return 0
-    from ember_chat.engine.inference.remote import check_connection  # the HTTP stack only when needed
+    from ember_chat.engine.inference.remote.backend import check_connection  # the HTTP stack only when needed
 
     check = check_connection(store.endpoint(args.name))
     store.save(

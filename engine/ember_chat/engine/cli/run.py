@@ -27,8 +27,8 @@ from ember_chat.engine.core.messages import ChatMessage
 from ember_chat.engine.core.params import SAMPLING_SPECS, SamplingParams
 from ember_chat.engine.core.states import StopReason
 from ember_chat.engine.errors import EmberError, InvalidParameter
-from ember_chat.engine.inference.grammar import json_format, parse_schema_text
-from ember_chat.engine.inference.service import EngineService, GenerationRequest
+from ember_chat.engine.inference.grammar.structured import json_format, parse_schema_text
+from ember_chat.engine.inference.service.engine import EngineService, GenerationRequest
 from ember_chat.engine.storage.paths import AppPaths
 from ember_chat.engine.storage.presets import Preset
 

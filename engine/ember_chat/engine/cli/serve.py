@@ -16,7 +16,7 @@ from ember_chat.engine.cli.snapshots_option import add_snapshot_flag, close_snap
 from ember_chat.engine.core.instance import same_listener
 from ember_chat.engine.core.refs import RemoteModelRef
 from ember_chat.engine.errors import EmberError
-from ember_chat.engine.inference.service import EngineService
+from ember_chat.engine.inference.service.engine import EngineService
 from ember_chat.engine.serve.config import DEFAULT_PORT, ServerConfig
 from ember_chat.engine.serve.server import ApiServer
 from ember_chat.engine.storage.paths import AppPaths

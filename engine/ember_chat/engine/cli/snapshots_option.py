@@ -1,12 +1,12 @@
 """`--no-kv-snapshots` of `ember-chat run` and `serve`: the saved conversation caches (KV snapshots) in the
-data folder, within the settings' cap, as the window keeps them (engine/inference/kv_snapshots.py)."""
+data folder, within the settings' cap, as the window keeps them (engine/inference/kv/snapshots.py)."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 
-from ember_chat.engine.inference.kv_snapshots import SnapshotStore, open_snapshot_store
+from ember_chat.engine.inference.kv.snapshots import SnapshotStore, open_snapshot_store
 from ember_chat.engine.storage.paths import AppPaths
 from ember_chat.engine.storage.settings import SettingsFile
 

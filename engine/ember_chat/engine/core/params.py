@@ -143,7 +143,7 @@ class SamplingParams:
     # Generate exactly max_tokens: end-of-generation tokens do not stop it (benchmarks; the
     # `ignore_eos` of llama.cpp's server and vLLM).
     ignore_eos: bool = False
-    # Structured output: GBNF text that constrains the answer (engine/inference/grammar.py makes it from
+    # Structured output: GBNF text that constrains the answer (engine/inference/grammar/structured.py makes it from
     # a JSON schema or OpenAI's response_format); None: free text.
     grammar: str | None = None
     # OpenAI's response_format ({"type": "json_object"} or {"type": "json_schema", "json_schema": {...}}):
@@ -169,7 +169,7 @@ class SamplingParams:
         if any(not s for s in self.stop):
             raise InvalidParameter("stop strings must not be empty.")
         object.__setattr__(self, "stop", tuple(self.stop))
-        # (whether llama.cpp can parse it is checked where it is used: inference/grammar.py)
+        # (whether llama.cpp can parse it is checked where it is used: inference/grammar/structured.py)
         if self.grammar is not None and (not isinstance(self.grammar, str) or not self.grammar.strip()):
             raise InvalidParameter("grammar must be GBNF text with a root rule, or null.")
         for name in ("presence_penalty", "frequency_penalty"):

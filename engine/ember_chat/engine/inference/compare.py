@@ -24,11 +24,11 @@ from ember_chat.engine.core.params import LoadConfig, SamplingParams
 from ember_chat.engine.core.refs import ModelRef
 from ember_chat.engine.core.stopping import stopping_on
 from ember_chat.engine.errors import EmberError, JobCancelled
-from ember_chat.engine.inference.attachment_turns import conversation_refs, expand_attachments
 from ember_chat.engine.inference.backend import InferenceBackend
 from ember_chat.engine.inference.events import Finished, Token
 from ember_chat.engine.inference.metrics import GenerationMetrics
-from ember_chat.engine.inference.service import EngineService
+from ember_chat.engine.inference.prompt.attachments import conversation_refs, expand_attachments
+from ember_chat.engine.inference.service.engine import EngineService
 
 if TYPE_CHECKING:
     from ember_chat.engine.attachments.store import AttachmentStore
@@ -85,10 +85,10 @@ def fixed_seed(params: SamplingParams) -> SamplingParams:
 
 def _new_backend(ref: ModelRef) -> InferenceBackend:
     if isinstance(ref, LoadConfig):
-        from ember_chat.engine.inference.runtime import LocalRuntime  # llama.cpp: only where it runs
+        from ember_chat.engine.inference.local.runtime import LocalRuntime  # llama.cpp: only where it runs
 
         return LocalRuntime()
-    from ember_chat.engine.inference.remote import RemoteBackend
+    from ember_chat.engine.inference.remote.backend import RemoteBackend
 
     return RemoteBackend()
 

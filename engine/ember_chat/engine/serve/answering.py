@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 from ember_chat.engine.attachments.store import temporary_store
 from ember_chat.engine.errors import QueueFull
-from ember_chat.engine.inference.logprobs import TokenLogprob
-from ember_chat.engine.inference.service import GenerationRequest
+from ember_chat.engine.inference.llama.logprobs import TokenLogprob
+from ember_chat.engine.inference.service.engine import GenerationRequest
 from ember_chat.engine.serve.content_parts import attach
 from ember_chat.engine.serve.openai_api import ApiError, ApiRequest, ResponseBuilder, Sample, unfinished_error
 from ember_chat.engine.serve.sink import ClientGone, QueueSink, too_long

@@ -20,7 +20,7 @@ from ember_chat.engine.core.reasoning import ThinkingStream, split_thinking
 from ember_chat.engine.core.states import StopReason
 from ember_chat.engine.core.tools import ToolRequest
 from ember_chat.engine.errors import InvalidParameter
-from ember_chat.engine.inference.logprobs import TokenLogprob
+from ember_chat.engine.inference.llama.logprobs import TokenLogprob
 from ember_chat.engine.inference.metrics import GenerationMetrics
 from ember_chat.engine.serve.api_error import TRIM_HINT, ApiError
 from ember_chat.engine.serve.content_parts import ContentError, Reading, parse_content

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from ember_chat.engine.errors import InvalidParameter
-from ember_chat.engine.inference.grammar import json_format, response_format_grammar, wants_json
+from ember_chat.engine.inference.grammar.structured import json_format, response_format_grammar, wants_json
 from ember_chat.engine.serve.api_error import ApiError
 
 _EMBER_OPTIONS = ("trim_history",)

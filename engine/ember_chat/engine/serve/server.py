@@ -26,7 +26,7 @@ from typing import Any
 from ember_chat.engine.attachments.isolated import ReadingStopped
 from ember_chat.engine.core.instance import SERVER_ID_HEADER
 from ember_chat.engine.errors import ServeError
-from ember_chat.engine.inference.service import EngineService
+from ember_chat.engine.inference.service.engine import EngineService
 from ember_chat.engine.serve import tokens
 from ember_chat.engine.serve.answering import AnswersRequests
 from ember_chat.engine.serve.config import ServerConfig

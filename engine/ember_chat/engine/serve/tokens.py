@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from ember_chat.engine.errors import InvalidParameter
-from ember_chat.engine.inference.service import EngineService
+from ember_chat.engine.inference.service.engine import EngineService
 from ember_chat.engine.serve.openai_api import CLI_UNKNOWN_FIELDS_ADVICE, ApiError, check_known_fields
 
 # vLLM's and SGLang's names too (`prompt`, `add_special_tokens`; `input`), which clients that talk

@@ -24,10 +24,10 @@ from ember_chat.engine.core.messages import ChatMessage
 from ember_chat.engine.core.states import StopReason
 from ember_chat.engine.core.tools import TOOL_CHOICES, InvalidCall, ToolCall, ToolRequest, ToolSpec
 from ember_chat.engine.errors import InvalidParameter
-from ember_chat.engine.inference.grammar import schema_grammar
-from ember_chat.engine.inference.grammar_limits import check_grammar_limits
-from ember_chat.engine.inference.tool_formats import CutShort, ToolFormat
-from ember_chat.engine.inference.tool_grammar import ToolGrammar
+from ember_chat.engine.inference.calls.formats import CutShort, ToolFormat
+from ember_chat.engine.inference.calls.grammar import ToolGrammar
+from ember_chat.engine.inference.grammar.limits import check_grammar_limits
+from ember_chat.engine.inference.grammar.structured import schema_grammar
 from ember_chat.engine.serve.api_error import ApiError
 
 TOOL_FIELDS = ("tools", "tool_choice", "parallel_tool_calls")

@@ -13,7 +13,7 @@ from pathlib import Path
 import platformdirs
 
 APP_NAME = "Ember"
-# The saved conversation caches (KV snapshots, engine/inference/kv_snapshots.py) in the data folder, and
+# The saved conversation caches (KV snapshots, engine/inference/kv/snapshots.py) in the data folder, and
 # their files' endings (a whole file, one being written): named here, where the privacy sweep (privacy.py),
 # which removes them when chats are deleted for good, can read them too.
 KV_SNAPSHOT_FOLDER = "kv-snapshots"
