@@ -75,7 +75,10 @@ def test_settings_opens_one_window_with_every_section(qtbot: QtBot, make_window:
         assert iface.text(QAccessible.Text.Name).strip() and iface.text(QAccessible.Text.Description).strip()
     assert _missing_names(sw.page("appearance")) == [] and _missing_names(sw.page("models")) == []
     # the window's Close closes it; the Help ▸ Keyboard shortcuts list shows the new key (read from the menus)
-    qtbot.mouseClick(sw.close_button, Qt.MouseButton.LeftButton)
+    # the pages close with it (their own clean-up runs: the Tools page stops following its servers)
+    assert w.tools.dialog is not None
+    with qtbot.waitSignal(w.tools.dialog.finished, timeout=5_000):
+        qtbot.mouseClick(sw.close_button, Qt.MouseButton.LeftButton)
     assert not sw.isVisible()
     from ember_chat.app.shell.menus import menu_shortcuts
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from PySide6.QtCore import QSettings, QSize, Qt
-from PySide6.QtGui import QAction, QActionGroup, QCloseEvent
+from PySide6.QtGui import QAction, QActionGroup
 from PySide6.QtWidgets import (
     QAbstractButton,
     QCheckBox,
@@ -87,11 +87,13 @@ class SettingsWindow(QDialog):
         self.list.setAccessibleName(self.tr("Settings sections"))
         self.list.setAccessibleDescription(self.tr("Choose a section; its settings show on the right"))
         self.list.setFrameShape(QFrame.Shape.NoFrame)
+        self.list.setStyleSheet("QListWidget::item { padding: 5px 12px; }")  # (a sidebar's rows, not a table's)
         self.list.addItems([s.title for s in sections])
-        self.list.setFixedWidth(max(150, self.list.sizeHintForColumn(0) + 28))
+        self.list.setFixedWidth(max(170, self.list.sizeHintForColumn(0) + 40))
         self.list.currentRowChanged.connect(self._row_chosen)
         self.stack = QStackedWidget()
         self._scrolls: dict[str, QScrollArea] = {}
+        self._pages: dict[str, QWidget] = {}
         for s in sections:
             scroll = QScrollArea()
             scroll.setWidgetResizable(True)  # (a page wider or taller than the room scrolls)
@@ -115,10 +117,6 @@ class SettingsWindow(QDialog):
         outer.setContentsMargins(0, 0, 0, 0)
         outer.setSpacing(0)
         outer.addLayout(columns, 1)
-        line = QFrame()
-        line.setFrameShape(QFrame.Shape.HLine)
-        line.setFrameShadow(QFrame.Shadow.Sunken)
-        outer.addWidget(line)
         buttons.setContentsMargins(8, 6, 10, 8)
         outer.addWidget(buttons)
 
@@ -130,7 +128,7 @@ class SettingsWindow(QDialog):
 
     def page(self, key: str) -> QWidget | None:
         """The page shown for `key` (None until the section was opened once)."""
-        return self._scrolls[key].widget()
+        return self._pages.get(key)
 
     def open_section(self, key: str | None = None) -> None:
         """Show the window at `key` (None: the section shown last, else the first)."""
@@ -161,12 +159,13 @@ class SettingsWindow(QDialog):
             self.show()
             self.list.setFocus()  # (not a page's field: a key typed at once changes nothing)
         scroll = self._scrolls[key]
-        if scroll.widget() is not page:
+        if self._pages.get(key) is not page:
             old = scroll.takeWidget()
             if old is not None:  # (a controller made its dialog anew)
                 old.deleteLater()
             self._embed(page)
-            scroll.setWidget(page)
+            self._pages[key] = page
+            scroll.setWidget(_top_aligned(page))
         self._showing = True
         try:
             self.list.setCurrentRow(self._keys.index(key))
@@ -182,6 +181,9 @@ class SettingsWindow(QDialog):
         page.setWindowFlags(Qt.WindowType.Widget)
         for close in _close_buttons(page):
             close.hide()  # the window's Close closes every page
+            box = close.parentWidget()
+            if isinstance(box, QDialogButtonBox) and not any(b.isVisibleTo(box) for b in box.buttons()):
+                box.hide()  # (nothing left in its row)
         if isinstance(page, QDialog):
             # Esc in a page, or a page closed by its code, closes the window (the page stays in it)
             page.finished.connect(lambda _result, p=page: self._page_closed(p))
@@ -204,13 +206,25 @@ class SettingsWindow(QDialog):
         frame.moveCenter(room.center())
         self.move(max(room.left(), frame.left()), max(room.top(), frame.top()))
 
-    def done(self, result: int) -> None:  # Qt override: Close, Esc or the title bar
+    def done(self, result: int) -> None:  # Qt override: Close, Esc or the title bar (closeEvent rejects)
         self.state.setValue(SIZE_KEY, self.size())
         super().done(result)
+        for page in self._pages.values():
+            if isinstance(page, QDialog):
+                page.done(result)  # its own clean-up, as when it closed as a dialog (Tools' timer, a test)
 
-    def closeEvent(self, event: QCloseEvent) -> None:  # Qt override
-        self.state.setValue(SIZE_KEY, self.size())
-        super().closeEvent(event)
+
+def _top_aligned(page: QWidget) -> QWidget:
+    """`page` in a holder the scroll area sizes: a page with nothing that grows (a form) keeps its own
+    height at the top instead of spreading its rows over the window's; one with a list or a table grows."""
+    holder = QWidget()
+    layout = QVBoxLayout(holder)
+    layout.setContentsMargins(0, 0, 0, 0)
+    layout.addWidget(page)
+    own = page.layout()
+    if own is None or not own.expandingDirections() & Qt.Orientation.Vertical:
+        layout.addStretch(1)
+    return holder
 
 
 def _close_buttons(page: QWidget) -> list[QAbstractButton]:
