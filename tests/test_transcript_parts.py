@@ -57,6 +57,40 @@ def test_showing_a_thread_drops_the_stream(qtbot: QtBot) -> None:
     assert "late batch" not in t.plain_text()
 
 
+def _stream_a_bit_of_everything(t: TranscriptView) -> None:
+    t.begin_stream(7, "tiny", began_at=0.0)
+    t.streaming.show_prefill(5, 10)
+    t.append_stream("<think>weighing it</think>The answer")
+    t.streaming.show_call(0, "clock", '{"zo', done=False)
+    t.streaming.show_call(0, "clock", '{"zone": "UTC"}', done=True)
+    t.append_stream(" and more")
+    t.streaming.show_call(1, "git", '{"pa', done=False)
+    t.streaming.show_call(1, "git", '{"path": "."', done=False)
+    t.streaming.show_prefill(3, 10)
+
+
+def test_a_dropped_stream_is_drawn_again_as_it_was_and_goes_on(qtbot: QtBot) -> None:
+    """A re-written transcript (a theme or text size change) draws the live answer again from its record:
+    its thinking, text, a call being written (its last state only) and the prompt's progress, in order;
+    the next batches go on as if nothing had happened."""
+    t, untouched = bare_view(qtbot), bare_view(qtbot)
+    for view in (t, untouched):
+        _stream_a_bit_of_everything(view)
+    before = t.plain_text()
+    assert "Writing a call to git" in before and "Reading your message… 30%" in before
+    t.set_colors(active_colors())  # emptied
+    assert not t.streaming.active and t.plain_text() == ""
+    assert t.streaming.kept(8) is None  # (another message: not this stream)
+    t.rejoin_stream(7)
+    assert t.streaming.active and t.plain_text() == before and t.shown_ids() == [7]
+    for view in (t, untouched):
+        view.append_stream(" then the end")
+    assert t.plain_text() == untouched.plain_text() and "Writing a call" not in t.plain_text()
+    t.end_stream("The answer and more then the end", None, "stop")
+    t.finish_rendering()
+    assert t.streaming.record is None and t.streaming.kept(7) is None  # ended: nothing left to draw again
+
+
 def test_the_focus_part_works_on_any_text_browser(qtbot: QtBot) -> None:
     browser = QTextBrowser()
     qtbot.addWidget(browser)

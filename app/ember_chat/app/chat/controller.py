@@ -59,6 +59,7 @@ class ChatController(QObject):
     thinking_toggled = Signal(int)  # message id whose thinking opens or folds (thread_shown follows)
     stream_began = Signal(int, object)  # the new answer's message id, the model's name (or None)
     stream_resumed = Signal(int)  # the answer continued, streaming below its text
+    stream_rejoined = Signal(int)  # the answer streaming now, drawn again below the thread just shown
     stream_appended = Signal(str)  # text streamed
     call_streamed = Signal(int, str, str, bool)  # a tool call being written: index, name, arguments so far, read whole
     stream_ended = Signal(str, object, str)  # the whole text, its metrics line (or None), why it ended
@@ -143,7 +144,17 @@ class ChatController(QObject):
         if self.conversation_id is None:
             self.thread_shown.emit([], {})
             return
-        self.thread_shown.emit(*self.store.thread_with_branches(self.conversation_id))
+        messages, branches = self.store.thread_with_branches(self.conversation_id)
+        live = self._stream
+        if live is not None and messages and messages[-1].id == live.message.id:
+            # The answer streaming now is saved only in part, as unfinished ("interrupted"): the thread
+            # goes out as it was before it began (a continued answer with its text before the Continue),
+            # and the view draws the live answer below it again, from what it streamed (a theme or text
+            # size change re-writes the whole transcript while an answer streams).
+            self.thread_shown.emit(messages[:-1] + ([live.message] if self._resumed else []), branches)
+            self.stream_rejoined.emit(live.message.id)
+        else:
+            self.thread_shown.emit(messages, branches)
         if jump_to is not None:
             self.jump_requested.emit(jump_to)
 

@@ -46,7 +46,7 @@ from ember_chat.app.chat.transcript_cards import TranscriptCards
 from ember_chat.app.chat.transcript_focus import TranscriptFocus
 from ember_chat.app.chat.transcript_links import activate_link, document_links
 from ember_chat.app.chat.transcript_slices import TranscriptSlices, eager_start, edit_block, top_of
-from ember_chat.app.chat.transcript_stream import TranscriptStreaming
+from ember_chat.app.chat.transcript_stream import StreamRecord, TranscriptStreaming
 from ember_chat.app.qt.wording import window_wording
 from ember_chat.app.style.theme import Colors
 from ember_chat.engine.inference.metrics import GenerationMetrics
@@ -292,17 +292,17 @@ class TranscriptView(QTextBrowser):
         return message_id in self._expanded
 
     # ----- streaming (the text itself: see transcript_stream.py)
-    def begin_stream(self, message_id: int, model: str | None = None) -> None:
-        """A new answer streams below the last message: its header now, its text as it comes."""
+    def begin_stream(self, message_id: int, model: str | None = None, began_at: float | None = None) -> None:
+        """A new answer streams below the last message: its header now (`began_at`: the time it shows,
+        now by default), its text as it comes."""
         self.finish_rendering(final_only=True)
+        began_at = time.time() if began_at is None else began_at
         c = self._end_cursor()
         actions = message_actions("assistant", False)
-        self.writer.header(
-            c, "assistant", message_id, meta_line(model, time.time()), actions, None, first=not self._shown
-        )
+        self.writer.header(c, "assistant", message_id, meta_line(model, began_at), actions, None, first=not self._shown)
         self._start_message(QTextCursor(c.block()), message_id, "assistant", len(self._shown))
         self.writer.fresh_block(c)
-        self.streaming.start(message_id, c, thinking=True)
+        self.streaming.start(c, StreamRecord(message_id, resumed=False, model=model, began_at=began_at))
         self.scroll_to_end()
 
     def resume_stream(self, message_id: int) -> None:
@@ -320,7 +320,22 @@ class TranscriptView(QTextBrowser):
                 c.removeSelectedText()
         else:
             self.writer.fresh_block(c)
-        self.streaming.start(message_id, c, thinking=False)  # (the continued text shows as it comes)
+        self.streaming.start(c, StreamRecord(message_id, resumed=True))  # (the continued text shows as it comes)
+
+    def rejoin_stream(self, message_id: int) -> None:
+        """The answer still streaming, drawn again below the thread just shown (its look changed: a theme,
+        a text size): the thread was shown without it (a continued answer with the text it had before),
+        so it gets its header again, or streams in place again, and what it had streamed is replayed
+        in the new look; its next batches go on from there. Nothing happens if it is not the one that
+        was streaming."""
+        record = self.streaming.kept(message_id)
+        if record is None:
+            return
+        if record.resumed:
+            self.resume_stream(message_id)
+        else:
+            self.begin_stream(message_id, record.model, record.began_at)
+        self.streaming.replay(record)
 
     def end_stream(self, markdown: str, summary: str | None, stop_reason: str | None = None) -> None:
         """Replace the streamed plain text by its Markdown rendering, a slice at a time; the plain text

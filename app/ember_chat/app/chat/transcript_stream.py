@@ -17,11 +17,18 @@ proportion to the paragraph it lands in. Instead, once the paragraph being appen
 finished lines are split off into a paragraph of their own exactly where Qt wrapped them (nothing
 moves on screen): a batch then lays out and repaints only the last, unfinished line. These cuts are
 marked (`CUT_STATE`) and joined again if the width changes while the answer streams.
+
+The transcript is written again from the store when its look changes (a theme, a text size) or the thread
+is shown again while an answer streams; the store holds only part of that answer, unfinished. So this
+part keeps a `StreamRecord` of what it was given (the batches, the call being written, the prompt's
+progress, in order), `drop` keeps it, and the view draws the live answer again from it (`replay`)
+below the re-written thread: the answer goes on streaming there, in the new look.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from PySide6.QtGui import QFont, QTextBlockFormat, QTextCharFormat, QTextCursor
@@ -36,6 +43,58 @@ STREAM_BLOCK_CHARS = 1500  # the longest paragraph appended to, should it never 
 CALL_PREVIEW_CHARS = 1500  # of a call's arguments shown while it is written (its end, where it grows)
 CUT_STATE = 1  # QTextBlock.userState of a streamed paragraph that was split off at a line wrap
 _PLAIN = QTextCharFormat()
+
+
+@dataclass
+class _Text:
+    parts: list[str]  # consecutive batches (joined when replayed: one append)
+
+
+@dataclass
+class _Call:
+    index: int
+    name: str
+    arguments: str
+    done: bool
+
+
+@dataclass
+class _Progress:
+    done: int
+    total: int
+
+
+@dataclass
+class StreamRecord:
+    """What the streaming answer has been given so far, to draw it again after the transcript was
+    re-written: its header's facts, then its batches, calls being written and the prompt's progress in
+    order (a call's or the progress's latest state only: each replaced the one before on screen)."""
+
+    message_id: int
+    resumed: bool  # a Continue: it streams below the message's text, which the thread itself shows
+    model: str | None = None  # the header of a new answer: the model's name, the time it began
+    began_at: float = 0.0
+    events: list[_Text | _Call | _Progress] = field(default_factory=list)
+
+    def text(self, text: str) -> None:
+        last = self.events[-1] if self.events else None
+        if isinstance(last, _Text):
+            last.parts.append(text)
+        else:
+            self.events.append(_Text([text]))
+
+    def call(self, call: _Call) -> None:
+        last = self.events[-1] if self.events else None
+        if isinstance(last, _Call) and last.index == call.index and not last.done:
+            self.events[-1] = call  # (on screen it replaced the call as written so far)
+        else:
+            self.events.append(call)
+
+    def progress(self, progress: _Progress) -> None:
+        if self.events and isinstance(self.events[-1], _Progress):
+            self.events[-1] = progress
+        else:
+            self.events.append(progress)
 
 
 def _end_cursor(view: TranscriptView) -> QTextCursor:
@@ -56,27 +115,47 @@ class TranscriptStreaming:
         self._tail: QTextCursor | None = None  # at the end of the streaming answer
         self._call: tuple[int, QTextCursor] | None = None  # the call being written: its index, where it shows
         self._prefill: QTextCursor | None = None  # where "Reading your message… N%" starts, while shown
+        self.record: StreamRecord | None = None  # what the answer streaming (or dropped while it streams) was given
 
     @property
     def active(self) -> bool:
         """An answer is streaming."""
         return self._stream is not None
 
-    def start(self, message_id: int, c: QTextCursor, thinking: bool) -> None:
-        """Stream message_id's text from a fresh paragraph at `c` (the end of the document); with
-        `thinking`, a reasoning model's thinking is split off and shown under its label."""
-        self._stream = (message_id, self._anchor(c))
-        self._thinking, self._thinking_at = (ThinkingStream() if thinking else None), None
+    def start(self, c: QTextCursor, record: StreamRecord) -> None:
+        """Stream the record's message from a fresh paragraph at `c` (the end of the document); a new
+        answer's thinking (a reasoning model's) is split off and shown under its label, a continued
+        one's text shows as it comes. `record` is empty: what comes is recorded in it."""
+        self.record = record
+        self._stream = (record.message_id, self._anchor(c))
+        self._thinking, self._thinking_at = (None if record.resumed else ThinkingStream()), None
         self._cut_width = None
         self._tail = None
         self._call = None
         self._prefill = None
 
     def drop(self) -> None:
-        """Forget the stream (the view was re-written or emptied)."""
+        """Forget where the stream is drawn (the view was re-written or emptied). Its record stays: if the
+        answer still streams, the view draws it again (`kept`, `replay`)."""
         self._stream = None
         self._call = None
         self._prefill = None
+
+    def kept(self, message_id: int) -> StreamRecord | None:
+        """The record of message_id's stream, dropped while it streamed; None if there is none."""
+        record = self.record
+        return record if self._stream is None and record is not None and record.message_id == message_id else None
+
+    def replay(self, record: StreamRecord) -> None:
+        """Draw what `record` was given again, into the stream just started for its message (which
+        records it anew): the text as one batch, then what came after it, as it was last shown."""
+        for event in record.events:
+            if isinstance(event, _Text):
+                self.append("".join(event.parts))
+            elif isinstance(event, _Call):
+                self.show_call(event.index, event.name, event.arguments, event.done)
+            else:
+                self.show_prefill(event.done, event.total)
 
     @staticmethod
     def _anchor(c: QTextCursor) -> QTextCursor:
@@ -90,6 +169,8 @@ class TranscriptStreaming:
         """One batch of a streaming answer (this runs 20-30 times a second: it stays lean)."""
         if self._stream is None or not text:
             return
+        assert self.record is not None
+        self.record.text(text)
         bar = self.view.verticalScrollBar()
         follow = bar.value() >= bar.maximum() - 4
         thinking, answer = self._thinking.feed(text) if self._thinking is not None else ("", text)
@@ -122,6 +203,8 @@ class TranscriptStreaming:
         the answer's text, replacing what the last batch showed of it."""
         if self._stream is None:
             return
+        assert self.record is not None
+        self.record.call(_Call(index, name, arguments, done))
         view, writer = self.view, self.view.writer
         bar = view.verticalScrollBar()
         follow = bar.value() >= bar.maximum() - 4
@@ -164,6 +247,8 @@ class TranscriptStreaming:
         comes. Where the answer has text already (a Continue) it shows on a line of its own below."""
         if self._stream is None or total <= 0:
             return
+        assert self.record is not None
+        self.record.progress(_Progress(done, total))
         percent = min(100, max(0, round(100 * done / total)))
         words = self.view.tr("Reading your message… {percent}%").format(percent=percent)
         tail = self._tail_cursor()
@@ -276,6 +361,7 @@ class TranscriptStreaming:
         self._drop_prefill()  # (stopped while the prompt was read: no answer came to replace it)
         self._stream = None
         self._tail = None
+        self.record = None
         more = can_continue("assistant", True, stop_reason)
         return self._final_steps(message_id, start, markdown, summary, more)
 

@@ -222,6 +222,7 @@ class MainWindow(QMainWindow):
         c.thinking_toggled.connect(t.toggle_thinking)
         c.stream_began.connect(t.begin_stream)
         c.stream_resumed.connect(t.resume_stream)
+        c.stream_rejoined.connect(t.rejoin_stream)
         c.stream_appended.connect(t.append_stream)
         c.call_streamed.connect(t.streaming.show_call)
         c.stream_ended.connect(t.end_stream)
