@@ -18,8 +18,8 @@ from PySide6.QtCore import QEventLoop, QTimer
 from PySide6.QtWidgets import QApplication
 
 from bench.gui_stream import StallProbe, fresh_paths
-from ember_chat.app.chat.math_images import SHARED
 from ember_chat.app.main import build_window
+from ember_chat.app.transcript.render.math_images import SHARED
 
 FORMS = (
     r"\frac{a_{%d}+b}{c-d}",

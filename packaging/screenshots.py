@@ -84,9 +84,9 @@ def main(out_dir: str) -> int:
     from PySide6.QtGui import QColor, QImage
     from PySide6.QtWidgets import QApplication
 
-    from ember_chat.app.chat.tool_cards import ALWAYS
     from ember_chat.app.main import build_window
     from ember_chat.app.style.theme import app_icon
+    from ember_chat.app.transcript.tool_cards import ALWAYS
     from ember_chat.engine.storage.connections import Connection, ConnectionStore
     from ember_chat.engine.storage.conversations import ConversationStore
     from ember_chat.engine.storage.paths import AppPaths

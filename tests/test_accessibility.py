@@ -24,8 +24,8 @@ from PySide6.QtWidgets import (
 )
 from pytestqt.qtbot import QtBot
 
-from ember_chat.app.chat.transcript import TranscriptView
 from ember_chat.app.shell.main_window import MainWindow
+from ember_chat.app.transcript.view import TranscriptView
 from tests.chat_fixtures import seed_long_chat
 from tests.test_app import load, make_window, paths, send, set_max_tokens
 
@@ -272,7 +272,7 @@ def test_the_buttons_inside_the_search_field_have_names(qtbot: QtBot, make_windo
 
 def test_session_percentiles_are_over_a_bounded_window(qtbot: QtBot, make_window: Callable[..., MainWindow]) -> None:
     """A long session keeps the latest samples only: memory and the per-answer sort stay bounded."""
-    from ember_chat.app.metrics.side_panel import SESSION_ITL_SAMPLES
+    from ember_chat.app.side_panel.panel import SESSION_ITL_SAMPLES
     from ember_chat.engine.inference.metrics import MetricsRecorder, RunContext
 
     w = make_window()

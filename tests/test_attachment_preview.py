@@ -16,9 +16,9 @@ from PySide6.QtGui import QTextCursor
 from PySide6.QtWidgets import QApplication, QDialog, QLabel, QPlainTextEdit
 from pytestqt.qtbot import QtBot
 
-from ember_chat.app.chat import transcript_attachments
-from ember_chat.app.chat.transcript import TranscriptView
 from ember_chat.app.shell.main_window import MainWindow
+from ember_chat.app.transcript import attachments as transcript_attachments
+from ember_chat.app.transcript.view import TranscriptView
 from ember_chat.engine.attachments import read_attachment_bytes
 from ember_chat.engine.attachments.store import temporary_store
 from tests.attachment_files import image_bytes

@@ -14,7 +14,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QApplication
 from pytestqt.qtbot import QtBot
 
-from ember_chat.app.chat.attachment_chips import chip_words
+from ember_chat.app.conversation.attachment_chips import chip_words
 from ember_chat.app.shell.main_window import MainWindow
 from tests.attachment_files import write_pdf
 from tests.fake_backend import FakeBackend

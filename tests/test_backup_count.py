@@ -11,7 +11,7 @@ from pathlib import Path
 from PySide6.QtCore import Qt
 from pytestqt.qtbot import QtBot
 
-from ember_chat.app.chat.backups_dialog import DAILY_KEY
+from ember_chat.app.backups.dialog import DAILY_KEY
 from ember_chat.app.shell.main_window import MainWindow
 from ember_chat.engine.storage.conversations import ConversationStore
 from ember_chat.engine.storage.paths import AppPaths

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from pytestqt.qtbot import QtBot
 
-from ember_chat.app.chat.backups_dialog import DAILY_KEY
+from ember_chat.app.backups.dialog import DAILY_KEY
 from ember_chat.app.main import build_window
 from ember_chat.app.shell.main_window import MainWindow
 from ember_chat.engine.errors import AttachmentError

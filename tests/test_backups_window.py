@@ -14,7 +14,7 @@ from PySide6.QtCore import QDateTime, Qt, QUrl
 from PySide6.QtWidgets import QMessageBox
 from pytestqt.qtbot import QtBot
 
-from ember_chat.app.chat.backups_dialog import DAILY_KEY, BackupsDialog
+from ember_chat.app.backups.dialog import DAILY_KEY, BackupsDialog
 from ember_chat.app.main import build_window
 from ember_chat.app.shell.main_window import MainWindow
 from ember_chat.engine.attachments import read_attachment_bytes
@@ -269,7 +269,7 @@ def test_a_backups_date_reads_as_a_date_in_every_locale(qtbot: QtBot) -> None:
     """The C locale's short format wrote "4 12 2026 21:50:55"; a named locale writes its own, with seconds."""
     from PySide6.QtCore import QLocale
 
-    from ember_chat.app.chat.backups_dialog import when
+    from ember_chat.app.backups.dialog import when
 
     before = QLocale()
     try:

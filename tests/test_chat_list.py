@@ -14,7 +14,7 @@ from PySide6.QtGui import QContextMenuEvent, QFont, QFontMetrics
 from PySide6.QtWidgets import QApplication, QFileDialog, QInputDialog, QMessageBox
 from pytestqt.qtbot import QtBot
 
-from ember_chat.app.chat.chat_list_rows import _match_in_view
+from ember_chat.app.chat_list.rows import _match_in_view
 from ember_chat.app.shell.main_window import MainWindow
 from ember_chat.engine.storage.records import MATCH_END, MATCH_START, SearchHit
 from tests.test_app import load, make_window, paths, send, set_max_tokens

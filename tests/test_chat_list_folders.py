@@ -11,7 +11,7 @@ from PySide6.QtGui import QContextMenuEvent
 from PySide6.QtWidgets import QApplication, QMenu
 from pytestqt.qtbot import QtBot
 
-from ember_chat.app.chat.chat_list_model import ARCHIVED, CHAT, FOLDER, PINNED, TRASH, ident_of, kind_of
+from ember_chat.app.chat_list.model import ARCHIVED, CHAT, FOLDER, PINNED, TRASH, ident_of, kind_of
 from ember_chat.app.shell.main_window import MainWindow
 from ember_chat.engine.storage.conversations import ConversationStore
 from tests.test_app import make_window, paths

@@ -9,8 +9,8 @@ from collections.abc import Callable
 
 from pytestqt.qtbot import QtBot
 
-from ember_chat.app.chat.backups_dialog import DAILY_KEY
-from ember_chat.app.chat.compare_dialog import CompareDialog
+from ember_chat.app.backups.dialog import DAILY_KEY
+from ember_chat.app.compare.dialog import CompareDialog
 from ember_chat.app.shell.main_window import MainWindow
 from tests.sse_server import FakeOpenAI
 from tests.test_app import ANSWER_TIMEOUT

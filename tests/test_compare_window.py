@@ -13,7 +13,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QApplication
 from pytestqt.qtbot import QtBot
 
-from ember_chat.app.chat.compare_dialog import CompareDialog
+from ember_chat.app.compare.dialog import CompareDialog
 from ember_chat.app.shell.main_window import MainWindow
 from ember_chat.app.style.theme import LIGHT
 from ember_chat.engine.storage.connections import Connection, remote_model_name

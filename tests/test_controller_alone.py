@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from pytestqt.qtbot import QtBot
 
-from ember_chat.app.chat.controller import ChatController
-from ember_chat.app.qt.bridge import EngineBridge
+from ember_chat.app.conversation.controller import ChatController
+from ember_chat.app.engine_link.bridge import EngineBridge
 from ember_chat.engine.core.params import LoadConfig, SamplingParams
 from ember_chat.engine.inference.metrics import GenerationMetrics
 from ember_chat.engine.inference.service.engine import EngineService

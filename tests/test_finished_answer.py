@@ -10,8 +10,8 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QTextCursor
 from pytestqt.qtbot import QtBot
 
-from ember_chat.app.chat.transcript import TranscriptView
 from ember_chat.app.shell.main_window import MainWindow
+from ember_chat.app.transcript.view import TranscriptView
 from tests.fake_backend import FakeBackend
 from tests.test_app import ANSWER_TIMEOUT, load, make_window, paths, send, set_max_tokens, start_endless_answer
 

@@ -13,9 +13,9 @@ from PySide6.QtGui import QImage, QPalette, QTextCursor
 from PySide6.QtWidgets import QApplication, QDialog, QLabel, QLineEdit, QPushButton, QWidget
 from pytestqt.qtbot import QtBot
 
-from ember_chat.app.chat.transcript import TranscriptView
 from ember_chat.app.shell.main_window import MainWindow
 from ember_chat.app.style.theme import DARK, LIGHT, contrast_ratio, palette_for
+from ember_chat.app.transcript.view import TranscriptView
 from tests.chat_fixtures import seed_long_chat
 from tests.test_app import make_window, paths
 

@@ -11,9 +11,9 @@ from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import QApplication
 from pytestqt.qtbot import QtBot
 
-from ember_chat.app.chat.font_size import system_points
 from ember_chat.app.shell.main_window import MainWindow
 from ember_chat.app.shell.menus import menu_shortcuts
+from ember_chat.app.transcript.font_size import system_points
 from ember_chat.engine.storage.paths import AppPaths
 from tests.test_app import make_window, paths
 from tests.test_math_render import formulas, open_chat, typeset

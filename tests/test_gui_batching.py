@@ -13,7 +13,7 @@ import pytest
 from PySide6.QtCore import QObject, Signal, Slot
 from pytestqt.qtbot import QtBot
 
-from ember_chat.app.qt.bridge import GUI_CPU_BUDGET, MAX_BATCH_S, TOKEN_BATCH_S, EngineBridge
+from ember_chat.app.engine_link.bridge import GUI_CPU_BUDGET, MAX_BATCH_S, TOKEN_BATCH_S, EngineBridge
 from ember_chat.app.shell.main_window import MainWindow
 from ember_chat.engine.core.messages import ChatMessage
 from ember_chat.engine.core.params import LoadConfig, SamplingParams

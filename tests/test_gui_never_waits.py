@@ -21,7 +21,7 @@ from keyring.backend import KeyringBackend
 from PySide6.QtCore import QTimer
 from pytestqt.qtbot import QtBot
 
-from ember_chat.app.qt.tasks import TaskRunner
+from ember_chat.app.engine_link.tasks import TaskRunner
 from ember_chat.app.shell.main_window import MainWindow
 from ember_chat.engine.errors import ModelFileError
 from ember_chat.engine.models import fit

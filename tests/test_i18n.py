@@ -97,7 +97,7 @@ def test_a_translation_is_loaded_for_the_system_language(qtbot: object, tmp_path
     """The whole path a translator would take: extract, translate one string, compile, load."""
     from PySide6.QtCore import QCoreApplication, QLocale, QTranslator
 
-    from ember_chat.app.chat.widgets import Composer
+    from ember_chat.app.conversation.composer import Composer
     from ember_chat.app.main import install_translations
 
     tools = Path(sys.executable).parent
@@ -126,8 +126,8 @@ def test_the_engines_one_line_texts_are_translated_in_the_window(qtbot: object, 
     templates the window hands in translated; the command line keeps English."""
     from PySide6.QtCore import QCoreApplication, QLocale, QTranslator
 
+    from ember_chat.app.engine_link.wording import window_wording
     from ember_chat.app.main import install_translations
-    from ember_chat.app.qt.wording import window_wording
     from ember_chat.engine.inference.backend import ModelDescription
     from ember_chat.engine.inference.metrics import MetricsRecorder, RunContext
 

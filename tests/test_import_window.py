@@ -16,7 +16,7 @@ from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QPushButton
 from pytestqt.qtbot import QtBot
 
-from ember_chat.app.chat.import_dialog import ImportChats
+from ember_chat.app.importing.dialog import ImportChats
 from ember_chat.app.shell.main_window import MainWindow
 from tests.import_fixtures import briefly, many, photosynthesis
 from tests.test_app import make_window, paths

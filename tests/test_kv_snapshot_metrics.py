@@ -7,7 +7,7 @@ from dataclasses import replace
 
 from pytestqt.qtbot import QtBot
 
-from ember_chat.app.metrics.side_panel import MetricsPanel
+from ember_chat.app.side_panel.panel import MetricsPanel
 from ember_chat.engine.inference.metrics import GenerationMetrics
 
 METRICS = GenerationMetrics(

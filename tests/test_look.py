@@ -15,11 +15,11 @@ from PySide6.QtGui import QFont, QGuiApplication, QTextCursor
 from PySide6.QtWidgets import QApplication, QLabel, QProgressBar, QWidget
 from pytestqt.qtbot import QtBot
 
-from ember_chat.app.chat.code_highlight import CodeFormats, language_label
-from ember_chat.app.chat.markdown_segments import code_blocks, split_segments
-from ember_chat.app.metrics.speed_chart import downsample_itl
 from ember_chat.app.shell.main_window import MainWindow
+from ember_chat.app.side_panel.speed_chart import downsample_itl
 from ember_chat.app.style.theme import DARK, LIGHT, Colors, contrast_ratio, style_sheet, with_contrast
+from ember_chat.app.transcript.render.code_highlight import CodeFormats, language_label
+from ember_chat.app.transcript.render.markdown_segments import code_blocks, split_segments
 from tests.chat_fixtures import RICH_ANSWER, seed_long_chat
 from tests.fake_backend import FakeBackend
 from tests.test_app import load, make_window, paths, send, set_max_tokens
@@ -364,7 +364,7 @@ def test_itl_downsampling_keeps_spikes() -> None:
 def test_the_chart_draws_about_a_point_per_two_pixels(qtbot: QtBot) -> None:
     """An antialiased zig-zag line costs by its points: 400 took 22 ms to paint in the side panel's
     chart, a stall at the end of every long answer. Live and final lines stay near the plot's width."""
-    from ember_chat.app.metrics.speed_chart import SpeedChart
+    from ember_chat.app.side_panel.speed_chart import SpeedChart
 
     chart = SpeedChart()
     qtbot.addWidget(chart.view)

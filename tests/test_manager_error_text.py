@@ -13,7 +13,7 @@ from PySide6.QtGui import QTextDocument
 from PySide6.QtWidgets import QLabel
 from pytestqt.qtbot import QtBot
 
-from ember_chat.app.models.manager import ModelManager
+from ember_chat.app.models.manager.dialog import ModelManager
 from ember_chat.engine.errors import DownloadError, HubError
 from ember_chat.engine.models.download_queue import FAILED, DownloadQueue
 from ember_chat.engine.models.downloader import DownloadSpec

@@ -13,7 +13,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QApplication
 from pytestqt.qtbot import QtBot
 
-from ember_chat.app.models.manager import ModelManager
+from ember_chat.app.models.manager.dialog import ModelManager
 from ember_chat.app.shell.main_window import MainWindow
 from ember_chat.engine.storage.paths import AppPaths
 from tests.fake_backend import FakeBackend

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 from pytestqt.qtbot import QtBot
 
-from ember_chat.app.models.manager_discover import DiscoverTab
-from ember_chat.app.models.manager_installed import InstalledTab
-from ember_chat.app.models.manager_tables import StatusBanner
-from ember_chat.app.qt.tasks import TaskRunner
+from ember_chat.app.engine_link.tasks import TaskRunner
+from ember_chat.app.models.manager.discover import DiscoverTab
+from ember_chat.app.models.manager.installed import InstalledTab
+from ember_chat.app.models.manager.tables import StatusBanner
 from ember_chat.engine.errors import HubOffline
 from ember_chat.engine.models.library import ModelLibrary
 from ember_chat.engine.resources import catalog
@@ -112,7 +112,7 @@ def test_installed_alone_asks_to_be_shown_when_an_import_starts(
 
 
 def test_the_dialog_shows_the_tab_its_tabs_ask_for(qtbot: QtBot, tmp_path: Path) -> None:
-    from ember_chat.app.models.manager import ModelManager
+    from ember_chat.app.models.manager.dialog import ModelManager
     from ember_chat.engine.models.download_queue import DownloadQueue
     from ember_chat.engine.storage.secrets import TokenStore
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ember_chat.app.chat.math_find import find_math, protect
+from ember_chat.app.transcript.render.math_find import find_math, protect
 
 
 def latex(text: str) -> list[tuple[str, bool]]:

@@ -16,12 +16,12 @@ from PySide6.QtGui import QColor, QImage, QTextBlock, QTextDocument, QTextImageF
 from PySide6.QtWidgets import QApplication
 from pytestqt.qtbot import QtBot
 
-from ember_chat.app.chat import math_images
-from ember_chat.app.chat.math_images import SHARED, MathImages
-from ember_chat.app.chat.math_write import MATH_SOURCE
-from ember_chat.app.chat.transcript import TranscriptView
 from ember_chat.app.shell.main_window import MainWindow
 from ember_chat.app.style.theme import DARK, LIGHT
+from ember_chat.app.transcript.render import math_images
+from ember_chat.app.transcript.render.math_images import SHARED, MathImages
+from ember_chat.app.transcript.render.math_write import MATH_SOURCE
+from ember_chat.app.transcript.view import TranscriptView
 from tests.fake_backend import FakeBackend
 from tests.test_app import load, make_window, paths, send
 from tests.test_transcript_stream import shown_transcript
@@ -245,7 +245,7 @@ HIDPI_PROBE = """
 from PySide6.QtCore import QUrl
 from PySide6.QtGui import QTextCursor, QTextDocument
 from PySide6.QtWidgets import QApplication
-from ember_chat.app.chat.transcript import TranscriptView
+from ember_chat.app.transcript.view import TranscriptView
 from ember_chat.app.style.theme import LIGHT
 app = QApplication([])
 t = TranscriptView(LIGHT)

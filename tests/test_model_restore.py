@@ -11,7 +11,7 @@ from pathlib import Path
 
 from pytestqt.qtbot import QtBot
 
-from ember_chat.app.models.manager_tables import human_size
+from ember_chat.app.models.manager.tables import human_size
 from ember_chat.app.qt.crash import MODEL_IN_USE, RUNNING, CrashReporter
 from ember_chat.app.shell.main_window import MainWindow
 from ember_chat.engine.core.states import ModelState

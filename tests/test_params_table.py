@@ -14,8 +14,8 @@ import pytest
 from PySide6.QtWidgets import QCheckBox, QComboBox, QDoubleSpinBox, QSpinBox
 from pytestqt.qtbot import QtBot
 
-from ember_chat.app.metrics.params_panel import ParamsPanel
 from ember_chat.app.models.load_panel import LoadSettingsDialog
+from ember_chat.app.side_panel.params_panel import ParamsPanel
 from ember_chat.engine.cli.common import (
     CLI_DEFAULTS,
     LOAD_FLAGS,

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from pytestqt.qtbot import QtBot
 
-from ember_chat.app.metrics.side_panel import MetricsPanel
+from ember_chat.app.side_panel.panel import MetricsPanel
 from ember_chat.engine.core.messages import ChatMessage
 from ember_chat.engine.core.params import SamplingParams
 from ember_chat.engine.inference.events import Finished, PrefillProgress, Token

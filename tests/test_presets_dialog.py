@@ -12,7 +12,7 @@ from PySide6.QtCore import QPoint, Qt
 from PySide6.QtWidgets import QApplication, QMessageBox
 from pytestqt.qtbot import QtBot
 
-from ember_chat.app.chat.presets_dialog import PresetsDialog
+from ember_chat.app.presets.dialog import PresetsDialog
 from ember_chat.app.shell.main_window import MainWindow
 from ember_chat.engine.storage.paths import AppPaths
 from ember_chat.engine.storage.presets import DEFAULT_PRESET_ID, PresetLibrary

@@ -14,8 +14,8 @@ from PySide6.QtCore import QPoint, Qt
 from PySide6.QtWidgets import QPushButton, QRadioButton
 from pytestqt.qtbot import QtBot
 
-from ember_chat.app.chat.font_size import system_points
 from ember_chat.app.shell.main_window import MainWindow
+from ember_chat.app.transcript.font_size import system_points
 from ember_chat.engine.storage.conversations import Message
 from tests.fake_backend import FakeBackend
 from tests.test_app import ANSWER_TIMEOUT, load, make_window, paths, set_max_tokens, start_endless_answer

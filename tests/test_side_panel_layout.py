@@ -17,9 +17,9 @@ from PySide6.QtWidgets import QApplication, QFormLayout, QLabel, QWidget
 from pytestqt.qtbot import QtBot
 
 from ember_chat.app.main import build_window
-from ember_chat.app.metrics.side_panel import CHART_MAX_HEIGHT
 from ember_chat.app.shell.main_window import MainWindow
 from ember_chat.app.shell.window_size import default_splitter_sizes
+from ember_chat.app.side_panel.panel import CHART_MAX_HEIGHT
 from ember_chat.engine.core.params import SamplingParams
 from ember_chat.engine.inference.events import Event, PromptReady
 from ember_chat.engine.storage.paths import AppPaths

@@ -80,7 +80,7 @@ def test_hub_offline_is_said_in_words(endpoint: str) -> None:
 
 def test_every_stop_reason_has_words_in_the_engine_and_the_window(qtbot: QtBot) -> None:
     """A new stop reason (tool_calls) never shows as its code word in a metrics line."""
-    from ember_chat.app.qt.wording import window_wording
+    from ember_chat.app.engine_link.wording import window_wording
     from ember_chat.engine.core.states import StopReason
     from ember_chat.engine.inference.wording import REASON_WORDS
 

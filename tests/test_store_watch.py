@@ -11,7 +11,7 @@ from pathlib import Path
 from PySide6.QtCore import Qt
 from pytestqt.qtbot import QtBot
 
-from ember_chat.app.chat.chat_list_model import TRASH
+from ember_chat.app.chat_list.model import TRASH
 from ember_chat.app.shell.main_window import MainWindow
 from ember_chat.engine.storage.paths import AppPaths
 from tests.test_backups_window import _open, paths, windows

@@ -13,8 +13,8 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor, QTextCursor
 from pytestqt.qtbot import QtBot
 
-from ember_chat.app.chat.transcript import TranscriptView
 from ember_chat.app.style.theme import DARK, LIGHT
+from ember_chat.app.transcript.view import TranscriptView
 from ember_chat.engine.core.tools import InvalidCall, ToolCall, ToolResult, tool_limit_message
 from ember_chat.engine.storage.conversations import ConversationStore
 

@@ -17,8 +17,8 @@ from PySide6.QtCore import Qt, QTimer
 from PySide6.QtGui import QTextCursor
 from pytestqt.qtbot import QtBot
 
+from ember_chat.app.engine_link.bridge import EngineBridge
 from ember_chat.app.main import build_window
-from ember_chat.app.qt.bridge import EngineBridge
 from ember_chat.app.shell.main_window import MainWindow
 from ember_chat.engine.core.messages import ChatMessage
 from ember_chat.engine.core.params import LoadConfig, SamplingParams

@@ -8,8 +8,8 @@ from collections.abc import Callable
 import pytest
 from pytestqt.qtbot import QtBot
 
-from ember_chat.app.chat.transcript import MAX_TEXT_WIDTH, MIN_MARGIN
 from ember_chat.app.shell.main_window import MainWindow
+from ember_chat.app.transcript.view import MAX_TEXT_WIDTH, MIN_MARGIN
 from tests.chat_fixtures import seed_long_chat
 from tests.test_app import make_window, paths
 

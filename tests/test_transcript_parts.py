@@ -9,9 +9,9 @@ from PySide6.QtGui import QFocusEvent
 from PySide6.QtWidgets import QApplication, QTextBrowser
 from pytestqt.qtbot import QtBot
 
-from ember_chat.app.chat.transcript import TranscriptView
-from ember_chat.app.chat.transcript_focus import TranscriptFocus
 from ember_chat.app.style.theme import active_colors
+from ember_chat.app.transcript.focus import TranscriptFocus
+from ember_chat.app.transcript.view import TranscriptView
 
 
 def bare_view(qtbot: QtBot) -> TranscriptView:

@@ -10,9 +10,9 @@ from PySide6.QtGui import QImage, QTextCursor
 from PySide6.QtWidgets import QApplication
 from pytestqt.qtbot import QtBot
 
-from ember_chat.app.chat.transcript import TranscriptView
-from ember_chat.app.chat.transcript_stream import CUT_STATE
 from ember_chat.app.shell.main_window import MainWindow
+from ember_chat.app.transcript.stream import CUT_STATE
+from ember_chat.app.transcript.view import TranscriptView
 from tests.test_app import make_window, paths
 
 __all__ = ["make_window", "paths"]

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from pytestqt.qtbot import QtBot
 
-from ember_chat.app.metrics.side_panel import MetricsPanel
+from ember_chat.app.side_panel.panel import MetricsPanel
 from ember_chat.engine.core.messages import ChatMessage
 from ember_chat.engine.core.params import SamplingParams
 from tests.runtime_support import loaded

@@ -15,7 +15,7 @@ import pytest
 from PySide6.QtCore import Qt
 from pytestqt.qtbot import QtBot
 
-from ember_chat.app.models.manager import ModelManager
+from ember_chat.app.models.manager.dialog import ModelManager
 from ember_chat.app.shell.main_window import MainWindow
 from ember_chat.engine.models.download_queue import DONE, DownloadQueue
 from ember_chat.engine.models.downloader import Downloader

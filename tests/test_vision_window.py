@@ -13,10 +13,10 @@ import pytest
 from PySide6.QtCore import Qt
 from pytestqt.qtbot import QtBot
 
+from ember_chat.app.engine_link.tasks import TaskRunner
 from ember_chat.app.main import build_window
-from ember_chat.app.models.manager_installed import InstalledTab
-from ember_chat.app.models.manager_tables import StatusBanner
-from ember_chat.app.qt.tasks import TaskRunner
+from ember_chat.app.models.manager.installed import InstalledTab
+from ember_chat.app.models.manager.tables import StatusBanner
 from ember_chat.app.shell.main_window import MainWindow
 from ember_chat.engine.models.library import ModelLibrary
 from ember_chat.engine.storage.paths import AppPaths

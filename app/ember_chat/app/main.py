@@ -28,8 +28,8 @@ def build_window(
     `backend_factory(ref)`: the backend for a model reference (default: local runtime or remote)."""
     from PySide6.QtCore import QSettings
 
+    from ember_chat.app.engine_link.bridge import EngineBridge
     from ember_chat.app.models.kv_caches import open_snapshot_store
-    from ember_chat.app.qt.bridge import EngineBridge
     from ember_chat.app.shell.main_window import MainWindow
     from ember_chat.engine.inference.service.engine import EngineService
     from ember_chat.engine.inference.service.model import default_backend_factory

@@ -29,7 +29,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ember_chat.app.qt.tasks import Task, TaskRunner
+from ember_chat.app.engine_link.tasks import Task, TaskRunner
 from ember_chat.app.style.theme import active_colors
 from ember_chat.engine.core.refs import Endpoint, crosses_network_in_clear
 from ember_chat.engine.errors import EmberError

@@ -3,7 +3,7 @@
 latest have no file until they leave RAM) with Clear, and the disk space they may take (the setting
 `kv_snapshot_cap_mb`; 0: off). The store itself (engine/inference/kv/snapshots.py) is made by
 app/main.py and given to the engine service, which hands it to the model; its tiers() and clear() read
-and delete files, so they run on the window's task runner (qt/tasks.py), never on the GUI thread.
+and delete files, so they run on the window's task runner (engine_link/tasks.py), never on the GUI thread.
 
 A cap of 0 turns snapshots off: the service gets no store and the saved files are deleted; a cap set
 again later makes a new store."""

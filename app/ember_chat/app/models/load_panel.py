@@ -26,7 +26,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ember_chat.app.qt.tasks import TaskRunner
+from ember_chat.app.engine_link.tasks import TaskRunner
 from ember_chat.app.style.theme import active_colors
 from ember_chat.engine.core.params import LOAD_SPECS, ParamSpec
 from ember_chat.engine.core.states import FitLabel

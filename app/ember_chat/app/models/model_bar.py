@@ -6,10 +6,10 @@ from __future__ import annotations
 from PySide6.QtCore import QSize, Qt, Signal
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QProgressBar, QPushButton, QToolButton, QWidget
 
-from ember_chat.app.models.manager_tables import human_size
+from ember_chat.app.engine_link.wording import window_wording
+from ember_chat.app.models.manager.tables import human_size
 from ember_chat.app.models.starter_names import model_label
 from ember_chat.app.qt.elided_label import ElidedLabel
-from ember_chat.app.qt.wording import window_wording
 from ember_chat.engine.core.states import ModelState
 from ember_chat.engine.inference.backend import ModelDescription
 from ember_chat.engine.models.library import ModelEntry

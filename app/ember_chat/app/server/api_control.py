@@ -25,9 +25,9 @@ from typing import TYPE_CHECKING, Protocol
 from PySide6.QtCore import QObject, Signal, Slot
 from PySide6.QtWidgets import QLabel, QMessageBox, QStatusBar, QWidget
 
-from ember_chat.app.qt.bridge import EngineBridge
+from ember_chat.app.engine_link.bridge import EngineBridge
+from ember_chat.app.engine_link.tasks import TaskRunner
 from ember_chat.app.qt.settings_page import show_settings_page
-from ember_chat.app.qt.tasks import TaskRunner
 from ember_chat.engine.attachments import Limits
 from ember_chat.engine.errors import EmberError, SecretStoreError
 from ember_chat.engine.inference.service.engine import QueueState, RequestRecord
@@ -154,7 +154,7 @@ class ApiServerControl(QObject):
             unknown_fields_advice=WINDOW_UNKNOWN_FIELDS_ADVICE,  # (this server has no --allow-unknown-fields)
         )
         self.window.bridge.service.queue_limit = s.api_queue_limit
-        presets = getattr(self.window, "presets", None)  # the served model's default preset (chat/presets_window.py)
+        presets = getattr(self.window, "presets", None)  # the served model's default preset (presets/actions.py)
         server = ApiServer(
             self.window.bridge.service, config, on_request=self.exchanged.emit, preset=presets and presets.for_api
         )

@@ -31,8 +31,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from ember_chat.app.engine_link.wording import window_wording
 from ember_chat.app.qt.window_frame import TITLE_BAR_ALLOWANCE
-from ember_chat.app.qt.wording import window_wording
 from ember_chat.app.server.api_control import ApiServerControl
 from ember_chat.engine.errors import EmberError
 from ember_chat.engine.inference.service.engine import RequestRecord

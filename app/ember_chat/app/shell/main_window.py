@@ -16,19 +16,16 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ember_chat.app.chat.backups_dialog import WindowBackups
-from ember_chat.app.chat.compare_actions import CompareActions
-from ember_chat.app.chat.controller import ChatController
-from ember_chat.app.chat.font_size import TranscriptFontSize
-from ember_chat.app.chat.presets_window import WindowPresets
-from ember_chat.app.chat.transcript import TranscriptView
-from ember_chat.app.chat.widgets import Composer, ConversationList
-from ember_chat.app.metrics.side_panel import SidePanel
+from ember_chat.app.backups.dialog import WindowBackups
+from ember_chat.app.compare.actions import CompareActions
+from ember_chat.app.conversation.composer import Composer, ConversationList
+from ember_chat.app.conversation.controller import ChatController
+from ember_chat.app.engine_link.bridge import EngineBridge
+from ember_chat.app.engine_link.tasks import TaskRunner
 from ember_chat.app.models.kv_caches import WindowKvCaches
 from ember_chat.app.models.model_bar import ModelBar
 from ember_chat.app.models.starter_names import model_label
-from ember_chat.app.qt.bridge import EngineBridge
-from ember_chat.app.qt.tasks import TaskRunner
+from ember_chat.app.presets.actions import WindowPresets
 from ember_chat.app.server.api_control import ApiServerControl
 from ember_chat.app.shell.banner import Banner
 from ember_chat.app.shell.loading_panel import LoadingPanel
@@ -43,8 +40,11 @@ from ember_chat.app.shell.window_models import ModelActions
 from ember_chat.app.shell.window_size import default_geometry, default_splitter_sizes, grows_back
 from ember_chat.app.shell.window_tools import WindowTools
 from ember_chat.app.shell.window_undo import UndoActions
+from ember_chat.app.side_panel.panel import SidePanel
 from ember_chat.app.style.icons import themed_icon
 from ember_chat.app.style.theme import app_icon, apply_theme
+from ember_chat.app.transcript.font_size import TranscriptFontSize
+from ember_chat.app.transcript.view import TranscriptView
 from ember_chat.engine.core.params import SamplingParams
 from ember_chat.engine.core.states import ModelState
 from ember_chat.engine.inference.backend import ModelDescription
@@ -102,7 +102,7 @@ class MainWindow(QMainWindow):
         self.model_settings = model_settings or ModelSettingsStore(
             Path(settings_file.path).parent / "model_settings.json"
         )
-        self.tasks = TaskRunner(self)  # what the GUI thread must not wait on (see qt/tasks.py)
+        self.tasks = TaskRunner(self)  # what the GUI thread must not wait on (see engine_link/tasks.py)
         self.models = ModelActions(self)
         self.chats = ChatActions(self)
         self.compose = ComposerActions(self)  # sending and editing from the message box (window_composer.py)
@@ -158,7 +158,7 @@ class MainWindow(QMainWindow):
         self.attach = WindowAttachments(self, Path(settings_file.path).parent)  # files and images in the chat
         self.tools = WindowTools(self, Path(settings_file.path).parent)  # MCP servers, built-in tools, Tools button
         self.presets = WindowPresets(self, Path(settings_file.path).parent)  # presets.json, new-chat defaults, `/`
-        self.compare = CompareActions(self)  # Compare… on a message (chat/compare_actions.py)
+        self.compare = CompareActions(self)  # Compare… on a message (compare/actions.py)
         self.api = ApiServerControl(self, self)
         self.backups = WindowBackups(self)  # the daily backup (a worker thread) and Settings ▸ Backups…
         self.kv_caches = WindowKvCaches(self)  # Settings ▸ Conversation caches… (saved KV snapshots)

@@ -11,7 +11,7 @@ from PySide6.QtCore import QCoreApplication
 from PySide6.QtGui import QAction, QActionGroup, QKeySequence
 from PySide6.QtWidgets import QMenu, QMenuBar
 
-from ember_chat.app.chat.import_dialog import open_import_dialog
+from ember_chat.app.importing.dialog import open_import_dialog
 from ember_chat.app.shell.settings_window import SettingsWindow, build_settings_window
 from ember_chat.engine import __version__
 
@@ -104,7 +104,7 @@ def build_menus(self: MenuHost) -> None:
         a.setChecked(self.settings.theme == name)
         a.triggered.connect(lambda _=False, n=name: self.set_theme(n))
         group.addAction(a)
-    view.addSeparator()  # the transcript's text size (chat/font_size.py)
+    view.addSeparator()  # the transcript's text size (transcript/font_size.py)
     bigger = _action(view, tr("&Bigger text"), lambda: self.font_size.bigger(), "Ctrl+=")  # type: ignore[attr-defined]
     bigger.setShortcuts([QKeySequence("Ctrl+="), QKeySequence("Ctrl++")])
     _action(view, tr("S&maller text"), lambda: self.font_size.smaller(), "Ctrl+-")  # type: ignore[attr-defined]

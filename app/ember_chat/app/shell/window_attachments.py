@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject
 
-from ember_chat.app.chat.attachments_bar import FileDrops
-from ember_chat.app.chat.chat_attachments import ChatAttachments
-from ember_chat.app.chat.drop_overlay import DropOverlay
+from ember_chat.app.conversation.attachments import ChatAttachments
+from ember_chat.app.conversation.attachments_bar import FileDrops
+from ember_chat.app.conversation.drop_overlay import DropOverlay
 from ember_chat.engine.attachments import AttachmentStore, Limits, StoredAttachment
 from ember_chat.engine.conversation.messages import thread_messages
 from ember_chat.engine.core.messages import ChatMessage

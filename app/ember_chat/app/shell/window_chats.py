@@ -16,8 +16,8 @@ from PySide6.QtCore import QDateTime, QObject, QPoint, Qt
 from PySide6.QtGui import QKeySequence
 from PySide6.QtWidgets import QDialog, QInputDialog, QMenu, QMessageBox
 
-from ember_chat.app.chat.chat_list import FolderRow
-from ember_chat.app.chat.chat_list_menu import build_row_menu, fill_move_menu
+from ember_chat.app.chat_list.menu import build_row_menu, fill_move_menu
+from ember_chat.app.chat_list.view import FolderRow
 from ember_chat.app.shell.store_watch import StoreWatch
 from ember_chat.app.shell.window_export import ChatExports
 from ember_chat.app.shell.window_undo import ChatOrganise

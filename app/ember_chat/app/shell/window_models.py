@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from ember_chat.app.lab.benchmark_dialog import BenchmarkDialog
     from ember_chat.app.models.connections_dialog import ConnectionsDialog
     from ember_chat.app.models.load_panel import LoadSettingsDialog
-    from ember_chat.app.models.manager import ModelManager
+    from ember_chat.app.models.manager.dialog import ModelManager
     from ember_chat.app.shell.main_window import MainWindow
     from ember_chat.app.shell.remote_switch import RemoteSwitchQuestion
 
@@ -150,7 +150,7 @@ class ModelActions(QObject):
     def model_manager(self) -> ModelManager:
         """The Model Manager window (created on first use, then kept so downloads stay visible)."""
         if self.manager is None:
-            from ember_chat.app.models.manager import ModelManager
+            from ember_chat.app.models.manager.dialog import ModelManager
             from ember_chat.engine.models.hub import HubClient
 
             assert self.w.downloads is not None

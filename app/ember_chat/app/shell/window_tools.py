@@ -25,8 +25,8 @@ from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
+from ember_chat.app.engine_link.tasks import TaskRunner
 from ember_chat.app.qt.settings_page import show_settings_page
-from ember_chat.app.qt.tasks import TaskRunner
 from ember_chat.app.shell.window_tool_choices import ChatToolChoices
 from ember_chat.engine.core.tools import ChatTools
 from ember_chat.engine.errors import EmberError, InvalidParameter, StoreError

@@ -1,5 +1,5 @@
 """The words of the engine's one-line texts — an answer's metrics line, the backend badge, a model's
-status — as templates, so the window can hand in translated ones (app/ember_chat/app/qt/wording.py)
+status — as templates, so the window can hand in translated ones (app/ember_chat/app/engine_link/wording.py)
 while the engine stays free of Qt and the command line speaks English."""
 
 from __future__ import annotations

@@ -1,0 +1,1 @@
+"""Settings ▸ Backups: the backups of the chat database, made and restored."""

@@ -1,0 +1,1 @@
+"""The chat list: the view, its model and rows, and its context menu."""

@@ -1,0 +1,1 @@
+"""Comparing models side by side: the dialog, its columns, and the run."""

@@ -1,0 +1,1 @@
+"""File ▸ Import chats: ChatGPT and Ember exports."""

@@ -1,0 +1,1 @@
+"""The Model Manager: discover and download, the installed models, their tables."""

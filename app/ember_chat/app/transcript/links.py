@@ -1,0 +1,64 @@
+"""Links in the transcript: every link its messages hold, in document (and Tab) order, and what
+activating one (a click, or Enter on the focused one) does. A web link goes to the view's `open_link`;
+an `ember:` link becomes the view's `action` (verb, message id, argument) only when Ember signed it
+(message_render.py): one in a model's answer is shown, never run.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from PySide6.QtCore import QUrl
+from PySide6.QtGui import QTextCharFormat, QTextCursor, QTextDocument
+from PySide6.QtWidgets import QTextBrowser, QToolTip
+
+from ember_chat.app.transcript.render.message import is_signed
+from ember_chat.app.transcript.tool_cards import FOLD
+
+if TYPE_CHECKING:
+    from ember_chat.app.transcript.view import TranscriptView
+
+
+def document_links(document: QTextDocument) -> list[tuple[str, str]]:
+    """Every link in the document, in document (and Tab) order: (href, tooltip)."""
+    out = []
+    block = document.begin()
+    while block.isValid():
+        it = block.begin()
+        while not it.atEnd():
+            fmt = it.fragment().charFormat()
+            if fmt.isAnchor() and fmt.anchorHref():
+                out.append((fmt.anchorHref(), fmt.toolTip()))
+            it += 1
+        block = block.next()
+    return out
+
+
+def activated_link_format(view: QTextBrowser) -> QTextCharFormat:
+    """The format of the link being activated. Qt selects that link before it reports it: the one
+    under the mouse for a click, the focused one for Enter."""
+    c = QTextCursor(view.document())
+    c.setPosition(min(view.textCursor().selectionStart() + 1, view.document().characterCount() - 1))
+    return c.charFormat()  # (the format of the character before the cursor: the link's first)
+
+
+def activate_link(view: TranscriptView, url: QUrl) -> None:
+    """The view's anchorClicked: a web link to open, or a signed action to run."""
+    if url.scheme() in ("http", "https", "mailto"):
+        view.open_link.emit(url)
+        return
+    if url.scheme() != "ember" or not is_signed(activated_link_format(view)):
+        return  # (an ember: link Ember did not write, e.g. in a model's answer: shown, never run)
+    parts = url.path().split("/")
+    verb = url.host() or parts.pop(0)
+    parts = [p for p in parts if p]
+    try:
+        mid = int(parts[0])
+        arg = int(parts[1]) if len(parts) > 1 else 0
+    except (IndexError, ValueError):
+        return
+    if verb == FOLD:
+        view.tools.toggle(mid, arg)  # (the controller shows the thread again)
+    if verb in ("copy", "copycode"):
+        QToolTip.showText(view.mapToGlobal(view.cursorRect().center()), view.tr("Copied"), view, msecShowTime=1200)
+    view.action.emit(verb, mid, arg)

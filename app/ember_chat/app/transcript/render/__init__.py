@@ -1,0 +1,1 @@
+"""How the transcript draws a message: Markdown, code highlighting, maths as images, line breaks."""
