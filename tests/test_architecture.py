@@ -48,7 +48,7 @@ def test_the_layering_holds() -> None:
 
 def _import_cycles() -> tuple[list[list[str]], list[list[str]]]:
     """(module cycles, package cycles): the strongly connected parts of the import graph of Ember's
-    modules, and of its packages (ember_chat.engine.storage, ember_chat.app.chat, …), as import-linter's
+    modules, and of its packages (ember_chat.engine.storage, ember_chat.app.transcript, …), as import-linter's
     graph library reads them (imports under TYPE_CHECKING count: a reader follows them too)."""
     import grimp
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from PySide6.QtCore import Qt
 from pytestqt.qtbot import QtBot
 
-from ember_chat.app.conversation.attachment_chips import mode_words
+from ember_chat.app.engine_link.attachment_words import mode_words
 from ember_chat.app.shell.main_window import MainWindow
 from ember_chat.engine.attachments import AttachmentStore, read_attachment_bytes
 from ember_chat.engine.attachments.planning import plan_turn

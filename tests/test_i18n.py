@@ -102,7 +102,7 @@ def test_a_translation_is_loaded_for_the_system_language(qtbot: object, tmp_path
 
     tools = Path(sys.executable).parent
     ts = tmp_path / "ember_de.ts"
-    subprocess.run([tools / "pyside6-lupdate", APP / "chat" / "widgets.py", "-ts", ts], check=True, capture_output=True)
+    subprocess.run([tools / "pyside6-lupdate", APP / "conversation" / "composer.py", "-ts", ts], check=True, capture_output=True)
     text = ts.read_text(encoding="utf-8")
     marker = '<source>Send</source>\n        <translation type="unfinished"></translation>'
     assert marker in text
@@ -133,7 +133,7 @@ def test_the_engines_one_line_texts_are_translated_in_the_window(qtbot: object, 
 
     tools = Path(sys.executable).parent
     ts = tmp_path / "ember_de.ts"
-    subprocess.run([tools / "pyside6-lupdate", APP / "qt" / "wording.py", "-ts", ts], check=True, capture_output=True)
+    subprocess.run([tools / "pyside6-lupdate", APP / "engine_link" / "wording.py", "-ts", ts], check=True, capture_output=True)
     text = ts.read_text(encoding="utf-8")
     for source, german in (("{count} tokens", "{count} Token"), ("{count} token", "{count} Token"), ("stop", "Ende"),
                            ("{backend} · {threads} threads · {layers} GPU layers",

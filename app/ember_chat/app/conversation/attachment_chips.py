@@ -1,71 +1,22 @@
 """An attachment's chip, compact: its kind in a few letters, its name (elided), the tokens it takes (and
 how the model reads it when not whole), an ✕ that removes it before sending; its size and the whole
 sentence are in its tooltip. How it will be read is the engine's own plan of the message as it
-would be sent (attachments_bar.py), said in the words the answer's "Read:" line uses (`mode_words`):
-the chip and that line agree."""
+would be sent (attachments_bar.py), said in the words the answer's "Read:" line uses (`mode_words`,
+engine_link/attachment_words.py): the chip and that line agree."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import PurePath
 
-from PySide6.QtCore import QCoreApplication, QSize, Signal
+from PySide6.QtCore import QSize, Signal
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QProgressBar, QSizePolicy, QToolButton, QWidget
 
+from ember_chat.app.engine_link.attachment_words import kind_label, mode_words, tr
 from ember_chat.app.qt.elided_label import ElidedLabel
 from ember_chat.app.style.icons import themed_icon
 from ember_chat.app.style.theme import Colors
 from ember_chat.engine.attachments.kinds import human_size
-
-__all__ = [
-    "AttachmentChip",
-    "ChipState",
-    "chip_suffix",
-    "chip_words",
-    "human_size",
-    "kind_badge",
-    "kind_label",
-    "mode_words",
-]
-
-KIND_LABELS = {
-    "text": "text",
-    "markdown": "Markdown",
-    "code": "code",
-    "csv": "CSV",
-    "json": "JSON",
-    "html": "HTML",
-    "pdf": "PDF",
-    "docx": "DOCX",
-    "image": "image",
-}
-
-
-def tr(text: str) -> str:
-    return QCoreApplication.translate("Attachments", text)
-
-
-def kind_label(kind: str) -> str:
-    return tr(KIND_LABELS.get(str(kind), str(kind)))
-
-
-def mode_words(mode: str, used: int = 0, total: int = 0) -> str:
-    """How the model reads an attachment (engine PlannedAttachment): whole, the passages retrieved for
-    the question, or none when the conversation and the other files left no room (a short file is not
-    "too long")."""
-    if mode == "whole":
-        return tr("whole")
-    if mode == "retrieval" and total == 1 and not used:
-        return tr("no room left in the context: not used")
-    if mode == "retrieval" and total and not used:
-        return tr("no room left in the context: none of its {total} passages used").format(total=f"{total:,}")
-    if mode == "retrieval" and total:
-        return tr("too long to read whole: {used} of {total} passages used").format(
-            used=f"{used:,}", total=f"{total:,}"
-        )
-    if mode == "retrieval":
-        return tr("too long to read whole: retrieval")
-    return ""
 
 
 @dataclass

@@ -20,7 +20,7 @@ from PySide6.QtGui import QColor, QPixmap, QTextCharFormat, QTextCursor
 from PySide6.QtGui import Qt as QtGuiQt  # (the namespace with mightBeRichText)
 from PySide6.QtWidgets import QLabel, QPlainTextEdit, QScrollArea, QTextEdit, QVBoxLayout
 
-from ember_chat.app.conversation.attachment_chips import kind_label, mode_words
+from ember_chat.app.engine_link.attachment_words import kind_label, mode_words
 from ember_chat.engine.attachments import WHOLE, PlannedAttachment, Source, StoredAttachment
 from ember_chat.engine.attachments.kinds import human_size
 

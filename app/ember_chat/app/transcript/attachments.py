@@ -27,7 +27,7 @@ from PySide6.QtGui import (
 )
 from PySide6.QtWidgets import QDialog, QDialogButtonBox, QPlainTextEdit, QVBoxLayout
 
-from ember_chat.app.conversation.attachment_chips import human_size, kind_label, mode_words
+from ember_chat.app.engine_link.attachment_words import kind_label, mode_words
 from ember_chat.app.style.icons import icon_image
 from ember_chat.app.transcript.attachment_preview import (
     MAX_TEXT_BYTES,
@@ -39,6 +39,7 @@ from ember_chat.app.transcript.attachment_preview import (
 )
 from ember_chat.app.transcript.render.message import inline_image, sign
 from ember_chat.engine.attachments import PlannedAttachment, Source, StoredAttachment
+from ember_chat.engine.attachments.kinds import human_size
 from ember_chat.engine.errors import EmberError
 
 if TYPE_CHECKING:
