@@ -3,6 +3,7 @@ bar on top, the side panel (parameters, live metrics) on the right, and the menu
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from PySide6.QtCore import QEvent, QObject, QSettings, QSize, Qt, QUrl, Signal, Slot
@@ -18,6 +19,7 @@ from PySide6.QtWidgets import (
 
 from ember_chat.app.backups.dialog import WindowBackups
 from ember_chat.app.compare.actions import CompareActions
+from ember_chat.app.context import AppContext, Notifier
 from ember_chat.app.conversation.composer import Composer, ConversationList
 from ember_chat.app.conversation.controller import ChatController
 from ember_chat.app.engine_link.bridge import EngineBridge
@@ -89,20 +91,33 @@ class MainWindow(QMainWindow):
         self.tokens = tokens or TokenStore()
         self.setWindowTitle(self.tr("Ember"))
         self.setWindowIcon(app_icon())
+        # what every feature is built from (context.py); the window's own names for its parts below
+        self.ctx = AppContext(
+            store=store,
+            bridge=bridge,
+            library=library,
+            settings_file=settings_file,
+            settings=settings_file.load(),
+            tasks=TaskRunner(self),  # what the GUI thread must not wait on (see engine_link/tasks.py)
+            notifier=Notifier(self),
+            connections=connections or ConnectionStore(Path(settings_file.path).parent / "connections.json"),
+            model_settings=model_settings
+            or ModelSettingsStore(Path(settings_file.path).parent / "model_settings.json"),
+            data_dir=data_dir or Path(settings_file.path).parent,
+            url_opener=QDesktopServices.openUrl,  # the system browser (tests put a recorder here)
+        )
+        self.ctx.notifier.error.connect(self.show_error)
+        self.ctx.notifier.notice.connect(self.show_notice)
         self.store = store
         self.bridge = bridge
         self.library = library
         self.settings_file = settings_file
-        self.settings: Settings = settings_file.load()
         self.window_state = window_state
-        self.connections = connections or ConnectionStore(Path(settings_file.path).parent / "connections.json")
+        self.connections = self.ctx.connections
         self.model: ModelDescription | None = None
-        self.url_opener = QDesktopServices.openUrl  # the system browser (tests put a recorder here)
-        self.data_dir = data_dir or Path(settings_file.path).parent
-        self.model_settings = model_settings or ModelSettingsStore(
-            Path(settings_file.path).parent / "model_settings.json"
-        )
-        self.tasks = TaskRunner(self)  # what the GUI thread must not wait on (see engine_link/tasks.py)
+        self.data_dir = self.ctx.data_dir
+        self.model_settings = self.ctx.model_settings
+        self.tasks = self.ctx.tasks
         self.models = ModelActions(self)
         self.chats = ChatActions(self)
         self.compose = ComposerActions(self)  # sending and editing from the message box (window_composer.py)
@@ -187,6 +202,23 @@ class MainWindow(QMainWindow):
         elif problems:
             self.show_notice(" ".join(problems))
         self.models.reload_models()  # after the stores have said what was wrong: it reads them on another thread
+
+    @property
+    def settings(self) -> Settings:
+        """The settings now (the context's: a feature that changes one replaces them there)."""
+        return self.ctx.settings
+
+    @settings.setter
+    def settings(self, value: Settings) -> None:
+        self.ctx.settings = value
+
+    @property
+    def url_opener(self) -> Callable[[QUrl], object]:
+        return self.ctx.url_opener
+
+    @url_opener.setter
+    def url_opener(self, value: Callable[[QUrl], object]) -> None:
+        self.ctx.url_opener = value
 
     # ----- construction
     def _build_model_bar(self) -> QWidget:
