@@ -126,7 +126,7 @@ class MainWindow(QMainWindow):
         self.colors = apply_theme(QApplication.instance(), self.settings.theme)
         self.conversations = ConversationList()
         self.transcript = TranscriptView(self.colors)
-        self.font_size = TranscriptFontSize(self)  # View ▸ Bigger text / Smaller text (transcript_font_size)
+        self.font_size = TranscriptFontSize(self.ctx, self.transcript)  # View ▸ Bigger text / Smaller text
         self.transcript.writer.math.use_tasks(self.tasks)  # formulas: the typesetter imported off the GUI thread
         self.composer = Composer()
         self.side = SidePanel()
@@ -248,6 +248,7 @@ class MainWindow(QMainWindow):
         c.retrying.connect(self._on_retrying)
         c.conversations_changed.connect(self.chats.reload_conversations)
         c.edit_requested.connect(self.compose.edit_message)
+        self.font_size.resized.connect(c.refresh)  # View ▸ Bigger text: the thread written again at its size
         t, m = self.transcript, self.side.metrics  # what the controller says the views show
         c.thread_shown.connect(t.show_thread)
         c.jump_requested.connect(t.jump_to)

@@ -5,9 +5,11 @@ font)."""
 
 from __future__ import annotations
 
-from typing import Any
-
+from PySide6.QtCore import QObject, Signal
 from PySide6.QtWidgets import QApplication
+
+from ember_chat.app.context import AppContext
+from ember_chat.app.transcript.view import TranscriptView
 
 MIN_POINTS = 6
 MAX_POINTS = 40
@@ -19,18 +21,23 @@ def system_points() -> int:
     return round(size) if size > 0 else 10
 
 
-class TranscriptFontSize:
-    """The window's text size control: `window` has `settings`, `settings_file`, `transcript` and
-    `controller` (the last only by the time an action runs)."""
+class TranscriptFontSize(QObject):
+    """The transcript's text size control, built from the context (the setting) and the transcript it
+    sizes. `resized` asks for the thread to be written again at the new size (formulas too): the
+    composition connects it to the conversation's refresh."""
 
-    def __init__(self, window: Any) -> None:
-        self.window = window
-        window.transcript.set_font_size(window.settings.transcript_font_size)
+    resized = Signal()
+
+    def __init__(self, ctx: AppContext, transcript: TranscriptView) -> None:
+        super().__init__(transcript)
+        self.ctx = ctx
+        self.transcript = transcript
+        transcript.set_font_size(ctx.settings.transcript_font_size)
 
     @property
     def points(self) -> int:
         """The size the transcript shows now."""
-        return self.window.settings.transcript_font_size or system_points()
+        return self.ctx.settings.transcript_font_size or system_points()
 
     def bigger(self) -> None:
         self._set(min(MAX_POINTS, self.points + 1))
@@ -44,10 +51,8 @@ class TranscriptFontSize:
     def _set(self, points: int) -> None:
         if points == system_points():
             points = 0  # the system's size: it follows the system if that changes
-        w = self.window
-        if points == w.settings.transcript_font_size:
+        if points == self.ctx.settings.transcript_font_size:
             return
-        w.settings = w.settings.with_changes(transcript_font_size=points)
-        w.settings_file.save(w.settings)
-        w.transcript.set_font_size(points)
-        w.controller.refresh()  # the thread written again at the new size (formulas too)
+        self.ctx.save_settings(self.ctx.settings.with_changes(transcript_font_size=points))
+        self.transcript.set_font_size(points)
+        self.resized.emit()  # the thread written again at the new size (formulas too)
