@@ -10,8 +10,6 @@ again later makes a new store."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from PySide6.QtCore import QObject, Qt, Signal
 from PySide6.QtGui import QShowEvent
 from PySide6.QtWidgets import (
@@ -26,6 +24,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from ember_chat.app.context import AppContext
 from ember_chat.app.qt.settings_page import show_settings_page
 from ember_chat.engine.inference.kv.snapshots import SnapshotStore, SnapshotUsage, open_snapshot_store
 from ember_chat.engine.storage.settings import Settings
@@ -34,27 +33,29 @@ MB = 2**20
 
 
 class WindowKvCaches(QObject):
-    """`window.kv_caches`: the store the engine service holds (`service.snapshot_store`), its usage and
-    Clear, and its cap. `window` is the main window (typed loosely: this layer does not import the shell)."""
+    """The store the engine service holds (`service.snapshot_store`), its usage and Clear, and its cap;
+    built from the context (the bridge's service, the settings, the task runner, the notifier, the data
+    folder) and the widget its dialog stays over (`parent`). The composition connects the conversation's
+    `generating_changed` to `on_generating`: what went wrong is said once an answer has ended."""
 
     usage_known = Signal(object)  # SnapshotUsage: what tiers() said (GUI thread; tests wait on it)
     cleared = Signal()  # Clear has deleted every saved cache (GUI thread)
     failed = Signal(str)  # usage or Clear went wrong, in words
 
-    def __init__(self, window: Any) -> None:
-        super().__init__(window)
-        self.w = window
+    def __init__(self, ctx: AppContext, parent: QWidget) -> None:
+        super().__init__(parent)
+        self.ctx = ctx
+        self.parent_widget = parent
         self.dialog: KvCachesDialog | None = None
         self._retired: list[SnapshotStore] = []  # turned off: closed on a worker, and at quit if not yet
         self._said: tuple[SnapshotStore | None, int] = (None, 0)  # the store, and how many of its problems were said
-        window.controller.generating_changed.connect(self._on_generating)
 
     @property
     def store(self) -> SnapshotStore | None:
-        return self.w.bridge.service.snapshot_store
+        return self.ctx.bridge.service.snapshot_store
 
     # ----- what went wrong (a damaged file, a full disk): said once an answer has ended
-    def _on_generating(self, on: bool) -> None:
+    def on_generating(self, on: bool) -> None:
         if not on:
             self.say_problems()
 
@@ -67,13 +68,13 @@ class WindowKvCaches(QObject):
         new = store.problems[said:]
         self._said = (store, said + len(new))
         if new:
-            self.w.show_notice(" ".join(new))
+            self.ctx.notifier.show_notice(" ".join(new))
 
     # ----- what the dialog asks for
     def open_dialog(self) -> KvCachesDialog:
         if self.dialog is None:
-            self.dialog = KvCachesDialog(self, self.w)
-        show_settings_page(self.w, "kv_caches", self.dialog)  # Settings ▸ Conversation caches
+            self.dialog = KvCachesDialog(self, self.parent_widget)
+        show_settings_page(self.parent_widget, "kv_caches", self.dialog)  # Settings ▸ Conversation caches
         self.refresh()
         return self.dialog
 
@@ -82,14 +83,14 @@ class WindowKvCaches(QObject):
         if store is None:
             self.usage_known.emit(SnapshotUsage())
             return
-        self.w.tasks.run(store.tiers, self.usage_known.emit, self.failed.emit, key="kv-caches-usage")
+        self.ctx.tasks.run(store.tiers, self.usage_known.emit, self.failed.emit, key="kv-caches-usage")
 
     def clear(self) -> None:
         store = self.store
         if store is None:
             return
         # (a key of its own: a usage asked meanwhile must not make the clear stale, latest wins per key)
-        self.w.tasks.run(store.clear, self._cleared, self.failed.emit, key="kv-caches-clear")
+        self.ctx.tasks.run(store.clear, self._cleared, self.failed.emit, key="kv-caches-clear")
 
     def _cleared(self, _result: object) -> None:
         self.cleared.emit()
@@ -97,21 +98,20 @@ class WindowKvCaches(QObject):
 
     def set_cap(self, cap_mb: int) -> None:
         """The new cap, saved; 0 turns snapshots off (the files are deleted), a cap again on."""
-        w = self.w
-        w.settings = w.settings.with_changes(kv_snapshot_cap_mb=cap_mb)
-        w.settings_file.save(w.settings)
-        service, store = w.bridge.service, self.store
+        ctx = self.ctx
+        ctx.save_settings(ctx.settings.with_changes(kv_snapshot_cap_mb=cap_mb))
+        service, store = ctx.bridge.service, self.store
         if cap_mb == 0:
             if store is None:
                 return
             service.snapshot_store = None
             self._retired.append(store)
-            w.tasks.run(lambda: self._retire(store), lambda _r: self.refresh(), self.failed.emit)
+            ctx.tasks.run(lambda: self._retire(store), lambda _r: self.refresh(), self.failed.emit)
         elif store is None:
-            service.snapshot_store = open_snapshot_store(w.data_dir, cap_mb)
+            service.snapshot_store = open_snapshot_store(ctx.data_dir, cap_mb)
             self.refresh()
         else:  # (over the new cap: the least recently used files are deleted, on the worker)
-            w.tasks.run(lambda: self._set_cap(store, cap_mb), lambda _r: self.refresh(), self.failed.emit)
+            ctx.tasks.run(lambda: self._set_cap(store, cap_mb), lambda _r: self.refresh(), self.failed.emit)
 
     @staticmethod
     def _set_cap(store: SnapshotStore, cap_mb: int) -> None:
@@ -128,10 +128,8 @@ class WindowKvCaches(QObject):
     def close(self) -> None:
         """At quit, after the engine service has closed (the model saved its caches into the store):
         the store writes what it holds and its writer ends. That may take what the disk needs (the
-        store bounds it), so the window is hidden first: no frozen window on screen meanwhile (this
-        runs inside the window's closeEvent, before Qt hides it)."""
-        if self.w.isVisible():
-            self.w.hide()
+        store bounds it), so the window hides itself first (its closeEvent, before the shutdown that
+        calls this): no frozen window on screen meanwhile."""
         store = self.store
         for s in [*self._retired, *([store] if store is not None else [])]:
             s.close()
@@ -159,7 +157,7 @@ class KvCachesDialog(QDialog):
         self.cap.setSuffix(self.tr(" MB"))
         self.cap.setSpecialValueText(self.tr("Off"))  # shown for 0
         self.cap.setKeyboardTracking(False)  # typing "500" is not 5, then 50 (a 0 on the way would delete them)
-        self.cap.setValue(caches.w.settings.kv_snapshot_cap_mb)
+        self.cap.setValue(caches.ctx.settings.kv_snapshot_cap_mb)
         self.cap.setAccessibleName(self.tr("Disk space for conversation caches"))
         self.cap.setToolTip(self.tr("Disk space the saved conversation caches may take, in MB (Off: none are saved)"))
         self.cap.valueChanged.connect(caches.set_cap)

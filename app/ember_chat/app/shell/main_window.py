@@ -176,7 +176,8 @@ class MainWindow(QMainWindow):
         self.compare = CompareActions(self)  # Compare… on a message (compare/actions.py)
         self.api = ApiServerControl(self, self)
         self.backups = WindowBackups(self)  # the daily backup (a worker thread) and Settings ▸ Backups…
-        self.kv_caches = WindowKvCaches(self)  # Settings ▸ Conversation caches… (saved KV snapshots)
+        self.kv_caches = WindowKvCaches(self.ctx, self)  # Settings ▸ Conversation caches… (saved KV snapshots)
+        self.controller.generating_changed.connect(self.kv_caches.on_generating)  # its problems: said after an answer
         self._wire()
         build_menus(self)
         self.side_fit = SidePanelFit(self, self.splitter, self.side, self.side_action)  # hides it on a narrow window
