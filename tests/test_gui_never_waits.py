@@ -239,6 +239,74 @@ def test_errors_arrive_as_messages(qtbot: QtBot) -> None:
         runner.join(10)
 
 
+def test_a_task_reports_its_progress_in_order_before_its_result(qtbot: QtBot) -> None:
+    runner = TaskRunner()
+    got: list[object] = []
+    on_gui: list[bool] = []
+    gui = threading.current_thread()
+
+    def count(report: Callable[[int], None]) -> str:
+        helper = threading.Thread(target=lambda: [report(i) for i in range(500, 600)])  # from another thread too
+        for i in range(500):
+            report(i)
+        helper.start()
+        helper.join()
+        return "done"
+
+    def progress(i: int) -> None:
+        on_gui.append(threading.current_thread() is gui)
+        got.append(i)
+
+    try:
+        with qtbot.waitSignal(runner.settled, timeout=WAIT_MS):
+            runner.run_reporting(count, progress, got.append)
+        assert got == [*range(600), "done"] and all(on_gui)  # every event, on the GUI thread, then the result
+    finally:
+        runner.shutdown()
+        runner.join(10)
+
+
+def test_a_cancelled_task_reports_nothing_more(qtbot: QtBot, release: threading.Event) -> None:
+    runner = TaskRunner()
+    got: list[object] = []
+
+    def slow(report: Callable[[str], None]) -> str:
+        report("first")
+        release.wait(HANG_S)
+        report("after the cancel")
+        return "late"
+
+    try:
+        task = runner.run_reporting(slow, got.append, got.append, got.append)
+        qtbot.waitUntil(lambda: got == ["first"], timeout=WAIT_MS)
+        task.cancel()
+        release.set()
+        assert task.wait(10) and runner.join(10)
+        qtbot.wait(50)  # a delivery would have happened by now (the runner collects every 15 ms)
+        assert got == ["first"]
+    finally:
+        release.set()
+        runner.shutdown()
+        runner.join(10)
+
+
+def test_a_task_on_its_own_thread_never_holds_up_the_workers(qtbot: QtBot, release: threading.Event) -> None:
+    runner = TaskRunner(workers=1)
+    shown: list[str] = []
+    try:
+        long = runner.run(lambda: release.wait(HANG_S) and "long", shown.append, own_thread=True)
+        with qtbot.waitSignal(runner.settled, timeout=WAIT_MS):
+            runner.run(lambda: "short", shown.append)  # the only worker is free for it
+        assert shown == ["short"] and not long.wait(0)
+        with qtbot.waitSignal(runner.settled, timeout=WAIT_MS):
+            release.set()
+        assert shown == ["short", "long"]
+    finally:
+        release.set()
+        runner.shutdown()
+        runner.join(10)
+
+
 def test_shutdown_interrupts_and_never_waits_for_a_hung_task(qtbot: QtBot, release: threading.Event) -> None:
     runner = TaskRunner()
     started, interrupted = threading.Event(), threading.Event()

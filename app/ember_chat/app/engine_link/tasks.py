@@ -7,12 +7,17 @@ handed to a callback on the GUI thread. The GUI thread never waits on a task.
 - Workers are daemon threads started on demand (up to `workers` at a time) that end when there is
   nothing left to do, so an idle runner holds no thread, and a hung task (a server that never
   answers) can neither block the window's close nor the process's exit.
+- A task may say how it goes (`run_reporting`): each event it reports is handed to its `on_progress`
+  on the GUI thread, in the order reported and before its result; none once it went stale. A task
+  that lasts as long as the user wants (a comparison's streams) asks for a thread of its own
+  (`own_thread`), outside the `workers`, so short tasks are never held up behind it.
 - `shutdown()` drops what is pending and interrupts what runs, without waiting for it; `join()`
   waits (tests, and whoever must know every thread has ended).
 
 Results go back without cross-thread Qt objects: a worker only touches Python state under a lock;
-a GUI-thread timer, running only while tasks are out, collects what has finished. A worker never
-touches a QObject, so a runner deleted while a hung task still runs is harmless."""
+a GUI-thread timer, running only while tasks are out, collects what has been reported and what has
+finished, from one queue (so a task's events come before its result). A worker never touches a
+QObject, so a runner deleted while a hung task still runs is harmless."""
 
 from __future__ import annotations
 
@@ -22,13 +27,15 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
 from ember_chat.engine.errors import EmberError
 
 _names = itertools.count(1)
+_DONE = object()  # in the runner's outbox: the task has finished (its result or error is on it)
+EventT = TypeVar("EventT")  # what a reporting task reports
 
 
 class Task:
@@ -49,10 +56,12 @@ class Task:
         self.key = key
         self._cancel_hook = cancel
         self._lock = threading.Lock()
+        self.on_progress: Callable[[Any], None] | None = None  # (a reporting task's, see TaskRunner.run_reporting)
         self.started = False
         self.stale = False
         self.result: Any = None
         self.error: BaseException | None = None
+        self._ended = threading.Event()  # `fn` has returned, or never will run
 
     def cancel(self) -> None:
         with self._lock:
@@ -60,6 +69,8 @@ class Task:
                 return
             self.stale = True
             hook = self._cancel_hook if self.started else None
+            if not self.started:
+                self._ended.set()  # (skipped by the worker, or dropped from the queue)
         if hook is not None:
             with contextlib.suppress(Exception):  # interrupting is best effort; the result is dropped anyway
                 hook()
@@ -72,6 +83,11 @@ class Task:
             self.started = True
             return True
 
+    def wait(self, timeout: float | None = None) -> bool:
+        """Wait until `fn` has returned or will never run (tests, teardown; never the GUI in normal
+        use); False if it still runs after `timeout` seconds. Says nothing of its delivery."""
+        return self._ended.wait(timeout)
+
 
 class TaskRunner(QObject):
     settled = Signal()  # a task's callback has run (tests wait on this)
@@ -81,7 +97,8 @@ class TaskRunner(QObject):
         self._workers = max(1, workers)
         self._lock = threading.Lock()
         self._queue: deque[Task] = deque()  # submitted, not started
-        self._finished: deque[Task] = deque()  # run, waiting for the GUI thread
+        # what the GUI thread has to hand on, in order: (task, an event it reported) or (task, _DONE)
+        self._outbox: deque[tuple[Task, object]] = deque()
         self._out: list[Task] = []  # submitted, not yet delivered or dropped (GUI thread only)
         self._latest: dict[str, Task] = {}
         self._threads: set[threading.Thread] = set()  # workers that take tasks
@@ -101,28 +118,65 @@ class TaskRunner(QObject):
         *,
         key: str | None = None,
         cancel: Callable[[], None] | None = None,
+        own_thread: bool = False,
     ) -> Task:
         """Run `fn()` off the GUI thread; `on_done(result)` or `on_error(message)` then runs on the GUI
         thread (an EmberError's own message, else "Unexpected error: …"; without `on_error` the error
         is dropped). `key`: latest wins (see the module). `cancel`: called from the GUI thread to
-        interrupt `fn` when the task goes stale while it runs (e.g. close its HTTP client)."""
-        task = Task(fn, on_done, on_error, key, cancel)
+        interrupt `fn` when the task goes stale while it runs (e.g. close its HTTP client).
+        `own_thread`: run on a thread of its own, not one of the `workers` (a task that may last as
+        long as the user wants)."""
+        return self._submit(Task(fn, on_done, on_error, key, cancel), own_thread)
+
+    def run_reporting(
+        self,
+        fn: Callable[[Callable[[EventT], None]], Any],
+        on_progress: Callable[[EventT], None],
+        on_done: Callable[[Any], None],
+        on_error: Callable[[str], None] | None = None,
+        *,
+        key: str | None = None,
+        cancel: Callable[[], None] | None = None,
+        own_thread: bool = False,
+    ) -> Task:
+        """`run`, for a task that says how it goes: `fn(report)` runs off the GUI thread, and each
+        `report(event)` it makes (from any thread, while it runs) is handed to `on_progress(event)` on
+        the GUI thread, in the order reported, all before `on_done` or `on_error`. Nothing is handed
+        on once the task went stale (cancelled, superseded, the runner shut down)."""
+        task = Task(lambda: None, on_done, on_error, key, cancel)
+
+        def report(event: EventT) -> None:
+            with self._lock:  # (a stale task's events are dropped at delivery: no lock on the task here)
+                self._outbox.append((task, event))
+
+        task.fn = lambda: fn(report)
+        task.on_progress = on_progress
+        return self._submit(task, own_thread)
+
+    def _submit(self, task: Task, own_thread: bool) -> Task:
         if self._closed:
             task.stale = True
+            task._ended.set()
             return task
-        if key is not None:
-            previous = self._latest.get(key)
+        if task.key is not None:
+            previous = self._latest.get(task.key)
             if previous is not None:
                 previous.cancel()
-            self._latest[key] = task
+            self._latest[task.key] = task
         self._out.append(task)
         with self._lock:
-            self._queue.append(task)
-            idle = len(self._threads) - self._busy  # about to take the next task
-            spawn = len(self._threads) < self._workers and len(self._queue) > idle
+            if own_thread:
+                thread = threading.Thread(target=self._run_alone, args=(task,), name=f"ember-task-{next(_names)}")
+                thread.daemon = True
+                spawn = True
+            else:
+                self._queue.append(task)
+                idle = len(self._threads) - self._busy  # about to take the next task
+                spawn = len(self._threads) < self._workers and len(self._queue) > idle
+                if spawn:
+                    thread = threading.Thread(target=self._work, name=f"ember-task-{next(_names)}", daemon=True)
+                    self._threads.add(thread)
             if spawn:
-                thread = threading.Thread(target=self._work, name=f"ember-task-{next(_names)}", daemon=True)
-                self._threads.add(thread)
                 self._started = [t for t in self._started if t.is_alive()] + [thread]
         if spawn:
             thread.start()
@@ -165,24 +219,36 @@ class TaskRunner(QObject):
                     return
                 task = self._queue.popleft()
                 self._busy += 1
-            try:
-                if task._start():
-                    task.result = task.fn()
-            except BaseException as exc:  # delivered as data; nothing dies on a worker
-                task.error = exc
+            self._execute(task)
             with self._lock:
                 self._busy -= 1
-                if task.started:
-                    self._finished.append(task)
+
+    def _run_alone(self, task: Task) -> None:
+        """A task's own thread (`own_thread`): it runs that task, then ends."""
+        self._execute(task)
+
+    def _execute(self, task: Task) -> None:
+        try:
+            if task._start():
+                task.result = task.fn()
+        except BaseException as exc:  # delivered as data; nothing dies on a worker
+            task.error = exc
+        with self._lock:
+            if task.started:
+                self._outbox.append((task, _DONE))
+        task._ended.set()
 
     # ----- delivering (GUI thread)
     def _collect(self) -> None:
         while True:
             with self._lock:
-                if not self._finished:
+                if not self._outbox:
                     break
-                task = self._finished.popleft()
-            self._deliver(task)
+                task, event = self._outbox.popleft()
+            if event is _DONE:
+                self._deliver(task)
+            elif not task.stale and task.on_progress is not None:
+                task.on_progress(event)
         self._out = [t for t in self._out if not t.stale]  # a stale task is not waited for
         if not self._out:
             self._timer.stop()
