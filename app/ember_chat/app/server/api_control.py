@@ -20,12 +20,12 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject, Signal, Slot
 from PySide6.QtWidgets import QLabel, QMessageBox, QStatusBar, QWidget
 
-from ember_chat.app.engine_link.bridge import EngineBridge
+from ember_chat.app.context import AppContext
 from ember_chat.app.engine_link.tasks import TaskRunner
 from ember_chat.app.qt.settings_page import show_settings_page
 from ember_chat.engine.attachments import Limits
@@ -34,8 +34,8 @@ from ember_chat.engine.inference.service.engine import QueueState, RequestRecord
 from ember_chat.engine.serve.config import ServerConfig
 from ember_chat.engine.serve.request_log import HttpExchange
 from ember_chat.engine.serve.server import ApiServer
+from ember_chat.engine.storage.presets import Preset
 from ember_chat.engine.storage.secrets import API_SERVER_KEY, SecretStore
-from ember_chat.engine.storage.settings import Settings, SettingsFile
 
 if TYPE_CHECKING:
     from ember_chat.app.server.api_dialog import ApiServerDialog
@@ -48,17 +48,6 @@ WINDOW_UNKNOWN_FIELDS_ADVICE = (
 )
 LOG_LENGTH = 100  # requests kept for the dialog's log
 SHUTDOWN_WAIT_S = 10.0  # at quit: a stop that takes longer (a connection stuck in a write) is left to the process exit
-
-
-class ApiHost(Protocol):
-    """What the API server control needs from the window (the window satisfies it)."""
-
-    bridge: EngineBridge
-    settings: Settings
-    settings_file: SettingsFile
-
-    def statusBar(self) -> QStatusBar: ...
-    def show_error(self, message: str) -> None: ...
 
 
 def read_server_key(secrets: SecretStore, key_set: bool) -> tuple[str | None, bool]:
@@ -74,12 +63,24 @@ def read_server_key(secrets: SecretStore, key_set: bool) -> tuple[str | None, bo
 
 
 class ApiServerControl(QObject):
+    """Built from the context (the engine service through the bridge, the settings, the notifier), the
+    status bar it shows the server's state in, the widget its dialog and quit question stay over
+    (`parent`), and `preset`: the served model's default preset (the presets' for_api, given by the
+    composition; asked on the server's threads)."""
+
     applied = Signal(bool)  # an apply() has finished: the server runs as the settings say (GUI thread)
     exchanged = Signal(object)  # HttpExchange: the server answered a request (emitted on its thread, queued)
 
-    def __init__(self, window: ApiHost, parent: QObject | None = None) -> None:
+    def __init__(
+        self,
+        ctx: AppContext,
+        status_bar: QStatusBar,
+        parent: QWidget | None = None,
+        preset: Callable[[], Preset | None] | None = None,
+    ) -> None:
         super().__init__(parent)
-        self.window = window
+        self.ctx = ctx
+        self.preset = preset
         self.server: ApiServer | None = None
         self.secrets = SecretStore()
         self.tasks = TaskRunner(self, workers=1)
@@ -90,9 +91,9 @@ class ApiServerControl(QObject):
         self.status = QLabel()
         self.status.setAccessibleName(self.tr("API server status"))
         self.status.hide()
-        window.statusBar().addPermanentWidget(self.status)
-        window.bridge.queue_changed.connect(self._on_queue)
-        window.bridge.request_done.connect(self._on_done)
+        status_bar.addPermanentWidget(self.status)
+        ctx.bridge.queue_changed.connect(self._on_queue)
+        ctx.bridge.request_done.connect(self._on_done)
         self.dialog: ApiServerDialog | None = None
         self._stopping: list[threading.Thread] = []  # servers being stopped (see the module)
 
@@ -111,10 +112,10 @@ class ApiServerControl(QObject):
             for thread in stopping:
                 thread.join()
 
-        if not self.window.settings.api_server:
+        if not self.ctx.settings.api_server:
             self.tasks.run(stopped, lambda _none: self.applied.emit(True), key="apply")
             return
-        secrets, key_set = self.secrets, self.window.settings.api_key_set
+        secrets, key_set = self.secrets, self.ctx.settings.api_key_set
 
         def when_stopped_read_key() -> tuple[str | None, bool]:
             stopped()
@@ -124,7 +125,7 @@ class ApiServerControl(QObject):
 
     def _keychain_failed(self, error: str) -> None:
         # a keychain that cannot be read must not start the server without the key the user set
-        self.window.show_error(
+        self.ctx.notifier.show_error(
             self.tr(
                 "Local API server: {error} The server was not started, because it must not run without its "
                 "key. Unlock the system keychain, then apply the settings again."
@@ -135,12 +136,12 @@ class ApiServerControl(QObject):
     def _start(self, found: tuple[str | None, bool]) -> None:
         api_key, readable = found
         self.stop()
-        s = self.window.settings
+        s = self.ctx.settings
         if readable and s.api_key_set != (api_key is not None):
             # the keychain says what the flag should (a key set before the flag existed, or removed
             # by hand): the flag follows, so an unreadable keychain later is judged right
-            s = self.window.settings = s.with_changes(api_key_set=api_key is not None)
-            self.window.settings_file.save(s)
+            s = s.with_changes(api_key_set=api_key is not None)
+            self.ctx.save_settings(s)
         if not s.api_server:  # turned off meanwhile
             self.applied.emit(True)
             return
@@ -153,19 +154,17 @@ class ApiServerControl(QObject):
             allow_unknown_fields=s.api_allow_unknown_fields,
             unknown_fields_advice=WINDOW_UNKNOWN_FIELDS_ADVICE,  # (this server has no --allow-unknown-fields)
         )
-        self.window.bridge.service.queue_limit = s.api_queue_limit
-        presets = getattr(self.window, "presets", None)  # the served model's default preset (presets/actions.py)
-        server = ApiServer(
-            self.window.bridge.service, config, on_request=self.exchanged.emit, preset=presets and presets.for_api
-        )
+        service = self.ctx.bridge.service
+        service.queue_limit = s.api_queue_limit
+        server = ApiServer(service, config, on_request=self.exchanged.emit, preset=self.preset)
         try:
             server.start()
         except EmberError as exc:
-            self.window.show_error(self.tr("Local API server: {error}").format(error=exc))
+            self.ctx.notifier.show_error(self.tr("Local API server: {error}").format(error=exc))
             self.applied.emit(False)
             return
         self.server = server
-        self._show(self.window.bridge.service.queue_state())
+        self._show(service.queue_state())
         self.applied.emit(True)
 
     def stop(self) -> None:

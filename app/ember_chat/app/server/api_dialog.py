@@ -67,7 +67,7 @@ class ApiServerDialog(QDialog):
         super().__init__(parent)
         self.control = control
         self.setWindowTitle(self.tr("Local API server"))
-        s = control.window.settings
+        s = control.ctx.settings
         outer = QVBoxLayout(self)
         # the settings, the address and the curl command above, the log below: with the server on they
         # left the log two rows tall (one at 800 px). The log keeps LOG_ROWS rows; what is above it
@@ -260,7 +260,7 @@ class ApiServerDialog(QDialog):
         if server is None:
             self.url.setText(self.tr("The server is off."))
             return
-        self.curl.setText(curl_example(server.url, self.control.window.settings.api_key_set))
+        self.curl.setText(curl_example(server.url, self.control.ctx.settings.api_key_set))
         self.url.setText(
             self.tr('Serving on <b>{url}</b> — e.g. <code>openai.OpenAI(base_url="{url}", api_key="…")</code>').format(
                 url=server.url
@@ -278,11 +278,11 @@ class ApiServerDialog(QDialog):
     def apply(self) -> None:
         """Save the key (off the GUI thread: the keychain), then the settings, then start or stop the
         server; `applied` says how it ended."""
-        window = self.control.window
+        ctx = self.control.ctx
         key = self.key.text().strip()
         remove = self.remove_key.isChecked() and not key
         try:
-            settings = window.settings.with_changes(
+            settings = ctx.settings.with_changes(
                 api_server=self.enabled.isChecked(),
                 api_host=self.host.text().strip() or "127.0.0.1",
                 api_port=self.port.value(),
@@ -291,7 +291,7 @@ class ApiServerDialog(QDialog):
                 api_allow_unknown_fields=self.ignore_unknown.isChecked(),
             )
         except EmberError as exc:
-            window.show_error(str(exc))
+            ctx.notifier.show_error(str(exc))
             self.applied.emit(False)
             return
         secrets = self.control.secrets
@@ -303,17 +303,15 @@ class ApiServerDialog(QDialog):
                 secrets.clear(API_SERVER_KEY)
 
         def failed(error: str) -> None:
-            window.show_error(error)
+            ctx.notifier.show_error(error)
             self.applied.emit(False)
 
         self.control.tasks.run(store_key, lambda _: self._key_stored(settings, key, remove), failed, key="api-key")
 
     def _key_stored(self, settings: Settings, key: str, removed: bool) -> None:
-        window = self.control.window
         if key or removed:  # not secret: whether there is a key to enforce (see the module)
             settings = settings.with_changes(api_key_set=bool(key))
-        window.settings = settings
-        window.settings_file.save(settings)
+        self.control.ctx.save_settings(settings)
         self.key.clear()
         self.remove_key.setChecked(False)
         if key or removed:
@@ -327,9 +325,8 @@ class ApiServerDialog(QDialog):
             return
         self._awaiting_server = False
         if not ok:  # could not start: keep the setting off so the next start does not fail again
-            window = self.control.window
-            window.settings = window.settings.with_changes(api_server=False)
-            window.settings_file.save(window.settings)
+            ctx = self.control.ctx
+            ctx.save_settings(ctx.settings.with_changes(api_server=False))
             self.enabled.setChecked(False)
         self._show_url()
         self.applied.emit(ok)

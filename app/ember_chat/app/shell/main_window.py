@@ -174,7 +174,7 @@ class MainWindow(QMainWindow):
         self.tools = WindowTools(self, Path(settings_file.path).parent)  # MCP servers, built-in tools, Tools button
         self.presets = WindowPresets(self, Path(settings_file.path).parent)  # presets.json, new-chat defaults, `/`
         self.compare = CompareActions(self)  # Compare… on a message (compare/actions.py)
-        self.api = ApiServerControl(self, self)
+        self.api = ApiServerControl(self.ctx, self.statusBar(), self, preset=self.presets.for_api)  # the API server
         self.backups = WindowBackups(self)  # the daily backup (a worker thread) and Settings ▸ Backups…
         self.kv_caches = WindowKvCaches(self.ctx, self)  # Settings ▸ Conversation caches… (saved KV snapshots)
         self.controller.generating_changed.connect(self.kv_caches.on_generating)  # its problems: said after an answer
