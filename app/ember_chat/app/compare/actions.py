@@ -1,6 +1,7 @@
 """Compare models from the transcript: the "Compare…" action on a message opens the comparison
-dialog for its prompt (the user message, or the one an answer answers), runs the chosen models on a
-worker thread (engine/inference/compare.py), stores the comparison with the chat as it goes, and
+dialog for its prompt (the user message, or the one an answer answers), runs the chosen models as a
+task of the window's task runner (engine/inference/compare.py; its events come back to the GUI thread
+through the runner, in order), stores the comparison with the chat as it goes, and
 "Keep this one" adds the answer to the chat as a new branch (a sibling of the prompt's answers, with
 its metrics) and switches to it.
 
@@ -13,14 +14,16 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-from collections import deque
-from typing import Any
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
 from ember_chat.app.compare.dialog import CompareDialog
+from ember_chat.app.engine_link.tasks import Task
 from ember_chat.engine.conversation.messages import thread_messages
 from ember_chat.engine.core.messages import ChatMessage
+from ember_chat.engine.core.params import SamplingParams
 from ember_chat.engine.errors import EmberError
 from ember_chat.engine.inference.compare import (
     CompareAnswer,
@@ -29,30 +32,41 @@ from ember_chat.engine.inference.compare import (
     fixed_seed,
     run_comparison,
 )
+from ember_chat.engine.inference.service.engine import EngineService
 from ember_chat.engine.inference.service.resolver import model_ref
 from ember_chat.engine.storage.comparisons import Comparison
 from ember_chat.engine.storage.connections import parse_remote_model_name
 
-POLL_MS = 30
+WATCH_MS = 100  # how often a run's prompt is looked for while it runs (a stalled stream says nothing)
 
 
-class _Events(CompareListener):
-    """A run's events, queued by its threads for the GUI thread's timer (no QObject is touched there)."""
+class CompareEvent(NamedTuple):
+    """What a run says of one column: "loading" (a fraction), "started", "tokens" (text), "finished"
+    (a CompareAnswer)."""
 
-    def __init__(self) -> None:
-        self.queue: deque[tuple[str, int, object]] = deque()
+    kind: str
+    index: int
+    value: object
+
+
+class _Reported(CompareListener):
+    """A run's events, reported by its threads to the task runner, which hands them to the GUI thread
+    in order (no QObject is touched on those threads)."""
+
+    def __init__(self, report: Callable[[CompareEvent], None]) -> None:
+        self.report = report
 
     def loading(self, index: int, fraction: float) -> None:
-        self.queue.append(("loading", index, fraction))
+        self.report(CompareEvent("loading", index, fraction))
 
     def started(self, index: int) -> None:
-        self.queue.append(("started", index, None))
+        self.report(CompareEvent("started", index, None))
 
     def tokens(self, index: int, text: str, output_tokens: int) -> None:
-        self.queue.append(("tokens", index, text))
+        self.report(CompareEvent("tokens", index, text))
 
     def finished(self, index: int, answer: CompareAnswer) -> None:
-        self.queue.append(("finished", index, answer))
+        self.report(CompareEvent("finished", index, answer))
 
 
 class CompareActions(QObject):
@@ -67,15 +81,15 @@ class CompareActions(QObject):
         self.dialog: CompareDialog | None = None
         self.conversation_id: int | None = None
         self.prompt_id: int | None = None
-        self._thread: threading.Thread | None = None
+        self._task: Task | None = None  # the run, in the window's task runner
         self._cancel = threading.Event()
-        self._events = _Events()
         self._running: Comparison | None = None
         self._reload: str | None = None  # the window's model, to load again after the run
         self._closed = False  # the window is closing
-        self._timer = QTimer(self)
-        self._timer.setInterval(POLL_MS)
-        self._timer.timeout.connect(self._drain)
+        # the store says nothing when a message goes: the run's prompt is looked for while it runs
+        self._watch = QTimer(self)
+        self._watch.setInterval(WATCH_MS)
+        self._watch.timeout.connect(self._look_for_prompt)
         window.transcript.action.connect(self.on_action)
 
     # ----- opening
@@ -119,7 +133,8 @@ class CompareActions(QObject):
 
     @property
     def running(self) -> bool:
-        return self._thread is not None
+        """A run is out (not yet ended; a run the window's close dropped is not)."""
+        return self._task is not None and not self._task.stale
 
     # ----- a run
     def start(self, names: list[str]) -> None:
@@ -142,8 +157,7 @@ class CompareActions(QObject):
             self.w.show_error(str(exc))
             return
         self._running = comparison
-        self._cancel = threading.Event()
-        self._events = _Events()
+        cancel = self._cancel = threading.Event()
         self.dialog.run_started(comparison)
         # the window's local model makes room for the local ones, and comes back afterwards
         any_local = any(parse_remote_model_name(n) is None for n in names)
@@ -152,9 +166,9 @@ class CompareActions(QObject):
         library, connections, model_settings = self.w.library, self.w.connections, self.w.model_settings
         defaults = self.w.settings.with_changes(context_length=side.context.value())
         service = self.w.bridge.service
-        cancel, events = self._cancel, self._events
 
-        def work() -> None:
+        def work(report: Callable[[CompareEvent], None]) -> None:
+            events = _Reported(report)
             targets: list[CompareTarget | None] = []
             for i, name in enumerate(names):
                 try:
@@ -169,17 +183,19 @@ class CompareActions(QObject):
 
         if self._reload is not None:
             self.w.models.unload_model()
-        self._thread = threading.Thread(target=work, name="compare", daemon=True)
-        self._thread.start()
-        self._timer.start()
+        # a run lasts as long as its streams: a thread of its own, not one of the runner's workers
+        self._task = self.w.tasks.run_reporting(
+            work, self._on_event, self._on_done, self._on_failed, cancel=cancel.set, own_thread=True
+        )
+        self._watch.start()
 
     @staticmethod
     def _run(
-        service: Any,
+        service: EngineService,
         runnable: list[tuple[int, CompareTarget]],
         history: list[ChatMessage],
-        params: Any,
-        events: _Events,
+        params: SamplingParams,
+        events: CompareListener,
         cancel: threading.Event,
     ) -> None:
         """Run what could be resolved; the engine's indexes are mapped back to the dialog's columns."""
@@ -200,35 +216,44 @@ class CompareActions(QObject):
         targets = [t for _i, t in runnable]  # (those that could be resolved: one is enough to run)
         run_comparison(service, targets, history, params, Mapped(), cancel)
 
-    def _drain(self) -> None:
-        """GUI thread: show what the run's threads queued; store each answer as it ends. A run whose
-        prompt went meanwhile (deleted, its chat in the Trash) is stopped and stores nothing more."""
-        store = self.w.store
-        if self._running is not None:  # (each tick, not only when events came: a stalled stream sends none)
-            gone = self._prompt_gone(self._running)
+    def _look_for_prompt(self) -> None:
+        """GUI thread, while a run is out: a run whose prompt went (deleted, its chat in the Trash) is
+        stopped and stores nothing more."""
+        comparison = self._running
+        gone = self._prompt_gone(comparison) if comparison is not None else ""
+        if gone:
+            self.abandon(gone)
+
+    def _on_event(self, event: CompareEvent) -> None:
+        """GUI thread: show what the run said; store each answer as it ends."""
+        comparison = self._running
+        if comparison is None:  # (abandoned: nothing more of it is stored or shown)
+            return
+        kind, index, value = event
+        if kind == "finished" and isinstance(value, CompareAnswer) and index < len(comparison.answers):
+            gone = self._prompt_gone(comparison)  # (not written into rows that are no longer its own)
             if gone:
                 self.abandon(gone)
-        while self._events.queue:
-            kind, index, value = self._events.queue.popleft()
-            comparison = self._running
-            if comparison is None:
-                continue
-            if kind == "finished" and isinstance(value, CompareAnswer) and index < len(comparison.answers):
-                answer = comparison.answers[index]
-                try:
-                    store.comparisons.set_answer(answer.id, value.text, value.metrics_dict(), value.error)
-                except (EmberError, sqlite3.DatabaseError):
-                    self.abandon(self._prompt_gone(comparison) or self._unwritable())
-                    continue
-            if self._shows(comparison):
-                assert self.dialog is not None
-                self.dialog.show_event(kind, index, value)
-        thread = self._thread
-        if thread is not None and not thread.is_alive() and not self._events.queue:
-            thread.join()
-            self._thread = None
-            self._timer.stop()
-            self._ended()
+                return
+            answer = comparison.answers[index]
+            try:
+                self.w.store.comparisons.set_answer(answer.id, value.text, value.metrics_dict(), value.error)
+            except (EmberError, sqlite3.DatabaseError):
+                self.abandon(self._prompt_gone(comparison) or self._unwritable())
+                return
+        if self._shows(comparison):
+            assert self.dialog is not None
+            self.dialog.show_event(kind, index, value)
+
+    def _on_done(self, _result: object) -> None:
+        self._task = None
+        self._watch.stop()
+        self._ended()
+
+    def _on_failed(self, message: str) -> None:
+        """The run's task raised (a bug: the engine's errors end up in the columns)."""
+        self.w.show_error(message)
+        self._on_done(None)
 
     def _shows(self, comparison: Comparison) -> bool:
         """The dialog shows `comparison`."""
@@ -372,8 +397,6 @@ class CompareActions(QObject):
             self.dialog.close()
 
     def join(self, timeout: float) -> bool:
-        thread = self._thread
-        if thread is None:
-            return True
-        thread.join(timeout)
-        return not thread.is_alive()
+        """Wait until a run's task has returned (tests, after close)."""
+        task = self._task
+        return task is None or task.wait(timeout)
