@@ -1,4 +1,4 @@
-"""The window's presets (`window.presets`): the preset library (presets.json) and where it applies.
+"""The window's presets: the preset library (presets.json) and where it applies.
 
 - A new chat starts from the loaded model's default preset, else the default preset for new chats,
   over the app's defaults (the built-in Default names nothing: the app's defaults exactly).
@@ -8,18 +8,26 @@
   chat); "Presets…" opens the library (Settings ▸ Presets…).
 - `/` typed in an empty message box opens the saved prompts (presets_popup.py).
 - The window's API server answers with the loaded model's default preset (`for_api`, asked on the
-  server's threads: it reads only the library, which is thread-safe, and a key set here)."""
+  server's threads: it reads only the library, which is thread-safe, and a key set here).
+
+Built from the context and what it drives (the side panel's parameters with their picker, the message
+box's editor) plus what it asks of the chat on screen and the loaded model, as callables; the composition
+connects the window's model state and the conversation's thread_shown to it."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QEvent, QObject, Qt
 from PySide6.QtGui import QKeyEvent
+from PySide6.QtWidgets import QPlainTextEdit, QWidget
 
+from ember_chat.app.context import AppContext
 from ember_chat.app.qt.settings_page import show_settings_page
+from ember_chat.app.side_panel.params_panel import ParamsPanel
 from ember_chat.engine.core.states import ModelState
 from ember_chat.engine.storage.presets import PRESET_PARAMS, Preset, PresetError, PresetLibrary, model_key
 
@@ -29,22 +37,40 @@ if TYPE_CHECKING:
 
 
 class WindowPresets(QObject):
-    def __init__(self, window: Any, config_dir: Path) -> None:
-        """`window`: the main window (shell/main_window.py; the layering keeps chat/ from importing it)."""
-        super().__init__(window)
-        self.w = window
+    def __init__(
+        self,
+        ctx: AppContext,
+        config_dir: Path,
+        params: ParamsPanel,
+        editor: QPlainTextEdit,
+        *,
+        loaded_name: Callable[[], str | None],
+        open_chat: Callable[[], int | None],
+        generating: Callable[[], bool],
+        parent: QWidget,
+    ) -> None:
+        """`params`: the side panel's parameters (and their preset picker); `editor`: the message box, where
+        `/` opens the saved prompts; `loaded_name`: the loaded model's name (None while none is loaded);
+        `open_chat`: the chat on screen's id (None: a new chat); `generating`: whether an answer streams;
+        `parent`: what the library dialog stays over."""
+        super().__init__(parent)
+        self.ctx = ctx
+        self.params = params
+        self.editor = editor
+        self._loaded_name = loaded_name
+        self._open_chat = open_chat
+        self._generating = generating
+        self.dialog_parent = parent
         self.library = PresetLibrary(config_dir)
         self.dialog: PresetsDialog | None = None  # the library dialog, kept while open (and for tests)
         self.popup: PromptPopup | None = None  # the saved prompts popup, while open (and for tests)
         self._served: str | None = None  # the loaded model's key (read by the API server's threads)
         self._applied: str | None = None  # the preset the new chat on screen was last started from
-        picker = window.side.params.preset_picker
+        picker = params.preset_picker
         picker.chosen.connect(self.use_in_chat)
         picker.manage.connect(self.open_dialog)
-        window.side.params.changed.connect(self.sync_picker)
-        window.model_state_changed.connect(self._on_model_state)
-        window.controller.thread_shown.connect(self._on_thread_shown)
-        window.composer.editor.installEventFilter(self)
+        params.changed.connect(self.sync_picker)
+        editor.installEventFilter(self)
 
     def take_problems(self) -> list[str]:
         self.library.presets()  # (reads the file: a damaged one is set aside and said)
@@ -52,8 +78,8 @@ class WindowPresets(QObject):
 
     # ----- which preset
     def loaded_key(self) -> str | None:
-        name = self.w.models.loaded_name if self.w.model is not None else None
-        return model_key(name, self.w.library.models_dir) if name else None
+        name = self._loaded_name()
+        return model_key(name, self.ctx.library.models_dir) if name else None
 
     def for_new_chat(self) -> Preset:
         return self.library.for_model(self.loaded_key())
@@ -65,10 +91,10 @@ class WindowPresets(QObject):
     # ----- applying
     def apply_new_chat(self) -> None:
         """The side panel for a new chat: its preset over the app's defaults."""
-        s = self.w.settings
+        s = self.ctx.settings
         preset = self.for_new_chat()
         self._applied = preset.id
-        self.w.side.params.set_params(
+        self.params.set_params(
             preset.sampling(s.sampling_params()), preset.system_prompt_over(s.system_prompt), s.context_length
         )
         self.sync_picker()
@@ -77,10 +103,10 @@ class WindowPresets(QObject):
         """The picker's choice: the preset's values in the side panel, saved with the open chat."""
         preset = self.library.get(preset_id)
         if preset is None:
-            self.w.show_error(self.tr("That preset no longer exists (it was deleted); choose another one."))
+            self.ctx.notifier.show_error(self.tr("That preset no longer exists (it was deleted); choose another one."))
             self.sync_picker()
             return
-        s, panel = self.w.settings, self.w.side.params
+        s, panel = self.ctx.settings, self.params
         current = panel.params()
         chosen = replace(preset.sampling(s.sampling_params()), response_format=current.response_format)
         panel.set_params(chosen, preset.system_prompt_over(s.system_prompt), panel.context.value())
@@ -88,7 +114,7 @@ class WindowPresets(QObject):
 
     def matches(self, preset: Preset) -> bool:
         """Whether the side panel holds exactly what this preset gives over the app's defaults."""
-        s, panel = self.w.settings, self.w.side.params
+        s, panel = self.ctx.settings, self.params
         want, have = preset.sampling(s.sampling_params()), panel.params()
         if any(getattr(want, name) != getattr(have, name) for name in PRESET_PARAMS):
             return False
@@ -101,18 +127,18 @@ class WindowPresets(QObject):
         first = self.for_new_chat()  # when several match, the one a new chat would start from
         ordered = sorted(presets, key=lambda p: p.id != first.id)
         current = next((p.id for p in ordered if self.matches(p)), None)
-        self.w.side.params.preset_picker.set_presets([(p.id, p.name) for p in presets], current)
+        self.params.preset_picker.set_presets([(p.id, p.name) for p in presets], current)
 
-    def _on_thread_shown(self, *_shown: object) -> None:
+    def on_thread_shown(self, *_shown: object) -> None:
         self.sync_picker()  # another chat (its own values), or the same one
 
-    def _on_model_state(self, state: str) -> None:
+    def on_model_state(self, state: str) -> None:
         if self.dialog is not None and state != ModelState.LOADING:  # an open library names the model there is
             self.dialog.set_model(self._model_label())
         if state != ModelState.READY:
             return
         self._served = self.loaded_key()
-        if self.w.controller.conversation_id is None and self.for_new_chat().id != self._applied:
+        if self._open_chat() is None and self.for_new_chat().id != self._applied:
             # the new chat on screen starts from this model's preset (values typed into it before the load,
             # or given on the command line, stay when the model has no preset of its own)
             self.apply_new_chat()
@@ -125,40 +151,40 @@ class WindowPresets(QObject):
         from ember_chat.app.presets.dialog import PresetsDialog
 
         if self.dialog is None:
-            self.dialog = PresetsDialog(self.library, self._chat_values, self._model_label(), self.w)
+            self.dialog = PresetsDialog(self.library, self._chat_values, self._model_label(), self.dialog_parent)
             self.dialog.changed.connect(self._library_changed)
         else:
             self.dialog.set_model(self._model_label())
-        show_settings_page(self.w, "presets", self.dialog)  # Settings ▸ Presets (kept while the window lives)
+        show_settings_page(self.dialog_parent, "presets", self.dialog)  # Settings ▸ Presets (kept while it lives)
         return self.dialog
 
     def _model_label(self) -> tuple[str, str] | None:
         key = self.loaded_key()
-        return (key, self.w.models.loaded_name or key) if key else None
+        return (key, self._loaded_name() or key) if key else None
 
     def _chat_values(self) -> tuple[str, str, dict[str, object], bool | None]:
         """(a name for it, system prompt, parameters, thinking) of the chat on screen, for a new preset."""
-        panel = self.w.side.params
+        panel = self.params
         params = panel.params()
-        cid = self.w.controller.conversation_id
-        title = self.w.store.conversation(cid).title if cid is not None else self.tr("New preset")
+        cid = self._open_chat()
+        title = self.ctx.store.conversation(cid).title if cid is not None else self.tr("New preset")
         values = {name: getattr(params, name) for name in PRESET_PARAMS}
         return title, panel.system_prompt.toPlainText(), values, params.thinking
 
     def _library_changed(self) -> None:
-        if self.w.controller.conversation_id is None and not self.w.controller.generating:
+        if self._open_chat() is None and not self._generating():
             self.apply_new_chat()  # the new chat on screen follows a new default
         else:
             self.sync_picker()
 
     # ----- `/` in an empty message box
     def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # Qt override
-        if watched is self.w.composer.editor and event.type() == QEvent.Type.KeyPress:
+        if watched is self.editor and event.type() == QEvent.Type.KeyPress:
             key = event if isinstance(event, QKeyEvent) else None
             plain = key is not None and not key.modifiers() & (
                 Qt.KeyboardModifier.ControlModifier | Qt.KeyboardModifier.AltModifier
             )
-            if key is not None and plain and key.text() == "/" and not self.w.composer.editor.toPlainText():
+            if key is not None and plain and key.text() == "/" and not self.editor.toPlainText():
                 self.open_prompts()
                 return True
         return super().eventFilter(watched, event)
@@ -168,11 +194,11 @@ class WindowPresets(QObject):
 
         if self.popup is not None:
             self.popup.close()
-        editor = self.w.composer.editor
+        editor = self.editor
         try:
             prompts = [p for p in self.library.presets() if p.system_prompt.strip()]
         except PresetError as exc:  # (reading never raises; kept for a library that could)
-            self.w.show_error(str(exc))
+            self.ctx.notifier.show_error(str(exc))
             prompts = []
         popup = PromptPopup(prompts, editor)
         popup.inserted.connect(self._insert)
@@ -184,11 +210,11 @@ class WindowPresets(QObject):
 
     def _typed_back(self, typed: str) -> None:
         """The popup closed with no prompt inserted: what was typed is the start of the message."""
-        editor = self.w.composer.editor
+        editor = self.editor
         if not editor.toPlainText():
             editor.insertPlainText(typed)
 
     def _insert(self, text: str) -> None:
-        editor = self.w.composer.editor
+        editor = self.editor
         editor.insertPlainText(text)
         editor.setFocus()

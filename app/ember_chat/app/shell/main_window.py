@@ -172,8 +172,29 @@ class MainWindow(QMainWindow):
         self.controller = ChatController(store, bridge, self._current_params)
         self.attach = WindowAttachments(self, Path(settings_file.path).parent)  # files and images in the chat
         self.tools = WindowTools(self, Path(settings_file.path).parent)  # MCP servers, built-in tools, Tools button
-        self.presets = WindowPresets(self, Path(settings_file.path).parent)  # presets.json, new-chat defaults, `/`
-        self.compare = CompareActions(self)  # Compare… on a message (compare/actions.py)
+        self.presets = WindowPresets(  # presets.json, new-chat defaults, `/`
+            self.ctx,
+            Path(settings_file.path).parent,
+            self.side.params,
+            self.composer.editor,
+            loaded_name=lambda: self.models.loaded_name if self.model is not None else None,
+            open_chat=lambda: self.controller.conversation_id,
+            generating=lambda: self.controller.generating,
+            parent=self,
+        )
+        self.model_state_changed.connect(self.presets.on_model_state)
+        self.controller.thread_shown.connect(self.presets.on_thread_shown)  # (before the transcript shows it)
+        self.compare = CompareActions(  # Compare… on a message (compare/actions.py)
+            self.ctx,
+            chat=self.controller,
+            models=self.models,
+            model=lambda: self.model,
+            params=self.side.params,
+            choices=self.model_bar.choices,
+            colors=lambda: self.colors,  # (a theme switch replaces them)
+            dialog_parent=self,
+        )
+        self.transcript.action.connect(self.compare.on_action)
         self.api = ApiServerControl(self.ctx, self.statusBar(), self, preset=self.presets.for_api)  # the API server
         self.backups = WindowBackups(self)  # the daily backup (a worker thread) and Settings ▸ Backups…
         self.kv_caches = WindowKvCaches(self.ctx, self)  # Settings ▸ Conversation caches… (saved KV snapshots)
