@@ -7,24 +7,33 @@ its metrics) and switches to it.
 
 The window's own local model is unloaded while local models are compared (one model in memory at a
 time) and loaded again afterwards (unless the user loaded another one meanwhile), through the window's
-model actions, so the picker, the status and the last-model setting follow as for any load. A part of
-the main window (`window.compare`)."""
+model actions, so the picker, the status and the last-model setting follow as for any load.
+
+Built from the app's context and the exact collaborators it reads or asks (the chat shown, the window's
+model, the parameters panel, the picker's choices, the colours), never the window: the shell wires it
+(shell/main_window.py)."""
 
 from __future__ import annotations
 
 import sqlite3
 import threading
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import NamedTuple, Protocol
 
 from PySide6.QtCore import QObject, QTimer, Signal
+from PySide6.QtWidgets import QWidget
 
 from ember_chat.app.compare.dialog import CompareDialog
+from ember_chat.app.context import AppContext
 from ember_chat.app.engine_link.tasks import Task
+from ember_chat.app.side_panel.params_panel import ParamsPanel
+from ember_chat.app.style.theme import Colors
+from ember_chat.engine.attachments import AttachmentStore
 from ember_chat.engine.conversation.messages import thread_messages
 from ember_chat.engine.core.messages import ChatMessage
 from ember_chat.engine.core.params import SamplingParams
 from ember_chat.engine.errors import EmberError
+from ember_chat.engine.inference.backend import ModelDescription
 from ember_chat.engine.inference.compare import (
     CompareAnswer,
     CompareListener,
@@ -69,15 +78,72 @@ class _Reported(CompareListener):
         self.report(CompareEvent("finished", index, answer))
 
 
+class ChatAttachmentStore(Protocol):
+    @property
+    def store(self) -> AttachmentStore: ...
+
+
+class ShownChat(Protocol):
+    """The chat the window shows (the conversation's controller), as much as a comparison needs of it:
+    its answer stopped before the dialog opens, its thread sent as the chat sends it, shown again
+    after an answer is kept."""
+
+    @property
+    def conversation_id(self) -> int | None: ...
+
+    @property
+    def attachments(self) -> ChatAttachmentStore | None: ...
+
+    def after_stop(self, action: Callable[[], None]) -> None: ...
+
+    def refresh(self, jump_to: int | None = None) -> None: ...
+
+
+class WindowModel(Protocol):
+    """The window's own model (the shell's model actions): local models make room for it, and it is
+    loaded back afterwards."""
+
+    @property
+    def loaded_name(self) -> str | None: ...
+
+    @property
+    def loading(self) -> bool: ...
+
+    def unload_model(self) -> None: ...
+
+    def load_model(self, name: str) -> None: ...
+
+
 class CompareActions(QObject):
     dialog_opened = Signal(object)  # the CompareDialog (tests)
     run_ended = Signal(object)  # the stored Comparison
     run_lost = Signal(str)  # why a run stopped with its prompt gone (deleted, trashed, restored over)
     kept = Signal(int)  # the new message's id
 
-    def __init__(self, window: Any) -> None:
-        super().__init__(window)
-        self.w = window
+    def __init__(
+        self,
+        ctx: AppContext,
+        *,
+        chat: ShownChat,
+        models: WindowModel,
+        model: Callable[[], ModelDescription | None],
+        params: ParamsPanel,
+        choices: Callable[[], list[tuple[str, str]]],
+        colors: Callable[[], Colors],
+        dialog_parent: QWidget,
+    ) -> None:
+        """`model`: the model the window has loaded now (None while none is); `choices`: (label, name) of
+        every model the picker offers; `colors`: the theme's colours now; `dialog_parent`: what the
+        dialog opens over. The shell connects the transcript's actions to `on_action`."""
+        super().__init__(dialog_parent)
+        self.ctx = ctx
+        self.chat = chat
+        self.models = models
+        self._model = model
+        self.params = params
+        self._choices = choices
+        self._colors = colors
+        self._dialog_parent = dialog_parent
         self.dialog: CompareDialog | None = None
         self.conversation_id: int | None = None
         self.prompt_id: int | None = None
@@ -90,16 +156,15 @@ class CompareActions(QObject):
         self._watch = QTimer(self)
         self._watch.setInterval(WATCH_MS)
         self._watch.timeout.connect(self._look_for_prompt)
-        window.transcript.action.connect(self.on_action)
 
     # ----- opening
     def on_action(self, verb: str, message_id: int, _arg: int) -> None:
         if verb == "compare":
-            self.w.controller.after_stop(lambda: self.open(message_id))
+            self.chat.after_stop(lambda: self.open(message_id))
 
     def open(self, message_id: int) -> CompareDialog:
         """The comparison dialog for the prompt of `message_id` (a user message, or an answer's question)."""
-        store = self.w.store
+        store = self.ctx.store
         message = store.message(message_id)
         prompt = message if message.role == "user" or message.parent_id is None else store.message(message.parent_id)
         if self.dialog is not None:
@@ -108,19 +173,19 @@ class CompareActions(QObject):
                 return self.dialog
             self.dialog.close()
         self.conversation_id, self.prompt_id = prompt.conversation_id, prompt.id
-        choices = self.w.model_bar.choices()
-        loaded = self.w.models.loaded_name if self.w.model is not None else None
+        choices = self._choices()
+        loaded = self.models.loaded_name if self._model() is not None else None
         choices = sorted(choices, key=lambda c: c[1] != loaded)  # the window's model first: the diff's base
         names = [n for _label, n in choices]
         preselect = ([loaded] if loaded in names else []) + [n for n in names if n != loaded][:1]
         dialog = CompareDialog(
-            self.w,
-            self.w.colors,
+            self._dialog_parent,
+            self._colors(),
             prompt.content,
             choices,
             preselect,
             store.comparisons.of_prompt(prompt.id),
-            lambda: self.w.colors,
+            self._colors,
         )
         dialog.start_requested.connect(self.start)
         dialog.keep_requested.connect(self.keep)
@@ -140,32 +205,33 @@ class CompareActions(QObject):
     def start(self, names: list[str]) -> None:
         if self.dialog is None or self.conversation_id is None or self.prompt_id is None or self.running:
             return  # (nothing to run on: the chats changed under the dialog, see `forget`)
-        store, side = self.w.store, self.w.side.params
+        store, side = self.ctx.store, self.params
         params = fixed_seed(side.params())
         system_prompt = side.system_prompt.toPlainText()
         thread = store.thread(self.conversation_id, self.prompt_id)
-        attachments = self.w.controller.attachments  # the thread as the chat sends it (files, tool calls)
+        attachments = self.chat.attachments  # the thread as the chat sends it (files, tool calls)
         try:
             history = thread_messages(thread, attachments.store if attachments else None, system_prompt)
         except EmberError as exc:  # an attached image whose file is gone
-            self.w.show_error(str(exc))
+            self.ctx.notifier.show_error(str(exc))
             return
         settings = {"seed": params.seed, "params": params.to_dict(), "system_prompt": system_prompt}
         try:
             comparison = store.comparisons.create(self.conversation_id, self.prompt_id, names, settings)
         except EmberError as exc:
-            self.w.show_error(str(exc))
+            self.ctx.notifier.show_error(str(exc))
             return
         self._running = comparison
         cancel = self._cancel = threading.Event()
         self.dialog.run_started(comparison)
         # the window's local model makes room for the local ones, and comes back afterwards
         any_local = any(parse_remote_model_name(n) is None for n in names)
-        window_local = any_local and self.w.model is not None and not self.w.model.is_remote
-        self._reload = self.w.models.loaded_name if window_local else None
-        library, connections, model_settings = self.w.library, self.w.connections, self.w.model_settings
-        defaults = self.w.settings.with_changes(context_length=side.context.value())
-        service = self.w.bridge.service
+        window_model = self._model()
+        window_local = any_local and window_model is not None and not window_model.is_remote
+        self._reload = self.models.loaded_name if window_local else None
+        library, connections, model_settings = self.ctx.library, self.ctx.connections, self.ctx.model_settings
+        defaults = self.ctx.settings.with_changes(context_length=side.context.value())
+        service = self.ctx.bridge.service
 
         def work(report: Callable[[CompareEvent], None]) -> None:
             events = _Reported(report)
@@ -182,9 +248,9 @@ class CompareActions(QObject):
                 self._run(service, runnable, history, params, events, cancel)
 
         if self._reload is not None:
-            self.w.models.unload_model()
+            self.models.unload_model()
         # a run lasts as long as its streams: a thread of its own, not one of the runner's workers
-        self._task = self.w.tasks.run_reporting(
+        self._task = self.ctx.tasks.run_reporting(
             work, self._on_event, self._on_done, self._on_failed, cancel=cancel.set, own_thread=True
         )
         self._watch.start()
@@ -237,7 +303,7 @@ class CompareActions(QObject):
                 return
             answer = comparison.answers[index]
             try:
-                self.w.store.comparisons.set_answer(answer.id, value.text, value.metrics_dict(), value.error)
+                self.ctx.store.comparisons.set_answer(answer.id, value.text, value.metrics_dict(), value.error)
             except (EmberError, sqlite3.DatabaseError):
                 self.abandon(self._prompt_gone(comparison) or self._unwritable())
                 return
@@ -252,7 +318,7 @@ class CompareActions(QObject):
 
     def _on_failed(self, message: str) -> None:
         """The run's task raised (a bug: the engine's errors end up in the columns)."""
-        self.w.show_error(message)
+        self.ctx.notifier.show_error(message)
         self._on_done(None)
 
     def _shows(self, comparison: Comparison) -> bool:
@@ -264,8 +330,8 @@ class CompareActions(QObject):
         """Whether the comparison's prompt is still there: "" if so, "deleted" (the prompt or its chat),
         "trash" (its chat is in the Trash); "" too when the database refuses to say now."""
         try:
-            prompt = self.w.store.message(comparison.prompt_id) if comparison.prompt_id is not None else None
-            chat = self.w.store.conversation(comparison.conversation_id)
+            prompt = self.ctx.store.message(comparison.prompt_id) if comparison.prompt_id is not None else None
+            chat = self.ctx.store.conversation(comparison.conversation_id)
         except (EmberError, KeyError):  # (a message or chat that is not there)
             prompt = chat = None
         except sqlite3.DatabaseError:
@@ -310,13 +376,13 @@ class CompareActions(QObject):
         comparison, self._running = self._running, None
         if self._reload is not None:
             name, self._reload = self._reload, None
-            picked = self.w.model is not None or self.w.models.loading  # the user loaded another meanwhile
+            picked = self._model() is not None or self.models.loading  # the user loaded another meanwhile
             if not self._closed and not picked:  # (not while the window closes)
-                self.w.models.load_model(name)
+                self.models.load_model(name)
         if comparison is None:
             return
         try:
-            stored = self.w.store.comparisons.get(comparison.id)
+            stored = self.ctx.store.comparisons.get(comparison.id)
         except (EmberError, sqlite3.DatabaseError):
             self._running = comparison
             self.abandon(self._prompt_gone(comparison) or self._unwritable())
@@ -332,7 +398,7 @@ class CompareActions(QObject):
         dialog = self.dialog
         if dialog is None or dialog.comparison is None:
             return
-        store = self.w.store
+        store = self.ctx.store
         try:
             try:
                 comparison: Comparison | None = store.comparisons.get(dialog.comparison.id)
@@ -340,7 +406,7 @@ class CompareActions(QObject):
                 comparison = None
             refused = self._refused(dialog.comparison, comparison)
             if refused or comparison is None:
-                self.w.show_error(refused)
+                self.ctx.notifier.show_error(refused)
                 return
             answer = comparison.answers[index]
             if not answer.content.strip() or answer.kept_message_id is not None:
@@ -350,7 +416,7 @@ class CompareActions(QObject):
             )
             store.comparisons.keep(answer.id, message.id)
         except (EmberError, sqlite3.DatabaseError):  # the prompt was deleted meanwhile, or the disk refuses
-            self.w.show_error(
+            self.ctx.notifier.show_error(
                 self.tr(
                     "This answer could not be added to the chat: its prompt is no longer in the chat, or the "
                     "chat database cannot be written now. Run the comparison again on a message that is there."
@@ -358,8 +424,8 @@ class CompareActions(QObject):
             )
             return
         dialog.comparison_changed(store.comparisons.get(comparison.id))
-        if self.w.controller.conversation_id == comparison.conversation_id:
-            self.w.controller.refresh()
+        if self.chat.conversation_id == comparison.conversation_id:
+            self.chat.refresh()
         self.kept.emit(message.id)
 
     def _refused(self, shown: Comparison, stored: Comparison | None) -> str:

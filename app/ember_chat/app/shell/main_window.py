@@ -184,7 +184,17 @@ class MainWindow(QMainWindow):
         )
         self.model_state_changed.connect(self.presets.on_model_state)
         self.controller.thread_shown.connect(self.presets.on_thread_shown)  # (before the transcript shows it)
-        self.compare = CompareActions(self)  # Compare… on a message (compare/actions.py)
+        self.compare = CompareActions(  # Compare… on a message (compare/actions.py)
+            self.ctx,
+            chat=self.controller,
+            models=self.models,
+            model=lambda: self.model,
+            params=self.side.params,
+            choices=self.model_bar.choices,
+            colors=lambda: self.colors,  # (a theme switch replaces them)
+            dialog_parent=self,
+        )
+        self.transcript.action.connect(self.compare.on_action)
         self.api = ApiServerControl(self.ctx, self.statusBar(), self, preset=self.presets.for_api)  # the API server
         self.backups = WindowBackups(self)  # the daily backup (a worker thread) and Settings ▸ Backups…
         self.kv_caches = WindowKvCaches(self.ctx, self)  # Settings ▸ Conversation caches… (saved KV snapshots)
