@@ -69,6 +69,7 @@ _PRELOAD = [
     "ember_chat.engine.attachments.extract",
     "ember_chat.engine.attachments.formats",
     "pypdf",
+    "fontTools.cffLib",  # pypdf imports it on the first CFF font without a ToUnicode map (LaTeX maths)
     "docx",
     "PIL.Image",
     "charset_normalizer",
