@@ -8,7 +8,7 @@ thread; the engine side is engine/storage/backups.py."""
 from __future__ import annotations
 
 import threading
-from typing import Any
+from collections.abc import Callable
 
 from PySide6.QtCore import QDateTime, QLocale, QObject, Qt, QUrl, Signal
 from PySide6.QtWidgets import (
@@ -27,6 +27,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from ember_chat.app.context import AppContext
 from ember_chat.app.qt.settings_page import show_settings_page
 from ember_chat.engine.storage.backup_files import BEFORE_MIGRATION, BEFORE_RESTORE, DAILY, MANUAL, BackupInfo
 from ember_chat.engine.storage.backups import BackupManager
@@ -35,22 +36,37 @@ DAILY_KEY = "daily-backup"  # the task key of the daily copy made at start
 
 
 class WindowBackups(QObject):
-    """`window.backups`: owns the window's BackupManager. `window` is the main window (typed loosely:
-    the chat layer does not import the shell)."""
+    """Owns the window's BackupManager. Built from the context (the chat store, the settings, the task
+    runner, the notifier, the URL opener), the widget its Settings page stays over (`parent`) and two
+    callables the composition gives: `after_stop` runs an action once an answer that streams has stopped
+    (the conversation's), and `show_restored` makes the window show the restored chat list and no chat
+    from before the restore, saying whether files attached to the message being written were removed.
+    `restoring` tells a comparison that runs to stop (the composition connects it), with the sentence
+    it says."""
 
     listed = Signal(list)  # the backups, newest first (GUI thread)
     backed_up = Signal(object)  # a BackupInfo just written (daily or manual)
     restored = Signal(object)  # the BackupInfo of the chats set aside before the restore
     failed = Signal(str)  # a backup, restore or listing that failed, in words
+    restoring = Signal(str)  # a restore starts: a comparison running stops, saying this (it writes by id)
 
-    def __init__(self, window: Any) -> None:
-        super().__init__(window)
-        self.w = window
-        self.manager = BackupManager(window.store, keep=window.settings.backups_keep)
+    def __init__(
+        self,
+        ctx: AppContext,
+        parent: QWidget,
+        after_stop: Callable[[Callable[[], None]], None],
+        show_restored: Callable[[], bool],
+    ) -> None:
+        super().__init__(parent)
+        self.ctx = ctx
+        self.dialog_parent = parent
+        self._after_stop = after_stop
+        self._show_restored = show_restored
+        self.manager = BackupManager(ctx.store, keep=ctx.settings.backups_keep)
         self.dialog: BackupsDialog | None = None
         self._cancel = threading.Event()  # set when the window closes (tasks.shutdown): the copy stops between steps
         if not self.manager.in_memory:
-            window.tasks.run(
+            ctx.tasks.run(
                 lambda: self.manager.daily(cancel=self._cancel),
                 self._daily_done,
                 self._daily_failed,
@@ -67,21 +83,21 @@ class WindowBackups(QObject):
 
     def _daily_failed(self, message: str) -> None:
         text = self.tr("Today's backup of your chats could not be made. {message} Settings ▸ Backups… can try again.")
-        self.w.show_notice(text.format(message=message))
+        self.ctx.notifier.show_notice(text.format(message=message))
 
     # ----- what the dialog asks for
     def open_dialog(self) -> BackupsDialog:
         if self.dialog is None:
-            self.dialog = BackupsDialog(self, self.w)
-        show_settings_page(self.w, "backups", self.dialog)  # Settings ▸ Backups
+            self.dialog = BackupsDialog(self, self.dialog_parent)
+        show_settings_page(self.dialog_parent, "backups", self.dialog)  # Settings ▸ Backups
         self.refresh()
         return self.dialog
 
     def refresh(self) -> None:
-        self.w.tasks.run(self.manager.backups, self.listed.emit, self.failed.emit, key="backups-list")
+        self.ctx.tasks.run(self.manager.backups, self.listed.emit, self.failed.emit, key="backups-list")
 
     def back_up_now(self) -> None:
-        self.w.tasks.run(lambda: self.manager.backup(MANUAL), self._backed_up, self.failed.emit, key="backup-now")
+        self.ctx.tasks.run(lambda: self.manager.backup(MANUAL), self._backed_up, self.failed.emit, key="backup-now")
 
     def _backed_up(self, info: BackupInfo) -> None:
         self.backed_up.emit(info)
@@ -91,49 +107,33 @@ class WindowBackups(QObject):
         """Stop an answer that streams, then restore on a worker thread; the window shows the result."""
 
         def start() -> None:
-            compare = getattr(self.w, "compare", None)
-            if compare is not None:  # a comparison running writes its answers by id: none after this
-                compare.forget(self.tr("The comparison stopped: another backup of your chats was restored."))
-            self.w.tasks.run(lambda: self.manager.restore(info), self._restored, self._restore_failed, key="restore")
+            # a comparison running writes its answers by id: none after this
+            self.restoring.emit(self.tr("The comparison stopped: another backup of your chats was restored."))
+            self.ctx.tasks.run(lambda: self.manager.restore(info), self._restored, self._restore_failed, key="restore")
 
-        self.w.controller.after_stop(start)
+        self._after_stop(start)
 
     def _restore_failed(self, message: str) -> None:
         self.failed.emit(message)
         self.refresh()
 
     def _restored(self, aside: BackupInfo) -> None:
-        w = self.w
-        undo = getattr(w, "undo", None)
-        if undo is not None:  # what the undo stack would reverse is in the chats set aside, not these
-            undo.stack.clear()
-            undo.banner_replaced()
-        if w.controller.conversation_id is not None:
-            w.side.metrics.reset()
-        w.controller.conversation_id = None  # no chat from before the restore stays on screen
-        w.compose.end_edit()
-        chips = w.composer.attachments
-        attached = bool(chips.items)  # files kept in the database set aside: their ids name others here
-        chips.clear()
-        w._apply_settings_defaults()
-        w.controller.refresh()
-        w.chats.reload_conversations()
-        w.update_welcome()
+        attached = self._show_restored()  # (no chat from before the restore stays on screen)
         text = self.tr("The backup was restored. The chats you had before are kept as the backup of {date}.")
         if attached:
             text += " " + self.tr("The files attached to the message you were writing were removed: attach them again.")
-        w.show_notice(text.format(date=when(aside.created_at)), cause="restore")  # (goes when a chat opens)
+        # (the notice goes when a chat opens)
+        self.ctx.notifier.show_notice(text.format(date=when(aside.created_at)), cause="restore")
         self.restored.emit(aside)
         self.refresh()
 
     def set_keep(self, keep: int) -> None:
         self.manager.keep = keep
-        self.w.settings = self.w.settings.with_changes(backups_keep=keep)
-        self.w.settings_file.save(self.w.settings)
+        self.ctx.save_settings(self.ctx.settings.with_changes(backups_keep=keep))
 
     def open_folder(self) -> None:
         self.manager.folder.mkdir(parents=True, exist_ok=True)
-        self.w.url_opener(QUrl.fromLocalFile(str(self.manager.folder)))
+        self.ctx.url_opener(QUrl.fromLocalFile(str(self.manager.folder)))
 
 
 class BackupsDialog(QDialog):

@@ -196,7 +196,9 @@ class MainWindow(QMainWindow):
         )
         self.transcript.action.connect(self.compare.on_action)
         self.api = ApiServerControl(self.ctx, self.statusBar(), self, preset=self.presets.for_api)  # the API server
-        self.backups = WindowBackups(self)  # the daily backup (a worker thread) and Settings ▸ Backups…
+        # the daily backup (a worker thread) and Settings ▸ Backups…
+        self.backups = WindowBackups(self.ctx, self, self.controller.after_stop, self._show_restored_chats)
+        self.backups.restoring.connect(self.compare.forget)  # (a comparison writes its answers by id)
         self.kv_caches = WindowKvCaches(self.ctx, self)  # Settings ▸ Conversation caches… (saved KV snapshots)
         self.controller.generating_changed.connect(self.kv_caches.on_generating)  # its problems: said after an answer
         self._wire()
@@ -354,6 +356,25 @@ class MainWindow(QMainWindow):
                 params=self.side.params.to_dict(),
                 system_prompt=self.side.params.system_prompt.toPlainText(),
             )
+
+    def _show_restored_chats(self) -> bool:
+        """A backup was restored: no chat from before it stays on screen, the message being written loses
+        its files; says whether it had any (files kept in the database set aside: their ids name others
+        here)."""
+        self.undo.stack.clear()  # what the undo stack would reverse is in the chats set aside, not these
+        self.undo.banner_replaced()
+        if self.controller.conversation_id is not None:
+            self.side.metrics.reset()
+        self.controller.conversation_id = None
+        self.compose.end_edit()
+        chips = self.composer.attachments
+        attached = bool(chips.items)
+        chips.clear()
+        self._apply_settings_defaults()
+        self.controller.refresh()
+        self.chats.reload_conversations()
+        self.update_welcome()
+        return attached
 
     def update_welcome(self) -> None:
         """With no chat open: the welcome panel while no model is loaded, the loading panel while one
