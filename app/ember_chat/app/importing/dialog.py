@@ -7,55 +7,55 @@ range), with *Open* for one chat (in the Archived list if it went there) or *Sho
 several. A file that cannot be imported says why there and writes nothing
 (engine/storage/importing.py is all or nothing).
 
-The worker only writes two numbers (chats done, chats in the file); a GUI-thread timer shows them."""
+The worker only writes two numbers (chats done, chats in the file); a GUI-thread timer shows them.
+
+`ImportChats` is built from the context (the chat store, the settings' attachment limits, the task
+runner, the notifier), the attachment store imported files go into, the widget its dialogs stay over,
+and the banner's `set_action` (a button beside the notice); the chat list follows through its signals
+(`chats_added`, `reveal`, `show_view`), connected in the composition."""
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Protocol
 
 from PySide6.QtCore import QObject, QStandardPaths, Qt, QTimer, Signal
-from PySide6.QtWidgets import QFileDialog, QProgressDialog
+from PySide6.QtWidgets import QFileDialog, QProgressDialog, QWidget
 
+from ember_chat.app.context import AppContext
 from ember_chat.engine.attachments import Limits
 from ember_chat.engine.attachments.imported import AttachmentImporter
+from ember_chat.engine.attachments.store import AttachmentStore
 from ember_chat.engine.storage.importing import ImportedChat, ImportReport, import_chats
-from ember_chat.engine.storage.settings import Settings
 
 POLL_MS = 50
 
 
-class ImportHost(Protocol):
-    """What the import needs from the window."""
-
-    store: Any
-    settings: Settings  # the attachment limits: imported files pass the checks attached ones do
-    attach: Any  # .store: the AttachmentStore
-    tasks: Any  # TaskRunner
-    chats: Any  # .reload_conversations(), .reveal(id), .show_view(mode)
-    banner: Any  # .set_action(text, action, description)
-
-    def show_notice(self, message: str, cause: str = "") -> None: ...
-    def show_error(self, message: str, cause: str = "") -> None: ...
-
-
-def open_import_dialog(window: ImportHost) -> None:
-    """File ▸ Import chats… (one importer per window, made on first use)."""
-    importer = window.findChild(ImportChats)  # type: ignore[attr-defined]
-    if importer is None:
-        importer = ImportChats(window)
-    importer.choose()
-
-
 class ImportChats(QObject):
+    """File ▸ Import chats… (one importer per window: `choose` opens the file dialog)."""
+
     progressed = Signal(int, int)  # chats written, chats in the file (GUI thread)
     finished = Signal(object)  # ImportReport
     failed = Signal(str)  # the sentence shown (a cancel too)
+    chats_added = Signal()  # the chat list reads the store again
+    reveal = Signal(int)  # the banner's Open: this chat, where the list keeps it (Archived, maybe)
+    show_view = Signal(str)  # the banner's Show Archived: the list shows this view ("archived")
 
-    def __init__(self, window: ImportHost) -> None:
-        super().__init__(window)  # type: ignore[arg-type]
-        self.w = window
+    def __init__(
+        self,
+        ctx: AppContext,
+        attachments: AttachmentStore,
+        parent: QWidget,
+        set_action: Callable[[str, Callable[[], None], str], None],
+    ) -> None:
+        """`attachments`: where imported files go (they pass the checks attached ones do); `parent`: what
+        the file and progress dialogs stay over; `set_action`: the banner's button beside the notice."""
+        super().__init__(parent)
+        self.ctx = ctx
+        self.attachments = attachments
+        self.dialog_parent = parent
+        self._set_action = set_action
         self.file_dialog: QFileDialog | None = None
         self.progress: QProgressDialog | None = None
         self._cancel: threading.Event | None = None
@@ -73,12 +73,12 @@ class ImportChats(QObject):
     def choose(self) -> None:
         """A file dialog for the export (it does not block: an answer keeps streaming)."""
         if self.running:
-            self.w.show_notice(self.tr("An import is already running; wait for it or cancel it first."))
+            self.ctx.notifier.show_notice(self.tr("An import is already running; wait for it or cancel it first."))
             return
         documents = Path(QStandardPaths.writableLocation(QStandardPaths.StandardLocation.DocumentsLocation))
         folder = documents if documents.is_dir() else Path.home()
         dialog = QFileDialog(
-            self.w,  # type: ignore[arg-type]
+            self.dialog_parent,
             self.tr("Import chats"),
             str(folder),
             self.tr("Chat exports (*.json);;All files (*)"),
@@ -105,7 +105,7 @@ class ImportChats(QObject):
             self.tr("Cancel"),
             0,
             0,
-            self.w,  # type: ignore[arg-type]
+            self.dialog_parent,
         )
         progress.setWindowTitle(self.tr("Import chats"))
         progress.setWindowModality(Qt.WindowModality.WindowModal)
@@ -116,13 +116,13 @@ class ImportChats(QObject):
         progress.setMinimumWidth(420)
         self.progress = progress
         progress.show()
-        store, atts = self.w.store, self.w.attach.store
-        limits = Limits.from_settings(self.w.settings)  # (the size, time and memory limits, as attached)
+        store, atts = self.ctx.store, self.attachments
+        limits = Limits.from_settings(self.ctx.settings)  # (the size, time and memory limits, as attached)
 
         def run() -> ImportReport:
             return import_chats(store, path, self._count, cancel, AttachmentImporter(atts, limits))
 
-        self.w.tasks.run(run, self._done, self._failed, cancel=cancel.set)
+        self.ctx.tasks.run(run, self._done, self._failed, cancel=cancel.set)
         self._timer.start()
 
     def _count(self, done: int, total: int) -> None:
@@ -167,7 +167,7 @@ class ImportChats(QObject):
 
     def _done(self, report: ImportReport) -> None:
         self._end()
-        self.w.chats.reload_conversations()
+        self.chats_added.emit()
         if report.chats == 1:
             said = self.tr("Imported 1 chat ({messages:,} messages) from {name}.")
         else:
@@ -181,18 +181,18 @@ class ImportChats(QObject):
             said += " " + refused
         if report.skipped:
             said += " " + self.tr("Not brought along: {what}.").format(what="; ".join(report.skipped))
-        self.w.show_notice(said, cause="import")  # (about what the list shows now: goes when a chat opens)
+        self.ctx.notifier.show_notice(said, cause="import")  # (about what the list shows now: goes when a chat opens)
         if len(report.imported) == 1:
             (chat,) = report.imported
-            self.w.banner.set_action(
+            self._set_action(
                 self.tr("Open"),
-                lambda: self.w.chats.reveal(chat.id),
+                lambda: self.reveal.emit(chat.id),
                 self.tr("Open “{title}”").format(title=chat.title),
             )
         elif report.archived:
-            self.w.banner.set_action(
+            self._set_action(
                 self.tr("Show Archived"),
-                lambda: self.w.chats.show_view("archived"),
+                lambda: self.show_view.emit("archived"),
                 self.tr("The archived chats, where the chats archived in the file went"),
             )
         self.finished.emit(report)
@@ -257,10 +257,10 @@ class ImportChats(QObject):
         cancelled = self._cancel is not None and self._cancel.is_set()
         self._end()
         if cancelled:
-            self.w.show_notice(message)
+            self.ctx.notifier.show_notice(message)
         else:
-            self.w.show_error(message)
+            self.ctx.notifier.show_error(message)
         self.failed.emit(message)
 
 
-__all__ = ["ImportChats", "open_import_dialog"]
+__all__ = ["ImportChats"]

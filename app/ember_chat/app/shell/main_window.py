@@ -24,6 +24,7 @@ from ember_chat.app.conversation.composer import Composer, ConversationList
 from ember_chat.app.conversation.controller import ChatController
 from ember_chat.app.engine_link.bridge import EngineBridge
 from ember_chat.app.engine_link.tasks import TaskRunner
+from ember_chat.app.importing.dialog import ImportChats
 from ember_chat.app.models.kv_caches import WindowKvCaches
 from ember_chat.app.models.model_bar import ModelBar
 from ember_chat.app.models.starter_names import model_label
@@ -201,6 +202,10 @@ class MainWindow(QMainWindow):
         self.backups.restoring.connect(self.compare.forget)  # (a comparison writes its answers by id)
         self.kv_caches = WindowKvCaches(self.ctx, self)  # Settings ▸ Conversation caches… (saved KV snapshots)
         self.controller.generating_changed.connect(self.kv_caches.on_generating)  # its problems: said after an answer
+        self.importer = ImportChats(self.ctx, self.attach.store, self, self.banner.set_action)  # File ▸ Import chats…
+        self.importer.chats_added.connect(self.chats.reload_conversations)
+        self.importer.reveal.connect(self.chats.reveal)  # (the banner's Open and Show Archived)
+        self.importer.show_view.connect(self.chats.show_view)
         self._wire()
         build_menus(self)
         self.side_fit = SidePanelFit(self, self.splitter, self.side, self.side_action)  # hides it on a narrow window

@@ -11,7 +11,7 @@ from PySide6.QtCore import QCoreApplication
 from PySide6.QtGui import QAction, QActionGroup, QKeySequence
 from PySide6.QtWidgets import QMenu, QMenuBar
 
-from ember_chat.app.importing.dialog import open_import_dialog
+from ember_chat.app.importing.dialog import ImportChats
 from ember_chat.app.shell.settings_window import SettingsWindow, build_settings_window
 from ember_chat.engine import __version__
 
@@ -32,6 +32,7 @@ class MenuHost(Protocol):
     model: Any
     connections: Any
     api: Any
+    importer: ImportChats  # File ▸ Import chats…
     models: Any  # the window's model actions (window_models.py)
     chats: Any  # the window's chat actions (window_chats.py)
     close: Callable[[], bool]
@@ -56,7 +57,7 @@ def build_menus(self: MenuHost) -> None:
     file.addSeparator()
     _action(file, tr("Export chat as &Markdown…"), lambda: self.chats.exports.export_dialog("md"), "Ctrl+E")
     _action(file, tr("Export chat as &JSON…"), lambda: self.chats.exports.export_dialog("json"))
-    _action(file, tr("&Import chats…"), lambda: open_import_dialog(self))  # ChatGPT or Ember exports
+    _action(file, tr("&Import chats…"), lambda: self.importer.choose())  # ChatGPT or Ember exports
     file.addSeparator()
     _action(file, tr("&Quit"), self.close, QKeySequence.StandardKey.Quit)
 
