@@ -15,9 +15,10 @@ from ember_chat.app.compare import actions
 from ember_chat.app.compare.actions import CompareActions
 from ember_chat.app.context import AppContext
 from ember_chat.app.shell.main_window import MainWindow
-from tests.test_compare_window import make_window, paths
+from tests.sse_server import FakeOpenAI
+from tests.test_compare_window import make_window, paths, peer, running_comparison
 
-__all__ = ["make_window", "paths"]  # fixtures
+__all__ = ["make_window", "paths", "peer"]  # fixtures
 
 
 def test_its_constructor_does_not_take_the_window() -> None:
@@ -45,3 +46,13 @@ def test_the_window_wires_it_without_handing_itself_over(qtbot: QtBot, make_wind
     held = [name for name, value in vars(w.compare).items() if value is w]
     assert held == ["_dialog_parent"]  # (the Qt parent the dialog opens over; nothing is read from it)
     assert w.compare.ctx is w.ctx and w.compare.chat is w.controller and w.compare.params is w.side.params
+
+
+def test_closing_the_window_mid_run_stops_looking_for_the_prompt(
+    qtbot: QtBot, make_window: Callable[..., MainWindow], peer: FakeOpenAI
+) -> None:
+    w = make_window()
+    running_comparison(qtbot, w, peer)  # (two stalled remote models: only a stop or the close ends it)
+    assert w.compare._watch.isActive()
+    w.close()  # the runner drops the run's end: nothing is left to stop the prompt's watch but the close
+    assert w.compare.join(30) and not w.compare.running and not w.compare._watch.isActive()

@@ -459,6 +459,7 @@ class CompareActions(QObject):
         """Stop a run (never waiting for it)."""
         self._closed = True
         self._cancel.set()
+        self._watch.stop()  # (the runner, shut down first, drops the run's end, which would stop it)
         if self.dialog is not None:
             self.dialog.close()
 
