@@ -148,3 +148,87 @@ def test_no_import_cycles_between_packages_nor_among_the_engines_modules() -> No
 def test_the_cycle_finder_finds_a_cycle() -> None:
     edges = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
     assert _cycles(["a", "b", "c", "d"], edges) == [["a", "b", "c"]]
+
+
+APP = ENGINE.parent.parent.parent / "app" / "ember_chat" / "app"
+WINDOW_NAMES = ("window", "w")
+
+# Modules under app/ (outside shell/ and main.py) still built from the main window or reading through it
+# (issue 29): this list may only shrink, never grow.
+WINDOW_BACK_REFERENCES_LEFT = [
+    # FileDrops takes the window only as the QWidget that drops land on (typed QWidget, nothing read
+    # through it): naming the parameter for what it is (a drop target) takes it off the list
+    "conversation/attachments_bar.py",
+]
+
+
+def _window_back_references(source: str) -> list[str]:
+    """Where a module takes or types the main window: a constructor parameter named window/w, anything
+    annotated with MainWindow, `window: Any` (a parameter or an attribute), or a read through
+    `self.w.…` / `self.window.…` (Qt's own `self.window()` is a call, not counted)."""
+    found: list[str] = []
+
+    def loosely_typed(name: str, note: str) -> bool:
+        return name in WINDOW_NAMES and note in ("Any", "typing.Any", "'Any'", '"Any"')
+
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            for arg in [*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs]:
+                note = ast.unparse(arg.annotation) if arg.annotation is not None else ""
+                if node.name == "__init__" and arg.arg in WINDOW_NAMES:
+                    found.append(f"line {node.lineno}: {node.name} takes `{arg.arg}`")
+                elif "MainWindow" in note or loosely_typed(arg.arg, note):
+                    found.append(f"line {node.lineno}: {node.name}'s `{arg.arg}: {note}`")
+        elif isinstance(node, ast.AnnAssign):
+            target = node.target
+            name = (
+                target.id if isinstance(target, ast.Name) else target.attr if isinstance(target, ast.Attribute) else ""
+            )
+            note = ast.unparse(node.annotation)
+            if "MainWindow" in note or loosely_typed(name, note):
+                found.append(f"line {node.lineno}: `{name}: {note}`")
+        elif (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Attribute)
+            and isinstance(node.value.value, ast.Name)
+            and node.value.value.id == "self"
+            and node.value.attr in WINDOW_NAMES
+        ):
+            found.append(f"line {node.lineno}: reads `self.{node.value.attr}.{node.attr}`")
+    return found
+
+
+def test_no_feature_takes_or_types_the_main_window() -> None:
+    """A feature is built from the AppContext and the widgets it drives, never the main window: only the
+    shell (the window's frame and composition) and main.py (which makes the window) may hold it."""
+    offenders: dict[str, list[str]] = {}
+    for path in sorted(APP.rglob("*.py")):
+        module = path.relative_to(APP).as_posix()
+        if module.startswith("shell/") or module == "main.py":
+            continue
+        found = _window_back_references(path.read_text())
+        if found:
+            offenders[module] = found
+    assert {m: f for m, f in offenders.items() if m not in WINDOW_BACK_REFERENCES_LEFT} == {}
+    assert [m for m in WINDOW_BACK_REFERENCES_LEFT if m not in offenders] == []  # fixed: take it off the list
+
+
+def test_the_window_reference_finder_finds_each_kind() -> None:
+    source = """
+class A:
+    def __init__(self, window) -> None: ...
+class B:
+    def __init__(self, w: object) -> None: ...
+def c(host: "MainWindow") -> None: ...
+def d(window: Any) -> None: ...
+class E:
+    window: Any
+    def f(self) -> None:
+        self.w.store.close()
+        self.window().show()
+class Fine:
+    def __init__(self, ctx: AppContext, parent: QWidget) -> None: ...
+"""
+    found = _window_back_references(source)
+    lines = sorted(int(f.split(":")[0].removeprefix("line ")) for f in found)
+    assert lines == [3, 5, 6, 7, 9, 11], found  # (not line 12's self.window(), nor Fine)
