@@ -34,7 +34,12 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from ember_chat.app.backups.dialog import WindowBackups
+from ember_chat.app.models.kv_caches import WindowKvCaches
+from ember_chat.app.presets.actions import WindowPresets
 from ember_chat.app.qt.window_frame import TITLE_BAR_ALLOWANCE
+from ember_chat.app.server.api_control import ApiServerControl
+from ember_chat.app.transcript.font_size import TranscriptFontSize
 
 SECTION_KEY = "settings_window/section"  # in the window state (QSettings): the last section shown
 SIZE_KEY = "settings_window/size"
@@ -50,14 +55,14 @@ class SettingsHost(Protocol):
     settings_window: SettingsWindow
     theme_group: QActionGroup
     side_action: QAction
-    font_size: Any  # chat/font_size.TranscriptFontSize
+    font_size: TranscriptFontSize
     library: Any
     downloads: Any
-    api: Any
+    api: ApiServerControl
     tools: Any
-    presets: Any
-    backups: Any
-    kv_caches: Any
+    presets: WindowPresets
+    backups: WindowBackups
+    kv_caches: WindowKvCaches
     models: Any
 
 
