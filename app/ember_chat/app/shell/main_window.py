@@ -20,6 +20,8 @@ from PySide6.QtWidgets import (
 from ember_chat.app.backups.dialog import WindowBackups
 from ember_chat.app.compare.actions import CompareActions
 from ember_chat.app.context import AppContext, Notifier
+from ember_chat.app.conversation.attach import WindowAttachments
+from ember_chat.app.conversation.compose import ComposerActions
 from ember_chat.app.conversation.composer import Composer, ConversationList
 from ember_chat.app.conversation.controller import ChatController
 from ember_chat.app.engine_link.bridge import EngineBridge
@@ -36,9 +38,7 @@ from ember_chat.app.shell.menus import about_text, build_menus
 from ember_chat.app.shell.navigation import focus_pane, set_tab_order
 from ember_chat.app.shell.side_fit import SidePanelFit, WindowSplitter
 from ember_chat.app.shell.welcome import ChatGreeting, WelcomePanel, greets_as_chat
-from ember_chat.app.shell.window_attachments import WindowAttachments
 from ember_chat.app.shell.window_chats import ChatActions
-from ember_chat.app.shell.window_composer import ComposerActions
 from ember_chat.app.shell.window_models import ModelActions
 from ember_chat.app.shell.window_size import default_geometry, default_splitter_sizes, grows_back
 from ember_chat.app.shell.window_tools import WindowTools
@@ -63,7 +63,7 @@ from ember_chat.engine.storage.settings import Settings, SettingsFile
 
 class MainWindow(QMainWindow):
     """The window's model actions are `self.models` (window_models.py), its chat actions `self.chats`
-    (window_chats.py), its message box's `self.compose` (window_composer.py); what callers reach on the
+    (window_chats.py), its message box's `self.compose` (conversation/compose.py); what callers reach on the
     window is delegated to them below."""
 
     model_state_changed = Signal(str)  # a ModelState (GUI thread)
@@ -121,7 +121,7 @@ class MainWindow(QMainWindow):
         self.tasks = self.ctx.tasks
         self.models = ModelActions(self)
         self.chats = ChatActions(self)
-        self.compose = ComposerActions(self)  # sending and editing from the message box (window_composer.py)
+        self.compose = ComposerActions(self)  # sending and editing from the message box (conversation/compose.py)
         self.undo = UndoActions(self)  # the undo stack and the banner's Undo link (window_undo.py)
 
         self.colors = apply_theme(QApplication.instance(), self.settings.theme)

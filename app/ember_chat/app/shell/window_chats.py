@@ -1,6 +1,6 @@
 """The main window's chat actions: the chat list (open, search, rename, the views: chats, Archived,
 Trash; its context menu and the Chat menu's entries for it) and a new chat; sending and editing from the
-message box are `window.compose` (window_composer.py), exporting `self.exports` (window_export.py).
+message box are `window.compose` (conversation/compose.py), exporting `self.exports` (window_export.py).
 Changes to chats that can be undone go through `self.organise` (window_undo.py). A part of the main
 window (`window.chats`), which uses the window's widgets and stores and owns the menu and questions it
 opened."""

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any
 
 from PySide6.QtCore import QObject
 
@@ -24,12 +24,9 @@ from ember_chat.engine.storage.paths import AppPaths
 
 ATTACHMENT_CAUSE = "attachment"  # the banner's files that could not be attached (it stays until dismissed)
 
-if TYPE_CHECKING:
-    from ember_chat.app.shell.main_window import MainWindow
-
 
 class WindowAttachments(QObject):
-    def __init__(self, window: MainWindow, config_dir: Path) -> None:
+    def __init__(self, window: Any, config_dir: Path) -> None:  # (the main window, until it comes off it)
         super().__init__(window)
         self.w = window
         self.store = AttachmentStore(AppPaths(window.data_dir, config_dir), window.store)

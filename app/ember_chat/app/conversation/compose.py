@@ -5,7 +5,7 @@ window's composer, controller and banner."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QObject, QTimer
 from PySide6.QtGui import QTextCursor
@@ -13,12 +13,11 @@ from PySide6.QtGui import QTextCursor
 from ember_chat.engine.core.states import ModelState
 
 if TYPE_CHECKING:
-    from ember_chat.app.shell.main_window import MainWindow
     from ember_chat.engine.attachments import StoredAttachment
 
 
 class ComposerActions(QObject):
-    def __init__(self, window: MainWindow) -> None:
+    def __init__(self, window: Any) -> None:  # (the main window, until it comes off it)
         super().__init__(window)
         self.w = window
         self._draft: tuple[str, list[StoredAttachment]] | None = None  # the box's own, while editing a message
