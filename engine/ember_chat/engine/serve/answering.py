@@ -3,26 +3,24 @@ with distinct seeds (choices[i], streamed with their index), each waiting in the
 like any request.
 
 Before the 200 an error has its own status (the first sample's prompt is checked before anything is
-sent); after it, in a stream, an error is a `data: {"error": ...}` event. Mixed into the server's
-request handler (which supplies `server`, `connection`, `wfile`, `command`, `path`, `client_address`
-and `_send_json`)."""
+sent); after it, in a stream, an error is a `data: {"error": ...}` event. The server's request
+handler builds an `Answerer` for each generation request with what it needs of the connection."""
 
 from __future__ import annotations
 
 import contextlib
-import json
 import queue
 import random
-import select
-import socket
+from collections.abc import Callable
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ember_chat.engine.attachments.store import temporary_store
 from ember_chat.engine.errors import QueueFull
 from ember_chat.engine.inference.llama.logprobs import TokenLogprob
-from ember_chat.engine.inference.service.engine import GenerationRequest
+from ember_chat.engine.inference.service.engine import EngineService, GenerationRequest
 from ember_chat.engine.serve.content_parts import attach
+from ember_chat.engine.serve.event_stream import EventStream
 from ember_chat.engine.serve.openai_api import ApiError, ApiRequest, ResponseBuilder, Sample, unfinished_error
 from ember_chat.engine.serve.sink import ClientGone, QueueSink, too_long
 from ember_chat.engine.serve.tool_wire import ChoiceCalls, call_deltas
@@ -39,26 +37,31 @@ def sample_seeds(seed: int | None, n: int) -> list[int | None]:
     return [(base + i) % 2**31 for i in range(n)]
 
 
-class AnswersRequests:
-    server: Any
-    connection: socket.socket
-    wfile: Any
-    command: str
-    path: str
-    client_address: Any
-    _streaming = False  # this request's 200 (an event stream) has been sent
+SendJson = Callable[[int, dict[str, Any]], None]  # a whole JSON response with this status
 
-    if TYPE_CHECKING:  # the handler's (declared only: a definition here would shadow BaseHTTPRequestHandler's)
 
-        def send_response(self, code: int, message: str | None = None) -> None: ...
-        def send_header(self, keyword: str, value: str) -> None: ...
-        def end_headers(self) -> None: ...
-        def _send_json(self, status: int, body: dict[str, Any], extra: dict[str, str] | None = None) -> None: ...
-        def _cors(self) -> dict[str, str]: ...
+class Answerer:
+    """Answers one generation request through the engine service's queue. `label`: the request as the
+    engine's queue and metrics name it; `send_json`: the response when it is not streamed; `stream`:
+    the event stream when it is; `client_gone`: whether the client has hung up (its generation is
+    then cancelled)."""
 
-    def _answer(self, req: ApiRequest, out: ResponseBuilder) -> None:
-        self._streaming = False
-        service = self.server.service
+    def __init__(
+        self,
+        service: EngineService,
+        label: str,
+        send_json: SendJson,
+        stream: EventStream,
+        client_gone: Callable[[], bool],
+    ) -> None:
+        self._service = service
+        self._label = label
+        self._send_json = send_json
+        self._stream = stream
+        self._client_gone = client_gone
+
+    def answer(self, req: ApiRequest, out: ResponseBuilder) -> None:
+        service = self._service
         with contextlib.ExitStack() as stack:
             messages, store = req.messages, None
             if req.files and messages is not None:  # the request's `file` parts: kept for this request only
@@ -73,8 +76,7 @@ class AnswersRequests:
                     messages=messages,
                     prompt=req.prompt,
                     client="api",
-                    label=f"{self.command} {self.path} ({self.client_address[0]})"
-                    + (f" [{index + 1}/{req.n}]" if req.n > 1 else ""),
+                    label=self._label + (f" [{index + 1}/{req.n}]" if req.n > 1 else ""),
                     attachment_store=store,
                     tools=req.tools,
                     trim_history=req.trim_history,
@@ -86,9 +88,9 @@ class AnswersRequests:
                     rid = service.submit(request)
                 except QueueFull as exc:
                     error = ApiError(429, str(exc), "rate_limit_error", code="queue_full")
-                    if not self._streaming:
+                    if not self._stream.opened:
                         raise error from exc
-                    self._end_stream(error)
+                    self._stream.end(error)
                     return
                 try:
                     sample = self._sample(req, out, sink, index)
@@ -102,8 +104,8 @@ class AnswersRequests:
                 self._send_json(200, out.response(samples))
                 return
             if req.include_usage:
-                self._event(out.usage_chunk([m for _, _, m, _, _ in samples]))
-            self._end_stream(None)
+                self._stream.event(out.usage_chunk([m for _, _, m, _, _ in samples]))
+            self._stream.end(None)
 
     def _sample(self, req: ApiRequest, out: ResponseBuilder, sink: QueueSink, index: int) -> Sample | None:
         """One sample: its text, reason and metrics; None when an error event ended the stream. An
@@ -121,7 +123,7 @@ class AnswersRequests:
             if kind == "failed":
                 failure = data
             elif kind == "trimmed":  # the client did not opt into trimming; its generation is being stopped
-                model = self.server.service.model
+                model = self._service.model
                 return self._fail(too_long(data, model.n_ctx if model else None))
             elif kind == "finished":
                 reason, full, metrics = data
@@ -130,7 +132,7 @@ class AnswersRequests:
                     return self._fail(error)
                 if req.stream:
                     self._open_choice(out, index)
-                    self._event(out.final_chunk(reason, metrics, index))
+                    self._stream.event(out.final_chunk(reason, metrics, index))
                 return full, reason, metrics, [] if wanted else None, calls
             elif kind == "started":
                 break
@@ -144,7 +146,7 @@ class AnswersRequests:
             elif kind == "tokens":
                 text.append(data)
                 if req.stream and data:
-                    self._event(out.chunk(data, index=index, logprobs=unsent if wanted else None))
+                    self._stream.event(out.chunk(data, index=index, logprobs=unsent if wanted else None))
                     unsent = []
                 if self._client_gone():  # tokens keep `_next` from ever idling to notice
                     raise ClientGone
@@ -153,10 +155,10 @@ class AnswersRequests:
                 if said:  # an invalid call stays the text the model wrote (see tool_wire)
                     text.append(said)
                     if req.stream:
-                        self._event(out.chunk(said, index=index))
+                        self._stream.event(out.chunk(said, index=index))
                 if position is not None and req.stream:
                     for deltas in call_deltas(position, data):
-                        self._event(out.tool_chunk(deltas, index))
+                        self._stream.event(out.tool_chunk(deltas, index))
             elif kind == "failed":
                 failure = data
             elif kind == "finished":
@@ -165,34 +167,21 @@ class AnswersRequests:
                 if error is not None:  # a partial answer is not a 200: the client would take it as whole
                     return self._fail(error)
                 if req.stream:
-                    self._event(out.final_chunk(reason, metrics, index, unsent if wanted and unsent else None, calls))
+                    self._stream.event(
+                        out.final_chunk(reason, metrics, index, unsent if wanted and unsent else None, calls)
+                    )
                 return "".join(text), reason, metrics, entries if wanted else None, calls
 
     def _fail(self, error: ApiError) -> None:
         """Before the 200 the error is the response; after it, an event that ends the stream."""
-        if not self._streaming:
+        if not self._stream.opened:
             raise error
-        self._end_stream(error)
+        self._stream.end(error)
 
     def _open_choice(self, out: ResponseBuilder, index: int) -> None:
-        if not self._streaming:
-            self._start_stream()
-        self._event(out.chunk("", first=True, index=index) if out.kind == "chat" else None)
-
-    def _end_stream(self, error: ApiError | None) -> None:
-        if error is not None:  # the openai client raises on it
-            self._event(error.body())
-        self._chunk(b"data: [DONE]\n\n")
-        self._chunk(b"")
-
-    def _client_gone(self) -> bool:
-        """True when the client closed its end (readable with no data)."""
-        sock = self.connection
-        try:
-            readable, _, _ = select.select([sock], [], [], 0)
-            return bool(readable) and sock.recv(1, socket.MSG_PEEK) == b""
-        except OSError:
-            return True
+        if not self._stream.opened:
+            self._stream.open()
+        self._stream.event(out.chunk("", first=True, index=index) if out.kind == "chat" else None)
 
     def _next(self, sink: QueueSink) -> tuple[str, Any]:
         while True:
@@ -201,22 +190,3 @@ class AnswersRequests:
             except queue.Empty:
                 if self._client_gone():
                     raise ClientGone from None
-
-    def _start_stream(self) -> None:
-        self._streaming = True
-        self.send_response(200)
-        self.send_header("Content-Type", "text/event-stream")
-        self.send_header("Cache-Control", "no-store")
-        self.send_header("X-Accel-Buffering", "no")
-        self.send_header("Transfer-Encoding", "chunked")
-        for k, v in self._cors().items():
-            self.send_header(k, v)
-        self.end_headers()
-
-    def _chunk(self, data: bytes) -> None:
-        self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
-        self.wfile.flush()
-
-    def _event(self, obj: dict[str, Any] | None) -> None:
-        if obj is not None:
-            self._chunk(b"data: " + json.dumps(obj, separators=(",", ":")).encode() + b"\n\n")

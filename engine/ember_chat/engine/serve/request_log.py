@@ -44,27 +44,24 @@ class HttpExchange:
 RequestListener = Callable[[HttpExchange], None]  # called on the connection's thread; must not block
 
 
-class ReportsRequests:
-    """Mixed into the server's request handler (before BaseHTTPRequestHandler): remembers the status
-    sent and, once a request is handled, tells the server's `on_request` listener."""
+class RequestRecord:
+    """One request being answered, for the request listener: when it arrived, and the status sent
+    (its handler says each status it sends); `report` tells the listener once it has been handled."""
 
-    _status = 0  # the status sent for this request (0: none yet)
+    def __init__(self, method: str, path: str, client: str) -> None:
+        self.method = method
+        self.path = path.split("?", 1)[0]
+        self.client = client
+        self.status = 0  # the status sent for this request (0: none yet: nothing to report)
+        self._t, self._start = time.time(), time.perf_counter()
 
-    def send_response(self, code: int, message: str | None = None) -> None:
-        self._status = code
-        super().send_response(code, message)  # type: ignore[misc]
-
-    def _logged(self, method: str, handle: Callable[[], None]) -> None:
-        self._status = 0
-        t, start = time.time(), time.perf_counter()
+    def report(self, listener: RequestListener | None) -> None:
+        if listener is None or not self.status:
+            return
+        exchange = HttpExchange(
+            self._t, self.method, self.path, self.status, self.client, time.perf_counter() - self._start
+        )
         try:
-            handle()
-        finally:
-            listener: RequestListener | None = getattr(self.server, "on_request", None)  # type: ignore[attr-defined]
-            if listener is not None and self._status:
-                path = self.path.split("?", 1)[0]  # type: ignore[attr-defined]
-                client = self.client_address[0]  # type: ignore[attr-defined]
-                try:
-                    listener(HttpExchange(t, method, path, self._status, client, time.perf_counter() - start))
-                except Exception:
-                    log.exception("The API request listener failed")
+            listener(exchange)
+        except Exception:
+            log.exception("The API request listener failed")

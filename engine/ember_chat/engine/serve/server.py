@@ -8,7 +8,9 @@ origin refused, unless the origin is listed; a body size limit and a strict Cont
 timeout on reads from the client (never on the wait for tokens); JSON validated with clear 400s; no
 stack traces in responses. A client that disconnects cancels its generation within one token; a
 generation that does not finish cleanly is an error, never `finish_reason: "stop"`. Every request
-answered is reported to the server's request listener (`request_log.py`), refusals included.
+answered is reported to the server's request listener (`request_log.py`), refusals included. A
+generation is answered by an `Answerer` (`answering.py`), streamed through an `EventStream`
+(`event_stream.py`).
 """
 
 from __future__ import annotations
@@ -28,9 +30,10 @@ from ember_chat.engine.core.instance import SERVER_ID_HEADER
 from ember_chat.engine.errors import ServeError
 from ember_chat.engine.inference.service.engine import EngineService
 from ember_chat.engine.serve import tokens
-from ember_chat.engine.serve.answering import AnswersRequests
+from ember_chat.engine.serve.answering import Answerer
 from ember_chat.engine.serve.config import ServerConfig
 from ember_chat.engine.serve.content_parts import Reading
+from ember_chat.engine.serve.event_stream import EventStream
 from ember_chat.engine.serve.guards import bind_option, check_access, content_length, refuse
 from ember_chat.engine.serve.openai_api import (
     ApiError,
@@ -38,19 +41,20 @@ from ember_chat.engine.serve.openai_api import (
     ResponseBuilder,
     parse_request,
 )
-from ember_chat.engine.serve.request_log import ReportsRequests, RequestListener
-from ember_chat.engine.serve.sink import ClientGone
+from ember_chat.engine.serve.request_log import RequestListener, RequestRecord
+from ember_chat.engine.serve.sink import ClientGone, client_gone
 from ember_chat.engine.serve.tool_wire import check_tool_schemas
 from ember_chat.engine.storage.presets import Preset
 
 log = logging.getLogger(__name__)
 
 
-class _Handler(ReportsRequests, AnswersRequests, BaseHTTPRequestHandler):
+class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server: _Server
     server_version = "Ember"
     _body_read = False  # this request's body has been read (else an error response closes the connection)
+    _record: RequestRecord | None = None  # the request being answered, for the server's request listener
     sys_version = ""
 
     def setup(self) -> None:
@@ -64,6 +68,11 @@ class _Handler(ReportsRequests, AnswersRequests, BaseHTTPRequestHandler):
         log.debug("%s %s", self.address_string(), format % args)
 
     # ----- plumbing
+    def send_response(self, code: int, message: str | None = None) -> None:
+        if self._record is not None:
+            self._record.status = code  # a stream's is its 200
+        super().send_response(code, message)
+
     def end_headers(self) -> None:
         # the engine's id: a connection leading back to this engine is refused (it would wait for itself)
         self.send_header(SERVER_ID_HEADER, self.server.service.server_id)
@@ -86,6 +95,16 @@ class _Handler(ReportsRequests, AnswersRequests, BaseHTTPRequestHandler):
             self.send_header("Connection", "close")  # else the client may reuse it before it sees the close
         self.end_headers()
         self.wfile.write(data)
+
+    def _send_head(self, status: int, headers: dict[str, str]) -> None:
+        """A status line and these headers, then CORS's, for a body written as it comes (a stream)."""
+        self.send_response(status)
+        for k, v in {**headers, **self._cors()}.items():
+            self.send_header(k, v)
+        self.end_headers()
+
+    def _client_gone(self) -> bool:
+        return client_gone(self.connection)
 
     def _send_error(self, err: ApiError) -> None:
         self._send_json(err.status, err.body(), err.headers)
@@ -155,6 +174,15 @@ class _Handler(ReportsRequests, AnswersRequests, BaseHTTPRequestHandler):
         except Exception:
             log.exception("API request failed")
             self._send_error(ApiError(500, "Internal server error; see Ember's log.", "server_error"))
+
+    def _logged(self, method: str, handle: Callable[[], None]) -> None:
+        """Handle the request, then tell the server's request listener (if it still has one) what was sent."""
+        record = self._record = RequestRecord(method, self.path, self.client_address[0])
+        try:
+            handle()
+        finally:
+            self._record = None
+            record.report(self.server.on_request)
 
     def do_GET(self) -> None:
         self._logged("GET", lambda: self._handle("GET"))
@@ -226,7 +254,11 @@ class _Handler(ReportsRequests, AnswersRequests, BaseHTTPRequestHandler):
                            param="logprobs")  # fmt: skip
         if req.tools is not None and model is not None and not model.is_remote:  # (a remote server checks its own)
             check_tool_schemas(req.tools)
-        self._answer(req, ResponseBuilder(kind, name))
+        label = f"{self.command} {self.path} ({self.client_address[0]})"
+        stream = EventStream(self._send_head, self.wfile)
+        Answerer(self.server.service, label, self._send_json, stream, self._client_gone).answer(
+            req, ResponseBuilder(kind, name)
+        )
 
 
 class _Server(ThreadingHTTPServer):

@@ -1,9 +1,12 @@
 """What the engine thread tells one API request (events on a queue its HTTP handler thread reads),
-and the refusal of a conversation that does not fit the context."""
+how that thread notices its client has gone, and the refusal of a conversation that does not fit
+the context."""
 
 from __future__ import annotations
 
 import queue
+import select
+import socket
 import threading
 from typing import Any
 
@@ -18,6 +21,15 @@ from ember_chat.engine.serve.openai_api import ApiError, ResponseBuilder
 
 class ClientGone(Exception):
     pass
+
+
+def client_gone(sock: socket.socket) -> bool:
+    """True when the client closed its end of `sock` (readable with no data)."""
+    try:
+        readable, _, _ = select.select([sock], [], [], 0)
+        return bool(readable) and sock.recv(1, socket.MSG_PEEK) == b""
+    except OSError:
+        return True
 
 
 class QueueSink(GenerationSink):
