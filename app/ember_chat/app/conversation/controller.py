@@ -160,7 +160,7 @@ class ChatController(QObject):
 
     def delete_conversation(self, conversation_id: int) -> None:
         """Move a chat to the Trash (the answer streaming into it stops first); the window's list goes
-        through window_undo.py instead, which keeps the change to undo."""
+        through chat_list/undo.py instead, which keeps the change to undo."""
 
         def act() -> None:
             self.store.organise.trash_chats([conversation_id])

@@ -18,6 +18,8 @@ from PySide6.QtWidgets import (
 )
 
 from ember_chat.app.backups.dialog import WindowBackups
+from ember_chat.app.chat_list.actions import ChatActions
+from ember_chat.app.chat_list.undo import UndoActions
 from ember_chat.app.compare.actions import CompareActions
 from ember_chat.app.context import AppContext, Notifier
 from ember_chat.app.conversation.attach import WindowAttachments
@@ -37,12 +39,11 @@ from ember_chat.app.shell.loading_panel import LoadingPanel
 from ember_chat.app.shell.menus import about_text, build_menus
 from ember_chat.app.shell.navigation import focus_pane, set_tab_order
 from ember_chat.app.shell.side_fit import SidePanelFit, WindowSplitter
+from ember_chat.app.shell.store_watch import StoreWatch
 from ember_chat.app.shell.welcome import ChatGreeting, WelcomePanel, greets_as_chat
-from ember_chat.app.shell.window_chats import ChatActions
 from ember_chat.app.shell.window_models import ModelActions
 from ember_chat.app.shell.window_size import default_geometry, default_splitter_sizes, grows_back
 from ember_chat.app.shell.window_tools import WindowTools
-from ember_chat.app.shell.window_undo import UndoActions
 from ember_chat.app.side_panel.panel import SidePanel
 from ember_chat.app.style.icons import themed_icon
 from ember_chat.app.style.theme import app_icon, apply_theme
@@ -63,7 +64,7 @@ from ember_chat.engine.storage.settings import Settings, SettingsFile
 
 class MainWindow(QMainWindow):
     """The window's model actions are `self.models` (window_models.py), its chat actions `self.chats`
-    (window_chats.py), its message box's `self.compose` (conversation/compose.py); what callers reach on the
+    (chat_list/actions.py), its message box's `self.compose` (conversation/compose.py); what callers reach on the
     window is delegated to them below."""
 
     model_state_changed = Signal(str)  # a ModelState (GUI thread)
@@ -122,7 +123,7 @@ class MainWindow(QMainWindow):
         self.models = ModelActions(self)
         self.chats = ChatActions(self)
         self.compose = ComposerActions(self)  # sending and editing from the message box (conversation/compose.py)
-        self.undo = UndoActions(self)  # the undo stack and the banner's Undo link (window_undo.py)
+        self.undo = UndoActions(self)  # the undo stack and the banner's Undo link (chat_list/undo.py)
 
         self.colors = apply_theme(QApplication.instance(), self.settings.theme)
         self.conversations = ConversationList()
@@ -307,6 +308,8 @@ class MainWindow(QMainWindow):
         self.conversations.list.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
         self.conversations.list.customContextMenuRequested.connect(self.chats.conversation_menu)
         self.chats.wire_list()  # folders, drag and drop, Delete key, Archived and Trash
+        # chats changed by another process (`ember-chat chats import`, a second window): the list reloads
+        self.store_watch = StoreWatch(self, self.store, self.chats.reload_conversations)
         self.undo.attach_banner()
         self.side.params.changed.connect(self._save_params)
         self.transcript.open_link.connect(self._open_link)  # only ever after the user's click

@@ -34,7 +34,7 @@ class MenuHost(Protocol):
     api: Any
     importer: ImportChats  # File ▸ Import chats…
     models: Any  # the window's model actions (window_models.py)
-    chats: Any  # the window's chat actions (window_chats.py)
+    chats: Any  # the window's chat actions (chat_list/actions.py)
     close: Callable[[], bool]
     stop: Callable[[], None]
     toggle_side_panel: Callable[[], None]

@@ -9,16 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Any
 
 from PySide6.QtCore import QCoreApplication, QEvent, QObject, Qt, QTimer
 from PySide6.QtWidgets import QHBoxLayout, QInputDialog, QLabel, QMessageBox
 
 from ember_chat.engine.errors import EmberError
 from ember_chat.engine.storage.organise import Organiser, Undo
-
-if TYPE_CHECKING:
-    from ember_chat.app.shell.main_window import MainWindow
 
 UNDO_DEPTH = 50  # changes kept to undo, newest last
 SWEEP_RETRY_MS = 30_000  # a deletion's sweep held up by another reader is tried again this often
@@ -34,7 +31,7 @@ class Done:
 
 
 class UndoActions(QObject):
-    def __init__(self, window: MainWindow) -> None:
+    def __init__(self, window: Any) -> None:  # (the main window, until it comes off it)
         super().__init__(window)
         self.w = window
         self.stack: list[Done] = []
@@ -138,7 +135,7 @@ class ChatOrganise(QObject):
     """What the chat list does to chats and folders (`window.chats.organise`): each change a user may
     regret goes through `UndoActions.apply`; deleting for good asks first."""
 
-    def __init__(self, window: MainWindow) -> None:
+    def __init__(self, window: Any) -> None:  # (the main window, until it comes off it)
         super().__init__(window)
         self.w = window
 

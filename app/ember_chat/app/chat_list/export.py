@@ -6,19 +6,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any
 
 from PySide6.QtCore import QObject, QStandardPaths, Qt
 from PySide6.QtWidgets import QFileDialog
 
 from ember_chat.engine.storage.export import chat_as_markdown, chat_export_json, chats_as_json, export_file_name
 
-if TYPE_CHECKING:
-    from ember_chat.app.shell.main_window import MainWindow
-
 
 class ChatExports(QObject):
-    def __init__(self, window: MainWindow) -> None:
+    def __init__(self, window: Any) -> None:  # (the main window, until it comes off it)
         super().__init__(window)
         self.w = window
         self.export_dialog_open: QFileDialog | None = None  # the save dialog, while open

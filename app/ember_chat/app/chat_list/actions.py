@@ -1,7 +1,7 @@
 """The main window's chat actions: the chat list (open, search, rename, the views: chats, Archived,
 Trash; its context menu and the Chat menu's entries for it) and a new chat; sending and editing from the
-message box are `window.compose` (conversation/compose.py), exporting `self.exports` (window_export.py).
-Changes to chats that can be undone go through `self.organise` (window_undo.py). A part of the main
+message box are `window.compose` (conversation/compose.py), exporting `self.exports` (chat_list/export.py).
+Changes to chats that can be undone go through `self.organise` (chat_list/undo.py). A part of the main
 window (`window.chats`), which uses the window's widgets and stores and owns the menu and questions it
 opened."""
 
@@ -10,37 +10,32 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterable
 from operator import attrgetter
-from typing import TYPE_CHECKING
+from typing import Any
 
 from PySide6.QtCore import QDateTime, QObject, QPoint, Qt
 from PySide6.QtGui import QKeySequence
 from PySide6.QtWidgets import QDialog, QInputDialog, QMenu, QMessageBox
 
+from ember_chat.app.chat_list.export import ChatExports
 from ember_chat.app.chat_list.menu import build_row_menu, fill_move_menu
+from ember_chat.app.chat_list.undo import ChatOrganise
 from ember_chat.app.chat_list.view import FolderRow
-from ember_chat.app.shell.store_watch import StoreWatch
-from ember_chat.app.shell.window_export import ChatExports
-from ember_chat.app.shell.window_undo import ChatOrganise
 from ember_chat.engine.core.params import SamplingParams, chat_settings
 from ember_chat.engine.storage.conversations import ChatRow
-
-if TYPE_CHECKING:
-    from ember_chat.app.shell.main_window import MainWindow
 
 _ID, _UPDATED = attrgetter("id"), attrgetter("updated_at")  # (sort keys of the listed chats)
 
 
 class ChatActions(QObject):
-    def __init__(self, window: MainWindow) -> None:
+    def __init__(self, window: Any) -> None:  # (the main window, until it comes off it)
         super().__init__(window)
         self.w = window
         self.chat_menu: QMenu | None = None  # the chat list's context menu, while open
         self.chat_question: QDialog | None = None  # a rename or delete question, while open
-        self.organise = ChatOrganise(window)  # folders, pins, archive, Trash: undoable (window_undo.py)
-        self.exports = ChatExports(window)  # File ▸ Export and the list's Export (window_export.py)
+        self.organise = ChatOrganise(window)  # folders, pins, archive, Trash: undoable (chat_list/undo.py)
+        self.exports = ChatExports(window)  # File ▸ Export and the list's Export (chat_list/export.py)
         self._listed: dict[int, ChatRow] | None = None  # the chats the tree lists, as last read
         self._order: list[ChatRow] = []  # the same, newest activity first
-        self.watch: StoreWatch | None = None  # changes another process made to the store (wire_list)
 
     def wire_list(self) -> None:
         """Connect the chat list's own signals (the window made it)."""
@@ -55,8 +50,6 @@ class ChatActions(QObject):
             changed.disconnect(self.reload_conversations)  # this one reads only the open chat again
         changed.connect(self.on_conversations_changed)
         self.w.controller.delete_requested.connect(self.organise.delete_message)
-        # chats changed by another process (`ember-chat chats import`, a second window): the list reloads
-        self.watch = StoreWatch(self.w, self.w.store, self.reload_conversations)
 
     def add_menu_entries(self, chat: QMenu) -> None:
         """Chat menu: Undo, New folder, Move to ▸ (the keyboard's way to move the selected chats),
