@@ -14,7 +14,8 @@ from PySide6.QtGui import QAbstractTextDocumentLayout, QColor, QPainter, QPaintE
 from ember_chat.app.style.theme import Colors
 
 if TYPE_CHECKING:
-    from ember_chat.app.transcript.view import TranscriptView, _Shown
+    from ember_chat.app.transcript.shown import Shown
+    from ember_chat.app.transcript.view import TranscriptView
 
 CARD_PAD_X = 14
 CARD_PAD_Y = 10
@@ -27,7 +28,7 @@ class TranscriptCards:
         self._pens_for: Colors | None = None
         self._pens: dict[bool, tuple[QPen | Qt.PenStyle, QColor]] = {}
 
-    def paint(self, event: QPaintEvent, shown: list[_Shown]) -> None:
+    def paint(self, event: QPaintEvent, shown: list[Shown]) -> None:
         """Cards behind the messages on screen (before the view paints the text over them). While an
         answer streams this runs for every batch, over the few lines that changed: it asks the layout
         only about the cards in that strip, once each, and draws only the part of a card that can
@@ -78,17 +79,17 @@ class TranscriptCards:
             self._pens_for = c
         return self._pens
 
-    def extent(self, shown: list[_Shown], i: int) -> tuple[float, float]:
+    def extent(self, shown: list[Shown], i: int) -> tuple[float, float]:
         """Top and bottom (document coordinates) of message i's text."""
         layout = self.view.document().documentLayout()
         return _LazyTops(shown, layout)[i], self._bottom_of(shown, i, layout)
 
-    def _bottom_of(self, shown: list[_Shown], i: int, layout: QAbstractTextDocumentLayout) -> float:
+    def _bottom_of(self, shown: list[Shown], i: int, layout: QAbstractTextDocumentLayout) -> float:
         following = shown[i + 1].start.block() if i + 1 < len(shown) else None
         last = following.previous() if following is not None else self.view.document().lastBlock()
         return layout.blockBoundingRect(last).bottom()
 
-    def index_at(self, shown: list[_Shown], y: float) -> int:
+    def index_at(self, shown: list[Shown], y: float) -> int:
         """The last message whose text starts at or above y (document coordinates)."""
         return _index_in(_LazyTops(shown, self.view.document().documentLayout()), y)
 
@@ -104,7 +105,7 @@ class _LazyTops:
     """The shown messages' text top y (below the header's top margin), computed only for the few
     entries a binary search or a paint looks at, each once."""
 
-    def __init__(self, shown: list[_Shown], layout: QAbstractTextDocumentLayout) -> None:
+    def __init__(self, shown: list[Shown], layout: QAbstractTextDocumentLayout) -> None:
         self.shown = shown
         self.layout = layout
         self._known: dict[int, float] = {}

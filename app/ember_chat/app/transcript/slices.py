@@ -18,7 +18,8 @@ from PySide6.QtCore import QTimer
 from PySide6.QtGui import QTextCursor, QTextDocument
 
 if TYPE_CHECKING:
-    from ember_chat.app.transcript.view import TranscriptView, _Shown
+    from ember_chat.app.transcript.shown import Shown
+    from ember_chat.app.transcript.view import TranscriptView
     from ember_chat.engine.storage.conversations import Message
 
 SLICE_S = 0.010  # one slice of background work; the event loop runs between slices
@@ -47,7 +48,7 @@ def edit_block(document: QTextDocument) -> Iterator[None]:
         c.endEditBlock()
 
 
-def top_of(document: QTextDocument, shown: _Shown | None) -> float:
+def top_of(document: QTextDocument, shown: Shown | None) -> float:
     """Where a shown message starts (document coordinates; 0 for none)."""
     if shown is None:
         return 0.0
@@ -58,7 +59,7 @@ class TranscriptSlices:
     """The transcript's background work: `final` (a finished answer's rendering) and `backfill` (the
     older messages), each an iterator of steps, run a slice at a time."""
 
-    def __init__(self, view: TranscriptView, first_shown: Callable[[], _Shown | None]) -> None:
+    def __init__(self, view: TranscriptView, first_shown: Callable[[], Shown | None]) -> None:
         self.view = view
         self._first_shown = first_shown  # the message the view keeps still while older ones are written
         self.final: Iterator[None] | None = None  # a finished answer's rendering, step by step

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 
 from PySide6.QtCore import QEvent, QMimeData, QUrl, Signal
 from PySide6.QtGui import (
@@ -46,6 +45,7 @@ from ember_chat.app.transcript.render.message import (
     message_actions,
     meta_line,
 )
+from ember_chat.app.transcript.shown import Shown
 from ember_chat.app.transcript.slices import TranscriptSlices, eager_start, edit_block, top_of
 from ember_chat.app.transcript.stream import StreamRecord, TranscriptStreaming
 from ember_chat.app.transcript.tool_cards import TranscriptTools
@@ -81,17 +81,6 @@ def _key(m: Message, branch: tuple[int, int] | None, expanded: bool = False) -> 
     return (m.id, m.role, m.content, _interrupted(m), _summary(m), branch, expanded)
 
 
-@dataclass
-class _Shown:
-    message_id: int
-    role: str
-    start: QTextCursor  # at the first character of the message's header; moves with edits above it
-    key: tuple | None  # None while it streams or renders
-    # an answer: right after its text, before what is written below it (tool cards, the Read line and
-    # Sources, the metrics line): where a Continue streams in place
-    body_end: QTextCursor | None = None
-
-
 class TranscriptView(QTextBrowser):
     action = Signal(str, int, int)  # verb, message id, argument
     rendered = Signal()  # a finished answer's Markdown rendering is complete
@@ -119,7 +108,7 @@ class TranscriptView(QTextBrowser):
         self.document().setDocumentMargin(MIN_MARGIN)
         self.document().setUndoRedoEnabled(False)  # read-only: an undo history would only grow
         self.writer = MessageWriter(self.document(), colors, self.devicePixelRatioF())
-        self._shown: list[_Shown] = []
+        self._shown: list[Shown] = []
         self._older: list[tuple[Message, tuple[int, int] | None]] = []  # not written yet, oldest first
         self.slices = TranscriptSlices(self, lambda: self._shown[0] if self._shown else None)  # background work
         self.last_announcement = ""
@@ -248,9 +237,9 @@ class TranscriptView(QTextBrowser):
         c.movePosition(QTextCursor.MoveOperation.End)
         return c
 
-    def _start_message(self, c: QTextCursor, m_id: int, role: str, index: int) -> _Shown:
+    def _start_message(self, c: QTextCursor, m_id: int, role: str, index: int) -> Shown:
         start = QTextCursor(c)
-        shown = _Shown(m_id, role, start, None)
+        shown = Shown(m_id, role, start, None)
         self._shown.insert(index, shown)
         return shown
 
@@ -345,7 +334,7 @@ class TranscriptView(QTextBrowser):
         if steps is not None:
             self.slices.render(steps)
 
-    def last_shown(self, message_id: int) -> _Shown | None:
+    def last_shown(self, message_id: int) -> Shown | None:
         """The last message shown, if it is this one."""
         return self._shown[-1] if self._shown and self._shown[-1].message_id == message_id else None
 
