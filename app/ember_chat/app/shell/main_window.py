@@ -29,6 +29,7 @@ from ember_chat.app.conversation.controller import ChatController
 from ember_chat.app.engine_link.bridge import EngineBridge
 from ember_chat.app.engine_link.tasks import TaskRunner
 from ember_chat.app.importing.dialog import ImportChats
+from ember_chat.app.models.actions import ModelActions
 from ember_chat.app.models.kv_caches import WindowKvCaches
 from ember_chat.app.models.model_bar import ModelBar
 from ember_chat.app.models.starter_names import model_label
@@ -41,7 +42,6 @@ from ember_chat.app.shell.navigation import focus_pane, set_tab_order
 from ember_chat.app.shell.side_fit import SidePanelFit, WindowSplitter
 from ember_chat.app.shell.store_watch import StoreWatch
 from ember_chat.app.shell.welcome import ChatGreeting, WelcomePanel, greets_as_chat
-from ember_chat.app.shell.window_models import ModelActions
 from ember_chat.app.shell.window_size import default_geometry, default_splitter_sizes, grows_back
 from ember_chat.app.shell.window_tools import WindowTools
 from ember_chat.app.side_panel.panel import SidePanel
@@ -63,7 +63,7 @@ from ember_chat.engine.storage.settings import Settings, SettingsFile
 
 
 class MainWindow(QMainWindow):
-    """The window's model actions are `self.models` (window_models.py), its chat actions `self.chats`
+    """The window's model actions are `self.models` (models/actions.py), its chat actions `self.chats`
     (chat_list/actions.py), its message box's `self.compose` (conversation/compose.py); what callers reach on the
     window is delegated to them below."""
 

@@ -33,7 +33,7 @@ class MenuHost(Protocol):
     connections: Any
     api: Any
     importer: ImportChats  # File ▸ Import chats…
-    models: Any  # the window's model actions (window_models.py)
+    models: Any  # the window's model actions (models/actions.py)
     chats: Any  # the window's chat actions (chat_list/actions.py)
     close: Callable[[], bool]
     stop: Callable[[], None]

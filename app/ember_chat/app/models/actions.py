@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QObject, QUrl, Slot
 from PySide6.QtGui import QDesktopServices
@@ -34,12 +34,11 @@ if TYPE_CHECKING:
     from ember_chat.app.models.connections_dialog import ConnectionsDialog
     from ember_chat.app.models.load_panel import LoadSettingsDialog
     from ember_chat.app.models.manager.dialog import ModelManager
-    from ember_chat.app.shell.main_window import MainWindow
-    from ember_chat.app.shell.remote_switch import RemoteSwitchQuestion
+    from ember_chat.app.models.remote_switch import RemoteSwitchQuestion
 
 
 class ModelActions(QObject):
-    def __init__(self, window: MainWindow) -> None:
+    def __init__(self, window: Any) -> None:
         super().__init__(window)
         self.w = window
         self.loading_name: str | None = None  # the pick being loaded
@@ -207,7 +206,7 @@ class ModelActions(QObject):
         if remote is None or self.w.model is None or self.w.model.is_remote:
             self._start_load(name, ref, alias)
             return
-        from ember_chat.app.shell.remote_switch import RemoteSwitchQuestion
+        from ember_chat.app.models.remote_switch import RemoteSwitchQuestion
 
         def cancelled() -> None:  # the picker shows what is still loaded
             index = self.w.model_picker.findData(self.loaded_name)
