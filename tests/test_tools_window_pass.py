@@ -11,7 +11,7 @@ from PySide6.QtWidgets import QApplication
 from pytestqt.qtbot import QtBot
 
 from ember_chat.app.shell.main_window import MainWindow
-from ember_chat.app.shell.window_tool_choices import BOX_ROOM
+from ember_chat.app.tools.choices import BOX_ROOM
 from ember_chat.engine.core.tools import ChatTools
 from ember_chat.engine.storage.paths import AppPaths
 from tests import test_tool_turns as turns

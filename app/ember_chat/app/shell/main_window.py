@@ -43,10 +43,10 @@ from ember_chat.app.shell.side_fit import SidePanelFit, WindowSplitter
 from ember_chat.app.shell.store_watch import StoreWatch
 from ember_chat.app.shell.welcome import ChatGreeting, WelcomePanel, greets_as_chat
 from ember_chat.app.shell.window_size import default_geometry, default_splitter_sizes, grows_back
-from ember_chat.app.shell.window_tools import WindowTools
 from ember_chat.app.side_panel.panel import SidePanel
 from ember_chat.app.style.icons import themed_icon
 from ember_chat.app.style.theme import app_icon, apply_theme
+from ember_chat.app.tools.actions import WindowTools
 from ember_chat.app.transcript.font_size import TranscriptFontSize
 from ember_chat.app.transcript.view import TranscriptView
 from ember_chat.engine.core.params import SamplingParams

@@ -1,6 +1,6 @@
 """The window's tools, wired (`window.tools`): tools.json (ToolsConfig), the MCP servers (McpManager), the
 tools they and the built-in tools offer now (ToolRegistry), the host of Settings ▸ Tools; the Tools button
-and each chat's choices are its `choices` (window_tool_choices.py).
+and each chat's choices are its `choices` (tools/choices.py).
 
 Nothing here waits on the GUI thread: tools.json and the keychain are written on one ordered worker (a
 later save never lands before an earlier one), the MCP client takes each new configuration on another
@@ -27,7 +27,7 @@ from PySide6.QtCore import QObject, QTimer, Signal
 
 from ember_chat.app.engine_link.tasks import TaskRunner
 from ember_chat.app.qt.settings_page import show_settings_page
-from ember_chat.app.shell.window_tool_choices import ChatToolChoices
+from ember_chat.app.tools.choices import ChatToolChoices
 from ember_chat.engine.core.tools import ChatTools
 from ember_chat.engine.errors import EmberError, InvalidParameter, StoreError
 from ember_chat.engine.storage.secrets import SecretStore
@@ -50,7 +50,6 @@ from ember_chat.engine.tools.session import ChatToolSession
 from ember_chat.engine.tools.tools_cache import CACHE_FILE, ToolsCache, listing_plan
 
 if TYPE_CHECKING:
-    from ember_chat.app.shell.main_window import MainWindow
     from ember_chat.app.tools.settings_dialog import ToolsDialog
 
 TOOLS_FILE = "tools.json"
@@ -62,7 +61,8 @@ class WindowTools(QObject):
     listed = Signal()  # a listing of every source has finished (GUI thread; tests wait on it)
     _remembered = Signal(str)  # a server's remembered tools changed (emitted by the thread that listed it)
 
-    def __init__(self, window: MainWindow, config_dir: Path, secrets: SecretStore | None = None) -> None:
+    def __init__(self, window: Any, config_dir: Path, secrets: SecretStore | None = None) -> None:
+        """`window`: the main window, until this is built from the context (a feature may not import the shell)."""
         super().__init__(window)
         self.w = window
         self.config_file = ToolsConfigFile(config_dir / TOOLS_FILE)

@@ -30,15 +30,14 @@ from ember_chat.engine.tools.registry import ToolEntry, tool_tokens_estimate
 from ember_chat.engine.tools.session import ChatToolSession
 
 if TYPE_CHECKING:
-    from ember_chat.app.shell.main_window import MainWindow
-    from ember_chat.app.shell.window_tools import WindowTools
+    from ember_chat.app.tools.actions import WindowTools
 
 
 BOX_ROOM = 440  # the least width the message box keeps before the Tools button shows its whole text
 
 
 class ChatToolChoices(QObject):
-    def __init__(self, window: MainWindow, tools: WindowTools) -> None:
+    def __init__(self, window: Any, tools: WindowTools) -> None:
         super().__init__(tools)
         self.w = window
         self.t = tools

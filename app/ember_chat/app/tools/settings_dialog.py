@@ -41,7 +41,7 @@ STATE_MARKS = {"running": "●", "failed": "✕", "starting": "…", "stopped": 
 
 
 class ToolsHost(Protocol):
-    """What the dialog needs from the window's tools (app/shell/window_tools.py satisfies it)."""
+    """What the dialog needs from the window's tools (tools/actions.py WindowTools satisfies it)."""
 
     changed: Any  # Signal(): the configuration or the tools listed changed
     config: Any  # ToolsConfig
