@@ -25,8 +25,8 @@ GRANTS = HOSTILE / "chat_export_grants_consent.json"
 SETTINGS = HOSTILE / "chat_export_bad_settings.json"
 PERMISSIONS = "Its tool permissions were not imported: allow tools again in the chat if you trust it."
 RESET = (
-    "11 settings out of range or of the wrong kind were reset to their defaults (temperature, top_k, min_p, "
-    "max_tokens, stop, thinking, response_format, grammar, …)."
+    "11 settings Ember does not know or could not use were left out: the chat uses the defaults (temperature, "
+    "top_k, min_p, max_tokens, stop, thinking, response_format, grammar, …)."
 )
 
 
@@ -66,10 +66,8 @@ def test_several_chats_say_in_how_many_of_them(
     both.write_text(json.dumps(chats), encoding="utf-8")
     w = _open(qtbot, paths, windows)
     said = _imported(qtbot, w, both)
-    assert (
-        "The tool permissions of 2 of them were not imported: allow tools again in a chat if you trust it." in said
-    )
-    assert "11 settings out of range or of the wrong kind, in 1 of them, were reset to their defaults (" in said
+    assert "The tool permissions of 2 of them were not imported: allow tools again in a chat if you trust it." in said
+    assert "11 settings Ember does not know or could not use, in 1 of them, were left out: those chats use the" in said
 
 
 def test_chats_import_on_the_command_line_says_the_same(paths: AppPaths) -> None:
@@ -83,6 +81,24 @@ def test_chats_import_on_the_command_line_says_the_same(paths: AppPaths) -> None
     assert out.returncode == 0, out.stderr
     (line,) = [line for line in out.stdout.splitlines() if line.startswith("Chat ")]
     assert line.endswith(
-        "“Odd settings”: 11 settings out of range or of the wrong kind were reset to their defaults (temperature, "
-        "top_k, min_p, max_tokens, stop, thinking, response_format, grammar, …)."
+        "“Odd settings”: 11 settings Ember does not know or could not use were left out: the chat uses the defaults "
+        "(temperature, top_k, min_p, max_tokens, stop, thinking, response_format, grammar, …)."
     )
+
+
+def test_a_chat_files_title_and_setting_names_cannot_drive_the_terminal(paths: AppPaths, tmp_path: Path) -> None:
+    """A title or a setting's name with an escape sequence (recolour, clear the screen, retitle the window)
+    is printed without its control characters by `chats import` and `chats list`."""
+    doc = json.loads(SETTINGS.read_text(encoding="utf-8"))
+    doc["title"] = "Odd\x1b[2J\x1b]0;owned\x07 settings"
+    doc["params"] = {"\x1b[31mred\x1b[0m": 1, **doc["params"]}
+    hostile = tmp_path / "escapes.json"
+    hostile.write_text(json.dumps(doc), encoding="utf-8")
+    out = cli(paths.data_dir, "import", str(hostile))
+    assert out.returncode == 0, out.stderr
+    assert "\x1b" not in out.stdout and "\x07" not in out.stdout
+    (line,) = [line for line in out.stdout.splitlines() if line.startswith("Chat ")]
+    assert "“Odd[2J]0;owned settings”" in line and "([31mred[0m, temperature," in line
+    listed = cli(paths.data_dir, "list")
+    assert listed.returncode == 0, listed.stderr
+    assert "\x1b" not in listed.stdout and "Odd[2J]0;owned settings" in listed.stdout

@@ -27,7 +27,7 @@ from ember_chat.app.context import AppContext
 from ember_chat.engine.attachments import Limits
 from ember_chat.engine.attachments.imported import AttachmentImporter
 from ember_chat.engine.attachments.store import AttachmentStore
-from ember_chat.engine.storage.importing import ImportedChat, ImportReport, import_chats
+from ember_chat.engine.storage.importing import ImportedChat, ImportReport, import_chats, setting_names
 
 POLL_MS = 50
 
@@ -221,7 +221,7 @@ class ImportChats(QObject):
     def _refused(self, report: ImportReport) -> str:
         """What Ember refused of what the chats carried, said plainly: a file's "always allow" grants
         would run tools with no question, so they never come in (the user allows tools again), and
-        settings of the wrong kind or out of range take their defaults."""
+        settings Ember does not know, of the wrong kind or out of range are left out for the defaults."""
         refused, one = report.refused, len(report.imported) == 1
         parts: list[str] = []
         if refused.grants_chats and one:
@@ -236,19 +236,20 @@ class ImportChats(QObject):
                 ).format(n=refused.grants_chats)
             )
         if refused.settings:
-            names = ", ".join(name[:40] for name in refused.setting_names[:8])
-            if len(refused.setting_names) > 8:
-                names += ", …"
+            names = setting_names(refused.setting_names)
             if refused.settings == 1:
-                text = self.tr("1 setting out of range or of the wrong kind was reset to its default ({names}).")
+                text = self.tr(
+                    "1 setting Ember does not know or could not use was left out: the chat uses its default ({names})."
+                )
             elif one:
                 text = self.tr(
-                    "{n:,} settings out of range or of the wrong kind were reset to their defaults ({names})."
+                    "{n:,} settings Ember does not know or could not use were left out: the chat uses the defaults "
+                    "({names})."
                 )
             else:
                 text = self.tr(
-                    "{n:,} settings out of range or of the wrong kind, in {chats:,} of them, were reset to their "
-                    "defaults ({names})."
+                    "{n:,} settings Ember does not know or could not use, in {chats:,} of them, were left out: "
+                    "those chats use the defaults ({names})."
                 )
             parts.append(text.format(n=refused.settings, chats=refused.settings_chats, names=names))
         return " ".join(parts)

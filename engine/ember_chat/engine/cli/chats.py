@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ember_chat.engine.cli.terminal import terminal_text
 from ember_chat.engine.errors import EmberError
 from ember_chat.engine.storage.paths import AppPaths
 
@@ -106,8 +107,9 @@ def _list(args: argparse.Namespace, store: ConversationStore, paths: AppPaths) -
     print(f"{'ID':>{width}}  {when.upper():<16}  {'FOLDER':<16}  TITLE")
     for r in rows:
         stamp = _date(r["deleted_at"] if args.trash else r["updated_at"])
-        title = " ".join(r["title"].split()) + ("  (pinned)" if r["pinned"] else "")
-        print(f"{r['id']:>{width}}  {stamp:<16}  {(r['folder'] or '')[:16]:<16}  {title}")
+        title = " ".join(terminal_text(r["title"]).split()) + ("  (pinned)" if r["pinned"] else "")
+        folder = terminal_text(r["folder"] or "")[:16]
+        print(f"{r['id']:>{width}}  {stamp:<16}  {folder:<16}  {title}")
     return 0
 
 
@@ -174,7 +176,7 @@ def _markdown(store: ConversationStore, ids: list[int], paths: AppPaths) -> str:
 def _import(args: argparse.Namespace, store: ConversationStore, paths: AppPaths) -> int:
     from ember_chat.engine.attachments import AttachmentStore, Limits
     from ember_chat.engine.attachments.imported import AttachmentImporter
-    from ember_chat.engine.storage.importing import import_chats
+    from ember_chat.engine.storage.importing import import_chats, setting_names
     from ember_chat.engine.storage.settings import SettingsFile
 
     path = Path(args.path).expanduser()
@@ -199,13 +201,14 @@ def _import(args: argparse.Namespace, store: ConversationStore, paths: AppPaths)
             where.append("its tool permissions were not imported (allow tools again in the chat if you trust it)")
         if chat.settings_reset:
             n = len(chat.settings_reset)
-            names = ", ".join(name[:40] for name in chat.settings_reset[:8]) + (", …" if n > 8 else "")
+            names = setting_names(chat.settings_reset)
             where.append(
-                f"{n} setting{'' if n == 1 else 's'} out of range or of the wrong kind "
-                f"{'was' if n == 1 else 'were'} reset to {'its default' if n == 1 else 'their defaults'} ({names})"
+                f"{n} setting{'' if n == 1 else 's'} Ember does not know or could not use "
+                f"{'was' if n == 1 else 'were'} left out: the chat uses "
+                f"{'its default' if n == 1 else 'the defaults'} ({names})"
             )
         if where:
-            print(f"Chat {chat.id} “{chat.title}”: {'; '.join(where)}.")
+            print(f"Chat {chat.id} “{terminal_text(chat.title)}”: {'; '.join(where)}.")
     for skipped in report.skipped:
         print(f"Skipped: {skipped}")
     return 0

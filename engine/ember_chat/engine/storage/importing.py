@@ -22,7 +22,7 @@ import re
 import sqlite3
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -68,12 +68,20 @@ class ImportedChat:
 @dataclass(frozen=True)
 class Refused:
     """What an import refused of what the chats carried, for its sentence: the chats whose tool
-    permissions were not imported, and the settings reset to their defaults (in how many chats)."""
+    permissions were not imported, and the settings left out for their defaults (in how many chats)."""
 
     grants_chats: int
     settings: int
     settings_chats: int
     setting_names: tuple[str, ...]  # the names reset, each once, in the file's order
+
+
+def setting_names(names: Sequence[str], limit: int = 8) -> str:
+    """The names a chat file gave its refused settings, as a short list to show: control characters left
+    out (the names are the file's: a terminal must not act on them), each cut at 40 characters, the first
+    `limit`, then "…"."""
+    shown = ["".join(ch for ch in name if ch.isprintable())[:40] or "?" for name in names[:limit]]
+    return ", ".join(shown) + (", …" if len(names) > limit else "")
 
 
 @dataclass(frozen=True)
