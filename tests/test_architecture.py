@@ -113,15 +113,6 @@ def _cycles(nodes: list[str], edges: dict[str, set[str]]) -> list[list[str]]:
 # may only shrink. The engine has none, and no package imports back into a package that imports it.
 APP_CYCLES_LEFT = [
     ["ember_chat.app.conversation.controller", "ember_chat.app.conversation.tool_turns"],
-    [
-        "ember_chat.app.transcript.tool_cards",
-        "ember_chat.app.transcript.view",
-        "ember_chat.app.transcript.attachments",
-        "ember_chat.app.transcript.cards",
-        "ember_chat.app.transcript.links",
-        "ember_chat.app.transcript.slices",
-        "ember_chat.app.transcript.stream",
-    ],
     ["ember_chat.app.server.api_control", "ember_chat.app.server.api_dialog"],
     ["ember_chat.app.tools.actions", "ember_chat.app.tools.choices"],
     [

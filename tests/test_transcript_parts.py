@@ -4,13 +4,20 @@ or model."""
 
 from __future__ import annotations
 
+import ast
+from pathlib import Path
+
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QFocusEvent
 from PySide6.QtWidgets import QApplication, QTextBrowser
 from pytestqt.qtbot import QtBot
 
 from ember_chat.app.style.theme import active_colors
+from ember_chat.app.transcript.attachments import AttachmentsHost
+from ember_chat.app.transcript.cards import CardsHost
 from ember_chat.app.transcript.focus import TranscriptFocus
+from ember_chat.app.transcript.stream import StreamHost
+from ember_chat.app.transcript.tool_cards import ToolCardsHost
 from ember_chat.app.transcript.view import TranscriptView
 
 
@@ -110,3 +117,20 @@ def test_the_view_hands_its_focus_events_to_the_focus_part(qtbot: QtBot) -> None
     assert t.focus.ring_shown
     QApplication.sendEvent(t, QFocusEvent(QFocusEvent.Type.FocusOut, Qt.FocusReason.TabFocusReason))
     assert not t.focus.ring_shown
+
+
+def test_the_parts_read_the_view_through_what_they_use_of_it(qtbot: QtBot) -> None:
+    """Each part takes a Protocol of what it uses of the view (or the bare text browser), never
+    TranscriptView: the view builds them, so an import of view.py from a part is a cycle (issue 29);
+    the view meets every one of them."""
+    t = bare_view(qtbot)
+    for host in (AttachmentsHost, CardsHost, StreamHost, ToolCardsHost):
+        assert isinstance(t, host), host.__name__
+    folder = Path(__file__).resolve().parent.parent / "app" / "ember_chat" / "app" / "transcript"
+    importing_the_view = [
+        path.name
+        for path in folder.glob("*.py")
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.ImportFrom) and node.module == "ember_chat.app.transcript.view"
+    ]
+    assert importing_the_view == ["font_size.py"]  # (built by the composition from the view, not by it)

@@ -13,19 +13,20 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Protocol, runtime_checkable
 
 from PySide6.QtCore import QCoreApplication, QSize, Qt, QUrl
 from PySide6.QtGui import (
     QColor,
     QImage,
+    QScreen,
     QTextBlockFormat,
     QTextCharFormat,
     QTextCursor,
     QTextDocument,
     QTextImageFormat,
 )
-from PySide6.QtWidgets import QDialog, QDialogButtonBox, QPlainTextEdit, QVBoxLayout
+from PySide6.QtWidgets import QDialog, QDialogButtonBox, QPlainTextEdit, QVBoxLayout, QWidget
 
 from ember_chat.app.engine_link.attachment_words import kind_label, mode_words
 from ember_chat.app.style.icons import icon_image
@@ -37,13 +38,10 @@ from ember_chat.app.transcript.attachment_preview import (
     plain_label,
     plain_tooltip,
 )
-from ember_chat.app.transcript.render.message import inline_image, sign
+from ember_chat.app.transcript.render.message import MessageWriter, inline_image, sign
 from ember_chat.engine.attachments import PlannedAttachment, Source, StoredAttachment
 from ember_chat.engine.attachments.kinds import human_size
 from ember_chat.engine.errors import EmberError
-
-if TYPE_CHECKING:
-    from ember_chat.app.transcript.view import TranscriptView
 
 THUMB_HEIGHT = 96  # px, logical: a thumbnail's height in the transcript (narrower images keep their width)
 THUMB_WIDTH = 240
@@ -75,8 +73,21 @@ def source_label(source: Source) -> str:
     return " · ".join(p for p in (source.name, where, passage) if p)
 
 
+@runtime_checkable
+class AttachmentsHost(Protocol):
+    """What a message's files use of the transcript they are shown in (TranscriptView meets it)."""
+
+    @property
+    def writer(self) -> MessageWriter: ...
+    def document(self) -> QTextDocument: ...
+    def devicePixelRatioF(self) -> float: ...  # thumbnails are made at it
+    def screen(self) -> QScreen: ...  # a preview fits it
+    def window(self) -> QWidget: ...  # a preview stays over it
+    def thread_ids(self) -> list[int]: ...  # the thread shown, oldest first
+
+
 class TranscriptAttachments:
-    def __init__(self, view: TranscriptView) -> None:
+    def __init__(self, view: AttachmentsHost) -> None:
         self.view = view
         self.lookup: Lookup = lambda ids: {}
         self.text_head: TextHead | None = None  # a stored file's text, for its preview (the window's store)

@@ -1,29 +1,42 @@
 """The cards behind the transcript's messages: each message is drawn on a rounded card, painted behind
-its text, so cards cost no layout. `TranscriptCards` is a part of TranscriptView (`view.cards`): it
-finds where each shown message's text is (asking the layout only about the few it needs) and paints
-the cards in a strip of the viewport, with pens made once per set of colours."""
+its text, so cards cost no layout. `TranscriptCards` is a part of TranscriptView (`view.cards`),
+which it reads through `CardsHost` (what it uses of the view): it finds where each shown message's
+text is (asking the layout only about the few it needs) and paints the cards in a strip of the
+viewport, with pens made once per set of colours."""
 
 from __future__ import annotations
 
 import bisect
-from typing import TYPE_CHECKING
+from typing import Protocol, runtime_checkable
 
 from PySide6.QtCore import QRectF, Qt
-from PySide6.QtGui import QAbstractTextDocumentLayout, QColor, QPainter, QPaintEvent, QPen
+from PySide6.QtGui import QAbstractTextDocumentLayout, QColor, QPainter, QPaintEvent, QPen, QTextDocument
+from PySide6.QtWidgets import QScrollBar, QWidget
 
 from ember_chat.app.style.theme import Colors
-
-if TYPE_CHECKING:
-    from ember_chat.app.transcript.shown import Shown
-    from ember_chat.app.transcript.view import TranscriptView
+from ember_chat.app.transcript.render.message import MessageWriter
+from ember_chat.app.transcript.shown import Shown
 
 CARD_PAD_X = 14
 CARD_PAD_Y = 10
 CARD_RADIUS = 10
 
 
+@runtime_checkable
+class CardsHost(Protocol):
+    """What the cards use of the transcript they are painted in (TranscriptView meets it)."""
+
+    @property
+    def writer(self) -> MessageWriter: ...  # its colours
+    def document(self) -> QTextDocument: ...
+    def viewport(self) -> QWidget: ...
+    def verticalScrollBar(self) -> QScrollBar: ...
+    def horizontalScrollBar(self) -> QScrollBar: ...
+    def side_margin(self) -> float: ...
+
+
 class TranscriptCards:
-    def __init__(self, view: TranscriptView) -> None:
+    def __init__(self, view: CardsHost) -> None:
         self.view = view
         self._pens_for: Colors | None = None
         self._pens: dict[bool, tuple[QPen | Qt.PenStyle, QColor]] = {}

@@ -1,12 +1,13 @@
 """Links in the transcript: every link its messages hold, in document (and Tab) order, and what
 activating one (a click, or Enter on the focused one) does. A web link goes to the view's `open_link`;
 an `ember:` link becomes the view's `action` (verb, message id, argument) only when Ember signed it
-(message_render.py): one in a model's answer is shown, never run.
+(message_render.py): one in a model's answer is shown, never run. The view hands `activate_link`
+those two signals' emits and its tool cards' fold.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable
 
 from PySide6.QtCore import QUrl
 from PySide6.QtGui import QTextCharFormat, QTextCursor, QTextDocument
@@ -14,9 +15,6 @@ from PySide6.QtWidgets import QTextBrowser, QToolTip
 
 from ember_chat.app.transcript.render.message import is_signed
 from ember_chat.app.transcript.tool_cards import FOLD
-
-if TYPE_CHECKING:
-    from ember_chat.app.transcript.view import TranscriptView
 
 
 def document_links(document: QTextDocument) -> list[tuple[str, str]]:
@@ -42,10 +40,17 @@ def activated_link_format(view: QTextBrowser) -> QTextCharFormat:
     return c.charFormat()  # (the format of the character before the cursor: the link's first)
 
 
-def activate_link(view: TranscriptView, url: QUrl) -> None:
-    """The view's anchorClicked: a web link to open, or a signed action to run."""
+def activate_link(
+    view: QTextBrowser,
+    url: QUrl,
+    open_link: Callable[[QUrl], None],
+    action: Callable[[str, int, int], None],
+    toggle_fold: Callable[[int, int], None],
+) -> None:
+    """The view's anchorClicked: a web link to open (`open_link`), or a signed action to run (`action`:
+    verb, message id, argument; a tool result's fold is toggled first with `toggle_fold`)."""
     if url.scheme() in ("http", "https", "mailto"):
-        view.open_link.emit(url)
+        open_link(url)
         return
     if url.scheme() != "ember" or not is_signed(activated_link_format(view)):
         return  # (an ember: link Ember did not write, e.g. in a model's answer: shown, never run)
@@ -58,7 +63,7 @@ def activate_link(view: TranscriptView, url: QUrl) -> None:
     except (IndexError, ValueError):
         return
     if verb == FOLD:
-        view.tools.toggle(mid, arg)  # (the controller shows the thread again)
+        toggle_fold(mid, arg)  # (the controller shows the thread again)
     if verb in ("copy", "copycode"):
         QToolTip.showText(view.mapToGlobal(view.cursorRect().center()), view.tr("Copied"), view, msecShowTime=1200)
-    view.action.emit(verb, mid, arg)
+    action(verb, mid, arg)

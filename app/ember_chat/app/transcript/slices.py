@@ -2,9 +2,10 @@
 between slices): a finished answer's Markdown rendering first, then the older messages of a chat just
 opened, written above the shown ones while what is on screen stays still.
 
-`TranscriptSlices` is a part of TranscriptView (`view.slices`) and owns the slicer and the pending
-work, two iterators of steps that the view makes (it owns the list of shown messages). Each step runs
-in its own edit block (`edit_block`), so the document lays itself out once per step.
+`TranscriptSlices` is a part of TranscriptView (`view.slices`; it needs of it only the text browser
+it is) and owns the slicer and the pending work, two iterators of steps that the view makes (it owns
+the list of shown messages). Each step runs in its own edit block (`edit_block`), so the document
+lays itself out once per step.
 """
 
 from __future__ import annotations
@@ -16,10 +17,11 @@ from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QTimer
 from PySide6.QtGui import QTextCursor, QTextDocument
+from PySide6.QtWidgets import QTextBrowser
+
+from ember_chat.app.transcript.shown import Shown
 
 if TYPE_CHECKING:
-    from ember_chat.app.transcript.shown import Shown
-    from ember_chat.app.transcript.view import TranscriptView
     from ember_chat.engine.storage.conversations import Message
 
 SLICE_S = 0.010  # one slice of background work; the event loop runs between slices
@@ -59,7 +61,7 @@ class TranscriptSlices:
     """The transcript's background work: `final` (a finished answer's rendering) and `backfill` (the
     older messages), each an iterator of steps, run a slice at a time."""
 
-    def __init__(self, view: TranscriptView, first_shown: Callable[[], Shown | None]) -> None:
+    def __init__(self, view: QTextBrowser, first_shown: Callable[[], Shown | None]) -> None:
         self.view = view
         self._first_shown = first_shown  # the message the view keeps still while older ones are written
         self.final: Iterator[None] | None = None  # a finished answer's rendering, step by step

@@ -6,11 +6,11 @@ arguments so far, replaced at each batch, until the call is read whole (its card
 ends). While a long prompt is read (prefill: a big attachment, a long chat after a switch), the card
 says "Reading your message… 45%" — the progress the side panel shows — until the first token replaces it.
 
-`TranscriptStreaming` is a part of TranscriptView (`view.streaming`) and owns the state of the
-answer being streamed: where its text starts, the thinking splitter, the cut lines' width and the
-cursor at its end. The view writes the message's header (it owns the list of shown messages) and
-runs the final rendering on its slicer; `view.append_stream` is this object's `append` itself, so a
-batch costs no extra call.
+`TranscriptStreaming` is a part of TranscriptView (`view.streaming`; what it uses of the view is
+`StreamHost`) and owns the state of the answer being streamed: where its text starts, the thinking
+splitter, the cut lines' width and the cursor at its end. The view writes the message's header (it
+owns the list of shown messages) and runs the final rendering on its slicer; `view.append_stream` is
+this object's `append` itself, so a batch costs no extra call.
 
 Qt lays out and repaints a whole paragraph when text is added to it, so each batch would cost in
 proportion to the paragraph it lands in. Instead, once the paragraph being appended to wraps, its
@@ -29,15 +29,16 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Protocol, runtime_checkable
 
-from PySide6.QtGui import QFont, QTextBlockFormat, QTextCharFormat, QTextCursor
+from PySide6.QtCore import SignalInstance
+from PySide6.QtGui import QFont, QTextBlockFormat, QTextCharFormat, QTextCursor, QTextDocument
+from PySide6.QtWidgets import QScrollBar
 
-from ember_chat.app.transcript.render.message import can_continue, message_actions
+from ember_chat.app.transcript.attachments import TranscriptAttachments
+from ember_chat.app.transcript.render.message import MessageWriter, can_continue, message_actions
+from ember_chat.app.transcript.shown import Shown
 from ember_chat.engine.core.reasoning import ThinkingStream, answer_only
-
-if TYPE_CHECKING:
-    from ember_chat.app.transcript.view import TranscriptView
 
 STREAM_BLOCK_CHARS = 1500  # the longest paragraph appended to, should it never wrap (a long word)
 CALL_PREVIEW_CHARS = 1500  # of a call's arguments shown while it is written (its end, where it grows)
@@ -97,7 +98,27 @@ class StreamRecord:
             self.events.append(progress)
 
 
-def _end_cursor(view: TranscriptView) -> QTextCursor:
+@runtime_checkable
+class StreamHost(Protocol):
+    """What the streaming answer uses of the transcript it streams into (TranscriptView meets it)."""
+
+    @property
+    def writer(self) -> MessageWriter: ...
+    @property
+    def attachments(self) -> TranscriptAttachments: ...  # a finished answer's Read line and Sources
+    @property
+    def rendered(self) -> SignalInstance: ...  # emitted when a finished answer's rendering is complete
+    def document(self) -> QTextDocument: ...
+    def verticalScrollBar(self) -> QScrollBar: ...
+    def side_margin(self) -> float: ...
+    def tr(self, text: str, /) -> str: ...  # (the view's translation context)
+    def is_expanded(self, message_id: int) -> bool: ...
+    def last_shown(self, message_id: int) -> Shown | None: ...
+    def scroll_to_end(self) -> None: ...
+    def announce(self, text: str) -> None: ...
+
+
+def _end_cursor(view: StreamHost) -> QTextCursor:
     c = QTextCursor(view.document())
     c.movePosition(QTextCursor.MoveOperation.End)
     return c
@@ -106,7 +127,7 @@ def _end_cursor(view: TranscriptView) -> QTextCursor:
 class TranscriptStreaming:
     """The answer streaming into a TranscriptView (at most one at a time)."""
 
-    def __init__(self, view: TranscriptView) -> None:
+    def __init__(self, view: StreamHost) -> None:
         self.view = view
         self._stream: tuple[int, QTextCursor] | None = None  # message id, where its plain text starts
         self._thinking: ThinkingStream | None = None  # splits the streaming answer

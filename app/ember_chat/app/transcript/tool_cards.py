@@ -12,19 +12,16 @@ them, Enter runs one), handled by the controller's tool loop (tool_turns.py)."""
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING
+from typing import Protocol, runtime_checkable
 
 from PySide6.QtCore import QCoreApplication, QUrl
 from PySide6.QtGui import QColor, QFont, QTextCharFormat, QTextCursor, QTextDocument, QTextLength, QTextTableFormat
 
 from ember_chat.app.style.icons import icon_image
 from ember_chat.app.transcript.render.code_highlight import insert_highlighted
-from ember_chat.app.transcript.render.message import inline_image, sign
+from ember_chat.app.transcript.render.message import MessageWriter, inline_image, sign
 from ember_chat.engine.core.tools import InvalidCall, ToolCall
 from ember_chat.engine.storage.conversations import Message, ToolMessage
-
-if TYPE_CHECKING:
-    from ember_chat.app.transcript.view import TranscriptView
 
 TOOL_ICON = 14  # px, the gear before a card's tool name
 FOLD_LINES = 8  # a longer result is folded to this many lines
@@ -90,8 +87,18 @@ def call_status(stored: ToolCall | InvalidCall, t: ToolMessage | None) -> tuple[
     return " · ".join(words), "ok"
 
 
+@runtime_checkable
+class ToolCardsHost(Protocol):
+    """What the tool cards use of the transcript they are written in (TranscriptView meets it)."""
+
+    @property
+    def writer(self) -> MessageWriter: ...
+    def document(self) -> QTextDocument: ...
+    def announce(self, text: str) -> None: ...  # a call that asks for consent is said to screen readers
+
+
 class TranscriptTools:
-    def __init__(self, view: TranscriptView) -> None:
+    def __init__(self, view: ToolCardsHost) -> None:
         self.view = view
         self._unfolded: set[tuple[int, int]] = set()  # (message id, call index) whose whole result shows
         self._announced: set[tuple[int, str]] = set()  # consent cards screen readers were told about

@@ -103,7 +103,9 @@ class TranscriptView(QTextBrowser):
         self.setAccessibleDescription(
             self.tr("The messages of this chat. Tab moves between the actions of each message; Enter runs one.")
         )
-        self.anchorClicked.connect(lambda url: activate_link(self, url))  # (transcript_links.py)
+        self.anchorClicked.connect(  # (links.py)
+            lambda url: activate_link(self, url, self.open_link.emit, self.action.emit, self.tools.toggle)
+        )
         self.highlighted.connect(lambda url: self.link_hovered.emit(url.toString() if url.isValid() else ""))
         self.document().setDocumentMargin(MIN_MARGIN)
         self.document().setUndoRedoEnabled(False)  # read-only: an undo history would only grow
