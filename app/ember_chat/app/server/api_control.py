@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from PySide6.QtCore import QObject, Signal, Slot
+from PySide6.QtCore import QT_TRANSLATE_NOOP, QObject, Signal, Slot
 from PySide6.QtWidgets import QLabel, QMessageBox, QStatusBar, QWidget
 
 from ember_chat.app.context import AppContext
@@ -41,8 +41,9 @@ if TYPE_CHECKING:
     from ember_chat.app.server.api_dialog import ApiServerDialog
 
 # The 400 for an unknown request field says how to have them ignored: on this server, the dialog's
-# checkbox (its label, IGNORE_UNKNOWN_LABEL, as the dialog shows it). Sent to HTTP clients: English.
-IGNORE_UNKNOWN_LABEL = "Ignore unknown request fields"
+# checkbox (its label, IGNORE_UNKNOWN_LABEL, the one text the dialog translates: lupdate finds it here under
+# the dialog's context). Sent to HTTP clients: English.
+IGNORE_UNKNOWN_LABEL = QT_TRANSLATE_NOOP("ApiServerDialog", "Ignore unknown request fields")
 WINDOW_UNKNOWN_FIELDS_ADVICE = (
     f"turn on “{IGNORE_UNKNOWN_LABEL}” in the Ember window's Settings ▸ Local API server… to ignore them"
 )

@@ -33,7 +33,7 @@ from PySide6.QtWidgets import (
 
 from ember_chat.app.engine_link.wording import window_wording
 from ember_chat.app.qt.window_frame import TITLE_BAR_ALLOWANCE
-from ember_chat.app.server.api_control import ApiServerControl
+from ember_chat.app.server.api_control import IGNORE_UNKNOWN_LABEL, ApiServerControl
 from ember_chat.engine.errors import EmberError
 from ember_chat.engine.inference.service.engine import RequestRecord
 from ember_chat.engine.serve.request_log import HttpExchange
@@ -124,9 +124,9 @@ class ApiServerDialog(QDialog):
         self.origins.setToolTip(
             self.tr("Comma-separated web origins (e.g. http://localhost:3000) whose pages may call the API")
         )
-        self.ignore_unknown = QCheckBox(self.tr("Ignore unknown request fields"))
+        self.ignore_unknown = QCheckBox(self.tr(IGNORE_UNKNOWN_LABEL))
         self.ignore_unknown.setChecked(s.api_allow_unknown_fields)
-        self.ignore_unknown.setAccessibleName(self.tr("Ignore unknown request fields"))
+        self.ignore_unknown.setAccessibleName(self.ignore_unknown.text())
         self.ignore_unknown.setToolTip(
             self.tr(
                 "For clients that send fields of other servers: ignore the fields Ember does not know. Off, such a "
