@@ -147,9 +147,6 @@ WINDOW_BACK_REFERENCES_LEFT = [
     "chat_list/actions.py",
     "chat_list/export.py",
     "chat_list/undo.py",
-    # FileDrops takes the window only as the QWidget that drops land on (typed QWidget, nothing read
-    # through it): naming the parameter for what it is (a drop target) takes it off the list
-    "conversation/attachments_bar.py",
     # the message box's sending and editing, and the chat's files: moved out of shell/, still built from the window
     "conversation/attach.py",
     "conversation/compose.py",

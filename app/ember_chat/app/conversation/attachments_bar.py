@@ -459,20 +459,20 @@ class AttachmentsBar(QWidget):
 
 
 class FileDrops(QObject):
-    """Files dropped anywhere on the window are attached (an event filter on the window: the drops its
-    children do not take themselves reach it). While files are dragged over the window, `overlay`
-    covers the chat area saying a drop attaches them; it goes when the drag leaves or drops. The
-    message box takes drops itself (they attach too): it shows the overlay as well (`watched`)."""
+    """Files dropped anywhere on `target` (the main window) are attached (an event filter on it: the drops
+    its children do not take themselves reach it). While files are dragged over it, `overlay` covers the
+    chat area saying a drop attaches them; it goes when the drag leaves or drops. The message box takes
+    drops itself (they attach too): it shows the overlay as well (`watched`)."""
 
     def __init__(
-        self, window: QWidget, bar: AttachmentsBar, overlay: DropOverlay, watched: Iterable[QWidget] = ()
+        self, target: QWidget, bar: AttachmentsBar, overlay: DropOverlay, watched: Iterable[QWidget] = ()
     ) -> None:
-        super().__init__(window)
+        super().__init__(target)
         self.bar = bar
-        self.window = window
+        self.target = target
         self.overlay = overlay
-        window.setAcceptDrops(True)
-        window.installEventFilter(self)
+        target.setAcceptDrops(True)
+        target.installEventFilter(self)
         for widget in watched:
             widget.installEventFilter(self)
 
@@ -483,7 +483,7 @@ class FileDrops(QObject):
             if gives_attachment(event.mimeData()):
                 if not self.overlay.isVisible():
                     self.overlay.show_over()
-                if watched is self.window:
+                if watched is self.target:
                     event.acceptProposedAction()
                     return True
         elif kind == QEvent.Type.DragLeave:
@@ -491,7 +491,7 @@ class FileDrops(QObject):
         elif kind == QEvent.Type.Drop:
             assert isinstance(event, QDropEvent)
             self.overlay.hide()
-            if watched is self.window and self.bar.attach_mime(event.mimeData()):
+            if watched is self.target and self.bar.attach_mime(event.mimeData()):
                 event.acceptProposedAction()
                 return True
         return False
