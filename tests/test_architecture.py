@@ -147,9 +147,6 @@ WINDOW_BACK_REFERENCES_LEFT = [
     "chat_list/actions.py",
     "chat_list/export.py",
     "chat_list/undo.py",
-    # the message box's sending and editing, and the chat's files: moved out of shell/, still built from the window
-    "conversation/attach.py",
-    "conversation/compose.py",
     # the window's model actions: moved out of shell/, still built from the window
     "models/actions.py",
 ]

@@ -122,7 +122,6 @@ class MainWindow(QMainWindow):
         self.tasks = self.ctx.tasks
         self.models = ModelActions(self)
         self.chats = ChatActions(self)
-        self.compose = ComposerActions(self)  # sending and editing from the message box (conversation/compose.py)
         self.undo = UndoActions(self)  # the undo stack and the banner's Undo link (chat_list/undo.py)
 
         self.colors = apply_theme(QApplication.instance(), self.settings.theme)
@@ -172,7 +171,28 @@ class MainWindow(QMainWindow):
         self.setCentralWidget(self.splitter)
 
         self.controller = ChatController(store, bridge, self._current_params)
-        self.attach = WindowAttachments(self, Path(settings_file.path).parent)  # files and images in the chat
+        self.attach = WindowAttachments(  # files and images in the chat (conversation/attach.py)
+            self.ctx,
+            Path(settings_file.path).parent,
+            self.composer,
+            self.side.params,
+            self.controller,
+            self.transcript,
+            self.banner,
+            model=lambda: self.model,
+            drop_target=self,  # (files dropped anywhere on the window)
+            drop_area=self.centre_stack,
+        )
+        self.model_state_changed.connect(self.attach.on_model_state)  # (the chips counted with its tokenizer)
+        self.compose = ComposerActions(  # sending and editing from the message box (conversation/compose.py)
+            self.ctx,
+            self.composer,
+            self.controller,
+            self.attach,
+            self.banner,
+            loading=lambda: self.models.loading,
+            parent=self,
+        )
         self.tools = WindowTools(self, Path(settings_file.path).parent)  # MCP servers, built-in tools, Tools button
         self.presets = WindowPresets(  # presets.json, new-chat defaults, `/`
             self.ctx,
