@@ -147,8 +147,6 @@ WINDOW_BACK_REFERENCES_LEFT = [
     "chat_list/actions.py",
     "chat_list/export.py",
     "chat_list/undo.py",
-    # the window's model actions: moved out of shell/, still built from the window
-    "models/actions.py",
 ]
 
 

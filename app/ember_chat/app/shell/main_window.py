@@ -29,7 +29,7 @@ from ember_chat.app.conversation.controller import ChatController
 from ember_chat.app.engine_link.bridge import EngineBridge
 from ember_chat.app.engine_link.tasks import TaskRunner
 from ember_chat.app.importing.dialog import ImportChats
-from ember_chat.app.models.actions import ModelActions
+from ember_chat.app.models.actions import BenchmarkWindow, ModelActions
 from ember_chat.app.models.kv_caches import WindowKvCaches
 from ember_chat.app.models.model_bar import ModelBar
 from ember_chat.app.models.starter_names import model_label
@@ -116,11 +116,22 @@ class MainWindow(QMainWindow):
         self.settings_file = settings_file
         self.window_state = window_state
         self.connections = self.ctx.connections
-        self.model: ModelDescription | None = None
         self.data_dir = self.ctx.data_dir
         self.model_settings = self.ctx.model_settings
         self.tasks = self.ctx.tasks
-        self.models = ModelActions(self)
+        self.model_bar = ModelBar()  # (laid out in _build_model_bar)
+        self.models = ModelActions(  # the model loaded, the picker, the model dialogs (models/actions.py)
+            self.ctx,
+            model_bar=self.model_bar,
+            after_stop=lambda action: self.controller.after_stop(action),  # (the parts below are built after it)
+            context_length=lambda: self.side.params.context.value(),
+            api_url=lambda: self.api.server.url if self.api.server is not None else None,
+            benchmark=self._benchmark_dialog,
+            tokens=self.tokens,
+            downloads=downloads,
+            hub_endpoint=hub_endpoint,
+            dialog_parent=self,
+        )
         self.chats = ChatActions(self)
         self.undo = UndoActions(self)  # the undo stack and the banner's Undo link (chat_list/undo.py)
 
@@ -263,6 +274,11 @@ class MainWindow(QMainWindow):
         self.ctx.settings = value
 
     @property
+    def model(self) -> ModelDescription | None:
+        """The model loaded (the model actions' own; None while none is)."""
+        return self.models.model
+
+    @property
     def url_opener(self) -> Callable[[QUrl], object]:
         return self.ctx.url_opener
 
@@ -272,14 +288,25 @@ class MainWindow(QMainWindow):
 
     # ----- construction
     def _build_model_bar(self) -> QWidget:
-        self.model_bar = ModelBar()
         self.model_picker = self.model_bar.picker
         self.load_progress = self.model_bar.progress
         self.model_status = self.model_bar.status
-        self.model_picker.activated.connect(self.models.on_pick)
-        self.model_bar.unload.clicked.connect(self.models.unload_model)
-        self.model_bar.tune.clicked.connect(lambda: self.models.open_load_settings())
         return self.model_bar
+
+    def _benchmark_dialog(self) -> BenchmarkWindow:
+        """Models ▸ Benchmark…: a new benchmark dialog, with today's models and connections."""
+        from ember_chat.app.lab.benchmark_dialog import BenchmarkDialog
+
+        ctx = self.ctx
+        return BenchmarkDialog(
+            ctx.library,
+            ctx.settings,
+            ctx.data_dir,
+            ctx.connections,
+            ctx.model_settings,
+            self,
+            service=ctx.bridge.service,  # each model measured with the engine to itself
+        )
 
     def _wire(self) -> None:
         w = self.bridge
@@ -289,6 +316,12 @@ class MainWindow(QMainWindow):
         w.loaded.connect(m.on_loaded)
         w.load_failed.connect(m.on_load_failed)
         w.unloaded.connect(m.on_unloaded)
+        m.state_changed.connect(self.set_model_state)  # (first: the Model Manager follows what the window shows)
+        m.progress.connect(self.loading_panel.progress.setValue)
+        m.thinking_switch.connect(self.side.params.set_thinking_switch)
+        m.pick_dropped.connect(self.compose.drop_queued)  # (a message sent meanwhile stays in the box)
+        m.listed.connect(self.models_listed)
+        m.load_settings_opened.connect(self.load_settings_opened)
         c = self.controller
         c.generating_changed.connect(self.composer.set_generating)
         c.generating_changed.connect(self._on_generating)
@@ -433,6 +466,8 @@ class MainWindow(QMainWindow):
 
     def set_model_state(self, state: ModelState) -> None:
         self.controller.model_ready = state is ModelState.READY
+        if state is ModelState.READY and self.model is not None:
+            self.controller.model_name = self.model.name  # (an answer's header: the engine's display name)
         if state is not ModelState.NONE:
             self.banner.end("model")  # "no model is loaded", or the last pick's error: over
         self.update_welcome()

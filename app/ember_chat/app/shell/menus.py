@@ -12,6 +12,7 @@ from PySide6.QtGui import QAction, QActionGroup, QKeySequence
 from PySide6.QtWidgets import QMenu, QMenuBar
 
 from ember_chat.app.importing.dialog import ImportChats
+from ember_chat.app.models.actions import ModelActions
 from ember_chat.app.shell.settings_window import SettingsWindow, build_settings_window
 from ember_chat.engine import __version__
 
@@ -33,7 +34,7 @@ class MenuHost(Protocol):
     connections: Any
     api: Any
     importer: ImportChats  # File ▸ Import chats…
-    models: Any  # the window's model actions (models/actions.py)
+    models: ModelActions  # the window's model actions (models/actions.py)
     chats: Any  # the window's chat actions (chat_list/actions.py)
     close: Callable[[], bool]
     stop: Callable[[], None]

@@ -35,6 +35,7 @@ from PySide6.QtWidgets import (
 )
 
 from ember_chat.app.backups.dialog import WindowBackups
+from ember_chat.app.models.actions import ModelActions
 from ember_chat.app.models.kv_caches import WindowKvCaches
 from ember_chat.app.presets.actions import WindowPresets
 from ember_chat.app.qt.window_frame import TITLE_BAR_ALLOWANCE
@@ -63,7 +64,7 @@ class SettingsHost(Protocol):
     presets: WindowPresets
     backups: WindowBackups
     kv_caches: WindowKvCaches
-    models: Any
+    models: ModelActions
 
 
 @dataclass(frozen=True)
