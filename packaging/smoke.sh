@@ -4,7 +4,8 @@
 # It checks the bundle ships the chat starter's GGUF without the `llm` CLI it depends on, opens the window,
 # sends a message to the starter model (SmolLM2 135M Instruct), checks the answer arrived, saves a
 # screenshot; then runs `ember-chat run --model starter --json`, sends an image to a tiny vision model
-# (made by the checkout's tests/vision_factory.py with SMOKE_PYTHON) and runs `ember-chat models list`.
+# (made by the checkout's tests/vision_factory.py with SMOKE_PYTHON), checks a LaTeX PDF's maths reach a
+# connection's server as text (fontTools in the bundle) and runs `ember-chat models list`.
 set -euo pipefail
 DIST="$(cd "${1:-dist/ember-chat}" && pwd)"
 OUT="$(mkdir -p "${2:-ci-artifacts}" && cd "${2:-ci-artifacts}" && pwd)"
@@ -81,6 +82,42 @@ PY
     grep -q '"image_encode_ms": [0-9]' "$OUT/bundle-image-encode.txt"
 else
     echo "smoke: NOT CHECKED: no $MAKER to make the tiny vision model (set SMOKE_PYTHON)" | tee "$OUT/bundle-image-encode.txt"
+fi
+
+echo "smoke: a LaTeX PDF keeps its maths (fontTools, as the bundle carries it, reads its CFF fonts)"
+# `ember-chat run --attach` reads the PDF in the bundle's reading process and sends its text to a connection's
+# server: a fake OpenAI server (tests/sse_server.py, run by SMOKE_PYTHON) records it. Without fontTools, or
+# with a module of it the spec left out, pypdf reads the formula as 'max(jx1 \x00 x2j; kxk) \x14 \x0f'.
+if [ -x "$MAKER" ]; then
+    mkdir -p "$WORK/home-pdf"
+    (cd "$(dirname "$0")/.." && env -i HOME="$WORK/home-pdf" PATH="$WORK/bin" LANG=C.UTF-8 "$MAKER" - "$EXE" \
+        tests/documents/latex_maths.pdf <<'PY'
+import json
+import os
+import subprocess
+import sys
+
+from tests.sse_server import FakeOpenAI
+
+exe, pdf = sys.argv[1], sys.argv[2]
+expected = "max(|x1 − x2|, ‖x‖) ≤ ϵ"
+with FakeOpenAI() as server:
+    for command in (
+        ["remote", "add", "smoke", server.base_url],
+        ["run", "--remote", "smoke", "--model", "test-model", "--attach", pdf, "--prompt", "Read it.", "--max-tokens", "4"],
+    ):
+        done = subprocess.run([exe, *command], env=os.environ, capture_output=True, text=True, timeout=120)
+        if done.returncode != 0:
+            sys.exit(f"smoke: ember-chat {' '.join(command)} failed:\n{done.stdout}{done.stderr}")
+    sent = json.dumps([r.body for r in server.generate_requests()], ensure_ascii=False)
+line = next((line for line in sent.split("\\n") if "distance" in line), sent[:300])
+print(f"read from the PDF: {line}")
+if expected not in sent:
+    sys.exit(f"smoke: the PDF's maths did not come through: expected {expected!r}")
+PY
+    ) | tee "$OUT/bundle-latex-pdf.txt"
+else
+    echo "smoke: NOT CHECKED: no $MAKER to run the fake OpenAI server (set SMOKE_PYTHON)" | tee "$OUT/bundle-latex-pdf.txt"
 fi
 
 echo "smoke: ember-chat models list"
