@@ -14,6 +14,7 @@ from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QProgressBar, QSizePo
 
 from ember_chat.app.engine_link.attachment_words import kind_label, mode_words, tr
 from ember_chat.app.qt.elided_label import ElidedLabel
+from ember_chat.app.qt.plain_text import plain_tooltip
 from ember_chat.app.style.icons import themed_icon
 from ember_chat.app.style.theme import Colors
 from ember_chat.engine.attachments.kinds import human_size
@@ -209,14 +210,16 @@ class AttachmentChip(QFrame):
         if state.mode == "retrieval" and state.tokens is not None:  # (what it would take, for the curious)
             tip += "\n" + tr("Whole, it would take {n} tokens.").format(n=f"{state.tokens:,}")
         # the chip's parts show the chip's tooltip, not the name label's own (the name alone)
-        for part in (self, self.kind, self.name_label, self.details):
-            part.setToolTip(tip)
+        for part in (self, self.kind, self.name_label, self.details):  # (the name is the file's: shown as written)
+            part.setToolTip(plain_tooltip(tip))
         self.warning.setToolTip(state.warning)
         self.setAccessibleName(tr("Attachment {name}").format(name=state.name))
         self.setAccessibleDescription(words + (f". {state.warning}" if state.warning else ""))
         self.close_button.setAccessibleName(tr("Remove {name}").format(name=state.name))
         self.close_button.setToolTip(
-            tr("Stop reading {name}").format(name=state.name)
-            if reading
-            else tr("Remove {name} (it is not sent)").format(name=state.name)
+            plain_tooltip(
+                tr("Stop reading {name}").format(name=state.name)
+                if reading
+                else tr("Remove {name} (it is not sent)").format(name=state.name)
+            )
         )

@@ -8,6 +8,8 @@ from PySide6.QtCore import QSize, Qt
 from PySide6.QtGui import QPainter, QPaintEvent
 from PySide6.QtWidgets import QFrame, QLabel, QSizePolicy, QWidget
 
+from ember_chat.app.qt.plain_text import plain_tooltip
+
 MIN_CHARS = "MMM"  # the narrowest it gets: a few characters and the ellipsis
 
 
@@ -22,7 +24,7 @@ class ElidedLabel(QLabel):
     def setText(self, text: str) -> None:  # Qt override (the full text; painted elided)
         super().setText(text)
         tip = "\n".join(part for part in (text, self._description) if part)
-        self.setToolTip(tip)
+        self.setToolTip(plain_tooltip(tip))  # (a chat's title or a file's name: shown as written)
 
     def set_description(self, description: str) -> None:
         self._description = description

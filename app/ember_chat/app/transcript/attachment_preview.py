@@ -11,13 +11,11 @@ the text is loaded (the rest is said, not shown)."""
 
 from __future__ import annotations
 
-import html
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from PySide6.QtCore import QCoreApplication, Qt
 from PySide6.QtGui import QColor, QPixmap, QTextCharFormat, QTextCursor
-from PySide6.QtGui import Qt as QtGuiQt  # (the namespace with mightBeRichText)
 from PySide6.QtWidgets import QLabel, QPlainTextEdit, QScrollArea, QTextEdit, QVBoxLayout
 
 from ember_chat.app.engine_link.attachment_words import kind_label, mode_words
@@ -48,14 +46,6 @@ def plain_label(text: str, name: str) -> QLabel:
     label.setObjectName(name)
     label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
     return label
-
-
-def plain_tooltip(text: str) -> str:
-    """A tooltip that shows `text` as written: Qt shows one that looks like HTML as HTML, and a file's
-    name from a chat file may look like it (`<b>minutes.txt`)."""
-    if not QtGuiQt.mightBeRichText(text):
-        return text
-    return "<p style='white-space:pre'>" + html.escape(text, quote=False) + "</p>"
 
 
 def header_words(att: StoredAttachment) -> str:

@@ -29,6 +29,7 @@ from PySide6.QtGui import (
 from PySide6.QtWidgets import QDialog, QDialogButtonBox, QPlainTextEdit, QVBoxLayout, QWidget
 
 from ember_chat.app.engine_link.attachment_words import kind_label, mode_words
+from ember_chat.app.qt.plain_text import plain_tooltip
 from ember_chat.app.style.icons import icon_image
 from ember_chat.app.transcript.attachment_preview import (
     MAX_TEXT_BYTES,
@@ -36,7 +37,6 @@ from ember_chat.app.transcript.attachment_preview import (
     add_image_preview,
     add_text_preview,
     plain_label,
-    plain_tooltip,
 )
 from ember_chat.app.transcript.render.message import MessageWriter, inline_image, sign
 from ember_chat.engine.attachments import PlannedAttachment, Source, StoredAttachment
