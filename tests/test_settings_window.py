@@ -170,3 +170,15 @@ def test_it_fits_an_800x600_screen(qtbot: QtBot, make_window: Callable[..., Main
         assert isinstance(scroll, QScrollArea)
         assert scroll.geometry().bottom() < sw.close_button.mapTo(sw, sw.close_button.rect().topLeft()).y(), title
         assert sw.rect().contains(sw.close_button.geometry().translated(sw.close_button.parentWidget().pos()))
+
+
+def test_the_text_size_shown_follows_the_view_menu(qtbot: QtBot, make_window: Callable[..., MainWindow]) -> None:
+    """Review of issue 28: with Appearance open, View ▸ Bigger text (Ctrl+= in the window) changed the
+    size but the page kept saying the old one, although the page and the menu are the same controls."""
+    w = make_window()
+    sw = _open(qtbot, w)
+    label = sw.page("appearance").size_label
+    before = w.font_size.points
+    _entry(w, "&View", "&Bigger text").trigger()
+    assert w.font_size.points > before
+    assert label.text() == f"{w.font_size.points} pt"

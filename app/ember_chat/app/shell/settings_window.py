@@ -350,12 +350,15 @@ def build_settings_window(host: SettingsHost) -> SettingsWindow:
 
     def appearance() -> None:
         fs = host.font_size
-        host.settings_window.show_made(
-            "appearance",
-            lambda: AppearancePage(
+
+        def page() -> AppearancePage:
+            made = AppearancePage(
                 host.theme_group, host.side_action, lambda: fs.points, fs.bigger, fs.smaller, fs.normal
-            ),
-        )
+            )
+            fs.resized.connect(made.refresh)  # (View ▸ Bigger text, Ctrl+= in the window: the page says it too)
+            return made
+
+        host.settings_window.show_made("appearance", page)
 
     def models() -> None:
         m = host.models
