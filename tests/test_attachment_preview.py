@@ -169,7 +169,7 @@ def test_an_imported_file_shows_its_real_size_and_its_stored_text_as_plain_text(
     dialog = click_chip(qtbot, w, question.id)
     header, reading, text = preview_parts(dialog)
     assert header.startswith("<b>minutes.txt · text · 148 B")  # the name as written, not bold
-    assert reading.startswith("How the answers read this file was not recorded (an imported chat)")
+    assert reading.startswith("How the answers read this file was not recorded: this is the text a model is given")
     assert text.toPlainText() == stored  # the tags and the Markdown as characters; nothing of /etc/passwd
     assert '<img src="file:///etc/passwd">' in text.toPlainText() and "root:" not in text.toPlainText()
     assert dialog.windowTitle() == "<b>minutes.txt"

@@ -62,10 +62,11 @@ def passage_words(source: Source) -> str:
 
 def reading_words(reading: Reading | None, latest: Reading | None, answered: bool = False) -> str:
     """How the answer to the message read the file (and the newest answer, when it read it otherwise);
-    `answered`: messages follow it, none with a record of how it read the file (an imported chat)."""
+    `answered`: messages follow it, none with a record of how it read the file (an imported chat, an
+    answer stopped or failed before its plan was kept, a chat from an older Ember)."""
     if reading is None and answered:
         return tr(
-            "How the answers read this file was not recorded (an imported chat): this is the text a model is given."
+            "How the answers read this file was not recorded: this is the text a model is given."
         )
     if reading is None:
         return tr("No answer has been made with this file yet: this is the text the model will be given.")
