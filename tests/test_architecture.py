@@ -143,10 +143,6 @@ WINDOW_BACK_REFERENCES_LEFT = [
     # the window's tools and a chat's tool choices: moved out of shell/, still built from the window
     "tools/actions.py",
     "tools/choices.py",
-    # the chat list's actions, exports and undoable changes: moved out of shell/, still built from the window
-    "chat_list/actions.py",
-    "chat_list/export.py",
-    "chat_list/undo.py",
 ]
 
 

@@ -10,7 +10,7 @@ from collections.abc import Callable
 import pytest
 from pytestqt.qtbot import QtBot
 
-from ember_chat.app.chat_list import undo as chat_undo
+from ember_chat.app.chat_list import organise
 from ember_chat.app.shell.main_window import MainWindow
 from tests.test_app import make_window, paths
 from tests.test_chat_list import nothing_blocks
@@ -71,7 +71,7 @@ def test_a_sweep_held_up_by_another_reader_is_finished_by_the_window_later(
 ) -> None:
     """Another program reading the database (a backup being written, `ember-chat chats` in a terminal) holds
     a snapshot: the deleted words cannot leave the WAL yet; the window tries again until they have."""
-    monkeypatch.setattr(chat_undo, "SWEEP_RETRY_MS", 50)
+    monkeypatch.setattr(organise, "SWEEP_RETRY_MS", 50)
     w = make_window()
     conv = w.store.create_conversation("Old")
     w.store.add_message(conv.id, "user", "quokkafruit confidential")

@@ -1,25 +1,32 @@
-"""The main window's chat actions: the chat list (open, search, rename, the views: chats, Archived,
-Trash; its context menu and the Chat menu's entries for it) and a new chat; sending and editing from the
-message box are `window.compose` (conversation/compose.py), exporting `self.exports` (chat_list/export.py).
-Changes to chats that can be undone go through `self.organise` (chat_list/undo.py). A part of the main
-window (`window.chats`), which uses the window's widgets and stores and owns the menu and questions it
-opened."""
+"""The chat list's actions (`window.chats`): the list (open, search, rename, the views: chats,
+Archived, Trash; its context menu and the Chat menu's entries for it) and a new chat; exporting is
+`self.exports` (export.py), changes to chats that can be undone go through `self.organise`
+(organise.py) and the undo stack (undo.py). It owns the menu and the questions it opened.
+
+Built from the AppContext, the list widget it drives (ConversationList), the chat shown (the
+conversation's controller, as `ShownChat`), the undo stack, the side panel's parameters a chat opened
+brings back, the attachment store an export reads and the widget its menus and dialogs open over;
+never the window. What opening a chat does to the rest of the window (the banner, the message box,
+the side panel's measures and the centre's page) is said by its signals, connected in the
+composition (shell/main_window.py)."""
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Iterable
 from operator import attrgetter
-from typing import Any
 
-from PySide6.QtCore import QDateTime, QObject, QPoint, Qt
+from PySide6.QtCore import QDateTime, QObject, QPoint, Qt, Signal
 from PySide6.QtGui import QKeySequence
-from PySide6.QtWidgets import QDialog, QInputDialog, QMenu, QMessageBox
+from PySide6.QtWidgets import QDialog, QInputDialog, QMenu, QMessageBox, QWidget
 
 from ember_chat.app.chat_list.export import ChatExports
 from ember_chat.app.chat_list.menu import build_row_menu, fill_move_menu
-from ember_chat.app.chat_list.undo import ChatOrganise
-from ember_chat.app.chat_list.view import FolderRow
+from ember_chat.app.chat_list.organise import ChatOrganise
+from ember_chat.app.chat_list.shown_chat import ChatParams, ShownChat
+from ember_chat.app.chat_list.undo import UndoActions
+from ember_chat.app.chat_list.view import ConversationList, FolderRow
+from ember_chat.app.context import AppContext
+from ember_chat.engine.attachments.store import AttachmentStore
 from ember_chat.engine.core.params import SamplingParams, chat_settings
 from ember_chat.engine.storage.conversations import ChatRow
 
@@ -27,34 +34,77 @@ _ID, _UPDATED = attrgetter("id"), attrgetter("updated_at")  # (sort keys of the 
 
 
 class ChatActions(QObject):
-    def __init__(self, window: Any) -> None:  # (the main window, until it comes off it)
-        super().__init__(window)
-        self.w = window
+    # what showing another chat (or a new one) does to the rest of the window, each said where it happens:
+    switching = Signal()  # the chat on screen changes: the side panel's "Current answer" was the last one's
+    edit_ends = Signal()  # an edit of a message ends (the message box gets back what it held)
+    leaving = Signal()  # what the banner said about the chat left behind goes (Ctrl+Z still undoes)
+    new_chat_opening = Signal()  # a new chat: the side panel takes the new-chat defaults, before it shows
+    new_chat_opened = Signal()  # the new chat shows: the message box takes the keyboard
+    shown_changed = Signal()  # the list or the open chat changed: the window's centre may show another page
+    deleting_all = Signal(str)  # every chat goes for good: a comparison running stops, saying this
+
+    def __init__(
+        self,
+        ctx: AppContext,
+        conversations: ConversationList,
+        chat: ShownChat,
+        undo: UndoActions,
+        params: ChatParams,
+        attachments: AttachmentStore,
+        dialog_parent: QWidget,
+        parent: QObject | None = None,
+    ) -> None:
+        super().__init__(parent)
+        self.ctx = ctx
+        self.conversations = conversations
+        self.chat = chat
+        self.undo = undo
+        self.params = params
+        self._dialog_parent = dialog_parent
         self.chat_menu: QMenu | None = None  # the chat list's context menu, while open
         self.chat_question: QDialog | None = None  # a rename or delete question, while open
-        self.organise = ChatOrganise(window)  # folders, pins, archive, Trash: undoable (chat_list/undo.py)
-        self.exports = ChatExports(window)  # File ▸ Export and the list's Export (chat_list/export.py)
+        # folders, pins, archive, Trash: undoable (organise.py)
+        self.organise = ChatOrganise(
+            ctx,
+            undo,
+            chat,
+            conversations,
+            reload=self.reload_conversations,
+            ask=self.ask,
+            dialog_parent=dialog_parent,
+            parent=self,
+        )
+        self.organise.switching.connect(self.switching)
+        self.organise.edit_ends.connect(self.edit_ends)
+        self.organise.shown_changed.connect(self.shown_changed)
+        self.organise.deleting_all.connect(self.deleting_all)
+        # File ▸ Export and the list's Export (export.py)
+        self.exports = ChatExports(ctx, attachments, chat, dialog_parent, parent=self)
+        undo.reload.connect(self.reload_conversations)  # (an undone change: the chats it touched)
+        undo.reopen.connect(self.open_conversation)
         self._listed: dict[int, ChatRow] | None = None  # the chats the tree lists, as last read
         self._order: list[ChatRow] = []  # the same, newest activity first
+        self._wire_list()
 
-    def wire_list(self) -> None:
-        """Connect the chat list's own signals (the window made it)."""
-        lst = self.w.conversations
+    def _wire_list(self) -> None:
+        """Connect the chat list's own signals."""
+        lst = self.conversations
+        lst.new_button.clicked.connect(self.new_chat)
+        lst.selected.connect(self.open_conversation)
+        lst.search_hit.connect(self.open_hit)
+        lst.search_changed.connect(self.on_search)
+        lst.list.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
+        lst.list.customContextMenuRequested.connect(self.conversation_menu)
         lst.view_requested.connect(self.show_view)
         lst.delete_pressed.connect(self.delete_selected)
         lst.folder_collapsed.connect(self.organise.set_collapsed)
         lst.empty_trash.connect(lambda: self.organise.empty_trash())
         lst.model.on_drop = self.organise.move
-        changed = self.w.controller.conversations_changed
-        with contextlib.suppress(RuntimeError, RuntimeWarning):  # (the window connected the full reload)
-            changed.disconnect(self.reload_conversations)  # this one reads only the open chat again
-        changed.connect(self.on_conversations_changed)
-        self.w.controller.delete_requested.connect(self.organise.delete_message)
 
     def add_menu_entries(self, chat: QMenu) -> None:
         """Chat menu: Undo, New folder, Move to ▸ (the keyboard's way to move the selected chats),
         Pin, Archive; the Archived and Trash lists."""
-        undo = chat.addAction(self.tr("&Undo"), lambda: self.w.undo.undo_last())
+        undo = chat.addAction(self.tr("&Undo"), lambda: self.undo.undo_last())
         undo.setShortcut(QKeySequence(QKeySequence.StandardKey.Undo))  # (a text field keeps its own Ctrl+Z)
         chat.addSeparator()
         chat.addAction(self.tr("New &folder…"), lambda: self.organise.new_folder())
@@ -71,15 +121,15 @@ class ChatActions(QObject):
     def chosen_chats(self) -> list[int]:
         """What the Chat menu acts on: the chats selected in the list, else the open one (none in the
         Trash: a trashed chat is restored or deleted for good, from its own menu)."""
-        if self.w.conversations.mode == "trash":
+        if self.conversations.mode == "trash":
             return []
-        ids = self.w.conversations.selected_ids()
-        cid = self.w.controller.conversation_id
+        ids = self.conversations.selected_ids()
+        cid = self.chat.conversation_id
         return ids or ([cid] if cid is not None else [])
 
     def pinned(self, cid: int) -> bool:
         try:
-            return self.w.store.conversation(cid).pinned
+            return self.ctx.store.conversation(cid).pinned
         except KeyError:
             return False
 
@@ -91,7 +141,7 @@ class ChatActions(QObject):
     def delete_selected(self) -> None:
         """The Delete key in the list: the selected chats go to the Trash (no question: Ctrl+Z); in the
         Trash, they are deleted for good (with a question); a folder selected alone is deleted."""
-        lst = self.w.conversations
+        lst = self.conversations
         ids = lst.selected_ids()
         if lst.mode == "trash":
             self.organise.purge(ids)
@@ -105,7 +155,7 @@ class ChatActions(QObject):
         """The list as the store has it now: search hits while the search box has text, else the view
         the list shows (the chat tree, the archived chats or the Trash). `changed`: only these chats
         changed since the last reload (they are read again, not all 5,000)."""
-        lst, store = self.w.conversations, self.w.store
+        lst, store = self.conversations, self.ctx.store
         if lst.search.text().strip():
             if changed is None:
                 self._listed = None  # read whole when the tree shows again
@@ -128,14 +178,14 @@ class ChatActions(QObject):
             closed = frozenset(f.id for f in folders if f.collapsed)
             archived = store.archived_count()
             trashed = store.organise.trash_count()
-            open_id = self.w.controller.conversation_id
+            open_id = self.chat.conversation_id
             lst.show_conversations(self._active(changed), open_id, rows, closed, archived, trashed)
-        self.w.update_welcome()
+        self.shown_changed.emit()
 
     def _active(self, changed: Iterable[int] | None) -> list[ChatRow]:
         """The chats the tree lists (neither archived nor in the Trash), newest activity first: read
         whole once (only the columns the list shows), then only the `changed` ones again."""
-        store = self.w.store
+        store = self.ctx.store
         if changed is None or self._listed is None:
             chats = store.chat_rows()
             self._listed = {c.id: c for c in chats}
@@ -157,7 +207,7 @@ class ChatActions(QObject):
 
     def on_conversations_changed(self) -> None:
         """The controller changed the open chat (a message sent, an answer ended): only it is read again."""
-        cid = self.w.controller.conversation_id
+        cid = self.chat.conversation_id
         self.reload_conversations(None if cid is None else [cid])
 
     def reveal(self, cid: int) -> None:
@@ -166,15 +216,15 @@ class ChatActions(QObject):
         if not self._exists(cid):
             self.open_conversation(cid)  # (says it no longer exists)
             return
-        archived = self.w.store.conversation(cid).archived_at is not None
+        archived = self.ctx.store.conversation(cid).archived_at is not None
         want = "archived" if archived else "chats"
-        if self.w.conversations.mode != want or self.w.conversations.search.text():
+        if self.conversations.mode != want or self.conversations.search.text():
             self.show_view(want)
         self.open_conversation(cid)
 
     def show_view(self, mode: str) -> None:
         """Show the chat tree ("chats"), the archived chats or the Trash in the list."""
-        lst = self.w.conversations
+        lst = self.conversations
         if lst.search.text():
             lst.search.blockSignals(True)
             lst.search.clear()
@@ -185,59 +235,59 @@ class ChatActions(QObject):
     def _stopping(self, target: int | None) -> str | None:
         """What to say when opening `target` (None: a new chat) stops the answer streaming in the chat
         shown (after_stop): which chat's answer stopped; None when nothing streams there."""
-        cid = self.w.controller.conversation_id
-        if not self.w.controller.generating or cid is None:
+        cid = self.chat.conversation_id
+        if not self.chat.generating or cid is None:
             return None
         said = (
             self.tr("The answer in “{title}” stopped to show that message; what it wrote is kept.")
             if cid == target  # (a search result in the chat answering: shown once the answer stopped)
             else self.tr("The answer in “{title}” stopped when you left that chat; what it wrote is kept.")
         )
-        return said.format(title=self.w.store.conversation(cid).title)
+        return said.format(title=self.ctx.store.conversation(cid).title)
 
     def new_chat(self) -> None:
         stopping = self._stopping(None)
 
         def act() -> None:
-            if self.w.controller.conversation_id is not None:
-                self.w.side.metrics.reset()  # "Current answer" was the other chat's
-            self.w.controller.conversation_id = None
-            self.w.banner.leave_chat()  # what was said about the chat left behind (Ctrl+Z still undoes)
-            self.w.compose.end_edit()
-            self.w._apply_settings_defaults()
-            self.w.controller.refresh()
+            if self.chat.conversation_id is not None:
+                self.switching.emit()  # "Current answer" was the other chat's
+            self.chat.conversation_id = None
+            self.leaving.emit()  # what was said about the chat left behind (Ctrl+Z still undoes)
+            self.edit_ends.emit()
+            self.new_chat_opening.emit()
+            self.chat.refresh()
             self.reload_conversations()  # (and the welcome panel, when no model is loaded)
-            self.w.composer.editor.setFocus()
+            self.new_chat_opened.emit()
             if stopping:
-                self.w.show_notice(stopping, cause="answer")
+                self.ctx.notifier.show_notice(stopping, cause="answer")
 
-        self.w.controller.after_stop(act)
+        self.chat.after_stop(act)
 
     def open_conversation(self, cid: int, jump_to: int | None = None) -> None:
         if not self._exists(cid):  # (a row left from before a deletion, a script, a stale search hit)
-            self.w.show_error(self.tr("That chat no longer exists; the list is shown again as it is now."))
+            self.ctx.notifier.show_error(self.tr("That chat no longer exists; the list is shown again as it is now."))
             self.reload_conversations()
             return
         stopping = self._stopping(cid)
 
         def act() -> None:
-            if cid != self.w.controller.conversation_id:
-                self.w.side.metrics.reset()  # "Current answer" was the other chat's
-            conv = self.w.store.conversation(cid)
+            if cid != self.chat.conversation_id:
+                self.switching.emit()  # "Current answer" was the other chat's
+            conv = self.ctx.store.conversation(cid)
             # a chat's settings came from anyone (an imported file, an older Ember): each one of the wrong
             # type or out of range is dropped, and its default shown, instead of failing to open the chat
             saved, dropped = chat_settings(conv.params)
             params = {k: v for k, v in saved.items() if k != "context_length"}
             given = any(k != "context_length" for k in conv.params)  # (none saved: the panel's stay)
-            sp = SamplingParams.from_dict(params) if given else self.w.side.params.params()
-            ctx = saved.get("context_length", self.w.settings.context_length)  # (not the last chat's)
-            self.w.side.params.set_params(sp, conv.system_prompt, ctx)
-            self.w.compose.end_edit()
-            self.w.conversations.select(cid)
-            if cid != self.w.controller.conversation_id:
-                self.w.banner.leave_chat()  # what was said about the chat left behind (Ctrl+Z still undoes)
+            sp = SamplingParams.from_dict(params) if given else self.params.params()
+            ctx = saved.get("context_length", self.ctx.settings.context_length)  # (not the last chat's)
+            self.params.set_params(sp, conv.system_prompt, ctx)
+            self.edit_ends.emit()
+            self.conversations.select(cid)
+            if cid != self.chat.conversation_id:
+                self.leaving.emit()  # what was said about the chat left behind (Ctrl+Z still undoes)
             if dropped:
-                self.w.show_notice(
+                self.ctx.notifier.show_notice(
                     self.tr(
                         "Some of this chat's saved settings could not be used ({names}: of the wrong kind or out "
                         "of range); the Parameters panel shows the defaults for them."
@@ -245,11 +295,11 @@ class ChatActions(QObject):
                     cause="settings",
                 )
             if stopping:
-                self.w.show_notice(stopping, cause="answer")
+                self.ctx.notifier.show_notice(stopping, cause="answer")
 
-        self.w.controller.after_stop(act)
-        self.w.controller.open_conversation(cid, jump_to)
-        self.w.controller.after_stop(self.w.update_welcome)
+        self.chat.after_stop(act)
+        self.chat.open_conversation(cid, jump_to)
+        self.chat.after_stop(self.shown_changed.emit)
 
     def reopen(self, saved: object) -> None:
         """At launch: the chat that was open when Ember quit (`saved`: its id as the window state kept
@@ -260,29 +310,29 @@ class ChatActions(QObject):
         except ValueError:
             return  # (none saved, or a hand-edited state file)
         try:
-            gone = self.w.store.conversation(cid).deleted_at is not None
+            gone = self.ctx.store.conversation(cid).deleted_at is not None
         except KeyError:
             return
         if not gone:
             self.reveal(cid)  # (an archived chat in the Archived list)
 
     def open_hit(self, cid: int, mid: int) -> None:
-        if mid not in [m.id for m in self.w.store.thread(cid)]:  # the hit is on another branch: show it
-            self.w.store.update_conversation(cid, active_leaf=self.w.store.newest_leaf(mid))
+        if mid not in [m.id for m in self.ctx.store.thread(cid)]:  # the hit is on another branch: show it
+            self.ctx.store.update_conversation(cid, active_leaf=self.ctx.store.newest_leaf(mid))
         self.open_conversation(cid, jump_to=mid)
 
     def on_search(self, text: str) -> None:
         if text.strip():
-            self.w.conversations.show_hits(self.w.store.search(text))
+            self.conversations.show_hits(self.ctx.store.search(text))
         else:
             self.reload_conversations([])  # the tree again, from the chats as last read
 
     def conversation_menu(self, pos: QPoint) -> None:
         """The context menu of the row right-clicked: it acts on the selection when that row is in it,
         else on that row alone (the selection stays on the open chat)."""
-        lst = self.w.conversations
+        lst = self.conversations
         key = lst.key_at(pos)
-        menu = QMenu(self.w)
+        menu = QMenu(self._dialog_parent)
         if not build_row_menu(menu, self, key, lst.selected_ids(), lst.mode):
             menu.deleteLater()
             return
@@ -295,18 +345,18 @@ class ChatActions(QObject):
 
     def _exists(self, cid: int) -> bool:
         try:
-            self.w.store.conversation(cid)
+            self.ctx.store.conversation(cid)
         except KeyError:
             return False
         return True
 
     def _chosen_chat(self) -> int | None:
         """What Chat ▸ Rename and Delete act on: the chat selected in the list, else the open one."""
-        return self.w.conversations.current_id() or self.w.controller.conversation_id
+        return self.conversations.current_id() or self.chat.conversation_id
 
     def rename_current(self, title: str | None = None) -> None:
         """Chat ▸ Rename (F2): the folder selected alone in the list, else the chosen chat."""
-        folder = self.w.conversations.selected_folder()
+        folder = self.conversations.selected_folder()
         if folder is not None:  # (the menu's action passes its `checked` False: no title then)
             self.organise.rename_folder(folder, title if isinstance(title, str) and title else None)
             return
@@ -315,8 +365,8 @@ class ChatActions(QObject):
             self.rename_chat(cid, title)
 
     def delete_current(self, confirmed: bool = False) -> None:
-        if self.w.conversations.mode == "trash":  # in the Trash, Delete means for good (as the Delete key)
-            self.organise.purge(self.w.conversations.selected_ids(), confirmed)
+        if self.conversations.mode == "trash":  # in the Trash, Delete means for good (as the Delete key)
+            self.organise.purge(self.conversations.selected_ids(), confirmed)
             return
         cid = self._chosen_chat()
         if cid is not None:
@@ -327,16 +377,16 @@ class ChatActions(QObject):
         if title:
             self._rename(cid, title)
             return
-        dialog = QInputDialog(self.w)
+        dialog = QInputDialog(self._dialog_parent)
         dialog.setWindowTitle(self.tr("Rename chat"))
         dialog.setLabelText(self.tr("Title:"))
-        dialog.setTextValue(self.w.store.conversation(cid).title)
+        dialog.setTextValue(self.ctx.store.conversation(cid).title)
         dialog.textValueSelected.connect(lambda text: self._rename(cid, text))
         self._ask(dialog)
 
     def _rename(self, cid: int, title: str) -> None:
         if title.strip():
-            self.w.store.update_conversation(cid, title=title.strip())
+            self.ctx.store.update_conversation(cid, title=title.strip())
             self.reload_conversations([cid])
 
     def delete_chat(self, cid: int, confirmed: bool = False) -> None:
@@ -345,7 +395,7 @@ class ChatActions(QObject):
         if confirmed:
             self.organise.trash([cid])
             return
-        title = self.w.store.conversation(cid).title
+        title = self.ctx.store.conversation(cid).title
         box = QMessageBox(
             QMessageBox.Icon.Question,
             self.tr("Delete chat"),
@@ -353,7 +403,7 @@ class ChatActions(QObject):
                 title=title
             ),
             QMessageBox.StandardButton.Cancel,
-            self.w,
+            self._dialog_parent,
         )
         delete = box.addButton(self.tr("Move to Trash"), QMessageBox.ButtonRole.DestructiveRole)
         delete.clicked.connect(lambda: self.organise.trash([cid]))

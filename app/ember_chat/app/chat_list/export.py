@@ -1,23 +1,37 @@
 """The main window's chat exports: File ▸ Export chat as Markdown or JSON (the open chat) and the chat
 list's Export (the chats chosen, one JSON file), each through a save dialog that does not block (an
-answer keeps streaming). A part of the window's chat actions (`window.chats.exports`)."""
+answer keeps streaming). Built by the chat list's actions (`window.chats.exports`) from the AppContext
+(the chat store, the notifier), the attachment store whose files a JSON export carries, the chat shown
+(what File ▸ Export exports) and the widget its dialog opens over."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
 
 from PySide6.QtCore import QObject, QStandardPaths, Qt
-from PySide6.QtWidgets import QFileDialog
+from PySide6.QtWidgets import QFileDialog, QWidget
 
+from ember_chat.app.chat_list.shown_chat import ShownChat
+from ember_chat.app.context import AppContext
+from ember_chat.engine.attachments.store import AttachmentStore
 from ember_chat.engine.storage.export import chat_as_markdown, chat_export_json, chats_as_json, export_file_name
 
 
 class ChatExports(QObject):
-    def __init__(self, window: Any) -> None:  # (the main window, until it comes off it)
-        super().__init__(window)
-        self.w = window
+    def __init__(
+        self,
+        ctx: AppContext,
+        attachments: AttachmentStore,
+        chat: ShownChat,
+        dialog_parent: QWidget,
+        parent: QObject | None = None,
+    ) -> None:
+        super().__init__(parent)
+        self.ctx = ctx
+        self.attachments = attachments  # (their files go into a JSON export, to import back)
+        self.chat = chat
+        self._dialog_parent = dialog_parent
         self.export_dialog_open: QFileDialog | None = None  # the save dialog, while open
 
     def export_many(self, ids: Sequence[int]) -> None:
@@ -29,32 +43,30 @@ class ChatExports(QObject):
         self._ask_path(self.tr("Export chats"), name, "json", lambda path: self.export_chats(path, list(ids)))
 
     def export_chats(self, path: Path, ids: list[int]) -> None:
-        text = chats_as_json(self.w.store, ids, self.w.attach.store.export_entries)
+        text = chats_as_json(self.ctx.store, ids, self.attachments.export_entries)
         self._write(path, text, self.tr("Exported {n} chats to {path}").format(n=len(ids), path=path))
 
     def export_dialog(self, kind: str, cid: int | None = None) -> None:
         """File ▸ Export: a save dialog proposing the chat's title as the file name, in the documents
         folder (it does not block: an answer keeps streaming)."""
-        cid = cid if cid is not None else self.w.controller.conversation_id
+        cid = cid if cid is not None else self.chat.conversation_id
         if cid is None:
-            self.w.show_error(self.tr("Open a chat to export it."))
+            self.ctx.notifier.show_error(self.tr("Open a chat to export it."))
             return
-        name = export_file_name(self.w.store.conversation(cid).title, kind)
+        name = export_file_name(self.ctx.store.conversation(cid).title, kind)
         self._ask_path(self.tr("Export chat"), name, kind, lambda path: self.export(path, kind, cid))
 
     def export(self, path: Path, kind: str, cid: int | None = None) -> None:
         """Write a chat (the open one unless `cid`) to `path` as Markdown ("md") or JSON, and say where."""
-        cid = cid if cid is not None else self.w.controller.conversation_id
+        cid = cid if cid is not None else self.chat.conversation_id
         if cid is None:
             return
-        conv = self.w.store.conversation(cid)
+        conv = self.ctx.store.conversation(cid)
         if kind == "json":  # the whole chat (every branch, tool records, files, comparisons): it imports back
-            text = chat_export_json(self.w.store, cid, self.w.attach.store.export_entries)
+            text = chat_export_json(self.ctx.store, cid, self.attachments.export_entries)
         else:  # the branch on screen, to read
-            thread = self.w.store.thread(cid)
-            text = chat_as_markdown(
-                conv, thread, attachments=self.w.attach.store.export_entries([m.id for m in thread])
-            )
+            thread = self.ctx.store.thread(cid)
+            text = chat_as_markdown(conv, thread, attachments=self.attachments.export_entries([m.id for m in thread]))
         self._write(path, text, self.tr("Exported “{title}” to {path}").format(title=conv.title, path=path))
 
     def _ask_path(self, title: str, name: str, kind: str, chosen: Callable[[Path], None]) -> None:
@@ -63,7 +75,7 @@ class ChatExports(QObject):
         documents = Path(QStandardPaths.writableLocation(QStandardPaths.StandardLocation.DocumentsLocation))
         folder = documents if documents.is_dir() else Path.home()
         suffix = self.tr("Markdown (*.md)") if kind == "md" else self.tr("JSON (*.json)")
-        dialog = QFileDialog(self.w, title, str(folder / name), suffix)
+        dialog = QFileDialog(self._dialog_parent, title, str(folder / name), suffix)
         dialog.setAcceptMode(QFileDialog.AcceptMode.AcceptSave)
         dialog.setDefaultSuffix(kind)
         dialog.fileSelected.connect(lambda path: chosen(Path(path)))
@@ -78,6 +90,8 @@ class ChatExports(QObject):
             path.write_text(text, encoding="utf-8")
         except OSError as exc:
             reason = exc.strerror or exc
-            self.w.show_error(self.tr("Could not export to {path}: {reason}.").format(path=path, reason=reason))
+            self.ctx.notifier.show_error(
+                self.tr("Could not export to {path}: {reason}.").format(path=path, reason=reason)
+            )
             return
-        self.w.show_notice(done, cause="export")  # (a report of what was just done: goes when a chat opens)
+        self.ctx.notifier.show_notice(done, cause="export")  # (a report of what was just done: goes when a chat opens)

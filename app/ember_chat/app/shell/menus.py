@@ -11,6 +11,7 @@ from PySide6.QtCore import QCoreApplication
 from PySide6.QtGui import QAction, QActionGroup, QKeySequence
 from PySide6.QtWidgets import QMenu, QMenuBar
 
+from ember_chat.app.chat_list.actions import ChatActions
 from ember_chat.app.importing.dialog import ImportChats
 from ember_chat.app.models.actions import ModelActions
 from ember_chat.app.shell.settings_window import SettingsWindow, build_settings_window
@@ -35,7 +36,7 @@ class MenuHost(Protocol):
     api: Any
     importer: ImportChats  # File ▸ Import chats…
     models: ModelActions  # the window's model actions (models/actions.py)
-    chats: Any  # the window's chat actions (chat_list/actions.py)
+    chats: ChatActions  # the chat list's actions (chat_list/actions.py)
     close: Callable[[], bool]
     stop: Callable[[], None]
     toggle_side_panel: Callable[[], None]
