@@ -13,7 +13,12 @@ Servers start on demand: each server's tools are remembered between launches (mc
 the data folder, engine/tools/tools_cache.py), so at start the window offers them without starting any
 server process; a server starts when one of its tools is called, and one with no tools remembered (just
 added, or its settings changed) when the Tools popup or Settings ▸ Tools opens, when it is added, or when
-a chat with its tools on is about to answer. Each fresh list replaces the remembered one."""
+a chat with its tools on is about to answer. Each fresh list replaces the remembered one.
+
+Built from the context (the chat store, the notifier, the data folder), the config folder, the widget
+its Settings page stays over, the message box's row the Tools button goes in and the chat on screen;
+the composition gives the conversation's controller `session_for` and connects its `thread_shown` to
+`choices.on_thread_shown`. It never holds the window."""
 
 from __future__ import annotations
 
@@ -21,14 +26,16 @@ import contextlib
 import sqlite3
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject, QTimer, Signal
+from PySide6.QtWidgets import QWidget
 
+from ember_chat.app.context import AppContext
 from ember_chat.app.engine_link.tasks import TaskRunner
 from ember_chat.app.qt.settings_page import show_settings_page
-from ember_chat.app.tools.choices import ChatToolChoices
-from ember_chat.engine.core.tools import ChatTools
+from ember_chat.app.tools.choices import ChatToolChoices, ComposerRow
+from ember_chat.engine.core.tools import ChatTools, ToolProvider
 from ember_chat.engine.errors import EmberError, InvalidParameter, StoreError
 from ember_chat.engine.storage.secrets import SecretStore
 from ember_chat.engine.tools.builtin import BuiltinTools
@@ -61,17 +68,26 @@ class WindowTools(QObject):
     listed = Signal()  # a listing of every source has finished (GUI thread; tests wait on it)
     _remembered = Signal(str)  # a server's remembered tools changed (emitted by the thread that listed it)
 
-    def __init__(self, window: Any, config_dir: Path, secrets: SecretStore | None = None) -> None:
-        """`window`: the main window, until this is built from the context (a feature may not import the shell)."""
-        super().__init__(window)
-        self.w = window
+    def __init__(
+        self,
+        ctx: AppContext,
+        config_dir: Path,
+        parent: QWidget,
+        row: ComposerRow,
+        shown_chat: Callable[[], int | None],
+        secrets: SecretStore | None = None,
+    ) -> None:
+        """`parent`: the widget the Settings page (and its dialogs) stay over; `row`: where the Tools button
+        goes; `shown_chat`: the conversation the window shows (None: a new chat)."""
+        super().__init__(parent)
+        self.ctx = ctx
+        self.dialog_parent = parent
         self.config_file = ToolsConfigFile(config_dir / TOOLS_FILE)
         self.config: ToolsConfig = self.config_file.load()
         self.secrets = secrets or SecretStore()
         self.manager = McpManager(self.secrets)
         self.registry = ToolRegistry([])
-        data_dir = Path(getattr(window, "data_dir", None) or config_dir)
-        self.cache = ToolsCache(data_dir / CACHE_FILE, on_change=self._remembered_changed)
+        self.cache = ToolsCache(ctx.data_dir / CACHE_FILE, on_change=self._remembered_changed)
         self._remembered.connect(self._on_remembered)
         self._demand = False  # the user looked at tools: servers with no tools remembered are started
         self._configuring = 0  # configurations the MCP client has not taken yet
@@ -84,10 +100,11 @@ class WindowTools(QObject):
         self._configurer = TaskRunner(self, workers=1)  # the MCP client takes the servers, in order
         self._closed = False
         self.dialog: ToolsDialog | None = None
-        self.choices = ChatToolChoices(window, self)  # the Tools button, each chat's tools, its session
+        self.choices = ChatToolChoices(ctx, self, row, shown_chat, self)  # the Tools button, each chat's tools
+        self.changed.connect(self.choices.on_tools_changed)
         self.button = self.choices.button
         self.button.popup_shown.connect(self.on_demand)
-        window.controller.tool_session_for = self.session_for
+        self.button.settings_requested.connect(self.open_dialog)
         self._reconfigure()
 
     def take_problems(self) -> list[str]:
@@ -123,7 +140,7 @@ class WindowTools(QObject):
         """The chat's tool session for its next answer (None when it has no tool on): see ChatToolChoices.
         A tool on in the chat that is not offered now may be a server's with no tools remembered: it starts."""
         try:
-            chat = self.w.store.chat_tools(conversation_id)
+            chat = self.ctx.store.chat_tools(conversation_id)
         except (KeyError, sqlite3.Error, StoreError):
             chat = ChatTools()
         listed = self.listed_sources
@@ -140,11 +157,11 @@ class WindowTools(QObject):
         from ember_chat.app.tools.settings_dialog import ToolsDialog
 
         if self.dialog is None:
-            self.dialog = ToolsDialog(self, self.w)
-            screen = self.w.screen().availableGeometry()
+            self.dialog = ToolsDialog(self, self.dialog_parent)
+            screen = self.dialog_parent.screen().availableGeometry()
             self.dialog.resize(min(820, screen.width() - 40), min(560, screen.height() - 60))
         self.on_demand()
-        show_settings_page(self.w, "tools", self.dialog)  # Settings ▸ Tools
+        show_settings_page(self.dialog_parent, "tools", self.dialog)  # Settings ▸ Tools
         return self.dialog
 
     def _apply(self, config: ToolsConfig, reconfigure: bool, start: frozenset[str] = frozenset()) -> None:
@@ -169,7 +186,7 @@ class WindowTools(QObject):
                     "closes. Free some space or fix the config folder."
                 ) from exc
 
-        self._writer.run(work, lambda _: None, self.w.show_error)
+        self._writer.run(work, lambda _: None, self.ctx.notifier.show_error)
 
     def save_server(
         self,
@@ -265,7 +282,7 @@ class WindowTools(QObject):
             reconfigure=True,
         )
         store = self.secrets
-        self._writer.run(lambda: clear_header_secrets(old, store), lambda _: None, self.w.show_error)
+        self._writer.run(lambda: clear_header_secrets(old, store), lambda _: None, self.ctx.notifier.show_error)
 
     def set_server_enabled(self, name: str, on: bool) -> None:
         servers = tuple(s.with_changes(enabled=on) if s.name == name else s for s in self.config.servers)
@@ -308,7 +325,7 @@ class WindowTools(QObject):
         leave the registry now, before the listing that follows (no chat is offered a stopped tool)."""
         wanted = {s.name: s for s in new.servers if s.enabled}
 
-        def kept(provider: Any) -> bool:
+        def kept(provider: ToolProvider) -> bool:
             if provider.source == BUILTIN_SOURCE:
                 return old.builtin == new.builtin
             return getattr(provider, "config", None) == wanted.get(provider.source)
@@ -352,8 +369,8 @@ class WindowTools(QObject):
         builtin = BuiltinTools.from_config(config.builtin)
         timeout = max([s.start_timeout_s for s in config.servers if s.enabled], default=20.0)
         quick, servers, starting = listing_plan(self.manager.servers(), self.cache, start, self._demand)
-        providers: list[Any] = [builtin, *servers]
-        early: list[Any] = [builtin, *quick]
+        providers: list[ToolProvider] = [builtin, *servers]
+        early: list[ToolProvider] = [builtin, *quick]
         self._starting = starting
         if starting:
             self.listing = True
@@ -409,7 +426,7 @@ class WindowTools(QObject):
         return all([r.join(timeout) for r in (self.tasks, self._writer, self._configurer)])
 
 
-def _listing(providers: list[Any], timeout_s: float) -> tuple[ToolRegistry, list[str], set[str]]:
+def _listing(providers: list[ToolProvider], timeout_s: float) -> tuple[ToolRegistry, list[str], set[str]]:
     """A registry of these sources, listed (blocking: a worker thread), what failed, and which listed."""
     registry = ToolRegistry(providers)
     failures = registry.refresh(timeout_s)

@@ -1,8 +1,14 @@
 """A chat's tools in the window (`window.tools.choices`): the Tools button by the message box (how many
 tools the chat has on, about how many tokens their definitions take, the popup to tick them), the
 choices kept with each chat (ConversationStore.chat_tools / set_chat_tools), and the chat's tool session
-the controller asks for before an answer (`controller.tool_session_for`). The popup lists the chat's
-"always allow" grants with a Revoke button each (`revoke_always`).
+the controller asks for before an answer (`controller.tool_session_for`, given WindowTools.session_for
+by the composition). The popup lists the chat's "always allow" grants with a Revoke button each
+(`revoke_always`).
+
+Built from the context (the chat store, the notifier), what it reads of the window's tools (ToolsState,
+which tools/actions.WindowTools meets), the message box's row the button sits in (ComposerRow) and the
+chat on screen (a callable); the composition connects the conversation's `thread_shown` to
+`on_thread_shown`. It never holds the window.
 
 A new chat starts with the tools of the user's last choices (ToolsConfig.new_chats in tools.json): each
 tool or server turned on or off in the popup, in any chat, is turned on or off there too, and a server
@@ -16,31 +22,64 @@ from __future__ import annotations
 import contextlib
 import sqlite3
 import time
-from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Protocol
 
 from PySide6.QtCore import QEvent, QObject, QTimer
-from PySide6.QtWidgets import QBoxLayout, QWidget
+from PySide6.QtWidgets import QBoxLayout, QLayout, QWidget
 
+from ember_chat.app.context import AppContext
 from ember_chat.app.tools.tools_button import PopupContent, ToolChoice, ToolGroup, ToolsButton
 from ember_chat.engine.core.tools import ChatTools
 from ember_chat.engine.errors import StoreError
-from ember_chat.engine.tools.config import BUILTIN_SOURCE
-from ember_chat.engine.tools.registry import ToolEntry, tool_tokens_estimate
+from ember_chat.engine.tools.config import BUILTIN_SOURCE, ToolsConfig
+from ember_chat.engine.tools.registry import ToolEntry, ToolRegistry, tool_tokens_estimate
 from ember_chat.engine.tools.session import ChatToolSession
-
-if TYPE_CHECKING:
-    from ember_chat.app.tools.actions import WindowTools
-
 
 BOX_ROOM = 440  # the least width the message box keeps before the Tools button shows its whole text
 
 
+class ToolsState(Protocol):
+    """What a chat's choices read of the window's tools (tools/actions.WindowTools meets it; a protocol,
+    so this module and the one that builds it do not import each other)."""
+
+    config: ToolsConfig
+    registry: ToolRegistry
+    listing: bool  # a listing is under way
+
+    @property
+    def listed_sources(self) -> set[str]: ...
+    def server_state(self, name: str) -> tuple[str, str | None]: ...
+    def remember_new_chats(self, new: ChatTools) -> None: ...
+
+
+@dataclass(frozen=True)
+class ComposerRow:
+    """The message box the Tools button sits in (conversation/composer.Composer's parts, which this
+    feature may not import: the composition hands them over)."""
+
+    box: QWidget  # the message box: its width says how much the button's text may take
+    after: QWidget  # the button goes right after it, in its row and in the Tab order (the attach button)
+    editor: QWidget  # the text box, which keeps BOX_ROOM
+    tab_next: QWidget  # where Tab goes from the button (Send)
+
+
 class ChatToolChoices(QObject):
-    def __init__(self, window: Any, tools: WindowTools) -> None:
-        super().__init__(tools)
-        self.w = window
+    def __init__(
+        self,
+        ctx: AppContext,
+        tools: ToolsState,
+        row: ComposerRow,
+        shown_chat: Callable[[], int | None],
+        parent: QObject,
+    ) -> None:
+        """`shown_chat`: the conversation the window shows (None: a new chat, not created yet)."""
+        super().__init__(parent)
+        self.ctx = ctx
         self.t = tools
+        self.row = row
+        self._shown_chat = shown_chat
         self._draft_require = False  # "call a tool first" for the new chat, until its first message
         self._shown: int | None = None  # the conversation the window shows
         self._new_since = time.time()  # when the window last showed a new chat
@@ -50,24 +89,21 @@ class ChatToolChoices(QObject):
         self.button.server_toggled.connect(self.set_server_on)
         self.button.require_toggled.connect(self.set_require_call)
         self.button.grant_revoked.connect(self.revoke_always)
-        self.button.settings_requested.connect(tools.open_dialog)
-        self._row = _insert_by(window.composer.attach_button, self.button)
-        window.composer.installEventFilter(self)  # (its width: the button's text, see _fit_button)
+        self._row = _insert_by(row.after, self.button)
+        row.box.installEventFilter(self)  # (its width: the button's text, see _fit_button)
         QTimer.singleShot(0, self._chain_tab)  # after the window's own Tab order is set
-        window.controller.thread_shown.connect(self._on_thread_shown)
-        tools.changed.connect(self._on_tools_changed)
 
     def _chain_tab(self) -> None:
-        QWidget.setTabOrder(self.w.composer.attach_button, self.button)
-        QWidget.setTabOrder(self.button, self.w.composer.button)
+        QWidget.setTabOrder(self.row.after, self.button)
+        QWidget.setTabOrder(self.button, self.row.tab_next)
 
     def chat_tools(self) -> ChatTools:
         """The tool choices of the chat the window shows (for a new chat: the last choices)."""
-        cid = self.w.controller.conversation_id
+        cid = self._shown_chat()
         if cid is None:
             return replace(self.t.config.new_chats, require_call=self._draft_require)
         try:
-            return self.w.store.chat_tools(cid)
+            return self.ctx.store.chat_tools(cid)
         except (KeyError, sqlite3.Error, StoreError):
             return ChatTools()
 
@@ -80,13 +116,13 @@ class ChatToolChoices(QObject):
         """The chat's tool session for its next answer; None when it has no tool on (or none of its
         tools can be offered now: the banner says why)."""
         try:
-            chat = self.w.store.chat_tools(conversation_id)
+            chat = self.ctx.store.chat_tools(conversation_id)
         except (KeyError, sqlite3.Error, StoreError):
             return None
         if not chat.enabled and not chat.servers:
             return None
         if not self.t.registry.keys_on(chat) & {e.key for e in self.t.registry.entries()}:
-            self.w.show_notice(
+            self.ctx.notifier.show_notice(
                 self.tr("The tools on in this chat are still starting, so this answer goes without them.")
                 if self.t.listing
                 else self.tr(
@@ -103,7 +139,7 @@ class ChatToolChoices(QObject):
         source = entry.source if entry is not None else key.rsplit("/", 1)[0]
         siblings = self._keys_of(source)
         self._keep(_tool_on(self.chat_tools(), key, on, source, siblings))
-        if self.w.controller.conversation_id is not None:
+        if self._shown_chat() is not None:
             self._remember(_tool_on(self.t.config.new_chats, key, on, source, siblings))
         self.button.sync_popup(self.popup_content())  # (its source's "All" switch)
 
@@ -112,14 +148,14 @@ class ChatToolChoices(QObject):
         for new chats (the popup's "All" switch)."""
         keys = self._keys_of(source)
         self._keep(_server_on(self.chat_tools(), source, on, keys))
-        if self.w.controller.conversation_id is not None:
+        if self._shown_chat() is not None:
             self._remember(_server_on(self.t.config.new_chats, source, on, keys))
         self.button.sync_popup(self.popup_content())
 
     def servers_added(self, names: frozenset[str]) -> None:
         """Servers just added in Settings ▸ Tools: their tools are on in the chat shown and in new chats
         (each call still asks first)."""
-        if self.w.controller.conversation_id is not None:
+        if self._shown_chat() is not None:
             chat = self.chat_tools()
             self._keep(replace(chat, servers=chat.servers | names))
         new = self.t.config.new_chats
@@ -134,7 +170,7 @@ class ChatToolChoices(QObject):
 
     def set_require_call(self, on: bool) -> None:
         """The model must call a tool first in each answer of the chat the window shows (kept with it)."""
-        if self.w.controller.conversation_id is None:
+        if self._shown_chat() is None:
             self._draft_require = on  # (the new chat's alone: new chats do not inherit it)
             self.update_button()
             return
@@ -148,37 +184,40 @@ class ChatToolChoices(QObject):
         self.button.refresh_popup()
 
     def _keep(self, new: ChatTools) -> None:
-        cid = self.w.controller.conversation_id
+        cid = self._shown_chat()
         if cid is None:
             self._draft_require = new.require_call
             self._remember(new)
         else:
             try:
-                self.w.store.set_chat_tools(cid, new)
+                self.ctx.store.set_chat_tools(cid, new)
             except (KeyError, sqlite3.Error, StoreError, OSError) as exc:
-                self.w.show_error(
+                self.ctx.notifier.show_error(
                     self.tr("Ember could not save this chat's tools ({reason}); try again.").format(reason=exc)
                 )
         self.update_button()
 
-    def _on_thread_shown(self, *_args: Any) -> None:
-        cid = self.w.controller.conversation_id
+    def on_thread_shown(self, *_args: object) -> None:
+        """The window shows a chat (the conversation's thread_shown): a new chat's choices go with it once
+        its first message created it."""
+        cid = self._shown_chat()
         if cid is not None and self._shown is None:
             draft = replace(self.t.config.new_chats, require_call=self._draft_require)
             # the first message of a new chat created it (made since the new chat was shown: not an older
             # chat opened, an imported one included): the new chat's tools go with it
             with contextlib.suppress(KeyError, sqlite3.Error, StoreError):
-                created = self.w.store.conversation(cid).created_at >= self._new_since
-                fresh = self.w.store.chat_tools(cid) == ChatTools() and len(self.w.store.thread(cid)) <= 1
+                created = self.ctx.store.conversation(cid).created_at >= self._new_since
+                fresh = self.ctx.store.chat_tools(cid) == ChatTools() and len(self.ctx.store.thread(cid)) <= 1
                 if created and fresh and draft != ChatTools():
-                    self.w.store.set_chat_tools(cid, draft)
+                    self.ctx.store.set_chat_tools(cid, draft)
                 self._draft_require = False
         elif cid is None and self._shown is not None:
             self._new_since = time.time()
         self._shown = cid
         self.update_button()
 
-    def _on_tools_changed(self) -> None:
+    def on_tools_changed(self) -> None:
+        """The configuration or the tools listed changed (WindowTools.changed)."""
         self.update_button()
         self.button.refresh_popup()  # (when it is open)
 
@@ -189,7 +228,7 @@ class ChatToolChoices(QObject):
         self._fit_button()
 
     def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # Qt override
-        if watched is self.w.composer and event.type() == QEvent.Type.Resize:
+        if watched is self.row.box and event.type() == QEvent.Type.Resize:
             self._fit_button()
         return False
 
@@ -202,9 +241,9 @@ class ChatToolChoices(QObject):
         others = 0
         for i in range(row.count()):
             item = row.itemAt(i)
-            if item.widget() not in (self.w.composer.editor, self.button) and not item.isEmpty():
+            if item.widget() not in (self.row.editor, self.button) and not item.isEmpty():
                 others += item.sizeHint().width() + max(0, row.spacing())
-        room = self.w.composer.contentsRect().width() - margins.left() - margins.right() - others
+        room = self.row.box.contentsRect().width() - margins.left() - margins.right() - others
         self.button.set_compact(room - self.button.full_width() - max(0, row.spacing()) < BOX_ROOM)
 
     def popup_content(self) -> PopupContent:
@@ -244,11 +283,7 @@ class ChatToolChoices(QObject):
                 ),
             )
         on = self.enabled_entries(chat)
-        title = (
-            self.tr("Tools in this chat")
-            if self.w.controller.conversation_id is not None
-            else self.tr("Tools for the new chat")
-        )
+        title = self.tr("Tools in this chat") if self._shown_chat() is not None else self.tr("Tools for the new chat")
         allowed = []
         for key in sorted(chat.always):
             entry = self.t.registry.entry(key)
@@ -280,7 +315,7 @@ def _server_on(chat: ChatTools, source: str, on: bool, keys: frozenset[str]) -> 
 def _insert_by(neighbour: QWidget, widget: QWidget) -> QBoxLayout:
     """Put `widget` right after `neighbour` in the layout that holds it (the message box's row); that row."""
     parent = neighbour.parentWidget()
-    layouts: list[Any] = [parent.layout()] if parent is not None and parent.layout() is not None else []
+    layouts: list[QLayout] = [parent.layout()] if parent is not None and parent.layout() is not None else []
     while layouts:
         layout = layouts.pop()
         index = layout.indexOf(neighbour)
