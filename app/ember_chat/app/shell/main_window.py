@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from PySide6.QtCore import QEvent, QObject, QSettings, QSize, Qt, QUrl, Signal, Slot
+from PySide6.QtCore import QEvent, QObject, QSettings, QSize, QUrl, Signal, Slot
 from PySide6.QtGui import QCloseEvent, QDesktopServices, QTextCursor
 from PySide6.QtWidgets import (
     QApplication,
@@ -133,8 +133,6 @@ class MainWindow(QMainWindow):
             hub_endpoint=hub_endpoint,
             dialog_parent=self,
         )
-        self.chats = ChatActions(self)
-        self.undo = UndoActions(self)  # the undo stack and the banner's Undo link (chat_list/undo.py)
 
         self.colors = apply_theme(QApplication.instance(), self.settings.theme)
         self.conversations = ConversationList()
@@ -183,6 +181,8 @@ class MainWindow(QMainWindow):
         self.setCentralWidget(self.splitter)
 
         self.controller = ChatController(store, bridge, self._current_params)
+        # the undo stack of the chat list's changes and the banner's Undo link (chat_list/undo.py)
+        self.undo = UndoActions(self.ctx, self.controller, parent=self)
         self.attach = WindowAttachments(  # files and images in the chat (conversation/attach.py)
             self.ctx,
             Path(settings_file.path).parent,
@@ -194,6 +194,16 @@ class MainWindow(QMainWindow):
             model=lambda: self.model,
             drop_target=self,  # (files dropped anywhere on the window)
             drop_area=self.centre_stack,
+        )
+        self.chats = ChatActions(  # the chat list: open, search, organise, export (chat_list/actions.py)
+            self.ctx,
+            self.conversations,
+            self.controller,
+            self.undo,
+            self.side.params,
+            self.attach.store,
+            dialog_parent=self,
+            parent=self,
         )
         self.model_state_changed.connect(self.attach.on_model_state)  # (the chips counted with its tokenizer)
         self.compose = ComposerActions(  # sending and editing from the message box (conversation/compose.py)
@@ -338,7 +348,8 @@ class MainWindow(QMainWindow):
         c.streamed.connect(self._on_streamed)
         c.notice.connect(self.show_notice)
         c.retrying.connect(self._on_retrying)
-        c.conversations_changed.connect(self.chats.reload_conversations)
+        c.conversations_changed.connect(self.chats.on_conversations_changed)  # (only the open chat read again)
+        c.delete_requested.connect(self.chats.organise.delete_message)  # (undoable)
         c.edit_requested.connect(self.compose.edit_message)
         self.font_size.resized.connect(c.refresh)  # View ▸ Bigger text: the thread written again at its size
         t, m = self.transcript, self.side.metrics  # what the controller says the views show
@@ -363,16 +374,17 @@ class MainWindow(QMainWindow):
         self.composer.attachments.settled.connect(self.compose.attachments_settled)  # (and its files counted)
         self.composer.stop.connect(self.stop)
         self.composer.cancel_edit.connect(self.compose.end_edit)
-        self.conversations.new_button.clicked.connect(self.chats.new_chat)
-        self.conversations.selected.connect(self.chats.open_conversation)
-        self.conversations.search_hit.connect(self.chats.open_hit)
-        self.conversations.search_changed.connect(self.chats.on_search)
-        self.conversations.list.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
-        self.conversations.list.customContextMenuRequested.connect(self.chats.conversation_menu)
-        self.chats.wire_list()  # folders, drag and drop, Delete key, Archived and Trash
+        ch = self.chats  # what showing another chat (or a new one, or none) does to the rest of the window
+        ch.switching.connect(self.side.metrics.reset)  # "Current answer" was the other chat's
+        ch.edit_ends.connect(self.compose.end_edit)
+        ch.leaving.connect(self.banner.leave_chat)
+        ch.new_chat_opening.connect(self._apply_settings_defaults)
+        ch.new_chat_opened.connect(lambda: self.composer.editor.setFocus())
+        ch.shown_changed.connect(self.update_welcome)
+        ch.deleting_all.connect(self.compare.forget)  # (a comparison writes its answers by id)
         # chats changed by another process (`ember-chat chats import`, a second window): the list reloads
         self.store_watch = StoreWatch(self, self.store, self.chats.reload_conversations)
-        self.undo.attach_banner()
+        self.undo.attach_banner(self.banner)
         self.side.params.changed.connect(self._save_params)
         self.transcript.open_link.connect(self._open_link)  # only ever after the user's click
         self.transcript.link_hovered.connect(self._on_link_hovered)
