@@ -7,12 +7,13 @@ from __future__ import annotations
 from collections import deque
 from typing import Any
 
-from PySide6.QtCore import QElapsedTimer, QEvent, QTimer
+from PySide6.QtCore import QElapsedTimer, QEvent, Qt, QTimer
 from PySide6.QtGui import QPalette
 from PySide6.QtWidgets import (
     QFormLayout,
     QGroupBox,
     QLabel,
+    QScrollArea,
     QTabWidget,
     QVBoxLayout,
     QWidget,
@@ -293,7 +294,18 @@ class SidePanel(QTabWidget):
         super().__init__(parent)
         self.params = ParamsPanel()
         self.metrics = MetricsPanel()
-        self.addTab(self.metrics, self.tr("Metrics"))
+        # A short window (1024×640) has less height than the figures, the chart and the session's figures
+        # need: the layout squeezed each below its least size (the context's number cut by its bar, the
+        # chart's axis labels "…"). The tab scrolls instead; on a tall window it is as before.
+        page = QScrollArea()
+        page.setWidget(self.metrics)
+        page.setWidgetResizable(True)
+        page.setFrameShape(QScrollArea.Shape.NoFrame)
+        page.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)  # (the panel's width fits it)
+        page.viewport().setAutoFillBackground(False)  # (the tab's own background, as before)
+        page.setFocusPolicy(Qt.FocusPolicy.NoFocus)  # (no extra Tab stop: the wheel scrolls it)
+        self.metrics.setAutoFillBackground(False)
+        self.addTab(page, self.tr("Metrics"))
         self.addTab(self.params, self.tr("Parameters"))
         self.setTabToolTip(0, self.tr("Live figures of the current answer and of this session"))
         self.setTabToolTip(1, self.tr("System prompt and sampling parameters of this chat"))
