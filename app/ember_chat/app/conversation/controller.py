@@ -91,8 +91,9 @@ class ChatController(QObject):
         self.model_ready = False
         self.model_name: str | None = None  # shown on each answer's header
         self.attachments: ChatAttachments | None = None  # keeps and sends attachments (chat_attachments.py)
-        self.tool_session_for: Callable[[int], ChatToolSession | None] | None = None  # a chat's tools (the window's)
-        self.tools = ToolTurns(self)  # the tool loop: consent, calls, results, the next generation (tool_turns.py)
+        # a chat's tools, asked before each answer (the composition gives the window's tools' session_for)
+        self.tool_session_for: Callable[[int], ChatToolSession | None] | None = None
+        self.tools = ToolTurns(self, parent=self)  # the tool loop: consent, calls, results, the next generation
         w = bridge
         w.tokens.connect(self._on_tokens)
         w.tool_writing.connect(self._on_tool_writing)

@@ -9,7 +9,10 @@ tools, below the answer, until the model answers without calling or the cap ends
 sentence is shown). Stop cancels the calls that run and ends the loop; calls not run say so.
 
 Everything is stored as it happens (the calls, each call's state, its result, who decided), so the
-cards are shown again when the chat is reopened and a later turn gives the model the same history."""
+cards are shown again when the chat is reopened and a later turn gives the model the same history.
+
+The loop reaches its controller through ToolLoopHost (what it reads and asks of it), so this module and
+controller.py do not import each other."""
 
 from __future__ import annotations
 
@@ -18,10 +21,11 @@ import sqlite3
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
-from PySide6.QtCore import QObject, Slot
+from PySide6.QtCore import QObject, SignalInstance, Slot
 
+from ember_chat.app.engine_link.bridge import EngineBridge
 from ember_chat.app.engine_link.tasks import TaskRunner
 from ember_chat.app.transcript.tool_cards import ALLOW, ALWAYS, DENY, FOLD
 from ember_chat.engine.core.messages import ChatMessage
@@ -29,8 +33,7 @@ from ember_chat.engine.core.tools import InvalidCall, ToolCall, ToolRequest, Too
 from ember_chat.engine.storage.streaming import describe_write_error
 
 if TYPE_CHECKING:
-    from ember_chat.app.conversation.controller import ChatController
-    from ember_chat.engine.storage.conversations import Message
+    from ember_chat.engine.storage.conversations import ConversationStore, Message
     from ember_chat.engine.tools.session import ChatToolSession, PendingCall
 
 NO_TOOLS = "This chat has no tools turned on, so Ember did not run this call."
@@ -57,9 +60,28 @@ CUT = (
 STOPPED_WRITING = "Not run: the answer was stopped before the model ended its turn (this call may be unfinished)."
 
 
+class ToolLoopHost(Protocol):
+    """What the tool loop reads and asks of the conversation it is part of (controller.ChatController
+    meets it)."""
+
+    store: ConversationStore
+    bridge: EngineBridge
+    conversation_id: int | None  # the chat on screen
+    request_id: int | None  # the generation under way
+    tool_session_for: Callable[[int], ChatToolSession | None] | None  # a chat's tools (given by the composition)
+
+    @property
+    def notice(self) -> SignalInstance: ...  # Signal(str): a sentence for the banner
+    @property
+    def error(self) -> SignalInstance: ...  # Signal(str)
+    def refresh(self, jump_to: int | None = None) -> None: ...  # the thread shown again, as stored now
+    def continue_after_tools(self, answer: Message, messages: list[ChatMessage]) -> bool: ...
+    def tools_done(self) -> None: ...  # the loop is over: the answer ends
+
+
 class ToolTurns(QObject):
-    def __init__(self, controller: ChatController) -> None:
-        super().__init__(controller)
+    def __init__(self, controller: ToolLoopHost, parent: QObject | None = None) -> None:
+        super().__init__(parent)
         self.c = controller
         self.session: ChatToolSession | None = None  # the chat's tools for the answer in progress
         self.tasks = TaskRunner(self, workers=4)  # the calls that run (several may at once)
