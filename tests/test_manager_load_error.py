@@ -13,7 +13,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QApplication
 from pytestqt.qtbot import QtBot
 
-from ember_chat.app.models.manager.dialog import ModelManager
+from ember_chat.app.models.manager.dialog import SIZE, ModelManager
 from ember_chat.app.shell.main_window import MainWindow
 from ember_chat.engine.storage.paths import AppPaths
 from tests.fake_backend import FakeBackend
@@ -72,6 +72,7 @@ def test_a_damaged_rows_long_message_is_elided_and_the_other_columns_stay_in_vie
     shutil.copy(paths.default_models_dir / "tiny.gguf", paths.default_models_dir / "another.gguf")
     w = make_window()
     mm = open_manager(qtbot, w)
+    mm.resize(SIZE)  # (its size on a usual screen: the offscreen screen is 800 px wide, where it is smaller)
     QApplication.processEvents()
     table = mm.installed
     cell = table.item(row_of(mm, DAMAGED), 1)

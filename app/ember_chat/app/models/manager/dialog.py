@@ -15,7 +15,7 @@ from __future__ import annotations
 import html
 from collections.abc import Callable
 
-from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtCore import QSize, Qt, QTimer, Signal
 from PySide6.QtWidgets import (
     QDialog,
     QHeaderView,
@@ -30,6 +30,7 @@ from ember_chat.app.engine_link.tasks import TaskRunner
 from ember_chat.app.models.manager.discover import DiscoverTab
 from ember_chat.app.models.manager.installed import InstalledTab
 from ember_chat.app.models.manager.tables import StatusBanner, button_row, human_size, make_table, table_item
+from ember_chat.app.qt.window_frame import TITLE_BAR_ALLOWANCE
 from ember_chat.engine.models.download_queue import (
     CANCELLED,
     DONE,
@@ -43,6 +44,9 @@ from ember_chat.engine.models.download_queue import (
 from ember_chat.engine.models.hub import HubClient
 from ember_chat.engine.models.library import ModelLibrary
 from ember_chat.engine.storage.secrets import TokenStore
+
+SIZE = QSize(980, 620)  # its size where the screen has room
+EDGE_ALLOWANCE = 8  # px: a frame's left and right edges (the title bar's share is TITLE_BAR_ALLOWANCE)
 
 
 class ModelManager(QDialog):
@@ -70,7 +74,6 @@ class ModelManager(QDialog):
         the library name of the model loaded in the window (marked in Installed; see show_loaded)."""
         super().__init__(parent)
         self.setWindowTitle(self.tr("Model Manager"))
-        self.resize(980, 620)
         self.library = library
         self.queue = queue
         self.tokens = tokens
@@ -136,6 +139,17 @@ class ModelManager(QDialog):
         d.show_catalog()
         i.refresh_installed()
         self.refresh_downloads()
+        self._size_to_screen()
+
+    def _size_to_screen(self) -> None:
+        """Its usual size where the screen has room; on a small screen (800×600) the screen's, less a
+        title bar and the frame's edges: at 980×620 its right side and bottom were off the screen."""
+        screen = self.parentWidget().screen() if self.parentWidget() is not None else self.screen()
+        room = screen.availableGeometry()
+        least = self.minimumSizeHint()
+        width = max(least.width(), min(SIZE.width(), room.width() - EDGE_ALLOWANCE))
+        height = max(least.height(), min(SIZE.height(), room.height() - TITLE_BAR_ALLOWANCE))
+        self.resize(width, height)  # (Qt centres it over the window and keeps it on the screen when shown)
 
     @property
     def hub_factory(self) -> Callable[[], HubClient]:
