@@ -72,3 +72,23 @@ def test_a_chat_moved_to_the_trash_on_the_command_line_leaves_the_list_and_a_sel
     qtbot.waitUntil(lambda: "Odd settings" not in _titles(w), timeout=WAIT_MS)
     assert w.conversations.model.text(TRASH) == "Trash (1)"
     assert sorted(w.conversations.selected_ids()) == two and w.controller.conversation_id == ids["Herons"]
+
+
+def test_the_open_chat_moved_to_the_trash_on_the_command_line_closes_saying_why(
+    qtbot: QtBot, paths: AppPaths, windows: list[MainWindow]
+) -> None:
+    """Review of issue 28: the open chat sent to the Trash by `ember-chat chats rm` left the list but stayed
+    on screen, and a message sent then was saved into a chat in the Trash (gone for good in 30 days)."""
+    w = _open(qtbot, paths, windows)
+    _active(qtbot, w)
+    herons = next(c.id for c in w.store.conversations() if c.title == "Herons")
+    w.chats.open_conversation(herons)
+    w.composer.editor.setPlainText("A question about herons, half written")
+
+    out = cli(paths.data_dir, "rm", str(herons))
+    assert out.returncode == 0, out.stderr
+    qtbot.waitUntil(lambda: w.controller.conversation_id is None, timeout=WAIT_MS)
+    assert "Herons" not in _titles(w) and "Herons are birds." not in w.transcript.plain_text()
+    assert w.banner.isVisible() and "“Herons” was moved to the Trash by another program" in w.banner.text()
+    assert w.composer.editor.toPlainText() == "A question about herons, half written"
+    assert w.store.organise.trash_count() == 1 and len(w.store.thread(herons)) == 2  # (nothing added to it)

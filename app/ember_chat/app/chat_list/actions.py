@@ -205,6 +205,39 @@ class ChatActions(QObject):
             self._order = order
         return self._order
 
+    def changed_elsewhere(self) -> None:
+        """Another process changed the store (`chats rm`, a second Ember): the list is read again and, when
+        the open chat went to the Trash or for good, it closes as when the list's own Delete takes it
+        (an answer into it stops first; what the message box holds stays), saying why — else new messages
+        would be saved into a chat the list no longer shows."""
+        self.reload_conversations()
+        cid = self.chat.conversation_id
+        if cid is None:
+            return
+        try:
+            conv = self.ctx.store.conversation(cid)
+            title, gone = conv.title, conv.deleted_at is not None
+            where = self.tr("moved to the Trash")
+        except KeyError:
+            title, gone, where = "", True, self.tr("deleted for good")
+        if not gone:
+            return
+
+        def act() -> None:
+            if self.chat.conversation_id != cid:
+                return
+            self.chat.conversation_id = None
+            self.edit_ends.emit()  # (an edit of one of its messages: the box gets its draft back)
+            self.chat.refresh()
+            self.shown_changed.emit()
+            said = self.tr(
+                "The chat “{title}” was {where} by another program (ember-chat chats rm, or a second "
+                "Ember), so it is closed; your message box keeps what you typed."
+            )
+            self.ctx.notifier.show_notice(said.format(title=title or self.tr("that was open"), where=where))
+
+        self.chat.after_stop(act)
+
     def on_conversations_changed(self) -> None:
         """The controller changed the open chat (a message sent, an answer ended): only it is read again."""
         cid = self.chat.conversation_id

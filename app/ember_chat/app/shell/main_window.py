@@ -383,7 +383,7 @@ class MainWindow(QMainWindow):
         ch.shown_changed.connect(self.update_welcome)
         ch.deleting_all.connect(self.compare.forget)  # (a comparison writes its answers by id)
         # chats changed by another process (`ember-chat chats import`, a second window): the list reloads
-        self.store_watch = StoreWatch(self, self.store, self.chats.reload_conversations)
+        self.store_watch = StoreWatch(self, self.store, self.chats.changed_elsewhere)
         self.undo.attach_banner(self.banner)
         self.side.params.changed.connect(self._save_params)
         self.transcript.open_link.connect(self._open_link)  # only ever after the user's click
