@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import html
 import shlex
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QCoreApplication, Qt, QTimer, Signal
 from PySide6.QtGui import QFontDatabase, QGuiApplication
@@ -209,7 +210,7 @@ def _padded(widget: QWidget) -> QWidget:
 class ServerLogDialog(QDialog):
     """A server's stderr, followed while the dialog is open (re-read from memory twice a second)."""
 
-    def __init__(self, name: str, read: Any, parent: QWidget | None = None) -> None:
+    def __init__(self, name: str, read: Callable[[], str | None], parent: QWidget | None = None) -> None:
         """`read()`: the log's text now ("" when there is none), or None when the server is off."""
         super().__init__(parent)
         self.setWindowTitle(self.tr("Log of {name}").format(name=name))

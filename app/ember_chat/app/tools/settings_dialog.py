@@ -9,10 +9,10 @@ while it is open (server states live in memory), and whole again when the host s
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Protocol
 
-from PySide6.QtCore import Qt, QTimer, Signal
-from PySide6.QtGui import QGuiApplication
+from PySide6.QtCore import Qt, QTimer, Signal, SignalInstance
+from PySide6.QtGui import QColor, QGuiApplication, QShowEvent
 from PySide6.QtWidgets import (
     QDialog,
     QHBoxLayout,
@@ -34,7 +34,8 @@ from ember_chat.app.tools.builtin_panel import BuiltinPanel
 from ember_chat.app.tools.import_box import ImportBox
 from ember_chat.app.tools.server_details import ServerDetails, ServerLogDialog, state_words
 from ember_chat.app.tools.server_form import HttpServerForm, ServerForm, StdioServerForm
-from ember_chat.engine.tools.config import McpServerConfig, mcp_servers_json
+from ember_chat.engine.tools.config import BuiltinToolsConfig, McpServerConfig, ToolsConfig, mcp_servers_json
+from ember_chat.engine.tools.registry import ToolEntry
 
 MAX_CALLS_LIMIT = 100
 STATE_MARKS = {"running": "●", "failed": "✕", "starting": "…", "stopped": "○", "off": "–"}
@@ -43,11 +44,13 @@ STATE_MARKS = {"running": "●", "failed": "✕", "starting": "…", "stopped": 
 class ToolsHost(Protocol):
     """What the dialog needs from the window's tools (tools/actions.py WindowTools satisfies it)."""
 
-    changed: Any  # Signal(): the configuration or the tools listed changed
-    config: Any  # ToolsConfig
+    config: ToolsConfig
+
+    @property
+    def changed(self) -> SignalInstance: ...  # Signal(): the configuration or the tools listed changed
 
     def server_state(self, name: str) -> tuple[str, str | None]: ...
-    def server_entries(self, name: str) -> list[Any] | None: ...
+    def server_entries(self, name: str) -> list[ToolEntry] | None: ...
     def server_log(self, name: str) -> str | None: ...
     def save_server(
         self,
@@ -66,7 +69,7 @@ class ToolsHost(Protocol):
     def remove_server(self, name: str) -> None: ...
     def set_server_enabled(self, name: str, on: bool) -> None: ...
     def set_never_ask(self, key: str, on: bool) -> None: ...
-    def set_builtin(self, builtin: Any) -> None: ...
+    def set_builtin(self, builtin: BuiltinToolsConfig) -> None: ...
     def set_max_calls(self, n: int) -> None: ...
     def relist(self) -> None: ...
 
@@ -353,13 +356,11 @@ class ToolsDialog(QDialog):
             self.log_dialog.close()
         super().done(result)
 
-    def showEvent(self, event: Any) -> None:  # Qt override: the states are followed while it shows
+    def showEvent(self, event: QShowEvent) -> None:  # Qt override: the states are followed while it shows
         self._timer.start()
         self.reload()
         super().showEvent(event)
 
 
-def _colour(name: str) -> Any:
-    from PySide6.QtGui import QColor
-
+def _colour(name: str) -> QColor:
     return QColor(name)
