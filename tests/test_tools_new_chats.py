@@ -166,3 +166,40 @@ def test_an_imported_chat_turns_nothing_on_grants_nothing_and_is_not_the_last_ch
     qtbot.waitUntil(lambda: w.controller.conversation_id is None, timeout=WAIT_MS)
     assert on_in_popup(w) == {"notes/add"}
     assert read_tools(paths).new_chats.servers == frozenset()
+
+
+@popup_grab
+def test_a_chat_imported_while_a_new_chat_is_shown_does_not_take_its_tools(
+    qtbot: QtBot, make_window: Callable[..., MainWindow], paths: AppPaths, tmp_path
+) -> None:
+    """Review of issue 28: the new chat's tools went to "the chat this new chat's first message created",
+    told by its date (made since the new chat showed) and having no tools and at most one message — so a
+    one-message chat imported meanwhile with a date in the future, then opened, took the user's new-chat
+    tools (servers' All switches included). Only the chat the window's own message creates takes them."""
+    write_tools(paths, ToolsConfig(servers=(stdio_server("notes", "normal.py"),)))
+    w = make_window()
+    a = w.store.create_conversation("A").id
+    w.chats.reload_conversations()
+    open_chat(qtbot, w, a)
+    w.tools.button.open_popup()  # (a server with no tools remembered starts when the popup opens)
+    qtbot.waitUntil(lambda: "notes/add" in w.tools.button.popup.boxes, timeout=WAIT_MS)
+    qtbot.mouseClick(w.tools.button.popup.all_boxes["notes"], LEFT)  # the user's last choice: every notes tool
+    w.tools.button.frame.close()
+    w.chats.new_chat()
+    qtbot.waitUntil(lambda: w.controller.conversation_id is None, timeout=WAIT_MS)
+
+    doc = {
+        "format": "ember-chat",
+        "version": 1,
+        "title": "From the future",
+        "created": 4102444800.0,  # 2100: after the new chat showed
+        "messages": [{"id": 1, "parent": None, "role": "user", "content": "hello"}],
+    }
+    path = tmp_path / "future.json"
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    import_chats(w.store, path, attachments=AttachmentImporter(w.attach.store))
+    w.chats.reload_conversations()
+    imported = next(c.id for c in w.store.conversations() if c.title == "From the future")
+    open_chat(qtbot, w, imported)
+    assert w.store.chat_tools(imported) == ChatTools()  # nothing of the new chat's choice
+    assert on_in_popup(w) == set()

@@ -51,6 +51,7 @@ class ChatController(QObject):
     notice = Signal(str)
     retrying = Signal(str, float, int, int)  # reason, delay s, attempt, attempts
     conversations_changed = Signal()
+    chat_created = Signal(int)  # a new chat's first message created it (its id; before its thread shows)
     edit_requested = Signal(int)  # message id: the window puts its text in the composer
     delete_requested = Signal(int)  # message id: the window deletes it and what follows (undoable)
     # what the views show (the window connects them to the transcript and the metrics panel)
@@ -185,6 +186,7 @@ class ChatController(QObject):
                 title = title_from_message(text) or (attachments[0].name if attachments else "New chat")
                 conv = self.store.create_conversation(title, system_prompt=system_prompt, params=params.to_dict())
                 self.conversation_id = conv.id
+                self.chat_created.emit(conv.id)
             conv = self.store.conversation(self.conversation_id)
             if self.editing:
                 parent = self.editing_parent

@@ -223,7 +223,8 @@ class MainWindow(QMainWindow):
             shown_chat=lambda: self.controller.conversation_id,
         )
         self.controller.tool_session_for = self.tools.session_for  # a chat's tools, asked before each answer
-        self.controller.thread_shown.connect(self.tools.choices.on_thread_shown)  # (a new chat's go with it)
+        self.controller.chat_created.connect(self.tools.choices.on_chat_created)  # (a new chat's go with it)
+        self.controller.thread_shown.connect(self.tools.choices.on_thread_shown)
         self.presets = WindowPresets(  # presets.json, new-chat defaults, `/`
             self.ctx,
             Path(settings_file.path).parent,

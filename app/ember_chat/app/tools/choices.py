@@ -7,8 +7,9 @@ by the composition). The popup lists the chat's "always allow" grants with a Rev
 
 Built from the context (the chat store, the notifier), what it reads of the window's tools (ToolsState,
 which tools/actions.WindowTools meets), the message box's row the button sits in (ComposerRow) and the
-chat on screen (a callable); the composition connects the conversation's `thread_shown` to
-`on_thread_shown`. It never holds the window.
+chat on screen (a callable); the composition connects the conversation's `chat_created` (a new chat's
+first message) to `on_chat_created` and its `thread_shown` to `on_thread_shown`. It never holds the
+window.
 
 A new chat starts with the tools of the user's last choices (ToolsConfig.new_chats in tools.json): each
 tool or server turned on or off in the popup, in any chat, is turned on or off there too, and a server
@@ -21,7 +22,6 @@ from __future__ import annotations
 
 import contextlib
 import sqlite3
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Protocol
@@ -81,8 +81,6 @@ class ChatToolChoices(QObject):
         self.row = row
         self._shown_chat = shown_chat
         self._draft_require = False  # "call a tool first" for the new chat, until its first message
-        self._shown: int | None = None  # the conversation the window shows
-        self._new_since = time.time()  # when the window last showed a new chat
         self.button = ToolsButton()
         self.button.content = self.popup_content
         self.button.tool_toggled.connect(self.set_tool_on)
@@ -197,23 +195,20 @@ class ChatToolChoices(QObject):
                 )
         self.update_button()
 
+    def on_chat_created(self, conversation_id: int) -> None:
+        """The new chat's first message created it (the conversation's chat_created): the new chat's tools
+        go with it — with this chat only, never one another program, an import or a second window made
+        meanwhile (a chat's own date, from a file, says nothing of who made it)."""
+        draft = replace(self.t.config.new_chats, require_call=self._draft_require)
+        self._draft_require = False
+        if draft == ChatTools():
+            return
+        with contextlib.suppress(KeyError, sqlite3.Error, StoreError):
+            if self.ctx.store.chat_tools(conversation_id) == ChatTools():
+                self.ctx.store.set_chat_tools(conversation_id, draft)
+
     def on_thread_shown(self, *_args: object) -> None:
-        """The window shows a chat (the conversation's thread_shown): a new chat's choices go with it once
-        its first message created it."""
-        cid = self._shown_chat()
-        if cid is not None and self._shown is None:
-            draft = replace(self.t.config.new_chats, require_call=self._draft_require)
-            # the first message of a new chat created it (made since the new chat was shown: not an older
-            # chat opened, an imported one included): the new chat's tools go with it
-            with contextlib.suppress(KeyError, sqlite3.Error, StoreError):
-                created = self.ctx.store.conversation(cid).created_at >= self._new_since
-                fresh = self.ctx.store.chat_tools(cid) == ChatTools() and len(self.ctx.store.thread(cid)) <= 1
-                if created and fresh and draft != ChatTools():
-                    self.ctx.store.set_chat_tools(cid, draft)
-                self._draft_require = False
-        elif cid is None and self._shown is not None:
-            self._new_since = time.time()
-        self._shown = cid
+        """The window shows a chat (the conversation's thread_shown): the button says its tools."""
         self.update_button()
 
     def on_tools_changed(self) -> None:
