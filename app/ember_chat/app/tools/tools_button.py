@@ -444,6 +444,9 @@ class PopupFrame(QFrame):
                 old.setParent(None)
                 old.deleteLater()
         self._layout.addWidget(widget)  # (its size: ToolsButton._popup_geometry)
+        # shown now: a widget added to a window already shown waits for Qt's queued show, and a popup
+        # filled again every few tens of ms while a server starts left the frame an empty box for seconds
+        widget.setVisible(True)
 
     def keyPressEvent(self, event: QKeyEvent) -> None:  # Qt override
         if event.key() == Qt.Key.Key_Escape:
