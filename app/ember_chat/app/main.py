@@ -10,9 +10,15 @@ import argparse
 import os
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # (imported where used: the window's modules load after the command line is read)
+    from ember_chat.app.shell.main_window import MainWindow
+    from ember_chat.engine.core.refs import ModelRef
+    from ember_chat.engine.inference.backend import InferenceBackend
+    from ember_chat.engine.storage.paths import AppPaths
 
 T0 = time.perf_counter()
 
@@ -22,14 +28,17 @@ os.environ.setdefault("HF_HUB_DISABLE_IMPLICIT_TOKEN", "1")
 
 
 def build_window(
-    paths: object | None = None, backend_factory: object = None, notices: list[str] | None = None
-) -> object:
+    paths: AppPaths | None = None,
+    backend_factory: Callable[[ModelRef], InferenceBackend] | None = None,
+    notices: list[str] | None = None,
+) -> MainWindow:
     """Everything the app needs, wired; the caller shows the window and runs the event loop.
     `backend_factory(ref)`: the backend for a model reference (default: local runtime or remote)."""
     from PySide6.QtCore import QSettings
 
     from ember_chat.app.engine_link.bridge import EngineBridge
     from ember_chat.app.models.kv_caches import open_snapshot_store
+    from ember_chat.app.shell.compose import compose
     from ember_chat.app.shell.main_window import MainWindow
     from ember_chat.engine.inference.service.engine import EngineService
     from ember_chat.engine.inference.service.model import default_backend_factory
@@ -59,11 +68,12 @@ def build_window(
     downloads = DownloadQueue(lambda: Downloader(endpoint, tokens.get()), models_dir)
     downloads.restore_partials(library.partial_downloads())  # unfinished downloads come back paused
     connections = ConnectionStore(paths.connections_file)
-    return MainWindow(
+    window = MainWindow(
         opened.store, bridge, library, settings_file, state, downloads, endpoint, tokens, connections,
-        startup_errors=[*(notices or []), *([opened.notice] if opened.notice else [])], data_dir=paths.data_dir,
-        model_settings=ModelSettingsStore(paths.model_settings_file),
+        data_dir=paths.data_dir, model_settings=ModelSettingsStore(paths.model_settings_file),
     )  # fmt: skip
+    compose(window, [*(notices or []), *([opened.notice] if opened.notice else [])])  # its features, wired
+    return window
 
 
 def install_translations(app: object, folder: Path | None = None, locale: object = None) -> bool:
@@ -88,7 +98,7 @@ def _scripted_run_class() -> type:
     class ScriptedRun(QObject):
         """--send / --screenshot: slots of a GUI-thread object, so they run in the GUI thread."""
 
-        def __init__(self, window: object, send: str | None, screenshot: str | None) -> None:
+        def __init__(self, window: MainWindow, send: str | None, screenshot: str | None) -> None:
             super().__init__(window)
             self.window = window
             self.send = send
@@ -237,7 +247,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     return app.exec()
 
 
-def close_store(window: Any) -> None:
+def close_store(window: MainWindow) -> None:
     """At quit, once the window has shut its parts down: the background threads get a moment to end,
     then the chat store closes (its privacy sweep of messages deleted this session runs then)."""
     window.join_background(2.0)

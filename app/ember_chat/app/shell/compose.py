@@ -1,0 +1,322 @@
+"""The composition root (issue 29): the window's features built from the AppContext and the widgets the
+window lays out, and what one feature says to another wired as signals, here and nowhere else. The
+features keep the names the window has always given them (`window.models`, `window.chats`,
+`window.compose`, …): `compose` sets them on the window, which keeps its frame (layout, menus, state,
+theme, close)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from PySide6.QtCore import QObject, QUrl, Slot
+
+from ember_chat.app.backups.dialog import WindowBackups
+from ember_chat.app.chat_list.actions import ChatActions
+from ember_chat.app.chat_list.undo import UndoActions
+from ember_chat.app.compare.actions import CompareActions
+from ember_chat.app.conversation.attach import WindowAttachments
+from ember_chat.app.conversation.compose import ComposerActions
+from ember_chat.app.conversation.controller import ChatController
+from ember_chat.app.importing.dialog import ImportChats
+from ember_chat.app.models.actions import BenchmarkWindow, ModelActions
+from ember_chat.app.models.kv_caches import WindowKvCaches
+from ember_chat.app.presets.actions import WindowPresets
+from ember_chat.app.server.api_control import ApiServerControl
+from ember_chat.app.shell.main_window import MainWindow
+from ember_chat.app.shell.menus import build_menus
+from ember_chat.app.shell.navigation import set_tab_order
+from ember_chat.app.shell.side_fit import SidePanelFit
+from ember_chat.app.shell.store_watch import StoreWatch
+from ember_chat.app.tools.actions import WindowTools
+from ember_chat.app.tools.choices import ComposerRow
+from ember_chat.app.transcript.font_size import TranscriptFontSize
+from ember_chat.engine.core.params import SamplingParams
+from ember_chat.engine.core.states import ModelState
+from ember_chat.engine.models.starter import STARTER_ALIAS
+
+
+def compose(window: MainWindow, startup_errors: Sequence[str] = ()) -> Composition:
+    """Builds the window's features, wires them, then starts the window (menus, the saved state, the chat
+    open when Ember quit, what went wrong while starting). `startup_errors`: for the banner (a damaged
+    chat database)."""
+    parts = Composition(window)
+    parts.start(list(startup_errors))
+    return parts
+
+
+class Composition(QObject):
+    """The features of one window and the glue between them (a child of the window: it lives as long)."""
+
+    def __init__(self, window: MainWindow) -> None:
+        super().__init__(window)
+        self.frame = w = window
+        ctx = w.ctx
+        config_dir = Path(ctx.settings_file.path).parent
+        w.models = ModelActions(  # the model loaded, the picker, the model dialogs (models/actions.py)
+            ctx,
+            model_bar=w.model_bar,
+            after_stop=lambda action: w.controller.after_stop(action),  # (the parts below are built after it)
+            context_length=lambda: w.side.params.context.value(),
+            api_url=lambda: w.api.server.url if w.api.server is not None else None,
+            benchmark=self._benchmark_dialog,
+            tokens=w.tokens,
+            downloads=w.downloads,
+            hub_endpoint=w.hub_endpoint,
+            dialog_parent=w,
+        )
+        w.font_size = TranscriptFontSize(ctx, w.transcript)  # View ▸ Bigger text / Smaller text
+        w.welcome.load_starter.connect(lambda: w.models.load_model(STARTER_ALIAS))
+        w.welcome.open_manager.connect(w.models.open_model_manager)
+        w.welcome.import_file.connect(w.models.import_model_file)
+        w.loading_panel.cancel.clicked.connect(w.models.unload_model)  # (cancels the load)
+
+        w.controller = ChatController(ctx.store, ctx.bridge, self._current_params)
+        # the undo stack of the chat list's changes and the banner's Undo link (chat_list/undo.py)
+        w.undo = UndoActions(ctx, w.controller, parent=w)
+        w.attach = WindowAttachments(  # files and images in the chat (conversation/attach.py)
+            ctx,
+            config_dir,
+            w.composer,
+            w.side.params,
+            w.controller,
+            w.transcript,
+            w.banner,
+            model=lambda: w.model,
+            drop_target=w,  # (files dropped anywhere on the window)
+            drop_area=w.centre_stack,
+        )
+        w.chats = ChatActions(  # the chat list: open, search, organise, export (chat_list/actions.py)
+            ctx,
+            w.conversations,
+            w.controller,
+            w.undo,
+            w.side.params,
+            w.attach.store,
+            dialog_parent=w,
+            parent=w,
+        )
+        w.model_state_changed.connect(w.attach.on_model_state)  # (the chips counted with its tokenizer)
+        w.compose = ComposerActions(  # sending and editing from the message box (conversation/compose.py)
+            ctx,
+            w.composer,
+            w.controller,
+            w.attach,
+            w.banner,
+            loading=lambda: w.models.loading,
+            parent=w,
+        )
+        w.tools = WindowTools(  # MCP servers, built-in tools, the Tools button and each chat's choices
+            ctx,
+            config_dir,
+            w,
+            ComposerRow(w.composer, w.composer.attach_button, w.composer.editor, w.composer.button),
+            shown_chat=lambda: w.controller.conversation_id,
+        )
+        w.controller.tool_session_for = w.tools.session_for  # a chat's tools, asked before each answer
+        w.controller.chat_created.connect(w.tools.choices.on_chat_created)  # (a new chat's go with it)
+        w.controller.thread_shown.connect(w.tools.choices.on_thread_shown)
+        w.presets = WindowPresets(  # presets.json, new-chat defaults, `/`
+            ctx,
+            config_dir,
+            w.side.params,
+            w.composer.editor,
+            loaded_name=lambda: w.models.loaded_name if w.model is not None else None,
+            open_chat=lambda: w.controller.conversation_id,
+            generating=lambda: w.controller.generating,
+            parent=w,
+        )
+        w.model_state_changed.connect(w.presets.on_model_state)
+        w.controller.thread_shown.connect(w.presets.on_thread_shown)  # (before the transcript shows it)
+        w.compare = CompareActions(  # Compare… on a message (compare/actions.py)
+            ctx,
+            chat=w.controller,
+            models=w.models,
+            model=lambda: w.model,
+            params=w.side.params,
+            choices=w.model_bar.choices,
+            colors=lambda: w.colors,  # (a theme switch replaces them)
+            dialog_parent=w,
+        )
+        w.transcript.action.connect(w.compare.on_action)
+        w.api = ApiServerControl(ctx, w.statusBar(), w, preset=w.presets.for_api)  # the API server
+        # the daily backup (a worker thread) and Settings ▸ Backups…
+        w.backups = WindowBackups(ctx, w, w.controller.after_stop, self._show_restored_chats)
+        w.backups.restoring.connect(w.compare.forget)  # (a comparison writes its answers by id)
+        w.kv_caches = WindowKvCaches(ctx, w)  # Settings ▸ Conversation caches… (saved KV snapshots)
+        w.controller.generating_changed.connect(w.kv_caches.on_generating)  # its problems: said after an answer
+        w.importer = ImportChats(ctx, w.attach.store, w, w.banner.set_action)  # File ▸ Import chats…
+        w.importer.chats_added.connect(w.chats.reload_conversations)
+        w.importer.reveal.connect(w.chats.reveal)  # (the banner's Open and Show Archived)
+        w.importer.show_view.connect(w.chats.show_view)
+        self._wire()
+
+    def start(self, startup_errors: list[str]) -> None:
+        w = self.frame
+        build_menus(w)
+        w.side_fit = SidePanelFit(w, w.splitter, w.side, w.side_action)  # hides it on a narrow window
+        set_tab_order(w)
+        w.apply_icons()
+        w.apply_settings_defaults()
+        w.chats.reload_conversations()
+        w.restore_state()
+        w.chats.reopen(w.window_state.value("open_chat"))  # the chat open when Ember quit
+        w.set_model_state(ModelState.NONE)
+        if w.settings.api_server:
+            w.api.apply()
+        errors = startup_errors
+        problems = [  # damaged files set aside, bad entries kept aside in their file
+            *w.ctx.settings_file.take_problems(),
+            *w.connections.take_problems(),
+            *w.model_settings.take_problems(),
+            *w.tools.take_problems(),
+            *w.presets.take_problems(),
+        ]
+        if errors:
+            w.show_error(" ".join(errors + problems))
+        elif problems:
+            w.show_notice(" ".join(problems))
+        w.models.reload_models()  # after the stores have said what was wrong: it reads them on another thread
+
+    def _benchmark_dialog(self) -> BenchmarkWindow:
+        """Models ▸ Benchmark…: a new benchmark dialog, with today's models and connections."""
+        from ember_chat.app.lab.benchmark_dialog import BenchmarkDialog
+
+        ctx = self.frame.ctx
+        return BenchmarkDialog(
+            ctx.library,
+            ctx.settings,
+            ctx.data_dir,
+            ctx.connections,
+            ctx.model_settings,
+            self.frame,
+            service=ctx.bridge.service,  # each model measured with the engine to itself
+        )
+
+    def _wire(self) -> None:
+        win = self.frame
+        w = win.bridge
+        # Bound methods of GUI-thread objects only: a lambda would run in the engine thread.
+        m = win.models
+        w.load_progress.connect(m.on_load_progress)
+        w.loaded.connect(m.on_loaded)
+        w.load_failed.connect(m.on_load_failed)
+        w.unloaded.connect(m.on_unloaded)
+        m.state_changed.connect(win.set_model_state)  # (first: the Model Manager follows what the window shows)
+        m.progress.connect(win.loading_panel.progress.setValue)
+        m.thinking_switch.connect(win.side.params.set_thinking_switch)
+        m.pick_dropped.connect(win.compose.drop_queued)  # (a message sent meanwhile stays in the box)
+        m.listed.connect(win.models_listed)
+        m.load_settings_opened.connect(win.load_settings_opened)
+        c = win.controller
+        c.generating_changed.connect(win.composer.set_generating)
+        c.generating_changed.connect(self._on_generating)
+        c.error.connect(self._on_chat_error)
+        c.streamed.connect(self._on_streamed)
+        c.notice.connect(win.show_notice)
+        c.retrying.connect(self._on_retrying)
+        c.conversations_changed.connect(win.chats.on_conversations_changed)  # (only the open chat read again)
+        c.delete_requested.connect(win.chats.organise.delete_message)  # (undoable)
+        c.edit_requested.connect(win.compose.edit_message)
+        win.font_size.resized.connect(c.refresh)  # View ▸ Bigger text: the thread written again at its size
+        t, m = win.transcript, win.side.metrics  # what the controller says the views show
+        c.thread_shown.connect(t.show_thread)
+        c.jump_requested.connect(t.jump_to)
+        c.thinking_toggled.connect(t.toggle_thinking)
+        c.stream_began.connect(t.begin_stream)
+        c.stream_resumed.connect(t.resume_stream)
+        c.stream_rejoined.connect(t.rejoin_stream)
+        c.stream_appended.connect(t.append_stream)
+        c.call_streamed.connect(t.streaming.show_call)
+        c.stream_ended.connect(t.end_stream)
+        c.metrics_began.connect(m.begin)
+        c.metrics_live.connect(m.update_live)
+        c.metrics_prefill.connect(m.show_prefill)
+        c.metrics_prefill.connect(t.streaming.show_prefill)  # (and in the answer's card)
+        c.metrics_finished.connect(m.finish)
+        t.action.connect(c._on_action)
+        win.composer.send.connect(win.compose.send)
+        win.model_state_changed.connect(win.compose.load_ended)  # (a message sent while a model loads)
+        c.generating_changed.connect(win.compose.answer_ended)  # (and one sent while an answer streams)
+        win.composer.attachments.settled.connect(win.compose.attachments_settled)  # (and its files counted)
+        win.composer.stop.connect(win.stop)
+        win.composer.cancel_edit.connect(win.compose.end_edit)
+        ch = win.chats  # what showing another chat (or a new one, or none) does to the rest of the window
+        ch.switching.connect(win.side.metrics.reset)  # "Current answer" was the other chat's
+        ch.edit_ends.connect(win.compose.end_edit)
+        ch.leaving.connect(win.banner.leave_chat)
+        ch.new_chat_opening.connect(win.apply_settings_defaults)
+        ch.new_chat_opened.connect(lambda: win.composer.editor.setFocus())
+        ch.shown_changed.connect(win.update_welcome)
+        ch.deleting_all.connect(win.compare.forget)  # (a comparison writes its answers by id)
+        # chats changed by another process (`ember-chat chats import`, a second window): the list reloads
+        win.store_watch = StoreWatch(win, win.store, win.chats.changed_elsewhere)
+        win.undo.attach_banner(win.banner)
+        win.side.params.changed.connect(self._save_params)
+        win.transcript.open_link.connect(self._open_link)  # only ever after the user's click
+        win.transcript.link_hovered.connect(self._on_link_hovered)
+
+    # ----- what one feature does to the others
+    def _current_params(self) -> tuple[SamplingParams, str]:
+        params = self.frame.side.params
+        return params.params(), params.system_prompt.toPlainText()
+
+    def _save_params(self) -> None:
+        w = self.frame
+        cid = w.controller.conversation_id
+        if cid is not None:
+            w.store.update_conversation(
+                cid,
+                params=w.side.params.to_dict(),
+                system_prompt=w.side.params.system_prompt.toPlainText(),
+            )
+
+    def _show_restored_chats(self) -> bool:
+        """A backup was restored: no chat from before it stays on screen, the message being written loses
+        its files; says whether it had any (files kept in the database set aside: their ids name others
+        here)."""
+        w = self.frame
+        w.undo.stack.clear()  # what the undo stack would reverse is in the chats set aside, not these
+        w.undo.banner_replaced()
+        if w.controller.conversation_id is not None:
+            w.side.metrics.reset()
+        w.controller.conversation_id = None
+        w.compose.end_edit()
+        chips = w.composer.attachments
+        attached = bool(chips.items)
+        chips.clear()
+        w.apply_settings_defaults()
+        w.controller.refresh()
+        w.chats.reload_conversations()
+        w.update_welcome()
+        return attached
+
+    @Slot(str, float, int, int)
+    def _on_retrying(self, reason: str, delay_s: float, attempt: int, attempts: int) -> None:
+        w = self.frame
+        w.banner.count_down(reason, delay_s, attempt, attempts, lambda: w.controller.generating)
+
+    def _on_generating(self, on: bool) -> None:
+        w = self.frame
+        if on:
+            w.banner.end("answer")  # the last answer's error: this one is on its way
+        else:
+            w.banner.stop_countdown()
+        w.model_picker.setEnabled(True)
+        w.statusBar().showMessage(w.tr("Generating…") if on else w.tr("Ready"), 0 if on else 3000)
+
+    def _open_link(self, url: QUrl) -> None:
+        self.frame.url_opener(url)
+
+    def _on_link_hovered(self, url: str) -> None:
+        w = self.frame
+        if url.startswith(("http:", "https:", "mailto:")):
+            w.statusBar().showMessage(w.tr("Opens in your browser: {url}").format(url=url))
+        else:
+            w.statusBar().clearMessage()
+
+    def _on_streamed(self, _tokens: int) -> None:
+        self.frame.banner.end("retry")  # the request retried is answering
+
+    def _on_chat_error(self, message: str) -> None:
+        self.frame.show_error(message, cause="answer" if self.frame.controller.model_ready else "model")
