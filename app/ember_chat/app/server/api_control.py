@@ -22,12 +22,13 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from PySide6.QtCore import QT_TRANSLATE_NOOP, QObject, Signal, Slot
+from PySide6.QtCore import QObject, Signal, Slot
 from PySide6.QtWidgets import QLabel, QMessageBox, QStatusBar, QWidget
 
 from ember_chat.app.context import AppContext
 from ember_chat.app.engine_link.tasks import TaskRunner
 from ember_chat.app.qt.settings_page import show_settings_page
+from ember_chat.app.server.unknown_fields import WINDOW_UNKNOWN_FIELDS_ADVICE
 from ember_chat.engine.attachments import Limits
 from ember_chat.engine.errors import EmberError, SecretStoreError
 from ember_chat.engine.inference.service.engine import QueueState, RequestRecord
@@ -40,13 +41,6 @@ from ember_chat.engine.storage.secrets import API_SERVER_KEY, SecretStore
 if TYPE_CHECKING:
     from ember_chat.app.server.api_dialog import ApiServerDialog
 
-# The 400 for an unknown request field says how to have them ignored: on this server, the dialog's
-# checkbox (its label, IGNORE_UNKNOWN_LABEL, the one text the dialog translates: lupdate finds it here under
-# the dialog's context). Sent to HTTP clients: English.
-IGNORE_UNKNOWN_LABEL = QT_TRANSLATE_NOOP("ApiServerDialog", "Ignore unknown request fields")
-WINDOW_UNKNOWN_FIELDS_ADVICE = (
-    f"turn on “{IGNORE_UNKNOWN_LABEL}” in the Ember window's Settings ▸ Local API server… to ignore them"
-)
 LOG_LENGTH = 100  # requests kept for the dialog's log
 SHUTDOWN_WAIT_S = 10.0  # at quit: a stop that takes longer (a connection stuck in a write) is left to the process exit
 
@@ -261,7 +255,7 @@ class ApiServerControl(QObject):
             quit_()
 
     def open_dialog(self) -> ApiServerDialog:
-        from ember_chat.app.server.api_dialog import ApiServerDialog
+        from ember_chat.app.server.api_dialog import ApiServerDialog  # (loaded when first opened)
 
         parent = self.parent()
         window = parent if isinstance(parent, QWidget) else None

@@ -1,15 +1,17 @@
 """Settings ▸ Local API server…: the server's settings (on/off, address, port, key, allowed origins,
 queue), its address with a Copy URL button and a curl command to try it, and the log of recent
 requests: every HTTP request the server answered, with its status, and each generation with its
-metrics. The control (start, stop, the log's source) is ApiServerControl in api_control.py."""
+metrics. The control (start, stop, the log's source) is ApiServerControl in api_control.py; the dialog
+knows it as a ServerControl, what it asks of it."""
 
 from __future__ import annotations
 
 import json
 import shlex
 import time
+from typing import Protocol
 
-from PySide6.QtCore import Qt, QTimer, Signal, Slot
+from PySide6.QtCore import Qt, QTimer, Signal, SignalInstance, Slot
 from PySide6.QtGui import QFont, QFontDatabase, QGuiApplication, QShowEvent
 from PySide6.QtWidgets import (
     QCheckBox,
@@ -31,13 +33,16 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from ember_chat.app.context import AppContext
+from ember_chat.app.engine_link.tasks import TaskRunner
 from ember_chat.app.engine_link.wording import window_wording
 from ember_chat.app.qt.window_frame import TITLE_BAR_ALLOWANCE
-from ember_chat.app.server.api_control import IGNORE_UNKNOWN_LABEL, ApiServerControl
+from ember_chat.app.server.unknown_fields import IGNORE_UNKNOWN_LABEL
 from ember_chat.engine.errors import EmberError
 from ember_chat.engine.inference.service.engine import RequestRecord
 from ember_chat.engine.serve.request_log import HttpExchange
-from ember_chat.engine.storage.secrets import API_SERVER_KEY
+from ember_chat.engine.serve.server import ApiServer
+from ember_chat.engine.storage.secrets import API_SERVER_KEY, SecretStore
 from ember_chat.engine.storage.settings import Settings
 
 
@@ -59,11 +64,26 @@ def _fmt(value: float | None, digits: int, unit: str) -> str:
     return "—" if value is None else f"{value:.{digits}f} {unit}"
 
 
+class ServerControl(Protocol):
+    """What the dialog asks of the server's control (ApiServerControl in api_control.py, which opens it)."""
+
+    ctx: AppContext  # the settings it shows and saves
+    secrets: SecretStore  # the server's key, in the keychain
+    tasks: TaskRunner  # the keychain read and written off the GUI thread
+    server: ApiServer | None  # the server running (its address), None while off
+    records: list[RequestRecord | HttpExchange]  # the log so far, oldest first
+
+    @property
+    def applied(self) -> SignalInstance: ...  # Signal(bool): an apply() has finished
+
+    def apply(self) -> None: ...  # start or stop the server as the settings say
+
+
 class ApiServerDialog(QDialog):
     applied = Signal(bool)  # Apply has finished: the settings are saved, the server runs as they say
     key_checked = Signal()  # the placeholder says whether a key is stored (tests wait on this)
 
-    def __init__(self, control: ApiServerControl, parent: QWidget | None = None) -> None:
+    def __init__(self, control: ServerControl, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.control = control
         self.setWindowTitle(self.tr("Local API server"))
