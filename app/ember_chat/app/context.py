@@ -2,7 +2,7 @@
 engine, the settings (read and saved), the background task runner, the notifier that puts an error
 or a notice in the window's banner, the model library and the stores beside it. A feature's
 controller takes the context and the widgets it drives — never the main window — and talks to other
-features by signals wired in one place (the shell's composition, shell/main_window.py)."""
+features by signals wired in one place (the shell's composition, shell/compose.py)."""
 
 from __future__ import annotations
 

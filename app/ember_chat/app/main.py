@@ -38,7 +38,7 @@ def build_window(
 
     from ember_chat.app.engine_link.bridge import EngineBridge
     from ember_chat.app.models.kv_caches import open_snapshot_store
-    from ember_chat.app.shell.compose import compose
+    from ember_chat.app.shell.compose import app_context, compose
     from ember_chat.app.shell.main_window import MainWindow
     from ember_chat.engine.inference.service.engine import EngineService
     from ember_chat.engine.inference.service.model import default_backend_factory
@@ -68,10 +68,9 @@ def build_window(
     downloads = DownloadQueue(lambda: Downloader(endpoint, tokens.get()), models_dir)
     downloads.restore_partials(library.partial_downloads())  # unfinished downloads come back paused
     connections = ConnectionStore(paths.connections_file)
-    window = MainWindow(
-        opened.store, bridge, library, settings_file, state, downloads, endpoint, tokens, connections,
-        data_dir=paths.data_dir, model_settings=ModelSettingsStore(paths.model_settings_file),
-    )  # fmt: skip
+    model_settings = ModelSettingsStore(paths.model_settings_file)
+    ctx = app_context(opened.store, bridge, library, settings_file, connections, model_settings, paths.data_dir)
+    window = MainWindow(ctx, state, downloads, endpoint, tokens)
     compose(window, [*(notices or []), *([opened.notice] if opened.notice else [])])  # its features, wired
     return window
 

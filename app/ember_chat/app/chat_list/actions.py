@@ -8,7 +8,7 @@ conversation's controller, as `ShownChat`), the undo stack, the side panel's par
 brings back, the attachment store an export reads and the widget its menus and dialogs open over;
 never the window. What opening a chat does to the rest of the window (the banner, the message box,
 the side panel's measures and the centre's page) is said by its signals, connected in the
-composition (shell/main_window.py)."""
+composition (shell/compose.py)."""
 
 from __future__ import annotations
 

@@ -11,7 +11,7 @@ model actions, so the picker, the status and the last-model setting follow as fo
 
 Built from the app's context and the exact collaborators it reads or asks (the chat shown, the window's
 model, the parameters panel, the picker's choices, the colours), never the window: the shell wires it
-(shell/main_window.py)."""
+(shell/compose.py)."""
 
 from __future__ import annotations
 

@@ -8,7 +8,7 @@ Built from the context (the chat store, the task runner, the engine's service an
 settings' limits, the notifier) and the widgets it drives (the message box, the side panel's parameters
 and system prompt, the chat's controller, the transcript, the banner it adds refused files to, the
 widget drops land on and the area the drop overlay covers), never the window; the composition
-(shell/main_window.py) connects the window's model state to `on_model_state`."""
+(shell/compose.py) connects the window's model state to `on_model_state`."""
 
 from __future__ import annotations
 

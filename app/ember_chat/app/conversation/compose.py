@@ -5,7 +5,7 @@ own text and files come back whenever the edit ends).
 Built from the context (its notifier says what happens to a message) and what it drives: the message
 box, the chat's controller, the chat's attachments (what refuses a send, the files of a message edited),
 the window's banner (its send-later notice ends when the message goes), and whether a model loads;
-the composition (shell/main_window.py) connects the box's, the controller's and the window's model
+the composition (shell/compose.py) connects the box's, the controller's and the window's model
 signals to it."""
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ Built from the app's context and the widgets it drives (the model bar, the widge
 over), never the window; what it asks of other features comes as typed callables (stop the answer
 first, the context length the parameters panel sets, the local API server's address, a new benchmark
 dialog) and what it tells them goes out as signals that the shell's composition connects
-(shell/main_window.py): the model's state (the window shows it), the load's progress, whether the
+(shell/compose.py): the model's state (the window shows it), the load's progress, whether the
 loaded model can turn its thinking on and off, a pick dropped (a message queued for it stays in the
 box), the models listed, the load settings open.
 

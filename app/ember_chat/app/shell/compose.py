@@ -10,14 +10,18 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from PySide6.QtCore import QObject, QUrl, Slot
+from PySide6.QtGui import QDesktopServices
 
 from ember_chat.app.backups.dialog import WindowBackups
 from ember_chat.app.chat_list.actions import ChatActions
 from ember_chat.app.chat_list.undo import UndoActions
 from ember_chat.app.compare.actions import CompareActions
+from ember_chat.app.context import AppContext, Notifier
 from ember_chat.app.conversation.attach import WindowAttachments
 from ember_chat.app.conversation.compose import ComposerActions
 from ember_chat.app.conversation.controller import ChatController
+from ember_chat.app.engine_link.bridge import EngineBridge
+from ember_chat.app.engine_link.tasks import TaskRunner
 from ember_chat.app.importing.dialog import ImportChats
 from ember_chat.app.models.actions import BenchmarkWindow, ModelActions
 from ember_chat.app.models.kv_caches import WindowKvCaches
@@ -33,7 +37,38 @@ from ember_chat.app.tools.choices import ComposerRow
 from ember_chat.app.transcript.font_size import TranscriptFontSize
 from ember_chat.engine.core.params import SamplingParams
 from ember_chat.engine.core.states import ModelState
+from ember_chat.engine.models.library import ModelLibrary
 from ember_chat.engine.models.starter import STARTER_ALIAS
+from ember_chat.engine.storage.connections import ConnectionStore
+from ember_chat.engine.storage.conversations import ConversationStore
+from ember_chat.engine.storage.model_settings import ModelSettingsStore
+from ember_chat.engine.storage.settings import SettingsFile
+
+
+def app_context(
+    store: ConversationStore,
+    bridge: EngineBridge,
+    library: ModelLibrary,
+    settings_file: SettingsFile,
+    connections: ConnectionStore,
+    model_settings: ModelSettingsStore,
+    data_dir: Path,
+) -> AppContext:
+    """What every feature is built from (context.py); the window its task runner and notifier live in
+    takes them as its children."""
+    return AppContext(
+        store=store,
+        bridge=bridge,
+        library=library,
+        settings_file=settings_file,
+        settings=settings_file.load(),
+        tasks=TaskRunner(),  # what the GUI thread must not wait on (see engine_link/tasks.py)
+        notifier=Notifier(),
+        connections=connections,
+        model_settings=model_settings,
+        data_dir=data_dir,
+        url_opener=QDesktopServices.openUrl,  # the system browser (tests put a recorder here)
+    )
 
 
 def compose(window: MainWindow, startup_errors: Sequence[str] = ()) -> Composition:
@@ -51,6 +86,7 @@ class Composition(QObject):
     def __init__(self, window: MainWindow) -> None:
         super().__init__(window)
         self.frame = w = window
+        w.parts = self
         ctx = w.ctx
         config_dir = Path(ctx.settings_file.path).parent
         w.models = ModelActions(  # the model loaded, the picker, the model dialogs (models/actions.py)
@@ -257,6 +293,46 @@ class Composition(QObject):
         win.transcript.link_hovered.connect(self._on_link_hovered)
 
     # ----- what one feature does to the others
+    def set_model_state(self, state: ModelState) -> None:
+        w = self.frame
+        w.controller.model_ready = state is ModelState.READY
+        if state is ModelState.READY and w.model is not None:
+            w.controller.model_name = w.model.name  # (an answer's header: the engine's display name)
+        if state is not ModelState.NONE:
+            w.banner.end("model")  # "no model is loaded", or the last pick's error: over
+        w.update_welcome()
+        w.loading_panel.progress.setValue(0)
+        w.model_bar.show_state(state, w.model if state is ModelState.READY else None, w.models.loading_name)
+        local = w.model if state is ModelState.READY and w.model and not w.model.is_remote else None
+        w.side.params.show_loaded_context(local.n_ctx if local else None)  # (said when the chat's differs)
+        w.model_state_changed.emit(state)
+
+    def shutdown(self) -> None:
+        """Stop the API server and a benchmark run, then the engine (cancel → join → close the model).
+        Background tasks still out are dropped and interrupted, never waited for. Idempotent."""
+        w = self.frame
+        w.tasks.shutdown()
+        w.composer.attachments.shutdown()  # files still being read: their processes killed
+        w.api.shutdown()
+        w.models.shutdown_dialogs()
+        w.controller.tools.close()  # tool calls still running are cancelled
+        w.tools.close()  # every MCP server stopped
+        w.compare.close()  # a comparison still running is stopped
+        w.controller.quitting()
+        w.bridge.close()  # (the answer in progress ends as a stopped one: saved whole, with its metrics)
+        w.kv_caches.close()  # after the service: the model has put its caches into the store
+
+    def join_background(self, timeout: float) -> bool:
+        """Wait until every background thread the window started has ended (tests, after close)."""
+        w = self.frame
+        joins = [w.tasks.join, w.api.join, w.side.params.json_answer.tasks.join, *w.models.joins()]
+        joins.append(w.composer.attachments.readers.join)
+        joins += [w.tools.join, w.controller.tools.tasks.join]
+        joins.append(w.compare.join)
+        if w.downloads is not None:
+            joins.append(w.downloads.wait_idle)
+        return all([join(timeout) for join in joins])
+
     def _current_params(self) -> tuple[SamplingParams, str]:
         params = self.frame.side.params
         return params.params(), params.system_prompt.toPlainText()

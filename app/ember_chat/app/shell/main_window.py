@@ -5,33 +5,23 @@ features are built and wired by shell/compose.py (the composition root), under t
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
-from PySide6.QtCore import QEvent, QObject, QSettings, QSize, QUrl, Signal
-from PySide6.QtGui import QCloseEvent, QDesktopServices, QTextCursor
-from PySide6.QtWidgets import (
-    QApplication,
-    QMainWindow,
-    QMessageBox,
-    QStackedWidget,
-    QVBoxLayout,
-    QWidget,
-)
+from PySide6.QtCore import QSettings, QUrl, Signal
+from PySide6.QtGui import QCloseEvent, QTextCursor
+from PySide6.QtWidgets import QApplication, QMainWindow, QMessageBox, QVBoxLayout, QWidget
 
-from ember_chat.app.context import AppContext, Notifier
+from ember_chat.app.context import AppContext
 from ember_chat.app.conversation.composer import Composer, ConversationList
-from ember_chat.app.engine_link.bridge import EngineBridge
-from ember_chat.app.engine_link.tasks import TaskRunner
 from ember_chat.app.models.model_bar import ModelBar
-from ember_chat.app.models.starter_names import model_label
 from ember_chat.app.shell.banner import Banner
+from ember_chat.app.shell.centre import CentrePages
 from ember_chat.app.shell.loading_panel import LoadingPanel
 from ember_chat.app.shell.menus import about_text
 from ember_chat.app.shell.navigation import focus_pane
 from ember_chat.app.shell.side_fit import SidePanelFit, WindowSplitter
-from ember_chat.app.shell.welcome import ChatGreeting, WelcomePanel, greets_as_chat
-from ember_chat.app.shell.window_size import default_geometry, default_splitter_sizes, grows_back
+from ember_chat.app.shell.welcome import WelcomePanel
+from ember_chat.app.shell.window_state import relayout, restore_window, save_window
 from ember_chat.app.side_panel.panel import SidePanel
 from ember_chat.app.style.icons import themed_icon
 from ember_chat.app.style.theme import app_icon, apply_theme
@@ -39,13 +29,9 @@ from ember_chat.app.transcript.view import TranscriptView
 from ember_chat.engine.core.states import ModelState
 from ember_chat.engine.inference.backend import ModelDescription
 from ember_chat.engine.models.download_queue import DownloadQueue
-from ember_chat.engine.models.library import ModelLibrary
 from ember_chat.engine.models.starter import starter_available
-from ember_chat.engine.storage.connections import ConnectionStore
-from ember_chat.engine.storage.conversations import ConversationStore
-from ember_chat.engine.storage.model_settings import ModelSettingsStore
 from ember_chat.engine.storage.secrets import TokenStore
-from ember_chat.engine.storage.settings import Settings, SettingsFile
+from ember_chat.engine.storage.settings import Settings
 
 if TYPE_CHECKING:  # the features, set by shell/compose.py
     from ember_chat.app.backups.dialog import WindowBackups
@@ -65,6 +51,14 @@ if TYPE_CHECKING:  # the features, set by shell/compose.py
     from ember_chat.app.transcript.font_size import TranscriptFontSize
 
 
+class Parts(Protocol):
+    """What the window asks of its features together (shell/compose.py's Composition)."""
+
+    def set_model_state(self, state: ModelState) -> None: ...  # the window and the features follow it
+    def shutdown(self) -> None: ...
+    def join_background(self, timeout: float) -> bool: ...
+
+
 class MainWindow(QMainWindow):
     """The window's model actions are `self.models` (models/actions.py), its chat actions `self.chats`
     (chat_list/actions.py), its message box's `self.compose` (conversation/compose.py): shell/compose.py
@@ -75,6 +69,7 @@ class MainWindow(QMainWindow):
     load_settings_opened = Signal()  # the ⚙ dialog is open, as self.models.load_settings (GUI thread)
 
     # the features (shell/compose.py builds them, after the frame)
+    parts: Parts
     models: ModelActions
     font_size: TranscriptFontSize
     controller: ChatController
@@ -94,45 +89,29 @@ class MainWindow(QMainWindow):
 
     def __init__(
         self,
-        store: ConversationStore,
-        bridge: EngineBridge,
-        library: ModelLibrary,
-        settings_file: SettingsFile,
+        ctx: AppContext,
         window_state: QSettings,
         downloads: DownloadQueue | None = None,
         hub_endpoint: str | None = None,
         tokens: TokenStore | None = None,
-        connections: ConnectionStore | None = None,
-        data_dir: Path | None = None,
-        model_settings: ModelSettingsStore | None = None,
     ) -> None:
+        """`ctx`: what every feature is built from (compose.app_context); the window's own names for its
+        parts below."""
         super().__init__()
         self.downloads = downloads
         self.hub_endpoint = hub_endpoint
         self.tokens = tokens or TokenStore()
         self.setWindowTitle(self.tr("Ember"))
         self.setWindowIcon(app_icon())
-        # what every feature is built from (context.py); the window's own names for its parts below
-        self.ctx = AppContext(
-            store=store,
-            bridge=bridge,
-            library=library,
-            settings_file=settings_file,
-            settings=settings_file.load(),
-            tasks=TaskRunner(self),  # what the GUI thread must not wait on (see engine_link/tasks.py)
-            notifier=Notifier(self),
-            connections=connections or ConnectionStore(Path(settings_file.path).parent / "connections.json"),
-            model_settings=model_settings
-            or ModelSettingsStore(Path(settings_file.path).parent / "model_settings.json"),
-            data_dir=data_dir or Path(settings_file.path).parent,
-            url_opener=QDesktopServices.openUrl,  # the system browser (tests put a recorder here)
-        )
-        self.ctx.notifier.error.connect(self.show_error)
-        self.ctx.notifier.notice.connect(self.show_notice)
-        self.store = store
-        self.bridge = bridge
-        self.library = library
-        self.settings_file = settings_file
+        self.ctx = ctx
+        ctx.tasks.setParent(self)  # (they live as long as the window)
+        ctx.notifier.setParent(self)
+        ctx.notifier.error.connect(self.show_error)
+        ctx.notifier.notice.connect(self.show_notice)
+        self.store = ctx.store
+        self.bridge = ctx.bridge
+        self.library = ctx.library
+        self.settings_file = ctx.settings_file
         self.window_state = window_state
         self.connections = self.ctx.connections
         self.data_dir = self.ctx.data_dir
@@ -158,18 +137,11 @@ class MainWindow(QMainWindow):
         cl.addWidget(self.model_bar)
         cl.addWidget(self.banner)
         self.welcome = WelcomePanel(starter_available())
-        # an empty chat with a model loaded: its greeting over the transcript (not a page of its own, so
-        # the transcript stays where the chat is read and the keyboard goes)
-        self.greeting = ChatGreeting(self.transcript.viewport())
-        self.greeting.prompt_chosen.connect(self._use_example)
-        self.greeting.hide()
-        self.transcript.viewport().installEventFilter(self)  # (it covers the viewport: resized with it)
-        self.centre_stack = QStackedWidget()
-        self.centre_stack.addWidget(self.transcript)
-        self.centre_stack.addWidget(self.welcome)
         self.loading_panel = LoadingPanel()  # which model loads, while no chat is open
+        self.centre_stack = CentrePages(self.transcript, self.welcome, self.loading_panel)  # (shell/centre.py)
+        self.greeting = self.centre_stack.greeting
+        self.greeting.prompt_chosen.connect(self._use_example)
         self.model_bar.loading_shown.connect(self.loading_panel.title.setText)
-        self.centre_stack.addWidget(self.loading_panel)
         cl.addWidget(self.centre_stack, 1)
         cl.addWidget(self.composer)
 
@@ -211,51 +183,17 @@ class MainWindow(QMainWindow):
         self.presets.apply_new_chat()  # the loaded model's default preset, else the default one, over the settings
 
     def restore_state(self) -> None:
-        st = self.window_state
-        # first: a hidden panel sets no minimum height
-        self.side_fit.restore(st.value("side_panel", True, type=bool))
-        self._relayout()
-        available = self.screen().availableGeometry()
-        default = default_geometry(available, self.minimumSizeHint())  # 1280×800, less on a smaller screen
-        if st.value("geometry"):
-            self.restoreGeometry(st.value("geometry"))
-            saved_screen = st.value("screen")
-            if grows_back(self.size(), saved_screen if isinstance(saved_screen, QSize) else None, default):
-                self.setGeometry(default)  # (kept small by a smaller screen: this one has room)
-        else:  # the status bar stays on the screen
-            self.setGeometry(default)
-        self.side_fit.fit()  # (narrow: the side panel hides)
-        if st.value("splitter"):
-            self.splitter.restoreState(st.value("splitter"))
-        side = self.side.minimumSizeHint().width()
-        if not st.value("splitter") or (not self.side.isHidden() and self.splitter.sizes()[2] < side):
-            # (a panel saved hidden for the width has no width of its own to come back to)
-            self.splitter.setSizes(default_splitter_sizes(self.width(), side))
-
-    def _relayout(self) -> None:
-        self.splitter.updateGeometry()
-        QApplication.sendPostedEvents(None, QEvent.Type.LayoutRequest)
+        restore_window(self, self.window_state, self.splitter, self.side, self.side_fit)
 
     def save_state(self) -> None:
-        self.window_state.setValue("geometry", self.saveGeometry())
-        self.window_state.setValue("splitter", self.splitter.saveState())
-        self.window_state.setValue("side_panel", self.side_fit.wanted)  # (the user's, not the width's)
-        self.window_state.setValue("screen", self.screen().availableGeometry().size())  # (see grows_back)
+        save_window(self, self.window_state, self.splitter, self.side_fit)
         self.window_state.setValue("open_chat", self.controller.conversation_id or 0)  # 0: a new chat
         self.window_state.sync()
 
     def update_welcome(self) -> None:
-        """With no chat open: the welcome panel while no model is loaded, the loading panel while one
-        loads. The transcript otherwise."""
+        """The centre's page for the chat open (or none) and the model (see CentrePages.show_for)."""
         no_chat = self.controller.conversation_id is None
-        first_run = self.model is None and not self.models.loading and no_chat
-        page = self.loading_panel if no_chat and self.models.loading_name is not None else self.transcript
-        self.centre_stack.setCurrentWidget(self.welcome if first_run else page)
-        greet = self.model is not None and no_chat and not self.models.loading and page is self.transcript
-        if greet and self.model is not None:
-            self.greeting.show_model(model_label(self.model.name), greets_as_chat(self.model))
-            self.greeting.setGeometry(self.transcript.viewport().rect())
-        self.greeting.setVisible(greet)
+        self.centre_stack.show_for(no_chat, self.model, self.models.loading, self.models.loading_name)
 
     def _use_example(self, text: str) -> None:
         """An example prompt of the greeting clicked: in the message box, to send or change."""
@@ -266,23 +204,8 @@ class MainWindow(QMainWindow):
         editor.setTextCursor(cursor)
         editor.setFocus()
 
-    def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # Qt override
-        if watched is self.transcript.viewport() and event.type() == QEvent.Type.Resize:
-            self.greeting.setGeometry(self.transcript.viewport().rect())
-        return super().eventFilter(watched, event)
-
     def set_model_state(self, state: ModelState) -> None:
-        self.controller.model_ready = state is ModelState.READY
-        if state is ModelState.READY and self.model is not None:
-            self.controller.model_name = self.model.name  # (an answer's header: the engine's display name)
-        if state is not ModelState.NONE:
-            self.banner.end("model")  # "no model is loaded", or the last pick's error: over
-        self.update_welcome()
-        self.loading_panel.progress.setValue(0)
-        self.model_bar.show_state(state, self.model if state is ModelState.READY else None, self.models.loading_name)
-        local = self.model if state is ModelState.READY and self.model and not self.model.is_remote else None
-        self.side.params.show_loaded_context(local.n_ctx if local else None)  # (said when the chat's differs)
-        self.model_state_changed.emit(state)
+        self.parts.set_model_state(state)
 
     # ----- composer
     def stop(self) -> None:
@@ -303,7 +226,7 @@ class MainWindow(QMainWindow):
     def toggle_side_panel(self) -> None:
         """View ▸ Side panel: on a narrow window too, where it hid by itself (side_fit.py)."""
         self.side_fit.toggle()
-        self._relayout()  # the window's minimum size follows at once (a hidden panel sets none)
+        relayout(self.splitter)  # the window's minimum size follows at once
 
     def set_theme(self, name: str) -> None:
         self.settings = self.settings.with_changes(theme=name)
@@ -344,18 +267,8 @@ class MainWindow(QMainWindow):
 
     # ----- shutdown
     def shutdown(self) -> None:
-        """Stop the API server and a benchmark run, then the engine (cancel → join → close the model).
-        Background tasks still out are dropped and interrupted, never waited for. Idempotent."""
-        self.tasks.shutdown()
-        self.composer.attachments.shutdown()  # files still being read: their processes killed
-        self.api.shutdown()
-        self.models.shutdown_dialogs()
-        self.controller.tools.close()  # tool calls still running are cancelled
-        self.tools.close()  # every MCP server stopped
-        self.compare.close()  # a comparison still running is stopped
-        self.controller.quitting()
-        self.bridge.close()  # (the answer in progress ends as a stopped one: saved whole, with its metrics)
-        self.kv_caches.close()  # after the service: the model has put its caches into the store
+        """Every feature stopped (see Composition.shutdown). Idempotent."""
+        self.parts.shutdown()
 
     def closeEvent(self, event: QCloseEvent) -> None:  # Qt override
         if self.api.ask_before_quit(self.close):  # the API server runs: other programs may use it
@@ -374,10 +287,4 @@ class MainWindow(QMainWindow):
 
     def join_background(self, timeout: float) -> bool:
         """Wait until every background thread the window started has ended (tests, after close)."""
-        joins = [self.tasks.join, self.api.join, self.side.params.json_answer.tasks.join, *self.models.joins()]
-        joins.append(self.composer.attachments.readers.join)
-        joins += [self.tools.join, self.controller.tools.tasks.join]
-        joins.append(self.compare.join)
-        if self.downloads is not None:
-            joins.append(self.downloads.wait_idle)
-        return all([join(timeout) for join in joins])
+        return self.parts.join_background(timeout)
