@@ -14,7 +14,13 @@ lab after measuring two models: the starter model here, and the same file served
 own server on 127.0.0.1 as a remote connection. Issue 19's parts (data written by
 packaging/screenshot_data.py): the chat list with 30 chats in folders, pins, a collapsed folder and 2 chats
 in the Trash, the preset library, the backups list, two tiny local models compared side by side (greedy,
-so always the same answers), and an answer with typeset formulas.
+so always the same answers), and an answer with typeset formulas. Issue 28's fixed states: an empty
+chat's greeting, a message sent with Enter while an answer streams (queued, the banner says so), the
+attachments' compact strip at 800×600, the drop zone, a sent PDF's preview (the text the model was given,
+the passages it used marked), the side panel's chart after a long prompt, Tab on a message's actions, the
+chat list's right-clicked row and its menu, the Tools popup at 1024×640 with a server and the built-in
+tools, one Settings window with sections (dark, and its Conversation caches page: memory and disk apart),
+and a damaged model's Load error inside the Model Manager.
 """
 
 from __future__ import annotations
@@ -82,6 +88,7 @@ def main(out_dir: str) -> int:
 
     from PySide6.QtCore import Qt, QTimer
     from PySide6.QtGui import QColor, QImage
+    from PySide6.QtTest import QTest
     from PySide6.QtWidgets import QApplication
 
     from ember_chat.app.main import build_window
@@ -133,6 +140,22 @@ def main(out_dir: str) -> int:
         t = window.transcript
         return not (window.controller.generating or t.rendering or t.backfilling)
 
+    def shot_screen(name: str, widget: object = None) -> None:
+        """What the screen shows over a window: its popups and menus too (top-level windows of their own,
+        which a grab of the window leaves out)."""
+        widget = widget or window
+        box = widget.frameGeometry()
+        pixmap = widget.screen().grabWindow(0, box.x(), box.y(), box.width(), box.height())
+        if pixmap.isNull():
+            pixmap = widget.grab()
+        pixmap.save(str(out / name))
+        print(f"screenshot: {out / name}", file=sys.stderr)
+
+    def theme(name: str) -> None:
+        """As the user picks it in View ▸ Theme (the Settings window's Appearance shows that choice)."""
+        order = ("light", "dark", "system")
+        window.theme_group.actions()[order.index(name)].trigger()
+
     def at(name: str) -> None:  # the step a timeout names
         state["step"] = name
 
@@ -151,29 +174,47 @@ def main(out_dir: str) -> int:
         shot("chat-list-dark.png")
         if listed != 30:
             raise SystemExit(f"chat-list-dark: {listed} chats listed, not 30")
+        at("chat-list-menu-dark")
+        rows = window.conversations.list
+        row = rows.visualRect(rows.currentIndex()).center()  # (the open chat's row)
+        window.chats.conversation_menu(row)  # (as a right-click opens it: the row it acts on is marked)
+        yield lambda: window.chats.chat_menu is not None and window.chats.chat_menu.isVisible()
+        shot_screen("chat-list-menu-dark.png")
+        window.chats.chat_menu.close()
+        yield lambda: window.chats.chat_menu is None
+        at("settings-window-dark")
+        window.settings_window.open_section("appearance")
+        window.settings_window.resize(900, 560)
+        yield lambda: window.settings_window.isVisible()
+        shot("settings-window-dark.png", window.settings_window)
+        window.settings_window.close()
+        yield lambda: not window.settings_window.isVisible()
         at("presets-dark")
         chosen = data.presets(window.presets.library)
-        library = window.presets.open_dialog()
+        library = window.presets.open_dialog()  # (a page of the Settings window)
         library.select(chosen)
-        library.resize(900, 560)
+        window.settings_window.resize(1060, 600)
         yield lambda: library.isVisible() and len(library.names()) == 4  # (and the built-in Default)
-        shot("presets-dark.png", library)
-        library.close()
-        yield lambda: window.presets.dialog is None
+        shot("presets-dark.png", window.settings_window)
+        window.settings_window.close()
+        yield lambda: not window.settings_window.isVisible()
         at("backups-dark")
         backups = window.backups.open_dialog()
         yield lambda: backups.isVisible() and backups.table.rowCount() == 1 and not backups.busy  # today's
         backups.back_up.click()
         yield lambda: backups.table.rowCount() == 2 and not backups.busy
-        backups.resize(max(backups.width(), 760), backups.height())
+        window.settings_window.resize(1000, 560)
         yield lambda: backups.isVisible()
-        shot("backups-dark.png", backups)
-        backups.reject()
+        shot("backups-dark.png", window.settings_window)
+        window.settings_window.close()
+        yield lambda: not window.settings_window.isVisible()
         at("kv-caches-dark")
-        caches = window.kv_caches.open_dialog()
-        yield lambda: caches.isVisible() and "counting" not in caches.usage.text()
-        shot("kv-caches-dark.png", caches)
-        caches.reject()
+        window.settings_window.open_section("kv_caches")  # (a page of the Settings window)
+        caches = window.kv_caches.dialog
+        yield lambda: caches is not None and caches.isVisible() and "counting" not in caches.usage.text()
+        shot("kv-caches-dark.png", window.settings_window)
+        window.settings_window.close()
+        yield lambda: not window.settings_window.isVisible()
         at("compare-dark")
         tiny = data.tiny_models(paths.default_models_dir)
         window.models.reload_models()
@@ -204,6 +245,9 @@ def main(out_dir: str) -> int:
         yield lambda: window.model is not None or not window.models.loading
         if window.model is None:
             raise SystemExit("the starter model did not load")
+        at("chat-greeting")
+        yield lambda: window.greeting.isVisible()
+        shot("chat-greeting.png")
         window.side.params.max_tokens.setValue(160)  # room for its whole answer (about 70 tokens), not cut short
         window.side.params.temperature.setValue(0)
         at("window-light: the starter's answer")
@@ -229,7 +273,7 @@ def main(out_dir: str) -> int:
             window.toggle_side_panel()
         window.resize(1280, 800)
         at("window-dark")
-        window.set_theme("dark")
+        theme("dark")
         yield settled
         shot("window-dark.png")
         yield from organised()
@@ -251,14 +295,45 @@ def main(out_dir: str) -> int:
         window.composer.attach_paths([pdf, home / "screenshot.png"])
         yield lambda: len(bar.attachments()) == 2 and not bar.busy
         shot("attachments-chips-dark.png")
+        at("attachments-strip-800x600")
+        window.resize(800, 600)  # (the side panel steps aside by itself; the chips stay one compact row)
+        yield lambda: (window.width(), window.height()) == (800, 600) and not window.side.isVisible()
+        shot("attachments-strip-800x600.png")
+        window.resize(1280, 800)
+        yield lambda: window.width() == 1280 and window.side.isVisible()
+        at("drop-overlay-dark")
+        window.attach.drop_overlay.show_over()  # (what a drag of files over the chat shows)
+        yield lambda: window.attach.drop_overlay.isVisible()
+        shot("drop-overlay-dark.png")
+        window.attach.drop_overlay.hide()
         bar.remove(bar.items[-1].key)
         window.side.params.max_tokens.setValue(40)
         window.composer.editor.setPlainText("What is the secret harbour code?")
         window.composer.button.click()  # (as the user sends: the chips go with the message)
         yield lambda: window.controller.generating
+        at("enter-queued-while-streaming")
+        window.composer.editor.setPlainText("And who wrote the report?")
+        window.composer.submit()  # Enter while the answer streams: queued, out of the box
+        yield lambda: not window.composer.editor.toPlainText() and window.banner.isVisible()
+        shot("enter-queued-while-streaming.png")
+        window.compose.drop_queued()  # (not sent: back in the box, which is cleared for the next shots)
+        window.composer.editor.clear()
+        window.banner.hide()
         yield lambda: not window.controller.generating
         yield settled
         shot("attachments-dark.png")
+        at("chart-long-ttft-dark")
+        shot("chart-long-ttft-dark.png", window.side)  # (the 40-page PDF's prompt before the first token)
+        at("attachment-preview-dark")
+        asked = [m for m in window.store.thread(window.controller.conversation_id) if m.role == "user"][-1]
+        window.transcript.action.emit("attachment", asked.id, 0)  # (a click on the sent PDF's chip)
+        sent = window.transcript.attachments
+        yield lambda: sent.dialog is not None and sent.dialog.isVisible()
+        preview = sent.dialog
+        preview.resize(760, 560)
+        yield lambda: preview.width() == 760
+        shot("attachment-preview-dark.png", preview)
+        preview.close()
         for name, ask in (
             ("dialog-delete-dark.png", window.chats.delete_chat),
             ("dialog-rename-dark.png", window.chats.rename_chat),
@@ -290,13 +365,25 @@ def main(out_dir: str) -> int:
         yield lambda: not window.controller.generating
         yield settled
         shot("tools-dark.png")
-        dialog = window.tools.open_dialog()
-        dialog.resize(900, 600)
+        at("tools-popup-1024x640")
+        window.resize(1024, 640)
+        yield lambda: (window.width(), window.height()) == (1024, 640) and settled()
+        button = window.tools.choices.button
+        button.open_popup()  # (filled again, a new popup, whenever the tools listed change)
+        yield lambda: button.frame.isVisible() and button.popup is not None and button.popup.isVisible()
+        yield lambda: "notes/add" in button.popup.boxes  # (the server started by the popup, its tools listed)
+        shot_screen("tools-popup-1024x640.png")
+        button.frame.hide()
+        window.resize(1280, 800)
+        yield lambda: window.width() == 1280
+        dialog = window.tools.open_dialog()  # (a page of the Settings window)
+        window.settings_window.resize(1100, 620)
         yield lambda: dialog.isVisible() and window.tools.server_state("notes")[0] == "running"
-        shot("tools-settings-dark.png", dialog)
-        dialog.close()
+        shot("tools-settings-dark.png", window.settings_window)
+        window.settings_window.close()
+        yield lambda: not window.settings_window.isVisible()
         at("math-light")
-        window.set_theme("light")
+        theme("light")
         open_chat(math_chat)
         yield settled
         shot("math-light.png")
@@ -304,12 +391,24 @@ def main(out_dir: str) -> int:
         open_chat(code_chat.id)
         yield settled
         shot("code-light.png")
+        at("transcript-tab-focus")
+        window.transcript.setFocus()
+        QTest.keyClick(window.transcript, Qt.Key.Key_Tab)  # (Tab walks the messages' actions, the first marked)
+        yield settled  # (without a window manager the window is never active: its focus is not waited for)
+        shot("transcript-tab-focus.png")
         manager = window.models.model_manager()
         manager.resize(980, 640)
         manager.show()
         yield lambda: manager.isVisible()
         shot("model-manager.png", manager)
+        at("model-manager-damaged")
+        manager.tabs.setCurrentIndex(1)  # Installed
+        yield lambda: manager.select_installed(damaged.name)
+        window.models.load_model(damaged.name)  # (Load on the damaged row: its error shows in the Manager)
+        yield lambda: manager.banner.isVisible() and not window.models.loading
+        shot("model-manager-damaged.png", manager)
         manager.close()
+        window.banner.hide()
         window.models.reload_models()
         window.models.load_model(damaged.name)
         yield lambda: window.banner.isVisible()
