@@ -2,7 +2,8 @@
 (the live figures with their rows wrapped under their labels, the prompt's line, the chart, the
 session's figures) need more height than 640 px leaves, and the layout squeezed each below its least
 size: the context row's number was cut by its own bar ("412 / 4,096 tokens" half hidden) and the chart's
-axis labels shrank to "…". The tab now scrolls instead: every part keeps the height it needs."""
+axis labels shrank to "…". The tab now scrolls instead: every part keeps the height it needs, and the
+chart's least height leaves room for its plot and axis labels."""
 
 from __future__ import annotations
 
@@ -45,3 +46,6 @@ def test_a_short_window_scrolls_the_metrics_instead_of_squeezing_them(
     assert not squeezed(metrics), squeezed(metrics)
     chart = metrics.chart.view
     assert chart.height() >= chart.minimumHeight()
+    # the chart at its least height still has a plot (below about 4 lines of text QtCharts elides the
+    # x axis's labels and its title to "…": it did at 170 px)
+    assert metrics.chart.chart.plotArea().height() >= 4 * chart.fontMetrics().height()

@@ -148,7 +148,9 @@ class SpeedChart:
         self.chart = chart
         self.view = BrokenAxisView(chart)
         self.view.setRenderHint(QPainter.RenderHint.Antialiasing)
-        self.view.setMinimumHeight(170)
+        # its title, axis labels, axis title and legend take about 7 lines of text; below about 4 more for
+        # the plot QtCharts elides the x axis's labels and title to "…" (it did at 170 px)
+        self.view.setMinimumHeight(12 * self.view.fontMetrics().height())
         self.view.setAccessibleName(QChart.tr("Decode speed chart"))
         self.view.setAccessibleDescription(
             QChart.tr("Tokens per second and inter-token latency over the current answer; the figures are above.")
