@@ -199,3 +199,34 @@ def test_an_unticked_box_can_be_seen_in_both_themes(
         table.close()
     finally:
         w.set_theme("light")
+
+
+@pytest.mark.parametrize("theme", ["light", "dark"])
+def test_an_unchosen_radio_button_can_be_seen_in_both_themes(
+    qtbot: QtBot, make_window: Callable[..., MainWindow], theme: str
+) -> None:
+    """The new user's pass (issue 28): in the dark theme, Settings ▸ Appearance's unchosen theme radio
+    buttons were nearly invisible (Fusion's edge: the window colour darkened). Their edge has 3:1 against
+    the window round them."""
+    from PySide6.QtWidgets import QRadioButton, QStyle, QStyleOptionButton, QVBoxLayout, QWidget
+
+    w = make_window()
+    try:
+        w.set_theme(theme)
+        page = QWidget()
+        QVBoxLayout(page).addWidget(radio := QRadioButton("Dark"))
+        page.resize(200, 60)
+        page.show()
+        qtbot.waitExposed(page)
+        option = QStyleOptionButton()
+        option.initFrom(radio)
+        indicator = radio.style().subElementRect(QStyle.SubElement.SE_RadioButtonIndicator, option, radio)
+        image = radio.grab().toImage()
+        around = image.pixelColor(indicator.right() + 3, indicator.center().y()).name()
+        edge = [
+            image.pixelColor(x, indicator.center().y()).name() for x in range(indicator.left(), indicator.left() + 3)
+        ]
+        assert max(contrast_ratio(c, around) for c in edge) >= 3.0, (theme, edge, around)
+        page.close()
+    finally:
+        w.set_theme("light")

@@ -29,18 +29,24 @@ _PE = QStyle.PrimitiveElement
 _KEYBOARD_ONLY = {_PE.PE_PanelButtonCommand, _PE.PE_PanelButtonTool, _PE.PE_PanelButtonBevel}
 _ALWAYS = {_PE.PE_FrameLineEdit, _PE.PE_Frame}  # fields; text boxes and lists (their frame)
 _CHECK_BOXES = {_PE.PE_IndicatorCheckBox, _PE.PE_IndicatorItemViewItemCheck}
+_RADIO = _PE.PE_IndicatorRadioButton
 
 
-def draw_box_outline(painter: QPainter, rect: QRect, palette: QPalette) -> None:
-    """A check box's edge in the text colour at half strength: Fusion's own edge is the window colour
-    darkened, which vanishes on the dark theme's fields and tables (an unticked box could not be seen)."""
+def draw_box_outline(painter: QPainter, rect: QRect, palette: QPalette, *, round_: bool = False) -> None:
+    """A check box's (or a radio button's, `round_`) edge in the text colour at half strength: Fusion's
+    own edge is the window colour darkened, which vanishes on the dark theme's fields and tables and its
+    window (an unticked box, an unchosen radio button, could not be seen)."""
     painter.save()
     painter.setRenderHint(QPainter.RenderHint.Antialiasing, True)
     edge = palette.color(QPalette.ColorRole.Text)
     edge.setAlphaF(0.55)
     painter.setPen(QPen(edge, 1))
     painter.setBrush(Qt.BrushStyle.NoBrush)
-    painter.drawRoundedRect(QRectF(rect).adjusted(0.5, 0.5, -0.5, -0.5), 2, 2)
+    box = QRectF(rect).adjusted(0.5, 0.5, -0.5, -0.5)
+    if round_:
+        painter.drawEllipse(box)
+    else:
+        painter.drawRoundedRect(box, 2, 2)
     painter.restore()
 
 
@@ -93,6 +99,8 @@ class FocusStyle(QProxyStyle):
         super().drawPrimitive(element, option, painter, widget)
         if element in _CHECK_BOXES:
             draw_box_outline(painter, option.rect, option.palette)
+        elif element == _RADIO:
+            draw_box_outline(painter, option.rect, option.palette, round_=True)
         if not state & QStyle.StateFlag.State_HasFocus:
             return
         if element in _ALWAYS:
