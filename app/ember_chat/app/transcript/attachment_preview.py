@@ -65,9 +65,7 @@ def reading_words(reading: Reading | None, latest: Reading | None, answered: boo
     `answered`: messages follow it, none with a record of how it read the file (an imported chat, an
     answer stopped or failed before its plan was kept, a chat from an older Ember)."""
     if reading is None and answered:
-        return tr(
-            "How the answers read this file was not recorded: this is the text a model is given."
-        )
+        return tr("How the answers read this file was not recorded: this is the text a model is given.")
     if reading is None:
         return tr("No answer has been made with this file yet: this is the text the model will be given.")
     words = tr("For the answer to this message: {how}.").format(how=_how(reading))
