@@ -47,7 +47,7 @@ from ember_chat.engine.core.params import SPECS, LoadConfig, SamplingParams, def
 from ember_chat.engine.inference.metrics import GenerationMetrics
 from ember_chat.engine.inference.service.engine import EngineService, GenerationRequest, GenerationSink
 from ember_chat.engine.storage.paths import AppPaths
-from tests.peer_servers import free_port
+from tests.helpers.peer_servers import free_port
 
 STORY = (
     "Once upon a time, in a small village between two rivers, there lived a clockmaker who repaired the "

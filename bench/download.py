@@ -52,7 +52,7 @@ def ember_get(hub: ServerProcess, folder: Path) -> float:
 
 SERVER = """
 import os, sys
-from tests.hub_server import FakeHub
+from tests.helpers.hub_server import FakeHub
 hub = FakeHub().start()
 hub.add_repo(sys.argv[3], {sys.argv[4]: os.urandom(int(sys.argv[1]))})
 print(hub.hub_url, flush=True)

@@ -24,7 +24,7 @@ from PySide6.QtCore import QEventLoop, QTimer
 from PySide6.QtWidgets import QApplication
 
 from bench.gui_stream import StallProbe, fake_window, fresh_paths
-from tests.attachment_files import write_pdf
+from tests.helpers.attachment_files import write_pdf
 
 PAGE = "\n".join(
     f"Paragraph {i}: the quarterly report describes budgets, meetings, harbour logistics and staffing."

@@ -34,8 +34,8 @@ from PySide6.QtWidgets import QApplication
 from bench.gui_stream import fresh_paths, wait_loaded, wait_until_idle
 from ember_chat.app.main import build_window
 from ember_chat.engine.storage.paths import AppPaths
-from tests.fake_backend import FakeBackend
-from tests.gguf_factory import write_tiny_model
+from tests.helpers.fake_backend import FakeBackend
+from tests.helpers.gguf_factory import write_tiny_model
 
 
 class EventTimingApp(QApplication):

@@ -35,9 +35,9 @@ from ember_chat.app.qt.gc_guard import MainThreadGc
 from ember_chat.engine.core.messages import ChatMessage
 from ember_chat.engine.inference.events import Finished
 from ember_chat.engine.storage.paths import AppPaths
-from tests.chat_fixtures import seed_long_chat
-from tests.fake_backend import FakeBackend
-from tests.gguf_factory import write_tiny_model
+from tests.helpers.chat_fixtures import seed_long_chat
+from tests.helpers.fake_backend import FakeBackend
+from tests.helpers.gguf_factory import write_tiny_model
 
 
 class StallProbe(QObject):

@@ -29,7 +29,7 @@ from ember_chat.engine.core.refs import Endpoint, ModelRef, RemoteModelRef
 from ember_chat.engine.inference.backend import InferenceBackend
 from ember_chat.engine.inference.remote.backend import check_connection
 from ember_chat.engine.storage.paths import AppPaths
-from tests.peer_servers import ember_server, llama_cpp_server
+from tests.helpers.peer_servers import ember_server, llama_cpp_server
 
 ALIAS = "model"
 

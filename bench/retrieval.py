@@ -32,7 +32,7 @@ from ember_chat.engine.attachments import AttachmentStore, plan_turn, read_attac
 from ember_chat.engine.attachments.store import ChunkHit
 from ember_chat.engine.storage.conversations import ConversationStore
 from ember_chat.engine.storage.paths import AppPaths
-from tests.attachment_files import pdf_bytes
+from tests.helpers.attachment_files import pdf_bytes
 
 RECALL_PASSAGES = 200
 QUESTIONS = 200

@@ -127,7 +127,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=default_threads())
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    from tests.gguf_factory import TinySpec, write_tiny_model
+    from tests.helpers.gguf_factory import TinySpec, write_tiny_model
 
     families = {}
     with tempfile.TemporaryDirectory() as tmp:

@@ -89,7 +89,7 @@ def main() -> None:
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="ember-bench-vision-") as folder:
         if args.model is None:
-            from tests.vision_factory import write_tiny_vision_model
+            from tests.helpers.vision_factory import write_tiny_vision_model
 
             model, mmproj = write_tiny_vision_model(Path(folder))
         else:

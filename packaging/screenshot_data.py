@@ -127,7 +127,7 @@ def presets(library: PresetLibrary) -> str:
 def tiny_models(folder: Path) -> tuple[str, str]:
     """Two tiny models (the tests' GGUF writer, two seeds, each saying its own words whatever it is
     asked: greedy, so the answers are always the same), their file names."""
-    from tests.gguf_factory import TinySpec, says, write_tiny_model
+    from tests.helpers.gguf_factory import TinySpec, says, write_tiny_model
 
     same = says("▁hello", "▁world", "▁and", "▁you", ".")
     write_tiny_model(folder / "tiny-hello.gguf", TinySpec(script=same, name="Tiny Hello", seed=1))

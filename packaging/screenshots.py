@@ -2,7 +2,7 @@
 
     PYTHONPATH=. xvfb-run -a -s "-screen 0 1920x1080x24" .venv/bin/python packaging/screenshots.py OUT_DIR
 
-(run from the repository root; PYTHONPATH=. lets it use the tests' peer servers, `tests.peer_servers`)
+(run from the repository root; PYTHONPATH=. lets it use the tests' peer servers, `tests.helpers.peer_servers`)
 
 In a fresh data folder it loads the starter model (SmolLM2 135M Instruct, a chat model) and asks it one
 question (a real answer with real metrics), then shows that chat at 1280×800, on small screens (1024×640
@@ -98,8 +98,8 @@ def main(out_dir: str) -> int:
     from ember_chat.engine.storage.conversations import ConversationStore
     from ember_chat.engine.storage.paths import AppPaths
     from ember_chat.engine.tools.config import BuiltinToolsConfig, McpServerConfig, ToolsConfig, ToolsConfigFile
-    from tests.attachment_files import write_pdf
-    from tests.peer_servers import llama_cpp_server
+    from tests.helpers.attachment_files import write_pdf
+    from tests.helpers.peer_servers import llama_cpp_server
 
     app = QApplication.instance() or QApplication(sys.argv[:1])
     app.setStyle("Fusion")

@@ -4,7 +4,7 @@
 # It checks the bundle ships the chat starter's GGUF without the `llm` CLI it depends on, opens the window,
 # sends a message to the starter model (SmolLM2 135M Instruct), checks the answer arrived, saves a
 # screenshot; then runs `ember-chat run --model starter --json`, sends an image to a tiny vision model
-# (made by the checkout's tests/vision_factory.py with SMOKE_PYTHON), checks a LaTeX PDF's maths reach a
+# (made by the checkout's tests/helpers/vision_factory.py with SMOKE_PYTHON), checks a LaTeX PDF's maths reach a
 # connection's server as text (fontTools in the bundle) and runs `ember-chat models list`.
 set -euo pipefail
 DIST="$(cd "${1:-dist/ember-chat}" && pwd)"
@@ -68,7 +68,7 @@ from pathlib import Path
 
 from PIL import Image
 
-from tests.vision_factory import write_tiny_vision_model
+from tests.helpers.vision_factory import write_tiny_vision_model
 
 folder = Path(sys.argv[1])
 write_tiny_vision_model(folder)
@@ -86,7 +86,7 @@ fi
 
 echo "smoke: a LaTeX PDF keeps its maths (fontTools, as the bundle carries it, reads its CFF fonts)"
 # `ember-chat run --attach` reads the PDF in the bundle's reading process and sends its text to a connection's
-# server: a fake OpenAI server (tests/sse_server.py, run by SMOKE_PYTHON) records it. Without fontTools, or
+# server: a fake OpenAI server (tests/helpers/sse_server.py, run by SMOKE_PYTHON) records it. Without fontTools, or
 # with a module of it the spec left out, pypdf reads the formula as 'max(jx1 \x00 x2j; kxk) \x14 \x0f'.
 if [ -x "$MAKER" ]; then
     mkdir -p "$WORK/home-pdf"
@@ -97,7 +97,7 @@ import os
 import subprocess
 import sys
 
-from tests.sse_server import FakeOpenAI
+from tests.helpers.sse_server import FakeOpenAI
 
 exe, pdf = sys.argv[1], sys.argv[2]
 expected = "max(|x1 − x2|, ‖x‖) ≤ ϵ"

@@ -19,7 +19,7 @@ os.environ.update(
         "EMBER_CONFIG_DIR": str(_SANDBOX / "config"),
         "QT_QPA_PLATFORM": "offscreen",
         # tests never touch the real OS keychain
-        "PYTHON_KEYRING_BACKEND": "tests.file_keyring.FileTestKeyring",
+        "PYTHON_KEYRING_BACKEND": "tests.helpers.file_keyring.FileTestKeyring",
         "EMBER_TEST_KEYRING": str(_SANDBOX / "keyring.json"),
     }
 )
@@ -59,7 +59,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.slow)
 
 
-from tests.gguf_factory import TinySpec, write_tiny_model  # noqa: E402
+from tests.helpers.gguf_factory import TinySpec, write_tiny_model  # noqa: E402
 
 
 @pytest.fixture(scope="session")

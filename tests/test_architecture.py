@@ -128,8 +128,7 @@ WINDOW_NAMES = ("window", "w")
 
 # Modules under app/ (outside shell/ and main.py) still built from the main window or reading through it
 # (issue 29): this list may only shrink, never grow.
-WINDOW_BACK_REFERENCES_LEFT = [
-]
+WINDOW_BACK_REFERENCES_LEFT = []
 
 
 def _window_back_references(source: str) -> list[str]:

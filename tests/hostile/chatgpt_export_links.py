@@ -1,5 +1,5 @@
 """An unzipped ChatGPT export whose images are symbolic links out of its folder (links cannot live in a
-JSON file, so this builds one): `file-Abc123-leaf.png`, the picture of tests.import_fixtures'
+JSON file, so this builds one): `file-Abc123-leaf.png`, the picture of tests.helpers.import_fixtures'
 photosynthesis chat, links to a file elsewhere, and `dalle-generations/` links to a folder elsewhere
 that holds the DALL·E chat's image. Expected: neither is read; both chats import with the line that
 says an image was there, and the report counts them."""
@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.import_fixtures import DALLE_ASSET, dalle, photosynthesis
+from tests.helpers.import_fixtures import DALLE_ASSET, dalle, photosynthesis
 
 
 def chatgpt_export_with_links(export: Path, outside: Path, image: bytes) -> Path:

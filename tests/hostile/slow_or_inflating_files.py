@@ -21,7 +21,7 @@ import io
 import zipfile
 import zlib
 
-from tests.attachment_files import pdf_bytes, pdf_from_objects
+from tests.helpers.attachment_files import pdf_bytes, pdf_from_objects
 
 
 def quadratic_html(repeats: int) -> bytes:

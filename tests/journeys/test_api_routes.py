@@ -13,7 +13,7 @@ import httpx2
 import openai
 import pytest
 
-from tests.peer_servers import ember_server
+from tests.helpers.peer_servers import ember_server
 
 ROOT = Path(__file__).resolve().parents[2]
 SERVER = ROOT / "engine" / "ember_chat" / "engine" / "serve" / "server.py"

@@ -5,7 +5,7 @@ transformers documents for chat templates (arguments as a mapping), the clock pi
 date.
 
 Only the templates that render tools themselves are recorded; for the others (no `tools` in their
-text) Ember writes the tools in Hermes words into the messages, which tests/test_tool_templates.py checks.
+text) Ember writes the tools in Hermes words into the messages, which tests/engine/test_tool_templates.py checks.
 Llama 3.x refuses a turn with several calls ("This model only supports single tool-calls at once!")
 and gpt-oss keeps only its first call, so the parallel turn is also recorded as `as_single_calls`:
 written one call per assistant message, each followed by its result, as Ember sends it to them.

@@ -2,7 +2,7 @@
 rectangle is drawn at 30% opacity, a button's outline in a darkened selection blue), which nearly
 vanishes in the dark theme. Ember's style is Fusion with a solid two-pixel ring in the palette's
 accent colour (Ember's orange, which meets 4.5:1 on every background of both themes:
-tests/test_look.py) around the focused button, field, list item or tab.
+tests/app/test_look.py) around the focused button, field, list item or tab.
 
 Rings around buttons and the focus rectangle show when the focus came from the keyboard (as Fusion
 does); text fields and combo boxes show theirs whenever they have the focus (Fusion outlines them too).

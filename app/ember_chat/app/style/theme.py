@@ -1,5 +1,5 @@
 """Ember's two palettes (light and dark) on the Fusion style, so every platform looks the same and every
-colour pair is known: `tests/test_look.py` checks each text colour against its background for WCAG AA
+colour pair is known: `tests/app/test_look.py` checks each text colour against its background for WCAG AA
 contrast (4.5:1). "System" follows the platform's light/dark preference."""
 
 from __future__ import annotations

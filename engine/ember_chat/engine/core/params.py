@@ -96,7 +96,7 @@ SAMPLING_SPECS: tuple[ParamSpec, ...] = (
               optional=True),
 )  # fmt: skip
 # In the order of the load settings dialog. A parameter added here, with its field in LoadOptions below
-# (tests/test_params_table.py holds the two equal), is then a value of model_settings.json, a widget of
+# (tests/app/test_params_table.py holds the two equal), is then a value of model_settings.json, a widget of
 # the load settings dialog and a CLI flag, with no other list to extend.
 LOAD_SPECS: tuple[ParamSpec, ...] = (
     ParamSpec("n_ctx", int, 4096, 256, 1_048_576, "Context length",

@@ -10,7 +10,7 @@ llama-cpp-python builds it, so a run alone gives the tokens `Llama.generate` giv
 
 llama.cpp's CPU kernels are not batch-invariant: a sequence decoded in a batch of 4 or more rows goes
 through other matmul kernels than alone, so a greedy choice may flip where its two best tokens are nearly
-tied (measured: tests/test_batch_decode.py)."""
+tied (measured: tests/engine/test_batch_decode.py)."""
 
 from __future__ import annotations
 

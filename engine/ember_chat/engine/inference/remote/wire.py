@@ -204,7 +204,7 @@ def make_client(endpoint: Endpoint) -> tuple[httpx2.Client, Connections]:
     # trust_env off: a proxy from the environment must not see the key or the chats.
     transport = httpx2.HTTPTransport(verify=endpoint.verify_tls, trust_env=False)
     # httpx has no public hook for its connections; the pool's backend is swapped once, here
-    # (httpx2 is pinned below 3; tests/test_remote.py fails if this stops working).
+    # (httpx2 is pinned below 3; tests/engine/test_remote.py fails if this stops working).
     connections = Connections(transport._pool._network_backend)
     transport._pool._network_backend = connections
     client = httpx2.Client(

@@ -1,0 +1,1 @@
+"""Tests of the window (pytest-qt, offscreen): one module per part of it."""

@@ -1,0 +1,89 @@
+"""The crash handler: a Python error writes a log and shows a dialog with a copy button; a native
+crash leaves its stack in a log; the next start says the last run crashed and where its log is."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+from PySide6.QtGui import QGuiApplication
+from PySide6.QtWidgets import QMessageBox
+from pytestqt.qtbot import QtBot
+
+from ember_chat.app.qt.crash import CrashReporter
+from tests.helpers.paths import REPO
+
+ROOT = REPO
+
+
+def test_a_python_error_is_logged_shown_and_copyable(qtbot: QtBot, tmp_path: Path) -> None:
+    crash = CrashReporter(tmp_path / "crashes")
+    crash.install()
+    try:
+        try:
+            raise ValueError("a bug in a slot")
+        except ValueError:
+            with qtbot.waitSignal(crash._show, timeout=5_000):
+                sys.excepthook(*sys.exc_info())  # what PySide6 calls for an exception in a slot
+        qtbot.waitUntil(lambda: crash.dialog is not None and crash.dialog.isVisible(), timeout=5_000)
+        box = crash.dialog
+        assert box is not None
+        logs = list((tmp_path / "crashes").glob("crash-*.log"))
+        assert len(logs) == 1 and "ValueError: a bug in a slot" in logs[0].read_text()
+        assert "ValueError: a bug in a slot" in box.text() and str(logs[0]) in box.text()
+        copy = next(b for b in box.buttons() if b.text() == "Copy details")
+        copy.click()
+        assert "a bug in a slot" in QGuiApplication.clipboard().text() and box.isVisible()
+        box.done(QMessageBox.StandardButton.Close)
+
+        def worker() -> None:
+            raise RuntimeError("a bug on another thread")
+
+        with qtbot.waitSignal(crash._show, timeout=5_000):  # threads too, shown on the GUI thread
+            t = threading.Thread(target=worker, name="some-worker")
+            t.start()
+            t.join()
+        assert any("some-worker" in p.read_text() for p in (tmp_path / "crashes").glob("crash-*.log"))
+        crash.dialog.done(QMessageBox.StandardButton.Close)
+    finally:
+        crash.uninstall()
+    again = CrashReporter(tmp_path / "crashes").previous_crash()
+    assert again is not None and "unexpected error" in again and "crash-" in again
+    assert CrashReporter(tmp_path / "crashes").previous_crash() is None  # said once
+
+
+def test_a_clean_run_reports_nothing(tmp_path: Path) -> None:
+    crash = CrashReporter(tmp_path / "crashes")
+    assert crash.previous_crash() is None
+    crash.install()
+    crash.uninstall()
+    assert CrashReporter(tmp_path / "crashes").previous_crash() is None
+    assert not (tmp_path / "crashes" / "native.log").exists()
+
+
+def test_a_native_crash_is_reported_at_the_next_start(tmp_path: Path) -> None:
+    code = (
+        "import faulthandler, sys\n"
+        "from pathlib import Path\n"
+        "from ember_chat.app.qt.crash import CrashReporter\n"
+        "CrashReporter(Path(sys.argv[1])).install()\n"
+        "faulthandler._sigsegv()\n"  # what a segfault in llama.cpp or Qt looks like
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    out = subprocess.run([sys.executable, "-c", code, str(tmp_path / "crashes")], env=env, timeout=60,
+                         capture_output=True)  # fmt: skip
+    assert out.returncode != 0
+    message = CrashReporter(tmp_path / "crashes").previous_crash()
+    assert message is not None and "crashed" in message and "native" in message
+    kept = next((tmp_path / "crashes").glob("crash-*-native.log"))
+    assert str(kept) in message and "Segmentation fault" in kept.read_text()
+
+
+def test_a_killed_run_is_mentioned(tmp_path: Path) -> None:
+    (tmp_path / "crashes").mkdir()
+    (tmp_path / "crashes" / "running").write_text("1")
+    message = CrashReporter(tmp_path / "crashes").previous_crash()
+    assert message is not None and "did not end normally" in message

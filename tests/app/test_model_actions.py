@@ -1,0 +1,66 @@
+"""The window's model actions (app/models/actions.py) have no back-reference to the main window (issue
+29): built from the app's context, the model bar they drive and typed callables (no `Any`), they tell
+the window and the other features what happened by signals the composition connects; the real window
+wires them and still shows what a load and an unload change."""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import typing
+from collections.abc import Callable
+
+from pytestqt.qtbot import QtBot
+
+from ember_chat.app.context import AppContext
+from ember_chat.app.models import actions
+from ember_chat.app.models.actions import ModelActions
+from ember_chat.app.models.model_bar import ModelBar
+from ember_chat.app.shell.main_window import MainWindow
+from tests.app.test_app import LOAD_TIMEOUT, load, make_window, paths
+
+__all__ = ["make_window", "paths"]  # fixtures
+
+
+def test_its_constructor_does_not_take_the_window() -> None:
+    parameters = inspect.signature(ModelActions.__init__).parameters
+    assert not {"window", "w", "main_window", "parent"} & set(parameters)
+    hints = typing.get_type_hints(ModelActions.__init__)
+    assert set(hints) == {*parameters} - {"self"} | {"return"}  # every parameter typed
+    assert hints["ctx"] is AppContext and hints["model_bar"] is ModelBar
+    assert all(hint is not typing.Any and "MainWindow" not in repr(hint) for hint in hints.values())
+
+
+def test_its_module_never_reads_through_a_window() -> None:
+    tree = ast.parse(inspect.getsource(actions))
+    attributes = [node for node in ast.walk(tree) if isinstance(node, ast.Attribute)]
+    assert [a.attr for a in attributes if a.attr in ("w", "window")] == []
+    # the dialogs' parent is handed to Qt (and to the Settings window's page), never read from
+    read = [a.attr for a in attributes if isinstance(a.value, ast.Attribute) and a.value.attr == "dialog_parent"]
+    assert read == []
+    names = {node.id for node in ast.walk(tree) if isinstance(node, ast.Name)}
+    assert "Any" not in names and "MainWindow" not in names
+
+
+def test_the_window_wires_it_without_handing_itself_over(qtbot: QtBot, make_window: Callable[..., MainWindow]) -> None:
+    w = make_window()
+    held = [name for name, value in vars(w.models).items() if value is w]
+    assert held == ["dialog_parent"]  # (the Qt parent its dialogs stay over; nothing is read from it)
+    assert w.models.ctx is w.ctx and w.models.model_bar is w.model_bar
+
+
+def test_a_load_and_an_unload_reach_the_window_through_the_composition(
+    qtbot: QtBot, make_window: Callable[..., MainWindow]
+) -> None:
+    """What the model actions once set on the window themselves: the answers' model name, the thinking
+    switch of the parameters panel, the last model in the settings, the window's model state."""
+    w = make_window()
+    load(qtbot, w)
+    assert w.model is w.models.model is not None
+    assert w.controller.model_name == w.model.name  # (an answer's header)
+    assert w.settings.last_model == "tiny.gguf" == w.settings_file.load().last_model
+    with qtbot.waitSignal(w.model_state_changed, check_params_cb=lambda s: s == "none", timeout=LOAD_TIMEOUT):
+        w.model_bar.unload.click()
+    assert w.model is None and w.models.loaded_name is None
+    assert not w.side.params.think.isEnabled() and w.side.params.think.toolTip() == "No model is loaded."
+    assert w.settings_file.load().last_model == ""

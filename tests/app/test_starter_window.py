@@ -1,0 +1,58 @@
+"""The two bundled starters in the real window: the model picker and the Model Manager say which is
+which, and a new user's first question to the chat starter gets a sensible answer, saved in the real
+SQLite chat store."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from PySide6.QtCore import Qt
+from pytestqt.qtbot import QtBot
+
+from ember_chat.app.shell.main_window import MainWindow
+from tests.app.test_app import LOAD_TIMEOUT, make_window, paths, send, set_max_tokens
+from tests.engine.test_starter import sentences
+
+__all__ = ["make_window", "paths"]
+
+CHAT_LABEL = "SmolLM2 135M (chat starter)"  # (one name everywhere: test_model_names)
+BASE_LABEL = "Gemma 3 270M (base model)"
+
+
+def test_the_picker_and_the_model_manager_say_which_starter_is_which(
+    qtbot: QtBot, make_window: Callable[..., MainWindow]
+) -> None:
+    w = make_window()
+    picker = {w.model_picker.itemData(i): w.model_picker.itemText(i) for i in range(w.model_picker.count())}
+    assert picker["starter"] == CHAT_LABEL and picker["gemma-3-270m"] == BASE_LABEL
+    mm = w.models.model_manager()
+    with qtbot.waitSignal(mm.installed_listed, timeout=LOAD_TIMEOUT):
+        mm.show()
+    rows = [mm.installed.item(r, 0) for r in range(mm.installed.rowCount())]
+    named = {item.data(Qt.ItemDataRole.UserRole).name: item.text() for item in rows}
+    assert named["starter"] == CHAT_LABEL and named["gemma-3-270m"] == BASE_LABEL
+    mm.close()
+
+
+@pytest.mark.slow
+def test_a_new_users_first_answer_makes_sense(
+    qtbot: QtBot, make_window: Callable[..., MainWindow], chat_starter_model: Path
+) -> None:
+    """The welcome panel's first button, then the issue's question at temperature 0: several sentences,
+    none repeated, in the window and in the chat database."""
+    w = make_window()
+    with qtbot.waitSignal(w.model_state_changed, check_params_cb=lambda s: s == "ready", timeout=LOAD_TIMEOUT):
+        w.welcome.starter.click()
+    assert w.model_picker.currentText() == CHAT_LABEL
+    w.side.params.temperature.setValue(0.0)
+    set_max_tokens(w, 160)
+    send(qtbot, w, "Explain photosynthesis in simple words.")
+    answer = w.store.thread(w.controller.conversation_id)[-1]
+    said = sentences(answer.content)
+    assert answer.role == "assistant" and len(said) >= 2, answer.content
+    assert len(set(said)) == len(said), answer.content  # no sentence said twice
+    assert re.search(r"photosynthesis|light|plant", answer.content, re.I), answer.content
+    assert said[0][:40] in w.transcript.plain_text().lower()

@@ -1,0 +1,152 @@
+"""A model's default preset where no window is: `ember-chat serve` (the LM Studio #1030 class: a model
+used through the API gets its default preset; the request's own fields win) and `ember-chat run`
+(`--preset NAME` too; the flags given win). Real subprocesses, the real `openai` client, a tiny GGUF."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import openai
+
+from ember_chat.engine.storage.presets import PresetLibrary, model_key
+from tests.helpers.entry_point import ember_chat
+from tests.helpers.paths import REPO
+
+ROOT = REPO
+PIRATE = "You are a pirate captain. Answer every question as a pirate would, with many nautical words, arr."
+
+
+def _env(tmp: Path) -> dict[str, str]:
+    return {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        "EMBER_DATA_DIR": str(tmp / "data"),
+        "EMBER_CONFIG_DIR": str(tmp / "config"),
+    }
+
+
+@contextmanager
+def serving(tmp: Path, *args: str) -> Iterator[tuple[str, str]]:
+    """`ember-chat serve ARGS` as a user runs it: (base URL, its "Serving …" line); stopped and waited for."""
+    command = [ember_chat(), "serve", "--port", "0", "--ctx", "512",
+               "--threads", "1", *args]  # fmt: skip
+    proc = subprocess.Popen(command, env=_env(tmp), stderr=subprocess.PIPE, text=True)
+    assert proc.stderr is not None
+    lines: list[str] = []
+    ready = threading.Event()
+
+    def read() -> None:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            lines.append(line)
+            if "Serving" in line:
+                ready.set()
+        ready.set()  # ended
+
+    reader = threading.Thread(target=read, name="serve-log")
+    reader.start()
+    try:
+        assert ready.wait(120), "serve did not start"
+        match = next((re.search(r"on (http://\S+/v1)", line) for line in lines if "Serving" in line), None)
+        assert match, "".join(lines)
+        yield match.group(1), next(line for line in lines if "Serving" in line)
+    finally:
+        proc.terminate()
+        try:
+            assert proc.wait(timeout=30) == 0, "".join(lines)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            reader.join()
+            proc.stderr.close()
+
+
+def test_a_model_served_through_the_api_gets_its_default_preset_and_the_request_wins(
+    tiny_model: Path, tmp_path: Path
+) -> None:
+    lib = PresetLibrary(tmp_path / "config")
+    short = lib.create_from("Short pirate", PIRATE, {"max_tokens": 3, "temperature": 0.0}, None)
+    lib.set_model_default(model_key(str(tiny_model)), short.id)
+    with serving(tmp_path, "--model", str(tiny_model)) as (url, line):
+        assert "Short pirate" in line  # the terminal says which preset the API answers with
+        with openai.OpenAI(base_url=url, api_key="unused", max_retries=0, timeout=60) as client:
+            model = client.models.list().data[0].id
+            plain = client.chat.completions.create(model=model, messages=[{"role": "user", "content": "Hi"}])
+            assert plain.choices[0].finish_reason == "length" and plain.usage is not None
+            assert plain.usage.completion_tokens == 3  # the preset's max tokens, not the API's 1,024
+            own = client.chat.completions.create(
+                model=model,
+                messages=[{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}],
+                max_tokens=6,
+            )
+            assert own.usage is not None and own.usage.completion_tokens == 6  # the request's own max tokens
+            # the preset's system prompt was in the first prompt and not in the second (the request's own)
+            assert plain.usage.prompt_tokens - own.usage.prompt_tokens >= len(PIRATE) // 2
+            streamed = client.chat.completions.create(
+                model=model, messages=[{"role": "user", "content": "Hi"}], stream=True,
+                stream_options={"include_usage": True},
+            )  # fmt: skip
+            usage = [c.usage for c in streamed if c.usage is not None]
+            assert usage[0].completion_tokens == 3 and usage[0].prompt_tokens == plain.usage.prompt_tokens
+
+        lib.set_model_default(model_key(str(tiny_model)), None)  # changed while it serves: seen at once
+        with openai.OpenAI(base_url=url, api_key="unused", max_retries=0, timeout=60) as client:
+            after = client.chat.completions.create(
+                model=model, messages=[{"role": "user", "content": "Hi"}], max_tokens=5, temperature=0
+            )
+            assert after.usage is not None and after.usage.prompt_tokens < plain.usage.prompt_tokens
+
+
+def test_serve_with_a_preset_named_on_the_command_line(tiny_model: Path, tmp_path: Path) -> None:
+    lib = PresetLibrary(tmp_path / "config")
+    lib.create_from("Four", "", {"max_tokens": 4, "temperature": 0.0}, None)
+    with serving(tmp_path, "--model", str(tiny_model), "--preset", "four") as (url, line):
+        assert "Four" in line
+        with openai.OpenAI(base_url=url, api_key="unused", max_retries=0, timeout=60) as client:
+            out = client.completions.create(model=client.models.list().data[0].id, prompt="hello")
+            assert out.usage is not None and out.usage.completion_tokens == 4
+
+
+def run_cli(tmp: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [ember_chat(), "run", "--ctx", "512", "--threads", "1", "--json", *args],
+        capture_output=True,
+        text=True,
+        env=_env(tmp),
+        timeout=300,
+    )
+
+
+def metrics_of(out: subprocess.CompletedProcess[str]) -> dict[str, object]:
+    assert out.returncode == 0, out.stderr
+    return dict(json.loads(out.stdout.rstrip("\n").split("\n")[-1]))
+
+
+def test_run_applies_the_models_default_preset_a_named_one_and_the_flags_given_win(
+    tiny_model: Path, tmp_path: Path
+) -> None:
+    lib = PresetLibrary(tmp_path / "config")
+    seven = lib.create_from("Seven", PIRATE, {"max_tokens": 7, "temperature": 0.0}, None)
+    lib.create_from("Two", "", {"max_tokens": 2, "temperature": 0.0}, None)
+    lib.set_model_default(model_key(str(tiny_model)), seven.id)
+
+    by_default = metrics_of(run_cli(tmp_path, "--model", str(tiny_model), "--prompt", "Hi"))
+    assert by_default["output_tokens"] == 7  # the model's default preset (the CLI's own default is 256)
+    flag = metrics_of(run_cli(tmp_path, "--model", str(tiny_model), "--prompt", "Hi", "--max-tokens", "5"))
+    assert flag["output_tokens"] == 5  # a flag given wins
+    own_system = metrics_of(run_cli(tmp_path, "--model", str(tiny_model), "--prompt", "Hi", "--system", "Hi."))
+    assert int(by_default["prompt_tokens"]) - int(own_system["prompt_tokens"]) >= len(PIRATE) // 2  # type: ignore[call-overload]
+    named = metrics_of(run_cli(tmp_path, "--model", str(tiny_model), "--prompt", "Hi", "--preset", "Two"))
+    assert named["output_tokens"] == 2
+
+    missing = run_cli(tmp_path, "--model", str(tiny_model), "--prompt", "Hi", "--preset", "Nope")
+    assert missing.returncode == 2 and "No preset is called “Nope”" in missing.stderr
+    assert "Seven" in missing.stderr and "Traceback" not in missing.stderr  # it lists the ones there are
