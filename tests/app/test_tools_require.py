@@ -20,7 +20,7 @@ from ember_chat.engine.inference.llama.amx_probe import extra_buffers_usable
 from ember_chat.engine.storage.paths import AppPaths
 from ember_chat.engine.tools.config import BuiltinToolsConfig, ToolsConfig
 from tests.app import test_tool_turns as turns
-from tests.app.test_app import load, make_window, paths
+from tests.app.test_app import load, make_window, paths, send
 from tests.app.test_tools_button import (
     CALCULATOR,
     CLOCK,
@@ -96,10 +96,10 @@ def test_a_new_chats_must_call_goes_with_its_first_message(
     popup.require_box.setChecked(True)
     w.tools.button.frame.close()
     assert w.tools.choices.chat_tools() == ChatTools(frozenset({CALCULATOR}), require_call=True)
-    cid = w.store.create_conversation("first").id
-    w.store.add_message(cid, "user", "hello")
-    w.chats.reload_conversations()
-    open_chat(qtbot, w, cid)
+    load(qtbot, w)
+    send(qtbot, w, "hello")  # (the new chat's first message creates it: its tools go with it)
+    cid = w.controller.conversation_id
+    assert cid is not None
     assert w.store.chat_tools(cid) == ChatTools(frozenset({CALCULATOR}), require_call=True)
     assert w.tools.choices.chat_tools() == w.store.chat_tools(cid)
 
