@@ -6,8 +6,6 @@ which the real window connects: a new chat, opening another and deleting every c
 
 from __future__ import annotations
 
-import ast
-import inspect
 import typing
 from collections.abc import Callable
 from types import ModuleType
@@ -20,10 +18,10 @@ from ember_chat.app.chat_list.actions import ChatActions
 from ember_chat.app.chat_list.export import ChatExports
 from ember_chat.app.chat_list.organise import ChatOrganise
 from ember_chat.app.chat_list.undo import UndoActions
-from ember_chat.app.context import AppContext
 from ember_chat.app.shell.main_window import MainWindow
 from tests.app.test_app import make_window, paths
 from tests.app.test_chat_list_folders import _chats
+from tests.helpers.back_references import assert_built_without_the_window, assert_module_reads_no_window
 
 __all__ = ["make_window", "paths"]  # fixtures
 
@@ -32,22 +30,14 @@ CONTROLLERS = [(ChatActions, actions), (ChatExports, export), (ChatOrganise, org
 
 @pytest.mark.parametrize(("cls", "module"), CONTROLLERS, ids=lambda c: getattr(c, "__name__", ""))
 def test_its_constructor_does_not_take_the_window(cls: type, module: ModuleType) -> None:
-    parameters = inspect.signature(cls.__init__).parameters
-    assert not {"window", "w", "main_window"} & set(parameters)
-    hints = typing.get_type_hints(cls.__init__, vars(module))
-    assert set(hints) == {*parameters} - {"self"} | {"return"}  # every parameter typed
-    assert hints["ctx"] is AppContext
-    assert all(hint is not typing.Any and "MainWindow" not in repr(hint) for hint in hints.values())
-    assert "QMainWindow" not in repr(hints.get("parent"))  # (a QObject's owner, nothing read from it)
+    assert_built_without_the_window(cls, module)
+    hint = typing.get_type_hints(cls.__init__, vars(module)).get("parent")
+    assert "QMainWindow" not in repr(hint)  # (a QObject's owner, nothing read from it)
 
 
 @pytest.mark.parametrize("module", [actions, export, organise, undo], ids=lambda m: m.__name__.rsplit(".", 1)[-1])
 def test_its_module_never_reads_through_a_window(module: ModuleType) -> None:
-    tree = ast.parse(inspect.getsource(module))
-    attributes = [node for node in ast.walk(tree) if isinstance(node, ast.Attribute)]
-    assert [a.attr for a in attributes if a.attr in ("w", "window")] == []
-    names = {node.id for node in ast.walk(tree) if isinstance(node, ast.Name)}
-    assert "Any" not in names and "MainWindow" not in names
+    assert_module_reads_no_window(module)
 
 
 def test_the_window_wires_them_without_handing_itself_over(

@@ -4,41 +4,26 @@ and its module never reaches through a window (`self.w.…`, `self.window.…`).
 
 from __future__ import annotations
 
-import ast
-import inspect
-import typing
 from collections.abc import Callable
 
 from pytestqt.qtbot import QtBot
 
 from ember_chat.app.compare import actions
 from ember_chat.app.compare.actions import CompareActions
-from ember_chat.app.context import AppContext
 from ember_chat.app.shell.main_window import MainWindow
 from tests.app.test_compare_window import make_window, paths, peer, running_comparison
+from tests.helpers.back_references import assert_built_without_the_window, assert_module_reads_no_window
 from tests.helpers.sse_server import FakeOpenAI
 
 __all__ = ["make_window", "paths", "peer"]  # fixtures
 
 
 def test_its_constructor_does_not_take_the_window() -> None:
-    parameters = inspect.signature(CompareActions.__init__).parameters
-    assert not {"window", "w", "main_window", "parent"} & set(parameters)
-    hints = typing.get_type_hints(CompareActions.__init__)
-    assert set(hints) == {*parameters} - {"self"} | {"return"}  # every parameter typed
-    assert hints["ctx"] is AppContext
-    assert all(hint is not typing.Any and "MainWindow" not in repr(hint) for hint in hints.values())
+    assert_built_without_the_window(CompareActions, actions, forbidden=frozenset({"parent"}))
 
 
 def test_its_module_never_reads_through_a_window() -> None:
-    tree = ast.parse(inspect.getsource(actions))
-    attributes = [node for node in ast.walk(tree) if isinstance(node, ast.Attribute)]
-    assert [a.attr for a in attributes if a.attr in ("w", "window")] == []
-    # the dialog's parent is handed to Qt, never read from
-    read = [a.attr for a in attributes if isinstance(a.value, ast.Attribute) and a.value.attr == "_dialog_parent"]
-    assert read == []
-    names = {node.id for node in ast.walk(tree) if isinstance(node, ast.Name)}
-    assert "Any" not in names and "MainWindow" not in names
+    assert_module_reads_no_window(actions, "_dialog_parent")  # (the dialog's parent: handed to Qt only)
 
 
 def test_the_window_wires_it_without_handing_itself_over(qtbot: QtBot, make_window: Callable[..., MainWindow]) -> None:

@@ -5,41 +5,28 @@ wires them and still shows what a load and an unload change."""
 
 from __future__ import annotations
 
-import ast
-import inspect
 import typing
 from collections.abc import Callable
 
 from pytestqt.qtbot import QtBot
 
-from ember_chat.app.context import AppContext
 from ember_chat.app.models import actions
 from ember_chat.app.models.actions import ModelActions
 from ember_chat.app.models.model_bar import ModelBar
 from ember_chat.app.shell.main_window import MainWindow
 from tests.app.test_app import LOAD_TIMEOUT, load, make_window, paths
+from tests.helpers.back_references import assert_built_without_the_window, assert_module_reads_no_window
 
 __all__ = ["make_window", "paths"]  # fixtures
 
 
 def test_its_constructor_does_not_take_the_window() -> None:
-    parameters = inspect.signature(ModelActions.__init__).parameters
-    assert not {"window", "w", "main_window", "parent"} & set(parameters)
-    hints = typing.get_type_hints(ModelActions.__init__)
-    assert set(hints) == {*parameters} - {"self"} | {"return"}  # every parameter typed
-    assert hints["ctx"] is AppContext and hints["model_bar"] is ModelBar
-    assert all(hint is not typing.Any and "MainWindow" not in repr(hint) for hint in hints.values())
+    assert_built_without_the_window(ModelActions, actions, forbidden=frozenset({"parent"}))
+    assert typing.get_type_hints(ModelActions.__init__)["model_bar"] is ModelBar
 
 
 def test_its_module_never_reads_through_a_window() -> None:
-    tree = ast.parse(inspect.getsource(actions))
-    attributes = [node for node in ast.walk(tree) if isinstance(node, ast.Attribute)]
-    assert [a.attr for a in attributes if a.attr in ("w", "window")] == []
-    # the dialogs' parent is handed to Qt (and to the Settings window's page), never read from
-    read = [a.attr for a in attributes if isinstance(a.value, ast.Attribute) and a.value.attr == "dialog_parent"]
-    assert read == []
-    names = {node.id for node in ast.walk(tree) if isinstance(node, ast.Name)}
-    assert "Any" not in names and "MainWindow" not in names
+    assert_module_reads_no_window(actions, "dialog_parent")  # (the dialogs' parent: handed to Qt only)
 
 
 def test_the_window_wires_it_without_handing_itself_over(qtbot: QtBot, make_window: Callable[..., MainWindow]) -> None:
