@@ -397,14 +397,17 @@ class TranscriptView(QTextBrowser):
         handled = super().event(event)
         if event.type() == QEvent.Type.Paint:
             self.focus.paint_frame()
-        elif event.type() == QEvent.Type.FontChange and self._font_points > 0:
+        elif (
+            event.type() == QEvent.Type.FontChange
+            and self._font_points > 0
+            and self.font().pointSize() != self._font_points
+        ):
             # The application's style sheet polishes the view when the window first shows (and after a
             # theme switch) and gives it the application's font back, over the size set before: the
             # size chosen (View ▸ Bigger text, saved) is put back; the text drawn already keeps its own.
-            if self.font().pointSize() != self._font_points:
-                font = self.font()
-                font.setPointSize(self._font_points)
-                self.setFont(font)
+            font = self.font()
+            font.setPointSize(self._font_points)
+            self.setFont(font)
         return handled
 
     # ----- navigation and actions
