@@ -16,7 +16,7 @@ nobody listed. In a child process none of that reaches the caller:
   `MAX_READERS - 1` of them: the window's attachments, imports and the CLI always find one free. An API
   request's file waits a bounded time for its turn, then is `ReadersBusy` (a 503 with Retry-After);
 - any error in the child is one sentence naming the file, never an exception from a library;
-- the child's answer is plain data (`_receive`): a JSON header, then the text's and the image's raw
+- the child's answer is plain data (reader_wire.py): a JSON header, then the text's and the image's raw
   bytes, each checked here. It is never unpickled: a reader library exploited in the child would run
   code in Ember's own process. The file's SHA-256 (the name of the blob every message attaching the
   same file shares) is computed here from the bytes the child was given, never taken from its answer.
@@ -31,17 +31,13 @@ forked from a small server process started once with the readers imported (multi
 from __future__ import annotations
 
 import contextlib
-import hashlib
-import json
 import logging
 import multiprocessing
-import re
 import sys
 import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from multiprocessing.context import BaseContext
 from pathlib import Path
@@ -49,8 +45,6 @@ from pathlib import Path
 from ember_chat.engine.attachments.extract import read_file_bytes
 from ember_chat.engine.attachments.kinds import (
     DEFAULT_LIMITS,
-    MB,
-    AttachmentKind,
     Extracted,
     Limits,
     Progress,
@@ -58,6 +52,16 @@ from ember_chat.engine.attachments.kinds import (
     shown_name,
 )
 from ember_chat.engine.attachments.reader_turns import ReadersBusy, Requester, busy_sentence, turns
+from ember_chat.engine.attachments.reader_wire import (
+    MAX_LOGGED,
+    Garbled,
+    ReadDone,
+    ReadLogged,
+    ReadProgress,
+    extracted,
+    receive,
+    send,
+)
 from ember_chat.engine.errors import AttachmentError
 
 log = logging.getLogger(__name__)
@@ -183,27 +187,27 @@ class FileReader:
                 if not receiver.poll(POLL_S):
                     continue
                 try:
-                    message = _receive(receiver, self.limits)
+                    message = receive(receiver, self.limits)
                 except EOFError:
                     child.join(1)
                     if time.monotonic() >= deadline:  # (the watchdog's)
                         raise AttachmentError(_too_slow(name, self.limits)) from None
                     raise AttachmentError(_died(name, child.exitcode, self.limits)) from None
-                except _Garbled as exc:
+                except Garbled as exc:
                     if time.monotonic() >= deadline:  # (the watchdog's: the pipe ended inside a message)
                         raise AttachmentError(_too_slow(name, self.limits)) from None
                     log.warning("%s: the reading process answered what Ember does not read (%s)", name, exc)
                     raise AttachmentError(
                         f"{name} could not be read: its reader answered something Ember does not understand."
                     ) from None
-                if isinstance(message, _Progress):
+                if isinstance(message, ReadProgress):
                     if progress is not None:
                         progress(message.fraction)
-                elif isinstance(message, _Logged):
+                elif isinstance(message, ReadLogged):
                     _log_once(name, message.messages)
-                elif isinstance(message, _Done):
+                elif isinstance(message, ReadDone):
                     answered = True
-                    return _extracted(name, data, message)
+                    return extracted(name, data, message)
                 else:
                     answered = True
                     raise AttachmentError(message.message)
@@ -245,145 +249,6 @@ def read_bytes_isolated(
     """`read_attachment_bytes`, in a child process with the time and memory limits of `limits`
     (`requester`, `turn_wait_s`: see FileReader)."""
     return FileReader(limits, cancelled, requester, turn_wait_s).read_bytes(name, data, progress)
-
-
-# ----- what the child answers: plain data, never a pickle
-_MAX_HEADER = 16 * MB  # a header is small (a PDF's page offsets are its largest part: 100,000 pages ~ 1 MB)
-_MIME = re.compile(r"[\w.+-]{1,100}/[\w.+-]{1,150}")
-
-
-class _Garbled(ValueError):
-    """The child's answer is not what `_send` writes (a reader exploited in it, or a bug)."""
-
-
-@dataclass(frozen=True)
-class _Progress:
-    fraction: float
-
-
-@dataclass(frozen=True)
-class _Logged:
-    messages: list[tuple[str, int]]
-
-
-@dataclass(frozen=True)
-class _Failed:
-    message: str
-
-
-@dataclass(frozen=True)
-class _Done:
-    kind: AttachmentKind
-    mime: str
-    text: str
-    pages: tuple[int, ...]
-    image: bytes | None
-    claimed_sha256: str | None  # what the child says the file's digest is: compared, never kept
-
-
-_Message = _Progress | _Logged | _Failed | _Done
-
-
-def _send(out: Connection, what: str, payload: bytes | None = None, **fields: object) -> None:
-    """The child's side of `_receive`: one JSON header, and after a "done" one its payload's bytes."""
-    out.send_bytes(json.dumps({"what": what, **fields}).encode("utf-8"))
-    if payload is not None:
-        out.send_bytes(payload)
-
-
-def _receive(receiver: Connection, limits: Limits) -> _Message:
-    """The child's next message, read as bytes and checked field by field (`_Garbled` if anything is
-    off). EOFError when the child is gone. A payload can be at most the child's memory limit: it could
-    not have held more."""
-    try:
-        header = json.loads(receiver.recv_bytes(_MAX_HEADER), parse_constant=_no_constant)
-    except OSError as exc:  # (a message over the length given: "bad message length")
-        raise _Garbled(f"a header over {human_size(_MAX_HEADER)}") from exc
-    except (ValueError, RecursionError) as exc:  # (not JSON, or not UTF-8)
-        raise _Garbled(f"a header that is not JSON ({type(exc).__name__})") from None
-    if not isinstance(header, dict):
-        raise _Garbled("a header that is not an object")
-    what = header.get("what")
-    if what == "progress":
-        fraction = header.get("fraction")
-        if type(fraction) not in (int, float) or not 0.0 <= fraction <= 1.0:
-            raise _Garbled("a progress that is not a fraction")
-        return _Progress(float(fraction))
-    if what == "log":
-        messages = header.get("messages")
-        if not isinstance(messages, list) or len(messages) > _MAX_LOGGED:
-            raise _Garbled("a log that is not a short list")
-        for pair in messages:
-            if not (isinstance(pair, list) and len(pair) == 2 and _is_text(pair[0], 1000) and _is_count(pair[1])):
-                raise _Garbled("a log entry that is not a message and its count")
-        return _Logged([(message, count) for message, count in messages])
-    if what == "error":
-        message = header.get("message")
-        if not _is_text(message, 4000):
-            raise _Garbled("an error that is not a sentence")
-        return _Failed(message)
-    if what == "done":
-        return _done(header, receiver, limits)
-    raise _Garbled(f"a message of kind {what!r}"[:80])
-
-
-def _done(header: dict[str, object], receiver: Connection, limits: Limits) -> _Done:
-    try:
-        kind = AttachmentKind(header.get("kind"))
-    except ValueError:
-        raise _Garbled("a kind Ember does not know") from None
-    mime, pages, claimed = header.get("mime"), header.get("pages"), header.get("sha256")
-    text_bytes, image_bytes = header.get("text_bytes"), header.get("image_bytes")
-    if not isinstance(mime, str) or not _MIME.fullmatch(mime):
-        raise _Garbled("a MIME type that is not one")
-    if not (_is_count(text_bytes) and (image_bytes is None or _is_count(image_bytes))):
-        raise _Garbled("payload lengths that are not counts")
-    if (image_bytes is not None) != (kind is AttachmentKind.IMAGE) or (image_bytes is not None and text_bytes):
-        raise _Garbled("an image where there is none, or text with an image")
-    total = text_bytes + (image_bytes or 0)
-    if total > limits.max_memory_bytes:
-        raise _Garbled("a payload larger than the reader's memory limit")
-    try:
-        payload = receiver.recv_bytes(total)
-    except OSError as exc:
-        raise _Garbled("a payload of another length than its header said") from exc
-    if len(payload) != total:
-        raise _Garbled("a payload of another length than its header said")
-    try:
-        text = payload[:text_bytes].decode("utf-8", "surrogatepass")  # (as the child encoded it)
-    except UnicodeDecodeError:
-        raise _Garbled("a text that is not UTF-8") from None
-    if not (isinstance(pages, list) and all(_is_count(p) and p <= len(text) for p in pages)):
-        raise _Garbled("page offsets that are not offsets into the text")
-    if pages != sorted(pages):
-        raise _Garbled("page offsets out of order")
-    if claimed is not None and not (isinstance(claimed, str) and re.fullmatch(r"[0-9a-f]{64}", claimed)):
-        raise _Garbled("a SHA-256 that is not one")
-    image = payload[text_bytes:] if image_bytes is not None else None
-    return _Done(kind, mime, text, tuple(pages), image, claimed)
-
-
-def _extracted(name: str, data: bytes, done: _Done) -> Extracted:
-    """The file read: its name, size and digest from the bytes given to the child, never from it."""
-    digest = hashlib.sha256(data).hexdigest()
-    if done.claimed_sha256 is not None and done.claimed_sha256 != digest:
-        log.warning("%s: its reading process claimed another file's SHA-256; the file's own is kept", name)
-    return Extracted(name, done.kind, done.mime, len(data), digest, done.text, done.pages, done.image)
-
-
-_MAX_LOGGED = 100  # distinct warnings of the reader libraries sent for one file (the child keeps the most frequent)
-
-
-def _is_count(value: object) -> bool:
-    return type(value) is int and value >= 0  # (never a bool: True is an int)
-
-
-def _is_text(value: object, longest: int) -> bool:
-    return isinstance(value, str) and len(value) <= longest
-
-
-def _no_constant(name: str) -> object:
-    raise ValueError(f"{name} is not JSON")
 
 
 def _kill(child: multiprocessing.process.BaseProcess) -> None:
@@ -490,14 +355,14 @@ def _read_in_child(job: tuple[str, bytes], limits: Limits, out: Connection) -> N
     def report(fraction: float) -> None:
         if fraction - last[0] >= _PROGRESS_STEP or fraction >= 1.0:
             last[0] = fraction
-            _send(out, "progress", fraction=min(1.0, max(0.0, fraction)))
+            send(out, "progress", fraction=min(1.0, max(0.0, fraction)))
 
     try:
         result = read_attachment_bytes(job[0], job[1], limits, report)
         if collected.counts:
-            _send(out, "log", messages=collected.counts.most_common(_MAX_LOGGED))
+            send(out, "log", messages=collected.counts.most_common(MAX_LOGGED))
         text = result.text.encode("utf-8", "surrogatepass")  # (a lone surrogate a reader let through)
-        _send(
+        send(
             out,
             "done",
             text + (result.image or b""),
@@ -509,12 +374,12 @@ def _read_in_child(job: tuple[str, bytes], limits: Limits, out: Connection) -> N
             image_bytes=None if result.image is None else len(result.image),
         )
     except MemoryError:
-        _send(out, "error", message=_too_big(name, limits))
+        send(out, "error", message=_too_big(name, limits))
     except AttachmentError as exc:
-        _send(out, "error", message=_too_big(name, limits) if _hit_the_cap(limits) else str(exc)[:2000])
+        send(out, "error", message=_too_big(name, limits) if _hit_the_cap(limits) else str(exc)[:2000])
     except Exception as exc:  # anything else still ends in a sentence, not a hang
         said = _too_big(name, limits) if _hit_the_cap(limits) else f"{name} could not be read ({str(exc)[:500]})."
-        _send(out, "error", message=said)
+        send(out, "error", message=said)
     finally:
         out.close()
 
