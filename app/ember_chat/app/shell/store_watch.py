@@ -16,7 +16,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable
 
-from PySide6.QtCore import QEvent, QObject, QTimer, Signal
+from PySide6.QtCore import QEvent, QObject, QTimer
 from PySide6.QtWidgets import QWidget
 
 from ember_chat.engine.storage.conversations import ConversationStore
@@ -26,10 +26,8 @@ IDLE_EVERY = 5  # ticks between reads while another window is in front
 
 
 class StoreWatch(QObject):
-    """Reads the store's data version while `window` is shown; `changed_elsewhere` (and `reload`) when
-    another process committed to it since the last read."""
-
-    changed_elsewhere = Signal()
+    """Reads the store's data version while `window` is shown; calls `reload` when another process
+    committed to it since the last read."""
 
     def __init__(self, window: QWidget, store: ConversationStore, reload: Callable[[], None]) -> None:
         super().__init__(window)
@@ -71,7 +69,6 @@ class StoreWatch(QObject):
         self._seen = now
         if changed:
             self._reload()
-            self.changed_elsewhere.emit()
         return changed
 
     def _version(self, *, wait: bool) -> int | None:

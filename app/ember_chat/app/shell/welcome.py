@@ -8,7 +8,7 @@ import html
 
 from PySide6.QtCore import QCoreApplication, Qt, Signal
 from PySide6.QtGui import QPalette
-from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QSizePolicy, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QLabel, QPushButton, QVBoxLayout, QWidget
 
 from ember_chat.app.models.starter_names import model_label
 from ember_chat.app.qt.centred import centre_column
@@ -55,8 +55,6 @@ class WelcomePanel(QWidget):
         super().__init__(parent)
         self.setObjectName("welcome")
         self.setAccessibleName(self.tr("Welcome"))
-        outer = QVBoxLayout(self)
-        outer.addStretch(1)
         column = QVBoxLayout()
         column.setSpacing(12)
         title = QLabel(self.tr("Welcome to Ember"))
@@ -92,17 +90,7 @@ class WelcomePanel(QWidget):
         self.importer.clicked.connect(self.import_file)
         for w in (self.starter, self.note, self.next_step, self.manager, self.importer):
             column.addWidget(w)
-        holder = QWidget()
-        holder.setLayout(column)
-        holder.setMaximumWidth(560)  # narrower on a small screen: the labels wrap
-        holder.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Preferred)
-        # centred by stretches, not an alignment flag: so the wrapped labels get the height they need
-        row = QHBoxLayout()
-        row.addStretch(1)
-        row.addWidget(holder)
-        row.addStretch(1)
-        outer.addLayout(row)
-        outer.addStretch(2)
+        centre_column(self, column, width=560)
 
     @staticmethod
     def _note(text: str) -> QLabel:
