@@ -102,11 +102,11 @@ def _info(path: Path) -> BackupInfo:
             version = int(db.execute("PRAGMA user_version").fetchone()[0])
             columns = {r[1] for r in db.execute("PRAGMA table_info(conversations)")}
             if "deleted_at" in columns:  # (a negative deleted_at: an import's chats still hidden, not the Trash)
-                listed, trashed = db.execute(
+                shown, trashed = db.execute(
                     "SELECT count(*) FILTER (WHERE deleted_at IS NULL), count(*) FILTER (WHERE deleted_at >= 0)"
                     " FROM conversations"
                 ).fetchone()
-                chats, trashed = int(listed), int(trashed)
+                chats, trashed = int(shown), int(trashed)
             else:
                 chats = int(db.execute("SELECT count(*) FROM conversations").fetchone()[0])
         except sqlite3.Error:
@@ -159,14 +159,17 @@ def copy_into(path: Path, db: sqlite3.Connection) -> None:
 
 
 def prune(folder: Path, keep: int, counted: Callable[[BackupInfo], bool]) -> None:
-    for old in [b for b in listed(folder) if counted(b)][max(1, keep) :]:
+    backups = listed(folder)  # (each read once: listing opens every copy)
+    gone = [b for b in backups if counted(b)][max(1, keep) :]
+    for old in gone:
         with contextlib.suppress(FileNotFoundError):
             old.path.unlink()
     files = folder / "attachments"
     if files.is_dir():
         wanted: set[str] = set()
-        for b in listed(folder):
-            wanted |= _attachment_hashes(b.path)
+        for b in backups:
+            if b not in gone:
+                wanted |= _attachment_hashes(b.path)
         for kept in files.glob("??/*"):
             if kept.name not in wanted:
                 with contextlib.suppress(OSError):
