@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ember_chat.engine.cli.terminal import terminal_text
+from ember_chat.engine.core.text import terminal_text
 from ember_chat.engine.errors import EmberError
 from ember_chat.engine.storage.paths import AppPaths
 

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ember_chat.engine.core.text import terminal_text
 from ember_chat.engine.storage.conversations import ConversationStore
 from ember_chat.engine.storage.import_chatgpt import chatgpt_chat, export_assets, is_chatgpt
 from ember_chat.engine.storage.import_ember import ember_chat, is_ember
@@ -80,7 +81,7 @@ def setting_names(names: Sequence[str], limit: int = 8) -> str:
     """The names a chat file gave its refused settings, as a short list to show: control characters left
     out (the names are the file's: a terminal must not act on them), each cut at 40 characters, the first
     `limit`, then "…"."""
-    shown = ["".join(ch for ch in name if ch.isprintable())[:40] or "?" for name in names[:limit]]
+    shown = [terminal_text(name)[:40] or "?" for name in names[:limit]]
     return ", ".join(shown) + (", …" if len(names) > limit else "")
 
 

@@ -1,4 +1,4 @@
-"""Text from a chat or a chat file printed to a terminal: it must not act on it."""
+"""Text from a chat or a chat file shown as written: a terminal (or a label) must not act on it."""
 
 from __future__ import annotations
 
