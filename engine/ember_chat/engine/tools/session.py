@@ -68,10 +68,11 @@ class ChatToolSession:
         the cap still ends a loop). The required turn is one call (not parallel): a model that does not
         call tools by itself, held to calls by the grammar, would otherwise write call after call until
         its token limit, and the answer would end there instead of with its calls."""
+        on = self.registry.keys_on(self.chat)
         if self.chat.require_call and self._budget.used == 0:
-            request = self.registry.request(self.registry.keys_on(self.chat), "required")
+            request = self.registry.request(on, "required")
             return replace(request, parallel=False) if request is not None else None
-        return self.registry.request(self.registry.keys_on(self.chat))
+        return self.registry.request(on)
 
     def new_answer(self) -> None:
         """A new user message: the cap on calls counts again from zero."""
@@ -84,6 +85,7 @@ class ChatToolSession:
         (invalid ones too: a model that keeps writing bad calls is stopped as well)."""
         plain = [c.call if isinstance(c, InvalidCall) else c for c in calls]
         allowed, _ = self._budget.take(plain)
+        on = self.registry.keys_on(self.chat)  # (read once: it walks every tool under the registry's lock)
         pendings = []
         for i, call in enumerate(calls):
             tool_call = plain[i]
@@ -93,7 +95,7 @@ class ChatToolSession:
                 pendings.append(PendingCall(call, entry, False, result))
             elif isinstance(call, InvalidCall):
                 pendings.append(PendingCall(call, entry, False, call.result()))
-            elif entry is None or entry.key not in self.registry.keys_on(self.chat):
+            elif entry is None or entry.key not in on:
                 pendings.append(PendingCall(call, entry, False, self._unknown(call)))
             else:
                 pendings.append(PendingCall(call, entry, not self._allowed_without_asking(entry)))
