@@ -12,6 +12,8 @@ import json
 import re
 from dataclasses import dataclass
 
+from ember_chat.engine.inference.local.stop_strings import partial_suffix
+
 _NAMES = (
     re.compile(r'"name"\s*:\s*"((?:[^"\\]|\\.)*)"'),
     re.compile(r"<function=([^>\s]+)>"),
@@ -55,9 +57,8 @@ def _held_back(arguments: str) -> str:
     """The arguments without a closing tag the model is still writing at their end: "</tool" of
     "</tool_call>", "<|ca" of "<|call|>" (a model without them as one token writes them in pieces; the
     preview showed "</tool" under the call). What turns out not to be a tag shows with the next piece."""
-    for end in _ENDS:
-        for cut in range(min(len(end) - 1, len(arguments)), 0, -1):
-            if arguments.endswith(end[:cut]):
-                return arguments[:-cut]
+    cut = partial_suffix(arguments, _ENDS)
+    if cut:
+        return arguments[:-cut]
     partial = _PARTIAL_SPECIAL.search(arguments)
     return arguments[: partial.start()] if partial is not None else arguments

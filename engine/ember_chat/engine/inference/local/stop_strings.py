@@ -4,6 +4,18 @@ until it is known not to be one, so a stop string never reaches the user."""
 from __future__ import annotations
 
 
+def partial_suffix(text: str, strings: tuple[str, ...]) -> int:
+    """How many characters at the end of `text` may be the start of one of `strings` still being
+    written (the longest such start; 0: none)."""
+    keep = 0
+    for s in strings:
+        for k in range(min(len(s) - 1, len(text)), keep, -1):
+            if text.endswith(s[:k]):
+                keep = k
+                break
+    return keep
+
+
 class StopStringScanner:
     def __init__(self, stops: tuple[str, ...]) -> None:
         self._stops = stops
@@ -18,12 +30,7 @@ class StopStringScanner:
         if hits:
             self._held = ""
             return buf[: min(hits)], True
-        keep = 0
-        for s in self._stops:
-            for k in range(min(len(s) - 1, len(buf)), 0, -1):
-                if buf.endswith(s[:k]):
-                    keep = max(keep, k)
-                    break
+        keep = partial_suffix(buf, self._stops)
         self._held = buf[len(buf) - keep :] if keep else ""
         return buf[: len(buf) - keep], False
 
