@@ -254,22 +254,16 @@ def test_window_waits_its_turn_behind_an_api_request_and_stop_drops_it(
     qtbot: QtBot, make_window: Callable[..., MainWindow]
 ) -> None:
     from ember_chat.engine.core.params import SamplingParams
-    from ember_chat.engine.inference.service.engine import GenerationRequest, GenerationSink
+    from ember_chat.engine.inference.service.engine import GenerationRequest
     from tests.helpers.fake_backend import FakeBackend
+    from tests.helpers.sinks import RecordingSink
 
     w = make_window(lambda _ref: FakeBackend(n_tokens=1_000_000, delay_s=0.002))
     load(qtbot, w)
-    started = threading.Event()
-
-    class ApiSink(GenerationSink):
-        def tokens(self, text: str, output_tokens: int) -> None:
-            started.set()
-
+    api_sink = RecordingSink()
     service = w.bridge.service
-    api_id = service.submit(
-        GenerationRequest(SamplingParams(max_tokens=1_000_000), ApiSink(), prompt="x", client="api")
-    )
-    assert started.wait(10)
+    api_id = service.submit(GenerationRequest(SamplingParams(max_tokens=1_000_000), api_sink, prompt="x", client="api"))
+    assert api_sink.first_token.wait(10)
     with qtbot.waitSignal(w.controller.generating_changed, timeout=5_000):
         w.composer.editor.setPlainText("My question")
         qtbot.keyClick(w.composer.editor, Qt.Key.Key_Return)

@@ -21,17 +21,16 @@ from ember_chat.engine.cli.common import load_blocking
 from ember_chat.engine.core.messages import ChatMessage
 from ember_chat.engine.core.params import LoadConfig, SamplingParams
 from ember_chat.engine.errors import LoadCancelled
-from ember_chat.engine.inference.metrics import GenerationMetrics
 from ember_chat.engine.inference.service.engine import (
     EngineService,
     GenerationRequest,
-    GenerationSink,
     QueueState,
 )
 from tests.app.test_app import load, make_window, paths
 from tests.app.test_bench_lab import run_bench
 from tests.helpers.fake_backend import FakeBackend
 from tests.helpers.paths import REPO
+from tests.helpers.sinks import RecordingSink
 
 __all__ = ["make_window", "paths"]  # fixtures from tests/app/test_app.py
 
@@ -73,22 +72,8 @@ def test_each_model_measured_in_one_process_gets_its_own_peak(tiny_model: Path) 
     assert small_point.peak_rss_bytes >= small.machine["rss_before_load_bytes"]
 
 
-class Sink(GenerationSink):
-    def __init__(self) -> None:
-        self.started_event = threading.Event()
-        self.done = threading.Event()
-        self.reason: str | None = None
-
-    def started(self, snapshot: dict[str, object]) -> None:
-        self.started_event.set()
-
-    def finished(self, reason: str, text: str, metrics: GenerationMetrics | None, itl_ms: list[float]) -> None:
-        self.reason = reason
-        self.done.set()
-
-
-def chat(client: str) -> tuple[GenerationRequest, Sink]:
-    sink = Sink()
+def chat(client: str) -> tuple[GenerationRequest, RecordingSink]:
+    sink = RecordingSink()
     req = GenerationRequest(SamplingParams(max_tokens=3), sink, messages=[ChatMessage("user", "hi")], client=client)
     return req, sink
 
@@ -112,7 +97,7 @@ def test_measuring_through_the_service_has_the_engine_alone(
     from ember_chat.engine.bench.lab import measure_exclusively
 
     service, _ = chat_service
-    waiting: list[tuple[GenerationRequest, Sink]] = []
+    waiting: list[tuple[GenerationRequest, RecordingSink]] = []
     during: list[QueueState] = []
 
     def progress(done: int, _total: int, _what: str) -> None:

@@ -30,8 +30,9 @@ from ember_chat.engine.inference.prompt.templates import JinjaTemplate
 from ember_chat.engine.inference.service.engine import EngineService
 from ember_chat.engine.inference.service.requests import GenerationRequest
 from tests.app.test_app import load, make_window, paths, send, set_max_tokens
-from tests.helpers.api_support import WAIT_S, WindowSink, client, tiny_server, tiny_service
+from tests.helpers.api_support import WAIT_S, client, tiny_server, tiny_service
 from tests.helpers.runtime_support import loaded
+from tests.helpers.sinks import RecordingSink
 
 # fixtures from tests/helpers/api_support.py and tests/app/test_app.py
 __all__ = ["client", "make_window", "paths", "tiny_server", "tiny_service"]
@@ -133,7 +134,7 @@ def test_trimming_keeps_the_newest_turns_in_log_renders(
 
 def test_a_cancel_stops_the_fitting(tiny_service: EngineService, renders: Renders) -> None:
     """Cancelled while its first render runs (a client gone, Stop in the window): no more renders."""
-    sink = WindowSink()
+    sink = RecordingSink()
     messages = [ChatMessage(m["role"], m["content"]) for m in long_history()]
     request = GenerationRequest(SamplingParams(max_tokens=8), sink, messages=messages, client="api")
     renders.on_render = lambda n: tiny_service.cancel(request.id) if n == 1 else None

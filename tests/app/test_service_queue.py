@@ -16,10 +16,10 @@ from ember_chat.engine.cli.common import load_blocking
 from ember_chat.engine.core.messages import ChatMessage
 from ember_chat.engine.core.params import LoadConfig, SamplingParams
 from ember_chat.engine.errors import QueueFull
-from ember_chat.engine.inference.metrics import GenerationMetrics
-from ember_chat.engine.inference.service.engine import EngineService, GenerationRequest, GenerationSink
+from ember_chat.engine.inference.service.engine import EngineService, GenerationRequest
 from tests.app.test_app import ANSWER_TIMEOUT, load, make_window, paths
 from tests.helpers.fake_backend import FakeBackend
+from tests.helpers.sinks import RecordingSink
 
 __all__ = ["make_window", "paths"]  # fixtures from tests/app/test_app.py
 
@@ -27,22 +27,8 @@ WAIT_S = 10.0
 API_BOUND = 3
 
 
-class Sink(GenerationSink):
-    def __init__(self) -> None:
-        self.first_token = threading.Event()
-        self.done = threading.Event()
-        self.reason: str | None = None
-
-    def tokens(self, text: str, output_tokens: int) -> None:
-        self.first_token.set()
-
-    def finished(self, reason: str, text: str, metrics: GenerationMetrics | None, itl_ms: list[float]) -> None:
-        self.reason = reason
-        self.done.set()
-
-
-def request(client: str) -> tuple[GenerationRequest, Sink]:
-    sink = Sink()
+def request(client: str) -> tuple[GenerationRequest, RecordingSink]:
+    sink = RecordingSink()
     req = GenerationRequest(
         SamplingParams(max_tokens=3), sink, messages=[ChatMessage("user", "hi")], client=client, batch_s=0
     )
@@ -58,7 +44,7 @@ class Gated:
         self.backend.on_token = lambda i: i == 0 and self.gate.wait(WAIT_S)
 
 
-def fill_api_side(service: EngineService, gate: Gated) -> list[Sink]:
+def fill_api_side(service: EngineService, gate: Gated) -> list[RecordingSink]:
     """One API request running (paused on the gate) and API_BOUND more waiting: the API side is full."""
     running, sink = request("api")
     service.submit(running)

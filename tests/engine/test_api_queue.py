@@ -20,12 +20,12 @@ from tests.helpers.api_support import (
     MESSAGES,
     WAIT_S,
     FakeSetup,
-    WindowSink,
     assert_api_error,
     fake,
     fake_text,
 )
 from tests.helpers.fake_backend import WORDS
+from tests.helpers.sinks import RecordingSink
 
 __all__ = ["fake"]  # fixtures from tests/helpers/api_support.py
 
@@ -110,7 +110,7 @@ def test_window_request_is_not_starved_by_api_requests(fake: Callable[..., FakeS
     tasks += [setup.spawn(setup.stream_chat) for _ in range(3)]
     setup.watcher.wait_counts("api", 1, 3)
 
-    sink = WindowSink()
+    sink = RecordingSink()
     window_id = setup.service.submit(
         GenerationRequest(
             params=SamplingParams(max_tokens=3),

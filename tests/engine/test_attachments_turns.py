@@ -15,38 +15,14 @@ import pytest
 from ember_chat.engine.attachments import RETRIEVAL, WHOLE, AttachmentStore, read_attachment_bytes
 from ember_chat.engine.core.messages import ChatMessage
 from ember_chat.engine.core.params import LoadConfig, SamplingParams
-from ember_chat.engine.inference.events import AttachmentsPlanned
-from ember_chat.engine.inference.metrics import GenerationMetrics
-from ember_chat.engine.inference.service.engine import EngineService, GenerationRequest, GenerationSink, ServiceListener
+from ember_chat.engine.inference.service.engine import EngineService, GenerationRequest, ServiceListener
 from ember_chat.engine.storage.conversations import ConversationStore
 from ember_chat.engine.storage.paths import AppPaths
 from tests.helpers.gguf_factory import TinySpec, says, write_tiny_model
+from tests.helpers.sinks import RecordingSink
 
 WAIT_S = 30
 FACT = "The spare key is hidden under the blue flowerpot."
-
-
-class Sink(GenerationSink):
-    def __init__(self) -> None:
-        self.planned: list[AttachmentsPlanned] = []
-        self.trimmed_messages: list[int] = []
-        self.failures: list[str] = []
-        self.metrics_final: GenerationMetrics | None = None
-        self.reason = ""
-        self.done = threading.Event()
-
-    def attachments_planned(self, event: AttachmentsPlanned) -> None:
-        self.planned.append(event)
-
-    def trimmed(self, dropped_messages: int) -> None:
-        self.trimmed_messages.append(dropped_messages)
-
-    def failed(self, message: str, kind: str = "") -> None:
-        self.failures.append(message)
-
-    def finished(self, reason: str, text: str, metrics: GenerationMetrics | None, itl_ms: list[float]) -> None:
-        self.reason, self.metrics_final = reason, metrics
-        self.done.set()
 
 
 class Loaded(ServiceListener):
@@ -77,8 +53,8 @@ def env(tmp_path: Path) -> Iterator[tuple[EngineService, AttachmentStore]]:
         chats.close()
 
 
-def _ask(svc: EngineService, messages: list[ChatMessage], store: AttachmentStore | None) -> Sink:
-    sink = Sink()
+def _ask(svc: EngineService, messages: list[ChatMessage], store: AttachmentStore | None) -> RecordingSink:
+    sink = RecordingSink()
     req = GenerationRequest(SamplingParams(max_tokens=64), sink, messages=messages, attachment_store=store, batch_s=0)
     svc.submit(req)
     assert sink.done.wait(WAIT_S)
@@ -113,7 +89,7 @@ def test_a_file_that_fits_is_read_whole(env: tuple[EngineService, AttachmentStor
     assert item.mode == WHOLE and not event.estimated
     block_tokens = svc.count_tokens(event.plan.prompt_text)
     assert item.tokens == block_tokens
-    assert sink.metrics_final is not None and sink.metrics_final.prompt_tokens > block_tokens
+    assert sink.final is not None and sink.final.prompt_tokens > block_tokens
 
 
 def test_a_file_too_long_is_retrieved_within_the_context(env: tuple[EngineService, AttachmentStore]) -> None:
@@ -131,7 +107,7 @@ def test_a_file_too_long_is_retrieved_within_the_context(env: tuple[EngineServic
     (item,) = event.plan.items
     assert item.mode == RETRIEVAL and 0 < item.used < item.total and item.tokens <= event.budget_tokens
     assert any(FACT in source.text for source in event.plan.sources)
-    metrics = sink.metrics_final
+    metrics = sink.final
     assert metrics is not None and metrics.prompt_tokens + 64 <= 4096
 
 
@@ -140,7 +116,7 @@ def test_attachments_without_a_store_fail_clearly(env: tuple[EngineService, Atta
     note = atts.save(read_attachment_bytes("note.txt", b"words"))
     sink = _ask(svc, [ChatMessage("user", "hm", attachments=(atts.ref(note),))], None)
     assert sink.reason == "error"
-    assert sink.failures == ["This request has attachments but no attachment store to read them from."]
+    assert sink.failure_messages == ["This request has attachments but no attachment store to read them from."]
 
 
 def test_counts_from_many_threads_at_once_all_use_the_tokenizer(env: tuple[EngineService, AttachmentStore]) -> None:

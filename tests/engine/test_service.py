@@ -14,43 +14,17 @@ from ember_chat.engine.core.messages import ChatMessage
 from ember_chat.engine.core.params import LoadConfig, SamplingParams
 from ember_chat.engine.errors import QueueFull
 from ember_chat.engine.inference.backend import ModelDescription
-from ember_chat.engine.inference.metrics import GenerationMetrics
 from ember_chat.engine.inference.service.engine import (
     EngineService,
     GenerationRequest,
-    GenerationSink,
     QueueState,
     ServiceListener,
 )
 from tests.helpers.fake_backend import FakeBackend
 from tests.helpers.gguf_factory import TinySpec, says, write_tiny_model
+from tests.helpers.sinks import RecordingSink
 
 WAIT_S = 10
-
-
-class Recorder(GenerationSink):
-    def __init__(self) -> None:
-        self.text: list[str] = []
-        self.snapshots: list[dict[str, Any]] = []
-        self.failures: list[tuple[str, str]] = []
-        self.reason: str | None = None
-        self.final: GenerationMetrics | None = None
-        self.first_token = threading.Event()
-        self.done = threading.Event()
-
-    def tokens(self, text: str, output_tokens: int) -> None:
-        self.text.append(text)
-        self.first_token.set()
-
-    def metrics(self, snapshot: dict[str, Any]) -> None:
-        self.snapshots.append(snapshot)
-
-    def failed(self, message: str, kind: str = "") -> None:
-        self.failures.append((message, kind))
-
-    def finished(self, reason: str, text: str, metrics: GenerationMetrics | None, itl_ms: list[float]) -> None:
-        self.reason, self.final = reason, metrics
-        self.done.set()
 
 
 class Loads(ServiceListener):
@@ -92,8 +66,8 @@ def service_with(request: pytest.FixtureRequest) -> Iterator[Any]:
         assert not svc.running
 
 
-def chat(client: str = "window", max_tokens: int = 50) -> tuple[GenerationRequest, Recorder]:
-    sink = Recorder()
+def chat(client: str = "window", max_tokens: int = 50) -> tuple[GenerationRequest, RecordingSink]:
+    sink = RecordingSink()
     req = GenerationRequest(
         SamplingParams(max_tokens=max_tokens), sink, messages=[ChatMessage("user", "hi")], client=client, batch_s=0
     )
@@ -208,7 +182,7 @@ def test_live_and_final_counts_agree_when_the_model_ends_its_turn(tmp_path: Path
     try:
         svc.load(LoadConfig(model, n_ctx=512, threads=1))
         assert listener.gate.wait(WAIT_S) and listener.model is not None
-        sink = Recorder()
+        sink = RecordingSink()
         req = GenerationRequest(SamplingParams(temperature=2.0, seed=1, max_tokens=400), sink, prompt="hi",
                                 batch_s=0, snapshot_s=0)  # fmt: skip
         svc.submit(req)

@@ -16,38 +16,16 @@ import pytest
 
 from ember_chat.engine.core.messages import ChatMessage
 from ember_chat.engine.core.params import LoadConfig, SamplingParams
-from ember_chat.engine.inference.metrics import GenerationMetrics
 from ember_chat.engine.inference.service.engine import (
     EngineService,
     GenerationRequest,
-    GenerationSink,
     QueueState,
     ServiceListener,
 )
 from tests.helpers.batched_fake import BatchedFake
+from tests.helpers.sinks import RecordingSink
 
 WAIT_S = 10.0
-
-
-class Sink(GenerationSink):
-    def __init__(self) -> None:
-        self.text: list[str] = []
-        self.failures: list[tuple[str, str]] = []
-        self.reason: str | None = None
-        self.final: GenerationMetrics | None = None
-        self.first_token = threading.Event()
-        self.done = threading.Event()
-
-    def tokens(self, text: str, output_tokens: int) -> None:
-        self.text.append(text)
-        self.first_token.set()
-
-    def failed(self, message: str, kind: str = "") -> None:
-        self.failures.append((message, kind))
-
-    def finished(self, reason: str, text: str, metrics: GenerationMetrics | None, itl_ms: list[float]) -> None:
-        self.reason, self.final = reason, metrics
-        self.done.set()
 
 
 class Running(ServiceListener):
@@ -64,8 +42,8 @@ class Running(ServiceListener):
         self.first_is_running &= state.running == (state.running_all[0] if state.running_all else None)
 
 
-def ask(name: str, max_tokens: int, client: str = "api", **params: Any) -> tuple[GenerationRequest, Sink]:
-    sink = Sink()
+def ask(name: str, max_tokens: int, client: str = "api", **params: Any) -> tuple[GenerationRequest, RecordingSink]:
+    sink = RecordingSink()
     req = GenerationRequest(
         SamplingParams(max_tokens=max_tokens, **params),
         sink,
@@ -152,7 +130,7 @@ def test_the_windows_request_joins_at_once_in_its_own_slot_while_api_requests_fi
     for req, _ in asked:
         svc.submit(req)
     window = ask("W", 2, client="window")
-    more: list[tuple[GenerationRequest, Sink]] = []
+    more: list[tuple[GenerationRequest, RecordingSink]] = []
 
     def on_step(n: int) -> None:  # a new API request at every step; the window sends during the first
         if n == 1:

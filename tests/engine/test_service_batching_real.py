@@ -10,14 +10,13 @@ from pathlib import Path
 from ember_chat.engine.cli.common import load_blocking
 from ember_chat.engine.core.messages import ChatMessage
 from ember_chat.engine.core.params import LoadConfig, SamplingParams
-from ember_chat.engine.inference.metrics import GenerationMetrics
 from ember_chat.engine.inference.service.engine import (
     EngineService,
     GenerationRequest,
-    GenerationSink,
     QueueState,
     ServiceListener,
 )
+from tests.helpers.sinks import RecordingSink
 
 WAIT_S = 120.0
 PROMPTS = (
@@ -28,25 +27,8 @@ PROMPTS = (
 GREEDY = SamplingParams(temperature=0, max_tokens=40)
 
 
-class Answer(GenerationSink):
-    def __init__(self) -> None:
-        self.text: list[str] = []
-        self.first_token = threading.Event()
-        self.done = threading.Event()
-        self.reason: str | None = None
-        self.final: GenerationMetrics | None = None
-        self.failures: list[str] = []
-
-    def tokens(self, text: str, output_tokens: int) -> None:
-        self.text.append(text)
-        self.first_token.set()
-
-    def failed(self, message: str, kind: str = "") -> None:
-        self.failures.append(message)
-
-    def finished(self, reason: str, text: str, metrics: GenerationMetrics | None, itl_ms: list[float]) -> None:
-        self.reason, self.final = reason, metrics
-        self.done.set()
+class Answer(RecordingSink):
+    """A RecordingSink that gives its answer once it ends (and did not fail)."""
 
     def result(self) -> tuple[str, str | None, int | None]:
         assert self.done.wait(WAIT_S) and not self.failures, self.failures

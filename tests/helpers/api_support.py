@@ -16,10 +16,8 @@ import pytest
 
 from ember_chat.engine.cli.common import load_blocking
 from ember_chat.engine.core.params import LoadConfig
-from ember_chat.engine.inference.metrics import GenerationMetrics
 from ember_chat.engine.inference.service.engine import (
     EngineService,
-    GenerationSink,
     QueueState,
     RequestRecord,
     ServiceListener,
@@ -99,16 +97,6 @@ class Task(threading.Thread):
         if self.error is not None:
             raise self.error
         return self.result
-
-
-class WindowSink(GenerationSink):
-    def __init__(self) -> None:
-        self.reason: str | None = None
-        self.done = threading.Event()
-
-    def finished(self, reason: str, text: str, metrics: GenerationMetrics | None, itl_ms: list[float]) -> None:
-        self.reason = reason
-        self.done.set()
 
 
 class FakeSetup:

@@ -28,13 +28,14 @@ from ember_chat.engine.core.params import LoadConfig, SamplingParams
 from ember_chat.engine.core.tools import ChatTools, ToolCall, ToolResult
 from ember_chat.engine.inference.kv.snapshots import SnapshotStore
 from ember_chat.engine.inference.metrics import GenerationMetrics
-from ember_chat.engine.inference.service.engine import EngineService, GenerationRequest, GenerationSink
+from ember_chat.engine.inference.service.engine import EngineService, GenerationRequest
 from ember_chat.engine.storage.backups import BackupManager
 from ember_chat.engine.storage.conversations import TRASH_DAYS, ConversationStore
 from ember_chat.engine.storage.paths import AppPaths
 from tests.app.test_app import load, make_window, paths, send, set_max_tokens
 from tests.helpers.entry_point import ember_chat
 from tests.helpers.runtime_support import loaded
+from tests.helpers.sinks import RecordingSink
 from tests.helpers.vision_factory import write_tiny_vision_model
 from tests.journeys.test_presets_cli import _env
 
@@ -164,26 +165,16 @@ def test_deleted_messages_take_the_caches_with_them_when_the_store_closes(tiny_m
     assert list(left) == ["chats.sqlite3"]  # its title ("Locker Frobnoodle") only: the chat stays
 
 
-class _Sink(GenerationSink):
-    def __init__(self) -> None:
-        self.metrics: GenerationMetrics | None = None
-        self.done = threading.Event()
-
-    def finished(self, reason: str, text: str, metrics: GenerationMetrics | None, itl_ms: list[float]) -> None:
-        self.metrics = metrics
-        self.done.set()
-
-
 def _answer(
     service: EngineService, text: str, images: tuple[ImageInput, ...] = (), **params: object
 ) -> GenerationMetrics:
-    sink = _Sink()
+    sink = RecordingSink()
     params = {"temperature": 0.0, "max_tokens": 4, **params}
     messages = [ChatMessage("user", text, images=images)]
     service.submit(GenerationRequest(SamplingParams(**params), sink, messages=messages, client="api"))
     assert sink.done.wait(120)
-    assert sink.metrics is not None
-    return sink.metrics
+    assert sink.final is not None
+    return sink.final
 
 
 def test_the_engine_forgets_every_conversation_it_holds_and_saves_none_of_them_at_close(
