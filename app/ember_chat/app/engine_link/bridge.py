@@ -5,12 +5,12 @@ The engine service (`engine.inference.service`) owns the backend, its thread, re
 metrics and the fair request queue shared with the API server. Stop is `cancel(request_id)`: it
 reaches the engine directly, without waiting for a queued call.
 
-A generation's results go through a coalescer (`_Mailbox`): the engine thread appends each callback
-to a lock-protected list and wakes the GUI thread with one queued call only when none is waiting
+A generation's results go through a coalescer (a `GuiMailbox`, the task runner's too): the engine
+thread posts each callback and wakes the GUI thread with one queued call only when none is waiting
 already, so whatever the engine makes while the GUI thread is busy is delivered in one go, in order
 (consecutive token texts joined, consecutive metrics snapshots and previews of a tool call being
 written each reduced to the last). The first token
-of an answer wakes it at once; later tokens at most every `_Mailbox.interval`; a token held back
+of an answer wakes it at once; later tokens at most every `GuiMailbox.interval`; a token held back
 because the next one did not come is delivered by a GUI-thread timer two intervals after the last
 delivery.
 
@@ -30,14 +30,12 @@ load id is known without a race.
 
 from __future__ import annotations
 
-import threading
 import time
-from collections import deque
-from collections.abc import Callable
 from typing import Any
 
 from PySide6.QtCore import QObject, QTimer, Signal, Slot
 
+from ember_chat.app.engine_link.gui_mailbox import GuiMailbox
 from ember_chat.engine.core.messages import ChatMessage
 from ember_chat.engine.core.params import SamplingParams
 from ember_chat.engine.core.refs import ModelRef
@@ -65,41 +63,13 @@ _TOKENS, _METRICS, _WRITING = "tokens", "metrics", "writing"
 _BATCHED = (_TOKENS, _METRICS, _WRITING)  # delivered at most every interval, each kind reduced to one
 
 
-class _Mailbox:
-    """The engine thread's side of the coalescer: `post` appends and wakes the GUI thread only when
-    no wake-up is waiting; `take` (GUI thread) empties it."""
-
-    def __init__(self, wake: Callable[[], None]) -> None:
-        self._wake = wake
-        self._lock = threading.Lock()
-        self._items: list[tuple[int, str, tuple[Any, ...]]] = []
-        self._waiting = False  # a wake-up is queued and has not taken the items yet
-        self._last_wake = 0.0
-        self.interval = TOKEN_BATCH_S  # (set by the GUI thread)
-
-    def post(self, rid: int, kind: str, args: tuple[Any, ...], urgent: bool) -> None:
-        """Urgent: wake now (anything but a token batch or a metrics snapshot, and an answer's first
-        tokens); else at most every `interval`, the GUI's hold timer delivering what waits."""
-        now = time.perf_counter()
-        with self._lock:
-            self._items.append((rid, kind, args))
-            if self._waiting or (not urgent and now - self._last_wake < self.interval):
-                return
-            self._waiting = True
-            self._last_wake = now
-        self._wake()
-
-    def take(self) -> list[tuple[int, str, tuple[Any, ...]]]:
-        with self._lock:
-            items, self._items = self._items, []
-            self._waiting = False
-        return items
+_Item = tuple[int, str, tuple[Any, ...]]  # in the mailbox: request id, callback, its arguments
 
 
 class _Sink(GenerationSink):
     """One window request: each callback goes through the bridge's mailbox, tagged with the request id."""
 
-    def __init__(self, mailbox: _Mailbox) -> None:
+    def __init__(self, mailbox: GuiMailbox[_Item]) -> None:
         self.mailbox = mailbox
         self.request: GenerationRequest | None = None
         self._tokens_sent = False  # (engine thread only)
@@ -110,7 +80,7 @@ class _Sink(GenerationSink):
         return self.request.id if self.request is not None else 0
 
     def _post(self, kind: str, *args: Any) -> None:
-        self.mailbox.post(self.id, kind, args, urgent=True)
+        self.mailbox.post((self.id, kind, args))
 
     def started(self, snapshot: dict[str, Any]) -> None:
         self._post("started", snapshot)
@@ -118,10 +88,10 @@ class _Sink(GenerationSink):
     def tokens(self, text: str, output_tokens: int) -> None:
         first = not self._tokens_sent
         self._tokens_sent = True
-        self.mailbox.post(self.id, _TOKENS, (text, output_tokens), urgent=first)
+        self.mailbox.post((self.id, _TOKENS, (text, output_tokens)), urgent=first)
 
     def metrics(self, snapshot: dict[str, Any]) -> None:
-        self.mailbox.post(self.id, _METRICS, (snapshot,), urgent=False)
+        self.mailbox.post((self.id, _METRICS, (snapshot,)), urgent=False)
 
     def trimmed(self, dropped_messages: int) -> None:
         self._post("trimmed", dropped_messages)
@@ -139,7 +109,7 @@ class _Sink(GenerationSink):
         self._post("planned", event)
 
     def tool_writing(self, index: int, name: str, arguments: str) -> None:
-        self.mailbox.post(self.id, _WRITING, (index, name, arguments), urgent=False)
+        self.mailbox.post((self.id, _WRITING, (index, name, arguments)), urgent=False)
 
     def tool_call(self, index: int, call: ToolCall | InvalidCall) -> None:
         self._post("tool_call", index, call)
@@ -206,9 +176,8 @@ class EngineBridge(QObject):
         self._load_progress.connect(self._on_load_progress)
         self._loaded.connect(self._on_loaded)
         self._load_failed.connect(self._on_load_failed)
-        self._mailbox = _Mailbox(self._wake.emit)
+        self._mailbox: GuiMailbox[_Item] = GuiMailbox(self._wake.emit, TOKEN_BATCH_S)
         self._wake.connect(self._deliver)
-        self._outbox: deque[tuple[int, str, tuple[Any, ...]]] = deque()
         self._hold = QTimer(self)  # delivers a token held back when no other came to wake the GUI
         self._hold.setSingleShot(True)
         self._hold.setInterval(round(2 * TOKEN_BATCH_S * 1000))
@@ -274,9 +243,8 @@ class EngineBridge(QObject):
     def _deliver(self) -> None:
         """Emit what the engine posted, in order: a run of one request's tokens and metrics snapshots
         as one `tokens` (the texts joined) and one `metrics` (the last snapshot). Re-entrant (a slot
-        that runs an event loop) without reordering: every call empties the same outbox in order."""
-        self._outbox.extend(self._mailbox.take())
-        out = self._outbox
+        that runs an event loop) without reordering: every call empties the mailbox's same inbox in order."""
+        out = self._mailbox.collect()
         delivered_count: int | None = None  # the answer's token count at the last token batch here
         while out:
             rid, kind, args = out.popleft()
@@ -368,5 +336,6 @@ class EngineBridge(QObject):
         self._closed = True
         self.service.remove_listener(self._listener)
         self.service.close()
+        self._mailbox.close()  # (the engine thread has ended: nothing more to post)
         self._deliver()
         self._hold.stop()

@@ -14,10 +14,10 @@ handed to a callback on the GUI thread. The GUI thread never waits on a task.
 - `shutdown()` drops what is pending and interrupts what runs, without waiting for it; `join()`
   waits (tests, and whoever must know every thread has ended).
 
-Results go back without cross-thread Qt objects: a worker only touches Python state under a lock;
-a GUI-thread timer, running only while tasks are out, collects what has been reported and what has
-finished, from one queue (so a task's events come before its result). A worker never touches a
-QObject, so a runner deleted while a hung task still runs is harmless."""
+Results go back without cross-thread Qt objects: a worker only posts to a `GuiMailbox` (the bridge's
+way back too) without waking anything; a GUI-thread timer, running only while tasks are out, collects
+what has been reported and what has finished, from that one queue (so a task's events come before its
+result). A worker never touches a QObject, so a runner deleted while a hung task still runs is harmless."""
 
 from __future__ import annotations
 
@@ -31,6 +31,7 @@ from typing import Any, TypeVar
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
+from ember_chat.app.engine_link.gui_mailbox import GuiMailbox
 from ember_chat.engine.errors import EmberError
 
 _names = itertools.count(1)
@@ -97,8 +98,9 @@ class TaskRunner(QObject):
         self._workers = max(1, workers)
         self._lock = threading.Lock()
         self._queue: deque[Task] = deque()  # submitted, not started
-        # what the GUI thread has to hand on, in order: (task, an event it reported) or (task, _DONE)
-        self._outbox: deque[tuple[Task, object]] = deque()
+        # what the GUI thread has to hand on, in order: (task, an event it reported) or (task, _DONE);
+        # no wake-up (a worker never touches a QObject): the timer collects
+        self._mailbox: GuiMailbox[tuple[Task, object]] = GuiMailbox()
         self._out: list[Task] = []  # submitted, not yet delivered or dropped (GUI thread only)
         self._latest: dict[str, Task] = {}
         self._threads: set[threading.Thread] = set()  # workers that take tasks
@@ -146,8 +148,7 @@ class TaskRunner(QObject):
         task = Task(lambda: None, on_done, on_error, key, cancel)
 
         def report(event: EventT) -> None:
-            with self._lock:  # (a stale task's events are dropped at delivery: no lock on the task here)
-                self._outbox.append((task, event))
+            self._mailbox.post((task, event))  # (a stale task's events are dropped at delivery)
 
         task.fn = lambda: fn(report)
         task.on_progress = on_progress
@@ -233,18 +234,16 @@ class TaskRunner(QObject):
                 task.result = task.fn()
         except BaseException as exc:  # delivered as data; nothing dies on a worker
             task.error = exc
-        with self._lock:
-            if task.started:
-                self._outbox.append((task, _DONE))
+        if task.started:
+            self._mailbox.post((task, _DONE))
         task._ended.set()
 
     # ----- delivering (GUI thread)
     def _collect(self) -> None:
-        while True:
-            with self._lock:
-                if not self._outbox:
-                    break
-                task, event = self._outbox.popleft()
+        out = self._mailbox.inbox
+        # (collected again whenever handed on: what is posted meanwhile goes with this tick, in order)
+        while out or self._mailbox.collect():
+            task, event = out.popleft()
             if event is _DONE:
                 self._deliver(task)
             elif not task.stale and task.on_progress is not None:
@@ -277,6 +276,7 @@ class TaskRunner(QObject):
         Does not wait for any thread (see `join`)."""
         self._closed = True
         self._timer.stop()
+        self._mailbox.close()  # (nothing is collected any more)
         self.cancel_all()
 
     def join(self, timeout: float | None = None) -> bool:
