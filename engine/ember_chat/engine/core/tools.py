@@ -132,6 +132,13 @@ class InvalidCall:
         return ToolResult(self.call.id, self.call.name, f"Error: {self.error}", is_error=True)
 
 
+@dataclass(frozen=True)
+class CutShort(InvalidCall):
+    """A call the answer ended inside (max tokens, the context, a stop): never run, and its markup is
+    no text of the answer either (the API leaves it out of `content`; after complete calls of the same
+    answer it is dropped, and the answer ends with them: tool_turn.py)."""
+
+
 # What tool_choice asks: the model may call (auto), must not (none), must call one (required), or must
 # call this tool (any other string: a tool's name).
 TOOL_CHOICES = ("auto", "none", "required")

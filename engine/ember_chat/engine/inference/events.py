@@ -12,7 +12,7 @@ from ember_chat.engine.inference.metrics import GenerationMetrics
 
 if TYPE_CHECKING:
     from ember_chat.engine.attachments.turn_plan import TurnPlan
-    from ember_chat.engine.inference.llama.logprobs import TokenLogprob
+    from ember_chat.engine.core.logprobs import TokenLogprob
 
 
 @dataclass(frozen=True)

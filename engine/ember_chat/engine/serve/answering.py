@@ -16,14 +16,14 @@ from dataclasses import replace
 from typing import Any
 
 from ember_chat.engine.attachments.store import temporary_store
+from ember_chat.engine.core.logprobs import TokenLogprob
 from ember_chat.engine.errors import QueueFull
-from ember_chat.engine.inference.llama.logprobs import TokenLogprob
 from ember_chat.engine.inference.service.engine import EngineService, GenerationRequest
-from ember_chat.engine.serve.content_parts import attach
+from ember_chat.engine.openai.content_parts import attach
+from ember_chat.engine.openai.tool_wire import ChoiceCalls, call_deltas
 from ember_chat.engine.serve.event_stream import EventStream
 from ember_chat.engine.serve.openai_api import ApiError, ApiRequest, ResponseBuilder, Sample, unfinished_error
 from ember_chat.engine.serve.sink import ClientGone, QueueSink, too_long
-from ember_chat.engine.serve.tool_wire import ChoiceCalls, call_deltas
 
 POLL_S = 0.05  # how often a waiting handler checks whether its client is still there
 

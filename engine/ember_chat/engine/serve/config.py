@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 from ember_chat.engine.attachments import DEFAULT_LIMITS, Limits
 from ember_chat.engine.errors import ServeError
-from ember_chat.engine.serve.content_parts import TURN_WAIT_S
+from ember_chat.engine.openai.content_parts import TURN_WAIT_S
 from ember_chat.engine.serve.openai_api import CLI_UNKNOWN_FIELDS_ADVICE
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from io import BufferedIOBase
 from typing import Any
 
-from ember_chat.engine.serve.api_error import ApiError
+from ember_chat.engine.openai.api_error import ApiError
 
 # in this order on the wire (the handler adds its CORS headers and its id after them)
 HEADERS = {

@@ -14,20 +14,20 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ember_chat.engine.attachments import Extracted
+from ember_chat.engine.core.logprobs import TokenLogprob
 from ember_chat.engine.core.messages import ChatMessage
 from ember_chat.engine.core.params import SamplingParams
 from ember_chat.engine.core.reasoning import ThinkingStream, split_thinking
 from ember_chat.engine.core.states import StopReason
 from ember_chat.engine.core.tools import ToolRequest
 from ember_chat.engine.errors import InvalidParameter
-from ember_chat.engine.inference.llama.logprobs import TokenLogprob
 from ember_chat.engine.inference.metrics import GenerationMetrics
-from ember_chat.engine.serve.api_error import TRIM_HINT, ApiError
-from ember_chat.engine.serve.content_parts import ContentError, Reading, parse_content
-from ember_chat.engine.serve.logprob_shapes import chat_logprobs, completion_logprobs
+from ember_chat.engine.openai.api_error import TRIM_HINT, ApiError
+from ember_chat.engine.openai.content_parts import ContentError, Reading, parse_content
+from ember_chat.engine.openai.logprobs import chat_logprobs, completion_logprobs
+from ember_chat.engine.openai.tool_wire import ChoiceCalls, check_tool_turns, history_calls, tool_request
 from ember_chat.engine.serve.preset_defaults import preset_values, with_preset_system
 from ember_chat.engine.serve.request_options import MAX_N, constraint, ember_options, logprobs_wanted
-from ember_chat.engine.serve.tool_wire import ChoiceCalls, check_tool_turns, history_calls, tool_request
 from ember_chat.engine.storage.presets import Preset
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from ember_chat.engine.errors import InvalidParameter
 from ember_chat.engine.inference.grammar.structured import json_format, response_format_grammar, wants_json
-from ember_chat.engine.serve.api_error import ApiError
+from ember_chat.engine.openai.api_error import ApiError
 
 _EMBER_OPTIONS = ("trim_history",)
 MAX_N = 16  # samples per request (each is a whole generation, in turn)

@@ -29,10 +29,10 @@ from ember_chat.engine.attachments.isolated import ReadingStopped
 from ember_chat.engine.core.instance import SERVER_ID_HEADER
 from ember_chat.engine.errors import ServeError
 from ember_chat.engine.inference.service.engine import EngineService
+from ember_chat.engine.openai.content_parts import Reading
 from ember_chat.engine.serve import tokens
 from ember_chat.engine.serve.answering import Answerer
 from ember_chat.engine.serve.config import ServerConfig
-from ember_chat.engine.serve.content_parts import Reading
 from ember_chat.engine.serve.event_stream import EventStream
 from ember_chat.engine.serve.guards import bind_option, check_access, content_length, refuse
 from ember_chat.engine.serve.openai_api import (
@@ -43,7 +43,7 @@ from ember_chat.engine.serve.openai_api import (
 )
 from ember_chat.engine.serve.request_log import RequestListener, RequestRecord
 from ember_chat.engine.serve.sink import ClientGone, client_gone
-from ember_chat.engine.serve.tool_wire import check_tool_schemas
+from ember_chat.engine.serve.tool_checks import check_tool_schemas
 from ember_chat.engine.storage.presets import Preset
 
 log = logging.getLogger(__name__)

@@ -10,12 +10,12 @@ import socket
 import threading
 from typing import Any
 
+from ember_chat.engine.core.logprobs import TokenLogprob
 from ember_chat.engine.core.tools import InvalidCall, ToolCall
 from ember_chat.engine.inference.events import AttachmentsPlanned
-from ember_chat.engine.inference.llama.logprobs import TokenLogprob
 from ember_chat.engine.inference.metrics import GenerationMetrics
 from ember_chat.engine.inference.service.engine import GenerationSink
-from ember_chat.engine.serve.api_error import TRIM_HINT
+from ember_chat.engine.openai.api_error import TRIM_HINT
 from ember_chat.engine.serve.openai_api import ApiError, ResponseBuilder
 
 

@@ -13,7 +13,7 @@ from enum import StrEnum
 from typing import Any
 
 from ember_chat.engine.core.json_schema import schema_errors
-from ember_chat.engine.core.tools import InvalidCall, ToolCall, ToolSpec, new_call_id
+from ember_chat.engine.core.tools import CutShort, InvalidCall, ToolCall, ToolSpec, new_call_id
 from ember_chat.engine.inference.calls.preview import call_preview
 from ember_chat.engine.inference.prompt.tools_render import TemplateTraits
 
@@ -96,13 +96,6 @@ def with_unique_id(call: ToolCall | InvalidCall, seen: set[str]) -> ToolCall | I
 
 def broken_call(raw: str, why: str) -> InvalidCall:
     return InvalidCall(ToolCall(new_call_id(), "", {}, raw), why)
-
-
-@dataclass(frozen=True)
-class CutShort(InvalidCall):
-    """A call the answer ended inside (max tokens, the context, a stop): never run, and its markup is
-    no text of the answer either (the API leaves it out of `content`; after complete calls of the same
-    answer it is dropped, and the answer ends with them: tool_turn.py)."""
 
 
 CUT_SHORT = "the tool call was cut short (the answer ended inside it)."

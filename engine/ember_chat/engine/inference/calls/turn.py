@@ -24,8 +24,8 @@ from dataclasses import dataclass
 
 from ember_chat.engine.core.reasoning import CLOSE, MarkerNormalizer
 from ember_chat.engine.core.states import StopReason
-from ember_chat.engine.core.tools import InvalidCall, ToolCall, ToolRequest
-from ember_chat.engine.inference.calls.formats import CutShort, ToolFormat
+from ember_chat.engine.core.tools import CutShort, InvalidCall, ToolCall, ToolRequest
+from ember_chat.engine.inference.calls.formats import ToolFormat
 from ember_chat.engine.inference.calls.grammar import ToolGrammar
 from ember_chat.engine.inference.calls.parsing import ToolCallStream
 

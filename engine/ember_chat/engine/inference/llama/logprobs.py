@@ -5,18 +5,9 @@ when asked for. They are the model's own distribution (before temperature, penal
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
-
-@dataclass(frozen=True)
-class TokenLogprob:
-    """One sampled token: its bytes and log-probability, and the `top` most likely tokens there."""
-
-    token: int
-    piece: bytes
-    logprob: float
-    top: tuple[tuple[int, bytes, float], ...] = ()
+from ember_chat.engine.core.logprobs import TokenLogprob
 
 
 def token_logprob(ctx: Any, n_vocab: int, token: int, top: int, piece: Callable[[int], bytes]) -> TokenLogprob:

@@ -18,8 +18,8 @@ from ember_chat.engine.inference.llama.loader import NULL_ABORT
 from ember_chat.engine.inference.llama.logprobs import token_logprob
 
 if TYPE_CHECKING:
+    from ember_chat.engine.core.logprobs import TokenLogprob
     from ember_chat.engine.inference.llama.batch_decode import BatchDecoder, SlotRun
-    from ember_chat.engine.inference.llama.logprobs import TokenLogprob
     from ember_chat.engine.inference.llama.vision import VisionContext, VisionPrompt
 
 

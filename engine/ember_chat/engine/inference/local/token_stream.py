@@ -35,8 +35,8 @@ from ember_chat.engine.inference.local.stop_strings import StopStringScanner
 from ember_chat.engine.inference.metrics import MetricsRecorder
 
 if TYPE_CHECKING:
+    from ember_chat.engine.core.logprobs import TokenLogprob
     from ember_chat.engine.inference.calls.turn import ToolTurn
-    from ember_chat.engine.inference.llama.logprobs import TokenLogprob
 
 
 class TokenSource(Protocol):

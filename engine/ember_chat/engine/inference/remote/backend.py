@@ -8,7 +8,7 @@ What servers differ in, and how it is handled (see shared/notes/openai-wire.md):
   usage, then llama.cpp's `timings`, then per-chunk usage; otherwise one per chunk, marked "estimated";
 - usage only in a final chunk with no choices, or never; `reasoning_content` / `reasoning`;
 - errors as JSON (`{"error": {...}}`, `{"detail": ...}`) or plain text, before or after the 200;
-- tool calls streamed in pieces, each server its own way (remote_tools.py).
+- tool calls streamed in pieces, each server its own way (remote/tools.py).
 Faults: 429/5xx are retried with backoff only before the first token (never a duplicated answer); a
 stream cut or stalled after tokens arrived keeps them (reason "interrupted"); `request_stop` closes
 the HTTP stream at once, so the server sees the disconnect.
@@ -47,7 +47,6 @@ from ember_chat.engine.inference.events import Event, Finished, PromptReady, Ret
 from ember_chat.engine.inference.grammar.json_check import answer_check
 from ember_chat.engine.inference.metrics import MetricsRecorder, RunContext
 from ember_chat.engine.inference.remote.metrics import StreamChunk, count, final_metrics
-from ember_chat.engine.inference.remote.request import request_body, wire_messages
 from ember_chat.engine.inference.remote.tools import StreamedCalls, tools_refused
 from ember_chat.engine.inference.remote.wire import (
     MAX_ERROR_BODY,
@@ -55,18 +54,18 @@ from ember_chat.engine.inference.remote.wire import (
     RETRY_STATUSES,
     ConnectionCheck,
     Connections,
-    RemoteModelInfo,
     ServerTokenizer,
     check_connection,
     connect_error,
     get_json,
     images_refused,
     make_client,
-    model_infos,
     require_model,
     sse_data,
     status_error,
 )
+from ember_chat.engine.openai.models_list import RemoteModelInfo, model_infos
+from ember_chat.engine.openai.remote_request import request_body, wire_messages
 
 __all__ = [  # the wire's names that users of the remote backend need (its errors are in engine/errors.py)
     "RETRY_DELAYS_S",

@@ -1,12 +1,13 @@
-"""Tool calling with a remote server, in OpenAI's shapes: the request's tools (`tools`, `tool_choice`,
-`parallel_tool_calls`), and the calls streamed back as `delta.tool_calls`.
+"""Tool calling with a remote server: a server that says it does not take tools, and the calls streamed
+back as `delta.tool_calls` (the request's `tools`, `tool_choice` and `parallel_tool_calls` are
+openai/tool_wire.py's `tool_fields`).
 
 Servers stream calls differently, and `StreamedCalls` reads them all: vLLM sends a call's index, id,
 type and name first and its arguments a few characters at a time after (the last piece may ride on the
 chunk with finish_reason); llama.cpp's server sends the first piece of the arguments with the name;
 Ollama sends each call whole in one chunk. The id (and the name) come only on a call's first chunk;
 the calls are told apart by `index`. When the stream has ended, each call is checked against the
-request's tools (tool_formats.check_call): unknown tools, arguments that are not JSON or break the
+request's tools (calls/formats.py's check_call): unknown tools, arguments that are not JSON or break the
 schema come back as InvalidCall, never to be run.
 """
 
@@ -18,10 +19,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ember_chat.engine.core.refs import Endpoint
-from ember_chat.engine.core.tools import TOOL_CHOICES, InvalidCall, ToolCall, ToolRequest
+from ember_chat.engine.core.tools import InvalidCall, ToolCall, ToolRequest
 from ember_chat.engine.errors import RemoteError
 from ember_chat.engine.inference.calls.formats import check_call, with_unique_id
-from ember_chat.engine.inference.remote.wire import error_detail
+from ember_chat.engine.openai.api_error import error_detail
 
 # How servers say they do not take tools: vLLM without its parser ('"auto" tool choice requires
 # --enable-auto-tool-choice and --tool-call-parser'), llama-server without --jinja ("tools param requires
@@ -31,18 +32,6 @@ _NO_TOOLS = re.compile(
     r"tool.?call.?parser|auto.?tool|--jinja|requires? .{0,20}jinja",
     re.I,
 )
-
-
-def tool_fields(tools: ToolRequest) -> dict[str, Any]:
-    """The request's fields for its tools (OpenAI's): all the tools, even under tool_choice none;
-    `parallel_tool_calls` only when off (on is every server's default, and some models refuse the field)."""
-    choice: str | dict[str, Any] = tools.choice
-    if tools.choice not in TOOL_CHOICES:
-        choice = {"type": "function", "function": {"name": tools.choice}}
-    fields = {"tools": [t.to_openai() for t in tools.tools], "tool_choice": choice}
-    if not tools.parallel:
-        fields["parallel_tool_calls"] = False
-    return fields
 
 
 def tools_refused(endpoint: Endpoint, status: int, body: bytes) -> RemoteError | None:

@@ -5,7 +5,6 @@ limits, the model list ("Test connection") and the server's tokenizer where it e
 from __future__ import annotations
 
 import contextlib
-import json
 import re
 import socket
 import ssl
@@ -19,9 +18,7 @@ from typing import Any
 import httpcore2
 import httpx2
 
-from ember_chat.engine.core.images import to_data_url
 from ember_chat.engine.core.instance import SERVER_ID_HEADER
-from ember_chat.engine.core.messages import ImageInput
 from ember_chat.engine.core.network_words import network_failure
 from ember_chat.engine.core.refs import Endpoint, RemoteModelRef
 from ember_chat.engine.errors import (
@@ -34,6 +31,8 @@ from ember_chat.engine.errors import (
     RemoteStreamError,
     RemoteUnreachable,
 )
+from ember_chat.engine.openai.api_error import error_detail
+from ember_chat.engine.openai.models_list import RemoteModelInfo, model_infos
 
 MAX_EVENT_BYTES = 16 * 1024 * 1024  # one SSE event larger than this is a broken server, not an answer
 MAX_ERROR_BODY = 64 * 1024
@@ -43,34 +42,9 @@ MAX_RETRY_AFTER_S = 30.0
 
 
 @dataclass(frozen=True)
-class RemoteModelInfo:
-    id: str
-    n_ctx: int | None
-    owned_by: str | None
-
-
-@dataclass(frozen=True)
 class ConnectionCheck:
     models: list[RemoteModelInfo]
     round_trip_s: float
-
-
-def error_detail(body: bytes) -> str:
-    """The server's own words from an error body: OpenAI JSON, FastAPI `detail`, or plain text."""
-    text = body.decode("utf-8", errors="replace").strip()
-    try:
-        data = json.loads(text)
-    except ValueError:
-        return " ".join(text.split())[:300] or "no details"
-    if isinstance(data, dict):
-        err = data.get("error", data.get("detail", data.get("message")))
-        if isinstance(err, dict):
-            err = err.get("message") or err.get("msg") or json.dumps(err)
-        if isinstance(err, list) and err and isinstance(err[0], dict):
-            err = err[0].get("msg", json.dumps(err[0]))
-        if err:
-            return str(err)[:300]
-    return text[:300]
 
 
 def self_connection(endpoint: Endpoint) -> RemoteSelfConnection:
@@ -110,16 +84,6 @@ def connect_error(endpoint: Endpoint, exc: Exception) -> RemoteError:
 
 
 _IMAGE_WORDS = re.compile(r"image|multimodal|multi-modal|vision|mmproj|modalit", re.I)
-
-
-def wire_content(text: str, images: tuple[ImageInput, ...]) -> str | list[dict[str, Any]]:
-    """A message's content on the wire: its text, or with images OpenAI's content parts (each image
-    an `image_url` part with a data: URL, before the text as in the window)."""
-    if not images:
-        return text
-    parts: list[dict[str, Any]] = [{"type": "image_url", "image_url": {"url": to_data_url(img)}} for img in images]
-    parts.append({"type": "text", "text": text})
-    return parts
 
 
 def images_refused(endpoint: Endpoint, status: int, body: bytes) -> ImagesNotSupported | None:
@@ -238,18 +202,6 @@ def get_json(client: httpx2.Client, endpoint: Endpoint, path: str, own_server_id
             f"{endpoint.name}: {endpoint.base_url} answered {path} with something that is not JSON. "
             "Is this the server's OpenAI-compatible base URL (usually ending in /v1)?"
         ) from exc
-
-
-def model_infos(data: Any) -> list[RemoteModelInfo]:
-    items = data.get("data") if isinstance(data, dict) else data
-    out = []
-    for item in items if isinstance(items, list) else []:
-        if not isinstance(item, dict) or not isinstance(item.get("id"), str):
-            continue
-        meta = item.get("meta") if isinstance(item.get("meta"), dict) else {}
-        n_ctx = item.get("max_model_len") or item.get("context_length") or meta.get("n_ctx") or meta.get("n_ctx_train")
-        out.append(RemoteModelInfo(item["id"], n_ctx if isinstance(n_ctx, int) else None, item.get("owned_by")))
-    return out
 
 
 def require_model(endpoint: Endpoint, models: list[RemoteModelInfo], model_id: str) -> RemoteModelInfo | None:

@@ -21,7 +21,7 @@ from ember_chat.engine.inference.metrics import GenerationMetrics
 
 if TYPE_CHECKING:
     from ember_chat.engine.attachments.store import AttachmentStore
-    from ember_chat.engine.inference.llama.logprobs import TokenLogprob
+    from ember_chat.engine.core.logprobs import TokenLogprob
 
 TOKEN_BATCH_S = 1 / 30
 METRICS_SNAPSHOT_S = 1 / 10

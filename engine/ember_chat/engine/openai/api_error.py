@@ -1,7 +1,9 @@
-"""The error the API server answers with, in OpenAI's error shape."""
+"""OpenAI's error body, both ways: the error Ember's API server answers with (`ApiError`), and the
+server's own words read from the error body another server sent (`error_detail`)."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 # what a client whose conversation does not fit the context can do about it
@@ -33,3 +35,21 @@ class ApiError(Exception):
 
     def body(self) -> dict[str, Any]:
         return {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code}}
+
+
+def error_detail(body: bytes) -> str:
+    """The server's own words from an error body: OpenAI JSON, FastAPI `detail`, or plain text."""
+    text = body.decode("utf-8", errors="replace").strip()
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return " ".join(text.split())[:300] or "no details"
+    if isinstance(data, dict):
+        err = data.get("error", data.get("detail", data.get("message")))
+        if isinstance(err, dict):
+            err = err.get("message") or err.get("msg") or json.dumps(err)
+        if isinstance(err, list) and err and isinstance(err[0], dict):
+            err = err[0].get("msg", json.dumps(err[0]))
+        if err:
+            return str(err)[:300]
+    return text[:300]

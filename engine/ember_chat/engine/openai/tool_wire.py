@@ -1,8 +1,9 @@
-"""Tool calling on Ember's API server, in OpenAI's shapes: the request's `tools`, `tool_choice` and
-`parallel_tool_calls` (→ a ToolRequest for the engine), the history's assistant `tool_calls` and
-`tool` messages (→ ChatMessage.tool_calls / tool_call_id), and the model's calls in the answer
-(`message.tool_calls`, streamed as `delta.tool_calls`: a call's first piece has its index, id, type,
-name and `arguments: ""`, the arguments follow; finish_reason "tool_calls").
+"""Tool calling in OpenAI's shapes. What the remote backend sends: a ToolRequest as the request's `tools`,
+`tool_choice` and `parallel_tool_calls` (`tool_fields`). What Ember's API server reads and writes: the
+request's `tools`, `tool_choice` and `parallel_tool_calls` (→ a ToolRequest for the engine), the
+history's assistant `tool_calls` and `tool` messages (→ ChatMessage.tool_calls / tool_call_id), and the
+model's calls in the answer (`message.tool_calls`, streamed as `delta.tool_calls`: a call's first piece
+has its index, id, type, name and `arguments: ""`, the arguments follow; finish_reason "tool_calls").
 
 A call the model made that must not run (InvalidCall: an unknown tool, arguments that are not JSON
 or break the tool's schema) is never returned as a call, so no client can run it: it stays what the
@@ -22,13 +23,9 @@ from typing import Any
 
 from ember_chat.engine.core.messages import ChatMessage
 from ember_chat.engine.core.states import StopReason
-from ember_chat.engine.core.tools import TOOL_CHOICES, InvalidCall, ToolCall, ToolRequest, ToolSpec
+from ember_chat.engine.core.tools import TOOL_CHOICES, CutShort, InvalidCall, ToolCall, ToolRequest, ToolSpec
 from ember_chat.engine.errors import InvalidParameter
-from ember_chat.engine.inference.calls.formats import CutShort, ToolFormat
-from ember_chat.engine.inference.calls.grammar import ToolGrammar
-from ember_chat.engine.inference.grammar.limits import check_grammar_limits
-from ember_chat.engine.inference.grammar.structured import schema_grammar
-from ember_chat.engine.serve.api_error import ApiError
+from ember_chat.engine.openai.api_error import ApiError
 
 TOOL_FIELDS = ("tools", "tool_choice", "parallel_tool_calls")
 ARGUMENT_PIECE_CHARS = 256  # a streamed call's arguments go out in pieces of at most this many characters
@@ -66,20 +63,16 @@ def tool_request(body: dict[str, Any], kind: str) -> ToolRequest | None:
         raise ApiError(400, str(exc), param=param) from None
 
 
-def check_tool_schemas(tools: ToolRequest) -> None:
-    """For a local model, whose grammar holds calls to their schemas: each tool's parameters can be
-    turned into a grammar (else a 400 naming the tool, before the request waits in the queue), and
-    the grammar of all the calls together is within grammar_limits' limits (many large schemas)."""
-    for i, spec in enumerate(tools.tools):
-        try:
-            schema_grammar(spec.parameters)
-        except InvalidParameter as exc:
-            message = f"tools[{i}] ({spec.name}): its parameters cannot hold the model's calls to them. {exc}"
-            raise ApiError(400, message, param="tools") from None
-    try:  # (the Hermes form: the other families' add a few literals around the same rules)
-        check_grammar_limits(ToolGrammar(ToolFormat.HERMES, tools).grammar())
-    except InvalidParameter as exc:
-        raise ApiError(400, f"The tools together cannot hold the model's calls to them. {exc}", param="tools") from None
+def tool_fields(tools: ToolRequest) -> dict[str, Any]:
+    """The request's fields for its tools (OpenAI's): all the tools, even under tool_choice none;
+    `parallel_tool_calls` only when off (on is every server's default, and some models refuse the field)."""
+    choice: str | dict[str, Any] = tools.choice
+    if tools.choice not in TOOL_CHOICES:
+        choice = {"type": "function", "function": {"name": tools.choice}}
+    fields = {"tools": [t.to_openai() for t in tools.tools], "tool_choice": choice}
+    if not tools.parallel:
+        fields["parallel_tool_calls"] = False
+    return fields
 
 
 def _choice(raw: Any) -> str:

@@ -1,7 +1,8 @@
-"""OpenAI content parts in a user message: `text`; `file` ({"file": {"filename", "file_data"}}, the
-data as base64 or a `data:` URL) read like a file attached in the window; `image_url` with a `data:`
-URL (an `http(s)` URL is refused: Ember never fetches a URL named in a request). A request's files
-are kept in a temporary attachment store for that one request (`temporary_store`).
+"""OpenAI content parts of a message. Written for a remote server: the text, with each image an `image_url`
+part (`wire_content`). Read from a request to Ember's API server: `text`; `file` ({"file": {"filename",
+"file_data"}}, the data as base64 or a `data:` URL) read like a file attached in the window; `image_url`
+with a `data:` URL (an `http(s)` URL is refused: Ember never fetches a URL named in a request). A
+request's files are kept in a temporary attachment store for that one request (`temporary_store`).
 
 Each file and image is read in a child process with the server's time and memory limits
 (attachments/isolated.py), never on the connection's thread: a file that takes too long or inflates
@@ -23,10 +24,10 @@ from typing import Any
 from ember_chat.engine.attachments import DEFAULT_LIMITS, AttachmentStore, Extracted, Limits, read_bytes_isolated
 from ember_chat.engine.attachments.isolated import ReadingStopped
 from ember_chat.engine.attachments.reader_turns import ReadersBusy, Requester
-from ember_chat.engine.core.images import from_data_url, image_mime
+from ember_chat.engine.core.images import from_data_url, image_mime, to_data_url
 from ember_chat.engine.core.messages import ChatMessage, ImageInput
 from ember_chat.engine.errors import AttachmentError, InvalidParameter
-from ember_chat.engine.serve.api_error import ApiError
+from ember_chat.engine.openai.api_error import ApiError
 
 _DATA_URL = re.compile(r"data:(?P<mime>[\w.+-]+/[\w.+-]+)?(?P<params>(;[^;,]*)*?);base64,(?P<data>.*)", re.S)  # files
 _IMAGE_SUFFIX = {"image/png": "png", "image/jpeg": "jpg", "image/webp": "webp", "image/gif": "gif"}
@@ -161,3 +162,13 @@ def attach(messages: list[ChatMessage], files: dict[int, list[Extracted]], store
         refs = tuple(store.ref(store.save(e)) for e in extracted)
         out[index] = replace(out[index], attachments=out[index].attachments + refs)
     return out
+
+
+def wire_content(text: str, images: tuple[ImageInput, ...]) -> str | list[dict[str, Any]]:
+    """A message's content on the wire: its text, or with images OpenAI's content parts (each image
+    an `image_url` part with a data: URL, before the text as in the window)."""
+    if not images:
+        return text
+    parts: list[dict[str, Any]] = [{"type": "image_url", "image_url": {"url": to_data_url(img)}} for img in images]
+    parts.append({"type": "text", "text": text})
+    return parts

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ember_chat.engine.inference.llama.logprobs import TokenLogprob
+from ember_chat.engine.core.logprobs import TokenLogprob
 
 
 def _text(piece: bytes) -> str:

@@ -10,8 +10,8 @@ from ember_chat.engine.core.messages import ChatMessage
 from ember_chat.engine.core.params import SamplingParams
 from ember_chat.engine.core.reasoning import answer_only
 from ember_chat.engine.core.tools import ToolRequest
-from ember_chat.engine.inference.remote.tools import tool_fields
-from ember_chat.engine.inference.remote.wire import wire_content
+from ember_chat.engine.openai.content_parts import wire_content
+from ember_chat.engine.openai.tool_wire import tool_fields
 
 
 def wire_messages(messages: list[ChatMessage], continuing: bool) -> list[dict[str, Any]]:
