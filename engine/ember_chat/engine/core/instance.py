@@ -5,26 +5,17 @@ for `ember-chat serve --remote`, before anything listens."""
 
 from __future__ import annotations
 
-import ipaddress
 import secrets
 from urllib.parse import urlsplit
 
+from ember_chat.engine.core.loopback import is_loopback
+
 SERVER_ID_HEADER = "X-Ember-Server"
 _ANY = ("0.0.0.0", "::", "")
-_LOCAL_NAMES = ("localhost", "localhost.localdomain")
 
 
 def new_server_id() -> str:
     return secrets.token_hex(8)
-
-
-def _is_loopback(host: str) -> bool:
-    if host.lower() in _LOCAL_NAMES:
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def same_listener(url: str, host: str, port: int) -> bool:
@@ -40,4 +31,4 @@ def same_listener(url: str, host: str, port: int) -> bool:
         return False
     if url_host == host.lower():
         return True
-    return _is_loopback(url_host) and (host in _ANY or _is_loopback(host))
+    return is_loopback(url_host) and (host in _ANY or is_loopback(host))

@@ -3,10 +3,10 @@ table) or a model on a remote OpenAI-compatible server (`RemoteModelRef`, throug
 
 from __future__ import annotations
 
-import ipaddress
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
+from ember_chat.engine.core.loopback import is_loopback
 from ember_chat.engine.core.params import LoadConfig
 
 
@@ -29,13 +29,7 @@ def crosses_network_in_clear(base_url: str) -> bool:
     parts = urlsplit(base_url.strip())
     if parts.scheme.lower() != "http" or not parts.hostname:
         return False
-    host = parts.hostname.lower()
-    if host == "localhost" or host.endswith(".localhost"):
-        return False
-    try:
-        return not ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return True  # a name: it may resolve anywhere
+    return not is_loopback(parts.hostname)  # (any other name may resolve anywhere)
 
 
 @dataclass(frozen=True)

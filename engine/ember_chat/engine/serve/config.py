@@ -1,29 +1,18 @@
-"""How an API server is set up (ServerConfig: where it listens, who may call it, its limits) and
-which hosts only this computer can reach. The server (server.py) and its guards (guards.py) read it."""
+"""How an API server is set up (ServerConfig: where it listens, who may call it, its limits) and the
+names a loopback listener's Host header may give. The server (server.py) and its guards (guards.py)
+read it."""
 
 from __future__ import annotations
 
-import ipaddress
 from dataclasses import dataclass, field
 
 from ember_chat.engine.attachments import DEFAULT_LIMITS, Limits
+from ember_chat.engine.core.loopback import is_loopback
 from ember_chat.engine.errors import ServeError
-from ember_chat.engine.openai.content_parts import TURN_WAIT_S
+from ember_chat.engine.serve.content_parts import TURN_WAIT_S
 from ember_chat.engine.serve.openai_api import CLI_UNKNOWN_FIELDS_ADVICE
 
-LOOPBACK = ("127.0.0.1", "localhost", "::1")
-
-
-def is_loopback(host: str) -> bool:
-    """True for a name or address that only this computer can reach (localhost, 127.0.0.0/8, ::1)."""
-    name = host.strip().strip("[]").lower()
-    if name == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(name).is_loopback
-    except ValueError:
-        return False
-
+LOOPBACK = ("127.0.0.1", "localhost", "::1")  # (a Host header's names: exact, unlike core.loopback's test)
 
 DEFAULT_PORT = 8642
 MAX_BODY_BYTES = 72 * 1024 * 1024  # a 50 MB attachment (the default limit) in base64, and the messages

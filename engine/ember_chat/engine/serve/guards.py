@@ -10,7 +10,8 @@ import json
 import socket
 from email.message import Message
 
-from ember_chat.engine.serve.config import LOOPBACK, ServerConfig, is_loopback
+from ember_chat.engine.core.loopback import is_loopback
+from ember_chat.engine.serve.config import LOOPBACK, ServerConfig
 from ember_chat.engine.serve.openai_api import ApiError
 
 
