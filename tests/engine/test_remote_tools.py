@@ -24,6 +24,7 @@ from ember_chat.engine.errors import RemoteError
 from ember_chat.engine.inference.events import Event, Finished, Token, ToolCallParsed
 from ember_chat.engine.inference.remote.backend import RemoteBackend
 from ember_chat.engine.inference.service.engine import EngineService
+from ember_chat.engine.openai.tool_wire import tool_spec_from_openai
 from ember_chat.engine.serve.config import ServerConfig
 from ember_chat.engine.serve.server import ApiServer
 from tests.engine.test_api_tools import WEATHER, ToolBackend
@@ -32,7 +33,7 @@ from tests.helpers.sse_server import DONE, FakeOpenAI, sse, usage_chunk
 
 __all__ = ["backends", "no_thread_left", "server"]  # fixtures from tests/helpers/remote_support.py
 
-SPEC = ToolSpec.from_openai(WEATHER)
+SPEC = tool_spec_from_openai(WEATHER)
 CLOCK = ToolSpec("get_time", "The time now.")
 TOOLS = ToolRequest((SPEC, CLOCK))
 ASK = [ChatMessage("user", "Weather in Paris and Oslo?")]

@@ -21,6 +21,7 @@ from ember_chat.engine.core.tools import ToolCall, ToolResult, ToolSpec
 from ember_chat.engine.inference.calls.parsing import ToolFormat, parse_tool_calls, tool_format_for
 from ember_chat.engine.inference.prompt.templates import BuiltinTemplate, JinjaTemplate, render_chat
 from ember_chat.engine.inference.prompt.tools_render import nine_char_id
+from ember_chat.engine.openai.tool_wire import tool_spec_from_openai
 from tests.helpers.paths import TESTS
 
 HERE = TESTS / "templates"
@@ -63,7 +64,7 @@ def test_renders_as_transformers_does(case: dict) -> None:
     source = (HERE / entry["file"]).read_text(encoding="utf-8")
     pinned = datetime.fromisoformat(TOOL_REFERENCES["date"])
     t = JinjaTemplate(source, entry["bos"], entry["eos"], clock=lambda: pinned)
-    tools = [ToolSpec.from_openai(raw) for raw in TOOL_REFERENCES["tools"]]
+    tools = [tool_spec_from_openai(raw) for raw in TOOL_REFERENCES["tools"]]
     messages = ember_conversation(TOOL_REFERENCES["conversations"][case["conversation"]])
     prompt, notice = render_chat(t, messages, BuiltinTemplate("chatml"), tools=tools)
     assert notice is None

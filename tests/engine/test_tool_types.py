@@ -14,10 +14,10 @@ from ember_chat.engine.core.tools import (
     CallBudget,
     ToolCall,
     ToolResult,
-    ToolSpec,
     new_call_id,
 )
 from ember_chat.engine.errors import InvalidParameter
+from ember_chat.engine.openai.tool_wire import tool_call_from_openai, tool_spec_from_openai
 
 OPENAI_TOOL = {
     "type": "function",
@@ -30,15 +30,15 @@ OPENAI_TOOL = {
 
 
 def test_a_tool_goes_in_and_out_in_openais_shape() -> None:
-    spec = ToolSpec.from_openai(OPENAI_TOOL)
+    spec = tool_spec_from_openai(OPENAI_TOOL)
     assert (spec.name, spec.description, spec.parameters["required"]) == (
         "get_weather",
         "Current weather in a city.",
         ["city"],
     )
     assert spec.to_openai() == OPENAI_TOOL
-    assert ToolSpec.from_openai(OPENAI_TOOL["function"]) == spec  # the bare function object too
-    bare = ToolSpec.from_openai({"type": "function", "function": {"name": "now"}})
+    assert tool_spec_from_openai(OPENAI_TOOL["function"]) == spec  # the bare function object too
+    bare = tool_spec_from_openai({"type": "function", "function": {"name": "now"}})
     assert bare.parameters == {"type": "object", "properties": {}} and bare.description == ""
 
 
@@ -54,12 +54,12 @@ def test_a_tool_goes_in_and_out_in_openais_shape() -> None:
 )
 def test_a_malformed_tool_is_refused(raw: object) -> None:
     with pytest.raises(InvalidParameter):
-        ToolSpec.from_openai(raw)
+        tool_spec_from_openai(raw)
 
 
 def test_a_call_goes_in_and_out_in_openais_shape() -> None:
     wire = {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}
-    call = ToolCall.from_openai(wire)
+    call = tool_call_from_openai(wire)
     assert (call.id, call.name, call.arguments, call.raw) == (
         "call_1",
         "get_weather",
@@ -69,11 +69,11 @@ def test_a_call_goes_in_and_out_in_openais_shape() -> None:
     out = call.to_openai()
     assert out["id"] == "call_1" and json.loads(out["function"]["arguments"]) == {"city": "Paris"}
     assert call.to_template()["function"]["arguments"] == {"city": "Paris"}  # templates read a mapping
-    given_id = ToolCall.from_openai({"function": {"name": "now", "arguments": ""}})
+    given_id = tool_call_from_openai({"function": {"name": "now", "arguments": ""}})
     assert given_id.arguments == {} and len(given_id.id) == 9
     for bad in ('{"city": ', "[1, 2]"):
         with pytest.raises(InvalidParameter):
-            ToolCall.from_openai({"id": "c", "function": {"name": "x", "arguments": bad}})
+            tool_call_from_openai({"id": "c", "function": {"name": "x", "arguments": bad}})
 
 
 def test_call_ids_are_nine_letters_and_digits_and_differ() -> None:

@@ -43,24 +43,9 @@ class ToolSpec:
         if not isinstance(self.parameters, dict) or self.parameters.get("type", "object") != "object":
             raise InvalidParameter(f"tool {self.name!r}: parameters must be a JSON schema of type object.")
 
-    @classmethod
-    def from_openai(cls, raw: Any) -> ToolSpec:
-        """From `{"type": "function", "function": {...}}` (or the bare function object)."""
-        if (
-            isinstance(raw, dict)
-            and raw.get("type", "function") == "function"
-            and isinstance(raw.get("function"), dict)
-        ):
-            raw = raw["function"]
-        if not isinstance(raw, dict) or not isinstance(raw.get("name"), str):
-            raise InvalidParameter("a tool must be {'type': 'function', 'function': {'name': ..., ...}}.")
-        description = raw.get("description") or ""
-        if not isinstance(description, str):
-            raise InvalidParameter(f"tool {raw['name']!r}: description must be a string.")
-        parameters = raw.get("parameters")
-        return cls(raw["name"], description, dict(_EMPTY_OBJECT) if parameters is None else parameters)
-
     def to_openai(self) -> dict[str, Any]:
+        """OpenAI's function shape, which chat templates, the chat export and the tools' size estimate
+        read as well as the wire (reading one, with its errors for an API client, is openai/tool_wire.py's)."""
         return {
             "type": "function",
             "function": {"name": self.name, "description": self.description, "parameters": self.parameters},
@@ -75,27 +60,6 @@ class ToolCall:
     name: str
     arguments: dict[str, Any] = field(default_factory=dict, hash=False)
     raw: str = ""
-
-    @classmethod
-    def from_openai(cls, raw: Any) -> ToolCall:
-        """From OpenAI's `{"id", "type": "function", "function": {"name", "arguments": "<json text>"}}`."""
-        function = raw.get("function") if isinstance(raw, dict) else None
-        if not isinstance(function, dict) or not isinstance(function.get("name"), str):
-            raise InvalidParameter("a tool call must be {'id': ..., 'function': {'name': ..., 'arguments': ...}}.")
-        text = function.get("arguments")
-        if isinstance(text, dict):
-            arguments, text = text, json.dumps(text, ensure_ascii=False)
-        else:
-            try:
-                arguments = json.loads(text or "{}")
-            except (TypeError, json.JSONDecodeError):
-                raise InvalidParameter(f"tool call {function['name']!r}: arguments are not JSON.") from None
-            if not isinstance(arguments, dict):
-                raise InvalidParameter(f"tool call {function['name']!r}: arguments must be a JSON object.")
-        call_id = raw.get("id")
-        return cls(
-            call_id if isinstance(call_id, str) and call_id else new_call_id(), function["name"], arguments, text
-        )
 
     def arguments_json(self) -> str:
         return json.dumps(self.arguments, ensure_ascii=False)

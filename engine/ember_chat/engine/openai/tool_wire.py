@@ -18,17 +18,61 @@ ones came between.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
 from ember_chat.engine.core.messages import ChatMessage
 from ember_chat.engine.core.states import StopReason
-from ember_chat.engine.core.tools import TOOL_CHOICES, CutShort, InvalidCall, ToolCall, ToolRequest, ToolSpec
+from ember_chat.engine.core.tools import (
+    TOOL_CHOICES,
+    CutShort,
+    InvalidCall,
+    ToolCall,
+    ToolRequest,
+    ToolSpec,
+    new_call_id,
+)
 from ember_chat.engine.errors import InvalidParameter
 from ember_chat.engine.openai.api_error import ApiError
 
 TOOL_FIELDS = ("tools", "tool_choice", "parallel_tool_calls")
 ARGUMENT_PIECE_CHARS = 256  # a streamed call's arguments go out in pieces of at most this many characters
+
+
+def tool_spec_from_openai(raw: Any) -> ToolSpec:
+    """A tool from `{"type": "function", "function": {...}}` (or the bare function object)."""
+    if isinstance(raw, dict) and raw.get("type", "function") == "function" and isinstance(raw.get("function"), dict):
+        raw = raw["function"]
+    if not isinstance(raw, dict) or not isinstance(raw.get("name"), str):
+        raise InvalidParameter("a tool must be {'type': 'function', 'function': {'name': ..., ...}}.")
+    description = raw.get("description") or ""
+    if not isinstance(description, str):
+        raise InvalidParameter(f"tool {raw['name']!r}: description must be a string.")
+    parameters = raw.get("parameters")
+    if parameters is None:
+        return ToolSpec(raw["name"], description)
+    return ToolSpec(raw["name"], description, parameters)
+
+
+def tool_call_from_openai(raw: Any) -> ToolCall:
+    """A call from OpenAI's `{"id", "type": "function", "function": {"name", "arguments": "<json text>"}}`
+    (a new id when it has none)."""
+    function = raw.get("function") if isinstance(raw, dict) else None
+    if not isinstance(function, dict) or not isinstance(function.get("name"), str):
+        raise InvalidParameter("a tool call must be {'id': ..., 'function': {'name': ..., 'arguments': ...}}.")
+    text = function.get("arguments")
+    if isinstance(text, dict):
+        arguments, text = text, json.dumps(text, ensure_ascii=False)
+    else:
+        try:
+            arguments = json.loads(text or "{}")
+        except (TypeError, json.JSONDecodeError):
+            raise InvalidParameter(f"tool call {function['name']!r}: arguments are not JSON.") from None
+        if not isinstance(arguments, dict):
+            raise InvalidParameter(f"tool call {function['name']!r}: arguments must be a JSON object.")
+    call_id = raw.get("id") if isinstance(raw.get("id"), str) and raw["id"] else new_call_id()
+    return ToolCall(call_id, function["name"], arguments, text)
 
 
 def tool_request(body: dict[str, Any], kind: str) -> ToolRequest | None:
@@ -48,7 +92,7 @@ def tool_request(body: dict[str, Any], kind: str) -> ToolRequest | None:
             raise ApiError(400, f"tools[{i}]: Ember's server has function tools only, not {kind_given!r}.",
                            param="tools")  # fmt: skip
         try:
-            specs.append(ToolSpec.from_openai(item))
+            specs.append(tool_spec_from_openai(item))
         except InvalidParameter as exc:
             raise ApiError(400, f"tools[{i}]: {exc}", param="tools") from None
     name = _choice(choice)
@@ -102,7 +146,7 @@ def history_calls(message: dict[str, Any], where: str) -> tuple[ToolCall, ...]:
     calls = []
     for i, item in enumerate(raw):
         try:
-            calls.append(ToolCall.from_openai(item))
+            calls.append(tool_call_from_openai(item))
         except InvalidParameter as exc:
             raise ApiError(400, f"{where}.tool_calls[{i}]: {exc}", param="messages") from None
         if not isinstance(item.get("id"), str) or not item["id"]:
