@@ -1,5 +1,6 @@
 """Tool calling in OpenAI's shapes. What the remote backend sends: a ToolRequest as the request's `tools`,
-`tool_choice` and `parallel_tool_calls` (`tool_fields`). What Ember's API server reads and writes: the
+`tool_choice` and `parallel_tool_calls` (`tool_fields`); what it reads: the calls streamed back as
+`delta.tool_calls` pieces (`CallDeltas`). What Ember's API server reads and writes: the
 request's `tools`, `tool_choice` and `parallel_tool_calls` (→ a ToolRequest for the engine), the
 history's assistant `tool_calls` and `tool` messages (→ ChatMessage.tool_calls / tool_call_id), and the
 model's calls in the answer (`message.tool_calls`, streamed as `delta.tool_calls`: a call's first piece
@@ -208,6 +209,69 @@ class ChoiceCalls:
     def notes(self, choice: int) -> list[dict[str, Any]]:
         return [{"choice": choice, "name": c.call.name, "raw": c.call.raw, "error": c.error}
                 for c in self.invalid]  # fmt: skip
+
+
+@dataclass
+class _Call:
+    id: str = ""
+    name: str = ""
+    arguments: list[str] = field(default_factory=list)
+
+
+class CallDeltas:
+    """The calls of one streamed answer, put together from their `delta.tool_calls` pieces.
+
+    Servers stream calls differently, and this reads them all: vLLM sends a call's index, id, type and
+    name first and its arguments a few characters at a time after (the last piece may ride on the chunk
+    with finish_reason); llama.cpp's server sends the first piece of the arguments with the name; Ollama
+    sends each call whole in one chunk. The id (and the name) come only on a call's first chunk; the
+    calls are told apart by `index`."""
+
+    def __init__(self) -> None:
+        self._calls: dict[int, _Call] = {}
+
+    def __bool__(self) -> bool:
+        return bool(self._calls)
+
+    def feed(self, deltas: Any) -> str:
+        """One chunk's `delta.tool_calls`; returns the text it added (for the token count)."""
+        added = []
+        for item in deltas if isinstance(deltas, list) else []:
+            if not isinstance(item, dict):
+                continue
+            call = self._call(item)
+            function = item.get("function") if isinstance(item.get("function"), dict) else {}
+            name, arguments = function.get("name"), function.get("arguments")
+            if isinstance(name, str) and name and not call.name:
+                call.name = name
+                added.append(name)
+            if isinstance(arguments, dict):  # a server that sends the arguments as an object
+                arguments = json.dumps(arguments, ensure_ascii=False)
+            if isinstance(arguments, str) and arguments:
+                call.arguments.append(arguments)
+                added.append(arguments)
+        return "".join(added)
+
+    def _call(self, item: dict[str, Any]) -> _Call:
+        index, call_id = item.get("index"), item.get("id")
+        call_id = call_id if isinstance(call_id, str) else ""
+        if not isinstance(index, int) or isinstance(index, bool):  # no index: a new id opens a new call
+            known = next((k for k, c in self._calls.items() if call_id and c.id == call_id), None)
+            if known is not None:
+                index = known
+            elif call_id or not self._calls:
+                index = max(self._calls, default=-1) + 1
+            else:
+                index = max(self._calls)
+        call = self._calls.setdefault(index, _Call())
+        if call_id and not call.id:
+            call.id = call_id
+        return call
+
+    def calls(self) -> list[tuple[str, str, str]]:
+        """Each call's id ("" when the server sent none), name and arguments as JSON text, in index order
+        (after the stream has ended)."""
+        return [(call.id, call.name, "".join(call.arguments)) for _, call in sorted(self._calls.items())]
 
 
 def call_deltas(index: int, call: ToolCall) -> list[list[dict[str, Any]]]:

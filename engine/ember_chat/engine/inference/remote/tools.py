@@ -1,21 +1,14 @@
 """Tool calling with a remote server: a server that says it does not take tools, and the calls streamed
-back as `delta.tool_calls` (the request's `tools`, `tool_choice` and `parallel_tool_calls` are
-openai/tool_wire.py's `tool_fields`).
-
-Servers stream calls differently, and `StreamedCalls` reads them all: vLLM sends a call's index, id,
-type and name first and its arguments a few characters at a time after (the last piece may ride on the
-chunk with finish_reason); llama.cpp's server sends the first piece of the arguments with the name;
-Ollama sends each call whole in one chunk. The id (and the name) come only on a call's first chunk;
-the calls are told apart by `index`. When the stream has ended, each call is checked against the
-request's tools (calls/formats.py's check_call): unknown tools, arguments that are not JSON or break the
-schema come back as InvalidCall, never to be run.
+back (the request's `tools`, `tool_choice` and `parallel_tool_calls` are openai/tool_wire.py's
+`tool_fields`; its CallDeltas puts the `delta.tool_calls` pieces together, however the server streams
+them). When the stream has ended, each call is checked against the request's tools (calls/formats.py's
+check_call): unknown tools, arguments that are not JSON or break the schema come back as InvalidCall,
+never to be run.
 """
 
 from __future__ import annotations
 
-import json
 import re
-from dataclasses import dataclass, field
 from typing import Any
 
 from ember_chat.engine.core.refs import Endpoint
@@ -23,6 +16,7 @@ from ember_chat.engine.core.tools import InvalidCall, ToolCall, ToolRequest
 from ember_chat.engine.errors import RemoteError
 from ember_chat.engine.inference.calls.formats import check_call, with_unique_id
 from ember_chat.engine.openai.api_error import error_detail
+from ember_chat.engine.openai.tool_wire import CallDeltas
 
 # How servers say they do not take tools: vLLM without its parser ('"auto" tool choice requires
 # --enable-auto-tool-choice and --tool-call-parser'), llama-server without --jinja ("tools param requires
@@ -48,62 +42,24 @@ def tools_refused(endpoint: Endpoint, status: int, body: bytes) -> RemoteError |
     return None
 
 
-@dataclass
-class _Call:
-    id: str = ""
-    name: str = ""
-    arguments: list[str] = field(default_factory=list)
-
-
 class StreamedCalls:
-    """The calls of one streamed answer, put together from their `delta.tool_calls` pieces."""
+    """The calls of one streamed answer: their `delta.tool_calls` pieces put together (CallDeltas),
+    then each checked against the request's tools."""
 
     def __init__(self, tools: ToolRequest) -> None:
         self.tools = tools
-        self._calls: dict[int, _Call] = {}
+        self._deltas = CallDeltas()
 
     def __bool__(self) -> bool:
-        return bool(self._calls)
+        return bool(self._deltas)
 
     def feed(self, deltas: Any) -> str:
         """One chunk's `delta.tool_calls`; returns the text it added (for the token count)."""
-        added = []
-        for item in deltas if isinstance(deltas, list) else []:
-            if not isinstance(item, dict):
-                continue
-            call = self._call(item)
-            function = item.get("function") if isinstance(item.get("function"), dict) else {}
-            name, arguments = function.get("name"), function.get("arguments")
-            if isinstance(name, str) and name and not call.name:
-                call.name = name
-                added.append(name)
-            if isinstance(arguments, dict):  # a server that sends the arguments as an object
-                arguments = json.dumps(arguments, ensure_ascii=False)
-            if isinstance(arguments, str) and arguments:
-                call.arguments.append(arguments)
-                added.append(arguments)
-        return "".join(added)
-
-    def _call(self, item: dict[str, Any]) -> _Call:
-        index, call_id = item.get("index"), item.get("id")
-        call_id = call_id if isinstance(call_id, str) else ""
-        if not isinstance(index, int) or isinstance(index, bool):  # no index: a new id opens a new call
-            known = next((k for k, c in self._calls.items() if call_id and c.id == call_id), None)
-            if known is not None:
-                index = known
-            elif call_id or not self._calls:
-                index = max(self._calls, default=-1) + 1
-            else:
-                index = max(self._calls)
-        call = self._calls.setdefault(index, _Call())
-        if call_id and not call.id:
-            call.id = call_id
-        return call
+        return self._deltas.feed(deltas)
 
     def parsed(self) -> list[ToolCall | InvalidCall]:
         """The calls in index order, each checked against the tools (after the stream has ended)."""
         out, seen = [], set()
-        for _, call in sorted(self._calls.items()):
-            text = "".join(call.arguments)
-            out.append(with_unique_id(check_call(call.name, text, text, self.tools.tools, call.id or None), seen))
+        for call_id, name, text in self._deltas.calls():
+            out.append(with_unique_id(check_call(name, text, text, self.tools.tools, call_id or None), seen))
         return out
