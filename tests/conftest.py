@@ -24,7 +24,10 @@ os.environ.update(
     }
 )
 
+
 import pytest  # noqa: E402
+
+from tests.helpers.ember_export import Place  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -98,3 +101,11 @@ def runtime() -> Iterator[object]:
     rt = LocalRuntime()
     yield rt
     rt.close()
+
+
+@pytest.fixture
+def places(tmp_path: Path) -> Iterator[tuple[Place, Place]]:
+    a, b = Place(tmp_path / "a"), Place(tmp_path / "b")
+    yield a, b
+    a.store.close()
+    b.store.close()

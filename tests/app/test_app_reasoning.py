@@ -99,8 +99,8 @@ def test_api_clients_get_reasoning_content() -> None:
 
 
 def test_the_per_chat_thinking_switch(qtbot: QtBot, make_window: Callable[..., MainWindow], paths: object) -> None:
-    from tests.engine.test_reasoning import QWEN3_STYLE
     from tests.helpers.gguf_factory import TinySpec, write_tiny_model
+    from tests.helpers.reasoning_templates import QWEN3_STYLE
 
     write_tiny_model(paths.default_models_dir / "switch.gguf", TinySpec(chat_template=QWEN3_STYLE))
     w = make_window()

@@ -23,7 +23,7 @@ from ember_chat.engine.storage.backup_files import BackupInfo
 from ember_chat.engine.storage.conversations import ConversationStore
 from ember_chat.engine.storage.paths import AppPaths
 from ember_chat.engine.storage.settings import SettingsFile
-from tests.engine.test_backups import _schema_4_database
+from tests.helpers.backup_schemas import _schema_4_database
 
 ADD = ToolCall("call00001", "calculator", {"expression": "2+3"}, '{"expression": "2+3"}')
 

@@ -37,8 +37,8 @@ from ember_chat.engine.storage.paths import AppPaths
 from ember_chat.engine.storage.settings import Settings, SettingsFile
 from tests.app.test_app import make_window, paths
 from tests.app.test_import_window import choose
-from tests.engine.test_import_chatgpt import rows
 from tests.helpers.attachment_files import image_bytes, reading_processes
+from tests.helpers.chatgpt_export import rows
 from tests.helpers.import_fixtures import DALLE_ASSET, dalle, photosynthesis
 from tests.hostile.inflating_image import png_that_inflates
 from tests.hostile.slow_or_inflating_files import quadratic_html

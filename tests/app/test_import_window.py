@@ -19,7 +19,7 @@ from pytestqt.qtbot import QtBot
 from ember_chat.app.importing.dialog import ImportChats
 from ember_chat.app.shell.main_window import MainWindow
 from tests.app.test_app import make_window, paths
-from tests.engine.test_import_chatgpt import rows
+from tests.helpers.chatgpt_export import rows
 from tests.helpers.import_fixtures import briefly, many, photosynthesis
 
 __all__ = ["make_window", "paths"]  # fixtures from test_app

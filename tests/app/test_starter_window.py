@@ -14,7 +14,7 @@ from pytestqt.qtbot import QtBot
 
 from ember_chat.app.shell.main_window import MainWindow
 from tests.app.test_app import LOAD_TIMEOUT, make_window, paths, send, set_max_tokens
-from tests.engine.test_starter import sentences
+from tests.helpers.sentences import sentences
 
 __all__ = ["make_window", "paths"]
 

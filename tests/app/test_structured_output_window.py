@@ -12,7 +12,7 @@ from pytestqt.qtbot import QtBot
 from ember_chat.app.shell.main_window import MainWindow
 from ember_chat.engine.inference.grammar.json_check import json_problem
 from tests.app.test_app import load, make_window, paths, send, set_max_tokens  # noqa: F401
-from tests.engine.test_structured_output import PERSON
+from tests.helpers.json_schemas import PERSON
 
 
 def type_schema(qtbot: QtBot, w: MainWindow, text: str) -> None:

@@ -12,8 +12,8 @@ from pytestqt.qtbot import QtBot
 from ember_chat.app.shell.main_window import MainWindow
 from ember_chat.engine.storage.paths import AppPaths
 from tests.app.test_app import load, make_window, paths
-from tests.engine.test_reasoning import QWEN3_STYLE
 from tests.helpers.gguf_factory import TinySpec, write_tiny_model
+from tests.helpers.reasoning_templates import QWEN3_STYLE
 
 __all__ = ["make_window", "paths"]  # fixtures from test_app
 

@@ -10,7 +10,7 @@ from pytestqt.qtbot import QtBot
 from ember_chat.app.side_panel.panel import MetricsPanel
 from ember_chat.engine.core.messages import ChatMessage
 from ember_chat.engine.core.params import SamplingParams
-from tests.engine.test_vision_runtime import png
+from tests.helpers.images import png
 from tests.helpers.runtime_support import loaded
 from tests.helpers.vision_factory import write_tiny_vision_model
 

@@ -16,8 +16,8 @@ import openai
 import pytest
 
 from ember_chat.engine.inference.calls.grammar import MAX_CALLS
-from tests.engine.test_api_tools_runtime import FORECAST
 from tests.helpers.peer_servers import ember_server
+from tests.helpers.runtime_tools import FORECAST
 
 ASK: list[Any] = [{"role": "user", "content": "What is the weather in Paris for 3 days?"}]
 NAMED: Any = {"type": "function", "function": {"name": "get_weather"}}

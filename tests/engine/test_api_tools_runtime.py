@@ -20,14 +20,8 @@ from ember_chat.engine.inference.calls.formats import CUT_SHORT
 from ember_chat.engine.inference.service.engine import EngineService
 from ember_chat.engine.serve.config import ServerConfig
 from ember_chat.engine.serve.server import ApiServer
-from tests.engine.test_api_tools import ASK
-from tests.engine.test_runtime_tools import WEATHER
-
-FORECAST = {  # the runtime tests' get_weather, as an OpenAI tool
-    "type": "function",
-    "function": {"name": WEATHER.name, "description": WEATHER.description, "parameters": WEATHER.parameters},
-}
-
+from tests.helpers.api_tools import ASK
+from tests.helpers.runtime_tools import FORECAST
 
 CLOCK = {
     "type": "function",

@@ -22,7 +22,7 @@ from ember_chat.engine.storage.backup_files import BackupCancelled
 from ember_chat.engine.storage.backups import BackupManager
 from ember_chat.engine.storage.conversations import SCHEMA_VERSION, ConversationStore
 from ember_chat.engine.storage.paths import AppPaths
-from ember_chat.engine.storage.schema import _MIGRATIONS
+from tests.helpers.backup_schemas import _schema_4_database
 
 DAY = 24 * 3600.0
 ADD = ToolCall("call00001", "calculator", {"expression": "2+3"}, '{"expression": "2+3"}')
@@ -61,26 +61,6 @@ def _rows(path: Path, sql: str) -> list[tuple[object, ...]]:
         return db.execute(sql).fetchall()
     finally:
         db.close()
-
-
-def _schema_4_database(path: Path, chats: int = 2) -> None:
-    """A database as Ember with schema 4 wrote it (its migrations, its columns), with chats in it."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    db = sqlite3.connect(path, isolation_level=None)
-    db.execute("PRAGMA journal_mode=WAL")
-    for number, script in enumerate(_MIGRATIONS[:4]):
-        db.executescript(f"BEGIN; {script} PRAGMA user_version={number + 1}; COMMIT;")
-    for i in range(1, chats + 1):
-        db.execute(
-            "INSERT INTO conversations (id, title, created_at, updated_at, tools) VALUES (?, ?, 1.0, 2.0, NULL)",
-            (i, f"Old chat {i}"),
-        )
-        db.execute(
-            "INSERT INTO messages (id, conversation_id, role, content, created_at) VALUES (?, ?, 'user', ?, 1.5)",
-            (i, i, f"old question {i} about herons"),
-        )
-        db.execute("UPDATE conversations SET active_leaf = ? WHERE id = ?", (i, i))
-    db.close()
 
 
 def test_a_backup_is_a_complete_copy_listed_with_its_date_size_and_chats(store: ConversationStore) -> None:

@@ -5,8 +5,6 @@ results, timestamps are kept; progress per chat, and a cancel imports nothing.""
 
 from __future__ import annotations
 
-import json
-import sqlite3
 import threading
 from pathlib import Path
 
@@ -15,6 +13,7 @@ import pytest
 from ember_chat.engine.storage.conversations import ConversationStore
 from ember_chat.engine.storage.import_chatgpt import IMAGE_LINE
 from ember_chat.engine.storage.importing import ImportCancelled, ImportFailed, import_chats
+from tests.helpers.chatgpt_export import rows, write
 from tests.helpers.import_fixtures import T0, briefly, many, photosynthesis
 
 
@@ -23,21 +22,6 @@ def store(tmp_path: Path) -> ConversationStore:
     s = ConversationStore(tmp_path / "chats.sqlite3")
     yield s
     s.close()
-
-
-def rows(path: Path) -> dict[str, int]:
-    """Rows in the database file, read through a connection of its own."""
-    db = sqlite3.connect(path)
-    try:
-        tables = ("conversations", "messages", "tool_messages", "attachments", "comparisons", "message_attachments")
-        return {t: db.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in tables}
-    finally:
-        db.close()
-
-
-def write(path: Path, data: object) -> Path:
-    path.write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
-    return path
 
 
 def test_the_tree_becomes_branches_with_the_current_node_shown(store: ConversationStore, tmp_path: Path) -> None:

@@ -8,48 +8,21 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from ember_chat.engine.attachments import AttachmentStore, read_attachment_bytes
-from ember_chat.engine.attachments.imported import AttachmentImporter
+from ember_chat.engine.attachments import read_attachment_bytes
 from ember_chat.engine.core.tools import ChatTools, InvalidCall, ToolCall, ToolResult
-from ember_chat.engine.storage.conversations import ConversationStore
-from ember_chat.engine.storage.export import chat_as_json, chat_export_json, chats_as_json
+from ember_chat.engine.storage.export import chat_as_json, chat_export_json
 from ember_chat.engine.storage.importing import ImportFailed, import_chats
-from ember_chat.engine.storage.paths import AppPaths
-from tests.engine.test_import_chatgpt import rows, write
 from tests.helpers.attachment_files import image_bytes
+from tests.helpers.chatgpt_export import rows, write
+from tests.helpers.ember_export import Place, write_text
 from tests.helpers.import_fixtures import photosynthesis
 
 METRICS = {"model": "tiny.gguf", "ttft_s": 0.25, "decode_tokens_per_s": 31.5, "output_tokens": 12,
            "stop_reason": "stop", "seed": 7}  # fmt: skip
-
-
-class Place:
-    """A data folder with its chat database and attachment store."""
-
-    def __init__(self, root: Path) -> None:
-        self.paths = AppPaths(root / "data", root / "config")
-        self.store = ConversationStore(self.paths.database)
-        self.atts = AttachmentStore(self.paths, self.store)
-
-    def export(self, ids: list[int] | None = None) -> str:
-        ids = ids if ids is not None else [c.id for c in self.store.conversations()]
-        return chats_as_json(self.store, ids, attachments=self.atts.export_entries)
-
-    def import_file(self, path: Path) -> object:
-        return import_chats(self.store, path, attachments=AttachmentImporter(self.atts))
-
-
-@pytest.fixture
-def places(tmp_path: Path) -> Iterator[tuple[Place, Place]]:
-    a, b = Place(tmp_path / "a"), Place(tmp_path / "b")
-    yield a, b
-    a.store.close()
-    b.store.close()
 
 
 def rich_chat(p: Place) -> int:
@@ -177,11 +150,6 @@ def test_a_damaged_attachment_entry_writes_nothing(places: tuple[Place, Place], 
     assert "shot.png" in str(info.value)
     assert rows(b.store.path) == dict.fromkeys(rows(b.store.path), 0)
     assert {p for p in b.paths.data_dir.rglob("*") if p.is_file()} <= {p for p in before if p.is_file()}
-
-
-def write_text(path: Path, text: str) -> Path:
-    path.write_text(text, encoding="utf-8")
-    return path
 
 
 def test_one_chat_exports_as_an_object_that_round_trips(places: tuple[Place, Place], tmp_path: Path) -> None:

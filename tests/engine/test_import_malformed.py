@@ -12,7 +12,7 @@ import pytest
 from ember_chat.engine.storage import importing
 from ember_chat.engine.storage.conversations import ConversationStore
 from ember_chat.engine.storage.importing import ImportFailed, import_chats
-from tests.engine.test_import_chatgpt import rows
+from tests.helpers.chatgpt_export import rows
 from tests.helpers.import_fixtures import many, photosynthesis
 
 

@@ -22,16 +22,9 @@ from ember_chat.engine.storage.secrets import SecretStore
 from ember_chat.engine.tools.config import McpServerConfig, save_header_secret
 from ember_chat.engine.tools.mcp_client import McpManager, McpServer
 from ember_chat.engine.tools.mcp_log import LOG_LIMIT
-from tests.helpers.paths import TESTS
+from tests.helpers.mcp_stdio import SERVERS, stdio
 
-SERVERS = TESTS / "mcp_servers"
 KEY = "s3cret-key-for-the-test"
-
-
-def stdio(name: str, script: str, *args: str, **settings: float) -> McpServerConfig:
-    return McpServerConfig(
-        name, command=sys.executable, args=(str(SERVERS / script), *args), start_timeout_s=20, **settings
-    )
 
 
 def call(name: str, **arguments: object) -> ToolCall:

@@ -22,6 +22,7 @@ from ember_chat.engine.inference.events import Finished, Token
 from ember_chat.engine.inference.local.runtime import LocalRuntime
 from ember_chat.engine.inference.prompt.templates import JinjaTemplate, template_message
 from tests.helpers.gguf_factory import CHATML_TEMPLATE, TinySpec, any_of, says, write_tiny_model
+from tests.helpers.reasoning_templates import QWEN3_STYLE
 from tests.helpers.runtime_support import loaded
 
 
@@ -219,13 +220,6 @@ def test_a_template_that_cannot_render_falls_back_with_a_clear_message(tmp_path:
     assert len(notices) == 1 and "chatml" in notices[0].message  # llama's built-in format: ChatML
     fin = events[-1]  # the chat still works
     assert isinstance(fin, Finished) and fin.text == " hello world hello" and fin.metrics.output_tokens == 3
-
-
-QWEN3_STYLE = (
-    "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
-    "<|im_start|>assistant\n{% if enable_thinking is defined and enable_thinking is false %}"
-    "<think>\n\n</think>\n\n{% endif %}"
-)
 
 
 def test_the_thinking_switch_reaches_templates_that_have_one(tmp_path: Path) -> None:

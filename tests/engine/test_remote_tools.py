@@ -27,7 +27,7 @@ from ember_chat.engine.inference.service.engine import EngineService
 from ember_chat.engine.openai.tool_wire import tool_spec_from_openai
 from ember_chat.engine.serve.config import ServerConfig
 from ember_chat.engine.serve.server import ApiServer
-from tests.engine.test_api_tools import WEATHER, ToolBackend
+from tests.helpers.api_tools import WEATHER, ToolBackend
 from tests.helpers.remote_support import Backends, backends, drain, no_thread_left, server
 from tests.helpers.sse_server import DONE, FakeOpenAI, sse, usage_chunk
 

@@ -21,7 +21,7 @@ from ember_chat.engine.errors import InvalidParameter
 from ember_chat.engine.inference.events import Event, Finished, PrefillProgress, PromptReady, StepWanted, Token
 from ember_chat.engine.inference.kv.snapshots import SnapshotStore
 from ember_chat.engine.inference.local.runtime import LocalRuntime
-from tests.engine.test_runtime_snapshots import text
+from tests.helpers.long_text import text
 
 GREEDY = SamplingParams(temperature=0.0, max_tokens=16)
 # llama.cpp's kernels are not batch-invariant: without flash attention, attention sums over every

@@ -17,15 +17,9 @@ from ember_chat.engine.inference.events import Event, Finished, PromptReady, Tok
 from ember_chat.engine.inference.kv.snapshots import SnapshotStore
 from ember_chat.engine.inference.local.runtime import LocalRuntime
 from ember_chat.engine.inference.metrics import MetricsRecorder, RunContext
+from tests.helpers.long_text import text
 
 GREEDY = SamplingParams(temperature=0.0, max_tokens=12)
-WORDS = "river stone lantern orchard copper meadow harbor violet canyon ember willow falcon".split()  # noqa: SIM905
-
-
-def text(words: int, seed: int = 0) -> str:
-    """A long, deterministic user message (about 1.3 tokens a word)."""
-    out = [WORDS[(i * 7 + seed * 5 + i // 11) % len(WORDS)] for i in range(words)]
-    return "Remember this list and answer briefly: " + " ".join(out) + ". What was the third word?"
 
 
 def user(content: str) -> ChatMessage:

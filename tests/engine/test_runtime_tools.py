@@ -19,21 +19,8 @@ from ember_chat.engine.inference.grammar.structured import check_grammar
 from ember_chat.engine.inference.prompt.templates import ChatMessage
 from tests.helpers.gguf_factory import TinySpec, says, write_tiny_model
 from tests.helpers.runtime_support import loaded
+from tests.helpers.runtime_tools import WEATHER
 
-WEATHER = ToolSpec(
-    "get_weather",
-    "The weather in a city.",
-    {
-        "type": "object",
-        "properties": {
-            "city": {"enum": ["Paris", "Oslo", "Lima"]},
-            "days": {"type": "integer"},
-            "unit": {"enum": ["celsius", "fahrenheit"]},
-        },
-        "required": ["city", "days", "unit"],
-        "additionalProperties": False,
-    },
-)
 CLOCK = ToolSpec("now", "The time now.", {"type": "object", "properties": {}, "additionalProperties": False})
 TOOLS = (WEATHER, CLOCK)
 ASK = [ChatMessage("user", "What is the weather in Paris for 3 days?")]

@@ -26,6 +26,7 @@ from ember_chat.engine.models.starter import (
     starter_model_path,
 )
 from tests.helpers.paths import REPO
+from tests.helpers.sentences import sentences
 from tests.journeys.test_cli import cli
 
 ROOT = REPO
@@ -157,10 +158,6 @@ def test_models_list_says_which_starter_is_which(tmp_path: Path) -> None:
         "SmolLM2 135M (chat starter)",
         "Gemma 3 270M (base model)",
     ]
-
-
-def sentences(text: str) -> list[str]:
-    return [s.strip().lower() for s in re.split(r"(?<=[.!?])\s+|\n+", text) if len(s.strip()) > 3]
 
 
 @pytest.mark.slow

@@ -15,6 +15,7 @@ from ember_chat.engine.inference.events import Finished
 from ember_chat.engine.inference.grammar.json_check import json_problem
 from ember_chat.engine.inference.grammar.structured import parse_schema_text, response_format_grammar
 from ember_chat.engine.inference.prompt.templates import ChatMessage
+from tests.helpers.json_schemas import PERSON
 from tests.helpers.remote_support import (
     HI,
     Backends,
@@ -32,19 +33,6 @@ __all__ = [
     "no_thread_left",
     "server",
 ]  # fixtures from tests/helpers/remote_support.py (no_thread_left: autouse)
-
-PERSON = {
-    "type": "object",
-    "properties": {
-        # (letters: the tiny model's byte tokens would otherwise write invalid UTF-8, which a grammar over
-        # characters lets through as single bytes)
-        "name": {"type": "string", "pattern": "^[A-Za-z ]{1,12}$"},
-        "age": {"type": "integer"},
-        "tags": {"type": "array", "items": {"enum": ["a", "b"]}, "maxItems": 3},
-    },
-    "required": ["name", "age", "tags"],
-    "additionalProperties": False,
-}
 
 
 def test_response_format_maps_to_grammars() -> None:
@@ -232,8 +220,8 @@ def test_cli_gemma_answers_the_schema(tmp_path: Path) -> None:
 def test_a_thinking_switch_is_turned_off_under_a_grammar(tmp_path: Path) -> None:
     """A grammar constrains the answer from its first token: a template with a thinking switch (Qwen3)
     is rendered with the thinking closed, or the JSON would be written as thoughts."""
-    from tests.engine.test_reasoning import QWEN3_STYLE
     from tests.helpers.gguf_factory import TinySpec, says, write_tiny_model
+    from tests.helpers.reasoning_templates import QWEN3_STYLE
 
     path = write_tiny_model(tmp_path / "q3.gguf", TinySpec(chat_template=QWEN3_STYLE, script=says("▁hello")))
     hi = [ChatMessage("user", "hi")]

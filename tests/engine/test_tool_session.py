@@ -27,9 +27,9 @@ from ember_chat.engine.inference.prompt.templates import BuiltinTemplate, JinjaT
 from ember_chat.engine.tools.builtin import BuiltinTools
 from ember_chat.engine.tools.registry import ToolRegistry
 from ember_chat.engine.tools.session import ChatToolSession, Decision, PendingCall
-from tests.engine.test_tool_templates import ENTRIES, HERE
 from tests.helpers.runtime_support import loaded
 from tests.helpers.tool_sources import TextTools
+from tests.helpers.tool_templates import ENTRIES, HERE
 
 ALL = frozenset(
     {"Built-in/calculator", "Built-in/current_datetime"}
@@ -310,7 +310,7 @@ def test_with_real_mcp_servers_beside_the_built_in_tools() -> None:
     that cannot start costs one sentence; a read-only tool the user never wants to be asked about
     runs at once; the other asks first, then runs on its server."""
     from ember_chat.engine.tools.mcp_client import McpManager
-    from tests.engine.test_mcp_client import stdio
+    from tests.helpers.mcp_stdio import stdio
 
     manager = McpManager()
     try:

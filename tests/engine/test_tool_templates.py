@@ -22,11 +22,8 @@ from ember_chat.engine.inference.calls.parsing import ToolFormat, parse_tool_cal
 from ember_chat.engine.inference.prompt.templates import BuiltinTemplate, JinjaTemplate, render_chat
 from ember_chat.engine.inference.prompt.tools_render import nine_char_id
 from ember_chat.engine.openai.tool_wire import tool_spec_from_openai
-from tests.helpers.paths import TESTS
+from tests.helpers.tool_templates import ENTRIES, HERE
 
-HERE = TESTS / "templates"
-MANIFEST = json.loads((HERE / "manifest.json").read_text(encoding="utf-8"))
-ENTRIES = {entry["name"]: entry for entry in MANIFEST["templates"]}
 WEATHER = ToolSpec(
     "get_weather",
     "Current weather in a city.",

@@ -3,27 +3,20 @@ model generated at test time: a tiny LLM and a Gemma-3-type projector with rando
 
 from __future__ import annotations
 
-import io
 from pathlib import Path
 
 import pytest
-from PIL import Image
 
 from ember_chat.engine.core.messages import ChatMessage, ImageInput
 from ember_chat.engine.core.params import SamplingParams
 from ember_chat.engine.errors import ImagesNotSupported, InvalidParameter, ModelLoadError
 from ember_chat.engine.inference.events import Finished, PromptReady
 from tests.helpers.gguf_factory import TinySpec, write_tiny_model
+from tests.helpers.images import png
 from tests.helpers.runtime_support import loaded
 from tests.helpers.vision_factory import TinyVisionSpec, write_tiny_mmproj, write_tiny_vision_model
 
 GREEDY = SamplingParams(temperature=0.0, max_tokens=4, seed=1)
-
-
-def png(color: tuple[int, int, int], size: tuple[int, int] = (40, 30)) -> ImageInput:
-    buf = io.BytesIO()
-    Image.new("RGB", size, color).save(buf, "PNG")
-    return ImageInput.from_bytes(buf.getvalue(), f"{color}.png")
 
 
 @pytest.fixture(scope="module")
