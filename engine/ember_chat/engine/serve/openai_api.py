@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from ember_chat.engine.attachments import Extracted
 from ember_chat.engine.core.logprobs import TokenLogprob
@@ -21,7 +21,6 @@ from ember_chat.engine.core.reasoning import ThinkingStream, split_thinking
 from ember_chat.engine.core.states import StopReason
 from ember_chat.engine.core.tools import ToolRequest
 from ember_chat.engine.errors import InvalidParameter
-from ember_chat.engine.inference.metrics import GenerationMetrics
 from ember_chat.engine.openai.api_error import TRIM_HINT, ApiError
 from ember_chat.engine.openai.content_parts import ContentError, Reading, parse_content
 from ember_chat.engine.openai.logprobs import chat_logprobs, completion_logprobs
@@ -279,7 +278,22 @@ def unfinished_error(reason: str, failure: tuple[str, str] | None) -> ApiError |
     return ApiError(500, message, "server_error", code="generation_failed")
 
 
-def usage(samples: list[GenerationMetrics | None]) -> dict[str, Any]:
+class Figures(Protocol):
+    """What a response reads of a generation's metrics (inference/metrics.py's GenerationMetrics is
+    one): the shapes of a response take them without importing the inference that measures them."""
+
+    @property
+    def prompt_tokens(self) -> int: ...
+    @property
+    def prompt_tokens_reused(self) -> int: ...
+    @property
+    def output_tokens(self) -> int: ...
+    @property
+    def thinking_tokens(self) -> int: ...
+    def to_dict(self) -> dict[str, Any]: ...
+
+
+def usage(samples: list[Figures | None]) -> dict[str, Any]:
     """OpenAI's usage of one request: its prompt once, the completions of all its samples."""
     first = samples[0] if samples else None
     prompt = first.prompt_tokens if first else 0
@@ -294,7 +308,7 @@ def usage(samples: list[GenerationMetrics | None]) -> dict[str, Any]:
 
 
 # One sample's answer: text, stop reason, metrics, its tokens' log-probabilities if asked for, its tool calls
-Sample = tuple[str, str, GenerationMetrics | None, list[TokenLogprob] | None, ChoiceCalls]
+Sample = tuple[str, str, Figures | None, list[TokenLogprob] | None, ChoiceCalls]
 
 
 class ResponseBuilder:
@@ -309,7 +323,7 @@ class ResponseBuilder:
         self.attachments: list[dict[str, Any]] | None = None  # how the request's files were used (`ember`)
         self._offset = 0  # the completions API's text_offset of the next logprobs entry (per choice)
 
-    def _ember(self, metrics: GenerationMetrics | None) -> dict[str, Any] | None:
+    def _ember(self, metrics: Figures | None) -> dict[str, Any] | None:
         ember = metrics.to_dict() if metrics else None
         if self.attachments is not None:
             ember = {**(ember or {}), "attachments": self.attachments}
@@ -364,7 +378,7 @@ class ResponseBuilder:
     def final_chunk(
         self,
         reason: str,
-        metrics: GenerationMetrics | None,
+        metrics: Figures | None,
         index: int = 0,
         logprobs: list[TokenLogprob] | None = None,
         calls: ChoiceCalls | None = None,
@@ -379,7 +393,7 @@ class ResponseBuilder:
             out["ember"] = {**(out["ember"] or {}), "invalid_tool_calls": calls.notes(index)}
         return out
 
-    def usage_chunk(self, samples: list[GenerationMetrics | None]) -> dict[str, Any]:
+    def usage_chunk(self, samples: list[Figures | None]) -> dict[str, Any]:
         obj = "chat.completion.chunk" if self.kind == "chat" else "text_completion"
         return {**self._base(obj), "choices": [], "usage": usage(samples)}
 
