@@ -21,8 +21,7 @@ from ember_chat.app.shell.main_window import MainWindow
 from ember_chat.engine.cli.common import load_blocking
 from ember_chat.engine.core.params import LoadConfig, SamplingParams
 from ember_chat.engine.errors import GenerationError, SecretStoreError
-from ember_chat.engine.inference.events import Event, Finished, PromptReady, Token
-from ember_chat.engine.inference.metrics import MetricsRecorder, RunContext
+from ember_chat.engine.inference.events import Event, Finished, Token
 from ember_chat.engine.inference.service.engine import EngineService
 from ember_chat.engine.serve import server as server_module
 from ember_chat.engine.serve.config import ServerConfig
@@ -278,9 +277,8 @@ class BreakingBackend(FakeBackend):
         self.how = how
 
     def _run(self, params: SamplingParams) -> Iterator[Event]:
-        rec = MetricsRecorder(RunContext("Fake", "F32", "CPU", 1, 0, self.n_ctx))
-        rec.prefill_started(10, 0)
-        yield PromptReady(10, 0, self.n_ctx, rec.t_start_ns, rec.t_prefill_start_ns or 0)
+        rec, ready = self.begin()
+        yield ready
         for i in range(2):
             yield Token(fake_text(i + 1)[len(fake_text(i)) :], i, rec.token())
         if self.how == "error":

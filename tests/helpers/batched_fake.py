@@ -11,17 +11,22 @@ from typing import Any
 
 from ember_chat.engine.core.messages import ChatMessage
 from ember_chat.engine.core.params import SamplingParams
+from ember_chat.engine.core.refs import ModelRef
 from ember_chat.engine.core.tools import ToolRequest
 from ember_chat.engine.inference.backend import ModelDescription
-from ember_chat.engine.inference.events import Event, Finished, PromptReady, StepWanted, Token
-from ember_chat.engine.inference.metrics import MetricsRecorder, RunContext
+from ember_chat.engine.inference.events import Event, Finished, StepWanted, Token
+from tests.helpers.scripted_backend import ScriptedBackend
 
 
-class BatchedFake:
+class BatchedFake(ScriptedBackend):
     """Runs named by their last message; `log` says when each started and ended, `steps` which runs
     each step decoded. `on_step(n)` is called inside the n-th step (1-based), on the engine thread."""
 
+    model_name = "Batched"
+    quantization = None
+
     def __init__(self, slots: int = 4) -> None:
+        super().__init__()
         self.slots = slots
         self.steps: list[tuple[str, ...]] = []
         self.log: list[tuple[Any, ...]] = []
@@ -31,15 +36,6 @@ class BatchedFake:
         self.fail_step = 0  # this step raises
         self._waiting: list[str] = []
         self._active: set[str] = set()
-        self._loaded = False
-
-    @property
-    def loaded(self) -> bool:
-        return self._loaded
-
-    @property
-    def description(self) -> ModelDescription | None:
-        return ModelDescription("Batched", "CPU", 4096, threads=1, gpu_layers=0) if self._loaded else None
 
     @property
     def batch_slots(self) -> int:
@@ -47,14 +43,14 @@ class BatchedFake:
             return 0
         return self.slots + 1 if self.slots > 1 else 1  # (as the runtime: `parallel`, and one kept for the window)
 
-    def load(self, ref: Any, progress: Any = None, cancel: Any = None) -> ModelDescription:
+    def load(
+        self,
+        ref: ModelRef,
+        progress: Callable[[float], None] | None = None,
+        cancel: threading.Event | None = None,
+    ) -> ModelDescription:
         self.log.append(("load", len(self._active)))
-        self._loaded = True
-        assert self.description is not None
-        return self.description
-
-    def close(self) -> None:
-        self._loaded = False
+        return super().load(ref, progress, cancel)
 
     def request_stop(self) -> None:
         self.stops += 1
@@ -86,17 +82,12 @@ class BatchedFake:
         if self.on_step is not None:
             self.on_step(len(self.steps))
 
-    def _recorder(self) -> MetricsRecorder:
-        rec = MetricsRecorder(RunContext("Batched", None, "CPU", 1, 0, 4096))
-        rec.prefill_started(10, 0)
-        return rec
-
     def _batched(self, name: str, params: SamplingParams, cancel: threading.Event) -> Iterator[Event]:
         self._active.add(name)
         self.log.append(("start", name))
-        rec = self._recorder()
+        rec, ready = self.begin()
         try:
-            yield PromptReady(10, 0, 4096, rec.t_start_ns, rec.t_prefill_start_ns or 0)
+            yield ready
             parts: list[str] = []
             reason = "length"
             for i in range(params.max_tokens):
@@ -118,8 +109,8 @@ class BatchedFake:
 
     def _alone(self, name: str, params: SamplingParams) -> Iterator[Event]:
         self.log.append(("alone", name, len(self._active)))
-        rec = self._recorder()
-        yield PromptReady(10, 0, 4096, rec.t_start_ns, rec.t_prefill_start_ns or 0)
+        rec, ready = self.begin()
+        yield ready
         parts = [f"{name}{i} " for i in range(params.max_tokens)]
         for i, part in enumerate(parts):
             yield Token(part, i, rec.token())

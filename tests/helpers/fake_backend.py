@@ -3,78 +3,44 @@ GUI benchmark). It speaks the same event protocol as the local runtime."""
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable, Iterator
 
 from ember_chat.engine.core.messages import ChatMessage
 from ember_chat.engine.core.params import SamplingParams
 from ember_chat.engine.core.reasoning import MarkerNormalizer
-from ember_chat.engine.core.refs import ModelRef
-from ember_chat.engine.inference.backend import ModelDescription
-from ember_chat.engine.inference.events import Event, Finished, PromptReady, Token
-from ember_chat.engine.inference.metrics import MetricsRecorder, RunContext
+from ember_chat.engine.core.tools import ToolRequest
+from ember_chat.engine.inference.events import Event, Finished, Token
+from tests.helpers.scripted_backend import ScriptedBackend
 
 WORDS = ["Ember ", "streams ", "tokens ", "quickly, ", "**bold** ", "and ", "`code` ", "naïve ", "café ", "😀 "]
 
 
-class FakeBackend:
+class FakeBackend(ScriptedBackend):
+    n_ctx = 1_000_000
+
     def __init__(
         self, n_tokens: int = 20_000, delay_s: float = 0.0, rate: float = 0.0, script: list[str] | None = None
     ) -> None:
         """`delay_s`: a pause before every token (a slow model); `rate`: tokens per second to pace
         a fast stream at (0: as fast as Python can yield); `script`: these pieces instead of words
         (a reasoning model's markers are handled like the real runtime handles them)."""
+        super().__init__()
         self.script = script
         self.n_tokens = len(script) if script else n_tokens
-        self.requests: list[list[ChatMessage]] = []
-        self.params: list[SamplingParams] = []
         self.delay_s = delay_s
         self.rate = rate
-        self._stop = threading.Event()
-        self._loaded = False
         self.on_token: Callable[[int], None] | None = None
 
-    @property
-    def loaded(self) -> bool:
-        return self._loaded
-
-    n_ctx = 1_000_000
-
-    @property
-    def description(self) -> ModelDescription | None:
-        return (
-            ModelDescription("Fake", "CPU", self.n_ctx, quantization="F32", threads=1, gpu_layers=0)
-            if self._loaded
-            else None
-        )
-
-    def load(self, ref: ModelRef, progress=None, cancel=None) -> ModelDescription:
-        self._loaded = True
-        if progress:
-            progress(1.0)
-        assert self.description is not None
-        return self.description
-
-    def close(self) -> None:
-        self._loaded = False
-
-    def request_stop(self) -> None:
-        self._stop.set()
-
-    def chat(self, messages: list[ChatMessage], params: SamplingParams, template_override=None) -> Iterator[Event]:
-        self.requests.append(list(messages))
-        self.params.append(params)
+    def answer(self, messages: list[ChatMessage], params: SamplingParams, tools: ToolRequest | None) -> Iterator[Event]:
         return self._run(params)
 
     def complete(self, prompt: str, params: SamplingParams) -> Iterator[Event]:
         return self._run(params)
 
     def _run(self, params: SamplingParams) -> Iterator[Event]:
-        self._stop.clear()
-        rec = MetricsRecorder(RunContext("Fake", "F32", "CPU", 1, 0, self.n_ctx))
-        rec.prefill_started(10, 0)
-        yield PromptReady(10, 0, self.n_ctx, rec.t_start_ns, rec.t_prefill_start_ns or 0)
+        rec, ready = self.begin()
+        yield ready
         parts = []
         markers = MarkerNormalizer()
         reason = "length"

@@ -11,11 +11,9 @@ from dataclasses import dataclass, field
 
 from ember_chat.engine.core.messages import ChatMessage
 from ember_chat.engine.core.params import SamplingParams
-from ember_chat.engine.core.refs import ModelRef
 from ember_chat.engine.core.tools import InvalidCall, ToolCall, ToolRequest, ToolResult, ToolSpec
-from ember_chat.engine.inference.backend import ModelDescription
-from ember_chat.engine.inference.events import Event, Finished, PromptReady, Token, ToolCallParsed
-from ember_chat.engine.inference.metrics import MetricsRecorder, RunContext
+from ember_chat.engine.inference.events import Event, Finished, Token, ToolCallParsed
+from tests.helpers.scripted_backend import ScriptedBackend
 
 
 @dataclass
@@ -25,48 +23,17 @@ class Turn:
     reason: str | None = None  # how it ends (None: tool_calls with calls, else stop)
 
 
-class ToolScriptBackend:
+class ToolScriptBackend(ScriptedBackend):
+    model_name = "Scripted"
     n_ctx = 100_000
 
     def __init__(self, turns: Sequence[Turn], then: str = "That is all.") -> None:
         """`then`: the answer to any request after the script is used up."""
+        super().__init__()
         self.turns = list(turns)
         self.then = then
-        self.requests: list[list[ChatMessage]] = []
-        self.tools: list[ToolRequest | None] = []
-        self._stop = threading.Event()
-        self._loaded = False
 
-    @property
-    def loaded(self) -> bool:
-        return self._loaded
-
-    @property
-    def description(self) -> ModelDescription | None:
-        if not self._loaded:
-            return None
-        return ModelDescription("Scripted", "CPU", self.n_ctx, quantization="F32", threads=1, gpu_layers=0)
-
-    def load(self, ref: ModelRef, progress=None, cancel=None) -> ModelDescription:
-        self._loaded = True
-        assert self.description is not None
-        return self.description
-
-    def close(self) -> None:
-        self._loaded = False
-
-    def request_stop(self) -> None:
-        self._stop.set()
-
-    def chat(
-        self,
-        messages: list[ChatMessage],
-        params: SamplingParams,
-        template_override: str | None = None,
-        tools: ToolRequest | None = None,
-    ) -> Iterator[Event]:
-        self.requests.append(list(messages))
-        self.tools.append(tools)
+    def answer(self, messages: list[ChatMessage], params: SamplingParams, tools: ToolRequest | None) -> Iterator[Event]:
         turn = self.turns.pop(0) if self.turns else Turn(self.then)
         return self._run(turn)
 
@@ -74,10 +41,8 @@ class ToolScriptBackend:
         return self._run(Turn(self.then))
 
     def _run(self, turn: Turn) -> Iterator[Event]:
-        self._stop.clear()
-        rec = MetricsRecorder(RunContext("Scripted", "F32", "CPU", 1, 0, self.n_ctx))
-        rec.prefill_started(10, 0)
-        yield PromptReady(10, 0, self.n_ctx, rec.t_start_ns, rec.t_prefill_start_ns or 0)
+        rec, ready = self.begin()
+        yield ready
         words = turn.text.split(" ") if turn.text else []
         for i, word in enumerate(words):
             if self._stop.is_set():
