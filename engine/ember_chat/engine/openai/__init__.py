@@ -6,6 +6,8 @@ stay in serve/; the HTTP client, its retries and its connection checks in infere
 Imported as `ember_chat.engine.openai` (absolute imports only), so it never shadows the `openai`
 client package.
 
+- chat_request.py: what a chat-completions or completions body may carry, as the server reads it
+- responses.py: the server's responses and stream chunks, their finish_reason and usage
 - api_error.py: OpenAI's error body (the error Ember answers with; a server's own words read from one)
 - content_parts.py: a message's content parts (read from a request, with its files and images; written
   for a remote server)

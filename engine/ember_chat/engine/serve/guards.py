@@ -11,8 +11,8 @@ import socket
 from email.message import Message
 
 from ember_chat.engine.core.loopback import is_loopback
+from ember_chat.engine.openai.api_error import ApiError
 from ember_chat.engine.serve.config import LOOPBACK, ServerConfig
-from ember_chat.engine.serve.openai_api import ApiError
 
 
 def host_allowed(header: str, listener: str, port: int) -> bool:

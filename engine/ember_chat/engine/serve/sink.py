@@ -15,8 +15,8 @@ from ember_chat.engine.core.tools import InvalidCall, ToolCall
 from ember_chat.engine.inference.events import AttachmentsPlanned
 from ember_chat.engine.inference.metrics import GenerationMetrics
 from ember_chat.engine.inference.service.engine import GenerationSink
-from ember_chat.engine.openai.api_error import TRIM_HINT
-from ember_chat.engine.serve.openai_api import ApiError, ResponseBuilder
+from ember_chat.engine.openai.api_error import TRIM_HINT, ApiError
+from ember_chat.engine.openai.responses import ResponseBuilder
 
 
 class ClientGone(Exception):

@@ -14,7 +14,8 @@ from typing import Any
 
 from ember_chat.engine.errors import InvalidParameter
 from ember_chat.engine.inference.service.engine import EngineService
-from ember_chat.engine.serve.openai_api import CLI_UNKNOWN_FIELDS_ADVICE, ApiError, check_known_fields
+from ember_chat.engine.openai.api_error import ApiError
+from ember_chat.engine.openai.chat_request import CLI_UNKNOWN_FIELDS_ADVICE, check_known_fields
 
 # vLLM's and SGLang's names too (`prompt`, `add_special_tokens`; `input`), which clients that talk
 # to several servers send together, as Ember's own remote backend does: `content` is the text

@@ -1,0 +1,193 @@
+"""The responses of Ember's API server in OpenAI's shapes: chat.completion, chat.completion.chunk and
+text_completion, their finish_reason and usage.
+
+Extension: the chunk that carries `finish_reason` (and a non-streaming response) has a top-level
+`ember` object with Ember's full metrics for the generation (the keys of `GenerationMetrics`: ttft_s,
+prefill_tokens_per_s, decode_tokens_per_s, itl_p50_ms, …). Clients that do not know it ignore it.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any, Protocol
+
+from ember_chat.engine.core.logprobs import TokenLogprob
+from ember_chat.engine.core.reasoning import ThinkingStream, split_thinking
+from ember_chat.engine.core.states import StopReason
+from ember_chat.engine.openai.logprobs import chat_logprobs, completion_logprobs
+from ember_chat.engine.openai.tool_wire import ChoiceCalls
+
+# Ember's stop reasons of an answer that ended as it should → OpenAI's finish_reason. The others
+# (cancelled, interrupted, error) have no OpenAI word, and "stop" would tell a client its answer is
+# whole: they are errors (`unfinished_error`).
+FINISH_REASONS = {
+    StopReason.STOP: "stop",
+    StopReason.STOP_STRING: "stop",
+    StopReason.LENGTH: "length",
+    StopReason.CONTEXT_FULL: "length",
+    StopReason.TOOL_CALLS: "tool_calls",
+}
+
+
+def finish_reason(reason: str) -> str:
+    """OpenAI's finish_reason for an answer that ended cleanly (check `unfinished_error` first)."""
+    try:
+        return FINISH_REASONS[reason]
+    except KeyError:
+        raise ValueError(f"{reason!r} is not the end of a finished answer; answer with unfinished_error().") from None
+
+
+class Figures(Protocol):
+    """What a response reads of a generation's metrics (inference/metrics.py's GenerationMetrics is
+    one): the shapes of a response take them without importing the inference that measures them."""
+
+    @property
+    def prompt_tokens(self) -> int: ...
+    @property
+    def prompt_tokens_reused(self) -> int: ...
+    @property
+    def output_tokens(self) -> int: ...
+    @property
+    def thinking_tokens(self) -> int: ...
+    def to_dict(self) -> dict[str, Any]: ...
+
+
+def usage(samples: list[Figures | None]) -> dict[str, Any]:
+    """OpenAI's usage of one request: its prompt once, the completions of all its samples."""
+    first = samples[0] if samples else None
+    prompt = first.prompt_tokens if first else 0
+    out = sum(m.output_tokens for m in samples if m)
+    return {
+        "prompt_tokens": prompt,
+        "completion_tokens": out,
+        "total_tokens": prompt + out,
+        "prompt_tokens_details": {"cached_tokens": first.prompt_tokens_reused if first else 0},
+        "completion_tokens_details": {"reasoning_tokens": sum(m.thinking_tokens for m in samples if m)},
+    }
+
+
+# One sample's answer: text, stop reason, metrics, its tokens' log-probabilities if asked for, its tool calls
+Sample = tuple[str, str, Figures | None, list[TokenLogprob] | None, ChoiceCalls]
+
+
+class ResponseBuilder:
+    """Ids, timestamps and shapes of one response (chat.completion[.chunk] or text_completion)."""
+
+    def __init__(self, kind: str, model: str) -> None:
+        self.kind = kind
+        self.model = model
+        self.id = ("chatcmpl-" if kind == "chat" else "cmpl-") + uuid.uuid4().hex[:24]
+        self.created = int(time.time())
+        self._thinking: dict[int, ThinkingStream] = {}  # per choice: thinking goes out as reasoning_content
+        self.attachments: list[dict[str, Any]] | None = None  # how the request's files were used (`ember`)
+        self._offset = 0  # the completions API's text_offset of the next logprobs entry (per choice)
+
+    def _ember(self, metrics: Figures | None) -> dict[str, Any] | None:
+        ember = metrics.to_dict() if metrics else None
+        if self.attachments is not None:
+            ember = {**(ember or {}), "attachments": self.attachments}
+        return ember
+
+    def _base(self, obj: str) -> dict[str, Any]:
+        return {"id": self.id, "object": obj, "created": self.created, "model": self.model}
+
+    def _logprobs(self, entries: list[TokenLogprob] | None) -> dict[str, Any] | None:
+        if entries is None:
+            return None
+        if self.kind == "chat":
+            return chat_logprobs(entries)
+        shape = completion_logprobs(entries, self._offset)
+        self._offset += sum(len(t) for t in shape["tokens"])
+        return shape
+
+    def chunk(
+        self,
+        text: str | None,
+        finish: str | None = None,
+        first: bool = False,
+        index: int = 0,
+        logprobs: list[TokenLogprob] | None = None,
+    ) -> dict[str, Any]:
+        if first:
+            self._offset = 0
+        if self.kind == "chat":
+            delta: dict[str, Any] = {}
+            if first:
+                delta["role"] = "assistant"
+            if text:
+                thinking, answer = self._thinking.setdefault(index, ThinkingStream()).feed(text)
+                if thinking:
+                    delta["reasoning_content"] = thinking
+                if answer or not thinking:
+                    delta["content"] = answer
+            elif text is not None:
+                delta["content"] = text
+            choice: dict[str, Any] = {
+                "index": index, "delta": delta, "logprobs": self._logprobs(logprobs), "finish_reason": finish,
+            }  # fmt: skip
+            return {**self._base("chat.completion.chunk"), "system_fingerprint": None, "choices": [choice]}
+        choice = {"index": index, "text": text or "", "logprobs": self._logprobs(logprobs), "finish_reason": finish}
+        return {**self._base("text_completion"), "choices": [choice]}
+
+    def tool_chunk(self, deltas: list[dict[str, Any]], index: int = 0) -> dict[str, Any]:
+        """A chunk of choice `index` with `delta.tool_calls` (see tool_wire.call_deltas)."""
+        choice = {"index": index, "delta": {"tool_calls": deltas}, "logprobs": None, "finish_reason": None}
+        return {**self._base("chat.completion.chunk"), "system_fingerprint": None, "choices": [choice]}
+
+    def final_chunk(
+        self,
+        reason: str,
+        metrics: Figures | None,
+        index: int = 0,
+        logprobs: list[TokenLogprob] | None = None,
+        calls: ChoiceCalls | None = None,
+    ) -> dict[str, Any]:
+        """The chunk that ends choice `index`; its `ember` has that sample's metrics (`logprobs`: of
+        tokens whose text was held back until the end, if any; `invalid_tool_calls`: its calls that
+        were not returned as calls)."""
+        reason = calls.finish_reason(reason) if calls is not None else reason
+        out = self.chunk(None if self.kind == "chat" else "", finish_reason(reason), index=index, logprobs=logprobs)
+        out["ember"] = self._ember(metrics)
+        if calls is not None and calls.invalid:
+            out["ember"] = {**(out["ember"] or {}), "invalid_tool_calls": calls.notes(index)}
+        return out
+
+    def usage_chunk(self, samples: list[Figures | None]) -> dict[str, Any]:
+        obj = "chat.completion.chunk" if self.kind == "chat" else "text_completion"
+        return {**self._base(obj), "choices": [], "usage": usage(samples)}
+
+    def response(self, samples: list[Sample]) -> dict[str, Any]:
+        """The whole response: a choice per sample (text, stop reason, metrics). Its `ember` has the
+        first sample's metrics, and with several samples each one's under `choices`."""
+        choices = []
+        invalid: list[dict[str, Any]] = []
+        for index, (text, reason, _metrics, entries, calls) in enumerate(samples):
+            self._offset = 0
+            reason = calls.finish_reason(reason)
+            invalid += calls.notes(index)
+            if self.kind == "chat":
+                split = split_thinking(text)
+                tool_calls = calls.message_calls()
+                content = None if tool_calls and not split.answer.strip() else split.answer  # null beside calls
+                message: dict[str, Any] = {"role": "assistant", "content": content, "refusal": None}
+                if split.thinking:
+                    message["reasoning_content"] = split.thinking
+                if tool_calls:
+                    message["tool_calls"] = tool_calls
+                choices.append({"index": index, "message": message, "logprobs": self._logprobs(entries),
+                                "finish_reason": finish_reason(reason)})  # fmt: skip
+            else:
+                choices.append({"index": index, "text": text, "logprobs": self._logprobs(entries),
+                                "finish_reason": finish_reason(reason)})  # fmt: skip
+        if self.kind == "chat":
+            base = {**self._base("chat.completion"), "system_fingerprint": None}
+        else:
+            base = self._base("text_completion")
+        metrics = [m for _, _, m, _, _ in samples]
+        ember = self._ember(metrics[0] if metrics else None)
+        if len(samples) > 1:
+            ember = {**(ember or {}), "choices": [m.to_dict() if m else None for m in metrics]}
+        if invalid:
+            ember = {**(ember or {}), "invalid_tool_calls": invalid}
+        return {**base, "choices": choices, "usage": usage(metrics), "ember": ember}
