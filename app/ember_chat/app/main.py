@@ -70,8 +70,8 @@ def build_window(
     connections = ConnectionStore(paths.connections_file)
     model_settings = ModelSettingsStore(paths.model_settings_file)
     ctx = app_context(opened.store, bridge, library, settings_file, connections, model_settings, paths.data_dir)
-    window = MainWindow(ctx, state, downloads, endpoint, tokens)
-    compose(window, [*(notices or []), *([opened.notice] if opened.notice else [])])  # its features, wired
+    window = MainWindow(ctx, state, downloads)
+    compose(window, [*(notices or []), *([opened.notice] if opened.notice else [])], endpoint, tokens)  # its features
     return window
 
 
@@ -183,7 +183,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from ember_chat.app.qt.gc_guard import MainThreadGc
 
     collector = MainThreadGc(app)  # noqa: F841 - Python's garbage collector on the GUI thread only (see there)
-    from ember_chat.app.qt.single_instance import SingleInstance
+    from ember_chat.app.qt.single_instance import SingleInstance, bring_to_front
     from ember_chat.engine.storage.paths import AppPaths
 
     paths = AppPaths.default()
@@ -201,7 +201,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     window = build_window(paths, notices=[last_run] if last_run else [])
     crash.window = window
     window.model_state_changed.connect(lambda _state: crash.note_model(window.models.model_in_use))
-    guard.activated.connect(window.bring_to_front)
+    guard.activated.connect(lambda: bring_to_front(window))
     app.aboutToQuit.connect(guard.release)
     app.aboutToQuit.connect(crash.uninstall)
     window.show()

@@ -7,7 +7,7 @@ from itertools import pairwise
 from pathlib import Path
 
 from PySide6.QtCore import QEvent, QMimeData, QSize, Qt, Signal
-from PySide6.QtGui import QIcon, QKeyEvent, QKeySequence
+from PySide6.QtGui import QIcon, QKeyEvent, QKeySequence, QTextCursor
 from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
@@ -123,6 +123,16 @@ class Composer(QWidget):
         self.button.setIcon(self._icons["stop" if self._generating else "send"])
         self.attach_button.setIcon(themed_icon("attach", colors))
         self.attachments.set_colors(colors)
+
+    def replace_draft(self, text: str) -> None:
+        """`text` in the box in place of what it held (the greeting's example prompt clicked), to send or
+        change."""
+        editor = self.editor
+        cursor = editor.textCursor()  # an edit, not setPlainText: Ctrl+Z brings back a draft it replaced
+        cursor.select(QTextCursor.SelectionType.Document)
+        cursor.insertText(text)
+        editor.setTextCursor(cursor)
+        editor.setFocus()
 
     def attach_paths(self, paths: list[Path]) -> None:
         """Attach these files, as the 📎 button's dialog does once files are chosen."""

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from PySide6.QtCore import QLockFile, QObject, Signal
 from PySide6.QtNetwork import QLocalServer, QLocalSocket
+from PySide6.QtWidgets import QWidget
 
 
 def server_name(data_dir: Path) -> str:
@@ -63,3 +64,12 @@ class SingleInstance(QObject):
             self.server.close()
             self.server = None
         self.lock.unlock()
+
+
+def bring_to_front(window: QWidget) -> None:
+    """Another launch of Ember asked for this window (SingleInstance.activated)."""
+    if window.isMinimized():
+        window.showNormal()
+    window.show()
+    window.raise_()
+    window.activateWindow()

@@ -1,11 +1,11 @@
 """The centre of the window, under the model bar and the banner: the transcript, or in its place the
 welcome panel (no model loaded, no chat open) or the loading panel (a model loads, no chat open), and
-the greeting over the transcript (an empty chat with a model loaded)."""
+the greeting over the transcript (an empty chat with a model loaded); the message box below."""
 
 from __future__ import annotations
 
 from PySide6.QtCore import QEvent, QObject
-from PySide6.QtWidgets import QStackedWidget
+from PySide6.QtWidgets import QStackedWidget, QVBoxLayout, QWidget
 
 from ember_chat.app.models.starter_names import model_label
 from ember_chat.app.shell.loading_panel import LoadingPanel
@@ -45,3 +45,16 @@ class CentrePages(QStackedWidget):
         if watched is self.transcript.viewport() and event.type() == QEvent.Type.Resize:
             self.greeting.setGeometry(self.transcript.viewport().rect())
         return super().eventFilter(watched, event)
+
+
+def centre_column(model_bar: QWidget, banner: QWidget, pages: CentrePages, composer: QWidget) -> QWidget:
+    """The window's centre column, top to bottom: the model bar, the banner, the pages, the message box."""
+    centre = QWidget()
+    column = QVBoxLayout(centre)
+    column.setContentsMargins(0, 0, 0, 0)
+    column.setSpacing(0)
+    column.addWidget(model_bar)
+    column.addWidget(banner)
+    column.addWidget(pages, 1)
+    column.addWidget(composer)
+    return centre

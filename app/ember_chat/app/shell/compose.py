@@ -1,8 +1,8 @@
 """The composition root (issue 29): the window's features built from the AppContext and the widgets the
 window lays out, and what one feature says to another wired as signals, here and nowhere else. The
 features keep the names the window has always given them (`window.models`, `window.chats`,
-`window.compose`, …): `compose` sets them on the window, which keeps its frame (layout, menus, state,
-theme, close)."""
+`window.compose`, …): `compose` sets them on the window, which keeps its frame (layout, menus, window state,
+close)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from pathlib import Path
 
 from PySide6.QtCore import QObject, QUrl, Slot
 from PySide6.QtGui import QDesktopServices
+from PySide6.QtWidgets import QApplication
 
 from ember_chat.app.backups.dialog import WindowBackups
 from ember_chat.app.chat_list.actions import ChatActions
@@ -32,6 +33,8 @@ from ember_chat.app.shell.menus import build_menus
 from ember_chat.app.shell.navigation import set_tab_order
 from ember_chat.app.shell.side_fit import SidePanelFit
 from ember_chat.app.shell.store_watch import StoreWatch
+from ember_chat.app.style.icons import themed_icon
+from ember_chat.app.style.theme import apply_theme
 from ember_chat.app.tools.actions import WindowTools
 from ember_chat.app.tools.choices import ComposerRow
 from ember_chat.app.transcript.font_size import TranscriptFontSize
@@ -42,6 +45,7 @@ from ember_chat.engine.models.starter import STARTER_ALIAS
 from ember_chat.engine.storage.connections import ConnectionStore
 from ember_chat.engine.storage.conversations import ConversationStore
 from ember_chat.engine.storage.model_settings import ModelSettingsStore
+from ember_chat.engine.storage.secrets import TokenStore
 from ember_chat.engine.storage.settings import SettingsFile
 
 
@@ -71,11 +75,16 @@ def app_context(
     )
 
 
-def compose(window: MainWindow, startup_errors: Sequence[str] = ()) -> Composition:
+def compose(
+    window: MainWindow,
+    startup_errors: Sequence[str] = (),
+    hub_endpoint: str | None = None,
+    tokens: TokenStore | None = None,
+) -> Composition:
     """Builds the window's features, wires them, then starts the window (menus, the saved state, the chat
     open when Ember quit, what went wrong while starting). `startup_errors`: for the banner (a damaged
-    chat database)."""
-    parts = Composition(window)
+    chat database); `hub_endpoint`, `tokens`: the Model Manager's Hub and its sign-in."""
+    parts = Composition(window, hub_endpoint, tokens or TokenStore())
     parts.start(list(startup_errors))
     return parts
 
@@ -83,12 +92,15 @@ def compose(window: MainWindow, startup_errors: Sequence[str] = ()) -> Compositi
 class Composition(QObject):
     """The features of one window and the glue between them (a child of the window: it lives as long)."""
 
-    def __init__(self, window: MainWindow) -> None:
+    def __init__(self, window: MainWindow, hub_endpoint: str | None, tokens: TokenStore) -> None:
         super().__init__(window)
         self.frame = w = window
         w.parts = self
         ctx = w.ctx
+        ctx.notifier.error.connect(self.show_error)  # any feature's message, in the banner
+        ctx.notifier.notice.connect(self.show_notice)
         config_dir = Path(ctx.settings_file.path).parent
+        w.transcript.writer.math.use_tasks(ctx.tasks)  # formulas: the typesetter imported off the GUI thread
         w.models = ModelActions(  # the model loaded, the picker, the model dialogs (models/actions.py)
             ctx,
             model_bar=w.model_bar,
@@ -96,9 +108,9 @@ class Composition(QObject):
             context_length=lambda: w.side.params.context.value(),
             api_url=lambda: w.api.server.url if w.api.server is not None else None,
             benchmark=self._benchmark_dialog,
-            tokens=w.tokens,
+            tokens=tokens,
             downloads=w.downloads,
-            hub_endpoint=w.hub_endpoint,
+            hub_endpoint=hub_endpoint,
             dialog_parent=w,
         )
         w.font_size = TranscriptFontSize(ctx, w.transcript)  # View ▸ Bigger text / Smaller text
@@ -106,6 +118,8 @@ class Composition(QObject):
         w.welcome.open_manager.connect(w.models.open_model_manager)
         w.welcome.import_file.connect(w.models.import_model_file)
         w.loading_panel.cancel.clicked.connect(w.models.unload_model)  # (cancels the load)
+        w.model_bar.loading_shown.connect(w.loading_panel.title.setText)
+        w.greeting.prompt_chosen.connect(w.composer.replace_draft)  # an example prompt, to send or change
 
         w.controller = ChatController(ctx.store, ctx.bridge, self._current_params)
         # the undo stack of the chat list's changes and the banner's Undo link (chat_list/undo.py)
@@ -192,12 +206,12 @@ class Composition(QObject):
         build_menus(w)
         w.side_fit = SidePanelFit(w, w.splitter, w.side, w.side_action)  # hides it on a narrow window
         set_tab_order(w)
-        w.apply_icons()
-        w.apply_settings_defaults()
+        self._apply_icons()
+        w.presets.apply_new_chat()
         w.chats.reload_conversations()
         w.restore_state()
         w.chats.reopen(w.window_state.value("open_chat"))  # the chat open when Ember quit
-        w.set_model_state(ModelState.NONE)
+        self.set_model_state(ModelState.NONE)
         if w.settings.api_server:
             w.api.apply()
         errors = startup_errors
@@ -209,9 +223,9 @@ class Composition(QObject):
             *w.presets.take_problems(),
         ]
         if errors:
-            w.show_error(" ".join(errors + problems))
+            self.show_error(" ".join(errors + problems))
         elif problems:
-            w.show_notice(" ".join(problems))
+            self.show_notice(" ".join(problems))
         w.models.reload_models()  # after the stores have said what was wrong: it reads them on another thread
 
     def _benchmark_dialog(self) -> BenchmarkWindow:
@@ -238,7 +252,7 @@ class Composition(QObject):
         w.loaded.connect(m.on_loaded)
         w.load_failed.connect(m.on_load_failed)
         w.unloaded.connect(m.on_unloaded)
-        m.state_changed.connect(win.set_model_state)  # (first: the Model Manager follows what the window shows)
+        m.state_changed.connect(self.set_model_state)  # (first: the Model Manager follows what the window shows)
         m.progress.connect(win.loading_panel.progress.setValue)
         m.thinking_switch.connect(win.side.params.set_thinking_switch)
         m.pick_dropped.connect(win.compose.drop_queued)  # (a message sent meanwhile stays in the box)
@@ -249,7 +263,7 @@ class Composition(QObject):
         c.generating_changed.connect(self._on_generating)
         c.error.connect(self._on_chat_error)
         c.streamed.connect(self._on_streamed)
-        c.notice.connect(win.show_notice)
+        c.notice.connect(self.show_notice)
         c.retrying.connect(self._on_retrying)
         c.conversations_changed.connect(win.chats.on_conversations_changed)  # (only the open chat read again)
         c.delete_requested.connect(win.chats.organise.delete_message)  # (undoable)
@@ -275,18 +289,18 @@ class Composition(QObject):
         win.model_state_changed.connect(win.compose.load_ended)  # (a message sent while a model loads)
         c.generating_changed.connect(win.compose.answer_ended)  # (and one sent while an answer streams)
         win.composer.attachments.settled.connect(win.compose.attachments_settled)  # (and its files counted)
-        win.composer.stop.connect(win.stop)
+        win.composer.stop.connect(self.stop)
         win.composer.cancel_edit.connect(win.compose.end_edit)
         ch = win.chats  # what showing another chat (or a new one, or none) does to the rest of the window
         ch.switching.connect(win.side.metrics.reset)  # "Current answer" was the other chat's
         ch.edit_ends.connect(win.compose.end_edit)
         ch.leaving.connect(win.banner.leave_chat)
-        ch.new_chat_opening.connect(win.apply_settings_defaults)
+        ch.new_chat_opening.connect(win.presets.apply_new_chat)
         ch.new_chat_opened.connect(lambda: win.composer.editor.setFocus())
-        ch.shown_changed.connect(win.update_welcome)
+        ch.shown_changed.connect(self.update_welcome)
         ch.deleting_all.connect(win.compare.forget)  # (a comparison writes its answers by id)
         # chats changed by another process (`ember-chat chats import`, a second window): the list reloads
-        win.store_watch = StoreWatch(win, win.store, win.chats.changed_elsewhere)
+        self.store_watch = StoreWatch(win, win.store, win.chats.changed_elsewhere)
         win.undo.attach_banner(win.banner)
         win.side.params.changed.connect(self._save_params)
         win.transcript.open_link.connect(self._open_link)  # only ever after the user's click
@@ -300,12 +314,53 @@ class Composition(QObject):
             w.controller.model_name = w.model.name  # (an answer's header: the engine's display name)
         if state is not ModelState.NONE:
             w.banner.end("model")  # "no model is loaded", or the last pick's error: over
-        w.update_welcome()
+        self.update_welcome()
         w.loading_panel.progress.setValue(0)
         w.model_bar.show_state(state, w.model if state is ModelState.READY else None, w.models.loading_name)
         local = w.model if state is ModelState.READY and w.model and not w.model.is_remote else None
         w.side.params.show_loaded_context(local.n_ctx if local else None)  # (said when the chat's differs)
         w.model_state_changed.emit(state)
+
+    def show_error(self, message: str, cause: str = "") -> None:
+        """In the banner, in place of what it said (and of the chat list's Undo link). `cause`: what ends
+        the message (see Banner.end); without one it stays until dismissed."""
+        self.frame.undo.banner_replaced()
+        self.frame.banner.show_error(message, cause)
+
+    def show_notice(self, message: str, cause: str = "") -> None:
+        self.frame.undo.banner_replaced()
+        self.frame.banner.show_notice(message, cause)
+
+    def update_welcome(self) -> None:
+        """The centre's page for the chat open (or none) and the model (see CentrePages.show_for)."""
+        w = self.frame
+        no_chat = w.controller.conversation_id is None
+        w.centre_stack.show_for(no_chat, w.model, w.models.loading, w.models.loading_name)
+
+    def stop(self) -> None:
+        """Chat ▸ Stop answer, the message box's Stop."""
+        w = self.frame
+        w.models.cancel_load()  # a pick still being worked out, a load in progress
+        w.controller.stop()
+
+    def set_theme(self, name: str) -> None:
+        """View ▸ Theme: saved, the application's style, the transcript written again in its colours."""
+        w = self.frame
+        w.settings = w.settings.with_changes(theme=name)
+        w.settings_file.save(w.settings)
+        w.colors = apply_theme(QApplication.instance(), name)
+        w.transcript.set_colors(w.colors)
+        w.controller.refresh()
+        self._apply_icons()
+
+    def _apply_icons(self) -> None:
+        """Icons in the theme's colours (the window's own set, resources/icons/ui)."""
+        w = self.frame
+        w.banner.set_colors(w.colors)
+        w.composer.set_colors(w.colors)
+        w.conversations.set_colors(w.colors)
+        w.side.metrics.chart.set_colors(w.colors)
+        w.model_bar.tune.setIcon(themed_icon("settings", w.colors))
 
     def shutdown(self) -> None:
         """Stop the API server and a benchmark run, then the engine (cancel → join → close the model).
@@ -321,6 +376,18 @@ class Composition(QObject):
         w.controller.quitting()
         w.bridge.close()  # (the answer in progress ends as a stopped one: saved whole, with its metrics)
         w.kv_caches.close()  # after the service: the model has put its caches into the store
+
+    def close(self) -> None:
+        """The window closed (and hidden): every feature stopped, and what reads the chat store let go of
+        it, since the store is closed after the window."""
+        w = self.frame
+        self.shutdown()
+        w.conversations.cancel_pending_search()
+        w.transcript.slices.drop()  # (its background rendering reads the store too)
+        w.models.close_manager()
+        if w.downloads is not None:
+            # running downloads pause (they come back next time); one stuck in a read is not waited for
+            w.downloads.close(wait=False)
 
     def join_background(self, timeout: float) -> bool:
         """Wait until every background thread the window started has ended (tests, after close)."""
@@ -361,10 +428,10 @@ class Composition(QObject):
         chips = w.composer.attachments
         attached = bool(chips.items)
         chips.clear()
-        w.apply_settings_defaults()
+        w.presets.apply_new_chat()
         w.controller.refresh()
         w.chats.reload_conversations()
-        w.update_welcome()
+        self.update_welcome()
         return attached
 
     @Slot(str, float, int, int)
@@ -395,4 +462,4 @@ class Composition(QObject):
         self.frame.banner.end("retry")  # the request retried is answering
 
     def _on_chat_error(self, message: str) -> None:
-        self.frame.show_error(message, cause="answer" if self.frame.controller.model_ready else "model")
+        self.show_error(message, cause="answer" if self.frame.controller.model_ready else "model")

@@ -8,29 +8,25 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
 from PySide6.QtCore import QSettings, QUrl, Signal
-from PySide6.QtGui import QCloseEvent, QTextCursor
-from PySide6.QtWidgets import QApplication, QMainWindow, QMessageBox, QVBoxLayout, QWidget
+from PySide6.QtGui import QCloseEvent
+from PySide6.QtWidgets import QApplication, QMainWindow
 
 from ember_chat.app.context import AppContext
 from ember_chat.app.conversation.composer import Composer, ConversationList
 from ember_chat.app.models.model_bar import ModelBar
 from ember_chat.app.shell.banner import Banner
-from ember_chat.app.shell.centre import CentrePages
+from ember_chat.app.shell.centre import CentrePages, centre_column
 from ember_chat.app.shell.loading_panel import LoadingPanel
-from ember_chat.app.shell.menus import about_text
 from ember_chat.app.shell.navigation import focus_pane
 from ember_chat.app.shell.side_fit import SidePanelFit, WindowSplitter
 from ember_chat.app.shell.welcome import WelcomePanel
 from ember_chat.app.shell.window_state import relayout, restore_window, save_window
 from ember_chat.app.side_panel.panel import SidePanel
-from ember_chat.app.style.icons import themed_icon
 from ember_chat.app.style.theme import app_icon, apply_theme
 from ember_chat.app.transcript.view import TranscriptView
-from ember_chat.engine.core.states import ModelState
 from ember_chat.engine.inference.backend import ModelDescription
 from ember_chat.engine.models.download_queue import DownloadQueue
 from ember_chat.engine.models.starter import starter_available
-from ember_chat.engine.storage.secrets import TokenStore
 from ember_chat.engine.storage.settings import Settings
 
 if TYPE_CHECKING:  # the features, set by shell/compose.py
@@ -46,7 +42,6 @@ if TYPE_CHECKING:  # the features, set by shell/compose.py
     from ember_chat.app.models.kv_caches import WindowKvCaches
     from ember_chat.app.presets.actions import WindowPresets
     from ember_chat.app.server.api_control import ApiServerControl
-    from ember_chat.app.shell.store_watch import StoreWatch
     from ember_chat.app.tools.actions import WindowTools
     from ember_chat.app.transcript.font_size import TranscriptFontSize
 
@@ -54,8 +49,10 @@ if TYPE_CHECKING:  # the features, set by shell/compose.py
 class Parts(Protocol):
     """What the window asks of its features together (shell/compose.py's Composition)."""
 
-    def set_model_state(self, state: ModelState) -> None: ...  # the window and the features follow it
+    def stop(self) -> None: ...
+    def set_theme(self, name: str) -> None: ...
     def shutdown(self) -> None: ...
+    def close(self) -> None: ...  # after the window closed
     def join_background(self, timeout: float) -> bool: ...
 
 
@@ -84,30 +81,18 @@ class MainWindow(QMainWindow):
     backups: WindowBackups
     kv_caches: WindowKvCaches
     importer: ImportChats
-    store_watch: StoreWatch
     side_fit: SidePanelFit
 
-    def __init__(
-        self,
-        ctx: AppContext,
-        window_state: QSettings,
-        downloads: DownloadQueue | None = None,
-        hub_endpoint: str | None = None,
-        tokens: TokenStore | None = None,
-    ) -> None:
+    def __init__(self, ctx: AppContext, window_state: QSettings, downloads: DownloadQueue | None = None) -> None:
         """`ctx`: what every feature is built from (compose.app_context); the window's own names for its
         parts below."""
         super().__init__()
         self.downloads = downloads
-        self.hub_endpoint = hub_endpoint
-        self.tokens = tokens or TokenStore()
         self.setWindowTitle(self.tr("Ember"))
         self.setWindowIcon(app_icon())
         self.ctx = ctx
         ctx.tasks.setParent(self)  # (they live as long as the window)
         ctx.notifier.setParent(self)
-        ctx.notifier.error.connect(self.show_error)
-        ctx.notifier.notice.connect(self.show_notice)
         self.store = ctx.store
         self.bridge = ctx.bridge
         self.library = ctx.library
@@ -125,35 +110,16 @@ class MainWindow(QMainWindow):
         self.colors = apply_theme(QApplication.instance(), self.settings.theme)
         self.conversations = ConversationList()
         self.transcript = TranscriptView(self.colors)
-        self.transcript.writer.math.use_tasks(self.tasks)  # formulas: the typesetter imported off the GUI thread
         self.composer = Composer()
         self.side = SidePanel()
         self.banner = Banner(self.colors)
 
-        centre = QWidget()
-        cl = QVBoxLayout(centre)
-        cl.setContentsMargins(0, 0, 0, 0)
-        cl.setSpacing(0)
-        cl.addWidget(self.model_bar)
-        cl.addWidget(self.banner)
         self.welcome = WelcomePanel(starter_available())
         self.loading_panel = LoadingPanel()  # which model loads, while no chat is open
         self.centre_stack = CentrePages(self.transcript, self.welcome, self.loading_panel)  # (shell/centre.py)
         self.greeting = self.centre_stack.greeting
-        self.greeting.prompt_chosen.connect(self._use_example)
-        self.model_bar.loading_shown.connect(self.loading_panel.title.setText)
-        cl.addWidget(self.centre_stack, 1)
-        cl.addWidget(self.composer)
-
-        self.splitter = WindowSplitter()  # (its minimum leaves the side panel out: side_fit.py)
-        self.splitter.addWidget(self.conversations)
-        self.splitter.addWidget(centre)
-        self.splitter.addWidget(self.side)
-        # a wider or narrower window changes the chat list and the centre in proportion to their widths
-        # (the chat list stayed ~200 px at 1920); the side panel keeps its own
-        self.splitter.setStretchFactor(0, 1)
-        self.splitter.setStretchFactor(1, 1)
-        self.splitter.setSizes([200, 790, 290])  # (until the saved or default sizes: window_size.py)
+        centre = centre_column(self.model_bar, self.banner, self.centre_stack, self.composer)
+        self.splitter = WindowSplitter(self.conversations, centre, self.side)  # (side_fit.py)
         self.setCentralWidget(self.splitter)
 
     @property
@@ -178,71 +144,33 @@ class MainWindow(QMainWindow):
     def url_opener(self, value: Callable[[QUrl], object]) -> None:
         self.ctx.url_opener = value
 
-    # ----- settings and state
-    def apply_settings_defaults(self) -> None:
-        self.presets.apply_new_chat()  # the loaded model's default preset, else the default one, over the settings
-
+    # ----- window state
     def restore_state(self) -> None:
         restore_window(self, self.window_state, self.splitter, self.side, self.side_fit)
 
     def save_state(self) -> None:
-        save_window(self, self.window_state, self.splitter, self.side_fit)
-        self.window_state.setValue("open_chat", self.controller.conversation_id or 0)  # 0: a new chat
-        self.window_state.sync()
+        save_window(self, self.window_state, self.splitter, self.side_fit, self.controller.conversation_id)
 
-    def update_welcome(self) -> None:
-        """The centre's page for the chat open (or none) and the model (see CentrePages.show_for)."""
-        no_chat = self.controller.conversation_id is None
-        self.centre_stack.show_for(no_chat, self.model, self.models.loading, self.models.loading_name)
-
-    def _use_example(self, text: str) -> None:
-        """An example prompt of the greeting clicked: in the message box, to send or change."""
-        editor = self.composer.editor
-        cursor = editor.textCursor()  # an edit, not setPlainText: Ctrl+Z brings back a draft it replaced
-        cursor.select(QTextCursor.SelectionType.Document)
-        cursor.insertText(text)
-        editor.setTextCursor(cursor)
-        editor.setFocus()
-
-    def set_model_state(self, state: ModelState) -> None:
-        self.parts.set_model_state(state)
-
-    # ----- composer
-    def stop(self) -> None:
-        self.models.cancel_load()  # a pick still being worked out, a load in progress
-        self.controller.stop()
-
-    # ----- messages to the user
+    # ----- messages to the user: in the banner, as any feature's (see Composition.show_error)
     def show_error(self, message: str, cause: str = "") -> None:
-        """`cause`: what ends the message (see Banner.end); without one it stays until dismissed."""
-        self.undo.banner_replaced()
-        self.banner.show_error(message, cause)
+        self.ctx.notifier.show_error(message, cause)
 
     def show_notice(self, message: str, cause: str = "") -> None:
-        self.undo.banner_replaced()
-        self.banner.show_notice(message, cause)
+        self.ctx.notifier.show_notice(message, cause)
 
-    # ----- view
+    # ----- the menus' entries (shell/menus.py)
+    def stop(self) -> None:
+        """Chat ▸ Stop answer, the message box's Stop (see Composition.stop)."""
+        self.parts.stop()
+
     def toggle_side_panel(self) -> None:
         """View ▸ Side panel: on a narrow window too, where it hid by itself (side_fit.py)."""
         self.side_fit.toggle()
         relayout(self.splitter)  # the window's minimum size follows at once
 
     def set_theme(self, name: str) -> None:
-        self.settings = self.settings.with_changes(theme=name)
-        self.settings_file.save(self.settings)
-        self.colors = apply_theme(QApplication.instance(), name)
-        self.transcript.set_colors(self.colors)
-        self.controller.refresh()
-        self.apply_icons()
-
-    def apply_icons(self) -> None:
-        """Icons in the theme's colours (the window's own set, resources/icons/ui)."""
-        self.banner.set_colors(self.colors)
-        self.composer.set_colors(self.colors)
-        self.conversations.set_colors(self.colors)
-        self.side.metrics.chart.set_colors(self.colors)
-        self.model_bar.tune.setIcon(themed_icon("settings", self.colors))
+        """View ▸ Theme (see Composition.set_theme)."""
+        self.parts.set_theme(name)
 
     def show_shortcuts(self) -> None:
         from ember_chat.app.shell.shortcuts_dialog import ShortcutsDialog
@@ -254,18 +182,7 @@ class MainWindow(QMainWindow):
         """View ▸ Go to: move the keyboard focus to a part of the window."""
         focus_pane(self, pane)
 
-    def show_about(self) -> None:
-        QMessageBox.about(self, self.tr("About Ember"), about_text())
-
-    def bring_to_front(self) -> None:
-        """Another launch of Ember asked for this window."""
-        if self.isMinimized():
-            self.showNormal()
-        self.show()
-        self.raise_()
-        self.activateWindow()
-
-    # ----- shutdown
+    # ----- close
     def shutdown(self) -> None:
         """Every feature stopped (see Composition.shutdown). Idempotent."""
         self.parts.shutdown()
@@ -276,13 +193,7 @@ class MainWindow(QMainWindow):
             return
         self.save_state()
         self.hide()  # (what follows may wait: the answer in progress stopped, caches written to disk)
-        self.shutdown()
-        self.conversations.cancel_pending_search()  # the chat store is closed after the window
-        self.transcript.slices.drop()  # (its background rendering reads the store too)
-        self.models.close_manager()
-        if self.downloads is not None:
-            # running downloads pause (they come back next time); one stuck in a read is not waited for
-            self.downloads.close(wait=False)
+        self.parts.close()  # (see Composition.close)
         event.accept()
 
     def join_background(self, timeout: float) -> bool:

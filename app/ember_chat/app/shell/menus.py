@@ -9,7 +9,7 @@ from typing import Any, Protocol
 
 from PySide6.QtCore import QCoreApplication
 from PySide6.QtGui import QAction, QActionGroup, QKeySequence
-from PySide6.QtWidgets import QMenu, QMenuBar
+from PySide6.QtWidgets import QMenu, QMenuBar, QMessageBox
 
 from ember_chat.app.chat_list.actions import ChatActions
 from ember_chat.app.importing.dialog import ImportChats
@@ -40,7 +40,6 @@ class MenuHost(Protocol):
     close: Callable[[], bool]
     stop: Callable[[], None]
     toggle_side_panel: Callable[[], None]
-    show_about: Callable[[], None]
     show_shortcuts: Callable[[], None]
     focus_pane: Callable[[str], None]
 
@@ -124,7 +123,7 @@ def build_menus(self: MenuHost) -> None:
 
     help_menu = mb.addMenu(tr("&Help"))
     _action(help_menu, tr("&Keyboard shortcuts"), self.show_shortcuts, "Ctrl+/")
-    _action(help_menu, tr("&About Ember"), self.show_about)
+    _action(help_menu, tr("&About Ember"), lambda: QMessageBox.about(mb.window(), tr("About Ember"), about_text()))
 
 
 # Keys that work without a menu entry (the composer's, and the transcript's links).

@@ -26,9 +26,17 @@ class WindowSplitter(QSplitter):
     panel out unless `side_counts` (the user opened it on a narrow window): a narrower window hides
     the panel (SidePanelFit) instead of being held wider."""
 
-    def __init__(self) -> None:
+    def __init__(self, chats: QWidget, centre: QWidget, side: QWidget) -> None:
         super().__init__(Qt.Orientation.Horizontal)
         self.side_counts = False
+        self.addWidget(chats)
+        self.addWidget(centre)
+        self.addWidget(side)
+        # a wider or narrower window changes the chat list and the centre in proportion to their widths
+        # (the chat list stayed ~200 px at 1920); the side panel keeps its own
+        self.setStretchFactor(0, 1)
+        self.setStretchFactor(1, 1)
+        self.setSizes([200, 790, 290])  # (until the saved or default sizes: window_size.py)
 
     def minimumSizeHint(self) -> QSize:  # Qt override
         hint = super().minimumSizeHint()

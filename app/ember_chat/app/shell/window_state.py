@@ -1,6 +1,6 @@
 """The window's state kept between runs in window.ini: its geometry (and the screen's size then, see
-window_size.grows_back), the splitter's sizes and whether the side panel is wanted. The chat open at
-quit is kept beside them by the window."""
+window_size.grows_back), the splitter's sizes, whether the side panel is wanted and the chat open at
+quit (the composition opens it again)."""
 
 from __future__ import annotations
 
@@ -42,8 +42,12 @@ def restore_window(
         splitter.setSizes(default_splitter_sizes(window.width(), side_width))
 
 
-def save_window(window: QMainWindow, st: QSettings, splitter: QSplitter, side_fit: SidePanelFit) -> None:
+def save_window(
+    window: QMainWindow, st: QSettings, splitter: QSplitter, side_fit: SidePanelFit, open_chat: int | None
+) -> None:
     st.setValue("geometry", window.saveGeometry())
     st.setValue("splitter", splitter.saveState())
     st.setValue("side_panel", side_fit.wanted)  # (the user's, not the width's)
     st.setValue("screen", window.screen().availableGeometry().size())  # (see grows_back)
+    st.setValue("open_chat", open_chat or 0)  # 0: a new chat
+    st.sync()
