@@ -91,7 +91,7 @@ def test_the_openai_tool_loop(client: openai.OpenAI, backend: ToolBackend) -> No
     assert first.usage is not None and first.usage.completion_tokens == 2 * CALL_TOKENS  # the calls' tokens
     assert first.usage.total_tokens == first.usage.prompt_tokens + first.usage.completion_tokens == 12 + 10
     # the engine got the tools as a ToolRequest
-    _, request = backend.requests[-1]
+    request = backend.tools[-1]
     assert request is not None and request.choice == "auto" and request.parallel
     assert [t.name for t in request.tools] == ["get_weather", "get_time"]
     assert request.tools[0].parameters == WEATHER["function"]["parameters"]
@@ -106,7 +106,7 @@ def test_the_openai_tool_loop(client: openai.OpenAI, backend: ToolBackend) -> No
     assert answer.finish_reason == "stop" and answer.message.tool_calls is None
     assert answer.message.content == "Here is what I found: Paris: 15 °C; Oslo: 12 °F"
     # the history reached the engine with its calls and results
-    history, _ = backend.requests[-1]
+    history = backend.requests[-1]
     assert [m.role for m in history] == ["user", "assistant", "tool", "tool"]
     assert history[1].tool_calls == (
         ToolCall(calls[0].id, "get_weather", {"city": "Paris"}, calls[0].function.arguments),
@@ -197,7 +197,7 @@ def test_the_parse_helpers_give_typed_arguments(client: openai.OpenAI, backend: 
     with client.chat.completions.stream(model="tools", messages=ASK, tools=[tool]) as stream:
         done = [e for e in stream if e.type == "tool_calls.function.arguments.done"]
     assert [(e.name, e.parsed_arguments) for e in done] == [("GetWeather", GetWeather(city="Lima", unit="F"))]
-    _, request = backend.requests[-1]
+    request = backend.tools[-1]
     assert request is not None and request.tools[0].parameters["additionalProperties"] is False
 
 
@@ -216,7 +216,7 @@ def test_tool_choice_and_parallel_reach_the_engine(
 ) -> None:
     backend.plan = [("get_time", {})]
     response = client.chat.completions.create(model="tools", messages=ASK, tools=[WEATHER, TIME], **extra)
-    _, request = backend.requests[-1]
+    request = backend.tools[-1]
     assert request is not None and (request.choice, request.parallel) == (choice, parallel)
     if choice == "none":  # no call offered: an answer in words
         assert response.choices[0].finish_reason == "stop" and response.choices[0].message.tool_calls is None
@@ -236,7 +236,7 @@ def test_each_sample_has_its_calls(client: openai.OpenAI, backend: ToolBackend) 
 def test_no_tools_is_no_tool_request(client: openai.OpenAI, backend: ToolBackend) -> None:
     for extra in ({}, {"tools": []}, {"tool_choice": "none"}, {"tool_choice": "auto"}):
         response = client.chat.completions.create(model="tools", messages=ASK, **extra)
-        assert backend.requests[-1][1] is None
+        assert backend.tools[-1] is None
         assert response.choices[0].finish_reason == "stop"
 
 

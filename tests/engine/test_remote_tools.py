@@ -288,14 +288,14 @@ def test_the_remote_backend_and_embers_server_speak_tools(ember: tuple[ToolBacke
         calls, done = calls_of(drain(backend.chat(ASK, PARAMS, tools=TOOLS))[0])
         assert done.reason == "tool_calls"
         assert [(c.name, c.arguments) for c in calls if isinstance(c, ToolCall)] == behind.plan
-        _, request = behind.requests[-1]
+        request = behind.tools[-1]
         assert request == TOOLS  # the same tools, choice and parallel reached the engine behind the server
         valid = tuple(c for c in calls if isinstance(c, ToolCall))
         history = [*ASK, ChatMessage("assistant", done.text, tool_calls=valid)]
         history += [ChatMessage.from_tool_result(ToolResult(c.id, c.name, f"result {i}")) for i, c in enumerate(valid)]
         _, answer = drain(backend.chat(history, PARAMS, tools=TOOLS))
         assert answer.reason == "stop" and answer.text == "Here is what I found: result 0; result 1"
-        got, _ = behind.requests[-1]
+        got = behind.requests[-1]
         assert got[1].tool_calls == history[1].tool_calls  # ids, names, arguments: unchanged over the wire
         assert [m.tool_call_id for m in got[2:]] == [c.id for c in history[1].tool_calls]
         # the invalid call's note: an Ember server behind Ember never hands out an invalid call

@@ -12,13 +12,14 @@ import pytest
 
 from ember_chat.engine.core.params import LoadConfig
 from ember_chat.engine.inference.backend import InferenceBackend
+from tests.helpers.api_tools import ToolBackend
 from tests.helpers.batched_fake import BatchedFake
 from tests.helpers.fake_backend import FakeBackend
 from tests.helpers.scripted_backend import ScriptedBackend
 from tests.helpers.tool_script import ToolScriptBackend
 
 MEMBERS = [name for name in vars(InferenceBackend) if not name.startswith("_")]
-FAKES = [FakeBackend, ToolScriptBackend, BatchedFake]
+FAKES = [FakeBackend, ToolScriptBackend, BatchedFake, ToolBackend]
 
 Shape = tuple[str, list[tuple[str, object, bool, object]], object]
 

@@ -3,18 +3,15 @@
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
 from typing import Any
 
 from ember_chat.engine.core.messages import ChatMessage
 from ember_chat.engine.core.params import SamplingParams
-from ember_chat.engine.core.refs import ModelRef
 from ember_chat.engine.core.tools import InvalidCall, ToolCall, ToolRequest
-from ember_chat.engine.inference.backend import ModelDescription
 from ember_chat.engine.inference.calls.formats import check_call
-from ember_chat.engine.inference.events import Event, Finished, PromptReady, Token, ToolCallParsed
-from ember_chat.engine.inference.metrics import MetricsRecorder, RunContext
+from ember_chat.engine.inference.events import Event, Finished, Token, ToolCallParsed
+from tests.helpers.scripted_backend import ScriptedBackend
 
 WEATHER = {
     "type": "function",
@@ -34,61 +31,32 @@ ASK: list[Any] = [{"role": "user", "content": "What is the weather in Paris and 
 CALL_TOKENS = 5  # tokens a scripted call stands for (the model wrote them; usage counts them)
 
 
-class ToolBackend:
+class ToolBackend(ScriptedBackend):
     """Answers as the runtime does with tools. To a user message: `preamble` as text, then a call per
     entry of `plan` ((name, arguments) pairs, checked against the request's tools as the runtime's
     parser checks them), and Finished(reason "tool_calls"). To tool results (the messages end with
-    `tool` messages): a text answer made of the results it was given. With no active tools: text."""
+    `tool` messages): a text answer made of the results it was given. With no active tools: text.
+    Request i was given `requests[i]` (its messages) and `tools[i]`; `reset` forgets them."""
+
+    model_name = "Tools"
 
     def __init__(self) -> None:
+        super().__init__()
         self.reset()
-        self._loaded = False
-        self._stop = threading.Event()
 
     def reset(self) -> None:
         self.plan: list[tuple[str, dict[str, Any]]] = [("get_weather", {"city": "Paris"})]
         self.preamble = ""
-        self.requests: list[tuple[list[ChatMessage], ToolRequest | None]] = []
+        self.requests.clear()
+        self.params.clear()
+        self.tools.clear()
 
-    @property
-    def loaded(self) -> bool:
-        return self._loaded
-
-    @property
-    def description(self) -> ModelDescription | None:
-        if not self._loaded:
-            return None
-        return ModelDescription("Tools", "CPU", 4096, quantization="F32", threads=1, gpu_layers=0)
-
-    def load(self, ref: ModelRef, progress: Any = None, cancel: Any = None) -> ModelDescription:
-        self._loaded = True
-        assert self.description is not None
-        return self.description
-
-    def close(self) -> None:
-        self._loaded = False
-
-    def request_stop(self) -> None:
-        self._stop.set()
-
-    def complete(self, prompt: str, params: SamplingParams) -> Iterator[Event]:
-        raise AssertionError("not used")
-
-    def chat(
-        self,
-        messages: list[ChatMessage],
-        params: SamplingParams,
-        template_override: str | None = None,
-        tools: ToolRequest | None = None,
-    ) -> Iterator[Event]:
-        self.requests.append((list(messages), tools))
+    def answer(self, messages: list[ChatMessage], params: SamplingParams, tools: ToolRequest | None) -> Iterator[Event]:
         return self._run(messages, tools)
 
     def _run(self, messages: list[ChatMessage], tools: ToolRequest | None) -> Iterator[Event]:
-        self._stop.clear()
-        rec = MetricsRecorder(RunContext("Tools", "F32", "CPU", 1, 0, 4096))
-        rec.prefill_started(12, 0)
-        yield PromptReady(12, 0, 4096, rec.t_start_ns, rec.t_prefill_start_ns or 0)
+        rec, ready = self.begin(prompt_tokens=12)
+        yield ready
         if messages[-1].role == "tool":
             results = [m.content for m in messages if m.role == "tool"]
             words = ["Here ", "is ", "what ", "I ", "found: ", "; ".join(results)]

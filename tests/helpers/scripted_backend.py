@@ -1,5 +1,5 @@
 """The engine's InferenceBackend protocol (engine/inference/backend.py) written once for the tests' fake
-models: FakeBackend, ToolScriptBackend, BatchedFake and test_api_tools' ToolBackend subclass it and
+models: FakeBackend, ToolScriptBackend, BatchedFake and api_tools' ToolBackend subclass it and
 say only how they answer. tests/engine/test_scripted_backend.py checks it keeps the protocol's
 signatures, so a change to the protocol shows here instead of in a fake that silently drifted."""
 
