@@ -104,7 +104,6 @@ class MainWindow(QMainWindow):
         self.tasks = self.ctx.tasks
         self.model_bar = ModelBar()
         self.model_picker = self.model_bar.picker
-        self.load_progress = self.model_bar.progress
         self.model_status = self.model_bar.status
 
         self.colors = apply_theme(QApplication.instance(), self.settings.theme)
@@ -151,12 +150,9 @@ class MainWindow(QMainWindow):
     def save_state(self) -> None:
         save_window(self, self.window_state, self.splitter, self.side_fit, self.controller.conversation_id)
 
-    # ----- messages to the user: in the banner, as any feature's (see Composition.show_error)
     def show_error(self, message: str, cause: str = "") -> None:
+        """In the banner, as any feature's error (see Composition.show_error)."""
         self.ctx.notifier.show_error(message, cause)
-
-    def show_notice(self, message: str, cause: str = "") -> None:
-        self.ctx.notifier.show_notice(message, cause)
 
     # ----- the menus' entries (shell/menus.py)
     def stop(self) -> None:
