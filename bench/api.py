@@ -44,10 +44,10 @@ import openai
 from bench.llama_tools import LLAMA_SERVER_READY, find_tool, llama_server_command
 from ember_chat.engine.cli.common import load_blocking, resolve_model
 from ember_chat.engine.core.params import SPECS, LoadConfig, SamplingParams, default_threads
-from ember_chat.engine.inference.metrics import GenerationMetrics
-from ember_chat.engine.inference.service.engine import EngineService, GenerationRequest, GenerationSink
+from ember_chat.engine.inference.service.engine import EngineService, GenerationRequest
 from ember_chat.engine.storage.paths import AppPaths
 from tests.helpers.peer_servers import free_port
+from tests.helpers.sinks import RecordingSink
 
 STORY = (
     "Once upon a time, in a small village between two rivers, there lived a clockmaker who repaired the "
@@ -88,22 +88,12 @@ def ratio(numerator: float | None, denominator: float | None, digits: int = 4) -
     return round(numerator / denominator, digits)
 
 
-class _Done(GenerationSink):
-    def __init__(self) -> None:
-        self.done = threading.Event()
-        self.metrics: GenerationMetrics | None = None
-
-    def finished(self, reason: str, text: str, metrics: GenerationMetrics | None, itl_ms: list[float]) -> None:
-        self.metrics = metrics
-        self.done.set()
-
-
 def run_direct(service: EngineService, text: str, max_tokens: int) -> dict[str, float]:
-    sink = _Done()
+    sink = RecordingSink()
     params = SamplingParams(temperature=0.0, max_tokens=max_tokens, repeat_penalty=1.0)
     service.submit(GenerationRequest(params, sink, prompt=text, client="bench", batch_s=0, snapshot_s=float("inf")))
     sink.done.wait()
-    m = sink.metrics
+    m = sink.final
     assert m is not None and m.output_tokens == max_tokens, m
     assert m.ttft_s is not None and m.decode_tokens_per_s is not None
     return {"ttft_ms": m.ttft_s * 1000, "decode_tps": m.decode_tokens_per_s}
