@@ -25,9 +25,27 @@ os.environ.update(
 )
 
 
+import contextlib  # noqa: E402
+import ipaddress  # noqa: E402
+import ssl  # noqa: E402
+import threading  # noqa: E402
+from collections.abc import Callable  # noqa: E402
+from datetime import UTC, datetime, timedelta  # noqa: E402
+
+import httpx2  # noqa: E402
+import openai  # noqa: E402
 import pytest  # noqa: E402
 
+from ember_chat.engine.cli.common import load_blocking  # noqa: E402
+from ember_chat.engine.core.params import LoadConfig  # noqa: E402
+from ember_chat.engine.inference.service.engine import EngineService  # noqa: E402
+from ember_chat.engine.serve.config import ServerConfig  # noqa: E402
+from ember_chat.engine.serve.server import ApiServer  # noqa: E402
+from tests.helpers.api_support import WAIT_S, FakeSetup  # noqa: E402
 from tests.helpers.ember_export import Place  # noqa: E402
+from tests.helpers.fake_backend import FakeBackend  # noqa: E402
+from tests.helpers.remote_support import Backends  # noqa: E402
+from tests.helpers.sse_server import FakeOpenAI  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -109,3 +127,136 @@ def places(tmp_path: Path) -> Iterator[tuple[Place, Place]]:
     yield a, b
     a.store.close()
     b.store.close()
+
+
+@pytest.fixture(scope="module")
+def tiny_service(tiny_model: Path) -> Iterator[EngineService]:
+    service = EngineService()
+    try:
+        load_blocking(service, LoadConfig(tiny_model, n_ctx=512, threads=1), "tiny")
+        yield service
+    finally:
+        service.close()
+    assert not service.running
+
+
+@pytest.fixture(scope="module")
+def tiny_server(tiny_service: EngineService) -> Iterator[ApiServer]:
+    server = ApiServer(tiny_service, ServerConfig(port=0))
+    server.start()
+    yield server
+    server.stop()
+    assert not server.running
+
+
+@pytest.fixture
+def client(tiny_server: ApiServer) -> Iterator[openai.OpenAI]:
+    with openai.OpenAI(base_url=tiny_server.url, api_key="unused", max_retries=0, timeout=WAIT_S) as c:
+        yield c
+
+
+@pytest.fixture
+def http(tiny_server: ApiServer) -> Iterator[httpx2.Client]:
+    with httpx2.Client(base_url=f"http://127.0.0.1:{tiny_server.port}", timeout=WAIT_S) as c:
+        yield c
+
+
+@pytest.fixture
+def serve() -> Iterator[Callable[[EngineService, ServerConfig], ApiServer]]:
+    """Start extra servers (other configs); all stopped at teardown."""
+    servers: list[ApiServer] = []
+
+    def start(service: EngineService, config: ServerConfig) -> ApiServer:
+        server = ApiServer(service, config)
+        server.start()
+        servers.append(server)
+        return server
+
+    yield start
+    with contextlib.ExitStack() as stack:
+        for server in servers:
+            stack.callback(server.stop)
+
+
+@pytest.fixture
+def fake() -> Iterator[Callable[..., FakeSetup]]:
+    setups: list[FakeSetup] = []
+
+    def make(n_tokens: int, delay_s: float = 0.0, queue_limit: int = 8, gated: bool = False) -> FakeSetup:
+        setup = FakeSetup(FakeBackend(n_tokens=n_tokens, delay_s=delay_s), queue_limit, gated)
+        setups.append(setup)
+        return setup
+
+    yield make
+    with contextlib.ExitStack() as stack:
+        for setup in setups:
+            stack.callback(setup.close)
+
+
+@pytest.fixture
+def no_thread_left() -> Iterator[None]:
+    """Every server thread (accept loop and request handlers) is joined by the end of each test."""
+    yield
+    left = [t.name for t in threading.enumerate() if "process_request" in t.name or t.name.startswith("fake-openai")]
+    assert not left, left
+
+
+@pytest.fixture
+def server() -> Iterator[FakeOpenAI]:
+    with FakeOpenAI() as fake:
+        yield fake
+
+
+@pytest.fixture
+def other_server() -> Iterator[FakeOpenAI]:
+    with FakeOpenAI() as fake:
+        yield fake
+
+
+@pytest.fixture
+def backends(server: FakeOpenAI) -> Iterator[Backends]:
+    made = Backends()
+    yield made
+    made.close()  # before the servers stop
+
+
+@pytest.fixture(scope="module")
+def tls_context(tmp_path_factory: pytest.TempPathFactory) -> ssl.SSLContext:
+    """A server context with a self-signed certificate for 127.0.0.1, made now."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    now = datetime.now(UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - timedelta(minutes=5))
+        .not_valid_after(now + timedelta(days=1))
+        .add_extension(
+            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1")), x509.DNSName("localhost")]),
+            critical=False,
+        )
+        .sign(key, hashes.SHA256())
+    )
+    folder = tmp_path_factory.mktemp("tls")
+    cert_file, key_file = folder / "cert.pem", folder / "key.pem"
+    cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_file.write_bytes(
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    )
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(Path(cert_file), Path(key_file))
+    return ctx
+
+
+@pytest.fixture
+def tls_server(tls_context: ssl.SSLContext) -> Iterator[FakeOpenAI]:
+    with FakeOpenAI(tls=tls_context) as fake:
+        yield fake

@@ -22,10 +22,12 @@ from ember_chat.engine.errors import GenerationError, LoadCancelled, RemoteUnrea
 from ember_chat.engine.storage.paths import AppPaths
 from tests.app.test_app import make_window, paths
 from tests.app.test_bench_lab import bench_dialog, run_bench
-from tests.helpers.remote_support import MODEL, Backends, backends, free_port, no_thread_left, server
+from tests.helpers.remote_support import MODEL, Backends, free_port
 from tests.helpers.sse_server import DONE, FakeOpenAI, text_chunk, usage_chunk
 
-__all__ = ["backends", "make_window", "no_thread_left", "paths", "server"]  # fixtures
+pytestmark = pytest.mark.usefixtures("no_thread_left")
+
+__all__ = ["make_window", "paths"]  # fixtures
 
 ANSWER = [text_chunk(" one"), text_chunk(" two"), text_chunk(" three", finish="length"), usage_chunk(21, 3), DONE]
 

@@ -30,12 +30,12 @@ from ember_chat.engine.inference.prompt.templates import JinjaTemplate
 from ember_chat.engine.inference.service.engine import EngineService
 from ember_chat.engine.inference.service.requests import GenerationRequest
 from tests.app.test_app import load, make_window, paths, send, set_max_tokens
-from tests.helpers.api_support import WAIT_S, client, tiny_server, tiny_service
+from tests.helpers.api_support import WAIT_S
 from tests.helpers.runtime_support import loaded
 from tests.helpers.sinks import RecordingSink
 
 # fixtures from tests/helpers/api_support.py and tests/app/test_app.py
-__all__ = ["client", "make_window", "paths", "tiny_server", "tiny_service"]
+__all__ = ["make_window", "paths"]
 
 TURNS = 400
 

@@ -24,25 +24,13 @@ from ember_chat.engine.inference.remote.backend import RemoteBackend, check_conn
 from ember_chat.engine.inference.service.engine import EngineService
 from ember_chat.engine.serve.config import ServerConfig
 from ember_chat.engine.serve.server import ApiServer
-from tests.helpers.api_support import (
-    WAIT_S,
-    FakeSetup,
-    assert_error,
-    chat_body,
-    client,
-    fake,
-    http,
-    serve,
-    tiny_server,
-    tiny_service,
-)
+from tests.helpers.api_support import WAIT_S, FakeSetup, assert_error, chat_body
 from tests.helpers.peer_servers import ember_server
-from tests.helpers.remote_support import Backends, backends, drain, server
+from tests.helpers.remote_support import Backends, drain
 from tests.helpers.sse_server import DONE, FakeOpenAI, chunk
 
 HELLO: list[Any] = [{"role": "user", "content": "Hello"}]
 # fixtures from tests/helpers/api_support.py and tests/helpers/remote_support.py
-__all__ = ["backends", "client", "fake", "http", "serve", "server", "tiny_server", "tiny_service"]
 
 # ----- a conversation longer than the context
 

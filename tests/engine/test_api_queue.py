@@ -16,18 +16,9 @@ import pytest
 from ember_chat.engine.core.messages import ChatMessage
 from ember_chat.engine.core.params import SamplingParams
 from ember_chat.engine.inference.service.engine import GenerationRequest, QueueState
-from tests.helpers.api_support import (
-    MESSAGES,
-    WAIT_S,
-    FakeSetup,
-    assert_api_error,
-    fake,
-    fake_text,
-)
+from tests.helpers.api_support import MESSAGES, WAIT_S, FakeSetup, assert_api_error, fake_text
 from tests.helpers.fake_backend import WORDS
 from tests.helpers.sinks import RecordingSink
-
-__all__ = ["fake"]  # fixtures from tests/helpers/api_support.py
 
 # ----- the engine queue behind the server (slow FakeBackend)
 

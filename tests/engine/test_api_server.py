@@ -18,22 +18,8 @@ from ember_chat.engine.core.params import LoadConfig
 from ember_chat.engine.inference.service.engine import EngineService
 from ember_chat.engine.serve.config import ServerConfig
 from ember_chat.engine.serve.server import ApiServer
-from tests.helpers.api_support import (
-    MESSAGES,
-    METRIC_KEYS,
-    WAIT_S,
-    assert_api_error,
-    assert_error,
-    chat_body,
-    client,
-    http,
-    serve,
-    tiny_server,
-    tiny_service,
-)
+from tests.helpers.api_support import MESSAGES, METRIC_KEYS, WAIT_S, assert_api_error, assert_error, chat_body
 from tests.helpers.gguf_factory import Script, any_of, says
-
-__all__ = ["client", "http", "serve", "tiny_server", "tiny_service"]  # fixtures from tests/helpers/api_support.py
 
 # ----- models, health
 

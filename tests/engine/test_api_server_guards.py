@@ -15,21 +15,7 @@ from ember_chat.engine.errors import ServeError
 from ember_chat.engine.inference.service.engine import EngineService
 from ember_chat.engine.serve.config import ServerConfig
 from ember_chat.engine.serve.server import ApiServer
-from tests.helpers.api_support import (
-    MESSAGES,
-    WAIT_S,
-    assert_api_error,
-    assert_error,
-    chat_body,
-    client,
-    http,
-    raw_request,
-    serve,
-    tiny_server,
-    tiny_service,
-)
-
-__all__ = ["client", "http", "serve", "tiny_server", "tiny_service"]  # fixtures from tests/helpers/api_support.py
+from tests.helpers.api_support import MESSAGES, WAIT_S, assert_api_error, assert_error, chat_body, raw_request
 
 
 def test_api_key(tiny_service: EngineService, serve: Callable[[EngineService, ServerConfig], ApiServer]) -> None:

@@ -20,10 +20,10 @@ from ember_chat.engine.inference.backend import ModelDescription
 from ember_chat.engine.inference.compare import CompareAnswer, CompareListener, CompareTarget, run_comparison
 from ember_chat.engine.inference.service.engine import EngineService, ServiceListener
 from tests.helpers.gguf_factory import TinySpec, write_tiny_model
-from tests.helpers.remote_support import free_port, no_thread_left, server
+from tests.helpers.remote_support import free_port
 from tests.helpers.sse_server import DONE, FakeOpenAI, chunk, usage_chunk
 
-__all__ = ["no_thread_left", "server"]  # fixtures
+pytestmark = pytest.mark.usefixtures("no_thread_left")
 
 WAIT_S = 10
 MESSAGES = [ChatMessage("system", "Be brief."), ChatMessage("user", "Hello"), ChatMessage("assistant", "Hi!"),

@@ -28,10 +28,9 @@ from ember_chat.engine.models.download_paths import part_paths, safe_target
 from ember_chat.engine.models.downloader import Downloader, DownloadSpec
 from ember_chat.engine.models.hub import HubClient
 from tests.helpers.hub_server import FakeHub
-from tests.helpers.remote_support import no_thread_left, server
 from tests.helpers.sse_server import FakeOpenAI
 
-__all__ = ["no_thread_left", "server"]  # fixtures from tests/helpers/remote_support.py (no_thread_left: autouse)
+pytestmark = pytest.mark.usefixtures("no_thread_left")
 
 PAYLOAD = bytes(range(256)) * 8192 + b"tail"  # ~2 MB "model"
 SPEC = DownloadSpec("acme/tiny-GGUF", "tiny-Q4_K_M.gguf")

@@ -15,25 +15,10 @@ from ember_chat.engine.core.refs import Endpoint, RemoteModelRef
 from ember_chat.engine.errors import RemoteNotFound, RemoteStreamError
 from ember_chat.engine.inference.events import Finished, PromptReady, Token
 from ember_chat.engine.inference.remote.backend import RemoteBackend, check_connection
-from tests.helpers.remote_support import (
-    API_KEY,
-    HI,
-    MODEL,
-    PARAMS,
-    Backends,
-    backends,
-    drain,
-    no_thread_left,
-    server,
-    tokens,
-)
+from tests.helpers.remote_support import API_KEY, HI, MODEL, PARAMS, Backends, drain, tokens
 from tests.helpers.sse_server import DONE, PING, FakeOpenAI, chunk, sse, text_chunk, usage_chunk
 
-__all__ = [
-    "backends",
-    "no_thread_left",
-    "server",
-]  # fixtures from tests/helpers/remote_support.py (no_thread_left: autouse)
+pytestmark = pytest.mark.usefixtures("no_thread_left")
 
 
 # ----- the happy path and the stream shapes of real servers

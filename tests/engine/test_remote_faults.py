@@ -21,32 +21,10 @@ from ember_chat.engine.errors import (
 )
 from ember_chat.engine.inference.events import Event, Finished, Retrying, Token
 from ember_chat.engine.inference.remote.backend import RETRY_DELAYS_S, RemoteBackend, check_connection
-from tests.helpers.remote_support import (
-    API_KEY,
-    HI,
-    MODEL,
-    PARAMS,
-    Backends,
-    backends,
-    drain,
-    free_port,
-    no_thread_left,
-    other_server,
-    server,
-    tls_context,
-    tls_server,
-    tokens,
-)
+from tests.helpers.remote_support import API_KEY, HI, MODEL, PARAMS, Backends, drain, free_port, tokens
 from tests.helpers.sse_server import DONE, FakeOpenAI, chunk, sse, usage_chunk
 
-__all__ = [
-    "backends",
-    "no_thread_left",
-    "other_server",
-    "server",
-    "tls_context",
-    "tls_server",
-]  # fixtures from tests/helpers/remote_support.py (no_thread_left: autouse)
+pytestmark = pytest.mark.usefixtures("no_thread_left")
 
 
 # ----- HTTP errors

@@ -28,10 +28,10 @@ from ember_chat.engine.openai.tool_wire import tool_spec_from_openai
 from ember_chat.engine.serve.config import ServerConfig
 from ember_chat.engine.serve.server import ApiServer
 from tests.helpers.api_tools import WEATHER, ToolBackend
-from tests.helpers.remote_support import Backends, backends, drain, no_thread_left, server
+from tests.helpers.remote_support import Backends, drain
 from tests.helpers.sse_server import DONE, FakeOpenAI, sse, usage_chunk
 
-__all__ = ["backends", "no_thread_left", "server"]  # fixtures from tests/helpers/remote_support.py
+pytestmark = pytest.mark.usefixtures("no_thread_left")
 
 SPEC = tool_spec_from_openai(WEATHER)
 CLOCK = ToolSpec("get_time", "The time now.")

@@ -16,23 +16,12 @@ from ember_chat.engine.inference.grammar.json_check import json_problem
 from ember_chat.engine.inference.grammar.structured import parse_schema_text, response_format_grammar
 from ember_chat.engine.inference.prompt.templates import ChatMessage
 from tests.helpers.json_schemas import PERSON
-from tests.helpers.remote_support import (
-    HI,
-    Backends,
-    backends,
-    drain,
-    no_thread_left,
-    server,
-)
+from tests.helpers.remote_support import HI, Backends, drain
 from tests.helpers.runtime_support import loaded
 from tests.helpers.sse_server import DONE, FakeOpenAI, chunk
 from tests.journeys.test_cli import cli
 
-__all__ = [
-    "backends",
-    "no_thread_left",
-    "server",
-]  # fixtures from tests/helpers/remote_support.py (no_thread_left: autouse)
+pytestmark = pytest.mark.usefixtures("no_thread_left")
 
 
 def test_response_format_maps_to_grammars() -> None:

@@ -13,10 +13,10 @@ from PIL import Image
 from ember_chat.engine.core.images import from_data_url, to_data_url
 from ember_chat.engine.core.messages import ChatMessage, ImageInput
 from ember_chat.engine.errors import ImagesNotSupported, InvalidParameter, RemoteServerError
-from tests.helpers.remote_support import PARAMS, Backends, backends, drain, no_thread_left, server
+from tests.helpers.remote_support import PARAMS, Backends, drain
 from tests.helpers.sse_server import FakeOpenAI
 
-__all__ = ["backends", "no_thread_left", "server"]
+pytestmark = pytest.mark.usefixtures("no_thread_left")
 
 
 def png(color: tuple[int, int, int]) -> ImageInput:

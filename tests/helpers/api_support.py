@@ -1,18 +1,16 @@
-"""Shared by the API server tests: helpers, a gated fake engine, and fixtures (a tiny model behind
-Ember's server; extra servers and fake-engine setups, all stopped at teardown)."""
+"""Shared by the API server tests: helpers and a gated fake engine (their fixtures, a tiny
+model behind Ember's server and extra servers and fake-engine setups stopped at teardown, are tests/conftest.py's)."""
 
 from __future__ import annotations
 
-import contextlib
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from http.client import HTTPConnection
 from pathlib import Path
 from typing import Any
 
 import httpx2
 import openai
-import pytest
 
 from ember_chat.engine.cli.common import load_blocking
 from ember_chat.engine.core.params import LoadConfig
@@ -208,67 +206,3 @@ def chat_body(**extra: Any) -> dict[str, Any]:
 
 
 # ----- fixtures
-
-
-@pytest.fixture(scope="module")
-def tiny_service(tiny_model: Path) -> Iterator[EngineService]:
-    service = EngineService()
-    try:
-        load_blocking(service, LoadConfig(tiny_model, n_ctx=512, threads=1), "tiny")
-        yield service
-    finally:
-        service.close()
-    assert not service.running
-
-
-@pytest.fixture(scope="module")
-def tiny_server(tiny_service: EngineService) -> Iterator[ApiServer]:
-    server = ApiServer(tiny_service, ServerConfig(port=0))
-    server.start()
-    yield server
-    server.stop()
-    assert not server.running
-
-
-@pytest.fixture
-def client(tiny_server: ApiServer) -> Iterator[openai.OpenAI]:
-    with openai.OpenAI(base_url=tiny_server.url, api_key="unused", max_retries=0, timeout=WAIT_S) as c:
-        yield c
-
-
-@pytest.fixture
-def http(tiny_server: ApiServer) -> Iterator[httpx2.Client]:
-    with httpx2.Client(base_url=f"http://127.0.0.1:{tiny_server.port}", timeout=WAIT_S) as c:
-        yield c
-
-
-@pytest.fixture
-def serve() -> Iterator[Callable[[EngineService, ServerConfig], ApiServer]]:
-    """Start extra servers (other configs); all stopped at teardown."""
-    servers: list[ApiServer] = []
-
-    def start(service: EngineService, config: ServerConfig) -> ApiServer:
-        server = ApiServer(service, config)
-        server.start()
-        servers.append(server)
-        return server
-
-    yield start
-    with contextlib.ExitStack() as stack:
-        for server in servers:
-            stack.callback(server.stop)
-
-
-@pytest.fixture
-def fake() -> Iterator[Callable[..., FakeSetup]]:
-    setups: list[FakeSetup] = []
-
-    def make(n_tokens: int, delay_s: float = 0.0, queue_limit: int = 8, gated: bool = False) -> FakeSetup:
-        setup = FakeSetup(FakeBackend(n_tokens=n_tokens, delay_s=delay_s), queue_limit, gated)
-        setups.append(setup)
-        return setup
-
-    yield make
-    with contextlib.ExitStack() as stack:
-        for setup in setups:
-            stack.callback(setup.close)

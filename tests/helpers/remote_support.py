@@ -1,25 +1,16 @@
-"""Shared by the remote backend tests: the fault-injecting server as fixtures (plain, second origin,
-HTTPS with a certificate made at test time), backends closed at teardown, and helpers."""
+"""Shared by the remote backend tests: backends whose retry waits are recorded, and helpers (the
+fault-injecting server's fixtures, plain, second origin and HTTPS, are tests/conftest.py's)."""
 
 from __future__ import annotations
 
-import ipaddress
 import socket
-import ssl
-import threading
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
-from pathlib import Path
-
-import pytest
 
 from ember_chat.engine.core.messages import ChatMessage
 from ember_chat.engine.core.params import SamplingParams
 from ember_chat.engine.core.refs import Endpoint, RemoteModelRef
 from ember_chat.engine.inference.events import Event, Finished, Token
-from ember_chat.engine.inference.remote.backend import (
-    RemoteBackend,
-)
+from ember_chat.engine.inference.remote.backend import RemoteBackend
 from tests.helpers.sse_server import FakeOpenAI
 
 MODEL = "test-model"
@@ -28,25 +19,7 @@ PARAMS = SamplingParams(temperature=0.3, max_tokens=64, seed=7, stop=("</s>", "\
 API_KEY = "sk-test-5ecret-do-not-leak"
 
 
-# ----- fixtures and helpers
-@pytest.fixture(autouse=True)
-def no_thread_left() -> Iterator[None]:
-    """Every server thread (accept loop and request handlers) is joined by the end of each test."""
-    yield
-    left = [t.name for t in threading.enumerate() if "process_request" in t.name or t.name.startswith("fake-openai")]
-    assert not left, left
-
-
-@pytest.fixture
-def server() -> Iterator[FakeOpenAI]:
-    with FakeOpenAI() as fake:
-        yield fake
-
-
-@pytest.fixture
-def other_server() -> Iterator[FakeOpenAI]:
-    with FakeOpenAI() as fake:
-        yield fake
+# ----- helpers
 
 
 class Backends:
@@ -71,13 +44,6 @@ class Backends:
             backend.close()
 
 
-@pytest.fixture
-def backends(server: FakeOpenAI) -> Iterator[Backends]:
-    made = Backends()
-    yield made
-    made.close()  # before the servers stop
-
-
 def drain(events: Iterator[Event]) -> tuple[list[Event], Finished]:
     out = list(events)
     assert out, "no events"
@@ -95,45 +61,3 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
-
-
-@pytest.fixture(scope="module")
-def tls_context(tmp_path_factory: pytest.TempPathFactory) -> ssl.SSLContext:
-    """A server context with a self-signed certificate for 127.0.0.1, made now."""
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
-
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
-    now = datetime.now(UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - timedelta(minutes=5))
-        .not_valid_after(now + timedelta(days=1))
-        .add_extension(
-            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1")), x509.DNSName("localhost")]),
-            critical=False,
-        )
-        .sign(key, hashes.SHA256())
-    )
-    folder = tmp_path_factory.mktemp("tls")
-    cert_file, key_file = folder / "cert.pem", folder / "key.pem"
-    cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_file.write_bytes(
-        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
-    )
-    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    ctx.load_cert_chain(Path(cert_file), Path(key_file))
-    return ctx
-
-
-@pytest.fixture
-def tls_server(tls_context: ssl.SSLContext) -> Iterator[FakeOpenAI]:
-    with FakeOpenAI(tls=tls_context) as fake:
-        yield fake
