@@ -29,7 +29,6 @@ import json
 import statistics
 import sys
 import tempfile
-import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,9 +40,9 @@ from ember_chat.engine.core.messages import ChatMessage
 from ember_chat.engine.core.params import LoadConfig, SamplingParams, default_threads
 from ember_chat.engine.inference.kv.snapshot_files import scan_folder
 from ember_chat.engine.inference.kv.snapshots import SnapshotStore
-from ember_chat.engine.inference.metrics import GenerationMetrics
-from ember_chat.engine.inference.service.engine import EngineService, GenerationRequest, GenerationSink
+from ember_chat.engine.inference.service.engine import EngineService, GenerationRequest
 from ember_chat.engine.storage.paths import AppPaths
+from tests.helpers.sinks import RecordingSink
 
 MESSAGE_WORDS = 150
 TEMPLATE_TOKENS = 5  # a ChatML message's markers around its content
@@ -66,41 +65,21 @@ class Answer:
     output_tokens: int
 
 
-class _Sink(GenerationSink):
-    def __init__(self) -> None:
-        self.done = threading.Event()
-        self.text = ""
-        self.reason = ""
-        self.error: str | None = None
-        self.dropped = 0
-        self.result: GenerationMetrics | None = None
-
-    def trimmed(self, dropped_messages: int) -> None:
-        self.dropped = dropped_messages
-
-    def failed(self, message: str, kind: str = "") -> None:
-        self.error = message
-
-    def finished(self, reason: str, text: str, metrics: GenerationMetrics | None, itl_ms: list[float]) -> None:
-        self.reason, self.text, self.result = reason, text, metrics
-        self.done.set()
-
-
 def ask(service: EngineService, messages: Sequence[ChatMessage], max_tokens: int) -> Answer:
     """One greedy answer through the engine service (the window's and the API's way)."""
-    sink = _Sink()
+    sink = RecordingSink()
     params = SamplingParams(temperature=0.0, max_tokens=max_tokens, repeat_penalty=1.0, seed=0)
     service.submit(
         GenerationRequest(params, sink, messages=list(messages), client="bench", batch_s=0, snapshot_s=float("inf"))
     )
     sink.done.wait()
-    m = sink.result
-    if sink.error or m is None or m.ttft_s is None:
-        raise RuntimeError(f"the answer failed: {sink.error or sink.reason}")
-    if sink.dropped:
-        raise RuntimeError(f"the conversation did not fit the context ({sink.dropped} messages left out)")
+    m = sink.final
+    if sink.failures or m is None or m.ttft_s is None:
+        raise RuntimeError(f"the answer failed: {(sink.failure_messages or [sink.reason])[-1]}")
+    if sink.trimmed_messages:
+        raise RuntimeError(f"the conversation did not fit the context ({sink.trimmed_messages[-1]} messages left out)")
     return Answer(
-        sink.text, m.ttft_s, m.prompt_tokens, m.prompt_tokens_reused, m.prompt_tokens_restored, m.output_tokens
+        sink.finished_text, m.ttft_s, m.prompt_tokens, m.prompt_tokens_reused, m.prompt_tokens_restored, m.output_tokens
     )
 
 
@@ -141,7 +120,7 @@ def switch_away(service: EngineService, count: int, seed: int) -> None:
     would stay in its sequence (the other chats take other sequences) and come back as "right after"."""
     sinks = []
     for chat in others(count, seed):
-        sink = _Sink()
+        sink = RecordingSink()
         params = SamplingParams(temperature=0.0, max_tokens=4, repeat_penalty=1.0, seed=0)
         service.submit(
             GenerationRequest(params, sink, messages=chat, client="bench", batch_s=0, snapshot_s=float("inf"))
@@ -149,8 +128,8 @@ def switch_away(service: EngineService, count: int, seed: int) -> None:
         sinks.append(sink)
     for sink in sinks:
         sink.done.wait()
-        if sink.error:
-            raise RuntimeError(f"another chat failed: {sink.error}")
+        if sink.failures:
+            raise RuntimeError(f"another chat failed: {sink.failure_messages[-1]}")
     give_up_cells(service)
 
 

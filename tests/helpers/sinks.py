@@ -14,7 +14,8 @@ from ember_chat.engine.inference.service.engine import GenerationSink
 
 class RecordingSink(GenerationSink):
     """Records the answer's text batches, the metrics snapshots, failures (message, kind), how the
-    attachments were planned, trimmed messages, and how it ended (`reason`, `final` metrics). A test
+    attachments were planned, trimmed messages, and how it ended (`reason`, the whole answer's text in
+    `finished_text`, `final` metrics). A test
     that needs more subclasses it and calls super()."""
 
     def __init__(self) -> None:
@@ -24,6 +25,7 @@ class RecordingSink(GenerationSink):
         self.planned: list[AttachmentsPlanned] = []
         self.trimmed_messages: list[int] = []
         self.reason: str | None = None
+        self.finished_text = ""
         self.final: GenerationMetrics | None = None
         self.started_event = threading.Event()  # (`started` is the sink's method)
         self.first_token = threading.Event()
@@ -53,5 +55,5 @@ class RecordingSink(GenerationSink):
         self.failures.append((message, kind))
 
     def finished(self, reason: str, text: str, metrics: GenerationMetrics | None, itl_ms: list[float]) -> None:
-        self.reason, self.final = reason, metrics
+        self.reason, self.finished_text, self.final = reason, text, metrics
         self.done.set()
