@@ -16,7 +16,7 @@ from ember_chat.app.shell.main_window import MainWindow
 from ember_chat.engine.storage.conversations import ConversationStore
 from ember_chat.engine.storage.paths import AppPaths
 from tests.app.test_backups_window import _cells, _dialog, _open, paths, windows
-from tests.journeys.test_chats_cli import cli
+from tests.helpers.chats_cli import cli
 
 __all__ = ["paths", "windows"]  # fixtures from test_backups_window: a data folder with two chats
 

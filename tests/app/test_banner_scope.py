@@ -23,7 +23,7 @@ from ember_chat.engine.storage.paths import AppPaths
 from tests.app.test_backups_window import _dialog, _open, _restore_row, paths, windows
 from tests.app.test_import_window import choose
 from tests.helpers.attachment_files import write_encrypted_pdf
-from tests.journeys.test_cli import cli
+from tests.helpers.cli import cli
 
 __all__ = ["paths", "windows"]  # fixtures from test_backups_window: a data folder with two chats
 

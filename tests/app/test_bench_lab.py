@@ -19,8 +19,8 @@ from ember_chat.engine.core.params import SamplingParams
 from ember_chat.engine.errors import ContextOverflowError, InvalidParameter
 from ember_chat.engine.inference.events import Finished
 from ember_chat.engine.inference.local.runtime import LocalRuntime
+from tests.helpers.cli import cli
 from tests.helpers.runtime_support import loaded
-from tests.journeys.test_cli import cli
 
 if TYPE_CHECKING:
     from ember_chat.app.lab.benchmark_dialog import BenchmarkDialog

@@ -39,10 +39,10 @@ from tests.app.test_app import make_window, paths
 from tests.app.test_import_window import choose
 from tests.helpers.attachment_files import image_bytes, reading_processes
 from tests.helpers.chatgpt_export import rows
+from tests.helpers.chats_cli import cli
 from tests.helpers.import_fixtures import DALLE_ASSET, dalle, photosynthesis
 from tests.hostile.inflating_image import png_that_inflates
 from tests.hostile.slow_or_inflating_files import quadratic_html
-from tests.journeys.test_chats_cli import cli
 
 __all__ = ["make_window", "paths"]  # fixtures
 

@@ -21,8 +21,8 @@ from ember_chat.engine.models.names import display_name
 from ember_chat.engine.models.starter import BASE_STARTER, CHAT_STARTER
 from tests.app.test_app import LOAD_TIMEOUT, load, make_window, paths, send, set_max_tokens
 from tests.helpers.attachment_files import image_bytes
+from tests.helpers.cli import cli
 from tests.helpers.peer_servers import ember_server
-from tests.journeys.test_cli import cli
 
 __all__ = ["make_window", "paths"]  # fixtures from test_app
 

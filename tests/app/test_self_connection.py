@@ -23,10 +23,10 @@ from ember_chat.engine.serve.config import ServerConfig
 from ember_chat.engine.serve.server import ApiServer
 from ember_chat.engine.storage.connections import Connection, remote_model_name
 from tests.app.test_app import ANSWER_TIMEOUT, load, make_window, paths, set_max_tokens
+from tests.helpers.cli_remote import cli
 from tests.helpers.fake_backend import FakeBackend
 from tests.helpers.peer_servers import free_port
 from tests.helpers.window_support import start_api_in_window
-from tests.journeys.test_cli_remote import cli
 
 __all__ = ["make_window", "paths"]  # fixtures used here
 

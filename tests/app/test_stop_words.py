@@ -18,8 +18,8 @@ from ember_chat.engine.errors import HubOffline
 from ember_chat.engine.models.hub import HubClient
 from tests.app.test_app import ANSWER_TIMEOUT, load, make_window, paths, send, set_max_tokens, start_endless_answer
 from tests.app.test_app_remote import cut_answer
+from tests.helpers.cli import cli
 from tests.helpers.sse_server import FakeOpenAI
-from tests.journeys.test_cli import cli
 
 __all__ = ["make_window", "paths"]  # fixtures used here
 

@@ -13,8 +13,8 @@ from ember_chat.app.chat_list.model import TRASH
 from ember_chat.app.shell.main_window import MainWindow
 from ember_chat.engine.storage.paths import AppPaths
 from tests.app.test_backups_window import _open, paths, windows
+from tests.helpers.chats_cli import cli
 from tests.helpers.paths import TESTS
-from tests.journeys.test_chats_cli import cli
 
 __all__ = ["paths", "windows"]  # fixtures from test_backups_window: a data folder with Herons and Owls
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import openai
 
-from tests.journeys.test_presets_cli import serving
+from tests.helpers.presets_cli import serving
 
 PROMPTS = (
     "Write a short story about a lighthouse keeper.",

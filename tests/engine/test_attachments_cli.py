@@ -13,8 +13,8 @@ from ember_chat.engine.attachments.kinds import MB
 from ember_chat.engine.storage.paths import AppPaths
 from ember_chat.engine.storage.settings import Settings, SettingsFile
 from tests.helpers.attachment_files import write_encrypted_pdf, write_pdf
+from tests.helpers.cli import cli
 from tests.hostile.slow_or_inflating_files import pdf_flate_bomb
-from tests.journeys.test_cli import cli
 
 FACT_PAGE = 31
 

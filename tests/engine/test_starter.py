@@ -25,9 +25,9 @@ from ember_chat.engine.models.starter import (
     STARTER_ALIAS,
     starter_model_path,
 )
+from tests.helpers.cli import cli
 from tests.helpers.paths import REPO
 from tests.helpers.sentences import sentences
-from tests.journeys.test_cli import cli
 
 ROOT = REPO
 PAYLOAD = b"GGUF" + bytes(range(256)) * 40  # what a small stand-in package ships as its model file

@@ -15,11 +15,11 @@ from ember_chat.engine.inference.events import Finished
 from ember_chat.engine.inference.grammar.json_check import json_problem
 from ember_chat.engine.inference.grammar.structured import parse_schema_text, response_format_grammar
 from ember_chat.engine.inference.prompt.templates import ChatMessage
+from tests.helpers.cli import cli
 from tests.helpers.json_schemas import PERSON
 from tests.helpers.remote_support import HI, Backends, drain
 from tests.helpers.runtime_support import loaded
 from tests.helpers.sse_server import DONE, FakeOpenAI, chunk
-from tests.journeys.test_cli import cli
 
 pytestmark = pytest.mark.usefixtures("no_thread_left")
 

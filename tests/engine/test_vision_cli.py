@@ -10,8 +10,8 @@ from pathlib import Path
 
 from PIL import Image
 
+from tests.helpers.library_cli import cli
 from tests.helpers.vision_factory import write_tiny_vision_model
-from tests.journeys.test_library_cli import cli
 
 
 def test_run_attaches_an_image_with_the_projector_beside_or_named(tmp_path: Path) -> None:

@@ -153,7 +153,7 @@ def test_a_model_downloads_with_its_projector_verified_and_is_listed_with_vision
 
 
 def test_models_list_says_vision_and_what_is_missing(tmp_path: Path) -> None:
-    from tests.journeys.test_library_cli import cli
+    from tests.helpers.library_cli import cli
 
     env = {
         **os.environ,

@@ -5,9 +5,7 @@ this process where only the output is read."""
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -15,22 +13,7 @@ import pytest
 from ember_chat.engine.cli.main import main
 from ember_chat.engine.storage.conversations import ConversationStore
 from ember_chat.engine.storage.paths import AppPaths
-from tests.helpers.entry_point import ember_chat
-from tests.helpers.paths import REPO
-
-ROOT = REPO
-
-
-def cli(data_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "EMBER_DATA_DIR": str(data_dir)}
-    env["EMBER_CONFIG_DIR"] = str(data_dir / "config")
-    return subprocess.run(
-        [ember_chat(), "chats", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=60,
-    )
+from tests.helpers.chats_cli import cli
 
 
 @pytest.fixture

@@ -3,35 +3,18 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from ember_chat.engine import __version__
-from tests.helpers.entry_point import ember_chat
-from tests.helpers.paths import REPO
+from tests.helpers.cli import cli
 
-ROOT = REPO
 REQUIRED_KEYS = {
     "ttft_s", "prompt_tokens", "prompt_tokens_reused", "prefill_tokens_per_s", "decode_tokens_per_s",
     "output_tokens", "itl_p50_ms", "itl_p95_ms", "itl_p99_ms", "tpot_ms", "e2e_s", "stop_reason", "n_ctx",
     "context_used", "model", "quantization", "backend", "threads", "gpu_layers",
 }  # fmt: skip
-
-
-def cli(*args: str, data_dir: Path | None = None) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    if data_dir is not None:
-        env["EMBER_DATA_DIR"] = str(data_dir)
-    return subprocess.run(
-        [ember_chat(), *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-    )
 
 
 def test_version() -> None:

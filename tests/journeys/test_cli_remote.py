@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 from collections.abc import Iterator
@@ -13,31 +12,8 @@ from pathlib import Path
 import openai
 import pytest
 
+from tests.helpers.cli_remote import _env, cli
 from tests.helpers.entry_point import ember_chat
-from tests.helpers.paths import REPO
-
-ROOT = REPO
-
-
-def _env(tmp: Path, **extra: str) -> dict[str, str]:
-    return {
-        **os.environ,
-        "PYTHONPATH": str(ROOT),
-        "EMBER_DATA_DIR": str(tmp / "data"),
-        "EMBER_CONFIG_DIR": str(tmp / "config"),
-        **extra,
-    }
-
-
-def cli(tmp: Path, *args: str, stdin: str | None = None, **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [ember_chat(), *args],
-        capture_output=True,
-        text=True,
-        env=_env(tmp, **env),
-        timeout=300,
-        input=stdin,
-    )
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from tests.helpers.entry_point import ember_chat
-from tests.journeys.test_presets_cli import _env, metrics_of, run_cli
+from tests.helpers.presets_cli import _env, metrics_of, run_cli
 
 LONG = " ".join(["the world is round and the sky is blue, you see."] * 7)
 

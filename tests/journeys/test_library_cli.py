@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,8 +20,8 @@ from ember_chat.engine.models.fit import estimate_fit, kv_cache_bytes, recommend
 from ember_chat.engine.models.gguf_inspect import inspect_gguf
 from ember_chat.engine.models.library import ModelLibrary
 from ember_chat.engine.storage.secrets import TokenStore
-from tests.helpers.entry_point import ember_chat
 from tests.helpers.hub_server import FakeHub
+from tests.helpers.library_cli import cli
 from tests.helpers.paths import REPO
 
 ROOT = REPO
@@ -206,17 +205,6 @@ def test_queue_restores_partial_downloads_after_restart(hub: FakeHub, tmp_path: 
         assert hub.bytes_sent == len(data) - 700_000
     finally:
         q.close()
-
-
-def cli(*args: str, env: dict[str, str], stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [ember_chat(), *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-        input=stdin,
-    )
 
 
 @pytest.mark.slow

@@ -4,69 +4,14 @@ used through the API gets its default preset; the request's own fields win) and 
 
 from __future__ import annotations
 
-import json
-import os
-import re
-import subprocess
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import openai
 
 from ember_chat.engine.storage.presets import PresetLibrary, model_key
-from tests.helpers.entry_point import ember_chat
-from tests.helpers.paths import REPO
+from tests.helpers.presets_cli import metrics_of, run_cli, serving
 
-ROOT = REPO
 PIRATE = "You are a pirate captain. Answer every question as a pirate would, with many nautical words, arr."
-
-
-def _env(tmp: Path) -> dict[str, str]:
-    return {
-        **os.environ,
-        "PYTHONPATH": str(ROOT),
-        "EMBER_DATA_DIR": str(tmp / "data"),
-        "EMBER_CONFIG_DIR": str(tmp / "config"),
-    }
-
-
-@contextmanager
-def serving(tmp: Path, *args: str) -> Iterator[tuple[str, str]]:
-    """`ember-chat serve ARGS` as a user runs it: (base URL, its "Serving …" line); stopped and waited for."""
-    command = [ember_chat(), "serve", "--port", "0", "--ctx", "512",
-               "--threads", "1", *args]  # fmt: skip
-    proc = subprocess.Popen(command, env=_env(tmp), stderr=subprocess.PIPE, text=True)
-    assert proc.stderr is not None
-    lines: list[str] = []
-    ready = threading.Event()
-
-    def read() -> None:
-        assert proc.stderr is not None
-        for line in proc.stderr:
-            lines.append(line)
-            if "Serving" in line:
-                ready.set()
-        ready.set()  # ended
-
-    reader = threading.Thread(target=read, name="serve-log")
-    reader.start()
-    try:
-        assert ready.wait(120), "serve did not start"
-        match = next((re.search(r"on (http://\S+/v1)", line) for line in lines if "Serving" in line), None)
-        assert match, "".join(lines)
-        yield match.group(1), next(line for line in lines if "Serving" in line)
-    finally:
-        proc.terminate()
-        try:
-            assert proc.wait(timeout=30) == 0, "".join(lines)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-            reader.join()
-            proc.stderr.close()
 
 
 def test_a_model_served_through_the_api_gets_its_default_preset_and_the_request_wins(
@@ -113,21 +58,6 @@ def test_serve_with_a_preset_named_on_the_command_line(tiny_model: Path, tmp_pat
         with openai.OpenAI(base_url=url, api_key="unused", max_retries=0, timeout=60) as client:
             out = client.completions.create(model=client.models.list().data[0].id, prompt="hello")
             assert out.usage is not None and out.usage.completion_tokens == 4
-
-
-def run_cli(tmp: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [ember_chat(), "run", "--ctx", "512", "--threads", "1", "--json", *args],
-        capture_output=True,
-        text=True,
-        env=_env(tmp),
-        timeout=300,
-    )
-
-
-def metrics_of(out: subprocess.CompletedProcess[str]) -> dict[str, object]:
-    assert out.returncode == 0, out.stderr
-    return dict(json.loads(out.stdout.rstrip("\n").split("\n")[-1]))
 
 
 def test_run_applies_the_models_default_preset_a_named_one_and_the_flags_given_win(

@@ -34,10 +34,10 @@ from ember_chat.engine.storage.conversations import TRASH_DAYS, ConversationStor
 from ember_chat.engine.storage.paths import AppPaths
 from tests.app.test_app import load, make_window, paths, send, set_max_tokens
 from tests.helpers.entry_point import ember_chat
+from tests.helpers.presets_cli import _env
 from tests.helpers.runtime_support import loaded
 from tests.helpers.sinks import RecordingSink
 from tests.helpers.vision_factory import write_tiny_vision_model
-from tests.journeys.test_presets_cli import _env
 
 __all__ = ["make_window", "paths"]  # fixtures
 
