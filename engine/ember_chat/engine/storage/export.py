@@ -10,8 +10,8 @@ message of every branch, oldest first, each pointing at its parent by its place 
 ids are in the file), with its metrics, completeness, time, tool calls as stored and their tool
 messages, and its attachments (places in `files`, each file once); `active`: the shown branch's last
 message; `model`, `created`/`updated` (seconds), `pinned`, `archived_at`, the chat's tool choices (the
-tools on, `require_call` and `servers`, those whose "All" switch is on; never its "always allow" grants,
-which an import would not take anyway)
+tools on and `require_call`; never its "always allow" grants nor its servers' "All" switches (every
+tool a server lists later on too), which an import would not take anyway: a file turns on only the tools it names)
 and its comparisons. Export → import → export gives the same bytes, but for a file's `sha256`: an
 import computes it from the content the file holds (a PDF's text, not the PDF it came from)."""
 
@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from ember_chat.engine.core.reasoning import split_thinking
-from ember_chat.engine.core.tools import ChatTools, InvalidCall
+from ember_chat.engine.core.tools import InvalidCall
 from ember_chat.engine.storage.conversations import Conversation, Message
 from ember_chat.engine.storage.tool_records import ToolMessage, call_record
 
@@ -189,13 +189,6 @@ def chats_as_json(store: ConversationStore, ids: Iterable[int], attachments: Att
     return json.dumps([chat_document(store, cid, attachments) for cid in ids], indent=2, ensure_ascii=False)
 
 
-def _tool_choices(tools: ChatTools) -> dict[str, Any]:
-    choices: dict[str, Any] = {"enabled": sorted(tools.enabled), "require_call": tools.require_call}
-    if tools.servers:  # (absent when none: a chat without the "All" switch exports as before it existed)
-        choices["servers"] = sorted(tools.servers)
-    return choices
-
-
 def _tree_order(messages: list[Message]) -> list[Message]:
     """Parents before their children, siblings oldest first: by id, unless a parent came later (then depth
     first)."""
@@ -264,10 +257,9 @@ def chat_document(store: ConversationStore, cid: int, attachments: AttachmentsOf
             "updated": conv.updated_at,
             "pinned": conv.pinned,
             "archived_at": conv.archived_at,
-            # the tools on (and the servers switched "All") and whether a call is required; not the "always
-            # allow" grants: consent is given on this computer, and an import never takes it from a file
-            # (import_ember._tools)
-            "tools": _tool_choices(tools),
+            # the tools on and whether a call is required; not the "always allow" grants: consent is
+            # given on this computer, and an import never takes it from a file (import_ember._tools)
+            "tools": {"enabled": sorted(tools.enabled), "require_call": tools.require_call},
             "active": place.get(conv.active_leaf) if conv.active_leaf is not None else None,
             "tree": tree,
             "files": files,

@@ -128,9 +128,8 @@ def _lossless(doc: dict[str, Any], label: str) -> PlannedChat:
 
 
 def _tools(value: object) -> dict[str, Any] | None:
-    """The chat's tool choices, without consent: the tools on (each still asks before it runs), the
-    servers whose every tool is on (their "All" switch; it grants nothing either) and whether a call
-    is required. "Always allow" grants (`always`) are the user's own, given in this
+    """The chat's tool choices, without consent: the tools on (each still asks before it runs) and
+    whether a call is required. "Always allow" grants (`always`) are the user's own, given in this
     chat on this computer: one a file brought would run its tools with no card, so it is never read
     (_grants counts them, for the import's report)."""
     data = _dict(value)
@@ -142,9 +141,6 @@ def _tools(value: object) -> dict[str, Any] | None:
     }
     if data.get("require_call") is True:
         out["require_call"] = True
-    servers = data.get("servers")
-    if isinstance(servers, list) and any(isinstance(s, str) for s in servers):
-        out["servers"] = sorted({s for s in servers if isinstance(s, str)})  # (stored as tool_records writes it)
     return out
 
 
