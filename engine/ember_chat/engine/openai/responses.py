@@ -1,5 +1,6 @@
-"""The responses of Ember's API server in OpenAI's shapes: chat.completion, chat.completion.chunk and
-text_completion, their finish_reason and usage.
+"""Responses in OpenAI's shapes: those Ember's API server writes (chat.completion,
+chat.completion.chunk and text_completion, their finish_reason and usage), and a streamed chunk as
+the remote backend reads it from another server (`read_chunk`).
 
 Extension: the chunk that carries `finish_reason` (and a non-streaming response) has a top-level
 `ember` object with Ember's full metrics for the generation (the keys of `GenerationMetrics`: ttft_s,
@@ -8,8 +9,10 @@ prefill_tokens_per_s, decode_tokens_per_s, itl_p50_ms, …). Clients that do not
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from ember_chat.engine.core.logprobs import TokenLogprob
@@ -191,3 +194,52 @@ class ResponseBuilder:
         if invalid:
             ember = {**(ember or {}), "invalid_tool_calls": invalid}
         return {**base, "choices": choices, "usage": usage(metrics), "ember": ember}
+
+
+@dataclass(frozen=True)
+class ChunkRead:
+    """What one chunk of a streamed answer from another server carries, each field read by type (one of
+    the wrong type is absent). Servers differ: the thinking comes as `reasoning_content` (vLLM,
+    llama.cpp) or `reasoning` (Ollama); usage may ride on every chunk (vLLM's continuous usage), on a
+    last chunk with no choices, or never; llama.cpp's server adds its `timings`."""
+
+    text: str = ""  # the answer's text: chat's delta.content, the completions API's text
+    reasoning: str = ""  # chat: the thinking
+    tool_calls: Any = None  # chat: delta.tool_calls as sent, in pieces (tool_wire.CallDeltas reads them)
+    finish_reason: str | None = None
+    usage: dict[str, Any] | None = None
+    timings: dict[str, Any] | None = None
+    choices: bool = False  # the chunk has choices (usage beside them is a running count)
+    error: tuple[str, object] | None = None  # an error event: its message and its `code` as sent
+
+
+def read_chunk(obj: dict[str, Any], chat: bool) -> ChunkRead:
+    """One event's JSON object of a streamed chat completion (`chat`) or completion."""
+    if obj.get("error"):  # (what else it carries is not read: the answer ends there)
+        err = obj["error"]
+        message = err.get("message", json.dumps(err)) if isinstance(err, dict) else str(err)
+        return ChunkRead(error=(message, err.get("code") if isinstance(err, dict) else None))
+    choices = obj.get("choices") or []
+    choice = choices[0] if choices and isinstance(choices[0], dict) else {}
+    text = reasoning = ""
+    tool_calls = None
+    if chat:
+        delta = choice.get("delta") or {}
+        reasoning = _text(delta.get("reasoning_content")) or _text(delta.get("reasoning"))
+        text = _text(delta.get("content"))
+        tool_calls = delta.get("tool_calls")
+    else:
+        text = _text(choice.get("text"))
+    return ChunkRead(
+        text,
+        reasoning,
+        tool_calls,
+        str(choice["finish_reason"]) if choice.get("finish_reason") else None,
+        obj["usage"] if isinstance(obj.get("usage"), dict) else None,
+        obj["timings"] if isinstance(obj.get("timings"), dict) else None,
+        bool(choices),
+    )
+
+
+def _text(value: object) -> str:
+    return value if isinstance(value, str) else ""

@@ -66,6 +66,7 @@ from ember_chat.engine.inference.remote.wire import (
 )
 from ember_chat.engine.openai.models_list import RemoteModelInfo, model_infos
 from ember_chat.engine.openai.remote_request import request_body, wire_messages
+from ember_chat.engine.openai.responses import read_chunk
 
 __all__ = [  # the wire's names that users of the remote backend need (its errors are in engine/errors.py)
     "RETRY_DELAYS_S",
@@ -294,26 +295,21 @@ class RemoteBackend:
                     raise RemoteStreamError(f"the server sent a malformed event: {data[:80]!r}") from None
                 if not isinstance(obj, dict):
                     raise RemoteStreamError(f"the server sent an unexpected event: {data[:80]!r}")
-                if obj.get("error"):
-                    err = obj["error"]
-                    msg = err.get("message", json.dumps(err)) if isinstance(err, dict) else str(err)
+                chunk = read_chunk(obj, chat)
+                if chunk.error is not None:
+                    msg, code = chunk.error
                     if not chunks:
-                        code = err.get("code") if isinstance(err, dict) else None
                         status = code if isinstance(code, int) and code >= 400 else 500
                         raise RemoteServerError(f"{endpoint.name} failed: {msg[:300]}", status)
                     raise RemoteStreamError(f"the server reported an error mid-answer: {msg[:300]}")
-                if isinstance(obj.get("usage"), dict):
-                    usage = obj["usage"]
-                if isinstance(obj.get("timings"), dict):
-                    timings = obj["timings"]
-                choices = obj.get("choices") or []
-                choice = choices[0] if choices and isinstance(choices[0], dict) else {}
+                if chunk.usage is not None:
+                    usage = chunk.usage
+                if chunk.timings is not None:
+                    timings = chunk.timings
                 piece = fragment = ""
                 chunk_thinking = False
                 if chat:
-                    delta = choice.get("delta") or {}
-                    reasoning = _text(delta.get("reasoning_content")) or _text(delta.get("reasoning"))
-                    content = _text(delta.get("content"))
+                    reasoning, content = chunk.reasoning, chunk.text
                     answer += (reasoning, content)
                     chunk_thinking = bool(reasoning) and not content
                     if reasoning:
@@ -324,21 +320,21 @@ class RemoteBackend:
                             piece += "\n</think>\n\n"
                             thinking = False
                         piece += content
-                    if calls is not None and delta.get("tool_calls"):
-                        fragment = calls.feed(delta["tool_calls"])
+                    if calls is not None and chunk.tool_calls:
+                        fragment = calls.feed(chunk.tool_calls)
                         called.append(fragment)
                 else:
-                    piece = _text(choice.get("text"))
+                    piece = chunk.text
                     answer.append(piece)
-                if choice.get("finish_reason"):
-                    reason = str(choice["finish_reason"])
+                if chunk.finish_reason:
+                    reason = chunk.finish_reason
                 if piece or fragment:  # (a call's fragment is a token too, though not answer text)
                     if not prompt_sent:
                         prompt_sent = True
                         yield prompt_ready()
                     per_chunk = None
-                    if choices and isinstance(obj.get("usage"), dict):  # vLLM continuous usage stats
-                        done = count(obj["usage"].get("completion_tokens"))
+                    if chunk.choices and chunk.usage is not None:  # vLLM continuous usage stats
+                        done = count(chunk.usage.get("completion_tokens"))
                         per_chunk = None if done is None else max(1, done - counted)
                     chunks.append(StreamChunk(t_ns, piece or fragment, per_chunk, chunk_thinking))
                     counted += per_chunk or 1
@@ -392,7 +388,3 @@ class RemoteBackend:
 
 def _images(body: dict[str, Any]) -> bool:
     return any(isinstance(m.get("content"), list) for m in body.get("messages", ()))
-
-
-def _text(value: object) -> str:
-    return value if isinstance(value, str) else ""
