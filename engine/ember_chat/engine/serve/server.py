@@ -31,6 +31,7 @@ from ember_chat.engine.errors import ServeError
 from ember_chat.engine.inference.service.engine import EngineService
 from ember_chat.engine.openai.api_error import ApiError
 from ember_chat.engine.openai.content_parts import Reading
+from ember_chat.engine.openai.models_list import models_answer
 from ember_chat.engine.openai.responses import ResponseBuilder
 from ember_chat.engine.serve import tokens
 from ember_chat.engine.serve.answering import Answerer
@@ -211,12 +212,9 @@ class _Handler(BaseHTTPRequestHandler):
                               "running": running, "queued": queued})  # fmt: skip
 
     def _models(self) -> None:
-        service = self.server.service
-        data = []
-        if service.model is not None:
-            data.append({"id": self._served_name(), "object": "model", "created": 0, "owned_by": "ember",
-                         "max_model_len": service.model.n_ctx})  # fmt: skip
-        self._send_json(200, {"object": "list", "data": data})
+        model = self.server.service.model
+        loaded = model is not None
+        self._send_json(200, models_answer(self._served_name() if loaded else None, model.n_ctx if loaded else 0))
 
     def _served_name(self) -> str:
         """The model's name here: the server's alias, else the name it was loaded by."""
