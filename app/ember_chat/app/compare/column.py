@@ -11,6 +11,7 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QFrame, QLabel, QProgressBar, QPushButton, QTextBrowser, QVBoxLayout
 
 from ember_chat.app.engine_link.wording import window_wording
+from ember_chat.app.style.focus import ring_keyboard_links
 from ember_chat.app.style.theme import Colors
 from ember_chat.engine.inference.metrics import GenerationMetrics
 
@@ -72,6 +73,7 @@ class CompareColumn(QFrame):
         self.progress.hide()
         self.answer = QTextBrowser()
         self.answer.setOpenLinks(False)
+        ring_keyboard_links(self.answer)
         self.answer.setAccessibleName(self.tr("Answer of {model}").format(model=label))
         self.metrics = QLabel()
         self.metrics.setWordWrap(True)

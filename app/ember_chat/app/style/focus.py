@@ -7,7 +7,10 @@ tests/app/test_look.py) around the focused button, field, list item or tab.
 Rings around buttons and the focus rectangle show when the focus came from the keyboard (as Fusion
 does); text fields and combo boxes show theirs whenever they have the focus (Fusion outlines them too).
 A link that Tab reached in a text view (the transcript's message actions) has the same ring: Qt's own
-mark there is a one-pixel dotted outline in the text colour, a faint dotted square round an icon."""
+mark there is a one-pixel dotted outline in the text colour, a faint dotted square round an icon. That
+ring is a style hint, and a style hint written in Python runs for every hint any widget asks for (layouts
+and scroll bars ask at each change: about 800 a streamed answer, ~10 µs each as PySide converts the
+call's enums), so only the views with such links get it (`ring_keyboard_links`: LinkFocusStyle)."""
 
 from __future__ import annotations
 
@@ -21,6 +24,7 @@ from PySide6.QtWidgets import (
     QStyleHintReturn,
     QStyleHintReturnVariant,
     QStyleOption,
+    QTextEdit,
     QWidget,
 )
 
@@ -108,6 +112,23 @@ class FocusStyle(QProxyStyle):
         elif element in _KEYBOARD_ONLY and state & QStyle.StateFlag.State_KeyboardFocusChange:
             draw_focus_ring(painter, option.rect, option.palette, inset=1)  # (inside the button's outline)
 
+    def drawComplexControl(  # Qt override
+        self,
+        control: QStyle.ComplexControl,
+        option: QStyleOption,
+        painter: QPainter,
+        widget: QWidget | None = None,
+    ) -> None:
+        super().drawComplexControl(control, option, painter, widget)
+        if control in (QStyle.ComplexControl.CC_ComboBox, QStyle.ComplexControl.CC_SpinBox) and (
+            option.state & QStyle.StateFlag.State_HasFocus
+        ):
+            draw_focus_ring(painter, option.rect, option.palette)
+
+
+class LinkFocusStyle(FocusStyle):
+    """FocusStyle, and the link the keyboard is on in a text view ringed as a focused control is."""
+
     def styleHint(  # Qt override
         self,
         hint: QStyle.StyleHint,
@@ -124,15 +145,17 @@ class FocusStyle(QProxyStyle):
             _set_variant(answer, link_focus_format(option.palette if option is not None else QApplication.palette()))
         return result
 
-    def drawComplexControl(  # Qt override
-        self,
-        control: QStyle.ComplexControl,
-        option: QStyleOption,
-        painter: QPainter,
-        widget: QWidget | None = None,
-    ) -> None:
-        super().drawComplexControl(control, option, painter, widget)
-        if control in (QStyle.ComplexControl.CC_ComboBox, QStyle.ComplexControl.CC_SpinBox) and (
-            option.state & QStyle.StateFlag.State_HasFocus
-        ):
-            draw_focus_ring(painter, option.rect, option.palette)
+
+_link_style: LinkFocusStyle | None = None
+
+
+def ring_keyboard_links(view: QTextEdit) -> None:
+    """The link Tab reaches in `view` (a QTextBrowser's) gets the focus ring: the view's style asks for
+    the link's look (QWidgetTextControl asks its widget's style). One style for all such views, owned
+    by the application. (Qt passes a view's style on to its scroll bars: the transcript's ask about 110
+    hints a streamed answer of it, which stays.)"""
+    global _link_style
+    if _link_style is None or not shiboken6.isValid(_link_style):
+        _link_style = LinkFocusStyle()
+        _link_style.setParent(QApplication.instance())
+    view.setStyle(_link_style)

@@ -17,7 +17,7 @@ from PySide6.QtCore import QPoint, Qt
 from PySide6.QtGui import QFocusEvent, QPainter, QPalette, QTextCursor
 from PySide6.QtWidgets import QTextBrowser, QTextEdit
 
-from ember_chat.app.style.focus import RING_WIDTH, draw_focus_ring
+from ember_chat.app.style.focus import RING_WIDTH, draw_focus_ring, ring_keyboard_links
 
 _KEYBOARD = (Qt.FocusReason.TabFocusReason, Qt.FocusReason.BacktabFocusReason, Qt.FocusReason.ShortcutFocusReason)
 
@@ -30,6 +30,7 @@ class TranscriptFocus:
         self._ring = False
         self._walk_from_view = False  # the next Tab starts at the top of the view (focus came from the keyboard)
         view.setViewportMargins(RING_WIDTH, RING_WIDTH, RING_WIDTH, RING_WIDTH)  # room for the ring
+        ring_keyboard_links(view)  # (the action Tab is on)
 
     @property
     def ring_shown(self) -> bool:
