@@ -36,8 +36,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from ember_chat.app.engine_link.model_names import model_choices
 from ember_chat.app.engine_link.tasks import TaskRunner
-from ember_chat.app.models.model_bar import model_choices
 from ember_chat.engine.bench.lab import BenchPlan, BenchRun, measure_exclusively, measure_model, points_csv, save_run
 from ember_chat.engine.errors import InvalidParameter, LoadCancelled
 from ember_chat.engine.inference.service.engine import EngineService

@@ -25,8 +25,8 @@ from PySide6.QtGui import QDesktopServices
 from PySide6.QtWidgets import QFileDialog, QWidget
 
 from ember_chat.app.context import AppContext
+from ember_chat.app.engine_link.model_names import model_label
 from ember_chat.app.models.model_bar import ModelBar
-from ember_chat.app.models.starter_names import model_label
 from ember_chat.app.qt.settings_page import show_settings_page
 from ember_chat.engine.core.refs import ModelRef
 from ember_chat.engine.core.states import ModelState

@@ -6,24 +6,14 @@ from __future__ import annotations
 from PySide6.QtCore import QSize, Qt, Signal
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QProgressBar, QPushButton, QToolButton, QWidget
 
+from ember_chat.app.engine_link.model_names import model_choices
 from ember_chat.app.engine_link.wording import window_wording
 from ember_chat.app.models.manager.tables import human_size
-from ember_chat.app.models.starter_names import model_label
 from ember_chat.app.qt.elided_label import ElidedLabel
 from ember_chat.engine.core.states import ModelState
 from ember_chat.engine.inference.backend import ModelDescription
 from ember_chat.engine.models.library import ModelEntry
-from ember_chat.engine.storage.connections import Connection, remote_model_name
-
-
-def model_choices(entries: list[ModelEntry], connections: list[Connection]) -> list[tuple[str, str]]:
-    """(label, name) of every model the picker offers: local ones, then each connection's models
-    marked with the connection's name."""
-    out = [(model_label(e.name), e.name) for e in entries]
-    for c in connections:
-        ids = list(dict.fromkeys([*([c.default_model] if c.default_model else []), *c.models]))
-        out += [(f"{model_id} — {c.name}", remote_model_name(c.name, model_id)) for model_id in ids]
-    return out
+from ember_chat.engine.storage.connections import Connection
 
 
 class ModelBar(QWidget):

@@ -29,7 +29,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ember_chat.app.models.starter_names import model_label
+from ember_chat.app.engine_link.model_names import model_label
 from ember_chat.app.presets.editor import PresetEditor
 from ember_chat.engine.errors import InvalidParameter
 from ember_chat.engine.storage.presets import Preset, PresetError, PresetLibrary

@@ -7,7 +7,7 @@ from __future__ import annotations
 from PySide6.QtCore import QEvent, QObject
 from PySide6.QtWidgets import QStackedWidget, QVBoxLayout, QWidget
 
-from ember_chat.app.models.starter_names import model_label
+from ember_chat.app.engine_link.model_names import model_label
 from ember_chat.app.shell.loading_panel import LoadingPanel
 from ember_chat.app.shell.welcome import ChatGreeting, WelcomePanel, greets_as_chat
 from ember_chat.app.transcript.view import TranscriptView

@@ -10,7 +10,7 @@ from PySide6.QtCore import QCoreApplication, Qt, Signal
 from PySide6.QtGui import QPalette
 from PySide6.QtWidgets import QLabel, QPushButton, QVBoxLayout, QWidget
 
-from ember_chat.app.models.starter_names import model_label
+from ember_chat.app.engine_link.model_names import model_label
 from ember_chat.app.qt.centred import centre_column
 from ember_chat.engine.inference.backend import ModelDescription
 from ember_chat.engine.models.starter import GEMMA_ALIAS, find_starter

@@ -23,6 +23,7 @@ from PySide6.QtCore import Qt, QUrl, Signal
 from PySide6.QtGui import QDesktopServices, QFont
 from PySide6.QtWidgets import QFileDialog, QLabel, QMessageBox, QPushButton, QVBoxLayout, QWidget
 
+from ember_chat.app.engine_link.model_names import model_label
 from ember_chat.app.engine_link.tasks import TaskRunner
 from ember_chat.app.models.manager.tables import (
     StatusBanner,
@@ -32,7 +33,6 @@ from ember_chat.app.models.manager.tables import (
     note_item,
     table_item,
 )
-from ember_chat.app.models.starter_names import model_label
 from ember_chat.engine.models.download_queue import DownloadQueue
 from ember_chat.engine.models.downloader import DownloadSpec
 from ember_chat.engine.models.gguf_inspect import ModelInfo
