@@ -26,8 +26,8 @@ import math
 
 from PySide6.QtCharts import QChart, QChartView, QLineSeries, QValueAxis
 from PySide6.QtCore import QPointF, QRectF, Qt
-from PySide6.QtGui import QColor, QCursor, QFont, QPainter, QPen
-from PySide6.QtWidgets import QApplication, QToolTip
+from PySide6.QtGui import QColor, QCursor, QFont, QPainter, QPainterPath, QPen
+from PySide6.QtWidgets import QApplication, QGraphicsPathItem, QGraphicsRectItem, QToolTip
 
 from ember_chat.app.style.theme import Colors
 from ember_chat.engine.inference.metrics import GenerationMetrics
@@ -96,28 +96,39 @@ def downsample_itl(itl_ms: list[float], start_s: float, limit: int = MIN_POINTS)
     return points
 
 
-class BrokenAxisView(QChartView):
-    """A chart view that marks its time axis with a break (two slanted strokes) at the left end while
-    the axis does not start at 0."""
+class AxisBreak:
+    """The break mark of the time axis (two slanted strokes over a gap in the axis line) at the plot's
+    bottom left, shown while the axis does not start at 0. Two items in the chart's scene, which Qt
+    draws and moves with the chart: a view's drawForeground written in Python ran at every repaint
+    of the chart (each live point)."""
 
     def __init__(self, chart: QChart) -> None:
-        super().__init__(chart)
-        self.broken = False
-        self.mark_color = QColor(Qt.GlobalColor.gray)
+        self.gap = QGraphicsRectItem(QRectF(3, -1.5, 4, 3), chart)  # the gap in the axis line
+        self.gap.setPen(QPen(Qt.PenStyle.NoPen))
+        strokes = QPainterPath()
+        for dx in (3.0, 7.0):
+            strokes.moveTo(dx - 1.5, 4.0)
+            strokes.lineTo(dx + 1.5, -4.0)
+        self.strokes = QGraphicsPathItem(strokes, chart)
+        for item in (self.gap, self.strokes):
+            item.setZValue(1000)  # (over the axis line and the series)
+            item.setVisible(False)
+        self.chart = chart
+        chart.plotAreaChanged.connect(self._place)
+        self.set_color(QColor(Qt.GlobalColor.gray))
 
-    def drawForeground(self, painter: QPainter, rect: QRectF) -> None:
-        super().drawForeground(painter, rect)
-        if not self.broken:
-            return
-        at = self.chart().mapToScene(self.chart().plotArea().bottomLeft())
-        x, y, h = at.x() + 3, at.y(), 4.0
-        painter.save()
-        painter.setRenderHint(QPainter.RenderHint.Antialiasing)
-        painter.fillRect(QRectF(x, y - 1.5, 4, 3), self.chart().backgroundBrush())  # the gap in the axis line
-        painter.setPen(QPen(self.mark_color, 1.2))
-        for dx in (0.0, 4.0):
-            painter.drawLine(QPointF(x + dx - 1.5, y + h), QPointF(x + dx + 1.5, y - h))
-        painter.restore()
+    def set_color(self, color: QColor) -> None:
+        self.strokes.setPen(QPen(color, 1.2))
+        self.gap.setBrush(self.chart.backgroundBrush())
+
+    def show(self, on: bool) -> None:
+        self.gap.setVisible(on)
+        self.strokes.setVisible(on)
+        self._place(self.chart.plotArea())
+
+    def _place(self, plot: QRectF) -> None:
+        self.gap.setPos(plot.bottomLeft())
+        self.strokes.setPos(plot.bottomLeft())
 
 
 class SpeedChart:
@@ -146,7 +157,8 @@ class SpeedChart:
         self.speed.hovered.connect(lambda p, on: self._tip(p, on, QChart.tr("{v:.1f} tok/s at {t:.2f} s")))
         self.itl.hovered.connect(lambda p, on: self._tip(p, on, QChart.tr("{v:.1f} ms between tokens at {t:.2f} s")))
         self.chart = chart
-        self.view = BrokenAxisView(chart)
+        self.view = QChartView(chart)
+        self.axis_break = AxisBreak(chart)
         self.view.setRenderHint(QPainter.RenderHint.Antialiasing)
         # its title, axis labels, axis title and legend take about 7 lines of text; below about 4 more for
         # the plot QtCharts elides the x axis's labels and title to "…" (it did at 170 px)
@@ -174,7 +186,7 @@ class SpeedChart:
             axis.setLinePenColor(QColor(colors.border))
         self.chart.setTitleBrush(QColor(colors.text))
         self.chart.legend().setLabelColor(QColor(colors.secondary))
-        self.view.mark_color = QColor(colors.secondary)
+        self.axis_break.set_color(QColor(colors.secondary))
         self.speed.setPen(QPen(QColor(colors.accent), 2))
         itl_pen = QPen(QColor(colors.user_accent), 1.5)
         itl_pen.setStyle(Qt.PenStyle.DashLine)
@@ -217,7 +229,7 @@ class SpeedChart:
     def _start_at(self, origin: float) -> None:
         """The time axis from `origin` (s since sent: 0, or the first token's time), its title saying so."""
         self._origin = origin
-        self.view.broken = origin > 0
+        self.axis_break.show(origin > 0)
         title = QChart.tr("since sent · first token at {s:.2f} s") if origin > 0 else QChart.tr("since sent")
         self.axis_x.setTitleText(title.format(s=origin))
 
