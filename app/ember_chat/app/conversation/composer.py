@@ -18,7 +18,6 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ember_chat.app.chat_list.view import ChatListWidget, ConversationList
 from ember_chat.app.conversation.attachments_bar import AttachmentsBar, gives_attachment
 from ember_chat.app.style.icons import themed_icon
 from ember_chat.app.style.theme import Colors
@@ -173,4 +172,4 @@ class Composer(QWidget):
             self.send.emit(text)
 
 
-__all__ = ["ChatListWidget", "Composer", "ComposerEdit", "ConversationList"]
+__all__ = ["Composer", "ComposerEdit"]

@@ -11,8 +11,9 @@ from PySide6.QtCore import QSettings, QUrl, Signal
 from PySide6.QtGui import QCloseEvent
 from PySide6.QtWidgets import QApplication, QMainWindow
 
+from ember_chat.app.chat_list.view import ConversationList
 from ember_chat.app.context import AppContext
-from ember_chat.app.conversation.composer import Composer, ConversationList
+from ember_chat.app.conversation.composer import Composer
 from ember_chat.app.models.model_bar import ModelBar
 from ember_chat.app.shell.banner import Banner
 from ember_chat.app.shell.centre import CentrePages, centre_column
