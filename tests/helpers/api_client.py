@@ -12,8 +12,8 @@ from ember_chat.engine.attachments import DEFAULT_LIMITS, Limits
 from ember_chat.engine.cli.common import load_blocking
 from ember_chat.engine.core.params import LoadConfig
 from ember_chat.engine.inference.service.engine import EngineService
-from ember_chat.engine.openai.content_parts import TURN_WAIT_S
 from ember_chat.engine.serve.config import ServerConfig
+from ember_chat.engine.serve.file_reading import TURN_WAIT_S
 from ember_chat.engine.serve.server import ApiServer
 
 

@@ -11,7 +11,7 @@ from typing import Any
 from ember_chat.engine.attachments import Extracted
 from ember_chat.engine.core.messages import ChatMessage
 from ember_chat.engine.openai.api_error import ApiError
-from ember_chat.engine.openai.content_parts import ContentError, Reading, parse_content
+from ember_chat.engine.openai.content_parts import ContentError, PartReader, parse_content
 from ember_chat.engine.openai.tool_wire import check_tool_turns, history_calls
 
 SAMPLING_FIELDS = {
@@ -41,7 +41,7 @@ _KNOWN = {*SAMPLING_FIELDS, *NEUTRAL, *REFUSED, *_IGNORED, *_NO_OP, *_READ}
 KNOWN_BY_KIND = {"chat": _KNOWN | {"messages"}, "completion": _KNOWN | {"prompt"}}
 
 
-def read_messages(raw: Any, files: dict[int, list[Extracted]], reading: Reading | None = None) -> list[ChatMessage]:
+def read_messages(raw: Any, files: dict[int, list[Extracted]], reading: PartReader) -> list[ChatMessage]:
     """The messages; a user message's `file` parts go into `files` (message index → files read, as
     `reading` says: limits, and when to stop)."""
     if not isinstance(raw, list) or not raw:

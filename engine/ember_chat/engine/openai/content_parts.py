@@ -2,36 +2,28 @@
 part (`wire_content`). Read from a request to Ember's API server: `text`; `file` ({"file": {"filename",
 "file_data"}}, the data as base64 or a `data:` URL) read like a file attached in the window; `image_url`
 with a `data:` URL (an `http(s)` URL is refused: Ember never fetches a URL named in a request). A
-request's files are kept in a temporary attachment store for that one request (`temporary_store`).
+request's files are kept in a temporary attachment store for that one request (`temporary_store`, serve/answering.py).
 
-Each file and image is read in a child process with the server's time and memory limits
-(attachments/isolated.py), never on the connection's thread: a file that takes too long or inflates
-is a 400 saying so, and a client that hangs up (or the server stopping) ends its reader at once. The
-API's files share at most all readers but one (the window's attachments, imports and the CLI keep
-one), in order of arrival; a file that waited `Reading.turn_wait_s` for its turn is a 503 with
-Retry-After (the readers are busy: the request can be sent again as it is)."""
+The API server reads each file and image as its part comes (serve/file_reading.py: in a child process,
+with its limits and its turn among the readers)."""
 
 from __future__ import annotations
 
 import base64
 import binascii
-import math
 import re
-from collections.abc import Callable
-from dataclasses import dataclass, field, replace
-from typing import Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
 
-from ember_chat.engine.attachments import DEFAULT_LIMITS, AttachmentStore, Extracted, Limits, read_bytes_isolated
-from ember_chat.engine.attachments.isolated import ReadingStopped
-from ember_chat.engine.attachments.reader_turns import ReadersBusy, Requester
 from ember_chat.engine.core.images import from_data_url, image_mime, to_data_url
-from ember_chat.engine.core.messages import ChatMessage, ImageInput
-from ember_chat.engine.errors import AttachmentError, InvalidParameter
-from ember_chat.engine.openai.api_error import ApiError
+from ember_chat.engine.core.messages import ImageInput
+from ember_chat.engine.errors import InvalidParameter
+
+if TYPE_CHECKING:  # (the value a reader gives back: the shapes do not read files themselves)
+    from ember_chat.engine.attachments import Extracted
 
 _DATA_URL = re.compile(r"data:(?P<mime>[\w.+-]+/[\w.+-]+)?(?P<params>(;[^;,]*)*?);base64,(?P<data>.*)", re.S)  # files
 _IMAGE_SUFFIX = {"image/png": "png", "image/jpeg": "jpg", "image/webp": "webp", "image/gif": "gif"}
-TURN_WAIT_S = 30.0  # how long a request's file may wait for a reader (every one the API may use busy)
 _NEVER_FETCHES = (
     "Ember never fetches a URL named in a request; send the image's bytes in a data: URL (data:image/png;base64,...)."
 )
@@ -41,15 +33,12 @@ class ContentError(ValueError):
     """A content part that cannot be used; the message is for the API client (a 400)."""
 
 
-@dataclass(frozen=True)
-class Reading:
-    """How a request's files are read: the limits (the server's, from the settings) and what says the
-    request is no longer wanted (its client hung up, the server stops); how long a file may wait for
-    its turn among the readers before the request is a 503."""
+class PartReader(Protocol):
+    """Reads the bytes of a part's file or image as a file attached in the window is read (the API
+    server's serve/file_reading.py Reading: in a child process, with its limits); a file it cannot use
+    is a ContentError naming `at`."""
 
-    limits: Limits = DEFAULT_LIMITS
-    cancelled: Callable[[], bool] | None = None
-    turn_wait_s: float = TURN_WAIT_S
+    def read(self, name: str, data: bytes, at: str) -> Extracted: ...
 
 
 @dataclass
@@ -61,10 +50,9 @@ class Content:
     images: list[ImageInput] = field(default_factory=list)
 
 
-def parse_content(content: Any, where: str, reading: Reading | None = None) -> Content:
+def parse_content(content: Any, where: str, reading: PartReader) -> Content:
     """`content` of one message (a string, or a list of parts); `where` names it in errors
-    ("messages[2].content"). ReadingStopped when the request stopped being wanted while a file was read."""
-    reading = reading or Reading()
+    ("messages[2].content"). Each file and image is read by `reading` as its part comes."""
     if isinstance(content, str):
         return Content(content)
     if content is None:
@@ -88,7 +76,7 @@ def parse_content(content: Any, where: str, reading: Reading | None = None) -> C
     return out
 
 
-def _file_part(spec: Any, at: str, reading: Reading) -> Extracted:
+def _file_part(spec: Any, at: str, reading: PartReader) -> Extracted:
     if not isinstance(spec, dict):
         raise ContentError(f"{at}.file must be an object with filename and file_data.")
     if spec.get("file_id") and not spec.get("file_data"):
@@ -99,32 +87,10 @@ def _file_part(spec: Any, at: str, reading: Reading) -> Extracted:
     match = _DATA_URL.fullmatch(data.strip())
     raw = _base64(match.group("data") if match else data, f"{at}.file.file_data")
     name = spec.get("filename") if isinstance(spec.get("filename"), str) else ""
-    return _read(name or "file", raw, at, reading)
+    return reading.read(name or "file", raw, at)
 
 
-def _read(name: str, data: bytes, at: str, reading: Reading) -> Extracted:
-    try:
-        return read_bytes_isolated(
-            name,
-            data,
-            reading.limits,
-            cancelled=reading.cancelled,
-            requester=Requester.API,  # (the API's share of the readers: never all of them)
-            turn_wait_s=reading.turn_wait_s,
-        )
-    except ReadingStopped:
-        raise  # (the server drops the connection: nobody is left to answer)
-    except ReadersBusy as exc:
-        # every read now running ends within the time limit: a reader is free by then
-        retry = max(1, math.ceil(reading.limits.max_seconds))
-        said = f"{at}: {exc} Send the request again later."
-        headers = {"Retry-After": str(retry)}
-        raise ApiError(503, said, "server_error", param="messages", code="readers_busy", headers=headers) from None
-    except AttachmentError as exc:
-        raise ContentError(f"{at}: {exc}") from None
-
-
-def _image_part(spec: Any, at: str, reading: Reading) -> ImageInput:
+def _image_part(spec: Any, at: str, reading: PartReader) -> ImageInput:
     url = spec.get("url") if isinstance(spec, dict) else spec if isinstance(spec, str) else None
     if not isinstance(url, str) or not url:
         raise ContentError(f"{at}.image_url.url must be a data: URL with the image's bytes in base64.")
@@ -137,12 +103,12 @@ def _image_part(spec: Any, at: str, reading: Reading) -> ImageInput:
     return image_input(image, at, reading)
 
 
-def image_input(image: ImageInput, at: str, reading: Reading) -> ImageInput:
+def image_input(image: ImageInput, at: str, reading: PartReader) -> ImageInput:
     """The hook where an `image_url` part becomes a message's image (engineer B's vision path, which
     parses the data: URL): checked like an attached image (format, decompression bombs) before the
     model gets it; a model that cannot see images then says so (ImagesNotSupported: a 400)."""
     name = f"image.{_IMAGE_SUFFIX.get(image_mime(image.data), 'img')}"
-    extracted = _read(name, image.data, at, reading)
+    extracted = reading.read(name, image.data, at)
     if extracted.image is None:
         raise ContentError(f"{at}: the data: URL does not hold a PNG, JPEG, WebP or GIF image.")
     return ImageInput(extracted.sha256, extracted.image, name)
@@ -153,15 +119,6 @@ def _base64(text: str, at: str) -> bytes:
         return base64.b64decode(re.sub(r"\s+", "", text), validate=True)
     except (binascii.Error, ValueError):
         raise ContentError(f"{at} is not valid base64.") from None
-
-
-def attach(messages: list[ChatMessage], files: dict[int, list[Extracted]], store: AttachmentStore) -> list[ChatMessage]:
-    """The messages with their files saved in `store` and referred to (`files`: message index → files)."""
-    out = list(messages)
-    for index, extracted in files.items():
-        refs = tuple(store.ref(store.save(e)) for e in extracted)
-        out[index] = replace(out[index], attachments=out[index].attachments + refs)
-    return out
 
 
 def wire_content(text: str, images: tuple[ImageInput, ...]) -> str | list[dict[str, Any]]:

@@ -20,11 +20,11 @@ from ember_chat.engine.core.logprobs import TokenLogprob
 from ember_chat.engine.errors import QueueFull
 from ember_chat.engine.inference.service.engine import EngineService, GenerationRequest
 from ember_chat.engine.openai.api_error import ApiError
-from ember_chat.engine.openai.content_parts import attach
 from ember_chat.engine.openai.responses import ResponseBuilder, Sample
 from ember_chat.engine.openai.tool_wire import ChoiceCalls, call_deltas
 from ember_chat.engine.serve.api_request import ApiRequest, unfinished_error
 from ember_chat.engine.serve.event_stream import EventStream
+from ember_chat.engine.serve.file_reading import attach
 from ember_chat.engine.serve.sink import ClientGone, QueueSink, too_long
 
 POLL_S = 0.05  # how often a waiting handler checks whether its client is still there

@@ -27,9 +27,9 @@ from ember_chat.engine.openai.chat_request import (
     logprobs_wanted,
     read_messages,
 )
-from ember_chat.engine.openai.content_parts import Reading
 from ember_chat.engine.openai.responses import FINISH_REASONS
 from ember_chat.engine.openai.tool_wire import tool_request
+from ember_chat.engine.serve.file_reading import Reading
 from ember_chat.engine.serve.preset_defaults import preset_values, with_preset_system
 from ember_chat.engine.serve.request_options import constraint
 from ember_chat.engine.storage.presets import Preset
@@ -61,7 +61,7 @@ def parse_request(
     """Validate a /v1/chat/completions (kind "chat") or /v1/completions ("completion") body. Unknown
     fields: `check_known_fields` (`allow_unknown`, `unknown_advice`). `preset`: the served model's
     default preset, what the request does not say itself (preset_defaults.py). `reading`: how its files
-    are read (content_parts.Reading: the limits, and what says the client is gone)."""
+    are read (file_reading.Reading: the limits, and what says the client is gone)."""
     if not isinstance(body, dict):
         raise ApiError(400, "The request body must be a JSON object.")
     check_known_fields(body, KNOWN_BY_KIND[kind], allow_unknown, unknown_advice)
@@ -128,7 +128,9 @@ def parse_request(
     }  # fmt: skip
     if kind == "chat":
         files: dict[int, list[Extracted]] = {}
-        messages, files = with_preset_system(read_messages(body.get("messages"), files, reading), files, preset)
+        messages, files = with_preset_system(
+            read_messages(body.get("messages"), files, reading or Reading()), files, preset
+        )
         trim = ember_options(body.get("ember")).get("trim_history", False)
         return ApiRequest("chat", messages=messages, files=files, trim_history=trim, tools=tools, **common)
     prompt = body.get("prompt")

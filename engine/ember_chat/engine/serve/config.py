@@ -10,7 +10,7 @@ from ember_chat.engine.attachments import DEFAULT_LIMITS, Limits
 from ember_chat.engine.core.loopback import is_loopback
 from ember_chat.engine.errors import ServeError
 from ember_chat.engine.openai.chat_request import CLI_UNKNOWN_FIELDS_ADVICE
-from ember_chat.engine.openai.content_parts import TURN_WAIT_S
+from ember_chat.engine.serve.file_reading import TURN_WAIT_S
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")  # (a Host header's names: exact, unlike core.loopback's test)
 

@@ -30,7 +30,6 @@ from ember_chat.engine.core.instance import SERVER_ID_HEADER
 from ember_chat.engine.errors import ServeError
 from ember_chat.engine.inference.service.engine import EngineService
 from ember_chat.engine.openai.api_error import ApiError
-from ember_chat.engine.openai.content_parts import Reading
 from ember_chat.engine.openai.models_list import models_answer
 from ember_chat.engine.openai.responses import ResponseBuilder
 from ember_chat.engine.serve import tokens
@@ -38,6 +37,7 @@ from ember_chat.engine.serve.answering import Answerer
 from ember_chat.engine.serve.api_request import ApiRequest, parse_request
 from ember_chat.engine.serve.config import ServerConfig
 from ember_chat.engine.serve.event_stream import EventStream
+from ember_chat.engine.serve.file_reading import Reading
 from ember_chat.engine.serve.guards import bind_option, check_access, content_length, refuse
 from ember_chat.engine.serve.request_log import RequestListener, RequestRecord
 from ember_chat.engine.serve.sink import ClientGone, client_gone
