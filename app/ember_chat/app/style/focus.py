@@ -147,15 +147,19 @@ class LinkFocusStyle(FocusStyle):
 
 
 _link_style: LinkFocusStyle | None = None
+_bar_style: FocusStyle | None = None
 
 
 def ring_keyboard_links(view: QTextEdit) -> None:
     """The link Tab reaches in `view` (a QTextBrowser's) gets the focus ring: the view's style asks for
     the link's look (QWidgetTextControl asks its widget's style). One style for all such views, owned
-    by the application. (Qt passes a view's style on to its scroll bars: the transcript's ask about 110
-    hints a streamed answer of it, which stays.)"""
-    global _link_style
+    by the application."""
+    global _link_style, _bar_style
     if _link_style is None or not shiboken6.isValid(_link_style):
         _link_style = LinkFocusStyle()
         _link_style.setParent(QApplication.instance())
+        _bar_style = FocusStyle()
+        _bar_style.setParent(QApplication.instance())
     view.setStyle(_link_style)
+    for bar in (view.verticalScrollBar(), view.horizontalScrollBar()):  # (Qt passed the view's style on to them)
+        bar.setStyle(_bar_style)  # a bar asks for hints at each change of its range: 4 a streamed batch
