@@ -5,37 +5,32 @@ and the About text."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Protocol
 
 from PySide6.QtCore import QCoreApplication
 from PySide6.QtGui import QAction, QActionGroup, QKeySequence
 from PySide6.QtWidgets import QMenu, QMenuBar, QMessageBox
 
 from ember_chat.app.chat_list.actions import ChatActions
+from ember_chat.app.conversation.controller import ChatController
 from ember_chat.app.importing.dialog import ImportChats
-from ember_chat.app.models.actions import ModelActions
-from ember_chat.app.shell.settings_window import SettingsWindow, build_settings_window
+from ember_chat.app.models.model_bar import ModelBar
+from ember_chat.app.shell.settings_window import SettingsHost, build_settings_window
 from ember_chat.engine import __version__
+from ember_chat.engine.inference.backend import ModelDescription
+from ember_chat.engine.storage.settings import Settings
 
 
-class MenuHost(Protocol):
-    """What the menus need from the window (the window satisfies it; menus never import it)."""
+class MenuHost(SettingsHost, Protocol):
+    """What the menus need from the window (the window satisfies it; menus never import it): what the
+    Settings window they build needs (settings_window.py's SettingsHost: the model actions, the font
+    size, the theme and side panel actions, the settings' controllers), and what their entries call."""
 
     models_menu: ModelsMenu
-    settings_window: SettingsWindow
-    theme_group: QActionGroup
-    model_bar: Any
-    side_action: QAction
-    controller: Any
-    conversations: Any
-    settings: Any
-    library: Any
-    downloads: Any
-    model: Any
-    connections: Any
-    api: Any
+    model_bar: ModelBar
+    controller: ChatController
+    settings: Settings
     importer: ImportChats  # File ▸ Import chats…
-    models: ModelActions  # the window's model actions (models/actions.py)
     chats: ChatActions  # the chat list's actions (chat_list/actions.py)
     close: Callable[[], bool]
     stop: Callable[[], None]
@@ -43,6 +38,8 @@ class MenuHost(Protocol):
     show_shortcuts: Callable[[], None]
     focus_pane: Callable[[str], None]
 
+    @property
+    def model(self) -> ModelDescription | None: ...  # the model loaded
     def menuBar(self) -> QMenuBar: ...
     def set_theme(self, name: str) -> None: ...
 
@@ -107,10 +104,10 @@ def build_menus(self: MenuHost) -> None:
         a.triggered.connect(lambda _=False, n=name: self.set_theme(n))
         group.addAction(a)
     view.addSeparator()  # the transcript's text size (transcript/font_size.py)
-    bigger = _action(view, tr("&Bigger text"), lambda: self.font_size.bigger(), "Ctrl+=")  # type: ignore[attr-defined]
+    bigger = _action(view, tr("&Bigger text"), lambda: self.font_size.bigger(), "Ctrl+=")
     bigger.setShortcuts([QKeySequence("Ctrl+="), QKeySequence("Ctrl++")])
-    _action(view, tr("S&maller text"), lambda: self.font_size.smaller(), "Ctrl+-")  # type: ignore[attr-defined]
-    _action(view, tr("&Normal size"), lambda: self.font_size.normal(), "Ctrl+0")  # type: ignore[attr-defined]
+    _action(view, tr("S&maller text"), lambda: self.font_size.smaller(), "Ctrl+-")
+    _action(view, tr("&Normal size"), lambda: self.font_size.normal(), "Ctrl+0")
     go = view.addMenu(tr("&Go to"))
     for pane, label, key in (
         ("chats", tr("Chat &list"), "Alt+1"),

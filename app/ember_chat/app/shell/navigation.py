@@ -3,24 +3,33 @@
 from __future__ import annotations
 
 from itertools import pairwise
-from typing import Any, Protocol
+from typing import Protocol
 
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QWidget
+from PySide6.QtWidgets import QComboBox, QWidget
+
+from ember_chat.app.chat_list.view import ConversationList
+from ember_chat.app.conversation.composer import Composer
+from ember_chat.app.models.model_bar import ModelBar
+from ember_chat.app.shell.banner import Banner
+from ember_chat.app.shell.centre import CentrePages
+from ember_chat.app.shell.welcome import WelcomePanel
+from ember_chat.app.side_panel.panel import SidePanel
+from ember_chat.app.transcript.view import TranscriptView
 
 
 class NavigationHost(Protocol):
     """The parts of the window navigation moves between (the window satisfies it)."""
 
-    conversations: Any
-    centre_stack: Any
-    welcome: Any
-    transcript: Any
-    composer: Any
-    side: Any
-    model_picker: Any
-    model_bar: Any
-    banner: Any
+    conversations: ConversationList
+    centre_stack: CentrePages
+    welcome: WelcomePanel
+    transcript: TranscriptView
+    composer: Composer
+    side: SidePanel
+    model_picker: QComboBox
+    model_bar: ModelBar
+    banner: Banner
 
     def toggle_side_panel(self) -> None: ...
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
 from PySide6.QtCore import QSettings, QSize, Qt
 from PySide6.QtGui import QAction, QActionGroup
@@ -40,7 +40,10 @@ from ember_chat.app.models.kv_caches import WindowKvCaches
 from ember_chat.app.presets.actions import WindowPresets
 from ember_chat.app.qt.window_frame import TITLE_BAR_ALLOWANCE
 from ember_chat.app.server.api_control import ApiServerControl
+from ember_chat.app.tools.actions import WindowTools
 from ember_chat.app.transcript.font_size import TranscriptFontSize
+from ember_chat.engine.models.download_queue import DownloadQueue
+from ember_chat.engine.models.library import ModelLibrary
 
 SECTION_KEY = "settings_window/section"  # in the window state (QSettings): the last section shown
 SIZE_KEY = "settings_window/size"
@@ -57,10 +60,10 @@ class SettingsHost(Protocol):
     theme_group: QActionGroup
     side_action: QAction
     font_size: TranscriptFontSize
-    library: Any
-    downloads: Any
+    library: ModelLibrary
+    downloads: DownloadQueue | None  # (None: nothing downloads, so no Model Manager)
     api: ApiServerControl
-    tools: Any
+    tools: WindowTools
     presets: WindowPresets
     backups: WindowBackups
     kv_caches: WindowKvCaches
