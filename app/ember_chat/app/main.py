@@ -1,7 +1,7 @@
 """Start the desktop app: `ember-chat` with no command.
 
 Optional scripted mode for CI and demos: `--model NAME` loads a model, `--send TEXT` sends a message,
-`--screenshot FILE` saves the window once the answer is complete and quits.
+`--screenshot FILE` saves the window once the answer is complete and quits (shell/scripted_run.py).
 """
 
 from __future__ import annotations
@@ -89,73 +89,6 @@ def install_translations(app: object, folder: Path | None = None, locale: object
     return app.installTranslator(translator)
 
 
-def _scripted_run_class() -> type:
-    from PySide6.QtCore import QObject, QTimer, Slot
-
-    from ember_chat.engine.inference.metrics import GenerationMetrics
-
-    class ScriptedRun(QObject):
-        """--send / --screenshot: slots of a GUI-thread object, so they run in the GUI thread."""
-
-        def __init__(self, window: MainWindow, send: str | None, screenshot: str | None) -> None:
-            super().__init__(window)
-            self.window = window
-            self.send = send
-            self.screenshot = screenshot
-            self.sent = False
-            window.bridge.loaded.connect(self.on_loaded)
-            window.bridge.load_failed.connect(self.on_failed)
-            window.controller.generating_changed.connect(self.on_generating)
-
-        @Slot(object)
-        def on_loaded(self, _model: object) -> None:
-            if self.send and not self.sent:
-                self.sent = True
-                self.window.controller.send(self.send)
-            elif self.screenshot and not self.send:
-                QTimer.singleShot(300, self.shoot)
-
-        @Slot(str)
-        def on_failed(self, message: str) -> None:
-            print(f"ember: {message}", file=sys.stderr)
-            if self.screenshot:
-                self.shoot()
-
-        @Slot(bool)
-        def on_generating(self, on: bool) -> None:
-            if on:
-                return
-            controller = self.window.controller
-            if self.sent and controller.conversation_id is not None:  # say what arrived (smoke tests read it)
-                answer = self.window.store.thread(controller.conversation_id)[-1]
-                stored = GenerationMetrics.from_stored(answer.metrics)
-                line = stored.summary_line() if stored else ""
-                print(f"ember: answer: {len(answer.content)} characters · {line}", file=sys.stderr, flush=True)
-            if not self.screenshot:
-                return
-            if self.window.transcript.rendering:
-                self.window.transcript.rendered.connect(self.on_rendered)
-            else:
-                QTimer.singleShot(200, self.shoot)
-
-        @Slot()
-        def on_rendered(self) -> None:
-            QTimer.singleShot(200, self.shoot)
-
-        def shoot(self) -> None:
-            out = Path(self.screenshot)
-            out.parent.mkdir(parents=True, exist_ok=True)
-            shot = self.window.screen().grabWindow(self.window.winId())  # the real window's pixels
-            if shot.isNull():
-                shot = self.window.grab()
-            shot.save(str(out))
-            print(f"ember: screenshot saved to {out}", file=sys.stderr)
-            self.window.api.stop()  # a scripted run quits without asking about the API server
-            self.window.close()
-
-    return ScriptedRun
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="ember-chat", description="Ember desktop app")
     ap.add_argument("--model", help="load this model at start ('starter' or a name/path)")
@@ -231,7 +164,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                     command_line_params()
 
         window.model_state_changed.connect(first_ready)
-    script = _scripted_run_class()(window, args.send, args.screenshot)  # noqa: F841 - kept by parent
+    from ember_chat.app.shell.scripted_run import ScriptedRun
+
+    script = ScriptedRun(window, args.send, args.screenshot)  # noqa: F841 - kept by parent
     if args.model:
         window.models.load_model(args.model)
     elif window.settings.last_model:
