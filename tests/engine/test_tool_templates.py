@@ -1,4 +1,4 @@
-"""Tools, calls and results through the real chat templates in tests/templates (prompting.py with
+"""Tools, calls and results through the real chat templates in tests/templates (prompt/templates.py with
 tools_render.py): each template puts the tool's name and JSON schema where it describes tools, the
 call in its own call format, the result inside its own tool turn; and the call a template shows the
 model is the call Ember's parser for that family reads back.

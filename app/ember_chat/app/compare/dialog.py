@@ -2,7 +2,7 @@
 metrics line, a diff toggle against the first column, and "Keep this one". Earlier comparisons of the
 same prompt are listed at the top and shown again as they were kept.
 
-The dialog shows; CompareActions (compare_actions.py) runs, stores and keeps. Events of a run arrive
+The dialog shows; CompareActions (actions.py) runs, stores and keeps. Events of a run arrive
 through `show_event` on the GUI thread."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Small widgets: the composer (the conversations sidebar is in chat_list.py, re-exported here)."""
+"""Small widgets: the composer (the conversations sidebar is chat_list/view.py's)."""
 
 from __future__ import annotations
 

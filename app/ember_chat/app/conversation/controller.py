@@ -91,7 +91,7 @@ class ChatController(QObject):
         self.editing = False
         self.model_ready = False
         self.model_name: str | None = None  # shown on each answer's header
-        self.attachments: ChatAttachments | None = None  # keeps and sends attachments (chat_attachments.py)
+        self.attachments: ChatAttachments | None = None  # keeps and sends attachments (attachments.py)
         # a chat's tools, asked before each answer (the composition gives the window's tools' session_for)
         self.tool_session_for: Callable[[int], ChatToolSession | None] | None = None
         self.tools = ToolTurns(self, parent=self)  # the tool loop: consent, calls, results, the next generation

@@ -6,7 +6,7 @@
   values (saved with it, as every change in the side panel is), which win when it is reopened.
 - The side panel's picker shows which preset the chat's values are, and applies one (saved with the
   chat); "Presets…" opens the library (Settings ▸ Presets…).
-- `/` typed in an empty message box opens the saved prompts (presets_popup.py).
+- `/` typed in an empty message box opens the saved prompts (popup.py).
 - The window's API server answers with the loaded model's default preset (`for_api`, asked on the
   server's threads: it reads only the library, which is thread-safe, and a key set here).
 

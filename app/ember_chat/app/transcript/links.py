@@ -1,7 +1,7 @@
 """Links in the transcript: every link its messages hold, in document (and Tab) order, and what
 activating one (a click, or Enter on the focused one) does. A web link goes to the view's `open_link`;
 an `ember:` link becomes the view's `action` (verb, message id, argument) only when Ember signed it
-(message_render.py): one in a model's answer is shown, never run. The view hands `activate_link`
+(render/message.py): one in a model's answer is shown, never run. The view hands `activate_link`
 those two signals' emits and its tool cards' fold.
 """
 

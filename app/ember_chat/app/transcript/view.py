@@ -1,17 +1,17 @@
 """The transcript: one QTextBrowser holding the visible branch of a conversation, each message drawn
-on a card (painted behind the text, so cards cost no layout: transcript_cards.py, the `cards` part).
+on a card (painted behind the text, so cards cost no layout: cards.py, the `cards` part).
 
 It stays instant however long the chat is:
 - incremental: showing a thread again re-writes only the messages that changed at its end (a send
   appends the question; a regenerate replaces the last answer);
 - lazy: opening a chat writes the last screenfuls at once, then the older messages above them a
   few milliseconds at a time, keeping what is on screen still;
-- streaming (transcript_stream.py, the `streaming` part): text batches are appended at the end
+- streaming (stream.py, the `streaming` part): text batches are appended at the end
   (never a re-render); when the answer completes, its Markdown rendering replaces the plain text,
   again a few milliseconds at a time.
 
-Keyboard focus (where a Tab walk starts, the focus ring) is the `focus` part (transcript_focus.py);
-the background work (lazy opening, the final rendering) is the `slices` part (transcript_slices.py).
+Keyboard focus (where a Tab walk starts, the focus ring) is the `focus` part (focus.py);
+the background work (lazy opening, the final rendering) is the `slices` part (slices.py).
 """
 
 from __future__ import annotations
@@ -167,7 +167,7 @@ class TranscriptView(QTextBrowser):
         return self.document().rootFrame().frameFormat().leftMargin()
 
     def paintEvent(self, event: QPaintEvent) -> None:  # Qt override
-        """Cards behind the messages on screen (transcript_cards.py), then the text over them."""
+        """Cards behind the messages on screen (cards.py), then the text over them."""
         if self.devicePixelRatioF() != self.writer.ratio:  # moved to a screen of another density
             self.writer.set_colors(self.writer.colors, self.devicePixelRatioF())
         if self._shown:
@@ -282,7 +282,7 @@ class TranscriptView(QTextBrowser):
         """Whether this answer's thinking is open."""
         return message_id in self._expanded
 
-    # ----- streaming (the text itself: see transcript_stream.py)
+    # ----- streaming (the text itself: see stream.py)
     def begin_stream(self, message_id: int, model: str | None = None, began_at: float | None = None) -> None:
         """A new answer streams below the last message: its header now (`began_at`: the time it shows,
         now by default), its text as it comes."""
@@ -381,7 +381,7 @@ class TranscriptView(QTextBrowser):
         event.setPoliteness(QAccessible.AnnouncementPoliteness.Polite)
         QAccessible.updateAccessibility(event)
 
-    # ----- keyboard focus (see transcript_focus.py)
+    # ----- keyboard focus (see focus.py)
     def focusInEvent(self, event: QFocusEvent) -> None:  # Qt override
         self.focus.focus_in(event)
         super().focusInEvent(event)

@@ -100,7 +100,7 @@ class InvalidCall:
 class CutShort(InvalidCall):
     """A call the answer ended inside (max tokens, the context, a stop): never run, and its markup is
     no text of the answer either (the API leaves it out of `content`; after complete calls of the same
-    answer it is dropped, and the answer ends with them: tool_turn.py)."""
+    answer it is dropped, and the answer ends with them: inference/calls/turn.py)."""
 
 
 # What tool_choice asks: the model may call (auto), must not (none), must call one (required), or must

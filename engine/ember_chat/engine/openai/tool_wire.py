@@ -12,7 +12,7 @@ model wrote, in the answer's text (`content`, in place), and the response's `emb
 says which call and why (`[{"choice", "name", "raw", "error"}]`, `raw` the call's text as written;
 in the final chunk when streamed). A call the answer ended inside (max_tokens: a CutShort) is noted
 there too, but its markup is no part of `content`; after complete calls it is dropped and the answer
-ends with them (finish_reason "tool_calls", see tool_turn.py). An answer whose calls were all invalid
+ends with them (finish_reason "tool_calls", see inference/calls/turn.py). An answer whose calls were all invalid
 ends with finish_reason "stop"; the valid calls keep consecutive indexes (0, 1, …) whatever invalid
 ones came between.
 """

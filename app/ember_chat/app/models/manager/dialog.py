@@ -5,8 +5,8 @@ reading each model's header, import, delete, the token) runs on the manager's ta
 GUI thread; a newer search or listing supersedes one still out. Downloads run in the engine's
 download queue and are shown from its snapshots a few times a second.
 
-Discover and Installed are widgets of their own (`discover_tab`, `installed_tab`, in manager_discover.py
-and manager_installed.py), each owning its state; the dialog holds them, the Downloads tab, the banner
+Discover and Installed are widgets of their own (`discover_tab`, `installed_tab`, in discover.py
+and installed.py), each owning its state; the dialog holds them, the Downloads tab, the banner
 and the task runner they share, and passes on their signals. The names the window and the tests use
 most are kept on the dialog, as the tabs' own objects."""
 

@@ -1,7 +1,7 @@
 """Tool-call formats of the model families, and what every parser shares: the format a model
 writes (`tool_format_for`), the words that open a call (`call_triggers`, for the lazy grammar), a call
 checked against the tools it was given (`check_call`), and the parsed pieces (`ParsedChunk`,
-`InvalidCall`). The parsers themselves are tool_calls.py.
+`InvalidCall`). The parsers themselves are parsing.py's.
 """
 
 from __future__ import annotations

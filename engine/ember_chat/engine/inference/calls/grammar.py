@@ -7,7 +7,7 @@ opening words on: `lead` (text that must come first: the part of a token before 
 runtime takes back and lets the grammar write again), the opener, the call, and, when parallel calls are
 allowed, more calls — MAX_CALLS in all at most; nothing after them but the end of the turn. A named
 `tool_choice` is one call of that tool (OpenAI: "call exactly one specific function"). The arguments'
-rules come from llama-cpp-python's JSON-schema converter (see grammar.py), one rule per tool.
+rules come from llama-cpp-python's JSON-schema converter (see grammar/structured.py), one rule per tool.
 """
 
 from __future__ import annotations

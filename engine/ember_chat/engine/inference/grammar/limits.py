@@ -7,10 +7,10 @@ and a grammar whose rules begin with other rules in several ways (`r1 ::= r2 "b"
 rules) gives the parser and the sampler one stack per way to begin, 2^17 of them: minutes of CPU
 that no cancel reaches (a JSON schema's `$defs` can write that grammar too). None of it is an
 exception Ember could catch, so `check_grammar_limits` reads the grammar first, the way llama.cpp's
-parser does (grammar_rules.py: its syntax, and repetitions expanded into the same rules), then the
+parser does (rules.py: its syntax, and repetitions expanded into the same rules), then the
 stacks its rules give llama.cpp (here), and refuses with a sentence what is over a limit. Every
-grammar goes through it before llama.cpp parses it (grammar.py's checks for a request,
-grammar_sampling.py before a generation).
+grammar goes through it before llama.cpp parses it (structured.py's checks for a request,
+sampling.py before a generation).
 
 It is pure Python and iterative (no recursion to overflow here either), linear in the grammar's size
 with the rule and element counts capped as they grow."""

@@ -2,7 +2,7 @@
 cost depends on: the rules once repetitions are expanded, each a list of alternatives of rule ids
 and terminals. Written with an explicit stack of open groups (no recursion to overflow here), linear
 in the grammar's size, with the nesting, rule and element counts refused as they grow past their
-limits (grammar_limits.py reads the rules' stacks and holds the size)."""
+limits (limits.py reads the rules' stacks and holds the size)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 # Groups inside groups: llama.cpp's parser takes ~400 bytes of stack per level (20,000 overflow a
 # thread's 8 MB); 1,000 need ~0.4 MB, inside the smallest thread stack Ember runs on (1 MB). The JSON
-# schema converter nests one group per character a string's maxLength allows (grammar.py holds 256).
+# schema converter nests one group per character a string's maxLength allows (structured.py holds 256).
 MAX_GRAMMAR_NESTING = 1_000
 MAX_GRAMMAR_RULES = 50_000  # rules once repetitions are expanded (`x{0,n}` is n rules)
 MAX_GRAMMAR_ELEMENTS = 1_000_000  # symbols in all rules once expanded (llama.cpp keeps 8 bytes each)

@@ -2,10 +2,10 @@
 
 The converter (llama_cpp.llama_grammar, a port of llama.cpp's json_schema_to_grammar) recurses once
 per object or array inside another, writes an item out once per repetition a schema asks for, and
-loops forever on some patterns; the whole grammar is in memory before grammar_limits.py can read
+loops forever on some patterns; the whole grammar is in memory before limits.py can read
 it. `check_schema_limits` reads the schema first (without recursion) and refuses with a sentence a
 schema nested too deep, one whose grammar would be written out far past the grammar's size limit,
-and a pattern the converter would never finish. grammar.py calls it for every schema: a request's
+and a pattern the converter would never finish. structured.py calls it for every schema: a request's
 response_format or json_schema, a tool's parameters, the window's schema."""
 
 from __future__ import annotations

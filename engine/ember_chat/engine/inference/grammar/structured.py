@@ -5,8 +5,8 @@ The converter and the JSON grammar are llama-cpp-python's own (`llama_cpp.llama_
 llama.cpp's json_schema_to_grammar); llama_cpp is imported only when a grammar is asked for, so the
 modules the CLI and the window import at start stay light. Every input is checked here, with a
 sentence that says what is wrong, before a generation starts — every schema is held to
-grammar_schema_limits.py's limits before the converter sees it, and every grammar, given or made from
-a schema, to grammar_limits.py's before llama.cpp's parser sees it (over them, the converter or the
+schema_limits.py's limits before the converter sees it, and every grammar, given or made from
+a schema, to limits.py's before llama.cpp's parser sees it (over them, the converter or the
 parser uses up the memory, crashes or hangs the process, where no exception can be caught)."""
 
 from __future__ import annotations

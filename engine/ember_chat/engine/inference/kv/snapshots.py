@@ -6,7 +6,7 @@ The latest snapshots stay in RAM (up to `ram_bytes`); the least recently used go
 (`<directory>/<sha1>.kvsnap`, written by ONE background thread: a temporary file, fsync, os.replace; a
 header, the token list, the state, and a sha256 over all of them), within `cap_bytes` (least recently
 used files deleted). A snapshot belongs to a `SnapshotKey` (the model file and the load settings that
-change the cache; kv_snapshot_keys.py); `best()` finds the one of a key that shares the longest token
+change the cache; snapshot_keys.py); `best()` finds the one of a key that shares the longest token
 prefix with a prompt.
 
 Nothing here raises on a damaged file, a full disk or an unwritable folder: the snapshot is not used

@@ -322,7 +322,7 @@ class LocalRuntime:
     ) -> Iterator[Event]:
         """Generate the assistant's reply to `messages`. The last message is the user's, the results of
         the calls of the assistant turn before (`tool` messages), or an assistant's partial answer to
-        continue (after an interruption). With `tools`, the answer may be calls (see tool_turn.py).
+        continue (after an interruption). With `tools`, the answer may be calls (see calls/turn.py).
         `batched` (only when `can_batch`): decoded with the other batched runs; the events include
         StepWanted whenever it waits for `step()`. `cancel`: stops this run only. `trim`: the oldest
         turns are left out when the conversation does not fit (ContextTrimmed says so); False:

@@ -80,7 +80,7 @@ class Seq0Source:
     def generate(self, tokens: list[int], grammar: str | None) -> Iterator[int]:
         """The token generator for these sampling parameters (from the longest prefix of `tokens` already
         in the KV cache): llama-cpp-python's, or under a grammar the one that asks the grammar only about
-        the token chosen (grammar_sampling.py), or for plain greedy decoding the argmax of the logits
+        the token chosen (grammar/sampling.py), or for plain greedy decoding the argmax of the logits
         (greedy.py)."""
         llm, params = self._llm, self._params
         if grammar is not None:

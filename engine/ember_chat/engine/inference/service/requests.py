@@ -1,7 +1,7 @@
 """A generation request and where its results go (`GenerationRequest`, `GenerationSink`), work that has
 the engine to itself (`ExclusiveJob`), and what the engine service tells its listeners about its queue
 and its loads (`RequestRecord`, `QueueState`, `ServiceListener`): the values every client of
-service.py speaks, apart from the service's thread and queue."""
+service/engine.py speaks, apart from the service's thread and queue."""
 
 from __future__ import annotations
 
