@@ -1,6 +1,6 @@
-"""The two bundled starters in the real window: the model picker and the Model Manager say which is
-which, and a new user's first question to the chat starter gets a sensible answer, saved in the real
-SQLite chat store."""
+"""The chat starter in the real window: a new user's first question to it gets a sensible answer, saved
+in the real SQLite chat store (the picker and the Model Manager saying which starter is which:
+test_model_names)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from PySide6.QtCore import Qt
 from pytestqt.qtbot import QtBot
 
 from ember_chat.app.shell.main_window import MainWindow
@@ -19,22 +18,6 @@ from tests.helpers.sentences import sentences
 __all__ = ["make_window", "paths"]
 
 CHAT_LABEL = "SmolLM2 135M (chat starter)"  # (one name everywhere: test_model_names)
-BASE_LABEL = "Gemma 3 270M (base model)"
-
-
-def test_the_picker_and_the_model_manager_say_which_starter_is_which(
-    qtbot: QtBot, make_window: Callable[..., MainWindow]
-) -> None:
-    w = make_window()
-    picker = {w.model_picker.itemData(i): w.model_picker.itemText(i) for i in range(w.model_picker.count())}
-    assert picker["starter"] == CHAT_LABEL and picker["gemma-3-270m"] == BASE_LABEL
-    mm = w.models.model_manager()
-    with qtbot.waitSignal(mm.installed_listed, timeout=LOAD_TIMEOUT):
-        mm.show()
-    rows = [mm.installed.item(r, 0) for r in range(mm.installed.rowCount())]
-    named = {item.data(Qt.ItemDataRole.UserRole).name: item.text() for item in rows}
-    assert named["starter"] == CHAT_LABEL and named["gemma-3-270m"] == BASE_LABEL
-    mm.close()
 
 
 @pytest.mark.slow
