@@ -131,7 +131,8 @@ class ChatTreeModel(QAbstractItemModel):
         for k, label in entries.items():
             kids[ROOT].append(k)
             text[k] = tip[k] = label
-        self._swap(kids, text, tip, flat=False)
+        if self.flat or not self._step(kids, text, tip):
+            self._swap(kids, text, tip, flat=False)
 
     def set_flat(self, chats: Sequence[Conversation], empty_text: str, tips: dict[int, str] | None = None) -> None:
         """A flat list of chats (archived, Trash); `empty_text` when there is none."""
@@ -163,6 +164,55 @@ class ChatTreeModel(QAbstractItemModel):
         new = [self._index(k, i.column()) for k, i in zip(old_keys, old, strict=True)]
         self.changePersistentIndexList(old, new)
         self.layoutChanged.emit()
+
+    def _step(self, kids: dict[int, list[int]], text: dict[int, str], tip: dict[int, str]) -> bool:
+        """The tree as `kids` says when it differs from the one shown by at most one row moved within its
+        parent or one row added (a message saved moves its chat to the top; a new chat adds one), plus
+        texts: one row move or insert and a `dataChanged` per changed text, instead of a new layout that
+        has the view lay out and paint every row again. False (nothing done) for any other change."""
+        old, was_text, was_tip = self._kids, self._text, self._tip
+        if kids.keys() != old.keys():
+            return False
+        changed = [p for p, ks in kids.items() if ks != old[p]]
+        if len(changed) > 1:
+            return False
+        if changed:
+            p = changed[0]
+            was, now = old[p], kids[p]
+            # the same rows elsewhere, and in this parent: the old ones plus one, or the same ones, one moved
+            if len(now) == len(was) + 1:
+                at = next((i for i, (a, b) in enumerate(zip(was, now, strict=False)) if a != b), len(was))
+                if now[:at] + now[at + 1 :] != was or now[at] in self._up:
+                    return False
+                self.beginInsertRows(self._index(p), at, at)
+                self._set(kids, text, tip)
+                self.endInsertRows()
+            elif len(now) == len(was):
+                first = next(i for i, (a, b) in enumerate(zip(was, now, strict=True)) if a != b)
+                last = next(i for i in range(len(was) - 1, -1, -1) if was[i] != now[i])
+                if now[first] == was[last] and now[first + 1 : last + 1] == was[first:last]:
+                    src, dest = last, first  # a row moved up
+                elif now[last] == was[first] and now[first:last] == was[first + 1 : last + 1]:
+                    src, dest = first, last + 1  # a row moved down (Qt counts the destination before the move)
+                else:
+                    return False
+                parent = self._index(p)
+                if not self.beginMoveRows(parent, src, src, parent, dest):
+                    return False
+                self._set(kids, text, tip)
+                self.endMoveRows()
+            else:
+                return False
+        self._text, self._tip = text, tip
+        for k in [k for k, t in text.items() if was_text.get(k) != t or was_tip.get(k) != tip.get(k)]:
+            index = self._index(k)
+            self.dataChanged.emit(index, index)
+        return True
+
+    def _set(self, kids: dict[int, list[int]], text: dict[int, str], tip: dict[int, str]) -> None:
+        self._kids, self._text, self._tip = kids, text, tip
+        self._up = {k: p for p, ks in kids.items() for k in ks}
+        self._row = {k: r for ks in kids.values() for r, k in enumerate(ks)}
 
     # ----- reading
     def _index(self, key: int, column: int = 0) -> QModelIndex:

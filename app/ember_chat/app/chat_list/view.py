@@ -256,7 +256,12 @@ class ConversationList(QWidget):
         """Only the open chat selected, none for a new chat (a selection of several chats is kept as it is)."""
         if len(self.selected_ids()) > 1:
             return
-        self._quietly_select(self.model.index_of(CHAT, self._open) if self._open is not None else QModelIndex())
+        index = self.model.index_of(CHAT, self._open) if self._open is not None else QModelIndex()
+        sm = self.list.selectionModel()
+        selected = sm.selectedIndexes()
+        if selected == ([index] if index.isValid() else []) and (not index.isValid() or sm.currentIndex() == index):
+            return  # so already (the list read again after a message was saved): no repaint of every row
+        self._quietly_select(index)
 
     def _quietly_select(self, index: QModelIndex) -> None:
         """Select this row only (none when `index` is invalid) without a `selected` signal: the chat is open

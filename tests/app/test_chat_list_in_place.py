@@ -1,0 +1,45 @@
+"""A message sent in a chat changes that chat's row in place (issue 29 item 8): the list is not laid out
+again, row by row, for each message saved; the chat moves to the top of its group with its new time."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from PySide6.QtWidgets import QApplication
+from pytestqt.qtbot import QtBot
+
+from ember_chat.app.shell.main_window import MainWindow
+from tests.helpers.fake_backend import FakeBackend
+from tests.helpers.window import send
+
+
+def test_a_message_in_an_older_chat_moves_its_row_without_rebuilding_the_list(
+    qtbot: QtBot, make_loaded_window: Callable[[FakeBackend | None], MainWindow]
+) -> None:
+    w = make_loaded_window(FakeBackend(n_tokens=8))
+    ids = []
+    for i in range(60):
+        c = w.store.create_conversation(f"chat {i}")
+        w.store.add_message(c.id, "user", f"question {i}")
+        ids.append(c.id)
+    w.chats.reload_conversations()
+    oldest = ids[0]
+    w.chats.open_conversation(oldest)
+    QApplication.processEvents()
+    lst = w.chats.conversations
+    assert lst.chat_ids() == ids[::-1]
+    before = w.chats._listed[oldest].updated_at
+    model = lst.model
+    rebuilt, moved = [], []
+    model.layoutChanged.connect(lambda *_: rebuilt.append("layout"))
+    model.modelReset.connect(lambda: rebuilt.append("reset"))
+    model.rowsMoved.connect(lambda *_: moved.append(1))
+
+    send(qtbot, w, "one more question")
+
+    assert rebuilt == []  # (before: a new layout of all 60 rows at the Send and again at the answer's end)
+    assert len(moved) == 1
+    assert lst.chat_ids() == [oldest, *ids[:0:-1]]
+    assert w.chats._listed[oldest].updated_at > before
+    assert lst.selected_ids() == [oldest]
+    assert lst.list.currentIndex() == lst.index_of(oldest)
