@@ -27,6 +27,7 @@ os.environ.update(
 
 import contextlib  # noqa: E402
 import ipaddress  # noqa: E402
+import shutil  # noqa: E402
 import ssl  # noqa: E402
 import threading  # noqa: E402
 from collections.abc import Callable  # noqa: E402
@@ -35,17 +36,22 @@ from datetime import UTC, datetime, timedelta  # noqa: E402
 import httpx2  # noqa: E402
 import openai  # noqa: E402
 import pytest  # noqa: E402
+from pytestqt.qtbot import QtBot  # noqa: E402
 
+from ember_chat.app.main import build_window  # noqa: E402
+from ember_chat.app.shell.main_window import MainWindow  # noqa: E402
 from ember_chat.engine.cli.common import load_blocking  # noqa: E402
 from ember_chat.engine.core.params import LoadConfig  # noqa: E402
 from ember_chat.engine.inference.service.engine import EngineService  # noqa: E402
 from ember_chat.engine.serve.config import ServerConfig  # noqa: E402
 from ember_chat.engine.serve.server import ApiServer  # noqa: E402
+from ember_chat.engine.storage.paths import AppPaths  # noqa: E402
 from tests.helpers.api_support import WAIT_S, FakeSetup  # noqa: E402
 from tests.helpers.ember_export import Place  # noqa: E402
 from tests.helpers.fake_backend import FakeBackend  # noqa: E402
 from tests.helpers.remote_support import Backends  # noqa: E402
 from tests.helpers.sse_server import FakeOpenAI  # noqa: E402
+from tests.helpers.window import LOAD_TIMEOUT  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -260,3 +266,35 @@ def tls_context(tmp_path_factory: pytest.TempPathFactory) -> ssl.SSLContext:
 def tls_server(tls_context: ssl.SSLContext) -> Iterator[FakeOpenAI]:
     with FakeOpenAI(tls=tls_context) as fake:
         yield fake
+
+
+@pytest.fixture
+def paths(tmp_path: Path, tiny_model: Path) -> AppPaths:
+    p = AppPaths(tmp_path / "data", tmp_path / "config")
+    p.default_models_dir.mkdir(parents=True)
+    shutil.copy(tiny_model, p.default_models_dir / "tiny.gguf")
+    return p
+
+
+@pytest.fixture
+def make_window(qtbot: QtBot, paths: AppPaths) -> Iterator[Callable[..., MainWindow]]:
+    windows: list[MainWindow] = []
+
+    def make(backend_factory: Callable[[], object] | None = None) -> MainWindow:
+        kwargs = {"backend_factory": backend_factory} if backend_factory else {}
+        w = build_window(paths, **kwargs)
+        qtbot.addWidget(w)
+        w.show()
+        windows.append(w)
+        with qtbot.waitSignal(w.models_listed, timeout=LOAD_TIMEOUT):  # the picker is filled off the GUI thread
+            pass
+        return w
+
+    yield make
+    for w in windows:
+        w.close()  # stops, quits and joins the engine thread
+        if w.api.quit_question is not None:  # the API server was left running: quitting asks first
+            w.api.quit_button.click()
+        assert not w.bridge.service.running
+        assert w.join_background(30)  # and every background task's thread has ended
+        w.store.close()

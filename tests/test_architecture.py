@@ -202,3 +202,51 @@ class Fine:
     found = _window_back_references(source)
     lines = sorted(int(f.split(":")[0].removeprefix("line ")) for f in found)
     assert lines == [3, 5, 6, 7, 9, 11], found  # (not line 12's self.window(), nor Fine)
+
+
+TESTS = Path(__file__).resolve().parent
+
+
+def _test_module_coupling(source: str) -> list[str]:
+    """What ties a module to a test module: an import from a module named test_*, or an `__all__` (a test
+    module's only reason for one was to re-export fixtures it imported from another)."""
+    found: list[str] = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            if node.module.rsplit(".", 1)[-1].startswith("test_"):
+                found.append(f"line {node.lineno}: imports from {node.module}")
+        elif isinstance(node, ast.Import):
+            found += [f"line {node.lineno}: imports {a.name}" for a in node.names if ".test_" in f".{a.name}"]
+        elif isinstance(node, ast.Assign | ast.AnnAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if any(isinstance(t, ast.Name) and t.id == "__all__" for t in targets):
+                found.append(f"line {node.lineno}: defines __all__")
+    return found
+
+
+def test_no_test_module_imports_another_nor_re_exports_fixtures() -> None:
+    """Fixtures shared between test modules live in a conftest.py (tests/, tests/app/, tests/engine/), the
+    helpers they share in tests/helpers/: a test module is never imported, so none needs an __all__."""
+    offenders = {}
+    for path in sorted(TESTS.rglob("*.py")):
+        found = _test_module_coupling(path.read_text())
+        if found:
+            offenders[path.relative_to(TESTS).as_posix()] = found
+    assert offenders == {}
+
+
+def test_the_test_module_coupling_finder_finds_each_kind() -> None:
+    source = """
+from tests.app.test_app import load, paths
+import tests.engine.test_runtime
+from tests.helpers.window import send
+__all__ = ["paths"]
+def f() -> None:
+    from tests.app.test_chat_list import menu_grab
+"""
+    assert _test_module_coupling(source) == [
+        "line 2: imports from tests.app.test_app",
+        "line 3: imports tests.engine.test_runtime",
+        "line 5: defines __all__",
+        "line 7: imports from tests.app.test_chat_list",
+    ]

@@ -12,16 +12,22 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import pytest
 from PySide6.QtCore import Qt
 from pytestqt.qtbot import QtBot
 
 from ember_chat.app.shell.main_window import MainWindow
 from ember_chat.engine.core.params import SamplingParams
 from ember_chat.engine.inference.events import Event, PrefillProgress
-from tests.app.test_attachments_window import make_window, settle
+from tests.helpers.attachments_window import settle
 from tests.helpers.fake_backend import FakeBackend
 
-__all__ = ["make_window"]  # fixture
+
+@pytest.fixture
+def make_window(make_loaded_window: Callable[..., MainWindow]) -> Callable[..., MainWindow]:
+    """A window with the tiny model loaded: tests/app/conftest.py's make_loaded_window."""
+    return make_loaded_window
+
 
 WAIT_MS = 30_000
 ANSWER = ("Herons ", "nest ", "together.")

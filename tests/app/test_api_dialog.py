@@ -20,27 +20,11 @@ from PySide6.QtWidgets import QMessageBox
 from pytestqt.qtbot import QtBot
 
 from ember_chat.app.shell.main_window import MainWindow
-from tests.app.test_app import load, make_window, paths
+from tests.helpers.api_dialog import WAIT_MS, start_server
 from tests.helpers.api_support import assert_error
 from tests.helpers.fake_backend import FakeBackend
-from tests.helpers.peer_servers import free_port
+from tests.helpers.window import load
 from tests.helpers.window_support import start_api_in_window
-
-__all__ = ["make_window", "paths"]  # fixtures from tests/app/test_app.py
-
-WAIT_MS = 30_000
-
-
-def start_server(qtbot: QtBot, w: MainWindow, key: str = "") -> object:
-    dialog = w.api.open_dialog()
-    dialog.enabled.setChecked(True)
-    dialog.port.setValue(free_port())
-    dialog.key.setText(key)
-    dialog.remove_key.setChecked(not key)  # (a key an earlier test stored is not wanted)
-    with qtbot.waitSignal(dialog.applied, timeout=WAIT_MS) as applied:  # the keychain: off the GUI thread
-        dialog.apply()
-    assert applied.args == [True] and w.api.running
-    return dialog
 
 
 def get(url: str, key: str = "") -> int:

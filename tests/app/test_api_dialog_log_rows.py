@@ -10,11 +10,8 @@ from PySide6.QtWidgets import QApplication
 from pytestqt.qtbot import QtBot
 
 from ember_chat.app.shell.main_window import MainWindow
-from tests.app.test_api_dialog import start_server
-from tests.app.test_app import make_window, paths
+from tests.helpers.api_dialog import start_server
 from tests.helpers.fake_backend import FakeBackend
-
-__all__ = ["make_window", "paths"]  # fixtures
 
 ROWS = 6
 

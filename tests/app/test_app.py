@@ -6,90 +6,20 @@ from __future__ import annotations
 import json
 import shutil
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from PySide6.QtCore import QObject, Qt, Signal, Slot
 from pytestqt.qtbot import QtBot
 
-from ember_chat.app.main import build_window
 from ember_chat.app.shell.main_window import MainWindow
 from ember_chat.engine.storage.paths import AppPaths
 from tests.helpers.fake_backend import FakeBackend
-
-LOAD_TIMEOUT = 60_000
-ANSWER_TIMEOUT = 120_000
-
-
-@pytest.fixture
-def paths(tmp_path: Path, tiny_model: Path) -> AppPaths:
-    p = AppPaths(tmp_path / "data", tmp_path / "config")
-    p.default_models_dir.mkdir(parents=True)
-    shutil.copy(tiny_model, p.default_models_dir / "tiny.gguf")
-    return p
-
-
-@pytest.fixture
-def make_window(qtbot: QtBot, paths: AppPaths) -> Iterator[Callable[..., MainWindow]]:
-    windows: list[MainWindow] = []
-
-    def make(backend_factory: Callable[[], object] | None = None) -> MainWindow:
-        kwargs = {"backend_factory": backend_factory} if backend_factory else {}
-        w = build_window(paths, **kwargs)
-        qtbot.addWidget(w)
-        w.show()
-        windows.append(w)
-        with qtbot.waitSignal(w.models_listed, timeout=LOAD_TIMEOUT):  # the picker is filled off the GUI thread
-            pass
-        return w
-
-    yield make
-    for w in windows:
-        w.close()  # stops, quits and joins the engine thread
-        if w.api.quit_question is not None:  # the API server was left running: quitting asks first
-            w.api.quit_button.click()
-        assert not w.bridge.service.running
-        assert w.join_background(30)  # and every background task's thread has ended
-        w.store.close()
-
+from tests.helpers.window import ANSWER_TIMEOUT, LOAD_TIMEOUT, load, send, set_max_tokens, start_endless_answer
 
 # Tests wait on GUI-thread signals only: pytest-qt's waiter would run in the engine thread for a
 # signal emitted there, and return before the window has handled it.
-
-
-def load(qtbot: QtBot, w: MainWindow, name: str = "tiny.gguf", expect: str = "ready") -> None:
-    with qtbot.waitSignal(
-        w.model_state_changed, check_params_cb=lambda s: s in ("ready", "none"), timeout=LOAD_TIMEOUT
-    ):
-        w.models.load_model(name)
-    assert w.controller.model_ready == (expect == "ready")
-
-
-def send(qtbot: QtBot, w: MainWindow, text: str) -> None:
-    """Type into the composer and press Enter, then wait for the answer to finish."""
-    with qtbot.waitSignal(w.controller.generating_changed, check_params_cb=lambda on: not on, timeout=ANSWER_TIMEOUT):
-        w.composer.editor.setPlainText(text)
-        qtbot.keyClick(w.composer.editor, Qt.Key.Key_Return)
-    if w.transcript.rendering:  # the Markdown rendering of the answer completes in time slices
-        with qtbot.waitSignal(w.transcript.rendered, timeout=ANSWER_TIMEOUT):
-            pass
-
-
-def set_max_tokens(w: MainWindow, n: int) -> None:
-    w.side.params.max_tokens.setValue(n)
-
-
-def start_endless_answer(qtbot: QtBot, make_window: Callable[..., MainWindow]) -> MainWindow:
-    """A window whose engine answers without end (a fake, a token every 2 ms), its model loaded and no
-    token limit to speak of, that has sent "tell me everything" with Enter: returns once the answer streams."""
-    w = make_window(lambda _ref: FakeBackend(n_tokens=100_000, delay_s=0.002))
-    load(qtbot, w, "tiny.gguf")
-    set_max_tokens(w, 100_000)
-    w.composer.editor.setPlainText("tell me everything")
-    with qtbot.waitSignal(w.controller.streamed, timeout=ANSWER_TIMEOUT):
-        qtbot.keyClick(w.composer.editor, Qt.Key.Key_Return)
-    return w
 
 
 def test_pyside_does_not_corrupt_bool_refcounts(qtbot: QtBot) -> None:

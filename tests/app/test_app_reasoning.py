@@ -17,10 +17,8 @@ from ember_chat.engine.core.params import LoadConfig
 from ember_chat.engine.inference.service.engine import EngineService
 from ember_chat.engine.serve.config import ServerConfig
 from ember_chat.engine.serve.server import ApiServer
-from tests.app.test_app import load, make_window, paths, send
 from tests.helpers.fake_backend import FakeBackend
-
-__all__ = ["make_window", "paths"]
+from tests.helpers.window import load, send
 
 SCRIPT = ["<think>", "\n", "The user ", "greets me. ", "Be brief.", "</think>", "\n\n", "Hello ", "**there**", "!"]
 

@@ -21,13 +21,11 @@ from ember_chat.engine.inference.service.engine import EngineService, QueueState
 from ember_chat.engine.serve.config import ServerConfig
 from ember_chat.engine.serve.server import ApiServer
 from ember_chat.engine.storage.connections import Connection, remote_model_name
-from ember_chat.engine.storage.conversations import Message
 from ember_chat.engine.storage.secrets import API_SERVER_KEY, SecretStore
-from tests.app.test_app import ANSWER_TIMEOUT, load, make_window, paths, send, set_max_tokens
 from tests.helpers.peer_servers import free_port
+from tests.helpers.remote_window import cut_answer
 from tests.helpers.sse_server import DONE, FakeOpenAI, chunk, usage_chunk
-
-__all__ = ["make_window", "paths"]  # fixtures used here
+from tests.helpers.window import ANSWER_TIMEOUT, load, send, set_max_tokens
 
 
 @pytest.fixture(scope="module")
@@ -197,15 +195,6 @@ def test_api_server_port_in_use_is_a_clear_error(qtbot: QtBot, make_window: Call
         assert "cannot listen" in w.banner.text() and not w.settings.api_server and not dialog.enabled.isChecked()
     finally:
         blocker.close()
-
-
-def cut_answer(qtbot: QtBot, w: MainWindow, fake: FakeOpenAI) -> Message:
-    """Chat with `fake` as the connection "flaky", whose stream breaks after "The first half"; the answer."""
-    fake.stream([chunk("", role="assistant"), chunk("The first"), chunk(" half")], cut_after=3)
-    w.connections.save(Connection("flaky", fake.base_url, "test-model"))
-    load(qtbot, w, remote_model_name("flaky", "test-model"))
-    send(qtbot, w, "Tell me a story")
-    return w.store.thread(w.controller.conversation_id)[-1]
 
 
 def test_a_cut_stream_keeps_the_answer_and_continue_finishes_it(

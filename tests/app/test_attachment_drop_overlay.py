@@ -9,16 +9,22 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from PySide6.QtCore import QMimeData, QPoint, QPointF, Qt, QUrl
 from PySide6.QtGui import QDragEnterEvent, QDragLeaveEvent, QDragMoveEvent, QDropEvent
 from PySide6.QtWidgets import QApplication, QWidget
 from pytestqt.qtbot import QtBot
 
 from ember_chat.app.shell.main_window import MainWindow
-from tests.app.test_attachments_window import make_window, settle
+from tests.helpers.attachments_window import settle
 from tests.helpers.fake_backend import FakeBackend
 
-__all__ = ["make_window"]  # fixture
+
+@pytest.fixture
+def make_window(make_loaded_window: Callable[..., MainWindow]) -> Callable[..., MainWindow]:
+    """A window with the tiny model loaded: tests/app/conftest.py's make_loaded_window."""
+    return make_loaded_window
+
 
 LEFT, NONE, COPY = Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier, Qt.DropAction.CopyAction
 

@@ -15,6 +15,7 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from PySide6.QtCore import Qt
 from pytestqt.qtbot import QtBot
 
@@ -25,11 +26,16 @@ from ember_chat.engine.attachments.planning import plan_turn
 from ember_chat.engine.core.messages import AttachmentRef
 from ember_chat.engine.storage.conversations import ConversationStore
 from ember_chat.engine.storage.paths import AppPaths
-from tests.app.test_attachments_window import make_window, send, settle
 from tests.helpers.attachment_files import write_pdf
+from tests.helpers.attachments_window import send, settle
 from tests.helpers.fake_backend import FakeBackend
 
-__all__ = ["make_window"]  # fixture
+
+@pytest.fixture
+def make_window(make_loaded_window: Callable[..., MainWindow]) -> Callable[..., MainWindow]:
+    """A window with the tiny model loaded: tests/app/conftest.py's make_loaded_window."""
+    return make_loaded_window
+
 
 READ_ENTRY = re.compile(r"^(?P<name>.+?) \((?:(?P<tokens>[\d,]+) tokens, )?(?P<how>.+)\)$")
 FILLER = "Line {i} of the yearly report: the committee met, budgets were read aloud and approved."

@@ -21,14 +21,19 @@ from ember_chat.app.transcript import attachments as transcript_attachments
 from ember_chat.app.transcript.view import TranscriptView
 from ember_chat.engine.attachments import read_attachment_bytes
 from ember_chat.engine.attachments.store import temporary_store
-from tests.app.test_accessibility import _activate, _focused_link
-from tests.app.test_attachments_window import FACT, WAIT_MS, SeeingFake, make_window, send, settle
-from tests.app.test_import_window import imported_and_opened
+from tests.helpers.accessibility import _activate, _focused_link
 from tests.helpers.attachment_files import image_bytes
+from tests.helpers.attachments_window import FACT, WAIT_MS, SeeingFake, send, settle
 from tests.helpers.fake_backend import FakeBackend
+from tests.helpers.import_window import imported_and_opened
 from tests.helpers.paths import TESTS
 
-__all__ = ["make_window"]  # fixtures
+
+@pytest.fixture
+def make_window(make_loaded_window: Callable[..., MainWindow]) -> Callable[..., MainWindow]:
+    """A window with the tiny model loaded: tests/app/conftest.py's make_loaded_window."""
+    return make_loaded_window
+
 
 HOSTILE = TESTS / "hostile"
 

@@ -17,11 +17,8 @@ from pytestqt.qtbot import QtBot
 
 from ember_chat.app.shell.main_window import MainWindow
 from ember_chat.engine.storage.paths import AppPaths
-from tests.app.test_app import make_window, paths
-from tests.app.test_attachments_hostile_window import slow_file, with_settings
 from tests.helpers.attachment_files import reading_processes, write_pdf
-
-__all__ = ["make_window", "paths"]  # fixtures
+from tests.helpers.attachments_window import slow_file, with_settings
 
 WAIT_MS = 60_000
 LIMIT_S = 4

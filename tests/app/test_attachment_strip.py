@@ -10,17 +10,22 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QApplication
 from pytestqt.qtbot import QtBot
 
 from ember_chat.app.conversation.attachment_chips import chip_words
 from ember_chat.app.shell.main_window import MainWindow
-from tests.app.test_attachments_window import make_window, settle
 from tests.helpers.attachment_files import write_pdf
+from tests.helpers.attachments_window import settle
 from tests.helpers.fake_backend import FakeBackend
 
-__all__ = ["make_window"]  # fixture
+
+@pytest.fixture
+def make_window(make_loaded_window: Callable[..., MainWindow]) -> Callable[..., MainWindow]:
+    """A window with the tiny model loaded: tests/app/conftest.py's make_loaded_window."""
+    return make_loaded_window
 
 
 def files(tmp_path: Path, n: int) -> list[Path]:

@@ -26,9 +26,8 @@ from ember_chat.app.shell.main_window import MainWindow
 from ember_chat.engine.attachments import reader_turns
 from ember_chat.engine.attachments.reader_turns import MAX_READERS, Requester
 from ember_chat.engine.storage.paths import AppPaths
-from ember_chat.engine.storage.settings import Settings, SettingsFile
-from tests.app.test_app import make_window, paths
 from tests.helpers.attachment_files import reading_processes
+from tests.helpers.attachments_window import SLOW_HTML, slow_file, with_settings
 from tests.helpers.window_support import start_api_in_window
 from tests.hostile.slow_or_inflating_files import (
     docx_zip_bomb,
@@ -37,10 +36,7 @@ from tests.hostile.slow_or_inflating_files import (
     unknown_section_html,
 )
 
-__all__ = ["make_window", "paths"]  # fixtures
-
 WAIT_MS = 60_000
-SLOW_HTML = 400_000  # repeats of `a </x `: 2.4 MB, minutes for Python's parser
 MB = 1024 * 1024
 
 
@@ -48,17 +44,6 @@ MB = 1024 * 1024
 def no_reader_left(qtbot: QtBot) -> Iterator[None]:
     yield
     qtbot.waitUntil(lambda: not reading_processes(), timeout=10_000)
-
-
-def with_settings(paths: AppPaths, **changes: Any) -> None:
-    """settings.json as the user left it before starting Ember."""
-    SettingsFile(paths.settings_file).save(Settings().with_changes(**changes))
-
-
-def slow_file(tmp_path: Path, name: str = "page.html") -> Path:
-    path = tmp_path / name
-    path.write_bytes(quadratic_html(SLOW_HTML))
-    return path
 
 
 def gone(pid: int) -> bool:

@@ -13,10 +13,7 @@ from pytestqt.qtbot import QtBot
 
 from ember_chat.app.shell.main_window import MainWindow
 from ember_chat.engine.attachments import read_attachment
-from tests.app.test_app import make_window, paths
 from tests.helpers.paths import TESTS
-
-__all__ = ["make_window", "paths"]  # fixtures
 
 LATEX_PDF = TESTS / "documents" / "latex_maths.pdf"
 # latex_maths.tex's two sentences as pypdf lays them out: subscripts and limits follow on the line

@@ -6,10 +6,8 @@ FTS5; the fake engine only answers."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
-import shutil
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -18,73 +16,22 @@ from PySide6.QtGui import QDragEnterEvent, QDropEvent, QGuiApplication, QImage
 from PySide6.QtWidgets import QApplication, QLabel, QPlainTextEdit
 from pytestqt.qtbot import QtBot
 
-from ember_chat.app.main import build_window
 from ember_chat.app.shell.main_window import MainWindow
 from ember_chat.engine.attachments.planning import whole_block
-from ember_chat.engine.inference.backend import ModelDescription
-from ember_chat.engine.storage.paths import AppPaths
 from tests.helpers.attachment_files import image_bytes, write_pdf
+from tests.helpers.attachments_window import FACT, WAIT_MS, SeeingFake, send, settle
 from tests.helpers.fake_backend import FakeBackend
-
-WAIT_MS = 60_000
-FACT = "The lighthouse keeper's cat is named Biscuit."
-
-
-class SeeingFake(FakeBackend):
-    """The fake engine as a vision model (one loaded with its projector)."""
-
-    @property
-    def description(self) -> ModelDescription | None:
-        d = super().description
-        return dataclasses.replace(d, vision=True) if d is not None else None
 
 
 @pytest.fixture
-def make_window(qtbot: QtBot, tmp_path: Path, tiny_model: Path) -> Iterator[Callable[[FakeBackend | None], MainWindow]]:
-    """A window with the tiny model loaded: through this fake engine, or (None) the real llama.cpp runtime."""
-    paths = AppPaths(tmp_path / "data", tmp_path / "config")
-    paths.default_models_dir.mkdir(parents=True)
-    shutil.copy(tiny_model, paths.default_models_dir / "tiny.gguf")
-    windows: list[MainWindow] = []
-
-    def make(fake: FakeBackend | None, load: bool = True) -> MainWindow:
-        w = build_window(paths, backend_factory=(lambda _ref: fake) if fake is not None else None)
-        qtbot.addWidget(w)
-        w.show()
-        windows.append(w)
-        with qtbot.waitSignal(w.models_listed, timeout=WAIT_MS):
-            pass
-        if not load:
-            return w
-        with qtbot.waitSignal(w.model_state_changed, check_params_cb=lambda s: s == "ready", timeout=WAIT_MS):
-            w.models.load_model("tiny.gguf")
-        return w
-
-    yield make
-    for w in windows:
-        w.close()
-        assert w.join_background(30)
-        w.store.close()
-
-
-def settle(qtbot: QtBot, w: MainWindow) -> None:
-    """Wait until every attachment is read and counted, and the engine's plan of them is shown."""
-    bar = w.composer.attachments
-    qtbot.waitUntil(lambda: bool(bar.items) and not bar.busy and not bar.planning, timeout=WAIT_MS)
+def make_window(make_loaded_window: Callable[..., MainWindow]) -> Callable[..., MainWindow]:
+    """A window with the tiny model loaded: tests/app/conftest.py's make_loaded_window."""
+    return make_loaded_window
 
 
 def chip_texts(w: MainWindow) -> list[str]:
     """Each chip's name and its whole sentence (its tooltip; the strip shows a short part of it)."""
     return [f"{i.chip.name_label.text()} | {i.chip.words}" for i in w.composer.attachments.items]
-
-
-def send(qtbot: QtBot, w: MainWindow, text: str) -> None:
-    with qtbot.waitSignal(w.controller.generating_changed, check_params_cb=lambda on: not on, timeout=WAIT_MS):
-        w.composer.editor.setPlainText(text)
-        qtbot.keyClick(w.composer.editor, Qt.Key.Key_Return)
-    if w.transcript.rendering:
-        with qtbot.waitSignal(w.transcript.rendered, timeout=WAIT_MS):
-            pass
 
 
 def test_the_attach_button_is_an_icon_with_a_name_and_in_the_tab_walk(

@@ -8,6 +8,7 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
+import pytest
 from PySide6.QtCore import Qt
 from pytestqt.qtbot import QtBot
 
@@ -15,10 +16,14 @@ from ember_chat.app.backups.dialog import DAILY_KEY
 from ember_chat.app.shell.main_window import MainWindow
 from ember_chat.engine.storage.conversations import ConversationStore
 from ember_chat.engine.storage.paths import AppPaths
-from tests.app.test_backups_window import _cells, _dialog, _open, paths, windows
+from tests.helpers.backups_window import _cells, _dialog, _open
 from tests.helpers.chats_cli import cli
 
-__all__ = ["paths", "windows"]  # fixtures from test_backups_window: a data folder with two chats
+
+@pytest.fixture
+def paths(chats_paths: AppPaths) -> AppPaths:
+    """A data folder whose chat database holds two chats: tests/app/conftest.py's chats_paths."""
+    return chats_paths
 
 
 def _with_one_archived_and_one_in_the_trash(paths: AppPaths) -> None:

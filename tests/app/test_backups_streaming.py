@@ -14,9 +14,7 @@ from ember_chat.app.backups.dialog import DAILY_KEY
 from ember_chat.app.shell.main_window import MainWindow
 from ember_chat.engine.storage.conversations import ConversationStore
 from ember_chat.engine.storage.paths import AppPaths
-from tests.app.test_app import make_window, paths, start_endless_answer
-
-__all__ = ["make_window", "paths"]  # fixtures from test_app
+from tests.helpers.window import start_endless_answer
 
 
 def test_a_restore_while_an_answer_streams_stops_it_first_and_keeps_it_in_the_copy_set_aside(

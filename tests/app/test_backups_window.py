@@ -6,7 +6,6 @@ their tool records and attachments)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -14,67 +13,20 @@ from PySide6.QtCore import QDateTime, Qt, QUrl
 from PySide6.QtWidgets import QMessageBox
 from pytestqt.qtbot import QtBot
 
-from ember_chat.app.backups.dialog import DAILY_KEY, BackupsDialog
-from ember_chat.app.main import build_window
+from ember_chat.app.backups.dialog import DAILY_KEY
 from ember_chat.app.shell.main_window import MainWindow
 from ember_chat.engine.attachments import read_attachment_bytes
-from ember_chat.engine.core.tools import ToolCall, ToolResult
-from ember_chat.engine.storage.backup_files import BackupInfo
-from ember_chat.engine.storage.conversations import ConversationStore
+from ember_chat.engine.core.tools import ToolResult
 from ember_chat.engine.storage.paths import AppPaths
 from ember_chat.engine.storage.settings import SettingsFile
 from tests.helpers.backup_schemas import _schema_4_database
-
-ADD = ToolCall("call00001", "calculator", {"expression": "2+3"}, '{"expression": "2+3"}')
-
-
-@pytest.fixture
-def paths(tmp_path: Path) -> AppPaths:
-    """A data folder whose chat database holds two chats (one with a tool call), as a user's would."""
-    p = AppPaths(tmp_path / "data", tmp_path / "config")
-    store = ConversationStore(p.database)
-    for title in ("Herons", "Owls"):
-        conv = store.create_conversation(title)
-        q = store.add_message(conv.id, "user", f"Tell me about {title.lower()}.")
-        a = store.add_message(conv.id, "assistant", f"{title} are birds.", parent_id=q.id)
-    store.set_tool_calls(a.id, [ADD])
-    store.set_tool_result(a.id, ToolResult(ADD.id, ADD.name, "5"), source="Built-in", decision="once")
-    store.close()
-    return p
+from tests.helpers.backups_window import ADD, _cells, _dialog, _open, _restore_row
 
 
 @pytest.fixture
-def windows(qtbot: QtBot, paths: AppPaths) -> Iterator[list[MainWindow]]:
-    made: list[MainWindow] = []
-    yield made
-    for w in made:
-        w.close()
-        assert w.join_background(30)
-        w.store.close()
-
-
-def _open(qtbot: QtBot, paths: AppPaths, windows: list[MainWindow]) -> MainWindow:
-    w = build_window(paths)
-    qtbot.addWidget(w)
-    w.show()
-    windows.append(w)
-    return w
-
-
-def _dialog(qtbot: QtBot, w: MainWindow) -> BackupsDialog:
-    """Settings ▸ Backups…, as the user opens it; its list filled."""
-    (settings,) = [a.menu() for a in w.menuBar().actions() if a.text() == "&Settings"]
-    (entry,) = [a for a in settings.actions() if a.text() == "&Backups…"]
-    entry.trigger()
-    dialog = w.backups.dialog
-    assert dialog is not None and dialog.isVisible()
-    qtbot.waitUntil(lambda: not w.tasks.busy)
-    return dialog
-
-
-def _cells(dialog: BackupsDialog) -> list[list[str]]:
-    t = dialog.table
-    return [[t.item(r, c).text() for c in range(t.columnCount())] for r in range(t.rowCount())]
+def paths(chats_paths: AppPaths) -> AppPaths:
+    """A data folder whose chat database holds two chats: tests/app/conftest.py's chats_paths."""
+    return chats_paths
 
 
 def test_the_daily_backup_is_made_off_the_gui_thread_at_start_and_once_a_day(
@@ -188,17 +140,6 @@ def test_a_restore_asks_then_shows_the_restored_chats_and_no_stale_chat(
     note = w.attach.store.save(read_attachment_bytes("notes.txt", b"owls hunt at night"))
     w.attach.store.link(answer.id, [note.id])
     assert [a.name for a in w.attach.store.of_message(answer.id)] == ["notes.txt"]
-
-
-def _restore_row(qtbot: QtBot, w: MainWindow, dialog: BackupsDialog, row: int) -> BackupInfo:
-    """Select a row, Restore…, Restore: the copy the restore set aside (a failure fails the test)."""
-    dialog.table.selectRow(row)
-    dialog.restore.click()
-    (yes,) = [b for b in dialog.question.buttons() if b.text() == "Restore"]
-    with qtbot.waitSignal(w.backups.restored, timeout=10_000) as restored:
-        yes.click()
-    qtbot.waitUntil(lambda: not w.tasks.busy)
-    return restored.args[0]
 
 
 def test_undoing_a_restore_with_keep_1_brings_the_chats_back_and_keeps_every_copy_needed(

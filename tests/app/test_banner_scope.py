@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from PySide6.QtCore import Qt
 from pytestqt.qtbot import QtBot
 
@@ -20,12 +21,17 @@ from ember_chat.app.shell.main_window import MainWindow
 from ember_chat.engine.storage.conversations import ConversationStore
 from ember_chat.engine.storage.export import chats_as_json
 from ember_chat.engine.storage.paths import AppPaths
-from tests.app.test_backups_window import _dialog, _open, _restore_row, paths, windows
-from tests.app.test_import_window import choose
 from tests.helpers.attachment_files import write_encrypted_pdf
+from tests.helpers.backups_window import _dialog, _open, _restore_row
 from tests.helpers.cli import cli
+from tests.helpers.import_window import choose
 
-__all__ = ["paths", "windows"]  # fixtures from test_backups_window: a data folder with two chats
+
+@pytest.fixture
+def paths(chats_paths: AppPaths) -> AppPaths:
+    """A data folder whose chat database holds two chats: tests/app/conftest.py's chats_paths."""
+    return chats_paths
+
 
 WAIT_MS = 20_000
 

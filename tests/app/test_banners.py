@@ -12,11 +12,9 @@ from pytestqt.qtbot import QtBot
 from ember_chat.app.shell.main_window import MainWindow
 from ember_chat.engine.storage.connections import Connection, remote_model_name
 from ember_chat.engine.storage.paths import AppPaths
-from tests.app.test_app import LOAD_TIMEOUT, load, make_window, paths
-from tests.app.test_app_remote import cut_answer
+from tests.helpers.remote_window import cut_answer
 from tests.helpers.sse_server import DONE, FakeOpenAI, chunk, usage_chunk
-
-__all__ = ["make_window", "paths"]  # fixtures from test_app
+from tests.helpers.window import LOAD_TIMEOUT, load
 
 
 def test_no_model_is_loaded_ends_when_a_model_loads(qtbot: QtBot, make_window: Callable[..., MainWindow]) -> None:

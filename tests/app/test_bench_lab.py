@@ -23,7 +23,8 @@ from tests.helpers.cli import cli
 from tests.helpers.runtime_support import loaded
 
 if TYPE_CHECKING:
-    from ember_chat.app.lab.benchmark_dialog import BenchmarkDialog
+    pass
+from tests.helpers.bench_lab import bench_dialog, run_bench
 
 
 @pytest.fixture
@@ -88,40 +89,6 @@ def test_cli_bench(tiny_model: Path, tmp_path: Path) -> None:
     assert len(list((tmp_path / "benchmarks").glob("bench-*.json"))) >= 1  # kept with the machine facts
     bad = cli("bench", "--model", str(tiny_model), "--prompt-lengths", "x", data_dir=tmp_path)
     assert bad.returncode == 2 and "--prompt-lengths" in bad.stderr
-
-
-def bench_dialog(qtbot: object, tmp_path: Path, models: Path, connections: object = None) -> BenchmarkDialog:
-    """Models ▸ Benchmark… on these models (and connections), one thread, data kept in tmp_path."""
-    from ember_chat.app.lab.benchmark_dialog import BenchmarkDialog
-    from ember_chat.engine.models.library import ModelLibrary
-    from ember_chat.engine.storage.connections import ConnectionStore
-    from ember_chat.engine.storage.model_settings import ModelSettingsStore
-    from ember_chat.engine.storage.settings import Settings
-
-    dialog = BenchmarkDialog(
-        ModelLibrary(models),
-        Settings(threads=1),
-        tmp_path / "data",
-        connections or ConnectionStore(tmp_path / "connections.json"),  # type: ignore[arg-type]
-        ModelSettingsStore(tmp_path / "model_settings.json"),
-    )
-    qtbot.addWidget(dialog)  # type: ignore[attr-defined]
-    return dialog
-
-
-def run_bench(qtbot: object, dialog: BenchmarkDialog, names: set[str], lengths: str, output: int) -> None:
-    """Check these models (by name), set the plan (one repetition), run, wait for the end."""
-    from PySide6.QtCore import Qt
-
-    for i in range(dialog.models.count()):
-        item = dialog.models.item(i)
-        if item.data(Qt.ItemDataRole.UserRole) in names:
-            item.setCheckState(Qt.CheckState.Checked)
-    dialog.lengths.setText(lengths)
-    dialog.output.setValue(output)
-    dialog.reps.setValue(1)
-    with qtbot.waitSignal(dialog.run_finished, timeout=60_000):  # type: ignore[attr-defined]
-        dialog.start()
 
 
 def test_the_benchmark_window_measures_plots_and_exports(qtbot: object, tmp_path: Path) -> None:

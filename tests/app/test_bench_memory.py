@@ -26,13 +26,11 @@ from ember_chat.engine.inference.service.engine import (
     GenerationRequest,
     QueueState,
 )
-from tests.app.test_app import load, make_window, paths
-from tests.app.test_bench_lab import run_bench
+from tests.helpers.bench_lab import run_bench
 from tests.helpers.fake_backend import FakeBackend
 from tests.helpers.paths import REPO
 from tests.helpers.sinks import RecordingSink
-
-__all__ = ["make_window", "paths"]  # fixtures from tests/app/test_app.py
+from tests.helpers.window import load
 
 WAIT_S = 60.0
 PLAN = BenchPlan((8,), 2, 1)

@@ -20,14 +20,12 @@ from ember_chat.engine.bench.lab import BenchPlan, BenchRun, load_for_bench, run
 from ember_chat.engine.core.refs import Endpoint, RemoteModelRef
 from ember_chat.engine.errors import GenerationError, LoadCancelled, RemoteUnreachable
 from ember_chat.engine.storage.paths import AppPaths
-from tests.app.test_app import make_window, paths
-from tests.app.test_bench_lab import bench_dialog, run_bench
+from tests.helpers.bench_lab import bench_dialog, run_bench
 from tests.helpers.remote_support import MODEL, Backends, free_port
 from tests.helpers.sse_server import DONE, FakeOpenAI, text_chunk, usage_chunk
 
 pytestmark = pytest.mark.usefixtures("no_thread_left")
 
-__all__ = ["make_window", "paths"]  # fixtures
 
 ANSWER = [text_chunk(" one"), text_chunk(" two"), text_chunk(" three", finish="length"), usage_chunk(21, 3), DONE]
 

@@ -10,11 +10,9 @@ from PySide6.QtWidgets import QStyle
 from pytestqt.qtbot import QtBot
 
 from ember_chat.app.shell.main_window import MainWindow
-from tests.app.test_app import load, make_window, paths
-from tests.app.test_bench_lab import run_bench
+from tests.helpers.bench_lab import run_bench
 from tests.helpers.fake_backend import FakeBackend
-
-__all__ = ["make_window", "paths"]  # fixtures from tests/app/test_app.py
+from tests.helpers.window import load
 
 
 def cut_headers(dialog: object) -> list[str]:

@@ -12,9 +12,7 @@ from pytestqt.qtbot import QtBot
 
 from ember_chat.app.shell.main_window import MainWindow
 from ember_chat.engine.storage.paths import AppPaths
-from tests.app.test_app import LOAD_TIMEOUT, load, make_window, paths, send, set_max_tokens
-
-__all__ = ["make_window", "paths"]  # fixtures from test_app
+from tests.helpers.window import LOAD_TIMEOUT, load, send, set_max_tokens
 
 
 def test_an_empty_chat_greets_with_the_model_and_example_prompts(

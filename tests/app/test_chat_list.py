@@ -5,11 +5,11 @@ line, and File ▸ Export proposes the chat's title in the documents folder (iss
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from PySide6.QtCore import QPoint, Qt, QTimer
+from PySide6.QtCore import QPoint, Qt
 from PySide6.QtGui import QContextMenuEvent, QFont, QFontMetrics
 from PySide6.QtWidgets import QApplication, QFileDialog, QInputDialog, QMessageBox
 from pytestqt.qtbot import QtBot
@@ -17,75 +17,14 @@ from pytestqt.qtbot import QtBot
 from ember_chat.app.chat_list.rows import _match_in_view
 from ember_chat.app.shell.main_window import MainWindow
 from ember_chat.engine.storage.records import MATCH_END, MATCH_START, SearchHit
-from tests.app.test_app import load, make_window, paths, send, set_max_tokens
+from tests.helpers.chat_list import _click, _menu_action, _right_click, _two_chats, menu_grab
+from tests.helpers.window import load, send, set_max_tokens
 
-__all__ = ["make_window", "paths"]  # fixtures from test_app
-
-# a menu pops up: the offscreen platform cannot grab the keyboard for it (a real display does)
-menu_grab = pytest.mark.qt_log_ignore("This plugin does not support grabbing the keyboard")
-BLOCKED_MS = 5000  # a menu or dialog open this long was run with exec(): it would stop the test
-
-
-@pytest.fixture(autouse=True)
-def nothing_blocks() -> Iterator[list[str]]:
-    """A menu or dialog that blocks (exec) is closed after BLOCKED_MS and the test fails, instead of
-    hanging until the suite's timeout."""
-    blocked: list[str] = []
-
-    def close_blocking() -> None:
-        for widget in (QApplication.activePopupWidget(), QApplication.activeModalWidget()):
-            if widget is not None:
-                blocked.append(type(widget).__name__)
-                widget.close()
-
-    watchdog = QTimer()
-    watchdog.setInterval(BLOCKED_MS)
-    watchdog.timeout.connect(close_blocking)
-    watchdog.start()
-    yield blocked
-    watchdog.stop()
-    assert not blocked, f"blocked the event loop: {blocked}"
-
-
-def _two_chats(w: MainWindow) -> tuple[int, int]:
-    """Chat A (older) and chat B (newer, listed first), each with one question."""
-    ids = []
-    for title in ("Chat A", "Chat B"):
-        conv = w.store.create_conversation(title)
-        w.store.add_message(conv.id, "user", f"question in {title}")
-        ids.append(conv.id)
-    w.chats.reload_conversations()
-    return ids[0], ids[1]
-
-
-def _click(qtbot: QtBot, w: MainWindow, cid: int) -> None:
-    lst = w.conversations.list
-    lst.scrollTo(w.conversations.index_of(cid))
-    centre = lst.visualRect(w.conversations.index_of(cid)).center()
-    qtbot.mouseClick(lst.viewport(), Qt.MouseButton.LeftButton, pos=centre)
-    qtbot.waitUntil(lambda: w.controller.conversation_id == cid, timeout=5000)
-
-
-def _right_click(qtbot: QtBot, w: MainWindow, cid: int) -> None:
-    """What a right click does: a press, then the context menu event the platform sends."""
-    lst = w.conversations.list
-    centre = lst.visualRect(w.conversations.index_of(cid)).center()
-    qtbot.mousePress(lst.viewport(), Qt.MouseButton.RightButton, pos=centre)
-    event = QContextMenuEvent(QContextMenuEvent.Reason.Mouse, centre, lst.viewport().mapToGlobal(centre))
-    QApplication.sendEvent(lst.viewport(), event)
-    qtbot.mouseRelease(lst.viewport(), Qt.MouseButton.RightButton, pos=centre)
+pytestmark = pytest.mark.usefixtures("nothing_blocks")
 
 
 def _selected_ids(w: MainWindow) -> list[int]:
     return w.conversations.selected_ids()
-
-
-def _menu_action(w: MainWindow, text: str) -> None:
-    menu = w.chats.chat_menu
-    assert menu is not None and menu.isVisible()
-    action = next(a for a in menu.actions() if a.text() == text)
-    action.trigger()
-    menu.close()
 
 
 @menu_grab

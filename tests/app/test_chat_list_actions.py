@@ -19,11 +19,8 @@ from ember_chat.app.chat_list.export import ChatExports
 from ember_chat.app.chat_list.organise import ChatOrganise
 from ember_chat.app.chat_list.undo import UndoActions
 from ember_chat.app.shell.main_window import MainWindow
-from tests.app.test_app import make_window, paths
-from tests.app.test_chat_list_folders import _chats
 from tests.helpers.back_references import assert_built_without_the_window, assert_module_reads_no_window
-
-__all__ = ["make_window", "paths"]  # fixtures
+from tests.helpers.chat_list import _chats
 
 CONTROLLERS = [(ChatActions, actions), (ChatExports, export), (ChatOrganise, organise), (UndoActions, undo)]
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import pytest
 from PySide6.QtCore import QEvent, QModelIndex, QObject, Qt
 from PySide6.QtGui import QContextMenuEvent
 from PySide6.QtWidgets import QApplication, QMenu
@@ -14,21 +15,9 @@ from pytestqt.qtbot import QtBot
 from ember_chat.app.chat_list.model import ARCHIVED, CHAT, FOLDER, PINNED, TRASH, ident_of, kind_of
 from ember_chat.app.shell.main_window import MainWindow
 from ember_chat.engine.storage.conversations import ConversationStore
-from tests.app.test_app import make_window, paths
-from tests.app.test_chat_list import _click, _menu_action, _right_click, menu_grab, nothing_blocks
+from tests.helpers.chat_list import _chats, _click, _menu_action, _right_click, menu_grab
 
-__all__ = ["make_window", "nothing_blocks", "paths"]  # fixtures
-
-
-def _chats(w: MainWindow, titles: list[str]) -> list[int]:
-    """Chats made oldest first (so listed in the reverse order), each with one question."""
-    ids = []
-    for title in titles:
-        conv = w.store.create_conversation(title)
-        w.store.add_message(conv.id, "user", f"question in {title}")
-        ids.append(conv.id)
-    w.chats.reload_conversations()
-    return ids
+pytestmark = pytest.mark.usefixtures("nothing_blocks")
 
 
 def _rows(w: MainWindow, parent: QModelIndex | None = None) -> list[str]:

@@ -12,11 +12,10 @@ from PySide6.QtWidgets import QApplication
 from pytestqt.qtbot import QtBot
 
 from ember_chat.app.shell.main_window import MainWindow
-from tests.app.test_app import make_window, paths
-from tests.app.test_chat_list import _click, _right_click, _two_chats, menu_grab, nothing_blocks
-from tests.app.test_transcript_tab import accent_pixels
+from tests.helpers.chat_list import _click, _right_click, _two_chats, menu_grab
+from tests.helpers.transcript import accent_pixels
 
-__all__ = ["make_window", "nothing_blocks", "paths"]  # fixtures
+pytestmark = pytest.mark.usefixtures("nothing_blocks")
 
 
 def ring_pixels(w: MainWindow, cid: int) -> int:

@@ -6,16 +6,22 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import pytest
 from pytestqt.qtbot import QtBot
 
 from ember_chat.app.compare import actions
 from ember_chat.app.compare.actions import CompareActions
 from ember_chat.app.shell.main_window import MainWindow
-from tests.app.test_compare_window import make_window, paths, peer, running_comparison
+from ember_chat.engine.storage.paths import AppPaths
 from tests.helpers.back_references import assert_built_without_the_window, assert_module_reads_no_window
+from tests.helpers.compare_window import running_comparison
 from tests.helpers.sse_server import FakeOpenAI
 
-__all__ = ["make_window", "paths", "peer"]  # fixtures
+
+@pytest.fixture
+def paths(endless_models_paths: AppPaths) -> AppPaths:
+    """Two tiny models that never end on their own: tests/app/conftest.py's endless_models_paths."""
+    return endless_models_paths
 
 
 def test_its_constructor_does_not_take_the_window() -> None:

@@ -7,16 +7,22 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import pytest
 from pytestqt.qtbot import QtBot
 
 from ember_chat.app.backups.dialog import DAILY_KEY
 from ember_chat.app.compare.dialog import CompareDialog
 from ember_chat.app.shell.main_window import MainWindow
-from tests.app.test_app import ANSWER_TIMEOUT
-from tests.app.test_compare_window import make_window, paths, peer, running_comparison
+from ember_chat.engine.storage.paths import AppPaths
+from tests.helpers.compare_window import running_comparison
 from tests.helpers.sse_server import FakeOpenAI
+from tests.helpers.window import ANSWER_TIMEOUT
 
-__all__ = ["make_window", "paths", "peer"]  # fixtures
+
+@pytest.fixture
+def paths(endless_models_paths: AppPaths) -> AppPaths:
+    """Two tiny models that never end on their own: tests/app/conftest.py's endless_models_paths."""
+    return endless_models_paths
 
 
 def _answers(w: MainWindow) -> list[tuple[int, str]]:

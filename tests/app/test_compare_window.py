@@ -5,7 +5,7 @@ the window is reopened; the window's model loaded back afterwards."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -13,41 +13,21 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QApplication
 from pytestqt.qtbot import QtBot
 
-from ember_chat.app.compare.dialog import CompareDialog
 from ember_chat.app.shell.main_window import MainWindow
 from ember_chat.app.style.theme import LIGHT
 from ember_chat.engine.storage.connections import Connection, remote_model_name
 from ember_chat.engine.storage.paths import AppPaths
-from tests.app.test_app import ANSWER_TIMEOUT, LOAD_TIMEOUT, load, make_window, send, set_max_tokens
-from tests.app.test_transcript_links import anchors, click
-from tests.helpers.gguf_factory import TinySpec, any_of, says, write_tiny_model
+from tests.helpers.compare_window import open_compare, running_comparison
 from tests.helpers.peer_servers import free_port
 from tests.helpers.sse_server import DONE, FakeOpenAI, chunk, usage_chunk
-
-__all__ = ["make_window"]
+from tests.helpers.transcript import anchors
+from tests.helpers.window import ANSWER_TIMEOUT, LOAD_TIMEOUT, load, send, set_max_tokens
 
 
 @pytest.fixture
-def paths(tmp_path: Path) -> AppPaths:
-    """Two tiny models in the models folder that never end on their own (readable words, up to the
-    token limit): one says the same sentence again and again, the other any of a few words."""
-    p = AppPaths(tmp_path / "data", tmp_path / "config")
-    p.default_models_dir.mkdir(parents=True)
-    same = says("▁hello", "▁world", "▁and", "▁you", ".")
-    write_tiny_model(p.default_models_dir / "tiny.gguf", TinySpec(script=same, name="Tiny Same"))
-    words = any_of("▁hello", "▁world", "▁Ember", "▁the", "!")
-    write_tiny_model(p.default_models_dir / "other.gguf", TinySpec(script=words, name="Tiny Words"))
-    return p
-
-
-def open_compare(qtbot: QtBot, w: MainWindow, message_id: int) -> CompareDialog:
-    """Click the message's Compare icon in the transcript; the dialog it opens."""
-    link = next(a for a in anchors(w.transcript) if a.image and a.href == f"ember:compare/{message_id}")
-    with qtbot.waitSignal(w.compare.dialog_opened, timeout=5000) as opened:
-        click(qtbot, w.transcript, link)
-    dialog = opened.args[0]
-    assert isinstance(dialog, CompareDialog) and dialog.isVisible()
-    return dialog
+def paths(endless_models_paths: AppPaths) -> AppPaths:
+    """Two tiny models that never end on their own: tests/app/conftest.py's endless_models_paths."""
+    return endless_models_paths
 
 
 def test_compare_two_models_keep_one_as_a_branch_and_see_it_again(
@@ -160,35 +140,6 @@ def test_the_comparison_is_in_the_sqlite_file_after_reopening(
     assert stored.answers[0].kept_message_id is not None and stored.answers[1].kept_message_id is None
     assert store.message(stored.answers[0].kept_message_id).content == stored.answers[0].content
     store.close()
-
-
-@pytest.fixture
-def peer() -> Iterator[FakeOpenAI]:
-    """A remote server whose every answer is one chunk, then nothing: a run with it never ends by itself
-    (two tiny local models answer thousands of tokens a second: a run of them can end before a test acts)."""
-    with FakeOpenAI() as fake:
-        fake.stream([chunk("Once", role="assistant"), chunk(" upon")], stall_after=1)
-        yield fake
-
-
-def running_comparison(qtbot: QtBot, w: MainWindow, peer: FakeOpenAI, local: bool = False) -> tuple[CompareDialog, int]:
-    """A comparison streaming that never ends on its own: two stalled remote models (or the tiny local model
-    and one stalled remote, with `local`); the prompt's id."""
-    names = [remote_model_name(name, "test-model") for name in ("peer-a", "peer-b")]
-    for name in ("peer-a", "peer-b"):
-        w.connections.save(Connection(name, peer.base_url, "test-model"))
-    with qtbot.waitSignal(w.models_listed, timeout=LOAD_TIMEOUT):
-        w.models.reload_models()
-    load(qtbot, w, "tiny.gguf")
-    set_max_tokens(w, 4)
-    send(qtbot, w, "go")
-    question = w.store.thread(w.controller.conversation_id)[0]
-    dialog = open_compare(qtbot, w, question.id)
-    dialog.set_checked(["tiny.gguf", names[0]] if local else names)
-    dialog.start_button.click()
-    qtbot.waitUntil(lambda: bool(dialog.columns) and all(c.text for c in dialog.columns), timeout=ANSWER_TIMEOUT)
-    assert w.compare.running
-    return dialog, question.id
 
 
 def test_stop_ends_the_run_and_keeps_what_was_answered(

@@ -9,9 +9,6 @@ from PySide6.QtCore import Qt
 from pytestqt.qtbot import QtBot
 
 from ember_chat.app.shell.main_window import MainWindow
-from tests.app.test_app import make_window, paths
-
-__all__ = ["make_window", "paths"]  # fixtures
 
 
 def test_the_connections_dialog_closes_with_its_close_button(

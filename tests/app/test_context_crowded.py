@@ -28,11 +28,9 @@ from ember_chat.engine.serve.config import ServerConfig
 from ember_chat.engine.serve.server import ApiServer
 from ember_chat.engine.storage.paths import AppPaths
 from ember_chat.engine.storage.settings import Settings, SettingsFile
-from tests.app.test_api_dialog import start_server
-from tests.app.test_app import load, make_window, paths, send
+from tests.helpers.api_dialog import start_server
 from tests.helpers.api_support import WAIT_S
-
-__all__ = ["make_window", "paths"]  # fixtures
+from tests.helpers.window import load, send
 
 N_CTX, PARALLEL = 512, 2
 LONG = "hello world " * 24  # about 300 tokens: two of them do not fit 512 cells with an answer going

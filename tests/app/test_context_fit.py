@@ -29,13 +29,12 @@ from ember_chat.engine.inference.prompt.fitting import cut_points
 from ember_chat.engine.inference.prompt.templates import JinjaTemplate
 from ember_chat.engine.inference.service.engine import EngineService
 from ember_chat.engine.inference.service.requests import GenerationRequest
-from tests.app.test_app import load, make_window, paths, send, set_max_tokens
 from tests.helpers.api_support import WAIT_S
 from tests.helpers.runtime_support import loaded
 from tests.helpers.sinks import RecordingSink
+from tests.helpers.window import load, send, set_max_tokens
 
 # fixtures from tests/helpers/api_support.py and tests/app/test_app.py
-__all__ = ["make_window", "paths"]
 
 TURNS = 400
 

@@ -9,10 +9,8 @@ from collections.abc import Callable
 from pytestqt.qtbot import QtBot
 
 from ember_chat.app.shell.main_window import MainWindow
-from tests.app.test_app import load, make_window, paths
 from tests.helpers.fake_backend import FakeBackend
-
-__all__ = ["make_window", "paths"]  # fixtures
+from tests.helpers.window import load
 
 
 def test_a_context_length_other_than_the_loaded_models_is_said(

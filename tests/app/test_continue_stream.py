@@ -12,11 +12,9 @@ from pytestqt.qtbot import QtBot
 
 from ember_chat.app.shell.main_window import MainWindow
 from ember_chat.engine.storage.paths import AppPaths
-from tests.app.test_app import ANSWER_TIMEOUT, load, make_window, paths, send, set_max_tokens, start_endless_answer
 from tests.helpers.fake_backend import FakeBackend
 from tests.helpers.gguf_factory import TinySpec, says, write_tiny_model
-
-__all__ = ["make_window", "paths"]  # fixtures
+from tests.helpers.window import ANSWER_TIMEOUT, load, send, set_max_tokens, start_endless_answer
 
 
 def test_the_old_metrics_line_goes_while_the_continuation_streams(

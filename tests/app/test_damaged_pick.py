@@ -16,9 +16,7 @@ from ember_chat.engine.cli.common import PrintSink, generate_blocking, load_bloc
 from ember_chat.engine.core.params import LoadConfig, SamplingParams
 from ember_chat.engine.errors import EmberError
 from ember_chat.engine.inference.service.engine import EngineService, GenerationRequest
-from tests.app.test_app import load, make_window, paths, send, set_max_tokens
-
-__all__ = ["make_window", "paths"]  # fixtures used here
+from tests.helpers.window import load, send, set_max_tokens
 
 REASON = "unknown tokenizer: 'llamx'"
 

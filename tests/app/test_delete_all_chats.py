@@ -12,10 +12,8 @@ from pytestqt.qtbot import QtBot
 
 from ember_chat.app.chat_list import organise
 from ember_chat.app.shell.main_window import MainWindow
-from tests.app.test_app import make_window, paths
-from tests.app.test_chat_list import nothing_blocks
 
-__all__ = ["make_window", "nothing_blocks", "paths"]  # fixtures
+pytestmark = pytest.mark.usefixtures("nothing_blocks")
 
 
 def _menu(w: MainWindow, text: str) -> None:

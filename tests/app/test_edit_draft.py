@@ -7,13 +7,18 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from pytestqt.qtbot import QtBot
 
 from ember_chat.app.shell.main_window import MainWindow
-from tests.app.test_attachments_window import FACT, make_window, send, settle
+from tests.helpers.attachments_window import FACT, send, settle
 from tests.helpers.fake_backend import FakeBackend
 
-__all__ = ["make_window"]  # fixture
+
+@pytest.fixture
+def make_window(make_loaded_window: Callable[..., MainWindow]) -> Callable[..., MainWindow]:
+    """A window with the tiny model loaded: tests/app/conftest.py's make_loaded_window."""
+    return make_loaded_window
 
 
 def chip_names(w: MainWindow) -> list[str]:

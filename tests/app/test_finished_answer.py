@@ -12,10 +12,8 @@ from pytestqt.qtbot import QtBot
 
 from ember_chat.app.shell.main_window import MainWindow
 from ember_chat.app.transcript.view import TranscriptView
-from tests.app.test_app import ANSWER_TIMEOUT, load, make_window, paths, send, set_max_tokens, start_endless_answer
 from tests.helpers.fake_backend import FakeBackend
-
-__all__ = ["make_window", "paths"]
+from tests.helpers.window import ANSWER_TIMEOUT, load, send, set_max_tokens, start_endless_answer
 
 POEM = [
     "Roses are **red,**\n",

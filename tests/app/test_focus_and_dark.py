@@ -16,10 +16,7 @@ from pytestqt.qtbot import QtBot
 from ember_chat.app.shell.main_window import MainWindow
 from ember_chat.app.style.theme import DARK, LIGHT, contrast_ratio, palette_for
 from ember_chat.app.transcript.view import TranscriptView
-from tests.app.test_app import make_window, paths
 from tests.helpers.chat_fixtures import seed_long_chat
-
-__all__ = ["make_window", "paths"]
 
 FOCUS_CONTRAST = 3.0  # WCAG 2.2 focus appearance: 3:1 between the focused and unfocused pixels
 

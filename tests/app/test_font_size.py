@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from PySide6.QtCore import Qt
-from PySide6.QtGui import QAction, QKeySequence
+from PySide6.QtGui import QKeySequence
 from PySide6.QtWidgets import QApplication
 from pytestqt.qtbot import QtBot
 
@@ -15,15 +15,8 @@ from ember_chat.app.shell.main_window import MainWindow
 from ember_chat.app.shell.menus import menu_shortcuts
 from ember_chat.app.transcript.font_size import system_points
 from ember_chat.engine.storage.paths import AppPaths
-from tests.app.test_app import make_window, paths
-from tests.app.test_math_render import formulas, open_chat, typeset
-
-__all__ = ["make_window", "paths"]
-
-
-def view_action(w: MainWindow, text: str) -> QAction:
-    view = next(a.menu() for a in w.menuBar().actions() if a.text() == "&View")
-    return next(a for a in view.actions() if a.text().replace("&", "") == text)
+from tests.helpers.transcript import formulas, open_chat, typeset
+from tests.helpers.window import view_action
 
 
 def press(qtbot: QtBot, w: MainWindow, t_key: Qt.Key) -> None:

@@ -18,10 +18,8 @@ from ember_chat.app.shell.main_window import MainWindow
 from ember_chat.engine.core.messages import ChatMessage
 from ember_chat.engine.core.params import LoadConfig, SamplingParams
 from ember_chat.engine.inference.service.engine import EngineService
-from tests.app.test_app import ANSWER_TIMEOUT, load, make_window, paths, set_max_tokens
 from tests.helpers.fake_backend import WORDS, FakeBackend
-
-__all__ = ["make_window", "paths"]
+from tests.helpers.window import ANSWER_TIMEOUT, load, set_max_tokens
 
 WAIT_S = 10  # how long an engine thread waits for the GUI thread before it gives up (a failure)
 WAIT_MS = 30_000

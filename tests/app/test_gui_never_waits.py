@@ -8,17 +8,11 @@ tests and closing are in app/test_gui_never_waits_keychain.py, which shares thes
 
 from __future__ import annotations
 
-import socket
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
-import keyring
 import pytest
-from keyring.backend import KeyringBackend
-from PySide6.QtCore import QTimer
 from pytestqt.qtbot import QtBot
 
 from ember_chat.app.engine_link.tasks import TaskRunner
@@ -27,127 +21,12 @@ from ember_chat.engine.errors import ModelFileError
 from ember_chat.engine.models import fit
 from ember_chat.engine.models.hub import RepoSummary
 from ember_chat.engine.storage.model_settings import AUTO_GPU_LAYERS, ModelLoadSettings
-from ember_chat.engine.storage.secrets import API_SERVER_KEY
-from tests.app.test_app import LOAD_TIMEOUT, make_window, paths
-from tests.helpers.file_keyring import FileTestKeyring, UnreadableKeyring
+from tests.helpers.never_waits import HANG_S, PROMPT_S, WAIT_MS, Heartbeat, closed_cleanly, timed
+from tests.helpers.window import LOAD_TIMEOUT
 
-__all__ = ["make_window", "paths"]  # fixtures from test_app
-
-HANG_S = 10.0  # how long a "hung" call blocks at most (the old code waited this long, then failed)
-PROMPT_S = 1.0  # a call that must not wait returns well within this
-WAIT_MS = 10_000
-
+pytestmark = pytest.mark.usefixtures("every_task_thread_ends", "no_api_server_key")
 
 # ----- helpers and fixtures
-
-
-@pytest.fixture(autouse=True)
-def every_task_thread_ends() -> Iterator[None]:
-    """Teardown: every background thread the GUI started has ended (the hung calls were released)."""
-    yield
-    deadline = time.monotonic() + 15
-    for t in threading.enumerate():
-        if t.name.startswith("ember-task"):
-            t.join(max(0.0, deadline - time.monotonic()))
-    left = [t.name for t in threading.enumerate() if t.name.startswith("ember-task")]
-    assert not left, left
-
-
-@pytest.fixture(autouse=True)
-def no_api_server_key() -> Iterator[None]:
-    """The test keychain is shared by the whole session: no API server key before or after a test."""
-    FileTestKeyring().delete_password("ember-chat", API_SERVER_KEY)
-    yield
-    FileTestKeyring().delete_password("ember-chat", API_SERVER_KEY)
-
-
-@pytest.fixture
-def release() -> Iterator[threading.Event]:
-    """The event a hung call waits on; set at teardown whatever happened."""
-    event = threading.Event()
-    yield event
-    event.set()
-
-
-def timed(call: Callable[[], Any]) -> float:
-    t0 = time.monotonic()
-    call()
-    return time.monotonic() - t0
-
-
-class Heartbeat:
-    """A GUI-thread timer: it beats only while the event loop runs."""
-
-    def __init__(self) -> None:
-        self.beats = 0
-        self.timer = QTimer()
-        self.timer.setInterval(10)
-        self.timer.timeout.connect(self._beat)
-        self.timer.start()
-
-    def _beat(self) -> None:
-        self.beats += 1
-
-    def keeps_beating(self, qtbot: QtBot, n: int = 5) -> None:
-        start = self.beats
-        qtbot.waitUntil(lambda: self.beats >= start + n, timeout=WAIT_MS)
-
-
-@pytest.fixture
-def heartbeat() -> Iterator[Heartbeat]:
-    hb = Heartbeat()
-    yield hb
-    hb.timer.stop()
-
-
-class HangingKeyring(KeyringBackend):
-    """The test keychain, but every call waits for `release` first (a keychain waiting to be unlocked)."""
-
-    priority = 1  # type: ignore[assignment]
-
-    def __init__(self, release: threading.Event) -> None:
-        super().__init__()
-        self.release = release
-        self.entered = threading.Event()
-        self.inner = FileTestKeyring()
-
-    def _wait(self) -> None:
-        self.entered.set()
-        self.release.wait(HANG_S)
-
-    def get_password(self, service: str, username: str) -> str | None:
-        self._wait()
-        return self.inner.get_password(service, username)
-
-    def set_password(self, service: str, username: str, password: str) -> None:
-        self._wait()
-        self.inner.set_password(service, username, password)
-
-    def delete_password(self, service: str, username: str) -> None:
-        self._wait()
-        self.inner.delete_password(service, username)
-
-
-@pytest.fixture
-def hung_keychain(release: threading.Event) -> Iterator[HangingKeyring]:
-    previous = keyring.get_keyring()
-    backend = HangingKeyring(release)
-    keyring.set_keyring(backend)
-    try:
-        yield backend
-    finally:
-        release.set()
-        keyring.set_keyring(previous)
-
-
-@pytest.fixture
-def unreadable_keychain() -> Iterator[None]:
-    previous = keyring.get_keyring()
-    keyring.set_keyring(UnreadableKeyring())
-    try:
-        yield
-    finally:
-        keyring.set_keyring(previous)
 
 
 @pytest.fixture
@@ -164,18 +43,6 @@ def hung_nvidia_smi(monkeypatch: pytest.MonkeyPatch, release: threading.Event) -
     for where in ("ember_chat.engine.storage.model_settings", "ember_chat.app.models.load_panel"):
         monkeypatch.setattr(f"{where}.free_vram_bytes", free_vram, raising=False)
     return asked
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def closed_cleanly(w: MainWindow) -> None:
-    """Close the window (promptly) and join what it left running (the hung calls were released)."""
-    assert timed(w.close) < PROMPT_S
-    assert w.join_background(10)
 
 
 # ----- the one idiom: TaskRunner

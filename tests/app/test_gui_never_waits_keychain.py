@@ -24,35 +24,19 @@ from ember_chat.engine.storage.connections import Connection
 from ember_chat.engine.storage.paths import AppPaths
 from ember_chat.engine.storage.secrets import API_SERVER_KEY, SecretStore
 from ember_chat.engine.storage.settings import Settings, SettingsFile
-from tests.app.test_app import make_window, paths
-from tests.app.test_gui_never_waits import (
+from tests.helpers.file_keyring import UnreadableKeyring
+from tests.helpers.never_waits import (
     HANG_S,
     PROMPT_S,
     WAIT_MS,
     HangingKeyring,
     Heartbeat,
     closed_cleanly,
-    every_task_thread_ends,
     free_port,
-    heartbeat,
-    hung_keychain,
-    no_api_server_key,
-    release,
     timed,
-    unreadable_keychain,
 )
-from tests.helpers.file_keyring import UnreadableKeyring
 
-__all__ = [  # fixtures
-    "every_task_thread_ends",
-    "heartbeat",
-    "hung_keychain",
-    "make_window",
-    "no_api_server_key",
-    "paths",
-    "release",
-    "unreadable_keychain",
-]
+pytestmark = pytest.mark.usefixtures("every_task_thread_ends", "no_api_server_key")
 
 
 def test_a_search_does_not_wait_for_the_keychain(

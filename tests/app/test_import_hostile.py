@@ -22,18 +22,13 @@ from ember_chat.engine.storage.conversations import ConversationStore
 from ember_chat.engine.storage.import_chatgpt import IMAGE_LINE
 from ember_chat.engine.storage.importing import ImportFailed, import_chats
 from ember_chat.engine.storage.paths import AppPaths
-from tests.app.test_app import make_window, paths
-from tests.app.test_import_window import choose
 from tests.helpers.attachment_files import image_bytes
 from tests.helpers.chatgpt_export import rows, write
 from tests.helpers.ember_export import Place, write_text
 from tests.helpers.import_fixtures import photosynthesis
-from tests.helpers.paths import TESTS
+from tests.helpers.import_window import HOSTILE, choose
 from tests.hostile.chatgpt_export_links import chatgpt_export_with_links
 
-__all__ = ["make_window", "paths"]  # fixtures
-
-HOSTILE = TESTS / "hostile"
 BY_PATH = "2 attached files given only as a path, not as content (Ember never opens a path a chat file names)"
 SECRET = "Xylophonequartz"  # in a local file an export names: never in the data folder
 

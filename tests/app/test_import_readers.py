@@ -35,16 +35,13 @@ from ember_chat.engine.storage.conversations import ConversationStore
 from ember_chat.engine.storage.importing import import_chats
 from ember_chat.engine.storage.paths import AppPaths
 from ember_chat.engine.storage.settings import Settings, SettingsFile
-from tests.app.test_app import make_window, paths
-from tests.app.test_import_window import choose
 from tests.helpers.attachment_files import image_bytes, reading_processes
 from tests.helpers.chatgpt_export import rows
 from tests.helpers.chats_cli import cli
 from tests.helpers.import_fixtures import DALLE_ASSET, dalle, photosynthesis
+from tests.helpers.import_window import choose
 from tests.hostile.inflating_image import png_that_inflates
 from tests.hostile.slow_or_inflating_files import quadratic_html
-
-__all__ = ["make_window", "paths"]  # fixtures
 
 SLOW_HTML = 400_000  # repeats of `a </x `: minutes for Python's parser
 SLOW_S = 25  # the slow files' own time limit: what an import waited for before
@@ -189,7 +186,7 @@ def test_the_window_imports_images_with_the_memory_limit_of_settings(
 
 def test_chats_import_reads_images_with_the_memory_limit_of_settings(tmp_path: Path) -> None:
     data = tmp_path / "data"
-    place = AppPaths(data, data / "config")  # (where tests.journeys.test_chats_cli.cli keeps settings.json)
+    place = AppPaths(data, data / "config")  # (where tests.helpers.chats_cli.cli keeps settings.json)
     SettingsFile(place.settings_file).save(Settings().with_changes(attachment_read_memory_mb=256))
     done = cli(data, "import", str(chatgpt_export(tmp_path / "export", png_that_inflates())))
     assert done.returncode == 2 and TOO_BIG in done.stderr, done.stdout + done.stderr

@@ -10,16 +10,22 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from pytestqt.qtbot import QtBot
 
 from ember_chat.app.shell.main_window import MainWindow
 from ember_chat.engine.storage.paths import AppPaths
-from tests.app.test_backups_window import _open, paths, windows
-from tests.app.test_import_window import choose
+from tests.helpers.backups_window import _open
 from tests.helpers.chats_cli import cli
+from tests.helpers.import_window import choose
 from tests.helpers.paths import TESTS
 
-__all__ = ["paths", "windows"]  # fixtures from test_backups_window: a data folder with two chats
+
+@pytest.fixture
+def paths(chats_paths: AppPaths) -> AppPaths:
+    """A data folder whose chat database holds two chats: tests/app/conftest.py's chats_paths."""
+    return chats_paths
+
 
 HOSTILE = TESTS / "hostile"
 GRANTS = HOSTILE / "chat_export_grants_consent.json"

@@ -16,11 +16,8 @@ from ember_chat.engine.core.params import SPECS
 from ember_chat.engine.storage.conversations import ConversationStore
 from ember_chat.engine.storage.paths import AppPaths
 from ember_chat.engine.storage.settings import Settings
-from tests.app.test_app import make_window, paths
-from tests.app.test_import_window import imported_and_opened
+from tests.helpers.import_window import imported_and_opened
 from tests.helpers.paths import TESTS
-
-__all__ = ["make_window", "paths"]  # fixtures
 
 HOSTILE = TESTS / "hostile"
 KEPT = {"top_p": 0.5, "repeat_penalty": 1.1, "seed": 7}  # the valid ones of the hostile file

@@ -12,17 +12,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 from PySide6.QtCore import QModelIndex, Qt, QTimer
-from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QPushButton
 from pytestqt.qtbot import QtBot
 
-from ember_chat.app.importing.dialog import ImportChats
 from ember_chat.app.shell.main_window import MainWindow
-from tests.app.test_app import make_window, paths
 from tests.helpers.chatgpt_export import rows
 from tests.helpers.import_fixtures import briefly, many, photosynthesis
-
-__all__ = ["make_window", "paths"]  # fixtures from test_app
+from tests.helpers.import_window import choose
 
 
 def listed_titles(w: MainWindow) -> set[str]:
@@ -37,29 +33,6 @@ def listed_titles(w: MainWindow) -> set[str]:
             out.add(str(index.data(Qt.ItemDataRole.DisplayRole)))
             stack.append(index)
     return out
-
-
-def choose(qtbot: QtBot, w: MainWindow, path: Path) -> ImportChats:
-    """File ▸ Import chats…, then the file picked in its dialog."""
-    (action,) = [a for a in w.menuBar().findChildren(QAction) if a.text().replace("&", "") == "Import chats…"]
-    action.trigger()
-    importer = w.findChild(ImportChats)
-    assert importer is not None
-    qtbot.waitUntil(lambda: importer.file_dialog is not None and importer.file_dialog.isVisible(), timeout=5000)
-    importer.file_dialog.selectFile(str(path))
-    importer.file_dialog.accept()
-    return importer
-
-
-def imported_and_opened(qtbot: QtBot, w: MainWindow, path: Path) -> int:
-    """File ▸ Import chats of a file holding one chat, then the banner's Open; the chat's id."""
-    importer = choose(qtbot, w, path)
-    with qtbot.waitSignal(importer.finished, timeout=20_000) as done:
-        pass
-    ((chat),) = done.args[0].imported
-    qtbot.mouseClick(w.banner.action_button, Qt.MouseButton.LeftButton)
-    assert w.controller.conversation_id == chat.id
-    return chat.id
 
 
 def stalls_during(qtbot: QtBot, until: Callable[[], bool]) -> float:

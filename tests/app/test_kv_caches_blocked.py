@@ -14,9 +14,19 @@ from pytestqt.qtbot import QtBot
 from ember_chat.app.shell.main_window import MainWindow
 from ember_chat.engine.inference.kv.snapshots import SnapshotStore
 from ember_chat.engine.storage.paths import KV_SNAPSHOT_FOLDER, AppPaths
-from tests.app.test_kv_caches_window import _dialog, _open, paths, windows
+from tests.helpers.kv_caches_window import _dialog, _open
 
-__all__ = ["paths", "windows"]  # fixtures
+
+@pytest.fixture
+def windows(window_list: list[MainWindow]) -> list[MainWindow]:
+    """The windows a test opens, closed at teardown: tests/app/conftest.py's window_list."""
+    return window_list
+
+
+@pytest.fixture
+def paths(bare_paths: AppPaths) -> AppPaths:
+    """An empty data folder: tests/app/conftest.py's bare_paths."""
+    return bare_paths
 
 
 @pytest.fixture

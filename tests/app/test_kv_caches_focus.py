@@ -4,15 +4,26 @@ would delete them all)."""
 
 from __future__ import annotations
 
+import pytest
 from PySide6.QtCore import Qt
 from pytestqt.qtbot import QtBot
 
 from ember_chat.app.shell.main_window import MainWindow
 from ember_chat.engine.storage.paths import AppPaths
 from ember_chat.engine.storage.settings import SettingsFile
-from tests.app.test_kv_caches_window import _dialog, _open, paths, windows
+from tests.helpers.kv_caches_window import _dialog, _open
 
-__all__ = ["paths", "windows"]  # fixtures
+
+@pytest.fixture
+def windows(window_list: list[MainWindow]) -> list[MainWindow]:
+    """The windows a test opens, closed at teardown: tests/app/conftest.py's window_list."""
+    return window_list
+
+
+@pytest.fixture
+def paths(bare_paths: AppPaths) -> AppPaths:
+    """An empty data folder: tests/app/conftest.py's bare_paths."""
+    return bare_paths
 
 
 def test_the_dialog_opens_with_the_focus_on_close_and_typed_keys_leave_the_cap(

@@ -7,7 +7,6 @@ again: a new store), and quitting closes the store after the service."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -15,51 +14,30 @@ from PySide6.QtCore import QCoreApplication
 from PySide6.QtWidgets import QLabel
 from pytestqt.qtbot import QtBot
 
-from ember_chat.app.main import build_window
 from ember_chat.app.models import kv_caches
-from ember_chat.app.models.kv_caches import MB, KvCachesDialog
+from ember_chat.app.models.kv_caches import MB
 from ember_chat.app.shell.main_window import MainWindow
 from ember_chat.engine.inference.kv import snapshots as kv_snapshots
 from ember_chat.engine.inference.kv.snapshot_keys import SnapshotKey
 from ember_chat.engine.inference.kv.snapshots import SnapshotStore
 from ember_chat.engine.storage.paths import KV_SNAPSHOT_FOLDER, AppPaths
 from ember_chat.engine.storage.settings import Settings, SettingsFile
+from tests.helpers.kv_caches_window import _dialog, _open
+
+
+@pytest.fixture
+def windows(window_list: list[MainWindow]) -> list[MainWindow]:
+    """The windows a test opens, closed at teardown: tests/app/conftest.py's window_list."""
+    return window_list
+
+
+@pytest.fixture
+def paths(bare_paths: AppPaths) -> AppPaths:
+    """An empty data folder: tests/app/conftest.py's bare_paths."""
+    return bare_paths
+
 
 KEY = SnapshotKey("model-identity", "cache-settings")
-
-
-@pytest.fixture
-def paths(tmp_path: Path) -> AppPaths:
-    return AppPaths(tmp_path / "data", tmp_path / "config")
-
-
-@pytest.fixture
-def windows(qtbot: QtBot) -> Iterator[list[MainWindow]]:
-    made: list[MainWindow] = []
-    yield made
-    for w in made:
-        w.close()
-        assert w.join_background(30)
-        w.store.close()
-
-
-def _open(qtbot: QtBot, paths: AppPaths, windows: list[MainWindow]) -> MainWindow:
-    w = build_window(paths)
-    qtbot.addWidget(w)
-    w.show()
-    windows.append(w)
-    return w
-
-
-def _dialog(qtbot: QtBot, w: MainWindow) -> KvCachesDialog:
-    """Settings ▸ Conversation caches…, as the user opens it; its usage counted."""
-    (settings,) = [a.menu() for a in w.menuBar().actions() if a.text() == "&Settings"]
-    (entry,) = [a for a in settings.actions() if a.text() == "&Conversation caches…"]
-    with qtbot.waitSignal(w.kv_caches.usage_known, timeout=10_000):
-        entry.trigger()
-    dialog = w.kv_caches.dialog
-    assert dialog is not None and dialog.isVisible()
-    return dialog
 
 
 def _saved_files(paths: AppPaths) -> list[Path]:

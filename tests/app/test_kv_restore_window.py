@@ -11,9 +11,7 @@ from pytestqt.qtbot import QtBot
 
 from ember_chat.app.shell.main_window import MainWindow
 from ember_chat.engine.storage.paths import AppPaths
-from tests.app.test_app import load, make_window, paths, send, set_max_tokens
-
-__all__ = ["make_window", "paths"]
+from tests.helpers.window import load, send, set_max_tokens
 
 LONG = " ".join(["the world is round and the sky is blue, you see."] * 7)
 

@@ -9,9 +9,7 @@ import pytest
 from pytestqt.qtbot import QtBot
 
 from ember_chat.app.shell.main_window import MainWindow
-from tests.app.test_app import ANSWER_TIMEOUT, make_window, paths, start_endless_answer
-
-__all__ = ["make_window", "paths"]  # fixtures
+from tests.helpers.window import ANSWER_TIMEOUT, start_endless_answer
 
 
 @pytest.mark.parametrize("where", ["another chat", "a new chat"])

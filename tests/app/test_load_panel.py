@@ -20,9 +20,7 @@ from ember_chat.engine.storage.model_settings import (
     auto_gpu_layers,
 )
 from ember_chat.engine.storage.settings import Settings
-from tests.app.test_app import LOAD_TIMEOUT, make_window, paths
-
-__all__ = ["make_window", "paths"]
+from tests.helpers.window import LOAD_TIMEOUT
 
 
 def test_store_round_trip_and_damage(tmp_path: Path) -> None:

@@ -9,7 +9,6 @@ from types import SimpleNamespace
 
 import pytest
 from pygments.token import STANDARD_TYPES
-from PySide6.QtCharts import QValueAxis
 from PySide6.QtCore import QPoint, QRect, QSize, QUrl
 from PySide6.QtGui import QFont, QGuiApplication, QTextCursor
 from PySide6.QtWidgets import QApplication, QLabel, QProgressBar, QWidget
@@ -20,11 +19,9 @@ from ember_chat.app.side_panel.speed_chart import downsample_itl
 from ember_chat.app.style.theme import DARK, LIGHT, Colors, contrast_ratio, style_sheet, with_contrast
 from ember_chat.app.transcript.render.code_highlight import CodeFormats, language_label
 from ember_chat.app.transcript.render.markdown_segments import code_blocks, split_segments
-from tests.app.test_app import load, make_window, paths, send, set_max_tokens
 from tests.helpers.chat_fixtures import RICH_ANSWER, seed_long_chat
 from tests.helpers.fake_backend import FakeBackend
-
-__all__ = ["make_window", "paths"]
+from tests.helpers.window import axis_labels, load, send, set_max_tokens
 
 AA = 4.5
 
@@ -260,22 +257,6 @@ def test_chart_fits_the_answer_and_shows_latency(qtbot: QtBot, make_window: Call
     assert chart.axis_x.max() == pytest.approx(last_x, rel=0.05)  # fits the answer, not a fixed 0–5 s
     assert chart.axis_speed.max() >= max(p.y() for p in speed)
     assert chart.axis_itl.max() >= max(p.y() for p in itl)
-
-
-def axis_labels(axis: QValueAxis) -> list[str]:
-    """The labels Qt Charts draws on `axis`, from the axis's own ticks and printf label format."""
-    low, high, fmt = axis.min(), axis.max(), axis.labelFormat()
-    if axis.tickType() == QValueAxis.TickType.TicksDynamic:
-        step = axis.tickInterval()
-        k = math.ceil((low - axis.tickAnchor()) / step - 1e-9)
-        values = []
-        while axis.tickAnchor() + k * step <= high + step * 1e-9:
-            values.append(axis.tickAnchor() + k * step)
-            k += 1
-    else:
-        n = axis.tickCount()
-        values = [low + i * (high - low) / (n - 1) for i in range(n)]
-    return [fmt % v for v in values]
 
 
 def test_the_chart_axes_are_labelled_at_distinct_round_steps(

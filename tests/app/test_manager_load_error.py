@@ -16,10 +16,7 @@ from pytestqt.qtbot import QtBot
 from ember_chat.app.models.manager.dialog import SIZE, ModelManager
 from ember_chat.app.shell.main_window import MainWindow
 from ember_chat.engine.storage.paths import AppPaths
-from tests.app.test_app import make_window, paths
 from tests.helpers.fake_backend import FakeBackend
-
-__all__ = ["make_window", "paths"]  # fixtures
 
 TIMEOUT = 30_000
 DAMAGED = "Llama-3.2-3B-Instruct-Q4_K_M-download-cut-short.gguf"  # a long name, as Hub files have

@@ -19,9 +19,6 @@ from ember_chat.engine.models.download_queue import DONE
 from ember_chat.engine.models.hub import HubClient
 from ember_chat.engine.resources import catalog
 from tests.helpers.hub_server import FakeHub
-from tests.helpers.window_support import window
-
-__all__ = ["window"]  # the fixture used here
 
 TIMEOUT = 60_000
 

@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 import pytest
 from PySide6.QtCore import Qt, QUrl
-from PySide6.QtGui import QColor, QImage, QTextBlock, QTextDocument, QTextImageFormat
+from PySide6.QtGui import QColor, QImage, QTextDocument, QTextImageFormat
 from PySide6.QtWidgets import QApplication
 from pytestqt.qtbot import QtBot
 
@@ -20,39 +20,10 @@ from ember_chat.app.shell.main_window import MainWindow
 from ember_chat.app.style.theme import DARK, LIGHT
 from ember_chat.app.transcript.render import math_images
 from ember_chat.app.transcript.render.math_images import SHARED, MathImages
-from ember_chat.app.transcript.render.math_write import MATH_SOURCE
 from ember_chat.app.transcript.view import TranscriptView
-from tests.app.test_app import load, make_window, paths, send
-from tests.app.test_transcript_stream import shown_transcript
 from tests.helpers.fake_backend import FakeBackend
-
-__all__ = ["make_window", "paths"]
-
-ANSWER = (
-    "The roots of $ax^2 + bx + c = 0$ are\n\n"
-    "$$x = \\frac{-b \\pm \\sqrt{b^2 - 4ac}}{2a}$$\n\n"
-    "and \\(\\alpha_1 \\in \\mathbb{R}\\). It costs $5 and $10. Code: `$not math$`."
-)
-
-
-def formulas(t: TranscriptView) -> list[tuple[str, QTextImageFormat]]:
-    """The typeset formulas in the transcript: source and image format, in order."""
-    return [(source, fmt) for source, fmt, _ in placed(t)]
-
-
-def placed(t: TranscriptView) -> list[tuple[str, QTextImageFormat, QTextBlock]]:
-    """The typeset formulas with their paragraphs."""
-    out = []
-    block = t.document().begin()
-    while block.isValid():
-        it = block.begin()
-        while not it.atEnd():
-            fmt = it.fragment().charFormat()
-            if fmt.isImageFormat() and fmt.toImageFormat().name().startswith("math:"):
-                out.append((fmt.property(MATH_SOURCE), fmt.toImageFormat(), block))
-            it += 1
-        block = block.next()
-    return out
+from tests.helpers.transcript import formulas, open_chat, placed, shown_transcript, typeset
+from tests.helpers.window import load, send
 
 
 def image_of(t: TranscriptView, fmt: QTextImageFormat) -> QImage:
@@ -68,22 +39,6 @@ def ink(image: QImage) -> QColor:
             if c.alpha() > best:
                 best, colour = c.alpha(), c
     return colour
-
-
-def open_chat(qtbot: QtBot, w: MainWindow, answer: str = ANSWER) -> TranscriptView:
-    cid = w.store.create_conversation("Maths").id
-    q = w.store.add_message(cid, "user", "What are the roots? $x$ here stays as typed.")
-    w.store.add_message(cid, "assistant", answer, parent_id=q.id)
-    t = shown_transcript(w)
-    w.controller.open_conversation(cid)
-    t.finish_rendering()
-    typeset(qtbot, t)
-    return t
-
-
-def typeset(qtbot: QtBot, t: TranscriptView) -> None:
-    """Wait for the formulas of what was written at once (they are typeset afterwards)."""
-    qtbot.waitUntil(lambda: t.writer.math.pending == 0, timeout=10_000)
 
 
 def test_a_finished_answer_shows_its_formulas_typeset(qtbot: QtBot, make_window: Callable[..., MainWindow]) -> None:

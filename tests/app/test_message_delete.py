@@ -12,11 +12,9 @@ from pytestqt.qtbot import QtBot
 
 from ember_chat.app.shell.main_window import MainWindow
 from ember_chat.engine.storage.conversations import ConversationStore
-from tests.app.test_app import ANSWER_TIMEOUT, load, make_window, paths, set_max_tokens
-from tests.app.test_transcript_links import anchors, click
 from tests.helpers.fake_backend import FakeBackend
-
-__all__ = ["make_window", "paths"]  # fixtures
+from tests.helpers.transcript import anchors, click
+from tests.helpers.window import ANSWER_TIMEOUT, load, set_max_tokens
 
 
 def _chat(w: MainWindow) -> list[int]:

@@ -14,10 +14,8 @@ from ember_chat.app.models import actions
 from ember_chat.app.models.actions import ModelActions
 from ember_chat.app.models.model_bar import ModelBar
 from ember_chat.app.shell.main_window import MainWindow
-from tests.app.test_app import LOAD_TIMEOUT, load, make_window, paths
 from tests.helpers.back_references import assert_built_without_the_window, assert_module_reads_no_window
-
-__all__ = ["make_window", "paths"]  # fixtures
+from tests.helpers.window import LOAD_TIMEOUT, load
 
 
 def test_its_constructor_does_not_take_the_window() -> None:

@@ -16,8 +16,7 @@ from ember_chat.engine.models.download_queue import CANCELLED, DONE, PAUSED
 from ember_chat.engine.storage.paths import AppPaths
 from ember_chat.engine.storage.secrets import TokenStore
 from tests.helpers.hub_server import FakeHub
-
-TIMEOUT = 60_000
+from tests.helpers.models_window import TIMEOUT, open_files, select_quant
 
 
 @pytest.fixture
@@ -46,19 +45,6 @@ def window(qtbot: QtBot, tmp_path: Path, hub: FakeHub, monkeypatch: pytest.Monke
     assert not w.bridge.service.running
     assert w.join_background(30)  # the window's close waited for no thread; here they have all ended
     w.store.close()
-
-
-def open_files(qtbot: QtBot, mm: object, repo: str) -> None:
-    with qtbot.waitSignal(mm.files_shown, timeout=TIMEOUT):
-        mm.discover_tab.open_repo(repo)
-
-
-def select_quant(mm: object, quant: str) -> None:
-    for r in range(mm.files.rowCount()):
-        if mm.files.item(r, 0).text().startswith(quant):
-            mm.files.selectRow(r)
-            return
-    raise AssertionError(quant)
 
 
 def wait_job(qtbot: QtBot, w: MainWindow, state: str) -> None:

@@ -11,9 +11,6 @@ from pytestqt.qtbot import QtBot
 
 from ember_chat.app.qt.window_frame import TITLE_BAR_ALLOWANCE
 from ember_chat.app.shell.main_window import MainWindow
-from tests.app.test_app import make_window, paths
-
-__all__ = ["make_window", "paths"]  # fixtures
 
 
 def test_the_model_manager_fits_a_small_screen(qtbot: QtBot, make_window: Callable[..., MainWindow]) -> None:

@@ -19,12 +19,10 @@ from pytestqt.qtbot import QtBot
 from ember_chat.app.shell.main_window import MainWindow
 from ember_chat.engine.models.names import display_name
 from ember_chat.engine.models.starter import BASE_STARTER, CHAT_STARTER
-from tests.app.test_app import LOAD_TIMEOUT, load, make_window, paths, send, set_max_tokens
 from tests.helpers.attachment_files import image_bytes
 from tests.helpers.cli import cli
 from tests.helpers.peer_servers import ember_server
-
-__all__ = ["make_window", "paths"]  # fixtures from test_app
+from tests.helpers.window import LOAD_TIMEOUT, load, send, set_max_tokens
 
 CHAT = "SmolLM2 135M (chat starter)"
 BASE = "Gemma 3 270M (base model)"

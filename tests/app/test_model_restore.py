@@ -17,11 +17,9 @@ from ember_chat.app.shell.main_window import MainWindow
 from ember_chat.engine.core.states import ModelState
 from ember_chat.engine.storage.paths import AppPaths
 from ember_chat.engine.storage.settings import SettingsFile
-from tests.app.test_app import LOAD_TIMEOUT, load, make_window, paths
-from tests.app.test_load_ids import HeldLoads
+from tests.helpers.models_window import HeldLoads
 from tests.helpers.paths import REPO
-
-__all__ = ["make_window", "paths"]  # fixtures from test_app
+from tests.helpers.window import LOAD_TIMEOUT, load
 
 ROOT = REPO
 

@@ -10,10 +10,8 @@ from pytestqt.qtbot import QtBot
 
 from ember_chat.app.shell.main_window import MainWindow
 from ember_chat.engine.inference.metrics import MetricsRecorder, RunContext
-from tests.app.test_app import load, make_window, paths, send
 from tests.helpers.fake_backend import FakeBackend
-
-__all__ = ["make_window", "paths"]  # fixtures
+from tests.helpers.window import load, send
 
 
 def test_an_answer_of_one_token_says_1_token(qtbot: QtBot, make_window: Callable[..., MainWindow]) -> None:

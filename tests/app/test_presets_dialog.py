@@ -16,9 +16,20 @@ from ember_chat.app.presets.dialog import PresetsDialog
 from ember_chat.app.shell.main_window import MainWindow
 from ember_chat.engine.storage.paths import AppPaths
 from ember_chat.engine.storage.presets import DEFAULT_PRESET_ID, PresetLibrary
-from tests.helpers.presets_support import load, make_window, paths
+from tests.helpers.presets_support import load
 
-__all__ = ["make_window", "paths"]  # fixtures from tests/helpers/presets_support.py
+
+@pytest.fixture
+def make_window(make_presets_window: Callable[[], MainWindow]) -> Callable[[], MainWindow]:
+    """Windows on that folder: tests/app/conftest.py's make_presets_window."""
+    return make_presets_window
+
+
+@pytest.fixture
+def paths(two_models_paths: AppPaths) -> AppPaths:
+    """The tiny model as tiny.gguf and other.gguf: tests/app/conftest.py's two_models_paths."""
+    return two_models_paths
+
 
 popup_grab = pytest.mark.qt_log_ignore("This plugin does not support grabbing the keyboard")  # (offscreen)
 

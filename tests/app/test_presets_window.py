@@ -8,15 +8,26 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import openai
+import pytest
 from pytestqt.qtbot import QtBot
 
 from ember_chat.app.shell.main_window import MainWindow
 from ember_chat.engine.storage.paths import AppPaths
 from ember_chat.engine.storage.presets import PresetLibrary
-from tests.helpers.presets_support import load, make_window, paths, send
+from tests.helpers.presets_support import load, send
 from tests.helpers.window_support import start_api_in_window
 
-__all__ = ["make_window", "paths"]  # fixtures from tests/helpers/presets_support.py
+
+@pytest.fixture
+def make_window(make_presets_window: Callable[[], MainWindow]) -> Callable[[], MainWindow]:
+    """Windows on that folder: tests/app/conftest.py's make_presets_window."""
+    return make_presets_window
+
+
+@pytest.fixture
+def paths(two_models_paths: AppPaths) -> AppPaths:
+    """The tiny model as tiny.gguf and other.gguf: tests/app/conftest.py's two_models_paths."""
+    return two_models_paths
 
 
 def panel(w: MainWindow) -> tuple[float, int, str]:

@@ -9,10 +9,8 @@ from collections.abc import Callable
 from pytestqt.qtbot import QtBot
 
 from ember_chat.app.shell.main_window import MainWindow
-from tests.app.test_app import make_window, paths, start_endless_answer
-from tests.app.test_transcript_links import anchors
-
-__all__ = ["make_window", "paths"]  # fixtures
+from tests.helpers.transcript import anchors
+from tests.helpers.window import start_endless_answer
 
 
 def test_an_answer_cut_by_quitting_keeps_its_text_model_and_metrics(

@@ -18,14 +18,11 @@ from pytestqt.qtbot import QtBot
 
 from ember_chat.app.shell.main_window import MainWindow
 from ember_chat.engine.storage.model_settings import AUTO_GPU_LAYERS
-from tests.app.test_bench_lab import run_bench
-from tests.app.test_model_manager import open_files, select_quant
+from tests.helpers.bench_lab import run_bench
 from tests.helpers.gguf_factory import TinySpec, says, write_tiny_model
 from tests.helpers.hub_server import FakeHub
+from tests.helpers.models_window import open_files, select_quant
 from tests.helpers.paths import TESTS
-from tests.helpers.window_support import window
-
-__all__ = ["window"]  # the fixture used here
 
 REPO = "unsloth/DeepSeek-R1-Distill-Qwen-1.5B-GGUF"
 FILES = ("DeepSeek-R1-Distill-Qwen-1.5B-Q4_K_M.gguf", "DeepSeek-R1-Distill-Qwen-1.5B-Q8_0.gguf")

@@ -20,11 +20,9 @@ from ember_chat.engine.inference.service.engine import EngineService
 from ember_chat.engine.serve.config import ServerConfig
 from ember_chat.engine.serve.server import ApiServer
 from ember_chat.engine.storage.connections import Connection, remote_model_name
-from tests.app.test_app import LOAD_TIMEOUT, load, make_window, paths
 from tests.helpers.fake_backend import FakeBackend
+from tests.helpers.window import LOAD_TIMEOUT, load
 from tests.helpers.window_support import start_api_in_window
-
-__all__ = ["make_window", "paths"]  # fixtures used here
 
 LAB = remote_model_name("lab", "lab-model")
 

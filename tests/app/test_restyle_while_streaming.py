@@ -17,12 +17,9 @@ from pytestqt.qtbot import QtBot
 from ember_chat.app.shell.main_window import MainWindow
 from ember_chat.app.transcript.font_size import system_points
 from ember_chat.engine.storage.conversations import Message
-from tests.app.test_app import ANSWER_TIMEOUT, load, make_window, paths, set_max_tokens, start_endless_answer
-from tests.app.test_font_size import view_action
-from tests.app.test_settings_window import SECTIONS, _open
 from tests.helpers.fake_backend import FakeBackend
-
-__all__ = ["make_window", "paths"]  # fixtures
+from tests.helpers.settings_window import SECTIONS, _open
+from tests.helpers.window import ANSWER_TIMEOUT, load, set_max_tokens, start_endless_answer, view_action
 
 # A reasoning model's answer: its thinking, then Markdown over two paragraphs.
 SCRIPT = ["<think>", "Weighing ", "the ", "question. ", "</think>", "The ", "**sea** ", "is ", "salty.\n\n"]

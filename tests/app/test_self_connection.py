@@ -22,13 +22,11 @@ from ember_chat.engine.inference.service.engine import EngineService
 from ember_chat.engine.serve.config import ServerConfig
 from ember_chat.engine.serve.server import ApiServer
 from ember_chat.engine.storage.connections import Connection, remote_model_name
-from tests.app.test_app import ANSWER_TIMEOUT, load, make_window, paths, set_max_tokens
 from tests.helpers.cli_remote import cli
 from tests.helpers.fake_backend import FakeBackend
 from tests.helpers.peer_servers import free_port
+from tests.helpers.window import ANSWER_TIMEOUT, load, set_max_tokens
 from tests.helpers.window_support import start_api_in_window
-
-__all__ = ["make_window", "paths"]  # fixtures used here
 
 SELF = "this Ember's own API server"
 

@@ -15,10 +15,8 @@ from PySide6.QtCore import Qt
 from pytestqt.qtbot import QtBot
 
 from ember_chat.app.shell.main_window import MainWindow
-from tests.app.test_app import ANSWER_TIMEOUT, load, make_window, paths, set_max_tokens
 from tests.helpers.fake_backend import FakeBackend
-
-__all__ = ["make_window", "paths"]  # fixtures
+from tests.helpers.window import ANSWER_TIMEOUT, load, set_max_tokens
 
 
 @pytest.fixture

@@ -17,10 +17,8 @@ from ember_chat.app.shell.main_window import MainWindow
 from ember_chat.engine.core.refs import ModelRef
 from ember_chat.engine.core.states import ModelState
 from ember_chat.engine.inference.backend import ModelDescription
-from tests.app.test_app import ANSWER_TIMEOUT, load, make_window, paths, send
 from tests.helpers.fake_backend import FakeBackend
-
-__all__ = ["make_window", "paths"]  # fixtures
+from tests.helpers.window import ANSWER_TIMEOUT, load, send
 
 
 class SlowLoad(FakeBackend):

@@ -27,12 +27,9 @@ from ember_chat.engine.serve import server as server_module
 from ember_chat.engine.serve.config import ServerConfig
 from ember_chat.engine.serve.server import ApiServer
 from ember_chat.engine.storage.secrets import API_SERVER_KEY, SecretStore
-from tests.app.test_app import make_window, paths
 from tests.helpers.api_support import MESSAGES, WAIT_S, FakeSetup, Task, fake_text, raw_request
 from tests.helpers.fake_backend import FakeBackend
 from tests.helpers.file_keyring import UnreadableKeyring
-
-__all__ = ["make_window", "paths"]  # fixtures from other test modules
 
 Serve = Callable[[EngineService, ServerConfig], ApiServer]
 

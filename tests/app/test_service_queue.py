@@ -17,11 +17,9 @@ from ember_chat.engine.core.messages import ChatMessage
 from ember_chat.engine.core.params import LoadConfig, SamplingParams
 from ember_chat.engine.errors import QueueFull
 from ember_chat.engine.inference.service.engine import EngineService, GenerationRequest
-from tests.app.test_app import ANSWER_TIMEOUT, load, make_window, paths
 from tests.helpers.fake_backend import FakeBackend
 from tests.helpers.sinks import RecordingSink
-
-__all__ = ["make_window", "paths"]  # fixtures from tests/app/test_app.py
+from tests.helpers.window import ANSWER_TIMEOUT, load
 
 WAIT_S = 10.0
 API_BOUND = 3

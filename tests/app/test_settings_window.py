@@ -10,8 +10,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QPoint, QSize, Qt
-from PySide6.QtGui import QAccessible, QAction, QKeySequence
-from PySide6.QtWidgets import QApplication, QMenu, QRadioButton, QScrollArea, QWidget
+from PySide6.QtGui import QAccessible, QKeySequence
+from PySide6.QtWidgets import QApplication, QRadioButton, QScrollArea, QWidget
 from pytestqt.qtbot import QtBot
 
 from ember_chat.app.qt.window_frame import TITLE_BAR_ALLOWANCE
@@ -19,38 +19,15 @@ from ember_chat.app.shell.main_window import MainWindow
 from ember_chat.engine.storage.paths import AppPaths
 from ember_chat.engine.storage.presets import PresetLibrary
 from ember_chat.engine.storage.settings import SettingsFile
-from tests.app.test_accessibility import _missing_names
-from tests.app.test_app import make_window, paths
+from tests.helpers.accessibility import _missing_names
 
 if TYPE_CHECKING:  # (imported lazily: before the window existed, each test failed on its own)
-    from ember_chat.app.shell.settings_window import SettingsWindow
-
-__all__ = ["make_window", "paths"]  # fixtures
-
-SECTIONS = [
-    "Appearance", "Models", "Connections", "Presets", "Tools", "Local API server", "Backups", "Conversation caches",
-]  # fmt: skip
-
-
-def _menu(w: MainWindow, title: str) -> QMenu:
-    return next(a.menu() for a in w.menuBar().actions() if a.text() == title)
-
-
-def _entry(w: MainWindow, menu: str, text: str) -> QAction:
-    return next(a for a in _menu(w, menu).actions() if a.text() == text)
+    pass
+from tests.helpers.settings_window import SECTIONS, _entry, _open
 
 
 def _settings_windows() -> list[QWidget]:
     return [t for t in QApplication.topLevelWidgets() if t.windowTitle() == "Settings" and t.isVisible()]
-
-
-def _open(qtbot: QtBot, w: MainWindow) -> SettingsWindow:
-    _entry(w, "&Settings", "&Settings…").trigger()
-    sw = w.settings_window
-    qtbot.waitExposed(sw)
-    sw.activateWindow()  # (offscreen, an activation asked before the window was exposed is lost)
-    qtbot.waitUntil(lambda: QApplication.activeWindow() is sw)  # keys go to it, not to the main window's
-    return sw
 
 
 def test_settings_opens_one_window_with_every_section(qtbot: QtBot, make_window: Callable[..., MainWindow]) -> None:

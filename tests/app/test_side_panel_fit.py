@@ -14,9 +14,6 @@ from pytestqt.qtbot import QtBot
 from ember_chat.app.shell.main_window import MainWindow
 from ember_chat.app.shell.window_size import default_geometry, default_splitter_sizes
 from ember_chat.engine.storage.paths import AppPaths
-from tests.app.test_app import make_window, paths
-
-__all__ = ["make_window", "paths"]  # fixtures
 
 # (the offscreen screen is 800 px wide; a window may be made wider than its screen there)
 

@@ -13,10 +13,8 @@ from PySide6.QtWidgets import QApplication, QLabel, QWidget
 from pytestqt.qtbot import QtBot
 
 from ember_chat.app.shell.main_window import MainWindow
-from tests.app.test_app import load, make_window, paths, send
 from tests.helpers.fake_backend import FakeBackend
-
-__all__ = ["make_window", "paths"]  # fixtures
+from tests.helpers.window import load, send
 
 
 def squeezed(root: QWidget) -> list[str]:

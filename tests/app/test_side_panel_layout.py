@@ -23,8 +23,8 @@ from ember_chat.app.side_panel.panel import CHART_MAX_HEIGHT
 from ember_chat.engine.core.params import SamplingParams
 from ember_chat.engine.inference.events import Event, PromptReady
 from ember_chat.engine.storage.paths import AppPaths
-from tests.app.test_look import axis_labels
 from tests.helpers.fake_backend import FakeBackend
+from tests.helpers.window import axis_labels
 
 FIRST_TOKEN_S = 1.2  # a slow prompt: the session's TTFT percentiles are four-digit milliseconds
 

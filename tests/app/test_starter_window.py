@@ -12,10 +12,8 @@ import pytest
 from pytestqt.qtbot import QtBot
 
 from ember_chat.app.shell.main_window import MainWindow
-from tests.app.test_app import LOAD_TIMEOUT, make_window, paths, send, set_max_tokens
 from tests.helpers.sentences import sentences
-
-__all__ = ["make_window", "paths"]
+from tests.helpers.window import LOAD_TIMEOUT, send, set_max_tokens
 
 CHAT_LABEL = "SmolLM2 135M (chat starter)"  # (one name everywhere: test_model_names)
 

@@ -16,12 +16,10 @@ from pytestqt.qtbot import QtBot
 from ember_chat.app.shell.main_window import MainWindow
 from ember_chat.engine.errors import HubOffline
 from ember_chat.engine.models.hub import HubClient
-from tests.app.test_app import ANSWER_TIMEOUT, load, make_window, paths, send, set_max_tokens, start_endless_answer
-from tests.app.test_app_remote import cut_answer
 from tests.helpers.cli import cli
+from tests.helpers.remote_window import cut_answer
 from tests.helpers.sse_server import FakeOpenAI
-
-__all__ = ["make_window", "paths"]  # fixtures used here
+from tests.helpers.window import ANSWER_TIMEOUT, load, send, set_max_tokens, start_endless_answer
 
 # an exception class name as Python spells them: gaierror, ConnectError, RemoteProtocolError, OSError…
 CLASS_NAME = re.compile(r"\b(gaierror|herror|timeout|[A-Z][a-z]+(?:[A-Z][a-z]*)*(?:Error|Exception|Timeout))\b")

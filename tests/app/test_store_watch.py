@@ -6,17 +6,23 @@ Trash) is noticed the same way."""
 
 from __future__ import annotations
 
+import pytest
 from PySide6.QtCore import Qt
 from pytestqt.qtbot import QtBot
 
 from ember_chat.app.chat_list.model import TRASH
 from ember_chat.app.shell.main_window import MainWindow
 from ember_chat.engine.storage.paths import AppPaths
-from tests.app.test_backups_window import _open, paths, windows
+from tests.helpers.backups_window import _open
 from tests.helpers.chats_cli import cli
 from tests.helpers.paths import TESTS
 
-__all__ = ["paths", "windows"]  # fixtures from test_backups_window: a data folder with Herons and Owls
+
+@pytest.fixture
+def paths(chats_paths: AppPaths) -> AppPaths:
+    """A data folder whose chat database holds two chats: tests/app/conftest.py's chats_paths."""
+    return chats_paths
+
 
 HOSTILE = TESTS / "hostile"
 WAIT_MS = 10_000

@@ -10,11 +10,9 @@ from pytestqt.qtbot import QtBot
 
 from ember_chat.app.shell.main_window import MainWindow
 from ember_chat.engine.inference.metrics import GenerationMetrics
-from tests.app.test_app import load, make_window, paths, send
-from tests.app.test_import_window import imported_and_opened
+from tests.helpers.import_window import imported_and_opened
 from tests.helpers.paths import TESTS
-
-__all__ = ["make_window", "paths"]  # fixtures
+from tests.helpers.window import load, send
 
 HOSTILE = TESTS / "hostile"
 

@@ -11,8 +11,8 @@ from pytestqt.qtbot import QtBot
 
 from ember_chat.app.shell.main_window import MainWindow
 from ember_chat.engine.inference.grammar.json_check import json_problem
-from tests.app.test_app import load, make_window, paths, send, set_max_tokens  # noqa: F401
 from tests.helpers.json_schemas import PERSON
+from tests.helpers.window import load, send, set_max_tokens
 
 
 def type_schema(qtbot: QtBot, w: MainWindow, text: str) -> None:
@@ -21,7 +21,7 @@ def type_schema(qtbot: QtBot, w: MainWindow, text: str) -> None:
         box.schema.setPlainText(text)
 
 
-def test_answer_as_json_with_a_schema(qtbot: QtBot, make_window: Callable[..., MainWindow]) -> None:  # noqa: F811
+def test_answer_as_json_with_a_schema(qtbot: QtBot, make_window: Callable[..., MainWindow]) -> None:
     w = make_window()
     load(qtbot, w)
     box = w.side.params.json_answer
@@ -62,7 +62,7 @@ def test_answer_as_json_with_a_schema(qtbot: QtBot, make_window: Callable[..., M
     assert w.side.params.params().response_format == saved
 
 
-def test_an_answer_cut_short_is_not_valid_json(qtbot: QtBot, make_window: Callable[..., MainWindow]) -> None:  # noqa: F811
+def test_an_answer_cut_short_is_not_valid_json(qtbot: QtBot, make_window: Callable[..., MainWindow]) -> None:
     w = make_window()
     load(qtbot, w)
     w.side.params.json_answer.enabled.setChecked(True)

@@ -11,11 +11,9 @@ from pytestqt.qtbot import QtBot
 
 from ember_chat.app.shell.main_window import MainWindow
 from ember_chat.engine.storage.paths import AppPaths
-from tests.app.test_app import load, make_window, paths
 from tests.helpers.gguf_factory import TinySpec, write_tiny_model
 from tests.helpers.reasoning_templates import QWEN3_STYLE
-
-__all__ = ["make_window", "paths"]  # fixtures from test_app
+from tests.helpers.window import load
 
 
 def test_the_think_box_is_unticked_and_says_why_for_a_model_that_cannot_think(

@@ -17,12 +17,9 @@ from ember_chat.app.shell.main_window import MainWindow
 from ember_chat.engine.core.tools import ChatTools, InvalidCall
 from ember_chat.engine.storage.paths import AppPaths
 from ember_chat.engine.tools.config import BuiltinToolsConfig, ToolsConfig
-from tests.app.test_app import ANSWER_TIMEOUT, load, make_window, paths, set_max_tokens
-from tests.app.test_tools_button import CALCULATOR, open_chat
 from tests.helpers.gguf_factory import Script, TinySpec, write_tiny_model
-from tests.helpers.tools_window_support import WAIT_MS, write_tools
-
-__all__ = ["make_window", "paths"]  # fixtures
+from tests.helpers.tools_window_support import CALCULATOR, WAIT_MS, open_chat, write_tools
+from tests.helpers.window import ANSWER_TIMEOUT, load, set_max_tokens
 
 
 def text_of(w: MainWindow) -> str:

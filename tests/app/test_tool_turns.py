@@ -6,7 +6,6 @@ shown again when the chat is reopened."""
 from __future__ import annotations
 
 import itertools
-import shutil
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -18,22 +17,26 @@ from PySide6.QtGui import QTextCursor
 from pytestqt.qtbot import QtBot
 
 from ember_chat.app.engine_link.bridge import EngineBridge
-from ember_chat.app.main import build_window
 from ember_chat.app.shell.main_window import MainWindow
 from ember_chat.engine.core.messages import ChatMessage
 from ember_chat.engine.core.params import LoadConfig, SamplingParams
 from ember_chat.engine.core.tools import ChatTools, InvalidCall, ToolCall, ToolRequest, ToolSpec
 from ember_chat.engine.inference.service.engine import EngineService
-from ember_chat.engine.storage.paths import AppPaths
-from ember_chat.engine.tools.builtin import BuiltinTools
 from ember_chat.engine.tools.config import McpServerConfig
 from ember_chat.engine.tools.mcp_client import McpManager
 from ember_chat.engine.tools.registry import ToolRegistry
 from ember_chat.engine.tools.session import ChatToolSession
 from tests.helpers.paths import TESTS
-from tests.helpers.tool_script import ToolScriptBackend, Turn, WaitingTools
+from tests.helpers.tool_script import ToolScriptBackend, Turn
+from tests.helpers.tool_turns import CALC_KEY, SUM, WAIT_MS, Sessions, asking, text_of
 
-WAIT_MS = 20_000
+
+@pytest.fixture
+def window(make_tool_script_window: Callable[..., MainWindow]) -> Callable[..., MainWindow]:
+    """A window whose engine follows a tool script: tests/app/conftest.py's make_tool_script_window."""
+    return make_tool_script_window
+
+
 CALC = ToolSpec("calculator", "Evaluate an arithmetic expression.", {"type": "object", "properties": {}})
 ADD = ToolCall("call00001", "calculator", {"expression": "2+3"}, '{"expression": "2+3"}')
 
@@ -64,64 +67,7 @@ def test_the_bridge_passes_tools_in_and_calls_out(qtbot: QtBot, bridge: tuple[En
 # ----- the loop in the real window
 
 
-class Sessions:
-    """The window's `controller.tool_session_for` as Settings ▸ Tools would make it: one ChatToolSession
-    per chat over a real registry (the built-in calculator, and a tool that waits), with the chat's
-    stored choices; a chat that chose nothing yet gets `enabled` (as if ticked in the Tools popup)."""
-
-    def __init__(self, w: MainWindow, enabled: set[str], never_ask: frozenset[str] = frozenset(), max_calls: int = 8):
-        self.waiting = WaitingTools()
-        self.registry = ToolRegistry([BuiltinTools(calculator=True), self.waiting])
-        assert self.registry.refresh(5) == []
-        self.w, self.enabled, self.never_ask, self.max_calls = w, frozenset(enabled), never_ask, max_calls
-        self.sessions: dict[int, ChatToolSession] = {}
-        w.controller.tool_session_for = self.session_for
-
-    def session_for(self, conversation_id: int) -> ChatToolSession | None:
-        if conversation_id not in self.sessions:
-            chat = self.w.store.chat_tools(conversation_id)
-            if not chat.enabled:
-                chat = ChatTools(self.enabled, chat.always)
-                self.w.store.set_chat_tools(conversation_id, chat)
-            self.sessions[conversation_id] = ChatToolSession(self.registry, chat, self.never_ask, self.max_calls)
-        return self.sessions[conversation_id]
-
-
-@pytest.fixture
-def window(qtbot: QtBot, tmp_path: Path, tiny_model: Path) -> Iterator[Callable[..., MainWindow]]:
-    paths = AppPaths(tmp_path / "data", tmp_path / "config")
-    paths.default_models_dir.mkdir(parents=True)
-    shutil.copy(tiny_model, paths.default_models_dir / "tiny.gguf")
-    windows: list[MainWindow] = []
-
-    def make(backend: ToolScriptBackend) -> MainWindow:
-        w = build_window(paths, backend_factory=lambda _ref: backend)
-        qtbot.addWidget(w)
-        w.resize(1100, 800)
-        w.show()
-        windows.append(w)
-        with qtbot.waitSignal(w.models_listed, timeout=WAIT_MS):
-            pass
-        with qtbot.waitSignal(w.model_state_changed, check_params_cb=lambda s: s == "ready", timeout=WAIT_MS):
-            w.models.load_model("tiny.gguf")
-        return w
-
-    yield make
-    for w in windows:
-        w.close()
-        assert w.controller.tools.tasks.join(10)  # every call's worker thread has ended
-        assert w.join_background(30)
-        w.store.close()
-
-
-CALC_KEY = "Built-in/calculator"
 WAIT_KEY = "Waiting/wait"
-SUM = ToolCall("call00011", "calculator", {"expression": "2+3*4"})
-
-
-def text_of(w: MainWindow) -> str:
-    w.transcript.finish_rendering()
-    return w.transcript.plain_text()
 
 
 def send(qtbot: QtBot, w: MainWindow, text: str) -> None:
@@ -151,10 +97,6 @@ def below_cards(text: str, words: str) -> bool:
 
 def idle(qtbot: QtBot, w: MainWindow) -> None:
     qtbot.waitUntil(lambda: not w.controller.generating, timeout=WAIT_MS)
-
-
-def asking(qtbot: QtBot, w: MainWindow, count: int = 1) -> None:
-    qtbot.waitUntil(lambda: text_of(w).count("Waiting for your permission") == count, timeout=WAIT_MS)
 
 
 def test_allow_once_runs_the_call_and_the_model_continues(qtbot: QtBot, window: Callable[..., MainWindow]) -> None:

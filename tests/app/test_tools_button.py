@@ -9,7 +9,6 @@ import json
 import sys
 from collections.abc import Callable
 
-import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QLabel, QWidget
 from pytestqt.qtbot import QtBot
@@ -18,49 +17,29 @@ from ember_chat.app.shell.main_window import MainWindow
 from ember_chat.engine.core.tools import ChatTools, ToolCall
 from ember_chat.engine.storage.paths import AppPaths
 from ember_chat.engine.tools.config import BuiltinToolsConfig, McpServerConfig, ToolsConfig
-from ember_chat.engine.tools.registry import tool_tokens_estimate
 from tests.app import test_tool_turns as turns
-from tests.app.test_app import load, make_window, paths, send
-from tests.app.test_tools_settings import open_tools
 from tests.helpers.fake_backend import FakeBackend
 from tests.helpers.tool_script import ToolScriptBackend, Turn
-from tests.helpers.tools_window_support import SERVERS, WAIT_MS, stdio_server, write_tools
-
-__all__ = ["make_window", "paths"]  # fixtures
-
-LEFT = Qt.MouseButton.LeftButton
-# the popup grabs the keyboard: the offscreen platform cannot (a real display does)
-popup_grab = pytest.mark.qt_log_ignore("This plugin does not support grabbing the keyboard")
-CALCULATOR = "Built-in/calculator"
-CLOCK = "Built-in/current_datetime"
-
-
-def tokens_of(w: MainWindow, *keys: str) -> int:
-    return tool_tokens_estimate([w.tools.registry.entry(k).spec for k in keys])
+from tests.helpers.tools_window_support import (
+    CALCULATOR,
+    CLOCK,
+    LEFT,
+    SERVERS,
+    WAIT_MS,
+    open_chat,
+    open_tools,
+    popup_grab,
+    stdio_server,
+    tokens_of,
+    two_chats_with_builtins,
+    write_tools,
+)
+from tests.helpers.window import load, send
 
 
 def headings(popup: QWidget) -> list[str]:
     """The bold source headings of the popup, in order."""
     return [label.text() for label in popup.findChildren(QLabel) if "font-weight:600; color" in label.styleSheet()]
-
-
-def open_chat(qtbot: QtBot, w: MainWindow, cid: int) -> None:
-    w.chats.open_conversation(cid)
-    qtbot.waitUntil(lambda: w.controller.conversation_id == cid, timeout=WAIT_MS)
-
-
-def two_chats_with_builtins(
-    qtbot: QtBot, make_window: Callable[..., MainWindow], paths: AppPaths
-) -> tuple[MainWindow, int, int]:
-    """A window with the date/time and calculator tools on in Settings, two chats, the first open."""
-    write_tools(paths, ToolsConfig(builtin=BuiltinToolsConfig(datetime=True, calculator=True)))
-    w = make_window()
-    qtbot.waitUntil(lambda: w.tools.registry.entry(CALCULATOR) is not None, timeout=WAIT_MS)
-    a = w.store.create_conversation("A").id
-    b = w.store.create_conversation("B").id
-    w.chats.reload_conversations()
-    open_chat(qtbot, w, a)
-    return w, a, b
 
 
 @popup_grab

@@ -14,12 +14,16 @@ from ember_chat.engine.attachments.imported import AttachmentImporter
 from ember_chat.engine.core.tools import ChatTools, ToolCall
 from ember_chat.engine.storage.importing import import_chats
 from ember_chat.engine.storage.paths import AppPaths
-from tests.app.test_app import make_window, paths
-from tests.app.test_import_hostile import HOSTILE
-from tests.app.test_tools_button import CALCULATOR, CLOCK, LEFT, open_chat, popup_grab, two_chats_with_builtins
-from tests.helpers.tools_window_support import WAIT_MS
-
-__all__ = ["make_window", "paths"]  # fixtures
+from tests.helpers.import_window import HOSTILE
+from tests.helpers.tools_window_support import (
+    CALCULATOR,
+    CLOCK,
+    LEFT,
+    WAIT_MS,
+    open_chat,
+    popup_grab,
+    two_chats_with_builtins,
+)
 
 
 def asks_first(w: MainWindow, cid: int) -> bool:

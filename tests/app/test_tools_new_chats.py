@@ -20,14 +20,19 @@ from ember_chat.engine.storage.importing import import_chats
 from ember_chat.engine.storage.paths import AppPaths
 from ember_chat.engine.tools.config import ToolsConfig
 from tests.app import test_tool_turns as turns
-from tests.app.test_app import load, make_window, paths
-from tests.app.test_import_hostile import HOSTILE
-from tests.app.test_tools_button import open_chat, popup_grab
-from tests.app.test_tools_settings import open_tools
+from tests.helpers.import_window import HOSTILE
 from tests.helpers.tool_script import ToolScriptBackend, Turn
-from tests.helpers.tools_window_support import SERVERS, WAIT_MS, read_tools, stdio_server, write_tools
-
-__all__ = ["make_window", "paths"]  # fixtures
+from tests.helpers.tools_window_support import (
+    SERVERS,
+    WAIT_MS,
+    open_chat,
+    open_tools,
+    popup_grab,
+    read_tools,
+    stdio_server,
+    write_tools,
+)
+from tests.helpers.window import load
 
 LEFT = Qt.MouseButton.LeftButton
 NOTES = ("notes/add", "notes/read_note", "notes/fail", "notes/pid")

@@ -23,12 +23,9 @@ from ember_chat.engine.tools.config import McpServerConfig, ToolsConfig
 from ember_chat.engine.tools.mcp_client import McpServer
 from ember_chat.engine.tools.tools_cache import CACHE_FILE, ToolsCache, server_fingerprint
 from tests.app import test_tool_turns as turns
-from tests.app.test_app import load, make_window, paths
-from tests.app.test_tools_settings import open_tools
 from tests.helpers.tool_script import ToolScriptBackend, Turn
-from tests.helpers.tools_window_support import SERVERS, WAIT_MS, LoopProbe, probe, stdio_server, write_tools
-
-__all__ = ["make_window", "paths", "probe"]  # fixtures
+from tests.helpers.tools_window_support import SERVERS, WAIT_MS, LoopProbe, open_tools, stdio_server, write_tools
+from tests.helpers.window import load
 
 LEFT = Qt.MouseButton.LeftButton
 popup_grab = pytest.mark.qt_log_ignore("This plugin does not support grabbing the keyboard")

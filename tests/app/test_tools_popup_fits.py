@@ -6,23 +6,26 @@ title bar. Many tools scroll; the box and Settings stay in view."""
 
 from __future__ import annotations
 
-import itertools
 import sys
 from collections.abc import Callable
 
 import pytest
-from PySide6.QtCore import QPoint, QRect, Qt
-from PySide6.QtWidgets import QApplication, QLabel, QWidget
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QApplication, QLabel
 from pytestqt.qtbot import QtBot
 
 from ember_chat.app.shell.main_window import MainWindow
-from ember_chat.app.tools.tools_button import ToolsButton
 from ember_chat.engine.storage.paths import AppPaths
 from ember_chat.engine.tools.config import BuiltinToolsConfig, McpServerConfig, ToolsConfig
-from tests.app.test_app import make_window, paths
-from tests.helpers.tools_window_support import WAIT_MS, stdio_server, write_tools
-
-__all__ = ["make_window", "paths"]  # fixtures
+from tests.helpers.tools_window_support import (
+    WAIT_MS,
+    assert_placed,
+    assert_rows_whole,
+    global_rect,
+    servers_listed,
+    stdio_server,
+    write_tools,
+)
 
 LEFT = Qt.MouseButton.LeftButton
 popup_grab = pytest.mark.qt_log_ignore("This plugin does not support grabbing the keyboard")
@@ -31,43 +34,6 @@ CRASHING = (
     "import sys; sys.stderr.write('Traceback (most recent call last): ModuleNotFoundError: No module named "
     "mcp_server_time, so the server could not start at all\\n'); sys.exit(3)"
 )
-
-
-def global_rect(widget: QWidget) -> QRect:
-    return QRect(widget.mapToGlobal(QPoint(0, 0)), widget.size())
-
-
-def servers_listed(w: MainWindow, *names: str) -> bool:
-    return not w.tools.listing and all(w.tools.server_state(n)[0] in ("failed", "running") for n in names)
-
-
-def assert_placed(w: MainWindow, button: ToolsButton) -> None:
-    """On the window's screen, below the window's top (its title bar stays in view), beside its button."""
-    frame = button.frame.geometry()
-    assert button.screen().availableGeometry().contains(frame), frame
-    assert frame.top() >= w.geometry().top(), (frame, w.geometry())
-    anchor = global_rect(button)
-    assert frame.bottom() < anchor.top() or frame.top() > anchor.bottom(), (frame, anchor)
-
-
-def assert_rows_whole(button: ToolsButton) -> None:
-    """Each row of the popup outside its scrolled list is inside the frame, as tall as its text needs,
-    and overlaps no other row."""
-    popup = button.popup
-    assert popup is not None
-    frame = global_rect(button.frame)
-    rows = [popup.layout().itemAt(i).widget() for i in range(popup.layout().count())]
-    rows = [r for r in rows if r is not None and r.isVisible()]
-    for row in rows:
-        assert frame.contains(global_rect(row)), (row, global_rect(row), frame)
-        if row.hasHeightForWidth():
-            assert row.height() >= row.heightForWidth(row.width()), row
-    for a, b in itertools.pairwise(rows):
-        assert global_rect(a).bottom() < global_rect(b).top(), (a, b)
-    list_rows = [popup.body.layout().itemAt(i).widget() for i in range(popup.body.layout().count())]
-    for row in (r for r in list_rows if r is not None):
-        if row.hasHeightForWidth():  # (the failing server's error: its whole sentence)
-            assert row.height() >= row.heightForWidth(row.width()), row
 
 
 @popup_grab

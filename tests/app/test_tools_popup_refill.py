@@ -14,12 +14,7 @@ from pytestqt.qtbot import QtBot
 from ember_chat.app.shell.main_window import MainWindow
 from ember_chat.engine.storage.paths import AppPaths
 from ember_chat.engine.tools.config import BuiltinToolsConfig, ToolsConfig
-from tests.app.test_app import make_window, paths
-from tests.app.test_tools_button import popup_grab
-from tests.app.test_tools_popup_fits import servers_listed
-from tests.helpers.tools_window_support import WAIT_MS, stdio_server, write_tools
-
-__all__ = ["make_window", "paths"]  # fixtures
+from tests.helpers.tools_window_support import WAIT_MS, popup_grab, servers_listed, stdio_server, write_tools
 
 
 @popup_grab

@@ -20,19 +20,18 @@ from ember_chat.engine.inference.llama.amx_probe import extra_buffers_usable
 from ember_chat.engine.storage.paths import AppPaths
 from ember_chat.engine.tools.config import BuiltinToolsConfig, ToolsConfig
 from tests.app import test_tool_turns as turns
-from tests.app.test_app import load, make_window, paths
-from tests.app.test_tools_button import (
+from tests.helpers.tools_window_support import (
     CALCULATOR,
     CLOCK,
     LEFT,
+    WAIT_MS,
     open_chat,
     popup_grab,
     tokens_of,
     two_chats_with_builtins,
+    write_tools,
 )
-from tests.helpers.tools_window_support import WAIT_MS, write_tools
-
-__all__ = ["make_window", "paths"]  # fixtures
+from tests.helpers.window import load
 
 
 @popup_grab

@@ -24,8 +24,7 @@ from ember_chat.app.shell.main_window import MainWindow
 from ember_chat.app.tools.settings_dialog import ToolsDialog
 from ember_chat.engine.storage.paths import AppPaths
 from ember_chat.engine.tools.config import BuiltinToolsConfig, McpServerConfig, ToolsConfig
-from tests.app.test_accessibility import _missing_names
-from tests.app.test_app import make_window, paths
+from tests.helpers.accessibility import _missing_names
 from tests.helpers.file_keyring import UnreadableKeyring
 from tests.helpers.peer_servers import free_port
 from tests.helpers.tools_window_support import (
@@ -34,24 +33,13 @@ from tests.helpers.tools_window_support import (
     WAIT_MS,
     LoopProbe,
     keychain_value,
-    probe,
+    open_tools,
     read_tools,
     stdio_server,
     write_tools,
 )
 
-__all__ = ["make_window", "paths", "probe"]  # fixtures
-
 LEFT = Qt.MouseButton.LeftButton
-
-
-def open_tools(w: MainWindow) -> ToolsDialog:
-    """Settings ▸ Tools…, as the user opens it."""
-    settings = next(a.menu() for a in w.menuBar().actions() if a.text() == "&Settings")
-    next(a for a in settings.actions() if a.text() == "&Tools…").trigger()
-    dialog = w.tools.dialog
-    assert dialog is not None and dialog.isVisible()
-    return dialog
 
 
 def running(w: MainWindow, name: str) -> bool:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import pytest
 from PySide6.QtCore import QSize
 from PySide6.QtWidgets import QApplication
 from pytestqt.qtbot import QtBot
@@ -15,14 +16,24 @@ from ember_chat.app.tools.choices import BOX_ROOM
 from ember_chat.engine.core.tools import ChatTools
 from ember_chat.engine.storage.paths import AppPaths
 from tests.app import test_tool_turns as turns
-from tests.app.test_app import make_window, paths
-from tests.app.test_tool_turns import CALC_KEY, SUM, Sessions, asking, text_of, window
-from tests.app.test_tools_button import CALCULATOR, CLOCK, LEFT, popup_grab, two_chats_with_builtins
-from tests.app.test_tools_popup_fits import assert_placed, assert_rows_whole
 from tests.helpers.tool_script import ToolScriptBackend, Turn
-from tests.helpers.tools_window_support import WAIT_MS
+from tests.helpers.tool_turns import CALC_KEY, SUM, Sessions, asking, text_of
+from tests.helpers.tools_window_support import (
+    CALCULATOR,
+    CLOCK,
+    LEFT,
+    WAIT_MS,
+    assert_placed,
+    assert_rows_whole,
+    popup_grab,
+    two_chats_with_builtins,
+)
 
-__all__ = ["make_window", "paths", "window"]  # fixtures
+
+@pytest.fixture
+def window(make_tool_script_window: Callable[..., MainWindow]) -> Callable[..., MainWindow]:
+    """A window whose engine follows a tool script: tests/app/conftest.py's make_tool_script_window."""
+    return make_tool_script_window
 
 
 @popup_grab

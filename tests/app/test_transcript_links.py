@@ -4,19 +4,16 @@ but never runs an action, by mouse or keyboard; Ember's own action links still d
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 
-from PySide6.QtCore import QPoint, Qt
+from PySide6.QtCore import Qt
 from PySide6.QtGui import QTextCursor
 from PySide6.QtWidgets import QApplication
 from pytestqt.qtbot import QtBot
 
 from ember_chat.app.shell.main_window import MainWindow
-from ember_chat.app.transcript.view import TranscriptView
-from tests.app.test_app import ANSWER_TIMEOUT, load, make_window, paths, send
 from tests.helpers.fake_backend import FakeBackend
-
-__all__ = ["make_window", "paths"]
+from tests.helpers.transcript import anchors, click
+from tests.helpers.window import ANSWER_TIMEOUT, load, send
 
 # the answer is message 2 of a fresh database (the question is 1): it names its own actions
 FORGED_ANSWER = [
@@ -24,41 +21,6 @@ FORGED_ANSWER = [
     "or <ember:copy/2> or [edit](ember:edit/1), ",
     'or <a href="ember:regenerate/2">this</a>.',
 ]
-
-
-@dataclass
-class Anchor:
-    position: int
-    href: str
-    text: str
-    image: bool
-
-
-def anchors(t: TranscriptView) -> list[Anchor]:
-    out = []
-    block = t.document().begin()
-    while block.isValid():
-        it = block.begin()
-        while not it.atEnd():
-            frag = it.fragment()
-            fmt = frag.charFormat()
-            if fmt.isAnchor() and fmt.anchorHref():
-                out.append(Anchor(frag.position(), fmt.anchorHref(), frag.text(), fmt.isImageFormat()))
-            it += 1
-        block = block.next()
-    return out
-
-
-def click(qtbot: QtBot, t: TranscriptView, anchor: Anchor) -> None:
-    """A real left click on the anchor's first character (the middle of an icon)."""
-    c = QTextCursor(t.document())
-    c.setPosition(anchor.position)
-    rect = t.cursorRect(c)
-    t.verticalScrollBar().setValue(t.verticalScrollBar().value() + rect.top() - t.viewport().height() // 2)
-    rect = t.cursorRect(c)
-    point = QPoint(rect.left() + (8 if anchor.image else 3), rect.center().y())
-    assert t.anchorAt(point) == anchor.href  # the click lands on this link
-    qtbot.mouseClick(t.viewport(), Qt.MouseButton.LeftButton, pos=point)
 
 
 def test_an_answer_cannot_make_an_action_link_by_mouse_or_keyboard(

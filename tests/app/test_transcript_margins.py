@@ -10,10 +10,7 @@ from pytestqt.qtbot import QtBot
 
 from ember_chat.app.shell.main_window import MainWindow
 from ember_chat.app.transcript.view import MAX_TEXT_WIDTH, MIN_MARGIN
-from tests.app.test_app import make_window, paths
 from tests.helpers.chat_fixtures import seed_long_chat
-
-__all__ = ["make_window", "paths"]
 
 
 @pytest.mark.parametrize("width", [1280, 1920, 2560])

@@ -10,10 +10,8 @@ from pytestqt.qtbot import QtBot
 
 from ember_chat.app.shell.main_window import MainWindow
 from tests.app import test_tool_turns as turns
-from tests.app.test_app import load, make_window, paths
 from tests.helpers.fake_backend import FakeBackend
-
-__all__ = ["make_window", "paths"]  # fixtures
+from tests.helpers.window import load
 
 
 def test_the_next_question_leaves_the_streamed_answer_as_it_is(

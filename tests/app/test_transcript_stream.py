@@ -13,9 +13,7 @@ from pytestqt.qtbot import QtBot
 from ember_chat.app.shell.main_window import MainWindow
 from ember_chat.app.transcript.stream import CUT_STATE
 from ember_chat.app.transcript.view import TranscriptView
-from tests.app.test_app import make_window, paths
-
-__all__ = ["make_window", "paths"]
+from tests.helpers.transcript import shown_transcript
 
 PARAGRAPH = " ".join(f"The keeper climbed the {i}th stair and the light turned slowly over the sea." for i in range(40))
 
@@ -40,17 +38,6 @@ def streamed_blocks(t: TranscriptView) -> list[tuple[str, int]]:
 
 def viewport_image(t: TranscriptView) -> QImage:
     return t.viewport().grab().toImage()
-
-
-def shown_transcript(w: MainWindow) -> TranscriptView:
-    """The transcript on screen (with no model loaded the window shows its welcome panel instead,
-    and a hidden document is not laid out), at 1280x800: wide enough that a streamed paragraph does
-    not reach the scroll bar (a scroll bar that comes changes the text width, and the split lines are
-    joined again, by design)."""
-    w.resize(1280, 800)
-    w.centre_stack.setCurrentWidget(w.transcript)
-    QApplication.processEvents()
-    return w.transcript
 
 
 def test_each_batch_is_appended_to_a_one_line_paragraph(qtbot: QtBot, make_window: Callable[..., MainWindow]) -> None:

@@ -9,15 +9,14 @@ from collections.abc import Callable
 
 import pytest
 from PySide6.QtCore import Qt
-from PySide6.QtGui import QColor, QImage, QPalette
+from PySide6.QtGui import QPalette
 from PySide6.QtWidgets import QApplication
 from pytestqt.qtbot import QtBot
 
 from ember_chat.app.shell.main_window import MainWindow
-from tests.app.test_accessibility import _activate, _focused_link
-from tests.app.test_app import load, make_window, paths, send, set_max_tokens
-
-__all__ = ["make_window", "paths"]  # fixtures
+from tests.helpers.accessibility import _activate, _focused_link
+from tests.helpers.transcript import accent_pixels
+from tests.helpers.window import load, send, set_max_tokens
 
 
 def chat_with_one_answer(qtbot: QtBot, make_window: Callable[..., MainWindow]) -> tuple[MainWindow, int, int]:
@@ -79,17 +78,6 @@ def test_tab_from_the_model_bar_enters_the_transcript_at_its_first_action(
     assert QApplication.focusWidget() is t
     qtbot.keyClick(t, Qt.Key.Key_Backtab)
     assert _focused_link(t) == f"ember:continue/{answer}"
-
-
-def accent_pixels(image: QImage, accent: QColor) -> int:
-    """Pixels within a few levels of the accent colour (antialiased edges left out)."""
-    near = 0
-    for y in range(image.height()):
-        for x in range(image.width()):
-            c = image.pixelColor(x, y)
-            if abs(c.red() - accent.red()) + abs(c.green() - accent.green()) + abs(c.blue() - accent.blue()) <= 24:
-                near += 1
-    return near
 
 
 @pytest.mark.parametrize("theme", ["light", "dark"])

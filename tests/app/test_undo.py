@@ -11,10 +11,7 @@ from pathlib import Path
 from pytestqt.qtbot import QtBot
 
 from ember_chat.app.shell.main_window import MainWindow
-from tests.app.test_app import make_window, paths
-from tests.app.test_chat_list_folders import _chats
-
-__all__ = ["make_window", "paths"]  # fixtures
+from tests.helpers.chat_list import _chats
 
 
 def _undo_action(w: MainWindow) -> object:

@@ -25,9 +25,6 @@ from ember_chat.engine.models.projector_download import ProjectorUnavailable, pr
 from tests.helpers.gguf_factory import TinySpec, write_tiny_model
 from tests.helpers.hub_server import FakeHub
 from tests.helpers.vision_factory import write_tiny_vision_model
-from tests.helpers.window_support import window
-
-__all__ = ["window"]  # the fixture used here
 
 TIMEOUT = 60_000
 VISION_COLUMN = 9

@@ -8,9 +8,7 @@ from collections.abc import Callable
 from pytestqt.qtbot import QtBot
 
 from ember_chat.app.shell.main_window import MainWindow
-from tests.app.test_app import LOAD_TIMEOUT, make_window, paths
-
-__all__ = ["make_window", "paths"]
+from tests.helpers.window import LOAD_TIMEOUT
 
 
 def test_welcome_panel_until_a_model_is_loaded(qtbot: QtBot, make_window: Callable[..., MainWindow]) -> None:

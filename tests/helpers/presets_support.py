@@ -1,54 +1,16 @@
-"""Shared by the presets tests: a window over a data folder with two copies of the tiny model
-("tiny.gguf", "other.gguf"), closed and joined at teardown; loading a model and sending a message as a
-user does."""
+"""Shared by the presets tests: loading a model and sending a message as a user does (their window over
+a data folder with two copies of the tiny model, "tiny.gguf" and "other.gguf", closed and joined at teardown,
+is tests/app/conftest.py's make_presets_window and two_models_paths)."""
 
 from __future__ import annotations
 
-import shutil
-from collections.abc import Callable, Iterator
-from pathlib import Path
-
-import pytest
 from PySide6.QtCore import Qt
 from pytestqt.qtbot import QtBot
 
-from ember_chat.app.main import build_window
 from ember_chat.app.shell.main_window import MainWindow
-from ember_chat.engine.storage.paths import AppPaths
 
 LOAD_TIMEOUT = 60_000
 ANSWER_TIMEOUT = 120_000
-
-
-@pytest.fixture
-def paths(tmp_path: Path, tiny_model: Path) -> AppPaths:
-    p = AppPaths(tmp_path / "data", tmp_path / "config")
-    p.default_models_dir.mkdir(parents=True)
-    shutil.copy(tiny_model, p.default_models_dir / "tiny.gguf")
-    shutil.copy(tiny_model, p.default_models_dir / "other.gguf")
-    return p
-
-
-@pytest.fixture
-def make_window(qtbot: QtBot, paths: AppPaths) -> Iterator[Callable[[], MainWindow]]:
-    windows: list[MainWindow] = []
-
-    def make() -> MainWindow:
-        w = build_window(paths)
-        qtbot.addWidget(w)
-        w.show()
-        windows.append(w)
-        with qtbot.waitSignal(w.models_listed, timeout=LOAD_TIMEOUT):
-            pass
-        return w
-
-    yield make
-    for w in windows:
-        w.close()
-        if w.api.quit_question is not None:
-            w.api.quit_button.click()
-        assert w.join_background(30)
-        w.store.close()
 
 
 def load(qtbot: QtBot, w: MainWindow, name: str) -> None:

@@ -18,11 +18,9 @@ from ember_chat.app.shell.main_window import MainWindow
 from ember_chat.engine.storage.conversations import SCHEMA_VERSION, ConversationStore
 from ember_chat.engine.storage.paths import AppPaths
 from ember_chat.engine.storage.recovery import open_conversations
-from tests.app.test_app import make_window, paths
 from tests.helpers.entry_point import ember_chat
 from tests.helpers.paths import REPO
 
-__all__ = ["make_window", "paths"]
 ROOT = REPO
 
 
@@ -229,8 +227,8 @@ def test_app_starts_with_a_locked_database_and_keeps_chats_in_memory(
 def test_a_full_disk_never_stops_the_answer_and_saving_resumes(
     qtbot: QtBot, make_window: Callable[..., MainWindow], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from tests.app.test_app import load, set_max_tokens
     from tests.helpers.fake_backend import FakeBackend
+    from tests.helpers.window import load, set_max_tokens
 
     w = make_window(lambda _ref: FakeBackend(n_tokens=400, delay_s=0.001))
     load(qtbot, w)
@@ -268,7 +266,7 @@ def test_a_full_disk_never_stops_the_answer_and_saving_resumes(
 def test_a_message_that_cannot_be_saved_is_not_sent_and_stays_in_the_box(
     qtbot: QtBot, make_window: Callable[..., MainWindow], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from tests.app.test_app import load
+    from tests.helpers.window import load
 
     w = make_window()
     load(qtbot, w)

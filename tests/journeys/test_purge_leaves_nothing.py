@@ -32,14 +32,12 @@ from ember_chat.engine.inference.service.engine import EngineService, Generation
 from ember_chat.engine.storage.backups import BackupManager
 from ember_chat.engine.storage.conversations import TRASH_DAYS, ConversationStore
 from ember_chat.engine.storage.paths import AppPaths
-from tests.app.test_app import load, make_window, paths, send, set_max_tokens
 from tests.helpers.entry_point import ember_chat
 from tests.helpers.presets_cli import _env
 from tests.helpers.runtime_support import loaded
 from tests.helpers.sinks import RecordingSink
 from tests.helpers.vision_factory import write_tiny_vision_model
-
-__all__ = ["make_window", "paths"]  # fixtures
+from tests.helpers.window import load, send, set_max_tokens
 
 GREEDY = SamplingParams(temperature=0.0, max_tokens=4)
 
