@@ -200,16 +200,6 @@ def test_slow_generation_is_not_cut_by_the_read_timeout(fake_service: Callable, 
 # ----- 4. a keychain that cannot be read is not "no key"
 
 
-@pytest.fixture
-def unreadable_keychain() -> Iterator[None]:
-    previous = keyring.get_keyring()
-    keyring.set_keyring(UnreadableKeyring())
-    try:
-        yield
-    finally:
-        keyring.set_keyring(previous)
-
-
 def test_no_stored_key_and_unreadable_keychain_differ() -> None:
     store = SecretStore(service="ember-test-guards")
     assert store.read(API_SERVER_KEY) is None  # nothing stored: None
