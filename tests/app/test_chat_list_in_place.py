@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import pytest
 from PySide6.QtWidgets import QApplication
 from pytestqt.qtbot import QtBot
 
@@ -13,16 +14,22 @@ from tests.helpers.fake_backend import FakeBackend
 from tests.helpers.window import send
 
 
-def test_a_message_in_an_older_chat_moves_its_row_without_rebuilding_the_list(
-    qtbot: QtBot, make_loaded_window: Callable[[FakeBackend | None], MainWindow]
-) -> None:
-    w = make_loaded_window(FakeBackend(n_tokens=8))
+def sixty_chats(w: MainWindow) -> list[int]:
+    """Sixty chats of one question each, listed; their ids, oldest first."""
     ids = []
     for i in range(60):
         c = w.store.create_conversation(f"chat {i}")
         w.store.add_message(c.id, "user", f"question {i}")
         ids.append(c.id)
     w.chats.reload_conversations()
+    return ids
+
+
+def test_a_message_in_an_older_chat_moves_its_row_without_rebuilding_the_list(
+    qtbot: QtBot, make_loaded_window: Callable[[FakeBackend | None], MainWindow]
+) -> None:
+    w = make_loaded_window(FakeBackend(n_tokens=8))
+    ids = sixty_chats(w)
     oldest = ids[0]
     w.chats.open_conversation(oldest)
     QApplication.processEvents()
@@ -43,3 +50,25 @@ def test_a_message_in_an_older_chat_moves_its_row_without_rebuilding_the_list(
     assert w.chats._listed[oldest].updated_at > before
     assert lst.selected_ids() == [oldest]
     assert lst.list.currentIndex() == lst.index_of(oldest)
+
+
+def test_a_message_in_the_newest_chat_leaves_the_list_as_it_is(
+    qtbot: QtBot, make_loaded_window: Callable[[FakeBackend | None], MainWindow], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    w = make_loaded_window(FakeBackend(n_tokens=8))
+    ids = sixty_chats(w)
+    newest = ids[-1]
+    w.chats.open_conversation(newest)
+    QApplication.processEvents()
+    lst = w.chats.conversations
+    before = w.chats._listed[newest].updated_at
+    built = []
+    monkeypatch.setattr(lst.model, "set_tree", lambda *a: built.append(a))
+
+    send(qtbot, w, "one more question")
+
+    assert built == []  # (before: the tree built again from every chat at the Send and at the answer's end)
+    assert lst.chat_ids() == ids[::-1]
+    assert w.chats._listed[newest].updated_at > before
+    assert w.chats._order[0] == w.store.chat_rows([newest])[0]
+    assert lst.selected_ids() == [newest]

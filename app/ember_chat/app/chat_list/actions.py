@@ -241,7 +241,25 @@ class ChatActions(QObject):
     def on_conversations_changed(self) -> None:
         """The controller changed the open chat (a message sent, an answer ended): only it is read again."""
         cid = self.chat.conversation_id
+        if cid is not None and self._stays_first(cid):
+            return
         self.reload_conversations(None if cid is None else [cid])
+
+    def _stays_first(self, cid: int) -> bool:
+        """True when the open chat was the newest the tree lists and only its time changed (a message saved
+        in the chat at the top, twice a message): the tree stays as it is, only the row kept is brought
+        up to date, without reading the folders and counts and building the tree again. False otherwise
+        (a search shown: its hits may change; a title, pin, folder change; a chat newly listed or gone)."""
+        lst = self.conversations
+        if lst.mode != "chats" or lst.search.text().strip() or not self._listed or self._order[0].id != cid:
+            return False
+        old, fresh = self._listed.get(cid), self.ctx.store.chat_rows([cid])
+        if old is None or len(fresh) != 1 or fresh[0].updated_at < old.updated_at:
+            return False
+        if fresh[0]._replace(updated_at=old.updated_at) != old:
+            return False
+        self._listed[cid] = self._order[0] = fresh[0]
+        return True
 
     def reveal(self, cid: int) -> None:
         """Open a chat where the list keeps it: an archived one in the Archived list, any other in the
