@@ -4,6 +4,8 @@ lead back to itself. Before, each had its own test and they disagreed (see the c
 
 from __future__ import annotations
 
+import socket
+
 import pytest
 
 from ember_chat.engine.core.instance import same_listener
@@ -40,6 +42,26 @@ CASES = [
     ("192.168.1.20", False),
     ("gpu-box.lan", False),
 ]
+
+
+def test_a_loopback_name_the_resolver_sends_elsewhere_needs_a_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Review: the bind check judged a name by its spelling, but the socket binds what the resolver
+    answers: a hosts-file line "192.168.1.5 dev.localhost" put the server on the LAN with no key."""
+    answers = {
+        "dev.localhost": ["192.168.1.5"],
+        "localhost.": ["127.0.0.1", "::1"],
+        "both.localhost": ["127.0.0.1", "10.0.0.7"],
+    }
+
+    def resolve(name: str, *_args: object, **_kwargs: object) -> list[tuple[object, ...]]:
+        return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", (address, 0)) for address in answers[name]]
+
+    monkeypatch.setattr(socket, "getaddrinfo", resolve)
+    for host in ("dev.localhost", "both.localhost"):
+        with pytest.raises(ServeError, match="set an API key"):
+            ServerConfig(host=host).check()
+        ServerConfig(host=host, api_key="k" * 32).check()
+    ServerConfig(host="localhost.").check()
 
 
 def as_url(host: str) -> str:

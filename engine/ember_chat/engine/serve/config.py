@@ -4,6 +4,8 @@ read it."""
 
 from __future__ import annotations
 
+import ipaddress
+import socket
 from dataclasses import dataclass, field
 
 from ember_chat.engine.attachments import DEFAULT_LIMITS, Limits
@@ -18,6 +20,26 @@ DEFAULT_PORT = 8642
 MAX_BODY_BYTES = 72 * 1024 * 1024  # a 50 MB attachment (the default limit) in base64, and the messages
 CLIENT_TIMEOUT_S = 30.0  # a client silent this long while we read its request is dropped
 MAX_CONNECTIONS = 64  # open connections (each holds a thread); more get a quick 503
+
+
+def listens_only_locally(host: str) -> bool:
+    """Whether a server bound to `host` can be reached from this computer only, so it needs no key. A
+    loopback address is; a loopback *name* ("localhost", "dev.localhost", "localhost.") only if every
+    address it resolves to is: the socket binds what the resolver answers, and a hosts-file line or a
+    DNS answer may send such a name to a LAN address. A name that does not resolve cannot be bound."""
+    if not is_loopback(host):
+        return False
+    name = host.strip().strip("[]")
+    try:
+        ipaddress.ip_address(name)
+        return True
+    except ValueError:
+        pass
+    try:
+        answers = socket.getaddrinfo(name, None)
+    except OSError:
+        return True  # (the bind fails the same way: nothing listens anywhere)
+    return all(is_loopback(str(answer[4][0]).split("%")[0]) for answer in answers)
 
 
 @dataclass(frozen=True)
@@ -38,7 +60,7 @@ class ServerConfig:
     file_turn_wait_s: float = TURN_WAIT_S  # how long a request's file waits for a free reader before a 503
 
     def check(self) -> None:
-        if not is_loopback(self.host) and not self.api_key:
+        if not listens_only_locally(self.host) and not self.api_key:
             raise ServeError(
                 f"Serving on {self.host} makes the model reachable from other machines: set an API key first "
                 "(or keep the server on 127.0.0.1)."
