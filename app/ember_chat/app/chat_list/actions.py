@@ -249,7 +249,9 @@ class ChatActions(QObject):
         """True when the open chat was the newest the tree lists and only its time changed (a message saved
         in the chat at the top, twice a message): the tree stays as it is, only the row kept is brought
         up to date, without reading the folders and counts and building the tree again. False otherwise
-        (a search shown: its hits may change; a title, pin, folder change; a chat newly listed or gone)."""
+        (a search shown: its hits may change; a title, pin, folder change; a chat newly listed or gone).
+        No `shown_changed` then: the chats shown are the same (its one listener, the welcome page, reads
+        whether a chat is open, which this does not change)."""
         lst = self.conversations
         if lst.mode != "chats" or lst.search.text().strip() or not self._listed or self._order[0].id != cid:
             return False

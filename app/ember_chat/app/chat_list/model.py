@@ -3,7 +3,9 @@ subfolders and chats, chats in no folder, then the Archived and Trash entries), 
 (search hits, the archived chats, the Trash).
 
 Every row has a stable integer key (its kind in the low bits, its id above), so a rebuild swaps the
-tree in one `layoutChanged` and moves Qt's persistent indexes by key: the selection, the current row,
+tree in one `layoutChanged` (or, when the new tree differs by one row moved or added within one parent —
+a message saved, a new chat — moves or inserts that row alone, `_step`) and moves Qt's persistent
+indexes by key: the selection, the current row,
 each folder's expanded state and the scroll position survive, and no row object is made per chat
 (5,000 chats rebuild in a few milliseconds). Chats drag onto folders (`dropMimeData`)."""
 

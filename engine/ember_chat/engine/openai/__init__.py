@@ -8,12 +8,13 @@ Imported as `ember_chat.engine.openai` (absolute imports only), so it never shad
 client package.
 
 - chat_request.py: what a chat-completions or completions body may carry, as the server reads it
-- responses.py: the server's responses and stream chunks, their finish_reason and usage
+- responses.py: the server's responses and stream chunks, their finish_reason and usage (and reading
+  another server's chunks, read_chunk)
 - api_error.py: OpenAI's error body (the error Ember answers with; a server's own words read from one)
 - content_parts.py: a message's content parts (read from a request, each file and image handed to the
   server's reader; written for a remote server)
 - tool_wire.py: tools, tool_choice and tool calls in requests, history and answers
 - logprobs.py: log-probabilities in chat's and the completions API's shapes
 - remote_request.py: the chat-completions request the remote backend sends
-- models_list.py: a server's `GET /models` answer
+- models_list.py: a `GET /models` answer (Ember's own, written; another server's, read)
 """
