@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 _FENCE = re.compile(r"^[ \t]*(```+|~~~+)[^\n]*$", re.M)  # (indented too: a fence in a list item)
 _BACKTICKS = re.compile(r"`+")
+_OPENING = re.compile(r"[\\$]")  # what may open a formula or escape a character
 _PLACEHOLDER_FIRST = 0xE000  # the Unicode private use area (6,400 characters)
 _PLACEHOLDER_LAST = 0xF8FF
 
@@ -67,6 +68,8 @@ def _code_ranges(text: str) -> list[tuple[int, int]]:
 
 def find_math(text: str) -> list[MathSpan]:
     """The formulas in a Markdown text, in order."""
+    if "$" not in text and "\\" not in text:  # (most messages: nothing can open a formula)
+        return []
     code = _code_ranges(text)
     found: list[MathSpan] = []
     i, n, k = 0, len(text), 0
@@ -77,6 +80,11 @@ def find_math(text: str) -> list[MathSpan]:
             i = code[k][1]
             continue
         limit = code[k][0] if k < len(code) else n  # a formula never runs into code
+        opening = _OPENING.search(text, i, limit)  # (the characters between open nothing: skipped at C speed)
+        if opening is None:
+            i = limit
+            continue
+        i = opening.start()
         ch = text[i]
         if ch == "\\":
             nxt = text[i + 1 : i + 2]
