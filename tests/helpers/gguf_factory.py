@@ -82,9 +82,13 @@ class TinySpec:
     extra_control_tokens: tuple[str, ...] = ()  # more control tokens after those
     user_defined_tokens: tuple[str, ...] = ()  # user-defined tokens after those (read as tokens in any text)
     script: Script | None = None  # scripted weights instead of random ones (`Script`)
+    fim_tokens: bool = False  # FIM_TOKENS as control tokens at the very end, named by tokenizer.ggml.fim_*_token_id
 
 
 THINK_TOKENS = ("<think>", "</think>")
+# fill-in-the-middle's prefix, suffix and middle tokens (StarCoder's spelling), in the metadata's order
+FIM_TOKENS = ("<fim_prefix>", "<fim_suffix>", "<fim_middle>")
+FIM_KEYS = ("tokenizer.ggml.fim_pre_token_id", "tokenizer.ggml.fim_suf_token_id", "tokenizer.ggml.fim_mid_token_id")
 
 
 def vocabulary() -> tuple[list[str], list[float], list[int]]:
@@ -147,6 +151,11 @@ def write_tiny_model(path: Path, spec: TinySpec = TinySpec()) -> Path:
     scores += [0.0] * (len(extra) + len(spec.user_defined_tokens))
     types += [int(gguf.TokenType.CONTROL)] * len(extra)
     types += [int(gguf.TokenType.USER_DEFINED)] * len(spec.user_defined_tokens)
+    fim = FIM_TOKENS if spec.fim_tokens else ()
+    fim_ids = [len(tokens) + i for i in range(len(fim))]
+    tokens += fim
+    scores += [0.0] * len(fim)
+    types += [int(gguf.TokenType.CONTROL)] * len(fim)
     n_vocab = len(tokens)
     w = gguf.GGUFWriter(str(path), spec.arch)
     w.add_name(spec.name)
@@ -161,6 +170,8 @@ def write_tiny_model(path: Path, spec: TinySpec = TinySpec()) -> Path:
     if spec.file_type is not None:
         w.add_file_type(spec.file_type)
     _add_vocabulary(w, tokens, scores, types)
+    for key, token_id in zip(FIM_KEYS, fim_ids, strict=False):
+        w.add_uint32(key, token_id)
     if spec.chat_template:
         w.add_chat_template(spec.chat_template)
 

@@ -28,7 +28,7 @@ SAMPLING_FIELDS = {
 }
 # Accepted and ignored only at their neutral value; anything else is refused rather than ignored.
 NEUTRAL = {"echo": False, "best_of": 1}
-REFUSED = ("functions", "function_call", "logit_bias", "suffix")
+REFUSED = ("functions", "function_call", "logit_bias")
 _IGNORED = ("user", "stream_options", "store", "metadata", "service_tier")
 # llama.cpp's cache_prompt: Ember always reuses the cached prefix of the prompt; vLLM's pair that
 # continues a final assistant message, as Ember always does (its own remote backend sends them)
@@ -38,7 +38,7 @@ _READ = (
     "grammar", "json_schema", "logprobs", "top_logprobs", "ember", "tools", "tool_choice", "parallel_tool_calls",
 )  # fmt: skip
 _KNOWN = {*SAMPLING_FIELDS, *NEUTRAL, *REFUSED, *_IGNORED, *_NO_OP, *_READ}
-KNOWN_BY_KIND = {"chat": _KNOWN | {"messages"}, "completion": _KNOWN | {"prompt"}}
+KNOWN_BY_KIND = {"chat": _KNOWN | {"messages"}, "completion": _KNOWN | {"prompt", "suffix"}}
 
 
 def read_messages(raw: Any, files: dict[int, list[Extracted]], reading: PartReader) -> list[ChatMessage]:

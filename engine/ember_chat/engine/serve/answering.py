@@ -77,6 +77,7 @@ class Answerer:
                     sink=sink,
                     messages=messages,
                     prompt=req.prompt,
+                    infill=req.infill,
                     client="api",
                     label=self._label + (f" [{index + 1}/{req.n}]" if req.n > 1 else ""),
                     attachment_store=store,

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ember_chat.engine.attachments import Extracted
+from ember_chat.engine.core.infill import Infill
 from ember_chat.engine.core.messages import ChatMessage
 from ember_chat.engine.core.params import SamplingParams
 from ember_chat.engine.core.states import StopReason
@@ -48,6 +49,7 @@ class ApiRequest:
     n: int = 1  # samples, one after another with distinct seeds (choices[i])
     trim_history: bool = False  # `"ember": {"trim_history": true}`: leave the oldest messages out, as the window does
     tools: ToolRequest | None = None  # the tools the model may call (chat)
+    infill: Infill | None = None  # fill-in-the-middle: `suffix` on a completion, or /infill (infill_request.py)
 
 
 def parse_request(
@@ -139,7 +141,11 @@ def parse_request(
     if not isinstance(prompt, str):
         raise ApiError(400, "prompt must be a string.", param="prompt")
     ember_options(body.get("ember"))
-    return ApiRequest("completion", prompt=prompt, **common)
+    suffix = body.get("suffix")  # the text after the middle: the model writes what goes between
+    if suffix is not None and not isinstance(suffix, str):
+        raise ApiError(400, "suffix must be a string.", param="suffix")
+    infill = Infill(prefix=prompt, suffix=suffix) if suffix is not None else None
+    return ApiRequest("completion", prompt=prompt, infill=infill, **common)
 
 
 _STATUS_BY_KIND = {  # the engine's failures (by error class name) that are the request's fault, or 503

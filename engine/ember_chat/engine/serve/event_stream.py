@@ -24,11 +24,13 @@ SendHead = Callable[[int, dict[str, str]], None]  # sends a status line and thes
 
 class EventStream:
     """One response's event stream. `send_head`: the connection's status line and headers (its
-    handler's, which add what every response carries); `wfile`: where the body goes."""
+    handler's, which add what every response carries); `wfile`: where the body goes. `done`: it ends
+    with `data: [DONE]` (OpenAI's streams; llama-server's own, /infill's, end with their last event)."""
 
-    def __init__(self, send_head: SendHead, wfile: BufferedIOBase) -> None:
+    def __init__(self, send_head: SendHead, wfile: BufferedIOBase, done: bool = True) -> None:
         self._send_head = send_head
         self._wfile = wfile
+        self._done = done
         self.opened = False  # its 200 has been sent: an error now can only be an event
 
     def open(self) -> None:
@@ -42,7 +44,8 @@ class EventStream:
     def end(self, error: ApiError | None) -> None:
         if error is not None:  # the openai client raises on it
             self.event(error.body())
-        self._chunk(b"data: [DONE]\n\n")
+        if self._done:
+            self._chunk(b"data: [DONE]\n\n")
         self._chunk(b"")  # the chunked encoding's last chunk
 
     def _chunk(self, data: bytes) -> None:

@@ -39,6 +39,7 @@ from ember_chat.engine.serve.config import ServerConfig
 from ember_chat.engine.serve.event_stream import EventStream
 from ember_chat.engine.serve.file_reading import Reading
 from ember_chat.engine.serve.guards import bind_option, check_access, content_length, refuse
+from ember_chat.engine.serve.infill_request import InfillResponseBuilder, parse_infill
 from ember_chat.engine.serve.request_log import RequestListener, RequestRecord
 from ember_chat.engine.serve.sink import ClientGone, client_gone
 from ember_chat.engine.serve.tool_checks import check_tool_schemas
@@ -150,6 +151,7 @@ class _Handler(BaseHTTPRequestHandler):
                 ("GET", "/v1/models"): self._models,
                 ("POST", "/v1/chat/completions"): lambda: self._generate("chat"),
                 ("POST", "/v1/completions"): lambda: self._generate("completion"),
+                ("POST", "/infill"): lambda: self._generate("infill"),  # llama-server's (serve/infill_request.py)
                 ("POST", "/tokenize"): lambda: self._send_json(
                     200, tokens.tokenize(service, self._body(), relaxed, advice)
                 ),
@@ -239,21 +241,26 @@ class _Handler(BaseHTTPRequestHandler):
         # its files are read in child processes that end when the client hangs up or the server stops
         config = self.server.config
         reading = Reading(config.attachment_limits, self._client_gone, config.file_turn_wait_s)
-        req = parse_request(
-            kind, self._body(), config.allow_unknown_fields, preset, reading, config.unknown_fields_advice
-        )
+        if kind == "infill":
+            req = parse_infill(self._body(), config.allow_unknown_fields, preset, config.unknown_fields_advice)
+        else:
+            req = parse_request(
+                kind, self._body(), config.allow_unknown_fields, preset, reading, config.unknown_fields_advice
+            )
         name = self._check_model(req)
         model = self.server.service.model
+        if req.infill is not None and model is not None and model.is_remote:
+            raise ApiError(400, f"{name} is a remote model: Ember fills in the middle with a local model's own "
+                           "fill-in-the-middle tokens.", param="suffix" if kind == "completion" else None)  # fmt: skip
         if req.params.logprobs is not None and model is not None and model.is_remote:
             raise ApiError(400, f"{name} is a remote model: Ember has no logits of it to give log-probabilities.",
                            param="logprobs")  # fmt: skip
         if req.tools is not None and model is not None and not model.is_remote:  # (a remote server checks its own)
             check_tool_schemas(req.tools)
         label = f"{self.command} {self.path} ({self.client_address[0]})"
-        stream = EventStream(self._send_head, self.wfile)
-        Answerer(self.server.service, label, self._send_json, stream, self._client_gone).answer(
-            req, ResponseBuilder(kind, name)
-        )
+        stream = EventStream(self._send_head, self.wfile, done=kind != "infill")
+        out = InfillResponseBuilder(name) if kind == "infill" else ResponseBuilder(kind, name)
+        Answerer(self.server.service, label, self._send_json, stream, self._client_gone).answer(req, out)
 
 
 class _Server(ThreadingHTTPServer):

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import llama_cpp
 
+from ember_chat.engine.core.infill import Infill
 from ember_chat.engine.core.params import LoadConfig, SamplingParams
 from ember_chat.engine.core.reasoning import MarkerNormalizer
 from ember_chat.engine.core.refs import ModelRef
@@ -27,6 +28,7 @@ from ember_chat.engine.inference.grammar.structured import params_grammar
 from ember_chat.engine.inference.llama.loader import NULL_ABORT, gpu_backend_name, open_llama, probe_gguf
 from ember_chat.engine.inference.llama.log import route_llama_log
 from ember_chat.engine.inference.local.cache import ContextCache
+from ember_chat.engine.inference.local.infill import FimTokens, infill_tokens
 from ember_chat.engine.inference.local.prompts import ChatPrompt, chat_prompt, model_template, tool_turn_for
 from ember_chat.engine.inference.local.runs import RunStarter
 from ember_chat.engine.inference.local.token_stream import StreamSetup, TokenSource, stream_events
@@ -383,6 +385,61 @@ class LocalRuntime:
                 "Shorten it or load the model with a longer context."
             )
         yield from self._stream(prompt, tokens, params, recorder, batched=batched, cancel=cancel, special=False)
+
+    def fim_tokens(self) -> FimTokens | None:
+        """The model's fill-in-the-middle tokens (its GGUF's tokenizer.ggml.fim_pre/suf/mid_token_id, or
+        the tokens llama.cpp recognises by their text), or None when it lacks any of the three."""
+        self._require()
+        vocab = self._vocab
+
+        def token(read: Callable[[llama_cpp.llama_vocab_p], int]) -> int | None:
+            t = int(read(vocab))
+            return None if t == llama_cpp.LLAMA_TOKEN_NULL else t
+
+        pre, suf, mid = (token(f) for f in (llama_cpp.llama_vocab_fim_pre, llama_cpp.llama_vocab_fim_suf,
+                                             llama_cpp.llama_vocab_fim_mid))  # fmt: skip
+        if pre is None or suf is None or mid is None:
+            return None
+        return FimTokens(pre, suf, mid, token(llama_cpp.llama_vocab_fim_sep), token(llama_cpp.llama_vocab_fim_rep))
+
+    def infill(
+        self,
+        infill: Infill,
+        params: SamplingParams,
+        *,
+        batched: bool = False,
+        cancel: threading.Event | None = None,
+    ) -> Iterator[Event]:
+        """Write the middle between `infill`'s prefix and suffix with the model's fill-in-the-middle
+        tokens (infill.py); `batched` and `cancel` as for `chat`. InvalidParameter for a model that has
+        none, ContextOverflowError for a prompt the context cannot hold."""
+        llm = self._require()
+        fim = self.fim_tokens()
+        if fim is None:
+            raise InvalidParameter(
+                f"The model {self.label or llm.model_path} cannot fill in the middle: its vocabulary has no "
+                "fill-in-the-middle tokens (tokenizer.ggml.fim_pre_token_id, fim_suf_token_id and fim_mid_token_id)."
+            )
+        if batched and not self.can_batch(params, None, None):
+            raise InvalidParameter("This request cannot be decoded with others (grammar, logprobs).")
+        bos = llm.token_bos()
+        tokens = infill_tokens(
+            fim,
+            infill,
+            lambda t: self.tokenize(t) if t else [],
+            bos if llm._model.add_bos_token() and bos >= 0 else None,
+        )
+        if len(tokens) >= llm.n_ctx():
+            raise ContextOverflowError(
+                f"The prefix, suffix and files are {len(tokens):,} tokens but the context holds {llm.n_ctx():,}. "
+                "Shorten them or load the model with a longer context."
+            )
+        # conversation=False: no text-keyed reuse of these tokens by a later completion (their text is
+        # not the prompt's), no snapshot of seq 0
+        recorder = MetricsRecorder(self._run_context())
+        yield from self._stream(
+            "", tokens, params, recorder, batched=batched, cancel=cancel, conversation=False, special=False
+        )
 
     def run_tokens(self, tokens: list[int], params: SamplingParams) -> Iterator[Event]:
         """Evaluate exactly these prompt tokens and generate exactly `params.max_tokens` tokens (the

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ember_chat.engine.core.infill import Infill
 from ember_chat.engine.core.messages import ChatMessage
 from ember_chat.engine.core.params import SamplingParams
 from ember_chat.engine.core.tools import InvalidCall, ToolCall, ToolRequest
@@ -76,6 +77,7 @@ class GenerationRequest:
     sink: GenerationSink
     messages: list[ChatMessage] | None = None  # chat mode
     prompt: str | None = None  # completion mode
+    infill: Infill | None = None  # fill-in-the-middle mode (the model's FIM tokens around its prefix and suffix)
     template: str | None = None
     client: str = "window"
     label: str = ""

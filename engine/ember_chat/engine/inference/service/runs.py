@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from ember_chat.engine.core.messages import ChatMessage
 from ember_chat.engine.core.states import StopReason
-from ember_chat.engine.errors import EmberError, NoModelLoaded
+from ember_chat.engine.errors import EmberError, InvalidParameter, NoModelLoaded
 from ember_chat.engine.inference.backend import InferenceBackend
 from ember_chat.engine.inference.events import (
     AttachmentsPlanned,
@@ -134,6 +134,13 @@ class Run:
     def _open(self, backend: InferenceBackend, attachment_store: AttachmentStore | None) -> Iterator[Event]:
         req = self.req
         extra: dict[str, object] = {"batched": True, "cancel": req.cancelled} if self.batched else {}
+        if req.infill is not None:
+            infill = getattr(backend, "infill", None)
+            if infill is None:  # (a remote engine: its own FIM tokens are not Ember's to write)
+                raise InvalidParameter(
+                    "Fill-in-the-middle needs a local model: a remote model cannot fill in the middle here."
+                )
+            return infill(req.infill, req.params, **extra)  # type: ignore[no-any-return]
         if req.messages is None:
             return backend.complete(req.prompt or "", req.params, **extra)  # type: ignore[call-arg]
         if not req.trim_history and getattr(backend, "trims_history", False):
