@@ -14,7 +14,6 @@ import httpx2
 import openai
 import pytest
 
-from ember_chat.engine.cli.common import load_blocking
 from ember_chat.engine.core.messages import ChatMessage
 from ember_chat.engine.core.params import SamplingParams
 from ember_chat.engine.core.refs import Endpoint, RemoteModelRef
@@ -24,7 +23,7 @@ from ember_chat.engine.inference.remote.backend import RemoteBackend, check_conn
 from ember_chat.engine.inference.service.engine import EngineService
 from ember_chat.engine.serve.config import ServerConfig
 from ember_chat.engine.serve.server import ApiServer
-from tests.helpers.api_support import WAIT_S, FakeSetup, assert_error, chat_body
+from tests.helpers.api_support import WAIT_S, FakeSetup, assert_error, chat_body, in_front_of_remote
 from tests.helpers.peer_servers import ember_server
 from tests.helpers.remote_support import Backends, drain
 from tests.helpers.sse_server import DONE, FakeOpenAI, chunk
@@ -322,19 +321,9 @@ def test_chat_logprobs_in_openais_shape(client: openai.OpenAI, stream: bool) -> 
 
 def test_logprobs_of_a_remote_model_are_refused(server: FakeOpenAI) -> None:
     """Ember in front of a remote server has no logits to give: a 400, not an empty list."""
-    service = EngineService()
-    api = None
-    try:
-        load_blocking(service, RemoteModelRef(Endpoint("fake", server.base_url), "test-model"), "test-model")
-        api = ApiServer(service, ServerConfig(port=0))
-        api.start()
-        with httpx2.Client(base_url=f"http://127.0.0.1:{api.port}", timeout=WAIT_S) as raw:
-            body = {"model": "test-model", "messages": HELLO, "logprobs": True}
-            assert_error(raw.post("/v1/chat/completions", json=body), 400, "logprobs")
-    finally:
-        if api is not None:
-            api.stop()
-        service.close()
+    with in_front_of_remote(server.base_url) as raw:
+        body = {"model": "test-model", "messages": HELLO, "logprobs": True}
+        assert_error(raw.post("/v1/chat/completions", json=body), 400, "logprobs")
 
 
 def test_completion_logprobs_in_the_legacy_shape(client: openai.OpenAI) -> None:

@@ -21,8 +21,9 @@ from ember_chat.engine.inference.local.runtime import LocalRuntime
 from ember_chat.engine.inference.service.engine import EngineService
 from ember_chat.engine.serve.config import ServerConfig
 from ember_chat.engine.serve.server import ApiServer
-from tests.helpers.api_support import WAIT_S, assert_api_error, assert_error
+from tests.helpers.api_support import WAIT_S, assert_api_error, assert_error, in_front_of_remote
 from tests.helpers.gguf_factory import FIM_TOKENS, Script, TinySpec, write_tiny_model
+from tests.helpers.sse_server import FakeOpenAI
 
 MIDDLE = " hello world"
 _SCRIPT = Script(start=("</s>",), after={"<fim_middle>": ("▁hello",), "▁hello": ("▁world",), "▁world": ("</s>",)})
@@ -191,3 +192,14 @@ def test_a_suffix_over_the_context_is_400(fim_client: openai.OpenAI, fim_http: h
     assert exc.value.code == "context_length_exceeded"
     r = fim_http.post("/infill", json={"input_prefix": "a", "input_suffix": "b", "input_extra": [{"text": long}]})
     assert_error(r, 400, code="context_length_exceeded")
+
+
+def test_a_remote_model_cannot_fill_in_the_middle(server: FakeOpenAI) -> None:
+    """Ember in front of a remote server has none of its FIM tokens to write the prompt with: a 400,
+    before anything is sent there."""
+    with in_front_of_remote(server.base_url) as raw:
+        body = {"model": "test-model", "prompt": "def f(", "suffix": "return x"}
+        assert "remote model" in assert_error(raw.post("/v1/completions", json=body), 400, "suffix")
+        body = {"input_prefix": "def f(", "input_suffix": "return x"}
+        assert "remote model" in assert_error(raw.post("/infill", json=body), 400)
+    assert server.generate_requests() == []

@@ -3,8 +3,9 @@ model behind Ember's server and extra servers and fake-engine setups stopped at 
 
 from __future__ import annotations
 
+import contextlib
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from http.client import HTTPConnection
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,7 @@ import openai
 
 from ember_chat.engine.cli.common import load_blocking
 from ember_chat.engine.core.params import LoadConfig
+from ember_chat.engine.core.refs import Endpoint, RemoteModelRef
 from ember_chat.engine.inference.service.engine import (
     EngineService,
     QueueState,
@@ -206,3 +208,21 @@ def chat_body(**extra: Any) -> dict[str, Any]:
 
 
 # ----- fixtures
+
+
+@contextlib.contextmanager
+def in_front_of_remote(base_url: str, model: str = "test-model") -> Iterator[httpx2.Client]:
+    """Ember's API server serving `model` of the OpenAI-compatible server at `base_url` (a remote
+    model), and a plain HTTP client of it; both stopped after."""
+    service = EngineService()
+    api = None
+    try:
+        load_blocking(service, RemoteModelRef(Endpoint("fake", base_url), model), model)
+        api = ApiServer(service, ServerConfig(port=0))
+        api.start()
+        with httpx2.Client(base_url=f"http://127.0.0.1:{api.port}", timeout=WAIT_S) as client:
+            yield client
+    finally:
+        if api is not None:
+            api.stop()
+        service.close()
