@@ -156,6 +156,10 @@ class SamplingParams:
     # Log-probabilities of the answer's tokens, with this many most likely alternatives at each
     # (0 to 20); None: not computed. An API request's option.
     logprobs: int | None = None
+    # OpenAI's logit_bias: (token id, bias from -100 to 100) pairs added to the logits before sampling;
+    # -100 bans the token (its logit becomes -inf), 100 practically forces it. An API request's option,
+    # read from the wire by openai/chat_request.py; the local runtime checks the ids against its vocabulary.
+    logit_bias: tuple[tuple[int, float], ...] = ()
 
     def __post_init__(self) -> None:
         for spec in SAMPLING_SPECS:
@@ -184,6 +188,7 @@ class SamplingParams:
             not isinstance(rf, dict) or rf.get("type") not in ("text", "json_object", "json_schema")
         ):
             raise InvalidParameter('response_format must be {"type": "text" | "json_object" | "json_schema", ...}.')
+        object.__setattr__(self, "logit_bias", _checked_logit_bias(self.logit_bias))
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -193,6 +198,10 @@ class SamplingParams:
         for name in ("grammar", "response_format", "logprobs"):  # (saved chats without them stay as they were)
             if d[name] is None:
                 del d[name]
+        if self.logit_bias:
+            d["logit_bias"] = [list(pair) for pair in self.logit_bias]
+        else:
+            del d["logit_bias"]
         for name in ("presence_penalty", "frequency_penalty"):
             if not d[name]:
                 del d[name]
@@ -208,6 +217,30 @@ class SamplingParams:
         if "stop" in values and isinstance(values["stop"], list):
             values["stop"] = tuple(values["stop"])
         return cls(**values)
+
+
+MAX_LOGIT_BIAS = 1024  # entries of a logit_bias (each is a write into the logits before every token)
+
+
+def _checked_logit_bias(raw: object) -> tuple[tuple[int, float], ...]:
+    """`raw` (pairs, or a dict of token id → bias) as sorted (id, bias) pairs; InvalidParameter unless
+    every id is a whole number from 0 and every bias a number from -100 to 100, at most MAX_LOGIT_BIAS."""
+    items = raw.items() if isinstance(raw, dict) else raw
+    if not isinstance(items, list | tuple) and not isinstance(raw, dict):
+        raise InvalidParameter("logit_bias must be pairs of a token id and a bias.")
+    pairs: dict[int, float] = {}
+    for item in items:
+        if not isinstance(item, list | tuple) or len(item) != 2:
+            raise InvalidParameter("logit_bias must be pairs of a token id and a bias.")
+        token, bias = item
+        if isinstance(token, bool) or not isinstance(token, int) or token < 0:
+            raise InvalidParameter(f"logit_bias: a token id must be a whole number from 0, got {token!r}.")
+        if isinstance(bias, bool) or not isinstance(bias, int | float) or not -100 <= bias <= 100:
+            raise InvalidParameter(f"logit_bias: the bias of token {token} must be from -100 to 100, got {bias!r}.")
+        pairs[token] = float(bias)
+    if len(pairs) > MAX_LOGIT_BIAS:
+        raise InvalidParameter(f"logit_bias has {len(pairs):,} tokens; at most {MAX_LOGIT_BIAS:,} are allowed.")
+    return tuple(sorted(pairs.items()))
 
 
 # What a chat keeps of its settings (the side panel's Parameters: ParamsPanel.to_dict): the sampling

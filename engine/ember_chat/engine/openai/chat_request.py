@@ -10,6 +10,7 @@ from typing import Any
 
 from ember_chat.engine.attachments import Extracted
 from ember_chat.engine.core.messages import ChatMessage
+from ember_chat.engine.core.params import MAX_LOGIT_BIAS
 from ember_chat.engine.openai.api_error import ApiError
 from ember_chat.engine.openai.content_parts import ContentError, PartReader, parse_content
 from ember_chat.engine.openai.tool_wire import check_tool_turns, history_calls
@@ -28,7 +29,7 @@ SAMPLING_FIELDS = {
 }
 # Accepted and ignored only at their neutral value; anything else is refused rather than ignored.
 NEUTRAL = {"echo": False, "best_of": 1}
-REFUSED = ("functions", "function_call", "logit_bias")
+REFUSED = ("functions", "function_call")
 _IGNORED = ("user", "stream_options", "store", "metadata", "service_tier")
 # llama.cpp's cache_prompt: Ember always reuses the cached prefix of the prompt; vLLM's pair that
 # continues a final assistant message, as Ember always does (its own remote backend sends them)
@@ -36,6 +37,7 @@ _NO_OP = ("cache_prompt", "continue_final_message", "add_generation_prompt")
 _READ = (
     "model", "stream", "n", "max_tokens", "max_completion_tokens", "stop", "chat_template_kwargs", "response_format",
     "grammar", "json_schema", "logprobs", "top_logprobs", "ember", "tools", "tool_choice", "parallel_tool_calls",
+    "logit_bias",
 )  # fmt: skip
 _KNOWN = {*SAMPLING_FIELDS, *NEUTRAL, *REFUSED, *_IGNORED, *_NO_OP, *_READ}
 KNOWN_BY_KIND = {"chat": _KNOWN | {"messages"}, "completion": _KNOWN | {"prompt", "suffix"}}
@@ -143,3 +145,58 @@ def logprobs_wanted(kind: str, body: dict[str, Any]) -> int | None:
     if top is not None and not logprobs:
         raise ApiError(400, "top_logprobs needs logprobs: true.", param="top_logprobs")
     return (top or 0) if logprobs else None
+
+
+def read_logit_bias(raw: Any) -> tuple[tuple[int, float], ...]:
+    """`logit_bias` as (token id, bias) pairs: OpenAI's object of token ids (as strings) to a bias from
+    -100 to 100, or llama.cpp's server's array of [id, bias] pairs; a bias of `false` (llama.cpp's
+    server's) bans the token, as -100 does. null, {} and [] are none. (Whether the ids are in the model's
+    vocabulary is the local runtime's check; a remote server checks its own.)"""
+    if raw is None:
+        return ()
+    if isinstance(raw, dict):
+        items = list(raw.items())
+    elif isinstance(raw, list):
+        if not all(isinstance(item, list) and len(item) == 2 for item in raw):
+            raise ApiError(
+                400, "logit_bias: each entry of the array form must be a [token id, bias] pair.", param="logit_bias"
+            )
+        items = [(token, bias) for token, bias in raw]
+        text = next((token for token, _bias in items if isinstance(token, str)), None)
+        if text is not None:  # (llama.cpp's server would tokenize it: Ember does not guess its tokens)
+            raise ApiError(
+                400, f"logit_bias: the array form takes token ids, not text ({text[:40]!r}).", param="logit_bias"
+            )
+    else:
+        raise ApiError(
+            400, 'logit_bias must be an object of token ids to biases, like {"1234": -100}.', param="logit_bias"
+        )
+    if len(items) > MAX_LOGIT_BIAS:
+        raise ApiError(
+            400, f"logit_bias has {len(items):,} entries; at most {MAX_LOGIT_BIAS:,} are allowed.", param="logit_bias"
+        )
+    pairs: dict[int, float] = {}
+    for key, bias in items:
+        token = _token_id(key)
+        if token is None:
+            raise ApiError(
+                400, f"logit_bias: {str(key)[:40]!r} is not a token id (a whole number from 0).", param="logit_bias"
+            )
+        if token in pairs:
+            raise ApiError(400, f"logit_bias: token {token} is given twice.", param="logit_bias")
+        if bias is False:
+            bias = -100
+        if isinstance(bias, bool) or not isinstance(bias, int | float) or not -100 <= bias <= 100:
+            wrong = f"must be a number from -100 to 100 (or false), got {bias!r}"
+            raise ApiError(400, f"logit_bias: the bias of token {token} {wrong}.", param="logit_bias")
+        pairs[token] = float(bias)
+    return tuple(sorted(pairs.items()))
+
+
+def _token_id(key: Any) -> int | None:
+    """A token id as the object form spells it (a string of digits) or the array form (a number)."""
+    if isinstance(key, str) and key.isascii() and key.isdigit():
+        return int(key)
+    if isinstance(key, int) and not isinstance(key, bool) and key >= 0:
+        return key
+    return None

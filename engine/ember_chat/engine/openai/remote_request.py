@@ -60,6 +60,8 @@ def request_body(
     for name in ("presence_penalty", "frequency_penalty"):  # OpenAI's; sent only when on
         if getattr(params, name):
             body[name] = getattr(params, name)
+    if params.logit_bias:  # OpenAI's form (token ids as strings), which vLLM and llama.cpp's server read too
+        body["logit_bias"] = {str(token): bias for token, bias in params.logit_bias}
     if params.response_format is not None:  # OpenAI's structured output: the server builds its grammar
         body["response_format"] = params.response_format
     if params.grammar is not None:  # GBNF: llama.cpp's server (and Ember's) extension

@@ -26,6 +26,7 @@ from ember_chat.engine.openai.chat_request import (
     check_known_fields,
     ember_options,
     logprobs_wanted,
+    read_logit_bias,
     read_messages,
 )
 from ember_chat.engine.openai.responses import FINISH_REASONS
@@ -79,6 +80,9 @@ def parse_request(
     top = logprobs_wanted(kind, body)
     if top is not None:
         values["logprobs"] = top
+    bias = read_logit_bias(body.get("logit_bias"))
+    if bias:
+        values["logit_bias"] = bias
     sent: dict[str, str] = {}  # SamplingParams field → the request's name for it (for `param`)
     for name, target in SAMPLING_FIELDS.items():
         if body.get(name) is not None:

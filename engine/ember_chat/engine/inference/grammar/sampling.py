@@ -23,42 +23,41 @@ from ember_chat.engine.core.params import SamplingParams
 from ember_chat.engine.errors import InvalidParameter
 from ember_chat.engine.inference.grammar.limits import check_grammar_limits
 from ember_chat.engine.inference.kv.prefix import resume_point
+from ember_chat.engine.inference.llama.logit_bias import LogitBias, generate_sampler
 
 
 def generate_with_grammar(
-    llm: llama_cpp.Llama, tokens: list[int], params: SamplingParams, grammar: str
+    llm: llama_cpp.Llama, tokens: list[int], params: SamplingParams, grammar: str, bias: LogitBias | None = None
 ) -> Iterator[int]:
     """Like `Llama.generate` (from the longest prefix of `tokens` already in the KV cache, endless until
-    closed), with every token allowed by `grammar` (GBNF, checked before)."""
+    closed), with every token allowed by `grammar` (GBNF, checked before). `bias`: the request's
+    logit_bias, on the logits while the token is chosen."""
     check_grammar_limits(grammar)  # (every grammar, the tools' too: llama.cpp's parser must not see one over them)
     vocab = llama_cpp.llama_model_get_vocab(llm.model)
     check = llama_cpp.llama_sampler_init_grammar(vocab, grammar.encode("utf-8"), b"root")
     if not check:
         raise InvalidParameter("The grammar is not valid GBNF (llama.cpp could not parse it, or it has no root rule).")
-    chain = llm._init_sampler(
-        top_k=params.top_k,
-        top_p=params.top_p,
-        min_p=params.min_p,
-        temp=params.temperature,
-        repeat_penalty=params.repeat_penalty,
-        frequency_penalty=params.frequency_penalty,
-        presence_penalty=params.presence_penalty,
-    )
+    chain = generate_sampler(llm, params)
     n_vocab = llm.n_vocab()
     full = LlamaTokenDataArray(n_vocab=n_vocab)
     one_data = (llama_cpp.llama_token_data * 1)()
     one = llama_cpp.llama_token_data_array(data=one_data, size=1, selected=-1, sorted=False)
+
+    def choose() -> int:
+        logits = np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(llm.ctx, -1), shape=(n_vocab,))
+        token = _sample(chain.sampler, full, logits, None)
+        one_data[0].id, one_data[0].logit, one_data[0].p = token, 1.0, 0.0
+        one.size, one.selected, one.sorted = 1, -1, False
+        llama_cpp.llama_sampler_apply(check, ctypes.byref(one))
+        if math.isinf(one_data[0].logit):  # refused: the grammar chooses among the whole vocabulary
+            token = _sample(chain.sampler, full, logits, check)
+        return token
+
     try:
         todo = resume_point(llm, tokens)
         while True:
             llm.eval(todo)
-            logits = np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(llm.ctx, -1), shape=(n_vocab,))
-            token = _sample(chain.sampler, full, logits, None)
-            one_data[0].id, one_data[0].logit, one_data[0].p = token, 1.0, 0.0
-            one.size, one.selected, one.sorted = 1, -1, False
-            llama_cpp.llama_sampler_apply(check, ctypes.byref(one))
-            if math.isinf(one_data[0].logit):  # refused: the grammar chooses among the whole vocabulary
-                token = _sample(chain.sampler, full, logits, check)
+            token = choose() if bias is None else bias.choose(llm.ctx, -1, choose)
             llama_cpp.llama_sampler_accept(check, token)
             llama_cpp.llama_sampler_accept(chain.sampler, token)
             yield token

@@ -27,6 +27,7 @@ from ember_chat.engine.core.params import SamplingParams
 from ember_chat.engine.errors import EmberError, GenerationError
 from ember_chat.engine.inference.kv.prefix import common_prefix
 from ember_chat.engine.inference.llama.greedy import argmax_token, is_plain_greedy
+from ember_chat.engine.inference.llama.logit_bias import LogitBias
 from ember_chat.engine.inference.llama.seq_state import clear_seq, restore_seq, seq_state, trim_seq
 
 if TYPE_CHECKING:
@@ -71,6 +72,7 @@ class SlotRun:
     inputs: list[int] = field(default_factory=list, repr=False)  # tokens to evaluate at the next steps
     sampler: llama_cpp.llama_sampler_p | None = field(default=None, repr=False)
     greedy: bool = False  # plain greedy decoding (greedy.py): the logits' argmax, without the sampler's pass
+    bias: LogitBias | None = field(default=None, repr=False)  # the request's logit_bias (logit_bias.py)
     order: int = 0  # when it started (the youngest is ended first when the cells run out)
 
 
@@ -126,6 +128,7 @@ class BatchDecoder:
         NoFreeSlot when every slot has a run."""
         if not tokens:
             raise GenerationError("There is nothing to evaluate: the prompt is empty.")
+        bias = LogitBias(params.logit_bias, self.n_vocab) if params.logit_bias else None  # (its ids checked first)
         idle = [slot for slot in self.slots if slot.run is None]
         if not idle:
             raise NoFreeSlot("Every parallel sequence is in use; the request must wait for one to finish.")
@@ -137,6 +140,7 @@ class BatchDecoder:
         run.inputs = list(tokens[keep:])
         run.sampler = sampler_chain(params, seed, self.n_vocab, self.llm.last_n_tokens_size)
         run.greedy = is_plain_greedy(params)
+        run.bias = bias
         slot.run = run
         slot.last_used = time.monotonic()
         self._runs.append(run)
@@ -195,12 +199,19 @@ class BatchDecoder:
             run.pending_prefill = max(0, run.pending_prefill - len(chunk))
             row += len(chunk)
             if sample and run.sampler is not None:
-                run.token = (
-                    argmax_token(ctx, row - 1, self.n_vocab)
-                    if run.greedy
-                    else int(llama_cpp.llama_sampler_sample(run.sampler, ctx, row - 1))
-                )
+                run.token = self._choose_token(run, ctx, row - 1)
             run.slot.last_used = time.monotonic()
+
+    def _choose_token(self, run: SlotRun, ctx: llama_cpp.llama_context_p, row: int) -> int:
+        """The run's next token from this output row of the step's logits, with its logit_bias on them."""
+        sampler = run.sampler
+
+        def pick() -> int:
+            if run.greedy:
+                return argmax_token(ctx, row, self.n_vocab)
+            return int(llama_cpp.llama_sampler_sample(sampler, ctx, row))
+
+        return pick() if run.bias is None else run.bias.choose(ctx, row, pick)
 
     def _plan(self) -> list[tuple[SlotRun, list[int], bool]]:
         """(run, tokens to evaluate, sample after them) in batch order: generating runs first, then a

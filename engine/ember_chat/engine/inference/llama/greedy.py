@@ -4,7 +4,8 @@ llama.cpp's `llama_sampler_sample` fills a candidate array of the whole vocabula
 the chain runs (262,144 entries for Gemma 3, ~3 MB written per token); for plain greedy decoding the
 chain then only takes the first largest logit. Reading the logits row in place and taking numpy's argmax
 (also the first largest) chooses the same token without that pass. "Plain" means nothing else bends the
-logits: temperature 0, no repeat/presence/frequency penalty, no grammar.
+logits: temperature 0, no repeat/presence/frequency penalty, no grammar (a logit_bias is put on the row
+in place: logit_bias.py).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import numpy as np
 
 from ember_chat.engine.core.params import SamplingParams
 from ember_chat.engine.inference.kv.prefix import resume_point
+from ember_chat.engine.inference.llama.logit_bias import LogitBias
 
 
 def is_plain_greedy(params: SamplingParams) -> bool:
@@ -37,13 +39,17 @@ def argmax_token(ctx: llama_cpp.llama_context_p, row: int, n_vocab: int) -> int:
     return int(logits.argmax())
 
 
-def generate_greedy(llm: llama_cpp.Llama, tokens: list[int]) -> Iterator[int]:
+def generate_greedy(llm: llama_cpp.Llama, tokens: list[int], bias: LogitBias | None = None) -> Iterator[int]:
     """Like `Llama.generate` at temperature 0 with no penalties (from the longest prefix of `tokens`
-    already in the KV cache, endless until closed): the same tokens, without the vocabulary pass."""
+    already in the KV cache, endless until closed): the same tokens, without the vocabulary pass.
+    `bias`: the request's logit_bias, on the logits as each token is chosen."""
     n_vocab = llm.n_vocab()
     todo = resume_point(llm, tokens)
     while True:
         llm.eval(todo)
-        token = argmax_token(llm.ctx, -1, n_vocab)
+        if bias is None:
+            token = argmax_token(llm.ctx, -1, n_vocab)
+        else:
+            token = bias.choose(llm.ctx, -1, lambda: argmax_token(llm.ctx, -1, n_vocab))
         yield token
         todo = [token]

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 import llama_cpp
 
 from ember_chat.engine.core.params import SamplingParams
+from ember_chat.engine.inference.llama.logit_bias import check_logit_bias
 from ember_chat.engine.inference.local.cache import ContextCache
 from ember_chat.engine.inference.local.sources import BatchSource, Seq0Source
 from ember_chat.engine.inference.local.token_stream import TokenSource
@@ -53,6 +54,7 @@ class RunStarter:
         """llama-cpp-python's own path on seq 0 (its KV state restored from a snapshot when that shares
         more of the prompt than seq 0 holds). `context`: the model's projector, `vision`: the prompt's
         images."""
+        check_logit_bias(params.logit_bias, llm.n_vocab())  # (before the prompt is evaluated, not after)
         reused, restored = self._cache.seq0_start(llm, tokens, conversation and vision is None)
         if vision is not None:
             reused = vision.align(reused)

@@ -15,6 +15,7 @@ from ember_chat.engine.inference.events import PrefillProgress, StepWanted
 from ember_chat.engine.inference.grammar.sampling import generate_with_grammar
 from ember_chat.engine.inference.llama.greedy import generate_greedy, is_plain_greedy
 from ember_chat.engine.inference.llama.loader import NULL_ABORT
+from ember_chat.engine.inference.llama.logit_bias import LogitBias, generate_biased
 from ember_chat.engine.inference.llama.logprobs import token_logprob
 
 if TYPE_CHECKING:
@@ -81,12 +82,15 @@ class Seq0Source:
         """The token generator for these sampling parameters (from the longest prefix of `tokens` already
         in the KV cache): llama-cpp-python's, or under a grammar the one that asks the grammar only about
         the token chosen (grammar/sampling.py), or for plain greedy decoding the argmax of the logits
-        (greedy.py)."""
+        (greedy.py); each with the request's logit_bias (logit_bias.py), which `Llama.generate` cannot take."""
         llm, params = self._llm, self._params
+        bias = LogitBias(params.logit_bias, llm.n_vocab()) if params.logit_bias else None
         if grammar is not None:
-            gen = generate_with_grammar(llm, tokens, params, grammar)
+            gen = generate_with_grammar(llm, tokens, params, grammar, bias)
         elif is_plain_greedy(params):
-            gen = generate_greedy(llm, tokens)
+            gen = generate_greedy(llm, tokens, bias)
+        elif bias is not None:
+            gen = generate_biased(llm, tokens, params, bias)
         else:
             gen = llm.generate(
                 tokens,
