@@ -13,13 +13,14 @@ import httpx2
 import openai
 import pytest
 
+from tests.helpers.gguf_factory import Script, TinySpec, write_tiny_model
 from tests.helpers.peer_servers import ember_server
 
 ROOT = Path(__file__).resolve().parents[2]
 SERVER = ROOT / "engine" / "ember_chat" / "engine" / "serve" / "server.py"
 JOURNEYS = {
     ("GET", "/health"), ("GET", "/v1/models"), ("POST", "/v1/chat/completions"), ("POST", "/v1/completions"),
-    ("POST", "/tokenize"), ("POST", "/detokenize"),
+    ("POST", "/tokenize"), ("POST", "/detokenize"), ("POST", "/infill"),
 }  # fmt: skip
 
 pytestmark = pytest.mark.slow
@@ -63,3 +64,29 @@ def test_the_llama_server_routes_over_http(base_url: str) -> None:
         assert tokens and all(isinstance(t, int) for t in tokens)
         assert http.post("/detokenize", json={"tokens": tokens}).json()["content"].strip() == "hello world"
         assert http.post("/health").status_code == 405 and http.get("/nowhere").status_code == 404
+
+
+def test_fill_in_the_middle_with_the_official_client_and_llama_servers_infill(
+    base_url: str, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """/v1/completions with `suffix` and /infill on a model with fill-in-the-middle tokens (a tiny one that
+    writes " hello world" only after <fim_middle>), and a clear 400 from the model without them."""
+    script = Script(start=("</s>",), after={"<fim_middle>": ("▁hello",), "▁hello": ("▁world",), "▁world": ("</s>",)})
+    fim_model = write_tiny_model(
+        tmp_path_factory.mktemp("fim") / "tiny-fim.gguf", TinySpec(script=script, fim_tokens=True)
+    )
+    with ember_server(fim_model, threads=1, n_ctx=512) as fim_url:
+        client = openai.OpenAI(base_url=fim_url, api_key="unused", max_retries=0)
+        try:
+            text = client.completions.create(
+                model="tiny-fim.gguf", prompt="def f(x):", suffix="    return x", max_tokens=8, temperature=0
+            )
+            assert text.choices[0].text == " hello world"
+        finally:
+            client.close()
+        with httpx2.Client(base_url=fim_url.removesuffix("/v1"), timeout=60) as http:
+            r = http.post("/infill", json={"input_prefix": "def f(x):", "input_suffix": "    return x", "n_predict": 8})
+            assert r.status_code == 200 and r.json()["content"] == " hello world"
+    with httpx2.Client(base_url=base_url.removesuffix("/v1"), timeout=60) as http:
+        r = http.post("/infill", json={"input_prefix": "a", "input_suffix": "b"})
+        assert r.status_code == 400 and "fill-in-the-middle tokens" in r.json()["error"]["message"]
