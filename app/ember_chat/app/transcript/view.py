@@ -188,6 +188,12 @@ class TranscriptView(QTextBrowser):
         self.streaming.drop()
         self.attachments.prefetch(m.id for m in messages)
         pairs = [(m, branch_info.get(m.id)) for m in messages]
+        first_key = self._shown[0].key if self._shown else None  # (None while an answer streams in)
+        shown_first = self._older[0][0].id if self._older else first_key[0] if first_key else None
+        if not pairs or pairs[0][0].id != shown_first:  # another conversation: nothing to compare (each key
+            self._reset()  # formats a message's figures: 500 messages' twice cost a long chat's switch ~4 ms)
+            self._open(pairs)
+            return
         keys = [self._key(m, b) for m, b in pairs]
         old_keys = [self._key(m, b) for m, b in self._older] + [s.key for s in self._shown]
         same = 0
