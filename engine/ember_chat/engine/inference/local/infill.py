@@ -8,6 +8,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import NamedTuple
 
+import llama_cpp
+
 from ember_chat.engine.core.infill import Infill
 
 # Between other files when the model has no file separator token (llama.cpp's, as it writes it)
@@ -24,6 +26,21 @@ class FimTokens(NamedTuple):
     mid: int
     sep: int | None = None
     rep: int | None = None
+
+
+def read_fim_tokens(vocab: llama_cpp.llama_vocab_p) -> FimTokens | None:
+    """A model's fill-in-the-middle tokens (its GGUF's tokenizer.ggml.fim_pre/suf/mid_token_id, or the
+    tokens llama.cpp recognises by their text), or None when it lacks any of the three."""
+
+    def token(read: Callable[[llama_cpp.llama_vocab_p], int]) -> int | None:
+        t = int(read(vocab))
+        return None if t == llama_cpp.LLAMA_TOKEN_NULL else t
+
+    pre, suf, mid = (token(f) for f in (llama_cpp.llama_vocab_fim_pre, llama_cpp.llama_vocab_fim_suf,
+                                         llama_cpp.llama_vocab_fim_mid))  # fmt: skip
+    if pre is None or suf is None or mid is None:
+        return None
+    return FimTokens(pre, suf, mid, token(llama_cpp.llama_vocab_fim_sep), token(llama_cpp.llama_vocab_fim_rep))
 
 
 def infill_tokens(fim: FimTokens, infill: Infill, tokenize: Callable[[str], list[int]], bos: int | None) -> list[int]:

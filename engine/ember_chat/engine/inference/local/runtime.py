@@ -28,7 +28,7 @@ from ember_chat.engine.inference.grammar.structured import params_grammar
 from ember_chat.engine.inference.llama.loader import NULL_ABORT, gpu_backend_name, open_llama, probe_gguf
 from ember_chat.engine.inference.llama.log import route_llama_log
 from ember_chat.engine.inference.local.cache import ContextCache
-from ember_chat.engine.inference.local.infill import FimTokens, infill_tokens
+from ember_chat.engine.inference.local.infill import infill_tokens, read_fim_tokens
 from ember_chat.engine.inference.local.prompts import ChatPrompt, chat_prompt, model_template, tool_turn_for
 from ember_chat.engine.inference.local.runs import RunStarter
 from ember_chat.engine.inference.local.token_stream import StreamSetup, TokenSource, stream_events
@@ -386,22 +386,6 @@ class LocalRuntime:
             )
         yield from self._stream(prompt, tokens, params, recorder, batched=batched, cancel=cancel, special=False)
 
-    def fim_tokens(self) -> FimTokens | None:
-        """The model's fill-in-the-middle tokens (its GGUF's tokenizer.ggml.fim_pre/suf/mid_token_id, or
-        the tokens llama.cpp recognises by their text), or None when it lacks any of the three."""
-        self._require()
-        vocab = self._vocab
-
-        def token(read: Callable[[llama_cpp.llama_vocab_p], int]) -> int | None:
-            t = int(read(vocab))
-            return None if t == llama_cpp.LLAMA_TOKEN_NULL else t
-
-        pre, suf, mid = (token(f) for f in (llama_cpp.llama_vocab_fim_pre, llama_cpp.llama_vocab_fim_suf,
-                                             llama_cpp.llama_vocab_fim_mid))  # fmt: skip
-        if pre is None or suf is None or mid is None:
-            return None
-        return FimTokens(pre, suf, mid, token(llama_cpp.llama_vocab_fim_sep), token(llama_cpp.llama_vocab_fim_rep))
-
     def infill(
         self,
         infill: Infill,
@@ -414,7 +398,7 @@ class LocalRuntime:
         tokens (infill.py); `batched` and `cancel` as for `chat`. InvalidParameter for a model that has
         none, ContextOverflowError for a prompt the context cannot hold."""
         llm = self._require()
-        fim = self.fim_tokens()
+        fim = read_fim_tokens(self._vocab)
         if fim is None:
             raise InvalidParameter(
                 f"The model {self.label or llm.model_path} cannot fill in the middle: its vocabulary has no "
