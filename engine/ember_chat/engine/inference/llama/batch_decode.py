@@ -204,14 +204,14 @@ class BatchDecoder:
 
     def _choose_token(self, run: SlotRun, ctx: llama_cpp.llama_context_p, row: int) -> int:
         """The run's next token from this output row of the step's logits, with its logit_bias on them."""
-        sampler = run.sampler
+        if run.bias is None:  # (the common case: no closure made per token)
+            return self._pick(run, ctx, row)
+        return run.bias.choose(ctx, row, lambda: self._pick(run, ctx, row))
 
-        def pick() -> int:
-            if run.greedy:
-                return argmax_token(ctx, row, self.n_vocab)
-            return int(llama_cpp.llama_sampler_sample(sampler, ctx, row))
-
-        return pick() if run.bias is None else run.bias.choose(ctx, row, pick)
+    def _pick(self, run: SlotRun, ctx: llama_cpp.llama_context_p, row: int) -> int:
+        if run.greedy:
+            return argmax_token(ctx, row, self.n_vocab)
+        return int(llama_cpp.llama_sampler_sample(run.sampler, ctx, row))
 
     def _plan(self) -> list[tuple[SlotRun, list[int], bool]]:
         """(run, tokens to evaluate, sample after them) in batch order: generating runs first, then a
