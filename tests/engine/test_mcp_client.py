@@ -5,6 +5,7 @@ restarted, flooding, several at once, and over streamable HTTP with a secret hea
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 import subprocess
 import sys
@@ -430,3 +431,22 @@ def test_an_http_server_that_goes_away_is_said_at_once(manager: McpManager) -> N
     assert result.is_error and result.content.startswith("The MCP server 'web' could not be used: it could not be")
     assert server.state == "failed" and server.last_error == result.content
     assert result.content in server.stderr_text()  # an HTTP server has no stderr: Ember's notes are its log
+
+
+def test_a_server_stopped_while_its_process_is_made_leaves_nothing_behind() -> None:
+    """A stop can come while the process is still being made (the window closed at once after Start
+    again): the process is still ended and reaped, its pipes closed (no ResourceWarning, an error
+    under this suite's warning filter, from a half-made process left to the garbage collector)."""
+    for delay_ms in [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0] * 2:
+        manager = McpManager()
+        manager.configure([stdio("notes", "normal.py")])
+        server = manager.server("notes")
+        assert server is not None
+        with ThreadPoolExecutor(1) as pool:
+            listing = pool.submit(server.list_tools)  # starts the server
+            time.sleep(delay_ms / 1000)  # where the stop lands in the start: spread over the process's making
+            manager.close()
+            with pytest.raises(ToolError):
+                listing.result(timeout=10)
+        gc.collect()
+        assert server.state == "stopped"

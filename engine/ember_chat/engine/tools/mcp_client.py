@@ -361,7 +361,7 @@ class McpManager:
         with self._lock:
             servers, self._servers = list(self._servers.values()), {}
         for server in servers:
-            server.stop(wait=False)  # all at once: each one's grace runs in parallel
+            server.retire()  # all at once (each one's grace runs in parallel), and never started again
         for server in [*servers, *self._stopped]:
             server.stop(wait=True)
         self._stopped = []

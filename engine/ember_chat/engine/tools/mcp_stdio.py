@@ -78,15 +78,19 @@ async def stdio_transport(
 ) -> AsyncIterator[tuple[anyio.abc.ObjectReceiveStream, anyio.abc.ObjectSendStream]]:
     """Start the server (OSError when it cannot be run) and yield the (read, write) streams of
     SessionMessages the SDK's ClientSession takes. Leaving stops the server and its process group."""
-    process = await anyio.open_process(
-        [config.command, *config.args],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env=server_environment(config),
-        cwd=config.cwd,
-        start_new_session=True,  # its own process group: pgid == pid
-    )
+    # Shielded: a stop that came while the process was being made must not lose it half-made (asyncio
+    # would kill it and then be cancelled before reaping it, leaving its pipes and a zombie behind);
+    # the stop takes effect at the first wait after, and `stop()` below ends the process.
+    with anyio.CancelScope(shield=True):
+        process = await anyio.open_process(
+            [config.command, *config.args],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=server_environment(config),
+            cwd=config.cwd,
+            start_new_session=True,  # its own process group: pgid == pid
+        )
     state.pid = process.pid
     read_writer, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     write_stream, write_reader = anyio.create_memory_object_stream[SessionMessage](0)
