@@ -1,0 +1,391 @@
+"""The models Ember serves by name, loaded when a request names them: one `EngineService` per loaded
+model (each with its own engine thread, parallel slots, queue and KV snapshots, so one model's queue
+never holds another's), within a memory budget, each unloaded after an idle time to live, the least
+recently used idle one first when a new one needs the room.
+
+- `lease(name)` gives the service serving `name` (its library name, alias or file stem), loading it
+  first when it is not loaded; two requests for a model not loaded yet load it once (the second waits
+  for the first's load). A lease held is a model in use: it is never evicted or unloaded by the TTL
+  while a lease is out, and its idle time counts from the last lease's end.
+- The window's model (`follow_window`) is in the table too, as the window loaded it: API requests use
+  it, and it is never evicted by API traffic (the window unloads it, or loads another).
+- What does not fit even after evicting every idle model is refused with the memory needed and free
+  (`ModelDoesNotFit`), and nothing busy is evicted; an unknown name (`ModelNotFound`) names the models
+  that exist; a load that fails (a damaged file) fails that request only (`ModelLoadFailed`).
+- A TTL thread unloads idle models when their time to live ends (`ttl_s` per lease, as LM Studio's
+  `ttl` and Ollama's `keep_alive` give it, else the pool's default); `close()` unloads every model the
+  pool loaded and joins the thread.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+from ember_chat.engine.core.refs import ModelRef
+from ember_chat.engine.errors import EmberError
+from ember_chat.engine.inference.backend import ModelDescription
+from ember_chat.engine.inference.pool.memory import NOTHING, Footprint, MemoryBudget, footprint, mb
+from ember_chat.engine.inference.service.engine import EngineService
+from ember_chat.engine.inference.service.requests import ServiceListener
+
+log = logging.getLogger(__name__)
+
+DEFAULT_TTL_S = 3600.0  # an hour, as LM Studio's JIT-loaded models (its default TTL)
+
+
+class ModelNotFound(EmberError):
+    def __init__(self, name: str, names: list[str]) -> None:
+        shown = ", ".join(repr(n) for n in names) if names else "none (no model is installed)"
+        super().__init__(f"The model {name!r} does not exist; the models that do: {shown}.")
+        self.names = names
+
+
+class ModelDoesNotFit(EmberError):
+    """Even with every idle model unloaded, the model needs more memory than the budget leaves."""
+
+
+class ModelLoadFailed(EmberError):
+    pass
+
+
+@dataclass
+class PoolModel:
+    """One model in the table (under the pool's lock)."""
+
+    name: str
+    service: EngineService
+    memory: Footprint
+    loaded_by: str  # "window" or "api"
+    ready: threading.Event = field(default_factory=threading.Event)
+    error: str | None = None
+    leases: int = 0
+    last_used: float = 0.0
+    ttl_s: float | None = None
+
+    @property
+    def state(self) -> str:
+        return "loaded" if self.ready.is_set() and self.error is None else "loading"
+
+
+@dataclass(frozen=True)
+class ModelState:
+    """A row of `states()`: what a program (GET /v1/models, /api/models, `ember-chat models ps`) is told."""
+
+    name: str
+    state: str  # "loaded", "loading" or "not loaded"
+    loaded_by: str | None = None  # "window" or "api"
+    memory_bytes: int = 0
+    n_ctx: int | None = None
+    busy: bool = False
+    idle_s: float | None = None
+    ttl_s: float | None = None
+    model: ModelDescription | None = None
+
+
+class _LoadWaiter(ServiceListener):
+    def __init__(self) -> None:
+        self.load_id: int | None = None
+        self.done = threading.Event()
+        self.model: ModelDescription | None = None
+        self.error: str | None = None
+        self._early: list[tuple[int, ModelDescription | None, str | None]] = []
+        self._lock = threading.Lock()
+
+    def expect(self, load_id: int) -> None:
+        with self._lock:
+            self.load_id = load_id
+            early, self._early = self._early, []
+        for got_id, model, error in early:
+            self._end(got_id, model, error)
+
+    def _end(self, load_id: int, model: ModelDescription | None, error: str | None) -> None:
+        with self._lock:
+            if self.load_id is None:  # (the engine thread answered before `load` returned its id)
+                self._early.append((load_id, model, error))
+                return
+            if load_id != self.load_id:
+                return
+        self.model, self.error = model, error
+        self.done.set()
+
+    def loaded_with_id(self, load_id: int, model: ModelDescription) -> None:
+        self._end(load_id, model, None)
+
+    def load_failed_with_id(self, load_id: int, message: str) -> None:
+        self._end(load_id, None, message)
+
+
+class ModelPool:
+    def __init__(
+        self,
+        catalog: Callable[[], dict[str, ModelRef]],
+        budget: MemoryBudget | None = None,
+        default_ttl_s: float | None = DEFAULT_TTL_S,
+        service_factory: Callable[[], EngineService] = EngineService,
+        memory_of: Callable[[ModelRef], Footprint] = footprint,
+        on_change: Callable[[], None] | None = None,
+    ) -> None:
+        """`catalog()`: every model that can be loaded, by every name a request may use for it (its
+        library name, alias, file stem), each to what loading it means; a ref's first name is the one
+        the table shows. `on_change`: called (on any thread) after a model is loaded or unloaded."""
+        self._catalog = catalog
+        self.budget = (budget or MemoryBudget()).resolved()
+        self.default_ttl_s = default_ttl_s
+        self._factory = service_factory
+        self._memory_of = memory_of
+        self._on_change = on_change
+        self._lock = threading.Condition()
+        self._models: dict[str, PoolModel] = {}  # by the name the table shows
+        self._window: tuple[str, EngineService, Footprint] | None = None
+        self._closing = False
+        self.loads = 0  # models this pool loaded (for /metrics)
+        self.evictions = 0  # idle models unloaded to make room or at the end of their TTL
+        self._reaper = threading.Thread(target=self._reap, name="ember-pool-ttl", daemon=True)
+        self._reaper.start()
+
+    # ----- names
+    def _names(self) -> dict[str, tuple[str, ModelRef]]:
+        """Every name a request may use → (the table's name, the ref)."""
+        names: dict[str, tuple[str, ModelRef]] = {}
+        shown: dict[ModelRef, str] = {}
+        for name, ref in self._catalog().items():
+            names.setdefault(name, (shown.setdefault(ref, name), ref))
+        return names
+
+    def resolve(self, name: str) -> tuple[str, ModelRef]:
+        """(the table's name, what loading it means) for any name of an installed model; ModelNotFound."""
+        names = self._names()
+        if name in names:
+            return names[name]
+        raise ModelNotFound(name, sorted({shown for shown, _ref in names.values()}))
+
+    # ----- the window's model
+    def follow_window(self, name: str | None, service: EngineService, memory: Footprint | None = None) -> None:
+        """The window's service has loaded `name` (None: it has none): requests for that name use the
+        window's service, and the pool never unloads it. `memory`: what it takes (else estimated
+        from the catalog's settings for it)."""
+        if name is not None and memory is None:
+            try:
+                memory = self._memory_of(self.resolve(name)[1])
+            except EmberError:
+                memory = NOTHING
+        with self._lock:
+            self._window = (name, service, memory or NOTHING) if name else None
+        self._changed()
+
+    # ----- leases
+    @contextlib.contextmanager
+    def lease(self, name: str, ttl_s: float | None = None) -> Iterator[EngineService]:
+        """The service serving `name`, loaded first when it is not (ModelNotFound, ModelDoesNotFit,
+        ModelLoadFailed). `ttl_s`: how long it stays loaded once idle (0: unloaded when idle)."""
+        entry = self._acquire(name, ttl_s)
+        if isinstance(entry, EngineService):  # the window's own model
+            yield entry
+            return
+        try:
+            yield entry.service
+        finally:
+            with self._lock:
+                entry.leases -= 1
+                entry.last_used = time.monotonic()
+                self._lock.notify_all()  # (the TTL thread looks again)
+
+    def _acquire(self, name: str, ttl_s: float | None) -> PoolModel | EngineService:
+        shown, ref = self.resolve(name)
+        evicted: list[PoolModel] = []
+        new = False
+        with self._lock:
+            if self._closing:
+                raise EmberError("Ember is closing.")
+            if self._window is not None and self._window[0] == shown:
+                return self._window[1]
+            entry = self._models.get(shown)
+            if entry is None:
+                wanted = self._memory_of(ref)
+                evicted = self._make_room(shown, wanted)
+                entry = PoolModel(shown, self._factory(), wanted, "api")
+                self._models[shown] = entry
+                new = True
+            entry.leases += 1
+            if ttl_s is not None:
+                entry.ttl_s = ttl_s
+        for old in evicted:
+            self._unload(old)
+        if new:
+            self._load(entry, ref)
+        entry.ready.wait()
+        if entry.error is not None:
+            with self._lock:
+                entry.leases -= 1
+            raise ModelLoadFailed(entry.error)
+        return entry
+
+    def _held(self) -> tuple[Footprint, int]:
+        held, count = NOTHING, 0
+        if self._window is not None:
+            held, count = self._window[2], 1
+        for entry in self._models.values():
+            held, count = held + entry.memory, count + 1
+        return held, count
+
+    def _make_room(self, name: str, wanted: Footprint) -> list[PoolModel]:
+        """Take idle models out of the table, least recently used first, until `wanted` fits (under
+        the lock; the caller unloads them). ModelDoesNotFit when even all of them would not do."""
+        idle = sorted((e for e in self._models.values() if e.leases == 0 and e.ready.is_set()),
+                      key=lambda e: e.last_used)  # fmt: skip
+        evicted: list[PoolModel] = []
+        held, count = self._held()
+        while not self.budget.room_for(held, wanted, count):
+            if not idle:
+                raise ModelDoesNotFit(self._no_room(name, wanted, held, count))
+            entry = idle.pop(0)
+            evicted.append(entry)
+            held = Footprint(held.ram_bytes - entry.memory.ram_bytes, held.vram_bytes - entry.memory.vram_bytes)
+            count -= 1
+        for entry in evicted:
+            del self._models[entry.name]
+            self.evictions += 1
+            log.info("unloading %s (idle) to make room for %s", entry.name, name)
+        return evicted
+
+    def _no_room(self, name: str, wanted: Footprint, held: Footprint, count: int) -> str:
+        b = self.budget
+        if b.models_max is not None and count + 1 > b.models_max:
+            return (f"The model {name!r} cannot be loaded: {count} models are loaded and in use, and the "
+                    f"server holds at most {b.models_max} at once (--models-max).")  # fmt: skip
+        if b.ram_bytes is not None and held.ram_bytes + wanted.ram_bytes > b.ram_bytes:
+            free = max(0, b.ram_bytes - held.ram_bytes)
+            return (f"The model {name!r} needs about {mb(wanted.ram_bytes)} of memory and the memory budget "
+                    f"leaves {mb(free)} of {mb(b.ram_bytes)} while the models in use stay loaded.")  # fmt: skip
+        free = max(0, (b.vram_bytes or 0) - held.vram_bytes)
+        return (f"The model {name!r} needs about {mb(wanted.vram_bytes)} of GPU memory and the budget leaves "
+                f"{mb(free)} while the models in use stay loaded.")  # fmt: skip
+
+    def _load(self, entry: PoolModel, ref: ModelRef) -> None:
+        waiter = _LoadWaiter()
+        entry.service.add_listener(waiter)
+        try:
+            waiter.expect(entry.service.load(ref, entry.name))
+            waiter.done.wait()
+        finally:
+            entry.service.remove_listener(waiter)
+        if waiter.model is None:
+            entry.error = f"The model {entry.name!r} could not be loaded: {waiter.error or 'it failed to load'}"
+            with self._lock:
+                if self._models.get(entry.name) is entry:
+                    del self._models[entry.name]
+            entry.ready.set()  # (those waiting for it are told before the service is closed)
+            entry.service.close()
+            return
+        log.info("loaded %s for the API", entry.name)
+        with self._lock:
+            self.loads += 1
+            entry.last_used = time.monotonic()
+        entry.ready.set()
+        self._changed()
+
+    def _unload(self, entry: PoolModel) -> None:
+        entry.service.close()
+        log.info("unloaded %s", entry.name)
+        self._changed()
+
+    def _changed(self) -> None:
+        if self._on_change is not None:
+            try:
+                self._on_change()
+            except Exception:
+                log.exception("pool listener failed")
+
+    # ----- loading and unloading by request (/api/models)
+    def load(self, name: str, ttl_s: float | None = None) -> ModelState:
+        """Load `name` now (as a request naming it would) and keep it for its TTL."""
+        with self.lease(name, ttl_s):
+            pass
+        shown = self.resolve(name)[0]
+        return next(s for s in self.states() if s.name == shown)
+
+    def unload(self, name: str) -> None:
+        """Unload a model the pool loaded (EmberError: the window's, or one answering requests)."""
+        shown = self.resolve(name)[0]
+        with self._lock:
+            if self._window is not None and self._window[0] == shown:
+                raise EmberError(f"The model {shown!r} is the window's model; unload it in Ember's window.")
+            entry = self._models.get(shown)
+            if entry is None:
+                raise EmberError(f"The model {shown!r} is not loaded.")
+            if not entry.ready.is_set():
+                raise EmberError(f"The model {shown!r} is still loading.")
+            if entry.leases:
+                raise EmberError(f"The model {shown!r} is answering {entry.leases} request(s); unload it after them.")
+            del self._models[shown]
+        self._unload(entry)
+
+    def states(self) -> list[ModelState]:
+        """Every installed model with its state, loaded ones first (by name)."""
+        now = time.monotonic()
+        rows: dict[str, ModelState] = {}
+        with self._lock:
+            if self._window is not None:
+                name, service, memory = self._window
+                model = service.model
+                rows[name] = ModelState(name, "loaded", "window", memory.total, model.n_ctx if model else None,
+                                        model=model)  # fmt: skip
+            for e in self._models.values():
+                model = e.service.model if e.state == "loaded" else None
+                ttl = e.ttl_s if e.ttl_s is not None else self.default_ttl_s
+                rows[e.name] = ModelState(
+                    e.name,
+                    e.state,
+                    e.loaded_by,
+                    e.memory.total,
+                    model.n_ctx if model else None,
+                    e.leases > 0,
+                    None if e.leases or e.state != "loaded" else max(0.0, now - e.last_used),
+                    ttl,
+                    model,
+                )
+        for _name, (shown, _ref) in sorted(self._names().items()):
+            rows.setdefault(shown, ModelState(shown, "not loaded"))
+        return sorted(rows.values(), key=lambda s: (s.state != "loaded", s.name))
+
+    # ----- time to live
+    def _reap(self) -> None:
+        while True:
+            expired: list[PoolModel] = []
+            with self._lock:
+                if self._closing:
+                    return
+                now = time.monotonic()
+                wake: float | None = None
+                for e in list(self._models.values()):
+                    ttl = e.ttl_s if e.ttl_s is not None else self.default_ttl_s
+                    if ttl is None or e.leases or e.state != "loaded":
+                        continue
+                    left = e.last_used + ttl - now
+                    if left <= 0:
+                        del self._models[e.name]
+                        self.evictions += 1
+                        expired.append(e)
+                    else:
+                        wake = left if wake is None else min(wake, left)
+                if not expired:
+                    self._lock.wait(wake)
+                    continue
+            for e in expired:
+                log.info("unloading %s: idle for its time to live", e.name)
+                self._unload(e)
+
+    def close(self) -> None:
+        """Unload every model the pool loaded (a load under way is cancelled) and join the TTL thread."""
+        with self._lock:
+            self._closing = True
+            entries, self._models = list(self._models.values()), {}
+            self._lock.notify_all()
+        self._reaper.join()
+        for entry in entries:
+            entry.service.close()

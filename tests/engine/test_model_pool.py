@@ -1,0 +1,240 @@
+"""The model pool with real engine services over tiny generated models: loaded when a name is asked for
+(once for two requests at once), every installed model in its table, the least recently used idle model
+evicted for a new one under a budget that forces it, a busy one never, the window's never, idle models
+unloaded at the end of their time to live, a damaged file failing its request only, unknown names
+answered with the names that exist, and everything unloaded and joined at close."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from ember_chat.engine.cli.common import load_blocking
+from ember_chat.engine.core.params import LoadConfig
+from ember_chat.engine.core.refs import ModelRef
+from ember_chat.engine.errors import EmberError, ModelFileError
+from ember_chat.engine.inference.pool.memory import Footprint, MemoryBudget, footprint
+from ember_chat.engine.inference.pool.pool import ModelDoesNotFit, ModelLoadFailed, ModelNotFound, ModelPool
+from ember_chat.engine.inference.service.engine import EngineService
+from tests.helpers.gguf_factory import TinySpec, write_tiny_model
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, LoadConfig]:
+    folder = tmp_path_factory.mktemp("pool")
+    refs = {}
+    for i, name in enumerate(("alpha", "beta", "gamma")):
+        path = write_tiny_model(folder / f"{name}-q8.gguf", TinySpec(seed=i, name=name))
+        refs[name] = LoadConfig(path, n_ctx=256, parallel=1)
+    return refs
+
+
+def catalog_of(models: dict[str, LoadConfig]) -> dict[str, ModelRef]:
+    """Each model by its library name, then by its file stem (the names a request may use)."""
+    names: dict[str, ModelRef] = dict(models)
+    names.update({ref.path.stem: ref for ref in models.values()})
+    return names
+
+
+class Changes:
+    """Counts the pool's changes; a test waits for the next one instead of sleeping."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.cond = threading.Condition()
+
+    def __call__(self) -> None:
+        with self.cond:
+            self.count += 1
+            self.cond.notify_all()
+
+    def wait_for(self, predicate: object, timeout: float = 10.0) -> None:
+        with self.cond:
+            assert self.cond.wait_for(predicate, timeout), "the pool did not change in time"  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def make_pool(models: dict[str, LoadConfig]) -> Iterator[object]:
+    pools: list[ModelPool] = []
+
+    def make(**kwargs: object) -> ModelPool:
+        kwargs.setdefault("budget", MemoryBudget(ram_bytes=10**12, vram_bytes=0))
+        pool = ModelPool(lambda: catalog_of(models), **kwargs)  # type: ignore[arg-type]
+        pools.append(pool)
+        return pool
+
+    yield make
+    for pool in pools:
+        pool.close()
+
+
+def use(pool: ModelPool, name: str) -> None:
+    with pool.lease(name):
+        pass
+
+
+def state(pool: ModelPool, name: str) -> str:
+    return next(s.state for s in pool.states() if s.name == name)
+
+
+def test_a_named_model_is_loaded_on_demand_and_listed_with_the_others(
+    make_pool: object, models: dict[str, LoadConfig]
+) -> None:
+    pool: ModelPool = make_pool()  # type: ignore[operator]
+    assert [(s.name, s.state) for s in pool.states()] == [
+        ("alpha", "not loaded"), ("beta", "not loaded"), ("gamma", "not loaded")
+    ]  # fmt: skip
+    with pool.lease("beta-q8") as service:  # (its file stem)
+        assert service.model is not None and service.model.path == models["beta"].path
+        row = next(s for s in pool.states() if s.name == "beta")
+        assert row.state == "loaded" and row.loaded_by == "api" and row.busy and row.n_ctx == 256
+        assert row.memory_bytes > 0
+    row = next(s for s in pool.states() if s.name == "beta")
+    assert not row.busy and row.idle_s is not None and row.idle_s >= 0
+    assert pool.states()[0].name == "beta"  # (loaded ones first)
+    with pool.lease("beta") as again:
+        assert again is service  # still loaded: not loaded twice
+    assert pool.loads == 1
+
+
+def test_two_requests_for_a_model_not_loaded_load_it_once(make_pool: object) -> None:
+    made: list[EngineService] = []
+
+    def factory() -> EngineService:
+        made.append(EngineService())
+        return made[-1]
+
+    pool: ModelPool = make_pool(service_factory=factory)  # type: ignore[operator]
+    both = threading.Barrier(2)
+
+    def ask() -> EngineService:
+        both.wait()
+        with pool.lease("alpha") as service:
+            return service
+
+    with ThreadPoolExecutor(2) as workers:
+        first, second = workers.map(lambda _i: ask(), range(2))
+    assert first is second and len(made) == 1 and pool.loads == 1
+
+
+def test_the_least_recently_used_idle_model_makes_room_and_a_busy_one_never(
+    make_pool: object, models: dict[str, LoadConfig]
+) -> None:
+    one = footprint(models["alpha"])
+    changes = Changes()
+    # room for two of these models, not three
+    pool: ModelPool = make_pool(budget=MemoryBudget(ram_bytes=int(one.ram_bytes * 2.5), vram_bytes=0),
+                                on_change=changes)  # type: ignore[operator]  # fmt: skip
+    with pool.lease("alpha"):
+        pass
+    with pool.lease("beta"):
+        pass
+    with pool.lease("alpha"):  # alpha is now the more recently used
+        pass
+    with pool.lease("gamma"):
+        assert (state(pool, "alpha"), state(pool, "beta"), state(pool, "gamma")) == ("loaded", "not loaded", "loaded")
+    assert pool.evictions == 1
+    # both loaded models busy: a third is refused, with the memory it needs, and nothing is evicted
+    with pool.lease("alpha"), pool.lease("gamma"):
+        with pytest.raises(ModelDoesNotFit, match=r"'beta' needs about \d+ MB of memory and the memory budget leaves"):
+            use(pool, "beta")
+        assert (state(pool, "alpha"), state(pool, "gamma")) == ("loaded", "loaded")
+    assert pool.evictions == 1
+
+
+def test_models_max_counts_the_windows_model_and_never_evicts_it(
+    make_pool: object, models: dict[str, LoadConfig]
+) -> None:
+    pool: ModelPool = make_pool(budget=MemoryBudget(ram_bytes=10**12, vram_bytes=0, models_max=2))  # type: ignore[operator]
+    window = EngineService()
+    try:
+        load_blocking(window, models["alpha"], "alpha")
+        pool.follow_window("alpha", window)
+        with pool.lease("alpha") as service:
+            assert service is window  # a request for the window's model uses the window's service
+        with pool.lease("beta"):
+            pass
+        with pool.lease("gamma"):  # beta (idle) makes room; the window's model stays
+            assert state(pool, "beta") == "not loaded"
+        rows = {s.name: s for s in pool.states()}
+        assert rows["alpha"].loaded_by == "window" and rows["gamma"].loaded_by == "api"
+        with pytest.raises(EmberError, match="the window's model"):
+            pool.unload("alpha")
+        with pool.lease("gamma"), pytest.raises(ModelDoesNotFit, match="at most 2 at once"):
+            use(pool, "beta")
+        assert window.model is not None  # never touched by the pool
+    finally:
+        window.close()
+
+
+def test_an_idle_model_is_unloaded_when_its_time_to_live_ends(make_pool: object) -> None:
+    changes = Changes()
+    pool: ModelPool = make_pool(default_ttl_s=None, on_change=changes)  # type: ignore[operator]
+    with pool.lease("alpha", ttl_s=0.2):
+        pass
+    with pool.lease("beta"):  # no TTL: stays
+        pass
+    changes.wait_for(lambda: state(pool, "alpha") == "not loaded")
+    assert state(pool, "beta") == "loaded" and pool.evictions == 1
+
+
+def test_unload_frees_an_idle_model_and_refuses_a_busy_one(make_pool: object) -> None:
+    pool: ModelPool = make_pool()  # type: ignore[operator]
+    with pool.lease("alpha"), pytest.raises(EmberError, match="'alpha' is answering 1 request"):
+        pool.unload("alpha")
+    pool.unload("alpha")
+    assert state(pool, "alpha") == "not loaded"
+    with pytest.raises(EmberError, match="'alpha' is not loaded"):
+        pool.unload("alpha")
+
+
+def test_unknown_names_and_damaged_files_fail_their_request_only(
+    make_pool: object, models: dict[str, LoadConfig], tmp_path: Path
+) -> None:
+    damaged = tmp_path / "damaged.gguf"
+    damaged.write_bytes(b"GGUF" + b"\x00" * 64)
+    # a model whose files pass the header's checks but that llama.cpp cannot load (its "projector" is a
+    # language model): the load itself fails
+    not_a_projector = models["beta"].path
+    catalog = {**catalog_of(models), "damaged": LoadConfig(damaged, n_ctx=256),
+               "unloadable": LoadConfig(models["alpha"].path, n_ctx=256, mmproj=not_a_projector)}  # fmt: skip
+    pool = ModelPool(lambda: catalog, MemoryBudget(ram_bytes=10**12, vram_bytes=0))
+    try:
+        with pytest.raises(ModelNotFound) as unknown:
+            use(pool, "delta")
+        assert "'delta' does not exist" in str(unknown.value) and "'alpha', 'beta', 'damaged'" in str(unknown.value)
+        with pytest.raises(ModelFileError):
+            use(pool, "damaged")
+        with pytest.raises(ModelLoadFailed, match="'unloadable' could not be loaded"):
+            use(pool, "unloadable")
+        assert state(pool, "unloadable") == "not loaded"
+        with pool.lease("alpha") as service:  # the others go on
+            assert service.model is not None
+    finally:
+        pool.close()
+
+
+def test_close_unloads_every_model_and_joins_its_threads(make_pool: object, models: dict[str, LoadConfig]) -> None:
+    made: list[EngineService] = []
+
+    def factory() -> EngineService:
+        made.append(EngineService())
+        return made[-1]
+
+    pool = ModelPool(lambda: catalog_of(models), MemoryBudget(ram_bytes=10**12, vram_bytes=0), service_factory=factory)
+    with pool.lease("alpha"), pool.lease("beta"):
+        pass
+    pool.close()
+    assert len(made) == 2 and not any(s.running for s in made)
+    with pytest.raises(EmberError, match="closing"):
+        use(pool, "alpha")
+
+
+def test_a_remote_model_takes_no_memory_here() -> None:
+    from ember_chat.engine.core.refs import Endpoint, RemoteModelRef
+
+    assert footprint(RemoteModelRef(Endpoint("team", "http://127.0.0.1:9/v1"), "m")) == Footprint()
