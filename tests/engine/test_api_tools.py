@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx2
@@ -19,14 +18,10 @@ import openai
 import pydantic
 import pytest
 
-from ember_chat.engine.cli.common import load_blocking
-from ember_chat.engine.core.params import LoadConfig
 from ember_chat.engine.core.tools import ToolCall
-from ember_chat.engine.inference.service.engine import EngineService
-from ember_chat.engine.serve.config import ServerConfig
 from ember_chat.engine.serve.server import ApiServer
 from tests.helpers.api_support import WAIT_S, assert_error
-from tests.helpers.api_tools import ASK, CALL_TOKENS, WEATHER, ToolBackend, weather
+from tests.helpers.api_tools import ASK, CALL_TOKENS, WEATHER, ToolBackend, tool_server, weather
 
 TIME = {
     "type": "function",
@@ -36,16 +31,8 @@ TIME = {
 
 @pytest.fixture(scope="module")
 def tools_setup() -> Iterator[tuple[ToolBackend, ApiServer]]:
-    backend = ToolBackend()
-    service = EngineService(backend_factory=lambda ref: backend)
-    server = ApiServer(service, ServerConfig(port=0))
-    try:
-        load_blocking(service, LoadConfig(Path("tools.gguf")), "tools")
-        server.start()
-        yield backend, server
-    finally:
-        server.stop()
-        service.close()
+    with tool_server() as setup:
+        yield setup
 
 
 @pytest.fixture

@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
+from ember_chat.engine.cli.common import load_blocking
 from ember_chat.engine.core.messages import ChatMessage
-from ember_chat.engine.core.params import SamplingParams
+from ember_chat.engine.core.params import LoadConfig, SamplingParams
 from ember_chat.engine.core.tools import InvalidCall, ToolCall, ToolRequest
 from ember_chat.engine.inference.calls.formats import check_call
 from ember_chat.engine.inference.events import Event, Finished, Token, ToolCallParsed
+from ember_chat.engine.inference.service.engine import EngineService
+from ember_chat.engine.serve.config import ServerConfig
+from ember_chat.engine.serve.server import ApiServer
 from tests.helpers.scripted_backend import ScriptedBackend
 
 WEATHER = {
@@ -81,3 +87,18 @@ class ToolBackend(ScriptedBackend):
 def weather(city: str, unit: str = "C") -> str:
     """The client's own tool (what an agent would run)."""
     return f"{city}: {len(city) * 3} °{unit}"
+
+
+@contextlib.contextmanager
+def tool_server() -> Iterator[tuple[ToolBackend, ApiServer]]:
+    """Ember's API server on 127.0.0.1 over a ToolBackend (loaded as "tools"), stopped at the end."""
+    backend = ToolBackend()
+    service = EngineService(backend_factory=lambda ref: backend)
+    server = ApiServer(service, ServerConfig(port=0))
+    try:
+        load_blocking(service, LoadConfig(Path("tools.gguf")), "tools")
+        server.start()
+        yield backend, server
+    finally:
+        server.stop()
+        service.close()
