@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[2]
 SERVER = ROOT / "engine" / "ember_chat" / "engine" / "serve" / "server.py"
 JOURNEYS = {
     ("GET", "/health"), ("GET", "/v1/models"), ("POST", "/v1/chat/completions"), ("POST", "/v1/completions"),
-    ("POST", "/tokenize"), ("POST", "/detokenize"), ("POST", "/infill"),
+    ("POST", "/tokenize"), ("POST", "/detokenize"), ("POST", "/infill"), ("POST", "/v1/responses"),
 }  # fmt: skip
 
 pytestmark = pytest.mark.slow
@@ -90,3 +90,25 @@ def test_fill_in_the_middle_with_the_official_client_and_llama_servers_infill(
     with httpx2.Client(base_url=base_url.removesuffix("/v1"), timeout=60) as http:
         r = http.post("/infill", json={"input_prefix": "a", "input_suffix": "b"})
         assert r.status_code == 400 and "fill-in-the-middle tokens" in r.json()["error"]["message"]
+
+
+def test_the_responses_api_with_the_official_client(base_url: str) -> None:
+    """/v1/responses (and GET, DELETE /v1/responses/{id}): a Response, its typed event stream, a second
+    turn by previous_response_id, retrieve and delete."""
+    client = openai.OpenAI(base_url=base_url, api_key="unused", max_retries=0)
+    try:
+        (model,) = [m.id for m in client.models.list()]
+        first = client.responses.create(model=model, input="hi", max_output_tokens=4, temperature=0)
+        assert first.status in {"completed", "incomplete"} and first.usage is not None
+        events = list(client.responses.create(model=model, input="hi", max_output_tokens=4, temperature=0, stream=True))
+        assert events[0].type == "response.created" and events[-1].type == f"response.{first.status}"
+        streamed = "".join(e.delta for e in events if e.type == "response.output_text.delta")
+        assert streamed == first.output_text  # greedy: the same answer both ways
+        second = client.responses.create(model=model, input="again", previous_response_id=first.id, max_output_tokens=4)
+        assert second.usage is not None and second.usage.input_tokens > first.usage.input_tokens
+        assert client.responses.retrieve(second.id).output_text == second.output_text
+        client.responses.delete(second.id)
+        with pytest.raises(openai.NotFoundError):
+            client.responses.retrieve(second.id)
+    finally:
+        client.close()

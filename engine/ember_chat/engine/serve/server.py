@@ -41,6 +41,14 @@ from ember_chat.engine.serve.file_reading import Reading
 from ember_chat.engine.serve.guards import bind_option, check_access, content_length, refuse
 from ember_chat.engine.serve.infill_request import InfillResponseBuilder, parse_infill
 from ember_chat.engine.serve.request_log import RequestListener, RequestRecord
+from ember_chat.engine.serve.responses_route import (
+    PREFIX,
+    ResponsesStream,
+    ResponseStore,
+    Turn,
+    read_turn,
+    stored_route,
+)
 from ember_chat.engine.serve.sink import ClientGone, client_gone
 from ember_chat.engine.serve.tool_checks import check_tool_schemas
 from ember_chat.engine.storage.presets import Preset
@@ -152,6 +160,7 @@ class _Handler(BaseHTTPRequestHandler):
                 ("POST", "/v1/chat/completions"): lambda: self._generate("chat"),
                 ("POST", "/v1/completions"): lambda: self._generate("completion"),
                 ("POST", "/infill"): lambda: self._generate("infill"),  # llama-server's (serve/infill_request.py)
+                ("POST", "/v1/responses"): lambda: self._generate("responses"),  # serve/responses_route.py
                 ("POST", "/tokenize"): lambda: self._send_json(
                     200, tokens.tokenize(service, self._body(), relaxed, advice)
                 ),
@@ -160,6 +169,8 @@ class _Handler(BaseHTTPRequestHandler):
                 ),
             }
             route = routes.get((method, path))
+            if route is None and path.startswith(PREFIX):  # a stored response: GET, DELETE
+                route = stored_route(method, path, self.server.responses, self._send_json)
             if route is None:
                 if any(p == path for _, p in routes):
                     raise ApiError(405, f"{method} is not allowed on {path}.")
@@ -190,6 +201,9 @@ class _Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         self._logged("POST", lambda: self._handle("POST"))
 
+    def do_DELETE(self) -> None:
+        self._logged("DELETE", lambda: self._handle("DELETE"))
+
     def do_OPTIONS(self) -> None:
         self._logged("OPTIONS", self._options)
 
@@ -198,7 +212,7 @@ class _Handler(BaseHTTPRequestHandler):
         if origin and origin in self.server.config.allowed_origins:
             self.send_response(204)
             self.send_header("Access-Control-Allow-Origin", origin)
-            self.send_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS")
+            self.send_header("Access-Control-Allow-Methods", "GET, POST, DELETE, OPTIONS")
             self.send_header("Access-Control-Allow-Headers", "Authorization, Content-Type")
             self.send_header("Vary", "Origin")
             self.send_header("Content-Length", "0")
@@ -241,7 +255,12 @@ class _Handler(BaseHTTPRequestHandler):
         # its files are read in child processes that end when the client hangs up or the server stops
         config = self.server.config
         reading = Reading(config.attachment_limits, self._client_gone, config.file_turn_wait_s)
-        if kind == "infill":
+        turn: Turn | None = None
+        if kind == "responses":
+            turn = read_turn(self._body(), self.server.responses, config.allow_unknown_fields, preset, reading,
+                             config.unknown_fields_advice)  # fmt: skip
+            req = turn.request
+        elif kind == "infill":
             req = parse_infill(self._body(), config.allow_unknown_fields, preset, config.unknown_fields_advice)
         else:
             req = parse_request(
@@ -260,6 +279,9 @@ class _Handler(BaseHTTPRequestHandler):
         label = f"{self.command} {self.path} ({self.client_address[0]})"
         stream = EventStream(self._send_head, self.wfile, done=kind != "infill")
         out = InfillResponseBuilder(name) if kind == "infill" else ResponseBuilder(kind, name)
+        if turn is not None:
+            out = turn.builder(name)
+            stream = ResponsesStream(self._send_head, self.wfile, out)
         Answerer(self.server.service, label, self._send_json, stream, self._client_gone).answer(req, out)
 
 
@@ -274,6 +296,7 @@ class _Server(ThreadingHTTPServer):
         self.service = service
         self.on_request: RequestListener | None = None
         self.preset: Callable[[], Preset | None] | None = None
+        self.responses = ResponseStore()  # the Responses API's stored responses (in memory: responses_route.py)
         self.connections: set[socket.socket] = set()
         self._connections_lock = threading.Lock()
         if ":" in config.host:

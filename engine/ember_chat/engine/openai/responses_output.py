@@ -1,0 +1,215 @@
+"""A Response of OpenAI's Responses API as Ember's API server writes it: the Response object (`id`
+resp_…, `output` items: a `reasoning` item with a thinking model's thoughts, the `message` with its
+`output_text`, a `function_call` per tool call; `usage` as input/output tokens; `status` incomplete with
+`incomplete_details.reason` max_output_tokens when the answer ran out of tokens), and streamed, the typed
+events the official client reads (response.created, response.output_item.added, …,
+response.completed, each with its sequence_number; see serve/responses_route.py's stream).
+
+A ResponsesBuilder is the chat route's ResponseBuilder to the engine's answering (serve/answering.py):
+its streamed chunks are each a list of events, `{"events": [...]}`, that the stream writes in order.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from ember_chat.engine.core.logprobs import TokenLogprob
+from ember_chat.engine.core.reasoning import ThinkingStream, split_thinking
+from ember_chat.engine.core.states import StopReason
+from ember_chat.engine.openai.responses import Figures, ResponseBuilder, Sample, usage
+from ember_chat.engine.openai.tool_wire import ChoiceCalls
+
+# told the finished Response and the answer as a chat message (for a later turn's previous_response_id)
+Keep = Callable[[dict[str, Any], dict[str, Any]], None]
+_CUT = (StopReason.LENGTH, StopReason.CONTEXT_FULL)  # the answer ran out of tokens: an incomplete response
+
+
+def _id(prefix: str) -> str:
+    return prefix + uuid.uuid4().hex[:24]
+
+
+def response_usage(metrics: Figures | None) -> dict[str, Any]:
+    """The Responses API's usage: the chat route's figures under its names."""
+    chat = usage([metrics])
+    return {
+        "input_tokens": chat["prompt_tokens"],
+        "input_tokens_details": {"cached_tokens": chat["prompt_tokens_details"]["cached_tokens"]},
+        "output_tokens": chat["completion_tokens"],
+        "output_tokens_details": {"reasoning_tokens": chat["completion_tokens_details"]["reasoning_tokens"]},
+        "total_tokens": chat["total_tokens"],
+    }
+
+
+def _message(text: str, status: str) -> dict[str, Any]:
+    part = {"type": "output_text", "text": text, "annotations": [], "logprobs": []}
+    return {"id": _id("msg_"), "type": "message", "role": "assistant", "status": status, "content": [part]}
+
+
+def _reasoning(text: str) -> dict[str, Any]:
+    content = [{"type": "reasoning_text", "text": text}]
+    return {"id": _id("rs_"), "type": "reasoning", "summary": [], "content": content, "status": "completed"}
+
+
+def _call(call_id: str, name: str, arguments: str) -> dict[str, Any]:
+    return {"id": _id("fc_"), "type": "function_call", "call_id": call_id, "name": name, "arguments": arguments,
+            "status": "completed"}  # fmt: skip
+
+
+class ResponsesBuilder(ResponseBuilder):
+    """One Response: `echo` is what it repeats of its request (responses_input.ResponsesBody.echo);
+    `keep` is told of it when it is finished (the server's store), if it is to be kept."""
+
+    def __init__(self, model: str, echo: dict[str, Any], keep: Keep | None) -> None:
+        super().__init__("responses", model)
+        self.id = _id("resp_")
+        self._echo = echo
+        self._keep = keep
+        self._split = ThinkingStream()
+        self._done: list[dict[str, Any]] = []  # a stream's output items, finished
+        self._open: dict[str, Any] | None = None  # the item being streamed
+        self._text = ""  # its text (a message's, a reasoning's) or arguments (a call's) so far
+
+    def snapshot(self, status: str, output: list[dict[str, Any]], metrics: Figures | None = None) -> dict[str, Any]:
+        incomplete = {"reason": "max_output_tokens"} if status == "incomplete" else None
+        done = status in ("completed", "incomplete")
+        return {
+            "id": self.id, "object": "response", "created_at": self.created, "status": status, "error": None,
+            "incomplete_details": incomplete, "model": self.model, "output": output, **self._echo,
+            "usage": response_usage(metrics) if done else None,
+            "completed_at": int(time.time()) if status == "completed" else None,
+        }  # fmt: skip
+
+    def opening(self) -> list[dict[str, Any]]:
+        """The events that open a stream."""
+        shape = self.snapshot("in_progress", [])
+        return [{"type": "response.created", "response": shape}, {"type": "response.in_progress", "response": shape}]
+
+    # ----- a stream's events (serve/answering.py asks for them as the engine answers)
+    def chunk(
+        self,
+        text: str | None,
+        finish: str | None = None,
+        first: bool = False,
+        index: int = 0,
+        logprobs: list[TokenLogprob] | None = None,
+    ) -> dict[str, Any]:
+        thinking, answer = self._split.feed(text or "")
+        return {"events": self._say("reasoning", thinking) + self._say("message", answer)}
+
+    def tool_chunk(self, deltas: list[dict[str, Any]], index: int = 0) -> dict[str, Any]:
+        events: list[dict[str, Any]] = []
+        for delta in deltas:
+            function = delta.get("function") or {}
+            if "id" in delta:  # a call's head (tool_wire.call_deltas): a new function_call item
+                events += self._close("completed")
+                events += self._start(_call(delta["id"], function.get("name", ""), ""))
+            piece = function.get("arguments") or ""
+            if piece and self._open is not None:
+                self._text += piece
+                events.append(self._event("response.function_call_arguments.delta", delta=piece))
+        return {"events": events}
+
+    def final_chunk(
+        self,
+        reason: str,
+        metrics: Figures | None,
+        index: int = 0,
+        logprobs: list[TokenLogprob] | None = None,
+        calls: ChoiceCalls | None = None,
+    ) -> dict[str, Any]:
+        status = "incomplete" if reason in _CUT else "completed"
+        thinking, answer = self._split.flush()
+        events = self._say("reasoning", thinking) + self._say("message", answer)
+        items = [*self._done, *([self._open] if self._open else [])]
+        if all(item["type"] == "reasoning" for item in items):  # no answer: an empty message, as response() has
+            events += self._close("completed") + self._start(_message("", "in_progress"))
+        events += self._close(status)
+        response = self._finish(status, self._done, metrics, calls)
+        events.append({"type": f"response.{status}", "response": response})
+        return {"events": events}
+
+    def usage_chunk(self, samples: list[Figures | None]) -> dict[str, Any]:
+        return {"events": []}  # (the usage rides on response.completed)
+
+    # ----- the whole Response
+    def response(self, samples: list[Sample]) -> dict[str, Any]:
+        text, reason, metrics, _entries, calls = samples[0]
+        status = "incomplete" if reason in _CUT else "completed"
+        split = split_thinking(text)
+        output = [_reasoning(split.thinking)] if split.thinking else []
+        if split.answer.strip() or not calls.valid:
+            output.append(_message(split.answer, status))
+        output += [_call(c.id, c.name, c.arguments_json()) for c in calls.valid]
+        return self._finish(status, output, metrics, calls)
+
+    def _finish(
+        self, status: str, output: list[dict[str, Any]], metrics: Figures | None, calls: ChoiceCalls | None
+    ) -> dict[str, Any]:
+        response = {**self.snapshot(status, output, metrics), "ember": self._ember(metrics)}
+        if calls is not None and calls.invalid:
+            response["ember"] = {**(response["ember"] or {}), "invalid_tool_calls": calls.notes(0)}
+        if self._keep is not None:
+            answer = "".join(p["text"] for item in output if item["type"] == "message" for p in item["content"])
+            tool_calls = [{"id": c["call_id"], "type": "function", "function": {"name": c["name"],
+                           "arguments": c["arguments"]}} for c in output if c["type"] == "function_call"]  # fmt: skip
+            message: dict[str, Any] = {"role": "assistant", "content": answer}
+            if tool_calls:
+                message["tool_calls"] = tool_calls
+            self._keep(response, message)
+        return response
+
+    # ----- a stream's items
+    def _say(self, kind: str, text: str) -> list[dict[str, Any]]:
+        """Events for `text` of a reasoning or message item (opening it after the item before)."""
+        if not text:
+            return []
+        events: list[dict[str, Any]] = []
+        if self._open is None or self._open["type"] != kind:
+            events += self._close("completed")
+            events += self._start(_reasoning("") if kind == "reasoning" else _message("", "in_progress"))
+        self._text += text
+        name = "response.reasoning_text.delta" if kind == "reasoning" else "response.output_text.delta"
+        extra = {"logprobs": []} if kind == "message" else {}
+        events.append(self._event(name, content_index=0, delta=text, **extra))
+        return events
+
+    def _start(self, item: dict[str, Any]) -> list[dict[str, Any]]:
+        self._open, self._text = item, ""
+        shown = {**item, "status": "in_progress"}
+        if item["type"] != "function_call":
+            shown["content"] = []
+        events = [{"type": "response.output_item.added", "output_index": len(self._done), "item": shown}]
+        if item["type"] != "function_call":
+            part = {**item["content"][0], "text": ""}
+            events.append(self._event("response.content_part.added", content_index=0, part=part))
+        return events
+
+    def _close(self, status: str) -> list[dict[str, Any]]:
+        item = self._open
+        if item is None:
+            return []
+        events = []
+        if item["type"] == "function_call":
+            item["arguments"] = self._text
+            events.append(self._event("response.function_call_arguments.done", arguments=self._text))
+        else:
+            part = {**item["content"][0], "text": self._text}
+            item["content"] = [part]
+            done = "response.reasoning_text.done" if item["type"] == "reasoning" else "response.output_text.done"
+            extra = {"logprobs": []} if item["type"] == "message" else {}
+            events.append(self._event(done, content_index=0, text=self._text, **extra))
+            events.append(self._event("response.content_part.done", content_index=0, part=part))
+            if item["type"] == "message":
+                item["status"] = status
+        events.append({"type": "response.output_item.done", "output_index": len(self._done), "item": item})
+        self._done.append(item)
+        self._open, self._text = None, ""
+        return events
+
+    def _event(self, kind: str, **fields: Any) -> dict[str, Any]:
+        """An event of the open item."""
+        assert self._open is not None
+        return {"type": kind, "item_id": self._open["id"], "output_index": len(self._done), **fields}

@@ -1,0 +1,175 @@
+"""OpenAI's Responses API on Ember's server: POST /v1/responses (a turn: its body read as the chat route's
+request, openai/responses_input.py; answered as a Response, openai/responses_output.py, streamed as typed
+events), GET and DELETE /v1/responses/{id} (a stored one).
+
+The store is in memory, the server's own (`ResponseStore`): the newest MAX_KEPT responses within
+MAX_BYTES, the oldest dropped first. A stored response keeps its Response and its conversation as chat
+messages (the earlier turns', its input's, its answer), which a later `previous_response_id` continues.
+Not SQLite: a response is a program's working state between two of its requests, not a chat of the
+user's, and the window's stores hold the user's chats; a restarted server forgetting it is what
+`store` promises no less than OpenAI's own expiry does."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from io import BufferedIOBase
+from typing import Any
+
+from ember_chat.engine.openai.api_error import ApiError
+from ember_chat.engine.openai.chat_request import CLI_UNKNOWN_FIELDS_ADVICE
+from ember_chat.engine.openai.responses_input import CHAT_TO_RESPONSES, ResponsesBody, read_body
+from ember_chat.engine.openai.responses_output import ResponsesBuilder
+from ember_chat.engine.serve.api_request import ApiRequest, parse_request
+from ember_chat.engine.serve.event_stream import EventStream, SendHead
+from ember_chat.engine.serve.file_reading import Reading
+from ember_chat.engine.storage.presets import Preset
+
+MAX_KEPT = 1000  # stored responses
+MAX_BYTES = 64 << 20  # their JSON, all together (a conversation may carry images and files)
+PREFIX = "/v1/responses/"
+
+
+@dataclass(frozen=True)
+class Stored:
+    response: dict[str, Any]
+    conversation: tuple[dict[str, Any], ...]  # chat messages: the earlier turns', its input's, its answer
+    size: int
+
+
+class ResponseStore:
+    """The responses kept for GET, DELETE and previous_response_id (thread-safe: each connection has
+    its thread)."""
+
+    def __init__(self, max_kept: int = MAX_KEPT, max_bytes: int = MAX_BYTES) -> None:
+        self._max_kept, self._max_bytes = max_kept, max_bytes
+        self._items: OrderedDict[str, Stored] = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+
+    def put(self, response: dict[str, Any], conversation: list[dict[str, Any]]) -> None:
+        size = len(json.dumps(response)) + len(json.dumps(conversation))
+        with self._lock:
+            self._items[response["id"]] = Stored(response, tuple(conversation), size)
+            self._bytes += size
+            while len(self._items) > self._max_kept or (self._bytes > self._max_bytes and len(self._items) > 1):
+                _, dropped = self._items.popitem(last=False)
+                self._bytes -= dropped.size
+
+    def get(self, response_id: str, param: str | None = None) -> Stored:
+        with self._lock:
+            stored = self._items.get(response_id)
+        if stored is None:
+            raise ApiError(404, f"No response with id {response_id!r} is stored on this server (store: false, "
+                           "deleted, or dropped as the oldest).", param=param, code="not_found")  # fmt: skip
+        return stored
+
+    def delete(self, response_id: str) -> None:
+        self.get(response_id)
+        with self._lock:
+            dropped = self._items.pop(response_id, None)
+            self._bytes -= dropped.size if dropped is not None else 0
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One POST /v1/responses: the request for the engine, and what its Response needs."""
+
+    request: ApiRequest
+    body: ResponsesBody
+    conversation: list[dict[str, Any]]  # the earlier turns' messages and this input's (no instructions)
+    store: ResponseStore
+
+    def builder(self, model: str) -> ResponsesBuilder:
+        keep = None
+        if self.body.store:
+
+            def keep(response: dict[str, Any], answer: dict[str, Any]) -> None:
+                self.store.put(response, [*self.conversation, answer])
+
+        return ResponsesBuilder(model, self.body.echo, keep)
+
+
+def read_turn(
+    body: Any,
+    store: ResponseStore,
+    allow_unknown: bool = False,
+    preset: Preset | None = None,
+    reading: Reading | None = None,
+    advice: str = CLI_UNKNOWN_FIELDS_ADVICE,
+) -> Turn:
+    """The turn a body asks for: the earlier conversation (previous_response_id, 404 when not stored),
+    the instructions as the system message (a previous response's are not carried over, as OpenAI's),
+    the input; read and checked as the chat route reads its messages and fields."""
+    read = read_body(body, allow_unknown, advice)
+    earlier = list(store.get(read.previous_response_id, "previous_response_id").conversation) if (
+        read.previous_response_id) else []  # fmt: skip
+    conversation = earlier + read.messages
+    system = [{"role": "system", "content": read.instructions}] if read.instructions else []
+    try:
+        request = parse_request("chat", {**read.chat, "messages": system + conversation}, False, preset, reading,
+                                advice)  # fmt: skip
+    except ApiError as exc:
+        param = CHAT_TO_RESPONSES.get(exc.param or "", exc.param)
+        message = exc.message
+        if param == "max_output_tokens":  # (SamplingParams names it as people read it: "max tokens")
+            message = message.replace("max_tokens", param).replace("max tokens", param)
+        if exc.param == "messages":
+            message = "input (with the earlier turns, as chat messages): " + message
+        raise ApiError(exc.status, message, exc.type, param=param, code=exc.code, headers=exc.headers) from None
+    return Turn(replace(request, include_usage=False), read, conversation, store)
+
+
+class ResponsesStream(EventStream):
+    """A Response's event stream: each event an `event: <type>` line and its JSON with its
+    sequence_number; an error is an `error` event (the openai client raises on it), and no [DONE]."""
+
+    def __init__(self, send_head: SendHead, wfile: BufferedIOBase, out: ResponsesBuilder) -> None:
+        super().__init__(send_head, wfile, done=False)
+        self._out = out
+        self._sequence = 0
+
+    def open(self) -> None:
+        super().open()
+        self._write(self._out.opening())
+
+    def event(self, obj: dict[str, Any] | None) -> None:
+        if obj is not None:
+            self._write(obj["events"])
+
+    def end(self, error: ApiError | None) -> None:
+        if error is not None:
+            body = error.body()  # its `error` too: the openai client raises on an event that has one
+            self._write([{"type": "error", "code": error.code, "message": error.message, "param": error.param,
+                          **body}])  # fmt: skip
+        super().end(None)
+
+    def _write(self, events: list[dict[str, Any]]) -> None:
+        for event in events:
+            event = {**event, "sequence_number": self._sequence}
+            self._sequence += 1
+            data = json.dumps(event, separators=(",", ":"))
+            self._chunk(f"event: {event['type']}\ndata: {data}\n\n".encode())
+
+
+SendJson = Callable[[int, dict[str, Any]], None]
+
+
+def stored_route(method: str, path: str, store: ResponseStore, send_json: SendJson) -> Callable[[], None]:
+    """GET or DELETE /v1/responses/{id}."""
+    response_id = path.removeprefix(PREFIX)
+    if not response_id or "/" in response_id:
+        raise ApiError(404, f"Unknown endpoint {path}.", code="not_found")
+    if method == "GET":
+        return lambda: send_json(200, store.get(response_id).response)
+    if method == "DELETE":
+
+        def delete() -> None:
+            store.delete(response_id)
+            send_json(200, {"id": response_id, "object": "response", "deleted": True})
+
+        return delete
+    raise ApiError(405, f"{method} is not allowed on {path}.")
