@@ -6,6 +6,7 @@ with previous_response_id (tests/helpers/api_tools.py's scripted ToolBackend), r
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -29,6 +30,7 @@ from ember_chat.engine.serve.server import ApiServer
 from tests.helpers.api_support import WAIT_S, assert_api_error, assert_error
 from tests.helpers.api_tools import CALL_TOKENS, WEATHER, ToolBackend, tool_server, weather
 from tests.helpers.gguf_factory import CHATML_TEMPLATE, TinySpec, says, write_tiny_model
+from tests.helpers.images import png
 from tests.helpers.scripted_backend import ScriptedBackend
 
 # WEATHER in the Responses API's shape: the function's fields at the top
@@ -173,17 +175,18 @@ def test_bad_bodies_are_400s_naming_the_field(http: httpx2.Client) -> None:
     assert_error(http.get("/v1/responses/a/b"), 404, None, "not_found")
 
 
-def test_json_output_from_text_format(client: openai.OpenAI) -> None:
+def test_text_format_is_the_chat_routes_response_format(tools: tuple[ToolBackend, openai.OpenAI]) -> None:
+    backend, client = tools
     schema = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}
-    response = client.responses.create(
-        model="tiny",
-        input="a number",
-        max_output_tokens=40,
-        text={"format": {"type": "json_schema", "name": "n", "schema": schema, "strict": True}},
-    )
+    fmt: Any = {"type": "json_schema", "name": "n", "schema": schema, "strict": True}
+    response = client.responses.create(model="tools", input="a number", text={"format": fmt})
     assert response.text is not None and response.text.format.type == "json_schema"
-    if response.status == "completed":  # (the grammar holds the random model to the schema)
-        assert isinstance(json.loads(_text(response))["a"], int)
+    wanted = {"type": "json_schema", "json_schema": {"name": "n", "schema": schema, "strict": True}}
+    assert backend.params[-1].response_format == wanted
+    client.responses.create(model="tools", input="a number", text={"format": {"type": "json_object"}})
+    assert backend.params[-1].response_format == {"type": "json_object"}
+    client.responses.create(model="tools", input="words", text={"format": {"type": "text"}})
+    assert backend.params[-1].response_format is None
 
 
 def test_the_store_keeps_the_newest_within_its_bounds() -> None:
@@ -325,6 +328,20 @@ def test_the_round_trip_without_the_store_and_streamed(tools: tuple[ToolBackend,
     with pytest.raises(openai.NotFoundError):
         client.responses.retrieve(first.id)
     assert client.responses.retrieve(second.id).output_text == second.output_text
+
+
+def test_an_input_image_reaches_the_model_as_the_chat_routes_image(tools: tuple[ToolBackend, openai.OpenAI]) -> None:
+    backend, client = tools
+    image = png((200, 30, 30))
+    url = "data:image/png;base64," + base64.b64encode(image.data).decode()
+    parts = [{"type": "input_text", "text": "What colour?"}, {"type": "input_image", "image_url": url}]
+    client.responses.create(model="tools", input=[{"role": "user", "content": parts}])  # type: ignore[list-item,misc]
+    (asked,) = backend.requests[-1]
+    assert asked.content == "What colour?" and [i.sha256 for i in asked.images] == [image.sha256]
+    with pytest.raises(openai.BadRequestError) as refused:
+        client.responses.create(model="tools", input=[{"role": "user", "content": [
+            {"type": "input_image", "file_id": "file-1"}]}])  # type: ignore[list-item,misc]  # fmt: skip
+    assert_api_error(refused.value, 400, "input")
 
 
 class _FailsMidway(ScriptedBackend):
