@@ -14,12 +14,14 @@ from pathlib import Path
 import pytest
 
 from ember_chat.engine.cli.common import load_blocking
-from ember_chat.engine.core.params import LoadConfig
+from ember_chat.engine.core.params import LoadConfig, LoadOptions
 from ember_chat.engine.core.refs import ModelRef
 from ember_chat.engine.errors import EmberError, ModelFileError
+from ember_chat.engine.inference.pool.catalog import library_catalog
 from ember_chat.engine.inference.pool.memory import Footprint, MemoryBudget, footprint
 from ember_chat.engine.inference.pool.pool import ModelDoesNotFit, ModelLoadFailed, ModelNotFound, ModelPool
 from ember_chat.engine.inference.service.engine import EngineService
+from ember_chat.engine.models.library import ModelLibrary
 from tests.helpers.gguf_factory import TinySpec, write_tiny_model
 
 
@@ -153,7 +155,7 @@ def test_models_max_counts_the_windows_model_and_never_evicts_it(
     window = EngineService()
     try:
         load_blocking(window, models["alpha"], "alpha")
-        pool.follow_window("alpha", window)
+        pool.pin("alpha", window)
         with pool.lease("alpha") as service:
             assert service is window  # a request for the window's model uses the window's service
         with pool.lease("beta"):
@@ -162,7 +164,7 @@ def test_models_max_counts_the_windows_model_and_never_evicts_it(
             assert state(pool, "beta") == "not loaded"
         rows = {s.name: s for s in pool.states()}
         assert rows["alpha"].loaded_by == "window" and rows["gamma"].loaded_by == "api"
-        with pytest.raises(EmberError, match="the window's model"):
+        with pytest.raises(EmberError, match="loaded by the window; unload it in Ember's window"):
             pool.unload("alpha")
         with pool.lease("gamma"), pytest.raises(ModelDoesNotFit, match="at most 2 at once"):
             use(pool, "beta")
@@ -238,3 +240,26 @@ def test_a_remote_model_takes_no_memory_here() -> None:
     from ember_chat.engine.core.refs import Endpoint, RemoteModelRef
 
     assert footprint(RemoteModelRef(Endpoint("team", "http://127.0.0.1:9/v1"), "m")) == Footprint()
+
+
+def test_the_librarys_models_by_each_name_a_request_may_use(tmp_path: Path) -> None:
+    models_dir = tmp_path / "models"
+    (models_dir / "team" / "coder").mkdir(parents=True)
+    write_tiny_model(models_dir / "team" / "coder" / "coder-q4.gguf", TinySpec(name="coder"))
+    write_tiny_model(models_dir / "notes.gguf", TinySpec(seed=2, name="notes"))
+    library = ModelLibrary(models_dir, hf_cache=tmp_path / "hf", starters=())
+    catalog = library_catalog(library, lambda _entry: LoadOptions(n_ctx=512, parallel=1))
+    names = catalog()
+    coder = names["team/coder/coder-q4.gguf"]
+    assert names["coder-q4"] is coder and names["coder-q4.gguf"] is coder
+    assert isinstance(coder, LoadConfig) and coder.n_ctx == 512
+    pool = ModelPool(catalog, MemoryBudget(ram_bytes=10**12, vram_bytes=0))
+    try:
+        assert [s.name for s in pool.states()] == ["notes.gguf", "team/coder/coder-q4.gguf"]
+        with pool.lease("coder-q4") as service:
+            assert service.model is not None and service.model.path == models_dir / "team/coder/coder-q4.gguf"
+        (models_dir / "notes.gguf").unlink()  # deleted while the server runs: gone from the table at once
+        with pytest.raises(ModelNotFound):
+            use(pool, "notes")
+    finally:
+        pool.close()

@@ -7,8 +7,8 @@ recently used idle one first when a new one needs the room.
   first when it is not loaded; two requests for a model not loaded yet load it once (the second waits
   for the first's load). A lease held is a model in use: it is never evicted or unloaded by the TTL
   while a lease is out, and its idle time counts from the last lease's end.
-- The window's model (`follow_window`) is in the table too, as the window loaded it: API requests use
-  it, and it is never evicted by API traffic (the window unloads it, or loads another).
+- The window's model (or `serve --model`'s: `pin`) is in the table too, as it was loaded: API requests
+  use it, and it is never evicted by API traffic (the window unloads it, or loads another).
 - What does not fit even after evicting every idle model is refused with the memory needed and free
   (`ModelDoesNotFit`), and nothing busy is evicted; an unknown name (`ModelNotFound`) names the models
   that exist; a load that fails (a damaged file) fails that request only (`ModelLoadFailed`).
@@ -141,7 +141,7 @@ class ModelPool:
         self._on_change = on_change
         self._lock = threading.Condition()
         self._models: dict[str, PoolModel] = {}  # by the name the table shows
-        self._window: tuple[str, EngineService, Footprint] | None = None
+        self._window: tuple[str, EngineService, Footprint, str] | None = None  # (the pinned model)
         self._closing = False
         self.loads = 0  # models this pool loaded (for /metrics)
         self.evictions = 0  # idle models unloaded to make room or at the end of their TTL
@@ -165,17 +165,19 @@ class ModelPool:
         raise ModelNotFound(name, sorted({shown for shown, _ref in names.values()}))
 
     # ----- the window's model
-    def follow_window(self, name: str | None, service: EngineService, memory: Footprint | None = None) -> None:
-        """The window's service has loaded `name` (None: it has none): requests for that name use the
-        window's service, and the pool never unloads it. `memory`: what it takes (else estimated
-        from the catalog's settings for it)."""
+    def pin(
+        self, name: str | None, service: EngineService, loaded_by: str = "window", memory: Footprint | None = None
+    ) -> None:
+        """`service` (the window's, or `serve --model`'s) has loaded `name` (None: it has none): requests
+        for that name use it, and the pool never unloads it. `memory`: what it takes (else estimated from
+        the catalog's settings for it)."""
         if name is not None and memory is None:
             try:
                 memory = self._memory_of(self.resolve(name)[1])
             except EmberError:
                 memory = NOTHING
         with self._lock:
-            self._window = (name, service, memory or NOTHING) if name else None
+            self._window = (name, service, memory or NOTHING, loaded_by) if name else None
         self._changed()
 
     # ----- leases
@@ -314,7 +316,9 @@ class ModelPool:
         shown = self.resolve(name)[0]
         with self._lock:
             if self._window is not None and self._window[0] == shown:
-                raise EmberError(f"The model {shown!r} is the window's model; unload it in Ember's window.")
+                if self._window[3] == "window":
+                    raise EmberError(f"The model {shown!r} was loaded by the window; unload it in Ember's window.")
+                raise EmberError(f"The model {shown!r} is the one the server was started with (--model).")
             entry = self._models.get(shown)
             if entry is None:
                 raise EmberError(f"The model {shown!r} is not loaded.")
@@ -331,9 +335,9 @@ class ModelPool:
         rows: dict[str, ModelState] = {}
         with self._lock:
             if self._window is not None:
-                name, service, memory = self._window
+                name, service, memory, loaded_by = self._window
                 model = service.model
-                rows[name] = ModelState(name, "loaded", "window", memory.total, model.n_ctx if model else None,
+                rows[name] = ModelState(name, "loaded", loaded_by, memory.total, model.n_ctx if model else None,
                                         model=model)  # fmt: skip
             for e in self._models.values():
                 model = e.service.model if e.state == "loaded" else None
