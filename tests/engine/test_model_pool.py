@@ -46,12 +46,12 @@ class Changes:
     """Counts the pool's changes; a test waits for the next one instead of sleeping."""
 
     def __init__(self) -> None:
-        self.count = 0
+        self.said: list[str] = []
         self.cond = threading.Condition()
 
-    def __call__(self) -> None:
+    def __call__(self, what: str) -> None:
         with self.cond:
-            self.count += 1
+            self.said.append(what)
             self.cond.notify_all()
 
     def wait_for(self, predicate: object, timeout: float = 10.0) -> None:
@@ -139,7 +139,7 @@ def test_the_least_recently_used_idle_model_makes_room_and_a_busy_one_never(
         pass
     with pool.lease("gamma"):
         assert (state(pool, "alpha"), state(pool, "beta"), state(pool, "gamma")) == ("loaded", "not loaded", "loaded")
-    assert pool.evictions == 1
+    assert pool.evictions == 1 and "unloaded beta (idle, to make room for gamma)" in changes.said
     # both loaded models busy: a third is refused, with the memory it needs, and nothing is evicted
     with pool.lease("alpha"), pool.lease("gamma"):
         with pytest.raises(ModelDoesNotFit, match=r"'beta' needs about \d+ MB of memory and the memory budget leaves"):
@@ -182,6 +182,8 @@ def test_an_idle_model_is_unloaded_when_its_time_to_live_ends(make_pool: object)
         pass
     changes.wait_for(lambda: state(pool, "alpha") == "not loaded")
     assert state(pool, "beta") == "loaded" and pool.evictions == 1
+    assert changes.said[-1] == "unloaded alpha (idle for 0.2 s, its time to live)"
+    assert changes.said[0].startswith("loaded alpha (") and changes.said[0].endswith(") for a request")
 
 
 def test_unload_frees_an_idle_model_and_refuses_a_busy_one(make_pool: object) -> None:

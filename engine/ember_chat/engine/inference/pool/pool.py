@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -66,6 +67,7 @@ class PoolModel:
     leases: int = 0
     last_used: float = 0.0
     ttl_s: float | None = None
+    why: str = "unloaded by request"  # why it is unloaded, for the log
 
     @property
     def state(self) -> str:
@@ -128,11 +130,12 @@ class ModelPool:
         default_ttl_s: float | None = DEFAULT_TTL_S,
         service_factory: Callable[[], EngineService] = EngineService,
         memory_of: Callable[[ModelRef], Footprint] = footprint,
-        on_change: Callable[[], None] | None = None,
+        on_change: Callable[[str], None] | None = None,
     ) -> None:
         """`catalog()`: every model that can be loaded, by every name a request may use for it (its
         library name, alias, file stem), each to what loading it means; a ref's first name is the one
-        the table shows. `on_change`: called (on any thread) after a model is loaded or unloaded."""
+        the table shows. `on_change`: told (on any thread) what changed, in a sentence for a log, after a model
+        is loaded or unloaded."""
         self._catalog = catalog
         self.budget = (budget or MemoryBudget()).resolved()
         self.default_ttl_s = default_ttl_s
@@ -171,20 +174,22 @@ class ModelPool:
         """`service` (the window's, or `serve --model`'s) has loaded `name` (None: it has none): requests
         for that name use it, and the pool never unloads it. `memory`: what it takes (else estimated from
         the catalog's settings for it)."""
-        if name is not None and memory is None:
-            try:
-                memory = self._memory_of(self.resolve(name)[1])
-            except EmberError:
-                memory = NOTHING
+        if name is not None:
+            try:  # under the table's name (`starter` and its file are one model, not two)
+                name, ref = self.resolve(name)
+                memory = memory if memory is not None else self._memory_of(ref)
+            except EmberError:  # (a model outside the library: a file path, a remote model)
+                pass
         with self._lock:
             self._window = (name, service, memory or NOTHING, loaded_by) if name else None
-        self._changed()
+        self._changed(f"{name} is the {loaded_by}'s model" if name else f"the {loaded_by} has no model")
 
     # ----- leases
     @contextlib.contextmanager
     def lease(self, name: str, ttl_s: float | None = None) -> Iterator[EngineService]:
         """The service serving `name`, loaded first when it is not (ModelNotFound, ModelDoesNotFit,
-        ModelLoadFailed). `ttl_s`: how long it stays loaded once idle (0: unloaded when idle)."""
+        ModelLoadFailed). `ttl_s`: how long it stays loaded once idle (0: unloaded when idle; inf: kept;
+        None: as it was, else the pool's default)."""
         entry = self._acquire(name, ttl_s)
         if isinstance(entry, EngineService):  # the window's own model
             yield entry
@@ -252,7 +257,7 @@ class ModelPool:
         for entry in evicted:
             del self._models[entry.name]
             self.evictions += 1
-            log.info("unloading %s (idle) to make room for %s", entry.name, name)
+            entry.why = f"idle, to make room for {name}"
         return evicted
 
     def _no_room(self, name: str, wanted: Footprint, held: Footprint, count: int) -> str:
@@ -284,22 +289,23 @@ class ModelPool:
             entry.ready.set()  # (those waiting for it are told before the service is closed)
             entry.service.close()
             return
-        log.info("loaded %s for the API", entry.name)
         with self._lock:
             self.loads += 1
             entry.last_used = time.monotonic()
         entry.ready.set()
-        self._changed()
+        model = entry.service.model
+        self._changed(f"loaded {entry.name} ({mb(entry.memory.total)}{', ' + model.badge() if model else ''}) "
+                      "for a request")  # fmt: skip
 
     def _unload(self, entry: PoolModel) -> None:
         entry.service.close()
-        log.info("unloaded %s", entry.name)
-        self._changed()
+        self._changed(f"unloaded {entry.name} ({entry.why})")
 
-    def _changed(self) -> None:
+    def _changed(self, what: str) -> None:
+        log.info("%s", what)
         if self._on_change is not None:
             try:
-                self._on_change()
+                self._on_change(what)
             except Exception:
                 log.exception("pool listener failed")
 
@@ -368,12 +374,13 @@ class ModelPool:
                 wake: float | None = None
                 for e in list(self._models.values()):
                     ttl = e.ttl_s if e.ttl_s is not None else self.default_ttl_s
-                    if ttl is None or e.leases or e.state != "loaded":
+                    if ttl is None or math.isinf(ttl) or e.leases or e.state != "loaded":
                         continue
                     left = e.last_used + ttl - now
                     if left <= 0:
                         del self._models[e.name]
                         self.evictions += 1
+                        e.why = f"idle for {ttl:g} s, its time to live"
                         expired.append(e)
                     else:
                         wake = left if wake is None else min(wake, left)
@@ -381,7 +388,6 @@ class ModelPool:
                     self._lock.wait(wake)
                     continue
             for e in expired:
-                log.info("unloading %s: idle for its time to live", e.name)
                 self._unload(e)
 
     def close(self) -> None:
