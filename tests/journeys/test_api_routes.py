@@ -15,12 +15,14 @@ import pytest
 
 from tests.helpers.gguf_factory import Script, TinySpec, write_tiny_model
 from tests.helpers.peer_servers import ember_server
+from tests.helpers.prometheus_text import parse, value
 
 ROOT = Path(__file__).resolve().parents[2]
 SERVER = ROOT / "engine" / "ember_chat" / "engine" / "serve" / "server.py"
 JOURNEYS = {
     ("GET", "/health"), ("GET", "/v1/models"), ("POST", "/v1/chat/completions"), ("POST", "/v1/completions"),
     ("POST", "/tokenize"), ("POST", "/detokenize"), ("POST", "/infill"), ("POST", "/v1/responses"),
+    ("GET", "/metrics"),
 }  # fmt: skip
 
 pytestmark = pytest.mark.slow
@@ -112,3 +114,30 @@ def test_the_responses_api_with_the_official_client(base_url: str) -> None:
             client.responses.retrieve(second.id)
     finally:
         client.close()
+
+
+def test_prometheus_metrics_count_what_the_client_was_answered(base_url: str) -> None:
+    """GET /metrics after a chat through the official client: the text format a scraper reads (strictly
+    parsed), the chat counted by route and status, its tokens as its usage said, its time to first token."""
+    client = openai.OpenAI(base_url=base_url, api_key="unused", max_retries=0)
+    try:
+        (model,) = [m.id for m in client.models.list()]
+        before = parse(httpx2.get(base_url.removesuffix("/v1") + "/metrics").text)
+        chat = client.chat.completions.create(
+            model=model, messages=[{"role": "user", "content": "hi"}], max_tokens=4, temperature=0
+        )
+        assert chat.usage is not None
+    finally:
+        client.close()
+    r = httpx2.get(base_url.removesuffix("/v1") + "/metrics")
+    assert r.status_code == 200 and r.headers["content-type"] == "text/plain; version=0.0.4; charset=utf-8"
+    after = parse(r.text)
+
+    def grew(sample: str, **labels: str) -> float:
+        return value(after, sample, model=model, **labels) - value(before, sample, model=model, **labels)
+
+    assert grew("ember_http_requests_total", route="/v1/chat/completions", method="POST", code="200") == 1
+    assert grew("ember_output_tokens_total") == chat.usage.completion_tokens
+    assert grew("ember_prompt_tokens_total") == chat.usage.prompt_tokens
+    assert grew("ember_time_to_first_token_seconds_count") == 1
+    assert value(after, "ember_model_loads_total", model=model) == 1  # ember-chat serve loaded it once

@@ -25,7 +25,7 @@ from ember_chat.engine.openai.tool_wire import ChoiceCalls, call_deltas
 from ember_chat.engine.serve.api_request import ApiRequest, unfinished_error
 from ember_chat.engine.serve.event_stream import EventStream
 from ember_chat.engine.serve.file_reading import attach
-from ember_chat.engine.serve.sink import ClientGone, QueueSink, too_long
+from ember_chat.engine.serve.sink import ClientGone, Observer, QueueSink, too_long
 
 POLL_S = 0.05  # how often a waiting handler checks whether its client is still there
 
@@ -46,7 +46,8 @@ class Answerer:
     """Answers one generation request through the engine service's queue. `label`: the request as the
     engine's queue and metrics name it; `send_json`: the response when it is not streamed; `stream`:
     the event stream when it is; `client_gone`: whether the client has hung up (its generation is
-    then cancelled)."""
+    then cancelled); `observe`: told of each sample's metrics and inter-token gaps (ms) once the
+    engine has run it, on the engine thread (the server's /metrics)."""
 
     def __init__(
         self,
@@ -55,8 +56,10 @@ class Answerer:
         send_json: SendJson,
         stream: EventStream,
         client_gone: Callable[[], bool],
+        observe: Observer | None = None,
     ) -> None:
         self._service = service
+        self._observe = observe
         self._label = label
         self._send_json = send_json
         self._stream = stream
@@ -71,7 +74,7 @@ class Answerer:
                 messages = attach(messages, req.files, store)
             samples: list[Sample] = []
             for index, seed in enumerate(sample_seeds(req.params.seed, req.n)):
-                sink = QueueSink(out, trim_history=req.trim_history)
+                sink = QueueSink(out, trim_history=req.trim_history, observe=self._observe)
                 request = GenerationRequest(
                     params=req.params if req.n == 1 else replace(req.params, seed=seed),
                     sink=sink,

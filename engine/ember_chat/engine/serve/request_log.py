@@ -55,12 +55,18 @@ class RequestRecord:
         self.status = 0  # the status sent for this request (0: none yet: nothing to report)
         self._t, self._start = time.time(), time.perf_counter()
 
-    def report(self, listener: RequestListener | None) -> None:
-        if listener is None or not self.status:
-            return
-        exchange = HttpExchange(
+    def exchange(self) -> HttpExchange | None:
+        """The request as answered until now (None: no status sent yet)."""
+        if not self.status:
+            return None
+        return HttpExchange(
             self._t, self.method, self.path, self.status, self.client, time.perf_counter() - self._start
         )
+
+    def report(self, listener: RequestListener | None) -> None:
+        exchange = self.exchange()
+        if listener is None or exchange is None:
+            return
         try:
             listener(exchange)
         except Exception:

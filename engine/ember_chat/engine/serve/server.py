@@ -40,6 +40,7 @@ from ember_chat.engine.serve.event_stream import EventStream
 from ember_chat.engine.serve.file_reading import Reading
 from ember_chat.engine.serve.guards import bind_option, check_access, content_length, refuse
 from ember_chat.engine.serve.infill_request import InfillResponseBuilder, parse_infill
+from ember_chat.engine.serve.metrics_export import CONTENT_TYPE, OTHER_ROUTE, EngineView, MetricsRegistry, route_label
 from ember_chat.engine.serve.request_log import RequestListener, RequestRecord
 from ember_chat.engine.serve.responses_route import (
     PREFIX,
@@ -62,6 +63,7 @@ class _Handler(BaseHTTPRequestHandler):
     server_version = "Ember"
     _body_read = False  # this request's body has been read (else an error response closes the connection)
     _record: RequestRecord | None = None  # the request being answered, for the server's request listener
+    _route = OTHER_ROUTE  # its route as /metrics counts it (route_label)
     sys_version = ""
 
     def setup(self) -> None:
@@ -148,15 +150,12 @@ class _Handler(BaseHTTPRequestHandler):
         self._body_read = False
         try:
             path = self.path.split("?", 1)[0].rstrip("/")
-            # /health reveals nothing (its model name is in every response): load balancers and
-            # llama-server's clients poll it without a key
-            key = (method, path) != ("GET", "/health")
-            check_access(self.headers, self.server.config, self.server.server_address[1], needs_key=key)
             service, config = self.server.service, self.server.config
             relaxed, advice = config.allow_unknown_fields, config.unknown_fields_advice
             routes = {
                 ("GET", "/health"): self._health,
                 ("GET", "/v1/models"): self._models,
+                ("GET", "/metrics"): self._metrics,  # Prometheus's text (serve/metrics_export.py)
                 ("POST", "/v1/chat/completions"): lambda: self._generate("chat"),
                 ("POST", "/v1/completions"): lambda: self._generate("completion"),
                 ("POST", "/infill"): lambda: self._generate("infill"),  # llama-server's (serve/infill_request.py)
@@ -168,6 +167,11 @@ class _Handler(BaseHTTPRequestHandler):
                     200, tokens.detokenize(service, self._body(), relaxed, advice)
                 ),
             }
+            self._route = route_label(path, (p for _, p in routes), (PREFIX,))  # (before the guards: a 401 has one)
+            # /health reveals nothing (its model name is in every response): load balancers and
+            # llama-server's clients poll it without a key. /metrics needs the key: it tells the traffic.
+            key = (method, path) != ("GET", "/health")
+            check_access(self.headers, self.server.config, self.server.server_address[1], needs_key=key)
             route = routes.get((method, path))
             if route is None and path.startswith(PREFIX):  # a stored response: GET, DELETE
                 route = stored_route(method, path, self.server.responses, self._send_json)
@@ -189,10 +193,14 @@ class _Handler(BaseHTTPRequestHandler):
     def _logged(self, method: str, handle: Callable[[], None]) -> None:
         """Handle the request, then tell the server's request listener (if it still has one) what was sent."""
         record = self._record = RequestRecord(method, self.path, self.client_address[0])
+        self._route = OTHER_ROUTE
         try:
             handle()
         finally:
             self._record = None
+            exchange = record.exchange()
+            if exchange is not None:
+                self.server.metrics.request(self._model_label(), self._route, exchange)
             record.report(self.server.on_request)
 
     def do_GET(self) -> None:
@@ -231,6 +239,24 @@ class _Handler(BaseHTTPRequestHandler):
         model = self.server.service.model
         loaded = model is not None
         self._send_json(200, models_answer(self._served_name() if loaded else None, model.n_ctx if loaded else 0))
+
+    def _metrics(self) -> None:
+        engine = EngineView(self._model_label(), self.server.service.queue_state(), self._loads())
+        data = self.server.metrics.render(engine).encode()
+        self._send_head(200, {"Content-Type": CONTENT_TYPE, "Content-Length": str(len(data))})
+        self.wfile.write(data)
+
+    def _loads(self) -> dict[str, int]:
+        """The engine's model loads by each model's name here (the served model's is the server's alias)."""
+        service, loads = self.server.service, {}
+        for name, count in service.load_counts().items():
+            shown = self._served_name() if service.model is not None and name == service.model_alias else name
+            loads[shown] = loads.get(shown, 0) + count
+        return loads
+
+    def _model_label(self) -> str:
+        """The `model` label of what this server does now: the served model's name, "" with none loaded."""
+        return self._served_name() if self.server.service.model is not None else ""
 
     def _served_name(self) -> str:
         """The model's name here: the server's alias, else the name it was loaded by."""
@@ -282,7 +308,15 @@ class _Handler(BaseHTTPRequestHandler):
         if turn is not None:
             out = turn.builder(name)
             stream = ResponsesStream(self._send_head, self.wfile, out)
-        Answerer(self.server.service, label, self._send_json, stream, self._client_gone).answer(req, out)
+        metrics = self.server.metrics
+        Answerer(
+            self.server.service,
+            label,
+            self._send_json,
+            stream,
+            self._client_gone,
+            lambda figures, itl_ms: metrics.generation(name, figures, itl_ms),
+        ).answer(req, out)
 
 
 class _Server(ThreadingHTTPServer):
@@ -297,6 +331,7 @@ class _Server(ThreadingHTTPServer):
         self.on_request: RequestListener | None = None
         self.preset: Callable[[], Preset | None] | None = None
         self.responses = ResponseStore()  # the Responses API's stored responses (in memory: responses_route.py)
+        self.metrics = MetricsRegistry()  # what GET /metrics tells (since this server started)
         self.connections: set[socket.socket] = set()
         self._connections_lock = threading.Lock()
         if ":" in config.host:

@@ -8,6 +8,7 @@ import queue
 import select
 import socket
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from ember_chat.engine.core.logprobs import TokenLogprob
@@ -32,15 +33,20 @@ def client_gone(sock: socket.socket) -> bool:
         return True
 
 
+Observer = Callable[[GenerationMetrics, list[float]], None]  # a generation's metrics and inter-token gaps (ms)
+
+
 class QueueSink(GenerationSink):
     """Engine-thread callbacks → a queue the HTTP handler thread reads.
 
     `trim_history`: whether the client opted into the window's behaviour (the oldest messages left
     out when the conversation does not fit). Without it the request is stopped at once, before its
-    prompt is evaluated (`cancel`: the request's event), and answered 400 `context_length_exceeded`."""
+    prompt is evaluated (`cancel`: the request's event), and answered 400 `context_length_exceeded`.
+    `observe`: told of the generation's metrics when it finishes with some (the server's /metrics)."""
 
-    def __init__(self, out: ResponseBuilder, trim_history: bool = False) -> None:
+    def __init__(self, out: ResponseBuilder, trim_history: bool = False, observe: Observer | None = None) -> None:
         self.events: queue.SimpleQueue[tuple[str, Any]] = queue.SimpleQueue()
+        self.observe = observe
         self.out = out
         self.trim_history = trim_history
         self.cancel: threading.Event | None = None
@@ -71,6 +77,8 @@ class QueueSink(GenerationSink):
         self.events.put(("failed", (message, kind)))
 
     def finished(self, reason: str, text: str, metrics: GenerationMetrics | None, itl_ms: list[float]) -> None:
+        if metrics is not None and self.observe is not None:
+            self.observe(metrics, itl_ms)  # before the handler can answer: a scrape after the answer counts it
         self.events.put(("finished", (reason, text, metrics)))
 
 

@@ -241,6 +241,11 @@ class EngineService:
         self._submit_control(lambda: self._model_host.load(load_id, ref, alias, cancel, self.server_id))
         return load_id
 
+    def load_counts(self) -> dict[str, int]:
+        """How many times each model was loaded on this service, by the name clients know it by (its
+        alias): the API server's /metrics counts loads with it. Any thread."""
+        return self._model_host.load_counts()
+
     def cancel_load(self, load_id: int | None = None) -> None:
         """Cancel one load (waiting or running), or with no id every load not finished yet; a load
         started afterwards is not affected."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 import itertools
 import logging
 import threading
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING
@@ -76,6 +77,7 @@ class ServiceModel:
         self._load_cancels: dict[int, threading.Event] = {}  # loads not finished yet → their cancel
         self.snapshots: SnapshotStore | None = None
         self._model_change = ModelChangeGuard()  # token counts never overlap a model being replaced or closed
+        self._loads: Counter[str] = Counter()  # models loaded, by the name clients know them by (under the lock)
 
     def give_snapshots(self) -> None:
         """Give the snapshot store to the current backend (engine thread)."""
@@ -199,7 +201,14 @@ class ServiceModel:
             self.backend.label = display_name(alias)
             model = replace(model, name=self.backend.label)
         self.model = model
+        with self._lock:
+            self._loads[self.alias] += 1
         self._notify("loaded_with_id", load_id, model)
+
+    def load_counts(self) -> dict[str, int]:
+        """How many times each model was loaded on this service (any thread)."""
+        with self._lock:
+            return dict(self._loads)
 
     def unload(self) -> None:
         with self._model_change.changing():
