@@ -17,10 +17,7 @@ import openai
 import pytest
 
 from ember_chat.engine.cli.common import load_blocking
-from ember_chat.engine.core.messages import ChatMessage
-from ember_chat.engine.core.params import LoadConfig, SamplingParams
-from ember_chat.engine.core.tools import ToolRequest
-from ember_chat.engine.inference.events import Event, Finished, Token
+from ember_chat.engine.core.params import LoadConfig
 from ember_chat.engine.inference.service.engine import EngineService
 from ember_chat.engine.openai.api_error import ApiError
 from ember_chat.engine.serve.config import ServerConfig
@@ -31,7 +28,7 @@ from tests.helpers.api_support import WAIT_S, assert_api_error, assert_error
 from tests.helpers.api_tools import CALL_TOKENS, WEATHER, ToolBackend, tool_server, weather
 from tests.helpers.gguf_factory import CHATML_TEMPLATE, TinySpec, says, write_tiny_model
 from tests.helpers.images import png
-from tests.helpers.scripted_backend import ScriptedBackend
+from tests.helpers.scripted_backend import FailsMidway
 
 # WEATHER in the Responses API's shape: the function's fields at the top
 TOOL = {"type": "function", **WEATHER["function"], "strict": False}
@@ -344,20 +341,10 @@ def test_an_input_image_reaches_the_model_as_the_chat_routes_image(tools: tuple[
     assert_api_error(refused.value, 400, "input")
 
 
-class _FailsMidway(ScriptedBackend):
-    """Says a word, then fails."""
-
-    def answer(self, messages: list[ChatMessage], params: SamplingParams, tools: ToolRequest | None) -> Iterator[Event]:
-        rec, ready = self.begin()
-        yield ready
-        yield Token("Hello", 0, rec.token())
-        yield Finished("error", "Hello", rec.finish("error"), error="the model broke")
-
-
 def test_a_stream_that_fails_after_it_opened_ends_with_an_error_event(
     serve: Callable[[EngineService, ServerConfig], ApiServer],
 ) -> None:
-    backend = _FailsMidway()
+    backend = FailsMidway()
     service = EngineService(backend_factory=lambda ref: backend)
     try:
         load_blocking(service, LoadConfig(Path("fails.gguf")), "fails")

@@ -13,7 +13,7 @@ from ember_chat.engine.core.params import SamplingParams
 from ember_chat.engine.core.refs import ModelRef
 from ember_chat.engine.core.tools import ToolRequest
 from ember_chat.engine.inference.backend import ModelDescription
-from ember_chat.engine.inference.events import Event, PromptReady
+from ember_chat.engine.inference.events import Event, Finished, PromptReady, Token
 from ember_chat.engine.inference.metrics import MetricsRecorder, RunContext
 
 
@@ -90,3 +90,13 @@ class ScriptedBackend:
         rec = MetricsRecorder(RunContext(self.model_name, self.quantization, "CPU", 1, 0, self.n_ctx))
         rec.prefill_started(prompt_tokens, 0)
         return rec, PromptReady(prompt_tokens, 0, self.n_ctx, rec.t_start_ns, rec.t_prefill_start_ns or 0)
+
+
+class FailsMidway(ScriptedBackend):
+    """Says a word, then fails (a stream that fails after its 200)."""
+
+    def answer(self, messages: list[ChatMessage], params: SamplingParams, tools: ToolRequest | None) -> Iterator[Event]:
+        rec, ready = self.begin()
+        yield ready
+        yield Token("Hello", 0, rec.token())
+        yield Finished("error", "Hello", rec.finish("error"), error="the model broke")

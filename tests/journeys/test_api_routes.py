@@ -1,14 +1,16 @@
 """Every route of Ember's API, over HTTP, against `ember-chat serve` started by the installed launcher as a
-user starts it: the official `openai` client for the OpenAI routes, plain HTTP for llama-server's
-`/health`, `/tokenize` and `/detokenize`. A route added to the server without a journey here fails
-`test_every_route_has_a_journey`."""
+user starts it: the official `openai` client for the OpenAI routes, the official `anthropic` client for the
+Messages API, plain HTTP for llama-server's `/health`, `/tokenize` and `/detokenize`. A route added to the
+server without a journey here fails `test_every_route_has_a_journey`."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
+import anthropic
 import httpx2
 import openai
 import pytest
@@ -22,7 +24,7 @@ SERVER = ROOT / "engine" / "ember_chat" / "engine" / "serve" / "server.py"
 JOURNEYS = {
     ("GET", "/health"), ("GET", "/v1/models"), ("POST", "/v1/chat/completions"), ("POST", "/v1/completions"),
     ("POST", "/tokenize"), ("POST", "/detokenize"), ("POST", "/infill"), ("POST", "/v1/responses"),
-    ("GET", "/metrics"),
+    ("GET", "/metrics"), ("POST", "/v1/messages"), ("POST", "/v1/messages/count_tokens"),
 }  # fmt: skip
 
 pytestmark = pytest.mark.slow
@@ -141,3 +143,22 @@ def test_prometheus_metrics_count_what_the_client_was_answered(base_url: str) ->
     assert grew("ember_prompt_tokens_total") == chat.usage.prompt_tokens
     assert grew("ember_time_to_first_token_seconds_count") == 1
     assert value(after, "ember_model_loads_total", model=model) == 1  # ember-chat serve loaded it once
+
+
+def test_the_messages_api_with_the_official_anthropic_client(base_url: str) -> None:
+    """/v1/messages and /v1/messages/count_tokens: a Message, its event stream, the prompt's tokens as the
+    Message's usage counts them, and an unknown model's 404 in Anthropic's shape."""
+    (model,) = [m["id"] for m in httpx2.get(base_url + "/models").json()["data"]]
+    with anthropic.Anthropic(base_url=base_url.removesuffix("/v1"), api_key="unused", max_retries=0) as client:
+        hi: list[Any] = [{"role": "user", "content": "hi"}]
+        first = client.messages.create(model=model, messages=hi, max_tokens=4, extra_body={"temperature": 0})
+        assert first.stop_reason in {"end_turn", "max_tokens"} and first.usage.output_tokens > 0
+        with client.messages.stream(model=model, messages=hi, max_tokens=4, extra_body={"temperature": 0}) as stream:
+            streamed = stream.get_final_message()
+        said = "".join(b.text for b in first.content if b.type == "text")
+        assert "".join(b.text for b in streamed.content if b.type == "text") == said  # greedy: the same both ways
+        counted = client.messages.count_tokens(model=model, messages=hi).input_tokens
+        assert counted == first.usage.input_tokens + (first.usage.cache_read_input_tokens or 0)
+        with pytest.raises(anthropic.NotFoundError) as missing:
+            client.messages.create(model="claude-sonnet-4", messages=hi, max_tokens=4)
+        assert isinstance(missing.value.body, dict) and missing.value.body["error"]["type"] == "not_found_error"

@@ -44,7 +44,10 @@ def check_access(headers: Message, config: ServerConfig, port: int, *, needs_key
     if config.api_key and needs_key:
         auth = headers.get("Authorization") or ""
         given = auth[7:] if auth.lower().startswith("bearer ") else ""
-        if not hmac.compare_digest(given.encode(), config.api_key.encode()):
+        # Anthropic's clients send the key as x-api-key: either header may carry it
+        other = headers.get("x-api-key") or ""
+        key = config.api_key.encode()
+        if not (hmac.compare_digest(given.encode(), key) | hmac.compare_digest(other.encode(), key)):
             raise ApiError(401, "Invalid or missing API key.", "authentication_error", code="invalid_api_key")
 
 

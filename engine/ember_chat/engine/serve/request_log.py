@@ -12,7 +12,7 @@ from http import HTTPStatus
 
 log = logging.getLogger(__name__)
 
-GENERATION_PATHS = ("/v1/chat/completions", "/v1/completions", "/infill", "/v1/responses")
+GENERATION_PATHS = ("/v1/chat/completions", "/v1/completions", "/infill", "/v1/responses", "/v1/messages")
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,7 @@ from ember_chat.engine.inference.service.engine import EngineService
 from ember_chat.engine.openai.api_error import ApiError
 from ember_chat.engine.openai.models_list import models_answer
 from ember_chat.engine.openai.responses import ResponseBuilder
-from ember_chat.engine.serve import tokens
+from ember_chat.engine.serve import messages_route, tokens
 from ember_chat.engine.serve.answering import Answerer
 from ember_chat.engine.serve.api_request import ApiRequest, parse_request
 from ember_chat.engine.serve.config import ServerConfig
@@ -116,7 +116,8 @@ class _Handler(BaseHTTPRequestHandler):
         return client_gone(self.connection)
 
     def _send_error(self, err: ApiError) -> None:
-        self._send_json(err.status, err.body(), err.headers)
+        body = messages_route.error_body(err) if messages_route.is_messages_path(self.path) else err.body()
+        self._send_json(err.status, body, err.headers)
 
     def _body(self) -> Any:
         length = self.headers.get("Content-Length")
@@ -160,6 +161,8 @@ class _Handler(BaseHTTPRequestHandler):
                 ("POST", "/v1/completions"): lambda: self._generate("completion"),
                 ("POST", "/infill"): lambda: self._generate("infill"),  # llama-server's (serve/infill_request.py)
                 ("POST", "/v1/responses"): lambda: self._generate("responses"),  # serve/responses_route.py
+                ("POST", "/v1/messages"): lambda: self._generate("messages"),  # Anthropic's (serve/messages_route.py)
+                ("POST", "/v1/messages/count_tokens"): self._count_tokens,
                 ("POST", "/tokenize"): lambda: self._send_json(
                     200, tokens.tokenize(service, self._body(), relaxed, advice)
                 ),
@@ -221,7 +224,10 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_response(204)
             self.send_header("Access-Control-Allow-Origin", origin)
             self.send_header("Access-Control-Allow-Methods", "GET, POST, DELETE, OPTIONS")
-            self.send_header("Access-Control-Allow-Headers", "Authorization, Content-Type")
+            # (x-api-key and anthropic-version: Anthropic's clients send them)
+            self.send_header(
+                "Access-Control-Allow-Headers", "Authorization, Content-Type, x-api-key, anthropic-version"
+            )
             self.send_header("Vary", "Origin")
             self.send_header("Content-Length", "0")
             self.end_headers()
@@ -281,8 +287,12 @@ class _Handler(BaseHTTPRequestHandler):
         # its files are read in child processes that end when the client hangs up or the server stops
         config = self.server.config
         reading = Reading(config.attachment_limits, self._client_gone, config.file_turn_wait_s)
-        turn: Turn | None = None
-        if kind == "responses":
+        turn: Turn | messages_route.Turn | None = None
+        if kind == "messages":
+            turn = messages_route.read_turn(self._body(), config.allow_unknown_fields, preset, reading,
+                                            config.unknown_fields_advice)  # fmt: skip
+            req = turn.request
+        elif kind == "responses":
             turn = read_turn(self._body(), self.server.responses, config.allow_unknown_fields, preset, reading,
                              config.unknown_fields_advice)  # fmt: skip
             req = turn.request
@@ -305,9 +315,12 @@ class _Handler(BaseHTTPRequestHandler):
         label = f"{self.command} {self.path} ({self.client_address[0]})"
         stream = EventStream(self._send_head, self.wfile, done=kind != "infill")
         out = InfillResponseBuilder(name) if kind == "infill" else ResponseBuilder(kind, name)
-        if turn is not None:
+        if isinstance(turn, Turn):
             out = turn.builder(name)
             stream = ResponsesStream(self._send_head, self.wfile, out)
+        elif turn is not None:
+            out = turn.builder(name)
+            stream = messages_route.MessagesStream(self._send_head, self.wfile, out)
         metrics = self.server.metrics
         Answerer(
             self.server.service,
@@ -317,6 +330,15 @@ class _Handler(BaseHTTPRequestHandler):
             self._client_gone,
             lambda figures, itl_ms: metrics.generation(name, figures, itl_ms),
         ).answer(req, out)
+
+    def _count_tokens(self) -> None:
+        """POST /v1/messages/count_tokens: the prompt's tokens, as a /v1/messages request would have them."""
+        config = self.server.config
+        preset = self.server.preset() if self.server.preset is not None else None
+        turn = messages_route.read_turn(self._body(), config.allow_unknown_fields, preset, None,
+                                        config.unknown_fields_advice, count=True)  # fmt: skip
+        self._check_model(turn.request)
+        self._send_json(200, messages_route.count_tokens(self.server.service, turn))
 
 
 class _Server(ThreadingHTTPServer):

@@ -55,6 +55,7 @@ if TYPE_CHECKING:
     from ember_chat.engine.attachments.store import AttachmentStore
     from ember_chat.engine.core.messages import ChatMessage
     from ember_chat.engine.core.params import SamplingParams
+    from ember_chat.engine.core.tools import ToolRequest
     from ember_chat.engine.inference.events import AttachmentsPlanned
     from ember_chat.engine.inference.kv.snapshots import SnapshotStore
 
@@ -226,6 +227,14 @@ class EngineService:
         text read as those tokens; `add_special`: BOS first when the model adds one), or None without a
         local model (none loaded, a remote one, or one being replaced). Callable from any thread."""
         return self._model_host.tokenize(text, add_special=add_special)
+
+    def prompt_tokens(
+        self, messages: list[ChatMessage], params: SamplingParams, tools: ToolRequest | None = None
+    ) -> int | None:
+        """The tokens of the prompt a chat request with these messages, params and tools would evaluate,
+        by the same rendering as its generation (None without a local model); ContextOverflowError when
+        it does not fit. Callable from any thread (the API's count_tokens)."""
+        return self._model_host.prompt_tokens(messages, params, tools)
 
     def token_pieces(self, tokens: list[int]) -> list[bytes] | None:
         """Each token's bytes by the loaded model's vocabulary (None as for `tokenize`); InvalidParameter

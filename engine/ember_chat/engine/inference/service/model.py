@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from ember_chat.engine.attachments.store import AttachmentStore
     from ember_chat.engine.core.messages import ChatMessage
     from ember_chat.engine.core.params import SamplingParams
+    from ember_chat.engine.core.tools import ToolRequest
     from ember_chat.engine.inference.kv.snapshots import SnapshotStore
 
 log = logging.getLogger(__name__)
@@ -120,6 +121,24 @@ class ServiceModel:
             if not callable(tokenize) or not hasattr(backend, "token_piece"):
                 return None
             return list(tokenize(text, special=True, add_bos=add_special))
+
+    def prompt_tokens(
+        self, messages: list[ChatMessage], params: SamplingParams, tools: ToolRequest | None
+    ) -> int | None:
+        """The tokens of the prompt a chat request with these messages would evaluate (the local runtime's
+        chat_prompt: its template, tools and thinking switch, not trimmed), or None without a local model.
+        Any thread, as `tokenize`; a prompt over the context is ContextOverflowError."""
+        with self._model_change.reading() as ok:
+            backend = self.backend
+            if not ok or backend is None or self.model is None or not backend.loaded:
+                return None
+            chat_prompt = getattr(backend, "chat_prompt", None)
+            if not callable(chat_prompt):  # (a remote model: its server renders its own prompt)
+                return None
+            prompt = chat_prompt(messages, params, tools=tools, trim=False)
+            if prompt.vision is not None:  # its images' positions, which nothing will evaluate
+                prompt.vision.close()
+            return len(prompt.tokens)
 
     def token_pieces(self, tokens: list[int]) -> list[bytes] | None:
         with self._model_change.reading() as ok:
