@@ -235,7 +235,7 @@ def _scripted(tmp_path_factory: pytest.TempPathFactory, name: str, spec: TinySpe
     service = EngineService()
     server = ApiServer(service, ServerConfig(port=0))
     try:
-        load_blocking(service, LoadConfig(path, n_ctx=512, threads=1), name)
+        load_blocking(service, LoadConfig(path, n_ctx=1024, threads=1), name)
         server.start()
         with _client(server) as c:
             yield c
@@ -270,6 +270,21 @@ def test_the_stop_reasons(words: anthropic.Anthropic) -> None:
     # with several, the engine does not say which one it met: stop_sequence is null, not a guess
     either = words.messages.create(model="words", messages=HI, max_tokens=20, stop_sequences=["world", "xyz"])
     assert (either.stop_reason, either.stop_sequence) == ("stop_sequence", None)
+
+
+def test_count_tokens_with_tools_and_over_the_context(words: anthropic.Anthropic) -> None:
+    """The tools are in the prompt as the chat route puts them there; a conversation over the context is
+    counted all the same (a client counts to know whether to shorten it), and sent, it is a 400."""
+    counted = words.messages.count_tokens(model="words", messages=HI, tools=[TOOL]).input_tokens
+    with openai.OpenAI(base_url=str(words.base_url).rstrip("/") + "/v1", api_key="unused", max_retries=0) as chat:
+        answer = chat.chat.completions.create(model="words", messages=HI, tools=[WEATHER], max_tokens=2)  # type: ignore[list-item]
+    assert answer.usage is not None and counted == answer.usage.prompt_tokens
+    assert counted > words.messages.count_tokens(model="words", messages=HI).input_tokens
+    long: Any = [{"role": "user", "content": "hello " * 1500}]
+    assert words.messages.count_tokens(model="words", messages=long).input_tokens > 1024
+    with pytest.raises(anthropic.BadRequestError) as refused:
+        words.messages.create(model="words", messages=long, max_tokens=4)
+    assert isinstance(refused.value.body, dict) and "context" in refused.value.body["error"]["message"]
 
 
 def test_a_thinking_models_thinking_block(thinker: anthropic.Anthropic) -> None:

@@ -11,7 +11,7 @@ from typing import Any
 
 from ember_chat.engine.anthropic.messages_input import CHAT_TO_MESSAGES, read_body
 from ember_chat.engine.anthropic.messages_output import MessagesBuilder, error_body, sse
-from ember_chat.engine.errors import ContextOverflowError, ImagesNotSupported, InvalidParameter
+from ember_chat.engine.errors import ImagesNotSupported, InvalidParameter
 from ember_chat.engine.inference.service.engine import EngineService
 from ember_chat.engine.openai.api_error import ApiError
 from ember_chat.engine.openai.chat_request import CLI_UNKNOWN_FIELDS_ADVICE
@@ -63,15 +63,14 @@ def read_turn(
 
 
 def count_tokens(service: EngineService, turn: Turn) -> dict[str, Any]:
-    """{"input_tokens": N}: the tokens of the prompt the model would be given for this conversation."""
+    """{"input_tokens": N}: the tokens of the prompt the model would be given for this conversation (over
+    the context too: a client counts to know whether to shorten it)."""
     req = turn.request
     assert req.messages is not None
     if req.files:  # (no document blocks reach here: messages_input refuses them)
         raise ApiError(400, "count_tokens reads no files.", param="messages")
     try:
         tokens = service.prompt_tokens(req.messages, req.params, req.tools)
-    except ContextOverflowError as exc:
-        raise ApiError(400, str(exc), param="messages", code="context_length_exceeded") from None
     except (InvalidParameter, ImagesNotSupported) as exc:
         raise ApiError(400, str(exc), param="messages") from None
     if tokens is None:

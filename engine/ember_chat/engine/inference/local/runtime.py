@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ctypes
 import random
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import replace
@@ -297,18 +298,21 @@ class LocalRuntime:
         *,
         trim: bool = True,
         stopped: Callable[[], bool] = lambda: False,
+        fit: bool = True,
     ) -> ChatPrompt:
         """The prompt `chat` evaluates for `messages`: rendered with the model's template, the text of the
         messages, files and tools kept from becoming control tokens (control_text.py), fitted to the
-        context (`trim` as for `chat`; FitStopped when `stopped()` while fitting). Its images, if any,
-        are the caller's to close."""
+        context (`trim` as for `chat`; FitStopped when `stopped()` while fitting). `fit` False: the whole
+        conversation whatever its size (a count of it: a client deciding whether to shorten it wants the
+        number, not an error). Its images, if any, are the caller's to close."""
         llm = self._require()
         assert self._info is not None
         template = self.template(template_override)
+        n_ctx = llm.n_ctx() if fit else sys.maxsize  # (no context is too small for a count)
         return chat_prompt(
             messages, params, tools, template, self._named_info(), self._vision,
             lambda text: self._prompt_tokens(text, special=True, guard=template.guard),
-            llm.n_ctx(), trim=trim, stopped=stopped, byte_tokens=self._byte_tokens,
+            n_ctx, trim=trim and fit, stopped=stopped, byte_tokens=self._byte_tokens,
         )  # fmt: skip
 
     def chat(

@@ -232,8 +232,8 @@ class EngineService:
         self, messages: list[ChatMessage], params: SamplingParams, tools: ToolRequest | None = None
     ) -> int | None:
         """The tokens of the prompt a chat request with these messages, params and tools would evaluate,
-        by the same rendering as its generation (None without a local model); ContextOverflowError when
-        it does not fit. Callable from any thread (the API's count_tokens)."""
+        by the same rendering as its generation, even one over the context (None without a local model).
+        Callable from any thread (the API's count_tokens)."""
         return self._model_host.prompt_tokens(messages, params, tools)
 
     def token_pieces(self, tokens: list[int]) -> list[bytes] | None:

@@ -126,8 +126,8 @@ class ServiceModel:
         self, messages: list[ChatMessage], params: SamplingParams, tools: ToolRequest | None
     ) -> int | None:
         """The tokens of the prompt a chat request with these messages would evaluate (the local runtime's
-        chat_prompt: its template, tools and thinking switch, not trimmed), or None without a local model.
-        Any thread, as `tokenize`; a prompt over the context is ContextOverflowError."""
+        chat_prompt: its template, tools and thinking switch; the whole conversation, even one over the
+        context), or None without a local model. Any thread, as `tokenize`."""
         with self._model_change.reading() as ok:
             backend = self.backend
             if not ok or backend is None or self.model is None or not backend.loaded:
@@ -135,7 +135,7 @@ class ServiceModel:
             chat_prompt = getattr(backend, "chat_prompt", None)
             if not callable(chat_prompt):  # (a remote model: its server renders its own prompt)
                 return None
-            prompt = chat_prompt(messages, params, tools=tools, trim=False)
+            prompt = chat_prompt(messages, params, tools=tools, fit=False)
             if prompt.vision is not None:  # its images' positions, which nothing will evaluate
                 prompt.vision.close()
             return len(prompt.tokens)
