@@ -416,7 +416,7 @@ def test_serve_cli_alias_and_allow_unknown_fields(tiny_model: Path) -> None:
         ember_server(tiny_model, threads=1, n_ctx=512, extra=options) as url,
         openai.OpenAI(base_url=url, api_key="unused", max_retries=0, timeout=WAIT_S) as c,
     ):
-        assert [m.id for m in c.models.list().data] == ["gpt-4o-mini"]
+        assert c.models.list().data[0].id == "gpt-4o-mini"  # (then the other installed models, loaded on demand)
         response = c.chat.completions.create(
             model="gpt-4o-mini", messages=[{"role": "user", "content": "Hi"}], max_tokens=2, extra_body={"x_vendor": 1}
         )

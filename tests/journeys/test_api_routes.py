@@ -25,6 +25,8 @@ JOURNEYS = {
     ("GET", "/health"), ("GET", "/v1/models"), ("POST", "/v1/chat/completions"), ("POST", "/v1/completions"),
     ("POST", "/tokenize"), ("POST", "/detokenize"), ("POST", "/infill"), ("POST", "/v1/responses"),
     ("GET", "/metrics"), ("POST", "/v1/messages"), ("POST", "/v1/messages/count_tokens"),
+    # the model pool's REST: tests/journeys/test_api_models.py
+    ("GET", "/api/models"), ("POST", "/api/models/load"), ("POST", "/api/models/unload"),
 }  # fmt: skip
 
 pytestmark = pytest.mark.slow
@@ -44,7 +46,7 @@ def test_every_route_has_a_journey() -> None:
 def test_the_openai_routes_with_the_official_client(base_url: str) -> None:
     client = openai.OpenAI(base_url=base_url, api_key="unused", max_retries=0)
     try:
-        (model,) = [m.id for m in client.models.list()]
+        model = client.models.list().data[0].id  # (the server's own model: listed first)
         chat = client.chat.completions.create(
             model=model, messages=[{"role": "user", "content": "hi"}], max_tokens=4, temperature=0
         )
@@ -101,7 +103,7 @@ def test_the_responses_api_with_the_official_client(base_url: str) -> None:
     turn by previous_response_id, retrieve and delete."""
     client = openai.OpenAI(base_url=base_url, api_key="unused", max_retries=0)
     try:
-        (model,) = [m.id for m in client.models.list()]
+        model = client.models.list().data[0].id  # (the server's own model: listed first)
         first = client.responses.create(model=model, input="hi", max_output_tokens=4, temperature=0)
         assert first.status in {"completed", "incomplete"} and first.usage is not None
         events = list(client.responses.create(model=model, input="hi", max_output_tokens=4, temperature=0, stream=True))
@@ -123,7 +125,7 @@ def test_prometheus_metrics_count_what_the_client_was_answered(base_url: str) ->
     parsed), the chat counted by route and status, its tokens as its usage said, its time to first token."""
     client = openai.OpenAI(base_url=base_url, api_key="unused", max_retries=0)
     try:
-        (model,) = [m.id for m in client.models.list()]
+        model = client.models.list().data[0].id  # (the server's own model: listed first)
         before = parse(httpx2.get(base_url.removesuffix("/v1") + "/metrics").text)
         chat = client.chat.completions.create(
             model=model, messages=[{"role": "user", "content": "hi"}], max_tokens=4, temperature=0
@@ -148,7 +150,7 @@ def test_prometheus_metrics_count_what_the_client_was_answered(base_url: str) ->
 def test_the_messages_api_with_the_official_anthropic_client(base_url: str) -> None:
     """/v1/messages and /v1/messages/count_tokens: a Message, its event stream, the prompt's tokens as the
     Message's usage counts them, and an unknown model's 404 in Anthropic's shape."""
-    (model,) = [m["id"] for m in httpx2.get(base_url + "/models").json()["data"]]
+    model = httpx2.get(base_url + "/models").json()["data"][0]["id"]  # (the server\'s own model: listed first)
     with anthropic.Anthropic(base_url=base_url.removesuffix("/v1"), api_key="unused", max_retries=0) as client:
         hi: list[Any] = [{"role": "user", "content": "hi"}]
         first = client.messages.create(model=model, messages=hi, max_tokens=4, extra_body={"temperature": 0})

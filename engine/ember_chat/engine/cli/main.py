@@ -18,6 +18,7 @@ from typing import NoReturn
 from ember_chat.engine import __version__
 from ember_chat.engine.cli import bench as bench_cli
 from ember_chat.engine.cli import chats as chats_cli
+from ember_chat.engine.cli import models_ps
 from ember_chat.engine.cli import remote as remote_cli
 from ember_chat.engine.cli import run as run_cli
 from ember_chat.engine.cli import serve as serve_cli
@@ -69,6 +70,7 @@ def _build_parser() -> argparse.ArgumentParser:
     rm.add_argument("name")
     tk = msub.add_parser("token", help="store a Hugging Face token in the OS keychain (read from stdin)")
     tk.add_argument("--clear", action="store_true")
+    models_ps.add_parser(msub)
     remote_cli.add_parser(sub, _Parser)
     chats_cli.add_parser(sub, _Parser)
     serve_cli.add_parser(sub)

@@ -1,4 +1,4 @@
-"""`ember-chat models ...`: list, search, files, download, import, rm, token."""
+"""`ember-chat models ...`: list, search, files, download, import, rm, token (and ps: models_ps.py)."""
 
 from __future__ import annotations
 
@@ -34,6 +34,10 @@ def run(args: argparse.Namespace, paths: AppPaths) -> int:
     # The Hub client, the downloader and the fit estimate are imported by the commands that use them:
     # `models list` stays light.
     cmd = args.models_command
+    if cmd == "ps":  # (asks a running server; nothing here is read)
+        from ember_chat.engine.cli import models_ps
+
+        return models_ps.run(args)
     settings = load_settings(paths)
     endpoint = settings.hub_endpoint()
     library = ModelLibrary(settings.models_folder(paths.default_models_dir))

@@ -94,6 +94,7 @@ class EngineView:
     model: str
     queue: QueueState
     loads: Mapping[str, int]
+    evictions: Mapping[str, int] = field(default_factory=dict)  # the model pool's, by model
 
 
 class MetricsRegistry:
@@ -163,7 +164,11 @@ class MetricsRegistry:
                 (((("model", m), ("route", r)), h) for (m, r), h in sorted(self._durations.items())),
             )
             models = sorted(
-                {engine.model} - {""} | set(self._prompt) | set(engine.loads) | set(self._evictions)
+                {engine.model} - {""}
+                | set(self._prompt)
+                | set(engine.loads)
+                | set(self._evictions)
+                | set(engine.evictions)
             )  # every model something is known of, so a counter reads 0 before its first event
             out.family(
                 "ember_generations_total",
@@ -206,7 +211,7 @@ class MetricsRegistry:
                 "ember_model_evictions_total",
                 "counter",
                 "Models unloaded to make room for another or at the end of their idle time.",
-                (((("model", m),), self._evictions[m]) for m in models),
+                (((("model", m),), self._evictions[m] + engine.evictions.get(m, 0)) for m in models),
             )
             return out.text()
 

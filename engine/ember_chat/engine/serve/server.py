@@ -22,15 +22,16 @@ import socket
 import sys
 import threading
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from ember_chat.engine.attachments.isolated import ReadingStopped
 from ember_chat.engine.core.instance import SERVER_ID_HEADER
 from ember_chat.engine.errors import ServeError
+from ember_chat.engine.inference.pool.pool import ModelPool
 from ember_chat.engine.inference.service.engine import EngineService
 from ember_chat.engine.openai.api_error import ApiError
-from ember_chat.engine.openai.models_list import models_answer
 from ember_chat.engine.openai.responses import ResponseBuilder
 from ember_chat.engine.serve import messages_route, tokens
 from ember_chat.engine.serve.answering import Answerer
@@ -41,6 +42,8 @@ from ember_chat.engine.serve.file_reading import Reading
 from ember_chat.engine.serve.guards import bind_option, check_access, content_length, refuse
 from ember_chat.engine.serve.infill_request import InfillResponseBuilder, parse_infill
 from ember_chat.engine.serve.metrics_export import CONTENT_TYPE, OTHER_ROUTE, EngineView, MetricsRegistry, route_label
+from ember_chat.engine.serve.model_routing import Served, own_names, serving, take_ttl
+from ember_chat.engine.serve.models_api import load_model, models_list, models_table, unload_model
 from ember_chat.engine.serve.request_log import RequestListener, RequestRecord
 from ember_chat.engine.serve.responses_route import (
     PREFIX,
@@ -151,12 +154,17 @@ class _Handler(BaseHTTPRequestHandler):
         self._body_read = False
         try:
             path = self.path.split("?", 1)[0].rstrip("/")
-            service, config = self.server.service, self.server.config
+            service, config, pool = self.server.service, self.server.config, self.server.pool
             relaxed, advice = config.allow_unknown_fields, config.unknown_fields_advice
             routes = {
                 ("GET", "/health"): self._health,
                 ("GET", "/v1/models"): self._models,
                 ("GET", "/metrics"): self._metrics,  # Prometheus's text (serve/metrics_export.py)
+                ("GET", "/api/models"): lambda: self._send_json(200, models_table(service, pool, config.alias)),
+                ("POST", "/api/models/load"): lambda: self._send_json(  # serve/models_api.py
+                    200, load_model(service, pool, config.alias, self._body())
+                ),
+                ("POST", "/api/models/unload"): lambda: self._send_json(200, unload_model(pool, self._body())),
                 ("POST", "/v1/chat/completions"): lambda: self._generate("chat"),
                 ("POST", "/v1/completions"): lambda: self._generate("completion"),
                 ("POST", "/infill"): lambda: self._generate("infill"),  # llama-server's (serve/infill_request.py)
@@ -242,12 +250,12 @@ class _Handler(BaseHTTPRequestHandler):
                               "running": running, "queued": queued})  # fmt: skip
 
     def _models(self) -> None:
-        model = self.server.service.model
-        loaded = model is not None
-        self._send_json(200, models_answer(self._served_name() if loaded else None, model.n_ctx if loaded else 0))
+        self._send_json(200, models_list(self.server.service, self.server.pool, self.server.config.alias))
 
     def _metrics(self) -> None:
-        engine = EngineView(self._model_label(), self.server.service.queue_state(), self._loads())
+        pool = self.server.pool
+        evictions = dict(pool.evictions_by_model) if pool is not None else {}
+        engine = EngineView(self._model_label(), self.server.service.queue_state(), self._loads(), evictions)
         data = self.server.metrics.render(engine).encode()
         self._send_head(200, {"Content-Type": CONTENT_TYPE, "Content-Length": str(len(data))})
         self.wfile.write(data)
@@ -258,6 +266,9 @@ class _Handler(BaseHTTPRequestHandler):
         for name, count in service.load_counts().items():
             shown = self._served_name() if service.model is not None and name == service.model_alias else name
             loads[shown] = loads.get(shown, 0) + count
+        if self.server.pool is not None:  # (the models loaded for requests, each in an engine of its own)
+            for name, count in self.server.pool.loads_by_model.items():
+                loads[name] = loads.get(name, 0) + count
         return loads
 
     def _model_label(self) -> str:
@@ -270,40 +281,38 @@ class _Handler(BaseHTTPRequestHandler):
         model = service.model
         return self.server.config.alias or service.model_alias or (model.name if model else "")
 
-    def _check_model(self, req: ApiRequest) -> str:
-        service = self.server.service
-        model = service.model
-        if model is None:
-            raise ApiError(503, "No model is loaded in Ember. Load one in the window first.", "server_error",
-                           code="model_not_loaded")  # fmt: skip
-        alias = self._served_name()
-        if req.model not in (None, "", alias, service.model_alias, model.name):
-            raise ApiError(404, f"The model {req.model!r} does not exist; this server serves {alias!r}.",
-                           param="model", code="model_not_found")  # fmt: skip
-        return alias
+    def _serving(self, requested: str | None, ttl_s: float | None = None) -> AbstractContextManager[Served]:
+        """The engine serving the model a request names (serve/model_routing.py), held for the request."""
+        return serving(self.server.service, self.server.pool, self.server.config.alias, requested, ttl_s)
 
     def _generate(self, kind: str) -> None:
-        preset = self.server.preset() if self.server.preset is not None else None  # the served model's default
-        # its files are read in child processes that end when the client hangs up or the server stops
         config = self.server.config
+        body = self._body()
+        ttl = take_ttl(body)  # (how long a model loaded for it stays: not a field of the request itself)
+        requested = body.get("model") if isinstance(body, dict) else None
+        own = not requested or requested in own_names(self.server.service, config.alias)
+        # the served model's default preset, for a request to it (another model has what its request says)
+        preset = self.server.preset() if own and self.server.preset is not None else None
+        # its files are read in child processes that end when the client hangs up or the server stops
         reading = Reading(config.attachment_limits, self._client_gone, config.file_turn_wait_s)
         turn: Turn | messages_route.Turn | None = None
         if kind == "messages":
-            turn = messages_route.read_turn(self._body(), config.allow_unknown_fields, preset, reading,
+            turn = messages_route.read_turn(body, config.allow_unknown_fields, preset, reading,
                                             config.unknown_fields_advice)  # fmt: skip
             req = turn.request
         elif kind == "responses":
-            turn = read_turn(self._body(), self.server.responses, config.allow_unknown_fields, preset, reading,
+            turn = read_turn(body, self.server.responses, config.allow_unknown_fields, preset, reading,
                              config.unknown_fields_advice)  # fmt: skip
             req = turn.request
         elif kind == "infill":
-            req = parse_infill(self._body(), config.allow_unknown_fields, preset, config.unknown_fields_advice)
+            req = parse_infill(body, config.allow_unknown_fields, preset, config.unknown_fields_advice)
         else:
-            req = parse_request(
-                kind, self._body(), config.allow_unknown_fields, preset, reading, config.unknown_fields_advice
-            )
-        name = self._check_model(req)
-        model = self.server.service.model
+            req = parse_request(kind, body, config.allow_unknown_fields, preset, reading, config.unknown_fields_advice)
+        with self._serving(req.model, ttl) as served:
+            self._answer(kind, req, turn, served)
+
+    def _answer(self, kind: str, req: ApiRequest, turn: Turn | messages_route.Turn | None, served: Served) -> None:
+        name, model = served.name, served.service.model
         if req.infill is not None and model is not None and model.is_remote:
             raise ApiError(400, f"{name} is a remote model: Ember fills in the middle with a local model's own "
                            "fill-in-the-middle tokens.", param="suffix" if kind == "completion" else None)  # fmt: skip
@@ -323,7 +332,7 @@ class _Handler(BaseHTTPRequestHandler):
             stream = messages_route.MessagesStream(self._send_head, self.wfile, out)
         metrics = self.server.metrics
         Answerer(
-            self.server.service,
+            served.service,
             label,
             self._send_json,
             stream,
@@ -337,8 +346,8 @@ class _Handler(BaseHTTPRequestHandler):
         preset = self.server.preset() if self.server.preset is not None else None
         turn = messages_route.read_turn(self._body(), config.allow_unknown_fields, preset, None,
                                         config.unknown_fields_advice, count=True)  # fmt: skip
-        self._check_model(turn.request)
-        self._send_json(200, messages_route.count_tokens(self.server.service, turn))
+        with self._serving(turn.request.model) as served:
+            self._send_json(200, messages_route.count_tokens(served.service, turn))
 
 
 class _Server(ThreadingHTTPServer):
@@ -347,9 +356,10 @@ class _Server(ThreadingHTTPServer):
     allow_reuse_address = False  # server_bind sets the platform's option (bind_option)
     allow_reuse_port = False
 
-    def __init__(self, config: ServerConfig, service: EngineService) -> None:
+    def __init__(self, config: ServerConfig, service: EngineService, pool: ModelPool | None = None) -> None:
         self.config = config
         self.service = service
+        self.pool = pool  # the other installed models, loaded when a request names one (None: only `service`'s)
         self.on_request: RequestListener | None = None
         self.preset: Callable[[], Preset | None] | None = None
         self.responses = ResponseStore()  # the Responses API's stored responses (in memory: responses_route.py)
@@ -409,8 +419,10 @@ class ApiServer:
         config: ServerConfig | None = None,
         on_request: RequestListener | None = None,
         preset: Callable[[], Preset | None] | None = None,
+        pool: ModelPool | None = None,
     ) -> None:
         self.service = service
+        self.pool = pool
         self.config = config or ServerConfig()
         self.on_request = on_request
         self.preset = preset
@@ -434,7 +446,7 @@ class ApiServer:
     def start(self) -> None:
         self.config.check()
         try:
-            self._server = _Server(self.config, self.service)
+            self._server = _Server(self.config, self.service, self.pool)
         except OSError as exc:
             raise ServeError(
                 f"The API server cannot listen on {self.config.host}:{self.config.port} ({exc.strerror or exc}). "

@@ -24,6 +24,7 @@ import logging
 import math
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
@@ -148,6 +149,8 @@ class ModelPool:
         self._closing = False
         self.loads = 0  # models this pool loaded (for /metrics)
         self.evictions = 0  # idle models unloaded to make room or at the end of their TTL
+        self.loads_by_model: Counter[str] = Counter()
+        self.evictions_by_model: Counter[str] = Counter()
         self._reaper = threading.Thread(target=self._reap, name="ember-pool-ttl", daemon=True)
         self._reaper.start()
 
@@ -182,7 +185,7 @@ class ModelPool:
                 pass
         with self._lock:
             self._window = (name, service, memory or NOTHING, loaded_by) if name else None
-        self._changed(f"{name} is the {loaded_by}'s model" if name else f"the {loaded_by} has no model")
+        log.info("%s", f"{name} is the {loaded_by}'s model" if name else f"the {loaded_by} has no model")
 
     # ----- leases
     @contextlib.contextmanager
@@ -257,6 +260,7 @@ class ModelPool:
         for entry in evicted:
             del self._models[entry.name]
             self.evictions += 1
+            self.evictions_by_model[entry.name] += 1
             entry.why = f"idle, to make room for {name}"
         return evicted
 
@@ -291,6 +295,7 @@ class ModelPool:
             return
         with self._lock:
             self.loads += 1
+            self.loads_by_model[entry.name] += 1
             entry.last_used = time.monotonic()
         entry.ready.set()
         model = entry.service.model
@@ -380,6 +385,7 @@ class ModelPool:
                     if left <= 0:
                         del self._models[e.name]
                         self.evictions += 1
+                        self.evictions_by_model[e.name] += 1
                         e.why = f"idle for {ttl:g} s, its time to live"
                         expired.append(e)
                     else:

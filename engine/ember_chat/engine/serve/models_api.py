@@ -1,0 +1,106 @@
+"""The models a server offers, for programs: `GET /v1/models` (OpenAI's list: the server's own model
+first, then every other installed model with its state, memory and context) and Ember's REST for the
+pool — `GET /api/models` (the table), `POST /api/models/load` and `POST /api/models/unload` with
+`{"model": name}` (load: also `ttl` / `keep_alive`).
+
+Without a pool (the window's server today) the list is the server's one model, as before."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from ember_chat.engine.errors import EmberError
+from ember_chat.engine.inference.pool.pool import ModelNotFound, ModelPool, ModelState
+from ember_chat.engine.inference.service.engine import EngineService
+from ember_chat.engine.openai.api_error import ApiError
+from ember_chat.engine.openai.models_list import models_answer
+from ember_chat.engine.serve.model_routing import own_names, serving, take_ttl
+
+
+def _row(state: ModelState) -> dict[str, Any]:
+    return {
+        "name": state.name,
+        "state": state.state,
+        "loaded_by": state.loaded_by,
+        "memory_bytes": state.memory_bytes,
+        "n_ctx": state.n_ctx,
+        "busy": state.busy,
+        "idle_s": None if state.idle_s is None else round(state.idle_s, 1),
+        "ttl_s": None if state.ttl_s is None or math.isinf(state.ttl_s) else state.ttl_s,
+    }
+
+
+def _states(service: EngineService, pool: ModelPool, alias: str | None) -> list[ModelState]:
+    """The pool's table with the server's own model first (under the name it answers to)."""
+    own = own_names(service, alias) if service.model is not None else ()
+    states = pool.states()
+    first = [s for s in states if s.name in own]
+    return first + [s for s in states if s.name not in own]
+
+
+def models_list(service: EngineService, pool: ModelPool | None, alias: str | None) -> dict[str, Any]:
+    """GET /v1/models."""
+    model = service.model
+    own = own_names(service, alias)[0] if model is not None else None
+    answer = models_answer(own, model.n_ctx or 0 if model is not None else 0)
+    if pool is None:
+        return answer
+    if answer["data"]:
+        answer["data"][0].update(state="loaded", memory_bytes=0)
+    shown = set(own_names(service, alias))  # (the server's own model is listed once, first)
+    for state in _states(service, pool, alias):
+        if state.name in shown:
+            if answer["data"]:
+                answer["data"][0]["memory_bytes"] = state.memory_bytes
+            continue
+        shown.add(state.name)
+        item = {"id": state.name, "object": "model", "created": 0, "owned_by": "ember", "state": state.state,
+                "memory_bytes": state.memory_bytes}  # fmt: skip
+        if state.n_ctx:
+            item["max_model_len"] = state.n_ctx
+        answer["data"].append(item)
+    return answer
+
+
+def _pool(pool: ModelPool | None) -> ModelPool:
+    if pool is None:
+        raise ApiError(404, "This server serves one model; it loads no others on demand.", code="not_found")
+    return pool
+
+
+def _name(body: Any) -> str:
+    if not isinstance(body, dict) or not isinstance(body.get("model"), str) or not body["model"]:
+        raise ApiError(400, 'The body must be {"model": "<name>"}.', param="model")
+    extra = sorted(set(body) - {"model"})
+    if extra:
+        raise ApiError(400, f"Unknown field(s): {', '.join(extra)}.", param=extra[0])
+    return str(body["model"])
+
+
+def models_table(service: EngineService, pool: ModelPool | None, alias: str | None) -> dict[str, Any]:
+    """GET /api/models."""
+    return {"models": [_row(s) for s in _states(service, _pool(pool), alias)]}
+
+
+def load_model(service: EngineService, pool: ModelPool | None, alias: str | None, body: Any) -> dict[str, Any]:
+    """POST /api/models/load: load it now (as a request naming it would), keep it for its TTL."""
+    ttl = take_ttl(body)
+    name = _name(body)
+    with serving(service, _pool(pool), alias, name, ttl) as served:
+        shown = served.name
+    row = next((s for s in _states(service, _pool(pool), alias) if s.name == shown), None)
+    return {"model": _row(row) if row is not None else {"name": shown, "state": "loaded"}}
+
+
+def unload_model(pool: ModelPool | None, body: Any) -> dict[str, Any]:
+    """POST /api/models/unload."""
+    name = _name(body)
+    target = _pool(pool)
+    try:
+        target.unload(name)
+    except ModelNotFound as exc:
+        raise ApiError(404, str(exc), param="model", code="model_not_found") from None
+    except EmberError as exc:  # the server's own model, one answering requests, one not loaded
+        raise ApiError(409, str(exc), param="model") from None
+    return {"model": {"name": name, "state": "not loaded"}}
