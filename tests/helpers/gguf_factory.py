@@ -250,3 +250,70 @@ def write_tiny_mamba(path: Path, seed: int = 0) -> Path:
     w.write_tensors_to_file()
     w.close()
     return path
+
+
+BERT_SPECIALS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
+_BERT_WORDS = ("the", "cat", "sat", "on", "mat", "hello", "world", "dog", "ran", "embed", "me")
+
+
+def write_tiny_bert(path: Path, pooling: str = "mean", seed: int = 0, context: int = 512) -> Path:
+    """Write a tiny `bert` embedding model (random weights, non-causal attention, `bert.pooling_type`
+    mean or cls) with a WordPiece vocabulary — llama.cpp's WPM tokenizer: [CLS] first, [SEP] last, a
+    word "▁word", a piece inside one plain — that llama.cpp loads and embeds with."""
+    dim, layers, heads, ff = 32, 2, 4, 64
+    rng = np.random.default_rng(seed)
+    letters = [chr(c) for c in range(ord("a"), ord("z") + 1)]
+    tokens = [*BERT_SPECIALS, *(f"▁{w}" for w in _BERT_WORDS), *(f"▁{c}" for c in letters), *letters]
+    tt = gguf.TokenType
+    types = [int(tt.CONTROL)] * len(BERT_SPECIALS) + [int(tt.NORMAL)] * (len(tokens) - len(BERT_SPECIALS))
+    n_vocab = len(tokens)
+    w = gguf.GGUFWriter(str(path), "bert")
+    w.add_name("Tiny BERT")
+    w.add_context_length(context)
+    w.add_embedding_length(dim)
+    w.add_block_count(layers)
+    w.add_feed_forward_length(ff)
+    w.add_head_count(heads)
+    w.add_layer_norm_eps(1e-12)
+    w.add_causal_attention(False)
+    w.add_pooling_type({"mean": gguf.PoolingType.MEAN, "cls": gguf.PoolingType.CLS}[pooling])
+    w.add_tokenizer_model("bert")
+    w.add_token_list(tokens)
+    w.add_token_types(types)
+    w.add_token_type_count(2)
+    w.add_pad_token_id(0)
+    w.add_unk_token_id(1)
+    w.add_bos_token_id(2)  # [CLS]
+    w.add_sep_token_id(3)
+    w.add_eos_token_id(3)
+    w.add_mask_token_id(4)
+    w.add_add_bos_token(True)
+    w.add_add_sep_token(True)
+
+    def t(name: str, *shape: int, scale: float = 0.1) -> None:
+        w.add_tensor(name, (rng.standard_normal(shape) * scale).astype(np.float32))
+
+    def norm(name: str) -> None:
+        w.add_tensor(name + ".weight", np.ones(dim, dtype=np.float32))
+        w.add_tensor(name + ".bias", np.zeros(dim, dtype=np.float32))
+
+    t("token_embd.weight", n_vocab, dim, scale=0.5)
+    t("token_types.weight", 2, dim)
+    t("position_embd.weight", context, dim)
+    norm("token_embd_norm")
+    for i in range(layers):
+        p = f"blk.{i}."
+        for name in ("attn_q", "attn_k", "attn_v", "attn_output"):
+            t(p + name + ".weight", dim, dim)
+            t(p + name + ".bias", dim)
+        norm(p + "attn_output_norm")
+        t(p + "ffn_up.weight", ff, dim)
+        t(p + "ffn_up.bias", ff)
+        t(p + "ffn_down.weight", dim, ff)
+        t(p + "ffn_down.bias", dim)
+        norm(p + "layer_output_norm")
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path

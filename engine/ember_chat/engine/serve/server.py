@@ -37,6 +37,7 @@ from ember_chat.engine.serve import messages_route, tokens
 from ember_chat.engine.serve.answering import Answerer
 from ember_chat.engine.serve.api_request import ApiRequest, parse_request
 from ember_chat.engine.serve.config import ServerConfig
+from ember_chat.engine.serve.embeddings_route import embeddings
 from ember_chat.engine.serve.event_stream import EventStream
 from ember_chat.engine.serve.file_reading import Reading
 from ember_chat.engine.serve.guards import bind_option, check_access, content_length, refuse
@@ -168,6 +169,9 @@ class _Handler(BaseHTTPRequestHandler):
                 ("POST", "/v1/chat/completions"): lambda: self._generate("chat"),
                 ("POST", "/v1/completions"): lambda: self._generate("completion"),
                 ("POST", "/infill"): lambda: self._generate("infill"),  # llama-server's (serve/infill_request.py)
+                ("POST", "/v1/embeddings"): lambda: self._send_json(  # serve/embeddings_route.py
+                    200, embeddings(self._body(), self._serving, relaxed, advice)
+                ),
                 ("POST", "/v1/responses"): lambda: self._generate("responses"),  # serve/responses_route.py
                 ("POST", "/v1/messages"): lambda: self._generate("messages"),  # Anthropic's (serve/messages_route.py)
                 ("POST", "/v1/messages/count_tokens"): self._count_tokens,

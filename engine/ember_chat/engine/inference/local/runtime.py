@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import llama_cpp
 
+from ember_chat.engine.core.embeddings import EmbeddingInput, Embeddings
 from ember_chat.engine.core.infill import Infill
 from ember_chat.engine.core.params import LoadConfig, SamplingParams
 from ember_chat.engine.core.reasoning import MarkerNormalizer
@@ -26,8 +27,10 @@ from ember_chat.engine.inference.backend import ModelDescription
 from ember_chat.engine.inference.calls.turn import ToolTurn
 from ember_chat.engine.inference.events import ContextTrimmed, Event, Finished, TemplateFallback
 from ember_chat.engine.inference.grammar.structured import params_grammar
+from ember_chat.engine.inference.llama.embeddings import Embedder
 from ember_chat.engine.inference.llama.loader import NULL_ABORT, gpu_backend_name, open_llama, probe_gguf
 from ember_chat.engine.inference.llama.log import route_llama_log
+from ember_chat.engine.inference.local import embeddings
 from ember_chat.engine.inference.local.cache import ContextCache
 from ember_chat.engine.inference.local.infill import infill_tokens, read_fim_tokens
 from ember_chat.engine.inference.local.prompts import ChatPrompt, chat_prompt, model_template, tool_turn_for
@@ -80,6 +83,9 @@ class LocalRuntime:
         self._vision: VisionContext | None = None  # the model's projector, if loaded with one
         self._cache = ContextCache()  # snapshots and batch slots
         self._runs = RunStarter(self._cache)  # starts and stops the token sources
+        # embeddings' own context on the loaded weights (made on the first embedding, freed with the model),
+        # so embedding never touches the generation's KV cells, slots or snapshots
+        self._embedder: Embedder | None = None
 
     @property
     def snapshots(self) -> SnapshotStore | None:
@@ -193,6 +199,9 @@ class LocalRuntime:
         vision, self._vision = self._vision, None
         if vision is not None:
             vision.close()
+        embedder, self._embedder = self._embedder, None
+        if embedder is not None:  # (before the model its context is made on)
+            embedder.close()
         llm, self._llm = self._llm, None
         self._info = None
         self._config = None
@@ -428,6 +437,20 @@ class LocalRuntime:
         yield from self._stream(
             "", tokens, params, recorder, batched=batched, cancel=cancel, conversation=False, special=False
         )
+
+    def embed(self, inputs: list[EmbeddingInput]) -> Embeddings:
+        """Each input's unit-length vector (texts tokenized as llama-cpp-python's `Llama.embed` does), the
+        model's pooling or mean (local/embeddings.py), several inputs per decode, in a context of their own
+        that is made on the first call. BadEmbeddingInput names an input that is empty, has a token outside
+        the vocabulary or is longer than the loaded context or batch size; InvalidParameter for a reranker."""
+        llm = self._require()
+        assert self._config is not None
+        limit = min(llm.n_ctx(), self._config.n_batch)
+        tokens = embeddings.input_tokens(inputs, lambda t: self.tokenize(t, add_bos=True), llm.n_vocab(), limit)
+        if self._embedder is None:
+            threads = self._config.threads
+            self._embedder = Embedder(llm, limit, threads, self._config.threads_batch or threads)
+        return embeddings.embed(self._embedder, tokens)
 
     def run_tokens(self, tokens: list[int], params: SamplingParams) -> Iterator[Event]:
         """Evaluate exactly these prompt tokens and generate exactly `params.max_tokens` tokens (the

@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any
 from ember_chat.engine.core.instance import new_server_id
 from ember_chat.engine.core.refs import ModelRef
 from ember_chat.engine.core.states import StopReason
-from ember_chat.engine.errors import QueueFull
+from ember_chat.engine.errors import InvalidParameter, NoModelLoaded, QueueFull
 from ember_chat.engine.inference.backend import InferenceBackend, ModelDescription
 from ember_chat.engine.inference.metrics import GenerationMetrics
 from ember_chat.engine.inference.prompt.attachments import TokenCount
@@ -53,6 +53,7 @@ from ember_chat.engine.inference.service.runs import Run, batch_slots, batchable
 
 if TYPE_CHECKING:
     from ember_chat.engine.attachments.store import AttachmentStore
+    from ember_chat.engine.core.embeddings import EmbeddingInput, Embeddings
     from ember_chat.engine.core.messages import ChatMessage
     from ember_chat.engine.core.params import SamplingParams
     from ember_chat.engine.core.tools import ToolRequest
@@ -240,6 +241,29 @@ class EngineService:
         """Each token's bytes by the loaded model's vocabulary (None as for `tokenize`); InvalidParameter
         for an id outside it. Callable from any thread."""
         return self._model_host.token_pieces(tokens)
+
+    def embed(self, inputs: list[EmbeddingInput], client: str = "api", label: str = "Embeddings") -> Embeddings:
+        """The loaded model's vectors of these inputs (the local runtime's `embed`), computed on the engine
+        thread as an exclusive job: after the running generations, never at the same time as one on the
+        same weights and threads; QueueFull when `queue_limit` requests already wait (as `submit`),
+        NoModelLoaded without a model, InvalidParameter for a backend that has no embeddings (a remote
+        model) or an input it refuses (BadEmbeddingInput names which). Blocks until done: call it off
+        the GUI thread."""
+        with self._lock:  # (re-entrant: run_exclusive takes it too)
+            waiting = self._queue.count() + len(self._jobs)
+            if client not in UNBOUNDED_CLIENTS and waiting >= self.queue_limit:
+                raise QueueFull(f"{waiting} requests are already waiting for the model; try again shortly.")
+            job = self.run_exclusive(lambda: self._embed_now(inputs), label, client=client)
+        return job.result()  # type: ignore[no-any-return]
+
+    def _embed_now(self, inputs: list[EmbeddingInput]) -> Embeddings:
+        backend = self._backend
+        if backend is None or not backend.loaded:
+            raise NoModelLoaded("No model is loaded. Load one first.")
+        embed = getattr(backend, "embed", None)  # (the local runtime's; a remote backend has none)
+        if not callable(embed):
+            raise InvalidParameter("This model is served by a remote engine: Ember embeds with local models.")
+        return embed(inputs)  # type: ignore[no-any-return]
 
     # ----- model
     def load(self, ref: ModelRef, alias: str | None = None) -> int:
