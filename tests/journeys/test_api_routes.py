@@ -24,7 +24,7 @@ SERVER = ROOT / "engine" / "ember_chat" / "engine" / "serve" / "server.py"
 JOURNEYS = {
     ("GET", "/health"), ("GET", "/v1/models"), ("POST", "/v1/chat/completions"), ("POST", "/v1/completions"),
     ("POST", "/tokenize"), ("POST", "/detokenize"), ("POST", "/infill"), ("POST", "/v1/responses"),
-    ("GET", "/metrics"), ("POST", "/v1/messages"), ("POST", "/v1/messages/count_tokens"),
+    ("GET", "/metrics"), ("POST", "/v1/messages"), ("POST", "/v1/messages/count_tokens"), ("POST", "/v1/embeddings"),
     # the model pool's REST: tests/journeys/test_api_models.py
     ("GET", "/api/models"), ("POST", "/api/models/load"), ("POST", "/api/models/unload"),
 }  # fmt: skip
@@ -164,3 +164,24 @@ def test_the_messages_api_with_the_official_anthropic_client(base_url: str) -> N
         with pytest.raises(anthropic.NotFoundError) as missing:
             client.messages.create(model="claude-sonnet-4", messages=hi, max_tokens=4)
         assert isinstance(missing.value.body, dict) and missing.value.body["error"]["type"] == "not_found_error"
+
+
+def test_embeddings_with_the_official_client(base_url: str) -> None:
+    """/v1/embeddings: several texts in one request, as floats and as the base64 the client asks for by
+    default (the same vectors, unit length), token ids embedding as their text, and an input longer than
+    the model takes a 400 naming it."""
+    with openai.OpenAI(base_url=base_url, api_key="unused", max_retries=0) as client:
+        model = client.models.list().data[0].id
+        texts = ["hello world", "the cat sat on the mat"]
+        floats = client.embeddings.create(model=model, input=texts, encoding_format="float")
+        assert [d.index for d in floats.data] == [0, 1] and floats.usage.prompt_tokens > 0
+        decoded = client.embeddings.create(model=model, input=texts)  # (base64 on the wire)
+        for a, b in zip(floats.data, decoded.data, strict=True):
+            assert max(abs(x - y) for x, y in zip(a.embedding, b.embedding, strict=True)) < 1e-6
+            assert abs(sum(x * x for x in a.embedding) - 1.0) < 1e-5
+        ids = httpx2.post(base_url.removesuffix("/v1") + "/tokenize", json={"content": texts[0], "add_special": True})
+        by_ids = client.embeddings.create(model=model, input=ids.json()["tokens"], encoding_format="float")
+        assert max(abs(x - y) for x, y in zip(by_ids.data[0].embedding, floats.data[0].embedding, strict=True)) < 1e-4
+        with pytest.raises(openai.BadRequestError) as long:
+            client.embeddings.create(model=model, input=["hi", "hello " * 600])
+        assert "input[1]" in str(long.value)
