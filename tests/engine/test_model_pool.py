@@ -6,6 +6,7 @@ answered with the names that exist, and everything unloaded and joined at close.
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -22,6 +23,8 @@ from ember_chat.engine.inference.pool.memory import Footprint, MemoryBudget, foo
 from ember_chat.engine.inference.pool.pool import ModelDoesNotFit, ModelLoadFailed, ModelNotFound, ModelPool
 from ember_chat.engine.inference.service.engine import EngineService
 from ember_chat.engine.models.library import ModelLibrary
+from ember_chat.engine.openai.api_error import ApiError
+from ember_chat.engine.serve.model_routing import take_ttl
 from tests.helpers.gguf_factory import TinySpec, write_tiny_model
 
 
@@ -265,3 +268,21 @@ def test_the_librarys_models_by_each_name_a_request_may_use(tmp_path: Path) -> N
             use(pool, "notes")
     finally:
         pool.close()
+
+
+@pytest.mark.parametrize(
+    ("body", "ttl"),
+    [({"ttl": 30}, 30.0), ({"keep_alive": "5m"}, 300.0), ({"keep_alive": "1.5h"}, 5400.0),
+     ({"keep_alive": -1}, math.inf), ({"keep_alive": 0}, 0.0), ({"keep_alive": "250ms"}, 0.25), ({}, None),
+     ({"ttl": 1e309}, math.inf)],
+)  # fmt: skip
+def test_a_requests_ttl_or_keep_alive_is_taken_out_of_its_body(body: dict[str, object], ttl: float | None) -> None:
+    body = {"model": "m", **body}
+    assert take_ttl(body) == ttl and body == {"model": "m"}
+
+
+@pytest.mark.parametrize("value", ["soon", True, None, float("nan"), [1]])
+def test_a_ttl_that_is_not_a_duration_is_a_400_naming_it(value: object) -> None:
+    with pytest.raises(ApiError) as refused:
+        take_ttl({"keep_alive": value})
+    assert refused.value.status == 400 and refused.value.param == "keep_alive"

@@ -13,6 +13,7 @@ out of the body before the route reads it (`take_ttl`)."""
 from __future__ import annotations
 
 import contextlib
+import math
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -47,6 +48,8 @@ def take_ttl(body: Any) -> float | None:
         if isinstance(value, bool) or value is None:
             raise ApiError(400, f"{field} must be a number of seconds.", param=field)
         if isinstance(value, int | float):
+            if math.isnan(value):  # (Python's JSON reads NaN)
+                raise ApiError(400, f"{field} must be a number of seconds, not NaN.", param=field)
             ttl = KEEP if value < 0 else float(value)
             continue
         match = _DURATION.match(value) if isinstance(value, str) else None
