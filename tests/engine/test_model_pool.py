@@ -286,3 +286,14 @@ def test_a_ttl_that_is_not_a_duration_is_a_400_naming_it(value: object) -> None:
     with pytest.raises(ApiError) as refused:
         take_ttl({"keep_alive": value})
     assert refused.value.status == 400 and refused.value.param == "keep_alive"
+
+
+def test_a_time_to_live_too_long_for_a_lock_keeps_the_model_and_the_ttl_thread(make_pool: object) -> None:
+    changes = Changes()
+    pool: ModelPool = make_pool(default_ttl_s=None, on_change=changes)  # type: ignore[operator]
+    with pool.lease("alpha", ttl_s=1e300):  # finite, but past what a lock's wait takes
+        pass
+    with pool.lease("beta", ttl_s=0.1):
+        pass
+    changes.wait_for(lambda: state(pool, "beta") == "not loaded")  # the TTL thread still works
+    assert state(pool, "alpha") == "loaded"

@@ -391,10 +391,13 @@ class ModelPool:
                     else:
                         wake = left if wake is None else min(wake, left)
                 if not expired:
-                    self._lock.wait(wake)
+                    self._lock.wait(None if wake is None else min(wake, 3600.0))  # (a lock's wait has a limit)
                     continue
             for e in expired:
-                self._unload(e)
+                try:
+                    self._unload(e)
+                except Exception:  # (the thread goes on for the others)
+                    log.exception("unloading %s failed", e.name)
 
     def close(self) -> None:
         """Unload every model the pool loaded (a load under way is cancelled) and join the TTL thread."""
