@@ -8,6 +8,8 @@ Ember's embeddings context against llama-cpp-python's."""
 from __future__ import annotations
 
 import base64
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,10 +19,12 @@ import numpy as np
 import openai
 import pytest
 
+from ember_chat.engine.errors import JobCancelled, QueueFull
 from ember_chat.engine.inference.llama.embeddings import Embedder
 from ember_chat.engine.inference.llama.loader import plain_llama
 from ember_chat.engine.inference.service.engine import EngineService
-from tests.helpers.api_support import Watcher, assert_error, in_front_of_remote
+from ember_chat.engine.serve.server import ApiServer
+from tests.helpers.api_support import WAIT_S, Watcher, assert_error, in_front_of_remote
 from tests.helpers.gguf_factory import write_tiny_bert
 from tests.helpers.sse_server import FakeOpenAI
 
@@ -143,11 +147,25 @@ def test_embedding_leaves_the_generation_alone(client: openai.OpenAI, tiny_servi
     assert after.choices[0].text == before.choices[0].text
 
 
-def test_a_remote_model_is_a_400(server: FakeOpenAI) -> None:
+def test_a_remote_models_embeddings_come_from_its_server(tiny_server: ApiServer, reference: llama_cpp.Llama) -> None:
+    """Ember in front of another OpenAI-compatible server (here an Ember serving the tiny model) forwards
+    the inputs, texts and token ids, to its /embeddings and answers its vectors and usage."""
+    ids = reference.tokenize(TEXTS[1].encode(), add_bos=True)
+    with in_front_of_remote(tiny_server.url, "tiny") as raw:
+        r = raw.post("/v1/embeddings", json={"input": [TEXTS[0], ids], "model": "tiny"})
+        assert r.status_code == 200, r.text
+        body = r.json()
+    assert body["model"] == "tiny" and [d["index"] for d in body["data"]] == [0, 1]
+    _close([d["embedding"] for d in body["data"]], _expected(reference, TEXTS[:2]))
+    assert body["usage"]["prompt_tokens"] == len(reference.tokenize(TEXTS[0].encode(), add_bos=True)) + len(ids)
+
+
+def test_a_remote_server_without_embeddings_is_a_400(server: FakeOpenAI) -> None:
     with in_front_of_remote(server.base_url) as raw:
         message = assert_error(raw.post("/v1/embeddings", json={"input": "hello", "model": "test-model"}), 400, "model")
-        assert "remote model" in message
-    assert server.received("/v1/embeddings") == []
+        assert "not found" in message
+    [sent] = server.received("/v1/embeddings")
+    assert sent.body == {"model": "test-model", "input": ["hello"], "encoding_format": "float"}
 
 
 @pytest.mark.parametrize("pooling", ["mean", "cls"])
@@ -173,3 +191,41 @@ def test_a_bert_model_embeds_as_llama_cpp_python(tmp_path: Path, pooling: str) -
         embedder.close()
         llm.close()
         reference.close()
+
+
+def test_waiting_embeddings_are_bounded_and_cancelled_at_close() -> None:
+    """Embeddings wait on the engine's queue like generations: past `queue_limit` an API embedding is
+    QueueFull (a 429), and one still waiting when the engine closes ends with JobCancelled (a 503), never
+    hanging its connection."""
+    service = EngineService(queue_limit=1)
+    started, release = threading.Event(), threading.Event()
+    outcome: list[BaseException] = []
+
+    def hold() -> None:
+        started.set()
+        release.wait(WAIT_S)
+
+    def embed() -> None:
+        try:
+            service.embed(["hello"])
+        except BaseException as exc:
+            outcome.append(exc)
+
+    try:
+        service.run_exclusive(hold, "hold")
+        assert started.wait(WAIT_S)
+        waiter = threading.Thread(target=embed)
+        waiter.start()
+        deadline = time.monotonic() + WAIT_S
+        while not service._jobs and time.monotonic() < deadline:  # (the embedding waits behind `hold`)
+            time.sleep(0.01)
+        with pytest.raises(QueueFull):
+            service.embed(["hello"])
+        closing = threading.Thread(target=service.close)  # (drops the waiting job, then waits for `hold`)
+        closing.start()
+        waiter.join(WAIT_S)
+        assert not waiter.is_alive()
+    finally:
+        release.set()
+        service.close()
+    assert len(outcome) == 1 and isinstance(outcome[0], JobCancelled)

@@ -8,8 +8,8 @@
 Every vector has unit length (L2), pooled as the model's GGUF says or by the mean of its tokens (a chat
 model); base64 is the little-endian float32 bytes that OpenAI's client decodes. The work runs on the
 model's engine thread (EngineService.embed), in a context of its own (inference/llama/embeddings.py). An
-input that cannot be embedded is a 400 naming it (input[3]); a remote model's a 400 (Ember embeds with
-local models)."""
+input that cannot be embedded is a 400 naming it (input[3]). A remote model's inputs go to its server's
+own /embeddings (inference/remote/backend.py), its vectors answered as it sends them."""
 
 from __future__ import annotations
 
@@ -20,7 +20,16 @@ from contextlib import AbstractContextManager
 from typing import Any
 
 from ember_chat.engine.core.embeddings import BadEmbeddingInput, EmbeddingInput, Embeddings
-from ember_chat.engine.errors import GenerationError, InvalidParameter, NoModelLoaded, QueueFull
+from ember_chat.engine.errors import (
+    GenerationError,
+    InvalidParameter,
+    JobCancelled,
+    NoModelLoaded,
+    QueueFull,
+    RemoteError,
+    RemoteNotFound,
+    RemoteServerError,
+)
 from ember_chat.engine.openai.api_error import ApiError
 from ember_chat.engine.openai.chat_request import CLI_UNKNOWN_FIELDS_ADVICE, check_known_fields
 from ember_chat.engine.serve.model_routing import Served, take_ttl
@@ -93,10 +102,6 @@ def embeddings(
     if requested is not None and not isinstance(requested, str):
         raise ApiError(400, "model must be a string.", param="model")
     with serving(requested, ttl) as served:
-        model = served.service.model
-        if model is not None and model.is_remote:
-            raise ApiError(400, f"{served.name} is a remote model: Ember computes embeddings with local models only.",
-                           param="model")  # fmt: skip
         result = _embed(served, inputs)
     size = len(result.vectors[0])
     if dimensions is not None and dimensions != size:
@@ -124,8 +129,17 @@ def _embed(served: Served, inputs: list[EmbeddingInput]) -> Embeddings:
         raise ApiError(429, str(exc), "rate_limit_error", code="queue_full") from None
     except NoModelLoaded as exc:
         raise ApiError(503, str(exc), "server_error", code="model_not_loaded") from None
+    except JobCancelled as exc:  # (the engine closed before it ran)
+        raise ApiError(503, str(exc), "server_error", code="embeddings_cancelled") from None
     except GenerationError as exc:
         raise ApiError(500, str(exc), "server_error", code="embeddings_failed") from None
+    except (RemoteNotFound, RemoteServerError) as exc:  # (a remote server without embeddings, or refusing these)
+        status = getattr(exc, "status", 404)
+        if status < 500 and status != 429:
+            raise ApiError(400, str(exc), param="model", code="embeddings_unsupported") from None
+        raise ApiError(502, str(exc), "server_error", code="remote_error") from None
+    except RemoteError as exc:  # (unreachable, the key refused, a malformed answer)
+        raise ApiError(502, str(exc), "server_error", code="remote_error") from None
 
 
 def _encoded(vector: list[float], encoding: str) -> list[float] | str:

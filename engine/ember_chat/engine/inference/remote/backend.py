@@ -26,6 +26,7 @@ from typing import Any
 
 import httpx2
 
+from ember_chat.engine.core.embeddings import EmbeddingInput, Embeddings
 from ember_chat.engine.core.messages import ChatMessage
 from ember_chat.engine.core.network_words import network_failure
 from ember_chat.engine.core.params import SamplingParams
@@ -60,6 +61,8 @@ from ember_chat.engine.inference.remote.wire import (
     get_json,
     images_refused,
     make_client,
+    post_json,
+    read_embeddings,
     require_model,
     sse_data,
     status_error,
@@ -179,6 +182,14 @@ class RemoteBackend:
 
     def complete(self, prompt: str, params: SamplingParams) -> Iterator[Event]:
         return self._generate("completions", {"prompt": prompt}, params, chat=False)
+
+    def embed(self, inputs: list[EmbeddingInput]) -> Embeddings:
+        """The server's own embeddings of these inputs: OpenAI's /embeddings body for this model (floats),
+        its vectors as it sends them (RemoteError as a request's)."""
+        client, ref, _ = self._require()
+        texts = [item if isinstance(item, str) else list(item) for item in inputs]
+        body = {"model": ref.model_id, "input": texts, "encoding_format": "float"}
+        return read_embeddings(ref.endpoint, post_json(client, ref.endpoint, "embeddings", body), len(inputs))
 
     def count_tokens(self, text: str) -> int | None:
         """Tokens in `text` by the server's own tokenizer, or None when the server has no endpoint for it."""

@@ -18,6 +18,7 @@ from typing import Any
 import httpcore2
 import httpx2
 
+from ember_chat.engine.core.embeddings import Embeddings
 from ember_chat.engine.core.instance import SERVER_ID_HEADER
 from ember_chat.engine.core.network_words import network_failure
 from ember_chat.engine.core.refs import Endpoint, RemoteModelRef
@@ -188,11 +189,28 @@ def get_json(client: httpx2.Client, endpoint: Endpoint, path: str, own_server_id
     try:
         response = client.get(path)
     except httpx2.TransportError as exc:
-        if isinstance(exc, httpx2.ConnectError | httpx2.ConnectTimeout | httpx2.PoolTimeout):
-            raise connect_error(endpoint, exc) from exc
-        raise RemoteUnreachable(f"{endpoint.name}: {endpoint.base_url} stopped answering ({exc}).") from exc
+        raise _transport_error(endpoint, exc) from exc
     if own_server_id is not None and response.headers.get(SERVER_ID_HEADER) == own_server_id:
         raise self_connection(endpoint)
+    return _json_answer(endpoint, path, response)
+
+
+def post_json(client: httpx2.Client, endpoint: Endpoint, path: str, body: dict[str, Any]) -> Any:
+    """POST `body` to `path` and read the JSON answer (errors as `get_json`'s)."""
+    try:
+        response = client.post(path, json=body)
+    except httpx2.TransportError as exc:
+        raise _transport_error(endpoint, exc) from exc
+    return _json_answer(endpoint, path, response)
+
+
+def _transport_error(endpoint: Endpoint, exc: httpx2.TransportError) -> RemoteError:
+    if isinstance(exc, httpx2.ConnectError | httpx2.ConnectTimeout | httpx2.PoolTimeout):
+        return connect_error(endpoint, exc)
+    return RemoteUnreachable(f"{endpoint.name}: {endpoint.base_url} stopped answering ({exc}).")
+
+
+def _json_answer(endpoint: Endpoint, path: str, response: httpx2.Response) -> Any:
     if response.status_code != 200:
         raise status_error(endpoint, response.status_code, response.content[:MAX_ERROR_BODY], response.headers, path)
     try:
@@ -202,6 +220,21 @@ def get_json(client: httpx2.Client, endpoint: Endpoint, path: str, own_server_id
             f"{endpoint.name}: {endpoint.base_url} answered {path} with something that is not JSON. "
             "Is this the server's OpenAI-compatible base URL (usually ending in /v1)?"
         ) from exc
+
+
+def read_embeddings(endpoint: Endpoint, answer: Any, n_inputs: int) -> Embeddings:
+    """An OpenAI-shaped /embeddings answer's vectors (in input order, as the server sent them) and
+    prompt tokens; RemoteStreamError for anything else."""
+    data = answer.get("data") if isinstance(answer, dict) else None
+    rows = sorted(data, key=lambda d: d.get("index", 0) if isinstance(d, dict) else 0) if isinstance(data, list) else []
+    vectors = [row.get("embedding") for row in rows if isinstance(row, dict)]
+    if len(vectors) != n_inputs or not all(
+        isinstance(v, list) and v and all(isinstance(x, int | float) for x in v) for v in vectors
+    ):
+        raise RemoteStreamError(f"{endpoint.name} answered /embeddings without one vector of numbers per input.")
+    usage = answer.get("usage") or {}
+    tokens = usage.get("prompt_tokens", 0) if isinstance(usage, dict) else 0
+    return Embeddings([[float(x) for x in v] for v in vectors], tokens if isinstance(tokens, int) else 0, "remote")
 
 
 def require_model(endpoint: Endpoint, models: list[RemoteModelInfo], model_id: str) -> RemoteModelInfo | None:

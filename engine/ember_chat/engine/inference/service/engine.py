@@ -246,9 +246,9 @@ class EngineService:
         """The loaded model's vectors of these inputs (the local runtime's `embed`), computed on the engine
         thread as an exclusive job: after the running generations, never at the same time as one on the
         same weights and threads; QueueFull when `queue_limit` requests already wait (as `submit`),
-        NoModelLoaded without a model, InvalidParameter for a backend that has no embeddings (a remote
-        model) or an input it refuses (BadEmbeddingInput names which). Blocks until done: call it off
-        the GUI thread."""
+        NoModelLoaded without a model, InvalidParameter for a backend that has no embeddings or an input
+        it refuses (BadEmbeddingInput names which); a remote model's server is asked (RemoteError).
+        Blocks until done: call it off the GUI thread."""
         with self._lock:  # (re-entrant: run_exclusive takes it too)
             waiting = self._queue.count() + len(self._jobs)
             if client not in UNBOUNDED_CLIENTS and waiting >= self.queue_limit:
@@ -260,9 +260,9 @@ class EngineService:
         backend = self._backend
         if backend is None or not backend.loaded:
             raise NoModelLoaded("No model is loaded. Load one first.")
-        embed = getattr(backend, "embed", None)  # (the local runtime's; a remote backend has none)
+        embed = getattr(backend, "embed", None)  # (the local runtime's, the remote backend's)
         if not callable(embed):
-            raise InvalidParameter("This model is served by a remote engine: Ember embeds with local models.")
+            raise InvalidParameter("This model's backend computes no embeddings.")
         return embed(inputs)  # type: ignore[no-any-return]
 
     # ----- model
