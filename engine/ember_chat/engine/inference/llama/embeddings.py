@@ -6,7 +6,11 @@ with the model. Its pooling is the model's own (`<arch>.pooling_type`: mean, cls
 model without one (a chat model: its tokens' hidden states averaged), as llama-cpp-python's
 `Llama(embedding=True, pooling_type=MEAN).embed` computes it; the vectors are L2-normalised. Several
 inputs go into one `llama_decode`, each its own sequence, as long as their tokens fit the batch. Used
-by one thread at a time (the engine thread), like the runtime that owns it."""
+by one thread at a time (the engine thread), like the runtime that owns it.
+
+llama.cpp's kernels are not batch-invariant: an input embedded together with others may differ a little
+from the same input alone (up to 7e-3 in a component on SmolLM2 135M); llama-cpp-python's `embed` gives
+the same numbers as this for the same inputs in the same order (measured: equal to 1e-15)."""
 
 from __future__ import annotations
 
