@@ -220,6 +220,14 @@ def other_server() -> Iterator[FakeOpenAI]:
 
 
 @pytest.fixture
+def hanging_server() -> Iterator[FakeOpenAI]:
+    """A server that accepts connections and never answers GET /models (until teardown)."""
+    with FakeOpenAI() as fake:
+        fake.stall_models = True
+        yield fake
+
+
+@pytest.fixture
 def backends(server: FakeOpenAI) -> Iterator[Backends]:
     made = Backends()
     yield made

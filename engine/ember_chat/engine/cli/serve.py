@@ -23,15 +23,17 @@ from ember_chat.engine.cli.presets_option import add_preset_option, chosen_prese
 from ember_chat.engine.cli.snapshots_option import add_snapshot_flag, close_snapshot_store, snapshot_store
 from ember_chat.engine.core.instance import same_listener
 from ember_chat.engine.core.params import LoadOptions
-from ember_chat.engine.core.refs import RemoteModelRef
+from ember_chat.engine.core.refs import ModelRef, RemoteModelRef
 from ember_chat.engine.errors import EmberError
 from ember_chat.engine.inference.pool.catalog import library_catalog
 from ember_chat.engine.inference.pool.memory import MemoryBudget
 from ember_chat.engine.inference.pool.pool import DEFAULT_TTL_S, ModelPool
+from ember_chat.engine.inference.pool.remote_catalog import RemoteCatalog
 from ember_chat.engine.inference.service.engine import EngineService
 from ember_chat.engine.models.library import ModelLibrary
 from ember_chat.engine.serve.config import DEFAULT_PORT, ServerConfig
 from ember_chat.engine.serve.server import ApiServer
+from ember_chat.engine.storage.connections import ConnectionStore
 from ember_chat.engine.storage.paths import AppPaths
 from ember_chat.engine.storage.presets import Preset
 from ember_chat.engine.storage.settings import SettingsFile
@@ -124,7 +126,7 @@ def run(args: argparse.Namespace) -> int:
             )
     service = EngineService(queue_limit=args.queue)
     snapshots = service.snapshot_store = snapshot_store(args, paths)
-    pool = None if args.no_jit else _pool(args, paths)
+    pool = None if args.no_jit else _pool(args, paths, service.server_id)
     preset = None
     if args.model:
         # Asked at each request, so a preset edited in the window while this serves applies at once; what a
@@ -167,9 +169,10 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _pool(args: argparse.Namespace, paths: AppPaths) -> ModelPool:
-    """The installed models, each loaded with this command's load flags when a request names it; what it
-    loads and unloads is said on stderr, one line each."""
+def _pool(args: argparse.Namespace, paths: AppPaths, server_id: str) -> ModelPool:
+    """The installed models, each loaded with this command's load flags when a request names it, and the
+    configured connections' models (`remote:<connection>/<model id>`); what it loads and unloads, and a
+    connection that stops answering, is said on stderr, one line each."""
     settings = load_settings(paths)
     library = ModelLibrary(settings.models_folder(paths.default_models_dir))
     options = LoadOptions(**load_options_from_args(args))
@@ -179,4 +182,10 @@ def _pool(args: argparse.Namespace, paths: AppPaths) -> ModelPool:
 
     budget = MemoryBudget(ram_bytes=args.memory_budget, models_max=args.models_max)
     ttl = None if args.ttl < 0 else args.ttl
-    return ModelPool(library_catalog(library, lambda _entry: options), budget, ttl, on_change=said)
+    local = library_catalog(library, lambda _entry: options)
+    remote = RemoteCatalog(ConnectionStore(paths.connections_file), said=said, own_server_id=server_id)
+
+    def catalog() -> dict[str, ModelRef]:
+        return {**remote(), **local()}  # (remote names start with "remote:": none hides a local one)
+
+    return ModelPool(catalog, budget, ttl, on_change=said, lookup=remote.lookup)

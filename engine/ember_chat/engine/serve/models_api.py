@@ -3,6 +3,10 @@ first, then every other installed model with its state, memory and context) and 
 pool — `GET /api/models` (the table), `POST /api/models/load` and `POST /api/models/unload` with
 `{"model": name}` (load: also `ttl` / `keep_alive`).
 
+A configured remote connection's models are in the same table as `remote:<connection>/<model id>` with
+their `connection`: state "remote" while no engine holds them open, "loaded" while one does (after a
+request, until its TTL), no memory; a request naming one is served through Ember.
+
 Without a pool (the window's server today) the list is the server's one model, as before."""
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ def _row(state: ModelState) -> dict[str, Any]:
         "busy": state.busy,
         "idle_s": None if state.idle_s is None else round(state.idle_s, 1),
         "ttl_s": None if state.ttl_s is None or math.isinf(state.ttl_s) else state.ttl_s,
+        "connection": state.connection,
     }
 
 
@@ -57,6 +62,8 @@ def models_list(service: EngineService, pool: ModelPool | None, alias: str | Non
         shown.add(state.name)
         item = {"id": state.name, "object": "model", "created": 0, "owned_by": "ember", "state": state.state,
                 "memory_bytes": state.memory_bytes}  # fmt: skip
+        if state.connection is not None:
+            item["connection"] = state.connection
         if state.n_ctx:
             item["max_model_len"] = state.n_ctx
         answer["data"].append(item)

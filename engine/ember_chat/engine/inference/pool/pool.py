@@ -12,6 +12,9 @@ recently used idle one first when a new one needs the room.
 - What does not fit even after evicting every idle model is refused with the memory needed and free
   (`ModelDoesNotFit`), and nothing busy is evicted; an unknown name (`ModelNotFound`) names the models
   that exist; a load that fails (a damaged file) fails that request only (`ModelLoadFailed`).
+- A remote model (`remote:<connection>/<model id>`, from a catalog such as `remote_catalog`'s) is served
+  the same way, by an engine on the remote backend: it takes no memory here, counts in neither the
+  budget nor `models_max`, and is never evicted to make room; its idle TTL closes its engine.
 - A TTL thread unloads idle models when their time to live ends (`ttl_s` per lease, as LM Studio's
   `ttl` and Ollama's `keep_alive` give it, else the pool's default); `close()` unloads every model the
   pool loaded and joins the thread.
@@ -28,7 +31,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
-from ember_chat.engine.core.refs import ModelRef
+from ember_chat.engine.core.refs import ModelRef, RemoteModelRef
 from ember_chat.engine.errors import EmberError
 from ember_chat.engine.inference.backend import ModelDescription
 from ember_chat.engine.inference.pool.memory import NOTHING, Footprint, MemoryBudget, footprint, mb
@@ -69,6 +72,7 @@ class PoolModel:
     last_used: float = 0.0
     ttl_s: float | None = None
     why: str = "unloaded by request"  # why it is unloaded, for the log
+    connection: str | None = None  # a remote model's connection: no memory here, never evicted for room
 
     @property
     def state(self) -> str:
@@ -80,7 +84,7 @@ class ModelState:
     """A row of `states()`: what a program (GET /v1/models, /api/models, `ember-chat models ps`) is told."""
 
     name: str
-    state: str  # "loaded", "loading" or "not loaded"
+    state: str  # "loaded", "loading", "not loaded", or "remote" (a remote model no engine holds open)
     loaded_by: str | None = None  # "window" or "api"
     memory_bytes: int = 0
     n_ctx: int | None = None
@@ -88,6 +92,7 @@ class ModelState:
     idle_s: float | None = None
     ttl_s: float | None = None
     model: ModelDescription | None = None
+    connection: str | None = None  # a remote model's connection
 
 
 class _LoadWaiter(ServiceListener):
@@ -132,12 +137,15 @@ class ModelPool:
         service_factory: Callable[[], EngineService] = EngineService,
         memory_of: Callable[[ModelRef], Footprint] = footprint,
         on_change: Callable[[str], None] | None = None,
+        lookup: Callable[[str], ModelRef | None] | None = None,
     ) -> None:
         """`catalog()`: every model that can be loaded, by every name a request may use for it (its
         library name, alias, file stem), each to what loading it means; a ref's first name is the one
         the table shows. `on_change`: told (on any thread) what changed, in a sentence for a log, after a model
-        is loaded or unloaded."""
+        is loaded or unloaded. `lookup`: a ref for a name the catalog does not list (a remote model
+        named `remote:<connection>/<id>` while its connection's list is stale), else None."""
         self._catalog = catalog
+        self._lookup = lookup
         self.budget = (budget or MemoryBudget()).resolved()
         self.default_ttl_s = default_ttl_s
         self._factory = service_factory
@@ -168,6 +176,9 @@ class ModelPool:
         names = self._names()
         if name in names:
             return names[name]
+        ref = self._lookup(name) if self._lookup is not None else None
+        if ref is not None:
+            return name, ref
         raise ModelNotFound(name, sorted({shown for shown, _ref in names.values()}))
 
     # ----- the window's model
@@ -217,8 +228,9 @@ class ModelPool:
             entry = self._models.get(shown)
             if entry is None:
                 wanted = self._memory_of(ref)
-                evicted = self._make_room(shown, wanted)
-                entry = PoolModel(shown, self._factory(), wanted, "api")
+                remote = ref.endpoint.name if isinstance(ref, RemoteModelRef) else None
+                evicted = [] if remote else self._make_room(shown, wanted)  # (a remote model takes no room)
+                entry = PoolModel(shown, self._factory(), wanted, "api", connection=remote)
                 self._models[shown] = entry
                 new = True
             entry.leases += 1
@@ -240,13 +252,14 @@ class ModelPool:
         if self._window is not None:
             held, count = self._window[2], 1
         for entry in self._models.values():
-            held, count = held + entry.memory, count + 1
+            if entry.connection is None:  # (remote models count in neither the memory nor --models-max)
+                held, count = held + entry.memory, count + 1
         return held, count
 
     def _make_room(self, name: str, wanted: Footprint) -> list[PoolModel]:
         """Take idle models out of the table, least recently used first, until `wanted` fits (under
         the lock; the caller unloads them). ModelDoesNotFit when even all of them would not do."""
-        idle = sorted((e for e in self._models.values() if e.leases == 0 and e.ready.is_set()),
+        idle = sorted((e for e in self._models.values() if e.leases == 0 and e.ready.is_set() and e.connection is None),
                       key=lambda e: e.last_used)  # fmt: skip
         evicted: list[PoolModel] = []
         held, count = self._held()
@@ -341,7 +354,7 @@ class ModelPool:
         self._unload(entry)
 
     def states(self) -> list[ModelState]:
-        """Every installed model with its state, loaded ones first (by name)."""
+        """Every installed model (and the catalog's remote ones) with its state, loaded ones first (by name)."""
         now = time.monotonic()
         rows: dict[str, ModelState] = {}
         with self._lock:
@@ -363,9 +376,13 @@ class ModelPool:
                     None if e.leases or e.state != "loaded" else max(0.0, now - e.last_used),
                     ttl,
                     model,
+                    e.connection,
                 )
-        for _name, (shown, _ref) in sorted(self._names().items()):
-            rows.setdefault(shown, ModelState(shown, "not loaded"))
+        for _name, (shown, ref) in sorted(self._names().items()):
+            if isinstance(ref, RemoteModelRef):
+                rows.setdefault(shown, ModelState(shown, "remote", connection=ref.endpoint.name))
+            else:
+                rows.setdefault(shown, ModelState(shown, "not loaded"))
         return sorted(rows.values(), key=lambda s: (s.state != "loaded", s.name))
 
     # ----- time to live
