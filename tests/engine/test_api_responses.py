@@ -22,7 +22,7 @@ from ember_chat.engine.inference.service.engine import EngineService
 from ember_chat.engine.openai.api_error import ApiError
 from ember_chat.engine.serve.config import ServerConfig
 from ember_chat.engine.serve.request_log import HttpExchange
-from ember_chat.engine.serve.responses_route import ResponseStore
+from ember_chat.engine.serve.responses_route import ResponseStore, read_turn
 from ember_chat.engine.serve.server import ApiServer
 from tests.helpers.api_support import WAIT_S, assert_api_error, assert_error
 from tests.helpers.api_tools import CALL_TOKENS, WEATHER, ToolBackend, tool_server, weather
@@ -193,10 +193,10 @@ def test_the_store_keeps_the_newest_within_its_bounds() -> None:
     with pytest.raises(ApiError):
         store.get("a")
     assert store.get("c").conversation == ({"role": "user", "content": "c"},)
-    store.put({"id": "big"}, [{"role": "user", "content": "x" * 20_000}])  # over the size: all older ones go
+    store.put({"id": "big"}, [{"role": "user", "content": "x" * 20_000}])  # over the whole store: not kept
     with pytest.raises(ApiError):
-        store.get("b")
-    assert store.get("big").response == {"id": "big"}
+        store.get("big")
+    assert store.get("b") and store.get("c")
 
 
 def test_the_request_log_counts_a_response_as_a_generation() -> None:
@@ -360,3 +360,22 @@ def test_a_stream_that_fails_after_it_opened_ends_with_an_error_event(
                 client.responses.create(model="fails", input="hi")
     finally:
         service.close()
+
+
+def test_a_chain_of_stored_responses_stays_within_the_store() -> None:
+    """Each stored turn keeps the whole conversation: one grown past the store is not kept, and continuing
+    it (store true) is a 400 naming previous_response_id — memory never grows with a client's chain."""
+    store = ResponseStore(max_bytes=3_000)
+    turn = read_turn({"model": "m", "input": "x" * 600}, store)
+    store.put({"id": "resp_1", "object": "response"}, [*turn.conversation, {"role": "assistant", "content": "ok"}])
+    turn = read_turn({"model": "m", "input": "y" * 600, "previous_response_id": "resp_1"}, store)
+    store.put({"id": "resp_2", "object": "response"}, [*turn.conversation, {"role": "assistant", "content": "ok"}])
+    with pytest.raises(ApiError) as grown:
+        read_turn({"model": "m", "input": "z" * 1_800, "previous_response_id": "resp_2"}, store)
+    assert grown.value.status == 400 and grown.value.param == "previous_response_id"
+    # without storing, it may go on (nothing more is kept)
+    assert read_turn({"model": "m", "input": "z" * 1_800, "previous_response_id": "resp_2", "store": False}, store)
+    store.put({"id": "resp_big", "object": "response"}, [{"role": "user", "content": "w" * 5_000}])
+    with pytest.raises(ApiError, match="resp_big"):
+        store.get("resp_big")  # larger than the whole store: not kept (it would have been, alone, before)
+    assert store.get("resp_1") and store.get("resp_2")

@@ -274,7 +274,7 @@ def test_the_librarys_models_by_each_name_a_request_may_use(tmp_path: Path) -> N
     ("body", "ttl"),
     [({"ttl": 30}, 30.0), ({"keep_alive": "5m"}, 300.0), ({"keep_alive": "1.5h"}, 5400.0),
      ({"keep_alive": -1}, math.inf), ({"keep_alive": 0}, 0.0), ({"keep_alive": "250ms"}, 0.25), ({}, None),
-     ({"ttl": 1e309}, math.inf)],
+     ({"ttl": 1e309}, math.inf), ({"ttl": 10**400}, math.inf), ({"keep_alive": -(10**400)}, math.inf)],
 )  # fmt: skip
 def test_a_requests_ttl_or_keep_alive_is_taken_out_of_its_body(body: dict[str, object], ttl: float | None) -> None:
     body = {"model": "m", **body}

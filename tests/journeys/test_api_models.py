@@ -23,6 +23,7 @@ from ember_chat.engine.inference.pool.memory import footprint
 from tests.helpers.entry_point import ember_chat
 from tests.helpers.gguf_factory import TinySpec, write_tiny_model
 from tests.helpers.peer_servers import ember_server
+from tests.helpers.prometheus_text import parse, value
 
 pytestmark = pytest.mark.slow
 N_CTX = 256
@@ -106,6 +107,14 @@ def test_the_installed_models_loaded_on_demand_within_the_budget(server: tuple[s
             "loaded", "not loaded", "loaded",
         )  # fmt: skip
         assert any("unloaded beta.gguf (idle, to make room for gamma.gguf)" in line for line in log)
+
+        # /metrics counts each request under the model that answered it, and the pool's loads and evictions
+        families = parse(httpx2.get(base.removesuffix("/v1") + "/metrics", timeout=10).text)
+        chats = dict(route="/v1/chat/completions", method="POST", code="200")
+        assert value(families, "ember_http_requests_total", model="beta.gguf", **chats) == 1
+        assert value(families, "ember_http_requests_total", model="gamma.gguf", **chats) == 1
+        assert value(families, "ember_model_loads_total", model="gamma.gguf") == 1
+        assert value(families, "ember_model_evictions_total", model="beta.gguf") == 1
 
         with pytest.raises(openai.NotFoundError) as unknown:
             chat(client, "delta")

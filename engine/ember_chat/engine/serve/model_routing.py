@@ -48,9 +48,13 @@ def take_ttl(body: Any) -> float | None:
         if isinstance(value, bool) or value is None:
             raise ApiError(400, f"{field} must be a number of seconds.", param=field)
         if isinstance(value, int | float):
-            if math.isnan(value):  # (Python's JSON reads NaN)
+            try:
+                seconds = float(value)
+            except OverflowError:  # (an integer of hundreds of digits: longer than any time to live)
+                seconds = math.inf if value > 0 else -math.inf
+            if math.isnan(seconds):  # (Python's JSON reads NaN)
                 raise ApiError(400, f"{field} must be a number of seconds, not NaN.", param=field)
-            ttl = KEEP if value < 0 else float(value)
+            ttl = KEEP if seconds < 0 else seconds
             continue
         match = _DURATION.match(value) if isinstance(value, str) else None
         if match is None:

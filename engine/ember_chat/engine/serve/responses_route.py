@@ -50,8 +50,16 @@ class ResponseStore:
         self._bytes = 0
         self._lock = threading.Lock()
 
+    @property
+    def max_bytes(self) -> int:
+        return self._max_bytes
+
     def put(self, response: dict[str, Any], conversation: list[dict[str, Any]]) -> None:
+        """Keep it, dropping the oldest beyond the bounds; one larger than the whole store is not kept
+        (read_turn refuses to continue a conversation that outgrew it)."""
         size = len(json.dumps(response)) + len(json.dumps(conversation))
+        if size > self._max_bytes:
+            return
         with self._lock:
             self._items[response["id"]] = Stored(response, tuple(conversation), size)
             self._bytes += size
@@ -108,6 +116,11 @@ def read_turn(
     earlier = list(store.get(read.previous_response_id, "previous_response_id").conversation) if (
         read.previous_response_id) else []  # fmt: skip
     conversation = earlier + read.messages
+    if read.store and earlier and len(json.dumps(conversation)) > store.max_bytes:
+        # each turn stores the whole conversation: one grown past the store would be kept by nobody
+        raise ApiError(400, f"The conversation through previous_response_id has grown past the {store.max_bytes:,} "
+                       "bytes this server keeps for stored responses; start a new one (or send store: false).",
+                       param="previous_response_id")  # fmt: skip
     system = [{"role": "system", "content": read.instructions}] if read.instructions else []
     try:
         request = parse_request("chat", {**read.chat, "messages": system + conversation}, False, preset, reading,

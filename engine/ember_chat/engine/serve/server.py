@@ -21,8 +21,7 @@ import logging
 import socket
 import sys
 import threading
-from collections.abc import Callable
-from contextlib import AbstractContextManager
+from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -68,6 +67,7 @@ class _Handler(BaseHTTPRequestHandler):
     _body_read = False  # this request's body has been read (else an error response closes the connection)
     _record: RequestRecord | None = None  # the request being answered, for the server's request listener
     _route = OTHER_ROUTE  # its route as /metrics counts it (route_label)
+    _model: str | None = None  # the model that answered it (its `model` label in /metrics), once known
     sys_version = ""
 
     def setup(self) -> None:
@@ -208,14 +208,14 @@ class _Handler(BaseHTTPRequestHandler):
     def _logged(self, method: str, handle: Callable[[], None]) -> None:
         """Handle the request, then tell the server's request listener (if it still has one) what was sent."""
         record = self._record = RequestRecord(method, self.path, self.client_address[0])
-        self._route = OTHER_ROUTE
+        self._route, self._model = OTHER_ROUTE, None
         try:
             handle()
         finally:
             self._record = None
             exchange = record.exchange()
             if exchange is not None:
-                self.server.metrics.request(self._model_label(), self._route, exchange)
+                self.server.metrics.request(self._model or self._model_label(), self._route, exchange)
             record.report(self.server.on_request)
 
     def do_GET(self) -> None:
@@ -285,18 +285,19 @@ class _Handler(BaseHTTPRequestHandler):
         model = service.model
         return self.server.config.alias or service.model_alias or (model.name if model else "")
 
-    def _serving(self, requested: str | None, ttl_s: float | None = None) -> AbstractContextManager[Served]:
-        """The engine serving the model a request names (serve/model_routing.py), held for the request."""
-        return serving(self.server.service, self.server.pool, self.server.config.alias, requested, ttl_s)
+    @contextlib.contextmanager
+    def _serving(self, requested: str | None, ttl_s: float | None = None) -> Iterator[Served]:
+        """The engine serving the model a request names (serve/model_routing.py), held for the request;
+        /metrics counts the request under that model."""
+        with serving(self.server.service, self.server.pool, self.server.config.alias, requested, ttl_s) as served:
+            self._model = served.name
+            yield served
 
     def _generate(self, kind: str) -> None:
         config = self.server.config
         body = self._body()
         ttl = take_ttl(body)  # (how long a model loaded for it stays: not a field of the request itself)
-        requested = body.get("model") if isinstance(body, dict) else None
-        own = not requested or requested in own_names(self.server.service, config.alias)
-        # the served model's default preset, for a request to it (another model has what its request says)
-        preset = self.server.preset() if own and self.server.preset is not None else None
+        preset = self._preset_for(body)
         # its files are read in child processes that end when the client hangs up or the server stops
         reading = Reading(config.attachment_limits, self._client_gone, config.file_turn_wait_s)
         turn: Turn | messages_route.Turn | None = None
@@ -344,11 +345,19 @@ class _Handler(BaseHTTPRequestHandler):
             lambda figures, itl_ms: metrics.generation(name, figures, itl_ms),
         ).answer(req, out)
 
+    def _preset_for(self, body: Any) -> Preset | None:
+        """The server's own model's default preset, for a request to that model (a request naming another
+        model has what it says itself)."""
+        requested = body.get("model") if isinstance(body, dict) else None
+        own = not requested or requested in own_names(self.server.service, self.server.config.alias)
+        return self.server.preset() if own and self.server.preset is not None else None
+
     def _count_tokens(self) -> None:
         """POST /v1/messages/count_tokens: the prompt's tokens, as a /v1/messages request would have them."""
         config = self.server.config
-        preset = self.server.preset() if self.server.preset is not None else None
-        turn = messages_route.read_turn(self._body(), config.allow_unknown_fields, preset, None,
+        body = self._body()
+        preset = self._preset_for(body)
+        turn = messages_route.read_turn(body, config.allow_unknown_fields, preset, None,
                                         config.unknown_fields_advice, count=True)  # fmt: skip
         with self._serving(turn.request.model) as served:
             self._send_json(200, messages_route.count_tokens(served.service, turn))
