@@ -297,3 +297,33 @@ def test_a_time_to_live_too_long_for_a_lock_keeps_the_model_and_the_ttl_thread(m
         pass
     changes.wait_for(lambda: state(pool, "beta") == "not loaded")  # the TTL thread still works
     assert state(pool, "alpha") == "loaded"
+
+
+def test_memory_counts_until_an_unloaded_model_has_closed(make_pool: object, models: dict[str, LoadConfig]) -> None:
+    """A model being unloaded still holds its memory until its engine has closed: a load that needs that
+    room waits for it instead of loading beside it."""
+    one = footprint(models["alpha"])
+    closing = threading.Event()
+    release = threading.Event()
+
+    class SlowToClose(EngineService):
+        def close(self) -> None:
+            if self.model is not None and self.model_alias == "alpha":
+                closing.set()
+                release.wait(10)
+            super().close()
+
+    pool: ModelPool = make_pool(budget=MemoryBudget(ram_bytes=int(one.ram_bytes * 1.5), vram_bytes=0),
+                                service_factory=SlowToClose)  # type: ignore[operator]  # fmt: skip
+    use(pool, "alpha")
+    with ThreadPoolExecutor(2) as workers:
+        unloading = workers.submit(pool.unload, "alpha")
+        assert closing.wait(10)
+        loading = workers.submit(use, pool, "beta")  # needs alpha's room: waits for its close
+        with pytest.raises(TimeoutError):  # (what must not happen: half a second is plenty for a tiny model)
+            loading.result(timeout=0.5)
+        assert state(pool, "beta") == "not loaded"
+        release.set()
+        unloading.result(10)
+        loading.result(10)
+    assert state(pool, "beta") == "loaded" and state(pool, "alpha") == "not loaded"

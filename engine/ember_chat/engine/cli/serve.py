@@ -161,9 +161,9 @@ def run(args: argparse.Namespace) -> int:
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)
-        server.stop()
-        if pool is not None:
+        if pool is not None:  # first: a request waiting for a model's load is answered at once, not after it
             pool.close()
+        server.stop()
         service.close()
         close_snapshot_store(snapshots)
     return 0

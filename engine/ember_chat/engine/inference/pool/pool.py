@@ -155,6 +155,7 @@ class ModelPool:
         self._models: dict[str, PoolModel] = {}  # by the name the table shows
         self._window: tuple[str, EngineService, Footprint, str] | None = None  # (the pinned model)
         self._closing = False
+        self._unloading: list[PoolModel] = []  # out of the table, still being closed: their memory is not free yet
         self.loads = 0  # models this pool loaded (for /metrics)
         self.evictions = 0  # idle models unloaded to make room or at the end of their TTL
         self.loads_by_model: Counter[str] = Counter()
@@ -218,8 +219,11 @@ class ModelPool:
 
     def _acquire(self, name: str, ttl_s: float | None) -> PoolModel | EngineService:
         shown, ref = self.resolve(name)
-        evicted: list[PoolModel] = []
         new = False
+        with self._lock:
+            known = shown in self._models or (self._window is not None and self._window[0] == shown)
+        # (outside the lock: it reads the file's header, and with GPU layers asks nvidia-smi)
+        wanted = None if known else self._memory_of(ref)
         with self._lock:
             if self._closing:
                 raise EmberError("Ember is closing.")
@@ -227,17 +231,19 @@ class ModelPool:
                 return self._window[1]
             entry = self._models.get(shown)
             if entry is None:
-                wanted = self._memory_of(ref)
+                if wanted is None:  # (unloaded since: rare)
+                    wanted = self._memory_of(ref)
                 remote = ref.endpoint.name if isinstance(ref, RemoteModelRef) else None
-                evicted = [] if remote else self._make_room(shown, wanted)  # (a remote model takes no room)
+                if not remote:  # (a remote model takes no room)
+                    self._make_room(shown, wanted)  # (may let go of the lock while idle models close)
+                entry = self._models.get(shown)  # (another request may have made it meanwhile)
+            if entry is None:
                 entry = PoolModel(shown, self._factory(), wanted, "api", connection=remote)
                 self._models[shown] = entry
                 new = True
             entry.leases += 1
             if ttl_s is not None:
                 entry.ttl_s = ttl_s
-        for old in evicted:
-            self._unload(old)
         if new:
             self._load(entry, ref)
         entry.ready.wait()
@@ -251,31 +257,46 @@ class ModelPool:
         held, count = NOTHING, 0
         if self._window is not None:
             held, count = self._window[2], 1
-        for entry in self._models.values():
+        for entry in [*self._models.values(), *self._unloading]:
             if entry.connection is None:  # (remote models count in neither the memory nor --models-max)
                 held, count = held + entry.memory, count + 1
         return held, count
 
-    def _make_room(self, name: str, wanted: Footprint) -> list[PoolModel]:
-        """Take idle models out of the table, least recently used first, until `wanted` fits (under
-        the lock; the caller unloads them). ModelDoesNotFit when even all of them would not do."""
-        idle = sorted((e for e in self._models.values() if e.leases == 0 and e.ready.is_set() and e.connection is None),
-                      key=lambda e: e.last_used)  # fmt: skip
-        evicted: list[PoolModel] = []
-        held, count = self._held()
-        while not self.budget.room_for(held, wanted, count):
-            if not idle:
+    def _make_room(self, name: str, wanted: Footprint) -> None:
+        """Unload idle models, least recently used first, until `wanted` fits (called with the lock held;
+        it is let go while each closes, and while models others are unloading finish). ModelDoesNotFit
+        when even all idle models would not do."""
+        while True:
+            if self._closing:
+                raise EmberError("Ember is closing.")
+            held, count = self._held()  # (models still closing count: their memory is not free yet)
+            if self.budget.room_for(held, wanted, count):
+                return
+            idle = [e for e in self._models.values() if e.leases == 0 and e.ready.is_set() and e.connection is None]
+            if idle:
+                entry = min(idle, key=lambda e: e.last_used)
+                entry.why = f"idle, to make room for {name}"
+                self._close_unlocked(entry)
+            elif self._unloading:
+                self._lock.wait()  # (notified when one has closed)
+            else:
                 raise ModelDoesNotFit(self._no_room(name, wanted, held, count))
-            entry = idle.pop(0)
-            evicted.append(entry)
-            held = Footprint(held.ram_bytes - entry.memory.ram_bytes, held.vram_bytes - entry.memory.vram_bytes)
-            count -= 1
-        for entry in evicted:
-            del self._models[entry.name]
+
+    def _close_unlocked(self, entry: PoolModel, evicted: bool = True) -> None:
+        """Take `entry` out of the table and close it, letting go of the lock (held by the caller) while it
+        closes; its memory counts until it has. `evicted`: by the pool (room, TTL), not by a request."""
+        del self._models[entry.name]
+        self._unloading.append(entry)
+        if evicted:
             self.evictions += 1
             self.evictions_by_model[entry.name] += 1
-            entry.why = f"idle, to make room for {name}"
-        return evicted
+        self._lock.release()
+        try:
+            self._unload(entry)
+        finally:
+            self._lock.acquire()
+            self._unloading.remove(entry)
+            self._lock.notify_all()
 
     def _no_room(self, name: str, wanted: Footprint, held: Footprint, count: int) -> str:
         b = self.budget
@@ -295,11 +316,14 @@ class ModelPool:
         entry.service.add_listener(waiter)
         try:
             waiter.expect(entry.service.load(ref, entry.name))
-            waiter.done.wait()
+            # (a load still queued when close() ends its engine is never answered: look at the pool too)
+            while not waiter.done.wait(0.1) and not self._closing:
+                pass
         finally:
             entry.service.remove_listener(waiter)
-        if waiter.model is None:
-            entry.error = f"The model {entry.name!r} could not be loaded: {waiter.error or 'it failed to load'}"
+        if waiter.model is None or self._closing:
+            reason = waiter.error or ("Ember is closing" if self._closing else "it failed to load")
+            entry.error = f"The model {entry.name!r} could not be loaded: {reason}"
             with self._lock:
                 if self._models.get(entry.name) is entry:
                     del self._models[entry.name]
@@ -350,8 +374,7 @@ class ModelPool:
                 raise EmberError(f"The model {shown!r} is still loading.")
             if entry.leases:
                 raise EmberError(f"The model {shown!r} is answering {entry.leases} request(s); unload it after them.")
-            del self._models[shown]
-        self._unload(entry)
+            self._close_unlocked(entry, evicted=False)
 
     def states(self) -> list[ModelState]:
         """Every installed model (and the catalog's remote ones) with its state, loaded ones first (by name)."""
@@ -387,34 +410,28 @@ class ModelPool:
 
     # ----- time to live
     def _reap(self) -> None:
-        while True:
-            expired: list[PoolModel] = []
-            with self._lock:
-                if self._closing:
-                    return
+        with self._lock:
+            while not self._closing:
                 now = time.monotonic()
                 wake: float | None = None
-                for e in list(self._models.values()):
+                expired: PoolModel | None = None
+                for e in self._models.values():
                     ttl = e.ttl_s if e.ttl_s is not None else self.default_ttl_s
                     if ttl is None or math.isinf(ttl) or e.leases or e.state != "loaded":
                         continue
                     left = e.last_used + ttl - now
                     if left <= 0:
-                        del self._models[e.name]
-                        self.evictions += 1
-                        self.evictions_by_model[e.name] += 1
+                        expired = e
                         e.why = f"idle for {ttl:g} s, its time to live"
-                        expired.append(e)
-                    else:
-                        wake = left if wake is None else min(wake, left)
-                if not expired:
+                        break
+                    wake = left if wake is None else min(wake, left)
+                if expired is None:
                     self._lock.wait(None if wake is None else min(wake, 3600.0))  # (a lock's wait has a limit)
                     continue
-            for e in expired:
                 try:
-                    self._unload(e)
+                    self._close_unlocked(expired)
                 except Exception:  # (the thread goes on for the others)
-                    log.exception("unloading %s failed", e.name)
+                    log.exception("unloading %s failed", expired.name)
 
     def close(self) -> None:
         """Unload every model the pool loaded (a load under way is cancelled) and join the TTL thread."""
