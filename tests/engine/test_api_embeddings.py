@@ -229,3 +229,29 @@ def test_waiting_embeddings_are_bounded_and_cancelled_at_close() -> None:
         release.set()
         service.close()
     assert len(outcome) == 1 and isinstance(outcome[0], JobCancelled)
+
+
+def test_a_long_embedding_request_stops_between_decodes(tmp_path: Path) -> None:
+    """Thousands of inputs are many decodes: one stopped (its engine closing) ends after the decode under
+    way, not after the last."""
+    path = write_tiny_bert(tmp_path / "bert.gguf", "mean")
+    llm = plain_llama(path, n_ctx=512, n_threads=1, verbose=False)
+    embedder = Embedder(llm, 512, 1, 1)
+    decodes: list[int] = []
+    real = embedder._decode
+
+    def counted(group: list[list[int]]) -> list[list[float]]:
+        decodes.append(len(group))
+        return real(group)
+
+    embedder._decode = counted  # type: ignore[method-assign]
+    try:
+        tokens = [llm.tokenize(b"a dog ran", add_bos=True)] * 300  # (64 a decode: 5 decodes)
+        assert len(embedder.embed(tokens)) == 300 and len(decodes) == 5
+        decodes.clear()
+        with pytest.raises(JobCancelled):
+            embedder.embed(tokens, stopped=lambda: len(decodes) >= 2)
+        assert len(decodes) == 2
+    finally:
+        embedder.close()
+        llm.close()

@@ -15,11 +15,11 @@ the same numbers as this for the same inputs in the same order (measured: equal 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import llama_cpp
 
-from ember_chat.engine.errors import GenerationError, InvalidParameter
+from ember_chat.engine.errors import GenerationError, InvalidParameter, JobCancelled
 
 # llama.cpp's pooling types as the API can say them (the GGUF's `<arch>.pooling_type` values)
 POOLING_NAMES = {
@@ -81,14 +81,17 @@ class Embedder:
             raise GenerationError(f"llama.cpp could not create a {n_ctx}-token embeddings context (out of memory?).")
         self._batch: llama_cpp.llama_batch | None = llama_cpp.llama_batch_init(n_ctx, 0, self.n_seq_max)
 
-    def embed(self, inputs: Sequence[Sequence[int]]) -> list[list[float]]:
+    def embed(self, inputs: Sequence[Sequence[int]], stopped: Callable[[], bool] = lambda: False) -> list[list[float]]:
         """Each input's normalised vector, in order; every input is non-empty and at most `n_ctx` tokens
-        (the caller checks, naming the input)."""
+        (the caller checks, naming the input). JobCancelled when `stopped()` between two decodes (a request
+        of thousands of inputs ends with its engine, not after it)."""
         out: list[list[float]] = []
         group: list[Sequence[int]] = []
         used = 0
         for tokens in inputs:
             if group and (used + len(tokens) > self.n_ctx or len(group) >= self.n_seq_max):
+                if stopped():
+                    raise JobCancelled("The embeddings were stopped.")
                 out += self._decode(group)
                 group, used = [], 0
             group.append(tokens)

@@ -35,7 +35,9 @@ def input_tokens(
     return out
 
 
-def embed(embedder: Embedder, tokens: Sequence[Sequence[int]]) -> Embeddings:
-    """The vectors of these inputs' tokens (checked by `input_tokens`)."""
-    vectors = embedder.embed(tokens)
+def embed(
+    embedder: Embedder, tokens: Sequence[Sequence[int]], stopped: Callable[[], bool] = lambda: False
+) -> Embeddings:
+    """The vectors of these inputs' tokens (checked by `input_tokens`); JobCancelled once `stopped()`."""
+    vectors = embedder.embed(tokens, stopped)
     return Embeddings(vectors, sum(len(t) for t in tokens), POOLING_NAMES.get(embedder.pooling, "mean"))

@@ -438,7 +438,7 @@ class LocalRuntime:
             "", tokens, params, recorder, batched=batched, cancel=cancel, conversation=False, special=False
         )
 
-    def embed(self, inputs: list[EmbeddingInput]) -> Embeddings:
+    def embed(self, inputs: list[EmbeddingInput], stopped: Callable[[], bool] = lambda: False) -> Embeddings:
         """Each input's unit-length vector (texts tokenized as llama-cpp-python's `Llama.embed` does), the
         model's pooling or mean (local/embeddings.py), several inputs per decode, in a context of their own
         that is made on the first call. BadEmbeddingInput names an input that is empty, has a token outside
@@ -450,7 +450,7 @@ class LocalRuntime:
         if self._embedder is None:
             threads = self._config.threads
             self._embedder = Embedder(llm, limit, threads, self._config.threads_batch or threads)
-        return embeddings.embed(self._embedder, tokens)
+        return embeddings.embed(self._embedder, tokens, stopped)
 
     def run_tokens(self, tokens: list[int], params: SamplingParams) -> Iterator[Event]:
         """Evaluate exactly these prompt tokens and generate exactly `params.max_tokens` tokens (the

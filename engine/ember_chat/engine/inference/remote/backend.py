@@ -183,7 +183,7 @@ class RemoteBackend:
     def complete(self, prompt: str, params: SamplingParams) -> Iterator[Event]:
         return self._generate("completions", {"prompt": prompt}, params, chat=False)
 
-    def embed(self, inputs: list[EmbeddingInput]) -> Embeddings:
+    def embed(self, inputs: list[EmbeddingInput], stopped: Callable[[], bool] = lambda: False) -> Embeddings:
         """The server's own embeddings of these inputs: OpenAI's /embeddings body for this model (floats),
         its vectors as it sends them (RemoteError as a request's)."""
         client, ref, _ = self._require()

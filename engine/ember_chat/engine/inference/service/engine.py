@@ -253,17 +253,19 @@ class EngineService:
             waiting = self._queue.count() + len(self._jobs)
             if client not in UNBOUNDED_CLIENTS and waiting >= self.queue_limit:
                 raise QueueFull(f"{waiting} requests are already waiting for the model; try again shortly.")
-            job = self.run_exclusive(lambda: self._embed_now(inputs), label, client=client)
+            jobs: list[ExclusiveJob] = []  # (the job is set before it can run: the engine thread needs the lock)
+            job = self.run_exclusive(lambda: self._embed_now(inputs, jobs[0].cancel.is_set), label, client=client)
+            jobs.append(job)
         return job.result()  # type: ignore[no-any-return]
 
-    def _embed_now(self, inputs: list[EmbeddingInput]) -> Embeddings:
+    def _embed_now(self, inputs: list[EmbeddingInput], stopped: Callable[[], bool]) -> Embeddings:
         backend = self._backend
         if backend is None or not backend.loaded:
             raise NoModelLoaded("No model is loaded. Load one first.")
         embed = getattr(backend, "embed", None)  # (the local runtime's, the remote backend's)
         if not callable(embed):
             raise InvalidParameter("This model's backend computes no embeddings.")
-        return embed(inputs)  # type: ignore[no-any-return]
+        return embed(inputs, stopped)  # type: ignore[no-any-return]
 
     # ----- model
     def load(self, ref: ModelRef, alias: str | None = None) -> int:
