@@ -13,7 +13,13 @@ key it would have to enforce; with none set, the server starts as it would anywa
 Stopping the server never waits on the GUI thread: its connections may be in the middle of an answer
 or of reading a request's file, and the serving loop itself takes up to half a second to notice. The
 stop runs on a thread of its own; a start that follows waits for it off the GUI thread (the port is
-free again then)."""
+free again then).
+
+The server also serves the other installed models, each loaded when a request names it (a `ModelPool`
+built in api_pool.py, one per start, closed with the server); the window's model is pinned in it as it
+changes, so its requests use the window's engine and API traffic never unloads it. What the pool loads
+and unloads is said in the log (its sentences, handed from its threads to the GUI thread through a
+mailbox) and listed in the dialog, where a model can be unloaded."""
 
 from __future__ import annotations
 
@@ -26,11 +32,15 @@ from PySide6.QtCore import QObject, Signal, Slot
 from PySide6.QtWidgets import QLabel, QMessageBox, QStatusBar, QWidget
 
 from ember_chat.app.context import AppContext
+from ember_chat.app.engine_link.gui_mailbox import GuiMailbox
 from ember_chat.app.engine_link.tasks import TaskRunner
 from ember_chat.app.qt.settings_page import show_settings_page
+from ember_chat.app.server.api_pool import PoolEvent, window_budget, window_catalog, window_pool
 from ember_chat.app.server.unknown_fields import WINDOW_UNKNOWN_FIELDS_ADVICE
 from ember_chat.engine.attachments import Limits
 from ember_chat.engine.errors import EmberError, SecretStoreError
+from ember_chat.engine.inference.pool.memory import MemoryBudget
+from ember_chat.engine.inference.pool.pool import ModelPool, ModelState
 from ember_chat.engine.inference.service.engine import QueueState, RequestRecord
 from ember_chat.engine.serve.config import ServerConfig
 from ember_chat.engine.serve.request_log import HttpExchange
@@ -65,6 +75,8 @@ class ApiServerControl(QObject):
 
     applied = Signal(bool)  # an apply() has finished: the server runs as the settings say (GUI thread)
     exchanged = Signal(object)  # HttpExchange: the server answered a request (emitted on its thread, queued)
+    pool_changed = Signal()  # the models loaded for API requests changed (GUI thread)
+    _pool_wake = Signal()  # from the pool's threads: its mailbox has a sentence
 
     def __init__(
         self,
@@ -79,7 +91,13 @@ class ApiServerControl(QObject):
         self.server: ApiServer | None = None
         self.secrets = SecretStore()
         self.tasks = TaskRunner(self, workers=1)
-        self.records: list[RequestRecord | HttpExchange] = []  # the log, oldest first
+        self.records: list[RequestRecord | HttpExchange | PoolEvent] = []  # the log, oldest first
+        self.pool: ModelPool | None = None  # the other installed models, loaded for requests (while serving)
+        self.pool_tasks = TaskRunner(self, workers=1)  # the pool's table read, its unloads, the window's pins
+        self._pool_mail: GuiMailbox[PoolEvent] = GuiMailbox(self._pool_wake.emit)
+        self._pool_wake.connect(self._pool_said)
+        ctx.bridge.loaded.connect(self._pin_window_model)
+        ctx.bridge.unloaded.connect(self._pin_window_model)
         self.quit_question: QMessageBox | None = None  # asked on quitting while the server runs
         self._quit_confirmed = False
         self.exchanged.connect(self._on_exchange)
@@ -110,11 +128,12 @@ class ApiServerControl(QObject):
         if not self.ctx.settings.api_server:
             self.tasks.run(stopped, lambda _none: self.applied.emit(True), key="apply")
             return
-        secrets, key_set = self.secrets, self.ctx.settings.api_key_set
+        secrets, key_set, settings = self.secrets, self.ctx.settings.api_key_set, self.ctx.settings
 
-        def when_stopped_read_key() -> tuple[str | None, bool]:
+        def when_stopped_read_key() -> tuple[str | None, bool, MemoryBudget]:
             stopped()
-            return read_server_key(secrets, key_set)
+            # (the free memory is asked here: nvidia-smi may take seconds)
+            return (*read_server_key(secrets, key_set), window_budget(settings))
 
         self.tasks.run(when_stopped_read_key, self._start, self._keychain_failed, key="apply")
 
@@ -128,8 +147,8 @@ class ApiServerControl(QObject):
         )
         self.applied.emit(False)
 
-    def _start(self, found: tuple[str | None, bool]) -> None:
-        api_key, readable = found
+    def _start(self, found: tuple[str | None, bool, MemoryBudget]) -> None:
+        api_key, readable, budget = found
         self.stop()
         s = self.ctx.settings
         if readable and s.api_key_set != (api_key is not None):
@@ -151,14 +170,20 @@ class ApiServerControl(QObject):
         )
         service = self.ctx.bridge.service
         service.queue_limit = s.api_queue_limit
-        server = ApiServer(service, config, on_request=self.exchanged.emit, preset=self.preset)
+        ctx, mail = self.ctx, self._pool_mail
+        catalog = window_catalog(lambda: ctx.library, ctx.model_settings, lambda: ctx.settings)
+        pool = window_pool(service, catalog, s, budget, lambda said: mail.post(PoolEvent(time.time(), said)))
+        server = ApiServer(service, config, on_request=self.exchanged.emit, preset=self.preset, pool=pool)
         try:
             server.start()
         except EmberError as exc:
+            pool.close()  # (nothing loaded yet: it only joins its TTL thread)
             self.ctx.notifier.show_error(self.tr("Local API server: {error}").format(error=exc))
             self.applied.emit(False)
             return
-        self.server = server
+        self.server, self.pool = server, pool
+        self._pin_window_model()
+        self.pool_changed.emit()
         self._show(service.queue_state())
         self.applied.emit(True)
 
@@ -166,11 +191,20 @@ class ApiServerControl(QObject):
         """The server stops taking requests and ends its connections, on a thread of its own (never
         waited for here). Not a daemon: quitting Ember waits for it, so no connection is left open."""
         server, self.server = self.server, None
+        pool, self.pool = self.pool, None
         if server is not None:
-            thread = threading.Thread(target=server.stop, name="ember-api-stop")
+
+            def stop() -> None:
+                server.stop()
+                if pool is not None:  # after the server: no request leases a model any more
+                    pool.close()
+
+            thread = threading.Thread(target=stop, name="ember-api-stop")
             self._stopping = [t for t in self._stopping if t.is_alive()] + [thread]
             thread.start()
         self.status.hide()
+        if pool is not None:
+            self.pool_changed.emit()
 
     def join(self, timeout: float | None = None) -> bool:
         """Wait until the keychain reads and every stop have ended (tests, teardown); False if some
@@ -179,13 +213,18 @@ class ApiServerControl(QObject):
         for thread in list(self._stopping):
             thread.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
         left = None if deadline is None else max(0.0, deadline - time.monotonic())
-        return self.tasks.join(left) and not any(t.is_alive() for t in self._stopping)
+        pool_left = None if deadline is None else max(0.0, deadline - time.monotonic())
+        return (
+            self.tasks.join(left) and self.pool_tasks.join(pool_left) and not any(t.is_alive() for t in self._stopping)
+        )
 
     def shutdown(self) -> None:
         """The window closes: the server stops, a keychain read still out is dropped. A connection still
         being answered no longer tells this window (about to be destroyed) of its request, and the stop is
         waited for (the window is hidden by now) so none outlives the engine closed next."""
         self.tasks.shutdown()
+        self.pool_tasks.shutdown()
+        self._pool_mail.close()  # (what the pool says while it closes is for no one)
         if self.server is not None:
             self.server.stop_telling()
         self.stop()
@@ -218,7 +257,46 @@ class ApiServerControl(QObject):
         if not exchange.generation:  # a generation is logged by the engine service, with its metrics
             self._log(exchange)
 
-    def _log(self, entry: RequestRecord | HttpExchange) -> None:
+    # ----- the models loaded for API requests
+    @Slot()
+    def _pin_window_model(self, *_model: object) -> None:
+        """The window's model changed (loaded, unloaded): the pool serves it with the window's engine and
+        never unloads it. Off the GUI thread (the pool reads the library and the model's header), in order."""
+        pool, service = self.pool, self.ctx.bridge.service
+        if pool is None:
+            return
+        name = service.model_alias if service.model is not None else None
+        self.pool_tasks.run(lambda: pool.pin(name, service, "window"), lambda _none: None)
+
+    def read_pool(self, shown: Callable[[list[ModelState]], None]) -> None:
+        """`shown(rows)` on the GUI thread: the models the pool loaded for requests (read off it: the
+        pool lists the library); nothing while the server is off."""
+        pool = self.pool
+        if pool is None:
+            shown([])
+            return
+
+        def rows() -> list[ModelState]:
+            return [r for r in pool.states() if r.loaded_by == "api" and r.state in ("loaded", "loading")]
+
+        self.pool_tasks.run(rows, shown, key="read-pool")
+
+    def unload_api_model(self, name: str, refused: Callable[[str], None]) -> None:
+        """Unload a model the pool loaded, off the GUI thread (it joins the model's engine);
+        `refused(message)`: the pool's reason it did not (a model answering requests, or still loading)."""
+        pool = self.pool
+        if pool is None:
+            return
+        self.pool_tasks.run(lambda: pool.unload(name), lambda _none: None, refused)
+
+    @Slot()
+    def _pool_said(self) -> None:
+        out = self._pool_mail.collect()
+        while out:
+            self._log(out.popleft())
+        self.pool_changed.emit()
+
+    def _log(self, entry: RequestRecord | HttpExchange | PoolEvent) -> None:
         self.records.append(entry)
         del self.records[:-LOG_LENGTH]
         if self.dialog is not None:

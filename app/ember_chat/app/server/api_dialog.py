@@ -1,18 +1,22 @@
 """Settings ▸ Local API server…: the server's settings (on/off, address, port, key, allowed origins,
 queue), its address with a Copy URL button and a curl command to try it, and the log of recent
-requests: every HTTP request the server answered, with its status, and each generation with its
-metrics. The control (start, stop, the log's source) is ApiServerControl in api_control.py; the dialog
-knows it as a ServerControl, what it asks of it."""
+requests: every HTTP request the server answered, with its status, each generation with its
+metrics, and what the server loaded and unloaded for requests naming another installed model. Those
+models are listed ("Models loaded for API requests": memory, idle for, Unload), with the budget they
+share (memory, how many, how long an idle one stays). The control (start, stop, the log's source,
+the pool) is ApiServerControl in api_control.py; the dialog knows it as a ServerControl, what it asks
+of it."""
 
 from __future__ import annotations
 
 import json
 import shlex
 import time
+from collections.abc import Callable
 from typing import Protocol
 
 from PySide6.QtCore import Qt, QTimer, Signal, SignalInstance, Slot
-from PySide6.QtGui import QFont, QFontDatabase, QGuiApplication, QShowEvent
+from PySide6.QtGui import QFont, QFontDatabase, QGuiApplication, QHideEvent, QShowEvent
 from PySide6.QtWidgets import (
     QCheckBox,
     QDialog,
@@ -37,8 +41,11 @@ from ember_chat.app.context import AppContext
 from ember_chat.app.engine_link.tasks import TaskRunner
 from ember_chat.app.engine_link.wording import window_wording
 from ember_chat.app.qt.window_frame import TITLE_BAR_ALLOWANCE
+from ember_chat.app.server.api_pool import PoolEvent
 from ember_chat.app.server.unknown_fields import IGNORE_UNKNOWN_LABEL
 from ember_chat.engine.errors import EmberError
+from ember_chat.engine.inference.pool.memory import mb
+from ember_chat.engine.inference.pool.pool import ModelState
 from ember_chat.engine.inference.service.engine import RequestRecord
 from ember_chat.engine.serve.request_log import HttpExchange
 from ember_chat.engine.serve.server import ApiServer
@@ -71,17 +78,36 @@ class ServerControl(Protocol):
     secrets: SecretStore  # the server's key, in the keychain
     tasks: TaskRunner  # the keychain read and written off the GUI thread
     server: ApiServer | None  # the server running (its address), None while off
-    records: list[RequestRecord | HttpExchange]  # the log so far, oldest first
+    records: list[RequestRecord | HttpExchange | PoolEvent]  # the log so far, oldest first
 
     @property
     def applied(self) -> SignalInstance: ...  # Signal(bool): an apply() has finished
 
+    @property
+    def pool_changed(self) -> SignalInstance: ...  # Signal(): the models loaded for requests changed
+
     def apply(self) -> None: ...  # start or stop the server as the settings say
+
+    # the models loaded for requests (`shown` on the GUI thread) and unloading one (`refused`: why not)
+    def read_pool(self, shown: Callable[[list[ModelState]], None]) -> None: ...
+
+    def unload_api_model(self, name: str, refused: Callable[[str], None]) -> None: ...
+
+
+def idle_text(row: ModelState) -> str:
+    """How long a model loaded for requests has been idle, as the table says it."""
+    if row.state == "loading":
+        return "loading"
+    if row.busy or row.idle_s is None:
+        return "answering"
+    seconds = round(row.idle_s)
+    return f"{seconds} s" if seconds < 60 else f"{seconds // 60} min"
 
 
 class ApiServerDialog(QDialog):
     applied = Signal(bool)  # Apply has finished: the settings are saved, the server runs as they say
     key_checked = Signal()  # the placeholder says whether a key is stored (tests wait on this)
+    api_models_loaded = Signal()  # the table of models loaded for requests shows the pool's now (tests)
 
     def __init__(self, control: ServerControl, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -105,7 +131,8 @@ class ApiServerDialog(QDialog):
                 "Other programs (editor plugins, scripts, the <code>openai</code> Python client) can use the model "
                 "loaded in this window through an OpenAI-compatible API. It shares the model with your chats: "
                 "requests are answered together with your chat, as many at once as the model's Parallel "
-                "sequences (a load setting, 4 by default; with 1, one answer at a time, in turn); more wait in line."
+                "sequences (a load setting, 4 by default; with 1, one answer at a time, in turn); more wait in line. "
+                "A request naming another installed model loads it in an engine of its own (listed below)."
             )
         )
         intro.setWordWrap(True)
@@ -163,6 +190,38 @@ class ApiServerDialog(QDialog):
                 "with HTTP 429"
             )
         )
+        self.budget = QSpinBox()
+        self.budget.setRange(0, 10_000_000)
+        self.budget.setSingleStep(1000)
+        self.budget.setSuffix(" MB")
+        self.budget.setSpecialValueText(self.tr("3/4 of the free memory"))
+        self.budget.setValue(s.api_memory_budget_mb)
+        self.budget.setAccessibleName(self.tr("Memory for models loaded by requests"))
+        self.budget.setToolTip(
+            self.tr(
+                "A request naming another installed model loads it. The models loaded so, together with the "
+                "window's, take at most this memory; the least recently used idle one is unloaded to make room."
+            )
+        )
+        self.models_max = QSpinBox()
+        self.models_max.setRange(0, 1000)
+        self.models_max.setSpecialValueText(self.tr("no limit"))
+        self.models_max.setValue(s.api_models_max)
+        self.models_max.setAccessibleName(self.tr("Most models loaded at once"))
+        self.models_max.setToolTip(self.tr("How many models (the window's included) may be loaded at once"))
+        self.model_ttl = QSpinBox()
+        self.model_ttl.setRange(0, 31_536_000)
+        self.model_ttl.setSingleStep(60)
+        self.model_ttl.setSuffix(" s")
+        self.model_ttl.setSpecialValueText(self.tr("unload when idle"))
+        self.model_ttl.setValue(s.api_model_ttl_s)
+        self.model_ttl.setAccessibleName(self.tr("Idle time before unloading"))
+        self.model_ttl.setToolTip(
+            self.tr(
+                "A model loaded for requests is unloaded after this long without one (a request's ttl or "
+                "keep_alive says otherwise for its model). The window's model is never unloaded by the API."
+            )
+        )
         form.addRow(self.enabled)
         form.addRow(self.tr("Address"), self.host)
         form.addRow(self.tr("Port"), self.port)
@@ -171,6 +230,9 @@ class ApiServerDialog(QDialog):
         form.addRow(self.tr("Allowed origins (CORS)"), self.origins)
         form.addRow(self.tr("Waiting requests (then 429)"), self.queue)
         form.addRow("", self.ignore_unknown)
+        form.addRow(self.tr("Memory for other models"), self.budget)
+        form.addRow(self.tr("Models at once"), self.models_max)
+        form.addRow(self.tr("Unload an idle model after"), self.model_ttl)
         layout.addLayout(form)
         self.url = QLabel()
         self.url.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
@@ -196,6 +258,27 @@ class ApiServerDialog(QDialog):
         self.curl.setAccessibleName(self.tr("Example curl command"))
         self.curl.setAccessibleDescription(self.tr("A command that asks the server for an answer"))
         layout.addWidget(self.curl)
+        self.api_models_title = QLabel(self.tr("Models loaded for API requests"))
+        layout.addWidget(self.api_models_title)
+        self.api_models = QTableWidget(0, 4)
+        self.api_models.setHorizontalHeaderLabels([self.tr("Model"), self.tr("Memory"), self.tr("Idle for"), ""])
+        self.api_models.horizontalHeader().setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
+        self.api_models.verticalHeader().hide()
+        self.api_models.setEditTriggers(QTableWidget.EditTrigger.NoEditTriggers)
+        self.api_models.setAccessibleName(self.tr("Models loaded for API requests"))
+        self.api_models.setAccessibleDescription(
+            self.tr("The installed models the server loaded because a request named them: memory, idle time, Unload")
+        )
+        self.api_models.setMaximumHeight(self._rows_height(self.api_models, 4))
+        layout.addWidget(self.api_models)
+        self.api_models_note = QLabel()  # an unload the pool refused: why
+        self.api_models_note.setWordWrap(True)
+        self.api_models_note.setAccessibleName(self.tr("Unload result"))
+        layout.addWidget(self.api_models_note)
+        self._idle_clock = QTimer(self)  # "idle for" goes on while the dialog is open
+        self._idle_clock.setInterval(10_000)
+        self._idle_clock.timeout.connect(self._read_pool)
+        control.pool_changed.connect(self._read_pool)
         layout.addStretch(1)
         log = QWidget()
         log_layout = QVBoxLayout(log)
@@ -245,8 +328,12 @@ class ApiServerDialog(QDialog):
         self.resize(720, max(self.minimumSizeHint().height(), min(700, room)))
 
     def _log_height(self, rows: int) -> int:
-        """The table's height for its header and `rows` rows."""
-        table = self.table
+        """The log's height for its header and `rows` rows."""
+        return self._rows_height(self.table, rows)
+
+    @staticmethod
+    def _rows_height(table: QTableWidget, rows: int) -> int:
+        """A table's height for its header and `rows` rows."""
         frame = 2 * table.frameWidth()
         return table.horizontalHeader().sizeHint().height() + rows * table.verticalHeader().defaultSectionSize() + frame
 
@@ -267,6 +354,37 @@ class ApiServerDialog(QDialog):
     def showEvent(self, event: QShowEvent) -> None:  # Qt override
         super().showEvent(event)
         self._share_height()
+        self._read_pool()
+        self._idle_clock.start()
+
+    def hideEvent(self, event: QHideEvent) -> None:  # Qt override
+        self._idle_clock.stop()
+        super().hideEvent(event)
+
+    @Slot()
+    def _read_pool(self) -> None:
+        self.control.read_pool(self.show_api_models)
+
+    def show_api_models(self, rows: list[ModelState]) -> None:
+        """The models loaded for requests, each with its Unload button."""
+        table = self.api_models
+        table.setRowCount(len(rows))
+        for i, row in enumerate(rows):
+            for col, value in enumerate((row.name, mb(row.memory_bytes), idle_text(row))):
+                table.setItem(i, col, QTableWidgetItem(value))
+            unload = QPushButton(self.tr("Unload"))
+            unload.setAccessibleName(self.tr("Unload {model}").format(model=row.name))
+            unload.setToolTip(self.tr("Unload {model} now (a later request loads it again)").format(model=row.name))
+            unload.setEnabled(row.state == "loaded")
+            unload.clicked.connect(lambda _checked=False, name=row.name: self.unload_api_model(name))
+            table.setCellWidget(i, 3, unload)
+        self.api_models_title.setVisible(self.control.server is not None)
+        table.setVisible(self.control.server is not None)
+        self.api_models_loaded.emit()
+
+    def unload_api_model(self, name: str) -> None:
+        self.api_models_note.clear()
+        self.control.unload_api_model(name, self.api_models_note.setText)
 
     def _copy(self, text: str) -> None:
         QGuiApplication.clipboard().setText(text)
@@ -309,6 +427,9 @@ class ApiServerDialog(QDialog):
                 api_allowed_origins=self.origins.text().strip(),
                 api_queue_limit=self.queue.value(),
                 api_allow_unknown_fields=self.ignore_unknown.isChecked(),
+                api_memory_budget_mb=self.budget.value(),
+                api_models_max=self.models_max.value(),
+                api_model_ttl_s=self.model_ttl.value(),
             )
         except EmberError as exc:
             ctx.notifier.show_error(str(exc))
@@ -351,12 +472,14 @@ class ApiServerDialog(QDialog):
         self._show_url()
         self.applied.emit(ok)
 
-    def add_record(self, r: RequestRecord | HttpExchange) -> None:
-        """A row of the log: a request the server answered (its status), or a generation (its result
-        and metrics)."""
+    def add_record(self, r: RequestRecord | HttpExchange | PoolEvent) -> None:
+        """A row of the log: a request the server answered (its status), a generation (its result
+        and metrics), or a model loaded or unloaded for requests."""
         row = self.table.rowCount()
         self.table.insertRow(row)
-        if isinstance(r, HttpExchange):
+        if isinstance(r, PoolEvent):
+            values = [time.strftime("%H:%M:%S", time.localtime(r.t)), self.tr("Models"), r.text, "—", "—", "—"]
+        elif isinstance(r, HttpExchange):
             values = [time.strftime("%H:%M:%S", time.localtime(r.t)), r.label, r.status_text, "—", "—", "—"]
         else:
             m = r.metrics

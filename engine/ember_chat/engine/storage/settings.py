@@ -58,6 +58,14 @@ class Settings:
     api_allow_unknown_fields: bool = _setting(
         False, "The API server ignores request fields Ember does not know (default: a 400 naming them)."
     )
+    api_memory_budget_mb: int = _setting(
+        0, "Memory the models the API server loads for requests may take, in MB (0: 3/4 of the free memory).",
+        0, 10_000_000,
+    )  # fmt: skip
+    api_models_max: int = _setting(0, "Most models loaded at once for the API server (0: no limit).", 0, 1000)
+    api_model_ttl_s: int = _setting(
+        3600, "Seconds a model loaded for API requests stays loaded once idle (0: unloaded when idle).", 0, 31_536_000
+    )
     attachment_max_mb: int = _setting(50, "Largest file that can be attached to a message, in MB.", 1, 4096)
     attachment_read_seconds: int = _setting(60, "Longest time reading one attached file may take, in seconds.", 1, 3600)
     attachment_read_memory_mb: int = _setting(

@@ -95,6 +95,7 @@ class EngineService:
         queue_limit: int = 8,
     ) -> None:
         self.queue_limit = queue_limit
+        self.backend_factory = backend_factory  # (a model pool makes its other models' services with it)
         self._lock = threading.Condition()
         self._control: deque[Callable[[], None]] = deque()
         self._queue = RequestQueue()  # waiting and running requests, their records (under the lock)
