@@ -46,6 +46,13 @@ def logged(dialog: object) -> list[str]:
     return [t.item(r, 2).text() for r in range(t.rowCount()) if t.item(r, 1).text() == "Models"]
 
 
+def answered(dialog: object) -> int:
+    """The log's generations: their rows have a token count (a plain HTTP exchange shows "—")."""
+    t = dialog.table
+    return sum(1 for r in range(t.rowCount()) if "/v1/chat/completions" in t.item(r, 1).text()
+               and t.item(r, 5).text() not in ("", "—"))  # fmt: skip
+
+
 def test_a_request_naming_another_model_loads_it_the_dialog_lists_it_and_unloads_it(
     qtbot: QtBot, make_window: Callable[..., MainWindow], no_api_server_key: None, no_thread_left: None
 ) -> None:
@@ -68,6 +75,8 @@ def test_a_request_naming_another_model_loads_it_the_dialog_lists_it_and_unloads
     _name, memory, idle = table(dialog)[0]
     assert memory.endswith("MB") and (idle.endswith(" s") or idle == "answering")
     qtbot.waitUntil(lambda: any(line.startswith(f"loaded {other}") for line in logged(dialog)), timeout=WAIT_MS)
+    # its answer is in the log with its metrics, as an answer of the window's engine is
+    qtbot.waitUntil(lambda: answered(dialog) == 1, timeout=WAIT_MS)
     assert not _missing_names(dialog.api_models.parentWidget())  # the Unload buttons have names and descriptions
 
     # the window's model: the window's engine answers (nothing loaded a second time)

@@ -77,6 +77,7 @@ class ApiServerControl(QObject):
     exchanged = Signal(object)  # HttpExchange: the server answered a request (emitted on its thread, queued)
     pool_changed = Signal()  # the models loaded for API requests changed (GUI thread)
     _pool_wake = Signal()  # from the pool's threads: its mailbox has a sentence
+    _pool_done = Signal(object)  # RequestRecord: a pool engine answered a request (emitted on its thread, queued)
 
     def __init__(
         self,
@@ -107,6 +108,7 @@ class ApiServerControl(QObject):
         status_bar.addPermanentWidget(self.status)
         ctx.bridge.queue_changed.connect(self._on_queue)
         ctx.bridge.request_done.connect(self._on_done)
+        self._pool_done.connect(self._on_done)  # (the models loaded for requests: their engines' records)
         self.dialog: ApiServerDialog | None = None
         self._stopping: list[threading.Thread] = []  # servers being stopped (see the module)
 
@@ -172,7 +174,9 @@ class ApiServerControl(QObject):
         service.queue_limit = s.api_queue_limit
         ctx, mail = self.ctx, self._pool_mail
         catalog = window_catalog(lambda: ctx.library, ctx.model_settings, lambda: ctx.settings)
-        pool = window_pool(service, catalog, s, budget, lambda said: mail.post(PoolEvent(time.time(), said)))
+        pool = window_pool(
+            service, catalog, s, budget, lambda said: mail.post(PoolEvent(time.time(), said)), self._pool_done.emit
+        )
         server = ApiServer(service, config, on_request=self.exchanged.emit, preset=self.preset, pool=pool)
         try:
             server.start()

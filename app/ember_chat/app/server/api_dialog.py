@@ -259,7 +259,6 @@ class ApiServerDialog(QDialog):
         self.curl.setAccessibleDescription(self.tr("A command that asks the server for an answer"))
         layout.addWidget(self.curl)
         self.api_models_title = QLabel(self.tr("Models loaded for API requests"))
-        layout.addWidget(self.api_models_title)
         self.api_models = QTableWidget(0, 4)
         self.api_models.setHorizontalHeaderLabels([self.tr("Model"), self.tr("Memory"), self.tr("Idle for"), ""])
         self.api_models.horizontalHeader().setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
@@ -270,11 +269,9 @@ class ApiServerDialog(QDialog):
             self.tr("The installed models the server loaded because a request named them: memory, idle time, Unload")
         )
         self.api_models.setMaximumHeight(self._rows_height(self.api_models, 4))
-        layout.addWidget(self.api_models)
         self.api_models_note = QLabel()  # an unload the pool refused: why
         self.api_models_note.setWordWrap(True)
         self.api_models_note.setAccessibleName(self.tr("Unload result"))
-        layout.addWidget(self.api_models_note)
         self._idle_clock = QTimer(self)  # "idle for" goes on while the dialog is open
         self._idle_clock.setInterval(10_000)
         self._idle_clock.timeout.connect(self._read_pool)
@@ -283,7 +280,12 @@ class ApiServerDialog(QDialog):
         log = QWidget()
         log_layout = QVBoxLayout(log)
         log_layout.setContentsMargins(0, 0, 0, 0)
-        log_layout.addWidget(QLabel(self.tr("Recent requests")))
+        # above the log, not in the settings that scroll: shown while the API has a model loaded
+        for widget in (self.api_models_title, self.api_models, self.api_models_note):
+            log_layout.addWidget(widget)
+            widget.hide()
+        self.log_title = QLabel(self.tr("Recent requests"))
+        log_layout.addWidget(self.log_title)
         self.table = QTableWidget(0, 6)
         self.table.setHorizontalHeaderLabels(
             [
@@ -343,8 +345,12 @@ class ApiServerDialog(QDialog):
         total = sum(self.split.sizes())
         if total <= 0:
             return
-        log = self.split.widget(1).layout()  # (its title, the space under it, then the table)
-        log_least = self._log_height(LOG_ROWS) + log.itemAt(0).sizeHint().height() + max(0, log.spacing())
+        log = self.split.widget(1).layout()  # (the models loaded for requests when any, its title, the table)
+        gap = max(0, log.spacing())
+        log_least = self._log_height(LOG_ROWS) + self.log_title.sizeHint().height() + gap
+        for widget in (self.api_models_title, self.api_models, self.api_models_note):
+            if not widget.isHidden():  # (the table's height is fixed to its rows: its size hint is a default)
+                log_least += (widget.minimumHeight() or widget.sizeHint().height()) + gap
         settings = self.settings_area.widget()
         wanted = settings.heightForWidth(self.settings_area.viewport().width())
         wanted = wanted if wanted > 0 else settings.sizeHint().height()
@@ -378,13 +384,21 @@ class ApiServerDialog(QDialog):
             unload.setEnabled(row.state == "loaded")
             unload.clicked.connect(lambda _checked=False, name=row.name: self.unload_api_model(name))
             table.setCellWidget(i, 3, unload)
-        self.api_models_title.setVisible(self.control.server is not None)
-        table.setVisible(self.control.server is not None)
+        shown = self.control.server is not None and bool(rows)
+        self.api_models_title.setVisible(shown)
+        table.setVisible(shown)
+        table.setFixedHeight(self._rows_height(table, max(1, min(len(rows), 4))))
+        self._share_height()
         self.api_models_loaded.emit()
 
     def unload_api_model(self, name: str) -> None:
         self.api_models_note.clear()
-        self.control.unload_api_model(name, self.api_models_note.setText)
+        self.api_models_note.hide()
+        self.control.unload_api_model(name, self._unload_refused)
+
+    def _unload_refused(self, why: str) -> None:
+        self.api_models_note.setText(why)
+        self.api_models_note.show()
 
     def _copy(self, text: str) -> None:
         QGuiApplication.clipboard().setText(text)

@@ -16,7 +16,7 @@ from ember_chat.engine.core.refs import ModelRef
 from ember_chat.engine.inference.pool.catalog import library_catalog
 from ember_chat.engine.inference.pool.memory import MemoryBudget
 from ember_chat.engine.inference.pool.pool import ModelPool
-from ember_chat.engine.inference.service.engine import EngineService
+from ember_chat.engine.inference.service.engine import EngineService, RequestRecord, ServiceListener
 from ember_chat.engine.models.gguf_inspect import inspect_gguf
 from ember_chat.engine.models.library import ModelEntry, ModelLibrary
 from ember_chat.engine.storage.model_settings import AUTO_GPU_LAYERS, ModelSettingsStore
@@ -69,17 +69,31 @@ def window_catalog(
     return catalog
 
 
+class _Answered(ServiceListener):
+    """Only the requests an engine answered (its loads are the pool's, never the window's)."""
+
+    def __init__(self, on_done: Callable[[RequestRecord], None]) -> None:
+        self.on_done = on_done
+
+    def request_done(self, record: RequestRecord) -> None:
+        self.on_done(record)
+
+
 def window_pool(
     service: EngineService,
     catalog: Callable[[], dict[str, ModelRef]],
     settings: Settings,
     budget: MemoryBudget,
     on_change: Callable[[str], None],
+    on_done: Callable[[RequestRecord], None],
 ) -> ModelPool:
     """The pool of the window's API server: each model in an engine of its own, made as the window's
-    (the same backends, the same queue limit)."""
+    (the same backends, the same queue limit); `on_done` is told of each request its engines answered
+    (on their threads), for the dialog's log, as the window's engine tells the bridge."""
 
     def service_factory() -> EngineService:
-        return EngineService(service.backend_factory, queue_limit=settings.api_queue_limit)
+        made = EngineService(service.backend_factory, queue_limit=settings.api_queue_limit)
+        made.add_listener(_Answered(on_done))
+        return made
 
     return ModelPool(catalog, budget, float(settings.api_model_ttl_s), service_factory, on_change=on_change)
