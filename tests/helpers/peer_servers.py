@@ -24,14 +24,22 @@ def free_port() -> int:
 
 @contextmanager
 def _serving(
-    command: list[str], ready: str, timeout_s: float, env: dict[str, str] | None = None, log: list[str] | None = None
+    command: list[str],
+    ready: str,
+    timeout_s: float,
+    env: dict[str, str] | None = None,
+    log: list[str] | None = None,
+    pid: list[int] | None = None,
 ) -> Iterator[re.Match[str]]:
     """Run `command` (in `env`, else this environment); yield the first stderr line's match of `ready`
-    once it appears (its log is read to the end meanwhile, into `log` when given). Fails after
+    once it appears (its log is read to the end meanwhile, into `log` when given; its process id into
+    `pid` when given). Fails after
     `timeout_s` or if the process ends first. Terminated (both servers exit cleanly on SIGTERM) and
     reaped at exit."""
     proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
     assert proc.stderr is not None
+    if pid is not None:
+        pid.append(proc.pid)
     seen = threading.Event()
     found: list[re.Match[str]] = []
     log = [] if log is None else log
@@ -97,12 +105,14 @@ def ember_server(
     memory_mb: int | None = None,
     env: dict[str, str] | None = None,
     log: list[str] | None = None,
+    pid: list[int] | None = None,
 ) -> Iterator[str]:
     """`ember-chat serve` on `model` (with `extra` options), as a user runs it; yields its base URL
     (…/v1) once it says it is serving ("Serving … on http://127.0.0.1:PORT/v1 — Ctrl+C to stop").
     On Linux, `stack_kb` and `memory_mb` limit its stacks (glibc gives each thread the process's
     stack limit: 1 MB is Windows' default for a thread) and its address space (ulimit -s, -v). `env`:
-    its environment (its own data folder); `log`: where its stderr lines are kept."""
+    its environment (its own data folder); `log`: where its stderr lines are kept; `pid`: where its
+    process id is put (the server's own: the limits' shell execs it), e.g. to read its memory."""
     command = [
         ember_chat(), "serve", "--model", str(model), "--port", "0",
         "--ctx", str(n_ctx), "--threads", str(threads), *extra,
@@ -111,5 +121,5 @@ def ember_server(
     limits += [] if memory_mb is None else [f"ulimit -v {memory_mb * 1024}"]
     if limits and sys.platform == "linux":
         command = ["/bin/sh", "-c", " && ".join([*limits, 'exec "$@"']), "sh", *command]
-    with _serving(command, r"Serving .* on (http://\S+/v1)", timeout_s, env, log) as match:
+    with _serving(command, r"Serving .* on (http://\S+/v1)", timeout_s, env, log, pid) as match:
         yield match.group(1)
