@@ -16,8 +16,9 @@ import pytest
 
 from ember_chat.engine.core.params import LoadConfig
 from ember_chat.engine.core.refs import ModelRef, RemoteModelRef
+from ember_chat.engine.inference.pool import pool as pool_module
 from ember_chat.engine.inference.pool.memory import MemoryBudget
-from ember_chat.engine.inference.pool.pool import ModelNotFound, ModelPool
+from ember_chat.engine.inference.pool.pool import ModelDoesNotFit, ModelNotFound, ModelPool
 from ember_chat.engine.inference.pool.remote_catalog import RemoteCatalog
 from ember_chat.engine.storage.connections import Connection, ConnectionStore
 from tests.helpers.gguf_factory import TinySpec, write_tiny_model
@@ -171,3 +172,25 @@ def test_a_connection_that_is_down_or_hangs_contributes_nothing_said_once_and_ne
         time.sleep(0.02)
     assert sum(1 for line in said.lines if line.startswith("the connection down")) == 1
     assert list(catalog()) == ["remote:lab/test-model"]
+
+
+def test_remote_engines_are_bounded_the_least_recently_used_idle_one_gives_way(
+    server: FakeOpenAI, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A client may name any id of a connection, and each open remote model is an engine (a thread): at most
+    MAX_REMOTE are open; the least recently used idle one is closed for a new one; all busy is a refusal."""
+    monkeypatch.setattr(pool_module, "MAX_REMOTE", 2)
+    server.models.extend({"id": name, "object": "model"} for name in "abcd")
+    remote = RemoteCatalog(store_with(tmp_path, server.base_url))
+    pool = ModelPool(remote, MemoryBudget(ram_bytes=10**12, vram_bytes=0), lookup=remote.lookup)
+    try:
+        for name in ("a", "b", "a", "c"):  # c closes b (a was used after it)
+            with pool.lease(f"remote:lab/{name}"):
+                pass
+        open_now = sorted(s.name for s in pool.states() if s.state == "loaded")
+        assert open_now == ["remote:lab/a", "remote:lab/c"] and pool.evictions == 1
+        busy = pool.lease("remote:lab/a"), pool.lease("remote:lab/c")
+        with busy[0], busy[1], pytest.raises(ModelDoesNotFit, match="at most 2"):
+            pool.load("remote:lab/d")
+    finally:
+        pool.close()

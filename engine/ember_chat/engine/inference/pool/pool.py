@@ -40,6 +40,7 @@ from ember_chat.engine.inference.service.requests import ServiceListener
 
 log = logging.getLogger(__name__)
 
+MAX_REMOTE = 16  # engines on remote models open at once (each a thread; nothing else bounds them)
 DEFAULT_TTL_S = 3600.0  # an hour, as LM Studio's JIT-loaded models (its default TTL)
 
 
@@ -236,6 +237,8 @@ class ModelPool:
                 remote = ref.endpoint.name if isinstance(ref, RemoteModelRef) else None
                 if not remote:  # (a remote model takes no room)
                     self._make_room(shown, wanted)  # (may let go of the lock while idle models close)
+                else:
+                    self._make_remote_room(shown)
                 entry = self._models.get(shown)  # (another request may have made it meanwhile)
             if entry is None:
                 entry = PoolModel(shown, self._factory(), wanted, "api", connection=remote)
@@ -281,6 +284,23 @@ class ModelPool:
                 self._lock.wait()  # (notified when one has closed)
             else:
                 raise ModelDoesNotFit(self._no_room(name, wanted, held, count))
+
+    def _make_remote_room(self, name: str) -> None:
+        """At most MAX_REMOTE engines on remote models at once (each is a thread; a client may name any
+        id of a connection): the least recently used idle one is closed for a new one; all busy → 503."""
+        while True:
+            if self._closing:
+                raise EmberError("Ember is closing.")
+            remote = [e for e in self._models.values() if e.connection is not None]
+            if len(remote) < MAX_REMOTE:
+                return
+            idle = [e for e in remote if e.leases == 0 and e.ready.is_set()]
+            if not idle:
+                raise ModelDoesNotFit(f"The model {name!r} cannot be opened: {len(remote)} remote models are in use, "
+                                      f"and the server holds at most {MAX_REMOTE} at once.")  # fmt: skip
+            entry = min(idle, key=lambda e: e.last_used)
+            entry.why = f"idle, to make room for {name}"
+            self._close_unlocked(entry)
 
     def _close_unlocked(self, entry: PoolModel, evicted: bool = True) -> None:
         """Take `entry` out of the table and close it, letting go of the lock (held by the caller) while it
