@@ -61,13 +61,18 @@ def test_a_quick_run_on_tiny_models(tmp_path: Path, capsys: pytest.CaptureFixtur
     for name in ("big.gguf", "small.gguf"):
         jit = out["jit"][name]
         assert jit["cold_ttft_s"] > 0 and jit["warm_ttft_s"] > 0
-        assert out["jit_load_s"][name] == jit["load_s"] == pytest.approx(jit["cold_ttft_s"] - jit["warm_ttft_s"])
+        # (each figure rounded to 4 decimals: their difference may be a unit of the last apart)
+        assert (
+            out["jit_load_s"][name] == jit["load_s"] == pytest.approx(jit["cold_ttft_s"] - jit["warm_ttft_s"], abs=2e-4)
+        )
     # rounds of B, A: each request after the other model, then warm
     assert [(r["round"], r["model"]) for r in out["switch_rounds"]] == [
         (0, "small.gguf"), (0, "big.gguf"), (1, "small.gguf"), (1, "big.gguf"),
     ]  # fmt: skip
-    for r in out["switch_rounds"]:
-        assert r["ratio"] == pytest.approx(r["switch_ttft_s"] / r["warm_ttft_s"], rel=0.01)
+    for r in out["switch_rounds"]:  # (the times are rounded to 0.1 ms: a few-ms TTFT's ratio moves by that)
+        switch, warm = r["switch_ttft_s"], r["warm_ttft_s"]
+        slack = 5e-5 * (1 / warm + switch / warm**2) + 1e-3
+        assert abs(r["ratio"] - switch / warm) <= slack, (r, slack)
     assert set(out["switch_ratio"]) == {"big.gguf", "small.gguf"}
     assert out["switch_ratio_worst"] == max(out["switch_ratio"].values())
 

@@ -28,7 +28,6 @@ from ember_chat.engine.errors import EmberError
 from ember_chat.engine.inference.pool.catalog import library_catalog
 from ember_chat.engine.inference.pool.memory import MemoryBudget
 from ember_chat.engine.inference.pool.pool import DEFAULT_TTL_S, ModelPool
-from ember_chat.engine.inference.pool.remote_catalog import RemoteCatalog
 from ember_chat.engine.inference.service.engine import EngineService
 from ember_chat.engine.models.library import ModelLibrary
 from ember_chat.engine.serve.config import DEFAULT_PORT, ServerConfig
@@ -183,6 +182,9 @@ def _pool(args: argparse.Namespace, paths: AppPaths, server_id: str) -> ModelPoo
     budget = MemoryBudget(ram_bytes=args.memory_budget, models_max=args.models_max)
     ttl = None if args.ttl < 0 else args.ttl
     local = library_catalog(library, lambda _entry: options)
+    # (here, not at the top: its HTTP client is heavy, and `ember-chat --help` imports this module)
+    from ember_chat.engine.inference.pool.remote_catalog import RemoteCatalog
+
     remote = RemoteCatalog(ConnectionStore(paths.connections_file), said=said, own_server_id=server_id)
 
     def catalog() -> dict[str, ModelRef]:
