@@ -16,6 +16,8 @@ import pytest
 from ember_chat.engine.cli.common import load_blocking
 from ember_chat.engine.core.params import LoadConfig
 from ember_chat.engine.inference.metrics import GenerationMetrics
+from ember_chat.engine.inference.pool.memory import MemoryBudget
+from ember_chat.engine.inference.pool.pool import ModelPool
 from ember_chat.engine.inference.service.engine import EngineService, QueueState, RequestRecord
 from ember_chat.engine.serve.config import ServerConfig
 from ember_chat.engine.serve.metrics_export import CONTENT_TYPE, EngineView, MetricsRegistry, route_label
@@ -139,6 +141,42 @@ def test_every_load_of_the_engine_is_counted_by_its_name_here(
         assert value(families, "ember_model_evictions_total", model="second") == 0
         assert value(families, "ember_queue_depth", model="served", client="api") == 0
     finally:
+        service.close()
+
+
+def test_kv_cells_of_each_loaded_model_are_gauges(tiny_model: Path) -> None:
+    """ember_kv_cells_used / _total per local model loaded here: the server's own engine's and each of its
+    pool's, the total the model's context size, the used cells those its conversation holds."""
+    service = EngineService()
+    pool = ModelPool(
+        lambda: {"other": LoadConfig(tiny_model, n_ctx=512, threads=1)}, MemoryBudget(ram_bytes=10**12, vram_bytes=0)
+    )
+    server = ApiServer(service, ServerConfig(port=0), pool=pool)
+    try:
+        load_blocking(service, LoadConfig(tiny_model, n_ctx=256, threads=1), "tiny")
+        server.start()
+        with (
+            httpx2.Client(base_url=f"http://127.0.0.1:{server.port}", timeout=WAIT_S) as http,
+            openai.OpenAI(base_url=server.url, api_key="unused", max_retries=0, timeout=WAIT_S) as client,
+        ):
+            fresh = _scrape(http)
+            assert value(fresh, "ember_kv_cells_used", model="tiny") == 0  # (nothing evaluated yet)
+            assert value(fresh, "ember_kv_cells_total", model="tiny") == 256
+            assert "other" not in str(fresh["ember_kv_cells_total"].samples)  # (not loaded: no series)
+            for model, n_ctx in (("tiny", 256), ("other", 512)):
+                answer = client.chat.completions.create(model=model, messages=MESSAGES, max_tokens=5, temperature=0)
+                assert answer.usage is not None and answer.usage.completion_tokens >= 1
+                families = _scrape(http)
+                used = value(families, "ember_kv_cells_used", model=model)
+                # the prompt's cells and the answer's (its last sampled token is never evaluated)
+                assert answer.usage.prompt_tokens <= used <= answer.usage.total_tokens <= n_ctx
+                assert value(families, "ember_kv_cells_total", model=model) == n_ctx
+                engine = dict(pool.engines()).get(model, service)  # (what GET /api/models says of it too)
+                assert engine.model is not None and engine.model.n_ctx == n_ctx
+            assert families["ember_kv_cells_used"].type == families["ember_kv_cells_total"].type == "gauge"
+    finally:
+        server.stop()
+        pool.close()
         service.close()
 
 

@@ -17,10 +17,15 @@ import threading
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from ember_chat.engine.inference.metrics import GenerationMetrics
 from ember_chat.engine.inference.service.requests import QueueState
 from ember_chat.engine.serve.request_log import GENERATION_PATHS, HttpExchange
+
+if TYPE_CHECKING:
+    from ember_chat.engine.inference.pool.pool import ModelPool
+    from ember_chat.engine.inference.service.engine import EngineService
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 OTHER_ROUTE = "other"  # every path the server does not serve: one series, whatever clients ask for
@@ -95,6 +100,17 @@ class EngineView:
     queue: QueueState
     loads: Mapping[str, int]
     evictions: Mapping[str, int] = field(default_factory=dict)  # the model pool's, by model
+    kv_cells: Mapping[str, tuple[int, int]] = field(default_factory=dict)  # (used, context size), by model
+
+
+def kv_cells(model: str, service: EngineService, pool: ModelPool | None) -> dict[str, tuple[int, int]]:
+    """(KV cells used, context size) of every local model loaded here, by its name here: the server's
+    own engine's (`model`, "" when none is loaded) and each engine of the pool's. Read from what each
+    engine thread last published (EngineService.kv_cells): /metrics never waits for a generation."""
+    engines = [(model, service)] if model else []
+    if pool is not None:
+        engines += pool.engines()
+    return {name: cells for name, engine in engines if (cells := engine.kv_cells()) is not None}
 
 
 class MetricsRegistry:
@@ -236,6 +252,20 @@ class MetricsRegistry:
             "gauge",
             "Generations (or exclusive jobs) running on the engine now, by client kind.",
             (((("model", model), ("client", c)), busy[c]) for c in clients),
+        )
+        cells = sorted(engine.kv_cells.items())
+        out.family(
+            "ember_kv_cells_used",
+            "gauge",
+            "KV cache cells the loaded model's sequences hold now (the window's conversation and the API's "
+            "slots alike), as of the engine's last step.",
+            (((("model", m),), used) for m, (used, _total) in cells),
+        )
+        out.family(
+            "ember_kv_cells_total",
+            "gauge",
+            "KV cache cells of the loaded model's context: its context size (every sequence shares them).",
+            (((("model", m),), total) for m, (_used, total) in cells),
         )
 
 

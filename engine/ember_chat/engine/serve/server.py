@@ -41,7 +41,14 @@ from ember_chat.engine.serve.event_stream import EventStream
 from ember_chat.engine.serve.file_reading import Reading
 from ember_chat.engine.serve.guards import bind_option, check_access, content_length, refuse
 from ember_chat.engine.serve.infill_request import InfillResponseBuilder, parse_infill
-from ember_chat.engine.serve.metrics_export import CONTENT_TYPE, OTHER_ROUTE, EngineView, MetricsRegistry, route_label
+from ember_chat.engine.serve.metrics_export import (
+    CONTENT_TYPE,
+    OTHER_ROUTE,
+    EngineView,
+    MetricsRegistry,
+    kv_cells,
+    route_label,
+)
 from ember_chat.engine.serve.model_routing import Served, own_names, serving, take_ttl
 from ember_chat.engine.serve.models_api import load_model, models_list, models_table, unload_model
 from ember_chat.engine.serve.request_log import RequestListener, RequestRecord
@@ -259,7 +266,8 @@ class _Handler(BaseHTTPRequestHandler):
     def _metrics(self) -> None:
         pool = self.server.pool
         evictions = dict(pool.evictions_by_model) if pool is not None else {}
-        engine = EngineView(self._model_label(), self.server.service.queue_state(), self._loads(), evictions)
+        label, service = self._model_label(), self.server.service
+        engine = EngineView(label, service.queue_state(), self._loads(), evictions, kv_cells(label, service, pool))
         data = self.server.metrics.render(engine).encode()
         self._send_head(200, {"Content-Type": CONTENT_TYPE, "Content-Length": str(len(data))})
         self.wfile.write(data)

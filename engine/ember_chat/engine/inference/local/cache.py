@@ -63,6 +63,15 @@ class ContextCache:
             self.decoder = BatchDecoder(llm, self.parallel + 1, self.snapshots, self.key)
         return self.decoder
 
+    def cells_used(self) -> int:
+        """The context's KV cells its sequences hold now, by this bookkeeping (no call into llama.cpp):
+        seq 0's tokens as llama-cpp-python records them, and each batch slot's cached tokens."""
+        llm = self._llm
+        if llm is None:
+            return 0
+        slots = self.decoder.slots if self.decoder is not None else ()
+        return int(llm.n_tokens) + sum(len(slot.cached) for slot in slots)
+
     def set_snapshots(self, store: SnapshotStore | None) -> None:
         self.snapshots = store
         if self.decoder is not None:

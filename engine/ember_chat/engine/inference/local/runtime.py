@@ -235,6 +235,11 @@ class LocalRuntime:
         if self._vision is not None:
             self._vision.forget()
 
+    def kv_cells_used(self) -> int:
+        """KV cells held now by every sequence (seq 0 and the batch slots); 0 with no model. Engine
+        thread only: the engine service publishes it for other threads (EngineService.kv_cells)."""
+        return self._cache.cells_used()
+
     # ----- batched decoding
     @property
     def batch_slots(self) -> int:

@@ -428,6 +428,12 @@ class ModelPool:
                 rows.setdefault(shown, ModelState(shown, "not loaded"))
         return sorted(rows.values(), key=lambda s: (s.state != "loaded", s.name))
 
+    def engines(self) -> list[tuple[str, EngineService]]:
+        """The engines of the models the pool loaded (by name), loaded now; the pinned model's engine (the
+        window's, `serve --model`'s) is its owner's, not listed here."""
+        with self._lock:
+            return [(e.name, e.service) for e in self._models.values() if e.state == "loaded"]
+
     # ----- time to live
     def _reap(self) -> None:
         with self._lock:

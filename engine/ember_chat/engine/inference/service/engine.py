@@ -110,6 +110,9 @@ class EngineService:
         self.attachment_store: AttachmentStore | None = None  # for requests that carry no store of their own
         self._forgets: list[threading.Event] = []  # forget_conversations() calls the engine thread has not done
         self._ended = False  # the engine thread has closed the model and ends
+        # (KV cells used, context size) of the loaded model as the engine thread last published them
+        # (after each job, load and batch step), so /metrics reads them without waiting for that thread
+        self._kv_cells: tuple[int, int] | None = None
         self._thread = threading.Thread(target=self._run, name="ember-engine", daemon=True)
         self._thread.start()
 
@@ -196,6 +199,20 @@ class EngineService:
     def running(self) -> bool:
         """The engine thread is alive (False once `close()` has returned)."""
         return self._thread.is_alive()
+
+    def kv_cells(self) -> tuple[int, int] | None:
+        """(KV cells the loaded model's sequences hold, its context size), as of the engine thread's last
+        job or batch step; None without a local model (a remote one keeps its cells elsewhere). Any thread."""
+        return self._kv_cells
+
+    def _publish_kv_cells(self) -> None:
+        """On the engine thread: the KV cells the backend's bookkeeping says are held now."""
+        backend, model = self._backend, self.model
+        used = getattr(backend, "kv_cells_used", None)  # (the local runtime's; a remote backend has none)
+        if backend is None or used is None or not backend.loaded or model is None or not model.n_ctx:
+            self._kv_cells = None
+        else:
+            self._kv_cells = (used(), model.n_ctx)
 
     def queue_state(self) -> QueueState:
         with self._lock:
@@ -415,13 +432,16 @@ class EngineService:
                     state = self._queue.state(self._exclusive)
             if action is not None:
                 action()
+                self._publish_kv_cells()
                 continue
             if run is None:
                 continue
             self._notify("queue_changed", state)
             self._session(run)
+            self._publish_kv_cells()
         self._forget_now()  # (asked, not done yet: before the model's close saves its sequences)
         self._model_host.close()
+        self._kv_cells = None
         with self._lock:
             self._ended = True
         self._forget_now()  # (asked while the model closed: what its close saved goes)
@@ -442,6 +462,7 @@ class EngineService:
                     if not waiting:  # (a run alone never waits for a step)
                         return
                     stepped, waiting = step(backend, waiting), []
+                    self._publish_kv_cells()
                 else:
                     stepped = []  # (newcomers go to their first step before it is taken)
         finally:
