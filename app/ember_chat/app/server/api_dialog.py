@@ -38,6 +38,7 @@ from PySide6.QtWidgets import (
 )
 
 from ember_chat.app.context import AppContext
+from ember_chat.app.engine_link.api_models import idle_text
 from ember_chat.app.engine_link.tasks import TaskRunner
 from ember_chat.app.engine_link.wording import window_wording
 from ember_chat.app.qt.window_frame import TITLE_BAR_ALLOWANCE
@@ -92,16 +93,6 @@ class ServerControl(Protocol):
     def read_pool(self, shown: Callable[[list[ModelState]], None]) -> None: ...
 
     def unload_api_model(self, name: str, refused: Callable[[str], None]) -> None: ...
-
-
-def idle_text(row: ModelState) -> str:
-    """How long a model loaded for requests has been idle, as the table says it."""
-    if row.state == "loading":
-        return "loading"
-    if row.busy or row.idle_s is None:
-        return "answering"
-    seconds = round(row.idle_s)
-    return f"{seconds} s" if seconds < 60 else f"{seconds // 60} min"
 
 
 class ApiServerDialog(QDialog):
