@@ -259,7 +259,9 @@ _BERT_WORDS = ("the", "cat", "sat", "on", "mat", "hello", "world", "dog", "ran",
 def write_tiny_bert(path: Path, pooling: str = "mean", seed: int = 0, context: int = 512) -> Path:
     """Write a tiny `bert` embedding model (random weights, non-causal attention, `bert.pooling_type`
     mean or cls) with a WordPiece vocabulary — llama.cpp's WPM tokenizer: [CLS] first, [SEP] last, a
-    word "▁word", a piece inside one plain — that llama.cpp loads and embeds with."""
+    word "▁word", a piece inside one plain — that llama.cpp loads and embeds with. pooling "rank": a
+    reranker (a cross-encoder) — llama.cpp's classification head on the [CLS] state, `cls` (a dense
+    layer, tanh) then `cls.output` (one score), as llama-model.cpp's bert loads them."""
     dim, layers, heads, ff = 32, 2, 4, 64
     rng = np.random.default_rng(seed)
     letters = [chr(c) for c in range(ord("a"), ord("z") + 1)]
@@ -276,7 +278,9 @@ def write_tiny_bert(path: Path, pooling: str = "mean", seed: int = 0, context: i
     w.add_head_count(heads)
     w.add_layer_norm_eps(1e-12)
     w.add_causal_attention(False)
-    w.add_pooling_type({"mean": gguf.PoolingType.MEAN, "cls": gguf.PoolingType.CLS}[pooling])
+    w.add_pooling_type(
+        {"mean": gguf.PoolingType.MEAN, "cls": gguf.PoolingType.CLS, "rank": gguf.PoolingType.RANK}[pooling]
+    )
     w.add_tokenizer_model("bert")
     w.add_token_list(tokens)
     w.add_token_types(types)
@@ -312,6 +316,11 @@ def write_tiny_bert(path: Path, pooling: str = "mean", seed: int = 0, context: i
         t(p + "ffn_down.weight", dim, ff)
         t(p + "ffn_down.bias", dim)
         norm(p + "layer_output_norm")
+    if pooling == "rank":
+        t("cls.weight", dim, dim, scale=0.5)
+        t("cls.bias", dim)
+        t("cls.output.weight", 1, dim, scale=0.5)
+        t("cls.output.bias", 1)
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()

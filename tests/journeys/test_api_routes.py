@@ -15,7 +15,7 @@ import httpx2
 import openai
 import pytest
 
-from tests.helpers.gguf_factory import Script, TinySpec, write_tiny_model
+from tests.helpers.gguf_factory import Script, TinySpec, write_tiny_bert, write_tiny_model
 from tests.helpers.peer_servers import ember_server
 from tests.helpers.prometheus_text import parse, value
 
@@ -25,6 +25,7 @@ JOURNEYS = {
     ("GET", "/health"), ("GET", "/v1/models"), ("POST", "/v1/chat/completions"), ("POST", "/v1/completions"),
     ("POST", "/tokenize"), ("POST", "/detokenize"), ("POST", "/infill"), ("POST", "/v1/responses"),
     ("GET", "/metrics"), ("POST", "/v1/messages"), ("POST", "/v1/messages/count_tokens"), ("POST", "/v1/embeddings"),
+    ("POST", "/v1/rerank"), ("POST", "/rerank"), ("POST", "/v1/reranking"),  # a reranker's: below
     # the model pool's REST: tests/journeys/test_api_models.py
     ("GET", "/api/models"), ("POST", "/api/models/load"), ("POST", "/api/models/unload"),
 }  # fmt: skip
@@ -185,3 +186,32 @@ def test_embeddings_with_the_official_client(base_url: str) -> None:
         with pytest.raises(openai.BadRequestError) as long:
             client.embeddings.create(model=model, input=["hi", "hello " * 600])
         assert "input[1]" in str(long.value)
+
+
+def test_rerank_with_a_reranker_gguf(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """`ember-chat serve --model` a reranker GGUF (a bert with rank pooling): /v1/rerank and llama-server's
+    /rerank and /v1/reranking score the documents, best first, cut to top_n; a chat to it is a 400 saying
+    what it is, and a rerank of a chat model's server a 400 naming the model."""
+    path = write_tiny_bert(tmp_path_factory.mktemp("reranker") / "tiny-reranker.gguf", "rank")
+    with (
+        ember_server(path, threads=1, n_ctx=512) as url,
+        httpx2.Client(base_url=url.removesuffix("/v1"), timeout=60) as http,
+    ):
+        docs = ["the cat sat on the mat", "a dog ran", {"text": "hello world"}]
+        ranked = http.post("/v1/rerank", json={"query": "the cat", "documents": docs, "return_documents": True})
+        assert ranked.status_code == 200, ranked.text
+        results = ranked.json()["results"]
+        assert sorted(r["index"] for r in results) == [0, 1, 2] and ranked.json()["usage"]["prompt_tokens"] > 0
+        assert [r["relevance_score"] for r in results] == sorted((r["relevance_score"] for r in results), reverse=True)
+        assert results[0]["document"]["text"] in {"the cat sat on the mat", "a dog ran", "hello world"}
+        for alias in ("/rerank", "/v1/reranking"):
+            top = http.post(alias, json={"query": "the cat", "documents": docs, "top_n": 1}).json()["results"]
+            assert top == [{"index": results[0]["index"], "relevance_score": results[0]["relevance_score"]}]
+        chat = http.post("/v1/chat/completions", json={"messages": [{"role": "user", "content": "hi"}]})
+        assert chat.status_code == 400 and "is a reranker: it has no chat" in chat.json()["error"]["message"]
+
+
+def test_rerank_of_a_chat_model_is_a_400(base_url: str) -> None:
+    with httpx2.Client(base_url=base_url, timeout=60) as http:
+        refused = http.post("/rerank", json={"query": "q", "documents": ["d"]})
+        assert refused.status_code == 400 and "is not a reranker" in refused.json()["error"]["message"]

@@ -17,9 +17,17 @@ class Embeddings:
     pooling: str  # how a vector was made from its tokens' states: mean, cls or last
 
 
+@dataclass(frozen=True)
+class Ranking:
+    """A reranker's scores of documents against a query (llama-server's /rerank)."""
+
+    scores: list[float]  # one per document, in the documents' order (higher: more relevant)
+    prompt_tokens: int  # the tokens of every query-document pair together
+
+
 class BadEmbeddingInput(InvalidParameter):
     """One input cannot be embedded (empty, longer than the model takes, a token outside the vocabulary):
-    `index` says which, as the API names it (input[3])."""
+    `index` says which, as the API names it (input[3]; documents[3] for a reranker's pairs)."""
 
     def __init__(self, index: int, message: str) -> None:
         super().__init__(message)

@@ -36,6 +36,7 @@ class ModelDescription:
     thinking_switch: bool = False  # its chat template can turn thinking on and off
     kv_cache_type: str = "f16"
     vision: bool = False  # it accepts images (a local model loaded with its projector)
+    kind: str = "chat"  # or "embedding", "reranker": no chat (gguf_inspect.model_kind)
 
     @property
     def is_remote(self) -> bool:

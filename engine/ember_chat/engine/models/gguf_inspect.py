@@ -34,11 +34,11 @@ MAX_ARRAY_ITEMS = 100_000_000
 MAX_DIMS = 8
 KEEP_ARRAYS_UP_TO = 64  # longer arrays (vocabularies) are skipped, only their length is kept
 
-# Architectures llama.cpp knows but that cannot generate text (encoders, embedders, vocoders).
-NON_GENERATIVE_ARCHITECTURES = frozenset(
+# Architectures of embedding models (encoders): Ember serves their vectors (/v1/embeddings) or, with
+# rank pooling, their scores (/v1/rerank), never a chat.
+EMBEDDING_ARCHITECTURES = frozenset(
     {
         "bert",
-        "clip",
         "eurobert",
         "gemma-embedding",
         "jina-bert-v2",
@@ -48,11 +48,23 @@ NON_GENERATIVE_ARCHITECTURES = frozenset(
         "neo-bert",
         "nomic-bert",
         "nomic-bert-moe",
-        "t5encoder",
-        "wavtokenizer-dec",
     }
 )
-SUPPORTED_ARCHITECTURES = frozenset(MODEL_ARCH_NAMES.values()) - NON_GENERATIVE_ARCHITECTURES
+# Architectures llama.cpp knows that Ember has no use for (a vision or audio part, a T5 encoder alone).
+UNUSABLE_ARCHITECTURES = frozenset({"clip", "t5encoder", "wavtokenizer-dec"})
+SUPPORTED_ARCHITECTURES = frozenset(MODEL_ARCH_NAMES.values()) - UNUSABLE_ARCHITECTURES
+RANK_POOLING = 4  # `<arch>.pooling_type` of a reranker (llama.cpp's LLAMA_POOLING_TYPE_RANK)
+MODEL_KINDS = ("chat", "embedding", "reranker")
+
+
+def model_kind(architecture: str, metadata: dict[str, object]) -> str:
+    """What a model is for, from its GGUF: "reranker" when it pools by rank (a cross-encoder scoring a
+    query and a document: any architecture, a Qwen3 reranker is a qwen3), "embedding" for an encoder
+    architecture (bert, nomic-bert, …), else "chat" (a text-generation model)."""
+    if metadata.get(f"{architecture}.pooling_type") == RANK_POOLING:
+        return "reranker"
+    return "embedding" if architecture in EMBEDDING_ARCHITECTURES else "chat"
+
 
 _SCALAR_FORMATS: dict[GGUFValueType, str] = {
     GGUFValueType.UINT8: "<B",
@@ -114,12 +126,18 @@ class ModelInfo:
     def has_chat_template(self) -> bool:
         return bool(self.chat_template)
 
+    @property
+    def kind(self) -> str:
+        """What it is for: "chat", "embedding" or "reranker" (`model_kind`)."""
+        return model_kind(self.architecture, self.metadata)
+
     def summary(self) -> dict[str, object]:
         """JSON-friendly description (no template text, no metadata dump)."""
         return {
             "path": str(self.path),
             "file_size": self.file_size,
             "architecture": self.architecture,
+            "kind": self.kind,
             "name": self.name,
             "parameter_count": self.parameter_count,
             "quantization": self.quantization,
@@ -325,8 +343,8 @@ def _parse(r: _BoundedReader, path: Path, size: int) -> ModelInfo:
         raise r.fail("no general.architecture key")
     if arch not in SUPPORTED_ARCHITECTURES:
         raise ModelFileError(
-            f"{path.name} uses the architecture '{arch}', which Ember cannot chat with "
-            "(not a text-generation model llama.cpp supports)."
+            f"{path.name} uses the architecture '{arch}', which Ember cannot use "
+            "(not a text-generation or embedding model llama.cpp supports)."
         )
 
     def arch_int(key: str) -> int | None:

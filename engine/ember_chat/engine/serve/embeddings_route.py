@@ -14,8 +14,9 @@ own /embeddings (inference/remote/backend.py), its vectors answered as it sends 
 from __future__ import annotations
 
 import base64
+import contextlib
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from typing import Any
 
@@ -88,19 +89,29 @@ def _dimensions(raw: Any) -> int | None:
     return int(raw)
 
 
+def read_body(
+    body: Any, known: set[str], allow_unknown: bool, advice: str
+) -> tuple[dict[str, Any], str | None, float | None]:
+    """(the body, the model it names, how long a model loaded for it stays: `ttl` / `keep_alive`, taken
+    out of it); a 400 for a body that is not a JSON object, an unknown field or a model that is not a
+    string."""
+    ttl = take_ttl(body)  # (not a field of the request itself)
+    if not isinstance(body, dict):
+        raise ApiError(400, "The request body must be a JSON object.")
+    check_known_fields(body, known, allow_unknown, advice)
+    requested = body.get("model")
+    if requested is not None and not isinstance(requested, str):
+        raise ApiError(400, "model must be a string.", param="model")
+    return body, requested, ttl
+
+
 def embeddings(
     body: Any, serving: Serving, allow_unknown: bool = False, advice: str = CLI_UNKNOWN_FIELDS_ADVICE
 ) -> dict[str, Any]:
     """Answer one /v1/embeddings request (the response body, or an ApiError)."""
-    ttl = take_ttl(body)  # (how long a model loaded for it stays: not a field of the request itself)
-    if not isinstance(body, dict):
-        raise ApiError(400, "The request body must be a JSON object.")
-    check_known_fields(body, KNOWN, allow_unknown, advice)
+    body, requested, ttl = read_body(body, KNOWN, allow_unknown, advice)
     inputs = read_inputs(body.get("input"))
     encoding, dimensions = _encoding(body.get("encoding_format")), _dimensions(body.get("dimensions"))
-    requested = body.get("model")
-    if requested is not None and not isinstance(requested, str):
-        raise ApiError(400, "model must be a string.", param="model")
     with serving(requested, ttl) as served:
         result = _embed(served, inputs)
     size = len(result.vectors[0])
@@ -119,10 +130,19 @@ def embeddings(
 
 
 def _embed(served: Served, inputs: list[EmbeddingInput]) -> Embeddings:
+    with engine_errors("input"):
+        result = served.service.embed(inputs)
+    return result
+
+
+@contextlib.contextmanager
+def engine_errors(param: str) -> Iterator[None]:
+    """An embeddings or rerank job's errors as the API answers them; `param`: the field naming the
+    input it refused (input, documents)."""
     try:
-        return served.service.embed(inputs)
+        yield
     except BadEmbeddingInput as exc:
-        raise ApiError(400, str(exc), param="input", code="invalid_input") from None
+        raise ApiError(400, str(exc), param=param, code="invalid_input") from None
     except InvalidParameter as exc:  # (a reranker, a backend without embeddings)
         raise ApiError(400, str(exc), param="model", code="embeddings_unsupported") from None
     except QueueFull as exc:
@@ -140,6 +160,20 @@ def _embed(served: Served, inputs: list[EmbeddingInput]) -> Embeddings:
         raise ApiError(502, str(exc), "server_error", code="remote_error") from None
     except RemoteError as exc:  # (unreachable, the key refused, a malformed answer)
         raise ApiError(502, str(exc), "server_error", code="remote_error") from None
+
+
+def refuse_chat(served: Served) -> None:
+    """A 400 for a chat, completion, infill, response or message asked of a model that has no chat: an
+    embedding model or a reranker (gguf_inspect.model_kind), instead of text generated from its
+    encoder's states."""
+    model = served.service.model
+    kind = model.kind if model is not None else "chat"
+    if kind == "embedding":
+        raise ApiError(400, f"{served.name} is an embedding model: it has no chat; use /v1/embeddings.",
+                       param="model", code="model_has_no_chat")  # fmt: skip
+    if kind == "reranker":
+        raise ApiError(400, f"{served.name} is a reranker: it has no chat; use /v1/rerank.", param="model",
+                       code="model_has_no_chat")  # fmt: skip
 
 
 def _encoded(vector: list[float], encoding: str) -> list[float] | str:

@@ -36,7 +36,7 @@ from ember_chat.engine.serve import messages_route, tokens
 from ember_chat.engine.serve.answering import Answerer
 from ember_chat.engine.serve.api_request import ApiRequest, parse_request
 from ember_chat.engine.serve.config import ServerConfig
-from ember_chat.engine.serve.embeddings_route import embeddings
+from ember_chat.engine.serve.embeddings_route import embeddings, refuse_chat
 from ember_chat.engine.serve.event_stream import EventStream
 from ember_chat.engine.serve.file_reading import Reading
 from ember_chat.engine.serve.guards import bind_option, check_access, content_length, refuse
@@ -52,6 +52,7 @@ from ember_chat.engine.serve.metrics_export import (
 from ember_chat.engine.serve.model_routing import Served, own_names, serving, take_ttl
 from ember_chat.engine.serve.models_api import load_model, models_list, models_table, unload_model
 from ember_chat.engine.serve.request_log import RequestListener, RequestRecord
+from ember_chat.engine.serve.rerank_route import rerank
 from ember_chat.engine.serve.responses_route import (
     PREFIX,
     ResponsesStream,
@@ -179,6 +180,9 @@ class _Handler(BaseHTTPRequestHandler):
                 ("POST", "/v1/embeddings"): lambda: self._send_json(  # serve/embeddings_route.py
                     200, embeddings(self._body(), self._serving, relaxed, advice)
                 ),
+                ("POST", "/v1/rerank"): self._rerank,  # serve/rerank_route.py; llama-server's names for it too:
+                ("POST", "/rerank"): self._rerank,
+                ("POST", "/v1/reranking"): self._rerank,
                 ("POST", "/v1/responses"): lambda: self._generate("responses"),  # serve/responses_route.py
                 ("POST", "/v1/messages"): lambda: self._generate("messages"),  # Anthropic's (serve/messages_route.py)
                 ("POST", "/v1/messages/count_tokens"): self._count_tokens,
@@ -324,7 +328,13 @@ class _Handler(BaseHTTPRequestHandler):
         with self._serving(req.model, ttl) as served:
             self._answer(kind, req, turn, served)
 
+    def _rerank(self) -> None:
+        config = self.server.config
+        body = rerank(self._body(), self._serving, config.allow_unknown_fields, config.unknown_fields_advice)
+        self._send_json(200, body)
+
     def _answer(self, kind: str, req: ApiRequest, turn: Turn | messages_route.Turn | None, served: Served) -> None:
+        refuse_chat(served)  # (an embedding model or a reranker: serve/embeddings_route.py)
         name, model = served.name, served.service.model
         if req.infill is not None and model is not None and model.is_remote:
             raise ApiError(400, f"{name} is a remote model: Ember fills in the middle with a local model's own "

@@ -4,7 +4,9 @@ The generation's context keeps its KV cells, slots and snapshots untouched: embe
 a second llama.cpp context on the same loaded weights, made in embeddings mode on first use and freed
 with the model. Its pooling is the model's own (`<arch>.pooling_type`: mean, cls, last), or mean for a
 model without one (a chat model: its tokens' hidden states averaged), as llama-cpp-python's
-`Llama(embedding=True, pooling_type=MEAN).embed` computes it; the vectors are L2-normalised. Several
+`Llama(embedding=True, pooling_type=MEAN).embed` computes it; the vectors are L2-normalised. A reranker
+(rank pooling) gives no vectors but a score per input (`score`: its classification head's first output,
+as llama-server's /rerank answers it). Several
 inputs go into one `llama_decode`, each its own sequence, as long as their tokens fit the batch. Used
 by one thread at a time (the engine thread), like the runtime that owns it.
 
@@ -57,10 +59,11 @@ class Embedder:
 
     def __init__(self, llm: llama_cpp.Llama, n_ctx: int, threads: int, threads_batch: int) -> None:
         pooling = model_pooling(llm.metadata)
-        if pooling == llama_cpp.LLAMA_POOLING_TYPE_RANK:
-            raise InvalidParameter("This model is a reranker (rank pooling): it scores pairs, it has no embeddings.")
         self.pooling = pooling
         self.n_embd = int(llama_cpp.llama_model_n_embd(llm.model))
+        # a pooled output's values: a vector, or a reranker's classifier outputs (its score first)
+        rank = pooling == llama_cpp.LLAMA_POOLING_TYPE_RANK
+        self._size = max(1, int(llama_cpp.llama_model_n_cls_out(llm.model))) if rank else self.n_embd
         self.n_ctx = n_ctx
         params = llama_cpp.llama_context_default_params()
         params.n_ctx = n_ctx
@@ -85,6 +88,20 @@ class Embedder:
         """Each input's normalised vector, in order; every input is non-empty and at most `n_ctx` tokens
         (the caller checks, naming the input). JobCancelled when `stopped()` between two decodes (a request
         of thousands of inputs ends with its engine, not after it)."""
+        if self.pooling == llama_cpp.LLAMA_POOLING_TYPE_RANK:
+            raise InvalidParameter("This model is a reranker (rank pooling): it scores pairs, it has no embeddings.")
+        return [normalized(v) for v in self._run(inputs, stopped)]
+
+    def score(self, inputs: Sequence[Sequence[int]], stopped: Callable[[], bool] = lambda: False) -> list[float]:
+        """A reranker's score of each input (a query and a document joined as one sequence): the first
+        value of its rank-pooled output, unnormalised, as llama-server's /rerank gives it. Inputs checked
+        and stopped as for `embed`; InvalidParameter for a model that does not pool by rank."""
+        if self.pooling != llama_cpp.LLAMA_POOLING_TYPE_RANK:
+            raise InvalidParameter("This model is not a reranker (its pooling is not rank): it has no scores.")
+        return [v[0] for v in self._run(inputs, stopped)]
+
+    def _run(self, inputs: Sequence[Sequence[int]], stopped: Callable[[], bool]) -> list[list[float]]:
+        """Each input's pooled output, in as few decodes as the context allows."""
         out: list[list[float]] = []
         group: list[Sequence[int]] = []
         used = 0
@@ -124,7 +141,7 @@ class Embedder:
             ptr = llama_cpp.llama_get_embeddings_seq(ctx, seq)
             if not ptr:
                 raise GenerationError("llama.cpp gave no pooled embedding for an input.")
-            vectors.append(normalized(ptr[: self.n_embd]))
+            vectors.append(ptr[: self._size])
         return vectors
 
     def close(self) -> None:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import llama_cpp
 
-from ember_chat.engine.core.embeddings import EmbeddingInput, Embeddings
+from ember_chat.engine.core.embeddings import EmbeddingInput, Embeddings, Ranking
 from ember_chat.engine.core.infill import Infill
 from ember_chat.engine.core.params import LoadConfig, SamplingParams
 from ember_chat.engine.core.reasoning import MarkerNormalizer
@@ -133,6 +133,7 @@ class LocalRuntime:
             thinking_switch=self.template().thinking_switch,
             kv_cache_type=self._config.kv_cache_type,
             vision=self._vision is not None,
+            kind=info.kind,
         )
 
     @property
@@ -456,6 +457,32 @@ class LocalRuntime:
             threads = self._config.threads
             self._embedder = Embedder(llm, limit, threads, self._config.threads_batch or threads)
         return embeddings.embed(self._embedder, tokens, stopped)
+
+    def rerank(self, query: str, documents: list[str], stopped: Callable[[], bool] = lambda: False) -> Ranking:
+        """A reranker's score of each document against `query` (each pair joined as llama-server's /rerank
+        joins it: local/embeddings.pair_tokens), several pairs per decode in the embeddings context.
+        BadEmbeddingInput names a document whose pair is longer than the context or batch size;
+        InvalidParameter for a model that is not a reranker."""
+        llm = self._require()
+        assert self._config is not None
+        limit = min(llm.n_ctx(), self._config.n_batch)
+        vocab = llama_cpp.llama_model_get_vocab(llm.model)
+        template = llama_cpp.llama_model_chat_template(llm.model, b"rerank")
+        eos = llama_cpp.llama_vocab_eos(vocab)
+        if eos == llama_cpp.LLAMA_TOKEN_NULL:
+            eos = llama_cpp.llama_vocab_sep(vocab)
+        fmt = embeddings.PairFormat(
+            template=template.decode("utf-8") if template else None,
+            bos=llama_cpp.llama_vocab_bos(vocab) if llama_cpp.llama_vocab_get_add_bos(vocab) else None,
+            eos=eos if llama_cpp.llama_vocab_get_add_eos(vocab) else None,
+            sep=llama_cpp.llama_vocab_sep(vocab) if llama_cpp.llama_vocab_get_add_sep(vocab) else None,
+        )
+        pairs = embeddings.pair_tokens(query, documents, fmt, lambda t, special: self.tokenize(t, special=special),
+                                       limit)  # fmt: skip
+        if self._embedder is None:
+            threads = self._config.threads
+            self._embedder = Embedder(llm, limit, threads, self._config.threads_batch or threads)
+        return embeddings.rank(self._embedder, pairs, stopped)
 
     def run_tokens(self, tokens: list[int], params: SamplingParams) -> Iterator[Event]:
         """Evaluate exactly these prompt tokens and generate exactly `params.max_tokens` tokens (the

@@ -38,7 +38,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ember_chat.engine.core.instance import new_server_id
 from ember_chat.engine.core.refs import ModelRef
@@ -53,7 +53,7 @@ from ember_chat.engine.inference.service.runs import Run, batch_slots, batchable
 
 if TYPE_CHECKING:
     from ember_chat.engine.attachments.store import AttachmentStore
-    from ember_chat.engine.core.embeddings import EmbeddingInput, Embeddings
+    from ember_chat.engine.core.embeddings import EmbeddingInput, Embeddings, Ranking
     from ember_chat.engine.core.messages import ChatMessage
     from ember_chat.engine.core.params import SamplingParams
     from ember_chat.engine.core.tools import ToolRequest
@@ -72,6 +72,7 @@ from ember_chat.engine.inference.service.requests import (  # (the values client
 )
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 __all__ = [
     "METRICS_SNAPSHOT_S",
@@ -267,23 +268,38 @@ class EngineService:
         NoModelLoaded without a model, InvalidParameter for a backend that has no embeddings or an input
         it refuses (BadEmbeddingInput names which); a remote model's server is asked (RemoteError).
         Blocks until done: call it off the GUI thread."""
+        embed = lambda stopped: self._local_call("embed", "computes no embeddings")(inputs, stopped)  # noqa: E731
+        return self._api_job(embed, label, client)
+
+    def rerank(self, query: str, documents: list[str], client: str = "api", label: str = "Rerank") -> Ranking:
+        """A reranker's score of each document against `query` (the local runtime's `rerank`), run as
+        `embed` runs (an exclusive job, QueueFull, NoModelLoaded); InvalidParameter for a model that is not
+        a reranker or a backend that scores nothing (a remote one), BadEmbeddingInput naming a document."""
+        rerank = lambda stopped: self._local_call("rerank", "scores no documents")(query, documents, stopped)  # noqa: E731
+        return self._api_job(rerank, label, client)
+
+    def _api_job(self, work: Callable[[Callable[[], bool]], T], label: str, client: str) -> T:
+        """`work(stopped)` on the engine thread as an exclusive job, bounded by `queue_limit` like `submit`;
+        `stopped` says the job was cancelled (its engine closing). Blocks until done."""
         with self._lock:  # (re-entrant: run_exclusive takes it too)
             waiting = self._queue.count() + len(self._jobs)
             if client not in UNBOUNDED_CLIENTS and waiting >= self.queue_limit:
                 raise QueueFull(f"{waiting} requests are already waiting for the model; try again shortly.")
             jobs: list[ExclusiveJob] = []  # (the job is set before it can run: the engine thread needs the lock)
-            job = self.run_exclusive(lambda: self._embed_now(inputs, jobs[0].cancel.is_set), label, client=client)
+            job = self.run_exclusive(lambda: work(jobs[0].cancel.is_set), label, client=client)
             jobs.append(job)
         return job.result()  # type: ignore[no-any-return]
 
-    def _embed_now(self, inputs: list[EmbeddingInput], stopped: Callable[[], bool]) -> Embeddings:
+    def _local_call(self, name: str, missing: str) -> Callable[..., T]:
+        """The loaded backend's method `name` (engine thread): NoModelLoaded without a model,
+        InvalidParameter ("This model's backend <missing>.") for a backend without it."""
         backend = self._backend
         if backend is None or not backend.loaded:
             raise NoModelLoaded("No model is loaded. Load one first.")
-        embed = getattr(backend, "embed", None)  # (the local runtime's, the remote backend's)
-        if not callable(embed):
-            raise InvalidParameter("This model's backend computes no embeddings.")
-        return embed(inputs, stopped)  # type: ignore[no-any-return]
+        method = getattr(backend, name, None)  # (the local runtime's; the remote backend has embed only)
+        if not callable(method):
+            raise InvalidParameter(f"This model's backend {missing}.")
+        return method  # type: ignore[no-any-return]
 
     # ----- model
     def load(self, ref: ModelRef, alias: str | None = None) -> int:

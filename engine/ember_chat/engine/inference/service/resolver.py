@@ -1,10 +1,13 @@
 """From a model's name, as the picker and the benchmark lab list it, to what a backend loads: a
 connection's model (`remote:<connection>/<model id>`), or a local model with its own saved load
-settings, else the defaults the caller gives (the app's settings)."""
+settings, else the defaults the caller gives (the app's settings). Its callers chat (the window, the
+comparison, the benchmark lab): an embedding model or a reranker is refused here, before anything is
+unloaded, with what it is and where it is served instead."""
 
 from __future__ import annotations
 
 from ember_chat.engine.core.refs import ModelRef
+from ember_chat.engine.errors import ModelFileError
 from ember_chat.engine.models.gguf_inspect import inspect_gguf
 from ember_chat.engine.models.library import ModelLibrary
 from ember_chat.engine.storage.connections import ConnectionStore, parse_remote_model_name
@@ -37,5 +40,11 @@ def model_ref(
     from ember_chat.engine.inference.llama.loader import probe_gguf  # llama.cpp: off the GUI thread
 
     info = inspect_gguf(path)
+    if info.kind == "embedding":
+        raise ModelFileError(f"{name} is an embedding model: it has no chat. Ember's API server serves its "
+                             "vectors at /v1/embeddings.")  # fmt: skip
+    if info.kind == "reranker":
+        raise ModelFileError(f"{name} is a reranker: it has no chat. Ember's API server serves its scores "
+                             "at /v1/rerank.")  # fmt: skip
     probe_gguf(path)
     return settings.config(path, info if settings.gpu_layers == AUTO_GPU_LAYERS else None), name
