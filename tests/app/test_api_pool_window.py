@@ -6,14 +6,18 @@ window leaves no thread behind."""
 from __future__ import annotations
 
 import json
+import re
 import threading
 import urllib.request
 from collections.abc import Callable
 
 import openai
 import pytest
+from PySide6.QtCore import Qt
 from pytestqt.qtbot import QtBot
 
+from ember_chat.app.models.manager.dialog import ModelManager
+from ember_chat.app.models.manager.installed import API_COLUMN
 from ember_chat.app.shell.main_window import MainWindow
 from ember_chat.engine.storage.paths import AppPaths
 from ember_chat.engine.storage.settings import Settings
@@ -126,6 +130,83 @@ def test_a_model_answering_a_request_is_not_unloaded_and_the_dialog_says_why(
     qtbot.waitUntil(lambda: "answering 1 request" in dialog.api_models_note.text(), timeout=WAIT_MS)
     assert api_models(w)[other]["state"] == "loaded"
     stream.close()
+
+
+def api_column(manager: ModelManager) -> dict[str, str]:
+    """The Model Manager's Installed tab: what its API column says of each model (by library name)."""
+    t = manager.installed
+    return {t.item(r, 0).data(Qt.ItemDataRole.UserRole).name: t.item(r, API_COLUMN).text() for r in range(t.rowCount())}
+
+
+def loaded_by_the_api(manager: ModelManager) -> dict[str, str]:
+    return {name: text for name, text in api_column(manager).items() if text}
+
+
+def test_the_model_manager_and_the_model_bar_show_a_model_the_api_loaded_and_unload_it(
+    qtbot: QtBot, make_window: Callable[..., MainWindow], no_api_server_key: None, no_thread_left: None
+) -> None:
+    w = make_window()
+    load(qtbot, w, "tiny.gguf")
+    start_server(qtbot, w)
+    other = next(n for n in api_models(w) if n.startswith("other"))
+    bar = w.model_bar.api_models
+    assert bar.isHidden()  # nothing loaded by the API yet
+    client = openai.OpenAI(base_url=w.api.server.url, api_key="none", max_retries=0)
+    client.chat.completions.create(model=other, messages=[{"role": "user", "content": "hi"}], max_tokens=2)
+    qtbot.waitUntil(lambda: not bar.isHidden(), timeout=WAIT_MS)  # the model bar counts it
+    assert bar.text() == "API: 1 model" and bar.toolTip().startswith("API: 1 model loaded") and other in bar.toolTip()
+    assert bar.accessibleName() and bar.accessibleDescription()
+
+    bar.click()  # the Model Manager's Installed tab, where it is said
+    manager = w.models.manager
+    assert manager is not None and manager.isVisible() and manager.tabs.currentIndex() == 1
+    tab = manager.installed_tab
+    qtbot.waitUntil(lambda: len(loaded_by_the_api(manager)) == 1, timeout=WAIT_MS)
+    ((name, said),) = loaded_by_the_api(manager).items()
+    assert name.startswith("other") and not manager.installed.isColumnHidden(API_COLUMN)
+    assert re.fullmatch(r"Loaded by the API · [\d.,]+ [kMG]?B · (idle \d+ s|answering)", said), said
+    assert tab.unload_api_btn.isHidden()  # (nothing selected)
+    assert manager.select_installed(name)
+    assert not tab.unload_api_btn.isHidden() and tab.unload_api_btn.isEnabled()
+    manager.select_installed(next(n for n in api_column(manager) if n != name))  # the window's: not the API's
+    assert tab.unload_api_btn.isHidden()
+
+    manager.select_installed(name)
+    with qtbot.waitSignal(w.api.pool_changed, timeout=WAIT_MS):
+        tab.unload_api_btn.click()  # Unload from API
+    qtbot.waitUntil(lambda: manager.installed.isColumnHidden(API_COLUMN), timeout=WAIT_MS)
+    assert api_models(w)[other]["state"] == "not loaded"
+    assert not loaded_by_the_api(manager) and tab.unload_api_btn.isHidden()
+    qtbot.waitUntil(bar.isHidden, timeout=WAIT_MS)
+    client.close()  # (its connection's thread on the server ends)
+
+
+def test_the_model_manager_does_not_unload_a_model_answering_a_request_and_says_why(
+    qtbot: QtBot, make_window: Callable[..., MainWindow], no_api_server_key: None, no_thread_left: None
+) -> None:
+    w = make_window(lambda _ref: FakeBackend(n_tokens=100_000, delay_s=0.002))  # (the pool's engines too)
+    load(qtbot, w, "tiny.gguf")
+    start_server(qtbot, w)
+    other = next(n for n in api_models(w) if n.startswith("other"))
+    client = openai.OpenAI(base_url=w.api.server.url, api_key="none", max_retries=0)
+    stream = client.chat.completions.create(
+        model=other, messages=[{"role": "user", "content": "go on"}], max_tokens=100_000, stream=True
+    )
+    next(iter(stream))  # it streams: the model is loaded and in use
+    w.models.open_api_models()
+    manager = w.models.manager
+    assert manager is not None
+    tab = manager.installed_tab
+    qtbot.waitUntil(lambda: len(loaded_by_the_api(manager)) == 1, timeout=WAIT_MS)
+    tab.read_api_models()  # (now it answers: the column says so)
+    qtbot.waitUntil(lambda: next(iter(loaded_by_the_api(manager).values())).endswith(" · answering"), timeout=WAIT_MS)
+    assert manager.select_installed(next(iter(loaded_by_the_api(manager))))
+    tab.unload_api_btn.click()
+    qtbot.waitUntil(lambda: "answering 1 request" in manager.banner.text(), timeout=WAIT_MS)
+    assert manager.banner.isVisible() and api_models(w)[other]["state"] == "loaded"
+    assert len(loaded_by_the_api(manager)) == 1  # still said loaded
+    stream.close()
+    client.close()
 
 
 def test_the_pools_settings_are_saved_from_the_dialog(

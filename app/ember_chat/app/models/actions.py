@@ -25,6 +25,7 @@ from PySide6.QtGui import QDesktopServices
 from PySide6.QtWidgets import QFileDialog, QWidget
 
 from ember_chat.app.context import AppContext
+from ember_chat.app.engine_link.api_models import ApiModels
 from ember_chat.app.engine_link.model_names import model_label
 from ember_chat.app.models.model_bar import ModelBar
 from ember_chat.app.qt.settings_page import show_settings_page
@@ -107,6 +108,7 @@ class ModelActions(QObject):
         self.loading_name: str | None = None  # the pick being loaded
         self.loaded_name: str | None = None  # the pick loaded last (a name, not a file)
         self.manager: ModelManager | None = None  # created on first use: keeps the Hub client off startup
+        self.api: ApiModels | None = None  # the local API server's models loaded for requests (watch_api)
         # the dialogs opened, kept while open (and for tests)
         self.remote_question: RemoteSwitchQuestion | None = None
         self.load_settings: LoadSettingsDialog | None = None
@@ -229,12 +231,30 @@ class ModelActions(QObject):
                 self.dialog_parent,
                 lambda: (self.ctx.settings.gpu_layers, self.ctx.settings.kv_cache_type),
                 lambda: self.loaded_name if self.model is not None else None,
+                api=self.api,
             )
             self.manager.library_changed.connect(self.reload_models)
             self.manager.load_requested.connect(self.load_model)
             # (after the window has shown the state: the composition connected it first)
             self.state_changed.connect(self.manager.show_loaded)
         return self.manager
+
+    def watch_api(self, api: ApiModels) -> None:
+        """The local API server's models loaded for requests: the model bar counts them (read again
+        whenever they change), its count opens them in the Model Manager, which says and unloads them."""
+        self.api = api
+        api.pool_changed.connect(self._read_api_models)
+        self.model_bar.api_models.clicked.connect(self.open_api_models)
+
+    def _read_api_models(self) -> None:
+        if self.api is not None:
+            self.api.read_pool(lambda rows: self.model_bar.show_api_models([model_label(r.name) for r in rows]))
+
+    def open_api_models(self) -> None:
+        """The Model Manager's Installed tab, where the models the API loaded are said (and unloaded)."""
+        self.open_model_manager()
+        assert self.manager is not None
+        self.manager.tabs.setCurrentIndex(1)
 
     def open_model_manager(self) -> None:
         mm = self.model_manager()

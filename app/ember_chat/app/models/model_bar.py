@@ -64,12 +64,35 @@ class ModelBar(QWidget):
             max(QPushButton(text).sizeHint().width() for text in (self.tr("Unload"), self.tr("Cancel")))
         )
         row.addStretch(1)
+        # the models the local API server loaded for requests (its own, beside the window's): shown while there are
+        self.api_models = QToolButton()
+        self.api_models.setObjectName("apiModels")
+        self.api_models.setAutoRaise(True)
+        self.api_models.setAccessibleName(self.tr("Models loaded by the API"))
+        self.api_models.setAccessibleDescription(
+            self.tr("How many models the local API server loaded for requests; opens them in the Model Manager")
+        )
+        self.api_models.hide()
+        row.addWidget(self.api_models)
         self.badge = ElidedLabel(
             description=self.tr("Where the model runs: backend, CPU threads and GPU layers, or the remote connection")
         )
         self.badge.setObjectName("backendBadge")
         self.badge.setAccessibleName(self.tr("Backend"))
         row.addWidget(self.badge)
+
+    def show_api_models(self, names: list[str]) -> None:
+        """ "API: 2 models" (its tooltip: "API: 2 models loaded…", naming them): the models the local API
+        server loaded for requests; hidden while there are none. Short: the bar's room goes to the model's
+        status and badge first."""
+        n = len(names)
+        self.api_models.setText(self.tr("API: %n model", "", n) if n == 1 else self.tr("API: %n models", "", n))
+        loaded = self.tr("API: %n model loaded", "", n) if n == 1 else self.tr("API: %n models loaded", "", n)
+        self.api_models.setToolTip(
+            self.tr("{loaded} by the local API server for requests: {models}. Click to see them in the Model Manager")
+            .format(loaded=loaded, models=", ".join(names))
+        )  # fmt: skip
+        self.api_models.setVisible(n > 0)
 
     def minimumSizeHint(self) -> QSize:  # Qt override
         """As narrow as it gets while a model loads too (the progress bar shown): the window's minimum

@@ -96,6 +96,7 @@ class ApiServerControl(QObject):
         self.pool: ModelPool | None = None  # the other installed models, loaded for requests (while serving)
         self.pool_tasks = TaskRunner(self, workers=1)  # the pool's table read, its unloads, the window's pins
         self._pool_mail: GuiMailbox[PoolEvent] = GuiMailbox(self._pool_wake.emit)
+        self._pool_readers: list[Callable[[list[ModelState]], None]] = []  # views waiting for read_pool's rows
         self._pool_wake.connect(self._pool_said)
         ctx.bridge.loaded.connect(self._pin_window_model)
         ctx.bridge.unloaded.connect(self._pin_window_model)
@@ -274,16 +275,24 @@ class ApiServerControl(QObject):
 
     def read_pool(self, shown: Callable[[list[ModelState]], None]) -> None:
         """`shown(rows)` on the GUI thread: the models the pool loaded for requests (read off it: the
-        pool lists the library); nothing while the server is off."""
+        pool lists the library); none while the server is off. Several views read it (the dialog, the
+        Model Manager, the model bar): one read answers every view that asked while it ran (a newer
+        read supersedes one still out, and would drop the first asker's answer)."""
         pool = self.pool
         if pool is None:
             shown([])
             return
+        self._pool_readers.append(shown)
 
         def rows() -> list[ModelState]:
             return [r for r in pool.states() if r.loaded_by == "api" and r.state in ("loaded", "loading")]
 
-        self.pool_tasks.run(rows, shown, key="read-pool")
+        self.pool_tasks.run(rows, self._pool_read, key="read-pool")
+
+    def _pool_read(self, rows: list[ModelState]) -> None:
+        readers, self._pool_readers = self._pool_readers, []
+        for shown in readers:
+            shown(rows)
 
     def unload_api_model(self, name: str, refused: Callable[[str], None]) -> None:
         """Unload a model the pool loaded, off the GUI thread (it joins the model's engine);

@@ -190,6 +190,7 @@ class Composition(QObject):
         )
         w.transcript.action.connect(w.compare.on_action)
         w.api = ApiServerControl(ctx, w.statusBar(), w, preset=w.presets.for_api)  # the API server
+        w.models.watch_api(w.api)  # (the model bar and the Model Manager say the models the API loaded)
         # the daily backup (a worker thread) and Settings ▸ Backups…
         w.backups = WindowBackups(ctx, w, w.controller.after_stop, self._show_restored_chats)
         w.backups.restoring.connect(w.compare.forget)  # (a comparison writes its answers by id)

@@ -26,6 +26,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from ember_chat.app.engine_link.api_models import ApiModels
 from ember_chat.app.engine_link.tasks import TaskRunner
 from ember_chat.app.models.manager.discover import DiscoverTab
 from ember_chat.app.models.manager.installed import InstalledTab
@@ -69,9 +70,11 @@ class ModelManager(QDialog):
         parent: QWidget | None = None,
         load_settings: Callable[[], tuple[int, str]] = lambda: (0, "f16"),
         loaded_model: Callable[[], str | None] = lambda: None,
+        api: ApiModels | None = None,
     ) -> None:
         """`load_settings()`: (GPU layers, KV cache type) the fit estimate assumes; `loaded_model()`:
-        the library name of the model loaded in the window (marked in Installed; see show_loaded)."""
+        the library name of the model loaded in the window (marked in Installed; see show_loaded);
+        `api`: the local API server's models loaded for requests (Installed says them, and unloads them)."""
         super().__init__(parent)
         self.setWindowTitle(self.tr("Model Manager"))
         self.library = library
@@ -86,7 +89,7 @@ class ModelManager(QDialog):
             queue, hub_factory, tokens, self.tasks, self.banner, context_length, load_settings
         )
         i = self.installed_tab = InstalledTab(
-            library, self.tasks, self.banner, loaded_model, queue=queue, hub_factory=hub_factory
+            library, self.tasks, self.banner, loaded_model, queue=queue, hub_factory=hub_factory, api=api
         )
         for signal, forward in (
             (d.search_done, self.search_done),

@@ -19,10 +19,11 @@ from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 
-from PySide6.QtCore import Qt, QUrl, Signal
-from PySide6.QtGui import QDesktopServices, QFont
+from PySide6.QtCore import Qt, QTimer, QUrl, Signal
+from PySide6.QtGui import QDesktopServices, QFont, QHideEvent, QShowEvent
 from PySide6.QtWidgets import QFileDialog, QLabel, QMessageBox, QPushButton, QVBoxLayout, QWidget
 
+from ember_chat.app.engine_link.api_models import ApiModels, idle_text
 from ember_chat.app.engine_link.model_names import model_label
 from ember_chat.app.engine_link.tasks import TaskRunner
 from ember_chat.app.models.manager.tables import (
@@ -33,6 +34,8 @@ from ember_chat.app.models.manager.tables import (
     note_item,
     table_item,
 )
+from ember_chat.engine.inference.pool.memory import mb
+from ember_chat.engine.inference.pool.pool import ModelState
 from ember_chat.engine.models.download_queue import DownloadQueue
 from ember_chat.engine.models.downloader import DownloadSpec
 from ember_chat.engine.models.gguf_inspect import ModelInfo
@@ -40,6 +43,8 @@ from ember_chat.engine.models.hub import HubClient
 from ember_chat.engine.models.library import ImportCheck, ModelEntry, ModelLibrary
 from ember_chat.engine.models.projector import is_vision_architecture
 from ember_chat.engine.models.projector_download import ProjectorUnavailable, check_downloadable, projector_download
+
+API_COLUMN = 10  # the logical column of what the local API server loaded (shown second)
 
 
 class InstalledTab(QWidget):
@@ -52,6 +57,7 @@ class InstalledTab(QWidget):
     projector_checked = Signal()  # Download projector has its answer: queued, or why not (in the banner)
     projector_queued = Signal()  # a model's projector was queued for download
     downloads_wanted = Signal()  # the user asked to see the Downloads tab
+    api_models_shown = Signal()  # the API column shows what the local API server has loaded now (tests)
 
     def __init__(
         self,
@@ -62,10 +68,14 @@ class InstalledTab(QWidget):
         parent: QWidget | None = None,
         queue: DownloadQueue | None = None,
         hub_factory: Callable[[], HubClient] | None = None,
+        api: ApiModels | None = None,
     ) -> None:
         """`loaded_model()`: the library name of the model loaded in the window (see show_loaded);
-        `queue` and `hub_factory` (made on a task's thread): for Download projector."""
+        `queue` and `hub_factory` (made on a task's thread): for Download projector; `api`: the local
+        API server's models loaded for requests (the API column, Unload from API)."""
         super().__init__(parent)
+        self.api = api
+        self._api_rows: dict[str, ModelState] = {}  # the models the API loaded, by the pool's name
         self.library = library
         self.queue = queue
         self.hub_factory = hub_factory
@@ -92,6 +102,7 @@ class InstalledTab(QWidget):
                 self.tr("Source"),
                 self.tr("Added"),
                 self.tr("Vision"),
+                self.tr("Local API server"),
             ],
             self.tr("Installed models"),
             self.tr("The models on this computer; select one to load, reveal or delete it"),
@@ -99,6 +110,9 @@ class InstalledTab(QWidget):
         # Vision is shown third (after Architecture), where a 980-px Model Manager still shows it; the
         # logical column stays the last
         self.installed.horizontalHeader().moveSection(9, 2)
+        # what the local API server loaded: beside the name, and only while it has loaded a model
+        self.installed.horizontalHeader().moveSection(API_COLUMN, 1)
+        self.installed.setColumnHidden(API_COLUMN, True)
         v.addWidget(self.installed, 1)
         self.installed_status = QLabel()
         self.installed_status.setTextFormat(Qt.TextFormat.PlainText)  # errors name files: never markup
@@ -112,6 +126,14 @@ class InstalledTab(QWidget):
                 self.tr("Download the selected vision model's projector (mmproj) file beside it, so it sees images"),
                 self.download_projector,
             ),
+            (
+                self.tr("Unload from API"),
+                self.tr(
+                    "Unload the selected model, loaded by the local API server for a request (a later one "
+                    "loads it again)"
+                ),
+                self.unload_api_selected,
+            ),
             (self.tr("Delete…"), self.tr("Delete the selected model from disk"), self.delete_selected),
             (self.tr("Show in folder"), self.tr("Open the folder that holds the selected model"), self.reveal_selected),
             (self.tr("Import .gguf…"), self.tr("Add a GGUF model file from this computer"), self.import_dialog),
@@ -119,8 +141,16 @@ class InstalledTab(QWidget):
         )
         self.projector_btn: QPushButton = buttons.itemAt(1).widget()
         self.projector_btn.hide()  # only for a vision model without its projector
+        self.unload_api_btn: QPushButton = buttons.itemAt(2).widget()
+        self.unload_api_btn.hide()  # only for a model the API loaded
         self.installed.itemSelectionChanged.connect(self._show_projector_button)
+        self.installed.itemSelectionChanged.connect(self._show_unload_api_button)
         v.addLayout(buttons)
+        self._api_clock = QTimer(self)  # "idle for" goes on while the tab is shown (as the API dialog's)
+        self._api_clock.setInterval(10_000)
+        self._api_clock.timeout.connect(self.read_api_models)
+        if api is not None:
+            api.pool_changed.connect(self.read_api_models)
 
     def refresh_installed(self) -> None:
         """List the models (off the GUI thread); each row shows as soon as the list is known, and its
@@ -167,6 +197,7 @@ class InstalledTab(QWidget):
                     lambda error, e=e: self._show_header(e, None, error),
                 )
         self.show_loaded()
+        self._show_api_column()
         arrived = next((e for e in entries if e.name == self._projector_coming and e.mmproj is not None), None)
         if arrived is not None and arrived.mmproj is not None:
             self._projector_coming = None
@@ -198,6 +229,70 @@ class InstalledTab(QWidget):
             font.setBold(is_loaded)
             item.setFont(font)
             item.setToolTip(self.tr("Loaded in the chat window") if is_loaded else "")
+
+    # ----- the models the local API server loaded for requests
+    def showEvent(self, event: QShowEvent) -> None:  # Qt override
+        super().showEvent(event)
+        self.read_api_models()
+        if self.api is not None:
+            self._api_clock.start()
+
+    def hideEvent(self, event: QHideEvent) -> None:  # Qt override
+        self._api_clock.stop()
+        super().hideEvent(event)
+
+    def read_api_models(self) -> None:
+        """Ask the server's control for the models the API loaded (the rows come on the GUI thread)."""
+        if self.api is not None:
+            self.api.read_pool(self.show_api_models)
+
+    def show_api_models(self, rows: list[ModelState]) -> None:
+        self._api_rows = {row.name: row for row in rows}
+        self._show_api_column()
+        self._show_unload_api_button()
+        self.api_models_shown.emit()
+
+    def api_row(self, entry: ModelEntry) -> ModelState | None:
+        """What the API loaded of this model (the pool names it by its library name, else its file's)."""
+        names = [entry.name] + ([entry.path.name, entry.path.stem] if entry.path is not None else [])
+        return next((self._api_rows[n] for n in names if n in self._api_rows), None)
+
+    def api_text(self, row: ModelState) -> str:
+        """ "Loaded by the API · 412 MB · idle 2 min" (answering, loading)."""
+        idle = idle_text(row)
+        if row.state == "loading":
+            return self.tr("Loading for the API…")
+        if idle == "answering":
+            return self.tr("Loaded by the API · {memory} · answering").format(memory=mb(row.memory_bytes))
+        return self.tr("Loaded by the API · {memory} · idle {idle}").format(memory=mb(row.memory_bytes), idle=idle)
+
+    def _show_api_column(self) -> None:
+        table = self.installed
+        for r in range(table.rowCount()):
+            row = self.api_row(table.item(r, 0).data(Qt.ItemDataRole.UserRole))
+            item = table_item(self.api_text(row) if row is not None else "")
+            if row is not None:
+                item.setToolTip(
+                    self.tr("The local API server loaded it for a request; Unload from API frees its memory")
+                )
+            table.setItem(r, API_COLUMN, item)
+        table.setColumnHidden(API_COLUMN, not self._api_rows)
+
+    def _show_unload_api_button(self) -> None:
+        e = self.selected_entry()
+        row = self.api_row(e) if e is not None else None
+        self.unload_api_btn.setVisible(row is not None)
+        self.unload_api_btn.setEnabled(row is not None and row.state == "loaded")
+
+    def unload_api_selected(self) -> None:
+        """Unload the selected model from the local API server (off the GUI thread); a model answering a
+        request is not unloaded, and the banner says why."""
+        e = self.selected_entry()
+        row = self.api_row(e) if e is not None else None
+        if row is None or self.api is None:
+            return
+        self.banner.hide()
+        self.api.unload_api_model(row.name, self.banner.show_message)  # (a refusal is a notice: nothing lost)
 
     def _show_header(self, entry: ModelEntry, i: ModelInfo | None, error: str = "") -> None:
         table = self.installed
