@@ -1,4 +1,4 @@
-"""A streamed answer on the wire: one `200 text/event-stream` response in chunked transfer encoding,
+"""A streamed answer on the wire: one `200 text/event-stream` response (chunked by the HTTP server),
 `data: {json}` events, and `data: [DONE]` (after an error event, when it failed) to end it. An
 error that comes before it is opened is a response of its own, with its own status."""
 
@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from io import BufferedIOBase
-from typing import Any
+from typing import Any, Protocol
 
 from ember_chat.engine.openai.api_error import ApiError
 
@@ -16,20 +15,27 @@ HEADERS = {
     "Content-Type": "text/event-stream",
     "Cache-Control": "no-store",
     "X-Accel-Buffering": "no",  # a proxy in front must not hold tokens back
-    "Transfer-Encoding": "chunked",
 }
 
 SendHead = Callable[[int, dict[str, str]], None]  # sends a status line and these headers, then ends the headers
 
 
+class BodyWriter(Protocol):
+    """Where a response's body goes as it comes: each write sent at once, `end` its last."""
+
+    def write(self, data: bytes) -> None: ...
+
+    def end(self) -> None: ...
+
+
 class EventStream:
     """One response's event stream. `send_head`: the connection's status line and headers (its
-    handler's, which add what every response carries); `wfile`: where the body goes. `done`: it ends
+    handler's, which add what every response carries); `body`: where the body goes. `done`: it ends
     with `data: [DONE]` (OpenAI's streams; llama-server's own, /infill's, end with their last event)."""
 
-    def __init__(self, send_head: SendHead, wfile: BufferedIOBase, done: bool = True) -> None:
+    def __init__(self, send_head: SendHead, body: BodyWriter, done: bool = True) -> None:
         self._send_head = send_head
-        self._wfile = wfile
+        self._body = body
         self._done = done
         self.opened = False  # its 200 has been sent: an error now can only be an event
 
@@ -46,8 +52,7 @@ class EventStream:
             self.event(error.body())
         if self._done:
             self._chunk(b"data: [DONE]\n\n")
-        self._chunk(b"")  # the chunked encoding's last chunk
+        self._body.end()
 
     def _chunk(self, data: bytes) -> None:
-        self._wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
-        self._wfile.flush()
+        self._body.write(data)

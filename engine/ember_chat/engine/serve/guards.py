@@ -4,11 +4,9 @@ connection over the limit."""
 
 from __future__ import annotations
 
-import contextlib
 import hmac
 import json
-import socket
-from email.message import Message
+from collections.abc import Mapping
 
 from ember_chat.engine.core.loopback import is_loopback
 from ember_chat.engine.openai.api_error import ApiError
@@ -32,7 +30,7 @@ def host_allowed(header: str, listener: str, port: int) -> bool:
     return name in {*LOOPBACK, listener.lower()} and (not given_port or given_port == str(port))
 
 
-def check_access(headers: Message, config: ServerConfig, port: int, *, needs_key: bool = True) -> None:
+def check_access(headers: Mapping[str, str], config: ServerConfig, port: int, *, needs_key: bool = True) -> None:
     """Host (DNS rebinding), Origin (CORS) and API key checks, before anything else: ApiError if refused.
     `needs_key`: False for what reveals nothing (/health), still behind the Host and Origin checks."""
     host = headers.get("Host") or ""
@@ -79,12 +77,3 @@ def busy_response(limit: int) -> bytes:
         f"Content-Length: {len(body)}\r\nRetry-After: 1\r\nConnection: close\r\n\r\n"
     )
     return head.encode() + body
-
-
-def refuse(sock: socket.socket, limit: int) -> None:
-    """Answer a connection over the limit with `busy_response`, without blocking (the caller closes it)."""
-    with contextlib.suppress(OSError):
-        sock.setblocking(False)
-        sock.send(busy_response(limit))
-        with contextlib.suppress(BlockingIOError):
-            sock.recv(65_536)  # what the client already sent: closing on unread data resets the connection

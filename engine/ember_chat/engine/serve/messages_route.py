@@ -6,7 +6,6 @@ the generation's). Every error on these paths, the guards' included, is in Anthr
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from io import BufferedIOBase
 from typing import Any
 
 from ember_chat.engine.anthropic.messages_input import CHAT_TO_MESSAGES, read_body
@@ -16,7 +15,7 @@ from ember_chat.engine.inference.service.engine import EngineService
 from ember_chat.engine.openai.api_error import ApiError
 from ember_chat.engine.openai.chat_request import CLI_UNKNOWN_FIELDS_ADVICE
 from ember_chat.engine.serve.api_request import ApiRequest, parse_request
-from ember_chat.engine.serve.event_stream import EventStream, SendHead
+from ember_chat.engine.serve.event_stream import BodyWriter, EventStream, SendHead
 from ember_chat.engine.serve.file_reading import Reading
 from ember_chat.engine.storage.presets import Preset
 
@@ -83,8 +82,8 @@ class MessagesStream(EventStream):
     """A Message's event stream: each event an `event: <type>` line and its JSON; an error is an `error`
     event in Anthropic's shape (the anthropic client raises on it), and no [DONE]."""
 
-    def __init__(self, send_head: SendHead, wfile: BufferedIOBase, out: MessagesBuilder) -> None:
-        super().__init__(send_head, wfile, done=False)
+    def __init__(self, send_head: SendHead, body: BodyWriter, out: MessagesBuilder) -> None:
+        super().__init__(send_head, body, done=False)
         self._out = out
 
     def open(self) -> None:

@@ -16,7 +16,6 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from io import BufferedIOBase
 from typing import Any
 
 from ember_chat.engine.openai.api_error import ApiError
@@ -24,7 +23,7 @@ from ember_chat.engine.openai.chat_request import CLI_UNKNOWN_FIELDS_ADVICE
 from ember_chat.engine.openai.responses_input import CHAT_TO_RESPONSES, ResponsesBody, read_body
 from ember_chat.engine.openai.responses_output import ResponsesBuilder
 from ember_chat.engine.serve.api_request import ApiRequest, parse_request
-from ember_chat.engine.serve.event_stream import EventStream, SendHead
+from ember_chat.engine.serve.event_stream import BodyWriter, EventStream, SendHead
 from ember_chat.engine.serve.file_reading import Reading
 from ember_chat.engine.storage.presets import Preset
 
@@ -140,8 +139,8 @@ class ResponsesStream(EventStream):
     """A Response's event stream: each event an `event: <type>` line and its JSON with its
     sequence_number; an error is an `error` event (the openai client raises on it), and no [DONE]."""
 
-    def __init__(self, send_head: SendHead, wfile: BufferedIOBase, out: ResponsesBuilder) -> None:
-        super().__init__(send_head, wfile, done=False)
+    def __init__(self, send_head: SendHead, body: BodyWriter, out: ResponsesBuilder) -> None:
+        super().__init__(send_head, body, done=False)
         self._out = out
         self._sequence = 0
 
