@@ -13,6 +13,12 @@ Figures (medians over --runs):
   both timed the same way at the client. Budget ≥ 1.0. Plus both TTFTs.
 - vs_llama_server_decode: Ember's server decode tok/s / llama-server's (budget ≥ 0.97);
   vs_llama_server_ttft: Ember's server TTFT / llama-server's (budget ≤ 1.0). None when it is not built.
+- with --before CHECKOUT (another checkout of Ember, e.g. `git worktree add /tmp/before <rev>`): a
+  second Ember server run from that checkout's code (same virtual environment, its engine/ and app/ put
+  first on PYTHONPATH), in the same alternation: before_decode_ratio and before_ttft_overhead_ms as the
+  server's figures, and move_decode_ratio (this checkout's server / that one's decode tok/s, budget
+  >= 0.97) and move_ttft_ms (this one's TTFT minus that one's, budget <= +5 ms) — a change to the
+  server measured on the same machine at the same time.
 - remote_metrics_error_ms: |Ember's client-side TTFT − the server's own reported prefill time|,
   against llama-cpp-python's server (its llama.cpp perf print on stderr) and Ember's server (its
   `ember.ttft_s` extension field).
@@ -54,7 +60,7 @@ STORY = (
     "clocks of everyone in the valley. Every morning she opened her shop, lit the stove and listened to "
     "the ticking of a hundred clocks. One winter day a stranger brought her a clock that had no hands. "
 )
-PATHS = ("direct", "ember", "peer", "llama_server")
+PATHS = ("direct", "ember", "peer", "llama_server", "ember_before")
 
 
 def prompt(run: int, path: int) -> str:
@@ -156,7 +162,9 @@ class ServerProcess:
 
     PROMPT_EVAL = re.compile(r"prompt eval time =\s*([\d.]+) ms /\s*(\d+) tokens")
 
-    def __init__(self, argv: list[str], ready_marker: str, port: int, isolated: bool = False) -> None:
+    def __init__(
+        self, argv: list[str], ready_marker: str, port: int, isolated: bool = False, code: Path | None = None
+    ) -> None:
         self.port = port
         self.ready_marker = re.compile(ready_marker)
         # Ember's own folders for this run: no user preset changes its sampling, no cache lands in the
@@ -165,6 +173,8 @@ class ServerProcess:
         env = None
         if self.home is not None:
             env = dict(os.environ, EMBER_DATA_DIR=f"{self.home.name}/data", EMBER_CONFIG_DIR=f"{self.home.name}/config")
+        if code is not None:  # another checkout's Ember (its packages found before the installed ones)
+            env = dict(env or os.environ, PYTHONPATH=os.pathsep.join([str(code / "engine"), str(code / "app")]))
         self.proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
         self.ready = threading.Event()
         self.started = False  # its ready line was seen (ready is also set when its log ends)
@@ -190,12 +200,15 @@ class ServerProcess:
         )  # fmt: skip
 
     @classmethod
-    def ember(cls, model: Path, threads: int, n_ctx: int, extra: Sequence[str] = ()) -> ServerProcess:
+    def ember(
+        cls, model: Path, threads: int, n_ctx: int, extra: Sequence[str] = (), code: Path | None = None
+    ) -> ServerProcess:
+        """Ember's server; `code`: another checkout whose code it runs (--before)."""
         port = free_port()
         return cls(
             [sys.executable, "-m", "ember_chat.engine.cli.main", "serve", "--model", str(model), "--port", str(port),
              "--threads", str(threads), "--ctx", str(n_ctx), *extra],
-            "Serving ", port, isolated=True,
+            "Serving ", port, isolated=True, code=code,
         )  # fmt: skip
 
     @classmethod
@@ -252,6 +265,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--ctx", type=int, default=2048)
     add_flash_attn_option(ap)
     ap.add_argument("--no-llama-server", action="store_true", help="leave llama.cpp's llama-server out")
+    ap.add_argument("--before", type=Path, help="another checkout of Ember whose server is measured beside this one's")
     ap.add_argument("--quick", action="store_true", help="a tiny run: 1 round of 16 tokens (checks the machinery)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
@@ -269,6 +283,7 @@ def figures(
         return median([r[key] for r in rows[name]]) if rows.get(name) else None
 
     server_ttft, direct_ttft = med("ember", "ttft_ms"), med("direct", "ttft_ms")
+    before_ttft = med("ember_before", "ttft_ms")
     return {
         "model": model,
         "threads": args.threads,
@@ -290,6 +305,12 @@ def figures(
         "vs_llama_cpp_python_server": ratio(med("ember", "decode_tps"), med("peer", "decode_tps")),
         "vs_llama_server_decode": ratio(med("ember", "decode_tps"), med("llama_server", "decode_tps")),
         "vs_llama_server_ttft": ratio(server_ttft, med("llama_server", "ttft_ms")),
+        "before_decode_tps": med("ember_before", "decode_tps"),
+        "before_decode_ratio": ratio(med("ember_before", "decode_tps"), med("direct", "decode_tps")),
+        "before_ttft_ms": before_ttft,
+        "before_ttft_overhead_ms": None if before_ttft is None or direct_ttft is None else before_ttft - direct_ttft,
+        "move_decode_ratio": ratio(med("ember", "decode_tps"), med("ember_before", "decode_tps")),
+        "move_ttft_ms": None if before_ttft is None or server_ttft is None else server_ttft - before_ttft,
         **extra,
     }
 
@@ -306,13 +327,15 @@ def main(argv: list[str] | None = None) -> int:
     fa = [ember_flash_attn_flag(args.flash_attn)]
     servers: dict[str, ServerProcess] = {}
     clients: dict[str, openai.OpenAI] = {}
-    names = {"ember": path.name, "peer": str(path), "llama_server": path.name}
+    names = {"ember": path.name, "peer": str(path), "llama_server": path.name, "ember_before": path.name}
     rows: dict[str, list[dict[str, Any]]] = {name: [] for name in PATHS}
     peer_prefill_errors: list[float] = []
     llama_prefill_errors: list[float] = []
     ember_ttft_errors: list[float] = []
     try:
         servers["ember"] = ServerProcess.ember(path, args.threads, args.ctx, fa)
+        if args.before is not None:
+            servers["ember_before"] = ServerProcess.ember(path, args.threads, args.ctx, fa, code=args.before)
         servers["peer"] = ServerProcess.llama_cpp_python(path, args.threads, args.ctx, args.flash_attn)
         if llama_server is not None:
             servers["llama_server"] = ServerProcess.llama_server(
@@ -336,8 +359,8 @@ def main(argv: list[str] | None = None) -> int:
                 before = len(server.prefill_ms)
                 r = run_client(clients[name], names[name], text, args.max_tokens)
                 rows[name].append(r)
-                if name == "ember":
-                    if r["ember"] and r["ember"]["ttft_s"] is not None:
+                if name in ("ember", "ember_before"):
+                    if name == "ember" and r["ember"] and r["ember"]["ttft_s"] is not None:
                         ember_ttft_errors.append(abs(r["ttft_ms"] - r["ember"]["ttft_s"] * 1000))
                     continue
                 reported = server.next_prefill_ms(before)
