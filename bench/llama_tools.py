@@ -32,6 +32,8 @@ from importlib.metadata import version as installed_version
 from pathlib import Path
 from typing import Any
 
+from ember_chat.engine.inference.llama.amx_probe import extra_buffers_usable
+
 TOOLS = ("llama-bench", "llama-server", "llama-batched-bench")
 PACKAGE = "llama-cpp-python"
 CACHE_ENV = "EMBER_BENCH_LLAMA_CACHE"
@@ -317,11 +319,15 @@ def llama_server_command(
     flash_attn: bool = False,
 ) -> list[str]:
     """llama-server as the benchmarks run it: loopback, the given threads (prompt and decode) and context
-    (shared by all slots: unified KV, its default), `-np` slots (None: its own default)."""
+    (shared by all slots: unified KV, its default), `-np` slots (None: its own default). Its weights are
+    not repacked for llama.cpp's extra CPU buffer types where Ember loads without them (a processor whose
+    AMX kernels crash: inference/llama/amx_probe.py), so both run the same kernels (and it does not die
+    of SIGILL)."""
+    repack = extra_buffers_usable(model)
     return [
         str(tool), "-m", str(model), "--host", "127.0.0.1", "--port", str(port), "-t", str(threads),
         "-tb", str(threads), "-c", str(n_ctx), "-fa", "on" if flash_attn else "off",
-        *(["-np", str(parallel)] if parallel else []),
+        *(["-np", str(parallel)] if parallel else []), *([] if repack else ["--no-repack"]),
     ]  # fmt: skip
 
 

@@ -182,3 +182,14 @@ def test_the_built_llama_bench_runs_and_its_output_is_read(tmp_path: Path) -> No
     results = llama_bench(llama_bench_command(tool, model, 1, prompts=(0,), gen=(4,), depths=(8, 16), repetitions=1))
     assert [(r.n_gen, r.n_depth) for r in results] == [(4, 8), (4, 16)]
     assert all(r.avg_tokens_per_s > 0 and len(r.samples_tokens_per_s) == 1 for r in results)
+
+
+@pytest.mark.parametrize(("usable", "repacked"), [("1", True), ("0", False)])
+def test_llama_server_repacks_weights_only_where_ember_uses_the_extra_buffers(
+    monkeypatch: pytest.MonkeyPatch, usable: str, repacked: bool
+) -> None:
+    """Where llama.cpp's AMX kernels crash Ember loads without the extra buffer types: llama-server then runs
+    the same kernels (--no-repack) instead of dying of SIGILL."""
+    monkeypatch.setenv("EMBER_LLAMA_EXTRA_BUFFERS", usable)
+    argv = llama_server_command(Path("/x/llama-server"), Path("/m/model.gguf"), 8080, 2, 4096)
+    assert ("--no-repack" not in argv) is repacked
