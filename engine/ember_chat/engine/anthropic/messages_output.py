@@ -9,7 +9,6 @@ its streamed chunks are each a list of events, `{"events": [...]}`, that the str
 
 from __future__ import annotations
 
-import json
 import uuid
 from typing import Any
 
@@ -179,8 +178,3 @@ class MessagesBuilder(ResponseBuilder):
             events.append({"type": "content_block_delta", "index": self._blocks - 1, "delta": delta})
         self._open = None
         return [*events, {"type": "content_block_stop", "index": self._blocks - 1}]
-
-
-def sse(event: dict[str, Any]) -> bytes:
-    """One event on the wire: its `event:` line (its type) and its JSON."""
-    return f"event: {event['type']}\ndata: {json.dumps(event, separators=(',', ':'))}\n\n".encode()

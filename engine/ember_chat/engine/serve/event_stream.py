@@ -56,3 +56,46 @@ class EventStream:
 
     def _chunk(self, data: bytes) -> None:
         self._body.write(data)
+
+
+def named_event(event: dict[str, Any]) -> bytes:
+    """One named event on the wire: its `event:` line (its type) and its JSON."""
+    return f"event: {event['type']}\ndata: {json.dumps(event, separators=(',', ':'))}\n\n".encode()
+
+
+class EventsBuilder(Protocol):
+    def opening(self) -> list[dict[str, Any]]: ...
+
+
+class NamedEventStream(EventStream):
+    """A stream of named events and no [DONE] (the Responses and Messages APIs'): `out` gives the events
+    that open the answer, each chunk is `{"events": [...]}`, and an error is the events `error_events`
+    says (each API's shape: its client raises on them)."""
+
+    def __init__(self, send_head: SendHead, body: BodyWriter, out: EventsBuilder) -> None:
+        super().__init__(send_head, body, done=False)
+        self._out = out
+
+    def open(self) -> None:
+        super().open()
+        self._write(self._out.opening())
+
+    def event(self, obj: dict[str, Any] | None) -> None:
+        if obj is not None:
+            self._write(obj["events"])
+
+    def end(self, error: ApiError | None) -> None:
+        if error is not None:
+            self._write(self.error_events(error))
+        super().end(None)
+
+    def error_events(self, error: ApiError) -> list[dict[str, Any]]:
+        raise NotImplementedError
+
+    def frame(self, event: dict[str, Any]) -> dict[str, Any]:
+        """The event as it goes on the wire (a stream may number them)."""
+        return event
+
+    def _write(self, events: list[dict[str, Any]]) -> None:
+        for event in events:
+            self._chunk(named_event(self.frame(event)))

@@ -9,13 +9,13 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ember_chat.engine.anthropic.messages_input import CHAT_TO_MESSAGES, read_body
-from ember_chat.engine.anthropic.messages_output import MessagesBuilder, error_body, sse
+from ember_chat.engine.anthropic.messages_output import MessagesBuilder, error_body
 from ember_chat.engine.errors import ImagesNotSupported, InvalidParameter
 from ember_chat.engine.inference.service.engine import EngineService
 from ember_chat.engine.openai.api_error import ApiError
 from ember_chat.engine.openai.chat_request import CLI_UNKNOWN_FIELDS_ADVICE
 from ember_chat.engine.serve.api_request import ApiRequest, parse_request
-from ember_chat.engine.serve.event_stream import BodyWriter, EventStream, SendHead
+from ember_chat.engine.serve.event_stream import NamedEventStream
 from ember_chat.engine.serve.file_reading import Reading
 from ember_chat.engine.storage.presets import Preset
 
@@ -78,27 +78,8 @@ def count_tokens(service: EngineService, turn: Turn) -> dict[str, Any]:
     return {"input_tokens": tokens}
 
 
-class MessagesStream(EventStream):
-    """A Message's event stream: each event an `event: <type>` line and its JSON; an error is an `error`
-    event in Anthropic's shape (the anthropic client raises on it), and no [DONE]."""
+class MessagesStream(NamedEventStream):
+    """A Message's event stream: an error is an `error` event in Anthropic's shape."""
 
-    def __init__(self, send_head: SendHead, body: BodyWriter, out: MessagesBuilder) -> None:
-        super().__init__(send_head, body, done=False)
-        self._out = out
-
-    def open(self) -> None:
-        super().open()
-        self._write(self._out.opening())
-
-    def event(self, obj: dict[str, Any] | None) -> None:
-        if obj is not None:
-            self._write(obj["events"])
-
-    def end(self, error: ApiError | None) -> None:
-        if error is not None:
-            self._write([error_body(error)])
-        super().end(None)
-
-    def _write(self, events: list[dict[str, Any]]) -> None:
-        for event in events:
-            self._chunk(sse(event))
+    def error_events(self, error: ApiError) -> list[dict[str, Any]]:
+        return [error_body(error)]

@@ -23,7 +23,7 @@ from ember_chat.engine.openai.chat_request import CLI_UNKNOWN_FIELDS_ADVICE
 from ember_chat.engine.openai.responses_input import CHAT_TO_RESPONSES, ResponsesBody, read_body
 from ember_chat.engine.openai.responses_output import ResponsesBuilder
 from ember_chat.engine.serve.api_request import ApiRequest, parse_request
-from ember_chat.engine.serve.event_stream import BodyWriter, EventStream, SendHead
+from ember_chat.engine.serve.event_stream import BodyWriter, NamedEventStream, SendHead
 from ember_chat.engine.serve.file_reading import Reading
 from ember_chat.engine.storage.presets import Preset
 
@@ -135,36 +135,20 @@ def read_turn(
     return Turn(replace(request, include_usage=False), read, conversation, store)
 
 
-class ResponsesStream(EventStream):
-    """A Response's event stream: each event an `event: <type>` line and its JSON with its
-    sequence_number; an error is an `error` event (the openai client raises on it), and no [DONE]."""
+class ResponsesStream(NamedEventStream):
+    """A Response's event stream: each event with its sequence_number; an error is an `error` event."""
 
     def __init__(self, send_head: SendHead, body: BodyWriter, out: ResponsesBuilder) -> None:
-        super().__init__(send_head, body, done=False)
-        self._out = out
+        super().__init__(send_head, body, out)
         self._sequence = 0
 
-    def open(self) -> None:
-        super().open()
-        self._write(self._out.opening())
+    def error_events(self, error: ApiError) -> list[dict[str, Any]]:
+        body = error.body()  # its `error` too: the openai client raises on an event that has one
+        return [{"type": "error", "code": error.code, "message": error.message, "param": error.param, **body}]
 
-    def event(self, obj: dict[str, Any] | None) -> None:
-        if obj is not None:
-            self._write(obj["events"])
-
-    def end(self, error: ApiError | None) -> None:
-        if error is not None:
-            body = error.body()  # its `error` too: the openai client raises on an event that has one
-            self._write([{"type": "error", "code": error.code, "message": error.message, "param": error.param,
-                          **body}])  # fmt: skip
-        super().end(None)
-
-    def _write(self, events: list[dict[str, Any]]) -> None:
-        for event in events:
-            event = {**event, "sequence_number": self._sequence}
-            self._sequence += 1
-            data = json.dumps(event, separators=(",", ":"))
-            self._chunk(f"event: {event['type']}\ndata: {data}\n\n".encode())
+    def frame(self, event: dict[str, Any]) -> dict[str, Any]:
+        self._sequence += 1
+        return {**event, "sequence_number": self._sequence - 1}
 
 
 SendJson = Callable[[int, dict[str, Any]], None]
