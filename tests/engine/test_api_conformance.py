@@ -136,6 +136,15 @@ def test_tokenize_validation(http: httpx2.Client) -> None:
     assert_error(http.get("/tokenize"), 405)
 
 
+def test_a_wrong_token_or_flag_is_named_by_its_place(http: httpx2.Client) -> None:
+    """The bodies are typed (openai/typed_body.py): an item in error is named where it is, with what it was."""
+    message = assert_error(http.post("/detokenize", json={"tokens": [1, 2, True]}), 400, "tokens")
+    assert message == "tokens[2] must be a whole number (not true)."
+    message = assert_error(http.post("/tokenize", json={"content": "x", "parse_special": False}), 400, "parse_special")
+    assert "only true" in message
+    assert_error(http.post("/tokenize", json=["hi"]), 400)
+
+
 # ----- unknown fields
 
 

@@ -10,32 +10,34 @@ Special tokens' text is read as those tokens (as llama-server does); a piece tha
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any, Literal
+
+from pydantic import JsonValue
 
 from ember_chat.engine.errors import InvalidParameter
 from ember_chat.engine.inference.service.engine import EngineService
 from ember_chat.engine.openai.api_error import ApiError
-from ember_chat.engine.openai.chat_request import CLI_UNKNOWN_FIELDS_ADVICE, check_known_fields
-
-# vLLM's and SGLang's names too (`prompt`, `add_special_tokens`; `input`), which clients that talk
-# to several servers send together, as Ember's own remote backend does: `content` is the text
-_TOKENIZE_FIELDS = {"content", "add_special", "with_pieces", "parse_special", "model", "prompt", "input",
-                    "add_special_tokens"}  # fmt: skip
-_DETOKENIZE_FIELDS = {"tokens", "model"}
+from ember_chat.engine.openai.chat_request import CLI_UNKNOWN_FIELDS_ADVICE
+from ember_chat.engine.openai.typed_body import Body, Must, read_body
 
 
-def _object(body: Any, known: set[str], allow_unknown: bool, advice: str) -> dict[str, Any]:
-    if not isinstance(body, dict):
-        raise ApiError(400, "The request body must be a JSON object.")
-    check_known_fields(body, known, allow_unknown, advice)
-    return body
+class TokenizeBody(Body):
+    content: str
+    add_special: bool = False
+    with_pieces: bool = False
+    parse_special: Annotated[Literal[True], Must("true: only true is supported")] = True
+    # accepted and not used: vLLM's and SGLang's names too (`prompt`, `add_special_tokens`; `input`), which
+    # clients that talk to several servers send together, as Ember's own remote backend does: `content`
+    # is the text
+    model: JsonValue = None
+    prompt: JsonValue = None
+    input: JsonValue = None
+    add_special_tokens: JsonValue = None
 
 
-def _flag(body: dict[str, Any], name: str) -> bool:
-    value = body.get(name, False)
-    if not isinstance(value, bool):
-        raise ApiError(400, f"{name} must be true or false.", param=name)
-    return value
+class DetokenizeBody(Body):
+    tokens: Annotated[list[int], Must("an array of token ids")]
+    model: JsonValue = None  # (accepted, not used)
 
 
 def _no_tokenizer() -> ApiError:
@@ -49,19 +51,13 @@ def _no_tokenizer() -> ApiError:
 
 
 def tokenize(
-    service: EngineService, body: Any, allow_unknown: bool = False, advice: str = CLI_UNKNOWN_FIELDS_ADVICE
+    service: EngineService, body: object, allow_unknown: bool = False, advice: str = CLI_UNKNOWN_FIELDS_ADVICE
 ) -> dict[str, Any]:
-    body = _object(body, _TOKENIZE_FIELDS, allow_unknown, advice)
-    content = body.get("content")
-    if not isinstance(content, str):
-        raise ApiError(400, "content must be a string.", param="content")
-    add_special, with_pieces = _flag(body, "add_special"), _flag(body, "with_pieces")
-    if body.get("parse_special", True) is not True:
-        raise ApiError(400, "parse_special: only true is supported.", param="parse_special")
-    tokens = service.tokenize(content, add_special=add_special)
+    request = read_body(TokenizeBody, body, allow_unknown, advice)
+    tokens = service.tokenize(request.content, add_special=request.add_special)
     if tokens is None:
         raise _no_tokenizer()
-    if not with_pieces:
+    if not request.with_pieces:
         return {"tokens": tokens}
     pieces = service.token_pieces(tokens)
     if pieces is None:
@@ -77,12 +73,9 @@ def _piece(raw: bytes) -> str | list[int]:
 
 
 def detokenize(
-    service: EngineService, body: Any, allow_unknown: bool = False, advice: str = CLI_UNKNOWN_FIELDS_ADVICE
+    service: EngineService, body: object, allow_unknown: bool = False, advice: str = CLI_UNKNOWN_FIELDS_ADVICE
 ) -> dict[str, Any]:
-    body = _object(body, _DETOKENIZE_FIELDS, allow_unknown, advice)
-    tokens = body.get("tokens")
-    if not isinstance(tokens, list) or not all(isinstance(t, int) and not isinstance(t, bool) for t in tokens):
-        raise ApiError(400, "tokens must be an array of token ids.", param="tokens")
+    tokens = read_body(DetokenizeBody, body, allow_unknown, advice).tokens
     try:
         pieces = service.token_pieces(tokens)
     except InvalidParameter as exc:
