@@ -124,6 +124,14 @@ def test_bad_bodies(http: httpx2.Client, body: dict[str, object], param: str, sa
     assert says in assert_error(http.post("/v1/embeddings", json=body), 400, param)
 
 
+def test_a_bad_body_says_where_what_and_what_was_sent(http: httpx2.Client) -> None:
+    """The body is typed (openai/typed_body.py): the input in error, what it must be, what it was."""
+    message = assert_error(http.post("/v1/embeddings", json={"input": ["a", {"text": "b"}]}), 400, "input")
+    assert message == "input[1] must be a string or an array of token ids (not an object)."
+    message = assert_error(http.post("/v1/embeddings", json={"input": "a", "dimensions": 1.5}), 400, "dimensions")
+    assert message == "dimensions must be a positive whole number (not the number 1.5)."
+
+
 def test_an_unknown_model_is_a_404(http: httpx2.Client) -> None:
     assert_error(http.post("/v1/embeddings", json={"input": "hello", "model": "nope"}), 404, "model")
 

@@ -152,6 +152,18 @@ def test_bad_bodies(http: httpx2.Client, body: dict[str, object], param: str, sa
     assert says in assert_error(http.post("/v1/rerank", json=body), 400, param)
 
 
+def test_a_bad_body_says_where_what_and_what_was_sent(http: httpx2.Client) -> None:
+    """The body is typed (openai/typed_body.py): the document in error, what it must be, what it was."""
+    message = assert_error(http.post("/v1/rerank", json={"query": QUERY, "documents": ["a", {"text": 3}]}), 400,
+                           "documents")  # fmt: skip
+    assert message == 'documents[1] must be a string or an object with a "text" string (not an object).'
+    top_n = assert_error(http.post("/v1/rerank", json={"query": QUERY, "documents": DOCS, "top_n": True}), 400, "top_n")
+    assert top_n == "top_n must be a positive whole number (not true)."
+    # Cohere's documents carry more than their text: the rest is not read
+    ok = http.post("/v1/rerank", json={"query": QUERY, "documents": [{"text": "the mat", "id": "d1"}]})
+    assert ok.status_code == 200, ok.text
+
+
 @pytest.mark.parametrize("model", ["bert", "tiny"])
 def test_a_model_that_is_not_a_reranker_is_a_400_naming_it(http: httpx2.Client, model: str) -> None:
     message = assert_error(http.post("/v1/rerank", json={"model": model, "query": QUERY, "documents": DOCS}), 400,

@@ -58,8 +58,8 @@ class Must:
             try:
                 return inner(value)
             except ValidationError as exc:
-                if any(_index(e["loc"]) for e in exc.errors()):
-                    raise  # (an item's own error: it names the item, documents[1])
+                if all(_index(e["loc"]) for e in exc.errors()):
+                    raise  # (its items' own errors: each names its item, documents[1])
                 raise PydanticCustomError(_MUST, "must be {what}", {"what": what}) from None
 
         return core_schema.no_info_wrap_validator_function(one_sentence, handler(source))

@@ -18,7 +18,9 @@ import contextlib
 import struct
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
-from typing import Any
+from typing import Annotated, Any, Literal, cast
+
+from pydantic import Discriminator, Field, JsonValue, Tag
 
 from ember_chat.engine.core.embeddings import BadEmbeddingInput, EmbeddingInput, Embeddings
 from ember_chat.engine.errors import (
@@ -32,87 +34,76 @@ from ember_chat.engine.errors import (
     RemoteServerError,
 )
 from ember_chat.engine.openai.api_error import ApiError
-from ember_chat.engine.openai.chat_request import CLI_UNKNOWN_FIELDS_ADVICE, check_known_fields
+from ember_chat.engine.openai.chat_request import CLI_UNKNOWN_FIELDS_ADVICE
+from ember_chat.engine.openai.typed_body import Body, Must, read_body
 from ember_chat.engine.serve.model_routing import Served, take_ttl
 
-KNOWN = {"input", "model", "encoding_format", "dimensions", "user"}
 MAX_INPUTS = 2048  # OpenAI's limit on one request's inputs
-ENCODINGS = ("float", "base64")
+INPUT = "a string, an array of strings or an array of token ids"
 
 Serving = Callable[[str | None, float | None], AbstractContextManager[Served]]
 
 
-def _is_id(value: Any) -> bool:
+def _is_id(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def read_inputs(raw: Any) -> list[EmbeddingInput]:
-    """`input` as OpenAI takes it: a text, texts, one input's token ids, or several inputs' token ids. A
-    400 naming `input` (or `input[i]`) for anything else, an empty one included."""
+def _input_shape(raw: object) -> str | None:
+    """Which of `input`'s shapes a value is (so that an error is the one of that shape: input[3])."""
+    if isinstance(raw, str):
+        return "text"
+    if isinstance(raw, list) and raw and all(_is_id(t) for t in raw):
+        return "ids"  # one input, as token ids
+    return "inputs" if isinstance(raw, list) else None
+
+
+# `input` as OpenAI takes it: a text, texts, one input's token ids, or several inputs' token ids
+EmbeddingsInput = Annotated[
+    Annotated[str, Tag("text")]
+    | Annotated[list[int], Tag("ids")]
+    | Annotated[list[Annotated[str | list[int], Must("a string or an array of token ids")]], Field(min_length=1),
+                Tag("inputs")],
+    Discriminator(_input_shape),
+    Must(INPUT),
+]  # fmt: skip
+
+
+class EmbeddingsBody(Body):
+    model: str | None = None  # (first: a model that is not a string was refused before the rest was read)
+    input: EmbeddingsInput
+    encoding_format: Literal["float", "base64"] | None = None
+    dimensions: Annotated[int | None, Field(ge=1), Must("a positive whole number")] = None
+    user: JsonValue = None  # (accepted, not used)
+
+
+def read_inputs(raw: str | list[int] | list[str | list[int]]) -> list[EmbeddingInput]:
+    """A typed `input` as the engine's inputs; a 400 naming `input` for too many or an empty one
+    (input[3])."""
     if isinstance(raw, str):
         raw = [raw]
-    if not isinstance(raw, list) or not raw:
-        what = "an empty array" if raw == [] else "missing" if raw is None else f"a {type(raw).__name__}"
-        raise ApiError(400, f"input must be a string, an array of strings or an array of token ids (not {what}).",
-                       param="input")  # fmt: skip
     if all(_is_id(t) for t in raw):
-        return [tuple(raw)]  # one input, as token ids
+        return [tuple(cast("list[int]", raw))]  # one input, as token ids
     if len(raw) > MAX_INPUTS:
         raise ApiError(400, f"input has {len(raw):,} items; at most {MAX_INPUTS:,} are embedded at once.",
                        param="input")  # fmt: skip
-    out: list[EmbeddingInput] = []
-    for i, item in enumerate(raw):
-        if isinstance(item, str):
-            out.append(item)
-        elif isinstance(item, list) and all(_is_id(t) for t in item):
-            out.append(tuple(item))
-        else:
-            raise ApiError(400, f"input[{i}] must be a string or an array of token ids.", param="input")
-        if not out[-1]:
+    out: list[EmbeddingInput] = [
+        item if isinstance(item, str) else tuple(item) for item in cast("list[str | list[int]]", raw)
+    ]
+    for i, item in enumerate(out):
+        if not item:
             raise ApiError(400, f"input[{i}] is empty: there is nothing to embed.", param="input")
     return out
 
 
-def _encoding(raw: Any) -> str:
-    if raw is None:
-        return "float"
-    if raw not in ENCODINGS:
-        raise ApiError(400, f'encoding_format must be "float" or "base64", not {raw!r}.', param="encoding_format")
-    return str(raw)
-
-
-def _dimensions(raw: Any) -> int | None:
-    if raw is None:
-        return None
-    if not _is_id(raw) or raw < 1:
-        raise ApiError(400, "dimensions must be a positive whole number.", param="dimensions")
-    return int(raw)
-
-
-def read_body(
-    body: Any, known: set[str], allow_unknown: bool, advice: str
-) -> tuple[dict[str, Any], str | None, float | None]:
-    """(the body, the model it names, how long a model loaded for it stays: `ttl` / `keep_alive`, taken
-    out of it); a 400 for a body that is not a JSON object, an unknown field or a model that is not a
-    string."""
-    ttl = take_ttl(body)  # (not a field of the request itself)
-    if not isinstance(body, dict):
-        raise ApiError(400, "The request body must be a JSON object.")
-    check_known_fields(body, known, allow_unknown, advice)
-    requested = body.get("model")
-    if requested is not None and not isinstance(requested, str):
-        raise ApiError(400, "model must be a string.", param="model")
-    return body, requested, ttl
-
-
 def embeddings(
-    body: Any, serving: Serving, allow_unknown: bool = False, advice: str = CLI_UNKNOWN_FIELDS_ADVICE
+    body: object, serving: Serving, allow_unknown: bool = False, advice: str = CLI_UNKNOWN_FIELDS_ADVICE
 ) -> dict[str, Any]:
     """Answer one /v1/embeddings request (the response body, or an ApiError)."""
-    body, requested, ttl = read_body(body, KNOWN, allow_unknown, advice)
-    inputs = read_inputs(body.get("input"))
-    encoding, dimensions = _encoding(body.get("encoding_format")), _dimensions(body.get("dimensions"))
-    with serving(requested, ttl) as served:
+    ttl = take_ttl(body)  # (how long a model loaded for it stays: not a field of the request itself)
+    request = read_body(EmbeddingsBody, body, allow_unknown, advice)
+    inputs = read_inputs(request.input)
+    encoding, dimensions = request.encoding_format or "float", request.dimensions
+    with serving(request.model, ttl) as served:
         result = _embed(served, inputs)
     size = len(result.vectors[0])
     if dimensions is not None and dimensions != size:

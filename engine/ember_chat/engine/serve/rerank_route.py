@@ -14,64 +14,55 @@ longer than the model takes is a 400 naming its document (documents[3])."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import Field
 
 from ember_chat.engine.core.embeddings import Ranking
 from ember_chat.engine.openai.api_error import ApiError
 from ember_chat.engine.openai.chat_request import CLI_UNKNOWN_FIELDS_ADVICE
-from ember_chat.engine.serve.embeddings_route import MAX_INPUTS, Serving, engine_errors, read_body
-from ember_chat.engine.serve.model_routing import Served
-
-KNOWN = {"model", "query", "documents", "top_n", "return_documents"}
-
-
-def read_documents(raw: Any) -> list[str]:
-    """`documents`: texts, or objects with a `text` (Cohere's and Jina's); a 400 naming the field or
-    `documents[i]` for anything else."""
-    if not isinstance(raw, list) or not raw:
-        what = "an empty array" if raw == [] else "missing" if raw is None else f"a {type(raw).__name__}"
-        raise ApiError(400, f"documents must be a non-empty array of strings (not {what}).", param="documents")
-    if len(raw) > MAX_INPUTS:
-        raise ApiError(400, f"documents has {len(raw):,} items; at most {MAX_INPUTS:,} are scored at once.",
-                       param="documents")  # fmt: skip
-    out: list[str] = []
-    for i, doc in enumerate(raw):
-        text = doc.get("text") if isinstance(doc, dict) else doc
-        if not isinstance(text, str):
-            raise ApiError(400, f'documents[{i}] must be a string or an object with a "text" string.',
-                           param="documents")  # fmt: skip
-        out.append(text)
-    return out
+from ember_chat.engine.openai.typed_body import Body, Must, Nested, read_body
+from ember_chat.engine.serve.embeddings_route import MAX_INPUTS, Serving, engine_errors
+from ember_chat.engine.serve.model_routing import Served, take_ttl
 
 
-def _top_n(raw: Any, count: int) -> int:
-    if raw is None:
-        return count
-    if not isinstance(raw, int) or isinstance(raw, bool) or raw < 1:
-        raise ApiError(400, "top_n must be a positive whole number.", param="top_n")
-    return min(raw, count)
+class Document(Nested):
+    """A document as Cohere and Jina send it (their other fields ignored)."""
+
+    text: str
+
+
+class RerankBody(Body):
+    model: str | None = None  # (first: a model that is not a string was refused before the rest was read)
+    query: str
+    # texts, or objects with a `text` (Cohere's and Jina's)
+    documents: Annotated[
+        list[Annotated[str | Document, Must('a string or an object with a "text" string')]],
+        Field(min_length=1),
+        Must("a non-empty array of strings"),
+    ]
+    top_n: Annotated[int | None, Field(ge=1), Must("a positive whole number")] = None
+    return_documents: bool = False
 
 
 def rerank(
-    body: Any, serving: Serving, allow_unknown: bool = False, advice: str = CLI_UNKNOWN_FIELDS_ADVICE
+    body: object, serving: Serving, allow_unknown: bool = False, advice: str = CLI_UNKNOWN_FIELDS_ADVICE
 ) -> dict[str, Any]:
     """Answer one rerank request (the response body, or an ApiError)."""
-    body, requested, ttl = read_body(body, KNOWN, allow_unknown, advice)
-    query = body.get("query")
-    if not isinstance(query, str):
-        raise ApiError(400, "query must be a string.", param="query")
-    documents = read_documents(body.get("documents"))
-    top_n = _top_n(body.get("top_n"), len(documents))
-    return_documents = body.get("return_documents", False)
-    if not isinstance(return_documents, bool):
-        raise ApiError(400, "return_documents must be true or false.", param="return_documents")
-    with serving(requested, ttl) as served:
-        ranking = _rank(served, query, documents)
+    ttl = take_ttl(body)  # (how long a model loaded for it stays: not a field of the request itself)
+    request = read_body(RerankBody, body, allow_unknown, advice)
+    if len(request.documents) > MAX_INPUTS:
+        raise ApiError(400, f"documents has {len(request.documents):,} items; at most {MAX_INPUTS:,} are scored at "
+                       "once.", param="documents")  # fmt: skip
+    documents = [doc if isinstance(doc, str) else doc.text for doc in request.documents]
+    top_n = min(request.top_n or len(documents), len(documents))
+    with serving(request.model, ttl) as served:
+        ranking = _rank(served, request.query, documents)
     order = sorted(range(len(documents)), key=lambda i: -ranking.scores[i])[:top_n]  # (stable: ties by index)
     results: list[dict[str, Any]] = []
     for i in order:
         result: dict[str, Any] = {"index": i, "relevance_score": ranking.scores[i]}
-        if return_documents:
+        if request.return_documents:
             result["document"] = {"text": documents[i]}
         results.append(result)
     usage = {"prompt_tokens": ranking.prompt_tokens, "total_tokens": ranking.prompt_tokens}
