@@ -9,9 +9,11 @@ from typing import Annotated, Literal
 import pytest
 from pydantic import Field
 
+from ember_chat.engine.inference.service.engine import EngineService
 from ember_chat.engine.openai.api_error import ApiError
 from ember_chat.engine.openai.chat_request import CLI_UNKNOWN_FIELDS_ADVICE, check_known_fields
 from ember_chat.engine.openai.typed_body import Body, Must, Nested, read_body
+from ember_chat.engine.serve.models_api import load_model, unload_model
 
 DOC = 'a string or an object with a "text" string'
 
@@ -27,6 +29,7 @@ class Sample(Body):
     ids: list[int] = Field(default_factory=list)
     docs: Annotated[list[Annotated[str | Doc, Must(DOC)]], Must("an array")] = Field(default_factory=list)
     mode: Literal["float", "base64"] | None = None
+    inputs: list[Annotated[str | list[int], Must("a string or token ids")]] = Field(default_factory=list)
     size: int = 1
 
 
@@ -73,6 +76,8 @@ def test_unknown_fields_are_the_hand_parsers_400_or_ignored() -> None:
          'docs[1] must be a string or an object with a "text" string (not an object).'),
         ({"name": "a", "docs": "x"}, "docs", "docs must be an array (not 'x')."),
         ({"name": "a", "mode": "int8"}, "mode", "mode must be \"float\" or \"base64\" (not 'int8')."),
+        # (an item's union: its members' own errors are not the item's, which is named as a whole)
+        ({"name": "a", "inputs": ["x", [True]]}, "inputs", "inputs[1] must be a string or token ids (not an array)."),
     ],
 )  # fmt: skip
 def test_a_wrong_value_is_named_with_what_it_must_be(body: object, param: str | None, message: str) -> None:
@@ -83,3 +88,18 @@ def test_a_wrong_value_is_named_with_what_it_must_be(body: object, param: str | 
 def test_the_first_field_in_error_is_named() -> None:
     assert refused({"name": 1, "flag": "no"}).param == "name"  # (the fields' order, as the hand parsers checked)
     assert refused({"name": "a", "flag": "no", "zeta": 1}).param == "zeta"  # (unknown fields before types)
+
+
+def test_the_model_pools_load_and_unload_bodies() -> None:
+    """serve/models_api.py: {"model": "<name>"}, unknown fields as every route's (they were named without the
+    server's advice, and --allow-unknown-fields did not ignore them)."""
+    for body, param in (({}, "model"), ({"model": ""}, "model"), ({"model": 3}, "model"), ([], None)):
+        with pytest.raises(ApiError) as info:
+            unload_model(None, body)
+        assert (info.value.status, info.value.param) == (400, param)
+    with pytest.raises(ApiError) as info:
+        load_model(EngineService(), None, None, {"model": "beta", "ttl": 60, "colour": "red"}, advice="ask nicely")
+    assert (info.value.param, info.value.code) == ("colour", "unknown_field") and "ask nicely" in info.value.message
+    with pytest.raises(ApiError) as info:  # (read: then this server has no pool to load it in)
+        load_model(EngineService(), None, None, {"model": "beta", "colour": "red"}, allow_unknown=True)
+    assert info.value.status == 404

@@ -12,13 +12,17 @@ Without a pool (the window's server today) the list is the server's one model, a
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import Field
 
 from ember_chat.engine.errors import EmberError
 from ember_chat.engine.inference.pool.pool import ModelNotFound, ModelPool, ModelState
 from ember_chat.engine.inference.service.engine import EngineService
 from ember_chat.engine.openai.api_error import ApiError
+from ember_chat.engine.openai.chat_request import CLI_UNKNOWN_FIELDS_ADVICE
 from ember_chat.engine.openai.models_list import models_answer
+from ember_chat.engine.openai.typed_body import Body, Must, read_body
 from ember_chat.engine.serve.model_routing import own_names, serving, take_ttl
 
 
@@ -76,13 +80,10 @@ def _pool(pool: ModelPool | None) -> ModelPool:
     return pool
 
 
-def _name(body: Any) -> str:
-    if not isinstance(body, dict) or not isinstance(body.get("model"), str) or not body["model"]:
-        raise ApiError(400, 'The body must be {"model": "<name>"}.', param="model")
-    extra = sorted(set(body) - {"model"})
-    if extra:
-        raise ApiError(400, f"Unknown field(s): {', '.join(extra)}.", param=extra[0])
-    return str(body["model"])
+class ModelBody(Body):
+    """The body of a load or an unload: {"model": "<name>"} (a load's ttl / keep_alive taken out first)."""
+
+    model: Annotated[str, Field(min_length=1), Must("a model's name (a non-empty string)")]
 
 
 def models_table(service: EngineService, pool: ModelPool | None, alias: str | None) -> dict[str, Any]:
@@ -90,19 +91,28 @@ def models_table(service: EngineService, pool: ModelPool | None, alias: str | No
     return {"models": [_row(s) for s in _states(service, _pool(pool), alias)]}
 
 
-def load_model(service: EngineService, pool: ModelPool | None, alias: str | None, body: Any) -> dict[str, Any]:
+def load_model(
+    service: EngineService,
+    pool: ModelPool | None,
+    alias: str | None,
+    body: object,
+    allow_unknown: bool = False,
+    advice: str = CLI_UNKNOWN_FIELDS_ADVICE,
+) -> dict[str, Any]:
     """POST /api/models/load: load it now (as a request naming it would), keep it for its TTL."""
     ttl = take_ttl(body)
-    name = _name(body)
+    name = read_body(ModelBody, body, allow_unknown, advice).model
     with serving(service, _pool(pool), alias, name, ttl) as served:
         shown = served.name
     row = next((s for s in _states(service, _pool(pool), alias) if s.name == shown), None)
     return {"model": _row(row) if row is not None else {"name": shown, "state": "loaded"}}
 
 
-def unload_model(pool: ModelPool | None, body: Any) -> dict[str, Any]:
+def unload_model(
+    pool: ModelPool | None, body: object, allow_unknown: bool = False, advice: str = CLI_UNKNOWN_FIELDS_ADVICE
+) -> dict[str, Any]:
     """POST /api/models/unload."""
-    name = _name(body)
+    name = read_body(ModelBody, body, allow_unknown, advice).model
     target = _pool(pool)
     try:
         target.unload(name)

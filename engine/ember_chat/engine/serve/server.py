@@ -156,10 +156,13 @@ class _Handler:
 
     def load_model(self) -> None:
         shared = self.shared
-        self.call.send_json(200, load_model(shared.service, shared.pool, shared.config.alias, self.call.body()))
+        relaxed, advice = shared.config.allow_unknown_fields, shared.config.unknown_fields_advice
+        self.call.send_json(200, load_model(shared.service, shared.pool, shared.config.alias, self.call.body(),
+                                            relaxed, advice))  # fmt: skip
 
     def unload_model(self) -> None:
-        self.call.send_json(200, unload_model(self.shared.pool, self.call.body()))
+        relaxed, advice = self.shared.config.allow_unknown_fields, self.shared.config.unknown_fields_advice
+        self.call.send_json(200, unload_model(self.shared.pool, self.call.body(), relaxed, advice))
 
     def metrics(self) -> None:
         shared = self.shared
