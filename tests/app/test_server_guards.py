@@ -6,6 +6,7 @@ without finishing (cancelled, interrupted, failed) never reported as a clean "st
 from __future__ import annotations
 
 import contextlib
+import email.utils
 import json
 import socket
 from collections.abc import Callable, Iterator
@@ -27,7 +28,7 @@ from ember_chat.engine.serve import server as server_module
 from ember_chat.engine.serve.config import ServerConfig
 from ember_chat.engine.serve.server import ApiServer
 from ember_chat.engine.storage.secrets import API_SERVER_KEY, SecretStore
-from tests.helpers.api_support import MESSAGES, WAIT_S, FakeSetup, Task, fake_text, raw_request
+from tests.helpers.api_support import MESSAGES, WAIT_S, FakeSetup, Task, Watcher, fake_text, raw_request
 from tests.helpers.fake_backend import FakeBackend
 from tests.helpers.file_keyring import UnreadableKeyring
 
@@ -195,6 +196,81 @@ def test_slow_generation_is_not_cut_by_the_read_timeout(fake_service: Callable, 
             text, finish = response.choices[0].message.content or "", response.choices[0].finish_reason
     assert text == fake_text(2)
     assert finish == "length"
+
+
+def test_a_body_no_route_reads_does_not_hold_the_connection(fake_service: Callable, serve: Serve) -> None:
+    """A GET announcing a body, answered, then one byte of that body and silence: the read timeout closes
+    it (it held a connection for good, and a few of them locked every client out with 503s)."""
+    server = serve(fake_service(FakeBackend(n_tokens=2)), ServerConfig(port=0, timeout_s=0.5, max_connections=2))
+    held = [connect(server.port) for _ in range(2)]
+    try:
+        for sock in held:
+            sock.sendall(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 100\r\n\r\n")
+            answer = b""
+            while not answer.endswith(b"}"):  # (its head and its JSON body)
+                answer += sock.recv(65_536)
+            assert answer.startswith(b"HTTP/1.1 200")
+            sock.sendall(b"x")
+        for sock in held:
+            assert read_until_closed(sock) == b""  # closed by the server
+    finally:
+        for sock in held:
+            sock.close()
+    status, _, _ = raw_request(server.port, "GET", "/health", {"Host": "127.0.0.1"})
+    assert status == 200
+
+
+def test_a_client_over_the_limit_that_sent_its_request_still_gets_the_503(fake_service: Callable, serve: Serve) -> None:
+    """The refused connection's request is read (and dropped) before it is closed: closing on unread data
+    reset the connection, and the client saw a reset instead of the 503 (7 times in 10)."""
+    server = serve(fake_service(FakeBackend(n_tokens=2)), ServerConfig(port=0, max_connections=1))
+    with connect(server.port) as holder:
+        holder.sendall(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        assert holder.recv(65_536).startswith(b"HTTP/1.1 200")
+        for _ in range(5):
+            with connect(server.port) as extra:
+                extra.sendall(
+                    b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 2000\r\n\r\n"
+                    + b" " * 2000
+                )
+                status, headers, body = head(read_until_closed(extra))
+            assert status == 503 and headers["connection"] == "close"
+            assert json.loads(body)["error"]["code"] == "too_many_connections"
+
+
+@pytest.mark.slow
+def test_a_client_that_stops_reading_its_stream_is_given_up(fake_service: Callable, serve: Serve) -> None:
+    """A streaming client that never reads: once it has taken nothing for the timeout its generation is
+    cancelled and its connection ended (the answer ran on to max_tokens, and stop() waited for it forever)."""
+    backend = FakeBackend(n_tokens=1_000_000, rate=50_000)  # (20 s if nobody stopped it)
+    tokens: list[int] = []
+    backend.on_token = tokens.append
+    service = fake_service(backend)
+    watcher = Watcher()
+    service.add_listener(watcher)
+    server = serve(service, ServerConfig(port=0, timeout_s=0.5))
+    body = json.dumps({"model": "fake", "messages": MESSAGES, "stream": True, "max_tokens": 1_000_000}).encode()
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sock.connect(("127.0.0.1", server.port))
+        sock.sendall(
+            b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+            b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
+        )
+        watcher.wait_counts("api", 1, 0)
+        watcher.wait_for(lambda: len(watcher.done) == 1, "the generation to end", timeout=60)
+        assert watcher.done[0].reason == "cancelled"
+        assert len(tokens) < 1_000_000
+
+
+def test_every_response_says_its_date_and_server(fake_service: Callable, serve: Serve) -> None:
+    server = serve(fake_service(FakeBackend(n_tokens=2)), ServerConfig(port=0))
+    for path in ("/health", "/nope"):
+        with connect(server.port) as sock:
+            sock.sendall(b"GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n" % path.encode())
+            _, headers, _ = head(read_until_closed(sock))
+        assert headers["server"] == "Ember"
+        assert email.utils.parsedate_to_datetime(headers["date"]).tzinfo is not None
 
 
 # ----- 4. a keychain that cannot be read is not "no key"

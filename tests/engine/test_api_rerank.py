@@ -173,7 +173,8 @@ def test_a_model_that_is_not_a_reranker_is_a_400_naming_it(http: httpx2.Client, 
 
 def test_an_embedding_model_through_the_pool(server: ApiServer, http: httpx2.Client, files: dict[str, Path]) -> None:
     """The bert, named in a request, is loaded by the pool: the openai client's vectors equal
-    llama-cpp-python's; a chat, completion, response or message to it (or to the reranker) is a 400
+    llama-cpp-python's; a chat, completion, response or message to it (or to the reranker), or counting a
+    message's tokens, is a 400
     saying what it is, and /v1/embeddings on the reranker a 400."""
     texts = ["hello world", "the cat sat on the mat"]
     with openai.OpenAI(base_url=server.url, api_key="unused", max_retries=0, timeout=WAIT_S) as client:
@@ -194,6 +195,8 @@ def test_an_embedding_model_through_the_pool(server: ApiServer, http: httpx2.Cli
         assert "has no chat" in assert_error(http.post(path, json={**body, "model": "bert"}), 400, "model")
     anthropic = http.post("/v1/messages", json={**chat, "max_tokens": 4, "model": "bert"})  # (Anthropic's shape)
     assert anthropic.status_code == 400 and "bert is an embedding model" in anthropic.json()["error"]["message"]
+    counted = http.post("/v1/messages/count_tokens", json={**chat, "model": "bert"})  # (it has no messages)
+    assert counted.status_code == 400 and "bert is an embedding model" in counted.json()["error"]["message"]
     message = assert_error(http.post("/v1/chat/completions", json={**chat, "model": "reranker"}), 400, "model")
     assert "reranker is a reranker: it has no chat; use /v1/rerank" in message
     assert "reranker" in assert_error(http.post("/v1/embeddings", json={"input": "hi", "model": "reranker"}), 400,

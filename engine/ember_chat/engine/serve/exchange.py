@@ -21,8 +21,10 @@ from starlette.datastructures import Headers
 from ember_chat.engine.openai.api_error import ApiError
 from ember_chat.engine.serve import messages_route
 from ember_chat.engine.serve.guards import content_length
+from ember_chat.engine.serve.http_protocol import ABORT
 from ember_chat.engine.serve.metrics_export import OTHER_ROUTE
 from ember_chat.engine.serve.request_log import RequestRecord
+from ember_chat.engine.serve.sink import ClientGone
 
 Message = MutableMapping[str, Any]
 Send = Callable[[Message], Awaitable[None]]
@@ -52,7 +54,7 @@ class Call:
     """One request. `send`: the connection's ASGI send (the middleware's, which adds what every
     response carries). `stopping`: set when the server stops (every generation ends then)."""
 
-    def __init__(self, scope: Message, send: Send, stopping: threading.Event) -> None:
+    def __init__(self, scope: Message, send: Send, stopping: threading.Event, timeout_s: float) -> None:
         self.method: str = scope["method"]
         query = scope.get("query_string", b"")
         self.path: str = scope["path"] + ("?" + query.decode("latin-1") if query else "")
@@ -67,6 +69,8 @@ class Call:
         self.gone = threading.Event()  # the client closed the connection
         self._stopping = stopping
         self._send = send
+        self._timeout_s = timeout_s  # a client that takes nothing we write for this long is given up
+        self._abort: Callable[[], None] | None = scope.get(ABORT)  # ends the connection at once
 
     def client_gone(self) -> bool:
         return self.gone.is_set() or self._stopping.is_set()
@@ -91,7 +95,18 @@ class Call:
         self.send_json(err.status, error_body(err, self.path), err.headers)
 
     def _sync_send(self, message: Message) -> None:
-        anyio.from_thread.run(self._send, message)
+        anyio.from_thread.run(self._send_or_give_up, message)
+
+    async def _send_or_give_up(self, message: Message) -> None:
+        """Send, waiting for the client to take what was written before for `timeout_s` at most: one
+        that stops reading (its window full) would hold its generation, and the server's stop, forever."""
+        with anyio.move_on_after(self._timeout_s) as waited:
+            await self._send(message)
+        if waited.cancelled_caught:
+            self.gone.set()
+            if self._abort is not None:
+                self._abort()  # (what it has not taken is dropped)
+            raise ClientGone
 
     # ----- from the event loop
     async def asend_json(self, status: int, body: dict[str, Any], extra: dict[str, str] | None = None) -> None:

@@ -17,6 +17,9 @@ from uvicorn.server import ServerState
 
 from ember_chat.engine.serve.guards import busy_response
 
+ABORT = "ember.abort"  # the scope's key for ending the request's connection at once (a client that stalls)
+REFUSED_LINGER_S = 2.0  # how long a refused connection is read (and dropped) for its client to close it
+
 
 class _Connection(h11.Connection):
     """h11's connection, keeping what it found wrong with a request (uvicorn's 400 drops it)."""
@@ -37,6 +40,8 @@ class GuardedH11Protocol(H11Protocol):
     `timeout_keep_alive` the client read timeout."""
 
     _read_timer: asyncio.TimerHandle | None = None
+    _refused: asyncio.Transport | None = None  # a connection over the bound, answered 503
+    _refusal_timer: asyncio.TimerHandle | None = None
 
     def __init__(
         self,
@@ -55,27 +60,47 @@ class GuardedH11Protocol(H11Protocol):
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         limit = self.max_connections
         if len(self.connections) >= limit:
-            # answered on the accepting loop without a task of its own, then closed
+            # answered on the accepting loop without a task of its own; what the client sends is read
+            # and dropped until it closes (closing on unread data would reset the connection, losing
+            # the 503 on its way), for REFUSED_LINGER_S at most
+            self._refused = transport
             transport.write(busy_response(limit))
-            transport.close()
+            self._refusal_timer = self.loop.call_later(REFUSED_LINGER_S, transport.close)
             return
         super().connection_made(transport)
         self._arm_read_timer()  # a connection that never sends a request is closed too
 
     def connection_lost(self, exc: Exception | None) -> None:
-        if self.transport is None:  # refused in connection_made: nothing of it was set up
+        if self._refused is not None:  # (nothing of uvicorn's was set up for it)
+            if self._refusal_timer is not None:
+                self._refusal_timer.cancel()
             return
         self._cancel_read_timer()
         super().connection_lost(exc)
 
+    def eof_received(self) -> bool | None:
+        if self._refused is not None:
+            self._refused.close()
+        return super().eof_received()
+
     def data_received(self, data: bytes) -> None:
+        if self._refused is not None:
+            return
         super().data_received(data)
-        if self.transport.is_closing():
-            self._cancel_read_timer()
-        elif self.conn.their_state is h11.IDLE and self.conn.trailing_data[0]:
-            self._arm_read_timer()  # a head begun and not ended: it has the timeout to go on
+        if self.transport.is_closing() or not self._between_requests():
+            self._cancel_read_timer()  # (a request's body is its route's to wait for: a 408)
         else:
-            self._cancel_read_timer()
+            # a head begun and not ended, or the rest of a body no route reads: the client has the
+            # timeout to go on (uvicorn's keep-alive timer stops at any data)
+            self._arm_read_timer()
+
+    def handle_events(self) -> None:
+        super().handle_events()
+        if self.cycle is not None:  # (a request's route may end its connection at once: exchange.Call)
+            self.cycle.scope.setdefault(ABORT, self.transport.abort)
+
+    def _between_requests(self) -> bool:
+        return self.cycle is None or self.cycle.response_complete
 
     def on_response_complete(self) -> None:
         self._cancel_read_timer()  # (uvicorn's keep-alive timer, the same length, takes over)
@@ -112,5 +137,5 @@ class GuardedH11Protocol(H11Protocol):
 
     def _read_timed_out(self) -> None:
         self._read_timer = None
-        if self.conn.their_state is h11.IDLE and (self.cycle is None or self.cycle.response_complete):
-            self.transport.close()  # nothing was asked of us: the client just goes
+        if self._between_requests():
+            self.transport.close()  # nothing is being answered: the silent client just goes

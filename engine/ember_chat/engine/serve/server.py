@@ -25,7 +25,9 @@ import logging
 import socket
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
+from email.utils import formatdate
 from typing import Any
 
 import anyio
@@ -37,6 +39,7 @@ from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
+from uvicorn.server import ServerState
 
 from ember_chat.engine.attachments.isolated import ReadingStopped
 from ember_chat.engine.core.instance import SERVER_ID_HEADER
@@ -103,6 +106,7 @@ ROUTES: dict[tuple[str, str], str] = {
 }
 _SERVED_PATHS = frozenset(path for _, path in ROUTES if not path.startswith(PREFIX))
 CALL = "ember.call"  # the scope's key for the request's Call
+DRAINED_BODY_BYTES = 64 * 1024  # a refused request's body up to this is read before its connection closes
 LARGE_BODY_BYTES = 1 << 20  # a request body this large: the memory its reading took is given back after it
 
 
@@ -223,6 +227,7 @@ class _Handler:
         turn = messages_route.read_turn(body, config.allow_unknown_fields, preset, None,
                                         config.unknown_fields_advice, count=True)  # fmt: skip
         with self._serving(turn.request.model) as served:
+            refuse_chat(served)  # (an embedding model or a reranker has no messages to count)
             self.call.send_json(200, messages_route.count_tokens(served.service, turn))
 
     # ----- generation
@@ -389,14 +394,21 @@ class _Guard:
                 ]
                 if cors:
                     headers += [(b"access-control-allow-origin", origin.encode("latin-1")), (b"vary", b"Origin")]
-                if call.close or (call.method == "POST" and call.raw is None):
+                if call.method == "POST" and call.raw is None:
+                    # refused before its body was read (401, 404 …): the connection closes (the body must
+                    # not be read as a request), a small body read first (closing on unread data resets
+                    # the connection, and the client may lose this answer)
+                    call.close = True
+                    with contextlib.suppress(ApiError):
+                        await call.read_body(receive, DRAINED_BODY_BYTES, config.timeout_s)
+                if call.close:
                     headers.append((b"connection", b"close"))
                 message = {**message, "headers": headers}
             elif not message.get("more_body", False):
                 report()
             await send(message)
 
-        call = scope[CALL] = Call(scope, send_with_ours, shared.stopping)
+        call = scope[CALL] = Call(scope, send_with_ours, shared.stopping, config.timeout_s)
         call.route = route_label(path, _SERVED_PATHS, (PREFIX,))  # (before the guards: a 401 has one)
         try:
             if call.method == "OPTIONS":
@@ -449,6 +461,15 @@ def _app(shared: _Shared) -> Starlette:
         middleware=[Middleware(_Guard, shared=shared)],
         exception_handlers={HTTPException: _unrouted},
     )
+
+
+async def _date_headers(state: ServerState, config: uvicorn.Config) -> None:
+    """What uvicorn's main loop does and this server's does not run: the headers every response carries
+    (ours: `Server: Ember`), with the `Date` HTTP/1.1 asks for, once a second."""
+    while True:
+        date = formatdate(time.time(), usegmt=True).encode()
+        state.default_headers = [(b"date", date), *config.encoded_headers]
+        await asyncio.sleep(1)
 
 
 def _listen(config: ServerConfig) -> socket.socket:
@@ -551,14 +572,20 @@ class ApiServer:
                 await server.startup(sockets=[sock])
             finally:
                 ready.set()
+            state = server.server_state
+            dating = asyncio.create_task(_date_headers(state, server.config))
             await self._stop.wait()
-            # (uvicorn's own shutdown, without its pause: listeners closed, idle connections closed,
-            # answers under way finished — their generations end within a token: `stopping`)
+            dating.cancel()
+            # (uvicorn's own shutdown, without its pause): listeners closed; idle connections closed and
+            # busy ones ended at once (a stream is cut, as a client sees a server that stops); their
+            # handlers end within a token (`stopping`)
             for listener in server.servers:
                 listener.close()
-            state = server.server_state
             for connection in list(state.connections):
-                connection.shutdown()
+                if connection.cycle is None or connection.cycle.response_complete:
+                    connection.shutdown()
+                else:
+                    connection.transport.abort()
             while state.tasks:
                 await asyncio.wait(set(state.tasks))
             for listener in server.servers:
