@@ -225,3 +225,38 @@ def test_the_pools_settings_are_saved_from_the_dialog(
     assert (s.api_memory_budget_mb, s.api_models_max, s.api_model_ttl_s) == (4000, 2, 600)
     described = Settings.describe()
     assert described["api_model_ttl_s"]["default"] == 3600 and described["api_memory_budget_mb"]["min"] == 0
+
+
+def test_a_read_of_the_pool_still_out_when_the_server_stops_shows_nothing_stale(
+    qtbot: QtBot, make_window: Callable[..., MainWindow], no_api_server_key: None, no_thread_left: None
+) -> None:
+    """A view that asked for the pool's models just before Stop is not shown the stopped server's models
+    when that read comes back (the model bar kept saying "API: 1 model" until the next change)."""
+    w = make_window()
+    load(qtbot, w, "tiny.gguf")
+    start_server(qtbot, w)
+    other = next(n for n in api_models(w) if n.startswith("other"))
+    client = openai.OpenAI(base_url=w.api.server.url, api_key="none", max_retries=0)
+    client.chat.completions.create(model=other, messages=[{"role": "user", "content": "hi"}], max_tokens=1)
+    pool = w.api.pool
+    assert pool is not None
+    reading, go_on, read = threading.Event(), threading.Event(), threading.Event()  # (the read: begun, let go, done)
+    states = pool.states
+
+    def slow_states() -> list:
+        reading.set()
+        go_on.wait(30)
+        try:
+            return states()
+        finally:
+            read.set()
+
+    pool.states = slow_states  # type: ignore[method-assign]
+    shown: list[list[str]] = []
+    w.api.read_pool(lambda rows: shown.append([r.name for r in rows]))
+    assert reading.wait(30)
+    w.api.stop()
+    with qtbot.waitSignal(w.api.pool_tasks.settled, timeout=WAIT_MS):  # (the read's callback has run)
+        go_on.set()
+    assert read.is_set() and all(not rows for rows in shown), shown
+    assert w.join_background(30)

@@ -197,6 +197,7 @@ class ApiServerControl(QObject):
         waited for here). Not a daemon: quitting Ember waits for it, so no connection is left open."""
         server, self.server = self.server, None
         pool, self.pool = self.pool, None
+        self._pool_readers = []  # (a read still out is of this pool: dropped when it comes back)
         if server is not None:
 
             def stop() -> None:
@@ -287,9 +288,11 @@ class ApiServerControl(QObject):
         def rows() -> list[ModelState]:
             return [r for r in pool.states() if r.loaded_by == "api" and r.state in ("loaded", "loading")]
 
-        self.pool_tasks.run(rows, self._pool_read, key="read-pool")
+        self.pool_tasks.run(rows, lambda rows: self._pool_read(pool, rows), key="read-pool")
 
-    def _pool_read(self, rows: list[ModelState]) -> None:
+    def _pool_read(self, pool: ModelPool, rows: list[ModelState]) -> None:
+        if pool is not self.pool:  # read from a server since stopped: its views were answered [] then
+            return
         readers, self._pool_readers = self._pool_readers, []
         for shown in readers:
             shown(rows)
