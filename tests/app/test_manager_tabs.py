@@ -54,6 +54,12 @@ def test_discover_alone_filters_the_catalog_and_says_offline(qtbot: QtBot, tasks
     assert tab.showing_catalog and len(tab.catalog_shown()) == len(catalog())
     tab.search_box.setText("coder")
     assert tab.catalog_shown() == [e.repo for e in catalog() if "coder" in f"{e.name} {e.repo}".lower()]
+    # what the local API's /v1/embeddings and /v1/rerank are for is offered too (issue 30)
+    tab.search_box.setText("embed")
+    assert tab.catalog_shown() == ["nomic-ai/nomic-embed-text-v1.5-GGUF"]
+    tab.search_box.setText("rerank")
+    assert tab.catalog_shown() == ["gpustack/bge-reranker-v2-m3-GGUF"]
+    tab.search_box.setText("coder")
     with qtbot.waitSignal(tab.search_done, timeout=TIMEOUT):
         tab.search()
     assert banner.kind() == "error" and banner.text().startswith("You are offline")
