@@ -161,6 +161,24 @@ def test_unknown_fields_are_named_in_a_400(client: openai.OpenAI, http: httpx2.C
     assert "typo_temprature" in str(info.value.message)
 
 
+def test_a_field_of_the_wrong_type_is_named_by_its_place(http: httpx2.Client) -> None:
+    """The envelope of a chat or completion body is typed (openai/chat_body): a wrong item is named by its
+    place, and a field Ember knows but ignores (user, store, cache_prompt) is still of its type (they were
+    taken whatever they were; stop's items were 'a list of strings')."""
+    completion = {"model": "tiny", "prompt": "hi", "max_tokens": 2}
+    cases = [
+        ("/v1/chat/completions", chat_body(stop=["a", 1]), "stop", "stop[1] must be a string (not the integer 1)."),
+        ("/v1/chat/completions", chat_body(user=5), "user", "user must be a string (not the integer 5)."),
+        ("/v1/chat/completions", chat_body(store="yes"), "store", "store must be true or false (not 'yes')."),
+        ("/v1/chat/completions", chat_body(messages=["hi"]), "messages", "messages[0] must be an object (not 'hi')."),
+        ("/v1/completions", {**completion, "cache_prompt": 1}, "cache_prompt",
+         "cache_prompt must be true or false (not the integer 1)."),
+        ("/v1/completions", {**completion, "suffix": 3}, "suffix", "suffix must be a string (not the integer 3)."),
+    ]  # fmt: skip
+    for path, body, param, message in cases:
+        assert assert_error(http.post(path, json=body), 400, param) == message
+
+
 def test_cache_prompt_and_known_extensions_are_accepted(client: openai.OpenAI) -> None:
     response = client.chat.completions.create(
         model="tiny",

@@ -11,7 +11,8 @@ from pydantic import Field
 
 from ember_chat.engine.inference.service.engine import EngineService
 from ember_chat.engine.openai.api_error import ApiError
-from ember_chat.engine.openai.chat_request import CLI_UNKNOWN_FIELDS_ADVICE, check_known_fields
+from ember_chat.engine.openai.chat_body import BODY_BY_KIND
+from ember_chat.engine.openai.chat_request import CLI_UNKNOWN_FIELDS_ADVICE, KNOWN_BY_KIND, check_known_fields
 from ember_chat.engine.openai.typed_body import Body, Must, Nested, read_body
 from ember_chat.engine.serve.models_api import load_model, unload_model
 
@@ -103,3 +104,9 @@ def test_the_model_pools_load_and_unload_bodies() -> None:
     with pytest.raises(ApiError) as info:  # (read: then this server has no pool to load it in)
         load_model(EngineService(), None, None, {"model": "beta", "colour": "red"}, allow_unknown=True)
     assert info.value.status == 404
+
+
+def test_the_chat_and_completion_envelopes_list_every_field_ember_knows() -> None:
+    """openai/chat_body's models and chat_request.KNOWN_BY_KIND (which /infill builds on) stay one list."""
+    for kind, model in BODY_BY_KIND.items():
+        assert set(model.model_fields) == KNOWN_BY_KIND[kind]

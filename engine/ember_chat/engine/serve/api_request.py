@@ -16,14 +16,13 @@ from ember_chat.engine.core.states import StopReason
 from ember_chat.engine.core.tools import ToolRequest
 from ember_chat.engine.errors import InvalidParameter
 from ember_chat.engine.openai.api_error import TRIM_HINT, ApiError
+from ember_chat.engine.openai.chat_body import BODY_BY_KIND, ChatBody
 from ember_chat.engine.openai.chat_request import (
     CLI_UNKNOWN_FIELDS_ADVICE,
-    KNOWN_BY_KIND,
     MAX_N,
     NEUTRAL,
     REFUSED,
     SAMPLING_FIELDS,
-    check_known_fields,
     ember_options,
     logprobs_wanted,
     read_logit_bias,
@@ -31,6 +30,7 @@ from ember_chat.engine.openai.chat_request import (
 )
 from ember_chat.engine.openai.responses import FINISH_REASONS
 from ember_chat.engine.openai.tool_wire import tool_request
+from ember_chat.engine.openai.typed_body import read_body
 from ember_chat.engine.serve.file_reading import Reading
 from ember_chat.engine.serve.preset_defaults import preset_values, with_preset_system
 from ember_chat.engine.serve.request_options import constraint
@@ -61,13 +61,13 @@ def parse_request(
     reading: Reading | None = None,
     unknown_advice: str = CLI_UNKNOWN_FIELDS_ADVICE,
 ) -> ApiRequest:
-    """Validate a /v1/chat/completions (kind "chat") or /v1/completions ("completion") body. Unknown
-    fields: `check_known_fields` (`allow_unknown`, `unknown_advice`). `preset`: the served model's
-    default preset, what the request does not say itself (preset_defaults.py). `reading`: how its files
-    are read (file_reading.Reading: the limits, and what says the client is gone)."""
-    if not isinstance(body, dict):
-        raise ApiError(400, "The request body must be a JSON object.")
-    check_known_fields(body, KNOWN_BY_KIND[kind], allow_unknown, unknown_advice)
+    """Validate a /v1/chat/completions (kind "chat") or /v1/completions ("completion") body. Its
+    envelope is read as openai/chat_body's model of its kind (unknown fields: `allow_unknown`,
+    `unknown_advice`). `preset`: the served model's default preset, what the request does not say itself
+    (preset_defaults.py). `reading`: how its files are read (file_reading.Reading: the limits, and what
+    says the client is gone)."""
+    # the envelope (openai/chat_body): unknown fields and each known field's JSON type, named in a 400
+    typed = read_body(BODY_BY_KIND[kind], body, allow_unknown, unknown_advice)
     for name in REFUSED:
         if body.get(name) not in (None, [], {}):
             instead = " (send tools instead)" if name.startswith("function") else ""
@@ -92,20 +92,12 @@ def parse_request(
     if max_tokens is not None:
         values["max_tokens"] = max_tokens
         sent["max_tokens"] = "max_completion_tokens" if "max_completion_tokens" in body else "max_tokens"
-    stop = body.get("stop")
-    if stop is not None:
-        if isinstance(stop, str):
-            stop = [stop]
-        if not isinstance(stop, list) or len(stop) > 16:
-            raise ApiError(400, "stop must be a string or an array of up to 16 strings.", param="stop")
-        values["stop"] = tuple(stop)
-    kwargs = body.get("chat_template_kwargs")  # vLLM's and llama.cpp's way to flip a thinking switch
-    if kwargs is not None:
-        if not isinstance(kwargs, dict):
-            raise ApiError(400, "chat_template_kwargs must be an object.", param="chat_template_kwargs")
-        if "enable_thinking" in kwargs:
-            values["thinking"] = kwargs["enable_thinking"]
-            sent["thinking"] = "chat_template_kwargs"
+    if typed.stop is not None:
+        values["stop"] = tuple(typed.stop)
+    kwargs = typed.chat_template_kwargs  # vLLM's and llama.cpp's way to flip a thinking switch
+    if kwargs is not None and "enable_thinking" in kwargs:
+        values["thinking"] = kwargs["enable_thinking"]
+        sent["thinking"] = "chat_template_kwargs"
     try:
         params = SamplingParams(**values)
     except InvalidParameter as exc:
@@ -115,39 +107,26 @@ def parse_request(
         raise ApiError(400, str(exc), param=sent.get(name or "", name)) from exc
     except TypeError as exc:
         raise ApiError(400, f"invalid parameter: {exc}") from exc
-    stream = body.get("stream", False)
-    if not isinstance(stream, bool):
-        raise ApiError(400, "stream must be true or false.", param="stream")
-    options = body.get("stream_options") or {}
-    if not isinstance(options, dict):
-        raise ApiError(400, "stream_options must be an object.", param="stream_options")
-    model = body.get("model")
-    if model is not None and not isinstance(model, str):
-        raise ApiError(400, "model must be a string.", param="model")
-    n = body.get("n", 1)
-    if n is None:
-        n = 1
-    if not isinstance(n, int) or isinstance(n, bool) or not 1 <= n <= MAX_N:
+    options = typed.stream_options or {}
+    n = 1 if typed.n is None else typed.n
+    if not 1 <= n <= MAX_N:
         raise ApiError(400, f"n must be a whole number from 1 to {MAX_N}.", param="n")
     common = {
-        "model": model, "params": params, "stream": stream, "include_usage": bool(options.get("include_usage")), "n": n,
+        "model": typed.model, "params": params, "stream": typed.stream, "n": n,
+        "include_usage": bool(options.get("include_usage")),
     }  # fmt: skip
-    if kind == "chat":
+    if isinstance(typed, ChatBody):
         files: dict[int, list[Extracted]] = {}
-        messages, files = with_preset_system(
-            read_messages(body.get("messages"), files, reading or Reading()), files, preset
-        )
+        messages, files = with_preset_system(read_messages(typed.messages, files, reading or Reading()), files, preset)
         trim = ember_options(body.get("ember")).get("trim_history", False)
         return ApiRequest("chat", messages=messages, files=files, trim_history=trim, tools=tools, **common)
-    prompt = body.get("prompt")
-    if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
+    prompt: str | list[str] = typed.prompt
+    if isinstance(prompt, list) and len(prompt) == 1:
         prompt = prompt[0]
     if not isinstance(prompt, str):
         raise ApiError(400, "prompt must be a string.", param="prompt")
     ember_options(body.get("ember"))
-    suffix = body.get("suffix")  # the text after the middle: the model writes what goes between
-    if suffix is not None and not isinstance(suffix, str):
-        raise ApiError(400, "suffix must be a string.", param="suffix")
+    suffix = typed.suffix  # the text after the middle: the model writes what goes between
     infill = Infill(prefix=prompt, suffix=suffix) if suffix is not None else None
     return ApiRequest("completion", prompt=prompt, infill=infill, **common)
 
