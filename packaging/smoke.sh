@@ -5,7 +5,8 @@
 # sends a message to the starter model (SmolLM2 135M Instruct), checks the answer arrived, saves a
 # screenshot; then runs `ember-chat run --model starter --json`, sends an image to a tiny vision model
 # (made by the checkout's tests/helpers/vision_factory.py with SMOKE_PYTHON), checks a LaTeX PDF's maths reach a
-# connection's server as text (fontTools in the bundle) and runs `ember-chat models list`.
+# connection's server as text (fontTools in the bundle), answers a chat through `ember-chat serve` over HTTP and
+# runs `ember-chat models list`.
 set -euo pipefail
 DIST="$(cd "${1:-dist/ember-chat}" && pwd)"
 OUT="$(mkdir -p "${2:-ci-artifacts}" && cd "${2:-ci-artifacts}" && pwd)"
@@ -119,6 +120,22 @@ PY
 else
     echo "smoke: NOT CHECKED: no $MAKER to run the fake OpenAI server (set SMOKE_PYTHON)" | tee "$OUT/bundle-latex-pdf.txt"
 fi
+
+echo "smoke: ember-chat serve answers over HTTP (Starlette on uvicorn, as the bundle carries them)"
+PORT=$(( 20000 + RANDOM % 20000 ))
+# (not through run(): a function in the background is a subshell, and its PID is not the server's)
+env -i HOME="$WORK/home" PATH="$WORK/bin" LANG=C.UTF-8 "$EXE" serve --model starter --port "$PORT" --ctx 1024 \
+    > "$WORK/serve.out" 2> "$WORK/serve.err" &
+SERVE_PID=$!
+for _ in $(seq 1 120); do grep -q "Serving " "$WORK/serve.err" && break; sleep 0.5; done
+grep -q "Serving " "$WORK/serve.err" || { kill "$SERVE_PID"; cat "$WORK/serve.err" >&2; exit 1; }
+curl -sS "http://127.0.0.1:$PORT/health" | tee "$OUT/bundle-serve.txt"; echo
+curl -sS "http://127.0.0.1:$PORT/v1/chat/completions" -H "Content-Type: application/json" \
+    -d '{"messages": [{"role": "user", "content": "Say hi."}], "max_tokens": 4, "temperature": 0}' > "$WORK/chat.json"
+kill "$SERVE_PID"; wait "$SERVE_PID" || true  # (SIGINT is ignored by what a script starts in the background)
+grep -q '"finish_reason": "length"' "$WORK/chat.json" || grep -q '"finish_reason": "stop"' "$WORK/chat.json" \
+    || { cat "$WORK/chat.json" "$WORK/serve.err" >&2; exit 1; }
+head -c 300 "$WORK/chat.json" | tee -a "$OUT/bundle-serve.txt"; echo
 
 echo "smoke: ember-chat models list"
 run "$EXE" models list | tee "$WORK/models.out"

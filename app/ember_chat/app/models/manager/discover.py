@@ -100,7 +100,7 @@ class DiscoverTab(QWidget):
         search_btn.clicked.connect(self.search)
         catalog_btn = QPushButton(self.tr("Catalog"))
         catalog_btn.setAccessibleName(self.tr("Catalog"))
-        catalog_btn.setToolTip(self.tr("Well-known models, picked by Ember: instruct models, and an embedding model and a reranker for the local API"))
+        catalog_btn.setToolTip(self.tr("Well-known models, picked by Ember: instruct, embedding and reranking"))
         catalog_btn.clicked.connect(self.show_catalog)
         token_btn = QPushButton(self.tr("Token…"))
         token_btn.setAccessibleName(self.tr("Hugging Face token"))
