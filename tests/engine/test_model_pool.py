@@ -270,6 +270,31 @@ def test_the_librarys_models_by_each_name_a_request_may_use(tmp_path: Path) -> N
         pool.close()
 
 
+def test_a_starter_not_assembled_yet_is_listed_and_assembled_for_its_first_request(tmp_path: Path) -> None:
+    """A new user's Gemma starter is assembled on its first load (the window's); a request naming it before
+    that was a 404 saying only the other models exist, though the window and `models list` offered it."""
+    library = ModelLibrary(tmp_path / "models", hf_cache=tmp_path / "hf")
+    gemma = library.find("gemma-3-270m")
+    assert gemma.path is None  # (nothing assembled in this new models folder)
+    catalog = library_catalog(library, lambda _entry: LoadOptions(n_ctx=256, parallel=1))
+    assert "gemma-3-270m" in catalog()
+    pool = ModelPool(catalog, MemoryBudget(ram_bytes=10**12, vram_bytes=0))
+    try:
+        with ThreadPoolExecutor(2) as workers:  # (two requests at once: one assembles it, both are served)
+            paths = list(workers.map(lambda _i: lease_path(pool, "gemma-3-270m"), range(2)))
+        assembled = library.find("gemma-3-270m").path
+        assert assembled is not None and assembled.is_file() and paths == [assembled, assembled]
+        assert pool.loads == 1
+    finally:
+        pool.close()
+
+
+def lease_path(pool: ModelPool, name: str) -> Path:
+    with pool.lease(name) as service:
+        assert service.model is not None
+        return service.model.path
+
+
 @pytest.mark.parametrize(
     ("body", "ttl"),
     [({"ttl": 30}, 30.0), ({"keep_alive": "5m"}, 300.0), ({"keep_alive": "1.5h"}, 5400.0),

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from ember_chat.engine.core.refs import ModelRef, RemoteModelRef
 from ember_chat.engine.errors import EmberError
 from ember_chat.engine.inference.backend import ModelDescription
+from ember_chat.engine.inference.pool.catalog import prepare_starter
 from ember_chat.engine.inference.pool.memory import NOTHING, Footprint, MemoryBudget, footprint, mb
 from ember_chat.engine.inference.service.engine import EngineService
 from ember_chat.engine.inference.service.requests import ServiceListener
@@ -139,13 +140,16 @@ class ModelPool:
         memory_of: Callable[[ModelRef], Footprint] = footprint,
         on_change: Callable[[str], None] | None = None,
         lookup: Callable[[str], ModelRef | None] | None = None,
+        prepare: Callable[[ModelRef], None] = prepare_starter,
     ) -> None:
         """`catalog()`: every model that can be loaded, by every name a request may use for it (its
         library name, alias, file stem), each to what loading it means; a ref's first name is the one
         the table shows. `on_change`: told (on any thread) what changed, in a sentence for a log, after a model
         is loaded or unloaded. `lookup`: a ref for a name the catalog does not list (a remote model
-        named `remote:<connection>/<id>` while its connection's list is stale), else None."""
+        named `remote:<connection>/<id>` while its connection's list is stale), else None. `prepare(ref)`:
+        before a model not loaded is measured and loaded (a starter assembled on its first use)."""
         self._catalog = catalog
+        self._prepare = prepare
         self._lookup = lookup
         self.budget = (budget or MemoryBudget()).resolved()
         self.default_ttl_s = default_ttl_s
@@ -224,6 +228,11 @@ class ModelPool:
         with self._lock:
             known = shown in self._models or (self._window is not None and self._window[0] == shown)
         # (outside the lock: it reads the file's header, and with GPU layers asks nvidia-smi)
+        if not known:
+            try:
+                self._prepare(ref)
+            except EmberError as exc:
+                raise ModelLoadFailed(str(exc)) from exc
         wanted = None if known else self._memory_of(ref)
         with self._lock:
             if self._closing:
