@@ -99,7 +99,7 @@ def main(out_dir: str) -> int:
     from ember_chat.engine.storage.paths import AppPaths
     from ember_chat.engine.tools.config import BuiltinToolsConfig, McpServerConfig, ToolsConfig, ToolsConfigFile
     from tests.helpers.attachment_files import write_pdf
-    from tests.helpers.peer_servers import llama_cpp_server
+    from tests.helpers.peer_servers import free_port, llama_cpp_server
 
     app = QApplication.instance() or QApplication(sys.argv[:1])
     app.setStyle("Fusion")
@@ -213,6 +213,22 @@ def main(out_dir: str) -> int:
         caches = window.kv_caches.dialog
         yield lambda: caches is not None and caches.isVisible() and "counting" not in caches.usage.text()
         shot("kv-caches-dark.png", window.settings_window)
+        window.settings_window.close()
+        yield lambda: not window.settings_window.isVisible()
+        at("api-server-dark")  # the Local API server on, in a Settings window of a small screen's height
+        api = window.api.open_dialog()
+        api.enabled.setChecked(True)
+        api.port.setValue(free_port())
+        applied: list[bool] = []
+        api.applied.connect(applied.append)
+        api.apply()
+        yield lambda: applied == [True] and window.api.running
+        window.settings_window.resize(900, 600)
+        yield lambda: api.isVisible() and api.copy_url.isVisible()
+        shot("api-server-dark.png", window.settings_window)
+        api.enabled.setChecked(False)
+        api.apply()
+        yield lambda: applied == [True, True] and not window.api.running
         window.settings_window.close()
         yield lambda: not window.settings_window.isVisible()
         at("compare-dark")

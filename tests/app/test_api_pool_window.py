@@ -94,6 +94,7 @@ def test_a_request_naming_another_model_loads_it_the_dialog_lists_it_and_unloads
     qtbot.waitUntil(lambda: dialog.api_models.rowCount() == 0, timeout=WAIT_MS)
     assert api_models(w)[other]["state"] == "not loaded"
     assert any(line.startswith(f"unloaded {other}") for line in logged(dialog))
+    assert f"unloaded {other} (Unload in Ember's window)" in logged(dialog)  # (not "by request": the user did)
 
     # the window loads the other model: the pool now serves it with the window's engine, and the first
     # one, no longer the window's, is loaded for a request naming it
@@ -130,6 +131,11 @@ def test_a_model_answering_a_request_is_not_unloaded_and_the_dialog_says_why(
     qtbot.waitUntil(lambda: "answering 1 request" in dialog.api_models_note.text(), timeout=WAIT_MS)
     assert api_models(w)[other]["state"] == "loaded"
     stream.close()
+    # the stream ends (the log gets its row): the table says idle at once, and the refusal goes
+    qtbot.waitUntil(lambda: table(dialog)[0][2].endswith(" s"), timeout=WAIT_MS)
+    assert dialog.api_models_note.isHidden() and not dialog.api_models_note.text()
+    last = dialog.table.item(dialog.table.rowCount() - 1, 2)
+    assert last.toolTip() == last.text()  # (a narrow column elides it)
 
 
 def api_column(manager: ModelManager) -> dict[str, str]:

@@ -303,7 +303,7 @@ class ApiServerControl(QObject):
         pool = self.pool
         if pool is None:
             return
-        self.pool_tasks.run(lambda: pool.unload(name), lambda _none: None, refused)
+        self.pool_tasks.run(lambda: pool.unload(name, "Unload in Ember's window"), lambda _none: None, refused)
 
     @Slot()
     def _pool_said(self) -> None:

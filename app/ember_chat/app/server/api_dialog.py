@@ -241,7 +241,7 @@ class ApiServerDialog(QDialog):
         url_row.addWidget(self.url, 1)
         url_row.addWidget(self.copy_url)
         url_row.addWidget(self.copy_curl)
-        layout.addLayout(url_row)
+        self._url_row = url_row  # (above the log, not in the settings that scroll: it was cut off below them)
         self.curl = QLabel()
         self.curl.setTextFormat(Qt.TextFormat.PlainText)
         self.curl.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
@@ -271,6 +271,7 @@ class ApiServerDialog(QDialog):
         log = QWidget()
         log_layout = QVBoxLayout(log)
         log_layout.setContentsMargins(0, 0, 0, 0)
+        log_layout.addLayout(self._url_row)  # the address, always in view
         # above the log, not in the settings that scroll: shown while the API has a model loaded
         for widget in (self.api_models_title, self.api_models, self.api_models_note):
             log_layout.addWidget(widget)
@@ -339,6 +340,8 @@ class ApiServerDialog(QDialog):
         log = self.split.widget(1).layout()  # (the models loaded for requests when any, its title, the table)
         gap = max(0, log.spacing())
         log_least = self._log_height(LOG_ROWS) + self.log_title.sizeHint().height() + gap
+        url = self.url.heightForWidth(self.url.width()) if self.url.width() > 0 else -1  # (it wraps)
+        log_least += max(url, self._url_row.sizeHint().height()) + gap  # (the address and its buttons)
         for widget in (self.api_models_title, self.api_models, self.api_models_note):
             if not widget.isHidden():  # (the table's height is fixed to its rows: its size hint is a default)
                 log_least += (widget.minimumHeight() or widget.sizeHint().height()) + gap
@@ -376,6 +379,8 @@ class ApiServerDialog(QDialog):
             unload.clicked.connect(lambda _checked=False, name=row.name: self.unload_api_model(name))
             table.setCellWidget(i, 3, unload)
         shown = self.control.server is not None and bool(rows)
+        if not shown or not any(r.busy for r in rows):
+            self._clear_note()  # (a refusal because a model was answering: no longer so)
         self.api_models_title.setVisible(shown)
         table.setVisible(shown)
         table.setFixedHeight(self._rows_height(table, max(1, min(len(rows), 4))))
@@ -383,9 +388,12 @@ class ApiServerDialog(QDialog):
         self.api_models_loaded.emit()
 
     def unload_api_model(self, name: str) -> None:
+        self._clear_note()
+        self.control.unload_api_model(name, self._unload_refused)
+
+    def _clear_note(self) -> None:
         self.api_models_note.clear()
         self.api_models_note.hide()
-        self.control.unload_api_model(name, self._unload_refused)
 
     def _unload_refused(self, why: str) -> None:
         self.api_models_note.setText(why)
@@ -498,5 +506,9 @@ class ApiServerDialog(QDialog):
                 str(m.output_tokens) if m else "—",
             ]
         for col, value in enumerate(values):
-            self.table.setItem(row, col, QTableWidgetItem(value))
+            item = QTableWidgetItem(value)
+            item.setToolTip(value)  # (a narrow column elides it: "loaded …")
+            self.table.setItem(row, col, item)
         self.table.scrollToBottom()
+        if self.isVisible() and not self.api_models.isHidden():
+            self._read_pool()  # a request answered: its model is idle now (else "answering" until the next tick)

@@ -73,7 +73,7 @@ class PoolModel:
     leases: int = 0
     last_used: float = 0.0
     ttl_s: float | None = None
-    why: str = "unloaded by request"  # why it is unloaded, for the log
+    why: str = ""  # why it is unloaded, for the log (set when it is)
     connection: str | None = None  # a remote model's connection: no memory here, never evicted for room
 
     @property
@@ -388,8 +388,9 @@ class ModelPool:
         shown = self.resolve(name)[0]
         return next(s for s in self.states() if s.name == shown)
 
-    def unload(self, name: str) -> None:
-        """Unload a model the pool loaded (EmberError: the window's, or one answering requests)."""
+    def unload(self, name: str, why: str = "asked for by POST /api/models/unload") -> None:
+        """Unload a model the pool loaded (EmberError: the window's, or one answering requests); `why`: for
+        the log ("unloaded NAME (why)")."""
         shown = self.resolve(name)[0]
         with self._lock:
             if self._window is not None and self._window[0] == shown:
@@ -402,7 +403,10 @@ class ModelPool:
             if not entry.ready.is_set():
                 raise EmberError(f"The model {shown!r} is still loading.")
             if entry.leases:
-                raise EmberError(f"The model {shown!r} is answering {entry.leases} request(s); unload it after them.")
+                n = entry.leases
+                raise EmberError(f"The model {shown!r} is answering {n} request{'s' if n != 1 else ''}: unload it "
+                                 f"when {'they are' if n != 1 else 'it is'} done.")  # fmt: skip
+            entry.why = why
             self._close_unlocked(entry, evicted=False)
 
     def states(self) -> list[ModelState]:
