@@ -19,6 +19,8 @@ import numpy as np
 import openai
 import pytest
 
+from ember_chat.engine.cli.common import load_blocking
+from ember_chat.engine.core.params import LoadConfig
 from ember_chat.engine.errors import JobCancelled, QueueFull
 from ember_chat.engine.inference.llama.embeddings import Embedder
 from ember_chat.engine.inference.llama.loader import plain_llama
@@ -263,3 +265,15 @@ def test_a_long_embedding_request_stops_between_decodes(tmp_path: Path) -> None:
     finally:
         embedder.close()
         llm.close()
+
+
+def test_an_embedding_model_is_loaded_with_no_more_context_than_it_was_trained_on(tmp_path: Path) -> None:
+    """The window's and the pool's load settings ask 4,096 tokens; a bert trained on 512 gets 512 (more only
+    cost memory, and llama.cpp warned n_ctx_seq > n_ctx_train)."""
+    path = write_tiny_bert(tmp_path / "bert.gguf", "mean", context=512)
+    service = EngineService()
+    try:
+        load_blocking(service, LoadConfig(path, n_ctx=4096, threads=1), "bert")
+        assert service.model is not None and service.model.n_ctx == 512
+    finally:
+        service.close()

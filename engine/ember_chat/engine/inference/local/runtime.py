@@ -167,6 +167,10 @@ class LocalRuntime:
             raise InvalidParameter("The local runtime loads GGUF files; a remote model needs a connection.")
         info = inspect_gguf(config.path)
         probe_gguf(config.path)
+        if info.kind != "chat" and info.context_length and config.n_ctx > info.context_length:
+            # an encoder reads at most what it was trained on (a longer context only costs memory, and
+            # llama.cpp warns): an input longer than that is refused by name, not embedded past it
+            config = replace(config, n_ctx=info.context_length)
         self.close()
         route_llama_log()
 
