@@ -172,6 +172,24 @@ def test_bad_bodies_are_400s_naming_the_field(http: httpx2.Client) -> None:
     assert_error(http.get("/v1/responses/a/b"), 404, None, "not_found")
 
 
+def test_a_field_of_the_wrong_type_is_named_by_its_place(http: httpx2.Client) -> None:
+    """The envelope of a /v1/responses body is typed (responses_input.ResponsesEnvelope): a wrong item is
+    named by its place, and a field Ember knows but ignores (include, user) is still of its type (they
+    were taken whatever they were)."""
+    cases = [
+        ({"include": ["file_search_call.results", 1]}, "include", "include[1] must be a string (not the integer 1)."),
+        ({"user": 5}, "user", "user must be a string (not the integer 5)."),
+        ({"instructions": ["Be brief."]}, "instructions", "instructions must be a string (not an array)."),
+        ({"truncation": "sometimes"}, "truncation", "truncation must be auto or disabled (not 'sometimes')."),
+        ({"previous_response_id": ""}, "previous_response_id",
+         "previous_response_id must be a response's id (not '')."),
+        ({"store": "yes"}, "store", "store must be true or false (not 'yes')."),
+    ]  # fmt: skip
+    for fields, param, message in cases:
+        response = http.post("/v1/responses", json={"model": "tiny", "input": "hi", **fields})
+        assert assert_error(response, 400, param) == message
+
+
 def test_text_format_is_the_chat_routes_response_format(tools: tuple[ToolBackend, openai.OpenAI]) -> None:
     backend, client = tools
     schema = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}

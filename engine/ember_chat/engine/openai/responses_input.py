@@ -9,21 +9,15 @@ OpenAI's shape naming the Responses field."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any, Literal
+
+from pydantic import Field
 
 from ember_chat.engine.openai.api_error import ApiError
-from ember_chat.engine.openai.chat_request import CLI_UNKNOWN_FIELDS_ADVICE, check_known_fields
+from ember_chat.engine.openai.chat_request import CLI_UNKNOWN_FIELDS_ADVICE
+from ember_chat.engine.openai.typed_body import Body, Must
+from ember_chat.engine.openai.typed_body import read_body as read_typed
 
-# Read; and ignored as the chat route ignores them (user, service_tier), or asked of every request by
-# agents while meaning nothing here (include: encrypted reasoning Ember has none of; prompt_cache_key:
-# Ember reuses a cached prefix always)
-_READ = (
-    "model", "input", "instructions", "tools", "tool_choice", "parallel_tool_calls", "max_output_tokens",
-    "temperature", "top_p", "stream", "store", "previous_response_id", "metadata", "text", "reasoning",
-    "truncation",
-)  # fmt: skip
-_IGNORED = ("user", "service_tier", "include", "prompt_cache_key")
-KNOWN = {*_READ, *_IGNORED}
 ROLES = ("user", "assistant", "system", "developer")
 MAX_METADATA = 16  # OpenAI's: keys of at most 64 characters, values of at most 512
 REASONING_EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh")
@@ -32,6 +26,41 @@ CHAT_TO_RESPONSES = {
     "messages": "input", "max_tokens": "max_output_tokens", "response_format": "text",
     "chat_template_kwargs": "reasoning", "ember": "truncation",
 }  # fmt: skip
+
+
+Number = Annotated[int | float, Must("a number")]  # as sent: the chat route's SamplingParams read it
+Raw = dict[str, object]  # an object its own reader checks
+
+
+class ResponsesEnvelope(Body):
+    """The envelope of a /v1/responses body (openai/typed_body): every top-level field Ember knows with its
+    JSON type (None: not sent). What a field holds stays its own reader's: the input items
+    (input_messages), tools, tool_choice, text's format, reasoning's effort, metadata's keys; bounds are
+    the chat route's."""
+
+    model: str | None = None
+    input: Annotated[str | list[object], Must("a string or a non-empty array of input items")] | None = None
+    instructions: str | None = None
+    tools: Annotated[list[object], Must("an array of function tools")] | None = None
+    tool_choice: Annotated[str | Raw, Must("auto, none, required or {'type': 'function', 'name': ...}")] | None = None
+    parallel_tool_calls: bool | None = None
+    max_output_tokens: int | None = None
+    temperature: Number | None = None
+    top_p: Number | None = None
+    stream: bool = False  # (null is no answer to "stream or not": refused, as the chat route does)
+    store: bool | None = None  # (None: stored, as OpenAI's)
+    previous_response_id: Annotated[str, Field(min_length=1), Must("a response's id")] | None = None
+    metadata: Annotated[Raw, Must(f"an object of at most {MAX_METADATA} keys")] | None = None
+    text: Annotated[Raw, Must("an object with format (and verbosity)")] | None = None
+    reasoning: Annotated[Raw, Must("an object like {'effort': 'low'}")] | None = None
+    truncation: Annotated[Literal["auto", "disabled"], Must("auto or disabled")] | None = None
+    # ignored as the chat route ignores them (user, service_tier), or asked of every request by agents
+    # while meaning nothing here (include: encrypted reasoning Ember has none of; prompt_cache_key: Ember
+    # reuses a cached prefix always)
+    user: str | None = None
+    service_tier: str | None = None
+    include: list[str] | None = None
+    prompt_cache_key: str | None = None
 
 
 @dataclass(frozen=True)
@@ -45,9 +74,8 @@ class ResponsesBody:
 
 
 def read_body(body: Any, allow_unknown: bool = False, advice: str = CLI_UNKNOWN_FIELDS_ADVICE) -> ResponsesBody:
-    if not isinstance(body, dict):
-        raise ApiError(400, "The request body must be a JSON object.")
-    check_known_fields(body, KNOWN, allow_unknown, advice)
+    # the envelope (ResponsesEnvelope): unknown fields and each known field's JSON type, named in a 400
+    typed = read_typed(ResponsesEnvelope, body, allow_unknown, advice)
     chat: dict[str, Any] = {k: body[k] for k in ("model", "temperature", "top_p", "stream") if k in body}
     if body.get("max_output_tokens") is not None:
         chat["max_tokens"] = body["max_output_tokens"]
@@ -62,32 +90,19 @@ def read_body(body: Any, allow_unknown: bool = False, advice: str = CLI_UNKNOWN_
     response_format = _text_format(text)
     if response_format is not None:
         chat["response_format"] = response_format
-    reasoning = body.get("reasoning")
+    reasoning = typed.reasoning
     if reasoning is not None:
-        if not isinstance(reasoning, dict):
-            raise ApiError(400, "reasoning must be an object like {'effort': 'low'}.", param="reasoning")
         effort = reasoning.get("effort")
         if effort is not None and effort not in REASONING_EFFORTS:
             raise ApiError(400, f"reasoning.effort must be one of {', '.join(REASONING_EFFORTS)}, got {effort!r}.",
                            param="reasoning")  # fmt: skip
         if effort == "none":  # the one effort Ember can honour: a thinking model's switch, off
             chat["chat_template_kwargs"] = {"enable_thinking": False}
-    truncation = body.get("truncation")
-    if truncation not in (None, "disabled", "auto"):
-        raise ApiError(400, f"truncation must be auto or disabled, got {truncation!r}.", param="truncation")
+    truncation = typed.truncation
     if truncation == "auto":  # leave the oldest turns out when the conversation outgrows the context
         chat["ember"] = {"trim_history": True}
-    instructions = body.get("instructions")
-    if instructions is not None and not isinstance(instructions, str):
-        raise ApiError(400, "instructions must be a string.", param="instructions")
-    previous = body.get("previous_response_id")
-    if previous is not None and not (isinstance(previous, str) and previous):
-        raise ApiError(400, "previous_response_id must be a response's id.", param="previous_response_id")
-    store = body.get("store", True)
-    if store is None:
-        store = True
-    if not isinstance(store, bool):
-        raise ApiError(400, "store must be true or false.", param="store")
+    instructions, previous = typed.instructions, typed.previous_response_id
+    store = True if typed.store is None else typed.store
     echo = {
         "instructions": instructions, "max_output_tokens": body.get("max_output_tokens"),
         "metadata": _metadata(body.get("metadata")), "parallel_tool_calls": body.get("parallel_tool_calls", True),
@@ -180,8 +195,6 @@ def _tools(raw: Any) -> list[dict[str, Any]]:
     """Function tools in the Responses shape → the chat route's ({"type": "function", "function": {...}})."""
     if raw is None:
         return []
-    if not isinstance(raw, list):
-        raise ApiError(400, "tools must be an array of function tools.", param="tools")
     others = [t.get("type") if isinstance(t, dict) else type(t).__name__ for t in raw]
     others = [str(t) for t in others if t != "function"]
     if others:
@@ -210,7 +223,7 @@ def _text_format(text: Any) -> dict[str, Any] | None:
     """`text.format` → the chat route's response_format (None: plain text)."""
     if text is None:
         return None
-    if not isinstance(text, dict) or set(text) - {"format", "verbosity"}:
+    if set(text) - {"format", "verbosity"}:  # (an object: ResponsesEnvelope)
         raise ApiError(400, "text must be an object with format (and verbosity).", param="text")
     fmt = text.get("format")
     if fmt is None:
@@ -231,7 +244,7 @@ def _text_format(text: Any) -> dict[str, Any] | None:
 def _metadata(raw: Any) -> dict[str, str] | None:
     if raw is None:
         return None
-    if not isinstance(raw, dict) or len(raw) > MAX_METADATA:
+    if len(raw) > MAX_METADATA:  # (an object: ResponsesEnvelope)
         raise ApiError(400, f"metadata must be an object of at most {MAX_METADATA} keys.", param="metadata")
     for key, value in raw.items():
         if len(key) > 64 or not isinstance(value, str) or len(value) > 512:
