@@ -172,6 +172,29 @@ def test_bad_bodies_are_400s_in_anthropics_shape_naming_the_field(http: httpx2.C
     assert_anthropic_error(http.post("/v1/messages/batches", json={}), 404, "not_found_error")
 
 
+def test_a_field_of_the_wrong_type_is_named_by_its_place(http: httpx2.Client) -> None:
+    """The envelope of a /v1/messages or count_tokens body is typed (messages_input.MessagesEnvelope,
+    CountTokensEnvelope), its 400s in Anthropic's shape: a wrong item is named by its place, and a field
+    Ember knows but ignores (service_tier, workspace_id, cache_control) is still of its type (they were
+    taken whatever they were)."""
+    bad = "invalid_request_error"
+    cases = [
+        ("/v1/messages", {"stop_sequences": ["end", ""]}, "stop_sequences[1] must be a non-empty string (not '')."),
+        ("/v1/messages", {"stop_sequences": ["end", 1]},
+         "stop_sequences[1] must be a non-empty string (not the integer 1)."),
+        ("/v1/messages", {"service_tier": 1}, "service_tier must be a string (not the integer 1)."),
+        ("/v1/messages", {"metadata": "me"}, "metadata must be an object (not 'me')."),
+        ("/v1/messages/count_tokens", {"workspace_id": ["w"]}, "workspace_id must be a string (not an array)."),
+        ("/v1/messages/count_tokens", {"cache_control": "ephemeral"},
+         "cache_control must be an object (not 'ephemeral')."),
+    ]  # fmt: skip
+    for path, fields, message in cases:
+        body = {"model": "tiny", "messages": HI, **fields}
+        if path == "/v1/messages":
+            body["max_tokens"] = 4
+        assert assert_anthropic_error(http.post(path, json=body), 400, bad) == message
+
+
 def test_an_unknown_model_is_a_404_not_found_error(messages: anthropic.Anthropic, http: httpx2.Client) -> None:
     with pytest.raises(anthropic.NotFoundError) as missing:
         messages.messages.create(model="claude-opus-4", messages=HI, max_tokens=4)

@@ -10,23 +10,57 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import Field
 
 from ember_chat.engine.openai.api_error import ApiError
-from ember_chat.engine.openai.chat_request import CLI_UNKNOWN_FIELDS_ADVICE, check_known_fields
+from ember_chat.engine.openai.chat_body import Number, Raw  # (numbers as sent: the chat route reads them)
+from ember_chat.engine.openai.chat_request import CLI_UNKNOWN_FIELDS_ADVICE
+from ember_chat.engine.openai.typed_body import Body, Must
+from ember_chat.engine.openai.typed_body import read_body as read_typed
 
-# (temperature, top_p and top_k: older clients' and other servers'; the current client no longer sends them)
-_READ = (
-    "model", "messages", "system", "max_tokens", "temperature", "top_p", "top_k", "stop_sequences", "stream",
-    "tools", "tool_choice", "thinking", "metadata", "output_config",
-)  # fmt: skip
-# Ignored, as meaning nothing on one local server: who asks and for which workspace, a hosted queue's
-# tier, speed and region, cache markers (Ember reuses a cached prefix always), cache-miss diagnostics
-_IGNORED = ("service_tier", "speed", "inference_geo", "user_profile_id", "workspace_id", "cache_control",
-            "diagnostics")  # fmt: skip
-KNOWN = {*_READ, *_IGNORED}
-COUNT_KNOWN = {"model", "messages", "system", "tools", "tool_choice", "thinking", "output_config", "cache_control",
-               "speed", "user_profile_id", "workspace_id"}  # fmt: skip  # /v1/messages/count_tokens
+
+class CountTokensEnvelope(Body):
+    """The envelope of a /v1/messages/count_tokens body (openai/typed_body): every top-level field Ember
+    knows with its JSON type (None: not sent). What a field holds stays its own reader's: the messages and
+    their blocks (messages), system's blocks, tools, tool_choice, thinking, output_config."""
+
+    model: str | None = None  # (required and non-empty: read_body says it as Anthropic's API does)
+    messages: Annotated[list[object], Must("a non-empty array of messages")] | None = None
+    system: Annotated[str | list[object], Must("a string or an array of text blocks")] | None = None
+    tools: Annotated[list[object], Must("an array of tools")] | None = None
+    tool_choice: Raw | None = None
+    thinking: Raw | None = None
+    output_config: Raw | None = None
+    # ignored, as meaning nothing on one local server: cache markers (Ember reuses a cached prefix
+    # always), a hosted model's speed, who asks and for which workspace
+    cache_control: Raw | None = None
+    speed: str | None = None
+    user_profile_id: str | None = None
+    workspace_id: str | None = None
+
+
+class MessagesEnvelope(CountTokensEnvelope):
+    """The envelope of a /v1/messages body: count_tokens' fields and the generation's."""
+
+    max_tokens: int | None = None  # (required: read_body says it as Anthropic's API does)
+    # (temperature, top_p and top_k: older clients' and other servers'; the current client no longer sends them)
+    temperature: Number | None = None
+    top_p: Number | None = None
+    top_k: int | None = None
+    stop_sequences: (
+        Annotated[list[Annotated[str, Field(min_length=1), Must("a non-empty string")]],
+                  Must("an array of non-empty strings")] | None
+    ) = None  # fmt: skip
+    stream: bool | None = None
+    metadata: Raw | None = None
+    # ignored: a hosted queue's tier and region, cache-miss diagnostics
+    service_tier: str | None = None
+    inference_geo: str | None = None
+    diagnostics: Raw | None = None
+
+
 THINKING = ("enabled", "adaptive", "between_tools", "disabled")
 EFFORTS = ("low", "medium", "high", "xhigh", "max")
 IMAGE_TYPES = ("image/jpeg", "image/png", "image/gif", "image/webp")
@@ -45,10 +79,9 @@ def read_body(
     body: Any, allow_unknown: bool = False, advice: str = CLI_UNKNOWN_FIELDS_ADVICE, *, count: bool = False
 ) -> MessagesBody:
     """A /v1/messages body (`count`: a /v1/messages/count_tokens one, which has no max_tokens)."""
-    if not isinstance(body, dict):
-        raise ApiError(400, "The request body must be a JSON object.")
-    check_known_fields(body, COUNT_KNOWN if count else KNOWN, allow_unknown, advice)
-    if not isinstance(body.get("model"), str) or not body["model"]:
+    # the envelope (CountTokensEnvelope, MessagesEnvelope): unknown fields and each known field's JSON type
+    read_typed(CountTokensEnvelope if count else MessagesEnvelope, body, allow_unknown, advice)
+    if not body.get("model"):
         raise ApiError(400, "model: a model's name is required.", param="model")
     chat: dict[str, Any] = {"model": body["model"]}
     if not count:
@@ -58,12 +91,7 @@ def read_body(
         chat.update({k: body[k] for k in ("temperature", "top_p", "top_k", "stream") if body.get(k) is not None})
     stops = body.get("stop_sequences")
     if stops is not None:
-        if not isinstance(stops, list) or not all(isinstance(s, str) and s for s in stops):
-            raise ApiError(400, "stop_sequences must be an array of non-empty strings.", param="stop_sequences")
         chat["stop"] = stops
-    metadata = body.get("metadata")
-    if metadata is not None and not isinstance(metadata, dict):
-        raise ApiError(400, "metadata must be an object.", param="metadata")
     tools = _tools(body.get("tools"))
     if tools:
         chat["tools"] = tools
@@ -226,8 +254,6 @@ def _tools(raw: Any) -> list[dict[str, Any]]:
     """Client tools ({name, description, input_schema}) → the chat route's function tools."""
     if raw is None:
         return []
-    if not isinstance(raw, list):
-        raise ApiError(400, "tools must be an array of tools.", param="tools")
     others = [str(t.get("type")) for t in raw if isinstance(t, dict) and t.get("type") not in (None, "custom")]
     if others:
         raise ApiError(400, f"tools: Ember's server runs no server tools ({', '.join(others)}); give client tools "

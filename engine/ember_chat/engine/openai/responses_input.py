@@ -14,6 +14,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field
 
 from ember_chat.engine.openai.api_error import ApiError
+from ember_chat.engine.openai.chat_body import Number, Raw  # (numbers as sent: the chat route reads them)
 from ember_chat.engine.openai.chat_request import CLI_UNKNOWN_FIELDS_ADVICE
 from ember_chat.engine.openai.typed_body import Body, Must
 from ember_chat.engine.openai.typed_body import read_body as read_typed
@@ -26,10 +27,6 @@ CHAT_TO_RESPONSES = {
     "messages": "input", "max_tokens": "max_output_tokens", "response_format": "text",
     "chat_template_kwargs": "reasoning", "ember": "truncation",
 }  # fmt: skip
-
-
-Number = Annotated[int | float, Must("a number")]  # as sent: the chat route's SamplingParams read it
-Raw = dict[str, object]  # an object its own reader checks
 
 
 class ResponsesEnvelope(Body):
