@@ -6,11 +6,26 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ember_chat.engine.openai.wire_shape import Shape
+
 # what a client whose conversation does not fit the context can do about it
 TRIM_HINT = (
     ' Shorten it, or send "ember": {"trim_history": true} to let Ember leave the oldest messages out as its '
     "window does."
 )
+
+
+class ErrorObject(Shape):
+    message: str
+    type: str
+    param: str | None
+    code: str | None
+
+
+class ErrorBody(Shape):
+    """OpenAI's error body."""
+
+    error: ErrorObject
 
 
 class ApiError(Exception):
@@ -34,7 +49,8 @@ class ApiError(Exception):
         self.headers = headers or {}
 
     def body(self) -> dict[str, Any]:
-        return {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code}}
+        error = ErrorObject(message=self.message, type=self.type, param=self.param, code=self.code)
+        return ErrorBody(error=error).dump()
 
 
 def error_detail(body: bytes) -> str:

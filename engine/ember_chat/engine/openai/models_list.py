@@ -6,7 +6,9 @@ Studio's context_length, llama.cpp's meta), and its owner)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
+
+from ember_chat.engine.openai.wire_shape import Shape
 
 
 @dataclass(frozen=True)
@@ -28,9 +30,30 @@ def model_infos(data: Any) -> list[RemoteModelInfo]:
     return out
 
 
+class ModelCard(Shape):
+    """A model in the list (OpenAI's `Model`, with vLLM's max_model_len; with a model pool, its state)."""
+
+    id: str
+    object: Literal["model"]
+    created: int
+    owned_by: str
+    max_model_len: int | None = None  # (its context, where known)
+    state: str | None = None  # loaded, loading, not loaded (a server with a model pool)
+    memory_bytes: int | None = None
+    connection: str | None = None  # a remote model's connection
+
+
+class ModelList(Shape):
+    object: Literal["list"]
+    data: list[ModelCard]
+
+
+def model_card(name: str, **more: Any) -> ModelCard:
+    """A model of Ember's server (created 0, owned by ember), with what more there is to say of it."""
+    return ModelCard(id=name, object="model", created=0, owned_by="ember", **more)
+
+
 def models_answer(served: str | None, n_ctx: int = 0) -> dict[str, Any]:
     """The list of Ember's API server: the model it serves as `served` (none while none is loaded)."""
-    data = []
-    if served is not None:
-        data.append({"id": served, "object": "model", "created": 0, "owned_by": "ember", "max_model_len": n_ctx})
-    return {"object": "list", "data": data}
+    data = [model_card(served, max_model_len=n_ctx)] if served is not None else []
+    return ModelList(object="list", data=data).dump()

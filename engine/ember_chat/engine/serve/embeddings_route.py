@@ -36,6 +36,7 @@ from ember_chat.engine.errors import (
 from ember_chat.engine.openai.api_error import ApiError
 from ember_chat.engine.openai.chat_request import CLI_UNKNOWN_FIELDS_ADVICE
 from ember_chat.engine.openai.typed_body import Body, Must, read_body
+from ember_chat.engine.openai.vector_shapes import Embedding, EmbeddingList, EmbeddingUsage
 from ember_chat.engine.serve.model_routing import Served, take_ttl
 
 MAX_INPUTS = 2048  # OpenAI's limit on one request's inputs
@@ -109,15 +110,15 @@ def embeddings(
     if dimensions is not None and dimensions != size:
         raise ApiError(400, f"dimensions: {served.name}'s embeddings have {size:,} dimensions; other sizes are not "
                        "supported (leave dimensions out).", param="dimensions")  # fmt: skip
-    return {
-        "object": "list",
-        "data": [
-            {"object": "embedding", "index": i, "embedding": _encoded(vector, encoding)}
+    return EmbeddingList(
+        object="list",
+        data=[
+            Embedding(object="embedding", index=i, embedding=_encoded(vector, encoding))
             for i, vector in enumerate(result.vectors)
         ],
-        "model": served.name,
-        "usage": {"prompt_tokens": result.prompt_tokens, "total_tokens": result.prompt_tokens},
-    }
+        model=served.name,
+        usage=EmbeddingUsage(prompt_tokens=result.prompt_tokens, total_tokens=result.prompt_tokens),
+    ).dump()
 
 
 def _embed(served: Served, inputs: list[EmbeddingInput]) -> Embeddings:

@@ -21,7 +21,7 @@ from ember_chat.engine.inference.pool.pool import ModelNotFound, ModelPool, Mode
 from ember_chat.engine.inference.service.engine import EngineService
 from ember_chat.engine.openai.api_error import ApiError
 from ember_chat.engine.openai.chat_request import CLI_UNKNOWN_FIELDS_ADVICE
-from ember_chat.engine.openai.models_list import models_answer
+from ember_chat.engine.openai.models_list import ModelCard, ModelList, model_card, models_answer
 from ember_chat.engine.openai.typed_body import Body, Must, read_body
 from ember_chat.engine.serve.model_routing import own_names, serving, take_ttl
 
@@ -52,26 +52,25 @@ def models_list(service: EngineService, pool: ModelPool | None, alias: str | Non
     """GET /v1/models."""
     model = service.model
     own = own_names(service, alias)[0] if model is not None else None
-    answer = models_answer(own, model.n_ctx or 0 if model is not None else 0)
     if pool is None:
-        return answer
-    if answer["data"]:
-        answer["data"][0].update(state="loaded", memory_bytes=0)
+        return models_answer(own, model.n_ctx or 0 if model is not None else 0)
+    data: list[ModelCard] = []
     shown = set(own_names(service, alias))  # (the server's own model is listed once, first)
-    for state in _states(service, pool, alias):
+    states = _states(service, pool, alias)
+    if own is not None and model is not None:
+        memory = next((s.memory_bytes for s in states if s.name in shown), 0)
+        data.append(model_card(own, max_model_len=model.n_ctx or 0, state="loaded", memory_bytes=memory))
+    for state in states:
         if state.name in shown:
-            if answer["data"]:
-                answer["data"][0]["memory_bytes"] = state.memory_bytes
             continue
         shown.add(state.name)
-        item = {"id": state.name, "object": "model", "created": 0, "owned_by": "ember", "state": state.state,
-                "memory_bytes": state.memory_bytes}  # fmt: skip
+        more: dict[str, Any] = {"state": state.state, "memory_bytes": state.memory_bytes}
         if state.connection is not None:
-            item["connection"] = state.connection
+            more["connection"] = state.connection
         if state.n_ctx:
-            item["max_model_len"] = state.n_ctx
-        answer["data"].append(item)
-    return answer
+            more["max_model_len"] = state.n_ctx
+        data.append(model_card(state.name, **more))
+    return ModelList(object="list", data=data).dump()
 
 
 def _pool(pool: ModelPool | None) -> ModelPool:

@@ -22,6 +22,7 @@ from ember_chat.engine.core.embeddings import Ranking
 from ember_chat.engine.openai.api_error import ApiError
 from ember_chat.engine.openai.chat_request import CLI_UNKNOWN_FIELDS_ADVICE
 from ember_chat.engine.openai.typed_body import Body, Must, Nested, read_body
+from ember_chat.engine.openai.vector_shapes import EmbeddingUsage, RerankDocument, RerankList, RerankResult
 from ember_chat.engine.serve.embeddings_route import MAX_INPUTS, Serving, engine_errors
 from ember_chat.engine.serve.model_routing import Served, take_ttl
 
@@ -59,14 +60,14 @@ def rerank(
     with serving(request.model, ttl) as served:
         ranking = _rank(served, request.query, documents)
     order = sorted(range(len(documents)), key=lambda i: -ranking.scores[i])[:top_n]  # (stable: ties by index)
-    results: list[dict[str, Any]] = []
-    for i in order:
-        result: dict[str, Any] = {"index": i, "relevance_score": ranking.scores[i]}
-        if request.return_documents:
-            result["document"] = {"text": documents[i]}
-        results.append(result)
-    usage = {"prompt_tokens": ranking.prompt_tokens, "total_tokens": ranking.prompt_tokens}
-    return {"model": served.name, "object": "list", "results": results, "usage": usage}
+    results = [
+        RerankResult(index=i, relevance_score=ranking.scores[i], document=RerankDocument(text=documents[i]))
+        if request.return_documents
+        else RerankResult(index=i, relevance_score=ranking.scores[i])
+        for i in order
+    ]
+    usage = EmbeddingUsage(prompt_tokens=ranking.prompt_tokens, total_tokens=ranking.prompt_tokens)
+    return RerankList(model=served.name, object="list", results=results, usage=usage).dump()
 
 
 def _rank(served: Served, query: str, documents: list[str]) -> Ranking:
