@@ -2,7 +2,8 @@
 block with a thinking model's thoughts, the answer's `text`, a `tool_use` block per call), `stop_reason`
 (end_turn, max_tokens, stop_sequence, tool_use), `usage` (input_tokens not read from the cache,
 cache_read_input_tokens, output_tokens); streamed, its events (message_start, content_block_start,
-content_block_delta, content_block_stop, message_delta, message_stop); and Anthropic's error shape.
+content_block_delta, content_block_stop, message_delta, message_stop); and Anthropic's error shape. Each
+is built as its Shape (messages_shapes.py) and written with dump().
 
 A MessagesBuilder is the chat route's ResponseBuilder to the engine's answering (serve/answering.py):
 its streamed chunks are each a list of events, `{"events": [...]}`, that the stream writes in order."""
@@ -12,6 +13,29 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from ember_chat.engine.anthropic.messages_shapes import (
+    ContentBlock,
+    Delta,
+    ErrorObject,
+    ErrorResponse,
+    InputJSONDelta,
+    Message,
+    RawContentBlockDelta,
+    RawContentBlockDeltaEvent,
+    RawContentBlockStartEvent,
+    RawContentBlockStopEvent,
+    RawMessageDeltaEvent,
+    RawMessageStartEvent,
+    RawMessageStopEvent,
+    SignatureDelta,
+    TextBlock,
+    TextDelta,
+    ThinkingBlock,
+    ThinkingDelta,
+    ToolUseBlock,
+    Usage,
+)
+from ember_chat.engine.anthropic.messages_shapes import StopReason as SaidStop
 from ember_chat.engine.core.logprobs import TokenLogprob
 from ember_chat.engine.core.reasoning import ThinkingStream, split_thinking
 from ember_chat.engine.core.states import StopReason
@@ -20,7 +44,7 @@ from ember_chat.engine.openai.responses import Figures, ResponseBuilder, Sample
 from ember_chat.engine.openai.tool_wire import ChoiceCalls
 
 # Ember's stop reasons of an answer that ended as it should (unfinished_error first) → Anthropic's
-STOP_REASONS = {
+STOP_REASONS: dict[str, SaidStop] = {
     StopReason.STOP: "end_turn",
     StopReason.STOP_STRING: "stop_sequence",
     StopReason.LENGTH: "max_tokens",
@@ -41,21 +65,34 @@ def error_body(error: ApiError) -> dict[str, Any]:
     if error.param and error.param not in message:
         message = f"{error.param}: {message}"
     kind = ERROR_TYPES.get(error.status, "invalid_request_error" if 400 <= error.status < 500 else "api_error")
-    return {"type": "error", "error": {"type": kind, "message": message}}
+    return ErrorResponse(type="error", error=ErrorObject(type=kind, message=message)).dump()
 
 
-def message_usage(metrics: Figures | None) -> dict[str, Any]:
+def message_usage(metrics: Figures | None) -> Usage:
     """Anthropic's usage: input_tokens are the prompt's tokens not read from the cache (its KV reuse)."""
     prompt = metrics.prompt_tokens if metrics else 0
     cached = metrics.prompt_tokens_reused if metrics else 0
-    return {
-        "input_tokens": prompt - cached, "cache_creation_input_tokens": 0, "cache_read_input_tokens": cached,
-        "output_tokens": metrics.output_tokens if metrics else 0,
-    }  # fmt: skip
+    return Usage(
+        input_tokens=prompt - cached, cache_creation_input_tokens=0, cache_read_input_tokens=cached,
+        output_tokens=metrics.output_tokens if metrics else 0,
+    )  # fmt: skip
 
 
-def _tool_use(call_id: str, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
-    return {"type": "tool_use", "id": call_id, "name": name, "input": arguments}
+def _tool_use(call_id: str, name: str, arguments: dict[str, Any]) -> ToolUseBlock:
+    return ToolUseBlock(type="tool_use", id=call_id, name=name, input=arguments)
+
+
+def _block_start(kind: str) -> ContentBlock:
+    """An empty thinking or text block, as content_block_start opens it."""
+    return (
+        ThinkingBlock(type="thinking", thinking="", signature="")
+        if kind == "thinking"
+        else TextBlock(type="text", text="")
+    )
+
+
+def _delta(index: int, delta: RawContentBlockDelta) -> dict[str, Any]:
+    return RawContentBlockDeltaEvent(type="content_block_delta", index=index, delta=delta).dump()
 
 
 class MessagesBuilder(ResponseBuilder):
@@ -70,20 +107,20 @@ class MessagesBuilder(ResponseBuilder):
         self._blocks = 0  # content blocks opened so far (the next one's index)
         self._open: str | None = None  # the type of the block being streamed
 
-    def _stop(self, reason: str) -> tuple[str, str | None]:
+    def _stop(self, reason: str) -> tuple[SaidStop, str | None]:
         said = STOP_REASONS.get(reason, "end_turn")
         return said, self._stops[0] if said == "stop_sequence" and len(self._stops) == 1 else None
 
-    def _message(self, content: list[dict[str, Any]], reason: str | None, metrics: Figures | None) -> dict[str, Any]:
+    def _message(self, content: list[ContentBlock], reason: str | None, metrics: Figures | None) -> Message:
         stop, sequence = self._stop(reason) if reason is not None else (None, None)
-        return {
-            "id": self.id, "type": "message", "role": "assistant", "model": self.model, "content": content,
-            "stop_reason": stop, "stop_sequence": sequence, "usage": message_usage(metrics),
-        }  # fmt: skip
+        return Message(
+            id=self.id, type="message", role="assistant", model=self.model, content=content,
+            stop_reason=stop, stop_sequence=sequence, usage=message_usage(metrics),
+        )  # fmt: skip
 
     def opening(self) -> list[dict[str, Any]]:
         """The event that opens a stream (its usage comes with message_delta, once the prompt is counted)."""
-        return [{"type": "message_start", "message": self._message([], None, None)}]
+        return [RawMessageStartEvent(type="message_start", message=self._message([], None, None)).dump()]
 
     # ----- a stream's events (serve/answering.py asks for them as the engine answers)
     def chunk(
@@ -105,8 +142,7 @@ class MessagesBuilder(ResponseBuilder):
                 events += self._start(_tool_use(delta["id"], function.get("name", ""), {}))
             piece = function.get("arguments") or ""
             if piece and self._open == "tool_use":
-                delta_ = {"type": "input_json_delta", "partial_json": piece}
-                events.append({"type": "content_block_delta", "index": self._blocks - 1, "delta": delta_})
+                events.append(_delta(self._blocks - 1, InputJSONDelta(type="input_json_delta", partial_json=piece)))
         return {"events": events}
 
     def final_chunk(
@@ -121,14 +157,15 @@ class MessagesBuilder(ResponseBuilder):
         thinking, answer = self._split.flush()
         events = self._say("thinking", thinking) + self._say("text", answer)
         if self._blocks == 0 or self._open == "thinking":  # no answer: an empty text block, as the Message has
-            events += self._start({"type": "text", "text": ""})
+            events += self._start(_block_start("text"))
         events += self._close()
         stop, sequence = self._stop(reason)
-        delta = {"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": sequence},
-                 "usage": message_usage(metrics), "ember": self._ember(metrics)}  # fmt: skip
+        ember = self._ember(metrics)
         if calls is not None and calls.invalid:
-            delta["ember"] = {**(delta["ember"] or {}), "invalid_tool_calls": calls.notes(0)}
-        return {"events": [*events, delta, {"type": "message_stop"}]}
+            ember = {**(ember or {}), "invalid_tool_calls": calls.notes(0)}
+        delta = RawMessageDeltaEvent(type="message_delta", delta=Delta(stop_reason=stop, stop_sequence=sequence),
+                                     usage=message_usage(metrics), ember=ember)  # fmt: skip
+        return {"events": [*events, delta.dump(), RawMessageStopEvent(type="message_stop").dump()]}
 
     def usage_chunk(self, samples: list[Figures | None]) -> dict[str, Any]:
         return {"events": []}  # (the usage rides on message_delta)
@@ -138,16 +175,17 @@ class MessagesBuilder(ResponseBuilder):
         text, reason, metrics, _entries, calls = samples[0]
         reason = calls.finish_reason(reason)
         split = split_thinking(text)
-        content: list[dict[str, Any]] = []
+        content: list[ContentBlock] = []
         if split.thinking:
-            content.append({"type": "thinking", "thinking": split.thinking, "signature": ""})
+            content.append(ThinkingBlock(type="thinking", thinking=split.thinking, signature=""))
         if split.answer.strip() or not calls.valid:
-            content.append({"type": "text", "text": split.answer})
+            content.append(TextBlock(type="text", text=split.answer))
         content += [_tool_use(c.id, c.name, dict(c.arguments)) for c in calls.valid]
-        message = {**self._message(content, reason, metrics), "ember": self._ember(metrics)}
+        message = self._message(content, reason, metrics)
+        message.ember = self._ember(metrics)
         if calls.invalid:
-            message["ember"] = {**(message["ember"] or {}), "invalid_tool_calls": calls.notes(0)}
-        return message
+            message.ember = {**(message.ember or {}), "invalid_tool_calls": calls.notes(0)}
+        return message.dump()
 
     # ----- a stream's blocks
     def _say(self, kind: str, text: str) -> list[dict[str, Any]]:
@@ -156,16 +194,19 @@ class MessagesBuilder(ResponseBuilder):
             return []
         events: list[dict[str, Any]] = []
         if self._open != kind:
-            events += self._start({"type": kind, kind: "", **({"signature": ""} if kind == "thinking" else {})})
-        delta = {"type": "thinking_delta", "thinking": text} if kind == "thinking" else {"type": "text_delta",
-                                                                                           "text": text}  # fmt: skip
-        events.append({"type": "content_block_delta", "index": self._blocks - 1, "delta": delta})
+            events += self._start(_block_start(kind))
+        delta: RawContentBlockDelta = (
+            ThinkingDelta(type="thinking_delta", thinking=text) if kind == "thinking"
+            else TextDelta(type="text_delta", text=text)
+        )  # fmt: skip
+        events.append(_delta(self._blocks - 1, delta))
         return events
 
-    def _start(self, block: dict[str, Any]) -> list[dict[str, Any]]:
+    def _start(self, block: ContentBlock) -> list[dict[str, Any]]:
         events = self._close()
-        self._open = block["type"]
-        events.append({"type": "content_block_start", "index": self._blocks, "content_block": block})
+        self._open = block.type
+        start = RawContentBlockStartEvent(type="content_block_start", index=self._blocks, content_block=block)
+        events.append(start.dump())
         self._blocks += 1
         return events
 
@@ -174,7 +215,6 @@ class MessagesBuilder(ResponseBuilder):
             return []
         events: list[dict[str, Any]] = []
         if self._open == "thinking":  # (the client's accumulated block wants one; Ember signs nothing)
-            delta = {"type": "signature_delta", "signature": ""}
-            events.append({"type": "content_block_delta", "index": self._blocks - 1, "delta": delta})
+            events.append(_delta(self._blocks - 1, SignatureDelta(type="signature_delta", signature="")))
         self._open = None
-        return [*events, {"type": "content_block_stop", "index": self._blocks - 1}]
+        return [*events, RawContentBlockStopEvent(type="content_block_stop", index=self._blocks - 1).dump()]
