@@ -6,7 +6,8 @@ events the official client reads (response.created, response.output_item.added, 
 response.completed, each with its sequence_number; see serve/responses_route.py's stream).
 
 A ResponsesBuilder is the chat route's ResponseBuilder to the engine's answering (serve/answering.py):
-its streamed chunks are each a list of events, `{"events": [...]}`, that the stream writes in order.
+its streamed chunks are each a list of events, `{"events": [...]}`, that the stream writes in order. Each
+object and event is built as its Shape (responses_shapes.py) and written with dump().
 """
 
 from __future__ import annotations
@@ -20,6 +21,35 @@ from ember_chat.engine.core.logprobs import TokenLogprob
 from ember_chat.engine.core.reasoning import ThinkingStream, split_thinking
 from ember_chat.engine.core.states import StopReason
 from ember_chat.engine.openai.responses import Figures, ResponseBuilder, Sample, usage
+from ember_chat.engine.openai.responses_shapes import (
+    ContentPart,
+    IncompleteDetails,
+    InputTokensDetails,
+    ItemStatus,
+    OutputTokensDetails,
+    ReasoningText,
+    Response,
+    ResponseCompletedEvent,
+    ResponseContentPartAddedEvent,
+    ResponseContentPartDoneEvent,
+    ResponseCreatedEvent,
+    ResponseFunctionCallArgumentsDeltaEvent,
+    ResponseFunctionCallArgumentsDoneEvent,
+    ResponseFunctionToolCall,
+    ResponseIncompleteEvent,
+    ResponseInProgressEvent,
+    ResponseOutputItem,
+    ResponseOutputItemAddedEvent,
+    ResponseOutputItemDoneEvent,
+    ResponseOutputMessage,
+    ResponseOutputText,
+    ResponseReasoningItem,
+    ResponseReasoningTextDeltaEvent,
+    ResponseReasoningTextDoneEvent,
+    ResponseTextDeltaEvent,
+    ResponseTextDoneEvent,
+    ResponseUsage,
+)
 from ember_chat.engine.openai.tool_wire import ChoiceCalls
 
 # told the finished Response and the answer as a chat message (for a later turn's previous_response_id)
@@ -31,31 +61,42 @@ def _id(prefix: str) -> str:
     return prefix + uuid.uuid4().hex[:24]
 
 
-def response_usage(metrics: Figures | None) -> dict[str, Any]:
+def response_usage(metrics: Figures | None) -> ResponseUsage:
     """The Responses API's usage: the chat route's figures under its names."""
     chat = usage([metrics])
-    return {
-        "input_tokens": chat["prompt_tokens"],
-        "input_tokens_details": {"cached_tokens": chat["prompt_tokens_details"]["cached_tokens"]},
-        "output_tokens": chat["completion_tokens"],
-        "output_tokens_details": {"reasoning_tokens": chat["completion_tokens_details"]["reasoning_tokens"]},
-        "total_tokens": chat["total_tokens"],
-    }
+    return ResponseUsage(
+        input_tokens=chat["prompt_tokens"],
+        input_tokens_details=InputTokensDetails(cached_tokens=chat["prompt_tokens_details"]["cached_tokens"]),
+        output_tokens=chat["completion_tokens"],
+        output_tokens_details=OutputTokensDetails(
+            reasoning_tokens=chat["completion_tokens_details"]["reasoning_tokens"]
+        ),
+        total_tokens=chat["total_tokens"],
+    )
 
 
-def _message(text: str, status: str) -> dict[str, Any]:
-    part = {"type": "output_text", "text": text, "annotations": [], "logprobs": []}
-    return {"id": _id("msg_"), "type": "message", "role": "assistant", "status": status, "content": [part]}
+def _text(text: str) -> ResponseOutputText:
+    return ResponseOutputText(type="output_text", text=text, annotations=[], logprobs=[])
 
 
-def _reasoning(text: str) -> dict[str, Any]:
-    content = [{"type": "reasoning_text", "text": text}]
-    return {"id": _id("rs_"), "type": "reasoning", "summary": [], "content": content, "status": "completed"}
+def _message(text: str, status: ItemStatus) -> ResponseOutputMessage:
+    return ResponseOutputMessage(id=_id("msg_"), type="message", role="assistant", status=status,
+                                 content=[_text(text)])  # fmt: skip
 
 
-def _call(call_id: str, name: str, arguments: str) -> dict[str, Any]:
-    return {"id": _id("fc_"), "type": "function_call", "call_id": call_id, "name": name, "arguments": arguments,
-            "status": "completed"}  # fmt: skip
+def _reasoning(text: str) -> ResponseReasoningItem:
+    content = [ReasoningText(type="reasoning_text", text=text)]
+    return ResponseReasoningItem(id=_id("rs_"), type="reasoning", summary=[], content=content, status="completed")
+
+
+def _call(call_id: str, name: str, arguments: str) -> ResponseFunctionToolCall:
+    return ResponseFunctionToolCall(id=_id("fc_"), type="function_call", call_id=call_id, name=name,
+                                    arguments=arguments, status="completed")  # fmt: skip
+
+
+def _part(item: ResponseOutputMessage | ResponseReasoningItem, text: str) -> ContentPart:
+    """The item's one content part, with `text`."""
+    return item.content[0].model_copy(update={"text": text})
 
 
 class ResponsesBuilder(ResponseBuilder):
@@ -68,24 +109,27 @@ class ResponsesBuilder(ResponseBuilder):
         self._echo = echo
         self._keep = keep
         self._split = ThinkingStream()
-        self._done: list[dict[str, Any]] = []  # a stream's output items, finished
-        self._open: dict[str, Any] | None = None  # the item being streamed
+        self._done: list[ResponseOutputItem] = []  # a stream's output items, finished
+        self._open: ResponseOutputItem | None = None  # the item being streamed
         self._text = ""  # its text (a message's, a reasoning's) or arguments (a call's) so far
 
-    def snapshot(self, status: str, output: list[dict[str, Any]], metrics: Figures | None = None) -> dict[str, Any]:
-        incomplete = {"reason": "max_output_tokens"} if status == "incomplete" else None
+    def _snapshot(self, status: str, output: list[ResponseOutputItem], metrics: Figures | None = None) -> Response:
+        incomplete = IncompleteDetails(reason="max_output_tokens") if status == "incomplete" else None
         done = status in ("completed", "incomplete")
-        return {
-            "id": self.id, "object": "response", "created_at": self.created, "status": status, "error": None,
-            "incomplete_details": incomplete, "model": self.model, "output": output, **self._echo,
-            "usage": response_usage(metrics) if done else None,
-            "completed_at": int(time.time()) if status == "completed" else None,
-        }  # fmt: skip
+        return Response(
+            id=self.id, object="response", created_at=self.created, status=status, error=None,
+            incomplete_details=incomplete, model=self.model, output=output, **self._echo,
+            usage=response_usage(metrics) if done else None,
+            completed_at=int(time.time()) if status == "completed" else None,
+        )  # fmt: skip
 
     def opening(self) -> list[dict[str, Any]]:
         """The events that open a stream."""
-        shape = self.snapshot("in_progress", [])
-        return [{"type": "response.created", "response": shape}, {"type": "response.in_progress", "response": shape}]
+        shape = self._snapshot("in_progress", [])
+        return [
+            ResponseCreatedEvent(type="response.created", response=shape).dump(),
+            ResponseInProgressEvent(type="response.in_progress", response=shape).dump(),
+        ]
 
     # ----- a stream's events (serve/answering.py asks for them as the engine answers)
     def chunk(
@@ -109,7 +153,11 @@ class ResponsesBuilder(ResponseBuilder):
             piece = function.get("arguments") or ""
             if piece and self._open is not None:
                 self._text += piece
-                events.append(self._event("response.function_call_arguments.delta", delta=piece))
+                events.append(
+                    ResponseFunctionCallArgumentsDeltaEvent(
+                        type="response.function_call_arguments.delta", **self._at(), delta=piece
+                    ).dump()
+                )
         return {"events": events}
 
     def final_chunk(
@@ -120,15 +168,19 @@ class ResponsesBuilder(ResponseBuilder):
         logprobs: list[TokenLogprob] | None = None,
         calls: ChoiceCalls | None = None,
     ) -> dict[str, Any]:
-        status = "incomplete" if reason in _CUT else "completed"
+        status: ItemStatus = "incomplete" if reason in _CUT else "completed"
         thinking, answer = self._split.flush()
         events = self._say("reasoning", thinking) + self._say("message", answer)
         items = [*self._done, *([self._open] if self._open else [])]
-        if all(item["type"] == "reasoning" for item in items):  # no answer: an empty message, as response() has
+        if all(item.type == "reasoning" for item in items):  # no answer: an empty message, as response() has
             events += self._close("completed") + self._start(_message("", "in_progress"))
         events += self._close(status)
         response = self._finish(status, self._done, metrics, calls)
-        events.append({"type": f"response.{status}", "response": response})
+        finished = (
+            ResponseIncompleteEvent(type="response.incomplete", response=response) if status == "incomplete"
+            else ResponseCompletedEvent(type="response.completed", response=response)
+        )  # fmt: skip
+        events.append(finished.dump())
         return {"events": events}
 
     def usage_chunk(self, samples: list[Figures | None]) -> dict[str, Any]:
@@ -137,28 +189,30 @@ class ResponsesBuilder(ResponseBuilder):
     # ----- the whole Response
     def response(self, samples: list[Sample]) -> dict[str, Any]:
         text, reason, metrics, _entries, calls = samples[0]
-        status = "incomplete" if reason in _CUT else "completed"
+        status: ItemStatus = "incomplete" if reason in _CUT else "completed"
         split = split_thinking(text)
-        output = [_reasoning(split.thinking)] if split.thinking else []
+        output: list[ResponseOutputItem] = [_reasoning(split.thinking)] if split.thinking else []
         if split.answer.strip() or not calls.valid:
             output.append(_message(split.answer, status))
         output += [_call(c.id, c.name, c.arguments_json()) for c in calls.valid]
-        return self._finish(status, output, metrics, calls)
+        return self._finish(status, output, metrics, calls).dump()
 
     def _finish(
-        self, status: str, output: list[dict[str, Any]], metrics: Figures | None, calls: ChoiceCalls | None
-    ) -> dict[str, Any]:
-        response = {**self.snapshot(status, output, metrics), "ember": self._ember(metrics)}
+        self, status: str, output: list[ResponseOutputItem], metrics: Figures | None, calls: ChoiceCalls | None
+    ) -> Response:
+        response = self._snapshot(status, output, metrics)
+        response.ember = self._ember(metrics)
         if calls is not None and calls.invalid:
-            response["ember"] = {**(response["ember"] or {}), "invalid_tool_calls": calls.notes(0)}
+            response.ember = {**(response.ember or {}), "invalid_tool_calls": calls.notes(0)}
         if self._keep is not None:
-            answer = "".join(p["text"] for item in output if item["type"] == "message" for p in item["content"])
-            tool_calls = [{"id": c["call_id"], "type": "function", "function": {"name": c["name"],
-                           "arguments": c["arguments"]}} for c in output if c["type"] == "function_call"]  # fmt: skip
+            answer = "".join(p.text for item in output if isinstance(item, ResponseOutputMessage) for p in item.content)
+            calls_made = [c for c in output if isinstance(c, ResponseFunctionToolCall)]
+            tool_calls = [{"id": c.call_id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+                          for c in calls_made]  # fmt: skip
             message: dict[str, Any] = {"role": "assistant", "content": answer}
             if tool_calls:
                 message["tool_calls"] = tool_calls
-            self._keep(response, message)
+            self._keep(response.dump(), message)
         return response
 
     # ----- a stream's items
@@ -167,49 +221,80 @@ class ResponsesBuilder(ResponseBuilder):
         if not text:
             return []
         events: list[dict[str, Any]] = []
-        if self._open is None or self._open["type"] != kind:
+        if self._open is None or self._open.type != kind:
             events += self._close("completed")
             events += self._start(_reasoning("") if kind == "reasoning" else _message("", "in_progress"))
         self._text += text
-        name = "response.reasoning_text.delta" if kind == "reasoning" else "response.output_text.delta"
-        extra = {"logprobs": []} if kind == "message" else {}
-        events.append(self._event(name, content_index=0, delta=text, **extra))
+        at = self._at()
+        delta = (
+            ResponseReasoningTextDeltaEvent(type="response.reasoning_text.delta", **at, content_index=0, delta=text)
+            if kind == "reasoning"
+            else ResponseTextDeltaEvent(
+                type="response.output_text.delta", **at, content_index=0, delta=text, logprobs=[]
+            )
+        )
+        events.append(delta.dump())
         return events
 
-    def _start(self, item: dict[str, Any]) -> list[dict[str, Any]]:
+    def _start(self, item: ResponseOutputItem) -> list[dict[str, Any]]:
         self._open, self._text = item, ""
-        shown = {**item, "status": "in_progress"}
-        if item["type"] != "function_call":
-            shown["content"] = []
-        events = [{"type": "response.output_item.added", "output_index": len(self._done), "item": shown}]
-        if item["type"] != "function_call":
-            part = {**item["content"][0], "text": ""}
-            events.append(self._event("response.content_part.added", content_index=0, part=part))
+        update: dict[str, Any] = {"status": "in_progress"}
+        if not isinstance(item, ResponseFunctionToolCall):
+            update["content"] = []
+        shown = item.model_copy(update=update)
+        added = ResponseOutputItemAddedEvent(
+            type="response.output_item.added", output_index=len(self._done), item=shown
+        )
+        events = [added.dump()]
+        if not isinstance(item, ResponseFunctionToolCall):
+            part = ResponseContentPartAddedEvent(
+                type="response.content_part.added", **self._at(), content_index=0, part=_part(item, "")
+            )
+            events.append(part.dump())
         return events
 
-    def _close(self, status: str) -> list[dict[str, Any]]:
+    def _close(self, status: ItemStatus) -> list[dict[str, Any]]:
         item = self._open
         if item is None:
             return []
-        events = []
-        if item["type"] == "function_call":
-            item["arguments"] = self._text
-            events.append(self._event("response.function_call_arguments.done", arguments=self._text))
+        events: list[dict[str, Any]] = []
+        at = self._at()
+        if isinstance(item, ResponseFunctionToolCall):
+            item.arguments = self._text
+            events.append(
+                ResponseFunctionCallArgumentsDoneEvent(
+                    type="response.function_call_arguments.done", **at, arguments=self._text
+                ).dump()
+            )
         else:
-            part = {**item["content"][0], "text": self._text}
-            item["content"] = [part]
-            done = "response.reasoning_text.done" if item["type"] == "reasoning" else "response.output_text.done"
-            extra = {"logprobs": []} if item["type"] == "message" else {}
-            events.append(self._event(done, content_index=0, text=self._text, **extra))
-            events.append(self._event("response.content_part.done", content_index=0, part=part))
-            if item["type"] == "message":
-                item["status"] = status
-        events.append({"type": "response.output_item.done", "output_index": len(self._done), "item": item})
+            part = _part(item, self._text)
+            if isinstance(item, ResponseOutputMessage):
+                assert isinstance(part, ResponseOutputText)
+                item.content = [part]
+                done: ResponseTextDoneEvent | ResponseReasoningTextDoneEvent = ResponseTextDoneEvent(
+                    type="response.output_text.done", **at, content_index=0, text=self._text, logprobs=[]
+                )
+            else:
+                assert isinstance(part, ReasoningText)
+                item.content = [part]
+                done = ResponseReasoningTextDoneEvent(
+                    type="response.reasoning_text.done", **at, content_index=0, text=self._text
+                )
+            events.append(done.dump())
+            events.append(
+                ResponseContentPartDoneEvent(type="response.content_part.done", **at, content_index=0, part=part).dump()
+            )
+            if isinstance(item, ResponseOutputMessage):
+                item.status = status
+        item_done = ResponseOutputItemDoneEvent(
+            type="response.output_item.done", output_index=len(self._done), item=item
+        )
+        events.append(item_done.dump())
         self._done.append(item)
         self._open, self._text = None, ""
         return events
 
-    def _event(self, kind: str, **fields: Any) -> dict[str, Any]:
-        """An event of the open item."""
+    def _at(self) -> dict[str, Any]:
+        """Where an event of the open item is: its item_id and output_index."""
         assert self._open is not None
-        return {"type": kind, "item_id": self._open["id"], "output_index": len(self._done), **fields}
+        return {"item_id": self._open.id, "output_index": len(self._done)}
