@@ -1,6 +1,7 @@
 """Responses in OpenAI's shapes: those Ember's API server writes (chat.completion,
 chat.completion.chunk and text_completion, their finish_reason and usage), and a streamed chunk as
-the remote backend reads it from another server (`read_chunk`).
+the remote backend reads it from another server (`read_chunk`). The bodies Ember writes are built as the
+shapes of openai/chat_shapes.py and written with their `dump()`.
 
 Extension: the chunk that carries `finish_reason` (and a non-streaming response) has a top-level
 `ember` object with Ember's full metrics for the generation (the keys of `GenerationMetrics`: ttft_s,
@@ -18,13 +19,31 @@ from typing import Any, Protocol
 from ember_chat.engine.core.logprobs import TokenLogprob
 from ember_chat.engine.core.reasoning import ThinkingStream, split_thinking
 from ember_chat.engine.core.states import StopReason
+from ember_chat.engine.openai.chat_shapes import (
+    ChatCompletion,
+    ChatCompletionChunk,
+    ChatCompletionMessage,
+    ChatCompletionMessageToolCall,
+    Choice,
+    ChoiceDelta,
+    ChoiceDeltaToolCall,
+    ChoiceLogprobs,
+    ChunkChoice,
+    Completion,
+    CompletionChoice,
+    CompletionTokensDetails,
+    CompletionUsage,
+    FinishReason,
+    Logprobs,
+    PromptTokensDetails,
+)
 from ember_chat.engine.openai.logprobs import chat_logprobs, completion_logprobs
 from ember_chat.engine.openai.tool_wire import ChoiceCalls
 
 # Ember's stop reasons of an answer that ended as it should → OpenAI's finish_reason. The others
 # (cancelled, interrupted, error) have no OpenAI word, and "stop" would tell a client its answer is
 # whole: they are errors (`unfinished_error`).
-FINISH_REASONS = {
+FINISH_REASONS: dict[str, FinishReason] = {
     StopReason.STOP: "stop",
     StopReason.STOP_STRING: "stop",
     StopReason.LENGTH: "length",
@@ -33,7 +52,7 @@ FINISH_REASONS = {
 }
 
 
-def finish_reason(reason: str) -> str:
+def finish_reason(reason: str) -> FinishReason:
     """OpenAI's finish_reason for an answer that ended cleanly (check `unfinished_error` first)."""
     try:
         return FINISH_REASONS[reason]
@@ -56,18 +75,25 @@ class Figures(Protocol):
     def to_dict(self) -> dict[str, Any]: ...
 
 
-def usage(samples: list[Figures | None]) -> dict[str, Any]:
+def completion_usage(samples: list[Figures | None]) -> CompletionUsage:
     """OpenAI's usage of one request: its prompt once, the completions of all its samples."""
     first = samples[0] if samples else None
     prompt = first.prompt_tokens if first else 0
     out = sum(m.output_tokens for m in samples if m)
-    return {
-        "prompt_tokens": prompt,
-        "completion_tokens": out,
-        "total_tokens": prompt + out,
-        "prompt_tokens_details": {"cached_tokens": first.prompt_tokens_reused if first else 0},
-        "completion_tokens_details": {"reasoning_tokens": sum(m.thinking_tokens for m in samples if m)},
-    }
+    return CompletionUsage(
+        prompt_tokens=prompt,
+        completion_tokens=out,
+        total_tokens=prompt + out,
+        prompt_tokens_details=PromptTokensDetails(cached_tokens=first.prompt_tokens_reused if first else 0),
+        completion_tokens_details=CompletionTokensDetails(
+            reasoning_tokens=sum(m.thinking_tokens for m in samples if m)
+        ),
+    )
+
+
+def usage(samples: list[Figures | None]) -> dict[str, Any]:
+    """`completion_usage` as plain values (the Responses API's usage is read from it)."""
+    return completion_usage(samples).dump()
 
 
 # One sample's answer: text, stop reason, metrics, its tokens' log-probabilities if asked for, its tool calls
@@ -92,8 +118,8 @@ class ResponseBuilder:
             ember = {**(ember or {}), "attachments": self.attachments}
         return ember
 
-    def _base(self, obj: str) -> dict[str, Any]:
-        return {"id": self.id, "object": obj, "created": self.created, "model": self.model}
+    def _base(self) -> dict[str, Any]:
+        return {"id": self.id, "created": self.created, "model": self.model}
 
     def _logprobs(self, entries: list[TokenLogprob] | None) -> dict[str, Any] | None:
         if entries is None:
@@ -104,39 +130,62 @@ class ResponseBuilder:
         self._offset += sum(len(t) for t in shape["tokens"])
         return shape
 
+    def _chat_logprobs(self, entries: list[TokenLogprob] | None) -> ChoiceLogprobs | None:
+        shape = self._logprobs(entries)
+        return None if shape is None else ChoiceLogprobs.model_validate(shape)
+
+    def _completion_logprobs(self, entries: list[TokenLogprob] | None) -> Logprobs | None:
+        shape = self._logprobs(entries)
+        return None if shape is None else Logprobs.model_validate(shape)
+
     def chunk(
         self,
         text: str | None,
-        finish: str | None = None,
+        finish: FinishReason | None = None,
         first: bool = False,
         index: int = 0,
         logprobs: list[TokenLogprob] | None = None,
     ) -> dict[str, Any]:
+        return self._chunk(text, finish, first, index, logprobs).dump()
+
+    def _chunk(
+        self,
+        text: str | None,
+        finish: FinishReason | None,
+        first: bool,
+        index: int,
+        logprobs: list[TokenLogprob] | None,
+    ) -> ChatCompletionChunk | Completion:
         if first:
             self._offset = 0
         if self.kind == "chat":
-            delta: dict[str, Any] = {}
+            delta = ChoiceDelta()
             if first:
-                delta["role"] = "assistant"
+                delta.role = "assistant"
             if text:
                 thinking, answer = self._thinking.setdefault(index, ThinkingStream()).feed(text)
                 if thinking:
-                    delta["reasoning_content"] = thinking
+                    delta.reasoning_content = thinking
                 if answer or not thinking:
-                    delta["content"] = answer
+                    delta.content = answer
             elif text is not None:
-                delta["content"] = text
-            choice: dict[str, Any] = {
-                "index": index, "delta": delta, "logprobs": self._logprobs(logprobs), "finish_reason": finish,
-            }  # fmt: skip
-            return {**self._base("chat.completion.chunk"), "system_fingerprint": None, "choices": [choice]}
-        choice = {"index": index, "text": text or "", "logprobs": self._logprobs(logprobs), "finish_reason": finish}
-        return {**self._base("text_completion"), "choices": [choice]}
+                delta.content = text
+            choice = ChunkChoice(index=index, delta=delta, logprobs=self._chat_logprobs(logprobs), finish_reason=finish)
+            return ChatCompletionChunk(
+                **self._base(), object="chat.completion.chunk", system_fingerprint=None, choices=[choice]
+            )
+        text_choice = CompletionChoice(
+            index=index, text=text or "", logprobs=self._completion_logprobs(logprobs), finish_reason=finish
+        )
+        return Completion(**self._base(), object="text_completion", choices=[text_choice])
 
     def tool_chunk(self, deltas: list[dict[str, Any]], index: int = 0) -> dict[str, Any]:
         """A chunk of choice `index` with `delta.tool_calls` (see tool_wire.call_deltas)."""
-        choice = {"index": index, "delta": {"tool_calls": deltas}, "logprobs": None, "finish_reason": None}
-        return {**self._base("chat.completion.chunk"), "system_fingerprint": None, "choices": [choice]}
+        delta = ChoiceDelta(tool_calls=[ChoiceDeltaToolCall.model_validate(d) for d in deltas])
+        choice = ChunkChoice(index=index, delta=delta, logprobs=None, finish_reason=None)
+        return ChatCompletionChunk(
+            **self._base(), object="chat.completion.chunk", system_fingerprint=None, choices=[choice]
+        ).dump()
 
     def final_chunk(
         self,
@@ -150,20 +199,25 @@ class ResponseBuilder:
         tokens whose text was held back until the end, if any; `invalid_tool_calls`: its calls that
         were not returned as calls)."""
         reason = calls.finish_reason(reason) if calls is not None else reason
-        out = self.chunk(None if self.kind == "chat" else "", finish_reason(reason), index=index, logprobs=logprobs)
-        out["ember"] = self._ember(metrics)
+        out = self._chunk(None if self.kind == "chat" else "", finish_reason(reason), False, index, logprobs)
+        ember = self._ember(metrics)
         if calls is not None and calls.invalid:
-            out["ember"] = {**(out["ember"] or {}), "invalid_tool_calls": calls.notes(index)}
-        return out
+            ember = {**(ember or {}), "invalid_tool_calls": calls.notes(index)}
+        out.ember = ember
+        return out.dump()
 
     def usage_chunk(self, samples: list[Figures | None]) -> dict[str, Any]:
-        obj = "chat.completion.chunk" if self.kind == "chat" else "text_completion"
-        return {**self._base(obj), "choices": [], "usage": usage(samples)}
+        if self.kind == "chat":
+            return ChatCompletionChunk(
+                **self._base(), object="chat.completion.chunk", choices=[], usage=completion_usage(samples)
+            ).dump()
+        return Completion(**self._base(), object="text_completion", choices=[], usage=completion_usage(samples)).dump()
 
     def response(self, samples: list[Sample]) -> dict[str, Any]:
         """The whole response: a choice per sample (text, stop reason, metrics). Its `ember` has the
         first sample's metrics, and with several samples each one's under `choices`."""
-        choices = []
+        chat_choices: list[Choice] = []
+        text_choices: list[CompletionChoice] = []
         invalid: list[dict[str, Any]] = []
         for index, (text, reason, _metrics, entries, calls) in enumerate(samples):
             self._offset = 0
@@ -173,27 +227,38 @@ class ResponseBuilder:
                 split = split_thinking(text)
                 tool_calls = calls.message_calls()
                 content = None if tool_calls and not split.answer.strip() else split.answer  # null beside calls
-                message: dict[str, Any] = {"role": "assistant", "content": content, "refusal": None}
+                message = ChatCompletionMessage(role="assistant", content=content, refusal=None)
                 if split.thinking:
-                    message["reasoning_content"] = split.thinking
+                    message.reasoning_content = split.thinking
                 if tool_calls:
-                    message["tool_calls"] = tool_calls
-                choices.append({"index": index, "message": message, "logprobs": self._logprobs(entries),
-                                "finish_reason": finish_reason(reason)})  # fmt: skip
+                    message.tool_calls = [ChatCompletionMessageToolCall.model_validate(c) for c in tool_calls]
+                logs = self._chat_logprobs(entries)
+                chat_choices.append(
+                    Choice(index=index, message=message, logprobs=logs, finish_reason=finish_reason(reason))
+                )
             else:
-                choices.append({"index": index, "text": text, "logprobs": self._logprobs(entries),
-                                "finish_reason": finish_reason(reason)})  # fmt: skip
-        if self.kind == "chat":
-            base = {**self._base("chat.completion"), "system_fingerprint": None}
-        else:
-            base = self._base("text_completion")
+                text_logs = self._completion_logprobs(entries)
+                text_choices.append(
+                    CompletionChoice(index=index, text=text, logprobs=text_logs, finish_reason=finish_reason(reason))
+                )
         metrics = [m for _, _, m, _, _ in samples]
         ember = self._ember(metrics[0] if metrics else None)
         if len(samples) > 1:
             ember = {**(ember or {}), "choices": [m.to_dict() if m else None for m in metrics]}
         if invalid:
             ember = {**(ember or {}), "invalid_tool_calls": invalid}
-        return {**base, "choices": choices, "usage": usage(metrics), "ember": ember}
+        if self.kind == "chat":
+            return ChatCompletion(
+                **self._base(),
+                object="chat.completion",
+                system_fingerprint=None,
+                choices=chat_choices,
+                usage=completion_usage(metrics),
+                ember=ember,
+            ).dump()
+        return Completion(
+            **self._base(), object="text_completion", choices=text_choices, usage=completion_usage(metrics), ember=ember
+        ).dump()
 
 
 @dataclass(frozen=True)

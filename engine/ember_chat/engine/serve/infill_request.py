@@ -8,7 +8,7 @@ streamed as `data:` events of {content, stop}). The prompt itself is the local r
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
+from typing import Any, Literal
 
 from ember_chat.engine.core.infill import Infill
 from ember_chat.engine.core.logprobs import TokenLogprob
@@ -17,6 +17,7 @@ from ember_chat.engine.openai.api_error import ApiError
 from ember_chat.engine.openai.chat_request import CLI_UNKNOWN_FIELDS_ADVICE, KNOWN_BY_KIND, check_known_fields
 from ember_chat.engine.openai.responses import Figures, ResponseBuilder, Sample
 from ember_chat.engine.openai.tool_wire import ChoiceCalls
+from ember_chat.engine.openai.wire_shape import Shape
 from ember_chat.engine.serve.api_request import ApiRequest, parse_request
 from ember_chat.engine.storage.presets import Preset
 
@@ -83,12 +84,36 @@ def _extra(raw: Any) -> tuple[tuple[str, str], ...]:
 
 
 # Ember's stop reasons → llama-server's stop_type (an answer that ended cleanly: unfinished_error first)
-_STOP_TYPES = {
+_STOP_TYPES: dict[str, Literal["eos", "word", "limit"]] = {
     StopReason.STOP: "eos",
     StopReason.STOP_STRING: "word",
     StopReason.LENGTH: "limit",
     StopReason.CONTEXT_FULL: "limit",
 }
+
+
+class InfillChunk(Shape):
+    """A streamed piece of the answer."""
+
+    index: int
+    content: str
+    stop: Literal[False]
+
+
+class InfillAnswer(Shape):
+    """The whole answer, or a stream's last event (its content empty)."""
+
+    index: int
+    content: str
+    id_slot: int
+    stop: Literal[True]
+    model: str
+    stop_type: Literal["eos", "word", "limit", "none"]
+    tokens_predicted: int
+    tokens_evaluated: int
+    tokens_cached: int
+    truncated: bool
+    ember: dict[str, Any] | None  # Ember's metrics (responses.ResponseBuilder's `ember`)
 
 
 class InfillResponseBuilder(ResponseBuilder):
@@ -107,7 +132,7 @@ class InfillResponseBuilder(ResponseBuilder):
         index: int = 0,
         logprobs: list[TokenLogprob] | None = None,
     ) -> dict[str, Any]:
-        return {"index": index, "content": text or "", "stop": False}
+        return InfillChunk(index=index, content=text or "", stop=False).dump()
 
     def final_chunk(
         self,
@@ -124,11 +149,11 @@ class InfillResponseBuilder(ResponseBuilder):
         return self._whole(text, reason, metrics, 0)
 
     def _whole(self, text: str, reason: str, metrics: Figures | None, index: int) -> dict[str, Any]:
-        return {
-            "index": index, "content": text, "id_slot": 0, "stop": True, "model": self.model,
-            "stop_type": _STOP_TYPES.get(reason, "none"),
-            "tokens_predicted": metrics.output_tokens if metrics else 0,
-            "tokens_evaluated": metrics.prompt_tokens if metrics else 0,
-            "tokens_cached": metrics.prompt_tokens_reused if metrics else 0,
-            "truncated": False, "ember": self._ember(metrics),
-        }  # fmt: skip
+        return InfillAnswer(
+            index=index, content=text, id_slot=0, stop=True, model=self.model,
+            stop_type=_STOP_TYPES.get(reason, "none"),
+            tokens_predicted=metrics.output_tokens if metrics else 0,
+            tokens_evaluated=metrics.prompt_tokens if metrics else 0,
+            tokens_cached=metrics.prompt_tokens_reused if metrics else 0,
+            truncated=False, ember=self._ember(metrics),
+        ).dump()  # fmt: skip
