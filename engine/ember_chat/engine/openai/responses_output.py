@@ -64,9 +64,12 @@ def _id(prefix: str) -> str:
 def response_usage(metrics: Figures | None) -> ResponseUsage:
     """The Responses API's usage: the chat route's figures under its names."""
     chat = usage([metrics])
+    cached = chat["prompt_tokens_details"]["cached_tokens"]
+    # (the prompt tokens evaluated now are kept in the KV cache for the next request that shares them)
+    written = chat["prompt_tokens"] - cached
     return ResponseUsage(
         input_tokens=chat["prompt_tokens"],
-        input_tokens_details=InputTokensDetails(cached_tokens=chat["prompt_tokens_details"]["cached_tokens"]),
+        input_tokens_details=InputTokensDetails(cached_tokens=cached, cache_write_tokens=written),
         output_tokens=chat["completion_tokens"],
         output_tokens_details=OutputTokensDetails(
             reasoning_tokens=chat["completion_tokens_details"]["reasoning_tokens"]

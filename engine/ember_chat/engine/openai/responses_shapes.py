@@ -20,6 +20,7 @@ ItemStatus = Literal["in_progress", "completed", "incomplete"]
 
 class InputTokensDetails(Shape):
     cached_tokens: int
+    cache_write_tokens: int  # (the openai client's type requires it)
 
 
 class OutputTokensDetails(Shape):
