@@ -10,16 +10,7 @@ import pytest
 
 from ember_chat.engine.anthropic.messages_output import MessagesBuilder
 from ember_chat.engine.anthropic.messages_shapes import TextBlock, Usage
-from ember_chat.engine.core.tools import InvalidCall, ToolCall
-from ember_chat.engine.openai.tool_wire import ChoiceCalls
-from tests.helpers.wire_types import Figures, extras
-
-
-def _calls() -> ChoiceCalls:
-    calls = ChoiceCalls()
-    calls.valid.append(ToolCall("toolu_1", "get_weather", {"city": "Paris", "days": 2}))
-    calls.invalid.append(InvalidCall(ToolCall("toolu_2", "nope", {}, "<tool_call>nope</tool_call>"), "no such tool"))
-    return calls
+from tests.helpers.wire_types import Figures, extras, weather_calls
 
 
 def test_a_shape_refuses_a_key_it_does_not_declare() -> None:
@@ -32,7 +23,7 @@ def test_a_shape_refuses_a_key_it_does_not_declare() -> None:
 
 def test_a_message_is_read_by_the_official_type_with_only_embers_extension_left_over() -> None:
     builder = MessagesBuilder("tiny")
-    sample = ("<think>Rain?</think>Let me look.", "tool_calls", Figures(), None, _calls())
+    sample = ("<think>Rain?</think>Let me look.", "tool_calls", Figures(), None, weather_calls("toolu_"))
     body = builder.response([sample])
     message = at.Message.model_validate(body)
     assert [block.type for block in message.content] == ["thinking", "text", "tool_use"]
@@ -48,7 +39,7 @@ def test_a_streams_events_are_read_by_the_official_types() -> None:
         events += builder.chunk(piece)["events"]
     events += builder.tool_chunk([{"index": 0, "id": "toolu_1", "function": {"name": "f", "arguments": ""}}])["events"]
     events += builder.tool_chunk([{"index": 0, "function": {"arguments": '{"a": 1}'}}])["events"]
-    events += builder.final_chunk("stop_string", Figures(), calls=_calls())["events"]
+    events += builder.final_chunk("stop_string", Figures(), calls=weather_calls("toolu_"))["events"]
     adapter: pydantic.TypeAdapter[at.RawMessageStreamEvent] = pydantic.TypeAdapter(at.RawMessageStreamEvent)
     read = [adapter.validate_python(event) for event in events]
     assert [e.type for e in read][:3] == ["message_start", "content_block_start", "content_block_delta"]

@@ -10,11 +10,9 @@ import openai.types.responses as rt
 import pydantic
 import pytest
 
-from ember_chat.engine.core.tools import InvalidCall, ToolCall
 from ember_chat.engine.openai.responses_output import ResponsesBuilder
 from ember_chat.engine.openai.responses_shapes import ResponseFunctionToolCall, ResponseUsage
-from ember_chat.engine.openai.tool_wire import ChoiceCalls
-from tests.helpers.wire_types import Figures, extras
+from tests.helpers.wire_types import Figures, extras, weather_calls
 
 ECHO: dict[str, Any] = {
     "instructions": "Be brief.", "max_output_tokens": 64, "metadata": {"run": "1"}, "parallel_tool_calls": True,
@@ -23,13 +21,6 @@ ECHO: dict[str, Any] = {
     "tools": [{"type": "function", "name": "get_weather", "parameters": {"type": "object"}}], "truncation": "disabled",
     "user": None,
 }  # fmt: skip
-
-
-def _calls() -> ChoiceCalls:
-    calls = ChoiceCalls()
-    calls.valid.append(ToolCall("call_1", "get_weather", {"city": "Paris", "days": 2}))
-    calls.invalid.append(InvalidCall(ToolCall("call_2", "nope", {}, "<tool_call>nope</tool_call>"), "no such tool"))
-    return calls
 
 
 # (the official Response type does not declare `store`, which OpenAI's own Responses repeat from the request
@@ -46,7 +37,7 @@ def test_a_shape_refuses_a_key_it_does_not_declare() -> None:
 
 def test_a_response_is_read_by_the_official_type_with_only_embers_extension_left_over() -> None:
     body = ResponsesBuilder("tiny", ECHO, None).response([("<think>Rain?</think>Let me look.", "stop", Figures(), None,
-                                                           _calls())])  # fmt: skip
+                                                           weather_calls("call_"))])  # fmt: skip
     response = rt.Response.model_validate(body)
     assert [item.type for item in response.output] == ["reasoning", "message", "function_call"]
     assert response.output_text == "Let me look." and response.usage is not None
@@ -64,7 +55,7 @@ def test_a_streams_events_are_read_by_the_official_types() -> None:
         events += builder.chunk(piece)["events"]
     events += builder.tool_chunk([{"index": 0, "id": "call_1", "function": {"name": "f", "arguments": ""}}])["events"]
     events += builder.tool_chunk([{"index": 0, "function": {"arguments": '{"a": 1}'}}])["events"]
-    events += builder.final_chunk("length", Figures(), calls=_calls())["events"]
+    events += builder.final_chunk("length", Figures(), calls=weather_calls("call_"))["events"]
     adapter: pydantic.TypeAdapter[rt.ResponseStreamEvent] = pydantic.TypeAdapter(rt.ResponseStreamEvent)
     # (the stream numbers the events as it writes them: serve/responses_route.ResponsesStream)
     read = [adapter.validate_python({**event, "sequence_number": n}) for n, event in enumerate(events)]

@@ -7,6 +7,9 @@ from typing import Any
 
 import pydantic
 
+from ember_chat.engine.core.tools import InvalidCall, ToolCall
+from ember_chat.engine.openai.tool_wire import ChoiceCalls
+
 
 class Figures:
     """A generation's metrics as a response reads them (openai/responses.Figures)."""
@@ -26,3 +29,11 @@ def extras(model: pydantic.BaseModel, where: str = "") -> dict[str, Any]:
             if isinstance(item, pydantic.BaseModel):
                 found |= extras(item, f"{where}{name}[{i}]." if isinstance(value, list) else f"{where}{name}.")
     return found
+
+
+def weather_calls(prefix: str) -> ChoiceCalls:
+    """A sample's tool calls: a valid one, and one naming no tool (ids `<prefix>1`, `<prefix>2`)."""
+    calls = ChoiceCalls()
+    calls.valid.append(ToolCall(f"{prefix}1", "get_weather", {"city": "Paris", "days": 2}))
+    calls.invalid.append(InvalidCall(ToolCall(f"{prefix}2", "nope", {}, "<tool_call>nope</tool_call>"), "no such tool"))
+    return calls
