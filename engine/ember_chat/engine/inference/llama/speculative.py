@@ -1,0 +1,192 @@
+"""Prompt-lookup (n-gram) speculative decoding for plain greedy decoding on sequence 0.
+
+On a CPU, decode is memory-bound: evaluating a few tokens in one `llama_decode` costs about what one
+does. When the answer copies its input (code pasted to be edited, a document quoted), the tokens that
+followed the last few tokens earlier in the history are a good guess for what comes next. Each step
+evaluates [the last chosen token, *the draft] in one `llama_decode` with logits for every position,
+takes the greedy token at each (the first largest logit, with the request's logit_bias, exactly as
+greedy.generate_greedy does), keeps the longest prefix of the draft that agrees, and removes the rest
+from the KV cache. Every token yielded is the token generate_greedy would have yielded: the output is
+byte-identical, only faster when drafts are accepted.
+
+Ember's own `llama_batch` (not llama-cpp-python's `logits_all`, which keeps an n_ctx × n_vocab score
+buffer): only the few verified positions have logits.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+import llama_cpp
+
+from ember_chat.engine.errors import GenerationError
+from ember_chat.engine.inference.kv.prefix import resume_point
+from ember_chat.engine.inference.llama.greedy import argmax_token, generate_greedy
+from ember_chat.engine.inference.llama.logit_bias import LogitBias
+
+# Draft length bounds: one token is the least worth a batched step; 16 keeps a rejected draft's
+# wasted compute small on a CPU (the batch's cost grows once it stops being memory-bound).
+K_MIN = 1
+K_MAX = 16
+K_START = 4
+# The longest n-gram looked up first: 3 tokens say more about what follows than 1 (fewer wrong drafts
+# in free prose), and falling back to 2 and 1 still finds a continuation in copied text whose longer
+# context was never seen; the adaptive length keeps a wrong short match's cost to one token.
+NGRAM_MAX = 3
+NGRAM_MIN = 1
+
+
+@dataclass
+class SpeculationCounts:
+    """Tokens drafted and, of those, accepted by the target model, over one generation."""
+
+    drafted: int = 0
+    accepted: int = 0
+
+
+class NgramDrafter:
+    """Drafts from the token history (the prompt, then what was generated): the tokens that followed the
+    most recent earlier occurrence of its last n tokens (n from NGRAM_MAX down to NGRAM_MIN), up to `k`
+    of them; `k` adapts to acceptance (doubled after a fully accepted draft, halved after a rejection).
+
+    An index from each n-gram to where its most recent occurrence was followed is kept up to date as
+    the history grows, so a proposal costs a few dictionary look-ups, not a scan of the history."""
+
+    def __init__(self, history: list[int], k: int = K_START, k_min: int = K_MIN, k_max: int = K_MAX) -> None:
+        self.history = list(history)
+        self.k_min, self.k_max = k_min, k_max
+        self.k = max(k_min, min(k_max, k))
+        self._index: dict[tuple[int, ...], int] = {}
+        self._indexed = 0  # n-grams ending before this position are in the index
+
+    def append(self, token: int) -> None:
+        self.history.append(token)
+
+    def propose(self, limit: int | None = None) -> list[int]:
+        """Up to min(k, limit) tokens likely to follow the history; [] when none is found."""
+        size = self.k if limit is None else min(self.k, limit)
+        h = self.history
+        n_hist = len(h)
+        if size <= 0 or n_hist < 2:
+            return []
+        # Index the n-grams that end before the last token (each followed by a token already known), so a
+        # look-up of the history's own suffix finds an earlier occurrence, never itself.
+        index = self._index
+        for end in range(self._indexed, n_hist - 1):
+            for n in range(NGRAM_MIN, NGRAM_MAX + 1):
+                if end + 1 >= n:
+                    index[tuple(h[end + 1 - n : end + 1])] = end + 1
+        self._indexed = max(self._indexed, n_hist - 1)
+        for n in range(min(NGRAM_MAX, n_hist - 1), NGRAM_MIN - 1, -1):
+            follow = index.get(tuple(h[n_hist - n :]))
+            if follow is not None:
+                return h[follow : follow + size]
+        return []
+
+    def feedback(self, drafted: int, accepted: int) -> None:
+        """Adapt the draft length to how the last draft went."""
+        if drafted == 0:
+            return
+        if accepted == drafted:
+            self.k = min(self.k_max, self.k * 2)
+        else:
+            self.k = max(self.k_min, self.k // 2)
+
+
+def can_roll_back(llm: llama_cpp.Llama) -> bool:
+    """Whether rejected draft cells can be removed from this model's memory (not a recurrent or hybrid
+    model's: Mamba, RWKV, Granite 4… keep a state, not cells)."""
+    model = llm.model
+    return not (llama_cpp.llama_model_is_recurrent(model) or llama_cpp.llama_model_is_hybrid(model))
+
+
+def generate_speculative(
+    llm: llama_cpp.Llama,
+    tokens: list[int],
+    bias: LogitBias | None = None,
+    counts: SpeculationCounts | None = None,
+) -> Iterator[int]:
+    """generate_greedy's tokens (from the longest prefix of `tokens` already in the KV cache, endless
+    until closed), verified several at a time from n-gram drafts; `counts` gets the tokens drafted and
+    accepted. A model whose memory cannot drop cells decodes without drafts."""
+    if not can_roll_back(llm):
+        yield from generate_greedy(llm, tokens, bias)
+        return
+    counts = counts if counts is not None else SpeculationCounts()
+    n_vocab, n_ctx, ctx = llm.n_vocab(), llm.n_ctx(), llm.ctx
+    capacity = max(1, min(K_MAX + 1, llm.n_batch))
+    batch = llama_cpp.llama_batch_init(capacity, 0, 1)
+    memory = llama_cpp.llama_get_memory(ctx)
+
+    def choose(row: int) -> int:
+        if bias is None:
+            return argmax_token(ctx, row, n_vocab)
+        return bias.choose(ctx, row, lambda: argmax_token(ctx, row, n_vocab))
+
+    try:
+        llm.eval(resume_point(llm, tokens))
+        drafter = NgramDrafter(tokens)
+        token = choose(-1)
+        while True:
+            drafter.append(token)
+            yield token
+            # (room: the last token plus the draft must fit the context and the batch)
+            room = min(capacity - 1, n_ctx - llm.n_tokens - 1)
+            draft = drafter.propose(room) if room > 0 else []
+            if not draft:
+                llm.eval([token])
+                token = choose(-1)
+                continue
+            chosen = _verify(llm, batch, memory, token, draft, choose)
+            accepted = len(chosen) - 1
+            counts.drafted += len(draft)
+            counts.accepted += accepted
+            drafter.feedback(len(draft), accepted)
+            # (the accepted tokens are in the KV cache already; the last chosen one is evaluated next step)
+            for t in chosen[:-1]:
+                drafter.append(t)
+                yield t
+            token = chosen[-1]
+    finally:
+        llama_cpp.llama_batch_free(batch)
+
+
+def _verify(
+    llm: llama_cpp.Llama,
+    batch: llama_cpp.llama_batch,
+    memory: llama_cpp.llama_memory_t,
+    last: int,
+    draft: list[int],
+    choose: Callable[[int], int],
+) -> list[int]:
+    """Evaluate [last, *draft] after what seq 0 holds, with logits at every position; the target's tokens:
+    the draft's agreeing prefix and the target's own token after it. The KV cache and llama-cpp-python's
+    record of it (`n_tokens`, `input_ids`, which prefix.resume_point reads) end up holding `last` and the
+    accepted draft tokens, as if each had been evaluated alone: the rejected cells are removed before any
+    token is yielded, so closing the generator at any point leaves them consistent."""
+    n_past = llm.n_tokens
+    step = [last, *draft]
+    llama_cpp.llama_memory_seq_rm(memory, 0, n_past, -1)  # (as Llama.eval does: nothing stale beyond)
+    batch.n_tokens = len(step)
+    for i, t in enumerate(step):
+        batch.token[i] = t
+        batch.pos[i] = n_past + i
+        batch.n_seq_id[i] = 1
+        batch.seq_id[i][0] = 0
+        batch.logits[i] = 1
+    code = llama_cpp.llama_decode(llm.ctx, batch)
+    if code != 0:
+        llama_cpp.llama_memory_seq_rm(memory, 0, n_past, -1)
+        raise GenerationError(f"llama.cpp could not evaluate the draft (llama_decode returned {code}).")
+    chosen: list[int] = []
+    for i in range(len(step)):
+        t = choose(i)
+        chosen.append(t)
+        if i == len(draft) or t != draft[i]:
+            break
+    kept = len(chosen)  # last + the accepted draft tokens
+    llama_cpp.llama_memory_seq_rm(memory, 0, n_past + kept, -1)
+    llm.input_ids[n_past : n_past + kept] = step[:kept]
+    llm.n_tokens = n_past + kept
+    return chosen

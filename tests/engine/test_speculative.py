@@ -1,0 +1,192 @@
+"""Prompt-lookup speculative decoding (engine/inference/llama/speculative.py): the n-gram drafter finds the
+continuation of the history's last tokens and adapts its draft length; verified in one llama_decode per
+step, the tokens are exactly plain greedy decoding's (generate_greedy), on the tiny generated model and on
+the real chat starter, on a prompt the model copies (drafts accepted) and on a free one; the KV cache and
+llama-cpp-python's record of it stay consistent for the next turn's prefix reuse and after a cancel."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+from pathlib import Path
+
+import llama_cpp
+import pytest
+
+from ember_chat.engine.core.params import LoadConfig
+from ember_chat.engine.inference.kv.prefix import common_prefix
+from ember_chat.engine.inference.llama.greedy import generate_greedy
+from ember_chat.engine.inference.llama.loader import open_llama
+from ember_chat.engine.inference.llama.logit_bias import LogitBias
+from ember_chat.engine.inference.llama.speculative import (
+    K_MAX,
+    K_MIN,
+    NgramDrafter,
+    SpeculationCounts,
+    generate_speculative,
+)
+from tests.helpers.gguf_factory import write_tiny_model
+
+PASSAGE = (
+    "The lighthouse keeper climbed the spiral stairs every evening at dusk, lit the great lamp, "
+    "and wrote the weather, the ships he saw and the state of the sea in a leather-bound log."
+)
+COPY_PROMPT = f"Repeat this text exactly.\nText: {PASSAGE}\nRepeated: {PASSAGE}\nText: {PASSAGE}\nRepeated:"
+FREE_PROMPT = "Once upon a time, in a small village by the sea, there lived an old fisherman who"
+N = 48
+
+
+def take(gen: Iterator[int], n: int) -> list[int]:
+    try:
+        return list(itertools.islice(gen, n))
+    finally:
+        gen.close()  # type: ignore[attr-defined]
+
+
+def test_the_drafter_proposes_what_followed_the_last_tokens_most_recently() -> None:
+    drafter = NgramDrafter([1, 2, 3, 4, 5, 9, 1, 2, 3, 6, 7, 8, 1, 2, 3], k=4)
+    # "1 2 3" was last followed by "6 7 8 1" (the most recent earlier occurrence, not the first)
+    assert drafter.propose() == [6, 7, 8, 1]
+    assert drafter.propose(limit=2) == [6, 7]
+    drafter.append(6)  # "2 3 6" → followed by 7 8 1 2 3 (the draft may run into the history's end)
+    assert drafter.propose() == [7, 8, 1, 2]
+    drafter.append(42)  # a token never seen before: nothing to draft
+    assert drafter.propose() == []
+    assert NgramDrafter([]).propose() == [] and NgramDrafter([5]).propose() == []
+
+
+def test_the_drafter_prefers_the_longest_matching_ngram() -> None:
+    # the last token 3 was most recently followed by 8, but "1 2 3" (3 tokens) by 4
+    drafter = NgramDrafter([1, 2, 3, 4, 4, 3, 8, 8, 1, 2, 3], k=2)
+    assert drafter.propose() == [4, 4]
+
+
+def test_the_draft_length_grows_on_full_acceptance_and_shrinks_on_rejection() -> None:
+    drafter = NgramDrafter([], k=4)
+    drafter.feedback(4, 4)
+    assert drafter.k == 8
+    for _ in range(5):
+        drafter.feedback(drafter.k, drafter.k)
+    assert drafter.k == K_MAX
+    drafter.feedback(16, 3)
+    assert drafter.k == 8
+    for _ in range(6):
+        drafter.feedback(drafter.k, 0)
+    assert drafter.k == K_MIN
+    drafter.feedback(0, 0)  # nothing drafted: nothing learnt
+    assert drafter.k == K_MIN
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory: pytest.TempPathFactory) -> Iterator[llama_cpp.Llama]:
+    path = write_tiny_model(tmp_path_factory.mktemp("spec") / "tiny.gguf")
+    model = open_llama(LoadConfig(path, n_ctx=1024, n_batch=64, parallel=1, threads=1))
+    yield model
+    model.close()
+
+
+@pytest.fixture(scope="module")
+def starter(chat_starter_model: Path) -> Iterator[llama_cpp.Llama]:
+    model = open_llama(LoadConfig(chat_starter_model, n_ctx=1024, n_batch=64, parallel=1, threads=1))
+    yield model
+    model.close()
+
+
+def greedy(llm: llama_cpp.Llama, tokens: list[int], n: int, bias: LogitBias | None = None) -> list[int]:
+    llm.reset()
+    return take(generate_greedy(llm, tokens, bias), n)
+
+
+def speculative(
+    llm: llama_cpp.Llama, tokens: list[int], n: int, bias: LogitBias | None = None
+) -> tuple[list[int], SpeculationCounts]:
+    counts = SpeculationCounts()
+    return take(generate_speculative(llm, tokens, bias, counts), n), counts
+
+
+def assert_cache_matches_record(llm: llama_cpp.Llama) -> None:
+    """The KV cache holds exactly the positions llama-cpp-python's n_tokens says (seq 0: 0 … n_tokens-1)."""
+    memory = llama_cpp.llama_get_memory(llm.ctx)
+    assert llama_cpp.llama_memory_seq_pos_max(memory, 0) == llm.n_tokens - 1
+
+
+def test_the_tiny_model_decodes_the_same_tokens_with_speculation(tiny: llama_cpp.Llama) -> None:
+    for text in (COPY_PROMPT, FREE_PROMPT):
+        tokens = tiny.tokenize(text.encode())
+        expected = greedy(tiny, tokens, N)
+        tiny.reset()
+        got, counts = speculative(tiny, tokens, N)
+        assert got == expected, text
+        assert counts.drafted > 0 and 0 <= counts.accepted <= counts.drafted  # (verified steps ran)
+        assert_cache_matches_record(tiny)
+
+
+@pytest.mark.parametrize("text", [COPY_PROMPT, FREE_PROMPT])
+def test_the_chat_starter_decodes_the_same_tokens_with_speculation(starter: llama_cpp.Llama, text: str) -> None:
+    tokens = starter.tokenize(text.encode())
+    expected = greedy(starter, tokens, N)
+    starter.reset()
+    got, counts = speculative(starter, tokens, N)
+    assert got == expected
+    assert_cache_matches_record(starter)
+    if text == COPY_PROMPT:
+        assert counts.accepted > 0, counts  # the passage is copied: its drafts are accepted
+        assert starter.detokenize(got).decode().strip().startswith("The lighthouse keeper")
+
+
+def test_a_logit_bias_is_applied_to_every_verified_position(starter: llama_cpp.Llama) -> None:
+    tokens = starter.tokenize(COPY_PROMPT.encode())
+    plain = greedy(starter, tokens, 12)
+    bias = LogitBias(((plain[3], -100.0),), starter.n_vocab())  # ban a token the copy needs
+    expected = greedy(starter, tokens, N, bias)
+    assert plain[3] not in expected
+    starter.reset()
+    assert speculative(starter, tokens, N, bias)[0] == expected
+
+
+def test_a_second_turn_reuses_the_speculative_turns_cache(starter: llama_cpp.Llama) -> None:
+    tokens = starter.tokenize(COPY_PROMPT.encode())
+    starter.reset()
+    first, _ = speculative(starter, tokens, N)
+    assert_cache_matches_record(starter)
+    follow = [*tokens, *first, *starter.tokenize(b"\nText: The sea", add_bos=False)]
+    held = starter.input_ids[: starter.n_tokens].tolist()
+    assert common_prefix(held, follow) >= len(tokens) + len(first) - 1  # the answer is in the cache
+    expected = greedy(starter, follow, N)  # (from a fresh cache)
+    starter.reset()
+    speculative(starter, tokens, N)
+    llama_cpp.llama_perf_context_reset(starter.ctx)
+    got, _ = speculative(starter, follow, N)
+    assert got == expected
+    perf = llama_cpp.llama_perf_context(starter.ctx)
+    assert perf.n_p_eval + perf.n_eval < len(follow)  # the shared prefix was not evaluated again
+
+
+def test_a_cancel_mid_stream_leaves_the_cache_consistent(starter: llama_cpp.Llama) -> None:
+    tokens = starter.tokenize(COPY_PROMPT.encode())
+    expected = greedy(starter, tokens, N)
+    for cut in (1, 5, 17):
+        starter.reset()
+        got, _ = speculative(starter, tokens, cut)  # closed after `cut` tokens, within a verified run
+        assert got == expected[:cut]
+        assert_cache_matches_record(starter)
+        assert take(generate_greedy(starter, tokens), N) == expected  # the next eval works, as a fresh run
+        starter.reset()
+        speculative(starter, tokens, cut)
+        assert take(generate_greedy(starter, [*tokens, *expected[:cut]]), N - cut) == expected[cut:]
+
+
+def test_no_draft_goes_past_the_context(tmp_path: Path) -> None:
+    path = write_tiny_model(tmp_path / "tiny.gguf")
+    llm = open_llama(LoadConfig(path, n_ctx=256, n_batch=64, parallel=1, threads=1))
+    try:
+        tokens = llm.tokenize(f"{FREE_PROMPT}\n{FREE_PROMPT}".encode())  # (a byte-level vocabulary: ~150 tokens)
+        room = llm.n_ctx() - len(tokens)
+        expected = greedy(llm, tokens, room)
+        llm.reset()
+        got, counts = speculative(llm, tokens, room)
+        assert got == expected and counts.drafted > 0
+        assert llm.n_tokens <= llm.n_ctx()
+        assert_cache_matches_record(llm)
+    finally:
+        llm.close()
