@@ -7,16 +7,18 @@ llama-cpp-python's record of it stay consistent for the next turn's prefix reuse
 from __future__ import annotations
 
 import itertools
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
 import llama_cpp
 import pytest
 
-from ember_chat.engine.core.params import LoadConfig
+from ember_chat.engine.core.params import LoadConfig, SamplingParams
+from ember_chat.engine.errors import InvalidParameter
 from ember_chat.engine.inference.kv.prefix import common_prefix
 from ember_chat.engine.inference.llama.greedy import generate_greedy
-from ember_chat.engine.inference.llama.loader import open_llama
+from ember_chat.engine.inference.llama.loader import NULL_ABORT, open_llama
 from ember_chat.engine.inference.llama.logit_bias import LogitBias
 from ember_chat.engine.inference.llama.speculative import (
     K_MAX,
@@ -25,6 +27,8 @@ from ember_chat.engine.inference.llama.speculative import (
     SpeculationCounts,
     generate_speculative,
 )
+from ember_chat.engine.inference.local.sources import Seq0Source
+from tests.helpers.cli import cli
 from tests.helpers.gguf_factory import write_tiny_model
 
 PASSAGE = (
@@ -190,3 +194,53 @@ def test_no_draft_goes_past_the_context(tmp_path: Path) -> None:
         assert_cache_matches_record(llm)
     finally:
         llm.close()
+
+
+def test_speculation_is_an_opt_in_sampling_option() -> None:
+    assert SamplingParams().speculative == "off"
+    assert "speculative" not in SamplingParams().to_dict()  # (saved chats stay as they were)
+    on = SamplingParams(temperature=0.0, speculative="ngram")
+    assert SamplingParams.from_dict(on.to_dict()) == on
+    with pytest.raises(InvalidParameter, match="speculative"):
+        SamplingParams(speculative="draft")
+
+
+def seq0_tokens(
+    llm: llama_cpp.Llama, tokens: list[int], params: SamplingParams, n: int
+) -> tuple[list[int], Seq0Source]:
+    llm.reset()
+    source = Seq0Source(llm, tokens, params, 0, lambda: False, NULL_ABORT, lambda t: llm.detokenize([t]))
+    return take(source.generate(tokens, None), n), source
+
+
+def test_the_single_sequence_path_speculates_when_asked_for_plain_greedy(starter: llama_cpp.Llama) -> None:
+    tokens = starter.tokenize(COPY_PROMPT.encode())
+    expected, plain = seq0_tokens(starter, tokens, SamplingParams(temperature=0.0), N)
+    assert plain.speculation() is None
+    got, source = seq0_tokens(starter, tokens, SamplingParams(temperature=0.0, speculative="ngram"), N)
+    counts = source.speculation()
+    assert got == expected and counts is not None and counts.accepted > 0
+    # log-probabilities are read from the last evaluated row: no speculation with them
+    _, with_logprobs = seq0_tokens(starter, tokens, SamplingParams(temperature=0.0, speculative="ngram", logprobs=2), 4)
+    assert with_logprobs.speculation() is None
+    # sampling is not plain greedy: no speculation (this step)
+    _, sampled = seq0_tokens(starter, tokens, SamplingParams(temperature=0.7, seed=1, speculative="ngram"), 4)
+    assert sampled.speculation() is None
+
+
+def test_run_speculative_ngram_prints_the_same_answer_and_its_counts(chat_starter_model: Path, tmp_path: Path) -> None:
+    def run(mode: str) -> tuple[str, dict[str, object]]:
+        out = cli("run", "--model", str(chat_starter_model), "--mode", "complete", "--prompt", COPY_PROMPT,
+                  "--temperature", "0", "--max-tokens", "40", "--ctx", "1024", "--threads", "1", "--json",
+                  "--speculative", mode, data_dir=tmp_path)  # fmt: skip
+        assert out.returncode == 0, out.stderr
+        *text, last = out.stdout.rstrip("\n").split("\n")
+        return "\n".join(text), json.loads(last)
+
+    off_text, off = run("off")
+    on_text, on = run("ngram")
+    assert on_text == off_text and "lighthouse" in on_text
+    assert off["speculative_drafted"] is None and off["speculative_accepted"] is None
+    assert isinstance(on["speculative_accepted"], int) and isinstance(on["speculative_drafted"], int)
+    assert 0 < on["speculative_accepted"] <= on["speculative_drafted"]
+    assert on["output_tokens"] == off["output_tokens"] == 40

@@ -24,7 +24,7 @@ from ember_chat.engine.cli.common import (
 from ember_chat.engine.cli.presets_option import add_preset_option, chosen_preset
 from ember_chat.engine.cli.snapshots_option import add_snapshot_flag, close_snapshot_store, snapshot_store
 from ember_chat.engine.core.messages import ChatMessage
-from ember_chat.engine.core.params import SAMPLING_SPECS, SamplingParams
+from ember_chat.engine.core.params import SAMPLING_SPECS, SPECULATIVE_MODES, SamplingParams
 from ember_chat.engine.core.states import StopReason
 from ember_chat.engine.errors import EmberError, InvalidParameter
 from ember_chat.engine.inference.grammar.structured import json_format, parse_schema_text
@@ -55,6 +55,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     as_json.add_argument("--json-object", action="store_true", help="answer with a JSON object (grammar-constrained)")
     run.add_argument("--json", action="store_true", help="print a JSON line of metrics at the end")
+    run.add_argument(
+        "--speculative",
+        choices=SPECULATIVE_MODES,
+        default="off",
+        help="ngram: draft tokens from the prompt and verify them several at a time (greedy decoding, "
+        "--temperature 0: the same answer, faster when it copies the prompt); default off",
+    )
     run.add_argument("-v", "--verbose", action="store_true", help="show llama.cpp's log")
     add_preset_option(run, "answer")
     run.set_defaults(system=_UNSET, **{spec.name: _UNSET for spec in SAMPLING_SPECS})
@@ -100,6 +107,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"[preset “{preset.name}”: {how}; the flags given go over it]", file=sys.stderr)
     if args.json_schema or args.json_object:
         params = replace(params, response_format=_json_format(args.json_schema))
+    params = replace(params, speculative=args.speculative)
     if args.attach and args.mode != "chat":
         raise EmberError("--attach needs --mode chat.")
     files = read_files(args.attach, paths) if args.attach else []  # before the model loads: a bad file is quick

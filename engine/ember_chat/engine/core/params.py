@@ -121,6 +121,9 @@ LOAD_SPECS: tuple[ParamSpec, ...] = (
 SPECS: dict[str, ParamSpec] = {s.name: s for s in SAMPLING_SPECS + LOAD_SPECS}
 
 
+SPECULATIVE_MODES = ("off", "ngram")
+
+
 @dataclass(frozen=True)
 class SamplingParams:
     """How tokens are chosen. Temperature 0 is exact greedy decoding (argmax of the logits).
@@ -160,6 +163,10 @@ class SamplingParams:
     # -100 bans the token (its logit becomes -inf), 100 practically forces it. An API request's option,
     # read from the wire by openai/chat_request.py; the local runtime checks the ids against its vocabulary.
     logit_bias: tuple[tuple[int, float], ...] = ()
+    # Speculative decoding: "ngram" drafts tokens from the prompt and answer so far and verifies them
+    # several at a time (inference/llama/speculative.py: the same tokens, faster when the answer copies
+    # its input), used for plain greedy decoding on the single-sequence path; "off" (the default for now).
+    speculative: str = "off"
 
     def __post_init__(self) -> None:
         for spec in SAMPLING_SPECS:
@@ -189,6 +196,10 @@ class SamplingParams:
         ):
             raise InvalidParameter('response_format must be {"type": "text" | "json_object" | "json_schema", ...}.')
         object.__setattr__(self, "logit_bias", _checked_logit_bias(self.logit_bias))
+        if self.speculative not in SPECULATIVE_MODES:
+            raise InvalidParameter(
+                f"speculative must be one of {', '.join(SPECULATIVE_MODES)}, got {self.speculative!r}."
+            )
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -198,6 +209,8 @@ class SamplingParams:
         for name in ("grammar", "response_format", "logprobs"):  # (saved chats without them stay as they were)
             if d[name] is None:
                 del d[name]
+        if self.speculative == "off":  # (saved chats without it stay as they were)
+            del d["speculative"]
         if self.logit_bias:
             d["logit_bias"] = [list(pair) for pair in self.logit_bias]
         else:

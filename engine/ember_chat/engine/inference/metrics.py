@@ -100,6 +100,10 @@ class GenerationMetrics:
     # The answer stopped inside a UTF-8 character (max tokens, Stop): the bytes of it written so far, in
     # hex ("d8"). They are not in the text (never a U+FFFD); a Continue starts from them.
     held_utf8: str | None = None
+    # Speculative decoding (inference/llama/speculative.py): tokens drafted, and of those accepted by the
+    # model; None when it did not run.
+    speculative_drafted: int | None = None
+    speculative_accepted: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -17,6 +17,7 @@ from ember_chat.engine.inference.llama.greedy import generate_greedy, is_plain_g
 from ember_chat.engine.inference.llama.loader import NULL_ABORT
 from ember_chat.engine.inference.llama.logit_bias import LogitBias, generate_biased
 from ember_chat.engine.inference.llama.logprobs import token_logprob
+from ember_chat.engine.inference.llama.speculative import SpeculationCounts, generate_speculative
 
 if TYPE_CHECKING:
     from ember_chat.engine.core.logprobs import TokenLogprob
@@ -51,6 +52,7 @@ class Seq0Source:
         self._stopped = stopped
         self._piece = piece
         self._vision = vision
+        self._speculation: SpeculationCounts | None = None
         llama_cpp.llama_perf_context_reset(llm.ctx)
         llama_cpp.llama_set_abort_callback(llm.ctx, abort_callback, None)
 
@@ -87,6 +89,9 @@ class Seq0Source:
         bias = LogitBias(params.logit_bias, llm.n_vocab()) if params.logit_bias else None
         if grammar is not None:
             gen = generate_with_grammar(llm, tokens, params, grammar, bias)
+        elif is_plain_greedy(params) and self._speculates(params):
+            self._speculation = self._speculation or SpeculationCounts()
+            gen = generate_speculative(llm, tokens, bias, self._speculation)
         elif is_plain_greedy(params):
             gen = generate_greedy(llm, tokens, bias)
         elif bias is not None:
@@ -111,6 +116,15 @@ class Seq0Source:
             yield from gen
         finally:
             gen.close()
+
+    def _speculates(self, params: SamplingParams) -> bool:
+        """n-gram speculation when asked for, without images (their embeddings are not tokens to draft
+        from) and without log-probabilities (read from the last evaluated row: a verified step's last row
+        is not the chosen token's)."""
+        return params.speculative == "ngram" and self._vision is None and params.logprobs is None
+
+    def speculation(self) -> SpeculationCounts | None:
+        return self._speculation
 
     def logprob(self, token: int, top: int) -> TokenLogprob | None:
         return token_logprob(self._llm.ctx, self._llm.n_vocab(), token, top, self._piece)
@@ -178,6 +192,9 @@ class BatchSource:
         return None
 
     def perf(self) -> tuple[float, int, float, int] | None:
+        return None
+
+    def speculation(self) -> SpeculationCounts | None:
         return None
 
     def image_encode_ms(self) -> float | None:

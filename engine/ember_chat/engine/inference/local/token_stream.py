@@ -37,6 +37,7 @@ from ember_chat.engine.inference.metrics import MetricsRecorder
 if TYPE_CHECKING:
     from ember_chat.engine.core.logprobs import TokenLogprob
     from ember_chat.engine.inference.calls.turn import ToolTurn
+    from ember_chat.engine.inference.llama.speculative import SpeculationCounts
 
 
 class TokenSource(Protocol):
@@ -63,6 +64,10 @@ class TokenSource(Protocol):
         ...
 
     def image_encode_ms(self) -> float | None: ...
+
+    def speculation(self) -> SpeculationCounts | None:
+        """Tokens drafted and accepted by speculative decoding; None when it did not run."""
+        ...
 
     def end(self, generated: list[int]) -> None:
         """The generation is over (whatever happened): `generated` are the answer's tokens."""
@@ -210,7 +215,15 @@ def stream_events(source: TokenSource, s: StreamSetup) -> Iterator[Event]:
             shown.append(tail)
             # text held back at the end (a partial stop string): no new token
             yield Token(tail, max(0, len(generated) - 1), rec.token_times_ns[-1] if generated else 0, count=0)
-    metrics = rec.finish(reason, source.perf(), seed=s.seed, image_encode_ms=source.image_encode_ms())
+    spec = source.speculation()
+    metrics = rec.finish(
+        reason,
+        source.perf(),
+        seed=s.seed,
+        image_encode_ms=source.image_encode_ms(),
+        speculative_drafted=spec.drafted if spec is not None else None,
+        speculative_accepted=spec.accepted if spec is not None else None,
+    )
     metrics = replace(
         metrics, json_check=answer_check(params.response_format, "".join(shown)), held_utf8=held.hex() or None
     )
