@@ -225,6 +225,8 @@ def main(out_dir: str) -> int:
         yield lambda: applied == [True] and window.api.running
         window.settings_window.resize(900, 600)
         yield lambda: api.isVisible() and api.copy_url.isVisible()
+        laid_out = time.monotonic() + 0.5  # (the settings and the log share the height after the resize)
+        yield lambda: time.monotonic() > laid_out
         shot("api-server-dark.png", window.settings_window)
         api.enabled.setChecked(False)
         api.apply()

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from PySide6.QtCore import Qt, QTimer, Signal, SignalInstance, Slot
-from PySide6.QtGui import QFont, QFontDatabase, QGuiApplication, QHideEvent, QShowEvent
+from PySide6.QtGui import QFont, QFontDatabase, QGuiApplication, QHideEvent, QResizeEvent, QShowEvent
 from PySide6.QtWidgets import (
     QCheckBox,
     QDialog,
@@ -302,6 +302,9 @@ class ApiServerDialog(QDialog):
         self.split.addWidget(log)
         self.split.setChildrenCollapsible(False)
         self.split.setStretchFactor(1, 1)
+        # the handle paints only its grip: without its background it kept what was there before a resize
+        # (a settings row's stale pixels between the settings and the address)
+        self.split.handle(1).setAutoFillBackground(True)
         outer.addWidget(self.split, 1)
         layout = outer
         buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Apply | QDialogButtonBox.StandardButton.Close)
@@ -356,6 +359,11 @@ class ApiServerDialog(QDialog):
         self._share_height()
         self._read_pool()
         self._idle_clock.start()
+
+    def resizeEvent(self, event: QResizeEvent) -> None:  # Qt override
+        super().resizeEvent(event)
+        if self.isVisible():  # (a taller window: the settings get what they need of it, not the log all of it)
+            QTimer.singleShot(0, self, self._share_height)
 
     def hideEvent(self, event: QHideEvent) -> None:  # Qt override
         self._idle_clock.stop()
