@@ -92,6 +92,8 @@ def _send(qtbot: QtBot, w: MainWindow, text: str) -> None:
 def _rows(form: QFormLayout) -> list[tuple[QWidget, QWidget]]:
     out = []
     for row in range(form.rowCount()):
+        if not form.isRowVisible(row):  # (a row shown only for some answers: "Speculative")
+            continue
         label = form.itemAt(row, QFormLayout.ItemRole.LabelRole)
         field = form.itemAt(row, QFormLayout.ItemRole.FieldRole)
         if label is not None and field is not None:

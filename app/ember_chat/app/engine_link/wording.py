@@ -24,6 +24,7 @@ def window_wording() -> Wording:
         estimated_token=translate("Wording", "~{count} token"),
         thinking=translate("Wording", "{count} thinking"),
         seed=translate("Wording", "seed {seed}"),
+        speculative=translate("Wording", "speculative {percent} % of {drafted} accepted"),
         valid_json=translate("Wording", "valid JSON"),
         invalid_json=translate("Wording", "not valid JSON: {problem}"),
         reasons={

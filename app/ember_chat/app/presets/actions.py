@@ -108,7 +108,11 @@ class WindowPresets(QObject):
             return
         s, panel = self.ctx.settings, self.params
         current = panel.params()
-        chosen = replace(preset.sampling(s.sampling_params()), response_format=current.response_format)
+        chosen = replace(
+            preset.sampling(s.sampling_params()),
+            response_format=current.response_format,
+            speculative=current.speculative,  # (a preset does not set it: the chat keeps its choice)
+        )
         panel.set_params(chosen, preset.system_prompt_over(s.system_prompt), panel.context.value())
         panel.changed.emit()  # saved with the chat (the window's _save_params), and the picker follows
 

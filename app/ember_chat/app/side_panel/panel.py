@@ -50,6 +50,10 @@ class MetricsPanel(QWidget):
         self.output = QLabel("—")
         self.thinking = QLabel("—")
         self.thinking.setToolTip(self.tr("Output tokens spent thinking, and when the answer proper began"))
+        self.speculative = QLabel()
+        self.speculative.setToolTip(
+            self.tr("Speculative decoding: of the tokens drafted from the conversation, the share the model accepted")
+        )
         self.context = ContextMeter()  # (the number beside its bar, never under the fill)
         self.context.bar.setAccessibleName(self.tr("Context used"))
         self._show_no_context()
@@ -59,10 +63,12 @@ class MetricsPanel(QWidget):
             (self.tr("Prefill"), self.prefill),
             (self.tr("Output tokens"), self.output),
             (self.tr("Thinking"), self.thinking),
+            (self.tr("Speculative"), self.speculative),
             (self.tr("Context"), self.context),
         ):
             w.setAccessibleName(label)
             form.addRow(label, w)
+        form.setRowVisible(self.speculative, False)  # only for an answer where speculation ran
         layout.addWidget(LayoutBoundary(live))
 
         self.why = QLabel()
@@ -131,6 +137,7 @@ class MetricsPanel(QWidget):
             w.setText("—")
         self.why.hide()
         self.why.clear()
+        self.live_form.setRowVisible(self.speculative, False)
         self._show_no_context()
 
     def _show_no_context(self) -> None:
@@ -141,6 +148,7 @@ class MetricsPanel(QWidget):
         for w in (self.decode, self.prefill, self.output, self.thinking):
             w.setText("—")
         self.why.hide()
+        self.live_form.setRowVisible(self.speculative, False)
         self.ttft.setText(self.tr("{s:.1f} s …").format(s=0.0))
         self._clock.start()
         self._prefill: tuple[int, int] | None = None
@@ -215,6 +223,11 @@ class MetricsPanel(QWidget):
         self.prefill.setText(_fmt(m.prefill_tokens_per_s, "tok/s", 1))
         self.output.setText(str(m.output_tokens))
         self.thinking.setText(self._thinking_text(m.thinking_tokens, m.ttfat_s))
+        if m.speculative_drafted:
+            self.speculative.setText(
+                self.tr("{percent} % of {drafted} drafted accepted").format(**m.speculative_share())
+            )
+        self.live_form.setRowVisible(self.speculative, bool(m.speculative_drafted))
         self.why.setText(self.why_text(m))
         self.why.show()
         self._show_context(m.context_used, m.n_ctx, live=False)

@@ -9,6 +9,7 @@ from PySide6.QtCore import Signal
 from PySide6.QtGui import QPalette
 from PySide6.QtWidgets import (
     QCheckBox,
+    QComboBox,
     QDoubleSpinBox,
     QFormLayout,
     QLabel,
@@ -19,7 +20,7 @@ from PySide6.QtWidgets import (
 
 from ember_chat.app.side_panel.json_answer import JsonAnswerBox
 from ember_chat.app.side_panel.preset_picker import PresetPicker
-from ember_chat.engine.core.params import SPECS, SamplingParams
+from ember_chat.engine.core.params import SPECS, SPECULATIVE_MODES, SamplingParams
 
 
 def param_spin(name: str) -> QSpinBox | QDoubleSpinBox:
@@ -71,6 +72,30 @@ class ParamsPanel(QWidget):
         self.max_tokens = spin("max_tokens")
         self.seed = spin("seed")
         self.seed.setSpecialValueText(self.tr("random"))  # one below the minimum: no seed
+        self.speculative = QComboBox()
+        # (the item's data: SamplingParams.speculative's value)
+        for mode, text in zip(
+            SPECULATIVE_MODES, (self.tr("Off"), self.tr("N-gram (copies from the conversation)")), strict=True
+        ):
+            self.speculative.addItem(text, mode)
+        tip = self.tr(
+            "N-gram: drafts the next tokens from text already in the conversation and lets the model check "
+            "several at once. For greedy decoding (temperature 0, no penalties) in this window's chat: the "
+            "answer is identical, only faster when it repeats text from the conversation (an edited file, a "
+            "quoted passage). Saved with the chat."
+        )
+        # (as wide as a short choice: the longest would widen the whole side panel on a narrow window)
+        self.speculative.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+        self.speculative.setMinimumContentsLength(8)
+        self.speculative.setToolTip(tip)
+        self.speculative.setAccessibleName(self.tr("Speculative decoding"))
+        self.speculative.setAccessibleDescription(tip)
+        self.speculative.currentIndexChanged.connect(self.changed)
+        # (its label above it, as the system prompt's: beside it, the long label widened the panel)
+        label = QLabel(self.tr("Speculative decoding"))
+        label.setBuddy(self.speculative)
+        form.addRow(label)
+        form.addRow(self.speculative)
         self.context = spin("n_ctx")
         self.context_note = QLabel()  # while the loaded model runs with another context
         self.context_note.setWordWrap(True)
@@ -96,7 +121,7 @@ class ParamsPanel(QWidget):
 
     def set_params(self, p: SamplingParams, system_prompt: str, context: int) -> None:
         widgets = (self.temperature, self.top_k, self.top_p, self.min_p, self.repeat_penalty)
-        for w in (*widgets, self.max_tokens, self.seed, self.context, self.system_prompt, self.think):
+        for w in (*widgets, self.max_tokens, self.seed, self.speculative, self.context, self.system_prompt, self.think):
             w.blockSignals(True)
         self.temperature.setValue(p.temperature)
         self.top_k.setValue(p.top_k)
@@ -105,12 +130,13 @@ class ParamsPanel(QWidget):
         self.repeat_penalty.setValue(p.repeat_penalty)
         self.max_tokens.setValue(p.max_tokens)
         self.seed.setValue(-1 if p.seed is None else p.seed)
+        self.speculative.setCurrentIndex(SPECULATIVE_MODES.index(p.speculative))
         self.context.setValue(context)
         self._thinking_wanted = p.thinking is not False
         self.think.setChecked(self._thinking_wanted and self.think.isEnabled())
         self.system_prompt.setPlainText(system_prompt)
         self.json_answer.set_format(p.response_format)
-        for w in (*widgets, self.max_tokens, self.seed, self.context, self.system_prompt, self.think):
+        for w in (*widgets, self.max_tokens, self.seed, self.speculative, self.context, self.system_prompt, self.think):
             w.blockSignals(False)
         self._show_context_note()
 
@@ -125,6 +151,7 @@ class ParamsPanel(QWidget):
             seed=None if self.seed.value() < 0 else self.seed.value(),
             thinking=self._thinking_wanted if self.think.isEnabled() else None,
             response_format=self.json_answer.response_format(),
+            speculative=self.speculative.currentData(),
         )
 
     def show_loaded_context(self, n_ctx: int | None) -> None:

@@ -257,8 +257,12 @@ def _checked_logit_bias(raw: object) -> tuple[tuple[int, float], ...]:
 
 
 # What a chat keeps of its settings (the side panel's Parameters: ParamsPanel.to_dict): the sampling
-# parameters, the stop strings, the thinking wish, the answer's JSON format, and its context length.
-CHAT_SETTINGS = (*(s.name for s in SAMPLING_SPECS), "stop", "thinking", "response_format", "context_length")
+# parameters, the stop strings, the thinking wish, the answer's JSON format, speculative decoding and its
+# context length.
+CHAT_SETTINGS = (
+    *(s.name for s in SAMPLING_SPECS),
+    *("stop", "thinking", "response_format", "speculative", "context_length"),
+)
 
 
 def chat_settings(data: object) -> tuple[dict[str, Any], list[str]]:

@@ -129,6 +129,13 @@ class GenerationMetrics:
         except TypeError:  # a field without a default is missing
             return None
 
+    def speculative_share(self) -> dict[str, str]:
+        """{"percent": "62", "drafted": "410"}: the share of drafted tokens the model accepted (call it
+        only where speculative_drafted is more than 0)."""
+        drafted = self.speculative_drafted or 0
+        percent = round(100 * (self.speculative_accepted or 0) / drafted) if drafted else 0
+        return {"percent": str(percent), "drafted": f"{drafted:,}"}
+
     def summary_line(self, words: Wording = ENGLISH) -> str:
         """e.g. 'TTFT 0.21 s · 31.8 tok/s · 128 tokens · stop' (in the window's language with its words)."""
         parts = []
@@ -144,6 +151,8 @@ class GenerationMetrics:
             parts.append(words.valid_json)
         elif self.json_check is not None:
             parts.append(words.invalid_json.format(problem=self.json_check))
+        if self.speculative_drafted:  # (only where speculation ran and drafted something)
+            parts.append(words.speculative.format(**self.speculative_share()))
         if self.seed is not None:
             parts.append(words.seed.format(seed=self.seed))
         if self.connection:

@@ -32,6 +32,7 @@ class Wording:
     estimated_token: str = "~{count} token"
     thinking: str = "{count} thinking"
     seed: str = "seed {seed}"
+    speculative: str = "speculative {percent} % of {drafted} accepted"  # drafted tokens the model kept
     valid_json: str = "valid JSON"
     invalid_json: str = "not valid JSON: {problem}"
     reasons: Mapping[str, str] = field(default_factory=lambda: {str(r): w for r, w in REASON_WORDS.items()})

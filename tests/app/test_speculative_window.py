@@ -1,0 +1,92 @@
+"""Speculative decoding in the window (issue 31): the Parameters tab's "Speculative decoding" choice is
+saved with the chat and kept when a preset is picked; an answer where speculation ran shows the share of
+drafted tokens accepted in its metrics line (also after the chat is reopened: the counts are stored with
+the message) and in the side panel's "Speculative" row; with it off, neither shows."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+
+from pytestqt.qtbot import QtBot
+
+from ember_chat.app.shell.main_window import MainWindow
+from ember_chat.engine.core.params import SamplingParams
+from ember_chat.engine.inference.metrics import GenerationMetrics
+from tests.helpers.window import load, send, set_max_tokens
+
+# Text the answer can copy: the drafter finds its last tokens earlier in the conversation
+PROMPT = "Repeat: the quick brown fox jumps over the lazy dog. " * 6
+
+
+def greedy(w: MainWindow, speculative: str) -> None:
+    p = w.side.params
+    p.temperature.setValue(0.0)
+    p.repeat_penalty.setValue(1.0)
+    p.speculative.setCurrentIndex(p.speculative.findData(speculative))
+    set_max_tokens(w, 48)
+
+
+def test_the_metrics_line_and_side_panel_show_the_accepted_share(
+    qtbot: QtBot, make_window: Callable[..., MainWindow]
+) -> None:
+    w = make_window()
+    load(qtbot, w)
+    greedy(w, "ngram")
+    assert w.side.params.params().speculative == "ngram"
+    send(qtbot, w, PROMPT)
+    m = GenerationMetrics.from_stored(w.store.thread(w.controller.conversation_id)[-1].metrics)
+    assert m is not None and m.speculative_drafted and m.speculative_drafted > 0  # (stored with the message)
+    assert m.speculative_accepted is not None and 0 <= m.speculative_accepted <= m.speculative_drafted
+    share = m.speculative_share()
+    line = f"speculative {share['percent']} % of {share['drafted']} accepted"
+    assert line in w.transcript.toPlainText()
+    panel = w.side.metrics
+    assert panel.live_form.isRowVisible(panel.speculative)
+    assert panel.speculative.text() == f"{share['percent']} % of {share['drafted']} drafted accepted"
+
+    chat = w.controller.conversation_id
+    assert w.store.conversation(chat).params["speculative"] == "ngram"
+    w.chats.new_chat()
+    assert w.side.params.params().speculative == "off"  # (a new chat: the app's default)
+    assert not panel.live_form.isRowVisible(panel.speculative)
+    w.chats.open_conversation(chat)
+    assert w.side.params.params().speculative == "ngram"  # the chat's saved choice
+    assert line in w.transcript.toPlainText()  # the stored counts drawn again
+
+    w.presets.use_in_chat(w.presets.library.presets()[0].id)  # a preset does not set it: the chat keeps it
+    assert w.side.params.params().speculative == "ngram"
+
+
+def test_off_shows_nothing_extra(qtbot: QtBot, make_window: Callable[..., MainWindow]) -> None:
+    w = make_window()
+    load(qtbot, w)
+    greedy(w, "off")
+    send(qtbot, w, PROMPT)
+    stored = w.store.thread(w.controller.conversation_id)[-1].metrics
+    assert stored["speculative_drafted"] is None
+    assert "speculative" not in w.transcript.toPlainText()
+    assert not w.side.metrics.live_form.isRowVisible(w.side.metrics.speculative)
+    assert "speculative" not in w.store.conversation(w.controller.conversation_id).params  # saved as before
+
+
+def test_the_line_s_format() -> None:
+    m = GenerationMetrics(
+        **dict.fromkeys(("ttft_s", "prefill_tokens_per_s", "decode_tokens_per_s"), None),
+        **dict.fromkeys(("itl_p50_ms", "itl_p95_ms", "itl_p99_ms", "tpot_ms", "quantization"), None),
+        **dict.fromkeys(("prompt_tokens", "prompt_tokens_reused", "n_ctx", "context_used"), 0),
+        output_tokens=57,
+        e2e_s=1.0,
+        stop_reason="stop",
+        model="tiny",
+        backend="cpu",
+        threads=None,
+        gpu_layers=None,
+    )
+    assert "speculative" not in m.summary_line()
+    m = replace(m, speculative_drafted=410, speculative_accepted=254)
+    assert m.summary_line() == "57 tokens · stop · speculative 62 % of 410 accepted"
+    assert GenerationMetrics.from_stored(m.to_dict()) == m  # (stored with the message as a dict)
+    m = replace(m, speculative_drafted=0, speculative_accepted=0)  # ran, drafted nothing: nothing to say
+    assert "speculative" not in m.summary_line()
+    assert SamplingParams.from_dict({"speculative": "ngram"}).speculative == "ngram"
