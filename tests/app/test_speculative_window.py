@@ -43,7 +43,7 @@ def test_the_metrics_line_and_side_panel_show_the_accepted_share(
     assert line in w.transcript.toPlainText()
     panel = w.side.metrics
     assert panel.live_form.isRowVisible(panel.speculative)
-    assert panel.speculative.text() == f"{share['percent']} % of {share['drafted']} drafted accepted"
+    assert panel.speculative.text() == f"{share['percent']} % of {share['drafted']} accepted"
 
     chat = w.controller.conversation_id
     assert w.store.conversation(chat).params["speculative"] == "ngram"

@@ -52,7 +52,10 @@ class MetricsPanel(QWidget):
         self.thinking.setToolTip(self.tr("Output tokens spent thinking, and when the answer proper began"))
         self.speculative = QLabel()
         self.speculative.setToolTip(
-            self.tr("Speculative decoding: of the tokens drafted from the conversation, the share the model accepted")
+            self.tr(
+                "Speculative decoding: of the tokens drafted from the conversation (the second figure), "
+                "the share the model accepted"
+            )
         )
         self.context = ContextMeter()  # (the number beside its bar, never under the fill)
         self.context.bar.setAccessibleName(self.tr("Context used"))
@@ -224,9 +227,7 @@ class MetricsPanel(QWidget):
         self.output.setText(str(m.output_tokens))
         self.thinking.setText(self._thinking_text(m.thinking_tokens, m.ttfat_s))
         if m.speculative_drafted:
-            self.speculative.setText(
-                self.tr("{percent} % of {drafted} drafted accepted").format(**m.speculative_share())
-            )
+            self.speculative.setText(self.tr("{percent} % of {drafted} accepted").format(**m.speculative_share()))
         self.live_form.setRowVisible(self.speculative, bool(m.speculative_drafted))
         self.why.setText(self.why_text(m))
         self.why.show()
