@@ -6,7 +6,7 @@ loop. Generation blocks on the engine service's queue (shared fairly with the wi
 request's handler runs in a worker thread (at most one per open connection) and writes through the
 loop (`exchange.Call`). Guards: the connection bound, the client read timeout and malformed requests
 are the protocol's; who may call (the `Host` header on loopback against DNS rebinding, browser
-origins, the API key) and CORS are `_Guard`, a middleware before any route; each POST route reads
+origins, the API key) and CORS are a middleware before any route (guard_middleware.py); each POST route reads
 its body under the size limit and a strict Content-Length; JSON validated with clear 400s; no stack
 traces in responses. Bound to 127.0.0.1 by default (another interface needs an API key). A client
 that disconnects cancels its generation within one token; a generation that does not finish cleanly
@@ -325,8 +325,8 @@ class _Endpoint:
     async def __call__(self, scope: Message, receive: Receive, send: Send) -> None:
         call: Call = scope[CALL]
         shared = self._shared
-        if self._reads_body:
-            await call.read_body(receive, shared.config.max_body_bytes, shared.config.timeout_s)  # (ApiError: _Guard)
+        if self._reads_body:  # (an ApiError here is answered by the guard middleware)
+            await call.read_body(receive, shared.config.max_body_bytes, shared.config.timeout_s)
         if shared.limiter is None:
             shared.limiter = anyio.CapacityLimiter(shared.config.max_connections)
         async with anyio.create_task_group() as group:
