@@ -1,7 +1,7 @@
 """Speculative decoding in the window (issue 31): the Parameters tab's "Speculative decoding" choice is
 saved with the chat and kept when a preset is picked; an answer where speculation ran shows the share of
-drafted tokens accepted in its metrics line (also after the chat is reopened: the counts are stored with
-the message) and in the side panel's "Speculative" row; with it off, neither shows."""
+drafted tokens accepted and the speedup in its metrics line (also after the chat is reopened: the counts
+are stored with the message) and in the side panel's "Speculative" row; with it off, neither shows."""
 
 from __future__ import annotations
 
@@ -39,16 +39,17 @@ def test_the_metrics_line_and_side_panel_show_the_accepted_share(
     assert m is not None and m.speculative_drafted and m.speculative_drafted > 0  # (stored with the message)
     assert m.speculative_accepted is not None and 0 <= m.speculative_accepted <= m.speculative_drafted
     share = m.speculative_share()
-    line = f"speculative {share['percent']} % of {share['drafted']} accepted"
-    assert line in w.transcript.toPlainText()
+    assert m.speculative_mode == "ngram" and m.speculative_speedup is not None and share["speedup"]
+    line = f"speculative {share['percent']} % of {share['drafted']} accepted, {share['speedup']}×"
+    assert m.speculative_text() == line and line in w.transcript.toPlainText()
     panel = w.side.metrics
     assert panel.live_form.isRowVisible(panel.speculative)
-    assert panel.speculative.text() == f"{share['percent']} % of {share['drafted']} accepted"
+    assert panel.speculative.text() == f"{share['percent']} % of {share['drafted']} accepted, {share['speedup']}×"
 
     chat = w.controller.conversation_id
     assert w.store.conversation(chat).params["speculative"] == "ngram"
     w.chats.new_chat()
-    assert w.side.params.params().speculative == "off"  # (a new chat: the app's default)
+    assert w.side.params.params().speculative == "auto"  # (a new chat: the app's default)
     assert not panel.live_form.isRowVisible(panel.speculative)
     w.chats.open_conversation(chat)
     assert w.side.params.params().speculative == "ngram"  # the chat's saved choice
@@ -67,7 +68,7 @@ def test_off_shows_nothing_extra(qtbot: QtBot, make_window: Callable[..., MainWi
     assert stored["speculative_drafted"] is None
     assert "speculative" not in w.transcript.toPlainText()
     assert not w.side.metrics.live_form.isRowVisible(w.side.metrics.speculative)
-    assert "speculative" not in w.store.conversation(w.controller.conversation_id).params  # saved as before
+    assert w.store.conversation(w.controller.conversation_id).params["speculative"] == "off"  # (not the default)
 
 
 def test_the_line_s_format() -> None:
@@ -85,7 +86,11 @@ def test_the_line_s_format() -> None:
     )
     assert "speculative" not in m.summary_line()
     m = replace(m, speculative_drafted=410, speculative_accepted=254)
-    assert m.summary_line() == "57 tokens · stop · speculative 62 % of 410 accepted"
+    assert m.summary_line() == "57 tokens · stop · speculative 62 % of 410 accepted"  # (no speedup measured)
+    m = replace(m, speculative_speedup=1.94)
+    assert m.summary_line() == "57 tokens · stop · speculative 62 % of 410 accepted, 1.9×"
+    m = replace(m, speculative_stopped=True, speculative_speedup=0.8)  # "auto" stopped it
+    assert m.summary_line().endswith("speculative 62 % of 410 accepted, 0.8× (speculation stopped: it did not pay)")
     assert GenerationMetrics.from_stored(m.to_dict()) == m  # (stored with the message as a dict)
     m = replace(m, speculative_drafted=0, speculative_accepted=0)  # ran, drafted nothing: nothing to say
     assert "speculative" not in m.summary_line()

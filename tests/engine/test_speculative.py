@@ -21,8 +21,10 @@ from ember_chat.engine.inference.llama.greedy import generate_greedy
 from ember_chat.engine.inference.llama.loader import NULL_ABORT, open_llama
 from ember_chat.engine.inference.llama.logit_bias import LogitBias
 from ember_chat.engine.inference.llama.speculative import (
+    AUTO_MIN_STEPS,
     K_MAX,
     K_MIN,
+    PLAIN_PROBE,
     NgramDrafter,
     SpeculationCounts,
     generate_speculative,
@@ -196,13 +198,82 @@ def test_no_draft_goes_past_the_context(tmp_path: Path) -> None:
         llm.close()
 
 
-def test_speculation_is_an_opt_in_sampling_option() -> None:
-    assert SamplingParams().speculative == "off"
+def test_speculation_is_auto_by_default_and_a_sampling_option() -> None:
+    assert SamplingParams().speculative == "auto"
     assert "speculative" not in SamplingParams().to_dict()  # (saved chats stay as they were)
-    on = SamplingParams(temperature=0.0, speculative="ngram")
-    assert SamplingParams.from_dict(on.to_dict()) == on
+    for mode in ("off", "ngram"):
+        chosen = SamplingParams(temperature=0.0, speculative=mode)
+        assert SamplingParams.from_dict(chosen.to_dict()) == chosen
     with pytest.raises(InvalidParameter, match="speculative"):
         SamplingParams(speculative="draft")
+
+
+class WrongDrafter:
+    """Drafts a token the model never chooses next (the one it chose last), and makes the clock say a
+    verify step took twice a plain step: the drafts cost and never pay."""
+
+    def __init__(self, clock: StepClock) -> None:
+        self.clock = clock
+        self.last = -1
+
+    def append(self, token: int) -> None:
+        self.last = token
+
+    def propose(self, limit: int | None = None) -> list[int]:
+        self.clock.step = 2.0
+        return [self.last, self.last]
+
+    def feedback(self, drafted: int, accepted: int) -> None:
+        self.clock.step = 1.0
+
+
+class StepClock:
+    """A clock that advances `step` at each reading: a step timed between two readings lasts `step`."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.step = 1.0
+
+    def __call__(self) -> float:
+        self.now += self.step / 2
+        return self.now
+
+
+def test_auto_stops_drafting_for_the_answer_once_drafts_do_not_pay(tiny: llama_cpp.Llama) -> None:
+    tokens = tiny.tokenize(FREE_PROMPT.encode())
+    expected = greedy(tiny, tokens, N)
+    for auto in (True, False):
+        tiny.reset()
+        clock, counts = StepClock(), SpeculationCounts()
+        gen = generate_speculative(tiny, tokens, None, counts, WrongDrafter(clock), auto=auto, clock=clock)
+        got = take(gen, N)
+        assert got == expected  # (the output never depends on the drafts)
+        assert counts.plain_steps >= PLAIN_PROBE and counts.verify_speedup() is not None
+        if auto:  # judged after AUTO_MIN_STEPS verify steps, then plain steps to the end
+            assert counts.stopped and counts.verify_steps == AUTO_MIN_STEPS
+            assert counts.plain_steps == N - 1 - AUTO_MIN_STEPS and counts.verify_speedup() < 1
+        else:  # asked for by name: it drafts to the end
+            assert not counts.stopped and counts.verify_steps > AUTO_MIN_STEPS
+        assert counts.accepted == 0 and counts.drafted == 2 * counts.verify_steps
+        assert_cache_matches_record(tiny)
+
+
+def test_the_speedup_is_the_answers_time_without_speculation_over_its_time_with_it() -> None:
+    counts = SpeculationCounts(accepted=30, plain_steps=10, plain_s=1.0, verify_steps=10, verify_s=2.0)
+    # 10 plain + 10 verify steps made 50 tokens in 3.0 s; at 0.1 s a token they take 5.0 s without
+    assert counts.speedup() == pytest.approx(5.0 / 3.0)
+    assert counts.verify_speedup() == pytest.approx(4.0 / 2.0)  # 40 tokens in 2.0 s vs 4.0 s
+    assert SpeculationCounts(verify_steps=3, verify_s=1.0).speedup() is None  # (no plain step timed)
+
+
+def test_auto_on_a_copying_prompt_keeps_drafting_and_measures_its_speedup(starter: llama_cpp.Llama) -> None:
+    tokens = starter.tokenize(COPY_PROMPT.encode())
+    expected = greedy(starter, tokens, N)
+    starter.reset()
+    counts = SpeculationCounts(mode="auto")
+    assert take(generate_speculative(starter, tokens, None, counts, auto=True), N) == expected
+    assert counts.accepted > 0 and counts.plain_steps >= PLAIN_PROBE
+    assert counts.speedup() is not None and counts.speedup() > 0
 
 
 def seq0_tokens(
@@ -215,7 +286,7 @@ def seq0_tokens(
 
 def test_the_single_sequence_path_speculates_when_asked_for_plain_greedy(starter: llama_cpp.Llama) -> None:
     tokens = starter.tokenize(COPY_PROMPT.encode())
-    expected, plain = seq0_tokens(starter, tokens, SamplingParams(temperature=0.0), N)
+    expected, plain = seq0_tokens(starter, tokens, SamplingParams(temperature=0.0, speculative="off"), N)
     assert plain.speculation() is None
     got, source = seq0_tokens(starter, tokens, SamplingParams(temperature=0.0, speculative="ngram"), N)
     counts = source.speculation()

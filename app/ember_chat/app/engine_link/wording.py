@@ -25,6 +25,8 @@ def window_wording() -> Wording:
         thinking=translate("Wording", "{count} thinking"),
         seed=translate("Wording", "seed {seed}"),
         speculative=translate("Wording", "speculative {percent} % of {drafted} accepted"),
+        speculative_speedup=translate("Wording", "{speedup}×"),
+        speculative_stopped=translate("Wording", "speculation stopped: it did not pay"),
         valid_json=translate("Wording", "valid JSON"),
         invalid_json=translate("Wording", "not valid JSON: {problem}"),
         reasons={

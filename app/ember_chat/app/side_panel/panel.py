@@ -54,7 +54,8 @@ class MetricsPanel(QWidget):
         self.speculative.setToolTip(
             self.tr(
                 "Speculative decoding: of the tokens drafted from the conversation (the second figure), "
-                "the share the model accepted"
+                "the share the model accepted; then how much faster the answer was decoded than it would "
+                "have been without it. 'Stopped': Auto stopped drafting for this answer, as it did not pay"
             )
         )
         self.context = ContextMeter()  # (the number beside its bar, never under the fill)
@@ -227,7 +228,13 @@ class MetricsPanel(QWidget):
         self.output.setText(str(m.output_tokens))
         self.thinking.setText(self._thinking_text(m.thinking_tokens, m.ttfat_s))
         if m.speculative_drafted:
-            self.speculative.setText(self.tr("{percent} % of {drafted} accepted").format(**m.speculative_share()))
+            share = m.speculative_share()
+            text = self.tr("{percent} % of {drafted} accepted").format(**share)
+            if share["speedup"]:
+                text += self.tr(", {speedup}×").format(**share)
+            if m.speculative_stopped:
+                text += self.tr(" · stopped")
+            self.speculative.setText(text)
         self.live_form.setRowVisible(self.speculative, bool(m.speculative_drafted))
         self.why.setText(self.why_text(m))
         self.why.show()

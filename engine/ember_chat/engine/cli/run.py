@@ -58,9 +58,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     run.add_argument(
         "--speculative",
         choices=SPECULATIVE_MODES,
-        default="off",
+        default="auto",
         help="ngram: draft tokens from the prompt and verify them several at a time (greedy decoding, "
-        "--temperature 0: the same answer, faster when it copies the prompt); default off",
+        "--temperature 0: the same answer, faster when it copies the prompt); auto (the default): the "
+        "same, stopped for an answer where it does not pay; off",
     )
     run.add_argument("-v", "--verbose", action="store_true", help="show llama.cpp's log")
     add_preset_option(run, "answer")

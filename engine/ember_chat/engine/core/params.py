@@ -121,7 +121,7 @@ LOAD_SPECS: tuple[ParamSpec, ...] = (
 SPECS: dict[str, ParamSpec] = {s.name: s for s in SAMPLING_SPECS + LOAD_SPECS}
 
 
-SPECULATIVE_MODES = ("off", "ngram")
+SPECULATIVE_MODES = ("off", "auto", "ngram")
 
 
 @dataclass(frozen=True)
@@ -165,8 +165,9 @@ class SamplingParams:
     logit_bias: tuple[tuple[int, float], ...] = ()
     # Speculative decoding: "ngram" drafts tokens from the prompt and answer so far and verifies them
     # several at a time (inference/llama/speculative.py: the same tokens, faster when the answer copies
-    # its input), used for plain greedy decoding on the single-sequence path; "off" (the default for now).
-    speculative: str = "off"
+    # its input), for plain greedy decoding; "auto" (the default) does so and stops for an answer where it
+    # does not pay; "off" never.
+    speculative: str = "auto"
 
     def __post_init__(self) -> None:
         for spec in SAMPLING_SPECS:
@@ -209,7 +210,7 @@ class SamplingParams:
         for name in ("grammar", "response_format", "logprobs"):  # (saved chats without them stay as they were)
             if d[name] is None:
                 del d[name]
-        if self.speculative == "off":  # (saved chats without it stay as they were)
+        if self.speculative == "auto":  # (the default: saved chats without it stay as they were)
             del d["speculative"]
         if self.logit_bias:
             d["logit_bias"] = [list(pair) for pair in self.logit_bias]

@@ -101,9 +101,13 @@ class GenerationMetrics:
     # hex ("d8"). They are not in the text (never a U+FFFD); a Continue starts from them.
     held_utf8: str | None = None
     # Speculative decoding (inference/llama/speculative.py): tokens drafted, and of those accepted by the
-    # model; None when it did not run.
+    # model; None when it did not run. Its mode ("auto", "ngram"); the answer's decode time without it over
+    # the time with it (None until a plain and a verify step were timed); whether "auto" stopped it.
     speculative_drafted: int | None = None
     speculative_accepted: int | None = None
+    speculative_mode: str | None = None
+    speculative_speedup: float | None = None
+    speculative_stopped: bool | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -130,11 +134,23 @@ class GenerationMetrics:
             return None
 
     def speculative_share(self) -> dict[str, str]:
-        """{"percent": "62", "drafted": "410"}: the share of drafted tokens the model accepted (call it
-        only where speculative_drafted is more than 0)."""
+        """{"percent": "62", "drafted": "410", "speedup": "1.9"}: the share of drafted tokens the model
+        accepted, and the speedup ("" when not measured; call it only where speculative_drafted is more
+        than 0)."""
         drafted = self.speculative_drafted or 0
         percent = round(100 * (self.speculative_accepted or 0) / drafted) if drafted else 0
-        return {"percent": str(percent), "drafted": f"{drafted:,}"}
+        speedup = f"{self.speculative_speedup:.1f}" if self.speculative_speedup is not None else ""
+        return {"percent": str(percent), "drafted": f"{drafted:,}", "speedup": speedup}
+
+    def speculative_text(self, words: Wording = ENGLISH) -> str:
+        """'speculative 62 % of 410 accepted, 1.9×', and that "auto" stopped it where it did."""
+        share = self.speculative_share()
+        text = words.speculative.format(**share)
+        if share["speedup"]:
+            text += ", " + words.speculative_speedup.format(**share)
+        if self.speculative_stopped:
+            text += " (" + words.speculative_stopped + ")"
+        return text
 
     def summary_line(self, words: Wording = ENGLISH) -> str:
         """e.g. 'TTFT 0.21 s · 31.8 tok/s · 128 tokens · stop' (in the window's language with its words)."""
@@ -152,7 +168,7 @@ class GenerationMetrics:
         elif self.json_check is not None:
             parts.append(words.invalid_json.format(problem=self.json_check))
         if self.speculative_drafted:  # (only where speculation ran and drafted something)
-            parts.append(words.speculative.format(**self.speculative_share()))
+            parts.append(self.speculative_text(words))
         if self.seed is not None:
             parts.append(words.seed.format(seed=self.seed))
         if self.connection:

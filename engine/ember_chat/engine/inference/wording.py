@@ -33,6 +33,8 @@ class Wording:
     thinking: str = "{count} thinking"
     seed: str = "seed {seed}"
     speculative: str = "speculative {percent} % of {drafted} accepted"  # drafted tokens the model kept
+    speculative_speedup: str = "{speedup}×"  # the answer's decode time without speculation / with it
+    speculative_stopped: str = "speculation stopped: it did not pay"  # ("auto", for the rest of the answer)
     valid_json: str = "valid JSON"
     invalid_json: str = "not valid JSON: {problem}"
     reasons: Mapping[str, str] = field(default_factory=lambda: {str(r): w for r, w in REASON_WORDS.items()})

@@ -11,12 +11,19 @@ byte-identical, only faster when drafts are accepted.
 
 Ember's own `llama_batch` (not llama-cpp-python's `logits_all`, which keeps an n_ctx × n_vocab score
 buffer): only the few verified positions have logits.
+
+Each step is timed: the plain steps (one token: the first PLAIN_PROBE of the answer, and wherever no draft
+was found) give a token's cost without speculation, the verify steps what the drafts cost; their ratio is
+the answer's speedup. In "auto" mode, once AUTO_MIN_STEPS drafts have been verified, drafting stops for
+the rest of the answer when the verify steps made tokens slower than plain steps would have.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Protocol
 
 import llama_cpp
 
@@ -35,14 +42,55 @@ K_START = 4
 # context was never seen; the adaptive length keeps a wrong short match's cost to one token.
 NGRAM_MAX = 3
 NGRAM_MIN = 1
+# Plain one-token steps at the start of every answer: a token's cost without speculation, measured.
+PLAIN_PROBE = 2
+# "auto": verified drafts before it judges, and the speedup of the verify steps below which it stops.
+AUTO_MIN_STEPS = 4
+AUTO_PAYS = 1.0
 
 
 @dataclass
 class SpeculationCounts:
-    """Tokens drafted and, of those, accepted by the target model, over one generation."""
+    """One generation's speculation: tokens drafted and, of those, accepted by the target model; its
+    steps and their time, plain (one token) and verifying (the last token and a draft)."""
 
+    mode: str = "ngram"
     drafted: int = 0
     accepted: int = 0
+    plain_steps: int = 0
+    plain_s: float = 0.0
+    verify_steps: int = 0
+    verify_s: float = 0.0
+    stopped: bool = False  # "auto" stopped drafting for the rest of the answer: it cost more than it saved
+
+    def _step_s(self) -> float | None:
+        return self.plain_s / self.plain_steps if self.plain_steps and self.plain_s > 0 else None
+
+    def speedup(self) -> float | None:
+        """The answer's decode time without speculation (each of its tokens at a plain step's mean time)
+        over its time with it; None until both kinds of step have been timed."""
+        step = self._step_s()
+        if step is None or not self.verify_steps:
+            return None
+        tokens = self.plain_steps + self.verify_steps + self.accepted
+        return tokens * step / (self.plain_s + self.verify_s)
+
+    def verify_speedup(self) -> float | None:
+        """The same, of the verify steps alone: what drafting gained (> 1) or cost (< 1)."""
+        step = self._step_s()
+        if step is None or not self.verify_steps or self.verify_s <= 0:
+            return None
+        return (self.verify_steps + self.accepted) * step / self.verify_s
+
+
+class Drafter(Protocol):
+    """Proposes the tokens likely to follow the history; told each token the answer takes."""
+
+    def append(self, token: int) -> None: ...
+
+    def propose(self, limit: int | None = None) -> list[int]: ...
+
+    def feedback(self, drafted: int, accepted: int) -> None: ...
 
 
 class NgramDrafter:
@@ -106,10 +154,15 @@ def generate_speculative(
     tokens: list[int],
     bias: LogitBias | None = None,
     counts: SpeculationCounts | None = None,
+    drafter: Drafter | None = None,
+    auto: bool = False,
+    clock: Callable[[], float] = time.perf_counter,
 ) -> Iterator[int]:
     """generate_greedy's tokens (from the longest prefix of `tokens` already in the KV cache, endless
-    until closed), verified several at a time from n-gram drafts; `counts` gets the tokens drafted and
-    accepted. A model whose memory cannot drop cells decodes without drafts."""
+    until closed), verified several at a time from the drafter's drafts (by default n-grams of `tokens`
+    and the answer); `counts` gets the tokens drafted and accepted and the steps' times. `auto`: drafting
+    stops for the rest of the answer where it does not pay (module docstring), the steps timed by `clock`.
+    A model whose memory cannot drop cells decodes without drafts."""
     if not can_roll_back(llm):
         yield from generate_greedy(llm, tokens, bias)
         return
@@ -126,23 +179,35 @@ def generate_speculative(
 
     try:
         llm.eval(resume_point(llm, tokens))
-        drafter = NgramDrafter(tokens)
+        drafter = drafter if drafter is not None else NgramDrafter(tokens)
         token = choose(-1)
+        probe = PLAIN_PROBE
         while True:
             drafter.append(token)
             yield token
             # (room: the last token plus the draft must fit the context and the batch)
             room = min(capacity - 1, n_ctx - llm.n_tokens - 1)
-            draft = drafter.propose(room) if room > 0 else []
+            drafting = room > 0 and probe <= 0 and not counts.stopped
+            draft = drafter.propose(room) if drafting else []
+            started = clock()
             if not draft:
                 llm.eval([token])
                 token = choose(-1)
+                counts.plain_s += clock() - started
+                counts.plain_steps += 1
+                probe -= 1
                 continue
             chosen = _verify(llm, batch, memory, token, draft, choose)
+            counts.verify_s += clock() - started
+            counts.verify_steps += 1
             accepted = len(chosen) - 1
             counts.drafted += len(draft)
             counts.accepted += accepted
             drafter.feedback(len(draft), accepted)
+            if auto and counts.verify_steps >= AUTO_MIN_STEPS:
+                gain = counts.verify_speedup()
+                if gain is not None and gain < AUTO_PAYS:
+                    counts.stopped = True  # (for the rest of this answer: no verify step judges again)
             # (the accepted tokens are in the KV cache already; the last chosen one is evaluated next step)
             for t in chosen[:-1]:
                 drafter.append(t)

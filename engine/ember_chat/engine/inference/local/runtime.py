@@ -258,13 +258,13 @@ class LocalRuntime:
 
     def can_batch(self, params: SamplingParams, tools: ToolRequest | None, messages: list[ChatMessage] | None) -> bool:
         """Whether a request can be a batched run: plain text only (tools, a grammar or response format,
-        log-probabilities, images and greedy decoding with speculation keep llama-cpp-python's single path)."""
+        log-probabilities, images and greedy decoding with n-gram speculation asked for keep the single path)."""
         if self._llm is None or self.batch_slots < 1 or tools is not None or params.logprobs is not None:
             return False
         if params.grammar is not None or (params.response_format or {"type": "text"}).get("type") != "text":
             return False
-        if params.speculative != "off" and is_plain_greedy(params):
-            return False  # (speculation runs on the single path alone for now: the batch decoder has none)
+        if params.speculative == "ngram" and is_plain_greedy(params):
+            return False  # (asked for by name: the single path speculates, the batch decoder does not yet)
         return not any(m.images for m in messages or ())
 
     def step(self) -> None:

@@ -90,8 +90,8 @@ class Seq0Source:
         if grammar is not None:
             gen = generate_with_grammar(llm, tokens, params, grammar, bias)
         elif is_plain_greedy(params) and self._speculates(params):
-            self._speculation = self._speculation or SpeculationCounts()
-            gen = generate_speculative(llm, tokens, bias, self._speculation)
+            self._speculation = self._speculation or SpeculationCounts(mode=params.speculative)
+            gen = generate_speculative(llm, tokens, bias, self._speculation, auto=params.speculative == "auto")
         elif is_plain_greedy(params):
             gen = generate_greedy(llm, tokens, bias)
         elif bias is not None:
@@ -118,10 +118,10 @@ class Seq0Source:
             gen.close()
 
     def _speculates(self, params: SamplingParams) -> bool:
-        """n-gram speculation when asked for, without images (their embeddings are not tokens to draft
-        from) and without log-probabilities (read from the last evaluated row: a verified step's last row
-        is not the chosen token's)."""
-        return params.speculative == "ngram" and self._vision is None and params.logprobs is None
+        """n-gram speculation when asked for ("auto" or "ngram"), without images (their embeddings are not
+        tokens to draft from) and without log-probabilities (read from the last evaluated row: a verified
+        step's last row is not the chosen token's)."""
+        return params.speculative != "off" and self._vision is None and params.logprobs is None
 
     def speculation(self) -> SpeculationCounts | None:
         return self._speculation

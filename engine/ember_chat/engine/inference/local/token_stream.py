@@ -223,6 +223,9 @@ def stream_events(source: TokenSource, s: StreamSetup) -> Iterator[Event]:
         image_encode_ms=source.image_encode_ms(),
         speculative_drafted=spec.drafted if spec is not None else None,
         speculative_accepted=spec.accepted if spec is not None else None,
+        speculative_mode=spec.mode if spec is not None else None,
+        speculative_speedup=_rounded(spec.speedup()) if spec is not None else None,
+        speculative_stopped=spec.stopped if spec is not None else None,
     )
     metrics = replace(
         metrics, json_check=answer_check(params.response_format, "".join(shown)), held_utf8=held.hex() or None
@@ -244,3 +247,7 @@ def _without_held(tokens: list[int], held: int, piece: Callable[[int], bytes]) -
         end -= 1
         size += len(piece(tokens[end]))
     return tokens[:end] if size == held else None
+
+
+def _rounded(value: float | None) -> float | None:
+    return round(value, 2) if value is not None else None
