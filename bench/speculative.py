@@ -1,8 +1,9 @@
-"""n-gram speculative decoding vs none: decode tokens/s on a copy task and on free prose, greedy.
+"""n-gram speculative decoding vs none: decode tokens/s on copying tasks and on free prose, greedy.
 
-One runtime, the KV cache cleared before every run, off and ngram alternating each round; prints JSON:
-per task the median decode tok/s of each, their ratio (ngram / off), the tokens drafted and accepted,
-and whether the two answers were identical (they must be: byte-identical is the design).
+One runtime, the KV cache cleared before every run, off, auto and ngram alternating each round; prints
+JSON: per task the median decode tok/s of each mode, their ratios to off, the tokens drafted and accepted,
+the speedup each answer reported (its own estimate: speculative_speedup), how many auto answers stopped
+drafting, and whether the answers were identical (they must be: byte-identical is the design).
 
     python -m bench.speculative --model starter --tokens 128 --rounds 3 --json
 """
@@ -32,9 +33,34 @@ PASSAGE = (
     "passed close to the shore and their crews waved to him. He had kept the light for thirty years, and "
     "in all that time not one ship had been lost on the reef he watched over."
 )
+CODE = """def total_price(items, tax_rate):
+    subtotal = 0.0
+    for item in items:
+        subtotal += item.price * item.quantity
+    tax = subtotal * tax_rate
+    return round(subtotal + tax, 2)
+
+
+def cheapest(items):
+    best = None
+    for item in items:
+        if best is None or item.price < best.price:
+            best = item
+    return best
+
+
+def describe(items, tax_rate):
+    lines = [f"{item.name}: {item.quantity} x {item.price:.2f}" for item in items]
+    lines.append(f"total: {total_price(items, tax_rate):.2f}")
+    return "\\n".join(lines)
+"""
+RENAMED = CODE.replace("total_price", "order_total")
+MODES = ("off", "auto", "ngram")
 TASKS = {
     # an answer that copies its input: where prompt lookup pays
     "copy": f"Text: {PASSAGE}\nThe same text, repeated word for word:\nText:",
+    # a code edit: the file again with one name changed
+    "code_edit": f"# before\n{CODE}\n# after: total_price renamed to order_total\n{RENAMED[:60]}",
     # free prose: little to copy, the drafts mostly rejected
     "free": "Once upon a time, in a small village by the sea, there lived an old fisherman who",
 }
@@ -68,26 +94,36 @@ def main(argv: list[str] | None = None) -> int:
     try:
         one_run(rt, TASKS["free"], 8, "off")  # warm-up (page in the weights, build the graphs)
         for task, prompt in TASKS.items():
-            tps: dict[str, list[float]] = {"off": [], "ngram": []}
-            texts: dict[str, set[str]] = {"off": set(), "ngram": set()}
-            drafted = accepted = 0
+            tps: dict[str, list[float]] = {mode: [] for mode in MODES}
+            texts: dict[str, set[str]] = {mode: set() for mode in MODES}
+            speedups: dict[str, list[float]] = {mode: [] for mode in MODES}
+            drafted = dict.fromkeys(MODES, 0)
+            accepted = dict.fromkeys(MODES, 0)
+            stopped = 0
             for _ in range(args.rounds):
-                for mode in ("off", "ngram"):
+                for mode in MODES:
                     text, m = one_run(rt, prompt, args.tokens, mode)
                     tps[mode].append(m.decode_tokens_per_s or 0.0)
                     texts[mode].add(text)
-                    if mode == "ngram":
-                        drafted += m.speculative_drafted or 0
-                        accepted += m.speculative_accepted or 0
-            off, ngram = statistics.median(tps["off"]), statistics.median(tps["ngram"])
-            result[task] = {
-                "off_decode_tokens_per_s": round(off, 2),
-                "ngram_decode_tokens_per_s": round(ngram, 2),
-                "ratio": round(ngram / off, 3) if off else None,
-                "drafted": drafted,
-                "accepted": accepted,
-                "identical": texts["off"] == texts["ngram"] and len(texts["off"]) == 1,
-            }
+                    drafted[mode] += m.speculative_drafted or 0
+                    accepted[mode] += m.speculative_accepted or 0
+                    if m.speculative_speedup is not None:
+                        speedups[mode].append(m.speculative_speedup)
+                    stopped += bool(m.speculative_stopped)
+            off = statistics.median(tps["off"])
+            row: dict[str, object] = {}
+            for mode in MODES:
+                rate = statistics.median(tps[mode])
+                row[f"{mode}_decode_tokens_per_s"] = round(rate, 2)
+                if mode != "off":
+                    row[f"{mode}_ratio"] = round(rate / off, 3) if off else None
+                    row[f"{mode}_drafted"], row[f"{mode}_accepted"] = drafted[mode], accepted[mode]
+                    row[f"{mode}_reported_speedup"] = (
+                        round(statistics.median(speedups[mode]), 2) if speedups[mode] else None
+                    )
+            row["auto_stopped"] = f"{stopped} of {args.rounds}"
+            row["identical"] = all(texts[mode] == texts["off"] for mode in MODES) and len(texts["off"]) == 1
+            result[task] = row
     finally:
         rt.close()
     result.update(

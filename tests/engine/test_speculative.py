@@ -17,6 +17,7 @@ import pytest
 from ember_chat.engine.core.params import LoadConfig, SamplingParams
 from ember_chat.engine.errors import InvalidParameter
 from ember_chat.engine.inference.kv.prefix import common_prefix
+from ember_chat.engine.inference.llama.batch_decode import BatchDecoder, SlotRun
 from ember_chat.engine.inference.llama.greedy import generate_greedy
 from ember_chat.engine.inference.llama.loader import NULL_ABORT, open_llama
 from ember_chat.engine.inference.llama.logit_bias import LogitBias
@@ -315,3 +316,63 @@ def test_run_speculative_ngram_prints_the_same_answer_and_its_counts(chat_starte
     assert isinstance(on["speculative_accepted"], int) and isinstance(on["speculative_drafted"], int)
     assert 0 < on["speculative_accepted"] <= on["speculative_drafted"]
     assert on["output_tokens"] == off["output_tokens"] == 40
+
+
+@pytest.fixture(scope="module")
+def batched(chat_starter_model: Path) -> Iterator[llama_cpp.Llama]:
+    model = open_llama(LoadConfig(chat_starter_model, n_ctx=1024, n_batch=64, parallel=2, threads=1))
+    yield model
+    model.close()
+
+
+def batch_tokens(
+    dec: BatchDecoder, prompts: list[list[int]], params: SamplingParams, n: int
+) -> tuple[list[list[int]], list[SlotRun]]:
+    """Each prompt's first `n` tokens from runs started together, as BatchSource takes them: a token, then
+    `accept`, stepping only when no run has a token to give (a verified draft gives several per step)."""
+    runs = [dec.start(p, params, 0) for p in prompts]
+    outs: list[list[int]] = [[] for _ in runs]
+    while not all(r.finished for r in runs):
+        if all(r.finished or r.token is None for r in runs):
+            dec.step()
+        for run, out in zip(runs, outs, strict=True):
+            if run.finished or run.token is None:
+                continue
+            out.append(run.token)
+            if len(out) == n:
+                dec.finish(run)
+            else:
+                dec.accept(run, run.token)
+    memory = llama_cpp.llama_get_memory(dec.llm.ctx)
+    for run in runs:  # the slot's record is what its cells hold
+        assert llama_cpp.llama_memory_seq_pos_max(memory, run.slot.seq_id) == len(run.slot.cached) - 1
+    return outs, runs
+
+
+@pytest.fixture
+def decoder(batched: llama_cpp.Llama) -> Iterator[BatchDecoder]:
+    dec = BatchDecoder(batched, 2, None, None)
+    yield dec
+    dec.close()
+    llama_cpp.llama_memory_clear(llama_cpp.llama_get_memory(batched.ctx), True)
+
+
+def test_a_run_alone_in_the_batch_decoder_speculates_and_gives_the_same_tokens(
+    batched: llama_cpp.Llama, decoder: BatchDecoder
+) -> None:
+    tokens = batched.tokenize(COPY_PROMPT.encode())
+    ([expected], [plain]) = batch_tokens(decoder, [tokens], SamplingParams(temperature=0.0, speculative="off"), N)
+    assert plain.speculation is None
+    for mode in ("ngram", "auto"):
+        decoder.evict_all()  # (from an empty slot, as the first run)
+        ([got], [run]) = batch_tokens(decoder, [tokens], SamplingParams(temperature=0.0, speculative=mode), N)
+        assert got == expected, mode
+        counts = run.speculation
+        assert counts is not None and counts.mode == mode and counts.plain_steps >= PLAIN_PROBE
+        assert counts.accepted > 0 and counts.verify_steps > 0 and counts.speedup() is not None
+
+
+def test_runs_sharing_a_step_do_not_draft(batched: llama_cpp.Llama, decoder: BatchDecoder) -> None:
+    prompts = [batched.tokenize(COPY_PROMPT.encode()), batched.tokenize(FREE_PROMPT.encode())]
+    _, runs = batch_tokens(decoder, prompts, SamplingParams(temperature=0.0, speculative="ngram"), 24)
+    assert all(r.speculation is not None and r.speculation.drafted == 0 for r in runs)

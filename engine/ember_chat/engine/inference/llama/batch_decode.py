@@ -29,6 +29,7 @@ from ember_chat.engine.inference.kv.prefix import common_prefix
 from ember_chat.engine.inference.llama.greedy import argmax_token, is_plain_greedy
 from ember_chat.engine.inference.llama.logit_bias import LogitBias
 from ember_chat.engine.inference.llama.seq_state import clear_seq, restore_seq, seq_state, trim_seq
+from ember_chat.engine.inference.llama.speculative import K_MAX, NgramDrafter, SpeculationCounts, verify_draft
 
 if TYPE_CHECKING:
     from ember_chat.engine.inference.kv.snapshot_keys import SnapshotKey
@@ -74,6 +75,14 @@ class SlotRun:
     greedy: bool = False  # plain greedy decoding (greedy.py): the logits' argmax, without the sampler's pass
     bias: LogitBias | None = field(default=None, repr=False)  # the request's logit_bias (logit_bias.py)
     order: int = 0  # when it started (the youngest is ended first when the cells run out)
+    # Speculative decoding (speculative.py) of a plain greedy run, in the steps where it is the only run:
+    # its drafter and counts; the tokens chosen after `token` and not yet given back (a verified draft's),
+    # and how many of `token` and those have their cells in already (the accepted draft tokens)
+    drafter: NgramDrafter | None = field(default=None, repr=False)
+    speculation: SpeculationCounts | None = None
+    auto: bool = False
+    queue: list[int] = field(default_factory=list, repr=False)
+    evaluated: int = 0
 
 
 def sampler_chain(params: SamplingParams, seed: int, n_vocab: int, last_n: int) -> llama_cpp.llama_sampler_p:
@@ -141,21 +150,40 @@ class BatchDecoder:
         run.sampler = sampler_chain(params, seed, self.n_vocab, self.llm.last_n_tokens_size)
         run.greedy = is_plain_greedy(params)
         run.bias = bias
+        if run.greedy and params.speculative != "off":
+            run.drafter = NgramDrafter(tokens)
+            run.speculation = SpeculationCounts(mode=params.speculative)
+            run.auto = params.speculative == "auto"
         slot.run = run
         slot.last_used = time.monotonic()
         self._runs.append(run)
         return run
 
     def accept(self, run: SlotRun, token: int) -> None:
-        """`token` joins the run's sequence: the next step evaluates it (and samples the one after)."""
+        """`token` joins the run's sequence: the next step evaluates it (and samples the one after), unless
+        it is an accepted draft token (its cell is in); a verified draft's next token is then `token`."""
         if run.finished:
             return
-        run.inputs.append(token)
-        run.token = None
+        if run.drafter is not None:
+            run.drafter.append(token)
+        if run.evaluated:
+            run.evaluated -= 1
+        else:
+            run.inputs.append(token)
+        run.token = run.queue.pop(0) if run.queue else None
 
     def finish(self, run: SlotRun) -> None:
-        """The run ends; its slot keeps its cells, for the next prompt that starts the same way."""
+        """The run ends; its slot keeps its cells, for the next prompt that starts the same way (not those
+        of accepted draft tokens never given back: the answer ended before them)."""
         run.finished = True
+        if run.evaluated and run.slot.run is run:
+            slot, keep = run.slot, len(run.slot.cached) - run.evaluated
+            if keep > 0 and trim_seq(self.llm.ctx, slot.seq_id, keep):
+                del slot.cached[keep:]
+            else:
+                clear_seq(self.llm.ctx, slot.seq_id)
+                slot.cached = []
+            run.evaluated = 0
         if run.slot.run is run:
             run.slot.run = None
             run.slot.last_used = time.monotonic()
@@ -164,6 +192,7 @@ class BatchDecoder:
         if run.sampler is not None:
             llama_cpp.llama_sampler_free(run.sampler)
             run.sampler = None
+        run.queue.clear()
 
     # -- the step ---------------------------------------------------------------------------------
 
@@ -172,7 +201,12 @@ class BatchDecoder:
         evaluated (oldest first) in the room left of n_batch; then each run whose last input was
         evaluated samples its next token (run.token). When the cells run out, idle slots are evicted
         (their conversations saved to the snapshot store) and, if that is not enough, the youngest run is
-        ended (run.full)."""
+        ended (run.full). A plain greedy run alone in the step verifies a draft instead, when it has one
+        (speculative.py; with other runs in the step, a draft's rows would slow them all down)."""
+        alone = self._alone(self._plan())
+        if alone is not None and self._speculate(alone):
+            return
+        started = time.perf_counter()
         while True:
             plan = self._plan()
             if not plan:
@@ -201,6 +235,40 @@ class BatchDecoder:
             if sample and run.sampler is not None:
                 run.token = self._choose_token(run, ctx, row - 1)
             run.slot.last_used = time.monotonic()
+        if alone is not None and alone.speculation is not None and plan == [(alone, plan[0][1], True)]:
+            alone.speculation.plain_step(time.perf_counter() - started)  # (a token's cost without a draft)
+
+    def _alone(self, plan: list[tuple[SlotRun, list[int], bool]]) -> SlotRun | None:
+        """The run that may speculate at this step: the only one in it, generating, a plain greedy run."""
+        if len(plan) != 1:
+            return None
+        run, chunk, sample = plan[0]
+        if run.speculation is None or run.pending_prefill or not sample or len(chunk) != 1:
+            return None
+        return run
+
+    def _speculate(self, run: SlotRun) -> bool:
+        """A draft for the run verified in this step (True), or none to verify (False: a plain step)."""
+        counts, drafter, batch = run.speculation, run.drafter, self._batch
+        if counts is None or drafter is None or batch is None or not counts.drafting:
+            return False
+        draft = drafter.propose(min(K_MAX, self.n_batch - 1))
+        if not draft:
+            return False
+        ctx, last, n_past = self.llm.ctx, run.inputs[0], len(run.slot.cached)
+        started = time.perf_counter()
+        choose = lambda i: self._choose_token(run, ctx, i)  # noqa: E731 - (the row's token, as a plain step picks it)
+        chosen = verify_draft(ctx, batch, run.slot.seq_id, n_past, last, draft, choose)
+        if chosen is None:  # (no cells free for the draft, or aborted: the plain step deals with it)
+            return False
+        accepted = len(chosen) - 1
+        counts.verify_step(time.perf_counter() - started, len(draft), accepted, run.auto)
+        drafter.feedback(len(draft), accepted)
+        run.slot.cached += [last, *draft[:accepted]]
+        del run.inputs[:1]
+        run.token, run.queue, run.evaluated = chosen[0], chosen[1:], accepted
+        run.slot.last_used = time.monotonic()
+        return True
 
     def _choose_token(self, run: SlotRun, ctx: llama_cpp.llama_context_p, row: int) -> int:
         """The run's next token from this output row of the step's logits, with its logit_bias on them."""

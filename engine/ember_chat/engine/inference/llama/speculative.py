@@ -75,6 +75,27 @@ class SpeculationCounts:
         tokens = self.plain_steps + self.verify_steps + self.accepted
         return tokens * step / (self.plain_s + self.verify_s)
 
+    @property
+    def drafting(self) -> bool:
+        """Whether the next step may draft: the first PLAIN_PROBE steps are plain, and "auto" may have stopped."""
+        return self.plain_steps >= PLAIN_PROBE and not self.stopped
+
+    def plain_step(self, seconds: float) -> None:
+        self.plain_s += seconds
+        self.plain_steps += 1
+
+    def verify_step(self, seconds: float, drafted: int, accepted: int, auto: bool) -> None:
+        """A verify step's time and outcome; with `auto`, once AUTO_MIN_STEPS have been verified, drafting
+        stops for the rest of the answer if the verify steps made tokens slower than plain steps would."""
+        self.verify_s += seconds
+        self.verify_steps += 1
+        self.drafted += drafted
+        self.accepted += accepted
+        if auto and self.verify_steps >= AUTO_MIN_STEPS:
+            gain = self.verify_speedup()
+            if gain is not None and gain < AUTO_PAYS:
+                self.stopped = True  # (no verify step comes to judge again)
+
     def verify_speedup(self) -> float | None:
         """The same, of the verify steps alone: what drafting gained (> 1) or cost (< 1)."""
         step = self._step_s()
@@ -181,33 +202,22 @@ def generate_speculative(
         llm.eval(resume_point(llm, tokens))
         drafter = drafter if drafter is not None else NgramDrafter(tokens)
         token = choose(-1)
-        probe = PLAIN_PROBE
         while True:
             drafter.append(token)
             yield token
             # (room: the last token plus the draft must fit the context and the batch)
             room = min(capacity - 1, n_ctx - llm.n_tokens - 1)
-            drafting = room > 0 and probe <= 0 and not counts.stopped
-            draft = drafter.propose(room) if drafting else []
-            started = clock()
+            started = clock()  # (a draft's cost is the step's: a draft model's evaluations are not free)
+            draft = drafter.propose(room) if room > 0 and counts.drafting else []
             if not draft:
                 llm.eval([token])
                 token = choose(-1)
-                counts.plain_s += clock() - started
-                counts.plain_steps += 1
-                probe -= 1
+                counts.plain_step(clock() - started)
                 continue
             chosen = _verify(llm, batch, memory, token, draft, choose)
-            counts.verify_s += clock() - started
-            counts.verify_steps += 1
             accepted = len(chosen) - 1
-            counts.drafted += len(draft)
-            counts.accepted += accepted
+            counts.verify_step(clock() - started, len(draft), accepted, auto)
             drafter.feedback(len(draft), accepted)
-            if auto and counts.verify_steps >= AUTO_MIN_STEPS:
-                gain = counts.verify_speedup()
-                if gain is not None and gain < AUTO_PAYS:
-                    counts.stopped = True  # (for the rest of this answer: no verify step judges again)
             # (the accepted tokens are in the KV cache already; the last chosen one is evaluated next step)
             for t in chosen[:-1]:
                 drafter.append(t)
@@ -225,33 +235,51 @@ def _verify(
     draft: list[int],
     choose: Callable[[int], int],
 ) -> list[int]:
-    """Evaluate [last, *draft] after what seq 0 holds, with logits at every position; the target's tokens:
-    the draft's agreeing prefix and the target's own token after it. The KV cache and llama-cpp-python's
-    record of it (`n_tokens`, `input_ids`, which prefix.resume_point reads) end up holding `last` and the
-    accepted draft tokens, as if each had been evaluated alone: the rejected cells are removed before any
-    token is yielded, so closing the generator at any point leaves them consistent."""
+    """verify_draft on seq 0, which llama-cpp-python's record of the cache (`n_tokens`, `input_ids`, which
+    prefix.resume_point reads) follows: it ends up holding `last` and the accepted draft tokens, as if each
+    had been evaluated alone. The rejected cells are removed before any token is yielded, so closing the
+    generator at any point leaves both consistent."""
     n_past = llm.n_tokens
-    step = [last, *draft]
     llama_cpp.llama_memory_seq_rm(memory, 0, n_past, -1)  # (as Llama.eval does: nothing stale beyond)
+    chosen = verify_draft(llm.ctx, batch, 0, n_past, last, draft, choose)
+    if chosen is None:
+        raise GenerationError("llama.cpp could not evaluate the draft.")
+    kept = len(chosen)  # last + the accepted draft tokens
+    llm.input_ids[n_past : n_past + kept] = [last, *draft][:kept]
+    llm.n_tokens = n_past + kept
+    return chosen
+
+
+def verify_draft(
+    ctx: llama_cpp.llama_context_p,
+    batch: llama_cpp.llama_batch,
+    seq_id: int,
+    n_past: int,
+    last: int,
+    draft: list[int],
+    choose: Callable[[int], int],
+) -> list[int] | None:
+    """Evaluate [last, *draft] at positions n_past… of sequence `seq_id` in one llama_decode, with logits
+    at every position; the target's tokens: the draft's agreeing prefix and the target's own token after
+    it (`choose(row)`). The sequence keeps the cells of `last` and the accepted draft tokens, none beyond.
+    None when llama.cpp could not evaluate the batch (no cells free, aborted): nothing beyond n_past kept."""
+    memory = llama_cpp.llama_get_memory(ctx)
+    step = [last, *draft]
     batch.n_tokens = len(step)
     for i, t in enumerate(step):
         batch.token[i] = t
         batch.pos[i] = n_past + i
         batch.n_seq_id[i] = 1
-        batch.seq_id[i][0] = 0
+        batch.seq_id[i][0] = seq_id
         batch.logits[i] = 1
-    code = llama_cpp.llama_decode(llm.ctx, batch)
-    if code != 0:
-        llama_cpp.llama_memory_seq_rm(memory, 0, n_past, -1)
-        raise GenerationError(f"llama.cpp could not evaluate the draft (llama_decode returned {code}).")
+    if llama_cpp.llama_decode(ctx, batch) != 0:
+        llama_cpp.llama_memory_seq_rm(memory, seq_id, n_past, -1)
+        return None
     chosen: list[int] = []
     for i in range(len(step)):
         t = choose(i)
         chosen.append(t)
         if i == len(draft) or t != draft[i]:
             break
-    kept = len(chosen)  # last + the accepted draft tokens
-    llama_cpp.llama_memory_seq_rm(memory, 0, n_past + kept, -1)
-    llm.input_ids[n_past : n_past + kept] = step[:kept]
-    llm.n_tokens = n_past + kept
+    llama_cpp.llama_memory_seq_rm(memory, seq_id, n_past + len(chosen), -1)
     return chosen

@@ -28,7 +28,6 @@ from ember_chat.engine.inference.calls.turn import ToolTurn
 from ember_chat.engine.inference.events import ContextTrimmed, Event, Finished, TemplateFallback
 from ember_chat.engine.inference.grammar.structured import params_grammar
 from ember_chat.engine.inference.llama.embeddings import Embedder
-from ember_chat.engine.inference.llama.greedy import is_plain_greedy
 from ember_chat.engine.inference.llama.loader import NULL_ABORT, gpu_backend_name, open_llama, probe_gguf
 from ember_chat.engine.inference.llama.log import route_llama_log
 from ember_chat.engine.inference.local import embeddings
@@ -258,13 +257,11 @@ class LocalRuntime:
 
     def can_batch(self, params: SamplingParams, tools: ToolRequest | None, messages: list[ChatMessage] | None) -> bool:
         """Whether a request can be a batched run: plain text only (tools, a grammar or response format,
-        log-probabilities, images and greedy decoding with n-gram speculation asked for keep the single path)."""
+        log-probabilities and images keep llama-cpp-python's single path)."""
         if self._llm is None or self.batch_slots < 1 or tools is not None or params.logprobs is not None:
             return False
         if params.grammar is not None or (params.response_format or {"type": "text"}).get("type") != "text":
             return False
-        if params.speculative == "ngram" and is_plain_greedy(params):
-            return False  # (asked for by name: the single path speculates, the batch decoder does not yet)
         return not any(m.images for m in messages or ())
 
     def step(self) -> None:

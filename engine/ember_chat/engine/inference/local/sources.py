@@ -195,7 +195,7 @@ class BatchSource:
         return None
 
     def speculation(self) -> SpeculationCounts | None:
-        return None
+        return self._run.speculation
 
     def image_encode_ms(self) -> float | None:
         return None
