@@ -22,7 +22,7 @@ from ember_chat.engine.cli.common import (
 from ember_chat.engine.cli.presets_option import add_preset_option, chosen_preset, cli_model_key
 from ember_chat.engine.cli.snapshots_option import add_snapshot_flag, close_snapshot_store, snapshot_store
 from ember_chat.engine.core.instance import same_listener
-from ember_chat.engine.core.params import LoadOptions
+from ember_chat.engine.core.params import SPECULATIVE_MODES, LoadOptions
 from ember_chat.engine.core.refs import ModelRef, RemoteModelRef
 from ember_chat.engine.errors import EmberError
 from ember_chat.engine.inference.pool.catalog import library_catalog
@@ -56,6 +56,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--allow-unknown-fields",
         action="store_true",
         help="ignore request fields Ember does not know (default: a 400 naming them)",
+    )
+    serve.add_argument(
+        "--speculative",
+        choices=SPECULATIVE_MODES,
+        default="auto",
+        help="speculative decoding for a request whose ember.speculative does not say: ngram drafts tokens from "
+        "the prompt and verifies them several at a time (greedy decoding: the same answer, faster when it copies "
+        "the prompt); auto (the default): the same, stopped for an answer where it does not pay; off",
     )
     serve.add_argument(
         "--memory-budget",
@@ -108,6 +116,7 @@ def run(args: argparse.Namespace) -> int:
         tuple(args.allow_origin),
         allow_unknown_fields=args.allow_unknown_fields,
         alias=args.alias,
+        speculative=args.speculative,
         # a request's files: the size, time and memory limits set in settings.json, as in the window
         attachment_limits=Limits.from_settings(SettingsFile(paths.settings_file).load()),
     )

@@ -6,11 +6,12 @@ serve/api_request.py puts them together with the served model's preset and the g
 
 from __future__ import annotations
 
+from dataclasses import dataclass, fields
 from typing import Any
 
 from ember_chat.engine.attachments import Extracted
 from ember_chat.engine.core.messages import ChatMessage
-from ember_chat.engine.core.params import MAX_LOGIT_BIAS
+from ember_chat.engine.core.params import MAX_LOGIT_BIAS, SPECULATIVE_MODES
 from ember_chat.engine.openai.api_error import ApiError
 from ember_chat.engine.openai.content_parts import ContentError, PartReader, parse_content
 from ember_chat.engine.openai.tool_wire import check_tool_turns, history_calls
@@ -105,23 +106,40 @@ def check_known_fields(
         )
 
 
-_EMBER_OPTIONS = ("trim_history",)
 MAX_N = 16  # samples per request (each is a whole generation, in turn)
 
 
-def ember_options(raw: Any) -> dict[str, bool]:
-    """The request's `ember` extension object (Ember's own options)."""
+@dataclass(frozen=True)
+class EmberOptions:
+    """The request's `ember` extension object (Ember's own options), read."""
+
+    trim_history: bool = False  # leave the oldest messages out, as the window does
+    speculative: str | None = None  # one of SPECULATIVE_MODES; None: the server's default (serve --speculative)
+
+
+_EMBER_OPTIONS = tuple(f.name for f in fields(EmberOptions))
+
+
+def ember_options(raw: Any) -> EmberOptions:
+    """The request's `ember` extension object, each option checked (a 400 naming it)."""
     if raw is None:
-        return {}
+        return EmberOptions()
     if not isinstance(raw, dict):
         raise ApiError(400, "ember must be an object.", param="ember")
     unknown = sorted(set(raw) - set(_EMBER_OPTIONS))
     if unknown:
-        raise ApiError(400, f"ember: unknown option(s) {', '.join(unknown)} (known: trim_history).", param="ember")
-    for name, value in raw.items():
-        if not isinstance(value, bool):
-            raise ApiError(400, f"ember.{name} must be true or false.", param="ember")
-    return dict(raw)
+        known = ", ".join(_EMBER_OPTIONS)
+        raise ApiError(400, f"ember: unknown option(s) {', '.join(unknown)} (known: {known}).", param="ember")
+    trim = raw.get("trim_history", False)
+    if not isinstance(trim, bool):
+        raise ApiError(400, "ember.trim_history must be true or false.", param="ember")
+    speculative = raw.get("speculative")
+    if speculative is not None and speculative not in SPECULATIVE_MODES:
+        allowed = ", ".join(SPECULATIVE_MODES)
+        raise ApiError(
+            400, f"ember.speculative must be one of {allowed}, got {speculative!r}.", param="ember.speculative"
+        )
+    return EmberOptions(trim_history=trim, speculative=speculative)
 
 
 def logprobs_wanted(kind: str, body: dict[str, Any]) -> int | None:

@@ -60,12 +60,15 @@ def parse_request(
     preset: Preset | None = None,
     reading: Reading | None = None,
     unknown_advice: str = CLI_UNKNOWN_FIELDS_ADVICE,
+    *,
+    speculative: str = "auto",
 ) -> ApiRequest:
     """Validate a /v1/chat/completions (kind "chat") or /v1/completions ("completion") body. Its
     envelope is read as openai/chat_body's model of its kind (unknown fields: `allow_unknown`,
     `unknown_advice`). `preset`: the served model's default preset, what the request does not say itself
     (preset_defaults.py). `reading`: how its files are read (file_reading.Reading: the limits, and what
-    says the client is gone)."""
+    says the client is gone). `speculative`: the server's speculative decoding, for a request whose
+    `ember` does not name one (serve --speculative)."""
     # the envelope (openai/chat_body): unknown fields and each known field's JSON type, named in a 400
     typed = read_body(BODY_BY_KIND[kind], body, allow_unknown, unknown_advice)
     for name in REFUSED:
@@ -76,7 +79,11 @@ def parse_request(
     for name, neutral in NEUTRAL.items():
         if name in body and body[name] not in (None, neutral):
             raise ApiError(400, f"{name}={body[name]!r} is not supported (only {neutral!r}).", param=name)
-    values: dict[str, Any] = {**preset_values(preset), **constraint(body)}
+    ember = ember_options(body.get("ember"))
+    # the server's speculative decoding, under the preset's values and the request's own
+    values: dict[str, Any] = {"speculative": speculative, **preset_values(preset), **constraint(body)}
+    if ember.speculative is not None:
+        values["speculative"] = ember.speculative
     top = logprobs_wanted(kind, body)
     if top is not None:
         values["logprobs"] = top
@@ -118,14 +125,13 @@ def parse_request(
     if isinstance(typed, ChatBody):
         files: dict[int, list[Extracted]] = {}
         messages, files = with_preset_system(read_messages(typed.messages, files, reading or Reading()), files, preset)
-        trim = ember_options(body.get("ember")).get("trim_history", False)
+        trim = ember.trim_history
         return ApiRequest("chat", messages=messages, files=files, trim_history=trim, tools=tools, **common)
     prompt: str | list[str] = typed.prompt
     if isinstance(prompt, list) and len(prompt) == 1:
         prompt = prompt[0]
     if not isinstance(prompt, str):
         raise ApiError(400, "prompt must be a string.", param="prompt")
-    ember_options(body.get("ember"))
     suffix = typed.suffix  # the text after the middle: the model writes what goes between
     infill = Infill(prefix=prompt, suffix=suffix) if suffix is not None else None
     return ApiRequest("completion", prompt=prompt, infill=infill, **common)

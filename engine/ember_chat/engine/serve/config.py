@@ -58,6 +58,8 @@ class ServerConfig:
     alias: str | None = None  # the model's name on this server (for clients that hard-code one)
     attachment_limits: Limits = DEFAULT_LIMITS  # a request's files: size, and the reader's time and memory
     file_turn_wait_s: float = TURN_WAIT_S  # how long a request's file waits for a free reader before a 503
+    # speculative decoding (core.params.SPECULATIVE_MODES) for a request whose `ember` does not name one
+    speculative: str = "auto"
 
     def check(self) -> None:
         if not listens_only_locally(self.host) and not self.api_key:

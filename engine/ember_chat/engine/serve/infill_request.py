@@ -35,8 +35,11 @@ def parse_infill(
     allow_unknown: bool = False,
     preset: Preset | None = None,
     unknown_advice: str = CLI_UNKNOWN_FIELDS_ADVICE,
+    *,
+    speculative: str = "auto",
 ) -> ApiRequest:
-    """Validate an /infill body (400s naming the field), as a completion request with its Infill."""
+    """Validate an /infill body (400s naming the field), as a completion request with its Infill
+    (`speculative`: the server's, parse_request's)."""
     if not isinstance(body, dict):
         raise ApiError(400, "The request body must be a JSON object.")
     check_known_fields(body, KNOWN, allow_unknown, unknown_advice)
@@ -52,7 +55,8 @@ def parse_infill(
     if n_predict is not None and n_predict != -1:  # (llama-server's -1: until the end, as none given)
         body["max_tokens"] = n_predict  # llama-server's: n_predict over max_tokens
     try:
-        req = parse_request("completion", {**body, "prompt": ""}, False, preset, None, unknown_advice)
+        req = parse_request("completion", {**body, "prompt": ""}, False, preset, None, unknown_advice,
+                            speculative=speculative)  # fmt: skip
     except ApiError as exc:
         if exc.param == "max_tokens" and n_predict is not None:
             message = exc.message.replace("max_tokens", "n_predict")

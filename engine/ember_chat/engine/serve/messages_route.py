@@ -48,12 +48,13 @@ def read_turn(
     advice: str = CLI_UNKNOWN_FIELDS_ADVICE,
     *,
     count: bool = False,
+    speculative: str = "auto",
 ) -> Turn:
     """The turn a body asks for, read and checked as the chat route reads its fields (errors renamed to
-    the Messages fields). `count`: a count_tokens body."""
+    the Messages fields). `count`: a count_tokens body; `speculative`: the server's (parse_request's)."""
     read = read_body(body, allow_unknown, advice, count=count)
     try:
-        request = parse_request("chat", read.chat, False, preset, reading, advice)
+        request = parse_request("chat", read.chat, False, preset, reading, advice, speculative=speculative)
     except ApiError as exc:
         param = CHAT_TO_MESSAGES.get(exc.param or "", exc.param)
         message = exc.message.replace("stop must", "stop_sequences must") if param == "stop_sequences" else exc.message

@@ -107,10 +107,13 @@ def read_turn(
     preset: Preset | None = None,
     reading: Reading | None = None,
     advice: str = CLI_UNKNOWN_FIELDS_ADVICE,
+    *,
+    speculative: str = "auto",
 ) -> Turn:
     """The turn a body asks for: the earlier conversation (previous_response_id, 404 when not stored),
     the instructions as the system message (a previous response's are not carried over, as OpenAI's),
-    the input; read and checked as the chat route reads its messages and fields."""
+    the input; read and checked as the chat route reads its messages and fields (`speculative`: the
+    server's, parse_request's)."""
     read = read_body(body, allow_unknown, advice)
     earlier = list(store.get(read.previous_response_id, "previous_response_id").conversation) if (
         read.previous_response_id) else []  # fmt: skip
@@ -123,7 +126,7 @@ def read_turn(
     system = [{"role": "system", "content": read.instructions}] if read.instructions else []
     try:
         request = parse_request("chat", {**read.chat, "messages": system + conversation}, False, preset, reading,
-                                advice)  # fmt: skip
+                                advice, speculative=speculative)  # fmt: skip
     except ApiError as exc:
         param = CHAT_TO_RESPONSES.get(exc.param or "", exc.param)
         message = exc.message

@@ -260,16 +260,18 @@ class _Handler:
         turn: Turn | messages_route.Turn | None = None
         if kind == "messages":
             turn = messages_route.read_turn(body, config.allow_unknown_fields, preset, reading,
-                                            config.unknown_fields_advice)  # fmt: skip
+                                            config.unknown_fields_advice, speculative=config.speculative)  # fmt: skip
             req = turn.request
         elif kind == "responses":
             turn = read_turn(body, self.shared.responses, config.allow_unknown_fields, preset, reading,
-                             config.unknown_fields_advice)  # fmt: skip
+                             config.unknown_fields_advice, speculative=config.speculative)  # fmt: skip
             req = turn.request
         elif kind == "infill":
-            req = parse_infill(body, config.allow_unknown_fields, preset, config.unknown_fields_advice)
+            req = parse_infill(body, config.allow_unknown_fields, preset, config.unknown_fields_advice,
+                               speculative=config.speculative)  # fmt: skip
         else:
-            req = parse_request(kind, body, config.allow_unknown_fields, preset, reading, config.unknown_fields_advice)
+            req = parse_request(kind, body, config.allow_unknown_fields, preset, reading, config.unknown_fields_advice,
+                                speculative=config.speculative)  # fmt: skip
         with self._serving(req.model, ttl) as served:
             self._answer(kind, req, turn, served)
 
