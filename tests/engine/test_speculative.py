@@ -33,6 +33,7 @@ from ember_chat.engine.inference.llama.speculative import (
 from ember_chat.engine.inference.local.sources import Seq0Source
 from tests.helpers.cli import cli
 from tests.helpers.gguf_factory import write_tiny_model
+from tests.helpers.kv_checks import assert_cache_matches_record
 
 PASSAGE = (
     "The lighthouse keeper climbed the spiral stairs every evening at dusk, lit the great lamp, "
@@ -109,12 +110,6 @@ def speculative(
 ) -> tuple[list[int], SpeculationCounts]:
     counts = SpeculationCounts()
     return take(generate_speculative(llm, tokens, bias, counts), n), counts
-
-
-def assert_cache_matches_record(llm: llama_cpp.Llama) -> None:
-    """The KV cache holds exactly the positions llama-cpp-python's n_tokens says (seq 0: 0 … n_tokens-1)."""
-    memory = llama_cpp.llama_get_memory(llm.ctx)
-    assert llama_cpp.llama_memory_seq_pos_max(memory, 0) == llm.n_tokens - 1
 
 
 def test_the_tiny_model_decodes_the_same_tokens_with_speculation(tiny: llama_cpp.Llama) -> None:
