@@ -172,6 +172,9 @@ def test_a_cancel_mid_stream_leaves_the_cache_consistent(starter: llama_cpp.Llam
         got, _ = speculative(starter, tokens, cut)  # closed after `cut` tokens, within a verified run
         assert got == expected[:cut]
         assert_cache_matches_record(starter)
+        # it holds what was given (accepted draft tokens after the last one given are dropped)
+        held = starter.input_ids[: starter.n_tokens].tolist()
+        assert len(tokens) + cut - 1 <= len(held) <= len(tokens) + cut and held == [*tokens, *expected][: len(held)]
         assert take(generate_greedy(starter, tokens), N) == expected  # the next eval works, as a fresh run
         starter.reset()
         speculative(starter, tokens, cut)

@@ -198,6 +198,7 @@ def generate_speculative(
             return argmax_token(ctx, row, n_vocab)
         return bias.choose(ctx, row, lambda: argmax_token(ctx, row, n_vocab))
 
+    unseen = 0  # accepted draft tokens in the cache that the caller has not been given (yet)
     try:
         llm.eval(resume_point(llm, tokens))
         drafter = drafter if drafter is not None else NgramDrafter(tokens)
@@ -219,11 +220,16 @@ def generate_speculative(
             counts.verify_step(clock() - started, len(draft), accepted, auto)
             drafter.feedback(len(draft), accepted)
             # (the accepted tokens are in the KV cache already; the last chosen one is evaluated next step)
-            for t in chosen[:-1]:
+            for i, t in enumerate(chosen[:-1]):
                 drafter.append(t)
+                unseen = accepted - i - 1  # (those after t: if the caller stops at t, never given)
                 yield t
+            unseen = 0
             token = chosen[-1]
     finally:
+        if unseen:  # the answer ended before them: the cache holds what was given, as without speculation
+            llama_cpp.llama_memory_seq_rm(memory, 0, llm.n_tokens - unseen, -1)
+            llm.n_tokens -= unseen
         llama_cpp.llama_batch_free(batch)
 
 
