@@ -181,8 +181,9 @@ def test_the_load_record_is_the_table() -> None:
     the table's default, and nothing else."""
     assert [f.name for f in fields(LoadOptions)] == [s.name for s in LOAD_SPECS]
     assert LoadOptions().options() == {s.name: s.default for s in LOAD_SPECS}
-    # LoadConfig adds the files it loads: the model, and its projector (images), which are not parameters
-    assert {f.name for f in fields(LoadConfig)} == {s.name for s in LOAD_SPECS} | {"path", "mmproj"}
+    # LoadConfig adds the files it loads: the model, its projector (images) and its draft model
+    # (speculative decoding), which are not parameters
+    assert {f.name for f in fields(LoadConfig)} == {s.name for s in LOAD_SPECS} | {"path", "mmproj", "draft_model"}
     assert {f.name for f in fields(ModelLoadSettings)} == {s.name for s in LOAD_SPECS}
 
 

@@ -200,11 +200,11 @@ def test_no_draft_goes_past_the_context(tmp_path: Path) -> None:
 def test_speculation_is_auto_by_default_and_a_sampling_option() -> None:
     assert SamplingParams().speculative == "auto"
     assert "speculative" not in SamplingParams().to_dict()  # (saved chats stay as they were)
-    for mode in ("off", "ngram"):
+    for mode in ("off", "ngram", "draft"):
         chosen = SamplingParams(temperature=0.0, speculative=mode)
         assert SamplingParams.from_dict(chosen.to_dict()) == chosen
     with pytest.raises(InvalidParameter, match="speculative"):
-        SamplingParams(speculative="draft")
+        SamplingParams(speculative="medusa")
 
 
 class WrongDrafter:

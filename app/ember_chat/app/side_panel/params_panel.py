@@ -74,14 +74,21 @@ class ParamsPanel(QWidget):
         self.seed.setSpecialValueText(self.tr("random"))  # one below the minimum: no seed
         self.speculative = QComboBox()
         # (the item's data: SamplingParams.speculative's value)
-        texts = (self.tr("Off"), self.tr("Auto (when it pays)"), self.tr("N-gram (copies from the conversation)"))
+        texts = (
+            self.tr("Off"),
+            self.tr("Auto (when it pays)"),
+            self.tr("N-gram (copies from the conversation)"),
+            self.tr("Draft model (loaded with the model)"),
+        )
         for mode, text in zip(SPECULATIVE_MODES, texts, strict=True):
             self.speculative.addItem(text, mode)
         tip = self.tr(
             "N-gram: drafts the next tokens from text already in the conversation and lets the model check "
             "several at once. For greedy decoding (temperature 0, no penalties): the answer is identical, "
             "only faster when it repeats text from the conversation (an edited file, a quoted passage). "
-            "Auto does so and stops for an answer where the drafts cost more than they save. Saved with the chat."
+            "Draft model: a smaller model of the same family, loaded with the model (--draft-model), drafts "
+            "instead (n-grams without one). Auto does so (with the draft model when one is loaded) and stops for "
+            "an answer where the drafts cost more than they save. Saved with the chat."
         )
         # (as wide as a short choice: the longest would widen the whole side panel on a narrow window)
         self.speculative.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)

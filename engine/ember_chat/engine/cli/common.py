@@ -71,6 +71,18 @@ def add_load_flags(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_draft_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--draft-model",
+        metavar="FILE",
+        type=Path,
+        default=None,
+        help="a smaller model with the same vocabulary (same family) that drafts tokens for --speculative draft "
+        "or auto (greedy decoding: the same answer); one that cannot be used is refused with the reason and the "
+        "model runs without it",
+    )
+
+
 def load_options_from_args(args: argparse.Namespace) -> dict[str, Any]:
     """The load parameters the flags of `add_load_flags` set, by name (LoadConfig's keywords)."""
     return {spec.name: getattr(args, spec.name) for spec in LOAD_SPECS}
@@ -116,8 +128,10 @@ def model_ref_from_args(args: argparse.Namespace, paths: AppPaths) -> tuple[Mode
         finally:
             report_problems(store)
         return ref, ref.model_id
-    mmproj = getattr(args, "mmproj", None)
-    config = LoadConfig(resolve_model(args.model, paths), mmproj=mmproj, **load_options_from_args(args))
+    mmproj, draft = getattr(args, "mmproj", None), getattr(args, "draft_model", None)
+    config = LoadConfig(
+        resolve_model(args.model, paths), mmproj=mmproj, draft_model=draft, **load_options_from_args(args)
+    )
     alias = Path(args.model).name if args.model.endswith(".gguf") else args.model  # a file: its name
     return config, alias
 
@@ -152,6 +166,8 @@ def load_blocking(service: EngineService, ref: ModelRef, alias: str | None = Non
         service.remove_listener(waiter)
     if waiter.model is None:
         raise EmberError(waiter.error or "The model could not be loaded.")
+    if waiter.model.draft_refused:  # (the model loaded and runs without its draft model: said, not failed)
+        print(f"ember-chat: {waiter.model.draft_refused}", file=sys.stderr, flush=True)
     return waiter.model
 
 

@@ -15,6 +15,7 @@ from ember_chat.engine.cli.attach import read_files, report, user_message
 from ember_chat.engine.cli.common import (
     CLI_DEFAULTS,
     PrintSink,
+    add_draft_flag,
     add_load_flags,
     add_sampling_flags,
     generate_blocking,
@@ -47,6 +48,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     add_sampling_flags(run)
     add_load_flags(run)
+    add_draft_flag(run)
     add_snapshot_flag(run)
     run.add_argument("--template", default=None, help="chat template: a llama.cpp built-in name")
     as_json = run.add_mutually_exclusive_group()
@@ -60,8 +62,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         choices=SPECULATIVE_MODES,
         default="auto",
         help="ngram: draft tokens from the prompt and verify them several at a time (greedy decoding, "
-        "--temperature 0: the same answer, faster when it copies the prompt); auto (the default): the "
-        "same, stopped for an answer where it does not pay; off",
+        "--temperature 0: the same answer, faster when it copies the prompt); draft: drafts from --draft-model "
+        "(n-grams without one); auto (the default): the same (the draft model's drafts with one), stopped for "
+        "an answer where it does not pay; off",
     )
     run.add_argument("-v", "--verbose", action="store_true", help="show llama.cpp's log")
     add_preset_option(run, "answer")

@@ -13,6 +13,7 @@ from types import FrameType
 
 from ember_chat.engine.attachments import Limits
 from ember_chat.engine.cli.common import (
+    add_draft_flag,
     add_load_flags,
     load_blocking,
     load_options_from_args,
@@ -84,6 +85,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--no-jit", action="store_true", help="serve only --model: a request naming another model is a 404"
     )
     add_load_flags(serve)
+    add_draft_flag(serve)  # (for --model: the models loaded on demand have none)
     add_snapshot_flag(serve)
     serve.add_argument("-v", "--verbose", action="store_true", help="show llama.cpp's log")
     add_preset_option(serve, "answer every request")
@@ -103,6 +105,8 @@ def run(args: argparse.Namespace) -> int:
         raise EmberError("the following arguments are required: --model (or --remote NAME), with --no-jit")
     if args.models_max is not None and args.models_max < 1:
         raise EmberError("--models-max must be 1 or more.")
+    if args.draft_model is not None and not args.model:
+        raise EmberError("--draft-model drafts for --model: name the model it drafts for.")
     api_key = None
     if args.api_key_env:
         api_key = os.environ.get(args.api_key_env)

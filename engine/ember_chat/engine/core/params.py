@@ -121,7 +121,7 @@ LOAD_SPECS: tuple[ParamSpec, ...] = (
 SPECS: dict[str, ParamSpec] = {s.name: s for s in SAMPLING_SPECS + LOAD_SPECS}
 
 
-SPECULATIVE_MODES = ("off", "auto", "ngram")
+SPECULATIVE_MODES = ("off", "auto", "ngram", "draft")
 
 
 @dataclass(frozen=True)
@@ -165,8 +165,9 @@ class SamplingParams:
     logit_bias: tuple[tuple[int, float], ...] = ()
     # Speculative decoding: "ngram" drafts tokens from the prompt and answer so far and verifies them
     # several at a time (inference/llama/speculative.py: the same tokens, faster when the answer copies
-    # its input), for plain greedy decoding; "auto" (the default) does so and stops for an answer where it
-    # does not pay; "off" never.
+    # its input), for plain greedy decoding; "draft" drafts with the draft model loaded with the model
+    # (LoadConfig.draft_model; n-grams without one); "auto" (the default) drafts (with the draft model when
+    # one is loaded) and stops for an answer where it does not pay; "off" never.
     speculative: str = "auto"
 
     def __post_init__(self) -> None:
@@ -315,15 +316,19 @@ class LoadOptions:
 class LoadConfig(LoadOptions):
     """How a local GGUF model is loaded into llama.cpp (the local kind of model reference):
     `LoadConfig(path, n_ctx=..., ...)`. `mmproj`: the model's multimodal projector file (images);
-    None: the one found beside the model, if any (engine/models/projector.py)."""
+    None: the one found beside the model, if any (engine/models/projector.py). `draft_model`: a smaller
+    model with the same vocabulary that drafts tokens for speculative decoding (inference/llama/draft_model.py;
+    refused with the reason, the model loading without it, when it cannot be used)."""
 
     path: Path
     mmproj: Path | None = None
+    draft_model: Path | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "path", Path(self.path))
-        if self.mmproj is not None:
-            object.__setattr__(self, "mmproj", Path(self.mmproj))
+        for name in ("mmproj", "draft_model"):
+            if getattr(self, name) is not None:
+                object.__setattr__(self, name, Path(getattr(self, name)))
         for spec in LOAD_SPECS:
             spec.check(getattr(self, spec.name))
         if self.kv_cache_type != "f16" and not self.flash_attn:

@@ -37,6 +37,8 @@ class ModelDescription:
     kv_cache_type: str = "f16"
     vision: bool = False  # it accepts images (a local model loaded with its projector)
     kind: str = "chat"  # or "embedding", "reranker": no chat (gguf_inspect.model_kind)
+    draft_model: str | None = None  # the draft model's file name (speculative decoding), loaded with it
+    draft_refused: str | None = None  # why the draft model asked for was not loaded (the model runs without)
 
     @property
     def is_remote(self) -> bool:

@@ -17,6 +17,7 @@ from ember_chat.engine.inference.local.sources import BatchSource, Seq0Source
 from ember_chat.engine.inference.local.token_stream import TokenSource
 
 if TYPE_CHECKING:  # vision.py loads libmtmd: imported once a model has a projector
+    from ember_chat.engine.inference.llama.draft_model import DraftModel
     from ember_chat.engine.inference.llama.vision import VisionContext, VisionPrompt
 
 
@@ -28,6 +29,7 @@ class RunStarter:
         # Kept alive as long as the runtime: llama.cpp holds a raw pointer to it.
         self._abort_callback = llama_cpp.ggml_abort_callback(lambda _data: abort.is_set())
         self._stops = 0  # request_stop() calls so far
+        self.draft: DraftModel | None = None  # the draft model loaded with the model (the runtime sets it)
 
     def request_stop(self) -> None:
         """Stop the running generation (thread-safe)."""
@@ -63,7 +65,9 @@ class RunStarter:
         abort = self._abort
         stopped = abort.is_set if cancel is None else (lambda: abort.is_set() or cancel.is_set())
         images = (context, vision) if vision is not None and context is not None else None
-        source = Seq0Source(llm, tokens, params, reused, stopped, self._abort_callback, piece, images, restored)
+        source = Seq0Source(
+            llm, tokens, params, reused, stopped, self._abort_callback, piece, images, restored, self.draft
+        )
         return source, stopped
 
     def batch_run(

@@ -27,6 +27,7 @@ from ember_chat.engine.inference.backend import ModelDescription
 from ember_chat.engine.inference.calls.turn import ToolTurn
 from ember_chat.engine.inference.events import ContextTrimmed, Event, Finished, TemplateFallback
 from ember_chat.engine.inference.grammar.structured import params_grammar
+from ember_chat.engine.inference.llama.draft_model import DraftModel, draft_for, drafts_with_model
 from ember_chat.engine.inference.llama.embeddings import Embedder
 from ember_chat.engine.inference.llama.loader import NULL_ABORT, gpu_backend_name, open_llama, probe_gguf
 from ember_chat.engine.inference.llama.log import route_llama_log
@@ -81,6 +82,8 @@ class LocalRuntime:
         self._templates: dict[str | None, ChatTemplate] = {}  # per override, for the loaded model
         self._control: ControlText | None = None  # the loaded model's control tokens, read once
         self._vision: VisionContext | None = None  # the model's projector, if loaded with one
+        self._draft: DraftModel | None = None  # the draft model loaded with it (speculative decoding), if any
+        self._draft_refused: str | None = None  # why the draft model its config names was not loaded
         self._cache = ContextCache()  # snapshots and batch slots
         self._runs = RunStarter(self._cache)  # starts and stops the token sources
         # embeddings' own context on the loaded weights (made on the first embedding, freed with the model),
@@ -134,6 +137,8 @@ class LocalRuntime:
             kv_cache_type=self._config.kv_cache_type,
             vision=self._vision is not None,
             kind=info.kind,
+            draft_model=self._draft.name if self._draft is not None else None,
+            draft_refused=self._draft_refused,
         )
 
     @property
@@ -179,9 +184,12 @@ class LocalRuntime:
             from ember_chat.engine.inference.llama.vision import open_projector
 
             self._vision = open_projector(llm, config)
+            self._draft, self._draft_refused = draft_for(llm, config, cancel)  # (a refused one: reported)
         except BaseException:
+            self.close()  # (the projector, if opened)
             llm.close()
             raise
+        self._runs.draft = self._draft
         self._llm = llm
         self._info = info
         self.label = display_name(config.path.name)
@@ -207,6 +215,9 @@ class LocalRuntime:
         embedder, self._embedder = self._embedder, None
         if embedder is not None:  # (before the model its context is made on)
             embedder.close()
+        draft, self._draft, self._runs.draft, self._draft_refused = self._draft, None, None, None
+        if draft is not None:
+            draft.close()
         llm, self._llm = self._llm, None
         self._info = None
         self._config = None
@@ -262,6 +273,8 @@ class LocalRuntime:
             return False
         if params.grammar is not None or (params.response_format or {"type": "text"}).get("type") != "text":
             return False
+        if self._draft is not None and drafts_with_model(params):
+            return False  # (the draft model drafts on the single path alone)
         return not any(m.images for m in messages or ())
 
     def step(self) -> None:

@@ -13,6 +13,7 @@ from ember_chat.engine.core.params import SamplingParams
 from ember_chat.engine.errors import NoRoomInContext
 from ember_chat.engine.inference.events import PrefillProgress, StepWanted
 from ember_chat.engine.inference.grammar.sampling import generate_with_grammar
+from ember_chat.engine.inference.llama.draft_model import DraftModel, ModelDrafter, drafts_with_model
 from ember_chat.engine.inference.llama.greedy import generate_greedy, is_plain_greedy
 from ember_chat.engine.inference.llama.loader import NULL_ABORT
 from ember_chat.engine.inference.llama.logit_bias import LogitBias, generate_biased
@@ -43,8 +44,10 @@ class Seq0Source:
         piece: Callable[[int], bytes],
         vision: tuple[VisionContext, VisionPrompt] | None = None,
         restored: int = 0,
+        draft: DraftModel | None = None,
     ) -> None:
         self._llm = llm
+        self._draft = draft  # the draft model loaded with the model, for "draft" and "auto" speculation
         self._tokens = tokens
         self._params = params
         self.reused = reused
@@ -90,8 +93,11 @@ class Seq0Source:
         if grammar is not None:
             gen = generate_with_grammar(llm, tokens, params, grammar, bias)
         elif is_plain_greedy(params) and self._speculates(params):
-            self._speculation = self._speculation or SpeculationCounts(mode=params.speculative)
-            gen = generate_speculative(llm, tokens, bias, self._speculation, auto=params.speculative == "auto")
+            drafter = self._drafter(tokens, params)
+            mode = "ngram" if params.speculative == "draft" and drafter is None else params.speculative
+            self._speculation = self._speculation or SpeculationCounts(mode=mode)
+            auto = params.speculative == "auto"
+            gen = generate_speculative(llm, tokens, bias, self._speculation, drafter, auto=auto)
         elif is_plain_greedy(params):
             gen = generate_greedy(llm, tokens, bias)
         elif bias is not None:
@@ -118,10 +124,17 @@ class Seq0Source:
             gen.close()
 
     def _speculates(self, params: SamplingParams) -> bool:
-        """n-gram speculation when asked for ("auto" or "ngram"), without images (their embeddings are not
+        """Speculation when asked for (any mode but "off"), without images (their embeddings are not
         tokens to draft from) and without log-probabilities (read from the last evaluated row: a verified
         step's last row is not the chosen token's)."""
         return params.speculative != "off" and self._vision is None and params.logprobs is None
+
+    def _drafter(self, tokens: list[int], params: SamplingParams) -> ModelDrafter | None:
+        """The draft model's drafter for "draft" and "auto" when one is loaded; None: n-gram drafts (the
+        mode reported as "ngram" when "draft" was asked for without a draft model)."""
+        if self._draft is None or not drafts_with_model(params):
+            return None
+        return ModelDrafter(self._draft, tokens)
 
     def speculation(self) -> SpeculationCounts | None:
         return self._speculation
