@@ -206,6 +206,7 @@ def test_a_damaged_draft_file_is_refused(tiny_pair: tuple[Path, Path], tmp_path:
     damaged = tmp_path / "damaged.gguf"
     damaged.write_bytes(draft.read_bytes()[: draft.stat().st_size // 2])
     refused_while_the_model_answers(target, damaged, DraftFileUnreadable, "was not loaded")
+    refused_while_the_model_answers(target, tmp_path / "missing.gguf", DraftFileUnreadable, "cannot be read")
 
 
 def test_a_draft_larger_than_the_model_is_refused(tiny_pair: tuple[Path, Path], tmp_path: Path) -> None:

@@ -8,7 +8,6 @@ import json
 import os
 import sqlite3
 import time
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -149,7 +148,7 @@ def test_one_bad_model_entry_does_not_drop_the_others_and_stays_in_the_file(tmp_
     assert store.take_problems() == []
     store.save("new.gguf", ModelLoadSettings(**GOOD_LOAD))
     data = json.loads(path.read_text())
-    assert {k: data[k] for k in bad} == bad and data["new.gguf"] == asdict(ModelLoadSettings(**GOOD_LOAD))
+    assert {k: data[k] for k in bad} == bad and data["new.gguf"] == ModelLoadSettings(**GOOD_LOAD).options()
     store.save("huge.gguf", ModelLoadSettings(**GOOD_LOAD))  # new settings for that model replace its bad ones
     assert store.get("huge.gguf") == ModelLoadSettings(**GOOD_LOAD)
 

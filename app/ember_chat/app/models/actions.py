@@ -170,6 +170,8 @@ class ModelActions(QObject):
         self.state_changed.emit(ModelState.READY)
         if self.manager is not None:
             self.manager.load_succeeded()
+        if model.draft_refused:  # (the model loaded and runs without its draft model: said, not failed)
+            self.ctx.notifier.show_notice(model.draft_refused, cause="model")
 
     @Slot(str)
     def on_load_failed(self, message: str) -> None:

@@ -1,16 +1,18 @@
 """The load settings of one local model (the ⚙ beside the model picker): context length, GPU layers (a
 number, "all", or "auto": as many as fit in free VRAM), threads for decoding and for the prompt, batch
-size, flash attention, KV cache type, mmap and mlock. The memory estimate follows every change, and
-saving settings that will not fit asks first. They apply when the model is loaded. A context longer
-than the model was trained for (its GGUF header says) is warned about, and GPU layers on a llama.cpp
-build without GPU offload say they have no effect. Its widgets are made from the load parameters of the
-parameter table (a spin box, a check box or a list each, named and explained by the table), so a
-parameter added there is here too.
+size, flash attention, KV cache type, mmap and mlock, and a draft model (speculative decoding). The
+memory estimate follows every change, and saving settings that will not fit asks first. They apply when
+the model is loaded. A context longer than the model was trained for (its GGUF header says) is warned
+about, and GPU layers on a llama.cpp build without GPU offload say they have no effect. Its widgets are
+made from the load parameters of the parameter table (a spin box, a check box or a list each, named and
+explained by the table), so a parameter added there is here too.
 
 The free VRAM comes from nvidia-smi, a subprocess: it is asked off the GUI thread, and the estimate
 says "checking the GPU…" until it answers."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import (
@@ -18,9 +20,12 @@ from PySide6.QtWidgets import (
     QComboBox,
     QDialog,
     QDialogButtonBox,
+    QFileDialog,
     QFormLayout,
+    QHBoxLayout,
     QLabel,
     QMessageBox,
+    QPushButton,
     QSpinBox,
     QVBoxLayout,
     QWidget,
@@ -119,6 +124,8 @@ class LoadSettingsDialog(QDialog):
                 form.addRow(row_labels.get(spec.name, spec.label), widget)
             if spec.name in notes:
                 form.addRow("", notes[spec.name])
+        self.draft_model = current.draft_model
+        form.addRow(self.tr("Draft model"), self._draft_row())
         self.estimate = QLabel()
         self.estimate.setWordWrap(True)
         self.estimate.setAccessibleName(self.tr("Memory estimate"))
@@ -181,6 +188,48 @@ class LoadSettingsDialog(QDialog):
         widget.setToolTip(spec.description)
         return widget
 
+    def _draft_row(self) -> QWidget:
+        """The draft model's file (speculative decoding): its name, Choose… and None."""
+        row = QWidget()
+        line = QHBoxLayout(row)
+        line.setContentsMargins(0, 0, 0, 0)
+        self.draft_label = QLabel()
+        self.draft_label.setAccessibleName(self.tr("Draft model"))
+        self.draft_label.setToolTip(
+            self.tr(
+                "A smaller model of the same family (the same tokenizer), loaded with this one: it drafts the "
+                "next tokens and this model checks several at once (greedy decoding, Speculative decoding on "
+                "Auto or Draft model: the same answer, faster when the drafts are right). One that cannot be "
+                "used (another vocabulary, a larger or damaged file) is refused with the reason, and the model "
+                "loads without it."
+            )
+        )
+        choose = QPushButton(self.tr("Choose…"))
+        choose.setAccessibleName(self.tr("Choose a draft model"))
+        choose.setToolTip(self.tr("Pick the draft model's GGUF file"))
+        choose.clicked.connect(self._choose_draft)
+        self.draft_clear = QPushButton(self.tr("None"))
+        self.draft_clear.setAccessibleName(self.tr("No draft model"))
+        self.draft_clear.setToolTip(self.tr("Load this model without a draft model"))
+        self.draft_clear.clicked.connect(lambda: self.set_draft_model(None))
+        line.addWidget(self.draft_label, 1)
+        line.addWidget(choose)
+        line.addWidget(self.draft_clear)
+        self.set_draft_model(self.draft_model)
+        return row
+
+    def _choose_draft(self) -> None:
+        start = str(Path(self.draft_model).parent) if self.draft_model else ""
+        path, _ = QFileDialog.getOpenFileName(self, self.tr("Draft model"), start, self.tr("GGUF models (*.gguf)"))
+        if path:
+            self.set_draft_model(path)
+
+    def set_draft_model(self, path: str | None) -> None:
+        """The draft model's file (None: none), as the Choose… and None buttons set it."""
+        self.draft_model = path or None
+        self.draft_label.setText(Path(path).name if path else self.tr("none"))
+        self.draft_clear.setEnabled(path is not None)
+
     def _spin(self, name: str) -> QSpinBox:
         widget = self.inputs[name]
         assert isinstance(widget, QSpinBox)
@@ -201,7 +250,7 @@ class LoadSettingsDialog(QDialog):
                 values[name] = widget.currentText()
             else:
                 values[name] = widget.value()
-        return ModelLoadSettings(**values)  # type: ignore[arg-type]
+        return ModelLoadSettings(**values, draft_model=self.draft_model)  # type: ignore[arg-type]
 
     def fit(self) -> FitEstimate:
         s = self.settings()

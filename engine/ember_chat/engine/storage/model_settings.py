@@ -1,6 +1,6 @@
 """How each local model is loaded (its own context length, GPU layers, threads, batch, flash attention,
-KV cache type, mmap/mlock), kept in `model_settings.json` beside the settings; a model without its
-own uses the global settings. GPU layers may be "auto": as many as fit in free VRAM, decided at load."""
+KV cache type, mmap/mlock, its draft model), kept in `model_settings.json` beside the settings; a model
+without its own uses the global settings. GPU layers may be "auto": as many as fit in free VRAM, decided at load."""
 
 from __future__ import annotations
 
@@ -39,13 +39,18 @@ def _check_saved(spec: ParamSpec, value: object, show: Callable[[Any], str] = re
 
 @dataclass(frozen=True)
 class ModelLoadSettings(LoadOptions):
-    """One model's own load settings (the table's load parameters, each set; GPU layers -1 all, -2 auto).
-    A quantized KV cache without flash attention is kept here (the dialog says why it cannot be saved);
-    `config` refuses it."""
+    """One model's own load settings (the table's load parameters, each set; GPU layers -1 all, -2 auto),
+    and the draft model loaded with it for speculative decoding (a file's path; None: none). A quantized
+    KV cache without flash attention is kept here (the dialog says why it cannot be saved); `config`
+    refuses it."""
+
+    draft_model: str | None = None
 
     def __post_init__(self) -> None:
         for spec in LOAD_SPECS:
             _check_saved(spec, getattr(self, spec.name))
+        if self.draft_model is not None and (not isinstance(self.draft_model, str) or not self.draft_model):
+            raise InvalidParameter(f"the draft model must be a file's path, got {json.dumps(self.draft_model)}.")
 
     @classmethod
     def from_settings(cls, s: Settings) -> ModelLoadSettings:
@@ -60,7 +65,8 @@ class ModelLoadSettings(LoadOptions):
             layers = auto_gpu_layers(
                 info, self.n_ctx, self.kv_cache_type, free_vram_bytes() if free_vram is None else free_vram
             )
-        return LoadConfig(path, **{**self.options(), "gpu_layers": layers})
+        draft = Path(self.draft_model) if self.draft_model else None
+        return LoadConfig(path, draft_model=draft, **{**self.options(), "gpu_layers": layers})
 
 
 def auto_gpu_layers(info: ModelInfo | None, n_ctx: int, kv_type: str, free_vram: int | None) -> int:
@@ -84,7 +90,7 @@ def load_settings_from(raw: object) -> ModelLoadSettings:
     for spec in LOAD_SPECS:
         if spec.name in values:
             _check_saved(spec, values[spec.name], json.dumps)
-    return ModelLoadSettings(**values)
+    return ModelLoadSettings(**values, draft_model=raw.get("draft_model"))
 
 
 class ModelSettingsStore(ProblemLog):
@@ -139,7 +145,10 @@ class ModelSettingsStore(ProblemLog):
                 f"The model's load settings were not saved: {self.path} is damaged and could not be moved "
                 "aside, so it was not overwritten. Move or delete that file, then save again."
             )
-        data = {**(data or {}), name: asdict(settings)}
+        entry = asdict(settings)
+        if entry["draft_model"] is None:  # (an entry without a draft model is saved as before)
+            del entry["draft_model"]
+        data = {**(data or {}), name: entry}
         try:
             write_json_atomically(self.path, data)
         except OSError as exc:

@@ -92,8 +92,12 @@ def _differences(draft: VocabularyKey, target: VocabularyKey) -> str | None:
     return None
 
 
-def _size(n: int) -> str:
-    return f"{n / 1e6:,.1f} MB" if n >= 100_000 else f"{n:,} bytes"
+def _sizes(*sizes: int) -> list[str]:
+    """The sizes in MB, or in bytes where that would show them equal (or under 0.1 MB)."""
+    shown = [f"{n / 1e6:,.1f} MB" for n in sizes]
+    if len(set(shown)) < len(set(sizes)) or min(sizes) < 100_000:
+        return [f"{n:,} bytes" for n in sizes]
+    return shown
 
 
 class DraftModel:
@@ -125,9 +129,10 @@ def open_draft_model(
             f"The draft model {path.name} cannot be read ({exc.strerror or exc}); the model runs without it."
         ) from exc
     if draft_size > target_size:
+        draft_shown, target_shown = _sizes(draft_size, target_size)
         raise DraftTooLarge(
-            f"The draft model {path.name} ({_size(draft_size)}) is larger than the model "
-            f"{config.path.name} ({_size(target_size)}): drafting with it would cost more than it saves. "
+            f"The draft model {path.name} ({draft_shown}) is larger than the model {config.path.name} "
+            f"({target_shown}): drafting with it would cost more than it saves. "
             "Pick a smaller model of the same family; the model runs without a draft."
         )
     try:
