@@ -2,7 +2,7 @@
 and the chat starter as its own draft decode exactly plain greedy decoding's tokens (the starter accepts
 every draft); a draft with another vocabulary, a damaged file or a larger file is refused with its reason
 while the model loads and answers without it; a cancel mid-stream leaves both KV caches consistent; the
-single-sequence path, the batch routing and `run --draft-model` use it."""
+single-sequence path, the batch routing, `run --draft-model` and `serve --draft-model` use it."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import llama_cpp
+import openai
 import pytest
 
 from ember_chat.engine.core.params import LoadConfig, SamplingParams
@@ -33,6 +34,7 @@ from ember_chat.engine.inference.local.sources import Seq0Source
 from tests.helpers.cli import cli
 from tests.helpers.gguf_factory import TinySpec, write_tiny_model
 from tests.helpers.kv_checks import assert_cache_matches_record
+from tests.helpers.peer_servers import ember_server
 
 PASSAGE = (
     "The lighthouse keeper climbed the spiral stairs every evening at dusk, lit the great lamp, "
@@ -259,3 +261,27 @@ def test_run_draft_model_prints_the_same_answer_and_its_counts(chat_starter_mode
     refused_text, _, stderr = run("--speculative", "draft", "--draft-model", str(damaged))
     assert refused_text == off_text
     assert "damaged.gguf" in stderr and "runs without it" in stderr, stderr
+
+
+def test_serve_draft_model_drafts_for_a_request_that_asks_and_batches_the_others(chat_starter_model: Path) -> None:
+    """serve --draft-model (the starter for itself) at the default --parallel: a greedy request for "draft"
+    takes the single path and drafts with the model; "off" answers the same."""
+
+    def complete(client: openai.OpenAI, mode: str) -> tuple[str, dict[str, object]]:
+        reply = client.completions.create(
+            model="", prompt=PROMPT, temperature=0, max_tokens=32, extra_body={"ember": {"speculative": mode}}
+        )
+        return reply.choices[0].text, (reply.model_extra or {})["ember"]
+
+    extra = ("--draft-model", str(chat_starter_model))
+    with (
+        ember_server(chat_starter_model, n_ctx=1024, extra=extra) as base_url,
+        openai.OpenAI(base_url=base_url, api_key="unused", max_retries=0, timeout=600) as client,
+    ):
+        complete(client, "off")  # (both answers compared reuse the cached prompt: test_api_speculative's MAX_TOKENS)
+        text, ember = complete(client, "draft")
+        plain, off = complete(client, "off")
+    assert text == plain and "lighthouse" in text
+    assert ember["speculative_mode"] == "draft" and off["speculative_drafted"] is None
+    assert isinstance(ember["speculative_drafted"], int) and ember["speculative_drafted"] > 0
+    assert ember["speculative_accepted"] == ember["speculative_drafted"]

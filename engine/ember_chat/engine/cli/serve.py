@@ -64,7 +64,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         default="auto",
         help="speculative decoding for a request whose ember.speculative does not say: ngram drafts tokens from "
         "the prompt and verifies them several at a time (greedy decoding: the same answer, faster when it copies "
-        "the prompt); auto (the default): the same, stopped for an answer where it does not pay; off",
+        "the prompt); draft: drafts from --draft-model (n-grams without one); auto (the default): the same (the "
+        "draft model's drafts with one), stopped for an answer where it does not pay; off",
     )
     serve.add_argument(
         "--memory-budget",
