@@ -16,6 +16,7 @@ import pytest
 
 from ember_chat.engine.core.params import LoadConfig, SamplingParams
 from ember_chat.engine.errors import InvalidParameter
+from ember_chat.engine.inference.events import Finished
 from ember_chat.engine.inference.kv.prefix import common_prefix
 from ember_chat.engine.inference.llama.batch_decode import BatchDecoder, SlotRun
 from ember_chat.engine.inference.llama.greedy import generate_greedy
@@ -30,6 +31,7 @@ from ember_chat.engine.inference.llama.speculative import (
     SpeculationCounts,
     generate_speculative,
 )
+from ember_chat.engine.inference.local.runtime import LocalRuntime
 from ember_chat.engine.inference.local.sources import Seq0Source
 from tests.helpers.cli import cli
 from tests.helpers.gguf_factory import write_tiny_model
@@ -374,3 +376,20 @@ def test_runs_sharing_a_step_do_not_draft(batched: llama_cpp.Llama, decoder: Bat
     prompts = [batched.tokenize(COPY_PROMPT.encode()), batched.tokenize(FREE_PROMPT.encode())]
     _, runs = batch_tokens(decoder, prompts, SamplingParams(temperature=0.0, speculative="ngram"), 24)
     assert all(r.speculation is not None and r.speculation.drafted == 0 for r in runs)
+
+
+def test_llama_cpp_s_prefill_counters_are_the_prompt_s_with_speculation(chat_starter_model: Path) -> None:
+    """llama.cpp counts a verified draft (several tokens in one batch) as prompt evaluation: the answer's
+    llama_prefill_* are read before its first token, and what came after is decode."""
+    runtime = LocalRuntime()
+    try:
+        runtime.load(LoadConfig(chat_starter_model, n_ctx=1024, threads=1, parallel=1))
+        params = SamplingParams(temperature=0.0, max_tokens=N, speculative="ngram")
+        fin = next(e for e in runtime.complete(COPY_PROMPT, params) if isinstance(e, Finished))
+    finally:
+        runtime.close()
+    m = fin.metrics
+    assert m.speculative_drafted and m.speculative_accepted  # (it drafted, and drafts were accepted)
+    assert m.llama_prefill_tokens == m.prompt_tokens - m.prompt_tokens_reused
+    # every step after the prompt: one token per plain step, the last token and the draft per verify step
+    assert m.llama_decode_tokens is not None and m.llama_decode_tokens >= m.output_tokens - 1

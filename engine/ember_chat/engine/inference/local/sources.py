@@ -56,6 +56,7 @@ class Seq0Source:
         self._piece = piece
         self._vision = vision
         self._speculation: SpeculationCounts | None = None
+        self._prefill_perf: tuple[float, int] | None = None  # llama.cpp's prompt counters, where speculation ran
         llama_cpp.llama_perf_context_reset(llm.ctx)
         llama_cpp.llama_set_abort_callback(llm.ctx, abort_callback, None)
 
@@ -117,6 +118,11 @@ class Seq0Source:
             first = next(gen, None)
             if first is None:
                 return
+            if self._speculation is not None and self._prefill_perf is None:
+                # llama.cpp counts every batch of several tokens as prompt evaluation, a verified draft's
+                # too: the prompt's own counters are the ones read before the first token
+                perf = llama_cpp.llama_perf_context(llm.ctx)
+                self._prefill_perf = (perf.t_p_eval_ms, perf.n_p_eval)
             llama_cpp.llama_set_abort_callback(llm.ctx, NULL_ABORT, None)
             yield first
             yield from gen
@@ -143,8 +149,14 @@ class Seq0Source:
         return token_logprob(self._llm.ctx, self._llm.n_vocab(), token, top, self._piece)
 
     def perf(self) -> tuple[float, int, float, int] | None:
+        """llama.cpp's (prefill ms, tokens, decode ms, tokens): with speculation, what came after the
+        prompt (verified drafts included, their rejected tokens too) is decode."""
         perf = llama_cpp.llama_perf_context(self._llm.ctx)
-        return (perf.t_p_eval_ms, perf.n_p_eval, perf.t_eval_ms, perf.n_eval)
+        if self._prefill_perf is None:
+            return (perf.t_p_eval_ms, perf.n_p_eval, perf.t_eval_ms, perf.n_eval)
+        t_prompt, n_prompt = self._prefill_perf
+        after = (perf.t_p_eval_ms - t_prompt + perf.t_eval_ms, perf.n_p_eval - n_prompt + perf.n_eval)
+        return (t_prompt, n_prompt, *after)
 
     def image_encode_ms(self) -> float | None:
         return self._vision[0].encode_ms if self._vision is not None else None
