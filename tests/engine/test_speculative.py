@@ -393,3 +393,41 @@ def test_llama_cpp_s_prefill_counters_are_the_prompt_s_with_speculation(chat_sta
     assert m.llama_prefill_tokens == m.prompt_tokens - m.prompt_tokens_reused
     # every step after the prompt: one token per plain step, the last token and the draft per verify step
     assert m.llama_decode_tokens is not None and m.llama_decode_tokens >= m.output_tokens - 1
+
+
+def test_auto_stopped_compares_the_drafts_it_would_make_and_resumes_when_they_would_pay() -> None:
+    counts = SpeculationCounts(mode="auto", plain_steps=PLAIN_PROBE, plain_s=1.0)  # a plain step: 0.5 s
+    for _ in range(AUTO_MIN_STEPS):
+        counts.verify_step(2.0, 2, 0, auto=True)  # one token per 2 s: slower than plain steps
+    assert counts.stopped and counts.stops == 1 and not counts.drafting
+    counts.shadow([5, 6, 7, 8])
+    for token in (5, 6, 7, 9):  # three matched, then the shadow draft is wrong: dropped
+        counts.chosen(token)
+    assert counts.stopped
+    counts.shadow([1, 2, 3, 4])
+    for token in (1, 2, 3, 4):  # 7 of 8 compared tokens matched: the answer copies now
+        counts.chosen(token)
+    assert not counts.stopped and counts.drafting
+    counts.verify_step(2.0, 2, 0, auto=True)  # judged again only after AUTO_MIN_STEPS new verify steps
+    assert not counts.stopped
+    assert (counts.verify_steps, counts.drafted, counts.accepted) == (AUTO_MIN_STEPS + 1, 10, 0)  # (totals kept)
+
+
+def test_auto_stopped_resumes_on_a_real_answer_that_starts_copying(starter: llama_cpp.Llama) -> None:
+    # a drafter wrong at first (auto stops), then the n-gram drafts of a copied passage (it resumes)
+    tokens = starter.tokenize(COPY_PROMPT.encode())
+    expected = greedy(starter, tokens, N)
+
+    slow = StepClock()
+
+    class WrongAtFirst(NgramDrafter):
+        def propose(self, limit: int | None = None) -> list[int]:
+            wrong = len(self.history) < len(tokens) + 12
+            slow.step = 2.0 if wrong else 1.0  # (a wrong draft's step takes two plain steps' time)
+            return [self.history[-1]] * 2 if wrong else super().propose(limit)
+
+    starter.reset()
+    counts = SpeculationCounts(mode="auto")
+    got = take(generate_speculative(starter, tokens, None, counts, WrongAtFirst(tokens), auto=True, clock=slow), N)
+    assert got == expected
+    assert counts.stops >= 1 and counts.accepted > 0 and not counts.stopped

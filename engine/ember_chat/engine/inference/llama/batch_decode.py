@@ -166,6 +166,8 @@ class BatchDecoder:
             return
         if run.drafter is not None:
             run.drafter.append(token)
+        if run.speculation is not None:
+            run.speculation.chosen(token)
         if run.evaluated:
             run.evaluated -= 1
         else:
@@ -250,7 +252,11 @@ class BatchDecoder:
     def _speculate(self, run: SlotRun) -> bool:
         """A draft for the run verified in this step (True), or none to verify (False: a plain step)."""
         counts, drafter, batch = run.speculation, run.drafter, self._batch
-        if counts is None or drafter is None or batch is None or not counts.drafting:
+        if counts is None or drafter is None or batch is None:
+            return False
+        if not counts.drafting:
+            if run.auto and counts.stopped:  # (a draft looked up for nothing: compared with what comes)
+                counts.shadow(drafter.propose(min(K_MAX, self.n_batch - 1)))
             return False
         draft = drafter.propose(min(K_MAX, self.n_batch - 1))
         if not draft:

@@ -163,6 +163,8 @@ class ModelDrafter(NgramDrafter):
     beyond the common prefix with the history (the last draft's rejected tokens) is removed and the
     history's missing tokens are evaluated; then each drafted token is evaluated to draft the next."""
 
+    cheap = False  # (a proposal evaluates the draft model: none is made only to be compared)
+
     def __init__(
         self, draft: DraftModel, history: list[int], k: int = K_START, k_min: int = K_MIN, k_max: int = K_MAX
     ) -> None:

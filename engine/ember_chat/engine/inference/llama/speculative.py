@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 import llama_cpp
@@ -47,6 +47,11 @@ PLAIN_PROBE = 2
 # "auto": verified drafts before it judges, and the speedup of the verify steps below which it stops.
 AUTO_MIN_STEPS = 4
 AUTO_PAYS = 1.0
+# ... and, stopped, the drafts it still looks up (for nothing: no step verifies them) and compares with
+# the tokens the model chooses: once SHADOW_MIN drafted tokens have been compared, a share matched of
+# AUTO_RESUME or more (the answer has started copying) starts drafting again.
+SHADOW_MIN = 8
+AUTO_RESUME = 0.6
 
 
 @dataclass
@@ -61,7 +66,13 @@ class SpeculationCounts:
     plain_s: float = 0.0
     verify_steps: int = 0
     verify_s: float = 0.0
-    stopped: bool = False  # "auto" stopped drafting for the rest of the answer: it cost more than it saved
+    stopped: bool = False  # "auto" has stopped drafting (now): it cost more than it saved
+    stops: int = 0  # how many times it stopped
+    # the verify steps since drafting last started (auto judges them alone), the shadow draft's tokens
+    # still to compare, and the shadow drafts' tokens compared and matched since it stopped
+    _window: list[float] = field(default_factory=lambda: [0, 0, 0.0], repr=False)
+    _shadow: list[int] = field(default_factory=list, repr=False)
+    _shadowed: list[int] = field(default_factory=lambda: [0, 0], repr=False)
 
     def _step_s(self) -> float | None:
         return self.plain_s / self.plain_steps if self.plain_steps and self.plain_s > 0 else None
@@ -85,16 +96,42 @@ class SpeculationCounts:
         self.plain_steps += 1
 
     def verify_step(self, seconds: float, drafted: int, accepted: int, auto: bool) -> None:
-        """A verify step's time and outcome; with `auto`, once AUTO_MIN_STEPS have been verified, drafting
-        stops for the rest of the answer if the verify steps made tokens slower than plain steps would."""
+        """A verify step's time and outcome; with `auto`, once AUTO_MIN_STEPS have been verified since
+        drafting started, it stops if those steps made tokens slower than plain steps would have."""
         self.verify_s += seconds
         self.verify_steps += 1
         self.drafted += drafted
         self.accepted += accepted
-        if auto and self.verify_steps >= AUTO_MIN_STEPS:
-            gain = self.verify_speedup()
-            if gain is not None and gain < AUTO_PAYS:
-                self.stopped = True  # (no verify step comes to judge again)
+        window = self._window
+        window[0] += 1
+        window[1] += 1 + accepted
+        window[2] += seconds
+        step = self._step_s()
+        if auto and window[0] >= AUTO_MIN_STEPS and step is not None and window[1] * step / window[2] < AUTO_PAYS:
+            self.stopped = True
+            self.stops += 1
+            self._shadowed[:] = [0, 0]
+
+    def shadow(self, draft: list[int]) -> None:
+        """Stopped: the draft it would have verified, to compare with the tokens chosen next."""
+        if self.stopped and not self._shadow:
+            self._shadow = list(draft)
+
+    def chosen(self, token: int) -> None:
+        """A token the model chose: compared with the shadow draft's next; resumes drafting where the
+        shadow drafts would have paid."""
+        if not self._shadow:
+            return
+        shadowed = self._shadowed
+        shadowed[0] += 1
+        if self._shadow.pop(0) == token:
+            shadowed[1] += 1
+        else:
+            self._shadow.clear()
+        if shadowed[0] >= SHADOW_MIN and shadowed[1] >= AUTO_RESUME * shadowed[0]:
+            self.stopped = False
+            self._shadow.clear()
+            self._window[:] = [0, 0, 0.0]
 
     def verify_speedup(self) -> float | None:
         """The same, of the verify steps alone: what drafting gained (> 1) or cost (< 1)."""
@@ -121,6 +158,8 @@ class NgramDrafter:
 
     An index from each n-gram to where its most recent occurrence was followed is kept up to date as
     the history grows, so a proposal costs a few dictionary look-ups, not a scan of the history."""
+
+    cheap = True  # a proposal costs a few look-ups: "auto", stopped, still looks them up (shadow drafts)
 
     def __init__(self, history: list[int], k: int = K_START, k_min: int = K_MIN, k_max: int = K_MAX) -> None:
         self.history = list(history)
@@ -205,9 +244,12 @@ def generate_speculative(
         token = choose(-1)
         while True:
             drafter.append(token)
+            counts.chosen(token)
             yield token
             # (room: the last token plus the draft must fit the context and the batch)
             room = min(capacity - 1, n_ctx - llm.n_tokens - 1)
+            if auto and counts.stopped and room > 0 and isinstance(drafter, NgramDrafter) and drafter.cheap:
+                counts.shadow(drafter.propose(room))
             started = clock()  # (a draft's cost is the step's: a draft model's evaluations are not free)
             draft = drafter.propose(room) if room > 0 and counts.drafting else []
             if not draft:
@@ -222,6 +264,7 @@ def generate_speculative(
             # (the accepted tokens are in the KV cache already; the last chosen one is evaluated next step)
             for i, t in enumerate(chosen[:-1]):
                 drafter.append(t)
+                counts.chosen(t)
                 unseen = accepted - i - 1  # (those after t: if the caller stops at t, never given)
                 yield t
             unseen = 0
