@@ -6,8 +6,10 @@ followed the last few tokens earlier in the history are a good guess for what co
 evaluates [the last chosen token, *the draft] in one `llama_decode` with logits for every position,
 takes the greedy token at each (the first largest logit, with the request's logit_bias, exactly as
 greedy.generate_greedy does), keeps the longest prefix of the draft that agrees, and removes the rest
-from the KV cache. Every token yielded is the token generate_greedy would have yielded: the output is
-byte-identical, only faster when drafts are accepted.
+from the KV cache. Every token yielded is the token generate_greedy would have chosen from the same
+logits: the output is decoding's own, only faster when drafts are accepted — except where the model's two
+best tokens are nearly tied, as llama.cpp's CPU kernels round a batch of several rows differently from
+one row (batch_decode.py says the same of batched runs).
 
 Ember's own `llama_batch` (not llama-cpp-python's `logits_all`, which keeps an n_ctx × n_vocab score
 buffer): only the few verified positions have logits.
