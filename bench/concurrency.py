@@ -38,7 +38,7 @@ import openai
 from bench.api import STORY, ServerProcess, add_flash_attn_option, ember_flash_attn_flag, ratio, stream_completion
 from bench.llama_tools import find_tool
 from ember_chat.engine.cli.common import resolve_model
-from ember_chat.engine.core.params import default_threads
+from ember_chat.engine.core.params import SPECULATIVE_MODES, default_threads
 from ember_chat.engine.storage.paths import AppPaths
 
 SERVERS = ("ember", "llama_server")
@@ -154,6 +154,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--runs", type=int, default=5, help="rounds (each: every client count, both servers)")
     add_flash_attn_option(ap)
     ap.add_argument("--no-llama-server", action="store_true", help="leave llama.cpp's llama-server out")
+    ap.add_argument(
+        "--speculative", choices=SPECULATIVE_MODES, default=None, help="Ember's serve --speculative (default: its own)"
+    )
     ap.add_argument("--quick", action="store_true", help="a tiny run: 1 round of 8 tokens (checks the machinery)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
@@ -171,6 +174,8 @@ def start_servers(args: argparse.Namespace, path: Path) -> dict[str, ServerProce
     try:
         extra = ["--parallel", str(args.parallel), "--no-kv-snapshots", "--queue", "64"]
         extra.append(ember_flash_attn_flag(args.flash_attn))
+        if args.speculative is not None:
+            extra += ["--speculative", args.speculative]
         servers["ember"] = ServerProcess.ember(path, args.threads, args.ctx, extra)
         if tool is not None:
             servers["llama_server"] = ServerProcess.llama_server(
@@ -220,6 +225,7 @@ def main(argv: list[str] | None = None) -> int:
         "max_tokens": args.max_tokens,
         "runs": args.runs,
         "flash_attn": args.flash_attn,
+        "speculative": args.speculative,
         "llama_server": servers["llama_server"].proc.args[0] if "llama_server" in servers else None,
         **summarize(rounds, args.counts, identical),
     }
