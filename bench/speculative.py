@@ -77,15 +77,20 @@ def one_run(rt: LocalRuntime, prompt: str, tokens: int, mode: str) -> tuple[str,
     return fin.text, fin.metrics
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def parse_args(argv: list[str] | None, description: str) -> argparse.Namespace:
+    """The options of this benchmark and of bench.speculative_vs_llama (the same tasks, model and answers)."""
+    ap = argparse.ArgumentParser(description=description)
     ap.add_argument("--model", default="starter")
     ap.add_argument("--tokens", type=int, default=128)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--threads", type=int, default=default_threads())
     ap.add_argument("--ctx", type=int, default=2048)
     ap.add_argument("--json", action="store_true")
-    args = ap.parse_args(argv)
+    return ap.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv, __doc__.splitlines()[0])
 
     path = resolve_model(args.model, AppPaths.default())
     rt = LocalRuntime()

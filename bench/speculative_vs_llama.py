@@ -16,7 +16,6 @@ without speculation were identical.
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import sys
@@ -25,9 +24,9 @@ from pathlib import Path
 
 from bench.api import ServerProcess
 from bench.llama_tools import LLAMA_SERVER_READY, find_tool, llama_server_command
-from bench.speculative import TASKS, one_run
+from bench.speculative import TASKS, one_run, parse_args
 from ember_chat.engine.cli.common import resolve_model
-from ember_chat.engine.core.params import LoadConfig, default_threads
+from ember_chat.engine.core.params import LoadConfig
 from ember_chat.engine.inference.local.runtime import LocalRuntime
 from ember_chat.engine.storage.paths import AppPaths
 from tests.helpers.peer_servers import free_port
@@ -60,14 +59,7 @@ def llama_server_answer(server: ServerProcess, prompt: str, tokens: int) -> dict
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--model", default="starter")
-    ap.add_argument("--tokens", type=int, default=128)
-    ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--threads", type=int, default=default_threads())
-    ap.add_argument("--ctx", type=int, default=2048)
-    ap.add_argument("--json", action="store_true")
-    args = ap.parse_args(argv)
+    args = parse_args(argv, __doc__.splitlines()[0])
     tool = find_tool("llama-server")
     if tool is None:
         print("llama-server is not built: python -m bench.llama_tools --build", file=sys.stderr)
