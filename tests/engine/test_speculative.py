@@ -34,7 +34,7 @@ from ember_chat.engine.inference.llama.speculative import (
 from ember_chat.engine.inference.local.runtime import LocalRuntime
 from ember_chat.engine.inference.local.sources import Seq0Source
 from tests.helpers.cli import cli
-from tests.helpers.gguf_factory import write_tiny_model
+from tests.helpers.gguf_factory import write_tiny_mamba, write_tiny_model
 from tests.helpers.kv_checks import assert_cache_matches_record
 
 PASSAGE = (
@@ -370,6 +370,35 @@ def test_a_run_alone_in_the_batch_decoder_speculates_and_gives_the_same_tokens(
         counts = run.speculation
         assert counts is not None and counts.mode == mode and counts.plain_steps >= PLAIN_PROBE
         assert counts.accepted > 0 and counts.verify_steps > 0 and counts.speedup() is not None
+
+
+def test_draft_in_the_batch_decoder_drafts_n_grams_and_says_so(batched: llama_cpp.Llama, decoder: BatchDecoder) -> None:
+    tokens = batched.tokenize(COPY_PROMPT.encode())
+    _, [run] = batch_tokens(decoder, [tokens], SamplingParams(temperature=0.0, speculative="draft"), 24)
+    assert run.speculation is not None and run.speculation.mode == "ngram"  # (as the single path says it)
+
+
+def test_a_recurrent_models_lone_batched_run_decodes_without_drafts(tmp_path: Path) -> None:
+    """A Mamba's memory cannot drop a rejected draft's cells: its batched runs decode as with "off"
+    (a draft's rejected tokens left in its state failed the next llama_decode)."""
+    llm = open_llama(
+        LoadConfig(write_tiny_mamba(tmp_path / "mamba.gguf"), n_ctx=512, n_batch=64, parallel=2, threads=1)
+    )
+    tokens = llm.tokenize(("the sea is wide and the boats are small but the sailors sing " * 3).encode())
+    outs: list[list[int]] = []
+    try:
+        for mode in ("off", "auto", "ngram"):
+            dec = BatchDecoder(llm, 2, None, None)
+            try:
+                ([got], [run]) = batch_tokens(dec, [tokens], SamplingParams(temperature=0.0, speculative=mode), 32)
+            finally:
+                dec.close()
+                llama_cpp.llama_memory_clear(llama_cpp.llama_get_memory(llm.ctx), True)
+            assert run.speculation is None, mode
+            outs.append(got)
+    finally:
+        llm.close()
+    assert outs[1] == outs[0] and outs[2] == outs[0]
 
 
 def test_runs_sharing_a_step_do_not_draft(batched: llama_cpp.Llama, decoder: BatchDecoder) -> None:

@@ -29,7 +29,13 @@ from ember_chat.engine.inference.kv.prefix import common_prefix
 from ember_chat.engine.inference.llama.greedy import argmax_token, is_plain_greedy
 from ember_chat.engine.inference.llama.logit_bias import LogitBias
 from ember_chat.engine.inference.llama.seq_state import clear_seq, restore_seq, seq_state, trim_seq
-from ember_chat.engine.inference.llama.speculative import K_MAX, NgramDrafter, SpeculationCounts, verify_draft
+from ember_chat.engine.inference.llama.speculative import (
+    K_MAX,
+    NgramDrafter,
+    SpeculationCounts,
+    can_roll_back,
+    verify_draft,
+)
 
 if TYPE_CHECKING:
     from ember_chat.engine.inference.kv.snapshot_keys import SnapshotKey
@@ -129,6 +135,7 @@ class BatchDecoder:
         self._batch: llama_cpp.llama_batch | None = llama_cpp.llama_batch_init(self.n_batch, 0, 1)
         self._runs: list[SlotRun] = []  # the runs not finished, oldest first
         self._order = itertools.count()
+        self._rolls_back = can_roll_back(llm)  # (speculation needs rejected cells removed)
 
     # -- runs -------------------------------------------------------------------------------------
 
@@ -150,9 +157,11 @@ class BatchDecoder:
         run.sampler = sampler_chain(params, seed, self.n_vocab, self.llm.last_n_tokens_size)
         run.greedy = is_plain_greedy(params)
         run.bias = bias
-        if run.greedy and params.speculative != "off":
+        # (a recurrent or hybrid model's memory cannot drop a rejected draft's cells: it decodes without)
+        if run.greedy and params.speculative != "off" and self._rolls_back:
             run.drafter = NgramDrafter(tokens)
-            run.speculation = SpeculationCounts(mode=params.speculative)
+            # ("draft" here is n-grams: the batch decoder has no draft model, said as the single path says it)
+            run.speculation = SpeculationCounts(mode="ngram" if params.speculative == "draft" else params.speculative)
             run.auto = params.speculative == "auto"
         slot.run = run
         slot.last_used = time.monotonic()
