@@ -43,14 +43,16 @@ def test_the_metrics_line_and_side_panel_show_the_accepted_share(
     line = f"speculative {share['percent']} % of {share['drafted']} accepted, {share['speedup']}×"
     assert m.speculative_text() == line and line in w.transcript.toPlainText()
     panel = w.side.metrics
-    assert panel.live_form.isRowVisible(panel.speculative)
-    assert panel.speculative.text() == f"{share['percent']} % of {share['drafted']} accepted, {share['speedup']}×"
+    assert panel.live_form.isRowVisible(panel.speculative) and panel.live_form.isRowVisible(panel.speedup)
+    assert panel.speculative.text() == f"{share['percent']} % of {share['drafted']} accepted"
+    stopped = " · stopped" if m.speculative_stopped else ""
+    assert panel.speedup.text() == f"{share['speedup']}×{stopped}"
 
     chat = w.controller.conversation_id
     assert w.store.conversation(chat).params["speculative"] == "ngram"
     w.chats.new_chat()
     assert w.side.params.params().speculative == "auto"  # (a new chat: the app's default)
-    assert not panel.live_form.isRowVisible(panel.speculative)
+    assert not panel.live_form.isRowVisible(panel.speculative) and not panel.live_form.isRowVisible(panel.speedup)
     w.chats.open_conversation(chat)
     assert w.side.params.params().speculative == "ngram"  # the chat's saved choice
     assert line in w.transcript.toPlainText()  # the stored counts drawn again

@@ -54,8 +54,14 @@ class MetricsPanel(QWidget):
         self.speculative.setToolTip(
             self.tr(
                 "Speculative decoding: of the tokens drafted from the conversation (the second figure), "
-                "the share the model accepted; then how much faster the answer was decoded than it would "
-                "have been without it. 'Stopped': Auto stopped drafting for this answer, as it did not pay"
+                "the share the model accepted"
+            )
+        )
+        self.speedup = QLabel()  # (a row of its own: beside the share, the value was wider than its column)
+        self.speedup.setToolTip(
+            self.tr(
+                "How much faster the answer was decoded with speculative decoding than it would have been "
+                "without it. 'Stopped': Auto was not drafting at the end of the answer, as it did not pay"
             )
         )
         self.context = ContextMeter()  # (the number beside its bar, never under the fill)
@@ -68,11 +74,12 @@ class MetricsPanel(QWidget):
             (self.tr("Output tokens"), self.output),
             (self.tr("Thinking"), self.thinking),
             (self.tr("Speculative"), self.speculative),
+            (self.tr("Speedup"), self.speedup),
             (self.tr("Context"), self.context),
         ):
             w.setAccessibleName(label)
             form.addRow(label, w)
-        form.setRowVisible(self.speculative, False)  # only for an answer where speculation ran
+        self._show_speculation(None)  # only for an answer where speculation ran
         layout.addWidget(LayoutBoundary(live))
 
         self.why = QLabel()
@@ -141,8 +148,21 @@ class MetricsPanel(QWidget):
             w.setText("—")
         self.why.hide()
         self.why.clear()
-        self.live_form.setRowVisible(self.speculative, False)
+        self._show_speculation(None)
         self._show_no_context()
+
+    def _show_speculation(self, m: GenerationMetrics | None) -> None:
+        """The Speculative and Speedup rows: shown for an answer where speculation drafted."""
+        drafted = m is not None and bool(m.speculative_drafted)
+        if m is not None and drafted:
+            share = m.speculative_share()
+            self.speculative.setText(self.tr("{percent} % of {drafted} accepted").format(**share))
+            speedup = self.tr("{speedup}×").format(**share) if share["speedup"] else "—"
+            self.speedup.setText(
+                self.tr("{speedup} · stopped").format(speedup=speedup) if m.speculative_stopped else speedup
+            )
+        self.live_form.setRowVisible(self.speculative, drafted)
+        self.live_form.setRowVisible(self.speedup, drafted)
 
     def _show_no_context(self) -> None:
         self.context.show_text(self.tr("no answer yet"))
@@ -152,7 +172,7 @@ class MetricsPanel(QWidget):
         for w in (self.decode, self.prefill, self.output, self.thinking):
             w.setText("—")
         self.why.hide()
-        self.live_form.setRowVisible(self.speculative, False)
+        self._show_speculation(None)
         self.ttft.setText(self.tr("{s:.1f} s …").format(s=0.0))
         self._clock.start()
         self._prefill: tuple[int, int] | None = None
@@ -227,15 +247,7 @@ class MetricsPanel(QWidget):
         self.prefill.setText(_fmt(m.prefill_tokens_per_s, "tok/s", 1))
         self.output.setText(str(m.output_tokens))
         self.thinking.setText(self._thinking_text(m.thinking_tokens, m.ttfat_s))
-        if m.speculative_drafted:
-            share = m.speculative_share()
-            text = self.tr("{percent} % of {drafted} accepted").format(**share)
-            if share["speedup"]:
-                text += self.tr(", {speedup}×").format(**share)
-            if m.speculative_stopped:
-                text += self.tr(" · stopped")
-            self.speculative.setText(text)
-        self.live_form.setRowVisible(self.speculative, bool(m.speculative_drafted))
+        self._show_speculation(m)
         self.why.setText(self.why_text(m))
         self.why.show()
         self._show_context(m.context_used, m.n_ctx, live=False)
