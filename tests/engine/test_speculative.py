@@ -460,3 +460,20 @@ def test_auto_stopped_resumes_on_a_real_answer_that_starts_copying(starter: llam
     got = take(generate_speculative(starter, tokens, None, counts, WrongAtFirst(tokens), auto=True, clock=slow), N)
     assert got == expected
     assert counts.stops >= 1 and counts.accepted > 0 and not counts.stopped
+
+
+def test_auto_stopped_long_ago_resumes_on_recent_matches_alone() -> None:
+    counts = SpeculationCounts(mode="auto", plain_steps=PLAIN_PROBE, plain_s=1.0)
+    for _ in range(AUTO_MIN_STEPS):
+        counts.verify_step(2.0, 2, 0, auto=True)
+    assert counts.stopped
+    for _ in range(100):  # a long stretch of prose: every shadow draft wrong at its first token
+        counts.shadow([1])
+        counts.chosen(2)
+    assert counts.stopped
+    for token in range(3, 3 + 3 * 4 * 8):  # then it copies: the shadow drafts match, 4 tokens each
+        if not counts.stopped:
+            break
+        counts.shadow([token])
+        counts.chosen(token)
+    assert not counts.stopped, "a copy after 100 wrong shadow tokens must resume within a few dozen tokens"

@@ -134,6 +134,8 @@ class SpeculationCounts:
             self.stopped = False
             self._shadow.clear()
             self._window[:] = [0, 0, 0.0]
+        elif shadowed[0] >= 4 * SHADOW_MIN:  # (the older comparisons count half: recent ones decide)
+            shadowed[:] = [shadowed[0] // 2, shadowed[1] // 2]
 
     def verify_speedup(self) -> float | None:
         """The same, of the verify steps alone: what drafting gained (> 1) or cost (< 1)."""
