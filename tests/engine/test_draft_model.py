@@ -116,6 +116,22 @@ def test_the_chat_starter_as_its_own_draft_accepts_every_draft(
     assert_cache_matches_record(draft.llm)
 
 
+def test_the_prompt_goes_into_the_draft_model_before_the_first_token(
+    starter_pair: tuple[llama_cpp.Llama, DraftModel],
+) -> None:
+    target, draft = starter_pair
+    tokens = target.tokenize(PROMPT.encode())
+    draft.llm.reset()
+    drafter = ModelDrafter(draft, tokens)
+    drafter.prepare()  # (Seq0Source does it before the answer starts)
+    assert draft.llm.n_tokens == len(tokens)
+    assert_cache_matches_record(draft.llm)
+    drafter.append(tokens[-1])  # the answer's first token: the first proposal evaluates it alone, then drafts
+    evaluated = draft.llm.n_tokens
+    proposal = drafter.propose(limit=3)
+    assert len(proposal) == 3 and draft.llm.n_tokens == evaluated + 1 + 2  # (the last drafted is not evaluated)
+
+
 def test_a_cancel_mid_stream_leaves_both_caches_consistent(starter_pair: tuple[llama_cpp.Llama, DraftModel]) -> None:
     target, draft = starter_pair
     tokens = target.tokenize(PROMPT.encode())

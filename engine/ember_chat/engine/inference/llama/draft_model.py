@@ -171,6 +171,13 @@ class ModelDrafter(NgramDrafter):
         super().__init__(history, k, k_min, k_max)
         self.llm = draft.llm
 
+    def prepare(self) -> None:
+        """The history (the prompt) evaluated on the draft model now, before the answer's first token (in
+        its time to first token): the first proposal then evaluates only the tokens since, so the first
+        verify step's time, which auto judges, is not the prompt's evaluation."""
+        if self.history:
+            self._follow_history()
+
     def propose(self, limit: int | None = None) -> list[int]:
         """Up to min(k, limit) tokens, each the draft model's argmax after the history and those before it."""
         llm, history = self.llm, self.history

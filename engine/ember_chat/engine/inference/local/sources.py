@@ -95,6 +95,8 @@ class Seq0Source:
             gen = generate_with_grammar(llm, tokens, params, grammar, bias)
         elif is_plain_greedy(params) and self._speculates(params):
             drafter = self._drafter(tokens, params)
+            if drafter is not None:
+                drafter.prepare()
             mode = "ngram" if params.speculative == "draft" and drafter is None else params.speculative
             self._speculation = self._speculation or SpeculationCounts(mode=mode)
             auto = params.speculative == "auto"
