@@ -70,11 +70,14 @@ class SpeculationCounts:
     verify_s: float = 0.0
     stopped: bool = False  # "auto" has stopped drafting (now): it cost more than it saved
     stops: int = 0  # how many times it stopped
-    # the verify steps since drafting last started (auto judges them alone), the shadow draft's tokens
-    # still to compare, and the shadow drafts' tokens compared and matched since it stopped
-    _window: list[float] = field(default_factory=lambda: [0, 0, 0.0], repr=False)
+    # the verify steps since drafting last started, the tokens they made and their time (auto judges them
+    # alone); the shadow draft's tokens still to compare; the shadow drafts' tokens compared and matched
+    _window_steps: int = field(default=0, repr=False)
+    _window_tokens: int = field(default=0, repr=False)
+    _window_s: float = field(default=0.0, repr=False)
     _shadow: list[int] = field(default_factory=list, repr=False)
-    _shadowed: list[int] = field(default_factory=lambda: [0, 0], repr=False)
+    _shadow_compared: int = field(default=0, repr=False)
+    _shadow_matched: int = field(default=0, repr=False)
 
     def _step_s(self) -> float | None:
         return self.plain_s / self.plain_steps if self.plain_steps and self.plain_s > 0 else None
@@ -104,15 +107,16 @@ class SpeculationCounts:
         self.verify_steps += 1
         self.drafted += drafted
         self.accepted += accepted
-        window = self._window
-        window[0] += 1
-        window[1] += 1 + accepted
-        window[2] += seconds
+        self._window_steps += 1
+        self._window_tokens += 1 + accepted
+        self._window_s += seconds
         step = self._step_s()
-        if auto and window[0] >= AUTO_MIN_STEPS and step is not None and window[1] * step / window[2] < AUTO_PAYS:
+        if not auto or self._window_steps < AUTO_MIN_STEPS or step is None:
+            return
+        if self._window_tokens * step / self._window_s < AUTO_PAYS:
             self.stopped = True
             self.stops += 1
-            self._shadowed[:] = [0, 0]
+            self._shadow_compared = self._shadow_matched = 0
 
     def shadow(self, draft: list[int]) -> None:
         """Stopped: the draft it would have verified, to compare with the tokens chosen next."""
@@ -124,18 +128,19 @@ class SpeculationCounts:
         shadow drafts would have paid."""
         if not self._shadow:
             return
-        shadowed = self._shadowed
-        shadowed[0] += 1
+        self._shadow_compared += 1
         if self._shadow.pop(0) == token:
-            shadowed[1] += 1
+            self._shadow_matched += 1
         else:
             self._shadow.clear()
-        if shadowed[0] >= SHADOW_MIN and shadowed[1] >= AUTO_RESUME * shadowed[0]:
+        compared, matched = self._shadow_compared, self._shadow_matched
+        if compared >= SHADOW_MIN and matched >= AUTO_RESUME * compared:
             self.stopped = False
             self._shadow.clear()
-            self._window[:] = [0, 0, 0.0]
-        elif shadowed[0] >= 4 * SHADOW_MIN:  # (the older comparisons count half: recent ones decide)
-            shadowed[:] = [shadowed[0] // 2, shadowed[1] // 2]
+            self._window_steps = self._window_tokens = 0
+            self._window_s = 0.0
+        elif compared >= 4 * SHADOW_MIN:  # (the older comparisons count half: recent ones decide)
+            self._shadow_compared, self._shadow_matched = compared // 2, matched // 2
 
     def verify_speedup(self) -> float | None:
         """The same, of the verify steps alone: what drafting gained (> 1) or cost (< 1)."""
