@@ -24,7 +24,8 @@ from pathlib import Path
 
 from bench.api import ServerProcess
 from bench.llama_tools import LLAMA_SERVER_READY, find_tool, llama_server_command
-from bench.speculative import TASKS, one_run, parse_args
+from bench.speculative import parse_args
+from ember_chat.engine.bench.speculation import TASKS, one_run
 from ember_chat.engine.cli.common import resolve_model
 from ember_chat.engine.core.params import LoadConfig
 from ember_chat.engine.inference.local.runtime import LocalRuntime
