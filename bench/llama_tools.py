@@ -1,4 +1,5 @@
-"""llama.cpp's own C++ programs — `llama-bench`, `llama-server`, `llama-batched-bench` — built from the very
+"""llama.cpp's own C++ programs — `llama-bench`, `llama-server`, `llama-batched-bench`, and the examples
+`llama-lookup` (prompt lookup decoding) and `llama-speculative-simple` (a draft model) — built from the very
 source the pinned llama-cpp-python ships (its sdist's `vendor/llama.cpp`), so the benchmarks compare Ember
 with the same llama.cpp it runs on.
 
@@ -9,7 +10,9 @@ Everything lives outside the checkout, in `~/.cache/ember-bench-llama/` (`$EMBER
 elsewhere): `sdist/llama_cpp_python-<version>.tar.gz` (`pip download --no-deps --no-binary :all:`), the
 unpacked `llama_cpp_python-<version>/`, its `vendor/llama.cpp/build/bin/` and the logs `cmake.log`,
 `build.log`. Each step is skipped when its result is there, so an existing build is reused as it is and an
-interrupted one resumes. Two builds at once wait for each other (a lock file).
+interrupted one resumes; a build configured with other flags (one from before the examples were built:
+`LLAMA_BUILD_EXAMPLES=OFF`) is configured again, and make compiles only what that adds. Two builds at once
+wait for each other (a lock file).
 
 Also here: running `llama-bench` and reading its JSON output (`llama_bench`, `parse_llama_bench`), and the
 command line of `llama-server` as the benchmarks start it (`llama_server_command`).
@@ -34,7 +37,7 @@ from typing import Any
 
 from ember_chat.engine.inference.llama.amx_probe import extra_buffers_usable
 
-TOOLS = ("llama-bench", "llama-server", "llama-batched-bench")
+TOOLS = ("llama-bench", "llama-server", "llama-batched-bench", "llama-lookup", "llama-speculative-simple")
 PACKAGE = "llama-cpp-python"
 CACHE_ENV = "EMBER_BENCH_LLAMA_CACHE"
 # measured-facts.md: the flags the figures were taken with (the CPU's own instructions, no network code)
@@ -42,7 +45,7 @@ CMAKE_FLAGS = (
     "-DGGML_NATIVE=ON",
     "-DLLAMA_CURL=OFF",
     "-DLLAMA_BUILD_TESTS=OFF",
-    "-DLLAMA_BUILD_EXAMPLES=OFF",
+    "-DLLAMA_BUILD_EXAMPLES=ON",  # (llama-lookup, llama-speculative-simple; only the targets asked are compiled)
     "-DLLAMA_BUILD_SERVER=ON",
     "-DLLAMA_BUILD_TOOLS=ON",
     "-DCMAKE_BUILD_TYPE=Release",
@@ -123,6 +126,20 @@ def configure_command(lay: Layout) -> list[str]:
     return ["cmake", "-S", str(lay.source), "-B", str(lay.build), *CMAKE_FLAGS]
 
 
+def configured_differently(lay: Layout) -> list[str]:
+    """The CMAKE_FLAGS that the build folder's CMakeCache.txt holds with another value ("-DNAME=VALUE" as
+    it should be); every flag when it is not configured yet."""
+    cache = lay.build / "CMakeCache.txt"
+    if not cache.is_file():
+        return list(CMAKE_FLAGS)
+    held: dict[str, str] = {}
+    for line in cache.read_text(encoding="utf-8", errors="replace").splitlines():
+        name, sep, value = line.partition("=")
+        if sep and not line.startswith(("#", "//")):
+            held[name.partition(":")[0]] = value
+    return [f for f in CMAKE_FLAGS if held.get(f[2:].partition("=")[0]) != f.partition("=")[2]]
+
+
 def build_command(lay: Layout, jobs: int, targets: Sequence[str] = TOOLS) -> list[str]:
     return ["cmake", "--build", str(lay.build), f"-j{jobs}", "--target", *targets]
 
@@ -200,8 +217,11 @@ def build(
     with _locked(lay.cache):
         if not all(find_tool(t, lay.cache, lay.version) for t in targets):
             prepare_source(lay, say)
-            if not (lay.build / "CMakeCache.txt").is_file():
-                say(f"configuring llama.cpp in {lay.build}")
+            changed = configured_differently(lay)
+            if changed:
+                # (configuring an existing build again keeps its objects: the ones whose flags did not change
+                # are not compiled again)
+                say(f"configuring llama.cpp in {lay.build} ({' '.join(changed)})")
                 _run_logged(configure_command(lay), lay.cache / "cmake.log", "cmake configure")
             say(f"building {', '.join(targets)} (about 20 minutes on 2 cores; log: {lay.cache / 'build.log'})")
             _run_logged(build_command(lay, jobs or os.cpu_count() or 2, targets), lay.cache / "build.log", "build")

@@ -77,7 +77,47 @@ def test_the_build_commands_use_the_pinned_sdist_and_the_measured_flags(tmp_path
         assert flag in configure and flag in CMAKE_FLAGS
     assert build_command(lay, 2) == [
         "cmake", "--build", str(lay.build), "-j2", "--target", "llama-bench", "llama-server", "llama-batched-bench",
+        "llama-lookup", "llama-speculative-simple",
     ]  # fmt: skip
+    assert "-DLLAMA_BUILD_EXAMPLES=ON" in CMAKE_FLAGS  # (llama-lookup and llama-speculative-simple are examples)
+
+
+def test_a_build_configured_without_the_examples_is_configured_again_and_builds_only_what_is_missing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lay = Layout(tmp_path, llama_tools.pinned_version())
+    (lay.source / "CMakeLists.txt").parent.mkdir(parents=True)
+    (lay.source / "CMakeLists.txt").write_text("project(llama)")
+    lay.sdist_dir.mkdir()
+    lay.sdist.write_bytes(b"(downloaded and unpacked before)")
+    for name in ("llama-bench", "llama-server", "llama-batched-bench"):  # (built before the examples were)
+        _executable(lay.tool(name))
+    held = [f[2:].replace("=", ":BOOL=", 1) for f in CMAKE_FLAGS if f != "-DLLAMA_BUILD_EXAMPLES=ON"]
+    (lay.build / "CMakeCache.txt").write_text("\n".join(["# comment", *held, "LLAMA_BUILD_EXAMPLES:BOOL=OFF", ""]))
+    assert llama_tools.configured_differently(lay) == ["-DLLAMA_BUILD_EXAMPLES=ON"]
+    ran: list[list[str]] = []
+
+    def run(command: list[str], log_file: Path, what: str) -> None:
+        ran.append(command)
+        if what == "build":
+            for name in command[command.index("--target") + 1 :]:
+                if not lay.tool(name).exists():
+                    _executable(lay.tool(name))
+
+    monkeypatch.setattr(llama_tools, "_run_logged", run)
+    said: list[str] = []
+    report = build(tmp_path, 2, said.append)
+    assert ran == [configure_command(lay), build_command(lay, 2)]
+    assert said[0].endswith("(-DLLAMA_BUILD_EXAMPLES=ON)") and report["built_now"] is True
+    assert report["tools"]["llama-lookup"] == str(lay.tool("llama-lookup"))
+    assert report["tools"]["llama-speculative-simple"] == str(lay.tool("llama-speculative-simple"))
+
+    (lay.build / "CMakeCache.txt").write_text("\n".join([*held, "LLAMA_BUILD_EXAMPLES:BOOL=ON", ""]))
+    assert llama_tools.configured_differently(lay) == []
+    ran.clear()
+    assert build(tmp_path, 2, said.append)["built_now"] is False and ran == []
+    (lay.build / "CMakeCache.txt").unlink()
+    assert llama_tools.configured_differently(lay) == list(CMAKE_FLAGS)  # (not configured: every flag)
 
 
 def test_an_existing_build_is_reused_without_running_a_step(tmp_path: Path) -> None:
