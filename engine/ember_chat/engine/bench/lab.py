@@ -41,7 +41,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from ember_chat.engine.bench.targets import TOKEN_SEED, BenchTarget, stopping_on, target_for
 from ember_chat.engine.core.params import LoadConfig
@@ -259,14 +259,28 @@ def measure_exclusively(
     still waits for its turn, at once (LoadCancelled). Blocks the calling thread until it ends."""
     cancel = cancel or threading.Event()
     resident = service.model.name if service.model is not None else None
-    job = service.run_exclusive(lambda: measure_model(ref, plan, cancel, progress), "Benchmark", cancel)
+    run = exclusive_job(service, lambda: measure_model(ref, plan, cancel, progress), "Benchmark", cancel)
+    run.machine["resident_model"] = resident  # loaded for chat meanwhile (its memory is in the peak)
+    return run
+
+
+class LabRun(Protocol):
+    machine: dict[str, Any]
+
+
+R = TypeVar("R", bound=LabRun)  # a BenchRun, or speculation.py's SpeculationRun
+
+
+def exclusive_job(service: EngineService, work: Callable[[], R], label: str, cancel: threading.Event) -> R:
+    """`work()` (a lab run) as the service's exclusive job, waited for: `cancel` stops it, and drops it at
+    once while it still waits for its turn (LoadCancelled). Its facts say no other generation ran."""
+    job = service.run_exclusive(work, label, cancel)
     with stopping_on(cancel, lambda: service.cancel_exclusive(job)):
         try:
-            run: BenchRun = job.result()
+            run: R = job.result()
         except JobCancelled as exc:
             raise LoadCancelled(str(exc)) from exc
     run.machine["exclusive"] = True  # no other generation ran while it was measured
-    run.machine["resident_model"] = resident  # loaded for chat meanwhile (its memory is in the peak)
     return run
 
 
@@ -360,12 +374,17 @@ def _point(target: BenchTarget, n: int, plan: BenchPlan, samples: list[Generatio
 
 def save_run(run: BenchRun, folder: Path) -> Path:
     """Keep the run (with its machine facts) as JSON in the data folder's benchmarks/."""
+    return write_run(run.to_dict(), run.started, folder, "bench")
+
+
+def write_run(data: dict[str, Any], started: float, folder: Path, prefix: str) -> Path:
+    """`data` as JSON in `folder`, named `prefix` and the time it started (speculation.py's runs too)."""
     folder.mkdir(parents=True, exist_ok=True)
-    stem = time.strftime("bench-%Y%m%d-%H%M%S", time.localtime(run.started))
+    stem = time.strftime(f"{prefix}-%Y%m%d-%H%M%S", time.localtime(started))
     path = folder / f"{stem}.json"
     n = 1
     while path.exists():  # several models measured in the same second
         n += 1
         path = folder / f"{stem}-{n}.json"
-    path.write_text(json.dumps(run.to_dict(), indent=2), encoding="utf-8")
+    path.write_text(json.dumps(data, indent=2), encoding="utf-8")
     return path
