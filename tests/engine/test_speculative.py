@@ -9,6 +9,7 @@ from __future__ import annotations
 import itertools
 import json
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import llama_cpp
@@ -285,7 +286,7 @@ def seq0_tokens(
     return take(source.generate(tokens, None), n), source
 
 
-def test_the_single_sequence_path_speculates_when_asked_for_plain_greedy(starter: llama_cpp.Llama) -> None:
+def test_the_single_sequence_path_speculates_when_asked_for(starter: llama_cpp.Llama) -> None:
     tokens = starter.tokenize(COPY_PROMPT.encode())
     expected, plain = seq0_tokens(starter, tokens, SamplingParams(temperature=0.0, speculative="off"), N)
     assert plain.speculation() is None
@@ -294,10 +295,8 @@ def test_the_single_sequence_path_speculates_when_asked_for_plain_greedy(starter
     assert got == expected and counts is not None and counts.accepted > 0
     # log-probabilities are read from the last evaluated row: no speculation with them
     _, with_logprobs = seq0_tokens(starter, tokens, SamplingParams(temperature=0.0, speculative="ngram", logprobs=2), 4)
-    assert with_logprobs.speculation() is None
-    # sampling is not plain greedy: no speculation (this step)
-    _, sampled = seq0_tokens(starter, tokens, SamplingParams(temperature=0.7, seed=1, speculative="ngram"), 4)
-    assert sampled.speculation() is None
+    assert with_logprobs.speculation() is None and with_logprobs.speculation_off() == "logprobs"
+    assert plain.speculation_off() is None and source.speculation_off() is None  # ("off" asked for nothing)
 
 
 def test_run_speculative_ngram_prints_the_same_answer_and_its_counts(chat_starter_model: Path, tmp_path: Path) -> None:
@@ -477,3 +476,75 @@ def test_auto_stopped_long_ago_resumes_on_recent_matches_alone() -> None:
         counts.shadow([token])
         counts.chosen(token)
     assert not counts.stopped, "a copy after 100 wrong shadow tokens must resume within a few dozen tokens"
+
+
+SAMPLED = (
+    SamplingParams(temperature=0.8, top_k=40, top_p=0.95, min_p=0.05, seed=7),
+    SamplingParams(temperature=1.0, top_k=0, top_p=1.0, min_p=0.0, seed=3, repeat_penalty=1.1, presence_penalty=0.2),
+    SamplingParams(temperature=0.0, repeat_penalty=1.3),  # (greedy through the chain: penalties on)
+    SamplingParams(temperature=0.7, seed=11, logit_bias=((13, -100.0),)),
+)
+
+
+@pytest.mark.parametrize("params", SAMPLED, ids=["top-k-p", "penalties", "greedy-penalised", "logit-bias"])
+def test_sampled_tokens_are_verified_several_at_a_time_and_are_the_same_as_without(
+    starter: llama_cpp.Llama, params: SamplingParams
+) -> None:
+    """Each verified row's token is drawn by the request's own chain, one draw per token given, so with
+    a seed the answer is the one decoding without speculation gives (hence its distribution too)."""
+    tokens = starter.tokenize(COPY_PROMPT.encode())
+    for seed in (params.seed, (params.seed or 0) + 100):
+        off = replace(params, seed=seed, speculative="off")
+        starter.set_seed(seed if seed is not None else 0)
+        expected, plain = seq0_tokens(starter, tokens, off, N)
+        assert plain.speculation() is None
+        starter.set_seed(seed if seed is not None else 0)
+        got, source = seq0_tokens(starter, tokens, replace(off, speculative="ngram"), N)
+        counts = source.speculation()
+        assert got == expected, seed
+        assert counts is not None and counts.verify_steps > 0 and counts.accepted > 0
+        assert source.speculation_off() is None
+        assert_cache_matches_record(starter)
+
+
+def test_a_sampled_run_alone_in_the_batch_decoder_speculates_and_gives_the_same_tokens(
+    batched: llama_cpp.Llama, decoder: BatchDecoder
+) -> None:
+    tokens = batched.tokenize(COPY_PROMPT.encode())
+    params = SamplingParams(temperature=0.8, top_k=40, top_p=0.95, min_p=0.05, repeat_penalty=1.05)
+    ([expected], [plain]) = batch_tokens(decoder, [tokens], replace(params, speculative="off"), N)
+    ([got], [run]) = batch_tokens(decoder, [tokens], replace(params, speculative="ngram"), N)
+    assert plain.speculation is None
+    assert got == expected and run.speculation is not None and run.speculation.accepted > 0
+
+
+def test_a_grammar_decodes_without_speculation_and_says_why(starter: llama_cpp.Llama) -> None:
+    tokens = starter.tokenize(COPY_PROMPT.encode())
+    starter.reset()
+    params = SamplingParams(temperature=0.0, speculative="auto")
+    source = Seq0Source(starter, tokens, params, 0, lambda: False, NULL_ABORT, lambda t: starter.detokenize([t]))
+    got = take(source.generate(tokens, 'root ::= [a-z ]+ "."'), 6)
+    assert len(got) == 6 and source.speculation() is None and source.speculation_off() == "grammar"
+
+
+def test_a_recurrent_model_says_why_it_did_not_speculate(tmp_path: Path) -> None:
+    llm = open_llama(
+        LoadConfig(write_tiny_mamba(tmp_path / "mamba.gguf"), n_ctx=512, n_batch=64, parallel=2, threads=1)
+    )
+    tokens = llm.tokenize(("the sea is wide and the boats are small but the sailors sing " * 3).encode())
+    try:
+        sampled = SamplingParams(temperature=0.9, seed=5, speculative="auto")
+        llm.set_seed(5)
+        expected, plain = seq0_tokens(llm, tokens, replace(sampled, speculative="off"), 24)
+        llm.set_seed(5)
+        got, source = seq0_tokens(llm, tokens, sampled, 24)
+        assert got == expected and plain.speculation_off() is None and source.speculation_off() == "recurrent"
+        llama_cpp.llama_memory_clear(llama_cpp.llama_get_memory(llm.ctx), True)
+        dec = BatchDecoder(llm, 2, None, None)
+        try:
+            run = dec.start(tokens, sampled, 5)
+            assert run.speculation is None and run.speculation_off == "recurrent"
+        finally:
+            dec.close()
+    finally:
+        llm.close()

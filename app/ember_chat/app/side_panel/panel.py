@@ -291,6 +291,8 @@ class MetricsPanel(QWidget):
             parts.append(self.tr("images encoded in {ms} ms").format(ms=f"{m.image_encode_ms:,.1f}"))
         elif m.image_encode_ms is not None:
             parts.append(self.tr("images from the cache (not encoded again)"))
+        if m.speculative_off:
+            parts.append(self._speculation_off_text(m.speculative_off))
         if m.connection:
             parts.append(self.tr("remote: {name}").format(name=m.connection))
         else:
@@ -301,6 +303,16 @@ class MetricsPanel(QWidget):
             )
             parts.append(text.format(backend=m.backend, threads=m.threads, layers=m.gpu_layers))
         return " · ".join(parts)
+
+    def _speculation_off_text(self, why: str) -> str:
+        """Why speculative decoding, asked for, did not run (speculative.OFF_*)."""
+        texts = {
+            "grammar": self.tr("no speculation: a grammar or JSON format constrains the answer"),
+            "images": self.tr("no speculation: the prompt has images"),
+            "logprobs": self.tr("no speculation: log-probabilities were asked for"),
+            "recurrent": self.tr("no speculation: this model's memory cannot take back a rejected draft"),
+        }
+        return texts.get(why, self.tr("no speculation: {why}").format(why=why))
 
     def _thinking_text(self, tokens: int, ttfat_s: float | None) -> str:
         """e.g. '212 tokens · answer at 4.10 s' (time to the first answer token)."""

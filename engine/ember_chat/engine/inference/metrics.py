@@ -108,6 +108,9 @@ class GenerationMetrics:
     speculative_mode: str | None = None
     speculative_speedup: float | None = None
     speculative_stopped: bool | None = None
+    # Why an answer that asked for speculation decoded without it (speculative.OFF_*: "grammar", "images",
+    # "logprobs", "recurrent"); None when it ran or was not asked for.
+    speculative_off: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

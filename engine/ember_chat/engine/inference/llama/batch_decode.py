@@ -31,6 +31,7 @@ from ember_chat.engine.inference.llama.logit_bias import LogitBias
 from ember_chat.engine.inference.llama.seq_state import clear_seq, restore_seq, seq_state, trim_seq
 from ember_chat.engine.inference.llama.speculative import (
     K_MAX,
+    OFF_RECURRENT,
     NgramDrafter,
     SpeculationCounts,
     can_roll_back,
@@ -81,7 +82,7 @@ class SlotRun:
     greedy: bool = False  # plain greedy decoding (greedy.py): the logits' argmax, without the sampler's pass
     bias: LogitBias | None = field(default=None, repr=False)  # the request's logit_bias (logit_bias.py)
     order: int = 0  # when it started (the youngest is ended first when the cells run out)
-    # Speculative decoding (speculative.py) of a plain greedy run, in the steps where it is the only run:
+    # Speculative decoding (speculative.py) of a run, greedy or sampled, in the steps where it is the only run:
     # its drafter and counts; the tokens chosen after `token` and not yet given back (a verified draft's),
     # and how many of `token` and those have their cells in already (the accepted draft tokens)
     drafter: NgramDrafter | None = field(default=None, repr=False)
@@ -89,6 +90,7 @@ class SlotRun:
     auto: bool = False
     queue: list[int] = field(default_factory=list, repr=False)
     evaluated: int = 0
+    speculation_off: str | None = None  # why a run asked to speculate does not (speculative.OFF_*)
 
 
 def sampler_chain(params: SamplingParams, seed: int, n_vocab: int, last_n: int) -> llama_cpp.llama_sampler_p:
@@ -158,7 +160,9 @@ class BatchDecoder:
         run.greedy = is_plain_greedy(params)
         run.bias = bias
         # (a recurrent or hybrid model's memory cannot drop a rejected draft's cells: it decodes without)
-        if run.greedy and params.speculative != "off" and self._rolls_back:
+        if params.speculative != "off" and not self._rolls_back:
+            run.speculation_off = OFF_RECURRENT
+        elif params.speculative != "off":
             run.drafter = NgramDrafter(tokens)
             # ("draft" here is n-grams: the batch decoder has no draft model, said as the single path says it)
             run.speculation = SpeculationCounts(mode="ngram" if params.speculative == "draft" else params.speculative)
@@ -212,7 +216,7 @@ class BatchDecoder:
         evaluated (oldest first) in the room left of n_batch; then each run whose last input was
         evaluated samples its next token (run.token). When the cells run out, idle slots are evicted
         (their conversations saved to the snapshot store) and, if that is not enough, the youngest run is
-        ended (run.full). A plain greedy run alone in the step verifies a draft instead, when it has one
+        ended (run.full). A run alone in the step verifies a draft instead, when it has one
         (speculative.py; with other runs in the step, a draft's rows would slow them all down)."""
         alone = self._alone(self._plan())
         if alone is not None and self._speculate(alone):
@@ -250,7 +254,7 @@ class BatchDecoder:
             alone.speculation.plain_step(time.perf_counter() - started)  # (a token's cost without a draft)
 
     def _alone(self, plan: list[tuple[SlotRun, list[int], bool]]) -> SlotRun | None:
-        """The run that may speculate at this step: the only one in it, generating, a plain greedy run."""
+        """The run that may speculate at this step: the only one in it, generating, with speculation on."""
         if len(plan) != 1:
             return None
         run, chunk, sample = plan[0]

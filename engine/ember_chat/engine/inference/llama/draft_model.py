@@ -22,7 +22,7 @@ import llama_cpp
 from ember_chat.engine.core.params import LoadConfig, SamplingParams
 from ember_chat.engine.errors import EmberError, LoadCancelled, ModelFileError, ModelLoadError
 from ember_chat.engine.inference.kv.prefix import common_prefix
-from ember_chat.engine.inference.llama.greedy import argmax_token, is_plain_greedy
+from ember_chat.engine.inference.llama.greedy import argmax_token
 from ember_chat.engine.inference.llama.loader import open_llama, probe_gguf
 from ember_chat.engine.inference.llama.speculative import K_MAX, K_MIN, K_START, NgramDrafter
 
@@ -30,9 +30,9 @@ log = logging.getLogger(__name__)
 
 
 def drafts_with_model(params: SamplingParams) -> bool:
-    """Whether a request drafts with the draft model, when one is loaded: plain greedy decoding with
-    "draft" or "auto" speculation. (The batch decoder has no draft model: such a request takes seq 0.)"""
-    return params.speculative in ("draft", "auto") and is_plain_greedy(params)
+    """Whether a request drafts with the draft model, when one is loaded: "draft" or "auto" speculation
+    without a grammar. (The batch decoder has no draft model: such a request takes seq 0.)"""
+    return params.speculative in ("draft", "auto") and params.grammar is None
 
 
 class DraftRefused(EmberError):

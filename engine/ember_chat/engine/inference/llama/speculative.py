@@ -1,4 +1,5 @@
-"""Prompt-lookup (n-gram) speculative decoding for plain greedy decoding on sequence 0.
+"""Speculative decoding on sequence 0: drafts (n-grams of the history, or a draft model's) verified
+several tokens at a time, greedy or sampled.
 
 On a CPU, decode is memory-bound: evaluating a few tokens in one `llama_decode` costs about what one
 does. When the answer copies its input (code pasted to be edited, a document quoted), the tokens that
@@ -13,6 +14,14 @@ one row (batch_decode.py says the same of batched runs).
 
 Ember's own `llama_batch` (not llama-cpp-python's `logits_all`, which keeps an n_ctx × n_vocab score
 buffer): only the few verified positions have logits.
+
+Sampled tokens (temperature > 0, penalties, top-k/top-p/min-p: the request's own sampler chain) are
+verified the same way: each row's token is drawn by the chain exactly as decoding without speculation
+draws it, and the draft is kept while the drawn tokens equal it. A draft is a function of the history
+(n-grams, or a draft model's greedy choice), so this is speculative sampling's acceptance with a
+point-mass proposal (accept with probability p(x), else draw from p without x): each token has the
+distribution it has without speculation. The chain draws one random number per token given, in the
+same order, so with a seed the answer is the one decoding without speculation gives.
 
 Each step is timed: the plain steps (one token: the first PLAIN_PROBE of the answer, and wherever no draft
 was found) give a token's cost without speculation, the verify steps what the drafts cost; their ratio is
@@ -31,7 +40,7 @@ import llama_cpp
 
 from ember_chat.engine.errors import GenerationError
 from ember_chat.engine.inference.kv.prefix import resume_point
-from ember_chat.engine.inference.llama.greedy import argmax_token, generate_greedy
+from ember_chat.engine.inference.llama.greedy import argmax_token
 from ember_chat.engine.inference.llama.logit_bias import LogitBias
 
 # Draft length bounds: one token is the least worth a batched step; 16 keeps a rejected draft's
@@ -54,6 +63,12 @@ AUTO_PAYS = 1.0
 # AUTO_RESUME or more (the answer has started copying) starts drafting again.
 SHADOW_MIN = 8
 AUTO_RESUME = 0.6
+
+# Why an answer that asked for speculation decodes without it (GenerationMetrics.speculative_off):
+OFF_GRAMMAR = "grammar"  # a grammar (JSON schema, response format): its state cannot step back over a rejected draft
+OFF_IMAGES = "images"  # an image's embeddings are not tokens to draft from
+OFF_LOGPROBS = "logprobs"  # log-probabilities are read from the last evaluated row, not the chosen token's
+OFF_RECURRENT = "recurrent"  # the model's memory (Mamba, RWKV…) cannot drop a rejected draft's cells
 
 
 @dataclass
@@ -226,25 +241,30 @@ def generate_speculative(
     drafter: Drafter | None = None,
     auto: bool = False,
     clock: Callable[[], float] = time.perf_counter,
+    sampler: llama_cpp.llama_sampler_p | None = None,
 ) -> Iterator[int]:
     """generate_greedy's tokens (from the longest prefix of `tokens` already in the KV cache, endless
-    until closed), verified several at a time from the drafter's drafts (by default n-grams of `tokens`
-    and the answer); `counts` gets the tokens drafted and accepted and the steps' times. `auto`: drafting
+    until closed), or with `sampler` (a sampler chain, as logit_bias.generate_sampler builds it) the
+    chain's, verified several at a time from the drafter's drafts (by default n-grams of `tokens` and
+    the answer); `counts` gets the tokens drafted and accepted and the steps' times. `auto`: drafting
     stops for the rest of the answer where it does not pay (module docstring), the steps timed by `clock`.
-    A model whose memory cannot drop cells decodes without drafts."""
-    if not can_roll_back(llm):
-        yield from generate_greedy(llm, tokens, bias)
-        return
+    A model whose memory cannot drop cells decodes without drafts (one token a step)."""
+    rolls_back = can_roll_back(llm)
     counts = counts if counts is not None else SpeculationCounts()
     n_vocab, n_ctx, ctx = llm.n_vocab(), llm.n_ctx(), llm.ctx
     capacity = max(1, min(K_MAX + 1, llm.n_batch))
     batch = llama_cpp.llama_batch_init(capacity, 0, 1)
     memory = llama_cpp.llama_get_memory(ctx)
 
+    def pick(row: int) -> int:
+        if sampler is None:
+            return argmax_token(ctx, row, n_vocab)
+        return int(llama_cpp.llama_sampler_sample(sampler, ctx, row))  # (it also accepts the token)
+
     def choose(row: int) -> int:
         if bias is None:
-            return argmax_token(ctx, row, n_vocab)
-        return bias.choose(ctx, row, lambda: argmax_token(ctx, row, n_vocab))
+            return pick(row)
+        return bias.choose(ctx, row, lambda: pick(row))
 
     unseen = 0  # accepted draft tokens in the cache that the caller has not been given (yet)
     try:
@@ -256,7 +276,7 @@ def generate_speculative(
             counts.chosen(token)
             yield token
             # (room: the last token plus the draft must fit the context and the batch)
-            room = min(capacity - 1, n_ctx - llm.n_tokens - 1)
+            room = min(capacity - 1, n_ctx - llm.n_tokens - 1) if rolls_back else 0
             if auto and counts.stopped and room > 0 and isinstance(drafter, NgramDrafter) and drafter.cheap:
                 counts.shadow(drafter.propose(room))
             started = clock()  # (a draft's cost is the step's: a draft model's evaluations are not free)

@@ -16,9 +16,17 @@ from ember_chat.engine.inference.grammar.sampling import generate_with_grammar
 from ember_chat.engine.inference.llama.draft_model import DraftModel, ModelDrafter, drafts_with_model
 from ember_chat.engine.inference.llama.greedy import generate_greedy, is_plain_greedy
 from ember_chat.engine.inference.llama.loader import NULL_ABORT
-from ember_chat.engine.inference.llama.logit_bias import LogitBias, generate_biased
+from ember_chat.engine.inference.llama.logit_bias import LogitBias, generate_biased, generate_sampler
 from ember_chat.engine.inference.llama.logprobs import token_logprob
-from ember_chat.engine.inference.llama.speculative import SpeculationCounts, generate_speculative
+from ember_chat.engine.inference.llama.speculative import (
+    OFF_GRAMMAR,
+    OFF_IMAGES,
+    OFF_LOGPROBS,
+    OFF_RECURRENT,
+    SpeculationCounts,
+    can_roll_back,
+    generate_speculative,
+)
 
 if TYPE_CHECKING:
     from ember_chat.engine.core.logprobs import TokenLogprob
@@ -56,6 +64,7 @@ class Seq0Source:
         self._piece = piece
         self._vision = vision
         self._speculation: SpeculationCounts | None = None
+        self._speculation_off: str | None = None  # why an answer asked to speculate did not (speculative.OFF_*)
         self._prefill_perf: tuple[float, int] | None = None  # llama.cpp's prompt counters, where speculation ran
         llama_cpp.llama_perf_context_reset(llm.ctx)
         llama_cpp.llama_set_abort_callback(llm.ctx, abort_callback, None)
@@ -88,19 +97,25 @@ class Seq0Source:
         """The token generator for these sampling parameters (from the longest prefix of `tokens` already
         in the KV cache): llama-cpp-python's, or under a grammar the one that asks the grammar only about
         the token chosen (grammar/sampling.py), or for plain greedy decoding the argmax of the logits
-        (greedy.py); each with the request's logit_bias (logit_bias.py), which `Llama.generate` cannot take."""
+        (greedy.py), or with speculation (speculative.py) the same tokens verified several at a time; each
+        with the request's logit_bias (logit_bias.py), which `Llama.generate` cannot take."""
         llm, params = self._llm, self._params
         bias = LogitBias(params.logit_bias, llm.n_vocab()) if params.logit_bias else None
+        self._speculation_off = self._why_not_speculating(params, grammar)
+        chain = None
         if grammar is not None:
             gen = generate_with_grammar(llm, tokens, params, grammar, bias)
-        elif is_plain_greedy(params) and self._speculates(params):
+        elif params.speculative != "off" and self._speculation_off is None:
             drafter = self._drafter(tokens, params)
             if drafter is not None:
                 drafter.prepare()
             mode = "ngram" if params.speculative == "draft" and drafter is None else params.speculative
             self._speculation = self._speculation or SpeculationCounts(mode=mode)
             auto = params.speculative == "auto"
-            gen = generate_speculative(llm, tokens, bias, self._speculation, drafter, auto=auto)
+            # (sampled: the chain `Llama.generate` would build, drawing each verified row's token)
+            chain = None if is_plain_greedy(params) else generate_sampler(llm, params)
+            sampler = chain.sampler if chain is not None else None
+            gen = generate_speculative(llm, tokens, bias, self._speculation, drafter, auto=auto, sampler=sampler)
         elif is_plain_greedy(params):
             gen = generate_greedy(llm, tokens, bias)
         elif bias is not None:
@@ -130,12 +145,25 @@ class Seq0Source:
             yield from gen
         finally:
             gen.close()
+            if chain is not None:
+                chain.close()
 
-    def _speculates(self, params: SamplingParams) -> bool:
-        """Speculation when asked for (any mode but "off"), without images (their embeddings are not
-        tokens to draft from) and without log-probabilities (read from the last evaluated row: a verified
-        step's last row is not the chosen token's)."""
-        return params.speculative != "off" and self._vision is None and params.logprobs is None
+    def _why_not_speculating(self, params: SamplingParams, grammar: str | None) -> str | None:
+        """Why this answer, asked to speculate, cannot (speculative.OFF_*); None: it can, or was not asked."""
+        if params.speculative == "off":
+            return None
+        if grammar is not None:
+            return OFF_GRAMMAR
+        if self._vision is not None:
+            return OFF_IMAGES
+        if params.logprobs is not None:
+            return OFF_LOGPROBS
+        if not can_roll_back(self._llm):
+            return OFF_RECURRENT
+        return None
+
+    def speculation_off(self) -> str | None:
+        return self._speculation_off
 
     def _drafter(self, tokens: list[int], params: SamplingParams) -> ModelDrafter | None:
         """The draft model's drafter for "draft" and "auto" when one is loaded; None: n-gram drafts (the
@@ -223,6 +251,9 @@ class BatchSource:
 
     def speculation(self) -> SpeculationCounts | None:
         return self._run.speculation
+
+    def speculation_off(self) -> str | None:
+        return self._run.speculation_off
 
     def image_encode_ms(self) -> float | None:
         return None

@@ -69,6 +69,10 @@ class TokenSource(Protocol):
         """Tokens drafted and accepted by speculative decoding; None when it did not run."""
         ...
 
+    def speculation_off(self) -> str | None:
+        """Why speculative decoding, asked for, did not run (speculative.OFF_*); None: it ran, or was not asked."""
+        ...
+
     def end(self, generated: list[int]) -> None:
         """The generation is over (whatever happened): `generated` are the answer's tokens."""
         ...
@@ -226,6 +230,7 @@ def stream_events(source: TokenSource, s: StreamSetup) -> Iterator[Event]:
         speculative_mode=spec.mode if spec is not None else None,
         speculative_speedup=_rounded(spec.speedup()) if spec is not None else None,
         speculative_stopped=spec.stopped if spec is not None else None,
+        speculative_off=source.speculation_off(),
     )
     metrics = replace(
         metrics, json_check=answer_check(params.response_format, "".join(shown)), held_utf8=held.hex() or None
