@@ -5,7 +5,8 @@ in the window, as an exclusive job of the engine service: after the running answ
 API requests wait, so the figures are the machine's alone (the saved facts say so); then plots
 prefill speed against prompt length and decode speed against context depth, one line per model
 with each measured point marked, lists the figures, and exports them. Before the first run the
-charts' place says what will show there. Runs are kept in the data folder."""
+charts' place says what will show there. Runs are kept in the data folder. A second tab compares
+speculative decoding's modes on the loaded model (speculation_panel.py)."""
 
 from __future__ import annotations
 
@@ -32,12 +33,14 @@ from PySide6.QtWidgets import (
     QStackedWidget,
     QTableWidget,
     QTableWidgetItem,
+    QTabWidget,
     QVBoxLayout,
     QWidget,
 )
 
 from ember_chat.app.engine_link.model_names import model_choices
 from ember_chat.app.engine_link.tasks import TaskRunner
+from ember_chat.app.lab.speculation_panel import SpeculationPanel
 from ember_chat.engine.bench.lab import BenchPlan, BenchRun, measure_exclusively, measure_model, points_csv, save_run
 from ember_chat.engine.errors import InvalidParameter, LoadCancelled
 from ember_chat.engine.inference.service.engine import EngineService
@@ -179,13 +182,25 @@ class BenchmarkDialog(QDialog):
         exports.addWidget(self.export_csv)
         exports.addWidget(self.export_json)
 
-        layout = QVBoxLayout(self)
+        speed_page = QWidget()
+        layout = QVBoxLayout(speed_page)
         layout.addLayout(form)
         layout.addLayout(buttons)
         layout.addWidget(self.status)
         layout.addWidget(self.plots, 1)
         layout.addWidget(self.table, 1)
         layout.addLayout(exports)
+        self.speculation = SpeculationPanel(service, data_dir)
+        self.tabs = QTabWidget()
+        self.tabs.setAccessibleName(self.tr("Benchmark sections"))
+        self.tabs.tabBar().setAccessibleName(self.tr("Benchmark sections"))
+        self.tabs.tabBar().setAccessibleDescription(self.tr("Speed, or speculative decoding; the arrow keys switch"))
+        self.tabs.addTab(speed_page, self.tr("Speed"))
+        self.tabs.addTab(self.speculation, self.tr("Speculative decoding"))
+        self.tabs.setTabToolTip(0, self.tr("Prefill and decode speed of the checked models"))
+        self.tabs.setTabToolTip(1, self.tr("Speculation off, n-gram and draft model compared on the loaded model"))
+        self.tabs.currentChanged.connect(lambda _i: self.speculation.describe_model())  # (the model may have changed)
+        QVBoxLayout(self).addWidget(self.tabs)
         self._poll = QTimer(self)
         self._poll.setInterval(100)
         self._poll.timeout.connect(self._show_progress)
@@ -266,6 +281,7 @@ class BenchmarkDialog(QDialog):
 
     def reject(self) -> None:  # Qt override: Esc hides the dialog without a close event
         self._stop_work()
+        self.speculation.stop()
         super().reject()
 
     def _show_progress(self) -> None:
@@ -373,6 +389,7 @@ class BenchmarkDialog(QDialog):
     def closeEvent(self, event: object) -> None:  # Qt override
         self._stop_work()
         self.tasks.shutdown()  # joins the worker, which the stop above lets go at once
+        self.speculation.shutdown()
         self._poll.stop()
         self.running = False
         super().closeEvent(event)
