@@ -14,8 +14,10 @@ interrupted one resumes; a build configured with other flags (one from before th
 `LLAMA_BUILD_EXAMPLES=OFF`) is configured again, and make compiles only what that adds. Two builds at once
 wait for each other (a lock file).
 
-Also here: running `llama-bench` and reading its JSON output (`llama_bench`, `parse_llama_bench`), and the
-command line of `llama-server` as the benchmarks start it (`llama_server_command`).
+Also here: running `llama-bench` and reading its JSON output (`llama_bench`, `parse_llama_bench`), the
+command line of `llama-server` as the benchmarks start it (`llama_server_command`), and running
+`llama-lookup` / `llama-speculative-simple` and reading the figures they print (`llama_speculation`,
+`parse_llama_speculation`).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import argparse
 import contextlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -321,6 +324,97 @@ def llama_bench(command: list[str], timeout_s: float = 1800) -> list[LlamaBenchR
     if out.returncode != 0:
         raise RuntimeError(f"llama-bench failed (exit {out.returncode}):\n" + out.stderr[-2000:])
     return parse_llama_bench(out.stdout)
+
+
+# --- llama-lookup, llama-speculative-simple -------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LlamaSpeculationResult:
+    """The figures llama-lookup (prompt lookup decoding) and llama-speculative-simple (a draft model) print
+    at the end of a run (the same lines in both): the decode rate is theirs, drafting included."""
+
+    decoded: int  # n_predict: may pass -n by up to a draft's length (a step's accepted tokens are all kept)
+    decode_seconds: float
+    decode_tokens_per_s: float
+    n_draft: int  # the most tokens a draft may have (--spec-draft-n-max)
+    drafted: int
+    accepted: int
+
+    @property
+    def acceptance(self) -> float | None:
+        return self.accepted / self.drafted if self.drafted else None
+
+
+_DECODED = re.compile(r"decoded\s+(\d+) tokens in\s+([\d.]+) seconds, speed:\s+([\d.]+|inf|nan) t/s")
+
+
+def _count(name: str, text: str) -> int:
+    found = re.search(rf"\b{name}\s*=\s*(\d+)", text)
+    if found is None:
+        raise ValueError(f"no '{name} = ' line in the output.")
+    return int(found.group(1))
+
+
+def parse_llama_speculation(text: str) -> LlamaSpeculationResult:
+    """llama-lookup's or llama-speculative-simple's log (stderr): its `decoded N tokens in S seconds, speed:
+    R t/s` line and its `n_draft`, `n_drafted`, `n_accept` counts (each line may carry the log's prefix)."""
+    decoded = _DECODED.search(text)
+    if decoded is None:
+        raise ValueError("no 'decoded N tokens in S seconds' line in the output.")
+    return LlamaSpeculationResult(
+        decoded=int(decoded.group(1)),
+        decode_seconds=float(decoded.group(2)),
+        decode_tokens_per_s=float(decoded.group(3)),
+        n_draft=_count("n_draft", text),
+        drafted=_count("n_drafted", text),
+        accepted=_count("n_accept", text),
+    )
+
+
+def llama_speculation_command(
+    tool: Path,
+    model: Path,
+    prompt: str,
+    tokens: int,
+    threads: int,
+    n_ctx: int,
+    *,
+    draft_model: Path | None = None,
+    draft_max: int | None = None,
+    flash_attn: bool = False,
+) -> list[str]:
+    """llama-lookup (no draft model) or llama-speculative-simple (`-md draft_model`, its own drafts' type
+    named: it infers none) on one greedy answer of `tokens` that does not stop at EOS, the threads, context
+    and repacking as llama_server_command gives them; `draft_max` None: the tool's own default (3)."""
+    repack = extra_buffers_usable(model)
+    draft = [] if draft_model is None else [
+        "-md", str(draft_model), "--spec-type", "draft-simple", "-td", str(threads), "-tbd", str(threads),
+    ]  # fmt: skip
+    return [
+        str(tool), "-m", str(model), *draft, "-p", prompt, "-n", str(tokens), "-t", str(threads),
+        "-tb", str(threads), "-c", str(n_ctx), "-fa", "on" if flash_attn else "off", "--temp", "0",
+        "--ignore-eos", *(["--spec-draft-n-max", str(draft_max)] if draft_max else []),
+        *([] if repack else ["--no-repack"]),
+    ]  # fmt: skip
+
+
+def llama_speculation(command: list[str], timeout_s: float = 1800, tries: int = 3) -> LlamaSpeculationResult:
+    """Run llama-lookup or llama-speculative-simple (a command from `llama_speculation_command`) and read
+    its figures. A run that exits 0 without them is run again, up to `tries` runs: llama.cpp's log (a
+    worker thread) loses the end of a run at times: on the tiny test model 7 of 65 runs (both programs)
+    ended without their answer's text and figures, on stderr and in --log-file alike."""
+    name, problem = Path(command[0]).name, ValueError("it was not run.")
+    for _ in range(tries):
+        # (its output holds the answer's pieces as printed: a token may end mid-character)
+        out = subprocess.run(command, capture_output=True, text=True, errors="replace", timeout=timeout_s, check=False)
+        if out.returncode != 0:
+            raise RuntimeError(f"{name} failed (exit {out.returncode}):\n" + out.stderr[-2000:])
+        try:
+            return parse_llama_speculation(out.stderr)
+        except ValueError as exc:
+            problem = exc
+    raise RuntimeError(f"{name}, {tries} runs: {problem} The end of its log:\n" + out.stderr[-2000:])
 
 
 # --- llama-server ----------------------------------------------------------------------------------

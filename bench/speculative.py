@@ -16,6 +16,7 @@ import os
 import platform
 import statistics
 import sys
+from collections.abc import Callable
 
 import llama_cpp
 
@@ -28,9 +29,14 @@ from ember_chat.engine.storage.paths import AppPaths
 MODES = ("off", "auto", "ngram")
 
 
-def parse_args(argv: list[str] | None, description: str) -> argparse.Namespace:
-    """The options of this benchmark and of bench.speculative_vs_llama (the same tasks, model and answers)."""
+def parse_args(
+    argv: list[str] | None, description: str, more: Callable[[argparse.ArgumentParser], None] | None = None
+) -> argparse.Namespace:
+    """The options of this benchmark and of bench.speculative_vs_llama (the same tasks, model and answers;
+    `more` adds that one's own)."""
     ap = argparse.ArgumentParser(description=description)
+    if more is not None:
+        more(ap)
     ap.add_argument("--model", default="starter")
     ap.add_argument("--tokens", type=int, default=128)
     ap.add_argument("--rounds", type=int, default=3)
