@@ -1,6 +1,6 @@
 """Ember's speculative decoding against llama.cpp's own (built by bench.llama_tools from the pinned source),
-the same model, threads, context, prompts and answer length, greedy, alternating one answer of each side
-per round.
+the same model, threads, context, flash attention (Ember's: on by default; llama-server ran without it
+before), prompts and answer length, greedy, alternating one answer of each side per round.
 
 N-gram drafts (the default): Ember's `ngram` against `llama-server --spec-type ngram-mod` and
 `llama-lookup` (prompt lookup decoding). With `--draft-model FILE|NAME`: Ember's `draft` (the model's
@@ -58,10 +58,11 @@ def llama_server(
     speculative: bool,
     draft_model: Path | None = None,
     draft_max: int | None = None,
+    flash_attn: bool = False,
 ) -> ServerProcess:
     """llama-server without speculation, with ngram-mod (`speculative`), or drafting with `draft_model`."""
     port = free_port()
-    command = llama_server_command(tool, model, port, threads, n_ctx, parallel=1)
+    command = llama_server_command(tool, model, port, threads, n_ctx, parallel=1, flash_attn=flash_attn)
     if draft_model is not None:
         command += ["-md", str(draft_model), "--spec-type", "draft-simple", "-td", str(threads)]
         command += ["-tbd", str(threads), *(["--spec-draft-n-max", str(draft_max)] if draft_max else [])]
@@ -186,13 +187,18 @@ def main(argv: list[str] | None = None) -> int:
     server_tool, own_tool = tools["llama-server"], tools[own]
     assert server_tool is not None and own_tool is not None
 
+    config = LoadConfig(path, n_ctx=args.ctx, threads=args.threads, parallel=1, draft_model=draft)
+    # (llama.cpp's side with Ember's flash attention: on by default, where llama-server was run without it)
+    flash, draft_max = config.flash_attn, args.llama_draft_max
+
     def own_command(prompt: str, tokens: int) -> list[str]:
         return llama_speculation_command(
-            own_tool, path, prompt, tokens, args.threads, args.ctx, draft_model=draft, draft_max=args.llama_draft_max
-        )
+            own_tool, path, prompt, tokens, args.threads, args.ctx, draft_model=draft, draft_max=draft_max,
+            flash_attn=flash,
+        )  # fmt: skip
 
     rt = LocalRuntime()
-    rt.load(LoadConfig(path, n_ctx=args.ctx, threads=args.threads, parallel=1, draft_model=draft))
+    rt.load(config)
     description = rt.description
     if draft is not None and description is not None and description.draft_refused:
         rt.close()
@@ -200,18 +206,12 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     servers: dict[str, ServerProcess] = {}
     try:
-        servers["plain"] = llama_server(server_tool, path, args.threads, args.ctx, speculative=False)
+        servers["plain"] = llama_server(server_tool, path, args.threads, args.ctx, False, flash_attn=flash)
         if draft is None:
-            servers["ngram_mod"] = llama_server(server_tool, path, args.threads, args.ctx, speculative=True)
+            servers["ngram_mod"] = llama_server(server_tool, path, args.threads, args.ctx, True, flash_attn=flash)
         else:
             servers["draft"] = llama_server(
-                server_tool,
-                path,
-                args.threads,
-                args.ctx,
-                speculative=True,
-                draft_model=draft,
-                draft_max=args.llama_draft_max,
+                server_tool, path, args.threads, args.ctx, True, draft, draft_max, flash_attn=flash
             )
         one_run(rt, TASKS["free"], 8, "off")  # warm-up (page in the weights, build the graphs)
         for server in servers.values():

@@ -6,6 +6,7 @@ both comparisons end to end where llama.cpp's programs are built."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -109,10 +110,17 @@ def test_the_built_llama_lookup_and_speculative_simple_run_and_their_logs_are_re
 
 @pytest.mark.skipif(not BUILT, reason=NOT_BUILT)
 def test_speculative_vs_llama_compares_ngrams_and_a_draft_model(
-    tiny_model: Path, capsys: pytest.CaptureFixture[str]
+    tiny_model: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Both comparisons end to end on the tiny model (its own draft): every side's rate and counts, Ember's
-    answers the same with and without speculation."""
+    answers the same with and without speculation, llama.cpp's programs with Ember's flash attention (on)."""
+    commands: list[list[str]] = []
+
+    def recorded(make: Callable[..., list[str]]) -> Callable[..., list[str]]:
+        return lambda *a, **kw: commands.append(make(*a, **kw)) or commands[-1]
+
+    for name in ("llama_server_command", "llama_speculation_command"):
+        monkeypatch.setattr(speculative_vs_llama, name, recorded(getattr(speculative_vs_llama, name)))
     argv = ["--model", str(tiny_model), "--tokens", "8", "--rounds", "1", "--threads", "1", "--ctx", "1024", "--json"]
     assert speculative_vs_llama.main(argv) == 0
     ngram = json.loads(capsys.readouterr().out)
@@ -120,6 +128,10 @@ def test_speculative_vs_llama_compares_ngrams_and_a_draft_model(
     draft = json.loads(capsys.readouterr().out)
     assert ngram["draft_model"] is None and draft["draft_model"] == tiny_model.name
     assert draft["llama_draft_max"] == 4 and ngram["tokens"] == draft["tokens"] == 8
+    names = [Path(c[0]).name for c in commands]
+    assert names.count("llama-server") == 4 and names.count("llama-lookup") == names.count("llama-speculative-simple")
+    assert names.count("llama-lookup") == len(speculative.TASKS)  # (one round)
+    assert all(c[c.index("-fa") + 1] == "on" for c in commands)
     for task in speculative.TASKS:
         row = ngram[task]
         for side in ("ember_off", "ember_ngram", "llama_server", "llama_server_ngram_mod", "llama_lookup"):
