@@ -11,6 +11,7 @@ from dataclasses import replace
 from pytestqt.qtbot import QtBot
 
 from ember_chat.app.shell.main_window import MainWindow
+from ember_chat.app.side_panel.panel import MetricsPanel
 from ember_chat.engine.core.params import SamplingParams
 from ember_chat.engine.inference.metrics import GenerationMetrics
 from tests.helpers.window import load, send, set_max_tokens
@@ -73,8 +74,19 @@ def test_off_shows_nothing_extra(qtbot: QtBot, make_window: Callable[..., MainWi
     assert w.store.conversation(w.controller.conversation_id).params["speculative"] == "off"  # (not the default)
 
 
-def test_the_line_s_format() -> None:
-    m = GenerationMetrics(
+def test_a_sampled_answer_speculates_too(qtbot: QtBot, make_window: Callable[..., MainWindow]) -> None:
+    w = make_window()
+    load(qtbot, w)
+    greedy(w, "ngram")
+    w.side.params.temperature.setValue(0.7)
+    send(qtbot, w, PROMPT)
+    m = GenerationMetrics.from_stored(w.store.thread(w.controller.conversation_id)[-1].metrics)
+    assert m is not None and m.speculative_mode == "ngram" and m.speculative_drafted
+    assert m.speculative_off is None and "no speculation" not in w.side.metrics.why.text()
+
+
+def bare_metrics() -> GenerationMetrics:
+    return GenerationMetrics(
         **dict.fromkeys(("ttft_s", "prefill_tokens_per_s", "decode_tokens_per_s"), None),
         **dict.fromkeys(("itl_p50_ms", "itl_p95_ms", "itl_p99_ms", "tpot_ms", "quantization"), None),
         **dict.fromkeys(("prompt_tokens", "prompt_tokens_reused", "n_ctx", "context_used"), 0),
@@ -86,6 +98,10 @@ def test_the_line_s_format() -> None:
         threads=None,
         gpu_layers=None,
     )
+
+
+def test_the_line_s_format() -> None:
+    m = bare_metrics()
     assert "speculative" not in m.summary_line()
     m = replace(m, speculative_drafted=410, speculative_accepted=254)
     assert m.summary_line() == "57 tokens · stop · speculative 62 % of 410 accepted"  # (no speedup measured)
@@ -97,3 +113,19 @@ def test_the_line_s_format() -> None:
     m = replace(m, speculative_drafted=0, speculative_accepted=0)  # ran, drafted nothing: nothing to say
     assert "speculative" not in m.summary_line()
     assert SamplingParams.from_dict({"speculative": "ngram"}).speculative == "ngram"
+
+
+def test_why_this_speed_says_why_speculation_did_not_run(qtbot: QtBot) -> None:
+    panel = MetricsPanel()
+    qtbot.addWidget(panel)
+    assert "speculation" not in panel.why_text(bare_metrics())
+    said = {
+        "grammar": "no speculation: a grammar or JSON format constrains the answer",
+        "images": "no speculation: the prompt has images",
+        "logprobs": "no speculation: log-probabilities were asked for",
+        "recurrent": "no speculation: this model's memory cannot take back a rejected draft",
+    }
+    for why, text in said.items():
+        m = replace(bare_metrics(), speculative_off=why)
+        assert text in panel.why_text(m)
+        assert GenerationMetrics.from_stored(m.to_dict()) == m

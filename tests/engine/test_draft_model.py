@@ -28,6 +28,7 @@ from ember_chat.engine.inference.llama.draft_model import (
 )
 from ember_chat.engine.inference.llama.greedy import generate_greedy
 from ember_chat.engine.inference.llama.loader import NULL_ABORT, open_llama
+from ember_chat.engine.inference.llama.logit_bias import generate_sampler
 from ember_chat.engine.inference.llama.speculative import SpeculationCounts, generate_speculative
 from ember_chat.engine.inference.local.runtime import LocalRuntime
 from ember_chat.engine.inference.local.sources import Seq0Source
@@ -100,6 +101,44 @@ def test_a_same_vocabulary_pair_decodes_plain_greedy_tokens(tiny_pair: tuple[Pat
     finally:
         draft.close()
         target.close()
+
+
+def test_a_sampled_answer_drafted_by_a_draft_model_is_the_one_without(tiny_pair: tuple[Path, Path]) -> None:
+    """The draft model's greedy draft is verified by the target's own sampler chain (speculative.py): with a
+    seed, the tokens decoding without speculation draws."""
+    target_path, draft_path = tiny_pair
+    target = open_llama(config(target_path))
+    draft = open_draft_model(draft_path, target, config(target_path))
+    params = SamplingParams(temperature=0.9, top_k=20, top_p=0.9, min_p=0.02, seed=4)
+    try:
+        for text in (PROMPT, FREE_PROMPT):
+            tokens = target.tokenize(text.encode())
+            target.reset()
+            target.set_seed(4)
+            expected = take(generate_plain_sampled(target, tokens, params), N)
+            target.reset()
+            target.set_seed(4)
+            counts = SpeculationCounts(mode="draft")
+            chain = generate_sampler(target, params)
+            try:
+                drafter = ModelDrafter(draft, tokens)
+                got = take(generate_speculative(target, tokens, None, counts, drafter, sampler=chain.sampler), N)
+            finally:
+                chain.close()
+            assert got == expected, text
+            assert counts.drafted > 0 and 0 <= counts.accepted <= counts.drafted
+            assert_cache_matches_record(target)
+    finally:
+        draft.close()
+        target.close()
+
+
+def generate_plain_sampled(llm: llama_cpp.Llama, tokens: list[int], params: SamplingParams) -> Iterator[int]:
+    """Llama.generate's own sampled tokens (the path without speculation) for these parameters."""
+    return llm.generate(
+        tokens, temp=params.temperature, top_k=params.top_k, top_p=params.top_p, min_p=params.min_p,
+        repeat_penalty=params.repeat_penalty,
+    )  # fmt: skip
 
 
 @pytest.mark.parametrize("text", [PROMPT, FREE_PROMPT])
@@ -240,10 +279,11 @@ def test_a_loaded_draft_is_described_and_keeps_its_requests_on_the_single_path(t
         description = rt.load(LoadConfig(target, n_ctx=512, threads=1, parallel=2, draft_model=draft))
         assert description.draft_model == draft.name and description.draft_refused is None
         assert rt.batch_slots > 1
-        for mode in ("draft", "auto"):  # (the batch decoder has no draft model)
+        for mode in ("draft", "auto"):  # (the batch decoder has no draft model; sampled answers draft too)
             assert not rt.can_batch(SamplingParams(temperature=0.0, speculative=mode), None, None)
+            assert not rt.can_batch(SamplingParams(temperature=0.7, speculative=mode), None, None)
         assert rt.can_batch(SamplingParams(temperature=0.0, speculative="ngram"), None, None)
-        assert rt.can_batch(SamplingParams(temperature=0.7, speculative="draft"), None, None)  # (no drafts)
+        assert rt.can_batch(SamplingParams(temperature=0.7, speculative="off"), None, None)
         finished = answer(rt)
         assert finished.metrics.speculative_mode == "draft" and finished.metrics.speculative_drafted
         rt.close()
