@@ -74,10 +74,17 @@ def set_ticks(axis: QValueAxis, low: float, high: float, most: int, unit: str = 
     """`axis` from `low` to `high`, with ticks and labels at round steps from 0 (each label distinct),
     at most `most` steps apart."""
     step = nice_step(low, high, most)
-    axis.setTickType(QValueAxis.TickType.TicksDynamic)
-    axis.setTickAnchor(0.0)
-    axis.setTickInterval(step)
-    axis.setLabelFormat(f"%.{step_decimals(step)}f{unit}")
+    label_format = f"%.{step_decimals(step)}f{unit}"
+    # Each setter only where the value changes: setLabelFormat re-lays out the chart even when the
+    # format is the same (a layout and a second repaint of the chart, 1-2 ms, at every rescale).
+    if axis.tickType() != QValueAxis.TickType.TicksDynamic:
+        axis.setTickType(QValueAxis.TickType.TicksDynamic)
+    if axis.tickAnchor() != 0.0:
+        axis.setTickAnchor(0.0)
+    if axis.tickInterval() != step:
+        axis.setTickInterval(step)
+    if axis.labelFormat() != label_format:
+        axis.setLabelFormat(label_format)
     if axis.min() != low or axis.max() != high:  # (each change re-lays out the chart)
         axis.setRange(low, high)
 
@@ -258,15 +265,21 @@ class SpeedChart:
         self._speed_top = tokens_per_s if self._speed_top is None else max(self._speed_top, tokens_per_s)
 
     def add(self, elapsed_s: float, tokens_per_s: float, tokens: int) -> None:
-        self._add_speed(elapsed_s, tokens_per_s)
-        self._grow(0, self.axis_x, elapsed_s)
-        self._grow(1, self.axis_speed, tokens_per_s)
+        """A live point on each line. The axes grow before the points are added: a point added first
+        had the chart repainted with it outside the old range, then laid out and repainted again (two
+        repaints of the whole chart per rescale instead of one)."""
+        itl = None
         if self._last is not None and tokens > self._last[1]:
             itl = (elapsed_s - self._last[0]) * 1000.0 / (tokens - self._last[1])
+        self._grow(0, self.axis_x, elapsed_s)
+        self._grow(1, self.axis_speed, tokens_per_s)
+        if itl is not None:
+            self._grow(2, self.axis_itl, itl)
+        self._add_speed(elapsed_s, tokens_per_s)
+        if itl is not None:
             self.itl.append(elapsed_s, itl)
             self._itl_end = max(self._itl_end, elapsed_s)
             self._itl_top = itl if self._itl_top is None else max(self._itl_top, itl)
-            self._grow(2, self.axis_itl, itl)
             if self.itl.count() > 2 * self.point_limit():
                 self._halve_itl()
         if tokens > 0:
@@ -285,15 +298,20 @@ class SpeedChart:
         )
 
     def finish(self, m: GenerationMetrics, itl_ms: list[float]) -> None:
-        """Fit both axes to the whole answer, with the exact per-token latencies."""
-        if itl_ms:
-            points = downsample_itl(itl_ms, m.ttft_s or 0.0, self.point_limit())
-            self.itl.replace(points)
+        """Fit both axes to the whole answer, with the exact per-token latencies. The axes first, then
+        the lines (as in `add`: one layout and one repaint of the chart)."""
+        points = downsample_itl(itl_ms, m.ttft_s or 0.0, self.point_limit()) if itl_ms else None
+        if points:
             self._itl_end = points[-1].x()  # (the times only add up)
             self._itl_top = max(itl_ms)  # (each bucket keeps its largest)
-        if m.decode_tokens_per_s is not None:  # the line ends where the answer did, at its final rate
-            self._add_speed(m.e2e_s, m.decode_tokens_per_s)
+        rate = m.decode_tokens_per_s  # the speed line ends where the answer did, at its final rate
+        speed_end = self._speed_end if rate is None else max(self._speed_end, m.e2e_s)
+        speed_top = self._speed_top if rate is None else max(rate, self._speed_top or rate)
         self._start_at(m.ttft_s or 0.0)
-        self._set_range(self.axis_x, max(m.e2e_s, self._speed_end, self._itl_end))
-        self._set_range(self.axis_speed, _nice_ceiling(self._speed_top if self._speed_top is not None else 1.0))
+        self._set_range(self.axis_x, max(m.e2e_s, speed_end, self._itl_end))
+        self._set_range(self.axis_speed, _nice_ceiling(speed_top if speed_top is not None else 1.0))
         self._set_range(self.axis_itl, _nice_ceiling(self._itl_top if self._itl_top is not None else 1.0))
+        if points:
+            self.itl.replace(points)
+        if rate is not None:
+            self._add_speed(m.e2e_s, rate)
