@@ -147,3 +147,23 @@ def test_a_response_says_it_too(starter: openai.OpenAI, starter_off: openai.Open
 
     assert ember(starter)["speculative_mode"] == "auto"
     assert_not_run(ember(starter_off))
+
+
+def test_a_sampled_answer_with_a_seed_is_the_same_with_speculation(starter: openai.OpenAI) -> None:
+    def sampled(mode: str, **extra: Any) -> tuple[str, dict[str, Any]]:
+        reply = starter.chat.completions.create(
+            model="", messages=[{"role": "user", "content": COPY_PROMPT}], temperature=0.8, top_p=0.95, seed=21,
+            max_tokens=MAX_TOKENS, extra_body={"ember": {"speculative": mode}}, **extra,
+        )  # fmt: skip
+        return reply.choices[0].message.content or "", (reply.model_extra or {})["ember"]
+
+    sampled("off")  # (the prompt cached: see MAX_TOKENS)
+    (text, ember), (plain, off) = sampled("ngram"), sampled("off")
+    assert text == plain
+    assert_drafted(ember, "ngram")
+    assert_not_run(off)
+    assert off["speculative_off"] is None
+    # log-probabilities are read from the last evaluated row: the answer says why it did not draft
+    _, with_logprobs = sampled("ngram", logprobs=True, top_logprobs=2)
+    assert_not_run(with_logprobs)
+    assert with_logprobs["speculative_off"] == "logprobs"
