@@ -171,6 +171,33 @@ def test_the_prompt_goes_into_the_draft_model_before_the_first_token(
     assert len(proposal) == 3 and draft.llm.n_tokens == evaluated + 1 + 2  # (the last drafted is not evaluated)
 
 
+def test_a_stop_during_the_draft_models_prompt_evaluation_stops_it(
+    starter_pair: tuple[llama_cpp.Llama, DraftModel],
+) -> None:
+    """The answer's abort callback is on while the draft model evaluates the prompt (a long one takes as
+    long as the answer's own prefill): a Stop there stops it, and the next answer finds its cache usable."""
+    target, draft = starter_pair
+    tokens = target.tokenize(PROMPT.encode())
+    draft.llm.reset()
+    calls: list[int] = []
+
+    def stop_now(_data: object) -> bool:
+        calls.append(1)
+        return True
+
+    abort = llama_cpp.ggml_abort_callback(stop_now)
+    with pytest.raises(RuntimeError):
+        ModelDrafter(draft, tokens).prepare(abort)
+    assert calls and draft.llm.n_tokens == 0  # (llama.cpp asked, and the evaluation stopped)
+    drafter = ModelDrafter(draft, tokens)
+    drafter.prepare()  # (the callback is off again: the next evaluation runs, from a consistent cache)
+    assert draft.llm.n_tokens == len(tokens)
+    assert_cache_matches_record(draft.llm)
+    called = len(calls)
+    drafter.append(tokens[-1])
+    assert len(drafter.propose(limit=3)) == 3 and len(calls) == called  # (the callback is no longer asked)
+
+
 def test_a_cancel_mid_stream_leaves_both_caches_consistent(starter_pair: tuple[llama_cpp.Llama, DraftModel]) -> None:
     target, draft = starter_pair
     tokens = target.tokenize(PROMPT.encode())

@@ -23,7 +23,7 @@ from ember_chat.engine.core.params import LoadConfig, SamplingParams
 from ember_chat.engine.errors import EmberError, LoadCancelled, ModelFileError, ModelLoadError
 from ember_chat.engine.inference.kv.prefix import common_prefix
 from ember_chat.engine.inference.llama.greedy import argmax_token
-from ember_chat.engine.inference.llama.loader import open_llama, probe_gguf
+from ember_chat.engine.inference.llama.loader import NULL_ABORT, open_llama, probe_gguf
 from ember_chat.engine.inference.llama.speculative import K_MAX, K_MIN, K_START, NgramDrafter
 
 log = logging.getLogger(__name__)
@@ -171,12 +171,21 @@ class ModelDrafter(NgramDrafter):
         super().__init__(history, k, k_min, k_max)
         self.llm = draft.llm
 
-    def prepare(self) -> None:
+    def prepare(self, abort_callback: object = NULL_ABORT) -> None:
         """The history (the prompt) evaluated on the draft model now, before the answer's first token (in
         its time to first token): the first proposal then evaluates only the tokens since, so the first
-        verify step's time, which auto judges, is not the prompt's evaluation."""
-        if self.history:
+        verify step's time, which auto judges, is not the prompt's evaluation. llama.cpp's `abort_callback`
+        (the answer's own) is on meanwhile: a Stop during a long prompt's evaluation stops it within a
+        graph node (llama-cpp-python raises; the cells of what was evaluated stay, beyond what its record
+        holds, and the next evaluation removes them first)."""
+        if not self.history:
+            return
+        ctx = self.llm.ctx
+        llama_cpp.llama_set_abort_callback(ctx, abort_callback, None)
+        try:
             self._follow_history()
+        finally:
+            llama_cpp.llama_set_abort_callback(ctx, NULL_ABORT, None)
 
     def propose(self, limit: int | None = None) -> list[int]:
         """Up to min(k, limit) tokens, each the draft model's argmax after the history and those before it."""

@@ -67,6 +67,7 @@ class Seq0Source:
         self._speculation_off: str | None = None  # why an answer asked to speculate did not (speculative.OFF_*)
         self._prefill_perf: tuple[float, int] | None = None  # llama.cpp's prompt counters, where speculation ran
         llama_cpp.llama_perf_context_reset(llm.ctx)
+        self._abort_callback = abort_callback  # (the draft model's prompt evaluation takes it too)
         llama_cpp.llama_set_abort_callback(llm.ctx, abort_callback, None)
 
     def prefill(self) -> Iterator[PrefillProgress | StepWanted]:
@@ -108,7 +109,7 @@ class Seq0Source:
         elif params.speculative != "off" and self._speculation_off is None:
             drafter = self._drafter(tokens, params)
             if drafter is not None:
-                drafter.prepare()
+                drafter.prepare(self._abort_callback)
             mode = "ngram" if params.speculative == "draft" and drafter is None else params.speculative
             self._speculation = self._speculation or SpeculationCounts(mode=mode)
             auto = params.speculative == "auto"
