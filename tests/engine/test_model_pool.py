@@ -241,6 +241,21 @@ def test_close_unloads_every_model_and_joins_its_threads(make_pool: object, mode
         use(pool, "alpha")
 
 
+def test_a_draft_models_memory_counts_with_its_model(models: dict[str, LoadConfig], tmp_path: Path) -> None:
+    """A draft model (speculative decoding) is loaded with its model: the pool's budget counts both;
+    one that cannot be read is refused at load (the model loads without it) and counts nothing."""
+    alpha, beta = models["alpha"], models["beta"]
+    with_draft = LoadConfig(alpha.path, n_ctx=alpha.n_ctx, draft_model=beta.path)
+    assert footprint(with_draft) == footprint(LoadConfig(alpha.path, n_ctx=alpha.n_ctx)) + footprint(
+        LoadConfig(beta.path, n_ctx=alpha.n_ctx)
+    )
+    damaged = tmp_path / "damaged.gguf"
+    damaged.write_bytes(b"GGUF" + bytes(12))
+    assert footprint(LoadConfig(alpha.path, n_ctx=alpha.n_ctx, draft_model=damaged)) == footprint(
+        LoadConfig(alpha.path, n_ctx=alpha.n_ctx)
+    )
+
+
 def test_a_remote_model_takes_no_memory_here() -> None:
     from ember_chat.engine.core.refs import Endpoint, RemoteModelRef
 

@@ -5,7 +5,7 @@ none of this machine's memory."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ember_chat.engine.core.params import LoadConfig
 from ember_chat.engine.core.refs import ModelRef
@@ -31,9 +31,21 @@ NOTHING = Footprint()
 
 
 def footprint(ref: ModelRef) -> Footprint:
-    """What loading `ref` takes (a damaged or unreadable file: EmberError, said before any load)."""
+    """What loading `ref` takes (a damaged or unreadable file: EmberError, said before any load), its
+    draft model's too (loaded with it at the same context, GPU layers and KV cache type; one that cannot
+    be read takes nothing: the model loads without it, draft_model.py)."""
     if not isinstance(ref, LoadConfig):
         return NOTHING
+    own = _weights_and_cache(ref)
+    if ref.draft_model is None:
+        return own
+    try:
+        return own + _weights_and_cache(replace(ref, path=ref.draft_model, draft_model=None, mmproj=None))
+    except EmberError:
+        return own
+
+
+def _weights_and_cache(ref: LoadConfig) -> Footprint:
     info = inspect_gguf(ref.path)  # (ModelFileError, an EmberError, for a damaged header)
     try:
         size = ref.path.stat().st_size
