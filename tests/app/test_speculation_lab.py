@@ -111,3 +111,16 @@ def test_without_a_draft_model_its_column_says_why_and_a_cancel_mid_run(
     send(qtbot, w, "Hello")
     assert w.store.thread(w.controller.conversation_id)[-1].content
     w.models.benchmark.close()
+
+
+def test_the_lab_with_its_two_tabs_fits_a_small_screen(qtbot: QtBot, make_window: Callable[..., MainWindow]) -> None:
+    """A 1024×640 screen, less a title bar: the tabs' extra height is taken from the charts' minimum, and
+    the dialog opens within the screen it is on, not past its bottom edge (seen under Xvfb at 1024×640)."""
+    w = make_window()
+    w.models.open_benchmark()
+    dialog = w.models.benchmark
+    qtbot.waitExposed(dialog)
+    room = dialog.screen().availableGeometry()
+    assert dialog.width() <= room.width() and dialog.height() <= room.height()
+    assert dialog.minimumSizeHint().height() <= 600 and dialog.minimumSizeHint().width() <= 1024
+    dialog.close()

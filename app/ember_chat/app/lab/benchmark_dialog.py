@@ -204,14 +204,15 @@ class BenchmarkDialog(QDialog):
         self._poll = QTimer(self)
         self._poll.setInterval(100)
         self._poll.timeout.connect(self._show_progress)
-        self.resize(980, 760)
+        room = self.screen().availableGeometry()  # (a small screen: the dialog within it, not past its edge)
+        self.resize(min(980, room.width()), min(760, room.height()))
 
     def _chart(self, title: str, name: str) -> tuple[QChart, QChartView]:
         chart = QChart()
         chart.setTitle(title)
         view = QChartView(chart)
         view.setRenderHint(QPainter.RenderHint.Antialiasing)
-        view.setMinimumHeight(260)
+        view.setMinimumHeight(200)  # (with the tabs, the dialog still fits a 1024×640 screen)
         view.setAccessibleName(name)
         view.setAccessibleDescription(self.tr("One line per model; the table below has the figures"))
         return chart, view

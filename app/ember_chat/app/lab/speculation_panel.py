@@ -13,11 +13,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QGuiApplication
+from PySide6.QtGui import QGuiApplication, QPalette
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QFileDialog,
-    QFormLayout,
     QHBoxLayout,
     QHeaderView,
     QLabel,
@@ -89,9 +88,6 @@ class SpeculationPanel(QWidget):
         self.rounds.setValue(1)
         self.rounds.setAccessibleName(self.tr("Rounds"))
         self.rounds.setToolTip(self.tr("Each task is answered this many times in each mode; the median is kept"))
-        form = QFormLayout()
-        form.addRow(self.tr("Answer tokens"), self.tokens)
-        form.addRow(self.tr("Rounds"), self.rounds)
 
         self.run_button = QPushButton(self.tr("Run"))
         self.run_button.setAccessibleName(self.tr("Run the speculative decoding comparison"))
@@ -104,7 +100,13 @@ class SpeculationPanel(QWidget):
         self.cancel_button.clicked.connect(self.cancel)
         self.progress = QProgressBar()
         self.progress.setAccessibleName(self.tr("Speculative decoding comparison progress"))
-        buttons = QHBoxLayout()
+        buttons = QHBoxLayout()  # (one row: two small numbers need no column of their own)
+        for text, spin in ((self.tr("Answer tokens"), self.tokens), (self.tr("Rounds"), self.rounds)):
+            label = QLabel(text)
+            label.setBuddy(spin)
+            buttons.addWidget(label)
+            buttons.addWidget(spin)
+            buttons.addSpacing(8)
         buttons.addWidget(self.run_button)
         buttons.addWidget(self.cancel_button)
         buttons.addWidget(self.progress, 1)
@@ -126,15 +128,16 @@ class SpeculationPanel(QWidget):
         self.table.verticalHeader().hide()
         self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.table.setWordWrap(True)
+        self.table.setAlternatingRowColors(True)  # (a task's four lines per cell: its row told apart, dark theme too)
         header = self.table.horizontalHeader()
         header.setSectionResizeMode(0, QHeaderView.ResizeMode.ResizeToContents)
         for c in range(1, self.table.columnCount()):
             header.setSectionResizeMode(c, QHeaderView.ResizeMode.Stretch)
-        self.table.verticalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
         for r, task in enumerate(LAB_TASKS):
             item = QTableWidgetItem(self.task_names[task])
             item.setToolTip(self.task_tips[task])
             self.table.setItem(r, 0, item)
+        self.fit_table()
 
         self.copy_button = QPushButton(self.tr("Copy"))
         self.export_csv = QPushButton(self.tr("Export CSV…"))
@@ -154,13 +157,25 @@ class SpeculationPanel(QWidget):
         exports.addWidget(self.export_csv)
         exports.addWidget(self.export_json)
 
+        self.notes = QLabel(
+            self.tr(
+                "Decode tokens/s: the answer's tokens after its first, per second (the median of the rounds); "
+                "× off's speed: against the same task without speculation. Accepted: the drafted tokens the "
+                "model kept, each a token it did not decode alone. The answers are off's own but for a near "
+                "tie, which verifying several tokens at once can round the other way."
+            )
+        )
+        self.notes.setWordWrap(True)
+        self.notes.setForegroundRole(QPalette.ColorRole.PlaceholderText)  # (quieter: an explanation, not a figure)
+
         layout = QVBoxLayout(self)
         layout.addWidget(self.about)
         layout.addWidget(self.model_line)
-        layout.addLayout(form)
         layout.addLayout(buttons)
         layout.addWidget(self.status)
-        layout.addWidget(self.table, 1)
+        layout.addWidget(self.table)
+        layout.addWidget(self.notes)
+        layout.addStretch(1)
         layout.addLayout(exports)
         self.describe_model()
 
@@ -272,7 +287,17 @@ class SpeculationPanel(QWidget):
             why = QTableWidgetItem(self.draft_absent(run.draft_refused))
             why.setTextAlignment(Qt.AlignmentFlag.AlignCenter)
             self.table.setItem(0, draft_column, why)
+        self.fit_table()
+
+    def fit_table(self) -> None:
+        """Rows as tall as their lines and a little air, the table as tall as its rows (no empty grid
+        below them: the notes follow)."""
         self.table.resizeRowsToContents()
+        for r in range(self.table.rowCount()):
+            self.table.setRowHeight(r, self.table.rowHeight(r) + 8)
+        height = self.table.horizontalHeader().height() + 2 * self.table.frameWidth()
+        height += sum(self.table.rowHeight(r) for r in range(self.table.rowCount()))
+        self.table.setFixedHeight(height)
 
     def cell_text(self, r: SpeculationResult) -> str:
         lines = [self.tr("{rate:.1f} tokens/s").format(rate=r.decode_tokens_per_s)]
