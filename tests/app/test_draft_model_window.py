@@ -11,6 +11,7 @@ from pathlib import Path
 from pytestqt.qtbot import QtBot
 
 from ember_chat.app.shell.main_window import MainWindow
+from ember_chat.engine.core.params import LoadConfig
 from ember_chat.engine.storage.model_settings import ModelLoadSettings, ModelSettingsStore
 from ember_chat.engine.storage.settings import Settings
 from tests.helpers.gguf_factory import TinySpec, write_tiny_model
@@ -65,3 +66,23 @@ def test_the_window_loads_the_chosen_draft_model_and_says_why_one_is_refused(
     with qtbot.waitSignal(again.model_state_changed, check_params_cb=lambda s: s == "ready", timeout=LOAD_TIMEOUT):
         again.models.load_model("tiny.gguf")
     assert again.model.draft_model == "same.gguf"
+
+
+def test_the_window_s_api_server_loads_a_model_with_its_draft_model(tmp_path: Path) -> None:
+    """A model the window's API server loads on demand gets its ⚙ draft model, as the window loads it."""
+    from ember_chat.app.server.api_pool import window_catalog
+    from ember_chat.engine.models.library import ModelLibrary
+
+    folder = tmp_path / "models"
+    folder.mkdir()
+    write_tiny_model(folder / "big.gguf")
+    write_tiny_model(folder / "plain.gguf")
+    draft = write_tiny_model(tmp_path / "small.gguf", TinySpec(seed=7))
+    store = ModelSettingsStore(tmp_path / "model_settings.json")
+    settings = ModelLoadSettings.from_settings(Settings())
+    store.save("big.gguf", ModelLoadSettings(**settings.options(), draft_model=str(draft)))
+    library = ModelLibrary(folder, hf_cache=tmp_path / "hf", starters=())
+    catalog = window_catalog(lambda: library, store, Settings)()
+    big, plain = catalog["big.gguf"], catalog["plain.gguf"]
+    assert isinstance(big, LoadConfig) and isinstance(plain, LoadConfig)
+    assert big.draft_model == draft and plain.draft_model is None

@@ -55,8 +55,10 @@ def window_catalog(
 
         def options(entry: ModelEntry) -> LoadOptions:
             settings = model_settings.effective(entry.name, now)
-            if settings.gpu_layers != AUTO_GPU_LAYERS or entry.path is None:
+            if entry.path is None:  # (a starter not assembled yet: its settings as they are)
                 return settings
+            if settings.gpu_layers != AUTO_GPU_LAYERS:  # (its draft model with it: ModelLoadSettings.config)
+                return settings.config(entry.path)
             if not vram:
                 from ember_chat.engine.models.fit import free_vram_bytes
 

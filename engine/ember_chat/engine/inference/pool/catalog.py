@@ -29,7 +29,8 @@ def library_catalog(
             if path is None:
                 continue
             how = options(entry)
-            ref = LoadConfig(path, mmproj=entry.mmproj, **how.options())
+            draft = how.draft_model if isinstance(how, LoadConfig) else None  # (speculative decoding's)
+            ref = LoadConfig(path, mmproj=entry.mmproj, draft_model=draft, **how.options())
             for name in (entry.name, path.name, path.stem):
                 names.setdefault(name, ref)
         return names
