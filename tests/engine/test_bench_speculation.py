@@ -50,7 +50,11 @@ def with_draft(tiny_pair: tuple[Path, Path]) -> Iterator[LocalRuntime]:
 
 def test_each_task_off_ngram_and_the_draft_model(with_draft: LocalRuntime, tmp_path: Path) -> None:
     seen: list[tuple[int, int]] = []
-    run = compare_speculation(with_draft, tokens=16, progress=lambda done, total, _what: seen.append((done, total)))
+    said: list[str] = []
+    run = compare_speculation(
+        with_draft, tokens=16, progress=lambda done, total, what: (seen.append((done, total)), said.append(what))
+    )
+    assert said[5].endswith(": code edit, n-gram, round 1 of 1")  # (the progress line in words, after 1 + 3 + 1)
     assert run.draft_model == "draft.gguf" and run.draft_refused is None and not run.cancelled
     assert seen[-1] == (12, 12) and [d for d, _ in seen] == sorted(d for d, _ in seen)  # 3 warm-ups, 3 tasks × 3
     assert [(r.task, r.mode) for r in run.results] == [(t, m) for t in LAB_TASKS for m in ("off", "ngram", "draft")]

@@ -84,6 +84,14 @@ def one_run(rt: LocalRuntime, prompt: str, tokens: int, mode: str) -> tuple[str,
 
 LAB_TASKS = ("code_edit", "copy", "free")  # the lab's order: code edit, answer from a document, free prose
 LAB_MODES = ("off", "ngram", "draft")  # "draft" only where the model has a draft model loaded
+_SAID = {
+    "code_edit": "code edit",
+    "copy": "answer from a document",
+    "free": "free prose",
+    "ngram": "n-gram",
+    "draft": "draft model",
+    "off": "speculation off",
+}  # fmt: skip  (the progress line's words)
 
 
 @dataclass(frozen=True)
@@ -185,7 +193,10 @@ def compare_speculation(
                 for r in range(rounds):
                     for mode in modes:
                         got = answer(
-                            TASKS[task], tokens, mode, f"{desc.name}: {task}, {mode}, round {r + 1} of {rounds}"
+                            TASKS[task],
+                            tokens,
+                            mode,
+                            f"{desc.name}: {_SAID[task]}, {_SAID[mode]}, round {r + 1} of {rounds}",
                         )
                         if got is None:
                             run.cancelled = True
