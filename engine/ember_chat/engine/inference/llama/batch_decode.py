@@ -41,6 +41,7 @@ from ember_chat.engine.inference.llama.speculative import (
 if TYPE_CHECKING:
     from ember_chat.engine.inference.kv.snapshot_keys import SnapshotKey
     from ember_chat.engine.inference.kv.snapshots import SnapshotStore
+    from ember_chat.engine.inference.llama.answer_ngrams import AnswerNgrams
 
 log = logging.getLogger(__name__)
 
@@ -127,10 +128,12 @@ class BatchDecoder:
         parallel: int,
         snapshots: SnapshotStore | None,
         key: SnapshotKey | None,
+        answers: AnswerNgrams | None = None,
     ) -> None:
         self.llm = llm
         self.snapshots = snapshots
         self.key = key
+        self.answers = answers  # the model's recent answers' n-grams (answer_ngrams.py): drafts; each answer joins
         self.slots = [Slot(seq_id) for seq_id in range(1, parallel + 1)]
         self.n_batch = max(1, int(llm.n_batch))
         self.n_vocab = llm.n_vocab()
@@ -163,7 +166,7 @@ class BatchDecoder:
         if params.speculative != "off" and not self._rolls_back:
             run.speculation_off = OFF_RECURRENT
         elif params.speculative != "off":
-            run.drafter = NgramDrafter(tokens)
+            run.drafter = NgramDrafter(tokens, answers=self.answers)
             # ("draft" here is n-grams: the batch decoder has no draft model, said as the single path says it)
             run.speculation = SpeculationCounts(mode="ngram" if params.speculative == "draft" else params.speculative)
             run.auto = params.speculative == "auto"
@@ -187,9 +190,12 @@ class BatchDecoder:
             run.inputs.append(token)
         run.token = run.queue.pop(0) if run.queue else None
 
-    def finish(self, run: SlotRun) -> None:
+    def finish(self, run: SlotRun, answer: Sequence[int] = ()) -> None:
         """The run ends; its slot keeps its cells, for the next prompt that starts the same way (not those
-        of accepted draft tokens never given back: the answer ended before them)."""
+        of accepted draft tokens never given back: the answer ended before them). `answer`: its tokens
+        given back, for the recent answers' n-grams."""
+        if answer and self.answers is not None:
+            self.answers.add(answer)
         run.finished = True
         if run.evaluated and run.slot.run is run:
             slot, keep = run.slot, len(run.slot.cached) - run.evaluated

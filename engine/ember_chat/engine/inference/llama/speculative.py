@@ -34,7 +34,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import llama_cpp
 
@@ -42,6 +42,9 @@ from ember_chat.engine.errors import GenerationError
 from ember_chat.engine.inference.kv.prefix import resume_point
 from ember_chat.engine.inference.llama.greedy import argmax_token
 from ember_chat.engine.inference.llama.logit_bias import LogitBias
+
+if TYPE_CHECKING:
+    from ember_chat.engine.inference.llama.answer_ngrams import AnswerNgrams
 
 # Draft length bounds: one token is the least worth a batched step; 16 keeps a rejected draft's
 # wasted compute small on a CPU (the batch's cost grows once it stops being memory-bound).
@@ -181,12 +184,23 @@ class NgramDrafter:
     of them; `k` adapts to acceptance (doubled after a fully accepted draft, halved after a rejection).
 
     An index from each n-gram to where its most recent occurrence was followed is kept up to date as
-    the history grows, so a proposal costs a few dictionary look-ups, not a scan of the history."""
+    the history grows, so a proposal costs a few dictionary look-ups, not a scan of the history.
+
+    `answers`: the model's recent answers' n-grams (answer_ngrams.py), looked up for an n where the
+    history has no continuation (the history first: it is what the answer copies), before a shorter n."""
 
     cheap = True  # a proposal costs a few look-ups: "auto", stopped, still looks them up (shadow drafts)
 
-    def __init__(self, history: list[int], k: int = K_START, k_min: int = K_MIN, k_max: int = K_MAX) -> None:
+    def __init__(
+        self,
+        history: list[int],
+        k: int = K_START,
+        k_min: int = K_MIN,
+        k_max: int = K_MAX,
+        answers: AnswerNgrams | None = None,
+    ) -> None:
         self.history = list(history)
+        self.answers = answers
         self.k_min, self.k_max = k_min, k_max
         self.k = max(k_min, min(k_max, k))
         self._index: dict[tuple[int, ...], int] = {}
@@ -210,10 +224,16 @@ class NgramDrafter:
                 if end + 1 >= n:
                     index[tuple(h[end + 1 - n : end + 1])] = end + 1
         self._indexed = max(self._indexed, n_hist - 1)
+        answers = self.answers
         for n in range(min(NGRAM_MAX, n_hist - 1), NGRAM_MIN - 1, -1):
-            follow = index.get(tuple(h[n_hist - n :]))
+            key = tuple(h[n_hist - n :])
+            follow = index.get(key)
             if follow is not None:
                 return h[follow : follow + size]
+            # (a longer match in another answer says more than a shorter one in the history)
+            draft = answers.follow(key, size) if answers is not None else None
+            if draft:
+                return draft
         return []
 
     def feedback(self, drafted: int, accepted: int) -> None:

@@ -1,6 +1,7 @@
 """What the local runtime keeps of its context's KV cells beyond the prompt at hand: the snapshot
 store's key for this model and these settings, whether seq 0 holds a conversation worth saving, and
-the batch decoder's slots (sequences 1..parallel)."""
+the batch decoder's slots (sequences 1..parallel); and the n-grams of the model's recent answers, which
+both paths draft from (answer_ngrams.py: in memory only, dropped with the model)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from ember_chat.engine.inference.kv.prefix import common_prefix, keep_seq0
 from ember_chat.engine.inference.kv.seq0_snapshots import restore_seq0, save_seq0, seq0_tokens
 from ember_chat.engine.inference.kv.snapshot_keys import SnapshotKey, cache_settings_key, model_identity
 from ember_chat.engine.inference.kv.snapshots import SnapshotStore
+from ember_chat.engine.inference.llama.answer_ngrams import AnswerNgrams
 from ember_chat.engine.inference.llama.seq_state import clear_seq
 
 if TYPE_CHECKING:
@@ -28,6 +30,7 @@ class ContextCache:
         self.key: SnapshotKey | None = None
         self.decoder: BatchDecoder | None = None
         self.parallel = 0  # the loaded model's parallel sequences (0: none loaded)
+        self.answers: AnswerNgrams | None = None  # the loaded model's recent answers' n-grams (speculation)
         self._llm: llama_cpp.Llama | None = None
         self._seq0_conversation = False  # seq 0 holds a text conversation (not a benchmark's tokens)
 
@@ -43,6 +46,7 @@ class ContextCache:
             self.key = None
         self._llm = llm
         self.parallel = int(getattr(config, "parallel", 1) or 1)
+        self.answers = AnswerNgrams()
 
     def batch_decoder(self) -> BatchDecoder:
         """The decoder of sequences 1..parallel + 1 (made at the first batched run), once seq 0 gave up its
@@ -60,7 +64,7 @@ class ContextCache:
         if self.decoder is None:
             from ember_chat.engine.inference.llama.batch_decode import BatchDecoder
 
-            self.decoder = BatchDecoder(llm, self.parallel + 1, self.snapshots, self.key)
+            self.decoder = BatchDecoder(llm, self.parallel + 1, self.snapshots, self.key, self.answers)
         return self.decoder
 
     def cells_used(self) -> int:
@@ -108,6 +112,8 @@ class ContextCache:
             return
         if self.decoder is not None:
             self.decoder.forget_all()
+        if self.answers is not None:  # (their n-grams are those chats' text)
+            self.answers.clear()
         self._seq0_conversation = False
         llm.reset()
         llm.input_ids.fill(0)
@@ -131,4 +137,5 @@ class ContextCache:
         self.key = None
         self._llm = None
         self.parallel = 0
+        self.answers = None
         self._seq0_conversation = False

@@ -66,7 +66,17 @@ class RunStarter:
         stopped = abort.is_set if cancel is None else (lambda: abort.is_set() or cancel.is_set())
         images = (context, vision) if vision is not None and context is not None else None
         source = Seq0Source(
-            llm, tokens, params, reused, stopped, self._abort_callback, piece, images, restored, self.draft
+            llm,
+            tokens,
+            params,
+            reused,
+            stopped,
+            self._abort_callback,
+            piece,
+            images,
+            restored,
+            self.draft,
+            self._cache.answers,
         )
         return source, stopped
 

@@ -240,6 +240,8 @@ class LocalRuntime:
         llm.reset()
         llama_cpp.llama_memory_clear(llama_cpp.llama_get_memory(llm.ctx), True)  # (every sequence's cells)
         self._recent = []
+        if self._cache.answers is not None:  # (a benchmark's answer is not drafted from the last round's)
+            self._cache.answers.clear()
 
     def forget_conversations(self) -> None:
         """Chats were deleted for good: every conversation the context holds (seq 0, the batch slots), the

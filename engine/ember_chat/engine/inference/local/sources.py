@@ -23,6 +23,7 @@ from ember_chat.engine.inference.llama.speculative import (
     OFF_IMAGES,
     OFF_LOGPROBS,
     OFF_RECURRENT,
+    NgramDrafter,
     SpeculationCounts,
     can_roll_back,
     generate_speculative,
@@ -30,6 +31,7 @@ from ember_chat.engine.inference.llama.speculative import (
 
 if TYPE_CHECKING:
     from ember_chat.engine.core.logprobs import TokenLogprob
+    from ember_chat.engine.inference.llama.answer_ngrams import AnswerNgrams
     from ember_chat.engine.inference.llama.batch_decode import BatchDecoder, SlotRun
     from ember_chat.engine.inference.llama.vision import VisionContext, VisionPrompt
 
@@ -53,8 +55,10 @@ class Seq0Source:
         vision: tuple[VisionContext, VisionPrompt] | None = None,
         restored: int = 0,
         draft: DraftModel | None = None,
+        answers: AnswerNgrams | None = None,
     ) -> None:
         self._llm = llm
+        self._answers = answers  # recent answers' n-grams (answer_ngrams.py): drafts; this answer joins them
         self._draft = draft  # the draft model loaded with the model, for "draft" and "auto" speculation
         self._tokens = tokens
         self._params = params
@@ -116,7 +120,8 @@ class Seq0Source:
             # (sampled: the chain `Llama.generate` would build, drawing each verified row's token)
             chain = None if is_plain_greedy(params) else generate_sampler(llm, params)
             sampler = chain.sampler if chain is not None else None
-            gen = generate_speculative(llm, tokens, bias, self._speculation, drafter, auto=auto, sampler=sampler)
+            drafts = drafter if drafter is not None else NgramDrafter(tokens, answers=self._answers)
+            gen = generate_speculative(llm, tokens, bias, self._speculation, drafts, auto=auto, sampler=sampler)
         elif is_plain_greedy(params):
             gen = generate_greedy(llm, tokens, bias)
         elif bias is not None:
@@ -194,6 +199,8 @@ class Seq0Source:
 
     def end(self, generated: list[int]) -> None:
         llama_cpp.llama_set_abort_callback(self._llm.ctx, NULL_ABORT, None)
+        if self._answers is not None:
+            self._answers.add(generated)
 
 
 STEP = StepWanted()
@@ -260,4 +267,4 @@ class BatchSource:
         return None
 
     def end(self, generated: list[int]) -> None:
-        self._decoder.finish(self._run)
+        self._decoder.finish(self._run, generated)
