@@ -9,6 +9,7 @@ import json
 import sys
 from pathlib import Path
 
+from ember_chat.engine.cli import bench_serve
 from ember_chat.engine.cli.common import add_load_flags, model_ref_from_args
 from ember_chat.engine.errors import EmberError
 from ember_chat.engine.storage.paths import AppPaths
@@ -16,9 +17,7 @@ from ember_chat.engine.storage.paths import AppPaths
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     bench = sub.add_parser("bench", help="measure prefill and decode speed of models (local or remote)")
-    bench.add_argument(
-        "--model", action="append", required=True, help="a model, or remote:<connection>/<id> (repeat for several)"
-    )
+    bench.add_argument("--model", action="append", help="a model, or remote:<connection>/<id> (repeat for several)")
     bench.add_argument("--prompt-lengths", default="128,512", help="prompt tokens, comma-separated")
     bench.add_argument("--output", type=int, default=64, help="tokens generated after each prompt")
     bench.add_argument("--reps", type=int, default=2, help="repetitions (the median is kept)")
@@ -26,10 +25,16 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     bench.add_argument("--no-save", action="store_true", help="do not keep the run in the data folder")
     bench.add_argument("--json", action="store_true", help="one JSON object per model on stdout")
     add_load_flags(bench)
+    bench_serve.add_parser(bench.add_subparsers(dest="bench_command", metavar="{serve}"))
 
 
 def run(args: argparse.Namespace) -> int:
     from ember_chat.engine.bench.lab import BenchPlan, measure_model, points_csv, save_run
+
+    if getattr(args, "bench_command", None) == "serve":
+        return bench_serve.run(args)
+    if not args.model:
+        raise EmberError("the following arguments are required: --model (or `bench serve --target …`)")
 
     paths = AppPaths.default()
     try:

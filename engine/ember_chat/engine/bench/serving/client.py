@@ -1,0 +1,138 @@
+"""One request of the serving lab: a streamed chat completion, timed as it arrives.
+
+TTFT is from the moment the request is sent to its first content chunk; ITL the gaps between content
+chunks (a chunk may hold several tokens: vLLM's benchmark counts it the same way); TPOT the decode time
+over the tokens after the first; E2E latency to the end of the stream. The output tokens are the
+server's usage figure (`stream_options.include_usage`) when it gives one, else the content chunks.
+What the server says of its own timing (llama.cpp's `timings`, Ember's `ember` metrics) is kept beside.
+
+Every failure is a result with its reason, never an exception: the server down or refusing, a status
+other than 200, a body that is not the stream it should be, a stream that stalls (no byte for the read
+timeout) or ends without its end."""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx2
+
+from ember_chat.engine.bench.serving.workload import RequestSpec
+
+
+@dataclass
+class RequestResult:
+    index: int
+    scheduled_s: float  # when it was due, from the run's start (closed loop: when it was sent)
+    sent_s: float = 0.0
+    ok: bool = False
+    error: str | None = None
+    ttft_s: float | None = None
+    e2el_s: float | None = None
+    output_tokens: int = 0
+    prompt_tokens: int | None = None
+    itl_s: list[float] = field(default_factory=list)
+    server: dict[str, Any] | None = None  # the server's own timings, as it gave them
+
+    @property
+    def tpot_s(self) -> float | None:
+        if self.ttft_s is None or self.e2el_s is None or self.output_tokens < 2:
+            return None
+        return (self.e2el_s - self.ttft_s) / (self.output_tokens - 1)
+
+
+def _snippet(text: str) -> str:
+    text = " ".join(text.split())
+    return text[:160] + ("…" if len(text) > 160 else "")
+
+
+def stream_chat(
+    client: httpx2.Client,
+    base_url: str,
+    model: str,
+    spec: RequestSpec,
+    result: RequestResult,
+    start: float,
+    api_key: str | None = None,
+) -> RequestResult:
+    """Send `spec` to base_url's /chat/completions and fill `result` (times from `start`, a
+    time.perf_counter() reading)."""
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    chunks = 0
+    last: float | None = None
+    sent = time.perf_counter()
+    result.sent_s = sent - start
+    finished = False
+    try:
+        with client.stream(
+            "POST", f"{base_url.rstrip('/')}/chat/completions", json=spec.body(model), headers=headers
+        ) as response:
+            if response.status_code != 200:
+                body = response.read().decode("utf-8", "replace")
+                result.error = f"HTTP {response.status_code}: {_snippet(body)}"
+                return result
+            for line in response.iter_lines():
+                if not line.startswith("data:"):
+                    continue
+                data = line[5:].strip()
+                if data == "[DONE]":
+                    finished = True
+                    break
+                try:
+                    event = json.loads(data)
+                except json.JSONDecodeError:
+                    result.error = f"the stream is not JSON events: {_snippet(data)}"
+                    return result
+                if not isinstance(event, dict):
+                    result.error = f"the stream is not JSON objects: {_snippet(data)}"
+                    return result
+                if "error" in event:
+                    result.error = f"the server said: {_snippet(json.dumps(event['error']))}"
+                    return result
+                now = time.perf_counter()
+                if _has_content(event):
+                    chunks += 1
+                    if last is None:
+                        result.ttft_s = now - sent
+                    else:
+                        result.itl_s.append(now - last)
+                    last = now
+                _read_usage(event, result)
+    except httpx2.TimeoutException:
+        result.error = "the server stalled: nothing came within the read timeout"
+        return result
+    except httpx2.HTTPError as exc:
+        result.error = f"the request failed: {exc.__class__.__name__}: {_snippet(str(exc)) or 'no reason given'}"
+        return result
+    if not finished:
+        result.error = "the stream ended without [DONE]"
+        return result
+    if result.ttft_s is None:
+        result.error = "the answer had no content"
+        return result
+    result.e2el_s = time.perf_counter() - sent
+    result.output_tokens = result.output_tokens or chunks
+    result.ok = True
+    return result
+
+
+def _has_content(event: dict[str, Any]) -> bool:
+    for choice in event.get("choices") or ():
+        delta = choice.get("delta") if isinstance(choice, dict) else None
+        if isinstance(delta, dict) and (delta.get("content") or delta.get("reasoning_content")):
+            return True
+    return False
+
+
+def _read_usage(event: dict[str, Any], result: RequestResult) -> None:
+    usage = event.get("usage")
+    if isinstance(usage, dict):
+        if isinstance(usage.get("completion_tokens"), int):
+            result.output_tokens = usage["completion_tokens"]
+        if isinstance(usage.get("prompt_tokens"), int):
+            result.prompt_tokens = usage["prompt_tokens"]
+    for key in ("timings", "ember"):  # llama.cpp's server, Ember's
+        if isinstance(event.get(key), dict):
+            result.server = {"source": key, **event[key]}

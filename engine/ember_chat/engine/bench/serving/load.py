@@ -1,0 +1,183 @@
+"""The load: a closed loop (a fixed number of users, each sending its next request when the last one
+ended) or an open loop (requests arriving at a rate, each at its scheduled time whether or not the
+server has answered the earlier ones — no coordinated omission: a slow server meets the load it was
+given, and each request's lateness is recorded).
+
+Open-loop arrivals are a gamma process: the gaps are gamma-distributed with mean 1/rate and shape
+`burstiness` (1: exponential gaps, a Poisson process; below 1 burstier, above 1 more regular), as vLLM's
+benchmark draws them. Warm-up requests run first, one at a time, and are not counted. A run ends after
+its requests or its duration; an open loop whose requests in flight reach `max_in_flight` is saturated:
+it stops sending and says so, rather than queueing for ever."""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+from ember_chat.engine.bench.serving.client import RequestResult
+from ember_chat.engine.bench.serving.workload import RequestSpec, Workload
+from ember_chat.engine.errors import EmberError
+
+# (spec, result to fill, the run's start) → the filled result; blocking, called on a worker thread
+Send = Callable[[RequestSpec, RequestResult, float], RequestResult]
+
+
+@dataclass(frozen=True)
+class LoadPlan:
+    concurrency: int | None = None  # closed loop: this many users
+    rate: float | None = None  # open loop: requests per second
+    burstiness: float = 1.0
+    requests: int | None = 20
+    duration_s: float | None = None
+    warmup: int = 1
+    seed: int = 0
+    max_in_flight: int = 64
+
+    def __post_init__(self) -> None:
+        if (self.concurrency is None) == (self.rate is None):
+            raise EmberError("A load is a concurrency (closed loop) or a request rate (open loop), not both.")
+        if self.concurrency is not None and self.concurrency < 1:
+            raise EmberError("The concurrency must be 1 or more.")
+        if self.rate is not None and not self.rate > 0:
+            raise EmberError("The request rate must be more than 0 per second.")
+        if not self.burstiness > 0:
+            raise EmberError("The burstiness must be more than 0 (1: Poisson arrivals).")
+        if self.requests is None and self.duration_s is None:
+            raise EmberError("A run ends after a number of requests or a duration: give one.")
+        if self.requests is not None and self.requests < 1:
+            raise EmberError("A run needs 1 request or more.")
+
+    @property
+    def label(self) -> str:
+        if self.concurrency is not None:
+            return f"concurrency {self.concurrency}"
+        shape = "" if self.burstiness == 1.0 else f", burstiness {self.burstiness:g}"
+        return f"{self.rate:g} requests/s{shape}"
+
+
+@dataclass
+class LoadRun:
+    plan: LoadPlan
+    results: list[RequestResult] = field(default_factory=list)
+    duration_s: float = 0.0
+    saturated: str | None = None  # why sending stopped early (the server fell behind)
+    cancelled: bool = False
+
+
+def arrival_times(rate: float, burstiness: float, count: int, seed: int = 0) -> list[float]:
+    """The first `count` arrival times (seconds from the start) of a gamma process: gaps with mean
+    1/rate and shape `burstiness` (1: exponential, a Poisson process)."""
+    rng = random.Random(seed)
+    scale = 1.0 / (rate * burstiness)
+    t, times = 0.0, []
+    for _ in range(count):
+        t += rng.gammavariate(burstiness, scale)
+        times.append(t)
+    return times
+
+
+def run_load(
+    send: Send,
+    workload: Workload,
+    plan: LoadPlan,
+    cancel: threading.Event | None = None,
+    progress: Callable[[int, int | None], None] | None = None,
+) -> LoadRun:
+    """Drive `send` with `workload` as `plan` says; every request's result, in the order they were due."""
+    cancel = cancel or threading.Event()
+    for i in range(plan.warmup):
+        if cancel.is_set():
+            break
+        send(workload.request(i), RequestResult(-1 - i, 0.0), time.perf_counter())
+    run = LoadRun(plan)
+    if plan.concurrency is not None:
+        _closed(send, workload, plan, run, cancel, progress)
+    else:
+        _open(send, workload, plan, run, cancel, progress)
+    run.cancelled = cancel.is_set()
+    run.results.sort(key=lambda r: r.index)
+    return run
+
+
+def _closed(
+    send: Send,
+    workload: Workload,
+    plan: LoadPlan,
+    run: LoadRun,
+    cancel: threading.Event,
+    progress: Callable[[int, int | None], None] | None,
+) -> None:
+    lock = threading.Lock()
+    taken = [0]
+    start = time.perf_counter()
+    end = start + plan.duration_s if plan.duration_s is not None else None
+
+    def user() -> None:
+        while not cancel.is_set():
+            with lock:
+                index = taken[0]
+                if plan.requests is not None and index >= plan.requests:
+                    return
+                if end is not None and time.perf_counter() >= end:
+                    return
+                taken[0] += 1
+            now = time.perf_counter() - start
+            result = send(workload.request(plan.warmup + index), RequestResult(index, now), start)
+            with lock:
+                run.results.append(result)
+                done = len(run.results)
+            if progress is not None:
+                progress(done, plan.requests)
+
+    threads = [threading.Thread(target=user, name=f"ember-load-{i}", daemon=True) for i in range(plan.concurrency or 1)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    run.duration_s = time.perf_counter() - start
+
+
+def _open(
+    send: Send,
+    workload: Workload,
+    plan: LoadPlan,
+    run: LoadRun,
+    cancel: threading.Event,
+    progress: Callable[[int, int | None], None] | None,
+) -> None:
+    assert plan.rate is not None
+    count = plan.requests if plan.requests is not None else max(1, int(plan.rate * (plan.duration_s or 0) * 2) + 16)
+    times = arrival_times(plan.rate, plan.burstiness, count, plan.seed)
+    lock = threading.Lock()
+    in_flight = [0]
+
+    def one(index: int, due: float, start: float) -> None:
+        result = send(workload.request(plan.warmup + index), RequestResult(index, due), start)
+        with lock:
+            run.results.append(result)
+            in_flight[0] -= 1
+            done = len(run.results)
+        if progress is not None:
+            progress(done, plan.requests)
+
+    start = time.perf_counter()
+    with ThreadPoolExecutor(max_workers=plan.max_in_flight, thread_name_prefix="ember-load") as pool:
+        for index, due in enumerate(times):
+            if plan.duration_s is not None and due >= plan.duration_s:
+                break
+            if cancel.wait(max(0.0, start + due - time.perf_counter())):
+                break
+            with lock:
+                if in_flight[0] >= plan.max_in_flight:
+                    run.saturated = (
+                        f"{plan.max_in_flight} requests were waiting for answers at {due:.1f} s: the server "
+                        f"cannot keep up with {plan.rate:g} requests/s, so sending stopped there"
+                    )
+                    break
+                in_flight[0] += 1
+            pool.submit(one, index, due, start)
+    run.duration_s = time.perf_counter() - start

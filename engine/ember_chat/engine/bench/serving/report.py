@@ -1,0 +1,106 @@
+"""A sweep of loads on one target and its plain answer: the most users (or the highest request rate)
+at which the latency objective held for 95 % of requests, in one sentence, then every run's figures."""
+
+from __future__ import annotations
+
+import datetime
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import httpx2
+
+from ember_chat.engine.bench.serving.client import RequestResult, stream_chat
+from ember_chat.engine.bench.serving.load import LoadPlan, run_load
+from ember_chat.engine.bench.serving.summary import Slo, summarize
+from ember_chat.engine.bench.serving.targets import ServingTarget
+from ember_chat.engine.bench.serving.workload import RequestSpec, Workload
+
+ATTAINMENT = 0.95  # the share of requests that must meet the objective for a load to count as served
+
+
+def sweep(
+    target: ServingTarget,
+    workload: Workload,
+    plans: Sequence[LoadPlan],
+    slo: Slo,
+    cancel: threading.Event | None = None,
+    progress: Callable[[str, int, int | None], None] | None = None,
+    read_timeout_s: float = 120.0,
+) -> dict[str, Any]:
+    """Each plan run in turn against `target` (a cancel keeps what ran); the result with its context."""
+    cancel = cancel or threading.Event()
+    limits = httpx2.Limits(max_connections=max(p.concurrency or p.max_in_flight for p in plans) + 4)
+    timeout = httpx2.Timeout(connect=10.0, read=read_timeout_s, write=30.0, pool=None)
+    runs: list[dict[str, Any]] = []
+    with httpx2.Client(limits=limits, timeout=timeout) as client:
+
+        def send(spec: RequestSpec, result: RequestResult, start: float) -> RequestResult:
+            return stream_chat(client, target.base_url, target.model, spec, result, start, target.api_key)
+
+        for plan in plans:
+            if cancel.is_set():
+                break
+            tell = (lambda d, t, label=plan.label: progress(label, d, t)) if progress is not None else None
+            run = run_load(send, workload, plan, cancel, tell)
+            runs.append(summarize(run, slo))
+    context = {
+        **target.context(),
+        "workload": workload.name,
+        "workload_description": workload.description,
+        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+    }
+    return {
+        "context": context,
+        "slo": {"ttft_ms": slo.ttft_ms, "tpot_ms": slo.tpot_ms, "e2el_ms": slo.e2el_ms},
+        "answer": plain_answer(context, runs, slo),
+        "runs": runs,
+    }
+
+
+def _served(run: dict[str, Any]) -> bool:
+    attained = run["slo_attainment"]
+    return attained is not None and attained >= ATTAINMENT and not run["saturated"] and run["completed"] > 0
+
+
+def plain_answer(context: dict[str, Any], runs: list[dict[str, Any]], slo: Slo) -> str:
+    """e.g. 'gemma-3-270m on Intel Xeon … (2 logical cores) serves 3 chats at once within the objective
+    (TTFT ≤ 1000 ms, TPOT ≤ 100 ms, E2E ≤ 60000 ms) for 95 % of requests: first tokens within 0.84 s
+    (p95) and ≥ 14.2 tokens/s each.'"""
+    where = context.get("hardware") or context.get("base_url")
+    who = f"{context.get('model')} on {where}"
+    if not runs:
+        return f"{who}: nothing was measured (the run was cancelled before its first load)."
+    served = [r for r in runs if _served(r)]
+    if not served:
+        first = runs[0]
+        return (
+            f"{who} did not meet the objective ({slo.describe()}) for 95 % of requests even at "
+            f"{_load_words(first)}: {_figures(first)}."
+        )
+    load = lambda r: (r["concurrency"] or 0, r["request_rate"] or 0.0)  # noqa: E731
+    best = max(served, key=load)
+    most = " (the most tried: try more)" if load(best) == max(load(r) for r in runs) else ""
+    return (
+        f"{who} serves {_load_words(best)}{most} within the objective ({slo.describe()}) for 95 % of "
+        f"requests: {_figures(best)}."
+    )
+
+
+def _load_words(run: dict[str, Any]) -> str:
+    if run["concurrency"] is not None:
+        n = run["concurrency"]
+        return "1 chat at a time" if n == 1 else f"{n} chats at once"
+    return f"{run['request_rate']:g} requests/s"
+
+
+def _figures(run: dict[str, Any]) -> str:
+    ttft, tpot = run["ttft_ms"]["p95"], run["tpot_ms"]["p95"]
+    parts = []
+    if ttft is not None:
+        parts.append(f"first tokens within {ttft / 1000:.2f} s (p95)")
+    if tpot:
+        parts.append(f"≥ {1000 / tpot:.1f} tokens/s each (p95 TPOT {tpot:.0f} ms)")
+    if run["failed"]:
+        parts.append(f"{run['failed']} failed")
+    return ", ".join(parts) or "no request completed"

@@ -1,0 +1,130 @@
+"""A run's figures, as serving engineers state them (the keys of vLLM's `bench serve` results where
+they exist): TTFT, ITL, TPOT and end-to-end latency (mean, p50, p90, p95, p99, in ms), requests and
+tokens per second, failed requests with their reasons, and goodput — the requests per second that met
+the latency objective (SLO) — with the share that met it. A failed request meets no objective.
+
+The default objective is a chat's: the first token within 1 s, then at least 10 tokens/s
+(TPOT ≤ 100 ms), the answer within 60 s."""
+
+from __future__ import annotations
+
+import statistics
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+from ember_chat.engine.bench.serving.client import RequestResult
+from ember_chat.engine.bench.serving.load import LoadRun
+from ember_chat.engine.errors import EmberError
+
+PERCENTILES = (50, 90, 95, 99)
+
+
+@dataclass(frozen=True)
+class Slo:
+    ttft_ms: float | None = 1000.0
+    tpot_ms: float | None = 100.0
+    e2el_ms: float | None = 60_000.0
+
+    def met(self, r: RequestResult) -> bool:
+        if not r.ok or r.ttft_s is None or r.e2el_s is None:
+            return False
+        if self.ttft_ms is not None and r.ttft_s * 1000 > self.ttft_ms:
+            return False
+        tpot = r.tpot_s
+        if self.tpot_ms is not None and tpot is not None and tpot * 1000 > self.tpot_ms:
+            return False
+        return self.e2el_ms is None or r.e2el_s * 1000 <= self.e2el_ms
+
+    def describe(self) -> str:
+        parts = []
+        if self.ttft_ms is not None:
+            parts.append(f"TTFT ≤ {self.ttft_ms:g} ms")
+        if self.tpot_ms is not None:
+            parts.append(f"TPOT ≤ {self.tpot_ms:g} ms")
+        if self.e2el_ms is not None:
+            parts.append(f"E2E ≤ {self.e2el_ms:g} ms")
+        return ", ".join(parts) or "none"
+
+
+def parse_slo(text: str) -> Slo:
+    """'ttft=1s,tpot=100ms,e2el=30s' (units ms or s; a metric left out has no limit)."""
+    limits: dict[str, float | None] = {"ttft_ms": None, "tpot_ms": None, "e2el_ms": None}
+    for part in text.split(","):
+        if not part.strip():
+            continue
+        name, _, value = part.partition("=")
+        key = {"ttft": "ttft_ms", "tpot": "tpot_ms", "e2el": "e2el_ms", "e2e": "e2el_ms"}.get(name.strip().lower())
+        if key is None or not value.strip():
+            raise EmberError(f"--slo takes ttft=…, tpot=…, e2el=… (e.g. ttft=1s,tpot=100ms), got {part.strip()!r}.")
+        limits[key] = _milliseconds(value.strip(), part.strip())
+    return Slo(**limits)
+
+
+def _milliseconds(value: str, part: str) -> float:
+    scale = 1.0
+    if value.endswith("ms"):
+        value = value[:-2]
+    elif value.endswith("s"):
+        value, scale = value[:-1], 1000.0
+    try:
+        number = float(value) * scale
+    except ValueError:
+        raise EmberError(f"--slo: {part!r} is not a time (say 800ms or 1.5s).") from None
+    if not number > 0:
+        raise EmberError(f"--slo: {part!r} must be more than 0.")
+    return number
+
+
+def percentile(ordered: list[float], q: float) -> float:
+    """The q-th percentile of sorted values, linearly interpolated (numpy's default)."""
+    if len(ordered) == 1:
+        return ordered[0]
+    pos = (len(ordered) - 1) * q / 100
+    low = int(pos)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (pos - low)
+
+
+def distribution(values_s: list[float]) -> dict[str, float | None]:
+    """mean, p50, p90, p95, p99 in milliseconds (None without values)."""
+    if not values_s:
+        return {"mean": None, **{f"p{q}": None for q in PERCENTILES}}
+    ordered = sorted(v * 1000 for v in values_s)
+    return {"mean": statistics.fmean(ordered), **{f"p{q}": percentile(ordered, q) for q in PERCENTILES}}
+
+
+def summarize(run: LoadRun, slo: Slo) -> dict[str, Any]:
+    """The run's figures (JSON-ready)."""
+    done = [r for r in run.results if r.ok]
+    failed = [r for r in run.results if not r.ok]
+    seconds = run.duration_s or float("nan")
+    met = sum(1 for r in run.results if slo.met(r))
+    output = sum(r.output_tokens for r in done)
+    prompt = sum(r.prompt_tokens or 0 for r in done)
+    late = [max(0.0, r.sent_s - r.scheduled_s) for r in run.results]
+    plan = run.plan
+    return {
+        "load": plan.label,
+        "concurrency": plan.concurrency,
+        "request_rate": plan.rate,
+        "burstiness": plan.burstiness if plan.rate is not None else None,
+        "duration_s": run.duration_s,
+        "completed": len(done),
+        "failed": len(failed),
+        "failures": dict(Counter(r.error for r in failed if r.error)),
+        "saturated": run.saturated,
+        "cancelled": run.cancelled,
+        "ttft_ms": distribution([r.ttft_s for r in done if r.ttft_s is not None]),
+        "tpot_ms": distribution([t for r in done if (t := r.tpot_s) is not None]),
+        "itl_ms": distribution([gap for r in done for gap in r.itl_s]),
+        "e2el_ms": distribution([r.e2el_s for r in done if r.e2el_s is not None]),
+        "requests_per_s": len(done) / seconds,
+        "output_tokens_per_s": output / seconds,
+        "total_tokens_per_s": (output + prompt) / seconds,
+        "total_input_tokens": prompt,
+        "total_output_tokens": output,
+        "goodput_requests_per_s": met / seconds,
+        "slo_attainment": met / len(run.results) if run.results else None,
+        "send_lateness_ms": distribution(late),
+    }

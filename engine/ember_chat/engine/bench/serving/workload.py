@@ -1,0 +1,141 @@
+"""What the serving lab sends: requests that look like a desktop's, shipped with Ember (no download),
+or the user's own conversations in a ShareGPT-style JSON file.
+
+Synthetic prompts are common words (bench/targets.words_text), different for every request so that no
+server's prompt cache answers them; their lengths are drawn from a log-normal distribution (chat
+prompts are mostly short, a few long), as are the answers' lengths, which are sent as `max_tokens`
+with `ignore_eos` so each request generates what it was drawn (llama.cpp's server, vLLM and Ember honour
+it; a server that stops early is measured on the tokens it gave)."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import random
+from dataclasses import dataclass
+from pathlib import Path
+
+from ember_chat.engine.bench.targets import words_text
+from ember_chat.engine.errors import EmberError
+
+# A word of English text is about 1.3 tokens in the vocabularies of current chat models.
+TOKENS_PER_WORD = 1.3
+
+
+@dataclass(frozen=True)
+class RequestSpec:
+    """One chat completion: its messages and the tokens it asks for."""
+
+    messages: tuple[tuple[str, str], ...]  # (role, content)
+    max_tokens: int
+
+    def body(self, model: str) -> dict[str, object]:
+        return {
+            "model": model,
+            "messages": [{"role": role, "content": content} for role, content in self.messages],
+            "max_tokens": self.max_tokens,
+            "temperature": 0,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+            "ignore_eos": True,
+        }
+
+
+@dataclass(frozen=True)
+class Workload:
+    name: str
+    description: str
+    requests: tuple[RequestSpec, ...]  # taken in turn, from the first again when a run needs more
+
+    def request(self, index: int) -> RequestSpec:
+        return self.requests[index % len(self.requests)]
+
+
+@dataclass(frozen=True)
+class Shape:
+    """A synthetic workload's lengths: median and spread (log-normal sigma) of the prompt's words and
+    of the answer's tokens, each kept within [low, high]."""
+
+    prompt_words: tuple[int, float, int, int]
+    output_tokens: tuple[int, float, int, int]
+    description: str
+
+
+SHAPES = {
+    "chat": Shape((120, 0.8, 8, 1500), (160, 0.6, 16, 512), "chat turns: ~120-word prompts, ~160-token answers"),
+    "short": Shape((24, 0.3, 8, 64), (16, 0.2, 8, 32), "short questions and short answers (quick checks)"),
+    "document": Shape((1200, 0.3, 600, 3000), (200, 0.3, 64, 400), "questions on a long pasted document"),
+}
+
+
+def _drawn(rng: random.Random, median: int, sigma: float, low: int, high: int) -> int:
+    return max(low, min(high, round(median * math.exp(rng.gauss(0.0, sigma)))))
+
+
+def synthetic(name: str, count: int = 200, seed: int = 0) -> Workload:
+    """`count` requests of the named shape (SHAPES), the same for the same seed."""
+    shape = SHAPES.get(name)
+    if shape is None:
+        raise EmberError(f"There is no workload {name!r}: use one of {', '.join(SHAPES)} or a ShareGPT file.")
+    rng = random.Random(seed)
+    specs = []
+    for i in range(count):
+        words = _drawn(rng, *shape.prompt_words)
+        text = f"Request {i}. " + words_text(words, seed * 100_003 + i)
+        specs.append(RequestSpec((("user", text),), _drawn(rng, *shape.output_tokens)))
+    return Workload(name, shape.description, tuple(specs))
+
+
+def sharegpt(path: Path, max_tokens_cap: int = 1024) -> Workload:
+    """The conversations of a ShareGPT-style file (a list of {"conversations": [{"from": "human",
+    "value": …}, {"from": "gpt", "value": …}, …]}): each one's first human turn is a request, asking for
+    as many tokens as its reply had (estimated from its words, at most `max_tokens_cap`). A file that is
+    not one is refused, naming what is wrong."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise EmberError(f"The workload file {path} cannot be read: {exc.strerror or exc}.") from None
+    except UnicodeDecodeError:
+        raise EmberError(f"The workload file {path.name} is not UTF-8 text.") from None
+    except json.JSONDecodeError as exc:
+        raise EmberError(f"The workload file {path.name} is not JSON: {exc.msg} at line {exc.lineno}.") from None
+    if not isinstance(data, list):
+        raise EmberError(f"The workload file {path.name} must be a JSON list of conversations (ShareGPT's shape).")
+    specs = []
+    for n, item in enumerate(data):
+        turns = item.get("conversations") if isinstance(item, dict) else None
+        if not isinstance(turns, list):
+            raise EmberError(f'The workload file {path.name}: entry {n} has no "conversations" list.')
+        pair = _first_exchange(turns)
+        if pair is not None:
+            question, answer = pair
+            tokens = max(1, min(max_tokens_cap, round(len(answer.split()) * TOKENS_PER_WORD)))
+            specs.append(RequestSpec((("user", question),), tokens))
+    if not specs:
+        raise EmberError(
+            f"The workload file {path.name} has no conversation with a human turn followed by a gpt turn "
+            '({"from": "human", "value": …} then {"from": "gpt", "value": …}).'
+        )
+    return Workload(path.stem, f"{len(specs)} conversations from {path.name}", tuple(specs))
+
+
+def _first_exchange(turns: list[object]) -> tuple[str, str] | None:
+    for first, second in itertools.pairwise(turns):
+        if not (isinstance(first, dict) and isinstance(second, dict)):
+            continue
+        question, answer = first.get("value"), second.get("value")
+        asked = isinstance(question, str) and question.strip() and isinstance(answer, str)
+        if first.get("from") == "human" and second.get("from") == "gpt" and asked:
+            return str(question), str(answer)
+    return None
+
+
+def workload_for(name: str, count: int = 200, seed: int = 0) -> Workload:
+    """A shipped shape by name, or a ShareGPT file by its path."""
+    if name in SHAPES:
+        return synthetic(name, count, seed)
+    path = Path(name).expanduser()
+    if path.suffix.lower() == ".json" or path.exists():
+        return sharegpt(path)
+    return synthetic(name, count, seed)  # (the error naming the shapes)

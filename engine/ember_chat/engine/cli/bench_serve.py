@@ -1,0 +1,168 @@
+"""`ember-chat bench serve`: the serving lab from the terminal — how many users a served model keeps
+within a latency objective (engine/bench/serving/)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ember_chat.engine.cli.common import add_load_flags
+from ember_chat.engine.errors import EmberError
+from ember_chat.engine.storage.paths import AppPaths
+
+if TYPE_CHECKING:  # (imported when it runs: its HTTP client is heavy for `ember-chat --help`)
+    from ember_chat.engine.bench.serving.targets import ServingTarget
+    from ember_chat.engine.core.params import LoadConfig
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    serve = sub.add_parser(
+        "serve",
+        help="load-test a served model: how many users it keeps within a latency objective",
+        description="Load-test an OpenAI-compatible server (or a model here, local:MODEL) at fixed "
+        "concurrencies (closed loop) or request rates (open loop, Poisson arrivals), and say how many "
+        "users it serves within the objective.",
+    )
+    serve.add_argument(
+        "--target", required=True, help="a server's URL, a saved connection's name, or local:MODEL (loaded here)"
+    )
+    serve.add_argument("--model", dest="served_model", help="the model to name in requests (default: the first listed)")
+    load = serve.add_mutually_exclusive_group()
+    load.add_argument("--concurrency", default=None, help="users at once, comma-separated (default 1,2,4)")
+    load.add_argument("--rate", default=None, help="requests per second, comma-separated (open loop)")
+    serve.add_argument("--burstiness", type=float, default=1.0, help="arrival shape with --rate (1: Poisson)")
+    serve.add_argument("--workload", default="chat", help="chat, short, document, or a ShareGPT JSON file")
+    ends = serve.add_mutually_exclusive_group()
+    ends.add_argument("--requests", type=int, default=None, help="requests per load (default 16)")
+    ends.add_argument("--duration", type=float, default=None, help="seconds per load")
+    serve.add_argument("--warmup", type=int, default=1, help="requests sent first and not counted (default 1)")
+    serve.add_argument("--slo", default="ttft=1s,tpot=100ms,e2el=60s", help="the latency objective")
+    serve.add_argument("--seed", type=int, default=0, help="the workload's and the arrivals' seed")
+    serve.add_argument("--json", action="store_true", help="print the result as one JSON object")
+    serve.add_argument("--save-result", type=Path, help="also write the JSON result to this file")
+    add_load_flags(serve)  # (for local:MODEL; --parallel: the users it answers at once)
+
+
+def _numbers(text: str, what: str, kind: type[int] | type[float]) -> list[int] | list[float]:
+    try:
+        values = [kind(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise EmberError(f"{what} takes numbers separated by commas, got {text!r}.") from None
+    if not values:
+        raise EmberError(f"{what} needs at least one value.")
+    return values
+
+
+def run(args: argparse.Namespace) -> int:
+    from ember_chat.engine.bench.serving.load import LoadPlan
+    from ember_chat.engine.bench.serving.report import sweep
+    from ember_chat.engine.bench.serving.summary import parse_slo
+    from ember_chat.engine.bench.serving.workload import workload_for
+
+    slo = parse_slo(args.slo)
+    requests = args.requests if args.requests is not None or args.duration is not None else 16
+    common = {"requests": requests, "duration_s": args.duration, "warmup": args.warmup, "seed": args.seed}
+    if args.rate is not None:
+        rates = _numbers(args.rate, "--rate", float)
+        plans = [LoadPlan(rate=r, burstiness=args.burstiness, **common) for r in rates]
+    else:
+        users = _numbers(args.concurrency or "1,2,4", "--concurrency", int)
+        plans = [LoadPlan(concurrency=int(c), **common) for c in users]
+    workload = workload_for(args.workload, count=max(64, (requests or 0) + args.warmup), seed=args.seed)
+    target = _target(args)
+    cancel = threading.Event()
+    try:
+        result = sweep(target, workload, plans, slo, cancel, progress=_progress)
+    except KeyboardInterrupt:
+        cancel.set()
+        raise
+    finally:
+        target.close()
+    print(file=sys.stderr)
+    text = json.dumps(result)
+    if args.save_result is not None:
+        args.save_result.write_text(text + "\n", encoding="utf-8")
+    if args.json:
+        print(text)
+        return 0
+    print(result["answer"])
+    print()
+    print(
+        f"{'load':<24} {'done':>5} {'fail':>5} {'TTFT p50/p95 ms':>17} {'TPOT p50/p95 ms':>17} {'tok/s':>8} {'SLO':>6}"
+    )
+    for r in result["runs"]:
+        ttft = f"{_ms(r['ttft_ms']['p50'])}/{_ms(r['ttft_ms']['p95'])}"
+        tpot = f"{_ms(r['tpot_ms']['p50'])}/{_ms(r['tpot_ms']['p95'])}"
+        slo_share = "—" if r["slo_attainment"] is None else f"{r['slo_attainment']:.0%}"
+        print(
+            f"{r['load']:<24} {r['completed']:>5} {r['failed']:>5} {ttft:>17} {tpot:>17} "
+            f"{r['output_tokens_per_s']:>8.1f} {slo_share:>6}"
+        )
+        for reason, count in r["failures"].items():
+            print(f"    {count} failed: {reason}")
+        if r["saturated"]:
+            print(f"    saturated: {r['saturated']}")
+    return 0
+
+
+def _ms(value: float | None) -> str:
+    return "—" if value is None else f"{value:.0f}"
+
+
+def _progress(label: str, done: int, total: int | None) -> None:
+    of = f"/{total}" if total is not None else ""
+    print(f"\r{label}: {done}{of} requests", end="", file=sys.stderr, flush=True)
+
+
+def _target(args: argparse.Namespace) -> ServingTarget:
+    from ember_chat.engine.bench.serving.targets import connection_target, url_target
+    from ember_chat.engine.cli.common import load_options_from_args, resolve_model
+    from ember_chat.engine.core.params import LoadConfig
+    from ember_chat.engine.storage.connections import ConnectionStore
+
+    spec: str = args.target
+    if spec.startswith(("http://", "https://")):
+        return url_target(spec, args.served_model)
+    paths = AppPaths.default()
+    if spec.startswith("local:"):
+        name = spec.removeprefix("local:")
+        path = resolve_model(name, paths)
+        return local_target(LoadConfig(path, **load_options_from_args(args)), name)
+    return connection_target(ConnectionStore(paths.connections_file), spec, args.served_model)
+
+
+def local_target(ref: LoadConfig, label: str) -> ServingTarget:
+    """`ref` loaded in Ember's engine here and served by Ember's API server on a free loopback port until
+    the target is closed."""
+    from ember_chat.engine.bench.serving.targets import ServingTarget, served_model
+    from ember_chat.engine.cli.common import load_blocking
+    from ember_chat.engine.inference.service.engine import EngineService
+    from ember_chat.engine.serve.config import ServerConfig
+    from ember_chat.engine.serve.server import ApiServer
+
+    service = EngineService()
+    try:
+        description = load_blocking(service, ref)
+        server = ApiServer(service, ServerConfig(port=0))
+        server.start()
+    except BaseException:
+        service.close()
+        raise
+
+    def close() -> None:
+        server.stop()
+        service.close()
+
+    target = ServingTarget(f"local:{label}", server.url, description.name, None, "", close)
+    try:
+        target.model, _ = served_model(server.url, None, None)
+    except BaseException:
+        target.close()
+        raise
+    threads = f", {description.threads} threads" if description.threads else ""
+    target.engine = f"Ember (in process), {description.backend}{threads}"
+    return target

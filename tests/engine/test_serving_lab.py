@@ -1,0 +1,190 @@
+"""The serving lab (issue 32, engine/bench/serving/): the open-loop schedule is a gamma process (Poisson at
+burstiness 1) and requests go out at their scheduled times however slow the server is (no coordinated
+omission); a server that refuses, answers garbage or stalls mid-stream costs failed requests with their
+reasons while the run goes on; a load the server cannot keep up with is stopped and said; ShareGPT files
+that are not one are refused naming what is wrong; and `ember-chat bench serve` against Ember's own server
+on the chat starter gives the figures and the plain answer."""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from pathlib import Path
+
+import pytest
+
+from ember_chat.engine.bench.serving.load import LoadPlan, arrival_times
+from ember_chat.engine.bench.serving.report import plain_answer, sweep
+from ember_chat.engine.bench.serving.summary import Slo, parse_slo
+from ember_chat.engine.bench.serving.targets import url_target
+from ember_chat.engine.bench.serving.workload import sharegpt, synthetic
+from ember_chat.engine.errors import EmberError
+from tests.helpers.cli import cli
+from tests.helpers.peer_servers import ember_server, free_port
+from tests.helpers.sse_server import DONE, FakeOpenAI, chunk, usage_chunk
+
+
+def ks_exponential(gaps: list[float], mean: float) -> float:
+    """Kolmogorov–Smirnov distance between the gaps and the exponential distribution of this mean."""
+    ordered = sorted(gaps)
+    n = len(ordered)
+    return max(
+        max(abs((i + 1) / n - (1 - math.exp(-g / mean))), abs(i / n - (1 - math.exp(-g / mean))))
+        for i, g in enumerate(ordered)
+    )
+
+
+def gaps_of(times: list[float]) -> list[float]:
+    return [b - a for a, b in zip([0.0, *times], times, strict=False)]
+
+
+def test_open_loop_arrivals_are_poisson_at_burstiness_one_and_burstier_below() -> None:
+    rate, n = 5.0, 4000
+    gaps = gaps_of(arrival_times(rate, 1.0, n, seed=3))
+    assert statistics.fmean(gaps) == pytest.approx(1 / rate, rel=0.05)
+    assert statistics.pstdev(gaps) / statistics.fmean(gaps) == pytest.approx(1.0, abs=0.07)  # (CV of exponential)
+    assert ks_exponential(gaps, 1 / rate) < 1.36 / math.sqrt(n)  # (KS test at 5 %)
+    bursty = gaps_of(arrival_times(rate, 0.5, n, seed=3))
+    assert statistics.fmean(bursty) == pytest.approx(1 / rate, rel=0.08)  # the same rate…
+    assert statistics.pstdev(bursty) / statistics.fmean(bursty) == pytest.approx(math.sqrt(2), abs=0.12)  # …burstier
+    assert arrival_times(rate, 1.0, 10, seed=3) == arrival_times(rate, 1.0, 10, seed=3)
+
+
+@pytest.fixture
+def fake() -> FakeOpenAI:
+    with FakeOpenAI() as server:
+        yield server
+
+
+def tokens_stream(n: int) -> list[str]:
+    return [chunk("a", role="assistant"), *(chunk(" b") for _ in range(n - 1)), chunk(finish="length"),
+            usage_chunk(12, n), DONE]  # fmt: skip
+
+
+def test_requests_go_out_at_their_times_while_a_slow_server_has_not_answered(fake: FakeOpenAI) -> None:
+    """Each answer's first token comes 0.6 s after its request, and 12 requests are due within 0.6 s: a
+    generator that waited for answers would send most of them late."""
+    fake.stream(tokens_stream(4), pauses={0: 0.6})
+    target = url_target(fake.base_url)
+    plan = LoadPlan(rate=20.0, requests=12, warmup=0, seed=1)
+    result = sweep(target, synthetic("short", 16), [plan], Slo())
+    [run] = result["runs"]
+    assert run["completed"] == 12 and run["failed"] == 0
+    assert run["send_lateness_ms"]["p99"] < 150  # (sent on schedule: not after the earlier answers)
+    assert run["ttft_ms"]["p50"] >= 600
+    assert len(fake.generate_requests()) == 12
+    body = fake.generate_requests()[0].body
+    assert body["stream"] is True and body["ignore_eos"] is True and body["stream_options"] == {"include_usage": True}
+
+
+def test_refusals_garbage_and_stalls_are_failed_requests_with_their_reasons(fake: FakeOpenAI) -> None:
+    target = url_target(fake.base_url)
+    workload = synthetic("short", 8)
+    closed = LoadPlan(concurrency=1, requests=3, warmup=0)
+    fake.fail(503, {"error": {"message": "busy"}}, times=1)
+    [run] = sweep(target, workload, [closed], Slo())["runs"]
+    assert run["completed"] == 2 and run["failed"] == 1  # the run went on
+    [reason] = run["failures"]
+    assert reason.startswith("HTTP 503") and "busy" in reason
+    fake.stream([chunk("a", role="assistant"), "data: {not json\n\n", DONE])
+    [run] = sweep(target, workload, [LoadPlan(concurrency=1, requests=1, warmup=0)], Slo())["runs"]
+    assert run["failed"] == 1 and "not JSON" in next(iter(run["failures"]))
+    fake.stream(tokens_stream(4), stall_after=2)
+    [run] = sweep(target, workload, [LoadPlan(concurrency=1, requests=1, warmup=0)], Slo(), read_timeout_s=0.5)["runs"]
+    assert run["failed"] == 1 and "stalled" in next(iter(run["failures"]))
+    assert run["slo_attainment"] == 0.0 and run["goodput_requests_per_s"] == 0.0
+
+
+def test_a_load_the_server_cannot_keep_up_with_is_stopped_and_said(fake: FakeOpenAI) -> None:
+    fake.stream(tokens_stream(2), pauses={0: 1.0})
+    plan = LoadPlan(rate=50.0, requests=40, warmup=0, max_in_flight=4)
+    [run] = sweep(url_target(fake.base_url), synthetic("short", 8), [plan], Slo())["runs"]
+    assert run["saturated"] and "cannot keep up with 50 requests/s" in run["saturated"]
+    assert run["completed"] == 4 and len(fake.generate_requests()) == 4  # (no queue left to grow)
+
+
+def test_a_target_that_is_down_is_said() -> None:
+    with pytest.raises(EmberError, match="does not answer"):
+        url_target(f"http://127.0.0.1:{free_port()}")
+    with pytest.raises(EmberError, match="http:// or https://"):
+        url_target("ftp://127.0.0.1/v1")
+
+
+@pytest.mark.parametrize(
+    ("content", "said"),
+    [
+        ("{", "is not JSON"),
+        ('{"conversations": []}', "must be a JSON list"),
+        ('[{"id": 1}]', 'entry 0 has no "conversations" list'),
+        ('[{"conversations": [{"from": "gpt", "value": "hi"}]}]', "no conversation with a human turn"),
+    ],
+)
+def test_a_sharegpt_file_that_is_not_one_is_refused_naming_why(tmp_path: Path, content: str, said: str) -> None:
+    path = tmp_path / "mine.json"
+    path.write_text(content)
+    with pytest.raises(EmberError, match=said):
+        sharegpt(path)
+
+
+def test_a_sharegpt_file_s_first_exchanges_are_the_requests(tmp_path: Path) -> None:
+    path = tmp_path / "mine.json"
+    turns = [{"from": "human", "value": "Why is the sky blue?"}, {"from": "gpt", "value": "word " * 100}]
+    path.write_text(json.dumps([{"conversations": turns}, {"conversations": turns[:1]}]))
+    workload = sharegpt(path)
+    assert len(workload.requests) == 1
+    assert workload.requests[0].messages == (("user", "Why is the sky blue?"),)
+    assert workload.requests[0].max_tokens == 130  # (100 words × 1.3 tokens)
+
+
+def test_the_objective_is_parsed_with_its_units() -> None:
+    assert parse_slo("ttft=1s,tpot=100ms") == Slo(ttft_ms=1000.0, tpot_ms=100.0, e2el_ms=None)
+    assert parse_slo("e2el=2.5s") == Slo(None, None, 2500.0)
+    for bad in ("ttft", "speed=1s", "ttft=fast", "tpot=-1ms"):
+        with pytest.raises(EmberError, match="--slo"):
+            parse_slo(bad)
+
+
+def test_the_plain_answer_names_the_most_users_within_the_objective() -> None:
+    def run(users: int, attained: float, ttft: float, tpot: float) -> dict[str, object]:
+        return {"concurrency": users, "request_rate": None, "slo_attainment": attained, "saturated": None,
+                "completed": 8, "failed": 0, "ttft_ms": {"p95": ttft}, "tpot_ms": {"p95": tpot}}  # fmt: skip
+
+    context = {"model": "gemma", "hardware": "a 2-core CPU"}
+    runs = [run(1, 1.0, 300.0, 40.0), run(2, 0.96, 700.0, 60.0), run(4, 0.5, 2500.0, 140.0)]
+    answer = plain_answer(context, runs, Slo())
+    assert answer.startswith("gemma on a 2-core CPU serves 2 chats at once within the objective")
+    assert "first tokens within 0.70 s (p95)" in answer and "≥ 16.7 tokens/s each" in answer
+    assert "did not meet the objective" in plain_answer(context, [run(1, 0.2, 3000.0, 90.0)], Slo())
+    assert "serves 2 chats at once (the most tried: try more)" in plain_answer(context, runs[:2], Slo())
+
+
+def test_bench_serve_against_ember_s_server_gives_the_figures(chat_starter_model: Path, tmp_path: Path) -> None:
+    with ember_server(chat_starter_model, threads=1, extra=("--parallel", "2")) as base_url:
+        out = cli("bench", "serve", "--target", base_url, "--concurrency", "1,2", "--requests", "3",
+                  "--workload", "short", "--json", "--save-result", str(tmp_path / "r.json"),
+                  data_dir=tmp_path)  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout)
+    assert json.loads((tmp_path / "r.json").read_text()) == result
+    assert result["context"]["base_url"] == base_url and "hardware" in result["context"]
+    assert [r["concurrency"] for r in result["runs"]] == [1, 2]
+    for r in result["runs"]:
+        assert r["completed"] == 3 and r["failed"] == 0
+        for key in ("ttft_ms", "itl_ms", "tpot_ms", "e2el_ms"):
+            assert set(r[key]) == {"mean", "p50", "p90", "p95", "p99"} and r[key]["p50"] > 0
+        assert r["output_tokens_per_s"] > 0 and 0 <= r["slo_attainment"] <= 1
+        assert r["total_output_tokens"] >= 3 * 8  # (ignore_eos: each asked for 8 to 32 tokens, and wrote them)
+    assert result["answer"].startswith(f"{result['context']['model']} on ")  # (the plain answer first)
+
+
+def test_bench_serve_loads_a_local_model_in_process(chat_starter_model: Path, tmp_path: Path) -> None:
+    out = cli("bench", "serve", "--target", f"local:{chat_starter_model}", "--concurrency", "1", "--requests", "2",
+              "--workload", "short", "--json", "--parallel", "1", "--ctx", "1024", "--threads", "1",
+              data_dir=tmp_path)  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout)
+    assert result["context"]["engine"].startswith("Ember (in process), CPU")
+    assert result["context"]["target"] == f"local:{chat_starter_model}"
+    [run] = result["runs"]
+    assert run["completed"] == 2 and run["failed"] == 0
