@@ -1,4 +1,5 @@
-"""n-gram speculative decoding vs none: decode tokens/s on copying tasks and on free prose, greedy.
+"""n-gram speculative decoding vs none: decode tokens/s on copying tasks and on free prose, greedy
+(or sampled: --temperature, seed 7).
 
 One runtime, the KV cache cleared before every run, off, auto and ngram alternating each round; prints
 JSON: per task the median decode tok/s of each mode, their ratios to off, the tokens drafted and accepted,
@@ -42,6 +43,7 @@ def parse_args(
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--threads", type=int, default=default_threads())
     ap.add_argument("--ctx", type=int, default=2048)
+    ap.add_argument("--temperature", type=float, default=0.0, help="sample at this temperature (seed 7)")
     ap.add_argument("--json", action="store_true")
     return ap.parse_args(argv)
 
@@ -64,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
             stopped = 0
             for _ in range(args.rounds):
                 for mode in MODES:
-                    text, m = one_run(rt, prompt, args.tokens, mode)
+                    text, m = one_run(rt, prompt, args.tokens, mode, args.temperature)
                     tps[mode].append(m.decode_tokens_per_s or 0.0)
                     texts[mode].add(text)
                     drafted[mode] += m.speculative_drafted or 0
@@ -90,6 +92,7 @@ def main(argv: list[str] | None = None) -> int:
         rt.close()
     result.update(
         tokens=args.tokens,
+        temperature=args.temperature,
         rounds=args.rounds,
         model=path.name,
         threads=args.threads,

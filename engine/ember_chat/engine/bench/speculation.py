@@ -71,10 +71,20 @@ TASKS = {
 }
 
 
-def one_run(rt: LocalRuntime, prompt: str, tokens: int, mode: str) -> tuple[str, GenerationMetrics]:
+def one_run(
+    rt: LocalRuntime, prompt: str, tokens: int, mode: str, temperature: float = 0.0
+) -> tuple[str, GenerationMetrics]:
+    """The answer to `prompt` (the cache cleared first); sampled at a temperature, with a fixed seed, so
+    each mode draws the same answer."""
     rt.reset_cache()
     fin = None
-    params = SamplingParams(temperature=0.0, max_tokens=tokens, ignore_eos=True, speculative=mode)
+    params = SamplingParams(
+        temperature=temperature,
+        max_tokens=tokens,
+        ignore_eos=True,
+        speculative=mode,
+        seed=SEED if temperature else None,
+    )
     for ev in rt.complete(prompt, params):
         if isinstance(ev, Finished):
             fin = ev
@@ -82,6 +92,7 @@ def one_run(rt: LocalRuntime, prompt: str, tokens: int, mode: str) -> tuple[str,
     return fin.text, fin.metrics
 
 
+SEED = 7  # (a sampled answer's: the same in every mode and round)
 LAB_TASKS = ("code_edit", "copy", "free")  # the lab's order: code edit, answer from a document, free prose
 LAB_MODES = ("off", "ngram", "draft")  # "draft" only where the model has a draft model loaded
 _SAID = {
