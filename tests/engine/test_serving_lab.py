@@ -7,6 +7,7 @@ on the chat starter gives the figures and the plain answer."""
 
 from __future__ import annotations
 
+import csv
 import json
 import math
 import statistics
@@ -188,3 +189,33 @@ def test_bench_serve_loads_a_local_model_in_process(chat_starter_model: Path, tm
     assert result["context"]["target"] == f"local:{chat_starter_model}"
     [run] = result["runs"]
     assert run["completed"] == 2 and run["failed"] == 0
+
+
+def test_runs_export_in_vllm_s_save_result_shape_and_as_csv_rows(fake: FakeOpenAI, tmp_path: Path) -> None:
+    fake.stream(tokens_stream(4))
+    fake.fail(503, {"error": {"message": "busy"}}, times=1)
+    out = cli("bench", "serve", "--target", fake.base_url, "--concurrency", "1,2", "--requests", "3", "--warmup", "0",
+              "--workload", "short", "--save-result-vllm", str(tmp_path / "v.json"), "--csv", str(tmp_path / "r.csv"),
+              data_dir=tmp_path)  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    first, second = json.loads((tmp_path / "v.json").read_text())  # (two loads: a list)
+    for key in ("date", "backend", "model_id", "num_prompts", "request_rate", "burstiness", "max_concurrency",
+                "duration", "completed", "total_input_tokens", "total_output_tokens", "request_throughput",
+                "request_goodput", "output_throughput", "total_token_throughput", "input_lens", "output_lens",
+                "ttfts", "itls", "errors"):  # fmt: skip
+        assert key in first and key in second, key
+    for metric in ("ttft", "tpot", "itl", "e2el"):
+        for stat in ("mean", "median", "std", "p99"):
+            assert f"{stat}_{metric}_ms" in first
+    assert first["request_rate"] == "inf" and [first["max_concurrency"], second["max_concurrency"]] == [1, 2]
+    assert first["num_prompts"] == 3 and first["completed"] == 2  # (the refusal: a request, not completed)
+    assert first["errors"][0].startswith("HTTP 503") and first["errors"][1:] == ["", ""]
+    assert first["output_lens"] == [0, 4, 4] and first["input_lens"] == [0, 12, 12]
+    assert first["ttfts"][0] == 0.0 and all(t > 0 for t in first["ttfts"][1:])
+    assert [len(gaps) for gaps in first["itls"]] == [0, 3, 3]  # (4 content chunks: 3 gaps)
+    assert first["total_output_tokens"] == 8 and first["output_throughput"] == pytest.approx(8 / first["duration"])
+    assert first["p99_ttft_ms"] >= first["median_ttft_ms"] > 0 and first["std_ttft_ms"] >= 0
+    assert second["completed"] == 3 and second["errors"] == ["", "", ""]
+    rows = list(csv.DictReader((tmp_path / "r.csv").read_text().splitlines()))
+    assert [row["max_concurrency"] for row in rows] == ["1", "2"]  # (one row per load)
+    assert "ttfts" not in rows[0] and float(rows[1]["mean_ttft_ms"]) == pytest.approx(second["mean_ttft_ms"])

@@ -44,6 +44,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     serve.add_argument("--seed", type=int, default=0, help="the workload's and the arrivals' seed")
     serve.add_argument("--json", action="store_true", help="print the result as one JSON object")
     serve.add_argument("--save-result", type=Path, help="also write the JSON result to this file")
+    serve.add_argument(
+        "--save-result-vllm",
+        type=Path,
+        help="also write each load run in the shape of `vllm bench serve --save-result` (one JSON, or a list)",
+    )
+    serve.add_argument("--csv", type=Path, help="also write one CSV row per load run (vLLM's keys)")
     add_load_flags(serve)  # (for local:MODEL; --parallel: the users it answers at once)
 
 
@@ -58,7 +64,8 @@ def _numbers(text: str, what: str, kind: type[int] | type[float]) -> list[int] |
 
 
 def run(args: argparse.Namespace) -> int:
-    from ember_chat.engine.bench.serving.load import LoadPlan
+    from ember_chat.engine.bench.serving.export import csv_text, vllm_result
+    from ember_chat.engine.bench.serving.load import LoadPlan, LoadRun
     from ember_chat.engine.bench.serving.report import sweep
     from ember_chat.engine.bench.serving.summary import parse_slo
     from ember_chat.engine.bench.serving.workload import workload_for
@@ -75,8 +82,9 @@ def run(args: argparse.Namespace) -> int:
     workload = workload_for(args.workload, count=max(64, (requests or 0) + args.warmup), seed=args.seed)
     target = _target(args)
     cancel = threading.Event()
+    load_runs: list[LoadRun] = []
     try:
-        result = sweep(target, workload, plans, slo, cancel, progress=_progress)
+        result = sweep(target, workload, plans, slo, cancel, progress=_progress, load_runs=load_runs)
     except KeyboardInterrupt:
         cancel.set()
         raise
@@ -86,6 +94,13 @@ def run(args: argparse.Namespace) -> int:
     text = json.dumps(result)
     if args.save_result is not None:
         args.save_result.write_text(text + "\n", encoding="utf-8")
+    if args.save_result_vllm is not None or args.csv is not None:
+        shaped = [vllm_result(run, result["context"], slo) for run in load_runs]
+        if args.save_result_vllm is not None:
+            one = shaped[0] if len(shaped) == 1 else shaped
+            args.save_result_vllm.write_text(json.dumps(one) + "\n", encoding="utf-8")
+        if args.csv is not None:
+            args.csv.write_text(csv_text(shaped), encoding="utf-8")
     if args.json:
         print(text)
         return 0

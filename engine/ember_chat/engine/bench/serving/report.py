@@ -11,7 +11,7 @@ from typing import Any
 import httpx2
 
 from ember_chat.engine.bench.serving.client import RequestResult, stream_chat
-from ember_chat.engine.bench.serving.load import LoadPlan, run_load
+from ember_chat.engine.bench.serving.load import LoadPlan, LoadRun, run_load
 from ember_chat.engine.bench.serving.summary import Slo, summarize
 from ember_chat.engine.bench.serving.targets import ServingTarget
 from ember_chat.engine.bench.serving.workload import RequestSpec, Workload
@@ -27,8 +27,10 @@ def sweep(
     cancel: threading.Event | None = None,
     progress: Callable[[str, int, int | None], None] | None = None,
     read_timeout_s: float = 120.0,
+    load_runs: list[LoadRun] | None = None,
 ) -> dict[str, Any]:
-    """Each plan run in turn against `target` (a cancel keeps what ran); the result with its context."""
+    """Each plan run in turn against `target` (a cancel keeps what ran); the result with its context.
+    `load_runs`, when given, receives each run with its requests (export.vllm_result needs them)."""
     cancel = cancel or threading.Event()
     limits = httpx2.Limits(max_connections=max(p.concurrency or p.max_in_flight for p in plans) + 4)
     timeout = httpx2.Timeout(connect=10.0, read=read_timeout_s, write=30.0, pool=None)
@@ -44,6 +46,8 @@ def sweep(
             tell = (lambda d, t, label=plan.label: progress(label, d, t)) if progress is not None else None
             run = run_load(send, workload, plan, cancel, tell)
             runs.append(summarize(run, slo))
+            if load_runs is not None:
+                load_runs.append(run)
     context = {
         **target.context(),
         "workload": workload.name,
