@@ -6,7 +6,8 @@ API requests wait, so the figures are the machine's alone (the saved facts say s
 prefill speed against prompt length and decode speed against context depth, one line per model
 with each measured point marked, lists the figures, and exports them. Before the first run the
 charts' place says what will show there. Runs are kept in the data folder. A second tab compares
-speculative decoding's modes on the loaded model (speculation_panel.py)."""
+speculative decoding's modes on the loaded model (speculation_panel.py); a third load-tests a served
+model (serving_panel.py)."""
 
 from __future__ import annotations
 
@@ -40,6 +41,7 @@ from PySide6.QtWidgets import (
 
 from ember_chat.app.engine_link.model_names import model_choices
 from ember_chat.app.engine_link.tasks import TaskRunner
+from ember_chat.app.lab.serving_panel import ServingPanel
 from ember_chat.app.lab.speculation_panel import SpeculationPanel
 from ember_chat.engine.bench.lab import BenchPlan, BenchRun, measure_exclusively, measure_model, points_csv, save_run
 from ember_chat.engine.errors import InvalidParameter, LoadCancelled
@@ -191,21 +193,30 @@ class BenchmarkDialog(QDialog):
         layout.addWidget(self.table, 1)
         layout.addLayout(exports)
         self.speculation = SpeculationPanel(service, data_dir)
+        self.serving = ServingPanel(service, connections, data_dir)
         self.tabs = QTabWidget()
         self.tabs.setAccessibleName(self.tr("Benchmark sections"))
         self.tabs.tabBar().setAccessibleName(self.tr("Benchmark sections"))
-        self.tabs.tabBar().setAccessibleDescription(self.tr("Speed, or speculative decoding; the arrow keys switch"))
+        self.tabs.tabBar().setAccessibleDescription(
+            self.tr("Speed, speculative decoding, or serving; the arrow keys switch")
+        )
         self.tabs.addTab(speed_page, self.tr("Speed"))
         self.tabs.addTab(self.speculation, self.tr("Speculative decoding"))
+        self.tabs.addTab(self.serving, self.tr("Serving"))
         self.tabs.setTabToolTip(0, self.tr("Prefill and decode speed of the checked models"))
         self.tabs.setTabToolTip(1, self.tr("Speculation off, n-gram and draft model compared on the loaded model"))
-        self.tabs.currentChanged.connect(lambda _i: self.speculation.describe_model())  # (the model may have changed)
+        self.tabs.setTabToolTip(2, self.tr("How many users a served model keeps within a latency objective"))
+        self.tabs.currentChanged.connect(self._tab_shown)
         QVBoxLayout(self).addWidget(self.tabs)
         self._poll = QTimer(self)
         self._poll.setInterval(100)
         self._poll.timeout.connect(self._show_progress)
         room = self.screen().availableGeometry()  # (a small screen: the dialog within it, not past its edge)
         self.resize(min(980, room.width()), min(760, room.height()))
+
+    def _tab_shown(self, _index: int) -> None:
+        self.speculation.describe_model()  # (the model loaded for chat may have changed)
+        self.serving.describe_target()
 
     def _chart(self, title: str, name: str) -> tuple[QChart, QChartView]:
         chart = QChart()
@@ -283,6 +294,7 @@ class BenchmarkDialog(QDialog):
     def reject(self) -> None:  # Qt override: Esc hides the dialog without a close event
         self._stop_work()
         self.speculation.stop()
+        self.serving.stop()
         super().reject()
 
     def _show_progress(self) -> None:
@@ -391,6 +403,7 @@ class BenchmarkDialog(QDialog):
         self._stop_work()
         self.tasks.shutdown()  # joins the worker, which the stop above lets go at once
         self.speculation.shutdown()
+        self.serving.shutdown()
         self._poll.stop()
         self.running = False
         super().closeEvent(event)

@@ -1,0 +1,656 @@
+"""The benchmark lab's "Serving" tab: the serving lab (engine/bench/serving/, `ember-chat bench serve`)
+in the window — how many users a served model keeps within a latency objective.
+
+The target is the model loaded for chat, a saved connection or a URL typed here. The model loaded for
+chat is served, for the run's length, by a temporary Ember API server of this window's engine on a free
+loopback port with a key of its own (the window's Local API server, if it runs, is left as it is: type
+its URL to load-test it instead). The load reaches the engine only through HTTP, as any client's
+would, so the figures include Ember's HTTP layer and chat messages sent meanwhile wait their turn
+like any other request. The sweep runs on a thread of its own with progress per load; Cancel keeps
+the loads that ran. The plain answer comes first, then a row per load and a plot of TTFT p95 against
+output tokens/s; copied, exported (JSON: the sweep's dict, CSV: a row per load) and kept in the data
+folder's benchmarks/ as serving-*.json."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import secrets
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from PySide6.QtCharts import QChart, QChartView, QLineSeries, QScatterSeries, QValueAxis
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QFont, QGuiApplication, QPainter, QPalette, QPen
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QApplication,
+    QComboBox,
+    QDoubleSpinBox,
+    QFileDialog,
+    QGridLayout,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QLineEdit,
+    QProgressBar,
+    QPushButton,
+    QSpinBox,
+    QSplitter,
+    QTableWidget,
+    QTableWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
+
+from ember_chat.app.engine_link.tasks import TaskRunner
+from ember_chat.engine.bench.lab import write_run
+from ember_chat.engine.bench.serving.load import LoadPlan
+from ember_chat.engine.bench.serving.report import sweep
+from ember_chat.engine.bench.serving.summary import Slo
+from ember_chat.engine.bench.serving.targets import LOOPBACK, ServingTarget, connection_target, served_model, url_target
+from ember_chat.engine.bench.serving.workload import SHAPES, workload_for
+from ember_chat.engine.errors import EmberError
+from ember_chat.engine.inference.service.engine import EngineService
+from ember_chat.engine.storage.connections import ConnectionStore
+
+Progress = tuple[int, int, str, int, int | None]  # (load index, loads, its label, requests done, of)
+LOCAL, CONNECTION, URL = "local", "connection", "url"
+WARMUP = 1  # requests sent before each load, not counted (the CLI's default)
+
+COLUMNS = ("Load", "TTFT p50 / p95 ms", "TPOT p50 / p95 ms", "ITL p95 ms", "E2E p95 ms", "Requests/s",
+           "Output tok/s", "Goodput req/s", "Within SLO", "Failed")  # fmt: skip
+
+
+def serve_window_model(service: EngineService) -> ServingTarget:
+    """The window's loaded model served by a temporary Ember API server on a free loopback port, with a
+    key of its own (no other program on this computer can use it meanwhile); closed with the target."""
+    from ember_chat.engine.serve.config import ServerConfig
+    from ember_chat.engine.serve.server import ApiServer
+
+    model = service.model
+    if model is None:
+        raise EmberError("No model is loaded for chat: load one first, or pick a connection or a URL.")
+    key = secrets.token_urlsafe(24)
+    server = ApiServer(service, ServerConfig(port=0, api_key=key))
+    server.start()
+    target = ServingTarget(
+        model.name, server.url, model.name, key, f"Ember (this window), {model.backend}", server.stop
+    )
+    try:
+        target.model, _ = served_model(server.url, key, None)
+    except BaseException:
+        target.close()
+        raise
+    return target
+
+
+def runs_csv(result: dict[str, Any]) -> str:
+    """A row per load: its figures (ms, per second) and failures, for a spreadsheet."""
+    out = io.StringIO()
+    writer = csv.writer(out)
+    head = ["load", "concurrency", "request_rate", "completed", "failed", "duration_s"]
+    dists = ("ttft_ms", "tpot_ms", "itl_ms", "e2el_ms")
+    head += [f"{d}_{s}" for d in dists for s in ("mean", "p50", "p90", "p95", "p99")]
+    rates = ("requests_per_s", "output_tokens_per_s", "total_tokens_per_s", "goodput_requests_per_s")
+    head += [*rates, "slo_attainment", "saturated", "cancelled", "failures"]
+    writer.writerow(head)
+    for r in result["runs"]:
+        row: list[object] = [
+            r["load"],
+            r["concurrency"],
+            r["request_rate"],
+            r["completed"],
+            r["failed"],
+            r["duration_s"],
+        ]
+        row += [r[d][s] for d in dists for s in ("mean", "p50", "p90", "p95", "p99")]
+        row += [r[k] for k in rates]
+        failures = "; ".join(f"{n}× {why}" for why, n in r["failures"].items())
+        row += [r["slo_attainment"], r["saturated"] or "", r["cancelled"], failures]
+        writer.writerow(["" if v is None else v for v in row])
+    return out.getvalue()
+
+
+def _ms(value: float | None) -> str:
+    return "—" if value is None else f"{value:,.0f}"
+
+
+class ServingPanel(QWidget):
+    run_finished = Signal()  # a run ended: done, cancelled or failed (tests wait on this)
+
+    def __init__(
+        self,
+        service: EngineService | None,
+        connections: ConnectionStore,
+        data_dir: Path,
+        parent: QWidget | None = None,
+    ) -> None:
+        super().__init__(parent)
+        self.service = service
+        self.connections = connections
+        self.data_dir = data_dir
+        self.result: dict[str, Any] | None = None
+        self.saved: Path | None = None
+        self.running = False
+        self.workload_file: Path | None = None
+        self.tasks = TaskRunner(self, workers=1)
+        self._cancel = threading.Event()
+
+        self.about = QLabel(
+            self.tr(
+                "Streamed chat requests sent to a server as people would send them, at each load in turn, after "
+                "a warm-up request: how many users it keeps within the latency objective, as "
+                "ember-chat bench serve says."
+            )
+        )
+        self.about.setWordWrap(True)
+
+        self.target = QComboBox()
+        self.target.setAccessibleName(self.tr("Target"))
+        self.target.setToolTip(self.tr("The server to load-test"))
+        self.target.addItem(self.tr("The model loaded for chat"), LOCAL)
+        for c in connections.list():
+            self.target.addItem(self.tr("Connection: {name}").format(name=c.name), f"{CONNECTION}:{c.name}")
+        self.target.addItem(self.tr("A server's URL"), URL)
+        self.url = QLineEdit()
+        self.url.setPlaceholderText("http://127.0.0.1:8080/v1")
+        self.url.setAccessibleName(self.tr("Server URL"))
+        self.url.setToolTip(
+            self.tr("An OpenAI-compatible server: llama-server, vLLM, SGLang, Ollama, LM Studio, Ember")
+        )
+        self.contacts = QLabel()  # what will be contacted, said before Run
+        self.contacts.setWordWrap(True)
+        self.contacts.setAccessibleName(self.tr("What the run contacts"))
+        self.contacts.setForegroundRole(QPalette.ColorRole.PlaceholderText)
+        self.target.currentIndexChanged.connect(lambda _i: self.describe_target())
+        self.url.textChanged.connect(lambda _t: self.describe_target())
+
+        self.workload = QComboBox()
+        self.workload.setAccessibleName(self.tr("Workload"))
+        self.workload_names = {
+            "chat": self.tr("Chat (~120-word prompts, ~160-token answers)"),
+            "short": self.tr("Short (quick questions and answers)"),
+            "document": self.tr("Document (~1,200-word prompts)"),
+        }
+        for key in SHAPES:
+            self.workload.addItem(self.workload_names.get(key, key), key)
+        self.workload.addItem(self.tr("A ShareGPT file…"), "file")
+        self.workload.setToolTip(self.tr("What each request asks; a ShareGPT .json file: its first human turns"))
+        self.workload.activated.connect(self._workload_picked)
+        self.loads_kind = QComboBox()
+        self.loads_kind.setAccessibleName(self.tr("Load kind"))
+        self.loads_kind.addItem(self.tr("Users at once"), "concurrency")
+        self.loads_kind.addItem(self.tr("Requests/s"), "rate")
+        self.loads_kind.setToolTip(
+            self.tr(
+                "Users at once: each sends its next request when its answer ended (closed loop). Requests/s: "
+                "Poisson arrivals, each sent on time however slow the server is (open loop)."
+            )
+        )
+        self.loads = QLineEdit("1,2,4")
+        self.loads.setAccessibleName(self.tr("Loads"))
+        self.loads.setToolTip(self.tr("One load per value, comma-separated, run in turn"))
+        self.requests = QSpinBox()
+        self.requests.setRange(1, 10_000)
+        self.requests.setValue(16)
+        self.requests.setAccessibleName(self.tr("Requests per load"))
+        self.requests.setToolTip(self.tr("Requests measured at each load (after one warm-up request)"))
+        self.ttft = self._limit(self.tr("TTFT ≤"), 1.0, " s", 0.01, 600.0, 2)
+        self.tpot = self._limit(self.tr("TPOT ≤"), 100.0, " ms", 1.0, 60_000.0, 0)
+        self.e2e = self._limit(self.tr("E2E ≤"), 60.0, " s", 0.1, 3600.0, 1)
+        self.ttft.setToolTip(self.tr("Time to the first token"))
+        self.tpot.setToolTip(self.tr("Time per output token after the first (100 ms: 10 tokens/s)"))
+        self.e2e.setToolTip(self.tr("The whole answer's time"))
+
+        grid = QGridLayout()
+        grid.addWidget(self._buddy(self.tr("Target"), self.target), 0, 0)
+        target_row = QHBoxLayout()
+        target_row.addWidget(self.target)
+        target_row.addWidget(self.url, 1)
+        grid.addLayout(target_row, 0, 1, 1, 5)
+        grid.addWidget(self.contacts, 1, 1, 1, 5)
+        grid.addWidget(self._buddy(self.tr("Workload"), self.workload), 2, 0)
+        grid.addWidget(self.workload, 2, 1)
+        grid.addWidget(self.loads_kind, 2, 2)
+        grid.addWidget(self.loads, 2, 3)
+        grid.addWidget(self._buddy(self.tr("Requests per load"), self.requests), 2, 4)
+        grid.addWidget(self.requests, 2, 5)
+        objective = QHBoxLayout()
+        for spin in (self.ttft, self.tpot, self.e2e):
+            objective.addWidget(self._buddy(spin.accessibleName(), spin))
+            objective.addWidget(spin)
+            objective.addSpacing(8)
+        objective.addStretch(1)
+        grid.addWidget(self._buddy(self.tr("Objective"), self.ttft), 3, 0)
+        grid.addLayout(objective, 3, 1, 1, 5)
+        grid.setColumnStretch(1, 2)
+        grid.setColumnStretch(3, 1)
+
+        self.run_button = QPushButton(self.tr("Run"))
+        self.run_button.setAccessibleName(self.tr("Run the serving benchmark"))
+        self.run_button.setToolTip(self.tr("Send the workload at each load in turn"))
+        self.run_button.clicked.connect(self.start)
+        self.cancel_button = QPushButton(self.tr("Cancel"))
+        self.cancel_button.setAccessibleName(self.tr("Cancel the serving benchmark"))
+        self.cancel_button.setToolTip(self.tr("Send nothing more; the requests in flight end, the loads run are kept"))
+        self.cancel_button.setEnabled(False)
+        self.cancel_button.clicked.connect(self.cancel)
+        self.progress = QProgressBar()
+        self.progress.setAccessibleName(self.tr("Serving benchmark progress"))
+        buttons = QHBoxLayout()
+        buttons.addWidget(self.run_button)
+        buttons.addWidget(self.cancel_button)
+        buttons.addWidget(self.progress, 1)
+        self.status = QLabel(self.tr("No results yet: pick the target and the loads, then press Run."))
+        self.status.setWordWrap(True)
+
+        self.answer = QLabel()  # the plain answer, first and large
+        self.answer.setWordWrap(True)
+        self.answer.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.answer.setAccessibleName(self.tr("The answer"))
+        big = QFont(QApplication.font())
+        big.setPointSizeF(big.pointSizeF() * 1.25)
+        self.answer.setFont(big)
+        self.answer.hide()
+
+        self.table = QTableWidget(0, len(COLUMNS))
+        self.table.setHorizontalHeaderLabels([self.tr(c) for c in COLUMNS])
+        self.table.horizontalHeaderItem(COLUMNS.index("Goodput req/s")).setToolTip(
+            self.tr("Requests per second that met the objective")
+        )
+        self.table.horizontalHeaderItem(COLUMNS.index("Within SLO")).setToolTip(
+            self.tr("The share of requests that met the objective (a load is served at 95 %)")
+        )
+        self.table.horizontalHeaderItem(COLUMNS.index("Failed")).setToolTip(self.tr("Point at a count for the reasons"))
+        self.table.setAccessibleName(self.tr("Serving figures"))
+        self.table.setAccessibleDescription(self.tr("One row per load"))
+        self.table.verticalHeader().hide()
+        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.table.setAlternatingRowColors(True)
+        self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        self.table.horizontalHeader().setStretchLastSection(True)
+        self.failures = QLabel()  # each failure's reason, under the table (the tooltips say it too)
+        self.failures.setWordWrap(True)
+        self.failures.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.failures.setAccessibleName(self.tr("Failed requests"))
+        self.failures.hide()
+
+        self.chart = QChart()
+        self.chart.setTitle(self.tr("TTFT p95 against output tokens/s, per load"))
+        self.chart_view = QChartView(self.chart)
+        self.chart_view.setRenderHint(QPainter.RenderHint.Antialiasing)
+        self.chart_view.setMinimumHeight(170)
+        self.chart_view.setAccessibleName(self.tr("Latency against throughput chart"))
+        self.chart_view.setAccessibleDescription(self.tr("One point per load; the table above has the figures"))
+        figures = QWidget()
+        figures_layout = QVBoxLayout(figures)
+        figures_layout.setContentsMargins(0, 0, 0, 0)
+        figures_layout.addWidget(self.table, 1)
+        figures_layout.addWidget(self.failures)
+        self.split = QSplitter(Qt.Orientation.Vertical)
+        self.split.addWidget(figures)
+        self.split.addWidget(self.chart_view)
+        self.split.setChildrenCollapsible(False)
+
+        self.copy_button = QPushButton(self.tr("Copy"))
+        self.copy_button.setAccessibleName(self.tr("Copy the answer and the figures"))
+        self.copy_button.setToolTip(self.tr("Copy the answer and the table as text (tab-separated)"))
+        self.copy_button.clicked.connect(self.copy)
+        self.export_csv = QPushButton(self.tr("Export CSV…"))
+        self.export_json = QPushButton(self.tr("Export JSON…"))
+        for b, kind in ((self.export_csv, "csv"), (self.export_json, "json")):
+            b.setAccessibleName(b.text().rstrip("…"))
+            b.setToolTip(self.tr("Save the figures, the objective and what was measured"))
+            b.clicked.connect(lambda _=False, k=kind: self.export_dialog(k))
+        for b in (self.copy_button, self.export_csv, self.export_json):
+            b.setEnabled(False)
+        exports = QHBoxLayout()
+        exports.addStretch(1)
+        exports.addWidget(self.copy_button)
+        exports.addWidget(self.export_csv)
+        exports.addWidget(self.export_json)
+
+        layout = QVBoxLayout(self)
+        layout.addWidget(self.about)
+        layout.addLayout(grid)
+        layout.addLayout(buttons)
+        layout.addWidget(self.status)
+        layout.addWidget(self.answer)
+        layout.addWidget(self.split, 1)
+        layout.addLayout(exports)
+        self.describe_target()
+
+    def _limit(self, name: str, value: float, suffix: str, low: float, high: float, decimals: int) -> QDoubleSpinBox:
+        spin = QDoubleSpinBox()
+        spin.setRange(low, high)
+        spin.setDecimals(decimals)
+        spin.setValue(value)
+        spin.setSuffix(suffix)
+        spin.setAccessibleName(name)
+        return spin
+
+    def _buddy(self, text: str, widget: QWidget) -> QLabel:
+        label = QLabel(text)
+        label.setBuddy(widget)
+        return label
+
+    # ----- the target
+    def target_kind(self) -> tuple[str, str]:
+        """(local, connection or url; the connection's name)"""
+        kind, _, name = str(self.target.currentData()).partition(":")
+        return kind, name
+
+    def describe_target(self) -> None:
+        """Say what the run will contact (the model loaded for chat may change while the lab is open:
+        called when the tab is shown and at Run)."""
+        kind, name = self.target_kind()
+        self.url.setVisible(kind == URL)
+        ready = True
+        if kind == LOCAL:
+            model = self.service.model if self.service is not None else None
+            if self.service is None:
+                text, ready = self.tr("The model loaded for chat is measured in the window only."), False
+            elif model is None:
+                text, ready = self.tr("Load a model for chat first, or pick a connection or a URL."), False
+            elif model.is_remote:
+                text = self.tr("{model} runs on {server}: pick its connection to load-test that server.").format(
+                    model=model.name, server=model.source
+                )
+                ready = False
+            else:
+                text = self.tr(
+                    "{model}, served by a temporary Ember API server of this window on 127.0.0.1 (a free port, "
+                    "a key of its own) for the run: the load goes through HTTP like any client's, and chat "
+                    "messages sent meanwhile wait their turn. To test the Local API server, type its URL."
+                ).format(model=model.name)
+        elif kind == CONNECTION:
+            found = next((c for c in self.connections.list() if c.name == name), None)
+            base = found.base_url if found is not None else "?"
+            text = self.tr("Contacts {url} ({where}), with the connection's key.").format(
+                url=base, where=self._where(base)
+            )
+        else:
+            url = self.url.text().strip()
+            if not url:
+                text, ready = self.tr("Type the server's address (its /v1 is added when missing)."), False
+            elif urlsplit(url).scheme not in ("http", "https") or not urlsplit(url).hostname:
+                text, ready = self.tr("A server's URL starts with http:// or https://."), False
+            else:
+                base = url.rstrip("/") if url.rstrip("/").endswith("/v1") else f"{url.rstrip('/')}/v1"
+                text = self.tr("Contacts {url} ({where}).").format(url=base, where=self._where(base))
+        self.contacts.setText(text)
+        self.run_button.setEnabled(not self.running and ready)
+
+    def _where(self, url: str) -> str:
+        if (urlsplit(url).hostname or "") in LOOPBACK:
+            return self.tr("this computer")
+        return self.tr("another computer: the figures include the network between")
+
+    def _workload_picked(self, _index: int) -> None:
+        if self.workload.currentData() != "file":
+            return
+        path, _ = QFileDialog.getOpenFileName(
+            self, self.tr("A ShareGPT workload"), "", self.tr("ShareGPT conversations (*.json)")
+        )
+        if path:
+            self.set_workload_file(Path(path))
+        elif self.workload_file is None:
+            self.workload.setCurrentIndex(0)
+
+    def set_workload_file(self, path: Path) -> None:
+        """The workload is this ShareGPT file (read at Run, on the worker: such files can be large)."""
+        self.workload_file = path
+        i = self.workload.findData("file")
+        self.workload.setItemText(i, self.tr("ShareGPT: {name}").format(name=path.name))
+        self.workload.setItemData(i, str(path), Qt.ItemDataRole.ToolTipRole)
+        self.workload.setCurrentIndex(i)
+
+    # ----- running
+    def plans(self) -> list[LoadPlan]:
+        """The loads as typed (EmberError naming what is wrong)."""
+        rate = self.loads_kind.currentData() == "rate"
+        try:
+            values = [float(x) if rate else int(x) for x in self.loads.text().split(",") if x.strip()]
+        except ValueError:
+            raise EmberError(self.tr("The loads are numbers separated by commas, e.g. 1,2,4.")) from None
+        if not values:
+            raise EmberError(self.tr("Give at least one load, e.g. 1,2,4."))
+        common = {"requests": self.requests.value(), "warmup": WARMUP}
+        if rate:
+            return [LoadPlan(rate=float(v), **common) for v in values]  # type: ignore[arg-type]
+        return [LoadPlan(concurrency=int(v), **common) for v in values]  # type: ignore[arg-type]
+
+    def slo(self) -> Slo:
+        return Slo(self.ttft.value() * 1000, self.tpot.value(), self.e2e.value() * 1000)
+
+    def start(self) -> None:
+        self.describe_target()
+        if not self.run_button.isEnabled():
+            return
+        try:
+            plans = self.plans()
+        except EmberError as exc:
+            self.status.setText(str(exc))
+            return
+        kind, name = self.target_kind()
+        url, slo, requests = self.url.text().strip(), self.slo(), self.requests.value()
+        shape = self.workload.currentData()
+        workload_name = str(self.workload_file) if shape == "file" and self.workload_file else shape
+        service, connections, folder = self.service, self.connections, self.data_dir / "benchmarks"
+        self._cancel.clear()
+        cancel = self._cancel
+        self.running = True
+        self.run_button.setEnabled(False)
+        self.cancel_button.setEnabled(True)
+        self.progress.setRange(0, len(plans) * requests)
+        self.progress.setValue(0)
+        self.status.setText(self.tr("Reaching the target…"))
+
+        def work(report: Callable[[Progress], None]) -> tuple[dict[str, Any], Path]:
+            workload = workload_for(workload_name, count=max(64, requests + WARMUP))
+            if kind == LOCAL:
+                assert service is not None
+                target = serve_window_model(service)
+            elif kind == CONNECTION:
+                target = connection_target(connections, name)
+            else:
+                target = url_target(url)
+            labels = [p.label for p in plans]
+            try:
+                started = time.time()
+                result = sweep(
+                    target,
+                    workload,
+                    plans,
+                    slo,
+                    cancel,
+                    lambda label, done, total: report((labels.index(label), len(plans), label, done, total)),
+                )
+            finally:
+                target.close()
+            if kind == LOCAL:  # (the temporary server's port means nothing later: say what it was)
+                result["context"]["target"] = "the model loaded for chat"
+            return result, write_run(result, started, folder, "serving")
+
+        self.tasks.run_reporting(work, self._show_progress, self._done, self._failed, cancel=self.stop, own_thread=True)
+
+    def cancel(self) -> None:
+        self.stop()
+        self.status.setText(self.tr("Cancelling: the requests in flight end, nothing more is sent…"))
+
+    def stop(self) -> None:
+        self._cancel.set()
+
+    def shutdown(self) -> None:
+        self.stop()
+        self.tasks.shutdown()
+        self.running = False
+
+    def _show_progress(self, progress: Progress) -> None:
+        index, loads, label, done, total = progress
+        per_load = total or self.requests.value()
+        self.progress.setValue(min(self.progress.maximum(), index * per_load + done))
+        if not self._cancel.is_set():
+            self.status.setText(
+                self.tr("Load {n} of {loads}, {label}: {done} of {total} requests…").format(
+                    n=index + 1, loads=loads, label=label, done=done, total=per_load
+                )
+            )
+
+    def _finish(self) -> None:
+        self.running = False
+        self.cancel_button.setEnabled(False)
+        self.describe_target()
+        self.run_finished.emit()
+
+    def _failed(self, message: str) -> None:
+        self.status.setText(self.tr("The run stopped: {message}").format(message=message))
+        self._finish()
+
+    def _done(self, outcome: tuple[dict[str, Any], Path]) -> None:
+        self.result, self.saved = outcome
+        cancelled = self._cancel.is_set()
+        if cancelled:
+            self.status.setText(
+                self.tr("Cancelled: the loads run are shown ({n}). Kept in {path}.").format(
+                    n=len(self.result["runs"]), path=self.saved
+                )
+            )
+        else:
+            self.status.setText(self.tr("Done. Kept in {path}.").format(path=self.saved))
+            self.progress.setValue(self.progress.maximum())
+        self.show_result(self.result)
+        for b in (self.copy_button, self.export_csv, self.export_json):
+            b.setEnabled(True)
+        self._finish()
+
+    # ----- the figures
+    def show_result(self, result: dict[str, Any]) -> None:
+        self.answer.setText(result["answer"])
+        self.answer.show()
+        self.table.setRowCount(0)
+        notes = []
+        for r in result["runs"]:
+            row = self.table.rowCount()
+            self.table.insertRow(row)
+            for c, text in enumerate(self.row_texts(r)):
+                item = QTableWidgetItem(text)
+                if c:
+                    item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+                self.table.setItem(row, c, item)
+            reasons = [self.tr("{n} failed: {why}").format(n=n, why=why) for why, n in r["failures"].items()]
+            if r["saturated"]:
+                reasons.append(self.tr("stopped: {why}").format(why=r["saturated"]))
+            if r["cancelled"]:
+                reasons.append(self.tr("cancelled during this load"))
+            if reasons:
+                self.table.item(row, COLUMNS.index("Failed")).setToolTip("\n".join(reasons))
+                notes.append(f"{r['load']} — " + "; ".join(reasons))
+        self.failures.setText("\n".join(notes))
+        self.failures.setVisible(bool(notes))
+        self.plot(result)
+
+    def row_texts(self, r: dict[str, Any]) -> list[str]:
+        attained = r["slo_attainment"]
+        return [
+            r["load"],
+            f"{_ms(r['ttft_ms']['p50'])} / {_ms(r['ttft_ms']['p95'])}",
+            f"{_ms(r['tpot_ms']['p50'])} / {_ms(r['tpot_ms']['p95'])}",
+            _ms(r["itl_ms"]["p95"]),
+            _ms(r["e2el_ms"]["p95"]),
+            f"{r['requests_per_s']:.2f}",
+            f"{r['output_tokens_per_s']:.1f}",
+            f"{r['goodput_requests_per_s']:.2f}",
+            "—" if attained is None else f"{attained:.0%}",
+            str(r["failed"]),
+        ]
+
+    def plot(self, result: dict[str, Any]) -> None:
+        """One point per load (named in the legend), joined in load order, and the TTFT objective."""
+        self.chart.removeAllSeries()
+        for axis in self.chart.axes():
+            self.chart.removeAxis(axis)
+        points = [
+            (r["load"], r["output_tokens_per_s"], r["ttft_ms"]["p95"])
+            for r in result["runs"]
+            if r["ttft_ms"]["p95"] is not None
+        ]
+        path = QLineSeries()
+        path.setName(self.tr("in load order"))
+        for _label, x, y in points:
+            path.append(x, y)
+        series: list[QLineSeries | QScatterSeries] = [path]
+        for label, x, y in points:
+            dot = QScatterSeries()
+            dot.setName(label)
+            dot.setMarkerSize(11)
+            dot.append(x, y)
+            series.append(dot)
+        limit = result["slo"]["ttft_ms"]
+        top_x = max([x for _l, x, _y in points] + [1.0]) * 1.15
+        top_y = max([y for _l, _x, y in points] + [limit or 0.0, 1.0]) * 1.15
+        if limit is not None:
+            objective = QLineSeries()
+            objective.setName(self.tr("TTFT objective"))
+            objective.append(0, limit)
+            objective.append(top_x, limit)
+            pen = QPen(objective.pen())
+            pen.setStyle(Qt.PenStyle.DashLine)
+            objective.setPen(pen)
+            series.append(objective)
+        for s in series:
+            self.chart.addSeries(s)
+        x, y = QValueAxis(), QValueAxis()
+        x.setRange(0, top_x)
+        x.setTitleText(self.tr("output tokens/s"))
+        y.setRange(0, top_y)
+        y.setTitleText(self.tr("TTFT p95 (ms)"))
+        small = QFont(QApplication.font())  # (as the speed charts: labels fit, and scale with the system font)
+        small.setPointSizeF(small.pointSizeF() * 0.8)
+        for axis in (x, y):
+            axis.setLabelFormat("%.0f")
+            axis.setLabelsFont(small)
+            axis.setTitleFont(small)
+            axis.setTickCount(5)
+            axis.applyNiceNumbers()
+        self.chart.addAxis(x, Qt.AlignmentFlag.AlignBottom)
+        self.chart.addAxis(y, Qt.AlignmentFlag.AlignLeft)
+        for s in series:
+            s.attachAxis(x)
+            s.attachAxis(y)
+        self.chart.legend().setFont(small)
+        self.chart.legend().setAlignment(Qt.AlignmentFlag.AlignRight)
+
+    def table_text(self) -> str:
+        """The answer, then the table as tab-separated text (failures' reasons after it)."""
+        assert self.result is not None
+        lines = [self.result["answer"], "", "\t".join(self.tr(c) for c in COLUMNS)]
+        lines += ["\t".join(self.row_texts(r)) for r in self.result["runs"]]
+        if self.failures.text():
+            lines += ["", self.failures.text()]
+        return "\n".join(lines) + "\n"
+
+    def copy(self) -> None:
+        if self.result is not None:
+            QGuiApplication.clipboard().setText(self.table_text())
+
+    # ----- export
+    def export_dialog(self, kind: str) -> None:
+        path, _ = QFileDialog.getSaveFileName(self, self.tr("Export the serving benchmark"), f"serving.{kind}")
+        if path:
+            self.export(Path(path), kind)
+
+    def export(self, path: Path, kind: str) -> None:
+        if self.result is None:
+            return
+        try:
+            text = runs_csv(self.result) if kind == "csv" else json.dumps(self.result, indent=2)
+            path.write_text(text, encoding="utf-8")
+        except OSError as exc:
+            self.status.setText(self.tr("Could not export to {path}: {reason}.").format(path=path, reason=exc))

@@ -1,0 +1,164 @@
+"""The benchmark lab's "Serving" tab (issue 32): a URL typed there (a scripted OpenAI-compatible server on
+127.0.0.1) load-tested at each concurrency, the plain answer first, a row per load with the failures'
+reasons, the plot, copy, export and the run kept in the data folder; a cancel mid-run keeps the loads
+that ran; a ShareGPT file that is not one says why; and the chat starter loaded in the window, served by a
+temporary Ember API server of the window, measured for real."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from PySide6.QtGui import QGuiApplication
+from pytestqt.qtbot import QtBot
+
+from ember_chat.app.lab.serving_panel import COLUMNS, ServingPanel
+from ember_chat.app.shell.main_window import MainWindow
+from ember_chat.engine.storage.connections import ConnectionStore
+from tests.helpers.sse_server import DONE, FakeOpenAI, chunk, usage_chunk
+from tests.helpers.window import LOAD_TIMEOUT
+
+
+@pytest.fixture
+def fake() -> FakeOpenAI:
+    with FakeOpenAI() as server:
+        yield server
+
+
+def tokens_stream(n: int) -> list[str]:
+    return [chunk("a", role="assistant"), *(chunk(" b") for _ in range(n - 1)), chunk(finish="length"),
+            usage_chunk(12, n), DONE]  # fmt: skip
+
+
+def panel_for(qtbot: QtBot, tmp_path: Path) -> ServingPanel:
+    panel = ServingPanel(None, ConnectionStore(tmp_path / "connections.json"), tmp_path / "data")
+    qtbot.addWidget(panel)
+    return panel
+
+
+def aim_at(panel: ServingPanel, url: str, loads: str, requests: int) -> None:
+    panel.target.setCurrentIndex(panel.target.findData("url"))
+    panel.url.setText(url)
+    panel.workload.setCurrentIndex(panel.workload.findData("short"))
+    panel.loads.setText(loads)
+    panel.requests.setValue(requests)
+
+
+def run(qtbot: QtBot, panel: ServingPanel, timeout_ms: int = 60_000) -> None:
+    with qtbot.waitSignal(panel.run_finished, timeout=timeout_ms):
+        panel.run_button.click()
+
+
+def test_a_url_is_load_tested_per_concurrency_with_the_failures_reasons(
+    qtbot: QtBot, tmp_path: Path, fake: FakeOpenAI
+) -> None:
+    panel = panel_for(qtbot, tmp_path)
+    assert not panel.run_button.isEnabled()  # (no model loaded, no service: nothing to run on)
+    aim_at(panel, f"http://127.0.0.1:{fake.port}", "1,2", 4)
+    assert panel.contacts.text() == f"Contacts {fake.base_url} (this computer)."
+    assert panel.run_button.isEnabled() and not panel.copy_button.isEnabled()
+    fake.stream(tokens_stream(4))
+    fake.fail(503, {"error": {"message": "busy"}}, times=2)  # (the warm-up and one counted request)
+    run(qtbot, panel)
+    assert panel.status.text().startswith("Done"), panel.status.text()
+    result = panel.result
+    assert result is not None and [r["load"] for r in result["runs"]] == ["concurrency 1", "concurrency 2"]
+    assert not panel.answer.isHidden() and panel.answer.text() == result["answer"]
+    assert result["answer"].startswith("test-model on ") and "serves 2 chats at once" in result["answer"]
+    table = panel.table
+    assert table.rowCount() == 2 and [table.item(r, 0).text() for r in range(2)] == ["concurrency 1", "concurrency 2"]
+    failed = table.item(0, COLUMNS.index("Failed"))
+    assert failed.text() == "1" and "1 failed: HTTP 503" in failed.toolTip() and "busy" in failed.toolTip()
+    assert "concurrency 1 — 1 failed: HTTP 503" in panel.failures.text()
+    assert table.item(1, COLUMNS.index("Failed")).text() == "0"
+    assert table.item(1, COLUMNS.index("Within SLO")).text() == "100%"
+    assert panel.progress.value() == panel.progress.maximum() == 8
+    assert len(panel.chart.series()) == 1 + 2 + 1  # the path, a point per load, the TTFT objective
+    # kept, copied, exported
+    [saved] = (tmp_path / "data" / "benchmarks").glob("serving-*.json")
+    assert json.loads(saved.read_text())["runs"] == result["runs"]
+    panel.copy_button.click()
+    copied = QGuiApplication.clipboard().text()
+    assert copied.startswith(result["answer"] + "\n\nLoad\tTTFT p50 / p95 ms") and "\nconcurrency 2\t" in copied
+    panel.export(tmp_path / "s.json", "json")
+    assert json.loads((tmp_path / "s.json").read_text()) == result
+    panel.export(tmp_path / "s.csv", "csv")
+    rows = list(csv.DictReader(io.StringIO((tmp_path / "s.csv").read_text())))
+    assert [r["load"] for r in rows] == ["concurrency 1", "concurrency 2"] and rows[0]["failed"] == "1"
+    assert "HTTP 503" in rows[0]["failures"]
+
+
+def test_another_computer_is_said_before_the_run_and_a_target_down_stops_it(qtbot: QtBot, tmp_path: Path) -> None:
+    from tests.helpers.peer_servers import free_port
+
+    panel = panel_for(qtbot, tmp_path)
+    aim_at(panel, "https://gpu-box.example:8000", "1", 1)
+    assert "https://gpu-box.example:8000/v1 (another computer: the figures include the network" in panel.contacts.text()
+    aim_at(panel, "ftp://127.0.0.1", "1", 1)
+    assert not panel.run_button.isEnabled() and "http://" in panel.contacts.text()
+    aim_at(panel, f"http://127.0.0.1:{free_port()}", "1", 1)
+    run(qtbot, panel)
+    assert panel.status.text().startswith("The run stopped: ") and "does not answer" in panel.status.text()
+    assert panel.result is None and panel.run_button.isEnabled()
+    panel.loads.setText("two")
+    panel.run_button.click()
+    assert panel.status.text() == "The loads are numbers separated by commas, e.g. 1,2,4."
+
+
+def test_a_cancel_mid_run_keeps_the_loads_that_ran(qtbot: QtBot, tmp_path: Path, fake: FakeOpenAI) -> None:
+    panel = panel_for(qtbot, tmp_path)
+    aim_at(panel, fake.base_url, "1,2,4", 3)
+    fake.stream(tokens_stream(2), pauses={0: 0.3})
+    with qtbot.waitSignal(panel.run_finished, timeout=60_000):
+        panel.run_button.click()
+        qtbot.waitUntil(lambda: panel.status.text().startswith("Load 2 of 3"), timeout=30_000)  # (a request done)
+        panel.cancel_button.click()
+    assert panel.status.text().startswith("Cancelled: the loads run are shown"), panel.status.text()
+    runs = panel.result["runs"]  # type: ignore[index]
+    assert [r["load"] for r in runs] == ["concurrency 1", "concurrency 2"]  # (concurrency 4 never sent)
+    assert runs[0]["completed"] == 3 and not runs[0]["cancelled"] and runs[1]["cancelled"]
+    assert panel.table.rowCount() == 2 and "cancelled during this load" in panel.failures.text()
+    assert panel.copy_button.isEnabled() and panel.run_button.isEnabled()
+    assert list((tmp_path / "data" / "benchmarks").glob("serving-*.json"))
+
+
+def test_a_sharegpt_file_that_is_not_one_says_why(qtbot: QtBot, tmp_path: Path, fake: FakeOpenAI) -> None:
+    panel = panel_for(qtbot, tmp_path)
+    aim_at(panel, fake.base_url, "1", 1)
+    bad = tmp_path / "mine.json"
+    bad.write_text('[{"id": 1}]')
+    panel.set_workload_file(bad)
+    assert panel.workload.currentText() == "ShareGPT: mine.json"
+    run(qtbot, panel)
+    assert panel.status.text() == 'The run stopped: The workload file mine.json: entry 0 has no "conversations" list.'
+    assert fake.generate_requests() == []
+
+
+def test_the_model_loaded_for_chat_is_served_and_measured(
+    qtbot: QtBot, make_window: Callable[..., MainWindow], chat_starter_model: Path
+) -> None:
+    """The chat starter, served by a temporary Ember API server of the window's engine: a real run."""
+    w = make_window()
+    w.models.open_benchmark()
+    panel: ServingPanel = w.models.benchmark.serving
+    assert "Load a model for chat first" in panel.contacts.text() and not panel.run_button.isEnabled()
+    with qtbot.waitSignal(w.model_state_changed, check_params_cb=lambda s: s == "ready", timeout=LOAD_TIMEOUT):
+        w.welcome.starter.click()
+    w.models.benchmark.tabs.setCurrentWidget(panel)  # (shown again: the loaded model is named)
+    assert "served by a temporary Ember API server of this window on 127.0.0.1" in panel.contacts.text()
+    panel.workload.setCurrentIndex(panel.workload.findData("short"))
+    panel.loads.setText("1")
+    panel.requests.setValue(2)
+    run(qtbot, panel, 180_000)
+    assert panel.status.text().startswith("Done"), panel.status.text()
+    result = panel.result
+    assert result is not None and result["context"]["target"] == "the model loaded for chat"
+    assert result["context"]["engine"].startswith("Ember (this window)") and "hardware" in result["context"]
+    [only] = result["runs"]
+    assert only["completed"] == 2 and only["failed"] == 0 and only["output_tokens_per_s"] > 0
+    assert only["ttft_ms"]["p50"] > 0 and only["tpot_ms"]["p50"] > 0
+    assert panel.answer.text() == result["answer"] and "1 chat at a time" in result["answer"]
