@@ -11,13 +11,17 @@ import csv
 import json
 import math
 import statistics
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from ember_chat.engine.bench.serving.load import LoadPlan, arrival_times
+from ember_chat.engine.bench.serving.machine import listening_pids, process_cpu_s
 from ember_chat.engine.bench.serving.report import plain_answer, sweep
-from ember_chat.engine.bench.serving.summary import Slo, parse_slo
+from ember_chat.engine.bench.serving.summary import Slo, over_repeats, parse_slo, t_interval
 from ember_chat.engine.bench.serving.targets import url_target
 from ember_chat.engine.bench.serving.workload import sharegpt, synthetic
 from ember_chat.engine.errors import EmberError
@@ -219,3 +223,58 @@ def test_runs_export_in_vllm_s_save_result_shape_and_as_csv_rows(fake: FakeOpenA
     rows = list(csv.DictReader((tmp_path / "r.csv").read_text().splitlines()))
     assert [row["max_concurrency"] for row in rows] == ["1", "2"]  # (one row per load)
     assert "ttfts" not in rows[0] and float(rows[1]["mean_ttft_ms"]) == pytest.approx(second["mean_ttft_ms"])
+
+
+def test_the_t_interval_and_the_repeats_median() -> None:
+    low, high = t_interval([1.0, 2.0, 3.0])
+    assert (low + high) / 2 == pytest.approx(2.0) and (high - low) / 2 == pytest.approx(4.303 / math.sqrt(3))
+    assert t_interval([5.0]) is None
+    runs = [{"load": "concurrency 1", "concurrency": 1, "ttft_ms": {"p95": v}, "saturated": s, "failures": f}
+            for v, s, f in ((100.0, None, {}), (300.0, "fell behind", {"HTTP 503": 1}), (200.0, None, {}))]  # fmt: skip
+    repeated = over_repeats(runs)
+    assert repeated["repeats"] == 3 and "t-interval" in repeated["method"]
+    assert repeated["median"]["ttft_ms"]["p95"] == 200.0 and repeated["median"]["concurrency"] == 1
+    assert repeated["median"]["saturated"] == "fell behind"  # (said in one repeat: said)
+    assert repeated["interval95"]["ttft_ms"]["p95"] == pytest.approx([200 - 4.303 * 100 / math.sqrt(3),
+                                                                      200 + 4.303 * 100 / math.sqrt(3)])  # fmt: skip
+    assert "load" not in repeated["interval95"] and repeated["interval95"]["concurrency"] == [1.0, 1.0]
+
+
+def test_the_server_listening_on_a_loopback_port_is_found() -> None:
+    port = free_port()
+    server = subprocess.Popen([sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    try:
+        deadline = time.monotonic() + 20
+        while not listening_pids(port) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert listening_pids(port) == [server.pid]
+        assert process_cpu_s(server.pid) >= 0
+    finally:
+        server.kill()
+        server.wait()
+
+
+def test_repeats_give_medians_and_intervals_and_a_busy_machine_is_said(fake: FakeOpenAI, tmp_path: Path) -> None:
+    """A program spinning on one core of this machine during the runs: the result and the plain answer say
+    that other programs used a share of the CPU (this process's and the server's own time are not counted)."""
+    fake.stream(tokens_stream(4), pauses={0: 0.3})
+    burner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        out = cli("bench", "serve", "--target", fake.base_url, "--concurrency", "1", "--requests", "2", "--warmup",
+                  "0", "--workload", "short", "--repeats", "3", "--json", data_dir=tmp_path)  # fmt: skip
+    finally:
+        burner.kill()
+        burner.wait()
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout)
+    assert [r["repeat"] for r in result["runs"]] == [1, 2, 3]
+    [load] = result["loads"]
+    assert load["repeats"] == 3 and "t-interval" in load["method"]
+    ttfts = sorted(r["ttft_ms"]["p95"] for r in result["runs"])
+    assert load["median"]["ttft_ms"]["p95"] == ttfts[1]
+    low, high = load["interval95"]["ttft_ms"]["p95"]
+    assert low <= statistics.fmean(ttfts) <= high
+    assert all(r["busy_cpu_share"] >= 0.25 for r in result["runs"])  # (1 core of this machine's spun)
+    assert load["median"]["busy"].startswith("busy: ") and "used by other programs during this load" in result["answer"]
+    assert "Medians of 3 repeats" in result["answer"] or "did not meet" in result["answer"]

@@ -42,6 +42,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     serve.add_argument("--warmup", type=int, default=1, help="requests sent first and not counted (default 1)")
     serve.add_argument("--slo", default="ttft=1s,tpot=100ms,e2el=60s", help="the latency objective")
     serve.add_argument("--seed", type=int, default=0, help="the workload's and the arrivals' seed")
+    serve.add_argument(
+        "--repeats", type=int, default=1, help="run each load this many times: medians and 95 %% intervals"
+    )
     serve.add_argument("--json", action="store_true", help="print the result as one JSON object")
     serve.add_argument("--save-result", type=Path, help="also write the JSON result to this file")
     serve.add_argument(
@@ -71,6 +74,8 @@ def run(args: argparse.Namespace) -> int:
     from ember_chat.engine.bench.serving.workload import workload_for
 
     slo = parse_slo(args.slo)
+    if args.repeats < 1:
+        raise EmberError("--repeats must be 1 or more.")
     requests = args.requests if args.requests is not None or args.duration is not None else 16
     common = {"requests": requests, "duration_s": args.duration, "warmup": args.warmup, "seed": args.seed}
     if args.rate is not None:
@@ -84,7 +89,9 @@ def run(args: argparse.Namespace) -> int:
     cancel = threading.Event()
     load_runs: list[LoadRun] = []
     try:
-        result = sweep(target, workload, plans, slo, cancel, progress=_progress, load_runs=load_runs)
+        result = sweep(
+            target, workload, plans, slo, cancel, progress=_progress, load_runs=load_runs, repeats=args.repeats
+        )
     except KeyboardInterrupt:
         cancel.set()
         raise
@@ -113,15 +120,36 @@ def run(args: argparse.Namespace) -> int:
         ttft = f"{_ms(r['ttft_ms']['p50'])}/{_ms(r['ttft_ms']['p95'])}"
         tpot = f"{_ms(r['tpot_ms']['p50'])}/{_ms(r['tpot_ms']['p95'])}"
         slo_share = "—" if r["slo_attainment"] is None else f"{r['slo_attainment']:.0%}"
+        label = r["load"] if args.repeats == 1 else f"{r['load']} #{r['repeat']}"
         print(
-            f"{r['load']:<24} {r['completed']:>5} {r['failed']:>5} {ttft:>17} {tpot:>17} "
+            f"{label:<24} {r['completed']:>5} {r['failed']:>5} {ttft:>17} {tpot:>17} "
             f"{r['output_tokens_per_s']:>8.1f} {slo_share:>6}"
         )
         for reason, count in r["failures"].items():
             print(f"    {count} failed: {reason}")
         if r["saturated"]:
             print(f"    saturated: {r['saturated']}")
+        if r["busy"]:
+            print(f"    {r['busy']}")
+    if args.repeats > 1:
+        print()
+        for load in result["loads"]:
+            print(f"{load['load']}, median of {load['repeats']} repeats (95 % t-interval of the mean):")
+            for name, (key, sub) in _REPEATED.items():
+                value, bounds = load["median"][key], load["interval95"].get(key)
+                value, bounds = (value[sub], (bounds or {}).get(sub)) if sub else (value, bounds)
+                around = "" if bounds is None else f" ({bounds[0]:.1f}–{bounds[1]:.1f})"
+                print(f"    {name:<18} {_ms(value) if sub else f'{value:.1f}'}{around}")
     return 0
+
+
+_REPEATED = {  # the figures said per load with --repeats: (key, sub-key of a distribution)
+    "TTFT p95 ms": ("ttft_ms", "p95"),
+    "TPOT p95 ms": ("tpot_ms", "p95"),
+    "ITL p99 ms": ("itl_ms", "p99"),
+    "output tok/s": ("output_tokens_per_s", None),
+    "goodput req/s": ("goodput_requests_per_s", None),
+}
 
 
 def _ms(value: float | None) -> str:

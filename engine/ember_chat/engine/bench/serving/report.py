@@ -7,12 +7,14 @@ import datetime
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx2
 
 from ember_chat.engine.bench.serving.client import RequestResult, stream_chat
 from ember_chat.engine.bench.serving.load import LoadPlan, LoadRun, run_load
-from ember_chat.engine.bench.serving.summary import Slo, summarize
+from ember_chat.engine.bench.serving.machine import CpuMeter, busy_note, listening_pids
+from ember_chat.engine.bench.serving.summary import Slo, over_repeats, summarize
 from ember_chat.engine.bench.serving.targets import ServingTarget
 from ember_chat.engine.bench.serving.workload import RequestSpec, Workload
 
@@ -28,26 +30,45 @@ def sweep(
     progress: Callable[[str, int, int | None], None] | None = None,
     read_timeout_s: float = 120.0,
     load_runs: list[LoadRun] | None = None,
+    repeats: int = 1,
 ) -> dict[str, Any]:
-    """Each plan run in turn against `target` (a cancel keeps what ran); the result with its context.
-    `load_runs`, when given, receives each run with its requests (export.vllm_result needs them)."""
+    """Each plan run `repeats` times in turn against `target` (a cancel keeps what ran); the result with
+    its context: `runs` (every run), `loads` (each plan's repeats as one: medians and 95 % intervals).
+    `load_runs`, when given, receives each run with its requests (export.vllm_result needs them). For a
+    target on this machine each run says how much of the CPU other programs used meanwhile."""
     cancel = cancel or threading.Event()
     limits = httpx2.Limits(max_connections=max(p.concurrency or p.max_in_flight for p in plans) + 4)
     timeout = httpx2.Timeout(connect=10.0, read=read_timeout_s, write=30.0, pool=None)
     runs: list[dict[str, Any]] = []
+    loads: list[dict[str, Any]] = []
+    port = urlsplit(target.base_url).port
+    server_pids = tuple(listening_pids(port)) if target.on_this_machine and port else ()
     with httpx2.Client(limits=limits, timeout=timeout) as client:
 
         def send(spec: RequestSpec, result: RequestResult, start: float) -> RequestResult:
             return stream_chat(client, target.base_url, target.model, spec, result, start, target.api_key)
 
         for plan in plans:
-            if cancel.is_set():
-                break
-            tell = (lambda d, t, label=plan.label: progress(label, d, t)) if progress is not None else None
-            run = run_load(send, workload, plan, cancel, tell)
-            runs.append(summarize(run, slo))
-            if load_runs is not None:
-                load_runs.append(run)
+            repeated: list[dict[str, Any]] = []
+            for k in range(repeats):
+                if cancel.is_set():
+                    break
+                label = plan.label if repeats == 1 else f"{plan.label}, repeat {k + 1} of {repeats}"
+                tell = (lambda d, t, label=label: progress(label, d, t)) if progress is not None else None
+                meter = CpuMeter(server_pids).start() if target.on_this_machine else None
+                run = run_load(send, workload, plan, cancel, tell)
+                summary = summarize(run, slo)
+                share = meter.others_share() if meter is not None else None
+                summary.update(repeat=k + 1, busy_cpu_share=share, busy=busy_note(share))
+                repeated.append(summary)
+                if load_runs is not None:
+                    load_runs.append(run)
+            if repeated:
+                load = {"load": plan.label, **over_repeats(repeated)}
+                shares = [r["busy_cpu_share"] for r in repeated if r["busy_cpu_share"] is not None]
+                load["median"]["busy"] = busy_note(max(shares, default=None))  # (busy in any repeat: said)
+                loads.append(load)
+            runs.extend(repeated)
     context = {
         **target.context(),
         "workload": workload.name,
@@ -57,8 +78,9 @@ def sweep(
     return {
         "context": context,
         "slo": {"ttft_ms": slo.ttft_ms, "tpot_ms": slo.tpot_ms, "e2el_ms": slo.e2el_ms},
-        "answer": plain_answer(context, runs, slo),
+        "answer": plain_answer(context, [load["median"] for load in loads], slo, loads),
         "runs": runs,
+        "loads": loads,
     }
 
 
@@ -67,28 +89,47 @@ def _served(run: dict[str, Any]) -> bool:
     return attained is not None and attained >= ATTAINMENT and not run["saturated"] and run["completed"] > 0
 
 
-def plain_answer(context: dict[str, Any], runs: list[dict[str, Any]], slo: Slo) -> str:
+def plain_answer(
+    context: dict[str, Any], runs: list[dict[str, Any]], slo: Slo, loads: list[dict[str, Any]] | None = None
+) -> str:
     """e.g. 'gemma-3-270m on Intel Xeon … (2 logical cores) serves 3 chats at once within the objective
     (TTFT ≤ 1000 ms, TPOT ≤ 100 ms, E2E ≤ 60000 ms) for 95 % of requests: first tokens within 0.84 s
-    (p95) and ≥ 14.2 tokens/s each.'"""
+    (p95) and ≥ 14.2 tokens/s each.' With `loads` (sweep's: `runs` are then their medians), the answer
+    names the repeats and the interval of the load it is about, and each load the machine was busy for."""
     where = context.get("hardware") or context.get("base_url")
     who = f"{context.get('model')} on {where}"
     if not runs:
         return f"{who}: nothing was measured (the run was cancelled before its first load)."
     served = [r for r in runs if _served(r)]
     if not served:
-        first = runs[0]
-        return (
+        chosen = runs[0]
+        answer = (
             f"{who} did not meet the objective ({slo.describe()}) for 95 % of requests even at "
-            f"{_load_words(first)}: {_figures(first)}."
+            f"{_load_words(chosen)}: {_figures(chosen)}."
         )
-    load = lambda r: (r["concurrency"] or 0, r["request_rate"] or 0.0)  # noqa: E731
-    best = max(served, key=load)
-    most = " (the most tried: try more)" if load(best) == max(load(r) for r in runs) else ""
-    return (
-        f"{who} serves {_load_words(best)}{most} within the objective ({slo.describe()}) for 95 % of "
-        f"requests: {_figures(best)}."
-    )
+    else:
+        load = lambda r: (r["concurrency"] or 0, r["request_rate"] or 0.0)  # noqa: E731
+        chosen = max(served, key=load)
+        most = " (the most tried: try more)" if load(chosen) == max(load(r) for r in runs) else ""
+        answer = (
+            f"{who} serves {_load_words(chosen)}{most} within the objective ({slo.describe()}) for 95 % of "
+            f"requests: {_figures(chosen)}."
+        )
+    for r, repeated in zip(runs, loads or (), strict=False):
+        if r is chosen and repeated["repeats"] > 1:
+            answer += f" {_repeats_words(repeated)}"
+    for r in runs:
+        if r.get("busy"):
+            answer += f" {r['load'][0].upper()}{r['load'][1:]} — {r['busy']}."
+    return answer
+
+
+def _repeats_words(repeated: dict[str, Any]) -> str:
+    words = f"Medians of {repeated['repeats']} repeats"
+    bounds = repeated["interval95"].get("ttft_ms", {}).get("p95")
+    if bounds is not None:
+        words += f"; p95 TTFT {bounds[0] / 1000:.2f}–{bounds[1] / 1000:.2f} s (95 % t-interval over the repeats)"
+    return words + "."
 
 
 def _load_words(run: dict[str, Any]) -> str:

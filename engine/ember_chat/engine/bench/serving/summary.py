@@ -128,3 +128,53 @@ def summarize(run: LoadRun, slo: Slo) -> dict[str, Any]:
         "slo_attainment": met / len(run.results) if run.results else None,
         "send_lateness_ms": distribution(late),
     }
+
+
+# Student's t, two-sided 95 %, by degrees of freedom 1…30 (no scipy in the engine's dependencies)
+_T95 = (
+    *(12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228),
+    *(2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086),
+    *(2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042),
+)
+INTERVAL_METHOD = "Student t-interval (95 %) of the mean over the repeats; the figure is the repeats' median"
+
+
+def t_interval(values: list[float]) -> tuple[float, float] | None:
+    """The 95 % t-interval of the mean of `values` (None under 2 values)."""
+    n = len(values)
+    if n < 2:
+        return None
+    t = _T95[n - 2] if n - 1 <= len(_T95) else 1.96 + 2.5 / (n - 1)  # (within 0.002 of t past 30)
+    mean, half = statistics.fmean(values), t * statistics.stdev(values) / n**0.5
+    return mean - half, mean + half
+
+
+def over_repeats(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The repeats of one load as one: every figure's median over the repeats (`median`, shaped like one
+    run's summary) and its 95 % interval (`interval95`: [low, high] where the figure is a number)."""
+
+    def number(v: object) -> bool:
+        return isinstance(v, int | float) and not isinstance(v, bool)
+
+    def medians(items: list[Any]) -> Any:
+        first = items[0]
+        if isinstance(first, dict):
+            keys = dict.fromkeys(k for item in items for k in item)
+            return {k: medians([item.get(k) for item in items]) for k in keys}
+        if all(number(v) for v in items):
+            return first if len(set(items)) == 1 else statistics.median(items)  # (2 users stay 2, not 2.0)
+        return next((v for v in items if v not in (None, {}, False)), first)  # (a saturation said once stays)
+
+    def intervals(items: list[Any]) -> Any:
+        first = items[0]
+        if isinstance(first, dict):
+            keys = dict.fromkeys(k for item in items for k in item)
+            found = {k: intervals([item.get(k) for item in items]) for k in keys}
+            return {k: v for k, v in found.items() if v is not None}
+        values = [v for v in items if number(v)]
+        if len(values) != len(items):
+            return None
+        bounds = t_interval([float(v) for v in values])
+        return None if bounds is None else [bounds[0], bounds[1]]
+
+    return {"repeats": len(runs), "median": medians(runs), "interval95": intervals(runs), "method": INTERVAL_METHOD}
