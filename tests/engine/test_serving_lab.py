@@ -18,12 +18,13 @@ from pathlib import Path
 
 import pytest
 
-from ember_chat.engine.bench.serving.load import LoadPlan, arrival_times
+from ember_chat.engine.bench.serving.client import RequestResult
+from ember_chat.engine.bench.serving.load import LoadPlan, LoadRun, arrival_times
 from ember_chat.engine.bench.serving.machine import listening_pids, process_cpu_s
-from ember_chat.engine.bench.serving.report import plain_answer, sweep
-from ember_chat.engine.bench.serving.summary import Slo, over_repeats, parse_slo, t_interval
+from ember_chat.engine.bench.serving.report import _landing_words, plain_answer, sweep
+from ember_chat.engine.bench.serving.summary import Slo, landing_stall, over_repeats, parse_slo, t_interval
 from ember_chat.engine.bench.serving.targets import url_target
-from ember_chat.engine.bench.serving.workload import sharegpt, synthetic
+from ember_chat.engine.bench.serving.workload import ChatSessions, sharegpt, synthetic, workload_for
 from ember_chat.engine.errors import EmberError
 from tests.helpers.cli import cli
 from tests.helpers.peer_servers import ember_server, free_port
@@ -278,3 +279,69 @@ def test_repeats_give_medians_and_intervals_and_a_busy_machine_is_said(fake: Fak
     assert all(r["busy_cpu_share"] >= 0.25 for r in result["runs"])  # (1 core of this machine's spun)
     assert load["median"]["busy"].startswith("busy: ") and "used by other programs during this load" in result["answer"]
     assert "Medians of 3 repeats" in result["answer"] or "did not meet" in result["answer"]
+
+
+def test_multiturn_users_each_keep_their_conversation_with_the_server_s_answers(fake: FakeOpenAI) -> None:
+    fake.stream(tokens_stream(4))
+    workload = workload_for("multiturn", seed=2)
+    [run] = sweep(url_target(fake.base_url), workload, [LoadPlan(concurrency=2, requests=6, warmup=0)], Slo())["runs"]
+    assert run["completed"] == 6
+    sent = [tuple((m["role"], m["content"]) for m in r.body["messages"]) for r in fake.generate_requests()]
+    assert sorted(len(m) for m in sent) == [1, 1, 3, 3, 5, 5]  # (2 users, 3 turns each)
+    for messages in sent:
+        if len(messages) > 1:  # the conversation so far, the server's answer included, then the new turn
+            assert messages[:-2] in sent and messages[-2] == ("assistant", "a b b b")
+            assert messages[-1][0] == "user" and messages[-1][1].startswith(messages[0][1].split(",")[0])
+    assert {m[0][1].split(",")[0] for m in sent} == {"Chat 0", "Chat 1"}
+
+
+def test_a_conversation_ends_after_its_turns_and_a_failed_turn_is_not_kept() -> None:
+    sessions = workload_for("multiturn")
+    assert isinstance(sessions, ChatSessions) and sessions.turns == 6
+    first = sessions.request(0)
+    sessions.done(0, None)  # (failed: the conversation goes on without that turn)
+    again = sessions.request(1)
+    assert len(again.messages) == 1 and again.messages[0][1].startswith("Chat 0, turn 1.")
+    assert again == first  # (drawn from the conversation and turn: the same turn asked again)
+    for i in range(1, 7):
+        sessions.done(i, "an answer")
+        if i < 6:
+            assert len(sessions.request(i + 1).messages) == 2 * i + 1
+    assert sessions.request(8).messages[0][1].startswith("Chat 1, turn 1.")  # (6 turns: a new conversation)
+
+
+def test_the_stall_a_landing_document_causes_is_the_others_itl_while_it_was_read() -> None:
+    def answered(sent: float, ttft: float, gaps: list[float]) -> RequestResult:
+        r = RequestResult(0, sent, sent, ok=True, ttft_s=ttft, e2el_s=ttft + sum(gaps), output_tokens=len(gaps) + 1)
+        r.itl_s = gaps
+        return r
+
+    # chunks every 50 ms, one gap of 900 ms that began while the document (sent at 1.0 s, first token at
+    # 1.8 s) was read; gaps that ended before 1.0 s are "before"
+    other = answered(0.0, 0.1, [0.05] * 17 + [0.9] + [0.05] * 4)  # (chunks at 0.1 … 0.95, then 1.85, …)
+    run = LoadRun(LoadPlan(concurrency=1), [other], duration_s=3.0)
+    run.landing = RequestResult(-1, 1.0, 1.0, ok=True, ttft_s=0.8, e2el_s=1.0, output_tokens=4, prompt_tokens=1560)
+    stall = landing_stall(run)
+    assert stall is not None
+    assert stall["gaps_before"] == 17 and stall["itl_p99_before_ms"] == pytest.approx(50.0)
+    assert stall["gaps_during"] == 1 and stall["itl_p99_during_ms"] == pytest.approx(900.0)
+    assert stall["stall_ms"] == pytest.approx(850.0) and stall["ttft_ms"] == pytest.approx(800.0)
+    assert landing_stall(LoadRun(LoadPlan(concurrency=1))) is None
+    summary = {"load": "concurrency 1", "document": stall}
+    assert "ITL p99 went from 50 ms before to 900 ms while it was read" in _landing_words(summary)
+    assert "a 1,560-token document landing at 1.0 s" in _landing_words(summary)
+
+
+def test_a_document_landing_on_ember_s_server_stalls_the_others(chat_starter_model: Path, tmp_path: Path) -> None:
+    with ember_server(chat_starter_model, threads=1, n_ctx=2048, extra=("--parallel", "2")) as base_url:
+        out = cli("bench", "serve", "--target", base_url, "--concurrency", "1", "--requests", "2", "--warmup", "0",
+                  "--workload", "document-lands", "--json", data_dir=tmp_path)  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout)
+    [run] = result["runs"]
+    doc = run["document"]
+    assert run["completed"] == 2 and doc["ok"], doc
+    assert doc["prompt_tokens"] > 1000 and doc["gaps_before"] > 0 and doc["gaps_during"] > 0
+    assert doc["itl_p99_during_ms"] > doc["itl_p99_before_ms"]  # (its prefill held the other answer up)
+    assert "while it was read" in result["answer"]
+    print(doc)

@@ -35,7 +35,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     load.add_argument("--concurrency", default=None, help="users at once, comma-separated (default 1,2,4)")
     load.add_argument("--rate", default=None, help="requests per second, comma-separated (open loop)")
     serve.add_argument("--burstiness", type=float, default=1.0, help="arrival shape with --rate (1: Poisson)")
-    serve.add_argument("--workload", default="chat", help="chat, short, document, or a ShareGPT JSON file")
+    serve.add_argument(
+        "--workload", default="chat", help="chat, short, document, multiturn, document-lands, or a ShareGPT JSON file"
+    )
     ends = serve.add_mutually_exclusive_group()
     ends.add_argument("--requests", type=int, default=None, help="requests per load (default 16)")
     ends.add_argument("--duration", type=float, default=None, help="seconds per load")
@@ -129,6 +131,10 @@ def run(args: argparse.Namespace) -> int:
             print(f"    {count} failed: {reason}")
         if r["saturated"]:
             print(f"    saturated: {r['saturated']}")
+        if r["document"]:
+            doc = r["document"]
+            print(f"    document at {doc['sent_s']:.1f} s: the others' ITL p99 {_ms(doc['itl_p99_before_ms'])} ms "
+                  f"before, {_ms(doc['itl_p99_during_ms'])} ms while it was read")  # fmt: skip
         if r["busy"]:
             print(f"    {r['busy']}")
     if args.repeats > 1:

@@ -34,6 +34,7 @@ class RequestResult:
     output_tokens: int = 0
     prompt_tokens: int | None = None
     itl_s: list[float] = field(default_factory=list)
+    answer: str = ""  # the content streamed (a multi-turn workload sends it back as the assistant's turn)
     server: dict[str, Any] | None = None  # the server's own timings, as it gave them
 
     @property
@@ -65,6 +66,7 @@ def stream_chat(
     sent = time.perf_counter()
     result.sent_s = sent - start
     finished = False
+    parts: list[str] = []
     try:
         with client.stream(
             "POST", f"{base_url.rstrip('/')}/chat/completions", json=spec.body(model), headers=headers
@@ -92,7 +94,7 @@ def stream_chat(
                     result.error = f"the server said: {_snippet(json.dumps(event['error']))}"
                     return result
                 now = time.perf_counter()
-                if _has_content(event):
+                if _has_content(event, parts):
                     chunks += 1
                     if last is None:
                         result.ttft_s = now - sent
@@ -113,17 +115,23 @@ def stream_chat(
         result.error = "the answer had no content"
         return result
     result.e2el_s = time.perf_counter() - sent
+    result.answer = "".join(parts)
     result.output_tokens = result.output_tokens or chunks
     result.ok = True
     return result
 
 
-def _has_content(event: dict[str, Any]) -> bool:
+def _has_content(event: dict[str, Any], parts: list[str]) -> bool:
+    """Whether the event carries text (reasoning counts: it is generated tokens); its answer text is
+    added to `parts`."""
+    found = False
     for choice in event.get("choices") or ():
         delta = choice.get("delta") if isinstance(choice, dict) else None
         if isinstance(delta, dict) and (delta.get("content") or delta.get("reasoning_content")):
-            return True
-    return False
+            found = True
+            if isinstance(delta.get("content"), str):
+                parts.append(delta["content"])
+    return found
 
 
 def _read_usage(event: dict[str, Any], result: RequestResult) -> None:

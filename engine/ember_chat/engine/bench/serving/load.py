@@ -66,6 +66,8 @@ class LoadRun:
     duration_s: float = 0.0
     saturated: str | None = None  # why sending stopped early (the server fell behind)
     cancelled: bool = False
+    started: float = 0.0  # time.perf_counter() when the first request was due
+    landing: RequestResult | None = None  # the workload's mid-run request (a document landing), if sent
 
 
 def arrival_times(rate: float, burstiness: float, count: int, seed: int = 0) -> list[float]:
@@ -92,12 +94,25 @@ def run_load(
     for i in range(plan.warmup):
         if cancel.is_set():
             break
-        send(workload.request(i), RequestResult(-1 - i, 0.0), time.perf_counter())
+        warm = send(workload.request(i), RequestResult(-1 - i, 0.0), time.perf_counter())
+        workload.done(i, warm.answer if warm.ok else None)
     run = LoadRun(plan)
-    if plan.concurrency is not None:
-        _closed(send, workload, plan, run, cancel, progress)
-    else:
-        _open(send, workload, plan, run, cancel, progress)
+    ended = threading.Event()
+    lander = None
+    if workload.landing is not None:
+        lander = threading.Thread(
+            target=_land, args=(send, workload.landing, plan, run, cancel, ended), name="ember-load-landing"
+        )
+        lander.start()
+    try:
+        if plan.concurrency is not None:
+            _closed(send, workload, plan, run, cancel, progress)
+        else:
+            _open(send, workload, plan, run, cancel, progress)
+    finally:
+        ended.set()
+        if lander is not None:
+            lander.join()
     run.cancelled = cancel.is_set()
     run.results.sort(key=lambda r: r.index)
     return run
@@ -113,7 +128,7 @@ def _closed(
 ) -> None:
     lock = threading.Lock()
     taken = [0]
-    start = time.perf_counter()
+    start = run.started = time.perf_counter()
     end = start + plan.duration_s if plan.duration_s is not None else None
 
     def user() -> None:
@@ -127,6 +142,7 @@ def _closed(
                 taken[0] += 1
             now = time.perf_counter() - start
             result = send(workload.request(plan.warmup + index), RequestResult(index, now), start)
+            workload.done(plan.warmup + index, result.answer if result.ok else None)
             with lock:
                 run.results.append(result)
                 done = len(run.results)
@@ -157,6 +173,7 @@ def _open(
 
     def one(index: int, due: float, start: float) -> None:
         result = send(workload.request(plan.warmup + index), RequestResult(index, due), start)
+        workload.done(plan.warmup + index, result.answer if result.ok else None)
         with lock:
             run.results.append(result)
             in_flight[0] -= 1
@@ -164,7 +181,7 @@ def _open(
         if progress is not None:
             progress(done, plan.requests)
 
-    start = time.perf_counter()
+    start = run.started = time.perf_counter()
     with ThreadPoolExecutor(max_workers=plan.max_in_flight, thread_name_prefix="ember-load") as pool:
         for index, due in enumerate(times):
             if plan.duration_s is not None and due >= plan.duration_s:
@@ -181,3 +198,20 @@ def _open(
                 in_flight[0] += 1
             pool.submit(one, index, due, start)
     run.duration_s = time.perf_counter() - start
+
+
+def _land(
+    send: Send, spec: RequestSpec, plan: LoadPlan, run: LoadRun, cancel: threading.Event, ended: threading.Event
+) -> None:
+    """Send `spec` once mid-run — when half the run's requests are answered, or half its duration has
+    passed — while the others go on (a run over before then sends nothing)."""
+    half = max(1, (plan.requests or 0) // 2)
+    while not ended.is_set() and not cancel.is_set():
+        if run.started:
+            elapsed = time.perf_counter() - run.started
+            if (plan.requests is not None and len(run.results) >= half) or (
+                plan.duration_s is not None and elapsed >= plan.duration_s / 2
+            ):
+                run.landing = send(spec, RequestResult(-1, elapsed), run.started)
+                return
+        ended.wait(0.005)

@@ -119,9 +119,28 @@ def plain_answer(
         if r is chosen and repeated["repeats"] > 1:
             answer += f" {_repeats_words(repeated)}"
     for r in runs:
+        if r.get("document"):
+            answer += f" {_landing_words(r)}"
+    for r in runs:
         if r.get("busy"):
             answer += f" {r['load'][0].upper()}{r['load'][1:]} — {r['busy']}."
     return answer
+
+
+def _landing_words(run: dict[str, Any]) -> str:
+    doc = run["document"]
+    what = f"a {doc['prompt_tokens']:,}-token document" if doc.get("prompt_tokens") else "a long document"
+    head = f"At {run['load']}, {what} landing at {doc['sent_s']:.1f} s"
+    if not doc["ok"]:
+        head += f" failed ({doc['error']})"
+    before, during = doc["itl_p99_before_ms"], doc["itl_p99_during_ms"]
+    if before is None or during is None:
+        return head + ": no other answer was streaming both before and while it was read."
+    first = f" (its first token after {doc['ttft_ms'] / 1000:.2f} s)" if doc.get("ttft_ms") is not None else ""
+    return (
+        f"{head}: the other chats' ITL p99 went from {before:.0f} ms before to {during:.0f} ms while it "
+        f"was read{first}."
+    )
 
 
 def _repeats_words(repeated: dict[str, Any]) -> str:

@@ -127,6 +127,50 @@ def summarize(run: LoadRun, slo: Slo) -> dict[str, Any]:
         "goodput_requests_per_s": met / seconds,
         "slo_attainment": met / len(run.results) if run.results else None,
         "send_lateness_ms": distribution(late),
+        "document": landing_stall(run),
+    }
+
+
+def landing_stall(run: LoadRun) -> dict[str, Any] | None:
+    """What the mid-run document did to the others (None without one): the gaps between the other
+    requests' chunks that ended before it was sent, against those that overlapped its prefill (from
+    its sending to its first token; to its end when it failed) — their p99 and the longest."""
+    doc = run.landing
+    if doc is None:
+        return None
+    begin = doc.sent_s
+    if doc.ttft_s is not None:
+        end = begin + doc.ttft_s
+    else:
+        end = begin + (doc.e2el_s if doc.e2el_s is not None else run.duration_s)
+    before: list[float] = []
+    during: list[float] = []
+    for r in run.results:
+        if not r.ok or r.ttft_s is None:
+            continue
+        t = r.sent_s + r.ttft_s  # (the first chunk; each gap ends at the next)
+        for gap in r.itl_s:
+            start, t = t, t + gap
+            if t <= begin:
+                before.append(gap * 1000)
+            elif start < end:
+                during.append(gap * 1000)
+    before.sort()
+    during.sort()
+    p99_before = percentile(before, 99) if before else None
+    p99_during = percentile(during, 99) if during else None
+    return {
+        "sent_s": begin,
+        "ok": doc.ok,
+        "error": doc.error,
+        "prompt_tokens": doc.prompt_tokens,
+        "ttft_ms": doc.ttft_s * 1000 if doc.ttft_s is not None else None,
+        "itl_p99_before_ms": p99_before,
+        "itl_p99_during_ms": p99_during,
+        "itl_max_during_ms": during[-1] if during else None,
+        "gaps_before": len(before),
+        "gaps_during": len(during),
+        "stall_ms": p99_during - p99_before if p99_before is not None and p99_during is not None else None,
     }
 
 
@@ -157,6 +201,8 @@ def over_repeats(runs: list[dict[str, Any]]) -> dict[str, Any]:
         return isinstance(v, int | float) and not isinstance(v, bool)
 
     def medians(items: list[Any]) -> Any:
+        if any(isinstance(item, dict) for item in items):  # (a dict in some repeats: those)
+            items = [item for item in items if isinstance(item, dict)]
         first = items[0]
         if isinstance(first, dict):
             keys = dict.fromkeys(k for item in items for k in item)
@@ -166,6 +212,8 @@ def over_repeats(runs: list[dict[str, Any]]) -> dict[str, Any]:
         return next((v for v in items if v not in (None, {}, False)), first)  # (a saturation said once stays)
 
     def intervals(items: list[Any]) -> Any:
+        if any(isinstance(item, dict) for item in items):  # (a dict in some repeats: those)
+            items = [item for item in items if isinstance(item, dict)]
         first = items[0]
         if isinstance(first, dict):
             keys = dict.fromkeys(k for item in items for k in item)

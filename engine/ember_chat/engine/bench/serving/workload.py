@@ -13,7 +13,8 @@ import itertools
 import json
 import math
 import random
-from dataclasses import dataclass
+import threading
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ember_chat.engine.bench.targets import words_text
@@ -47,9 +48,14 @@ class Workload:
     name: str
     description: str
     requests: tuple[RequestSpec, ...]  # taken in turn, from the first again when a run needs more
+    landing: RequestSpec | None = None  # one request sent mid-run (a long document pasted into a chat)
 
     def request(self, index: int) -> RequestSpec:
         return self.requests[index % len(self.requests)]
+
+    def done(self, index: int, answer: str | None) -> None:
+        """Request `index` was answered (`answer`; None: it failed). A workload whose next requests
+        depend on the answers (ChatSessions) keeps them; these requests do not."""
 
 
 @dataclass(frozen=True)
@@ -77,7 +83,9 @@ def synthetic(name: str, count: int = 200, seed: int = 0) -> Workload:
     """`count` requests of the named shape (SHAPES), the same for the same seed."""
     shape = SHAPES.get(name)
     if shape is None:
-        raise EmberError(f"There is no workload {name!r}: use one of {', '.join(SHAPES)} or a ShareGPT file.")
+        raise EmberError(
+            f"There is no workload {name!r}: use one of {', '.join([*SHAPES, *SCENARIOS])} or a ShareGPT file."
+        )
     rng = random.Random(seed)
     specs = []
     for i in range(count):
@@ -131,10 +139,90 @@ def _first_exchange(turns: list[object]) -> tuple[str, str] | None:
     return None
 
 
+@dataclass
+class _Conversation:
+    number: int
+    messages: list[tuple[str, str]] = field(default_factory=list)
+    turns: int = 0
+
+
+class _Sessions:
+    """The conversations of a ChatSessions workload: those waiting for their user's next turn (the last
+    answered first, so a user keeps its conversation) and those with a turn in flight."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.idle: list[_Conversation] = []
+        self.out: dict[int, _Conversation] = {}
+        self.made = 0
+
+
+@dataclass(frozen=True)
+class ChatSessions(Workload):
+    """Users who each keep a conversation: a request is the conversation so far — every earlier turn
+    and the answer the server gave to it — plus a new user turn, up to `turns` turns, then that user
+    starts a new conversation. A server that keeps the conversation's prefix (llama.cpp's prompt cache,
+    vLLM's and SGLang's prefix caching, Ember's KV snapshots) reads only the new turn; one that does not
+    reads all of it again, and its TTFT grows with the conversation."""
+
+    turns: int = 6
+    seed: int = 0
+    user: tuple[int, float, int, int] = (40, 0.6, 8, 200)  # (words: median, log-normal sigma, low, high)
+    answer: tuple[int, float, int, int] = (120, 0.5, 16, 320)  # (tokens)
+    _sessions: _Sessions = field(default_factory=_Sessions, repr=False, compare=False)
+
+    def request(self, index: int) -> RequestSpec:
+        state = self._sessions
+        with state.lock:
+            if state.idle:
+                conversation = state.idle.pop()
+            else:
+                conversation = _Conversation(state.made)
+                state.made += 1
+            state.out[index] = conversation
+        # (drawn from the conversation and turn alone: the same requests whatever order users run in)
+        rng = random.Random(self.seed * 1_000_003 + conversation.number * 1009 + conversation.turns)
+        words = words_text(_drawn(rng, *self.user), rng.randrange(1 << 30))
+        conversation.messages.append(("user", f"Chat {conversation.number}, turn {conversation.turns + 1}. {words}"))
+        return RequestSpec(tuple(conversation.messages), _drawn(rng, *self.answer))
+
+    def done(self, index: int, answer: str | None) -> None:
+        state = self._sessions
+        with state.lock:
+            conversation = state.out.pop(index, None)
+            if conversation is None:
+                return
+            if answer is None:  # (no answer: the user asks something else next)
+                conversation.messages.pop()
+            else:
+                conversation.messages.append(("assistant", answer))
+                conversation.turns += 1
+            if conversation.turns < self.turns:
+                state.idle.append(conversation)
+
+
+# A long document pasted into a chat while others are chatting (the `document-lands` workload): 1,200
+# common words, 1,236 tokens in SmolLM2's vocabulary — within the 2,048 a slot of a 4,096-token server
+# with 2 slots holds.
+LANDING_WORDS = 1200
+
+
+SCENARIOS = {
+    "multiturn": "users who each keep a conversation (6 turns, each request the conversation so far)",
+    "document-lands": "the chat load, and one long document (1,200 words) pasted in mid-run",
+}
+
+
 def workload_for(name: str, count: int = 200, seed: int = 0) -> Workload:
-    """A shipped shape by name, or a ShareGPT file by its path."""
+    """A shipped shape or scenario by name, or a ShareGPT file by its path."""
     if name in SHAPES:
         return synthetic(name, count, seed)
+    if name == "multiturn":
+        return ChatSessions(name, SCENARIOS[name], (), seed=seed)
+    if name == "document-lands":
+        chat = synthetic("chat", count, seed)
+        document = f"Summarise this document. {words_text(LANDING_WORDS, seed * 7 + 5)}"
+        return Workload(name, SCENARIOS[name], chat.requests, RequestSpec((("user", document),), 64))
     path = Path(name).expanduser()
     if path.suffix.lower() == ".json" or path.exists():
         return sharegpt(path)
