@@ -60,7 +60,7 @@ def test_a_url_is_load_tested_per_concurrency_with_the_failures_reasons(
     assert not panel.run_button.isEnabled()  # (no model loaded, no service: nothing to run on)
     aim_at(panel, f"http://127.0.0.1:{fake.port}", "1,2", 4)
     assert panel.contacts.text() == f"Contacts {fake.base_url} (this computer)."
-    assert panel.run_button.isEnabled() and not panel.copy_button.isEnabled()
+    assert panel.run_button.isEnabled() and not panel.copy_button.isEnabled() and panel.chart_view.isHidden()
     fake.stream(tokens_stream(4))
     fake.fail(503, {"error": {"message": "busy"}}, times=2)  # (the warm-up and one counted request)
     run(qtbot, panel)
@@ -78,6 +78,7 @@ def test_a_url_is_load_tested_per_concurrency_with_the_failures_reasons(
     assert table.item(1, COLUMNS.index("Within SLO")).text() == "100%"
     assert panel.progress.value() == panel.progress.maximum() == 8
     assert len(panel.chart.series()) == 1 + 2 + 1  # the path, a point per load, the TTFT objective
+    assert not panel.chart_view.isHidden()
     # kept, copied, exported
     [saved] = (tmp_path / "data" / "benchmarks").glob("serving-*.json")
     assert json.loads(saved.read_text())["runs"] == result["runs"]

@@ -25,7 +25,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from PySide6.QtCharts import QChart, QChartView, QLineSeries, QScatterSeries, QValueAxis
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import QEvent, Qt, Signal
 from PySide6.QtGui import QFont, QGuiApplication, QPainter, QPalette, QPen
 from PySide6.QtWidgets import (
     QAbstractItemView,
@@ -40,8 +40,8 @@ from PySide6.QtWidgets import (
     QLineEdit,
     QProgressBar,
     QPushButton,
+    QScrollArea,
     QSpinBox,
-    QSplitter,
     QTableWidget,
     QTableWidgetItem,
     QVBoxLayout,
@@ -285,18 +285,11 @@ class ServingPanel(QWidget):
         self.chart.setTitle(self.tr("TTFT p95 against output tokens/s, per load"))
         self.chart_view = QChartView(self.chart)
         self.chart_view.setRenderHint(QPainter.RenderHint.Antialiasing)
-        self.chart_view.setMinimumHeight(170)
+        # (below about 12 lines of text QtCharts elides the x axis' labels and title to "…")
+        self.chart_view.setMinimumHeight(14 * self.chart_view.fontMetrics().height())
         self.chart_view.setAccessibleName(self.tr("Latency against throughput chart"))
         self.chart_view.setAccessibleDescription(self.tr("One point per load; the table above has the figures"))
-        figures = QWidget()
-        figures_layout = QVBoxLayout(figures)
-        figures_layout.setContentsMargins(0, 0, 0, 0)
-        figures_layout.addWidget(self.table, 1)
-        figures_layout.addWidget(self.failures)
-        self.split = QSplitter(Qt.Orientation.Vertical)
-        self.split.addWidget(figures)
-        self.split.addWidget(self.chart_view)
-        self.split.setChildrenCollapsible(False)
+        self.fit_table()
 
         self.copy_button = QPushButton(self.tr("Copy"))
         self.copy_button.setAccessibleName(self.tr("Copy the answer and the figures"))
@@ -321,8 +314,23 @@ class ServingPanel(QWidget):
         layout.addLayout(grid)
         layout.addLayout(buttons)
         layout.addWidget(self.status)
-        layout.addWidget(self.answer)
-        layout.addWidget(self.split, 1)
+        results = QWidget()  # (scrolled on a small screen: the buttons below stay in view)
+        shown = QVBoxLayout(results)
+        shown.setContentsMargins(0, 0, 0, 0)
+        shown.addWidget(self.answer)
+        shown.addWidget(self.table)
+        shown.addWidget(self.failures)
+        shown.addWidget(self.chart_view, 1)  # (the table as tall as its rows: the plot has the rest)
+        shown.addStretch(0)  # (before the first run, with the plot hidden: the table at the top)
+        self.chart_view.hide()  # (an empty plot says nothing: shown with the first result)
+        self.scroll = QScrollArea()
+        self.scroll.setWidgetResizable(True)
+        self.scroll.setFrameShape(QScrollArea.Shape.NoFrame)
+        self.scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.scroll.setWidget(results)
+        self.scroll.viewport().setAutoFillBackground(False)  # (the tab's own background, dark theme too)
+        results.setAutoFillBackground(False)
+        layout.addWidget(self.scroll, 1)
         layout.addLayout(exports)
         self.describe_target()
 
@@ -554,7 +562,16 @@ class ServingPanel(QWidget):
                 notes.append(f"{r['load']} — " + "; ".join(reasons))
         self.failures.setText("\n".join(notes))
         self.failures.setVisible(bool(notes))
+        self.fit_table()
         self.plot(result)
+        self.chart_view.show()
+
+    def fit_table(self) -> None:
+        """The table as tall as its rows (two empty ones before the first run), no empty grid below."""
+        rows = max(2, self.table.rowCount())
+        height = self.table.horizontalHeader().sizeHint().height() + 2 * self.table.frameWidth()
+        height += rows * self.table.verticalHeader().defaultSectionSize()
+        self.table.setFixedHeight(height + 6)
 
     def row_texts(self, r: dict[str, Any]) -> list[str]:
         attained = r["slo_attainment"]
@@ -574,6 +591,7 @@ class ServingPanel(QWidget):
     def plot(self, result: dict[str, Any]) -> None:
         """One point per load (named in the legend), joined in load order, and the TTFT objective."""
         self.chart.removeAllSeries()
+        self._chart_colors()
         for axis in self.chart.axes():
             self.chart.removeAxis(axis)
         points = [
@@ -599,9 +617,10 @@ class ServingPanel(QWidget):
             objective = QLineSeries()
             objective.setName(self.tr("TTFT objective"))
             objective.append(0, limit)
-            objective.append(top_x, limit)
+            objective.append(top_x * 4, limit)  # (past the axis' nice end: clipped there)
             pen = QPen(objective.pen())
             pen.setStyle(Qt.PenStyle.DashLine)
+            pen.setColor(self.palette().color(QPalette.ColorRole.Text))  # (a limit, not a load: the text's colour)
             objective.setPen(pen)
             series.append(objective)
         for s in series:
@@ -626,6 +645,25 @@ class ServingPanel(QWidget):
             s.attachAxis(y)
         self.chart.legend().setFont(small)
         self.chart.legend().setAlignment(Qt.AlignmentFlag.AlignRight)
+        self.chart.legend().markers(path)[0].setVisible(False)  # (the line only joins the loads' points)
+
+    def _chart_colors(self) -> None:
+        """The chart in the window's theme (QtCharts' own dark theme on a dark palette; it resets the
+        series' colours, so called before they are added)."""
+        palette = self.palette()
+        dark = palette.color(QPalette.ColorRole.Window).lightness() < 128
+        self.chart.setTheme(QChart.ChartTheme.ChartThemeDark if dark else QChart.ChartTheme.ChartThemeLight)
+        self.chart.setBackgroundBrush(palette.color(QPalette.ColorRole.Base))
+        self.chart.setTitleBrush(palette.color(QPalette.ColorRole.Text))
+        self.chart.legend().setLabelColor(palette.color(QPalette.ColorRole.Text))
+
+    def changeEvent(self, event: QEvent) -> None:  # Qt override: the theme changed
+        super().changeEvent(event)
+        if event.type() == QEvent.Type.PaletteChange:
+            if self.result is not None:
+                self.plot(self.result)
+            else:
+                self._chart_colors()
 
     def table_text(self) -> str:
         """The answer, then the table as tab-separated text (failures' reasons after it)."""
