@@ -12,6 +12,7 @@ it stops sending and says so, rather than queueing for ever."""
 from __future__ import annotations
 
 import random
+import statistics
 import threading
 import time
 from collections.abc import Callable
@@ -204,7 +205,10 @@ def _land(
     send: Send, spec: RequestSpec, plan: LoadPlan, run: LoadRun, cancel: threading.Event, ended: threading.Event
 ) -> None:
     """Send `spec` once mid-run — when half the run's requests are answered, or half its duration has
-    passed — while the others go on (a run over before then sends nothing)."""
+    passed — while the others go on (a run over before then sends nothing). It waits a further median
+    TTFT and four median gaps of the answers so far, so that it lands while the next answers are
+    streaming (sent just as one ended, it would meet the others before their first token: the stall
+    would be in their TTFT, not between their tokens)."""
     half = max(1, (plan.requests or 0) // 2)
     while not ended.is_set() and not cancel.is_set():
         if run.started:
@@ -212,6 +216,13 @@ def _land(
             if (plan.requests is not None and len(run.results) >= half) or (
                 plan.duration_s is not None and elapsed >= plan.duration_s / 2
             ):
+                answered = [r for r in list(run.results) if r.ok and r.ttft_s is not None]
+                ttft = statistics.median(r.ttft_s or 0.0 for r in answered) if answered else 0.0
+                gaps = [gap for r in answered for gap in r.itl_s]
+                settle = min(10.0, ttft + 4 * (statistics.median(gaps) if gaps else 0.0))
+                if ended.wait(settle) or cancel.is_set():
+                    return
+                elapsed = time.perf_counter() - run.started
                 run.landing = send(spec, RequestResult(-1, elapsed), run.started)
                 return
         ended.wait(0.005)
