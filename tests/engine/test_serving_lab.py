@@ -23,7 +23,7 @@ from ember_chat.engine.bench.serving.load import LoadPlan, LoadRun, arrival_time
 from ember_chat.engine.bench.serving.machine import listening_pids, process_cpu_s
 from ember_chat.engine.bench.serving.report import _landing_words, plain_answer, sweep
 from ember_chat.engine.bench.serving.summary import Slo, landing_stall, over_repeats, parse_slo, t_interval
-from ember_chat.engine.bench.serving.targets import url_target
+from ember_chat.engine.bench.serving.targets import USUAL_PORTS, FoundServer, find_servers, url_target
 from ember_chat.engine.bench.serving.workload import ChatSessions, sharegpt, synthetic, workload_for
 from ember_chat.engine.errors import EmberError
 from tests.helpers.cli import cli
@@ -344,4 +344,35 @@ def test_a_document_landing_on_ember_s_server_stalls_the_others(chat_starter_mod
     assert doc["prompt_tokens"] > 1000 and doc["gaps_before"] > 0 and doc["gaps_during"] > 0
     assert doc["itl_p99_during_ms"] > doc["itl_p99_before_ms"]  # (its prefill held the other answer up)
     assert "while it was read" in result["answer"]
-    print(doc)
+
+
+def test_find_lists_the_model_servers_answering_on_loopback_ports(fake: FakeOpenAI, tmp_path: Path) -> None:
+    fake.models = [{"id": "qwen3-4b", "object": "model", "owned_by": "llamacpp"}, {"id": "gemma-3", "object": "model"}]
+    other = subprocess.Popen([sys.executable, "-m", "http.server", str(port := free_port()), "--bind", "127.0.0.1"],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    try:
+        deadline = time.monotonic() + 20
+        while not listening_pids(port) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        nobody = free_port()
+        found = find_servers({nobody: "", port: "", fake.port: "llama-server"})
+        assert found == [FoundServer(fake.port, f"http://127.0.0.1:{fake.port}/v1", "llama-server",
+                                     ("qwen3-4b", "gemma-3"), "llamacpp")]  # fmt: skip
+        # (the http.server answers 404: not a model server, not listed; the free port: nothing there)
+        ports = f"{nobody},{port},{fake.port}"
+        out = cli("bench", "serve", "--find", "--ports", ports, "--json", data_dir=tmp_path)
+        assert out.returncode == 0, out.stderr
+        assert [s["base_url"] for s in json.loads(out.stdout)] == [fake.base_url]
+        fake.fail(401, {"error": {"message": "no key"}}, paths=("/v1/models",))
+        out = cli("bench", "serve", "--find", "--ports", ports, data_dir=tmp_path)
+        assert out.returncode == 0, out.stderr
+        assert f"http://127.0.0.1:{fake.port}/v1: needs an API key" in out.stdout
+        out = cli("bench", "serve", "--find", "--ports", str(nobody), data_dir=tmp_path)
+        assert f"No server answers GET /v1/models on 127.0.0.1 at ports {nobody}." in out.stdout
+    finally:
+        other.kill()
+        other.wait()
+    assert all(r.path == "/v1/models" for r in fake.received())
+    assert USUAL_PORTS.keys() >= {8080, 8000, 11434, 1234, 30000}
+    out = cli("bench", "serve", data_dir=tmp_path)
+    assert out.returncode != 0 and "--target" in out.stderr

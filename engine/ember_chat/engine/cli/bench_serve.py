@@ -4,6 +4,7 @@ within a latency objective (engine/bench/serving/)."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 import threading
@@ -27,9 +28,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "concurrencies (closed loop) or request rates (open loop, Poisson arrivals), and say how many "
         "users it serves within the objective.",
     )
+    serve.add_argument("--target", help="a server's URL, a saved connection's name, or local:MODEL (loaded here)")
     serve.add_argument(
-        "--target", required=True, help="a server's URL, a saved connection's name, or local:MODEL (loaded here)"
+        "--find",
+        action="store_true",
+        help="list the servers answering on this machine's usual ports (127.0.0.1 only) and their models",
     )
+    serve.add_argument("--ports", help="with --find: these ports instead of the usual ones, comma-separated")
     serve.add_argument("--model", dest="served_model", help="the model to name in requests (default: the first listed)")
     load = serve.add_mutually_exclusive_group()
     load.add_argument("--concurrency", default=None, help="users at once, comma-separated (default 1,2,4)")
@@ -75,6 +80,10 @@ def run(args: argparse.Namespace) -> int:
     from ember_chat.engine.bench.serving.summary import parse_slo
     from ember_chat.engine.bench.serving.workload import workload_for
 
+    if args.find:
+        return _find(args)
+    if args.target is None:
+        raise EmberError("Say what to load: --target URL, a saved connection's name or local:MODEL (or --find).")
     slo = parse_slo(args.slo)
     if args.repeats < 1:
         raise EmberError("--repeats must be 1 or more.")
@@ -156,6 +165,35 @@ _REPEATED = {  # the figures said per load with --repeats: (key, sub-key of a di
     "output tok/s": ("output_tokens_per_s", None),
     "goodput req/s": ("goodput_requests_per_s", None),
 }
+
+
+def _find(args: argparse.Namespace) -> int:
+    from ember_chat.engine.bench.serving.targets import USUAL_PORTS, find_servers
+    from ember_chat.engine.serve.config import DEFAULT_PORT
+
+    if args.ports is not None:
+        ports = {int(p): "" for p in _numbers(args.ports, "--ports", int)}
+    else:
+        ports = {**USUAL_PORTS, DEFAULT_PORT: "Ember"}
+    found = find_servers(ports)
+    if args.json:
+        print(json.dumps([dataclasses.asdict(server) for server in found]))
+        return 0
+    tried = ", ".join(str(p) for p in ports)
+    if not found:
+        print(f"No server answers GET /v1/models on 127.0.0.1 at ports {tried}.")
+        return 0
+    print(f"Servers on this machine (127.0.0.1, ports {tried} tried):")
+    for server in found:
+        usually = f" (usually {server.usually})" if server.usually else ""
+        engine = f", {server.engine}" if server.engine else ""
+        if server.needs_key:
+            served = "needs an API key to list its models"
+        else:
+            served = ", ".join(server.models) or "no model listed"
+        print(f"  {server.base_url}{usually}{engine}: {served}")
+    print("Load-test one with: ember-chat bench serve --target URL")
+    return 0
 
 
 def _ms(value: float | None) -> str:

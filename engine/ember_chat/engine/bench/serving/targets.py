@@ -107,3 +107,54 @@ def connection_target(store: ConnectionStore, name: str, model: str | None = Non
     base = _v1(endpoint.base_url)
     served, engine = served_model(base, endpoint.api_key, model)
     return ServingTarget(name, base, served, endpoint.api_key, engine)
+
+
+# Where servers usually listen on a desktop, and what usually listens there (Ember's own port is the
+# serve layer's, which bench may not import: the caller adds it, as cli/bench_serve.py does).
+USUAL_PORTS: dict[int, str] = {
+    8080: "llama-server",
+    8000: "vLLM or SGLang",
+    11434: "Ollama",
+    1234: "LM Studio",
+    30000: "SGLang",
+}
+
+
+@dataclass(frozen=True)
+class FoundServer:
+    port: int
+    base_url: str
+    usually: str  # what usually listens on this port ("" for a port asked for)
+    models: tuple[str, ...]
+    engine: str | None  # the models' owned_by, when the server says
+    needs_key: bool = False
+
+
+def _probe(port: int, usually: str, timeout_s: float) -> FoundServer | None:
+    base = f"http://127.0.0.1:{port}/v1"  # (loopback only: never a probe beyond this machine)
+    try:
+        reply = httpx2.get(f"{base}/models", timeout=timeout_s)
+    except httpx2.HTTPError:
+        return None
+    if reply.status_code in (401, 403):  # (an OpenAI-compatible server that wants a key: it is there)
+        return FoundServer(port, base, usually, (), None, needs_key=True)
+    if reply.status_code != 200:
+        return None
+    try:
+        data = reply.json().get("data")
+        models = tuple(m["id"] for m in data if isinstance(m, dict) and isinstance(m.get("id"), str))
+        owner = next((str(m["owned_by"]) for m in data if isinstance(m, dict) and m.get("owned_by")), None)
+    except (ValueError, AttributeError, TypeError, KeyError):
+        return None  # (something else listens there: not a model server)
+    return FoundServer(port, base, usually, models, owner)
+
+
+def find_servers(ports: dict[int, str] | None = None, timeout_s: float = 1.5) -> list[FoundServer]:
+    """The OpenAI-compatible servers answering GET /v1/models on 127.0.0.1 at `ports` (USUAL_PORTS),
+    with the models each serves, in the order of the ports; probed at once."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    asked = USUAL_PORTS if ports is None else ports
+    with ThreadPoolExecutor(max_workers=max(1, len(asked)), thread_name_prefix="ember-find") as pool:
+        found = list(pool.map(lambda item: _probe(item[0], item[1], timeout_s), asked.items()))
+    return [server for server in found if server is not None]
