@@ -3,21 +3,27 @@ bounds (answers, entries; the oldest dropped first), the n-gram drafter looking 
 own history has no continuation, and on the real chat starter (SmolLM2 135M, greedy) an answer that
 repeats an earlier one not in its own prompt drafted from it, on the single path and in the batch
 decoder, with the answer speculation off gives; unloading the model (and deleting chats, and a
-benchmark's reset) forgets it."""
+benchmark's reset) forgets it. Each client has a table of its own (a few, the least recently used
+dropped): an answer given to the window is not drafted from for an API request, on either path and
+through the engine service."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from ember_chat.engine.core.params import LoadConfig, SamplingParams
+from ember_chat.engine.inference.backend import ModelDescription
 from ember_chat.engine.inference.events import Event, Finished, StepWanted
 from ember_chat.engine.inference.llama import answer_ngrams, speculative
-from ember_chat.engine.inference.llama.answer_ngrams import AnswerNgrams
+from ember_chat.engine.inference.llama.answer_ngrams import AnswerNgrams, ClientAnswers
 from ember_chat.engine.inference.llama.speculative import NgramDrafter
 from ember_chat.engine.inference.local.runtime import LocalRuntime
+from ember_chat.engine.inference.service.engine import EngineService, GenerationRequest, ServiceListener
+from tests.helpers.sinks import RecordingSink
 
 # The starter's answer to it is not in the prompt: n-gram drafts from the prompt and the answer so far
 # are never accepted (measured), so an accepted draft came from the recent answers.
@@ -77,9 +83,23 @@ def test_the_drafter_looks_in_the_recent_answers_where_the_history_has_no_contin
     assert NgramDrafter([7, 3, 1, 2], k=8, answers=table).propose(limit=1) == [5]
 
 
-def answer(rt: LocalRuntime, mode: str, batched: bool = False) -> Finished:
+def test_each_client_has_its_own_table_the_least_recently_used_dropped() -> None:
+    tables = ClientAnswers(max_clients=2)
+    window = tables.of("window")
+    window.add([1, 2, 3, 4])
+    assert tables.of("window") is window and tables.of("api").follow((1, 2), 2) == []
+    tables.of("window")  # (used again: "api" is now the least recently used)
+    tables.of("bench")
+    assert tables.clients == ["window", "bench"] and tables.of("window").follow((1, 2), 2) == [3, 4]
+    tables.of("api")  # (made again, empty; "bench" dropped)
+    assert tables.clients == ["window", "api"]
+    tables.clear()
+    assert tables.clients == [] and tables.of("window").follow((1, 2), 2) == []
+
+
+def answer(rt: LocalRuntime, mode: str, batched: bool = False, client: str = "") -> Finished:
     params = SamplingParams(temperature=0.0, max_tokens=N, speculative=mode)
-    events: Iterator[Event] = iter(rt.complete(PROMPT, params, batched=batched))
+    events: Iterator[Event] = iter(rt.complete(PROMPT, params, batched=batched, client=client))
     for event in events:
         if isinstance(event, StepWanted):
             rt.step()
@@ -108,6 +128,47 @@ def test_an_answer_repeating_an_earlier_one_is_drafted_from_it(starter_rt: Local
     off = answer(rt, "off", batched)
     assert again.text.encode() == off.text.encode() == first.text.encode()
     assert again.metrics.output_tokens == off.metrics.output_tokens == N
+
+
+@pytest.mark.parametrize("starter_rt", [1, 2], ids=["single", "batched"], indirect=True)
+def test_another_clients_answer_is_not_drafted_from(starter_rt: LocalRuntime) -> None:
+    rt = starter_rt
+    batched = rt.batch_slots > 1
+    assert answer(rt, "ngram", batched, client="window").metrics.speculative_accepted == 0
+    # (an API client asking for the window's answer learns nothing from its accepted drafts)
+    assert answer(rt, "ngram", batched, client="api").metrics.speculative_accepted == 0
+    assert (answer(rt, "ngram", batched, client="window").metrics.speculative_accepted or 0) > 0
+    assert (answer(rt, "ngram", batched, client="api").metrics.speculative_accepted or 0) > 0  # (its own)
+
+
+class Loaded(ServiceListener):
+    def __init__(self) -> None:
+        self.gate = threading.Event()
+
+    def loaded(self, model: ModelDescription) -> None:
+        self.gate.set()
+
+
+def test_the_engine_service_drafts_from_the_requests_own_clients_answers(chat_starter_model: Path) -> None:
+    svc = EngineService()
+    listener = Loaded()
+    svc.add_listener(listener)
+
+    def accepted(client: str) -> int | None:
+        sink = RecordingSink()
+        params = SamplingParams(temperature=0.0, max_tokens=N, speculative="ngram")
+        svc.submit(GenerationRequest(params, sink, prompt=PROMPT, client=client, batch_s=0))
+        assert sink.done.wait(120) and sink.final is not None
+        return sink.final.speculative_accepted
+
+    try:
+        svc.load(LoadConfig(chat_starter_model, n_ctx=1024, threads=1, parallel=1))
+        assert listener.gate.wait(120)
+        assert accepted("window") == 0
+        assert accepted("api") == 0
+        assert (accepted("window") or 0) > 0
+    finally:
+        svc.close()
 
 
 def test_unloading_the_model_deleting_chats_and_a_reset_forget_the_answers(chat_starter_model: Path) -> None:

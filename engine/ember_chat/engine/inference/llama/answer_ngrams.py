@@ -12,11 +12,17 @@ most recent occurrence of each wins), at most MAX_ENTRIES n-grams in all: the ol
 first, with its n-grams that no later answer shares. Adding an answer costs a few dictionary writes per
 token (the engine thread adds each answer once it has ended); a look-up, one dictionary read.
 
+One table per client of the engine (ClientAnswers: the window, the API server's clients, …): a request
+drafts only from its own client's answers. A table shared by all would be a side channel: an API answer
+reports its accepted drafts, so a client could have the model write a guess and read from that count
+whether another client's recent answers held it.
+
 In memory only, for one loaded model: never written to disk, dropped when the model is unloaded, and
 emptied when chats are deleted for good and when a benchmark resets the caches (local/cache.py)."""
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 
 # The answers kept, and the n-grams indexed in all (about 250 bytes each: ~4 MB at most).
@@ -27,6 +33,9 @@ MAX_ENTRIES = 1 << 14
 # are (and the request's own history nearly always has a 1-token match, looked up first).
 NGRAM_MAX = 3
 NGRAM_MIN = 2
+# The clients with a table at once (the window, the API server's, a benchmark's or test's direct calls,
+# one more): the least recently used one's is dropped past it (~4 MB each at most).
+MAX_CLIENTS = 4
 
 
 class AnswerNgrams:
@@ -86,6 +95,36 @@ class AnswerNgrams:
                 found = index.get(key)
                 if found is not None and found[0] == serial:  # (not a later answer's occurrence)
                     del index[key]
+
+
+class ClientAnswers:
+    """Each client's AnswerNgrams (made at its first request; the least recently used client's dropped
+    beyond `max_clients`). A client is the engine service's name for where a request came from
+    (GenerationRequest.client: "window", "api", …; "" for a caller of the runtime that names none). Used
+    by one thread."""
+
+    def __init__(self, max_clients: int = MAX_CLIENTS) -> None:
+        self.max_clients = max(1, max_clients)
+        self._tables: OrderedDict[str, AnswerNgrams] = OrderedDict()  # least recently used first
+
+    @property
+    def clients(self) -> list[str]:
+        return list(self._tables)
+
+    def of(self, client: str) -> AnswerNgrams:
+        """The table `client`'s requests draft from and add their answers to."""
+        table = self._tables.get(client)
+        if table is None:
+            table = self._tables[client] = AnswerNgrams()
+            while len(self._tables) > self.max_clients:
+                self._tables.popitem(last=False)
+        else:
+            self._tables.move_to_end(client)
+        return table
+
+    def clear(self) -> None:
+        """Every client's answers forgotten (chats deleted for good, a benchmark's reset)."""
+        self._tables.clear()
 
 
 def _ngrams(answer: list[int], n: int) -> Iterator[tuple[int, ...]]:

@@ -83,6 +83,7 @@ class SlotRun:
     greedy: bool = False  # plain greedy decoding (greedy.py): the logits' argmax, without the sampler's pass
     bias: LogitBias | None = field(default=None, repr=False)  # the request's logit_bias (logit_bias.py)
     order: int = 0  # when it started (the youngest is ended first when the cells run out)
+    answers: AnswerNgrams | None = field(default=None, repr=False)  # its client's recent answers' n-grams
     # Speculative decoding (speculative.py) of a run, greedy or sampled, in the steps where it is the only run:
     # its drafter and counts; the tokens chosen after `token` and not yet given back (a verified draft's),
     # and how many of `token` and those have their cells in already (the accepted draft tokens)
@@ -128,12 +129,10 @@ class BatchDecoder:
         parallel: int,
         snapshots: SnapshotStore | None,
         key: SnapshotKey | None,
-        answers: AnswerNgrams | None = None,
     ) -> None:
         self.llm = llm
         self.snapshots = snapshots
         self.key = key
-        self.answers = answers  # the model's recent answers' n-grams (answer_ngrams.py): drafts; each answer joins
         self.slots = [Slot(seq_id) for seq_id in range(1, parallel + 1)]
         self.n_batch = max(1, int(llm.n_batch))
         self.n_vocab = llm.n_vocab()
@@ -144,9 +143,12 @@ class BatchDecoder:
 
     # -- runs -------------------------------------------------------------------------------------
 
-    def start(self, tokens: list[int], params: SamplingParams, seed: int) -> SlotRun:
+    def start(
+        self, tokens: list[int], params: SamplingParams, seed: int, answers: AnswerNgrams | None = None
+    ) -> SlotRun:
         """A new run for these prompt tokens on the best idle slot (see the module's doc). Raises
-        NoFreeSlot when every slot has a run."""
+        NoFreeSlot when every slot has a run. `answers`: its client's recent answers' n-grams
+        (answer_ngrams.py): its n-gram drafts look there too, and its answer joins them."""
         if not tokens:
             raise GenerationError("There is nothing to evaluate: the prompt is empty.")
         bias = LogitBias(params.logit_bias, self.n_vocab) if params.logit_bias else None  # (its ids checked first)
@@ -162,11 +164,12 @@ class BatchDecoder:
         run.sampler = sampler_chain(params, seed, self.n_vocab, self.llm.last_n_tokens_size)
         run.greedy = is_plain_greedy(params)
         run.bias = bias
+        run.answers = answers
         # (a recurrent or hybrid model's memory cannot drop a rejected draft's cells: it decodes without)
         if params.speculative != "off" and not self._rolls_back:
             run.speculation_off = OFF_RECURRENT
         elif params.speculative != "off":
-            run.drafter = NgramDrafter(tokens, answers=self.answers)
+            run.drafter = NgramDrafter(tokens, answers=answers)
             # ("draft" here is n-grams: the batch decoder has no draft model, said as the single path says it)
             run.speculation = SpeculationCounts(mode="ngram" if params.speculative == "draft" else params.speculative)
             run.auto = params.speculative == "auto"
@@ -194,8 +197,8 @@ class BatchDecoder:
         """The run ends; its slot keeps its cells, for the next prompt that starts the same way (not those
         of accepted draft tokens never given back: the answer ended before them). `answer`: its tokens
         given back, for the recent answers' n-grams."""
-        if answer and self.answers is not None:
-            self.answers.add(answer)
+        if answer and run.answers is not None:
+            run.answers.add(answer)
         run.finished = True
         if run.evaluated and run.slot.run is run:
             slot, keep = run.slot, len(run.slot.cached) - run.evaluated

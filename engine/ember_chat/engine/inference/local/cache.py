@@ -1,7 +1,7 @@
 """What the local runtime keeps of its context's KV cells beyond the prompt at hand: the snapshot
 store's key for this model and these settings, whether seq 0 holds a conversation worth saving, and
-the batch decoder's slots (sequences 1..parallel); and the n-grams of the model's recent answers, which
-both paths draft from (answer_ngrams.py: in memory only, dropped with the model)."""
+the batch decoder's slots (sequences 1..parallel); and the n-grams of the model's recent answers, per
+client, which both paths draft from (answer_ngrams.py: in memory only, dropped with the model)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from ember_chat.engine.inference.kv.prefix import common_prefix, keep_seq0
 from ember_chat.engine.inference.kv.seq0_snapshots import restore_seq0, save_seq0, seq0_tokens
 from ember_chat.engine.inference.kv.snapshot_keys import SnapshotKey, cache_settings_key, model_identity
 from ember_chat.engine.inference.kv.snapshots import SnapshotStore
-from ember_chat.engine.inference.llama.answer_ngrams import AnswerNgrams
+from ember_chat.engine.inference.llama.answer_ngrams import AnswerNgrams, ClientAnswers
 from ember_chat.engine.inference.llama.seq_state import clear_seq
 
 if TYPE_CHECKING:
@@ -30,7 +30,7 @@ class ContextCache:
         self.key: SnapshotKey | None = None
         self.decoder: BatchDecoder | None = None
         self.parallel = 0  # the loaded model's parallel sequences (0: none loaded)
-        self.answers: AnswerNgrams | None = None  # the loaded model's recent answers' n-grams (speculation)
+        self.answers: ClientAnswers | None = None  # the loaded model's recent answers' n-grams, per client
         self._llm: llama_cpp.Llama | None = None
         self._seq0_conversation = False  # seq 0 holds a text conversation (not a benchmark's tokens)
 
@@ -46,7 +46,7 @@ class ContextCache:
             self.key = None
         self._llm = llm
         self.parallel = int(getattr(config, "parallel", 1) or 1)
-        self.answers = AnswerNgrams()
+        self.answers = ClientAnswers()
 
     def batch_decoder(self) -> BatchDecoder:
         """The decoder of sequences 1..parallel + 1 (made at the first batched run), once seq 0 gave up its
@@ -64,8 +64,13 @@ class ContextCache:
         if self.decoder is None:
             from ember_chat.engine.inference.llama.batch_decode import BatchDecoder
 
-            self.decoder = BatchDecoder(llm, self.parallel + 1, self.snapshots, self.key, self.answers)
+            self.decoder = BatchDecoder(llm, self.parallel + 1, self.snapshots, self.key)
         return self.decoder
+
+    def answers_of(self, client: str) -> AnswerNgrams | None:
+        """The recent answers' n-grams a request of `client` drafts from and adds its answer to (none
+        while no model is loaded): its own client's only (answer_ngrams.py says why)."""
+        return self.answers.of(client) if self.answers is not None else None
 
     def cells_used(self) -> int:
         """The context's KV cells its sequences hold now, by this bookkeeping (no call into llama.cpp):

@@ -52,10 +52,12 @@ class RunStarter:
         conversation: bool,
         cancel: threading.Event | None,
         piece: Callable[[int], bytes],
+        client: str = "",
     ) -> tuple[TokenSource, Callable[[], bool]]:
         """llama-cpp-python's own path on seq 0 (its KV state restored from a snapshot when that shares
         more of the prompt than seq 0 holds). `context`: the model's projector, `vision`: the prompt's
-        images."""
+        images. `client`: who asked (the engine service's GenerationRequest.client): the run drafts from
+        that client's recent answers alone (answer_ngrams.py)."""
         check_logit_bias(params.logit_bias, llm.n_vocab())  # (before the prompt is evaluated, not after)
         reused, restored = self._cache.seq0_start(llm, tokens, conversation and vision is None)
         if vision is not None:
@@ -76,18 +78,20 @@ class RunStarter:
             images,
             restored,
             self.draft,
-            self._cache.answers,
+            self._cache.answers_of(client),
         )
         return source, stopped
 
     def batch_run(
-        self, tokens: list[int], params: SamplingParams, seed: int, cancel: threading.Event | None
+        self, tokens: list[int], params: SamplingParams, seed: int, cancel: threading.Event | None, client: str = ""
     ) -> tuple[TokenSource, Callable[[], bool]]:
-        """A run of the batch decoder. `request_stop()` stops it only when called after it started."""
+        """A run of the batch decoder. `request_stop()` stops it only when called after it started.
+        `client` as for `seq0_run`."""
         stops = self._stops
 
         def stopped() -> bool:
             return self._stops != stops or (cancel is not None and cancel.is_set())
 
         decoder = self._cache.batch_decoder()
-        return BatchSource(decoder, decoder.start(tokens, params, seed), stopped), stopped
+        answers = self._cache.answers_of(client)
+        return BatchSource(decoder, decoder.start(tokens, params, seed, answers), stopped), stopped

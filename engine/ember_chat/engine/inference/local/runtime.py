@@ -61,6 +61,9 @@ class LocalRuntime:
     # chat(trim=False) is understood: a conversation that does not fit fails instead of losing its
     # oldest turns (the engine service passes it only to backends that say so)
     trims_history = True
+    # chat/complete/infill(client=...) are understood: a request drafts from its own client's recent
+    # answers alone (answer_ngrams.py; the engine service passes it only to backends that say so)
+    takes_client = True
 
     def __init__(self) -> None:
         self._llm: llama_cpp.Llama | None = None
@@ -359,6 +362,7 @@ class LocalRuntime:
         batched: bool = False,
         cancel: threading.Event | None = None,
         trim: bool = True,
+        client: str = "",
     ) -> Iterator[Event]:
         """Generate the assistant's reply to `messages`. The last message is the user's, the results of
         the calls of the assistant turn before (`tool` messages), or an assistant's partial answer to
@@ -366,7 +370,9 @@ class LocalRuntime:
         `batched` (only when `can_batch`): decoded with the other batched runs; the events include
         StepWanted whenever it waits for `step()`. `cancel`: stops this run only. `trim`: the oldest
         turns are left out when the conversation does not fit (ContextTrimmed says so); False:
-        HistoryTooLong instead. A stop while the conversation is being fitted ends it as cancelled."""
+        HistoryTooLong instead. A stop while the conversation is being fitted ends it as cancelled.
+        `client`: who asked (GenerationRequest.client): speculation drafts from that client's recent
+        answers alone (answer_ngrams.py)."""
         llm = self._require()
         if batched and not self.can_batch(params, tools, messages):
             raise InvalidParameter("This request cannot be decoded with others (tools, grammar, images, logprobs).")
@@ -397,7 +403,7 @@ class LocalRuntime:
             turn = tool_turn_for(self._named_info(), template_override, tools, markers) if chat.offered else None
             yield from self._stream(
                 chat.text, chat.tokens, params, recorder, markers, chat.vision, turn,
-                batched=batched, cancel=cancel, held=chat.held, special=True,
+                batched=batched, cancel=cancel, held=chat.held, special=True, client=client,
             )  # fmt: skip
         finally:
             if chat.vision is not None:
@@ -410,8 +416,9 @@ class LocalRuntime:
         *,
         batched: bool = False,
         cancel: threading.Event | None = None,
+        client: str = "",
     ) -> Iterator[Event]:
-        """Continue raw text (notebook mode, for base models); `batched` and `cancel` as for `chat`."""
+        """Continue raw text (notebook mode, for base models); `batched`, `cancel` and `client` as for `chat`."""
         llm = self._require()
         if batched and not self.can_batch(params, None, None):
             raise InvalidParameter("This request cannot be decoded with others (grammar, logprobs).")
@@ -422,7 +429,9 @@ class LocalRuntime:
                 f"The prompt is {len(tokens):,} tokens but the context holds {llm.n_ctx():,}. "
                 "Shorten it or load the model with a longer context."
             )
-        yield from self._stream(prompt, tokens, params, recorder, batched=batched, cancel=cancel, special=False)
+        yield from self._stream(
+            prompt, tokens, params, recorder, batched=batched, cancel=cancel, special=False, client=client
+        )
 
     def infill(
         self,
@@ -431,9 +440,10 @@ class LocalRuntime:
         *,
         batched: bool = False,
         cancel: threading.Event | None = None,
+        client: str = "",
     ) -> Iterator[Event]:
         """Write the middle between `infill`'s prefix and suffix with the model's fill-in-the-middle
-        tokens (infill.py); `batched` and `cancel` as for `chat`. InvalidParameter for a model that has
+        tokens (infill.py); `batched`, `cancel` and `client` as for `chat`. InvalidParameter for a model that has
         none, ContextOverflowError for a prompt the context cannot hold."""
         llm = self._require()
         fim = read_fim_tokens(self._vocab)
@@ -460,8 +470,9 @@ class LocalRuntime:
         # not the prompt's), no snapshot of seq 0
         recorder = MetricsRecorder(self._run_context())
         yield from self._stream(
-            "", tokens, params, recorder, batched=batched, cancel=cancel, conversation=False, special=False
-        )
+            "", tokens, params, recorder, batched=batched, cancel=cancel, conversation=False, special=False,
+            client=client,
+        )  # fmt: skip
 
     def embed(self, inputs: list[EmbeddingInput], stopped: Callable[[], bool] = lambda: False) -> Embeddings:
         """Each input's unit-length vector (texts tokenized as llama-cpp-python's `Llama.embed` does), the
@@ -590,6 +601,7 @@ class LocalRuntime:
         cancel: threading.Event | None = None,
         held: bytes = b"",
         special: bool = True,
+        client: str = "",
     ) -> Iterator[Event]:
         """`markers`: chat mode, where a reasoning model's thinking markers are put in canonical form.
         `params.ignore_eos`: exactly max_tokens tokens (benchmarks, as llama-bench generates them).
@@ -598,17 +610,17 @@ class LocalRuntime:
         `batched`: a run of the batch decoder (plain text only); `cancel` stops this run alone. `held`:
         the prompt ends with these bytes of an unfinished character (an answer being continued).
         `special`: the prompt's text was tokenized as a chat's (True) or a completion's (False), which a
-        later prompt must match to reuse its tokens."""
+        later prompt must match to reuse its tokens. `client`: whose recent answers it drafts from."""
         llm = self._require()
         seed = params.seed if params.seed is not None else random.randrange(2**31)
         # (checked: a grammar llama.cpp cannot parse never reaches its sampler)
         grammar = turn.first_grammar() if turn is not None else params_grammar(params)
         source: TokenSource
         if batched:
-            source, stopped = self._runs.batch_run(tokens, params, seed, cancel)
+            source, stopped = self._runs.batch_run(tokens, params, seed, cancel, client)
         else:
             source, stopped = self._runs.seq0_run(
-                llm, tokens, params, seed, self._vision, vision, conversation, cancel, self._piece
+                llm, tokens, params, seed, self._vision, vision, conversation, cancel, self._piece, client
             )
 
         def remember(reason: str, raw: str, all_tokens: list[int]) -> None:

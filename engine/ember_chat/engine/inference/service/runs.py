@@ -134,6 +134,8 @@ class Run:
     def _open(self, backend: InferenceBackend, attachment_store: AttachmentStore | None) -> Iterator[Event]:
         req = self.req
         extra: dict[str, object] = {"batched": True, "cancel": req.cancelled} if self.batched else {}
+        if getattr(backend, "takes_client", False):  # (its speculation drafts from this client's answers alone)
+            extra["client"] = req.client
         if req.infill is not None:
             infill = getattr(backend, "infill", None)
             if infill is None:  # (a remote engine: its own FIM tokens are not Ember's to write)
