@@ -163,3 +163,23 @@ def test_the_model_loaded_for_chat_is_served_and_measured(
     assert only["completed"] == 2 and only["failed"] == 0 and only["output_tokens_per_s"] > 0
     assert only["ttft_ms"]["p50"] > 0 and only["tpot_ms"]["p50"] > 0
     assert panel.answer.text() == result["answer"] and "1 chat at a time" in result["answer"]
+
+
+def test_models_benchmark_brings_back_the_lab_while_a_serving_run_is_on(
+    qtbot: QtBot, make_window: Callable[..., MainWindow], fake: FakeOpenAI
+) -> None:
+    """Before, a serving run did not count as the lab's run: Models ▸ Benchmark… closed the dialog, and
+    the run with it, for a fresh one."""
+    w = make_window()
+    w.models.open_benchmark()
+    lab = w.models.benchmark
+    panel: ServingPanel = lab.serving
+    aim_at(panel, fake.base_url, "1", 2)
+    fake.stream(tokens_stream(2), pauses={0: 0.5})
+    with qtbot.waitSignal(panel.run_finished, timeout=30_000):
+        panel.run_button.click()
+        w.models.open_benchmark()
+        assert w.models.benchmark is lab and lab.running
+        panel.cancel_button.click()
+    assert panel.status.text().startswith("Cancelled"), panel.status.text()
+    assert not lab.running

@@ -78,7 +78,7 @@ class BenchmarkDialog(QDialog):
         self.model_settings = model_settings
         self.service = service
         self.runs: list[BenchRun] = []
-        self.running = False
+        self._speed_running = False
         self.tasks = TaskRunner(self, workers=1)
         self._cancel = threading.Event()
         self._progress: tuple[int, int, str] = (0, 1, "")
@@ -214,6 +214,12 @@ class BenchmarkDialog(QDialog):
         room = self.screen().availableGeometry()  # (a small screen: the dialog within it, not past its edge)
         self.resize(min(980, room.width()), min(760, room.height()))
 
+    @property
+    def running(self) -> bool:
+        """A run is on in some tab (Models ▸ Benchmark… then brings this dialog back instead of a new one,
+        which would close this one and stop that run)."""
+        return self._speed_running or self.speculation.running or self.serving.running
+
     def _tab_shown(self, _index: int) -> None:
         self.speculation.describe_model()  # (the model loaded for chat may have changed)
         self.serving.describe_target()
@@ -249,7 +255,7 @@ class BenchmarkDialog(QDialog):
             return
         self._cancel.clear()
         self._progress = (0, len(names) * len(lengths) * plan.repetitions, "")
-        self.running = True
+        self._speed_running = True
         self.run_button.setEnabled(False)
         self.cancel_button.setEnabled(True)
         self._poll.start()
@@ -305,7 +311,7 @@ class BenchmarkDialog(QDialog):
             self.status.setText(what)
 
     def _finish(self) -> None:
-        self.running = False
+        self._speed_running = False
         self._poll.stop()
         self.run_button.setEnabled(True)
         self.cancel_button.setEnabled(False)
@@ -405,5 +411,5 @@ class BenchmarkDialog(QDialog):
         self.speculation.shutdown()
         self.serving.shutdown()
         self._poll.stop()
-        self.running = False
+        self._speed_running = False
         super().closeEvent(event)
