@@ -458,7 +458,7 @@ class ServingPanel(QWidget):
         self.cancel_button.setEnabled(True)
         self.progress.setRange(0, len(plans) * requests)
         self.progress.setValue(0)
-        self.status.setText(self.tr("Reaching the target…"))
+        self.status.setText(self.tr("Reaching the target, then a warm-up request (not counted)…"))
 
         def work(report: Callable[[Progress], None]) -> tuple[dict[str, Any], Path]:
             workload = workload_for(workload_name, count=max(64, requests + WARMUP))
