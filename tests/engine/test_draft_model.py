@@ -9,6 +9,7 @@ from __future__ import annotations
 import itertools
 import json
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import llama_cpp
@@ -17,6 +18,7 @@ import pytest
 
 from ember_chat.engine.core.params import LoadConfig, SamplingParams
 from ember_chat.engine.inference.events import Finished
+from ember_chat.engine.inference.llama.batch_decode import BatchDecoder
 from ember_chat.engine.inference.llama.draft_model import (
     DraftFileUnreadable,
     DraftModel,
@@ -32,6 +34,7 @@ from ember_chat.engine.inference.llama.logit_bias import generate_sampler
 from ember_chat.engine.inference.llama.speculative import SpeculationCounts, generate_speculative
 from ember_chat.engine.inference.local.runtime import LocalRuntime
 from ember_chat.engine.inference.local.sources import Seq0Source
+from tests.helpers.batch_runs import batch_tokens
 from tests.helpers.cli import cli
 from tests.helpers.gguf_factory import TinySpec, write_tiny_model
 from tests.helpers.kv_checks import assert_cache_matches_record
@@ -299,18 +302,18 @@ def test_a_draft_larger_than_the_model_is_refused(tiny_pair: tuple[Path, Path], 
     refused_while_the_model_answers(target, larger, DraftTooLarge, "larger than the model")
 
 
-def test_a_loaded_draft_is_described_and_keeps_its_requests_on_the_single_path(tiny_pair: tuple[Path, Path]) -> None:
+def test_a_loaded_draft_is_described_and_its_requests_stay_batched(tiny_pair: tuple[Path, Path]) -> None:
+    """A draft model does not take requests out of the batch decoder (a lone run drafts with it there):
+    loaded with `serve --draft-model --parallel 4`, requests are still answered together."""
     target, draft = tiny_pair
     rt = LocalRuntime()
     try:
         description = rt.load(LoadConfig(target, n_ctx=512, threads=1, parallel=2, draft_model=draft))
         assert description.draft_model == draft.name and description.draft_refused is None
         assert rt.batch_slots > 1
-        for mode in ("draft", "auto"):  # (the batch decoder has no draft model; sampled answers draft too)
-            assert not rt.can_batch(SamplingParams(temperature=0.0, speculative=mode), None, None)
-            assert not rt.can_batch(SamplingParams(temperature=0.7, speculative=mode), None, None)
-        assert rt.can_batch(SamplingParams(temperature=0.0, speculative="ngram"), None, None)
-        assert rt.can_batch(SamplingParams(temperature=0.7, speculative="off"), None, None)
+        for mode in ("draft", "auto", "ngram", "off"):
+            assert rt.can_batch(SamplingParams(temperature=0.0, speculative=mode), None, None)
+            assert rt.can_batch(SamplingParams(temperature=0.7, speculative=mode), None, None)
         finished = answer(rt)
         assert finished.metrics.speculative_mode == "draft" and finished.metrics.speculative_drafted
         rt.close()
@@ -320,6 +323,39 @@ def test_a_loaded_draft_is_described_and_keeps_its_requests_on_the_single_path(t
         assert rt.can_batch(SamplingParams(temperature=0.0, speculative="draft"), None, None)
     finally:
         rt.close()
+
+
+@pytest.mark.parametrize("temperature", [0.0, 0.8])
+def test_a_lone_run_in_the_batch_decoder_drafts_with_the_draft_model(
+    chat_starter_model: Path, temperature: float
+) -> None:
+    """The chat starter drafting for itself in the batch decoder: the tokens those of "off" (seeded when
+    sampled), every draft accepted when greedy (a sampled token is not always the draft's greedy one)."""
+    target = open_llama(LoadConfig(chat_starter_model, n_ctx=1024, n_batch=64, parallel=2, threads=1))
+    draft = open_draft_model(chat_starter_model, target, config(chat_starter_model))
+    tokens = target.tokenize(PROMPT.encode())
+    params = SamplingParams(temperature=temperature, seed=9)
+    try:
+        outs = {}
+        for mode in ("off", "draft", "auto"):
+            dec = BatchDecoder(target, 2, None, None)
+            dec.draft = draft
+            try:
+                ([outs[mode]], [run]) = batch_tokens(dec, [tokens], replace(params, speculative=mode), N)
+            finally:
+                dec.close()
+                llama_cpp.llama_memory_clear(llama_cpp.llama_get_memory(target.ctx), True)
+            if mode != "off":
+                counts = run.speculation
+                assert counts is not None and counts.mode == mode
+                assert counts.drafted > 0 and 0 < counts.accepted <= counts.drafted
+                if not temperature:
+                    assert counts.accepted == counts.drafted  # (100 %: the same model's greedy choice)
+        assert outs["draft"] == outs["off"] and outs["auto"] == outs["off"]
+        assert_cache_matches_record(draft.llm)
+    finally:
+        draft.close()
+        target.close()
 
 
 def test_run_draft_model_prints_the_same_answer_and_its_counts(chat_starter_model: Path, tmp_path: Path) -> None:
@@ -348,7 +384,7 @@ def test_run_draft_model_prints_the_same_answer_and_its_counts(chat_starter_mode
 
 def test_serve_draft_model_drafts_for_a_request_that_asks_and_batches_the_others(chat_starter_model: Path) -> None:
     """serve --draft-model (the starter for itself) at the default --parallel: a greedy request for "draft"
-    takes the single path and drafts with the model; "off" answers the same."""
+    drafts with the model (alone in the batch decoder); "off" answers the same."""
 
     def complete(client: openai.OpenAI, mode: str) -> tuple[str, dict[str, object]]:
         reply = client.completions.create(

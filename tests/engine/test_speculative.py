@@ -19,7 +19,7 @@ from ember_chat.engine.core.params import LoadConfig, SamplingParams
 from ember_chat.engine.errors import InvalidParameter
 from ember_chat.engine.inference.events import Finished
 from ember_chat.engine.inference.kv.prefix import common_prefix
-from ember_chat.engine.inference.llama.batch_decode import BatchDecoder, SlotRun
+from ember_chat.engine.inference.llama.batch_decode import BatchDecoder
 from ember_chat.engine.inference.llama.greedy import generate_greedy
 from ember_chat.engine.inference.llama.loader import NULL_ABORT, open_llama
 from ember_chat.engine.inference.llama.logit_bias import LogitBias
@@ -34,6 +34,7 @@ from ember_chat.engine.inference.llama.speculative import (
 )
 from ember_chat.engine.inference.local.runtime import LocalRuntime
 from ember_chat.engine.inference.local.sources import Seq0Source
+from tests.helpers.batch_runs import batch_tokens
 from tests.helpers.cli import cli
 from tests.helpers.gguf_factory import write_tiny_mamba, write_tiny_model
 from tests.helpers.kv_checks import assert_cache_matches_record
@@ -322,30 +323,6 @@ def batched(chat_starter_model: Path) -> Iterator[llama_cpp.Llama]:
     model = open_llama(LoadConfig(chat_starter_model, n_ctx=1024, n_batch=64, parallel=2, threads=1))
     yield model
     model.close()
-
-
-def batch_tokens(
-    dec: BatchDecoder, prompts: list[list[int]], params: SamplingParams, n: int
-) -> tuple[list[list[int]], list[SlotRun]]:
-    """Each prompt's first `n` tokens from runs started together, as BatchSource takes them: a token, then
-    `accept`, stepping only when no run has a token to give (a verified draft gives several per step)."""
-    runs = [dec.start(p, params, 0) for p in prompts]
-    outs: list[list[int]] = [[] for _ in runs]
-    while not all(r.finished for r in runs):
-        if all(r.finished or r.token is None for r in runs):
-            dec.step()
-        for run, out in zip(runs, outs, strict=True):
-            if run.finished or run.token is None:
-                continue
-            out.append(run.token)
-            if len(out) == n:
-                dec.finish(run)
-            else:
-                dec.accept(run, run.token)
-    memory = llama_cpp.llama_get_memory(dec.llm.ctx)
-    for run in runs:  # the slot's record is what its cells hold
-        assert llama_cpp.llama_memory_seq_pos_max(memory, run.slot.seq_id) == len(run.slot.cached) - 1
-    return outs, runs
 
 
 @pytest.fixture

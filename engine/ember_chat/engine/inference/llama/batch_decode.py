@@ -26,6 +26,7 @@ import llama_cpp
 from ember_chat.engine.core.params import SamplingParams
 from ember_chat.engine.errors import EmberError, GenerationError
 from ember_chat.engine.inference.kv.prefix import common_prefix
+from ember_chat.engine.inference.llama.draft_model import DraftModel, ModelDrafter, drafts_with_model
 from ember_chat.engine.inference.llama.greedy import argmax_token, is_plain_greedy
 from ember_chat.engine.inference.llama.logit_bias import LogitBias
 from ember_chat.engine.inference.llama.seq_state import clear_seq, restore_seq, seq_state, trim_seq
@@ -87,7 +88,8 @@ class SlotRun:
     # Speculative decoding (speculative.py) of a run, greedy or sampled, in the steps where it is the only run:
     # its drafter and counts; the tokens chosen after `token` and not yet given back (a verified draft's),
     # and how many of `token` and those have their cells in already (the accepted draft tokens)
-    drafter: NgramDrafter | None = field(default=None, repr=False)
+    drafter: NgramDrafter | ModelDrafter | None = field(default=None, repr=False)
+    drafter_ready: bool = False  # a draft model's drafter has the prompt in the draft model's cache
     speculation: SpeculationCounts | None = None
     auto: bool = False
     queue: list[int] = field(default_factory=list, repr=False)
@@ -140,6 +142,9 @@ class BatchDecoder:
         self._runs: list[SlotRun] = []  # the runs not finished, oldest first
         self._order = itertools.count()
         self._rolls_back = can_roll_back(llm)  # (speculation needs rejected cells removed)
+        # The draft model loaded with the model (draft_model.py), set by whoever starts runs: a lone run's
+        # drafts for "draft" and "auto"; its one context follows whichever run drafts (common prefix kept).
+        self.draft: DraftModel | None = None
 
     # -- runs -------------------------------------------------------------------------------------
 
@@ -169,9 +174,12 @@ class BatchDecoder:
         if params.speculative != "off" and not self._rolls_back:
             run.speculation_off = OFF_RECURRENT
         elif params.speculative != "off":
-            run.drafter = NgramDrafter(tokens, answers=answers)
-            # ("draft" here is n-grams: the batch decoder has no draft model, said as the single path says it)
-            run.speculation = SpeculationCounts(mode="ngram" if params.speculative == "draft" else params.speculative)
+            if self.draft is not None and drafts_with_model(params):
+                run.drafter, mode = ModelDrafter(self.draft, tokens), params.speculative
+            else:  # ("draft" without a draft model is n-grams, said as the single path says it)
+                run.drafter = NgramDrafter(tokens, answers=answers)
+                mode = "ngram" if params.speculative == "draft" else params.speculative
+            run.speculation = SpeculationCounts(mode=mode)
             run.auto = params.speculative == "auto"
         slot.run = run
         slot.last_used = time.monotonic()
@@ -277,14 +285,18 @@ class BatchDecoder:
         if counts is None or drafter is None or batch is None:
             return False
         if not counts.drafting:
-            if run.auto and counts.stopped:  # (a draft looked up for nothing: compared with what comes)
+            # (a draft looked up for nothing, compared with what comes: n-grams only, a draft model's costs)
+            if run.auto and counts.stopped and drafter.cheap:
                 counts.shadow(drafter.propose(min(K_MAX, self.n_batch - 1)))
             return False
+        if isinstance(drafter, ModelDrafter) and not run.drafter_ready:
+            drafter.prepare()  # (the prompt into the draft model once, not timed as a verify step: seq 0's way)
+            run.drafter_ready = True
+        started = time.perf_counter()  # (a draft's cost is the step's: a draft model's evaluations are not free)
         draft = drafter.propose(min(K_MAX, self.n_batch - 1))
         if not draft:
             return False
         ctx, last, n_past = self.llm.ctx, run.inputs[0], len(run.slot.cached)
-        started = time.perf_counter()
         choose = lambda i: self._choose_token(run, ctx, i)  # noqa: E731 - (the row's token, as a plain step picks it)
         chosen = verify_draft(ctx, batch, run.slot.seq_id, n_past, last, draft, choose)
         if chosen is None:  # (no cells free for the draft, or aborted: the plain step deals with it)

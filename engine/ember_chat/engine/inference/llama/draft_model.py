@@ -31,7 +31,7 @@ log = logging.getLogger(__name__)
 
 def drafts_with_model(params: SamplingParams) -> bool:
     """Whether a request drafts with the draft model, when one is loaded: "draft" or "auto" speculation
-    without a grammar. (The batch decoder has no draft model: such a request takes seq 0.)"""
+    without a grammar (on seq 0, or in the batch decoder while its run is alone in the step)."""
     return params.speculative in ("draft", "auto") and params.grammar is None
 
 

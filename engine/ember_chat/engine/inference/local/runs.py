@@ -93,5 +93,6 @@ class RunStarter:
             return self._stops != stops or (cancel is not None and cancel.is_set())
 
         decoder = self._cache.batch_decoder()
+        decoder.draft = self.draft  # (a lone run drafts with it: "draft", and "auto" while one is loaded)
         answers = self._cache.answers_of(client)
         return BatchSource(decoder, decoder.start(tokens, params, seed, answers), stopped), stopped

@@ -27,7 +27,7 @@ from ember_chat.engine.inference.backend import ModelDescription
 from ember_chat.engine.inference.calls.turn import ToolTurn
 from ember_chat.engine.inference.events import ContextTrimmed, Event, Finished, TemplateFallback
 from ember_chat.engine.inference.grammar.structured import params_grammar
-from ember_chat.engine.inference.llama.draft_model import DraftModel, draft_for, drafts_with_model
+from ember_chat.engine.inference.llama.draft_model import DraftModel, draft_for
 from ember_chat.engine.inference.llama.embeddings import Embedder
 from ember_chat.engine.inference.llama.loader import NULL_ABORT, gpu_backend_name, open_llama, probe_gguf
 from ember_chat.engine.inference.llama.log import route_llama_log
@@ -278,8 +278,6 @@ class LocalRuntime:
             return False
         if params.grammar is not None or (params.response_format or {"type": "text"}).get("type") != "text":
             return False
-        if self._draft is not None and drafts_with_model(params):
-            return False  # (the draft model drafts on the single path alone)
         return not any(m.images for m in messages or ())
 
     def step(self) -> None:

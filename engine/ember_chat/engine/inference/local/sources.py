@@ -106,11 +106,12 @@ class Seq0Source:
         with the request's logit_bias (logit_bias.py), which `Llama.generate` cannot take."""
         llm, params = self._llm, self._params
         bias = LogitBias(params.logit_bias, llm.n_vocab()) if params.logit_bias else None
-        self._speculation_off = self._why_not_speculating(params, grammar)
+        if self._speculation is None:  # (a tool call's restart under its grammar: the answer did speculate)
+            self._speculation_off = self._why_not_speculating(params, grammar)
         chain = None
         if grammar is not None:
             gen = generate_with_grammar(llm, tokens, params, grammar, bias)
-        elif params.speculative != "off" and self._speculation_off is None:
+        elif params.speculative != "off" and self._why_not_speculating(params, grammar) is None:
             drafter = self._drafter(tokens, params)
             if drafter is not None:
                 drafter.prepare(self._abort_callback)

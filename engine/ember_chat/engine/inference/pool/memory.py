@@ -33,15 +33,17 @@ NOTHING = Footprint()
 def footprint(ref: ModelRef) -> Footprint:
     """What loading `ref` takes (a damaged or unreadable file: EmberError, said before any load), its
     draft model's too (loaded with it at the same context, GPU layers and KV cache type; one that cannot
-    be read takes nothing: the model loads without it, draft_model.py)."""
+    be read, or larger than the model, takes nothing: the model loads without it, draft_model.py)."""
     if not isinstance(ref, LoadConfig):
         return NOTHING
     own = _weights_and_cache(ref)
     if ref.draft_model is None:
         return own
     try:
+        if ref.draft_model.stat().st_size > ref.path.stat().st_size:
+            return own  # (refused at load: larger than the model, draft_model.py)
         return own + _weights_and_cache(replace(ref, path=ref.draft_model, draft_model=None, mmproj=None))
-    except EmberError:
+    except (EmberError, OSError):
         return own
 
 
