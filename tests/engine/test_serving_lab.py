@@ -13,6 +13,7 @@ import math
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -376,3 +377,46 @@ def test_find_lists_the_model_servers_answering_on_loopback_ports(fake: FakeOpen
     assert USUAL_PORTS.keys() >= {8080, 8000, 11434, 1234, 30000}
     out = cli("bench", "serve", data_dir=tmp_path)
     assert out.returncode != 0 and "--target" in out.stderr
+
+
+def test_every_load_of_a_sweep_sends_requests_of_its_own(fake: FakeOpenAI) -> None:
+    """A server's prefix cache must not answer a later load from an earlier one's prompts (review)."""
+    fake.stream(tokens_stream(3))
+    plans = [LoadPlan(concurrency=1, requests=3, warmup=1), LoadPlan(concurrency=2, requests=3, warmup=1)]
+    sweep(url_target(fake.base_url), synthetic("short", 2), plans, Slo())
+    prompts = [r.body["messages"][-1]["content"] for r in fake.generate_requests()]
+    assert len(prompts) == 8 and len(set(prompts)) == 8
+
+
+def test_odd_streams_are_read_or_failed_with_a_reason_and_counted(fake: FakeOpenAI) -> None:
+    target, workload = url_target(fake.base_url), synthetic("short", 4)
+    one = [LoadPlan(concurrency=1, requests=2, warmup=0)]
+    # an event of another shape: a failed request with its reason, the run going on and counting it
+    fake.stream([chunk("a", role="assistant"), 'data: {"choices": 5}\n\n', DONE])
+    [run] = sweep(target, workload, one, Slo())["runs"]
+    assert run["failed"] == 2 and run["completed"] == 0
+    assert next(iter(run["failures"])).startswith("the server's answer could not be read")
+    # U+2028 in JSON text ends no line of a server-sent-event stream; thinking (`reasoning`) is output
+    fake.stream([chunk(reasoning="hmm\u2028", role="assistant"), chunk("a\u2028b"), usage_chunk(5, 2), DONE])
+    [run] = sweep(target, workload, one, Slo())["runs"]
+    assert run["completed"] == 2 and run["failed"] == 0 and run["total_output_tokens"] == 4
+    # a line that never ends: refused at its bound, not kept in memory
+    fake.stream([chunk("a", role="assistant"), "data: " + "x" * (2 << 20)])
+    [run] = sweep(target, workload, one, Slo())["runs"]
+    assert run["failed"] == 2 and "a line of more than" in next(iter(run["failures"]))
+
+
+def test_a_cancel_ends_the_requests_in_flight(fake: FakeOpenAI) -> None:
+    """A stream of 200 slow frames (40 s) is left at its next frame once the run is cancelled."""
+    fake.stream(tokens_stream(200), interval_s=0.2)
+    cancel = threading.Event()
+    started = time.perf_counter()
+    timer = threading.Timer(0.8, cancel.set)
+    timer.start()
+    try:
+        [run] = sweep(url_target(fake.base_url), synthetic("short", 4), [LoadPlan(rate=5.0, requests=4, warmup=0)],
+                      Slo(), cancel)["runs"]  # fmt: skip
+    finally:
+        timer.join()
+    assert time.perf_counter() - started < 10
+    assert run["cancelled"] and run["completed"] == 0 and set(run["failures"]) == {"cancelled"}

@@ -13,7 +13,9 @@ timeout) or ends without its end."""
 from __future__ import annotations
 
 import json
+import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -49,6 +51,43 @@ def _snippet(text: str) -> str:
     return text[:160] + ("…" if len(text) > 160 else "")
 
 
+# Bounds on what a server may send: a line of the stream (an event), an error's body, and a request's
+# whole time (a server that trickles a byte now and then never trips the read timeout).
+MAX_LINE_BYTES = 1 << 20
+MAX_ERROR_BYTES = 64 << 10
+DEADLINE_S = 900.0
+
+
+class _Refused(Exception):
+    """The stream broke a bound or was cancelled: the request fails with this reason."""
+
+
+def sse_lines(chunks: Iterator[bytes], cancel: threading.Event | None = None) -> Iterator[str]:
+    """The lines of a server-sent-event stream: ended by LF or CRLF only (JSON may hold U+2028, U+2029
+    and U+0085 unescaped, which str.splitlines would split at), each at most MAX_LINE_BYTES."""
+    pending = b""
+    for chunk in chunks:
+        if cancel is not None and cancel.is_set():
+            raise _Refused("cancelled")
+        pending += chunk
+        *lines, pending = pending.split(b"\n")
+        for line in lines:
+            yield line.removesuffix(b"\r").decode("utf-8", "replace")
+        if len(pending) > MAX_LINE_BYTES:
+            raise _Refused(f"the server sent a line of more than {MAX_LINE_BYTES:,} bytes")
+    if pending:
+        yield pending.removesuffix(b"\r").decode("utf-8", "replace")
+
+
+def _error_body(response: httpx2.Response) -> str:
+    body = b""
+    for chunk in response.iter_bytes():
+        body += chunk
+        if len(body) >= MAX_ERROR_BYTES:
+            break
+    return body[:MAX_ERROR_BYTES].decode("utf-8", "replace")
+
+
 def stream_chat(
     client: httpx2.Client,
     base_url: str,
@@ -57,9 +96,33 @@ def stream_chat(
     result: RequestResult,
     start: float,
     api_key: str | None = None,
+    cancel: threading.Event | None = None,
+    deadline_s: float = DEADLINE_S,
 ) -> RequestResult:
     """Send `spec` to base_url's /chat/completions and fill `result` (times from `start`, a
-    time.perf_counter() reading)."""
+    time.perf_counter() reading). Never raises for what the server does: every failure is the result's
+    error. A cancel ends the stream at its next bytes."""
+    try:
+        return _stream(client, base_url, model, spec, result, start, api_key, cancel, deadline_s)
+    except _Refused as exc:
+        result.error = str(exc)
+    except Exception as exc:  # (a server's event of an unexpected shape: the request fails, the run goes on)
+        result.error = f"the server's answer could not be read: {exc.__class__.__name__}: {_snippet(str(exc))}"
+    result.ok = False
+    return result
+
+
+def _stream(
+    client: httpx2.Client,
+    base_url: str,
+    model: str,
+    spec: RequestSpec,
+    result: RequestResult,
+    start: float,
+    api_key: str | None,
+    cancel: threading.Event | None,
+    deadline_s: float,
+) -> RequestResult:
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     chunks = 0
     last: float | None = None
@@ -72,10 +135,11 @@ def stream_chat(
             "POST", f"{base_url.rstrip('/')}/chat/completions", json=spec.body(model), headers=headers
         ) as response:
             if response.status_code != 200:
-                body = response.read().decode("utf-8", "replace")
-                result.error = f"HTTP {response.status_code}: {_snippet(body)}"
+                result.error = f"HTTP {response.status_code}: {_snippet(_error_body(response))}"
                 return result
-            for line in response.iter_lines():
+            for line in sse_lines(response.iter_bytes(), cancel):
+                if time.perf_counter() - sent > deadline_s:
+                    raise _Refused(f"the answer took more than {deadline_s:g} s")
                 if not line.startswith("data:"):
                     continue
                 data = line[5:].strip()
@@ -127,7 +191,10 @@ def _has_content(event: dict[str, Any], parts: list[str]) -> bool:
     found = False
     for choice in event.get("choices") or ():
         delta = choice.get("delta") if isinstance(choice, dict) else None
-        if isinstance(delta, dict) and (delta.get("content") or delta.get("reasoning_content")):
+        # (vLLM, Ollama and OpenRouter stream thinking as `reasoning`, llama.cpp's server as `reasoning_content`)
+        if isinstance(delta, dict) and (
+            delta.get("content") or delta.get("reasoning_content") or delta.get("reasoning")
+        ):
             found = True
             if isinstance(delta.get("content"), str):
                 parts.append(delta["content"])

@@ -11,11 +11,12 @@ it stops sending and says so, rather than queueing for ever."""
 
 from __future__ import annotations
 
+import itertools
 import random
 import statistics
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -69,18 +70,28 @@ class LoadRun:
     cancelled: bool = False
     started: float = 0.0  # time.perf_counter() when the first request was due
     landing: RequestResult | None = None  # the workload's mid-run request (a document landing), if sent
+    first: int = 0  # the workload's index of its first request (after the warm-up ones)
+
+    @property
+    def next_index(self) -> int:
+        """The workload's first request the next load takes (none of this one's again)."""
+        return self.first + self.plan.warmup + len(self.results)
+
+
+def arrivals(rate: float, burstiness: float, seed: int = 0) -> Iterator[float]:
+    """The arrival times (seconds from the start, endless) of a gamma process: gaps with mean 1/rate and
+    shape `burstiness` (1: exponential, a Poisson process)."""
+    rng = random.Random(seed)
+    scale = 1.0 / (rate * burstiness)
+    t = 0.0
+    while True:
+        t += rng.gammavariate(burstiness, scale)
+        yield t
 
 
 def arrival_times(rate: float, burstiness: float, count: int, seed: int = 0) -> list[float]:
-    """The first `count` arrival times (seconds from the start) of a gamma process: gaps with mean
-    1/rate and shape `burstiness` (1: exponential, a Poisson process)."""
-    rng = random.Random(seed)
-    scale = 1.0 / (rate * burstiness)
-    t, times = 0.0, []
-    for _ in range(count):
-        t += rng.gammavariate(burstiness, scale)
-        times.append(t)
-    return times
+    """The first `count` arrival times of `arrivals`."""
+    return list(itertools.islice(arrivals(rate, burstiness, seed), count))
 
 
 def run_load(
@@ -89,15 +100,33 @@ def run_load(
     plan: LoadPlan,
     cancel: threading.Event | None = None,
     progress: Callable[[int, int | None], None] | None = None,
+    first: int = 0,
 ) -> LoadRun:
-    """Drive `send` with `workload` as `plan` says; every request's result, in the order they were due."""
+    """Drive `send` with `workload` as `plan` says; every request's result, in the order they were due.
+    The workload's requests from `first` on (a sweep's later loads take fresh ones: a server's prefix
+    cache must not answer them from an earlier load's). An interrupt (Ctrl+C) or error here cancels the
+    requests in flight before it is raised."""
     cancel = cancel or threading.Event()
+    try:
+        return _run(send, workload, plan, cancel, progress, first)
+    except BaseException:
+        cancel.set()
+        raise
+
+
+def _run(
+    send: Send,
+    workload: Workload,
+    plan: LoadPlan,
+    cancel: threading.Event,
+    progress: Callable[[int, int | None], None] | None,
+    first: int,
+) -> LoadRun:
     for i in range(plan.warmup):
         if cancel.is_set():
             break
-        warm = send(workload.request(i), RequestResult(-1 - i, 0.0), time.perf_counter())
-        workload.done(i, warm.answer if warm.ok else None)
-    run = LoadRun(plan)
+        _sent(send, workload, first + i, RequestResult(-1 - i, 0.0), time.perf_counter())
+    run = LoadRun(plan, first=first)
     ended = threading.Event()
     lander = None
     if workload.landing is not None:
@@ -110,6 +139,9 @@ def run_load(
             _closed(send, workload, plan, run, cancel, progress)
         else:
             _open(send, workload, plan, run, cancel, progress)
+    except BaseException:
+        cancel.set()  # (before the lander is joined: its request ends too)
+        raise
     finally:
         ended.set()
         if lander is not None:
@@ -142,8 +174,7 @@ def _closed(
                     return
                 taken[0] += 1
             now = time.perf_counter() - start
-            result = send(workload.request(plan.warmup + index), RequestResult(index, now), start)
-            workload.done(plan.warmup + index, result.answer if result.ok else None)
+            result = _sent(send, workload, run.first + plan.warmup + index, RequestResult(index, now), start)
             with lock:
                 run.results.append(result)
                 done = len(run.results)
@@ -167,38 +198,57 @@ def _open(
     progress: Callable[[int, int | None], None] | None,
 ) -> None:
     assert plan.rate is not None
-    count = plan.requests if plan.requests is not None else max(1, int(plan.rate * (plan.duration_s or 0) * 2) + 16)
-    times = arrival_times(plan.rate, plan.burstiness, count, plan.seed)
+    times = arrivals(plan.rate, plan.burstiness, plan.seed)
+    if plan.requests is not None:
+        times = itertools.islice(times, plan.requests)
     lock = threading.Lock()
     in_flight = [0]
 
     def one(index: int, due: float, start: float) -> None:
-        result = send(workload.request(plan.warmup + index), RequestResult(index, due), start)
-        workload.done(plan.warmup + index, result.answer if result.ok else None)
+        try:
+            result = _sent(send, workload, run.first + plan.warmup + index, RequestResult(index, due), start)
+        finally:
+            with lock:
+                in_flight[0] -= 1
         with lock:
             run.results.append(result)
-            in_flight[0] -= 1
             done = len(run.results)
         if progress is not None:
             progress(done, plan.requests)
 
     start = run.started = time.perf_counter()
     with ThreadPoolExecutor(max_workers=plan.max_in_flight, thread_name_prefix="ember-load") as pool:
-        for index, due in enumerate(times):
-            if plan.duration_s is not None and due >= plan.duration_s:
-                break
-            if cancel.wait(max(0.0, start + due - time.perf_counter())):
-                break
-            with lock:
-                if in_flight[0] >= plan.max_in_flight:
-                    run.saturated = (
-                        f"{plan.max_in_flight} requests were waiting for answers at {due:.1f} s: the server "
-                        f"cannot keep up with {plan.rate:g} requests/s, so sending stopped there"
-                    )
+        try:
+            for index, due in enumerate(times):
+                if plan.duration_s is not None and due >= plan.duration_s:
                     break
-                in_flight[0] += 1
-            pool.submit(one, index, due, start)
+                if cancel.wait(max(0.0, start + due - time.perf_counter())):
+                    break
+                with lock:
+                    if in_flight[0] >= plan.max_in_flight:
+                        run.saturated = (
+                            f"{plan.max_in_flight} requests were waiting for answers at {due:.1f} s: the server "
+                            f"cannot keep up with {plan.rate:g} requests/s, so sending stopped there"
+                        )
+                        break
+                    in_flight[0] += 1
+                pool.submit(one, index, due, start)
+        except BaseException:  # (Ctrl+C: the requests in flight end at their next bytes, none is waited for)
+            cancel.set()
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise
     run.duration_s = time.perf_counter() - start
+
+
+def _sent(send: Send, workload: Workload, index: int, result: RequestResult, start: float) -> RequestResult:
+    """Request `index` of the workload sent; a send that raised is a failed request with the reason (the
+    run goes on, and counts it)."""
+    try:
+        result = send(workload.request(index), result, start)
+    except Exception as exc:
+        result.ok, result.error = False, f"the request could not be made: {exc.__class__.__name__}: {exc}"
+    workload.done(index, result.answer if result.ok else None)
+    return result
 
 
 def _land(

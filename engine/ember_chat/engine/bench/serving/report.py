@@ -46,7 +46,9 @@ def sweep(
     with httpx2.Client(limits=limits, timeout=timeout) as client:
 
         def send(spec: RequestSpec, result: RequestResult, start: float) -> RequestResult:
-            return stream_chat(client, target.base_url, target.model, spec, result, start, target.api_key)
+            return stream_chat(client, target.base_url, target.model, spec, result, start, target.api_key, cancel)
+
+        first = 0  # (each load takes fresh requests of the workload: no server cache answers an earlier load's)
 
         for plan in plans:
             repeated: list[dict[str, Any]] = []
@@ -56,7 +58,8 @@ def sweep(
                 label = plan.label if repeats == 1 else f"{plan.label}, repeat {k + 1} of {repeats}"
                 tell = (lambda d, t, label=label: progress(label, d, t)) if progress is not None else None
                 meter = CpuMeter(server_pids).start() if target.on_this_machine else None
-                run = run_load(send, workload, plan, cancel, tell)
+                run = run_load(send, workload, plan, cancel, tell, first)
+                first = run.next_index
                 summary = summarize(run, slo)
                 share = meter.others_share() if meter is not None else None
                 summary.update(repeat=k + 1, busy_cpu_share=share, busy=busy_note(share))

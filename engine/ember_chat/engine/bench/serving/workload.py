@@ -14,7 +14,7 @@ import json
 import math
 import random
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ember_chat.engine.bench.targets import words_text
@@ -47,7 +47,7 @@ class RequestSpec:
 class Workload:
     name: str
     description: str
-    requests: tuple[RequestSpec, ...]  # taken in turn, from the first again when a run needs more
+    requests: tuple[RequestSpec, ...]  # taken in turn, from the first again when a run needs more (a file's)
     landing: RequestSpec | None = None  # one request sent mid-run (a long document pasted into a chat)
 
     def request(self, index: int) -> RequestSpec:
@@ -79,20 +79,31 @@ def _drawn(rng: random.Random, median: int, sigma: float, low: int, high: int) -
     return max(low, min(high, round(median * math.exp(rng.gauss(0.0, sigma)))))
 
 
+@dataclass(frozen=True)
+class Synthetic(Workload):
+    """Requests of a shape (SHAPES), each drawn from the seed and its own index: as many as a sweep takes,
+    none the same as another (a server's prompt cache answers none of them)."""
+
+    shape: Shape = SHAPES["short"]
+    seed: int = 0
+
+    def request(self, index: int) -> RequestSpec:
+        rng = random.Random(self.seed * 1_000_003 + index)
+        words = _drawn(rng, *self.shape.prompt_words)
+        text = f"Request {index}. " + words_text(words, self.seed * 100_003 + index)
+        return RequestSpec((("user", text),), _drawn(rng, *self.shape.output_tokens))
+
+
 def synthetic(name: str, count: int = 200, seed: int = 0) -> Workload:
-    """`count` requests of the named shape (SHAPES), the same for the same seed."""
+    """Requests of the named shape (SHAPES), the same for the same seed (`count`: how many `requests`
+    lists, for a look at them; `request(i)` draws any)."""
     shape = SHAPES.get(name)
     if shape is None:
         raise EmberError(
             f"There is no workload {name!r}: use one of {', '.join([*SHAPES, *SCENARIOS])} or a ShareGPT file."
         )
-    rng = random.Random(seed)
-    specs = []
-    for i in range(count):
-        words = _drawn(rng, *shape.prompt_words)
-        text = f"Request {i}. " + words_text(words, seed * 100_003 + i)
-        specs.append(RequestSpec((("user", text),), _drawn(rng, *shape.output_tokens)))
-    return Workload(name, shape.description, tuple(specs))
+    made = Synthetic(name, shape.description, (), shape=shape, seed=seed)
+    return replace(made, requests=tuple(made.request(i) for i in range(count)))
 
 
 def sharegpt(path: Path, max_tokens_cap: int = 1024) -> Workload:
@@ -222,7 +233,7 @@ def workload_for(name: str, count: int = 200, seed: int = 0) -> Workload:
     if name == "document-lands":
         chat = synthetic("chat", count, seed)
         document = f"Summarise this document. {words_text(LANDING_WORDS, seed * 7 + 5)}"
-        return Workload(name, SCENARIOS[name], chat.requests, RequestSpec((("user", document),), 64))
+        return replace(chat, name=name, description=SCENARIOS[name], landing=RequestSpec((("user", document),), 64))
     path = Path(name).expanduser()
     if path.suffix.lower() == ".json" or path.exists():
         return sharegpt(path)
