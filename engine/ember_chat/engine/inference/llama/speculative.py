@@ -21,9 +21,9 @@ draws it, and the draft is kept while the drawn tokens equal it. A draft is a fu
 (n-grams, or a draft model's greedy choice), so this is speculative sampling's acceptance with a
 point-mass proposal (accept with probability p(x), else draw from p without x): each token has the
 distribution it has without speculation. The chain draws one random number per token given, in the
-same order, so with a seed the answer is the one decoding without speculation gives — but where a draw
-falls at the edge between two tokens, as the greedy choice at a near tie (below), a batch's rows rounded
-differently can tip it.
+same order, so with a seed the answer is often the one decoding without speculation gives — not always:
+a verify step's rows go through other kernels than one row (measured up to 1 logit apart on Gemma 3
+270M), and a draw near the edge between two tokens tips there, as the greedy choice at a near tie does.
 
 Each step is timed: the plain steps (one token: the first PLAIN_PROBE of the answer, and wherever no draft
 was found) give a token's cost without speculation, the verify steps what the drafts cost; their ratio is
