@@ -8,6 +8,7 @@ on the chat starter gives the figures and the plain answer."""
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 import math
 import statistics
@@ -20,13 +21,25 @@ from pathlib import Path
 import pytest
 
 from ember_chat.engine.bench.serving.client import RequestResult
+from ember_chat.engine.bench.serving.knobs import (
+    Figures,
+    Knob,
+    apply_winner,
+    figures_of,
+    pareto_front,
+    parse_knob,
+    parse_knobs,
+    winner,
+)
 from ember_chat.engine.bench.serving.load import LoadPlan, LoadRun, arrival_times
 from ember_chat.engine.bench.serving.machine import listening_pids, process_cpu_s
 from ember_chat.engine.bench.serving.report import _landing_words, plain_answer, sweep
 from ember_chat.engine.bench.serving.summary import Slo, landing_stall, over_repeats, parse_slo, t_interval
 from ember_chat.engine.bench.serving.targets import USUAL_PORTS, FoundServer, find_servers, url_target
 from ember_chat.engine.bench.serving.workload import ChatSessions, sharegpt, synthetic, workload_for
+from ember_chat.engine.core.params import LoadConfig
 from ember_chat.engine.errors import EmberError
+from ember_chat.engine.storage.model_settings import ModelSettingsStore
 from tests.helpers.cli import cli
 from tests.helpers.peer_servers import ember_server, free_port
 from tests.helpers.sse_server import DONE, FakeOpenAI, chunk, usage_chunk
@@ -420,3 +433,80 @@ def test_a_cancel_ends_the_requests_in_flight(fake: FakeOpenAI) -> None:
         timer.join()
     assert time.perf_counter() - started < 10
     assert run["cancelled"] and run["completed"] == 0 and set(run["failures"]) == {"cancelled"}
+
+
+def figures(goodput: float, tok_s: float, ttft: float | None, within: bool = True) -> Figures:
+    return Figures(goodput, tok_s, ttft, within, "1 user")
+
+
+def test_the_pareto_front_and_the_winner_of_a_knob_sweep_on_given_figures() -> None:
+    points = [
+        figures(2.0, 50.0, 500.0),  # beaten by the next on every figure
+        figures(2.0, 60.0, 400.0),
+        figures(3.0, 40.0, 900.0, within=False),  # the most goodput, but not within the objective
+        figures(1.0, 30.0, 200.0),  # the fastest first token
+        figures(2.0, 60.0, None),  # nothing completed: as late as can be
+    ]
+    assert pareto_front(points) == [1, 2, 3]
+    assert winner(points) == 1
+    assert winner([figures(2.0, 50.0, 300.0), figures(2.0, 55.0, 900.0)]) == 1  # (a tie on goodput: tok/s)
+    assert winner([figures(3.0, 40.0, 900.0, within=False)]) is None
+    assert pareto_front([figures(1.0, 1.0, 1.0), figures(1.0, 1.0, 1.0)]) == [0, 1]  # (equals both stay)
+
+    def load(name: str, goodput: float, attained: float) -> dict[str, object]:
+        return {"median": {"load": name, "goodput_requests_per_s": goodput, "output_tokens_per_s": 10 * goodput,
+                           "ttft_ms": {"p95": 100.0}, "slo_attainment": attained, "saturated": None,
+                           "completed": 4}}  # fmt: skip
+
+    best = figures_of([load("1 user", 1.0, 1.0), load("4 users", 2.0, 0.5)])  # (the served load, not the most)
+    assert best is not None and (best.load, best.goodput, best.within_slo) == ("1 user", 1.0, True)
+
+
+def test_a_bad_sweep_value_is_said_clearly(tmp_path: Path) -> None:
+    assert parse_knob("flash-attn=on,off") == Knob("flash_attn", (True, False))
+    assert parse_knob("ctx=2048,4096") == Knob("n_ctx", (2048, 4096))
+    for bad, said in [("parallel=1,lots", "--sweep parallel: 'lots' is not a whole number"),
+                      ("parallel=0", "--sweep parallel: parallel sequences must be between 1 and 16, got 0"),
+                      ("speed=1,2", "--sweep speed: not a load setting"),
+                      ("kv_cache_type=f8", "--sweep kv_cache_type: KV cache type must be one of f16, q8_0, q4_0"),
+                      ("flash_attn=maybe", "'maybe' is neither on nor off"),
+                      ("parallel", "--sweep takes NAME=VALUE")]:  # fmt: skip
+        with pytest.raises(EmberError) as caught:
+            parse_knobs([bad])
+        assert said in str(caught.value)
+    with pytest.raises(EmberError, match="more than once"):
+        parse_knobs(["parallel=1", "parallel=2"])
+    out = cli("bench", "serve", "--target", "local:starter", "--sweep", "threads=2,many", data_dir=tmp_path)
+    assert out.returncode != 0 and "--sweep threads: 'many' is not a whole number" in out.stderr
+    out = cli("bench", "serve", "--target", "http://127.0.0.1:9/v1", "--sweep", "parallel=1,2", data_dir=tmp_path)
+    assert out.returncode != 0 and "needs --target local:MODEL" in out.stderr
+
+
+def test_applying_a_winner_keeps_the_model_s_other_settings(tmp_path: Path) -> None:
+    store = ModelSettingsStore(tmp_path / "model_settings.json")
+    measured = LoadConfig(tmp_path / "m.gguf", n_ctx=1024, threads=1, parallel=1)
+    saved = apply_winner(store, "m.gguf", {"parallel": 2}, measured)  # (no settings of its own: the measured)
+    assert (saved.parallel, saved.n_ctx, saved.threads) == (2, 1024, 1)
+    store.save("m.gguf", dataclasses.replace(saved, n_ctx=8192, threads=3))
+    apply_winner(store, "m.gguf", {"parallel": 4, "flash_attn": False}, measured)
+    kept = store.get("m.gguf")
+    assert kept is not None and (kept.parallel, kept.flash_attn, kept.n_ctx, kept.threads) == (4, False, 8192, 3)
+
+
+def test_a_knob_sweep_on_a_local_model_applies_the_winner(
+    chat_starter_model: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("EMBER_CONFIG_DIR", str(tmp_path / "config"))  # (model_settings.json: the test's own)
+    out = cli("bench", "serve", "--target", f"local:{chat_starter_model}", "--sweep", "parallel=1,2",
+              "--concurrency", "1", "--requests", "2", "--workload", "short", "--warmup", "0", "--ctx", "1024",
+              "--threads", "1", "--slo", "ttft=120s,tpot=10s,e2el=300s", "--apply", "--json",
+              data_dir=tmp_path)  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout)
+    assert [s["label"] for s in result["settings"]] == ["parallel=1", "parallel=2"]
+    assert [r["setting"] for r in result["runs"]] == ["parallel=1", "parallel=2"]
+    assert all(r["completed"] == 2 and r["failed"] == 0 for r in result["runs"])
+    assert result["winner"] in result["pareto"] and result["answer"].startswith("Best within the objective")
+    saved = json.loads((tmp_path / "config" / "model_settings.json").read_text())[str(chat_starter_model)]
+    assert saved["parallel"] == result["winner_setting"]["parallel"]
+    assert (saved["n_ctx"], saved["threads"]) == (1024, 1)  # (the ones not swept: as measured)

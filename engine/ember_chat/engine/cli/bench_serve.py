@@ -16,7 +16,10 @@ from ember_chat.engine.errors import EmberError
 from ember_chat.engine.storage.paths import AppPaths
 
 if TYPE_CHECKING:  # (imported when it runs: its HTTP client is heavy for `ember-chat --help`)
+    from ember_chat.engine.bench.serving.load import LoadPlan
+    from ember_chat.engine.bench.serving.summary import Slo
     from ember_chat.engine.bench.serving.targets import ServingTarget
+    from ember_chat.engine.bench.serving.workload import Workload
     from ember_chat.engine.core.params import LoadConfig
 
 
@@ -61,6 +64,20 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     serve.add_argument("--csv", type=Path, help="also write one CSV row per load run (vLLM's keys)")
     add_load_flags(serve)  # (for local:MODEL; --parallel: the users it answers at once)
+    serve.add_argument(
+        "--sweep",
+        action="append",
+        default=[],
+        metavar="NAME=V1,V2",
+        help="with local:MODEL: load the model with each value of this load setting in turn (parallel, ctx, threads, "
+        "threads_batch, batch_size, flash_attn=on,off, kv_cache_type…; several --sweep: every combination), run "
+        "the same loads on each, and name the Pareto front and the winner",
+    )
+    serve.add_argument(
+        "--apply",
+        action="store_true",
+        help="with --sweep: save the winner as the model's own load settings (the ⚙ dialog's; the others kept)",
+    )
 
 
 def _numbers(text: str, what: str, kind: type[int] | type[float]) -> list[int] | list[float]:
@@ -96,6 +113,8 @@ def run(args: argparse.Namespace) -> int:
         users = _numbers(args.concurrency or "1,2,4", "--concurrency", int)
         plans = [LoadPlan(concurrency=int(c), **common) for c in users]
     workload = workload_for(args.workload, count=max(64, (requests or 0) + args.warmup), seed=args.seed)
+    if args.sweep or args.apply:
+        return _knob_sweep(args, workload, plans, slo)
     target = _target(args)
     cancel = threading.Event()
     load_runs: list[LoadRun] = []
@@ -165,6 +184,61 @@ _REPEATED = {  # the figures said per load with --repeats: (key, sub-key of a di
     "output tok/s": ("output_tokens_per_s", None),
     "goodput req/s": ("goodput_requests_per_s", None),
 }
+
+
+def _knob_sweep(args: argparse.Namespace, workload: Workload, plans: list[LoadPlan], slo: Slo) -> int:
+    from ember_chat.engine.bench.serving.knobs import apply_winner, knob_sweep, parse_knobs
+    from ember_chat.engine.cli.common import load_options_from_args, report_problems, resolve_model
+    from ember_chat.engine.core.params import LoadConfig
+    from ember_chat.engine.storage.model_settings import ModelSettingsStore
+
+    if not args.sweep:
+        raise EmberError("--apply saves the winner of a sweep: add --sweep NAME=V1,V2 (e.g. parallel=1,2,4).")
+    if not args.target.startswith("local:"):
+        raise EmberError("--sweep loads the model with each setting: it needs --target local:MODEL.")
+    if args.save_result_vllm is not None or args.csv is not None:
+        raise EmberError("--save-result-vllm and --csv write one target's runs: with --sweep, use --save-result.")
+    knobs = parse_knobs(args.sweep)
+    name = args.target.removeprefix("local:")
+    paths = AppPaths.default()
+    base = LoadConfig(resolve_model(name, paths), **load_options_from_args(args))
+    cancel = threading.Event()
+    try:
+        result = knob_sweep(
+            lambda config: local_target(config, name), base, knobs, workload, plans, slo, cancel,
+            progress=_progress, repeats=args.repeats,
+        )  # fmt: skip
+    except KeyboardInterrupt:
+        cancel.set()
+        raise
+    print(file=sys.stderr)
+    if args.apply and result["winner_setting"] is not None:
+        store = ModelSettingsStore(paths.model_settings_file)
+        apply_winner(store, name, result["winner_setting"], base)
+        report_problems(store)
+        result["applied"] = {"model": name, "file": str(paths.model_settings_file), "setting": result["winner"]}
+    text = json.dumps(result)
+    if args.save_result is not None:
+        args.save_result.write_text(text + "\n", encoding="utf-8")
+    if args.json:
+        print(text)
+    else:
+        print(result["answer"])
+        print()
+        width = max([len("setting"), *(len(s["label"]) for s in result["settings"])])
+        print(f"{'setting':<{width}} {'load':<18} {'goodput':>8} {'tok/s':>8} {'TTFT p95 ms':>12}")
+        for s in result["settings"]:
+            f = s["figures"]
+            mark = " *" if s["label"] == result["winner"] else (" ·" if s["label"] in result["pareto"] else "")
+            print(f"{s['label']:<{width}} {f['load']:<18} {f['goodput']:>8.2f} {f['tokens_per_s']:>8.1f} "
+                  f"{_ms(f['ttft_p95_ms']):>12}{mark}")  # fmt: skip
+        print("(* the winner, · on the Pareto front; each setting's best load)")
+        if "applied" in result:
+            print(f"Saved {result['winner']} as {name}'s load settings ({paths.model_settings_file}).")
+    if args.apply and result["winner_setting"] is None:
+        print("Nothing was saved: no setting kept the objective.", file=sys.stderr)
+        return 1
+    return 0
 
 
 def _find(args: argparse.Namespace) -> int:
