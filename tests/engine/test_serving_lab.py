@@ -507,6 +507,7 @@ def test_a_knob_sweep_on_a_local_model_applies_the_winner(
     assert [r["setting"] for r in result["runs"]] == ["parallel=1", "parallel=2"]
     assert all(r["completed"] == 2 and r["failed"] == 0 for r in result["runs"])
     assert result["winner"] in result["pareto"] and result["answer"].startswith("Best within the objective")
-    saved = json.loads((tmp_path / "config" / "model_settings.json").read_text())[str(chat_starter_model)]
+    assert result["applied"]["model"] == "starter"  # (given by its path: saved under the name the window uses)
+    saved = json.loads((tmp_path / "config" / "model_settings.json").read_text())["starter"]
     assert saved["parallel"] == result["winner_setting"]["parallel"]
     assert (saved["n_ctx"], saved["threads"]) == (1024, 1)  # (the ones not swept: as measured)

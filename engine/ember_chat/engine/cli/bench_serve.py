@@ -214,6 +214,7 @@ def _knob_sweep(args: argparse.Namespace, workload: Workload, plans: list[LoadPl
     print(file=sys.stderr)
     if args.apply and result["winner_setting"] is not None:
         store = ModelSettingsStore(paths.model_settings_file)
+        name = _library_name(name, base.path, paths)
         apply_winner(store, name, result["winner_setting"], base)
         report_problems(store)
         result["applied"] = {"model": name, "file": str(paths.model_settings_file), "setting": result["winner"]}
@@ -239,6 +240,17 @@ def _knob_sweep(args: argparse.Namespace, workload: Workload, plans: list[LoadPl
         print("Nothing was saved: no setting kept the objective.", file=sys.stderr)
         return 1
     return 0
+
+
+def _library_name(name: str, path: Path, paths: AppPaths) -> str:
+    """The name the window knows the model `path` by (its settings are kept under it), when a path was
+    given for an installed model; else `name` as given."""
+    from ember_chat.engine.cli.common import load_settings
+    from ember_chat.engine.models.library import ModelLibrary
+
+    library = ModelLibrary(load_settings(paths).models_folder(paths.default_models_dir))
+    same = Path(path).expanduser().resolve()
+    return next((e.name for e in library.entries() if e.path is not None and e.path.resolve() == same), name)
 
 
 def _find(args: argparse.Namespace) -> int:
