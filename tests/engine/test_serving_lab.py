@@ -511,3 +511,89 @@ def test_a_knob_sweep_on_a_local_model_applies_the_winner(
     saved = json.loads((tmp_path / "config" / "model_settings.json").read_text())["starter"]
     assert saved["parallel"] == result["winner_setting"]["parallel"]
     assert (saved["n_ctx"], saved["threads"]) == (1024, 1)  # (the ones not swept: as measured)
+
+
+def test_the_server_s_own_timings_are_summarised_beside_the_client_s(fake: FakeOpenAI, tmp_path: Path) -> None:
+    """llama-server's `timings` in the last chunk: each load's summary gives the server's medians and the
+    client's figures less the server's (the TTFT gap: what came before the server's clock started), the CLI
+    a line under the load, and --report a Markdown report with the answer, the context and the line."""
+    timings = {"prompt_ms": 50.0, "predicted_per_second": 40.0, "predicted_n": 4}
+    fake.stream([chunk("a", role="assistant"), chunk(" b"), chunk(" b"), chunk(" b"),
+                 chunk(finish="length", timings=timings), usage_chunk(12, 4), DONE], pauses={0: 0.3},
+                interval_s=0.05)  # fmt: skip
+    fake.fail(503, {"error": {"message": "busy"}}, times=1)
+    out = cli("bench", "serve", "--target", fake.base_url, "--concurrency", "1", "--requests", "3", "--warmup", "0",
+              "--workload", "short", "--save-result", str(tmp_path / "a.json"), "--report", str(tmp_path / "r.md"),
+              data_dir=tmp_path)  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    [run] = json.loads((tmp_path / "a.json").read_text())["runs"]
+    assert run["server_timings"] == "timings"
+    assert run["server_ttft_ms"] == 50.0 and run["server_decode_tokens_per_s"] == 40.0
+    assert run["ttft_minus_server_ms"] == pytest.approx(run["ttft_ms"]["p50"] - 50.0)  # (2 answered: both medians)
+    assert run["ttft_minus_server_ms"] >= 250  # (the 0.3 s before the first chunk: not the server's prefill)
+    # (a chunk every 50 ms: the client's 1/TPOT about 20 tokens/s, 20 below what the server said)
+    assert run["decode_minus_server_tokens_per_s"] == pytest.approx(1000 / run["tpot_ms"]["p50"] - 40.0, abs=1.0)
+    assert run["decode_minus_server_tokens_per_s"] < -10
+    assert "queueing, network and HTTP" in run["server_note"] and "leaves out the first token" in run["server_note"]
+    assert "server's own (timings): TTFT p50 50 ms (client +" in out.stdout and "decode 40.0 tok/s" in out.stdout
+    report = (tmp_path / "r.md").read_text()
+    assert report.startswith("# Serving lab report\n") and run["load"] in report
+    for said in ("## Context", "| Model | test-model |", "| Workload | short", "| Objective (SLO) | TTFT ≤ 1000 ms",
+                 "| TTFT ms |", "Server's own (timings): TTFT p50 50 ms", "1 × HTTP 503",
+                 "Completed 2, failed 1"):  # fmt: skip
+        assert said in report, said
+    assert json.loads((tmp_path / "a.json").read_text())["answer"] in report
+
+
+def test_ember_s_own_metrics_are_read_as_the_server_s_timings() -> None:
+    from ember_chat.engine.bench.serving.summary import server_side
+
+    def answered(ttft_s: float, server: dict[str, object] | None) -> RequestResult:
+        return RequestResult(0, 0.0, ok=True, ttft_s=ttft_s, e2el_s=ttft_s + 0.3, output_tokens=4, server=server)
+
+    done = [answered(0.15, {"source": "ember", "ttft_s": 0.1, "decode_tokens_per_s": 9.0}),
+            answered(0.35, {"source": "ember", "ttft_s": 0.2, "decode_tokens_per_s": 11.0}),
+            answered(0.5, None)]  # fmt: skip
+    said = server_side(done)
+    assert said["server_timings"] == "ember" and said["server_ttft_ms"] == pytest.approx(150.0)
+    assert said["ttft_minus_server_ms"] == pytest.approx(100.0)  # (the gaps 50 and 150)
+    assert said["server_decode_tokens_per_s"] == 10.0 and said["decode_minus_server_tokens_per_s"] == pytest.approx(0.0)
+    assert "Ember's clock" in said["server_note"]
+    assert server_side([answered(0.5, None)])["server_ttft_ms"] is None
+
+
+def test_two_saved_runs_are_compared_side_by_side_and_a_file_that_is_not_one_is_refused(
+    fake: FakeOpenAI, tmp_path: Path
+) -> None:
+    fake.stream(tokens_stream(4))
+    out = cli("bench", "serve", "--target", fake.base_url, "--concurrency", "1,2", "--requests", "2", "--warmup", "0",
+              "--workload", "short", "--save-result", str(tmp_path / "a.json"), "--json",
+              data_dir=tmp_path)  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    b = json.loads((tmp_path / "a.json").read_text())
+    b["loads"][0]["median"]["output_tokens_per_s"] *= 2  # (B: twice A's tok/s at the first load)
+    b["loads"].pop()  # (and the second load not run)
+    (tmp_path / "b.json").write_text(json.dumps(b))
+    a_b = ("bench", "serve", "--compare", str(tmp_path / "a.json"), str(tmp_path / "b.json"))
+    out = cli(*a_b, "--json", data_dir=tmp_path)
+    assert out.returncode == 0, out.stderr
+    compared = json.loads(out.stdout)
+    [load] = compared["loads"]
+    assert load["load"] == "concurrency 1" and compared["only_a"] == ["concurrency 2"] and compared["only_b"] == []
+    rows = {row["figure"]: row for row in load["figures"]}
+    assert rows["output tok/s"]["ratio"] == pytest.approx(2.0) and rows["TTFT p95 ms"]["ratio"] == pytest.approx(1.0)
+    assert compared["a"]["model"] == "test-model"
+    out = cli(*a_b, data_dir=tmp_path)
+    assert out.returncode == 0 and "B/A" in out.stdout and "Only in A: concurrency 2" in out.stdout
+    assert any(
+        line.split()[:2] == ["output", "tok/s"] and line.split()[-1] == "2.00" for line in out.stdout.splitlines()
+    )
+    for content, said in (("{not json", "is not JSON"), ("[1, 2]", "JSON list, not a serving result"),
+                          ('{"settings": [], "winner": null}', "knob sweep's result"),
+                          ('{"context": {}}', "no `loads` list"),
+                          ('{"context": {}, "loads": [{"load": 1}]}', "load 1")):  # fmt: skip
+        (tmp_path / "bad.json").write_text(content)
+        out = cli(
+            "bench", "serve", "--compare", str(tmp_path / "a.json"), str(tmp_path / "bad.json"), data_dir=tmp_path
+        )
+        assert out.returncode != 0 and said in out.stderr and "bad.json" in out.stderr, (content, out.stderr)

@@ -63,6 +63,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="also write each load run in the shape of `vllm bench serve --save-result` (one JSON, or a list)",
     )
     serve.add_argument("--csv", type=Path, help="also write one CSV row per load run (vLLM's keys)")
+    serve.add_argument("--report", type=Path, metavar="FILE.md", help="also write a Markdown report to share")
+    serve.add_argument(
+        "--compare",
+        nargs=2,
+        type=Path,
+        metavar=("A.json", "B.json"),
+        help="two results saved with --save-result side by side: each load's figures and the ratio B/A",
+    )
     add_load_flags(serve)  # (for local:MODEL; --parallel: the users it answers at once)
     serve.add_argument(
         "--sweep",
@@ -93,12 +101,14 @@ def _numbers(text: str, what: str, kind: type[int] | type[float]) -> list[int] |
 def run(args: argparse.Namespace) -> int:
     from ember_chat.engine.bench.serving.export import csv_text, vllm_result
     from ember_chat.engine.bench.serving.load import LoadPlan, LoadRun
-    from ember_chat.engine.bench.serving.report import sweep
+    from ember_chat.engine.bench.serving.report import report_markdown, server_words, sweep
     from ember_chat.engine.bench.serving.summary import parse_slo
     from ember_chat.engine.bench.serving.workload import workload_for
 
     if args.find:
         return _find(args)
+    if args.compare:
+        return _compare(args)
     if args.target is None:
         raise EmberError("Say what to load: --target URL, a saved connection's name or local:MODEL (or --find).")
     slo = parse_slo(args.slo)
@@ -131,6 +141,8 @@ def run(args: argparse.Namespace) -> int:
     text = json.dumps(result)
     if args.save_result is not None:
         args.save_result.write_text(text + "\n", encoding="utf-8")
+    if args.report is not None:
+        args.report.write_text(report_markdown(result), encoding="utf-8")
     if args.save_result_vllm is not None or args.csv is not None:
         shaped = [vllm_result(run, result["context"], slo) for run in load_runs]
         if args.save_result_vllm is not None:
@@ -155,6 +167,8 @@ def run(args: argparse.Namespace) -> int:
             f"{label:<24} {r['completed']:>5} {r['failed']:>5} {ttft:>17} {tpot:>17} "
             f"{r['output_tokens_per_s']:>8.1f} {slo_share:>6}"
         )
+        if said := server_words(r):
+            print(f"    {said}")
         for reason, count in r["failures"].items():
             print(f"    {count} failed: {reason}")
         if r["saturated"]:
@@ -196,8 +210,10 @@ def _knob_sweep(args: argparse.Namespace, workload: Workload, plans: list[LoadPl
         raise EmberError("--apply saves the winner of a sweep: add --sweep NAME=V1,V2 (e.g. parallel=1,2,4).")
     if not args.target.startswith("local:"):
         raise EmberError("--sweep loads the model with each setting: it needs --target local:MODEL.")
-    if args.save_result_vllm is not None or args.csv is not None:
-        raise EmberError("--save-result-vllm and --csv write one target's runs: with --sweep, use --save-result.")
+    if args.save_result_vllm is not None or args.csv is not None or args.report is not None:
+        raise EmberError(
+            "--save-result-vllm, --csv and --report write one target's runs: with --sweep, use --save-result."
+        )
     knobs = parse_knobs(args.sweep)
     name = args.target.removeprefix("local:")
     paths = AppPaths.default()
@@ -251,6 +267,38 @@ def _library_name(name: str, path: Path, paths: AppPaths) -> str:
     library = ModelLibrary(load_settings(paths).models_folder(paths.default_models_dir))
     same = Path(path).expanduser().resolve()
     return next((e.name for e in library.entries() if e.path is not None and e.path.resolve() == same), name)
+
+
+def _compare(args: argparse.Namespace) -> int:
+    from ember_chat.engine.bench.serving.compare import compare, read_result
+
+    a_path, b_path = args.compare
+    compared = compare(read_result(a_path), read_result(b_path))
+    if args.json:
+        print(json.dumps(compared))
+        return 0
+    for side, path in (("A", a_path), ("B", b_path)):
+        c = compared[side.lower()]
+        where = c.get("hardware") or c.get("target")
+        print(f"{side}: {path} — {c.get('model')} on {where}, {c.get('engine')}, {c.get('workload')}, {c.get('date')}")
+    if not compared["loads"]:
+        print("No load ran in both.")
+    for load in compared["loads"]:
+        print()
+        print(f"{load['load']:<24} {'A':>10} {'B':>10} {'B/A':>7}")
+        for row in load["figures"]:
+            ratio = "—" if row["ratio"] is None else f"{row['ratio']:.2f}"
+            print(f"  {row['figure']:<22} {_num(row['a']):>10} {_num(row['b']):>10} {ratio:>7}")
+    for side in ("a", "b"):
+        if compared[f"only_{side}"]:
+            print(f"Only in {side.upper()}: {', '.join(compared[f'only_{side}'])}")
+    return 0
+
+
+def _num(value: float | None) -> str:
+    if value is None:
+        return "—"
+    return f"{value:.0f}" if value.is_integer() or abs(value) >= 10 else f"{value:.2f}"
 
 
 def _find(args: argparse.Namespace) -> int:

@@ -171,3 +171,73 @@ def _figures(run: dict[str, Any]) -> str:
     if run["failed"]:
         parts.append(f"{run['failed']} failed")
     return ", ".join(parts) or "no request completed"
+
+
+def server_words(run: dict[str, Any]) -> str | None:
+    """The server's own figures beside the client's, in a line (None when the server gave none), e.g.
+    "server's own (timings): TTFT p50 41 ms (client +3 ms), decode 17.2 tok/s (client −0.1) — client − …"."""
+    ttft, rate = run.get("server_ttft_ms"), run.get("server_decode_tokens_per_s")
+    if ttft is None and rate is None:
+        return None
+    parts = []
+    if ttft is not None:
+        gap = run.get("ttft_minus_server_ms")
+        parts.append(f"TTFT p50 {ttft:.0f} ms" + (f" (client {gap:+.0f} ms)" if gap is not None else ""))
+    if rate is not None:
+        gap = run.get("decode_minus_server_tokens_per_s")
+        parts.append(f"decode {rate:.1f} tok/s" + (f" (client {gap:+.1f})" if gap is not None else ""))
+    note = f" — {run['server_note']}" if run.get("server_note") else ""
+    return f"server's own ({run.get('server_timings')}): {', '.join(parts)}{note}"
+
+
+def _cell(value: object, digits: int = 0) -> str:
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return f"{value:,.{digits}f}"
+    return "—"
+
+
+def report_markdown(result: dict[str, Any]) -> str:
+    """A sweep's result (as `sweep` gives it, or read back from --save-result) as a Markdown report to
+    share: the plain answer, its context, a table per load (each load's medians over its repeats), the
+    server's own figures, failures with their reasons, and a busy machine."""
+    context, slo = result.get("context", {}), result.get("slo", {})
+    objective = Slo(slo.get("ttft_ms"), slo.get("tpot_ms"), slo.get("e2el_ms")).describe()
+    lines = ["# Serving lab report", "", result.get("answer", ""), "", "## Context", "", "| | |", "|---|---|"]
+    facts = {
+        "Model": context.get("model"),
+        "Target": context.get("target"),
+        "Engine": context.get("engine"),
+        "Hardware": context.get("hardware") or f"not this machine ({context.get('base_url')})",
+        "Workload": " — ".join(str(w) for w in (context.get("workload"), context.get("workload_description")) if w),
+        "Date": context.get("date"),
+        "Objective (SLO)": f"{objective}, for {ATTAINMENT:.0%} of requests",
+    }
+    lines += [f"| {name} | {value} |" for name, value in facts.items() if value]
+    for load in result.get("loads", []):
+        run = load["median"]
+        repeats = load.get("repeats", 1)
+        lines += ["", f"## {load['load']}" + (f" (medians of {repeats} repeats)" if repeats > 1 else ""), ""]
+        lines += ["| figure | mean | p50 | p90 | p95 | p99 |", "|---|---:|---:|---:|---:|---:|"]
+        for name, key in (("TTFT ms", "ttft_ms"), ("TPOT ms", "tpot_ms"), ("ITL ms", "itl_ms"), ("E2E ms", "e2el_ms")):
+            d = run.get(key) or {}
+            lines.append(
+                f"| {name} | " + " | ".join(_cell(d.get(s)) for s in ("mean", "p50", "p90", "p95", "p99")) + " |"
+            )
+        attained = run.get("slo_attainment")
+        lines += [
+            "",
+            f"Completed {run.get('completed')}, failed {run.get('failed')}; "
+            f"{_cell(run.get('requests_per_s'), 2)} requests/s, {_cell(run.get('output_tokens_per_s'), 1)} output "
+            f"tokens/s, goodput {_cell(run.get('goodput_requests_per_s'), 2)} requests/s, SLO attainment "
+            + (f"{attained:.0%}." if isinstance(attained, int | float) else "—."),
+        ]
+        if said := server_words(run):
+            lines += ["", f"{said[0].upper()}{said[1:]}."]
+        failures = run.get("failures") or {}
+        if failures:
+            lines += ["", "Failures:", ""] + [f"- {count} × {reason}" for reason, count in failures.items()]
+        if run.get("saturated"):
+            lines += ["", f"Saturated: {run['saturated']}"]
+        if run.get("busy"):
+            lines += ["", f"Note — {run['busy']}."]
+    return "\n".join(lines) + "\n"

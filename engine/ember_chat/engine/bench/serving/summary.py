@@ -128,6 +128,61 @@ def summarize(run: LoadRun, slo: Slo) -> dict[str, Any]:
         "slo_attainment": met / len(run.results) if run.results else None,
         "send_lateness_ms": distribution(late),
         "document": landing_stall(run),
+        **server_side(done),
+    }
+
+
+SERVER_NOTES = {
+    "timings": "client − server: the TTFT gap is the queueing, network and HTTP before llama-server's clock "
+    "starts (and the first chunk's way back); its predicted_per_second leaves out the first token, as 1/TPOT "
+    "does, so the rates measure one span",
+    "ember": "client − server: the TTFT gap is the queueing, network and HTTP before Ember's clock starts (and "
+    "the first chunk's way back); its decode_tokens_per_s leaves out the first token, as 1/TPOT does",
+}
+
+
+def _number(value: object) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def server_side(done: list[RequestResult]) -> dict[str, Any]:
+    """What the server said of its own timing (llama.cpp's `timings`, Ember's `ember` metrics), beside the
+    client's: the medians of its TTFT (prompt_ms; ttft_s) and decode rate (predicted_per_second;
+    decode_tokens_per_s) over the answered requests that carried them, and the medians of the per-request
+    differences client − server (the client's TTFT and 1/TPOT). None where no request carried them."""
+    ttfts: list[float] = []
+    rates: list[float] = []
+    ttft_gaps: list[float] = []
+    rate_gaps: list[float] = []
+    sources: Counter[str] = Counter()
+    for r in done:
+        timings = r.server or {}
+        source = timings.get("source")
+        if source == "timings":
+            ttft_ms, rate = _number(timings.get("prompt_ms")), _number(timings.get("predicted_per_second"))
+        elif source == "ember":
+            ttft_s, rate = _number(timings.get("ttft_s")), _number(timings.get("decode_tokens_per_s"))
+            ttft_ms = ttft_s * 1000 if ttft_s is not None else None
+        else:
+            continue
+        sources[source] += 1
+        if ttft_ms is not None:
+            ttfts.append(ttft_ms)
+            if r.ttft_s is not None:
+                ttft_gaps.append(r.ttft_s * 1000 - ttft_ms)
+        if rate is not None:
+            rates.append(rate)
+            if tpot := r.tpot_s:
+                rate_gaps.append(1 / tpot - rate)
+    median = lambda values: statistics.median(values) if values else None  # noqa: E731
+    source = sources.most_common(1)[0][0] if sources else None
+    return {
+        "server_timings": source,
+        "server_ttft_ms": median(ttfts),
+        "server_decode_tokens_per_s": median(rates),
+        "ttft_minus_server_ms": median(ttft_gaps),
+        "decode_minus_server_tokens_per_s": median(rate_gaps),
+        "server_note": SERVER_NOTES.get(source) if source else None,
     }
 
 
