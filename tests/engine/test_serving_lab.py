@@ -36,13 +36,21 @@ from ember_chat.engine.bench.serving.machine import listening_pids, process_cpu_
 from ember_chat.engine.bench.serving.report import _landing_words, plain_answer, sweep
 from ember_chat.engine.bench.serving.summary import Slo, landing_stall, over_repeats, parse_slo, t_interval
 from ember_chat.engine.bench.serving.targets import USUAL_PORTS, FoundServer, find_servers, url_target
-from ember_chat.engine.bench.serving.workload import ChatSessions, sharegpt, synthetic, workload_for
+from ember_chat.engine.bench.serving.workload import (
+    WEATHER_RESULT,
+    ChatSessions,
+    ToolCall,
+    ToolLoops,
+    sharegpt,
+    synthetic,
+    workload_for,
+)
 from ember_chat.engine.core.params import LoadConfig
 from ember_chat.engine.errors import EmberError
 from ember_chat.engine.storage.model_settings import ModelSettingsStore
 from tests.helpers.cli import cli
 from tests.helpers.peer_servers import ember_server, free_port
-from tests.helpers.sse_server import DONE, FakeOpenAI, chunk, usage_chunk
+from tests.helpers.sse_server import DONE, FakeOpenAI, chunk, sse, usage_chunk
 
 
 def ks_exponential(gaps: list[float], mean: float) -> float:
@@ -597,3 +605,57 @@ def test_two_saved_runs_are_compared_side_by_side_and_a_file_that_is_not_one_is_
             "bench", "serve", "--compare", str(tmp_path / "a.json"), str(tmp_path / "bad.json"), data_dir=tmp_path
         )
         assert out.returncode != 0 and said in out.stderr and "bad.json" in out.stderr, (content, out.stderr)
+
+
+def tool_call_stream() -> list[str]:
+    """llama.cpp's server calling get_weather: the call's id and name, then its arguments in two pieces."""
+    call = lambda d: sse({"object": "chat.completion.chunk", "choices": [{"index": 0, "delta": d}]})  # noqa: E731
+    first = {"index": 0, "id": "call_7", "type": "function", "function": {"name": "get_weather", "arguments": '{"ci'}}
+    return [chunk(role="assistant"), call({"tool_calls": [first]}),
+            call({"tool_calls": [{"index": 0, "function": {"arguments": 'ty": "Lima"}'}}]}),
+            chunk(finish="tool_calls"), usage_chunk(90, 12), DONE]  # fmt: skip
+
+
+def test_tool_loops_send_the_call_and_its_result_back_and_time_the_user_s_turn(fake: FakeOpenAI) -> None:
+    fake.stream(tool_call_stream(), interval_s=0.01)
+    workload = workload_for("tools", seed=1)
+    assert isinstance(workload, ToolLoops)
+    [run] = sweep(url_target(fake.base_url), workload, [LoadPlan(concurrency=1, requests=4, warmup=0)], Slo())["runs"]
+    assert run["completed"] == 4 and run["failed"] == 0  # (an answer that is only a tool call is an answer)
+    bodies = [r.body for r in fake.generate_requests()]
+    assert all(b["tools"][0]["function"]["name"] == "get_weather" and "ignore_eos" not in b for b in bodies)
+    assert [len(b["messages"]) for b in bodies] == [1, 3, 1, 3]  # (a question, then it with the call and result)
+    question, call, result = bodies[1]["messages"]
+    assert question == bodies[0]["messages"][0] and question["content"].startswith("Question 0:")
+    assert call["role"] == "assistant" and call["tool_calls"] == [
+        {"id": "call_7", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Lima"}'}}
+    ]
+    assert result == {"role": "tool", "tool_call_id": "call_7", "content": WEATHER_RESULT}
+    assert bodies[2]["messages"][0]["content"].startswith("Question 1:")
+    # (the server called the tool again after its result: the turn ends there, no loop for ever)
+    assert run["tools"]["turns"] == 2 and run["tools"]["called_tool"] == 2
+    # (a turn is its two requests: longer than either's E2E)
+    assert run["tools"]["turn_ms"]["p50"] > run["e2el_ms"]["p99"] > 0
+
+
+def test_a_server_that_never_calls_the_tool_ends_each_turn_at_its_answer(fake: FakeOpenAI) -> None:
+    fake.stream(tokens_stream(4))
+    plan = [LoadPlan(concurrency=2, requests=5, warmup=0)]
+    [run] = sweep(url_target(fake.base_url), workload_for("tools"), plan, Slo())["runs"]
+    assert run["completed"] == 5 and run["tools"]["turns"] == 5 and run["tools"]["called_tool"] == 0
+    assert all(len(r.body["messages"]) == 1 for r in fake.generate_requests())
+    [chat] = sweep(url_target(fake.base_url), workload_for("short"), plan, Slo())["runs"]
+    assert chat["tools"] is None  # (a workload without tools has no turns to count)
+
+
+def test_a_failed_follow_up_drops_the_turn_and_its_user_asks_anew() -> None:
+    workload = workload_for("tools")
+    assert isinstance(workload, ToolLoops)
+    workload.request(0)
+    assert workload.done(0, "", (ToolCall("c1", "get_weather", '{"city": "Oslo"}'),)) is None  # (the tool called)
+    follow_up = workload.request(1)
+    assert len(follow_up.messages) == 3 and "ignore_eos" not in follow_up.body("m")
+    assert workload.done(1, None) is None  # (failed: no turn to count)
+    assert follow_up.messages[0] != (fresh := workload.request(2).messages)[0] and len(fresh) == 1
+    ended = workload.done(2, "Sunny.")
+    assert ended is not None and not ended.called_tool and ended.seconds >= 0

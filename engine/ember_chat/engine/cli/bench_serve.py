@@ -44,7 +44,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     load.add_argument("--rate", default=None, help="requests per second, comma-separated (open loop)")
     serve.add_argument("--burstiness", type=float, default=1.0, help="arrival shape with --rate (1: Poisson)")
     serve.add_argument(
-        "--workload", default="chat", help="chat, short, document, multiturn, document-lands, or a ShareGPT JSON file"
+        "--workload",
+        default="chat",
+        help="chat, short, document, multiturn, tools, document-lands, or a ShareGPT JSON file",
     )
     ends = serve.add_mutually_exclusive_group()
     ends.add_argument("--requests", type=int, default=None, help="requests per load (default 16)")

@@ -21,7 +21,7 @@ from typing import Any
 
 import httpx2
 
-from ember_chat.engine.bench.serving.workload import RequestSpec
+from ember_chat.engine.bench.serving.workload import RequestSpec, ToolCall, TurnEnd
 
 
 @dataclass
@@ -38,6 +38,8 @@ class RequestResult:
     itl_s: list[float] = field(default_factory=list)
     answer: str = ""  # the content streamed (a multi-turn workload sends it back as the assistant's turn)
     server: dict[str, Any] | None = None  # the server's own timings, as it gave them
+    tool_calls: tuple[ToolCall, ...] = ()  # the calls it answered with (a tool workload sends their results back)
+    turn: TurnEnd | None = None  # the user's turn this request's answer ended (the tools workload)
 
     @property
     def tpot_s(self) -> float | None:
@@ -130,6 +132,7 @@ def _stream(
     result.sent_s = sent - start
     finished = False
     parts: list[str] = []
+    calls: dict[int, list[str]] = {}  # (a call's index: [id, name, arguments so far])
     try:
         with client.stream(
             "POST", f"{base_url.rstrip('/')}/chat/completions", json=spec.body(model), headers=headers
@@ -158,7 +161,7 @@ def _stream(
                     result.error = f"the server said: {_snippet(json.dumps(event['error']))}"
                     return result
                 now = time.perf_counter()
-                if _has_content(event, parts):
+                if _has_content(event, parts, calls):
                     chunks += 1
                     if last is None:
                         result.ttft_s = now - sent
@@ -180,14 +183,15 @@ def _stream(
         return result
     result.e2el_s = time.perf_counter() - sent
     result.answer = "".join(parts)
+    result.tool_calls = tuple(ToolCall(i or f"call_{n}", name, args) for n, (i, name, args) in sorted(calls.items()))
     result.output_tokens = result.output_tokens or chunks
     result.ok = True
     return result
 
 
-def _has_content(event: dict[str, Any], parts: list[str]) -> bool:
-    """Whether the event carries text (reasoning counts: it is generated tokens); its answer text is
-    added to `parts`."""
+def _has_content(event: dict[str, Any], parts: list[str], calls: dict[int, list[str]]) -> bool:
+    """Whether the event carries text or a tool call (reasoning counts: it is generated tokens); its
+    answer text is added to `parts`, its tool calls' pieces to `calls` (by their index)."""
     found = False
     for choice in event.get("choices") or ():
         delta = choice.get("delta") if isinstance(choice, dict) else None
@@ -198,6 +202,16 @@ def _has_content(event: dict[str, Any], parts: list[str]) -> bool:
             found = True
             if isinstance(delta.get("content"), str):
                 parts.append(delta["content"])
+        for call in (delta.get("tool_calls") or ()) if isinstance(delta, dict) else ():
+            if not isinstance(call, dict):
+                continue
+            found = True
+            index = call.get("index") if isinstance(call.get("index"), int) else len(calls)
+            entry = calls.setdefault(index, ["", "", ""])
+            function = call.get("function") if isinstance(call.get("function"), dict) else {}
+            for slot, piece in enumerate((call.get("id"), function.get("name"), function.get("arguments"))):
+                if isinstance(piece, str):
+                    entry[slot] = entry[slot] + piece if slot == 2 else entry[slot] or piece
     return found
 
 

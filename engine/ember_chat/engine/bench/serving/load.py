@@ -247,7 +247,7 @@ def _sent(send: Send, workload: Workload, index: int, result: RequestResult, sta
         result = send(workload.request(index), result, start)
     except Exception as exc:
         result.ok, result.error = False, f"the request could not be made: {exc.__class__.__name__}: {exc}"
-    workload.done(index, result.answer if result.ok else None)
+    result.turn = workload.done(index, result.answer if result.ok else None, result.tool_calls)
     return result
 
 

@@ -128,6 +128,7 @@ def summarize(run: LoadRun, slo: Slo) -> dict[str, Any]:
         "slo_attainment": met / len(run.results) if run.results else None,
         "send_lateness_ms": distribution(late),
         "document": landing_stall(run),
+        "tools": tool_turns(run),
         **server_side(done),
     }
 
@@ -226,6 +227,19 @@ def landing_stall(run: LoadRun) -> dict[str, Any] | None:
         "gaps_before": len(before),
         "gaps_during": len(during),
         "stall_ms": p99_during - p99_before if p99_before is not None and p99_during is not None else None,
+    }
+
+
+def tool_turns(run: LoadRun) -> dict[str, Any] | None:
+    """The users' turns that got their final answer (the `tools` workload; None for others): how many,
+    how many called the tool on the way, and the time from the user's turn to the final answer."""
+    ends = [r.turn for r in run.results if r.turn is not None]
+    if not ends:
+        return None
+    return {
+        "turns": len(ends),
+        "called_tool": sum(1 for t in ends if t.called_tool),
+        "turn_ms": distribution([t.seconds for t in ends]),
     }
 
 

@@ -14,6 +14,7 @@ import json
 import math
 import random
 import threading
+import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -25,22 +26,52 @@ TOKENS_PER_WORD = 1.3
 
 
 @dataclass(frozen=True)
+class ToolCall:
+    """A function call the server answered with (its streamed `tool_calls` deltas put together)."""
+
+    id: str
+    name: str
+    arguments: str  # JSON text, as the model wrote it
+
+
+# A message: (role, content), or an OpenAI message object as sent (a tool call and its result)
+Message = tuple[str, str] | dict[str, object]
+
+
+@dataclass(frozen=True)
 class RequestSpec:
     """One chat completion: its messages and the tokens it asks for."""
 
-    messages: tuple[tuple[str, str], ...]  # (role, content)
+    messages: tuple[Message, ...]
     max_tokens: int
+    tools: tuple[dict[str, object], ...] = ()  # the functions the model may call (OpenAI's `tools`)
+    # (a tool-calling answer must be let to stop: ignore_eos would generate past the call)
+    ignore_eos: bool = True
 
     def body(self, model: str) -> dict[str, object]:
-        return {
+        body: dict[str, object] = {
             "model": model,
-            "messages": [{"role": role, "content": content} for role, content in self.messages],
+            "messages": [m if isinstance(m, dict) else {"role": m[0], "content": m[1]} for m in self.messages],
             "max_tokens": self.max_tokens,
             "temperature": 0,
             "stream": True,
             "stream_options": {"include_usage": True},
-            "ignore_eos": True,
         }
+        if self.ignore_eos:
+            body["ignore_eos"] = True
+        if self.tools:
+            body["tools"] = list(self.tools)
+        return body
+
+
+@dataclass(frozen=True)
+class TurnEnd:
+    """A user's turn that got its final answer (the `tools` workload): whether the server called the tool
+    on the way, and the seconds from the user's turn to that answer (its requests' time; the tool answers
+    at once)."""
+
+    called_tool: bool
+    seconds: float
 
 
 @dataclass(frozen=True)
@@ -53,9 +84,11 @@ class Workload:
     def request(self, index: int) -> RequestSpec:
         return self.requests[index % len(self.requests)]
 
-    def done(self, index: int, answer: str | None) -> None:
-        """Request `index` was answered (`answer`; None: it failed). A workload whose next requests
-        depend on the answers (ChatSessions) keeps them; these requests do not."""
+    def done(self, index: int, answer: str | None, tool_calls: tuple[ToolCall, ...] = ()) -> TurnEnd | None:
+        """Request `index` was answered (`answer` and the `tool_calls` it made; answer None: it failed). A
+        workload whose next requests depend on the answers (ChatSessions, ToolLoops) keeps them; these
+        requests do not. A user's turn that ended here with its final answer is returned (ToolLoops')."""
+        return None
 
 
 @dataclass(frozen=True)
@@ -197,7 +230,7 @@ class ChatSessions(Workload):
         conversation.messages.append(("user", f"Chat {conversation.number}, turn {conversation.turns + 1}. {words}"))
         return RequestSpec(tuple(conversation.messages), _drawn(rng, *self.answer))
 
-    def done(self, index: int, answer: str | None) -> None:
+    def done(self, index: int, answer: str | None, tool_calls: tuple[ToolCall, ...] = ()) -> TurnEnd | None:
         state = self._sessions
         with state.lock:
             conversation = state.out.pop(index, None)
@@ -210,6 +243,97 @@ class ChatSessions(Workload):
                 conversation.turns += 1
             if conversation.turns < self.turns:
                 state.idle.append(conversation)
+        return None
+
+
+WEATHER_TOOL: dict[str, object] = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "The weather in a city now.",
+        "parameters": {
+            "type": "object",
+            "properties": {"city": {"type": "string", "description": "The city's name"}},
+            "required": ["city"],
+        },
+    },
+}
+WEATHER_RESULT = '{"temperature_c": 21, "sky": "clear", "wind_kmh": 9}'  # (what the tool "returns", canned)
+CITIES = ("Paris", "Lagos", "Lima", "Osaka", "Oslo", "Cairo", "Perth", "Quito", "Hanoi", "Denver")
+
+
+@dataclass
+class _ToolTurn:
+    number: int
+    question: str
+    calls: tuple[ToolCall, ...] = ()
+    answer: str = ""  # (text the server gave beside its tool call)
+    sent: float = 0.0
+    busy_s: float = 0.0  # (the turn's requests' time: a follow-up's wait for its arrival slot is not the server's)
+
+
+class _ToolState:
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.pending: list[_ToolTurn] = []  # (the tool called: its result to send)
+        self.out: dict[int, _ToolTurn] = {}
+        self.made = 0
+
+
+@dataclass(frozen=True)
+class ToolLoops(Workload):
+    """Users whose chat calls a tool, as an agent does: a turn asks something with `tools` (get_weather);
+    an answer that calls it is followed by the conversation again with that call and the tool's result
+    (canned), whose answer is the final one — the user's next request (in an open loop, the next
+    arrival). An answer in text ends the turn at once, as does a second call (no loop for ever). Every
+    HTTP request is a request of the run; a turn that got its final answer is a TurnEnd on that request's
+    result (the summary's `tools`)."""
+
+    seed: int = 0
+    max_tokens: int = 200
+    _state: _ToolState = field(default_factory=_ToolState, repr=False, compare=False)
+
+    def request(self, index: int) -> RequestSpec:
+        state = self._state
+        with state.lock:
+            if state.pending:
+                turn = state.pending.pop()
+            else:
+                number = state.made
+                state.made += 1
+                city = random.Random(self.seed * 1_000_003 + number).choice(CITIES)
+                turn = _ToolTurn(number, f"Question {number}: what is the weather in {city} now?")
+            state.out[index] = turn
+        messages: list[Message] = [("user", turn.question)]
+        if turn.calls:
+            messages.append(
+                {
+                    "role": "assistant",
+                    "content": turn.answer,
+                    "tool_calls": [
+                        {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+                        for c in turn.calls
+                    ],
+                }
+            )
+            messages += [{"role": "tool", "tool_call_id": c.id, "content": WEATHER_RESULT} for c in turn.calls]
+        turn.sent = time.perf_counter()
+        return RequestSpec(tuple(messages), self.max_tokens, tools=(WEATHER_TOOL,), ignore_eos=False)
+
+    def done(self, index: int, answer: str | None, tool_calls: tuple[ToolCall, ...] = ()) -> TurnEnd | None:
+        state = self._state
+        with state.lock:
+            turn = state.out.pop(index, None)
+            if turn is None:
+                return None
+            turn.busy_s += time.perf_counter() - turn.sent
+            if answer is None:  # (failed: that user asks a new question next; the failure is the request's)
+                return None
+            if tool_calls and not turn.calls:
+                turn.calls, turn.answer = tool_calls, answer
+                state.pending.append(turn)
+                return None
+            return TurnEnd(called_tool=bool(turn.calls), seconds=turn.busy_s)
 
 
 # A long document pasted into a chat while others are chatting (the `document-lands` workload): 1,200
@@ -221,6 +345,7 @@ LANDING_WORDS = 1200
 SCENARIOS = {
     "multiturn": "users who each keep a conversation (6 turns, each request the conversation so far)",
     "document-lands": "the chat load, and one long document (1,200 words) pasted in mid-run",
+    "tools": "users whose chat calls a tool (get_weather) and sends its result back before the answer",
 }
 
 
@@ -230,6 +355,8 @@ def workload_for(name: str, count: int = 200, seed: int = 0) -> Workload:
         return synthetic(name, count, seed)
     if name == "multiturn":
         return ChatSessions(name, SCENARIOS[name], (), seed=seed)
+    if name == "tools":
+        return ToolLoops(name, SCENARIOS[name], (), seed=seed)
     if name == "document-lands":
         chat = synthetic("chat", count, seed)
         document = f"Summarise this document. {words_text(LANDING_WORDS, seed * 7 + 5)}"
