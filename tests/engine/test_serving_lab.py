@@ -634,8 +634,8 @@ def test_tool_loops_send_the_call_and_its_result_back_and_time_the_user_s_turn(f
     assert bodies[2]["messages"][0]["content"].startswith("Question 1:")
     # (the server called the tool again after its result: the turn ends there, no loop for ever)
     assert run["tools"]["turns"] == 2 and run["tools"]["called_tool"] == 2
-    # (a turn is its two requests: longer than either's E2E)
-    assert run["tools"]["turn_ms"]["p50"] > run["e2el_ms"]["p99"] > 0
+    # (a turn is its two requests: the turns' median is above the requests' E2E median)
+    assert run["tools"]["turn_ms"]["p50"] > run["e2el_ms"]["p50"] > 0
 
 
 def test_a_server_that_never_calls_the_tool_ends_each_turn_at_its_answer(fake: FakeOpenAI) -> None:
