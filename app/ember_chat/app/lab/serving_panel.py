@@ -61,6 +61,8 @@ from ember_chat.engine.storage.connections import ConnectionStore
 
 Progress = tuple[int, int, str, int, int | None]  # (load index, loads, its label, requests done, of)
 LOCAL, CONNECTION, URL = "local", "connection", "url"
+SHAREGPT_FILE = "file"  # (the workload choice that opens a file dialog)
+CONCURRENCY, RATE = "concurrency", "rate"  # (how the loads are given)
 WARMUP = 1  # requests sent before each load, not counted (the CLI's default)
 
 COLUMNS = ("Load", "TTFT p50 / p95 ms", "TPOT p50 / p95 ms", "ITL p95 ms", "E2E p95 ms", "Requests/s",
@@ -180,13 +182,13 @@ class ServingPanel(QWidget):
         }
         for key in SHAPES:
             self.workload.addItem(self.workload_names.get(key, key), key)
-        self.workload.addItem(self.tr("A ShareGPT file…"), "file")
+        self.workload.addItem(self.tr("A ShareGPT file…"), SHAREGPT_FILE)
         self.workload.setToolTip(self.tr("What each request asks; a ShareGPT .json file: its first human turns"))
         self.workload.activated.connect(self._workload_picked)
         self.loads_kind = QComboBox()
         self.loads_kind.setAccessibleName(self.tr("Load kind"))
-        self.loads_kind.addItem(self.tr("Users at once"), "concurrency")
-        self.loads_kind.addItem(self.tr("Requests/s"), "rate")
+        self.loads_kind.addItem(self.tr("Users at once"), CONCURRENCY)
+        self.loads_kind.addItem(self.tr("Requests/s"), RATE)
         self.loads_kind.setToolTip(
             self.tr(
                 "Users at once: each sends its next request when its answer ended (closed loop). Requests/s: "
@@ -401,7 +403,7 @@ class ServingPanel(QWidget):
         return self.tr("another computer: the figures include the network between")
 
     def _workload_picked(self, _index: int) -> None:
-        if self.workload.currentData() != "file":
+        if self.workload.currentData() != SHAREGPT_FILE:
             return
         path, _ = QFileDialog.getOpenFileName(
             self, self.tr("A ShareGPT workload"), "", self.tr("ShareGPT conversations (*.json)")
@@ -414,7 +416,7 @@ class ServingPanel(QWidget):
     def set_workload_file(self, path: Path) -> None:
         """The workload is this ShareGPT file (read at Run, on the worker: such files can be large)."""
         self.workload_file = path
-        i = self.workload.findData("file")
+        i = self.workload.findData(SHAREGPT_FILE)
         self.workload.setItemText(i, self.tr("ShareGPT: {name}").format(name=path.name))
         self.workload.setItemData(i, str(path), Qt.ItemDataRole.ToolTipRole)
         self.workload.setCurrentIndex(i)
@@ -422,7 +424,7 @@ class ServingPanel(QWidget):
     # ----- running
     def plans(self) -> list[LoadPlan]:
         """The loads as typed (EmberError naming what is wrong)."""
-        rate = self.loads_kind.currentData() == "rate"
+        rate = self.loads_kind.currentData() == RATE
         try:
             values = [float(x) if rate else int(x) for x in self.loads.text().split(",") if x.strip()]
         except ValueError:
@@ -449,7 +451,7 @@ class ServingPanel(QWidget):
         kind, name = self.target_kind()
         url, slo, requests = self.url.text().strip(), self.slo(), self.requests.value()
         shape = self.workload.currentData()
-        workload_name = str(self.workload_file) if shape == "file" and self.workload_file else shape
+        workload_name = str(self.workload_file) if shape == SHAREGPT_FILE and self.workload_file else shape
         service, connections, folder = self.service, self.connections, self.data_dir / "benchmarks"
         self._cancel.clear()
         cancel = self._cancel
