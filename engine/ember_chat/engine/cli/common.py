@@ -78,8 +78,8 @@ def add_draft_flag(parser: argparse.ArgumentParser) -> None:
         type=Path,
         default=None,
         help="a smaller model with the same vocabulary (same family) that drafts tokens for --speculative draft "
-        "or auto (greedy decoding: the same answer); one that cannot be used is refused with the reason and the "
-        "model runs without it",
+        "or auto (the model's own answer, greedy or sampled); one that cannot be used is refused with the reason "
+        "and the model runs without it",
     )
 
 

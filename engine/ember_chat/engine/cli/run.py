@@ -61,8 +61,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--speculative",
         choices=SPECULATIVE_MODES,
         default="auto",
-        help="ngram: draft tokens from the prompt and verify them several at a time (greedy decoding, "
-        "--temperature 0: the same answer, faster when it copies the prompt); draft: drafts from --draft-model "
+        help="ngram: draft tokens from the prompt and verify them several at a time (at --temperature 0 the same "
+        "answer, sampled the same distribution; faster when it copies the prompt); draft: drafts from --draft-model "
         "(n-grams without one); auto (the default): the same (the draft model's drafts with one), stopped for "
         "an answer where it does not pay; off",
     )

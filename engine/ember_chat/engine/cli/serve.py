@@ -63,7 +63,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         choices=SPECULATIVE_MODES,
         default="auto",
         help="speculative decoding for a request whose ember.speculative does not say: ngram drafts tokens from "
-        "the prompt and verifies them several at a time (greedy decoding: the same answer, faster when it copies "
+        "the prompt and verifies them several at a time (greedy: the same answer, sampled: the same distribution; "
+        "faster when it copies "
         "the prompt); draft: drafts from --draft-model (n-grams without one); auto (the default): the same (the "
         "draft model's drafts with one), stopped for an answer where it does not pay; off",
     )

@@ -165,7 +165,7 @@ class SamplingParams:
     logit_bias: tuple[tuple[int, float], ...] = ()
     # Speculative decoding: "ngram" drafts tokens from the prompt and answer so far and verifies them
     # several at a time (inference/llama/speculative.py: the same tokens, faster when the answer copies
-    # its input), for plain greedy decoding; "draft" drafts with the draft model loaded with the model
+    # its input; sampled answers keep their distribution); "draft" drafts with the draft model loaded with the model
     # (LoadConfig.draft_model; n-grams without one); "auto" (the default) drafts (with the draft model when
     # one is loaded) and stops for an answer where it does not pay; "off" never.
     speculative: str = "auto"
