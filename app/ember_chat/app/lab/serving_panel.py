@@ -13,8 +13,6 @@ folder's benchmarks/ as serving-*.json."""
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 import secrets
 import threading
@@ -24,9 +22,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from PySide6.QtCharts import QChart, QChartView, QLineSeries, QScatterSeries, QValueAxis
-from PySide6.QtCore import QEvent, Qt, Signal
-from PySide6.QtGui import QFont, QGuiApplication, QPainter, QPalette, QPen
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QFont, QGuiApplication, QPalette
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QApplication,
@@ -49,11 +46,19 @@ from PySide6.QtWidgets import (
 )
 
 from ember_chat.app.engine_link.tasks import TaskRunner
+from ember_chat.app.lab.serving_chart import ServingChart
 from ember_chat.engine.bench.lab import write_run
+from ember_chat.engine.bench.serving.export import runs_csv
 from ember_chat.engine.bench.serving.load import LoadPlan
 from ember_chat.engine.bench.serving.report import sweep
 from ember_chat.engine.bench.serving.summary import Slo
-from ember_chat.engine.bench.serving.targets import LOOPBACK, ServingTarget, connection_target, served_model, url_target
+from ember_chat.engine.bench.serving.targets import (
+    LOOPBACK,
+    ServingTarget,
+    connection_target,
+    started_target,
+    url_target,
+)
 from ember_chat.engine.bench.serving.workload import SHAPES, workload_for
 from ember_chat.engine.errors import EmberError
 from ember_chat.engine.inference.service.engine import EngineService
@@ -81,42 +86,7 @@ def serve_window_model(service: EngineService) -> ServingTarget:
     key = secrets.token_urlsafe(24)
     server = ApiServer(service, ServerConfig(port=0, api_key=key))
     server.start()
-    target = ServingTarget(
-        model.name, server.url, model.name, key, f"Ember (this window), {model.backend}", server.stop
-    )
-    try:
-        target.model, _ = served_model(server.url, key, None)
-    except BaseException:
-        target.close()
-        raise
-    return target
-
-
-def runs_csv(result: dict[str, Any]) -> str:
-    """A row per load: its figures (ms, per second) and failures, for a spreadsheet."""
-    out = io.StringIO()
-    writer = csv.writer(out)
-    head = ["load", "concurrency", "request_rate", "completed", "failed", "duration_s"]
-    dists = ("ttft_ms", "tpot_ms", "itl_ms", "e2el_ms")
-    head += [f"{d}_{s}" for d in dists for s in ("mean", "p50", "p90", "p95", "p99")]
-    rates = ("requests_per_s", "output_tokens_per_s", "total_tokens_per_s", "goodput_requests_per_s")
-    head += [*rates, "slo_attainment", "saturated", "cancelled", "failures"]
-    writer.writerow(head)
-    for r in result["runs"]:
-        row: list[object] = [
-            r["load"],
-            r["concurrency"],
-            r["request_rate"],
-            r["completed"],
-            r["failed"],
-            r["duration_s"],
-        ]
-        row += [r[d][s] for d in dists for s in ("mean", "p50", "p90", "p95", "p99")]
-        row += [r[k] for k in rates]
-        failures = "; ".join(f"{n}× {why}" for why, n in r["failures"].items())
-        row += [r["slo_attainment"], r["saturated"] or "", r["cancelled"], failures]
-        writer.writerow(["" if v is None else v for v in row])
-    return out.getvalue()
+    return started_target(model.name, server.url, key, f"Ember (this window), {model.backend}", server.stop)
 
 
 def _ms(value: float | None) -> str:
@@ -283,14 +253,8 @@ class ServingPanel(QWidget):
         self.failures.setAccessibleName(self.tr("Failed requests"))
         self.failures.hide()
 
-        self.chart = QChart()
-        self.chart.setTitle(self.tr("TTFT p95 against output tokens/s, per load"))
-        self.chart_view = QChartView(self.chart)
-        self.chart_view.setRenderHint(QPainter.RenderHint.Antialiasing)
-        # (below about 12 lines of text QtCharts elides the x axis' labels and title to "…")
-        self.chart_view.setMinimumHeight(14 * self.chart_view.fontMetrics().height())
-        self.chart_view.setAccessibleName(self.tr("Latency against throughput chart"))
-        self.chart_view.setAccessibleDescription(self.tr("One point per load; the table above has the figures"))
+        self.chart_view = ServingChart()
+        self.chart = self.chart_view.chart()
         self.fit_table()
 
         self.copy_button = QPushButton(self.tr("Copy"))
@@ -565,7 +529,7 @@ class ServingPanel(QWidget):
         self.failures.setText("\n".join(notes))
         self.failures.setVisible(bool(notes))
         self.fit_table()
-        self.plot(result)
+        self.chart_view.plot(result)
         self.chart_view.show()
 
     def fit_table(self) -> None:
@@ -589,83 +553,6 @@ class ServingPanel(QWidget):
             "—" if attained is None else f"{attained:.0%}",
             str(r["failed"]),
         ]
-
-    def plot(self, result: dict[str, Any]) -> None:
-        """One point per load (named in the legend), joined in load order, and the TTFT objective."""
-        self.chart.removeAllSeries()
-        self._chart_colors()
-        for axis in self.chart.axes():
-            self.chart.removeAxis(axis)
-        points = [
-            (r["load"], r["output_tokens_per_s"], r["ttft_ms"]["p95"])
-            for r in result["runs"]
-            if r["ttft_ms"]["p95"] is not None
-        ]
-        path = QLineSeries()
-        path.setName(self.tr("in load order"))
-        for _label, x, y in points:
-            path.append(x, y)
-        series: list[QLineSeries | QScatterSeries] = [path]
-        for label, x, y in points:
-            dot = QScatterSeries()
-            dot.setName(label)
-            dot.setMarkerSize(11)
-            dot.append(x, y)
-            series.append(dot)
-        limit = result["slo"]["ttft_ms"]
-        top_x = max([x for _l, x, _y in points] + [1.0]) * 1.15
-        top_y = max([y for _l, _x, y in points] + [limit or 0.0, 1.0]) * 1.15
-        if limit is not None:
-            objective = QLineSeries()
-            objective.setName(self.tr("TTFT objective"))
-            objective.append(0, limit)
-            objective.append(top_x * 4, limit)  # (past the axis' nice end: clipped there)
-            pen = QPen(objective.pen())
-            pen.setStyle(Qt.PenStyle.DashLine)
-            pen.setColor(self.palette().color(QPalette.ColorRole.Text))  # (a limit, not a load: the text's colour)
-            objective.setPen(pen)
-            series.append(objective)
-        for s in series:
-            self.chart.addSeries(s)
-        x, y = QValueAxis(), QValueAxis()
-        x.setRange(0, top_x)
-        x.setTitleText(self.tr("output tokens/s"))
-        y.setRange(0, top_y)
-        y.setTitleText(self.tr("TTFT p95 (ms)"))
-        small = QFont(QApplication.font())  # (as the speed charts: labels fit, and scale with the system font)
-        small.setPointSizeF(small.pointSizeF() * 0.8)
-        for axis in (x, y):
-            axis.setLabelFormat("%.0f")
-            axis.setLabelsFont(small)
-            axis.setTitleFont(small)
-            axis.setTickCount(5)
-            axis.applyNiceNumbers()
-        self.chart.addAxis(x, Qt.AlignmentFlag.AlignBottom)
-        self.chart.addAxis(y, Qt.AlignmentFlag.AlignLeft)
-        for s in series:
-            s.attachAxis(x)
-            s.attachAxis(y)
-        self.chart.legend().setFont(small)
-        self.chart.legend().setAlignment(Qt.AlignmentFlag.AlignRight)
-        self.chart.legend().markers(path)[0].setVisible(False)  # (the line only joins the loads' points)
-
-    def _chart_colors(self) -> None:
-        """The chart in the window's theme (QtCharts' own dark theme on a dark palette; it resets the
-        series' colours, so called before they are added)."""
-        palette = self.palette()
-        dark = palette.color(QPalette.ColorRole.Window).lightness() < 128
-        self.chart.setTheme(QChart.ChartTheme.ChartThemeDark if dark else QChart.ChartTheme.ChartThemeLight)
-        self.chart.setBackgroundBrush(palette.color(QPalette.ColorRole.Base))
-        self.chart.setTitleBrush(palette.color(QPalette.ColorRole.Text))
-        self.chart.legend().setLabelColor(palette.color(QPalette.ColorRole.Text))
-
-    def changeEvent(self, event: QEvent) -> None:  # Qt override: the theme changed
-        super().changeEvent(event)
-        if event.type() == QEvent.Type.PaletteChange:
-            if self.result is not None:
-                self.plot(self.result)
-            else:
-                self._chart_colors()
 
     def table_text(self) -> str:
         """The answer, then the table as tab-separated text (failures' reasons after it)."""

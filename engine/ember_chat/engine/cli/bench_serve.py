@@ -361,7 +361,7 @@ def _target(args: argparse.Namespace) -> ServingTarget:
 def local_target(ref: LoadConfig, label: str) -> ServingTarget:
     """`ref` loaded in Ember's engine here and served by Ember's API server on a free loopback port until
     the target is closed."""
-    from ember_chat.engine.bench.serving.targets import ServingTarget, served_model
+    from ember_chat.engine.bench.serving.targets import started_target
     from ember_chat.engine.cli.common import load_blocking
     from ember_chat.engine.inference.service.engine import EngineService
     from ember_chat.engine.serve.config import ServerConfig
@@ -380,12 +380,6 @@ def local_target(ref: LoadConfig, label: str) -> ServingTarget:
         server.stop()
         service.close()
 
-    target = ServingTarget(f"local:{label}", server.url, description.name, None, "", close)
-    try:
-        target.model, _ = served_model(server.url, None, None)
-    except BaseException:
-        target.close()
-        raise
     threads = f", {description.threads} threads" if description.threads else ""
-    target.engine = f"Ember (in process), {description.backend}{threads}"
-    return target
+    engine = f"Ember (in process), {description.backend}{threads}"
+    return started_target(f"local:{label}", server.url, None, engine, close)

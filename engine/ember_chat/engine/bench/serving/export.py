@@ -94,3 +94,31 @@ def csv_text(results: list[dict[str, Any]]) -> str:
     for row in results:
         writer.writerow({key: "" if row.get(key) is None else row.get(key) for key in columns})
     return out.getvalue()
+
+
+def runs_csv(result: dict[str, Any]) -> str:
+    """A row per load run of a sweep's result (report.sweep): its figures (ms, per second) and failures, for
+    a spreadsheet (the window's Export CSV; csv_text is vLLM's shape)."""
+    out = io.StringIO()
+    writer = csv.writer(out)
+    head = ["load", "concurrency", "request_rate", "completed", "failed", "duration_s"]
+    dists = ("ttft_ms", "tpot_ms", "itl_ms", "e2el_ms")
+    head += [f"{d}_{s}" for d in dists for s in ("mean", "p50", "p90", "p95", "p99")]
+    rates = ("requests_per_s", "output_tokens_per_s", "total_tokens_per_s", "goodput_requests_per_s")
+    head += [*rates, "slo_attainment", "saturated", "cancelled", "failures"]
+    writer.writerow(head)
+    for r in result["runs"]:
+        row: list[object] = [
+            r["load"],
+            r["concurrency"],
+            r["request_rate"],
+            r["completed"],
+            r["failed"],
+            r["duration_s"],
+        ]
+        row += [r[d][s] for d in dists for s in ("mean", "p50", "p90", "p95", "p99")]
+        row += [r[k] for k in rates]
+        failures = "; ".join(f"{n}× {why}" for why, n in r["failures"].items())
+        row += [r["slo_attainment"], r["saturated"] or "", r["cancelled"], failures]
+        writer.writerow(["" if v is None else v for v in row])
+    return out.getvalue()

@@ -94,6 +94,20 @@ def served_model(base_url: str, api_key: str | None, asked: str | None) -> tuple
     return ids[0], str(owner or "OpenAI-compatible server")
 
 
+def started_target(
+    name: str, base_url: str, api_key: str | None, engine: str, on_close: Callable[[], None]
+) -> ServingTarget:
+    """A target for a server started for the run (`on_close` stops it), naming the model it serves;
+    a server that cannot say is stopped before the error is raised."""
+    target = ServingTarget(name, base_url, "", api_key, engine, on_close)
+    try:
+        target.model, _ = served_model(base_url, api_key, None)
+    except BaseException:
+        target.close()
+        raise
+    return target
+
+
 def url_target(url: str, model: str | None = None, api_key: str | None = None) -> ServingTarget:
     if urlsplit(url).scheme not in ("http", "https"):
         raise EmberError(f"A target URL starts with http:// or https://, got {url!r}.")
