@@ -65,7 +65,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="also write each load run in the shape of `vllm bench serve --save-result` (one JSON, or a list)",
     )
     serve.add_argument("--csv", type=Path, help="also write one CSV row per load run (vLLM's keys)")
-    serve.add_argument("--report", type=Path, metavar="FILE.md", help="also write a Markdown report to share")
+    serve.add_argument(
+        "--report",
+        type=Path,
+        metavar="FILE",
+        help="also write a report to share: HTML with plots for FILE.html or .htm (one file, offline), else Markdown",
+    )
     serve.add_argument(
         "--compare",
         nargs=2,
@@ -104,6 +109,7 @@ def run(args: argparse.Namespace) -> int:
     from ember_chat.engine.bench.serving.export import csv_text, vllm_result
     from ember_chat.engine.bench.serving.load import LoadPlan, LoadRun
     from ember_chat.engine.bench.serving.report import report_markdown, server_words, sweep
+    from ember_chat.engine.bench.serving.report_html import report_html
     from ember_chat.engine.bench.serving.summary import parse_slo
     from ember_chat.engine.bench.serving.workload import workload_for
 
@@ -144,7 +150,8 @@ def run(args: argparse.Namespace) -> int:
     if args.save_result is not None:
         args.save_result.write_text(text + "\n", encoding="utf-8")
     if args.report is not None:
-        args.report.write_text(report_markdown(result), encoding="utf-8")
+        html = args.report.suffix.lower() in (".html", ".htm")
+        args.report.write_text(report_html(result) if html else report_markdown(result), encoding="utf-8")
     if args.save_result_vllm is not None or args.csv is not None:
         shaped = [vllm_result(run, result["context"], slo) for run in load_runs]
         if args.save_result_vllm is not None:
