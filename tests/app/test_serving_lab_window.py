@@ -2,7 +2,9 @@
 127.0.0.1) load-tested at each concurrency, the plain answer first, a row per load with the failures'
 reasons, the plot, copy, export and the run kept in the data folder; a cancel mid-run keeps the loads
 that ran; a ShareGPT file that is not one says why; and the chat starter loaded in the window, served by a
-temporary Ember API server of the window, measured for real."""
+temporary Ember API server of the window, measured for real; repeats shown with each figure's 95 % interval;
+and a knob sweep of the chat starter (parallel=1,2) marking the winner, saving it as the model's load
+settings, and keeping the settings that ran when cancelled."""
 
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ from pytestqt.qtbot import QtBot
 from ember_chat.app.lab.serving_panel import COLUMNS, ServingPanel
 from ember_chat.app.shell.main_window import MainWindow
 from ember_chat.engine.storage.connections import ConnectionStore
+from ember_chat.engine.storage.model_settings import ModelSettingsStore
 from tests.helpers.sse_server import DONE, FakeOpenAI, chunk, usage_chunk
 from tests.helpers.window import LOAD_TIMEOUT
 
@@ -183,3 +186,96 @@ def test_models_benchmark_brings_back_the_lab_while_a_serving_run_is_on(
         panel.cancel_button.click()
     assert panel.status.text().startswith("Cancelled"), panel.status.text()
     assert not lab.running
+
+
+def test_repeats_give_each_figure_its_interval(qtbot: QtBot, tmp_path: Path, fake: FakeOpenAI) -> None:
+    panel = panel_for(qtbot, tmp_path)
+    aim_at(panel, fake.base_url, "1", 2)
+    assert not panel.sweep_box.isEnabled() and "Ember's window" in panel.sweep_box.toolTip()
+    panel.repeats.setValue(3)
+    fake.stream(tokens_stream(4), pauses={1: 0.01})
+    run(qtbot, panel)
+    assert panel.status.text().startswith("Done"), panel.status.text()
+    result = panel.result
+    assert result is not None and [r["repeat"] for r in result["runs"]] == [1, 2, 3]
+    [load] = result["loads"]
+    assert load["repeats"] == 3 and panel.progress.value() == panel.progress.maximum() == 6
+    assert panel.table.rowCount() == 1 and panel.table.item(0, 0).text() == "concurrency 1, median of 3"
+    low, high = load["interval95"]["ttft_ms"]["p95"]
+    ttft = panel.table.item(0, COLUMNS.index("TTFT p50 / p95 ms")).text()
+    minus = lambda text: text.replace("-", "\N{MINUS SIGN}")  # noqa: E731
+    assert ttft.endswith(minus(f"\n({low:,.0f}–{high:,.0f})")) and " / " in ttft  # (the p95's interval under it)
+    low, high = load["interval95"]["output_tokens_per_s"]
+    tokens = panel.table.item(0, COLUMNS.index("Output tok/s")).text()
+    assert tokens == f"{load['median']['output_tokens_per_s']:.1f}\n" + minus(f"({low:.1f}–{high:.1f})")
+    panel.copy_button.click()
+    copied = QGuiApplication.clipboard().text()
+    assert "\nconcurrency 1, median of 3\t" in copied and f"\t{tokens.replace(chr(10), ' ')}\t" in copied
+
+
+def starter_sweep(
+    qtbot: QtBot, make_window: Callable[..., MainWindow], requests: int
+) -> tuple[MainWindow, ServingPanel]:
+    """The window with the chat starter loaded, its Serving tab set for a knob sweep of parallel=1,2 at one
+    user (an objective no run misses: the winner is the one with the most goodput)."""
+    w = make_window()
+    w.models.open_benchmark()
+    panel: ServingPanel = w.models.benchmark.serving
+    assert not panel.sweep_box.isEnabled() and "Load a model for chat first" in panel.sweep_box.toolTip()
+    with qtbot.waitSignal(w.model_state_changed, check_params_cb=lambda s: s == "ready", timeout=LOAD_TIMEOUT):
+        w.welcome.starter.click()
+    w.models.benchmark.tabs.setCurrentWidget(panel)
+    assert panel.sweep_box.isEnabled()
+    panel.workload.setCurrentIndex(panel.workload.findData("short"))
+    panel.loads.setText("1")
+    panel.requests.setValue(requests)
+    panel.ttft.setValue(600.0)
+    panel.tpot.setValue(60_000.0)
+    panel.e2e.setValue(3600.0)
+    panel.sweep_box.setChecked(True)
+    panel.knob_checks["parallel"].setChecked(True)
+    panel.knob_values["parallel"].setText("1,2")
+    return w, panel
+
+
+def test_a_knob_sweep_marks_the_winner_and_saves_it_as_the_models_load_settings(
+    qtbot: QtBot, make_window: Callable[..., MainWindow], chat_starter_model: Path
+) -> None:
+    w, panel = starter_sweep(qtbot, make_window, 2)
+    panel.knob_values["parallel"].setText("1,x")
+    panel.run_button.click()
+    assert panel.status.text() == "Knob sweep, parallel: 'x' is not a whole number."
+    panel.knob_values["parallel"].setText("1,2")
+    run(qtbot, panel, 300_000)
+    assert panel.status.text().startswith("Done"), panel.status.text()
+    result = panel.result
+    assert result is not None and [s["label"] for s in result["settings"]] == ["parallel=1", "parallel=2"]
+    assert result["winner"] in ("parallel=1", "parallel=2") and result["winner"] in result["pareto"]
+    labels = [panel.table.item(r, 0).text() for r in range(panel.table.rowCount())]
+    assert sorted(labels) == sorted(
+        f"parallel={n}:\nconcurrency 1" + (" — ★ winner" if result["winner"] == f"parallel={n}" else
+                                          " — on the Pareto front" if f"parallel={n}" in result["pareto"] else "")
+        for n in (1, 2)
+    )  # fmt: skip
+    assert panel.progress.value() == panel.progress.maximum() == 4
+    assert panel.save_winner.isVisible() and panel.save_winner.text() == "Save as starter's load settings"
+    panel.save_winner.click()
+    saved = ModelSettingsStore(w.model_settings.path).get("starter")  # (read back from the file)
+    assert saved is not None and saved.parallel == result["winner_setting"]["parallel"]
+    assert panel.status.text().startswith(f"Saved {result['winner']} as starter's load settings (")
+    panel.target.setCurrentIndex(panel.target.findData("url"))
+    assert not panel.sweep_box.isEnabled() and "for the model loaded for chat only" in panel.sweep_box.toolTip()
+
+
+def test_a_knob_sweep_cancelled_keeps_the_settings_that_ran(
+    qtbot: QtBot, make_window: Callable[..., MainWindow], chat_starter_model: Path
+) -> None:
+    _w, panel = starter_sweep(qtbot, make_window, 4)
+    with qtbot.waitSignal(panel.run_finished, timeout=300_000):
+        panel.run_button.click()
+        qtbot.waitUntil(lambda: "parallel=2" in panel.status.text(), timeout=240_000)
+        panel.cancel_button.click()
+    assert panel.status.text().startswith("Cancelled"), panel.status.text()
+    first = panel.result["settings"][0]  # type: ignore[index]
+    assert first["label"] == "parallel=1" and first["runs"][0]["completed"] == 4 and not first["runs"][0]["cancelled"]
+    assert panel.table.item(0, 0).text().startswith("parallel=1:\nconcurrency 1")

@@ -193,7 +193,10 @@ class BenchmarkDialog(QDialog):
         layout.addWidget(self.table, 1)
         layout.addLayout(exports)
         self.speculation = SpeculationPanel(service, data_dir)
-        self.serving = ServingPanel(service, connections, data_dir)
+        self.serving = ServingPanel(
+            service, connections, data_dir, model_settings=model_settings,
+            resolve=lambda name: model_ref(name, self.library, self.connections, self.model_settings, self.settings)[0],
+        )  # fmt: skip
         self.tabs = QTabWidget()
         self.tabs.setAccessibleName(self.tr("Benchmark sections"))
         self.tabs.tabBar().setAccessibleName(self.tr("Benchmark sections"))

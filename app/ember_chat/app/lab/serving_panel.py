@@ -9,7 +9,10 @@ would, so the figures include Ember's HTTP layer and chat messages sent meanwhil
 like any other request. The sweep runs on a thread of its own with progress per load; Cancel keeps
 the loads that ran. The plain answer comes first, then a row per load and a plot of TTFT p95 against
 output tokens/s; copied, exported (JSON: the sweep's dict, CSV: a row per load) and kept in the data
-folder's benchmarks/ as serving-*.json."""
+folder's benchmarks/ as serving-*.json. Repeats give each figure as the repeats' median with its 95 %
+interval (report.sweep's `loads`); a knob sweep (bench/serving/knobs.py) loads the model loaded for chat with
+each setting in an engine of its own, marks the Pareto front and the winner, and saves the winner as the
+model's load settings."""
 
 from __future__ import annotations
 
@@ -23,14 +26,16 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QFont, QGuiApplication, QPalette
+from PySide6.QtGui import QFont, QGuiApplication, QPalette, QResizeEvent
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QApplication,
+    QCheckBox,
     QComboBox,
     QDoubleSpinBox,
     QFileDialog,
     QGridLayout,
+    QGroupBox,
     QHBoxLayout,
     QHeaderView,
     QLabel,
@@ -49,6 +54,7 @@ from ember_chat.app.engine_link.tasks import TaskRunner
 from ember_chat.app.lab.serving_chart import ServingChart
 from ember_chat.engine.bench.lab import write_run
 from ember_chat.engine.bench.serving.export import runs_csv
+from ember_chat.engine.bench.serving.knobs import Knob, apply_winner, knob_sweep, parse_knob
 from ember_chat.engine.bench.serving.load import LoadPlan
 from ember_chat.engine.bench.serving.report import sweep
 from ember_chat.engine.bench.serving.summary import Slo
@@ -60,15 +66,24 @@ from ember_chat.engine.bench.serving.targets import (
     url_target,
 )
 from ember_chat.engine.bench.serving.workload import SHAPES, workload_for
+from ember_chat.engine.core.params import SPECS, LoadConfig
+from ember_chat.engine.core.refs import ModelRef
 from ember_chat.engine.errors import EmberError
 from ember_chat.engine.inference.service.engine import EngineService
 from ember_chat.engine.storage.connections import ConnectionStore
+from ember_chat.engine.storage.model_settings import ModelSettingsStore
 
 Progress = tuple[int, int, str, int, int | None]  # (load index, loads, its label, requests done, of)
 LOCAL, CONNECTION, URL = "local", "connection", "url"
 SHAREGPT_FILE = "file"  # (the workload choice that opens a file dialog)
 CONCURRENCY, RATE = "concurrency", "rate"  # (how the loads are given)
 WARMUP = 1  # requests sent before each load, not counted (the CLI's default)
+# The load settings a knob sweep can vary (knobs.py takes any of LOAD_SPECS; these change serving) and the
+# values offered at first.
+SWEEP_KNOBS = {"parallel": "1,2,4", "n_ctx": "2048,4096", "threads": "1,2", "threads_batch": "1,2",
+               "n_batch": "256,512", "flash_attn": "on,off", "kv_cache_type": "f16,q8_0"}  # fmt: skip
+WINNER, PARETO = "winner", "pareto"  # (a knob sweep's marks, said after a row's load)
+Row = tuple[str, dict[str, Any], dict[str, Any], str]  # (label, figures, their 95 % intervals, mark)
 
 COLUMNS = ("Load", "TTFT p50 / p95 ms", "TPOT p50 / p95 ms", "ITL p95 ms", "E2E p95 ms", "Requests/s",
            "Output tok/s", "Goodput req/s", "Within SLO", "Failed")  # fmt: skip
@@ -102,12 +117,19 @@ class ServingPanel(QWidget):
         connections: ConnectionStore,
         data_dir: Path,
         parent: QWidget | None = None,
+        model_settings: ModelSettingsStore | None = None,
+        resolve: Callable[[str], ModelRef] | None = None,
     ) -> None:
+        """`model_settings` and `resolve` (a library name to the reference it loads with, the ⚙ dialog's
+        settings applied): for knob sweeps of the model loaded for chat; without them, none."""
         super().__init__(parent)
         self.service = service
         self.connections = connections
         self.data_dir = data_dir
+        self.model_settings = model_settings
+        self.resolve = resolve
         self.result: dict[str, Any] | None = None
+        self.measured: tuple[LoadConfig, str] | None = None  # a knob sweep's base settings and model name
         self.saved: Path | None = None
         self.running = False
         self.workload_file: Path | None = None
@@ -179,6 +201,13 @@ class ServingPanel(QWidget):
         self.ttft.setToolTip(self.tr("Time to the first token"))
         self.tpot.setToolTip(self.tr("Time per output token after the first (100 ms: 10 tokens/s)"))
         self.e2e.setToolTip(self.tr("The whole answer's time"))
+        self.repeats = QSpinBox()
+        self.repeats.setRange(1, 10)
+        self.repeats.setAccessibleName(self.tr("Repeats"))
+        self.repeats.setToolTip(
+            self.tr("Run each load this many times: each figure is then the repeats' median, with its 95 % interval")
+        )
+        self.sweep_box = self._knobs()
 
         grid = QGridLayout()
         grid.addWidget(self._buddy(self.tr("Target"), self.target), 0, 0)
@@ -199,8 +228,11 @@ class ServingPanel(QWidget):
             objective.addWidget(spin)
             objective.addSpacing(8)
         objective.addStretch(1)
+        objective.addWidget(self._buddy(self.tr("Repeats"), self.repeats))
+        objective.addWidget(self.repeats)
         grid.addWidget(self._buddy(self.tr("Objective"), self.ttft), 3, 0)
         grid.addLayout(objective, 3, 1, 1, 5)
+        grid.addWidget(self.sweep_box, 4, 0, 1, 6)
         grid.setColumnStretch(1, 2)
         grid.setColumnStretch(3, 1)
 
@@ -245,6 +277,7 @@ class ServingPanel(QWidget):
         self.table.verticalHeader().hide()
         self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.table.setAlternatingRowColors(True)
+        self.table.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)  # (as tall as its rows)
         self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
         self.table.horizontalHeader().setStretchLastSection(True)
         self.failures = QLabel()  # each failure's reason, under the table (the tooltips say it too)
@@ -269,7 +302,16 @@ class ServingPanel(QWidget):
             b.clicked.connect(lambda _=False, k=kind: self.export_dialog(k))
         for b in (self.copy_button, self.export_csv, self.export_json):
             b.setEnabled(False)
+        self.save_winner = QPushButton(self.tr("Save the winner as the model's load settings"))
+        self.save_winner.setToolTip(
+            self.tr(
+                "The winner's settings become the model's own load settings (the ⚙ dialog's), used from its next load"
+            )
+        )
+        self.save_winner.clicked.connect(self.apply_winner)
+        self.save_winner.hide()  # (shown after a knob sweep with a winner)
         exports = QHBoxLayout()
+        exports.addWidget(self.save_winner)
         exports.addStretch(1)
         exports.addWidget(self.copy_button)
         exports.addWidget(self.export_csv)
@@ -308,6 +350,54 @@ class ServingPanel(QWidget):
         spin.setSuffix(suffix)
         spin.setAccessibleName(name)
         return spin
+
+    def _knobs(self) -> QGroupBox:
+        """The knob sweep's choices: a check box per load setting and its values, shown when the box is
+        checked."""
+        box = QGroupBox(self.tr("Knob sweep: load the model with each setting in turn"))
+        box.setCheckable(True)
+        box.setChecked(False)
+        box.setFlat(True)
+        inner = QWidget()
+        grid = QGridLayout(inner)
+        grid.setContentsMargins(0, 0, 0, 0)
+        self.knob_checks: dict[str, QCheckBox] = {}
+        self.knob_values: dict[str, QLineEdit] = {}
+        for i, (name, values) in enumerate(SWEEP_KNOBS.items()):
+            check = QCheckBox(SPECS[name].label)  # (the ⚙ dialog's words for it)
+            check.setToolTip(SPECS[name].description)
+            edit = QLineEdit(values)
+            edit.setAccessibleName(self.tr("{knob} values").format(knob=check.text()))
+            edit.setToolTip(self.tr("The values to try, comma-separated"))
+            edit.setEnabled(False)
+            check.toggled.connect(edit.setEnabled)
+            grid.addWidget(check, i // 4, (i % 4) * 2)
+            grid.addWidget(edit, i // 4, (i % 4) * 2 + 1)
+            self.knob_checks[name], self.knob_values[name] = check, edit
+        self.knob_note = QLabel(
+            self.tr(
+                "Every combination runs, each loading the model in an engine of its own on 127.0.0.1 (its file "
+                "mapped once, shared); the chat model stays loaded."
+            )
+        )
+        self.knob_note.setWordWrap(True)
+        self.knob_note.setForegroundRole(QPalette.ColorRole.PlaceholderText)
+        grid.addWidget(self.knob_note, 2, 0, 1, 8)
+        QVBoxLayout(box).addWidget(inner)
+        inner.setVisible(False)
+        box.toggled.connect(inner.setVisible)
+        return box
+
+    def knobs(self) -> list[Knob] | None:
+        """The knob sweep asked for (None: no sweep; EmberError naming a bad value)."""
+        if not (self.sweep_box.isEnabled() and self.sweep_box.isChecked()):
+            return None
+        said_as = self.tr("Knob sweep,")
+        knobs = [parse_knob(f"{name}={self.knob_values[name].text()}", said_as)
+                 for name, check in self.knob_checks.items() if check.isChecked()]  # fmt: skip
+        if not knobs:
+            raise EmberError(self.tr("Check at least one load setting to sweep, or uncheck the knob sweep."))
+        return knobs
 
     def _buddy(self, text: str, widget: QWidget) -> QLabel:
         label = QLabel(text)
@@ -360,6 +450,23 @@ class ServingPanel(QWidget):
                 text = self.tr("Contacts {url} ({where}).").format(url=base, where=self._where(base))
         self.contacts.setText(text)
         self.run_button.setEnabled(not self.running and ready)
+        if self.resolve is None or self.model_settings is None:
+            why = self.tr("Knob sweeps run in Ember's window, on the model loaded for chat.")
+        elif kind != LOCAL:
+            why = self.tr(
+                "Knob sweeps load the model here with each setting: for the model loaded for chat only (a server "
+                "elsewhere is loaded with its own settings)."
+            )
+        else:
+            why = "" if ready else text
+        self.sweep_box.setEnabled(not why)
+        self.sweep_box.setToolTip(
+            why
+            or self.tr(
+                "Load the model with each combination of the checked settings, run the same loads on each, and "
+                "name the Pareto front (goodput and tokens/s up, TTFT p95 down) and the winner"
+            )
+        )
 
     def _where(self, url: str) -> str:
         if (urlsplit(url).hostname or "") in LOOPBACK:
@@ -409,11 +516,19 @@ class ServingPanel(QWidget):
             return
         try:
             plans = self.plans()
+            knobs = self.knobs()
         except EmberError as exc:
             self.status.setText(str(exc))
             return
         kind, name = self.target_kind()
-        url, slo, requests = self.url.text().strip(), self.slo(), self.requests.value()
+        url, slo, requests, repeats = self.url.text().strip(), self.slo(), self.requests.value(), self.repeats.value()
+        settings = 1
+        for knob in knobs or ():
+            settings *= len(knob.values)
+        runs = len(plans) * repeats * settings
+        resolve = self.resolve
+        model = self.service.model if self.service is not None else None
+        alias = (self.service.model_alias or model.name) if self.service is not None and model is not None else ""
         shape = self.workload.currentData()
         workload_name = str(self.workload_file) if shape == SHAREGPT_FILE and self.workload_file else shape
         service, connections, folder = self.service, self.connections, self.data_dir / "benchmarks"
@@ -422,12 +537,32 @@ class ServingPanel(QWidget):
         self.running = True
         self.run_button.setEnabled(False)
         self.cancel_button.setEnabled(True)
-        self.progress.setRange(0, len(plans) * requests)
+        self.progress.setRange(0, runs * requests)
         self.progress.setValue(0)
         self.status.setText(self.tr("Reaching the target, then a warm-up request (not counted)…"))
 
-        def work(report: Callable[[Progress], None]) -> tuple[dict[str, Any], Path]:
+        def work(report: Callable[[Progress], None]) -> tuple[dict[str, Any], Path, tuple[LoadConfig, str] | None]:
             workload = workload_for(workload_name, count=max(64, requests + WARMUP))
+            seen: dict[str, int] = {}  # (each run's label in the order they come: its place in the progress)
+
+            def tell(label: str, done: int, total: int | None) -> None:
+                report((seen.setdefault(label, len(seen)), runs, label, done, total))
+
+            if knobs is not None:
+                from ember_chat.engine.cli.bench_serve import local_target  # (the CLI's: an engine and server)
+
+                assert resolve is not None
+                base = resolve(alias)
+                if not isinstance(base, LoadConfig):
+                    raise EmberError(
+                        f"{alias} is not a model file on this computer: nothing to load with each setting."
+                    )
+                started = time.time()
+                result = knob_sweep(
+                    lambda config: local_target(config, alias), base, knobs, workload, plans, slo, cancel, tell,
+                    repeats=repeats,
+                )  # fmt: skip
+                return result, write_run(result, started, folder, "serving"), (base, alias)
             if kind == LOCAL:
                 assert service is not None
                 target = serve_window_model(service)
@@ -435,22 +570,14 @@ class ServingPanel(QWidget):
                 target = connection_target(connections, name)
             else:
                 target = url_target(url)
-            labels = [p.label for p in plans]
             try:
                 started = time.time()
-                result = sweep(
-                    target,
-                    workload,
-                    plans,
-                    slo,
-                    cancel,
-                    lambda label, done, total: report((labels.index(label), len(plans), label, done, total)),
-                )
+                result = sweep(target, workload, plans, slo, cancel, tell, repeats=repeats)
             finally:
                 target.close()
             if kind == LOCAL:  # (the temporary server's port means nothing later: say what it was)
                 result["context"]["target"] = "the model loaded for chat"
-            return result, write_run(result, started, folder, "serving")
+            return result, write_run(result, started, folder, "serving"), None
 
         self.tasks.run_reporting(work, self._show_progress, self._done, self._failed, cancel=self.stop, own_thread=True)
 
@@ -487,8 +614,8 @@ class ServingPanel(QWidget):
         self.status.setText(self.tr("The run stopped: {message}").format(message=message))
         self._finish()
 
-    def _done(self, outcome: tuple[dict[str, Any], Path]) -> None:
-        self.result, self.saved = outcome
+    def _done(self, outcome: tuple[dict[str, Any], Path, tuple[LoadConfig, str] | None]) -> None:
+        self.result, self.saved, self.measured = outcome
         cancelled = self._cancel.is_set()
         if cancelled:
             self.status.setText(
@@ -502,6 +629,12 @@ class ServingPanel(QWidget):
         self.show_result(self.result)
         for b in (self.copy_button, self.export_csv, self.export_json):
             b.setEnabled(True)
+        winner = self.result.get("winner")
+        if winner is not None and self.measured is not None:
+            self.save_winner.setText(self.tr("Save as {model}'s load settings").format(model=self.measured[1]))
+            self.save_winner.setAccessibleName(self.save_winner.text())
+            self.save_winner.setEnabled(True)
+        self.save_winner.setVisible(winner is not None and self.measured is not None)
         self._finish()
 
     # ----- the figures
@@ -510,14 +643,24 @@ class ServingPanel(QWidget):
         self.answer.show()
         self.table.setRowCount(0)
         notes = []
-        for r in result["runs"]:
+        for label, r, bounds, mark in self.table_rows(result):
             row = self.table.rowCount()
             self.table.insertRow(row)
-            for c, text in enumerate(self.row_texts(r)):
+            for c, text in enumerate(self.row_texts(r, bounds, label, mark)):
                 item = QTableWidgetItem(text)
                 if c:
                     item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+                if mark == WINNER:
+                    bold = item.font()
+                    bold.setBold(True)
+                    item.setFont(bold)
                 self.table.setItem(row, c, item)
+            if mark:
+                self.table.item(row, 0).setToolTip(
+                    self.tr("The winner: the most goodput within the objective (ties: the most tokens/s)")
+                    if mark == WINNER
+                    else self.tr("No other setting has more goodput, more tokens/s and a lower TTFT p95 at once")
+                )
             reasons = [self.tr("{n} failed: {why}").format(n=n, why=why) for why, n in r["failures"].items()]
             if r["saturated"]:
                 reasons.append(self.tr("stopped: {why}").format(why=r["saturated"]))
@@ -525,31 +668,85 @@ class ServingPanel(QWidget):
                 reasons.append(self.tr("cancelled during this load"))
             if reasons:
                 self.table.item(row, COLUMNS.index("Failed")).setToolTip("\n".join(reasons))
-                notes.append(f"{r['load']} — " + "; ".join(reasons))
+                notes.append(f"{label} — ".replace("\n", " ") + "; ".join(reasons))
+            if r.get("busy"):  # (the engine's note: other programs used the CPU during the load)
+                notes.append(f"{label} — {r['busy']}".replace("\n", " "))
+        for skipped in result.get("skipped", []):
+            notes.append(
+                self.tr("{setting} — not loaded: {why}").format(setting=skipped["label"], why=skipped["reason"])
+            )
         self.failures.setText("\n".join(notes))
         self.failures.setVisible(bool(notes))
         self.fit_table()
         self.chart_view.plot(result)
         self.chart_view.show()
 
+    def resizeEvent(self, event: QResizeEvent) -> None:  # Qt override: a narrower window may scroll the table
+        super().resizeEvent(event)
+        self.fit_table()
+
     def fit_table(self) -> None:
         """The table as tall as its rows (two empty ones before the first run), no empty grid below."""
-        rows = max(2, self.table.rowCount())
+        self.table.resizeRowsToContents()  # (a figure with its interval takes two lines)
         height = self.table.horizontalHeader().sizeHint().height() + 2 * self.table.frameWidth()
-        height += rows * self.table.verticalHeader().defaultSectionSize()
+        height += sum(self.table.rowHeight(r) for r in range(self.table.rowCount()))
+        height += max(0, 2 - self.table.rowCount()) * self.table.verticalHeader().defaultSectionSize()
+        if self.table.horizontalHeader().length() > self.table.width() - 2 * self.table.frameWidth():
+            height += self.table.horizontalScrollBar().sizeHint().height()  # (wider than the window: scrolled)
         self.table.setFixedHeight(height + 6)
 
-    def row_texts(self, r: dict[str, Any]) -> list[str]:
+    def table_rows(self, result: dict[str, Any]) -> list[Row]:
+        """The table's rows: a run per load; with repeats, each load's medians and their 95 % intervals;
+        for a knob sweep, each setting's loads, its best load marked when it is the winner or on the Pareto
+        front."""
+
+        def of(load: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+            return load["median"], load["interval95"] if load["repeats"] > 1 else {}
+
+        if "settings" in result:
+            rows: list[Row] = []
+            for setting in result["settings"]:
+                for load in setting["loads"]:
+                    mark = ""
+                    if load["load"] == setting["figures"]["load"]:
+                        mark = WINNER if setting["label"] == result["winner"] else ""
+                        mark = mark or (PARETO if setting["label"] in result["pareto"] else "")
+                    rows.append((f"{setting['label']}:\n{load['load']}", *of(load), mark))  # (narrow: two lines)
+            return rows
+        if any(load["repeats"] > 1 for load in result["loads"]):
+            words = self.tr("{load}, median of {n}")
+            return [(words.format(load=load["load"], n=load["repeats"]), *of(load), "") for load in result["loads"]]
+        return [(r["load"], r, {}, "") for r in result["runs"]]
+
+    def row_texts(
+        self, r: dict[str, Any], bounds: dict[str, Any] | None = None, label: str | None = None, mark: str = ""
+    ) -> list[str]:
+        """A row's cells; with `bounds` (the 95 % intervals over repeats), each figure's under it, as
+        '812\n(770–850)' (a p50 / p95 pair: the p95's)."""
+        bounds = bounds or {}
+
+        def said(key: str, sub: str | None, shown: Callable[[float | None], str]) -> str:
+            value, around = (r[key][sub], bounds.get(key, {}).get(sub)) if sub else (r[key], bounds.get(key))
+            text = shown(value)
+            if around is None:
+                return text
+            low, high = (shown(bound).replace("-", "\N{MINUS SIGN}") for bound in around)  # (not a dash: −5–13)
+            return f"{text}\n({low}–{high})"
+
+        def ms(value: float | None) -> str:
+            return _ms(value)
+
+        marks = {WINNER: self.tr("★ winner"), PARETO: self.tr("on the Pareto front")}
         attained = r["slo_attainment"]
         return [
-            r["load"],
-            f"{_ms(r['ttft_ms']['p50'])} / {_ms(r['ttft_ms']['p95'])}",
-            f"{_ms(r['tpot_ms']['p50'])} / {_ms(r['tpot_ms']['p95'])}",
-            _ms(r["itl_ms"]["p95"]),
-            _ms(r["e2el_ms"]["p95"]),
-            f"{r['requests_per_s']:.2f}",
-            f"{r['output_tokens_per_s']:.1f}",
-            f"{r['goodput_requests_per_s']:.2f}",
+            (label or r["load"]) + (f" — {marks[mark]}" if mark else ""),
+            f"{_ms(r['ttft_ms']['p50'])} / {said('ttft_ms', 'p95', ms)}",
+            f"{_ms(r['tpot_ms']['p50'])} / {said('tpot_ms', 'p95', ms)}",
+            said("itl_ms", "p95", ms),
+            said("e2el_ms", "p95", ms),
+            said("requests_per_s", None, lambda v: f"{v:.2f}"),
+            said("output_tokens_per_s", None, lambda v: f"{v:.1f}"),
+            said("goodput_requests_per_s", None, lambda v: f"{v:.2f}"),
             "—" if attained is None else f"{attained:.0%}",
             str(r["failed"]),
         ]
@@ -558,10 +755,32 @@ class ServingPanel(QWidget):
         """The answer, then the table as tab-separated text (failures' reasons after it)."""
         assert self.result is not None
         lines = [self.result["answer"], "", "\t".join(self.tr(c) for c in COLUMNS)]
-        lines += ["\t".join(self.row_texts(r)) for r in self.result["runs"]]
+        lines += ["\t".join(cell.replace("\n", " ") for cell in self.row_texts(r, bounds, label, mark))
+                  for label, r, bounds, mark in self.table_rows(self.result)]  # fmt: skip
         if self.failures.text():
             lines += ["", self.failures.text()]
         return "\n".join(lines) + "\n"
+
+    def apply_winner(self) -> None:
+        """Save a knob sweep's winner as the model's own load settings (apply_winner: a model with settings
+        of its own keeps those not swept) and say what was saved."""
+        if self.result is None or self.measured is None or self.model_settings is None:
+            return
+        setting = self.result.get("winner_setting")
+        if setting is None:
+            return
+        base, name = self.measured
+        try:
+            apply_winner(self.model_settings, name, setting, base)
+        except (OSError, EmberError) as exc:
+            self.status.setText(self.tr("Could not save the load settings: {reason}").format(reason=exc))
+            return
+        self.save_winner.setEnabled(False)
+        self.status.setText(
+            self.tr("Saved {setting} as {model}'s load settings ({file}); they apply from its next load.").format(
+                setting=self.result["winner"], model=name, file=self.model_settings.path
+            )
+        )
 
     def copy(self) -> None:
         if self.result is not None:

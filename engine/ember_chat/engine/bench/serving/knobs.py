@@ -39,17 +39,18 @@ class Knob:
     values: tuple[Any, ...]
 
 
-def parse_knob(text: str) -> Knob:
+def parse_knob(text: str, said_as: str = "--sweep") -> Knob:
     """'parallel=1,2,4', 'flash_attn=on,off', 'kv_cache_type=f16,q8_0', 'ctx=2048,4096' as a knob; an
-    unknown name or a value out of its range: EmberError saying which and why."""
+    unknown name or a value out of its range: EmberError saying which and why, naming the knob as
+    `said_as` and its name (the CLI's flag; the window's own words)."""
     name, eq, values = text.partition("=")
     key = name.strip().lstrip("-").replace("-", "_").lower()
     key = ALIASES.get(key, key)
     known = {spec.name for spec in LOAD_SPECS}
     if not eq or not name.strip():
-        raise EmberError(f"--sweep takes NAME=VALUE,VALUE…, e.g. parallel=1,2,4; got {text!r}.")
+        raise EmberError(f"{said_as} takes NAME=VALUE,VALUE…, e.g. parallel=1,2,4; got {text!r}.")
     if key not in known:
-        raise EmberError(f"--sweep {name.strip()}: not a load setting; one of {', '.join(sorted(known))}.")
+        raise EmberError(f"{said_as} {name.strip()}: not a load setting; one of {', '.join(sorted(known))}.")
     spec = SPECS[key]
     parsed: list[Any] = []
     for raw in (v.strip() for v in values.split(",")):
@@ -58,21 +59,21 @@ def parse_knob(text: str) -> Knob:
         value: Any = raw
         if spec.kind is bool:
             if raw.lower() not in _ON + _OFF:
-                raise EmberError(f"--sweep {key}: {raw!r} is neither on nor off.")
+                raise EmberError(f"{said_as} {key}: {raw!r} is neither on nor off.")
             value = raw.lower() in _ON
         elif spec.kind is int:
             try:
                 value = int(raw)
             except ValueError:
-                raise EmberError(f"--sweep {key}: {raw!r} is not a whole number.") from None
+                raise EmberError(f"{said_as} {key}: {raw!r} is not a whole number.") from None
         try:
             spec.check(value)
         except InvalidParameter as exc:
-            raise EmberError(f"--sweep {key}: {exc}") from None
+            raise EmberError(f"{said_as} {key}: {exc}") from None
         if value not in parsed:
             parsed.append(value)
     if not parsed:
-        raise EmberError(f"--sweep {key}: no value given (e.g. {key}={spec.default}).")
+        raise EmberError(f"{said_as} {key}: no value given (e.g. {key}={spec.default}).")
     return Knob(key, tuple(parsed))
 
 
