@@ -75,6 +75,7 @@ from ember_chat.engine.serve.responses_route import (
 )
 from ember_chat.engine.serve.sink import ClientGone
 from ember_chat.engine.serve.tool_checks import check_tool_schemas
+from ember_chat.engine.serve.transcriptions_route import SpeechModels, transcribe
 from ember_chat.engine.storage.presets import Preset
 
 __all__ = ["ApiServer", "bind_option"]
@@ -100,6 +101,7 @@ ROUTES: dict[tuple[str, str], str] = {
     ("GET", PREFIX + "{response_id}"): "stored_response",
     ("DELETE", PREFIX + "{response_id}"): "stored_response",
     ("POST", "/v1/messages"): "messages",  # Anthropic's (serve/messages_route.py)
+    ("POST", "/v1/audio/transcriptions"): "transcriptions",  # serve/transcriptions_route.py
     ("POST", "/v1/messages/count_tokens"): "count_tokens",
     ("POST", "/tokenize"): "tokenize",
     ("POST", "/detokenize"): "detokenize",
@@ -120,6 +122,7 @@ class _Shared:
         self.preset: Callable[[], Preset | None] | None = None
         self.responses = ResponseStore()  # the Responses API's stored responses (in memory: responses_route.py)
         self.metrics = MetricsRegistry()  # what GET /metrics tells (since this server started)
+        self.speech = SpeechModels()  # speech models, each loaded at its first transcription
         self.stopping = threading.Event()  # the server is stopping: every generation ends
         # handler threads: one per open connection at most (a generation holds one while it streams)
         self.limiter: anyio.CapacityLimiter | None = None  # (made on the event loop)
@@ -201,6 +204,18 @@ class _Handler:
         config = self.shared.config
         body = rerank(self.call.body(), self._serving, config.allow_unknown_fields, config.unknown_fields_advice)
         self.call.send_json(200, body)
+
+    def transcriptions(self) -> None:
+        """POST /v1/audio/transcriptions: a multipart upload, not JSON (serve/transcriptions_route.py)."""
+        call, config = self.call, self.shared.config
+        assert call.raw is not None
+        content_type = call.headers.get("content-type") or ""
+        name, reply = transcribe(call.raw, content_type, self.shared.speech, call.client_gone,
+                                 config.allow_unknown_fields, config.unknown_fields_advice)  # fmt: skip
+        call.model = name
+        call.send_head(200, {"Content-Type": reply.content_type, "Content-Length": str(len(reply.body))})
+        call.write(reply.body)
+        call.end()
 
     def tokenize(self) -> None:
         config = self.shared.config
@@ -441,6 +456,10 @@ class ApiServer:
     def url(self) -> str:
         host = self.config.host if self.config.host not in ("0.0.0.0", "::") else "127.0.0.1"
         return f"http://{host}:{self.port}/v1"
+
+    def speech_models(self) -> list[str]:
+        """The speech models this server has loaded for /v1/audio/transcriptions (each once)."""
+        return self._shared.speech.loaded() if self._shared is not None else []
 
     def start(self) -> None:
         self.config.check()

@@ -16,7 +16,7 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -340,8 +340,3 @@ class Dictation:
             settled = " ".join(self._settled)
         tentative = "".join(s.text for s in segments[keep:]).strip()
         return Partial(settled, tentative, self._settled_s + pending_s - cut_s, result.processing_s)
-
-
-def transcript_dict(transcript: Transcript) -> dict[str, Any]:
-    """Every field of a transcript, segments whole (for tools that want Whisper's own figures)."""
-    return {**asdict(transcript), "real_time_factor": transcript.real_time_factor}
