@@ -45,9 +45,11 @@ def _ran(*args: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
 def test_the_readme_names_the_commands_it_should() -> None:
     commands = readme_commands()
     for expected in [("chats", "list"), ("chats", "backup"), ("models", "download"), ("remote", "test"),
-                     ("run",), ("serve",), ("inspect",), ("bench",)]:  # fmt: skip
+                     ("run",), ("serve",), ("inspect",), ("bench",), ("transcribe",)]:  # fmt: skip
         assert expected in commands
-    assert all(c[0] in {"run", "serve", "inspect", "bench", "models", "remote", "chats"} for c in commands), commands
+    assert all(
+        c[0] in {"run", "serve", "inspect", "bench", "models", "remote", "chats", "transcribe"} for c in commands
+    ), commands
 
 
 @pytest.mark.slow
