@@ -111,6 +111,9 @@ def test_bad_uploads_are_400s(server: ApiServer, speech: Path) -> None:
     form = b'--B\r\nContent-Disposition: form-data; name="model"\r\n\r\nwhisper-1\r\n--B--\r\n'
     no_file = post(server, None, {}, content=form, headers={"Content-Type": "multipart/form-data; boundary=B"})
     assert "no `file` part" in assert_error(no_file, 400, "file")
+    as_text = post(server, None, {}, content=form.replace(b'name="model"', b'name="file"'),
+                   headers={"Content-Type": "multipart/form-data; boundary=B"})  # fmt: skip
+    assert "not a text field" in assert_error(as_text, 400, "file")
     assert_error(post(server, {"file": ("s.wav", wav)}, {"model": "whisper-1", "response_format": "xml"}), 400,
                  "response_format")  # fmt: skip
     assert_error(post(server, {"file": ("s.wav", wav)}, {"model": "whisper-1", "stream": "true"}), 400, "stream")

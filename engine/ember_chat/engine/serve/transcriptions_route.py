@@ -144,6 +144,8 @@ def transcribe(
 ) -> tuple[str, Reply]:
     """Answer one transcription request: (the model's name, the response), or an ApiError."""
     form = read_form(raw, content_type)
+    if "file" in form.fields:  # (a part without a filename is a text field to the parser)
+        raise ApiError(400, "file must be a file upload (a part with a filename), not a text field.", param="file")
     unknown = sorted(set(form.fields) - set(TEXT_FIELDS) - {"timestamp_granularities"})
     if unknown and not allow_unknown:
         raise ApiError(400, f"Unknown fields: {', '.join(unknown)}. {advice}".strip(), param=unknown[0])

@@ -15,7 +15,14 @@ from __future__ import annotations
 
 from ember_chat.engine.speech.audio import SAMPLE_RATE, AudioFileError, AudioLimits, decode
 from ember_chat.engine.speech.models import DEFAULT_MODEL, KNOWN_MODELS, SpeechModel, SpeechModelError, locate
-from ember_chat.engine.speech.transcriber import Dictation, Segment, Transcriber, Transcript, TranscriptionCancelled
+from ember_chat.engine.speech.transcriber import (
+    Dictation,
+    Partial,
+    Segment,
+    Transcriber,
+    Transcript,
+    TranscriptionCancelled,
+)
 
 __all__ = [
     "DEFAULT_MODEL",
@@ -24,6 +31,7 @@ __all__ = [
     "AudioFileError",
     "AudioLimits",
     "Dictation",
+    "Partial",
     "Segment",
     "SpeechModel",
     "SpeechModelError",

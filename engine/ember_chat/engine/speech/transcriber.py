@@ -276,8 +276,8 @@ class Partial:
 @dataclass
 class Dictation:
     """Words as they are spoken. The microphone's thread calls `feed` with each buffer of samples
-    (16 kHz mono float32, any size); a worker calls `update` as often as it can (each returns the words
-    so far, recognising only the sound not yet settled), and `finish` when the user stops.
+    (16 kHz mono float32, any size); one worker thread calls `update` as often as it can (each returns
+    the words so far, recognising only the sound not yet settled), and `finish` when the user stops.
 
     A segment that ended STABLE_BEHIND_S before the end of what was heard is settled: its words are kept
     and its sound dropped, so each update reads at most about MAX_PENDING_S of sound whatever the
