@@ -21,6 +21,10 @@ os.environ.update(
         # tests never touch the real OS keychain
         "PYTHON_KEYRING_BACKEND": "tests.helpers.file_keyring.FileTestKeyring",
         "EMBER_TEST_KEYRING": str(_SANDBOX / "keyring.json"),
+        # read aloud through Qt's mock engine: speech-dispatcher needs a sound server (app/voice/speaker.py)
+        "EMBER_TTS_ENGINE": "mock",
+        # Qt Multimedia (under text-to-speech) looks for PipeWire and warns where it is absent, as in CI
+        "QT_LOGGING_RULES": "qt.multimedia.symbolsresolver.warning=false",
     }
 )
 

@@ -83,13 +83,14 @@ def test_message_actions_are_reachable_and_runnable_with_the_keyboard(
     w.focus_pane("transcript")
     assert QApplication.focusWidget() is t
     hrefs = []
-    for _ in range(9):
+    for _ in range(10):
         qtbot.keyClick(t, Qt.Key.Key_Backtab)  # Shift+Tab walks the links from the newest message up
         hrefs.append(_focused_link(t))
     assert hrefs == [
         f"ember:continue/{answer.id}",  # (the answer stopped at the max-tokens limit)
         f"ember:delete/{answer.id}",
         f"ember:compare/{answer.id}",
+        f"ember:speak/{answer.id}",  # (read aloud: issue 33)
         f"ember:regenerate/{answer.id}",
         f"ember:copy/{answer.id}",
         f"ember:delete/{question.id}",
@@ -106,7 +107,7 @@ def test_message_actions_are_reachable_and_runnable_with_the_keyboard(
     assert actions[-1] == ("copy", answer.id, 0)
     assert QGuiApplication.clipboard().text() == answer.content
     # past the last link, Tab leaves the transcript for the message box
-    for _ in range(4):
+    for _ in range(5):
         qtbot.keyClick(t, Qt.Key.Key_Tab)
     assert _focused_link(t) == f"ember:continue/{answer.id}"
     qtbot.keyClick(t, Qt.Key.Key_Tab)

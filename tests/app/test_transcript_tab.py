@@ -22,7 +22,7 @@ from tests.helpers.window import load, send, set_max_tokens
 
 def chat_with_one_answer(qtbot: QtBot, make_window: Callable[..., MainWindow]) -> tuple[MainWindow, int, int]:
     # the fake engine's answer always runs into the limit (Continue is one of the actions); the tiny random
-    # model's could end by itself within 4 tokens, and then the 9th Tab left for the message box
+    # model's could end by itself within 4 tokens, and then the 10th Tab left for the message box
     w = make_window(lambda _ref: FakeBackend(n_tokens=100))
     load(qtbot, w)
     set_max_tokens(w, 4)
@@ -42,6 +42,7 @@ def forward(question: int, answer: int) -> list[str]:
         f"ember:delete/{question}",
         f"ember:copy/{answer}",
         f"ember:regenerate/{answer}",
+        f"ember:speak/{answer}",  # (read aloud: issue 33)
         f"ember:compare/{answer}",
         f"ember:delete/{answer}",
         f"ember:continue/{answer}",  # (the answer stopped at the max-tokens limit)
@@ -56,7 +57,7 @@ def test_tab_walks_the_message_actions_forward_then_leaves_for_the_message_box(
     w.focus_pane("transcript")  # View ▸ Go to ▸ Transcript (Alt+2)
     assert QApplication.focusWidget() is t
     hrefs = []
-    for _ in range(9):
+    for _ in range(10):
         qtbot.keyClick(QApplication.focusWidget(), Qt.Key.Key_Tab)
         assert QApplication.focusWidget() is t
         hrefs.append(_focused_link(t))

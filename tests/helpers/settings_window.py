@@ -16,6 +16,7 @@ if TYPE_CHECKING:
 
 SECTIONS = [
     "Appearance", "Models", "Connections", "Presets", "Tools", "Local API server", "Backups", "Conversation caches",
+    "Voice",
 ]  # fmt: skip
 
 

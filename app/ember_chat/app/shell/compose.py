@@ -38,6 +38,8 @@ from ember_chat.app.style.theme import apply_theme
 from ember_chat.app.tools.actions import WindowTools
 from ember_chat.app.tools.choices import ComposerRow
 from ember_chat.app.transcript.font_size import TranscriptFontSize
+from ember_chat.app.voice.read_aloud import ReadAloud
+from ember_chat.app.voice.speaker import Speaker
 from ember_chat.engine.core.params import SamplingParams
 from ember_chat.engine.core.states import ModelState
 from ember_chat.engine.models.library import ModelLibrary
@@ -189,6 +191,12 @@ class Composition(QObject):
             dialog_parent=w,
         )
         w.transcript.action.connect(w.compare.on_action)
+        w.read_aloud = ReadAloud(ctx, Speaker(parent=w), w)  # an answer read aloud (voice/read_aloud.py)
+        w.transcript.action.connect(w.read_aloud.on_action)
+        w.read_aloud.reading_changed.connect(w.transcript.show_reading)
+        w.controller.stream_began.connect(w.read_aloud.on_stream_began)
+        w.controller.stream_appended.connect(w.read_aloud.on_stream_text)
+        w.controller.stream_ended.connect(w.read_aloud.on_stream_ended)
         w.api = ApiServerControl(ctx, w.statusBar(), w, preset=w.presets.for_api)  # the API server
         w.models.watch_api(w.api)  # (the model bar and the Model Manager say the models the API loaded)
         # the daily backup (a worker thread) and Settings ▸ Backups…

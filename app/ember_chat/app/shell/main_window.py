@@ -45,6 +45,7 @@ if TYPE_CHECKING:  # the features, set by shell/compose.py
     from ember_chat.app.server.api_control import ApiServerControl
     from ember_chat.app.tools.actions import WindowTools
     from ember_chat.app.transcript.font_size import TranscriptFontSize
+    from ember_chat.app.voice.read_aloud import ReadAloud
 
 
 class Parts(Protocol):
@@ -78,6 +79,7 @@ class MainWindow(QMainWindow):
     tools: WindowTools
     presets: WindowPresets
     compare: CompareActions
+    read_aloud: ReadAloud
     api: ApiServerControl
     backups: WindowBackups
     kv_caches: WindowKvCaches

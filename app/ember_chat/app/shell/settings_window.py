@@ -42,6 +42,8 @@ from ember_chat.app.qt.window_frame import TITLE_BAR_ALLOWANCE
 from ember_chat.app.server.api_control import ApiServerControl
 from ember_chat.app.tools.actions import WindowTools
 from ember_chat.app.transcript.font_size import TranscriptFontSize
+from ember_chat.app.voice.read_aloud import ReadAloud
+from ember_chat.app.voice.settings_page import VoicePage
 from ember_chat.engine.models.download_queue import DownloadQueue
 from ember_chat.engine.models.library import ModelLibrary
 
@@ -68,6 +70,7 @@ class SettingsHost(Protocol):
     backups: WindowBackups
     kv_caches: WindowKvCaches
     models: ModelActions
+    read_aloud: ReadAloud
 
 
 @dataclass(frozen=True)
@@ -373,6 +376,9 @@ def build_settings_window(host: SettingsHost) -> SettingsWindow:
             ),
         )
 
+    def voice() -> None:
+        host.settings_window.show_made("voice", lambda: VoicePage(host.read_aloud))
+
     sections = [
         Section("appearance", tr("Appearance"), appearance),
         Section("models", tr("Models"), models),
@@ -382,6 +388,7 @@ def build_settings_window(host: SettingsHost) -> SettingsWindow:
         Section("api", tr("Local API server"), lambda: host.api.open_dialog()),
         Section("backups", tr("Backups"), lambda: host.backups.open_dialog()),
         Section("kv_caches", tr("Conversation caches"), lambda: host.kv_caches.open_dialog()),
+        Section("voice", tr("Voice"), voice),  # read aloud (voice/settings_page.py)
     ]
     assert isinstance(host, QWidget)  # (the main window: the Settings window stays over it)
     return SettingsWindow(sections, host.window_state, host)

@@ -32,6 +32,27 @@ def document_links(document: QTextDocument) -> list[tuple[str, str]]:
     return out
 
 
+def restyle_icon_link(document: QTextDocument, href: str, image: str, tooltip: str) -> None:
+    """Give every icon link to `href` another icon (an image resource's name) and tooltip, in place:
+    an action that changes what it does (an answer's speaker becomes its Stop while it is read)."""
+    block = document.begin()
+    while block.isValid():
+        it = block.begin()
+        while not it.atEnd():
+            fragment = it.fragment()
+            fmt = fragment.charFormat()
+            if fmt.isImageFormat() and fmt.anchorHref() == href:
+                look = fmt.toImageFormat()  # (a copy: Ember's signature stays on it)
+                look.setName(image)
+                look.setToolTip(tooltip)
+                c = QTextCursor(document)
+                c.setPosition(fragment.position())
+                c.setPosition(fragment.position() + fragment.length(), QTextCursor.MoveMode.KeepAnchor)
+                c.setCharFormat(look)
+            it += 1
+        block = block.next()
+
+
 def activated_link_format(view: QTextBrowser) -> QTextCharFormat:
     """The format of the link being activated. Qt selects that link before it reports it: the one
     under the mouse for a click, the focused one for Enter."""

@@ -36,14 +36,16 @@ from ember_chat.app.style.theme import Colors
 from ember_chat.app.transcript.attachments import TranscriptAttachments
 from ember_chat.app.transcript.cards import TranscriptCards
 from ember_chat.app.transcript.focus import TranscriptFocus
-from ember_chat.app.transcript.links import activate_link, document_links
+from ember_chat.app.transcript.links import activate_link, document_links, restyle_icon_link
 from ember_chat.app.transcript.render.math_write import keep_for_clipboard, selection_text
 from ember_chat.app.transcript.render.message import (
     HEADER_GAP,
+    Action,
     MessageWriter,
     can_continue,
     message_actions,
     meta_line,
+    read_aloud_action,
 )
 from ember_chat.app.transcript.shown import Shown
 from ember_chat.app.transcript.slices import TranscriptSlices, eager_start, edit_block, top_of
@@ -116,6 +118,7 @@ class TranscriptView(QTextBrowser):
         self.last_announcement = ""
         self._expanded: set[int] = set()  # answers whose thinking is open
         self._font_points = 0  # the messages' text size (0: the application's; set_font_size)
+        self._reading: int | None = None  # the answer read aloud (its speaker action is a Stop)
 
     # ----- look
     def set_colors(self, colors: Colors) -> None:
@@ -258,7 +261,7 @@ class TranscriptView(QTextBrowser):
         interrupted = _interrupted(m)
         model = (m.metrics or {}).get("model") if m.role == "assistant" else None
         self.writer.header(
-            c, m.role, m.id, meta_line(model, m.created_at), message_actions(m.role, interrupted), branch, first
+            c, m.role, m.id, meta_line(model, m.created_at), self._actions(m.role, interrupted, m.id), branch, first
         )
         shown = self._start_message(QTextCursor(c.block()), m.id, m.role, index)
         shown.start.setKeepPositionOnInsert(False)
@@ -276,6 +279,21 @@ class TranscriptView(QTextBrowser):
             self.writer.plain(c, m.content)
             self.attachments.write_chips(c, m.id)
         shown.key = self._key(m, branch)
+
+    def _actions(self, role: str, interrupted: bool, message_id: int) -> list[Action]:
+        """A message's actions; the answer read aloud has Stop in place of its speaker."""
+        actions = message_actions(role, interrupted)
+        reading = read_aloud_action(True)
+        return [reading if a.verb == reading.verb and message_id == self._reading else a for a in actions]
+
+    def show_reading(self, message_id: int | None) -> None:
+        """The answer read aloud now (None: none): its speaker action becomes Stop, the one before's
+        a speaker again."""
+        before, self._reading = self._reading, message_id
+        looks = [(before, False)] if before is not None and before != message_id else []
+        for mid, reading in [*looks, *([(message_id, True)] if message_id is not None else [])]:
+            action = read_aloud_action(reading)
+            restyle_icon_link(self.document(), f"ember:{action.verb}/{mid}", f"icon:{action.icon}", action.tooltip)
 
     def _key(self, m: Message, branch: tuple[int, int] | None) -> tuple:
         return (*_key(m, branch, m.id in self._expanded), self.attachments.key(m.id), self.tools.key(m))
@@ -295,7 +313,7 @@ class TranscriptView(QTextBrowser):
         self.finish_rendering(final_only=True)
         began_at = time.time() if began_at is None else began_at
         c = self._end_cursor()
-        actions = message_actions("assistant", False)
+        actions = self._actions("assistant", False, message_id)
         self.writer.header(c, "assistant", message_id, meta_line(model, began_at), actions, None, first=not self._shown)
         self._start_message(QTextCursor(c.block()), message_id, "assistant", len(self._shown))
         self.writer.fresh_block(c)

@@ -79,6 +79,10 @@ class Settings:
     api_key_set: bool = _setting(
         False, "Whether an API key for the local API server is set (the key itself is in the OS keychain)."
     )
+    read_aloud_voice: str = _setting("", "Voice answers are read aloud with (empty: one for the system's language).")
+    read_aloud_rate: float = _setting(0.0, "Speed of the voice reading aloud, -1 (slowest) to 1 (fastest).", -1.0, 1.0)
+    read_aloud_pitch: float = _setting(0.0, "Pitch of the voice reading aloud, -1 (lowest) to 1 (highest).", -1.0, 1.0)
+    read_aloud_streaming: bool = _setting(False, "Read answers aloud as they stream, sentence by sentence.")
 
     def __post_init__(self) -> None:
         for f in fields(self):

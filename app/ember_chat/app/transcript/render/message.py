@@ -50,7 +50,19 @@ from ember_chat.engine.core.states import StopReason
 ICON_SIZE = 16
 AVATAR_SIZE = 20
 HEADER_GAP = 30  # space above a message's header: the gap between cards plus the card's top padding
-ACTION_ICONS = ("copy", "edit", "regenerate", "continue", "previous", "next", "check", "delete", "compare")
+ACTION_ICONS = (
+    "copy",
+    "edit",
+    "regenerate",
+    "continue",
+    "previous",
+    "next",
+    "check",
+    "delete",
+    "compare",
+    "speaker",
+    "stop",
+)
 
 
 _SIGNATURE = QTextFormat.Property.UserProperty.value + 1  # the format property holding the token
@@ -89,12 +101,20 @@ def can_continue(role: str, complete: bool, stop_reason: str | None) -> bool:
     return role == "assistant" and (not complete or stop_reason in CONTINUABLE)
 
 
+def read_aloud_action(reading: bool) -> Action:
+    """An answer's speaker action; Stop while the answer is read aloud."""
+    if reading:
+        return Action("speak", "stop", tr("Stop reading aloud"))
+    return Action("speak", "speaker", tr("Read this answer aloud"))
+
+
 def message_actions(role: str, interrupted: bool) -> list[Action]:
     actions = [Action("copy", "copy", tr("Copy message"))]
     if role == "user":
         actions.append(Action("edit", "edit", tr("Edit and resend (creates a branch)")))
     if role == "assistant":
         actions.append(Action("regenerate", "regenerate", tr("Regenerate this answer (creates a branch)")))
+        actions.append(read_aloud_action(False))  # read aloud (app/voice/read_aloud.py)
     if role in ("user", "assistant"):  # compare models on the prompt (app/compare/actions.py)
         actions.append(Action("compare", "compare", tr("Compare models on this prompt, or see its comparisons")))
     actions.append(Action("delete", "delete", tr("Delete this message and what follows it (Ctrl+Z undoes)")))

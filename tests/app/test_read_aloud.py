@@ -1,0 +1,157 @@
+"""Read aloud (issue 33): the speaker action on an answer reads its sentences and becomes Stop while it
+reads; Stop silences it at once; with "Read answers aloud as they stream" each sentence is said the moment
+it is finished in the stream; Settings ▸ Voice saves voice, speed and pitch and has Test voice; with no
+speech engine a sentence names speech-dispatcher.
+
+These run through Qt's own "mock" text-to-speech engine (tests/conftest.py sets EMBER_TTS_ENGINE=mock):
+the real speechd engine loads offscreen here, but speech-dispatcher with no sound server never leaves
+Speaking (its audio output fails to open) and a later connection can hang, so it is no engine to test
+with in CI. The mock engine goes through the same QTextToSpeech states (Ready → Speaking → Ready)."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+
+import pytest
+from PySide6.QtTextToSpeech import QTextToSpeech
+from pytestqt.qtbot import QtBot
+
+from ember_chat.app.shell.main_window import MainWindow
+from ember_chat.app.voice.read_aloud import TEST_SENTENCE
+from ember_chat.app.voice.speaker import Speaker
+from ember_chat.engine.speech.read_aloud import speakable_sentences
+from tests.helpers.fake_backend import FakeBackend
+from tests.helpers.window import load, send, set_max_tokens
+
+
+def _answered(qtbot: QtBot, make_window: Callable[..., MainWindow]) -> tuple[MainWindow, int]:
+    w = make_window(lambda _ref: FakeBackend(n_tokens=100))
+    load(qtbot, w)
+    set_max_tokens(w, 12)
+    send(qtbot, w, "say something")
+    qtbot.waitUntil(lambda: not (w.transcript.rendering or w.transcript.backfilling), timeout=10_000)
+    return w, w.store.thread(w.controller.conversation_id)[-1].id
+
+
+def _speak_icon(w: MainWindow, answer: int) -> tuple[str, str]:
+    """The image and tooltip of the answer's speaker action, as the transcript shows it."""
+    block = w.transcript.document().begin()
+    while block.isValid():
+        it = block.begin()
+        while not it.atEnd():
+            fmt = it.fragment().charFormat()
+            if fmt.isImageFormat() and fmt.anchorHref() == f"ember:speak/{answer}":
+                return fmt.toImageFormat().name(), fmt.toolTip()
+            it += 1
+        block = block.next()
+    raise AssertionError("no speaker action on the answer")
+
+
+def test_the_speaker_action_reads_the_answer_and_stop_stops_it(
+    qtbot: QtBot, make_window: Callable[..., MainWindow]
+) -> None:
+    w, answer = _answered(qtbot, make_window)
+    content = w.store.message(answer).content
+    speaker = w.read_aloud.speaker
+    said: list[str] = []
+    speaker.sentence_said.connect(said.append)
+    assert _speak_icon(w, answer) == ("icon:speaker", "Read this answer aloud")
+
+    w.transcript.action.emit("speak", answer, 0)  # (what a click on the icon gives: transcript/links.py)
+    assert said == speakable_sentences(content)[:1]  # the first sentence at once, the rest as each ends
+    assert speaker.engine_name == "mock"
+    tts = speaker.engine()
+    assert tts is not None
+    qtbot.waitUntil(lambda: tts.state() == QTextToSpeech.State.Speaking, timeout=2_000)
+    assert speaker.reading == answer
+    assert _speak_icon(w, answer) == ("icon:stop", "Stop reading aloud")
+
+    w.transcript.action.emit("speak", answer, 0)  # its Stop
+    assert tts.state() != QTextToSpeech.State.Speaking  # at once, not at the sentence's end
+    assert speaker.reading is None
+    assert _speak_icon(w, answer) == ("icon:speaker", "Read this answer aloud")
+    qtbot.wait(100)
+    assert len(said) == 1  # nothing more is said after Stop
+
+
+def test_a_short_answer_is_read_to_its_end_then_the_action_is_a_speaker_again(
+    qtbot: QtBot, make_window: Callable[..., MainWindow]
+) -> None:
+    w, answer = _answered(qtbot, make_window)
+    speaker = w.read_aloud.speaker
+    said: list[str] = []
+    speaker.sentence_said.connect(said.append)
+    speaker.speak(answer, ["One.", "Two."])
+    assert speaker.reading == answer
+    qtbot.waitUntil(lambda: speaker.reading is None, timeout=5_000)  # (the mock says each in about a second)
+    assert said == ["One.", "Two."]
+    assert _speak_icon(w, answer)[0] == "icon:speaker"
+
+
+def test_answers_are_read_sentence_by_sentence_as_they_stream(
+    qtbot: QtBot, make_window: Callable[..., MainWindow]
+) -> None:
+    w = make_window()
+    w.ctx.save_settings(w.ctx.settings.with_changes(read_aloud_streaming=True))
+    speaker = w.read_aloud.speaker
+    said: list[str] = []
+    speaker.sentence_said.connect(said.append)
+    c = w.controller
+    c.stream_began.emit(7, None)
+    c.stream_appended.emit("The **first** sentence")
+    assert said == []
+    c.stream_appended.emit(" is here. Then")
+    assert said == ["The first sentence is here."]  # said as soon as it is finished, not at the answer's end
+    assert speaker.reading == 7
+    c.stream_appended.emit(" code:\n```\nx = 1. y = 2.\n```\nDone")
+    c.stream_ended.emit("", None, "stop")
+    qtbot.waitUntil(lambda: speaker.reading is None, timeout=10_000)
+    assert said == ["The first sentence is here.", "Then code:", "Code block.", "Done"]
+
+
+def test_streaming_answers_are_not_read_unless_asked(qtbot: QtBot, make_window: Callable[..., MainWindow]) -> None:
+    w = make_window()
+    assert not w.ctx.settings.read_aloud_streaming
+    said: list[str] = []
+    w.read_aloud.speaker.sentence_said.connect(said.append)
+    w.controller.stream_began.emit(7, None)
+    w.controller.stream_appended.emit("A sentence. Another one. ")
+    w.controller.stream_ended.emit("", None, "stop")
+    assert said == [] and w.read_aloud.speaker.reading is None
+
+
+def test_the_voice_settings_are_saved_and_test_voice_speaks(
+    qtbot: QtBot, make_window: Callable[..., MainWindow]
+) -> None:
+    from ember_chat.app.voice.settings_page import VoicePage
+
+    w = make_window()
+    w.settings_window.open_section("voice")
+    page = w.settings_window.page("voice")
+    assert isinstance(page, VoicePage) and page.isVisible()
+    assert page.engine.text() == "mock" and page.voice.count() > 1  # the system's language, then the voices
+    page.rate.setValue(5)
+    page.pitch.setValue(-3)
+    page.voice.setCurrentIndex(2)
+    page.streaming.setChecked(True)
+    saved = w.ctx.settings_file.load()
+    assert (saved.read_aloud_rate, saved.read_aloud_pitch, saved.read_aloud_streaming) == (0.5, -0.3, True)
+    assert saved.read_aloud_voice == page.voice.itemText(2)
+    tts = w.read_aloud.speaker.engine()
+    assert tts is not None
+    assert (round(tts.rate(), 2), round(tts.pitch(), 2), tts.voice().name()) == (0.5, -0.3, saved.read_aloud_voice)
+    said: list[str] = []
+    w.read_aloud.speaker.sentence_said.connect(said.append)
+    page.test.click()
+    assert said == [TEST_SENTENCE]
+
+
+def test_no_speech_engine_says_which_package_to_install(qtbot: QtBot, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sys, "platform", "linux")
+    speaker = Speaker(available=lambda: [])  # (a Linux without speech-dispatcher: Qt lists no engine)
+    problems: list[str] = []
+    speaker.problem.connect(problems.append)
+    speaker.speak(3, ["Hello."])
+    assert speaker.reading is None and speaker.engine_name is None
+    assert len(problems) == 1 and "speech-dispatcher" in problems[0] and "apt install" in problems[0]
