@@ -10,6 +10,7 @@ from PySide6.QtWidgets import QCheckBox, QComboBox, QFormLayout, QHBoxLayout, QL
 from ember_chat.app.voice.read_aloud import ReadAloud
 
 STEPS = 10  # a slider's steps each side of normal (the engine's -1…1 in tenths)
+WIDE = 420  # the widest the voice list and the sliders get
 
 
 class VoicePage(QWidget):
@@ -30,6 +31,7 @@ class VoicePage(QWidget):
         self.voice.setToolTip(self.tr("The system's voices (speech-dispatcher on Linux)"))
         self.voice.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
         self.voice.setMinimumContentsLength(24)
+        self.voice.setMaximumWidth(WIDE)
         self.voice.addItem(self.tr("The system's language"), "")
         for name in read_aloud.speaker.voices():
             self.voice.addItem(name, name)
@@ -64,6 +66,7 @@ class VoicePage(QWidget):
         slider.setValue(round(value * STEPS))
         slider.setPageStep(2)
         slider.setTickPosition(QSlider.TickPosition.TicksBelow)
+        slider.setMaximumWidth(WIDE)  # (a slider across a wide window is hard to read)
         slider.setAccessibleName(name)
         slider.setToolTip(self.tr("Middle: the voice's own; left lower, right higher"))
         slider.valueChanged.connect(lambda v: self._save(**{key: v / STEPS}))
