@@ -15,11 +15,14 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from PySide6.QtGui import QGuiApplication
+from PySide6.QtCharts import QChart
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QColor, QGuiApplication, QPalette
 from pytestqt.qtbot import QtBot
 
 from ember_chat.app.lab.serving_panel import COLUMNS, ServingPanel
 from ember_chat.app.shell.main_window import MainWindow
+from ember_chat.engine.bench.serving.report_html import report_html
 from ember_chat.engine.storage.connections import ConnectionStore
 from ember_chat.engine.storage.model_settings import ModelSettingsStore
 from tests.helpers.sse_server import DONE, FakeOpenAI, chunk, usage_chunk
@@ -94,6 +97,53 @@ def test_a_url_is_load_tested_per_concurrency_with_the_failures_reasons(
     rows = list(csv.DictReader(io.StringIO((tmp_path / "s.csv").read_text())))
     assert [r["load"] for r in rows] == ["concurrency 1", "concurrency 2"] and rows[0]["failed"] == "1"
     assert "HTTP 503" in rows[0]["failures"]
+
+
+def test_each_plot_choice_draws_its_series_and_the_html_report_is_exported(
+    qtbot: QtBot, tmp_path: Path, fake: FakeOpenAI
+) -> None:
+    """Latency against throughput (a point per load), goodput against the load (completed and within the
+    objective, a point per load), the percentiles per load (TTFT solid, ITL dashed); a theme change keeps
+    the plot chosen; Export HTML report writes the engine's page of the result."""
+    panel = panel_for(qtbot, tmp_path)
+    aim_at(panel, f"http://127.0.0.1:{fake.port}", "1,2,3", 2)
+    fake.stream(tokens_stream(4))
+    assert not panel.export_html.isEnabled()
+    run(qtbot, panel)
+    runs = panel.result["runs"]  # type: ignore[index]
+    view = panel.chart_view
+    assert view.which() == "latency" and len(panel.chart.series()) == 1 + 3 + 1  # path, a point per load, objective
+    view.choice.setCurrentIndex(view.choice.findData("goodput"))
+    completed, good = panel.chart.series()
+    assert (completed.name(), good.name()) == ("requests/s completed", "goodput: requests/s within the objective")
+    assert [p.y() for p in completed.points()] == [r["requests_per_s"] for r in runs]
+    assert [p.y() for p in good.points()] == [r["goodput_requests_per_s"] for r in runs]
+    [x_axis] = panel.chart.axes(Qt.Orientation.Horizontal)
+    assert x_axis.categoriesLabels() == ["1", "2", "3"] and x_axis.titleText() == "users at once"
+    view.choice.setCurrentIndex(view.choice.findData("percentiles"))
+
+    def percentiles_drawn() -> None:
+        series = panel.chart.series()
+        quantiles = ("p50", "p90", "p95", "p99")
+        assert [s.name() for s in series] == [f"{f} {q}" for f in ("TTFT", "ITL") for q in quantiles] + [
+            "TTFT objective"
+        ]
+        for s, (key, q) in zip(series, [(k, q) for k in ("ttft_ms", "itl_ms") for q in quantiles], strict=False):
+            assert [p.y() for p in s.points()] == [r[key][q] for r in runs], s.name()
+        assert series[4].pen().style() == Qt.PenStyle.DashLine and series[4].pen().color() == series[0].pen().color()
+
+    percentiles_drawn()
+    dark = QPalette(panel.palette())
+    dark.setColor(QPalette.ColorRole.Window, QColor("#202124"))
+    dark.setColor(QPalette.ColorRole.Base, QColor("#2b2c30"))
+    panel.setPalette(dark)  # (a theme change redraws the chosen plot in the theme)
+    percentiles_drawn()
+    assert panel.chart.theme() == QChart.ChartTheme.ChartThemeDark
+    assert panel.export_html.isEnabled()
+    panel.export(tmp_path / "s.html", "html")
+    page = (tmp_path / "s.html").read_text(encoding="utf-8")
+    assert page.startswith("<!DOCTYPE html>") and page == report_html(panel.result)  # type: ignore[arg-type]
+    assert page.count("<svg") == 3
 
 
 def test_another_computer_is_said_before_the_run_and_a_target_down_stops_it(qtbot: QtBot, tmp_path: Path) -> None:

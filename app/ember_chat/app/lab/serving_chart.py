@@ -1,37 +1,93 @@
-"""The Serving tab's plot: latency (TTFT p95) against throughput (output tokens/s), one point per load
-of a serving-lab result, with the TTFT objective; in the window's theme, redrawn when it changes."""
+"""The Serving tab's plots of a serving-lab result, one at a time by a selector above them: latency
+(TTFT p95) against throughput (output tokens/s) with the TTFT objective, goodput against the load beside
+the requests completed, and the percentiles (p50 to p99) of TTFT and ITL per load. The points are those
+of the HTML report (report_html.panels) but for latency, which keeps a point per run; in the window's
+theme, redrawn when it changes."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from PySide6.QtCharts import QChart, QChartView, QLineSeries, QScatterSeries, QValueAxis
+from PySide6.QtCharts import (
+    QAbstractAxis,
+    QCategoryAxis,
+    QChart,
+    QChartView,
+    QLineSeries,
+    QScatterSeries,
+    QValueAxis,
+)
 from PySide6.QtCore import QEvent, Qt
 from PySide6.QtGui import QFont, QPainter, QPalette, QPen
-from PySide6.QtWidgets import QApplication, QWidget
+from PySide6.QtWidgets import QApplication, QComboBox, QHBoxLayout, QLabel, QVBoxLayout, QWidget
+
+from ember_chat.engine.bench.serving.report_html import PLOTS, Panel, panels
+
+LATENCY, GOODPUT, PERCENTILES = PLOTS
 
 
-class ServingChart(QChartView):
+class ServingChart(QWidget):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        chart = QChart()
-        chart.setTitle(self.tr("TTFT p95 against output tokens/s, per load"))
-        self.setChart(chart)
-        self.setRenderHint(QPainter.RenderHint.Antialiasing)
+        self.choice = QComboBox()
+        for text, which in (
+            (self.tr("Latency against throughput"), LATENCY),
+            (self.tr("Goodput against load"), GOODPUT),
+            (self.tr("Percentiles per load"), PERCENTILES),
+        ):
+            self.choice.addItem(text, which)
+        self.choice.setAccessibleName(self.tr("Plot"))
+        self.choice.setAccessibleDescription(self.tr("Which plot of the figures to draw"))
+        self.choice.currentIndexChanged.connect(self._chosen)
+        label = QLabel(self.tr("&Plot:"))
+        label.setBuddy(self.choice)
+        self.view = QChartView()
+        self.view.setChart(QChart())
+        self.view.setRenderHint(QPainter.RenderHint.Antialiasing)
         # (below about 12 lines of text QtCharts elides the x axis' labels and title to "…")
-        self.setMinimumHeight(14 * self.fontMetrics().height())
-        self.setAccessibleName(self.tr("Latency against throughput chart"))
-        self.setAccessibleDescription(self.tr("One point per load; the table above has the figures"))
-        self._result: dict[str, Any] | None = None  # (plotted again when the theme changes)
+        self.view.setMinimumHeight(14 * self.fontMetrics().height())
+        self.view.setAccessibleName(self.tr("Serving figures plot"))
+        self.view.setAccessibleDescription(self.tr("One point per load; the table above has the figures"))
+        row = QHBoxLayout()
+        row.addWidget(label)
+        row.addWidget(self.choice)
+        row.addStretch(1)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addLayout(row)
+        layout.addWidget(self.view, 1)
+        self._result: dict[str, Any] | None = None  # (plotted again when the theme or the choice changes)
+
+    def chart(self) -> QChart:
+        return self.view.chart()
+
+    def which(self) -> str:
+        return str(self.choice.currentData())
+
+    def _chosen(self, _index: int) -> None:
+        if self._result is not None:
+            self.plot(self._result)
 
     def plot(self, result: dict[str, Any]) -> None:
-        """One point per load (named in the legend), joined in load order, and the TTFT objective."""
+        """The chosen plot of `result`."""
         self._result = result
         chart = self.chart()
         chart.removeAllSeries()
         self.recolor()
         for axis in chart.axes():
+            axis.hide()  # (removed only, a plot's axes stayed drawn under the next plot's)
             chart.removeAxis(axis)
+        if self.which() == GOODPUT:
+            self._goodput(result)
+        elif self.which() == PERCENTILES:
+            self._percentiles(result)
+        else:
+            self._latency(result)
+
+    def _latency(self, result: dict[str, Any]) -> None:
+        """One point per run (named in the legend), joined in load order, and the TTFT objective."""
+        chart = self.chart()
+        chart.setTitle(self.tr("TTFT p95 against output tokens/s, per load"))
         points = [
             (r["load"], r["output_tokens_per_s"], r["ttft_ms"]["p95"])
             for r in result["runs"]
@@ -52,28 +108,98 @@ class ServingChart(QChartView):
         top_x = max([x for _l, x, _y in points] + [1.0]) * 1.15
         top_y = max([y for _l, _x, y in points] + [limit or 0.0, 1.0]) * 1.15
         if limit is not None:
-            objective = QLineSeries()
-            objective.setName(self.tr("TTFT objective"))
-            objective.append(0, limit)
-            objective.append(top_x * 4, limit)  # (past the axis' nice end: clipped there)
-            pen = QPen(objective.pen())
-            pen.setStyle(Qt.PenStyle.DashLine)
-            pen.setColor(self.palette().color(QPalette.ColorRole.Text))  # (a limit, not a load: the text's colour)
-            objective.setPen(pen)
-            series.append(objective)
-        for s in series:
-            chart.addSeries(s)
-        x, y = QValueAxis(), QValueAxis()
+            series.append(self._objective(self.tr("TTFT objective"), limit, 0, top_x * 4))
+        x = QValueAxis()
         x.setRange(0, top_x)
         x.setTitleText(self.tr("output tokens/s"))
-        y.setRange(0, top_y)
-        y.setTitleText(self.tr("TTFT p95 (ms)"))
+        self._attach(series, x, self._y_axis(top_y, self.tr("TTFT p95 (ms)")))
+        chart.legend().markers(path)[0].setVisible(False)  # (the line only joins the loads' points)
+
+    def _goodput(self, result: dict[str, Any]) -> None:
+        """Requests/s completed and goodput (within the objective), one point per load."""
+        [panel] = panels(result, GOODPUT)
+        self.chart().setTitle(self.tr("Goodput against the load"))
+        names = [self.tr("requests/s completed"), self.tr("goodput: requests/s within the objective")]
+        lines = self._lines(panel, names)
+        top = max([y for s in panel.series for _x, y, _l in s.points] + [1.0]) * 1.15
+        self._attach(lines, self._load_axis(panel), self._y_axis(top, self.tr("requests/s")))
+
+    def _percentiles(self, result: dict[str, Any]) -> None:
+        """p50, p90, p95 and p99 of TTFT (solid) and of ITL (dashed, the same colour per percentile) per
+        load, on one axis in ms, and the TTFT objective."""
+        ttft, itl = panels(result, PERCENTILES)
+        self.chart().setTitle(self.tr("TTFT and ITL percentiles per load"))
+        first = self._lines(ttft, [f"TTFT {s.name}" for s in ttft.series])
+        second = self._lines(itl, [f"ITL {s.name}" for s in itl.series])
+        ys = [y for p in (ttft, itl) for s in p.series for _x, y, _l in s.points]
+        limit = ttft.objective[0] if ttft.objective is not None else None
+        top = max([*ys, limit or 0.0, 1.0]) * 1.15
+        series: list[QLineSeries | QScatterSeries] = [*first, *second]
+        if limit is not None:
+            right = len(ttft.categories or ()) - 0.5  # (the category axis' end: a line past it widened the axis)
+            series.append(self._objective(self.tr("TTFT objective"), limit, -0.5, right))
+        self._attach(series, self._load_axis(ttft), self._y_axis(top, self.tr("milliseconds")))
+        for solid, dashed in zip(first, second, strict=True):  # (after the theme gave the colours)
+            pen = QPen(dashed.pen())
+            pen.setColor(solid.pen().color())
+            pen.setStyle(Qt.PenStyle.DashLine)
+            dashed.setPen(pen)
+
+    def _lines(self, panel: Panel, names: list[str]) -> list[QLineSeries]:
+        made = []
+        for series, name in zip(panel.series, names, strict=True):
+            line = QLineSeries()
+            line.setName(name)
+            line.setPointsVisible(True)
+            for x, y, _label in series.points:
+                line.append(x, y)
+            made.append(line)
+        return made
+
+    def _objective(self, name: str, limit: float, left: float, right: float) -> QLineSeries:
+        objective = QLineSeries()
+        objective.setName(name)
+        objective.append(left, limit)
+        objective.append(right, limit)
+        pen = QPen(objective.pen())
+        pen.setStyle(Qt.PenStyle.DashLine)
+        pen.setColor(self.palette().color(QPalette.ColorRole.Text))  # (a limit, not a load: the text's colour)
+        objective.setPen(pen)
+        return objective
+
+    def _small(self) -> QFont:
         small = QFont(QApplication.font())  # (as the speed charts: labels fit, and scale with the system font)
         small.setPointSizeF(small.pointSizeF() * 0.8)
+        return small
+
+    def _y_axis(self, top: float, title: str) -> QValueAxis:
+        y = QValueAxis()
+        y.setRange(0, top)
+        y.setTitleText(title)
+        return y
+
+    def _load_axis(self, panel: Panel) -> QCategoryAxis:
+        """The loads by place (x = 0, 1, …), each named under its point."""
+        x = QCategoryAxis()
+        x.setLabelsPosition(QCategoryAxis.AxisLabelsPosition.AxisLabelsPositionOnValue)
+        names = panel.categories or []
+        for i, name in enumerate(names):
+            x.append(name + " " * names[:i].count(name), i)  # (a label twice is dropped: made unique)
+        x.setRange(-0.5, max(len(names), 1) - 0.5)
+        said = {"users at once": self.tr("users at once"), "requests/s sent": self.tr("requests/s sent")}
+        x.setTitleText(said.get(panel.x_title, self.tr("load")))  # (the engine's words, translated)
+        return x
+
+    def _attach(self, series: list[QLineSeries | QScatterSeries], x: QAbstractAxis, y: QValueAxis) -> None:
+        chart = self.chart()
+        for s in series:
+            chart.addSeries(s)
+        small = self._small()
         for axis in (x, y):
-            axis.setLabelFormat("%.0f")
             axis.setLabelsFont(small)
             axis.setTitleFont(small)
+        for axis in (a for a in (x, y) if type(a) is QValueAxis):  # (a category axis keeps its loads' range)
+            axis.setLabelFormat("%.0f" if axis is x or axis.max() > 10 else "%.1f")
             axis.setTickCount(5)
             axis.applyNiceNumbers()
         chart.addAxis(x, Qt.AlignmentFlag.AlignBottom)
@@ -83,7 +209,6 @@ class ServingChart(QChartView):
             s.attachAxis(y)
         chart.legend().setFont(small)
         chart.legend().setAlignment(Qt.AlignmentFlag.AlignRight)
-        chart.legend().markers(path)[0].setVisible(False)  # (the line only joins the loads' points)
 
     def recolor(self) -> None:
         """The chart in the window's theme (QtCharts' own dark theme on a dark palette; it resets the

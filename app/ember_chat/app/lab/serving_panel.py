@@ -57,6 +57,7 @@ from ember_chat.engine.bench.serving.export import runs_csv
 from ember_chat.engine.bench.serving.knobs import Knob, apply_winner, knob_sweep, parse_knob
 from ember_chat.engine.bench.serving.load import LoadPlan
 from ember_chat.engine.bench.serving.report import sweep
+from ember_chat.engine.bench.serving.report_html import report_html
 from ember_chat.engine.bench.serving.summary import Slo
 from ember_chat.engine.bench.serving.targets import (
     LOOPBACK,
@@ -78,6 +79,7 @@ LOCAL, CONNECTION, URL = "local", "connection", "url"
 SHAREGPT_FILE = "file"  # (the workload choice that opens a file dialog)
 CONCURRENCY, RATE = "concurrency", "rate"  # (how the loads are given)
 WARMUP = 1  # requests sent before each load, not counted (the CLI's default)
+HTML = "html"  # (the export to a report: report_html)
 # The load settings a knob sweep can vary (knobs.py takes any of LOAD_SPECS; these change serving) and the
 # values offered at first.
 SWEEP_KNOBS = {"parallel": "1,2,4", "n_ctx": "2048,4096", "threads": "1,2", "threads_batch": "1,2",
@@ -296,11 +298,15 @@ class ServingPanel(QWidget):
         self.copy_button.clicked.connect(self.copy)
         self.export_csv = QPushButton(self.tr("Export CSV…"))
         self.export_json = QPushButton(self.tr("Export JSON…"))
-        for b, kind in ((self.export_csv, "csv"), (self.export_json, "json")):
+        self.export_html = QPushButton(self.tr("Export HTML report…"))
+        for b, kind in ((self.export_csv, "csv"), (self.export_json, "json"), (self.export_html, HTML)):
             b.setAccessibleName(b.text().rstrip("…"))
             b.setToolTip(self.tr("Save the figures, the objective and what was measured"))
             b.clicked.connect(lambda _=False, k=kind: self.export_dialog(k))
-        for b in (self.copy_button, self.export_csv, self.export_json):
+        self.export_html.setToolTip(
+            self.tr("Save a report to share: the answer, what was measured, the figures and the plots (one HTML file)")
+        )
+        for b in (self.copy_button, self.export_csv, self.export_json, self.export_html):
             b.setEnabled(False)
         self.save_winner = QPushButton(self.tr("Save the winner as the model's load settings"))
         self.save_winner.setToolTip(
@@ -316,6 +322,7 @@ class ServingPanel(QWidget):
         exports.addWidget(self.copy_button)
         exports.addWidget(self.export_csv)
         exports.addWidget(self.export_json)
+        exports.addWidget(self.export_html)
 
         layout = QVBoxLayout(self)
         layout.addWidget(self.about)
@@ -627,7 +634,7 @@ class ServingPanel(QWidget):
             self.status.setText(self.tr("Done. Kept in {path}.").format(path=self.saved))
             self.progress.setValue(self.progress.maximum())
         self.show_result(self.result)
-        for b in (self.copy_button, self.export_csv, self.export_json):
+        for b in (self.copy_button, self.export_csv, self.export_json, self.export_html):
             b.setEnabled(True)
         winner = self.result.get("winner")
         if winner is not None and self.measured is not None:
@@ -796,7 +803,10 @@ class ServingPanel(QWidget):
         if self.result is None:
             return
         try:
-            text = runs_csv(self.result) if kind == "csv" else json.dumps(self.result, indent=2)
+            if kind == HTML:
+                text = report_html(self.result)
+            else:
+                text = runs_csv(self.result) if kind == "csv" else json.dumps(self.result, indent=2)
             path.write_text(text, encoding="utf-8")
         except OSError as exc:
             self.status.setText(self.tr("Could not export to {path}: {reason}.").format(path=path, reason=exc))
