@@ -1,9 +1,10 @@
 """Models ▸ Model Manager…: Discover (curated catalog and Hub search, files by quantization with a
-fit label for this machine), Installed (load, delete, reveal, import) and Downloads (progress, speed,
-ETA; pause, resume, cancel). Network, disk and keychain work (Hub search, listing the models folder,
-reading each model's header, import, delete, the token) runs on the manager's task runner, off the
-GUI thread; a newer search or listing supersedes one still out. Downloads run in the engine's
-download queue and are shown from its snapshots a few times a second.
+fit label for this machine), Installed (load, delete, reveal, import), Downloads (progress, speed,
+ETA; pause, resume, cancel) and Speech (the Whisper models: speech.py). Network, disk and keychain
+work (Hub search, listing the models folder, reading each model's header, import, delete, the token)
+runs on the manager's task runner, off the GUI thread; a newer search or listing supersedes one
+still out. Downloads run in the engine's download queue and are shown from its snapshots a few times
+a second.
 
 Discover and Installed are widgets of their own (`discover_tab`, `installed_tab`, in discover.py
 and installed.py), each owning its state; the dialog holds them, the Downloads tab, the banner
@@ -30,6 +31,7 @@ from ember_chat.app.engine_link.api_models import ApiModels
 from ember_chat.app.engine_link.tasks import TaskRunner
 from ember_chat.app.models.manager.discover import DiscoverTab
 from ember_chat.app.models.manager.installed import InstalledTab
+from ember_chat.app.models.manager.speech import SpeechTab
 from ember_chat.app.models.manager.tables import StatusBanner, button_row, human_size, make_table, table_item
 from ember_chat.app.qt.window_frame import TITLE_BAR_ALLOWANCE
 from ember_chat.engine.models.download_queue import (
@@ -102,6 +104,7 @@ class ModelManager(QDialog):
             (i.import_checked, self.import_checked),
         ):
             signal.connect(forward)
+        s = self.speech_tab = SpeechTab(library.models_dir, lambda: self.hub_factory(), self.tasks)
         d.downloads_added.connect(self._show_downloads)
         i.downloads_wanted.connect(self._show_downloads)
         i.import_started.connect(lambda: self.tabs.setCurrentIndex(1))
@@ -128,9 +131,11 @@ class ModelManager(QDialog):
         self.tabs.addTab(d, self.tr("Discover"))
         self.tabs.addTab(i, self.tr("Installed"))
         self.tabs.addTab(self._build_downloads(), self.tr("Downloads"))
+        self.tabs.addTab(s, self.tr("Speech"))
         self.tabs.setTabToolTip(0, self.tr("Find models in the catalog or on the Hugging Face Hub"))
         self.tabs.setTabToolTip(1, self.tr("Models on this computer"))
         self.tabs.setTabToolTip(2, self.tr("Downloads in progress and finished"))
+        self.tabs.setTabToolTip(3, self.tr("Speech-to-text models (Whisper): shipped and from the Hub"))
         layout = QVBoxLayout(self)
         layout.addWidget(self.banner)
         layout.addWidget(self.tabs)
@@ -300,7 +305,8 @@ class ModelManager(QDialog):
         self._poll.stop()
         self.tasks.shutdown()
         self.installed_tab.shutdown()
+        self.speech_tab.shutdown()  # (its downloads stop; their partial files are kept)
 
     def join(self, timeout: float) -> bool:
         """Wait for the manager's background threads to end (tests, after shutdown)."""
-        return self.tasks.join(timeout) and self.installed_tab.join(timeout)
+        return self.tasks.join(timeout) and self.installed_tab.join(timeout) and self.speech_tab.join(timeout)
