@@ -1,7 +1,9 @@
 """Speech-to-text on this machine (faster-whisper over CTranslate2), without Qt.
 
 - `models`: the Whisper models Ember knows (the tiny English one shipped in the starter set, Hub ones
-  listed for later) and where a model's files are; a missing or damaged one is a SpeechModelError.
+  downloaded into the models folder) and where a model's files are; a missing or damaged one is a
+  SpeechModelError.
+- `downloads`: a Hub model's files downloaded through the Model Manager's downloader, its speed here.
 - `audio`: a sound file (WAV, MP3, M4A, OGG, FLAC) decoded to 16 kHz mono float32, under a size limit;
   an unreadable one is an AudioFileError naming the file.
 - `transcriber`: a Transcriber (the model loaded once) for whole files, with progress and cancel, and
