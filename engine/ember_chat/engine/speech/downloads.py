@@ -23,10 +23,10 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ember_chat.engine.errors import DiskFullError, DownloadStopped, EmberError
 from ember_chat.engine.models.downloader import DISK_MARGIN, DownloadControl, Downloader, DownloadSpec, Progress
-from ember_chat.engine.models.hub import HubClient, HubFile
 from ember_chat.engine.speech.models import (
     MANIFEST,
     REQUIRED_FILES,
@@ -38,6 +38,9 @@ from ember_chat.engine.speech.models import (
     known,
     model_folder,
 )
+
+if TYPE_CHECKING:  # (huggingface_hub is not imported by a transcription that records its speed)
+    from ember_chat.engine.models.hub import HubClient, HubFile
 
 # what faster-whisper's own download_model takes from a repository (faster_whisper/utils.py)
 WANTED = re.compile(r"^(config\.json|preprocessor_config\.json|model\.bin|tokenizer\.json|vocabulary\.[a-z]+)$")
