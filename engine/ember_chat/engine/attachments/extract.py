@@ -14,6 +14,7 @@ import mimetypes
 from pathlib import Path
 
 from ember_chat.engine.attachments.kinds import (
+    AUDIO_SUFFIXES,
     DEFAULT_LIMITS,
     MB,
     AttachmentKind,
@@ -146,6 +147,11 @@ def _sniff(name: str, data: bytes) -> AttachmentKind:
             f"{name} is a zip archive; Ember can attach text, PDF, DOCX and image files, not archives."
         )
     suffix = Path(name).suffix.lower()
+    if suffix in AUDIO_SUFFIXES:  # (the window transcribes them before they come here)
+        raise AttachmentError(
+            f"{name} is a recording: Ember transcribes recordings attached in its window; here, transcribe it "
+            "first (ember-chat transcribe FILE, or POST /v1/audio/transcriptions) and attach the text."
+        )
     if suffix in _CODE_SUFFIXES or Path(name).name.lower() in ("makefile", "dockerfile", "cmakelists.txt"):
         return AttachmentKind.CODE
     return _BY_SUFFIX.get(suffix, AttachmentKind.TEXT)

@@ -12,6 +12,9 @@ if TYPE_CHECKING:
     from ember_chat.engine.storage.settings import Settings
 
 MB = 1024 * 1024
+# recordings (the containers engine/speech/audio.py decodes; .oga and .opus are OGG): transcribed into
+# their text where a transcriber is at hand (the window: engine/speech/attachment.py), else refused
+AUDIO_SUFFIXES = frozenset({".wav", ".mp3", ".m4a", ".ogg", ".oga", ".opus", ".flac"})
 
 Progress = Callable[[float], None]  # fraction done, 0..1 (called on the reading thread)
 
@@ -26,6 +29,7 @@ class AttachmentKind(StrEnum):
     PDF = "pdf"
     DOCX = "docx"
     IMAGE = "image"
+    AUDIO = "audio"  # a recording, kept as its transcript (engine/speech/attachment.py): a document
 
     @property
     def is_text(self) -> bool:
