@@ -114,6 +114,7 @@ class Composer(QWidget):
         row.addWidget(self.attach_button)
         row.addWidget(self.button)
         outer.addLayout(row)
+        self.row = row  # (the microphone goes in it: voice/dictation.py)
         self._generating = False
         self._icons: dict[str, QIcon] = {}
 

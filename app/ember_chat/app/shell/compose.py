@@ -38,6 +38,7 @@ from ember_chat.app.style.theme import apply_theme
 from ember_chat.app.tools.actions import WindowTools
 from ember_chat.app.tools.choices import ComposerRow
 from ember_chat.app.transcript.font_size import TranscriptFontSize
+from ember_chat.app.voice.dictation import DictationControl
 from ember_chat.app.voice.read_aloud import ReadAloud
 from ember_chat.app.voice.speaker import Speaker
 from ember_chat.engine.core.params import SamplingParams
@@ -158,11 +159,15 @@ class Composition(QObject):
             loading=lambda: w.models.loading,
             parent=w,
         )
+        # dictation: the microphone beside the message box, Ctrl+Shift+Space (voice/dictation.py)
+        w.dictation = DictationControl(ctx.tasks, w.composer.editor, ctx.notifier.show_error, parent=w)
+        w.composer.row.insertWidget(w.composer.row.indexOf(w.composer.button), w.dictation.button)
+        w.composer.layout().addWidget(w.dictation.status_row)  # (the listening line, under the box)
         w.tools = WindowTools(  # MCP servers, built-in tools, the Tools button and each chat's choices
             ctx,
             config_dir,
             w,
-            ComposerRow(w.composer, w.composer.attach_button, w.composer.editor, w.composer.button),
+            ComposerRow(w.composer, w.composer.attach_button, w.composer.editor, w.dictation.button),
             shown_chat=lambda: w.controller.conversation_id,
         )
         w.controller.tool_session_for = w.tools.session_for  # a chat's tools, asked before each answer
@@ -367,6 +372,7 @@ class Composition(QObject):
         w = self.frame
         w.banner.set_colors(w.colors)
         w.composer.set_colors(w.colors)
+        w.dictation.set_colors(w.colors)
         w.conversations.set_colors(w.colors)
         w.side.metrics.chart.set_colors(w.colors)
         w.model_bar.tune.setIcon(themed_icon("settings", w.colors))
@@ -375,6 +381,7 @@ class Composition(QObject):
         """Stop the API server and a benchmark run, then the engine (cancel → join → close the model).
         Background tasks still out are dropped and interrupted, never waited for. Idempotent."""
         w = self.frame
+        w.dictation.shutdown()  # (the microphone released)
         w.tasks.shutdown()
         w.composer.attachments.shutdown()  # files still being read: their processes killed
         w.api.shutdown()
