@@ -44,6 +44,7 @@ class ChipState:
     measured: bool = False
     reading_s: float | None = 0.0
     limit_s: float = 0.0
+    transcribing: bool = False  # a recording being transcribed (its words say so; no time limit)
 
 
 def chip_words(s: ChipState) -> str:
@@ -88,20 +89,35 @@ def chip_suffix(s: ChipState) -> str:
     return words
 
 
+def _progress_words(transcribing: bool) -> tuple[str, str, str, str]:
+    """Waiting, a measured share, starting, the seconds so far: while a file is read, or while a recording
+    is transcribed (its first words come once it is decoded and the speech model loaded: a few seconds)."""
+    if transcribing:
+        return (tr("waiting to be transcribed…"), tr("Transcribing… {percent} %"), tr("Transcribing…"),
+                tr("Transcribing… {seconds} s"))  # fmt: skip
+    return tr("waiting for a reader…"), tr("reading… {percent}%"), tr("reading…"), tr("reading… {seconds} s")
+
+
 def reading_suffix(s: ChipState) -> str:
-    """While a file is read: its percentage when its reader measures it, else the seconds its reader
-    has run (an honest "still at it", never a 0 % that does not move)."""
+    """While a file is read (or a recording transcribed): its percentage when its reader measures it,
+    else the seconds its reader has run (an honest "still at it", never a 0 % that does not move)."""
+    waiting, percent, starting, seconds = _progress_words(s.transcribing)
     if s.reading_s is None:
-        return tr("waiting for a reader…")
+        return waiting
     if s.measured:
-        return tr("reading… {percent}%").format(percent=round(100 * (s.progress or 0.0)))
+        return percent.format(percent=round(100 * (s.progress or 0.0)))
     if s.reading_s < 1:
-        return tr("reading…")
-    return tr("reading… {seconds} s").format(seconds=int(s.reading_s))
+        return starting
+    return seconds.format(seconds=int(s.reading_s))
 
 
 def reading_words(s: ChipState) -> str:
     """The tooltip's sentence while a file is read: what the chip shows, and when Ember stops."""
+    if s.transcribing:
+        said = reading_suffix(s)
+        if s.reading_s is None:
+            said = tr("waiting to be transcribed (recordings are transcribed one at a time)")
+        return said + " · " + tr("speech recognised on this computer; its text is attached, with times")
     if s.reading_s is None:
         said = tr("waiting for a reader (files are read a few at a time, each in a process of its own)")
     elif s.measured:
@@ -127,6 +143,7 @@ KIND_BADGES = {  # the chip's kind, in a few letters (its full name is in the to
     "pdf": "PDF",
     "docx": "DOCX",
     "image": "IMG",
+    "audio": "AUDIO",
 }
 
 
@@ -218,7 +235,9 @@ class AttachmentChip(QFrame):
         self.close_button.setAccessibleName(tr("Remove {name}").format(name=state.name))
         self.close_button.setToolTip(
             plain_tooltip(
-                tr("Stop reading {name}").format(name=state.name)
+                (tr("Stop transcribing {name}") if state.transcribing else tr("Stop reading {name}")).format(
+                    name=state.name
+                )
                 if reading
                 else tr("Remove {name} (it is not sent)").format(name=state.name)
             )

@@ -6,6 +6,11 @@ use), with its progress on its chip; its ✕ kills that process. Then its tokens
 loaded model's tokenizer (off the GUI thread too). A file that cannot be attached says why in the
 banner (the `failed` signal) and takes nothing typed with it.
 
+A recording (WAV, MP3, M4A, OGG, FLAC) is transcribed instead (engine speech/attachment.py), on the
+bar's `transcribing` runner, one at a time, in this process with the speech model loaded once
+(`transcriber`): its chip says "Transcribing… 40 %", its ✕ sets the transcription's cancel event, and
+its text ("[00:00:03] words" lines) is then a document attachment like any other.
+
 How each will be read is shown before sending, and it is the engine's own plan: `planner` gives the
 engine's planning of the message as it would be sent now (the conversation, the system prompt, max
 tokens, the text typed as the question, these files: EngineService.plan_attachments), run off the GUI
@@ -21,6 +26,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QBuffer, QByteArray, QEvent, QIODevice, QMimeData, QObject, Qt, QTimer, Signal
 from PySide6.QtGui import QDragEnterEvent, QDropEvent, QImage, QResizeEvent
@@ -39,9 +45,13 @@ from ember_chat.engine.attachments import (
     Limits,
     StoredAttachment,
 )
+from ember_chat.engine.attachments.kinds import AUDIO_SUFFIXES
 from ember_chat.engine.attachments.planning import whole_block
 from ember_chat.engine.inference.events import AttachmentsPlanned
 from ember_chat.engine.inference.prompt.attachments import TokenCount
+
+if TYPE_CHECKING:  # (numpy and the speech engine load with the first recording, not with the window)
+    from ember_chat.engine.speech.attachment import AudioTranscription, TranscriberSlot
 
 PROGRESS_MS = 100  # how often a chip's reading progress is shown
 REPLAN_MS = 300  # after typing stops, the plan is made again for the question typed
@@ -70,6 +80,7 @@ class Pending:
     started: float | None = None  # (monotonic) when its reading process was seen running
     added: float = field(default_factory=time.monotonic)
     reader: FileReader | None = None  # its child process while it is read (pid), cancelled by its ✕
+    transcription: AudioTranscription | None = None  # a recording's, while it is transcribed (its ✕ cancels it)
 
 
 def mime_files(mime: QMimeData) -> list[Path]:
@@ -116,6 +127,10 @@ class AttachmentsBar(QWidget):
         outer.addWidget(self.scroll)
         self.tasks: TaskRunner | None = None  # the window's shared runner: token counts
         self.readers = TaskRunner(self, workers=READERS)  # the files' readers (they may take a while)
+        # recordings, one at a time (the speech model's cores are busy with one anyway; a document
+        # attached meanwhile is read beside it, not after it)
+        self.transcribing = TaskRunner(self, workers=1)
+        self._transcriber: TranscriberSlot | None = None
         self.count_tokens: Callable[[str], TokenCount] | None = None
         self.planner: Planner | None = None  # the engine's plan of the message as it would be sent
         self.question: Callable[[], str] = lambda: ""  # the text typed (the question the plan retrieves for)
@@ -208,6 +223,7 @@ class AttachmentsBar(QWidget):
             [
                 self.tr("Documents and images (*.txt *.md *.pdf *.docx *.csv *.tsv *.json *.html *.htm "
                         "*.png *.jpg *.jpeg *.webp *.gif *.py *.js *.ts *.c *.cpp *.h *.rs *.go *.java)"),
+                self.tr("Recordings, transcribed (*.wav *.mp3 *.m4a *.ogg *.opus *.flac)"),
                 self.tr("All files (*)"),
             ]
         )  # fmt: skip
@@ -233,6 +249,9 @@ class AttachmentsBar(QWidget):
     def attach_paths(self, paths: Iterable[Path]) -> None:
         """Read these files off the GUI thread, each on its own chip."""
         for path in paths:
+            if Path(path).suffix.lower() in AUDIO_SUFFIXES:
+                self._transcribe(Path(path))
+                continue
             item = self._add(ChipState(Path(path).name, progress=0.0))
             reader = item.reader = FileReader(self.limits())
 
@@ -247,6 +266,29 @@ class AttachmentsBar(QWidget):
         reader = item.reader = FileReader(self.limits())
         self._read(item, lambda: reader.read_bytes(name, data))
 
+    @property
+    def transcriber(self) -> TranscriberSlot:
+        """The speech model recordings are transcribed with, loaded on the first one and kept (its
+        own, not dictation's: a long file would otherwise hold the microphone's words back)."""
+        if self._transcriber is None:
+            from ember_chat.engine.speech.attachment import TranscriberSlot
+
+            self._transcriber = TranscriberSlot()
+        return self._transcriber
+
+    @transcriber.setter
+    def transcriber(self, slot: TranscriberSlot) -> None:
+        self._transcriber = slot
+
+    def _transcribe(self, path: Path) -> None:
+        """A recording: transcribed off the GUI thread into a document, its progress on its chip."""
+        from ember_chat.engine.speech.attachment import AudioTranscription
+
+        item = self._add(ChipState(path.name, progress=0.0, transcribing=True))
+        job = item.transcription = AudioTranscription(self.transcriber)
+        report = item.progress
+        self._read(item, lambda: job.read_path(path, progress=lambda f: report.__setitem__(0, f)), self.transcribing)
+
     def _add(self, state: ChipState) -> Pending:
         item = Pending(next(_keys), AttachmentChip(state, self.colors), state)
         item.chip.remove.connect(lambda key=item.key: self.remove(key))
@@ -258,9 +300,9 @@ class AttachmentsBar(QWidget):
         self.changed.emit()
         return item
 
-    def _read(self, item: Pending, read: Callable[[], Extracted]) -> None:
+    def _read(self, item: Pending, read: Callable[[], Extracted], runner: TaskRunner | None = None) -> None:
         """Read (and keep: the store indexes a text's passages) on a reader thread; the chip's ✕
-        cancels the task, which kills the reading process."""
+        cancels the task, which kills the reading process (or cancels the transcription)."""
         assert self.save is not None, "configure() first"
         save = self.save
 
@@ -268,17 +310,20 @@ class AttachmentsBar(QWidget):
             extracted = read()
             return extracted, save(extracted)
 
-        self.readers.run(
+        stop = item.reader or item.transcription
+        (runner or self.readers).run(
             read_and_keep,
             lambda done, key=item.key: self._on_read(key, *done),
             lambda message, key=item.key: self._on_failed(key, message),
             key=f"attachment-{item.key}",
-            cancel=item.reader.cancel if item.reader is not None else None,
+            cancel=stop.cancel if stop is not None else None,
         )
 
     def shutdown(self) -> None:
-        """The window closes: every file still being read is dropped and its process killed."""
+        """The window closes: every file still being read is dropped and its process killed (a
+        transcription cancelled)."""
         self.readers.shutdown()
+        self.transcribing.shutdown()
 
     def remove(self, key: int) -> None:
         """Take an attachment away (its ✕); one still being read is dropped where it is."""
@@ -286,6 +331,7 @@ class AttachmentsBar(QWidget):
         if item is None:
             return
         self.readers.cancel(f"attachment-{key}")  # (its process is killed)
+        self.transcribing.cancel(f"attachment-{key}")  # (its cancel event set: it stops at the next segment)
         if self.tasks is not None:
             self.tasks.cancel(f"tokens-{key}")
         self.items.remove(item)
@@ -309,7 +355,7 @@ class AttachmentsBar(QWidget):
         item = self._item(key)
         if item is None:
             return
-        item.extracted, item.stored, item.reader = extracted, stored, None
+        item.extracted, item.stored, item.reader, item.transcription = extracted, stored, None, None
         item.state = ChipState(extracted.name, str(extracted.kind), extracted.size)
         self._set_image_warning(item)
         self._count(item)
@@ -437,7 +483,10 @@ class AttachmentsBar(QWidget):
         for item in self.items:
             if item.state.progress is not None:
                 reading = True
-                if item.started is None and item.reader is not None and item.reader.pid is not None:
+                if item.started is None and (
+                    (item.reader is not None and item.reader.pid is not None)
+                    or (item.transcription is not None and item.transcription.started)
+                ):
                     item.started = now
                 fraction = item.progress[0]
                 waiting = item.started is None and now - item.added > WAIT_SHOWN_S
@@ -446,7 +495,7 @@ class AttachmentsBar(QWidget):
                     progress=min(max(fraction, 0.0), 1.0),
                     measured=fraction >= 0.0,
                     reading_s=None if waiting else 0.0 if item.started is None else now - item.started,
-                    limit_s=limit,
+                    limit_s=0.0 if item.state.transcribing else limit,  # (a recording has no time limit)
                 )
                 item.chip.show_state(item.state)
         if not reading:

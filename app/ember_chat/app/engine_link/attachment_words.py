@@ -16,6 +16,7 @@ KIND_LABELS = {
     "pdf": "PDF",
     "docx": "DOCX",
     "image": "image",
+    "audio": "recording, transcribed",
 }
 
 
