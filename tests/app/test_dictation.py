@@ -24,48 +24,15 @@ from PySide6.QtWidgets import QApplication
 from pytestqt.qtbot import QtBot
 
 from ember_chat.app.shell.main_window import MainWindow
-from ember_chat.app.voice import dictation as dictation_module
 from ember_chat.app.voice.dictation import HOLD_S
-from ember_chat.app.voice.microphone import LOST, NO_MICROPHONE, PERMISSION_DENIED, Microphone, pcm_to_samples
+from ember_chat.app.voice.microphone import NO_MICROPHONE, PERMISSION_DENIED, Microphone, pcm_to_samples
 from ember_chat.engine.speech import SpeechModelError
 from ember_chat.engine.speech.wer import word_error_rate
+from tests.helpers.microphone import InjectedMicrophone
 from tests.helpers.speech import SENTENCES, speak
 
 TEXT = " ".join(SENTENCES[:2])
 MODEL_TIMEOUT = 60_000
-
-
-class InjectedMicrophone(Microphone):
-    """A Microphone whose device is the test: `open` opens nothing (PCM at `rate` Hz, 16-bit mono
-    comes through feed_pcm, as QAudioSource's buffers do)."""
-
-    rate = 22_050
-    opened = 0
-
-    def open(self) -> bool:
-        self._format = _format(self.rate)
-        self._source = object()  # (is_open)
-        InjectedMicrophone.opened += 1
-        self.opened_changed.emit(True)
-        return True
-
-    def close(self) -> None:
-        if self._source is not None:
-            self._source = None
-            self.opened_changed.emit(False)
-
-    def unplug(self) -> None:
-        """What _on_state does when the device stops with an error."""
-        self.close()
-        self.failed.emit(LOST.format(name="Test microphone"))
-
-
-def _format(rate: int) -> QAudioFormat:
-    fmt = QAudioFormat()
-    fmt.setSampleRate(rate)
-    fmt.setChannelCount(1)
-    fmt.setSampleFormat(QAudioFormat.SampleFormat.Int16)
-    return fmt
 
 
 @pytest.fixture(scope="module")
@@ -81,9 +48,10 @@ def pcm(wav: Path) -> bytes:
 
 
 @pytest.fixture
-def window(make_window: Callable[..., MainWindow], monkeypatch: pytest.MonkeyPatch) -> Iterator[MainWindow]:
-    monkeypatch.setattr(dictation_module, "Microphone", InjectedMicrophone)
-    yield make_window()
+def window(make_window: Callable[..., MainWindow]) -> MainWindow:
+    w = make_window()
+    w.dictation.use_microphone(InjectedMicrophone())
+    return w
 
 
 def _feed(qtbot: QtBot, mic: Microphone, pcm: bytes, seconds: float | None = None, speed: float = 2.0) -> None:
@@ -121,7 +89,7 @@ def test_dictated_words_appear_at_the_cursor_partials_first_typed_text_kept(
     _click(w)  # the second click stops: the microphone closes at once
     assert not w.dictation.microphone.is_open and not w.dictation.button.isChecked()
     assert not w.dictation.listening_label.isVisible()
-    qtbot.waitUntil(lambda: not w.dictation._active, timeout=30_000)
+    qtbot.waitUntil(lambda: not w.dictation.busy, timeout=30_000)
     final = editor.toPlainText()
     assert final.startswith("Note: ") and final.endswith(" and thanks"), final
     heard = final[len("Note: ") : -len(" and thanks")]
@@ -147,7 +115,7 @@ def test_push_to_talk_with_the_shortcut_stops_when_let_go(qtbot: QtBot, window: 
     assert w.dictation.microphone.is_open
     QApplication.sendEvent(w.composer.editor, QKeyEvent(QEvent.Type.KeyRelease, Qt.Key.Key_Space, mods, " "))
     assert not w.dictation.microphone.is_open  # let go: released at once
-    qtbot.waitUntil(lambda: not w.dictation._active, timeout=MODEL_TIMEOUT)
+    qtbot.waitUntil(lambda: not w.dictation.busy, timeout=MODEL_TIMEOUT)
     assert "please" in w.composer.editor.toPlainText().lower()
     assert " " not in w.composer.editor.toPlainText()[:1]  # (no space typed by the shortcut)
 
@@ -160,10 +128,12 @@ def test_a_device_unplugged_mid_dictation_keeps_the_words_and_says_so(
     w.composer.editor.moveCursor(w.composer.editor.textCursor().MoveOperation.End)
     _click(w)
     _feed(qtbot, w.dictation.microphone, pcm, seconds=3.0, speed=4.0)
-    w.dictation.microphone.unplug()
+    mic = w.dictation.microphone
+    assert isinstance(mic, InjectedMicrophone)
+    mic.unplug()
     assert "stopped giving sound" in w.banner.text()
     assert not w.dictation.listening_label.isVisible()
-    qtbot.waitUntil(lambda: not w.dictation._active, timeout=MODEL_TIMEOUT)
+    qtbot.waitUntil(lambda: not w.dictation.busy, timeout=MODEL_TIMEOUT)
     text = w.composer.editor.toPlainText()
     assert text.startswith("typed ") and "please" in text.lower()
 
@@ -182,7 +152,7 @@ def test_a_missing_speech_model_is_said_and_the_box_kept(
     qtbot.waitUntil(lambda: "tiny.en is missing" in w.banner.text(), timeout=10_000)
     assert not w.dictation.microphone.is_open and not w.dictation.listening_label.isVisible()
     assert w.composer.editor.toPlainText() == "keep me"
-    assert not w.dictation._active  # a next click may try again
+    assert not w.dictation.busy  # a next click may try again
 
 
 def test_no_microphone_and_a_refused_permission_are_said(qtbot: QtBot, window: MainWindow) -> None:
@@ -245,7 +215,7 @@ def test_a_real_microphone_through_pulseaudio(
     qtbot.wait(1000)  # (the end of the speech through the sink, and a pause)
     _click(w)
     assert not mic.is_open and mic._source is None  # released at once
-    qtbot.waitUntil(lambda: not w.dictation._active, timeout=MODEL_TIMEOUT)
+    qtbot.waitUntil(lambda: not w.dictation.busy, timeout=MODEL_TIMEOUT)
     heard = w.composer.editor.toPlainText()
     assert len(seen) >= 2 and seen[-1] == heard  # (a partial, then the final text)
     assert word_error_rate(TEXT, heard) <= 0.25, heard

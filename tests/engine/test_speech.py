@@ -192,6 +192,9 @@ def test_dictation_gives_partial_words_as_they_come(transcriber: Transcriber, sp
             partial = dictation.update()
             partials.append(partial.text)
             assert partial.text.startswith(settled[-1] if settled else "")
+            # (what this pass read: the sound not settled before it, at most all that was heard)
+            assert 0 < partial.read_s <= n * step / SAMPLE_RATE + 1e-6
+            assert (partial.read_s < n * step / SAMPLE_RATE) == any(settled)
             settled.append(partial.settled)
     assert partials[0] and len(partials[-1].split()) > len(partials[0].split())
     assert any(settled)  # (older speech is settled: updates read only what is not)

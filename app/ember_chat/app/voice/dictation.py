@@ -37,17 +37,14 @@ LISTEN_KEY = "dictation"
 
 class DictationMetrics:
     """Time to the first words (from the first sound heard to the first words shown) and the real-time
-    factor (recognition time over the sound heard: under 1, it keeps up)."""
+    factor of the last pass (its recognition time over the sound it read, the part not settled yet:
+    under PASS_S / that sound, recognition keeps up with the speaker)."""
 
     def __init__(self) -> None:
         self.first_sound: float | None = None
         self.first_words_s: float | None = None
-        self.processing_s = 0.0
+        self.real_time_factor = 0.0
         self.heard_s = 0.0
-
-    @property
-    def real_time_factor(self) -> float:
-        return self.processing_s / self.heard_s if self.heard_s > 0 else 0.0
 
 
 class DictationControl(QObject):
@@ -92,9 +89,7 @@ class DictationControl(QObject):
         row.addWidget(self.listening_label)
         row.addWidget(self.metrics_label, 1)
         self.status_row.hide()
-        self.microphone.samples.connect(self.on_samples)
-        self.microphone.failed.connect(self._on_microphone_failed)
-        self.microphone.opened_changed.connect(self._show_state)
+        self.use_microphone(self.microphone)
         self.dictation: Dictation | None = None
         self.metrics = DictationMetrics()
         self._buffered: list[np.ndarray] = []  # heard while the model loads
@@ -106,6 +101,23 @@ class DictationControl(QObject):
         self._pressed_at: float | None = None  # this press started listening (push-to-talk if held)
         self._key_down = False
         QApplication.instance().installEventFilter(self)  # the shortcut, held or tapped, anywhere in the window
+
+    @property
+    def busy(self) -> bool:
+        """Listening, or the last pass after it still running (a new dictation waits for it)."""
+        return self._active
+
+    def use_microphone(self, microphone: Microphone) -> None:
+        """Listen through `microphone` from now on (the system's default input unless told otherwise:
+        the screenshots and tests give one fed with speech from a file)."""
+        if microphone is not self.microphone:
+            self.microphone.close()
+            for signal in (self.microphone.samples, self.microphone.failed, self.microphone.opened_changed):
+                signal.disconnect()
+            self.microphone = microphone
+        microphone.samples.connect(self.on_samples)
+        microphone.failed.connect(self._on_microphone_failed)
+        microphone.opened_changed.connect(self._show_state)
 
     # ----- press / release (the button, the shortcut)
     def press(self) -> None:
@@ -238,8 +250,9 @@ class DictationControl(QObject):
 
     def _account(self, partial: Partial) -> None:
         m = self.metrics
-        m.processing_s += partial.processing_s
         m.heard_s = partial.heard_s
+        if partial.read_s > 0 and partial.processing_s > 0:
+            m.real_time_factor = partial.processing_s / partial.read_s
         if m.first_words_s is None and partial.text and m.first_sound is not None:
             m.first_words_s = time.perf_counter() - m.first_sound
         self._show_metrics()
@@ -280,7 +293,7 @@ class DictationControl(QObject):
         parts = []
         if m.first_words_s is not None:
             parts.append(self.tr("first words after {s:.2f} s").format(s=m.first_words_s))
-        if m.heard_s > 0:
+        if m.real_time_factor > 0:
             parts.append(self.tr("real-time factor {rtf:.2f}").format(rtf=m.real_time_factor))
         if self.transcriber is not None:
             parts.append(self.tr("{model}, {threads} threads").format(
@@ -291,6 +304,11 @@ class DictationControl(QObject):
     def set_colors(self, colors: Colors) -> None:
         self.button.setIcon(themed_icon("microphone", colors))
         self.listening_label.setStyleSheet(f"color: {colors.error}; font-weight: 600;")
+        # down while listening, in the listening line's colour: seen at a glance in both themes
+        self.button.setStyleSheet(
+            f"QToolButton:checked {{ border: 2px solid {colors.error}; border-radius: 4px; "
+            f"background: {colors.error_bg}; }}"
+        )
         self.metrics_label.setStyleSheet(f"color: {colors.secondary};")
 
 

@@ -286,6 +286,7 @@ class Partial:
     tentative: str
     heard_s: float  # sound fed so far
     processing_s: float  # this update's recognition time
+    read_s: float = 0.0  # the sound this update recognised (the unsettled part): its real-time factor's length
 
     @property
     def text(self) -> str:
@@ -358,4 +359,4 @@ class Dictation:
                 self._settled_s += cut / SAMPLE_RATE
             settled = " ".join(self._settled)
         tentative = "".join(s.text for s in segments[keep:]).strip()
-        return Partial(settled, tentative, self._settled_s + pending_s - cut_s, result.processing_s)
+        return Partial(settled, tentative, self._settled_s + pending_s - cut_s, result.processing_s, pending_s)
