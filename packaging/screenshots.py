@@ -30,6 +30,7 @@ import os
 import sys
 import tempfile
 import time
+import wave
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -99,7 +100,9 @@ def main(out_dir: str) -> int:
     from ember_chat.engine.storage.paths import AppPaths
     from ember_chat.engine.tools.config import BuiltinToolsConfig, McpServerConfig, ToolsConfig, ToolsConfigFile
     from tests.helpers.attachment_files import write_pdf
+    from tests.helpers.microphone import InjectedMicrophone
     from tests.helpers.peer_servers import free_port, llama_cpp_server
+    from tests.helpers.speech import SENTENCES, speak
 
     app = QApplication.instance() or QApplication(sys.argv[:1])
     app.setStyle("Fusion")
@@ -257,6 +260,32 @@ def main(out_dir: str) -> int:
         shot("compare-dark.png", compare)
         compare.close()
 
+    def dictating() -> Iterator[Callable[[], bool]]:
+        """Dictation while it listens, at 1024x640: espeak-ng speech fed in real time through the window's
+        Microphone (its device left out), a partial in the box after typed text, the listening line."""
+        at("dictating")
+        window.resize(1024, 640)
+        mic = InjectedMicrophone()
+        window.dictation.use_microphone(mic)
+        wav = speak(" ".join(SENTENCES[:2]), home / "dictation.wav")
+        with wave.open(str(wav)) as f:
+            pcm = f.readframes(f.getnframes())
+        editor = window.composer.editor
+        editor.setPlainText("Note for the team: ")
+        editor.moveCursor(editor.textCursor().MoveOperation.End)
+        window.dictation.press()
+        window.dictation.release()
+        step = 2 * 22_050 * 3 // 10  # 0.3 s a tick (the loop pauses 0.3 s after each step)
+        for at_byte in range(0, len(pcm) * 2 // 3, step):
+            mic.feed_pcm(pcm[at_byte : at_byte + step])
+            yield lambda: True
+        yield lambda: "first words" in window.dictation.metrics_label.text() and len(editor.toPlainText()) > 30
+        shot("dictating.png")
+        window.dictation.press()  # (stop)
+        window.dictation.release()
+        yield lambda: not window.dictation.busy
+        editor.clear()
+
     def steps() -> Iterator[Callable[[], bool]]:
         at("window-light: load the starter")
         window.models.load_model("starter")
@@ -287,6 +316,7 @@ def main(out_dir: str) -> int:
             window.resize(*size)
             yield lambda size=size: (window.width(), window.height()) == size and settled()
             shot(name)
+        yield from dictating()
         if not window.side.isVisible():
             window.toggle_side_panel()
         window.resize(1280, 800)
