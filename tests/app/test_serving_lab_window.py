@@ -23,6 +23,7 @@ from pytestqt.qtbot import QtBot
 from ember_chat.app.lab.serving_panel import COLUMNS, ServingPanel
 from ember_chat.app.shell.main_window import MainWindow
 from ember_chat.engine.bench.serving.report_html import report_html
+from ember_chat.engine.models.starter import CHAT_STARTER
 from ember_chat.engine.storage.connections import ConnectionStore
 from ember_chat.engine.storage.model_settings import ModelSettingsStore
 from tests.helpers.sse_server import DONE, FakeOpenAI, chunk, usage_chunk
@@ -212,6 +213,8 @@ def test_the_model_loaded_for_chat_is_served_and_measured(
     result = panel.result
     assert result is not None and result["context"]["target"] == "the model loaded for chat"
     assert result["context"]["engine"].startswith("Ember (this window)") and "hardware" in result["context"]
+    assert result["context"]["model_sha256"] == CHAT_STARTER.sha256 and result["context"]["quant"] == "Q4_1"
+    assert Path(result["context"]["model_file"]).name == CHAT_STARTER.file_name
     [only] = result["runs"]
     assert only["completed"] == 2 and only["failed"] == 0 and only["output_tokens_per_s"] > 0
     assert only["ttft_ms"]["p50"] > 0 and only["tpot_ms"]["p50"] > 0
@@ -261,6 +264,11 @@ def test_repeats_give_each_figure_its_interval(qtbot: QtBot, tmp_path: Path, fak
     panel.copy_button.click()
     copied = QGuiApplication.clipboard().text()
     assert "\nconcurrency 1, median of 3\t" in copied and f"\t{tokens.replace(chr(10), ' ')}\t" in copied
+    # (the plot: the table's row, the repeats as one point at their median, not a point per repeat)
+    _path, dot, objective = panel.chart.series()
+    assert dot.name() == "concurrency 1" and objective.name() == "TTFT objective"
+    [point] = dot.points()
+    assert (point.x(), point.y()) == (load["median"]["output_tokens_per_s"], load["median"]["ttft_ms"]["p95"])
 
 
 def starter_sweep(
@@ -308,6 +316,14 @@ def test_a_knob_sweep_marks_the_winner_and_saves_it_as_the_models_load_settings(
         for n in (1, 2)
     )  # fmt: skip
     assert panel.progress.value() == panel.progress.maximum() == 4
+    dots = [s.name() for s in panel.chart.series() if s.name() not in ("in load order", "TTFT objective")]
+    assert dots == ["parallel=1: concurrency 1", "parallel=2: concurrency 1"]  # (a point per row of the table)
+    panel.export(w.data_dir / "sweep.csv", "csv")
+    rows = list(csv.DictReader(io.StringIO((w.data_dir / "sweep.csv").read_text())))
+    assert [(r["setting"], r["load"]) for r in rows] == [
+        ("parallel=1", "concurrency 1"),
+        ("parallel=2", "concurrency 1"),
+    ]
     assert panel.save_winner.isVisible() and panel.save_winner.text() == "Save as starter's load settings"
     panel.save_winner.click()
     saved = ModelSettingsStore(w.model_settings.path).get("starter")  # (read back from the file)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import hashlib
 import json
 import math
 import statistics
@@ -47,6 +48,7 @@ from ember_chat.engine.bench.serving.workload import (
 )
 from ember_chat.engine.core.params import LoadConfig
 from ember_chat.engine.errors import EmberError
+from ember_chat.engine.models.starter import CHAT_STARTER
 from ember_chat.engine.storage.model_settings import ModelSettingsStore
 from tests.helpers.cli import cli
 from tests.helpers.peer_servers import ember_server, free_port
@@ -214,6 +216,9 @@ def test_bench_serve_loads_a_local_model_in_process(chat_starter_model: Path, tm
     result = json.loads(out.stdout)
     assert result["context"]["engine"].startswith("Ember (in process), CPU")
     assert result["context"]["target"] == f"local:{chat_starter_model}"
+    context = result["context"]  # (the file, its hash and quant, the settings it ran with)
+    assert context["model_file"] == str(chat_starter_model) and context["model_sha256"] == CHAT_STARTER.sha256
+    assert context["quant"] == "Q4_1" and context["threads"] == 1 and context["load_settings"]["n_ctx"] == 1024
     [run] = result["runs"]
     assert run["completed"] == 2 and run["failed"] == 0
 
@@ -666,3 +671,97 @@ def test_a_failed_follow_up_drops_the_turn_and_its_user_asks_anew() -> None:
     assert follow_up.messages[0] != (fresh := workload.request(2).messages)[0] and len(fresh) == 1
     ended = workload.done(2, "Sunny.")
     assert ended is not None and not ended.called_tool and ended.seconds >= 0
+
+
+def test_a_model_file_s_hash_is_read_once_and_again_only_when_it_changed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ember_chat.engine.bench.serving import model_facts
+
+    model = tmp_path / "Tiny-Q8_0.gguf"
+    model.write_bytes(b"GGUF" + bytes(range(256)) * 64)
+    expected = hashlib.sha256(model.read_bytes()).hexdigest()
+    facts = model_facts.local_facts(model, "Q8_0", tmp_path / "data", 2, {"n_ctx": 2048, "flash_attn": False})
+    assert facts["model_file"] == str(model) and facts["model_sha256"] == expected and facts["quant"] == "Q8_0"
+    assert facts["threads"] == 2 and facts["load_settings"] == {"n_ctx": 2048, "flash_attn": False}
+    assert str(facts["engine_version"]).startswith("ember-chat ")
+    reads: list[Path] = []
+    monkeypatch.setattr(model_facts, "sha256_file", lambda p: reads.append(p) or "0" * 64)
+    assert model_facts.model_sha256(model, tmp_path / "data") == expected and reads == []  # (kept: not read)
+    model.write_bytes(model.read_bytes()[:-1])  # (another size: read again)
+    assert model_facts.model_sha256(model, tmp_path / "data") == "0" * 64 and reads == [model.resolve()]
+    (tmp_path / "data" / model_facts.HASH_CACHE).write_text("[not a cache")  # (damaged: read again, no error)
+    assert model_facts.model_sha256(model, tmp_path / "data") == "0" * 64 and len(reads) == 2
+
+
+def test_a_verified_starter_s_hash_is_its_marker_s_without_reading_it(
+    chat_starter_model: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ember_chat.engine.bench.serving import model_facts
+    from ember_chat.engine.models.starter import starter_model_path
+
+    starter_model_path(tmp_path / "data" / "models")  # (verified: its marker in the models folder)
+    monkeypatch.setattr(model_facts, "sha256_file", lambda p: pytest.fail(f"{p} was read"))
+    assert model_facts.model_sha256(chat_starter_model, tmp_path / "data") == CHAT_STARTER.sha256
+
+
+def test_a_server_s_model_file_and_quant_are_as_it_says_and_its_hash_unknown(fake: FakeOpenAI) -> None:
+    from ember_chat.engine.bench.serving.model_facts import REMOTE_HASH
+
+    fake.models[0]["root"] = "/srv/models/Qwen2.5-7B-Instruct-Q4_K_M.gguf"  # (vLLM's /v1/models says it so)
+    context = url_target(fake.base_url).context()
+    assert context["model_file"] == "/srv/models/Qwen2.5-7B-Instruct-Q4_K_M.gguf (on the server)"
+    assert context["quant"] == "Q4_K_M (from the file's name)" and context["model_sha256"] == REMOTE_HASH
+    fake.models[0]["root"] = "<b>" * 400  # (bounded: a name past 300 characters is cut)
+    assert len(str(url_target(fake.base_url).context()["model_file"])) <= 300 + len(" (on the server)")
+
+
+def test_a_knob_sweep_s_rows_are_its_settings_and_loads_in_the_plots_the_page_and_the_csv(fake: FakeOpenAI) -> None:
+    """Before, the plots and the HTML page of a knob sweep had a point per run named only by its load
+    (`concurrency 1` twice, once per setting and repeat) and the CSV did not say which setting a row was."""
+    from ember_chat.engine.bench.serving.export import runs_csv
+    from ember_chat.engine.bench.serving.knobs import knob_sweep
+    from ember_chat.engine.bench.serving.report_html import load_rows, panels, report_html
+
+    fake.stream(tokens_stream(4))
+    result = knob_sweep(
+        lambda _config: url_target(fake.base_url), LoadConfig(Path("m.gguf")), [Knob("parallel", (1, 2))],
+        workload_for("short"), [LoadPlan(concurrency=1, requests=2, warmup=0), LoadPlan(concurrency=2, requests=2,
+        warmup=0)], Slo(), repeats=2,
+    )  # fmt: skip
+    labels = ["parallel=1: concurrency 1", "parallel=1: concurrency 2", "parallel=2: concurrency 1",
+              "parallel=2: concurrency 2"]  # fmt: skip
+    rows = load_rows(result)
+    assert [f"{r['setting']}: {r['load']}" for r in rows] == labels  # (a row per setting and load: the table's)
+    first = result["settings"][0]["loads"][0]
+    assert rows[0]["ttft_ms"]["p95"] == first["median"]["ttft_ms"]["p95"]  # (the repeats as one: their median)
+    [ttft, _e2e] = panels(result, "latency")
+    assert [label for _x, _y, label in ttft.series[0].points] == labels
+    [goodput] = panels(result, "goodput")
+    assert goodput.categories == ["parallel=1 · 1", "parallel=1 · 2", "parallel=2 · 1", "parallel=2 · 2"]
+    page = report_html(result)
+    assert all(f"<td>{label}</td>" in page and f"<h3>{label}</h3>" in page for label in labels)
+    table = list(csv.DictReader(runs_csv(result).splitlines()))
+    assert [(r["setting"], r["load"], r["repeat"]) for r in table] == [
+        (s, f"concurrency {c}", k) for s in ("parallel=1", "parallel=2") for c in (1, 2) for k in ("1", "2")
+    ]
+
+
+def test_the_tools_workload_s_answer_is_said_in_users_and_their_tool_turns(fake: FakeOpenAI) -> None:
+    """Before, it said '1 chat at a time' and only each request's figures, not the turns a user waits for."""
+    fake.stream(tool_call_stream(), interval_s=0.01)
+    result = sweep(url_target(fake.base_url), workload_for("tools", seed=1), [LoadPlan(concurrency=1, requests=4,
+                   warmup=0)], Slo())  # fmt: skip
+    [run] = result["runs"]
+    turn = run["tools"]["turn_ms"]
+    assert "serves 1 user calling a tool at a time (the most tried: try more) within" in result["answer"]
+    assert (
+        "At concurrency 1, 2 tool turns (a question, the tool's call and result, the answer) got their answer, 2 of "
+        f"them calling the tool; a turn took {turn['p50'] / 1000:.2f} s (p50), {turn['p95'] / 1000:.2f} s (p95) — "
+        "the objective is each request's."
+    ) in result["answer"]
+    fake.stream(tokens_stream(4))
+    plan = LoadPlan(concurrency=2, requests=4, warmup=0)
+    two = sweep(url_target(fake.base_url), workload_for("tools"), [plan], Slo())
+    assert "2 users calling tools at once" in two["answer"] and "4 tool turns" in two["answer"]
+    assert "none calling the tool" in two["answer"]

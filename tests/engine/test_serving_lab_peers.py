@@ -12,6 +12,7 @@ import pytest
 from bench.api import ServerProcess
 from bench.llama_tools import find_tool
 from ember_chat.engine.bench.serving.load import LoadPlan, LoadRun
+from ember_chat.engine.bench.serving.model_facts import REMOTE_HASH
 from ember_chat.engine.bench.serving.report import sweep
 from ember_chat.engine.bench.serving.summary import Slo
 from ember_chat.engine.bench.serving.targets import url_target
@@ -41,6 +42,10 @@ def test_a_sweep_against_llama_server_keeps_its_own_timings_per_request(chat_sta
     finally:
         server.close()
     assert result["context"]["engine"] == "llamacpp"  # (its /v1/models' owned_by)
+    context = result["context"]  # (what its /props says of the file; the hash is the server's to know)
+    assert context["model_file"] == f"{chat_starter_model} (on the server)" and context["quant"] == "Q4_1"
+    assert context["model_sha256"] == REMOTE_HASH and str(context["engine_version"]).startswith("llama-server b")
+    assert context["load_settings"] == {"parallel": 2}
     for r in (r for run in runs for r in run.results):
         assert r.server is not None and r.server["source"] == "timings"
         assert r.server["prompt_ms"] > 0 and r.server["predicted_per_second"] > 0

@@ -1,8 +1,8 @@
 """The Serving tab's plots of a serving-lab result, one at a time by a selector above them: latency
 (TTFT p95) against throughput (output tokens/s) with the TTFT objective, goodput against the load beside
 the requests completed, and the percentiles (p50 to p99) of TTFT and ITL per load. The points are those
-of the HTML report (report_html.panels) but for latency, which keeps a point per run; in the window's
-theme, redrawn when it changes."""
+of the HTML report (report_html.panels): one per row of the table (a load, or a knob sweep's setting and
+load; a load's repeats as one, their median); in the window's theme, redrawn when it changes."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from PySide6.QtCore import QEvent, Qt
 from PySide6.QtGui import QFont, QPainter, QPalette, QPen
 from PySide6.QtWidgets import QApplication, QComboBox, QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
-from ember_chat.engine.bench.serving.report_html import PLOTS, Panel, panels
+from ember_chat.engine.bench.serving.report_html import PLOTS, Panel, load_rows, panels, row_label
 
 LATENCY, GOODPUT, PERCENTILES = PLOTS
 
@@ -85,35 +85,40 @@ class ServingChart(QWidget):
             self._latency(result)
 
     def _latency(self, result: dict[str, Any]) -> None:
-        """One point per run (named in the legend), joined in load order, and the TTFT objective."""
+        """One point per row of the table (a load, or a knob sweep's setting and load; repeats as one, their
+        median), named in the legend, joined in the table's order, and the TTFT objective."""
         chart = self.chart()
         chart.setTitle(self.tr("TTFT p95 against output tokens/s, per load"))
+        rows = [r for r in load_rows(result) if isinstance(r.get("ttft_ms"), dict)]
         points = [
-            (r["load"], r["output_tokens_per_s"], r["ttft_ms"]["p95"])
-            for r in result["runs"]
-            if r["ttft_ms"]["p95"] is not None
+            (r.get("setting"), row_label(r), r["output_tokens_per_s"], r["ttft_ms"]["p95"])
+            for r in rows
+            if r["ttft_ms"].get("p95") is not None and r.get("output_tokens_per_s") is not None
         ]
-        path = QLineSeries()
-        path.setName(self.tr("in load order"))
-        for _label, x, y in points:
-            path.append(x, y)
-        series: list[QLineSeries | QScatterSeries] = [path]
-        for label, x, y in points:
+        paths: dict[object, QLineSeries] = {}  # (a knob sweep: a line per setting, not from one to the next)
+        for setting, _label, x, y in points:
+            if setting not in paths:
+                paths[setting] = QLineSeries()
+                paths[setting].setName(self.tr("in load order"))
+            paths[setting].append(x, y)
+        series: list[QLineSeries | QScatterSeries] = list(paths.values())
+        for _setting, label, x, y in points:
             dot = QScatterSeries()
             dot.setName(label)
             dot.setMarkerSize(11)
             dot.append(x, y)
             series.append(dot)
         limit = result["slo"]["ttft_ms"]
-        top_x = max([x for _l, x, _y in points] + [1.0]) * 1.15
-        top_y = max([y for _l, _x, y in points] + [limit or 0.0, 1.0]) * 1.15
+        top_x = max([x for _s, _l, x, _y in points] + [1.0]) * 1.15
+        top_y = max([y for _s, _l, _x, y in points] + [limit or 0.0, 1.0]) * 1.15
         if limit is not None:
             series.append(self._objective(self.tr("TTFT objective"), limit, 0, top_x * 4))
         x = QValueAxis()
         x.setRange(0, top_x)
         x.setTitleText(self.tr("output tokens/s"))
         self._attach(series, x, self._y_axis(top_y, self.tr("TTFT p95 (ms)")))
-        chart.legend().markers(path)[0].setVisible(False)  # (the line only joins the loads' points)
+        for path in paths.values():
+            chart.legend().markers(path)[0].setVisible(False)  # (the line only joins the loads' points)
 
     def _goodput(self, result: dict[str, Any]) -> None:
         """Requests/s completed and goodput (within the objective), one point per load."""

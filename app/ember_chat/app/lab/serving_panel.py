@@ -91,19 +91,24 @@ COLUMNS = ("Load", "TTFT p50 / p95 ms", "TPOT p50 / p95 ms", "ITL p95 ms", "E2E 
            "Output tok/s", "Goodput req/s", "Within SLO", "Failed")  # fmt: skip
 
 
-def serve_window_model(service: EngineService) -> ServingTarget:
+def serve_window_model(service: EngineService, data_dir: Path) -> ServingTarget:
     """The window's loaded model served by a temporary Ember API server on a free loopback port, with a
-    key of its own (no other program on this computer can use it meanwhile); closed with the target."""
+    key of its own (no other program on this computer can use it meanwhile); closed with the target. Its
+    context names the file, its hash (read once: kept in `data_dir`) and quantisation, and the settings."""
+    from ember_chat.engine.bench.serving.model_facts import local_facts
     from ember_chat.engine.serve.config import ServerConfig
     from ember_chat.engine.serve.server import ApiServer
 
     model = service.model
     if model is None:
         raise EmberError("No model is loaded for chat: load one first, or pick a connection or a URL.")
+    settings = {"n_ctx": model.n_ctx, "gpu_layers": model.gpu_layers, "kv_cache_type": model.kv_cache_type}
+    facts = local_facts(model.path, model.quantization, data_dir, model.threads, settings)  # (before the server)
     key = secrets.token_urlsafe(24)
     server = ApiServer(service, ServerConfig(port=0, api_key=key))
     server.start()
-    return started_target(model.name, server.url, key, f"Ember (this window), {model.backend}", server.stop)
+    engine = f"Ember (this window), {model.backend}"
+    return started_target(model.name, server.url, key, engine, server.stop, facts)
 
 
 def _ms(value: float | None) -> str:
@@ -566,13 +571,13 @@ class ServingPanel(QWidget):
                     )
                 started = time.time()
                 result = knob_sweep(
-                    lambda config: local_target(config, alias), base, knobs, workload, plans, slo, cancel, tell,
-                    repeats=repeats,
+                    lambda config: local_target(config, alias, folder.parent), base, knobs, workload, plans, slo,
+                    cancel, tell, repeats=repeats,
                 )  # fmt: skip
                 return result, write_run(result, started, folder, "serving"), (base, alias)
             if kind == LOCAL:
                 assert service is not None
-                target = serve_window_model(service)
+                target = serve_window_model(service, folder.parent)
             elif kind == CONNECTION:
                 target = connection_target(connections, name)
             else:

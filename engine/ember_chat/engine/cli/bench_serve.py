@@ -365,9 +365,11 @@ def _target(args: argparse.Namespace) -> ServingTarget:
     return connection_target(ConnectionStore(paths.connections_file), spec, args.served_model)
 
 
-def local_target(ref: LoadConfig, label: str) -> ServingTarget:
+def local_target(ref: LoadConfig, label: str, data_dir: Path | None = None) -> ServingTarget:
     """`ref` loaded in Ember's engine here and served by Ember's API server on a free loopback port until
-    the target is closed."""
+    the target is closed; its context names the file, its hash (kept in `data_dir`, the data folder by
+    default, so it is read once), its quantisation and the load settings."""
+    from ember_chat.engine.bench.serving.model_facts import local_facts
     from ember_chat.engine.bench.serving.targets import started_target
     from ember_chat.engine.cli.common import load_blocking
     from ember_chat.engine.inference.service.engine import EngineService
@@ -377,6 +379,8 @@ def local_target(ref: LoadConfig, label: str) -> ServingTarget:
     service = EngineService()
     try:
         description = load_blocking(service, ref)
+        folder = data_dir if data_dir is not None else AppPaths.default().data_dir
+        facts = local_facts(ref.path, description.quantization, folder, description.threads, ref.options())
         server = ApiServer(service, ServerConfig(port=0))
         server.start()
     except BaseException:
@@ -389,4 +393,4 @@ def local_target(ref: LoadConfig, label: str) -> ServingTarget:
 
     threads = f", {description.threads} threads" if description.threads else ""
     engine = f"Ember (in process), {description.backend}{threads}"
-    return started_target(f"local:{label}", server.url, None, engine, close)
+    return started_target(f"local:{label}", server.url, None, engine, close, facts)

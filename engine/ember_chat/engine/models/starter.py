@@ -152,6 +152,17 @@ def _mark(marker: Path, path: Path, starter: Starter) -> None:
         pass  # a models folder it cannot write to: the file is verified again next time, nothing lost
 
 
+def verified_sha256(path: Path, models_dir: Path, starters: tuple[Starter, ...] = STARTERS) -> str | None:
+    """The sha256 of a starter's model file that its `.verified` marker vouches for (this path, size and
+    mtime), without reading the file; None for another file or one not verified since it changed."""
+    for starter in starters:
+        if starter.file_name == path.name:
+            for folder in dict.fromkeys((Path(models_dir), path.parent)):  # (beside an assembled starter)
+                if _marked(folder / (starter.file_name + ".verified"), path, starter):
+                    return starter.sha256
+    return None
+
+
 def _verified(path: Path, starter: Starter) -> bool:
     return path.stat().st_size == starter.size and sha256_file(path) == starter.sha256
 

@@ -97,11 +97,14 @@ def csv_text(results: list[dict[str, Any]]) -> str:
 
 
 def runs_csv(result: dict[str, Any]) -> str:
-    """A row per load run of a sweep's result (report.sweep): its figures (ms, per second) and failures, for
-    a spreadsheet (the window's Export CSV; csv_text is vLLM's shape)."""
+    """A row per load run of a sweep's result (report.sweep; knobs.knob_sweep's name their setting first):
+    its repeat, figures (ms, per second) and failures, for a spreadsheet (the window's Export CSV;
+    csv_text is vLLM's shape)."""
     out = io.StringIO()
     writer = csv.writer(out)
-    head = ["load", "concurrency", "request_rate", "completed", "failed", "duration_s"]
+    swept = any("setting" in r for r in result["runs"])
+    head = [*(["setting"] if swept else []), "load", "repeat", "concurrency", "request_rate", "completed"]
+    head += ["failed", "duration_s"]
     dists = ("ttft_ms", "tpot_ms", "itl_ms", "e2el_ms")
     head += [f"{d}_{s}" for d in dists for s in ("mean", "p50", "p90", "p95", "p99")]
     rates = ("requests_per_s", "output_tokens_per_s", "total_tokens_per_s", "goodput_requests_per_s")
@@ -109,7 +112,9 @@ def runs_csv(result: dict[str, Any]) -> str:
     writer.writerow(head)
     for r in result["runs"]:
         row: list[object] = [
+            *([r.get("setting")] if swept else []),
             r["load"],
+            r.get("repeat"),
             r["concurrency"],
             r["request_rate"],
             r["completed"],

@@ -118,6 +118,8 @@ def plain_answer(
             f"{who} serves {_load_words(chosen)}{most} within the objective ({slo.describe()}) for 95 % of "
             f"requests: {_figures(chosen)}."
         )
+    if chosen.get("tools"):
+        answer += f" {_tool_turn_words(chosen)}"
     for r, repeated in zip(runs, loads or (), strict=False):
         if r is chosen and repeated["repeats"] > 1:
             answer += f" {_repeats_words(repeated)}"
@@ -157,8 +159,25 @@ def _repeats_words(repeated: dict[str, Any]) -> str:
 def _load_words(run: dict[str, Any]) -> str:
     if run["concurrency"] is not None:
         n = run["concurrency"]
+        if run.get("tools"):  # (the tools workload: users whose chat calls a tool, not plain chats)
+            return "1 user calling a tool at a time" if n == 1 else f"{n} users calling tools at once"
         return "1 chat at a time" if n == 1 else f"{n} chats at once"
     return f"{run['request_rate']:g} requests/s"
+
+
+def _tool_turn_words(run: dict[str, Any]) -> str:
+    """The tools workload's user turns at the load the answer is about: a turn is the question, the tool
+    call with its result sent back, and the final answer — two requests where the model called the tool."""
+    tools = run["tools"]
+    turn = tools.get("turn_ms") or {}
+    words = (
+        f"At {run['load']}, {tools['turns']} tool turns (a question, the tool's call and result, the answer) got "
+        f"their answer, "
+        + (f"{tools['called_tool']} of them calling the tool" if tools["called_tool"] else "none calling the tool")
+    )
+    if turn.get("p50") is not None and turn.get("p95") is not None:
+        words += f"; a turn took {turn['p50'] / 1000:.2f} s (p50), {turn['p95'] / 1000:.2f} s (p95)"
+    return words + " — the objective is each request's."
 
 
 def _figures(run: dict[str, Any]) -> str:
@@ -190,6 +209,14 @@ def server_words(run: dict[str, Any]) -> str | None:
     return f"server's own ({run.get('server_timings')}): {', '.join(parts)}{note}"
 
 
+def settings_words(settings: object) -> str | None:
+    """A context's load settings in a line: 'n_ctx=4096, parallel=2, flash_attn=off' (set ones only)."""
+    if not isinstance(settings, dict):
+        return None
+    shown = {k: ("on" if v else "off") if isinstance(v, bool) else v for k, v in settings.items() if v is not None}
+    return ", ".join(f"{k}={v}" for k, v in shown.items()) or None
+
+
 def _cell(value: object, digits: int = 0) -> str:
     if isinstance(value, int | float) and not isinstance(value, bool):
         return f"{value:,.{digits}f}"
@@ -205,9 +232,15 @@ def report_markdown(result: dict[str, Any]) -> str:
     lines = ["# Serving lab report", "", result.get("answer", ""), "", "## Context", "", "| | |", "|---|---|"]
     facts = {
         "Model": context.get("model"),
+        "Model file": context.get("model_file"),
+        "File hash (SHA-256)": context.get("model_sha256"),
+        "Quantisation": context.get("quant"),
         "Target": context.get("target"),
         "Engine": context.get("engine"),
+        "Engine version": context.get("engine_version"),
         "Hardware": context.get("hardware") or f"not this machine ({context.get('base_url')})",
+        "Threads": context.get("threads"),
+        "Load settings": settings_words(context.get("load_settings")),
         "Workload": " — ".join(str(w) for w in (context.get("workload"), context.get("workload_description")) if w),
         "Date": context.get("date"),
         "Objective (SLO)": f"{objective}, for {ATTAINMENT:.0%} of requests",

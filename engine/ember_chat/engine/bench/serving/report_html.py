@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from html import escape
 from typing import Any
 
-from ember_chat.engine.bench.serving.report import ATTAINMENT, server_words
+from ember_chat.engine.bench.serving.report import ATTAINMENT, server_words, settings_words
 from ember_chat.engine.bench.serving.summary import Slo
 
 PLOTS = ("latency", "goodput", "percentiles")  # the three plots, in the page's and the tab's order
@@ -48,7 +48,17 @@ def _number(value: object) -> float | None:
 
 
 def load_rows(result: dict[str, Any]) -> list[dict[str, Any]]:
-    """One row per load: the medians over its repeats (`loads`), or the runs of a result without them."""
+    """One row per load: the medians over its repeats (`loads`), or the runs of a result without them;
+    a knob sweep's (knobs.knob_sweep): one per setting and load, naming its `setting` (the Serving tab's
+    table rows)."""
+    settings = result.get("settings")
+    if isinstance(settings, list) and settings:
+        rows = []
+        for setting in (s for s in settings if isinstance(s, dict)):
+            for load in setting.get("loads") or []:
+                if isinstance(load, dict) and isinstance(load.get("median"), dict):
+                    rows.append({**load["median"], "setting": str(setting.get("label", "?"))})
+        return rows
     loads = result.get("loads")
     if isinstance(loads, list) and loads:
         rows = [load.get("median") for load in loads if isinstance(load, dict)]
@@ -65,13 +75,22 @@ def _load_axis(rows: list[dict[str, Any]]) -> str:
     return "load"
 
 
+def row_label(row: dict[str, Any]) -> str:
+    """'concurrency 2', or a knob sweep's 'parallel=2: concurrency 2'."""
+    load = str(row.get("load", "?"))
+    return f"{row['setting']}: {load}" if row.get("setting") else load
+
+
 def short_load(row: dict[str, Any]) -> str:
-    """'4' (users) or '2/s' (requests per second), else the load's own label."""
+    """'4' (users) or '2/s' (requests per second), else the load's own label; a knob sweep's setting
+    before it ('parallel=2 · 4')."""
     if (users := _number(row.get("concurrency"))) is not None:
-        return f"{users:g}"
-    if (rate := _number(row.get("request_rate"))) is not None:
-        return f"{rate:g}/s"
-    return str(row.get("load", "?"))
+        short = f"{users:g}"
+    elif (rate := _number(row.get("request_rate"))) is not None:
+        short = f"{rate:g}/s"
+    else:
+        short = str(row.get("load", "?"))
+    return f"{row['setting']} · {short}" if row.get("setting") else short
 
 
 def _figure(row: dict[str, Any], key: str, stat: str | None = None) -> float | None:
@@ -85,7 +104,7 @@ def panels(result: dict[str, Any], plot: str) -> list[Panel]:
     """The data of one of PLOTS, one point per load in each series (a load without the figure: none)."""
     rows = load_rows(result)
     slo = result.get("slo") if isinstance(result.get("slo"), dict) else {}
-    names = [str(r.get("load", "?")) for r in rows]
+    names = [row_label(r) for r in rows]
 
     def objective(key: str, name: str) -> tuple[float, str] | None:
         limit = _number(slo.get(key))
@@ -331,8 +350,10 @@ def _context_rows(result: dict[str, Any]) -> list[tuple[str, str]]:
         ("Quantisation", context.get("quant") or context.get("quantization")),
         ("Target", context.get("target")),
         ("Engine", context.get("engine")),
+        ("Engine version", context.get("engine_version")),
         ("Hardware", context.get("hardware") or f"not this machine ({context.get('base_url')})"),
         ("Threads", context.get("threads")),
+        ("Load settings", settings_words(context.get("load_settings"))),
         ("Workload", workload),
         ("Date", context.get("date")),
         ("Objective (SLO)", f"{objective}, for {ATTAINMENT:.0%} of requests"),
@@ -377,7 +398,7 @@ def report_html(result: dict[str, Any]) -> str:
             _cell(r.get("completed")), _cell(r.get("failed")),
         ]  # fmt: skip
         failed = _number(r.get("failed"))
-        out.append(f"<tr><td>{_e(r.get('load', '?'))}</td>")
+        out.append(f"<tr><td>{_e(row_label(r))}</td>")
         out.append("".join(
             f'<td class="n{" bad" if k == len(cells) - 1 and failed else ""}">{c}</td>' for k, c in enumerate(cells)
         ) + "</tr>")  # fmt: skip
@@ -400,7 +421,7 @@ def report_html(result: dict[str, Any]) -> str:
 
     out.append("<h2>Percentiles per load</h2>")
     for r in rows:
-        out.append(f"<h3>{_e(r.get('load', '?'))}</h3>")
+        out.append(f"<h3>{_e(row_label(r))}</h3>")
         out.append('<div class="wide"><table><thead><tr><th>figure</th>'
                    + "".join(f"<th class=n>{s}</th>" for s in ("mean", "p50", "p90", "p95", "p99"))
                    + "</tr></thead><tbody>")  # fmt: skip

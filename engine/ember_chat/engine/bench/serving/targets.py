@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 
 import httpx2
 
+from ember_chat.engine.bench.serving.model_facts import remote_facts
 from ember_chat.engine.errors import EmberError
 
 if TYPE_CHECKING:
@@ -32,6 +33,7 @@ class ServingTarget:
     api_key: str | None = field(default=None, repr=False)
     engine: str = "OpenAI-compatible server"
     on_close: Callable[[], None] | None = field(default=None, repr=False)  # (a server started for the run)
+    facts: dict[str, object] = field(default_factory=dict)  # (model_facts: the file, its hash, quant, …)
 
     @property
     def on_this_machine(self) -> bool:
@@ -43,7 +45,7 @@ class ServingTarget:
         facts["engine"] = self.engine
         if self.on_this_machine:
             facts["hardware"] = _this_machine()
-        return facts
+        return {**facts, **self.facts}
 
     def close(self) -> None:
         if self.on_close is not None:
@@ -95,11 +97,16 @@ def served_model(base_url: str, api_key: str | None, asked: str | None) -> tuple
 
 
 def started_target(
-    name: str, base_url: str, api_key: str | None, engine: str, on_close: Callable[[], None]
+    name: str,
+    base_url: str,
+    api_key: str | None,
+    engine: str,
+    on_close: Callable[[], None],
+    facts: dict[str, object] | None = None,
 ) -> ServingTarget:
     """A target for a server started for the run (`on_close` stops it), naming the model it serves;
-    a server that cannot say is stopped before the error is raised."""
-    target = ServingTarget(name, base_url, "", api_key, engine, on_close)
+    a server that cannot say is stopped before the error is raised. `facts`: model_facts.local_facts."""
+    target = ServingTarget(name, base_url, "", api_key, engine, on_close, facts or {})
     try:
         target.model, _ = served_model(base_url, api_key, None)
     except BaseException:
@@ -113,14 +120,15 @@ def url_target(url: str, model: str | None = None, api_key: str | None = None) -
         raise EmberError(f"A target URL starts with http:// or https://, got {url!r}.")
     base = _v1(url)
     name, engine = served_model(base, api_key, model)
-    return ServingTarget(url, base, name, api_key, engine)
+    return ServingTarget(url, base, name, api_key, engine, facts=remote_facts(base, name, api_key))
 
 
 def connection_target(store: ConnectionStore, name: str, model: str | None = None) -> ServingTarget:
     endpoint = store.endpoint(name)  # (EmberError naming the saved connections when there is none)
     base = _v1(endpoint.base_url)
     served, engine = served_model(base, endpoint.api_key, model)
-    return ServingTarget(name, base, served, endpoint.api_key, engine)
+    facts = remote_facts(base, served, endpoint.api_key)
+    return ServingTarget(name, base, served, endpoint.api_key, engine, facts=facts)
 
 
 # Where servers usually listen on a desktop, and what usually listens there (Ember's own port is the
