@@ -9,6 +9,7 @@ would be. Only the device is replaced (InjectedMicrophone: opening it opens noth
 
 from __future__ import annotations
 
+import atexit
 import shutil
 import subprocess
 import wave
@@ -19,7 +20,7 @@ import numpy as np
 import pytest
 from PySide6.QtCore import QEvent, Qt
 from PySide6.QtGui import QKeyEvent
-from PySide6.QtMultimedia import QAudioFormat, QtAudio
+from PySide6.QtMultimedia import QAudioFormat, QMediaDevices, QtAudio
 from PySide6.QtWidgets import QApplication
 from pytestqt.qtbot import QtBot
 
@@ -171,16 +172,32 @@ def test_no_microphone_and_a_refused_permission_are_said(qtbot: QtBot, window: M
     assert w.composer.editor.toPlainText() == "keep me" and not w.dictation.button.isChecked()
 
 
+def _start_pulseaudio() -> bool:
+    """PulseAudio's daemon, started if none runs (True: ours, ended at exit). Called as this module is
+    collected, before any test runs: Qt Multimedia connects to the sound server at its first use and
+    never again, so a server started later (by a fixture) would be missed by a run where an earlier
+    test used audio."""
+    pulseaudio, pactl = shutil.which("pulseaudio"), shutil.which("pactl")
+    if not (pulseaudio and pactl) or subprocess.run([pactl, "info"], capture_output=True, timeout=10).returncode == 0:
+        return False
+    started = subprocess.run([pulseaudio, "-D", "--exit-idle-time=-1"], capture_output=True, timeout=30)
+    if started.returncode != 0:
+        return False
+    atexit.register(subprocess.run, [pulseaudio, "-k"], timeout=10)
+    return True
+
+
+_start_pulseaudio()
+
+
 @pytest.fixture(scope="module")
 def pulse_microphone() -> Iterator[str]:
     """A real input device: PulseAudio (.ci/run installs it) with a null sink whose sound is remapped as
     the default input (Qt lists no monitor sources; a pipe source lost two thirds of its sound on the way
     to QAudioSource here): what is played to the sink (its name, yielded) is what the microphone hears."""
-    pulseaudio, pactl = shutil.which("pulseaudio"), shutil.which("pactl")
-    assert pulseaudio and pactl, "PulseAudio is missing: apt-get install pulseaudio pulseaudio-utils (.ci/run)"
-    started = subprocess.run([pactl, "info"], capture_output=True, timeout=10).returncode != 0
-    if started:  # (none running: ours, ended below)
-        subprocess.run([pulseaudio, "-D", "--exit-idle-time=-1"], check=True, capture_output=True, timeout=30)
+    pactl = shutil.which("pactl")
+    assert pactl, "PulseAudio is missing: apt-get install pulseaudio pulseaudio-utils (.ci/run)"
+    assert subprocess.run([pactl, "info"], capture_output=True, timeout=10).returncode == 0, "PulseAudio did not start"
 
     def load(*args: str) -> str:
         return subprocess.run([pactl, "load-module", *args], check=True, capture_output=True, text=True,
@@ -192,8 +209,11 @@ def pulse_microphone() -> Iterator[str]:
     yield "ember_test_speaker"
     for module in (source, sink):
         subprocess.run([pactl, "unload-module", module], timeout=10)
-    if started:
-        subprocess.run([pulseaudio, "-k"], timeout=10)
+
+
+def _wait_for_the_default_input(qtbot: QtBot) -> None:
+    """Qt Multimedia hears of the new source and the new default from the server, a moment later."""
+    qtbot.waitUntil(lambda: "Remapped" in QMediaDevices.defaultAudioInput().description(), timeout=10_000)
 
 
 def test_a_real_microphone_through_pulseaudio(
@@ -204,7 +224,7 @@ def test_a_real_microphone_through_pulseaudio(
     stopping closes the device."""
     w = make_window()
     mic = w.dictation.microphone
-    assert mic._inputs(), "Qt Multimedia sees no input device"
+    _wait_for_the_default_input(qtbot)
     seen: list[str] = []
     w.composer.editor.textChanged.connect(lambda: seen.append(w.composer.editor.toPlainText()))
     _click(w)
@@ -224,6 +244,7 @@ def test_a_real_microphone_through_pulseaudio(
 def test_a_device_error_mid_recording_closes_the_microphone(qtbot: QtBot, pulse_microphone: str) -> None:
     """The real Microphone open on PulseAudio's input; the source then stopping in an error state (as
     an unplugged device does; forced here, since unplugging cannot be) closes it and says so."""
+    _wait_for_the_default_input(qtbot)
     mic = Microphone()
     said: list[str] = []
     mic.failed.connect(said.append)
