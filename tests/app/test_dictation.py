@@ -26,7 +26,7 @@ from pytestqt.qtbot import QtBot
 
 from ember_chat.app.shell.main_window import MainWindow
 from ember_chat.app.voice.dictation import HOLD_S
-from ember_chat.app.voice.microphone import NO_MICROPHONE, PERMISSION_DENIED, Microphone, pcm_to_samples
+from ember_chat.app.voice.microphone import ASKED, NO_MICROPHONE, PERMISSION_DENIED, Microphone, pcm_to_samples
 from ember_chat.engine.speech import SpeechModelError
 from ember_chat.engine.speech.wer import word_error_rate
 from tests.helpers.microphone import InjectedMicrophone
@@ -166,6 +166,9 @@ def test_no_microphone_and_a_refused_permission_are_said(qtbot: QtBot, window: M
     refused = Microphone(permission=lambda: Qt.PermissionStatus.Denied)
     refused.failed.connect(said.append)
     assert not refused.open() and said[-1] == PERMISSION_DENIED
+    not_asked = Microphone(permission=lambda: Qt.PermissionStatus.Undetermined)  # (macOS, Windows: first use)
+    not_asked.failed.connect(said.append)
+    assert not not_asked.open() and said[-1] == ASKED and not not_asked.is_open
     # in the window: the sentence in the banner, the box as it was, the button up
     w.dictation.microphone.failed.emit(NO_MICROPHONE)
     assert w.banner.text() == NO_MICROPHONE

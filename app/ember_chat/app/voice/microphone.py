@@ -26,6 +26,7 @@ PERMISSION_DENIED = (
     "Ember may not use the microphone: the system refused it. Allow Ember in the system's privacy settings "
     "(Microphone), then click the microphone again."
 )
+ASKED = "Ember asked the system for the microphone: answer its question (Allow), then click the microphone again."
 CANNOT_OPEN = (
     "The microphone {name} could not be opened ({why}). Check that no other program holds it, or choose "
     "another input in the system's sound settings, then click the microphone again."
@@ -84,7 +85,9 @@ def wanted_format() -> QAudioFormat:
 
 
 def microphone_permission() -> Qt.PermissionStatus:
-    """The system's answer for the microphone (Granted on Linux, which has no such permission)."""
+    """The system's answer for the microphone (Granted on Linux, which has no such permission). Not
+    asked yet (macOS, Windows): the system's question is put to the user now, and Undetermined returned
+    (Qt would otherwise open the device and get silence)."""
     try:
         from PySide6.QtCore import QMicrophonePermission
     except ImportError:  # (a Qt before 6.5: no permissions API)
@@ -92,7 +95,10 @@ def microphone_permission() -> Qt.PermissionStatus:
     app = QCoreApplication.instance()
     if app is None or not sys.platform.startswith(("darwin", "win")):
         return Qt.PermissionStatus.Granted
-    return app.checkPermission(QMicrophonePermission())
+    status = app.checkPermission(QMicrophonePermission())
+    if status == Qt.PermissionStatus.Undetermined:
+        app.requestPermission(QMicrophonePermission(), lambda _answer: None)  # (the next click reads the answer)
+    return status
 
 
 class Microphone(QObject):
@@ -125,8 +131,12 @@ class Microphone(QObject):
         """Start listening on the system's default input; False (and `failed` said why) if it cannot."""
         if self._source is not None:
             return True
-        if self._permission() == Qt.PermissionStatus.Denied:
+        permission = self._permission()
+        if permission == Qt.PermissionStatus.Denied:
             self.failed.emit(self.tr(PERMISSION_DENIED))
+            return False
+        if permission == Qt.PermissionStatus.Undetermined:
+            self.failed.emit(self.tr(ASKED))
             return False
         if not self._inputs():
             self.failed.emit(self.tr(NO_MICROPHONE))
