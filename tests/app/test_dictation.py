@@ -112,7 +112,7 @@ def test_push_to_talk_with_the_shortcut_stops_when_let_go(qtbot: QtBot, window: 
     assert w.dictation.microphone.is_open
     # held: the key repeats, which changes nothing
     QApplication.sendEvent(w.composer.editor, QKeyEvent(QEvent.Type.KeyPress, Qt.Key.Key_Space, mods, " ", True))
-    _feed(qtbot, w.dictation.microphone, pcm, seconds=max(2.0, HOLD_S * 2), speed=4.0)
+    _feed(qtbot, w.dictation.microphone, pcm, seconds=4 * HOLD_S, speed=2.0)  # (held 2 x HOLD_S)
     assert w.dictation.microphone.is_open
     QApplication.sendEvent(w.composer.editor, QKeyEvent(QEvent.Type.KeyRelease, Qt.Key.Key_Space, mods, " "))
     assert not w.dictation.microphone.is_open  # let go: released at once
