@@ -765,3 +765,43 @@ def test_the_tools_workload_s_answer_is_said_in_users_and_their_tool_turns(fake:
     two = sweep(url_target(fake.base_url), workload_for("tools"), [plan], Slo())
     assert "2 users calling tools at once" in two["answer"] and "4 tool turns" in two["answer"]
     assert "none calling the tool" in two["answer"]
+
+
+def test_a_run_ends_by_time_in_a_closed_and_an_open_loop(fake: FakeOpenAI) -> None:
+    fake.stream(tokens_stream(2), pauses={0: 0.05})
+    target, workload = url_target(fake.base_url), synthetic("short", 8)
+    for plan in (LoadPlan(concurrency=1, duration_s=0.6, warmup=0), LoadPlan(rate=10.0, duration_s=0.6, warmup=0)):
+        [run] = sweep(target, workload, [plan], Slo())["runs"]
+        assert 2 <= run["completed"] <= 20 and run["failed"] == 0, run["load"]  # (0.6 s of requests of 0.05 s+)
+        assert 0.5 <= run["duration_s"] < 3.0, run["duration_s"]
+
+
+def test_a_saved_connection_is_a_target_with_its_key(fake: FakeOpenAI, tmp_path: Path) -> None:
+    from ember_chat.engine.bench.serving.targets import connection_target
+    from ember_chat.engine.storage.connections import Connection, ConnectionStore
+
+    store = ConnectionStore(tmp_path / "connections.json")
+    store.save(Connection("lab box", fake.base_url), api_key="sk-lab")
+    target = connection_target(store, "lab box")
+    assert (target.name, target.base_url, target.model) == ("lab box", fake.base_url, "test-model")
+    fake.stream(tokens_stream(2))
+    [run] = sweep(target, synthetic("short", 4), [LoadPlan(concurrency=1, requests=2, warmup=0)], Slo())["runs"]
+    assert run["completed"] == 2
+    assert all(r.headers["authorization"] == "Bearer sk-lab" for r in fake.generate_requests())
+    with pytest.raises(EmberError, match="no connection called .nowhere."):  # (a name not saved: said)
+        connection_target(store, "nowhere")
+
+
+def test_a_target_that_goes_down_mid_run_costs_failed_requests_and_the_run_goes_on(fake: FakeOpenAI) -> None:
+    fake.stream(tokens_stream(2))
+    target = url_target(fake.base_url)
+
+    def stop_after_first(_label: str, done: int, _total: int | None) -> None:
+        if done == 1:
+            fake.stop()
+
+    plan = LoadPlan(concurrency=1, requests=4, warmup=0)
+    [run] = sweep(target, synthetic("short", 8), [plan], Slo(), progress=stop_after_first)["runs"]
+    assert run["completed"] == 1 and run["failed"] == 3
+    [(reason, count)] = run["failures"].items()
+    assert count == 3 and "Connect" in reason, reason

@@ -124,7 +124,7 @@ def url_target(url: str, model: str | None = None, api_key: str | None = None) -
 
 
 def connection_target(store: ConnectionStore, name: str, model: str | None = None) -> ServingTarget:
-    endpoint = store.endpoint(name)  # (EmberError naming the saved connections when there is none)
+    endpoint = store.endpoint(name)  # (EmberError saying there is no connection of that name)
     base = _v1(endpoint.base_url)
     served, engine = served_model(base, endpoint.api_key, model)
     facts = remote_facts(base, served, endpoint.api_key)
