@@ -805,3 +805,30 @@ def test_a_target_that_goes_down_mid_run_costs_failed_requests_and_the_run_goes_
     assert run["completed"] == 1 and run["failed"] == 3
     [(reason, count)] = run["failures"].items()
     assert count == 3 and "Connect" in reason, reason
+
+
+def test_ctrl_c_in_the_terminal_keeps_and_prints_the_loads_that_ran(fake: FakeOpenAI, tmp_path: Path) -> None:
+    """Before, Ctrl+C left bench serve with a traceback and nothing written of the loads that had run."""
+    import os
+    import signal
+
+    from tests.helpers.entry_point import ember_chat
+
+    fake.stream(tokens_stream(2), pauses={0: 0.3})
+    env = {**os.environ, "EMBER_DATA_DIR": str(tmp_path)}
+    args = ["bench", "serve", "--target", fake.base_url, "--concurrency", "1,2", "--requests", "3", "--warmup", "0",
+            "--workload", "short", "--json", "--save-result", str(tmp_path / "r.json")]  # fmt: skip
+    with subprocess.Popen([ember_chat(), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          env=env) as proc:  # fmt: skip
+        deadline = time.monotonic() + 60
+        while len(fake.generate_requests()) < 4 and time.monotonic() < deadline:  # (the second load under way)
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "Cancelled: the requests in flight end, what ran is kept" in err and "Traceback" not in err
+    result = json.loads(out)
+    assert json.loads((tmp_path / "r.json").read_text()) == result
+    first = result["runs"][0]
+    assert first["load"] == "concurrency 1" and first["completed"] == 3 and not first["cancelled"]
+    assert len(result["runs"]) == 2 and result["runs"][1]["cancelled"]

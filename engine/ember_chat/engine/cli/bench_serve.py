@@ -8,8 +8,9 @@ import dataclasses
 import json
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from ember_chat.engine.cli.common import add_load_flags
 from ember_chat.engine.errors import EmberError
@@ -137,12 +138,12 @@ def run(args: argparse.Namespace) -> int:
     cancel = threading.Event()
     load_runs: list[LoadRun] = []
     try:
-        result = sweep(
-            target, workload, plans, slo, cancel, progress=_progress, load_runs=load_runs, repeats=args.repeats
+        result = _until_interrupted(
+            lambda: sweep(
+                target, workload, plans, slo, cancel, progress=_progress, load_runs=load_runs, repeats=args.repeats
+            ),
+            cancel,
         )
-    except KeyboardInterrupt:
-        cancel.set()
-        raise
     finally:
         target.close()
     print(file=sys.stderr)
@@ -161,7 +162,7 @@ def run(args: argparse.Namespace) -> int:
             args.csv.write_text(csv_text(shaped), encoding="utf-8")
     if args.json:
         print(text)
-        return 0
+        return CANCELLED if cancel.is_set() else 0
     print(result["answer"])
     print()
     print(
@@ -197,7 +198,40 @@ def run(args: argparse.Namespace) -> int:
                 value, bounds = (value[sub], (bounds or {}).get(sub)) if sub else (value, bounds)
                 around = "" if bounds is None else f" ({bounds[0]:.1f}–{bounds[1]:.1f})"
                 print(f"    {name:<18} {_ms(value) if sub else f'{value:.1f}'}{around}")
-    return 0
+    return CANCELLED if cancel.is_set() else 0
+
+
+CANCELLED = 130  # (the shell's code for a command ended by Ctrl+C: what ran was still written)
+T = TypeVar("T")
+
+
+def _until_interrupted(work: Callable[[], T], cancel: threading.Event) -> T:
+    """`work` on a thread of its own; Ctrl+C sets `cancel` (the requests in flight end at their next bytes,
+    nothing more is sent) and waits for it, so what ran is still printed and saved (a second Ctrl+C
+    leaves at once)."""
+    outcome: list[T] = []
+    failed: list[BaseException] = []
+    finished = threading.Event()  # (not Thread.join: a join Ctrl+C interrupted may return before the end)
+
+    def run_it() -> None:
+        try:
+            outcome.append(work())
+        except BaseException as exc:  # (raised again on the main thread)
+            failed.append(exc)
+        finally:
+            finished.set()
+
+    threading.Thread(target=run_it, name="ember-bench-serve", daemon=True).start()
+    try:
+        while not finished.wait(0.2):
+            pass
+    except KeyboardInterrupt:
+        cancel.set()
+        print("\nCancelled: the requests in flight end, what ran is kept…", file=sys.stderr)
+        finished.wait()
+    if failed:
+        raise failed[0]
+    return outcome[0]
 
 
 _REPEATED = {  # the figures said per load with --repeats: (key, sub-key of a distribution)
@@ -228,16 +262,12 @@ def _knob_sweep(args: argparse.Namespace, workload: Workload, plans: list[LoadPl
     paths = AppPaths.default()
     base = LoadConfig(resolve_model(name, paths), **load_options_from_args(args))
     cancel = threading.Event()
-    try:
-        result = knob_sweep(
-            lambda config: local_target(config, name), base, knobs, workload, plans, slo, cancel,
-            progress=_progress, repeats=args.repeats,
-        )  # fmt: skip
-    except KeyboardInterrupt:
-        cancel.set()
-        raise
+    result = _until_interrupted(lambda: knob_sweep(
+        lambda config: local_target(config, name), base, knobs, workload, plans, slo, cancel,
+        progress=_progress, repeats=args.repeats,
+    ), cancel)  # fmt: skip
     print(file=sys.stderr)
-    if args.apply and result["winner_setting"] is not None:
+    if args.apply and result["winner_setting"] is not None and not cancel.is_set():  # (not a part of a sweep's)
         store = ModelSettingsStore(paths.model_settings_file)
         name = _library_name(name, base.path, paths)
         apply_winner(store, name, result["winner_setting"], base)
@@ -261,6 +291,10 @@ def _knob_sweep(args: argparse.Namespace, workload: Workload, plans: list[LoadPl
         print("(* the winner, · on the Pareto front; each setting's best load)")
         if "applied" in result:
             print(f"Saved {result['winner']} as {name}'s load settings ({paths.model_settings_file}).")
+    if cancel.is_set():
+        if args.apply:
+            print("Nothing was saved: the sweep was cancelled.", file=sys.stderr)
+        return CANCELLED
     if args.apply and result["winner_setting"] is None:
         print("Nothing was saved: no setting kept the objective.", file=sys.stderr)
         return 1
