@@ -832,3 +832,12 @@ def test_ctrl_c_in_the_terminal_keeps_and_prints_the_loads_that_ran(fake: FakeOp
     first = result["runs"][0]
     assert first["load"] == "concurrency 1" and first["completed"] == 3 and not first["cancelled"]
     assert len(result["runs"]) == 2 and result["runs"][1]["cancelled"]
+
+
+def test_a_server_s_words_stay_in_their_cell_of_the_markdown_report() -> None:
+    from ember_chat.engine.bench.serving.report import report_markdown
+
+    context = {"model": "evil | model\n# Heading", "model_file": "/m.gguf (on the server)", "quant": "Q4_1"}
+    lines = report_markdown({"context": context, "slo": {}, "answer": "A", "loads": []}).splitlines()
+    assert "| Model | evil \\| model # Heading |" in lines and "# Heading" not in lines
+    assert "| Model file | /m.gguf (on the server) |" in lines and "| Quantisation | Q4_1 |" in lines

@@ -245,7 +245,9 @@ def report_markdown(result: dict[str, Any]) -> str:
         "Date": context.get("date"),
         "Objective (SLO)": f"{objective}, for {ATTAINMENT:.0%} of requests",
     }
-    lines += [f"| {name} | {value} |" for name, value in facts.items() if value]
+    # (a server's words — its model's name and file — kept in their cell: no '|' or line break ends it)
+    cell = lambda value: " ".join(str(value).replace("|", "\\|").split())  # noqa: E731
+    lines += [f"| {name} | {cell(value)} |" for name, value in facts.items() if value]
     for load in result.get("loads", []):
         run = load["median"]
         repeats = load.get("repeats", 1)
