@@ -48,42 +48,44 @@ def one_run(engine: str, warm: bool) -> float:
     speaker = Speaker(engine)
     ctx = SimpleNamespace(settings=Settings(read_aloud_streaming=True), notifier=Notifier())
     reader = ReadAloud(ctx, speaker)  # type: ignore[arg-type]  # (it reads only these two)
-    hooked = False
-    if warm and (tts := speaker.engine()) is not None:
-        tts.stateChanged.connect(lambda s: state(s))
-        hooked = True
     marks: dict[str, float] = {}
     loop = QEventLoop()
+
+    def made() -> None:
+        tts = speaker.engine()
+        assert tts is not None
+        tts.stateChanged.connect(state)
+        if warm:
+            loop.quit()
+        elif tts.state() == QTextToSpeech.State.Speaking:  # (cold: _made said the first sentence)
+            state(tts.state())
 
     def state(s: QTextToSpeech.State) -> None:
         if s == QTextToSpeech.State.Speaking and "speaking" not in marks:
             marks["speaking"] = time.perf_counter()
             loop.quit()
 
-    def said(_sentence: str) -> None:
-        marks.setdefault("said", time.perf_counter())
-
-    speaker.sentence_said.connect(said)
+    speaker.engine_made.connect(made)
+    if warm:  # (made on its thread: waited for here, before the stream)
+        speaker.engine()
+        QTimer.singleShot(30_000, loop.quit)
+        loop.exec()
+        if speaker.engine() is None:
+            raise RuntimeError(f"no engine {engine}")
     pieces = [ANSWER[i : i + PIECE_CHARS] for i in range(0, len(ANSWER), PIECE_CHARS)]
     reader.on_stream_began(1)
 
     def feed() -> None:
-        nonlocal hooked
         if not pieces:
             reader.on_stream_ended()
             return
         piece = pieces.pop(0)
         before = time.perf_counter()
         reader.on_stream_text(piece)
-        if "said" in marks and "complete" not in marks:
+        if speaker.reading is not None and "complete" not in marks:  # (the first sentence was handed over)
             marks["complete"] = before
             tts = speaker.engine()
-            if tts is None:
-                raise RuntimeError(f"no engine {engine}")
-            if not hooked:  # (cold: the first sentence made the engine)
-                tts.stateChanged.connect(state)
-                hooked = True
-            if tts.state() == QTextToSpeech.State.Speaking:  # (the engine said so inside say())
+            if tts is not None and tts.state() == QTextToSpeech.State.Speaking:  # (it said so inside say())
                 marks["speaking"] = time.perf_counter()
                 loop.quit()
                 return

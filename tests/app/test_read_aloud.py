@@ -10,16 +10,20 @@ with in CI. The mock engine goes through the same QTextToSpeech states (Ready �
 
 from __future__ import annotations
 
+import itertools
 import sys
+import threading
+import time
 from collections.abc import Callable
 
 import pytest
+from PySide6.QtCore import QThread, QTimer
 from PySide6.QtTextToSpeech import QTextToSpeech
 from pytestqt.qtbot import QtBot
 
 from ember_chat.app.shell.main_window import MainWindow
 from ember_chat.app.voice.read_aloud import TEST_SENTENCE
-from ember_chat.app.voice.speaker import Speaker
+from ember_chat.app.voice.speaker import MOCK, Speaker
 from ember_chat.engine.speech.read_aloud import speakable_sentences
 from tests.helpers.fake_backend import FakeBackend
 from tests.helpers.window import load, send, set_max_tokens
@@ -32,6 +36,11 @@ def _answered(qtbot: QtBot, make_window: Callable[..., MainWindow]) -> tuple[Mai
     send(qtbot, w, "say something")
     qtbot.waitUntil(lambda: not (w.transcript.rendering or w.transcript.backfilling), timeout=10_000)
     return w, w.store.thread(w.controller.conversation_id)[-1].id
+
+
+def _engine_made(qtbot: QtBot, speaker: Speaker) -> None:
+    speaker.engine()
+    qtbot.waitUntil(lambda: speaker.engine() is not None, timeout=5_000)
 
 
 def _speak_icon(w: MainWindow, answer: int) -> tuple[str, str]:
@@ -59,7 +68,9 @@ def test_the_speaker_action_reads_the_answer_and_stop_stops_it(
     assert _speak_icon(w, answer) == ("icon:speaker", "Read this answer aloud")
 
     w.transcript.action.emit("speak", answer, 0)  # (what a click on the icon gives: transcript/links.py)
-    assert said == speakable_sentences(content)[:1]  # the first sentence at once, the rest as each ends
+    assert speaker.reading == answer and speaker.making  # Stop at once; the engine is made on its thread
+    # the first sentence once the engine is made, the rest as each ends
+    qtbot.waitUntil(lambda: said == speakable_sentences(content)[:1], timeout=5_000)
     assert speaker.engine_name == "mock"
     tts = speaker.engine()
     assert tts is not None
@@ -95,6 +106,7 @@ def test_answers_are_read_sentence_by_sentence_as_they_stream(
     w = make_window()
     w.ctx.save_settings(w.ctx.settings.with_changes(read_aloud_streaming=True))
     speaker = w.read_aloud.speaker
+    _engine_made(qtbot, speaker)  # (the first read's wait for the engine: test_the_engine_is_made_off_…)
     said: list[str] = []
     speaker.sentence_said.connect(said.append)
     c = w.controller
@@ -130,6 +142,8 @@ def test_the_voice_settings_are_saved_and_test_voice_speaks(
     w.settings_window.open_section("voice")
     page = w.settings_window.page("voice")
     assert isinstance(page, VoicePage) and page.isVisible()
+    assert page.engine.text() == "Starting…" and not page.test.isEnabled()  # (the engine is made on its thread)
+    qtbot.waitUntil(lambda: page.engine.text() != "Starting…", timeout=5_000)
     assert page.engine.text() == "mock" and page.voice.count() > 1  # the system's language, then the voices
     page.rate.setValue(5)
     page.pitch.setValue(-3)
@@ -155,3 +169,56 @@ def test_no_speech_engine_says_which_package_to_install(qtbot: QtBot, monkeypatc
     speaker.speak(3, ["Hello."])
     assert speaker.reading is None and speaker.engine_name is None
     assert len(problems) == 1 and "speech-dispatcher" in problems[0] and "apt install" in problems[0]
+
+
+def test_the_engine_is_made_off_the_gui_thread_and_the_first_sentence_said_when_it_comes(qtbot: QtBot) -> None:
+    release = threading.Event()
+    loaded_on: list[int] = []
+
+    def loaded(_tts: QTextToSpeech) -> None:  # (on the maker thread: speech-dispatcher takes ~2 s here)
+        loaded_on.append(threading.get_ident())
+        assert release.wait(10)
+
+    speaker = Speaker(MOCK, loaded=loaded)
+    said: list[str] = []
+    speaker.sentence_said.connect(said.append)
+    speaker.speak(5, ["Hello.", "Bye."])
+    assert speaker.reading == 5 and speaker.making and speaker.engine() is None
+    ticks: list[float] = []
+    beat = QTimer()
+    beat.timeout.connect(lambda: ticks.append(time.perf_counter()))
+    beat.start(10)
+    qtbot.waitUntil(lambda: len(ticks) >= 10 and bool(loaded_on), timeout=2_000)  # the GUI thread runs meanwhile
+    beat.stop()
+    assert loaded_on and loaded_on[0] != threading.get_ident() and said == [] and speaker.making
+    assert max(b - a for a, b in itertools.pairwise(ticks)) < 0.5
+
+    release.set()
+    qtbot.waitUntil(lambda: said == ["Hello."], timeout=5_000)
+    tts = speaker.engine()
+    assert tts is not None and tts.engine() == MOCK and tts.thread() is QThread.currentThread()
+    assert not speaker.making and speaker.join(0)  # (the maker thread has ended)
+    qtbot.waitUntil(lambda: tts.state() == QTextToSpeech.State.Speaking, timeout=2_000)
+    speaker.stop()
+    assert tts.state() != QTextToSpeech.State.Speaking and speaker.reading is None  # Stop: at once
+
+
+def test_stop_or_closing_while_the_engine_is_made_says_nothing_when_it_comes(qtbot: QtBot) -> None:
+    release = threading.Event()
+    speaker = Speaker(MOCK, loaded=lambda _tts: release.wait(10) and None)
+    said: list[str] = []
+    speaker.sentence_said.connect(said.append)
+    speaker.speak(5, ["Hello."])
+    speaker.stop()
+    assert speaker.reading is None and speaker.making
+    release.set()
+    qtbot.waitUntil(lambda: speaker.engine() is not None, timeout=5_000)
+    qtbot.wait(50)
+    assert said == [] and speaker.reading is None
+
+    closing = Speaker(MOCK, loaded=lambda _tts: release.wait(10) and None)
+    closing.speak(6, ["Hello."])
+    closing.shutdown()  # (the window closes while the engine is made)
+    assert closing.join(5_000)  # the maker thread ends by itself once it has handed the engine back
+    qtbot.wait(50)
+    assert closing.engine() is None and closing.reading is None

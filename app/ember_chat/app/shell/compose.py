@@ -382,6 +382,7 @@ class Composition(QObject):
         Background tasks still out are dropped and interrupted, never waited for. Idempotent."""
         w = self.frame
         w.dictation.shutdown()  # (the microphone released)
+        w.read_aloud.shutdown()  # silent; an engine still being made is dropped (join_background waits)
         w.tasks.shutdown()
         w.composer.attachments.shutdown()  # files still being read: their processes killed
         w.api.shutdown()
@@ -412,6 +413,7 @@ class Composition(QObject):
         joins.append(w.composer.attachments.readers.join)
         joins += [w.tools.join, w.controller.tools.tasks.join]
         joins.append(w.compare.join)
+        joins.append(lambda t: w.read_aloud.speaker.join(round(t * 1000)))  # (making the speech engine)
         if w.downloads is not None:
             joins.append(w.downloads.wait_idle)
         return all([join(timeout) for join in joins])

@@ -55,6 +55,11 @@ class ReadAloud(QObject):
         self._stream = None
         self.speaker.stop()
 
+    def shutdown(self) -> None:
+        """The window closes: silent, and an engine still being made is let go (join: Speaker.join)."""
+        self._stream = None
+        self.speaker.shutdown()
+
     def test_voice(self) -> None:
         """Settings ▸ Voice ▸ Test voice."""
         self._stream = None

@@ -33,9 +33,6 @@ class VoicePage(QWidget):
         self.voice.setMinimumContentsLength(24)
         self.voice.setMaximumWidth(WIDE)
         self.voice.addItem(self.tr("The system's language"), "")
-        for name in read_aloud.speaker.voices():
-            self.voice.addItem(name, name)
-        self.voice.setCurrentIndex(max(0, self.voice.findData(settings.read_aloud_voice)))
         self.voice.currentIndexChanged.connect(lambda _i: self._save(read_aloud_voice=self.voice.currentData()))
 
         self.rate = self._slider(self.tr("Speed"), settings.read_aloud_rate, "read_aloud_rate")
@@ -58,6 +55,7 @@ class VoicePage(QWidget):
         form.addRow(self.tr("Pitch"), self.pitch)
         form.addRow("", test_row)
         form.addRow(self.tr("Engine"), self.engine)
+        read_aloud.speaker.engine_made.connect(self.refresh)  # (the voices come with the engine)
         self.refresh()
 
     def _slider(self, name: str, value: float, key: str) -> QSlider:
@@ -78,6 +76,19 @@ class VoicePage(QWidget):
         self.read_aloud.apply_settings()
 
     def refresh(self) -> None:
-        name = self.read_aloud.speaker.engine_name
-        self.engine.setText(name or self.tr("None: answers cannot be read aloud (see the message above)"))
+        """The engine and its voices (the first call makes the engine, on its thread: until it is made,
+        the list has only "The system's language" and the engine says it is starting)."""
+        speaker = self.read_aloud.speaker
+        voices = speaker.voices()
+        if voices and self.voice.count() == 1:
+            self.voice.blockSignals(True)  # (filling the list is not the user choosing)
+            for name in voices:
+                self.voice.addItem(name, name)
+            self.voice.setCurrentIndex(max(0, self.voice.findData(self.read_aloud.ctx.settings.read_aloud_voice)))
+            self.voice.blockSignals(False)
+        name = speaker.engine_name
+        if name is None and speaker.making:
+            self.engine.setText(self.tr("Starting…"))
+        else:
+            self.engine.setText(name or self.tr("None: answers cannot be read aloud (see the message above)"))
         self.test.setEnabled(name is not None)
