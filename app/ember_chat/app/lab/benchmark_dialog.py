@@ -7,7 +7,7 @@ prefill speed against prompt length and decode speed against context depth, one 
 with each measured point marked, lists the figures, and exports them. Before the first run the
 charts' place says what will show there. Runs are kept in the data folder. A second tab compares
 speculative decoding's modes on the loaded model (speculation_panel.py); a third load-tests a served
-model (serving_panel.py)."""
+model (serving_panel.py); a fourth puts the installed speech models side by side (speech_panel.py)."""
 
 from __future__ import annotations
 
@@ -43,6 +43,7 @@ from ember_chat.app.engine_link.model_names import model_choices
 from ember_chat.app.engine_link.tasks import TaskRunner
 from ember_chat.app.lab.serving_panel import ServingPanel
 from ember_chat.app.lab.speculation_panel import SpeculationPanel
+from ember_chat.app.lab.speech_panel import SpeechPanel
 from ember_chat.engine.bench.lab import BenchPlan, BenchRun, measure_exclusively, measure_model, points_csv, save_run
 from ember_chat.engine.errors import InvalidParameter, LoadCancelled
 from ember_chat.engine.inference.service.engine import EngineService
@@ -197,18 +198,21 @@ class BenchmarkDialog(QDialog):
             service, connections, data_dir, model_settings=model_settings,
             resolve=lambda name: model_ref(name, self.library, self.connections, self.model_settings, self.settings)[0],
         )  # fmt: skip
+        self.speech = SpeechPanel()
         self.tabs = QTabWidget()
         self.tabs.setAccessibleName(self.tr("Benchmark sections"))
         self.tabs.tabBar().setAccessibleName(self.tr("Benchmark sections"))
         self.tabs.tabBar().setAccessibleDescription(
-            self.tr("Speed, speculative decoding, or serving; the arrow keys switch")
+            self.tr("Speed, speculative decoding, serving, or speech; the arrow keys switch")
         )
         self.tabs.addTab(speed_page, self.tr("Speed"))
         self.tabs.addTab(self.speculation, self.tr("Speculative decoding"))
         self.tabs.addTab(self.serving, self.tr("Serving"))
+        self.tabs.addTab(self.speech, self.tr("Speech"))
         self.tabs.setTabToolTip(0, self.tr("Prefill and decode speed of the checked models"))
         self.tabs.setTabToolTip(1, self.tr("Speculation off, n-gram and draft model compared on the loaded model"))
         self.tabs.setTabToolTip(2, self.tr("How many users a served model keeps within a latency objective"))
+        self.tabs.setTabToolTip(3, self.tr("The installed speech models transcribing the same clip"))
         self.tabs.currentChanged.connect(self._tab_shown)
         QVBoxLayout(self).addWidget(self.tabs)
         self._poll = QTimer(self)
@@ -221,7 +225,7 @@ class BenchmarkDialog(QDialog):
     def running(self) -> bool:
         """A run is on in some tab (Models ▸ Benchmark… then brings this dialog back instead of a new one,
         which would close this one and stop that run)."""
-        return self._speed_running or self.speculation.running or self.serving.running
+        return self._speed_running or self.speculation.running or self.serving.running or self.speech.running
 
     def _tab_shown(self, _index: int) -> None:
         self.speculation.describe_model()  # (the model loaded for chat may have changed)
@@ -304,6 +308,7 @@ class BenchmarkDialog(QDialog):
         self._stop_work()
         self.speculation.stop()
         self.serving.stop()
+        self.speech.stop()
         super().reject()
 
     def _show_progress(self) -> None:
@@ -413,6 +418,7 @@ class BenchmarkDialog(QDialog):
         self.tasks.shutdown()  # joins the worker, which the stop above lets go at once
         self.speculation.shutdown()
         self.serving.shutdown()
+        self.speech.shutdown()
         self._poll.stop()
         self._speed_running = False
         super().closeEvent(event)
