@@ -841,3 +841,88 @@ def test_a_server_s_words_stay_in_their_cell_of_the_markdown_report() -> None:
     lines = report_markdown({"context": context, "slo": {}, "answer": "A", "loads": []}).splitlines()
     assert "| Model | evil \\| model # Heading |" in lines and "# Heading" not in lines
     assert "| Model file | /m.gguf (on the server) |" in lines and "| Quantisation | Q4_1 |" in lines
+
+
+def test_a_knob_sweep_varies_the_server_s_speculative_decoding_and_saves_only_the_load_settings(
+    tmp_path: Path, fake: FakeOpenAI
+) -> None:
+    """`speculative` is the server's default (serve --speculative), not a load setting: make_target is
+    given it, `draft` without a draft model is not loaded, and the winner's speculative mode is a chat's
+    setting: apply_winner saves the rest and nothing for it."""
+    from ember_chat.engine.bench.serving.knobs import knob_sweep, saved_knobs
+
+    assert parse_knob("speculative=off,AUTO,ngram,off") == Knob("speculative", ("off", "auto", "ngram"))
+    assert parse_knob("spec=draft").values == ("draft",)
+    for bad, said in [("speculative=fast", "--sweep speculative: 'fast' is not one of off, auto, ngram, draft"),
+                      ("speculative=", "--sweep speculative: no value given")]:  # fmt: skip
+        with pytest.raises(EmberError, match=said):
+            parse_knob(bad)
+    fake.stream(tokens_stream(4))
+    made: list[tuple[int, str]] = []
+
+    def make(config: LoadConfig, speculative: str = "auto") -> object:
+        made.append((config.parallel, speculative))
+        return url_target(fake.base_url)
+
+    knobs = [Knob("parallel", (2,)), Knob("speculative", ("off", "draft", "ngram"))]
+    plans = [LoadPlan(concurrency=1, requests=2, warmup=0)]
+    result = knob_sweep(make, LoadConfig(Path("m.gguf")), knobs, workload_for("short"), plans, Slo())
+    assert made == [(2, "off"), (2, "ngram")]
+    assert [s["label"] for s in result["settings"]] == ["parallel=2, speculative=off", "parallel=2, speculative=ngram"]
+    assert [s["label"] for s in result["skipped"]] == ["parallel=2, speculative=draft"]
+    assert "no draft model" in result["skipped"][0]["reason"]
+    with_draft = LoadConfig(Path("m.gguf"), draft_model=Path("d.gguf"), parallel=1)
+    knob_sweep(make, with_draft, [Knob("speculative", ("draft",))], workload_for("short"), plans, Slo())
+    assert made[-1] == (1, "draft")
+
+    store = ModelSettingsStore(tmp_path / "model_settings.json")
+    measured = LoadConfig(tmp_path / "m.gguf", n_ctx=1024, threads=1, parallel=1)
+    assert saved_knobs({"parallel": 2, "speculative": "off"}) == ({"parallel": 2}, {"speculative": "off"})
+    saved = apply_winner(store, "m.gguf", {"parallel": 2, "speculative": "off"}, measured)
+    assert (
+        saved is not None and saved.parallel == 2 and "speculative" not in json.loads(store.path.read_text())["m.gguf"]
+    )
+    assert apply_winner(store, "other.gguf", {"speculative": "ngram"}, measured) is None
+    assert store.get("other.gguf") is None  # (nothing saved for a model that had no settings)
+
+
+def test_a_local_target_serves_with_the_speculative_mode_swept(chat_starter_model: Path, tmp_path: Path) -> None:
+    """Ember's API server in process, started with each mode: its `ember` figures name the mode it drafted
+    with (none when off), and the run's context says it."""
+    from ember_chat.engine.bench.serving.knobs import knob_sweep
+    from ember_chat.engine.cli.bench_serve import local_target
+
+    base = LoadConfig(chat_starter_model, n_ctx=1024, threads=1, parallel=1)
+    runs: list[LoadRun] = []
+    result = knob_sweep(
+        lambda config, **server: local_target(config, "starter", tmp_path, **server), base,
+        [Knob("speculative", ("off", "ngram"))], workload_for("short"), [LoadPlan(concurrency=1, requests=2,
+        warmup=0)], Slo(ttft_ms=120_000, tpot_ms=10_000, e2el_ms=300_000), load_runs=runs,
+    )  # fmt: skip
+    assert [s["label"] for s in result["settings"]] == ["speculative=off", "speculative=ngram"]
+    assert [s["context"]["load_settings"]["speculative"] for s in result["settings"]] == ["off", "ngram"]
+    off, ngram = ([r.server for r in run.results] for run in runs)
+    assert all(s is not None and s["source"] == "ember" and s["speculative_mode"] is None for s in off)
+    assert all(s is not None and s["speculative_mode"] == "ngram" for s in ngram)
+
+
+def test_multiturn_chats_reuse_their_prefix_on_ember_s_server(chat_starter_model: Path, tmp_path: Path) -> None:
+    """Each later turn of a conversation is the earlier turns and answers plus a new one: Ember's server
+    keeps the conversation's prefix, and its own figures (`ember`'s prompt_tokens_reused) say so."""
+    from ember_chat.engine.cli.bench_serve import local_target
+
+    target = local_target(LoadConfig(chat_starter_model, n_ctx=2048, threads=1, parallel=1), "starter", tmp_path)
+    runs: list[LoadRun] = []
+    try:
+        workload = dataclasses.replace(workload_for("multiturn"), turns=3, answer=(24, 0.1, 16, 32))  # (short answers)
+        sweep(target, workload, [LoadPlan(concurrency=1, requests=3, warmup=0)], Slo(), load_runs=runs)
+    finally:
+        target.close()
+    [run] = runs
+    assert [r.ok for r in run.results] == [True] * 3, [r.error for r in run.results]
+    reused = [(r.server or {}).get("prompt_tokens_reused") for r in run.results]
+    prompts = [(r.server or {}).get("prompt_tokens") for r in run.results]
+    assert all(isinstance(n, int) for n in reused + prompts), run.results[0].server
+    # (turn 2 carries turn 1's prompt and answer: at least that much is read from the KV cache)
+    assert reused[1] > 0 and reused[2] > reused[1], (reused, prompts)
+    assert reused[2] >= prompts[1], (reused, prompts)

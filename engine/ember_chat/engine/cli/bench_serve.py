@@ -86,13 +86,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         default=[],
         metavar="NAME=V1,V2",
         help="with local:MODEL: load the model with each value of this load setting in turn (parallel, ctx, threads, "
-        "threads_batch, batch_size, flash_attn=on,off, kv_cache_type…; several --sweep: every combination), run "
-        "the same loads on each, and name the Pareto front and the winner",
+        "threads_batch, batch_size, flash_attn=on,off, kv_cache_type…, or speculative=off,auto,ngram[,draft]: the "
+        "server's default speculative decoding; several --sweep: every combination), run the same loads on each, and "
+        "name the Pareto front and the winner",
     )
     serve.add_argument(
         "--apply",
         action="store_true",
-        help="with --sweep: save the winner as the model's own load settings (the ⚙ dialog's; the others kept)",
+        help="with --sweep: save the winner as the model's own load settings (the ⚙ dialog's; the others kept; "
+        "speculative is a chat's setting: not saved)",
     )
 
 
@@ -244,7 +246,7 @@ _REPEATED = {  # the figures said per load with --repeats: (key, sub-key of a di
 
 
 def _knob_sweep(args: argparse.Namespace, workload: Workload, plans: list[LoadPlan], slo: Slo) -> int:
-    from ember_chat.engine.bench.serving.knobs import apply_winner, knob_sweep, parse_knobs
+    from ember_chat.engine.bench.serving.knobs import apply_winner, knob_sweep, label_of, parse_knobs, saved_knobs
     from ember_chat.engine.cli.common import load_options_from_args, report_problems, resolve_model
     from ember_chat.engine.core.params import LoadConfig
     from ember_chat.engine.storage.model_settings import ModelSettingsStore
@@ -263,16 +265,18 @@ def _knob_sweep(args: argparse.Namespace, workload: Workload, plans: list[LoadPl
     base = LoadConfig(resolve_model(name, paths), **load_options_from_args(args))
     cancel = threading.Event()
     result = _until_interrupted(lambda: knob_sweep(
-        lambda config: local_target(config, name), base, knobs, workload, plans, slo, cancel,
+        lambda config, **server: local_target(config, name, **server), base, knobs, workload, plans, slo, cancel,
         progress=_progress, repeats=args.repeats,
     ), cancel)  # fmt: skip
     print(file=sys.stderr)
     if args.apply and result["winner_setting"] is not None and not cancel.is_set():  # (not a part of a sweep's)
         store = ModelSettingsStore(paths.model_settings_file)
         name = _library_name(name, base.path, paths)
+        saved, not_saved = saved_knobs(result["winner_setting"])
         apply_winner(store, name, result["winner_setting"], base)
         report_problems(store)
-        result["applied"] = {"model": name, "file": str(paths.model_settings_file), "setting": result["winner"]}
+        result["applied"] = {"model": name, "file": str(paths.model_settings_file), "setting": label_of(saved),
+                             "not_saved": label_of(not_saved)}  # fmt: skip
     text = json.dumps(result)
     if args.save_result is not None:
         args.save_result.write_text(text + "\n", encoding="utf-8")
@@ -290,7 +294,12 @@ def _knob_sweep(args: argparse.Namespace, workload: Workload, plans: list[LoadPl
                   f"{_ms(f['ttft_p95_ms']):>12}{mark}")  # fmt: skip
         print("(* the winner, · on the Pareto front; each setting's best load)")
         if "applied" in result:
-            print(f"Saved {result['winner']} as {name}'s load settings ({paths.model_settings_file}).")
+            applied = result["applied"]
+            if applied["setting"]:
+                print(f"Saved {applied['setting']} as {name}'s load settings ({paths.model_settings_file}).")
+            if applied["not_saved"]:
+                print(f"Not saved: {applied['not_saved']} (speculative decoding is a chat's setting, not the model's: "
+                      "set it in the chat's parameters or with serve --speculative).")  # fmt: skip
     if cancel.is_set():
         if args.apply:
             print("Nothing was saved: the sweep was cancelled.", file=sys.stderr)
@@ -399,10 +408,11 @@ def _target(args: argparse.Namespace) -> ServingTarget:
     return connection_target(ConnectionStore(paths.connections_file), spec, args.served_model)
 
 
-def local_target(ref: LoadConfig, label: str, data_dir: Path | None = None) -> ServingTarget:
+def local_target(ref: LoadConfig, label: str, data_dir: Path | None = None, speculative: str = "auto") -> ServingTarget:
     """`ref` loaded in Ember's engine here and served by Ember's API server on a free loopback port until
-    the target is closed; its context names the file, its hash (kept in `data_dir`, the data folder by
-    default, so it is read once), its quantisation and the load settings."""
+    the target is closed (`speculative`: the server's default speculative decoding, serve --speculative);
+    its context names the file, its hash (kept in `data_dir`, the data folder by default, so it is read
+    once), its quantisation and the load settings."""
     from ember_chat.engine.bench.serving.model_facts import local_facts
     from ember_chat.engine.bench.serving.targets import started_target
     from ember_chat.engine.cli.common import load_blocking
@@ -414,8 +424,9 @@ def local_target(ref: LoadConfig, label: str, data_dir: Path | None = None) -> S
     try:
         description = load_blocking(service, ref)
         folder = data_dir if data_dir is not None else AppPaths.default().data_dir
-        facts = local_facts(ref.path, description.quantization, folder, description.threads, ref.options())
-        server = ApiServer(service, ServerConfig(port=0))
+        settings = {**ref.options(), "speculative": speculative}  # (the server's default: the run's context says it)
+        facts = local_facts(ref.path, description.quantization, folder, description.threads, settings)
+        server = ApiServer(service, ServerConfig(port=0, speculative=speculative))
         server.start()
     except BaseException:
         service.close()

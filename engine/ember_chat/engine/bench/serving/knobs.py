@@ -3,7 +3,10 @@ threads, flash attention, KV cache type, batch sizes: the load parameters of cor
 through the same loads and workload (report.sweep), then the settings compared: the Pareto front (more
 goodput and output tok/s, a lower p95 TTFT) and the winner — the highest goodput within the objective,
 ties broken by tok/s — which `--apply` saves as the model's own load settings (model_settings.json, the
-window's ⚙ dialog).
+window's ⚙ dialog). One knob is not a load setting: `speculative` (off, auto, ngram, draft: the server's
+default speculative decoding, `serve --speculative`), which the target's server is started with; it is a
+chat's setting (the side panel's, kept with each chat), not the model's, so `apply_winner` saves nothing
+for it (`saved_knobs` says which knobs were saved).
 
 The caller makes the target for each LoadConfig (a local model served in process: cli/bench_serve.py),
 as bench/ does not reach into the API server itself."""
@@ -22,12 +25,13 @@ from ember_chat.engine.bench.serving.report import ATTAINMENT, sweep
 from ember_chat.engine.bench.serving.summary import Slo
 from ember_chat.engine.bench.serving.targets import ServingTarget
 from ember_chat.engine.bench.serving.workload import Workload
-from ember_chat.engine.core.params import LOAD_SPECS, SPECS, LoadConfig
+from ember_chat.engine.core.params import LOAD_SPECS, SPECS, SPECULATIVE_MODES, LoadConfig
 from ember_chat.engine.errors import EmberError, InvalidParameter
 from ember_chat.engine.storage.model_settings import ModelLoadSettings, ModelSettingsStore
 
+SPECULATIVE = "speculative"  # (the one knob that is the server's, not a load setting)
 # The names a knob is also known by (the CLI's flags: --ctx, --batch-size).
-ALIASES = {"ctx": "n_ctx", "context": "n_ctx", "batch_size": "n_batch", "batch": "n_batch"}
+ALIASES = {"ctx": "n_ctx", "context": "n_ctx", "batch_size": "n_batch", "batch": "n_batch", "spec": SPECULATIVE}
 _ON, _OFF = ("on", "true", "yes", "1"), ("off", "false", "no", "0")
 
 Setting = dict[str, Any]  # {load parameter: value}, the swept ones only
@@ -46,9 +50,11 @@ def parse_knob(text: str, said_as: str = "--sweep") -> Knob:
     name, eq, values = text.partition("=")
     key = name.strip().lstrip("-").replace("-", "_").lower()
     key = ALIASES.get(key, key)
-    known = {spec.name for spec in LOAD_SPECS}
+    known = {spec.name for spec in LOAD_SPECS} | {SPECULATIVE}
     if not eq or not name.strip():
         raise EmberError(f"{said_as} takes NAME=VALUE,VALUE…, e.g. parallel=1,2,4; got {text!r}.")
+    if key == SPECULATIVE:
+        return _speculative_knob(values, said_as)
     if key not in known:
         raise EmberError(f"{said_as} {name.strip()}: not a load setting; one of {', '.join(sorted(known))}.")
     spec = SPECS[key]
@@ -75,6 +81,18 @@ def parse_knob(text: str, said_as: str = "--sweep") -> Knob:
     if not parsed:
         raise EmberError(f"{said_as} {key}: no value given (e.g. {key}={spec.default}).")
     return Knob(key, tuple(parsed))
+
+
+def _speculative_knob(values: str, said_as: str) -> Knob:
+    modes: list[str] = []
+    for raw in (v.strip().lower() for v in values.split(",")):
+        if raw and raw not in SPECULATIVE_MODES:
+            raise EmberError(f"{said_as} {SPECULATIVE}: {raw[:40]!r} is not one of {', '.join(SPECULATIVE_MODES)}.")
+        if raw and raw not in modes:
+            modes.append(raw)
+    if not modes:
+        raise EmberError(f"{said_as} {SPECULATIVE}: no value given (e.g. {SPECULATIVE}=off,auto).")
+    return Knob(SPECULATIVE, tuple(modes))
 
 
 def parse_knobs(texts: Sequence[str]) -> list[Knob]:
@@ -149,7 +167,7 @@ def winner(points: Sequence[Figures]) -> int | None:
 
 
 def knob_sweep(
-    make_target: Callable[[LoadConfig], ServingTarget],
+    make_target: Callable[..., ServingTarget],
     base: LoadConfig,
     knobs: Sequence[Knob],
     workload: Workload,
@@ -162,7 +180,10 @@ def knob_sweep(
 ) -> dict[str, Any]:
     """Each setting of `knobs` (on `base`'s other settings) loaded in turn by `make_target`, run through
     `plans` with `workload` and closed before the next; a setting that cannot be loaded (a quantized KV
-    cache without flash attention, a context too large for the memory) is `skipped` with its reason.
+    cache without flash attention, a context too large for the memory, speculative=draft without a draft
+    model) is `skipped` with its reason. `make_target(config)` makes the target; with `speculative` swept,
+    `make_target(config, speculative=MODE)` (the server's default mode; a sweep without it calls it with
+    the LoadConfig alone).
     The result: `settings` (each with its report.sweep result and figures), `runs` (every run, naming
     its setting), `pareto` and `winner` (labels), and a plain `answer`."""
     cancel = cancel or threading.Event()
@@ -172,9 +193,13 @@ def knob_sweep(
         if cancel.is_set():
             break
         label = label_of(setting)
+        load = {name: value for name, value in setting.items() if name != SPECULATIVE}
+        server = {name: value for name, value in setting.items() if name == SPECULATIVE}
         try:
-            config = dataclasses.replace(base, **setting)
-            target = make_target(config)
+            if server.get(SPECULATIVE) == "draft" and base.draft_model is None:
+                raise EmberError("no draft model is loaded with it (choose one in its load settings, ⚙)")
+            config = dataclasses.replace(base, **load)
+            target = make_target(config, **server)
         except EmberError as exc:
             skipped.append({"setting": setting, "label": label, "reason": str(exc)})
             continue
@@ -224,9 +249,23 @@ def _answer(done: list[dict[str, Any]], best: int | None, front: list[str], skip
     return words
 
 
-def apply_winner(store: ModelSettingsStore, name: str, setting: Setting, measured: LoadConfig) -> ModelLoadSettings:
+def saved_knobs(setting: Setting) -> tuple[Setting, Setting]:
+    """(the part of a winning `setting` apply_winner saves as the model's load settings, the part it does
+    not: `speculative`, a chat's setting, not the model's)."""
+    return ({k: v for k, v in setting.items() if k != SPECULATIVE},
+            {k: v for k, v in setting.items() if k == SPECULATIVE})  # fmt: skip
+
+
+def apply_winner(
+    store: ModelSettingsStore, name: str, setting: Setting, measured: LoadConfig
+) -> ModelLoadSettings | None:
     """Saves `setting` as model `name`'s own load settings: a model that has its own keeps those not
-    swept; one without takes the rest from `measured` (the load options the sweep ran with)."""
+    swept; one without takes the rest from `measured` (the load options the sweep ran with). Its
+    `speculative` is not saved (saved_knobs: a chat's setting, not the model's); a setting of nothing
+    else saves nothing (None)."""
+    setting, _not_saved = saved_knobs(setting)
+    if not setting:
+        return None
     own = store.get(name)
     if own is not None:
         chosen = dataclasses.replace(own, **setting)
