@@ -74,6 +74,9 @@ class SpeechPanel(QWidget):
         self.about.setWordWrap(True)
         self.models = QListWidget()
         self.models.setAccessibleName(self.tr("Speech models to measure"))
+        self.models.setToolTip(
+            self.tr("The shipped model and those downloaded in the Model Manager; each is loaded in turn")
+        )
         self.models.setMaximumHeight(90)
         for name in installed_models(models_dir):
             item = QListWidgetItem(name)
@@ -83,12 +86,16 @@ class SpeechPanel(QWidget):
             self.models.addItem(item)
         self.source = QComboBox()
         self.source.setAccessibleName(self.tr("Clip"))
+        self.source.setToolTip(
+            self.tr("The speech every model transcribes: your own recording, or speech espeak-ng makes")
+        )
         self.source.addItem(self.tr("An audio file"), FILE)
         if espeak():  # (only where it is installed: the app cannot make speech without it)
             self.source.addItem(self.tr("Generated speech (espeak-ng)"), GENERATED)
         self.source.currentIndexChanged.connect(self._source_changed)
         self.choose = QPushButton(self.tr("Choose…"))
         self.choose.setAccessibleName(self.tr("Choose an audio file"))
+        self.choose.setToolTip(self.tr("A recording of speech: WAV, MP3, M4A, OGG or FLAC"))
         self.choose.clicked.connect(self.choose_dialog)
         self.clip_line = QLabel(self.tr("No file chosen"))
         self.clip_line.setTextFormat(Qt.TextFormat.PlainText)  # (a file's name is shown as it is)
@@ -102,13 +109,16 @@ class SpeechPanel(QWidget):
 
         self.run_button = QPushButton(self.tr("Run"))
         self.run_button.setAccessibleName(self.tr("Measure the speech models"))
+        self.run_button.setToolTip(self.tr("Each checked model transcribes the clip in turn"))
         self.run_button.clicked.connect(self.start)
         self.cancel_button = QPushButton(self.tr("Cancel"))
         self.cancel_button.setAccessibleName(self.tr("Cancel measuring the speech models"))
+        self.cancel_button.setToolTip(self.tr("Stop after the current segment; the models measured are kept"))
         self.cancel_button.setEnabled(False)
         self.cancel_button.clicked.connect(self.cancel)
         self.progress = QProgressBar()
         self.progress.setAccessibleName(self.tr("Speech benchmark progress"))
+        self.progress.setAccessibleDescription(self.tr("The models measured so far"))
         buttons = QHBoxLayout()
         buttons.addWidget(self.run_button)
         buttons.addWidget(self.cancel_button)
@@ -123,6 +133,7 @@ class SpeechPanel(QWidget):
              self.tr("Threads"), self.tr("Heard")]
         )  # fmt: skip
         self.table.setAccessibleName(self.tr("Speech model figures"))
+        self.table.setAccessibleDescription(self.tr("One row per model: its speed on the clip and what it heard"))
         self.table.verticalHeader().hide()
         header = self.table.horizontalHeader()
         for c in range(5):
@@ -135,6 +146,7 @@ class SpeechPanel(QWidget):
         self.copy_button.clicked.connect(self.copy)
         self.export_csv = QPushButton(self.tr("Export CSV…"))
         self.export_csv.setAccessibleName(self.tr("Export CSV"))
+        self.export_csv.setToolTip(self.tr("Save the figures as CSV"))
         self.export_csv.clicked.connect(self.export_dialog)
         for b in (self.copy_button, self.export_csv):
             b.setEnabled(False)
