@@ -32,6 +32,9 @@ NO_ENGINE_LINUX = (
 NO_ENGINE = "No speech engine is available on this system, so answers cannot be read aloud."
 PLACEHOLDER = "ember-none"  # an engine-less QTextToSpeech where Qt has no mock plugin (Qt says so once)
 
+SHUTDOWN_WAIT_MS = 3_000  # closing waits this long for an engine still being made (it takes up to 2.5 s)
+_ABANDONED: list[QObject] = []  # a maker thread stuck past that, and what it works on (see Speaker.shutdown)
+
 Loaded = Callable[[QTextToSpeech], None]  # run on the maker thread once the engine is loaded (tests hold it)
 
 
@@ -166,9 +169,20 @@ class Speaker(QObject):
         return True
 
     def shutdown(self) -> None:
-        """The window closes: silence, and an engine still being made is dropped when it comes."""
+        """The window closes: silence, and an engine still being made is dropped when it comes. Its thread
+        is waited for (SHUTDOWN_WAIT_MS): Qt aborts the process when a running QThread is destroyed, as it
+        would be with this Speaker. One stuck past that (speech-dispatcher can hang without a sound
+        server) is in libspeechd's C code, holding no Python state: it is terminated, and the objects it
+        worked on are kept to the process's end (deleting them mid-construction could crash)."""
         self.stop()
         self._closed = True
+        maker = self._maker
+        if maker is None or self.join(SHUTDOWN_WAIT_MS):
+            return
+        maker.terminate()
+        maker.wait(1_000)
+        _ABANDONED.extend(o for o in (maker, self._handback, self._pending) if o is not None)
+        self._maker = self._handback = self._pending = None
 
     @property
     def engine_name(self) -> str | None:
