@@ -23,6 +23,7 @@ from pytestqt.qtbot import QtBot
 from ember_chat.app.lab.serving_panel import COLUMNS, ServingPanel
 from ember_chat.app.shell.main_window import MainWindow
 from ember_chat.engine.bench.serving.report_html import report_html
+from ember_chat.engine.errors import EmberError
 from ember_chat.engine.models.starter import CHAT_STARTER
 from ember_chat.engine.storage.connections import ConnectionStore
 from ember_chat.engine.storage.model_settings import ModelSettingsStore
@@ -345,3 +346,108 @@ def test_a_knob_sweep_cancelled_keeps_the_settings_that_ran(
     first = panel.result["settings"][0]  # type: ignore[index]
     assert first["label"] == "parallel=1" and first["runs"][0]["completed"] == 4 and not first["runs"][0]["cancelled"]
     assert panel.table.item(0, 0).text().startswith("parallel=1:\nconcurrency 1")
+
+
+def test_find_servers_lists_what_answered_on_loopback_and_aims_the_run_at_the_one_picked(
+    qtbot: QtBot, tmp_path: Path, fake: FakeOpenAI
+) -> None:
+    """As `bench serve --find`: the usual ports of 127.0.0.1 asked on a worker, what answered listed with
+    its models (a server's names shown as text, not markup), the one picked becomes the run's target."""
+    from tests.helpers.peer_servers import free_port
+
+    panel = panel_for(qtbot, tmp_path)
+    assert panel.find_ports[8080] == "llama-server" and panel.found_list.isHidden()
+    nobody = free_port()
+    panel.find_ports = {nobody: "", fake.port: "llama-server"}
+    fake.models[0]["id"] = "<b>bold</b>"
+    panel.find_button.click()
+    qtbot.waitUntil(lambda: not panel.found_list.isHidden(), timeout=10_000)
+    assert panel.find_button.isEnabled()
+    listed = [panel.found_list.itemText(i) for i in range(panel.found_list.count())]
+    assert listed[0] == "1 found: pick one"
+    assert listed[1].startswith(f"{fake.base_url} (usually llama-server, tests): <b>bold</b>")
+    assert panel.found_note.text() == (
+        f"1 answered on this computer (127.0.0.1, ports {nobody}, {fake.port} tried): pick one to load-test it."
+    )
+    assert panel.found_note.textFormat() == Qt.TextFormat.PlainText
+    panel.found_list.setCurrentIndex(1)
+    panel.found_list.activated.emit(1)
+    assert panel.target_kind()[0] == "url" and panel.url.text() == fake.base_url
+    assert panel.contacts.text() == f"Contacts {fake.base_url} (this computer)."
+    fake.stream(tokens_stream(4))
+    panel.workload.setCurrentIndex(panel.workload.findData("short"))
+    panel.loads.setText("1")
+    panel.requests.setValue(2)
+    run(qtbot, panel)
+    assert panel.result is not None and panel.result["context"]["base_url"] == fake.base_url
+    panel.find_ports = {nobody: ""}
+    panel.find_button.click()
+    qtbot.waitUntil(lambda: "No server" in panel.found_note.text(), timeout=10_000)
+    assert panel.found_note.text() == f"No server answers GET /v1/models on 127.0.0.1 at ports {nobody}."
+    assert panel.found_list.isHidden()
+
+
+def test_two_kept_runs_are_compared_side_by_side(qtbot: QtBot, tmp_path: Path, fake: FakeOpenAI) -> None:
+    """The terminal's --compare in the tab: two runs it kept picked, each load both ran with its figures
+    in A and B and the ratio; a file that is not one run's result says why."""
+    panel = panel_for(qtbot, tmp_path)
+    empty = panel.compare_runs()
+    assert "Two runs are needed: 0 kept in" in empty.about.text()
+    empty.close()
+    aim_at(panel, fake.base_url, "1", 2)
+    fake.stream(tokens_stream(4))
+    run(qtbot, panel)
+    first = panel.saved
+    aim_at(panel, fake.base_url, "1,2", 2)
+    fake.stream(tokens_stream(8))
+    run(qtbot, panel)
+    second = panel.saved
+    assert first is not None and second is not None and first != second
+    dialog = panel.compare_runs()
+    dialog.pick(first, second)
+    assert dialog.compared is not None
+    rows = dialog.table_text()
+    assert rows[0] == ["concurrency 1", "", "", ""]
+    figures = {row[0].strip(): row[1:] for row in rows[1:]}
+    a_result, b_result = (json.loads(p.read_text()) for p in (first, second))
+    a_tok = a_result["loads"][0]["median"]["output_tokens_per_s"]
+    b_tok = b_result["loads"][0]["median"]["output_tokens_per_s"]
+    assert figures["output tok/s"][2] == f"{b_tok / a_tok:.2f}"
+    assert figures["failed"] == ["0", "0", "—"]  # (a ratio of nothing to nothing: none)
+    assert dialog.note.text() == "Only in B: concurrency 2"
+    assert dialog.about.text().startswith("A: test-model on ") and first.name in dialog.about.text()
+    bad = tmp_path / "data" / "benchmarks" / "serving-99999999-000000.json"
+    bad.write_text('{"settings": [], "winner": null}')
+    dialog = panel.compare_runs()
+    dialog.pick(bad, second)
+    assert dialog.compared is None and dialog.table.rowCount() == 0
+    assert "is a knob sweep's result (its settings), not one target's runs" in dialog.about.text()
+
+
+def test_a_speculative_winner_is_said_not_saved(qtbot: QtBot, tmp_path: Path) -> None:
+    """Speculative decoding is a chat's setting, not the model's: the knob sweep offers it (the server's
+    default), and saving a winner saves its load settings and says the speculative mode was not saved."""
+    from ember_chat.engine.core.params import LoadConfig
+
+    store = ModelSettingsStore(tmp_path / "model_settings.json")
+    panel = ServingPanel(None, ConnectionStore(tmp_path / "c.json"), tmp_path, model_settings=store,
+                         resolve=lambda name: LoadConfig(tmp_path / name))  # fmt: skip
+    qtbot.addWidget(panel)
+    assert panel.knob_checks["speculative"].text() == "Speculative decoding"
+    assert panel.knob_values["speculative"].text() == "off,auto,ngram"
+    panel.knob_checks["speculative"].setChecked(True)
+    panel.sweep_box.setEnabled(True)
+    panel.sweep_box.setChecked(True)
+    panel.knob_values["speculative"].setText("off,fast")
+    with pytest.raises(EmberError, match="Knob sweep, speculative: 'fast' is not one of off, auto, ngram, draft"):
+        panel.knobs()
+    panel.result = {"winner": "parallel=2, speculative=off", "winner_setting": {"parallel": 2, "speculative": "off"}}
+    panel.measured = (LoadConfig(tmp_path / "m.gguf", n_ctx=1024, threads=1), "m")
+    panel.apply_winner()
+    saved = ModelSettingsStore(store.path).get("m")
+    assert saved is not None and saved.parallel == 2
+    assert panel.status.text().startswith("Saved parallel=2 as m's load settings (")
+    assert panel.status.text().endswith(
+        "Not saved: speculative=off (speculative decoding is a chat's setting, not the model's: set it in the "
+        "chat's parameters)."
+    )

@@ -52,17 +52,29 @@ from PySide6.QtWidgets import (
 
 from ember_chat.app.engine_link.tasks import TaskRunner
 from ember_chat.app.lab.serving_chart import ServingChart
+from ember_chat.app.lab.serving_compare import CompareRunsDialog
 from ember_chat.engine.bench.lab import write_run
 from ember_chat.engine.bench.serving.export import runs_csv
-from ember_chat.engine.bench.serving.knobs import Knob, apply_winner, knob_sweep, parse_knob
+from ember_chat.engine.bench.serving.knobs import (
+    SPECULATIVE,
+    Knob,
+    apply_winner,
+    knob_sweep,
+    label_of,
+    parse_knob,
+    saved_knobs,
+)
 from ember_chat.engine.bench.serving.load import LoadPlan
 from ember_chat.engine.bench.serving.report import sweep
 from ember_chat.engine.bench.serving.report_html import report_html
 from ember_chat.engine.bench.serving.summary import Slo
 from ember_chat.engine.bench.serving.targets import (
     LOOPBACK,
+    USUAL_PORTS,
+    FoundServer,
     ServingTarget,
     connection_target,
+    find_servers,
     started_target,
     url_target,
 )
@@ -82,8 +94,10 @@ WARMUP = 1  # requests sent before each load, not counted (the CLI's default)
 HTML = "html"  # (the export to a report: report_html)
 # The load settings a knob sweep can vary (knobs.py takes any of LOAD_SPECS; these change serving) and the
 # values offered at first.
+# (speculative: the temporary server's default speculative decoding, a chat's setting: not saved with the winner)
 SWEEP_KNOBS = {"parallel": "1,2,4", "n_ctx": "2048,4096", "threads": "1,2", "threads_batch": "1,2",
-               "n_batch": "256,512", "flash_attn": "on,off", "kv_cache_type": "f16,q8_0"}  # fmt: skip
+               "n_batch": "256,512", "flash_attn": "on,off", "kv_cache_type": "f16,q8_0",
+               SPECULATIVE: "off,auto,ngram"}  # fmt: skip
 WINNER, PARETO = "winner", "pareto"  # (a knob sweep's marks, said after a row's load)
 Row = tuple[str, dict[str, Any], dict[str, Any], str]  # (label, figures, their 95 % intervals, mark)
 
@@ -171,6 +185,27 @@ class ServingPanel(QWidget):
         self.contacts.setForegroundRole(QPalette.ColorRole.PlaceholderText)
         self.target.currentIndexChanged.connect(lambda _i: self.describe_target())
         self.url.textChanged.connect(lambda _t: self.describe_target())
+        # Servers on this computer's usual ports (bench serve --find): probed on 127.0.0.1 only
+        from ember_chat.engine.serve.config import DEFAULT_PORT
+
+        self.find_ports: dict[int, str] = {**USUAL_PORTS, DEFAULT_PORT: "Ember"}
+        self.find_button = QPushButton(self.tr("Find servers"))
+        self.find_button.setAccessibleName(self.tr("Find servers on this computer"))
+        self.find_button.setToolTip(
+            self.tr("Ask the usual ports of this computer (127.0.0.1 only, never the network) for a model server")
+        )
+        self.find_button.clicked.connect(self.find)
+        self.found: list[FoundServer] = []
+        self.found_list = QComboBox()  # what answered; picking one aims the run at it
+        self.found_list.setAccessibleName(self.tr("Servers found"))
+        self.found_list.setToolTip(self.tr("Pick one to load-test it"))
+        self.found_list.activated.connect(self.use_found)
+        self.found_list.hide()
+        self.found_note = QLabel()
+        self.found_note.setWordWrap(True)
+        self.found_note.setTextFormat(Qt.TextFormat.PlainText)  # (a server's model names are not markup)
+        self.found_note.setAccessibleName(self.tr("What was found"))
+        self.found_note.hide()
 
         self.workload = QComboBox()
         self.workload.setAccessibleName(self.tr("Workload"))
@@ -221,8 +256,15 @@ class ServingPanel(QWidget):
         target_row = QHBoxLayout()
         target_row.addWidget(self.target)
         target_row.addWidget(self.url, 1)
+        target_row.addWidget(self.find_button)
         grid.addLayout(target_row, 0, 1, 1, 5)
-        grid.addWidget(self.contacts, 1, 1, 1, 5)
+        said = QVBoxLayout()  # (what the run contacts, then what Find servers found)
+        said.addWidget(self.contacts)
+        found_row = QHBoxLayout()
+        found_row.addWidget(self.found_list)
+        found_row.addWidget(self.found_note, 1)
+        said.addLayout(found_row)
+        grid.addLayout(said, 1, 1, 1, 5)
         grid.addWidget(self._buddy(self.tr("Workload"), self.workload), 2, 0)
         grid.addWidget(self.workload, 2, 1)
         grid.addWidget(self.loads_kind, 2, 2)
@@ -321,8 +363,16 @@ class ServingPanel(QWidget):
         )
         self.save_winner.clicked.connect(self.apply_winner)
         self.save_winner.hide()  # (shown after a knob sweep with a winner)
+        self.compare_button = QPushButton(self.tr("Compare two runs…"))
+        self.compare_button.setAccessibleName(self.tr("Compare two runs"))
+        self.compare_button.setToolTip(
+            self.tr("Two of the runs kept in the data folder side by side: each load's figures and the ratio")
+        )
+        self.compare_button.clicked.connect(self.compare_runs)
+        self.compare_dialog: CompareRunsDialog | None = None
         exports = QHBoxLayout()
         exports.addWidget(self.save_winner)
+        exports.addWidget(self.compare_button)
         exports.addStretch(1)
         exports.addWidget(self.copy_button)
         exports.addWidget(self.export_csv)
@@ -376,8 +426,17 @@ class ServingPanel(QWidget):
         self.knob_checks: dict[str, QCheckBox] = {}
         self.knob_values: dict[str, QLineEdit] = {}
         for i, (name, values) in enumerate(SWEEP_KNOBS.items()):
-            check = QCheckBox(SPECS[name].label)  # (the ⚙ dialog's words for it)
-            check.setToolTip(SPECS[name].description)
+            if name == SPECULATIVE:  # (not a load setting: the server's, for requests that do not name one)
+                check = QCheckBox(self.tr("Speculative decoding"))
+                check.setToolTip(
+                    self.tr(
+                        "The server's speculative decoding: off, auto, ngram, or draft (with the model's draft "
+                        "model). A chat's setting, not the model's: the winner's is said, not saved"
+                    )
+                )
+            else:
+                check = QCheckBox(SPECS[name].label)  # (the ⚙ dialog's words for it)
+                check.setToolTip(SPECS[name].description)
             edit = QLineEdit(values)
             edit.setAccessibleName(self.tr("{knob} values").format(knob=check.text()))
             edit.setToolTip(self.tr("The values to try, comma-separated"))
@@ -485,6 +544,65 @@ class ServingPanel(QWidget):
             return self.tr("this computer")
         return self.tr("another computer: the figures include the network between")
 
+    def find(self) -> None:
+        """Ask this computer's usual ports for a model server, on a worker (targets.find_servers: 127.0.0.1
+        only); what answered is listed to pick from, and said."""
+        ports = dict(self.find_ports)
+        self.find_button.setEnabled(False)
+        self.found_note.setText(self.tr("Asking 127.0.0.1 at ports {ports}…").format(ports=", ".join(map(str, ports))))
+        self.found_note.show()
+        self.tasks.run(
+            lambda: find_servers(ports),
+            lambda found: self._found(found, ports),
+            self._find_failed,
+            own_thread=True,  # (a run may hold the worker: finding must not wait for it)
+        )
+
+    def _find_failed(self, message: str) -> None:
+        self.find_button.setEnabled(True)
+        self.found_note.setText(message)
+
+    def _found(self, found: list[FoundServer], ports: dict[int, str]) -> None:
+        self.find_button.setEnabled(True)
+        self.found = found
+        self.found_list.clear()
+        tried = ", ".join(str(p) for p in ports)
+        if not found:
+            self.found_list.hide()
+            self.found_note.setText(
+                self.tr("No server answers GET /v1/models on 127.0.0.1 at ports {ports}.").format(ports=tried)
+            )
+            return
+        self.found_list.addItem(self.tr("{n} found: pick one").format(n=len(found)), None)
+        for i, server in enumerate(found):
+            self.found_list.addItem(self.found_words(server), i)
+        self.found_list.show()
+        self.found_note.setText(
+            self.tr("{n} answered on this computer (127.0.0.1, ports {ports} tried): pick one to load-test it.").format(
+                n=len(found), ports=tried
+            )
+        )
+
+    def found_words(self, server: FoundServer) -> str:
+        """'http://127.0.0.1:8080/v1 (usually llama-server, llamacpp): model, model' (names bounded)."""
+        about = [self.tr("usually {what}").format(what=server.usually)] if server.usually else []
+        about += [server.engine[:40]] if server.engine else []
+        if server.needs_key:
+            served = self.tr("needs an API key to list its models")
+        else:
+            names = [m[:60] for m in server.models[:4]] + (["…"] if len(server.models) > 4 else [])
+            served = ", ".join(names) or self.tr("no model listed")
+        around = f" ({', '.join(about)})" if about else ""
+        return f"{server.base_url}{around}: {served}"
+
+    def use_found(self, index: int) -> None:
+        """Aim the run at the server picked in the list of those found (its URL as the target)."""
+        picked = self.found_list.itemData(index)
+        if picked is None:
+            return
+        self.target.setCurrentIndex(self.target.findData(URL))
+        self.url.setText(self.found[int(picked)].base_url)
+
     def _workload_picked(self, _index: int) -> None:
         if self.workload.currentData() != SHAREGPT_FILE:
             return
@@ -571,7 +689,8 @@ class ServingPanel(QWidget):
                     )
                 started = time.time()
                 result = knob_sweep(
-                    lambda config: local_target(config, alias, folder.parent), base, knobs, workload, plans, slo,
+                    lambda config, **server: local_target(config, alias, folder.parent, **server), base, knobs,
+                    workload, plans, slo,
                     cancel, tell, repeats=repeats,
                 )  # fmt: skip
                 return result, write_run(result, started, folder, "serving"), (base, alias)
@@ -642,6 +761,8 @@ class ServingPanel(QWidget):
         for b in (self.copy_button, self.export_csv, self.export_json, self.export_html):
             b.setEnabled(True)
         winner = self.result.get("winner")
+        if not saved_knobs(self.result.get("winner_setting") or {})[0]:  # (speculative alone: nothing to save)
+            winner = None
         if winner is not None and self.measured is not None:
             self.save_winner.setText(self.tr("Save as {model}'s load settings").format(model=self.measured[1]))
             self.save_winner.setAccessibleName(self.save_winner.text())
@@ -782,17 +903,34 @@ class ServingPanel(QWidget):
         if setting is None:
             return
         base, name = self.measured
+        saved, not_saved = saved_knobs(setting)
         try:
             apply_winner(self.model_settings, name, setting, base)
         except (OSError, EmberError) as exc:
             self.status.setText(self.tr("Could not save the load settings: {reason}").format(reason=exc))
             return
         self.save_winner.setEnabled(False)
-        self.status.setText(
-            self.tr("Saved {setting} as {model}'s load settings ({file}); they apply from its next load.").format(
-                setting=self.result["winner"], model=name, file=self.model_settings.path
+        words = []
+        if saved:
+            words.append(
+                self.tr("Saved {setting} as {model}'s load settings ({file}); they apply from its next load.").format(
+                    setting=label_of(saved), model=name, file=self.model_settings.path
+                )
             )
-        )
+        if not_saved:
+            words.append(
+                self.tr(
+                    "Not saved: {setting} (speculative decoding is a chat's setting, not the model's: set it in the "
+                    "chat's parameters)."
+                ).format(setting=label_of(not_saved))
+            )
+        self.status.setText(" ".join(words))
+
+    def compare_runs(self) -> CompareRunsDialog:
+        """Two runs kept in the data folder's benchmarks/ side by side (bench serve --compare)."""
+        self.compare_dialog = CompareRunsDialog(self.data_dir / "benchmarks", self)
+        self.compare_dialog.show()
+        return self.compare_dialog
 
     def copy(self) -> None:
         if self.result is not None:
