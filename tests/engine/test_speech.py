@@ -129,7 +129,7 @@ def test_a_missing_or_damaged_model_says_what_to_do(tmp_path: Path, monkeypatch:
         locate("small")
     with pytest.raises(SpeechModelError, match=r"Unknown speech model 'nope'. Ember knows tiny\.en"):
         locate("nope")
-    with monkeypatch.context() as patched:  # (the bundle: faster-whisper and PyAV left out)
+    with monkeypatch.context() as patched:  # (an installation without faster-whisper and PyAV)
         patched.setitem(sys.modules, "faster_whisper", None)
         patched.setitem(sys.modules, "av", None)
         with pytest.raises(SpeechModelError, match=r"no speech-to-text runtime \(faster-whisper"):
@@ -171,6 +171,15 @@ def test_vad_trims_silence_and_keeps_the_times(transcriber: Transcriber, speech:
     result = transcriber.transcribe(padded, vad=True)
     assert word_error_rate(TEXT, result.text) <= WER_BOUND, result.text
     assert result.segments[0].start >= 5.0  # (times on the recording's clock, not the trimmed sound's)
+
+
+def test_without_onnx_runtime_vad_says_so(transcriber: Transcriber, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The desktop bundle leaves ONNX Runtime (faster-whisper's VAD) out: --vad says so instead of failing
+    inside faster-whisper; transcribing without it works."""
+    monkeypatch.setitem(sys.modules, "onnxruntime", None)
+    with pytest.raises(SpeechModelError, match=r"needs ONNX Runtime, .* Transcribe without --vad"):
+        transcriber.transcribe(silence(1.0), vad=True)
+    assert transcriber.transcribe(silence(1.0)).duration_s == pytest.approx(1.0)
 
 
 def test_languages(transcriber: Transcriber, speech: Path) -> None:

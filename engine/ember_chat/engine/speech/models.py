@@ -36,8 +36,15 @@ class SpeechModelError(EmberError):
 
 
 RUNTIME_MISSING = (
-    "This installation of Ember has no speech-to-text runtime (faster-whisper, with CTranslate2 and PyAV): the "
-    "desktop bundle does not carry it yet. Install Ember with pip for voice: pip install 'ember-chat[starter]'."
+    "This installation of Ember has no speech-to-text runtime (faster-whisper, with CTranslate2 and PyAV). "
+    "Install it with: pip install 'ember-chat[starter]' (or pip install faster-whisper)."
+)
+# faster-whisper runs its voice-activity detection (Silero VAD) with ONNX Runtime, which the desktop bundle
+# leaves out (37 MB for this one option: packaging/ember.spec); a pip install has it (faster-whisper needs it)
+VAD_MISSING = (
+    "Trimming silence (voice-activity detection, --vad) needs ONNX Runtime, which this installation of Ember "
+    "does not have: the desktop app leaves it out. Transcribe without --vad (silence is then read as well), or "
+    "install Ember with pip: pip install 'ember-chat[starter]'."
 )
 
 

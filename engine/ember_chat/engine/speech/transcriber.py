@@ -12,6 +12,7 @@ a few hundred milliseconds on two cores."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import threading
 import time
@@ -29,6 +30,7 @@ from ember_chat.engine.speech.models import (
     KNOWN_MODELS,
     RUNTIME_MISSING,
     STARTER_ADVICE,
+    VAD_MISSING,
     SpeechModelError,
     default_models_dir,
     known,
@@ -178,6 +180,8 @@ class Transcriber:
         `prompt`: words it should expect (names, spelling); `on_segment`: told of each segment as it is
         recognised; `cancel`: checked between segments (TranscriptionCancelled once it is set)."""
         lang = self.check_language(language)
+        if vad and importlib.util.find_spec("onnxruntime") is None:  # (faster-whisper would fail mid-way)
+            raise SpeechModelError(VAD_MISSING)
         samples = decode(audio) if isinstance(audio, (Path, str)) else np.asarray(audio, dtype=np.float32)
         cancelled = cancel.is_set if isinstance(cancel, threading.Event) else cancel
         duration = samples.size / SAMPLE_RATE
