@@ -47,7 +47,7 @@ def test_tab_goes_around_the_window_in_reading_order(qtbot: QtBot, make_window: 
     _activate(qtbot, w)
     w.conversations.new_button.setFocus()
     seen = [QApplication.focusWidget()]
-    for _ in range(12):
+    for _ in range(13):
         qtbot.keyClick(QApplication.focusWidget(), Qt.Key.Key_Tab)
         seen.append(QApplication.focusWidget())
     expected = [
@@ -62,6 +62,7 @@ def test_tab_goes_around_the_window_in_reading_order(qtbot: QtBot, make_window: 
         w.composer.attach_button,  # (and an attachment chip's ✕ before it, when there is one)
         w.tools.button,  # the chat's tools (issue 18)
         w.dictation.button,  # the microphone (issue 33)
+        w.voice.button,  # voice conversation (issue 33)
         w.composer.button,
         w.side.tabBar(),
     ]

@@ -38,6 +38,7 @@ from ember_chat.app.style.theme import apply_theme
 from ember_chat.app.tools.actions import WindowTools
 from ember_chat.app.tools.choices import ComposerRow
 from ember_chat.app.transcript.font_size import TranscriptFontSize
+from ember_chat.app.voice.conversation import VoiceConversation
 from ember_chat.app.voice.dictation import DictationControl
 from ember_chat.app.voice.read_aloud import ReadAloud
 from ember_chat.app.voice.speaker import Speaker
@@ -202,6 +203,12 @@ class Composition(QObject):
         w.controller.stream_began.connect(w.read_aloud.on_stream_began)
         w.controller.stream_appended.connect(w.read_aloud.on_stream_text)
         w.controller.stream_ended.connect(w.read_aloud.on_stream_ended)
+        # a voice conversation: listen, send, read the answer, listen again (voice/conversation.py)
+        c = w.controller
+        w.voice = VoiceConversation(w.dictation, w.read_aloud, w.composer.submit, lambda: c.generating, c.stop, w)
+        c.generating_changed.connect(w.voice.on_generating)
+        w.composer.row.insertWidget(w.composer.row.indexOf(w.composer.button), w.voice.button)
+        w.composer.layout().addWidget(w.voice.indicator)
         w.api = ApiServerControl(ctx, w.statusBar(), w, preset=w.presets.for_api)  # the API server
         w.models.watch_api(w.api)  # (the model bar and the Model Manager say the models the API loaded)
         # the daily backup (a worker thread) and Settings ▸ Backups…
@@ -354,6 +361,7 @@ class Composition(QObject):
     def stop(self) -> None:
         """Chat ▸ Stop answer, the message box's Stop."""
         w = self.frame
+        w.voice.end()  # (Esc ends a voice conversation too: the microphone released, the reading stopped)
         w.models.cancel_load()  # a pick still being worked out, a load in progress
         w.controller.stop()
 
@@ -373,6 +381,7 @@ class Composition(QObject):
         w.banner.set_colors(w.colors)
         w.composer.set_colors(w.colors)
         w.dictation.set_colors(w.colors)
+        w.voice.set_colors(w.colors)
         w.conversations.set_colors(w.colors)
         w.side.metrics.chart.set_colors(w.colors)
         w.model_bar.tune.setIcon(themed_icon("settings", w.colors))
@@ -381,6 +390,7 @@ class Composition(QObject):
         """Stop the API server and a benchmark run, then the engine (cancel → join → close the model).
         Background tasks still out are dropped and interrupted, never waited for. Idempotent."""
         w = self.frame
+        w.voice.shutdown()
         w.dictation.shutdown()  # (the microphone released)
         w.read_aloud.shutdown()  # silent; an engine still being made is dropped (join_background waits)
         w.tasks.shutdown()

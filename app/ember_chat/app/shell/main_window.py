@@ -45,6 +45,7 @@ if TYPE_CHECKING:  # the features, set by shell/compose.py
     from ember_chat.app.server.api_control import ApiServerControl
     from ember_chat.app.tools.actions import WindowTools
     from ember_chat.app.transcript.font_size import TranscriptFontSize
+    from ember_chat.app.voice.conversation import VoiceConversation
     from ember_chat.app.voice.dictation import DictationControl
     from ember_chat.app.voice.read_aloud import ReadAloud
 
@@ -82,6 +83,7 @@ class MainWindow(QMainWindow):
     compare: CompareActions
     read_aloud: ReadAloud
     dictation: DictationControl
+    voice: VoiceConversation
     api: ApiServerControl
     backups: WindowBackups
     kv_caches: WindowKvCaches

@@ -16,6 +16,7 @@ from ember_chat.app.conversation.controller import ChatController
 from ember_chat.app.importing.dialog import ImportChats
 from ember_chat.app.models.model_bar import ModelBar
 from ember_chat.app.shell.settings_window import SettingsHost, build_settings_window
+from ember_chat.app.voice.conversation import VoiceConversation
 from ember_chat.engine import __version__
 from ember_chat.engine.inference.backend import ModelDescription
 from ember_chat.engine.storage.settings import Settings
@@ -32,6 +33,7 @@ class MenuHost(SettingsHost, Protocol):
     settings: Settings
     importer: ImportChats  # File ▸ Import chats…
     chats: ChatActions  # the chat list's actions (chat_list/actions.py)
+    voice: VoiceConversation  # Chat ▸ Voice conversation
     close: Callable[[], bool]
     stop: Callable[[], None]
     toggle_side_panel: Callable[[], None]
@@ -65,6 +67,7 @@ def build_menus(self: MenuHost) -> None:
     _action(chat, tr("&Regenerate last answer"), lambda: self.controller.regenerate(), "Ctrl+R")
     _action(chat, tr("Re&name chat…"), self.chats.rename_current, "F2")
     _action(chat, tr("&Delete chat…"), self.chats.delete_current, "Ctrl+Shift+Backspace")
+    self.voice.add_menu_entry(chat)  # Voice conversation (voice/conversation.py)
     self.chats.add_menu_entries(chat)  # Undo, folders, Move to, Pin, Archive, Archived, Trash
     _action(chat, tr("&Find in chats"), lambda: self.focus_pane("search"), QKeySequence.StandardKey.Find)
 

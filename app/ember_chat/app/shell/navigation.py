@@ -48,6 +48,7 @@ def set_tab_order(w: NavigationHost) -> None:
         w.composer.editor,  # (one Tab from the transcript; then the chips' ✕, the 📎 button, Send)
         w.composer.attach_button,
         w.dictation.button,  # (the microphone: voice/dictation.py)
+        w.voice.button,  # (voice conversation: voice/conversation.py)
         w.composer.button,
         w.side.tabBar(),
     ]

@@ -27,6 +27,7 @@ class ReadAloud(QObject):
         self.speaker = speaker
         self._stream: SentenceStream | None = None  # the answer streaming, read as it comes
         self._stream_id: int | None = None
+        self.stream_always = False  # read every answer as it streams (a voice conversation: voice/conversation.py)
         speaker.reading_changed.connect(self._reading_changed)  # (Stop: toggle() drops the stream too)
         speaker.problem.connect(ctx.notifier.show_error)
         self.apply_settings()
@@ -67,7 +68,7 @@ class ReadAloud(QObject):
 
     # ----- an answer streaming
     def on_stream_began(self, message_id: int, _model: object = None) -> None:
-        if self.ctx.settings.read_aloud_streaming:
+        if self.ctx.settings.read_aloud_streaming or self.stream_always:
             self._stream, self._stream_id = SentenceStream(), message_id
 
     def on_stream_text(self, text: str) -> None:
