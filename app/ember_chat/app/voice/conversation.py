@@ -278,10 +278,10 @@ class VoiceConversation(QObject):
         self.button.setAccessibleName(self.tr("End voice conversation") if on else self.tr("Voice conversation"))
         if self.action is not None:
             self.action.setChecked(on)
-        words = {
+        words = {  # (thinking and speaking: the microphone is open too, the dictation's line says so)
             State.LISTENING: self.tr("listening"),
-            State.THINKING: self.tr("thinking"),
-            State.SPEAKING: self.tr("speaking"),
+            State.THINKING: self.tr("thinking · speak to interrupt"),
+            State.SPEAKING: self.tr("speaking · speak to interrupt"),
         }
         if on:
             self.indicator.setText(self.tr("Voice conversation — {state} · Esc to end").format(state=words[state]))
