@@ -142,3 +142,17 @@ def test_speech_while_it_reads_stops_the_reading_and_the_answer_and_esc_ends_the
     kept = w.composer.editor.toPlainText()
     assert "capital" in kept.lower() or "france" in kept.lower(), kept  # what was said stays in the box, unsent
     assert w.store.thread(w.controller.conversation_id)[-1].id == answer.id
+
+
+def test_a_microphone_lost_mid_conversation_ends_the_mode_and_says_why(
+    qtbot: QtBot, make_window: Callable[..., MainWindow], question_pcm: bytes
+) -> None:
+    w = _window(make_window)
+    w.voice.button.click()
+    _feed(qtbot, w, question_pcm[: RATE * 2])
+    mic = w.dictation.microphone
+    assert isinstance(mic, InjectedMicrophone)
+    mic.unplug()
+    assert w.voice.state == State.OFF and not w.voice.button.isChecked() and not w.voice.indicator.isVisible()
+    assert "stopped giving sound" in w.banner.label.text()
+    qtbot.waitUntil(lambda: not w.dictation.busy, timeout=MODEL_TIMEOUT)  # (what was heard goes into the box)

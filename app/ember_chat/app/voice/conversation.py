@@ -33,6 +33,7 @@ from PySide6.QtWidgets import QLabel, QMenu, QToolButton
 from ember_chat.app.style.icons import themed_icon
 from ember_chat.app.style.theme import Colors
 from ember_chat.app.voice.dictation import DictationControl
+from ember_chat.app.voice.microphone import Microphone
 from ember_chat.app.voice.read_aloud import ReadAloud
 from ember_chat.engine.speech import SAMPLE_RATE
 
@@ -109,7 +110,7 @@ class VoiceConversation(QObject):
         self.gate = EnergyGate()
         self._preroll: deque[np.ndarray] = deque()
         self._preroll_s = 0.0
-        self._watched: QObject | None = None  # the microphone whose samples the gate hears
+        self._watched: Microphone | None = None  # the microphone whose samples the gate hears
         self.button = QToolButton()
         self.button.setCheckable(True)
         self.button.setAutoRaise(True)
@@ -198,9 +199,9 @@ class VoiceConversation(QObject):
                 self._barge_in()
 
     def _turn_ended(self) -> None:
-        self.dictation.stop()  # (the microphone closes; the last pass puts in the final words)
         self._set_state(State.THINKING)
-        self._poll.start()
+        self._poll.start()  # (before the microphone closes: _on_opened tells this from a lost microphone)
+        self.dictation.stop()  # (the microphone closes; the last pass puts in the final words)
 
     def _check_words(self) -> None:
         if self.dictation.busy:
@@ -258,13 +259,21 @@ class VoiceConversation(QObject):
     # ----- the microphone the gate hears (the dictation's; tests and screenshots swap it)
     def _watch(self) -> None:
         self._unwatch()
-        self._watched = self.dictation.microphone
-        self.dictation.microphone.samples.connect(self._on_samples)
+        self._watched = microphone = self.dictation.microphone
+        microphone.samples.connect(self._on_samples)
+        microphone.opened_changed.connect(self._on_opened)
 
     def _unwatch(self) -> None:
         if self._watched is not None:
-            self._watched.samples.disconnect(self._on_samples)  # type: ignore[attr-defined]
+            self._watched.samples.disconnect(self._on_samples)
+            self._watched.opened_changed.disconnect(self._on_opened)
             self._watched = None
+
+    def _on_opened(self, is_open: bool) -> None:
+        """The microphone closed while the mode needs it (unplugged, the speech model failed, the
+        microphone button clicked): the mode ends; the window's banner said why, if something failed."""
+        if not is_open and self.active and not self._poll.isActive():
+            self.end()
 
     def shutdown(self) -> None:
         """The window closes."""
