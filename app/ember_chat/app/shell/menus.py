@@ -131,7 +131,7 @@ def fixed_shortcuts() -> list[tuple[str, str]]:
     return [
         (tr("Enter"), tr("Send the message")),
         (tr("Shift+Enter"), tr("New line in the message")),
-        (tr("Esc"), tr("Stop the answer (in the message box)")),
+        (tr("Esc"), tr("Stop the answer, end a voice conversation (in the message box)")),
         (tr("Tab / Shift+Tab"), tr("Next / previous control; in the transcript, next / previous message action")),
         (tr("Enter (on a message action)"), tr("Run it: copy, edit, regenerate, continue, previous or next version")),
         (tr("Delete (in the chat list)"), tr("Move the selected chats to the Trash (Ctrl+Z brings them back)")),
