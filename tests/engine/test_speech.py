@@ -21,6 +21,7 @@ from ember_chat.engine.speech import (
     SAMPLE_RATE,
     AudioFileError,
     AudioLimits,
+    Dictation,
     Segment,
     SpeechModelError,
     Transcriber,
@@ -210,6 +211,44 @@ def test_dictation_gives_partial_words_as_they_come(transcriber: Transcriber, sp
     final = dictation.finish()
     assert final.tentative == "" and final.heard_s == pytest.approx(samples.size / SAMPLE_RATE)
     assert word_error_rate(TEXT, final.text) <= WER_BOUND, final.text
+
+
+def test_dictation_reads_no_silence_and_hears_speech_after_it(transcriber: Transcriber, tmp_path: Path) -> None:
+    # 30 s of a quiet room (RMS 0.003) was read whole at every pass and Whisper typed rows of ". "
+    rng = np.random.default_rng(0)
+    dictation = transcriber.dictation()
+    step = SAMPLE_RATE // 2
+    for n in range(1, 61):
+        dictation.feed((rng.standard_normal(step) * 0.003).astype(np.float32))
+        if n % 2 == 0:  # (a pass a second, as the app's)
+            partial = dictation.update()
+            assert partial.text == "" and partial.read_s <= Dictation.LEAD_IN_S + 0.5, partial
+    assert partial.heard_s == pytest.approx(30.0)
+    sentence = SENTENCES[0]
+    spoken = decode(speak(sentence, tmp_path / "after.wav"))
+    spoken = np.concatenate([spoken, np.zeros(SAMPLE_RATE, np.float32)])
+    spoken += (rng.standard_normal(spoken.size) * 0.003).astype(np.float32)
+    for start in range(0, spoken.size, step):
+        dictation.feed(spoken[start : start + step])
+    final = dictation.finish()
+    # one sentence, in noise, greedy: measured 0.2 ("end the weekly report on the office")
+    assert word_error_rate(sentence, final.text) <= 0.3, final.text
+    assert final.heard_s == pytest.approx(30.0 + spoken.size / SAMPLE_RATE)
+
+
+def test_dictation_never_reads_more_than_its_cap(transcriber: Transcriber) -> None:
+    # bursts loud enough to pass the speech gate, in which Whisper finds no words: each pass dropped
+    # nothing, so the next read all of it, longer and longer
+    rng = np.random.default_rng(1)
+    burst = np.zeros(SAMPLE_RATE * 3 // 2, np.float32)
+    burst[: SAMPLE_RATE // 10] = 0.2 * np.sign(rng.standard_normal(SAMPLE_RATE // 10))  # a click a 1.5 s
+    dictation = transcriber.dictation()
+    reads = []
+    for n in range(1, 25):
+        dictation.feed(burst + (rng.standard_normal(burst.size) * 0.003).astype(np.float32))
+        if n % 2 == 0:
+            reads.append(dictation.update().read_s)
+    assert max(reads) <= Dictation.MAX_PENDING_S, reads
 
 
 def test_the_transcribe_command(speech: Path, tmp_path: Path) -> None:

@@ -45,6 +45,13 @@ CUT_SEARCH_S = 5.0  # a chunk ends at the quietest 0.1 s of its last CUT_SEARCH_
 BEAM_SIZE = 5  # files: faster-whisper's default (more accurate than greedy, about twice its time)
 DICTATION_BEAM_SIZE = 1  # partial words: greedy, for the latency
 PROMPT_CHARS = 200  # the text before a chunk, given as its prompt (Whisper's context: its style, its names)
+# Dictation's speech gate: a 0.1 s window is speech when louder (RMS) than both of these; a quiet room
+# is about 0.001-0.005, quiet speech into a laptop's microphone 0.02 and more.
+SPEECH_MIN_RMS = 0.01
+SPEECH_NOISE_RATIO = 3.0  # ... and this many times the quietest window heard (the room's floor)
+# Whisper's own rule for a segment that is not speech (its reference decoder's thresholds): both at once
+NO_SPEECH_PROB = 0.6
+NO_SPEECH_LOGPROB = -1.0
 
 # Told of each segment as it is recognised, with the share of the recording done (0..1).
 SegmentListener = Callable[["Segment", float], None]
@@ -174,11 +181,14 @@ class Transcriber:
         temperature: float | None = None,
         beam_size: int = BEAM_SIZE,
         chunk_s: float = CHUNK_S,
+        condition_on_previous: bool = True,
     ) -> Transcript:
         """A whole recording: samples (16 kHz mono float32) or a file's path (decoded first). `language`:
         a code, or None/"auto" to detect it; `vad`: silence trimmed before recognition (Silero VAD);
         `prompt`: words it should expect (names, spelling); `on_segment`: told of each segment as it is
-        recognised; `cancel`: checked between segments (TranscriptionCancelled once it is set)."""
+        recognised; `cancel`: checked between segments (TranscriptionCancelled once it is set);
+        `condition_on_previous`: each 30-second window reads the text before it (False: a window's
+        mistake, a repeated phrase in noise, cannot carry into the next)."""
         lang = self.check_language(language)
         if vad and importlib.util.find_spec("onnxruntime") is None:  # (faster-whisper would fail mid-way)
             raise SpeechModelError(VAD_MISSING)
@@ -198,6 +208,7 @@ class Transcriber:
                     beam_size=beam_size,
                     vad_filter=vad,
                     initial_prompt=context[-PROMPT_CHARS:] or None,
+                    condition_on_previous_text=condition_on_previous,
                     **({} if temperature is None else {"temperature": temperature}),
                 )
                 if lang is None:  # (detected on the first chunk: the same for the rest)
@@ -262,6 +273,20 @@ def _segment(item: Any, index: int, offset: float) -> Segment:
     )
 
 
+def window_rms(samples: Samples, window: int = SAMPLE_RATE // 10) -> np.ndarray:
+    """The loudness (RMS) of each `window` samples (the last, partial window included)."""
+    if samples.size == 0:
+        return np.zeros(0)
+    squares = np.square(samples, dtype=np.float64)
+    starts = np.arange(0, samples.size, window)
+    counts = np.diff(np.append(starts, samples.size))
+    return np.sqrt(np.add.reduceat(squares, starts) / counts)
+
+
+def _is_speech(segment: Segment) -> bool:
+    return not (segment.no_speech_prob > NO_SPEECH_PROB and segment.avg_logprob < NO_SPEECH_LOGPROB)
+
+
 def _chunks(samples: Samples, chunk_s: float) -> list[tuple[float, Samples]]:
     """(offset in seconds, samples) of each chunk: one for a recording up to `chunk_s`, else cut at the
     quietest 0.1 s in the last CUT_SEARCH_S before each `chunk_s` (views: nothing copied)."""
@@ -304,16 +329,25 @@ class Dictation:
     the words so far, recognising only the sound not yet settled), and `finish` when the user stops.
 
     A segment that ended STABLE_BEHIND_S before the end of what was heard is settled: its words are kept
-    and its sound dropped, so each update reads at most about MAX_PENDING_S of sound whatever the
-    dictation's length, with the settled words as Whisper's prompt (context across the cut)."""
+    and its sound dropped, so each update reads at most MAX_PENDING_S of sound whatever the
+    dictation's length, with the settled words as Whisper's prompt (context across the cut).
+
+    Silence and room noise are never read: Whisper, given sound without speech, invents words ("Thank
+    you.", rows of dots) and the buffer would grow without end. Before a pass, the sound up to LEAD_IN_S
+    before the first speech-loud window (SPEECH_MIN_RMS, SPEECH_NOISE_RATIO) is dropped unread; a pass
+    that finds no words keeps only its last NO_WORDS_KEEP_S; segments Whisper itself rates as no speech
+    are left out."""
 
     transcriber: Transcriber
     language: str | None = None
     STABLE_BEHIND_S = 2.0
     MAX_PENDING_S = 20.0  # within Whisper's 30-second window
+    LEAD_IN_S = 1.0  # kept before the first loud window: a word's soft start
+    NO_WORDS_KEEP_S = 3.0  # a pass without words keeps this much (a word may be under way at its end)
     _pending: list[Samples] = field(default_factory=list)
     _settled: list[str] = field(default_factory=list)
     _settled_s: float = 0.0  # sound already settled (dropped from the buffer)
+    _floor: float = float("inf")  # the quietest 0.1 s heard: the room's noise
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
@@ -341,12 +375,13 @@ class Dictation:
             buffer = np.concatenate(self._pending) if self._pending else np.zeros(0, np.float32)
             self._pending = [buffer]
             prompt = " ".join(self._settled)
+        buffer, loud = self._drop_silence(buffer, final)
         pending_s = buffer.size / SAMPLE_RATE
-        if buffer.size < SAMPLE_RATE // 4:  # (under a quarter second: nothing to hear yet)
+        if not loud or buffer.size < SAMPLE_RATE // 4:  # (no speech, or under a quarter second: nothing to hear)
             return Partial(prompt, "", self._settled_s + pending_s, 0.0)
         result = self.transcriber.transcribe(buffer, language=self.language, prompt=prompt or None,
-                                             beam_size=DICTATION_BEAM_SIZE)  # fmt: skip
-        segments = list(result.segments)
+                                             beam_size=DICTATION_BEAM_SIZE, condition_on_previous=False)  # fmt: skip
+        segments = [s for s in result.segments if _is_speech(s)]
         if final:
             keep = len(segments)
         else:
@@ -354,9 +389,14 @@ class Dictation:
             if keep == 0 and pending_s > self.MAX_PENDING_S and len(segments) > 1:
                 keep = len(segments) - 1  # (a long breathless stretch: settle all but its last segment)
         cut_s = segments[keep - 1].end if keep else 0.0
+        if not final and not segments:  # (noise loud enough to pass the gate, or a word under way)
+            cut_s = max(0.0, pending_s - self.NO_WORDS_KEEP_S)
+        if not final and pending_s - cut_s > self.MAX_PENDING_S:  # (never more than the cap to read next)
+            keep = len(segments)
+            cut_s = max(segments[-1].end if segments else 0.0, pending_s - self.MAX_PENDING_S)
         with self._lock:
             self._settled += [s.text.strip() for s in segments[:keep] if s.text.strip()]
-            if keep:
+            if cut_s > 0:
                 cut = min(int(cut_s * SAMPLE_RATE), buffer.size)
                 rest = self._pending[1:]  # (fed while this pass ran)
                 self._pending = [buffer[cut:], *rest]
@@ -364,3 +404,23 @@ class Dictation:
             settled = " ".join(self._settled)
         tentative = "".join(s.text for s in segments[keep:]).strip()
         return Partial(settled, tentative, self._settled_s + pending_s - cut_s, result.processing_s, pending_s)
+
+    def _drop_silence(self, buffer: Samples, final: bool) -> tuple[Samples, bool]:
+        """`buffer` (the pending sound, self._pending[0]) without the sound before its speech, less
+        LEAD_IN_S; without speech, all but its last LEAD_IN_S (everything at the end). And whether it
+        has speech."""
+        window = SAMPLE_RATE // 10
+        rms = window_rms(buffer, window)
+        whole = rms[: buffer.size // window]  # (a partial last window is no floor)
+        if whole.size:
+            self._floor = min(self._floor, float(whole.min()))
+        loud = np.flatnonzero(rms > max(SPEECH_MIN_RMS, SPEECH_NOISE_RATIO * self._floor))
+        if loud.size:
+            drop = int(loud[0]) * window - int(self.LEAD_IN_S * SAMPLE_RATE)
+        else:
+            drop = buffer.size if final else buffer.size - int(self.LEAD_IN_S * SAMPLE_RATE)
+        if drop > 0:
+            with self._lock:
+                self._pending[0] = buffer = buffer[drop:]
+                self._settled_s += drop / SAMPLE_RATE
+        return buffer, bool(loud.size)
