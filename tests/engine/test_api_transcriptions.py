@@ -6,6 +6,7 @@ naming what is wrong; the model loaded once for the server."""
 
 from __future__ import annotations
 
+import json
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,11 +16,16 @@ import openai
 import pytest
 
 from ember_chat.engine.inference.service.engine import EngineService
+from ember_chat.engine.openai.api_error import ApiError
+from ember_chat.engine.serve import transcriptions_route
 from ember_chat.engine.serve.config import ServerConfig
 from ember_chat.engine.serve.server import ApiServer
+from ember_chat.engine.serve.sink import ClientGone
+from ember_chat.engine.serve.transcriptions_route import API_LIMITS, MAX_PARTS, SpeechModels, transcribe
+from ember_chat.engine.speech import Transcriber
 from ember_chat.engine.speech.wer import word_error_rate
 from tests.helpers.api_support import WAIT_S, assert_error
-from tests.helpers.speech import SENTENCES, convert, speak
+from tests.helpers.speech import SENTENCES, convert, silent_flac, speak
 
 pytestmark = pytest.mark.slow
 
@@ -132,3 +138,72 @@ def test_the_guards(server: ApiServer, speech: Path) -> None:
     big = wav * (2_000_000 // len(wav) + 1)
     message = assert_error(post(server, {"file": ("big.wav", big)}, {"model": "whisper-1"}), 413)
     assert "2,000,000 bytes" in message
+
+
+def test_the_apis_limits_refuse_what_would_take_gigabytes(server: ApiServer) -> None:
+    # 31 minutes of silence is a 350 KB FLAC; it would be 119 MB of samples (three hours: 690 MB)
+    quiet = silent_flac(31 * 60)
+    assert len(quiet) < 400_000
+    message = assert_error(post(server, {"file": ("quiet.flac", quiet)}, {"model": "whisper-1"}), 400, "file",
+                           "invalid_audio")  # fmt: skip
+    assert (
+        message == "quiet.flac holds 31 min 00 s of sound, over the limit of 30 min 00 s for one recording. Split it."
+    )
+    assert API_LIMITS.max_bytes == 25 * 1024 * 1024  # (OpenAI's; this server's body limit is lower still)
+
+
+def test_a_form_of_many_parts_is_refused_at_the_first_part_over(server: ApiServer) -> None:
+    part = b'--B\r\nContent-Disposition: form-data; name="x"\r\n\r\ny\r\n'
+    body = part * 30_000 + b"--B--\r\n"
+    response = post(server, None, {}, content=body, headers={"Content-Type": "multipart/form-data; boundary=B"})
+    # (the parser stopped at part 33, not after reading all 30,000)
+    assert assert_error(response, 400) == f"The form has {MAX_PARTS + 1} parts or more; at most {MAX_PARTS}."
+
+
+def form(wav: bytes, model: str = "whisper-1") -> tuple[bytes, str]:
+    """A multipart body as OpenAI's clients send it, and its Content-Type."""
+    body = (b'--B\r\nContent-Disposition: form-data; name="model"\r\n\r\n' + model.encode() + b"\r\n"
+            b'--B\r\nContent-Disposition: form-data; name="file"; filename="s.wav"\r\n'
+            b"Content-Type: audio/wav\r\n\r\n" + wav + b"\r\n--B--\r\n")  # fmt: skip
+    return body, "multipart/form-data; boundary=B"
+
+
+def test_requests_over_the_transcribing_bound_are_told_to_retry(speech: Path) -> None:
+    models = SpeechModels(transcribing=1)
+    body, content_type = form(speech.read_bytes())
+    assert models.slots.acquire(blocking=False)  # (one request decoding or transcribing)
+    with pytest.raises(ApiError) as busy:
+        transcribe(body, content_type, models, lambda: False)
+    assert busy.value.status == 503 and busy.value.code == "server_busy" and busy.value.headers == {"Retry-After": "2"}
+    assert models.loaded() == []  # (refused before its model was loaded or its file decoded)
+    models.slots.release()
+    bad, _ = form(b"\x00\x01garbage" * 50)
+    for _ in range(2):  # (a refused file gives its slot back)
+        with pytest.raises(ApiError) as refused:
+            transcribe(bad, content_type, models, lambda: False)
+        assert refused.value.status == 400
+    name, reply = transcribe(body, content_type, models, lambda: False)
+    assert name == "tiny.en" and word_error_rate(TEXT, json.loads(reply.body)["text"]) <= WER_BOUND
+
+
+def test_a_client_that_hangs_up_stops_the_decoding(monkeypatch: pytest.MonkeyPatch) -> None:
+    def transcribed(*_args: object, **_kwargs: object) -> None:
+        pytest.fail("ten minutes were decoded and handed to the model after the client hung up")
+
+    monkeypatch.setattr(Transcriber, "transcribe", transcribed)
+    body, content_type = form(silent_flac(600))
+    with pytest.raises(ClientGone):
+        transcribe(body, content_type, SpeechModels(), lambda: True)
+
+
+def test_the_names_of_one_model_load_it_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    loads: list[str] = []
+
+    def load(name: str, threads: int | None = None) -> Transcriber:
+        loads.append(name)
+        return Transcriber(name, threads)
+
+    monkeypatch.setattr(transcriptions_route, "Transcriber", load)
+    models = SpeechModels()
+    got = [models.get(name) for name in ("whisper-1", "tiny", "tiny.en")]
+    assert loads == ["tiny.en"] and got[0] is got[1] is got[2] and models.loaded() == ["tiny.en"]

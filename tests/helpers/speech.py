@@ -3,6 +3,7 @@ a WAV, and the WAV re-encoded by PyAV into the other containers Ember reads (MP3
 
 from __future__ import annotations
 
+import io
 import shutil
 import subprocess
 from pathlib import Path
@@ -72,3 +73,21 @@ def convert(wav: Path, container: str) -> Path:
 
 def silence(seconds: float) -> np.ndarray:
     return np.zeros(int(seconds * 16_000), dtype=np.float32)
+
+
+def silent_flac(seconds: int) -> bytes:
+    """A FLAC of `seconds` of digital silence, 16 kHz mono: tiny (an hour is 656 KB), and it declares
+    its whole length (the decoded samples of a small upload can be hundreds of MB)."""
+    buffer = io.BytesIO()
+    with av.open(buffer, "w", format="flac") as target:
+        stream = target.add_stream("flac", rate=16_000, layout="mono")
+        step = 16_000 * 10
+        zeros = np.zeros((1, step), np.int16)
+        for n in range(seconds // 10):
+            frame = av.AudioFrame.from_ndarray(zeros, format="s16", layout="mono")
+            frame.sample_rate, frame.pts = 16_000, n * step
+            for packet in stream.encode(frame):
+                target.mux(packet)
+        for packet in stream.encode(None):
+            target.mux(packet)
+    return buffer.getvalue()

@@ -12,8 +12,13 @@ clients send, is it too). A multipart/form-data body, as OpenAI takes it:
 
 The body is read under the server's size limit before this runs, on a handler thread (never the event
 loop): the upload is decoded there and transcribed by a model loaded once per server (`SpeechModels`),
-one request at a time per model. A client that hangs up cancels its transcription between two
-segments. A file that is not sound, damaged, truncated or empty is a 400 naming what is wrong."""
+one request at a time per model. At most MAX_TRANSCRIBING requests decode and transcribe at once (a
+decoded recording is held in memory: 3.8 MB a minute); one more is answered 503 at once (OpenAI's
+clients retry it) rather than queued, where waiting uploads would hold their bodies. An upload may be
+25 MB (OpenAI's limit; the server's body limit may be lower) and 30 minutes of sound (API_LIMITS): a
+small compressed file may declare hours (a FLAC of an hour's silence is 656 KB). A client that hangs up
+stops its decoding within a few frames and its transcription between two segments. A file that is not
+sound, damaged, truncated, empty or over a limit is a 400 naming what is wrong."""
 
 from __future__ import annotations
 
@@ -29,6 +34,8 @@ from ember_chat.engine.openai.api_error import ApiError
 from ember_chat.engine.serve.sink import ClientGone
 from ember_chat.engine.speech import (
     AudioFileError,
+    AudioLimits,
+    DecodingCancelled,
     SpeechModelError,
     Transcriber,
     Transcript,
@@ -42,6 +49,10 @@ RESPONSE_FORMATS = ("json", "text", "verbose_json", "srt", "vtt")
 TEXT_FIELDS = ("model", "language", "prompt", "response_format", "temperature", "timestamp_granularities[]")
 MAX_PARTS = 32  # the form's parts (OpenAI's clients send a handful)
 MAX_FIELD_CHARS = 4096  # a text field (a prompt longer than Whisper's 224 tokens is cut anyway)
+# an upload: OpenAI's 25 MB, and half an hour of sound (115 MB of float32 samples while it is heard)
+API_LIMITS = AudioLimits(max_bytes=25 * 1024 * 1024, max_seconds=30 * 60.0)
+MAX_TRANSCRIBING = 2  # requests decoding or transcribing at once (the models' cores are shared anyway)
+BUSY_RETRY_S = 2
 
 
 @dataclass(frozen=True)
@@ -64,10 +75,12 @@ class Form:
 class SpeechModels:
     """The speech models a server has loaded, each once (at its first request), shared by its requests."""
 
-    def __init__(self, threads: int | None = None) -> None:
+    def __init__(self, threads: int | None = None, transcribing: int = MAX_TRANSCRIBING) -> None:
         self._threads = threads
         self._loaded: dict[str, Transcriber] = {}
-        self._lock = threading.Lock()  # (two first requests at once load one model, not two)
+        self._loading: dict[str, threading.Lock] = {}  # one per model: a load blocks only that model's requests
+        self._lock = threading.Lock()  # (guards the two dicts; never held while a model loads)
+        self.slots = threading.BoundedSemaphore(transcribing)  # requests decoding or transcribing now
 
     def loaded(self) -> list[str]:
         """The names of the models loaded (an alias such as whisper-1 under its model's name)."""
@@ -75,10 +88,22 @@ class SpeechModels:
             return sorted({t.name for t in self._loaded.values()})
 
     def get(self, name: str) -> Transcriber:
+        """The model `name` (an alias such as whisper-1 is its model: whisper-1, tiny and tiny.en are one
+        load), loaded at its first request; two first requests at once load it once."""
+        model = known(name)
+        key = model.name if model is not None else name
         with self._lock:
-            transcriber = self._loaded.get(name)
+            transcriber = self._loaded.get(key)
+            if transcriber is not None:
+                return transcriber
+            loading = self._loading.setdefault(key, threading.Lock())
+        with loading:
+            with self._lock:
+                transcriber = self._loaded.get(key)
             if transcriber is None:
-                transcriber = self._loaded[name] = Transcriber(name, self._threads)
+                transcriber = Transcriber(key, self._threads)
+                with self._lock:
+                    self._loaded[key] = transcriber
             return transcriber
 
 
@@ -94,9 +119,14 @@ def read_form(raw: bytes | bytearray, content_type: str) -> Form:
                        f"clients do; this request's Content-Type is {content_type or 'missing'!r}.")  # fmt: skip
     form, parts = Form(), 0
 
-    def on_field(item: object) -> None:
+    def counted() -> None:
         nonlocal parts
-        parts += 1
+        parts += 1  # (refused at once: a body of many tiny parts is not parsed to its end first)
+        if parts > MAX_PARTS:
+            raise ApiError(400, f"The form has {parts} parts or more; at most {MAX_PARTS}.")
+
+    def on_field(item: object) -> None:
+        counted()
         name = _text(getattr(item, "field_name", b""))
         value = getattr(item, "value", None)
         text = _text(value or b"")
@@ -106,8 +136,7 @@ def read_form(raw: bytes | bytearray, content_type: str) -> Form:
         form.fields.setdefault(name, []).append(text)
 
     def on_file(item: object) -> None:
-        nonlocal parts
-        parts += 1
+        counted()
         name = _text(getattr(item, "field_name", b""))
         if name != "file":
             raise ApiError(400, f"Unexpected file part {name!r}: the audio goes in the part named `file`.", param=name)
@@ -125,8 +154,6 @@ def read_form(raw: bytes | bytearray, content_type: str) -> Form:
         parser.finalize()
     except FormParserError as exc:
         raise ApiError(400, f"The multipart body cannot be read ({exc}).") from None
-    if parts > MAX_PARTS:
-        raise ApiError(400, f"The form has {parts} parts; at most {MAX_PARTS}.")
     return form
 
 
@@ -161,15 +188,21 @@ def transcribe(
         raise ApiError(400, "timestamp_granularities: Ember gives segment timestamps only (not word).",
                        param="timestamp_granularities[]")  # fmt: skip
     temperature = _temperature(_one(form, "temperature"))
-    transcriber = _model(models, name)  # (first: a server without the speech runtime says so, as a 503)
-    samples = _decoded(form)
+    if not models.slots.acquire(blocking=False):
+        busy = f"The server is transcribing {MAX_TRANSCRIBING} recordings already; try again in a moment."
+        raise ApiError(503, busy, "server_error", code="server_busy", headers={"Retry-After": str(BUSY_RETRY_S)})
     try:
+        transcriber = _model(models, name)  # (first: a server without the speech runtime says so, as a 503)
+        samples = _decoded(form, cancelled)
+        form.file = None  # (the upload's bytes are not needed while it is heard)
         transcript = transcriber.transcribe(samples, language=_one(form, "language"), prompt=_one(form, "prompt"),
                                             temperature=temperature, cancel=cancelled)  # fmt: skip
     except InvalidParameter as exc:
         raise ApiError(400, str(exc), param="language") from None
-    except TranscriptionCancelled:
+    except (TranscriptionCancelled, DecodingCancelled):
         raise ClientGone from None  # (its client hung up, or the server is stopping: nobody to answer)
+    finally:
+        models.slots.release()
     return transcriber.name, render(transcript, fmt)
 
 
@@ -194,10 +227,10 @@ def _temperature(value: str | None) -> float | None:
     return number
 
 
-def _decoded(form: Form) -> Samples:
+def _decoded(form: Form, cancelled: Callable[[], bool]) -> Samples:
     assert form.file is not None
     try:
-        return decode(form.file, form.file_name)
+        return decode(form.file, form.file_name, API_LIMITS, cancelled)
     except AudioFileError as exc:
         raise ApiError(400, str(exc), param="file", code="invalid_audio") from None
 

@@ -5,7 +5,7 @@
   SpeechModelError.
 - `downloads`: a Hub model's files downloaded through the Model Manager's downloader, its speed here.
 - `audio`: a sound file (WAV, MP3, M4A, OGG, FLAC) decoded to 16 kHz mono float32, under a size limit;
-  an unreadable one is an AudioFileError naming the file.
+  an unreadable one is an AudioFileError naming the file; a cancel asked while decoding.
 - `transcriber`: a Transcriber (the model loaded once) for whole files, with progress and cancel, and
   a Dictation that transcribes a growing microphone buffer for partial words.
 - `wer`: word error rate, for tests and benchmarks.
@@ -15,7 +15,7 @@ decoded, not when this package is imported."""
 
 from __future__ import annotations
 
-from ember_chat.engine.speech.audio import SAMPLE_RATE, AudioFileError, AudioLimits, decode
+from ember_chat.engine.speech.audio import SAMPLE_RATE, AudioFileError, AudioLimits, DecodingCancelled, decode
 from ember_chat.engine.speech.models import DEFAULT_MODEL, KNOWN_MODELS, SpeechModel, SpeechModelError, locate
 from ember_chat.engine.speech.transcriber import (
     Dictation,
@@ -32,6 +32,7 @@ __all__ = [
     "SAMPLE_RATE",
     "AudioFileError",
     "AudioLimits",
+    "DecodingCancelled",
     "Dictation",
     "Partial",
     "Segment",

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
@@ -24,12 +25,21 @@ FORMATS = "WAV, MP3, M4A, OGG or FLAC"
 # declared length is an estimate from its bit rate: hence the slack)
 TRUNCATED_SHARE = 0.9
 TRUNCATED_SLACK_S = 1.0
+# the samples are decoded into one float32 array: sized by the declared length where there is one, else
+# started at this many seconds and grown by half each time it fills (never past the limit)
+FIRST_CAPACITY_S = 60.0
+GROWTH = 1.5
+CANCEL_EVERY = 16  # resampled frames between two looks at the cancel callback (one is a few ms of sound)
 
 Samples = npt.NDArray[np.float32]
 
 
 class AudioFileError(EmberError):
     """A sound file cannot be transcribed (empty, damaged, truncated, not sound, over the limits)."""
+
+
+class DecodingCancelled(EmberError):
+    """Decoding stopped because its cancel callback said so (a client hung up, the user cancelled)."""
 
 
 @dataclass(frozen=True)
@@ -45,15 +55,19 @@ DEFAULT_LIMITS = AudioLimits()
 
 
 def decode(
-    source: Path | str | bytes | bytearray, name: str | None = None, limits: AudioLimits = DEFAULT_LIMITS
+    source: Path | str | bytes | bytearray,
+    name: str | None = None,
+    limits: AudioLimits = DEFAULT_LIMITS,
+    cancel: Callable[[], bool] | None = None,
 ) -> Samples:
     """The file's sound as 16 kHz mono float32 samples. `source`: a path, or the file's bytes (an API
-    upload); `name`: how errors name it (the path's name by default). AudioFileError when it cannot be."""
+    upload); `name`: how errors name it (the path's name by default). AudioFileError when it cannot be;
+    DecodingCancelled once `cancel` returns True (asked every few frames while decoding)."""
     if isinstance(source, (bytes, bytearray)):
         label = name or "the audio file"
         size = len(source)
         _check_size(size, label, limits)
-        return _decode(io.BytesIO(source), size, label, limits)
+        return _decode(io.BytesIO(source), size, label, limits, cancel)
     path = Path(source)
     label = name or path.name
     try:
@@ -67,7 +81,7 @@ def decode(
     _check_size(size, label, limits)
     try:
         with path.open("rb") as file:
-            return _decode(file, size, label, limits)
+            return _decode(file, size, label, limits, cancel)
     except OSError as exc:
         raise AudioFileError(f"{label} cannot be read ({exc.strerror or exc}).") from None
 
@@ -115,7 +129,7 @@ def wav_shortfall(head: bytes, size: int) -> tuple[int, int] | None:
     return None
 
 
-def _decode(file: BinaryIO, size: int, label: str, limits: AudioLimits) -> Samples:
+def _decode(file: BinaryIO, size: int, label: str, limits: AudioLimits, cancel: Callable[[], bool] | None) -> Samples:
     try:
         import av  # PyAV: faster-whisper's dependency (FFmpeg's libraries in its wheel)
     except ImportError:
@@ -136,8 +150,7 @@ def _decode(file: BinaryIO, size: int, label: str, limits: AudioLimits) -> Sampl
     except av.FFmpegError as exc:
         raise AudioFileError(f"{label} is not a sound file Ember can read ({_reason(exc)}). Give a {FORMATS} file."
                              ) from None  # fmt: skip
-    chunks: list[npt.NDArray[np.int16]] = []
-    got = bad_packets = 0
+    got = bad_packets = frames_seen = 0
     with container:
         if not container.streams.audio:
             raise AudioFileError(f"{label} has no sound track (a {container.format.name} file without audio).")
@@ -145,6 +158,10 @@ def _decode(file: BinaryIO, size: int, label: str, limits: AudioLimits) -> Sampl
         declared = container.duration / av.time_base if container.duration else None
         if declared is not None and declared > limits.max_seconds:
             raise _too_long(label, declared, limits)
+        # One float32 array, filled in place: no list of chunks, concatenated copy and float copies (an
+        # hour's int16 chunks, their concatenation and two float copies peaked at 12 bytes a sample).
+        first_s = declared + TRUNCATED_SLACK_S if declared is not None else FIRST_CAPACITY_S
+        samples: Samples = np.empty(min(max_samples, math.ceil(first_s * SAMPLE_RATE)), dtype=np.float32)
         resampler = av.AudioResampler(format="s16", layout="mono", rate=SAMPLE_RATE)
         try:
             for packet in container.demux(stream):
@@ -155,11 +172,17 @@ def _decode(file: BinaryIO, size: int, label: str, limits: AudioLimits) -> Sampl
                     continue
                 for frame in [*frames, None] if packet.size == 0 else frames:  # (an empty packet: the flush)
                     for out in resampler.resample(frame):
+                        frames_seen += 1
+                        if cancel is not None and frames_seen % CANCEL_EVERY == 0 and cancel():
+                            raise DecodingCancelled(f"Decoding {label} was cancelled.")
                         array = out.to_ndarray().reshape(-1)
-                        got += array.size
-                        if got > max_samples:
-                            raise _too_long(label, got / SAMPLE_RATE, limits)
-                        chunks.append(array)
+                        end = got + array.size
+                        if end > max_samples:
+                            raise _too_long(label, end / SAMPLE_RATE, limits)
+                        if end > samples.size:
+                            samples = _grown(samples, got, end, max_samples)
+                        np.multiply(array, 1.0 / 32768.0, out=samples[got:end], casting="unsafe")
+                        got = end
         except av.FFmpegError as exc:
             raise AudioFileError(f"{label} is damaged: reading stopped after {_duration(got / SAMPLE_RATE)} "
                                  f"({_reason(exc)}).") from None  # fmt: skip
@@ -170,7 +193,17 @@ def _decode(file: BinaryIO, size: int, label: str, limits: AudioLimits) -> Sampl
     if declared is not None and heard < declared * TRUNCATED_SHARE - TRUNCATED_SLACK_S:
         raise AudioFileError(f"{label} is truncated or damaged: it declares {declared:.1f} s of sound, but only "
                              f"{heard:.1f} s could be read. Copy or record it again.")  # fmt: skip
-    return (np.concatenate(chunks).astype(np.float32) / 32768.0).astype(np.float32)
+    if got < samples.size:
+        samples.resize(got, refcheck=False)  # (in place: the unused tail given back, no copy kept)
+    return samples
+
+
+def _grown(samples: Samples, got: int, needed: int, max_samples: int) -> Samples:
+    """A larger array holding the first `got` samples (a file whose length was not declared, or was
+    declared short): by half again, at least `needed`, at most `max_samples`."""
+    bigger = np.empty(min(max_samples, max(needed, math.ceil(samples.size * GROWTH))), dtype=np.float32)
+    bigger[:got] = samples[:got]
+    return bigger
 
 
 def _reason(exc: Exception) -> str:
