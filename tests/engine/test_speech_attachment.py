@@ -145,7 +145,7 @@ def test_kept_planned_exported_imported_and_gone_with_its_chat(
     doc = AudioTranscription(slot).read_path(speech)
     kept = atts.save(doc)
     assert kept.kind == "audio" and atts.text(kept) == doc.text
-    assert atts.blob_path(doc.sha256).read_text(encoding="utf-8") == doc.text  # (named by the recording's hash)
+    assert atts.blob_path(doc.sha256).read_text(encoding="utf-8") == doc.text  # (named by the transcript's hash)
     assert atts.search([kept.id], "coffee milk")[0].text.count("coffee") >= 1  # its passages in FTS5
     conv = chats.create_conversation("c")
     msg = chats.add_message(conv.id, "user", "what time is the meeting?")
@@ -163,9 +163,11 @@ def test_kept_planned_exported_imported_and_gone_with_its_chat(
     importer.read([entry])(msg2.id)
     (back,) = atts.of_message(msg2.id)
     assert back.kind == "audio" and atts.text(back) == doc.text
+    assert back.id == kept.id  # (the same text under the same name: one attachment, as any document's)
     chats.delete_conversation(conv.id)
+    assert atts.prune() == 0 and atts.text(atts.get(back.id)) == doc.text  # (the imported chat still has it)
+    chats.delete_conversation(msg2.conversation_id)
     assert atts.prune() == 1 and not atts.blob_path(doc.sha256).exists()
-    assert atts.text(atts.get(back.id)) == doc.text  # (the imported copy is its own blob: named by its text)
 
 
 def test_two_threads_load_the_model_once() -> None:
@@ -188,3 +190,16 @@ def test_two_threads_load_the_model_once() -> None:
 def test_where_no_transcriber_is_at_hand_a_recording_is_refused_saying_how_to_transcribe_it(speech: Path) -> None:
     with pytest.raises(AttachmentError, match=r"meeting\.wav is a recording: .*ember-chat transcribe FILE"):
         read_attachment_bytes("meeting.wav", speech.read_bytes())  # (ember-chat run --attach, the API's parts)
+
+
+def test_the_same_recording_under_another_name_keeps_its_own_transcript(
+    slot: TranscriberSlot, speech: Path, stores: tuple[ConversationStore, AttachmentStore]
+) -> None:
+    _, atts = stores
+    data = speech.read_bytes()
+    first = atts.save(AudioTranscription(slot).read_bytes("monday.wav", data))
+    again = AudioTranscription(slot).read_bytes("tuesday.wav", data)
+    second = atts.save(again)
+    # (the blob was named by the recording's hash: the second kept monday.wav's text, its index tuesday's)
+    assert atts.text(second) == again.text and again.text.startswith("Transcript of tuesday.wav ")
+    assert atts.text(first).startswith("Transcript of monday.wav ") and first.sha256 != second.sha256

@@ -2,7 +2,9 @@
 its transcript, one line per segment with the time it starts at ("[00:01:05] The meeting is moved…"),
 under a first line that says what the text is. From there it is a document like any other (kind
 "audio"): whole in the prompt when it fits, else chunked into FTS5 and retrieved, kept under the
-recording's own SHA-256 in the content-addressed store, exported and imported as its text.
+transcript's SHA-256 in the content-addressed store (the blob is the transcript: the same recording
+attached under another name or transcribed by another model is another text), exported and imported as
+its text.
 
 Where it runs: on the caller's worker thread, in Ember's own process, not in the child process other
 files are read in (attachments/isolated.py). A Whisper model takes about a second and ~100 MB to load,
@@ -23,7 +25,7 @@ from pathlib import Path, PurePath
 
 from ember_chat.engine.attachments.extract import read_file_bytes
 from ember_chat.engine.attachments.kinds import AUDIO_SUFFIXES, AttachmentKind, Extracted, Limits, Progress, shown_name
-from ember_chat.engine.speech.audio import DEFAULT_LIMITS, AudioLimits, decode
+from ember_chat.engine.speech.audio import DEFAULT_LIMITS, AudioLimits, DecodingCancelled, decode
 from ember_chat.engine.speech.audio import _check_size as check_size
 from ember_chat.engine.speech.transcriber import Segment, Transcriber, Transcript, TranscriptionCancelled
 
@@ -72,6 +74,10 @@ class TranscriberSlot:
                 self._transcriber = self._make()
             return self._transcriber
 
+    def language(self) -> str | None:
+        """The language recordings are spoken in (None: detected); the window's slot says the chosen one."""
+        return None
+
 
 class AudioTranscription:
     """One recording transcribed into a document attachment. `read_path` or `read_bytes` runs on the
@@ -106,18 +112,26 @@ class AudioTranscription:
         """A recording given as bytes (a paste, an upload), transcribed."""
         self.started = True
         name = shown_name(name)
-        samples = decode(data, name, self.limits)  # (bounded: size, then length while decoding)
+        try:  # (bounded: size, then length while decoding; a cancel stops the decoding too)
+            samples = decode(data, name, self.limits, self._cancel.is_set)
+        except DecodingCancelled:
+            raise TranscriptionCancelled("The transcription was cancelled.") from None
         self._check()
         transcriber = self.slot.get()
         self._check()
         transcript = transcriber.transcribe(
-            samples, on_segment=None if progress is None else lambda _s, done: progress(done), cancel=self._cancel
+            samples,
+            language=self.slot.language(),
+            on_segment=None if progress is None else lambda _s, done: progress(done),
+            cancel=self._cancel,
         )
         if progress is not None:
             progress(1.0)
         mime = _MIME.get(PurePath(name).suffix.lower(), "audio/ogg")
         text = transcript_document(name, transcript)
-        digest = hashlib.sha256(data).hexdigest()  # (the recording's: the same file attached twice is one blob)
+        # the blob holds the transcript, so it is named by the transcript's hash: the recording's would keep
+        # the first transcript's text for the same recording attached under another name or with another model
+        digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
         return Extracted(name, AttachmentKind.AUDIO, mime, len(data), digest, text)
 
     def _check(self) -> None:
