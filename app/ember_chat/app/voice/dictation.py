@@ -8,7 +8,9 @@ The words go in at the cursor as they are recognised, the typed text around them
 thread of the window's task runner (engine_link/tasks.py) loads the speech model (once; never on the
 GUI thread) and then re-recognises the growing buffer every PASS_S through the engine's Dictation
 (engine/speech/transcriber.py), reporting each Partial; the GUI thread replaces the words it put in
-last with the new ones, and the final pass's text replaces the partial. Time to the first words and
+last with the new ones, and the final pass's text replaces the partial. When the message is sent (or
+the box emptied) while listening, dictation goes on afresh at the cursor: the words sent are not put
+back (`restart`). Time to the first words and
 the real-time factor show on the line under the box."""
 
 from __future__ import annotations
@@ -98,9 +100,12 @@ class DictationControl(QObject):
         self._active = False  # listening, or its last pass still running
         self._anchor: QTextCursor | None = None  # where the words go (it follows edits before it)
         self._shown = ""  # the words put in last
+        self._generation = 0  # a restart's number: a pass of the dictation before it puts nothing in
+        self._putting = False  # our own words going in (the box emptied by them is no restart)
         self._pressed_at: float | None = None  # this press started listening (push-to-talk if held)
         self._key_down = False
         QApplication.instance().installEventFilter(self)  # the shortcut, held or tapped, anywhere in the window
+        editor.textChanged.connect(self._on_text_changed)
 
     @property
     def busy(self) -> bool:
@@ -161,17 +166,37 @@ class DictationControl(QObject):
             return False
         self._active = True
         self._stop, self._abort = threading.Event(), threading.Event()
-        self._buffered, self._shown, self.dictation = [], "", None
+        self._buffered, self.dictation = [], None
         self.metrics = DictationMetrics()
-        self._anchor = QTextCursor(self.editor.textCursor())
-        self._anchor.clearSelection()
-        self._anchor.setKeepPositionOnInsert(True)  # (our own words go in after it)
+        self._anchor_at_cursor()
         self.metrics_label.setText(self.tr("Loading the speech model…") if self.transcriber is None else "")
         if self.transcriber is None:
             self.tasks.run(self._make_transcriber, self._on_loaded, self._on_load_failed, key=MODEL_KEY)
         else:
             self._on_loaded(self.transcriber)
         return True
+
+    def _anchor_at_cursor(self) -> None:
+        self._shown = ""
+        self._anchor = QTextCursor(self.editor.textCursor())
+        self._anchor.clearSelection()
+        self._anchor.setKeepPositionOnInsert(True)  # (our own words go in after it)
+
+    def restart(self, *_: object) -> None:
+        """The box's words went (the message sent, the box emptied) while listening: what was heard
+        so far is dropped and dictation goes on afresh at the cursor (else the next pass would put
+        everything said since listening began back in)."""
+        if not self._active:
+            return
+        if self.dictation is not None and self.transcriber is not None:
+            self.dictation = self.transcriber.dictation(self.dictation.language)
+        self._generation += 1  # (after the new dictation: a pass that reads this number reads it too)
+        self._anchor_at_cursor()
+        self._buffered = []
+
+    def _on_text_changed(self) -> None:
+        if self._active and self._shown and not self._putting and self.editor.document().isEmpty():
+            self.restart()
 
     def stop(self) -> None:
         """Stop listening: the microphone closes now; the last pass puts in the final words."""
@@ -207,14 +232,18 @@ class DictationControl(QObject):
         for samples in self._buffered:
             self.dictation.feed(samples)
         self._buffered = []
-        dictation, stop, abort = self.dictation, self._stop, self._abort
+        stop, abort = self._stop, self._abort
 
-        def listen(report: Callable[[Partial], None]) -> Partial | None:
+        def listen(report: Callable[[tuple[int, Partial]], None]) -> tuple[int, Partial] | None:
+            # (self.dictation is replaced on the GUI thread at a restart: a pass reads the one of its start)
             while not stop.is_set() and not abort.is_set():
                 began = time.monotonic()
-                report(dictation.update())
+                generation, dictation = self._generation, self.dictation
+                if dictation is not None:
+                    report((generation, dictation.update()))
                 stop.wait(max(0.0, PASS_S - (time.monotonic() - began)))
-            return None if abort.is_set() else dictation.finish()
+            generation, dictation = self._generation, self.dictation
+            return None if abort.is_set() or dictation is None else (generation, dictation.finish())
 
         self.tasks.run_reporting(listen, self._on_partial, self._on_final, self._on_failed, key=LISTEN_KEY,
                                  cancel=abort.set, own_thread=True)  # fmt: skip
@@ -236,15 +265,17 @@ class DictationControl(QObject):
         self._stop.set()  # (what was heard still gets its last pass)
         self._show_error(message)
 
-    def _on_partial(self, partial: Partial) -> None:
-        self._account(partial)
-        self._put(partial.text)
-
-    def _on_final(self, partial: Partial | None) -> None:
-        self._active = False
-        if partial is not None:
+    def _on_partial(self, result: tuple[int, Partial]) -> None:
+        generation, partial = result
+        if generation == self._generation:  # (else heard before the message went)
             self._account(partial)
             self._put(partial.text)
+
+    def _on_final(self, result: tuple[int, Partial] | None) -> None:
+        self._active = False
+        if result is not None and result[0] == self._generation:
+            self._account(result[1])
+            self._put(result[1].text)
         self._anchor = None
         self._show_state()
 
@@ -275,7 +306,11 @@ class DictationControl(QObject):
         lead = " " if text and before and not before.isspace() else ""
         trail = " " if text and after and not after.isspace() and after != "\u2029" else ""
         words = lead + text + trail
-        cursor.insertText(words)
+        self._putting = True
+        try:
+            cursor.insertText(words)
+        finally:
+            self._putting = False
         self._shown = words
         self.editor.setTextCursor(cursor)
 
