@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 
 import pytest
-from PySide6.QtCore import QThread, QTimer
+from PySide6.QtCore import Qt, QThread, QTimer
 from PySide6.QtTextToSpeech import QTextToSpeech
 from pytestqt.qtbot import QtBot
 
@@ -84,6 +84,43 @@ def test_the_speaker_action_reads_the_answer_and_stop_stops_it(
     assert _speak_icon(w, answer) == ("icon:speaker", "Read this answer aloud")
     qtbot.wait(100)
     assert len(said) == 1  # nothing more is said after Stop
+
+
+def _reading(qtbot: QtBot, w: MainWindow, answer: int) -> QTextToSpeech:
+    speaker = w.read_aloud.speaker
+    speaker.speak(answer, ["One sentence.", "Another sentence.", "A third sentence."])
+    qtbot.waitUntil(lambda: speaker.engine() is not None, timeout=5_000)
+    tts = speaker.engine()
+    assert tts is not None
+    qtbot.waitUntil(lambda: tts.state() == QTextToSpeech.State.Speaking, timeout=2_000)
+    return tts
+
+
+def test_esc_stops_reading_aloud(qtbot: QtBot, make_window: Callable[..., MainWindow]) -> None:
+    # the answer's Stop may be out of view: Esc stops the reading too (it went on before)
+    w, answer = _answered(qtbot, make_window)
+    tts = _reading(qtbot, w, answer)
+    qtbot.keyClick(w.composer.editor, Qt.Key.Key_Escape)
+    assert w.read_aloud.speaker.reading is None and tts.state() != QTextToSpeech.State.Speaking
+
+
+def test_deleting_the_answer_read_or_its_chat_stops_reading(
+    qtbot: QtBot, make_window: Callable[..., MainWindow]
+) -> None:
+    w, answer = _answered(qtbot, make_window)
+    speaker = w.read_aloud.speaker
+    _reading(qtbot, w, answer)
+    w.read_aloud.stop_if_gone()  # (the answer still there: reading goes on)
+    assert speaker.reading == answer
+    question = w.store.thread(w.controller.conversation_id)[-2].id
+    w.chats.organise.delete_message(question)  # the question and its answer go
+    qtbot.waitUntil(lambda: speaker.reading is None, timeout=5_000)
+
+    w, answer = _answered(qtbot, make_window)
+    speaker = w.read_aloud.speaker
+    _reading(qtbot, w, answer)
+    w.chats.organise.trash([w.controller.conversation_id])
+    qtbot.waitUntil(lambda: speaker.reading is None, timeout=5_000)
 
 
 def test_a_short_answer_is_read_to_its_end_then_the_action_is_a_speaker_again(

@@ -200,6 +200,8 @@ class Composition(QObject):
         w.read_aloud = ReadAloud(ctx, Speaker(parent=w), w)  # an answer read aloud (voice/read_aloud.py)
         w.transcript.action.connect(w.read_aloud.on_action)
         w.read_aloud.reading_changed.connect(w.transcript.show_reading)
+        for changed in (w.controller.thread_shown, w.controller.conversations_changed, w.undo.reload):
+            changed.connect(w.read_aloud.stop_if_gone)  # (the answer read deleted, its chat in the Trash)
         w.controller.stream_began.connect(w.read_aloud.on_stream_began)
         w.controller.stream_appended.connect(w.read_aloud.on_stream_text)
         w.controller.stream_ended.connect(w.read_aloud.on_stream_ended)
@@ -362,6 +364,7 @@ class Composition(QObject):
         """Chat ▸ Stop answer, the message box's Stop."""
         w = self.frame
         w.voice.end()  # (Esc ends a voice conversation too: the microphone released, the reading stopped)
+        w.read_aloud.stop()  # (and stops reading aloud: its Stop may be out of view)
         w.models.cancel_load()  # a pick still being worked out, a load in progress
         w.controller.stop()
 

@@ -56,6 +56,19 @@ class ReadAloud(QObject):
         self._stream = None
         self.speaker.stop()
 
+    def stop_if_gone(self, *_: object) -> None:
+        """The answer read was deleted, or its chat moved to the Trash: reading stops (its Stop is no
+        longer on screen to click)."""
+        reading, store = self.speaker.reading, self.ctx.store
+        if not reading:  # (None, or 0: Settings' test sentence)
+            return
+        try:
+            gone = store.conversation(store.message(reading).conversation_id).deleted_at is not None
+        except KeyError:
+            gone = True
+        if gone:
+            self.stop()
+
     def shutdown(self) -> None:
         """The window closes: silent, and an engine still being made is let go (join: Speaker.join)."""
         self._stream = None
