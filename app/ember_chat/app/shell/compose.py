@@ -42,6 +42,7 @@ from ember_chat.app.voice.conversation import VoiceConversation
 from ember_chat.app.voice.dictation import DictationControl
 from ember_chat.app.voice.read_aloud import ReadAloud
 from ember_chat.app.voice.speaker import Speaker
+from ember_chat.app.voice.speech_choice import ChosenTranscriberSlot, SpeechChoice
 from ember_chat.engine.core.params import SamplingParams
 from ember_chat.engine.core.states import ModelState
 from ember_chat.engine.models.library import ModelLibrary
@@ -161,7 +162,18 @@ class Composition(QObject):
             parent=w,
         )
         # dictation: the microphone beside the message box, Ctrl+Shift+Space (voice/dictation.py)
-        w.dictation = DictationControl(ctx.tasks, w.composer.editor, ctx.notifier.show_error, parent=w)
+        speech = SpeechChoice(ctx)  # the model and language of Settings ▸ Voice, for all the window hears
+        w.dictation = DictationControl(ctx.tasks, w.composer.editor, ctx.notifier.show_error, parent=w,
+                                       make_transcriber=speech.make, model=lambda: speech.model,
+                                       language=speech.language)  # fmt: skip
+        w.composer.attachments.transcriber = ChosenTranscriberSlot(speech)
+
+        def show_dictation_figures(d: DictationControl = w.dictation) -> None:
+            m, t = d.metrics, d.transcriber
+            w.side.metrics.show_dictation(d.microphone.is_open, m.real_time_factor, m.first_words_s, m.words_per_s,
+                                          None if t is None else t.name, 0 if t is None else t.threads)  # fmt: skip
+
+        w.dictation.figures_changed.connect(show_dictation_figures)
         w.composer.row.insertWidget(w.composer.row.indexOf(w.composer.button), w.dictation.button)
         w.composer.layout().addWidget(w.dictation.status_row)  # (the listening line, under the box)
         w.tools = WindowTools(  # MCP servers, built-in tools, the Tools button and each chat's choices

@@ -106,6 +106,30 @@ class MetricsPanel(QWidget):
         sform.addRow(self.tr("ITL p50/p95/p99"), self.session_itl)
         self._reserve_session_widths()
         layout.addWidget(session)
+
+        # dictation's figures (voice/dictation.py computes them; shown here as they come, and kept after)
+        dictating = self.dictation_box = QGroupBox(self.tr("Dictation"))
+        dform = QFormLayout(dictating)
+        dform.setRowWrapPolicy(QFormLayout.RowWrapPolicy.WrapLongRows)
+        self.dictation_rtf = QLabel("—")
+        self.dictation_first = QLabel("—")
+        self.dictation_words = QLabel("—")
+        self.dictation_model = QLabel("—")
+        self.dictation_rtf.setToolTip(
+            self.tr("Recognition time over the sound it read: under 1, recognition keeps up with the speaker")
+        )
+        self.dictation_first.setToolTip(self.tr("From the first sound heard to the first words in the box"))
+        self.dictation_words.setToolTip(self.tr("Words recognised per second of sound heard"))
+        for label, w in (
+            (self.tr("Real-time factor"), self.dictation_rtf),
+            (self.tr("First words"), self.dictation_first),
+            (self.tr("Words/s"), self.dictation_words),
+            (self.tr("Model"), self.dictation_model),
+        ):
+            w.setAccessibleName(label)
+            dform.addRow(label, w)
+        dictating.hide()  # (until a dictation)
+        layout.insertWidget(0, dictating)  # (on top: seen while dictating, the tab scrolling on a short window)
         layout.addStretch(0)  # (what a capped chart leaves: below everything, not between)
 
         # The session's percentiles are over its latest answers and tokens: bounded, so a long session
@@ -150,6 +174,27 @@ class MetricsPanel(QWidget):
         self.why.clear()
         self._show_speculation(None)
         self._show_no_context()
+
+    def show_dictation(
+        self,
+        listening: bool,
+        real_time_factor: float,
+        first_words_s: float | None,
+        words_per_s: float,
+        model: str | None,
+        threads: int,
+    ) -> None:
+        """A dictation's figures, while it listens ("Dictation — listening") and after it (the last one's)."""
+        if not listening and model is None and self.dictation_box.isHidden():
+            return  # (no dictation yet: nothing to show)
+        self.dictation_box.setTitle(self.tr("Dictation — listening") if listening else self.tr("Last dictation"))
+        self.dictation_rtf.setText(f"{real_time_factor:.2f}" if real_time_factor > 0 else "—")
+        self.dictation_first.setText(_fmt(first_words_s, "s"))
+        self.dictation_words.setText(f"{words_per_s:.1f}" if words_per_s > 0 else "—")
+        self.dictation_model.setText(
+            self.tr("{model}, {threads} threads").format(model=model, threads=threads) if model else "—"
+        )
+        self.dictation_box.show()
 
     def _show_speculation(self, m: GenerationMetrics | None) -> None:
         """The Speculative and Speedup rows: shown for an answer where speculation drafted."""

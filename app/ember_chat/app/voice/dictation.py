@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable
 
 import numpy as np
-from PySide6.QtCore import QEvent, QObject, QSize, Qt
+from PySide6.QtCore import QEvent, QObject, QSize, Qt, Signal
 from PySide6.QtGui import QKeyEvent, QKeySequence, QTextCursor
 from PySide6.QtWidgets import QApplication, QHBoxLayout, QLabel, QPlainTextEdit, QToolButton, QWidget
 
@@ -47,11 +47,16 @@ class DictationMetrics:
         self.first_words_s: float | None = None
         self.real_time_factor = 0.0
         self.heard_s = 0.0
+        self.words_per_s = 0.0  # the words recognised over the sound heard (the side panel's Metrics tab)
 
 
 class DictationControl(QObject):
     """The button, the shortcut, the listening line and the words put in `editor`. `show_error`: the
-    window's banner. `make_transcriber`: loads the speech model (a worker thread calls it)."""
+    window's banner. `make_transcriber`: loads the speech model (a worker thread calls it); `model` names
+    the model wanted now (another than the one loaded: loaded again at the next start) and `language`
+    the language spoken (None: detected), as Settings ▸ Voice says (voice/speech_choice.py)."""
+
+    figures_changed = Signal()  # the metrics or the listening changed (the side panel shows them)
 
     def __init__(
         self,
@@ -61,11 +66,15 @@ class DictationControl(QObject):
         microphone: Microphone | None = None,
         make_transcriber: Callable[[], Transcriber] = Transcriber,
         parent: QObject | None = None,
+        model: Callable[[], str] = lambda: "",
+        language: Callable[[], str | None] = lambda: None,
     ) -> None:
         super().__init__(parent)
         self.tasks, self.editor, self._show_error = tasks, editor, show_error
         self.microphone = microphone or Microphone(parent=self)
         self._make_transcriber = make_transcriber
+        self._model, self._language = model, language
+        self._loaded_model = ""  # what `model` said when the transcriber was asked for
         self.transcriber: Transcriber | None = None  # loaded on first use, kept for the next dictations
         self.button = QToolButton()
         self.button.setCheckable(True)  # (down while the microphone is open; set by the code, not by clicks)
@@ -169,6 +178,8 @@ class DictationControl(QObject):
         self._buffered, self.dictation = [], None
         self.metrics = DictationMetrics()
         self._anchor_at_cursor()
+        if self._model() != self._loaded_model:  # (another model chosen in Settings ▸ Voice)
+            self.transcriber, self._loaded_model = None, self._model()
         self.metrics_label.setText(self.tr("Loading the speech model…") if self.transcriber is None else "")
         if self.transcriber is None:
             self.tasks.run(self._make_transcriber, self._on_loaded, self._on_load_failed, key=MODEL_KEY)
@@ -225,7 +236,7 @@ class DictationControl(QObject):
     def _on_loaded(self, transcriber: Transcriber) -> None:
         self.transcriber = transcriber
         try:
-            self.dictation = transcriber.dictation()
+            self.dictation = transcriber.dictation(self._language())
         except Exception as exc:  # (a language the model refuses: said, not raised into Qt)
             self._end_with_error(str(exc))
             return
@@ -284,6 +295,8 @@ class DictationControl(QObject):
         m.heard_s = partial.heard_s
         if partial.read_s > 0 and partial.processing_s > 0:
             m.real_time_factor = partial.processing_s / partial.read_s
+        if partial.heard_s > 0:
+            m.words_per_s = len(partial.text.split()) / partial.heard_s
         if m.first_words_s is None and partial.text and m.first_sound is not None:
             m.first_words_s = time.perf_counter() - m.first_sound
         self._show_metrics()
@@ -322,6 +335,7 @@ class DictationControl(QObject):
         self.listening_label.setVisible(listening)
         self.metrics_label.setVisible(bool(self.metrics_label.text()))
         self.status_row.setVisible(listening or bool(self.metrics_label.text()))
+        self.figures_changed.emit()
 
     def _show_metrics(self) -> None:
         m = self.metrics

@@ -1,13 +1,27 @@
 """Settings ▸ Voice: the voice answers are read aloud with, its rate and pitch, reading answers as
-they stream, and Test voice. A change is saved at once (as the other settings pages do) and applies
-to the next sentence said."""
+they stream, and Test voice; and what dictation (the voice conversation and recordings attached too)
+hears with: the speech model, among those installed, and the language spoken, automatic or chosen
+among those the model understands. A change is saved at once (as the other settings pages do) and
+applies to the next sentence said, the next dictation, the next recording attached."""
 
 from __future__ import annotations
 
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QCheckBox, QComboBox, QFormLayout, QHBoxLayout, QLabel, QPushButton, QSlider, QWidget
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QComboBox,
+    QFormLayout,
+    QGroupBox,
+    QHBoxLayout,
+    QLabel,
+    QPushButton,
+    QSlider,
+    QVBoxLayout,
+    QWidget,
+)
 
 from ember_chat.app.voice.read_aloud import ReadAloud
+from ember_chat.app.voice.speech_choice import SpeechChoice, languages_of
 
 STEPS = 10  # a slider's steps each side of normal (the engine's -1…1 in tenths)
 WIDE = 420  # the widest the voice list and the sliders get
@@ -48,15 +62,88 @@ class VoicePage(QWidget):
         test_row.addWidget(self.test)
         test_row.addStretch(1)
 
-        form = QFormLayout(self)
+        reading = QGroupBox(self.tr("Read aloud"))
+        form = QFormLayout(reading)
         form.addRow("", self.streaming)
         form.addRow(self.tr("Voice"), self.voice)
         form.addRow(self.tr("Speed"), self.rate)
         form.addRow(self.tr("Pitch"), self.pitch)
         form.addRow("", test_row)
         form.addRow(self.tr("Engine"), self.engine)
+        page = QVBoxLayout(self)
+        page.addWidget(reading)
+        page.addWidget(self._dictation_group())
+        page.addStretch(1)
         read_aloud.speaker.engine_made.connect(self.refresh)  # (the voices come with the engine)
         self.refresh()
+
+    def _dictation_group(self) -> QGroupBox:
+        """The speech model (the installed ones) and the language of dictation."""
+        self.choice = SpeechChoice(self.read_aloud.ctx)
+        settings = self.read_aloud.ctx.settings
+        self.speech_model = QComboBox()
+        self.speech_model.setAccessibleName(self.tr("Speech model"))
+        self.speech_model.setToolTip(
+            self.tr("Whisper models installed: the shipped tiny.en, and those downloaded in Models ▸ Model Manager")
+        )
+        self.speech_model.setMaximumWidth(WIDE)
+        installed = self.choice.installed()
+        names = [m.name for m in installed]
+        for model in installed:
+            self.speech_model.addItem(f"{model.name} — {model.about}", model.name)
+        if settings.dictation_model not in names:  # (chosen, then deleted: shown as it is, not silently swapped)
+            label = self.tr("{name} — not installed").format(name=settings.dictation_model)
+            self.speech_model.addItem(label, settings.dictation_model)
+        self.speech_model.setCurrentIndex(max(0, self.speech_model.findData(settings.dictation_model)))
+        self.speech_model.currentIndexChanged.connect(self._model_chosen)
+
+        self.language = QComboBox()
+        self.language.setAccessibleName(self.tr("Language spoken"))
+        self.language.setMaximumWidth(WIDE)
+        self.language_note = QLabel()
+        self.language_note.setWordWrap(True)
+        self._fill_languages(settings.dictation_model, settings.dictation_language)
+        self.language.currentIndexChanged.connect(
+            lambda _i: self._save(dictation_language=self.language.currentData() or "")
+        )
+
+        box = QGroupBox(self.tr("Dictation"))
+        box.setToolTip(self.tr("Dictation, the voice conversation and recordings attached"))
+        form = QFormLayout(box)
+        form.addRow(self.tr("Speech model"), self.speech_model)
+        form.addRow(self.tr("Language"), self.language)
+        form.addRow("", self.language_note)
+        return box
+
+    def _fill_languages(self, model: str, chosen: str) -> None:
+        """Automatic and the languages `model` understands; an English-only model offers English only."""
+        languages = languages_of(model)
+        self.language.blockSignals(True)  # (filling the list is not the user choosing)
+        self.language.clear()
+        self.language.addItem(self.tr("Automatic (detected)"), "")
+        for code, name in languages:
+            self.language.addItem(f"{name} ({code})", code)
+        self.language.setCurrentIndex(max(0, self.language.findData(chosen)))
+        self.language.blockSignals(False)
+        english_only = [code for code, _ in languages] == ["en"]
+        self.language.setToolTip(
+            self.tr("The language you speak; Automatic lets the model detect it from the first seconds")
+        )
+        self.language_note.setText(
+            self.tr("{model} understands English only: for another language, download a multilingual model "
+                    "(base, small, large-v3-turbo) in Models ▸ Model Manager ▸ Speech.").format(model=model)
+            if english_only
+            else ""
+        )  # fmt: skip
+        self.language_note.setVisible(english_only)
+
+    def _model_chosen(self, _index: int) -> None:
+        model = self.speech_model.currentData()
+        language = self.language.currentData() or ""
+        if language and language not in [code for code, _ in languages_of(model)]:
+            language = ""  # (a language the new model does not understand: automatic)
+        self._save(dictation_model=model, dictation_language=language)
+        self._fill_languages(model, language)
 
     def _slider(self, name: str, value: float, key: str) -> QSlider:
         slider = QSlider(Qt.Orientation.Horizontal)

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ember_chat.engine.core.params import KV_CACHE_TYPES, SPECS, ParamSpec, SamplingParams
+from ember_chat.engine.core.speech_catalog import DEFAULT_MODEL, KNOWN_MODELS, WHISPER_LANGUAGES, model_languages
 from ember_chat.engine.errors import InvalidParameter
 from ember_chat.engine.storage.atomic import ProblemLog, read_json_file, write_json_atomically
 
@@ -83,6 +84,12 @@ class Settings:
     read_aloud_rate: float = _setting(0.0, "Speed of the voice reading aloud, -1 (slowest) to 1 (fastest).", -1.0, 1.0)
     read_aloud_pitch: float = _setting(0.0, "Pitch of the voice reading aloud, -1 (lowest) to 1 (highest).", -1.0, 1.0)
     read_aloud_streaming: bool = _setting(False, "Read answers aloud as they stream, sentence by sentence.")
+    dictation_model: str = _setting(
+        DEFAULT_MODEL, "Speech model of dictation, the voice conversation and recordings attached (installed ones)."
+    )
+    dictation_language: str = _setting(
+        "", "Language spoken, a Whisper language code (empty: detected; an English-only model: English)."
+    )
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -102,6 +109,17 @@ class Settings:
             )
         if self.theme not in ("light", "dark", "system"):
             raise InvalidParameter(f"setting theme must be light, dark or system, got {self.theme!r}.")
+        if not model_languages(self.dictation_model):
+            names = ", ".join(m.name for m in KNOWN_MODELS)
+            got = self.dictation_model[:80]  # (a hostile file's value, bounded in the message)
+            raise InvalidParameter(f"setting dictation_model must be one of {names}, got {got!r}.")
+        if self.dictation_language and self.dictation_language not in model_languages(self.dictation_model):
+            known_code = self.dictation_language in WHISPER_LANGUAGES
+            understood = "English (en) only" if known_code else "a Whisper language code"
+            raise InvalidParameter(
+                f"setting dictation_language must be empty (detected) or {understood} for the speech model "
+                f"{self.dictation_model}, got {self.dictation_language[:80]!r}."
+            )
 
     @staticmethod
     def describe() -> dict[str, dict[str, Any]]:
