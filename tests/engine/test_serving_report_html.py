@@ -14,7 +14,7 @@ import pytest
 
 from ember_chat.engine.bench.serving.load import LoadPlan
 from ember_chat.engine.bench.serving.report import sweep
-from ember_chat.engine.bench.serving.report_html import PLOTS, nice_ticks, panels, report_html
+from ember_chat.engine.bench.serving.report_html import PLOTS, nice_ticks, panels, plot_svg, report_html, text_width
 from ember_chat.engine.bench.serving.summary import Slo
 from ember_chat.engine.bench.serving.targets import url_target
 from ember_chat.engine.bench.serving.workload import sharegpt
@@ -125,6 +125,45 @@ def test_a_cancelled_run_with_no_load_and_figures_that_are_not_numbers_still_mak
     page = parsed(report_html(odd))
     assert page.markers["latency"] == {} and "x" in "".join(page.text)
     assert nice_ticks(0.0) == [0.0, 0.25, 0.5, 0.75, 1.0] and nice_ticks(830) == [0, 250, 500, 750, 1000]
+
+
+class Texts(HTMLParser):
+    """Each <text> of an SVG not turned (a rotated axis title stands in its own margin): its x, anchor,
+    font size and words."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.found: list[tuple[float, str, float, str]] = []
+        self._open: dict[str, str | None] | None = None
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self._open = dict(attrs) if tag == "text" and "transform" not in dict(attrs) else None
+
+    def handle_data(self, data: str) -> None:
+        if self._open is not None:
+            a = self._open
+            self.found.append((float(a["x"] or 0), a.get("text-anchor") or "start", float(a["font-size"] or 0), data))
+            self._open = None
+
+
+def test_every_label_of_the_latency_plot_stays_inside_its_panel() -> None:
+    """The fastest load's label ('concurrency 1', right of its point at the axis' end) ran past the SVG's
+    right edge and, in the left panel, into the right panel's axis title: it turns left of the point."""
+    runs = [{"load": f"concurrency {c}", "concurrency": c, "output_tokens_per_s": tps,
+             "ttft_ms": {"p95": ttft}, "e2el_ms": {"p95": ttft * 5}}
+            for c, tps, ttft in ((1, 2.7, 3331.0), (2, 1.6, 7655.0), (3, 0.4, 9000.0))]  # fmt: skip
+    result = {"runs": runs, "slo": {"ttft_ms": 1000.0, "e2el_ms": 60000.0}}
+    texts = Texts()
+    texts.feed(plot_svg(result, "latency", "c"))
+    panel = 960.0 / 2
+    labels = 0
+    for x, anchor, size, words in texts.found:
+        width = text_width(words, size)
+        start = {"start": x, "middle": x - width / 2, "end": x - width}[anchor]
+        which = min(int(max(start, 0) // panel), 1)  # (the panel the text begins in)
+        assert which * panel <= start and start + width <= (which + 1) * panel, (words, x, anchor)
+        labels += words.startswith("concurrency")
+    assert labels == 6  # (each load's point named in both panels)
 
 
 def test_bench_serve_report_html_writes_the_page_and_another_suffix_markdown(fake: FakeOpenAI, tmp_path: Path) -> None:

@@ -228,6 +228,12 @@ def _tick_text(value: float, step: float) -> str:
     return f"{value:,.{digits}f}"
 
 
+def text_width(text: str, size: float) -> float:
+    """About how wide `text` is drawn at `size` px in a sans-serif font (0.6 em a character: wide enough
+    for digits and lower case), to keep a label inside its panel without measuring it."""
+    return 0.6 * size * len(text)
+
+
 def _marker(color: int, x: float, y: float, tip: str, series: str) -> str:
     """A shape per colour (circle, square, triangle, diamond): the series are told apart without colour."""
     shape = color % 4
@@ -304,8 +310,12 @@ def _panel_svg(panel: Panel, left: float, top: float, width: float, height: floa
             out.append(_marker(c, px(x), py(y), f"{label} — {s.name}: {y:,.1f}", f"{panel.y_title} {s.name}"))
         if panel.categories is None and len(panel.series) == 1:  # (x is a figure: say which load each point is)
             for x, y, label in s.points:
-                out.append(f'<text class="muted" x="{px(x) + 7:.1f}" y="{py(y) - 7:.1f}" font-size="11" '
-                           f'fill="{muted}">{_e(label)}</text>')  # fmt: skip
+                # (right of the point, or left of it where it would pass the plot's right edge: cut off at
+                # the page's edge, or over the next panel's axis title)
+                right = px(x) + 7 + text_width(label, 11) <= x0 + w
+                at, anchor = (px(x) + 7, "start") if right else (px(x) - 7, "end")
+                out.append(f'<text class="muted" x="{at:.1f}" y="{py(y) - 7:.1f}" text-anchor="{anchor}" '
+                           f'font-size="11" fill="{muted}">{_e(label)}</text>')  # fmt: skip
     return out
 
 
