@@ -236,6 +236,24 @@ def test_dictation_reads_no_silence_and_hears_speech_after_it(transcriber: Trans
     assert final.heard_s == pytest.approx(30.0 + spoken.size / SAMPLE_RATE)
 
 
+def test_dictation_with_no_lead_in_ends_as_the_file_transcribes(transcriber: Transcriber, tmp_path: Path) -> None:
+    # speech from the first sample: the final pass, greedy, kept "I will die kakapan coffee" where
+    # `transcribe` on the recording hears "I would like a cup and coffee"
+    sentence = SENTENCES[2]
+    spoken = decode(speak(sentence, tmp_path / "no-lead.wav"))
+    from_file = transcriber.transcribe(spoken).text
+    dictation = transcriber.dictation()
+    step = SAMPLE_RATE // 2
+    sound = np.concatenate([spoken, np.zeros(SAMPLE_RATE * 6 // 5, np.float32)])
+    for n, start in enumerate(range(0, sound.size, step), 1):
+        dictation.feed(sound[start : start + step])
+        if n % 2 == 0:  # (a pass a second, as the app's)
+            dictation.update()
+    final = dictation.finish()
+    bound = max(WER_BOUND, word_error_rate(sentence, from_file))
+    assert word_error_rate(sentence, final.text) <= bound, (final.text, from_file)
+
+
 def test_dictation_never_reads_more_than_its_cap(transcriber: Transcriber) -> None:
     # bursts loud enough to pass the speech gate, in which Whisper finds no words: each pass dropped
     # nothing, so the next read all of it, longer and longer

@@ -330,7 +330,9 @@ class Dictation:
 
     A segment that ended STABLE_BEHIND_S before the end of what was heard is settled: its words are kept
     and its sound dropped, so each update reads at most MAX_PENDING_S of sound whatever the
-    dictation's length, with the settled words as Whisper's prompt (context across the cut).
+    dictation's length, with the settled words as Whisper's prompt (context across the cut). Updates
+    decode greedily (latency); `finish` with a file's beam search, so the unsettled rest ends as accurate
+    as a file's transcript.
 
     Silence and room noise are never read: Whisper, given sound without speech, invents words ("Thank
     you.", rows of dots) and the buffer would grow without end. Before a pass, the sound up to LEAD_IN_S
@@ -379,8 +381,12 @@ class Dictation:
         pending_s = buffer.size / SAMPLE_RATE
         if not loud or buffer.size < SAMPLE_RATE // 4:  # (no speech, or under a quarter second: nothing to hear)
             return Partial(prompt, "", self._settled_s + pending_s, 0.0)
+        # The final pass decodes as a file does (beam search): greedy, a sentence's first words with no
+        # text before them went wrong and stayed ("I will die kakapan coffee" for "I would like a cup
+        # and coffee", which the beam hears right); it reads only what is not settled, once.
+        beam = BEAM_SIZE if final else DICTATION_BEAM_SIZE
         result = self.transcriber.transcribe(buffer, language=self.language, prompt=prompt or None,
-                                             beam_size=DICTATION_BEAM_SIZE, condition_on_previous=False)  # fmt: skip
+                                             beam_size=beam, condition_on_previous=False)  # fmt: skip
         segments = [s for s in result.segments if _is_speech(s)]
         if final:
             keep = len(segments)
