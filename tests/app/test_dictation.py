@@ -109,6 +109,35 @@ def test_dictated_words_appear_at_the_cursor_partials_first_typed_text_kept(
     assert "real-time factor" in w.dictation.metrics_label.text()
 
 
+def test_the_model_load_is_shown_and_a_dictation_without_words_keeps_the_last_figures(
+    qtbot: QtBot, window: MainWindow, pcm: bytes
+) -> None:
+    w = window
+    label = w.dictation.metrics_label
+    w.dictation.button.pressed.emit()  # (held: push-to-talk)
+    # (microphone.open() showed the line before this text was set: hidden while the button was held)
+    assert label.text() == "Loading the speech model…" and label.isVisible()
+    w.dictation.button.released.emit()
+    _feed(qtbot, w.dictation.microphone, pcm, seconds=3.0, speed=3.0)
+    _click(w)
+    qtbot.waitUntil(lambda: not w.dictation.busy, timeout=MODEL_TIMEOUT)
+    figures, line = w.dictation.metrics, label.text()
+    assert figures.first_words_s is not None and "first words after" in line
+    side = w.side.metrics
+    shown = (side.dictation_rtf.text(), side.dictation_first.text(), side.dictation_words.text())
+    assert "—" not in shown
+    # the microphone opened and closed with no speech: the side panel went to dashes and a bare
+    # "tiny.en, 2 threads" line stayed under the box
+    _click(w)
+    w.dictation.microphone.feed_pcm(bytes(22_050 * 2))  # (a second of silence)
+    qtbot.wait(1500)
+    _click(w)
+    qtbot.waitUntil(lambda: not w.dictation.busy, timeout=30_000)
+    assert w.dictation.metrics is figures and label.text() == line and label.isVisible()
+    assert (side.dictation_rtf.text(), side.dictation_first.text(), side.dictation_words.text()) == shown
+    assert side.dictation_box.title() == "Last dictation"
+
+
 def test_sending_while_dictating_does_not_put_the_sent_words_back(
     qtbot: QtBot, window: MainWindow, tmp_path: Path
 ) -> None:

@@ -109,6 +109,7 @@ class DictationControl(QObject):
         self._active = False  # listening, or its last pass still running
         self._anchor: QTextCursor | None = None  # where the words go (it follows edits before it)
         self._shown = ""  # the words put in last
+        self._previous = (self.metrics, "")  # the figures and line before this dictation
         self._generation = 0  # a restart's number: a pass of the dictation before it puts nothing in
         self._putting = False  # our own words going in (the box emptied by them is no restart)
         self._pressed_at: float | None = None  # this press started listening (push-to-talk if held)
@@ -176,11 +177,15 @@ class DictationControl(QObject):
         self._active = True
         self._stop, self._abort = threading.Event(), threading.Event()
         self._buffered, self.dictation = [], None
+        # (the last dictation's figures, shown again if this one hears no words)
+        words = self.metrics.first_words_s is not None
+        self._previous = (self.metrics, self.metrics_label.text() if words else "")
         self.metrics = DictationMetrics()
         self._anchor_at_cursor()
         if self._model() != self._loaded_model:  # (another model chosen in Settings ▸ Voice)
             self.transcriber, self._loaded_model = None, self._model()
         self.metrics_label.setText(self.tr("Loading the speech model…") if self.transcriber is None else "")
+        self._show_state()  # (microphone.open() showed the state before this text: the label stayed hidden)
         if self.transcriber is None:
             self.tasks.run(self._make_transcriber, self._on_loaded, self._on_load_failed, key=MODEL_KEY)
         else:
@@ -288,6 +293,9 @@ class DictationControl(QObject):
             self._account(result[1])
             self._put(result[1].text)
         self._anchor = None
+        if self.metrics.first_words_s is None:  # (no words heard: the last dictation's figures stay)
+            self.metrics, previous_label = self._previous
+            self.metrics_label.setText(previous_label)
         self._show_state()
 
     def _account(self, partial: Partial) -> None:
