@@ -20,6 +20,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor, QGuiApplication, QPalette
 from pytestqt.qtbot import QtBot
 
+from ember_chat.app.lab.serving_chart import ServingChart
 from ember_chat.app.lab.serving_panel import COLUMNS, ServingPanel
 from ember_chat.app.shell.main_window import MainWindow
 from ember_chat.engine.bench.serving.report_html import report_html
@@ -66,6 +67,9 @@ def test_a_url_is_load_tested_per_concurrency_with_the_failures_reasons(
 ) -> None:
     panel = panel_for(qtbot, tmp_path)
     assert not panel.run_button.isEnabled()  # (no model loaded, no service: nothing to run on)
+    # the knob sweep unchecked: its check box alone, no empty frame under it (a group box drew one)
+    area = panel.sweep_box.parentWidget()
+    assert area.sizeHint().height() == panel.sweep_box.sizeHint().height() and panel.knob_area.isHidden()
     aim_at(panel, f"http://127.0.0.1:{fake.port}", "1,2", 4)
     assert panel.contacts.text() == f"Contacts {fake.base_url} (this computer)."
     assert panel.run_button.isEnabled() and not panel.copy_button.isEnabled() and panel.chart_view.isHidden()
@@ -99,6 +103,17 @@ def test_a_url_is_load_tested_per_concurrency_with_the_failures_reasons(
     rows = list(csv.DictReader(io.StringIO((tmp_path / "s.csv").read_text())))
     assert [r["load"] for r in rows] == ["concurrency 1", "concurrency 2"] and rows[0]["failed"] == "1"
     assert "HTTP 503" in rows[0]["failures"]
+    # a load the machine was busy for: said once, in the answer (not again under the table); an answer
+    # that does not say it (a knob sweep's): under the table
+    busy = "busy: 42 % of the CPU was used by other programs during this load"
+    shown = json.loads(json.dumps(result))
+    for row in [*shown["runs"], *(load["median"] for load in shown.get("loads") or [])]:
+        row["busy"] = busy
+    shown["answer"] += f" Concurrency 1 — {busy}. Concurrency 2 — {busy}."
+    panel.show_result(shown)
+    assert busy not in panel.failures.text() and "1 failed: HTTP 503" in panel.failures.text()
+    panel.show_result({**shown, "answer": "x"})
+    assert panel.failures.text().count(busy) == 2
 
 
 def test_each_plot_choice_draws_its_series_and_the_html_report_is_exported(
@@ -124,15 +139,18 @@ def test_each_plot_choice_draws_its_series_and_the_html_report_is_exported(
     assert x_axis.categoriesLabels() == ["1", "2", "3"] and x_axis.titleText() == "users at once"
     view.choice.setCurrentIndex(view.choice.findData("percentiles"))
 
+    assert not view.figure.isHidden() and view.figure.currentData() == "ttft"  # (TTFT's or ITL's percentiles)
+
     def percentiles_drawn() -> None:
-        series = panel.chart.series()
         quantiles = ("p50", "p90", "p95", "p99")
-        assert [s.name() for s in series] == [f"{f} {q}" for f in ("TTFT", "ITL") for q in quantiles] + [
-            "TTFT objective"
-        ]
-        for s, (key, q) in zip(series, [(k, q) for k in ("ttft_ms", "itl_ms") for q in quantiles], strict=False):
-            assert [p.y() for p in s.points()] == [r[key][q] for r in runs], s.name()
-        assert series[4].pen().style() == Qt.PenStyle.DashLine and series[4].pen().color() == series[0].pen().color()
+        for figure, key, objective in (("TTFT", "ttft_ms", ["TTFT objective"]), ("ITL", "itl_ms", [])):
+            view.figure.setCurrentIndex(view.figure.findData(figure.lower()))
+            series = panel.chart.series()  # (one figure at a time: the legend holds every line)
+            assert [s.name() for s in series] == [f"{figure} {q}" for q in quantiles] + objective
+            for s, q in zip(series, quantiles, strict=False):
+                assert [p.y() for p in s.points()] == [r[key][q] for r in runs], s.name()
+            assert len({s.pen().color().name() for s in series[:4]}) == 4  # (a colour per percentile)
+        view.figure.setCurrentIndex(0)
 
     percentiles_drawn()
     dark = QPalette(panel.palette())
@@ -146,6 +164,24 @@ def test_each_plot_choice_draws_its_series_and_the_html_report_is_exported(
     page = (tmp_path / "s.html").read_text(encoding="utf-8")
     assert page.startswith("<!DOCTYPE html>") and page == report_html(panel.result)  # type: ignore[arg-type]
     assert page.count("<svg") == 3
+    view.choice.setCurrentIndex(view.choice.findData("latency"))
+    assert view.figure.isHidden()
+
+
+def test_the_goodput_axis_is_scaled_to_its_figures(qtbot: QtBot) -> None:
+    """0.15 requests/s at most: the axis ends at 0.2, not at 1.5 (a floor of 1, then nice numbers, had
+    the lines flat on the floor)."""
+    view = ServingChart()
+    qtbot.addWidget(view)
+    view.choice.setCurrentIndex(view.choice.findData("goodput"))
+    rows = [{"load": f"concurrency {c}", "concurrency": c, "requests_per_s": rps, "goodput_requests_per_s": good}
+            for c, rps, good in ((1, 0.15, 0.04), (2, 0.09, 0.0))]  # fmt: skip
+    view.plot({"runs": rows, "slo": {"ttft_ms": 1000.0}})
+    [y_axis] = view.chart().axes(Qt.Orientation.Vertical)
+    assert y_axis.min() == 0 and y_axis.max() == pytest.approx(0.2) and y_axis.labelFormat() == "%.2f"
+    view.plot({"runs": [{**rows[0], "requests_per_s": 830.0}], "slo": {"ttft_ms": None}})
+    [y_axis] = view.chart().axes(Qt.Orientation.Vertical)
+    assert y_axis.max() == 1000 and y_axis.labelFormat() == "%.0f"
 
 
 def test_another_computer_is_said_before_the_run_and_a_target_down_stops_it(qtbot: QtBot, tmp_path: Path) -> None:

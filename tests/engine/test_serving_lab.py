@@ -187,6 +187,9 @@ def test_the_plain_answer_names_the_most_users_within_the_objective() -> None:
     assert "first tokens within 0.70 s (p95)" in answer and "≥ 16.7 tokens/s each" in answer
     assert "did not meet the objective" in plain_answer(context, [run(1, 0.2, 3000.0, 90.0)], Slo())
     assert "serves 2 chats at once (the most tried: try more)" in plain_answer(context, runs[:2], Slo())
+    # the window's model: named as the window names it, not by the key its server serves it as
+    shown = {**context, "model": "starter", "model_name": "SmolLM2 135M (chat starter)"}
+    assert plain_answer(shown, runs, Slo()).startswith("SmolLM2 135M (chat starter) on a 2-core CPU serves")
 
 
 def test_bench_serve_against_ember_s_server_gives_the_figures(chat_starter_model: Path, tmp_path: Path) -> None:

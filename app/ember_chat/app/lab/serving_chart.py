@@ -6,6 +6,7 @@ load; a load's repeats as one, their median); in the window's theme, redrawn whe
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from PySide6.QtCharts import (
@@ -21,9 +22,10 @@ from PySide6.QtCore import QEvent, Qt
 from PySide6.QtGui import QFont, QPainter, QPalette, QPen
 from PySide6.QtWidgets import QApplication, QComboBox, QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
-from ember_chat.engine.bench.serving.report_html import PLOTS, Panel, load_rows, panels, row_label
+from ember_chat.engine.bench.serving.report_html import PLOTS, Panel, load_rows, nice_ticks, panels, row_label
 
 LATENCY, GOODPUT, PERCENTILES = PLOTS
+TTFT, ITL = "ttft", "itl"  # (the percentiles plot's figure: one at a time, four lines and the objective fit)
 
 
 class ServingChart(QWidget):
@@ -41,6 +43,13 @@ class ServingChart(QWidget):
         self.choice.currentIndexChanged.connect(self._chosen)
         label = QLabel(self.tr("&Plot:"))
         label.setBuddy(self.choice)
+        self.figure = QComboBox()  # (the percentiles plot's: TTFT's or ITL's)
+        self.figure.addItem(self.tr("Time to the first token (TTFT)"), TTFT)
+        self.figure.addItem(self.tr("Gaps between tokens (ITL)"), ITL)
+        self.figure.setAccessibleName(self.tr("Percentiles of"))
+        self.figure.currentIndexChanged.connect(self._chosen)
+        self.figure_label = QLabel(self.tr("&of:"))
+        self.figure_label.setBuddy(self.figure)
         self.view = QChartView()
         self.view.setChart(QChart())
         self.view.setRenderHint(QPainter.RenderHint.Antialiasing)
@@ -51,7 +60,11 @@ class ServingChart(QWidget):
         row = QHBoxLayout()
         row.addWidget(label)
         row.addWidget(self.choice)
+        row.addWidget(self.figure_label)
+        row.addWidget(self.figure)
         row.addStretch(1)
+        self.figure_label.hide()
+        self.figure.hide()
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addLayout(row)
@@ -65,6 +78,8 @@ class ServingChart(QWidget):
         return str(self.choice.currentData())
 
     def _chosen(self, _index: int) -> None:
+        self.figure_label.setVisible(self.which() == PERCENTILES)
+        self.figure.setVisible(self.which() == PERCENTILES)
         if self._result is not None:
             self.plot(self._result)
 
@@ -110,7 +125,7 @@ class ServingChart(QWidget):
             series.append(dot)
         limit = result["slo"]["ttft_ms"]
         top_x = max([x for _s, _l, x, _y in points] + [1.0]) * 1.15
-        top_y = max([y for _s, _l, _x, y in points] + [limit or 0.0, 1.0]) * 1.15
+        top_y = max([y for _s, _l, _x, y in points] + [limit or 0.0])
         if limit is not None:
             series.append(self._objective(self.tr("TTFT objective"), limit, 0, top_x * 4))
         x = QValueAxis()
@@ -126,29 +141,22 @@ class ServingChart(QWidget):
         self.chart().setTitle(self.tr("Goodput against the load"))
         names = [self.tr("requests/s completed"), self.tr("goodput: requests/s within the objective")]
         lines = self._lines(panel, names)
-        top = max([y for s in panel.series for _x, y, _l in s.points] + [1.0]) * 1.15
+        top = max((y for s in panel.series for _x, y, _l in s.points), default=0.0)
         self._attach(lines, self._load_axis(panel), self._y_axis(top, self.tr("requests/s")))
 
     def _percentiles(self, result: dict[str, Any]) -> None:
-        """p50, p90, p95 and p99 of TTFT (solid) and of ITL (dashed, the same colour per percentile) per
-        load, on one axis in ms, and the TTFT objective."""
+        """p50, p90, p95 and p99 of TTFT (with the TTFT objective) or of ITL per load, as the figure
+        chosen beside the plot says: both at once, eight lines and the objective, cut the legend short."""
         ttft, itl = panels(result, PERCENTILES)
-        self.chart().setTitle(self.tr("TTFT and ITL percentiles per load"))
-        first = self._lines(ttft, [f"TTFT {s.name}" for s in ttft.series])
-        second = self._lines(itl, [f"ITL {s.name}" for s in itl.series])
-        ys = [y for p in (ttft, itl) for s in p.series for _x, y, _l in s.points]
-        limit = ttft.objective[0] if ttft.objective is not None else None
-        top = max([*ys, limit or 0.0, 1.0]) * 1.15
-        series: list[QLineSeries | QScatterSeries] = [*first, *second]
+        panel, name = (itl, "ITL") if self.figure.currentData() == ITL else (ttft, "TTFT")
+        self.chart().setTitle(self.tr("{figure} percentiles per load").format(figure=name))
+        series: list[QLineSeries | QScatterSeries] = [*self._lines(panel, [f"{name} {s.name}" for s in panel.series])]
+        limit = panel.objective[0] if panel.objective is not None else None
+        top = max([y for s in panel.series for _x, y, _l in s.points] + [limit or 0.0])
         if limit is not None:
-            right = len(ttft.categories or ()) - 0.5  # (the category axis' end: a line past it widened the axis)
+            right = len(panel.categories or ()) - 0.5  # (the category axis' end: a line past it widened the axis)
             series.append(self._objective(self.tr("TTFT objective"), limit, -0.5, right))
-        self._attach(series, self._load_axis(ttft), self._y_axis(top, self.tr("milliseconds")))
-        for solid, dashed in zip(first, second, strict=True):  # (after the theme gave the colours)
-            pen = QPen(dashed.pen())
-            pen.setColor(solid.pen().color())
-            pen.setStyle(Qt.PenStyle.DashLine)
-            dashed.setPen(pen)
+        self._attach(series, self._load_axis(panel), self._y_axis(top, self.tr("milliseconds")))
 
     def _lines(self, panel: Panel, names: list[str]) -> list[QLineSeries]:
         made = []
@@ -178,8 +186,16 @@ class ServingChart(QWidget):
         return small
 
     def _y_axis(self, top: float, title: str) -> QValueAxis:
+        """0 to the data's largest figure (`top`) and a little more, in round steps as the HTML report's
+        (0.15 requests/s: up to 0.2, not 1.5 — a floor of 1 flattened small figures)."""
+        ticks = nice_ticks(top * 1.05)
+        step = ticks[1] - ticks[0]
+        digits = max(0, -math.floor(math.log10(step))) if step < 1 else 0
+        digits += 1 if step < 1 and round(step * 10**digits, 6) % 1 else 0  # (0.25: two digits)
         y = QValueAxis()
-        y.setRange(0, top)
+        y.setRange(0, ticks[-1])
+        y.setTickCount(len(ticks))
+        y.setLabelFormat(f"%.{digits}f")
         y.setTitleText(title)
         return y
 
@@ -203,10 +219,10 @@ class ServingChart(QWidget):
         for axis in (x, y):
             axis.setLabelsFont(small)
             axis.setTitleFont(small)
-        for axis in (a for a in (x, y) if type(a) is QValueAxis):  # (a category axis keeps its loads' range)
-            axis.setLabelFormat("%.0f" if axis is x or axis.max() > 10 else "%.1f")
-            axis.setTickCount(5)
-            axis.applyNiceNumbers()
+        if type(x) is QValueAxis:  # (a category axis keeps its loads' range; y has its round steps)
+            x.setLabelFormat("%.0f")
+            x.setTickCount(5)
+            x.applyNiceNumbers()
         chart.addAxis(x, Qt.AlignmentFlag.AlignBottom)
         chart.addAxis(y, Qt.AlignmentFlag.AlignLeft)
         for s in series:

@@ -35,7 +35,6 @@ from PySide6.QtWidgets import (
     QDoubleSpinBox,
     QFileDialog,
     QGridLayout,
-    QGroupBox,
     QHBoxLayout,
     QHeaderView,
     QLabel,
@@ -44,6 +43,7 @@ from PySide6.QtWidgets import (
     QPushButton,
     QScrollArea,
     QSpinBox,
+    QStyle,
     QTableWidget,
     QTableWidgetItem,
     QVBoxLayout,
@@ -118,6 +118,7 @@ def serve_window_model(service: EngineService, data_dir: Path) -> ServingTarget:
         raise EmberError("No model is loaded for chat: load one first, or pick a connection or a URL.")
     settings = {"n_ctx": model.n_ctx, "gpu_layers": model.gpu_layers, "kv_cache_type": model.kv_cache_type}
     facts = local_facts(model.path, model.quantization, data_dir, model.threads, settings)  # (before the server)
+    facts["model_name"] = model.name  # (the answer names it so, not by the key the server serves it as)
     key = secrets.token_urlsafe(24)
     server = ApiServer(service, ServerConfig(port=0, api_key=key))
     server.start()
@@ -249,7 +250,7 @@ class ServingPanel(QWidget):
         self.repeats.setToolTip(
             self.tr("Run each load this many times: each figure is then the repeats' median, with its 95 % interval")
         )
-        self.sweep_box = self._knobs()
+        self.sweep_box, sweep_area = self._knobs()
 
         grid = QGridLayout()
         grid.addWidget(self._buddy(self.tr("Target"), self.target), 0, 0)
@@ -281,7 +282,7 @@ class ServingPanel(QWidget):
         objective.addWidget(self.repeats)
         grid.addWidget(self._buddy(self.tr("Objective"), self.ttft), 3, 0)
         grid.addLayout(objective, 3, 1, 1, 5)
-        grid.addWidget(self.sweep_box, 4, 0, 1, 6)
+        grid.addWidget(sweep_area, 4, 0, 1, 6)
         grid.setColumnStretch(1, 2)
         grid.setColumnStretch(3, 1)
 
@@ -413,16 +414,21 @@ class ServingPanel(QWidget):
         spin.setAccessibleName(name)
         return spin
 
-    def _knobs(self) -> QGroupBox:
-        """The knob sweep's choices: a check box per load setting and its values, shown when the box is
-        checked."""
-        box = QGroupBox(self.tr("Knob sweep: load the model with each setting in turn"))
-        box.setCheckable(True)
-        box.setChecked(False)
-        box.setFlat(True)
+    def _knobs(self) -> tuple[QCheckBox, QWidget]:
+        """The knob sweep's check box and the area holding it and its choices (a check box per load setting
+        and its values, shown when the sweep is checked). A check box, not a checkable group box: a group box
+        drew an empty frame under its title while unchecked."""
+        box = QCheckBox(self.tr("Knob sweep: load the model with each setting in turn"))
+        area = QWidget()
+        column = QVBoxLayout(area)
+        column.setContentsMargins(0, 0, 0, 0)
+        column.addWidget(box)
         inner = QWidget()
         grid = QGridLayout(inner)
-        grid.setContentsMargins(0, 0, 0, 0)
+        indent = self.style().pixelMetric(QStyle.PixelMetric.PM_IndicatorWidth) + 6  # (under the box's words)
+        grid.setContentsMargins(indent, 0, 0, 0)
+        box.toggled.connect(inner.setEnabled)  # (unchecked, or disabled with the check box: not editable)
+        self.knob_area = inner
         self.knob_checks: dict[str, QCheckBox] = {}
         self.knob_values: dict[str, QLineEdit] = {}
         for i, (name, values) in enumerate(SWEEP_KNOBS.items()):
@@ -454,10 +460,10 @@ class ServingPanel(QWidget):
         self.knob_note.setWordWrap(True)
         self.knob_note.setForegroundRole(QPalette.ColorRole.PlaceholderText)
         grid.addWidget(self.knob_note, 2, 0, 1, 8)
-        QVBoxLayout(box).addWidget(inner)
+        column.addWidget(inner)
         inner.setVisible(False)
         box.toggled.connect(inner.setVisible)
-        return box
+        return box, area
 
     def knobs(self) -> list[Knob] | None:
         """The knob sweep asked for (None: no sweep; EmberError naming a bad value)."""
@@ -531,6 +537,7 @@ class ServingPanel(QWidget):
         else:
             why = "" if ready else text
         self.sweep_box.setEnabled(not why)
+        self.knob_area.setEnabled(not why and self.sweep_box.isChecked())
         self.sweep_box.setToolTip(
             why
             or self.tr(
@@ -802,7 +809,7 @@ class ServingPanel(QWidget):
             if reasons:
                 self.table.item(row, COLUMNS.index("Failed")).setToolTip("\n".join(reasons))
                 notes.append(f"{label} — ".replace("\n", " ") + "; ".join(reasons))
-            if r.get("busy"):  # (the engine's note: other programs used the CPU during the load)
+            if r.get("busy") and r["busy"] not in result["answer"]:  # (other programs used the CPU; once)
                 notes.append(f"{label} — {r['busy']}".replace("\n", " "))
         for skipped in result.get("skipped", []):
             notes.append(

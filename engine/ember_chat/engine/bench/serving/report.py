@@ -100,7 +100,7 @@ def plain_answer(
     (p95) and ≥ 14.2 tokens/s each.' With `loads` (sweep's: `runs` are then their medians), the answer
     names the repeats and the interval of the load it is about, and each load the machine was busy for."""
     where = context.get("hardware") or context.get("base_url")
-    who = f"{context.get('model')} on {where}"
+    who = f"{context.get('model_name') or context.get('model')} on {where}"  # (the name people know it by)
     if not runs:
         return f"{who}: nothing was measured (the run was cancelled before its first load)."
     served = [r for r in runs if _served(r)]
