@@ -78,6 +78,15 @@ def test_the_page_offers_the_installed_models_and_the_languages_each_understands
     assert (saved.dictation_model, saved.dictation_language) == ("tiny.en", "")
 
 
+def test_the_speed_and_pitch_sliders_show_their_values(make_window: Callable[..., MainWindow]) -> None:
+    page = _voice_page(make_window())  # (a slider alone showed no value)
+    assert page.rate_value.isVisible() and page.rate_value.text() == "0 (normal)"
+    page.rate.setValue(5)
+    page.pitch.setValue(-3)
+    assert (page.rate_value.text(), page.pitch_value.text()) == ("+0.5", "−0.3")
+    assert VoicePage(page.read_aloud).rate_value.text() == "+0.5"  # (the saved value, shown again)
+
+
 def test_a_chosen_model_no_longer_installed_is_shown_not_swapped(
     paths: AppPaths, make_window: Callable[..., MainWindow]
 ) -> None:

@@ -49,8 +49,8 @@ class VoicePage(QWidget):
         self.voice.addItem(self.tr("The system's language"), "")
         self.voice.currentIndexChanged.connect(lambda _i: self._save(read_aloud_voice=self.voice.currentData()))
 
-        self.rate = self._slider(self.tr("Speed"), settings.read_aloud_rate, "read_aloud_rate")
-        self.pitch = self._slider(self.tr("Pitch"), settings.read_aloud_pitch, "read_aloud_pitch")
+        self.rate, self.rate_value = self._slider(self.tr("Speed"), settings.read_aloud_rate, "read_aloud_rate")
+        self.pitch, self.pitch_value = self._slider(self.tr("Pitch"), settings.read_aloud_pitch, "read_aloud_pitch")
 
         self.test = QPushButton(self.tr("Test voice"))
         self.test.setToolTip(self.tr("Say a sentence with this voice, speed and pitch"))
@@ -66,8 +66,8 @@ class VoicePage(QWidget):
         form = QFormLayout(reading)
         form.addRow("", self.streaming)
         form.addRow(self.tr("Voice"), self.voice)
-        form.addRow(self.tr("Speed"), self.rate)
-        form.addRow(self.tr("Pitch"), self.pitch)
+        form.addRow(self.tr("Speed"), self._with_value(self.rate, self.rate_value))
+        form.addRow(self.tr("Pitch"), self._with_value(self.pitch, self.pitch_value))
         form.addRow("", test_row)
         form.addRow(self.tr("Engine"), self.engine)
         page = QVBoxLayout(self)
@@ -116,7 +116,8 @@ class VoicePage(QWidget):
         return box
 
     def _fill_languages(self, model: str, chosen: str) -> None:
-        """Automatic and the languages `model` understands; an English-only model offers English only."""
+        """Automatic and the languages `model` understands (an English-only model: Automatic, which hears
+        English there too, and English)."""
         languages = languages_of(model)
         self.language.blockSignals(True)  # (filling the list is not the user choosing)
         self.language.clear()
@@ -145,7 +146,8 @@ class VoicePage(QWidget):
         self._save(dictation_model=model, dictation_language=language)
         self._fill_languages(model, language)
 
-    def _slider(self, name: str, value: float, key: str) -> QSlider:
+    def _slider(self, name: str, value: float, key: str) -> tuple[QSlider, QLabel]:
+        """A -1…1 slider in tenths and the label that shows its value (a slider alone shows none)."""
         slider = QSlider(Qt.Orientation.Horizontal)
         slider.setRange(-STEPS, STEPS)
         slider.setValue(round(value * STEPS))
@@ -154,8 +156,26 @@ class VoicePage(QWidget):
         slider.setMaximumWidth(WIDE)  # (a slider across a wide window is hard to read)
         slider.setAccessibleName(name)
         slider.setToolTip(self.tr("Middle: the voice's own; left lower, right higher"))
+        shown = QLabel()
+        shown.setAccessibleName(self.tr("{name} value").format(name=name))
+        shown.setMinimumWidth(shown.fontMetrics().horizontalAdvance("−0.0 (normal)"))
+
+        def show(step: int) -> None:
+            shown.setText(self.tr("0 (normal)") if step == 0 else f"{'+' if step > 0 else '−'}{abs(step) / STEPS:.1f}")
+
+        show(slider.value())
+        slider.valueChanged.connect(show)
         slider.valueChanged.connect(lambda v: self._save(**{key: v / STEPS}))
-        return slider
+        return slider, shown
+
+    @staticmethod
+    def _with_value(slider: QSlider, shown: QLabel) -> QWidget:
+        row = QWidget()
+        layout = QHBoxLayout(row)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addWidget(slider, 1)
+        layout.addWidget(shown)
+        return row
 
     def _save(self, **changes: object) -> None:
         ctx = self.read_aloud.ctx
