@@ -47,6 +47,7 @@ class ServingChart(QWidget):
         self.figure.addItem(self.tr("Time to the first token (TTFT)"), TTFT)
         self.figure.addItem(self.tr("Gaps between tokens (ITL)"), ITL)
         self.figure.setAccessibleName(self.tr("Percentiles of"))
+        self.figure.setAccessibleDescription(self.tr("Whose percentiles the plot draws: TTFT's or ITL's"))
         self.figure.currentIndexChanged.connect(self._chosen)
         self.figure_label = QLabel(self.tr("&of:"))
         self.figure_label.setBuddy(self.figure)
