@@ -21,7 +21,8 @@ from PySide6.QtGui import QColor, QGuiApplication, QPalette
 from pytestqt.qtbot import QtBot
 
 from ember_chat.app.lab.serving_chart import ServingChart
-from ember_chat.app.lab.serving_panel import COLUMNS, ServingPanel
+from ember_chat.app.lab.serving_panel import ServingPanel
+from ember_chat.app.lab.serving_table import COLUMNS
 from ember_chat.app.shell.main_window import MainWindow
 from ember_chat.engine.bench.serving.report_html import report_html
 from ember_chat.engine.errors import EmberError

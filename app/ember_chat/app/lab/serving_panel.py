@@ -12,7 +12,8 @@ output tokens/s; copied, exported (JSON: the sweep's dict, CSV: a row per load) 
 folder's benchmarks/ as serving-*.json. Repeats give each figure as the repeats' median with its 95 %
 interval (report.sweep's `loads`); a knob sweep (bench/serving/knobs.py) loads the model loaded for chat with
 each setting in an engine of its own, marks the Pareto front and the winner, and saves the winner as the
-model's load settings."""
+model's load settings. The figures table (serving_table.py), the knob sweep box (serving_knobs.py),
+Find servers (serving_finder.py) and the plots (serving_chart.py) are modules of their own."""
 
 from __future__ import annotations
 
@@ -28,24 +29,18 @@ from urllib.parse import urlsplit
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QFont, QGuiApplication, QPalette, QResizeEvent
 from PySide6.QtWidgets import (
-    QAbstractItemView,
     QApplication,
-    QCheckBox,
     QComboBox,
     QDoubleSpinBox,
     QFileDialog,
     QGridLayout,
     QHBoxLayout,
-    QHeaderView,
     QLabel,
     QLineEdit,
     QProgressBar,
     QPushButton,
     QScrollArea,
     QSpinBox,
-    QStyle,
-    QTableWidget,
-    QTableWidgetItem,
     QVBoxLayout,
     QWidget,
 )
@@ -53,15 +48,16 @@ from PySide6.QtWidgets import (
 from ember_chat.app.engine_link.tasks import TaskRunner
 from ember_chat.app.lab.serving_chart import ServingChart
 from ember_chat.app.lab.serving_compare import CompareRunsDialog
+from ember_chat.app.lab.serving_finder import ServerFinder
+from ember_chat.app.lab.serving_knobs import KnobSweepBox
+from ember_chat.app.lab.serving_table import ServingTable
 from ember_chat.engine.bench.lab import write_run
 from ember_chat.engine.bench.serving.export import runs_csv
 from ember_chat.engine.bench.serving.knobs import (
-    SPECULATIVE,
     Knob,
     apply_winner,
     knob_sweep,
     label_of,
-    parse_knob,
     saved_knobs,
 )
 from ember_chat.engine.bench.serving.load import LoadPlan
@@ -70,16 +66,13 @@ from ember_chat.engine.bench.serving.report_html import report_html
 from ember_chat.engine.bench.serving.summary import Slo
 from ember_chat.engine.bench.serving.targets import (
     LOOPBACK,
-    USUAL_PORTS,
-    FoundServer,
     ServingTarget,
     connection_target,
-    find_servers,
     started_target,
     url_target,
 )
 from ember_chat.engine.bench.serving.workload import SHAPES, workload_for
-from ember_chat.engine.core.params import SPECS, LoadConfig
+from ember_chat.engine.core.params import LoadConfig
 from ember_chat.engine.core.refs import ModelRef
 from ember_chat.engine.errors import EmberError
 from ember_chat.engine.inference.service.engine import EngineService
@@ -92,17 +85,6 @@ SHAREGPT_FILE = "file"  # (the workload choice that opens a file dialog)
 CONCURRENCY, RATE = "concurrency", "rate"  # (how the loads are given)
 WARMUP = 1  # requests sent before each load, not counted (the CLI's default)
 HTML = "html"  # (the export to a report: report_html)
-# The load settings a knob sweep can vary (knobs.py takes any of LOAD_SPECS; these change serving) and the
-# values offered at first.
-# (speculative: the temporary server's default speculative decoding, a chat's setting: not saved with the winner)
-SWEEP_KNOBS = {"parallel": "1,2,4", "n_ctx": "2048,4096", "threads": "1,2", "threads_batch": "1,2",
-               "n_batch": "256,512", "flash_attn": "on,off", "kv_cache_type": "f16,q8_0",
-               SPECULATIVE: "off,auto,ngram"}  # fmt: skip
-WINNER, PARETO = "winner", "pareto"  # (a knob sweep's marks, said after a row's load)
-Row = tuple[str, dict[str, Any], dict[str, Any], str]  # (label, figures, their 95 % intervals, mark)
-
-COLUMNS = ("Load", "TTFT p50 / p95 ms", "TPOT p50 / p95 ms", "ITL p95 ms", "E2E p95 ms", "Requests/s",
-           "Output tok/s", "Goodput req/s", "Within SLO", "Failed")  # fmt: skip
 
 
 def serve_window_model(service: EngineService, data_dir: Path) -> ServingTarget:
@@ -124,10 +106,6 @@ def serve_window_model(service: EngineService, data_dir: Path) -> ServingTarget:
     server.start()
     engine = f"Ember (this window), {model.backend}"
     return started_target(model.name, server.url, key, engine, server.stop, facts)
-
-
-def _ms(value: float | None) -> str:
-    return "—" if value is None else f"{value:,.0f}"
 
 
 class ServingPanel(QWidget):
@@ -186,27 +164,9 @@ class ServingPanel(QWidget):
         self.contacts.setForegroundRole(QPalette.ColorRole.PlaceholderText)
         self.target.currentIndexChanged.connect(lambda _i: self.describe_target())
         self.url.textChanged.connect(lambda _t: self.describe_target())
-        # Servers on this computer's usual ports (bench serve --find): probed on 127.0.0.1 only
-        from ember_chat.engine.serve.config import DEFAULT_PORT
-
-        self.find_ports: dict[int, str] = {**USUAL_PORTS, DEFAULT_PORT: "Ember"}
-        self.find_button = QPushButton(self.tr("Find servers"))
-        self.find_button.setAccessibleName(self.tr("Find servers on this computer"))
-        self.find_button.setToolTip(
-            self.tr("Ask the usual ports of this computer (127.0.0.1 only, never the network) for a model server")
-        )
-        self.find_button.clicked.connect(self.find)
-        self.found: list[FoundServer] = []
-        self.found_list = QComboBox()  # what answered; picking one aims the run at it
-        self.found_list.setAccessibleName(self.tr("Servers found"))
-        self.found_list.setToolTip(self.tr("Pick one to load-test it"))
-        self.found_list.activated.connect(self.use_found)
-        self.found_list.hide()
-        self.found_note = QLabel()
-        self.found_note.setWordWrap(True)
-        self.found_note.setTextFormat(Qt.TextFormat.PlainText)  # (a server's model names are not markup)
-        self.found_note.setAccessibleName(self.tr("What was found"))
-        self.found_note.hide()
+        self.finder = ServerFinder(self.tasks, self)  # (Find servers: what answered on this computer)
+        self.find_button, self.found_list, self.found_note = self.finder.button, self.finder.list, self.finder.note
+        self.finder.picked.connect(self.aim_at)
 
         self.workload = QComboBox()
         self.workload.setAccessibleName(self.tr("Workload"))
@@ -250,7 +210,9 @@ class ServingPanel(QWidget):
         self.repeats.setToolTip(
             self.tr("Run each load this many times: each figure is then the repeats' median, with its 95 % interval")
         )
-        self.sweep_box, sweep_area = self._knobs()
+        self.knob_sweep = KnobSweepBox()
+        self.sweep_box, self.knob_area = self.knob_sweep.box, self.knob_sweep.choices
+        self.knob_checks, self.knob_values = self.knob_sweep.checks, self.knob_sweep.values
 
         grid = QGridLayout()
         grid.addWidget(self._buddy(self.tr("Target"), self.target), 0, 0)
@@ -282,7 +244,7 @@ class ServingPanel(QWidget):
         objective.addWidget(self.repeats)
         grid.addWidget(self._buddy(self.tr("Objective"), self.ttft), 3, 0)
         grid.addLayout(objective, 3, 1, 1, 5)
-        grid.addWidget(sweep_area, 4, 0, 1, 6)
+        grid.addWidget(self.knob_sweep, 4, 0, 1, 6)
         grid.setColumnStretch(1, 2)
         grid.setColumnStretch(3, 1)
 
@@ -313,23 +275,7 @@ class ServingPanel(QWidget):
         self.answer.setFont(big)
         self.answer.hide()
 
-        self.table = QTableWidget(0, len(COLUMNS))
-        self.table.setHorizontalHeaderLabels([self.tr(c) for c in COLUMNS])
-        self.table.horizontalHeaderItem(COLUMNS.index("Goodput req/s")).setToolTip(
-            self.tr("Requests per second that met the objective")
-        )
-        self.table.horizontalHeaderItem(COLUMNS.index("Within SLO")).setToolTip(
-            self.tr("The share of requests that met the objective (a load is served at 95 %)")
-        )
-        self.table.horizontalHeaderItem(COLUMNS.index("Failed")).setToolTip(self.tr("Point at a count for the reasons"))
-        self.table.setAccessibleName(self.tr("Serving figures"))
-        self.table.setAccessibleDescription(self.tr("One row per load"))
-        self.table.verticalHeader().hide()
-        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
-        self.table.setAlternatingRowColors(True)
-        self.table.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)  # (as tall as its rows)
-        self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
-        self.table.horizontalHeader().setStretchLastSection(True)
+        self.table = ServingTable()
         self.failures = QLabel()  # each failure's reason, under the table (the tooltips say it too)
         self.failures.setWordWrap(True)
         self.failures.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
@@ -338,7 +284,7 @@ class ServingPanel(QWidget):
 
         self.chart_view = ServingChart()
         self.chart = self.chart_view.chart()
-        self.fit_table()
+        self.table.fit_table()
 
         self.copy_button = QPushButton(self.tr("Copy"))
         self.copy_button.setAccessibleName(self.tr("Copy the answer and the figures"))
@@ -414,67 +360,9 @@ class ServingPanel(QWidget):
         spin.setAccessibleName(name)
         return spin
 
-    def _knobs(self) -> tuple[QCheckBox, QWidget]:
-        """The knob sweep's check box and the area holding it and its choices (a check box per load setting
-        and its values, shown when the sweep is checked). A check box, not a checkable group box: a group box
-        drew an empty frame under its title while unchecked."""
-        box = QCheckBox(self.tr("Knob sweep: load the model with each setting in turn"))
-        area = QWidget()
-        column = QVBoxLayout(area)
-        column.setContentsMargins(0, 0, 0, 0)
-        column.addWidget(box)
-        inner = QWidget()
-        grid = QGridLayout(inner)
-        indent = self.style().pixelMetric(QStyle.PixelMetric.PM_IndicatorWidth) + 6  # (under the box's words)
-        grid.setContentsMargins(indent, 0, 0, 0)
-        box.toggled.connect(inner.setEnabled)  # (unchecked, or disabled with the check box: not editable)
-        self.knob_area = inner
-        self.knob_checks: dict[str, QCheckBox] = {}
-        self.knob_values: dict[str, QLineEdit] = {}
-        for i, (name, values) in enumerate(SWEEP_KNOBS.items()):
-            if name == SPECULATIVE:  # (not a load setting: the server's, for requests that do not name one)
-                check = QCheckBox(self.tr("Speculative decoding"))
-                check.setToolTip(
-                    self.tr(
-                        "The server's speculative decoding: off, auto, ngram, or draft (with the model's draft "
-                        "model). A chat's setting, not the model's: the winner's is said, not saved"
-                    )
-                )
-            else:
-                check = QCheckBox(SPECS[name].label)  # (the ⚙ dialog's words for it)
-                check.setToolTip(SPECS[name].description)
-            edit = QLineEdit(values)
-            edit.setAccessibleName(self.tr("{knob} values").format(knob=check.text()))
-            edit.setToolTip(self.tr("The values to try, comma-separated"))
-            edit.setEnabled(False)
-            check.toggled.connect(edit.setEnabled)
-            grid.addWidget(check, i // 4, (i % 4) * 2)
-            grid.addWidget(edit, i // 4, (i % 4) * 2 + 1)
-            self.knob_checks[name], self.knob_values[name] = check, edit
-        self.knob_note = QLabel(
-            self.tr(
-                "Every combination runs, each loading the model in an engine of its own on 127.0.0.1 (its file "
-                "mapped once, shared); the chat model stays loaded."
-            )
-        )
-        self.knob_note.setWordWrap(True)
-        self.knob_note.setForegroundRole(QPalette.ColorRole.PlaceholderText)
-        grid.addWidget(self.knob_note, 2, 0, 1, 8)
-        column.addWidget(inner)
-        inner.setVisible(False)
-        box.toggled.connect(inner.setVisible)
-        return box, area
-
     def knobs(self) -> list[Knob] | None:
         """The knob sweep asked for (None: no sweep; EmberError naming a bad value)."""
-        if not (self.sweep_box.isEnabled() and self.sweep_box.isChecked()):
-            return None
-        said_as = self.tr("Knob sweep,")
-        knobs = [parse_knob(f"{name}={self.knob_values[name].text()}", said_as)
-                 for name, check in self.knob_checks.items() if check.isChecked()]  # fmt: skip
-        if not knobs:
-            raise EmberError(self.tr("Check at least one load setting to sweep, or uncheck the knob sweep."))
-        return knobs
+        return self.knob_sweep.knobs()
 
     def _buddy(self, text: str, widget: QWidget) -> QLabel:
         label = QLabel(text)
@@ -536,79 +424,26 @@ class ServingPanel(QWidget):
             )
         else:
             why = "" if ready else text
-        self.sweep_box.setEnabled(not why)
-        self.knob_area.setEnabled(not why and self.sweep_box.isChecked())
-        self.sweep_box.setToolTip(
-            why
-            or self.tr(
-                "Load the model with each combination of the checked settings, run the same loads on each, and "
-                "name the Pareto front (goodput and tokens/s up, TTFT p95 down) and the winner"
-            )
-        )
+        self.knob_sweep.allow(why)
 
     def _where(self, url: str) -> str:
         if (urlsplit(url).hostname or "") in LOOPBACK:
             return self.tr("this computer")
         return self.tr("another computer: the figures include the network between")
 
-    def find(self) -> None:
-        """Ask this computer's usual ports for a model server, on a worker (targets.find_servers: 127.0.0.1
-        only); what answered is listed to pick from, and said."""
-        ports = dict(self.find_ports)
-        self.find_button.setEnabled(False)
-        self.found_note.setText(self.tr("Asking 127.0.0.1 at ports {ports}…").format(ports=", ".join(map(str, ports))))
-        self.found_note.show()
-        self.tasks.run(
-            lambda: find_servers(ports),
-            lambda found: self._found(found, ports),
-            self._find_failed,
-            own_thread=True,  # (a run may hold the worker: finding must not wait for it)
-        )
+    @property
+    def find_ports(self) -> dict[int, str]:
+        """The ports Find servers asks (a port: what usually listens there)."""
+        return self.finder.ports
 
-    def _find_failed(self, message: str) -> None:
-        self.find_button.setEnabled(True)
-        self.found_note.setText(message)
+    @find_ports.setter
+    def find_ports(self, ports: dict[int, str]) -> None:
+        self.finder.ports = ports
 
-    def _found(self, found: list[FoundServer], ports: dict[int, str]) -> None:
-        self.find_button.setEnabled(True)
-        self.found = found
-        self.found_list.clear()
-        tried = ", ".join(str(p) for p in ports)
-        if not found:
-            self.found_list.hide()
-            self.found_note.setText(
-                self.tr("No server answers GET /v1/models on 127.0.0.1 at ports {ports}.").format(ports=tried)
-            )
-            return
-        self.found_list.addItem(self.tr("{n} found: pick one").format(n=len(found)), None)
-        for i, server in enumerate(found):
-            self.found_list.addItem(self.found_words(server), i)
-        self.found_list.show()
-        self.found_note.setText(
-            self.tr("{n} answered on this computer (127.0.0.1, ports {ports} tried): pick one to load-test it.").format(
-                n=len(found), ports=tried
-            )
-        )
-
-    def found_words(self, server: FoundServer) -> str:
-        """'http://127.0.0.1:8080/v1 (usually llama-server, llamacpp): model, model' (names bounded)."""
-        about = [self.tr("usually {what}").format(what=server.usually)] if server.usually else []
-        about += [server.engine[:40]] if server.engine else []
-        if server.needs_key:
-            served = self.tr("needs an API key to list its models")
-        else:
-            names = [m[:60] for m in server.models[:4]] + (["…"] if len(server.models) > 4 else [])
-            served = ", ".join(names) or self.tr("no model listed")
-        around = f" ({', '.join(about)})" if about else ""
-        return f"{server.base_url}{around}: {served}"
-
-    def use_found(self, index: int) -> None:
+    def aim_at(self, url: str) -> None:
         """Aim the run at the server picked in the list of those found (its URL as the target)."""
-        picked = self.found_list.itemData(index)
-        if picked is None:
-            return
         self.target.setCurrentIndex(self.target.findData(URL))
-        self.url.setText(self.found[int(picked)].base_url)
+        self.url.setText(url)
 
     def _workload_picked(self, _index: int) -> None:
         if self.workload.currentData() != SHAREGPT_FILE:
@@ -781,125 +616,25 @@ class ServingPanel(QWidget):
     def show_result(self, result: dict[str, Any]) -> None:
         self.answer.setText(result["answer"])
         self.answer.show()
-        self.table.setRowCount(0)
-        notes = []
-        for label, r, bounds, mark in self.table_rows(result):
-            row = self.table.rowCount()
-            self.table.insertRow(row)
-            for c, text in enumerate(self.row_texts(r, bounds, label, mark)):
-                item = QTableWidgetItem(text)
-                if c:
-                    item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
-                if mark == WINNER:
-                    bold = item.font()
-                    bold.setBold(True)
-                    item.setFont(bold)
-                self.table.setItem(row, c, item)
-            if mark:
-                self.table.item(row, 0).setToolTip(
-                    self.tr("The winner: the most goodput within the objective (ties: the most tokens/s)")
-                    if mark == WINNER
-                    else self.tr("No other setting has more goodput, more tokens/s and a lower TTFT p95 at once")
-                )
-            reasons = [self.tr("{n} failed: {why}").format(n=n, why=why) for why, n in r["failures"].items()]
-            if r["saturated"]:
-                reasons.append(self.tr("stopped: {why}").format(why=r["saturated"]))
-            if r["cancelled"]:
-                reasons.append(self.tr("cancelled during this load"))
-            if reasons:
-                self.table.item(row, COLUMNS.index("Failed")).setToolTip("\n".join(reasons))
-                notes.append(f"{label} — ".replace("\n", " ") + "; ".join(reasons))
-            if r.get("busy") and r["busy"] not in result["answer"]:  # (other programs used the CPU; once)
-                notes.append(f"{label} — {r['busy']}".replace("\n", " "))
+        notes = self.table.show_rows(result)
         for skipped in result.get("skipped", []):
             notes.append(
                 self.tr("{setting} — not loaded: {why}").format(setting=skipped["label"], why=skipped["reason"])
             )
         self.failures.setText("\n".join(notes))
         self.failures.setVisible(bool(notes))
-        self.fit_table()
+        self.table.fit_table()
         self.chart_view.plot(result)
         self.chart_view.show()
 
     def resizeEvent(self, event: QResizeEvent) -> None:  # Qt override: a narrower window may scroll the table
         super().resizeEvent(event)
-        self.fit_table()
-
-    def fit_table(self) -> None:
-        """The table as tall as its rows (two empty ones before the first run), no empty grid below."""
-        self.table.resizeRowsToContents()  # (a figure with its interval takes two lines)
-        height = self.table.horizontalHeader().sizeHint().height() + 2 * self.table.frameWidth()
-        height += sum(self.table.rowHeight(r) for r in range(self.table.rowCount()))
-        height += max(0, 2 - self.table.rowCount()) * self.table.verticalHeader().defaultSectionSize()
-        if self.table.horizontalHeader().length() > self.table.width() - 2 * self.table.frameWidth():
-            height += self.table.horizontalScrollBar().sizeHint().height()  # (wider than the window: scrolled)
-        self.table.setFixedHeight(height + 6)
-
-    def table_rows(self, result: dict[str, Any]) -> list[Row]:
-        """The table's rows: a run per load; with repeats, each load's medians and their 95 % intervals;
-        for a knob sweep, each setting's loads, its best load marked when it is the winner or on the Pareto
-        front."""
-
-        def of(load: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-            return load["median"], load["interval95"] if load["repeats"] > 1 else {}
-
-        if "settings" in result:
-            rows: list[Row] = []
-            for setting in result["settings"]:
-                for load in setting["loads"]:
-                    mark = ""
-                    if load["load"] == setting["figures"]["load"]:
-                        mark = WINNER if setting["label"] == result["winner"] else ""
-                        mark = mark or (PARETO if setting["label"] in result["pareto"] else "")
-                    rows.append((f"{setting['label']}:\n{load['load']}", *of(load), mark))  # (narrow: two lines)
-            return rows
-        if any(load["repeats"] > 1 for load in result["loads"]):
-            words = self.tr("{load}, median of {n}")
-            return [(words.format(load=load["load"], n=load["repeats"]), *of(load), "") for load in result["loads"]]
-        return [(r["load"], r, {}, "") for r in result["runs"]]
-
-    def row_texts(
-        self, r: dict[str, Any], bounds: dict[str, Any] | None = None, label: str | None = None, mark: str = ""
-    ) -> list[str]:
-        """A row's cells; with `bounds` (the 95 % intervals over repeats), each figure's under it, as
-        '812\n(770–850)' (a p50 / p95 pair: the p95's)."""
-        bounds = bounds or {}
-
-        def said(key: str, sub: str | None, shown: Callable[[float | None], str]) -> str:
-            value, around = (r[key][sub], bounds.get(key, {}).get(sub)) if sub else (r[key], bounds.get(key))
-            text = shown(value)
-            if around is None:
-                return text
-            low, high = (shown(bound).replace("-", "\N{MINUS SIGN}") for bound in around)  # (not a dash: −5–13)
-            return f"{text}\n({low}–{high})"
-
-        def ms(value: float | None) -> str:
-            return _ms(value)
-
-        marks = {WINNER: self.tr("★ winner"), PARETO: self.tr("on the Pareto front")}
-        attained = r["slo_attainment"]
-        return [
-            (label or r["load"]) + (f" — {marks[mark]}" if mark else ""),
-            f"{_ms(r['ttft_ms']['p50'])} / {said('ttft_ms', 'p95', ms)}",
-            f"{_ms(r['tpot_ms']['p50'])} / {said('tpot_ms', 'p95', ms)}",
-            said("itl_ms", "p95", ms),
-            said("e2el_ms", "p95", ms),
-            said("requests_per_s", None, lambda v: f"{v:.2f}"),
-            said("output_tokens_per_s", None, lambda v: f"{v:.1f}"),
-            said("goodput_requests_per_s", None, lambda v: f"{v:.2f}"),
-            "—" if attained is None else f"{attained:.0%}",
-            str(r["failed"]),
-        ]
+        self.table.fit_table()
 
     def table_text(self) -> str:
         """The answer, then the table as tab-separated text (failures' reasons after it)."""
         assert self.result is not None
-        lines = [self.result["answer"], "", "\t".join(self.tr(c) for c in COLUMNS)]
-        lines += ["\t".join(cell.replace("\n", " ") for cell in self.row_texts(r, bounds, label, mark))
-                  for label, r, bounds, mark in self.table_rows(self.result)]  # fmt: skip
-        if self.failures.text():
-            lines += ["", self.failures.text()]
-        return "\n".join(lines) + "\n"
+        return self.table.table_text(self.result, self.failures.text())
 
     def apply_winner(self) -> None:
         """Save a knob sweep's winner as the model's own load settings (apply_winner: a model with settings
