@@ -15,9 +15,11 @@ import httpx2
 import openai
 import pytest
 
+from ember_chat.engine.speech.wer import word_error_rate
 from tests.helpers.gguf_factory import Script, TinySpec, write_tiny_bert, write_tiny_model
 from tests.helpers.peer_servers import ember_server
 from tests.helpers.prometheus_text import parse, value
+from tests.helpers.speech import SENTENCES, speak
 
 ROOT = Path(__file__).resolve().parents[2]
 SERVER = ROOT / "engine" / "ember_chat" / "engine" / "serve" / "server.py"
@@ -26,6 +28,7 @@ JOURNEYS = {
     ("POST", "/tokenize"), ("POST", "/detokenize"), ("POST", "/infill"), ("POST", "/v1/responses"),
     ("GET", "/metrics"), ("POST", "/v1/messages"), ("POST", "/v1/messages/count_tokens"), ("POST", "/v1/embeddings"),
     ("POST", "/v1/rerank"), ("POST", "/rerank"), ("POST", "/v1/reranking"),  # a reranker's: below
+    ("POST", "/v1/audio/transcriptions"),  # the shipped Whisper model's: below
     # the model pool's REST: tests/journeys/test_api_models.py
     ("GET", "/api/models"), ("POST", "/api/models/load"), ("POST", "/api/models/unload"),
 }  # fmt: skip
@@ -59,6 +62,23 @@ def test_the_openai_routes_with_the_official_client(base_url: str) -> None:
         assert streamed == chat.choices[0].message.content  # greedy: the same answer both ways
         text = client.completions.create(model=model, prompt="Once upon", max_tokens=4, temperature=0)
         assert text.choices[0].finish_reason in {"stop", "length"}
+    finally:
+        client.close()
+
+
+def test_the_official_client_transcribes_speech(base_url: str, tmp_path: Path) -> None:
+    """/v1/audio/transcriptions with the official client: espeak-ng's speech of known sentences, written
+    back as text by the shipped Whisper model (loaded at the first upload), plain and as verbose JSON."""
+    text = " ".join(SENTENCES[:2])
+    speech = speak(text, tmp_path / "speech.wav")
+    client = openai.OpenAI(base_url=base_url, api_key="unused", max_retries=0, timeout=120)
+    try:
+        with speech.open("rb") as f:
+            plain = client.audio.transcriptions.create(model="whisper-1", file=f)
+        assert word_error_rate(text, plain.text) <= 0.15, plain.text  # the bound tests/engine/test_speech.py measured
+        with speech.open("rb") as f:
+            verbose = client.audio.transcriptions.create(model="whisper-1", file=f, response_format="verbose_json")
+        assert verbose.text.strip() == plain.text.strip() and verbose.language == "en" and verbose.segments
     finally:
         client.close()
 
