@@ -446,14 +446,25 @@ def test_a_cancel_ends_the_requests_in_flight(fake: FakeOpenAI) -> None:
     """A stream of 200 slow frames (40 s) is left at its next frame once the run is cancelled."""
     fake.stream(tokens_stream(200), interval_s=0.2)
     cancel = threading.Event()
+
+    def cancel_once_streaming() -> None:
+        # (at the first chat request, not on a timer: the target's probes before it (/models, /props) took
+        # over the first arrival's 0.37 s on a busy machine, so a timer cancelled before anything was sent)
+        fake.request_arrived.clear()  # (cleared before looking: a request arriving meanwhile sets it again)
+        while not any(r.path.endswith("/chat/completions") for r in fake.requests):
+            if not fake.request_arrived.wait(10):
+                break
+            fake.request_arrived.clear()
+        cancel.set()
+
     started = time.perf_counter()
-    timer = threading.Timer(0.8, cancel.set)
-    timer.start()
+    canceller = threading.Thread(target=cancel_once_streaming)
+    canceller.start()
     try:
         [run] = sweep(url_target(fake.base_url), synthetic("short", 4), [LoadPlan(rate=5.0, requests=4, warmup=0)],
                       Slo(), cancel)["runs"]  # fmt: skip
     finally:
-        timer.join()
+        canceller.join()
     assert time.perf_counter() - started < 10
     assert run["cancelled"] and run["completed"] == 0 and set(run["failures"]) == {"cancelled"}
 
