@@ -44,11 +44,13 @@ def test_the_attach_button_is_an_icon_with_a_name_and_in_the_tab_walk(
     assert button.focusPolicy() & Qt.FocusPolicy.TabFocus
     w.composer.editor.setFocus()
     qtbot.keyClick(w.composer.editor, Qt.Key.Key_Tab)
-    assert QApplication.focusWidget() is button  # the message box, the 📎 button, Tools, then Send
+    assert QApplication.focusWidget() is button  # the message box, the 📎 button, Tools, the voice buttons, Send
     qtbot.keyClick(button, Qt.Key.Key_Tab)
     assert QApplication.focusWidget() is w.tools.button
-    qtbot.keyClick(w.tools.button, Qt.Key.Key_Tab)
-    assert QApplication.focusWidget() is w.composer.button
+    voice = [b for b in (w.dictation.button, w.voice.button) if b.isVisible()]  # (issue 33; a narrow window hides them)
+    for after in (*voice, w.composer.button):
+        qtbot.keyClick(QApplication.focusWidget(), Qt.Key.Key_Tab)
+        assert QApplication.focusWidget() is after
     qtbot.mouseClick(button, Qt.MouseButton.LeftButton)  # a file dialog that does not block the window
     dialog = w.composer.attachments.dialog
     assert dialog is not None and dialog.isVisible()

@@ -149,7 +149,9 @@ def test_the_button_sits_between_attach_and_send_in_the_tab_order(
     w = make_window()
     composer, button = w.composer, w.tools.button
     qtbot.waitUntil(lambda: composer.attach_button.nextInFocusChain() is button, timeout=WAIT_MS)
-    assert button.nextInFocusChain() is composer.button
+    assert button.nextInFocusChain() is w.dictation.button  # then the voice buttons (issue 33), then Send
+    assert w.dictation.button.nextInFocusChain() is w.voice.button
+    assert w.voice.button.nextInFocusChain() is composer.button
     assert button.accessibleName() == "Tools for this chat"
     assert composer.attach_button.x() < button.x() < composer.button.x()
 

@@ -36,8 +36,9 @@ from ember_chat.app.shell.store_watch import StoreWatch
 from ember_chat.app.style.icons import themed_icon
 from ember_chat.app.style.theme import apply_theme
 from ember_chat.app.tools.actions import WindowTools
-from ember_chat.app.tools.choices import ComposerRow
+from ember_chat.app.tools.choices import BOX_ROOM, ComposerRow
 from ember_chat.app.transcript.font_size import TranscriptFontSize
+from ember_chat.app.voice.button_fit import VoiceButtonsFit
 from ember_chat.app.voice.conversation import VoiceConversation
 from ember_chat.app.voice.dictation import DictationControl
 from ember_chat.app.voice.read_aloud import ReadAloud
@@ -222,6 +223,15 @@ class Composition(QObject):
         w.voice = VoiceConversation(w.dictation, w.read_aloud, w.composer.submit, lambda: c.generating, c.stop, w)
         c.generating_changed.connect(w.voice.on_generating)
         w.composer.row.insertWidget(w.composer.row.indexOf(w.composer.button), w.voice.button)
+        # in a narrow window both hide, before the Tools text shortens: the box keeps its room (shortcuts, menu stay)
+        VoiceButtonsFit(
+            w.composer,
+            w.composer.row,
+            w.composer.editor,
+            (w.dictation.button, w.voice.button),
+            widest=lambda b, t=w.tools.button: t.full_width() if b is t else 0,  # (the Tools text in full)
+            box_room=BOX_ROOM,
+        )
         w.composer.layout().addWidget(w.voice.indicator)
         w.api = ApiServerControl(ctx, w.statusBar(), w, preset=w.presets.for_api)  # the API server
         w.models.watch_api(w.api)  # (the model bar and the Model Manager say the models the API loaded)
