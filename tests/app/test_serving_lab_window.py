@@ -18,6 +18,7 @@ import pytest
 from PySide6.QtCharts import QChart
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor, QGuiApplication, QPalette
+from PySide6.QtWidgets import QApplication
 from pytestqt.qtbot import QtBot
 
 from ember_chat.app.lab.serving_chart import ServingChart
@@ -154,12 +155,19 @@ def test_each_plot_choice_draws_its_series_and_the_html_report_is_exported(
         view.figure.setCurrentIndex(0)
 
     percentiles_drawn()
+    # (an earlier test's window leaves the app's style sheet, which styles the chart's view itself, so a
+    # palette set on the panel would not reach it: the window's own theme sets both; here the palette alone)
+    qapp = QApplication.instance()
+    assert isinstance(qapp, QApplication)
+    sheet = qapp.styleSheet()
+    qapp.setStyleSheet("")
     dark = QPalette(panel.palette())
     dark.setColor(QPalette.ColorRole.Window, QColor("#202124"))
     dark.setColor(QPalette.ColorRole.Base, QColor("#2b2c30"))
     panel.setPalette(dark)  # (a theme change redraws the chosen plot in the theme)
     percentiles_drawn()
     assert panel.chart.theme() == QChart.ChartTheme.ChartThemeDark
+    qapp.setStyleSheet(sheet)
     assert panel.export_html.isEnabled()
     panel.export(tmp_path / "s.html", "html")
     page = (tmp_path / "s.html").read_text(encoding="utf-8")
