@@ -328,3 +328,20 @@ def test_pcm_is_converted_to_16_khz_mono_float() -> None:
     samples = pcm_to_samples(stereo.tobytes() + b"\x01", fmt)  # (a torn last frame is dropped)
     assert samples.dtype == np.float32 and samples.size == 1600
     assert np.allclose(samples, 0.5)
+
+
+def test_in_a_narrow_window_the_microphone_button_shows_while_it_listens(qtbot: QtBot, window: MainWindow) -> None:
+    """At 800x600 the voice buttons give way to the message box, but not while the microphone is open: the
+    button is then the way to stop listening (the dictating window at 1024x640 had lost it)."""
+    w = window
+    w.resize(800, 600)
+    qtbot.waitUntil(lambda: w.width() == 800 and w.height() == 600, timeout=5_000)
+    QApplication.processEvents()
+    button = w.dictation.button
+    assert button.isHidden()
+    _click(w)
+    qtbot.waitUntil(lambda: button.isChecked(), timeout=MODEL_TIMEOUT)
+    assert not button.isHidden()
+    _click(w)
+    qtbot.waitUntil(lambda: not button.isChecked() and not w.dictation.busy, timeout=MODEL_TIMEOUT)
+    assert button.isHidden()

@@ -2,7 +2,8 @@
 
 The Tools button gives way by showing its count alone (tools/choices.py); these two are icons already, so
 they hide instead, both together, first: while the box would keep less than `box_room` beside them and the
-Tools button's whole text (`widest` says a widget's widest form). Hidden, they
+Tools button's whole text (`widest` says a widget's widest form) — but not while one is in use (the microphone
+open, a conversation on: the button is then the way to stop it). Hidden, they
 still work: Ctrl+Shift+Space dictates (an event filter on the box, voice/dictation.py) and the Voice
 conversation menu entry and Ctrl+Shift+V start a conversation (voice/conversation.py)."""
 
@@ -11,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from PySide6.QtCore import QEvent, QObject
-from PySide6.QtWidgets import QBoxLayout, QWidget
+from PySide6.QtWidgets import QAbstractButton, QBoxLayout, QWidget
 
 
 class VoiceButtonsFit(QObject):
@@ -33,6 +34,9 @@ class VoiceButtonsFit(QObject):
         # (installed after the Tools button's filter, so Qt runs this one first: the Tools button then
         # decides its text with these buttons already shown or hidden)
         box.installEventFilter(self)
+        for button in buttons:  # (one in use stays: the microphone open, a conversation on — its way to stop)
+            if isinstance(button, QAbstractButton):
+                button.toggled.connect(self.fit)
         self.fit()
 
     def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # Qt override
@@ -40,7 +44,7 @@ class VoiceButtonsFit(QObject):
             self.fit()
         return False
 
-    def fit(self) -> None:
+    def fit(self, *_: object) -> None:
         row = self._row
         spacing = max(0, row.spacing())
         margins = row.contentsMargins()
@@ -55,7 +59,8 @@ class VoiceButtonsFit(QObject):
             elif not item.isEmpty():
                 used += max(item.sizeHint().width(), self._widest(widget) if widget else 0) + spacing
         room = self._box.contentsRect().width() - margins.left() - margins.right() - used
-        show = room >= self._box_room
+        in_use = any(isinstance(b, QAbstractButton) and b.isChecked() for b in self._buttons)
+        show = room >= self._box_room or in_use
         for button in self._buttons:
             if button.isHidden() == show:
                 button.setVisible(show)
