@@ -23,12 +23,11 @@ from ember_chat.engine.speech.attachment import TranscriberSlot
 from ember_chat.engine.speech.wer import word_error_rate
 from tests.helpers.attachments_window import FACT, WAIT_MS, send, settle
 from tests.helpers.fake_backend import FakeBackend
-from tests.helpers.speech import SENTENCES, speak, speak_for
+from tests.helpers.speech import TEXT, speak, speak_for
 
 pytestmark = pytest.mark.slow
 
 WER_BOUND = 0.15  # test_speech's bound (measured there: 6.5-8.1 % on these sentences)
-TEXT = " ".join(SENTENCES)
 # the window's longest stall while a recording is transcribed: 39 ms measured over a 10-minute one on
 # this 2-core machine (load average 4.5); looser here for shared CI runners, far under the ~3 s the
 # transcription of this file takes (what it would be on the GUI thread)

@@ -33,12 +33,11 @@ from ember_chat.engine.speech import models as speech_models
 from ember_chat.engine.speech.transcriber import _chunks
 from ember_chat.engine.speech.wer import word_error_rate
 from tests.helpers.cli import cli
-from tests.helpers.speech import ENCODINGS, SENTENCES, convert, silence, speak
+from tests.helpers.speech import ENCODINGS, SENTENCES, TEXT, convert, silence, speak
 
 pytestmark = pytest.mark.slow
 
 WER_BOUND = 0.15  # measured 0.065-0.081 (see the docstring)
-TEXT = " ".join(SENTENCES)
 
 
 @pytest.fixture(scope="module")

@@ -28,12 +28,11 @@ from ember_chat.engine.speech.attachment import AudioTranscription, TranscriberS
 from ember_chat.engine.speech.wer import word_error_rate
 from ember_chat.engine.storage.conversations import ConversationStore
 from ember_chat.engine.storage.paths import AppPaths
-from tests.helpers.speech import SENTENCES, convert, speak
+from tests.helpers.speech import TEXT, convert, speak
 
 pytestmark = pytest.mark.slow
 
 WER_BOUND = 0.15  # test_speech's bound (measured there: 6.5-8.1 % on these sentences)
-TEXT = " ".join(SENTENCES)
 LINE = re.compile(r"^\[(\d\d):(\d\d):(\d\d)\] (.+)$")
 
 

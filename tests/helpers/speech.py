@@ -20,6 +20,7 @@ SENTENCES = (
     "We should buy bread, eggs and apples at the market today.",
     "Open the window because the room is too warm.",
 )
+TEXT = " ".join(SENTENCES)  # (the sentences as one recording says them)
 VOICE = "en-us"
 # container → (PyAV's codec, the file's extension, its sample format)
 ENCODINGS = {
