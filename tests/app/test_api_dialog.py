@@ -19,7 +19,9 @@ from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QMessageBox
 from pytestqt.qtbot import QtBot
 
+from ember_chat.app.server.api_control import LOG_LENGTH
 from ember_chat.app.shell.main_window import MainWindow
+from ember_chat.engine.serve.request_log import HttpExchange
 from tests.helpers.api_dialog import WAIT_MS, start_server
 from tests.helpers.api_support import assert_error
 from tests.helpers.fake_backend import FakeBackend
@@ -89,6 +91,32 @@ def test_the_log_shows_every_request_and_the_address_can_be_copied_and_tried(
     w.api.dialog.close()
     w.api.dialog = None
     assert log_rows(w.api.open_dialog()) == rows
+
+
+def test_the_log_keeps_the_order_requests_arrived_in_when_they_are_told_out_of_it(
+    qtbot: QtBot, make_window: Callable[..., MainWindow]
+) -> None:
+    """Each request is told once answered, from its own connection's thread: one answered just
+    before the next arrived can be told after it (seen once in the full suite). The log (the dialog
+    open or not) stays in arrival order, and keeps the last LOG_LENGTH."""
+    w = make_window(lambda _ref: FakeBackend(n_tokens=3))
+    dialog = w.api.open_dialog()
+    first, second, third = (HttpExchange(100.0 + i, "GET", f"/v1/r{i}", 200, "127.0.0.1", 0.01) for i in range(3))
+    for told in (first, third, second):  # the second is told last
+        w.api._on_exchange(told)
+    assert [row[0] for row in log_rows(dialog)] == [f"GET /v1/r{i} (127.0.0.1)" for i in range(3)]
+    assert w.api.records == [first, second, third]
+    dialog.close()
+    late = [HttpExchange(200.0 + i, "GET", f"/v1/late{i}", 200, "127.0.0.1", 0.01) for i in range(LOG_LENGTH)]
+    for told in late:
+        w.api._on_exchange(told)
+    assert w.api.records == late  # the oldest let go
+    reopened = w.api.open_dialog()
+    assert len(log_rows(reopened)) == LOG_LENGTH and log_rows(reopened)[0][0] == "GET /v1/late0 (127.0.0.1)"
+    w.api._on_exchange(HttpExchange(300.0, "GET", "/v1/last", 200, "127.0.0.1", 0.01))
+    rows = log_rows(reopened)
+    assert len(rows) == LOG_LENGTH and rows[0][0] == "GET /v1/late1 (127.0.0.1)"
+    assert rows[-1][0] == "GET /v1/last (127.0.0.1)"
 
 
 def test_quitting_while_the_api_server_runs_asks_first(qtbot: QtBot, make_window: Callable[..., MainWindow]) -> None:

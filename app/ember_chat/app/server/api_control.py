@@ -52,6 +52,13 @@ if TYPE_CHECKING:
     from ember_chat.app.server.api_dialog import ApiServerDialog
 
 LOG_LENGTH = 100  # requests kept for the dialog's log
+
+
+def arrived(entry: RequestRecord | HttpExchange | PoolEvent) -> float:
+    """When a log entry's request arrived (a pool event: when it happened), time.time()."""
+    return entry.t_submitted if isinstance(entry, RequestRecord) else entry.t
+
+
 SHUTDOWN_WAIT_S = 10.0  # at quit: a stop that takes longer (a connection stuck in a write) is left to the process exit
 
 
@@ -313,10 +320,16 @@ class ApiServerControl(QObject):
         self.pool_changed.emit()
 
     def _log(self, entry: RequestRecord | HttpExchange | PoolEvent) -> None:
-        self.records.append(entry)
-        del self.records[:-LOG_LENGTH]
+        """Into the log in the order the requests arrived: each is told once answered, from its own
+        connection's thread, so a request answered just before the next one arrived may be told after it."""
+        row = len(self.records)
+        while row and arrived(self.records[row - 1]) > arrived(entry):
+            row -= 1
+        self.records.insert(row, entry)
+        dropped = max(0, len(self.records) - LOG_LENGTH)
+        del self.records[:dropped]
         if self.dialog is not None:
-            self.dialog.add_record(entry)
+            self.dialog.add_record(entry, row, dropped)
 
     def ask_before_quit(self, quit_: Callable[[], None]) -> bool:
         """The window is closing: while the server runs, ask first and say True (the close waits);

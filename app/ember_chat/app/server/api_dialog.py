@@ -493,10 +493,11 @@ class ApiServerDialog(QDialog):
         self._show_url()
         self.applied.emit(ok)
 
-    def add_record(self, r: RequestRecord | HttpExchange | PoolEvent) -> None:
+    def add_record(self, r: RequestRecord | HttpExchange | PoolEvent, row: int | None = None, dropped: int = 0) -> None:
         """A row of the log: a request the server answered (its status), a generation (its result
-        and metrics), or a model loaded or unloaded for requests."""
-        row = self.table.rowCount()
+        and metrics), or a model loaded or unloaded for requests. `row`: where it goes (the order the
+        requests arrived; None: last); `dropped`: the oldest rows the log let go first."""
+        row = self.table.rowCount() if row is None else row
         self.table.insertRow(row)
         if isinstance(r, PoolEvent):
             values = [time.strftime("%H:%M:%S", time.localtime(r.t)), self.tr("Models"), r.text, "—", "—", "—"]
@@ -517,6 +518,8 @@ class ApiServerDialog(QDialog):
             item = QTableWidgetItem(value)
             item.setToolTip(value)  # (a narrow column elides it: "loaded …")
             self.table.setItem(row, col, item)
+        for _ in range(dropped):
+            self.table.removeRow(0)
         self.table.scrollToBottom()
         if self.isVisible() and not self.api_models.isHidden():
             self._read_pool()  # a request answered: its model is idle now (else "answering" until the next tick)
