@@ -109,6 +109,10 @@ class ConversationStore:
         """The connection and its lock, for a module that owns tables of this database (attachments)."""
         return self._db, self._lock
 
+    def clock(self) -> float:
+        """The time now, as this store writes it (a test's clock where one was given)."""
+        return self._clock()
+
     def data_version(self, *, wait: bool = True) -> int | None:
         """SQLite's `PRAGMA data_version` of this connection: it changes when another connection (another
         process: `ember-chat chats import`, a second window) committed to the file, never for this

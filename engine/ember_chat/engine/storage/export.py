@@ -12,8 +12,10 @@ messages, and its attachments (places in `files`, each file once); `active`: the
 message; `model`, `created`/`updated` (seconds), `pinned`, `archived_at`, the chat's tool choices (the
 tools on and `require_call`; never its "always allow" grants nor its servers' "All" switches (every
 tool a server lists later on too), which an import would not take anyway: a file turns on only the tools it names)
-and its comparisons. Export → import → export gives the same bytes, but for a file's `sha256`: an
-import computes it from the content the file holds (a PDF's text, not the PDF it came from)."""
+and its comparisons; a chat in a project carries the project (`project`: its name, icon, instructions,
+defaults and the paths of its knowledge, never the files' text: project_tables.exported). Export → import
+→ export gives the same bytes, but for a file's `sha256`: an import computes it from the content the file
+holds (a PDF's text, not the PDF it came from)."""
 
 from __future__ import annotations
 
@@ -26,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from ember_chat.engine.core.reasoning import split_thinking
 from ember_chat.engine.core.tools import InvalidCall
 from ember_chat.engine.storage.conversations import Conversation, Message
+from ember_chat.engine.storage.project_tables import exported, project_folder_of_chat
 from ember_chat.engine.storage.tool_records import ToolMessage, call_record
 
 if TYPE_CHECKING:
@@ -283,6 +286,12 @@ def chat_document(store: ConversationStore, cid: int, attachments: AttachmentsOf
             ],
         }
     )
+    db, lock = store.shared_connection()
+    with lock:
+        folder_id = project_folder_of_chat(db, cid)
+        project = exported(db, folder_id) if folder_id is not None else None
+    if project is not None:
+        data["project"] = project
     return data
 
 

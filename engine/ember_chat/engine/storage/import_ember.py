@@ -17,9 +17,11 @@ from ember_chat.engine.storage.import_plan import (
     PlannedChat,
     PlannedComparison,
     PlannedMessage,
+    PlannedProject,
     number,
     where,
 )
+from ember_chat.engine.storage.project_tables import KINDS, MAX_ICON, MAX_INSTRUCTIONS, MAX_NAME
 
 ROLES = ("system", "user", "assistant")
 
@@ -30,7 +32,49 @@ def is_ember(item: object) -> bool:
 
 def ember_chat(doc: dict[str, Any], file_name: str, index: int) -> PlannedChat:
     label = where(file_name, index + 1, doc.get("title"))
-    return _lossless(doc, label) if isinstance(doc.get("tree"), list) else _one_branch(doc, label)
+    chat = _lossless(doc, label) if isinstance(doc.get("tree"), list) else _one_branch(doc, label)
+    chat.project = _project(doc.get("project"))
+    return chat
+
+
+MAX_IMPORTED_SOURCES = 1000  # knowledge paths one imported project keeps (the rest are left out)
+MAX_PATH = 4096  # characters of one knowledge path
+
+
+def _project(value: object) -> PlannedProject | None:
+    """The project the chat was in (export.py writes it), its fields checked one by one: one of the wrong
+    kind is left at its default; no name, no project. Its knowledge paths are kept as text only: never
+    opened nor looked up (the user confirms each before it is indexed)."""
+    data = _dict(value)
+    name = " ".join(_text((data or {}).get("name")).split())[:MAX_NAME]
+    if data is None or not name:
+        return None
+    icon = _text(data.get("icon")).strip()
+    tools = data.get("tools") if isinstance(data.get("tools"), list) else []
+    length = data.get("context_length")
+    knowledge: dict[str, str] = {}
+    for item in data.get("knowledge") if isinstance(data.get("knowledge"), list) else []:
+        entry = _dict(item) or {}
+        path = _text(entry.get("path"))
+        if path and len(path) <= MAX_PATH and "\x00" not in path and len(knowledge) < MAX_IMPORTED_SOURCES:
+            kind = entry.get("kind")
+            knowledge.setdefault(path, kind if isinstance(kind, str) and kind in KINDS else "folder")
+    return PlannedProject(
+        name=name,
+        icon=icon if len(icon) <= MAX_ICON else "",
+        instructions=_text(data.get("instructions"))[:MAX_INSTRUCTIONS],
+        model=_name(data.get("model")),
+        preset=_name(data.get("preset")),
+        tools=tuple(dict.fromkeys(t for t in tools if isinstance(t, str) and t)),
+        context_length=length if type(length) is int and length > 0 else None,
+        embedding_model=_name(data.get("embedding_model")),
+        reranker=_name(data.get("reranker")),
+        knowledge=tuple(knowledge.items()),
+    )
+
+
+def _name(value: object) -> str | None:
+    return value.strip() or None if isinstance(value, str) else None
 
 
 def _text(value: object, default: str = "") -> str:

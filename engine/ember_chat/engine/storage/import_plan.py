@@ -69,6 +69,24 @@ class PlannedComparison:
     answers: list[PlannedAnswer]
 
 
+@dataclass(frozen=True)
+class PlannedProject:
+    """The project a chat was in, as its export carried it (import_ember._project): made again as a folder
+    of that name when none exists. Its knowledge is paths another computer named: kept as paths, paused
+    until the user confirms each one, never opened by the import."""
+
+    name: str
+    icon: str = ""
+    instructions: str = ""
+    model: str | None = None
+    preset: str | None = None
+    tools: tuple[str, ...] = ()
+    context_length: int | None = None
+    embedding_model: str | None = None
+    reranker: str | None = None
+    knowledge: tuple[tuple[str, str], ...] = ()  # (path, "folder" or "file")
+
+
 @dataclass
 class PlannedChat:
     title: str
@@ -85,6 +103,7 @@ class PlannedChat:
     comparisons: list[PlannedComparison] = field(default_factory=list)
     grants_refused: int = 0  # "always allow" grants the file carried, never imported (import_ember._tools)
     settings_reset: tuple[str, ...] = ()  # settings of the wrong kind, out of range or unknown: left out
+    project: PlannedProject | None = None  # the project it was in (its folder is found or made by name)
 
 
 @dataclass

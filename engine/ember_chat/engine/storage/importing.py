@@ -11,7 +11,12 @@ files are read before its transaction, outside the lock (an image is read in a c
 wait for a reader's turn and run up to the time limit: the window would freeze on the lock meanwhile),
 and the cancel reaches those readers. Progress after each chat, the cancel event checked between chats:
 a cancel or a failure deletes what was written, so an import is all or nothing. Run it off the GUI
-thread (the window does)."""
+thread (the window does).
+
+A chat that was in a project (its export carries the project) goes into the folder of that name; when
+there is none, the import makes it, a project with the file's instructions and defaults, and its knowledge
+paths paused and marked as imported: another computer named them, so none is opened until the user
+confirms it (project_tables.py). The folders an import made go again when it does not finish."""
 
 from __future__ import annotations
 
@@ -41,6 +46,7 @@ from ember_chat.engine.storage.import_plan import (
     PlannedChat,
 )
 from ember_chat.engine.storage.import_staging import discard, marker, show
+from ember_chat.engine.storage.project_tables import drop_imported_folders, folder_for_import
 
 __all__ = ["MAX_BYTES", "ImportCancelled", "ImportFailed", "ImportReport", "ImportedChat", "Refused", "import_chats"]
 
@@ -92,6 +98,7 @@ class ImportReport:
     messages: int
     skipped: tuple[str, ...]  # what did not come along, as sentences ("3 images (…)")
     imported: tuple[ImportedChat, ...] = ()  # each chat written, in the file's order
+    projects: tuple[str, ...] = ()  # the projects it made (their knowledge paused until the user confirms it)
 
     @property
     def archived(self) -> int:
@@ -153,6 +160,7 @@ def _import(
     copies = _copies_of(db, lock, plan.chats, cancel)
     mark = marker(time.time())
     imported: list[ImportedChat] = []
+    made: dict[str, int] = {}  # the project folders this import made (committed), by name
     try:
         done = 0
         while done < total:
@@ -160,10 +168,12 @@ def _import(
             files = _read_files(plan.chats[first:end], attachments, cancel)  # (before the lock: see the module)
             with lock:
                 db.execute("BEGIN")
+                batch_made: dict[str, int] = {}
                 try:
                     while done < end:
                         chat = plan.chats[done]
-                        cid = _write(db, chat, files[done - first], plan, mark)
+                        folder_id = folder_for_import(db, chat.project, batch_made) if chat.project else None
+                        cid = _write(db, chat, files[done - first], plan, mark, folder_id)
                         imported.append(
                             ImportedChat(
                                 cid,
@@ -179,6 +189,7 @@ def _import(
                             progress(done, total)
                         _check(cancel)
                     db.execute("COMMIT")
+                    made.update(batch_made)
                 except BaseException:
                     if db.in_transaction:
                         db.execute("ROLLBACK")
@@ -189,6 +200,7 @@ def _import(
     except BaseException as exc:
         try:
             discard(db, lock, mark)
+            drop_imported_folders(db, lock, made.values())
         except sqlite3.Error as gone:  # (hidden still: a store opened later removes them)
             logging.getLogger(__name__).warning("The chats of an import that stopped were not removed: %s", gone)
         if attachments is not None:
@@ -199,7 +211,9 @@ def _import(
                 "Nothing was imported."
             ) from exc
         raise
-    return ImportReport(plan.format, total, sum(len(c.messages) for c in plan.chats), _skipped(plan), tuple(imported))
+    return ImportReport(
+        plan.format, total, sum(len(c.messages) for c in plan.chats), _skipped(plan), tuple(imported), tuple(made)
+    )
 
 
 COPY_START_S = 1.0  # an Ember export keeps a chat's start to the second
@@ -349,12 +363,19 @@ def read_plan(data: Any, file_name: str, cancel: threading.Event | None = None, 
     return plan
 
 
-def _write(db: sqlite3.Connection, chat: PlannedChat, files: dict[int, KeepFiles], plan: Plan, mark: float) -> int:
-    """One chat, hidden under the import's staging `mark` (its deleted_at) until the import shows it;
-    its id."""
+def _write(
+    db: sqlite3.Connection,
+    chat: PlannedChat,
+    files: dict[int, KeepFiles],
+    plan: Plan,
+    mark: float,
+    folder_id: int | None = None,
+) -> int:
+    """One chat (in `folder_id`), hidden under the import's staging `mark` (its deleted_at) until the import
+    shows it; its id."""
     cur = db.execute(
         "INSERT INTO conversations (title, model, system_prompt, params, created_at, updated_at, tools, pinned,"
-        " archived_at, deleted_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        " archived_at, deleted_at, folder_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
             chat.title,
             chat.model,
@@ -366,6 +387,7 @@ def _write(db: sqlite3.Connection, chat: PlannedChat, files: dict[int, KeepFiles
             int(chat.pinned),
             chat.archived_at,
             mark,
+            folder_id,
         ),
     )
     cid = int(cur.lastrowid or 0)

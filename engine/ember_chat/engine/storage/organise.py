@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ember_chat.engine.errors import StoreError
-from ember_chat.engine.storage import message_delete, privacy
+from ember_chat.engine.storage import message_delete, privacy, project_tables
 from ember_chat.engine.storage.records import Conversation, conversation_of
 from ember_chat.engine.storage.rows import Row, batches, free_ids, insert_rows, rows_where_in, transaction
 
@@ -120,11 +120,14 @@ class Organiser:
             self._db.executemany("UPDATE folders SET position = ? WHERE id = ?", list(enumerate(ids)))
 
     def delete_folder(self, folder_id: int) -> Undo:
-        """The folder and its subfolders go; their chats go to the Trash (undo brings all back)."""
+        """The folder and its subfolders go; their chats go to the Trash (undo brings all back). A project
+        among them goes with its folder (its rows cascade), undo brings it back with its knowledge sources;
+        its knowledge index stays on disk until the privacy sweep finds it deleted for good."""
         with transaction(self._db, self._lock):
             top = self.folder(folder_id)
             folders = rows_where_in(self._db, "folders", "id", [folder_id])
             folders += rows_where_in(self._db, "folders", "parent_id", [folder_id])
+            projects = project_tables.snapshot(self._db, [f["id"] for f in folders])
             kept = rows_where_in(self._db, "conversations", "folder_id", [f["id"] for f in folders])
             chats = tuple((c["id"], c["folder_id"], c["deleted_at"]) for c in kept)
             now = self._clock()
@@ -138,7 +141,7 @@ class Organiser:
         label = f"Deleted the folder “{top.name}”."
         if live:
             label = f"Deleted the folder “{top.name}”; {_count(live)} went to the Trash."
-        return Undo(label, ("folder", change, tuple(folders), chats))
+        return Undo(label, ("folder", change, tuple(folders), chats, projects))
 
     def _check_parent(self, parent_id: int | None, moving: int | None) -> None:
         if parent_id is None:
@@ -250,6 +253,8 @@ class Organiser:
             self._deleted("conversations", ids)
         if count:  # (a file a deleted message had stays while that delete can be undone: swept at close)
             self._sweep_left = privacy.sweep(self._db, self._lock, self._path, files - (self._swept_at_close or set()))
+        else:  # (a deleted project's knowledge index goes with its purge even when it held no chats)
+            privacy.drop_deleted_projects(self._db, self._lock, self._path)
         return count
 
     # ----- messages
@@ -300,8 +305,8 @@ class Organiser:
                     _, change, column, old = undo.payload
                     self._undo_column(self._ids_now(change), str(column), old)  # type: ignore[arg-type]
                 elif kind == "folder":
-                    _, change, folders, chats = undo.payload
-                    self._put_folders_back(change, folders, chats)  # type: ignore[arg-type]
+                    _, change, folders, chats, projects = undo.payload
+                    self._put_folders_back(change, folders, chats, projects)  # type: ignore[arg-type]
                 elif kind == "messages":
                     _, change, snapshot = undo.payload
                     self._ids_now(change)("conversations", snapshot.conversation_id, True)  # (its chat purged?)
@@ -345,15 +350,21 @@ class Organiser:
         return now
 
     def _put_folders_back(
-        self, change: int, folders: tuple[Row, ...], chats: tuple[tuple[int, int, float | None], ...]
+        self,
+        change: int,
+        folders: tuple[Row, ...],
+        chats: tuple[tuple[int, int, float | None], ...],
+        projects: project_tables.Snapshot,
     ) -> None:
-        """The folders with their ids (a new id where a folder made since took one), their chats in them."""
+        """The folders with their ids (a new id where a folder made since took one), their chats in them,
+        the projects among them with their knowledge sources."""
         ids = free_ids(self._db, "folders", [f["id"] for f in folders])
         now = self._ids_now(change)
         for f in sorted(folders, key=lambda f: f["parent_id"] is not None):  # (the parent first)
             parent = f["parent_id"]
             parent = ids[parent] if parent in ids else None if parent is None else now("folders", parent, True)
             insert_rows(self._db, "folders", [{**f, "id": ids[f["id"]], "parent_id": parent}])
+        project_tables.put_back(self._db, projects, ids)
         self._db.executemany(
             "UPDATE conversations SET folder_id = ?, deleted_at = ? WHERE id = ?",
             [(ids.get(f, f), d, cid) for cid, f, d in chats if now("conversations", cid, False) is not None],

@@ -19,6 +19,9 @@ APP_NAME = "Ember"
 KV_SNAPSHOT_FOLDER = "kv-snapshots"
 KV_SNAPSHOT_SUFFIX = ".kvsnap"
 KV_SNAPSHOT_TMP_SUFFIX = ".kvsnap-tmp"
+# A project's knowledge index (engine/projects/index.py) lives in `<data dir>/projects/<folder id>/`: named
+# here, where the privacy sweep (privacy.py), which removes those of projects deleted for good, reads it too.
+PROJECTS_FOLDER = "projects"
 
 
 @dataclass(frozen=True)
@@ -39,6 +42,10 @@ class AppPaths:
     @property
     def database(self) -> Path:
         return self.data_dir / "chats.sqlite3"
+
+    def project_folder(self, folder_id: int) -> Path:
+        """Where the knowledge index of the project of this chat-list folder is kept (Ember's own files only)."""
+        return self.data_dir / PROJECTS_FOLDER / str(int(folder_id))
 
     @property
     def settings_file(self) -> Path:

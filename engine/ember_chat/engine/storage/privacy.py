@@ -13,7 +13,12 @@ chats' words (a chat's prefix restored and extended by another, an API client se
 this process may have no model to read them with (`ember-chat chats rm --purge`, the Trash emptied at
 open). So every sweep removes them all: a cache only saves time, a chat that comes back is read again.
 A running window also drops its copies in memory and the model's live sequences
-(EngineService.forget_conversations). Backups are the user's own copies: a sweep never touches them."""
+(EngineService.forget_conversations). Backups are the user's own copies: a sweep never touches them.
+
+A project's knowledge index (`<data folder>/projects/<folder id>/`) holds passages of the user's files:
+a sweep removes those of projects no longer in the database (their folder deleted, its undo not taken
+before the purge). A project an older undo brings back after that indexes its knowledge again. The
+user's own files, the knowledge sources, are never touched."""
 
 from __future__ import annotations
 
@@ -24,7 +29,13 @@ import threading
 from collections.abc import Iterable
 from pathlib import Path
 
-from ember_chat.engine.storage.paths import KV_SNAPSHOT_FOLDER, KV_SNAPSHOT_SUFFIX, KV_SNAPSHOT_TMP_SUFFIX
+from ember_chat.engine.storage.paths import (
+    KV_SNAPSHOT_FOLDER,
+    KV_SNAPSHOT_SUFFIX,
+    KV_SNAPSHOT_TMP_SUFFIX,
+    PROJECTS_FOLDER,
+)
+from ember_chat.engine.storage.project_tables import drop_unused_knowledge
 from ember_chat.engine.storage.rows import batches, transaction
 
 log = logging.getLogger(__name__)
@@ -72,7 +83,17 @@ def sweep(db: sqlite3.Connection, lock: threading.RLock, path: Path, attachments
             (blobs / sha[:2] / sha).unlink()
     if str(path) != ":memory:":  # (a store kept in memory has no data folder of its own)
         drop_conversation_caches(path.parent / KV_SNAPSHOT_FOLDER)
+    drop_deleted_projects(db, lock, path)
     return left
+
+
+def drop_deleted_projects(db: sqlite3.Connection, lock: threading.RLock, path: Path) -> int:
+    """Remove the knowledge indexes of projects no longer in the database at `path` (see the module's doc);
+    how many went."""
+    if str(path) == ":memory:":
+        return 0
+    with lock:
+        return drop_unused_knowledge(db, path.parent / PROJECTS_FOLDER)
 
 
 def drop_conversation_caches(folder: Path) -> int:

@@ -145,6 +145,33 @@ _MIGRATIONS: list[str] = [
     );
     CREATE INDEX comparison_answers_by_comparison ON comparison_answers(comparison_id, position);
     """,
+    # 6: projects (engine/projects/records.py): a folder of the chat list made a project, with its
+    # instructions and defaults, and its knowledge: files and folders on the user's disk, named by path
+    # (never copied; `from_import`: came in with an imported chat, paused until the user confirms it)
+    """
+    CREATE TABLE projects (
+        folder_id INTEGER PRIMARY KEY REFERENCES folders(id) ON DELETE CASCADE,
+        icon TEXT NOT NULL DEFAULT '',
+        instructions TEXT NOT NULL DEFAULT '',
+        model TEXT,
+        preset TEXT,
+        tools TEXT NOT NULL DEFAULT '[]',
+        context_length INTEGER,
+        embedding_model TEXT,
+        reranker TEXT,
+        created_at REAL NOT NULL
+    );
+    CREATE TABLE project_sources (
+        id INTEGER PRIMARY KEY,
+        folder_id INTEGER NOT NULL REFERENCES projects(folder_id) ON DELETE CASCADE,
+        path TEXT NOT NULL,
+        kind TEXT NOT NULL CHECK (kind IN ('folder', 'file')),
+        added_at REAL NOT NULL,
+        paused INTEGER NOT NULL DEFAULT 0,
+        from_import INTEGER NOT NULL DEFAULT 0,
+        UNIQUE (folder_id, path)
+    );
+    """,
 ]
 
 SCHEMA_VERSION = len(_MIGRATIONS)
