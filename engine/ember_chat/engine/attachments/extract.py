@@ -132,6 +132,29 @@ def _check_size(name: str, size: int, limits: Limits) -> None:
         )
 
 
+_CODE_NAMES = ("makefile", "dockerfile", "cmakelists.txt")
+_IMAGE_SUFFIXES = frozenset((".png", ".jpg", ".jpeg", ".gif", ".webp"))
+
+
+def kind_by_name(name: str) -> AttachmentKind | None:
+    """The kind a file's name says it is, before it is opened, or None where the name says nothing Ember
+    reads (no suffix, or one it does not know): how a folder's files are picked for a project's
+    knowledge (projects/scan.py). Reading still sniffs the bytes (`read_attachment_bytes`)."""
+    lowered = Path(name).name.lower()
+    suffix = Path(lowered).suffix
+    if suffix == ".pdf":
+        return AttachmentKind.PDF
+    if suffix in (".docx", ".docm"):
+        return AttachmentKind.DOCX
+    if suffix in _IMAGE_SUFFIXES:
+        return AttachmentKind.IMAGE
+    if suffix in AUDIO_SUFFIXES:
+        return AttachmentKind.AUDIO
+    if suffix in _CODE_SUFFIXES or lowered in _CODE_NAMES:
+        return AttachmentKind.CODE
+    return _BY_SUFFIX.get(suffix) if suffix else None
+
+
 def _sniff(name: str, data: bytes) -> AttachmentKind:
     head = data[:16]
     if head.startswith(b"%PDF-"):
@@ -152,6 +175,6 @@ def _sniff(name: str, data: bytes) -> AttachmentKind:
             f"{name} is a recording: Ember transcribes recordings attached in its window; here, transcribe it "
             "first (ember-chat transcribe FILE, or POST /v1/audio/transcriptions) and attach the text."
         )
-    if suffix in _CODE_SUFFIXES or Path(name).name.lower() in ("makefile", "dockerfile", "cmakelists.txt"):
+    if suffix in _CODE_SUFFIXES or Path(name).name.lower() in _CODE_NAMES:
         return AttachmentKind.CODE
     return _BY_SUFFIX.get(suffix, AttachmentKind.TEXT)

@@ -1,0 +1,349 @@
+"""A project's knowledge index: one SQLite file per project (`knowledge_path`) holding each file of its
+knowledge sources (indexed, skipped with the reason, or pending), the passages of the files read, an
+FTS5 index of them (bm25) and, when the project has an embedding model, one L2-normalised float32
+vector per passage. Vectors are kept for one model at a time (`meta`): an index built with one model is
+never searched with another (`vectors_for` answers None, and the indexer embeds the passages again).
+
+One connection, serialised by a lock: the indexer writes from its worker thread while a chat reads.
+Paths and source ids are plain values (the project's records live in the chat database)."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ember_chat.engine.attachments.chunking import Chunk
+from ember_chat.engine.attachments.store import fts_query
+from ember_chat.engine.errors import StoreError
+from ember_chat.engine.storage.paths import AppPaths
+
+INDEXED, SKIPPED, PENDING = "indexed", "skipped", "pending"
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS files (
+    id INTEGER PRIMARY KEY,
+    source_id INTEGER NOT NULL,
+    path TEXT NOT NULL UNIQUE,
+    size INTEGER NOT NULL,
+    mtime_ns INTEGER NOT NULL,
+    state TEXT NOT NULL CHECK (state IN ('indexed', 'skipped', 'pending')),
+    reason TEXT,
+    pages INTEGER NOT NULL DEFAULT 0,
+    passages INTEGER NOT NULL DEFAULT 0,
+    indexed_at REAL
+);
+CREATE INDEX IF NOT EXISTS files_source ON files(source_id);
+CREATE TABLE IF NOT EXISTS passages (
+    id INTEGER PRIMARY KEY,
+    file_id INTEGER NOT NULL REFERENCES files(id) ON DELETE CASCADE,
+    seq INTEGER NOT NULL,
+    page INTEGER,
+    text TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS passages_file ON passages(file_id, seq);
+CREATE VIRTUAL TABLE IF NOT EXISTS passages_fts USING fts5(text, content='passages', content_rowid='id');
+CREATE TRIGGER IF NOT EXISTS passages_ai AFTER INSERT ON passages BEGIN
+    INSERT INTO passages_fts(rowid, text) VALUES (new.id, new.text);
+END;
+CREATE TRIGGER IF NOT EXISTS passages_ad AFTER DELETE ON passages BEGIN
+    INSERT INTO passages_fts(passages_fts, rowid, text) VALUES ('delete', old.id, old.text);
+END;
+CREATE TABLE IF NOT EXISTS vectors (
+    passage_id INTEGER PRIMARY KEY REFERENCES passages(id) ON DELETE CASCADE,
+    vec BLOB NOT NULL
+);
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+"""
+
+
+def knowledge_path(paths: AppPaths, folder_id: int) -> Path:
+    """Where the knowledge index of the project made of chat-list folder `folder_id` is kept."""
+    return paths.data_dir / "projects" / f"{int(folder_id)}" / "knowledge.sqlite3"
+
+
+@dataclass(frozen=True)
+class IndexedFile:
+    id: int
+    source_id: int
+    path: str
+    size: int
+    mtime_ns: int
+    state: str  # INDEXED, SKIPPED or PENDING
+    reason: str | None  # why a skipped file was not read: a sentence for the user
+    pages: int  # a PDF's pages, else 0
+    passages: int
+    indexed_at: float | None
+
+
+@dataclass(frozen=True)
+class Passage:
+    id: int
+    file_id: int
+    file_path: str
+    seq: int  # 0-based position in its file
+    page: int | None  # 1-based PDF page where it starts
+    text: str
+
+
+@dataclass(frozen=True)
+class IndexCounts:
+    files: int
+    indexed: int
+    skipped: int
+    pending: int
+    pages: int
+    passages: int
+
+
+@dataclass(frozen=True)
+class Vectors:
+    """The index's vectors for one embedding model: row i of `matrix` is passage `passage_ids[i]`'s."""
+
+    model_id: str
+    passage_ids: np.ndarray  # int64, (n,)
+    matrix: np.ndarray  # float32, (n, dim), rows L2-normalised
+
+
+class KnowledgeIndex:
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self._lock = threading.RLock()
+        self._writes = 0  # this connection's commits (`generation`)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+        except (OSError, sqlite3.DatabaseError) as exc:
+            raise StoreError(f"The project's knowledge index {self.path} cannot be opened: {exc}.") from exc
+        try:
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.execute("PRAGMA foreign_keys=ON")
+            self._db.executescript(_SCHEMA)
+        except sqlite3.DatabaseError as exc:
+            self._db.close()
+            raise StoreError(f"The project's knowledge index {self.path} cannot be opened: {exc}.") from exc
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    @contextmanager
+    def _tx(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._db
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
+            self._writes += 1
+
+    def generation(self) -> int:
+        """A number that moves with every change of the index, this connection's or another's (another
+        process: `ember-chat`): a matrix of its vectors loaded at one generation serves until it moves."""
+        with self._lock:
+            others = int(self._db.execute("PRAGMA data_version").fetchone()[0])
+            return (others << 40) + self._writes
+
+    # ----- files
+    def files(self, source_id: int | None = None) -> list[IndexedFile]:
+        where, args = ("WHERE source_id = ?", (source_id,)) if source_id is not None else ("", ())
+        with self._lock:
+            rows = self._db.execute(f"SELECT {_FILE_COLUMNS} FROM files {where} ORDER BY path", args).fetchall()
+        return [IndexedFile(*row) for row in rows]
+
+    def file(self, path: str | Path) -> IndexedFile | None:
+        with self._lock:
+            row = self._db.execute(f"SELECT {_FILE_COLUMNS} FROM files WHERE path = ?", (str(path),)).fetchone()
+        return None if row is None else IndexedFile(*row)
+
+    def put_file(
+        self, source_id: int, path: str | Path, size: int, mtime_ns: int, pages: int, passages: Sequence[Chunk]
+    ) -> int:
+        """The file read: its row (new, or replacing a pending, skipped or older one) and its passages,
+        the old ones (and their vectors) gone, in one transaction. Returns the file's id."""
+        with self._tx() as db:
+            file_id = self._upsert(db, source_id, str(path), size, mtime_ns, INDEXED, None, pages, len(passages))
+            db.executemany(
+                "INSERT INTO passages (file_id, seq, page, text) VALUES (?, ?, ?, ?)",
+                [(file_id, chunk.seq, chunk.page, chunk.text) for chunk in passages],
+            )
+        return file_id
+
+    def skip_file(self, source_id: int, path: str | Path, size: int, mtime_ns: int, reason: str) -> int:
+        """A file that could not be read, kept with the reason (and without passages) until it changes."""
+        with self._tx() as db:
+            return self._upsert(db, source_id, str(path), size, mtime_ns, SKIPPED, reason, 0, 0)
+
+    def pend_files(self, files: Sequence[tuple[int, str, int, int]]) -> None:
+        """(source_id, path, size, mtime_ns) of files found and not read yet, listed as pending; a file the
+        index already has keeps its row (its passages serve until it is read again)."""
+        with self._tx() as db:
+            db.executemany(
+                "INSERT OR IGNORE INTO files (source_id, path, size, mtime_ns, state) VALUES (?, ?, ?, ?, 'pending')",
+                [(source_id, str(path), size, mtime_ns) for source_id, path, size, mtime_ns in files],
+            )
+
+    def drop_file(self, path: str | Path) -> None:
+        with self._tx() as db:
+            db.execute("DELETE FROM files WHERE path = ?", (str(path),))
+
+    def drop_source(self, source_id: int) -> None:
+        """Every file of a knowledge source removed from the project (the files on disk are not touched)."""
+        with self._tx() as db:
+            db.execute("DELETE FROM files WHERE source_id = ?", (source_id,))
+
+    def _upsert(
+        self,
+        db: sqlite3.Connection,
+        source_id: int,
+        path: str,
+        size: int,
+        mtime_ns: int,
+        state: str,
+        reason: str | None,
+        pages: int,
+        passages: int,
+    ) -> int:
+        row = db.execute("SELECT id FROM files WHERE path = ?", (path,)).fetchone()
+        values = (source_id, size, mtime_ns, state, reason, pages, passages, time.time())
+        if row is None:
+            cur = db.execute(
+                "INSERT INTO files (source_id, size, mtime_ns, state, reason, pages, passages, indexed_at, path) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (*values, path),
+            )
+            return int(cur.lastrowid or 0)
+        file_id = int(row[0])
+        db.execute("DELETE FROM passages WHERE file_id = ?", (file_id,))
+        db.execute(
+            "UPDATE files SET source_id = ?, size = ?, mtime_ns = ?, state = ?, reason = ?, pages = ?, passages = ?, "
+            "indexed_at = ? WHERE id = ?",
+            (*values, file_id),
+        )
+        return file_id
+
+    # ----- passages
+    def passage(self, passage_id: int) -> Passage:
+        with self._lock:
+            row = self._db.execute(f"{_PASSAGE_SELECT} WHERE p.id = ?", (passage_id,)).fetchone()
+        if row is None:
+            raise StoreError("This passage is no longer in the project's knowledge (its file changed or was removed).")
+        return Passage(*row)
+
+    def passages_of(self, file_id: int) -> list[Passage]:
+        with self._lock:
+            rows = self._db.execute(f"{_PASSAGE_SELECT} WHERE p.file_id = ? ORDER BY p.seq", (file_id,)).fetchall()
+        return [Passage(*row) for row in rows]
+
+    def neighbours(self, passage_id: int) -> list[Passage]:
+        """The passages just before and just after this one in its file (0, 1 or 2 of them, in order)."""
+        with self._lock:
+            rows = self._db.execute(
+                f"{_PASSAGE_SELECT} JOIN passages q ON q.file_id = p.file_id AND p.seq IN (q.seq - 1, q.seq + 1) "
+                "WHERE q.id = ? ORDER BY p.seq",
+                (passage_id,),
+            ).fetchall()
+        return [Passage(*row) for row in rows]
+
+    def bm25(self, question: str, limit: int) -> list[tuple[int, float]]:
+        """(passage id, bm25 score: lower is better) of the passages matching any of the question's words."""
+        query = fts_query(question)
+        if not query:
+            return []
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT rowid, bm25(passages_fts) AS rank FROM passages_fts WHERE passages_fts MATCH ? "
+                "ORDER BY rank LIMIT ?",
+                (query, limit),
+            ).fetchall()
+        return [(int(r[0]), float(r[1])) for r in rows]
+
+    def counts(self) -> IndexCounts:
+        with self._lock:
+            row = self._db.execute(
+                "SELECT COUNT(*), "
+                "COALESCE(SUM(state = 'indexed'), 0), COALESCE(SUM(state = 'skipped'), 0), "
+                "COALESCE(SUM(state = 'pending'), 0), COALESCE(SUM(pages), 0), COALESCE(SUM(passages), 0) FROM files"
+            ).fetchone()
+        return IndexCounts(*(int(v) for v in row))
+
+    # ----- vectors
+    def embedding_model(self) -> str | None:
+        """The embedding model the stored vectors were made with (None: no vectors)."""
+        return self._meta("embedding_model")
+
+    def use_embedding_model(self, model_id: str) -> bool:
+        """Vectors from now on are `model_id`'s: another model's are deleted (True when they were)."""
+        with self._tx() as db:
+            row = db.execute("SELECT value FROM meta WHERE key = 'embedding_model'").fetchone()
+            if row is not None and row[0] == model_id:
+                return False
+            db.execute("DELETE FROM vectors")
+            db.execute("DELETE FROM meta WHERE key = 'dim'")
+            db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('embedding_model', ?)", (model_id,))
+            return row is not None
+
+    def passages_without_vectors(self, limit: int) -> list[tuple[int, str]]:
+        """(id, text) of up to `limit` passages that have no vector yet."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT p.id, p.text FROM passages p LEFT JOIN vectors v ON v.passage_id = p.id "
+                "WHERE v.passage_id IS NULL ORDER BY p.id LIMIT ?",
+                (limit,),
+            ).fetchall()
+        return [(int(r[0]), str(r[1])) for r in rows]
+
+    def put_vectors(self, model_id: str, passage_ids: Sequence[int], matrix: np.ndarray) -> None:
+        """Passages' vectors (rows of `matrix`, L2-normalised here) for `model_id`, which must be the
+        model `use_embedding_model` named; a passage gone meanwhile (its file re-read) is left out."""
+        vectors = np.ascontiguousarray(matrix, dtype="<f4")
+        if vectors.ndim != 2 or len(vectors) != len(passage_ids):
+            raise ValueError(f"{len(passage_ids)} passages but vectors of shape {vectors.shape}")
+        norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+        vectors = (vectors / np.where(norms == 0, 1, norms)).astype("<f4")
+        with self._tx() as db:
+            row = db.execute("SELECT value FROM meta WHERE key = 'embedding_model'").fetchone()
+            if row is None or row[0] != model_id:
+                raise StoreError(f"The knowledge index holds vectors of another model than {model_id}.")
+            dim = db.execute("SELECT value FROM meta WHERE key = 'dim'").fetchone()
+            if dim is None:
+                db.execute("INSERT INTO meta (key, value) VALUES ('dim', ?)", (str(vectors.shape[1]),))
+            elif int(dim[0]) != vectors.shape[1]:
+                raise StoreError(f"{model_id} made vectors of {vectors.shape[1]} numbers, the index holds {dim[0]}.")
+            db.executemany(
+                "INSERT OR REPLACE INTO vectors (passage_id, vec) "
+                "SELECT ?, ? WHERE EXISTS (SELECT 1 FROM passages WHERE id = ?)",
+                [(int(pid), vec.tobytes(), int(pid)) for pid, vec in zip(passage_ids, vectors, strict=True)],
+            )
+
+    def vectors_for(self, model_id: str) -> Vectors | None:
+        """Every stored vector, when they are `model_id`'s; None when the index has none, or another
+        model's (never searched with this one)."""
+        with self._lock:
+            if self._meta("embedding_model") != model_id or (dim := self._meta("dim")) is None:
+                return None
+            rows = self._db.execute("SELECT passage_id, vec FROM vectors ORDER BY passage_id").fetchall()
+        width = int(dim)
+        ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+        matrix = np.frombuffer(b"".join(r[1] for r in rows), dtype="<f4").reshape(len(rows), width)
+        return Vectors(model_id, ids, matrix.astype(np.float32, copy=False))
+
+    def _meta(self, key: str) -> str | None:
+        with self._lock:
+            row = self._db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return None if row is None else str(row[0])
+
+
+_FILE_COLUMNS = "id, source_id, path, size, mtime_ns, state, reason, pages, passages, indexed_at"
+_PASSAGE_SELECT = (
+    "SELECT p.id, p.file_id, f.path, p.seq, p.page, p.text FROM passages p JOIN files f ON f.id = p.file_id"
+)

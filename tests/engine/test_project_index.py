@@ -1,0 +1,229 @@
+"""A project's knowledge index (projects/index.py) on a real SQLite file, and the walk of its sources
+(projects/scan.py) on real folders: hidden folders, symlink loops, the file cap, pipes, files over the
+size limit, a source that is not there, a folder gone while it is walked."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ember_chat.engine.attachments.chunking import Chunk, chunk_text
+from ember_chat.engine.attachments.kinds import Limits
+from ember_chat.engine.errors import StoreError
+from ember_chat.engine.projects import scan as scanning
+from ember_chat.engine.projects.index import IndexCounts, KnowledgeIndex, knowledge_path
+from ember_chat.engine.projects.scan import FoundFile, ScanProblem, scan
+from ember_chat.engine.storage.paths import AppPaths
+
+HARBOUR = "The harbour master keeps the tide tables.\n\nPELICAN-42 is the code for the east gate."
+
+
+def _chunks(*texts: str) -> list[Chunk]:
+    return [Chunk(i, 0, None, text) for i, text in enumerate(texts)]
+
+
+@pytest.fixture
+def index(tmp_path: Path) -> Iterator[KnowledgeIndex]:
+    made = KnowledgeIndex(knowledge_path(AppPaths(tmp_path / "data", tmp_path / "config"), 7))
+    yield made
+    made.close()
+
+
+def test_the_index_lives_under_the_data_folder_per_project(tmp_path: Path) -> None:
+    paths = AppPaths(tmp_path / "data", tmp_path / "config")
+    assert knowledge_path(paths, 7) == tmp_path / "data" / "projects" / "7" / "knowledge.sqlite3"
+
+
+def test_a_file_put_is_searchable_and_putting_it_again_replaces_its_passages(index: KnowledgeIndex) -> None:
+    first = index.put_file(1, "/docs/harbour.txt", 90, 1_000, 0, chunk_text(HARBOUR, (), size=60))
+    hits = index.bm25("What is the code for the east gate?", 5)
+    assert len(hits) == 1 and "PELICAN-42" in index.passage(hits[0][0]).text
+    assert index.file("/docs/harbour.txt").passages == 2
+    again = index.put_file(1, "/docs/harbour.txt", 95, 2_000, 0, _chunks("The gate code changed to HERON-7."))
+    assert again == first
+    assert index.bm25("PELICAN", 5) == []  # (the old passages are gone from the FTS index too)
+    assert [index.passage(pid).text for pid, _ in index.bm25("heron", 5)] == ["The gate code changed to HERON-7."]
+    stored = index.file("/docs/harbour.txt")
+    assert (stored.size, stored.mtime_ns, stored.state, stored.passages) == (95, 2_000, "indexed", 1)
+
+
+def test_skipped_pending_and_dropped_files_and_the_counts(index: KnowledgeIndex) -> None:
+    index.put_file(1, "/a/report.pdf", 500, 1, 3, _chunks("one", "two", "three"))
+    index.skip_file(1, "/a/locked.pdf", 400, 2, "locked.pdf is protected by a password.")
+    index.pend_files([(2, "/b/notes.md", 10, 3), (1, "/a/report.pdf", 501, 4)])
+    assert index.file("/a/report.pdf").state == "indexed"  # (a file the index has keeps its row till re-read)
+    assert index.counts() == IndexCounts(files=3, indexed=1, skipped=1, pending=1, pages=3, passages=3)
+    assert index.file("/a/locked.pdf").reason == "locked.pdf is protected by a password."
+    index.drop_file("/a/report.pdf")
+    assert index.bm25("three", 5) == [] and index.file("/a/report.pdf") is None
+    index.drop_source(1)
+    assert [f.path for f in index.files()] == ["/b/notes.md"]
+
+
+def test_neighbours_and_a_passage_that_is_gone(index: KnowledgeIndex) -> None:
+    index.put_file(1, "/a/story.txt", 10, 1, 0, _chunks("alpha", "bravo", "charlie"))
+    ids = {index.passage(pid).text: pid for pid, _ in index.bm25("alpha bravo charlie", 5)}
+    assert [p.text for p in index.neighbours(ids["bravo"])] == ["alpha", "charlie"]
+    assert [p.text for p in index.neighbours(ids["alpha"])] == ["bravo"]
+    index.drop_file("/a/story.txt")
+    with pytest.raises(StoreError, match="no longer in the project's knowledge"):
+        index.passage(ids["alpha"])
+
+
+def test_vectors_are_kept_for_one_model_and_never_searched_with_another(index: KnowledgeIndex) -> None:
+    index.put_file(1, "/a/x.txt", 10, 1, 0, _chunks("alpha", "bravo"))
+    ids = [pid for pid, _ in index.passages_without_vectors(10)]
+    assert index.vectors_for("model-a") is None
+    assert index.use_embedding_model("model-a") is False  # (there were no vectors to delete)
+    before = index.generation()
+    index.put_vectors("model-a", ids, np.array([[3.0, 4.0], [0.0, 2.0]], dtype=np.float32))
+    assert index.generation() != before
+    stored = index.vectors_for("model-a")
+    assert stored is not None and stored.passage_ids.tolist() == ids
+    np.testing.assert_allclose(stored.matrix, [[0.6, 0.8], [0.0, 1.0]], rtol=1e-6)
+    assert stored.matrix.dtype == np.float32
+    assert index.vectors_for("model-b") is None
+    with pytest.raises(StoreError):
+        index.put_vectors("model-b", ids, np.ones((2, 2), dtype=np.float32))
+    with pytest.raises(StoreError, match="vectors of 3 numbers, the index holds 2"):
+        index.put_vectors("model-a", ids, np.ones((2, 3), dtype=np.float32))
+    assert index.use_embedding_model("model-b") is True  # (model-a's vectors deleted)
+    assert index.vectors_for("model-a") is None and len(index.passages_without_vectors(10)) == 2
+    index.put_vectors("model-b", ids, np.ones((2, 3), dtype=np.float32))
+    index.put_file(1, "/a/x.txt", 11, 2, 0, _chunks("delta"))  # (re-read: the old passages' vectors go)
+    assert index.vectors_for("model-b").passage_ids.tolist() == []
+
+
+def test_the_index_is_kept_in_its_file(tmp_path: Path) -> None:
+    path = tmp_path / "k.sqlite3"
+    first = KnowledgeIndex(path)
+    first.put_file(1, "/a/x.txt", 10, 1, 0, _chunks("kept across opens"))
+    first.close()
+    second = KnowledgeIndex(path)
+    try:
+        assert [second.passage(pid).text for pid, _ in second.bm25("kept", 3)] == ["kept across opens"]
+    finally:
+        second.close()
+
+
+def test_a_file_that_is_not_an_index_is_a_sentence(tmp_path: Path) -> None:
+    bad = tmp_path / "knowledge.sqlite3"
+    bad.write_bytes(b"not a database at all " * 100)
+    with pytest.raises(StoreError, match="knowledge index"):
+        KnowledgeIndex(bad)
+
+
+# ----- the walk
+def _found(items: list[FoundFile | ScanProblem]) -> dict[str, FoundFile]:
+    return {str(f.path): f for f in items if isinstance(f, FoundFile)}
+
+
+def _problems(items: list[FoundFile | ScanProblem]) -> list[ScanProblem]:
+    return [p for p in items if isinstance(p, ScanProblem)]
+
+
+def test_the_walk_finds_the_files_ember_reads_and_leaves_hidden_and_tool_folders(tmp_path: Path) -> None:
+    for name in ("a.txt", "b.md", "c.pdf", "d.docx", "e.py", "sub/f.csv", "Makefile"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("x")
+    for name in ("photo.png", "song.mp3", "binary", ".hidden.txt", ".git/HEAD.txt", "node_modules/m.js"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("x")
+    items = list(scan(tmp_path))
+    assert _problems(items) == []
+    names = sorted(Path(p).relative_to(tmp_path).as_posix() for p in _found(items))
+    assert names == ["Makefile", "a.txt", "b.md", "c.pdf", "d.docx", "e.py", "sub/f.csv"]
+    one = _found(items)[str(tmp_path / "a.txt")]
+    stat = (tmp_path / "a.txt").stat()
+    assert (one.size, one.mtime_ns, one.skip) == (1, stat.st_mtime_ns, None)
+
+
+def test_a_symlink_loop_is_reported_and_a_linked_folder_is_walked_once(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    (root / "deep").mkdir(parents=True)
+    (root / "deep" / "note.txt").write_text("x")
+    (root / "deep" / "up").symlink_to(root, target_is_directory=True)  # a loop
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "shared.md").write_text("y")
+    (root / "linked").symlink_to(outside, target_is_directory=True)
+    (root / "linked-again").symlink_to(outside, target_is_directory=True)
+    items = list(scan(root))
+    found = sorted(Path(p).relative_to(root).as_posix() for p in _found(items))
+    assert found == ["deep/note.txt", "linked/shared.md"]
+    reasons = {p.path.name: p.reason for p in _problems(items)}
+    assert set(reasons) == {"up", "linked-again"}
+    assert "already indexed (a link loop?)" in reasons["up"]
+
+
+def test_past_the_file_cap_one_problem_says_the_rest_are_left_out(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(scanning, "MAX_FILES", 5)
+    for i in range(12):
+        (tmp_path / f"n{i:02}.txt").write_text("x")
+    items = list(scan(tmp_path))
+    assert len(_found(items)) == 5
+    [problem] = _problems(items)
+    assert "more files than a project indexes (5)" in problem.reason and problem.path == tmp_path
+
+
+def test_two_thousand_files_are_walked_quickly(tmp_path: Path) -> None:
+    for d in range(20):
+        folder = tmp_path / f"d{d}"
+        folder.mkdir()
+        for i in range(100):
+            (folder / f"f{i}.txt").write_text("x")
+    started = time.monotonic()
+    items = list(scan(tmp_path))
+    took = time.monotonic() - started
+    assert len(_found(items)) == 2000 and _problems(items) == []
+    assert took < 2.0, f"walking 2,000 files took {took:.2f} s"
+
+
+def test_a_pipe_a_file_too_big_an_empty_file_and_a_link_that_cannot_be_followed(tmp_path: Path) -> None:
+    os.mkfifo(tmp_path / "pipe.txt")  # (opening it to read would wait for a writer forever)
+    (tmp_path / "big.txt").write_text("x" * 5000)
+    (tmp_path / "empty.md").write_text("")
+    (tmp_path / "a.txt").symlink_to(tmp_path / "b.txt")
+    (tmp_path / "b.txt").symlink_to(tmp_path / "a.txt")  # (stat: too many levels of symbolic links)
+    items = list(scan(tmp_path, Limits(max_bytes=1000)))
+    found = _found(items)
+    assert "not a plain file" in found[str(tmp_path / "pipe.txt")].skip
+    assert "5 KB; files can be at most 1000 B" in found[str(tmp_path / "big.txt")].skip
+    assert "empty" in found[str(tmp_path / "empty.md")].skip
+    problems = {p.path.name: p.reason for p in _problems(items)}
+    assert set(problems) == {"a.txt", "b.txt"} and "symbolic links" in problems["a.txt"]
+
+
+def test_a_source_that_is_not_there_or_not_a_folder_and_a_folder_gone_mid_walk(tmp_path: Path) -> None:
+    [gone] = list(scan(tmp_path / "unplugged-drive"))
+    assert isinstance(gone, ScanProblem) and gone.unlisted and "disconnected drive" in gone.reason
+    (tmp_path / "note.txt").write_text("x")
+    [under_a_file] = list(scan(tmp_path / "note.txt" / "inside"))
+    assert isinstance(under_a_file, ScanProblem) and "cannot be read (Not a directory)" in under_a_file.reason
+    [one] = list(scan(tmp_path / "note.txt"))
+    assert isinstance(one, FoundFile) and one.path == tmp_path / "note.txt"
+    (tmp_path / "photo.png").write_bytes(b"x")
+    [refused] = list(scan(tmp_path / "photo.png"))
+    assert isinstance(refused, ScanProblem) and "not a kind of file" in refused.reason
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "inner.txt").write_text("x")
+    walked: list[bool] = []
+
+    def remove_sub_once() -> bool:  # (called at each folder: the second is sub, removed just before it)
+        walked.append(True)
+        if len(walked) == 2:
+            (tmp_path / "sub" / "inner.txt").unlink()
+            (tmp_path / "sub").rmdir()
+        return False
+
+    items = list(scan(tmp_path, stopped=remove_sub_once))
+    assert str(tmp_path / "note.txt") in _found(items)
+    [problem] = _problems(items)
+    assert problem.path == tmp_path / "sub" and "no longer there" in problem.reason and problem.unlisted
