@@ -1,0 +1,249 @@
+"""Bringing a project's knowledge index up to date with its sources, incrementally: a file new or changed
+(its size or mtime_ns differ from the index's) is read again, a file gone is dropped, the rest is left
+as it is. Run it again to resume after a stop (`stopped()` is checked between files, and kills a read
+under way), after a crash, or when the watcher (watch.py) saw something change.
+
+Each file is read in a child process with the attachments' time and memory limits (one `FileReader`
+for the run: attachments/isolated.py), chunked like attachments (attachments/chunking.py) and stored
+(index.py). The bytes are taken here with the file opened non-blocking and checked to be a plain file
+within the size limit before anything is read (a pipe put in a file's place would block a plain open).
+A file that cannot be read — a password-protected or damaged PDF, a binary file named .txt, a file gone
+since the folder was listed, one over the size limit — is kept as skipped with the reader's sentence;
+the rest goes on. A source that is not there (a disconnected drive) or a folder that cannot be listed
+keeps what the index has of it and is reported (`IndexRun.problems`)."""
+
+from __future__ import annotations
+
+import logging
+import os
+import stat
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+import numpy as np
+
+from ember_chat.engine.attachments.chunking import chunk_text
+from ember_chat.engine.attachments.extract import READ_CHUNK
+from ember_chat.engine.attachments.isolated import FileReader, ReadingStopped
+from ember_chat.engine.attachments.kinds import DEFAULT_LIMITS, Limits, human_size
+from ember_chat.engine.errors import AttachmentError, EmberError
+from ember_chat.engine.projects import scan as scanning
+from ember_chat.engine.projects.index import PENDING, KnowledgeIndex
+from ember_chat.engine.projects.scan import FoundFile, ScanProblem, scan, under
+
+log = logging.getLogger(__name__)
+
+EMBED_BATCH = 32  # passages embedded at once
+
+
+class KnowledgeRoot(Protocol):
+    """What indexing needs of a knowledge source (records.py's KnowledgeSource): its id and its path."""
+
+    @property
+    def id(self) -> int: ...
+    @property
+    def path(self) -> str: ...
+
+
+class Embed(Protocol):
+    """An embedding model: texts -> float32 (n, dim); `model_id` names it (the index's meta)."""
+
+    model_id: str
+
+    def __call__(self, texts: Sequence[str]) -> np.ndarray: ...
+
+
+@dataclass(frozen=True)
+class IndexProgress:
+    files_done: int
+    files_total: int  # the files to read in this run (new or changed)
+    pages: int  # read in this run
+    passages: int  # stored in this run
+    current: str | None  # the file being read now; None once the run is over
+
+
+@dataclass
+class IndexRun:
+    """What a run did: files read, skipped (each with its reason in the index), dropped (gone from
+    disk), the paths that could not be walked (`problems`: a source not there, a folder that cannot be
+    listed, a link loop, the file cap), and whether it was stopped before the end."""
+
+    read: int = 0
+    skipped: int = 0
+    dropped: int = 0
+    pages: int = 0
+    passages: int = 0
+    embedded: int = 0
+    problems: list[ScanProblem] = field(default_factory=list)
+    embedding_problem: str | None = None  # the embedding model failed: the passages serve BM25 meanwhile
+    stopped: bool = False
+    seconds: float = 0.0
+
+
+class Indexer:
+    def __init__(
+        self,
+        index: KnowledgeIndex,
+        sources: Sequence[KnowledgeRoot],
+        reader_limits: Limits = DEFAULT_LIMITS,
+        embedder: Embed | None = None,
+    ) -> None:
+        self.index = index
+        self.sources = list(sources)
+        self.limits = reader_limits
+        self.embedder = embedder
+
+    def run(
+        self,
+        progress: Callable[[IndexProgress], None] | None = None,
+        stopped: Callable[[], bool] = lambda: False,
+    ) -> IndexRun:
+        started = time.monotonic()
+        result = IndexRun()
+        found, kept = self._scan(result, stopped)
+        if stopped():
+            result.stopped = True
+            return self._done(result, started)
+        known = {f.path: f for f in self.index.files() if f.source_id in {s.id for s in self.sources}}
+        for path in known:
+            if path not in found and not under(path, kept):
+                self.index.drop_file(path)
+                result.dropped += 1
+        to_read: list[tuple[int, FoundFile]] = []
+        for path, (source_id, file) in found.items():
+            indexed = known.get(path)
+            if (
+                indexed is None
+                or indexed.state == PENDING
+                or (indexed.size, indexed.mtime_ns) != (file.size, file.mtime_ns)
+            ):
+                to_read.append((source_id, file))
+        self.index.pend_files([(sid, str(f.path), f.size, f.mtime_ns) for sid, f in to_read])
+        if self.embedder is not None and not self._embed_missing(result, stopped):
+            result.stopped = True
+            return self._done(result, started)
+        reader = FileReader(self.limits, cancelled=stopped)
+        total = len(to_read)
+        for done, (source_id, file) in enumerate(to_read):
+            if stopped():
+                result.stopped = True
+                break
+            if progress is not None:
+                progress(IndexProgress(done, total, result.pages, result.passages, str(file.path)))
+            try:
+                self._index_file(reader, source_id, file, result)
+            except ReadingStopped:
+                result.stopped = True
+                break
+            if self.embedder is not None and not self._embed_missing(result, stopped):
+                result.stopped = True
+                break
+        else:
+            if progress is not None:
+                progress(IndexProgress(total, total, result.pages, result.passages, None))
+        return self._done(result, started)
+
+    def _scan(
+        self, result: IndexRun, stopped: Callable[[], bool]
+    ) -> tuple[dict[str, tuple[int, FoundFile]], list[str]]:
+        """{path: (source id, file)} of every source (the first source naming a path has it), and the
+        paths whose files are unknown now (a source not there, a folder that cannot be listed)."""
+        found: dict[str, tuple[int, FoundFile]] = {}
+        kept: list[str] = []
+        budget = scanning.MAX_FILES  # (per project: read at each run)
+        for source in self.sources:
+            for item in scan(source.path, self.limits, max(0, budget), stopped):
+                if isinstance(item, ScanProblem):
+                    result.problems.append(item)
+                    if item.unlisted:
+                        kept.append(str(item.path))
+                    continue
+                key = str(item.path)
+                if key not in found:
+                    found[key] = (source.id, item)
+                    budget -= 1
+            if stopped():
+                break
+        return found, kept
+
+    def _index_file(self, reader: FileReader, source_id: int, file: FoundFile, result: IndexRun) -> None:
+        path = str(file.path)
+        if file.skip is not None:
+            self.index.skip_file(source_id, path, file.size, file.mtime_ns, file.skip)
+            result.skipped += 1
+            return
+        try:
+            data, size, mtime_ns = _file_bytes(file.path, self.limits)
+            extracted = reader.read_bytes(file.path.name, data)
+        except ReadingStopped:
+            raise
+        except AttachmentError as exc:
+            self.index.skip_file(source_id, path, file.size, file.mtime_ns, str(exc))
+            result.skipped += 1
+            return
+        chunks = chunk_text(extracted.text, extracted.pages)
+        self.index.put_file(source_id, path, size, mtime_ns, len(extracted.pages), chunks)
+        result.read += 1
+        result.pages += len(extracted.pages)
+        result.passages += len(chunks)
+
+    def _embed_missing(self, result: IndexRun, stopped: Callable[[], bool]) -> bool:
+        """Vectors for every passage without one (all of them when the model changed); False if stopped."""
+        embed = self.embedder
+        if embed is None:
+            return True
+        self.index.use_embedding_model(embed.model_id)
+        while batch := self.index.passages_without_vectors(EMBED_BATCH):
+            if stopped():
+                return False
+            try:
+                vectors = embed([text for _, text in batch])
+            except EmberError as exc:  # (the model cannot embed: the passages serve BM25 meanwhile)
+                result.embedding_problem = f"The project's embedding model could not embed its passages: {exc}"
+                return True
+            self.index.put_vectors(embed.model_id, [pid for pid, _ in batch], vectors)
+            result.embedded += len(batch)
+        return True
+
+    @staticmethod
+    def _done(result: IndexRun, started: float) -> IndexRun:
+        result.seconds = time.monotonic() - started
+        return result
+
+
+def _file_bytes(path: Path, limits: Limits) -> tuple[bytes, int, int]:
+    """The file's bytes, its size and mtime_ns as read (it may have changed since the folder was listed):
+    opened without blocking and checked to be a plain file within the size limit before it is read."""
+    name = path.name
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
+    try:
+        fd = os.open(path, flags)
+    except FileNotFoundError:
+        raise AttachmentError(f"{name} is gone (deleted or moved while the project's knowledge was indexed).") from None
+    except PermissionError:
+        raise AttachmentError(f"{name} cannot be read: permission denied.") from None
+    except OSError as exc:
+        raise AttachmentError(f"{name} cannot be read: {exc.strerror or exc}.") from None
+    with os.fdopen(fd, "rb") as f:
+        try:
+            info = os.fstat(f.fileno())
+            if not stat.S_ISREG(info.st_mode):
+                raise AttachmentError(f"{name} is not a plain file (a pipe, socket or device); Ember reads only files.")
+            if info.st_size > limits.max_bytes:
+                raise AttachmentError(
+                    f"{name} is {human_size(info.st_size)}; files can be at most {human_size(limits.max_bytes)} "
+                    "(attachment_max_mb in Ember's settings.json)."
+                )
+            chunks: list[bytes] = []
+            total = 0
+            while block := f.read(READ_CHUNK):
+                chunks.append(block)
+                total += len(block)
+                if total > limits.max_bytes:  # (it grew while read)
+                    raise AttachmentError(f"{name} grew past {human_size(limits.max_bytes)} while it was read.")
+        except OSError as exc:
+            raise AttachmentError(f"{name} cannot be read: {exc.strerror or exc}.") from None
+    return b"".join(chunks), info.st_size, info.st_mtime_ns

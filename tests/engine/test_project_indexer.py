@@ -1,0 +1,291 @@
+"""Indexing a project's knowledge (projects/indexer.py) from real folders, each file read in a real child
+process: incremental runs, stop and resume, every kind of bad input reported per file while the rest is
+indexed, a source on a drive that is gone; and the watcher (projects/watch.py) noticing new, changed and
+deleted files."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ember_chat.engine.attachments.kinds import Limits
+from ember_chat.engine.projects import scan as scanning
+from ember_chat.engine.projects.index import IndexCounts, KnowledgeIndex
+from ember_chat.engine.projects.indexer import Indexer, IndexProgress, IndexRun
+from ember_chat.engine.projects.watch import Changes, KnowledgeWatcher
+from tests.helpers.attachment_files import reading_processes, write_docx, write_encrypted_pdf, write_pdf
+
+WAIT_S = 20.0
+GATE = "The east gate's code is PELICAN-42; the west gate has none."
+
+
+@dataclass(frozen=True)
+class Root:
+    id: int
+    path: str
+
+
+@pytest.fixture
+def index(tmp_path: Path) -> Iterator[KnowledgeIndex]:
+    made = KnowledgeIndex(tmp_path / "knowledge.sqlite3")
+    yield made
+    made.close()
+
+
+def _docs(tmp_path: Path) -> Path:
+    docs = tmp_path / "docs"
+    (docs / "sub").mkdir(parents=True)
+    (docs / "notes.txt").write_text("Tide tables are kept by the harbour master.\n")
+    (docs / "sub" / "gate.md").write_text(f"# Gates\n\n{GATE}\n")
+    write_pdf(docs / "report.pdf", ["Page one: budgets.", "Page two: meetings.", "Page three: the lighthouse."])
+    write_docx(docs / "minutes.docx", ["Minutes", "The committee approved the new pier."])
+    return docs
+
+
+def _texts(index: KnowledgeIndex, question: str) -> list[str]:
+    return [index.passage(pid).text for pid, _ in index.bm25(question, 5)]
+
+
+def test_a_folder_is_indexed_then_only_what_changed_is_read_again(tmp_path: Path, index: KnowledgeIndex) -> None:
+    docs = _docs(tmp_path)
+    seen: list[IndexProgress] = []
+    first = Indexer(index, [Root(1, str(docs))]).run(seen.append)
+    assert (first.read, first.skipped, first.dropped, first.stopped, first.problems) == (4, 0, 0, False, [])
+    assert first.pages == 3 and first.passages == 4
+    assert index.counts() == IndexCounts(files=4, indexed=4, skipped=0, pending=0, pages=3, passages=4)
+    assert [p.files_done for p in seen] == [0, 1, 2, 3, 4] and seen[-1].current is None
+    assert {p.current for p in seen[:-1]} == {str(p) for p in docs.rglob("*.*")}
+    assert [index.passage(pid).page for pid, _ in index.bm25("lighthouse", 3)] == [1]  # (one passage: page 1)
+    assert GATE in _texts(index, "Which code opens the east gate?")[0]
+    assert "pier" in _texts(index, "pier")[0]
+
+    again = Indexer(index, [Root(1, str(docs))]).run()
+    assert (again.read, again.skipped, again.dropped) == (0, 0, 0)
+
+    (docs / "sub" / "gate.md").write_text("# Gates\n\nThe east gate's code changed to HERON-7.\n")
+    (docs / "notes.txt").unlink()
+    (docs / "new.csv").write_text("ship,berth\nAurora,4\n")
+    third = Indexer(index, [Root(1, str(docs))]).run()
+    assert (third.read, third.skipped, third.dropped) == (2, 0, 1)
+    assert _texts(index, "PELICAN") == [] and "HERON-7" in _texts(index, "heron")[0]
+    assert index.file(docs / "notes.txt") is None and _texts(index, "tide") == []
+    assert "Aurora" in _texts(index, "aurora")[0]
+    assert reading_processes() == []
+
+
+def test_bad_files_are_each_skipped_with_a_reason_and_the_rest_is_indexed(
+    tmp_path: Path, index: KnowledgeIndex
+) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "good.txt").write_text(GATE)
+    write_encrypted_pdf(docs / "locked.pdf", ["A secret page."])
+    (docs / "huge.log").write_text("log line\n" * 20_000)  # 180 KB, over the 64 KB limit below
+    os.mkfifo(docs / "pipe.txt")
+    (docs / "binary.txt").write_bytes(bytes(range(256)) * 40)
+    (docs / "damaged.pdf").write_bytes(b"%PDF-1.4\n this is not really a PDF")
+    (docs / "loop-a.txt").symlink_to(docs / "loop-b.txt")
+    (docs / "loop-b.txt").symlink_to(docs / "loop-a.txt")
+    (docs / "vanishing.md").write_text("read soon, gone sooner")
+
+    def delete_when_its_turn_comes(progress: IndexProgress) -> None:
+        if progress.current == str(docs / "vanishing.md"):
+            (docs / "vanishing.md").unlink()
+
+    run = Indexer(index, [Root(1, str(docs))], Limits(max_bytes=64 * 1024)).run(delete_when_its_turn_comes)
+    reasons = {Path(f.path).name: f.reason for f in index.files() if f.state == "skipped"}
+    assert set(reasons) == {"locked.pdf", "huge.log", "pipe.txt", "binary.txt", "damaged.pdf", "vanishing.md"}
+    assert "protected by a password" in reasons["locked.pdf"]
+    assert "files can be at most 64 KB" in reasons["huge.log"]
+    assert "not a plain file" in reasons["pipe.txt"]
+    assert "is a binary file" in reasons["binary.txt"]
+    assert "cannot be read as a PDF" in reasons["damaged.pdf"]
+    assert "is gone (deleted or moved" in reasons["vanishing.md"]
+    assert {p.path.name for p in run.problems} == {"loop-a.txt", "loop-b.txt"}
+    assert all("symbolic links" in p.reason for p in run.problems)
+    assert run.read == 1 and run.skipped == 6 and GATE in _texts(index, "east gate")[0]
+    assert index.counts().pending == 0
+    # the next run reads none of them again (they did not change), and drops the file that is gone
+    again = Indexer(index, [Root(1, str(docs))], Limits(max_bytes=64 * 1024)).run()
+    assert (again.read, again.skipped, again.dropped) == (0, 0, 1)
+    assert reading_processes() == []
+
+
+def test_a_stopped_run_leaves_the_rest_pending_and_the_next_run_resumes(tmp_path: Path, index: KnowledgeIndex) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for i in range(6):
+        (docs / f"part{i}.txt").write_text(f"Part {i} of the manual: chapter word{i}.")
+    calls: list[IndexProgress] = []
+    first = Indexer(index, [Root(1, str(docs))]).run(calls.append, stopped=lambda: len(calls) >= 3)
+    assert first.stopped and first.read == 2
+    assert index.counts() == IndexCounts(files=6, indexed=2, skipped=0, pending=4, pages=0, passages=2)
+    second = Indexer(index, [Root(1, str(docs))]).run()
+    assert not second.stopped and second.read == 4 and index.counts().indexed == 6
+
+
+def test_a_stop_kills_a_read_under_way(tmp_path: Path, index: KnowledgeIndex) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    write_pdf(docs / "long.pdf", [f"Page {p}\n" + "A long line of the report to extract.\n" * 60 for p in range(400)])
+    stop = threading.Event()
+    result: list[IndexRun] = []
+    reading = threading.Event()
+
+    def run() -> None:
+        result.append(Indexer(index, [Root(1, str(docs))]).run(lambda p: reading.set(), stopped=stop.is_set))
+
+    worker = threading.Thread(target=run)
+    worker.start()
+    assert reading.wait(WAIT_S)
+    deadline = time.monotonic() + WAIT_S
+    while not reading_processes() and time.monotonic() < deadline:  # (its child, started: no event tells)
+        time.sleep(0.01)
+    stop.set()
+    worker.join(WAIT_S)
+    assert not worker.is_alive()
+    [done] = result
+    assert done.stopped and done.read == 0 and index.counts().pending == 1
+    assert reading_processes() == []
+
+
+def test_a_source_on_a_drive_that_is_gone_keeps_its_files_until_it_is_back(
+    tmp_path: Path, index: KnowledgeIndex
+) -> None:
+    docs = _docs(tmp_path)
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "kept.txt").write_text("The other source is still indexed.")
+    sources = [Root(1, str(docs)), Root(2, str(other))]
+    Indexer(index, sources).run()
+    docs.rename(tmp_path / "unplugged")
+    gone = Indexer(index, sources).run()
+    [problem] = gone.problems
+    assert problem.path == docs and "disconnected drive" in problem.reason
+    assert (gone.read, gone.dropped) == (0, 0) and index.counts().indexed == 5
+    (tmp_path / "unplugged").rename(docs)
+    back = Indexer(index, sources).run()
+    assert (back.read, back.dropped, back.problems) == (0, 0, [])
+
+
+def test_the_file_cap_holds_per_project(tmp_path: Path, index: KnowledgeIndex, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(scanning, "MAX_FILES", 4)
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+        for i in range(3):
+            (tmp_path / name / f"{i}.txt").write_text(f"file {name}{i}")
+    run = Indexer(index, [Root(1, str(tmp_path / "a")), Root(2, str(tmp_path / "b"))]).run()
+    assert run.read == 4 and index.counts().files == 4
+    [problem] = run.problems
+    assert problem.path == tmp_path / "b" and "more files than a project indexes (4)" in problem.reason
+
+
+def test_two_thousand_small_files_index_in_reasonable_time(tmp_path: Path, index: KnowledgeIndex) -> None:
+    for d in range(20):
+        folder = tmp_path / "many" / f"d{d}"
+        folder.mkdir(parents=True)
+        for i in range(100):
+            (folder / f"note{i}.txt").write_text(f"Note {d}-{i}: the word token{d}x{i} is only here.")
+    started = time.monotonic()
+    run = Indexer(index, [Root(1, str(tmp_path / "many"))]).run()
+    took = time.monotonic() - started
+    assert run.read == 2000 and run.problems == [] and index.counts().passages == 2000
+    assert "token7x42" in _texts(index, "token7x42")[0]
+    assert took < 120, f"indexing 2,000 small files took {took:.1f} s"
+    again = time.monotonic()
+    assert Indexer(index, [Root(1, str(tmp_path / "many"))]).run().read == 0
+    assert time.monotonic() - again < 5
+
+
+class WordEmbedder:
+    """A generated embedding model: each word hashed into one of 64 dimensions (texts sharing words are
+    near); `model_id` names the variant, so a changed model is another id."""
+
+    def __init__(self, model_id: str) -> None:
+        self.model_id = model_id
+        self.calls = 0
+
+    def __call__(self, texts: Sequence[str]) -> np.ndarray:
+        self.calls += 1
+        out = np.zeros((len(texts), 64), dtype=np.float32)
+        for row, text in enumerate(texts):
+            for word in text.lower().split():
+                out[row, hashlib.sha256(f"{self.model_id}{word}".encode()).digest()[0] % 64] += 1.0
+        return out / np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-9)
+
+
+def test_passages_get_vectors_and_a_new_model_makes_them_again(tmp_path: Path, index: KnowledgeIndex) -> None:
+    docs = _docs(tmp_path)
+    first = Indexer(index, [Root(1, str(docs))], embedder=WordEmbedder("words-v1")).run()
+    stored = index.vectors_for("words-v1")
+    assert first.embedded == 4 and stored is not None and stored.matrix.shape == (4, 64)
+    assert index.vectors_for("words-v2") is None
+    second = Indexer(index, [Root(1, str(docs))], embedder=WordEmbedder("words-v2")).run()
+    assert second.read == 0 and second.embedded == 4
+    assert index.vectors_for("words-v1") is None and index.vectors_for("words-v2").matrix.shape == (4, 64)
+
+
+# ----- the watcher
+def test_the_watcher_notices_a_new_a_changed_and_a_deleted_file(tmp_path: Path) -> None:
+    docs = _docs(tmp_path)
+    seen: list[Changes] = []
+    noticed = threading.Event()
+
+    def on_change(changes: Changes) -> None:
+        seen.append(changes)
+        noticed.set()
+
+    watcher = KnowledgeWatcher(lambda: [Root(1, str(docs))], on_change, interval_s=0.05)
+    watcher.start()
+    try:
+        assert watcher.ready.wait(WAIT_S)
+        for act, expected in (
+            (lambda: (docs / "added.md").write_text("new"), Changes((str(docs / "added.md"),), (), ())),
+            (
+                lambda: (docs / "notes.txt").write_text("changed, and longer"),
+                Changes((), (str(docs / "notes.txt"),), ()),
+            ),
+            (lambda: (docs / "sub" / "gate.md").unlink(), Changes((), (), (str(docs / "sub" / "gate.md"),))),
+        ):
+            noticed.clear()
+            act()
+            assert noticed.wait(WAIT_S)
+            assert seen[-1] == expected
+    finally:
+        watcher.stop()
+    assert not watcher.running
+
+
+def test_the_watcher_says_nothing_while_a_drive_is_away_and_when_it_comes_back(tmp_path: Path) -> None:
+    docs = _docs(tmp_path)
+    polled = threading.Event()
+    polls: list[int] = []
+    seen: list[Changes] = []
+
+    def sources() -> list[Root]:
+        polls.append(1)
+        if len(polls) >= 4:
+            polled.set()
+        return [Root(1, str(docs))]
+
+    watcher = KnowledgeWatcher(sources, seen.append, interval_s=0.02)
+    watcher.start()
+    try:
+        assert watcher.ready.wait(WAIT_S)
+        docs.rename(tmp_path / "away")
+        assert polled.wait(WAIT_S)
+        polled.clear()
+        polls.clear()
+        (tmp_path / "away").rename(docs)
+        assert polled.wait(WAIT_S)
+    finally:
+        watcher.stop()
+    assert seen == []
