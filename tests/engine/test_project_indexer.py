@@ -95,27 +95,40 @@ def test_bad_files_are_each_skipped_with_a_reason_and_the_rest_is_indexed(
     (docs / "loop-a.txt").symlink_to(docs / "loop-b.txt")
     (docs / "loop-b.txt").symlink_to(docs / "loop-a.txt")
     (docs / "vanishing.md").write_text("read soon, gone sooner")
+    (docs / "swapped.txt").write_text("a plain file when the folder is listed, a pipe when it is read")
 
     def delete_when_its_turn_comes(progress: IndexProgress) -> None:
         if progress.current == str(docs / "vanishing.md"):
             (docs / "vanishing.md").unlink()
+        if progress.current == str(docs / "swapped.txt"):  # (a plain open of it would wait forever)
+            (docs / "swapped.txt").unlink()
+            os.mkfifo(docs / "swapped.txt")
 
     run = Indexer(index, [Root(1, str(docs))], Limits(max_bytes=64 * 1024)).run(delete_when_its_turn_comes)
     reasons = {Path(f.path).name: f.reason for f in index.files() if f.state == "skipped"}
-    assert set(reasons) == {"locked.pdf", "huge.log", "pipe.txt", "binary.txt", "damaged.pdf", "vanishing.md"}
+    assert set(reasons) == {
+        "locked.pdf",
+        "huge.log",
+        "pipe.txt",
+        "binary.txt",
+        "damaged.pdf",
+        "vanishing.md",
+        "swapped.txt",
+    }
     assert "protected by a password" in reasons["locked.pdf"]
     assert "files can be at most 64 KB" in reasons["huge.log"]
-    assert "not a plain file" in reasons["pipe.txt"]
+    assert "not a plain file" in reasons["pipe.txt"] and "not a plain file" in reasons["swapped.txt"]
     assert "is a binary file" in reasons["binary.txt"]
     assert "cannot be read as a PDF" in reasons["damaged.pdf"]
     assert "is gone (deleted or moved" in reasons["vanishing.md"]
     assert {p.path.name for p in run.problems} == {"loop-a.txt", "loop-b.txt"}
     assert all("symbolic links" in p.reason for p in run.problems)
-    assert run.read == 1 and run.skipped == 6 and GATE in _texts(index, "east gate")[0]
+    assert run.read == 1 and run.skipped == 7 and GATE in _texts(index, "east gate")[0]
     assert index.counts().pending == 0
-    # the next run reads none of them again (they did not change), and drops the file that is gone
+    # the next run reads none of them again (they did not change) but the pipe now in swapped.txt's
+    # place (another file: found as one at once), and drops the file that is gone
     again = Indexer(index, [Root(1, str(docs))], Limits(max_bytes=64 * 1024)).run()
-    assert (again.read, again.skipped, again.dropped) == (0, 0, 1)
+    assert (again.read, again.skipped, again.dropped) == (0, 1, 1)
     assert reading_processes() == []
 
 
