@@ -326,3 +326,74 @@ def write_tiny_bert(path: Path, pooling: str = "mean", seed: int = 0, context: i
     w.write_tensors_to_file()
     w.close()
     return path
+
+
+def write_word_bert(path: Path, meanings: Mapping[str, str], dim: int = 128, seed: int = 0) -> Path:
+    """Write a tiny `bert` embedding model (mean pooling) whose vector of a text is the mean of its words'
+    meanings: `meanings` maps each word of its vocabulary ("▁word", whole words, lower case) to a meaning
+    key; words of one key (synonyms) share one random vector, words of key "" (stop words), the special
+    tokens and words outside the vocabulary ([UNK]) have none. Its layers pass their input on unchanged
+    (attention and feed-forward weights zero, layer norms of zero-mean unit-variance vectors), so
+    llama.cpp computes exactly that mean: a made-up model for exercising vector search and fusion,
+    not a model of language."""
+    context, layers, heads, ff = 512, 1, 4, 16
+    rng = np.random.default_rng(seed)
+    words = sorted(meanings)
+    keys = sorted({k for k in meanings.values() if k})
+    key_vectors = rng.standard_normal((len(keys), dim))
+    key_vectors -= key_vectors.mean(axis=1, keepdims=True)
+    key_vectors /= key_vectors.std(axis=1, keepdims=True)  # (a layer norm leaves such a vector as it is)
+    of_key = dict(zip(keys, key_vectors, strict=True))
+    tokens = [*BERT_SPECIALS, *(f"▁{w}" for w in words)]
+    embd = np.zeros((len(tokens), dim), dtype=np.float32)
+    for i, word in enumerate(words, start=len(BERT_SPECIALS)):
+        if meanings[word]:
+            embd[i] = of_key[meanings[word]]
+    tt = gguf.TokenType
+    w = gguf.GGUFWriter(str(path), "bert")
+    w.add_name("Word-mean BERT (generated)")
+    w.add_context_length(context)
+    w.add_embedding_length(dim)
+    w.add_block_count(layers)
+    w.add_feed_forward_length(ff)
+    w.add_head_count(heads)
+    w.add_layer_norm_eps(1e-12)
+    w.add_causal_attention(False)
+    w.add_pooling_type(gguf.PoolingType.MEAN)
+    w.add_tokenizer_model("bert")
+    w.add_token_list(tokens)
+    w.add_token_types([int(tt.CONTROL)] * len(BERT_SPECIALS) + [int(tt.NORMAL)] * len(words))
+    w.add_token_type_count(2)
+    for add, token_id in ((w.add_pad_token_id, 0), (w.add_unk_token_id, 1), (w.add_bos_token_id, 2),
+                          (w.add_sep_token_id, 3), (w.add_eos_token_id, 3), (w.add_mask_token_id, 4)):  # fmt: skip
+        add(token_id)
+    w.add_add_bos_token(True)
+    w.add_add_sep_token(True)
+
+    def zeros(name: str, *shape: int) -> None:
+        w.add_tensor(name, np.zeros(shape, dtype=np.float32))
+
+    def norm(name: str) -> None:
+        w.add_tensor(name + ".weight", np.ones(dim, dtype=np.float32))
+        zeros(name + ".bias", dim)
+
+    w.add_tensor("token_embd.weight", embd)
+    zeros("token_types.weight", 2, dim)
+    zeros("position_embd.weight", context, dim)
+    norm("token_embd_norm")
+    for i in range(layers):
+        p = f"blk.{i}."
+        for name in ("attn_q", "attn_k", "attn_v", "attn_output"):
+            zeros(p + name + ".weight", dim, dim)
+            zeros(p + name + ".bias", dim)
+        norm(p + "attn_output_norm")
+        zeros(p + "ffn_up.weight", ff, dim)
+        zeros(p + "ffn_up.bias", ff)
+        zeros(p + "ffn_down.weight", dim, ff)
+        zeros(p + "ffn_down.bias", dim)
+        norm(p + "layer_output_norm")
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path

@@ -1,0 +1,175 @@
+"""A project's retrieval (projects/retrieval.py) over a real KnowledgeIndex file: BM25 alone, vectors of a
+generated embedding GGUF run in-process (projects/embedder.py) fused with it, an index never searched
+with another model's vectors, the vector matrix reloaded when the index changes, a reranker's order; and
+the knowledge block and citations (projects/citations.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ember_chat.engine.attachments.chunking import Chunk
+from ember_chat.engine.projects.citations import CITE_INSTRUCTION, ProjectSource, cited, knowledge_block, sources
+from ember_chat.engine.projects.embedder import GGUFEmbedder, GGUFReranker
+from ember_chat.engine.projects.index import KnowledgeIndex
+from ember_chat.engine.projects.retrieval import MATRICES, RRF_K, fuse, retrieve
+from tests.helpers.gguf_factory import write_tiny_bert, write_word_bert
+
+PASSAGES = [
+    "The harbour master repaired the lighthouse lamp after the winter storms.",
+    "Our recipe for plum jam needs sugar, lemons and a slow simmer.",
+    "Invoices are paid within thirty days of the delivery date.",
+    "The violin was tuned by Marta before the evening concert.",
+    "Train tickets to the coast cost less when bought a week ahead.",
+    "Backups of the ledger are copied to the cellar drive every Friday.",
+]
+# each word its own meaning, "fixed" the same as "repaired", "beacon" the same as "lamp"
+MEANINGS = {w: w for text in PASSAGES for w in text.lower().replace(".", "").replace(",", "").split()}
+MEANINGS |= {"fixed": "repaired", "beacon": "lamp", "who": "", "the": "", "after": "", "a": "", "of": ""}
+
+
+class Counted:
+    """An embedder whose calls are counted (the real model underneath)."""
+
+    def __init__(self, embedder: GGUFEmbedder) -> None:
+        self.model_id = embedder.model_id
+        self._embedder = embedder
+        self.calls = 0
+
+    def __call__(self, texts: Sequence[str]) -> np.ndarray:
+        self.calls += 1
+        return self._embedder(texts)
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[GGUFEmbedder, GGUFEmbedder]]:
+    folder = tmp_path_factory.mktemp("embedding-models")
+    one = GGUFEmbedder(write_word_bert(folder / "words.gguf", MEANINGS), threads=1)
+    other = GGUFEmbedder(write_word_bert(folder / "other.gguf", MEANINGS, seed=1), threads=1)
+    yield one, other
+    one.close()
+    other.close()
+
+
+@pytest.fixture
+def index(tmp_path: Path) -> Iterator[KnowledgeIndex]:
+    ix = KnowledgeIndex(tmp_path / "knowledge.sqlite3")
+    ix.put_file(1, "/docs/notes.txt", 100, 1, 0, [Chunk(i, 0, None, t) for i, t in enumerate(PASSAGES[:3])])
+    ix.put_file(1, "/docs/report.pdf", 100, 1, 2, [Chunk(i, 0, i + 1, t) for i, t in enumerate(PASSAGES[3:])])
+    yield ix
+    ix.close()
+    MATRICES.clear()
+
+
+def embed_all(index: KnowledgeIndex, embedder: GGUFEmbedder) -> None:
+    ids, texts = zip(*index.passages_without_vectors(1000), strict=True)
+    index.use_embedding_model(embedder.model_id)
+    index.put_vectors(embedder.model_id, ids, embedder(texts))
+
+
+def test_bm25_alone_finds_the_passage_with_its_file_and_page(index: KnowledgeIndex) -> None:
+    hits = retrieve(index, "When is the ledger backed up? backups ledger", k=3)
+    top = hits[0]
+    assert top.text == PASSAGES[5] and top.file_path == "/docs/report.pdf" and (top.page, top.seq) == (3, 2)
+    assert top.bm25_rank == 1 and top.vector_rank is None
+    assert top.score == pytest.approx(1 / (RRF_K + 1))
+    assert retrieve(index, "ledger", k=0) == [] and retrieve(index, "?!", k=5) == []
+
+
+def test_vectors_find_a_paraphrase_bm25_misses_and_the_fusion_keeps_both(
+    index: KnowledgeIndex, models: tuple[GGUFEmbedder, GGUFEmbedder]
+) -> None:
+    embedder = models[0]
+    embed_all(index, embedder)
+    question = "Who fixed the beacon?"  # no word of it is in the passage ("repaired", "lamp")
+    assert all(h.text != PASSAGES[0] for h in retrieve(index, question, k=5))
+    hits = retrieve(index, question, k=5, embed=embedder)
+    assert hits[0].text == PASSAGES[0] and hits[0].vector_rank == 1 and hits[0].bm25_rank is None
+    both = retrieve(index, "Who fixed the violin beacon?", k=2, embed=embedder)
+    assert {h.text for h in both} == {PASSAGES[0], PASSAGES[3]}
+    assert any(h.bm25_rank == 1 for h in both)
+
+
+def test_an_index_is_never_searched_with_another_models_vectors(
+    index: KnowledgeIndex, models: tuple[GGUFEmbedder, GGUFEmbedder]
+) -> None:
+    one, other = models
+    assert one.model_id != other.model_id  # (two generated files: names and bytes differ)
+    embed_all(index, one)
+    counted = Counted(other)
+    hits = retrieve(index, "Who fixed the beacon? violin", k=5, embed=counted)
+    assert counted.calls == 0 and hits and all(h.vector_rank is None for h in hits)
+    assert [h.passage_id for h in hits] == [h.passage_id for h in retrieve(index, "Who fixed the beacon? violin", k=5)]
+    same = Counted(one)
+    assert retrieve(index, "Who fixed the beacon?", k=1, embed=same)[0].vector_rank == 1 and same.calls == 1
+
+
+def test_the_matrix_is_loaded_once_and_again_when_the_index_changes(
+    index: KnowledgeIndex, models: tuple[GGUFEmbedder, GGUFEmbedder]
+) -> None:
+    embedder = models[0]
+    embed_all(index, embedder)
+    retrieve(index, "Who fixed the beacon?", k=1, embed=embedder)
+    first = MATRICES.get(index, embedder.model_id)
+    assert first is not None and len(first.ids) == len(PASSAGES)
+    assert MATRICES.get(index, embedder.model_id) is first  # unchanged index: the same matrix
+    new_id = index.put_file(2, "/docs/later.txt", 10, 2, 0, [Chunk(0, 0, None, "Marta fixed the beacon again.")])
+    embed_all(index, embedder)
+    hits = retrieve(index, "Who fixed the beacon?", k=6, embed=embedder)
+    assert len(hits) == 6 and any(h.file_path == "/docs/later.txt" and h.vector_rank is not None for h in hits)
+    again = MATRICES.get(index, embedder.model_id)
+    assert again is not first and again is not None and len(again.ids) == len(PASSAGES) + 1 and new_id > 0
+
+
+def test_a_reranker_orders_the_fused_passages(index: KnowledgeIndex, tmp_path: Path) -> None:
+    reranker = GGUFReranker(write_tiny_bert(tmp_path / "reranker.gguf", "rank"), threads=1)
+    try:
+        question = "ledger violin invoices tickets jam lighthouse"
+        plain = retrieve(index, question, k=6)
+        reranked = retrieve(index, question, k=6, rerank=reranker)
+        scores = reranker(question, [h.text for h in plain])
+    finally:
+        reranker.close()
+    assert {h.passage_id for h in reranked} == {h.passage_id for h in plain}
+    expected = sorted(zip(scores, (h.passage_id for h in plain), strict=True), key=lambda item: -item[0])
+    assert [h.passage_id for h in reranked] == [pid for _, pid in expected]
+    assert [h.score for h in reranked] == pytest.approx([s for s, _ in expected], abs=1e-4)
+
+
+def test_reciprocal_rank_fusion() -> None:
+    fused = dict(fuse([[1, 2, 3], [3, 4]]))
+    assert fused[3] == pytest.approx(1 / 63 + 1 / 61) and fused[1] == pytest.approx(1 / 61)
+    assert [pid for pid, _ in fuse([[1, 2, 3], [3, 4]])] == [3, 1, 2, 4]  # (2 and 4 tie: 2 came first)
+
+
+def test_the_embedder_gives_unit_vectors_and_synonyms_meet(models: tuple[GGUFEmbedder, GGUFEmbedder]) -> None:
+    embedder = models[0]
+    vectors = embedder(["The lighthouse lamp, repaired.", "lighthouse beacon fixed", "plum jam", ""])
+    assert vectors.dtype == np.float32 and vectors.shape == (4, embedder.dim)
+    assert np.allclose(np.linalg.norm(vectors[:3], axis=1), 1, atol=1e-5)
+    assert float(vectors[0] @ vectors[1]) == pytest.approx(1, abs=1e-5) and float(vectors[0] @ vectors[2]) < 0.5
+    long = " ".join(["lighthouse"] * 2000)  # past the model's 512 tokens: cut, not refused
+    assert float(embedder([long])[0] @ embedder(["lighthouse"])[0]) == pytest.approx(1, abs=1e-5)
+
+
+def test_the_knowledge_block_numbers_the_passages_and_asks_for_citations(index: KnowledgeIndex) -> None:
+    hits = retrieve(index, "violin ledger", k=2)
+    block = knowledge_block(hits)
+    assert block.splitlines()[-1] == CITE_INSTRUCTION
+    assert f"[1] report.pdf, p. {hits[0].page}: {hits[0].text}" in block
+    assert f"[2] report.pdf, p. {hits[1].page}: {hits[1].text}" in block
+    assert knowledge_block([]) == ""
+    listed = sources(hits)
+    assert [s.n for s in listed] == [1, 2] and listed[0].passage_id == hits[0].passage_id
+    assert ProjectSource.from_json(listed[1].as_json()) == listed[1]
+    assert ProjectSource(1, "/a/notes.txt", None, 0, "x", 7).label() == "notes.txt"
+
+
+def test_cited_reads_the_markers_an_answer_used() -> None:
+    answer = "The lamp was repaired [1]. Backups run on Fridays [2, 3][3]; see also [12] and [0], not [1.5] or [x]."
+    assert cited(answer) == {1, 2, 3, 12}
+    assert cited(answer, count=3) == {1, 2, 3}
+    assert cited("No sources here.") == set()
