@@ -1,0 +1,53 @@
+"""bench/retrieval_projects.py's figures come from a real run at a small size: every part of its JSON is
+there, BM25 finds the generated facts (recall@5 >= 0.95), the fused figures say their model was
+generated; and its generated questions paraphrase their passage rather than copy it."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from bench import retrieval_projects as bench
+
+
+def test_the_projects_retrieval_bench_reports_its_figures(capsys: pytest.CaptureFixture[str]) -> None:
+    assert bench.main(["--facts", "60", "--distractors", "600", "--latency", "1500", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    generated = result["generated"]
+    assert generated == {"passages": 660, "questions": 60, "recall_at_5": generated["recall_at_5"]}
+    assert generated["recall_at_5"] >= 0.95
+    real = result["real"]
+    if real["document_set"] is None:
+        assert real["recall_at_5"] is None and real["why"]
+    else:
+        assert "coreutils" in real["document_set"] and real["questions"] == len(bench.REAL_QUESTIONS)
+        assert 0 <= real["recall_at_5"] <= 1 and real["passages"] > 100
+    fused = result["fused"]
+    assert fused["model"].startswith("GENERATED") and fused["passages"] == 660 and fused["embed_passages_per_s"] > 0
+    for name in ("bm25", "fused"):
+        assert 0 <= fused[f"{name}_recall_at_1"] <= fused[f"{name}_recall_at_5"] <= 1
+        assert 0 < fused[f"{name}_mrr"] <= 1
+    assert fused["bm25_recall_at_5"] == generated["recall_at_5"]  # (the same corpus and questions)
+    (latency,) = result["latency"]
+    assert latency["passages"] == 1500 and latency["index_passages_per_s"] > 0
+    for name in ("bm25", "fused"):
+        assert 0 < latency[f"{name}_p50_ms"] <= latency[f"{name}_p95_ms"]
+    assert latency["vectors_first_load_s"] > 0
+    assert set(result["budgets"]) == {"generated.recall_at_5", "latency.bm25_p95_ms"}
+    assert result["within_budget"] is True  # (no 100,000-passage run here: the recall budget alone)
+
+
+def test_a_generated_question_paraphrases_its_passage() -> None:
+    passages, questions = bench.generated_corpus(60, 600)
+    assert len(passages) == 660 and len(questions) == 60
+    for question, answer in questions:
+        passage = passages[answer]
+        person = re.search(r"(?:did|had) (\w+)|(\w+)'s", question)
+        assert person is not None
+        name = next(g for g in person.groups() if g)
+        assert name in passage and question.rstrip("?") not in passage
+        assert sum(name in p for p in passages) >= 2  # (named elsewhere too, without the fact)
+        verbs = set(re.findall(r"\w+", question.lower())) & set(bench.SYNONYMS)
+        assert verbs and not any(re.search(rf"\b{v}\b", passage.lower()) for v in verbs)
