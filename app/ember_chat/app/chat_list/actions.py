@@ -20,7 +20,7 @@ from PySide6.QtGui import QKeySequence
 from PySide6.QtWidgets import QDialog, QInputDialog, QMenu, QMessageBox, QWidget
 
 from ember_chat.app.chat_list.export import ChatExports
-from ember_chat.app.chat_list.menu import build_row_menu, fill_move_menu
+from ember_chat.app.chat_list.menu import Projects, build_row_menu, fill_move_menu
 from ember_chat.app.chat_list.organise import ChatOrganise
 from ember_chat.app.chat_list.shown_chat import ChatParams, ShownChat
 from ember_chat.app.chat_list.undo import UndoActions
@@ -82,6 +82,7 @@ class ChatActions(QObject):
         self.exports = ChatExports(ctx, attachments, chat, dialog_parent, parent=self)
         undo.reload.connect(self.reload_conversations)  # (an undone change: the chats it touched)
         undo.reopen.connect(self.open_conversation)
+        self.projects: Projects | None = None  # the window's projects (the composition sets it)
         self._listed: dict[int, ChatRow] | None = None  # the chats the tree lists, as last read
         self._order: list[ChatRow] = []  # the same, newest activity first
         self._wire_list()
@@ -108,6 +109,8 @@ class ChatActions(QObject):
         undo.setShortcut(QKeySequence(QKeySequence.StandardKey.Undo))  # (a text field keeps its own Ctrl+Z)
         chat.addSeparator()
         chat.addAction(self.tr("New &folder…"), lambda: self.organise.new_folder())
+        if self.projects is not None:
+            chat.addAction(self.tr("New pro&ject…"), lambda p=self.projects: p.new_project())
         move = chat.addMenu(self.tr("Mo&ve to"))
         move.aboutToShow.connect(lambda: fill_move_menu(move, self.organise, self.chosen_chats))
         fill_move_menu(move, self.organise, self.chosen_chats)
@@ -174,7 +177,8 @@ class ChatActions(QObject):
             lst.show_list("trash", trashed, tips)
         else:
             folders = store.organise.folders()
-            rows = [FolderRow(f.id, f.name, f.parent_id) for f in folders]
+            icons = self.projects.icons() if self.projects is not None else {}  # (a project's before its name)
+            rows = [FolderRow(f.id, _named(f.name, icons.get(f.id)), f.parent_id) for f in folders]
             closed = frozenset(f.id for f in folders if f.collapsed)
             archived = store.archived_count()
             trashed = store.organise.trash_count()
@@ -472,6 +476,10 @@ class ChatActions(QObject):
         dialog.destroyed.connect(lambda: setattr(self, "chat_question", None))
         self.chat_question = dialog  # kept while open (and for tests)
         dialog.open()
+
+
+def _named(name: str, icon: str | None) -> str:
+    return f"{icon}  {name}" if icon else name
 
 
 def _when(timestamp: float | None) -> str:

@@ -1,5 +1,6 @@
 """The chat list's menus: a row's context menu (chats: open, rename, pin, move to a folder, archive,
-export, Trash; a folder: new subfolder, rename, delete; the Archived and Trash lists: their own), and
+export, Trash; a folder: new subfolder, rename, made a project and back, its project's settings,
+delete; below the rows: a new folder or project; the Archived and Trash lists: their own), and
 the "Move to" submenu the Chat menu offers too (the keyboard's way to move chats)."""
 
 from __future__ import annotations
@@ -34,11 +35,22 @@ class Organise(Protocol):
         self, parent_id: int | None = None, then_move: Sequence[int] = (), name: str | None = None
     ) -> None: ...
     def rename_folder(self, folder_id: int, name: str | None = None) -> None: ...
-    def delete_folder(self, folder_id: int) -> None: ...
+    def delete_folder(self, folder_id: int, confirmed: bool = False) -> None: ...
 
 
 class Exports(Protocol):
     def export_many(self, ids: Sequence[int]) -> None: ...
+
+
+class Projects(Protocol):
+    """What the menus call of the window's projects (`window.projects`, projects/actions.py)."""
+
+    def is_project(self, folder_id: int) -> bool: ...
+    def icons(self) -> dict[int, str]: ...
+    def new_project(self, name: str | None = None, parent_id: int | None = None) -> object: ...
+    def make_project(self, folder_id: int) -> None: ...
+    def unmake(self, folder_id: int) -> None: ...
+    def open_settings(self, folder_id: int) -> None: ...
 
 
 class ChatsHost(Protocol):
@@ -46,6 +58,7 @@ class ChatsHost(Protocol):
 
     organise: Organise
     exports: Exports
+    projects: Projects | None  # (set by the composition)
 
     def rename_chat(self, cid: int, title: str | None = None) -> None: ...
     def pinned(self, cid: int) -> bool: ...
@@ -81,8 +94,22 @@ def build_row_menu(menu: QMenu, chats: ChatsHost, key: int | None, selected: Seq
         folder = o.store.folder(fid)
         if folder.parent_id is None:
             menu.addAction(tr("New folder inside…"), lambda: o.new_folder(fid))
-        menu.addAction(tr("Rename folder…"), lambda: o.rename_folder(fid))
-        menu.addAction(tr("Delete folder (its chats go to the Trash)"), lambda: o.delete_folder(fid))
+        projects = chats.projects
+        project = projects is not None and projects.is_project(fid)
+        if projects is not None and project:
+            menu.addAction(tr("Project settings…"), lambda: projects.open_settings(fid))
+        rename = tr("Rename project…") if project else tr("Rename folder…")
+        menu.addAction(rename, lambda: o.rename_folder(fid))
+        if projects is not None:
+            if project:
+                menu.addAction(tr("Turn back into a plain folder"), lambda: projects.unmake(fid))
+            else:
+                menu.addAction(tr("Make this folder a project"), lambda: projects.make_project(fid))
+        menu.addSeparator()
+        if project:
+            menu.addAction(tr("Delete project… (its chats go to the Trash)"), lambda: o.delete_folder(fid))
+        else:
+            menu.addAction(tr("Delete folder (its chats go to the Trash)"), lambda: o.delete_folder(fid))
         return True
     if key in (ARCHIVED, TRASH):
         menu.addAction(tr("Show"), lambda: chats.show_view("archived" if key == ARCHIVED else "trash"))
@@ -91,6 +118,8 @@ def build_row_menu(menu: QMenu, chats: ChatsHost, key: int | None, selected: Seq
         return True
     if key is None:
         menu.addAction(tr("New folder…"), lambda: o.new_folder())
+        if chats.projects is not None:
+            menu.addAction(tr("New project…"), lambda p=chats.projects: p.new_project())
         return True
     return False
 

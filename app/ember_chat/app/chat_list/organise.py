@@ -17,6 +17,7 @@ from ember_chat.app.chat_list.undo import UndoActions
 from ember_chat.app.chat_list.view import ConversationList
 from ember_chat.app.context import AppContext
 from ember_chat.engine.errors import EmberError
+from ember_chat.engine.projects.records import ProjectStore
 from ember_chat.engine.storage.organise import Organiser, Undo
 
 SWEEP_RETRY_MS = 30_000  # a deletion's sweep held up by another reader is tried again this often
@@ -255,12 +256,28 @@ class ChatOrganise(QObject):
             self.ctx.notifier.show_error(str(exc))
         self._reload([])
 
-    def delete_folder(self, folder_id: int) -> None:
-        """The folder goes, its chats (and its subfolders') to the Trash: undoable, so no question."""
+    def delete_folder(self, folder_id: int, confirmed: bool = False) -> None:
+        """The folder goes, its chats (and its subfolders') to the Trash: undoable, so no question — but for
+        a project (its instructions, defaults and knowledge list go with it, until undone): asked first."""
+        if not confirmed and ProjectStore(self.ctx.store).is_project(folder_id):
+            self._ask_delete_project(folder_id)
+            return
         inside = {f.id for f in self.store.folders() if f.id == folder_id or f.parent_id == folder_id}
         listed = [*self.ctx.store.conversations(), *self.ctx.store.conversations(archived=True)]  # (both go)
         ids = [c.id for c in listed if c.folder_id in inside]
         self._closing(ids, lambda: self.store.delete_folder(folder_id))
+
+    def _ask_delete_project(self, folder_id: int) -> None:
+        inside = {f.id for f in self.store.folders() if f.id == folder_id or f.parent_id == folder_id}
+        listed = [*self.ctx.store.conversations(), *self.ctx.store.conversations(archived=True)]
+        n = sum(1 for c in listed if c.folder_id in inside)
+        text = self.tr(
+            "Delete the project “{name}”? Its {n} go to the Trash, and its instructions, defaults and list of "
+            "knowledge go with it (Undo, or Ctrl+Z, brings them back). The files on disk are not touched."
+        ).format(name=self.store.folder(folder_id).name, n=_chats(n))
+        self._question(
+            self.tr("Delete project"), text, self.tr("Delete project"), lambda: self.delete_folder(folder_id, True)
+        )
 
     def set_collapsed(self, folder_id: int, collapsed: bool) -> None:
         try:

@@ -99,6 +99,19 @@ class WindowPresets(QObject):
         )
         self.sync_picker()
 
+    def start_with(self, preset_id: str | None, context_length: int | None) -> None:
+        """The new chat on screen starts from this preset (a project's default; None, or one deleted since:
+        the values it has) and this context length (None: the one it has)."""
+        s, panel = self.ctx.settings, self.params
+        preset = self.library.get(preset_id) if preset_id else None
+        if preset is not None:
+            self._applied = preset.id
+            sampling, system = preset.sampling(s.sampling_params()), preset.system_prompt_over(s.system_prompt)
+        else:
+            sampling, system = panel.params(), panel.system_prompt.toPlainText()
+        panel.set_params(sampling, system, context_length or panel.context.value())
+        self.sync_picker()
+
     def use_in_chat(self, preset_id: str) -> None:
         """The picker's choice: the preset's values in the side panel, saved with the open chat."""
         preset = self.library.get(preset_id)

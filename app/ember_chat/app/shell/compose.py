@@ -27,6 +27,7 @@ from ember_chat.app.importing.dialog import ImportChats
 from ember_chat.app.models.actions import BenchmarkWindow, ModelActions
 from ember_chat.app.models.kv_caches import WindowKvCaches
 from ember_chat.app.presets.actions import WindowPresets
+from ember_chat.app.projects.actions import WindowProjects
 from ember_chat.app.server.api_control import ApiServerControl
 from ember_chat.app.shell.main_window import MainWindow
 from ember_chat.app.shell.menus import build_menus
@@ -53,6 +54,7 @@ from ember_chat.engine.storage.conversations import ConversationStore
 from ember_chat.engine.storage.model_settings import ModelSettingsStore
 from ember_chat.engine.storage.secrets import TokenStore
 from ember_chat.engine.storage.settings import SettingsFile
+from ember_chat.engine.tools.builtin import BUILTIN_SOURCE
 
 
 def app_context(
@@ -199,6 +201,23 @@ class Composition(QObject):
         )
         w.model_state_changed.connect(w.presets.on_model_state)
         w.controller.thread_shown.connect(w.presets.on_thread_shown)  # (before the transcript shows it)
+        picker = w.models.picker
+        w.projects = WindowProjects(  # projects: New project…, their settings and knowledge, new chats in them
+            ctx,
+            selected=lambda: (w.conversations.selected_folder(), w.conversations.selected_ids()),
+            open_chat=lambda: w.controller.conversation_id,
+            presets=lambda: [(p.id, p.name) for p in w.presets.library.presets()],
+            start_with=w.presets.start_with,
+            models=lambda: [str(picker.itemData(i)) for i in range(picker.count()) if picker.itemData(i)],
+            loaded_model=lambda: w.models.loaded_name if w.model is not None else w.models.loading_name,
+            load_model=w.models.load_model,
+            tool_sources=lambda: [BUILTIN_SOURCE, *(s.name for s in w.tools.config.servers)],
+            reload=w.chats.reload_conversations,
+            dialog_parent=w,
+        )
+        w.chats.projects = w.projects
+        w.model_state_changed.connect(w.projects.on_model_state)  # (after the presets': the project's go over)
+        w.controller.chat_created.connect(w.projects.on_chat_created)  # (after the tools': the project's go over)
         w.compare = CompareActions(  # Compare… on a message (compare/actions.py)
             ctx,
             chat=w.controller,
@@ -254,6 +273,7 @@ class Composition(QObject):
         self._apply_icons()
         w.presets.apply_new_chat()
         w.chats.reload_conversations()
+        w.projects.start()  # (each project's knowledge brought up to date, then watched)
         w.restore_state()
         w.chats.reopen(w.window_state.value("open_chat"))  # the chat open when Ember quit
         self.set_model_state(ModelState.NONE)
@@ -341,6 +361,8 @@ class Composition(QObject):
         ch.edit_ends.connect(win.compose.end_edit)
         ch.leaving.connect(win.banner.leave_chat)
         ch.new_chat_opening.connect(win.presets.apply_new_chat)
+        ch.new_chat_opening.connect(win.projects.on_new_chat_opening)  # (after the presets: a project's defaults)
+        ch.switching.connect(win.projects.on_switching)
         ch.new_chat_opened.connect(lambda: win.composer.editor.setFocus())
         ch.shown_changed.connect(self.update_welcome)
         ch.deleting_all.connect(win.compare.forget)  # (a comparison writes its answers by id)
@@ -418,6 +440,7 @@ class Composition(QObject):
         w.voice.shutdown()
         w.dictation.shutdown()  # (the microphone released)
         w.read_aloud.shutdown()  # silent; an engine still being made is dropped (join_background waits)
+        w.projects.close()  # (indexing stopped, the watchers told to stop)
         w.tasks.shutdown()
         w.composer.attachments.shutdown()  # files still being read: their processes killed
         w.api.shutdown()
@@ -448,6 +471,7 @@ class Composition(QObject):
         joins.append(w.composer.attachments.readers.join)
         joins += [w.tools.join, w.controller.tools.tasks.join]
         joins.append(w.compare.join)
+        joins.append(w.projects.join)
         joins.append(lambda t: w.read_aloud.speaker.join(round(t * 1000)))  # (making the speech engine)
         if w.downloads is not None:
             joins.append(w.downloads.wait_idle)

@@ -42,6 +42,7 @@ if TYPE_CHECKING:  # the features, set by shell/compose.py
     from ember_chat.app.models.actions import ModelActions
     from ember_chat.app.models.kv_caches import WindowKvCaches
     from ember_chat.app.presets.actions import WindowPresets
+    from ember_chat.app.projects.actions import WindowProjects
     from ember_chat.app.server.api_control import ApiServerControl
     from ember_chat.app.tools.actions import WindowTools
     from ember_chat.app.transcript.font_size import TranscriptFontSize
@@ -80,6 +81,7 @@ class MainWindow(QMainWindow):
     compose: ComposerActions
     tools: WindowTools
     presets: WindowPresets
+    projects: WindowProjects
     compare: CompareActions
     read_aloud: ReadAloud
     dictation: DictationControl

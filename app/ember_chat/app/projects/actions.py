@@ -1,0 +1,246 @@
+"""The window's projects (`window.projects`): New project…, a folder made a project and back, Project
+settings…, and a new chat started while a project (or a chat in it) is selected: it goes into that project
+when its first message makes it, and starts with the project's defaults (its preset, context length and
+model when installed; its tools once made). Deleting a project's folder asks first (chat_list/organise.py);
+its knowledge is kept current by `self.knowledge` (knowledge.py).
+
+Built from the AppContext and callables for what it asks of the rest of the window (what the chat list
+has selected, the chat shown, the presets and a new chat's panel set from one, the models installed and
+the one loaded, loading one, the tool sources, the chat list read again): it imports no other feature."""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+
+from PySide6.QtCore import QObject, Qt
+from PySide6.QtWidgets import QDialog, QInputDialog, QWidget
+
+from ember_chat.app.context import AppContext
+from ember_chat.app.projects.dialog import ProjectSettingsDialog
+from ember_chat.app.projects.knowledge import ProjectKnowledge
+from ember_chat.engine.core.states import ModelState
+from ember_chat.engine.errors import EmberError
+from ember_chat.engine.projects.records import Project, ProjectStore
+
+DEFAULT_ICON = "🗂"  # before the name of a project that has no icon of its own
+
+
+class WindowProjects(QObject):
+    def __init__(
+        self,
+        ctx: AppContext,
+        *,
+        selected: Callable[[], tuple[int | None, list[int]]],
+        open_chat: Callable[[], int | None],
+        presets: Callable[[], list[tuple[str, str]]],
+        start_with: Callable[[str | None, int | None], None],
+        models: Callable[[], Sequence[str]],
+        loaded_model: Callable[[], str | None],
+        load_model: Callable[[str], None],
+        tool_sources: Callable[[], Sequence[str]],
+        reload: Callable[[], None],
+        dialog_parent: QWidget,
+    ) -> None:
+        """`selected`: the folder selected alone in the chat list (or None) and the chats selected;
+        `presets`: the preset library's (id, name); `start_with`: the new chat's side panel set from a
+        preset (None: as it is) and a context length (None: as it is)."""
+        super().__init__(dialog_parent)
+        self.ctx = ctx
+        self.store = ProjectStore(ctx.store)
+        self._selected = selected
+        self._presets = presets
+        self._start_with = start_with
+        self._open_chat = open_chat
+        self._models = models
+        self._loaded_model = loaded_model
+        self._load_model = load_model
+        self._tool_sources = tool_sources
+        self._reload = reload
+        self.dialog_parent = dialog_parent
+        self.knowledge = ProjectKnowledge(ctx, self.store, self)
+        self.settings_dialog: ProjectSettingsDialog | None = None  # while open (and for tests)
+        self.question: QDialog | None = None  # the name asked for a new project, while open
+        self.new_chat_folder: int | None = None  # where the new chat on screen goes when made
+
+    # ----- which project
+    def is_project(self, folder_id: int) -> bool:
+        return self.store.is_project(folder_id)
+
+    def icons(self) -> dict[int, str]:
+        """Each project's folder id and the icon shown before its name."""
+        return {p.folder_id: p.icon or DEFAULT_ICON for p in self.store.projects()}
+
+    def project_of_folder(self, folder_id: int) -> Project | None:
+        """The project this folder is, or is in (a subfolder of a project's folder)."""
+        with contextlib.suppress(EmberError, KeyError):
+            folder = self.ctx.store.organise.folder(folder_id)
+            for fid in (folder.id, folder.parent_id):
+                if fid is not None and self.store.is_project(fid):
+                    return self.store.project(fid)
+        return None
+
+    def selected_folder(self) -> int | None:
+        """The folder a new chat goes into: the folder selected, else the selected (or open) chat's, when
+        it is (in) a project; None otherwise."""
+        folder, ids = self._selected()
+        if folder is None:
+            cid = ids[0] if len(ids) == 1 else self._open_chat()
+            with contextlib.suppress(KeyError, sqlite3.Error):
+                folder = self.ctx.store.conversation(cid).folder_id if cid is not None else None
+        if folder is None or self.project_of_folder(folder) is None:
+            return None
+        return folder
+
+    # ----- the chat list's entries
+    def new_project(self, name: str | None = None, parent_id: int | None = None) -> Project | None:
+        """A new folder made a project, named `name` or what the user types; its settings open."""
+        if name is None:
+            dialog = QInputDialog(self.dialog_parent)
+            dialog.setWindowTitle(self.tr("New project"))
+            dialog.setLabelText(self.tr("Name of the project:"))
+            dialog.textValueSelected.connect(lambda text: self.new_project(text, parent_id) if text.strip() else None)
+            self._ask(dialog)
+            return None
+        try:
+            project = self.store.create(name, parent_id)
+        except EmberError as exc:
+            self.ctx.notifier.show_error(str(exc))
+            return None
+        self._reload()
+        self.open_settings(project.folder_id)
+        return project
+
+    def make_project(self, folder_id: int) -> None:
+        try:
+            self.store.make_project(folder_id)
+        except EmberError as exc:
+            self.ctx.notifier.show_error(str(exc))
+            return
+        self._reload()
+        self.open_settings(folder_id)
+
+    def unmake(self, folder_id: int) -> None:
+        """Back to a plain folder: its chats stay; its instructions, defaults and knowledge list are
+        forgotten (the files on disk are not touched)."""
+        try:
+            name = self.store.project(folder_id).name
+            self.knowledge.pause(folder_id)
+            self.knowledge.unwatch(folder_id)
+            self.store.unmake(folder_id)
+        except EmberError as exc:
+            self.ctx.notifier.show_error(str(exc))
+            return
+        self.knowledge.paused.discard(folder_id)
+        if self.settings_dialog is not None and self.settings_dialog.folder_id == folder_id:
+            self.settings_dialog.reject()
+        self._reload()
+        self.ctx.notifier.show_notice(
+            self.tr(
+                "“{name}” is a plain folder again; its chats stay in it, and the files on disk were not touched."
+            ).format(name=name)
+        )
+
+    def open_settings(self, folder_id: int) -> None:
+        """Project settings… (kept open beside the window: an index may take a while)."""
+        try:
+            project = self.store.project(folder_id)
+        except EmberError as exc:
+            self.ctx.notifier.show_error(str(exc))
+            return
+        if self.settings_dialog is not None:
+            if self.settings_dialog.folder_id == folder_id:
+                self.settings_dialog.raise_()
+                self.settings_dialog.activateWindow()
+                return
+            self.settings_dialog.close()
+        tools = self._tool_sources()
+        dialog = ProjectSettingsDialog(
+            self.store,
+            self.knowledge,
+            project,
+            models=self._models(),
+            presets=self._presets(),
+            tool_sources=tools,
+            parent=self.dialog_parent,
+        )
+        dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        dialog.saved.connect(lambda _fid: self._reload())
+        dialog.destroyed.connect(lambda: setattr(self, "settings_dialog", None))
+        self.settings_dialog = dialog
+        dialog.show()
+
+    def _ask(self, dialog: QDialog) -> None:
+        dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        dialog.destroyed.connect(lambda: setattr(self, "question", None))
+        self.question = dialog
+        dialog.open()
+
+    # ----- a new chat in a project
+    def on_new_chat_opening(self) -> None:
+        """A new chat shows (after the presets gave it the new-chat defaults): when a project or a chat
+        in one is selected, it is that project's, with its defaults."""
+        self.new_chat_folder = self.selected_folder()
+        project = self.new_chat_project()
+        if project is None:
+            return
+        self.apply_defaults(project)
+        model = project.model
+        if model and model in self._models() and model != self._loaded_model():
+            self._load_model(model)
+
+    def new_chat_project(self) -> Project | None:
+        return None if self.new_chat_folder is None else self.project_of_folder(self.new_chat_folder)
+
+    def apply_defaults(self, project: Project) -> None:
+        """The side panel for the new chat: the project's preset and context length over what it holds."""
+        self._start_with(project.preset, project.context_length)
+
+    def on_model_state(self, state: str) -> None:
+        """A model loaded for the new chat on screen: the presets gave it the model's preset; the
+        project's defaults go back over it."""
+        if state == ModelState.READY and self._open_chat() is None:
+            project = self.new_chat_project()
+            if project is not None:
+                self.apply_defaults(project)
+
+    def on_switching(self) -> None:
+        """Another chat shows: the new chat's project is forgotten (a new chat asks again)."""
+        self.new_chat_folder = None
+
+    def on_chat_created(self, conversation_id: int) -> None:
+        """The new chat's first message made it: into the project's folder, with the project's tools."""
+        project = self.new_chat_project()
+        folder = self.new_chat_folder
+        self.new_chat_folder = None
+        if project is None or folder is None:
+            return
+        try:
+            self.ctx.store.organise.move_chats([conversation_id], folder)  # (not undone: it was made there)
+            if project.tools:
+                chosen = self.ctx.store.chat_tools(conversation_id)
+                self.ctx.store.set_chat_tools(conversation_id, replace(chosen, servers=frozenset(project.tools)))
+        except (EmberError, KeyError, sqlite3.Error) as exc:
+            self.ctx.notifier.show_error(
+                self.tr("The new chat could not be put in the project “{name}”: {reason}").format(
+                    name=project.name, reason=exc
+                )
+            )
+
+    # ----- the window
+    def start(self) -> None:
+        """At launch: each project's knowledge brought up to date and watched."""
+        try:
+            self.knowledge.watch_all()
+        except (EmberError, sqlite3.Error) as exc:
+            self.ctx.notifier.show_error(str(exc))
+
+    def close(self) -> None:
+        if self.settings_dialog is not None:
+            self.settings_dialog.close()
+        self.knowledge.close()
+
+    def join(self, timeout: float | None = None) -> bool:
+        return self.knowledge.join(timeout)

@@ -1,0 +1,253 @@
+"""A project's knowledge kept current in the window (`window.projects.knowledge`): the engine's indexer
+(engine/projects/indexer.py: incremental, each file read in a child process) run off the GUI thread for
+one project at a time per project, with its progress (files, pages, passages) said on the GUI thread;
+pausing stops the run between files (or kills the read under way), resuming runs it again (it goes on
+where it stopped: only new or changed files are read). A watcher (engine/projects/watch.py: stat-only
+polls) per project with knowledge to watch runs the indexer again when files are added, changed or
+deleted. What the index holds (per source: files, pages, passages, the skipped files with their reasons)
+is read off the GUI thread too (`read_state`). Nothing here opens, changes or removes a user's file
+other than reading it through the indexer.
+
+Built from the AppContext and the ProjectStore; the settings dialog and the chat list listen to its
+signals. `close()` stops every run and watcher (the window's close); `join()` waits for them."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from PySide6.QtCore import QObject, QTimer, Signal
+
+from ember_chat.app.context import AppContext
+from ember_chat.app.engine_link.gui_mailbox import GuiMailbox
+from ember_chat.engine.errors import EmberError
+from ember_chat.engine.projects.index import PENDING, SKIPPED, KnowledgeIndex
+from ember_chat.engine.projects.indexer import Indexer, IndexProgress, IndexRun
+from ember_chat.engine.projects.records import KnowledgeSource, ProjectStore
+from ember_chat.engine.projects.watch import DEFAULT_INTERVAL_S, Changes, KnowledgeWatcher
+
+INDEX_FILE = "knowledge.sqlite3"  # in the project's folder (ProjectStore.knowledge_folder)
+WATCH_COLLECT_MS = 1000  # how often the GUI thread looks for what the watchers saw change
+
+
+@dataclass
+class SourceState:
+    """What the index holds of one knowledge source."""
+
+    files: int = 0
+    indexed: int = 0
+    pending: int = 0
+    pages: int = 0
+    passages: int = 0
+    skipped: list[tuple[str, str]] = field(default_factory=list)  # (path, reason)
+
+
+@dataclass
+class KnowledgeState:
+    """A project's index as last read: per source id, and the problems of the last run (paths that
+    could not be walked: a disconnected drive, a folder that cannot be listed, a link loop)."""
+
+    sources: dict[int, SourceState] = field(default_factory=dict)
+
+
+class ProjectKnowledge(QObject):
+    progress = Signal(int, object)  # folder id, IndexProgress (GUI thread)
+    run_changed = Signal(int)  # folder id: a run started, ended or was paused
+    finished = Signal(int, object)  # folder id, IndexRun of a run that ended (stopped or not)
+    failed = Signal(int, str)  # folder id, why a run could not be made
+
+    def __init__(self, ctx: AppContext, projects: ProjectStore, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self.ctx = ctx
+        self.projects = projects
+        self._stops: dict[int, threading.Event] = {}  # the runs under way, by project
+        self._again: set[int] = set()  # a run was asked while one ran: run again after it
+        self.paused: set[int] = set()  # projects whose indexing the user paused (this session)
+        self.last: dict[int, IndexProgress] = {}  # the last progress said, by project
+        self.problems: dict[int, list[str]] = {}  # the last run's problems, by project
+        self._threads: list[threading.Thread] = []
+        self._watchers: dict[int, KnowledgeWatcher] = {}
+        self._seen: GuiMailbox[int] = GuiMailbox()  # folder ids whose files changed (watcher threads post)
+        self._collect = QTimer(self)
+        self._collect.setInterval(WATCH_COLLECT_MS)
+        self._collect.timeout.connect(self._changed_on_disk)
+        self.watch_interval_s = DEFAULT_INTERVAL_S  # between a watcher's polls
+        self._closed = False
+
+    def index_path(self, folder_id: int) -> Path:
+        return self.projects.knowledge_folder(folder_id) / INDEX_FILE
+
+    def running(self, folder_id: int) -> bool:
+        return folder_id in self._stops
+
+    # ----- runs
+    def run(self, folder_id: int) -> None:
+        """Bring the project's index up to date (a run under way goes on, and runs again after)."""
+        if self._closed or folder_id in self.paused:
+            return
+        if folder_id in self._stops:
+            self._again.add(folder_id)
+            return
+        try:
+            project = self.projects.project(folder_id)
+        except EmberError as exc:  # (the project went meanwhile)
+            self.failed.emit(folder_id, str(exc))
+            return
+        sources = [s for s in project.sources if not s.paused]
+        known = {s.id for s in project.sources}
+        path = self.index_path(folder_id)
+        stop = threading.Event()
+        self._stops[folder_id] = stop
+
+        def index(report: Callable[[IndexProgress], None]) -> IndexRun:
+            knowledge = KnowledgeIndex(path)
+            try:
+                for source_id in {f.source_id for f in knowledge.files()} - known:
+                    knowledge.drop_source(source_id)  # (removed from the project: its passages go)
+                return Indexer(knowledge, sources).run(report, stop.is_set)
+            finally:
+                knowledge.close()
+
+        self.ctx.tasks.run_reporting(
+            index,
+            lambda p: self._progressed(folder_id, p),
+            lambda result: self._ended(folder_id, result),
+            lambda reason: self._ended(folder_id, None, reason),
+            cancel=stop.set,
+            own_thread=True,  # (a long run never holds up the window's short tasks)
+        )
+        self.run_changed.emit(folder_id)
+
+    def pause(self, folder_id: int) -> None:
+        """Stop indexing this project (between files; a read under way is killed) until `resume`."""
+        self.paused.add(folder_id)
+        self._again.discard(folder_id)
+        stop = self._stops.get(folder_id)
+        if stop is not None:
+            stop.set()
+        self.run_changed.emit(folder_id)
+
+    def resume(self, folder_id: int) -> None:
+        self.paused.discard(folder_id)
+        self.run(folder_id)
+        self.run_changed.emit(folder_id)
+
+    def _progressed(self, folder_id: int, progress: IndexProgress) -> None:
+        self.last[folder_id] = progress
+        self.progress.emit(folder_id, progress)
+
+    def _ended(self, folder_id: int, result: IndexRun | None, reason: str = "") -> None:
+        self._stops.pop(folder_id, None)
+        if result is None:
+            self.failed.emit(folder_id, reason)
+        else:
+            self.problems[folder_id] = [f"{p.path}: {p.reason}" for p in result.problems]
+            self.finished.emit(folder_id, result)
+        self.run_changed.emit(folder_id)
+        if folder_id in self._again:
+            self._again.discard(folder_id)
+            self.run(folder_id)
+
+    # ----- what the index holds
+    def read_state(self, folder_id: int, done: Callable[[KnowledgeState], None], owner: QObject) -> None:
+        """Read, off the GUI thread, what the index holds of each source; `done` on the GUI thread, unless
+        `owner` (what `done` shows it in) was deleted meanwhile."""
+        path = self.index_path(folder_id)
+        key = f"project-knowledge-{folder_id}-{id(owner)}"
+
+        def read() -> KnowledgeState:
+            state = KnowledgeState()
+            if not path.exists():
+                return state
+            knowledge = KnowledgeIndex(path)
+            try:
+                for f in knowledge.files():
+                    s = state.sources.setdefault(f.source_id, SourceState())
+                    s.files += 1
+                    s.pages += f.pages
+                    s.passages += f.passages
+                    if f.state == SKIPPED:
+                        s.skipped.append((f.path, f.reason or ""))
+                    elif f.state == PENDING:
+                        s.pending += 1
+                    else:
+                        s.indexed += 1
+            finally:
+                knowledge.close()
+            return state
+
+        tasks = self.ctx.tasks
+        task = tasks.run(read, done, self.ctx.notifier.show_error, key=key)
+        owner.destroyed.connect(task.cancel)
+
+    # ----- watching
+    def watch_all(self) -> None:
+        """Index every project once (incremental: quick when nothing changed) and watch its knowledge;
+        projects gone stop being watched."""
+        projects = self.projects.projects()
+        ids = {p.folder_id for p in projects}
+        for gone in set(self._watchers) - ids:
+            self.unwatch(gone)
+        for project in projects:
+            if any(not s.paused for s in project.sources):
+                self.watch(project.folder_id)
+                self.run(project.folder_id)
+
+    def watch(self, folder_id: int) -> None:
+        if self._closed or folder_id in self._watchers:
+            return
+
+        def sources() -> list[KnowledgeSource]:
+            try:
+                project = self.projects.project(folder_id)
+            except EmberError:  # (its folder deleted: nothing to watch, unless an undo brings it back)
+                return []
+            return [s for s in project.sources if not s.paused]
+
+        def changed(_changes: Changes) -> None:
+            self._seen.post(folder_id)  # (the watcher's thread: the GUI thread's timer collects it)
+
+        watcher = KnowledgeWatcher(sources, changed, self.watch_interval_s)
+        self._watchers[folder_id] = watcher
+        watcher.start()
+        self._collect.start()
+
+    def unwatch(self, folder_id: int) -> None:
+        watcher = self._watchers.pop(folder_id, None)
+        if watcher is not None:
+            self._stop_later(watcher)
+        if not self._watchers:
+            self._collect.stop()
+
+    def watching(self, folder_id: int) -> bool:
+        return folder_id in self._watchers
+
+    def _changed_on_disk(self) -> None:
+        for folder_id in set(self._seen.collect()):
+            if folder_id in self._watchers:
+                self.run(folder_id)
+
+    def _stop_later(self, watcher: KnowledgeWatcher) -> None:
+        """The watcher told to stop, joined on a thread of its own (a walk under way may take a while)."""
+        thread = threading.Thread(target=watcher.stop, name="ember-knowledge-watcher-stop", daemon=True)
+        self._threads.append(thread)
+        thread.start()
+
+    # ----- closing
+    def close(self) -> None:
+        """Every run stopped and every watcher told to stop (the window closes)."""
+        self._closed = True
+        self._collect.stop()
+        for stop in self._stops.values():
+            stop.set()
+        for folder_id in list(self._watchers):
+            self.unwatch(folder_id)
+        self._seen.close()
+
+    def join(self, timeout: float | None = None) -> bool:
+        """Wait for the watchers to end (the runs are the task runner's: its join waits for them)."""
+        for thread in self._threads:
+            thread.join(timeout)
+        return not any(t.is_alive() for t in self._threads)

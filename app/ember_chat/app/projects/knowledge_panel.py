@@ -1,0 +1,325 @@
+"""The Knowledge tab of a project's settings: its files and folders, each with its state (files, pages,
+passages, the files skipped and why), added (Add folder…, Add files…), removed (only forgotten: the files
+on disk are never touched), paused and resumed; a path that came with an imported chat shows paused, with
+a warning, until the user confirms it. Below, the indexing's progress and its Pause/Resume.
+
+It acts through the ProjectStore (the list) and ProjectKnowledge (the runs, and what the index holds,
+read off the GUI thread); it opens no file itself."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QDialog,
+    QDialogButtonBox,
+    QFileDialog,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QProgressBar,
+    QPushButton,
+    QTreeWidget,
+    QTreeWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
+
+from ember_chat.app.projects.knowledge import KnowledgeState, ProjectKnowledge, SourceState
+from ember_chat.engine.errors import EmberError
+from ember_chat.engine.projects.indexer import IndexProgress, IndexRun
+from ember_chat.engine.projects.records import KnowledgeSource, ProjectStore
+
+SOURCE_ID = Qt.ItemDataRole.UserRole
+
+
+class KnowledgePanel(QWidget):
+    def __init__(
+        self, projects: ProjectStore, knowledge: ProjectKnowledge, folder_id: int, parent: QWidget | None = None
+    ) -> None:
+        super().__init__(parent)
+        self.projects = projects
+        self.knowledge = knowledge
+        self.folder_id = folder_id
+        self.state = KnowledgeState()
+        self.picker: QFileDialog | None = None  # Add folder… / Add files…, while open
+        self.skipped_list: QDialog | None = None  # Show skipped files, while open
+        note = QLabel(
+            self.tr(
+                "Every chat in this project can use these files. They are read where they are, never copied, "
+                "changed or deleted; Remove only takes them out of the project."
+            )
+        )
+        note.setWordWrap(True)
+        self.sources = QTreeWidget()
+        self.sources.setHeaderLabels([self.tr("File or folder"), self.tr("State")])
+        self.sources.setRootIsDecorated(False)
+        self.sources.setSelectionMode(QAbstractItemView.SelectionMode.ExtendedSelection)
+        self.sources.setTextElideMode(Qt.TextElideMode.ElideMiddle)
+        self.sources.header().setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
+        self.sources.header().setSectionResizeMode(1, QHeaderView.ResizeMode.ResizeToContents)
+        self.sources.header().setStretchLastSection(False)
+        self.sources.setAccessibleName(self.tr("Knowledge"))
+        self.sources.setAccessibleDescription(self.tr("The files and folders of this project, with their state"))
+        self.sources.itemSelectionChanged.connect(self._update_buttons)
+        self.add_folder = QPushButton(self.tr("Add folder…"))
+        self.add_files = QPushButton(self.tr("Add files…"))
+        self.remove = QPushButton(self.tr("Remove"))
+        self.remove.setToolTip(self.tr("Takes it out of the project; the files on disk are not touched."))
+        self.pause_source = QPushButton(self.tr("Pause"))
+        self.confirm = QPushButton(self.tr("Confirm"))
+        self.confirm.setToolTip(self.tr("Index this path from an imported chat: you checked it is one you want read."))
+        self.show_skipped = QPushButton(self.tr("Show skipped files…"))
+        self.add_folder.clicked.connect(self._pick_folder)
+        self.add_files.clicked.connect(self._pick_files)
+        self.remove.clicked.connect(self.remove_selected)
+        self.pause_source.clicked.connect(self.toggle_selected)
+        self.confirm.clicked.connect(self.confirm_selected)
+        self.show_skipped.clicked.connect(self.open_skipped)
+        buttons = QHBoxLayout()
+        for b in (self.add_folder, self.add_files, self.remove, self.pause_source, self.confirm):
+            buttons.addWidget(b)
+        buttons.addStretch(1)
+        buttons.addWidget(self.show_skipped)
+        self.progress_text = QLabel()
+        self.progress_text.setWordWrap(True)
+        self.progress_bar = QProgressBar()
+        self.progress_bar.setTextVisible(False)
+        self.progress_bar.setMaximumHeight(8)
+        self.progress_bar.setAccessibleName(self.tr("Indexing progress"))
+        self.pause_indexing = QPushButton()
+        self.pause_indexing.clicked.connect(self.toggle_indexing)
+        run = QHBoxLayout()
+        run.addWidget(self.progress_text, 1)
+        run.addWidget(self.pause_indexing)
+        layout = QVBoxLayout(self)
+        layout.addWidget(note)
+        layout.addWidget(self.sources, 1)
+        layout.addLayout(buttons)
+        layout.addLayout(run)
+        layout.addWidget(self.progress_bar)
+        knowledge.progress.connect(self._on_progress)
+        knowledge.run_changed.connect(self._on_run_changed)
+        knowledge.finished.connect(self._on_finished)
+        knowledge.failed.connect(self._on_failed)
+        self.refresh()
+
+    # ----- the list
+    def listed(self) -> list[KnowledgeSource]:
+        try:
+            return list(self.projects.project(self.folder_id).sources)
+        except EmberError:
+            return []
+
+    def refresh(self) -> None:
+        """The list as the store has it, with what the index held when last read; the index read again."""
+        self._fill()
+        self.knowledge.read_state(self.folder_id, self._state_read, self)
+        self._show_run()
+
+    def _state_read(self, state: KnowledgeState) -> None:
+        self.state = state
+        self._fill()
+
+    def _fill(self) -> None:
+        chosen = set(self.selected_ids())
+        self.sources.clear()
+        for source in self.listed():
+            item = QTreeWidgetItem([source.path, self.state_text(source)])
+            item.setData(0, SOURCE_ID, source.id)
+            item.setToolTip(0, source.path)
+            item.setToolTip(1, item.text(1))
+            if source.from_import:
+                item.setForeground(1, self.palette().link())
+            self.sources.addTopLevelItem(item)
+            item.setSelected(source.id in chosen)
+        self._update_buttons()
+
+    def state_text(self, source: KnowledgeSource) -> str:
+        if source.from_import:
+            return self.tr("From an imported chat — check this path before indexing it")
+        s = self.state.sources.get(source.id, SourceState())
+        if source.paused:
+            said = self.tr("Paused")
+            return said if not s.files else said + " · " + self._counts(s)
+        if not s.files:
+            running = self.knowledge.running(self.folder_id)
+            return self.tr("Indexing…") if running else self.tr("Not indexed yet")
+        return self._counts(s)
+
+    def _counts(self, s: SourceState) -> str:
+        parts = [self.tr("{n} files").format(n=f"{s.indexed:,}")]
+        if s.pages:
+            parts.append(self.tr("{n} pages").format(n=f"{s.pages:,}"))
+        parts.append(self.tr("{n} passages").format(n=f"{s.passages:,}"))
+        if s.pending:
+            parts.append(self.tr("{n} waiting").format(n=f"{s.pending:,}"))
+        if s.skipped:
+            parts.append(self.tr("{n} skipped").format(n=f"{len(s.skipped):,}"))
+        return ", ".join(parts)
+
+    def selected_ids(self) -> list[int]:
+        return [int(item.data(0, SOURCE_ID)) for item in self.sources.selectedItems()]
+
+    def _selected(self) -> list[KnowledgeSource]:
+        ids = set(self.selected_ids())
+        return [s for s in self.listed() if s.id in ids]
+
+    def _update_buttons(self) -> None:
+        chosen = self._selected()
+        self.remove.setEnabled(bool(chosen))
+        self.confirm.setVisible(any(s.from_import for s in self.listed()))
+        self.confirm.setEnabled(any(s.from_import for s in chosen))
+        plain = [s for s in chosen if not s.from_import]
+        self.pause_source.setEnabled(bool(plain))
+        self.pause_source.setText(self.tr("Resume") if plain and all(s.paused for s in plain) else self.tr("Pause"))
+        self.show_skipped.setEnabled(any(s.skipped for s in self.state.sources.values()))
+
+    # ----- what the buttons do
+    def _pick_folder(self) -> None:
+        self._pick(QFileDialog.FileMode.Directory, self.tr("Add a folder to the project"))
+
+    def _pick_files(self) -> None:
+        self._pick(QFileDialog.FileMode.ExistingFiles, self.tr("Add files to the project"))
+
+    def _pick(self, mode: QFileDialog.FileMode, title: str) -> None:
+        dialog = QFileDialog(self, title)
+        dialog.setFileMode(mode)
+        if mode == QFileDialog.FileMode.Directory:
+            dialog.setOption(QFileDialog.Option.ShowDirsOnly)
+        dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        dialog.filesSelected.connect(self.add_paths)
+        dialog.destroyed.connect(lambda: setattr(self, "picker", None))
+        self.picker = dialog
+        dialog.open()
+
+    def add_paths(self, paths: Sequence[str]) -> None:
+        """Add these files or folders; each that cannot be is said, the others are added."""
+        problems = []
+        for path in paths:
+            try:
+                self.projects.add_source(self.folder_id, path)
+            except EmberError as exc:
+                problems.append(str(exc))
+        self._said(" ".join(problems))
+        self._changed()
+
+    def remove_selected(self) -> None:
+        for source in self._selected():
+            try:
+                self.projects.remove_source(source.id)
+            except EmberError as exc:
+                self._said(str(exc))
+        self._changed()
+
+    def toggle_selected(self) -> None:
+        plain = [s for s in self._selected() if not s.from_import]
+        paused = not all(s.paused for s in plain)
+        for source in plain:
+            self.projects.set_paused(source.id, paused)
+        self._changed()
+
+    def confirm_selected(self) -> None:
+        """The imported paths selected: confirmed by the user, indexed from now on."""
+        for source in self._selected():
+            if source.from_import:
+                self.projects.set_paused(source.id, False)
+        self._changed()
+
+    def _changed(self) -> None:
+        """The sources changed: the index follows (a run, the watcher), the list shows it."""
+        if any(not s.paused for s in self.listed()):
+            self.knowledge.watch(self.folder_id)
+        self.knowledge.run(self.folder_id)
+        self.refresh()
+
+    def _said(self, text: str) -> None:
+        self.progress_text.setText(text)
+
+    # ----- the indexing
+    def toggle_indexing(self) -> None:
+        if self.folder_id in self.knowledge.paused:
+            self.knowledge.resume(self.folder_id)
+        else:
+            self.knowledge.pause(self.folder_id)
+
+    def _show_run(self) -> None:
+        k, fid = self.knowledge, self.folder_id
+        paused = fid in k.paused
+        self.pause_indexing.setText(self.tr("Resume indexing") if paused else self.tr("Pause indexing"))
+        self.pause_indexing.setEnabled(paused or k.running(fid))
+        self.progress_bar.setVisible(k.running(fid))
+        last = k.last.get(fid)
+        if paused:
+            self.progress_text.setText(self.tr("Indexing is paused; what is indexed is used meanwhile."))
+        elif k.running(fid):
+            self._on_progress(fid, last or IndexProgress(0, 0, 0, 0, None))
+        elif k.problems.get(fid):
+            self.progress_text.setText(" ".join(k.problems[fid][:5]))
+        elif last is not None:
+            self.progress_text.setText(self.tr("Up to date."))
+
+    def _on_progress(self, folder_id: int, p: IndexProgress) -> None:
+        if folder_id != self.folder_id:
+            return
+        text = self.tr("Indexing: {done} of {total} files, {pages} pages, {passages} passages").format(
+            done=f"{p.files_done:,}", total=f"{p.files_total:,}", pages=f"{p.pages:,}", passages=f"{p.passages:,}"
+        )
+        if p.current:
+            text += " — " + os.path.basename(p.current)
+        self.progress_text.setText(text)
+        self.progress_bar.setRange(0, max(p.files_total, 1))
+        self.progress_bar.setValue(p.files_done)
+
+    def _on_run_changed(self, folder_id: int) -> None:
+        if folder_id == self.folder_id:
+            self._show_run()
+            self._fill()
+
+    def _on_finished(self, folder_id: int, result: IndexRun) -> None:
+        if folder_id != self.folder_id:
+            return
+        if not result.stopped and not result.problems:
+            self.progress_text.setText(
+                self.tr("Up to date: {read} files read, {skipped} skipped, {dropped} gone from disk.").format(
+                    read=f"{result.read:,}", skipped=f"{result.skipped:,}", dropped=f"{result.dropped:,}"
+                )
+            )
+        self.knowledge.read_state(self.folder_id, self._state_read, self)
+
+    def _on_failed(self, folder_id: int, reason: str) -> None:
+        if folder_id == self.folder_id:
+            self.progress_text.setText(self.tr("Indexing stopped: {reason}").format(reason=reason))
+
+    # ----- the skipped files
+    def skipped_files(self) -> list[tuple[str, str]]:
+        return sorted(item for s in self.state.sources.values() for item in s.skipped)
+
+    def open_skipped(self) -> None:
+        dialog = QDialog(self)
+        dialog.setWindowTitle(self.tr("Skipped files"))
+        dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        tree = QTreeWidget(dialog)
+        tree.setHeaderLabels([self.tr("File"), self.tr("Why it was skipped")])
+        tree.setRootIsDecorated(False)
+        tree.setWordWrap(True)
+        tree.header().setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
+        for path, reason in self.skipped_files():
+            item = QTreeWidgetItem([path, reason])
+            item.setToolTip(0, path)
+            item.setToolTip(1, reason)
+            tree.addTopLevelItem(item)
+        tree.setColumnWidth(0, 320)
+        close = QDialogButtonBox(QDialogButtonBox.StandardButton.Close)
+        close.rejected.connect(dialog.reject)
+        layout = QVBoxLayout(dialog)
+        layout.addWidget(QLabel(self.tr("These files are not used: each with the reason.")))
+        layout.addWidget(tree)
+        layout.addWidget(close)
+        dialog.resize(720, 360)
+        dialog.destroyed.connect(lambda: setattr(self, "skipped_list", None))
+        self.skipped_list = dialog
+        dialog.open()

@@ -1,0 +1,275 @@
+"""Projects in the real window (issue 34): New project…, a folder made a project and back, its icon in the
+chat list, Project settings… (name, icon, instructions, defaults, knowledge), a new chat started in a
+project going into it with its defaults, its knowledge indexed off the GUI thread with progress, paused,
+resumed, watched, skipped files listed with their reasons, a path from an imported chat held until
+confirmed, and deleting a project asked first, Undo bringing it back. Real SQLite files, real folders."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QMessageBox, QTreeWidget
+from pytestqt.qtbot import QtBot
+
+from ember_chat.app.projects.actions import DEFAULT_ICON
+from ember_chat.app.projects.dialog import ProjectSettingsDialog
+from ember_chat.app.shell.main_window import MainWindow
+from ember_chat.engine.projects.records import ProjectStore
+from ember_chat.engine.storage.preset_records import Preset
+from ember_chat.engine.storage.project_tables import insert_source
+from ember_chat.engine.storage.rows import transaction
+from ember_chat.engine.tools.builtin import BUILTIN_SOURCE
+from tests.helpers.chat_list import menu_grab
+from tests.helpers.window import send
+
+pytestmark = pytest.mark.usefixtures("nothing_blocks")
+WAIT_MS = 30_000
+
+
+def _folder_menu(w: MainWindow, folder_id: int) -> list[str]:
+    """The context menu of a folder's row, as a right click opens it (closed again): its entries."""
+    lst = w.conversations
+    index = lst.folder_index(folder_id)
+    w.chats.conversation_menu(lst.list.visualRect(index).center())
+    menu = w.chats.chat_menu
+    assert menu is not None
+    texts = [a.text() for a in menu.actions() if a.text()]
+    menu.close()
+    return texts
+
+
+def _folder_text(w: MainWindow, folder_id: int) -> str:
+    return w.conversations.folder_index(folder_id).data(Qt.ItemDataRole.DisplayRole)
+
+
+def _dialog(w: MainWindow) -> ProjectSettingsDialog:
+    dialog = w.projects.settings_dialog
+    assert dialog is not None and dialog.isVisible()
+    return dialog
+
+
+def _indexed(qtbot: QtBot, w: MainWindow, folder_id: int) -> None:
+    """Wait for the run under way (or about to start) to end, then for the dialog's state to be read."""
+    k = w.projects.knowledge
+    qtbot.waitUntil(lambda: not k.running(folder_id) and not w.tasks.busy, timeout=WAIT_MS)  # (and the state read)
+
+
+@menu_grab
+def test_a_new_project_shows_its_icon_and_its_settings_are_saved(
+    qtbot: QtBot, make_window: Callable[..., MainWindow]
+) -> None:
+    w = make_window()
+    project = w.projects.new_project("Thesis")
+    assert project is not None
+    dialog = _dialog(w)  # its settings open at once
+    assert _folder_text(w, project.folder_id) == f"{DEFAULT_ICON}  Thesis"
+    dialog.icon.setText("📚")
+    dialog.instructions.setPlainText("Answer as my thesis supervisor would.")
+    dialog.context.setValue(4096)
+    dialog.tools.item(0).setCheckState(Qt.CheckState.Checked)
+    assert dialog.tools.item(0).text() == BUILTIN_SOURCE
+    dialog.buttons.button(dialog.buttons.StandardButton.Save).click()
+    qtbot.waitUntil(lambda: w.projects.settings_dialog is None, timeout=WAIT_MS)
+    saved = ProjectStore(w.store).project(project.folder_id)
+    assert (saved.icon, saved.instructions, saved.context_length, saved.tools) == (
+        "📚",
+        "Answer as my thesis supervisor would.",
+        4096,
+        (BUILTIN_SOURCE,),
+    )
+    assert _folder_text(w, project.folder_id) == "📚  Thesis"
+    entries = _folder_menu(w, project.folder_id)
+    assert "Project settings…" in entries and "Turn back into a plain folder" in entries
+    assert "Make this folder a project" not in entries
+
+    # a problem the user made is said in the dialog, and nothing typed is lost
+    w.projects.open_settings(project.folder_id)
+    dialog = _dialog(w)
+    dialog.icon.setText("x" * 16)
+    dialog.instructions.setPlainText("kept")
+    dialog.name.setText("   ")
+    dialog.buttons.button(dialog.buttons.StandardButton.Save).click()
+    assert dialog.isVisible() and dialog.problem.isVisible() and dialog.problem.text()
+    assert dialog.instructions.toPlainText() == "kept"
+    dialog.reject()
+
+
+@menu_grab
+def test_a_folder_becomes_a_project_and_back_its_chats_staying(
+    qtbot: QtBot, make_window: Callable[..., MainWindow]
+) -> None:
+    w = make_window()
+    trip = w.store.organise.create_folder("Trip")
+    chat = w.store.create_conversation("Trains to Lisbon")
+    w.store.add_message(chat.id, "user", "Which train?")
+    w.chats.organise.move([chat.id], trip.id)
+    assert "Make this folder a project" in _folder_menu(w, trip.id)
+    w.projects.make_project(trip.id)
+    assert ProjectStore(w.store).is_project(trip.id)
+    assert _folder_text(w, trip.id) == f"{DEFAULT_ICON}  Trip"
+    _dialog(w).reject()
+    w.projects.unmake(trip.id)
+    assert not ProjectStore(w.store).is_project(trip.id)
+    assert _folder_text(w, trip.id) == "Trip"
+    assert w.store.conversation(chat.id).folder_id == trip.id
+    assert "kept" not in w.banner.text() and "not touched" in w.banner.text()
+
+
+def test_a_new_chat_started_in_a_project_goes_into_it_with_its_defaults(
+    qtbot: QtBot, make_loaded_window: Callable[..., MainWindow]
+) -> None:
+    w = make_loaded_window(None)
+    precise = w.presets.library.save(Preset("precise", "Precise", "Be exact.", {"temperature": 0.15}))
+    store = ProjectStore(w.store)
+    project = store.create("Client A", preset=precise.id, context_length=1536, tools=(BUILTIN_SOURCE,))
+    w.chats.reload_conversations()
+    w.conversations.list.setCurrentIndex(w.conversations.folder_index(project.folder_id))  # the project selected
+    w.chats.new_chat()
+    panel = w.side.params
+    assert panel.context.value() == 1536
+    assert panel.system_prompt.toPlainText() == "Be exact."
+    assert panel.params().temperature == pytest.approx(0.15)
+    send(qtbot, w, "Hello there")
+    cid = w.controller.conversation_id
+    assert cid is not None
+    assert w.store.conversation(cid).folder_id == project.folder_id
+    assert w.store.chat_tools(cid).servers == frozenset({BUILTIN_SOURCE})
+    assert store.of_chat(cid) == store.project(project.folder_id)
+
+    # a new chat while that chat is open goes into the project too; one while a plain chat is open does not
+    w.chats.new_chat()
+    send(qtbot, w, "Second question")
+    second = w.controller.conversation_id
+    assert second != cid and w.store.conversation(second).folder_id == project.folder_id
+    plain = w.store.create_conversation("Plain")
+    w.store.add_message(plain.id, "user", "hi")
+    w.chats.reload_conversations()
+    w.chats.open_conversation(plain.id)
+    w.chats.new_chat()
+    assert panel.context.value() != 1536 or w.ctx.settings.context_length == 1536
+    send(qtbot, w, "Third")
+    assert w.store.conversation(w.controller.conversation_id).folder_id is None
+
+
+def test_knowledge_is_indexed_off_the_gui_thread_with_skipped_files_and_their_reasons(
+    qtbot: QtBot, make_window: Callable[..., MainWindow], tmp_path: Path
+) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "rivers.md").write_text("# Rivers\n\nThe Tagus is the longest river of Iberia.\n" * 20)
+    (docs / "notes.txt").write_text("Meeting notes: the survey starts in May.\n")
+    (docs / "broken.txt").write_bytes(bytes(range(256)) * 64)  # binary under a text name: skipped
+    w = make_window()
+    w.projects.knowledge.watch_interval_s = 0.2
+    project = w.projects.new_project("Rivers")
+    assert project is not None
+    dialog = _dialog(w)
+    panel = dialog.knowledge
+    progress: list[int] = []
+    w.projects.knowledge.progress.connect(lambda _fid, p: progress.append(p.files_done))
+    panel.add_paths([str(docs)])
+    _indexed(qtbot, w, project.folder_id)
+    assert progress  # said while it ran, on the GUI thread
+    item = panel.sources.topLevelItem(0)
+    assert item.text(0) == str(docs)
+    assert "2 files" in item.text(1) and "passages" in item.text(1) and "1 skipped" in item.text(1)
+    assert [path for path, _why in panel.skipped_files()] == [str(docs / "broken.txt")]
+    assert all(why for _path, why in panel.skipped_files())
+    panel.show_skipped.click()
+    skipped = panel.skipped_list
+    assert skipped is not None and skipped.isVisible()
+    tree = skipped.findChild(QTreeWidget)
+    assert tree.topLevelItem(0).text(0) == str(docs / "broken.txt") and tree.topLevelItem(0).text(1)
+    skipped.close()
+
+    # a file added on disk is indexed by itself (the watcher)
+    (docs / "lakes.txt").write_text("Lake Alqueva is a reservoir.\n")
+    qtbot.waitUntil(lambda: "3 files" in panel.sources.topLevelItem(0).text(1), timeout=WAIT_MS)
+
+    # pause and resume: the source, then the indexing
+    panel.sources.topLevelItem(0).setSelected(True)
+    panel.pause_source.click()
+    assert ProjectStore(w.store).project(project.folder_id).sources[0].paused
+    assert panel.sources.topLevelItem(0).text(1).startswith("Paused")
+    assert panel.pause_source.text() == "Resume"
+    panel.sources.topLevelItem(0).setSelected(True)
+    panel.pause_source.click()
+    assert not ProjectStore(w.store).project(project.folder_id).sources[0].paused
+    _indexed(qtbot, w, project.folder_id)
+    panel.toggle_indexing()
+    assert panel.pause_indexing.text() == "Resume indexing"
+    panel.toggle_indexing()
+    _indexed(qtbot, w, project.folder_id)
+
+    # Remove forgets it: the files stay on disk
+    panel.sources.topLevelItem(0).setSelected(True)
+    panel.remove.click()
+    assert panel.sources.topLevelItemCount() == 0
+    assert sorted(p.name for p in docs.iterdir()) == ["broken.txt", "lakes.txt", "notes.txt", "rivers.md"]
+    _indexed(qtbot, w, project.folder_id)
+    assert panel.skipped_files() == []
+    dialog.reject()
+
+
+def test_a_path_from_an_imported_chat_waits_for_the_users_confirmation(
+    qtbot: QtBot, make_window: Callable[..., MainWindow], tmp_path: Path
+) -> None:
+    elsewhere = tmp_path / "someone-elses"
+    elsewhere.mkdir()
+    (elsewhere / "secret.txt").write_text("not to be read before it is confirmed")
+    w = make_window()
+    store = ProjectStore(w.store)
+    project = store.create("Imported")
+    db, lock = w.store.shared_connection()
+    with transaction(db, lock):  # as a chat file's import adds it (storage/project_tables.py)
+        insert_source(db, project.folder_id, str(elsewhere), "folder", 0.0, paused=True, from_import=True)
+    w.projects.open_settings(project.folder_id)
+    panel = _dialog(w).knowledge
+    _indexed(qtbot, w, project.folder_id)
+    item = panel.sources.topLevelItem(0)
+    assert item.text(1) == "From an imported chat — check this path before indexing it"
+    assert panel.confirm.isVisible() and not panel.confirm.isEnabled()  # (nothing selected yet)
+    assert panel.state.sources == {}  # nothing of it was read
+    item.setSelected(True)
+    assert panel.confirm.isEnabled() and not panel.pause_source.isEnabled()  # confirmed, not merely resumed
+    panel.confirm.click()
+    assert not store.project(project.folder_id).sources[0].from_import
+    _indexed(qtbot, w, project.folder_id)
+    assert "1 files" in panel.sources.topLevelItem(0).text(1)
+    _dialog(w).reject()
+
+
+def test_deleting_a_project_asks_first_and_undo_brings_it_back(
+    qtbot: QtBot, make_window: Callable[..., MainWindow], tmp_path: Path
+) -> None:
+    w = make_window()
+    store = ProjectStore(w.store)
+    project = store.create("Kitchen", icon="🍳", instructions="Metric units.")
+    store.add_source(project.folder_id, tmp_path)
+    chats = []
+    for title in ("Bread", "Soup"):
+        conv = w.store.create_conversation(title)
+        w.store.add_message(conv.id, "user", title)
+        chats.append(conv.id)
+    w.chats.organise.move(chats, project.folder_id)
+    w.chats.organise.delete_folder(project.folder_id)
+    box = w.chats.chat_question
+    assert isinstance(box, QMessageBox)
+    assert "2 chats go to the Trash" in box.text() and "files on disk are not touched" in box.text()
+    box.reject()
+    assert store.is_project(project.folder_id)  # Cancel: nothing changed
+    w.chats.organise.delete_folder(project.folder_id)
+    box = w.chats.chat_question
+    assert isinstance(box, QMessageBox)
+    next(b for b in box.buttons() if b.text() == "Delete project").click()
+    assert not store.is_project(project.folder_id)
+    assert {c.id for c in w.store.organise.trashed()} == set(chats)
+    assert tmp_path.exists()
+    w.undo.undo_last()
+    back = store.project(project.folder_id)
+    assert (back.icon, back.instructions, [s.path for s in back.sources]) == ("🍳", "Metric units.", [str(tmp_path)])
+    assert {w.store.conversation(c).folder_id for c in chats} == {project.folder_id}
+    assert _folder_text(w, project.folder_id) == "🍳  Kitchen"
