@@ -79,7 +79,7 @@ def test_a_schema_5_database_migrates_and_its_folders_can_become_projects(tmp_pa
     db.close()
     s = ConversationStore(path)
     try:
-        assert s.schema_version == SCHEMA_VERSION == 6
+        assert s.schema_version == SCHEMA_VERSION == 7
         projects = ProjectStore(s)
         assert projects.projects() == [] and projects.of_chat(1) is None
         made = projects.make_project(7, instructions="Answer as a biologist.")

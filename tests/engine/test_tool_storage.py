@@ -175,7 +175,7 @@ def test_a_schema_3_database_migrates(tmp_path: Path) -> None:
     db.close()
     s = ConversationStore(path)
     try:
-        assert s.schema_version == SCHEMA_VERSION == 6
+        assert s.schema_version == SCHEMA_VERSION == 7
         thread = s.thread(1, 2)
         assert [(m.role, m.content, m.tool_calls, m.tool_results) for m in thread] == [
             ("user", "hi", (), ()),

@@ -7,22 +7,23 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from ember_chat.engine.inference.events import AttachmentsPlanned
+from ember_chat.engine.inference.events import AttachmentsPlanned, KnowledgeUsed
 from ember_chat.engine.inference.metrics import GenerationMetrics
 from ember_chat.engine.inference.service.engine import GenerationSink
 
 
 class RecordingSink(GenerationSink):
     """Records the answer's text batches, the metrics snapshots, failures (message, kind), how the
-    attachments were planned, trimmed messages, and how it ended (`reason`, the whole answer's text in
-    `finished_text`, `final` metrics). A test
-    that needs more subclasses it and calls super()."""
+    attachments were planned, the knowledge used, trimmed messages, and how it ended (`reason`, the whole
+    answer's text in `finished_text`, `final` metrics). A test that needs more subclasses it and calls
+    super()."""
 
     def __init__(self) -> None:
         self.text: list[str] = []  # each batch of answer text, in order ("".join: the answer)
         self.snapshots: list[dict[str, Any]] = []
         self.failures: list[tuple[str, str]] = []
         self.planned: list[AttachmentsPlanned] = []
+        self.knowledge: list[KnowledgeUsed] = []
         self.trimmed_messages: list[int] = []
         self.reason: str | None = None
         self.finished_text = ""
@@ -50,6 +51,9 @@ class RecordingSink(GenerationSink):
 
     def attachments_planned(self, event: AttachmentsPlanned) -> None:
         self.planned.append(event)
+
+    def knowledge_used(self, event: KnowledgeUsed) -> None:
+        self.knowledge.append(event)
 
     def failed(self, message: str, kind: str = "") -> None:
         self.failures.append((message, kind))

@@ -41,7 +41,7 @@ from ember_chat.engine.core.params import SamplingParams
 from ember_chat.engine.core.refs import ModelRef
 from ember_chat.engine.core.tools import InvalidCall, ToolCall, ToolRequest
 from ember_chat.engine.inference.backend import ModelDescription
-from ember_chat.engine.inference.events import AttachmentsPlanned, Retrying
+from ember_chat.engine.inference.events import AttachmentsPlanned, KnowledgeUsed, Retrying
 from ember_chat.engine.inference.metrics import GenerationMetrics
 from ember_chat.engine.inference.prompt.attachments import TokenCount
 from ember_chat.engine.inference.service.engine import (
@@ -108,6 +108,9 @@ class _Sink(GenerationSink):
     def attachments_planned(self, event: AttachmentsPlanned) -> None:
         self._post("planned", event)
 
+    def knowledge_used(self, event: KnowledgeUsed) -> None:
+        self._post("knowledge", event)
+
     def tool_writing(self, index: int, name: str, arguments: str) -> None:
         self.mailbox.post((self.id, _WRITING, (index, name, arguments)), urgent=False)
 
@@ -157,6 +160,7 @@ class EngineBridge(QObject):
     prefill = Signal(int, int, int)  # request id, prompt tokens evaluated, of how many
     retrying = Signal(int, object)  # request id, Retrying
     planned = Signal(int, object)  # request id, AttachmentsPlanned: how its attachments are read (before the answer)
+    knowledge = Signal(int, object)  # request id, KnowledgeUsed: the project's passages given (before the answer)
     tool_writing = Signal(int, int, str, str)  # request id, index, the call's name and arguments so far
     tool_call = Signal(int, int, object)  # request id, index, ToolCall | InvalidCall (each before `finished`)
     failed = Signal(int, str)
@@ -313,6 +317,7 @@ class EngineBridge(QObject):
             "prefill": self.prefill,
             "retrying": self.retrying,
             "planned": self.planned,
+            "knowledge": self.knowledge,
             "tool_call": self.tool_call,
             "failed": self.failed,
             "finished": self.finished,

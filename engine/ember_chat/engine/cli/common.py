@@ -17,7 +17,7 @@ from ember_chat.engine.core.params import LOAD_SPECS, SAMPLING_SPECS, LoadConfig
 from ember_chat.engine.core.refs import ModelRef
 from ember_chat.engine.errors import EmberError
 from ember_chat.engine.inference.backend import ModelDescription
-from ember_chat.engine.inference.events import AttachmentsPlanned, Retrying
+from ember_chat.engine.inference.events import AttachmentsPlanned, KnowledgeUsed, Retrying
 from ember_chat.engine.inference.metrics import GenerationMetrics
 from ember_chat.engine.inference.service.engine import EngineService, GenerationRequest, GenerationSink, ServiceListener
 from ember_chat.engine.storage.paths import AppPaths
@@ -181,6 +181,7 @@ class PrintSink(GenerationSink):
         self.reason = ""
         self.metrics: GenerationMetrics | None = None
         self.planned: AttachmentsPlanned | None = None
+        self.knowledge: KnowledgeUsed | None = None
 
     def tokens(self, text: str, output_tokens: int) -> None:
         self.out.write(text)
@@ -192,6 +193,10 @@ class PrintSink(GenerationSink):
 
         for line in describe(event):
             print(line, file=sys.stderr)
+
+    def knowledge_used(self, event: KnowledgeUsed) -> None:
+        self.knowledge = event
+        print(f"[{event.summary()}]", file=sys.stderr)
 
     def trimmed(self, dropped_messages: int) -> None:
         print(f"[{dropped_messages} oldest messages left out to fit the context]", file=sys.stderr)

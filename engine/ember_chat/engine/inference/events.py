@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from ember_chat.engine.core.tools import InvalidCall, ToolCall
 from ember_chat.engine.inference.metrics import GenerationMetrics
@@ -142,3 +142,49 @@ class AttachmentsPlanned:
     plan: TurnPlan
     budget_tokens: int
     estimated: bool = False
+
+
+class CitedPassage(Protocol):
+    """A passage of an answer's knowledge block (projects/citations.py `ProjectSource`): its number `n` in
+    the block (the [n] an answer cites it with), the file, page and position it comes from, its text."""
+
+    @property
+    def n(self) -> int: ...
+    @property
+    def file_path(self) -> str: ...
+    @property
+    def page(self) -> int | None: ...
+    @property
+    def seq(self) -> int: ...
+    @property
+    def text(self) -> str: ...
+    @property
+    def passage_id(self) -> int: ...
+
+
+@dataclass(frozen=True)
+class KnowledgeUsed:
+    """The knowledge this answer was given (sent by the engine service before the prompt is evaluated,
+    after AttachmentsPlanned): `sources`, numbered from 1 as the prompt's block has them; `retrieved`: the
+    passages retrieval found, of which `left_out` did not fit `budget_tokens` (the context left once the
+    conversation and its attachments are counted); `estimated`: no tokenizer, the counts are estimates.
+    `name`: whose knowledge (the project's name)."""
+
+    name: str
+    sources: tuple[CitedPassage, ...]
+    retrieved: int
+    budget_tokens: int
+    estimated: bool = False
+
+    @property
+    def left_out(self) -> int:
+        return max(0, self.retrieved - len(self.sources))
+
+    def summary(self) -> str:
+        """One line for the user: what was used, and what did not fit."""
+        used = f"{len(self.sources)} passage{'' if len(self.sources) == 1 else 's'} from “{self.name}”"
+        if not self.retrieved:
+            return f"No passage of “{self.name}” matches this question."
+        if self.left_out:
+            return f"{used} in the prompt; {self.left_out} more found did not fit the context."
+        return f"{used} in the prompt."

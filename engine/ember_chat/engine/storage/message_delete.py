@@ -1,6 +1,7 @@
 """Deleting a message and everything below it in its branch, kept aside so an undo puts the very same rows
-back: the messages (same ids), their tool messages, attachment links and sources, the comparisons asked
-from them (with their answers), the answers kept from them, and the chat's active leaf as it was."""
+back: the messages (same ids), their tool messages, attachment links and sources, the project knowledge
+they were given, the comparisons asked from them (with their answers), the answers kept from them, and
+the chat's active leaf as it was."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ _DEPENDENT = (
     ("tool_messages", "message_id"),
     ("message_attachments", "message_id"),
     ("message_sources", "answer_id"),
+    ("answer_knowledge", "answer_id"),
     ("comparisons", "prompt_id"),
 )
 
@@ -90,6 +92,7 @@ def put_back(db: sqlite3.Connection, deleted: Deleted, now: IdsNow) -> dict[str,
     links = [r for r in rows["message_attachments"] if r["attachment_id"] in present]
     insert_rows(db, "message_attachments", [{**r, "message_id": msg[r["message_id"]]} for r in links])
     insert_rows(db, "message_sources", [{**r, "answer_id": msg[r["answer_id"]]} for r in rows["message_sources"]])
+    insert_rows(db, "answer_knowledge", [{**r, "answer_id": msg[r["answer_id"]]} for r in rows["answer_knowledge"]])
     insert_rows(db, "comparisons", [{**r, "id": own["comparisons"][r["id"]], "prompt_id": msg[r["prompt_id"]]}
                                     for r in rows["comparisons"]])  # fmt: skip
     insert_rows(

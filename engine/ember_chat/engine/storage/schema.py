@@ -172,6 +172,21 @@ _MIGRATIONS: list[str] = [
         UNIQUE (folder_id, path)
     );
     """,
+    # 7: the knowledge an answer in a project was given (engine/projects/answers.py): passage `n` of its
+    # block (the [n] it cites), the file, page and position it came from and its text as it was then (the
+    # file may change or go; the answer's sources stay what it was given)
+    """
+    CREATE TABLE answer_knowledge (
+        answer_id INTEGER NOT NULL REFERENCES messages(id) ON DELETE CASCADE,
+        n INTEGER NOT NULL,
+        file_path TEXT NOT NULL,
+        page INTEGER,
+        seq INTEGER NOT NULL,
+        passage_id INTEGER NOT NULL,
+        text TEXT NOT NULL,
+        PRIMARY KEY (answer_id, n)
+    );
+    """,
 ]
 
 SCHEMA_VERSION = len(_MIGRATIONS)

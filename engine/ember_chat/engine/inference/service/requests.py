@@ -17,12 +17,13 @@ from ember_chat.engine.core.params import SamplingParams
 from ember_chat.engine.core.tools import InvalidCall, ToolCall, ToolRequest
 from ember_chat.engine.errors import JobCancelled
 from ember_chat.engine.inference.backend import ModelDescription
-from ember_chat.engine.inference.events import AttachmentsPlanned, Retrying
+from ember_chat.engine.inference.events import AttachmentsPlanned, KnowledgeUsed, Retrying
 from ember_chat.engine.inference.metrics import GenerationMetrics
 
 if TYPE_CHECKING:
     from ember_chat.engine.attachments.store import AttachmentStore
     from ember_chat.engine.core.logprobs import TokenLogprob
+    from ember_chat.engine.inference.prompt.knowledge import TurnKnowledge
 
 TOKEN_BATCH_S = 1 / 30
 METRICS_SNAPSHOT_S = 1 / 10
@@ -58,6 +59,9 @@ class GenerationSink:
     def attachments_planned(self, event: AttachmentsPlanned) -> None:
         """How the attachments went into the prompt (whole or retrieval, passages used, sources)."""
 
+    def knowledge_used(self, event: KnowledgeUsed) -> None:
+        """The knowledge passages given with the question (a project's), numbered as the answer cites them."""
+
     def tool_writing(self, index: int, name: str, arguments: str) -> None:
         """A tool call being written, so far (ToolCallWriting: each replaces the one before)."""
 
@@ -83,6 +87,7 @@ class GenerationRequest:
     label: str = ""
     attachment_store: AttachmentStore | None = None  # where messages' attachments are read (else the service's)
     tools: ToolRequest | None = None  # the tools this answer may call (chat mode)
+    knowledge: TurnKnowledge | None = None  # passages retrieved for the last user message (a project's; chat mode)
     # a conversation longer than the context loses its oldest turns (the window); False: it fails with
     # HistoryTooLong as soon as that is known (an API client that did not opt into trimming)
     trim_history: bool = True

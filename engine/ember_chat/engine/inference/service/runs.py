@@ -33,6 +33,7 @@ from ember_chat.engine.inference.events import (
 )
 from ember_chat.engine.inference.metrics import GenerationMetrics, MetricsRecorder, live_snapshot
 from ember_chat.engine.inference.prompt.attachments import expand_attachments
+from ember_chat.engine.inference.prompt.knowledge import add_knowledge, last_question
 from ember_chat.engine.inference.service.requests import GenerationRequest
 
 if TYPE_CHECKING:
@@ -55,16 +56,22 @@ def failure_text(exc: BaseException) -> tuple[str, str]:
 def messages_with_attachments(
     req: GenerationRequest, backend: InferenceBackend, store: AttachmentStore | None
 ) -> list[ChatMessage]:
-    """The request's messages with their text attachments expanded (whole or retrieved passages)."""
+    """The request's messages with their text attachments expanded (whole or retrieved passages), then its
+    knowledge's passages (a project's) in the context left."""
     assert req.messages is not None
     description = backend.description
     expanded = expand_attachments(
         req.messages, req.params, backend, description.n_ctx if description else None, req.attachment_store or store
     )
-    if expanded is None:
-        return req.messages
-    messages, plan, budget, estimated = expanded
-    req.sink.attachments_planned(AttachmentsPlanned(plan, budget, estimated))
+    messages = req.messages
+    if expanded is not None:
+        messages, plan, budget, estimated = expanded
+        req.sink.attachments_planned(AttachmentsPlanned(plan, budget, estimated))
+    if req.knowledge is not None:
+        n_ctx = description.n_ctx if description else None
+        question = last_question(req.messages)
+        messages, used = add_knowledge(messages, question, req.params, backend, n_ctx, req.knowledge)
+        req.sink.knowledge_used(used)
     return messages
 
 

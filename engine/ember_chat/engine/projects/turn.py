@@ -1,0 +1,81 @@
+"""How a turn uses its project, the same for the window, the CLI and the API server: the system prompt
+(`project_system`: the project's instructions, then the chat's own system prompt) and the knowledge the
+request carries (`ProjectKnowledge`, inference/prompt/knowledge.py's `TurnKnowledge`): on the engine
+thread, the passages retrieved for the last user message, as many as the context left takes, numbered
+for the answer to cite."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from ember_chat.engine.inference.prompt.knowledge import KnowledgeFit
+from ember_chat.engine.projects.citations import knowledge_block, sources
+from ember_chat.engine.projects.index import KnowledgeIndex, knowledge_path
+from ember_chat.engine.projects.records import Project
+from ember_chat.engine.projects.retrieval import Embed, Hit, Rerank, retrieve
+from ember_chat.engine.storage.paths import AppPaths
+
+CANDIDATES = 8  # passages retrieved for a turn; as many of them as fit the context go in, best first
+
+
+def project_system(instructions: str, system: str) -> str:
+    """A project chat's system prompt: the project's instructions, a blank line, the chat's own (a
+    preset's); either alone when the other is empty."""
+    return "\n\n".join(part for part in (instructions.strip(), system.strip()) if part)
+
+
+def fitted(hits: list[Hit], budget: int, count: Callable[[str], int]) -> list[Hit]:
+    """The hits, best first, whose knowledge block stays within `budget` tokens: a passage that does not
+    fit is left out and the next (shorter) one tried."""
+    chosen: list[Hit] = []
+    for hit in hits:
+        trial = [*chosen, hit]
+        if count(knowledge_block(trial)) <= budget:
+            chosen = trial
+    return chosen
+
+
+class ProjectKnowledge:
+    """A project's knowledge for one request: its index, and the embedding model and reranker the
+    caller loaded for it (None: BM25 alone, or no reordering). Safe to use on the engine thread."""
+
+    def __init__(
+        self,
+        project: Project,
+        index: KnowledgeIndex,
+        embed: Embed | None = None,
+        rerank: Rerank | None = None,
+        candidates: int = CANDIDATES,
+    ) -> None:
+        self.project = project
+        self.index = index
+        self.embed = embed
+        self.rerank = rerank
+        self.candidates = candidates
+
+    @classmethod
+    def open(
+        cls, paths: AppPaths, project: Project, embed: Embed | None = None, rerank: Rerank | None = None
+    ) -> ProjectKnowledge:
+        """The project's knowledge over its index in the data folder (close() closes the index)."""
+        return cls(project, KnowledgeIndex(knowledge_path(paths, project.folder_id)), embed, rerank)
+
+    @property
+    def name(self) -> str:
+        return self.project.name
+
+    @property
+    def index_path(self) -> Path:
+        return self.index.path
+
+    def fit(self, question: str, budget: int, count: Callable[[str], int]) -> KnowledgeFit:
+        hits = retrieve(self.index, question, self.candidates, self.embed, self.rerank)
+        chosen = fitted(hits, budget, count)
+        return KnowledgeFit(knowledge_block(chosen), tuple(sources(chosen)), len(hits))
+
+    def close(self) -> None:
+        self.index.close()
+
+
+__all__ = ["CANDIDATES", "ProjectKnowledge", "fitted", "project_system"]
