@@ -23,6 +23,7 @@ Figures:
 - latency: `retrieve` p50/p95 over 200 questions at 10,000 and `--latency` (100,000) passages, BM25
   alone and fused with dim-384 vectors (random unit vectors: latency only; the question's own
   embedding is a fixed vector, so the model's time is not in it). Budget p95 <= 50 ms at 100,000.
+  *_cpu_p95_ms: the same questions' CPU time on the calling thread (no wait for a busy core in it).
   index_passages_per_s: storing the passages (KnowledgeIndex.put_file, FTS5 included).
 """
 
@@ -31,13 +32,14 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
+import os
 import random
 import re
 import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -343,8 +345,8 @@ def latency(folder: Path, passages_count: int, dim: int = 384) -> dict[str, Any]
         t0 = time.perf_counter()
         retrieve(index, asked[0], K, embed)
         load_s = time.perf_counter() - t0
-        bm25_ms = _timed(lambda q: retrieve(index, q, K), asked)
-        fused_ms = _timed(lambda q: retrieve(index, q, K, embed), asked)
+        bm25_ms, bm25_cpu = _timed(lambda q: retrieve(index, q, K), asked)
+        fused_ms, fused_cpu = _timed(lambda q: retrieve(index, q, K, embed), asked)
     finally:
         index.close()
         MATRICES.clear()
@@ -355,17 +357,22 @@ def latency(folder: Path, passages_count: int, dim: int = 384) -> dict[str, Any]
         "bm25_p95_ms": _pct(bm25_ms, 0.95),
         "fused_p50_ms": _pct(fused_ms, 0.5),
         "fused_p95_ms": _pct(fused_ms, 0.95),
+        "bm25_cpu_p95_ms": _pct(bm25_cpu, 0.95),
+        "fused_cpu_p95_ms": _pct(fused_cpu, 0.95),
         "vectors_first_load_s": round(load_s, 3),
     }
 
 
-def _timed(run: Any, questions: Sequence[str]) -> list[float]:
-    out = []
+def _timed(run: Callable[[str], object], questions: Sequence[str]) -> tuple[list[float], list[float]]:
+    """Each question's wall-clock and this thread's CPU milliseconds (the CPU time leaves out the waits
+    for a core that other processes hold: on a shared machine the wall clock's p95 is mostly theirs)."""
+    wall, cpu = [], []
     for q in questions:
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.thread_time()
         run(q)
-        out.append((time.perf_counter() - t0) * 1000)
-    return out
+        wall.append((time.perf_counter() - t0) * 1000)
+        cpu.append((time.thread_time() - c0) * 1000)
+    return wall, cpu
 
 
 def _pct(values: Sequence[float], q: float) -> float:
@@ -391,6 +398,7 @@ def main(argv: list[str] | None = None) -> int:
         result["latency"] = [latency(folder, n) for n in args.latency]
     result["budgets"] = {"generated.recall_at_5": ">= 0.95", "latency.bm25_p95_ms": "<= 50 at 100,000 passages"}
     biggest = max(result["latency"], key=lambda r: r["passages"]) if result["latency"] else None
+    result["load_average"] = [round(x, 2) for x in os.getloadavg()]
     result["within_budget"] = result["generated"]["recall_at_5"] >= 0.95 and (
         biggest is None or biggest["passages"] < 100_000 or biggest["bm25_p95_ms"] <= 50
     )

@@ -33,9 +33,10 @@ def test_the_projects_retrieval_bench_reports_its_figures(capsys: pytest.Capture
     (latency,) = result["latency"]
     assert latency["passages"] == 1500 and latency["index_passages_per_s"] > 0
     for name in ("bm25", "fused"):
-        assert 0 < latency[f"{name}_p50_ms"] <= latency[f"{name}_p95_ms"]
+        assert 0 < latency[f"{name}_p50_ms"] <= latency[f"{name}_p95_ms"] and latency[f"{name}_cpu_p95_ms"] > 0
     assert latency["vectors_first_load_s"] > 0
     assert set(result["budgets"]) == {"generated.recall_at_5", "latency.bm25_p95_ms"}
+    assert len(result["load_average"]) == 3
     assert result["within_budget"] is True  # (no 100,000-passage run here: the recall budget alone)
 
 
