@@ -134,3 +134,26 @@ def tiny_models(folder: Path) -> tuple[str, str]:
     other = says("▁hello", ",", "▁Ember", "!", "▁it", "▁is", "▁you", "?")
     write_tiny_model(folder / "tiny-ember.gguf", TinySpec(script=other, name="Tiny Ember", seed=2))
     return "tiny-hello.gguf", "tiny-ember.gguf"
+
+
+def project(store: ConversationStore, folder: Path) -> int:
+    """A project "Thesis" (its icon, instructions, two chats) whose knowledge is a folder of six
+    documents and one binary file under a text name (skipped, with its reason); its folder's id."""
+    from ember_chat.engine.projects.records import ProjectStore
+
+    (folder / "chapters").mkdir(parents=True)
+    for n in range(1, 6):
+        text = f"# Chapter {n}\n\n" + "River sediment transport and floodplain ecology. " * 300
+        (folder / "chapters" / f"chapter-{n}.md").write_text(text, encoding="utf-8")
+    (folder / "field-notes.txt").write_text("Tagus survey, May: three sampling sites.\n" * 50, encoding="utf-8")
+    (folder / "scan.txt").write_bytes(bytes(range(256)) * 100)
+    projects = ProjectStore(store)
+    thesis = projects.create(
+        "Thesis", icon="📚", instructions="You are my thesis supervisor. Answer in British English; cite the chapter."
+    )
+    for title in ("Outline of chapter 3", "Sediment sampling methods"):
+        chat = store.create_conversation(title)
+        store.add_message(chat.id, "user", title)
+        store.organise.move_chats([chat.id], thesis.folder_id)
+    projects.add_source(thesis.folder_id, folder)
+    return thesis.folder_id

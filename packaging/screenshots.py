@@ -20,7 +20,8 @@ attachments' compact strip at 800×600, the drop zone, a sent PDF's preview (the
 the passages it used marked), the side panel's chart after a long prompt, Tab on a message's actions, the
 chat list's right-clicked row and its menu, the Tools popup at 1024×640 with a server and the built-in
 tools, one Settings window with sections (dark, and its Conversation caches page: memory and disk apart),
-and a damaged model's Load error inside the Model Manager.
+and a damaged model's Load error inside the Model Manager. Issue 34: a project's settings (dark), its
+knowledge folder indexed with one file skipped.
 """
 
 from __future__ import annotations
@@ -185,6 +186,19 @@ def main(out_dir: str) -> int:
         shot_screen("chat-list-menu-dark.png")
         window.chats.chat_menu.close()
         yield lambda: window.chats.chat_menu is None
+        at("project-settings-dark")  # a project's settings: its knowledge indexed, a skipped file (issue 34)
+        thesis = data.project(window.store, home / "Thesis documents")
+        window.chats.reload_conversations()
+        knowledge = window.projects.knowledge
+        knowledge.run(thesis)
+        yield lambda: not knowledge.running(thesis)
+        window.projects.open_settings(thesis)
+        project_dialog = window.projects.settings_dialog
+        project_dialog.tabs.setCurrentWidget(project_dialog.knowledge)
+        yield lambda: not window.tasks.busy and "passages" in project_dialog.knowledge.sources.topLevelItem(0).text(1)
+        shot("project-settings-dark.png", project_dialog)
+        project_dialog.close()
+        yield lambda: window.projects.settings_dialog is None
         at("settings-window-dark")
         window.settings_window.open_section("appearance")
         window.settings_window.resize(900, 560)

@@ -99,7 +99,7 @@ def test_tabbing_into_the_list_opens_nothing(qtbot: QtBot, make_window: Callable
 
 
 @menu_grab
-def test_a_right_click_outside_any_chat_offers_only_a_new_folder(
+def test_a_right_click_outside_any_chat_offers_only_a_new_folder_or_project(
     qtbot: QtBot, make_window: Callable[..., MainWindow]
 ) -> None:
     w = make_window()
@@ -111,7 +111,7 @@ def test_a_right_click_outside_any_chat_offers_only_a_new_folder(
         lst.viewport(), QContextMenuEvent(QContextMenuEvent.Reason.Mouse, below, lst.viewport().mapToGlobal(below))
     )
     menu = w.chats.chat_menu
-    assert menu is not None and [a.text() for a in menu.actions()] == ["New folder…"]  # nothing acts on a chat
+    assert menu is not None and [a.text() for a in menu.actions()] == ["New folder…", "New project…"]  # no chat
     menu.close()
 
 

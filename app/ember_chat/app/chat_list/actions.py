@@ -179,6 +179,7 @@ class ChatActions(QObject):
             folders = store.organise.folders()
             icons = self.projects.icons() if self.projects is not None else {}  # (a project's before its name)
             rows = [FolderRow(f.id, _named(f.name, icons.get(f.id)), f.parent_id) for f in folders]
+            lst.emblems = frozenset(icons)
             closed = frozenset(f.id for f in folders if f.collapsed)
             archived = store.archived_count()
             trashed = store.organise.trash_count()

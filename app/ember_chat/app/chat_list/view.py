@@ -160,6 +160,7 @@ class ConversationList(QWidget):
         self.mode = "chats"  # "chats", "hits", "archived", "trash"
         self._open: int | None = None  # the chat the window shows, as this list knows it
         self._icons: dict[int, QIcon] = {}
+        self.emblems: frozenset[int] = frozenset()  # folders whose name starts with their own icon (projects')
         self._quiet = False  # expanding rows ourselves: not a user's collapse to save
 
     def cancel_pending_search(self) -> None:
@@ -184,6 +185,8 @@ class ConversationList(QWidget):
         return icon
 
     def _icon(self, key: int) -> QIcon | None:
+        if kind_of(key) == FOLDER and ident_of(key) in self.emblems:
+            return None  # (its emoji, first in its name, in place of the folder's icon)
         return self._icons.get(key if key in (TRASH, ARCHIVED) else kind_of(key))
 
     # ----- what is shown

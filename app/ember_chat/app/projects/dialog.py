@@ -130,7 +130,7 @@ class ProjectSettingsDialog(QDialog):
             item.setFlags(item.flags() | Qt.ItemFlag.ItemIsUserCheckable)
             item.setCheckState(Qt.CheckState.Checked if name in project.tools else Qt.CheckState.Unchecked)
             self.tools.addItem(item)
-        self.tools.setMaximumHeight(120)
+        self.tools.setMaximumHeight(110)
         hint = QLabel(
             self.tr(
                 "A new chat in this project starts with these. None ticked under Tools: the tools new chats "
@@ -138,7 +138,10 @@ class ProjectSettingsDialog(QDialog):
             )
         )
         hint.setWordWrap(True)
-        form = QFormLayout(page)
+        column = QVBoxLayout(page)
+        form = QFormLayout()
+        column.addLayout(form)
+        column.addStretch(1)
         form.addRow(self.tr("&Model:"), self.model)
         form.addRow(self.tr("&Preset:"), self.preset)
         form.addRow(self.tr("&Context length:"), self.context)

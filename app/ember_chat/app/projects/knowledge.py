@@ -67,6 +67,7 @@ class ProjectKnowledge(QObject):
         self.paused: set[int] = set()  # projects whose indexing the user paused (this session)
         self.last: dict[int, IndexProgress] = {}  # the last progress said, by project
         self.problems: dict[int, list[str]] = {}  # the last run's problems, by project
+        self.results: dict[int, IndexRun] = {}  # the last run's outcome, by project
         self._threads: list[threading.Thread] = []
         self._watchers: dict[int, KnowledgeWatcher] = {}
         self._seen: GuiMailbox[int] = GuiMailbox()  # folder ids whose files changed (watcher threads post)
@@ -144,6 +145,7 @@ class ProjectKnowledge(QObject):
             self.failed.emit(folder_id, reason)
         else:
             self.problems[folder_id] = [f"{p.path}: {p.reason}" for p in result.problems]
+            self.results[folder_id] = result
             self.finished.emit(folder_id, result)
         self.run_changed.emit(folder_id)
         if folder_id in self._again:

@@ -252,14 +252,16 @@ class KnowledgePanel(QWidget):
         self.pause_indexing.setText(self.tr("Resume indexing") if paused else self.tr("Pause indexing"))
         self.pause_indexing.setEnabled(paused or k.running(fid))
         self.progress_bar.setVisible(k.running(fid))
-        last = k.last.get(fid)
+        last, result = k.last.get(fid), k.results.get(fid)
         if paused:
             self.progress_text.setText(self.tr("Indexing is paused; what is indexed is used meanwhile."))
         elif k.running(fid):
             self._on_progress(fid, last or IndexProgress(0, 0, 0, 0, None))
         elif k.problems.get(fid):
             self.progress_text.setText(" ".join(k.problems[fid][:5]))
-        elif last is not None:
+        elif result is not None and result.stopped:
+            self.progress_text.setText(self.tr("Indexing stopped before the end; it goes on at the next change."))
+        elif result is not None:
             self.progress_text.setText(self.tr("Up to date."))
 
     def _on_progress(self, folder_id: int, p: IndexProgress) -> None:
@@ -305,14 +307,14 @@ class KnowledgePanel(QWidget):
         tree = QTreeWidget(dialog)
         tree.setHeaderLabels([self.tr("File"), self.tr("Why it was skipped")])
         tree.setRootIsDecorated(False)
-        tree.setWordWrap(True)
-        tree.header().setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
+        tree.setTextElideMode(Qt.TextElideMode.ElideMiddle)  # (the whole path and reason: their tooltips)
+        tree.header().setStretchLastSection(True)
         for path, reason in self.skipped_files():
             item = QTreeWidgetItem([path, reason])
             item.setToolTip(0, path)
             item.setToolTip(1, reason)
             tree.addTopLevelItem(item)
-        tree.setColumnWidth(0, 320)
+        tree.setColumnWidth(0, 280)
         close = QDialogButtonBox(QDialogButtonBox.StandardButton.Close)
         close.rejected.connect(dialog.reject)
         layout = QVBoxLayout(dialog)
