@@ -182,6 +182,7 @@ class PrintSink(GenerationSink):
         self.metrics: GenerationMetrics | None = None
         self.planned: AttachmentsPlanned | None = None
         self.knowledge: KnowledgeUsed | None = None
+        self.text = ""  # the whole answer, once finished
 
     def tokens(self, text: str, output_tokens: int) -> None:
         self.out.write(text)
@@ -211,7 +212,7 @@ class PrintSink(GenerationSink):
         self.error = message
 
     def finished(self, reason: str, text: str, metrics: GenerationMetrics | None, itl_ms: list[float]) -> None:
-        self.reason, self.metrics = reason, metrics
+        self.reason, self.metrics, self.text = reason, metrics, text
         self.done.set()
 
 

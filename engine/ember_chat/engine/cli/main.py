@@ -19,6 +19,7 @@ from ember_chat.engine import __version__
 from ember_chat.engine.cli import bench as bench_cli
 from ember_chat.engine.cli import chats as chats_cli
 from ember_chat.engine.cli import models_ps
+from ember_chat.engine.cli import projects as projects_cli
 from ember_chat.engine.cli import remote as remote_cli
 from ember_chat.engine.cli import run as run_cli
 from ember_chat.engine.cli import serve as serve_cli
@@ -74,6 +75,7 @@ def _build_parser() -> argparse.ArgumentParser:
     models_ps.add_parser(msub)
     remote_cli.add_parser(sub, _Parser)
     chats_cli.add_parser(sub, _Parser)
+    projects_cli.add_parser(sub, _Parser)
     serve_cli.add_parser(sub)
     transcribe_cli.add_parser(sub)
     bench_cli.add_parser(sub)
@@ -125,6 +127,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "models": _cmd_models,
         "remote": _cmd_remote,
         "chats": lambda a: chats_cli.run(a, AppPaths.default()),
+        "projects": lambda a: projects_cli.run(a, AppPaths.default()),
         "serve": _cmd_serve,
         "bench": _cmd_bench,
         "transcribe": transcribe_cli.run,

@@ -23,6 +23,7 @@ from ember_chat.engine.cli.common import (
     model_ref_from_args,
 )
 from ember_chat.engine.cli.presets_option import add_preset_option, chosen_preset
+from ember_chat.engine.cli.project_option import knowledge_report, open_project
 from ember_chat.engine.cli.snapshots_option import add_snapshot_flag, close_snapshot_store, snapshot_store
 from ember_chat.engine.core.messages import ChatMessage
 from ember_chat.engine.core.params import SAMPLING_SPECS, SPECULATIVE_MODES, SamplingParams
@@ -30,6 +31,7 @@ from ember_chat.engine.core.states import StopReason
 from ember_chat.engine.errors import EmberError, InvalidParameter
 from ember_chat.engine.inference.grammar.structured import json_format, parse_schema_text
 from ember_chat.engine.inference.service.engine import EngineService, GenerationRequest
+from ember_chat.engine.projects.turn import project_system
 from ember_chat.engine.storage.paths import AppPaths
 from ember_chat.engine.storage.presets import Preset
 
@@ -42,6 +44,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     run.add_argument("--remote", metavar="NAME", help="use a model of this connection (see `ember-chat remote`)")
     run.add_argument("--prompt", required=True)
     run.add_argument("--system", default="", help="system prompt (chat mode)")
+    run.add_argument(
+        "--project",
+        metavar="NAME",
+        help="answer in this project (see `ember-chat projects`): its instructions before the system prompt, "
+        "and the passages of its knowledge that best match the prompt (--json lists them as `sources`)",
+    )
     run.add_argument("--mode", choices=("chat", "complete"), default="chat")
     run.add_argument(
         "--attach", metavar="FILE", action="append", default=[], help="attach a file to the prompt (repeatable)"
@@ -115,10 +123,18 @@ def run(args: argparse.Namespace) -> int:
     if args.attach and args.mode != "chat":
         raise EmberError("--attach needs --mode chat.")
     files = read_files(args.attach, paths) if args.attach else []  # before the model loads: a bad file is quick
+    knowledge = None
+    if args.project is not None:
+        if args.mode != "chat":
+            raise EmberError("--project needs --mode chat.")
+        knowledge = open_project(paths, args.project)  # (before the model loads: an unknown name is quick)
+        system = project_system(knowledge.project.instructions, system)
     ref, alias = model_ref_from_args(args, paths)
     service = EngineService()
     snapshots = service.snapshot_store = snapshot_store(args, paths)
     with contextlib.ExitStack() as stack:
+        if knowledge is not None:
+            stack.callback(knowledge.close)
         stack.callback(close_snapshot_store, snapshots)  # after the service (callbacks run last first)
         stack.callback(service.close)
         load_blocking(service, ref, alias)
@@ -135,6 +151,7 @@ def run(args: argparse.Namespace) -> int:
                 client="cli",
                 batch_s=0,
                 attachment_store=store,
+                knowledge=knowledge,
             )
         else:
             request = GenerationRequest(params, sink, prompt=args.prompt, client="cli", batch_s=0)
@@ -149,6 +166,8 @@ def run(args: argparse.Namespace) -> int:
             line = sink.metrics.to_dict()
             if files:
                 line["attachments"] = report(files, sink.planned)
+            if knowledge is not None:
+                line.update(knowledge_report(knowledge.name, sink.knowledge, sink.text))
             out.write(json.dumps(line) + "\n")
         else:
             print(sink.metrics.summary_line(), file=sys.stderr)

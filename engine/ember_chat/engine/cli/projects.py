@@ -1,0 +1,230 @@
+"""`ember-chat projects new|add|list|index`: the window's projects (the same data folder: EMBER_DATA_DIR or
+the platform's) from a terminal, and `project_named` for `ember-chat run --project NAME`.
+
+`new` and `add` index the knowledge at once (`--no-index`: later, with `projects index` or the window),
+so a project made here answers from its files straight away. Indexing reads each file in a child
+process, prints one progress line, and lists the files it skipped with their reasons. Mistakes (no such
+project, a path that is not there) are one line on stderr, exit status 2, and change nothing."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sqlite3
+import sys
+from typing import TYPE_CHECKING, Any, TextIO
+
+from ember_chat.engine.core.text import terminal_text
+from ember_chat.engine.errors import EmberError, StoreError
+from ember_chat.engine.storage.paths import AppPaths
+
+if TYPE_CHECKING:
+    from ember_chat.engine.projects.indexer import IndexProgress, IndexRun
+    from ember_chat.engine.projects.records import Project, ProjectStore
+
+INDEX_HELP = "do not index the knowledge now (later: `ember-chat projects index NAME` or the window)"
+
+
+def add_parser(sub: argparse._SubParsersAction, parser_class: type) -> None:
+    projects = sub.add_parser("projects", help="make projects, add their knowledge, index it, list them")
+    psub = projects.add_subparsers(dest="projects_command", parser_class=parser_class, required=True)
+    new = psub.add_parser(
+        "new",
+        help="a new project (its folders indexed at once)",
+        description="Make a project: a folder of the chat list with instructions and knowledge. The folders "
+        "and files given with --folder are indexed at once (--no-index: later).",
+    )
+    new.add_argument("name")
+    new.add_argument(
+        "--folder", metavar="DIR", action="append", default=[], help="knowledge folder or file (repeatable)"
+    )
+    new.add_argument("--instructions", default="", help="put before every chat's system prompt in the project")
+    new.add_argument("--no-index", action="store_true", help=INDEX_HELP)
+    add = psub.add_parser("add", help="add a folder or file to a project's knowledge (indexed at once)")
+    add.add_argument("name")
+    add.add_argument("path")
+    add.add_argument("--no-index", action="store_true", help=INDEX_HELP)
+    ls = psub.add_parser("list", help="the projects: knowledge, files, passages, index state, skipped files")
+    ls.add_argument("--json", action="store_true")
+    ix = psub.add_parser("index", help="bring a project's index up to date (new, changed and deleted files)")
+    ix.add_argument("name")
+
+
+def run(args: argparse.Namespace, paths: AppPaths) -> int:
+    """Errors of the database or the file system become one sentence (EmberError: exit status 2)."""
+    from ember_chat.engine.projects.records import ProjectStore
+    from ember_chat.engine.storage.conversations import ConversationStore
+
+    try:
+        store = ConversationStore(paths.database)
+    except sqlite3.Error as exc:
+        raise EmberError(f"The chat database {paths.database} could not be read ({exc}).") from None
+    try:
+        projects = ProjectStore(store)
+        command = {"new": _new, "add": _add, "list": _list, "index": _index}[args.projects_command]
+        return command(args, projects, paths)
+    except sqlite3.Error as exc:
+        raise EmberError(
+            f"The chat database {paths.database} could not be read ({exc}). If the window or another ember-chat "
+            "is busy with it, try again in a moment."
+        ) from None
+    finally:
+        store.close()
+
+
+def project_named(projects: ProjectStore, name: str) -> Project:
+    """The project of this name (exactly, else ignoring case); EmberError with a sentence when none or several."""
+    every = projects.projects()
+    found = [p for p in every if p.name == name] or [p for p in every if p.name.casefold() == name.casefold()]
+    if not found:
+        known = ", ".join(f"“{p.name}”" for p in every) or "none yet"
+        raise EmberError(f"There is no project named “{name}” (projects: {known}).")
+    if len(found) > 1:
+        raise EmberError(f"Several projects are named “{name}”; rename one in the window first.")
+    return found[0]
+
+
+def _new(args: argparse.Namespace, projects: ProjectStore, paths: AppPaths) -> int:
+    if any(p.name == args.name for p in projects.projects()):
+        raise EmberError(f"A project named “{args.name}” already exists; add knowledge with `projects add`.")
+    for folder in args.folder:  # (all checked before anything is made)
+        _checked_path(folder)
+    try:
+        project = projects.create(args.name, instructions=args.instructions)
+        for folder in args.folder:
+            projects.add_source(project.folder_id, folder)
+    except StoreError as exc:
+        raise EmberError(str(exc)) from None
+    project = projects.project(project.folder_id)
+    print(f"Made the project “{terminal_text(project.name)}” with {len(project.sources)} knowledge source(s).")
+    if not args.no_index and project.sources:
+        _index_project(project, paths, sys.stderr)
+    return 0
+
+
+def _add(args: argparse.Namespace, projects: ProjectStore, paths: AppPaths) -> int:
+    project = project_named(projects, args.name)
+    _checked_path(args.path)
+    try:
+        source = projects.add_source(project.folder_id, args.path)
+    except StoreError as exc:
+        raise EmberError(str(exc)) from None
+    print(f"Added {terminal_text(source.path)} to “{terminal_text(project.name)}”.")
+    if not args.no_index:
+        _index_project(projects.project(project.folder_id), paths, sys.stderr)
+    return 0
+
+
+def _index(args: argparse.Namespace, projects: ProjectStore, paths: AppPaths) -> int:
+    project = project_named(projects, args.name)
+    if not any(not s.paused for s in project.sources):
+        raise EmberError(f"“{project.name}” has no knowledge to index; add a folder with `projects add`.")
+    _index_project(project, paths, sys.stderr)
+    return 0
+
+
+def _checked_path(path: str) -> None:
+    if not os.path.exists(path):
+        raise EmberError(f"{path} is not there: give a folder or a file that exists.")
+
+
+def _index_project(project: Project, paths: AppPaths, out: TextIO) -> IndexRun:
+    """Index the project's sources (not the paused ones), one progress line on `out`, then a summary."""
+    from ember_chat.engine.projects.index import KnowledgeIndex, knowledge_path
+    from ember_chat.engine.projects.indexer import Indexer
+
+    sources = [s for s in project.sources if not s.paused]
+    paused = len(project.sources) - len(sources)
+    index = KnowledgeIndex(knowledge_path(paths, project.folder_id))
+    live = out.isatty()
+
+    def progress(p: IndexProgress) -> None:
+        line = (
+            f"[indexing “{project.name}”: {p.files_done}/{p.files_total} files, {p.pages} pages, {p.passages} passages]"
+        )
+        if live:
+            out.write("\r" + terminal_text(line)[:200])
+            out.flush()
+        elif p.current is None:
+            out.write(terminal_text(line) + "\n")
+
+    try:
+        result = Indexer(index, sources).run(progress)
+        counts = index.counts()
+        skipped = [f for f in index.files() if f.state == "skipped"]
+    finally:
+        index.close()
+    if live:
+        out.write("\n")
+    out.write(
+        f"Indexed “{terminal_text(project.name)}”: {counts.indexed} files, {counts.pages} pages, {counts.passages}"
+        f" passages ({result.read} read now, {result.dropped} gone, {counts.skipped} skipped)"
+        f" in {result.seconds:.1f} s.\n"
+    )
+    for f in skipped:
+        out.write(f"  skipped {terminal_text(f.path)}: {terminal_text(f.reason or '')}\n")
+    for problem in result.problems:
+        out.write(f"  {terminal_text(str(problem.path))}: {terminal_text(problem.reason)}\n")
+    if paused:
+        out.write(f"  {paused} paused source(s) left out (resume them in the window).\n")
+    out.flush()
+    return result
+
+
+def _list(args: argparse.Namespace, projects: ProjectStore, paths: AppPaths) -> int:
+    rows = [_summary(p, paths) for p in projects.projects()]
+    if args.json:
+        print(json.dumps(rows, indent=2, ensure_ascii=False))
+        return 0
+    if not rows:
+        print("No projects yet. Make one: ember-chat projects new NAME --folder DIR")
+        return 0
+    for r in rows:
+        print(
+            f"{terminal_text(r['name'])}  ({r['state']}: {r['files']['indexed']} files, {r['pages']} pages,"
+            f" {r['passages']} passages, {r['files']['skipped']} skipped, {r['files']['pending']} pending)"
+        )
+        for s in r["sources"]:
+            paused = "  (paused)" if s["paused"] else ""
+            print(f"  {s['kind']:<6} {terminal_text(s['path'])}{paused}")
+        for f in r["skipped"]:
+            print(f"  skipped {terminal_text(f['path'])}: {terminal_text(f['reason'] or '')}")
+    return 0
+
+
+def _summary(project: Project, paths: AppPaths) -> dict[str, Any]:
+    """One project for `list`: its settings, sources, and what its index holds (read, never written)."""
+    from ember_chat.engine.projects.index import KnowledgeIndex, knowledge_path
+
+    where = knowledge_path(paths, project.folder_id)
+    files: list[Any] = []
+    if where.exists():
+        index = KnowledgeIndex(where)
+        try:
+            counts, files = index.counts(), index.files()
+        finally:
+            index.close()
+        state = "pending" if counts.pending else "indexed" if counts.files else "empty"
+        tally = {"total": counts.files, "indexed": counts.indexed, "skipped": counts.skipped, "pending": counts.pending}
+        pages, passages = counts.pages, counts.passages
+    else:
+        state = "not indexed" if project.sources else "empty"
+        tally, pages, passages = {"total": 0, "indexed": 0, "skipped": 0, "pending": 0}, 0, 0
+    return {
+        "id": project.folder_id,
+        "name": project.name,
+        "icon": project.icon,
+        "instructions": project.instructions,
+        "model": project.model,
+        "preset": project.preset,
+        "state": state,
+        "files": tally,
+        "pages": pages,
+        "passages": passages,
+        "sources": [
+            {"path": s.path, "kind": s.kind, "paused": s.paused, "from_import": s.from_import} for s in project.sources
+        ],
+        "skipped": [{"path": f.path, "reason": f.reason} for f in files if f.state == "skipped"],
+        "index": str(where),
+    }

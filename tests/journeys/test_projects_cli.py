@@ -1,0 +1,137 @@
+"""`ember-chat projects` and `ember-chat run --project` as a user runs them (real subprocesses, a data
+folder in tmp_path, real files indexed in child processes): a project made with its folder indexed at
+once, listed with its files, passages and skipped files; knowledge added and indexed again; an answer
+with the project's knowledge lists its sources in --json; mistakes are one line and exit status 2. And
+end to end with the real chat starter: 200 project files, one holding a made-up fact."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.helpers.cli import cli
+
+FACT = "The lighthouse keeper's parrot is named Captain Marmalade."
+
+
+def _folder(root: Path, files: dict[str, str]) -> Path:
+    root.mkdir(parents=True)
+    for name, text in files.items():
+        (root / name).write_text(text, encoding="utf-8")
+    return root
+
+
+def _listed(data: Path) -> list[dict[str, Any]]:
+    out = cli("projects", "list", "--json", data_dir=data)
+    assert out.returncode == 0, out.stderr
+    rows: list[dict[str, Any]] = json.loads(out.stdout)
+    return rows
+
+
+def _notes(n: int) -> dict[str, str]:
+    return {f"note{i:03}.txt": f"Note {i}: the ferry to island {i} leaves at {i % 12 + 1} o'clock." for i in range(n)}
+
+
+def test_a_project_is_made_indexed_listed_and_given_more_knowledge(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    docs = _folder(tmp_path / "docs", {**_notes(5), "keeper.md": f"# Keeper\n\n{FACT}\n", "bad.txt": ""})
+    (docs / "bad.txt").write_bytes(b"\x00\x01\x02binary\xff" * 100)
+    made = cli("projects", "new", "Harbour", "--folder", str(docs), "--instructions", "Be brief.", data_dir=data)
+    assert made.returncode == 0, made.stderr
+    assert "Made the project “Harbour” with 1 knowledge source(s)." in made.stdout
+    assert "Indexed “Harbour”: 6 files" in made.stderr and "skipped" in made.stderr and "bad.txt" in made.stderr
+    (row,) = _listed(data)
+    assert row["name"] == "Harbour" and row["instructions"] == "Be brief." and row["state"] == "indexed"
+    assert row["files"] == {"total": 7, "indexed": 6, "skipped": 1, "pending": 0} and row["passages"] == 6
+    assert row["sources"] == [{"path": str(docs), "kind": "folder", "paused": False, "from_import": False}]
+    ((skipped),) = row["skipped"]
+    assert skipped["path"] == str(docs / "bad.txt") and skipped["reason"]
+
+    more = _folder(tmp_path / "more", {"tides.txt": "High tide at noon."})
+    added = cli("projects", "add", "harbour", str(more), data_dir=data)  # (a name in another case)
+    assert added.returncode == 0, added.stderr
+    assert f"Added {more} to “Harbour”." in added.stdout and "1 read now" in added.stderr
+    (row,) = _listed(data)
+    assert row["files"]["indexed"] == 7 and len(row["sources"]) == 2
+
+    (docs / "note000.txt").unlink()
+    again = cli("projects", "index", "Harbour", data_dir=data)
+    assert again.returncode == 0 and "0 read now, 1 gone" in again.stderr
+    plain = cli("projects", "list", data_dir=data)
+    assert plain.returncode == 0 and plain.stdout.startswith("Harbour  (indexed: 6 files")
+
+
+def test_a_project_made_without_indexing_says_so(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    docs = _folder(tmp_path / "docs", _notes(2))
+    made = cli("projects", "new", "Later", "--folder", str(docs), "--no-index", data_dir=data)
+    assert made.returncode == 0 and "Indexed" not in made.stderr
+    (row,) = _listed(data)
+    assert row["state"] == "not indexed" and row["passages"] == 0
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["projects", "add", "Nope", "DOCS"], "There is no project named “Nope”"),
+        (["projects", "index", "Nope"], "There is no project named “Nope”"),
+        (["projects", "new", "P", "--folder", "MISSING"], "is not there"),
+        (["projects", "add", "Harbour", "MISSING"], "is not there"),
+        (["projects", "new", "Harbour"], "already exists"),
+        (["run", "--model", "MODEL", "--prompt", "x", "--project", "Nope"], "There is no project named “Nope”"),
+        (["run", "--model", "MODEL", "--prompt", "x", "--project", "Harbour", "--mode", "complete"], "--mode chat"),
+    ],
+)
+def test_mistakes_are_one_line_exit_2_and_change_nothing(
+    tmp_path: Path, tiny_model: Path, args: list[str], message: str
+) -> None:
+    data = tmp_path / "data"
+    docs = _folder(tmp_path / "docs", _notes(1))
+    assert cli("projects", "new", "Harbour", "--folder", str(docs), data_dir=data).returncode == 0
+    before = _listed(data)
+    swap = {"DOCS": str(docs), "MISSING": str(tmp_path / "missing"), "MODEL": str(tiny_model)}
+    out = cli(*[swap.get(a, a) for a in args], data_dir=data)
+    assert out.returncode == 2 and message in out.stderr, out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1 and out.stdout == ""
+    assert _listed(data) == before
+
+
+def test_run_with_a_project_answers_with_its_knowledge_and_lists_the_sources(tmp_path: Path, tiny_model: Path) -> None:
+    data = tmp_path / "data"
+    docs = _folder(tmp_path / "docs", {**_notes(20), "keeper.md": f"# Keeper\n\n{FACT}\n"})
+    assert cli("projects", "new", "Harbour", "--folder", str(docs), data_dir=data).returncode == 0
+    out = cli("run", "--model", str(tiny_model), "--project", "Harbour", "--prompt", "What is the parrot named?",
+              "--json", "--max-tokens", "8", "--ctx", "2048", "--threads", "1", data_dir=data)  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    line = json.loads(out.stdout.rstrip("\n").split("\n")[-1])
+    assert line["project"] == "Harbour" and line["knowledge"]["used"] == len(line["sources"]) >= 1
+    first = line["sources"][0]
+    assert first["n"] == 1 and first["file"] == str(docs / "keeper.md") and FACT in first["passage"]
+    assert first["page"] is None and isinstance(first["cited"], bool)
+    assert "passage" in out.stderr and "from “Harbour” in the prompt" in out.stderr
+
+
+@pytest.mark.slow
+def test_the_chat_starter_answers_from_one_of_200_project_files(tmp_path: Path, chat_starter_model: Path) -> None:
+    data = tmp_path / "data"
+    files = {
+        f"island{i:03}.md": f"# Island {i}\n\nThe ferry to island {i} leaves the harbour at {i % 12 + 1} o'clock. "
+        f"The island has {i % 7 + 2} wells and a chapel built in {1700 + i}."
+        for i in range(199)
+    }
+    files["keeper.md"] = f"# The lighthouse keeper\n\n{FACT} He feeds it mango every morning.\n"
+    docs = _folder(tmp_path / "docs", files)
+    made = cli("projects", "new", "Islands", "--folder", str(docs), data_dir=data)
+    assert made.returncode == 0 and "Indexed “Islands”: 200 files" in made.stderr, made.stderr
+    question = "What is the name of the lighthouse keeper's parrot?"
+    out = cli("run", "--model", str(chat_starter_model), "--project", "Islands", "--prompt", question, "--json",
+              "--temperature", "0", "--max-tokens", "48", data_dir=data)  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    *answer, last = out.stdout.rstrip("\n").split("\n")
+    line = json.loads(last)
+    files_given = [s["file"] for s in line["sources"]]
+    assert str(docs / "keeper.md") in files_given  # the fact's passage is among the sources given
+    print("answer:", "\n".join(answer), "| sources:", [Path(f).name for f in files_given])
