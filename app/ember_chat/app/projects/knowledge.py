@@ -14,6 +14,7 @@ signals. `close()` stops every run and watcher (the window's close); `join()` wa
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,6 +30,7 @@ from ember_chat.engine.projects.records import KnowledgeSource, ProjectStore
 from ember_chat.engine.projects.watch import DEFAULT_INTERVAL_S, Changes, KnowledgeWatcher
 
 INDEX_FILE = "knowledge.sqlite3"  # in the project's folder (ProjectStore.knowledge_folder)
+PROGRESS_EVERY_S = 0.1  # a run's progress is said at most this often (and at its end)
 WATCH_COLLECT_MS = 1000  # how often the GUI thread looks for what the watchers saw change
 
 
@@ -107,7 +109,7 @@ class ProjectKnowledge(QObject):
             try:
                 for source_id in {f.source_id for f in knowledge.files()} - known:
                     knowledge.drop_source(source_id)  # (removed from the project: its passages go)
-                return Indexer(knowledge, sources).run(report, stop.is_set)
+                return Indexer(knowledge, sources).run(_every(report, PROGRESS_EVERY_S), stop.is_set)
             finally:
                 knowledge.close()
 
@@ -253,3 +255,17 @@ class ProjectKnowledge(QObject):
         for thread in self._threads:
             thread.join(timeout)
         return not any(t.is_alive() for t in self._threads)
+
+
+def _every(report: Callable[[IndexProgress], None], seconds: float) -> Callable[[IndexProgress], None]:
+    """`report`, called at most every `seconds` (the GUI thread shows a run of small files in batches,
+    not a label set a thousand times), and always for the run's last word (no file being read)."""
+    last = [0.0]
+
+    def throttled(progress: IndexProgress) -> None:
+        now = time.monotonic()
+        if progress.current is None or now - last[0] >= seconds:
+            last[0] = now
+            report(progress)
+
+    return throttled
