@@ -189,7 +189,7 @@ def main(out_dir: str) -> int:
         at("project-settings-dark")  # a project's settings: its knowledge indexed, a skipped file (issue 34)
         thesis = data.project(window.store, home / "Thesis documents")
         window.chats.reload_conversations()
-        knowledge = window.projects.knowledge
+        knowledge = window.projects.indexing
         knowledge.run(thesis)
         yield lambda: not knowledge.running(thesis)
         window.projects.open_settings(thesis)

@@ -17,12 +17,16 @@ from pytestqt.qtbot import QtBot
 from ember_chat.app.projects.actions import DEFAULT_ICON
 from ember_chat.app.projects.dialog import ProjectSettingsDialog
 from ember_chat.app.shell.main_window import MainWindow
+from ember_chat.engine.projects.embedder import model_identity
+from ember_chat.engine.projects.index import KnowledgeIndex
 from ember_chat.engine.projects.records import ProjectStore
+from ember_chat.engine.storage.paths import AppPaths
 from ember_chat.engine.storage.preset_records import Preset
 from ember_chat.engine.storage.project_tables import insert_source
 from ember_chat.engine.storage.rows import transaction
 from ember_chat.engine.tools.builtin import BUILTIN_SOURCE
 from tests.helpers.chat_list import menu_grab
+from tests.helpers.gguf_factory import write_word_bert
 from tests.helpers.tools_window_support import LoopProbe
 from tests.helpers.window import send
 
@@ -54,7 +58,7 @@ def _dialog(w: MainWindow) -> ProjectSettingsDialog:
 
 def _indexed(qtbot: QtBot, w: MainWindow, folder_id: int) -> None:
     """Wait for the run under way (or about to start) to end, then for the dialog's state to be read."""
-    k = w.projects.knowledge
+    k = w.projects.indexing
     qtbot.waitUntil(lambda: not k.running(folder_id) and not w.tasks.busy, timeout=WAIT_MS)  # (and the state read)
 
 
@@ -164,13 +168,13 @@ def test_knowledge_is_indexed_off_the_gui_thread_with_skipped_files_and_their_re
     (docs / "notes.txt").write_text("Meeting notes: the survey starts in May.\n")
     (docs / "broken.txt").write_bytes(bytes(range(256)) * 64)  # binary under a text name: skipped
     w = make_window()
-    w.projects.knowledge.watch_interval_s = 0.2
+    w.projects.indexing.watch_interval_s = 0.2
     project = w.projects.new_project("Rivers")
     assert project is not None
     dialog = _dialog(w)
     panel = dialog.knowledge
     progress: list[int] = []
-    w.projects.knowledge.progress.connect(lambda _fid, p: progress.append(p.files_done))
+    w.projects.indexing.progress.connect(lambda _fid, p: progress.append(p.files_done))
     panel.add_paths([str(docs)])
     _indexed(qtbot, w, project.folder_id)
     assert progress  # said while it ran, on the GUI thread
@@ -295,3 +299,39 @@ def test_the_window_never_stalls_while_1000_files_index(
     assert "1,000 files" in panel.sources.topLevelItem(0).text(1)
     print(f"longest stall while 1,000 files indexed: {probe.longest_gap_ms:.1f} ms")
     assert probe.longest_gap_ms < 250, probe.longest_gap_ms  # (≤ 50 ms is the budget; a shared CI core is noisy)
+
+
+def test_an_embedding_model_chosen_for_the_knowledge_embeds_its_passages(
+    qtbot: QtBot, make_window: Callable[..., MainWindow], tmp_path: Path, paths: AppPaths
+) -> None:
+    words = {"▁heron": "bird", "▁egret": "bird", "▁river": "water", "▁the": ""}
+    model = write_word_bert(paths.default_models_dir / "words.gguf", words)
+    docs = tmp_path / "birds"
+    docs.mkdir()
+    (docs / "herons.txt").write_text("the heron by the river\n")
+    w = make_window()
+    project = w.projects.new_project("Birds")
+    assert project is not None
+    panel = _dialog(w).knowledge
+    panel.add_paths([str(docs)])
+    _indexed(qtbot, w, project.folder_id)
+    assert panel.embedding.currentData() is None  # none at first: words only
+    panel.embedding.setCurrentIndex(panel.embedding.findData("words.gguf"))
+    panel.embedding.activated.emit(panel.embedding.currentIndex())  # (as the user's choice does)
+    assert ProjectStore(w.store).project(project.folder_id).embedding_model == "words.gguf"
+    _indexed(qtbot, w, project.folder_id)
+    index = KnowledgeIndex(w.projects.indexing.index_path(project.folder_id))
+    try:
+        assert index.vectors_for(model_identity(model)) is not None
+    finally:
+        index.close()
+    assert not w.projects.indexing.problems[project.folder_id]
+
+    # a model that cannot be loaded is said; the passages stay, found by their words
+    (paths.default_models_dir / "broken.gguf").write_bytes(b"GGUF\x03\x00\x00\x00" + b"\x00" * 64)
+    ProjectStore(w.store).update(project.folder_id, embedding_model="broken.gguf")
+    w.projects.indexing.run(project.folder_id)
+    _indexed(qtbot, w, project.folder_id)
+    assert "broken.gguf could not be loaded" in " ".join(w.projects.indexing.problems[project.folder_id])
+    assert "broken.gguf could not be loaded" in panel.progress_text.text()
+    assert "1 files" in panel.sources.topLevelItem(0).text(1)

@@ -2,7 +2,7 @@
 settings…, and a new chat started while a project (or a chat in it) is selected: it goes into that project
 when its first message makes it, and starts with the project's defaults (its preset, context length and
 model when installed; its tools once made). Deleting a project's folder asks first (chat_list/organise.py);
-its knowledge is kept current by `self.knowledge` (knowledge.py).
+its knowledge is kept current by `self.indexing` (indexing.py).
 
 Built from the AppContext and callables for what it asks of the rest of the window (what the chat list
 has selected, the chat shown, the presets and a new chat's panel set from one, the models installed and
@@ -20,7 +20,7 @@ from PySide6.QtWidgets import QDialog, QInputDialog, QWidget
 
 from ember_chat.app.context import AppContext
 from ember_chat.app.projects.dialog import ProjectSettingsDialog
-from ember_chat.app.projects.knowledge import ProjectKnowledge
+from ember_chat.app.projects.indexing import ProjectIndexing
 from ember_chat.engine.core.states import ModelState
 from ember_chat.engine.errors import EmberError
 from ember_chat.engine.projects.records import Project, ProjectStore
@@ -60,7 +60,7 @@ class WindowProjects(QObject):
         self._tool_sources = tool_sources
         self._reload = reload
         self.dialog_parent = dialog_parent
-        self.knowledge = ProjectKnowledge(ctx, self.store, self)
+        self.indexing = ProjectIndexing(ctx, self.store, self)
         self.settings_dialog: ProjectSettingsDialog | None = None  # while open (and for tests)
         self.question: QDialog | None = None  # the name asked for a new project, while open
         self.new_chat_folder: int | None = None  # where the new chat on screen goes when made
@@ -127,13 +127,13 @@ class WindowProjects(QObject):
         forgotten (the files on disk are not touched)."""
         try:
             name = self.store.project(folder_id).name
-            self.knowledge.pause(folder_id)
-            self.knowledge.unwatch(folder_id)
+            self.indexing.pause(folder_id)
+            self.indexing.unwatch(folder_id)
             self.store.unmake(folder_id)
         except EmberError as exc:
             self.ctx.notifier.show_error(str(exc))
             return
-        self.knowledge.paused.discard(folder_id)
+        self.indexing.paused.discard(folder_id)
         if self.settings_dialog is not None and self.settings_dialog.folder_id == folder_id:
             self.settings_dialog.reject()
         self._reload()
@@ -159,7 +159,7 @@ class WindowProjects(QObject):
         tools = self._tool_sources()
         dialog = ProjectSettingsDialog(
             self.store,
-            self.knowledge,
+            self.indexing,
             project,
             models=self._models(),
             presets=self._presets(),
@@ -233,14 +233,14 @@ class WindowProjects(QObject):
     def start(self) -> None:
         """At launch: each project's knowledge brought up to date and watched."""
         try:
-            self.knowledge.watch_all()
+            self.indexing.watch_all()
         except (EmberError, sqlite3.Error) as exc:
             self.ctx.notifier.show_error(str(exc))
 
     def close(self) -> None:
         if self.settings_dialog is not None:
             self.settings_dialog.close()
-        self.knowledge.close()
+        self.indexing.close()
 
     def join(self, timeout: float | None = None) -> bool:
-        return self.knowledge.join(timeout)
+        return self.indexing.join(timeout)

@@ -24,7 +24,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ember_chat.app.projects.knowledge import ProjectKnowledge
+from ember_chat.app.projects.indexing import ProjectIndexing
 from ember_chat.app.projects.knowledge_panel import KnowledgePanel
 from ember_chat.engine.errors import EmberError
 from ember_chat.engine.projects.records import Project, ProjectStore
@@ -39,7 +39,7 @@ class ProjectSettingsDialog(QDialog):
     def __init__(
         self,
         projects: ProjectStore,
-        knowledge: ProjectKnowledge,
+        indexing: ProjectIndexing,
         project: Project,
         *,
         models: Sequence[str],
@@ -56,7 +56,7 @@ class ProjectSettingsDialog(QDialog):
         self.tabs = QTabWidget()
         self.tabs.addTab(self._general(project), self.tr("General"))
         self.tabs.addTab(self._defaults(project, models, presets, tool_sources), self.tr("Defaults"))
-        self.knowledge = KnowledgePanel(projects, knowledge, project.folder_id)
+        self.knowledge = KnowledgePanel(projects, indexing, project.folder_id, models)
         self.tabs.addTab(self.knowledge, self.tr("Knowledge"))
         if any(s.from_import for s in project.sources):  # (a path waits for the user's check)
             self.tabs.setCurrentWidget(self.knowledge)

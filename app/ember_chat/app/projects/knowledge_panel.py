@@ -3,7 +3,7 @@ passages, the files skipped and why), added (Add folder…, Add files…), remov
 on disk are never touched), paused and resumed; a path that came with an imported chat shows paused, with
 a warning, until the user confirms it. Below, the indexing's progress and its Pause/Resume.
 
-It acts through the ProjectStore (the list) and ProjectKnowledge (the runs, and what the index holds,
+It acts through the ProjectStore (the list) and ProjectIndexing (the runs, and what the index holds,
 read off the GUI thread); it opens no file itself."""
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (
     QAbstractItemView,
+    QComboBox,
     QDialog,
     QDialogButtonBox,
     QFileDialog,
@@ -28,7 +29,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ember_chat.app.projects.knowledge import KnowledgeState, ProjectKnowledge, SourceState
+from ember_chat.app.projects.indexing import KnowledgeState, ProjectIndexing, SourceState
 from ember_chat.engine.errors import EmberError
 from ember_chat.engine.projects.indexer import IndexProgress, IndexRun
 from ember_chat.engine.projects.records import KnowledgeSource, ProjectStore
@@ -38,11 +39,17 @@ SOURCE_ID = Qt.ItemDataRole.UserRole
 
 class KnowledgePanel(QWidget):
     def __init__(
-        self, projects: ProjectStore, knowledge: ProjectKnowledge, folder_id: int, parent: QWidget | None = None
+        self,
+        projects: ProjectStore,
+        indexing: ProjectIndexing,
+        folder_id: int,
+        models: Sequence[str] = (),
+        parent: QWidget | None = None,
     ) -> None:
+        """`models`: the models installed, offered as the project's embedding model."""
         super().__init__(parent)
         self.projects = projects
-        self.knowledge = knowledge
+        self.indexing = indexing
         self.folder_id = folder_id
         self.state = KnowledgeState()
         self.picker: QFileDialog | None = None  # Add folder… / Add files…, while open
@@ -92,6 +99,20 @@ class KnowledgePanel(QWidget):
         self.progress_bar.setAccessibleName(self.tr("Indexing progress"))
         self.pause_indexing = QPushButton()
         self.pause_indexing.clicked.connect(self.toggle_indexing)
+        self.embedding = QComboBox()
+        self.embedding.addItem(self.tr("None: passages are found by their words (BM25)"), None)
+        current = self._embedding_model()
+        for name in dict.fromkeys([*models, *([current] if current else [])]):
+            self.embedding.addItem(name, name)
+        self.embedding.setCurrentIndex(max(0, self.embedding.findData(current)) if current else 0)
+        self.embedding.setAccessibleName(self.tr("Embedding model"))
+        self.embedding.setAccessibleDescription(
+            self.tr("A model that finds passages by meaning too; the passages are embedded again when it changes")
+        )
+        self.embedding.activated.connect(self._embedding_chosen)
+        ranked = QHBoxLayout()
+        ranked.addWidget(QLabel(self.tr("Embedding model:")))
+        ranked.addWidget(self.embedding, 1)
         run = QHBoxLayout()
         run.addWidget(self.progress_text, 1)
         run.addWidget(self.pause_indexing)
@@ -99,12 +120,13 @@ class KnowledgePanel(QWidget):
         layout.addWidget(note)
         layout.addWidget(self.sources, 1)
         layout.addLayout(buttons)
+        layout.addLayout(ranked)
         layout.addLayout(run)
         layout.addWidget(self.progress_bar)
-        knowledge.progress.connect(self._on_progress)
-        knowledge.run_changed.connect(self._on_run_changed)
-        knowledge.finished.connect(self._on_finished)
-        knowledge.failed.connect(self._on_failed)
+        indexing.progress.connect(self._on_progress)
+        indexing.run_changed.connect(self._on_run_changed)
+        indexing.finished.connect(self._on_finished)
+        indexing.failed.connect(self._on_failed)
         self.refresh()
 
     # ----- the list
@@ -117,7 +139,7 @@ class KnowledgePanel(QWidget):
     def refresh(self) -> None:
         """The list as the store has it, with what the index held when last read; the index read again."""
         self._fill()
-        self.knowledge.read_state(self.folder_id, self._state_read, self)
+        self.indexing.read_state(self.folder_id, self._state_read, self)
         self._show_run()
 
     def _state_read(self, state: KnowledgeState) -> None:
@@ -146,7 +168,7 @@ class KnowledgePanel(QWidget):
             said = self.tr("Paused")
             return said if not s.files else said + " · " + self._counts(s)
         if not s.files:
-            running = self.knowledge.running(self.folder_id)
+            running = self.indexing.running(self.folder_id)
             return self.tr("Indexing…") if running else self.tr("Not indexed yet")
         return self._counts(s)
 
@@ -177,6 +199,21 @@ class KnowledgePanel(QWidget):
         self.pause_source.setEnabled(bool(plain))
         self.pause_source.setText(self.tr("Resume") if plain and all(s.paused for s in plain) else self.tr("Pause"))
         self.show_skipped.setEnabled(any(s.skipped for s in self.state.sources.values()))
+
+    def _embedding_model(self) -> str | None:
+        try:
+            return self.projects.project(self.folder_id).embedding_model
+        except EmberError:
+            return None
+
+    def _embedding_chosen(self) -> None:
+        """Saved at once, as the list is; the index's passages are embedded with it (off the GUI thread)."""
+        try:
+            self.projects.update(self.folder_id, embedding_model=self.embedding.currentData())
+        except EmberError as exc:
+            self._said(str(exc))
+            return
+        self._changed()
 
     # ----- what the buttons do
     def _pick_folder(self) -> None:
@@ -232,8 +269,8 @@ class KnowledgePanel(QWidget):
     def _changed(self) -> None:
         """The sources changed: the index follows (a run, the watcher), the list shows it."""
         if any(not s.paused for s in self.listed()):
-            self.knowledge.watch(self.folder_id)
-        self.knowledge.run(self.folder_id)
+            self.indexing.watch(self.folder_id)
+        self.indexing.run(self.folder_id)
         self.refresh()
 
     def _said(self, text: str) -> None:
@@ -241,13 +278,13 @@ class KnowledgePanel(QWidget):
 
     # ----- the indexing
     def toggle_indexing(self) -> None:
-        if self.folder_id in self.knowledge.paused:
-            self.knowledge.resume(self.folder_id)
+        if self.folder_id in self.indexing.paused:
+            self.indexing.resume(self.folder_id)
         else:
-            self.knowledge.pause(self.folder_id)
+            self.indexing.pause(self.folder_id)
 
     def _show_run(self) -> None:
-        k, fid = self.knowledge, self.folder_id
+        k, fid = self.indexing, self.folder_id
         paused = fid in k.paused
         self.pause_indexing.setText(self.tr("Resume indexing") if paused else self.tr("Pause indexing"))
         self.pause_indexing.setEnabled(paused or k.running(fid))
@@ -290,7 +327,7 @@ class KnowledgePanel(QWidget):
                     read=f"{result.read:,}", skipped=f"{result.skipped:,}", dropped=f"{result.dropped:,}"
                 )
             )
-        self.knowledge.read_state(self.folder_id, self._state_read, self)
+        self.indexing.read_state(self.folder_id, self._state_read, self)
 
     def _on_failed(self, folder_id: int, reason: str) -> None:
         if folder_id == self.folder_id:

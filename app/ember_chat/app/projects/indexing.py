@@ -1,6 +1,7 @@
-"""A project's knowledge kept current in the window (`window.projects.knowledge`): the engine's indexer
-(engine/projects/indexer.py: incremental, each file read in a child process) run off the GUI thread for
-one project at a time per project, with its progress (files, pages, passages) said on the GUI thread;
+"""A project's knowledge kept current in the window (`window.projects.indexing`): the engine's indexer
+(engine/projects/indexer.py: incremental, each file read in a child process; the passages embedded with
+the project's embedding model when it has one, loaded for the run) run off the GUI thread, one run at a
+time per project, with its progress (files, pages, passages) said on the GUI thread;
 pausing stops the run between files (or kills the read under way), resuming runs it again (it goes on
 where it stopped: only new or changed files are read). A watcher (engine/projects/watch.py: stat-only
 polls) per project with knowledge to watch runs the indexer again when files are added, changed or
@@ -24,6 +25,8 @@ from PySide6.QtCore import QObject, QTimer, Signal
 from ember_chat.app.context import AppContext
 from ember_chat.app.engine_link.gui_mailbox import GuiMailbox
 from ember_chat.engine.errors import EmberError
+from ember_chat.engine.models.library import ModelLibrary
+from ember_chat.engine.projects.embedder import GGUFEmbedder
 from ember_chat.engine.projects.index import PENDING, SKIPPED, KnowledgeIndex
 from ember_chat.engine.projects.indexer import Indexer, IndexProgress, IndexRun
 from ember_chat.engine.projects.records import KnowledgeSource, ProjectStore
@@ -54,7 +57,7 @@ class KnowledgeState:
     sources: dict[int, SourceState] = field(default_factory=dict)
 
 
-class ProjectKnowledge(QObject):
+class ProjectIndexing(QObject):
     progress = Signal(int, object)  # folder id, IndexProgress (GUI thread)
     run_changed = Signal(int)  # folder id: a run started, ended or was paused
     finished = Signal(int, object)  # folder id, IndexRun of a run that ended (stopped or not)
@@ -101,17 +104,23 @@ class ProjectKnowledge(QObject):
         sources = [s for s in project.sources if not s.paused]
         known = {s.id for s in project.sources}
         path = self.index_path(folder_id)
+        embedding, library = project.embedding_model, self.ctx.library
         stop = threading.Event()
         self._stops[folder_id] = stop
 
         def index(report: Callable[[IndexProgress], None]) -> IndexRun:
+            embedder, problem = _embedder(library, embedding)
             knowledge = KnowledgeIndex(path)
             try:
                 for source_id in {f.source_id for f in knowledge.files()} - known:
                     knowledge.drop_source(source_id)  # (removed from the project: its passages go)
-                return Indexer(knowledge, sources).run(_every(report, PROGRESS_EVERY_S), stop.is_set)
+                run = Indexer(knowledge, sources, embedder=embedder).run(_every(report, PROGRESS_EVERY_S), stop.is_set)
+                run.embedding_problem = run.embedding_problem or problem
+                return run
             finally:
                 knowledge.close()
+                if embedder is not None:
+                    embedder.close()
 
         self.ctx.tasks.run_reporting(
             index,
@@ -147,6 +156,8 @@ class ProjectKnowledge(QObject):
             self.failed.emit(folder_id, reason)
         else:
             self.problems[folder_id] = [f"{p.path}: {p.reason}" for p in result.problems]
+            if result.embedding_problem:
+                self.problems[folder_id].append(result.embedding_problem)
             self.results[folder_id] = result
             self.finished.emit(folder_id, result)
         self.run_changed.emit(folder_id)
@@ -269,3 +280,16 @@ def _every(report: Callable[[IndexProgress], None], seconds: float) -> Callable[
             report(progress)
 
     return throttled
+
+
+def _embedder(library: ModelLibrary, name: str | None) -> tuple[GGUFEmbedder | None, str | None]:
+    """The project's embedding model loaded for this run (None: none chosen, or it cannot be loaded,
+    then with the sentence saying so: the passages are ranked by their words meanwhile)."""
+    if not name:
+        return None, None
+    try:
+        return GGUFEmbedder(library.resolve(name)), None
+    except (EmberError, OSError, ValueError, RuntimeError) as exc:
+        return None, (
+            f"The embedding model {name} could not be loaded ({exc}); passages are found by their words until it can."
+        )
