@@ -14,6 +14,7 @@ from ember_chat.engine.core.params import LoadConfig
 from ember_chat.engine.inference.service.engine import EngineService
 from ember_chat.engine.serve.config import ServerConfig
 from ember_chat.engine.serve.file_reading import TURN_WAIT_S
+from ember_chat.engine.serve.projects_option import ServedProjects
 from ember_chat.engine.serve.server import ApiServer
 
 
@@ -24,15 +25,18 @@ def served_client(
     timeout_s: float,
     limits: Limits = DEFAULT_LIMITS,
     file_turn_wait_s: float = TURN_WAIT_S,
+    projects: ServedProjects | None = None,
 ) -> Iterator[openai.OpenAI]:
     """Load `config` as `name`, serve it on 127.0.0.1 (a free port) and yield a client for it; the
     server and the engine are stopped afterwards. `limits`: the server's for a request's files;
-    `file_turn_wait_s`: how long a file waits for a free reader before a 503."""
+    `file_turn_wait_s`: how long a file waits for a free reader before a 503; `projects`: those a
+    request's `ember.project` may name."""
     service = EngineService()
     server = None
     try:
         load_blocking(service, config, name)
-        server = ApiServer(service, ServerConfig(port=0, attachment_limits=limits, file_turn_wait_s=file_turn_wait_s))
+        config = ServerConfig(port=0, attachment_limits=limits, file_turn_wait_s=file_turn_wait_s)
+        server = ApiServer(service, config, projects=projects)
         server.start()
         with openai.OpenAI(base_url=server.url, api_key="unused", max_retries=0, timeout=timeout_s) as client:
             yield client

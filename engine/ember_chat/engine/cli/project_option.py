@@ -8,14 +8,13 @@ from typing import Any
 from ember_chat.engine.errors import EmberError
 from ember_chat.engine.inference.events import KnowledgeUsed
 from ember_chat.engine.projects.citations import cited
-from ember_chat.engine.projects.turn import ProjectKnowledge
+from ember_chat.engine.projects.turn import ProjectKnowledge, knowledge_json, project_named
 from ember_chat.engine.storage.paths import AppPaths
 
 
 def open_project(paths: AppPaths, name: str) -> ProjectKnowledge:
     """The knowledge of the project named `name` (EmberError with a sentence when there is none); says on
     stderr when its index holds no passage yet."""
-    from ember_chat.engine.cli.projects import project_named
     from ember_chat.engine.projects.records import ProjectStore
     from ember_chat.engine.storage.conversations import ConversationStore
 
@@ -34,18 +33,11 @@ def open_project(paths: AppPaths, name: str) -> ProjectKnowledge:
 
 
 def knowledge_report(name: str, used: KnowledgeUsed | None, answer: str) -> dict[str, Any]:
-    """The --json line's `project` and `sources` (each: n, file, page, passage, and whether the answer
-    cites it with [n])."""
+    """The --json line's `project`, `knowledge` and `sources` (each: n, file, page, seq, passage_id,
+    passage, and whether the answer cites it with [n])."""
     if used is None:
         return {"project": name, "sources": []}
+    report = knowledge_json(used)
     markers = cited(answer, len(used.sources))
-    return {
-        "project": name,
-        "knowledge": {"retrieved": used.retrieved, "used": len(used.sources), "left_out": used.left_out,
-                      "budget_tokens": used.budget_tokens},
-        "sources": [
-            {"n": s.n, "file": s.file_path, "page": s.page, "seq": s.seq, "passage_id": s.passage_id,
-             "passage": s.text, "cited": s.n in markers}
-            for s in used.sources
-        ],
-    }  # fmt: skip
+    report["sources"] = [{**s, "cited": s["n"] in markers} for s in report["sources"]]
+    return report

@@ -1,5 +1,5 @@
 """`ember-chat projects new|add|list|index`: the window's projects (the same data folder: EMBER_DATA_DIR or
-the platform's) from a terminal, and `project_named` for `ember-chat run --project NAME`.
+the platform's) from a terminal.
 
 `new` and `add` index the knowledge at once (`--no-index`: later, with `projects index` or the window),
 so a project made here answers from its files straight away. Indexing reads each file in a child
@@ -73,18 +73,6 @@ def run(args: argparse.Namespace, paths: AppPaths) -> int:
         store.close()
 
 
-def project_named(projects: ProjectStore, name: str) -> Project:
-    """The project of this name (exactly, else ignoring case); EmberError with a sentence when none or several."""
-    every = projects.projects()
-    found = [p for p in every if p.name == name] or [p for p in every if p.name.casefold() == name.casefold()]
-    if not found:
-        known = ", ".join(f"“{p.name}”" for p in every) or "none yet"
-        raise EmberError(f"There is no project named “{name}” (projects: {known}).")
-    if len(found) > 1:
-        raise EmberError(f"Several projects are named “{name}”; rename one in the window first.")
-    return found[0]
-
-
 def _new(args: argparse.Namespace, projects: ProjectStore, paths: AppPaths) -> int:
     if any(p.name == args.name for p in projects.projects()):
         raise EmberError(f"A project named “{args.name}” already exists; add knowledge with `projects add`.")
@@ -104,6 +92,8 @@ def _new(args: argparse.Namespace, projects: ProjectStore, paths: AppPaths) -> i
 
 
 def _add(args: argparse.Namespace, projects: ProjectStore, paths: AppPaths) -> int:
+    from ember_chat.engine.projects.turn import project_named
+
     project = project_named(projects, args.name)
     _checked_path(args.path)
     try:
@@ -117,6 +107,8 @@ def _add(args: argparse.Namespace, projects: ProjectStore, paths: AppPaths) -> i
 
 
 def _index(args: argparse.Namespace, projects: ProjectStore, paths: AppPaths) -> int:
+    from ember_chat.engine.projects.turn import project_named
+
     project = project_named(projects, args.name)
     if not any(not s.paused for s in project.sources):
         raise EmberError(f"“{project.name}” has no knowledge to index; add a folder with `projects add`.")

@@ -32,6 +32,7 @@ from ember_chat.engine.inference.pool.pool import DEFAULT_TTL_S, ModelPool
 from ember_chat.engine.inference.service.engine import EngineService
 from ember_chat.engine.models.library import ModelLibrary
 from ember_chat.engine.serve.config import DEFAULT_PORT, ServerConfig
+from ember_chat.engine.serve.projects_option import ServedProjects
 from ember_chat.engine.serve.server import ApiServer
 from ember_chat.engine.storage.connections import ConnectionStore
 from ember_chat.engine.storage.paths import AppPaths
@@ -150,7 +151,8 @@ def run(args: argparse.Namespace) -> int:
         def preset() -> Preset | None:
             return library.get(fixed) if fixed is not None else library.model_default(key)
 
-    server = ApiServer(service, config, preset=preset, pool=pool)
+    projects = ServedProjects(paths)  # (a request's `"ember": {"project": NAME}`: the window's projects)
+    server = ApiServer(service, config, preset=preset, pool=pool, projects=projects)
     stop = threading.Event()
 
     def on_signal(_sig: int, _frame: FrameType | None) -> None:
@@ -179,6 +181,7 @@ def run(args: argparse.Namespace) -> int:
             pool.close()
         server.stop()
         service.close()
+        projects.close()
         close_snapshot_store(snapshots)
     return 0
 

@@ -115,6 +115,7 @@ class EmberOptions:
 
     trim_history: bool = False  # leave the oldest messages out, as the window does
     speculative: str | None = None  # one of SPECULATIVE_MODES; None: the server's default (serve --speculative)
+    project: str | None = None  # answer in this project (its instructions and knowledge): a chat request's
 
 
 _EMBER_OPTIONS = tuple(f.name for f in fields(EmberOptions))
@@ -139,7 +140,10 @@ def ember_options(raw: Any) -> EmberOptions:
         raise ApiError(
             400, f"ember.speculative must be one of {allowed}, got {speculative!r}.", param="ember.speculative"
         )
-    return EmberOptions(trim_history=trim, speculative=speculative)
+    project = raw.get("project")
+    if project is not None and (not isinstance(project, str) or not project.strip()):
+        raise ApiError(400, "ember.project must be a project's name.", param="ember.project")
+    return EmberOptions(trim_history=trim, speculative=speculative, project=project)
 
 
 def logprobs_wanted(kind: str, body: dict[str, Any]) -> int | None:

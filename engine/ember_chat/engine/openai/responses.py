@@ -110,12 +110,15 @@ class ResponseBuilder:
         self.created = int(time.time())
         self._thinking: dict[int, ThinkingStream] = {}  # per choice: thinking goes out as reasoning_content
         self.attachments: list[dict[str, Any]] | None = None  # how the request's files were used (`ember`)
+        self.knowledge: dict[str, Any] | None = None  # a project's passages given (`ember`: project, sources…)
         self._offset = 0  # the completions API's text_offset of the next logprobs entry (per choice)
 
     def _ember(self, metrics: Figures | None) -> dict[str, Any] | None:
         ember = metrics.to_dict() if metrics else None
         if self.attachments is not None:
             ember = {**(ember or {}), "attachments": self.attachments}
+        if self.knowledge is not None:
+            ember = {**(ember or {}), **self.knowledge}
         return ember
 
     def _base(self) -> dict[str, Any]:

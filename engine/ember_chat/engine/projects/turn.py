@@ -8,11 +8,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
+from ember_chat.engine.core.messages import ChatMessage
+from ember_chat.engine.errors import StoreError
+from ember_chat.engine.inference.events import CitedPassage, KnowledgeUsed
 from ember_chat.engine.inference.prompt.knowledge import KnowledgeFit
 from ember_chat.engine.projects.citations import knowledge_block, sources
 from ember_chat.engine.projects.index import KnowledgeIndex, knowledge_path
-from ember_chat.engine.projects.records import Project
+from ember_chat.engine.projects.records import Project, ProjectStore
 from ember_chat.engine.projects.retrieval import Embed, Hit, Rerank, retrieve
 from ember_chat.engine.storage.paths import AppPaths
 
@@ -23,6 +27,45 @@ def project_system(instructions: str, system: str) -> str:
     """A project chat's system prompt: the project's instructions, a blank line, the chat's own (a
     preset's); either alone when the other is empty."""
     return "\n\n".join(part for part in (instructions.strip(), system.strip()) if part)
+
+
+def project_named(projects: ProjectStore, name: str) -> Project:
+    """The project of this name (exactly, else ignoring case); StoreError with a sentence when none or several."""
+    every = projects.projects()
+    found = [p for p in every if p.name == name] or [p for p in every if p.name.casefold() == name.casefold()]
+    if not found:
+        known = ", ".join(f"“{p.name}”" for p in every) or "none yet"
+        raise StoreError(f"There is no project named “{name}” (projects: {known}).")
+    if len(found) > 1:
+        raise StoreError(f"Several projects are named “{name}”; rename one in the window first.")
+    return found[0]
+
+
+def with_instructions(messages: list[ChatMessage], instructions: str) -> list[ChatMessage]:
+    """The messages with the project's instructions before the system prompt (project_system): in the
+    first message when it is the system's, else in a system message put first."""
+    if not instructions.strip():
+        return messages
+    if messages and messages[0].role == "system":
+        return [ChatMessage("system", project_system(instructions, messages[0].content)), *messages[1:]]
+    return [ChatMessage("system", project_system(instructions, "")), *messages]
+
+
+def source_json(source: CitedPassage) -> dict[str, Any]:
+    """A source as the API's `ember.sources` and the CLI's --json `sources` give it."""
+    return {"n": source.n, "file": source.file_path, "page": source.page, "seq": source.seq,
+            "passage_id": source.passage_id, "passage": source.text}  # fmt: skip
+
+
+def knowledge_json(used: KnowledgeUsed) -> dict[str, Any]:
+    """What an answer's JSON says of its project's knowledge: `project`, `knowledge` (passages retrieved,
+    used, left out for the context, the budget) and `sources`."""
+    return {
+        "project": used.name,
+        "knowledge": {"retrieved": used.retrieved, "used": len(used.sources), "left_out": used.left_out,
+                      "budget_tokens": used.budget_tokens, "estimated": used.estimated},
+        "sources": [source_json(s) for s in used.sources],
+    }  # fmt: skip
 
 
 def fitted(hits: list[Hit], budget: int, count: Callable[[str], int]) -> list[Hit]:
@@ -78,4 +121,13 @@ class ProjectKnowledge:
         self.index.close()
 
 
-__all__ = ["CANDIDATES", "ProjectKnowledge", "fitted", "project_system"]
+__all__ = [
+    "CANDIDATES",
+    "ProjectKnowledge",
+    "fitted",
+    "knowledge_json",
+    "project_named",
+    "project_system",
+    "source_json",
+    "with_instructions",
+]

@@ -18,6 +18,7 @@ from typing import Any
 from ember_chat.engine.attachments.store import temporary_store
 from ember_chat.engine.core.logprobs import TokenLogprob
 from ember_chat.engine.errors import QueueFull
+from ember_chat.engine.inference.prompt.knowledge import TurnKnowledge
 from ember_chat.engine.inference.service.engine import EngineService, GenerationRequest
 from ember_chat.engine.openai.api_error import ApiError
 from ember_chat.engine.openai.responses import ResponseBuilder, Sample
@@ -65,7 +66,8 @@ class Answerer:
         self._stream = stream
         self._client_gone = client_gone
 
-    def answer(self, req: ApiRequest, out: ResponseBuilder) -> None:
+    def answer(self, req: ApiRequest, out: ResponseBuilder, knowledge: TurnKnowledge | None = None) -> None:
+        """`knowledge`: a project's, for a chat request that named one (`ember.project`)."""
         service = self._service
         with contextlib.ExitStack() as stack:
             messages, store = req.messages, None
@@ -85,6 +87,7 @@ class Answerer:
                     label=self._label + (f" [{index + 1}/{req.n}]" if req.n > 1 else ""),
                     attachment_store=store,
                     tools=req.tools,
+                    knowledge=knowledge,
                     trim_history=req.trim_history,
                     batch_s=0.0,
                     snapshot_s=float("inf"),

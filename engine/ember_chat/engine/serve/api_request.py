@@ -51,6 +51,7 @@ class ApiRequest:
     trim_history: bool = False  # `"ember": {"trim_history": true}`: leave the oldest messages out, as the window does
     tools: ToolRequest | None = None  # the tools the model may call (chat)
     infill: Infill | None = None  # fill-in-the-middle: `suffix` on a completion, or /infill (infill_request.py)
+    project: str | None = None  # `"ember": {"project": NAME}`: answer with that project's instructions and knowledge
 
 
 def parse_request(
@@ -126,7 +127,11 @@ def parse_request(
         files: dict[int, list[Extracted]] = {}
         messages, files = with_preset_system(read_messages(typed.messages, files, reading or Reading()), files, preset)
         trim = ember.trim_history
-        return ApiRequest("chat", messages=messages, files=files, trim_history=trim, tools=tools, **common)
+        return ApiRequest(
+            "chat", messages=messages, files=files, trim_history=trim, tools=tools, project=ember.project, **common
+        )
+    if ember.project is not None:
+        raise ApiError(400, "ember.project needs a chat request (/v1/chat/completions).", param="ember.project")
     prompt: str | list[str] = typed.prompt
     if isinstance(prompt, list) and len(prompt) == 1:
         prompt = prompt[0]

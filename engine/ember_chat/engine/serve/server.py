@@ -27,6 +27,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from email.utils import formatdate
 from typing import Any
 
@@ -48,6 +49,7 @@ from ember_chat.engine.inference.pool.pool import ModelPool
 from ember_chat.engine.inference.service.engine import EngineService
 from ember_chat.engine.openai.api_error import ApiError
 from ember_chat.engine.openai.responses import ResponseBuilder
+from ember_chat.engine.projects.turn import ProjectKnowledge, with_instructions
 from ember_chat.engine.serve import messages_route, tokens
 from ember_chat.engine.serve.answering import Answerer
 from ember_chat.engine.serve.api_request import ApiRequest, parse_request
@@ -63,6 +65,7 @@ from ember_chat.engine.serve.infill_request import InfillResponseBuilder, parse_
 from ember_chat.engine.serve.metrics_export import CONTENT_TYPE, EngineView, MetricsRegistry, kv_cells
 from ember_chat.engine.serve.model_routing import Served, own_names, serving, take_ttl
 from ember_chat.engine.serve.models_api import load_model, models_list, models_table, unload_model
+from ember_chat.engine.serve.projects_option import ServedProjects
 from ember_chat.engine.serve.request_log import RequestListener
 from ember_chat.engine.serve.rerank_route import rerank
 from ember_chat.engine.serve.responses_route import (
@@ -120,6 +123,7 @@ class _Shared:
         self.port = port
         self.on_request: RequestListener | None = None
         self.preset: Callable[[], Preset | None] | None = None
+        self.projects: ServedProjects | None = None  # the projects a request's `ember.project` may name
         self.responses = ResponseStore()  # the Responses API's stored responses (in memory: responses_route.py)
         self.metrics = MetricsRegistry()  # what GET /metrics tells (since this server started)
         self.speech = SpeechModels()  # speech models, each loaded at its first transcription
@@ -311,14 +315,26 @@ class _Handler:
             out = turn.builder(name)
             stream = messages_route.MessagesStream(call.send_head, call, out)
         metrics = self.shared.metrics
-        Answerer(
-            served.service,
-            label,
-            call.send_json,
-            stream,
-            call.client_gone,
-            lambda figures, itl_ms: metrics.generation(name, figures, itl_ms),
-        ).answer(req, out)
+        with contextlib.ExitStack() as stack:
+            knowledge = None
+            if req.project is not None:
+                knowledge = self._project(req.project)
+                stack.callback(knowledge.close)
+                req = replace(req, messages=with_instructions(req.messages or [], knowledge.project.instructions))
+            Answerer(
+                served.service,
+                label,
+                call.send_json,
+                stream,
+                call.client_gone,
+                lambda figures, itl_ms: metrics.generation(name, figures, itl_ms),
+            ).answer(req, out, knowledge)
+
+    def _project(self, name: str) -> ProjectKnowledge:
+        projects = self.shared.projects
+        if projects is None:
+            raise ApiError(400, f"This server answers in no project, so not in “{name}”.", param="ember.project")
+        return projects.open(name)
 
     def _preset_for(self, body: Any) -> Preset | None:
         """The server's own model's default preset, for a request to that model (a request naming another
@@ -423,7 +439,8 @@ class ApiServer:
     """Start with `start()`, stop with `stop()` (joins the serving thread). `on_request`: told of every
     request answered, on the server's event loop (see request_log.py). `preset`: the served model's
     default preset, asked at each request (on its handler thread): what a request does not say itself
-    comes from it."""
+    comes from it. `projects`: those a chat request's `"ember": {"project": NAME}` may answer in (None: a
+    request naming one is a 400)."""
 
     def __init__(
         self,
@@ -432,9 +449,11 @@ class ApiServer:
         on_request: RequestListener | None = None,
         preset: Callable[[], Preset | None] | None = None,
         pool: ModelPool | None = None,
+        projects: ServedProjects | None = None,
     ) -> None:
         self.service = service
         self.pool = pool
+        self.projects = projects
         self.config = config or ServerConfig()
         self.on_request = on_request
         self.preset = preset
@@ -472,7 +491,7 @@ class ApiServer:
                 "Is another program using that port? Choose another one."
             ) from exc
         shared = _Shared(self.config, self.service, self.pool, int(sock.getsockname()[1]))
-        shared.on_request, shared.preset = self.on_request, self.preset
+        shared.on_request, shared.preset, shared.projects = self.on_request, self.preset, self.projects
         config = self.config
         server = uvicorn.Server(
             uvicorn.Config(

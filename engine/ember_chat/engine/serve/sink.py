@@ -13,11 +13,12 @@ from typing import Any
 
 from ember_chat.engine.core.logprobs import TokenLogprob
 from ember_chat.engine.core.tools import InvalidCall, ToolCall
-from ember_chat.engine.inference.events import AttachmentsPlanned
+from ember_chat.engine.inference.events import AttachmentsPlanned, KnowledgeUsed
 from ember_chat.engine.inference.metrics import GenerationMetrics
 from ember_chat.engine.inference.service.engine import GenerationSink
 from ember_chat.engine.openai.api_error import TRIM_HINT, ApiError
 from ember_chat.engine.openai.responses import ResponseBuilder
+from ember_chat.engine.projects.turn import knowledge_json
 
 
 class ClientGone(Exception):
@@ -53,6 +54,9 @@ class QueueSink(GenerationSink):
 
     def attachments_planned(self, event: AttachmentsPlanned) -> None:
         self.out.attachments = event.plan.report()  # read by the handler after the events that follow
+
+    def knowledge_used(self, event: KnowledgeUsed) -> None:
+        self.out.knowledge = knowledge_json(event)  # (read by the handler after the events that follow)
 
     def trimmed(self, dropped_messages: int) -> None:
         if self.trim_history:

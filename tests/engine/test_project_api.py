@@ -1,0 +1,107 @@
+"""Answers in a project through Ember's API server with the real `openai` client (a tiny real model,
+a real server on 127.0.0.1, a project's knowledge indexed from real files in tmp_path):
+`"ember": {"project": NAME}` answers with the project's instructions and knowledge, and the answer's
+`ember` extension carries the sources (in the body; streaming, in the final chunk). An unknown project
+is a 400 naming it, as is a project asked of a server that answers in none."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import openai
+import pytest
+
+from ember_chat.engine.core.params import LoadConfig
+from ember_chat.engine.projects.index import KnowledgeIndex, knowledge_path
+from ember_chat.engine.projects.indexer import Indexer
+from ember_chat.engine.projects.records import ProjectStore
+from ember_chat.engine.serve.projects_option import ServedProjects
+from ember_chat.engine.storage.conversations import ConversationStore
+from ember_chat.engine.storage.paths import AppPaths
+from tests.helpers.api_client import served_client
+
+WAIT_S = 30.0
+FACT = "The lighthouse keeper's parrot is named Captain Marmalade."
+QUESTION = [{"role": "user", "content": "What is the lighthouse keeper's parrot named?"}]
+
+
+@pytest.fixture(scope="module")
+def docs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("docs")
+    for i in range(20):
+        (root / f"note{i:02}.txt").write_text(f"Note {i}: the ferry to island {i} leaves at {i % 12 + 1} o'clock.")
+    (root / "keeper.md").write_text(f"# Keeper\n\n{FACT}\n")
+    return root
+
+
+@pytest.fixture(scope="module")
+def client(tmp_path_factory: pytest.TempPathFactory, tiny_model: Path, docs: Path) -> Iterator[openai.OpenAI]:
+    base = tmp_path_factory.mktemp("ember")
+    paths = AppPaths(base / "data", base / "config")
+    chats = ConversationStore(paths.database)
+    try:
+        projects = ProjectStore(chats)
+        made = projects.create("Harbour", instructions="Answer as the harbour master.")
+        projects.add_source(made.folder_id, docs)
+        index = KnowledgeIndex(knowledge_path(paths, made.folder_id))
+        try:
+            assert Indexer(index, list(projects.project(made.folder_id).sources)).run().read == 21
+        finally:
+            index.close()
+    finally:
+        chats.close()
+    served = ServedProjects(paths)
+    try:
+        with served_client(LoadConfig(tiny_model, n_ctx=4096, threads=1), "tiny", WAIT_S, projects=served) as c:
+            yield c
+    finally:
+        served.close()
+
+
+def _ask(client: openai.OpenAI, project: str | None, stream: bool = False) -> Any:
+    extra = {"ember": {"project": project}} if project is not None else None
+    return client.chat.completions.create(
+        model="tiny", messages=QUESTION, max_tokens=4, temperature=0, stream=stream, extra_body=extra
+    )  # type: ignore[call-overload]
+
+
+def test_an_answer_in_a_project_carries_its_sources(client: openai.OpenAI, docs: Path) -> None:
+    plain = _ask(client, None)
+    response = _ask(client, "Harbour")
+    assert "sources" not in (plain.model_extra or {}).get("ember", {})
+    ember = response.model_extra["ember"]
+    assert ember["project"] == "Harbour" and ember["knowledge"]["used"] == len(ember["sources"]) >= 1
+    first = ember["sources"][0]
+    assert first["n"] == 1 and first["file"] == str(docs / "keeper.md") and FACT in first["passage"]
+    assert first["page"] is None and isinstance(first["passage_id"], int)
+    assert response.usage is not None and plain.usage is not None
+    assert response.usage.prompt_tokens > plain.usage.prompt_tokens + 20  # (instructions and passages)
+
+
+def test_a_streamed_answer_gives_its_sources_in_the_final_chunk(client: openai.OpenAI, docs: Path) -> None:
+    chunks = list(_ask(client, "harbour", stream=True))  # (a name in another case)
+    final = next(c for c in chunks if c.choices and c.choices[0].finish_reason)
+    ember = final.model_extra["ember"]
+    assert ember["project"] == "Harbour" and ember["sources"][0]["file"] == str(docs / "keeper.md")
+    assert all("sources" not in (c.model_extra or {}).get("ember", {}) for c in chunks if c is not final)
+
+
+def test_an_unknown_project_is_a_400_naming_it(client: openai.OpenAI) -> None:
+    with pytest.raises(openai.BadRequestError) as caught:
+        _ask(client, "Nowhere")
+    assert caught.value.param == "ember.project"
+    assert "There is no project named “Nowhere” (projects: “Harbour”)." in caught.value.message
+    with pytest.raises(openai.BadRequestError) as empty:
+        _ask(client, " ")
+    assert empty.value.param == "ember.project"
+
+
+def test_a_server_without_projects_refuses_one(tiny_model: Path) -> None:
+    with (
+        served_client(LoadConfig(tiny_model, n_ctx=1024, threads=1), "tiny", WAIT_S) as bare,
+        pytest.raises(openai.BadRequestError) as caught,
+    ):
+        _ask(bare, "Harbour")
+    assert caught.value.param == "ember.project" and "“Harbour”" in caught.value.message
