@@ -37,7 +37,8 @@ def docs(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def client(tmp_path_factory: pytest.TempPathFactory, tiny_model: Path, docs: Path) -> Iterator[openai.OpenAI]:
+def paths(tmp_path_factory: pytest.TempPathFactory, docs: Path) -> AppPaths:
+    """A data folder with the project "Harbour", its knowledge `docs` indexed."""
     base = tmp_path_factory.mktemp("ember")
     paths = AppPaths(base / "data", base / "config")
     chats = ConversationStore(paths.database)
@@ -52,6 +53,11 @@ def client(tmp_path_factory: pytest.TempPathFactory, tiny_model: Path, docs: Pat
             index.close()
     finally:
         chats.close()
+    return paths
+
+
+@pytest.fixture(scope="module")
+def client(paths: AppPaths, tiny_model: Path) -> Iterator[openai.OpenAI]:
     served = ServedProjects(paths)
     try:
         with served_client(LoadConfig(tiny_model, n_ctx=4096, threads=1), "tiny", WAIT_S, projects=served) as c:
@@ -105,3 +111,18 @@ def test_a_server_without_projects_refuses_one(tiny_model: Path) -> None:
     ):
         _ask(bare, "Harbour")
     assert caught.value.param == "ember.project" and "“Harbour”" in caught.value.message
+
+
+def test_the_windows_store_is_used_and_left_open(paths: AppPaths, docs: Path) -> None:
+    chats = ConversationStore(paths.database)
+    try:
+        served = ServedProjects(paths, chats)
+        knowledge = served.open("Harbour")
+        try:
+            assert knowledge.name == "Harbour" and knowledge.project.instructions == "Answer as the harbour master."
+        finally:
+            knowledge.close()
+        served.close()
+        assert chats.conversations() == []  # (still open: the window's store is the window's to close)
+    finally:
+        chats.close()

@@ -43,8 +43,10 @@ from ember_chat.engine.inference.pool.memory import MemoryBudget
 from ember_chat.engine.inference.pool.pool import ModelPool, ModelState
 from ember_chat.engine.inference.service.engine import QueueState, RequestRecord
 from ember_chat.engine.serve.config import ServerConfig
+from ember_chat.engine.serve.projects_option import ServedProjects
 from ember_chat.engine.serve.request_log import HttpExchange
 from ember_chat.engine.serve.server import ApiServer
+from ember_chat.engine.storage.paths import AppPaths
 from ember_chat.engine.storage.presets import Preset
 from ember_chat.engine.storage.secrets import API_SERVER_KEY, SecretStore
 
@@ -185,7 +187,11 @@ class ApiServerControl(QObject):
         pool = window_pool(
             service, catalog, s, budget, lambda said: mail.post(PoolEvent(time.time(), said)), self._pool_done.emit
         )
-        server = ApiServer(service, config, on_request=self.exchanged.emit, preset=self.preset, pool=pool)
+        # (a request's `"ember": {"project": NAME}`: the window's projects, on its chat store)
+        projects = ServedProjects(AppPaths(ctx.data_dir, ctx.settings_file.path.parent), ctx.store)
+        server = ApiServer(
+            service, config, on_request=self.exchanged.emit, preset=self.preset, pool=pool, projects=projects
+        )
         try:
             server.start()
         except EmberError as exc:

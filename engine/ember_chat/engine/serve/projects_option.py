@@ -14,13 +14,14 @@ from ember_chat.engine.storage.paths import AppPaths
 
 
 class ServedProjects:
-    """The projects a server answers in: those of `paths`' chat database (opened at the first request
-    that names a project, closed with `close()`)."""
+    """The projects a server answers in: those of `paths`' chat database: `store` (the window's, left
+    open), else one opened at the first request that names a project and closed with `close()`."""
 
-    def __init__(self, paths: AppPaths) -> None:
+    def __init__(self, paths: AppPaths, store: ConversationStore | None = None) -> None:
         self.paths = paths
         self._lock = threading.Lock()
-        self._store: ConversationStore | None = None
+        self._store = store
+        self._owned = store is None
 
     def open(self, name: str) -> ProjectKnowledge:
         """The knowledge of the project named `name` for one request (the caller closes it)."""
@@ -38,7 +39,7 @@ class ServedProjects:
     def close(self) -> None:
         with self._lock:
             store, self._store = self._store, None
-        if store is not None:
+        if store is not None and self._owned:
             store.close()
 
 
