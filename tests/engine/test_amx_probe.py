@@ -6,6 +6,7 @@ of more than one token)."""
 from __future__ import annotations
 
 import multiprocessing.context
+import signal
 import threading
 from pathlib import Path
 
@@ -88,3 +89,42 @@ def test_a_probe_that_cannot_start_decides_nothing(monkeypatch: pytest.MonkeyPat
     model = tmp_path / "model.gguf"
     model.write_bytes(b"GGUF")
     assert amx_probe._probe(model, None) is None
+
+
+@pytest.mark.parametrize("signal_number", [signal.SIGILL, signal.SIGSEGV, signal.SIGBUS])
+def test_a_child_killed_by_the_kernels_marks_the_machine_when_the_plain_kernels_live(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, signal_number: int
+) -> None:
+    """One cloud VM's AMX kernels died with SIGILL, another's with SIGSEGV: either way a second child
+    without the extra buffers tells whether they are what crashes."""
+    monkeypatch.delenv(amx_probe.ENV_OVERRIDE, raising=False)
+    monkeypatch.setattr(amx_probe, "cpu_has_amx", lambda: True)
+    model = tmp_path / "model.gguf"
+    model.write_bytes(b"GGUF")
+    asked: list[bool] = []
+
+    def probe(_path: Path, _cancel: object, extra_buffers: bool = True) -> int:
+        asked.append(extra_buffers)
+        return -signal_number if extra_buffers else 0
+
+    monkeypatch.setattr(amx_probe, "_probe", probe)
+    assert extra_buffers_usable(model, cache_dir=tmp_path) is False
+    assert asked == [True, False] and broken_mark(tmp_path).exists()
+    assert extra_buffers_usable(model, cache_dir=tmp_path) is False and asked == [True, False]  # the mark answers
+
+
+def test_a_model_that_crashes_without_the_extra_buffers_too_marks_nothing(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.delenv(amx_probe.ENV_OVERRIDE, raising=False)
+    monkeypatch.setattr(amx_probe, "cpu_has_amx", lambda: True)
+    model = tmp_path / "model.gguf"
+    model.write_bytes(b"GGUF")
+    monkeypatch.setattr(amx_probe, "_probe", lambda _path, _cancel, extra_buffers=True: -signal.SIGSEGV)
+    assert extra_buffers_usable(model, cache_dir=tmp_path) is False
+    assert not broken_mark(tmp_path).exists()
+
+
+@pytest.mark.slow
+def test_the_plain_kernels_decode_the_probes_batch_in_a_child(starter_model: Path) -> None:
+    assert amx_probe._probe(starter_model, None, extra_buffers=False) == 0

@@ -1,16 +1,17 @@
 """Whether llama.cpp may use its extra CPU weight buffers (AMX and repacked layouts) on this machine.
 
 A CPU can advertise Intel AMX (`amx_int8` in /proc/cpuinfo) and the kernel grant it, yet the first batched
-matrix product of a model in llama.cpp's AMX buffers die with SIGILL, killing the whole process: measured
-on a 2-core cloud VM (Xeon, Linux 6.18), where every prompt of more than a token crashed llama.cpp, bare
-llama-cpp-python included. Loading without the extra buffer types (`use_extra_bufts = false`, llama.cpp's
-`--no-extra-bufts`) runs the plain CPU kernels instead.
+matrix product of a model in llama.cpp's AMX buffers kills the whole process: measured on 2-core cloud VMs
+(Xeon, Linux 6.18), where every prompt of more than a token crashed llama.cpp, bare llama-cpp-python
+included — with SIGILL on one, with SIGSEGV on another (even with one thread). Loading without the extra
+buffer types (`use_extra_bufts = false`, llama.cpp's `--no-extra-bufts`) runs the plain CPU kernels instead.
 
 So on a CPU with AMX, the first load of each model file in a process decodes one small batch of it in a
-child process first. A child killed by SIGILL marks this machine (CPU, kernel, llama-cpp-python version)
-in the user cache folder, and from then on every load turns the extra buffers off without asking again; a
-child that succeeds clears the model for this process. Machines without AMX never start a child.
-`EMBER_LLAMA_EXTRA_BUFFERS=0` (or 1) decides without a probe."""
+child process first. A child killed by a signal (SIGILL, SIGSEGV, SIGBUS) is followed by a second child
+decoding the same batch without the extra buffers: when that one lives, the extra buffers are what crashes,
+and this machine (CPU, kernel, llama-cpp-python version) is marked in the user cache folder; from then on
+every load turns them off without asking again. A child that succeeds clears the model for this process.
+Machines without AMX never start a child. `EMBER_LLAMA_EXTRA_BUFFERS=0` (or 1) decides without a probe."""
 
 from __future__ import annotations
 
@@ -60,16 +61,29 @@ def broken_mark(cache_dir: Path | None = None) -> Path:
     return folder / f"llama-amx-crashes-{key}"
 
 
-def _decode_a_batch(model_path: str) -> None:  # in the child process
+_CRASHES = frozenset({-signal.SIGILL, -signal.SIGSEGV, -signal.SIGBUS})  # a child killed by the kernels
+
+
+def _decode_a_batch(model_path: str, extra_buffers: bool = True) -> None:  # in the child process
+    if not extra_buffers:  # (not exposed by Llama(): set in the default model params it starts from)
+        module = llama_cpp.llama.llama_cpp
+        original = module.llama_model_default_params
+
+        def without_extra_buffers() -> llama_cpp.llama_model_params:
+            params = original()
+            params.use_extra_bufts = False
+            return params
+
+        module.llama_model_default_params = without_extra_buffers
     llm = llama_cpp.Llama(model_path, n_ctx=128, n_batch=64, n_threads=1, n_threads_batch=1, verbose=False)
     tokens = llm.tokenize(b"The quick brown fox jumps over the lazy dog. " * 8)[:_PROBE_TOKENS]
     llm.eval(tokens)
 
 
-def _probe(model_path: Path, cancel: threading.Event | None) -> int | None:
+def _probe(model_path: Path, cancel: threading.Event | None, extra_buffers: bool = True) -> int | None:
     """The child's exit code (None: the load was cancelled, or the child did not end in time; killed)."""
     child = multiprocessing.get_context("spawn").Process(
-        target=_decode_a_batch, args=(str(model_path),), name="ember-amx-probe", daemon=True
+        target=_decode_a_batch, args=(str(model_path), extra_buffers), name="ember-amx-probe", daemon=True
     )
     try:
         child.start()
@@ -111,10 +125,14 @@ def extra_buffers_usable(
         code = _probe(model_path, cancel)
         if code is None:
             return False
-        if code == -signal.SIGILL:
+        if code in _CRASHES:
+            plain = _probe(model_path, cancel, extra_buffers=False)
+            if plain != 0:  # the model crashes (or was cancelled) without them too: nothing learnt of AMX
+                return False
             log.warning(
-                "llama.cpp's AMX kernels crash on this machine (SIGILL): models load without the extra "
+                "llama.cpp's AMX kernels crash on this machine (%s): models load without the extra "
                 "CPU buffer types from now on (%s).",
+                signal.Signals(-code).name,
                 mark,
             )
             try:
