@@ -134,6 +134,24 @@ def test_trashed_chats_are_neither_listed_nor_found(store: ConversationStore) ->
     assert store.search("hello") == []
 
 
+def test_a_search_within_a_folder_finds_its_chats_and_its_subfolders_chats_only(store: ConversationStore) -> None:
+    top, sub, other, loose = chats(store, "Top", "Sub", "Other", "Loose")
+    work = store.organise.create_folder("Work")
+    inner = store.organise.create_folder("Drafts", work.id)
+    elsewhere = store.organise.create_folder("Home")
+    store.organise.move_chats([top], work.id)
+    store.organise.move_chats([sub], inner.id)
+    store.organise.move_chats([other], elsewhere.id)
+    assert {h.conversation_id for h in store.search("hello")} == {top, sub, other, loose}
+    assert {h.conversation_id for h in store.search("hello", within=work.id)} == {top, sub}
+    assert {h.conversation_id for h in store.search("hello", within=inner.id)} == {sub}
+    assert {h.conversation_id for h in store.search("hello", within=elsewhere.id)} == {other}
+    store.organise.trash_chats([sub])
+    assert {h.conversation_id for h in store.search("hello", within=work.id)} == {top}
+    store.organise.delete_folder(elsewhere.id)
+    assert store.search("hello", within=elsewhere.id) == []  # (a folder gone: nothing, no error)
+
+
 def test_the_undo_of_an_older_change_is_refused_with_a_sentence_when_its_folder_is_gone(
     store: ConversationStore,
 ) -> None:

@@ -390,21 +390,27 @@ class ConversationStore:
         self.tools.set_chat_tools(conversation_id, tools)
 
     # ----- search
-    def search(self, query: str, limit: int = 50) -> list[SearchHit]:
+    def search(self, query: str, limit: int = 50, within: int | None = None) -> list[SearchHit]:
         """Full-text search across every chat (archived ones too; never the Trash); each word must match
-        (prefixes allowed)."""
+        (prefixes allowed). `within`: only the chats in this folder and in its subfolders (a project's
+        chats); None: every chat."""
         words = [w.replace('"', '""') for w in query.split()]
         if not words:
             return []
         fts_query = " ".join(f'"{w}"*' for w in words)
+        scope = ""
+        args: tuple[int, ...] = ()
+        if within is not None:
+            scope = " AND c.folder_id IN (SELECT id FROM folders WHERE id = ? OR parent_id = ?)"
+            args = (within, within)  # (folders nest one level: a subfolder's parent is the folder)
         with self._lock:
             rows = self._db.execute(
                 "SELECT m.conversation_id, c.title, m.id,"
                 " snippet(messages_fts, 0, ?, ?, '…', 12) AS snip"
                 " FROM messages_fts JOIN messages m ON m.id = messages_fts.rowid"
                 " JOIN conversations c ON c.id = m.conversation_id"
-                " WHERE messages_fts MATCH ? AND c.deleted_at IS NULL ORDER BY rank LIMIT ?",
-                (MATCH_START, MATCH_END, fts_query, limit),
+                f" WHERE messages_fts MATCH ? AND c.deleted_at IS NULL{scope} ORDER BY rank LIMIT ?",
+                (MATCH_START, MATCH_END, fts_query, *args, limit),
             ).fetchall()
         return [SearchHit(r[0], r[1], r[2], r[3]) for r in rows]
 
