@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QMessageBox, QTreeWidget
+from PySide6.QtWidgets import QMenu, QMessageBox, QTreeWidget
 from pytestqt.qtbot import QtBot
 
 from ember_chat.app.projects.actions import DEFAULT_ICON
@@ -25,9 +25,10 @@ from ember_chat.engine.storage.preset_records import Preset
 from ember_chat.engine.storage.project_tables import insert_source
 from ember_chat.engine.storage.rows import transaction
 from ember_chat.engine.tools.builtin import BUILTIN_SOURCE
+from ember_chat.engine.tools.config import BuiltinToolsConfig, ToolsConfig
 from tests.helpers.chat_list import menu_grab
-from tests.helpers.gguf_factory import write_word_bert
-from tests.helpers.tools_window_support import LoopProbe
+from tests.helpers.gguf_factory import write_tiny_bert, write_word_bert
+from tests.helpers.tools_window_support import LoopProbe, write_tools
 from tests.helpers.window import send
 
 pytestmark = pytest.mark.usefixtures("nothing_blocks")
@@ -124,9 +125,13 @@ def test_a_folder_becomes_a_project_and_back_its_chats_staying(
 
 
 def test_a_new_chat_started_in_a_project_goes_into_it_with_its_defaults(
-    qtbot: QtBot, make_loaded_window: Callable[..., MainWindow]
+    qtbot: QtBot, make_loaded_window: Callable[..., MainWindow], tmp_path: Path
 ) -> None:
+    write_tools(
+        AppPaths(tmp_path / "data", tmp_path / "config"), ToolsConfig(builtin=BuiltinToolsConfig(calculator=True))
+    )
     w = make_loaded_window(None)
+    qtbot.waitUntil(lambda: any(e.source == BUILTIN_SOURCE for e in w.tools.registry.entries()), timeout=WAIT_MS)
     precise = w.presets.library.save(Preset("precise", "Precise", "Be exact.", {"temperature": 0.15}))
     store = ProjectStore(w.store)
     project = store.create("Client A", preset=precise.id, context_length=1536, tools=(BUILTIN_SOURCE,))
@@ -135,6 +140,12 @@ def test_a_new_chat_started_in_a_project_goes_into_it_with_its_defaults(
     w.chats.new_chat()
     panel = w.side.params
     assert panel.context.value() == 1536
+    # its Tools button shows the project's tools before the first message makes the chat
+    choices = w.tools.choices
+    assert choices.chat_tools().servers == frozenset({BUILTIN_SOURCE})
+    builtin = [e for e in w.tools.registry.entries() if e.source == BUILTIN_SOURCE]
+    assert builtin and choices.button.whole_text().startswith(f"Tools ({len(builtin)})")
+    assert choices.popup_content().title == "Tools for the new chat"
     assert panel.system_prompt.toPlainText() == "Be exact."
     assert panel.params().temperature == pytest.approx(0.15)
     send(qtbot, w, "Hello there")
@@ -155,6 +166,8 @@ def test_a_new_chat_started_in_a_project_goes_into_it_with_its_defaults(
     w.chats.open_conversation(plain.id)
     w.chats.new_chat()
     assert panel.context.value() != 1536 or w.ctx.settings.context_length == 1536
+    assert w.tools.choices.chat_tools().servers == w.tools.config.new_chats.servers  # the last choices again
+    assert w.tools.choices.button.whole_text() == "Tools"
     send(qtbot, w, "Third")
     assert w.store.conversation(w.controller.conversation_id).folder_id is None
 
@@ -335,3 +348,69 @@ def test_an_embedding_model_chosen_for_the_knowledge_embeds_its_passages(
     assert "broken.gguf could not be loaded" in " ".join(w.projects.indexing.problems[project.folder_id])
     assert "broken.gguf could not be loaded" in panel.progress_text.text()
     assert "1 files" in panel.sources.topLevelItem(0).text(1)
+
+
+@menu_grab
+def test_move_to_shows_each_projects_icon_before_its_name(qtbot: QtBot, make_window: Callable[..., MainWindow]) -> None:
+    w = make_window()
+    thesis = ProjectStore(w.store).create("Thesis", icon="📚")
+    w.store.organise.create_folder("Chapter 1", thesis.folder_id)
+    later = w.store.organise.create_folder("Later")
+    chat = w.store.create_conversation("Notes")
+    w.store.add_message(chat.id, "user", "a note")
+    w.chats.reload_conversations()
+    expected = ["📚  Thesis", "    Chapter 1", "Later", "No folder", "New folder…"]
+
+    # the row's menu
+    lst = w.conversations
+    w.chats.conversation_menu(lst.list.visualRect(lst.index_of(chat.id)).center())
+    menu = w.chats.chat_menu
+    assert menu is not None
+    move = next(a.menu() for a in menu.actions() if a.text() == "Move to")
+    assert isinstance(move, QMenu)
+    assert [a.text() for a in move.actions() if a.text()] == expected
+    menu.close()
+
+    # Chat ▸ Move to (the keyboard's way): the same, and a choice moves the chat
+    w.chats.open_conversation(chat.id)
+    chat_menu = next(a.menu() for a in w.menuBar().actions() if a.text() == "&Chat")
+    move = next(x.menu() for x in chat_menu.actions() if x.text() == "Mo&ve to")
+    assert isinstance(move, QMenu)
+    move.aboutToShow.emit()
+    assert [a.text() for a in move.actions() if a.text()] == expected
+    next(a for a in move.actions() if a.text() == "📚  Thesis").trigger()
+    assert w.store.conversation(chat.id).folder_id == thesis.folder_id
+    assert later.id != thesis.folder_id
+
+
+def test_the_reranker_is_picked_among_the_rerankers_installed(
+    qtbot: QtBot, make_window: Callable[..., MainWindow], paths: AppPaths
+) -> None:
+    models = paths.default_models_dir
+    write_word_bert(models / "words.gguf", {"▁heron": "bird", "▁the": ""})
+    write_tiny_bert(models / "ranker.gguf", pooling="rank")
+    w = make_window()  # (its picker lists them: tiny.gguf, a chat model, too)
+    project = w.projects.new_project("Birds")
+    assert project is not None
+    panel = _dialog(w).knowledge
+    qtbot.waitUntil(lambda: not w.tasks.busy, timeout=WAIT_MS)  # (the models' headers read)
+    offered = [panel.reranker.itemData(i) for i in range(panel.reranker.count())]
+    assert offered == [None, "ranker.gguf"]  # none, then the rerankers alone
+    embedders = [panel.embedding.itemData(i) for i in range(panel.embedding.count())]
+    assert embedders == [None, "words.gguf"]  # (and the embedding models alone)
+    panel.reranker.setCurrentIndex(panel.reranker.findData("ranker.gguf"))
+    panel.reranker.activated.emit(panel.reranker.currentIndex())  # (as the user's choice does)
+    assert ProjectStore(w.store).project(project.folder_id).reranker == "ranker.gguf"
+    _dialog(w).reject()
+    qtbot.waitUntil(lambda: w.projects.settings_dialog is None, timeout=WAIT_MS)
+
+    # a reranker chosen and since deleted stays shown as chosen; None takes it back
+    (models / "ranker.gguf").unlink()
+    w.projects.open_settings(project.folder_id)
+    panel = _dialog(w).knowledge
+    qtbot.waitUntil(lambda: not w.tasks.busy, timeout=WAIT_MS)
+    assert panel.reranker.currentData() == "ranker.gguf"
+    panel.reranker.setCurrentIndex(0)
+    panel.reranker.activated.emit(0)
+    assert ProjectStore(w.store).project(project.folder_id).reranker is None
+    _dialog(w).reject()

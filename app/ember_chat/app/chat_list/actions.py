@@ -20,7 +20,7 @@ from PySide6.QtGui import QKeySequence
 from PySide6.QtWidgets import QDialog, QInputDialog, QMenu, QMessageBox, QWidget
 
 from ember_chat.app.chat_list.export import ChatExports
-from ember_chat.app.chat_list.menu import Projects, build_row_menu, fill_move_menu
+from ember_chat.app.chat_list.menu import Projects, build_row_menu, fill_move_menu, folder_label, project_icons
 from ember_chat.app.chat_list.organise import ChatOrganise
 from ember_chat.app.chat_list.shown_chat import ChatParams, ShownChat
 from ember_chat.app.chat_list.undo import UndoActions
@@ -112,8 +112,8 @@ class ChatActions(QObject):
         if self.projects is not None:
             chat.addAction(self.tr("New pro&ject…"), lambda p=self.projects: p.new_project())
         move = chat.addMenu(self.tr("Mo&ve to"))
-        move.aboutToShow.connect(lambda: fill_move_menu(move, self.organise, self.chosen_chats))
-        fill_move_menu(move, self.organise, self.chosen_chats)
+        move.aboutToShow.connect(lambda: fill_move_menu(move, self.organise, self.chosen_chats, project_icons(self)))
+        fill_move_menu(move, self.organise, self.chosen_chats, project_icons(self))
         chat.addAction(self.tr("&Pin or unpin"), self.toggle_pin)
         chat.addAction(self.tr("&Archive"), lambda: self.organise.archive(self.chosen_chats()))
         chat.addAction(self.tr("Show arc&hived chats"), lambda: self.show_view("archived"))
@@ -177,8 +177,8 @@ class ChatActions(QObject):
             lst.show_list("trash", trashed, tips)
         else:
             folders = store.organise.folders()
-            icons = self.projects.icons() if self.projects is not None else {}  # (a project's before its name)
-            rows = [FolderRow(f.id, _named(f.name, icons.get(f.id)), f.parent_id) for f in folders]
+            icons = project_icons(self)  # (a project's before its name)
+            rows = [FolderRow(f.id, folder_label(f.name, icons.get(f.id)), f.parent_id) for f in folders]
             lst.emblems = frozenset(icons)
             closed = frozenset(f.id for f in folders if f.collapsed)
             archived = store.archived_count()
@@ -477,10 +477,6 @@ class ChatActions(QObject):
         dialog.destroyed.connect(lambda: setattr(self, "chat_question", None))
         self.chat_question = dialog  # kept while open (and for tests)
         dialog.open()
-
-
-def _named(name: str, icon: str | None) -> str:
-    return f"{icon}  {name}" if icon else name
 
 
 def _when(timestamp: float | None) -> str:

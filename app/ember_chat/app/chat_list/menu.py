@@ -5,7 +5,7 @@ the "Move to" submenu the Chat menu offers too (the keyboard's way to move chats
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from PySide6.QtCore import QCoreApplication
@@ -133,7 +133,7 @@ def add_chat_entries(menu: QMenu, chats: ChatsHost, ids: list[int]) -> None:
         menu.addAction(tr("Unpin"), lambda: o.pin(ids, False))
     else:
         menu.addAction(tr("Pin to the top"), lambda: o.pin(ids, True))
-    fill_move_menu(menu.addMenu(tr("Move to")), o, lambda: ids)
+    fill_move_menu(menu.addMenu(tr("Move to")), o, lambda: ids, project_icons(chats))
     menu.addAction(tr("Archive"), lambda: o.archive(ids))
     menu.addAction(tr("Export as JSON…"), lambda: chats.exports.export_many(ids))
     menu.addSeparator()
@@ -141,16 +141,29 @@ def add_chat_entries(menu: QMenu, chats: ChatsHost, ids: list[int]) -> None:
     trash.setShortcut(QKeySequence(QKeySequence.StandardKey.Delete))  # (shown: the list's key for it)
 
 
-def fill_move_menu(menu: QMenu, o: Organise, ids: Callable[[], list[int]]) -> None:
-    """The folders (subfolders under their parent), "No folder", and "New folder…"; each moves the
-    chats `ids()` gives when it is chosen."""
+def project_icons(chats: ChatsHost) -> dict[int, str]:
+    """Each project's folder id and its icon (none without the window's projects)."""
+    return chats.projects.icons() if chats.projects is not None else {}
+
+
+def folder_label(name: str, icon: str | None) -> str:
+    """A folder's name as the list and the menus show it: a project's icon before it."""
+    return f"{icon}  {name}" if icon else name
+
+
+def fill_move_menu(
+    menu: QMenu, o: Organise, ids: Callable[[], list[int]], icons: Mapping[int, str] | None = None
+) -> None:
+    """The folders (subfolders under their parent; a project's icon before its name), "No folder", and
+    "New folder…"; each moves the chats `ids()` gives when it is chosen."""
+    icons = icons or {}
     menu.clear()
     folders = o.store.folders()
     tops = [f for f in folders if f.parent_id is None]
     for top in tops:
-        menu.addAction(top.name, lambda f=top.id: o.move(ids(), f))
+        menu.addAction(folder_label(top.name, icons.get(top.id)), lambda f=top.id: o.move(ids(), f))
         for sub in (f for f in folders if f.parent_id == top.id):
-            menu.addAction(f"    {sub.name}", lambda f=sub.id: o.move(ids(), f))
+            menu.addAction(f"    {folder_label(sub.name, icons.get(sub.id))}", lambda f=sub.id: o.move(ids(), f))
     if folders:
         menu.addSeparator()
     menu.addAction(tr("No folder"), lambda: o.move(ids(), None))

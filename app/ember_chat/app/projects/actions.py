@@ -1,19 +1,20 @@
 """The window's projects (`window.projects`): New project…, a folder made a project and back, Project
 settings…, and a new chat started while a project (or a chat in it) is selected: it goes into that project
 when its first message makes it, and starts with the project's defaults (its preset, context length and
-model when installed; its tools once made). Deleting a project's folder asks first (chat_list/organise.py);
-its knowledge is kept current by `self.indexing` (indexing.py).
+model when installed; its tools, which its Tools button shows before the chat is made). Deleting a
+project's folder asks first (chat_list/organise.py); its knowledge is kept current by `self.indexing`
+(indexing.py).
 
 Built from the AppContext and callables for what it asks of the rest of the window (what the chat list
 has selected, the chat shown, the presets and a new chat's panel set from one, the models installed and
-the one loaded, loading one, the tool sources, the chat list read again): it imports no other feature."""
+the one loaded, loading one, the tool sources, the new chat's tools set, the chat list read again): it
+imports no other feature."""
 
 from __future__ import annotations
 
 import contextlib
 import sqlite3
 from collections.abc import Callable, Sequence
-from dataclasses import replace
 
 from PySide6.QtCore import QObject, Qt
 from PySide6.QtWidgets import QDialog, QInputDialog, QWidget
@@ -21,6 +22,7 @@ from PySide6.QtWidgets import QDialog, QInputDialog, QWidget
 from ember_chat.app.context import AppContext
 from ember_chat.app.projects.dialog import ProjectSettingsDialog
 from ember_chat.app.projects.indexing import ProjectIndexing
+from ember_chat.app.projects.model_choice import ModelUses, installed_uses
 from ember_chat.engine.core.states import ModelState
 from ember_chat.engine.errors import EmberError
 from ember_chat.engine.projects.records import Project, ProjectStore
@@ -41,12 +43,14 @@ class WindowProjects(QObject):
         loaded_model: Callable[[], str | None],
         load_model: Callable[[str], None],
         tool_sources: Callable[[], Sequence[str]],
+        new_chat_tools: Callable[[frozenset[str] | None], None],
         reload: Callable[[], None],
         dialog_parent: QWidget,
     ) -> None:
         """`selected`: the folder selected alone in the chat list (or None) and the chats selected;
         `presets`: the preset library's (id, name); `start_with`: the new chat's side panel set from a
-        preset (None: as it is) and a context length (None: as it is)."""
+        preset (None: as it is) and a context length (None: as it is); `new_chat_tools`: the tool servers
+        the new chat on screen starts with (None: the last choices), kept with it when it is made."""
         super().__init__(dialog_parent)
         self.ctx = ctx
         self.store = ProjectStore(ctx.store)
@@ -58,6 +62,7 @@ class WindowProjects(QObject):
         self._loaded_model = loaded_model
         self._load_model = load_model
         self._tool_sources = tool_sources
+        self._new_chat_tools = new_chat_tools
         self._reload = reload
         self.dialog_parent = dialog_parent
         self.indexing = ProjectIndexing(ctx, self.store, self)
@@ -172,6 +177,13 @@ class WindowProjects(QObject):
         self.settings_dialog = dialog
         dialog.show()
 
+        def known(uses: ModelUses) -> None:  # (which models installed embed, which rerank: their headers read)
+            if self.settings_dialog is dialog:
+                dialog.knowledge.narrow_models(uses)
+
+        library = self.ctx.library
+        self.ctx.tasks.run(lambda: installed_uses(library), known, self.ctx.notifier.show_error, key="project-models")
+
     def _ask(self, dialog: QDialog) -> None:
         dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
         dialog.destroyed.connect(lambda: setattr(self, "question", None))
@@ -184,6 +196,7 @@ class WindowProjects(QObject):
         in one is selected, it is that project's, with its defaults."""
         self.new_chat_folder = self.selected_folder()
         project = self.new_chat_project()
+        self._new_chat_tools(frozenset(project.tools) if project is not None and project.tools else None)
         if project is None:
             return
         self.apply_defaults(project)
@@ -209,9 +222,11 @@ class WindowProjects(QObject):
     def on_switching(self) -> None:
         """Another chat shows: the new chat's project is forgotten (a new chat asks again)."""
         self.new_chat_folder = None
+        self._new_chat_tools(None)
 
     def on_chat_created(self, conversation_id: int) -> None:
-        """The new chat's first message made it: into the project's folder, with the project's tools."""
+        """The new chat's first message made it: into the project's folder (its tools went with it from
+        its Tools button: `new_chat_tools`)."""
         project = self.new_chat_project()
         folder = self.new_chat_folder
         self.new_chat_folder = None
@@ -219,9 +234,6 @@ class WindowProjects(QObject):
             return
         try:
             self.ctx.store.organise.move_chats([conversation_id], folder)  # (not undone: it was made there)
-            if project.tools:
-                chosen = self.ctx.store.chat_tools(conversation_id)
-                self.ctx.store.set_chat_tools(conversation_id, replace(chosen, servers=frozenset(project.tools)))
         except (EmberError, KeyError, sqlite3.Error) as exc:
             self.ctx.notifier.show_error(
                 self.tr("The new chat could not be put in the project “{name}”: {reason}").format(

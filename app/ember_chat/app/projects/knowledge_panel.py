@@ -1,7 +1,9 @@
 """The Knowledge tab of a project's settings: its files and folders, each with its state (files, pages,
 passages, the files skipped and why), added (Add folder…, Add files…), removed (only forgotten: the files
 on disk are never touched), paused and resumed; a path that came with an imported chat shows paused, with
-a warning, until the user confirms it. Below, the indexing's progress and its Pause/Resume.
+a warning, until the user confirms it. Below, the project's embedding model and reranker (saved at once;
+pickers of the models installed that can do it: model_choice.py), the indexing's progress and its
+Pause/Resume.
 
 It acts through the ProjectStore (the list) and ProjectIndexing (the runs, and what the index holds,
 read off the GUI thread); it opens no file itself."""
@@ -14,10 +16,10 @@ from collections.abc import Sequence
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (
     QAbstractItemView,
-    QComboBox,
     QDialog,
     QDialogButtonBox,
     QFileDialog,
+    QFormLayout,
     QHBoxLayout,
     QHeaderView,
     QLabel,
@@ -30,9 +32,10 @@ from PySide6.QtWidgets import (
 )
 
 from ember_chat.app.projects.indexing import KnowledgeState, ProjectIndexing, SourceState
+from ember_chat.app.projects.model_choice import ModelChoice, ModelUses
 from ember_chat.engine.errors import EmberError
 from ember_chat.engine.projects.indexer import IndexProgress, IndexRun
-from ember_chat.engine.projects.records import KnowledgeSource, ProjectStore
+from ember_chat.engine.projects.records import KnowledgeSource, Project, ProjectStore
 
 SOURCE_ID = Qt.ItemDataRole.UserRole
 
@@ -46,7 +49,8 @@ class KnowledgePanel(QWidget):
         models: Sequence[str] = (),
         parent: QWidget | None = None,
     ) -> None:
-        """`models`: the models installed, offered as the project's embedding model."""
+        """`models`: the models installed, offered as the project's embedding model and reranker (until
+        `narrow` says which can be)."""
         super().__init__(parent)
         self.projects = projects
         self.indexing = indexing
@@ -99,20 +103,30 @@ class KnowledgePanel(QWidget):
         self.progress_bar.setAccessibleName(self.tr("Indexing progress"))
         self.pause_indexing = QPushButton()
         self.pause_indexing.clicked.connect(self.toggle_indexing)
-        self.embedding = QComboBox()
-        self.embedding.addItem(self.tr("None: passages are found by their words (BM25)"), None)
-        current = self._embedding_model()
-        for name in dict.fromkeys([*models, *([current] if current else [])]):
-            self.embedding.addItem(name, name)
-        self.embedding.setCurrentIndex(max(0, self.embedding.findData(current)) if current else 0)
+        project = self._project()
+        self.embedding = ModelChoice(
+            self.tr("None: passages are found by their words (BM25)"),
+            models,
+            project.embedding_model if project is not None else None,
+        )
         self.embedding.setAccessibleName(self.tr("Embedding model"))
         self.embedding.setAccessibleDescription(
             self.tr("A model that finds passages by meaning too; the passages are embedded again when it changes")
         )
         self.embedding.activated.connect(self._embedding_chosen)
-        ranked = QHBoxLayout()
-        ranked.addWidget(QLabel(self.tr("Embedding model:")))
-        ranked.addWidget(self.embedding, 1)
+        self.reranker = ModelChoice(
+            self.tr("None: passages keep the order they were found in"),
+            models,
+            project.reranker if project is not None else None,
+        )
+        self.reranker.setAccessibleName(self.tr("Reranker"))
+        self.reranker.setAccessibleDescription(
+            self.tr("A model that reads the question with each passage found and puts the best first")
+        )
+        self.reranker.activated.connect(self._reranker_chosen)
+        ranked = QFormLayout()
+        ranked.addRow(self.tr("&Embedding model:"), self.embedding)
+        ranked.addRow(self.tr("&Reranker:"), self.reranker)
         run = QHBoxLayout()
         run.addWidget(self.progress_text, 1)
         run.addWidget(self.pause_indexing)
@@ -200,11 +214,16 @@ class KnowledgePanel(QWidget):
         self.pause_source.setText(self.tr("Resume") if plain and all(s.paused for s in plain) else self.tr("Pause"))
         self.show_skipped.setEnabled(any(s.skipped for s in self.state.sources.values()))
 
-    def _embedding_model(self) -> str | None:
+    def _project(self) -> Project | None:
         try:
-            return self.projects.project(self.folder_id).embedding_model
+            return self.projects.project(self.folder_id)
         except EmberError:
             return None
+
+    def narrow_models(self, uses: ModelUses) -> None:
+        """The models installed are known for what they can do: each picker offers those that can."""
+        self.embedding.narrow(uses.embedding)
+        self.reranker.narrow(uses.reranker)
 
     def _embedding_chosen(self) -> None:
         """Saved at once, as the list is; the index's passages are embedded with it (off the GUI thread)."""
@@ -214,6 +233,13 @@ class KnowledgePanel(QWidget):
             self._said(str(exc))
             return
         self._changed()
+
+    def _reranker_chosen(self) -> None:
+        """Saved at once; the next answers' passages are reordered by it (the index stays as it is)."""
+        try:
+            self.projects.update(self.folder_id, reranker=self.reranker.currentData())
+        except EmberError as exc:
+            self._said(str(exc))
 
     # ----- what the buttons do
     def _pick_folder(self) -> None:

@@ -212,12 +212,13 @@ class Composition(QObject):
             loaded_model=lambda: w.models.loaded_name if w.model is not None else w.models.loading_name,
             load_model=w.models.load_model,
             tool_sources=lambda: [BUILTIN_SOURCE, *(s.name for s in w.tools.config.servers)],
+            new_chat_tools=w.tools.choices.start_new_chat_with,
             reload=w.chats.reload_conversations,
             dialog_parent=w,
         )
         w.chats.projects = w.projects
         w.model_state_changed.connect(w.projects.on_model_state)  # (after the presets': the project's go over)
-        w.controller.chat_created.connect(w.projects.on_chat_created)  # (after the tools': the project's go over)
+        w.controller.chat_created.connect(w.projects.on_chat_created)  # (into its folder; its tools: the choices')
         w.compare = CompareActions(  # Compare… on a message (compare/actions.py)
             ctx,
             chat=w.controller,

@@ -16,6 +16,8 @@ tool or server turned on or off in the popup, in any chat, is turned on or off t
 just added is on (its "All" switch) in the chat shown and in new chats. Only the user's own changes go
 there, never a chat's stored choices (an imported chat's came from a file). A new chat's choices go to
 the chat when its first message creates it; "Make the model call a tool first" is for that chat alone.
+A new chat in a project starts with the project's tools instead (`start_new_chat_with`, which the
+composition calls when a new chat opens): the button shows them, and a change there is that chat's.
 Every call still asks before it runs unless the user allowed it: turning tools on grants no consent."""
 
 from __future__ import annotations
@@ -81,6 +83,7 @@ class ChatToolChoices(QObject):
         self.row = row
         self._shown_chat = shown_chat
         self._draft_require = False  # "call a tool first" for the new chat, until its first message
+        self._draft: ChatTools | None = None  # a new chat's own tools (a project's), until its first message
         self.button = ToolsButton()
         self.button.content = self.popup_content
         self.button.tool_toggled.connect(self.set_tool_on)
@@ -99,11 +102,18 @@ class ChatToolChoices(QObject):
         """The tool choices of the chat the window shows (for a new chat: the last choices)."""
         cid = self._shown_chat()
         if cid is None:
-            return replace(self.t.config.new_chats, require_call=self._draft_require)
+            return replace(self._draft or self.t.config.new_chats, require_call=self._draft_require)
         try:
             return self.ctx.store.chat_tools(cid)
         except (KeyError, sqlite3.Error, StoreError):
             return ChatTools()
+
+    def start_new_chat_with(self, servers: frozenset[str] | None) -> None:
+        """The new chat on screen starts with these tool servers' tools (a project's; each call still asks
+        first), not the last choices; None: with the last choices (a new chat in no project)."""
+        self._draft = None if servers is None else ChatTools(servers=servers)
+        self.update_button()
+        self.button.refresh_popup()  # (when it is open)
 
     def enabled_entries(self, chat: ChatTools) -> list[ToolEntry]:
         on = self.t.registry.keys_on(chat)
@@ -137,7 +147,7 @@ class ChatToolChoices(QObject):
         source = entry.source if entry is not None else key.rsplit("/", 1)[0]
         siblings = self._keys_of(source)
         self._keep(_tool_on(self.chat_tools(), key, on, source, siblings))
-        if self._shown_chat() is not None:
+        if self._shown_chat() is not None or self._draft is not None:
             self._remember(_tool_on(self.t.config.new_chats, key, on, source, siblings))
         self.button.sync_popup(self.popup_content())  # (its source's "All" switch)
 
@@ -146,14 +156,14 @@ class ChatToolChoices(QObject):
         for new chats (the popup's "All" switch)."""
         keys = self._keys_of(source)
         self._keep(_server_on(self.chat_tools(), source, on, keys))
-        if self._shown_chat() is not None:
+        if self._shown_chat() is not None or self._draft is not None:
             self._remember(_server_on(self.t.config.new_chats, source, on, keys))
         self.button.sync_popup(self.popup_content())
 
     def servers_added(self, names: frozenset[str]) -> None:
         """Servers just added in Settings ▸ Tools: their tools are on in the chat shown and in new chats
         (each call still asks first)."""
-        if self._shown_chat() is not None:
+        if self._shown_chat() is not None or self._draft is not None:
             chat = self.chat_tools()
             self._keep(replace(chat, servers=chat.servers | names))
         new = self.t.config.new_chats
@@ -185,7 +195,10 @@ class ChatToolChoices(QObject):
         cid = self._shown_chat()
         if cid is None:
             self._draft_require = new.require_call
-            self._remember(new)
+            if self._draft is not None:  # (a project's new chat: its own, until made)
+                self._draft = replace(new, require_call=False)
+            else:
+                self._remember(new)
         else:
             try:
                 self.ctx.store.set_chat_tools(cid, new)
@@ -199,8 +212,9 @@ class ChatToolChoices(QObject):
         """The new chat's first message created it (the conversation's chat_created): the new chat's tools
         go with it — with this chat only, never one another program, an import or a second window made
         meanwhile (a chat's own date, from a file, says nothing of who made it)."""
-        draft = replace(self.t.config.new_chats, require_call=self._draft_require)
+        draft = replace(self._draft or self.t.config.new_chats, require_call=self._draft_require)
         self._draft_require = False
+        self._draft = None
         if draft == ChatTools():
             return
         with contextlib.suppress(KeyError, sqlite3.Error, StoreError):

@@ -54,6 +54,7 @@ EMBEDDING_ARCHITECTURES = frozenset(
 UNUSABLE_ARCHITECTURES = frozenset({"clip", "t5encoder", "wavtokenizer-dec"})
 SUPPORTED_ARCHITECTURES = frozenset(MODEL_ARCH_NAMES.values()) - UNUSABLE_ARCHITECTURES
 RANK_POOLING = 4  # `<arch>.pooling_type` of a reranker (llama.cpp's LLAMA_POOLING_TYPE_RANK)
+EMBEDDING_POOLINGS = (1, 2, 3)  # `<arch>.pooling_type` mean, cls, last: a model that gives a text's vector
 MODEL_KINDS = ("chat", "embedding", "reranker")
 
 
@@ -130,6 +131,14 @@ class ModelInfo:
     def kind(self) -> str:
         """What it is for: "chat", "embedding" or "reranker" (`model_kind`)."""
         return model_kind(self.architecture, self.metadata)
+
+    @property
+    def embeds(self) -> bool:
+        """It gives a text's vector: an embedding model, or a decoder whose GGUF asks for a pooling (mean,
+        cls, last: a Qwen3-Embedding is a `qwen3`); never a reranker."""
+        if self.kind != "chat":
+            return self.kind == "embedding"
+        return self.metadata.get(f"{self.architecture}.pooling_type") in EMBEDDING_POOLINGS
 
     def summary(self) -> dict[str, object]:
         """JSON-friendly description (no template text, no metadata dump)."""
