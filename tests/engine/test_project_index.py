@@ -5,6 +5,7 @@ size limit, a source that is not there, a folder gone while it is walked."""
 from __future__ import annotations
 
 import os
+import sqlite3
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,7 +17,7 @@ from ember_chat.engine.attachments.chunking import Chunk, chunk_text
 from ember_chat.engine.attachments.kinds import Limits
 from ember_chat.engine.errors import StoreError
 from ember_chat.engine.projects import scan as scanning
-from ember_chat.engine.projects.index import IndexCounts, KnowledgeIndex, knowledge_path
+from ember_chat.engine.projects.index import FORMAT, IndexCounts, KnowledgeIndex, knowledge_path
 from ember_chat.engine.projects.scan import FoundFile, ScanProblem, scan
 from ember_chat.engine.storage.paths import AppPaths
 
@@ -116,6 +117,78 @@ def test_a_file_that_is_not_an_index_is_a_sentence(tmp_path: Path) -> None:
     bad.write_bytes(b"not a database at all " * 100)
     with pytest.raises(StoreError, match="knowledge index"):
         KnowledgeIndex(bad)
+
+
+def test_words_match_their_stems_and_a_heading_ranks_its_passages(index: KnowledgeIndex) -> None:
+    index.put_file(
+        1, "/docs/manual.txt", 10, 1, 0,
+        _chunks("Options change the order of lines in the output.", "It copies lines to the output."),
+        ["Sorting the output", "Concatenate and write files in reverse"],
+    )  # fmt: skip
+    best = index.bm25("lines in reverse order", 5)[0][0]
+    assert index.passage(best).text == "It copies lines to the output."  # (its heading says 'reverse')
+    index.put_file(1, "/docs/tac.txt", 10, 1, 0, _chunks("It copies each file, reversing the records."))
+    assert "reversing" in index.passage(index.bm25("reverse records", 5)[0][0]).text  # (porter stemming)
+    assert index.bm25("manual", 5) and index.bm25("tac", 5)  # (the file's name is in the title too)
+    with pytest.raises(ValueError, match="headings"):
+        index.put_file(1, "/docs/x.txt", 1, 1, 0, _chunks("a", "b"), ["one heading"])
+
+
+_FORMAT_1 = """
+CREATE TABLE files (id INTEGER PRIMARY KEY, source_id INTEGER NOT NULL, path TEXT NOT NULL UNIQUE,
+    size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL, state TEXT NOT NULL, reason TEXT,
+    pages INTEGER NOT NULL DEFAULT 0, passages INTEGER NOT NULL DEFAULT 0, indexed_at REAL);
+CREATE TABLE passages (id INTEGER PRIMARY KEY, file_id INTEGER NOT NULL REFERENCES files(id) ON DELETE CASCADE,
+    seq INTEGER NOT NULL, page INTEGER, text TEXT NOT NULL);
+CREATE VIRTUAL TABLE passages_fts USING fts5(text, content='passages', content_rowid='id');
+CREATE TRIGGER passages_ai AFTER INSERT ON passages BEGIN
+    INSERT INTO passages_fts(rowid, text) VALUES (new.id, new.text);
+END;
+CREATE TABLE vectors (passage_id INTEGER PRIMARY KEY, vec BLOB NOT NULL);
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+INSERT INTO files VALUES (1, 1, '/a/old.txt', 10, 5, 'indexed', NULL, 0, 1, 0.0);
+INSERT INTO files VALUES (2, 1, '/a/locked.pdf', 10, 5, 'skipped', 'locked.pdf is protected by a password.', 0, 0, 0.0);
+INSERT INTO passages VALUES (1, 1, 0, NULL, 'an old passage about herons');
+INSERT INTO vectors VALUES (1, zeroblob(16));
+INSERT INTO meta VALUES ('embedding_model', 'm:1'), ('dim', '4');
+"""
+
+
+def test_an_index_of_the_older_format_is_emptied_and_its_files_read_again(tmp_path: Path) -> None:
+    path = tmp_path / "knowledge.sqlite3"
+    old = sqlite3.connect(path)
+    old.executescript(_FORMAT_1)
+    old.close()
+    index = KnowledgeIndex(path)
+    try:
+        assert index.bm25("herons", 5) == []
+        assert index.file("/a/old.txt").state == "pending"  # (the indexer's next run reads it again)
+        assert index.file("/a/locked.pdf").state == "skipped"  # (nothing to read again)
+        assert index.counts() == IndexCounts(files=2, indexed=0, skipped=1, pending=1, pages=0, passages=0)
+        assert index.vectors_for("m:1") is None
+        index.put_file(1, "/a/old.txt", 10, 5, 0, _chunks("a new passage about herons"))
+        assert len(index.bm25("heron", 5)) == 1
+    finally:
+        index.close()
+    again = KnowledgeIndex(path)  # (opened at the current format: nothing emptied)
+    try:
+        assert len(again.bm25("heron", 5)) == 1 and again.file("/a/old.txt").state == "indexed"
+    finally:
+        again.close()
+
+
+def test_an_index_of_a_newer_format_is_a_sentence_and_left_alone(tmp_path: Path) -> None:
+    path = tmp_path / "knowledge.sqlite3"
+    KnowledgeIndex(path).close()
+    newer = sqlite3.connect(path)
+    newer.execute("UPDATE meta SET value = ? WHERE key = 'format'", (str(FORMAT + 1),))
+    newer.commit()
+    newer.close()
+    with pytest.raises(StoreError, match="newer Ember"):
+        KnowledgeIndex(path)
+    check = sqlite3.connect(path)
+    assert check.execute("SELECT value FROM meta WHERE key = 'format'").fetchone() == (str(FORMAT + 1),)
+    check.close()
 
 
 # ----- the walk

@@ -45,21 +45,38 @@ CREATE TABLE IF NOT EXISTS passages (
     file_id INTEGER NOT NULL REFERENCES files(id) ON DELETE CASCADE,
     seq INTEGER NOT NULL,
     page INTEGER,
-    text TEXT NOT NULL
+    text TEXT NOT NULL,
+    title TEXT NOT NULL DEFAULT ''
 );
 CREATE INDEX IF NOT EXISTS passages_file ON passages(file_id, seq);
-CREATE VIRTUAL TABLE IF NOT EXISTS passages_fts USING fts5(text, content='passages', content_rowid='id');
+CREATE VIRTUAL TABLE IF NOT EXISTS passages_fts USING fts5(
+    title, text, content='passages', content_rowid='id', tokenize='porter unicode61'
+);
 CREATE TRIGGER IF NOT EXISTS passages_ai AFTER INSERT ON passages BEGIN
-    INSERT INTO passages_fts(rowid, text) VALUES (new.id, new.text);
+    INSERT INTO passages_fts(rowid, title, text) VALUES (new.id, new.title, new.text);
 END;
 CREATE TRIGGER IF NOT EXISTS passages_ad AFTER DELETE ON passages BEGIN
-    INSERT INTO passages_fts(passages_fts, rowid, text) VALUES ('delete', old.id, old.text);
+    INSERT INTO passages_fts(passages_fts, rowid, title, text) VALUES ('delete', old.id, old.title, old.text);
 END;
 CREATE TABLE IF NOT EXISTS vectors (
     passage_id INTEGER PRIMARY KEY REFERENCES passages(id) ON DELETE CASCADE,
     vec BLOB NOT NULL
 );
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+"""
+# The layout of passages and their FTS5 table; an index of another format is emptied of its passages
+# when opened and its files left pending (the indexer reads them again). 1: text only, unicode61;
+# 2: a title column (file name and section heading) and porter stemming.
+FORMAT = 2
+TITLE_WEIGHT = 8.0  # bm25() weight of the title column against the text's 1 (bench/retrieval_projects)
+_OLD_LAYOUT = """
+DROP TRIGGER IF EXISTS passages_ai;
+DROP TRIGGER IF EXISTS passages_ad;
+DROP TABLE IF EXISTS passages_fts;
+DROP TABLE IF EXISTS vectors;
+DROP TABLE IF EXISTS passages;
+DELETE FROM meta WHERE key = 'dim';
+UPDATE files SET state = 'pending', passages = 0 WHERE state = 'indexed';
 """
 
 
@@ -125,10 +142,34 @@ class KnowledgeIndex:
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.execute("PRAGMA foreign_keys=ON")
-            self._db.executescript(_SCHEMA)
+            self._upgrade()
         except sqlite3.DatabaseError as exc:
             self._db.close()
             raise StoreError(f"The project's knowledge index {self.path} cannot be opened: {exc}.") from exc
+
+    def _upgrade(self) -> None:
+        """The schema made, or an index of an older FORMAT emptied of its passages (files left pending)."""
+        db = self._db
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            has_files = db.execute("SELECT 1 FROM sqlite_master WHERE name = 'files'").fetchone() is not None
+            has_meta = db.execute("SELECT 1 FROM sqlite_master WHERE name = 'meta'").fetchone() is not None
+            row = db.execute("SELECT value FROM meta WHERE key = 'format'").fetchone() if has_meta else None
+            found = int(row[0]) if row is not None else (1 if has_files else FORMAT)
+            if found > FORMAT:
+                raise StoreError(
+                    f"The project's knowledge index {self.path} was made by a newer Ember (format {found})."
+                )
+            if found < FORMAT:
+                for statement in _OLD_LAYOUT.strip().split(";\n"):
+                    db.execute(statement.rstrip(";"))
+            for statement in _statements(_SCHEMA):
+                db.execute(statement)
+            db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('format', ?)", (str(FORMAT),))
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        db.execute("COMMIT")
 
     def close(self) -> None:
         with self._lock:
@@ -166,15 +207,28 @@ class KnowledgeIndex:
         return None if row is None else IndexedFile(*row)
 
     def put_file(
-        self, source_id: int, path: str | Path, size: int, mtime_ns: int, pages: int, passages: Sequence[Chunk]
+        self,
+        source_id: int,
+        path: str | Path,
+        size: int,
+        mtime_ns: int,
+        pages: int,
+        passages: Sequence[Chunk],
+        headings: Sequence[str] | None = None,
     ) -> int:
         """The file read: its row (new, or replacing a pending, skipped or older one) and its passages,
-        the old ones (and their vectors) gone, in one transaction. Returns the file's id."""
+        the old ones (and their vectors) gone, in one transaction. Returns the file's id. `headings`:
+        the section heading each passage is under (projects/headings.py), searched with the file's name
+        as the passage's title."""
+        if headings is not None and len(headings) != len(passages):
+            raise ValueError(f"{len(passages)} passages but {len(headings)} headings")
+        name = Path(path).name
+        titles = [f"{name} {h}".strip() for h in headings] if headings is not None else [name] * len(passages)
         with self._tx() as db:
             file_id = self._upsert(db, source_id, str(path), size, mtime_ns, INDEXED, None, pages, len(passages))
             db.executemany(
-                "INSERT INTO passages (file_id, seq, page, text) VALUES (?, ?, ?, ?)",
-                [(file_id, chunk.seq, chunk.page, chunk.text) for chunk in passages],
+                "INSERT INTO passages (file_id, seq, page, text, title) VALUES (?, ?, ?, ?, ?)",
+                [(file_id, c.seq, c.page, c.text, title) for c, title in zip(passages, titles, strict=True)],
             )
         return file_id
 
@@ -261,8 +315,8 @@ class KnowledgeIndex:
             return []
         with self._lock:
             rows = self._db.execute(
-                "SELECT rowid, bm25(passages_fts) AS rank FROM passages_fts WHERE passages_fts MATCH ? "
-                "ORDER BY rank LIMIT ?",
+                f"SELECT rowid, bm25(passages_fts, {TITLE_WEIGHT}, 1.0) AS rank FROM passages_fts "
+                "WHERE passages_fts MATCH ? ORDER BY rank LIMIT ?",
                 (query, limit),
             ).fetchall()
         return [(int(r[0]), float(r[1])) for r in rows]
@@ -341,6 +395,17 @@ class KnowledgeIndex:
         with self._lock:
             row = self._db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
         return None if row is None else str(row[0])
+
+
+def _statements(script: str) -> list[str]:
+    """The statements of a schema script (a trigger's body kept whole)."""
+    statements, current = [], ""
+    for line in script.strip().splitlines(keepends=True):
+        current += line
+        if sqlite3.complete_statement(current):
+            statements.append(current.strip())
+            current = ""
+    return statements
 
 
 _FILE_COLUMNS = "id, source_id, path, size, mtime_ns, state, reason, pages, passages, indexed_at"

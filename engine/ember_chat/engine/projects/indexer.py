@@ -25,12 +25,12 @@ from typing import Protocol
 
 import numpy as np
 
-from ember_chat.engine.attachments.chunking import chunk_text
 from ember_chat.engine.attachments.extract import READ_CHUNK
 from ember_chat.engine.attachments.isolated import FileReader, ReadingStopped
 from ember_chat.engine.attachments.kinds import DEFAULT_LIMITS, Limits, human_size
 from ember_chat.engine.errors import AttachmentError, EmberError
 from ember_chat.engine.projects import scan as scanning
+from ember_chat.engine.projects.headings import section_chunks
 from ember_chat.engine.projects.index import PENDING, KnowledgeIndex
 from ember_chat.engine.projects.scan import FoundFile, ScanProblem, scan, under
 
@@ -184,8 +184,8 @@ class Indexer:
             self.index.skip_file(source_id, path, file.size, file.mtime_ns, str(exc))
             result.skipped += 1
             return
-        chunks = chunk_text(extracted.text, extracted.pages)
-        self.index.put_file(source_id, path, size, mtime_ns, len(extracted.pages), chunks)
+        chunks, headings = section_chunks(extracted.text, extracted.pages)
+        self.index.put_file(source_id, path, size, mtime_ns, len(extracted.pages), chunks, headings)
         result.read += 1
         result.pages += len(extracted.pages)
         result.passages += len(chunks)
