@@ -35,6 +35,7 @@ from ember_chat.engine.inference.events import AttachmentsPlanned
 from ember_chat.engine.storage.conversations import Message
 from ember_chat.engine.storage.paths import AppPaths
 
+MAX_LOOKBACK = 64  # messages walked up from an answer to its question (a tool loop's answers between)
 ATTACHMENT_CAUSE = "attachment"  # the banner's files that could not be attached (it stays until dismissed)
 
 
@@ -78,7 +79,7 @@ class WindowAttachments(QObject):
         # Files no message refers to any more (their chats deleted, or attached and never sent) go, before
         # anything is attached in this run (a file attached is kept before its message is sent).
         self.store.prune()
-        self.chat = ChatAttachments(self.store)
+        self.chat = ChatAttachments(self.store, ctx.store)  # (and an answer's project sources)
         bar = composer.attachments
         bar.configure(ctx.tasks, ctx.bridge.measure_tokens, self.planner, self.sees_images, self.store.save)
         bar.question = composer.editor.toPlainText  # (the plan's passages are the ones it asks for)
@@ -94,9 +95,23 @@ class WindowAttachments(QObject):
         view = transcript.attachments
         view.lookup = self.chat.of_messages
         view.text_head = self.store.text_head  # a sent file's preview: the text Ember keeps, never a path
+        view.question_of = self.question_of  # (a project source's passage: the question's words marked)
         transcript.action.connect(view.on_action)
         controller.attachments = self.chat
         controller.planned.connect(view.forget)  # the answer's plan is recorded: its Sources show
+
+    def question_of(self, answer_id: int) -> str:
+        """The question an answer answers: the user's message it follows, past a tool loop's answers
+        ("" when it is gone)."""
+        try:
+            m = self.ctx.store.message(answer_id)
+            for _ in range(MAX_LOOKBACK):
+                if m.role == "user" or m.parent_id is None:
+                    break
+                m = self.ctx.store.message(m.parent_id)
+        except KeyError:
+            return ""
+        return m.content if m.role == "user" else ""
 
     def on_model_state(self, _state: str) -> None:
         """The window's model state changed (a ModelState, as its str): the chips are counted again with

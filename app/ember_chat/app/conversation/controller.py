@@ -20,6 +20,7 @@ from PySide6.QtCore import QObject, Signal, Slot
 from PySide6.QtGui import QGuiApplication
 
 from ember_chat.app.conversation.answer_saving import AnswerSaving
+from ember_chat.app.conversation.attachments import LEFT_OUT
 from ember_chat.app.conversation.tool_turns import ToolTurns
 from ember_chat.app.engine_link.bridge import EngineBridge
 from ember_chat.app.engine_link.wording import window_wording
@@ -33,6 +34,8 @@ from ember_chat.engine.errors import EmberError
 from ember_chat.engine.inference.calls.preview import call_preview
 from ember_chat.engine.inference.events import Retrying
 from ember_chat.engine.inference.metrics import GenerationMetrics
+from ember_chat.engine.projects.records import Project
+from ember_chat.engine.projects.turn import ProjectKnowledge, project_system
 from ember_chat.engine.storage.conversations import ConversationStore, Message
 from ember_chat.engine.storage.streaming import StreamingMessage, describe_write_error
 from ember_chat.engine.storage.titles import title_from_message
@@ -40,7 +43,7 @@ from ember_chat.engine.storage.titles import title_from_message
 if TYPE_CHECKING:
     from ember_chat.app.conversation.attachments import ChatAttachments
     from ember_chat.engine.attachments import StoredAttachment
-    from ember_chat.engine.inference.events import AttachmentsPlanned
+    from ember_chat.engine.inference.events import AttachmentsPlanned, KnowledgeUsed
     from ember_chat.engine.tools.session import ChatToolSession
 
 
@@ -69,6 +72,7 @@ class ChatController(QObject):
     metrics_prefill = Signal(int, int)  # prompt tokens read, of
     metrics_finished = Signal(object, object)  # GenerationMetrics or None, inter-token latencies (ms)
     planned = Signal(int)  # the answer whose attachments' plan (how each is read, its Sources) is recorded
+    project_used = Signal(object, object)  # a project chat's answer: its Project, then its KnowledgeUsed (or None)
 
     def __init__(
         self,
@@ -95,6 +99,11 @@ class ChatController(QObject):
         # a chat's tools, asked before each answer (the composition gives the window's tools' session_for)
         self.tool_session_for: Callable[[int], ChatToolSession | None] | None = None
         self.tools = ToolTurns(self, parent=self)  # the tool loop: consent, calls, results, the next generation
+        # a chat's project and the knowledge its answer is given (the window's projects; the knowledge is
+        # closed when the answer ends), asked before each answer
+        self.project_for: Callable[[int], tuple[Project, ProjectKnowledge | None] | None] | None = None
+        self._knowledge: ProjectKnowledge | None = None  # the answer's, while it runs
+        self._knowledge_used: KnowledgeUsed | None = None
         w = bridge
         w.tokens.connect(self._on_tokens)
         w.tool_writing.connect(self._on_tool_writing)
@@ -106,6 +115,7 @@ class ChatController(QObject):
         w.notice.connect(self._on_notice)
         w.prefill.connect(self._on_prefill)
         w.planned.connect(self._on_planned)
+        w.knowledge.connect(self._on_knowledge)
         w.failed.connect(self._on_failed)
         w.finished.connect(self._on_finished)
 
@@ -275,18 +285,25 @@ class ChatController(QObject):
         conv = self.store.conversation(self.conversation_id)
         params, system_prompt = self._params()
         continuing = history is not None
+        turn = self.project_for(conv.id) if self.project_for is not None else None
+        project, knowledge = turn if turn is not None else (None, None)
+        if project is not None:  # the project's instructions, then the chat's own system prompt
+            system_prompt = project_system(project.instructions, system_prompt)
         try:
             if history is None:  # the thread up to `user`, as the engine is given it (files, tool calls, resume)
                 store = self.attachments.store if self.attachments is not None else None
                 history = thread_messages(self.store.thread(conv.id, user.id), store, system_prompt, resume)
             tools = self.tools.prepare(conv.id, continuing)
-            request_id = self.bridge.generate(history, params, tools=tools)
+            request_id = self.bridge.generate(history, params, tools=tools, knowledge=knowledge)
         except EmberError as exc:  # QueueFull (only while Ember shuts down), an attachment's file gone
+            if knowledge is not None:
+                knowledge.close()
             self.error.emit(str(exc))
             return False
         self.tools.sent(request_id, history)
         # The engine's results for this id arrive as queued signals, handled after this returns.
         self.request_id = request_id
+        self._knowledge, self._knowledge_used = knowledge, None
         self._stream = StreamingMessage(self.store, conv.id, user.id, resume=resume)
         self._resumed = resume is not None
         if resume is not None:
@@ -297,6 +314,7 @@ class ChatController(QObject):
         else:
             self.stream_began.emit(self._stream.message.id, self.model_name)
         self.metrics_began.emit()
+        self.project_used.emit(project, None)  # (None, None: no project; the side panel says nothing of one)
         if not continuing:
             self.generating_changed.emit(True)
         return True
@@ -358,6 +376,25 @@ class ChatController(QObject):
             self.attachments.record(self._stream.message.id, event.plan)
             self.planned.emit(self._stream.message.id)
 
+    @Slot(int, object)
+    def _on_knowledge(self, rid: int, event: KnowledgeUsed) -> None:
+        """The project's passages this answer was given: kept with it (its Sources when it is shown)."""
+        if rid != self.request_id or self._stream is None:
+            return
+        self._knowledge_used = event
+        if self.attachments is not None:
+            try:
+                self.attachments.record_knowledge(self._stream.message.id, event)
+            except (sqlite3.Error, OSError) as exc:
+                self.notice.emit(
+                    self.tr("This answer's sources could not be saved ({reason}).").format(
+                        reason=describe_write_error(exc)
+                    )
+                )
+            self.planned.emit(self._stream.message.id)
+        knowledge = self._knowledge
+        self.project_used.emit(knowledge.project if knowledge is not None else None, event)
+
     @Slot(int, str)
     def _on_notice(self, rid: int, message: str) -> None:
         if rid == self.request_id:
@@ -376,6 +413,10 @@ class ChatController(QObject):
             return
         stream, self._stream = self._stream, None
         self.request_id = None
+        knowledge, self._knowledge = self._knowledge, None
+        used, self._knowledge_used = self._knowledge_used, None
+        if knowledge is not None:
+            knowledge.close()  # (the engine is done with it: the answer ended)
         self.metrics_finished.emit(metrics, itl)
         if stream is not None and not stream.text and not self._resumed and (reason == "error" or metrics is None):
             # Nothing was generated (failed, or cancelled while still waiting in the queue): drop the
@@ -387,6 +428,8 @@ class ChatController(QObject):
             record = metrics.to_dict() if metrics else None
             if record is not None and self.model_name:
                 record["model"] = self.model_name  # as the header said while it streamed (a starter's name)
+            if record is not None and used is not None and used.left_out:
+                record[LEFT_OUT] = used.left_out  # (said under it when the chat is shown again)
             saved = stream.finish(record)
             if not saved:
                 self.saving.keep(stream, record)

@@ -44,6 +44,7 @@ from ember_chat.engine.inference.backend import ModelDescription
 from ember_chat.engine.inference.events import AttachmentsPlanned, KnowledgeUsed, Retrying
 from ember_chat.engine.inference.metrics import GenerationMetrics
 from ember_chat.engine.inference.prompt.attachments import TokenCount
+from ember_chat.engine.inference.prompt.knowledge import TurnKnowledge
 from ember_chat.engine.inference.service.engine import (
     EngineService,
     GenerationRequest,
@@ -233,13 +234,17 @@ class EngineBridge(QObject):
         params: SamplingParams,
         template: str | None = None,
         tools: ToolRequest | None = None,
+        knowledge: TurnKnowledge | None = None,
     ) -> int:
-        """`tools`: what the answer may call (its calls come back by `tool_call`, before `finished`)."""
+        """`tools`: what the answer may call (its calls come back by `tool_call`, before `finished`);
+        `knowledge`: a project's, retrieved for the last user message on the engine thread (what was
+        given comes back by `knowledge`, before the answer)."""
         sink = _Sink(self._mailbox)
         # batch_s=0: every token goes to the mailbox as it comes; the mailbox batches (the first at once)
         request = GenerationRequest(
-            params=params, sink=sink, messages=messages, template=template, label="Chat", tools=tools, batch_s=0
-        )
+            params=params, sink=sink, messages=messages, template=template, label="Chat", tools=tools, batch_s=0,
+            knowledge=knowledge,
+        )  # fmt: skip
         sink.request = request
         return self.service.submit(request)
 

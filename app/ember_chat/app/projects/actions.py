@@ -20,6 +20,7 @@ from PySide6.QtCore import QObject, Qt
 from PySide6.QtWidgets import QDialog, QInputDialog, QWidget
 
 from ember_chat.app.context import AppContext
+from ember_chat.app.projects.answering import ProjectAnswering
 from ember_chat.app.projects.dialog import ProjectSettingsDialog
 from ember_chat.app.projects.indexing import ProjectIndexing
 from ember_chat.app.projects.model_choice import ModelUses, installed_uses
@@ -66,6 +67,7 @@ class WindowProjects(QObject):
         self._reload = reload
         self.dialog_parent = dialog_parent
         self.indexing = ProjectIndexing(ctx, self.store, self)
+        self.answering = ProjectAnswering(ctx.store, self.store, ctx.library, self.indexing.index_path)  # for answers
         self.settings_dialog: ProjectSettingsDialog | None = None  # while open (and for tests)
         self.question: QDialog | None = None  # the name asked for a new project, while open
         self.new_chat_folder: int | None = None  # where the new chat on screen goes when made

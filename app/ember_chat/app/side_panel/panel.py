@@ -22,8 +22,11 @@ from PySide6.QtWidgets import (
 from ember_chat.app.qt.layout_boundary import LayoutBoundary
 from ember_chat.app.side_panel.context_meter import ContextMeter
 from ember_chat.app.side_panel.params_panel import ParamsPanel
+from ember_chat.app.side_panel.project_why import ProjectWhy
 from ember_chat.app.side_panel.speed_chart import SpeedChart
+from ember_chat.engine.inference.events import KnowledgeUsed
 from ember_chat.engine.inference.metrics import GenerationMetrics, percentile
+from ember_chat.engine.projects.records import Project
 
 SESSION_TTFT_SAMPLES = 1_000
 SESSION_ITL_SAMPLES = 20_000
@@ -89,6 +92,8 @@ class MetricsPanel(QWidget):
         self.why.setAccessibleName(self.tr("Why this speed"))
         self.why.setToolTip(self.tr("What the last answer's prompt and model cost: the figures behind its speed"))
         layout.addWidget(self.why)
+        self.project_why = ProjectWhy()  # a project chat's answer: its instructions and sources
+        layout.addWidget(self.project_why)
 
         self.chart = SpeedChart()
         # the chart takes the spare height, up to a size where it still reads as a small chart
@@ -172,8 +177,13 @@ class MetricsPanel(QWidget):
             w.setText("—")
         self.why.hide()
         self.why.clear()
+        self.project_why.clear()
         self._show_speculation(None)
         self._show_no_context()
+
+    def show_project(self, project: Project | None, used: KnowledgeUsed | None) -> None:
+        """Why this answer: the project it was made in, its instructions and sources (project_why.py)."""
+        self.project_why.show_project(project, used)
 
     def show_dictation(
         self,

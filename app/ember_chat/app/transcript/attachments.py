@@ -3,7 +3,8 @@
 (or Enter on it) opens its preview (attachment_preview.py: the text the model was given and how it was
 read, or the image); under an answer
 made with attachments, how each was read (whole, or the passages used) and its **Sources** (file,
-page, passage), a click shows that passage.
+page, passage), a click shows that passage; under an answer made with a project's knowledge, its
+sources and the [n] markers of its text as links to them (project_sources.py).
 
 What a message has is asked of `lookup` (the window's attachment store) once per message and kept:
 a message's attachments never change once sent, and an answer's plan is written when its request is
@@ -18,6 +19,7 @@ from typing import Protocol, runtime_checkable
 from PySide6.QtCore import QCoreApplication, QSize, Qt, QUrl
 from PySide6.QtGui import (
     QColor,
+    QDesktopServices,
     QImage,
     QScreen,
     QTextBlockFormat,
@@ -26,7 +28,7 @@ from PySide6.QtGui import (
     QTextDocument,
     QTextImageFormat,
 )
-from PySide6.QtWidgets import QDialog, QDialogButtonBox, QPlainTextEdit, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QDialog, QDialogButtonBox, QPlainTextEdit, QPushButton, QVBoxLayout, QWidget
 
 from ember_chat.app.engine_link.attachment_words import kind_label, mode_words
 from ember_chat.app.qt.plain_text import plain_tooltip
@@ -38,10 +40,12 @@ from ember_chat.app.transcript.attachment_preview import (
     add_text_preview,
     plain_label,
 )
+from ember_chat.app.transcript.project_sources import CITE, add_passage_view, link_markers, write_sources
 from ember_chat.app.transcript.render.message import MessageWriter, inline_image, sign
 from ember_chat.engine.attachments import PlannedAttachment, Source, StoredAttachment
 from ember_chat.engine.attachments.kinds import human_size
 from ember_chat.engine.errors import EmberError
+from ember_chat.engine.projects.citations import ProjectSource
 
 THUMB_HEIGHT = 96  # px, logical: a thumbnail's height in the transcript (narrower images keep their width)
 THUMB_WIDTH = 240
@@ -55,11 +59,14 @@ def tr(text: str) -> str:
 @dataclass(frozen=True)
 class MessageAttachments:
     """What the transcript shows of a message's attachments: its files, and for an answer the plan it
-    was made with (`items`: how each file was read; `sources`: the passages used)."""
+    was made with (`items`: how each file was read; `sources`: the passages used) and the project's
+    passages it was given (`knowledge`, numbered as it cites them; `left_out`: found, did not fit)."""
 
     attachments: tuple[StoredAttachment, ...] = ()
     items: tuple[PlannedAttachment, ...] = ()
     sources: tuple[Source, ...] = ()
+    knowledge: tuple[ProjectSource, ...] = ()
+    left_out: int = 0
     images: dict[str, bytes] = field(default_factory=dict, compare=False)  # sha256 → the image's bytes
 
 
@@ -91,6 +98,9 @@ class TranscriptAttachments:
         self.view = view
         self.lookup: Lookup = lambda ids: {}
         self.text_head: TextHead | None = None  # a stored file's text, for its preview (the window's store)
+        self.question_of: Callable[[int], str] = lambda answer_id: ""  # an answer's question (its words marked)
+        # None when an answer's project source may be opened, else why not (the window's: in the index, on disk)
+        self.why_not_open: Callable[[int, str], str | None] = lambda answer_id, path: tr("Ember cannot open it.")
         self._known: dict[int, MessageAttachments] = {}
         self._thumbs: dict[str, QImage] = {}  # sha256 → thumbnail (at the view's pixel ratio)
         self.dialog: QDialog | None = None  # the passage or image shown, while open
@@ -115,7 +125,7 @@ class TranscriptAttachments:
     def key(self, message_id: int) -> tuple:
         """Part of a message's look: a message whose attachments or plan changed is written again."""
         m = self.of(message_id)
-        return (m.attachments, m.items, m.sources)
+        return (m.attachments, m.items, m.sources, m.knowledge, m.left_out)
 
     # ----- writing
     def write_chips(self, c: QTextCursor, message_id: int) -> None:
@@ -185,10 +195,13 @@ class TranscriptAttachments:
         sign(img)
         c.insertImage(img)
 
-    def write_plan(self, c: QTextCursor, message_id: int) -> None:
-        """Under an answer made with attachments: how each was read, then its Sources."""
+    def write_plan(self, c: QTextCursor, message_id: int, body: tuple[int, int] | None = None) -> None:
+        """Under an answer made with attachments: how each was read, then its Sources; with a project's
+        knowledge, its sources, and the [n] markers of its text (`body`: where it is) linked to them."""
         m = self.of(message_id)
         writer = self.view.writer
+        if m.knowledge and body is not None:
+            link_markers(self.view.document(), *body, message_id, m.knowledge, QColor(writer.colors.link))
         if m.items:
             fmt = QTextBlockFormat()
             fmt.setTopMargin(8)
@@ -217,6 +230,7 @@ class TranscriptAttachments:
                 sign(link)
                 c.insertText(source_label(source), link)
         c.setCharFormat(QTextCharFormat())
+        write_sources(writer, c, message_id, m.knowledge, m.left_out)
 
     # ----- clicks
     def on_action(self, verb: str, message_id: int, arg: int) -> None:
@@ -226,6 +240,10 @@ class TranscriptAttachments:
             return
         if verb == "source" and arg < len(m.sources):
             self.show_source(m.sources[arg])
+        elif verb == CITE:
+            source = next((s for s in m.knowledge if s.n == arg), None)
+            if source is not None:
+                self.show_project_source(message_id, source)
         elif verb == "image" and arg < len(m.attachments):
             att = m.attachments[arg]
             if att.sha256 in m.images:
@@ -266,6 +284,37 @@ class TranscriptAttachments:
         dialog.resize(560, 360)
         self._finish(dialog, layout)
         return dialog
+
+    def show_project_source(self, answer_id: int, source: ProjectSource) -> QDialog:
+        """A passage of an answer's project knowledge: the question's words marked, and a button that
+        opens its file (the source's own path, when the window finds it in the project's index and on
+        disk; else the window says why not)."""
+        dialog, layout = self._dialog(source.label())
+        why_not = self.why_not_open(answer_id, source.file_path)
+        mark = QColor(self.view.writer.colors.highlight)
+        mark.setAlpha(110)  # (the passage stays readable under it in both themes)
+        add_passage_view(layout, source, self.question_of(answer_id), mark, why_not)
+        buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Close)
+        open_file = QPushButton(tr("Open file"))
+        open_file.setObjectName("openSourceFile")
+        open_file.setEnabled(why_not is None)
+        open_file.setToolTip(why_not or source.file_path)
+        open_file.clicked.connect(lambda: self._open_file(answer_id, source, dialog))
+        buttons.addButton(open_file, QDialogButtonBox.ButtonRole.ActionRole)
+        buttons.rejected.connect(dialog.close)
+        layout.addWidget(buttons)
+        dialog.resize(600, 380)
+        dialog.show()
+        return dialog
+
+    def _open_file(self, answer_id: int, source: ProjectSource, dialog: QDialog) -> None:
+        why_not = self.why_not_open(answer_id, source.file_path)  # (asked again: the file may have gone)
+        if why_not is None and QDesktopServices.openUrl(QUrl.fromLocalFile(source.file_path)):
+            return
+        sentence = why_not or tr("No program opened {path}.").format(path=source.file_path)
+        layout = dialog.layout()
+        if isinstance(layout, QVBoxLayout):
+            layout.insertWidget(layout.count() - 1, plain_label(sentence, "sourceMissing"))
 
     def show_image(self, att: StoredAttachment, data: bytes) -> QDialog:
         """An attached image at full size (scrolled when larger than the screen allows)."""

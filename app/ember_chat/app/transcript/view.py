@@ -266,10 +266,12 @@ class TranscriptView(QTextBrowser):
         shown = self._start_message(QTextCursor(c.block()), m.id, m.role, index)
         shown.start.setKeepPositionOnInsert(False)
         if m.role == "assistant":
+            body_at = c.position()
             yield from self.writer.body_steps(c, m.content, m.id, m.id in self._expanded)
             shown.body_end = body_end(c)
+            body = (body_at, c.position())  # (its [n] markers linked to its project sources)
             self.tools.write(c, m)
-            self.attachments.write_plan(c, m.id)
+            self.attachments.write_plan(c, m.id, body)
             line = self.tools.with_tool_time(_summary(m), m)  # (says "interrupted" when the stream was cut)
             if not m.complete:
                 line = f"{line} · {self.tr('interrupted')}" if line else self.tr("interrupted")

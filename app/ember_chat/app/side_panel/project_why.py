@@ -1,0 +1,86 @@
+"""*Why this answer* in the side panel, for an answer in a project's chat (issue 34): that the project's
+instructions were added before the chat's system prompt (their first line, the whole on hover), and the
+passages of its knowledge the answer was given (file, page), with how many found did not fit the context.
+Hidden for an answer in no project."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QPalette
+from PySide6.QtWidgets import QGroupBox, QLabel, QVBoxLayout, QWidget
+
+from ember_chat.app.qt.plain_text import plain_tooltip
+from ember_chat.engine.inference.events import KnowledgeUsed
+from ember_chat.engine.projects.citations import ProjectSource
+from ember_chat.engine.projects.records import Project
+
+FIRST_LINE = 80  # characters of the instructions' first line shown (the whole is the tooltip)
+
+
+def first_line(text: str) -> str:
+    """The first non-empty line, cut to FIRST_LINE characters, with "…" when there is more."""
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    if not lines:
+        return ""
+    line = lines[0]
+    cut = line[:FIRST_LINE].rstrip()
+    return cut + "…" if len(lines) > 1 or len(line) > FIRST_LINE else cut
+
+
+class ProjectWhy(QGroupBox):
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setTitle(self.tr("Why this answer"))
+        layout = QVBoxLayout(self)
+        self.instructions = QLabel()
+        self.sources = QLabel()
+        for label, name in ((self.instructions, "Project instructions"), (self.sources, "Project sources")):
+            label.setWordWrap(True)
+            label.setTextFormat(Qt.TextFormat.PlainText)  # (a project's name and files: never rich text)
+            label.setForegroundRole(QPalette.ColorRole.PlaceholderText)
+            label.setAccessibleName(self.tr(name))
+            layout.addWidget(label)
+        self.hide()  # until an answer in a project
+
+    def show_project(self, project: Project | None, used: KnowledgeUsed | None) -> None:
+        """An answer began in `project` (None: in no project), or its knowledge was given (`used`)."""
+        if project is None:
+            self.clear()
+            return
+        icon = f"{project.icon} " if project.icon else ""
+        self.setTitle(self.tr("Why this answer — {icon}{name}").format(icon=icon, name=project.name))
+        shown = first_line(project.instructions)
+        if shown:
+            words = self.tr("Project instructions added before the system prompt: “{line}”")
+            self.instructions.setText(words.format(line=shown))
+            self.instructions.setToolTip(plain_tooltip(project.instructions.strip()))
+        else:
+            self.instructions.setText(self.tr("The project has no instructions."))
+            self.instructions.setToolTip("")
+        self.sources.setText(self._sources_text(project, used))
+        self.show()
+
+    def _sources_text(self, project: Project, used: KnowledgeUsed | None) -> str:
+        if used is None and project.sources:
+            return self.tr("No passage of its knowledge was given yet.")
+        if used is None:
+            return self.tr("The project has no knowledge files.")
+        if not used.retrieved:
+            return used.summary()
+        labels = [f"[{s.n}] {ProjectSource(s.n, s.file_path, s.page, s.seq, '', 0).label()}" for s in used.sources]
+        text = self.tr("Sources: {sources}").format(sources=", ".join(labels)) if labels else ""
+        if used.left_out:
+            more = self.tr("{n} more passages found did not fit the context.").format(n=used.left_out)
+            if used.left_out == 1:
+                more = self.tr("1 more passage found did not fit the context.")
+            text = f"{text}. {more}" if text else more
+        return text
+
+    def clear(self) -> None:
+        self.instructions.clear()
+        self.instructions.setToolTip("")
+        self.sources.clear()
+        self.hide()
+
+
+__all__ = ["ProjectWhy", "first_line"]

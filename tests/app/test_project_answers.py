@@ -1,0 +1,168 @@
+"""Answers that cite (issue 34) in the real window: a chat in a project is answered with the project's
+instructions before its system prompt and with passages of the project's knowledge (a real index over
+files in a temporary folder); under the answer its Sources, each a link, and its [n] markers linked to
+them (a marker without a source stays plain); a click on [1] opens the passage with the question's words
+marked and an Open file button that opens the source's own file (QDesktopServices.openUrl recorded),
+refused with a sentence once the file is gone; the side panel's Why this answer says the instructions
+and sources; the sources come back when the chat is shown again."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from PySide6.QtCore import QPoint, Qt, QUrl
+from PySide6.QtGui import QDesktopServices, QTextCursor
+from PySide6.QtWidgets import QLabel, QPlainTextEdit, QPushButton
+from pytestqt.qtbot import QtBot
+
+from ember_chat.app.shell.main_window import MainWindow
+from ember_chat.engine.projects.records import ProjectStore
+from tests.helpers.fake_backend import FakeBackend
+from tests.helpers.window import send
+
+pytestmark = pytest.mark.usefixtures("nothing_blocks")
+WAIT_MS = 30_000
+INSTRUCTIONS = "Answer as a geographer would.\nKeep it short."
+QUESTION = "Which river is the longest of Iberia?"
+ANSWER = ["The ", "Tagus ", "is ", "the ", "longest ", "[1]", ", ", "not ", "in ", "[7]", "."]
+
+
+def _project_chat(qtbot: QtBot, w: MainWindow, docs: Path) -> int:
+    """A project over `docs`, indexed, and a new chat in it (selected): the project's folder id."""
+    store = ProjectStore(w.store)
+    project = store.create("Rivers", icon="🌊", instructions=INSTRUCTIONS)
+    store.add_source(project.folder_id, str(docs))
+    w.chats.reload_conversations()
+    indexing = w.projects.indexing
+    with qtbot.waitSignal(indexing.finished, timeout=WAIT_MS):
+        indexing.run(project.folder_id)
+    qtbot.waitUntil(lambda: not indexing.running(project.folder_id), timeout=WAIT_MS)
+    w.conversations.list.setCurrentIndex(w.conversations.folder_index(project.folder_id))
+    w.chats.new_chat()
+    return project.folder_id
+
+
+def _click_link(qtbot: QtBot, w: MainWindow, href: str) -> None:
+    """A real mouse click on the first link to `href` in the transcript."""
+    doc = w.transcript.document()
+    block = doc.begin()
+    while block.isValid():
+        it = block.begin()
+        while not it.atEnd():
+            fragment = it.fragment()
+            if fragment.charFormat().anchorHref() == href:
+                c = QTextCursor(doc)
+                c.setPosition(fragment.position() + fragment.length() // 2 + 1)
+                w.transcript.ensureCursorVisible()
+                w.transcript.setTextCursor(c)
+                w.transcript.ensureCursorVisible()
+                rect = w.transcript.cursorRect(c)
+                w.transcript.setTextCursor(QTextCursor(doc))  # (the click makes its own selection)
+                qtbot.mouseClick(
+                    w.transcript.viewport(), Qt.MouseButton.LeftButton, pos=QPoint(rect.x() - 2, rect.center().y())
+                )
+                return
+            it += 1
+        block = block.next()
+    raise AssertionError(f"no link to {href}")
+
+
+def test_a_project_answer_cites_its_sources_and_opens_them(
+    qtbot: QtBot,
+    make_loaded_window: Callable[[FakeBackend | None], MainWindow],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    rivers = docs / "rivers.md"
+    rivers.write_text("# Rivers\n\nThe Tagus is the longest river of Iberia, flowing to Lisbon.\n")
+    (docs / "lakes.txt").write_text("Lake Alqueva is a reservoir on the Guadiana.\n")
+    fake = FakeBackend(script=ANSWER)
+    w = make_loaded_window(fake)
+    folder_id = _project_chat(qtbot, w, docs)
+    w.side.params.system_prompt.setPlainText("You are helpful.")  # (the new chat's own)
+    send(qtbot, w, QUESTION)
+
+    # the request: the project's instructions, then the chat's system prompt; the passages before the question
+    messages = fake.requests[-1]
+    assert messages[0].role == "system"
+    assert messages[0].content == f"{INSTRUCTIONS}\n\nYou are helpful."
+    assert "[1] rivers.md: " in messages[-1].content and messages[-1].content.endswith(QUESTION)
+
+    cid = w.controller.conversation_id
+    assert cid is not None and w.store.conversation(cid).folder_id == folder_id
+    answer_id = w.store.thread(cid)[-1].id
+    text = w.transcript.plain_text()
+    assert "Sources  [1] rivers.md" in text
+    links = [href for href, _tip in w.transcript.links()]
+    assert links.count(f"ember:cite/{answer_id}/1") == 2  # the [1] in the text and the Sources line
+    assert not any(h.endswith("/7") and h.startswith("ember:cite") for h in links)  # [7]: no source, plain text
+    assert "[7]" in text
+
+    # Why this answer: the instructions (first line, the whole on hover) and the sources
+    why = w.side.metrics.project_why
+    assert not why.isHidden()
+    assert "Answer as a geographer would.…" in why.instructions.text()
+    assert "Keep it short." in why.instructions.toolTip()
+    assert "[1] rivers.md" in why.sources.text()
+
+    # a click on the [1] in the answer: the passage, its words marked, Open file
+    _click_link(qtbot, w, f"ember:cite/{answer_id}/1")
+    dialog = w.transcript.attachments.dialog
+    assert dialog is not None and dialog.isVisible()
+    passage = dialog.findChild(QPlainTextEdit, "sourceText")
+    assert "The Tagus is the longest river of Iberia" in passage.toPlainText()
+    marked = {s.cursor.selectedText().lower() for s in passage.extraSelections()}
+    assert {"river", "longest", "iberia"} <= marked
+    opened: list[QUrl] = []
+    monkeypatch.setattr(QDesktopServices, "openUrl", lambda url: opened.append(url) or True)
+    button = dialog.findChild(QPushButton, "openSourceFile")
+    assert button.isEnabled()
+    qtbot.mouseClick(button, Qt.MouseButton.LeftButton)
+    assert opened == [QUrl.fromLocalFile(str(rivers))]
+    dialog.close()
+
+    # the file gone: said, never opened
+    rivers.unlink()
+    w.transcript.action.emit("cite", answer_id, 1)
+    dialog = w.transcript.attachments.dialog
+    assert not dialog.findChild(QPushButton, "openSourceFile").isEnabled()
+    assert "no longer at" in dialog.findChild(QLabel, "sourceMissing").text()
+    dialog.close()
+    assert len(opened) == 1
+
+    # the chat shown again: its sources kept with the answer
+    w.chats.new_chat()
+    w.chats.open_conversation(cid)
+    w.transcript.finish_rendering()
+    assert "Sources  [1] rivers.md" in w.transcript.plain_text()
+    assert [h for h, _t in w.transcript.links()].count(f"ember:cite/{answer_id}/1") == 2
+
+
+def test_passages_that_did_not_fit_are_said_under_the_answer_and_after_it_is_shown_again(
+    qtbot: QtBot, make_loaded_window: Callable[[FakeBackend | None], MainWindow], tmp_path: Path
+) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for n in range(4):  # long files about the question: not all their passages fit the small context
+        (docs / f"river{n}.txt").write_text(f"The river Tagus, note {n}: " + "Iberia river longest water " * 60)
+    fake = FakeBackend(script=["The Tagus [1]."])
+    fake.n_ctx = 1_200
+    w = make_loaded_window(fake)
+    _project_chat(qtbot, w, docs)
+    w.side.params.max_tokens.setValue(64)
+    send(qtbot, w, QUESTION)
+    cid = w.controller.conversation_id
+    answer_id = w.store.thread(cid)[-1].id
+    m = w.transcript.attachments.of(answer_id)
+    assert m.knowledge and m.left_out > 0  # (retrieved: more passages than fit)
+    said = f"{m.left_out} more passage{'s' if m.left_out > 1 else ''} found did not fit the context."
+    assert said in w.transcript.plain_text()
+    assert said in w.side.metrics.project_why.sources.text()
+    w.chats.new_chat()
+    w.chats.open_conversation(cid)
+    w.transcript.finish_rendering()
+    assert said in w.transcript.plain_text()  # (kept with the answer's metrics)
