@@ -1,7 +1,8 @@
 """`ember-chat projects` and `ember-chat run --project` as a user runs them (real subprocesses, a data
 folder in tmp_path, real files indexed in child processes): a project made with its folder indexed at
 once, listed with its files, passages and skipped files; knowledge added and indexed again; an answer
-with the project's knowledge lists its sources in --json; mistakes are one line and exit status 2. And
+with the project's knowledge lists its sources in --json (found by meaning too with the project's
+embedding model, said when that model is gone); mistakes are one line and exit status 2. And
 end to end with the real chat starter: 200 project files, one holding a made-up fact."""
 
 from __future__ import annotations
@@ -12,7 +13,11 @@ from typing import Any
 
 import pytest
 
+from ember_chat.engine.projects.records import ProjectStore
+from ember_chat.engine.storage.conversations import ConversationStore
+from ember_chat.engine.storage.paths import AppPaths
 from tests.helpers.cli import cli
+from tests.helpers.gguf_factory import write_word_bert
 
 FACT = "The lighthouse keeper's parrot is named Captain Marmalade."
 
@@ -135,3 +140,37 @@ def test_the_chat_starter_answers_from_one_of_200_project_files(tmp_path: Path, 
     files_given = [s["file"] for s in line["sources"]]
     assert str(docs / "keeper.md") in files_given  # the fact's passage is among the sources given
     print("answer:", "\n".join(answer), "| sources:", [Path(f).name for f in files_given])
+
+
+def test_a_projects_embedding_model_indexes_and_answers_and_a_missing_one_is_said(
+    tmp_path: Path, tiny_model: Path
+) -> None:
+    data = tmp_path / "data"
+    lamp = "The harbour master repaired the lighthouse lamp after the winter storms."
+    docs = _folder(tmp_path / "docs", {"lamp.txt": lamp, **_notes(5)})
+    meanings = {w: w for w in lamp.lower().rstrip(".").split()} | {"fixed": "repaired", "beacon": "lamp"}
+    words = write_word_bert(tmp_path / "words.gguf", meanings)
+    assert cli("projects", "new", "Harbour", "--folder", str(docs), "--no-index", data_dir=data).returncode == 0
+    chats = ConversationStore(AppPaths(data, tmp_path / "config").database)
+    try:
+        projects = ProjectStore(chats)
+        projects.update(projects.projects()[0].folder_id, embedding_model=str(words))
+    finally:
+        chats.close()
+    indexed = cli("projects", "index", "Harbour", data_dir=data)  # (its passages embedded with the model)
+    assert indexed.returncode == 0 and "Indexed “Harbour”: 6 files" in indexed.stderr, indexed.stderr
+
+    def ask() -> tuple[dict[str, Any], str]:
+        out = cli("run", "--model", str(tiny_model), "--project", "Harbour", "--prompt", "Who fixed the beacon?",
+                  "--json", "--max-tokens", "2", "--ctx", "2048", "--threads", "1", data_dir=data)  # fmt: skip
+        assert out.returncode == 0, out.stderr
+        return json.loads(out.stdout.rstrip("\n").split("\n")[-1]), out.stderr
+
+    line, _ = ask()
+    assert line["knowledge"]["ranked_by"] == ["bm25", "vectors"] and line["knowledge"]["problems"] == []
+    assert line["sources"][0]["file"] == str(docs / "lamp.txt")  # (by meaning: no word of the question in it)
+    words.unlink()
+    line, stderr = ask()
+    assert line["knowledge"]["ranked_by"] == ["bm25"] and "lamp.txt" not in str(line["sources"])
+    (problem,) = line["knowledge"]["problems"]
+    assert f"embedding model {words} is not there" in problem and problem in stderr

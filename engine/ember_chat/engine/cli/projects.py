@@ -122,12 +122,17 @@ def _checked_path(path: str) -> None:
 
 
 def _index_project(project: Project, paths: AppPaths, out: TextIO) -> IndexRun:
-    """Index the project's sources (not the paused ones), one progress line on `out`, then a summary."""
+    """Index the project's sources (not the paused ones; the files of sources no longer in the project
+    dropped), their passages embedded with the project's embedding model when it names one, one progress
+    line on `out`, then a summary."""
+    from ember_chat.engine.cli.common import resolve_model
     from ember_chat.engine.projects.index import KnowledgeIndex, knowledge_path
     from ember_chat.engine.projects.indexer import Indexer
+    from ember_chat.engine.projects.rankers import load_embedder
 
     sources = [s for s in project.sources if not s.paused]
     paused = len(project.sources) - len(sources)
+    embedder, embedding_problem = load_embedder(project.embedding_model, lambda name: resolve_model(name, paths))
     index = KnowledgeIndex(knowledge_path(paths, project.folder_id))
     live = out.isatty()
 
@@ -142,11 +147,15 @@ def _index_project(project: Project, paths: AppPaths, out: TextIO) -> IndexRun:
             out.write(terminal_text(line) + "\n")
 
     try:
-        result = Indexer(index, sources).run(progress)
+        for source_id in {f.source_id for f in index.files()} - {s.id for s in project.sources}:
+            index.drop_source(source_id)  # (removed from the project: its passages go)
+        result = Indexer(index, sources, embedder=embedder).run(progress)
         counts = index.counts()
         skipped = [f for f in index.files() if f.state == "skipped"]
     finally:
         index.close()
+        if embedder is not None:
+            embedder.close()
     if live:
         out.write("\n")
     out.write(
@@ -160,6 +169,9 @@ def _index_project(project: Project, paths: AppPaths, out: TextIO) -> IndexRun:
         out.write(f"  {terminal_text(str(problem.path))}: {terminal_text(problem.reason)}\n")
     if paused:
         out.write(f"  {paused} paused source(s) left out (resume them in the window).\n")
+    for problem in (embedding_problem, result.embedding_problem):
+        if problem:
+            out.write(f"  {terminal_text(problem)}\n")
     out.flush()
     return result
 

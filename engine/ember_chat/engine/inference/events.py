@@ -168,13 +168,17 @@ class KnowledgeUsed:
     after AttachmentsPlanned): `sources`, numbered from 1 as the prompt's block has them; `retrieved`: the
     passages retrieval found, of which `left_out` did not fit `budget_tokens` (the context left once the
     conversation and its attachments are counted); `estimated`: no tokenizer, the counts are estimates.
-    `name`: whose knowledge (the project's name)."""
+    `name`: whose knowledge (the project's name). `ranked_by`: how the passages were ranked ("bm25", then
+    "vectors" when the project's embedding model searched them, "reranker" when its reranker reordered
+    them); `problems`: why a model the project names was not used, a sentence each."""
 
     name: str
     sources: tuple[CitedPassage, ...]
     retrieved: int
     budget_tokens: int
     estimated: bool = False
+    ranked_by: tuple[str, ...] = ("bm25",)
+    problems: tuple[str, ...] = ()
 
     @property
     def left_out(self) -> int:

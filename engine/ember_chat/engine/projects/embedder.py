@@ -14,6 +14,7 @@ import os
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TypeVar
 
 import llama_cpp
 import numpy as np
@@ -25,6 +26,7 @@ from ember_chat.engine.inference.llama.loader import open_llama
 from ember_chat.engine.inference.local import embeddings
 
 DEFAULT_CONTEXT = 512
+T = TypeVar("T")
 
 
 def model_identity(path: Path) -> str:
@@ -48,7 +50,7 @@ class _Model:
         self.limit = min(self.llm.n_ctx(), n_ctx)
         self._embedder: Embedder | None = Embedder(self.llm, self.limit, threads, threads)
         self.dim = self._embedder.n_embd
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
 
     def tokenize(self, text: str, *, special: bool = False, add_bos: bool = False) -> list[int]:
         return self.llm.tokenize(text.encode("utf-8"), add_bos=add_bos, special=special)
@@ -72,6 +74,14 @@ class _Model:
                 raise InvalidParameter(f"{self.path.name} was closed.")
             return work(self._embedder)
 
+    def call(self, work: Callable[[], T]) -> T:
+        """`work` (tokenizing, then `run`) while the model cannot be closed; InvalidParameter once it was
+        (a closed model's tokenizer is freed memory)."""
+        with self._lock:
+            if self._embedder is None:
+                raise InvalidParameter(f"{self.path.name} was closed.")
+            return work()
+
     def close(self) -> None:
         with self._lock:
             embedder, self._embedder = self._embedder, None
@@ -92,6 +102,9 @@ class GGUFEmbedder:
         """Each text's unit-length vector, float32 (len(texts), dim); an empty text embeds as a space."""
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
+        return self._model.call(lambda: self._embed(texts))
+
+    def _embed(self, texts: Sequence[str]) -> np.ndarray:
         m = self._model
         tokens = [m.fitted(m.tokenize(t or " ", add_bos=True)) for t in texts]
         checked = embeddings.input_tokens([tuple(t) for t in tokens], m.tokenize, m.llm.n_vocab(), m.limit)
@@ -124,6 +137,9 @@ class GGUFReranker:
         """Each text's relevance to `query` (higher: more relevant)."""
         if not texts:
             return []
+        return self._model.call(lambda: self._rank(query, texts))
+
+    def _rank(self, query: str, texts: Sequence[str]) -> list[float]:
         m = self._model
         budget = max(8, m.limit - len(m.tokenize(query)) - 8)  # (the query and the pair's special tokens)
         shortened = [_cut(t, budget, m.tokenize, m.detokenize) for t in texts]

@@ -14,6 +14,7 @@ from ember_chat.engine.core.messages import ChatMessage
 from ember_chat.engine.errors import StoreError
 from ember_chat.engine.inference.events import CitedPassage, KnowledgeUsed
 from ember_chat.engine.inference.prompt.knowledge import KnowledgeFit
+from ember_chat.engine.projects.active import ActiveIndex, active_sources
 from ember_chat.engine.projects.citations import knowledge_block, sources
 from ember_chat.engine.projects.index import KnowledgeIndex, knowledge_path
 from ember_chat.engine.projects.records import Project, ProjectStore
@@ -59,11 +60,13 @@ def source_json(source: CitedPassage) -> dict[str, Any]:
 
 def knowledge_json(used: KnowledgeUsed) -> dict[str, Any]:
     """What an answer's JSON says of its project's knowledge: `project`, `knowledge` (passages retrieved,
-    used, left out for the context, the budget) and `sources`."""
+    used, left out for the context, the budget, how they were ranked: "bm25", "vectors", "reranker", and
+    `problems`: why a model the project names took no part) and `sources`."""
     return {
         "project": used.name,
         "knowledge": {"retrieved": used.retrieved, "used": len(used.sources), "left_out": used.left_out,
-                      "budget_tokens": used.budget_tokens, "estimated": used.estimated},
+                      "budget_tokens": used.budget_tokens, "estimated": used.estimated,
+                      "ranked_by": list(used.ranked_by), "problems": list(used.problems)},
         "sources": [source_json(s) for s in used.sources],
     }  # fmt: skip
 
@@ -81,7 +84,10 @@ def fitted(hits: list[Hit], budget: int, count: Callable[[str], int]) -> list[Hi
 
 class ProjectKnowledge:
     """A project's knowledge for one request: its index, and the embedding model and reranker the
-    caller loaded for it (None: BM25 alone, or no reordering). Safe to use on the engine thread."""
+    caller loaded for it (None: BM25 alone, or no reordering; `problems`: why a model the project names
+    was not loaded, said with each answer). Only the passages of the project's active sources are
+    retrieved (projects/active.py; `active`: a view kept by the caller across requests). The index is
+    closed by close() unless `owns_index` is False. Safe to use on the engine thread."""
 
     def __init__(
         self,
@@ -90,12 +96,19 @@ class ProjectKnowledge:
         embed: Embed | None = None,
         rerank: Rerank | None = None,
         candidates: int = CANDIDATES,
+        *,
+        problems: tuple[str, ...] = (),
+        active: ActiveIndex | None = None,
+        owns_index: bool = True,
     ) -> None:
         self.project = project
         self.index = index
         self.embed = embed
         self.rerank = rerank
         self.candidates = candidates
+        self.problems = problems
+        self.active = active if active is not None else ActiveIndex(index, active_sources(project))
+        self.owns_index = owns_index
 
     @classmethod
     def open(
@@ -113,12 +126,30 @@ class ProjectKnowledge:
         return self.index.path
 
     def fit(self, question: str, budget: int, count: Callable[[str], int]) -> KnowledgeFit:
-        hits = retrieve(self.index, question, self.candidates, self.embed, self.rerank)
+        hits = retrieve(self.active.searched(), question, self.candidates, self.embed, self.rerank)
         chosen = fitted(hits, budget, count)
-        return KnowledgeFit(knowledge_block(chosen), tuple(sources(chosen)), len(hits))
+        ranked_by, problems = self._ranking()
+        return KnowledgeFit(knowledge_block(chosen), tuple(sources(chosen)), len(hits), ranked_by, problems)
+
+    def _ranking(self) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """How retrieval ranks the passages, and why a model the project names does not take part."""
+        ranked_by, problems = ["bm25"], list(self.problems)
+        if self.embed is not None:
+            made_by = self.index.embedding_model()
+            if made_by is not None and made_by == self.embed.model_id:
+                ranked_by.append("vectors")
+            else:
+                model = self.project.embedding_model or "its embedding model"
+                why = "holds no vectors yet" if made_by is None else f"holds the vectors of another model ({made_by})"
+                problems.append(f"The project's index {why}, not of {model}: the passages are found by their words "
+                                "alone until it is indexed again.")  # fmt: skip
+        if self.rerank is not None:
+            ranked_by.append("reranker")
+        return tuple(ranked_by), tuple(problems)
 
     def close(self) -> None:
-        self.index.close()
+        if self.owns_index:
+            self.index.close()
 
 
 __all__ = [

@@ -570,3 +570,5 @@ class ApiServer:
             self._thread.join()
             self._thread = None
         self._loop = self._stop = None
+        if self.projects is not None:
+            self.projects.close()  # (its projects' indexes and models: no request is answered any more)

@@ -20,11 +20,14 @@ from ember_chat.engine.inference.prompt.attachments import UNKNOWN_CONTEXT, atta
 @dataclass(frozen=True)
 class KnowledgeFit:
     """The passages that fit a budget: the block for the prompt ("" when none), its numbered sources, and
-    how many passages retrieval found before the budget was applied."""
+    how many passages retrieval found before the budget was applied; how they were ranked and why a model
+    the knowledge names was not used (KnowledgeUsed's `ranked_by` and `problems`)."""
 
     block: str
     sources: tuple[CitedPassage, ...]
     retrieved: int
+    ranked_by: tuple[str, ...] = ("bm25",)
+    problems: tuple[str, ...] = ()
 
 
 class TurnKnowledge(Protocol):
@@ -70,7 +73,8 @@ def add_knowledge(
     count, estimated = token_counter(backend)
     budget = attachment_budget(messages, params, n_ctx or UNKNOWN_CONTEXT, count)
     fit = knowledge.fit(question, budget, count) if question.strip() else KnowledgeFit("", (), 0)
-    used = KnowledgeUsed(knowledge.name, fit.sources, fit.retrieved, budget, estimated or not n_ctx)
+    used = KnowledgeUsed(knowledge.name, fit.sources, fit.retrieved, budget, estimated or not n_ctx,
+                         fit.ranked_by, fit.problems)  # fmt: skip
     return with_block(messages, fit.block), used
 
 
