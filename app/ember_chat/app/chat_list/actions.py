@@ -159,6 +159,10 @@ class ChatActions(QObject):
         the list shows (the chat tree, the archived chats or the Trash). `changed`: only these chats
         changed since the last reload (they are read again, not all 5,000)."""
         lst, store = self.conversations, self.ctx.store
+        folders = store.organise.folders()
+        icons = project_icons(self)  # (a project's before its name)
+        names = {f.id: f.name for f in folders}
+        lst.set_projects([(fid, icon, names[fid]) for fid, icon in icons.items() if fid in names])
         if lst.search.text().strip():
             if changed is None:
                 self._listed = None  # read whole when the tree shows again
@@ -176,8 +180,6 @@ class ChatActions(QObject):
             }
             lst.show_list("trash", trashed, tips)
         else:
-            folders = store.organise.folders()
-            icons = project_icons(self)  # (a project's before its name)
             rows = [FolderRow(f.id, folder_label(f.name, icons.get(f.id)), f.parent_id) for f in folders]
             lst.emblems = frozenset(icons)
             closed = frozenset(f.id for f in folders if f.collapsed)
@@ -380,8 +382,9 @@ class ChatActions(QObject):
         self.open_conversation(cid, jump_to=mid)
 
     def on_search(self, text: str) -> None:
+        """The chats found (the project's alone when the search is narrowed to one), or the tree again."""
         if text.strip():
-            self.conversations.show_hits(self.ctx.store.search(text))
+            self.conversations.show_hits(self.ctx.store.search(text, within=self.conversations.scope.folder_id))
         else:
             self.reload_conversations([])  # the tree again, from the chats as last read
 

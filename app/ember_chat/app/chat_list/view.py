@@ -35,6 +35,7 @@ from ember_chat.app.chat_list.model import (
     kind_of,
 )
 from ember_chat.app.chat_list.rows import OneLineRows
+from ember_chat.app.chat_list.search_scope import SearchScope
 from ember_chat.app.style.icons import icon_image, themed_icon
 from ember_chat.app.style.theme import Colors
 from ember_chat.engine.storage.conversations import ChatRow, Conversation, SearchHit
@@ -111,7 +112,14 @@ class ConversationList(QWidget):
         if clear is not None:
             clear.setText(self.tr("Clear search"))
             clear.setToolTip(self.tr("Clear the search and show every chat"))
-        layout.addWidget(self.search)
+        self.scope = SearchScope()  # where the search looks: every chat, or one project's
+        self.scope.chosen.connect(self._scope_chosen)
+        search_row = QHBoxLayout()
+        search_row.setContentsMargins(0, 0, 0, 0)
+        search_row.setSpacing(4)
+        search_row.addWidget(self.search, 1)
+        search_row.addWidget(self.scope)
+        layout.addLayout(search_row)
         self.view_bar = QWidget()  # over the Archived and Trash lists: where you are, the way back
         bar = QHBoxLayout(self.view_bar)
         bar.setContentsMargins(0, 0, 0, 0)
@@ -170,6 +178,7 @@ class ConversationList(QWidget):
     def set_colors(self, colors: Colors) -> None:
         self.new_button.setIcon(themed_icon("new-chat", colors))
         self._search_icon.setIcon(themed_icon("search", colors, colors.secondary))
+        self.scope.set_colors(colors)
         self._icons = {key: self._row_icon(name, colors) for key, name in ((FOLDER, "folder"), (TRASH, "delete"))}
         self._icons[ARCHIVED] = self._row_icon("archive", colors)
         self.list.viewport().update()
@@ -243,7 +252,28 @@ class ConversationList(QWidget):
         self.empty_button.hide()
         self.list.setUniformRowHeights(False)  # a hit is two lines
         self.list.setRootIsDecorated(False)
-        self._fill(lambda: self.model.set_hits(hits, self.tr("No matches")), was)
+        name = self.scope.project_name()
+        empty = self.tr("No matches") if name is None else self.tr("No matches in “{name}”").format(name=name)
+        self._fill(lambda: self.model.set_hits(hits, empty), was)
+
+    def set_projects(self, projects: Sequence[tuple[int, str, str]]) -> bool:
+        """The projects the search can be narrowed to, (folder id, icon, name); True when the one searched
+        is gone (the search is over every chat again)."""
+        gone = self.scope.set_projects(projects)
+        self._say_scope()
+        return gone
+
+    def _scope_chosen(self) -> None:
+        self._say_scope()
+        if self.search.text().strip():
+            self._debounce.stop()
+            self.search_changed.emit(self.search.text())
+
+    def _say_scope(self) -> None:
+        name = self.scope.project_name()
+        said = self.tr("Search all chats") if name is None else self.tr("Search in “{name}”").format(name=name)
+        self.search.setPlaceholderText(said)
+        self.search.setAccessibleName(said)
 
     def _fill(self, build: object, was: str) -> None:
         self.list.blockSignals(True)

@@ -39,6 +39,7 @@ def set_tab_order(w: NavigationHost) -> None:
     chain = [
         w.conversations.new_button,
         w.conversations.search,
+        w.conversations.scope,  # (where the search looks: shown while there is a project)
         w.conversations.list,
         w.model_picker,
         w.model_bar.tune,
