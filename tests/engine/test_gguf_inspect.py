@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import struct
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -11,7 +12,7 @@ from hypothesis import strategies as st
 
 from ember_chat.engine.errors import ModelFileError
 from ember_chat.engine.models.gguf_inspect import inspect_gguf
-from tests.helpers.gguf_factory import TinySpec, write_tiny_model
+from tests.helpers.gguf_factory import TinySpec, write_tiny_bert, write_tiny_model
 
 GGUF_MAGIC = b"GGUF"
 
@@ -47,6 +48,19 @@ def test_file_type_falls_back_to_dominant_tensor_type(tmp_path: Path) -> None:
     assert info.quantization == "F32"
     info = inspect_gguf(write_tiny_model(tmp_path / "q.gguf", TinySpec(file_type=15)))
     assert info.quantization == "Q4_K_M"
+
+
+def test_which_models_give_a_texts_vector(tmp_path: Path, tiny_model: Path) -> None:
+    """An encoder embeds, a reranker does not (it scores), a chat model does not, unless its GGUF asks for a
+    pooling (a Qwen3-Embedding is a qwen3 with last-token pooling)."""
+    encoder = inspect_gguf(write_tiny_bert(tmp_path / "bert.gguf"))
+    ranker = inspect_gguf(write_tiny_bert(tmp_path / "ranker.gguf", pooling="rank"))
+    chat = inspect_gguf(tiny_model)
+    assert (encoder.kind, encoder.embeds) == ("embedding", True)
+    assert (ranker.kind, ranker.embeds) == ("reranker", False)
+    assert (chat.kind, chat.embeds) == ("chat", False)
+    pooled = replace(chat, architecture="qwen3", metadata={**chat.metadata, "qwen3.pooling_type": 3})
+    assert (pooled.kind, pooled.embeds) == ("chat", True)
 
 
 def test_missing_file(tmp_path: Path) -> None:
