@@ -17,7 +17,7 @@ from ember_chat.engine.attachments.chunking import Chunk, chunk_text
 from ember_chat.engine.attachments.kinds import Limits
 from ember_chat.engine.errors import StoreError
 from ember_chat.engine.projects import scan as scanning
-from ember_chat.engine.projects.index import FORMAT, IndexCounts, KnowledgeIndex, knowledge_path
+from ember_chat.engine.projects.index import COMMON_MIN, FORMAT, IndexCounts, KnowledgeIndex, knowledge_path
 from ember_chat.engine.projects.scan import FoundFile, ScanProblem, scan
 from ember_chat.engine.storage.paths import AppPaths
 
@@ -132,6 +132,25 @@ def test_words_match_their_stems_and_a_heading_ranks_its_passages(index: Knowled
     assert index.bm25("manual", 5) and index.bm25("tac", 5)  # (the file's name is in the title too)
     with pytest.raises(ValueError, match="headings"):
         index.put_file(1, "/docs/x.txt", 1, 1, 0, _chunks("a", "b"), ["one heading"])
+
+
+def test_a_word_in_most_passages_of_a_big_index_is_left_out_of_the_search(index: KnowledgeIndex) -> None:
+    common = COMMON_MIN + 500  # (in more than COMMON_SHARE of the passages and more than COMMON_MIN of them)
+    texts = [f"Passage {n} says the gate is shut." for n in range(common)]
+    texts += ["The heron gate is open at dawn.", "A heron nests by the mill."]
+    index.put_file(1, "/docs/gates.txt", 1, 1, 0, _chunks(*texts))
+    assert index.search_words("When is the heron gate open?") == ["heron", "open"]  # ('gate' left out)
+    best = [index.passage(pid).text for pid, _ in index.bm25("When is the heron gate open?", 2)]
+    assert best == ["The heron gate is open at dawn.", "A heron nests by the mill."]
+    assert index.search_words("Is the gate shut?") == ["shut"]  # (all common: the rarest one searched)
+    assert index.search_words("gates") == ["gates"]  # (a common word alone is searched)
+    assert index.search_words("What about zebras?") == []  # (in no passage: nothing to search)
+
+
+def test_a_small_index_searches_every_word(index: KnowledgeIndex) -> None:
+    index.put_file(1, "/docs/gates.txt", 1, 1, 0, _chunks("The gate is shut.", "The gate is open.", "A gate."))
+    assert index.search_words("Is the gate open or shut?") == ["gate", "open", "shut"]
+    assert len(index.bm25("Is the gate open or shut?", 5)) == 3
 
 
 _FORMAT_1 = """

@@ -14,7 +14,7 @@ import re
 import sqlite3
 import tempfile
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -299,10 +299,16 @@ class AttachmentStore:
                 self._db.execute("COMMIT")
 
 
-def fts_query(question: str) -> str:
-    """An FTS5 query matching any of the question's words (quoted: no FTS5 syntax gets through)."""
-    words = dict.fromkeys(w for w in re.findall(r"\w+", question.lower()) if len(w) > 1 and w not in _STOP)
-    return " OR ".join(f'"{w}"' for w in words)
+def question_words(question: str) -> list[str]:
+    """The words of a question a search looks for: lower case, once each, stop words and letters left out."""
+    return list(dict.fromkeys(w for w in re.findall(r"\w+", question.lower()) if len(w) > 1 and w not in _STOP))
+
+
+def fts_query(question: str | Sequence[str]) -> str:
+    """An FTS5 query matching any of the question's words (quoted: no FTS5 syntax gets through); a
+    sequence: those words (question_words' of a question)."""
+    words = question_words(question) if isinstance(question, str) else question
+    return " OR ".join('"' + w.replace('"', '""') + '"' for w in words)
 
 
 def _stored(row: sqlite3.Row) -> StoredAttachment:
@@ -328,4 +334,4 @@ def temporary_store(prefix: str) -> Iterator[AttachmentStore]:
             chats.close()
 
 
-__all__ = ["AttachmentStore", "ChunkHit", "StoredAttachment", "fts_query", "temporary_store"]
+__all__ = ["AttachmentStore", "ChunkHit", "StoredAttachment", "fts_query", "question_words", "temporary_store"]
