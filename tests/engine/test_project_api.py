@@ -1,8 +1,9 @@
 """Answers in a project through Ember's API server with the real `openai` client (a tiny real model,
 a real server on 127.0.0.1, a project's knowledge indexed from real files in tmp_path):
 `"ember": {"project": NAME}` answers with the project's instructions and knowledge, and the answer's
-`ember` extension carries the sources (in the body; streaming, in the final chunk). An unknown project
-is a 400 naming it, as is a project asked of a server that answers in none."""
+`ember` extension carries the sources (in the body; streaming, in the final chunk). The same through
+/v1/messages with the official `anthropic` client (the Message's `ember`; streaming, message_delta's).
+An unknown project is a 400 naming it, as is a project asked of a server that answers in none."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import anthropic
 import openai
 import pytest
 
@@ -126,3 +128,32 @@ def test_the_windows_store_is_used_and_left_open(paths: AppPaths, docs: Path) ->
         assert chats.conversations() == []  # (still open: the window's store is the window's to close)
     finally:
         chats.close()
+
+
+def _messages(client: openai.OpenAI) -> anthropic.Anthropic:
+    base = str(client.base_url).rstrip("/").removesuffix("/v1")
+    return anthropic.Anthropic(base_url=base, api_key="unused", max_retries=0, timeout=WAIT_S)
+
+
+def test_a_messages_answer_in_a_project_carries_its_sources(client: openai.OpenAI, docs: Path) -> None:
+    messages = _messages(client)
+    ask: dict[str, Any] = {"model": "tiny", "max_tokens": 4, "messages": QUESTION}
+    plain = messages.messages.create(**ask)
+    message = messages.messages.create(**ask, extra_body={"ember": {"project": "Harbour"}})
+    assert "sources" not in (plain.model_extra or {}).get("ember", {})
+    ember = message.model_extra["ember"]
+    assert ember["project"] == "Harbour" and ember["knowledge"]["ranked_by"] == ["bm25"]
+    assert ember["sources"][0]["file"] == str(docs / "keeper.md") and FACT in ember["sources"][0]["passage"]
+
+    def prompt(m: anthropic.types.Message) -> int:
+        return m.usage.input_tokens + (m.usage.cache_read_input_tokens or 0)
+
+    assert prompt(message) > prompt(plain) + 20  # (instructions and passages)
+    with messages.messages.stream(**ask, extra_body={"ember": {"project": "Harbour"}}) as stream:
+        events = list(stream)
+    (delta,) = [e for e in events if e.type == "message_delta"]
+    assert delta.model_extra["ember"]["sources"][0]["file"] == str(docs / "keeper.md")
+    assert all("sources" not in str(e.model_extra or {}) for e in events if e is not delta)
+    with pytest.raises(anthropic.BadRequestError) as caught:
+        messages.messages.create(**ask, extra_body={"ember": {"project": "Nowhere"}})
+    assert "There is no project named “Nowhere”" in str(caught.value)

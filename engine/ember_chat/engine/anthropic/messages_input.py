@@ -58,6 +58,9 @@ class MessagesEnvelope(CountTokensEnvelope):
     # ignored: a hosted queue's tier and region, cache-miss diagnostics
     service_tier: str | None = None
     inference_geo: str | None = None
+    # Ember's own options, as on the chat route (openai/chat_request.py ember_options): `{"project": NAME}`
+    # answers with the project's instructions and knowledge, its sources in the answer's `ember`
+    ember: Raw | None = None
     diagnostics: Raw | None = None
 
 
@@ -107,6 +110,8 @@ def read_body(
     response_format = _output_config(body.get("output_config"))
     if response_format is not None:
         chat["response_format"] = response_format
+    if not count and body.get("ember") is not None:
+        chat["ember"] = body["ember"]  # (checked by the chat route's parse_request)
     chat["messages"] = _system(body.get("system")) + messages(body.get("messages"))
     return MessagesBody(chat, tuple(stops or ()))
 
