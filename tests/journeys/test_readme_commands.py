@@ -30,7 +30,7 @@ def readme_commands() -> list[tuple[str, ...]]:
         command = words[0]
         subs = words[1].split("|") if len(words) > 1 else []
         subs = [s for s in subs if _WORD.fullmatch(s)]
-        if command in {"models", "remote", "chats"} and subs:
+        if command in {"models", "remote", "chats", "projects"} and subs:
             found.update((command, sub) for sub in subs)
         else:
             found.add((command,))
@@ -45,10 +45,12 @@ def _ran(*args: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
 def test_the_readme_names_the_commands_it_should() -> None:
     commands = readme_commands()
     for expected in [("chats", "list"), ("chats", "backup"), ("models", "download"), ("remote", "test"),
-                     ("run",), ("serve",), ("inspect",), ("bench",), ("transcribe",)]:  # fmt: skip
+                     ("run",), ("serve",), ("inspect",), ("bench",), ("transcribe",), ("projects", "new"),
+                     ("projects", "add"), ("projects", "list"), ("projects", "index")]:  # fmt: skip
         assert expected in commands
     assert all(
-        c[0] in {"run", "serve", "inspect", "bench", "models", "remote", "chats", "transcribe"} for c in commands
+        c[0] in {"run", "serve", "inspect", "bench", "models", "remote", "chats", "transcribe", "projects"}
+        for c in commands
     ), commands
 
 
