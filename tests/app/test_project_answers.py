@@ -3,8 +3,9 @@ instructions before its system prompt and with passages of the project's knowled
 files in a temporary folder); under the answer its Sources, each a link, and its [n] markers linked to
 them (a marker without a source stays plain); a click on [1] opens the passage with the question's words
 marked and an Open file button that opens the source's own file (QDesktopServices.openUrl recorded),
-refused with a sentence once the file is gone; the side panel's Why this answer says the instructions
-and sources; the sources come back when the chat is shown again."""
+refused with a sentence once the file is gone (and for a source an imported chat brought); the side
+panel's Why this answer says the instructions and sources; the sources come back when the chat is shown
+again, and so does how many passages did not fit."""
 
 from __future__ import annotations
 
@@ -18,7 +19,10 @@ from PySide6.QtWidgets import QLabel, QPlainTextEdit, QPushButton
 from pytestqt.qtbot import QtBot
 
 from ember_chat.app.shell.main_window import MainWindow
+from ember_chat.engine.projects.answers import AnswerKnowledge
+from ember_chat.engine.projects.citations import ProjectSource
 from ember_chat.engine.projects.records import ProjectStore
+from ember_chat.engine.storage.import_plan import IMPORTED_PASSAGE
 from tests.helpers.fake_backend import FakeBackend
 from tests.helpers.window import send
 
@@ -166,3 +170,32 @@ def test_passages_that_did_not_fit_are_said_under_the_answer_and_after_it_is_sho
     w.chats.open_conversation(cid)
     w.transcript.finish_rendering()
     assert said in w.transcript.plain_text()  # (kept with the answer's metrics)
+
+
+def test_a_source_from_an_imported_chat_is_shown_and_its_path_never_opened(
+    qtbot: QtBot, make_window: Callable[..., MainWindow], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    there = tmp_path / "there.txt"
+    there.write_text("A file that is on disk.\n")
+    w = make_window()
+    chat = w.store.create_conversation("Imported")
+    q = w.store.add_message(chat.id, "user", "What is there?")
+    a = w.store.add_message(chat.id, "assistant", "Something [1].", parent_id=q.id)
+    AnswerKnowledge(w.store).record(
+        a.id, [ProjectSource(1, str(there), None, 0, "A file that is on disk.", IMPORTED_PASSAGE)]
+    )
+    w.chats.reload_conversations()
+    w.chats.open_conversation(chat.id)
+    w.transcript.finish_rendering()
+    assert "Sources  [1] there.txt" in w.transcript.plain_text()
+    opened: list[QUrl] = []
+    monkeypatch.setattr(QDesktopServices, "openUrl", lambda url: opened.append(url) or True)
+    w.transcript.action.emit("cite", a.id, 1)
+    dialog = w.transcript.attachments.dialog
+    assert "disk" in dialog.findChild(QPlainTextEdit, "sourceText").toPlainText()
+    button = dialog.findChild(QPushButton, "openSourceFile")
+    assert not button.isEnabled()
+    assert "imported chat" in dialog.findChild(QLabel, "sourceMissing").text()
+    button.click()  # (disabled: nothing)
+    assert opened == []
+    dialog.close()

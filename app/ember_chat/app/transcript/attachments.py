@@ -46,6 +46,7 @@ from ember_chat.engine.attachments import PlannedAttachment, Source, StoredAttac
 from ember_chat.engine.attachments.kinds import human_size
 from ember_chat.engine.errors import EmberError
 from ember_chat.engine.projects.citations import ProjectSource
+from ember_chat.engine.storage.import_plan import IMPORTED_PASSAGE
 
 THUMB_HEIGHT = 96  # px, logical: a thumbnail's height in the transcript (narrower images keep their width)
 THUMB_WIDTH = 240
@@ -290,7 +291,7 @@ class TranscriptAttachments:
         opens its file (the source's own path, when the window finds it in the project's index and on
         disk; else the window says why not)."""
         dialog, layout = self._dialog(source.label())
-        why_not = self.why_not_open(answer_id, source.file_path)
+        why_not = self._why_not_open(answer_id, source)
         mark = QColor(self.view.writer.colors.highlight)
         mark.setAlpha(110)  # (the passage stays readable under it in both themes)
         add_passage_view(layout, source, self.question_of(answer_id), mark, why_not)
@@ -307,8 +308,13 @@ class TranscriptAttachments:
         dialog.show()
         return dialog
 
+    def _why_not_open(self, answer_id: int, source: ProjectSource) -> str | None:
+        if source.passage_id == IMPORTED_PASSAGE:  # (a path a chat file named: text to read, never opened)
+            return tr("This source came with an imported chat: Ember opens only files of its projects' own indexes.")
+        return self.why_not_open(answer_id, source.file_path)
+
     def _open_file(self, answer_id: int, source: ProjectSource, dialog: QDialog) -> None:
-        why_not = self.why_not_open(answer_id, source.file_path)  # (asked again: the file may have gone)
+        why_not = self._why_not_open(answer_id, source)  # (asked again: the file may have gone)
         if why_not is None and QDesktopServices.openUrl(QUrl.fromLocalFile(source.file_path)):
             return
         sentence = why_not or tr("No program opened {path}.").format(path=source.file_path)

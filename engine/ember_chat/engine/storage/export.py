@@ -13,7 +13,9 @@ message; `model`, `created`/`updated` (seconds), `pinned`, `archived_at`, the ch
 tools on and `require_call`; never its "always allow" grants nor its servers' "All" switches (every
 tool a server lists later on too), which an import would not take anyway: a file turns on only the tools it names)
 and its comparisons; a chat in a project carries the project (`project`: its name, icon, instructions,
-defaults and the paths of its knowledge, never the files' text: project_tables.exported). Export → import
+defaults and the paths of its knowledge, never the files' text: project_tables.exported), and an answer
+made with its knowledge the passages it was given (`project_sources`: number, file, page, passage text;
+imported back as text to read, never as a path to open: import_plan.IMPORTED_PASSAGE). Export → import
 → export gives the same bytes, but for a file's `sha256`: an import computes it from the content the file
 holds (a PDF's text, not the PDF it came from)."""
 
@@ -29,6 +31,7 @@ from ember_chat.engine.core.reasoning import split_thinking
 from ember_chat.engine.core.tools import InvalidCall
 from ember_chat.engine.storage.conversations import Conversation, Message
 from ember_chat.engine.storage.project_tables import exported, project_folder_of_chat
+from ember_chat.engine.storage.rows import batches
 from ember_chat.engine.storage.tool_records import ToolMessage, call_record
 
 if TYPE_CHECKING:
@@ -229,6 +232,7 @@ def chat_document(store: ConversationStore, cid: int, attachments: AttachmentsOf
     files: list[dict[str, Any]] = []
     file_place: dict[tuple[str, str], int] = {}
     tree = []
+    given = _project_sources(store, [m.id for m in messages])
     for m in messages:
         item: dict[str, Any] = {
             "parent": place.get(m.parent_id) if m.parent_id is not None else None,
@@ -249,6 +253,8 @@ def chat_document(store: ConversationStore, cid: int, attachments: AttachmentsOf
                     file_place[key] = len(files)
                     files.append(e)
             item["files"] = [file_place[(str(e.get("sha256")), str(e.get("name")))] for e in entries[m.id]]
+        if given.get(m.id):
+            item["project_sources"] = given[m.id]
         tree.append(item)
     tools = store.chat_tools(cid)
     data.update(
@@ -293,6 +299,23 @@ def chat_document(store: ConversationStore, cid: int, attachments: AttachmentsOf
     if project is not None:
         data["project"] = project
     return data
+
+
+def _project_sources(store: ConversationStore, ids: list[int]) -> dict[int, list[dict[str, Any]]]:
+    """The project passages each answer was given (schema 7's answer_knowledge; engine/projects/answers.py
+    writes them): its number, file, page, position and text as it was then."""
+    out: dict[int, list[dict[str, Any]]] = {}
+    db, lock = store.shared_connection()
+    for batch in batches(ids):
+        with lock:
+            rows = db.execute(
+                "SELECT answer_id, n, file_path, page, seq, text FROM answer_knowledge"
+                f" WHERE answer_id IN ({','.join('?' * len(batch))}) ORDER BY answer_id, n",
+                batch,
+            ).fetchall()
+        for answer_id, n, file_path, page, seq, text in rows:
+            out.setdefault(answer_id, []).append({"n": n, "file": file_path, "page": page, "seq": seq, "passage": text})
+    return out
 
 
 def _tool_message(t: ToolMessage) -> dict[str, Any]:

@@ -39,6 +39,7 @@ def ember_chat(doc: dict[str, Any], file_name: str, index: int) -> PlannedChat:
 
 MAX_IMPORTED_SOURCES = 1000  # knowledge paths one imported project keeps (the rest are left out)
 MAX_PATH = 4096  # characters of one knowledge path
+MAX_SOURCE = 999  # the highest number of an answer's project source ([n] markers have at most three digits)
 
 
 def _project(value: object) -> PlannedProject | None:
@@ -124,6 +125,7 @@ def _lossless(doc: dict[str, Any], label: str) -> PlannedChat:
                 tool_calls=calls,
                 tool_messages=results,
                 files=attached,
+                sources=_sources(item.get("project_sources")) if item["role"] == "assistant" else [],
             )
         )
     comparisons = []
@@ -169,6 +171,24 @@ def _lossless(doc: dict[str, Any], label: str) -> PlannedChat:
         grants_refused=_grants(doc.get("tools")),
         settings_reset=tuple(reset),
     )
+
+
+def _sources(value: object) -> list[dict[str, Any]]:
+    """An answer's project passages as export.py writes them; one that is not well formed, or a number
+    given twice, is left out (the answer's text stays whole)."""
+    out: dict[int, dict[str, Any]] = {}
+    for s in value if isinstance(value, list) else []:
+        if not isinstance(s, dict):
+            continue
+        n, page, seq = s.get("n"), s.get("page"), s.get("seq", 0)
+        if type(n) is not int or not 1 <= n <= MAX_SOURCE or n in out or type(seq) is not int:
+            continue
+        if not isinstance(s.get("file"), str) or not isinstance(s.get("passage"), str):
+            continue
+        if page is not None and type(page) is not int:
+            continue
+        out[n] = {"n": n, "file": s["file"], "page": page, "seq": seq, "passage": s["passage"]}
+    return list(out.values())
 
 
 def _tools(value: object) -> dict[str, Any] | None:

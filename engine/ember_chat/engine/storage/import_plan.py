@@ -23,6 +23,8 @@ class ImportCancelled(ImportFailed):
 
 
 CANCELLED = "The import was cancelled; nothing was imported."
+IMPORTED_PASSAGE = -1  # the passage id of an answer's project source read from a chat file: in no index,
+# never opened (its file path is text to read, like the passage)
 
 
 @dataclass(frozen=True)
@@ -50,6 +52,8 @@ class PlannedMessage:
     tool_calls: list[dict[str, Any]] = field(default_factory=list)  # as stored: id, name, arguments, raw, error
     tool_messages: list[dict[str, Any]] = field(default_factory=list)  # call_id, state, content, meta
     files: list[AttachmentEntry] = field(default_factory=list)
+    # an answer's project passages, as export.py writes them (n, file, page, seq, passage), checked
+    sources: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass

@@ -38,6 +38,7 @@ from ember_chat.engine.storage.import_chatgpt import chatgpt_chat, export_assets
 from ember_chat.engine.storage.import_ember import ember_chat, is_ember
 from ember_chat.engine.storage.import_plan import (
     CANCELLED,
+    IMPORTED_PASSAGE,
     AttachmentSink,
     ImportCancelled,
     ImportFailed,
@@ -423,6 +424,11 @@ def _write(
                 )
                 for t in m.tool_messages
             ],
+        )
+        db.executemany(  # (text to read: no index holds IMPORTED_PASSAGE, and its path is never opened)
+            "INSERT INTO answer_knowledge (answer_id, n, file_path, page, seq, passage_id, text)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?)",
+            [(mid, s["n"], s["file"], s["page"], s["seq"], IMPORTED_PASSAGE, s["passage"]) for s in m.sources],
         )
         keep = files.get(place)
         if keep is not None:  # (read before the lock: only the blobs and rows are written here)
