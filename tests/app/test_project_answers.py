@@ -5,7 +5,8 @@ them (a marker without a source stays plain); a click on [1] opens the passage w
 marked and an Open file button that opens the source's own file (QDesktopServices.openUrl recorded),
 refused with a sentence once the file is gone (and for a source an imported chat brought); the side
 panel's Why this answer says the instructions and sources; the sources come back when the chat is shown
-again, and so does how many passages did not fit."""
+again, and so does how many passages did not fit; the project's embedding model ranks the passages
+(loaded for the answer, on the engine thread), and one gone is said."""
 
 from __future__ import annotations
 
@@ -19,11 +20,14 @@ from PySide6.QtWidgets import QLabel, QPlainTextEdit, QPushButton
 from pytestqt.qtbot import QtBot
 
 from ember_chat.app.shell.main_window import MainWindow
+from ember_chat.engine.inference.events import KnowledgeUsed
 from ember_chat.engine.projects.answers import AnswerKnowledge
 from ember_chat.engine.projects.citations import ProjectSource
 from ember_chat.engine.projects.records import ProjectStore
 from ember_chat.engine.storage.import_plan import IMPORTED_PASSAGE
+from ember_chat.engine.storage.paths import AppPaths
 from tests.helpers.fake_backend import FakeBackend
+from tests.helpers.gguf_factory import write_word_bert
 from tests.helpers.window import send
 
 pytestmark = pytest.mark.usefixtures("nothing_blocks")
@@ -145,6 +149,16 @@ def test_a_project_answer_cites_its_sources_and_opens_them(
     assert "Sources  [1] rivers.md" in w.transcript.plain_text()
     assert [h for h, _t in w.transcript.links()].count(f"ember:cite/{answer_id}/1") == 2
 
+    # Regenerate (the file back): the same instructions and knowledge, the new answer's sources its own
+    rivers.write_text("# Rivers\n\nThe Tagus is the longest river of Iberia, flowing to Lisbon.\n")
+    with qtbot.waitSignal(w.controller.generating_changed, check_params_cb=lambda on: not on, timeout=WAIT_MS):
+        w.controller.regenerate(answer_id)
+    again = fake.requests[-1]
+    assert again[0].content == messages[0].content and "[1] rivers.md: " in again[-1].content
+    regenerated = w.store.thread(cid)[-1].id
+    assert regenerated != answer_id
+    assert str(rivers) in [s.file_path for s in AnswerKnowledge(w.store).sources_of(regenerated)]
+
 
 def test_passages_that_did_not_fit_are_said_under_the_answer_and_after_it_is_shown_again(
     qtbot: QtBot, make_loaded_window: Callable[[FakeBackend | None], MainWindow], tmp_path: Path
@@ -199,3 +213,36 @@ def test_a_source_from_an_imported_chat_is_shown_and_its_path_never_opened(
     button.click()  # (disabled: nothing)
     assert opened == []
     dialog.close()
+
+
+def test_the_project_s_embedding_model_ranks_the_passages_and_one_gone_is_said(
+    qtbot: QtBot, make_loaded_window: Callable[[FakeBackend | None], MainWindow], tmp_path: Path
+) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "herons.txt").write_text("the heron by the river\n")
+    (docs / "boats.txt").write_text("a boat on the lake\n")
+    fake = FakeBackend(script=["Herons [1]."])
+    w = make_loaded_window(fake)
+    models = AppPaths(tmp_path / "data", tmp_path / "config").default_models_dir
+    model = write_word_bert(models / "words.gguf", {"▁heron": "bird", "▁egret": "bird", "▁river": "water", "▁the": ""})
+    store = ProjectStore(w.store)
+    project = store.create("Birds", embedding_model="words.gguf")
+    store.add_source(project.folder_id, str(docs))
+    w.chats.reload_conversations()
+    indexing = w.projects.indexing
+    with qtbot.waitSignal(indexing.finished, timeout=WAIT_MS):
+        indexing.run(project.folder_id)  # (the passages embedded with the project's model)
+    w.conversations.list.setCurrentIndex(w.conversations.folder_index(project.folder_id))
+    w.chats.new_chat()
+    used: list[KnowledgeUsed] = []
+    w.bridge.knowledge.connect(lambda _rid, event: used.append(event))
+    send(qtbot, w, "Where do egrets stand?")  # (no word of the passage: found by its meaning)
+    assert "vectors" in used[-1].ranked_by and not used[-1].problems
+    assert str(docs / "herons.txt") in [s.file_path for s in used[-1].sources]  # (by words: none found)
+    assert "meaning" in w.side.metrics.project_why.sources.text()
+
+    model.unlink()  # the model gone: the passages found by their words, and said
+    send(qtbot, w, "Where is the heron?")
+    assert "vectors" not in used[-1].ranked_by and used[-1].problems
+    assert used[-1].problems[0] in w.side.metrics.project_why.sources.text()

@@ -1,84 +1,57 @@
 """A chat's project for the answer being asked (`window.projects.answering`): the project a chat is in
 and the knowledge its answer is given (the engine's projects/turn.py `ProjectKnowledge` over the index
 the window keeps current, indexing.py). Opening it is cheap (a SQLite file opened, nothing read); the
-passages are retrieved on the engine thread. When the project has an embedding model, it is loaded there
-too, at the first retrieval (`LazyEmbed`: the model's identity is its file's hash, read there as well),
-and closed with the knowledge after the answer; one that cannot be loaded leaves the passages found by
-their words (BM25), as the index's own runs do."""
+passages are retrieved on the engine thread. The embedding model and reranker the project names are
+loaded there too, at the retrieval (`TurnKnowledge`: a model's identity is its file's hash, read there as
+well), and closed with the knowledge after the answer: once per answer, which costs a small model's load
+(a fraction of a second) and keeps no model in memory between answers. One that cannot be loaded leaves
+the passages ranked without it, and the answer's knowledge says why."""
 
 from __future__ import annotations
 
 import contextlib
 import sqlite3
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 
-import numpy as np
-
 from ember_chat.engine.errors import EmberError
+from ember_chat.engine.inference.prompt.knowledge import KnowledgeFit
 from ember_chat.engine.models.library import ModelLibrary
-from ember_chat.engine.projects.embedder import GGUFEmbedder
 from ember_chat.engine.projects.index import KnowledgeIndex
+from ember_chat.engine.projects.rankers import Rankers, Resolve, load_rankers
 from ember_chat.engine.projects.records import Project, ProjectStore
 from ember_chat.engine.projects.turn import ProjectKnowledge
 from ember_chat.engine.storage.conversations import ConversationStore
 
-NO_MODEL = ""  # the model id of an embedding model that could not be loaded: no index holds vectors for it
-
-
-class LazyEmbed:
-    """Retrieval's `Embed` for a project's embedding model, loaded on the thread that first asks for its
-    `model_id` (the engine's, at retrieval), never on the GUI thread; `close()` lets it go."""
-
-    def __init__(self, library: ModelLibrary, name: str) -> None:
-        self.library = library
-        self.name = name
-        self.problem: str | None = None  # why it could not be loaded
-        self._model: GGUFEmbedder | None = None
-        self._tried = False
-        self._lock = threading.Lock()
-
-    def _loaded(self) -> GGUFEmbedder | None:
-        with self._lock:
-            if not self._tried:
-                self._tried = True
-                try:
-                    self._model = GGUFEmbedder(self.library.resolve(self.name))
-                except (EmberError, OSError, ValueError, RuntimeError) as exc:
-                    self.problem = f"The embedding model {self.name} could not be loaded ({exc})."
-            return self._model
-
-    @property
-    def model_id(self) -> str:
-        model = self._loaded()
-        return model.model_id if model is not None else NO_MODEL
-
-    def __call__(self, texts: Sequence[str]) -> np.ndarray:
-        model = self._loaded()
-        if model is None:  # (not reached: retrieval asks for vectors of NO_MODEL first, and finds none)
-            return np.zeros((len(texts), 1), dtype=np.float32)
-        return model(texts)
-
-    def close(self) -> None:
-        with self._lock:
-            model, self._model = self._model, None
-            self._tried = True  # (closed: never loaded after this)
-        if model is not None:
-            model.close()
-
 
 class TurnKnowledge(ProjectKnowledge):
-    """A project's knowledge for one answer, closing its embedding model with its index."""
+    """A project's knowledge for one answer: the models the project names (an embedding model, a
+    reranker: projects/rankers.py) loaded on the engine thread at its retrieval, never on the GUI
+    thread; one that cannot be loaded leaves the passages ranked without it, and the answer's
+    KnowledgeUsed.problems says why. close() lets the index and the models go."""
 
-    def __init__(self, project: Project, index: KnowledgeIndex, embed: LazyEmbed | None) -> None:
-        super().__init__(project, index, embed)
-        self.lazy_embed = embed
+    def __init__(self, project: Project, index: KnowledgeIndex, resolve: Resolve) -> None:
+        super().__init__(project, index)
+        self.resolve = resolve
+        self.rankers: Rankers | None = None
+        self._lock = threading.Lock()
+
+    def fit(self, question: str, budget: int, count: Callable[[str], int]) -> KnowledgeFit:
+        with self._lock:
+            if self.rankers is None and (self.project.embedding_model or self.project.reranker):
+                self.rankers = load_rankers(self.project, self.resolve)
+                self.embed, self.rerank = self.rankers.embed, self.rankers.rerank
+                self.problems = self.rankers.problems
+        return super().fit(question, budget, count)
 
     def close(self) -> None:
         super().close()
-        if self.lazy_embed is not None:
-            self.lazy_embed.close()
+        with self._lock:
+            rankers, self.rankers = self.rankers, Rankers(None, None)  # (closed: never loaded after this)
+            self.embed = self.rerank = None
+        if rankers is not None:
+            rankers.close()
 
 
 class ProjectAnswering:
@@ -111,8 +84,7 @@ class ProjectAnswering:
             index = KnowledgeIndex(path)
         except (EmberError, OSError, sqlite3.Error):
             return project, None  # (a damaged index: its Knowledge tab says so when the indexer runs)
-        embed = LazyEmbed(self.library, project.embedding_model) if project.embedding_model else None
-        return project, TurnKnowledge(project, index, embed)
+        return project, TurnKnowledge(project, index, self.library.resolve)
 
     def why_not_open(self, answer_id: int, path: str) -> str | None:
         """None when an answer's source may be opened: `path` is a file of the index of the project its
@@ -138,4 +110,4 @@ class ProjectAnswering:
         return None
 
 
-__all__ = ["LazyEmbed", "ProjectAnswering", "TurnKnowledge"]
+__all__ = ["ProjectAnswering", "TurnKnowledge"]

@@ -14,6 +14,7 @@ from ember_chat.engine.inference.events import KnowledgeUsed
 from ember_chat.engine.projects.citations import ProjectSource
 from ember_chat.engine.projects.records import Project
 
+_RANKED = {"vectors": "meaning (the embedding model)", "reranker": "reordered by the reranker"}
 FIRST_LINE = 80  # characters of the instructions' first line shown (the whole is the tooltip)
 
 
@@ -66,7 +67,7 @@ class ProjectWhy(QGroupBox):
         if used is None:
             return self.tr("The project has no knowledge files.")
         if not used.retrieved:
-            return used.summary()
+            return " ".join((used.summary(), *used.problems))
         labels = [f"[{s.n}] {ProjectSource(s.n, s.file_path, s.page, s.seq, '', 0).label()}" for s in used.sources]
         text = self.tr("Sources: {sources}").format(sources=", ".join(labels)) if labels else ""
         if used.left_out:
@@ -74,7 +75,12 @@ class ProjectWhy(QGroupBox):
             if used.left_out == 1:
                 more = self.tr("1 more passage found did not fit the context.")
             text = f"{text}. {more}" if text else more
-        return text
+        ranked = [_RANKED.get(r, r) for r in used.ranked_by if r != "bm25"]
+        if ranked:
+            text += " " + self.tr("Found by their words and {how}.").format(
+                how=" and ".join(self.tr(r) for r in ranked)
+            )
+        return " ".join((text, *used.problems))
 
     def clear(self) -> None:
         self.instructions.clear()
