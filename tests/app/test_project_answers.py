@@ -113,7 +113,7 @@ def test_a_project_answer_cites_its_sources_and_opens_them(
     # Why this answer: the instructions (first line, the whole on hover) and the sources
     why = w.side.metrics.project_why
     assert not why.isHidden()
-    assert "Answer as a geographer would.…" in why.instructions.text()
+    assert "“Answer as a geographer would…”" in why.instructions.text()
     assert "Keep it short." in why.instructions.toolTip()
     assert "[1] rivers.md" in why.sources.text()
 

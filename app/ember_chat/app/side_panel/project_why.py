@@ -25,7 +25,7 @@ def first_line(text: str) -> str:
         return ""
     line = lines[0]
     cut = line[:FIRST_LINE].rstrip()
-    return cut + "…" if len(lines) > 1 or len(line) > FIRST_LINE else cut
+    return cut.rstrip(".") + "…" if len(lines) > 1 or len(line) > FIRST_LINE else cut  # ("sentences…", not ".…")
 
 
 class ProjectWhy(QGroupBox):
