@@ -273,6 +273,8 @@ def test_deleting_a_project_asks_first_and_undo_brings_it_back(
         w.store.add_message(conv.id, "user", title)
         chats.append(conv.id)
     w.chats.organise.move(chats, project.folder_id)
+    indexing = w.projects.indexing
+    indexing.watch(project.folder_id)
     w.chats.organise.delete_folder(project.folder_id)
     box = w.chats.chat_question
     assert isinstance(box, QMessageBox)
@@ -286,7 +288,9 @@ def test_deleting_a_project_asks_first_and_undo_brings_it_back(
     assert not store.is_project(project.folder_id)
     assert {c.id for c in w.store.organise.trashed()} == set(chats)
     assert tmp_path.exists()
+    assert not indexing.watching(project.folder_id)  # a project gone is not watched (nor indexed) any more
     w.undo.undo_last()
+    assert indexing.watching(project.folder_id)  # back: watched, and brought up to date
     back = store.project(project.folder_id)
     assert (back.icon, back.instructions, [s.path for s in back.sources]) == ("🍳", "Metric units.", [str(tmp_path)])
     assert {w.store.conversation(c).folder_id for c in chats} == {project.folder_id}

@@ -210,6 +210,24 @@ class ProjectIndexing(QObject):
                 self.watch(project.folder_id)
                 self.run(project.folder_id)
 
+    def reconcile(self, *_changed: object) -> None:
+        """After the chat list changed (a folder deleted, an undo): a project gone (deleted with its
+        folder, or with the folder above it) stops indexing and being watched; one back (undone) is
+        watched and brought up to date again."""
+        if self._closed:
+            return
+        projects = {p.folder_id: p for p in self.projects.projects()}
+        for gone in set(self._watchers) - set(projects):
+            self.unwatch(gone)
+            stop = self._stops.get(gone)
+            if stop is not None:  # (its run would write on into the index of a project that is gone)
+                stop.set()
+        for folder_id, project in projects.items():
+            if folder_id not in self._watchers and any(not s.paused for s in project.sources):
+                self.watch(folder_id)
+                if folder_id not in self.paused:
+                    self.run(folder_id)
+
     def watch(self, folder_id: int) -> None:
         if self._closed or folder_id in self._watchers:
             return
