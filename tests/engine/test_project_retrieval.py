@@ -15,7 +15,7 @@ from ember_chat.engine.attachments.chunking import Chunk
 from ember_chat.engine.projects.citations import CITE_INSTRUCTION, ProjectSource, cited, knowledge_block, sources
 from ember_chat.engine.projects.embedder import GGUFEmbedder, GGUFReranker
 from ember_chat.engine.projects.index import KnowledgeIndex
-from ember_chat.engine.projects.retrieval import MATRICES, RRF_K, fuse, retrieve
+from ember_chat.engine.projects.retrieval import MATRICES, RRF_K, VECTOR_WEIGHT, fuse, retrieve
 from tests.helpers.gguf_factory import write_tiny_bert, write_word_bert
 
 PASSAGES = [
@@ -140,9 +140,15 @@ def test_a_reranker_orders_the_fused_passages(index: KnowledgeIndex, tmp_path: P
 
 
 def test_reciprocal_rank_fusion() -> None:
-    fused = dict(fuse([[1, 2, 3], [3, 4]]))
+    fused = dict(fuse([[1, 2, 3], [3, 4]], k=60))
     assert fused[3] == pytest.approx(1 / 63 + 1 / 61) and fused[1] == pytest.approx(1 / 61)
-    assert [pid for pid, _ in fuse([[1, 2, 3], [3, 4]])] == [3, 1, 2, 4]  # (2 and 4 tie: 2 came first)
+    assert [pid for pid, _ in fuse([[1, 2, 3], [3, 4]], k=60)] == [3, 1, 2, 4]  # (2 and 4 tie: 2 came first)
+    weighted = dict(fuse([[1, 2, 3], [3, 4]], k=10, weights=(1.0, 0.3)))
+    assert weighted[3] == pytest.approx(1 / 13 + 0.3 / 11) and weighted[4] == pytest.approx(0.3 / 12)
+    assert [pid for pid, _ in fuse([[1, 2, 3], [3, 4]], k=10, weights=(1.0, 0.3))] == [3, 1, 2, 4]
+    assert [pid for pid, _ in fuse([[1, 2], [2]], weights=(1.0, VECTOR_WEIGHT))] == [2, 1]  # (in both: lifted)
+    with pytest.raises(ValueError, match="weights"):
+        fuse([[1], [2]], weights=(1.0,))
 
 
 def test_the_embedder_gives_unit_vectors_and_synonyms_meet(models: tuple[GGUFEmbedder, GGUFEmbedder]) -> None:
