@@ -251,6 +251,60 @@ def test_an_index_left_by_a_project_deleted_for_good_is_not_a_new_project_s(
     assert not stale.exists()
 
 
+def test_an_imported_project_given_a_deleted_project_s_folder_id_does_not_inherit_its_index(
+    tmp_path: Path, store: ConversationStore, paths: AppPaths
+) -> None:
+    elsewhere = ConversationStore(tmp_path / "elsewhere" / "chats.sqlite3")
+    try:
+        trip = ProjectStore(elsewhere).create("Trip", instructions="Plan the trip.")
+        chat = elsewhere.create_conversation("Route")
+        elsewhere.organise.move_chats([chat.id], trip.folder_id)
+        exported = _export(elsewhere, [chat.id], tmp_path / "trip.json")
+    finally:
+        elsewhere.close()
+    projects = ProjectStore(store)
+    projects.create("Keep")
+    gone = projects.create("Gone")  # the highest folder id
+    stale = _index(paths, gone.folder_id)
+    store.organise.delete_folder(gone.folder_id)
+
+    assert import_chats(store, exported).projects == ("Trip",)
+    [made] = [p for p in projects.projects() if p.name == "Trip"]
+    assert made.folder_id == gone.folder_id  # (SQLite gave the deleted folder's id to the new one)
+    assert not stale.exists()  # Gone's passages are not Trip's
+
+
+def test_undo_keeps_a_project_s_own_index_and_never_takes_another_s(store: ConversationStore, paths: AppPaths) -> None:
+    projects = ProjectStore(store)
+    projects.create("First")
+    thesis = projects.create("Thesis")
+    own = _index(paths, thesis.folder_id)
+    undo = store.organise.delete_folder(thesis.folder_id)
+    store.organise.undo(undo)
+    assert own.exists()  # the same folder id: its own index, kept
+
+    # its id taken meanwhile by a plain folder: the index goes with the project to its new id
+    undo = store.organise.delete_folder(thesis.folder_id)
+    plain = store.organise.create_folder("Plain")
+    assert plain.id == thesis.folder_id
+    store.organise.undo(undo)
+    [back] = [p for p in projects.projects() if p.name == "Thesis"]
+    assert back.folder_id != plain.id and not own.exists()
+    assert (paths.project_folder(back.folder_id) / "knowledge.sqlite3").exists()
+
+    # its id taken meanwhile by a project: that index is the new project's, and whatever lay at the new
+    # id's place (a project deleted for good there) is not Thesis's
+    undo = store.organise.delete_folder(back.folder_id)
+    trip = projects.create("Trip")
+    assert trip.folder_id == back.folder_id
+    trips = _index(paths, trip.folder_id)
+    left = _index(paths, trip.folder_id + 1)
+    store.organise.undo(undo)
+    [again] = [p for p in projects.projects() if p.name == "Thesis"]
+    assert again.folder_id == trip.folder_id + 1
+    assert not left.exists() and trips.exists()
+
+
 def _export(store: ConversationStore, ids: list[int], path: Path) -> Path:
     path.write_text(chats_as_json(store, ids))
     return path

@@ -155,9 +155,8 @@ class ProjectStore:
             self._store.organise.folder(folder_id)  # (StoreError: it no longer exists)
             if self.is_project(folder_id):
                 raise StoreError(f"“{self._store.organise.folder(folder_id).name}” is a project already.")
+            # (an index left by an earlier project that had this folder id is deleted: insert_project)
             insert_project(self._db, folder_id, self._clock(), **settings)  # type: ignore[arg-type]
-            # an index left by an earlier project that had this folder id (deleted for good) is not this one's
-            drop_knowledge(self.knowledge_folder(folder_id))
         return self.project(folder_id)
 
     def create(self, name: str, parent_id: int | None = None, **settings: object) -> Project:

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ember_chat.engine.storage.import_plan import PlannedProject
+from ember_chat.engine.storage.paths import PROJECTS_FOLDER
 from ember_chat.engine.storage.rows import Row, free_ids, insert_rows, rows_where_in, transaction
 
 log = logging.getLogger(__name__)
@@ -58,6 +59,10 @@ def insert_project(
     embedding_model: str | None = None,
     reranker: str | None = None,
 ) -> None:
+    """A project's row for folder `folder_id`, made now (a new project: made, created or imported). The
+    folder's id may be one a project deleted for good had (folders' ids are reused): an index left at
+    `<data>/projects/<folder id>/` is that project's, not this one's, and is deleted here."""
+    drop_stale_knowledge(db, folder_id)
     db.execute(
         "INSERT INTO projects (folder_id, icon, instructions, model, preset, tools, context_length,"
         " embedding_model, reranker, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -117,6 +122,11 @@ def put_back(db: sqlite3.Connection, rows: Snapshot, folder_ids: dict[int, int])
     """The rows of `snapshot` again, each project under its folder's id now (`folder_ids`: old -> new),
     each source with its id (a new one where a source added since took it)."""
     projects, sources = rows
+    for p in projects:
+        old = p["folder_id"]
+        new = folder_ids.get(old, old)
+        if new != old:  # (its id was taken since: its index goes with it, unless a project has that id now)
+            _move_knowledge(db, old, new)
     insert_rows(db, "projects", [{**p, "folder_id": folder_ids.get(p["folder_id"], p["folder_id"])} for p in projects])
     ids = free_ids(db, "project_sources", [s["id"] for s in sources])
     insert_rows(
@@ -219,6 +229,38 @@ def drop_unused_knowledge(db: sqlite3.Connection, folder: Path) -> int:
         if entry.name not in kept and drop_knowledge(entry):
             removed += 1
     return removed
+
+
+def knowledge_folder(db: sqlite3.Connection, folder_id: int) -> Path | None:
+    """Where the knowledge index of the project of folder `folder_id` is kept (`<data>/projects/<id>/`,
+    beside the chat database); None for a database kept in memory (it has no data folder)."""
+    for row in db.execute("PRAGMA database_list"):
+        if row[1] == "main":
+            return Path(row[2]).parent / PROJECTS_FOLDER / str(int(folder_id)) if row[2] else None
+    return None
+
+
+def drop_stale_knowledge(db: sqlite3.Connection, folder_id: int) -> None:
+    """An index left at this folder id's place by a project deleted for good, deleted (see insert_project)."""
+    folder = knowledge_folder(db, folder_id)
+    if folder is not None:
+        drop_knowledge(folder)
+
+
+def _move_knowledge(db: sqlite3.Connection, old: int, new: int) -> None:
+    """A project put back under a new folder id: its index moved there from its old id's place (the old
+    id is a plain folder's now), or, when a project has the old id now (the index there is that one's),
+    whatever is at the new place deleted (the project is indexed again)."""
+    source, target = knowledge_folder(db, old), knowledge_folder(db, new)
+    if source is None or target is None or not drop_knowledge(target):
+        return
+    if db.execute("SELECT 1 FROM projects WHERE folder_id = ?", (old,)).fetchone() is not None:
+        return
+    try:
+        if source.is_dir() and not source.is_symlink():
+            source.rename(target)
+    except OSError as exc:
+        log.warning("The knowledge index %s could not be moved to %s: %s", source, target, exc)
 
 
 def drop_knowledge(path: Path) -> bool:
