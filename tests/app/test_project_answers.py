@@ -213,6 +213,15 @@ def test_a_source_from_an_imported_chat_is_shown_and_its_path_never_opened(
     button.click()  # (disabled: nothing)
     assert opened == []
     dialog.close()
+    # a chat exported without the passages' text (the default) comes back with their files and pages only
+    b = w.store.add_message(chat.id, "assistant", "Again [1].", parent_id=q.id)
+    AnswerKnowledge(w.store).record(b.id, [ProjectSource(1, str(there), None, 0, "", IMPORTED_PASSAGE)])
+    w.chats.open_conversation(chat.id)
+    w.transcript.finish_rendering()
+    w.transcript.action.emit("cite", b.id, 1)
+    shown = w.transcript.attachments.dialog.findChild(QPlainTextEdit, "sourceText")
+    assert shown.toPlainText() == "" and "not exported" in shown.placeholderText()
+    w.transcript.attachments.dialog.close()
 
 
 def test_the_project_s_embedding_model_ranks_the_passages_and_one_gone_is_said(

@@ -38,7 +38,7 @@ def test_an_answer_s_project_sources_go_out_and_come_back_as_text(tmp_path: Path
     try:
         cid, _answer = _chat(store)
         exported = tmp_path / "chats.json"
-        exported.write_text(chats_as_json(store, [cid]))
+        exported.write_text(chats_as_json(store, [cid], passages=True))  # (asked: with the files' text)
         tree = json.loads(exported.read_text())[0]["tree"]
         assert "project_sources" not in tree[0]  # (the question)
         assert tree[1]["project_sources"] == [
@@ -55,8 +55,32 @@ def test_an_answer_s_project_sources_go_out_and_come_back_as_text(tmp_path: Path
         ]
         assert {s.passage_id for s in kept} == {IMPORTED_PASSAGE}  # in no index: never opened
         again = tmp_path / "again.json"
-        again.write_text(chats_as_json(other, [chat.id]))
+        again.write_text(chats_as_json(other, [chat.id], passages=True))
         assert json.loads(again.read_text())[0]["tree"][1]["project_sources"] == tree[1]["project_sources"]
+    finally:
+        store.close()
+        other.close()
+
+
+def test_by_default_the_export_names_the_sources_without_the_files_text(tmp_path: Path) -> None:
+    """Issue 34: a project's export carries the list of its files, not their text unless asked; the
+    passages an answer was given are its files' text."""
+    store = ConversationStore(tmp_path / "chats.sqlite3")
+    other = ConversationStore(tmp_path / "other" / "chats.sqlite3")
+    try:
+        cid, _answer = _chat(store)
+        exported = tmp_path / "chats.json"
+        exported.write_text(chats_as_json(store, [cid]))
+        text = exported.read_text()
+        assert all(g.text not in text for g in GIVEN)
+        assert json.loads(text)[0]["tree"][1]["project_sources"] == [
+            {"n": 1, "file": "/home/ana/notes/rivers.md", "page": None, "seq": 0},
+            {"n": 2, "file": "/home/ana/notes/atlas.pdf", "page": 3, "seq": 7},
+        ]
+        import_chats(other, exported)  # the sources come back, named, without a passage
+        (chat,) = other.conversations()
+        kept = AnswerKnowledge(other).sources_of(other.thread(chat.id)[-1].id)
+        assert [(s.n, s.file_path, s.page, s.text) for s in kept] == [(g.n, g.file_path, g.page, "") for g in GIVEN]
     finally:
         store.close()
         other.close()

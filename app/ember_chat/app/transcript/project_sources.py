@@ -126,6 +126,7 @@ def add_passage_view(
     layout.addWidget(plain_label(where, "sourceLabel"))  # (a path from a chat's record: plain text)
     text = QPlainTextEdit(source.text)
     text.setReadOnly(True)
+    text.setPlaceholderText(tr("The passage's text was not exported with this chat: only its file and page."))
     text.setTextInteractionFlags(
         Qt.TextInteractionFlag.TextSelectableByMouse | Qt.TextInteractionFlag.TextSelectableByKeyboard
     )

@@ -38,6 +38,12 @@ def add_parser(sub: argparse._SubParsersAction, parser_class: type) -> None:
     ex.add_argument("--all", action="store_true", help="every chat but those in the Trash")
     ex.add_argument("--format", choices=("json", "md"), default="json")
     ex.add_argument("-o", "--output", metavar="PATH", help="write to this file (default: the terminal)")
+    ex.add_argument(
+        "--with-passages",
+        action="store_true",
+        help="JSON: the passages of project files answers were given, with their text (default: which file "
+        "and page only: the files' text stays out)",
+    )
     im = csub.add_parser("import", help="chats from a ChatGPT export (conversations.json) or Ember JSON")
     im.add_argument("path")
     rm = csub.add_parser("rm", help="move chats to the Trash")
@@ -142,7 +148,7 @@ def _export(args: argparse.Namespace, store: ConversationStore, paths: AppPaths)
         from ember_chat.engine.attachments import AttachmentStore
         from ember_chat.engine.storage.export import chats_as_json  # (lossless: every branch, files, comparisons)
 
-        text = chats_as_json(store, ids, AttachmentStore(paths, store).export_entries)
+        text = chats_as_json(store, ids, AttachmentStore(paths, store).export_entries, passages=args.with_passages)
     else:
         text = _markdown(store, ids, paths)
     if args.output is None:

@@ -14,8 +14,9 @@ tools on and `require_call`; never its "always allow" grants nor its servers' "A
 tool a server lists later on too), which an import would not take anyway: a file turns on only the tools it names)
 and its comparisons; a chat in a project carries the project (`project`: its name, icon, instructions,
 defaults and the paths of its knowledge, never the files' text: project_tables.exported), and an answer
-made with its knowledge the passages it was given (`project_sources`: number, file, page, passage text;
-imported back as text to read, never as a path to open: import_plan.IMPORTED_PASSAGE). Export → import
+made with its knowledge which passages it was given (`project_sources`: number, file, page, position; the
+passage's text — the user's file's — only when asked: `passages=True`; imported back as text to read,
+never as a path to open: import_plan.IMPORTED_PASSAGE). Export → import
 → export gives the same bytes, but for a file's `sha256`: an import computes it from the content the file
 holds (a PDF's text, not the PDF it came from)."""
 
@@ -184,15 +185,21 @@ VERSION = 1
 AttachmentsOf = Callable[[Iterable[int]], Attachments]  # e.g. AttachmentStore.export_entries
 
 
-def chat_export_json(store: ConversationStore, cid: int, attachments: AttachmentsOf | None = None) -> str:
+def chat_export_json(
+    store: ConversationStore, cid: int, attachments: AttachmentsOf | None = None, passages: bool = False
+) -> str:
     """One chat, losslessly, as a JSON object (File ▸ Export chat as JSON: the older export's shape, with
     the whole chat added)."""
-    return json.dumps(chat_document(store, cid, attachments), indent=2, ensure_ascii=False)
+    return json.dumps(chat_document(store, cid, attachments, passages), indent=2, ensure_ascii=False)
 
 
-def chats_as_json(store: ConversationStore, ids: Iterable[int], attachments: AttachmentsOf | None = None) -> str:
-    """Chats as a JSON list, losslessly (see the module); `attachments` gives their files' content."""
-    return json.dumps([chat_document(store, cid, attachments) for cid in ids], indent=2, ensure_ascii=False)
+def chats_as_json(
+    store: ConversationStore, ids: Iterable[int], attachments: AttachmentsOf | None = None, passages: bool = False
+) -> str:
+    """Chats as a JSON list, losslessly (see the module); `attachments` gives their files' content;
+    `passages`: the project passages answers were given go out with their text too."""
+    docs = [chat_document(store, cid, attachments, passages) for cid in ids]
+    return json.dumps(docs, indent=2, ensure_ascii=False)
 
 
 def _tree_order(messages: list[Message]) -> list[Message]:
@@ -219,7 +226,9 @@ def _tree_order(messages: list[Message]) -> list[Message]:
     return out
 
 
-def chat_document(store: ConversationStore, cid: int, attachments: AttachmentsOf | None = None) -> dict[str, Any]:
+def chat_document(
+    store: ConversationStore, cid: int, attachments: AttachmentsOf | None = None, passages: bool = False
+) -> dict[str, Any]:
     """One chat as `chats_as_json` writes it."""
     conv = store.conversation(cid)
     messages = _tree_order(store.messages(cid))
@@ -232,7 +241,7 @@ def chat_document(store: ConversationStore, cid: int, attachments: AttachmentsOf
     files: list[dict[str, Any]] = []
     file_place: dict[tuple[str, str], int] = {}
     tree = []
-    given = _project_sources(store, [m.id for m in messages])
+    given = _project_sources(store, [m.id for m in messages], passages)
     for m in messages:
         item: dict[str, Any] = {
             "parent": place.get(m.parent_id) if m.parent_id is not None else None,
@@ -301,9 +310,10 @@ def chat_document(store: ConversationStore, cid: int, attachments: AttachmentsOf
     return data
 
 
-def _project_sources(store: ConversationStore, ids: list[int]) -> dict[int, list[dict[str, Any]]]:
+def _project_sources(store: ConversationStore, ids: list[int], passages: bool) -> dict[int, list[dict[str, Any]]]:
     """The project passages each answer was given (schema 7's answer_knowledge; engine/projects/answers.py
-    writes them): its number, file, page, position and text as it was then."""
+    writes them): its number, file, page, position and, with `passages`, its text as it was then (the
+    user's file's text: only when asked)."""
     out: dict[int, list[dict[str, Any]]] = {}
     db, lock = store.shared_connection()
     for batch in batches(ids):
@@ -314,7 +324,8 @@ def _project_sources(store: ConversationStore, ids: list[int]) -> dict[int, list
                 batch,
             ).fetchall()
         for answer_id, n, file_path, page, seq, text in rows:
-            out.setdefault(answer_id, []).append({"n": n, "file": file_path, "page": page, "seq": seq, "passage": text})
+            entry = {"n": n, "file": file_path, "page": page, "seq": seq}
+            out.setdefault(answer_id, []).append({**entry, "passage": text} if passages else entry)
     return out
 
 

@@ -183,11 +183,12 @@ def _sources(value: object) -> list[dict[str, Any]]:
         n, page, seq = s.get("n"), s.get("page"), s.get("seq", 0)
         if type(n) is not int or not 1 <= n <= MAX_SOURCE or n in out or type(seq) is not int:
             continue
-        if not isinstance(s.get("file"), str) or not isinstance(s.get("passage"), str):
+        passage = s.get("passage", "")  # (exported without its text unless asked: export.py)
+        if not isinstance(s.get("file"), str) or not isinstance(passage, str):
             continue
         if page is not None and type(page) is not int:
             continue
-        out[n] = {"n": n, "file": s["file"], "page": page, "seq": seq, "passage": s["passage"]}
+        out[n] = {"n": n, "file": s["file"], "page": page, "seq": seq, "passage": passage}
     return list(out.values())
 
 
