@@ -66,6 +66,67 @@ def test_skipped_pending_and_dropped_files_and_the_counts(index: KnowledgeIndex)
     assert [f.path for f in index.files()] == ["/b/notes.md"]
 
 
+def _file_bytes(path: Path) -> bytes:
+    return b"".join(p.read_bytes() for p in (path, Path(f"{path}-wal")) if p.exists())
+
+
+@pytest.mark.parametrize("removal", ["file", "source"])
+def test_removed_knowledge_is_not_left_in_the_index_files(index: KnowledgeIndex, removal: str) -> None:
+    secret = "Quokkazebra the payroll passphrase is xylophonequartz."
+    index.put_file(1, "/a/secret.txt", 10, 1, 0, _chunks(secret, "another quokkazebra line"))
+    index.put_file(2, "/b/kept.txt", 10, 1, 0, _chunks("The lighthouse keeper's notes."))
+    words = [b"Quokkazebra", b"quokkazebra", b"xylophonequartz", b"passphrase"]
+    assert all(w in _file_bytes(index.path) for w in words[1:])  # (in the WAL and/or the file: FTS terms too)
+    if removal == "file":
+        index.drop_file("/a/secret.txt")
+    else:
+        index.drop_source(1)
+    stored = _file_bytes(index.path)
+    assert [w for w in words if w in stored] == []
+    assert [index.passage(pid).text for pid, _ in index.bm25("lighthouse keeper", 5)] == [
+        "The lighthouse keeper's notes."
+    ]
+
+
+def test_an_index_of_this_format_is_opened_without_a_write(tmp_path: Path) -> None:
+    """Opening never waits on the indexer's transaction: with another connection holding the write lock,
+    a second connection opens and reads at once (no busy timeout)."""
+    path = tmp_path / "knowledge.sqlite3"
+    KnowledgeIndex(path).close()
+    writer = sqlite3.connect(path, isolation_level=None, timeout=0.1)
+    try:
+        writer.execute("BEGIN IMMEDIATE")
+        started = time.monotonic()
+        reader = KnowledgeIndex(path)
+        try:
+            assert reader.counts().files == 0 and reader.generation() == 1
+        finally:
+            reader.close()
+        assert time.monotonic() - started < 1.0
+    finally:
+        writer.execute("ROLLBACK")
+        writer.close()
+
+
+def test_the_generation_moves_with_a_write_through_any_connection(tmp_path: Path) -> None:
+    path = tmp_path / "knowledge.sqlite3"
+    indexer, reader = KnowledgeIndex(path), KnowledgeIndex(path)
+    try:
+        before = reader.generation()
+        indexer.put_file(1, "/a/x.txt", 10, 1, 0, _chunks("alpha"))
+        fresh = KnowledgeIndex(path)
+        assert fresh.generation() == reader.generation() > before
+        fresh.close()
+        moved = reader.generation()
+        indexer.pend_files([(1, "/a/y.txt", 10, 1)])  # (no passage changed: the generation stays)
+        assert reader.generation() == moved
+        indexer.drop_file("/a/x.txt")
+        assert reader.generation() > moved
+    finally:
+        indexer.close()
+        reader.close()
+
+
 def test_neighbours_and_a_passage_that_is_gone(index: KnowledgeIndex) -> None:
     index.put_file(1, "/a/story.txt", 10, 1, 0, _chunks("alpha", "bravo", "charlie"))
     ids = {index.passage(pid).text: pid for pid, _ in index.bm25("alpha bravo charlie", 5)}
@@ -240,17 +301,44 @@ def test_a_symlink_loop_is_reported_and_a_linked_folder_is_walked_once(tmp_path:
     (root / "deep").mkdir(parents=True)
     (root / "deep" / "note.txt").write_text("x")
     (root / "deep" / "up").symlink_to(root, target_is_directory=True)  # a loop
-    outside = tmp_path / "outside"
-    outside.mkdir()
-    (outside / "shared.md").write_text("y")
-    (root / "linked").symlink_to(outside, target_is_directory=True)
-    (root / "linked-again").symlink_to(outside, target_is_directory=True)
+    shared = root / "deep" / "shared"
+    shared.mkdir()
+    (shared / "shared.md").write_text("y")
+    (root / "later").mkdir()  # (walked after deep)
+    (root / "later" / "linked").symlink_to(shared, target_is_directory=True)  # (a folder inside the source's)
     items = list(scan(root))
     found = sorted(Path(p).relative_to(root).as_posix() for p in _found(items))
-    assert found == ["deep/note.txt", "linked/shared.md"]
+    assert found == ["deep/note.txt", "deep/shared/shared.md"]
     reasons = {p.path.name: p.reason for p in _problems(items)}
-    assert set(reasons) == {"up", "linked-again"}
+    assert set(reasons) == {"up", "linked"}
     assert "already indexed (a link loop?)" in reasons["up"]
+
+
+def test_a_link_leading_outside_the_source_s_folder_is_listed_and_not_followed(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    (home / "x").mkdir(parents=True)
+    (home / "x" / "key.json").write_text('{"secret": "hunter2"}')
+    (home / "diary.txt").write_text("private")
+    root = home / "project" / "src"
+    (root / "inner").mkdir(parents=True)
+    (root / "inner" / "plan.md").write_text("the plan")
+    (root / "docs").symlink_to(home, target_is_directory=True)  # src/docs -> ~/
+    (root / "notes.json").symlink_to(home / "x" / "key.json")  # notes.json -> ~/x/key.json
+    (root / "up").symlink_to(home / "project", target_is_directory=True)  # (above the source: outside too)
+    (root / "plan-link.md").symlink_to(root / "inner" / "plan.md")  # inside: followed
+    items = list(scan(root))
+    found = _found(items)
+    names = sorted(Path(p).relative_to(root).as_posix() for p in found)
+    assert names == ["inner/plan.md", "notes.json", "plan-link.md"]
+    assert found[str(root / "plan-link.md")].skip is None
+    skipped = found[str(root / "notes.json")].skip
+    assert skipped == f"notes.json is a link to {home / 'x' / 'key.json'}, outside the folder: not followed."
+    problems = {p.path.name: p for p in _problems(items)}
+    assert set(problems) == {"docs", "up"} and not problems["docs"].unlisted
+    assert problems["docs"].reason == f"{root / 'docs'} is a link to {home}, outside the folder: not followed."
+    # a source that is itself a link the user added to a file elsewhere is read (the user chose it)
+    [chosen] = list(scan(root / "notes.json"))
+    assert isinstance(chosen, FoundFile) and chosen.skip is None
 
 
 def test_past_the_file_cap_one_problem_says_the_rest_are_left_out(

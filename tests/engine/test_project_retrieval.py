@@ -12,9 +12,10 @@ import numpy as np
 import pytest
 
 from ember_chat.engine.attachments.chunking import Chunk
+from ember_chat.engine.projects.active import ActiveIndex
 from ember_chat.engine.projects.citations import CITE_INSTRUCTION, ProjectSource, cited, knowledge_block, sources
 from ember_chat.engine.projects.embedder import GGUFEmbedder, GGUFReranker
-from ember_chat.engine.projects.index import KnowledgeIndex
+from ember_chat.engine.projects.index import IndexedFile, KnowledgeIndex, Passage, Vectors
 from ember_chat.engine.projects.retrieval import MATRICES, RRF_K, VECTOR_WEIGHT, fuse, retrieve
 from tests.helpers.gguf_factory import write_tiny_bert, write_word_bert
 
@@ -122,6 +123,75 @@ def test_the_matrix_is_loaded_once_and_again_when_the_index_changes(
     assert len(hits) == 6 and any(h.file_path == "/docs/later.txt" and h.vector_rank is not None for h in hits)
     again = MATRICES.get(index, embedder.model_id)
     assert again is not first and again is not None and len(again.ids) == len(PASSAGES) + 1 and new_id > 0
+
+
+def test_a_new_connection_per_answer_sees_the_indexers_writes(
+    index: KnowledgeIndex, models: tuple[GGUFEmbedder, GGUFEmbedder], tmp_path: Path
+) -> None:
+    """The window opens the index once per answer while the indexer keeps its own connection: the cached
+    matrix of the first answer's connection is not reused once the indexer has read a file again."""
+    embedder = models[0]
+    embed_all(index, embedder)  # (`index`: the indexer's connection, kept)
+    first = KnowledgeIndex(index.path)
+    before = retrieve(first, "Who fixed the beacon?", k=1, embed=embedder)
+    first.close()
+    assert before[0].text == PASSAGES[0]
+    index.put_file(1, "/docs/notes.txt", 120, 2, 0, [Chunk(0, 0, None, "Marta fixed the beacon in May.")])
+    embed_all(index, embedder)
+    second = KnowledgeIndex(index.path)
+    try:
+        hits = retrieve(second, "Who fixed the beacon?", k=3, embed=embedder)
+    finally:
+        second.close()
+    assert hits[0].text == "Marta fixed the beacon in May." and hits[0].vector_rank == 1
+
+
+class DroppedWhileRanked:
+    """A real index whose file is removed by the indexer's connection just after BM25 ranked its passages."""
+
+    def __init__(self, index: KnowledgeIndex, indexer: KnowledgeIndex, path: str) -> None:
+        self.index, self.indexer, self.dropped = index, indexer, path
+        self.path = index.path
+
+    def bm25(self, question: str, limit: int) -> list[tuple[int, float]]:
+        found = self.index.bm25(question, limit)
+        self.indexer.drop_file(self.dropped)
+        return found
+
+    def found_passages(self, passage_ids: Sequence[int]) -> dict[int, Passage]:
+        return self.index.found_passages(passage_ids)
+
+    def passage(self, passage_id: int) -> Passage:
+        return self.index.passage(passage_id)
+
+    def files(self) -> list[IndexedFile]:
+        return self.index.files()
+
+    def generation(self) -> int:
+        return self.index.generation()
+
+    def vectors_for(self, model_id: str) -> Vectors | None:
+        return self.index.vectors_for(model_id)
+
+
+def test_a_passage_gone_between_ranking_and_reading_is_left_out(index: KnowledgeIndex) -> None:
+    reader = KnowledgeIndex(index.path)
+    try:
+        hits = retrieve(DroppedWhileRanked(reader, index, "/docs/notes.txt"), "ledger lighthouse invoices", k=5)
+    finally:
+        reader.close()
+    assert [h.text for h in hits] == [PASSAGES[5]]
+
+
+def test_a_passage_gone_while_the_active_view_ranks_is_left_out(index: KnowledgeIndex) -> None:
+    index.put_file(2, "/paused/old.txt", 10, 1, 0, [Chunk(0, 0, None, "The old ledger lighthouse.")])
+    reader = KnowledgeIndex(index.path)
+    try:
+        view = ActiveIndex(DroppedWhileRanked(reader, index, "/docs/notes.txt"), frozenset({1}))  # type: ignore[arg-type]
+        hits = view.bm25("ledger lighthouse invoices", 5)
+        assert [reader.passage(pid).text for pid, _ in hits] == [PASSAGES[5]]
+    finally:
+        reader.close()
 
 
 def test_a_reranker_orders_the_fused_passages(index: KnowledgeIndex, tmp_path: Path) -> None:

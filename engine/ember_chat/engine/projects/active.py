@@ -10,6 +10,7 @@ and the passage ids of the left-out files only when vectors are searched."""
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -57,12 +58,16 @@ class ActiveIndex:
     def passage(self, passage_id: int) -> Passage:
         return self.index.passage(passage_id)
 
+    def found_passages(self, passage_ids: Sequence[int]) -> dict[int, Passage]:
+        return self.index.found_passages(passage_ids)
+
     def bm25(self, question: str, limit: int) -> list[tuple[int, float]]:
         left_out = self.left_out_files()
         asked = limit
         while True:
             found = self.index.bm25(question, asked)
-            kept = [(pid, score) for pid, score in found if self.index.passage(pid).file_id not in left_out]
+            passages = self.index.found_passages([pid for pid, _ in found])  # (one gone meanwhile: left out)
+            kept = [(pid, score) for pid, score in found if pid in passages and passages[pid].file_id not in left_out]
             if len(kept) >= limit or len(found) < asked or asked >= MAX_WIDENED:
                 return kept[:limit]
             asked = min(asked * WIDEN, MAX_WIDENED)

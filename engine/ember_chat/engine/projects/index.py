@@ -5,7 +5,13 @@ vector per passage. Vectors are kept for one model at a time (`meta`): an index 
 never searched with another (`vectors_for` answers None, and the indexer embeds the passages again).
 
 One connection, serialised by a lock: the indexer writes from its worker thread while a chat reads.
-Paths and source ids are plain values (the project's records live in the chat database)."""
+Paths and source ids are plain values (the project's records live in the chat database).
+
+Every write that can change the passages or vectors bumps `meta`'s generation in its own transaction, so
+any connection (the window opens one per answer, `ember-chat` another process) sees the index changed:
+retrieval keeps a matrix of the vectors until it moves. Removed knowledge does not stay in the file:
+secure_delete zeroes freed content, and after files are dropped the FTS5 index is merged (its deleted
+terms gone) and the WAL checkpointed and truncated."""
 
 from __future__ import annotations
 
@@ -146,7 +152,6 @@ class KnowledgeIndex:
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
         self._lock = threading.RLock()
-        self._writes = 0  # this connection's commits (`generation`)
         self._passage_count: tuple[int, int] = (-1, 0)  # (generation, passages) for COMMON_SHARE
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -157,6 +162,7 @@ class KnowledgeIndex:
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.execute("PRAGMA foreign_keys=ON")
+            self._db.execute("PRAGMA secure_delete=ON")  # (removed passages' text zeroed, not left in free pages)
             self._upgrade()
             self._db.executescript(_QUESTION_TABLES)
         except sqlite3.DatabaseError as exc:
@@ -164,8 +170,11 @@ class KnowledgeIndex:
             raise StoreError(f"The project's knowledge index {self.path} cannot be opened: {exc}.") from exc
 
     def _upgrade(self) -> None:
-        """The schema made, or an index of an older FORMAT emptied of its passages (files left pending)."""
+        """The schema made, or an index of an older FORMAT emptied of its passages (files left pending).
+        An index of this FORMAT is only read (no write lock taken: opening never waits on the indexer)."""
         db = self._db
+        if self._format_found() == FORMAT:
+            return
         db.execute("BEGIN IMMEDIATE")
         try:
             has_files = db.execute("SELECT 1 FROM sqlite_master WHERE name = 'files'").fetchone() is not None
@@ -182,33 +191,47 @@ class KnowledgeIndex:
             for statement in _statements(_SCHEMA):
                 db.execute(statement)
             db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('format', ?)", (str(FORMAT),))
+            db.execute(_BUMP)
         except BaseException:
             db.execute("ROLLBACK")
             raise
         db.execute("COMMIT")
+
+    def _format_found(self) -> int | None:
+        """The FORMAT of a complete index of a known format (None: new, partly made or damaged: `_upgrade`
+        makes it, in a write transaction)."""
+        db = self._db
+        names = {str(r[0]) for r in db.execute("SELECT name FROM sqlite_master")}
+        if not {"files", "passages", "passages_fts", "vectors", "meta", "passages_ai", "passages_ad"} <= names:
+            return None
+        row = db.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()
+        return int(row[0]) if row is not None else None
 
     def close(self) -> None:
         with self._lock:
             self._db.close()
 
     @contextmanager
-    def _tx(self) -> Iterator[sqlite3.Connection]:
+    def _tx(self, changes: bool = True) -> Iterator[sqlite3.Connection]:
+        """A write transaction; `changes`: it may change passages or vectors (the generation moves with it)."""
         with self._lock:
             self._db.execute("BEGIN IMMEDIATE")
             try:
                 yield self._db
+                if changes:
+                    self._db.execute(_BUMP)
             except BaseException:
                 self._db.execute("ROLLBACK")
                 raise
             self._db.execute("COMMIT")
-            self._writes += 1
 
     def generation(self) -> int:
-        """A number that moves with every change of the index, this connection's or another's (another
-        process: `ember-chat`): a matrix of its vectors loaded at one generation serves until it moves."""
+        """A number that moves with every change of the index's passages or vectors, made through this
+        connection or any other (the indexer's, another process's: `ember-chat`): it is kept in the file.
+        A matrix of its vectors loaded at one generation serves until it moves."""
         with self._lock:
-            others = int(self._db.execute("PRAGMA data_version").fetchone()[0])
-            return (others << 40) + self._writes
+            row = self._db.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()
+        return int(row[0]) if row is not None else 0
 
     # ----- files
     def files(self, source_id: int | None = None) -> list[IndexedFile]:
@@ -256,20 +279,44 @@ class KnowledgeIndex:
     def pend_files(self, files: Sequence[tuple[int, str, int, int]]) -> None:
         """(source_id, path, size, mtime_ns) of files found and not read yet, listed as pending; a file the
         index already has keeps its row (its passages serve until it is read again)."""
-        with self._tx() as db:
+        with self._tx(changes=False) as db:
             db.executemany(
                 "INSERT OR IGNORE INTO files (source_id, path, size, mtime_ns, state) VALUES (?, ?, ?, ?, 'pending')",
                 [(source_id, str(path), size, mtime_ns) for source_id, path, size, mtime_ns in files],
             )
 
     def drop_file(self, path: str | Path) -> None:
+        self.drop_files([path])
+
+    def drop_files(self, paths: Sequence[str | Path]) -> None:
+        """These files' rows, passages and vectors removed in one transaction, then `purge`d."""
+        if not paths:
+            return
         with self._tx() as db:
-            db.execute("DELETE FROM files WHERE path = ?", (str(path),))
+            db.executemany("DELETE FROM files WHERE path = ?", [(str(p),) for p in paths])
+        self.purge()
 
     def drop_source(self, source_id: int) -> None:
-        """Every file of a knowledge source removed from the project (the files on disk are not touched)."""
+        """Every file of a knowledge source removed from the project (the files on disk are not touched),
+        then `purge`d."""
         with self._tx() as db:
             db.execute("DELETE FROM files WHERE source_id = ?", (source_id,))
+        self.purge()
+
+    def purge(self) -> None:
+        """Removed passages' words out of the file too: the FTS5 index merged (its segments keep a deleted
+        passage's terms until then; secure_delete zeroes the freed pages) and the WAL, which still holds the
+        pages as they were, checkpointed and truncated (only as far as no other connection reads it: a
+        reader's pages go at the next purge)."""
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                self._db.execute("INSERT INTO passages_fts(passages_fts) VALUES ('optimize')")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
+            self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
 
     def _upsert(
         self,
@@ -302,6 +349,19 @@ class KnowledgeIndex:
         return file_id
 
     # ----- passages
+    def found_passages(self, passage_ids: Sequence[int]) -> dict[int, Passage]:
+        """The passages of these ids that are still in the index (one whose file was read again or
+        removed since it was ranked is left out), by id."""
+        ids = [int(i) for i in passage_ids]
+        found: dict[int, Passage] = {}
+        with self._lock:
+            for start in range(0, len(ids), 500):
+                part = ids[start : start + 500]
+                marks = ", ".join("?" * len(part))
+                for row in self._db.execute(f"{_PASSAGE_SELECT} WHERE p.id IN ({marks})", part):
+                    found[int(row[0])] = Passage(*row)
+        return found
+
     def passage(self, passage_id: int) -> Passage:
         with self._lock:
             row = self._db.execute(f"{_PASSAGE_SELECT} WHERE p.id = ?", (passage_id,)).fetchone()
@@ -455,6 +515,11 @@ def _statements(script: str) -> list[str]:
     return statements
 
 
+# the generation moved (in the transaction of the write that changes passages or vectors)
+_BUMP = (
+    "INSERT INTO meta (key, value) VALUES ('generation', '1') "
+    "ON CONFLICT(key) DO UPDATE SET value = CAST(value AS INTEGER) + 1"
+)
 _FILE_COLUMNS = "id, source_id, path, size, mtime_ns, state, reason, pages, passages, indexed_at"
 _PASSAGE_SELECT = (
     "SELECT p.id, p.file_id, f.path, p.seq, p.page, p.text FROM passages p JOIN files f ON f.id = p.file_id"

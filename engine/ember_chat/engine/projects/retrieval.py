@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -72,7 +72,9 @@ class SearchableIndex(Protocol):
 
     def bm25(self, question: str, limit: int) -> list[tuple[int, float]]: ...
 
-    def passage(self, passage_id: int) -> IndexedPassage: ...
+    def found_passages(self, passage_ids: Sequence[int]) -> Mapping[int, IndexedPassage]:
+        """The passages of these ids still in the index, by id (one gone since it was ranked left out)."""
+        ...
 
     def generation(self) -> int:
         """A number that moves with every change of the index's passages or vectors."""
@@ -206,7 +208,8 @@ def retrieve(
     bm25_rank = {pid: r for r, pid in enumerate(by_bm25, start=1)}
     vector_rank = {pid: r for r, pid in enumerate(by_vector, start=1)}
     chosen = fused[: max(k, RERANK_TOP) if rerank is not None else k]
-    passages = {pid: index.passage(pid) for pid, _ in chosen}
+    passages = index.found_passages([pid for pid, _ in chosen])
+    chosen = [(pid, score) for pid, score in chosen if pid in passages]  # (the indexer writes meanwhile)
     if rerank is not None and chosen:
         head = chosen[:RERANK_TOP]
         scores = rerank(question, [passages[pid].text for pid, _ in head])
