@@ -6,11 +6,14 @@ from __future__ import annotations
 import base64
 import hashlib
 import io
+import os
+import threading
 from pathlib import Path
 
 import pytest
 
 from ember_chat.engine.attachments import DEFAULT_LIMITS, AttachmentKind, Limits, read_attachment, read_attachment_bytes
+from ember_chat.engine.attachments.extract import read_file_bytes
 from ember_chat.engine.errors import AttachmentError
 from ember_chat.engine.storage.settings import Settings
 from tests.helpers.attachment_files import (
@@ -129,3 +132,34 @@ def test_an_api_file_name_cannot_name_a_path() -> None:
 def _write(path: Path, data: bytes) -> Path:
     path.write_bytes(data)
     return path
+
+
+def test_a_pipe_in_a_file_s_place_is_refused_without_waiting_for_a_writer(tmp_path: Path) -> None:
+    pipe = tmp_path / "notes.txt"
+    os.mkfifo(pipe)  # (a plain open of it waits until something opens it to write)
+    outcome: list[BaseException | bytes] = []
+    finished = threading.Event()
+
+    def read() -> None:
+        try:
+            outcome.append(read_file_bytes(pipe))
+        except AttachmentError as exc:
+            outcome.append(exc)
+        finished.set()
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    waited = finished.wait(10.0)
+    if not waited:  # (it blocked: a writer lets it go, so the thread can be joined)
+        with open(pipe, "wb"):
+            pass
+    reader.join()
+    assert waited, "reading a pipe waited for a writer"
+    [error] = outcome
+    assert isinstance(error, AttachmentError) and "notes.txt is not a plain file" in str(error)
+
+
+def test_a_folder_is_refused_with_one_sentence(tmp_path: Path) -> None:
+    (tmp_path / "docs").mkdir()
+    with pytest.raises(AttachmentError, match=r"^docs is a folder; attach the files in it instead\.$"):
+        read_file_bytes(tmp_path / "docs")

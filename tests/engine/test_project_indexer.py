@@ -246,6 +246,48 @@ def test_passages_get_vectors_and_a_new_model_makes_them_again(tmp_path: Path, i
     assert index.vectors_for("words-v1") is None and index.vectors_for("words-v2").matrix.shape == (4, 64)
 
 
+def test_links_leading_outside_the_folder_are_never_read_nor_found(tmp_path: Path, index: KnowledgeIndex) -> None:
+    home = tmp_path / "home"
+    (home / "x").mkdir(parents=True)
+    (home / "x" / "key.json").write_text('{"token": "SECRET-OSPREY-77"}')
+    (home / "diary.txt").write_text("SECRET-HERON-12 is my password.")
+    (home / "swapped-in.txt").write_text("SECRET-EGRET-3 lies here.")
+    src = home / "project" / "src"
+    src.mkdir(parents=True)
+    (src / "plan.md").write_text(GATE)
+    (src / "docs").symlink_to(home, target_is_directory=True)  # src/docs -> ~/
+    (src / "notes.json").symlink_to(home / "x" / "key.json")  # notes.json -> ~/x/key.json
+    (src / "later.txt").write_text("a plain file when the folder is listed, a link out when it is read")
+
+    def swap_when_its_turn_comes(progress: IndexProgress) -> None:
+        if progress.current == str(src / "later.txt"):
+            (src / "later.txt").unlink()
+            (src / "later.txt").symlink_to(home / "swapped-in.txt")
+
+    run = Indexer(index, [Root(1, str(src))]).run(swap_when_its_turn_comes)
+    assert [p.path.name for p in run.problems] == ["docs"] and "outside the folder: not followed" in run.problems[
+        0
+    ].reason
+    for secret in ("SECRET-OSPREY-77", "SECRET-HERON-12", "SECRET-EGRET-3"):
+        assert index.bm25(secret, 5) == []
+    files = {Path(f.path).name: f for f in index.files()}
+    assert set(files) == {"plan.md", "notes.json", "later.txt"}
+    assert files["notes.json"].state == "skipped" and "outside the folder: not followed" in files["notes.json"].reason
+    assert files["later.txt"].state == "skipped" and "link leading outside the folder" in files["later.txt"].reason
+    assert GATE in _texts(index, "east gate")[0]
+
+
+def test_passages_are_embedded_a_batch_of_files_at_a_time(tmp_path: Path, index: KnowledgeIndex) -> None:
+    folder = tmp_path / "many"
+    folder.mkdir()
+    for i in range(100):
+        (folder / f"note{i:03}.txt").write_text(f"Note {i}: the word token{i} is only here.")
+    embedder = WordEmbedder("words-v1")
+    run = Indexer(index, [Root(1, str(folder))], embedder=embedder).run()
+    assert run.read == 100 and run.embedded == 100 and index.vectors_for("words-v1").matrix.shape == (100, 64)
+    assert embedder.calls <= 6, f"{embedder.calls} embeddings for 100 one-passage files (one a file?)"
+
+
 # ----- the watcher
 def test_the_watcher_notices_a_new_a_changed_and_a_deleted_file(tmp_path: Path) -> None:
     docs = _docs(tmp_path)

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import hashlib
 import mimetypes
+import os
+import stat
 from pathlib import Path
 
 from ember_chat.engine.attachments.kinds import (
@@ -66,28 +68,60 @@ def read_attachment(path: Path | str, limits: Limits = DEFAULT_LIMITS, progress:
 
 def read_file_bytes(path: Path, limits: Limits = DEFAULT_LIMITS, progress: Progress | None = None) -> bytes:
     """A file's bytes, within the size limit (`progress`: the fraction read); AttachmentError with a
-    sentence for a folder, a file that is gone, cannot be opened, is empty or too big."""
+    sentence for a folder, a file that is gone, cannot be opened, is not a plain file, is empty or too big."""
+    return read_plain_file(path, limits, progress)[0]
+
+
+GONE = "no longer exists (was it moved or deleted?); attach it again."
+
+
+def read_plain_file(
+    path: Path, limits: Limits = DEFAULT_LIMITS, progress: Progress | None = None, *, gone: str = GONE
+) -> tuple[bytes, os.stat_result]:
+    """A file's bytes and its `fstat` as read (it may have changed since it was listed). It is opened
+    without blocking (a pipe or device put in a file's place would block a plain open) and checked, on
+    the open file, to be a plain file within the size limit before a byte is read; one that grows past
+    the limit while read is refused too. AttachmentError with a sentence (`gone`: what is said after the
+    file's name when it is not there)."""
     name = path.name
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
     try:
-        size = path.stat().st_size
-        if path.is_dir():
-            raise AttachmentError(f"{name} is a folder; attach the files in it instead.")
-        _check_size(name, size, limits)
-        chunks: list[bytes] = []
-        done = 0
-        with path.open("rb") as f:
-            while block := f.read(READ_CHUNK):
-                chunks.append(block)
-                done += len(block)
-                if progress is not None and size:
-                    progress(min(1.0, done / size))
+        fd = os.open(path, flags)
     except FileNotFoundError:
-        raise AttachmentError(f"{name} no longer exists (was it moved or deleted?); attach it again.") from None
+        raise AttachmentError(f"{name} {gone}") from None
     except PermissionError:
+        if path.is_dir():  # (Windows will not open a folder)
+            raise AttachmentError(f"{name} is a folder; attach the files in it instead.") from None
         raise AttachmentError(f"{name} cannot be read: permission denied.") from None
     except OSError as exc:
         raise AttachmentError(f"{name} cannot be read: {exc.strerror or exc}.") from None
-    return b"".join(chunks)
+    try:
+        info = os.fstat(fd)
+        if stat.S_ISDIR(info.st_mode):
+            raise AttachmentError(f"{name} is a folder; attach the files in it instead.")
+        if not stat.S_ISREG(info.st_mode):
+            raise AttachmentError(f"{name} is not a plain file (a pipe, socket or device); Ember reads only files.")
+        _check_size(name, info.st_size, limits)
+    except OSError as exc:
+        os.close(fd)
+        raise AttachmentError(f"{name} cannot be read: {exc.strerror or exc}.") from None
+    except BaseException:
+        os.close(fd)
+        raise
+    with os.fdopen(fd, "rb") as f:
+        try:
+            chunks: list[bytes] = []
+            done = 0
+            while block := f.read(READ_CHUNK):
+                chunks.append(block)
+                done += len(block)
+                if done > limits.max_bytes:
+                    raise AttachmentError(f"{name} grew past {human_size(limits.max_bytes)} while it was read.")
+                if progress is not None and info.st_size:
+                    progress(min(1.0, done / info.st_size))
+        except OSError as exc:
+            raise AttachmentError(f"{name} cannot be read: {exc.strerror or exc}.") from None
+    return b"".join(chunks), info
 
 
 def read_attachment_bytes(

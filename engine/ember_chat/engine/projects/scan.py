@@ -3,8 +3,11 @@
 - the files Ember reads (attachments' kinds by name: text, code, Markdown, CSV, JSON, HTML, PDF, DOCX;
   not images nor recordings, which have no text to index); hidden files and folders (.git, .venv) and
   the folders tools fill (node_modules, __pycache__) are left out;
-- a symlinked folder is followed once: each folder is walked at most once (by its device and inode), so
-  a link back up the tree (a loop) is reported, not followed;
+- a link (to a folder or a file) is followed only when where it leads (its real path) is inside the
+  source's folder (resolved): one leading outside (`docs -> ~`, `notes.json -> ~/.ssh/key.json`) is
+  listed, with its reason, and not followed (a source that is itself a file, or a link the user added,
+  is the user's choice: it is read). A linked folder is followed once: each folder is walked at most
+  once (by its device and inode), so a link back up the tree (a loop) is reported, not followed;
 - at most `MAX_FILES` files per project: past it one problem says the rest are left out;
 - a file over the attachment size limit, or that is not a plain file (a pipe, a device: opening one
   could block), is found with the reason it will not be read;
@@ -89,6 +92,7 @@ def _walk(
     root: Path, info: os.stat_result, limits: Limits, cap: int, stopped: Callable[[], bool] | None
 ) -> Iterator[FoundFile | ScanProblem]:
     seen = {(info.st_dev, info.st_ino)}
+    inside = [os.path.realpath(root)]
     folders = [root]
     count = 0
     while folders:
@@ -113,6 +117,14 @@ def _walk(
                 is_dir = entry.is_dir()  # (follows a link: a linked folder is walked, once)
             except OSError:
                 is_dir = False
+            outside = _outside(entry, inside)
+            if outside is not None:
+                if is_dir and not (entry.name.startswith(".") or entry.name in SKIPPED_FOLDERS):
+                    yield ScanProblem(path, f"{path} {outside}", unlisted=False)
+                elif not is_dir and indexable(entry.name) and count < cap:
+                    count += 1
+                    yield _link(path, entry, f"{entry.name} {outside}")
+                continue
             if is_dir:
                 if entry.name.startswith(".") or entry.name in SKIPPED_FOLDERS:
                     continue
@@ -151,6 +163,35 @@ def _walk(
             count += 1
             yield _found(path, found_info, limits)
         folders.extend(reversed(subfolders))
+
+
+def inside_folder(path: Path | str, folder: Path | str) -> bool:
+    """Whether `path`, its links resolved, is `folder` (resolved) or in it."""
+    return under(os.path.realpath(path), [os.path.realpath(folder)])
+
+
+def _outside(entry: os.DirEntry[str], inside: Sequence[str]) -> str | None:
+    """For a link leading outside the folders `inside` (resolved): the sentence saying it is not
+    followed (after its name); None for anything else."""
+    try:
+        if not entry.is_symlink():
+            return None
+    except OSError:
+        return None
+    target = os.path.realpath(entry.path)
+    if under(target, inside):
+        return None
+    return f"is a link to {target}, outside the folder: not followed."
+
+
+def _link(path: Path, entry: os.DirEntry[str], reason: str) -> FoundFile:
+    """A link to a file outside the folder, listed as skipped (its own size and time: what it leads to
+    is not looked at)."""
+    try:
+        info = entry.stat(follow_symlinks=False)
+    except OSError:
+        return FoundFile(path, 0, 0, reason)
+    return FoundFile(path, info.st_size, info.st_mtime_ns, reason)
 
 
 def _found(path: Path, info: os.stat_result, limits: Limits) -> FoundFile:
