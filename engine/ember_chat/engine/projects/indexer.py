@@ -5,8 +5,12 @@ under way), after a crash, or when the watcher (watch.py) saw something change.
 
 Each file is read in a child process with the attachments' time and memory limits (one `FileReader`
 for the run: attachments/isolated.py), chunked like attachments (attachments/chunking.py) and stored
-(index.py). The bytes are taken here with the file opened non-blocking and checked to be a plain file
-within the size limit before anything is read (a pipe put in a file's place would block a plain open).
+(index.py). The bytes are taken with attachments' `read_plain_file`: opened non-blocking and checked to be
+a plain file within the size limit before anything is read (a pipe put in a file's place would block a
+plain open); and a file that became, since the folder was listed, a link leading outside its source's
+folder is not read (scan.py lists such links without following them). Passages get their vectors (with
+an embedding model) every EMBED_FILES files read and at the end: the passages without one are found
+with one query over the index, not one per file.
 A file that cannot be read — a password-protected or damaged PDF, a binary file named .txt, a file gone
 since the folder was listed, one over the size limit — is kept as skipped with the reader's sentence;
 the rest goes on. A source that is not there (a disconnected drive) or a folder that cannot be listed
@@ -16,7 +20,6 @@ from __future__ import annotations
 
 import logging
 import os
-import stat
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -25,9 +28,9 @@ from typing import Protocol
 
 import numpy as np
 
-from ember_chat.engine.attachments.extract import READ_CHUNK
+from ember_chat.engine.attachments.extract import read_plain_file
 from ember_chat.engine.attachments.isolated import FileReader, ReadingStopped
-from ember_chat.engine.attachments.kinds import DEFAULT_LIMITS, Limits, human_size
+from ember_chat.engine.attachments.kinds import DEFAULT_LIMITS, Limits
 from ember_chat.engine.errors import AttachmentError, EmberError
 from ember_chat.engine.projects import scan as scanning
 from ember_chat.engine.projects.headings import section_chunks
@@ -37,6 +40,9 @@ from ember_chat.engine.projects.scan import FoundFile, ScanProblem, scan, under
 log = logging.getLogger(__name__)
 
 EMBED_BATCH = 32  # passages embedded at once
+EMBED_FILES = 64  # files read between two embeddings of the passages without vectors (and at the end)
+EMBED_PASSAGES = 8 * EMBED_BATCH  # ... or sooner, once this many passages wait
+GONE = "is gone (deleted or moved while the project's knowledge was indexed)."
 
 
 class KnowledgeRoot(Protocol):
@@ -125,22 +131,31 @@ class Indexer:
             result.stopped = True
             return self._done(result, started)
         reader = FileReader(self.limits, cancelled=stopped)
+        roots = {s.id: s.path for s in self.sources}
         total = len(to_read)
+        unembedded = (0, 0)  # (files, passages) read since the passages were last embedded
         for done, (source_id, file) in enumerate(to_read):
             if stopped():
                 result.stopped = True
                 break
             if progress is not None:
                 progress(IndexProgress(done, total, result.pages, result.passages, str(file.path)))
+            passages = result.passages
             try:
-                self._index_file(reader, source_id, file, result)
+                self._index_file(reader, roots[source_id], source_id, file, result)
             except ReadingStopped:
                 result.stopped = True
                 break
-            if self.embedder is not None and not self._embed_missing(result, stopped):
-                result.stopped = True
-                break
+            unembedded = (unembedded[0] + 1, unembedded[1] + result.passages - passages)
+            if self.embedder is not None and (unembedded[0] >= EMBED_FILES or unembedded[1] >= EMBED_PASSAGES):
+                unembedded = (0, 0)
+                if not self._embed_missing(result, stopped):
+                    result.stopped = True
+                    break
         else:
+            if self.embedder is not None and unembedded[1] and not self._embed_missing(result, stopped):
+                result.stopped = True
+                return self._done(result, started)
             if progress is not None:
                 progress(IndexProgress(total, total, result.pages, result.passages, None))
         return self._done(result, started)
@@ -168,14 +183,15 @@ class Indexer:
                 break
         return found, kept
 
-    def _index_file(self, reader: FileReader, source_id: int, file: FoundFile, result: IndexRun) -> None:
+    def _index_file(self, reader: FileReader, root: str, source_id: int, file: FoundFile, result: IndexRun) -> None:
         path = str(file.path)
         if file.skip is not None:
             self.index.skip_file(source_id, path, file.size, file.mtime_ns, file.skip)
             result.skipped += 1
             return
         try:
-            data, size, mtime_ns = _file_bytes(file.path, self.limits)
+            data, info = _file_bytes(file.path, root, self.limits)
+            size, mtime_ns = info.st_size, info.st_mtime_ns
             extracted = reader.read_bytes(file.path.name, data)
         except ReadingStopped:
             raise
@@ -213,36 +229,17 @@ class Indexer:
         return result
 
 
-def _file_bytes(path: Path, limits: Limits) -> tuple[bytes, int, int]:
-    """The file's bytes, its size and mtime_ns as read (it may have changed since the folder was listed):
-    opened without blocking and checked to be a plain file within the size limit before it is read."""
-    name = path.name
-    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
-    try:
-        fd = os.open(path, flags)
-    except FileNotFoundError:
-        raise AttachmentError(f"{name} is gone (deleted or moved while the project's knowledge was indexed).") from None
-    except PermissionError:
-        raise AttachmentError(f"{name} cannot be read: permission denied.") from None
-    except OSError as exc:
-        raise AttachmentError(f"{name} cannot be read: {exc.strerror or exc}.") from None
-    with os.fdopen(fd, "rb") as f:
-        try:
-            info = os.fstat(f.fileno())
-            if not stat.S_ISREG(info.st_mode):
-                raise AttachmentError(f"{name} is not a plain file (a pipe, socket or device); Ember reads only files.")
-            if info.st_size > limits.max_bytes:
-                raise AttachmentError(
-                    f"{name} is {human_size(info.st_size)}; files can be at most {human_size(limits.max_bytes)} "
-                    "(attachment_max_mb in Ember's settings.json)."
-                )
-            chunks: list[bytes] = []
-            total = 0
-            while block := f.read(READ_CHUNK):
-                chunks.append(block)
-                total += len(block)
-                if total > limits.max_bytes:  # (it grew while read)
-                    raise AttachmentError(f"{name} grew past {human_size(limits.max_bytes)} while it was read.")
-        except OSError as exc:
-            raise AttachmentError(f"{name} cannot be read: {exc.strerror or exc}.") from None
-    return b"".join(chunks), info.st_size, info.st_mtime_ns
+def _file_bytes(path: Path, root: str, limits: Limits) -> tuple[bytes, os.stat_result]:
+    """The file's bytes and its stat as read (it may have changed since the folder was listed), when it
+    is, as read, inside its source `root` (a link leading outside put in its place since: AttachmentError)."""
+    outside = f"{path.name} is now a link leading outside the folder: not followed."
+    if not scanning.inside_folder(path, root):
+        raise AttachmentError(outside)
+    data, info = read_plain_file(path, limits, gone=GONE)
+    try:  # (what was opened is the file inside the folder: not one a link swapped in meanwhile)
+        now = os.stat(os.path.realpath(path))
+    except OSError:
+        raise AttachmentError(f"{path.name} {GONE}") from None
+    if (now.st_dev, now.st_ino) != (info.st_dev, info.st_ino) or not scanning.inside_folder(path, root):
+        raise AttachmentError(outside)
+    return data, info
