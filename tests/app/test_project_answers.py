@@ -255,3 +255,41 @@ def test_the_project_s_embedding_model_ranks_the_passages_and_one_gone_is_said(
     send(qtbot, w, "Where is the heron?")
     assert "vectors" not in used[-1].ranked_by and used[-1].problems
     assert used[-1].problems[0] in w.side.metrics.project_why.sources.text()
+
+
+def test_an_index_that_cannot_be_opened_is_said_and_the_models_are_kept_between_answers(
+    qtbot: QtBot, make_loaded_window: Callable[[FakeBackend | None], MainWindow], tmp_path: Path
+) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "herons.txt").write_text("the heron by the river\n")
+    fake = FakeBackend(script=["Herons [1]."])
+    w = make_loaded_window(fake)
+    models = AppPaths(tmp_path / "data", tmp_path / "config").default_models_dir
+    write_word_bert(models / "words.gguf", {"▁heron": "bird", "▁egret": "bird", "▁river": "water", "▁the": ""})
+    store = ProjectStore(w.store)
+    project = store.create("Birds", embedding_model="words.gguf")
+    store.add_source(project.folder_id, str(docs))
+    w.chats.reload_conversations()
+    indexing = w.projects.indexing
+    with qtbot.waitSignal(indexing.finished, timeout=WAIT_MS):
+        indexing.run(project.folder_id)
+    w.conversations.list.setCurrentIndex(w.conversations.folder_index(project.folder_id))
+    w.chats.new_chat()
+    used: list[KnowledgeUsed] = []
+    w.bridge.knowledge.connect(lambda _rid, event: used.append(event))
+    kept = w.projects.answering.models
+    send(qtbot, w, "Where do egrets stand?")
+    send(qtbot, w, "Where is the heron?")
+    assert all("vectors" in u.ranked_by for u in used[-2:]) and kept.loads == 1  # (loaded once, kept)
+
+    index = w.projects.indexing.index_path(project.folder_id)
+    indexing.close()  # (the indexer lets its index go; the window's answers open their own)
+    assert indexing.join(WAIT_MS / 1000)
+    for extra in (Path(f"{index}-wal"), Path(f"{index}-shm")):
+        extra.unlink(missing_ok=True)
+    index.write_bytes(b"not a knowledge index " * 200)  # (damaged)
+    send(qtbot, w, "Where is the heron?")
+    assert used[-1].sources == () and len(used[-1].problems) == 1
+    assert "could not be read" in used[-1].problems[0]
+    assert used[-1].problems[0] in w.side.metrics.project_why.sources.text()

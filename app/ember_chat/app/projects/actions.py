@@ -255,6 +255,7 @@ class WindowProjects(QObject):
         if self.settings_dialog is not None:
             self.settings_dialog.close()
         self.indexing.close()
+        self.answering.close()  # (the kept models closed on a thread of their own)
 
     def join(self, timeout: float | None = None) -> bool:
-        return self.indexing.join(timeout)
+        return self.indexing.join(timeout) and self.answering.join(timeout)

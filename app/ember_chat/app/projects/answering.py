@@ -1,11 +1,13 @@
 """A chat's project for the answer being asked (`window.projects.answering`): the project a chat is in
 and the knowledge its answer is given (the engine's projects/turn.py `ProjectKnowledge` over the index
-the window keeps current, indexing.py). Opening it is cheap (a SQLite file opened, nothing read); the
-passages are retrieved on the engine thread. The embedding model and reranker the project names are
-loaded there too, at the retrieval (`TurnKnowledge`: a model's identity is its file's hash, read there as
-well), and closed with the knowledge after the answer: once per answer, which costs a small model's load
-(a fraction of a second) and keeps no model in memory between answers. One that cannot be loaded leaves
-the passages ranked without it, and the answer's knowledge says why."""
+the window keeps current, indexing.py). Nothing is opened on the GUI thread: the index is opened on the
+engine thread at the retrieval (`TurnKnowledge.fit`; one that cannot be opened, damaged or locked, leaves
+the answer without knowledge, and Why this answer says so). The embedding model and reranker the project
+names are loaded there too (`KeptModels`: a model's identity is its file's hash, read there as well) and
+kept for the next answers in the same project: loaded again only when another project is answered in or
+the project names other models, and closed then (on the engine thread, once no answer uses them) or at
+quit (on a thread of their own, joined with the window's). One that cannot be loaded leaves the passages
+ranked without it, and the answer's knowledge says why."""
 
 from __future__ import annotations
 
@@ -24,34 +26,139 @@ from ember_chat.engine.projects.records import Project, ProjectStore
 from ember_chat.engine.projects.turn import ProjectKnowledge
 from ember_chat.engine.storage.conversations import ConversationStore
 
+_Key = tuple[int, str | None, str | None, tuple[tuple[str, int, int] | None, ...]]
+
+
+class KeptModels:
+    """The models of the project last answered in, kept between its answers. `take` (engine thread)
+    gives an answer the loaded models, loading them when they are not these; `give_back` (any thread)
+    says the answer is done with them; models no longer kept are closed by the next `take` once no
+    answer uses them, and all by `close` at quit."""
+
+    def __init__(self, resolve: Resolve) -> None:
+        self.resolve = resolve
+        self._lock = threading.Lock()
+        self._kept: tuple[_Key, Rankers] | None = None  # (the project and its models' files, the models)
+        self._users: dict[int, int] = {}  # id(models) -> answers using them
+        self._retired: list[Rankers] = []
+        self._closed = False
+        self._closer: threading.Thread | None = None
+        self.loads = 0  # models loaded (for tests: kept models are not loaded again)
+
+    def take(self, project: Project) -> Rankers:
+        key = self._key(project)
+        with self._lock:
+            kept = self._kept
+            if not self._closed and kept is not None and kept[0] == key:
+                self._users[id(kept[1])] = self._users.get(id(kept[1]), 0) + 1
+                return kept[1]
+            if kept is not None:
+                self._retired.append(kept[1])
+                self._kept = None
+            idle = [r for r in self._retired if not self._users.get(id(r))]
+            self._retired = [r for r in self._retired if self._users.get(id(r))]
+        for rankers in idle:
+            rankers.close()
+        if self._closed:
+            return Rankers(None, None)
+        rankers = load_rankers(project, self.resolve)
+        with self._lock:
+            self.loads += 1
+            closed = self._closed
+            if not closed:
+                self._kept = (key, rankers)
+                self._users[id(rankers)] = 1
+        if closed:  # (the window quit while they were loaded)
+            rankers.close()
+            return Rankers(None, None)
+        return rankers
+
+    def _key(self, project: Project) -> _Key:
+        """The project, the models it names and their files as they are now (a file replaced or gone under
+        the same name: the models are loaded again, and one gone is said)."""
+        files: list[tuple[str, int, int] | None] = []
+        for name in (project.embedding_model, project.reranker):
+            try:
+                path = self.resolve(name) if name else None
+                st = path.stat() if path is not None else None
+                files.append((str(path), st.st_size, st.st_mtime_ns) if path is not None and st is not None else None)
+            except (EmberError, OSError, ValueError):
+                files.append(None)
+        return (project.folder_id, project.embedding_model, project.reranker, tuple(files))
+
+    def give_back(self, rankers: Rankers) -> None:
+        with self._lock:
+            left = self._users.get(id(rankers), 0) - 1
+            if left > 0:
+                self._users[id(rankers)] = left
+            else:
+                self._users.pop(id(rankers), None)
+
+    def close(self) -> None:
+        """At quit: every model closed, on a thread of its own (`join`): never on the GUI thread."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            every = [*self._retired, *([self._kept[1]] if self._kept is not None else [])]
+            self._retired, self._kept = [], None
+        if every:
+            self._closer = threading.Thread(target=lambda: [r.close() for r in every], name="close project models")
+            self._closer.start()
+
+    def join(self, timeout: float | None = None) -> bool:
+        if self._closer is not None:
+            self._closer.join(timeout)
+            return not self._closer.is_alive()
+        return True
+
 
 class TurnKnowledge(ProjectKnowledge):
-    """A project's knowledge for one answer: the models the project names (an embedding model, a
-    reranker: projects/rankers.py) loaded on the engine thread at its retrieval, never on the GUI
-    thread; one that cannot be loaded leaves the passages ranked without it, and the answer's
-    KnowledgeUsed.problems says why. close() lets the index and the models go."""
+    """A project's knowledge for one answer: its index opened, and the models the project names
+    (projects/rankers.py, kept by `KeptModels`) taken, on the engine thread at its retrieval, never
+    on the GUI thread. An index that cannot be opened leaves the answer without knowledge, a model
+    that cannot be loaded the passages ranked without it; the answer's KnowledgeUsed.problems says
+    why. close() lets the index go and gives the models back."""
 
-    def __init__(self, project: Project, index: KnowledgeIndex, resolve: Resolve) -> None:
-        super().__init__(project, index)
-        self.resolve = resolve
+    def __init__(self, project: Project, path: Path, models: KeptModels) -> None:  # (nothing opened here)
+        self.project = project
+        self.path = path
+        self.models = models
         self.rankers: Rankers | None = None
+        self.opened: ProjectKnowledge | None = None
+        self.closed = False
         self._lock = threading.Lock()
+
+    @property
+    def index_path(self) -> Path:
+        return self.path
 
     def fit(self, question: str, budget: int, count: Callable[[str], int]) -> KnowledgeFit:
         with self._lock:
-            if self.rankers is None and (self.project.embedding_model or self.project.reranker):
-                self.rankers = load_rankers(self.project, self.resolve)
-                self.embed, self.rerank = self.rankers.embed, self.rankers.rerank
-                self.problems = self.rankers.problems
-        return super().fit(question, budget, count)
+            if self.closed:
+                return KnowledgeFit("", (), 0, ())
+            if self.opened is None:
+                try:
+                    index = KnowledgeIndex(self.path)
+                except (EmberError, OSError, sqlite3.Error) as exc:
+                    why = f"The project's knowledge could not be read ({exc}); this answer was given without it."
+                    return KnowledgeFit("", (), 0, (), (why,))
+                if self.project.embedding_model or self.project.reranker:
+                    self.rankers = self.models.take(self.project)
+                r = self.rankers or Rankers(None, None)
+                self.opened = ProjectKnowledge(self.project, index, r.embed, r.rerank, problems=r.problems)
+            opened = self.opened
+        return opened.fit(question, budget, count)
 
     def close(self) -> None:
-        super().close()
         with self._lock:
-            rankers, self.rankers = self.rankers, Rankers(None, None)  # (closed: never loaded after this)
-            self.embed = self.rerank = None
+            self.closed = True
+            opened, self.opened = self.opened, None
+            rankers, self.rankers = self.rankers, None
+        if opened is not None:
+            opened.close()
         if rankers is not None:
-            rankers.close()
+            self.models.give_back(rankers)
 
 
 class ProjectAnswering:
@@ -64,6 +171,7 @@ class ProjectAnswering:
         self.store = store
         self.library = library
         self.index_path = index_path
+        self.models = KeptModels(library.resolve)  # (the last project's, between its answers)
 
     def project_of(self, conversation_id: int) -> Project | None:
         with contextlib.suppress(EmberError, KeyError, sqlite3.Error):
@@ -71,20 +179,15 @@ class ProjectAnswering:
         return None
 
     def turn_for(self, conversation_id: int) -> tuple[Project, ProjectKnowledge | None] | None:
-        """The chat's project and the knowledge to answer with (None: the project has no index yet, or
-        it cannot be opened); None when the chat is in no project. The caller closes the knowledge
-        once the answer has ended."""
+        """The chat's project and the knowledge to answer with (None: the project has no index yet);
+        None when the chat is in no project. The caller closes the knowledge once the answer has ended."""
         project = self.project_of(conversation_id)
         if project is None:
             return None
         path = self.index_path(project.folder_id)
         if not project.sources or not path.is_file():
             return project, None
-        try:
-            index = KnowledgeIndex(path)
-        except (EmberError, OSError, sqlite3.Error):
-            return project, None  # (a damaged index: its Knowledge tab says so when the indexer runs)
-        return project, TurnKnowledge(project, index, self.library.resolve)
+        return project, TurnKnowledge(project, path, self.models)  # (opened on the engine thread)
 
     def why_not_open(self, answer_id: int, path: str) -> str | None:
         """None when an answer's source may be opened: `path` is a file of the index of the project its
@@ -109,5 +212,12 @@ class ProjectAnswering:
             return f"The file is no longer at {path}."
         return None
 
+    def close(self) -> None:
+        """At quit: the kept models closed (on their own thread: `join`)."""
+        self.models.close()
 
-__all__ = ["ProjectAnswering", "TurnKnowledge"]
+    def join(self, timeout: float | None = None) -> bool:
+        return self.models.join(timeout)
+
+
+__all__ = ["KeptModels", "ProjectAnswering", "TurnKnowledge"]
