@@ -105,8 +105,12 @@ MENTIONS = [
     "{p} spent most of {m} visiting relatives beyond the hills.",
     "A {o} like the one in the {l} belonged to {p}'s grandfather.",
 ]
-# written from the coreutils manual: (question in our words, a phrase of the passage that answers it)
-REAL_QUESTIONS = [
+# written from the coreutils manual: (question in our words, a phrase of the passage that answers it, or
+# phrases of the passages that each answer it). Reviewed: three questions that said their answer in its
+# own words were put in others' ("symbolic link" -> "soft link", "prints the name of the current
+# directory" -> "the path of the folder I am in", "Print the kernel name" -> "which kernel"), and "who is
+# logged in" is answered by `who` as well as by `users`.
+REAL_QUESTIONS: list[tuple[str, str | tuple[str, ...]]] = [
     ("How do I make ls order files by when they were last changed?", "Sort by modification timestamp"),
     (
         "Which command tells how much room is left on each mounted file system?",
@@ -115,7 +119,7 @@ REAL_QUESTIONS = [
     ("How can I see the last lines of a log while it keeps growing?", "Loop forever trying to read more"),
     ("What does the wc command count?", "‘wc’ counts the number of bytes, characters, words, and newlines"),
     ("How do I split a big file into pieces of a given number of lines?", "Put LINES lines of INPUT into"),
-    ("How can I make a symbolic link instead of a hard one with ln?", "Make symbolic links instead of hard links"),
+    ("How do I create a soft link with ln rather than a hard one?", "Make symbolic links instead of hard links"),
     ("How do I change the owner of a file?", "‘chown’ changes the user and/or group ownership"),
     ("How can sort order numbers like 10 after 9?", "Sort numerically.  The number begins each line"),
     ("Which command removes duplicate adjacent lines?", "‘uniq’ writes the unique lines"),
@@ -130,7 +134,7 @@ REAL_QUESTIONS = [
     ),
     ("How do I wait for a number of seconds in a script?", "‘sleep’ pauses for an amount of time"),
     ("How can I run a command with a time limit?", "‘timeout’ runs the given COMMAND and kills it"),
-    ("How do I print the current directory's full name?", "‘pwd’ prints the name of the current directory"),
+    ("Which command shows the full path of the folder I am in?", "‘pwd’ prints the name of the current directory"),
     ("How can I see how much space a directory uses?", "‘du’ reports the amount of file system space"),
     ("How do I make several nested directories at once with mkdir?", "Make any missing parent directories"),
     ("What does rm do with the -r option?", "Remove the listed directories and their contents recursively"),
@@ -138,8 +142,11 @@ REAL_QUESTIONS = [
     ("How do I join lines of two files that share a field?", "‘join’ writes to standard output a line for each pair"),
     ("Which command translates or deletes characters?", "‘tr’ copies standard input to standard output, performing"),
     ("How can I print only certain columns of each line?", "‘cut’ writes to standard output selected parts"),
-    ("How do I see who is logged in right now?", "‘users’ prints on a single line a blank-separated list"),
-    ("How can I print the name of the operating system kernel?", "Print the kernel name"),
+    (
+        "How do I see who is logged in right now?",
+        ("‘users’ prints on a single line a blank-separated list", "‘who’ prints information about users who are"),
+    ),
+    ("How can I find out which operating system kernel the machine runs?", "Print the kernel name"),
     ("How do I shred a file so it cannot be recovered?", "‘shred’ overwrites devices or files"),
     ("How to print the first ten lines of a file?", "‘head’ prints the first part"),
     ("How can I change a file's permissions?", "‘chmod’ changes the access permissions"),
@@ -244,9 +251,7 @@ def recall_real(folder: Path, embedder: GGUFEmbedder | None = None) -> dict[str,
                 if name == "fused" and embed is None:
                     continue
                 hits = retrieve(index, question, 50, embed)
-                ranks[name].append(
-                    next((i for i, h in enumerate(hits, 1) if _squashed(phrase) in _squashed(h.text)), None)
-                )
+                ranks[name].append(next((i for i, h in enumerate(hits, 1) if answers(phrase, h.text)), None))
     finally:
         index.close()
         MATRICES.clear()
@@ -286,6 +291,12 @@ def _embed_passages(index: KnowledgeIndex, ids: Sequence[int], texts: Sequence[s
     for start in range(0, len(ids), 64):
         index.put_vectors(embedder.model_id, ids[start : start + 64], embedder(texts[start : start + 64]))
     return time.perf_counter() - t0
+
+
+def answers(phrase: str | tuple[str, ...], text: str) -> bool:
+    """Whether a passage holds (one of) a real question's answering phrase(s)."""
+    phrases = (phrase,) if isinstance(phrase, str) else phrase
+    return any(_squashed(p) in _squashed(text) for p in phrases)
 
 
 def _squashed(text: str) -> str:

@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import pytest
 
 from bench import retrieval_projects as bench
+from tests.helpers.gguf_factory import write_word_bert
 
 
 def test_the_projects_retrieval_bench_reports_its_figures(capsys: pytest.CaptureFixture[str]) -> None:
@@ -52,3 +54,34 @@ def test_a_generated_question_paraphrases_its_passage() -> None:
         assert sum(name in p for p in passages) >= 2  # (named elsewhere too, without the fact)
         verbs = set(re.findall(r"\w+", question.lower())) & set(bench.SYNONYMS)
         assert verbs and not any(re.search(rf"\b{v}\b", passage.lower()) for v in verbs)
+
+
+def test_a_real_question_says_its_answer_in_other_words() -> None:
+    stop = {"a", "an", "the", "of", "to", "in", "on", "at", "by", "for", "how", "do", "i", "can", "what", "which"}
+    stop |= {"does", "is", "it", "with"}
+    for question, phrase in bench.REAL_QUESTIONS:
+        words = {w for w in re.findall(r"\w+", question.lower()) if w not in stop}
+        for p in (phrase,) if isinstance(phrase, str) else phrase:
+            shared = words & {w for w in re.findall(r"\w+", p.lower()) if w not in stop}
+            assert len(shared) <= len(words) / 2, (question, shared)  # (at most half its words are the answer's)
+    assert bench.answers(("no such words", "Print the KERNEL\n  name"), "It will print the kernel name.")
+    assert not bench.answers("print the kernel name", "print the name of the kernel")
+
+
+def test_a_given_embedding_model_is_measured_on_both_sets_and_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    passages, questions = bench.generated_corpus(20, 200)
+    model = write_word_bert(tmp_path / "some-model.gguf", bench.word_meanings([*passages, *(q for q, _ in questions)]))
+    assert (
+        bench.main(["--facts", "20", "--distractors", "200", "--latency", "--embedding-model", str(model), "--json"])
+        == 0
+    )
+    result = json.loads(capsys.readouterr().out)
+    assert result["fused"]["model"] == "some-model.gguf" and result["fused"]["passages"] == 220
+    assert result["latency"] == []
+    real = result["real"]
+    if real["document_set"] is not None:
+        assert real["fused"]["model"] == "some-model.gguf"
+        assert real["fused"]["bm25"]["recall_at_5"] == real["recall_at_5"]
+        assert 0 <= real["fused"]["fused"]["recall_at_1"] <= real["fused"]["fused"]["recall_at_5"] <= 1

@@ -66,8 +66,8 @@ def section_chunks(
 ) -> tuple[list[Chunk], list[str]]:
     """`text` cut into passages as chunk_text cuts it, but never across a heading (a passage is about
     one section), and the heading each passage is under. Sections shorter than MIN_SECTION characters
-    join the next. Measured on GNU coreutils' Info manual (bench/retrieval_projects): with the headings in
-    the index's title column, BM25's recall@5 went from 0.70 (chunks across sections) to 0.80."""
+    join the next. Measured on GNU coreutils' Info manual as one file (bench/retrieval_projects, porter
+    stemming, titles weighted 8): BM25's recall@5 0.50 with chunks cut across sections, 0.80 within them."""
     cuts = [0]
     for at, _ in headings(text):
         if at - cuts[-1] >= MIN_SECTION:
