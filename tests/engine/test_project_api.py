@@ -7,6 +7,9 @@ An unknown project is a 400 naming it, as is a project asked of a server that an
 
 from __future__ import annotations
 
+import os
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,9 +19,11 @@ import openai
 import pytest
 
 from ember_chat.engine.core.params import LoadConfig
+from ember_chat.engine.projects.embedder import model_identity
 from ember_chat.engine.projects.index import KnowledgeIndex, knowledge_path
 from ember_chat.engine.projects.indexer import Indexer
 from ember_chat.engine.projects.records import ProjectStore
+from ember_chat.engine.projects.turn import ProjectKnowledge
 from ember_chat.engine.serve.projects_option import ServedProjects
 from ember_chat.engine.storage.conversations import ConversationStore
 from ember_chat.engine.storage.paths import AppPaths
@@ -157,3 +162,89 @@ def test_a_messages_answer_in_a_project_carries_its_sources(client: openai.OpenA
     with pytest.raises(anthropic.BadRequestError) as caught:
         messages.messages.create(**ask, extra_body={"ember": {"project": "Nowhere"}})
     assert "There is no project named “Nowhere”" in str(caught.value)
+
+
+def test_a_project_unmade_and_made_again_is_served_from_its_new_index(tmp_path: Path, tiny_model: Path) -> None:
+    """The server reopens a project's index when its file is another (the project unmade: its index
+    deleted; made again: a new one at the same path) or its sources changed: never the old one's passages."""
+    paths = AppPaths(tmp_path / "data", tmp_path / "config")
+    first, second = tmp_path / "first", tmp_path / "second"
+    first.mkdir()
+    second.mkdir()
+    (first / "keeper.md").write_text(f"# Keeper\n\n{FACT}\n")
+    (second / "parrot.md").write_text("The lighthouse keeper's parrot is named Admiral Crumpet.\n")
+    chats = ConversationStore(paths.database)
+    served = ServedProjects(paths, chats)
+
+    def index(folder_id: int) -> None:
+        ix = KnowledgeIndex(knowledge_path(paths, folder_id))
+        try:
+            Indexer(ix, list(projects.project(folder_id).sources)).run()
+        finally:
+            ix.close()
+
+    try:
+        projects = ProjectStore(chats)
+        made = projects.create("Harbour")
+        projects.add_source(made.folder_id, first)
+        index(made.folder_id)
+        with served_client(LoadConfig(tiny_model, n_ctx=4096, threads=1), "tiny", WAIT_S, projects=served) as c:
+            assert _ask(c, "Harbour").model_extra["ember"]["sources"][0]["file"] == str(first / "keeper.md")
+            projects.unmake(made.folder_id)
+            projects.make_project(made.folder_id)
+            projects.add_source(made.folder_id, second)
+            index(made.folder_id)
+            sources = _ask(c, "Harbour").model_extra["ember"]["sources"]
+            assert [s["file"] for s in sources] == [str(second / "parrot.md")]
+    finally:
+        served.close()
+        chats.close()
+
+
+def test_a_models_identity_is_hashed_once_per_file_version(tmp_path: Path) -> None:
+    """model_identity reads a file's bytes once per (path, inode, size, mtime): the same bytes changed in
+    place with size and mtime put back keep the identity read first; another mtime reads them again."""
+    model = tmp_path / "model.gguf"
+    model.write_bytes(b"a" * 4096)
+    first = model_identity(model)
+    stat = model.stat()
+    with model.open("r+b") as f:
+        f.write(b"b" * 4096)
+    os.utime(model, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert model_identity(model) == first  # (not hashed again)
+    os.utime(model, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000))
+    assert model_identity(model) != first
+
+
+def test_a_project_s_model_loading_does_not_hold_up_another_project(tmp_path: Path, docs: Path) -> None:
+    paths = AppPaths(tmp_path / "data", tmp_path / "config")
+    chats = ConversationStore(paths.database)
+    resolving, release = threading.Event(), threading.Event()
+
+    def resolve(name: str) -> Path:  # (the first project's model takes until released)
+        resolving.set()
+        release.wait(WAIT_S)
+        return tmp_path / "models" / name
+
+    served = ServedProjects(paths, chats, resolve=resolve)
+    opened: list[ProjectKnowledge] = []
+    try:
+        projects = ProjectStore(chats)
+        projects.add_source(projects.create("Slow", embedding_model="big.gguf").folder_id, docs)
+        projects.add_source(projects.create("Plain").folder_id, docs)
+        slow = threading.Thread(target=lambda: opened.append(served.open("Slow")))
+        slow.start()
+        try:
+            assert resolving.wait(WAIT_S)
+            started = time.monotonic()
+            plain = served.open("Plain")  # (while Slow's model is being loaded)
+            assert time.monotonic() - started < WAIT_S / 2 and not release.is_set()
+            plain.close()
+        finally:
+            release.set()
+            slow.join()
+        assert opened and "big.gguf" in opened[0].problems[0]
+        opened[0].close()
+    finally:
+        served.close()
+        chats.close()

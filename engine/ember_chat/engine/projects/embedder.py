@@ -29,14 +29,31 @@ DEFAULT_CONTEXT = 512
 T = TypeVar("T")
 
 
+_IDENTITIES: dict[tuple[str, int, int, int, int], str] = {}  # (path, dev, inode, size, mtime_ns) -> identity
+_IDENTITIES_LOCK = threading.Lock()
+KEPT_IDENTITIES = 64
+
+
 def model_identity(path: Path) -> str:
     """'<file name>:<sha256 of its bytes>': the same model under another name is another id (its name
-    shows in the index), a file changed under the same name is another id."""
+    shows in the index), a file changed under the same name is another id. The hash of a file is read
+    once per (path, device, inode, size, mtime): a large model is not hashed again at each load."""
+    st = os.stat(path)
+    key = (str(Path(path).absolute()), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+    with _IDENTITIES_LOCK:
+        known = _IDENTITIES.get(key)
+    if known is not None:
+        return known
     digest = hashlib.sha256()
     with path.open("rb") as f:
         while block := f.read(1 << 20):
             digest.update(block)
-    return f"{path.name}:{digest.hexdigest()}"
+    identity = f"{path.name}:{digest.hexdigest()}"
+    with _IDENTITIES_LOCK:
+        if len(_IDENTITIES) >= KEPT_IDENTITIES:
+            _IDENTITIES.pop(next(iter(_IDENTITIES)))
+        _IDENTITIES[key] = identity
+    return identity
 
 
 class _Model:

@@ -4,12 +4,18 @@ its knowledge for the request (`ServedProjects.open`); an unknown name is a 400 
 What a project needs across requests is kept until the server stops (`close()`): its index, open; the
 embedding model and reranker it names, loaded at its first request (projects/rankers.py: one that cannot
 be loaded is said in each answer's `ember.knowledge.problems`, and tried again when the project names
-another model or the server starts again); the view of its active sources (projects/active.py)."""
+another model or the server starts again); the view of its active sources (projects/active.py). The
+index is opened again when its file is another (same path, another inode: the project unmade and made
+again, or deleted and its folder id reused) or the project's sources changed. The models are loaded
+outside the lock every request takes (one load per project at a time): a request for another project
+never waits on a load."""
 
 from __future__ import annotations
 
+import os
 import threading
 from dataclasses import dataclass
+from pathlib import Path
 
 from ember_chat.engine.errors import StoreError
 from ember_chat.engine.openai.api_error import ApiError
@@ -27,8 +33,10 @@ class _Kept:
     """One project's parts kept across requests."""
 
     index: KnowledgeIndex
+    file: tuple[int, int]  # the index file's (st_dev, st_ino) when opened
+    sources: tuple[tuple[int, str], ...]  # the project's sources (id, path) then
     active: ActiveIndex
-    rankers: Rankers
+    rankers: Rankers | None = None
 
 
 class ServedProjects:
@@ -49,27 +57,51 @@ class ServedProjects:
         self._store = store
         self._resolve = resolve
         self._kept: dict[int, _Kept] = {}
+        self._loading: dict[int, threading.Lock] = {}  # per project: one load of its index and models at a time
         self._retired: list[Rankers] = []  # (models a project named before: a request may still use them)
+        self._retired_indexes: list[KnowledgeIndex] = []  # (likewise: closed with the server)
 
     def open(self, name: str) -> ProjectKnowledge:
         """The knowledge of the project named `name` for one request (the caller closes it; what it
         holds of the project stays open here)."""
         with self._lock:
             project = self._named(name)
+            gate = self._loading.setdefault(project.folder_id, threading.Lock())
+            resolve = self._resolver()
+        with gate:  # (this project's: its index opened and its models loaded outside self._lock)
+            kept = self._current(project)
+            if kept.rankers is None or not kept.rankers.serves(project):
+                rankers = load_rankers(project, resolve)
+                with self._lock:
+                    if kept.rankers is not None:
+                        self._retired.append(kept.rankers)
+                    kept.rankers = rankers
+            with self._lock:
+                if kept.active.active != active_sources(project):
+                    kept.active = ActiveIndex(kept.index, active_sources(project))
+                r = kept.rankers
+                active = kept.active
+        assert r is not None
+        return ProjectKnowledge(project, kept.index, r.embed, r.rerank, problems=r.problems, active=active,
+                                owns_index=False)  # fmt: skip
+
+    def _current(self, project: Project) -> _Kept:
+        """The project's kept index: opened again when its file or the project's sources are not those
+        it was opened for (the old one retired: a request may still read it)."""
+        path = knowledge_path(self.paths, project.folder_id)
+        sources = tuple((s.id, str(s.path)) for s in project.sources)
+        with self._lock:
             kept = self._kept.get(project.folder_id)
-            if kept is None:
-                index = KnowledgeIndex(knowledge_path(self.paths, project.folder_id))
-                rankers = load_rankers(project, self._resolver())
-                kept = _Kept(index, ActiveIndex(index, active_sources(project)), rankers)
-                self._kept[project.folder_id] = kept
-            if not kept.rankers.serves(project):
-                self._retired.append(kept.rankers)
-                kept.rankers = load_rankers(project, self._resolver())
-            if kept.active.active != active_sources(project):
-                kept.active = ActiveIndex(kept.index, active_sources(project))
-            r = kept.rankers
-            return ProjectKnowledge(project, kept.index, r.embed, r.rerank, problems=r.problems, active=kept.active,
-                                    owns_index=False)  # fmt: skip
+        if kept is not None and kept.file == _file_of(path) and kept.sources == sources:
+            return kept
+        index = KnowledgeIndex(path)
+        made = _Kept(index, _file_of(path) or (-1, -1), sources, ActiveIndex(index, active_sources(project)))
+        with self._lock:
+            if kept is not None:
+                self._retired_indexes.append(kept.index)
+                made.rankers = kept.rankers  # (the models the project names: kept unless it names others)
+            self._kept[project.folder_id] = made
+        return made
 
     def _named(self, name: str) -> Project:
         if self._store is None:
@@ -96,13 +128,26 @@ class ServedProjects:
             store, self._store = self._store, self._given
             kept, self._kept = list(self._kept.values()), {}
             retired, self._retired = self._retired, []
+            indexes, self._retired_indexes = self._retired_indexes, []
         for k in kept:
-            k.rankers.close()
+            if k.rankers is not None:
+                k.rankers.close()
             k.index.close()
+        for index in indexes:
+            index.close()
         for rankers in retired:
             rankers.close()
         if store is not None and store is not self._given:
             store.close()
+
+
+def _file_of(path: Path) -> tuple[int, int] | None:
+    """(st_dev, st_ino) of the file at `path`, None when there is none."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino)
 
 
 __all__ = ["ServedProjects"]
