@@ -301,17 +301,44 @@ def test_a_symlink_loop_is_reported_and_a_linked_folder_is_walked_once(tmp_path:
     (root / "deep").mkdir(parents=True)
     (root / "deep" / "note.txt").write_text("x")
     (root / "deep" / "up").symlink_to(root, target_is_directory=True)  # a loop
-    outside = tmp_path / "outside"
-    outside.mkdir()
-    (outside / "shared.md").write_text("y")
-    (root / "linked").symlink_to(outside, target_is_directory=True)
-    (root / "linked-again").symlink_to(outside, target_is_directory=True)
+    shared = root / "deep" / "shared"
+    shared.mkdir()
+    (shared / "shared.md").write_text("y")
+    (root / "later").mkdir()  # (walked after deep)
+    (root / "later" / "linked").symlink_to(shared, target_is_directory=True)  # (a folder inside the source's)
     items = list(scan(root))
     found = sorted(Path(p).relative_to(root).as_posix() for p in _found(items))
-    assert found == ["deep/note.txt", "linked/shared.md"]
+    assert found == ["deep/note.txt", "deep/shared/shared.md"]
     reasons = {p.path.name: p.reason for p in _problems(items)}
-    assert set(reasons) == {"up", "linked-again"}
+    assert set(reasons) == {"up", "linked"}
     assert "already indexed (a link loop?)" in reasons["up"]
+
+
+def test_a_link_leading_outside_the_source_s_folder_is_listed_and_not_followed(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    (home / "x").mkdir(parents=True)
+    (home / "x" / "key.json").write_text('{"secret": "hunter2"}')
+    (home / "diary.txt").write_text("private")
+    root = home / "project" / "src"
+    (root / "inner").mkdir(parents=True)
+    (root / "inner" / "plan.md").write_text("the plan")
+    (root / "docs").symlink_to(home, target_is_directory=True)  # src/docs -> ~/
+    (root / "notes.json").symlink_to(home / "x" / "key.json")  # notes.json -> ~/x/key.json
+    (root / "up").symlink_to(home / "project", target_is_directory=True)  # (above the source: outside too)
+    (root / "plan-link.md").symlink_to(root / "inner" / "plan.md")  # inside: followed
+    items = list(scan(root))
+    found = _found(items)
+    names = sorted(Path(p).relative_to(root).as_posix() for p in found)
+    assert names == ["inner/plan.md", "notes.json", "plan-link.md"]
+    assert found[str(root / "plan-link.md")].skip is None
+    skipped = found[str(root / "notes.json")].skip
+    assert skipped == f"notes.json is a link to {home / 'x' / 'key.json'}, outside the folder: not followed."
+    problems = {p.path.name: p for p in _problems(items)}
+    assert set(problems) == {"docs", "up"} and not problems["docs"].unlisted
+    assert problems["docs"].reason == f"{root / 'docs'} is a link to {home}, outside the folder: not followed."
+    # a source that is itself a link the user added to a file elsewhere is read (the user chose it)
+    [chosen] = list(scan(root / "notes.json"))
+    assert isinstance(chosen, FoundFile) and chosen.skip is None
 
 
 def test_past_the_file_cap_one_problem_says_the_rest_are_left_out(
