@@ -18,6 +18,7 @@ import pytest
 
 from ember_chat.engine.attachments.kinds import Limits
 from ember_chat.engine.projects import scan as scanning
+from ember_chat.engine.projects.active import ActiveIndex
 from ember_chat.engine.projects.index import IndexCounts, KnowledgeIndex
 from ember_chat.engine.projects.indexer import Indexer, IndexProgress, IndexRun
 from ember_chat.engine.projects.watch import Changes, KnowledgeWatcher
@@ -275,6 +276,22 @@ def test_links_leading_outside_the_folder_are_never_read_nor_found(tmp_path: Pat
     assert files["notes.json"].state == "skipped" and "outside the folder: not followed" in files["notes.json"].reason
     assert files["later.txt"].state == "skipped" and "link leading outside the folder" in files["later.txt"].reason
     assert GATE in _texts(index, "east gate")[0]
+
+
+def test_a_file_also_under_an_active_source_leaves_a_paused_one_without_being_read_again(
+    tmp_path: Path, index: KnowledgeIndex
+) -> None:
+    docs = _docs(tmp_path)
+    gate = str(docs / "sub" / "gate.md")
+    both = Indexer(index, [Root(1, str(docs)), Root(2, str(docs / "sub"))]).run()
+    assert both.read == 4 and index.file(gate).source_id == 1  # (the first source naming it has it)
+    # source 1 paused: its files stay in the index (left out of retrieval); gate.md is source 2's now
+    only_sub = Indexer(index, [Root(2, str(docs / "sub"))]).run()
+    assert (only_sub.read, only_sub.dropped) == (0, 0)  # unchanged on disk: not read again
+    assert index.file(gate).source_id == 2 and index.file(gate).state == "indexed"
+    assert index.file(docs / "notes.txt").source_id == 1
+    active = ActiveIndex(index, frozenset({2}))
+    assert [index.passage(pid).file_path for pid, _ in active.bm25("east gate", 5)] == [gate]
 
 
 def test_passages_are_embedded_a_batch_of_files_at_a_time(tmp_path: Path, index: KnowledgeIndex) -> None:

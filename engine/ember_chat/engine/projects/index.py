@@ -285,6 +285,14 @@ class KnowledgeIndex:
                 [(source_id, str(path), size, mtime_ns) for source_id, path, size, mtime_ns in files],
             )
 
+    def move_files(self, moves: Sequence[tuple[int, str | Path]]) -> None:
+        """(source_id, path): files the index has, given to another of the project's sources (the one
+        that names them now: another that also did is paused or removed), kept as they are, unread."""
+        if not moves:
+            return
+        with self._tx() as db:  # (the generation moves: which files are left out of retrieval changed)
+            db.executemany("UPDATE files SET source_id = ? WHERE path = ?", [(sid, str(p)) for sid, p in moves])
+
     def drop_file(self, path: str | Path) -> None:
         self.drop_files([path])
 

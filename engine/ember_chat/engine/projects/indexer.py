@@ -113,19 +113,24 @@ class Indexer:
         if stopped():
             result.stopped = True
             return self._done(result, started)
-        known = {f.path: f for f in self.index.files() if f.source_id in {s.id for s in self.sources}}
-        gone = [path for path in known if path not in found and not under(path, kept)]
+        indexed_files = {f.path: f for f in self.index.files()}
+        ours = {s.id for s in self.sources}
+        gone = [p for p, f in indexed_files.items() if f.source_id in ours and p not in found and not under(p, kept)]
         self.index.drop_files(gone)  # (one transaction, then the removed text purged from the file)
         result.dropped += len(gone)
         to_read: list[tuple[int, FoundFile]] = []
+        moved: list[tuple[int, str]] = []  # unchanged files another (paused, removed) source had: now this one's
         for path, (source_id, file) in found.items():
-            indexed = known.get(path)
+            indexed = indexed_files.get(path)
             if (
                 indexed is None
                 or indexed.state == PENDING
                 or (indexed.size, indexed.mtime_ns) != (file.size, file.mtime_ns)
             ):
                 to_read.append((source_id, file))
+            elif indexed.source_id != source_id:
+                moved.append((source_id, path))
+        self.index.move_files(moved)
         self.index.pend_files([(sid, str(f.path), f.size, f.mtime_ns) for sid, f in to_read])
         if self.embedder is not None and not self._embed_missing(result, stopped):
             result.stopped = True
