@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Protocol
+from typing import Protocol
 
 from ember_chat.engine.core.messages import ChatMessage
 from ember_chat.engine.core.params import SamplingParams
+from ember_chat.engine.inference.backend import InferenceBackend
 from ember_chat.engine.inference.events import CitedPassage, KnowledgeUsed
 from ember_chat.engine.inference.prompt.attachments import UNKNOWN_CONTEXT, attachment_budget, token_counter
 
@@ -64,7 +65,7 @@ def add_knowledge(
     messages: list[ChatMessage],
     question: str,
     params: SamplingParams,
-    backend: Any,
+    backend: InferenceBackend,
     n_ctx: int | None,
     knowledge: TurnKnowledge,
 ) -> tuple[list[ChatMessage], KnowledgeUsed]:
