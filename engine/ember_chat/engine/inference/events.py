@@ -144,12 +144,11 @@ class AttachmentsPlanned:
     estimated: bool = False
 
 
-class CitedPassage(Protocol):
-    """A passage of an answer's knowledge block (projects/citations.py `ProjectSource`): its number `n` in
-    the block (the [n] an answer cites it with), the file, page and position it comes from, its text."""
+class FilePassage(Protocol):
+    """A passage of a project's file: the file, the page (1-based PDF page, None for a file without
+    pages) and position in it the passage comes from, its text. What an index's passage, a retrieval hit
+    (projects/retrieval.py) and an answer's cited source (`CitedPassage`) have in common."""
 
-    @property
-    def n(self) -> int: ...
     @property
     def file_path(self) -> str: ...
     @property
@@ -158,6 +157,14 @@ class CitedPassage(Protocol):
     def seq(self) -> int: ...
     @property
     def text(self) -> str: ...
+
+
+class CitedPassage(FilePassage, Protocol):
+    """A passage of an answer's knowledge block (projects/citations.py `ProjectSource`): its number `n` in
+    the block (the [n] an answer cites it with), and its id in the project's index."""
+
+    @property
+    def n(self) -> int: ...
     @property
     def passage_id(self) -> int: ...
 

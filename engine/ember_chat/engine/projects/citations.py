@@ -10,6 +10,8 @@ from dataclasses import asdict, dataclass
 from pathlib import PurePath
 from typing import Protocol
 
+from ember_chat.engine.inference.events import FilePassage
+
 CITE_INSTRUCTION = (
     "Answer from these passages where they hold the answer, and cite each passage you use with its "
     "number in square brackets, like [1]."
@@ -17,19 +19,11 @@ CITE_INSTRUCTION = (
 _MARKER = re.compile(r"\[(\d{1,3}(?:\s*,\s*\d{1,3})*)\]")  # [2] and [1, 3]; not [1.5] or [12345]
 
 
-class Retrieved(Protocol):
-    """What a source is made from: a retrieval hit (projects/retrieval.py `Hit`)."""
+class Retrieved(FilePassage, Protocol):
+    """What a source is made from: a retrieval hit (projects/retrieval.py `Hit`), a passage with its id."""
 
     @property
     def passage_id(self) -> int: ...
-    @property
-    def file_path(self) -> str: ...
-    @property
-    def page(self) -> int | None: ...
-    @property
-    def seq(self) -> int: ...
-    @property
-    def text(self) -> str: ...
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,8 @@ from typing import Protocol
 
 import numpy as np
 
+from ember_chat.engine.inference.events import FilePassage
+
 CANDIDATES = 50  # passages each ranking contributes to the fusion
 # Weighted reciprocal rank fusion: a passage scores sum(weight / (RRF_K + rank)) over the rankings. Chosen
 # by measure with a real embedding model (all-MiniLM-L6-v2 converted by bench/convert_bert_gguf.py) on
@@ -52,19 +54,6 @@ class Embed(Protocol):
 Rerank = Callable[[str, Sequence[str]], Sequence[float]]  # (query, texts) -> a score each, higher is better
 
 
-class IndexedPassage(Protocol):
-    """What a hit needs of an index's passage."""
-
-    @property
-    def file_path(self) -> str: ...
-    @property
-    def page(self) -> int | None: ...
-    @property
-    def seq(self) -> int: ...
-    @property
-    def text(self) -> str: ...
-
-
 class SearchableIndex(Protocol):
     """What retrieval needs of a KnowledgeIndex (projects/index.py)."""
 
@@ -73,7 +62,7 @@ class SearchableIndex(Protocol):
 
     def bm25(self, question: str, limit: int) -> list[tuple[int, float]]: ...
 
-    def found_passages(self, passage_ids: Sequence[int]) -> Mapping[int, IndexedPassage]:
+    def found_passages(self, passage_ids: Sequence[int]) -> Mapping[int, FilePassage]:
         """The passages of these ids still in the index, by id (one gone since it was ranked left out)."""
         ...
 
@@ -220,7 +209,7 @@ def retrieve(
     return [_hit(pid, passages[pid], bm25_rank.get(pid), vector_rank.get(pid), score) for pid, score in chosen[:k]]
 
 
-def _hit(pid: int, p: IndexedPassage, bm25_rank: int | None, vector_rank: int | None, score: float) -> Hit:
+def _hit(pid: int, p: FilePassage, bm25_rank: int | None, vector_rank: int | None, score: float) -> Hit:
     return Hit(pid, p.file_path, p.page, p.seq, p.text, bm25_rank, vector_rank, score)
 
 
