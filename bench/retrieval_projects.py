@@ -2,6 +2,7 @@
 (projects/index.py) and searched by projects/retrieval.py `retrieve`, as a project chat searches them.
 
     nice python -m bench.retrieval_projects --json                          # the full run
+    python -m bench.retrieval_projects --embedding-model all-MiniLM-L6-v2.f16.gguf --json   # a real model
     python -m bench.retrieval_projects --distractors 600 --latency 2000 --json   # quick
 
 Figures:
@@ -17,16 +18,37 @@ Figures:
   each names a phrase of the manual that answers it; the question's words are our own. A hit "holds
   the answer" when its passage contains that phrase (each phrase is in exactly one passage). Absent
   file: the figure is null, said why.
-- fused: the generated corpus again, BM25 alone against BM25 + vectors (reciprocal rank fusion), with a
-  GENERATED embedding model (tests/helpers/gguf_factory.write_word_bert: a tiny BERT GGUF whose
-  vocabulary is the corpus's words, whose synonyms share an embedding, layers that pass their input
-  on, mean pooling), run in-process by projects/embedder.GGUFEmbedder through llama.cpp. It measures
-  the fusion and the embedder's path, not a real embedding model's quality; no real model was used.
+- fused: BM25 alone against BM25 + vectors (weighted reciprocal rank fusion, retrieval.py), on the
+  generated corpus and, with `--embedding-model PATH` (a real model's GGUF: nothing is downloaded
+  here; see --help), on the coreutils manual too (`real.fused`). Without it: a GENERATED embedding
+  model (tests/helpers/gguf_factory.write_word_bert: a tiny BERT GGUF whose vocabulary is the corpus's
+  words, whose synonyms share an embedding, layers that pass their input on, mean pooling), run
+  in-process by projects/embedder.GGUFEmbedder through llama.cpp: it measures the fusion and the
+  embedder's path, not a real embedding model's quality. The JSON's `model` says which.
 - latency: `retrieve` p50/p95 over 200 questions at 10,000 and `--latency` (100,000) passages, BM25
   alone and fused with dim-384 vectors (random unit vectors: latency only; the question's own
   embedding is a fixed vector, so the model's time is not in it). Budget p95 <= 50 ms at 100,000.
   *_cpu_p95_ms: the same questions' CPU time on the calling thread (no wait for a busy core in it).
   index_passages_per_s: storing the passages (KnowledgeIndex.put_file, FTS5 included).
+
+Measured here (2 shared vCPUs; `python -m bench.retrieval_projects --embedding-model
+all-MiniLM-L6-v2.f16.gguf --json`, load average 1.9-2.3; recall@5):
+- BM25 on the coreutils manual, step by step: as the first bench had it (a file per Info node, text
+  only, unicode61) 0.567; the manual as ONE file as a user adds it, cut across sections 0.433; + a
+  title column weighted 8: 0.500; cut within sections (headings.section_chunks), no title 0.533,
+  + porter stemming 0.633, + title 0.800 (titles weighted 2/4/8/12/16: 0.633/0.633/0.733/0.733/0.733
+  with the reviewed questions); neighbour passages as a weighted column: no gain (0.37-0.53). The
+  generated corpus: 1.0 in every variant. With the reviewed questions (REAL_QUESTIONS' comment): 0.733.
+  Bigger passages score higher (2,400 characters: 0.833) but were not taken: the passages' size is the
+  prompt's, as for attachments (1,200).
+- fused with all-MiniLM-L6-v2 (a real model, converted by bench/convert_bert_gguf.py): coreutils
+  BM25 0.733 -> fused 0.800 (recall@1 0.233 -> 0.300); generated 1.000 -> 1.000 (recall@1 0.770 ->
+  0.790); with plain RRF (k 60, equal weights) the generated fell to 0.857 (retrieval.py's text).
+  With the GENERATED word-mean model (no --embedding-model) the fused figure is that model's only.
+- latency at 100,000 passages, p95 wall (CPU): before these changes BM25 57.8 (38.7) ms, fused 91.5
+  (57.2) ms at load 1.9; after: BM25 7.5 (7.5) ms, fused 23.8 (23.8) ms at load 1.9-2.3
+  (index.search_words leaves out words in more than 20% and 10,000 of the passages). One run at load
+  1.9 gave fused 51.5 ms wall for 25.1 ms CPU: the rest was waiting for a core.
 """
 
 from __future__ import annotations
