@@ -23,6 +23,7 @@ from ember_chat.engine.projects.index import IndexCounts, KnowledgeIndex
 from ember_chat.engine.projects.indexer import Indexer, IndexProgress, IndexRun
 from ember_chat.engine.projects.watch import Changes, KnowledgeWatcher
 from tests.helpers.attachment_files import reading_processes, write_docx, write_encrypted_pdf, write_pdf
+from tests.helpers.many_files import make_files, memory_mb, reset_peak_rss
 
 WAIT_S = 20.0
 GATE = "The east gate's code is PELICAN-42; the west gate has none."
@@ -217,6 +218,57 @@ def test_two_thousand_small_files_index_in_reasonable_time(tmp_path: Path, index
     again = time.monotonic()
     assert Indexer(index, [Root(1, str(tmp_path / "many"))]).run().read == 0
     assert time.monotonic() - again < 5
+
+
+@pytest.mark.slow
+def test_a_folder_of_100050_files_is_capped_once_and_listed_in_seconds(tmp_path: Path, index: KnowledgeIndex) -> None:
+    """The real cap (scan.MAX_FILES) over 100,050 tiny files in nested folders: the walk, then the
+    indexer's first phase (the walk, the comparison with the index, every file found listed as pending)
+    up to its first progress report, where it is stopped; the files themselves are not read. Measured
+    (bench/many_files.py, the development machine's 2 shared cores): the walk 1.2 s, +46 MiB peak RSS;
+    the first phase 2.0 s."""
+    root = tmp_path / "many"
+    make_files(root, scanning.MAX_FILES + 50)
+    said = (
+        f"{root} holds more files than a project indexes ({scanning.MAX_FILES:,}); "
+        "the rest are left out (add the subfolders you need instead)."
+    )
+    capped = scanning.ScanProblem(root, said, unlisted=False)
+    before = memory_mb("VmRSS")
+    reset_peak_rss()
+    started = time.monotonic()
+    items = list(scanning.scan(root))
+    took, grew = time.monotonic() - started, memory_mb("VmHWM") - before
+    assert [i for i in items if isinstance(i, scanning.ScanProblem)] == [capped]
+    assert sum(isinstance(i, scanning.FoundFile) for i in items) == scanning.MAX_FILES
+    assert took < 10, f"walking 100,050 files took {took:.1f} s"
+    assert grew < 150, f"walking 100,050 files grew the peak RSS by {grew:.0f} MiB"
+    del items
+
+    folders = 0
+
+    def after_ten_folders() -> bool:
+        nonlocal folders
+        folders += 1
+        return folders > 10
+
+    stopped_walk = list(scanning.scan(root, stopped=after_ten_folders))
+    assert len(stopped_walk) == 7 * 50  # (the folders listed before the stop: many, a000, b00, c00-c06)
+
+    listed = threading.Event()
+    first: list[IndexProgress] = []
+
+    def progress(p: IndexProgress) -> None:
+        first.append(p)
+        listed.set()
+
+    started = time.monotonic()
+    run = Indexer(index, [Root(1, str(root))]).run(progress, stopped=listed.is_set)
+    took = time.monotonic() - started
+    assert run.stopped and run.problems == [capped]
+    assert first[0].files_total == scanning.MAX_FILES and run.read <= 1
+    assert index.counts().pending >= scanning.MAX_FILES - 1
+    assert took < 30, f"listing 100,050 files as pending took {took:.1f} s"
 
 
 class WordEmbedder:
