@@ -193,13 +193,14 @@ def test_a_source_on_a_drive_that_is_gone_keeps_its_files_until_it_is_back(
 
 def test_the_file_cap_holds_per_project(tmp_path: Path, index: KnowledgeIndex, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(scanning, "MAX_FILES", 4)
-    for name in ("a", "b"):
+    for name in ("a", "b", "c"):
         (tmp_path / name).mkdir()
         for i in range(3):
             (tmp_path / name / f"{i}.txt").write_text(f"file {name}{i}")
-    run = Indexer(index, [Root(1, str(tmp_path / "a")), Root(2, str(tmp_path / "b"))]).run()
+    sources = [Root(1, str(tmp_path / "a")), Root(2, str(tmp_path / "b")), Root(3, str(tmp_path / "c"))]
+    run = Indexer(index, sources).run()
     assert run.read == 4 and index.counts().files == 4
-    [problem] = run.problems
+    [problem] = run.problems  # said once, where the cap was reached (not again for "c")
     assert problem.path == tmp_path / "b" and "more files than a project indexes (4)" in problem.reason
 
 
@@ -230,10 +231,10 @@ def test_a_folder_of_100050_files_is_capped_once_and_listed_in_seconds(tmp_path:
     root = tmp_path / "many"
     make_files(root, scanning.MAX_FILES + 50)
     said = (
-        f"{root} holds more files than a project indexes ({scanning.MAX_FILES:,}); "
-        "the rest are left out (add the subfolders you need instead)."
+        f"The project's knowledge holds more files than a project indexes ({scanning.MAX_FILES:,}): from {root} "
+        "on, the rest are left out (add the subfolders you need instead)."
     )
-    capped = scanning.ScanProblem(root, said, unlisted=False)
+    capped = scanning.ScanProblem(root, said, unlisted=False, capped=True)
     before = memory_mb("VmRSS")
     reset_peak_rss()
     started = time.monotonic()

@@ -176,6 +176,8 @@ class Indexer:
         for source in self.sources:
             for item in scan(source.path, self.limits, max(0, budget), stopped):
                 if isinstance(item, ScanProblem):
+                    if item.capped and any(p.capped for p in result.problems):
+                        continue  # (the cap is the project's: said once, where it was reached)
                     result.problems.append(item)
                     if item.unlisted:
                         kept.append(str(item.path))

@@ -43,6 +43,7 @@ class ScanProblem:
     path: Path
     reason: str  # a sentence for the user
     unlisted: bool = True  # the path's files are unknown now (keep what the index has of them)
+    capped: bool = False  # the project's file cap was reached here (said once per project: indexer.py)
 
 
 def indexable(name: str) -> bool:
@@ -146,10 +147,10 @@ def _walk(
                 continue
             if count >= cap:
                 said = (
-                    f"{root} holds more files than a project indexes ({MAX_FILES:,}); "
-                    "the rest are left out (add the subfolders you need instead)."
+                    f"The project's knowledge holds more files than a project indexes ({MAX_FILES:,}): from {root} "
+                    "on, the rest are left out (add the subfolders you need instead)."
                 )
-                yield ScanProblem(root, said, unlisted=False)
+                yield ScanProblem(root, said, unlisted=False, capped=True)
                 return
             try:
                 found_info = entry.stat()  # (follows a link to a file)
