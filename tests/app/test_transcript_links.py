@@ -4,13 +4,15 @@ but never runs an action, by mouse or keyboard; Ember's own action links still d
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QTextCursor
-from PySide6.QtWidgets import QApplication
+from PySide6.QtWidgets import QApplication, QPlainTextEdit, QWidget
 from pytestqt.qtbot import QtBot
 
 from ember_chat.app.shell.main_window import MainWindow
+from ember_chat.engine.projects.records import ProjectStore
 from tests.helpers.fake_backend import FakeBackend
 from tests.helpers.transcript import anchors, click
 from tests.helpers.window import ANSWER_TIMEOUT, load, send
@@ -64,3 +66,37 @@ def test_an_answer_cannot_make_an_action_link_by_mouse_or_keyboard(
         click(qtbot, t, regenerate)
     assert actions == [("regenerate", answer.id, 0)]
     assert len(w.store.messages(cid)) == 3
+
+
+def test_a_source_link_clicked_in_a_window_not_active_opens_its_passage(
+    qtbot: QtBot, make_loaded_window: Callable[[FakeBackend | None], MainWindow], tmp_path: Path
+) -> None:
+    """Qt clears the selection of a clicked link when the view has no focus (the window not active yet):
+    the click still opens the source, as it does with focus."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "recipe.md").write_text("The secret of the Zelmora loaf is toasted fennel seed.\n")
+    w = make_loaded_window(FakeBackend(script=["Fennel ", "seed ", "[1]", "."]))
+    projects = ProjectStore(w.store)
+    project = projects.create("Kitchen")
+    projects.add_source(project.folder_id, str(docs))
+    w.chats.reload_conversations()
+    with qtbot.waitSignal(w.projects.indexing.finished, timeout=ANSWER_TIMEOUT):
+        w.projects.indexing.run(project.folder_id)
+    qtbot.waitUntil(lambda: not w.projects.indexing.running(project.folder_id), timeout=ANSWER_TIMEOUT)
+    w.conversations.list.setCurrentIndex(w.conversations.folder_index(project.folder_id))
+    w.chats.new_chat()
+    send(qtbot, w, "What is the secret of the Zelmora loaf?")
+    t = w.transcript
+    source = next(a for a in anchors(t) if a.href.startswith("ember:cite/") and a.text == "recipe.md")
+    other = QWidget()  # another window active: the click does not give the transcript focus
+    qtbot.addWidget(other)
+    other.show()
+    other.activateWindow()
+    qtbot.waitUntil(lambda: QApplication.activeWindow() is other, timeout=5000)
+    click(qtbot, t, source)
+    dialog = t.attachments.dialog
+    assert dialog is not None and dialog.isVisible()
+    assert "toasted fennel seed" in dialog.findChild(QPlainTextEdit, "sourceText").toPlainText()
+    assert not t.hasFocus()
+    dialog.close()

@@ -55,10 +55,15 @@ def restyle_icon_link(document: QTextDocument, href: str, image: str, tooltip: s
 
 def activated_link_format(view: QTextBrowser) -> QTextCharFormat:
     """The format of the link being activated. Qt selects that link before it reports it: the one
-    under the mouse for a click, the focused one for Enter."""
+    under the mouse for a click, the focused one for Enter; but a view without focus (a click on a window
+    not yet active) has that selection cleared, its cursor left at the link's end."""
+    cursor = view.textCursor()
     c = QTextCursor(view.document())
-    c.setPosition(min(view.textCursor().selectionStart() + 1, view.document().characterCount() - 1))
-    return c.charFormat()  # (the format of the character before the cursor: the link's first)
+    if cursor.hasSelection():
+        c.setPosition(min(cursor.selectionStart() + 1, view.document().characterCount() - 1))
+    else:
+        c.setPosition(cursor.position())
+    return c.charFormat()  # (the format of the character before the cursor: the link's first, or last)
 
 
 def activate_link(
