@@ -297,6 +297,26 @@ def test_deleting_a_project_asks_first_and_undo_brings_it_back(
     assert _folder_text(w, project.folder_id) == "🍳  Kitchen"
 
 
+def test_a_second_project_of_a_name_is_refused_and_one_chat_goes_to_the_trash_in_good_words(
+    qtbot: QtBot, make_window: Callable[..., MainWindow]
+) -> None:
+    w = make_window()
+    project = w.projects.new_project("Kitchen")
+    assert project is not None
+    w.projects.settings_dialog.reject()
+    errors: list[str] = []
+    w.ctx.notifier.show_error = errors.append  # (what the banner is told)
+    assert w.projects.new_project("kitchen") is None
+    assert errors == ["There is a project named “Kitchen” already: give this one another name."]
+    conv = w.store.create_conversation("Bread")
+    w.store.add_message(conv.id, "user", "Bread")
+    w.chats.organise.move([conv.id], project.folder_id)
+    w.chats.organise.delete_folder(project.folder_id)
+    box = w.chats.chat_question
+    assert isinstance(box, QMessageBox) and "Its 1 chat goes to the Trash" in box.text()
+    box.reject()
+
+
 def test_the_window_never_stalls_while_1000_files_index(
     qtbot: QtBot, make_window: Callable[..., MainWindow], tmp_path: Path, probe: LoopProbe
 ) -> None:

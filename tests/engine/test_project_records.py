@@ -436,3 +436,20 @@ def test_a_restored_backup_keeps_the_projects(store: ConversationStore, knowledg
     projects.create("Made after the backup")
     manager.restore(copy)
     assert ProjectStore(store).projects() == whole == projects.projects()
+
+
+def test_two_projects_never_share_a_name(store: ConversationStore) -> None:
+    """The CLI, the API and a chat file name a project by its name (ignoring case): a second project of
+    a name is refused with a sentence, however it would be made."""
+    projects = ProjectStore(store)
+    kitchen = projects.create("Kitchen")
+    with pytest.raises(StoreError, match="There is a project named “Kitchen” already"):
+        projects.create(" kitchen ")
+    plain = store.organise.create_folder("KITCHEN")
+    with pytest.raises(StoreError, match="already"):
+        projects.make_project(plain.id)
+    garden = projects.create("Garden")
+    with pytest.raises(StoreError, match="already"):
+        projects.update(garden.folder_id, name="kitchen")
+    assert projects.update(kitchen.folder_id, name="kitchen").name == "kitchen"  # (its own name, recased)
+    assert [p.name for p in projects.projects()] == ["kitchen", "Garden"]

@@ -155,7 +155,7 @@ class ProjectIndexing(QObject):
         if result is None:
             self.failed.emit(folder_id, reason)
         else:
-            self.problems[folder_id] = [f"{p.path}: {p.reason}" for p in result.problems]
+            self.problems[folder_id] = [p.reason for p in result.problems]  # (each names its path)
             if result.embedding_problem:
                 self.problems[folder_id].append(result.embedding_problem)
             self.results[folder_id] = result

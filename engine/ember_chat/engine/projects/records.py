@@ -152,9 +152,10 @@ class ProjectStore:
             }
         )
         with transaction(self._db, self._lock):
-            self._store.organise.folder(folder_id)  # (StoreError: it no longer exists)
+            folder = self._store.organise.folder(folder_id)  # (StoreError: it no longer exists)
             if self.is_project(folder_id):
-                raise StoreError(f"“{self._store.organise.folder(folder_id).name}” is a project already.")
+                raise StoreError(f"“{folder.name}” is a project already.")
+            self._name_free(folder.name, folder_id)
             # (an index left by an earlier project that had this folder id is deleted: insert_project)
             insert_project(self._db, folder_id, self._clock(), **settings)  # type: ignore[arg-type]
         return self.project(folder_id)
@@ -166,8 +167,17 @@ class ProjectStore:
         if unknown:
             raise TypeError(f"ProjectStore.create() got unexpected settings: {', '.join(sorted(unknown))}")
         with transaction(self._db, self._lock):
+            self._name_free(name)
             folder: Folder = self._store.organise.create_folder(name, parent_id)
             return self.make_project(folder.id, **settings)  # type: ignore[arg-type]
+
+    def _name_free(self, name: str, folder_id: int | None = None) -> None:
+        """StoreError when another project has this name (ignoring case): the CLI, the API and a chat
+        file name a project by its name."""
+        wanted = name.strip().casefold()
+        taken = next((p for p in self.projects() if p.folder_id != folder_id and p.name.casefold() == wanted), None)
+        if taken is not None:
+            raise StoreError(f"There is a project named “{taken.name}” already: give this one another name.")
 
     def unmake(self, folder_id: int) -> None:
         """The project becomes a plain folder again: its chats stay in it; its instructions, defaults and
@@ -189,6 +199,7 @@ class ProjectStore:
         with transaction(self._db, self._lock):
             self.project(folder_id)
             if name is not None:
+                self._name_free(str(name), folder_id)
                 self._store.organise.rename_folder(folder_id, str(name))
             for column, value in settings.items():
                 stored = tools_column(value) if column == "tools" else value  # type: ignore[arg-type]
