@@ -81,7 +81,7 @@ class ProjectSettingsDialog(QDialog):
         self.icon.setMaxLength(MAX_ICON)
         self.icon.setPlaceholderText("🗂")
         self.icon.setMaximumWidth(80)
-        self.icon.setToolTip(self.tr("One emoji, shown before the project's name in the chat list"))
+        self.icon.setToolTip(self.tr("An emoji (or a few characters), shown before the project's name in the list"))
         self.instructions = QPlainTextEdit(project.instructions)
         self.instructions.setPlaceholderText(
             self.tr("e.g. You help me write my thesis on river ecology. Answer in British English.")
