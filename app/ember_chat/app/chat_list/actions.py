@@ -79,7 +79,7 @@ class ChatActions(QObject):
         self.organise.shown_changed.connect(self.shown_changed)
         self.organise.deleting_all.connect(self.deleting_all)
         # File ▸ Export and the list's Export (export.py)
-        self.exports = ChatExports(ctx, attachments, chat, dialog_parent, parent=self)
+        self.exports = ChatExports(ctx, attachments, chat, dialog_parent, ask=self.ask, parent=self)
         undo.reload.connect(self.reload_conversations)  # (an undone change: the chats it touched)
         undo.reopen.connect(self.open_conversation)
         self.projects: Projects | None = None  # the window's projects (the composition sets it)

@@ -2,7 +2,11 @@
 list's Export (the chats chosen, one JSON file), each through a save dialog that does not block (an
 answer keeps streaming). Built by the chat list's actions (`window.chats.exports`) from the AppContext
 (the chat store, the notifier), the attachment store whose files a JSON export carries, the chat shown
-(what File ▸ Export exports) and the widget its dialog opens over."""
+(what File ▸ Export exports), the widget its dialog opens over and the chat list's way to ask a question.
+
+A JSON export of chats whose answers were given passages of a project's files (issue 34) asks, once the
+path is chosen, whether the passages' text goes too: by default it does not (the files' names and pages
+go either way); Cancel writes nothing. A Markdown export names no project sources, so it never asks."""
 
 from __future__ import annotations
 
@@ -10,11 +14,12 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from PySide6.QtCore import QObject, QStandardPaths, Qt
-from PySide6.QtWidgets import QFileDialog, QWidget
+from PySide6.QtWidgets import QDialog, QFileDialog, QMessageBox, QWidget
 
 from ember_chat.app.chat_list.shown_chat import ShownChat
 from ember_chat.app.context import AppContext
 from ember_chat.engine.attachments.store import AttachmentStore
+from ember_chat.engine.projects.answers import AnswerKnowledge
 from ember_chat.engine.storage.export import chat_as_markdown, chat_export_json, chats_as_json, export_file_name
 
 
@@ -25,13 +30,16 @@ class ChatExports(QObject):
         attachments: AttachmentStore,
         chat: ShownChat,
         dialog_parent: QWidget,
+        ask: Callable[[QDialog], None],
         parent: QObject | None = None,
     ) -> None:
+        """`ask`: a question shown without blocking and kept while open (the chat list's actions keep it)."""
         super().__init__(parent)
         self.ctx = ctx
         self.attachments = attachments  # (their files go into a JSON export, to import back)
         self.chat = chat
         self._dialog_parent = dialog_parent
+        self._ask = ask
         self.export_dialog_open: QFileDialog | None = None  # the save dialog, while open
 
     def export_many(self, ids: Sequence[int]) -> None:
@@ -39,11 +47,19 @@ class ChatExports(QObject):
         if len(ids) == 1:
             self.export_dialog("json", ids[0])
             return
-        name = self.tr("{n} chats.json").format(n=len(ids))
-        self._ask_path(self.tr("Export chats"), name, "json", lambda path: self.export_chats(path, list(ids)))
+        chosen = list(ids)
+        title = self.tr("Export chats")
+        self._ask_path(
+            title,
+            self.tr("{n} chats.json").format(n=len(chosen)),
+            "json",
+            lambda path: self._with_passages(title, chosen, lambda passages: self.export_chats(path, chosen, passages)),
+        )
 
-    def export_chats(self, path: Path, ids: list[int]) -> None:
-        text = chats_as_json(self.ctx.store, ids, self.attachments.export_entries)
+    def export_chats(self, path: Path, ids: list[int], passages: bool = False) -> None:
+        """Write the chats to `path` as one JSON list; `passages`: with the text of the project passages
+        their answers were given."""
+        text = chats_as_json(self.ctx.store, ids, self.attachments.export_entries, passages=passages)
         self._write(path, text, self.tr("Exported {n} chats to {path}").format(n=len(ids), path=path))
 
     def export_dialog(self, kind: str, cid: int | None = None) -> None:
@@ -54,20 +70,61 @@ class ChatExports(QObject):
             self.ctx.notifier.show_error(self.tr("Open a chat to export it."))
             return
         name = export_file_name(self.ctx.store.conversation(cid).title, kind)
-        self._ask_path(self.tr("Export chat"), name, kind, lambda path: self.export(path, kind, cid))
+        title = self.tr("Export chat")
+        if kind == "json":
+            self._ask_path(
+                title,
+                name,
+                kind,
+                lambda path: self._with_passages(title, [cid], lambda passages: self.export(path, kind, cid, passages)),
+            )
+        else:  # (Markdown names no project sources: nothing to ask)
+            self._ask_path(title, name, kind, lambda path: self.export(path, kind, cid))
 
-    def export(self, path: Path, kind: str, cid: int | None = None) -> None:
-        """Write a chat (the open one unless `cid`) to `path` as Markdown ("md") or JSON, and say where."""
+    def export(self, path: Path, kind: str, cid: int | None = None, passages: bool = False) -> None:
+        """Write a chat (the open one unless `cid`) to `path` as Markdown ("md") or JSON, and say where;
+        `passages`: a JSON export carries the text of the project passages its answers were given."""
         cid = cid if cid is not None else self.chat.conversation_id
         if cid is None:
             return
         conv = self.ctx.store.conversation(cid)
         if kind == "json":  # the whole chat (every branch, tool records, files, comparisons): it imports back
-            text = chat_export_json(self.ctx.store, cid, self.attachments.export_entries)
+            text = chat_export_json(self.ctx.store, cid, self.attachments.export_entries, passages=passages)
         else:  # the branch on screen, to read
             thread = self.ctx.store.thread(cid)
             text = chat_as_markdown(conv, thread, attachments=self.attachments.export_entries([m.id for m in thread]))
         self._write(path, text, self.tr("Exported “{title}” to {path}").format(title=conv.title, path=path))
+
+    def _with_passages(self, title: str, ids: list[int], write: Callable[[bool], None]) -> None:
+        """`write` the JSON export of `ids`: at once when no answer in them was given project passages,
+        else once the user has said whether the passages' text goes too (by default not; Cancel: nothing
+        is written)."""
+        answers = [m.id for cid in ids for m in self.ctx.store.messages(cid) if m.role == "assistant"]
+        if not AnswerKnowledge(self.ctx.store).sources_of_answers(answers):
+            write(False)
+            return
+        box = QMessageBox(
+            QMessageBox.Icon.Question,
+            title,
+            self.tr("Include the passages of your files that answers cited?"),
+            QMessageBox.StandardButton.Cancel,
+            self._dialog_parent,
+        )
+        box.setInformativeText(
+            self.tr(
+                "Answers here were given passages of their project's files. The passages are text from those "
+                "files; the files' names and pages go into the export either way."
+            )
+        )
+        leave = box.addButton(self.tr("Leave them out"), QMessageBox.ButtonRole.NoRole)
+        include = box.addButton(self.tr("Include passages"), QMessageBox.ButtonRole.YesRole)
+        leave.setObjectName("leavePassagesOut")
+        include.setObjectName("includePassages")
+        leave.clicked.connect(lambda: write(False))
+        include.clicked.connect(lambda: write(True))
+        box.setDefaultButton(leave)
+        box.setEscapeButton(QMessageBox.StandardButton.Cancel)
+        self._ask(box)
 
     def _ask_path(self, title: str, name: str, kind: str, chosen: Callable[[Path], None]) -> None:
         """A save dialog proposing `name` in the documents folder (the home folder without one); it does
