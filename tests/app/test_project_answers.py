@@ -160,6 +160,36 @@ def test_a_project_answer_cites_its_sources_and_opens_them(
     assert str(rivers) in [s.file_path for s in AnswerKnowledge(w.store).sources_of(regenerated)]
 
 
+def test_a_code_file_s_source_shows_its_folder_and_is_never_opened(
+    qtbot: QtBot,
+    make_loaded_window: Callable[[FakeBackend | None], MainWindow],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A cited script (.bat: run by its default action on Windows) is never handed to the system to
+    open: its button says Show in folder and opens the folder that holds it."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    script = docs / "rivers.bat"
+    script.write_text("echo The Tagus is the longest river of Iberia\n")
+    w = make_loaded_window(FakeBackend(script=ANSWER))
+    _project_chat(qtbot, w, docs)
+    send(qtbot, w, QUESTION)
+    answer_id = w.store.thread(w.controller.conversation_id)[-1].id
+    assert w.transcript.attachments.of(answer_id).knowledge[0].file_path == str(script)
+    opened: list[QUrl] = []
+    monkeypatch.setattr(QDesktopServices, "openUrl", lambda url: opened.append(url) or True)
+    w.transcript.action.emit("cite", answer_id, 1)
+    dialog = w.transcript.attachments.dialog
+    button = dialog.findChild(QPushButton, "openSourceFile")
+    qtbot.waitUntil(button.isEnabled, timeout=WAIT_MS)
+    assert button.text() == "Show in folder" and "folder" in button.toolTip()
+    qtbot.mouseClick(button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: bool(opened), timeout=WAIT_MS)
+    assert opened == [QUrl.fromLocalFile(str(docs))]
+    dialog.close()
+
+
 def test_passages_that_did_not_fit_are_said_under_the_answer_and_after_it_is_shown_again(
     qtbot: QtBot, make_loaded_window: Callable[[FakeBackend | None], MainWindow], tmp_path: Path
 ) -> None:

@@ -40,7 +40,14 @@ from ember_chat.app.transcript.attachment_preview import (
     add_text_preview,
     plain_label,
 )
-from ember_chat.app.transcript.project_sources import CITE, add_passage_view, link_markers, write_sources
+from ember_chat.app.transcript.project_sources import (
+    CITE,
+    add_passage_view,
+    link_markers,
+    open_target,
+    opens_as_document,
+    write_sources,
+)
 from ember_chat.app.transcript.render.message import MessageWriter, inline_image, sign
 from ember_chat.engine.attachments import PlannedAttachment, Source, StoredAttachment
 from ember_chat.engine.attachments.kinds import human_size
@@ -289,17 +296,20 @@ class TranscriptAttachments:
     def show_project_source(self, answer_id: int, source: ProjectSource) -> QDialog:
         """A passage of an answer's project knowledge: the question's words marked, and a button that
         opens its file (the source's own path, when the window finds it in the project's index and on
-        disk; else the window says why not)."""
+        disk; else the window says why not) — or, for a file that is not a document (code, a web page:
+        its program may run it), shows the folder holding it."""
         dialog, layout = self._dialog(source.label())
         why_not = self._why_not_open(answer_id, source)
         mark = QColor(self.view.writer.colors.highlight)
         mark.setAlpha(110)  # (the passage stays readable under it in both themes)
         add_passage_view(layout, source, self.question_of(answer_id), mark, why_not)
         buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Close)
-        open_file = QPushButton(tr("Open file"))
+        document = opens_as_document(source.file_path)
+        open_file = QPushButton(tr("Open file") if document else tr("Show in folder"))
         open_file.setObjectName("openSourceFile")
         open_file.setEnabled(why_not is None)
-        open_file.setToolTip(why_not or source.file_path)
+        folder_words = tr("Shows the folder that holds {path}: Ember opens documents, never a file that could run.")
+        open_file.setToolTip(why_not or (source.file_path if document else folder_words.format(path=source.file_path)))
         open_file.clicked.connect(lambda: self._open_file(answer_id, source, dialog))
         buttons.addButton(open_file, QDialogButtonBox.ButtonRole.ActionRole)
         buttons.rejected.connect(dialog.close)
@@ -315,9 +325,10 @@ class TranscriptAttachments:
 
     def _open_file(self, answer_id: int, source: ProjectSource, dialog: QDialog) -> None:
         why_not = self._why_not_open(answer_id, source)  # (asked again: the file may have gone)
-        if why_not is None and QDesktopServices.openUrl(QUrl.fromLocalFile(source.file_path)):
+        target = open_target(source.file_path)  # (the file, or for a code file the folder holding it)
+        if why_not is None and QDesktopServices.openUrl(QUrl.fromLocalFile(target)):
             return
-        sentence = why_not or tr("No program opened {path}.").format(path=source.file_path)
+        sentence = why_not or tr("No program opened {path}.").format(path=target)
         layout = dialog.layout()
         if isinstance(layout, QVBoxLayout):
             layout.insertWidget(layout.count() - 1, plain_label(sentence, "sourceMissing"))

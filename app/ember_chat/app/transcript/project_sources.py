@@ -5,12 +5,15 @@ did not fit the context (never a silent cut); in the answer's text each [n] mark
 becomes a link to it (a marker without one stays plain text, and so does one in code). A click opens the
 passage in a window of its own with the question's words marked and an *Open file* button, offered only
 when the window's check (`why_not_open`: the file is in the chat's project's index and on disk) allows;
-the path opened is the source's, never one from a model's text."""
+the path opened is the source's, never one from a model's text. Only a document is opened (PDF, Word,
+Markdown, plain text: `opens_as_document`); for any other file the button shows its folder instead, since
+a code file's own program may run it (a .bat, .ps1 or .js on Windows)."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from pathlib import PurePath
 
 from PySide6.QtCore import QCoreApplication, Qt
 from PySide6.QtGui import QColor, QTextBlockFormat, QTextCharFormat, QTextCursor, QTextDocument
@@ -18,12 +21,16 @@ from PySide6.QtWidgets import QPlainTextEdit, QTextEdit, QVBoxLayout
 
 from ember_chat.app.transcript.attachment_preview import plain_label
 from ember_chat.app.transcript.render.message import MessageWriter, sign
+from ember_chat.engine.attachments.extract import kind_by_name
+from ember_chat.engine.attachments.kinds import AttachmentKind
 from ember_chat.engine.attachments.store import fts_query
 from ember_chat.engine.projects.citations import ProjectSource
 
 CITE = "cite"  # the verb of a source's link: ember:cite/<answer id>/<n>
 MARKER = re.compile(r"\[(\d{1,3}(?:\s*,\s*\d{1,3})*)\]")  # as citations.cited reads them: [2], [1, 3]
 _NUMBER = re.compile(r"\d{1,3}")
+# the kinds of file whose default program shows them (a code file's, HTML's, may run it instead)
+_DOCUMENT_KINDS = frozenset({AttachmentKind.PDF, AttachmentKind.DOCX, AttachmentKind.MARKDOWN, AttachmentKind.TEXT})
 
 
 def tr(text: str) -> str:
@@ -112,6 +119,19 @@ def link_markers(
     return len(spans)
 
 
+def opens_as_document(path: str) -> bool:
+    """Whether a source's file is a document Ember opens with its default program (its kind by name: PDF,
+    Word, Markdown, plain text); False for a code or web file (its program may run it) and for a Word file
+    with macros (.docm)."""
+    name = PurePath(path).name
+    return kind_by_name(name) in _DOCUMENT_KINDS and not name.lower().endswith(".docm")
+
+
+def open_target(path: str) -> str:
+    """What a source's button opens: the file itself when it is a document, else the folder holding it."""
+    return path if opens_as_document(path) else str(PurePath(path).parent)
+
+
 def question_words(question: str) -> list[str]:
     """The words of the question retrieval searched for (attachments' fts_query: no stop words)."""
     return re.findall(r'"(\w+)"', fts_query(question))
@@ -160,4 +180,13 @@ def _marks(view: QPlainTextEdit, words: Sequence[str], colour: QColor) -> list[Q
     return marks
 
 
-__all__ = ["CITE", "add_passage_view", "left_out_words", "link_markers", "question_words", "write_sources"]
+__all__ = [
+    "CITE",
+    "add_passage_view",
+    "left_out_words",
+    "link_markers",
+    "open_target",
+    "opens_as_document",
+    "question_words",
+    "write_sources",
+]
