@@ -77,7 +77,7 @@ def test_a_search_narrowed_to_a_project_finds_its_chats_and_its_folders_chats_al
     assert _found(w) == {notes, draft}
 
     # the project made a plain folder: the search is over every chat again
-    w.projects.unmake(thesis.folder_id)
+    w.projects.unmake(thesis.folder_id, confirmed=True)
     assert scope.folder_id is None and _found(w) == {notes, draft, trip, seen}
     assert lst.search.placeholderText() == "Search all chats"
     assert [a.text() for a in scope.menu_.actions() if a.text()][1:] == [
@@ -89,5 +89,5 @@ def test_a_search_narrowed_to_a_project_finds_its_chats_and_its_folders_chats_al
     assert _found(w) == {notes, draft, trip, seen}
 
     # no project left: no button to choose with
-    w.projects.unmake(birds.folder_id)
+    w.projects.unmake(birds.folder_id, confirmed=True)
     assert not scope.isVisible()

@@ -88,7 +88,7 @@ def test_a_new_project_shows_its_icon_and_its_settings_are_saved(
     )
     assert _folder_text(w, project.folder_id) == "📚  Thesis"
     entries = _folder_menu(w, project.folder_id)
-    assert "Project settings…" in entries and "Turn back into a plain folder" in entries
+    assert "Project settings…" in entries and "Turn back into a plain folder…" in entries
     assert "Make this folder a project" not in entries
 
     # a problem the user made is said in the dialog, and nothing typed is lost
@@ -117,7 +117,18 @@ def test_a_folder_becomes_a_project_and_back_its_chats_staying(
     assert ProjectStore(w.store).is_project(trip.id)
     assert _folder_text(w, trip.id) == f"{DEFAULT_ICON}  Trip"
     _dialog(w).reject()
+    w.projects.unmake(trip.id)  # asked first: what goes cannot be brought back
+    box = w.projects.question
+    assert isinstance(box, QMessageBox)
+    for said in ("instructions", "defaults", "list of knowledge", "index", "cannot be undone", "chats stay"):
+        assert said in box.text()
+    assert "files on disk are not touched" in box.text()
+    box.reject()
+    assert ProjectStore(w.store).is_project(trip.id)  # Cancel: nothing changed
     w.projects.unmake(trip.id)
+    box = w.projects.question
+    assert isinstance(box, QMessageBox)
+    next(b for b in box.buttons() if b.text() == "Turn into a plain folder").click()
     assert not ProjectStore(w.store).is_project(trip.id)
     assert _folder_text(w, trip.id) == "Trip"
     assert w.store.conversation(chat.id).folder_id == trip.id

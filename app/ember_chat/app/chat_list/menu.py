@@ -102,7 +102,7 @@ def build_row_menu(menu: QMenu, chats: ChatsHost, key: int | None, selected: Seq
         menu.addAction(rename, lambda: o.rename_folder(fid))
         if projects is not None:
             if project:
-                menu.addAction(tr("Turn back into a plain folder"), lambda: projects.unmake(fid))
+                menu.addAction(tr("Turn back into a plain folder…"), lambda: projects.unmake(fid))
             else:
                 menu.addAction(tr("Make this folder a project"), lambda: projects.make_project(fid))
         menu.addSeparator()

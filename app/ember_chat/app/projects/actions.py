@@ -2,8 +2,8 @@
 settings…, and a new chat started while a project (or a chat in it) is selected: it goes into that project
 when its first message makes it, and starts with the project's defaults (its preset, context length and
 model when installed; its tools, which its Tools button shows before the chat is made). Deleting a
-project's folder asks first (chat_list/organise.py); its knowledge is kept current by `self.indexing`
-(indexing.py).
+project's folder asks first (chat_list/organise.py), and so does turning it back into a plain folder (that
+cannot be undone); its knowledge is kept current by `self.indexing` (indexing.py).
 
 Built from the AppContext and callables for what it asks of the rest of the window (what the chat list
 has selected, the chat shown, the presets and a new chat's panel set from one, the models installed and
@@ -17,7 +17,7 @@ import sqlite3
 from collections.abc import Callable, Sequence
 
 from PySide6.QtCore import QObject, Qt
-from PySide6.QtWidgets import QDialog, QInputDialog, QWidget
+from PySide6.QtWidgets import QDialog, QInputDialog, QMessageBox, QWidget
 
 from ember_chat.app.context import AppContext
 from ember_chat.app.projects.answering import ProjectAnswering
@@ -129,9 +129,12 @@ class WindowProjects(QObject):
         self._reload()
         self.open_settings(folder_id)
 
-    def unmake(self, folder_id: int) -> None:
-        """Back to a plain folder: its chats stay; its instructions, defaults and knowledge list are
-        forgotten (the files on disk are not touched)."""
+    def unmake(self, folder_id: int, confirmed: bool = False) -> None:
+        """Back to a plain folder, once the user has said yes (or `confirmed`): its chats stay; its
+        instructions, defaults, knowledge list and index are forgotten (the files on disk are not touched)."""
+        if not confirmed:
+            self._ask_unmake(folder_id)
+            return
         try:
             name = self.store.project(folder_id).name
             self.indexing.pause(folder_id)
@@ -149,6 +152,29 @@ class WindowProjects(QObject):
                 "“{name}” is a plain folder again; its chats stay in it, and the files on disk were not touched."
             ).format(name=name)
         )
+
+    def _ask_unmake(self, folder_id: int) -> None:
+        try:
+            name = self.store.project(folder_id).name
+        except EmberError as exc:
+            self.ctx.notifier.show_error(str(exc))
+            return
+        text = self.tr(
+            "Turn “{name}” back into a plain folder? Its instructions, its defaults, its list of knowledge and "
+            "Ember's index of that knowledge are forgotten, and this cannot be undone. Its chats stay in the "
+            "folder, and the files on disk are not touched."
+        ).format(name=name)
+        box = QMessageBox(
+            QMessageBox.Icon.Question,
+            self.tr("Turn back into a plain folder"),
+            text,
+            QMessageBox.StandardButton.Cancel,
+            self.dialog_parent,
+        )
+        turn = box.addButton(self.tr("Turn into a plain folder"), QMessageBox.ButtonRole.DestructiveRole)
+        turn.clicked.connect(lambda: self.unmake(folder_id, True))
+        box.setDefaultButton(QMessageBox.StandardButton.Cancel)
+        self._ask(box)
 
     def open_settings(self, folder_id: int) -> None:
         """Project settings… (kept open beside the window: an index may take a while)."""
