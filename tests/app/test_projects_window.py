@@ -10,6 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import shiboken6
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QMenu, QMessageBox, QTreeWidget
 from pytestqt.qtbot import QtBot
@@ -133,6 +134,48 @@ def test_a_folder_becomes_a_project_and_back_its_chats_staying(
     assert _folder_text(w, trip.id) == "Trip"
     assert w.store.conversation(chat.id).folder_id == trip.id
     assert "kept" not in w.banner.text() and "not touched" in w.banner.text()
+
+
+def test_one_settings_dialog_is_kept_track_of_and_closes_when_its_project_goes(
+    qtbot: QtBot, make_window: Callable[..., MainWindow]
+) -> None:
+    w = make_window()
+    store = ProjectStore(w.store)
+    a, b = store.create("Alpha"), store.create("Beta")
+    w.chats.reload_conversations()
+    w.projects.open_settings(a.folder_id)
+    first = _dialog(w)
+    w.projects.open_settings(b.folder_id)  # nothing typed in A's: it gives way to B's
+    qtbot.waitUntil(lambda: not shiboken6.isValid(first), timeout=WAIT_MS)
+    second = _dialog(w)
+    assert second.folder_id == b.folder_id
+    assert w.projects.settings_dialog is second  # (A's going, later, did not make the window forget B's)
+    w.projects.open_settings(b.folder_id)
+    assert w.projects.settings_dialog is second  # raised, not a second one
+
+    # changes typed and not saved are not dropped unasked: the dialog stays, raised, and the banner says why
+    second.instructions.setPlainText("Typed, not saved yet.")
+    w.projects.open_settings(a.folder_id)
+    assert w.projects.settings_dialog is second and second.isVisible()
+    assert second.instructions.toPlainText() == "Typed, not saved yet."
+    assert "Beta" in w.banner.text() and "not saved" in w.banner.text()
+    second.instructions.setPlainText("")
+    assert not second.edited()
+
+    # its project made a plain folder: the dialog closes
+    w.projects.unmake(b.folder_id, confirmed=True)
+    qtbot.waitUntil(lambda: not shiboken6.isValid(second), timeout=WAIT_MS)
+    assert w.projects.settings_dialog is None
+
+    # its project deleted (to the Trash, with its folder): the dialog closes
+    w.projects.open_settings(a.folder_id)
+    third = _dialog(w)
+    w.chats.organise.delete_folder(a.folder_id)
+    box = w.chats.chat_question
+    assert isinstance(box, QMessageBox)
+    next(btn for btn in box.buttons() if btn.text() == "Delete project").click()
+    qtbot.waitUntil(lambda: not shiboken6.isValid(third), timeout=WAIT_MS)
+    assert w.projects.settings_dialog is None
 
 
 def test_a_new_chat_started_in_a_project_goes_into_it_with_its_defaults(

@@ -3,7 +3,8 @@ settings…, and a new chat started while a project (or a chat in it) is selecte
 when its first message makes it, and starts with the project's defaults (its preset, context length and
 model when installed; its tools, which its Tools button shows before the chat is made). Deleting a
 project's folder asks first (chat_list/organise.py), and so does turning it back into a plain folder (that
-cannot be undone); its knowledge is kept current by `self.indexing` (indexing.py).
+cannot be undone); its knowledge is kept current by `self.indexing` (indexing.py). One settings dialog is
+open at a time: it closes when its project goes.
 
 Built from the AppContext and callables for what it asks of the rest of the window (what the chat list
 has selected, the chat shown, the presets and a new chat's panel set from one, the models installed and
@@ -144,8 +145,7 @@ class WindowProjects(QObject):
             self.ctx.notifier.show_error(str(exc))
             return
         self.indexing.paused.discard(folder_id)
-        if self.settings_dialog is not None and self.settings_dialog.folder_id == folder_id:
-            self.settings_dialog.reject()
+        self._close_settings_of_gone()
         self._reload()
         self.ctx.notifier.show_notice(
             self.tr(
@@ -176,6 +176,17 @@ class WindowProjects(QObject):
         box.setDefaultButton(QMessageBox.StandardButton.Cancel)
         self._ask(box)
 
+    def reconcile(self, *changed: object) -> None:
+        """After the chat list changed (a folder deleted, an undo): the indexing follows, and the settings
+        of a project gone close."""
+        self.indexing.reconcile(*changed)
+        self._close_settings_of_gone()
+
+    def _close_settings_of_gone(self) -> None:
+        dialog = self.settings_dialog
+        if dialog is not None and not self.store.is_project(dialog.folder_id):
+            dialog.reject()
+
     def open_settings(self, folder_id: int) -> None:
         """Project settings… (kept open beside the window: an index may take a while)."""
         try:
@@ -183,12 +194,19 @@ class WindowProjects(QObject):
         except EmberError as exc:
             self.ctx.notifier.show_error(str(exc))
             return
-        if self.settings_dialog is not None:
-            if self.settings_dialog.folder_id == folder_id:
-                self.settings_dialog.raise_()
-                self.settings_dialog.activateWindow()
+        shown = self.settings_dialog
+        if shown is not None:
+            if shown.folder_id == folder_id or shown.edited():  # (typed changes are never dropped unasked)
+                shown.raise_()
+                shown.activateWindow()
+                if shown.folder_id != folder_id:
+                    self.ctx.notifier.show_notice(
+                        self.tr("The settings of “{name}” have changes not saved: save or cancel them first.").format(
+                            name=shown.opened.name
+                        )
+                    )
                 return
-            self.settings_dialog.close()
+            shown.close()
         tools = self._tool_sources()
         dialog = ProjectSettingsDialog(
             self.store,
@@ -201,7 +219,12 @@ class WindowProjects(QObject):
         )
         dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
         dialog.saved.connect(lambda _fid: self._reload())
-        dialog.destroyed.connect(lambda: setattr(self, "settings_dialog", None))
+
+        def gone() -> None:  # (deferred: another project's dialog may be open by then)
+            if self.settings_dialog is dialog:
+                self.settings_dialog = None
+
+        dialog.destroyed.connect(gone)
         self.settings_dialog = dialog
         dialog.show()
 

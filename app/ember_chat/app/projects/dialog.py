@@ -52,6 +52,7 @@ class ProjectSettingsDialog(QDialog):
         super().__init__(parent)
         self.projects = projects
         self.folder_id = project.folder_id
+        self.opened = project  # as it was when opened: what `edited` compares with
         self.setWindowTitle(self.tr("Project settings — {name}").format(name=project.name))
         self.tabs = QTabWidget()
         self.tabs.addTab(self._general(project), self.tr("General"))
@@ -156,6 +157,16 @@ class ProjectSettingsDialog(QDialog):
     def chosen_tools(self) -> tuple[str, ...]:
         items = (self.tools.item(i) for i in range(self.tools.count()))
         return tuple(i.text() for i in items if i.checkState() == Qt.CheckState.Checked)
+
+    def edited(self) -> bool:
+        """Whether the General or Defaults tab holds a change not saved (the Knowledge tab saves at once)."""
+        p = self.opened
+        now = (self.name.text(), self.icon.text(), self.instructions.toPlainText(), self.model.currentData())
+        return now != (p.name, p.icon, p.instructions, p.model) or (
+            self.preset.currentData(),
+            self.context.value() or None,
+            sorted(self.chosen_tools()),
+        ) != (p.preset, p.context_length, sorted(p.tools))
 
     def save(self) -> None:
         """Write the name, icon, instructions and defaults; a problem is said here and nothing is lost."""

@@ -238,7 +238,7 @@ class Composition(QObject):
         w.read_aloud.reading_changed.connect(w.transcript.show_reading)
         for changed in (w.controller.thread_shown, w.controller.conversations_changed, w.undo.reload):
             changed.connect(w.read_aloud.stop_if_gone)  # (the answer read deleted, its chat in the Trash)
-        w.undo.reload.connect(w.projects.indexing.reconcile)  # (a project deleted or undone: its watcher)
+        w.undo.reload.connect(w.projects.reconcile)  # (a project deleted or undone: its watcher, its settings)
         w.controller.stream_began.connect(w.read_aloud.on_stream_began)
         w.controller.stream_appended.connect(w.read_aloud.on_stream_text)
         w.controller.stream_ended.connect(w.read_aloud.on_stream_ended)
