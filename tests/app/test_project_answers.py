@@ -10,6 +10,7 @@ again, and so does how many passages did not fit; the project's embedding model 
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 
@@ -128,8 +129,10 @@ def test_a_project_answer_cites_its_sources_and_opens_them(
     opened: list[QUrl] = []
     monkeypatch.setattr(QDesktopServices, "openUrl", lambda url: opened.append(url) or True)
     button = dialog.findChild(QPushButton, "openSourceFile")
-    assert button.isEnabled()
+    qtbot.waitUntil(button.isEnabled, timeout=WAIT_MS)  # (checked off the GUI thread)
+    assert button.text() == "Open file"
     qtbot.mouseClick(button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: bool(opened), timeout=WAIT_MS)  # (checked again, then opened)
     assert opened == [QUrl.fromLocalFile(str(rivers))]
     dialog.close()
 
@@ -137,6 +140,7 @@ def test_a_project_answer_cites_its_sources_and_opens_them(
     rivers.unlink()
     w.transcript.action.emit("cite", answer_id, 1)
     dialog = w.transcript.attachments.dialog
+    qtbot.waitUntil(lambda: dialog.findChild(QLabel, "sourceMissing") is not None, timeout=WAIT_MS)
     assert not dialog.findChild(QPushButton, "openSourceFile").isEnabled()
     assert "no longer at" in dialog.findChild(QLabel, "sourceMissing").text()
     dialog.close()
@@ -187,6 +191,49 @@ def test_a_code_file_s_source_shows_its_folder_and_is_never_opened(
     qtbot.mouseClick(button, Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: bool(opened), timeout=WAIT_MS)
     assert opened == [QUrl.fromLocalFile(str(docs))]
+    dialog.close()
+
+
+def test_the_passage_shows_at_once_while_its_file_is_checked_off_the_gui_thread(
+    qtbot: QtBot,
+    make_loaded_window: Callable[[FakeBackend | None], MainWindow],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The index held by another connection (the indexer writing): a click on [1] shows the passage at
+    once with its button disabled, saying Checking…; the check, off the GUI thread, enables it once the
+    index answers. The button's click checks again, off the GUI thread, before opening."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    rivers = docs / "rivers.md"
+    rivers.write_text("# Rivers\n\nThe Tagus is the longest river of Iberia, flowing to Lisbon.\n")
+    w = make_loaded_window(FakeBackend(script=ANSWER))
+    folder_id = _project_chat(qtbot, w, docs)
+    send(qtbot, w, QUESTION)
+    answer_id = w.store.thread(w.controller.conversation_id)[-1].id
+    index = w.projects.indexing.index_path(folder_id)
+    holder = sqlite3.connect(index, isolation_level=None)  # (every other connection waits on it)
+    try:
+        holder.execute("PRAGMA locking_mode=EXCLUSIVE")
+        holder.execute("BEGIN EXCLUSIVE")
+        w.transcript.action.emit("cite", answer_id, 1)
+        dialog = w.transcript.attachments.dialog
+        assert dialog is not None and dialog.isVisible()
+        assert "Tagus" in dialog.findChild(QPlainTextEdit, "sourceText").toPlainText()
+        button = dialog.findChild(QPushButton, "openSourceFile")
+        assert button.text() == "Checking…" and not button.isEnabled()
+        holder.execute("COMMIT")
+    finally:
+        holder.close()
+    qtbot.waitUntil(button.isEnabled, timeout=WAIT_MS)
+    assert button.text() == "Open file" and dialog.findChild(QLabel, "sourceMissing") is None
+    opened: list[QUrl] = []
+    monkeypatch.setattr(QDesktopServices, "openUrl", lambda url: opened.append(url) or True)
+    rivers.unlink()  # (gone after the window checked: the click's own check says so)
+    qtbot.mouseClick(button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: dialog.findChild(QLabel, "sourceMissing") is not None, timeout=WAIT_MS)
+    assert "no longer at" in dialog.findChild(QLabel, "sourceMissing").text()
+    assert opened == [] and not button.isEnabled()
     dialog.close()
 
 

@@ -192,7 +192,8 @@ class ProjectAnswering:
     def why_not_open(self, answer_id: int, path: str) -> str | None:
         """None when an answer's source may be opened: `path` is a file of the index of the project its
         chat is in (a path from an imported chat or named in a model's text never is) and is still on
-        disk; else the sentence saying why not."""
+        disk; else the sentence saying why not. It opens the index (which may wait on the indexer) and
+        looks at the disk (a network drive may hang): the window runs it off the GUI thread."""
         try:
             project = self.project_of(self.chats.message(answer_id).conversation_id)
         except (KeyError, sqlite3.Error):

@@ -31,6 +31,7 @@ from PySide6.QtGui import (
 from PySide6.QtWidgets import QDialog, QDialogButtonBox, QPlainTextEdit, QPushButton, QVBoxLayout, QWidget
 
 from ember_chat.app.engine_link.attachment_words import kind_label, mode_words
+from ember_chat.app.engine_link.tasks import TaskRunner
 from ember_chat.app.qt.plain_text import plain_tooltip
 from ember_chat.app.style.icons import icon_image
 from ember_chat.app.transcript.attachment_preview import (
@@ -108,7 +109,9 @@ class TranscriptAttachments:
         self.text_head: TextHead | None = None  # a stored file's text, for its preview (the window's store)
         self.question_of: Callable[[int], str] = lambda answer_id: ""  # an answer's question (its words marked)
         # None when an answer's project source may be opened, else why not (the window's: in the index, on disk)
+        # (it opens the index and looks at the disk: run on `tasks`, the window's runner, never the GUI thread)
         self.why_not_open: Callable[[int, str], str | None] = lambda answer_id, path: tr("Ember cannot open it.")
+        self.tasks: TaskRunner | None = None
         self._known: dict[int, MessageAttachments] = {}
         self._thumbs: dict[str, QImage] = {}  # sha256 → thumbnail (at the view's pixel ratio)
         self.dialog: QDialog | None = None  # the passage or image shown, while open
@@ -297,38 +300,70 @@ class TranscriptAttachments:
         """A passage of an answer's project knowledge: the question's words marked, and a button that
         opens its file (the source's own path, when the window finds it in the project's index and on
         disk; else the window says why not) — or, for a file that is not a document (code, a web page:
-        its program may run it), shows the folder holding it."""
+        its program may run it), shows the folder holding it. The window shows at once: the check (it
+        opens the index, which may wait on the indexer, and looks at the file, which may be on a network
+        drive gone quiet) runs off the GUI thread, the button says Checking… until it answers."""
         dialog, layout = self._dialog(source.label())
-        why_not = self._why_not_open(answer_id, source)
         mark = QColor(self.view.writer.colors.highlight)
         mark.setAlpha(110)  # (the passage stays readable under it in both themes)
-        add_passage_view(layout, source, self.question_of(answer_id), mark, why_not)
+        add_passage_view(layout, source, self.question_of(answer_id), mark, None)
         buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Close)
         document = opens_as_document(source.file_path)
-        open_file = QPushButton(tr("Open file") if document else tr("Show in folder"))
+        words = tr("Open file") if document else tr("Show in folder")
+        open_file = QPushButton(tr("Checking…"))
         open_file.setObjectName("openSourceFile")
-        open_file.setEnabled(why_not is None)
+        open_file.setEnabled(False)
         folder_words = tr("Shows the folder that holds {path}: Ember opens documents, never a file that could run.")
-        open_file.setToolTip(why_not or (source.file_path if document else folder_words.format(path=source.file_path)))
-        open_file.clicked.connect(lambda: self._open_file(answer_id, source, dialog))
+        tip = source.file_path if document else folder_words.format(path=source.file_path)
+        open_file.setToolTip(tr("Checking that {path} is in the project's knowledge…").format(path=source.file_path))
+        open_file.clicked.connect(lambda: self._open_file(answer_id, source, dialog, open_file))
         buttons.addButton(open_file, QDialogButtonBox.ButtonRole.ActionRole)
         buttons.rejected.connect(dialog.close)
         layout.addWidget(buttons)
         dialog.resize(600, 380)
         dialog.show()
+
+        def checked(why_not: str | None) -> None:
+            if self.dialog is not dialog:  # (closed, or another passage shown: its own check)
+                return
+            open_file.setText(words)
+            open_file.setEnabled(why_not is None)
+            open_file.setToolTip(why_not or tip)
+            if why_not:
+                self._say(dialog, why_not)
+
+        self._check(answer_id, source, checked)
         return dialog
 
-    def _why_not_open(self, answer_id: int, source: ProjectSource) -> str | None:
+    def _check(self, answer_id: int, source: ProjectSource, answered: Callable[[str | None], None]) -> None:
+        """Whether the source may be opened (None) or why not, handed to `answered` on the GUI thread; the
+        window's check runs on its task runner (a source an imported chat brought needs none)."""
         if source.passage_id == IMPORTED_PASSAGE:  # (a path a chat file named: text to read, never opened)
-            return tr("This source came with an imported chat: Ember opens only files of its projects' own indexes.")
-        return self.why_not_open(answer_id, source.file_path)
-
-    def _open_file(self, answer_id: int, source: ProjectSource, dialog: QDialog) -> None:
-        why_not = self._why_not_open(answer_id, source)  # (asked again: the file may have gone)
-        target = open_target(source.file_path)  # (the file, or for a code file the folder holding it)
-        if why_not is None and QDesktopServices.openUrl(QUrl.fromLocalFile(target)):
+            answered(tr("This source came with an imported chat: Ember opens only files of its projects' own indexes."))
             return
-        sentence = why_not or tr("No program opened {path}.").format(path=target)
+        check = self.why_not_open
+        if self.tasks is None:  # (a transcript not in a window: the default check, which touches nothing)
+            answered(check(answer_id, source.file_path))
+            return
+        self.tasks.run(lambda: check(answer_id, source.file_path), answered, answered, key=f"source-check/{id(self)}")
+
+    def _open_file(self, answer_id: int, source: ProjectSource, dialog: QDialog, button: QPushButton) -> None:
+        """Asked again off the GUI thread (the file may have gone), then opened."""
+        button.setEnabled(False)
+
+        def checked(why_not: str | None) -> None:
+            if self.dialog is not dialog:
+                return
+            target = open_target(source.file_path)  # (the file, or for a code file the folder holding it)
+            if why_not is None and QDesktopServices.openUrl(QUrl.fromLocalFile(target)):
+                button.setEnabled(True)
+                return
+            self._say(dialog, why_not or tr("No program opened {path}.").format(path=target))
+            button.setEnabled(why_not is None)
+
+        self._check(answer_id, source, checked)
+
+    def _say(self, dialog: QDialog, sentence: str) -> None:
         layout = dialog.layout()
         if isinstance(layout, QVBoxLayout):
             layout.insertWidget(layout.count() - 1, plain_label(sentence, "sourceMissing"))
