@@ -286,6 +286,40 @@ def test_knowledge_is_indexed_off_the_gui_thread_with_skipped_files_and_their_re
     dialog.reject()
 
 
+def test_what_cannot_be_added_is_said_apart_and_kept_until_the_next_add(
+    qtbot: QtBot, make_window: Callable[..., MainWindow], tmp_path: Path
+) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.txt").write_text("The heron nests by the river.\n")
+    missing = tmp_path / "not-there"
+    w = make_window()
+    project = w.projects.new_project("Herons")
+    assert project is not None
+    panel = _dialog(w).knowledge
+    runs: list[int] = []
+    w.projects.indexing.run_changed.connect(runs.append)
+    panel.add_paths([str(missing)])
+    assert not panel.add_problems.isHidden() and str(missing) in panel.add_problems.text()
+    assert runs == [] and not w.projects.indexing.running(project.folder_id)  # nothing added: no run
+    assert panel.sources.topLevelItemCount() == 0
+
+    # one added, one not: the run's progress and its end do not hide what could not be added
+    panel.add_paths([str(docs), str(missing)])
+    _indexed(qtbot, w, project.folder_id)
+    assert panel.progress_text.text().startswith("Up to date")
+    assert not panel.add_problems.isHidden() and str(missing) in panel.add_problems.text()
+    assert str(missing) not in panel.progress_text.text()
+
+    # the next add that goes well clears it
+    (tmp_path / "b.txt").write_text("A second note.\n")
+    panel.add_paths([str(tmp_path / "b.txt")])
+    assert panel.add_problems.isHidden()
+    _indexed(qtbot, w, project.folder_id)
+
+    _dialog(w).reject()
+
+
 def test_a_path_from_an_imported_chat_waits_for_the_users_confirmation(
     qtbot: QtBot, make_window: Callable[..., MainWindow], tmp_path: Path
 ) -> None:

@@ -95,6 +95,10 @@ class KnowledgePanel(QWidget):
             buttons.addWidget(b)
         buttons.addStretch(1)
         buttons.addWidget(self.show_skipped)
+        self.add_problems = QLabel()  # what Add folder…/Add files… could not add, kept until the next add
+        self.add_problems.setWordWrap(True)
+        self.add_problems.setStyleSheet("color: palette(link);")
+        self.add_problems.hide()
         self.progress_text = QLabel()
         self.progress_text.setWordWrap(True)
         self.progress_bar = QProgressBar()
@@ -134,6 +138,7 @@ class KnowledgePanel(QWidget):
         layout.addWidget(note)
         layout.addWidget(self.sources, 1)
         layout.addLayout(buttons)
+        layout.addWidget(self.add_problems)
         layout.addLayout(ranked)
         layout.addLayout(run)
         layout.addWidget(self.progress_bar)
@@ -260,15 +265,19 @@ class KnowledgePanel(QWidget):
         dialog.open()
 
     def add_paths(self, paths: Sequence[str]) -> None:
-        """Add these files or folders; each that cannot be is said, the others are added."""
-        problems = []
+        """Add these files or folders; each that cannot be is said (below the buttons, until the next add),
+        the others are added (nothing added: no run)."""
+        problems, added = [], 0
         for path in paths:
             try:
                 self.projects.add_source(self.folder_id, path)
+                added += 1
             except EmberError as exc:
                 problems.append(str(exc))
-        self._said(" ".join(problems))
-        self._changed()
+        self.add_problems.setText(" ".join(problems))
+        self.add_problems.setVisible(bool(problems))
+        if added:
+            self._changed()
 
     def remove_selected(self) -> None:
         for source in self._selected():
