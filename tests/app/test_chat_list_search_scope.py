@@ -91,3 +91,37 @@ def test_a_search_narrowed_to_a_project_finds_its_chats_and_its_folders_chats_al
     # no project left: no button to choose with
     w.projects.unmake(birds.folder_id, confirmed=True)
     assert not scope.isVisible()
+
+
+def test_a_long_project_name_is_shortened_where_it_cannot_wrap(
+    qtbot: QtBot, make_window: Callable[..., MainWindow]
+) -> None:
+    """A 300-character project name in the scope's menu, the search's placeholder, the search's "No
+    matches" and the settings dialog's title: shortened with "…" (a menu as wide as the name, a title
+    cut anywhere), the whole name in the entry's tooltip, the field's accessible name and the Name field."""
+    w = make_window()
+    name = ("The rivers of Iberia and their long histories " * 7).strip()
+    project = ProjectStore(w.store).create(name, icon="🌊")
+    w.chats.reload_conversations()
+    lst = w.conversations
+    scope = lst.scope
+    entry = next(a for a in scope.menu_.actions() if a.text().startswith("🌊"))
+    assert entry.text().startswith("🌊  The rivers of Iberia") and entry.text().endswith("…")
+    assert len(entry.text()) < 60 and entry.toolTip() == name and scope.menu_.toolTipsVisible()
+    assert scope.menu_.sizeHint().width() < 600
+    entry.trigger()
+    placeholder = lst.search.placeholderText()
+    assert placeholder.startswith("Search in “The rivers") and placeholder.endswith("…”") and len(placeholder) < 60
+    assert lst.search.accessibleName() == f"Search in “{name}”" and name in scope.toolTip()
+    with qtbot.waitSignal(lst.search_changed, timeout=5000):
+        lst.search.setText("nothing-like-it")
+    (empty,) = lst.row_texts()
+    assert empty.startswith("No matches in “The rivers") and empty.endswith("…”") and len(empty) < 60
+
+    w.projects.open_settings(project.folder_id)
+    dialog = w.projects.settings_dialog
+    assert dialog is not None and dialog.isVisible()
+    title = dialog.windowTitle()
+    assert title.startswith("Project settings — The rivers") and title.endswith("…") and len(title) < 70
+    assert dialog.name.text() == name
+    dialog.close()

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import shiboken6
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QMenu, QMessageBox, QTreeWidget
+from PySide6.QtWidgets import QLabel, QMenu, QMessageBox, QTreeWidget
 from pytestqt.qtbot import QtBot
 
 from ember_chat.app.projects.actions import DEFAULT_ICON
@@ -317,7 +317,12 @@ def test_what_cannot_be_added_is_said_apart_and_kept_until_the_next_add(
     assert panel.add_problems.isHidden()
     _indexed(qtbot, w, project.folder_id)
 
-    _dialog(w).reject()
+    # the tab says its changes take effect at once; Cancel's tooltip says what it cancels
+    dialog = _dialog(w)
+    assert any("take effect at once" in label.text() for label in panel.findChildren(QLabel))
+    cancel = dialog.buttons.button(dialog.buttons.StandardButton.Cancel).toolTip()
+    assert "General and Defaults" in cancel and "Knowledge" in cancel
+    dialog.reject()
 
 
 def test_a_path_from_an_imported_chat_waits_for_the_users_confirmation(

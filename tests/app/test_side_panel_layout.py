@@ -22,6 +22,7 @@ from ember_chat.app.shell.window_size import default_splitter_sizes
 from ember_chat.app.side_panel.panel import CHART_MAX_HEIGHT
 from ember_chat.engine.core.params import SamplingParams
 from ember_chat.engine.inference.events import Event, PromptReady
+from ember_chat.engine.projects.records import ProjectStore
 from ember_chat.engine.storage.paths import AppPaths
 from tests.helpers.fake_backend import FakeBackend
 from tests.helpers.window import axis_labels
@@ -186,3 +187,21 @@ def test_a_long_time_to_first_token_leaves_the_decode_readable(qtbot: QtBot, win
     assert axis.min() == pytest.approx(ttft) and f"first token at {ttft:.2f} s" in axis.titleText()
     labels = axis_labels(axis)
     assert len(labels) >= 2 and all(ttft <= float(label.removesuffix(" s")) for label in labels)
+
+
+def test_a_long_project_name_never_widens_the_panel(qtbot: QtBot, window: MainWindow) -> None:
+    """Why this answer's title names the project: a title never wraps, so a 300-character name made the
+    metrics panel 1,878 px at its narrowest. The name is shortened with "…", the whole of it on hover."""
+    narrowest = window.side.minimumSizeHint().width()
+    name = "A project about the rivers of Iberia and their long histories " * 5
+    project = ProjectStore(window.store).create(name.strip(), icon="🌊")
+    why = window.side.metrics.project_why
+    window.side.metrics.show_project(project, None)
+    QApplication.processEvents()
+    assert not why.isHidden()
+    assert why.title().startswith("Why this answer — 🌊 A project") and why.title().endswith("…")
+    assert name.strip() in why.toolTip()
+    assert window.side.minimumSizeHint().width() <= narrowest  # (no wider than before it was shown)
+    short = ProjectStore(window.store).create("Rivers")
+    window.side.metrics.show_project(short, None)
+    assert why.title() == "Why this answer — Rivers" and why.toolTip() == ""

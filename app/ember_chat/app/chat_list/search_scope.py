@@ -11,6 +11,7 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QAction, QActionGroup, QIcon
 from PySide6.QtWidgets import QMenu, QToolButton, QWidget
 
+from ember_chat.app.qt.elided_label import elided
 from ember_chat.app.style.icons import themed_icon
 from ember_chat.app.style.theme import Colors
 
@@ -26,6 +27,7 @@ class SearchScope(QToolButton):
         self.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
         self.setAccessibleName(self.tr("Search in"))
         self.menu_ = QMenu(self)
+        self.menu_.setToolTipsVisible(True)  # (a long project name, shortened in its entry: the whole)
         self.setMenu(self.menu_)
         self._group = QActionGroup(self)
         self._group.setExclusive(True)
@@ -68,7 +70,7 @@ class SearchScope(QToolButton):
         everything = self._add(self.tr("All chats"), None)
         self.menu_.addSeparator()
         for fid, icon, name in self._projects:
-            self._add(f"{icon}  {name}", fid)
+            self._add(f"{icon}  {elided(name, self.menu_)}", fid).setToolTip(name)  # (the whole on hover)
         if self.folder_id is None:
             everything.setChecked(True)
 

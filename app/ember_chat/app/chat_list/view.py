@@ -36,6 +36,7 @@ from ember_chat.app.chat_list.model import (
 )
 from ember_chat.app.chat_list.rows import OneLineRows
 from ember_chat.app.chat_list.search_scope import SearchScope
+from ember_chat.app.qt.elided_label import elided
 from ember_chat.app.style.icons import icon_image, themed_icon
 from ember_chat.app.style.theme import Colors
 from ember_chat.engine.storage.conversations import ChatRow, Conversation, SearchHit
@@ -253,7 +254,9 @@ class ConversationList(QWidget):
         self.list.setUniformRowHeights(False)  # a hit is two lines
         self.list.setRootIsDecorated(False)
         name = self.scope.project_name()
-        empty = self.tr("No matches") if name is None else self.tr("No matches in “{name}”").format(name=name)
+        empty = self.tr("No matches")
+        if name is not None:
+            empty = self.tr("No matches in “{name}”").format(name=elided(name, self.list))
         self._fill(lambda: self.model.set_hits(hits, empty), was)
 
     def set_projects(self, projects: Sequence[tuple[int, str, str]]) -> bool:
@@ -272,7 +275,8 @@ class ConversationList(QWidget):
     def _say_scope(self) -> None:
         name = self.scope.project_name()
         said = self.tr("Search all chats") if name is None else self.tr("Search in “{name}”").format(name=name)
-        self.search.setPlaceholderText(said)
+        shown = said if name is None else self.tr("Search in “{name}”").format(name=elided(name, self.search))
+        self.search.setPlaceholderText(shown)  # (the scope button's tooltip has the whole name)
         self.search.setAccessibleName(said)
 
     def _fill(self, build: object, was: str) -> None:

@@ -1,7 +1,8 @@
 """Project settings… (a project folder's menu in the chat list): its name and icon, its instructions
 (added before each chat's own system prompt), the defaults a new chat in it starts with (model, preset,
 context length, tools) and its knowledge (knowledge_panel.py). Save writes the first three tabs through
-the ProjectStore; the knowledge list changes as soon as it is changed there."""
+the ProjectStore (Cancel drops what they hold unsaved); the Knowledge tab's changes take effect at once,
+as its note says."""
 
 from __future__ import annotations
 
@@ -68,6 +69,11 @@ class ProjectSettingsDialog(QDialog):
         buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Save | QDialogButtonBox.StandardButton.Cancel)
         buttons.accepted.connect(self.save)
         buttons.rejected.connect(self.reject)
+        buttons.button(QDialogButtonBox.StandardButton.Cancel).setToolTip(
+            self.tr(
+                "Cancels the changes on the General and Defaults tabs; those on the Knowledge tab took effect at once."
+            )
+        )
         self.buttons = buttons
         layout = QVBoxLayout(self)
         layout.addWidget(self.tabs, 1)

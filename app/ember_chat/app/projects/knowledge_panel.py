@@ -61,7 +61,8 @@ class KnowledgePanel(QWidget):
         note = QLabel(
             self.tr(
                 "Every chat in this project can use these files. They are read where they are, never copied, "
-                "changed or deleted; Remove only takes them out of the project."
+                "changed or deleted; Remove only takes them out of the project. Changes on this tab take effect "
+                "at once (Cancel does not undo them)."
             )
         )
         note.setWordWrap(True)

@@ -1,6 +1,7 @@
 """A one-line label that shortens its text with "…" when it has less room than the text needs,
 instead of making its layout (and the window) wider; the whole text stays in text(), in its
-accessible value and in its tooltip."""
+accessible value and in its tooltip. `elided` shortens a name the same way for a place that cannot
+(a group box's title, a window title, a menu entry, a placeholder): the caller keeps the whole on hover."""
 
 from __future__ import annotations
 
@@ -11,6 +12,14 @@ from PySide6.QtWidgets import QFrame, QLabel, QSizePolicy, QWidget
 from ember_chat.app.qt.plain_text import plain_tooltip
 
 MIN_CHARS = "MMM"  # the narrowest it gets: a few characters and the ellipsis
+NAME_CHARS = 32  # about how many characters of a name `elided` keeps
+
+
+def elided(text: str, widget: QWidget, chars: int = NAME_CHARS) -> str:
+    """`text` shortened with "…" to about `chars` average characters of `widget`'s font (a project's name
+    in a title: a title never wraps, so a long one made its panel or dialog as wide as itself)."""
+    metrics = widget.fontMetrics()
+    return metrics.elidedText(text, Qt.TextElideMode.ElideRight, metrics.averageCharWidth() * chars)
 
 
 class ElidedLabel(QLabel):

@@ -9,6 +9,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QPalette
 from PySide6.QtWidgets import QGroupBox, QLabel, QVBoxLayout, QWidget
 
+from ember_chat.app.qt.elided_label import elided
 from ember_chat.app.qt.plain_text import plain_tooltip
 from ember_chat.engine.inference.events import KnowledgeUsed
 from ember_chat.engine.projects.citations import ProjectSource
@@ -16,6 +17,7 @@ from ember_chat.engine.projects.records import Project
 
 _RANKED = {"vectors": "meaning (the embedding model)", "reranker": "reordered by the reranker"}
 FIRST_LINE = 80  # characters of the instructions' first line shown (the whole is the tooltip)
+NAME_CHARS = 20  # about how many characters of the project's name the title shows (the whole on hover)
 
 
 def first_line(text: str) -> str:
@@ -49,7 +51,9 @@ class ProjectWhy(QGroupBox):
             self.clear()
             return
         icon = f"{project.icon} " if project.icon else ""
-        self.setTitle(self.tr("Why this answer — {icon}{name}").format(icon=icon, name=project.name))
+        name = elided(project.name, self, NAME_CHARS)  # (a title never wraps: the whole name on hover)
+        self.setTitle(self.tr("Why this answer — {icon}{name}").format(icon=icon, name=name))
+        self.setToolTip(plain_tooltip(project.name) if name != project.name else "")
         shown = first_line(project.instructions)
         if shown:
             words = self.tr("Project instructions added before the system prompt: “{line}”")
@@ -83,6 +87,7 @@ class ProjectWhy(QGroupBox):
         return " ".join((text, *used.problems))
 
     def clear(self) -> None:
+        self.setToolTip("")
         self.instructions.clear()
         self.instructions.setToolTip("")
         self.sources.clear()
