@@ -27,6 +27,7 @@ from PySide6.QtWidgets import (
 
 from ember_chat.app.projects.indexing import ProjectIndexing
 from ember_chat.app.projects.knowledge_panel import KnowledgePanel
+from ember_chat.app.qt.elided_label import elided
 from ember_chat.engine.errors import EmberError
 from ember_chat.engine.projects.records import Project, ProjectStore
 from ember_chat.engine.storage.project_tables import MAX_ICON
@@ -54,7 +55,7 @@ class ProjectSettingsDialog(QDialog):
         self.projects = projects
         self.folder_id = project.folder_id
         self.opened = project  # as it was when opened: what `edited` compares with
-        self.setWindowTitle(self.tr("Project settings — {name}").format(name=project.name))
+        self.setWindowTitle(self.tr("Project settings — {name}").format(name=elided(project.name, self)))
         self.tabs = QTabWidget()
         self.tabs.addTab(self._general(project), self.tr("General"))
         self.tabs.addTab(self._defaults(project, models, presets, tool_sources), self.tr("Defaults"))
