@@ -273,6 +273,7 @@ def test_knowledge_is_indexed_off_the_gui_thread_with_skipped_files_and_their_re
     _indexed(qtbot, w, project.folder_id)
     panel.toggle_indexing()
     assert panel.pause_indexing.text() == "Resume indexing"
+    assert "until Ember restarts" in panel.progress_text.text()  # (said as it is: kept in memory only)
     panel.toggle_indexing()
     _indexed(qtbot, w, project.folder_id)
 

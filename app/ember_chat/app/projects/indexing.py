@@ -69,7 +69,7 @@ class ProjectIndexing(QObject):
         self.projects = projects
         self._stops: dict[int, threading.Event] = {}  # the runs under way, by project
         self._again: set[int] = set()  # a run was asked while one ran: run again after it
-        self.paused: set[int] = set()  # projects whose indexing the user paused (this session)
+        self.paused: set[int] = set()  # projects whose indexing the user paused: until Ember restarts (see `pause`)
         self.last: dict[int, IndexProgress] = {}  # the last progress said, by project
         self.problems: dict[int, list[str]] = {}  # the last run's problems, by project
         self.results: dict[int, IndexRun] = {}  # the last run's outcome, by project
@@ -133,7 +133,11 @@ class ProjectIndexing(QObject):
         self.run_changed.emit(folder_id)
 
     def pause(self, folder_id: int) -> None:
-        """Stop indexing this project (between files; a read under way is killed) until `resume`."""
+        """Stop indexing this project (between files; a read under way is killed) until `resume`, or until
+        Ember restarts (as the Knowledge tab says): kept in memory only. To keep a source from being read for
+        good, the user pauses the source (KnowledgeSource.paused, kept in the chat database); a project-wide
+        pause is a "not now" (a laptop on battery, a large first index), and a setting kept by folder id
+        outside the chat database would outlive the folder (a backup restored, the folder deleted)."""
         self.paused.add(folder_id)
         self._again.discard(folder_id)
         stop = self._stops.get(folder_id)

@@ -107,6 +107,12 @@ class KnowledgePanel(QWidget):
         self.progress_bar.setMaximumHeight(8)
         self.progress_bar.setAccessibleName(self.tr("Indexing progress"))
         self.pause_indexing = QPushButton()
+        self.pause_indexing.setToolTip(
+            self.tr(
+                "Stops indexing this project until you resume it or Ember restarts. To keep a file or folder "
+                "from being read for good, select it and Pause."
+            )
+        )
         self.pause_indexing.clicked.connect(self.toggle_indexing)
         project = self._project()
         self.embedding = ModelChoice(
@@ -327,7 +333,9 @@ class KnowledgePanel(QWidget):
         self.progress_bar.setVisible(k.running(fid))
         last, result = k.last.get(fid), k.results.get(fid)
         if paused:
-            self.progress_text.setText(self.tr("Indexing is paused; what is indexed is used meanwhile."))
+            self.progress_text.setText(
+                self.tr("Indexing is paused until Ember restarts; what is indexed is used meanwhile.")
+            )
         elif k.running(fid):
             self._on_progress(fid, last or IndexProgress(0, 0, 0, 0, None))
         elif k.problems.get(fid):
