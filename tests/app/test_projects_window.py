@@ -326,6 +326,32 @@ def test_what_cannot_be_added_is_said_apart_and_kept_until_the_next_add(
     dialog.reject()
 
 
+def test_the_knowledge_list_keeps_its_current_item_while_runs_come_and_go(
+    qtbot: QtBot, make_window: Callable[..., MainWindow], tmp_path: Path
+) -> None:
+    folders = []
+    for name in ("one", "two", "three"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "note.txt").write_text(f"A note in {name}.\n")
+        folders.append(str(tmp_path / name))
+    w = make_window()
+    project = w.projects.new_project("Notes")
+    assert project is not None
+    panel = _dialog(w).knowledge
+    panel.add_paths(folders)
+    _indexed(qtbot, w, project.folder_id)
+    qtbot.waitUntil(lambda: "1 files" in panel.sources.topLevelItem(2).text(1), timeout=WAIT_MS)
+    item = panel.sources.topLevelItem(2)
+    panel.sources.setCurrentItem(item)
+    (tmp_path / "three" / "more.txt").write_text("Another note.\n")
+    w.projects.indexing.run(project.folder_id)  # (as the watcher runs it: the list follows in place)
+    _indexed(qtbot, w, project.folder_id)
+    qtbot.waitUntil(lambda: "2 files" in item.text(1), timeout=WAIT_MS)
+    assert shiboken6.isValid(item) and panel.sources.currentItem() is item
+    assert panel.selected_ids() == [item.data(0, Qt.ItemDataRole.UserRole)]
+    _dialog(w).reject()
+
+
 def test_a_path_from_an_imported_chat_waits_for_the_users_confirmation(
     qtbot: QtBot, make_window: Callable[..., MainWindow], tmp_path: Path
 ) -> None:

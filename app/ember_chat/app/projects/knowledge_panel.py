@@ -173,17 +173,25 @@ class KnowledgePanel(QWidget):
         self._fill()
 
     def _fill(self) -> None:
-        chosen = set(self.selected_ids())
-        self.sources.clear()
-        for source in self.listed():
-            item = QTreeWidgetItem([source.path, self.state_text(source)])
-            item.setData(0, SOURCE_ID, source.id)
-            item.setToolTip(0, source.path)
+        """The items' state said again in place (the current item, the selection and the scroll kept);
+        the list built again only when its sources changed (added, removed)."""
+        listed = self.listed()
+        items = [self.sources.topLevelItem(i) for i in range(self.sources.topLevelItemCount())]
+        if [int(item.data(0, SOURCE_ID)) for item in items] != [s.id for s in listed]:
+            chosen = set(self.selected_ids())
+            self.sources.clear()
+            items = []
+            for source in listed:
+                item = QTreeWidgetItem([source.path, ""])
+                item.setData(0, SOURCE_ID, source.id)
+                item.setToolTip(0, source.path)
+                self.sources.addTopLevelItem(item)
+                item.setSelected(source.id in chosen)
+                items.append(item)
+        for item, source in zip(items, listed, strict=True):
+            item.setText(1, self.state_text(source))
             item.setToolTip(1, item.text(1))
-            if source.from_import:
-                item.setForeground(1, self.palette().link())
-            self.sources.addTopLevelItem(item)
-            item.setSelected(source.id in chosen)
+            item.setData(1, Qt.ItemDataRole.ForegroundRole, self.palette().link() if source.from_import else None)
         self._update_buttons()
 
     def state_text(self, source: KnowledgeSource) -> str:
