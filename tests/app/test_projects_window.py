@@ -274,6 +274,7 @@ def test_knowledge_is_indexed_off_the_gui_thread_with_skipped_files_and_their_re
     panel.toggle_indexing()
     assert panel.pause_indexing.text() == "Resume indexing"
     assert "until Ember restarts" in panel.progress_text.text()  # (said as it is: kept in memory only)
+    assert not w.projects.indexing.running(project.folder_id)  # (the run stopping: test_pause_indexing_stops…)
     panel.toggle_indexing()
     _indexed(qtbot, w, project.folder_id)
 
@@ -349,6 +350,52 @@ def test_the_knowledge_list_keeps_its_current_item_while_runs_come_and_go(
     qtbot.waitUntil(lambda: "2 files" in item.text(1), timeout=WAIT_MS)
     assert shiboken6.isValid(item) and panel.sources.currentItem() is item
     assert panel.selected_ids() == [item.data(0, Qt.ItemDataRole.UserRole)]
+    _dialog(w).reject()
+
+
+def test_pause_indexing_stops_the_run_under_way_until_resumed(
+    qtbot: QtBot, make_window: Callable[..., MainWindow], tmp_path: Path
+) -> None:
+    docs = tmp_path / "many"
+    docs.mkdir()
+    for n in range(400):
+        (docs / f"note-{n}.txt").write_text(f"Note {n}: site {n} has {n % 5} herons.\n" * 3)
+    w = make_window()
+    k = w.projects.indexing
+    project = w.projects.new_project("Survey")
+    assert project is not None
+    fid = project.folder_id
+    panel = _dialog(w).knowledge
+    paused: list[int] = []
+
+    def pause_at_once(_fid: int, _p: object) -> None:  # (the run's first word: it has barely begun)
+        if not paused:
+            paused.append(1)
+            panel.toggle_indexing()
+
+    k.progress.connect(pause_at_once)
+    panel.add_paths([str(docs)])
+    qtbot.waitUntil(lambda: bool(paused) and not k.running(fid), timeout=WAIT_MS)
+    k.progress.disconnect(pause_at_once)
+    assert k.results[fid].stopped
+    assert panel.pause_indexing.text() == "Resume indexing"
+    assert "until Ember restarts" in panel.progress_text.text()
+
+    def indexed() -> int:
+        index = KnowledgeIndex(k.index_path(fid))
+        try:
+            return sum(1 for f in index.files() if f.state == "indexed")
+        finally:
+            index.close()
+
+    read = indexed()
+    assert read < 400
+    k.run(fid)  # (as the watcher would, seeing a change): refused while paused
+    assert not k.running(fid) and indexed() == read
+    panel.toggle_indexing()
+    assert k.running(fid)
+    _indexed(qtbot, w, fid)
+    assert indexed() == 400
     _dialog(w).reject()
 
 
