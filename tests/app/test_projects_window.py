@@ -23,7 +23,7 @@ from ember_chat.engine.projects.index import KnowledgeIndex
 from ember_chat.engine.projects.records import ProjectStore
 from ember_chat.engine.storage.paths import AppPaths
 from ember_chat.engine.storage.preset_records import Preset
-from ember_chat.engine.storage.project_tables import insert_source
+from ember_chat.engine.storage.project_tables import MAX_ICON, insert_source
 from ember_chat.engine.storage.rows import transaction
 from ember_chat.engine.tools.builtin import BUILTIN_SOURCE
 from ember_chat.engine.tools.config import BuiltinToolsConfig, ToolsConfig
@@ -101,6 +101,35 @@ def test_a_new_project_shows_its_icon_and_its_settings_are_saved(
     dialog.buttons.button(dialog.buttons.StandardButton.Save).click()
     assert dialog.isVisible() and dialog.problem.isVisible() and dialog.problem.text()
     assert dialog.instructions.toPlainText() == "kept"
+    dialog.reject()
+
+
+def test_an_emoji_of_many_characters_is_kept_whole_and_a_long_icon_is_said(
+    qtbot: QtBot, make_window: Callable[..., MainWindow]
+) -> None:
+    """The icon field counted UTF-16 units (Qt's maximum length) where the store counts characters: a
+    family of four with skin tones (11 characters, 19 units) was cut. The field takes it whole; one longer
+    than the store keeps is refused at Save with a sentence that says the limit, nothing typed lost."""
+    w = make_window()
+    project = w.projects.new_project("Family")
+    assert project is not None
+    dialog = _dialog(w)
+    family = "👨🏻‍👩🏻‍👧🏻‍👦🏻"
+    assert len(family) == 11 and len(family.encode("utf-16-le")) // 2 > MAX_ICON
+    dialog.icon.setText(family)
+    assert dialog.icon.text() == family
+    dialog.buttons.button(dialog.buttons.StandardButton.Save).click()
+    qtbot.waitUntil(lambda: w.projects.settings_dialog is None, timeout=WAIT_MS)
+    assert ProjectStore(w.store).project(project.folder_id).icon == family
+
+    w.projects.open_settings(project.folder_id)
+    dialog = _dialog(w)
+    dialog.icon.setText("🌊" * (MAX_ICON + 1))
+    dialog.buttons.button(dialog.buttons.StandardButton.Save).click()
+    assert dialog.isVisible() and dialog.problem.isVisible()
+    assert f"at most {MAX_ICON} (this one has {MAX_ICON + 1})" in dialog.problem.text()
+    assert dialog.icon.text() == "🌊" * (MAX_ICON + 1)  # (kept, to shorten)
+    assert ProjectStore(w.store).project(project.folder_id).icon == family
     dialog.reject()
 
 

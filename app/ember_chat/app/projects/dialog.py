@@ -30,7 +30,6 @@ from ember_chat.app.projects.knowledge_panel import KnowledgePanel
 from ember_chat.app.qt.elided_label import elided
 from ember_chat.engine.errors import EmberError
 from ember_chat.engine.projects.records import Project, ProjectStore
-from ember_chat.engine.storage.project_tables import MAX_ICON
 
 MAX_CONTEXT = 1_048_576  # tokens a context length field offers
 
@@ -86,7 +85,7 @@ class ProjectSettingsDialog(QDialog):
         page = QWidget()
         self.name = QLineEdit(project.name)
         self.icon = QLineEdit(project.icon)
-        self.icon.setMaxLength(MAX_ICON)
+        # (no Qt length limit: it counts UTF-16 units and cut a family emoji of 11 characters; Save says one too long)
         self.icon.setPlaceholderText("🗂")
         self.icon.setMaximumWidth(80)
         self.icon.setToolTip(self.tr("An emoji (or a few characters), shown before the project's name in the list"))

@@ -283,7 +283,10 @@ def _checked(settings: dict[str, object]) -> dict[str, object]:
                 raise TypeError(f"A project's {key} is text, not {type(value).__name__}.")
             value = value.strip() if key == "icon" else value
             if key == "icon" and len(value) > MAX_ICON:
-                raise StoreError("A project's icon is one emoji; choose one and try again.")
+                raise StoreError(
+                    f"A project's icon is an emoji or a few characters, at most {MAX_ICON} (this one has "
+                    f"{len(value)}); choose a shorter one and try again."
+                )
             if key == "instructions" and len(value) > MAX_INSTRUCTIONS:
                 raise StoreError(
                     f"A project's instructions go into every chat's prompt: keep them under {MAX_INSTRUCTIONS:,} "
