@@ -17,7 +17,6 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QDialog,
-    QDialogButtonBox,
     QFileDialog,
     QFormLayout,
     QHBoxLayout,
@@ -33,6 +32,7 @@ from PySide6.QtWidgets import (
 
 from ember_chat.app.projects.indexing import KnowledgeState, ProjectIndexing, SourceState
 from ember_chat.app.projects.model_choice import ModelChoice, ModelUses
+from ember_chat.app.projects.skipped_files import skipped_files_dialog
 from ember_chat.engine.errors import EmberError
 from ember_chat.engine.projects.indexer import IndexProgress, IndexRun
 from ember_chat.engine.projects.records import KnowledgeSource, Project, ProjectStore
@@ -390,27 +390,7 @@ class KnowledgePanel(QWidget):
         return sorted(item for s in self.state.sources.values() for item in s.skipped)
 
     def open_skipped(self) -> None:
-        dialog = QDialog(self)
-        dialog.setWindowTitle(self.tr("Skipped files"))
-        dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
-        tree = QTreeWidget(dialog)
-        tree.setHeaderLabels([self.tr("File"), self.tr("Why it was skipped")])
-        tree.setRootIsDecorated(False)
-        tree.setTextElideMode(Qt.TextElideMode.ElideMiddle)  # (the whole path and reason: their tooltips)
-        tree.header().setStretchLastSection(True)
-        for path, reason in self.skipped_files():
-            item = QTreeWidgetItem([path, reason])
-            item.setToolTip(0, path)
-            item.setToolTip(1, reason)
-            tree.addTopLevelItem(item)
-        tree.setColumnWidth(0, 280)
-        close = QDialogButtonBox(QDialogButtonBox.StandardButton.Close)
-        close.rejected.connect(dialog.reject)
-        layout = QVBoxLayout(dialog)
-        layout.addWidget(QLabel(self.tr("These files are not used: each with the reason.")))
-        layout.addWidget(tree)
-        layout.addWidget(close)
-        dialog.resize(720, 360)
+        dialog = skipped_files_dialog(self.skipped_files(), self)  # (a model: opens at once, however many)
         dialog.destroyed.connect(lambda: setattr(self, "skipped_list", None))
         self.skipped_list = dialog
         dialog.open()
