@@ -17,7 +17,14 @@ from ember_chat.engine.attachments.chunking import Chunk, chunk_text
 from ember_chat.engine.attachments.kinds import Limits
 from ember_chat.engine.errors import StoreError
 from ember_chat.engine.projects import scan as scanning
-from ember_chat.engine.projects.index import COMMON_MIN, FORMAT, IndexCounts, KnowledgeIndex, knowledge_path
+from ember_chat.engine.projects.index import (
+    COMMON_MIN,
+    FORMAT,
+    LEAD_BOOST,
+    IndexCounts,
+    KnowledgeIndex,
+    knowledge_path,
+)
 from ember_chat.engine.projects.scan import FoundFile, ScanProblem, scan
 from ember_chat.engine.storage.paths import AppPaths
 
@@ -193,6 +200,31 @@ def test_words_match_their_stems_and_a_heading_ranks_its_passages(index: Knowled
     assert index.bm25("manual", 5) and index.bm25("tac", 5)  # (the file's name is in the title too)
     with pytest.raises(ValueError, match="headings"):
         index.put_file(1, "/docs/x.txt", 1, 1, 0, _chunks("a", "b"), ["one heading"])
+
+
+def test_a_sections_first_passage_wins_a_near_tie(index: KnowledgeIndex) -> None:
+    deeper = "The tool prints the gate codes."
+    lead = "The tool prints all of the gate codes."  # (longer: its own bm25 score is a little worse)
+    index.put_file(
+        1, "/docs/manual.txt", 10, 1, 0,
+        _chunks("About the harbour.", deeper, lead, "Then it stops."),
+        ["Harbour", "Harbour", "Locks", "Locks"],
+    )  # fmt: skip
+    ids = {index.passage(pid).text: pid for pid, _ in index.bm25("gate codes", 5)}
+    assert index.section_leads(list(ids.values())) == {ids[lead]}
+    opening = index.passages_of(index.file("/docs/manual.txt").id)[0].id  # (no passage before it: a heading)
+    assert index.section_leads([opening]) == {opening}
+    (first, first_score), (second, second_score) = index.bm25("gate codes", 5)
+    assert (first, second) == (ids[lead], ids[deeper])
+    assert first_score / (1 + LEAD_BOOST) > second_score  # (bm25 is negative: before the boost it was behind)
+
+
+def test_a_file_without_headings_has_no_section_leads(index: KnowledgeIndex) -> None:
+    index.put_file(1, "/docs/a.txt", 10, 1, 0, _chunks("The gate code is HERON.", "Nothing else."))
+    index.put_file(1, "/docs/b.txt", 10, 1, 0, _chunks("Nothing here.", "The gate code is HERON."))
+    found = index.bm25("gate code", 5)
+    assert index.section_leads([pid for pid, _ in found]) == set()
+    assert found[0][1] == pytest.approx(found[1][1])  # (the first passage of a.txt is not boosted)
 
 
 def test_a_word_in_most_passages_of_a_big_index_is_left_out_of_the_search(index: KnowledgeIndex) -> None:
