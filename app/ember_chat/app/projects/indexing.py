@@ -25,10 +25,9 @@ from PySide6.QtCore import QObject, QTimer, Signal
 from ember_chat.app.context import AppContext
 from ember_chat.app.engine_link.gui_mailbox import GuiMailbox
 from ember_chat.engine.errors import EmberError
-from ember_chat.engine.models.library import ModelLibrary
-from ember_chat.engine.projects.embedder import GGUFEmbedder
 from ember_chat.engine.projects.index import PENDING, SKIPPED, KnowledgeIndex
 from ember_chat.engine.projects.indexer import Indexer, IndexProgress, IndexRun
+from ember_chat.engine.projects.rankers import load_embedder
 from ember_chat.engine.projects.records import KnowledgeSource, ProjectStore
 from ember_chat.engine.projects.watch import DEFAULT_INTERVAL_S, Changes, KnowledgeWatcher
 
@@ -109,7 +108,7 @@ class ProjectIndexing(QObject):
         self._stops[folder_id] = stop
 
         def index(report: Callable[[IndexProgress], None]) -> IndexRun:
-            embedder, problem = _embedder(library, embedding)
+            embedder, problem = load_embedder(embedding, library.resolve)
             knowledge = KnowledgeIndex(path)
             try:
                 for source_id in {f.source_id for f in knowledge.files()} - known:
@@ -302,16 +301,3 @@ def _every(report: Callable[[IndexProgress], None], seconds: float) -> Callable[
             report(progress)
 
     return throttled
-
-
-def _embedder(library: ModelLibrary, name: str | None) -> tuple[GGUFEmbedder | None, str | None]:
-    """The project's embedding model loaded for this run (None: none chosen, or it cannot be loaded,
-    then with the sentence saying so: the passages are ranked by their words meanwhile)."""
-    if not name:
-        return None, None
-    try:
-        return GGUFEmbedder(library.resolve(name)), None
-    except (EmberError, OSError, ValueError, RuntimeError) as exc:
-        return None, (
-            f"The embedding model {name} could not be loaded ({exc}); passages are found by their words until it can."
-        )

@@ -10,13 +10,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from ember_chat.engine.errors import EmberError
-from ember_chat.engine.projects.embedder import GGUFEmbedder, GGUFReranker
 from ember_chat.engine.projects.records import Project
 
-M = TypeVar("M", GGUFEmbedder, GGUFReranker)
+if TYPE_CHECKING:  # (embedder.py imports llama.cpp: only when a model is loaded, never at start-up)
+    from ember_chat.engine.projects.embedder import GGUFEmbedder, GGUFReranker
+
+M = TypeVar("M", "GGUFEmbedder", "GGUFReranker")
 Resolve = Callable[[str], Path]  # a model's name (as the project stores it) -> its file (models/library.py)
 
 
@@ -44,11 +46,15 @@ class Rankers:
 
 def load_embedder(name: str | None, resolve: Resolve) -> tuple[GGUFEmbedder | None, str | None]:
     """The embedding model `name` loaded, or None and why not (None, None: no model named)."""
+    from ember_chat.engine.projects.embedder import GGUFEmbedder
+
     return _load(name, resolve, GGUFEmbedder, "embedding model", "the passages are found by their words alone")
 
 
 def load_rankers(project: Project, resolve: Resolve) -> Rankers:
     """The models `project` names, each loaded or its problem said (never raises for a model file)."""
+    from ember_chat.engine.projects.embedder import GGUFReranker
+
     embed, embed_problem = load_embedder(project.embedding_model, resolve)
     rerank, rerank_problem = _load(project.reranker, resolve, GGUFReranker, "reranker",
                                    "the passages keep the order of their search")  # fmt: skip
