@@ -39,28 +39,33 @@ all-MiniLM-L6-v2.f16.gguf --json`, load average 1.9-2.3; recall@5):
   + porter stemming 0.633, + title 0.800 (titles weighted 2/4/8/12/16: 0.633/0.633/0.733/0.733/0.733
   with the reviewed questions); neighbour passages as a weighted column: no gain (0.37-0.53). The
   generated corpus: 1.0 in every variant. With the reviewed questions (REAL_QUESTIONS' comment): 0.733.
-- + a section's first passage ranked as if its bm25 score were 15% better (index.LEAD_BOOST, kept):
+  Bigger passages score higher (2,400 characters: 0.833) but were not taken: the passages' size is the
+  prompt's, as for attachments (1,200).
+- BM25 + a section's first passage ranked as if its bm25 score were 15% better (index.LEAD_BOOST, kept):
   coreutils 0.733 -> 0.800, recall@1 0.233 -> 0.367; generated 1.000 (recall@1 0.770) unchanged (its
   files have no headings). Held out (the 30 questions split odd/even, the boost tuned on one half,
   measured on the other): odd-tuned 0.2 took the even half 0.667 -> 0.733 (recall@1 0.200 -> 0.467),
   even-tuned 0.1 the odd half 0.800 -> 0.800 (0.267 -> 0.333). It could be fitted to these questions:
-  most ask what a command does, which a section's lead says (one option question, 'ls' by time, fell from 5th to 9th).
-  Its cost: one lookup of the 50 candidates' previous passages, 0.35 ms at 100,000 passages.
-- rejected, measured the same way (recall@5 coreutils / generated, recall@1 in brackets):
+  most ask what a command does, which a section's lead says (an option's question, 'ls' by time,
+  fell from 5th to 9th).
+  Its cost: one lookup of the 50 candidates' previous passages, 0.35 ms; at 100,000 passages, load 0.9-1.0,
+  two runs each: BM25 p95 8.6 / 8.0 ms without it, 8.4 / 8.9 ms with it (fused 26.8 / 26.0, 27.1 / 27.5).
+  Fused with all-MiniLM-L6-v2 (the same RRF): coreutils 0.800 -> 0.867 (recall@1 0.367 -> 0.400),
+  generated 1.000 -> 1.000 (0.770 -> 0.790), load 3.0-3.4.
+- rejected, measured the same way (recall@5 coreutils / generated), BM25 alone:
   pseudo-relevance feedback (terms of the top N passages by tf x idf from the FTS5 vocabulary, the
   re-query fused with the first, or the question's words repeated): over N 3/5/10, M 5/10/20 terms,
   weights 0.5/1, 0.600-0.800 / 0.467-1.000, recall@1 mostly down (generated 0.05-0.86 against 0.77);
   held out, the best on one half gave the other 0.667 -> 0.667 and 0.800 -> 0.667; RM3's weighting (the
   top passages' scores, lambda 0.6/0.8) 0.733-0.767 / 1.000 (recall@1 0.167-0.233); and its p95 at
-  100,000 passages 73 ms (RM3, N 5 M 5) to 165 ms (N 3 M 20), over the 50 ms budget. The section path
-  (parent headings: Info's chapter over its section, Markdown's # over ##) in the title: 0.733 (ranks
-  moved both ways). The question's adjacent word pairs as phrases (or NEAR/3, /10) added: 0.700 /
-  0.633. At most 1/2/3 hits of a section in the top 5: 0.333 / 0.567 / 0.667.
-  Bigger passages score higher (2,400 characters: 0.833) but were not taken: the passages' size is the
-  prompt's, as for attachments (1,200).
-- fused with all-MiniLM-L6-v2 (a real model, converted by bench/convert_bert_gguf.py): coreutils
-  BM25 0.733 -> fused 0.800 (recall@1 0.233 -> 0.300); generated 1.000 -> 1.000 (recall@1 0.770 ->
-  0.790); with plain RRF (k 60, equal weights) the generated fell to 0.857 (retrieval.py's text).
+  100,000 passages 73 ms (RM3, N 5 M 5) to 165 ms (N 3 M 20) at load 2.8 (BM25 alone 8.5), over
+  the 50 ms budget. The section path (parent headings: Info's chapter over its section, Markdown's #
+  over ##) in the title: 0.733, ranks moved both ways (the generated corpus has no headings). The
+  question's adjacent word pairs added as phrases: 0.700 / 1.000, as NEAR/3 or NEAR/10: 0.633 / 1.000.
+  At most 1, 2, 3 hits of one section in the top 5: 0.333 / 0.983, 0.567 / 1.000, 0.667 / 1.000.
+- fused with all-MiniLM-L6-v2 (a real model, converted by bench/convert_bert_gguf.py), before the lead
+  boost: coreutils BM25 0.733 -> fused 0.800 (recall@1 0.233 -> 0.300); generated 1.000 -> 1.000
+  (recall@1 0.770 -> 0.790); with plain RRF (k 60, equal weights) the generated fell to 0.857 (retrieval.py's text).
   With the GENERATED word-mean model (no --embedding-model) the fused figure is that model's only.
 - latency at 100,000 passages, p95 wall (CPU): before these changes BM25 57.8 (38.7) ms, fused 91.5
   (57.2) ms at load 1.9; after: BM25 7.5 (7.5) ms, fused 23.8 (23.8) ms at load 1.9-2.3
