@@ -9,20 +9,19 @@ through the engine service."""
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from ember_chat.engine.core.params import LoadConfig, SamplingParams
-from ember_chat.engine.inference.backend import ModelDescription
 from ember_chat.engine.inference.events import Event, Finished, StepWanted
 from ember_chat.engine.inference.llama import answer_ngrams, speculative
 from ember_chat.engine.inference.llama.answer_ngrams import AnswerNgrams, ClientAnswers
 from ember_chat.engine.inference.llama.speculative import NgramDrafter
 from ember_chat.engine.inference.local.runtime import LocalRuntime
-from ember_chat.engine.inference.service.engine import EngineService, GenerationRequest, ServiceListener
+from ember_chat.engine.inference.service.engine import EngineService, GenerationRequest
+from tests.helpers.listeners import Loaded
 from tests.helpers.sinks import RecordingSink
 
 # The starter's answer to it is not in the prompt: n-gram drafts from the prompt and the answer so far
@@ -139,14 +138,6 @@ def test_another_clients_answer_is_not_drafted_from(starter_rt: LocalRuntime) ->
     assert answer(rt, "ngram", batched, client="api").metrics.speculative_accepted == 0
     assert (answer(rt, "ngram", batched, client="window").metrics.speculative_accepted or 0) > 0
     assert (answer(rt, "ngram", batched, client="api").metrics.speculative_accepted or 0) > 0  # (its own)
-
-
-class Loaded(ServiceListener):
-    def __init__(self) -> None:
-        self.gate = threading.Event()
-
-    def loaded(self, model: ModelDescription) -> None:
-        self.gate.set()
 
 
 def test_the_engine_service_drafts_from_the_requests_own_clients_answers(chat_starter_model: Path) -> None:

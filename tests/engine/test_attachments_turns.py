@@ -8,32 +8,21 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from ember_chat.engine.attachments import RETRIEVAL, WHOLE, AttachmentStore, read_attachment_bytes
 from ember_chat.engine.core.messages import ChatMessage
 from ember_chat.engine.core.params import LoadConfig, SamplingParams
-from ember_chat.engine.inference.service.engine import EngineService, GenerationRequest, ServiceListener
+from ember_chat.engine.inference.service.engine import EngineService, GenerationRequest
 from ember_chat.engine.storage.conversations import ConversationStore
 from ember_chat.engine.storage.paths import AppPaths
 from tests.helpers.gguf_factory import TinySpec, says, write_tiny_model
+from tests.helpers.listeners import Loaded
 from tests.helpers.sinks import RecordingSink
 
 WAIT_S = 30
 FACT = "The spare key is hidden under the blue flowerpot."
-
-
-class Loaded(ServiceListener):
-    def __init__(self) -> None:
-        self.gate = threading.Event()
-
-    def loaded(self, model: Any) -> None:
-        self.gate.set()
-
-    def load_failed(self, message: str) -> None:
-        raise AssertionError(message)
 
 
 @pytest.fixture

@@ -7,16 +7,14 @@ is deleted for good."""
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from ember_chat.engine.core.messages import ChatMessage
 from ember_chat.engine.core.params import LoadConfig, SamplingParams
-from ember_chat.engine.inference.service.engine import EngineService, GenerationRequest, ServiceListener
+from ember_chat.engine.inference.service.engine import EngineService, GenerationRequest
 from ember_chat.engine.projects.answers import AnswerKnowledge
 from ember_chat.engine.projects.citations import CITE_INSTRUCTION, ProjectSource, knowledge_block
 from ember_chat.engine.projects.index import KnowledgeIndex, knowledge_path
@@ -27,22 +25,12 @@ from ember_chat.engine.storage.conversations import ConversationStore
 from ember_chat.engine.storage.paths import AppPaths
 from tests.helpers.fake_backend import FakeBackend
 from tests.helpers.gguf_factory import TinySpec, says, write_tiny_model
+from tests.helpers.listeners import Loaded
 from tests.helpers.sinks import RecordingSink
 
 WAIT_S = 30
 FACT = "The lighthouse keeper's parrot is named Captain Marmalade."
 QUESTION = "What is the name of the lighthouse keeper's parrot?"
-
-
-class Loaded(ServiceListener):
-    def __init__(self) -> None:
-        self.gate = threading.Event()
-
-    def loaded(self, model: Any) -> None:
-        self.gate.set()
-
-    def load_failed(self, message: str) -> None:
-        raise AssertionError(message)
 
 
 def _service(backend: FakeBackend | None, config: LoadConfig) -> EngineService:
