@@ -8,7 +8,7 @@ tokens, and a few multi-byte UTF-8 pieces so streaming must cope with characters
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -305,17 +305,7 @@ def write_tiny_bert(path: Path, pooling: str = "mean", seed: int = 0, context: i
     t("token_types.weight", 2, dim)
     t("position_embd.weight", context, dim)
     norm("token_embd_norm")
-    for i in range(layers):
-        p = f"blk.{i}."
-        for name in ("attn_q", "attn_k", "attn_v", "attn_output"):
-            t(p + name + ".weight", dim, dim)
-            t(p + name + ".bias", dim)
-        norm(p + "attn_output_norm")
-        t(p + "ffn_up.weight", ff, dim)
-        t(p + "ffn_up.bias", ff)
-        t(p + "ffn_down.weight", dim, ff)
-        t(p + "ffn_down.bias", dim)
-        norm(p + "layer_output_norm")
+    _bert_blocks(t, norm, layers, dim, ff)
     if pooling == "rank":
         t("cls.weight", dim, dim, scale=0.5)
         t("cls.bias", dim)
@@ -381,19 +371,25 @@ def write_word_bert(path: Path, meanings: Mapping[str, str], dim: int = 128, see
     zeros("token_types.weight", 2, dim)
     zeros("position_embd.weight", context, dim)
     norm("token_embd_norm")
-    for i in range(layers):
-        p = f"blk.{i}."
-        for name in ("attn_q", "attn_k", "attn_v", "attn_output"):
-            zeros(p + name + ".weight", dim, dim)
-            zeros(p + name + ".bias", dim)
-        norm(p + "attn_output_norm")
-        zeros(p + "ffn_up.weight", ff, dim)
-        zeros(p + "ffn_up.bias", ff)
-        zeros(p + "ffn_down.weight", dim, ff)
-        zeros(p + "ffn_down.bias", dim)
-        norm(p + "layer_output_norm")
+    _bert_blocks(zeros, norm, layers, dim, ff)
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
     w.close()
     return path
+
+
+def _bert_blocks(put: Callable[..., None], norm: Callable[[str], None], layers: int, dim: int, ff: int) -> None:
+    """A BERT's transformer blocks as llama.cpp names their tensors: `put(name, *shape)` writes one,
+    `norm(name)` a layer norm's weight and bias."""
+    for i in range(layers):
+        p = f"blk.{i}."
+        for name in ("attn_q", "attn_k", "attn_v", "attn_output"):
+            put(p + name + ".weight", dim, dim)
+            put(p + name + ".bias", dim)
+        norm(p + "attn_output_norm")
+        put(p + "ffn_up.weight", ff, dim)
+        put(p + "ffn_up.bias", ff)
+        put(p + "ffn_down.weight", dim, ff)
+        put(p + "ffn_down.bias", dim)
+        norm(p + "layer_output_norm")
