@@ -7,15 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ember_chat.engine.storage.conversations import ChatRow, ConversationStore
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1_000_000.0
-
-    def __call__(self) -> float:
-        self.now += 1.0
-        return self.now
+from tests.helpers.clock import Clock
 
 
 def test_chat_rows_are_the_listed_chats_light_and_in_the_same_order(tmp_path: Path) -> None:

@@ -10,15 +10,7 @@ import pytest
 from ember_chat.engine.errors import StoreError
 from ember_chat.engine.storage.conversations import ConversationStore
 from ember_chat.engine.storage.organise import Folder, Undo
-
-
-class Clock:
-    def __init__(self, start: float = 1_000_000.0) -> None:
-        self.now = start
-
-    def __call__(self) -> float:
-        self.now += 1.0
-        return self.now
+from tests.helpers.clock import Clock
 
 
 @pytest.fixture

@@ -18,6 +18,7 @@ from ember_chat.engine.core.tools import ToolCall, ToolResult
 from ember_chat.engine.errors import StoreError
 from ember_chat.engine.storage.conversations import TRASH_DAYS, ConversationStore
 from ember_chat.engine.storage.paths import AppPaths
+from tests.helpers.clock import Clock
 
 DAY = 86400.0
 TABLES = (
@@ -30,15 +31,6 @@ TABLES = (
     "comparison_answers",
     "folders",
 )
-
-
-class Clock:
-    def __init__(self, start: float = 1_000_000.0) -> None:
-        self.now = start
-
-    def __call__(self) -> float:
-        self.now += 1.0
-        return self.now
 
 
 def dump(path: Path) -> dict[str, list[tuple[object, ...]]]:

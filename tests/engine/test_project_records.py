@@ -22,16 +22,8 @@ from ember_chat.engine.storage.export import chats_as_json
 from ember_chat.engine.storage.importing import import_chats
 from ember_chat.engine.storage.paths import AppPaths
 from ember_chat.engine.storage.schema import _MIGRATIONS
+from tests.helpers.clock import Clock
 from tests.helpers.opened_paths import opened
-
-
-class Clock:
-    def __init__(self, start: float = 1_000_000.0) -> None:
-        self.now = start
-
-    def __call__(self) -> float:
-        self.now += 1.0
-        return self.now
 
 
 @pytest.fixture
