@@ -53,17 +53,22 @@ def restyle_icon_link(document: QTextDocument, href: str, image: str, tooltip: s
         block = block.next()
 
 
-def activated_link_format(view: QTextBrowser) -> QTextCharFormat:
-    """The format of the link being activated. Qt selects that link before it reports it: the one
-    under the mouse for a click, the focused one for Enter; but a view without focus (a click on a window
-    not yet active) has that selection cleared, its cursor left at the link's end."""
+def activated_link_format(view: QTextBrowser, url: QUrl) -> QTextCharFormat:
+    """The format of the link `url` being activated (an empty format when none is found). Qt selects that
+    link before it reports it: the one under the mouse for a click, the focused one for Enter; but a view
+    without focus (a click on a window not yet active) has that selection cleared, its cursor left at one
+    end of the link: the characters after and before the cursor are tried, each only if it is `url`'s."""
     cursor = view.textCursor()
-    c = QTextCursor(view.document())
-    if cursor.hasSelection():
-        c.setPosition(min(cursor.selectionStart() + 1, view.document().characterCount() - 1))
-    else:
-        c.setPosition(cursor.position())
-    return c.charFormat()  # (the format of the character before the cursor: the link's first, or last)
+    last = view.document().characterCount() - 1
+    at = cursor.position()
+    positions = [cursor.selectionStart() + 1] if cursor.hasSelection() else [at + 1, at]
+    for position in positions:
+        c = QTextCursor(view.document())
+        c.setPosition(max(0, min(position, last)))
+        fmt = c.charFormat()  # (the format of the character before the cursor)
+        if fmt.isAnchor() and QUrl(fmt.anchorHref()) == url:
+            return fmt
+    return QTextCharFormat()
 
 
 def activate_link(
@@ -78,7 +83,7 @@ def activate_link(
     if url.scheme() in ("http", "https", "mailto"):
         open_link(url)
         return
-    if url.scheme() != "ember" or not is_signed(activated_link_format(view)):
+    if url.scheme() != "ember" or not is_signed(activated_link_format(view, url)):
         return  # (an ember: link Ember did not write, e.g. in a model's answer: shown, never run)
     parts = url.path().split("/")
     verb = url.host() or parts.pop(0)
