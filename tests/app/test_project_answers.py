@@ -301,6 +301,24 @@ def test_a_source_from_an_imported_chat_is_shown_and_its_path_never_opened(
     w.transcript.attachments.dialog.close()
 
 
+def _birds_chat(qtbot: QtBot, w: MainWindow, tmp_path: Path, docs: Path) -> tuple[Path, int, list[KnowledgeUsed]]:
+    """A project "Birds" over `docs` with a word-meaning embedding model, indexed, and a new chat in it:
+    the model's file, the project's folder id, and the knowledge each answer is told (filled as they come)."""
+    models = AppPaths(tmp_path / "data", tmp_path / "config").default_models_dir
+    model = write_word_bert(models / "words.gguf", {"▁heron": "bird", "▁egret": "bird", "▁river": "water", "▁the": ""})
+    store = ProjectStore(w.store)
+    project = store.create("Birds", embedding_model="words.gguf")
+    store.add_source(project.folder_id, str(docs))
+    w.chats.reload_conversations()
+    with qtbot.waitSignal(w.projects.indexing.finished, timeout=WAIT_MS):
+        w.projects.indexing.run(project.folder_id)  # (the passages embedded with the project's model)
+    w.conversations.list.setCurrentIndex(w.conversations.folder_index(project.folder_id))
+    w.chats.new_chat()
+    used: list[KnowledgeUsed] = []
+    w.bridge.knowledge.connect(lambda _rid, event: used.append(event))
+    return model, project.folder_id, used
+
+
 def test_the_project_s_embedding_model_ranks_the_passages_and_one_gone_is_said(
     qtbot: QtBot, make_loaded_window: Callable[[FakeBackend | None], MainWindow], tmp_path: Path
 ) -> None:
@@ -310,19 +328,7 @@ def test_the_project_s_embedding_model_ranks_the_passages_and_one_gone_is_said(
     (docs / "boats.txt").write_text("a boat on the lake\n")
     fake = FakeBackend(script=["Herons [1]."])
     w = make_loaded_window(fake)
-    models = AppPaths(tmp_path / "data", tmp_path / "config").default_models_dir
-    model = write_word_bert(models / "words.gguf", {"▁heron": "bird", "▁egret": "bird", "▁river": "water", "▁the": ""})
-    store = ProjectStore(w.store)
-    project = store.create("Birds", embedding_model="words.gguf")
-    store.add_source(project.folder_id, str(docs))
-    w.chats.reload_conversations()
-    indexing = w.projects.indexing
-    with qtbot.waitSignal(indexing.finished, timeout=WAIT_MS):
-        indexing.run(project.folder_id)  # (the passages embedded with the project's model)
-    w.conversations.list.setCurrentIndex(w.conversations.folder_index(project.folder_id))
-    w.chats.new_chat()
-    used: list[KnowledgeUsed] = []
-    w.bridge.knowledge.connect(lambda _rid, event: used.append(event))
+    model, _folder_id, used = _birds_chat(qtbot, w, tmp_path, docs)
     send(qtbot, w, "Where do egrets stand?")  # (no word of the passage: found by its meaning)
     assert "vectors" in used[-1].ranked_by and not used[-1].problems
     assert str(docs / "herons.txt") in [s.file_path for s in used[-1].sources]  # (by words: none found)
@@ -342,25 +348,14 @@ def test_an_index_that_cannot_be_opened_is_said_and_the_models_are_kept_between_
     (docs / "herons.txt").write_text("the heron by the river\n")
     fake = FakeBackend(script=["Herons [1]."])
     w = make_loaded_window(fake)
-    models = AppPaths(tmp_path / "data", tmp_path / "config").default_models_dir
-    write_word_bert(models / "words.gguf", {"▁heron": "bird", "▁egret": "bird", "▁river": "water", "▁the": ""})
-    store = ProjectStore(w.store)
-    project = store.create("Birds", embedding_model="words.gguf")
-    store.add_source(project.folder_id, str(docs))
-    w.chats.reload_conversations()
+    _model, folder_id, used = _birds_chat(qtbot, w, tmp_path, docs)
     indexing = w.projects.indexing
-    with qtbot.waitSignal(indexing.finished, timeout=WAIT_MS):
-        indexing.run(project.folder_id)
-    w.conversations.list.setCurrentIndex(w.conversations.folder_index(project.folder_id))
-    w.chats.new_chat()
-    used: list[KnowledgeUsed] = []
-    w.bridge.knowledge.connect(lambda _rid, event: used.append(event))
     kept = w.projects.answering.models
     send(qtbot, w, "Where do egrets stand?")
     send(qtbot, w, "Where is the heron?")
     assert all("vectors" in u.ranked_by for u in used[-2:]) and kept.loads == 1  # (loaded once, kept)
 
-    index = w.projects.indexing.index_path(project.folder_id)
+    index = w.projects.indexing.index_path(folder_id)
     indexing.close()  # (the indexer lets its index go; the window's answers open their own)
     assert indexing.join(WAIT_MS / 1000)
     for extra in (Path(f"{index}-wal"), Path(f"{index}-shm")):
