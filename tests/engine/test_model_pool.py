@@ -131,9 +131,9 @@ def test_the_least_recently_used_idle_model_makes_room_and_a_busy_one_never(
 ) -> None:
     one = footprint(models["alpha"])
     changes = Changes()
-    # room for two of these models, not three
+    # room for two of these models, not three (and no wait for a model in use: refused at once)
     pool: ModelPool = make_pool(budget=MemoryBudget(ram_bytes=int(one.ram_bytes * 2.5), vram_bytes=0),
-                                on_change=changes)  # type: ignore[operator]  # fmt: skip
+                                on_change=changes, busy_wait_s=0)  # type: ignore[operator]  # fmt: skip
     with pool.lease("alpha"):
         pass
     with pool.lease("beta"):
@@ -151,10 +151,45 @@ def test_the_least_recently_used_idle_model_makes_room_and_a_busy_one_never(
     assert pool.evictions == 1
 
 
+def test_a_model_waits_for_the_room_of_a_model_in_use_and_is_refused_when_it_stays_busy(
+    make_pool: object, models: dict[str, LoadConfig]
+) -> None:
+    """A client's next request may come before its last answer's lease has ended (or two clients take
+    turns on two models that do not fit together): the new model waits for the busy one to be done with,
+    up to busy_wait_s, then evicts it; past that it is refused, and the busy model is never touched."""
+    one = footprint(models["alpha"])
+    changes = Changes()
+    pool: ModelPool = make_pool(budget=MemoryBudget(ram_bytes=int(one.ram_bytes * 1.5), vram_bytes=0),
+                                on_change=changes, busy_wait_s=30)  # type: ignore[operator]  # fmt: skip
+    failed: list[BaseException] = []
+
+    def ask_beta() -> None:
+        try:
+            use(pool, "beta")
+        except BaseException as exc:  # (told to the test's thread)
+            failed.append(exc)
+
+    waiting = threading.Thread(target=ask_beta)
+    with pool.lease("alpha"):
+        waiting.start()
+        changes.wait_for(lambda: any(s.startswith("beta waits up to 30 s for alpha (in use)") for s in changes.said))
+        assert state(pool, "alpha") == "loaded" and state(pool, "beta") == "not loaded"
+    waiting.join()
+    assert failed == [] and (state(pool, "alpha"), state(pool, "beta")) == ("not loaded", "loaded")
+    assert "unloaded alpha (idle, to make room for beta)" in changes.said
+
+    pool.busy_wait_s = 0.2  # a model that stays busy past the wait: refused, and kept
+    with pool.lease("beta"):
+        with pytest.raises(ModelDoesNotFit, match=r"'alpha' needs about \d+ MB of memory and the memory budget"):
+            use(pool, "alpha")
+        assert state(pool, "beta") == "loaded"
+    assert any(s.startswith("alpha waits up to 0.2 s for beta (in use)") for s in changes.said)
+
+
 def test_models_max_counts_the_windows_model_and_never_evicts_it(
     make_pool: object, models: dict[str, LoadConfig]
 ) -> None:
-    pool: ModelPool = make_pool(budget=MemoryBudget(ram_bytes=10**12, vram_bytes=0, models_max=2))  # type: ignore[operator]
+    pool: ModelPool = make_pool(budget=MemoryBudget(ram_bytes=10**12, vram_bytes=0, models_max=2), busy_wait_s=0)  # type: ignore[operator]
     window = EngineService()
     try:
         load_blocking(window, models["alpha"], "alpha")

@@ -9,9 +9,12 @@ recently used idle one first when a new one needs the room.
   while a lease is out, and its idle time counts from the last lease's end.
 - The window's model (or `serve --model`'s: `pin`) is in the table too, as it was loaded: API requests
   use it, and it is never evicted by API traffic (the window unloads it, or loads another).
-- What does not fit even after evicting every idle model is refused with the memory needed and free
-  (`ModelDoesNotFit`), and nothing busy is evicted; an unknown name (`ModelNotFound`) names the models
-  that exist; a load that fails (a damaged file) fails that request only (`ModelLoadFailed`).
+- What does not fit even after evicting every idle model waits up to `busy_wait_s` for the models in use
+  to be done with when that would make room (a client's next request may arrive before its last
+  answer's lease has ended; two clients taking turns on two models that do not fit together), else is
+  refused with the memory needed and free (`ModelDoesNotFit`); nothing busy is evicted; an unknown name
+  (`ModelNotFound`) names the models that exist; a load that fails (a damaged file) fails that request
+  only (`ModelLoadFailed`).
 - A remote model (`remote:<connection>/<model id>`, from a catalog such as `remote_catalog`'s) is served
   the same way, by an engine on the remote backend: it takes no memory here, counts in neither the
   budget nor `models_max`, and is never evicted to make room; its idle TTL closes its engine.
@@ -43,6 +46,7 @@ log = logging.getLogger(__name__)
 
 MAX_REMOTE = 16  # engines on remote models open at once (each a thread; nothing else bounds them)
 DEFAULT_TTL_S = 3600.0  # an hour, as LM Studio's JIT-loaded models (its default TTL)
+BUSY_WAIT_S = 10.0  # how long a model that needs the room of models in use waits for them to be done with
 
 
 class ModelNotFound(EmberError):
@@ -141,14 +145,17 @@ class ModelPool:
         on_change: Callable[[str], None] | None = None,
         lookup: Callable[[str], ModelRef | None] | None = None,
         prepare: Callable[[ModelRef], None] = prepare_starter,
+        busy_wait_s: float = BUSY_WAIT_S,
     ) -> None:
         """`catalog()`: every model that can be loaded, by every name a request may use for it (its
         library name, alias, file stem), each to what loading it means; a ref's first name is the one
         the table shows. `on_change`: told (on any thread) what changed, in a sentence for a log, after a model
         is loaded or unloaded. `lookup`: a ref for a name the catalog does not list (a remote model
         named `remote:<connection>/<id>` while its connection's list is stale), else None. `prepare(ref)`:
-        before a model not loaded is measured and loaded (a starter assembled on its first use)."""
+        before a model not loaded is measured and loaded (a starter assembled on its first use).
+        `busy_wait_s`: how long a model waits for the room of models in use before it is refused."""
         self._catalog = catalog
+        self.busy_wait_s = busy_wait_s
         self._prepare = prepare
         self._lookup = lookup
         self.budget = (budget or MemoryBudget()).resolved()
@@ -265,11 +272,12 @@ class ModelPool:
             raise ModelLoadFailed(entry.error)
         return entry
 
-    def _held(self) -> tuple[Footprint, int]:
+    def _held(self, in_use: bool = True) -> tuple[Footprint, int]:
+        """The memory and the number of models held: the pinned one, those closing and (`in_use`) the table's."""
         held, count = NOTHING, 0
         if self._window is not None:
             held, count = self._window[2], 1
-        for entry in [*self._models.values(), *self._unloading]:
+        for entry in [*(self._models.values() if in_use else ()), *self._unloading]:
             if entry.connection is None:  # (remote models count in neither the memory nor --models-max)
                 held, count = held + entry.memory, count + 1
         return held, count
@@ -277,7 +285,9 @@ class ModelPool:
     def _make_room(self, name: str, wanted: Footprint) -> None:
         """Unload idle models, least recently used first, until `wanted` fits (called with the lock held;
         it is let go while each closes, and while models others are unloading finish). ModelDoesNotFit
-        when even all idle models would not do."""
+        when even all idle models would not do, and the models in use, once done with, would not either
+        or are not done with within `busy_wait_s`."""
+        deadline, said = time.monotonic() + self.busy_wait_s, False
         while True:
             if self._closing:
                 raise EmberError("Ember is closing.")
@@ -285,12 +295,25 @@ class ModelPool:
             if self.budget.room_for(held, wanted, count):
                 return
             idle = [e for e in self._models.values() if e.leases == 0 and e.ready.is_set() and e.connection is None]
+            left = deadline - time.monotonic()
+            done_with, done_count = self._held(in_use=False)  # (as it is once the models in use are idle)
             if idle:
                 entry = min(idle, key=lambda e: e.last_used)
                 entry.why = f"idle, to make room for {name}"
                 self._close_unlocked(entry)
             elif self._unloading:
                 self._lock.wait()  # (notified when one has closed)
+            elif left > 0 and self.budget.room_for(done_with, wanted, done_count):
+                if not said:  # (told with the lock let go, as an unload is: the listener may ask the pool)
+                    said = True
+                    busy = ", ".join(sorted(e.name for e in self._models.values() if e.connection is None))
+                    self._lock.release()
+                    try:
+                        self._changed(f"{name} waits up to {self.busy_wait_s:g} s for {busy} (in use) to make room")
+                    finally:
+                        self._lock.acquire()
+                    continue  # (the table may have changed meanwhile)
+                self._lock.wait(left)  # (notified when a lease ends: the model is idle, evicted next time round)
             else:
                 raise ModelDoesNotFit(self._no_room(name, wanted, held, count))
 
