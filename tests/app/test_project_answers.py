@@ -1,12 +1,12 @@
-"""Answers that cite (issue 34) in the real window: a chat in a project is answered with the project's
-instructions before its system prompt and with passages of the project's knowledge (a real index over
-files in a temporary folder); under the answer its Sources, each a link, and its [n] markers linked to
-them (a marker without a source stays plain); a click on [1] opens the passage with the question's words
-marked and an Open file button that opens the source's own file (QDesktopServices.openUrl recorded),
-refused with a sentence once the file is gone (and for a source an imported chat brought); the side
-panel's Why this answer says the instructions and sources; the sources come back when the chat is shown
-again, and so does how many passages did not fit; the project's embedding model ranks the passages
-(loaded for the answer, on the engine thread), and one gone is said."""
+"""Answers that cite (issue 34) in the real window: a chat in a project is answered with the project's instructions
+before its system prompt and with passages of the project's knowledge (a real index over files in a temporary
+folder); under the answer its Sources, each a link, and its [n] markers linked to them (a marker without a source
+stays plain), those the answer uses (its [n], or its words) in bold; a click on [1] opens the passage with the
+question's words marked and an Open file button that opens the source's own file (QDesktopServices.openUrl
+recorded), refused with a sentence once the file is gone (and for a source an imported chat brought); the side
+panel's Why this answer says the instructions and sources; the sources come back when the chat is shown again, and
+so does how many passages did not fit; the project's embedding model ranks the passages (loaded for the answer, on
+the engine thread), and one gone is said."""
 
 from __future__ import annotations
 
@@ -110,6 +110,9 @@ def test_a_project_answer_cites_its_sources_and_opens_them(
     assert links.count(f"ember:cite/{answer_id}/1") == 2  # the [1] in the text and the Sources line
     assert not any(h.endswith("/7") and h.startswith("ember:cite") for h in links)  # [7]: no source, plain text
     assert "[7]" in text
+    # the Sources line's link to [1] (the last of the two) says the answer uses it; it is in bold
+    tips = [tip for href, tip in w.transcript.links() if href == f"ember:cite/{answer_id}/1"]
+    assert tips[-1] == "Show passage 1: rivers.md (the answer uses this passage)"
 
     # Why this answer: the instructions (first line, the whole on hover) and the sources
     why = w.side.metrics.project_why
@@ -235,6 +238,37 @@ def test_the_passage_shows_at_once_while_its_file_is_checked_off_the_gui_thread(
     assert "no longer at" in dialog.findChild(QLabel, "sourceMissing").text()
     assert opened == [] and not button.isEnabled()
     dialog.close()
+
+
+def test_an_answer_that_uses_a_passage_s_words_without_a_marker_shows_it_as_used(
+    qtbot: QtBot, make_loaded_window: Callable[[FakeBackend | None], MainWindow], tmp_path: Path
+) -> None:
+    """A small model seldom writes [n]: a source whose words the answer has is shown as used (bold, said in
+    its tooltip), one it does not use is not, and the same once the chat is shown again."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "rivers.md").write_text("# Rivers\n\nThe Tagus is the longest river of Iberia, flowing to Lisbon.\n")
+    (docs / "iberia.txt").write_text("Iberia has many a river; the Douro is the third longest.\n")
+    w = make_loaded_window(FakeBackend(script=["The longest is the Tagus, ", "flowing to Lisbon."]))
+    _project_chat(qtbot, w, docs)
+    send(qtbot, w, QUESTION)
+    cid = w.controller.conversation_id
+    answer_id = w.store.thread(cid)[-1].id
+
+    def tips() -> dict[str, str]:
+        m = w.transcript.attachments.of(answer_id)
+        assert {s.file_name for s in m.knowledge} == {"rivers.md", "iberia.txt"}
+        by_n = {s.n: s.file_name for s in m.knowledge}
+        return {by_n[int(href.rsplit("/", 1)[1])]: tip for href, tip in w.transcript.links()
+                if href.startswith(f"ember:cite/{answer_id}/")}  # fmt: skip
+
+    for _shown in range(2):
+        got = tips()
+        assert got["rivers.md"].endswith("rivers.md (the answer uses this passage)")
+        assert got["iberia.txt"].endswith("iberia.txt")  # (it shares only the question's words)
+        w.chats.new_chat()
+        w.chats.open_conversation(cid)
+        w.transcript.finish_rendering()
 
 
 def test_passages_that_did_not_fit_are_said_under_the_answer_and_after_it_is_shown_again(

@@ -13,7 +13,15 @@ import pytest
 
 from ember_chat.engine.attachments.chunking import Chunk
 from ember_chat.engine.projects.active import ActiveIndex
-from ember_chat.engine.projects.citations import CITE_INSTRUCTION, ProjectSource, cited, knowledge_block, sources
+from ember_chat.engine.projects.citations import (
+    CITE_INSTRUCTION,
+    ProjectSource,
+    answer_uses,
+    cited,
+    knowledge_block,
+    quoted,
+    sources,
+)
 from ember_chat.engine.projects.embedder import GGUFEmbedder, GGUFReranker
 from ember_chat.engine.projects.index import IndexedFile, KnowledgeIndex, Passage, Vectors
 from ember_chat.engine.projects.retrieval import MATRICES, RRF_K, VECTOR_WEIGHT, fuse, retrieve
@@ -242,6 +250,23 @@ def test_the_knowledge_block_numbers_the_passages_and_asks_for_citations(index: 
     assert [s.n for s in listed] == [1, 2] and listed[0].passage_id == hits[0].passage_id
     assert ProjectSource.from_json(listed[1].as_json()) == listed[1]
     assert ProjectSource(1, "/a/notes.txt", None, 0, "x", 7).label() == "notes.txt"
+
+
+def test_quoted_finds_the_passages_whose_words_an_answer_uses_beyond_the_question_s() -> None:
+    keeper = ProjectSource(1, "/k/keeper.md", None, 0, "The lighthouse keeper's parrot is named Captain Marmalade.", 7)
+    ferry = ProjectSource(2, "/k/island.md", None, 0, "The ferry to island 12 leaves the harbour at 1 o’clock.", 8)
+    both = [keeper, ferry]
+    question = "What is the name of the lighthouse keeper's parrot?"
+    assert quoted("The lighthouse keeper’s parrot is named Captain Marmalade.", question, both) == {1}
+    assert quoted("It is Captain Marmalade.", question, both) == {1}  # two of its own words in a row
+    # only the question's words (in any form: "named" for "name") and small words: no passage is used
+    assert quoted("The lighthouse keeper's parrot is named Polly.", question, both) == set()
+    assert quoted("I do not know the name of the lighthouse keeper's parrot.", question, both) == set()
+    assert quoted("Marmalade.", question, both) == set()  # (one word of its own: not enough to say)
+    assert quoted("", question, both) == set() and quoted("Captain Marmalade", question, []) == set()
+    assert quoted("The ferry leaves at 1 o'clock, from the harbour.", "When does the ferry go?", both) == {2}
+    assert answer_uses("The ferry goes at one [1].", "When does the ferry go?", both) == {1}
+    assert answer_uses("It leaves the harbour at 1 o'clock [1].", "When does the ferry go?", both) == {1, 2}
 
 
 def test_cited_reads_the_markers_an_answer_used() -> None:

@@ -53,7 +53,7 @@ from ember_chat.app.transcript.render.message import MessageWriter, inline_image
 from ember_chat.engine.attachments import PlannedAttachment, Source, StoredAttachment
 from ember_chat.engine.attachments.kinds import human_size
 from ember_chat.engine.errors import EmberError
-from ember_chat.engine.projects.citations import ProjectSource
+from ember_chat.engine.projects.citations import ProjectSource, answer_uses
 from ember_chat.engine.storage.import_plan import IMPORTED_PASSAGE
 
 THUMB_HEIGHT = 96  # px, logical: a thumbnail's height in the transcript (narrower images keep their width)
@@ -211,8 +211,13 @@ class TranscriptAttachments:
         knowledge, its sources, and the [n] markers of its text (`body`: where it is) linked to them."""
         m = self.of(message_id)
         writer = self.view.writer
+        used: set[int] = set()
         if m.knowledge and body is not None:
             link_markers(self.view.document(), *body, message_id, m.knowledge, QColor(writer.colors.link))
+            answer = QTextCursor(self.view.document())
+            answer.setPosition(body[0])
+            answer.setPosition(body[1], QTextCursor.MoveMode.KeepAnchor)
+            used = answer_uses(answer.selectedText(), self.question_of(message_id), m.knowledge)
         if m.items:
             fmt = QTextBlockFormat()
             fmt.setTopMargin(8)
@@ -241,7 +246,7 @@ class TranscriptAttachments:
                 sign(link)
                 c.insertText(source_label(source), link)
         c.setCharFormat(QTextCharFormat())
-        write_sources(writer, c, message_id, m.knowledge, m.left_out)
+        write_sources(writer, c, message_id, m.knowledge, m.left_out, used)
 
     # ----- clicks
     def on_action(self, verb: str, message_id: int, arg: int) -> None:

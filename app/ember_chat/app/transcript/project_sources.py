@@ -12,7 +12,7 @@ a code file's own program may run it (a .bat, .ps1 or .js on Windows)."""
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import PurePath
 
 from PySide6.QtCore import QCoreApplication, Qt
@@ -44,9 +44,15 @@ def left_out_words(left_out: int) -> str:
 
 
 def write_sources(
-    writer: MessageWriter, c: QTextCursor, message_id: int, sources: Sequence[ProjectSource], left_out: int
+    writer: MessageWriter,
+    c: QTextCursor,
+    message_id: int,
+    sources: Sequence[ProjectSource],
+    left_out: int,
+    used: Collection[int] = (),
 ) -> None:
-    """The answer's Sources line ([n] file, page — each a link to its passage) and what did not fit."""
+    """The answer's Sources line ([n] file, page — each a link to its passage; those the answer `used`,
+    citing them or with their words (`answer_uses`), in bold) and what did not fit."""
     if not sources and not left_out:
         return
     fmt = QTextBlockFormat()
@@ -59,18 +65,22 @@ def write_sources(
         if index:
             c.insertText("  ·  ", writer.small_secondary)
         c.insertText(f"[{source.n}]\u00a0", writer.small_secondary)
-        c.insertText(source.label(), _link(writer, message_id, source))
+        c.insertText(source.label(), _link(writer, message_id, source, source.n in used))
     if left_out:
         c.insertText(("  ·  " if sources else "") + left_out_words(left_out), writer.small_secondary)
     c.setCharFormat(QTextCharFormat())
 
 
-def _link(writer: MessageWriter, message_id: int, source: ProjectSource) -> QTextCharFormat:
+def _link(writer: MessageWriter, message_id: int, source: ProjectSource, used: bool) -> QTextCharFormat:
     link = QTextCharFormat(writer.small_secondary)
     link.setForeground(QColor(writer.colors.link))
     link.setAnchor(True)
     link.setAnchorHref(f"ember:{CITE}/{message_id}/{source.n}")
-    link.setToolTip(tr("Show passage {n}: {label}").format(n=source.n, label=source.label()))
+    tip = tr("Show passage {n}: {label}").format(n=source.n, label=source.label())
+    if used:
+        link.setFontWeight(600)
+        tip = tr("{tip} (the answer uses this passage)").format(tip=tip)
+    link.setToolTip(tip)
     sign(link)
     return link
 

@@ -9,7 +9,7 @@ from ember_chat.engine.cli.common import resolve_model
 from ember_chat.engine.core.text import terminal_text
 from ember_chat.engine.errors import EmberError
 from ember_chat.engine.inference.events import KnowledgeUsed
-from ember_chat.engine.projects.citations import cited
+from ember_chat.engine.projects.citations import cited, quoted
 from ember_chat.engine.projects.index import KnowledgeIndex, knowledge_path
 from ember_chat.engine.projects.rankers import Rankers, load_rankers
 from ember_chat.engine.projects.records import Project
@@ -58,12 +58,12 @@ def open_project(paths: AppPaths, name: str) -> ProjectKnowledge:
     return knowledge
 
 
-def knowledge_report(name: str, used: KnowledgeUsed | None, answer: str) -> dict[str, Any]:
+def knowledge_report(name: str, used: KnowledgeUsed | None, answer: str, question: str) -> dict[str, Any]:
     """The --json line's `project`, `knowledge` and `sources` (each: n, file, page, seq, passage_id,
-    passage, and whether the answer cites it with [n])."""
+    passage, whether the answer cites it with [n], and whether it uses its words: citations.quoted)."""
     if used is None:
         return {"project": name, "sources": []}
     report = knowledge_json(used)
-    markers = cited(answer, len(used.sources))
-    report["sources"] = [{**s, "cited": s["n"] in markers} for s in report["sources"]]
+    markers, words = cited(answer, len(used.sources)), quoted(answer, question, used.sources)
+    report["sources"] = [{**s, "cited": s["n"] in markers, "quoted": s["n"] in words} for s in report["sources"]]
     return report

@@ -167,7 +167,7 @@ def run(args: argparse.Namespace) -> int:
             if files:
                 line["attachments"] = report(files, sink.planned)
             if knowledge is not None:
-                line.update(knowledge_report(knowledge.name, sink.knowledge, sink.text))
+                line.update(knowledge_report(knowledge.name, sink.knowledge, sink.text, args.prompt))
             out.write(json.dumps(line) + "\n")
         else:
             print(sink.metrics.summary_line(), file=sys.stderr)

@@ -1,6 +1,7 @@
 """A project answer's knowledge and its citations: the block of numbered passages added to the question
-(`knowledge_block`), the [n] markers an answer used (`cited`), and the sources an answer carries
-(`ProjectSource`: recorded with the answer, the API's `ember.sources`, the CLI's JSON `sources`)."""
+(`knowledge_block`), the [n] markers an answer used (`cited`), the sources whose words an answer uses
+whether it cites them or not (`quoted`: small models seldom write markers), and the sources an answer
+carries (`ProjectSource`: recorded with the answer, the API's `ember.sources`, the CLI's JSON `sources`)."""
 
 from __future__ import annotations
 
@@ -10,13 +11,23 @@ from dataclasses import asdict, dataclass
 from pathlib import PurePath
 from typing import Protocol
 
-from ember_chat.engine.inference.events import FilePassage
+from ember_chat.engine.inference.events import CitedPassage, FilePassage
 
 CITE_INSTRUCTION = (
     "Answer from these passages where they hold the answer, and cite each passage you use with its "
     "number in square brackets, like [1]."
 )
 _MARKER = re.compile(r"\[(\d{1,3}(?:\s*,\s*\d{1,3})*)\]")  # [2] and [1, 3]; not [1.5] or [12345]
+_WORD = re.compile(r"\w+(?:['’]\w+)*")
+# words that say nothing of where an answer comes from (with the question's own words)
+_SMALL_WORDS = (
+    "a an the and or but if of to in on at by for with from as is are was were be been being it its this that "
+    "these those there here he she they them his her their we you your i my me our not no yes do does did has "
+    "have had can could will would should may might so than then which who whom what when where why how"
+)
+_SMALL = frozenset(_SMALL_WORDS.split())
+QUOTE_RUN = 4  # a run of this many of the answer's words in a row, one of them its own, found in a passage
+QUOTE_OWN = 2  # or a shorter run with this many of its own words (a name; "flowing to Lisbon")
 
 
 class Retrieved(FilePassage, Protocol):
@@ -82,4 +93,46 @@ def cited(answer_text: str, count: int | None = None) -> set[int]:
     return {n for n in numbers if n >= 1 and (count is None or n <= count)}
 
 
-__all__ = ["CITE_INSTRUCTION", "ProjectSource", "cited", "knowledge_block", "sources"]
+def _words(text: str) -> list[str]:
+    return [w.replace("’", "'") for w in _WORD.findall(text.casefold())]
+
+
+def _stem(word: str) -> str:
+    """A word without its ending ("named", "names" and "name" alike: the question's words in another form)."""
+    word = word.removesuffix("'s")
+    for ending in ("ing", "ed", "es", "s", "e"):
+        if len(word) > len(ending) + 2 and word.endswith(ending):
+            return word[: -len(ending)]
+    return word
+
+
+def _runs(words: Sequence[str], n: int) -> set[tuple[str, ...]]:
+    return {tuple(words[i : i + n]) for i in range(len(words) - n + 1)}
+
+
+def quoted(answer_text: str, question: str, passages: Sequence[CitedPassage]) -> set[int]:
+    """The numbers of the passages whose words the answer uses: a passage holds QUOTE_RUN of the answer's
+    words in a row, one of them the answer's own (neither the question's in any form nor a small word), or
+    a shorter run with QUOTE_OWN of its own words. Words the answer repeats from the question say nothing:
+    every passage retrieved for it has them."""
+    answer = _words(answer_text)
+    asked = {_stem(w) for w in _words(question)} | _SMALL
+    own = [w not in _SMALL and _stem(w) not in asked for w in answer]
+    wanted: dict[int, set[tuple[str, ...]]] = {n: set() for n in range(QUOTE_OWN, QUOTE_RUN + 1)}
+    for n, runs in wanted.items():
+        least = 1 if n == QUOTE_RUN else QUOTE_OWN  # (of its own words in the run)
+        runs.update(tuple(answer[i : i + n]) for i in range(len(answer) - n + 1) if sum(own[i : i + n]) >= least)
+    found = set()
+    for source in passages:
+        words = _words(source.text)
+        if any(wanted[n] & _runs(words, n) for n in wanted if wanted[n]):
+            found.add(source.n)
+    return found
+
+
+def answer_uses(answer_text: str, question: str, passages: Sequence[CitedPassage]) -> set[int]:
+    """The passages an answer uses: those it cites with [n], and those whose words it has (`quoted`)."""
+    return cited(answer_text, len(passages)) | quoted(answer_text, question, passages)
+
+
+__all__ = ["CITE_INSTRUCTION", "ProjectSource", "answer_uses", "cited", "knowledge_block", "quoted", "sources"]
