@@ -24,10 +24,9 @@ from ember_chat.app.transcript.render.message import MessageWriter, sign
 from ember_chat.engine.attachments.extract import kind_by_name
 from ember_chat.engine.attachments.kinds import AttachmentKind
 from ember_chat.engine.attachments.store import fts_query
-from ember_chat.engine.projects.citations import ProjectSource
+from ember_chat.engine.projects.citations import MARKER, ProjectSource
 
 CITE = "cite"  # the verb of a source's link: ember:cite/<answer id>/<n>
-MARKER = re.compile(r"\[(\d{1,3}(?:\s*,\s*\d{1,3})*)\]")  # as citations.cited reads them: [2], [1, 3]
 _NUMBER = re.compile(r"\d{1,3}")
 # the kinds of file whose default program shows them (a code file's, HTML's, may run it instead)
 _DOCUMENT_KINDS = frozenset({AttachmentKind.PDF, AttachmentKind.DOCX, AttachmentKind.MARKDOWN, AttachmentKind.TEXT})

@@ -17,7 +17,7 @@ CITE_INSTRUCTION = (
     "Answer from these passages where they hold the answer, and cite each passage you use with its "
     "number in square brackets, like [1]."
 )
-_MARKER = re.compile(r"\[(\d{1,3}(?:\s*,\s*\d{1,3})*)\]")  # [2] and [1, 3]; not [1.5] or [12345]
+MARKER = re.compile(r"\[(\d{1,3}(?:\s*,\s*\d{1,3})*)\]")  # [2] and [1, 3]; not [1.5] or [12345]
 _WORD = re.compile(r"\w+(?:['’]\w+)*")
 # words that say nothing of where an answer comes from (with the question's own words)
 _SMALL_WORDS = (
@@ -89,7 +89,7 @@ def knowledge_block(hits: Sequence[Retrieved]) -> str:
 def cited(answer_text: str, count: int | None = None) -> set[int]:
     """The passage numbers an answer cites with [n] (or [n, m]) markers; with `count` (the block's
     passages), only 1..count."""
-    numbers = {int(n) for group in _MARKER.findall(answer_text) for n in group.split(",")}
+    numbers = {int(n) for group in MARKER.findall(answer_text) for n in group.split(",")}
     return {n for n in numbers if n >= 1 and (count is None or n <= count)}
 
 
@@ -135,4 +135,13 @@ def answer_uses(answer_text: str, question: str, passages: Sequence[CitedPassage
     return cited(answer_text, len(passages)) | quoted(answer_text, question, passages)
 
 
-__all__ = ["CITE_INSTRUCTION", "ProjectSource", "answer_uses", "cited", "knowledge_block", "quoted", "sources"]
+__all__ = [
+    "CITE_INSTRUCTION",
+    "MARKER",
+    "ProjectSource",
+    "answer_uses",
+    "cited",
+    "knowledge_block",
+    "quoted",
+    "sources",
+]
