@@ -155,12 +155,14 @@ def test_a_model_waits_for_the_room_of_a_model_in_use_and_is_refused_when_it_sta
     make_pool: object, models: dict[str, LoadConfig]
 ) -> None:
     """A client's next request may come before its last answer's lease has ended (or two clients take
-    turns on two models that do not fit together): the new model waits for the busy one to be done with,
-    up to busy_wait_s, then evicts it; past that it is refused, and the busy model is never touched."""
+    turns on two models that do not fit together): the new model waits for the busy one to be done with
+    (woken when its lease ends: the wait here is far longer than the test may take), then evicts it; two
+    requests waiting for the same model load it once; past the wait a request is refused, saying it
+    waited, and the busy model is never touched."""
     one = footprint(models["alpha"])
     changes = Changes()
     pool: ModelPool = make_pool(budget=MemoryBudget(ram_bytes=int(one.ram_bytes * 1.5), vram_bytes=0),
-                                on_change=changes, busy_wait_s=30)  # type: ignore[operator]  # fmt: skip
+                                on_change=changes, busy_wait_s=10**6)  # type: ignore[operator]  # fmt: skip
     failed: list[BaseException] = []
 
     def ask_beta() -> None:
@@ -169,18 +171,25 @@ def test_a_model_waits_for_the_room_of_a_model_in_use_and_is_refused_when_it_sta
         except BaseException as exc:  # (told to the test's thread)
             failed.append(exc)
 
-    waiting = threading.Thread(target=ask_beta)
+    waiting = [threading.Thread(target=ask_beta) for _ in range(2)]
     with pool.lease("alpha"):
-        waiting.start()
-        changes.wait_for(lambda: any(s.startswith("beta waits up to 30 s for alpha (in use)") for s in changes.said))
+        for thread in waiting:
+            thread.start()
+        changes.wait_for(
+            lambda: sum(s.startswith("beta waits up to 1e+06 s for alpha (in use)") for s in changes.said) == 2
+        )
         assert state(pool, "alpha") == "loaded" and state(pool, "beta") == "not loaded"
-    waiting.join()
+    for thread in waiting:
+        thread.join(timeout=60)
+        assert not thread.is_alive(), "the lease's end did not wake the request waiting for its room"
     assert failed == [] and (state(pool, "alpha"), state(pool, "beta")) == ("not loaded", "loaded")
     assert "unloaded alpha (idle, to make room for beta)" in changes.said
+    assert pool.loads == 2 and not any(s.startswith("unloaded beta") for s in changes.said)  # (beta loaded once)
 
-    pool.busy_wait_s = 0.2  # a model that stays busy past the wait: refused, and kept
+    pool.busy_wait_s = 0.2  # a model that stays busy past the wait: refused, saying so, and kept
     with pool.lease("beta"):
-        with pytest.raises(ModelDoesNotFit, match=r"'alpha' needs about \d+ MB of memory and the memory budget"):
+        with pytest.raises(ModelDoesNotFit, match=r"'alpha' needs about \d+ MB .* in use stay loaded \(this request "
+                           r"waited 0.2 s for them\)\.$"):  # fmt: skip
             use(pool, "alpha")
         assert state(pool, "beta") == "loaded"
     assert any(s.startswith("alpha waits up to 0.2 s for beta (in use)") for s in changes.said)

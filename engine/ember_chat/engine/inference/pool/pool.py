@@ -209,6 +209,7 @@ class ModelPool:
                 pass
         with self._lock:
             self._window = (name, service, memory or NOTHING, loaded_by) if name else None
+            self._lock.notify_all()  # (a request waiting for room: the window's model changed)
         log.info("%s", f"{name} is the {loaded_by}'s model" if name else f"the {loaded_by} has no model")
 
     # ----- leases
@@ -255,6 +256,8 @@ class ModelPool:
                     self._make_room(shown, wanted)  # (may let go of the lock while idle models close)
                 else:
                     self._make_remote_room(shown)
+                if self._window is not None and self._window[0] == shown:  # (pinned meanwhile)
+                    return self._window[1]
                 entry = self._models.get(shown)  # (another request may have made it meanwhile)
             if entry is None:
                 entry = PoolModel(shown, self._factory(), wanted, "api", connection=remote)
@@ -269,6 +272,7 @@ class ModelPool:
         if entry.error is not None:
             with self._lock:
                 entry.leases -= 1
+                self._lock.notify_all()
             raise ModelLoadFailed(entry.error)
         return entry
 
@@ -291,6 +295,8 @@ class ModelPool:
         while True:
             if self._closing:
                 raise EmberError("Ember is closing.")
+            if name in self._models or (self._window is not None and self._window[0] == name):
+                return  # (another request loaded it, or the window did, while this one waited)
             held, count = self._held()  # (models still closing count: their memory is not free yet)
             if self.budget.room_for(held, wanted, count):
                 return
@@ -315,7 +321,7 @@ class ModelPool:
                     continue  # (the table may have changed meanwhile)
                 self._lock.wait(left)  # (notified when a lease ends: the model is idle, evicted next time round)
             else:
-                raise ModelDoesNotFit(self._no_room(name, wanted, held, count))
+                raise ModelDoesNotFit(self._no_room(name, wanted, held, count, self.busy_wait_s if said else None))
 
     def _make_remote_room(self, name: str) -> None:
         """At most MAX_REMOTE engines on remote models at once (each is a thread; a client may name any
@@ -350,18 +356,20 @@ class ModelPool:
             self._unloading.remove(entry)
             self._lock.notify_all()
 
-    def _no_room(self, name: str, wanted: Footprint, held: Footprint, count: int) -> str:
+    def _no_room(self, name: str, wanted: Footprint, held: Footprint, count: int, waited_s: float | None) -> str:
+        """Why `name` is refused; `waited_s`: how long it waited for the models in use (None: it did not)."""
         b = self.budget
+        waited = f" (this request waited {waited_s:g} s for them)" if waited_s is not None else ""
         if b.models_max is not None and count + 1 > b.models_max:
             return (f"The model {name!r} cannot be loaded: {count} models are loaded and in use, and the "
-                    f"server holds at most {b.models_max} at once (--models-max).")  # fmt: skip
+                    f"server holds at most {b.models_max} at once (--models-max){waited}.")  # fmt: skip
         if b.ram_bytes is not None and held.ram_bytes + wanted.ram_bytes > b.ram_bytes:
             free = max(0, b.ram_bytes - held.ram_bytes)
             return (f"The model {name!r} needs about {mb(wanted.ram_bytes)} of memory and the memory budget "
-                    f"leaves {mb(free)} of {mb(b.ram_bytes)} while the models in use stay loaded.")  # fmt: skip
+                    f"leaves {mb(free)} of {mb(b.ram_bytes)} while the models in use stay loaded{waited}.")  # fmt: skip
         free = max(0, (b.vram_bytes or 0) - held.vram_bytes)
         return (f"The model {name!r} needs about {mb(wanted.vram_bytes)} of GPU memory and the budget leaves "
-                f"{mb(free)} while the models in use stay loaded.")  # fmt: skip
+                f"{mb(free)} while the models in use stay loaded{waited}.")  # fmt: skip
 
     def _load(self, entry: PoolModel, ref: ModelRef) -> None:
         waiter = _LoadWaiter()
@@ -379,6 +387,7 @@ class ModelPool:
             with self._lock:
                 if self._models.get(entry.name) is entry:
                     del self._models[entry.name]
+                    self._lock.notify_all()  # (its room is free: a request may be waiting for it)
             entry.ready.set()  # (those waiting for it are told before the service is closed)
             entry.service.close()
             return
