@@ -248,8 +248,12 @@ def test_an_answer_that_uses_a_passage_s_words_without_a_marker_shows_it_as_used
     docs = tmp_path / "docs"
     docs.mkdir()
     (docs / "rivers.md").write_text("# Rivers\n\nThe Tagus is the longest river of Iberia, flowing to Lisbon.\n")
-    (docs / "iberia.txt").write_text("Iberia has many a river; the Douro is the third longest.\n")
-    w = make_loaded_window(FakeBackend(script=["The longest is the Tagus, ", "flowing to Lisbon."]))
+    (docs / "iberia.txt").write_text("Iberia has many a river; the Douro is the third longest river of Iberia.\n")
+    # its thinking quotes iberia.txt, its answer repeats the question's words (which iberia.txt has too) and
+    # quotes rivers.md: only rivers.md is used
+    script = ["<think>The Douro is the third longest.</think>", "The longest river of Iberia is the Tagus, ",
+              "flowing to Lisbon."]  # fmt: skip
+    w = make_loaded_window(FakeBackend(script=script))
     _project_chat(qtbot, w, docs)
     send(qtbot, w, QUESTION)
     cid = w.controller.conversation_id
@@ -262,13 +266,18 @@ def test_an_answer_that_uses_a_passage_s_words_without_a_marker_shows_it_as_used
         return {by_n[int(href.rsplit("/", 1)[1])]: tip for href, tip in w.transcript.links()
                 if href.startswith(f"ember:cite/{answer_id}/")}  # fmt: skip
 
-    for _shown in range(2):
+    assert "▸ Thinking" in w.transcript.plain_text() and "third longest" not in w.transcript.plain_text()
+    for shown in ("folded", "open", "shown again"):
         got = tips()
-        assert got["rivers.md"].endswith("rivers.md (the answer uses this passage)")
-        assert got["iberia.txt"].endswith("iberia.txt")  # (it shares only the question's words)
-        w.chats.new_chat()
-        w.chats.open_conversation(cid)
-        w.transcript.finish_rendering()
+        assert got["rivers.md"].endswith("rivers.md (the answer uses this passage)"), shown
+        assert got["iberia.txt"].endswith("iberia.txt"), shown  # (its words: only the question's, the thinking's)
+        if shown == "folded":
+            w.transcript.action.emit("think", answer_id, 0)  # the fold, clicked
+            assert "The Douro is the third longest." in w.transcript.plain_text()
+        else:
+            w.chats.new_chat()
+            w.chats.open_conversation(cid)
+            w.transcript.finish_rendering()
 
 
 def test_passages_that_did_not_fit_are_said_under_the_answer_and_after_it_is_shown_again(
@@ -295,6 +304,34 @@ def test_passages_that_did_not_fit_are_said_under_the_answer_and_after_it_is_sho
     w.chats.open_conversation(cid)
     w.transcript.finish_rendering()
     assert said in w.transcript.plain_text()  # (kept with the answer's metrics)
+
+
+def test_the_side_panel_forgets_the_answer_of_a_chat_that_leaves_the_list(
+    qtbot: QtBot, make_loaded_window: Callable[[FakeBackend | None], MainWindow], tmp_path: Path
+) -> None:
+    """The project deleted (its chats to the Trash), or the open chat put in the Trash: the centre shows
+    a new chat, and the side panel's Current answer and Why this answer no longer show the closed chat's."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "rivers.md").write_text("# Rivers\n\nThe Tagus is the longest river of Iberia, flowing to Lisbon.\n")
+    w = make_loaded_window(FakeBackend(script=["The Tagus [1]."]))
+    folder_id = _project_chat(qtbot, w, docs)
+    send(qtbot, w, QUESTION)
+    cid = w.controller.conversation_id
+    metrics = w.side.metrics
+    assert not metrics.project_why.isHidden() and metrics.ttft.text() != "—"
+    w.chats.organise.delete_folder(folder_id, confirmed=True)
+    assert w.controller.conversation_id is None and w.store.conversation(cid).deleted_at is not None
+    assert metrics.project_why.isHidden() and metrics.ttft.text() == "—"
+
+    w.undo.undo_last()
+    w.chats.open_conversation(cid)
+    w.transcript.finish_rendering()
+    send(qtbot, w, "And the second longest?")
+    assert not metrics.project_why.isHidden()
+    w.chats.organise.trash([cid])
+    assert w.controller.conversation_id is None
+    assert metrics.project_why.isHidden()
 
 
 def test_a_source_from_an_imported_chat_is_shown_and_its_path_never_opened(

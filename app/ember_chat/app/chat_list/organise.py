@@ -72,6 +72,7 @@ class ChatOrganise(QObject):
 
         def act() -> None:
             if self._apply(change, ids) is not None and self.chat.conversation_id in ids:
+                self.switching.emit()  # "Current answer" (and Why this answer) were the closed chat's
                 self.chat.conversation_id = None
                 self.edit_ends.emit()  # (an edit of one of its messages: the box gets its draft back)
                 self.chat.refresh()
