@@ -371,7 +371,7 @@ def test_the_knowledge_list_keeps_its_current_item_while_runs_come_and_go(
     panel = _dialog(w).knowledge
     panel.add_paths(folders)
     _indexed(qtbot, w, project.folder_id)
-    qtbot.waitUntil(lambda: "1 files" in panel.sources.topLevelItem(2).text(1), timeout=WAIT_MS)
+    qtbot.waitUntil(lambda: "1 file," in panel.sources.topLevelItem(2).text(1), timeout=WAIT_MS)
     item = panel.sources.topLevelItem(2)
     panel.sources.setCurrentItem(item)
     (tmp_path / "three" / "more.txt").write_text("Another note.\n")
@@ -453,7 +453,7 @@ def test_a_path_from_an_imported_chat_waits_for_the_users_confirmation(
     panel.confirm.click()
     assert not store.project(project.folder_id).sources[0].from_import
     _indexed(qtbot, w, project.folder_id)
-    assert "1 files" in panel.sources.topLevelItem(0).text(1)
+    assert "1 file," in panel.sources.topLevelItem(0).text(1)
     _dialog(w).reject()
 
 
@@ -601,7 +601,7 @@ def test_an_embedding_model_chosen_for_the_knowledge_embeds_its_passages(
     _indexed(qtbot, w, project.folder_id)
     assert "broken.gguf could not be loaded" in " ".join(w.projects.indexing.problems[project.folder_id])
     assert "broken.gguf could not be loaded" in panel.progress_text.text()
-    assert "1 files" in panel.sources.topLevelItem(0).text(1)
+    assert "1 file," in panel.sources.topLevelItem(0).text(1)
 
 
 @menu_grab

@@ -207,10 +207,11 @@ class KnowledgePanel(QWidget):
         return self._counts(s)
 
     def _counts(self, s: SourceState) -> str:
-        parts = [self.tr("{n} files").format(n=f"{s.indexed:,}")]
+        one = (self.tr("1 file"), self.tr("1 page"), self.tr("1 passage"))  # ("1 files" read wrong)
+        parts = [one[0] if s.indexed == 1 else self.tr("{n} files").format(n=f"{s.indexed:,}")]
         if s.pages:
-            parts.append(self.tr("{n} pages").format(n=f"{s.pages:,}"))
-        parts.append(self.tr("{n} passages").format(n=f"{s.passages:,}"))
+            parts.append(one[1] if s.pages == 1 else self.tr("{n} pages").format(n=f"{s.pages:,}"))
+        parts.append(one[2] if s.passages == 1 else self.tr("{n} passages").format(n=f"{s.passages:,}"))
         if s.pending:
             parts.append(self.tr("{n} waiting").format(n=f"{s.pending:,}"))
         if s.skipped:
