@@ -248,8 +248,12 @@ def test_an_answer_that_uses_a_passage_s_words_without_a_marker_shows_it_as_used
     docs = tmp_path / "docs"
     docs.mkdir()
     (docs / "rivers.md").write_text("# Rivers\n\nThe Tagus is the longest river of Iberia, flowing to Lisbon.\n")
-    (docs / "iberia.txt").write_text("Iberia has many a river; the Douro is the third longest.\n")
-    w = make_loaded_window(FakeBackend(script=["The longest is the Tagus, ", "flowing to Lisbon."]))
+    (docs / "iberia.txt").write_text("Iberia has many a river; the Douro is the third longest river of Iberia.\n")
+    # its thinking quotes iberia.txt, its answer repeats the question's words (which iberia.txt has too) and
+    # quotes rivers.md: only rivers.md is used
+    script = ["<think>The Douro is the third longest.</think>", "The longest river of Iberia is the Tagus, ",
+              "flowing to Lisbon."]  # fmt: skip
+    w = make_loaded_window(FakeBackend(script=script))
     _project_chat(qtbot, w, docs)
     send(qtbot, w, QUESTION)
     cid = w.controller.conversation_id
@@ -262,13 +266,18 @@ def test_an_answer_that_uses_a_passage_s_words_without_a_marker_shows_it_as_used
         return {by_n[int(href.rsplit("/", 1)[1])]: tip for href, tip in w.transcript.links()
                 if href.startswith(f"ember:cite/{answer_id}/")}  # fmt: skip
 
-    for _shown in range(2):
+    assert "▸ Thinking" in w.transcript.plain_text() and "third longest" not in w.transcript.plain_text()
+    for shown in ("folded", "open", "shown again"):
         got = tips()
-        assert got["rivers.md"].endswith("rivers.md (the answer uses this passage)")
-        assert got["iberia.txt"].endswith("iberia.txt")  # (it shares only the question's words)
-        w.chats.new_chat()
-        w.chats.open_conversation(cid)
-        w.transcript.finish_rendering()
+        assert got["rivers.md"].endswith("rivers.md (the answer uses this passage)"), shown
+        assert got["iberia.txt"].endswith("iberia.txt"), shown  # (its words: only the question's, the thinking's)
+        if shown == "folded":
+            w.transcript.action.emit("think", answer_id, 0)  # the fold, clicked
+            assert "The Douro is the third longest." in w.transcript.plain_text()
+        else:
+            w.chats.new_chat()
+            w.chats.open_conversation(cid)
+            w.transcript.finish_rendering()
 
 
 def test_passages_that_did_not_fit_are_said_under_the_answer_and_after_it_is_shown_again(

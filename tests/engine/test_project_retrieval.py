@@ -267,6 +267,37 @@ def test_quoted_finds_the_passages_whose_words_an_answer_uses_beyond_the_questio
     assert quoted("The ferry leaves at 1 o'clock, from the harbour.", "When does the ferry go?", both) == {2}
     assert answer_uses("The ferry goes at one [1].", "When does the ferry go?", both) == {1}
     assert answer_uses("It leaves the harbour at 1 o'clock [1].", "When does the ferry go?", both) == {1, 2}
+    # [n] markers inside a quote are not words
+    assert quoted("The parrot is Captain [1] Marmalade [1].", question, both) == {1}
+
+
+def test_quoted_is_not_fooled_by_turns_of_phrase_other_languages_or_shared_runs() -> None:
+    def source(n: int, text: str) -> ProjectSource:
+        return ProjectSource(n, f"/k/{n}.txt", None, 0, text, n)
+
+    english = [
+        source(1, "The Tagus is one of the most important rivers; on the other hand it is short of water."),
+        source(2, "The Douro is one of the most beautiful valleys, and at the end of the day the port wins."),
+        source(3, "The Minho, on the other hand, is green; it is important to note the rain."),
+    ]
+    phrases = "It is one of the most important, on the other hand; at the end of the day it is important to note."
+    assert quoted(phrases, "Which river?", english) == set()  # (small words and turns of phrase only)
+    # a run that two passages share says nothing of which one; one only the first has does
+    shared = [source(1, "Salt cod soaked overnight, then baked."), source(2, "Salt cod soaked overnight is fried.")]
+    assert quoted("Salt cod soaked overnight.", "What is cooked?", shared) == set()
+    assert quoted("Salt cod soaked overnight, then baked.", "What is cooked?", shared) == {1}
+
+    french = [source(1, "La Seine traverse Paris au bord de la question sociale."),
+              source(2, "Le Rhône naît dans un glacier des Alpes suisses.")]  # fmt: skip
+    assert quoted("C'est au bord de la route.", "Où coule le fleuve ?", french) == set()
+    assert quoted("Il naît dans un glacier des Alpes.", "Où naît le Rhône ?", french) == {2}
+    german = [source(1, "Die Donau und die Quelle im Schwarzwald."), source(2, "Der Rhein fließt nach Norden.")]
+    assert quoted("Er fließt und die Stadt liegt dort.", "Wohin?", german) == set()
+    assert quoted("Der Rhein fließt nach Norden.", "Wohin fließt der Rhein?", german) == {2}
+    # CJK: no spaces between words; an exact quote is found, the question's characters alone are not
+    chinese = [source(1, "长江是中国最长的河流，全长六千三百公里。"), source(2, "黄河流经九个省份，最后注入渤海。")]
+    assert quoted("黄河最后注入渤海。", "黄河流向哪里？", chinese) == {2}
+    assert quoted("黄河流向哪里", "黄河流向哪里？", chinese) == set()
 
 
 def test_cited_reads_the_markers_an_answer_used() -> None:

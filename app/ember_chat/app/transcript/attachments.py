@@ -52,6 +52,7 @@ from ember_chat.app.transcript.project_sources import (
 from ember_chat.app.transcript.render.message import MessageWriter, inline_image, sign
 from ember_chat.engine.attachments import PlannedAttachment, Source, StoredAttachment
 from ember_chat.engine.attachments.kinds import human_size
+from ember_chat.engine.core.reasoning import split_thinking
 from ember_chat.engine.errors import EmberError
 from ember_chat.engine.projects.citations import ProjectSource, answer_uses
 from ember_chat.engine.storage.import_plan import IMPORTED_PASSAGE
@@ -206,18 +207,19 @@ class TranscriptAttachments:
         sign(img)
         c.insertImage(img)
 
-    def write_plan(self, c: QTextCursor, message_id: int, body: tuple[int, int] | None = None) -> None:
+    def write_plan(
+        self, c: QTextCursor, message_id: int, body: tuple[int, int] | None = None, answer: str = ""
+    ) -> None:
         """Under an answer made with attachments: how each was read, then its Sources; with a project's
-        knowledge, its sources, and the [n] markers of its text (`body`: where it is) linked to them."""
+        knowledge, its sources (those the `answer` — its Markdown, thinking and all — uses in bold), and
+        the [n] markers of its text (`body`: where it is) linked to them."""
         m = self.of(message_id)
         writer = self.view.writer
         used: set[int] = set()
         if m.knowledge and body is not None:
             link_markers(self.view.document(), *body, message_id, m.knowledge, QColor(writer.colors.link))
-            answer = QTextCursor(self.view.document())
-            answer.setPosition(body[0])
-            answer.setPosition(body[1], QTextCursor.MoveMode.KeepAnchor)
-            used = answer_uses(answer.selectedText(), self.question_of(message_id), m.knowledge)
+            # (its own text: not its thinking, nor what the transcript shows around it)
+            used = answer_uses(split_thinking(answer).answer, self.question_of(message_id), m.knowledge)
         if m.items:
             fmt = QTextBlockFormat()
             fmt.setTopMargin(8)

@@ -410,7 +410,7 @@ class TranscriptStreaming:
         if shown is not None:
             shown.body_end = QTextCursor(c)
             shown.body_end.setKeepPositionOnInsert(True)  # (before the lines written next: a Continue streams there)
-        view.attachments.write_plan(c, message_id, (at, c.position()))  # how its attachments were read, its Sources
+        view.attachments.write_plan(c, message_id, (at, c.position()), markdown)  # how its files were read, Sources
         if summary:
             writer.metrics_line(c, summary)
         shown = view.last_shown(message_id)

@@ -271,7 +271,7 @@ class TranscriptView(QTextBrowser):
             shown.body_end = body_end(c)
             body = (body_at, c.position())  # (its [n] markers linked to its project sources)
             self.tools.write(c, m)
-            self.attachments.write_plan(c, m.id, body)
+            self.attachments.write_plan(c, m.id, body, m.content)
             line = self.tools.with_tool_time(_summary(m), m)  # (says "interrupted" when the stream was cut)
             if not m.complete:
                 line = f"{line} · {self.tr('interrupted')}" if line else self.tr("interrupted")

@@ -6,6 +6,7 @@ import sys
 from typing import Any
 
 from ember_chat.engine.cli.common import resolve_model
+from ember_chat.engine.core.reasoning import split_thinking
 from ember_chat.engine.core.text import terminal_text
 from ember_chat.engine.errors import EmberError
 from ember_chat.engine.inference.events import KnowledgeUsed
@@ -64,6 +65,7 @@ def knowledge_report(name: str, used: KnowledgeUsed | None, answer: str, questio
     if used is None:
         return {"project": name, "sources": []}
     report = knowledge_json(used)
+    answer = split_thinking(answer).answer  # (what it thought is not what it answered)
     markers, words = cited(answer, len(used.sources)), quoted(answer, question, used.sources)
     report["sources"] = [{**s, "cited": s["n"] in markers, "quoted": s["n"] in words} for s in report["sources"]]
     return report

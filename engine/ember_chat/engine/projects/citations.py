@@ -6,6 +6,7 @@ carries (`ProjectSource`: recorded with the answer, the API's `ember.sources`, t
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import PurePath
@@ -18,16 +19,28 @@ CITE_INSTRUCTION = (
     "number in square brackets, like [1]."
 )
 MARKER = re.compile(r"\[(\d{1,3}(?:\s*,\s*\d{1,3})*)\]")  # [2] and [1, 3]; not [1.5] or [12345]
-_WORD = re.compile(r"\w+(?:['’]\w+)*")
-# words that say nothing of where an answer comes from (with the question's own words)
+_CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"  # kana and ideographs: written without spaces
+# a word: letters and digits with inner apostrophes; a CJK character alone
+_WORD = re.compile(rf"[{_CJK}]|[^\W{_CJK}]+(?:['’][^\W{_CJK}]+)*")
+# words that say nothing of where an answer comes from (with the question's own words): English, French,
+# German, Spanish, Italian and Portuguese small words, and the commonest CJK characters of that kind
 _SMALL_WORDS = (
     "a an the and or but if of to in on at by for with from as is are was were be been being it its this that "
     "these those there here he she they them his her their we you your i my me our not no yes do does did has "
-    "have had can could will would should may might so than then which who whom what when where why how"
+    "have had can could will would should may might so than then which who whom what when where why how "
+    "one other others also more most some any all each such only just very about into over after before "
+    "between through up out like well use used make made get much many few both either even still however "
+    "because while important note end day way thing things case fact point part lot kind sort "
+    "de la le les des du un une et en est que qui pour dans par sur au aux ce ces il elle ne pas se sa son "
+    "der die das und ist ein eine zu den von mit im nicht auf für es sich dem des sie er wie auch "
+    "el los las del y que una por con es para se lo al su "
+    "il lo gli di che per è non della delle dei "
+    "o os as do da dos das em para com não um uma "
+    "的 是 了 在 和 有 我 你 他 这 那 不 也 就 都 而 与 之 の は が を に で と た し て も な い"
 )
 _SMALL = frozenset(_SMALL_WORDS.split())
-QUOTE_RUN = 4  # a run of this many of the answer's words in a row, one of them its own, found in a passage
-QUOTE_OWN = 2  # or a shorter run with this many of its own words (a name; "flowing to Lisbon")
+QUOTE_SPAN = 4  # a run of at most this many of the answer's words in a row, found in a passage, with
+QUOTE_OWN = 2  # at least this many of its own words ("Captain Marmalade", "flowing to Lisbon", "1 o'clock")
 
 
 class Retrieved(FilePassage, Protocol):
@@ -111,23 +124,23 @@ def _runs(words: Sequence[str], n: int) -> set[tuple[str, ...]]:
 
 
 def quoted(answer_text: str, question: str, passages: Sequence[CitedPassage]) -> set[int]:
-    """The numbers of the passages whose words the answer uses: a passage holds QUOTE_RUN of the answer's
-    words in a row, one of them the answer's own (neither the question's in any form nor a small word), or
-    a shorter run with QUOTE_OWN of its own words. Words the answer repeats from the question say nothing:
-    every passage retrieved for it has them."""
-    answer = _words(answer_text)
+    """The numbers of the passages whose words the answer uses: a passage holds a run of at most QUOTE_SPAN
+    of the answer's words in a row with QUOTE_OWN of the answer's own (neither the question's in any form
+    nor small words: "at the edge of the" is no quote) — a run no other passage given has. Words the answer
+    repeats from the question say nothing (every passage retrieved for it has them), nor does a run two
+    passages share (a turn of phrase, not a source); [n] markers are not words."""
+    answer = _words(MARKER.sub(" ", answer_text))
     asked = {_stem(w) for w in _words(question)} | _SMALL
     own = [w not in _SMALL and _stem(w) not in asked for w in answer]
-    wanted: dict[int, set[tuple[str, ...]]] = {n: set() for n in range(QUOTE_OWN, QUOTE_RUN + 1)}
+    wanted: dict[int, set[tuple[str, ...]]] = {n: set() for n in range(QUOTE_OWN, QUOTE_SPAN + 1)}
     for n, runs in wanted.items():
-        least = 1 if n == QUOTE_RUN else QUOTE_OWN  # (of its own words in the run)
-        runs.update(tuple(answer[i : i + n]) for i in range(len(answer) - n + 1) if sum(own[i : i + n]) >= least)
-    found = set()
+        runs.update(tuple(answer[i : i + n]) for i in range(len(answer) - n + 1) if sum(own[i : i + n]) >= QUOTE_OWN)
+    matched = {}  # each passage's runs of the answer
     for source in passages:
         words = _words(source.text)
-        if any(wanted[n] & _runs(words, n) for n in wanted if wanted[n]):
-            found.add(source.n)
-    return found
+        matched[source.n] = set().union(*(wanted[n] & _runs(words, n) for n in wanted if wanted[n]))
+    shared = Counter(run for runs in matched.values() for run in runs)
+    return {n for n, runs in matched.items() if any(shared[run] == 1 for run in runs)}
 
 
 def answer_uses(answer_text: str, question: str, passages: Sequence[CitedPassage]) -> set[int]:
