@@ -16,7 +16,6 @@ from PySide6.QtWidgets import QLabel, QMenu, QMessageBox, QTableView
 from pytestqt.qtbot import QtBot
 
 from ember_chat.app.projects.actions import DEFAULT_ICON
-from ember_chat.app.projects.dialog import ProjectSettingsDialog
 from ember_chat.app.shell.main_window import MainWindow
 from ember_chat.engine.projects.embedder import model_identity
 from ember_chat.engine.projects.index import KnowledgeIndex
@@ -29,6 +28,8 @@ from ember_chat.engine.tools.builtin import BUILTIN_SOURCE
 from ember_chat.engine.tools.config import BuiltinToolsConfig, ToolsConfig
 from tests.helpers.chat_list import menu_grab
 from tests.helpers.gguf_factory import write_tiny_bert, write_word_bert
+from tests.helpers.projects_window import indexed as _indexed
+from tests.helpers.projects_window import settings_dialog as _dialog
 from tests.helpers.tools_window_support import LoopProbe, write_tools
 from tests.helpers.window import send
 
@@ -51,18 +52,6 @@ def _folder_menu(w: MainWindow, folder_id: int) -> list[str]:
 
 def _folder_text(w: MainWindow, folder_id: int) -> str:
     return w.conversations.folder_index(folder_id).data(Qt.ItemDataRole.DisplayRole)
-
-
-def _dialog(w: MainWindow) -> ProjectSettingsDialog:
-    dialog = w.projects.settings_dialog
-    assert dialog is not None and dialog.isVisible()
-    return dialog
-
-
-def _indexed(qtbot: QtBot, w: MainWindow, folder_id: int) -> None:
-    """Wait for the run under way (or about to start) to end, then for the dialog's state to be read."""
-    k = w.projects.indexing
-    qtbot.waitUntil(lambda: not k.running(folder_id) and not w.tasks.busy, timeout=WAIT_MS)  # (and the state read)
 
 
 @menu_grab

@@ -5,9 +5,10 @@ time per project, with its progress (files, pages, passages) said on the GUI thr
 pausing stops the run between files (or kills the read under way), resuming runs it again (it goes on
 where it stopped: only new or changed files are read). A watcher (engine/projects/watch.py: stat-only
 polls) per project with knowledge to watch runs the indexer again when files are added, changed or
-deleted. What the index holds (per source: files, pages, passages, the skipped files with their reasons)
-is read off the GUI thread too (`read_state`). Nothing here opens, changes or removes a user's file
-other than reading it through the indexer.
+deleted, or when a source's own path goes or comes back (a drive unplugged): the run says which sources
+are not there (`unreachable`; their passages are kept). What the index holds (per source: files,
+pages, passages, the skipped files with their reasons) is read off the GUI thread too (`read_state`).
+Nothing here opens, changes or removes a user's file other than reading it through the indexer.
 
 Built from the AppContext and the ProjectStore; the settings dialog and the chat list listen to its
 signals. `close()` stops every run and watcher (the window's close); `join()` waits for them."""
@@ -29,6 +30,7 @@ from ember_chat.engine.projects.index import PENDING, SKIPPED, KnowledgeIndex
 from ember_chat.engine.projects.indexer import Indexer, IndexProgress, IndexRun
 from ember_chat.engine.projects.rankers import load_embedder
 from ember_chat.engine.projects.records import KnowledgeSource, ProjectStore
+from ember_chat.engine.projects.scan import ScanProblem
 from ember_chat.engine.projects.watch import DEFAULT_INTERVAL_S, Changes, KnowledgeWatcher
 
 INDEX_FILE = "knowledge.sqlite3"  # in the project's folder (ProjectStore.knowledge_folder)
@@ -72,6 +74,7 @@ class ProjectIndexing(QObject):
         self.last: dict[int, IndexProgress] = {}  # the last progress said, by project
         self.problems: dict[int, list[str]] = {}  # the last run's problems, by project
         self.results: dict[int, IndexRun] = {}  # the last run's outcome, by project
+        self.unreachable: dict[int, dict[int, ScanProblem]] = {}  # by project, its sources not walked: by source id
         self._threads: list[threading.Thread] = []
         self._watchers: dict[int, KnowledgeWatcher] = {}
         self._seen: GuiMailbox[int] = GuiMailbox()  # folder ids whose files changed (watcher threads post)
@@ -162,6 +165,10 @@ class ProjectIndexing(QObject):
             if result.embedding_problem:
                 self.problems[folder_id].append(result.embedding_problem)
             self.results[folder_id] = result
+            if result.stopped:  # (a source not reached yet in this run: as the last run found it)
+                self.unreachable.setdefault(folder_id, {}).update(result.unreachable)
+            else:
+                self.unreachable[folder_id] = dict(result.unreachable)
             self.finished.emit(folder_id, result)
         self.run_changed.emit(folder_id)
         if folder_id in self._again:

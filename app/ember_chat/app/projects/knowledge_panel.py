@@ -36,6 +36,7 @@ from ember_chat.app.projects.skipped_files import skipped_files_dialog
 from ember_chat.engine.errors import EmberError
 from ember_chat.engine.projects.indexer import IndexProgress, IndexRun
 from ember_chat.engine.projects.records import KnowledgeSource, Project, ProjectStore
+from ember_chat.engine.projects.scan import ScanProblem
 
 SOURCE_ID = Qt.ItemDataRole.UserRole
 
@@ -188,10 +189,13 @@ class KnowledgePanel(QWidget):
                 self.sources.addTopLevelItem(item)
                 item.setSelected(source.id in chosen)
                 items.append(item)
+        away = self.unreachable()
         for item, source in zip(items, listed, strict=True):
             item.setText(1, self.state_text(source))
-            item.setToolTip(1, item.text(1))
-            item.setData(1, Qt.ItemDataRole.ForegroundRole, self.palette().link() if source.from_import else None)
+            problem = away.get(source.id)
+            item.setToolTip(1, item.text(1) if problem is None else problem.reason)
+            warn = source.from_import or problem is not None
+            item.setData(1, Qt.ItemDataRole.ForegroundRole, self.palette().link() if warn else None)
         self._update_buttons()
 
     def state_text(self, source: KnowledgeSource) -> str:
@@ -201,6 +205,14 @@ class KnowledgePanel(QWidget):
         if source.paused:
             said = self.tr("Paused")
             return said if not s.files else said + " · " + self._counts(s)
+        problem = self.unreachable().get(source.id)
+        if problem is not None:  # (the last run could not walk it: its passages are kept, as the engine says)
+            said = self.tr("Not there") if problem.missing else self.tr("Cannot be read")
+            if not s.files:
+                return said
+            return self.tr("{said} — {counts} kept until it is back or removed").format(
+                said=said, counts=self._counts(s)
+            )
         if not s.files:
             running = self.indexing.running(self.folder_id)
             return self.tr("Indexing…") if running else self.tr("Not indexed yet")
@@ -217,6 +229,11 @@ class KnowledgePanel(QWidget):
         if s.skipped:
             parts.append(self.tr("{n} skipped").format(n=f"{len(s.skipped):,}"))
         return ", ".join(parts)
+
+    def unreachable(self) -> dict[int, ScanProblem]:
+        """The sources the last run could not walk (not there, or that cannot be read), by id: the run
+        and the watcher found it off the GUI thread."""
+        return self.indexing.unreachable.get(self.folder_id, {})
 
     def selected_ids(self) -> list[int]:
         return [int(item.data(0, SOURCE_ID)) for item in self.sources.selectedItems()]

@@ -74,8 +74,9 @@ class IndexProgress:
 @dataclass
 class IndexRun:
     """What a run did: files read, skipped (each with its reason in the index), dropped (gone from
-    disk), the paths that could not be walked (`problems`: a source not there, a folder that cannot be
-    listed, a link loop, the file cap), and whether it was stopped before the end."""
+        disk), the paths that could not be walked (`problems`: a source not there, a folder that cannot be
+        listed, a link loop, the file cap; `unreachable`: those of them that are a source's own path, by its id:
+    not there, or that cannot be read), and whether it was stopped before the end."""
 
     read: int = 0
     skipped: int = 0
@@ -84,6 +85,7 @@ class IndexRun:
     passages: int = 0
     embedded: int = 0
     problems: list[ScanProblem] = field(default_factory=list)
+    unreachable: dict[int, ScanProblem] = field(default_factory=dict)  # by source id: its own path not walked
     embedding_problem: str | None = None  # the embedding model failed: the passages serve BM25 meanwhile
     stopped: bool = False
     seconds: float = 0.0
@@ -181,6 +183,8 @@ class Indexer:
                     result.problems.append(item)
                     if item.unlisted:
                         kept.append(str(item.path))
+                        if item.path == Path(os.path.abspath(source.path)):
+                            result.unreachable[source.id] = item
                     continue
                 key = str(item.path)
                 if key not in found:

@@ -44,6 +44,7 @@ class ScanProblem:
     reason: str  # a sentence for the user
     unlisted: bool = True  # the path's files are unknown now (keep what the index has of them)
     capped: bool = False  # the project's file cap was reached here (said once per project: indexer.py)
+    missing: bool = False  # the path is not there at all (a drive unplugged, moved or deleted)
 
 
 def indexable(name: str) -> bool:
@@ -74,7 +75,8 @@ def scan(
         info = os.stat(root)
     except FileNotFoundError:
         yield ScanProblem(root, f"{root} is not there (a disconnected drive, or moved or deleted?); "
-                          "what was indexed from it is kept until it is back or removed from the project.")  # fmt: skip
+                          "what was indexed from it is kept until it is back or removed from the project.",
+                          missing=True)  # fmt: skip
         return
     except OSError as exc:
         yield ScanProblem(root, f"{root} cannot be read ({exc.strerror or exc}); what was indexed from it is kept.")

@@ -5,16 +5,19 @@
 system and on network and removable drives, and costs a `stat` per file.
 
 A source that is not there for a while (a drive unplugged) or a folder that cannot be listed keeps its
-last known files: its files are not reported deleted, and nothing is reported when it comes back as it
-was. One thread, started by `start()` and joined by `stop()`; an error in a poll or in `on_change` is
-logged and the watching goes on."""
+last known files: its files are not reported deleted, nor added again when it comes back as it was; a
+source's own path going (`away`) and coming back (`back`) is reported, so the indexer is run again and
+says which sources are not there (the Knowledge tab shows it). One thread, started by `start()` and
+joined by `stop()`; an error in a poll or in `on_change` is logged and the watching goes on."""
 
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from ember_chat.engine.attachments.kinds import DEFAULT_LIMITS, Limits
 from ember_chat.engine.projects.indexer import KnowledgeRoot
@@ -32,36 +35,46 @@ class Changes:
     added: tuple[str, ...]
     changed: tuple[str, ...]
     removed: tuple[str, ...]
+    away: tuple[str, ...] = ()  # sources' paths that could not be walked since the last poll (their files kept)
+    back: tuple[str, ...] = ()  # sources' paths walked again
 
     def __bool__(self) -> bool:
-        return bool(self.added or self.changed or self.removed)
+        return bool(self.added or self.changed or self.removed or self.away or self.back)
 
 
 def snapshot(
     sources: Sequence[KnowledgeRoot], limits: Limits = DEFAULT_LIMITS, last: Snapshot | None = None
-) -> Snapshot:
-    """Each file of the sources with its size and mtime_ns; what a source or folder that cannot be
-    walked now held in `last` is carried over."""
+) -> tuple[Snapshot, frozenset[str]]:
+    """Each file of the sources with its size and mtime_ns, and the sources' own paths that could not be
+    walked (not there, or that cannot be read); what a source or folder that cannot be walked now held in
+    `last` is carried over."""
     now: Snapshot = {}
     unlisted: list[str] = []
+    away: set[str] = set()
     for source in sources:
         for item in scan(source.path, limits):
             if isinstance(item, FoundFile):
                 now.setdefault(str(item.path), (item.size, item.mtime_ns))
             elif item.unlisted:
                 unlisted.append(str(item.path))
+                if item.path == Path(os.path.abspath(source.path)):
+                    away.add(str(item.path))
     if last and unlisted:
         for path, stamp in last.items():
             if path not in now and under(path, unlisted):
                 now[path] = stamp
-    return now
+    return now, frozenset(away)
 
 
-def compare(before: Snapshot, after: Snapshot) -> Changes:
+def compare(
+    before: Snapshot, after: Snapshot, away_before: frozenset[str] = frozenset(), away: frozenset[str] = frozenset()
+) -> Changes:
     return Changes(
         added=tuple(sorted(p for p in after if p not in before)),
         changed=tuple(sorted(p for p, stamp in after.items() if p in before and before[p] != stamp)),
         removed=tuple(sorted(p for p in before if p not in after)),
+        away=tuple(sorted(away - away_before)),
+        back=tuple(sorted(away_before - away)),
     )
 
 
@@ -83,6 +96,7 @@ class KnowledgeWatcher:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._last: Snapshot = {}
+        self._away: frozenset[str] = frozenset()  # the sources' paths not walked at the last poll
         self.ready = threading.Event()  # set once the first walk is taken: changes after it are reported
 
     def start(self) -> None:
@@ -104,21 +118,22 @@ class KnowledgeWatcher:
         return self._thread is not None and self._thread.is_alive()
 
     def _poll(self) -> None:
-        self._last = self._walk() or {}
+        self._last, self._away = self._walk() or ({}, frozenset())
         self.ready.set()
         while not self._stop.wait(self.interval_s):
-            now = self._walk()
-            if now is None:
+            walked = self._walk()
+            if walked is None:
                 continue
-            changes = compare(self._last, now)
-            self._last = now
+            now, away = walked
+            changes = compare(self._last, now, self._away, away)
+            self._last, self._away = now, away
             if changes:
                 try:
                     self._on_change(changes)
                 except Exception:  # (the app's handler: a bug there must not end the watching)
                     log.exception("The knowledge watcher's handler failed")
 
-    def _walk(self) -> Snapshot | None:
+    def _walk(self) -> tuple[Snapshot, frozenset[str]] | None:
         try:
             return snapshot(self._sources(), self._limits, self._last)
         except Exception:  # (the project's store closed under it, a source list that cannot be read)
