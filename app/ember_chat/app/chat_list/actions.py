@@ -13,11 +13,12 @@ composition (shell/compose.py)."""
 from __future__ import annotations
 
 from collections.abc import Iterable
+from functools import partial
 from operator import attrgetter
 
 from PySide6.QtCore import QDateTime, QObject, QPoint, Qt, Signal
 from PySide6.QtGui import QKeySequence
-from PySide6.QtWidgets import QDialog, QInputDialog, QMenu, QMessageBox, QWidget
+from PySide6.QtWidgets import QDialog, QMenu, QMessageBox, QWidget
 
 from ember_chat.app.chat_list.export import ChatExports
 from ember_chat.app.chat_list.menu import Projects, build_row_menu, fill_move_menu, folder_label, project_icons
@@ -26,6 +27,7 @@ from ember_chat.app.chat_list.shown_chat import ChatParams, ShownChat
 from ember_chat.app.chat_list.undo import UndoActions
 from ember_chat.app.chat_list.view import ConversationList, FolderRow
 from ember_chat.app.context import AppContext
+from ember_chat.app.qt.name_dialog import name_dialog
 from ember_chat.engine.attachments.store import AttachmentStore
 from ember_chat.engine.core.params import SamplingParams, chat_settings
 from ember_chat.engine.storage.conversations import ChatRow
@@ -438,12 +440,12 @@ class ChatActions(QObject):
         if title:
             self._rename(cid, title)
             return
-        dialog = QInputDialog(self._dialog_parent)
-        dialog.setWindowTitle(self.tr("Rename chat"))
-        dialog.setLabelText(self.tr("Title:"))
-        dialog.setTextValue(self.ctx.store.conversation(cid).title)
-        dialog.textValueSelected.connect(lambda text: self._rename(cid, text))
-        self._ask(dialog)
+        title = self.ctx.store.conversation(cid).title
+        self._ask(
+            name_dialog(
+                self._dialog_parent, self.tr("Rename chat"), self.tr("Title:"), title, partial(self._rename, cid)
+            )
+        )
 
     def _rename(self, cid: int, title: str) -> None:
         if title.strip():

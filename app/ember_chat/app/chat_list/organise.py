@@ -10,12 +10,13 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 from PySide6.QtCore import QCoreApplication, QObject, QTimer, Signal
-from PySide6.QtWidgets import QDialog, QInputDialog, QMessageBox, QWidget
+from PySide6.QtWidgets import QDialog, QMessageBox, QWidget
 
 from ember_chat.app.chat_list.shown_chat import ShownChat
 from ember_chat.app.chat_list.undo import UndoActions
 from ember_chat.app.chat_list.view import ConversationList
 from ember_chat.app.context import AppContext
+from ember_chat.app.qt.name_dialog import name_dialog
 from ember_chat.engine.errors import EmberError
 from ember_chat.engine.projects.records import ProjectStore
 from ember_chat.engine.storage.organise import Organiser, Undo
@@ -288,12 +289,7 @@ class ChatOrganise(QObject):
             self._reload(None)
 
     def _ask_name(self, title: str, value: str, done: Callable[[str], None]) -> None:
-        dialog = QInputDialog(self._dialog_parent)
-        dialog.setWindowTitle(title)
-        dialog.setLabelText(self.tr("Name:"))
-        dialog.setTextValue(value)
-        dialog.textValueSelected.connect(lambda text: done(text) if text.strip() else None)
-        self._ask(dialog)
+        self._ask(name_dialog(self._dialog_parent, title, self.tr("Name:"), value, done))
 
     # ----- messages
     def delete_message(self, message_id: int) -> None:

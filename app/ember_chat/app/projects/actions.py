@@ -18,13 +18,14 @@ import sqlite3
 from collections.abc import Callable, Sequence
 
 from PySide6.QtCore import QObject, Qt
-from PySide6.QtWidgets import QDialog, QInputDialog, QMessageBox, QWidget
+from PySide6.QtWidgets import QDialog, QMessageBox, QWidget
 
 from ember_chat.app.context import AppContext
 from ember_chat.app.projects.answering import ProjectAnswering
 from ember_chat.app.projects.dialog import ProjectSettingsDialog
 from ember_chat.app.projects.indexing import ProjectIndexing
 from ember_chat.app.projects.model_choice import ModelUses, installed_uses
+from ember_chat.app.qt.name_dialog import name_dialog
 from ember_chat.engine.core.states import ModelState
 from ember_chat.engine.errors import EmberError
 from ember_chat.engine.projects.records import Project, ProjectStore
@@ -106,11 +107,12 @@ class WindowProjects(QObject):
     def new_project(self, name: str | None = None, parent_id: int | None = None) -> Project | None:
         """A new folder made a project, named `name` or what the user types; its settings open."""
         if name is None:
-            dialog = QInputDialog(self.dialog_parent)
-            dialog.setWindowTitle(self.tr("New project"))
-            dialog.setLabelText(self.tr("Name of the project:"))
-            dialog.textValueSelected.connect(lambda text: self.new_project(text, parent_id) if text.strip() else None)
-            self._ask(dialog)
+            label = self.tr("Name of the project:")
+
+            def chosen(text: str) -> None:
+                self.new_project(text, parent_id)
+
+            self._ask(name_dialog(self.dialog_parent, self.tr("New project"), label, "", chosen))
             return None
         try:
             project = self.store.create(name, parent_id)
