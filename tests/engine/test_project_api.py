@@ -19,6 +19,8 @@ import openai
 import pytest
 
 from ember_chat.engine.core.params import LoadConfig
+from ember_chat.engine.openai.api_error import ApiError
+from ember_chat.engine.openai.responses_input import read_body as read_responses
 from ember_chat.engine.projects.embedder import model_identity
 from ember_chat.engine.projects.index import KnowledgeIndex, knowledge_path
 from ember_chat.engine.projects.indexer import Indexer
@@ -109,6 +111,20 @@ def test_an_unknown_project_is_a_400_naming_it(client: openai.OpenAI) -> None:
     with pytest.raises(openai.BadRequestError) as empty:
         _ask(client, " ")
     assert empty.value.param == "ember.project"
+    with pytest.raises(openai.BadRequestError) as long:  # (a name of 100 KB is not said back whole)
+        _ask(client, "A" * 100_000)
+    assert long.value.param == "ember.project" and "“" + "A" * 80 + "…”" in long.value.message
+    assert len(long.value.message) < 300
+
+
+def test_the_responses_api_refuses_ember_options_saying_where_they_go(client: openai.OpenAI) -> None:
+    with pytest.raises(openai.BadRequestError) as caught:
+        client.responses.create(model="tiny", input="Hello", max_output_tokens=4,
+                                extra_body={"ember": {"project": "Harbour"}})  # fmt: skip
+    assert caught.value.param == "ember" and "/v1/chat/completions" in caught.value.message
+    with pytest.raises(ApiError) as relaxed:  # (not let by as an unknown field the server ignores)
+        read_responses({"model": "tiny", "input": "Hello", "ember": {"project": "Harbour"}}, allow_unknown=True)
+    assert relaxed.value.param == "ember"
 
 
 def test_a_server_without_projects_refuses_one(tiny_model: Path) -> None:
@@ -245,6 +261,42 @@ def test_a_project_s_model_loading_does_not_hold_up_another_project(tmp_path: Pa
             slow.join()
         assert opened and "big.gguf" in opened[0].problems[0]
         opened[0].close()
+    finally:
+        served.close()
+        chats.close()
+
+
+def test_a_damaged_index_is_a_clear_error_without_its_path(tmp_path: Path, tiny_model: Path, docs: Path) -> None:
+    """A project's index file replaced by one that is not an index: a request in the project is answered
+    with a sentence naming the project (never the index's path, nor "see the log"), in each API's own
+    error shape."""
+    paths = AppPaths(tmp_path / "data", tmp_path / "config")
+    chats = ConversationStore(paths.database)
+    served = ServedProjects(paths, chats)
+    try:
+        projects = ProjectStore(chats)
+        made = projects.create("Wreck")
+        projects.add_source(made.folder_id, docs)
+        path = knowledge_path(paths, made.folder_id)
+        index = KnowledgeIndex(path)
+        try:
+            Indexer(index, list(projects.project(made.folder_id).sources)).run()
+        finally:
+            index.close()
+        with served_client(LoadConfig(tiny_model, n_ctx=4096, threads=1), "tiny", WAIT_S, projects=served) as c:
+            assert _ask(c, "Wreck").model_extra["ember"]["sources"]
+            path.unlink()
+            path.write_bytes(b"not an index" * 1000)  # (another file: the server opens it again)
+            with pytest.raises(openai.InternalServerError) as opened:
+                _ask(c, "Wreck")
+            code = {"code": "knowledge_unreadable"}
+            assert opened.value.code == code["code"]
+            said = "The knowledge index of the project “Wreck” cannot be opened: file is not a database."
+            assert opened.value.body == {"message": said, "type": "server_error", "param": None, **code}
+            with _messages(c) as m, pytest.raises(anthropic.InternalServerError) as messages:
+                wreck = {"ember": {"project": "Wreck"}}
+                m.messages.create(model="tiny", max_tokens=4, messages=QUESTION, extra_body=wreck)
+            assert said in str(messages.value) and str(tmp_path) not in str(messages.value)
     finally:
         served.close()
         chats.close()

@@ -71,6 +71,9 @@ class ResponsesBody:
 
 
 def read_body(body: Any, allow_unknown: bool = False, advice: str = CLI_UNKNOWN_FIELDS_ADVICE) -> ResponsesBody:
+    if isinstance(body, dict) and body.get("ember") is not None:  # (refused even where unknown fields are let by)
+        raise ApiError(400, "/v1/responses takes no ember options: answer in a project with /v1/chat/completions or "
+                       "/v1/messages and \"ember\": {\"project\": NAME}.", param="ember")  # fmt: skip
     # the envelope (ResponsesEnvelope): unknown fields and each known field's JSON type, named in a 400
     typed = read_typed(ResponsesEnvelope, body, allow_unknown, advice)
     chat: dict[str, Any] = {k: body[k] for k in ("model", "temperature", "top_p", "stream") if k in body}

@@ -22,6 +22,7 @@ from ember_chat.engine.projects.retrieval import Embed, Hit, Rerank, retrieve
 from ember_chat.engine.storage.paths import AppPaths
 
 CANDIDATES = 8  # passages retrieved for a turn; as many of them as fit the context go in, best first
+SHOWN_NAME = 80  # characters of a name asked for that an error repeats (a request's may be any length)
 
 
 def project_system(instructions: str, system: str) -> str:
@@ -36,7 +37,8 @@ def project_named(projects: ProjectStore, name: str) -> Project:
     found = [p for p in every if p.name == name] or [p for p in every if p.name.casefold() == name.casefold()]
     if not found:
         known = ", ".join(f"“{p.name}”" for p in every) or "none yet"
-        raise StoreError(f"There is no project named “{name}” (projects: {known}).")
+        shown = name if len(name) <= SHOWN_NAME else name[:SHOWN_NAME] + "…"
+        raise StoreError(f"There is no project named “{shown}” (projects: {known}).")
     if len(found) > 1:
         raise StoreError(f"Several projects are named “{name}”; rename one in the window first.")
     return found[0]

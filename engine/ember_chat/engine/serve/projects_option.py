@@ -12,6 +12,7 @@ never waits on a load."""
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from dataclasses import dataclass
@@ -26,6 +27,8 @@ from ember_chat.engine.projects.records import Project, ProjectStore
 from ember_chat.engine.projects.turn import ProjectKnowledge, project_named
 from ember_chat.engine.storage.conversations import ConversationStore
 from ember_chat.engine.storage.paths import AppPaths
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -69,7 +72,14 @@ class ServedProjects:
             gate = self._loading.setdefault(project.folder_id, threading.Lock())
             resolve = self._resolver()
         with gate:  # (this project's: its index opened and its models loaded outside self._lock)
-            kept = self._current(project)
+            try:
+                kept = self._current(project)
+            except StoreError as exc:  # (its file damaged: the log has its path, the answer the reason)
+                log.warning("%s", exc)
+                path = knowledge_path(self.paths, project.folder_id)
+                said = str(exc).replace(f"The project's knowledge index {path}",
+                                        f"The knowledge index of the project “{project.name}”")  # fmt: skip
+                raise ApiError(500, said, "server_error", code="knowledge_unreadable") from None
             if kept.rankers is None or not kept.rankers.serves(project):
                 rankers = load_rankers(project, resolve)
                 with self._lock:
