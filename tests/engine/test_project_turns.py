@@ -186,3 +186,27 @@ def test_an_answers_sources_are_kept_undone_with_it_and_swept_when_deleted_for_g
     assert not chats.organise.sweep_pending
     on_disk = b"".join(p.read_bytes() for p in paths.database.parent.glob(paths.database.name + "*"))
     assert b"Zanzibar-unique-passage-words" not in on_disk
+
+
+def test_an_index_damaged_while_open_is_a_sentence_naming_the_project(
+    paths: AppPaths, chats: ConversationStore
+) -> None:
+    project = _project(paths, chats, {f"note{i}.txt": f"Ferry {i} leaves at dawn. " * 200 for i in range(40)})
+    backend = FakeBackend(n_tokens=2)
+    svc = _service(backend, LoadConfig(Path("fake.gguf")))
+    knowledge = ProjectKnowledge.open(paths, project)
+    try:
+        file = knowledge_path(paths, project.folder_id)
+        with file.open("r+b") as f:  # (garbage over its pages, the index still open)
+            f.seek(0)
+            f.write(b"\x5a" * file.stat().st_size)
+        sink = _ask(svc, [ChatMessage("user", "When does the ferry leave?")], knowledge)
+    finally:
+        svc.close()
+        knowledge.close()
+    (said,) = sink.failure_messages  # (SQLite's reason: "database disk image is malformed" or the like)
+    assert (
+        said.startswith("The knowledge index of the project “Harbour” cannot be read: ")
+        and str(paths.data_dir) not in said
+    )
+    assert backend.requests == []  # (nothing answered without its knowledge)

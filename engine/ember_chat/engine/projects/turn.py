@@ -6,6 +6,8 @@ for the answer to cite."""
 
 from __future__ import annotations
 
+import logging
+import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -20,6 +22,8 @@ from ember_chat.engine.projects.index import KnowledgeIndex, knowledge_path
 from ember_chat.engine.projects.records import Project, ProjectStore
 from ember_chat.engine.projects.retrieval import Embed, Hit, Rerank, retrieve
 from ember_chat.engine.storage.paths import AppPaths
+
+log = logging.getLogger(__name__)
 
 CANDIDATES = 8  # passages retrieved for a turn; as many of them as fit the context go in, best first
 SHOWN_NAME = 80  # characters of a name asked for that an error repeats (a request's may be any length)
@@ -128,9 +132,16 @@ class ProjectKnowledge:
         return self.index.path
 
     def fit(self, question: str, budget: int, count: Callable[[str], int]) -> KnowledgeFit:
-        hits = retrieve(self.active.searched(), question, self.candidates, self.embed, self.rerank)
-        chosen = fitted(hits, budget, count)
-        ranked_by, problems = self._ranking()
+        """The passages for `question` within `budget` tokens. StoreError naming the project when its
+        index cannot be read (a file damaged or taken away while open), never SQLite's own exception."""
+        try:
+            hits = retrieve(self.active.searched(), question, self.candidates, self.embed, self.rerank)
+            chosen = fitted(hits, budget, count)
+            ranked_by, problems = self._ranking()
+        except sqlite3.DatabaseError as exc:
+            log.warning("the knowledge index of project %s cannot be read: %s", self.project.folder_id, exc)
+            name = self.project.name
+            raise StoreError(f"The knowledge index of the project “{name}” cannot be read: {exc}.") from None
         return KnowledgeFit(knowledge_block(chosen), tuple(sources(chosen)), len(hits), ranked_by, problems)
 
     def _ranking(self) -> tuple[tuple[str, ...], tuple[str, ...]]:
