@@ -14,13 +14,14 @@ import pytest
 
 from ember_chat.engine.core.messages import ChatMessage
 from ember_chat.engine.core.params import LoadConfig, SamplingParams
+from ember_chat.engine.errors import StoreError
 from ember_chat.engine.inference.service.engine import EngineService, GenerationRequest
 from ember_chat.engine.projects.answers import AnswerKnowledge
 from ember_chat.engine.projects.citations import CITE_INSTRUCTION, ProjectSource, knowledge_block
 from ember_chat.engine.projects.index import KnowledgeIndex, knowledge_path
 from ember_chat.engine.projects.indexer import Indexer
 from ember_chat.engine.projects.records import Project, ProjectStore
-from ember_chat.engine.projects.turn import ProjectKnowledge, project_system
+from ember_chat.engine.projects.turn import ProjectKnowledge, project_named, project_system
 from ember_chat.engine.storage.conversations import ConversationStore
 from ember_chat.engine.storage.paths import AppPaths
 from tests.helpers.fake_backend import FakeBackend
@@ -210,3 +211,15 @@ def test_an_index_damaged_while_open_is_a_sentence_naming_the_project(
         and str(paths.data_dir) not in said
     )
     assert backend.requests == []  # (nothing answered without its knowledge)
+
+
+def test_an_unknown_name_lists_twenty_projects_and_counts_the_rest(chats: ConversationStore) -> None:
+    projects = ProjectStore(chats)
+    for i in range(23):
+        projects.create(f"Project {i:02}")
+    with pytest.raises(StoreError) as said:
+        project_named(projects, "x" * 500)
+    text = str(said.value)
+    assert text.startswith(f"There is no project named “{'x' * 80}…” (projects: “Project 00”, ")
+    assert text.endswith("“Project 19” and 3 more).") and "Project 20" not in text
+    assert project_named(projects, "project 07").name == "Project 07"  # (case aside)

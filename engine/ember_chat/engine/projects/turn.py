@@ -27,6 +27,7 @@ log = logging.getLogger(__name__)
 
 CANDIDATES = 8  # passages retrieved for a turn; as many of them as fit the context go in, best first
 SHOWN_NAME = 80  # characters of a name asked for that an error repeats (a request's may be any length)
+SHOWN_PROJECTS = 20  # projects an unknown name's error lists (the rest counted)
 
 
 def project_system(instructions: str, system: str) -> str:
@@ -40,7 +41,9 @@ def project_named(projects: ProjectStore, name: str) -> Project:
     every = projects.projects()
     found = [p for p in every if p.name == name] or [p for p in every if p.name.casefold() == name.casefold()]
     if not found:
-        known = ", ".join(f"“{p.name}”" for p in every) or "none yet"
+        known = ", ".join(f"“{p.name}”" for p in every[:SHOWN_PROJECTS]) or "none yet"
+        if len(every) > SHOWN_PROJECTS:
+            known += f" and {len(every) - SHOWN_PROJECTS} more"
         shown = name if len(name) <= SHOWN_NAME else name[:SHOWN_NAME] + "…"
         raise StoreError(f"There is no project named “{shown}” (projects: {known}).")
     if len(found) > 1:
