@@ -91,7 +91,7 @@ def test_a_new_project_shows_its_icon_and_its_settings_are_saved(
     dialog.buttons.button(dialog.buttons.StandardButton.Save).click()
     assert dialog.isVisible() and dialog.problem.isVisible() and dialog.problem.text()
     assert dialog.instructions.toPlainText() == "kept"
-    dialog.reject()
+    dialog.discard()
 
 
 def test_an_emoji_of_many_characters_is_kept_whole_and_a_long_icon_is_said(
@@ -172,12 +172,15 @@ def test_one_settings_dialog_is_kept_track_of_and_closes_when_its_project_goes(
     w.projects.open_settings(b.folder_id)
     assert w.projects.settings_dialog is second  # raised, not a second one
 
-    # changes typed and not saved are not dropped unasked: the dialog stays, raised, and the banner says why
+    # changes typed and not saved are not dropped unasked: asked as Esc or Cancel are (test_project_settings_leave)
     second.instructions.setPlainText("Typed, not saved yet.")
     w.projects.open_settings(a.folder_id)
     assert w.projects.settings_dialog is second and second.isVisible()
+    box = second.leaving
+    assert box is not None and box.isVisible() and "Beta" in box.text() and "not saved" in box.text()
+    next(b for b in box.buttons() if b.text() == "Keep editing").click()
+    assert w.projects.settings_dialog is second and second.isVisible()
     assert second.instructions.toPlainText() == "Typed, not saved yet."
-    assert "Beta" in w.banner.text() and "not saved" in w.banner.text()
     second.instructions.setPlainText("")
     assert not second.edited()
 

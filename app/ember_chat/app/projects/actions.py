@@ -187,7 +187,7 @@ class WindowProjects(QObject):
     def _close_settings_of_gone(self) -> None:
         dialog = self.settings_dialog
         if dialog is not None and not self.store.is_project(dialog.folder_id):
-            dialog.reject()
+            dialog.discard()
 
     def open_settings(self, folder_id: int) -> None:
         """Project settings… (kept open beside the window: an index may take a while)."""
@@ -198,17 +198,11 @@ class WindowProjects(QObject):
             return
         shown = self.settings_dialog
         if shown is not None:
-            if shown.folder_id == folder_id or shown.edited():  # (typed changes are never dropped unasked)
-                shown.raise_()
-                shown.activateWindow()
-                if shown.folder_id != folder_id:
-                    self.ctx.notifier.show_notice(
-                        self.tr("The settings of “{name}” have changes not saved: save or cancel them first.").format(
-                            name=shown.opened.name
-                        )
-                    )
-                return
-            shown.close()
+            shown.raise_()
+            shown.activateWindow()
+            if shown.folder_id != folder_id:  # (typed changes are never dropped unasked: as Esc or Cancel)
+                shown.leave(then=lambda: self.open_settings(folder_id))
+            return
         tools = self._tool_sources()
         dialog = ProjectSettingsDialog(
             self.store,
@@ -226,6 +220,7 @@ class WindowProjects(QObject):
             if self.settings_dialog is dialog:
                 self.settings_dialog = None
 
+        dialog.finished.connect(gone)  # (closed: another may open at once, before this one is deleted)
         dialog.destroyed.connect(gone)
         self.settings_dialog = dialog
         dialog.show()
@@ -303,8 +298,8 @@ class WindowProjects(QObject):
             self.ctx.notifier.show_error(str(exc))
 
     def close(self) -> None:
-        if self.settings_dialog is not None:
-            self.settings_dialog.close()
+        if self.settings_dialog is not None:  # (the window closes: nothing can be kept open to ask)
+            self.settings_dialog.discard()
         self.indexing.close()
         self.answering.close()  # (the kept models closed on a thread of their own)
 

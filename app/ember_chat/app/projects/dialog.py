@@ -1,12 +1,13 @@
 """Project settings… (a project folder's menu in the chat list): its name and icon, its instructions
 (added before each chat's own system prompt), the defaults a new chat in it starts with (model, preset,
 context length, tools) and its knowledge (knowledge_panel.py). Save writes the first three tabs through
-the ProjectStore (Cancel drops what they hold unsaved); the Knowledge tab's changes take effect at once,
-as its note says."""
+the ProjectStore; the Knowledge tab's changes take effect at once, as its note says. Leaving with changes
+not saved on the first two — Esc, Cancel, the window closed, another project's settings opened — asks
+first (Discard / Keep editing): `leave`, the one way out but Save and `discard`."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
@@ -18,6 +19,7 @@ from PySide6.QtWidgets import (
     QLineEdit,
     QListWidget,
     QListWidgetItem,
+    QMessageBox,
     QPlainTextEdit,
     QSpinBox,
     QTabWidget,
@@ -54,6 +56,7 @@ class ProjectSettingsDialog(QDialog):
         self.projects = projects
         self.folder_id = project.folder_id
         self.opened = project  # as it was when opened: what `edited` compares with
+        self.leaving: QMessageBox | None = None  # Discard / Keep editing, while asked
         self.setWindowTitle(self.tr("Project settings — {name}").format(name=elided(project.name, self)))
         self.tabs = QTabWidget()
         self.tabs.addTab(self._general(project), self.tr("General"))
@@ -173,6 +176,52 @@ class ProjectSettingsDialog(QDialog):
             self.context.value() or None,
             sorted(self.chosen_tools()),
         ) != (p.preset, p.context_length, sorted(p.tools))
+
+    def leave(self, then: Callable[[], None] | None = None) -> None:
+        """Close, then `then` (another project's settings opened); with changes not saved, asked first:
+        Discard closes (then `then`), Keep editing leaves the dialog as it is."""
+        if not self.edited():
+            self.discard()
+            if then is not None:
+                then()
+            return
+        if self.leaving is not None:
+            self.leaving.raise_()
+            return
+        box = QMessageBox(
+            QMessageBox.Icon.Question,
+            self.tr("Changes not saved"),
+            self.tr("The settings of “{name}” have changes not saved. Discard them?").format(
+                name=elided(self.opened.name, self)
+            ),
+            QMessageBox.StandardButton.NoButton,
+            self,
+        )
+        discard = box.addButton(self.tr("Discard"), QMessageBox.ButtonRole.DestructiveRole)
+        keep = box.addButton(self.tr("Keep editing"), QMessageBox.ButtonRole.RejectRole)
+        box.setDefaultButton(keep)
+        box.setEscapeButton(keep)
+
+        def discarded() -> None:
+            self.discard()
+            if then is not None:
+                then()
+
+        discard.clicked.connect(discarded)
+        box.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        box.destroyed.connect(lambda: setattr(self, "leaving", None))
+        self.leaving = box
+        self.raise_()
+        self.activateWindow()
+        box.open()
+
+    def reject(self) -> None:
+        """Esc, Cancel, the window's close button: `leave` (asked first when there are changes not saved)."""
+        self.leave()
+
+    def discard(self) -> None:
+        """Close without asking: its project is gone, or the user said Discard, or the window closes."""
+        super().reject()
 
     def save(self) -> None:
         """Write the name, icon, instructions and defaults; a problem is said here and nothing is lost."""
