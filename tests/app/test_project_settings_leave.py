@@ -62,7 +62,10 @@ def test_leaving_project_settings_with_changes_not_saved_asks_first(
     _click(_asked(dialog), "Keep editing")
     qtbot.waitUntil(lambda: dialog.leaving is None, timeout=WAIT_MS)
 
-    # another project's settings asked for: the same question; Discard opens them, nothing saved
+    # another project's settings asked for: the same question; Discard opens them, nothing saved — also
+    # when they are asked for while the question of a Cancel is up
+    cancel.click()
+    _asked(dialog)
     w.projects.open_settings(other.folder_id)
     _click(_asked(dialog), "Discard")
     qtbot.waitUntil(lambda: not shiboken6.isValid(dialog), timeout=WAIT_MS)

@@ -57,6 +57,7 @@ class ProjectSettingsDialog(QDialog):
         self.folder_id = project.folder_id
         self.opened = project  # as it was when opened: what `edited` compares with
         self.leaving: QMessageBox | None = None  # Discard / Keep editing, while asked
+        self.then_leave: Callable[[], None] | None = None  # what a Discard is followed by (another project opened)
         self.setWindowTitle(self.tr("Project settings — {name}").format(name=elided(project.name, self)))
         self.tabs = QTabWidget()
         self.tabs.addTab(self._general(project), self.tr("General"))
@@ -185,9 +186,11 @@ class ProjectSettingsDialog(QDialog):
             if then is not None:
                 then()
             return
-        if self.leaving is not None:
+        if self.leaving is not None:  # (asked already: what follows a Discard is the latest wish)
+            self.then_leave = then if then is not None else self.then_leave
             self.leaving.raise_()
             return
+        self.then_leave = then
         box = QMessageBox(
             QMessageBox.Icon.Question,
             self.tr("Changes not saved"),
@@ -204,8 +207,8 @@ class ProjectSettingsDialog(QDialog):
 
         def discarded() -> None:
             self.discard()
-            if then is not None:
-                then()
+            if self.then_leave is not None:
+                self.then_leave()
 
         discard.clicked.connect(discarded)
         box.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
