@@ -464,6 +464,9 @@ def test_deleting_a_project_asks_first_and_undo_brings_it_back(
     w.chats.organise.move(chats, project.folder_id)
     indexing = w.projects.indexing
     indexing.watch(project.folder_id)
+    with qtbot.waitSignal(indexing.finished, timeout=WAIT_MS):
+        indexing.run(project.folder_id)
+    assert project.folder_id in indexing.results
     w.chats.organise.delete_folder(project.folder_id)
     box = w.chats.chat_question
     assert isinstance(box, QMessageBox)
@@ -478,6 +481,8 @@ def test_deleting_a_project_asks_first_and_undo_brings_it_back(
     assert {c.id for c in w.store.organise.trashed()} == set(chats)
     assert tmp_path.exists()
     assert not indexing.watching(project.folder_id)  # a project gone is not watched (nor indexed) any more
+    said = (indexing.last, indexing.problems, indexing.results, indexing.unreachable)
+    assert not any(project.folder_id in d for d in said)  # what its last run said is forgotten
     w.undo.undo_last()
     assert indexing.watching(project.folder_id)  # back: watched, and brought up to date
     back = store.project(project.folder_id)

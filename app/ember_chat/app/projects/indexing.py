@@ -75,6 +75,7 @@ class ProjectIndexing(QObject):
         self.problems: dict[int, list[str]] = {}  # the last run's problems, by project
         self.results: dict[int, IndexRun] = {}  # the last run's outcome, by project
         self.unreachable: dict[int, dict[int, ScanProblem]] = {}  # by project, its sources not walked: by source id
+        self._gone: set[int] = set()  # projects deleted: what their last run said is forgotten, not kept
         self._threads: list[threading.Thread] = []
         self._watchers: dict[int, KnowledgeWatcher] = {}
         self._seen: GuiMailbox[int] = GuiMailbox()  # folder ids whose files changed (watcher threads post)
@@ -156,6 +157,10 @@ class ProjectIndexing(QObject):
         self.last[folder_id] = progress
         self.progress.emit(folder_id, progress)
 
+    def _forget(self, folder_id: int) -> None:
+        for said in (self.last, self.problems, self.results, self.unreachable):
+            said.pop(folder_id, None)
+
     def _ended(self, folder_id: int, result: IndexRun | None, reason: str = "") -> None:
         self._stops.pop(folder_id, None)
         if result is None:
@@ -170,6 +175,8 @@ class ProjectIndexing(QObject):
             else:
                 self.unreachable[folder_id] = dict(result.unreachable)
             self.finished.emit(folder_id, result)
+        if folder_id in self._gone:  # (a run stopped as its project was deleted: nothing to show it in)
+            self._forget(folder_id)
         self.run_changed.emit(folder_id)
         if folder_id in self._again:
             self._again.discard(folder_id)
@@ -232,6 +239,10 @@ class ProjectIndexing(QObject):
             stop = self._stops.get(gone)
             if stop is not None:  # (its run would write on into the index of a project that is gone)
                 stop.set()
+        for gone in {*self.last, *self.problems, *self.results, *self.unreachable, *self._stops} - set(projects):
+            self._gone.add(gone)
+            self._forget(gone)
+        self._gone -= set(projects)  # (an undo brought it back)
         for folder_id, project in projects.items():
             if folder_id not in self._watchers and any(not s.paused for s in project.sources):
                 self.watch(folder_id)
