@@ -439,3 +439,17 @@ def test_a_source_that_is_not_there_or_not_a_folder_and_a_folder_gone_mid_walk(t
     assert str(tmp_path / "note.txt") in _found(items)
     [problem] = _problems(items)
     assert problem.path == tmp_path / "sub" and "no longer there" in problem.reason and problem.unlisted
+    assert not problem.missing  # (a folder inside the source: the source itself is there)
+    assert gone.missing
+
+    # the source's own folder gone between its stat and its listing (a drive unplugged just then): missing too
+    drive = tmp_path / "drive"
+    drive.mkdir()
+
+    def unplug_once() -> bool:  # (called before the first folder, the source's own, is listed)
+        if drive.exists():
+            drive.rmdir()
+        return False
+
+    [unplugged] = list(scan(drive, stopped=unplug_once))
+    assert isinstance(unplugged, ScanProblem) and unplugged.path == drive and unplugged.missing

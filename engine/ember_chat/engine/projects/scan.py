@@ -105,8 +105,9 @@ def _walk(
         try:
             with os.scandir(folder) as listing:
                 entries = sorted(listing, key=lambda e: e.name)
-        except FileNotFoundError:
-            yield ScanProblem(folder, f"{folder} is no longer there (moved or deleted while it was read).")
+        except FileNotFoundError:  # (the source's own folder too, gone since its stat: a drive just unplugged)
+            yield ScanProblem(folder, f"{folder} is no longer there (moved or deleted while it was read).",
+                              missing=folder == root)  # fmt: skip
             continue
         except OSError as exc:
             yield ScanProblem(
