@@ -4,6 +4,8 @@ never across a heading."""
 
 from __future__ import annotations
 
+import time
+
 from ember_chat.engine.projects.headings import MIN_SECTION, headings, passage_headings, section_chunks
 
 MARKDOWN = """# Harbour handbook
@@ -80,3 +82,14 @@ def test_an_info_node_line_joins_the_title_after_it_and_pages_follow_the_offsets
     paged = "First page text.\n" * 20 + "Second page\n" + "More text.\n" * 20
     chunks, _ = section_chunks(paged, pages=[0, paged.index("Second page")], size=200)
     assert chunks[0].page == 1 and chunks[-1].page == 2
+
+
+def test_a_long_line_is_looked_through_in_linear_time() -> None:
+    """The headings are found in Ember's own process, on the indexing thread: a minified JSON file's
+    one long line (130,000 characters took 53 s) or a title line of closing #s must not hold it."""
+    for line in ('{"a": 1, ' * 150_000 + "}", "# x" + " #" * 500_000 + "y", "x" + " " * 1_000_000 + "y"):
+        started = time.monotonic()
+        found = headings(f"{line}\n=====\n\nbody\n")
+        assert time.monotonic() - started < 1.0
+        assert found == []  # (over MAX_HEADING: a paragraph, not a title)
+    assert headings("# Tides ##\n\n# ###\n#   \n# \n") == [(0, "Tides"), (12, "#"), (18, "")]

@@ -20,8 +20,11 @@ from ember_chat.engine.attachments.kinds import page_at
 MAX_HEADING = 160  # characters: a longer line is a paragraph, not a title
 MIN_SECTION = 200  # characters: a shorter section (a node line before its title) joins the next one
 LEADING_LINES = 4  # a heading starting in a passage's first lines is its own (Info: node line, blank, title)
-_ATX = re.compile(r"^ {0,3}#{1,6}[ \t]+(.+?)[ \t#]*$", re.MULTILINE)
-_UNDERLINED = re.compile(r"^([^\n]*\S[^\n]*)\n([=\-*.~^])\2{2,}[ \t]*$", re.MULTILINE)
+# (each pattern linear in a line's length: a title's closing #s are stripped after the match, and a title
+# line is found by a lookahead, where `(.+?)[ \t#]*$` and `[^\n]*\S[^\n]*` took time quadratic in it:
+# 53 s for one 130,000-character line, a minified JSON file's)
+_ATX = re.compile(r"^ {0,3}#{1,6}[ \t]+([^\n]+)$", re.MULTILINE)
+_UNDERLINED = re.compile(r"^(?=[^\n]*\S)([^\n]*)\n([=\-*.~^])\2{2,}[ \t]*$", re.MULTILINE)
 _INFO_NODE = re.compile(r"^File: [^,\n]+,[ \t]+Node: ([^,\n]+)", re.MULTILINE)
 _FENCE = re.compile(r"^ {0,3}(```|~~~)", re.MULTILINE)
 
@@ -32,7 +35,8 @@ def headings(text: str) -> list[tuple[int, str]]:
     found: dict[int, str] = {}
     for match in _ATX.finditer(text):
         if not _inside(match.start(), fenced):
-            found[match.start()] = match.group(1)
+            line = match.group(1)
+            found[match.start()] = line.rstrip(" \t#") or line[:1]  # (a title of #s keeps one)
     for match in _UNDERLINED.finditer(text):
         title, rule = match.group(1).strip(), match.group(0).split("\n", 1)[1].strip()
         if not _inside(match.start(), fenced) and abs(len(rule) - len(title)) <= 2 and not _is_rule(title):
