@@ -2,7 +2,9 @@
 a real server on 127.0.0.1, a project's knowledge indexed from real files in tmp_path):
 `"ember": {"project": NAME}` answers with the project's instructions and knowledge, and the answer's
 `ember` extension carries the sources (in the body; streaming, in the final chunk). The same through
-/v1/messages with the official `anthropic` client (the Message's `ember`; streaming, message_delta's).
+/v1/messages with the official `anthropic` client (the Message's `ember`; streaming, message_delta's)
+and /v1/responses (the Response's; streaming, response.completed's). Each source says whether the
+answer used it (`cited`, `quoted`: a scripted model's answers, each route and choice).
 An unknown project is a 400 naming it, as is a project asked of a server that answers in none."""
 
 from __future__ import annotations
@@ -18,7 +20,10 @@ import anthropic
 import openai
 import pytest
 
-from ember_chat.engine.core.params import LoadConfig
+from ember_chat.engine.core.messages import ChatMessage
+from ember_chat.engine.core.params import LoadConfig, SamplingParams
+from ember_chat.engine.core.tools import ToolRequest
+from ember_chat.engine.inference.events import Event
 from ember_chat.engine.openai.api_error import ApiError
 from ember_chat.engine.openai.responses_input import read_body as read_responses
 from ember_chat.engine.projects.embedder import model_identity
@@ -30,6 +35,7 @@ from ember_chat.engine.serve.projects_option import ServedProjects
 from ember_chat.engine.storage.conversations import ConversationStore
 from ember_chat.engine.storage.paths import AppPaths
 from tests.helpers.api_client import served_client
+from tests.helpers.fake_backend import FakeBackend
 
 WAIT_S = 30.0
 FACT = "The lighthouse keeper's parrot is named Captain Marmalade."
@@ -117,14 +123,58 @@ def test_an_unknown_project_is_a_400_naming_it(client: openai.OpenAI) -> None:
     assert len(long.value.message) < 300
 
 
-def test_the_responses_api_refuses_ember_options_saying_where_they_go(client: openai.OpenAI) -> None:
+def _respond(client: openai.OpenAI, text: str, project: str | None, **more: Any) -> Any:
+    extra = {"ember": {"project": project}} if project is not None else None
+    return client.responses.create(model="tiny", input=text, max_output_tokens=4, temperature=0, extra_body=extra,
+                                   **more)  # fmt: skip
+
+
+FINISHED = ("response.completed", "response.incomplete")  # (the last event: an answer cut at max_output_tokens)
+
+
+def test_a_response_in_a_project_carries_its_sources(client: openai.OpenAI, docs: Path) -> None:
+    """/v1/responses answers in a project as the chat route does: the instructions and passages in the
+    prompt, `ember` on the Response (streamed: on response.completed's, or .incomplete's); each turn of a
+    previous_response_id chain retrieves for its own input."""
+    asked = QUESTION[0]["content"]
+    plain, response = _respond(client, asked, None), _respond(client, asked, "Harbour")
+    assert "sources" not in (plain.model_extra or {}).get("ember", {})
+    ember = response.model_extra["ember"]
+    assert ember["project"] == "Harbour" and ember["knowledge"]["used"] == len(ember["sources"]) >= 1
+    first = ember["sources"][0]
+    assert first["file"] == str(docs / "keeper.md") and FACT in first["passage"]
+    assert isinstance(first["cited"], bool) and isinstance(first["quoted"], bool)
+    assert response.usage is not None and plain.usage is not None
+    assert response.usage.input_tokens > plain.usage.input_tokens + 20  # (instructions and passages)
+    events = list(_respond(client, asked, "harbour", stream=True))
+    (completed,) = [e for e in events if e.type in FINISHED]
+    assert completed.response.model_extra["ember"]["sources"][0]["file"] == str(docs / "keeper.md")
+    assert all("sources" not in str(e.model_extra or {}) for e in events if e is not completed)
+    ferry = "When does the ferry to island 13 leave?"
+    chained = _respond(client, ferry, "Harbour", previous_response_id=response.id)
+    assert chained.model_extra["ember"]["sources"][0]["file"] == str(docs / "note13.txt")
+    assert chained.usage is not None and chained.usage.input_tokens > response.usage.input_tokens  # (the turn before)
+    events = list(_respond(client, asked, "Harbour", previous_response_id=chained.id, stream=True))
+    (completed,) = [e for e in events if e.type in FINISHED]
+    assert completed.response.model_extra["ember"]["sources"][0]["file"] == str(docs / "keeper.md")
+
+
+def test_the_responses_api_refuses_an_unknown_project_in_its_shape(client: openai.OpenAI) -> None:
     with pytest.raises(openai.BadRequestError) as caught:
-        client.responses.create(model="tiny", input="Hello", max_output_tokens=4,
-                                extra_body={"ember": {"project": "Harbour"}})  # fmt: skip
-    assert caught.value.param == "ember" and "/v1/chat/completions" in caught.value.message
-    with pytest.raises(ApiError) as relaxed:  # (not let by as an unknown field the server ignores)
-        read_responses({"model": "tiny", "input": "Hello", "ember": {"project": "Harbour"}}, allow_unknown=True)
-    assert relaxed.value.param == "ember"
+        _respond(client, "Hello", "Nowhere")
+    assert caught.value.param == "ember.project" and caught.value.body is not None
+    assert "There is no project named “Nowhere” (projects: “Harbour”)." in caught.value.message
+    with pytest.raises(openai.BadRequestError) as streamed:  # (before the stream opens: the 400 is the answer)
+        list(_respond(client, "Hello", "Nowhere", stream=True))
+    assert streamed.value.param == "ember.project"
+    read = read_responses({"model": "tiny", "input": "Hi", "truncation": "auto", "ember": {"project": "Harbour"}})
+    assert read.chat["ember"] == {"project": "Harbour", "trim_history": True}
+    with pytest.raises(ApiError) as trim:  # (the Responses API's own field says it)
+        read_responses({"model": "tiny", "input": "Hi", "ember": {"trim_history": True}})
+    assert trim.value.param == "ember" and "truncation" in trim.value.message
+    with pytest.raises(openai.BadRequestError) as odd:
+        client.responses.create(model="tiny", input="Hi", extra_body={"ember": "Harbour"})
+    assert odd.value.param == "ember"
 
 
 def test_a_server_without_projects_refuses_one(tiny_model: Path) -> None:
@@ -297,6 +347,81 @@ def test_a_damaged_index_is_a_clear_error_without_its_path(tmp_path: Path, tiny_
                 wreck = {"ember": {"project": "Wreck"}}
                 m.messages.create(model="tiny", max_tokens=4, messages=QUESTION, extra_body=wreck)
             assert said in str(messages.value) and str(tmp_path) not in str(messages.value)
+            with pytest.raises(openai.InternalServerError) as responses:
+                _respond(c, "Hello", "Wreck")
+            assert responses.value.body == {"message": said, "type": "server_error", "param": None, **code}
     finally:
         served.close()
         chats.close()
+
+
+# A scripted model's answers: the thinking cites [1] and its answer neither cites nor quotes; the second quotes
+# the passage's words ("Captain Marmalade") without a marker; the third cites it with [1] in other words.
+THINKS = ["<think>", "Passage [1] says so.", "</think>", "I cannot say."]
+QUOTES = ["The parrot is named ", "Captain Marmalade."]
+CITES = ["It has a grand name [1]."]
+
+
+class Scripted(FakeBackend):
+    """Answers each run with the next of `answers` (a script each)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.answers: list[list[str]] = []
+
+    def answer(self, messages: list[ChatMessage], params: SamplingParams, tools: ToolRequest | None) -> Iterator[Event]:
+        self.script = self.answers.pop(0)
+        self.n_tokens = len(self.script)
+        return self._run(params)
+
+
+def _marks(ember: dict[str, Any], docs: Path) -> tuple[bool, bool]:
+    """(cited, quoted) of the keeper's passage; no other source is used by these answers."""
+    keeper = [s for s in ember["sources"] if s["file"] == str(docs / "keeper.md")]
+    assert len(keeper) == 1 and not any(s["cited"] or s["quoted"] for s in ember["sources"] if s not in keeper)
+    return keeper[0]["cited"], keeper[0]["quoted"]
+
+
+def test_each_source_says_whether_the_answer_cited_or_quoted_it(paths: AppPaths, docs: Path) -> None:
+    """In every route's `ember.sources`: `cited` (the answer has its [n]; its thinking's does not count) and
+    `quoted` (the answer has its words). Streamed, on the final chunk, from the whole text; with n choices,
+    each streamed choice's final chunk says its own, and a whole response's `ember.sources` the first
+    choice's, with each choice's numbers in `ember.choices[i]`."""
+    backend = Scripted()
+    served = ServedProjects(paths)
+    harbour = {"ember": {"project": "Harbour"}}
+    try:
+        with served_client(LoadConfig(Path("scripted.gguf")), "scripted", WAIT_S, projects=served,
+                           backend=backend) as c:  # fmt: skip
+            chat: dict[str, Any] = {"model": "scripted", "messages": QUESTION, "extra_body": harbour}
+            backend.answers = [THINKS, QUOTES, CITES]
+            for script in (THINKS, QUOTES, CITES):
+                ember = c.chat.completions.create(**chat).model_extra["ember"]
+                assert _marks(ember, docs) == (script is CITES, script is QUOTES)
+            backend.answers = [QUOTES, CITES]
+            both = c.chat.completions.create(**chat, n=2).model_extra["ember"]
+            assert _marks(both, docs) == (False, True)  # (the first choice's)
+            assert [(e["cited"], e["quoted"]) for e in both["choices"]] == [([], [1]), ([1], [])]
+            backend.answers = [CITES, THINKS]
+            chunks = list(c.chat.completions.create(**chat, n=2, stream=True))
+            finals = {ch.choices[0].index: ch.model_extra["ember"] for ch in chunks if ch.choices[0].finish_reason}
+            assert _marks(finals[0], docs) == (True, False) and _marks(finals[1], docs) == (False, False)
+            backend.answers = [QUOTES, THINKS]
+            respond: dict[str, Any] = {"model": "scripted", "input": QUESTION[0]["content"], "extra_body": harbour}
+            assert _marks(c.responses.create(**respond).model_extra["ember"], docs) == (False, True)
+            events = list(c.responses.create(**respond, stream=True))
+            assert _marks(events[-1].response.model_extra["ember"], docs) == (False, False)
+            backend.answers = [CITES, QUOTES]
+            with _messages(c) as m:
+                ask: dict[str, Any] = {
+                    "model": "scripted",
+                    "max_tokens": 64,
+                    "messages": QUESTION,
+                    "extra_body": harbour,
+                }
+                assert _marks(m.messages.create(**ask).model_extra["ember"], docs) == (True, False)
+                with m.messages.stream(**ask) as stream:
+                    (delta,) = [e for e in stream if e.type == "message_delta"]
+                assert _marks(delta.model_extra["ember"], docs) == (False, True)
+    finally:
+        served.close()

@@ -11,6 +11,7 @@ import openai
 from ember_chat.engine.attachments import DEFAULT_LIMITS, Limits
 from ember_chat.engine.cli.common import load_blocking
 from ember_chat.engine.core.params import LoadConfig
+from ember_chat.engine.inference.backend import InferenceBackend
 from ember_chat.engine.inference.service.engine import EngineService
 from ember_chat.engine.serve.config import ServerConfig
 from ember_chat.engine.serve.file_reading import TURN_WAIT_S
@@ -26,12 +27,14 @@ def served_client(
     limits: Limits = DEFAULT_LIMITS,
     file_turn_wait_s: float = TURN_WAIT_S,
     projects: ServedProjects | None = None,
+    backend: InferenceBackend | None = None,
 ) -> Iterator[openai.OpenAI]:
     """Load `config` as `name`, serve it on 127.0.0.1 (a free port) and yield a client for it; the
     server and the engine are stopped afterwards. `limits`: the server's for a request's files;
     `file_turn_wait_s`: how long a file waits for a free reader before a 503; `projects`: those a
-    request's `ember.project` may name."""
-    service = EngineService()
+    request's `ember.project` may name; `backend`: the engine's backend (a scripted model) instead of
+    the runtime's."""
+    service = EngineService() if backend is None else EngineService(backend_factory=lambda ref: backend)
     server = None
     try:
         load_blocking(service, config, name)

@@ -152,15 +152,16 @@ class MessagesBuilder(ResponseBuilder):
         index: int = 0,
         logprobs: list[TokenLogprob] | None = None,
         calls: ChoiceCalls | None = None,
+        answer: str = "",
     ) -> dict[str, Any]:
         reason = calls.finish_reason(reason) if calls is not None else reason
-        thinking, answer = self._split.flush()
-        events = self._say("thinking", thinking) + self._say("text", answer)
+        thinking, said = self._split.flush()
+        events = self._say("thinking", thinking) + self._say("text", said)
         if self._blocks == 0 or self._open == "thinking":  # no answer: an empty text block, as the Message has
             events += self._start(_block_start("text"))
         events += self._close()
         stop, sequence = self._stop(reason)
-        ember = self._ember(metrics)
+        ember = self._ember(metrics, answer)  # (`answer`: the whole text, which its project's sources are marked by)
         if calls is not None and calls.invalid:
             ember = {**(ember or {}), "invalid_tool_calls": calls.notes(0)}
         delta = RawMessageDeltaEvent(type="message_delta", delta=Delta(stop_reason=stop, stop_sequence=sequence),
@@ -182,7 +183,7 @@ class MessagesBuilder(ResponseBuilder):
             content.append(TextBlock(type="text", text=split.answer))
         content += [_tool_use(c.id, c.name, dict(c.arguments)) for c in calls.valid]
         message = self._message(content, reason, metrics)
-        message.ember = self._ember(metrics)
+        message.ember = self._ember(metrics, text)
         if calls.invalid:
             message.ember = {**(message.ember or {}), "invalid_tool_calls": calls.notes(0)}
         return message.dump()

@@ -6,15 +6,13 @@ import sys
 from typing import Any
 
 from ember_chat.engine.cli.common import resolve_model
-from ember_chat.engine.core.reasoning import split_thinking
 from ember_chat.engine.core.text import terminal_text
 from ember_chat.engine.errors import EmberError
 from ember_chat.engine.inference.events import KnowledgeUsed
-from ember_chat.engine.projects.citations import cited, quoted
 from ember_chat.engine.projects.index import KnowledgeIndex, knowledge_path
 from ember_chat.engine.projects.rankers import Rankers, load_rankers
 from ember_chat.engine.projects.records import Project
-from ember_chat.engine.projects.turn import ProjectKnowledge, knowledge_json, project_named
+from ember_chat.engine.projects.turn import ProjectKnowledge, answered_json, project_named
 from ember_chat.engine.storage.paths import AppPaths
 
 
@@ -61,11 +59,7 @@ def open_project(paths: AppPaths, name: str) -> ProjectKnowledge:
 
 def knowledge_report(name: str, used: KnowledgeUsed | None, answer: str, question: str) -> dict[str, Any]:
     """The --json line's `project`, `knowledge` and `sources` (each: n, file, page, seq, passage_id,
-    passage, whether the answer cites it with [n], and whether it uses its words: citations.quoted)."""
+    passage, whether the answer cites it with [n], and whether it uses its words: turn.answered_json)."""
     if used is None:
         return {"project": name, "sources": []}
-    report = knowledge_json(used)
-    answer = split_thinking(answer).answer  # (what it thought is not what it answered)
-    markers, words = cited(answer, len(used.sources)), quoted(answer, question, used.sources)
-    report["sources"] = [{**s, "cited": s["n"] in markers, "quoted": s["n"] in words} for s in report["sources"]]
-    return report
+    return answered_json(used, answer, question)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -96,6 +97,10 @@ def usage(samples: list[Figures | None]) -> dict[str, Any]:
     return completion_usage(samples).dump()
 
 
+# A project's knowledge as an answer's `ember` gives it (project, knowledge, sources), for that answer's whole
+# text: each source says whether the answer used it (`cited`, `quoted`: projects/turn.py answered_json)
+KnowledgeReport = Callable[[str], dict[str, Any]]
+
 # One sample's answer: text, stop reason, metrics, its tokens' log-probabilities if asked for, its tool calls
 Sample = tuple[str, str, Figures | None, list[TokenLogprob] | None, ChoiceCalls]
 
@@ -110,15 +115,27 @@ class ResponseBuilder:
         self.created = int(time.time())
         self._thinking: dict[int, ThinkingStream] = {}  # per choice: thinking goes out as reasoning_content
         self.attachments: list[dict[str, Any]] | None = None  # how the request's files were used (`ember`)
-        self.knowledge: dict[str, Any] | None = None  # a project's passages given (`ember`: project, sources…)
+        self.knowledge: KnowledgeReport | None = None  # a project's passages given (`ember`: project, sources…)
         self._offset = 0  # the completions API's text_offset of the next logprobs entry (per choice)
 
-    def _ember(self, metrics: Figures | None) -> dict[str, Any] | None:
+    def _ember(self, metrics: Figures | None, answer: str = "") -> dict[str, Any] | None:
+        """The `ember` of an answer: its metrics, how the request's files were used, and its project's
+        knowledge, whose sources say whether `answer` (that answer's whole text) used each."""
         ember = metrics.to_dict() if metrics else None
         if self.attachments is not None:
             ember = {**(ember or {}), "attachments": self.attachments}
         if self.knowledge is not None:
-            ember = {**(ember or {}), **self.knowledge}
+            ember = {**(ember or {}), **self.knowledge(answer)}
+        return ember
+
+    def _choice_ember(self, metrics: Figures | None, answer: str) -> dict[str, Any] | None:
+        """One choice's entry in `ember.choices` (of several): its metrics, and in a project the numbers of
+        the sources it `cited` and `quoted` (the top-level `ember.sources` say so of the first choice)."""
+        ember = metrics.to_dict() if metrics else None
+        if self.knowledge is not None:
+            sources = self.knowledge(answer)["sources"]
+            used = {key: [s["n"] for s in sources if s[key]] for key in ("cited", "quoted")}
+            ember = {**(ember or {}), **used}
         return ember
 
     def _base(self) -> dict[str, Any]:
@@ -197,13 +214,15 @@ class ResponseBuilder:
         index: int = 0,
         logprobs: list[TokenLogprob] | None = None,
         calls: ChoiceCalls | None = None,
+        answer: str = "",
     ) -> dict[str, Any]:
         """The chunk that ends choice `index`; its `ember` has that sample's metrics (`logprobs`: of
         tokens whose text was held back until the end, if any; `invalid_tool_calls`: its calls that
-        were not returned as calls)."""
+        were not returned as calls; `answer`: the choice's whole text, which its project's sources say
+        they were used by or not)."""
         reason = calls.finish_reason(reason) if calls is not None else reason
         out = self._chunk(None if self.kind == "chat" else "", finish_reason(reason), False, index, logprobs)
-        ember = self._ember(metrics)
+        ember = self._ember(metrics, answer)
         if calls is not None and calls.invalid:
             ember = {**(ember or {}), "invalid_tool_calls": calls.notes(index)}
         out.ember = ember
@@ -218,7 +237,8 @@ class ResponseBuilder:
 
     def response(self, samples: list[Sample]) -> dict[str, Any]:
         """The whole response: a choice per sample (text, stop reason, metrics). Its `ember` has the
-        first sample's metrics, and with several samples each one's under `choices`."""
+        first sample's metrics (and in a project, its sources as the first choice used them), and with
+        several samples each one's under `choices` (in a project, with the sources it cited and quoted)."""
         chat_choices: list[Choice] = []
         text_choices: list[CompletionChoice] = []
         invalid: list[dict[str, Any]] = []
@@ -245,9 +265,9 @@ class ResponseBuilder:
                     CompletionChoice(index=index, text=text, logprobs=text_logs, finish_reason=finish_reason(reason))
                 )
         metrics = [m for _, _, m, _, _ in samples]
-        ember = self._ember(metrics[0] if metrics else None)
+        ember = self._ember(metrics[0] if metrics else None, samples[0][0] if samples else "")
         if len(samples) > 1:
-            ember = {**(ember or {}), "choices": [m.to_dict() if m else None for m in metrics]}
+            ember = {**(ember or {}), "choices": [self._choice_ember(m, text) for text, _, m, _, _ in samples]}
         if invalid:
             ember = {**(ember or {}), "invalid_tool_calls": invalid}
         if self.kind == "chat":

@@ -3,8 +3,9 @@ body it means (`ResponsesBody.chat`), so serve/api_request.parse_request checks 
 /v1/chat/completions, and what the Response repeats of it (`echo`). Input items become chat messages:
 a message's input_text/output_text parts text, input_image an image_url part, input_file a file part;
 `function_call` items the assistant message's tool_calls, `function_call_output` items tool messages;
-`reasoning` items are left out (as a chat client leaves out reasoning_content). Errors are 400s in
-OpenAI's shape naming the Responses field."""
+`reasoning` items are left out (as a chat client leaves out reasoning_content). `ember` takes the chat
+route's options (`project`: answer in a project, `speculative`), but `trim_history`, which is `truncation`
+here. Errors are 400s in OpenAI's shape naming the Responses field."""
 
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ REASONING_EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh")
 # A parse_request error names the chat field; the Responses field it came from
 CHAT_TO_RESPONSES = {
     "messages": "input", "max_tokens": "max_output_tokens", "response_format": "text",
-    "chat_template_kwargs": "reasoning", "ember": "truncation",
+    "chat_template_kwargs": "reasoning",
 }  # fmt: skip
 
 
@@ -51,6 +52,7 @@ class ResponsesEnvelope(Body):
     text: Annotated[Raw, Must("an object with format (and verbosity)")] | None = None
     reasoning: Annotated[Raw, Must("an object like {'effort': 'low'}")] | None = None
     truncation: Annotated[Literal["auto", "disabled"], Must("auto or disabled")] | None = None
+    ember: Annotated[Raw, Must("an object of Ember's options, such as {'project': NAME}")] | None = None
     # ignored as the chat route ignores them (user, service_tier), or asked of every request by agents
     # while meaning nothing here (include: encrypted reasoning Ember has none of; prompt_cache_key: Ember
     # reuses a cached prefix always)
@@ -71,9 +73,6 @@ class ResponsesBody:
 
 
 def read_body(body: Any, allow_unknown: bool = False, advice: str = CLI_UNKNOWN_FIELDS_ADVICE) -> ResponsesBody:
-    if isinstance(body, dict) and body.get("ember") is not None:  # (refused even where unknown fields are let by)
-        raise ApiError(400, "/v1/responses takes no ember options: answer in a project with /v1/chat/completions or "
-                       "/v1/messages and \"ember\": {\"project\": NAME}.", param="ember")  # fmt: skip
     # the envelope (ResponsesEnvelope): unknown fields and each known field's JSON type, named in a 400
     typed = read_typed(ResponsesEnvelope, body, allow_unknown, advice)
     chat: dict[str, Any] = {k: body[k] for k in ("model", "temperature", "top_p", "stream") if k in body}
@@ -99,8 +98,14 @@ def read_body(body: Any, allow_unknown: bool = False, advice: str = CLI_UNKNOWN_
         if effort == "none":  # the one effort Ember can honour: a thinking model's switch, off
             chat["chat_template_kwargs"] = {"enable_thinking": False}
     truncation = typed.truncation
+    ember = dict(typed.ember or {})  # Ember's options, as the chat route's (ember.project: answer in a project)
+    if "trim_history" in ember:
+        raise ApiError(400, "ember.trim_history is the Responses API's truncation here: send truncation: \"auto\".",
+                       param="ember")  # fmt: skip
     if truncation == "auto":  # leave the oldest turns out when the conversation outgrows the context
-        chat["ember"] = {"trim_history": True}
+        ember["trim_history"] = True
+    if ember:
+        chat["ember"] = ember
     instructions, previous = typed.instructions, typed.previous_response_id
     store = True if typed.store is None else typed.store
     echo = {

@@ -170,6 +170,7 @@ class ResponsesBuilder(ResponseBuilder):
         index: int = 0,
         logprobs: list[TokenLogprob] | None = None,
         calls: ChoiceCalls | None = None,
+        answer: str = "",
     ) -> dict[str, Any]:
         status: ItemStatus = "incomplete" if reason in _CUT else "completed"
         thinking, answer = self._split.flush()
@@ -178,7 +179,7 @@ class ResponsesBuilder(ResponseBuilder):
         if all(item.type == "reasoning" for item in items):  # no answer: an empty message, as response() has
             events += self._close("completed") + self._start(_message("", "in_progress"))
         events += self._close(status)
-        response = self._finish(status, self._done, metrics, calls)
+        response = self._finish(status, self._done, metrics, calls, answer)
         finished = (
             ResponseIncompleteEvent(type="response.incomplete", response=response) if status == "incomplete"
             else ResponseCompletedEvent(type="response.completed", response=response)
@@ -198,13 +199,20 @@ class ResponsesBuilder(ResponseBuilder):
         if split.answer.strip() or not calls.valid:
             output.append(_message(split.answer, status))
         output += [_call(c.id, c.name, c.arguments_json()) for c in calls.valid]
-        return self._finish(status, output, metrics, calls).dump()
+        return self._finish(status, output, metrics, calls, text).dump()
 
     def _finish(
-        self, status: str, output: list[ResponseOutputItem], metrics: Figures | None, calls: ChoiceCalls | None
+        self,
+        status: str,
+        output: list[ResponseOutputItem],
+        metrics: Figures | None,
+        calls: ChoiceCalls | None,
+        answer: str,
     ) -> Response:
+        """The finished Response (`answer`: its whole text, which its project's sources say they were
+        used by or not), kept if it is to be."""
         response = self._snapshot(status, output, metrics)
-        response.ember = self._ember(metrics)
+        response.ember = self._ember(metrics, answer)
         if calls is not None and calls.invalid:
             response.ember = {**(response.ember or {}), "invalid_tool_calls": calls.notes(0)}
         if self._keep is not None:

@@ -13,11 +13,12 @@ from pathlib import Path
 from typing import Any
 
 from ember_chat.engine.core.messages import ChatMessage
+from ember_chat.engine.core.reasoning import split_thinking
 from ember_chat.engine.errors import StoreError
 from ember_chat.engine.inference.events import CitedPassage, KnowledgeUsed
 from ember_chat.engine.inference.prompt.knowledge import KnowledgeFit
 from ember_chat.engine.projects.active import ActiveIndex, active_sources
-from ember_chat.engine.projects.citations import knowledge_block, sources
+from ember_chat.engine.projects.citations import cited, knowledge_block, quoted, sources
 from ember_chat.engine.projects.index import KnowledgeIndex, knowledge_path
 from ember_chat.engine.projects.records import Project, ProjectStore
 from ember_chat.engine.projects.retrieval import Embed, Hit, Rerank, retrieve
@@ -78,6 +79,18 @@ def knowledge_json(used: KnowledgeUsed) -> dict[str, Any]:
                       "ranked_by": list(used.ranked_by), "problems": list(used.problems)},
         "sources": [source_json(s) for s in used.sources],
     }  # fmt: skip
+
+
+def answered_json(used: KnowledgeUsed, answer: str, question: str) -> dict[str, Any]:
+    """`knowledge_json` with each source saying whether the answer used it: `cited` (the answer has its
+    [n] marker) and `quoted` (it has the passage's words: citations.quoted). `answer`: the answer's whole
+    text (its thinking left out here: what it thought is not what it answered); `question`: the text of
+    the last user message (retrieval's query). The CLI's --json and the API server's `ember` give it."""
+    report = knowledge_json(used)
+    said = split_thinking(answer).answer
+    markers, words = cited(said, len(used.sources)), quoted(said, question, used.sources)
+    report["sources"] = [{**s, "cited": s["n"] in markers, "quoted": s["n"] in words} for s in report["sources"]]
+    return report
 
 
 def fitted(hits: list[Hit], budget: int, count: Callable[[str], int]) -> list[Hit]:
@@ -171,6 +184,7 @@ class ProjectKnowledge:
 __all__ = [
     "CANDIDATES",
     "ProjectKnowledge",
+    "answered_json",
     "fitted",
     "knowledge_json",
     "project_named",

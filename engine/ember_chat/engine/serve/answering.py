@@ -18,7 +18,7 @@ from typing import Any
 from ember_chat.engine.attachments.store import temporary_store
 from ember_chat.engine.core.logprobs import TokenLogprob
 from ember_chat.engine.errors import QueueFull
-from ember_chat.engine.inference.prompt.knowledge import TurnKnowledge
+from ember_chat.engine.inference.prompt.knowledge import TurnKnowledge, last_question
 from ember_chat.engine.inference.service.engine import EngineService, GenerationRequest
 from ember_chat.engine.openai.api_error import ApiError
 from ember_chat.engine.openai.responses import ResponseBuilder, Sample
@@ -67,7 +67,8 @@ class Answerer:
         self._client_gone = client_gone
 
     def answer(self, req: ApiRequest, out: ResponseBuilder, knowledge: TurnKnowledge | None = None) -> None:
-        """`knowledge`: a project's, for a chat request that named one (`ember.project`)."""
+        """`knowledge`: a project's, for a request that named one (`ember.project`); each answer's sources
+        say whether it used them (its `ember`: from its whole text, the question the last user message)."""
         service = self._service
         with contextlib.ExitStack() as stack:
             messages, store = req.messages, None
@@ -75,8 +76,9 @@ class Answerer:
                 store = stack.enter_context(temporary_store("ember-api-"))
                 messages = attach(messages, req.files, store)
             samples: list[Sample] = []
+            question = last_question(messages) if knowledge is not None and messages is not None else ""
             for index, seed in enumerate(sample_seeds(req.params.seed, req.n)):
-                sink = QueueSink(out, trim_history=req.trim_history, observe=self._observe)
+                sink = QueueSink(out, trim_history=req.trim_history, observe=self._observe, question=question)
                 request = GenerationRequest(
                     params=req.params if req.n == 1 else replace(req.params, seed=seed),
                     sink=sink,
@@ -141,7 +143,7 @@ class Answerer:
                     return self._fail(error)
                 if req.stream:
                     self._open_choice(out, index)
-                    self._stream.event(out.final_chunk(reason, metrics, index))
+                    self._stream.event(out.final_chunk(reason, metrics, index, answer=full))
                 return full, reason, metrics, [] if wanted else None, calls
             elif kind == "started":
                 break
@@ -176,9 +178,8 @@ class Answerer:
                 if error is not None:  # a partial answer is not a 200: the client would take it as whole
                     return self._fail(error)
                 if req.stream:
-                    self._stream.event(
-                        out.final_chunk(reason, metrics, index, unsent if wanted and unsent else None, calls)
-                    )
+                    held = unsent if wanted and unsent else None
+                    self._stream.event(out.final_chunk(reason, metrics, index, held, calls, "".join(text)))
                 return "".join(text), reason, metrics, entries if wanted else None, calls
 
     def _fail(self, error: ApiError) -> None:

@@ -145,6 +145,7 @@ class InfillResponseBuilder(ResponseBuilder):
         index: int = 0,
         logprobs: list[TokenLogprob] | None = None,
         calls: ChoiceCalls | None = None,
+        answer: str = "",
     ) -> dict[str, Any]:
         return self._whole("", reason, metrics, index)
 

@@ -1,6 +1,8 @@
 """OpenAI's Responses API on Ember's server: POST /v1/responses (a turn: its body read as the chat route's
 request, openai/responses_input.py; answered as a Response, openai/responses_output.py, streamed as typed
-events), GET and DELETE /v1/responses/{id} (a stored one).
+events), GET and DELETE /v1/responses/{id} (a stored one). `"ember": {"project": NAME}` answers in a project as
+the chat route does (each turn of a chain names it: the project's instructions, like a Response's own, are not
+kept in the stored conversation, nor the passages given).
 
 The store is in memory, the server's own (`ResponseStore`): the newest MAX_KEPT responses within
 MAX_BYTES, the oldest dropped first. A stored response keeps its Response and its conversation as chat

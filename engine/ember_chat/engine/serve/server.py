@@ -439,8 +439,8 @@ class ApiServer:
     """Start with `start()`, stop with `stop()` (joins the serving thread). `on_request`: told of every
     request answered, on the server's event loop (see request_log.py). `preset`: the served model's
     default preset, asked at each request (on its handler thread): what a request does not say itself
-    comes from it. `projects`: those a chat request's `"ember": {"project": NAME}` may answer in (None: a
-    request naming one is a 400)."""
+    comes from it. `projects`: those a chat, Messages or Responses request's `"ember": {"project": NAME}` may
+    answer in (None: a request naming one is a 400)."""
 
     def __init__(
         self,

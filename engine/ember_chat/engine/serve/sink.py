@@ -4,6 +4,7 @@ the context."""
 
 from __future__ import annotations
 
+import functools
 import queue
 import select
 import socket
@@ -18,7 +19,7 @@ from ember_chat.engine.inference.metrics import GenerationMetrics
 from ember_chat.engine.inference.service.engine import GenerationSink
 from ember_chat.engine.openai.api_error import TRIM_HINT, ApiError
 from ember_chat.engine.openai.responses import ResponseBuilder
-from ember_chat.engine.projects.turn import knowledge_json
+from ember_chat.engine.projects.turn import answered_json
 
 
 class ClientGone(Exception):
@@ -45,10 +46,13 @@ class QueueSink(GenerationSink):
     prompt is evaluated (`cancel`: the request's event), and answered 400 `context_length_exceeded`.
     `observe`: told of the generation's metrics when it finishes with some (the server's /metrics)."""
 
-    def __init__(self, out: ResponseBuilder, trim_history: bool = False, observe: Observer | None = None) -> None:
+    def __init__(
+        self, out: ResponseBuilder, trim_history: bool = False, observe: Observer | None = None, question: str = ""
+    ) -> None:
         self.events: queue.SimpleQueue[tuple[str, Any]] = queue.SimpleQueue()
         self.observe = observe
         self.out = out
+        self.question = question  # the last user message's text (whose words an answer's `quoted` leaves out)
         self.trim_history = trim_history
         self.cancel: threading.Event | None = None
 
@@ -56,7 +60,8 @@ class QueueSink(GenerationSink):
         self.out.attachments = event.plan.report()  # read by the handler after the events that follow
 
     def knowledge_used(self, event: KnowledgeUsed) -> None:
-        self.out.knowledge = knowledge_json(event)  # (read by the handler after the events that follow)
+        # (read by the handler after the events that follow, with each answer's text)
+        self.out.knowledge = functools.partial(answered_json, event, question=self.question)
 
     def trimmed(self, dropped_messages: int) -> None:
         if self.trim_history:
