@@ -10,6 +10,7 @@ An unknown project is a 400 naming it, as is a project asked of a server that an
 from __future__ import annotations
 
 import os
+import shutil
 import threading
 import time
 from collections.abc import Iterator
@@ -121,6 +122,16 @@ def test_an_unknown_project_is_a_400_naming_it(client: openai.OpenAI) -> None:
         _ask(client, "A" * 100_000)
     assert long.value.param == "ember.project" and "“" + "A" * 80 + "…”" in long.value.message
     assert len(long.value.message) < 300
+
+
+def test_a_project_asked_for_before_any_chat_exists_is_a_400_said_back_short(tmp_path: Path) -> None:
+    served = ServedProjects(AppPaths(tmp_path / "data", tmp_path / "config"), None)  # (no chat database yet)
+    try:
+        with pytest.raises(ApiError) as caught:
+            served.open("B" * 100_000)
+    finally:
+        served.close()
+    assert caught.value.status == 400 and str(caught.value) == f"There is no project named “{'B' * 80}…”."
 
 
 def _respond(client: openai.OpenAI, text: str, project: str | None, **more: Any) -> Any:
@@ -350,6 +361,14 @@ def test_a_damaged_index_is_a_clear_error_without_its_path(tmp_path: Path, tiny_
             with pytest.raises(openai.InternalServerError) as responses:
                 _respond(c, "Hello", "Wreck")
             assert responses.value.body == {"message": said, "type": "server_error", "param": None, **code}
+            # its folder made a file: the system's reason (whose own text names the path) said without a path
+            shutil.rmtree(path.parent)
+            path.parent.write_text("not a folder")
+            with pytest.raises(openai.InternalServerError) as blocked:
+                _ask(c, "Wreck")
+            assert blocked.value.body["message"] == (
+                "The knowledge index of the project “Wreck” cannot be opened: File exists."
+            ) and str(tmp_path) not in str(blocked.value.body)
     finally:
         served.close()
         chats.close()

@@ -37,6 +37,11 @@ def project_system(instructions: str, system: str) -> str:
     return "\n\n".join(part for part in (instructions.strip(), system.strip()) if part)
 
 
+def shown_name(name: str) -> str:
+    """A project's name as asked for, as an error repeats it: at most SHOWN_NAME characters."""
+    return name if len(name) <= SHOWN_NAME else name[:SHOWN_NAME] + "…"
+
+
 def project_named(projects: ProjectStore, name: str) -> Project:
     """The project of this name (exactly, else ignoring case); StoreError with a sentence when none or several."""
     every = projects.projects()
@@ -45,7 +50,7 @@ def project_named(projects: ProjectStore, name: str) -> Project:
         known = ", ".join(f"“{p.name}”" for p in every[:SHOWN_PROJECTS]) or "none yet"
         if len(every) > SHOWN_PROJECTS:
             known += f" and {len(every) - SHOWN_PROJECTS} more"
-        shown = name if len(name) <= SHOWN_NAME else name[:SHOWN_NAME] + "…"
+        shown = shown_name(name)
         raise StoreError(f"There is no project named “{shown}” (projects: {known}).")
     if len(found) > 1:
         raise StoreError(f"Several projects are named “{name}”; rename one in the window first.")

@@ -24,7 +24,7 @@ from ember_chat.engine.projects.active import ActiveIndex, active_sources
 from ember_chat.engine.projects.index import KnowledgeIndex, knowledge_path
 from ember_chat.engine.projects.rankers import Rankers, Resolve, load_rankers
 from ember_chat.engine.projects.records import Project, ProjectStore
-from ember_chat.engine.projects.turn import ProjectKnowledge, project_named
+from ember_chat.engine.projects.turn import ProjectKnowledge, project_named, shown_name
 from ember_chat.engine.storage.conversations import ConversationStore
 from ember_chat.engine.storage.paths import AppPaths
 
@@ -76,10 +76,8 @@ class ServedProjects:
                 kept = self._current(project)
             except StoreError as exc:  # (its file damaged: the log has its path, the answer the reason)
                 log.warning("%s", exc)
-                path = knowledge_path(self.paths, project.folder_id)
-                said = str(exc).replace(f"The project's knowledge index {path}",
-                                        f"The knowledge index of the project “{project.name}”")  # fmt: skip
-                raise ApiError(500, said, "server_error", code="knowledge_unreadable") from None
+                raise ApiError(500, _unreadable(exc, project, knowledge_path(self.paths, project.folder_id)),
+                               "server_error", code="knowledge_unreadable") from None  # fmt: skip
             if kept.rankers is None or not kept.rankers.serves(project):
                 rankers = load_rankers(project, resolve)
                 with self._lock:
@@ -116,7 +114,7 @@ class ServedProjects:
     def _named(self, name: str) -> Project:
         if self._store is None:
             if not self.paths.database.exists():
-                raise ApiError(400, f"There is no project named “{name}”.", param="ember.project")
+                raise ApiError(400, f"There is no project named “{shown_name(name)}”.", param="ember.project")
             self._store = ConversationStore(self.paths.database)
         try:
             return project_named(ProjectStore(self._store), name)
@@ -149,6 +147,17 @@ class ServedProjects:
             rankers.close()
         if store is not None and store is not self._given:
             store.close()
+
+
+def _unreadable(exc: StoreError, project: Project, path: Path) -> str:
+    """Why the project's index cannot be opened, for a client: the project's name, never a local path
+    (an OSError's own text names one: only its reason is said)."""
+    cause = exc.__cause__
+    if isinstance(cause, OSError):
+        return f"The knowledge index of the project “{project.name}” cannot be opened: {cause.strerror or 'an error'}."
+    return str(exc).replace(
+        f"The project's knowledge index {path}", f"The knowledge index of the project “{project.name}”"
+    )
 
 
 def _file_of(path: Path) -> tuple[int, int] | None:
