@@ -425,11 +425,12 @@ def test_each_source_says_whether_the_answer_cited_or_quoted_it(paths: AppPaths,
             chunks = list(c.chat.completions.create(**chat, n=2, stream=True))
             finals = {ch.choices[0].index: ch.model_extra["ember"] for ch in chunks if ch.choices[0].finish_reason}
             assert _marks(finals[0], docs) == (True, False) and _marks(finals[1], docs) == (False, False)
-            backend.answers = [QUOTES, THINKS]
+            backend.answers = [QUOTES, THINKS, CITES, QUOTES]
             respond: dict[str, Any] = {"model": "scripted", "input": QUESTION[0]["content"], "extra_body": harbour}
             assert _marks(c.responses.create(**respond).model_extra["ember"], docs) == (False, True)
-            events = list(c.responses.create(**respond, stream=True))
-            assert _marks(events[-1].response.model_extra["ember"], docs) == (False, False)
+            for script in (THINKS, CITES, QUOTES):  # streamed: from the whole text, not what was held back last
+                events = list(c.responses.create(**respond, stream=True))
+                assert _marks(events[-1].response.model_extra["ember"], docs) == (script is CITES, script is QUOTES)
             backend.answers = [CITES, QUOTES]
             with _messages(c) as m:
                 ask: dict[str, Any] = {

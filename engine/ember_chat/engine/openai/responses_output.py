@@ -173,8 +173,8 @@ class ResponsesBuilder(ResponseBuilder):
         answer: str = "",
     ) -> dict[str, Any]:
         status: ItemStatus = "incomplete" if reason in _CUT else "completed"
-        thinking, answer = self._split.flush()
-        events = self._say("reasoning", thinking) + self._say("message", answer)
+        thinking, said = self._split.flush()  # (what the splitter held back; `answer` is the whole text)
+        events = self._say("reasoning", thinking) + self._say("message", said)
         items = [*self._done, *([self._open] if self._open else [])]
         if all(item.type == "reasoning" for item in items):  # no answer: an empty message, as response() has
             events += self._close("completed") + self._start(_message("", "in_progress"))
@@ -216,11 +216,11 @@ class ResponsesBuilder(ResponseBuilder):
         if calls is not None and calls.invalid:
             response.ember = {**(response.ember or {}), "invalid_tool_calls": calls.notes(0)}
         if self._keep is not None:
-            answer = "".join(p.text for item in output if isinstance(item, ResponseOutputMessage) for p in item.content)
+            stored = "".join(p.text for item in output if isinstance(item, ResponseOutputMessage) for p in item.content)
             calls_made = [c for c in output if isinstance(c, ResponseFunctionToolCall)]
             tool_calls = [{"id": c.call_id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
                           for c in calls_made]  # fmt: skip
-            message: dict[str, Any] = {"role": "assistant", "content": answer}
+            message: dict[str, Any] = {"role": "assistant", "content": stored}
             if tool_calls:
                 message["tool_calls"] = tool_calls
             self._keep(response.dump(), message)

@@ -177,10 +177,11 @@ class Answerer:
                 error = unfinished_error(reason, failure)
                 if error is not None:  # a partial answer is not a 200: the client would take it as whole
                     return self._fail(error)
+                whole = "".join(text)
                 if req.stream:
                     held = unsent if wanted and unsent else None
-                    self._stream.event(out.final_chunk(reason, metrics, index, held, calls, "".join(text)))
-                return "".join(text), reason, metrics, entries if wanted else None, calls
+                    self._stream.event(out.final_chunk(reason, metrics, index, held, calls, whole))
+                return whole, reason, metrics, entries if wanted else None, calls
 
     def _fail(self, error: ApiError) -> None:
         """Before the 200 the error is the response; after it, an event that ends the stream."""
