@@ -140,7 +140,8 @@ def test_a_stopped_run_leaves_the_rest_pending_and_the_next_run_resumes(tmp_path
     for i in range(6):
         (docs / f"part{i}.txt").write_text(f"Part {i} of the manual: chapter word{i}.")
     calls: list[IndexProgress] = []
-    first = Indexer(index, [Root(1, str(docs))]).run(calls.append, stopped=lambda: len(calls) >= 3)
+    # (read two at a time: the first two are read together; the third, taken, is left pending by the stop)
+    first = Indexer(index, [Root(1, str(docs))], batch_files=2).run(calls.append, stopped=lambda: len(calls) >= 3)
     assert first.stopped and first.read == 2
     assert index.counts() == IndexCounts(files=6, indexed=2, skipped=0, pending=4, pages=0, passages=2)
     second = Indexer(index, [Root(1, str(docs))]).run()

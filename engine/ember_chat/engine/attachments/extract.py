@@ -131,7 +131,7 @@ def read_attachment_bytes(
     name = shown_name(name)
     _check_size(name, len(data), limits)
     digest = hashlib.sha256(data).hexdigest()
-    kind = _sniff(name, data)
+    kind = sniff_kind(name, data)
     from ember_chat.engine.attachments import formats
 
     pages: tuple[int, ...] = ()
@@ -189,7 +189,9 @@ def kind_by_name(name: str) -> AttachmentKind | None:
     return _BY_SUFFIX.get(suffix) if suffix else None
 
 
-def _sniff(name: str, data: bytes) -> AttachmentKind:
+def sniff_kind(name: str, data: bytes) -> AttachmentKind:
+    """The kind a file is, from its first bytes (a PDF, an image, a DOCX whatever its name), else from its
+    name; AttachmentError for an archive or a recording. Only looks at the bytes (their first 64 KB at most)."""
     head = data[:16]
     if head.startswith(b"%PDF-"):
         return AttachmentKind.PDF

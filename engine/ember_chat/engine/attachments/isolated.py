@@ -16,6 +16,11 @@ nobody listed. In a child process none of that reaches the caller:
   `MAX_READERS - 1` of them: the window's attachments, imports and the CLI always find one free. An API
   request's file waits a bounded time for its turn, then is `ReadersBusy` (a 503 with Retry-After);
 - any error in the child is one sentence naming the file, never an exception from a library;
+- many small files (a project's notes) can be read in one child, each in turn (`read_batch`), with the
+  limits of one file: only files whose reading is decoding (DECODED_KINDS, as their bytes say: a PDF
+  named .md is left to be read alone), each answered before the next is read; a file that fails the
+  batch (too slow, too big, the child gone) is read again alone, as are those after it, so each has
+  its own sentence;
 - the child's answer is plain data (reader_wire.py): a JSON header, then the text's and the image's raw
   bytes, each checked here. It is never unpickled: a reader library exploited in the child would run
   code in Ember's own process. The file's SHA-256 (the name of the blob every message attaching the
@@ -37,7 +42,7 @@ import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from multiprocessing.connection import Connection
 from multiprocessing.context import BaseContext
 from pathlib import Path
@@ -45,6 +50,7 @@ from pathlib import Path
 from ember_chat.engine.attachments.extract import read_file_bytes
 from ember_chat.engine.attachments.kinds import (
     DEFAULT_LIMITS,
+    AttachmentKind,
     Extracted,
     Limits,
     Progress,
@@ -54,13 +60,17 @@ from ember_chat.engine.attachments.kinds import (
 from ember_chat.engine.attachments.reader_turns import ReadersBusy, Requester, busy_sentence, turns
 from ember_chat.engine.attachments.reader_wire import (
     MAX_LOGGED,
+    ChildMessage,
     Garbled,
+    ReadAlone,
     ReadDone,
+    ReadFailed,
     ReadLogged,
     ReadProgress,
     extracted,
     receive,
     send,
+    send_done,
 )
 from ember_chat.engine.errors import AttachmentError
 
@@ -78,6 +88,11 @@ _PRELOAD = [
     "PIL.Image",
     "charset_normalizer",
 ]
+# the kinds whose reading is decoding their bytes (no parser: time and memory linear in the size): the
+# kinds `FileReader.read_batch` reads many files of in one child
+DECODED_KINDS = frozenset(
+    (AttachmentKind.TEXT, AttachmentKind.MARKDOWN, AttachmentKind.CODE, AttachmentKind.CSV, AttachmentKind.JSON)
+)
 _context_lock = threading.Lock()
 _context: BaseContext | None = None
 
@@ -138,6 +153,38 @@ class FileReader:
         with self._turn(shown):
             return self._in_child(shown, data, progress)
 
+    def read_batch(self, files: Sequence[tuple[str, bytes]]) -> list[Extracted | AttachmentError]:
+        """Small files of the kinds whose reading is decoding (`DECODED_KINDS`: their names say so), read
+        in ONE child process, each in turn: what `read_bytes` would give for each, in order (a file's
+        sentence as an AttachmentError). The batch has the limits of one file (its files are small and
+        decoding is linear). A file that is not what its name says (a PDF named .md) or that runs out of
+        memory is read again alone; if the batch's process fails, times out or dies, the files it had not
+        answered are each read again alone, so that a bad one is named and the others are read. Only
+        ReadingStopped is raised (the reads under way killed)."""
+        shown = [shown_name(name) for name, _ in files]
+        answers: list[Extracted | AttachmentError | None] = []  # None: read it alone
+        if len(files) > 1:
+            label = f"{shown[0]} and {len(files) - 1} more"
+            with self._turn(shown[0]):
+                try:
+                    self._run_child(label, _read_batch_in_child, list(files), self._batch_answer(shown, files, answers))
+                except ReadingStopped:
+                    raise
+                except AttachmentError as exc:  # (the batch's process failed: the files it did not answer, alone)
+                    log.info("A batch of %d files to read failed after %d of them (%s)", len(files), len(answers), exc)
+        answers += [None] * (len(files) - len(answers))
+        done: list[Extracted | AttachmentError] = []
+        for (name, data), answer in zip(files, answers, strict=True):
+            if answer is None:
+                try:
+                    answer = self.read_bytes(name, data)
+                except ReadingStopped:
+                    raise
+                except AttachmentError as exc:
+                    answer = exc
+            done.append(answer)
+        return done
+
     # ----- the waiting side
     @contextlib.contextmanager
     def _turn(self, name: str) -> Iterator[None]:
@@ -153,12 +200,69 @@ class FileReader:
             turns.give_back(self.requester)
 
     def _in_child(self, name: str, data: bytes, progress: Progress | None) -> Extracted:
+        answer: list[Extracted | AttachmentError] = []
+
+        def take(message: ChildMessage) -> bool:
+            if isinstance(message, ReadProgress):
+                if progress is not None:
+                    progress(message.fraction)
+                return False
+            if isinstance(message, ReadLogged):
+                _log_once(name, message.messages)
+                return False
+            if isinstance(message, ReadDone):
+                answer.append(extracted(name, data, message))
+            elif isinstance(message, ReadFailed):
+                answer.append(AttachmentError(message.message))
+            else:  # (a batch's answer: not one a reader of one file gives)
+                raise Garbled("a batch's answer from the reader of one file")
+            return True
+
+        self._run_child(name, _read_in_child, (name, data), take)
+        [result] = answer
+        if isinstance(result, AttachmentError):
+            raise result
+        return result
+
+    @staticmethod
+    def _batch_answer(
+        shown: list[str], files: Sequence[tuple[str, bytes]], answers: list[Extracted | AttachmentError | None]
+    ) -> Callable[[ChildMessage], bool]:
+        """What takes a batch's messages: each file's answer appended to `answers`; True after the last."""
+
+        def take(message: ChildMessage) -> bool:
+            at = len(answers)
+            if at >= len(files):
+                raise Garbled("more answers than files")
+            if isinstance(message, ReadLogged):
+                _log_once(shown[at], message.messages)
+                return False
+            if isinstance(message, ReadDone):
+                if message.kind not in DECODED_KINDS or message.image is not None or message.pages:
+                    raise Garbled("a batch's file read as what a batch does not read")
+                answers.append(extracted(shown[at], files[at][1], message))
+            elif isinstance(message, ReadFailed):
+                answers.append(AttachmentError(message.message))
+            elif isinstance(message, ReadAlone):
+                answers.append(None)
+            else:
+                raise Garbled("progress from a batch")
+            return len(answers) == len(files)
+
+        return take
+
+    def _run_child(
+        self, name: str, target: Callable[..., None], job: object, take: Callable[[ChildMessage], bool]
+    ) -> None:
+        """`target(job, limits, pipe)` in a child process, each of its messages given to `take` until it
+        returns True (the child has answered all it had to); AttachmentError with a sentence naming
+        `name` when the child is too slow, too big, dies or answers what Ember does not read."""
         if self._stopped():
             raise ReadingStopped(f"Reading {name} was stopped.")
         ctx = _ctx()
         receiver, sender = ctx.Pipe(duplex=False)
         child = ctx.Process(  # type: ignore[attr-defined]  # (every context has Process)
-            target=_read_in_child, args=((name, data), self.limits, sender), daemon=True, name=f"ember-read {name}"
+            target=target, args=(job, self.limits, sender), daemon=True, name=f"ember-read {name}"
         )
         try:
             child.start()
@@ -177,7 +281,7 @@ class FileReader:
         watchdog.daemon = True
         watchdog.start()
         try:
-            while True:
+            while not answered:
                 if self._stopped():
                     raise ReadingStopped(f"Reading {name} was stopped.")
                 if time.monotonic() >= deadline:
@@ -187,7 +291,7 @@ class FileReader:
                 if not receiver.poll(POLL_S):
                     continue
                 try:
-                    message = receive(receiver, self.limits)
+                    answered = take(receive(receiver, self.limits))
                 except EOFError:
                     child.join(1)
                     if time.monotonic() >= deadline:  # (the watchdog's)
@@ -200,17 +304,6 @@ class FileReader:
                     raise AttachmentError(
                         f"{name} could not be read: its reader answered something Ember does not understand."
                     ) from None
-                if isinstance(message, ReadProgress):
-                    if progress is not None:
-                        progress(message.fraction)
-                elif isinstance(message, ReadLogged):
-                    _log_once(name, message.messages)
-                elif isinstance(message, ReadDone):
-                    answered = True
-                    return extracted(name, data, message)
-                else:
-                    answered = True
-                    raise AttachmentError(message.message)
         finally:
             watchdog.cancel()
             watchdog.join()
@@ -339,17 +432,7 @@ def _read_in_child(job: tuple[str, bytes], limits: Limits, out: Connection) -> N
     from ember_chat.engine.attachments.extract import read_attachment_bytes
 
     name = shown_name(job[0])
-    if _caps_address_space():
-        import resource
-
-        _soft, hard = resource.getrlimit(resource.RLIMIT_AS)
-        cap = limits.max_memory_bytes if hard == resource.RLIM_INFINITY else min(hard, limits.max_memory_bytes)
-        resource.setrlimit(resource.RLIMIT_AS, (cap, cap))  # (lowering is always allowed)
-    collected = _Collect()
-    for library in ("pypdf", "PIL", "docx"):
-        logger = logging.getLogger(library)
-        logger.addHandler(collected)
-        logger.propagate = False  # (else Python's last-resort handler prints them to the terminal)
+    collected = _child_setup(limits)
     last = [-1.0]
 
     def report(fraction: float) -> None:
@@ -361,18 +444,7 @@ def _read_in_child(job: tuple[str, bytes], limits: Limits, out: Connection) -> N
         result = read_attachment_bytes(job[0], job[1], limits, report)
         if collected.counts:
             send(out, "log", messages=collected.counts.most_common(MAX_LOGGED))
-        text = result.text.encode("utf-8", "surrogatepass")  # (a lone surrogate a reader let through)
-        send(
-            out,
-            "done",
-            text + (result.image or b""),
-            kind=str(result.kind),
-            mime=result.mime,
-            pages=list(result.pages),
-            sha256=result.sha256,
-            text_bytes=len(text),
-            image_bytes=None if result.image is None else len(result.image),
-        )
+        send_done(out, result)
     except MemoryError:
         send(out, "error", message=_too_big(name, limits))
     except AttachmentError as exc:
@@ -382,6 +454,55 @@ def _read_in_child(job: tuple[str, bytes], limits: Limits, out: Connection) -> N
         send(out, "error", message=said)
     finally:
         out.close()
+
+
+def _read_batch_in_child(job: list[tuple[str, bytes]], limits: Limits, out: Connection) -> None:
+    """Each file of the batch in turn, each answered before the next is read: "done", "error" (its
+    sentence), or "alone" for a file whose bytes are not of a kind a batch reads (a PDF named .md: it is
+    not parsed here) or that ran out of memory here (alone, it has the whole limit)."""
+    from ember_chat.engine.attachments.extract import read_attachment_bytes, sniff_kind
+
+    collected = _child_setup(limits)
+    try:
+        for given, data in job:
+            name = shown_name(given)
+            try:
+                if sniff_kind(name, data) not in DECODED_KINDS:
+                    send(out, "alone")
+                    continue
+                result = read_attachment_bytes(name, data, limits)
+            except MemoryError:
+                send(out, "alone")
+                continue
+            except Exception as exc:  # (AttachmentError: its sentence; anything else: one too)
+                if _hit_the_cap(limits):
+                    send(out, "alone")
+                else:
+                    said = str(exc) if isinstance(exc, AttachmentError) else f"{name} could not be read ({exc})."
+                    send(out, "error", message=said[:2000])
+                continue
+            if collected.counts:
+                send(out, "log", messages=collected.counts.most_common(MAX_LOGGED))
+                collected.counts.clear()
+            send_done(out, result)
+    finally:
+        out.close()
+
+
+def _child_setup(limits: Limits) -> _Collect:
+    """The child's memory capped (where the platform enforces it), the reader libraries' warnings collected."""
+    if _caps_address_space():
+        import resource
+
+        _soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+        cap = limits.max_memory_bytes if hard == resource.RLIM_INFINITY else min(hard, limits.max_memory_bytes)
+        resource.setrlimit(resource.RLIMIT_AS, (cap, cap))  # (lowering is always allowed)
+    collected = _Collect()
+    for library in ("pypdf", "PIL", "docx"):
+        logger = logging.getLogger(library)
+        logger.addHandler(collected)
+        logger.propagate = False  # (else Python's last-resort handler prints them to the terminal)
+    return collected
 
 
 def _hit_the_cap(limits: Limits) -> bool:

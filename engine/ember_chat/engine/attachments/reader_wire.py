@@ -1,8 +1,9 @@
 """What a reading process answers (isolated.py runs it): plain data, never a pickle — one JSON header,
 then after a "done" the text's and the image's raw bytes, each field checked by the parent (`receive`,
-`Garbled` when anything is off). A reader library exploited in the child could write anything here; it
-can never make the parent run code. The file's digest is the parent's, from the bytes it gave
-(`extracted`)."""
+`Garbled` when anything is off). A process reading a batch of files answers each in turn, in order: a
+"done", an "error" or an "alone" (this file is not one a batch reads: read it in a process of its own).
+A reader library exploited in the child could write anything here; it can never make the parent run
+code. The file's digest is the parent's, from the bytes it gave (`extracted`)."""
 
 from __future__ import annotations
 
@@ -41,6 +42,11 @@ class ReadFailed:
 
 
 @dataclass(frozen=True)
+class ReadAlone:
+    """A batch's file that its process did not read (not plain text, or it ran out of memory): read it alone."""
+
+
+@dataclass(frozen=True)
 class ReadDone:
     kind: AttachmentKind
     mime: str
@@ -50,7 +56,7 @@ class ReadDone:
     claimed_sha256: str | None  # what the child says the file's digest is: compared, never kept
 
 
-ChildMessage = ReadProgress | ReadLogged | ReadFailed | ReadDone
+ChildMessage = ReadProgress | ReadLogged | ReadFailed | ReadAlone | ReadDone
 
 
 def send(out: Connection, what: str, payload: bytes | None = None, **fields: object) -> None:
@@ -58,6 +64,22 @@ def send(out: Connection, what: str, payload: bytes | None = None, **fields: obj
     out.send_bytes(json.dumps({"what": what, **fields}).encode("utf-8"))
     if payload is not None:
         out.send_bytes(payload)
+
+
+def send_done(out: Connection, result: Extracted) -> None:
+    """A file read: its kind, MIME type, page offsets and claimed digest, then its text's or image's bytes."""
+    text = result.text.encode("utf-8", "surrogatepass")  # (a lone surrogate a reader let through)
+    send(
+        out,
+        "done",
+        text + (result.image or b""),
+        kind=str(result.kind),
+        mime=result.mime,
+        pages=list(result.pages),
+        sha256=result.sha256,
+        text_bytes=len(text),
+        image_bytes=None if result.image is None else len(result.image),
+    )
 
 
 def receive(receiver: Connection, limits: Limits) -> ChildMessage:
@@ -91,6 +113,8 @@ def receive(receiver: Connection, limits: Limits) -> ChildMessage:
         if not _is_text(message, 4000):
             raise Garbled("an error that is not a sentence")
         return ReadFailed(message)
+    if what == "alone":
+        return ReadAlone()
     if what == "done":
         return read_done(header, receiver, limits)
     raise Garbled(f"a message of kind {what!r}"[:80])

@@ -1,0 +1,142 @@
+"""Small text files of a project's knowledge read many to a child process (projects/indexer.py,
+attachments/isolated.py `FileReader.read_batch`): the same passages and sentences as one child per
+file, and a file that is not plain text, is not UTF-8, hangs or inflates gets its own sentence while
+the others of its batch are indexed; a stop ends a batch under way. Real files, real child processes
+with their real limits (the hang and the inflation: tests/hostile/hanging_text_reader.py)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from ember_chat.engine.attachments import isolated
+from ember_chat.engine.attachments.kinds import MB, Limits
+from ember_chat.engine.projects.index import KnowledgeIndex
+from ember_chat.engine.projects.indexer import Indexer, IndexRun
+from tests.helpers.attachment_files import reading_processes
+from tests.hostile import hanging_text_reader
+from tests.hostile.slow_or_inflating_files import pdf_flate_bomb
+
+WAIT_S = 20.0
+LIMITS = Limits(max_seconds=2, max_memory_bytes=1024 * MB)
+
+
+@dataclass(frozen=True)
+class Root:
+    id: int
+    path: str
+
+
+@pytest.fixture
+def index(tmp_path: Path) -> Iterator[KnowledgeIndex]:
+    made = KnowledgeIndex(tmp_path / "knowledge.sqlite3")
+    yield made
+    made.close()
+
+
+def _notes(folder: Path, count: int) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    for i in range(count):
+        (folder / f"note{i:02d}.md").write_text(f"# Note {i}\n\nThe word token{i}x only stands in note {i}.\n")
+
+
+def _reasons(index: KnowledgeIndex) -> dict[str, str]:
+    return {Path(f.path).name: f.reason or "" for f in index.files() if f.state == "skipped"}
+
+
+def _found(index: KnowledgeIndex, word: str) -> list[str]:
+    return [index.passage(pid).text for pid, _ in index.bm25(word, 3)]
+
+
+def test_a_batch_reads_as_one_child_per_file_does(tmp_path: Path) -> None:
+    docs = tmp_path / "docs"
+    _notes(docs, 30)
+    (docs / "latin1.txt").write_bytes("Café crème, señor: déjà vu à Zürich.\n".encode("latin-1"))  # (not UTF-8)
+    (docs / "binary.txt").write_bytes(bytes(range(256)) * 40)
+    (docs / "table.csv").write_text("ship,berth\nAurora,4\n")
+    seen: dict[int, tuple[dict[str, str], list[tuple[str, int, int]]]] = {}
+    for batch_files in (1, 64):
+        index = KnowledgeIndex(tmp_path / f"knowledge{batch_files}.sqlite3")
+        try:
+            run = Indexer(index, [Root(1, str(docs))], batch_files=batch_files).run()
+            assert (run.read, run.skipped, run.stopped) == (32, 1, False)
+            files = sorted((Path(f.path).name, f.pages, f.passages) for f in index.files() if f.state == "indexed")
+            seen[batch_files] = (_reasons(index), files)
+            assert "Zürich" in _found(index, "zürich")[0] and "token7x" in _found(index, "token7x")[0]
+        finally:
+            index.close()
+    assert seen[1] == seen[64]
+    assert "is a binary file" in seen[64][0]["binary.txt"]
+    assert reading_processes() == []
+
+
+def test_a_pdf_named_md_is_not_parsed_in_the_batch_and_gets_its_own_sentence(
+    tmp_path: Path, index: KnowledgeIndex
+) -> None:
+    """A PDF whose content stream inflates, named .md: the batch's process sees its bytes are a PDF and
+    leaves it (it would take the batch's whole time); read alone, it stops at the time limit."""
+    docs = tmp_path / "docs"
+    _notes(docs, 10)
+    (docs / "bomb.md").write_bytes(pdf_flate_bomb(8 * MB))
+    run = Indexer(index, [Root(1, str(docs))], LIMITS).run()
+    assert (run.read, run.skipped) == (10, 1)
+    assert _reasons(index)["bomb.md"].startswith(("bomb.md took longer than 2 seconds", "bomb.md needs more than"))
+    assert "token9x" in _found(index, "token9x")[0]
+    assert reading_processes() == []
+
+
+def test_a_file_that_hangs_or_inflates_in_a_batch_gets_its_own_sentence(
+    tmp_path: Path, index: KnowledgeIndex, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(isolated, "_read_in_child", hanging_text_reader.reads_one)
+    monkeypatch.setattr(isolated, "_read_batch_in_child", hanging_text_reader.reads_a_batch)
+    docs = tmp_path / "docs"
+    _notes(docs, 20)
+    (docs / "note05.md").write_bytes(b"# Stuck\n\nHANG: the reader never finishes this one.\n")
+    (docs / "note12.md").write_bytes(b"# Huge\n\nINFLATE: the reader allocates without end.\n")
+    started = time.monotonic()
+    run = Indexer(index, [Root(1, str(docs))], LIMITS).run()
+    took = time.monotonic() - started
+    reasons = _reasons(index)
+    assert (run.read, run.skipped) == (18, 2), reasons
+    assert reasons["note05.md"].startswith("note05.md took longer than 2 seconds to read")
+    assert reasons["note12.md"].startswith("note12.md needs more than 1024.0 MB of memory to read")
+    assert all(f"token{i}x" in _found(index, f"token{i}x")[0] for i in (0, 4, 6, 11, 13, 19))
+    assert took < 2 * LIMITS.max_seconds + 8  # (the batch's limit, then the hanging file's own)
+    assert reading_processes() == []
+
+
+def test_a_stop_ends_a_batch_under_way_and_leaves_its_files_pending(
+    tmp_path: Path, index: KnowledgeIndex, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(isolated, "_read_batch_in_child", hanging_text_reader.reads_a_batch)
+    docs = tmp_path / "docs"
+    _notes(docs, 20)
+    (docs / "note10.md").write_bytes(b"# Stuck\n\nHANG: the reader never finishes this one.\n")
+    stop = threading.Event()
+    result: list[IndexRun] = []
+    worker = threading.Thread(
+        target=lambda: result.append(
+            Indexer(index, [Root(1, str(docs))], Limits(max_seconds=60)).run(stopped=stop.is_set)
+        )
+    )
+    worker.start()
+    deadline = time.monotonic() + WAIT_S
+    while not reading_processes() and time.monotonic() < deadline:  # (the batch's child, started: no event tells)
+        time.sleep(0.01)
+    assert reading_processes()
+    stopped_at = time.monotonic()
+    stop.set()
+    worker.join(WAIT_S)
+    assert not worker.is_alive() and time.monotonic() - stopped_at < 5
+    [done] = result
+    assert done.stopped and done.read == 0 and index.counts().pending == 20
+    assert reading_processes() == []
+    monkeypatch.undo()
+    again = Indexer(index, [Root(1, str(docs))]).run()
+    assert (again.read, again.stopped) == (20, False) and index.counts().pending == 0

@@ -1,0 +1,52 @@
+"""Reading processes whose reader hangs or inflates on one text file, as a reader library with a bug
+would: put in place of attachments/isolated.py's `_read_in_child` and `_read_batch_in_child`
+(monkeypatched in the test process; the child imports this module by its name). In the child, the real
+extraction (extract.read_attachment_bytes) is wrapped: a file whose bytes hold `HANG` never finishes,
+one whose bytes hold `INFLATE` allocates until the child's memory cap (RLIMIT_AS, the real limit) makes
+it fail; every other file is read as Ember reads it.
+
+Expected: in a batch, the file that hangs makes the batch's process reach the time limit and the files
+it had not answered are read again alone, the one that inflates is read again alone; alone, each gets
+its own sentence (too slow, too much memory) and every other file of the batch is read."""
+
+from __future__ import annotations
+
+import time
+from multiprocessing.connection import Connection
+
+from ember_chat.engine.attachments.kinds import MB, Extracted, Limits, Progress
+
+HANG = b"HANG"
+INFLATE = b"INFLATE"
+
+
+def _wrap_reader() -> None:
+    """extract.read_attachment_bytes, in this child only, made to hang or inflate on the marked files."""
+    from ember_chat.engine.attachments import extract
+
+    real = extract.read_attachment_bytes
+
+    def reads_badly(name: str, data: bytes, limits: Limits, progress: Progress | None = None) -> Extracted:
+        if HANG in data:
+            time.sleep(3600)
+        if INFLATE in data:
+            held = []
+            while True:  # (calloc'd pages: address space, not resident memory, until the cap)
+                held.append(bytes(64 * MB))
+        return real(name, data, limits, progress)
+
+    extract.read_attachment_bytes = reads_badly
+
+
+def reads_one(job: tuple[str, bytes], limits: Limits, out: Connection) -> None:
+    from ember_chat.engine.attachments import isolated
+
+    _wrap_reader()
+    isolated._read_in_child(job, limits, out)
+
+
+def reads_a_batch(job: list[tuple[str, bytes]], limits: Limits, out: Connection) -> None:
+    from ember_chat.engine.attachments import isolated
+
+    _wrap_reader()
+    isolated._read_batch_in_child(job, limits, out)
