@@ -93,3 +93,14 @@ def test_a_long_line_is_looked_through_in_linear_time() -> None:
         assert time.monotonic() - started < 1.0
         assert found == []  # (over MAX_HEADING: a paragraph, not a title)
     assert headings("# Tides ##\n\n# ###\n#   \n# \n") == [(0, "Tides"), (12, "#"), (18, "")]
+
+
+def test_many_headings_between_many_code_fences_are_found_in_linear_time() -> None:
+    """Each heading is looked up among the fenced code blocks by a binary search: 80,000 headings between
+    80,000 fences (1 MB) took minutes when each heading was checked against every fence."""
+    text = "```\n# not a heading\n```\n# Heading\n" * 80_000
+    started = time.monotonic()
+    found = headings(text)
+    assert time.monotonic() - started < 1.0
+    assert len(found) == 80_000 and {title for _, title in found} == {"Heading"}
+    assert headings("# A\n```\n# B\n```\n# C\n") == [(0, "A"), (16, "C")]

@@ -10,6 +10,7 @@ one that starts before it or in its first lines (a passage that opens with a tit
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import re
 from collections.abc import Sequence
@@ -91,7 +92,10 @@ def _fenced_spans(text: str) -> list[tuple[int, int]]:
 
 
 def _inside(at: int, spans: Sequence[tuple[int, int]]) -> bool:
-    return any(start < at < end for start, end in spans)
+    """Whether `at` is strictly inside one of `spans` (sorted, not overlapping: a binary search, so that
+    a file of many headings and many fences is not headings × fences)."""
+    i = bisect.bisect_left(spans, (at, at)) - 1  # (the last span starting before `at`)
+    return i >= 0 and spans[i][0] < at < spans[i][1]
 
 
 def _is_rule(line: str) -> bool:
