@@ -142,8 +142,10 @@ def test_a_stopped_run_leaves_the_rest_pending_and_the_next_run_resumes(tmp_path
     calls: list[IndexProgress] = []
     # (read two at a time: the first two are read together; the third, taken, is left pending by the stop)
     first = Indexer(index, [Root(1, str(docs))], batch_files=2).run(calls.append, stopped=lambda: len(calls) >= 3)
-    assert first.stopped and first.read == 2
+    assert first.stopped and first.read == 2 and first.walked  # (stopped while reading: every source walked)
     assert index.counts() == IndexCounts(files=6, indexed=2, skipped=0, pending=4, pages=0, passages=2)
+    at_once = Indexer(index, [Root(1, str(docs))]).run(stopped=lambda: True)
+    assert at_once.stopped and not at_once.walked  # (stopped in the walk: what it found of the sources is partial)
     second = Indexer(index, [Root(1, str(docs))]).run()
     assert not second.stopped and second.read == 4 and index.counts().indexed == 6
 
@@ -187,6 +189,7 @@ def test_a_source_on_a_drive_that_is_gone_keeps_its_files_until_it_is_back(
     [problem] = gone.problems
     assert problem.path == docs and "disconnected drive" in problem.reason
     assert (gone.read, gone.dropped) == (0, 0) and index.counts().indexed == 5
+    assert gone.walked and set(gone.unreachable) == {1} and gone.unreachable[1].missing
     (tmp_path / "unplugged").rename(docs)
     back = Indexer(index, sources).run()
     assert (back.read, back.dropped, back.problems) == (0, 0, [])

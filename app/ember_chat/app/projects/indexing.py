@@ -170,7 +170,7 @@ class ProjectIndexing(QObject):
             if result.embedding_problem:
                 self.problems[folder_id].append(result.embedding_problem)
             self.results[folder_id] = result
-            if result.stopped:  # (a source not reached yet in this run: as the last run found it)
+            if not result.walked:  # (stopped in its walk: a source not reached yet is as the last run found it)
                 self.unreachable.setdefault(folder_id, {}).update(result.unreachable)
             else:
                 self.unreachable[folder_id] = dict(result.unreachable)

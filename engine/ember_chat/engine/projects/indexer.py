@@ -81,9 +81,10 @@ class IndexProgress:
 @dataclass
 class IndexRun:
     """What a run did: files read, skipped (each with its reason in the index), dropped (gone from
-        disk), the paths that could not be walked (`problems`: a source not there, a folder that cannot be
-        listed, a link loop, the file cap; `unreachable`: those of them that are a source's own path, by its id:
-    not there, or that cannot be read), and whether it was stopped before the end."""
+    disk), the paths that could not be walked (`problems`: a source not there, a folder that cannot be
+    listed, a link loop, the file cap; `unreachable`: those of them that are a source's own path, by its
+    id: not there, or that cannot be read — every such source when `walked`: the walk of all its sources
+    ended, as it does before a file is read), and whether it was stopped before the end."""
 
     read: int = 0
     skipped: int = 0
@@ -95,6 +96,7 @@ class IndexRun:
     unreachable: dict[int, ScanProblem] = field(default_factory=dict)  # by source id: its own path not walked
     embedding_problem: str | None = None  # the embedding model failed: the passages serve BM25 meanwhile
     stopped: bool = False
+    walked: bool = False
     seconds: float = 0.0
 
 
@@ -138,6 +140,7 @@ class Indexer:
         if stopped():
             result.stopped = True
             return self._done(result, started)
+        result.walked = True
         indexed_files = {f.path: f for f in self.index.files()}
         ours = {s.id for s in self.sources}
         gone = [p for p, f in indexed_files.items() if f.source_id in ours and p not in found and not under(p, kept)]
