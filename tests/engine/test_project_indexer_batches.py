@@ -60,10 +60,21 @@ def test_a_batch_reads_as_one_child_per_file_does(tmp_path: Path) -> None:
     (docs / "binary.txt").write_bytes(bytes(range(256)) * 40)
     (docs / "table.csv").write_text("ship,berth\nAurora,4\n")
     seen: dict[int, tuple[dict[str, str], list[tuple[str, int, int]]]] = {}
+    children: list[str] = []
+    real_run_child = isolated.FileReader._run_child
+
+    def counted(self: isolated.FileReader, name: str, *args: object, **kwargs: object) -> None:
+        children.append(name)
+        real_run_child(self, name, *args, **kwargs)  # type: ignore[arg-type]
+
     for batch_files in (1, 64):
         index = KnowledgeIndex(tmp_path / f"knowledge{batch_files}.sqlite3")
+        children.clear()
         try:
-            run = Indexer(index, [Root(1, str(docs))], batch_files=batch_files).run()
+            with pytest.MonkeyPatch.context() as patch:  # (counts the reading processes: the real ones run)
+                patch.setattr(isolated.FileReader, "_run_child", counted)
+                run = Indexer(index, [Root(1, str(docs))], batch_files=batch_files).run()
+            assert len(children) == (33 if batch_files == 1 else 1), children  # (one process for the 33 files)
             assert (run.read, run.skipped, run.stopped) == (32, 1, False)
             files = sorted((Path(f.path).name, f.pages, f.passages) for f in index.files() if f.state == "indexed")
             seen[batch_files] = (_reasons(index), files)
@@ -140,3 +151,25 @@ def test_a_stop_ends_a_batch_under_way_and_leaves_its_files_pending(
     monkeypatch.undo()
     again = Indexer(index, [Root(1, str(docs))]).run()
     assert (again.read, again.stopped) == (20, False) and index.counts().pending == 0
+
+
+def test_a_batch_reader_that_lies_never_writes_another_file_s_text_nor_makes_ember_hold_its_memory(
+    tmp_path: Path, index: KnowledgeIndex, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A batch's child exploited by one file: one that answers another file's text for it, one that
+    answers 64 MB for a few bytes. Neither answer is believed (its digest is not the file's; its size is
+    more than the file could decode to, refused before a byte of it is read): the files from there on
+    are read again alone, each to its own text."""
+    monkeypatch.setattr(isolated, "_read_batch_in_child", hanging_text_reader.lies_in_a_batch)
+    docs = tmp_path / "docs"
+    _notes(docs, 4)
+    (docs / "note01.md").write_text("# Swapped\n\nSWAP: the word swapword stands only here.\n")
+    (docs / "note02.md").write_text("# Huge\n\nHUGE: the word hugeword stands only here.\n")
+    run = Indexer(index, [Root(1, str(docs))]).run()
+    assert (run.read, run.skipped) == (4, 0)
+    for word, file in (("token0x", "note00.md"), ("swapword", "note01.md"), ("hugeword", "note02.md"),
+                       ("token3x", "note03.md")):  # fmt: skip
+        [(pid, _score)] = index.bm25(word, 3)  # (in one passage only: no file was given another's text)
+        passage = index.passage(pid)
+        assert Path(passage.file_path).name == file and word in passage.text
+    assert reading_processes() == []

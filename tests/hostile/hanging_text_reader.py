@@ -50,3 +50,26 @@ def reads_a_batch(job: list[tuple[str, bytes]], limits: Limits, out: Connection)
 
     _wrap_reader()
     isolated._read_batch_in_child(job, limits, out)
+
+
+SWAP = b"SWAP"  # answered with the text of the batch's last file (an exploited reader writing another's)
+HUGE = b"HUGE"  # answered with 64 MB of text for a few bytes (an exploited reader making Ember hold memory)
+
+
+def lies_in_a_batch(job: list[tuple[str, bytes]], limits: Limits, out: Connection) -> None:
+    """A batch's reader that lies about the marked files and answers every other one as Ember reads it."""
+    from ember_chat.engine.attachments.extract import read_attachment_bytes
+    from ember_chat.engine.attachments.reader_wire import send, send_done
+
+    try:
+        for name, data in job:
+            if SWAP in data:
+                send_done(out, read_attachment_bytes(job[-1][0], job[-1][1], limits))
+            elif HUGE in data:
+                text = b"x" * (64 * MB)
+                send(out, "done", text, kind="text", mime="text/plain", pages=[], sha256=None, text_bytes=len(text),
+                     image_bytes=None)  # fmt: skip
+            else:
+                send_done(out, read_attachment_bytes(name, data, limits))
+    finally:
+        out.close()

@@ -36,6 +36,7 @@ forked from a small server process started once with the readers imported (multi
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import logging
 import multiprocessing
 import sys
@@ -160,14 +161,19 @@ class FileReader:
         decoding is linear). A file that is not what its name says (a PDF named .md) or that runs out of
         memory is read again alone; if the batch's process fails, times out or dies, the files it had not
         answered are each read again alone, so that a bad one is named and the others are read. Only
-        ReadingStopped is raised (the reads under way killed)."""
+        ReadingStopped (the reads under way killed) and ReadersBusy (no turn came) are raised."""
         shown = [shown_name(name) for name, _ in files]
         answers: list[Extracted | AttachmentError | None] = []  # None: read it alone
         if len(files) > 1:
             label = f"{shown[0]} and {len(files) - 1} more"
+            take = self._batch_answer(shown, files, answers)
+
+            def most() -> int:  # (the next answer's file decoded, at most)
+                return decoded_at_most(files[min(len(answers), len(files) - 1)][1])
+
             with self._turn(shown[0]):
                 try:
-                    self._run_child(label, _read_batch_in_child, list(files), self._batch_answer(shown, files, answers))
+                    self._run_child(label, _read_batch_in_child, list(files), take, most)
                 except ReadingStopped:
                     raise
                 except AttachmentError as exc:  # (the batch's process failed: the files it did not answer, alone)
@@ -178,7 +184,7 @@ class FileReader:
             if answer is None:
                 try:
                     answer = self.read_bytes(name, data)
-                except ReadingStopped:
+                except (ReadingStopped, ReadersBusy):  # (no sentence of the file's own: it stays pending)
                     raise
                 except AttachmentError as exc:
                     answer = exc
@@ -240,6 +246,8 @@ class FileReader:
             if isinstance(message, ReadDone):
                 if message.kind not in DECODED_KINDS or message.image is not None or message.pages:
                     raise Garbled("a batch's file read as what a batch does not read")
+                if message.claimed_sha256 != hashlib.sha256(files[at][1]).hexdigest():
+                    raise Garbled("an answer for another file than the one it was given")  # (never another's text)
                 answers.append(extracted(shown[at], files[at][1], message))
             elif isinstance(message, ReadFailed):
                 answers.append(AttachmentError(message.message))
@@ -252,11 +260,17 @@ class FileReader:
         return take
 
     def _run_child(
-        self, name: str, target: Callable[..., None], job: object, take: Callable[[ChildMessage], bool]
+        self,
+        name: str,
+        target: Callable[..., None],
+        job: object,
+        take: Callable[[ChildMessage], bool],
+        most: Callable[[], int] | None = None,
     ) -> None:
         """`target(job, limits, pipe)` in a child process, each of its messages given to `take` until it
         returns True (the child has answered all it had to); AttachmentError with a sentence naming
-        `name` when the child is too slow, too big, dies or answers what Ember does not read."""
+        `name` when the child is too slow, too big, dies or answers what Ember does not read. `most()`:
+        the largest payload its next message may carry (else the memory limit)."""
         if self._stopped():
             raise ReadingStopped(f"Reading {name} was stopped.")
         ctx = _ctx()
@@ -291,7 +305,7 @@ class FileReader:
                 if not receiver.poll(POLL_S):
                     continue
                 try:
-                    answered = take(receive(receiver, self.limits))
+                    answered = take(receive(receiver, self.limits, None if most is None else most()))
                 except EOFError:
                     child.join(1)
                     if time.monotonic() >= deadline:  # (the watchdog's)
@@ -456,6 +470,13 @@ def _read_in_child(job: tuple[str, bytes], limits: Limits, out: Connection) -> N
         out.close()
 
 
+def decoded_at_most(data: bytes) -> int:
+    """The most UTF-8 bytes a file of these bytes decodes to (3 for a byte of a single-byte code page,
+    such as cp1252's €; fewer for UTF-8 and UTF-16), with room for what decoding adds: a batch's child
+    that answers more is not believed (64 files must not make Ember hold 64 times the memory limit)."""
+    return 4 * len(data) + 64
+
+
 def _read_batch_in_child(job: list[tuple[str, bytes]], limits: Limits, out: Connection) -> None:
     """Each file of the batch in turn, each answered before the next is read: "done", "error" (its
     sentence), or "alone" for a file whose bytes are not of a kind a batch reads (a PDF named .md: it is
@@ -466,6 +487,7 @@ def _read_batch_in_child(job: list[tuple[str, bytes]], limits: Limits, out: Conn
     try:
         for given, data in job:
             name = shown_name(given)
+            collected.counts.clear()  # (a file's warnings go with its own answer only)
             try:
                 if sniff_kind(name, data) not in DECODED_KINDS:
                     send(out, "alone")

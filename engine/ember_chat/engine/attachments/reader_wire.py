@@ -82,10 +82,11 @@ def send_done(out: Connection, result: Extracted) -> None:
     )
 
 
-def receive(receiver: Connection, limits: Limits) -> ChildMessage:
+def receive(receiver: Connection, limits: Limits, most: int | None = None) -> ChildMessage:
     """The child's next message, read as bytes and checked field by field (`Garbled` if anything is
-    off). EOFError when the child is gone. A payload can be at most the child's memory limit: it could
-    not have held more."""
+    off). EOFError when the child is gone. A payload can be at most the child's memory limit (it could
+    not have held more), and at most `most` bytes when the caller knows a bound (a batch's file decoded:
+    a few bytes for each of the file's)."""
     try:
         header = json.loads(receiver.recv_bytes(MAX_HEADER), parse_constant=_no_constant)
     except OSError as exc:  # (a message over the length given: "bad message length")
@@ -116,11 +117,11 @@ def receive(receiver: Connection, limits: Limits) -> ChildMessage:
     if what == "alone":
         return ReadAlone()
     if what == "done":
-        return read_done(header, receiver, limits)
+        return read_done(header, receiver, limits, most)
     raise Garbled(f"a message of kind {what!r}"[:80])
 
 
-def read_done(header: dict[str, object], receiver: Connection, limits: Limits) -> ReadDone:
+def read_done(header: dict[str, object], receiver: Connection, limits: Limits, most: int | None = None) -> ReadDone:
     try:
         kind = AttachmentKind(header.get("kind"))
     except ValueError:
@@ -136,6 +137,8 @@ def read_done(header: dict[str, object], receiver: Connection, limits: Limits) -
     total = text_bytes + (image_bytes or 0)
     if total > limits.max_memory_bytes:
         raise Garbled("a payload larger than the reader's memory limit")
+    if most is not None and total > most:
+        raise Garbled("a payload larger than its file could decode to")
     try:
         payload = receiver.recv_bytes(total)
     except OSError as exc:
