@@ -10,7 +10,6 @@ import os
 import threading
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -23,16 +22,11 @@ from ember_chat.engine.projects.index import IndexCounts, KnowledgeIndex
 from ember_chat.engine.projects.indexer import Indexer, IndexProgress, IndexRun
 from ember_chat.engine.projects.watch import Changes, KnowledgeWatcher
 from tests.helpers.attachment_files import reading_processes, write_docx, write_encrypted_pdf, write_pdf
+from tests.helpers.knowledge_sources import Root
 from tests.helpers.many_files import make_files, memory_mb, reset_peak_rss
 
 WAIT_S = 20.0
 GATE = "The east gate's code is PELICAN-42; the west gate has none."
-
-
-@dataclass(frozen=True)
-class Root:
-    id: int
-    path: str
 
 
 @pytest.fixture

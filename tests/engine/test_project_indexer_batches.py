@@ -9,7 +9,6 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -19,17 +18,12 @@ from ember_chat.engine.attachments.kinds import MB, Limits
 from ember_chat.engine.projects.index import KnowledgeIndex
 from ember_chat.engine.projects.indexer import Indexer, IndexRun
 from tests.helpers.attachment_files import reading_processes
+from tests.helpers.knowledge_sources import Root
 from tests.hostile import hanging_text_reader
 from tests.hostile.slow_or_inflating_files import pdf_flate_bomb
 
 WAIT_S = 20.0
 LIMITS = Limits(max_seconds=2, max_memory_bytes=1024 * MB)
-
-
-@dataclass(frozen=True)
-class Root:
-    id: int
-    path: str
 
 
 @pytest.fixture

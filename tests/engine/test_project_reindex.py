@@ -5,18 +5,11 @@ processes, into the current layout (each passage's section heading searchable)."
 from __future__ import annotations
 
 import sqlite3
-from dataclasses import dataclass
 from pathlib import Path
 
 from ember_chat.engine.projects.index import FORMAT, KnowledgeIndex
 from ember_chat.engine.projects.indexer import Indexer
-
-
-@dataclass(frozen=True)
-class Root:
-    id: int
-    path: str
-
+from tests.helpers.knowledge_sources import Root
 
 FILLER = "".join(f"Paragraph {n} is about boats, ropes and the weather at the quay.\n\n" for n in range(30))
 GUIDE = f"# Harbour guide\n\n{FILLER}## Tide tables\n\n{FILLER}The master pins them on the door.\n"
