@@ -46,7 +46,7 @@ def test_a_project_is_made_indexed_listed_and_given_more_knowledge(tmp_path: Pat
     (docs / "bad.txt").write_bytes(b"\x00\x01\x02binary\xff" * 100)
     made = cli("projects", "new", "Harbour", "--folder", str(docs), "--instructions", "Be brief.", data_dir=data)
     assert made.returncode == 0, made.stderr
-    assert "Made the project “Harbour” with 1 knowledge source(s)." in made.stdout
+    assert "Made the project “Harbour” with 1 knowledge source." in made.stdout
     assert "Indexed “Harbour”: 6 files" in made.stderr and "skipped" in made.stderr and "bad.txt" in made.stderr
     (row,) = _listed(data)
     assert row["name"] == "Harbour" and row["instructions"] == "Be brief." and row["state"] == "indexed"

@@ -85,7 +85,8 @@ def _new(args: argparse.Namespace, projects: ProjectStore, paths: AppPaths) -> i
     except StoreError as exc:
         raise EmberError(str(exc)) from None
     project = projects.project(project.folder_id)
-    print(f"Made the project “{terminal_text(project.name)}” with {len(project.sources)} knowledge source(s).")
+    n = len(project.sources)
+    print(f"Made the project “{terminal_text(project.name)}” with {n} knowledge source{'' if n == 1 else 's'}.")
     if not args.no_index and project.sources:
         _index_project(project, paths, sys.stderr)
     return 0
@@ -168,7 +169,8 @@ def _index_project(project: Project, paths: AppPaths, out: TextIO) -> IndexRun:
     for problem in result.problems:
         out.write(f"  {terminal_text(str(problem.path))}: {terminal_text(problem.reason)}\n")
     if paused:
-        out.write(f"  {paused} paused source(s) left out (resume them in the window).\n")
+        sources = "source" if paused == 1 else "sources"
+        out.write(f"  {paused} paused {sources} left out (resume them in the window).\n")
     for problem in (embedding_problem, result.embedding_problem):
         if problem:
             out.write(f"  {terminal_text(problem)}\n")
