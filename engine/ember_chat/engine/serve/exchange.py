@@ -26,6 +26,10 @@ from ember_chat.engine.serve.metrics_export import OTHER_ROUTE
 from ember_chat.engine.serve.request_log import RequestRecord
 from ember_chat.engine.serve.sink import ClientGone
 
+# a body over the limit up to this size is read and dropped before the 413: closing a connection with
+# unread data resets it, and the client may lose the answer it was sent (a 2 MB upload to a 2 MB limit)
+DISCARDED_BODY_BYTES = 32 * 1024 * 1024
+
 Message = MutableMapping[str, Any]
 Send = Callable[[Message], Awaitable[None]]
 Receive = Callable[[], Awaitable[Message]]
@@ -135,6 +139,8 @@ class Call:
             raise ApiError(400, f"The Content-Length header must be a whole number of bytes, not {length!r}.")
         if n > max_bytes:
             self.close = True  # (not `>> 20` MB: a small limit read "0 MB")
+            if n <= DISCARDED_BODY_BYTES:
+                await self._discard(receive, timeout_s)
             raise ApiError(413, f"The request body is larger than the server's limit of {max_bytes:,} bytes.")
         # one buffer of the announced size, filled as the parts come (a large body is not copied again)
         raw, got = bytearray(n), 0
@@ -154,6 +160,20 @@ class Call:
             if not message.get("more_body", False):
                 break
         self.raw = raw
+
+    async def _discard(self, receive: Receive, timeout_s: float) -> None:
+        """Read the body and drop it (each part within `timeout_s` of the last); it counts as read."""
+        while True:
+            with anyio.move_on_after(timeout_s) as waited:
+                message = await receive()
+            if waited.cancelled_caught:
+                break
+            if message["type"] == "http.disconnect":
+                self.gone.set()
+                break
+            if not message.get("more_body", False):
+                break
+        self.raw = bytearray()  # (read: nothing is to be drained again before the answer)
 
     async def watch(self, receive: Receive) -> None:
         """Wait for the client to close the connection (its request's body already read), then say so."""
