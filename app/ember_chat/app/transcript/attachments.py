@@ -52,7 +52,6 @@ from ember_chat.app.transcript.project_sources import (
 from ember_chat.app.transcript.render.message import MessageWriter, inline_image, sign
 from ember_chat.engine.attachments import PlannedAttachment, Source, StoredAttachment
 from ember_chat.engine.attachments.kinds import human_size
-from ember_chat.engine.core.reasoning import split_thinking
 from ember_chat.engine.errors import EmberError
 from ember_chat.engine.projects.citations import ProjectSource, answer_uses
 from ember_chat.engine.storage.import_plan import IMPORTED_PASSAGE
@@ -218,8 +217,8 @@ class TranscriptAttachments:
         used: set[int] = set()
         if m.knowledge and body is not None:
             link_markers(self.view.document(), *body, message_id, m.knowledge, QColor(writer.colors.link))
-            # (its own text: not its thinking, nor what the transcript shows around it)
-            used = answer_uses(split_thinking(answer).answer, self.question_of(message_id), m.knowledge)
+            # (the stored answer, not what the transcript shows around it; answer_uses leaves its thinking out)
+            used = answer_uses(answer, self.question_of(message_id), m.knowledge)
         if m.items:
             fmt = QTextBlockFormat()
             fmt.setTopMargin(8)

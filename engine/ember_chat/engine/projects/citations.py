@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass
 from pathlib import PurePath
 from typing import Protocol
 
+from ember_chat.engine.core.reasoning import split_thinking
 from ember_chat.engine.inference.events import CitedPassage, FilePassage
 
 CITE_INSTRUCTION = (
@@ -144,8 +145,10 @@ def quoted(answer_text: str, question: str, passages: Sequence[CitedPassage]) ->
 
 
 def answer_uses(answer_text: str, question: str, passages: Sequence[CitedPassage]) -> set[int]:
-    """The passages an answer uses: those it cites with [n], and those whose words it has (`quoted`)."""
-    return cited(answer_text, len(passages)) | quoted(answer_text, question, passages)
+    """The passages an answer uses: those it cites with [n], and those whose words it has (`quoted`); its
+    thinking left out (what it thought is not what it answered)."""
+    said = split_thinking(answer_text).answer
+    return cited(said, len(passages)) | quoted(said, question, passages)
 
 
 __all__ = [
