@@ -98,21 +98,47 @@ def test_a_pdf_named_md_is_not_parsed_in_the_batch_and_gets_its_own_sentence(
 def test_a_file_that_hangs_or_inflates_in_a_batch_gets_its_own_sentence(
     tmp_path: Path, index: KnowledgeIndex, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """The file that hangs had its whole time limit in the batch (its clock started when the file before
+    it was answered): it is said too slow there, never read again alone (a second full wait), and the
+    files after it are read in a new batch; the one that inflates is read again alone (the memory limit
+    is the batch's process's)."""
     monkeypatch.setattr(isolated, "_read_in_child", hanging_text_reader.reads_one)
     monkeypatch.setattr(isolated, "_read_batch_in_child", hanging_text_reader.reads_a_batch)
+    children: list[str] = []
+    real_run_child = isolated.FileReader._run_child
+
+    def counted(self: isolated.FileReader, name: str, *args: object, **kwargs: object) -> None:
+        children.append(name)
+        real_run_child(self, name, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(isolated.FileReader, "_run_child", counted)
     docs = tmp_path / "docs"
     _notes(docs, 20)
     (docs / "note05.md").write_bytes(b"# Stuck\n\nHANG: the reader never finishes this one.\n")
     (docs / "note12.md").write_bytes(b"# Huge\n\nINFLATE: the reader allocates without end.\n")
-    started = time.monotonic()
     run = Indexer(index, [Root(1, str(docs))], LIMITS).run()
-    took = time.monotonic() - started
     reasons = _reasons(index)
     assert (run.read, run.skipped) == (18, 2), reasons
     assert reasons["note05.md"].startswith("note05.md took longer than 2 seconds to read")
     assert reasons["note12.md"].startswith("note12.md needs more than 1024.0 MB of memory to read")
     assert all(f"token{i}x" in _found(index, f"token{i}x")[0] for i in (0, 4, 6, 11, 13, 19))
-    assert took < 2 * LIMITS.max_seconds + 8  # (the batch's limit, then the hanging file's own)
+    assert children == ["note00.md and 19 more", "note06.md and 13 more", "note12.md"]  # (none for note05 alone)
+    assert reading_processes() == []
+
+
+def test_each_file_of_a_batch_has_its_own_time_limit(
+    tmp_path: Path, index: KnowledgeIndex, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Files that each take most of the limit, together more than it: none is said too slow (the clock
+    of each starts when the one before it is answered), all in one process."""
+    monkeypatch.setattr(isolated, "_read_batch_in_child", hanging_text_reader.reads_a_batch)
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for i in range(3):
+        (docs / f"slow{i}.md").write_bytes(f"# Slow {i}\n\nSLOW: the word slow{i}x stands here.\n".encode())
+    run = Indexer(index, [Root(1, str(docs))], Limits(max_seconds=2, max_memory_bytes=1024 * MB)).run()
+    assert (run.read, run.skipped) == (3, 0), _reasons(index)
+    assert all(f"slow{i}x" in _found(index, f"slow{i}x")[0] for i in range(3))
     assert reading_processes() == []
 
 

@@ -5,9 +5,10 @@ extraction (extract.read_attachment_bytes) is wrapped: a file whose bytes hold `
 one whose bytes hold `INFLATE` allocates until the child's memory cap (RLIMIT_AS, the real limit) makes
 it fail; every other file is read as Ember reads it.
 
-Expected: in a batch, the file that hangs makes the batch's process reach the time limit and the files
-it had not answered are read again alone, the one that inflates is read again alone; alone, each gets
-its own sentence (too slow, too much memory) and every other file of the batch is read."""
+Expected: in a batch, the file that hangs makes the batch's process reach its time limit: it is said too
+slow (not read again) and the files after it are read in a new batch; the one that inflates is read
+again alone, with its own sentence (too much memory); every other file of the batch is read. One whose bytes
+hold `SLOW` is read after SLOW_S seconds (a file that takes most of a short time limit)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,8 @@ from ember_chat.engine.attachments.kinds import MB, Extracted, Limits, Progress
 
 HANG = b"HANG"
 INFLATE = b"INFLATE"
+SLOW = b"SLOW"  # read after SLOW_S: most of a short time limit, not all of it
+SLOW_S = 0.8
 
 
 def _wrap_reader() -> None:
@@ -29,6 +32,8 @@ def _wrap_reader() -> None:
     def reads_badly(name: str, data: bytes, limits: Limits, progress: Progress | None = None) -> Extracted:
         if HANG in data:
             time.sleep(3600)
+        if SLOW in data:
+            time.sleep(SLOW_S)
         if INFLATE in data:
             held = []
             while True:  # (calloc'd pages: address space, not resident memory, until the cap)

@@ -16,11 +16,13 @@ nobody listed. In a child process none of that reaches the caller:
   `MAX_READERS - 1` of them: the window's attachments, imports and the CLI always find one free. An API
   request's file waits a bounded time for its turn, then is `ReadersBusy` (a 503 with Retry-After);
 - any error in the child is one sentence naming the file, never an exception from a library;
-- many small files (a project's notes) can be read in one child, each in turn (`read_batch`), with the
-  limits of one file: only files whose reading is decoding (DECODED_KINDS, as their bytes say: a PDF
-  named .md is left to be read alone), each answered before the next is read; a file that fails the
-  batch (too slow, too big, the child gone) is read again alone, as are those after it, so each has
-  its own sentence;
+- many small files (a project's notes) can be read in one child, each in turn (`read_batch`), each
+  with the limits of one file (its clock starts when the one before it is answered): only files whose
+  reading is decoding (DECODED_KINDS, as their bytes say: a PDF named .md is left to be read alone),
+  each answered before the next is read; a file that takes the whole time limit there is too slow (it
+  had the time it would have alone: not read again), and those after it are read in a new batch; a
+  file that fails the batch otherwise (too big, the child gone) is read again alone, as are those after
+  it, so each has its own sentence;
 - the child's answer is plain data (reader_wire.py): a JSON header, then the text's and the image's raw
   bytes, each checked here. It is never unpickled: a reader library exploited in the child would run
   code in Ember's own process. The file's SHA-256 (the name of the blob every message attaching the
@@ -102,6 +104,10 @@ class ReadingStopped(AttachmentError):
     """The read was cancelled (`FileReader.cancel`, or `cancelled()` turned true); its child is gone."""
 
 
+class _TooSlow(AttachmentError):
+    """The child ran past the time limit of the file it was reading (killed)."""
+
+
 def _ctx() -> BaseContext:
     global _context
     with _context_lock:
@@ -154,33 +160,65 @@ class FileReader:
         with self._turn(shown):
             return self._in_child(shown, data, progress)
 
-    def read_batch(self, files: Sequence[tuple[str, bytes]]) -> list[Extracted | AttachmentError]:
+    def read_batch(
+        self, files: Sequence[tuple[str, bytes]], answered: Callable[[int], None] | None = None
+    ) -> list[Extracted | AttachmentError]:
         """Small files of the kinds whose reading is decoding (`DECODED_KINDS`: their names say so), read
         in ONE child process, each in turn: what `read_bytes` would give for each, in order (a file's
-        sentence as an AttachmentError). The batch has the limits of one file (its files are small and
-        decoding is linear). A file that is not what its name says (a PDF named .md) or that runs out of
-        memory is read again alone; if the batch's process fails, times out or dies, the files it had not
-        answered are each read again alone, so that a bad one is named and the others are read. Only
-        ReadingStopped (the reads under way killed) and ReadersBusy (no turn came) are raised."""
+        sentence as an AttachmentError). Each file has the limits of one (its clock starts when the
+        file before it is answered; one process's memory: its files are small and decoding is linear).
+        A file on which the batch's process reaches the time limit is too slow (it had all the time it
+        would have alone: it is not read again) and the files after it are read in a new batch; a file
+        that is not what its name says (a PDF named .md) or that runs out of memory is read again alone;
+        if the batch's process fails or dies otherwise, the files it had not answered are each read again
+        alone, so that a bad one is named and the others are read. `answered(i)`: files[i] has its answer
+        (each once, as it comes). Only ReadingStopped (the reads under way killed) and ReadersBusy (no turn
+        came) are raised."""
         shown = [shown_name(name) for name, _ in files]
         answers: list[Extracted | AttachmentError | None] = []  # None: read it alone
+        slow_at: int | None = None  # the file the batch's process ran out of its time on
         if len(files) > 1:
             label = f"{shown[0]} and {len(files) - 1} more"
-            take = self._batch_answer(shown, files, answers)
+            take = self._batch_answer(shown, files, answers, answered)
+            answered_at: list[float] = []  # when each answer came: the next file's clock starts there
+
+            def timed(message: ChildMessage) -> bool:
+                count = len(answers)
+                last = take(message)
+                if len(answers) > count:
+                    answered_at.append(time.monotonic())
+                return last
 
             def most() -> int:  # (the next answer's file decoded, at most)
                 return decoded_at_most(files[min(len(answers), len(files) - 1)][1])
 
             with self._turn(shown[0]):
                 try:
-                    self._run_child(label, _read_batch_in_child, list(files), take, most)
+                    self._run_child(
+                        label,
+                        _read_batch_in_child,
+                        list(files),
+                        timed,
+                        most,
+                        lambda: answered_at[-1] if answered_at else None,
+                    )
                 except ReadingStopped:
                     raise
+                except _TooSlow:  # (the file it was on had its whole time: too slow, as alone)
+                    slow_at = len(answers)
+                    log.info("A batch of %d files to read ran out of time on file %d", len(files), slow_at + 1)
                 except AttachmentError as exc:  # (the batch's process failed: the files it did not answer, alone)
                     log.info("A batch of %d files to read failed after %d of them (%s)", len(files), len(answers), exc)
-        answers += [None] * (len(files) - len(answers))
+        rest: list[Extracted | AttachmentError] = []  # the files after the one too slow: in a new batch
+        if slow_at is not None:  # (its turn given back: the new batch takes one of its own)
+            answers.append(AttachmentError(_too_slow(shown[slow_at], self.limits)))
+            if answered is not None:
+                answered(slow_at)
+            after = slow_at + 1
+            rest = self.read_batch(files[after:], None if answered is None else _shifted(answered, after))
+        answers += [None] * (len(files) - len(answers) - len(rest))
         done: list[Extracted | AttachmentError] = []
-        for (name, data), answer in zip(files, answers, strict=True):
+        for at, ((name, data), answer) in enumerate(zip(files, [*answers, *rest], strict=True)):
             if answer is None:
                 try:
                     answer = self.read_bytes(name, data)
@@ -188,6 +226,8 @@ class FileReader:
                     raise
                 except AttachmentError as exc:
                     answer = exc
+                if answered is not None:
+                    answered(at)
             done.append(answer)
         return done
 
@@ -232,9 +272,13 @@ class FileReader:
 
     @staticmethod
     def _batch_answer(
-        shown: list[str], files: Sequence[tuple[str, bytes]], answers: list[Extracted | AttachmentError | None]
+        shown: list[str],
+        files: Sequence[tuple[str, bytes]],
+        answers: list[Extracted | AttachmentError | None],
+        answered: Callable[[int], None] | None,
     ) -> Callable[[ChildMessage], bool]:
-        """What takes a batch's messages: each file's answer appended to `answers`; True after the last."""
+        """What takes a batch's messages: each file's answer appended to `answers` (`answered` told of
+        those that are final: not those to be read alone); True after the last."""
 
         def take(message: ChildMessage) -> bool:
             at = len(answers)
@@ -255,6 +299,8 @@ class FileReader:
                 answers.append(None)
             else:
                 raise Garbled("progress from a batch")
+            if answered is not None and answers[at] is not None:
+                answered(at)
             return len(answers) == len(files)
 
         return take
@@ -266,11 +312,14 @@ class FileReader:
         job: object,
         take: Callable[[ChildMessage], bool],
         most: Callable[[], int] | None = None,
+        began: Callable[[], float | None] | None = None,
     ) -> None:
         """`target(job, limits, pipe)` in a child process, each of its messages given to `take` until it
         returns True (the child has answered all it had to); AttachmentError with a sentence naming
-        `name` when the child is too slow, too big, dies or answers what Ember does not read. `most()`:
-        the largest payload its next message may carry (else the memory limit)."""
+        `name` when the child is too slow (_TooSlow), too big, dies or answers what Ember does not read.
+        `most()`: the largest payload its next message may carry (else the memory limit); `began()`: when
+        the file it reads now began (a batch's last answer; None: when the child started), its time limit
+        counted from there."""
         if self._stopped():
             raise ReadingStopped(f"Reading {name} was stopped.")
         ctx = _ctx()
@@ -287,19 +336,31 @@ class FileReader:
             sender.close()  # (the child holds its end: EOF here when it exits)
         self.pid = child.pid
         watch = None if _caps_address_space() else _MemoryWatch(child.pid)
-        deadline = time.monotonic() + self.limits.max_seconds
+        started = time.monotonic()
+
+        def deadline() -> float:
+            since = None if began is None else began()
+            return (started if since is None else since) + self.limits.max_seconds
+
         answered = False  # the child said how it ended: it is exiting by itself
         # a child that stops halfway through a message holds this thread in recv_bytes, past every
         # check below: another thread kills it at the deadline (its pipe then ends)
-        watchdog = threading.Timer(self.limits.max_seconds, _kill, (child,))
-        watchdog.daemon = True
+        ended = threading.Event()
+
+        def watch_clock() -> None:
+            while not ended.wait(max(0.0, deadline() - time.monotonic())):
+                if time.monotonic() >= deadline():
+                    _kill(child)
+                    return
+
+        watchdog = threading.Thread(target=watch_clock, name=f"ember-read-clock {name}", daemon=True)
         watchdog.start()
         try:
             while not answered:
                 if self._stopped():
                     raise ReadingStopped(f"Reading {name} was stopped.")
-                if time.monotonic() >= deadline:
-                    raise AttachmentError(_too_slow(name, self.limits))
+                if time.monotonic() >= deadline():
+                    raise _TooSlow(_too_slow(name, self.limits))
                 if watch is not None and watch.rss() > self.limits.max_memory_bytes:
                     raise AttachmentError(_too_big(name, self.limits))
                 if not receiver.poll(POLL_S):
@@ -308,18 +369,18 @@ class FileReader:
                     answered = take(receive(receiver, self.limits, None if most is None else most()))
                 except EOFError:
                     child.join(1)
-                    if time.monotonic() >= deadline:  # (the watchdog's)
-                        raise AttachmentError(_too_slow(name, self.limits)) from None
+                    if time.monotonic() >= deadline():  # (the watchdog's)
+                        raise _TooSlow(_too_slow(name, self.limits)) from None
                     raise AttachmentError(_died(name, child.exitcode, self.limits)) from None
                 except Garbled as exc:
-                    if time.monotonic() >= deadline:  # (the watchdog's: the pipe ended inside a message)
-                        raise AttachmentError(_too_slow(name, self.limits)) from None
+                    if time.monotonic() >= deadline():  # (the watchdog's: the pipe ended inside a message)
+                        raise _TooSlow(_too_slow(name, self.limits)) from None
                     log.warning("%s: the reading process answered what Ember does not read (%s)", name, exc)
                     raise AttachmentError(
                         f"{name} could not be read: its reader answered something Ember does not understand."
                     ) from None
         finally:
-            watchdog.cancel()
+            ended.set()
             watchdog.join()
             receiver.close()
             _end(child, answered)
@@ -356,6 +417,11 @@ def read_bytes_isolated(
     """`read_attachment_bytes`, in a child process with the time and memory limits of `limits`
     (`requester`, `turn_wait_s`: see FileReader)."""
     return FileReader(limits, cancelled, requester, turn_wait_s).read_bytes(name, data, progress)
+
+
+def _shifted(answered: Callable[[int], None], by: int) -> Callable[[int], None]:
+    """`answered` for a batch of the files from `by` on: its numbers those of the whole batch."""
+    return lambda at: answered(at + by)
 
 
 def _kill(child: multiprocessing.process.BaseProcess) -> None:
