@@ -15,8 +15,8 @@ import pytest
 
 from ember_chat.engine.attachments import isolated
 from ember_chat.engine.attachments.kinds import MB, Limits
-from ember_chat.engine.projects.index import KnowledgeIndex
-from ember_chat.engine.projects.indexer import Indexer, IndexRun
+from ember_chat.engine.projects.index import PENDING, KnowledgeIndex
+from ember_chat.engine.projects.indexer import Indexer, IndexProgress, IndexRun
 from tests.helpers.attachment_files import reading_processes
 from tests.helpers.knowledge_sources import Root
 from tests.hostile import hanging_text_reader
@@ -77,6 +77,30 @@ def test_a_batch_reads_as_one_child_per_file_does(tmp_path: Path) -> None:
             index.close()
     assert seen[1] == seen[64]
     assert "is a binary file" in seen[64][0]["binary.txt"]
+    assert reading_processes() == []
+
+
+def test_progress_counts_each_file_of_a_batch_as_its_answer_is_stored(tmp_path: Path, index: KnowledgeIndex) -> None:
+    """`files_done` is the files read or skipped, each counted as its answer comes: never one still waiting
+    in its batch, and the last batch's files each as they come, so the count reaches the total as the last
+    file is stored (not only with the run's last word, after the batch's wait)."""
+    docs = tmp_path / "docs"
+    _notes(docs, 12)
+    (docs / "binary.txt").write_bytes(bytes(range(256)) * 40)  # (skipped with its sentence, in the batch)
+    seen: list[tuple[IndexProgress, int]] = []
+
+    def progress(p: IndexProgress) -> None:
+        counts = index.counts()
+        seen.append((p, counts.indexed + counts.skipped))  # (the files done, as the index has them then)
+
+    run = Indexer(index, [Root(1, str(docs))]).run(progress)
+    assert (run.read, run.skipped) == (12, 1)
+    assert [p.files_done for p, _ in seen] == [stored for _, stored in seen]  # (never ahead, never behind)
+    done = [p.files_done for p, _ in seen]
+    assert done == sorted(done) and set(done) == set(range(14)) and all(p.files_total == 13 for p, _ in seen)
+    at_total = [p for p, _ in seen if p.files_done == 13]
+    assert at_total[0].current is not None  # (the last file stored, before the run's last word)
+    assert at_total[-1] == IndexProgress(13, 13, run.pages, run.passages, None)
     assert reading_processes() == []
 
 
@@ -142,7 +166,7 @@ def test_each_file_of_a_batch_has_its_own_time_limit(
     assert reading_processes() == []
 
 
-def test_a_stop_ends_a_batch_under_way_and_leaves_its_files_pending(
+def test_a_stop_ends_a_batch_under_way_and_leaves_its_files_not_answered_pending(
     tmp_path: Path, index: KnowledgeIndex, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(isolated, "_read_batch_in_child", hanging_text_reader.reads_a_batch)
@@ -166,11 +190,13 @@ def test_a_stop_ends_a_batch_under_way_and_leaves_its_files_pending(
     worker.join(WAIT_S)
     assert not worker.is_alive() and time.monotonic() - stopped_at < 5
     [done] = result
-    assert done.stopped and done.read == 0 and index.counts().pending == 20
+    assert done.stopped and done.read + index.counts().pending == 20  # (those answered before the stop: stored)
+    states = {Path(f.path).name: f.state for f in index.files()}
+    assert states["note10.md"] == states["note19.md"] == PENDING
     assert reading_processes() == []
     monkeypatch.undo()
     again = Indexer(index, [Root(1, str(docs))]).run()
-    assert (again.read, again.stopped) == (20, False) and index.counts().pending == 0
+    assert (again.read, again.stopped) == (20 - done.read, False) and index.counts().pending == 0
 
 
 def test_a_batch_reader_that_lies_never_writes_another_file_s_text_nor_makes_ember_hold_its_memory(

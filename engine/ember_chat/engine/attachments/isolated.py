@@ -96,6 +96,7 @@ _PRELOAD = [
 DECODED_KINDS = frozenset(
     (AttachmentKind.TEXT, AttachmentKind.MARKDOWN, AttachmentKind.CODE, AttachmentKind.CSV, AttachmentKind.JSON)
 )
+Answered = Callable[[int, Extracted | AttachmentError], None]  # a batch's file (its number) and its answer
 _context_lock = threading.Lock()
 _context: BaseContext | None = None
 
@@ -161,7 +162,7 @@ class FileReader:
             return self._in_child(shown, data, progress)
 
     def read_batch(
-        self, files: Sequence[tuple[str, bytes]], answered: Callable[[int], None] | None = None
+        self, files: Sequence[tuple[str, bytes]], answered: Answered | None = None
     ) -> list[Extracted | AttachmentError]:
         """Small files of the kinds whose reading is decoding (`DECODED_KINDS`: their names say so), read
         in ONE child process, each in turn: what `read_bytes` would give for each, in order (a file's
@@ -171,9 +172,9 @@ class FileReader:
         would have alone: it is not read again) and the files after it are read in a new batch; a file
         that is not what its name says (a PDF named .md) or that runs out of memory is read again alone;
         if the batch's process fails or dies otherwise, the files it had not answered are each read again
-        alone, so that a bad one is named and the others are read. `answered(i)`: files[i] has its answer
-        (each once, as it comes). Only ReadingStopped (the reads under way killed) and ReadersBusy (no turn
-        came) are raised."""
+        alone, so that a bad one is named and the others are read. `answered(i, answer)`: files[i]'s
+        answer, each once, as it comes (in the order they come). Only ReadingStopped (the reads under way
+        killed) and ReadersBusy (no turn came) are raised."""
         shown = [shown_name(name) for name, _ in files]
         answers: list[Extracted | AttachmentError | None] = []  # None: read it alone
         slow_at: int | None = None  # the file the batch's process ran out of its time on
@@ -213,7 +214,7 @@ class FileReader:
         if slow_at is not None:  # (its turn given back: the new batch takes one of its own)
             answers.append(AttachmentError(_too_slow(shown[slow_at], self.limits)))
             if answered is not None:
-                answered(slow_at)
+                answered(slow_at, answers[slow_at])
             after = slow_at + 1
             rest = self.read_batch(files[after:], None if answered is None else _shifted(answered, after))
         answers += [None] * (len(files) - len(answers) - len(rest))
@@ -227,7 +228,7 @@ class FileReader:
                 except AttachmentError as exc:
                     answer = exc
                 if answered is not None:
-                    answered(at)
+                    answered(at, answer)
             done.append(answer)
         return done
 
@@ -275,7 +276,7 @@ class FileReader:
         shown: list[str],
         files: Sequence[tuple[str, bytes]],
         answers: list[Extracted | AttachmentError | None],
-        answered: Callable[[int], None] | None,
+        answered: Answered | None,
     ) -> Callable[[ChildMessage], bool]:
         """What takes a batch's messages: each file's answer appended to `answers` (`answered` told of
         those that are final: not those to be read alone); True after the last."""
@@ -299,8 +300,9 @@ class FileReader:
                 answers.append(None)
             else:
                 raise Garbled("progress from a batch")
-            if answered is not None and answers[at] is not None:
-                answered(at)
+            answer = answers[at]
+            if answered is not None and answer is not None:
+                answered(at, answer)
             return len(answers) == len(files)
 
         return take
@@ -419,9 +421,9 @@ def read_bytes_isolated(
     return FileReader(limits, cancelled, requester, turn_wait_s).read_bytes(name, data, progress)
 
 
-def _shifted(answered: Callable[[int], None], by: int) -> Callable[[int], None]:
+def _shifted(answered: Answered, by: int) -> Answered:
     """`answered` for a batch of the files from `by` on: its numbers those of the whole batch."""
-    return lambda at: answered(at + by)
+    return lambda at, answer: answered(at + by, answer)
 
 
 def _kill(child: multiprocessing.process.BaseProcess) -> None:

@@ -3,18 +3,20 @@
 as it is. Run it again to resume after a stop (`stopped()` is checked between files, and kills a read
 under way), after a crash, or when the watcher (watch.py) saw something change.
 
-Each file is read in a child process with the attachments' time and memory limits (one `FileReader`
-for the run: attachments/isolated.py); small files of the kinds whose reading is decoding (text,
-Markdown, code, CSV, JSON: up to BATCH_FILE_BYTES each) are read BATCH_FILES at a time (or BATCH_BYTES)
-in one child (`FileReader.read_batch`: a file that fails there is read again alone), as a child costs
+Each file is read in a child process with the attachments' time and memory limits (one `FileReader` for
+the run: attachments/isolated.py); small files of the kinds whose reading is decoding (text, Markdown,
+code, CSV, JSON: up to BATCH_FILE_BYTES each) are read BATCH_FILES at a time (or BATCH_BYTES) in one
+child (`FileReader.read_batch`: a file that fails there is named or read again alone), as a child costs
 ~10 ms, most of a small note's time (bench/index_small_files.py: 102-105 files/s -> 1,604-1,652). A stop
-leaves the batch being gathered or read pending. Then chunked like attachments (attachments/chunking.py) and stored
-(index.py). The bytes are taken with attachments' `read_plain_file`: opened non-blocking and checked to be
-a plain file within the size limit before anything is read (a pipe put in a file's place would block a
-plain open); and a file that became, since the folder was listed, a link leading outside its source's
-folder is not read (scan.py lists such links without following them). Passages get their vectors (with
-an embedding model) every EMBED_FILES files read and at the end: the passages without one are found
-with one query over the index, not one per file.
+leaves the batch being gathered pending, and the files of the batch being read that had no answer yet:
+each file is stored as its answer comes, and counted in the progress then (`IndexProgress.files_done`
+counts files read or skipped, never one still waiting in a batch). Then chunked like attachments
+(attachments/chunking.py) and stored (index.py). The bytes are taken with attachments' `read_plain_file`:
+opened non-blocking and checked to be a plain file within the size limit before anything is read (a pipe
+put in a file's place would block a plain open); and a file that became, since the folder was listed, a
+link leading outside its source's folder is not read (scan.py lists such links without following them).
+Passages get their vectors (with an embedding model) every EMBED_FILES files read and at the end: the
+passages without one are found with one query over the index, not one per file.
 A file that cannot be read — a password-protected or damaged PDF, a binary file named .txt, a file gone
 since the folder was listed, one over the size limit — is kept as skipped with the reader's sentence;
 the rest goes on. A source that is not there (a disconnected drive) or a folder that cannot be listed
@@ -75,7 +77,7 @@ class IndexProgress:
     files_total: int  # the files to read in this run (new or changed)
     pages: int  # read in this run
     passages: int  # stored in this run
-    current: str | None  # the file being read now; None once the run is over
+    current: str | None  # the file being read now (or just read); None once the run is over
 
 
 @dataclass
@@ -166,16 +168,25 @@ class Indexer:
         reader = FileReader(self.limits, cancelled=stopped)
         roots = {s.id: s.path for s in self.sources}
         total = len(to_read)
+        finished = 0  # files read and stored, or skipped: a batch's each as its answer comes
+
+        def stored(path: str) -> None:
+            nonlocal finished
+            finished += 1
+            if progress is not None:
+                progress(IndexProgress(finished, total, result.pages, result.passages, path))
+
         batch: list[_Taken] = []  # small files of the kinds whose reading is decoding, read together
         unembedded = (0, 0)  # (files, passages) read since the passages were last embedded
-        for done, (source_id, file) in enumerate(to_read):
+        for source_id, file in to_read:
             if stopped():
                 result.stopped = True
                 break
             if progress is not None:
-                progress(IndexProgress(done, total, result.pages, result.passages, str(file.path)))
+                progress(IndexProgress(finished, total, result.pages, result.passages, str(file.path)))
             taken = self._take(roots[source_id], source_id, file, result)
             if taken is None:
+                finished += 1
                 continue
             if self.batch_files > 1 and taken.batched:
                 batch.append(taken)
@@ -186,7 +197,7 @@ class Indexer:
                 group = [taken]
             passages = result.passages
             try:
-                self._read(reader, group, result)
+                self._read(reader, group, result, stored)
             except ReadingStopped:
                 result.stopped = True
                 break
@@ -200,7 +211,7 @@ class Indexer:
             passages = result.passages
             try:
                 if batch:
-                    self._read(reader, batch, result)
+                    self._read(reader, batch, result, stored)
             except ReadingStopped:
                 result.stopped = True
                 return self._done(result, started)
@@ -209,7 +220,7 @@ class Indexer:
                 result.stopped = True
                 return self._done(result, started)
             if progress is not None:
-                progress(IndexProgress(total, total, result.pages, result.passages, None))
+                progress(IndexProgress(finished, total, result.pages, result.passages, None))
         return self._done(result, started)
 
     def _scan(
@@ -254,29 +265,37 @@ class Indexer:
         result.skipped += 1
         return None
 
-    def _read(self, reader: FileReader, group: list[_Taken], result: IndexRun) -> None:
-        """The files read in child processes (a batch in one: FileReader.read_batch) and stored, or each
-        skipped with its sentence. ReadingStopped leaves them all pending."""
-        if len(group) == 1:
-            try:
-                answers: list[Extracted | AttachmentError] = [reader.read_bytes(group[0].file.path.name, group[0].data)]
-            except ReadingStopped:
-                raise
-            except AttachmentError as exc:
-                answers = [exc]
-        else:
-            answers = reader.read_batch([(t.file.path.name, t.data) for t in group])
-        for taken, answer in zip(group, answers, strict=True):
-            path = str(taken.file.path)
-            if isinstance(answer, AttachmentError):
-                self.index.skip_file(taken.source_id, path, taken.file.size, taken.file.mtime_ns, str(answer))
-                result.skipped += 1
-                continue
-            chunks, headings = section_chunks(answer.text, answer.pages)
-            self.index.put_file(taken.source_id, path, taken.size, taken.mtime_ns, len(answer.pages), chunks, headings)
-            result.read += 1
-            result.pages += len(answer.pages)
-            result.passages += len(chunks)
+    def _read(self, reader: FileReader, group: list[_Taken], result: IndexRun, stored: Callable[[str], None]) -> None:
+        """The files read in child processes (a batch in one: FileReader.read_batch), each stored (or
+        skipped with its sentence) as its answer comes, then `stored(path)`. ReadingStopped leaves those
+        not answered yet pending."""
+
+        def store(at: int, answer: Extracted | AttachmentError) -> None:
+            self._store(group[at], answer, result)
+            stored(str(group[at].file.path))
+
+        if len(group) > 1:
+            reader.read_batch([(t.file.path.name, t.data) for t in group], store)
+            return
+        try:
+            answer: Extracted | AttachmentError = reader.read_bytes(group[0].file.path.name, group[0].data)
+        except ReadingStopped:
+            raise
+        except AttachmentError as exc:
+            answer = exc
+        store(0, answer)
+
+    def _store(self, taken: _Taken, answer: Extracted | AttachmentError, result: IndexRun) -> None:
+        path = str(taken.file.path)
+        if isinstance(answer, AttachmentError):
+            self.index.skip_file(taken.source_id, path, taken.file.size, taken.file.mtime_ns, str(answer))
+            result.skipped += 1
+            return
+        chunks, headings = section_chunks(answer.text, answer.pages)
+        self.index.put_file(taken.source_id, path, taken.size, taken.mtime_ns, len(answer.pages), chunks, headings)
+        result.read += 1
+        result.pages += len(answer.pages)
+        result.passages += len(chunks)
 
     def _embed_missing(self, result: IndexRun, stopped: Callable[[], bool]) -> bool:
         """Vectors for every passage without one (all of them when the model changed); False if stopped."""
