@@ -1,6 +1,7 @@
 """Project settings left with changes not saved (Esc, Cancel, the window's close button, another project's
-settings opened) asks first — Discard / Keep editing — the one way the dialog is left; with nothing typed
-it closes at once. Real window, real keys."""
+settings opened, the main window closed) asks first — Discard / Keep editing — the one way the dialog is
+left; with nothing typed it closes at once. Its project gone underneath (deleted, made a plain folder), it
+closes and says the changes were dropped. Real window, real keys."""
 
 from __future__ import annotations
 
@@ -87,3 +88,58 @@ def test_leaving_project_settings_with_changes_not_saved_asks_first(
     qtbot.keyClick(dialog.name, Qt.Key.Key_Escape)
     assert dialog.leaving is None
     qtbot.waitUntil(lambda: w.projects.settings_dialog is None, timeout=WAIT_MS)
+
+
+def test_the_window_closing_asks_and_a_project_gone_says_its_changes_were_dropped(
+    qtbot: QtBot, make_window: Callable[..., MainWindow]
+) -> None:
+    w = make_window()
+    store = ProjectStore(w.store)
+    thesis, trip = store.create("Thesis"), store.create("Trip")
+    w.chats.reload_conversations()
+    w.projects.open_settings(thesis.folder_id)
+    dialog = settings_dialog(w)
+    dialog.instructions.setPlainText("Answer as my supervisor would.")
+
+    # the main window closing asks; Keep editing keeps the window open, and the dialog with what was typed
+    assert not w.close() and w.isVisible()
+    _click(_asked(dialog), "Keep editing")
+    qtbot.waitUntil(lambda: dialog.leaving is None, timeout=WAIT_MS)
+    assert (
+        w.isVisible() and dialog.isVisible() and dialog.instructions.toPlainText() == "Answer as my supervisor would."
+    )
+
+    # its project deleted from the chat list meanwhile: the dialog closes and says what was dropped, beside
+    # the banner's sentence and its Undo (not covered over)
+    w.chats.organise.delete_folder(thesis.folder_id)
+    question = w.chats.chat_question
+    assert isinstance(question, QMessageBox)
+    next(b for b in question.buttons() if b.text() == "Delete project").click()
+    qtbot.waitUntil(lambda: not shiboken6.isValid(dialog), timeout=WAIT_MS)
+    note = w.projects.dropped_note
+    assert note is not None and note.isVisible()
+    assert note.text() == "The project “Thesis” was deleted; the changes not saved in its settings were dropped."
+    assert "Thesis" in w.banner.text() and w.undo.link.isVisible()
+    note.button(QMessageBox.StandardButton.Ok).click()
+    qtbot.waitUntil(lambda: w.projects.dropped_note is None, timeout=WAIT_MS)
+
+    # nothing typed: it closes unasked and says nothing; made a plain folder with changes: said so
+    w.projects.open_settings(trip.folder_id)
+    settings_dialog(w).name.setText("Trip to Lisbon")
+    w.projects.unmake(trip.folder_id, confirmed=True)
+    qtbot.waitUntil(lambda: w.projects.settings_dialog is None, timeout=WAIT_MS)
+    note = w.projects.dropped_note
+    assert note is not None and note.text().startswith("“Trip” is a plain folder again; the changes not saved")
+    note.button(QMessageBox.StandardButton.Ok).click()
+    qtbot.waitUntil(lambda: w.projects.dropped_note is None, timeout=WAIT_MS)
+
+    # the window closing again: Discard closes it, nothing saved
+    w.undo.undo_last()
+    qtbot.waitUntil(lambda: store.is_project(thesis.folder_id), timeout=WAIT_MS)
+    w.projects.open_settings(thesis.folder_id)
+    dialog = settings_dialog(w)
+    dialog.icon.setText("🎓")
+    assert not w.close()
+    _click(_asked(dialog), "Discard")
+    qtbot.waitUntil(lambda: not w.isVisible(), timeout=WAIT_MS)
+    assert store.project(thesis.folder_id).icon == "" and w.projects.dropped_note is None

@@ -4,7 +4,9 @@ when its first message makes it, and starts with the project's defaults (its pre
 model when installed; its tools, which its Tools button shows before the chat is made). Deleting a
 project's folder asks first (chat_list/organise.py), and so does turning it back into a plain folder (that
 cannot be undone); its knowledge is kept current by `self.indexing` (indexing.py). One settings dialog is
-open at a time: it closes when its project goes.
+open at a time: it closes when its project goes (deleted, undone, made a plain folder), and changes typed
+in it and not saved are then said dropped (a project gone cannot keep its settings); the window closing
+asks first about them (`ask_before_quit`: Discard / Keep editing, which keeps the window open).
 
 Built from the AppContext and callables for what it asks of the rest of the window (what the chat list
 has selected, the chat shown, the presets and a new chat's panel set from one, the models installed and
@@ -72,6 +74,7 @@ class WindowProjects(QObject):
         self.answering = ProjectAnswering(ctx.store, self.store, ctx.library, self.indexing.index_path)  # for answers
         self.settings_dialog: ProjectSettingsDialog | None = None  # while open (and for tests)
         self.question: QDialog | None = None  # the name asked for a new project, while open
+        self.dropped_note: QMessageBox | None = None  # "its changes not saved were dropped", while shown
         self.new_chat_folder: int | None = None  # where the new chat on screen goes when made
 
     # ----- which project
@@ -147,7 +150,7 @@ class WindowProjects(QObject):
             self.ctx.notifier.show_error(str(exc))
             return
         self.indexing.paused.discard(folder_id)
-        self._close_settings_of_gone()
+        self._close_settings_of_gone(plain_folder=True)
         self._reload()
         self.ctx.notifier.show_notice(
             self.tr(
@@ -184,10 +187,43 @@ class WindowProjects(QObject):
         self.indexing.reconcile(*changed)
         self._close_settings_of_gone()
 
-    def _close_settings_of_gone(self) -> None:
+    def _close_settings_of_gone(self, plain_folder: bool = False) -> None:
+        """The settings of a project gone (deleted; `plain_folder`: made one) close; changes typed there
+        and not saved are said dropped."""
         dialog = self.settings_dialog
-        if dialog is not None and not self.store.is_project(dialog.folder_id):
-            dialog.discard()
+        if dialog is None or self.store.is_project(dialog.folder_id):
+            return
+        edited, name = dialog.edited(), dialog.opened.name
+        dialog.discard()
+        if not edited:
+            return
+        gone = (
+            self.tr("“{name}” is a plain folder again; the changes not saved in its settings were dropped.")
+            if plain_folder
+            else self.tr("The project “{name}” was deleted; the changes not saved in its settings were dropped.")
+        )
+        self._say_dropped(gone.format(name=name))
+
+    def _say_dropped(self, text: str) -> None:
+        """A note beside the window (the banner says what was done, with its Undo: not covered over)."""
+        if self.dropped_note is not None:
+            self.dropped_note.close()
+        box = QMessageBox(
+            QMessageBox.Icon.Information,
+            self.tr("Project settings closed"),
+            text,
+            QMessageBox.StandardButton.Ok,
+            self.dialog_parent,
+        )
+        box.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+
+        def gone() -> None:
+            if self.dropped_note is box:
+                self.dropped_note = None
+
+        box.destroyed.connect(gone)
+        self.dropped_note = box
+        box.open()
 
     def open_settings(self, folder_id: int) -> None:
         """Project settings… (kept open beside the window: an index may take a while)."""
@@ -297,8 +333,17 @@ class WindowProjects(QObject):
         except (EmberError, sqlite3.Error) as exc:
             self.ctx.notifier.show_error(str(exc))
 
+    def ask_before_quit(self, quit_: Callable[[], None]) -> bool:
+        """The window is closing: with changes not saved in the settings open, ask first (Discard /
+        Keep editing) and say True (the close waits); Discard then calls `quit_` again, which goes through."""
+        dialog = self.settings_dialog
+        if dialog is None or not dialog.edited():
+            return False
+        dialog.leave(then=quit_)
+        return True
+
     def close(self) -> None:
-        if self.settings_dialog is not None:  # (the window closes: nothing can be kept open to ask)
+        if self.settings_dialog is not None:  # (the window closes: asked first, `ask_before_quit`)
             self.settings_dialog.discard()
         self.indexing.close()
         self.answering.close()  # (the kept models closed on a thread of their own)

@@ -2,8 +2,9 @@
 (added before each chat's own system prompt), the defaults a new chat in it starts with (model, preset,
 context length, tools) and its knowledge (knowledge_panel.py). Save writes the first three tabs through
 the ProjectStore; the Knowledge tab's changes take effect at once, as its note says. Leaving with changes
-not saved on the first two — Esc, Cancel, the window closed, another project's settings opened — asks
-first (Discard / Keep editing): `leave`, the one way out but Save and `discard`."""
+not saved on the first two — Esc, Cancel, its window or the main window closed, another project's settings
+opened — asks first (Discard / Keep editing): `leave`, the one way out but Save and `discard` (its project
+gone: what closes it then says the changes were dropped, projects/actions.py)."""
 
 from __future__ import annotations
 
@@ -223,7 +224,7 @@ class ProjectSettingsDialog(QDialog):
         self.leave()
 
     def discard(self) -> None:
-        """Close without asking: its project is gone, or the user said Discard, or the window closes."""
+        """Close without asking: its project is gone, the user said Discard, or the window closes (asked first)."""
         super().reject()
 
     def save(self) -> None:

@@ -193,6 +193,9 @@ class MainWindow(QMainWindow):
         self.parts.shutdown()
 
     def closeEvent(self, event: QCloseEvent) -> None:  # Qt override
+        if self.projects.ask_before_quit(self.close):  # a project's settings have changes not saved
+            event.ignore()
+            return
         if self.api.ask_before_quit(self.close):  # the API server runs: other programs may use it
             event.ignore()
             return
