@@ -87,3 +87,18 @@ def test_a_killed_run_is_mentioned(tmp_path: Path) -> None:
     (tmp_path / "crashes" / "running").write_text("1")
     message = CrashReporter(tmp_path / "crashes").previous_crash()
     assert message is not None and "did not end normally" in message
+
+
+def test_a_run_that_had_an_error_and_did_not_end_says_only_the_error(tmp_path: Path) -> None:
+    """A run with an unexpected error (its log noted) that then did not end cleanly: the start says the
+    error and where its log is, not also that it "was killed or the computer stopped" (01_start)."""
+    crashes = tmp_path / "crashes"
+    crashes.mkdir()
+    (crashes / "running").write_text("1")
+    log = crashes / "crash-20261207-095800.log"
+    log.write_text("ValueError: a bug", encoding="utf-8")
+    (crashes / "last-crash.txt").write_text(str(log), encoding="utf-8")
+    message = CrashReporter(crashes).previous_crash()
+    assert message == f"The last run of Ember had an unexpected error; its log is {log}."
+    again = CrashReporter(crashes).previous_crash()  # the log said once; no record now: killed, as before
+    assert again is not None and "did not end normally" in again and "unexpected error" not in again

@@ -47,6 +47,12 @@ class CrashReporter(QObject):
         """What the next start says about the last run (call before `install`)."""
         messages = []
         native = self.dir / NATIVE
+        last = self.dir / LAST
+        error_log = ""
+        if last.exists():
+            with contextlib.suppress(OSError):
+                error_log = last.read_text(encoding="utf-8").strip()
+            last.unlink(missing_ok=True)
         if (self.dir / RUNNING).exists():
             if native.exists() and native.stat().st_size > 0:
                 kept = self.dir / f"crash-{time.strftime('%Y%m%d-%H%M%S')}-native.log"
@@ -56,19 +62,14 @@ class CrashReporter(QObject):
                         "The last run of Ember crashed (a native error, in llama.cpp or Qt); its log is {path}."
                     ).format(path=kept)
                 )
-            else:
+            elif not error_log:  # an unexpected error's log says what happened; "killed" would contradict it
                 messages.append(
                     self.tr("The last run of Ember did not end normally (it was killed or the computer stopped).")
                 )
-        last = self.dir / LAST
-        if last.exists():
-            with contextlib.suppress(OSError):
-                messages.append(
-                    self.tr("The last run of Ember had an unexpected error; its log is {path}.").format(
-                        path=last.read_text().strip()
-                    )
-                )
-            last.unlink(missing_ok=True)
+        if error_log:
+            messages.append(
+                self.tr("The last run of Ember had an unexpected error; its log is {path}.").format(path=error_log)
+            )
         return " ".join(messages) or None
 
     def model_at_crash(self) -> str | None:
