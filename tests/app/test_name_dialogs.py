@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 import pytest
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QDialogButtonBox, QInputDialog, QLineEdit
+from PySide6.QtWidgets import QDialogButtonBox, QInputDialog, QLabel, QLineEdit
 from pytestqt.qtbot import QtBot
 
 from ember_chat.app.shell.main_window import MainWindow
@@ -66,3 +66,57 @@ def test_a_name_of_spaces_only_keeps_each_name_dialog_open_and_says_why(
     w.chats.rename_chat(chat.id)  # Rename chat: the same
     _refuses_spaces_then_takes_a_name(qtbot, w.chats.chat_question, "Summer plans")
     assert w.store.conversation(chat.id).title == "Summer plans"
+
+
+def _refuses_then_takes(qtbot: QtBot, dialog: QInputDialog | None, taken: str, said: str, name: str) -> None:
+    """`taken` typed and Enter: the dialog stays with what was typed and `said` under the field; typing
+    again takes the sentence away; then `name` typed and Enter closes it."""
+    assert isinstance(dialog, QInputDialog) and dialog.isVisible()
+    field = dialog.findChild(QLineEdit)
+    error = dialog.findChild(QLabel, "nameError")
+    assert error is not None and error.isHidden()
+    field.selectAll()
+    qtbot.keyClicks(field, taken)
+    qtbot.keyClick(field, Qt.Key.Key_Return)
+    assert dialog.isVisible() and field.text() == taken
+    assert error.isVisible() and error.text() == said
+    assert error.geometry().top() >= field.geometry().bottom()  # (under the field, above the buttons)
+    field.selectAll()
+    qtbot.keyClicks(field, name)
+    assert error.isHidden()
+    qtbot.keyClick(field, Qt.Key.Key_Return)
+    assert not dialog.isVisible()
+
+
+def test_a_name_another_project_has_keeps_new_project_and_rename_project_open_saying_so(
+    qtbot: QtBot, make_window: Callable[..., MainWindow]
+) -> None:
+    """Chat ▸ New project… with the name of a project there: the dialog stays open, what was typed kept and
+    the reason under the field (as in Project settings ▸ General), no banner; Rename project the same."""
+    w = make_window()
+    projects = ProjectStore(w.store)
+    volcano = projects.create("Volcano research")
+    w.chats.reload_conversations()
+    said: list[str] = []
+    w.ctx.notifier.show_error = said.append  # (what the banner is told: nothing here)
+    taken = "There is a project named “Volcano research” already: give this one another name."
+
+    w.projects.new_project()
+    dialog = w.projects.question
+    _refuses_then_takes(qtbot, dialog, "volcano research", taken, "Volcano 2")
+    assert [p.name for p in projects.projects()] == ["Volcano research", "Volcano 2"]
+    w.projects.settings_dialog.reject()  # (its settings opened)
+
+    w.chats.organise.rename_folder(volcano.folder_id)  # the chat list's Rename project…
+    dialog = w.chats.chat_question
+    assert isinstance(dialog, QInputDialog) and dialog.windowTitle() == "Rename project"
+    again = "There is a project named “Volcano 2” already: give this one another name."
+    _refuses_then_takes(qtbot, dialog, "Volcano 2", again, "Volcanoes")
+    assert [p.name for p in projects.projects()] == ["Volcanoes", "Volcano 2"] and said == []
+
+    plain = w.store.organise.create_folder("Trips")
+    w.chats.reload_conversations()
+    w.chats.organise.rename_folder(plain.id)  # a plain folder's is still Rename folder
+    dialog = w.chats.chat_question
+    assert isinstance(dialog, QInputDialog) and dialog.windowTitle() == "Rename folder"
+    dialog.reject()

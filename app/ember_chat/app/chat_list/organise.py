@@ -235,28 +235,49 @@ class ChatOrganise(QObject):
         go into it."""
         ids = list(then_move)
         if name is None:
-            self._ask_name(self.tr("New folder"), "", lambda text: self.new_folder(parent_id, ids, text))
+            self._ask_name(self.tr("New folder"), "", lambda text: self._new_folder(parent_id, ids, text))
             return
+        refused = self._new_folder(parent_id, ids, name)
+        if refused:
+            self.ctx.notifier.show_error(refused)
+
+    def _new_folder(self, parent_id: int | None, ids: list[int], name: str) -> str | None:
+        """Made (None), or why not (the dialog asking stays open, saying it)."""
         try:
             folder = self.store.create_folder(name, parent_id)
         except EmberError as exc:
-            self.ctx.notifier.show_error(str(exc))
-            return
+            return str(exc)
         if ids:
             self.move(ids, folder.id)
         else:
             self._reload([])
+        return None
 
     def rename_folder(self, folder_id: int, name: str | None = None) -> None:
+        """Rename a folder, or a project (its name kept apart from the other projects'): to `name`, else to
+        what the user types in a dialog titled for what it is, which stays open saying why a name is refused."""
         if name is None:
             old = self.store.folder(folder_id).name
-            self._ask_name(self.tr("Rename folder"), old, lambda text: self.rename_folder(folder_id, text))
+            project = ProjectStore(self.ctx.store).is_project(folder_id)
+            title = self.tr("Rename project") if project else self.tr("Rename folder")
+            self._ask_name(title, old, lambda text: self._rename_folder(folder_id, text))
             return
+        refused = self._rename_folder(folder_id, name)
+        if refused:
+            self.ctx.notifier.show_error(refused)
+
+    def _rename_folder(self, folder_id: int, name: str) -> str | None:
+        """Renamed (None), or why not."""
         try:
-            self.store.rename_folder(folder_id, name)
+            projects = ProjectStore(self.ctx.store)
+            if projects.is_project(folder_id):
+                projects.update(folder_id, name=name)  # (no two projects with one name: the CLI names them)
+            else:
+                self.store.rename_folder(folder_id, name)
         except EmberError as exc:
-            self.ctx.notifier.show_error(str(exc))
+            return str(exc)
         self._reload([])
+        return None
 
     def delete_folder(self, folder_id: int, confirmed: bool = False) -> None:
         """The folder goes, its chats (and its subfolders') to the Trash: undoable, so no question — but for
@@ -288,7 +309,7 @@ class ChatOrganise(QObject):
         except (EmberError, KeyError):
             self._reload(None)
 
-    def _ask_name(self, title: str, value: str, done: Callable[[str], None]) -> None:
+    def _ask_name(self, title: str, value: str, done: Callable[[str], str | None]) -> None:
         self._ask(name_dialog(self._dialog_parent, title, self.tr("Name:"), value, done))
 
     # ----- messages

@@ -108,20 +108,29 @@ class WindowProjects(QObject):
 
     # ----- the chat list's entries
     def new_project(self, name: str | None = None, parent_id: int | None = None) -> Project | None:
-        """A new folder made a project, named `name` or what the user types; its settings open."""
+        """A new folder made a project, named `name` or what the user types (the dialog stays open, with
+        what was typed and why under it, for a name refused: one another project has); its settings open."""
         if name is None:
             label = self.tr("Name of the project:")
 
-            def chosen(text: str) -> None:
-                self.new_project(text, parent_id)
+            def chosen(text: str) -> str | None:
+                made = self._create(text, parent_id)
+                return made if isinstance(made, str) else None
 
             self._ask(name_dialog(self.dialog_parent, self.tr("New project"), label, "", chosen))
             return None
+        made = self._create(name, parent_id)
+        if isinstance(made, str):
+            self.ctx.notifier.show_error(made)
+            return None
+        return made
+
+    def _create(self, name: str, parent_id: int | None) -> Project | str:
+        """The project made, its settings opened; or why it was not."""
         try:
             project = self.store.create(name, parent_id)
         except EmberError as exc:
-            self.ctx.notifier.show_error(str(exc))
-            return None
+            return str(exc)
         self._reload()
         self.open_settings(project.folder_id)
         return project
