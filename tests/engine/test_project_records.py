@@ -181,7 +181,7 @@ def test_deleting_a_project_sends_its_chats_to_the_trash_and_undo_gives_it_all_b
     index = _index(paths, thesis.folder_id)
 
     undo = store.organise.delete_folder(thesis.folder_id)
-    assert undo.label == "Deleted the folder “Thesis”; 2 chats went to the Trash."
+    assert undo.label == "Deleted the project “Thesis”; 2 chats went to the Trash."  # (not "the folder")
     assert projects.projects() == [other] and {c.id for c in store.organise.trashed()} == set(chats)
     assert index.exists()  # kept while the delete can be undone
 

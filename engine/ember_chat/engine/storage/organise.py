@@ -138,9 +138,10 @@ class Organiser:
             self._db.execute("DELETE FROM folders WHERE id = ?", (folder_id,))  # (subfolders cascade)
             change = self._deleted("folders", [f["id"] for f in folders])
         live = sum(1 for c in kept if c["deleted_at"] is None)
-        label = f"Deleted the folder “{top.name}”."
+        kind = "project" if any(p["folder_id"] == folder_id for p in projects[0]) else "folder"
+        label = f"Deleted the {kind} “{top.name}”."
         if live:
-            label = f"Deleted the folder “{top.name}”; {_count(live)} went to the Trash."
+            label = f"Deleted the {kind} “{top.name}”; {_count(live)} went to the Trash."
         return Undo(label, ("folder", change, tuple(folders), chats, projects))
 
     def _check_parent(self, parent_id: int | None, moving: int | None) -> None:
