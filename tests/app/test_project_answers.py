@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from PySide6.QtCore import QPoint, Qt, QUrl
 from PySide6.QtGui import QDesktopServices, QTextCursor
-from PySide6.QtWidgets import QLabel, QPlainTextEdit, QPushButton
+from PySide6.QtWidgets import QInputDialog, QLabel, QLineEdit, QPlainTextEdit, QPushButton
 from pytestqt.qtbot import QtBot
 
 from ember_chat.app.shell.main_window import MainWindow
@@ -332,6 +332,45 @@ def test_the_side_panel_forgets_the_answer_of_a_chat_that_leaves_the_list(
     w.chats.organise.trash([cid])
     assert w.controller.conversation_id is None
     assert metrics.project_why.isHidden()
+
+
+def test_why_this_answer_names_the_project_as_it_is_renamed_and_a_delete_says_project(
+    qtbot: QtBot, make_loaded_window: Callable[[FakeBackend | None], MainWindow], tmp_path: Path
+) -> None:
+    """The project renamed with its chat open (Rename project… typed, then Project settings ▸ General):
+    Why this answer names it anew at once, its instructions and sources still the answer's; deleted, the
+    banner says the project, and Undo brings it back."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "rivers.md").write_text("# Rivers\n\nThe Tagus is the longest river of Iberia, flowing to Lisbon.\n")
+    w = make_loaded_window(FakeBackend(script=["The Tagus [1]."]))
+    folder_id = _project_chat(qtbot, w, docs)
+    send(qtbot, w, QUESTION)
+    why = w.side.metrics.project_why
+    assert why.title() == "Why this answer — 🌊 Rivers"
+    sources = why.sources.text()
+
+    w.chats.organise.rename_folder(folder_id)  # the chat list's Rename project…
+    dialog = w.chats.chat_question
+    assert isinstance(dialog, QInputDialog) and dialog.windowTitle() == "Rename project"
+    field = dialog.findChild(QLineEdit)
+    field.selectAll()
+    qtbot.keyClicks(field, "Iberian rivers")
+    qtbot.keyClick(field, Qt.Key.Key_Return)
+    assert why.title() == "Why this answer — 🌊 Iberian rivers" and why.sources.text() == sources
+    assert "Answer as a geographer would" in why.instructions.text()
+
+    w.projects.open_settings(folder_id)  # Project settings ▸ General: name and icon saved
+    settings = w.projects.settings_dialog
+    settings.name.setText("Rios")
+    settings.icon.setText("🏞")
+    settings.save()
+    assert why.title() == "Why this answer — 🏞 Rios" and why.sources.text() == sources
+
+    w.chats.organise.delete_folder(folder_id, confirmed=True)
+    assert w.banner.text().startswith("Deleted the project “Rios”; 1 chat went to the Trash.")
+    w.undo.undo_last()
+    assert ProjectStore(w.store).project(folder_id).name == "Rios"
 
 
 def test_a_source_from_an_imported_chat_is_shown_and_its_path_never_opened(

@@ -44,6 +44,7 @@ class ChatActions(QObject):
     new_chat_opened = Signal()  # the new chat shows: the message box takes the keyboard
     shown_changed = Signal()  # the list or the open chat changed: the window's centre may show another page
     deleting_all = Signal(str)  # every chat goes for good: a comparison running stops, saying this
+    relisted = Signal()  # the list read again: a folder or project may be renamed (the side panel names it anew)
 
     def __init__(
         self,
@@ -165,6 +166,7 @@ class ChatActions(QObject):
         icons = project_icons(self)  # (a project's before its name)
         names = {f.id: f.name for f in folders}
         lst.set_projects([(fid, icon, names[fid]) for fid, icon in icons.items() if fid in names])
+        self.relisted.emit()
         if lst.search.text().strip():
             if changed is None:
                 self._listed = None  # read whole when the tree shows again

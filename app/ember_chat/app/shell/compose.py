@@ -221,6 +221,7 @@ class Composition(QObject):
         w.transcript.attachments.why_not_open = w.projects.answering.why_not_open  # (a source's Open file)
         w.transcript.attachments.tasks = ctx.tasks  # (that check: off the GUI thread)
         w.controller.project_used.connect(w.side.metrics.show_project)  # (the side panel's why this answer)
+        w.chats.relisted.connect(lambda: w.side.metrics.follow_project(w.projects.project_of_folder))  # (renamed)
         w.model_state_changed.connect(w.projects.on_model_state)  # (after the presets': the project's go over)
         w.controller.chat_created.connect(w.projects.on_chat_created)  # (into its folder; its tools: the choices')
         w.compare = CompareActions(  # Compare… on a message (compare/actions.py)

@@ -5,6 +5,7 @@ conversation)."""
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from typing import Any
 
 from PySide6.QtCore import QElapsedTimer, QEvent, Qt, QTimer
@@ -184,6 +185,10 @@ class MetricsPanel(QWidget):
     def show_project(self, project: Project | None, used: KnowledgeUsed | None) -> None:
         """Why this answer: the project it was made in, its instructions and sources (project_why.py)."""
         self.project_why.show_project(project, used)
+
+    def follow_project(self, read: Callable[[int], Project | None]) -> None:
+        """A project may be renamed: Why this answer names it as `read(folder_id)` has it now."""
+        self.project_why.follow_project(read)
 
     def show_dictation(
         self,

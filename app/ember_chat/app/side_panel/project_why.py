@@ -5,6 +5,9 @@ Hidden for an answer in no project."""
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Callable
+
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QPalette
 from PySide6.QtWidgets import QGroupBox, QLabel, QVBoxLayout, QWidget
@@ -44,12 +47,14 @@ class ProjectWhy(QGroupBox):
             label.setAccessibleName(self.tr(name))
             layout.addWidget(label)
         self.hide()  # until an answer in a project
+        self._shown: tuple[Project, KnowledgeUsed | None] | None = None  # what the title and lines say
 
     def show_project(self, project: Project | None, used: KnowledgeUsed | None) -> None:
         """An answer began in `project` (None: in no project), or its knowledge was given (`used`)."""
         if project is None:
             self.clear()
             return
+        self._shown = (project, used)
         icon = f"{project.icon} " if project.icon else ""
         name = elided(project.name, self, NAME_CHARS)  # (a title never wraps: the whole name on hover)
         self.setTitle(self.tr("Why this answer — {icon}{name}").format(icon=icon, name=name))
@@ -64,6 +69,17 @@ class ProjectWhy(QGroupBox):
             self.instructions.setToolTip("")
         self.sources.setText(self._sources_text(project, used))
         self.show()
+
+    def follow_project(self, read: Callable[[int], Project | None]) -> None:
+        """The chat list was read again (a project renamed, its icon changed): the title names the project
+        shown as `read(folder_id)` has it now. Its instructions and sources stay the answer's (what it was
+        given); a project gone keeps the name the answer was made in."""
+        if self._shown is None:
+            return
+        project, used = self._shown
+        now = read(project.folder_id)
+        if now is not None and (now.name, now.icon) != (project.name, project.icon):
+            self.show_project(dataclasses.replace(project, name=now.name, icon=now.icon), used)
 
     def _sources_text(self, project: Project, used: KnowledgeUsed | None) -> str:
         if used is None and project.sources:
@@ -87,6 +103,7 @@ class ProjectWhy(QGroupBox):
         return " ".join((text, *used.problems))
 
     def clear(self) -> None:
+        self._shown = None
         self.setToolTip("")
         self.instructions.clear()
         self.instructions.setToolTip("")
