@@ -24,6 +24,7 @@ from ember_chat.app.shell.main_window import MainWindow
 from ember_chat.engine.inference.events import KnowledgeUsed
 from ember_chat.engine.projects.answers import AnswerKnowledge
 from ember_chat.engine.projects.citations import ProjectSource
+from ember_chat.engine.projects.index import KnowledgeIndex
 from ember_chat.engine.projects.records import ProjectStore
 from ember_chat.engine.storage.import_plan import IMPORTED_PASSAGE
 from ember_chat.engine.storage.paths import AppPaths
@@ -165,6 +166,51 @@ def test_a_project_answer_cites_its_sources_and_opens_them(
     regenerated = w.store.thread(cid)[-1].id
     assert regenerated != answer_id
     assert str(rivers) in [s.file_path for s in AnswerKnowledge(w.store).sources_of(regenerated)]
+
+
+def test_open_file_on_a_source_moved_away_since_says_it_is_no_longer_there(
+    qtbot: QtBot,
+    make_loaded_window: Callable[[FakeBackend | None], MainWindow],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The passage shown, its file moved out of the project's folder and the folder indexed again (the
+    index forgets it): Open file says the file is no longer there, moved or deleted, not that it is not in
+    the project's knowledge (its folder still is); a path outside the project's knowledge still is not."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    rivers = docs / "rivers.md"
+    rivers.write_text("# Rivers\n\nThe Tagus is the longest river of Iberia, flowing to Lisbon.\n")
+    (docs / "lakes.txt").write_text("Lake Alqueva is a reservoir on the Guadiana.\n")
+    w = make_loaded_window(FakeBackend(script=["The Tagus [1]."]))
+    folder_id = _project_chat(qtbot, w, docs)
+    send(qtbot, w, QUESTION)
+    answer_id = w.store.thread(w.controller.conversation_id)[-1].id
+    opened: list[QUrl] = []
+    monkeypatch.setattr(QDesktopServices, "openUrl", lambda url: opened.append(url) or True)
+    w.transcript.action.emit("cite", answer_id, 1)
+    dialog = w.transcript.attachments.dialog
+    button = dialog.findChild(QPushButton, "openSourceFile")
+    qtbot.waitUntil(button.isEnabled, timeout=WAIT_MS)
+
+    rivers.replace(tmp_path / "rivers.md")  # moved away, and the folder indexed again
+    indexing = w.projects.indexing
+    with qtbot.waitSignal(indexing.finished, timeout=WAIT_MS):
+        indexing.run(folder_id)
+    qtbot.waitUntil(lambda: not indexing.running(folder_id), timeout=WAIT_MS)
+    index = KnowledgeIndex(indexing.index_path(folder_id))
+    try:
+        assert index.file(str(rivers)) is None  # (forgotten: the case the old words got wrong)
+    finally:
+        index.close()
+    qtbot.mouseClick(button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: dialog.findChild(QLabel, "sourceMissing") is not None, timeout=WAIT_MS)
+    said = dialog.findChild(QLabel, "sourceMissing").text()
+    assert said == f"The file is no longer at {rivers}: it was moved or deleted since it was indexed."
+    assert opened == [] and not button.isEnabled()
+    dialog.close()
+    outside = str(tmp_path / "rivers.md")  # (on disk, but in no folder of the project)
+    assert "not in the knowledge" in (w.projects.answering.why_not_open(answer_id, outside) or "")
 
 
 def test_a_code_file_s_source_shows_its_folder_and_is_never_opened(

@@ -12,6 +12,7 @@ ranked without it, and the answer's knowledge says why."""
 from __future__ import annotations
 
 import contextlib
+import os
 import sqlite3
 import threading
 from collections.abc import Callable
@@ -207,10 +208,11 @@ class ProjectAnswering:
                     known = index.file(path) is not None
                 finally:
                     index.close()
+        in_project = known or (project is not None and _under_a_source(project, path))
+        if in_project and not Path(path).is_file():  # (the index forgets a file gone: its folder still says)
+            return f"The file is no longer at {path}: it was moved or deleted since it was indexed."
         if not known:
             return "This file is not in the knowledge of this chat's project (any more), so Ember does not open it."
-        if not Path(path).is_file():
-            return f"The file is no longer at {path}."
         return None
 
     def close(self) -> None:
@@ -219,6 +221,20 @@ class ProjectAnswering:
 
     def join(self, timeout: float | None = None) -> bool:
         return self.models.join(timeout)
+
+
+def _under_a_source(project: Project, path: str) -> bool:
+    """`path` is one of the project's knowledge files or folders, or inside one of its folders (by the
+    names alone: the disk is not asked). A source that came with an imported chat and is not confirmed
+    is another computer's path: never counted."""
+    target = os.path.normpath(path)
+    for source in project.sources:
+        if source.from_import and source.paused:
+            continue
+        root = os.path.normpath(source.path)
+        if target == root or target.startswith(root.rstrip(os.sep) + os.sep):
+            return True
+    return False
 
 
 __all__ = ["KeptModels", "ProjectAnswering", "TurnKnowledge"]
