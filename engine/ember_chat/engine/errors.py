@@ -177,6 +177,12 @@ class AttachmentError(EmberError):
     """A file cannot be attached (unreadable, binary, too big, encrypted, a bomb): one plain sentence."""
 
 
+class ReaderFailed(AttachmentError):
+    """A file was not read for a cause that is not its own: no process could start to read it, no reader
+    was free, or its reader stopped or crashed unexpectedly. Reading it again later may work (a project's
+    knowledge tries such files again: projects/indexer.py)."""
+
+
 class ToolError(EmberError):
     """A tool source cannot be used (an MCP server that does not start, answers nothing or breaks its
     protocol; a damaged tools settings file); the message says which and why."""

@@ -3,11 +3,14 @@
 the project's embedding model when it has one, loaded for the run) run off the GUI thread, one run at a
 time per project, with its progress (files, pages, passages) said on the GUI thread;
 pausing stops the run between files (or kills the read under way), resuming runs it again (it goes on
-where it stopped: only new or changed files are read). A watcher (engine/projects/watch.py: stat-only
-polls) per project with knowledge to watch runs the indexer again when files are added, changed or
-deleted, or when a source's own path goes or comes back (a drive unplugged): the run says which sources
-are not there (`unreachable`; their passages are kept). What the index holds (per source: files,
-pages, passages, the skipped files with their reasons) is read off the GUI thread too (`read_state`).
+where it stopped: only new or changed files are read). The first run of a project after Ember starts
+reads again the files skipped for a cause not their own (a reader that could not start or stopped
+unexpectedly: indexer.Retry); `retry` reads the skipped files the user chose again (Try again).
+A watcher (engine/projects/watch.py: stat-only polls) per project with knowledge to watch runs the
+indexer again when files are added, changed or deleted, or when a source's own path goes or comes back
+(a drive unplugged): the run says which sources are not there (`unreachable`; their passages are kept).
+What the index holds (per source: files, pages, passages, the skipped files with their reasons) is read
+off the GUI thread too (`read_state`).
 Nothing here opens, changes or removes a user's file other than reading it through the indexer.
 
 Built from the AppContext and the ProjectStore; the settings dialog and the chat list listen to its
@@ -17,7 +20,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -27,7 +30,7 @@ from ember_chat.app.context import AppContext
 from ember_chat.app.engine_link.gui_mailbox import GuiMailbox
 from ember_chat.engine.errors import EmberError
 from ember_chat.engine.projects.index import PENDING, SKIPPED, KnowledgeIndex
-from ember_chat.engine.projects.indexer import Indexer, IndexProgress, IndexRun
+from ember_chat.engine.projects.indexer import Indexer, IndexProgress, IndexRun, Retry
 from ember_chat.engine.projects.rankers import load_embedder
 from ember_chat.engine.projects.records import KnowledgeSource, ProjectStore
 from ember_chat.engine.projects.scan import ScanProblem
@@ -70,6 +73,8 @@ class ProjectIndexing(QObject):
         self.projects = projects
         self._stops: dict[int, threading.Event] = {}  # the runs under way, by project
         self._again: set[int] = set()  # a run was asked while one ran: run again after it
+        self._retry: dict[int, set[str]] = {}  # skipped files the user asked to try again, by project: until read
+        self._tried: set[int] = set()  # projects a run ended for since Ember started (their reader failures retried)
         self.paused: set[int] = set()  # projects whose indexing the user paused: until Ember restarts (see `pause`)
         self.last: dict[int, IndexProgress] = {}  # the last progress said, by project
         self.problems: dict[int, list[str]] = {}  # the last run's problems, by project
@@ -108,6 +113,7 @@ class ProjectIndexing(QObject):
         known = {s.id for s in project.sources}
         path = self.index_path(folder_id)
         embedding, library = project.embedding_model, self.ctx.library
+        retry = Retry(folder_id not in self._tried, frozenset(self._retry.get(folder_id, ())))
         stop = threading.Event()
         self._stops[folder_id] = stop
 
@@ -117,7 +123,8 @@ class ProjectIndexing(QObject):
             try:
                 for source_id in {f.source_id for f in knowledge.files()} - known:
                     knowledge.drop_source(source_id)  # (removed from the project: its passages go)
-                run = Indexer(knowledge, sources, embedder=embedder).run(_every(report, PROGRESS_EVERY_S), stop.is_set)
+                indexer = Indexer(knowledge, sources, embedder=embedder, retry=retry)
+                run = indexer.run(_every(report, PROGRESS_EVERY_S), stop.is_set)
                 run.embedding_problem = run.embedding_problem or problem
                 return run
             finally:
@@ -128,7 +135,7 @@ class ProjectIndexing(QObject):
         self.ctx.tasks.run_reporting(
             index,
             lambda p: self._progressed(folder_id, p),
-            lambda result: self._ended(folder_id, result),
+            lambda result: self._ended(folder_id, result, retry=retry),
             lambda reason: self._ended(folder_id, None, reason),
             cancel=stop.set,
             own_thread=True,  # (a long run never holds up the window's short tasks)
@@ -161,8 +168,21 @@ class ProjectIndexing(QObject):
         for said in (self.last, self.problems, self.results, self.unreachable):
             said.pop(folder_id, None)
 
-    def _ended(self, folder_id: int, result: IndexRun | None, reason: str = "") -> None:
+    def retry(self, folder_id: int, paths: Iterable[str]) -> None:
+        """Read these skipped files again (the user's Try again), whatever the reason they were skipped:
+        now, or after the run under way (kept until a run reads them through, a pause included)."""
+        self._retry.setdefault(folder_id, set()).update(paths)
+        self.run(folder_id)
+
+    def _ended(self, folder_id: int, result: IndexRun | None, reason: str = "", retry: Retry | None = None) -> None:
         self._stops.pop(folder_id, None)
+        if result is not None and not result.stopped and retry is not None:  # (read through: tried)
+            self._tried.add(folder_id)
+            left = self._retry.get(folder_id, set()) - retry.paths
+            if left:
+                self._retry[folder_id] = left
+            else:
+                self._retry.pop(folder_id, None)
         if result is None:
             self.failed.emit(folder_id, reason)
         else:

@@ -408,7 +408,12 @@ class KnowledgePanel(QWidget):
         return sorted(item for s in self.state.sources.values() for item in s.skipped)
 
     def open_skipped(self) -> None:
-        dialog = skipped_files_dialog(self.skipped_files(), self)  # (a model: opens at once, however many)
+        dialog = skipped_files_dialog(self.skipped_files(), self, self.retry_skipped)  # (a model: opens at once)
         dialog.destroyed.connect(lambda: setattr(self, "skipped_list", None))
         self.skipped_list = dialog
         dialog.open()
+
+    def retry_skipped(self, paths: Sequence[str]) -> None:
+        """Try again: these skipped files read again now (or after the run under way), with progress."""
+        self.indexing.retry(self.folder_id, paths)
+        self._show_run()

@@ -1,11 +1,12 @@
 """The Knowledge tab's *Show skipped files…*: each file of a project's sources that is not used, with the
-reason. A model over the list (a view asks only for the rows it shows), so a folder of 50,000 skipped files
+reason, and *Try again* for the selected ones or all (read again at once, whatever the reason). A model
+over the list (a view asks only for the rows it shows), so a folder of 50,000 skipped files
 opens as fast as one of ten: the list built item by item stalled the window for close to half a second
 (a table view: a tree view lays out every row as it is shown)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from PySide6.QtCore import QAbstractTableModel, QCoreApplication, QModelIndex, QObject, QPersistentModelIndex, Qt
 from PySide6.QtWidgets import (
@@ -53,8 +54,12 @@ class SkippedFilesModel(QAbstractTableModel):
         return None
 
 
-def skipped_files_dialog(rows: Sequence[tuple[str, str]], parent: QWidget) -> QDialog:
-    """The list in a dialog of its own (deleted when closed), not yet shown."""
+def skipped_files_dialog(
+    rows: Sequence[tuple[str, str]], parent: QWidget, retry: Callable[[list[str]], None]
+) -> QDialog:
+    """The list in a dialog of its own (deleted when closed), not yet shown. Its *Try again* gives
+    `retry` the files selected (all of them when none is) and closes it: they are read again at once,
+    the Knowledge tab showing the progress."""
     dialog = QDialog(parent)
     dialog.setWindowTitle(tr("Skipped files"))
     dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
@@ -73,6 +78,31 @@ def skipped_files_dialog(rows: Sequence[tuple[str, str]], parent: QWidget) -> QD
     view.setAccessibleName(tr("Skipped files"))
     close = QDialogButtonBox(QDialogButtonBox.StandardButton.Close)
     close.rejected.connect(dialog.reject)
+    again = close.addButton(tr("Try all again"), QDialogButtonBox.ButtonRole.ActionRole)
+    again.setObjectName("try-again")
+    again.setAutoDefault(False)  # (Enter closes the list: reading again is asked for by its click)
+    again.setToolTip(
+        tr(
+            "Reads these files again now, the selected ones or all of them. A file skipped for its content "
+            "(a password, not text, too large) is skipped again until it changes."
+        )
+    )
+    again.setEnabled(bool(rows))
+
+    def chosen() -> list[str]:
+        picked = sorted({i.row() for i in view.selectionModel().selectedRows()})
+        return [rows[r][0] for r in picked] if picked else [path for path, _ in rows]
+
+    def selection_changed() -> None:
+        some = view.selectionModel().hasSelection()
+        again.setText(tr("Try selected again") if some else tr("Try all again"))
+
+    def try_again() -> None:
+        retry(chosen())
+        dialog.accept()
+
+    view.selectionModel().selectionChanged.connect(selection_changed)
+    again.clicked.connect(try_again)
     layout = QVBoxLayout(dialog)
     layout.addWidget(QLabel(tr("These files are not used: each with the reason.")))
     layout.addWidget(view)

@@ -75,7 +75,7 @@ from ember_chat.engine.attachments.reader_wire import (
     send,
     send_done,
 )
-from ember_chat.engine.errors import AttachmentError
+from ember_chat.engine.errors import AttachmentError, ReaderFailed
 
 log = logging.getLogger(__name__)
 
@@ -325,15 +325,18 @@ class FileReader:
         if self._stopped():
             raise ReadingStopped(f"Reading {name} was stopped.")
         ctx = _ctx()
-        receiver, sender = ctx.Pipe(duplex=False)
+        try:
+            receiver, sender = ctx.Pipe(duplex=False)
+        except OSError as exc:  # (too many files open)
+            raise ReaderFailed(f"{name} could not be read: no process could start to read it ({exc}).") from None
         child = ctx.Process(  # type: ignore[attr-defined]  # (every context has Process)
             target=target, args=(job, self.limits, sender), daemon=True, name=f"ember-read {name}"
         )
         try:
             child.start()
-        except OSError as exc:  # (no process can be started: too many, no memory)
+        except OSError as exc:  # (no process can be started: too many, no memory, the fork server gone)
             receiver.close()
-            raise AttachmentError(f"{name} could not be read: no process could start to read it ({exc}).") from None
+            raise ReaderFailed(f"{name} could not be read: no process could start to read it ({exc}).") from None
         finally:
             sender.close()  # (the child holds its end: EOF here when it exits)
         self.pid = child.pid
@@ -373,7 +376,7 @@ class FileReader:
                     child.join(1)
                     if time.monotonic() >= deadline():  # (the watchdog's)
                         raise _TooSlow(_too_slow(name, self.limits)) from None
-                    raise AttachmentError(_died(name, child.exitcode, self.limits)) from None
+                    raise _died(name, child.exitcode, self.limits) from None
                 except Garbled as exc:
                     if time.monotonic() >= deadline():  # (the watchdog's: the pipe ended inside a message)
                         raise _TooSlow(_too_slow(name, self.limits)) from None
@@ -457,10 +460,14 @@ def _too_big(name: str, limits: Limits) -> str:
     )
 
 
-def _died(name: str, exitcode: int | None, limits: Limits) -> str:
+def _died(name: str, exitcode: int | None, limits: Limits) -> AttachmentError:
+    """Why a child ended without its answer: out of memory (the file's), else ReaderFailed (not the file's
+    as far as Ember can tell: reading it again later may work)."""
     if exitcode is not None and exitcode < 0:  # killed by a signal: the kernel's OOM killer, a crash in C
-        return _too_big(name, limits) if _caps_address_space() else f"{name} could not be read: its reader crashed."
-    return f"{name} could not be read: the reader stopped unexpectedly."
+        if _caps_address_space():
+            return AttachmentError(_too_big(name, limits))
+        return ReaderFailed(f"{name} could not be read: its reader crashed.")
+    return ReaderFailed(f"{name} could not be read: the reader stopped unexpectedly.")
 
 
 def _log_once(name: str, messages: list[tuple[str, int]]) -> None:

@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
-from ember_chat.engine.errors import AttachmentError
+from ember_chat.engine.errors import ReaderFailed
 
 _RECHECK_S = 0.05  # how often a waiting read checks give_up() and its deadline
 MAX_READERS = max(2, min(4, os.cpu_count() or 2))
@@ -94,7 +94,7 @@ class Turns:
 turns = Turns(MAX_READERS, {Requester.API: MAX_READERS - 1, Requester.LOCAL: MAX_READERS})
 
 
-class ReadersBusy(AttachmentError):
+class ReadersBusy(ReaderFailed):
     """No turn came within a read's `turn_wait_s`: every reader its requester may use stayed busy."""
 
 

@@ -128,7 +128,7 @@ def _index_project(project: Project, paths: AppPaths, out: TextIO) -> IndexRun:
     line on `out`, then a summary."""
     from ember_chat.engine.cli.common import resolve_model
     from ember_chat.engine.projects.index import KnowledgeIndex, knowledge_path
-    from ember_chat.engine.projects.indexer import Indexer
+    from ember_chat.engine.projects.indexer import Indexer, Retry
     from ember_chat.engine.projects.rankers import load_embedder
 
     sources = [s for s in project.sources if not s.paused]
@@ -150,7 +150,8 @@ def _index_project(project: Project, paths: AppPaths, out: TextIO) -> IndexRun:
     try:
         for source_id in {f.source_id for f in index.files()} - {s.id for s in project.sources}:
             index.drop_source(source_id)  # (removed from the project: its passages go)
-        result = Indexer(index, sources, embedder=embedder).run(progress)
+        retry = Retry(reader_failed=True)  # (a new process: files a reader failed on are tried again)
+        result = Indexer(index, sources, embedder=embedder, retry=retry).run(progress)
         counts = index.counts()
         skipped = [f for f in index.files() if f.state == "skipped"]
     finally:

@@ -41,6 +41,7 @@ CREATE TABLE IF NOT EXISTS files (
     mtime_ns INTEGER NOT NULL,
     state TEXT NOT NULL CHECK (state IN ('indexed', 'skipped', 'pending')),
     reason TEXT,
+    reader_failed INTEGER NOT NULL DEFAULT 0,
     pages INTEGER NOT NULL DEFAULT 0,
     passages INTEGER NOT NULL DEFAULT 0,
     indexed_at REAL
@@ -125,6 +126,7 @@ class IndexedFile:
     mtime_ns: int
     state: str  # INDEXED, SKIPPED or PENDING
     reason: str | None  # why a skipped file was not read: a sentence for the user
+    reader_failed: bool  # skipped for a cause not the file's (errors.ReaderFailed): tried again at a later start
     pages: int  # a PDF's pages, else 0
     passages: int
     indexed_at: float | None
@@ -201,6 +203,8 @@ class KnowledgeIndex:
                     db.execute(statement.rstrip(";"))
             for statement in _statements(_SCHEMA):
                 db.execute(statement)
+            if "reader_failed" not in _columns(db, "files"):  # (an index made before skips said whose they were)
+                db.execute("ALTER TABLE files ADD COLUMN reader_failed INTEGER NOT NULL DEFAULT 0")
             db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('format', ?)", (str(FORMAT),))
             db.execute(_BUMP)
         except BaseException:
@@ -214,6 +218,8 @@ class KnowledgeIndex:
         db = self._db
         names = {str(r[0]) for r in db.execute("SELECT name FROM sqlite_master")}
         if not {"files", "passages", "passages_fts", "vectors", "meta", "passages_ai", "passages_ad"} <= names:
+            return None
+        if "reader_failed" not in _columns(db, "files"):
             return None
         row = db.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()
         return int(row[0]) if row is not None else None
@@ -249,12 +255,12 @@ class KnowledgeIndex:
         where, args = ("WHERE source_id = ?", (source_id,)) if source_id is not None else ("", ())
         with self._lock:
             rows = self._db.execute(f"SELECT {_FILE_COLUMNS} FROM files {where} ORDER BY path", args).fetchall()
-        return [IndexedFile(*row) for row in rows]
+        return [_indexed_file(row) for row in rows]
 
     def file(self, path: str | Path) -> IndexedFile | None:
         with self._lock:
             row = self._db.execute(f"SELECT {_FILE_COLUMNS} FROM files WHERE path = ?", (str(path),)).fetchone()
-        return None if row is None else IndexedFile(*row)
+        return None if row is None else _indexed_file(row)
 
     def put_file(
         self,
@@ -282,10 +288,13 @@ class KnowledgeIndex:
             )
         return file_id
 
-    def skip_file(self, source_id: int, path: str | Path, size: int, mtime_ns: int, reason: str) -> int:
-        """A file that could not be read, kept with the reason (and without passages) until it changes."""
+    def skip_file(
+        self, source_id: int, path: str | Path, size: int, mtime_ns: int, reason: str, reader_failed: bool = False
+    ) -> int:
+        """A file that could not be read, kept with the reason (and without passages) until it changes or
+        is tried again (the indexer's `Retry`); `reader_failed`: for a cause not the file's own."""
         with self._tx() as db:
-            return self._upsert(db, source_id, str(path), size, mtime_ns, SKIPPED, reason, 0, 0)
+            return self._upsert(db, source_id, str(path), size, mtime_ns, SKIPPED, reason, 0, 0, reader_failed)
 
     def pend_files(self, files: Sequence[tuple[int, str, int, int]]) -> None:
         """(source_id, path, size, mtime_ns) of files found and not read yet, listed as pending; a file the
@@ -348,21 +357,22 @@ class KnowledgeIndex:
         reason: str | None,
         pages: int,
         passages: int,
+        reader_failed: bool = False,
     ) -> int:
         row = db.execute("SELECT id FROM files WHERE path = ?", (path,)).fetchone()
-        values = (source_id, size, mtime_ns, state, reason, pages, passages, time.time())
+        values = (source_id, size, mtime_ns, state, reason, int(reader_failed), pages, passages, time.time())
         if row is None:
             cur = db.execute(
-                "INSERT INTO files (source_id, size, mtime_ns, state, reason, pages, passages, indexed_at, path) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "INSERT INTO files (source_id, size, mtime_ns, state, reason, reader_failed, pages, passages, "
+                "indexed_at, path) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (*values, path),
             )
             return int(cur.lastrowid or 0)
         file_id = int(row[0])
         db.execute("DELETE FROM passages WHERE file_id = ?", (file_id,))
         db.execute(
-            "UPDATE files SET source_id = ?, size = ?, mtime_ns = ?, state = ?, reason = ?, pages = ?, passages = ?, "
-            "indexed_at = ? WHERE id = ?",
+            "UPDATE files SET source_id = ?, size = ?, mtime_ns = ?, state = ?, reason = ?, reader_failed = ?, "
+            "pages = ?, passages = ?, indexed_at = ? WHERE id = ?",
             (*values, file_id),
         )
         return file_id
@@ -544,6 +554,16 @@ class KnowledgeIndex:
         return None if row is None else str(row[0])
 
 
+def _indexed_file(row: tuple[int, int, str, int, int, str, str | None, int, int, int, float | None]) -> IndexedFile:
+    """A row of `_FILE_COLUMNS` (reader_failed stored as 0 or 1)."""
+    i, source_id, path, size, mtime_ns, state, reason, reader_failed, pages, passages, at = row
+    return IndexedFile(i, source_id, path, size, mtime_ns, state, reason, bool(reader_failed), pages, passages, at)
+
+
+def _columns(db: sqlite3.Connection, table: str) -> set[str]:
+    return {str(r[1]) for r in db.execute(f"PRAGMA table_info({table})")}
+
+
 def _statements(script: str) -> list[str]:
     """The statements of a schema script (a trigger's body kept whole)."""
     statements, current = [], ""
@@ -560,7 +580,7 @@ _BUMP = (
     "INSERT INTO meta (key, value) VALUES ('generation', '1') "
     "ON CONFLICT(key) DO UPDATE SET value = CAST(value AS INTEGER) + 1"
 )
-_FILE_COLUMNS = "id, source_id, path, size, mtime_ns, state, reason, pages, passages, indexed_at"
+_FILE_COLUMNS = "id, source_id, path, size, mtime_ns, state, reason, reader_failed, pages, passages, indexed_at"
 _PASSAGE_SELECT = (
     "SELECT p.id, p.file_id, f.path, p.seq, p.page, p.text FROM passages p JOIN files f ON f.id = p.file_id"
 )

@@ -19,8 +19,10 @@ Passages get their vectors (with an embedding model) every EMBED_FILES files rea
 passages without one are found with one query over the index, not one per file.
 A file that cannot be read — a password-protected or damaged PDF, a binary file named .txt, a file gone
 since the folder was listed, one over the size limit — is kept as skipped with the reader's sentence;
-the rest goes on. A source that is not there (a disconnected drive) or a folder that cannot be listed
-keeps what the index has of it and is reported (`IndexRun.problems`)."""
+the rest goes on. One skipped for a cause not its own (errors.ReaderFailed) is marked so, and read again
+when a run is asked to (`Retry`: the window's first run after Ember starts, and the CLI's); any skipped
+file is read again when the user asks (Try again). A source that is not there (a disconnected drive)
+or a folder that cannot be listed keeps what the index has of it and is reported (`IndexRun.problems`)."""
 
 from __future__ import annotations
 
@@ -37,10 +39,10 @@ import numpy as np
 from ember_chat.engine.attachments.extract import kind_by_name, read_plain_file
 from ember_chat.engine.attachments.isolated import DECODED_KINDS, FileReader, ReadingStopped
 from ember_chat.engine.attachments.kinds import DEFAULT_LIMITS, MB, Extracted, Limits
-from ember_chat.engine.errors import AttachmentError, EmberError
+from ember_chat.engine.errors import AttachmentError, EmberError, ReaderFailed
 from ember_chat.engine.projects import scan as scanning
 from ember_chat.engine.projects.headings import section_chunks
-from ember_chat.engine.projects.index import PENDING, KnowledgeIndex
+from ember_chat.engine.projects.index import PENDING, SKIPPED, IndexedFile, KnowledgeIndex
 from ember_chat.engine.projects.scan import FoundFile, ScanProblem, scan, under
 
 log = logging.getLogger(__name__)
@@ -69,6 +71,21 @@ class Embed(Protocol):
     model_id: str
 
     def __call__(self, texts: Sequence[str]) -> np.ndarray: ...
+
+
+@dataclass(frozen=True)
+class Retry:
+    """Skipped files a run reads again though they did not change: those skipped for a cause not their
+    own (`reader_failed`: no reader could start, none was free, it stopped unexpectedly: once per start of
+    Ember, not at every run), and `paths` (the user's Try again, whatever the reason). A file skipped for
+    its content (a password-protected PDF, a binary file named .txt, over the size limit) is otherwise
+    read again only when it changes."""
+
+    reader_failed: bool = False
+    paths: frozenset[str] = frozenset()
+
+    def wants(self, file: IndexedFile) -> bool:
+        return file.state == SKIPPED and ((self.reader_failed and file.reader_failed) or file.path in self.paths)
 
 
 @dataclass(frozen=True)
@@ -115,7 +132,8 @@ class _Taken:
 
 
 class Indexer:
-    """`batch_files`: at most this many small text files read in one child process (1: each alone)."""
+    """`batch_files`: at most this many small text files read in one child process (1: each alone);
+    `retry`: the skipped files read again though unchanged (none by default)."""
 
     def __init__(
         self,
@@ -124,7 +142,9 @@ class Indexer:
         reader_limits: Limits = DEFAULT_LIMITS,
         embedder: Embed | None = None,
         batch_files: int = BATCH_FILES,
+        retry: Retry | None = None,
     ) -> None:
+        self.retry = retry or Retry()
         self.index = index
         self.sources = list(sources)
         self.limits = reader_limits
@@ -156,6 +176,7 @@ class Indexer:
                 indexed is None
                 or indexed.state == PENDING
                 or (indexed.size, indexed.mtime_ns) != (file.size, file.mtime_ns)
+                or self.retry.wants(indexed)
             ):
                 to_read.append((source_id, file))
             elif indexed.source_id != source_id:
@@ -288,7 +309,8 @@ class Indexer:
     def _store(self, taken: _Taken, answer: Extracted | AttachmentError, result: IndexRun) -> None:
         path = str(taken.file.path)
         if isinstance(answer, AttachmentError):
-            self.index.skip_file(taken.source_id, path, taken.file.size, taken.file.mtime_ns, str(answer))
+            failed = isinstance(answer, ReaderFailed)  # (not the file's: tried again at the next start)
+            self.index.skip_file(taken.source_id, path, taken.file.size, taken.file.mtime_ns, str(answer), failed)
             result.skipped += 1
             return
         chunks, headings = section_chunks(answer.text, answer.pages)
