@@ -326,6 +326,47 @@ def test_an_answer_that_uses_a_passage_s_words_without_a_marker_shows_it_as_used
             w.transcript.finish_rendering()
 
 
+def test_passages_of_one_file_are_told_apart_in_the_sources_line_its_tooltips_and_the_side_panel(
+    qtbot: QtBot, make_loaded_window: Callable[[FakeBackend | None], MainWindow], tmp_path: Path
+) -> None:
+    """An answer given several passages of one file: each says its position in the file ('rivers.txt §3'),
+    in the Sources line, its tooltip (and the [n] markers') and Why this answer; a file with one passage
+    keeps its plain name; the passages used are still in bold."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    parts = [
+        f"Part {k}. The river Tagus is the longest of Iberia, note {k}. " + "Its water runs west. " * 40
+        for k in range(8)
+    ]
+    (docs / "rivers.txt").write_text("\n\n".join(parts))
+    (docs / "lakes.txt").write_text("Lake Alqueva is on the river Guadiana, in Iberia.\n")
+    w = make_loaded_window(FakeBackend(script=["The Tagus [1] [2]."]))
+    _project_chat(qtbot, w, docs)
+    send(qtbot, w, QUESTION)
+    answer_id = w.store.thread(w.controller.conversation_id)[-1].id
+    knowledge = w.transcript.attachments.of(answer_id).knowledge
+    of_rivers = [s for s in knowledge if s.file_name == "rivers.txt"]
+    assert len(of_rivers) >= 2 and len({s.seq for s in of_rivers}) == len(of_rivers)  # (the case: one file, many)
+    line = next(x for x in w.transcript.plain_text().splitlines() if x.startswith("Sources"))
+    shown = [x.strip() for x in line.removeprefix("Sources").split("·")]
+    assert len(set(shown)) == len(knowledge)  # (each told apart)
+    tips = dict(w.transcript.links())  # (the Sources line's, the last of each href)
+    for s in knowledge:
+        label = f"rivers.txt §{s.seq + 1}" if s.file_name == "rivers.txt" else s.file_name
+        assert f"[{s.n}] {label}" in shown
+        assert f"[{s.n}] {label}" in w.side.metrics.project_why.sources.text()
+        tip = tips[f"ember:cite/{answer_id}/{s.n}"]
+        if s.file_name == "rivers.txt":
+            assert tip.startswith(f"Show passage {s.n}: {label} (the file's passage {s.seq + 1})")
+        else:
+            assert tip.startswith(f"Show passage {s.n}: {label}") and "§" not in tip
+        assert tip.endswith("(the answer uses this passage)") == (s.n in (1, 2))
+    marker = next(t for h, t in w.transcript.links() if h == f"ember:cite/{answer_id}/1")  # the [1] in the text
+    first = knowledge[0]
+    said = f"rivers.txt §{first.seq + 1} (the file's passage {first.seq + 1})"
+    assert marker == f"Source 1: {said if first.file_name == 'rivers.txt' else first.file_name}"
+
+
 def test_passages_that_did_not_fit_are_said_under_the_answer_and_after_it_is_shown_again(
     qtbot: QtBot, make_loaded_window: Callable[[FakeBackend | None], MainWindow], tmp_path: Path
 ) -> None:

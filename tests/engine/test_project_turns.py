@@ -17,7 +17,7 @@ from ember_chat.engine.core.params import LoadConfig, SamplingParams
 from ember_chat.engine.errors import StoreError
 from ember_chat.engine.inference.service.engine import EngineService, GenerationRequest
 from ember_chat.engine.projects.answers import AnswerKnowledge
-from ember_chat.engine.projects.citations import CITE_INSTRUCTION, ProjectSource, knowledge_block
+from ember_chat.engine.projects.citations import CITE_INSTRUCTION, ProjectSource, distinct_labels, knowledge_block
 from ember_chat.engine.projects.index import KnowledgeIndex, knowledge_path
 from ember_chat.engine.projects.indexer import Indexer
 from ember_chat.engine.projects.records import Project, ProjectStore
@@ -223,3 +223,21 @@ def test_an_unknown_name_lists_twenty_projects_and_counts_the_rest(chats: Conver
     assert text.startswith(f"There is no project named “{'x' * 80}…” (projects: “Project 00”, ")
     assert text.endswith("“Project 19” and 3 more).") and "Project 20" not in text
     assert project_named(projects, "project 07").name == "Project 07"  # (case aside)
+
+
+def test_sources_sharing_a_label_are_told_apart_by_their_position_in_the_file() -> None:
+    """Passages of one file (or of one PDF page) say which they are ('§' and their position, seq + 1);
+    a label no other source shares stays plain."""
+    made = [
+        ("/d/report.pdf", 3, 5), ("/d/report.pdf", 3, 6), ("/d/report.pdf", 4, 9),
+        ("/d/notes.md", None, 0), ("/d/notes.md", None, 2), ("/e/other.txt", None, 4),
+    ]  # fmt: skip
+    sources = [ProjectSource(n, path, page, seq, "", n) for n, (path, page, seq) in enumerate(made, start=1)]
+    assert distinct_labels(sources) == {
+        1: "report.pdf, p. 3 §6",
+        2: "report.pdf, p. 3 §7",
+        3: "report.pdf, p. 4",
+        4: "notes.md §1",
+        5: "notes.md §3",
+        6: "other.txt",
+    }

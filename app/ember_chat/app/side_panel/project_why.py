@@ -15,7 +15,7 @@ from PySide6.QtWidgets import QGroupBox, QLabel, QVBoxLayout, QWidget
 from ember_chat.app.qt.elided_label import elided
 from ember_chat.app.qt.plain_text import plain_tooltip
 from ember_chat.engine.inference.events import KnowledgeUsed
-from ember_chat.engine.projects.citations import ProjectSource
+from ember_chat.engine.projects.citations import ProjectSource, distinct_labels
 from ember_chat.engine.projects.records import Project
 
 _RANKED = {"vectors": "meaning (the embedding model)", "reranker": "reordered by the reranker"}
@@ -88,7 +88,8 @@ class ProjectWhy(QGroupBox):
             return self.tr("The project has no knowledge files.")
         if not used.retrieved:
             return " ".join((used.summary(), *used.problems))
-        labels = [f"[{s.n}] {ProjectSource(s.n, s.file_path, s.page, s.seq, '', 0).label()}" for s in used.sources]
+        shown = distinct_labels([ProjectSource(s.n, s.file_path, s.page, s.seq, "", 0) for s in used.sources])
+        labels = [f"[{n}] {label}" for n, label in shown.items()]  # (one file's passages told apart: 'a.md §3')
         text = self.tr("Sources: {sources}").format(sources=", ".join(labels)) if labels else ""
         if used.left_out:
             more = self.tr("{n} more passages found did not fit the context.").format(n=used.left_out)

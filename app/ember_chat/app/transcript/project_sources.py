@@ -24,7 +24,7 @@ from ember_chat.app.transcript.render.message import MessageWriter, sign
 from ember_chat.engine.attachments.extract import kind_by_name
 from ember_chat.engine.attachments.kinds import AttachmentKind
 from ember_chat.engine.attachments.store import fts_query
-from ember_chat.engine.projects.citations import MARKER, ProjectSource
+from ember_chat.engine.projects.citations import MARKER, ProjectSource, distinct_labels
 
 CITE = "cite"  # the verb of a source's link: ember:cite/<answer id>/<n>
 _NUMBER = re.compile(r"\d{1,3}")
@@ -60,22 +60,31 @@ def write_sources(
     bold = QTextCharFormat(writer.small_secondary)
     bold.setFontWeight(600)
     c.insertText(tr("Sources") + "  ", bold)
+    labels = distinct_labels(sources)  # (passages of one file told apart: 'notes.md §3')
     for index, source in enumerate(sources):
         if index:
             c.insertText("  ·  ", writer.small_secondary)
         c.insertText(f"[{source.n}]\u00a0", writer.small_secondary)
-        c.insertText(source.label(), _link(writer, message_id, source, source.n in used))
+        c.insertText(labels[source.n], _link(writer, message_id, source, labels[source.n], source.n in used))
     if left_out:
         c.insertText(("  ·  " if sources else "") + left_out_words(left_out), writer.small_secondary)
     c.setCharFormat(QTextCharFormat())
 
 
-def _link(writer: MessageWriter, message_id: int, source: ProjectSource, used: bool) -> QTextCharFormat:
+def _source_tip(source: ProjectSource, label: str) -> str:
+    """The label a tooltip names a source by: 'notes.md', or with what tells it from another passage of
+    its file, 'notes.md §3 (the file's passage 3)'."""
+    if label == source.label():
+        return label
+    return tr("{label} (the file's passage {k})").format(label=label, k=source.seq + 1)
+
+
+def _link(writer: MessageWriter, message_id: int, source: ProjectSource, label: str, used: bool) -> QTextCharFormat:
     link = QTextCharFormat(writer.small_secondary)
     link.setForeground(QColor(writer.colors.link))
     link.setAnchor(True)
     link.setAnchorHref(f"ember:{CITE}/{message_id}/{source.n}")
-    tip = tr("Show passage {n}: {label}").format(n=source.n, label=source.label())
+    tip = tr("Show passage {n}: {label}").format(n=source.n, label=_source_tip(source, label))
     if used:
         link.setFontWeight(600)
         tip = tr("{tip} (the answer uses this passage)").format(tip=tip)
@@ -92,6 +101,7 @@ def link_markers(
     by_n = {s.n: s for s in sources}
     if not by_n:
         return 0
+    labels = distinct_labels(sources)
     spans: list[tuple[int, int, ProjectSource]] = []
     block = document.findBlock(start)
     while block.isValid() and block.position() <= end:
@@ -119,7 +129,7 @@ def link_markers(
         fmt.setForeground(link)
         fmt.setAnchor(True)
         fmt.setAnchorHref(f"ember:{CITE}/{message_id}/{source.n}")
-        fmt.setToolTip(tr("Source {n}: {label}").format(n=source.n, label=source.label()))
+        fmt.setToolTip(tr("Source {n}: {label}").format(n=source.n, label=_source_tip(source, labels[source.n])))
         sign(fmt)
         c = QTextCursor(document)
         c.setPosition(first)

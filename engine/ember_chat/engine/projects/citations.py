@@ -82,6 +82,14 @@ class ProjectSource:
         )  # fmt: skip
 
 
+def distinct_labels(sources: Sequence[ProjectSource]) -> dict[int, str]:
+    """Each source's label by its number, told apart where two of them share one (passages of one file,
+    of one PDF page): 'notes.md §3' for the file's third passage (its position: `seq` + 1), 'report.pdf,
+    p. 4 §12'; a label no other source has stays as it is ('notes.md', 'report.pdf, p. 3')."""
+    shared = Counter(s.label() for s in sources)
+    return {s.n: f"{s.label()} §{s.seq + 1}" if shared[s.label()] > 1 else s.label() for s in sources}
+
+
 def sources(hits: Sequence[Retrieved]) -> list[ProjectSource]:
     """The hits as numbered sources, 1 first, in their order."""
     return [ProjectSource(n, h.file_path, h.page, h.seq, h.text, h.passage_id) for n, h in enumerate(hits, start=1)]
