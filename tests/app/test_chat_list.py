@@ -178,6 +178,30 @@ def test_export_proposes_the_title_in_documents_and_says_where_it_saved(
     assert blocker.read_text(encoding="utf-8") == "x" and target.read_text(encoding="utf-8") == text
 
 
+def test_export_of_a_chat_with_a_shortened_title_proposes_its_words_without_the_ellipsis(
+    qtbot: QtBot, make_window: Callable[..., MainWindow], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """File ▸ Export chat as JSON… and as Markdown… on a chat titled from a long first message ("…"):
+    both propose the title's words, no "…" before the suffix."""
+    home = tmp_path / "home"
+    (home / "Documents").mkdir(parents=True)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
+    w = make_window()
+    load(qtbot, w)
+    set_max_tokens(w, 4)
+    send(qtbot, w, "In which year did the Tarvesh volcano last erupt, and what did it destroy?")
+    title = w.store.conversation(w.controller.conversation_id).title
+    assert title.endswith("…")
+    for kind in ("json", "md"):
+        w.chats.exports.export_dialog(kind)
+        dialog = w.chats.exports.export_dialog_open
+        assert isinstance(dialog, QFileDialog) and dialog.isVisible()
+        assert Path(dialog.selectedFiles()[0]).name == f"{title.removesuffix('…')}.{kind}"
+        dialog.reject()
+        qtbot.waitUntil(lambda: w.chats.exports.export_dialog_open is None, timeout=5_000)
+
+
 def test_a_search_hit_row_keeps_its_match_in_view(qtbot: QtBot) -> None:
     """The passage's start is cut ("…") when the match would fall past two thirds of the row."""
     metrics = QFontMetrics(QFont())

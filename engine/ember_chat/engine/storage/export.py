@@ -41,12 +41,24 @@ if TYPE_CHECKING:
 _WHO = {"user": "You", "assistant": "Ember", "system": "System"}
 
 
-_NOT_IN_FILE_NAMES = re.compile(r'[\x00-\x1f<>:"/\\|?*]+')  # what Windows, macOS or Linux refuse
+_NOT_IN_FILE_NAMES = re.compile(r'[\x00-\x1f\x7f<>:"/\\|?*]+')  # what Windows, macOS or Linux refuse
+# names Windows keeps for devices, with any extension ("con.md", "COM1.json" cannot be made there)
+_RESERVED = frozenset({"CON", "PRN", "AUX", "NUL", *(f"{d}{n}" for d in ("COM", "LPT") for n in range(1, 10))})
+NAME_BYTES = 200  # the stem's most UTF-8 bytes: file systems take 255 for a name, the suffix and "(2)" fit
 
 
 def export_file_name(title: str, suffix: str, limit: int = 80) -> str:
-    """A file name for a chat's export: its title without the characters file systems refuse."""
-    stem = " ".join(_NOT_IN_FILE_NAMES.sub(" ", title).split())[:limit].strip(" .")
+    """A file name for a chat's export, the one rule of every format (Markdown, JSON): its title without
+    the characters file systems refuse (/ \\ : * ? " < > | and control characters) and without the "…" a
+    shortened title ends with (titles.py), its spaces run together, at most `limit` characters and
+    NAME_BYTES bytes, no dot or space at either end (a trailing one is dropped by Windows, a leading dot
+    hides the file), never a name Windows reserves (CON, NUL, COM1…); "Chat" when nothing is left."""
+    stem = " ".join(_NOT_IN_FILE_NAMES.sub(" ", title).split())[:limit]
+    while len(stem.encode("utf-8")) > NAME_BYTES:
+        stem = stem[:-1]
+    stem = stem.strip(" .…")
+    if stem.split(".")[0].strip().upper() in _RESERVED:
+        stem = f"Chat {stem}"
     return f"{stem or 'Chat'}.{suffix}"
 
 
