@@ -62,6 +62,7 @@ def test_reader_failures_are_read_at_the_first_run_and_try_again_reads_the_rest(
 
     w.projects.open_settings(fid)
     panel = _dialog(w).knowledge
+    _dialog(w).tabs.setCurrentWidget(panel)  # (as the user sees it: the screenshots)
     k.run(fid)  # (the first run since this Ember started)
     _indexed(qtbot, w, fid)
     assert _states(path) == {"hills.txt": SKIPPED, "lakes.md": INDEXED, "notes.txt": SKIPPED, "rivers.md": INDEXED}

@@ -156,6 +156,38 @@ def test_knowledge_sources_by_absolute_path_and_removing_one_leaves_the_files(
         projects.remove_source(file.id)
 
 
+def test_a_path_inside_a_source_is_refused_and_a_folder_around_sources_takes_their_place(
+    store: ConversationStore, knowledge: Path
+) -> None:
+    projects = ProjectStore(store)
+    thesis = projects.create("Thesis")
+    notes = knowledge / "thesis notes"
+    (notes / "sub").mkdir()
+    (notes / "sub" / "budget.md").write_text("The budget.")
+    (knowledge / "thesis notes 2").mkdir()  # (a name that starts alike is not inside)
+    folder = projects.add_source(thesis.folder_id, notes)
+    for inner in (notes / "sub", notes / "sub" / "budget.md", notes / "herons.md"):
+        with pytest.raises(StoreError) as refused:
+            projects.add_source(thesis.folder_id, inner)
+        assert str(refused.value) == (
+            f"{inner} is inside {notes}, which is in the project “Thesis” already: its files are read from there."
+        )
+    assert projects.project(thesis.folder_id).sources == (folder,)
+    beside = projects.add_source(thesis.folder_id, knowledge / "thesis notes 2")
+    paper = projects.add_source(thesis.folder_id, knowledge / "paper.txt")
+
+    # the parent of sources: added, the sources inside it (a folder, a file) taken out, one beside kept
+    assert projects.covered(thesis.folder_id, knowledge / "thesis notes") == []
+    assert projects.covered(thesis.folder_id, knowledge) == [folder, beside, paper]
+    other = projects.create("Other")
+    elsewhere = projects.add_source(other.folder_id, notes)  # (another project's are its own)
+    parent = projects.add_source(thesis.folder_id, knowledge)
+    assert projects.project(thesis.folder_id).sources == (parent,)
+    assert projects.project(other.folder_id).sources == (elsewhere,)
+    # a file around nothing: no source is taken out by a file
+    assert projects.covered(other.folder_id, knowledge / "paper.txt") == []
+
+
 def _table(store: ConversationStore, table: str) -> list[tuple[object, ...]]:
     db, lock = store.shared_connection()
     with lock:

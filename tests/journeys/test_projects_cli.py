@@ -69,6 +69,30 @@ def test_a_project_is_made_indexed_listed_and_given_more_knowledge(tmp_path: Pat
     assert plain.returncode == 0 and plain.stdout.startswith("Harbour  (indexed: 6 files")
 
 
+def test_a_path_inside_a_source_is_refused_and_a_parent_takes_the_sources_place_unread(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    docs = _folder(tmp_path / "all" / "docs", _notes(3))
+    sub = _folder(docs / "sub", {"budget.md": "# Budget\n\nThe ferry costs 4 euros.\n"})
+    assert cli("projects", "new", "Harbour", "--folder", str(docs), data_dir=data).returncode == 0
+    for inner in (sub, sub / "budget.md"):
+        out = cli("projects", "add", "Harbour", str(inner), data_dir=data)
+        assert out.returncode == 2, out.stderr
+        assert out.stderr.strip().endswith(
+            f"{inner} is inside {docs}, which is in the project “Harbour” already: its files are read from there."
+        )
+    (row,) = _listed(data)
+    assert [s["path"] for s in row["sources"]] == [str(docs)]
+
+    # the folder around it: added, docs taken out, its 4 files given to the parent, not read again
+    (tmp_path / "all" / "extra.txt").write_text("The harbour opens at six.")
+    out = cli("projects", "add", "Harbour", str(tmp_path / "all"), data_dir=data)
+    assert out.returncode == 0, out.stderr
+    assert f"{docs} is inside it: taken out of the project" in out.stdout
+    assert "1 read now, 0 gone" in out.stderr and "5 files" in out.stderr
+    (row,) = _listed(data)
+    assert [s["path"] for s in row["sources"]] == [str(tmp_path / "all")] and row["files"]["indexed"] == 5
+
+
 def test_a_project_made_without_indexing_says_so(tmp_path: Path) -> None:
     data = tmp_path / "data"
     docs = _folder(tmp_path / "docs", _notes(2))

@@ -120,10 +120,8 @@ class ProjectIndexing(QObject):
         def index(report: Callable[[IndexProgress], None]) -> IndexRun:
             embedder, problem = load_embedder(embedding, library.resolve)
             knowledge = KnowledgeIndex(path)
-            try:
-                for source_id in {f.source_id for f in knowledge.files()} - known:
-                    knowledge.drop_source(source_id)  # (removed from the project: its passages go)
-                indexer = Indexer(knowledge, sources, embedder=embedder, retry=retry)
+            try:  # (the files of sources removed from the project go: known)
+                indexer = Indexer(knowledge, sources, embedder=embedder, retry=retry, known=known)
                 run = indexer.run(_every(report, PROGRESS_EVERY_S), stop.is_set)
                 run.embedding_problem = run.embedding_problem or problem
                 return run

@@ -178,7 +178,8 @@ class KnowledgePanel(QWidget):
         the list built again only when its sources changed (added, removed)."""
         listed = self.listed()
         items = [self.sources.topLevelItem(i) for i in range(self.sources.topLevelItemCount())]
-        if [int(item.data(0, SOURCE_ID)) for item in items] != [s.id for s in listed]:
+        shown = [(int(item.data(0, SOURCE_ID)), item.text(0)) for item in items]
+        if shown != [(s.id, s.path) for s in listed]:  # (an id can be used again: a folder taking its source's place)
             chosen = set(self.selected_ids())
             self.sources.clear()
             items = []
@@ -298,15 +299,25 @@ class KnowledgePanel(QWidget):
         dialog.open()
 
     def add_paths(self, paths: Sequence[str]) -> None:
-        """Add these files or folders; each that cannot be is said (below the buttons, until the next add),
-        the others are added (nothing added: no run)."""
+        """Add these files or folders; each that cannot be is said (below the buttons, until the next add:
+        one inside a folder of the project is refused), the others are added (nothing added: no run). A
+        folder around sources of the project takes their place: said there too (their files are not
+        read again, only given to it)."""
         problems, added = [], 0
         for path in paths:
             try:
-                self.projects.add_source(self.folder_id, path)
+                covered = self.projects.covered(self.folder_id, path)
+                source = self.projects.add_source(self.folder_id, path)
                 added += 1
             except EmberError as exc:
                 problems.append(str(exc))
+                continue
+            for inner in covered:
+                problems.append(
+                    self.tr(
+                        "{inner} is inside {folder}: it was taken out of the list, its files are read from there."
+                    ).format(inner=inner.path, folder=source.path)
+                )
         self.add_problems.setText(" ".join(problems))
         self.add_problems.setVisible(bool(problems))
         if added:

@@ -98,10 +98,13 @@ def _add(args: argparse.Namespace, projects: ProjectStore, paths: AppPaths) -> i
     project = project_named(projects, args.name)
     _checked_path(args.path)
     try:
+        covered = projects.covered(project.folder_id, args.path)
         source = projects.add_source(project.folder_id, args.path)
     except StoreError as exc:
         raise EmberError(str(exc)) from None
     print(f"Added {terminal_text(source.path)} to “{terminal_text(project.name)}”.")
+    for inner in covered:
+        print(f"  {terminal_text(inner.path)} is inside it: taken out of the project, its files read from there now.")
     if not args.no_index:
         _index_project(projects.project(project.folder_id), paths, sys.stderr)
     return 0
@@ -148,10 +151,9 @@ def _index_project(project: Project, paths: AppPaths, out: TextIO) -> IndexRun:
             out.write(terminal_text(line) + "\n")
 
     try:
-        for source_id in {f.source_id for f in index.files()} - {s.id for s in project.sources}:
-            index.drop_source(source_id)  # (removed from the project: its passages go)
         retry = Retry(reader_failed=True)  # (a new process: files a reader failed on are tried again)
-        result = Indexer(index, sources, embedder=embedder, retry=retry).run(progress)
+        known = {s.id for s in project.sources}  # (the files of sources removed from the project go)
+        result = Indexer(index, sources, embedder=embedder, retry=retry, known=known).run(progress)
         counts = index.counts()
         skipped = [f for f in index.files() if f.state == "skipped"]
     finally:

@@ -29,7 +29,7 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -133,7 +133,10 @@ class _Taken:
 
 class Indexer:
     """`batch_files`: at most this many small text files read in one child process (1: each alone);
-    `retry`: the skipped files read again though unchanged (none by default)."""
+    `retry`: the skipped files read again though unchanged (none by default); `known`: the ids of every
+    source of the project (paused ones too): the files of any other source (removed from the project)
+    are dropped once the walk is over, those of its files that a source here names (a folder added
+    around it) given to that source first, unchanged and not read again."""
 
     def __init__(
         self,
@@ -143,8 +146,10 @@ class Indexer:
         embedder: Embed | None = None,
         batch_files: int = BATCH_FILES,
         retry: Retry | None = None,
+        known: Collection[int] | None = None,
     ) -> None:
         self.retry = retry or Retry()
+        self.known = None if known is None else frozenset(known)
         self.index = index
         self.sources = list(sources)
         self.limits = reader_limits
@@ -182,6 +187,9 @@ class Indexer:
             elif indexed.source_id != source_id:
                 moved.append((source_id, path))
         self.index.move_files(moved)
+        if self.known is not None:  # (after the move: a folder added around a source keeps its files, unread)
+            for gone_source in {f.source_id for f in self.index.files()} - self.known:
+                self.index.drop_source(gone_source)
         self.index.pend_files([(sid, str(f.path), f.size, f.mtime_ns) for sid, f in to_read])
         if self.embedder is not None and not self._embed_missing(result, stopped):
             result.stopped = True

@@ -210,8 +210,11 @@ class ProjectStore:
     def add_source(self, folder_id: int, path: str | os.PathLike[str]) -> KnowledgeSource:
         """Add a file or a folder to the project's knowledge, by its absolute path (it is read by the
         indexer, never copied); StoreError with a sentence when it does not exist, is neither a file nor a
-        folder, or is in the project already."""
-        absolute = os.path.normpath(os.path.abspath(os.path.expanduser(os.fspath(path))))
+        folder, or is in the project already, itself or inside a folder of it (its files are read from
+        there). A folder holding sources of the project takes their place: they are taken out, in the
+        same transaction (`covered` says which, beforehand; the indexer gives their files, unchanged and
+        unread, to the folder)."""
+        absolute = _absolute(path)
         try:
             is_dir = os.path.isdir(absolute)
             is_file = not is_dir and os.path.isfile(absolute)
@@ -226,11 +229,24 @@ class ProjectStore:
             project = self.project(folder_id)
             if any(s.path == absolute for s in project.sources):
                 raise StoreError(f"{absolute} is in the project “{project.name}” already.")
+            holder = next((s for s in project.sources if s.kind == "folder" and _inside(absolute, s.path)), None)
+            if holder is not None:
+                raise StoreError(
+                    f"{absolute} is inside {holder.path}, which is in the project “{project.name}” already: "
+                    "its files are read from there."
+                )
+            for inner in (s for s in project.sources if is_dir and _inside(s.path, absolute)):
+                self._db.execute("DELETE FROM project_sources WHERE id = ?", (inner.id,))
             kind = "folder" if is_dir else "file"
             source_id = insert_source(
                 self._db, folder_id, absolute, kind, self._clock(), paused=False, from_import=False
             )
             return self.source(source_id)
+
+    def covered(self, folder_id: int, path: str | os.PathLike[str]) -> list[KnowledgeSource]:
+        """The project's sources inside `path` (a folder): those `add_source(path)` takes out."""
+        absolute = _absolute(path)
+        return [s for s in self.project(folder_id).sources if _inside(s.path, absolute)]
 
     def remove_source(self, source_id: int) -> None:
         """Forget a knowledge source (its passages leave the index when the indexer runs next); the file
@@ -304,3 +320,12 @@ def _checked(settings: dict[str, object]) -> dict[str, object]:
             raise StoreError("A project's context length is a whole number of tokens above 0, or the default.")
         out[key] = value
     return out
+
+
+def _absolute(path: str | os.PathLike[str]) -> str:
+    return os.path.normpath(os.path.abspath(os.path.expanduser(os.fspath(path))))
+
+
+def _inside(path: str, folder: str) -> bool:
+    """Whether `path` is inside `folder` (not `folder` itself), both absolute and normalised."""
+    return os.path.normcase(path).startswith(os.path.normcase(folder.rstrip(os.sep) + os.sep))
