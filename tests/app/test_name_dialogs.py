@@ -81,6 +81,8 @@ def _refuses_then_takes(qtbot: QtBot, dialog: QInputDialog | None, taken: str, s
     assert dialog.isVisible() and field.text() == taken
     assert error.isVisible() and error.text() == said
     assert error.geometry().top() >= field.geometry().bottom()  # (under the field, above the buttons)
+    assert error.height() >= error.heightForWidth(error.width())  # (the dialog grew: none of it cut off)
+    assert error.textFormat() == Qt.TextFormat.PlainText  # (it names what was typed)
     field.selectAll()
     qtbot.keyClicks(field, name)
     assert error.isHidden()

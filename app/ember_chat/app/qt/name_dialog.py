@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from PySide6.QtCore import QCoreApplication
+from PySide6.QtCore import QCoreApplication, Qt
 from PySide6.QtWidgets import QDialog, QDialogButtonBox, QInputDialog, QLabel, QVBoxLayout, QWidget
 
+ERROR_WIDTH = 420  # px: the dialog's width at least, while it says why a name is not taken
 Chosen = Callable[[str], str | None]  # the name typed -> None (done: the dialog closes) or why it is not taken
 
 
@@ -24,6 +25,8 @@ class NameDialog(QInputDialog):
         self.error = QLabel()
         self.error.setObjectName("nameError")
         self.error.setWordWrap(True)
+        self.error.setTextFormat(Qt.TextFormat.PlainText)  # (it names what the user typed: never rich text)
+        self.error.setStyleSheet("color: palette(link);")  # (as Project settings' own sentence)
         self.error.setAccessibleName(QCoreApplication.translate("NameDialog", "Why this name is not taken"))
         self.error.hide()
 
@@ -32,6 +35,10 @@ class NameDialog(QInputDialog):
         self.error.setText(text)
         self.error.setVisible(bool(text))
         self.error.setAccessibleDescription(text)
+        if text:  # (wide enough to read the sentence in a line or two, and tall enough for all of it)
+            self.resize(max(self.width(), ERROR_WIDTH), self.height())
+            self.layout().activate()
+            self.resize(self.width(), max(self.height(), self.layout().totalHeightForWidth(self.width())))
 
     def done(self, result: int) -> None:
         if result == QDialog.DialogCode.Accepted:
