@@ -533,17 +533,19 @@ def test_the_window_never_stalls_while_1000_files_index(
 
 
 def test_show_skipped_files_opens_at_once_however_many(
-    qtbot: QtBot, make_window: Callable[..., MainWindow], probe: LoopProbe
+    qtbot: QtBot, make_window: Callable[..., MainWindow], probe: LoopProbe, tmp_path: Path
 ) -> None:
     """20,000 skipped files in the project's index (a folder of data files): Show skipped files… opens its
     list without stalling the window (item by item it took 105 ms at 10,000, 437 ms at 50,000)."""
     w = make_window()
     project = w.projects.new_project("Data")
     assert project is not None
+    source = ProjectStore(w.store).add_source(project.folder_id, tmp_path)  # (the list shows its sources' skips)
     index = KnowledgeIndex(w.projects.indexing.index_path(project.folder_id))
     try:
         for n in range(SKIPPED):
-            index.skip_file(1, f"/data/run-{n:05}.bin", 10, 0, "Ember reads text, PDF and DOCX files, not this one.")
+            reason = "Ember reads text, PDF and DOCX files, not this one."
+            index.skip_file(source.id, f"/data/run-{n:05}.bin", 10, 0, reason)
     finally:
         index.close()
     panel = _dialog(w).knowledge

@@ -251,7 +251,7 @@ class KnowledgePanel(QWidget):
         plain = [s for s in chosen if not s.from_import]
         self.pause_source.setEnabled(bool(plain))
         self.pause_source.setText(self.tr("Resume") if plain and all(s.paused for s in plain) else self.tr("Pause"))
-        self.show_skipped.setEnabled(any(s.skipped for s in self.state.sources.values()))
+        self.show_skipped.setEnabled(bool(self.skipped_files()))  # (of the sources listed: one removed has none)
 
     def _project(self) -> Project | None:
         try:
@@ -416,7 +416,10 @@ class KnowledgePanel(QWidget):
 
     # ----- the skipped files
     def skipped_files(self) -> list[tuple[str, str]]:
-        return sorted(item for s in self.state.sources.values() for item in s.skipped)
+        """(path, reason) of the skipped files of the sources listed (the state read may still hold those
+        of a source just removed: not shown, nor offered to Try again)."""
+        listed = {s.id for s in self.listed()}
+        return sorted(item for sid, s in self.state.sources.items() if sid in listed for item in s.skipped)
 
     def open_skipped(self) -> None:
         dialog = skipped_files_dialog(self.skipped_files(), self, self.retry_skipped)  # (a model: opens at once)
