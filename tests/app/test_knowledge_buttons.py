@@ -6,6 +6,7 @@ SQLite files, real folders, real readers."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from pathlib import Path
 
@@ -13,11 +14,13 @@ import pytest
 from pytestqt.qtbot import QtBot
 
 from ember_chat.app.shell.main_window import MainWindow
+from ember_chat.engine.projects.indexer import IndexProgress
 from tests.helpers.projects_window import indexed as _indexed
 from tests.helpers.projects_window import settings_dialog as _dialog
 
 pytestmark = pytest.mark.usefixtures("nothing_blocks")
 WAIT_MS = 30_000
+MANY = 3000  # files of the pause test: a run long enough for the rows to be read again while it goes
 
 
 def test_show_skipped_and_pause_indexing_are_enabled_only_when_they_can_act(
@@ -55,4 +58,63 @@ def test_show_skipped_and_pause_indexing_are_enabled_only_when_they_can_act(
     _indexed(qtbot, w, fid)
     assert not panel.show_skipped.isEnabled() and not panel.pause_indexing.isEnabled()
     dialog.grab().save("/tmp/ember/shots-knowledge/removed_buttons.png")
+    dialog.reject()
+
+
+def _counts(row: str) -> tuple[int, int]:
+    """(files read, files waiting) a row says ("Paused · 1,024 files, 3 passages, 976 waiting")."""
+    numbers = dict((word, int(n.replace(",", ""))) for n, word in re.findall(r"([\d,]+) (files?|waiting)", row))
+    return numbers.get("files", numbers.get("file", 0)), numbers.get("waiting", 0)
+
+
+def test_pausing_says_paused_on_the_rows_and_they_follow_the_run_after_resume(
+    qtbot: QtBot, make_window: Callable[..., MainWindow], tmp_path: Path
+) -> None:
+    docs = tmp_path / "many"
+    docs.mkdir()
+    for n in range(MANY):
+        (docs / f"note-{n}.txt").write_text(f"Note {n}: site {n} has {n % 5} herons.\n")
+    w = make_window()
+    k = w.projects.indexing
+    project = w.projects.new_project("Survey")
+    assert project is not None
+    fid = project.folder_id
+    dialog = _dialog(w)
+    panel = dialog.knowledge
+    dialog.tabs.setCurrentWidget(panel)
+    row = panel.sources.topLevelItem
+
+    def pause_once_some_are_read(_fid: int, p: IndexProgress) -> None:
+        if p.files_done and fid not in k.paused:
+            panel.toggle_indexing()
+
+    k.progress.connect(pause_once_some_are_read)
+    panel.add_paths([str(docs)])
+    assert panel.pause_indexing.isEnabled()
+    qtbot.waitUntil(lambda: fid in k.paused and not k.running(fid), timeout=WAIT_MS)
+    k.progress.disconnect(pause_once_some_are_read)
+    _indexed(qtbot, w, fid)  # (the index read again after the run stopped)
+    assert panel.pause_indexing.isEnabled() and panel.pause_indexing.text() == "Resume indexing"
+    qtbot.waitUntil(lambda: row(0).text(1).startswith("Paused · "), timeout=WAIT_MS)
+    read, waiting = _counts(row(0).text(1))
+    assert read + waiting == MANY and 0 < read < MANY, row(0).text(1)
+    dialog.grab().save("/tmp/ember/shots-knowledge/paused_row.png")
+
+    # resumed: the status counts the files left to read, the rows follow as they are read
+    seen: list[tuple[str, str]] = []
+
+    def look(_fid: int, _p: IndexProgress) -> None:
+        seen.append((row(0).text(1), panel.progress_text.text()))
+        if len(seen) == 4:
+            dialog.grab().save("/tmp/ember/shots-knowledge/resumed_run.png")
+
+    k.progress.connect(look)
+    panel.toggle_indexing()
+    _indexed(qtbot, w, fid)
+    during = [(_counts(r), status) for r, status in seen if "waiting" in r]
+    assert f"of {waiting:,} files to read" in seen[0][1]
+    assert all(done + left == MANY for (done, left), _status in during), during
+    assert len({left for (_done, left), _status in during}) >= 2, seen  # (the rows moved while it ran)
+    qtbot.waitUntil(lambda: row(0).text(1).startswith(f"{MANY:,} files"), timeout=WAIT_MS)
+    assert panel.progress_text.text().startswith("Up to date") and not panel.pause_indexing.isEnabled()
     dialog.reject()

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 
-from PySide6.QtCore import Qt
+from PySide6.QtCore import Qt, QTimer
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QDialog,
@@ -39,6 +39,7 @@ from ember_chat.engine.projects.records import KnowledgeSource, Project, Project
 from ember_chat.engine.projects.scan import ScanProblem
 
 SOURCE_ID = Qt.ItemDataRole.UserRole
+REREAD_MS = 250  # during a run, how often the rows' state is read again from the index
 
 
 class KnowledgePanel(QWidget):
@@ -115,6 +116,10 @@ class KnowledgePanel(QWidget):
             )
         )
         self.pause_indexing.clicked.connect(self.toggle_indexing)
+        self.reread = QTimer(self)  # during a run, the index read again now and then: the rows follow it
+        self.reread.setSingleShot(True)
+        self.reread.setInterval(REREAD_MS)
+        self.reread.timeout.connect(lambda: self.indexing.read_state(self.folder_id, self._state_read, self))
         project = self._project()
         self.embedding = ModelChoice(
             self.tr("None: passages are found by their words (BM25)"),
@@ -203,7 +208,7 @@ class KnowledgePanel(QWidget):
         if source.from_import:
             return self.tr("From an imported chat — check this path before indexing it")
         s = self.state.sources.get(source.id, SourceState())
-        if source.paused:
+        if source.paused or self.folder_id in self.indexing.paused:  # (the source, or the project's indexing)
             said = self.tr("Paused")
             return said if not s.files else said + " · " + self._counts(s)
         problem = self.unreachable().get(source.id)
@@ -385,7 +390,9 @@ class KnowledgePanel(QWidget):
     def _on_progress(self, folder_id: int, p: IndexProgress) -> None:
         if folder_id != self.folder_id:
             return
-        text = self.tr("Indexing: {done} of {total} files, {pages} pages, {passages} passages").format(
+        if not self.reread.isActive():  # (the rows' files and waiting follow the run, as this line does)
+            self.reread.start()
+        text = self.tr("Indexing: {done} of {total} files to read, {pages} pages, {passages} passages").format(
             done=f"{p.files_done:,}", total=f"{p.files_total:,}", pages=f"{p.pages:,}", passages=f"{p.passages:,}"
         )
         if p.current:
