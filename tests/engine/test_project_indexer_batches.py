@@ -166,6 +166,32 @@ def test_each_file_of_a_batch_has_its_own_time_limit(
     assert reading_processes() == []
 
 
+def test_the_time_an_answer_takes_to_store_is_not_the_next_file_s(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The next file's clock starts as the answer before it arrives, not once `answered` has stored it: a
+    slow store (a busy disk) beside files that each take most of the limit kills no process."""
+    monkeypatch.setattr(isolated, "_read_batch_in_child", hanging_text_reader.reads_a_batch)
+    children: list[str] = []
+    real_run_child = isolated.FileReader._run_child
+
+    def counted(self: isolated.FileReader, name: str, *args: object, **kwargs: object) -> None:
+        children.append(name)
+        real_run_child(self, name, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(isolated.FileReader, "_run_child", counted)
+    files = [(f"slow{i}.md", f"# Slow {i}\n\nSLOW {i}\n".encode()) for i in range(3)]
+    told: list[int] = []
+
+    def answered(at: int, answer: object) -> None:
+        told.append(at)
+        if at == 0:  # (the file before took SLOW_S of the 2 s: with this, more than its limit)
+            time.sleep(2.0 - hanging_text_reader.SLOW_S + 0.6)
+
+    answers = isolated.FileReader(LIMITS).read_batch(files, answered)
+    assert [type(a).__name__ for a in answers] == ["Extracted"] * 3 and told == [0, 1, 2]
+    assert children == ["slow0.md and 2 more"]  # (none killed, none read again alone)
+    assert reading_processes() == []
+
+
 def test_a_stop_ends_a_batch_under_way_and_leaves_its_files_not_answered_pending(
     tmp_path: Path, index: KnowledgeIndex, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -174,23 +200,27 @@ def test_a_stop_ends_a_batch_under_way_and_leaves_its_files_not_answered_pending
     _notes(docs, 20)
     (docs / "note10.md").write_bytes(b"# Stuck\n\nHANG: the reader never finishes this one.\n")
     stop = threading.Event()
+    before_the_hang = threading.Event()  # (note00-note09 answered and stored: the batch's child is on note10)
     result: list[IndexRun] = []
+
+    def progress(p: IndexProgress) -> None:
+        if p.files_done == 10:
+            before_the_hang.set()
+
     worker = threading.Thread(
         target=lambda: result.append(
-            Indexer(index, [Root(1, str(docs))], Limits(max_seconds=60)).run(stopped=stop.is_set)
+            Indexer(index, [Root(1, str(docs))], Limits(max_seconds=60)).run(progress, stopped=stop.is_set)
         )
     )
     worker.start()
-    deadline = time.monotonic() + WAIT_S
-    while not reading_processes() and time.monotonic() < deadline:  # (the batch's child, started: no event tells)
-        time.sleep(0.01)
+    assert before_the_hang.wait(WAIT_S)
     assert reading_processes()
     stopped_at = time.monotonic()
     stop.set()
     worker.join(WAIT_S)
     assert not worker.is_alive() and time.monotonic() - stopped_at < 5
     [done] = result
-    assert done.stopped and done.read + index.counts().pending == 20  # (those answered before the stop: stored)
+    assert done.stopped and done.read == 10 and index.counts().pending == 10  # (those answered before: stored)
     states = {Path(f.path).name: f.state for f in index.files()}
     assert states["note10.md"] == states["note19.md"] == PENDING
     assert reading_processes() == []

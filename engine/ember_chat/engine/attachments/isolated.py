@@ -184,11 +184,9 @@ class FileReader:
             answered_at: list[float] = []  # when each answer came: the next file's clock starts there
 
             def timed(message: ChildMessage) -> bool:
-                count = len(answers)
-                last = take(message)
-                if len(answers) > count:
-                    answered_at.append(time.monotonic())
-                return last
+                if isinstance(message, (ReadDone, ReadFailed, ReadAlone)):  # (as it arrives: not after
+                    answered_at.append(time.monotonic())  # `answered` has stored it, on the next file's time)
+                return take(message)
 
             def most() -> int:  # (the next answer's file decoded, at most)
                 return decoded_at_most(files[min(len(answers), len(files) - 1)][1])
