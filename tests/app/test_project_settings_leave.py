@@ -10,7 +10,7 @@ from collections.abc import Callable
 import pytest
 import shiboken6
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QMessageBox
+from PySide6.QtWidgets import QApplication, QMessageBox
 from pytestqt.qtbot import QtBot
 
 from ember_chat.app.projects.dialog import ProjectSettingsDialog
@@ -120,6 +120,7 @@ def test_the_window_closing_asks_and_a_project_gone_says_its_changes_were_droppe
     assert note is not None and note.isVisible()
     assert note.text() == "The project “Thesis” was deleted; the changes not saved in its settings were dropped."
     assert "Thesis" in w.banner.text() and w.undo.link.isVisible()
+    assert QApplication.activeModalWidget() is None  # (the note blocks nothing: the Undo can be clicked)
     note.button(QMessageBox.StandardButton.Ok).click()
     qtbot.waitUntil(lambda: w.projects.dropped_note is None, timeout=WAIT_MS)
 

@@ -232,7 +232,8 @@ class WindowProjects(QObject):
 
         box.destroyed.connect(gone)
         self.dropped_note = box
-        box.open()
+        box.setWindowModality(Qt.WindowModality.NonModal)  # (the window stays usable: the banner's Undo)
+        box.show()
 
     def open_settings(self, folder_id: int) -> None:
         """Project settings… (kept open beside the window: an index may take a while)."""
