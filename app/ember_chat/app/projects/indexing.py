@@ -10,7 +10,7 @@ A watcher (engine/projects/watch.py: stat-only polls) per project with knowledge
 indexer again when files are added, changed or deleted, or when a source's own path goes or comes back
 (a drive unplugged): the run says which sources are not there (`unreachable`; their passages are kept).
 What the index holds (per source: files, pages, passages, the skipped files with their reasons) is read
-off the GUI thread too (`read_state`).
+off the GUI thread too (`read_state`; while a run goes, its counts only).
 Nothing here opens, changes or removes a user's file other than reading it through the indexer.
 
 Built from the AppContext and the ProjectStore; the settings dialog and the chat list listen to its
@@ -29,7 +29,7 @@ from PySide6.QtCore import QObject, QTimer, Signal
 from ember_chat.app.context import AppContext
 from ember_chat.app.engine_link.gui_mailbox import GuiMailbox
 from ember_chat.engine.errors import EmberError
-from ember_chat.engine.projects.index import PENDING, SKIPPED, KnowledgeIndex
+from ember_chat.engine.projects.index import KnowledgeIndex
 from ember_chat.engine.projects.indexer import Indexer, IndexProgress, IndexRun, Retry
 from ember_chat.engine.projects.rankers import load_embedder
 from ember_chat.engine.projects.records import KnowledgeSource, ProjectStore
@@ -43,22 +43,24 @@ WATCH_COLLECT_MS = 1000  # how often the GUI thread looks for what the watchers 
 
 @dataclass
 class SourceState:
-    """What the index holds of one knowledge source."""
+    """What the index holds of one knowledge source: its files by state, their pages and passages."""
 
     files: int = 0
     indexed: int = 0
     pending: int = 0
+    skipped: int = 0
     pages: int = 0
     passages: int = 0
-    skipped: list[tuple[str, str]] = field(default_factory=list)  # (path, reason)
 
 
 @dataclass
 class KnowledgeState:
-    """A project's index as last read: per source id, and the problems of the last run (paths that
-    could not be walked: a disconnected drive, a folder that cannot be listed, a link loop)."""
+    """A project's index as last read: per source id, its counts and (a full read) its skipped files.
+    `skipped` is None for a read of the counts only (`read_state(counts_only=True)`: what a run's rows
+    follow; the skipped files of a large index are many rows, read when the run is over)."""
 
     sources: dict[int, SourceState] = field(default_factory=dict)
+    skipped: dict[int, list[tuple[str, str]]] | None = field(default_factory=dict)  # by source: (path, reason)
 
 
 class ProjectIndexing(QObject):
@@ -201,35 +203,38 @@ class ProjectIndexing(QObject):
             self.run(folder_id)
 
     # ----- what the index holds
-    def read_state(self, folder_id: int, done: Callable[[KnowledgeState], None], owner: QObject) -> None:
+    def read_state(
+        self,
+        folder_id: int,
+        done: Callable[[KnowledgeState], None],
+        owner: QObject,
+        counts_only: bool = False,
+        failed: Callable[[str], None] | None = None,
+    ) -> None:
         """Read, off the GUI thread, what the index holds of each source; `done` on the GUI thread, unless
-        `owner` (what `done` shows it in) was deleted meanwhile."""
+        `owner` (what `done` shows it in) was deleted meanwhile. `counts_only`: the counts of one grouped
+        query, without the skipped files (see KnowledgeState). `failed`: why it could not be read (else
+        said in the window's error banner)."""
         path = self.index_path(folder_id)
-        key = f"project-knowledge-{folder_id}-{id(owner)}"
+        key = f"project-knowledge-{folder_id}-{id(owner)}" + ("-counts" if counts_only else "")
 
         def read() -> KnowledgeState:
-            state = KnowledgeState()
+            state = KnowledgeState(skipped=None if counts_only else {})
             if not path.exists():
                 return state
             knowledge = KnowledgeIndex(path)
             try:
-                for f in knowledge.files():
-                    s = state.sources.setdefault(f.source_id, SourceState())
-                    s.files += 1
-                    s.pages += f.pages
-                    s.passages += f.passages
-                    if f.state == SKIPPED:
-                        s.skipped.append((f.path, f.reason or ""))
-                    elif f.state == PENDING:
-                        s.pending += 1
-                    else:
-                        s.indexed += 1
+                for sid, c in knowledge.counts_by_source().items():
+                    state.sources[sid] = SourceState(c.files, c.indexed, c.pending, c.skipped, c.pages, c.passages)
+                if state.skipped is not None:
+                    for sid, file, reason in knowledge.skipped_files():
+                        state.skipped.setdefault(sid, []).append((file, reason))
             finally:
                 knowledge.close()
             return state
 
         tasks = self.ctx.tasks
-        task = tasks.run(read, done, self.ctx.notifier.show_error, key=key)
+        task = tasks.run(read, done, failed or self.ctx.notifier.show_error, key=key)
         owner.destroyed.connect(task.cancel)
 
     # ----- watching

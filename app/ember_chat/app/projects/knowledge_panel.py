@@ -39,7 +39,7 @@ from ember_chat.engine.projects.records import KnowledgeSource, Project, Project
 from ember_chat.engine.projects.scan import ScanProblem
 
 SOURCE_ID = Qt.ItemDataRole.UserRole
-REREAD_MS = 250  # during a run, how often the rows' state is read again from the index
+REREAD_MS = 250  # during a run, the rows' counts are read again from the index this long after the last read
 
 
 class KnowledgePanel(QWidget):
@@ -116,10 +116,12 @@ class KnowledgePanel(QWidget):
             )
         )
         self.pause_indexing.clicked.connect(self.toggle_indexing)
-        self.reread = QTimer(self)  # during a run, the index read again now and then: the rows follow it
+        self.reread = QTimer(self)  # during a run, the index's counts read again now and then: the rows follow it
         self.reread.setSingleShot(True)
         self.reread.setInterval(REREAD_MS)
-        self.reread.timeout.connect(lambda: self.indexing.read_state(self.folder_id, self._state_read, self))
+        self.reread.timeout.connect(self._read_counts)
+        self.counting = False  # a read of the counts is out (one at a time: the window's workers are shared)
+        self._full_reads = 0  # reads of the whole state asked: a read of the counts asked before one is stale
         project = self._project()
         self.embedding = ModelChoice(
             self.tr("None: passages are found by their words (BM25)"),
@@ -171,12 +173,38 @@ class KnowledgePanel(QWidget):
     def refresh(self) -> None:
         """The list as the store has it, with what the index held when last read; the index read again."""
         self._fill()
-        self.indexing.read_state(self.folder_id, self._state_read, self)
+        self._read_all()
         self._show_run()
+
+    def _read_all(self) -> None:
+        """The index's state read again whole: its counts and skipped files."""
+        self._full_reads += 1
+        self.reread.stop()
+        self.indexing.read_state(self.folder_id, self._state_read, self)
 
     def _state_read(self, state: KnowledgeState) -> None:
         self.state = state
         self._fill()
+
+    def _read_counts(self) -> None:
+        """During a run, its counts only (one grouped query; the skipped files are read when it is over),
+        never while the read before is still out."""
+        if self.counting or not self.indexing.running(self.folder_id):
+            return
+        self.counting = True
+        asked = self._full_reads
+
+        def read(state: KnowledgeState) -> None:
+            self.counting = False
+            if asked == self._full_reads:  # (else a whole read asked since is newer, or on its way)
+                self.state = KnowledgeState(state.sources, self.state.skipped)
+                self._fill()
+
+        self.indexing.read_state(self.folder_id, read, self, counts_only=True, failed=self._counts_failed)
+
+    def _counts_failed(self, _reason: str) -> None:
+        """(The run's end reads the whole state again, and says why if it still cannot be read.)"""
+        self.counting = False
 
     def _fill(self) -> None:
         """The items' state said again in place (the current item, the selection and the scroll kept);
@@ -233,7 +261,7 @@ class KnowledgePanel(QWidget):
         if s.pending:
             parts.append(self.tr("{n} waiting").format(n=f"{s.pending:,}"))
         if s.skipped:
-            parts.append(self.tr("{n} skipped").format(n=f"{len(s.skipped):,}"))
+            parts.append(self.tr("{n} skipped").format(n=f"{s.skipped:,}"))
         return ", ".join(parts)
 
     def unreachable(self) -> dict[int, ScanProblem]:
@@ -390,7 +418,7 @@ class KnowledgePanel(QWidget):
     def _on_progress(self, folder_id: int, p: IndexProgress) -> None:
         if folder_id != self.folder_id:
             return
-        if not self.reread.isActive():  # (the rows' files and waiting follow the run, as this line does)
+        if not self.reread.isActive() and not self.counting:  # (the rows' counts follow the run, as this line does)
             self.reread.start()
         text = self.tr("Indexing: {done} of {total} files to read, {pages} pages, {passages} passages").format(
             done=f"{p.files_done:,}", total=f"{p.files_total:,}", pages=f"{p.pages:,}", passages=f"{p.passages:,}"
@@ -415,7 +443,7 @@ class KnowledgePanel(QWidget):
                     read=f"{result.read:,}", skipped=f"{result.skipped:,}", dropped=f"{result.dropped:,}"
                 )
             )
-        self.indexing.read_state(self.folder_id, self._state_read, self)
+        self._read_all()
 
     def _on_failed(self, folder_id: int, reason: str) -> None:
         if folder_id == self.folder_id:
@@ -426,7 +454,8 @@ class KnowledgePanel(QWidget):
         """(path, reason) of the skipped files of the sources listed (the state read may still hold those
         of a source just removed: not shown, nor offered to Try again)."""
         listed = {s.id for s in self.listed()}
-        return sorted(item for sid, s in self.state.sources.items() if sid in listed for item in s.skipped)
+        skipped = self.state.skipped or {}
+        return sorted(item for sid, items in skipped.items() if sid in listed for item in items)
 
     def open_skipped(self) -> None:
         dialog = skipped_files_dialog(self.skipped_files(), self, self.retry_skipped)  # (a model: opens at once)

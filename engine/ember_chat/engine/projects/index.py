@@ -480,12 +480,23 @@ class KnowledgeIndex:
 
     def counts(self) -> IndexCounts:
         with self._lock:
-            row = self._db.execute(
-                "SELECT COUNT(*), "
-                "COALESCE(SUM(state = 'indexed'), 0), COALESCE(SUM(state = 'skipped'), 0), "
-                "COALESCE(SUM(state = 'pending'), 0), COALESCE(SUM(pages), 0), COALESCE(SUM(passages), 0) FROM files"
-            ).fetchone()
+            row = self._db.execute(f"SELECT {_COUNT_COLUMNS} FROM files").fetchone()
         return IndexCounts(*(int(v) for v in row))
+
+    def counts_by_source(self) -> dict[int, IndexCounts]:
+        """`counts` of each source id that has files, in one grouped query (no row read out: cheap enough
+        to ask often while a run goes, where `files` of a large index is not)."""
+        with self._lock:
+            rows = self._db.execute(f"SELECT source_id, {_COUNT_COLUMNS} FROM files GROUP BY source_id").fetchall()
+        return {int(r[0]): IndexCounts(*(int(v) for v in r[1:])) for r in rows}
+
+    def skipped_files(self) -> list[tuple[int, str, str]]:
+        """(source id, path, reason) of every skipped file, by path."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT source_id, path, COALESCE(reason, '') FROM files WHERE state = 'skipped' ORDER BY path"
+            ).fetchall()
+        return [(int(sid), str(path), str(reason)) for sid, path, reason in rows]
 
     # ----- vectors
     def embedding_model(self) -> str | None:
@@ -581,6 +592,10 @@ _BUMP = (
     "ON CONFLICT(key) DO UPDATE SET value = CAST(value AS INTEGER) + 1"
 )
 _FILE_COLUMNS = "id, source_id, path, size, mtime_ns, state, reason, reader_failed, pages, passages, indexed_at"
+_COUNT_COLUMNS = (  # (IndexCounts' fields, in order)
+    "COUNT(*), COALESCE(SUM(state = 'indexed'), 0), COALESCE(SUM(state = 'skipped'), 0), "
+    "COALESCE(SUM(state = 'pending'), 0), COALESCE(SUM(pages), 0), COALESCE(SUM(passages), 0)"
+)
 _PASSAGE_SELECT = (
     "SELECT p.id, p.file_id, f.path, p.seq, p.page, p.text FROM passages p JOIN files f ON f.id = p.file_id"
 )
