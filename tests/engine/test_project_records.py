@@ -21,6 +21,7 @@ from ember_chat.engine.storage.conversations import SCHEMA_VERSION, Conversation
 from ember_chat.engine.storage.export import chats_as_json
 from ember_chat.engine.storage.importing import import_chats
 from ember_chat.engine.storage.paths import AppPaths
+from ember_chat.engine.storage.project_tables import insert_source
 from ember_chat.engine.storage.schema import _MIGRATIONS
 from tests.helpers.clock import Clock
 from tests.helpers.opened_paths import opened
@@ -186,6 +187,35 @@ def test_a_path_inside_a_source_is_refused_and_a_folder_around_sources_takes_the
     assert projects.project(other.folder_id).sources == (elsewhere,)
     # a file around nothing: no source is taken out by a file
     assert projects.covered(other.folder_id, knowledge / "paper.txt") == []
+
+
+def test_a_path_inside_a_paused_or_unconfirmed_folder_is_refused_with_what_to_do(
+    store: ConversationStore, knowledge: Path
+) -> None:
+    """Its files are not read from the holder while it is paused or not confirmed: the sentence says so,
+    and what to do (added as well, they would be read twice once the holder is resumed)."""
+    projects = ProjectStore(store)
+    thesis = projects.create("Thesis")
+    notes = knowledge / "thesis notes"
+    (notes / "sub").mkdir()
+    folder = projects.add_source(thesis.folder_id, notes)
+    projects.set_paused(folder.id, True)
+    with pytest.raises(StoreError) as refused:
+        projects.add_source(thesis.folder_id, notes / "sub")
+    assert str(refused.value) == (
+        f"{notes / 'sub'} is inside {notes}, paused in the project “Thesis”: resume it to read its files."
+    )
+    projects.remove_source(folder.id)
+    db, lock = store.shared_connection()
+    with lock:  # (as an imported chat brings a path: paused, not confirmed)
+        insert_source(db, thesis.folder_id, str(notes), "folder", 0.0, paused=True, from_import=True)
+    with pytest.raises(StoreError) as refused:
+        projects.add_source(thesis.folder_id, notes / "herons.md")
+    assert str(refused.value) == (
+        f"{notes / 'herons.md'} is inside {notes}, which came with an imported chat into the project “Thesis” "
+        f"and is not confirmed yet: check and confirm {notes} to read its files."
+    )
+    assert [(s.path, s.from_import) for s in projects.project(thesis.folder_id).sources] == [(str(notes), True)]
 
 
 def _table(store: ConversationStore, table: str) -> list[tuple[object, ...]]:

@@ -230,11 +230,8 @@ class ProjectStore:
             if any(s.path == absolute for s in project.sources):
                 raise StoreError(f"{absolute} is in the project “{project.name}” already.")
             holder = next((s for s in project.sources if s.kind == "folder" and _inside(absolute, s.path)), None)
-            if holder is not None:
-                raise StoreError(
-                    f"{absolute} is inside {holder.path}, which is in the project “{project.name}” already: "
-                    "its files are read from there."
-                )
+            if holder is not None:  # (its files would be read twice: as the holder's and as this one's)
+                raise StoreError(_held(absolute, holder, project.name))
             for inner in (s for s in project.sources if is_dir and _inside(s.path, absolute)):
                 self._db.execute("DELETE FROM project_sources WHERE id = ?", (inner.id,))
             kind = "folder" if is_dir else "file"
@@ -324,6 +321,20 @@ def _checked(settings: dict[str, object]) -> dict[str, object]:
 
 def _absolute(path: str | os.PathLike[str]) -> str:
     return os.path.normpath(os.path.abspath(os.path.expanduser(os.fspath(path))))
+
+
+def _held(path: str, holder: KnowledgeSource, project: str) -> str:
+    """Why `path`, inside the folder `holder`, is not added: a true sentence whatever the holder's state."""
+    if holder.from_import:
+        return (
+            f"{path} is inside {holder.path}, which came with an imported chat into the project “{project}” "
+            f"and is not confirmed yet: check and confirm {holder.path} to read its files."
+        )
+    if holder.paused:
+        return f"{path} is inside {holder.path}, paused in the project “{project}”: resume it to read its files."
+    return (
+        f"{path} is inside {holder.path}, which is in the project “{project}” already: its files are read from there."
+    )
 
 
 def _inside(path: str, folder: str) -> bool:
