@@ -218,6 +218,35 @@ def test_a_path_inside_a_paused_or_unconfirmed_folder_is_refused_with_what_to_do
     assert [(s.path, s.from_import) for s in projects.project(thesis.folder_id).sources] == [(str(notes), True)]
 
 
+def test_a_link_to_a_source_or_into_one_is_refused_and_kept_as_typed_otherwise(
+    store: ConversationStore, knowledge: Path, tmp_path: Path
+) -> None:
+    """Compared with links resolved too (a link into a source would have its files read twice)."""
+    projects = ProjectStore(store)
+    thesis = projects.create("Thesis")
+    notes = knowledge / "thesis notes"
+    (notes / "sub").mkdir()
+    folder = projects.add_source(thesis.folder_id, notes)
+    (tmp_path / "to sub").symlink_to(notes / "sub")
+    (tmp_path / "to notes").symlink_to(notes)
+    with pytest.raises(StoreError) as refused:
+        projects.add_source(thesis.folder_id, tmp_path / "to sub")
+    assert str(refused.value) == (
+        f"{tmp_path / 'to sub'} is inside {notes}, which is in the project “Thesis” already: "
+        "its files are read from there."
+    )
+    with pytest.raises(StoreError) as refused:
+        projects.add_source(thesis.folder_id, tmp_path / "to notes")
+    assert str(refused.value) == f"{tmp_path / 'to notes'} is in the project “Thesis” already (as {notes})."
+    # a source that is a link: what it leads to is inside it, and a folder around where it leads covers it
+    projects.remove_source(folder.id)
+    link = projects.add_source(thesis.folder_id, tmp_path / "to notes")
+    assert link.path == str(tmp_path / "to notes")  # (kept as typed)
+    with pytest.raises(StoreError, match="is inside"):
+        projects.add_source(thesis.folder_id, notes / "sub")
+    assert projects.covered(thesis.folder_id, knowledge) == [link]
+
+
 def _table(store: ConversationStore, table: str) -> list[tuple[object, ...]]:
     db, lock = store.shared_connection()
     with lock:

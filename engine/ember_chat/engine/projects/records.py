@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -227,12 +228,15 @@ class ProjectStore:
             raise StoreError(f"{absolute} is neither a file nor a folder, so it cannot be a project's knowledge.")
         with transaction(self._db, self._lock):
             project = self.project(folder_id)
-            if any(s.path == absolute for s in project.sources):
-                raise StoreError(f"{absolute} is in the project “{project.name}” already.")
-            holder = next((s for s in project.sources if s.kind == "folder" and _inside(absolute, s.path)), None)
+            keys = _keys(absolute)
+            same = next((s for s in project.sources if _same(_of(s), keys)), None)
+            if same is not None:
+                also = "" if same.path == absolute else f" (as {same.path})"
+                raise StoreError(f"{absolute} is in the project “{project.name}” already{also}.")
+            holder = next((s for s in project.sources if s.kind == "folder" and _inside(keys, _of(s))), None)
             if holder is not None:  # (its files would be read twice: as the holder's and as this one's)
                 raise StoreError(_held(absolute, holder, project.name))
-            for inner in (s for s in project.sources if is_dir and _inside(s.path, absolute)):
+            for inner in (s for s in project.sources if is_dir and _inside(_of(s), keys)):
                 self._db.execute("DELETE FROM project_sources WHERE id = ?", (inner.id,))
             kind = "folder" if is_dir else "file"
             source_id = insert_source(
@@ -242,8 +246,8 @@ class ProjectStore:
 
     def covered(self, folder_id: int, path: str | os.PathLike[str]) -> list[KnowledgeSource]:
         """The project's sources inside `path` (a folder): those `add_source(path)` takes out."""
-        absolute = _absolute(path)
-        return [s for s in self.project(folder_id).sources if _inside(s.path, absolute)]
+        keys = _keys(_absolute(path))
+        return [s for s in self.project(folder_id).sources if _inside(_of(s), keys)]
 
     def remove_source(self, source_id: int) -> None:
         """Forget a knowledge source (its passages leave the index when the indexer runs next); the file
@@ -337,6 +341,25 @@ def _held(path: str, holder: KnowledgeSource, project: str) -> str:
     )
 
 
-def _inside(path: str, folder: str) -> bool:
-    """Whether `path` is inside `folder` (not `folder` itself), both absolute and normalised."""
-    return os.path.normcase(path).startswith(os.path.normcase(folder.rstrip(os.sep) + os.sep))
+def _keys(path: str, resolve: bool = True) -> tuple[str, ...]:
+    """`path` (absolute, normalised) as compared with another: as given and, `resolve`, with its links
+    resolved (a link to a folder of the project is that folder), each in the case the file system ignores
+    (Windows, macOS: case-folded). A path that came with an imported chat and is not confirmed yet is not
+    resolved: a path a file from outside names is never looked up (a network path would be reached)."""
+    given = (path, os.path.realpath(path)) if resolve else (path,)
+    fold = sys.platform in ("win32", "darwin")
+    return tuple(os.path.normcase(p).casefold() if fold else os.path.normcase(p) for p in given)
+
+
+def _of(source: KnowledgeSource) -> tuple[str, ...]:
+    return _keys(source.path, resolve=not source.from_import)
+
+
+def _same(a: tuple[str, ...], b: tuple[str, ...]) -> bool:
+    """Whether the `_keys` `a` and `b` name the same file or folder (as given, or resolved)."""
+    return any(x == y for x, y in zip(a, b, strict=False))
+
+
+def _inside(path: tuple[str, ...], folder: tuple[str, ...]) -> bool:
+    """Whether the `_keys` `path` are inside `folder` (not `folder` itself): as given, or resolved."""
+    return any(p.startswith(f.rstrip(os.sep) + os.sep) for p, f in zip(path, folder, strict=False))
