@@ -107,3 +107,55 @@ def test_reader_failures_are_read_at_the_first_run_and_try_again_reads_the_rest(
     assert "4 files" in panel.sources.topLevelItem(0).text(1) and "skipped" not in panel.sources.topLevelItem(0).text(1)
     panel.window().grab().save("/tmp/ember/shots-knowledge/after_try_again.png")
     _dialog(w).reject()
+
+
+def test_try_again_on_a_paused_or_missing_folder_s_file_waits_for_it_and_says_so(
+    qtbot: QtBot, make_window: Callable[..., MainWindow], tmp_path: Path
+) -> None:
+    """Its file cannot be read while its folder is paused or not there: the request is kept (the tab says
+    so) and read when the folder is resumed or back; a run of the other sources does not drop it."""
+    docs, held = tmp_path / "docs", tmp_path / "held"
+    docs.mkdir()
+    held.mkdir()
+    (docs / "rivers.md").write_text("# Rivers\n\nThe Tagus is long.\n")
+    (held / "lakes.md").write_text("# Lakes\n\nLake Ohrid is old.\n")
+    w = make_window()
+    k = w.projects.indexing
+    store = ProjectStore(w.store)
+    fid = store.create("Survey").folder_id
+    store.add_source(fid, docs)
+    away = store.add_source(fid, held)
+    path = k.index_path(fid)
+    _skip(path, away.id, held / "lakes.md", "is not text (it looks like a binary file).", False)
+    store.set_paused(away.id, True)
+    w.projects.open_settings(fid)
+    panel = _dialog(w).knowledge
+    _indexed(qtbot, w, fid)
+    qtbot.waitUntil(
+        lambda: (
+            panel.skipped_files() == [(str(held / "lakes.md"), "lakes.md is not text (it looks like a binary file).")]
+        ),
+        timeout=10_000,
+    )
+
+    panel.retry_skipped([str(held / "lakes.md")])  # (Try again, on the paused folder's file)
+    _indexed(qtbot, w, fid)
+    assert _states(path)["lakes.md"] == SKIPPED and k.retry_waiting(fid) == 1
+    said = "1 file to try again wait for their folder to be resumed or to be back: they are read then."
+    assert said in panel.progress_text.text()
+    k.run(fid)  # (a run of the other sources, as a change on disk makes one)
+    _indexed(qtbot, w, fid)
+    assert k.retry_waiting(fid) == 1
+
+    held.rename(tmp_path / "moved")  # resumed while it is not there: still waiting
+    panel.sources.topLevelItem(1).setSelected(True)
+    panel.toggle_selected()
+    _indexed(qtbot, w, fid)
+    assert k.unreachable[fid].keys() == {away.id} and k.retry_waiting(fid) == 1
+    assert said in panel.progress_text.text()
+    (tmp_path / "moved").rename(held)  # back: read
+    k.run(fid)
+    _indexed(qtbot, w, fid)
+    assert _states(path) == {"rivers.md": INDEXED, "lakes.md": INDEXED} and k.retry_waiting(fid) == 0
+    assert "wait for their folder" not in panel.progress_text.text()
+    _dialog(w).reject()

@@ -18,6 +18,7 @@ signals. `close()` stops every run and watcher (the window's close); `join()` wa
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -115,7 +116,8 @@ class ProjectIndexing(QObject):
         known = {s.id for s in project.sources}
         path = self.index_path(folder_id)
         embedding, library = project.embedding_model, self.ctx.library
-        retry = Retry(folder_id not in self._tried, frozenset(self._retry.get(folder_id, ())))
+        reading = {p: sid for p in self._retry.get(folder_id, ()) if (sid := _holder(p, sources)) is not None}
+        retry = Retry(folder_id not in self._tried, frozenset(reading))
         stop = threading.Event()
         self._stops[folder_id] = stop
 
@@ -135,7 +137,7 @@ class ProjectIndexing(QObject):
         self.ctx.tasks.run_reporting(
             index,
             lambda p: self._progressed(folder_id, p),
-            lambda result: self._ended(folder_id, result, retry=retry),
+            lambda result: self._ended(folder_id, result, reading=reading),
             lambda reason: self._ended(folder_id, None, reason),
             cancel=stop.set,
             own_thread=True,  # (a long run never holds up the window's short tasks)
@@ -170,15 +172,28 @@ class ProjectIndexing(QObject):
 
     def retry(self, folder_id: int, paths: Iterable[str]) -> None:
         """Read these skipped files again (the user's Try again), whatever the reason they were skipped:
-        now, or after the run under way (kept until a run reads them through, a pause included)."""
+        now, or after the run under way (kept until a run reads them through, a pause included; those of
+        a paused source, or of one not there, until it is resumed or back: `retry_waiting`)."""
         self._retry.setdefault(folder_id, set()).update(paths)
         self.run(folder_id)
 
-    def _ended(self, folder_id: int, result: IndexRun | None, reason: str = "", retry: Retry | None = None) -> None:
+    def retry_waiting(self, folder_id: int) -> int:
+        """How many files the user asked to try again wait for a run that can read them (their source is
+        paused, or was not there at the last run)."""
+        return 0 if self.running(folder_id) else len(self._retry.get(folder_id, ()))
+
+    def _ended(
+        self, folder_id: int, result: IndexRun | None, reason: str = "", reading: dict[str, int] | None = None
+    ) -> None:
         self._stops.pop(folder_id, None)
-        if result is not None and not result.stopped and retry is not None:  # (read through: tried)
+        if result is not None and not result.stopped and reading is not None:  # (read through: tried)
             self._tried.add(folder_id)
-            left = self._retry.get(folder_id, set()) - retry.paths
+            done = {p for p, sid in reading.items() if sid not in result.unreachable}
+            try:  # (the rest waits for its source to be resumed or back; a source removed takes its own)
+                sources = self.projects.project(folder_id).sources
+            except EmberError:
+                sources = ()
+            left = {p for p in self._retry.get(folder_id, set()) - done if _holder(p, sources) is not None}
             if left:
                 self._retry[folder_id] = left
             else:
@@ -328,6 +343,14 @@ class ProjectIndexing(QObject):
         for thread in self._threads:
             thread.join(timeout)
         return not any(t.is_alive() for t in self._threads)
+
+
+def _holder(path: str, sources: Iterable[KnowledgeSource]) -> int | None:
+    """The id of the source whose walk finds the file `path` (itself, or a folder above it), if any."""
+    for source in sources:
+        if path == source.path or path.startswith(source.path.rstrip(os.sep) + os.sep):
+            return source.id
+    return None
 
 
 def _every(report: Callable[[IndexProgress], None], seconds: float) -> Callable[[IndexProgress], None]:

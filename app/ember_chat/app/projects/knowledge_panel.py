@@ -409,11 +409,11 @@ class KnowledgePanel(QWidget):
         elif k.running(fid):
             self._on_progress(fid, last or IndexProgress(0, 0, 0, 0, None))
         elif k.problems.get(fid):
-            self.progress_text.setText(" ".join(k.problems[fid][:5]))
+            self.progress_text.setText(" ".join(k.problems[fid][:5]) + self._retry_waiting())
         elif result is not None and result.stopped:
             self.progress_text.setText(self.tr("Indexing stopped before the end; it goes on at the next change."))
         elif result is not None:
-            self.progress_text.setText(self.tr("Up to date."))
+            self.progress_text.setText(self.tr("Up to date.") + self._retry_waiting())
 
     def _on_progress(self, folder_id: int, p: IndexProgress) -> None:
         if folder_id != self.folder_id:
@@ -442,8 +442,19 @@ class KnowledgePanel(QWidget):
                 self.tr("Up to date: {read} files read, {skipped} skipped, {dropped} gone from disk.").format(
                     read=f"{result.read:,}", skipped=f"{result.skipped:,}", dropped=f"{result.dropped:,}"
                 )
+                + self._retry_waiting()
             )
         self._read_all()
+
+    def _retry_waiting(self) -> str:
+        """What Try again could not read yet: said after the run's own sentence (or nothing)."""
+        n = self.indexing.retry_waiting(self.folder_id)
+        if not n:
+            return ""
+        files = self.tr("1 file") if n == 1 else self.tr("{n} files").format(n=f"{n:,}")
+        return " " + self.tr(
+            "{files} to try again wait for their folder to be resumed or to be back: they are read then."
+        ).format(files=files)
 
     def _on_failed(self, folder_id: int, reason: str) -> None:
         if folder_id == self.folder_id:
