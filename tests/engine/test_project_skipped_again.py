@@ -100,6 +100,16 @@ def test_an_index_made_before_skips_said_whose_they_were_gains_the_column(tmp_pa
     path = tmp_path / "knowledge.sqlite3"
     index = KnowledgeIndex(path)
     index.skip_file(1, "/docs/a.pdf", 10, 1, "a.pdf is protected by a password.")
+    said = (  # (a reader's failure, as an Ember before the column said it: tried again once at the next start)
+        "c.md could not be read: the reader stopped unexpectedly.",
+        "d.md could not be read: its reader crashed.",
+        "e.md could not be read: no process could start to read it ([Errno 24] Too many open files).",
+        "f.md was not read: Ember reads at most 2 files at once for API requests, and other files kept them busy "
+        "for 5 seconds.",
+    )
+    for reason in said:
+        index.skip_file(1, f"/docs/{reason[0]}.md", 10, 1, reason)
+    index.skip_file(1, "/docs/g.md", 10, 1, "g.md is not text: the reader stopped unexpectedly. at 3")
     index.close()
     db = sqlite3.connect(path)
     db.execute("ALTER TABLE files DROP COLUMN reader_failed")
@@ -107,8 +117,17 @@ def test_an_index_made_before_skips_said_whose_they_were_gains_the_column(tmp_pa
     db.close()
     index = KnowledgeIndex(path)
     try:
-        [old] = index.files()
+        old, *failed, other = index.files()
         assert old.state == SKIPPED and not old.reader_failed and old.reason == "a.pdf is protected by a password."
+        assert [(f.reason, f.reader_failed) for f in failed] == [(r, True) for r in said]
+        assert not other.reader_failed  # (the sentence must end as the reader's does)
+        index.close()
+        db = sqlite3.connect(path)  # (once: a flag cleared later is not set again at the next open)
+        db.execute("UPDATE files SET reader_failed = 0")
+        db.commit()
+        db.close()
+        index = KnowledgeIndex(path)
+        assert not any(f.reader_failed for f in index.files())
         index.skip_file(1, "/docs/b.md", 10, 1, "b.md could not be read: the reader stopped unexpectedly.", True)
         new = index.file("/docs/b.md")
         assert new is not None and new.reader_failed

@@ -205,6 +205,16 @@ class KnowledgeIndex:
                 db.execute(statement)
             if "reader_failed" not in _columns(db, "files"):  # (an index made before skips said whose they were)
                 db.execute("ALTER TABLE files ADD COLUMN reader_failed INTEGER NOT NULL DEFAULT 0")
+                # Once, for the rows of that older Ember only: its skips for a cause not the file's are known
+                # by their sentence (errors.ReaderFailed's, as attachments/isolated.py and reader_turns.py
+                # say them), so they are tried again at the next start as the flag makes later ones. Nothing
+                # else reads a reason's words: the flag says it from then on.
+                db.execute(
+                    "UPDATE files SET reader_failed = 1 WHERE state = 'skipped' AND ("
+                    + " OR ".join("reason LIKE ?" for _ in _READER_FAILED_SAID)
+                    + ")",
+                    _READER_FAILED_SAID,
+                )
             db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('format', ?)", (str(FORMAT),))
             db.execute(_BUMP)
         except BaseException:
@@ -590,6 +600,12 @@ def _statements(script: str) -> list[str]:
 _BUMP = (
     "INSERT INTO meta (key, value) VALUES ('generation', '1') "
     "ON CONFLICT(key) DO UPDATE SET value = CAST(value AS INTEGER) + 1"
+)
+_READER_FAILED_SAID = (  # (ReaderFailed's sentences before the flag: the one-time marking in `_upgrade`)
+    "% could not be read: no process could start to read it%",
+    "% could not be read: its reader crashed.",
+    "% could not be read: the reader stopped unexpectedly.",
+    "% was not read: Ember reads at most % at once for API requests, and other files kept % busy for %",
 )
 _FILE_COLUMNS = "id, source_id, path, size, mtime_ns, state, reason, reader_failed, pages, passages, indexed_at"
 _COUNT_COLUMNS = (  # (IndexCounts' fields, in order)
