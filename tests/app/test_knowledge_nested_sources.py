@@ -12,6 +12,7 @@ import pytest
 from pytestqt.qtbot import QtBot
 
 from ember_chat.app.shell.main_window import MainWindow
+from ember_chat.engine.projects.index import INDEXED, KnowledgeIndex
 from ember_chat.engine.projects.indexer import IndexRun
 from tests.helpers.projects_window import indexed as _indexed
 from tests.helpers.projects_window import settings_dialog as _dialog
@@ -49,6 +50,14 @@ def test_a_path_inside_a_folder_is_refused_and_a_parent_takes_the_folders_place(
         assert not k.running(fid)  # (nothing added: no run)
     panel.window().grab().save("/tmp/ember/shots-knowledge/nested_refused.png")
 
+    # a folder beside it, added after it: the folder around docs gets an id of its own (not docs' again)
+    beside = tmp_path / "beside"
+    beside.mkdir()
+    (beside / "hills.md").write_text("# Hills\n\nThe Serra da Estrela is the highest.\n")
+    panel.add_paths([str(beside)])
+    _indexed(qtbot, w, fid)
+    (inner_source,) = [s for s in panel.listed() if s.path == str(docs)]
+
     # the folder around it: taken in its place, the two files handed over unread, the new one read
     (top / "lakes.txt").write_text("Lake Alqueva is a reservoir.\n")
     panel.add_paths([str(top)])
@@ -56,8 +65,24 @@ def test_a_path_inside_a_folder_is_refused_and_a_parent_takes_the_folders_place(
         f"{docs} is inside {top}: it was taken out of the list, its files are read from there."
     )
     _indexed(qtbot, w, fid)
-    assert [panel.sources.topLevelItem(i).text(0) for i in range(panel.sources.topLevelItemCount())] == [str(top)]
-    assert [(r.read, r.dropped, r.stopped) for r in runs] == [(1, 0, False)]
-    qtbot.waitUntil(lambda: panel.sources.topLevelItem(0).text(1).startswith("3 files"), timeout=10_000)
+    assert [panel.sources.topLevelItem(i).text(0) for i in range(panel.sources.topLevelItemCount())] == [
+        str(beside),
+        str(top),
+    ]
+    (parent,) = [s for s in panel.listed() if s.path == str(top)]
+    assert parent.id > inner_source.id + 1  # (a new id: the files are given over, not kept under the same one)
+    assert [(r.read, r.dropped, r.stopped) for r in runs] == [(1, 0, False), (1, 0, False)]  # (beside, then lakes)
+    index = KnowledgeIndex(k.index_path(fid))
+    try:
+        held = {Path(f.path).name: (f.source_id, f.state) for f in index.files()}
+    finally:
+        index.close()
+    assert held == {
+        "rivers.md": (parent.id, INDEXED),
+        "budget.md": (parent.id, INDEXED),
+        "lakes.txt": (parent.id, INDEXED),
+        "hills.md": (held["hills.md"][0], INDEXED),
+    }
+    qtbot.waitUntil(lambda: panel.sources.topLevelItem(1).text(1).startswith("3 files"), timeout=10_000)
     panel.window().grab().save("/tmp/ember/shots-knowledge/parent_added.png")
     _dialog(w).reject()

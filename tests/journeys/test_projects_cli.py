@@ -82,15 +82,19 @@ def test_a_path_inside_a_source_is_refused_and_a_parent_takes_the_sources_place_
         )
     (row,) = _listed(data)
     assert [s["path"] for s in row["sources"]] == [str(docs)]
+    # a folder beside it, added after it: the folder around docs gets an id of its own (not docs' again)
+    beside = _folder(tmp_path / "beside", {"tides.txt": "High tide at noon."})
+    assert cli("projects", "add", "Harbour", str(beside), data_dir=data).returncode == 0
 
     # the folder around it: added, docs taken out, its 4 files given to the parent, not read again
     (tmp_path / "all" / "extra.txt").write_text("The harbour opens at six.")
     out = cli("projects", "add", "Harbour", str(tmp_path / "all"), data_dir=data)
     assert out.returncode == 0, out.stderr
     assert f"{docs} is inside it: taken out of the project" in out.stdout
-    assert "1 read now, 0 gone" in out.stderr and "5 files" in out.stderr
+    assert "1 read now, 0 gone" in out.stderr and "6 files" in out.stderr
     (row,) = _listed(data)
-    assert [s["path"] for s in row["sources"]] == [str(tmp_path / "all")] and row["files"]["indexed"] == 5
+    assert [s["path"] for s in row["sources"]] == [str(beside), str(tmp_path / "all")]
+    assert row["files"]["indexed"] == 6
 
 
 def test_a_project_made_without_indexing_says_so(tmp_path: Path) -> None:
