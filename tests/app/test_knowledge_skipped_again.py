@@ -130,6 +130,7 @@ def test_try_again_on_a_paused_or_missing_folder_s_file_waits_for_it_and_says_so
     store.set_paused(away.id, True)
     w.projects.open_settings(fid)
     panel = _dialog(w).knowledge
+    _dialog(w).tabs.setCurrentWidget(panel)  # (as the user sees it: the screenshot)
     _indexed(qtbot, w, fid)
     qtbot.waitUntil(
         lambda: (
@@ -141,7 +142,7 @@ def test_try_again_on_a_paused_or_missing_folder_s_file_waits_for_it_and_says_so
     panel.retry_skipped([str(held / "lakes.md")])  # (Try again, on the paused folder's file)
     _indexed(qtbot, w, fid)
     assert _states(path)["lakes.md"] == SKIPPED and k.retry_waiting(fid) == 1
-    said = "1 file to try again wait for their folder to be resumed or to be back: they are read then."
+    said = "1 file to try again waits for its folder to be resumed or to be back: it is read then."
     assert said in panel.progress_text.text()
     k.run(fid)  # (a run of the other sources, as a change on disk makes one)
     _indexed(qtbot, w, fid)
@@ -153,9 +154,10 @@ def test_try_again_on_a_paused_or_missing_folder_s_file_waits_for_it_and_says_so
     _indexed(qtbot, w, fid)
     assert k.unreachable[fid].keys() == {away.id} and k.retry_waiting(fid) == 1
     assert said in panel.progress_text.text()
+    panel.window().grab().save("/tmp/ember/shots-knowledge/try_again_waits.png")
     (tmp_path / "moved").rename(held)  # back: read
     k.run(fid)
     _indexed(qtbot, w, fid)
     assert _states(path) == {"rivers.md": INDEXED, "lakes.md": INDEXED} and k.retry_waiting(fid) == 0
-    assert "wait for their folder" not in panel.progress_text.text()
+    assert "to try again" not in panel.progress_text.text()
     _dialog(w).reject()

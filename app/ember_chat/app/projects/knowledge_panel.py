@@ -451,10 +451,13 @@ class KnowledgePanel(QWidget):
         n = self.indexing.retry_waiting(self.folder_id)
         if not n:
             return ""
-        files = self.tr("1 file") if n == 1 else self.tr("{n} files").format(n=f"{n:,}")
+        if n == 1:
+            return " " + self.tr(
+                "1 file to try again waits for its folder to be resumed or to be back: it is read then."
+            )
         return " " + self.tr(
-            "{files} to try again wait for their folder to be resumed or to be back: they are read then."
-        ).format(files=files)
+            "{n} files to try again wait for their folder to be resumed or to be back: they are read then."
+        ).format(n=f"{n:,}")
 
     def _on_failed(self, folder_id: int, reason: str) -> None:
         if folder_id == self.folder_id:
