@@ -357,14 +357,39 @@ def test_passages_of_one_file_are_told_apart_in_the_sources_line_its_tooltips_an
         assert f"[{s.n}] {label}" in w.side.metrics.project_why.sources.text()
         tip = tips[f"ember:cite/{answer_id}/{s.n}"]
         if s.file_name == "rivers.txt":
-            assert tip.startswith(f"Show passage {s.n}: {label} (the file's passage {s.seq + 1})")
+            assert tip.startswith(f"Show passage {s.n}: {label} (passage {s.seq + 1} of {docs / 'rivers.txt'})")
         else:
             assert tip.startswith(f"Show passage {s.n}: {label}") and "§" not in tip
         assert tip.endswith("(the answer uses this passage)") == (s.n in (1, 2))
     marker = next(t for h, t in w.transcript.links() if h == f"ember:cite/{answer_id}/1")  # the [1] in the text
     first = knowledge[0]
-    said = f"rivers.txt §{first.seq + 1} (the file's passage {first.seq + 1})"
+    said = f"rivers.txt §{first.seq + 1} (passage {first.seq + 1} of {docs / 'rivers.txt'})"
     assert marker == f"Source 1: {said if first.file_name == 'rivers.txt' else first.file_name}"
+
+
+def test_files_of_one_name_in_two_folders_are_two_sources_in_the_line_its_tooltips_and_the_side_panel(
+    qtbot: QtBot, make_loaded_window: Callable[[FakeBackend | None], MainWindow], tmp_path: Path
+) -> None:
+    """a/README.md and b/README.md, one passage each: the Sources line, Why this answer and the tooltips
+    name each with its folder, never both 'README.md §1' (as if they were passages of one file)."""
+    docs = tmp_path / "docs"
+    for folder, lake in (("a", "Alqueva"), ("b", "Sanabria")):
+        (docs / folder).mkdir(parents=True)
+        (docs / folder / "README.md").write_text(f"The river Tagus is the longest of Iberia; lake {lake} is not.\n")
+    w = make_loaded_window(FakeBackend(script=["The Tagus [1] [2]."]))
+    _project_chat(qtbot, w, docs)
+    send(qtbot, w, QUESTION)
+    answer_id = w.store.thread(w.controller.conversation_id)[-1].id
+    knowledge = w.transcript.attachments.of(answer_id).knowledge
+    assert sorted(s.file_path for s in knowledge) == [str(docs / "a" / "README.md"), str(docs / "b" / "README.md")]
+    line = next(x for x in w.transcript.plain_text().splitlines() if x.startswith("Sources"))
+    tips = dict(w.transcript.links())
+    for s in knowledge:
+        label = f"{Path(s.file_path).parent.name}/README.md"
+        assert f"[{s.n}] {label}" in line and f"[{s.n}] {label}" in w.side.metrics.project_why.sources.text()
+        tip = tips[f"ember:cite/{answer_id}/{s.n}"]
+        assert tip.startswith(f"Show passage {s.n}: {label} (passage 1 of {s.file_path})")
+    assert "§" not in line and "§" not in w.side.metrics.project_why.sources.text()
 
 
 def test_passages_that_did_not_fit_are_said_under_the_answer_and_after_it_is_shown_again(

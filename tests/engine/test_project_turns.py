@@ -241,3 +241,26 @@ def test_sources_sharing_a_label_are_told_apart_by_their_position_in_the_file() 
         5: "notes.md §3",
         6: "other.txt",
     }
+
+
+def test_files_of_one_name_in_different_folders_are_told_apart_by_their_folders() -> None:
+    """Two README.md in different folders are two files: each is named with the fewest parent folders that
+    tell it from the other ('a/README.md', 'b/README.md'), with no '§' where each has one passage listed;
+    the '§' is added only for a file with several passages listed, and a file with no twin keeps its name."""
+    made = [
+        ("/p/a/README.md", None, 0), ("/p/b/README.md", None, 0), ("/p/x/a/README.md", None, 2),
+        ("/p/x/a/README.md", None, 5), ("/p/c/report.pdf", 3, 1), ("/p/d/report.pdf", 3, 1),
+        ("/p/notes.md", None, 0),
+    ]  # fmt: skip
+    sources = [ProjectSource(n, path, page, seq, "", n) for n, (path, page, seq) in enumerate(made, start=1)]
+    assert distinct_labels(sources) == {
+        1: "p/a/README.md",
+        2: "b/README.md",
+        3: "x/a/README.md §3",
+        4: "x/a/README.md §6",
+        5: "c/report.pdf, p. 3",
+        6: "d/report.pdf, p. 3",
+        7: "notes.md",
+    }
+    twins = [ProjectSource(1, "/a/README.md", None, 0, "", 1), ProjectSource(2, "/b/README.md", None, 0, "", 2)]
+    assert distinct_labels(twins) == {1: "a/README.md", 2: "b/README.md"}

@@ -72,11 +72,12 @@ def write_sources(
 
 
 def _source_tip(source: ProjectSource, label: str) -> str:
-    """The label a tooltip names a source by: 'notes.md', or with what tells it from another passage of
-    its file, 'notes.md §3 (the file's passage 3)'."""
+    """The label a tooltip names a source by: 'notes.md', or where it was told apart from another source
+    (another passage of its file, a file of its name in another folder), with its whole path and its
+    position in the file: 'a/notes.md §3 (passage 3 of /d/a/notes.md)'."""
     if label == source.label():
         return label
-    return tr("{label} (the file's passage {k})").format(label=label, k=source.seq + 1)
+    return tr("{label} (passage {k} of {path})").format(label=label, k=source.seq + 1, path=source.file_path)
 
 
 def _link(writer: MessageWriter, message_id: int, source: ProjectSource, label: str, used: bool) -> QTextCharFormat:

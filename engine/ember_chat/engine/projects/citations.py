@@ -82,12 +82,43 @@ class ProjectSource:
         )  # fmt: skip
 
 
+def _file_names(paths: set[str]) -> dict[str, str]:
+    """Each file's name as shown: its own name ('README.md'), or where other files listed share it, with the
+    fewest parent folders that tell it from them ('a/README.md', 'b/README.md'); the whole path where none do."""
+    by_name: dict[str, list[PurePath]] = {}
+    for path in paths:
+        by_name.setdefault(PurePath(path).name, []).append(PurePath(path))
+    shown = {}
+    for name, same in by_name.items():
+        for path in same:
+            shown[str(path)] = name
+            if len(same) == 1:
+                continue
+            others = [o.parts for o in same if o != path]
+            for k in range(2, len(path.parts) + 1):
+                tail = path.parts[-k:]
+                if all(o[-k:] != tail for o in others):
+                    shown[str(path)] = str(PurePath(*tail))
+                    break
+            else:
+                shown[str(path)] = str(path)
+    return shown
+
+
 def distinct_labels(sources: Sequence[ProjectSource]) -> dict[int, str]:
-    """Each source's label by its number, told apart where two of them share one (passages of one file,
-    of one PDF page): 'notes.md §3' for the file's third passage (its position: `seq` + 1), 'report.pdf,
-    p. 4 §12'; a label no other source has stays as it is ('notes.md', 'report.pdf, p. 3')."""
-    shared = Counter(s.label() for s in sources)
-    return {s.n: f"{s.label()} §{s.seq + 1}" if shared[s.label()] > 1 else s.label() for s in sources}
+    """Each source's label by its number, told apart where two of them would share one: files of one name
+    in different folders by the fewest parent folders that tell them apart ('a/README.md', 'b/README.md'),
+    passages of one file (of one PDF page) by their position in it: 'notes.md §3' for the file's third
+    passage (`seq` + 1), 'report.pdf, p. 4 §12'; a label no other source has stays as it is ('notes.md',
+    'report.pdf, p. 3')."""
+    names = _file_names({str(PurePath(s.file_path)) for s in sources})
+    listed = Counter((str(PurePath(s.file_path)), s.page) for s in sources)
+    labels = {}
+    for s in sources:
+        key = (str(PurePath(s.file_path)), s.page)
+        label = names[key[0]] if s.page is None else f"{names[key[0]]}, p. {s.page}"
+        labels[s.n] = f"{label} §{s.seq + 1}" if listed[key] > 1 else label
+    return labels
 
 
 def sources(hits: Sequence[Retrieved]) -> list[ProjectSource]:
