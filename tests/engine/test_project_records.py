@@ -536,3 +536,11 @@ def test_two_projects_never_share_a_name(store: ConversationStore) -> None:
         projects.update(garden.folder_id, name="kitchen")
     assert projects.update(kitchen.folder_id, name="kitchen").name == "kitchen"  # (its own name, recased)
     assert [p.name for p in projects.projects()] == ["kitchen", "Garden"]
+    volcano = projects.create("Café research")
+    for look_alike in ("Café  research", "café\tresearch", "Café\u00a0research", "Cafe\u0301 research"):
+        with pytest.raises(StoreError, match="There is a project named “Café research” already"):
+            projects.update(garden.folder_id, name=look_alike)  # (two spaces, a tab, a no-break space, é as e + ´)
+    assert (
+        projects.project(volcano.folder_id).name == "Café research"
+        and projects.project(garden.folder_id).name == "Garden"
+    )

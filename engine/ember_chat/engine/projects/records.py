@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import sys
+import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -175,8 +176,8 @@ class ProjectStore:
     def _name_free(self, name: str, folder_id: int | None = None) -> None:
         """StoreError when another project has this name (ignoring case): the CLI, the API and a chat
         file name a project by its name."""
-        wanted = name.strip().casefold()
-        taken = next((p for p in self.projects() if p.folder_id != folder_id and p.name.casefold() == wanted), None)
+        wanted = _name_key(name)
+        taken = next((p for p in self.projects() if p.folder_id != folder_id and _name_key(p.name) == wanted), None)
         if taken is not None:
             raise StoreError(f"There is a project named “{taken.name}” already: give this one another name.")
 
@@ -363,3 +364,10 @@ def _same(a: tuple[str, ...], b: tuple[str, ...]) -> bool:
 def _inside(path: tuple[str, ...], folder: tuple[str, ...]) -> bool:
     """Whether the `_keys` `path` are inside `folder` (not `folder` itself): as given, or resolved."""
     return any(p.startswith(f.rstrip(os.sep) + os.sep) for p, f in zip(path, folder, strict=False))
+
+
+def _name_key(name: str) -> str:
+    """A project's name as two names that look alike compare: its spaces as a folder's name keeps them (any
+    run of white space, a no-break space too, one space), one Unicode form (NFC: é typed one way or
+    another), case ignored."""
+    return unicodedata.normalize("NFC", " ".join(name.split())).casefold()
