@@ -89,9 +89,10 @@ def test_a_killed_run_is_mentioned(tmp_path: Path) -> None:
     assert message is not None and "did not end normally" in message
 
 
-def test_a_run_that_had_an_error_and_did_not_end_says_only_the_error(tmp_path: Path) -> None:
-    """A run with an unexpected error (its log noted) that then did not end cleanly: the start says the
-    error and where its log is, not also that it "was killed or the computer stopped" (01_start)."""
+def test_a_run_that_had_an_error_and_then_did_not_end_says_both_in_their_order(tmp_path: Path) -> None:
+    """A run with an unexpected error (its log noted) that then did not end cleanly: an unexpected error does
+    not end a run (its dialog says to keep working), so the start says what ended it, then the error before
+    it and where its log is, as one sequence, not as two causes of one end (01_start)."""
     crashes = tmp_path / "crashes"
     crashes.mkdir()
     (crashes / "running").write_text("1")
@@ -99,6 +100,36 @@ def test_a_run_that_had_an_error_and_did_not_end_says_only_the_error(tmp_path: P
     log.write_text("ValueError: a bug", encoding="utf-8")
     (crashes / "last-crash.txt").write_text(str(log), encoding="utf-8")
     message = CrashReporter(crashes).previous_crash()
-    assert message == f"The last run of Ember had an unexpected error; its log is {log}."
+    assert message == (
+        "The last run of Ember did not end normally (it was killed or the computer stopped). "
+        f"Before that it had an unexpected error; its log is {log}."
+    )
     again = CrashReporter(crashes).previous_crash()  # the log said once; no record now: killed, as before
     assert again is not None and "did not end normally" in again and "unexpected error" not in again
+
+
+def test_a_run_that_had_an_error_then_crashed_says_the_crash_then_the_error(tmp_path: Path) -> None:
+    crashes = tmp_path / "crashes"
+    crashes.mkdir()
+    (crashes / "running").write_text("1")
+    (crashes / "native.log").write_text("Fatal Python error: Segmentation fault\n", encoding="utf-8")
+    log = crashes / "crash-20261207-095800.log"
+    log.write_text("ValueError: a bug", encoding="utf-8")
+    (crashes / "last-crash.txt").write_text(str(log), encoding="utf-8")
+    message = CrashReporter(crashes).previous_crash()
+    kept = next(crashes.glob("crash-*-native.log"))
+    assert message == (
+        f"The last run of Ember crashed (a native error, in llama.cpp or Qt); its log is {kept}. "
+        f"Before that it had an unexpected error; its log is {log}."
+    )
+
+
+def test_a_run_that_had_an_error_and_ended_cleanly_says_the_error(tmp_path: Path) -> None:
+    crashes = tmp_path / "crashes"
+    crashes.mkdir()
+    log = crashes / "crash-20261207-095800.log"
+    log.write_text("ValueError: a bug", encoding="utf-8")
+    (crashes / "last-crash.txt").write_text(str(log), encoding="utf-8")
+    assert (
+        CrashReporter(crashes).previous_crash() == f"The last run of Ember had an unexpected error; its log is {log}."
+    )

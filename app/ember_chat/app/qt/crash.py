@@ -62,11 +62,16 @@ class CrashReporter(QObject):
                         "The last run of Ember crashed (a native error, in llama.cpp or Qt); its log is {path}."
                     ).format(path=kept)
                 )
-            elif not error_log:  # an unexpected error's log says what happened; "killed" would contradict it
+            else:
                 messages.append(
                     self.tr("The last run of Ember did not end normally (it was killed or the computer stopped).")
                 )
-        if error_log:
+        if error_log and messages:  # an unexpected error does not end a run (its dialog says to keep working):
+            # what ended it came after, and is said first
+            messages.append(
+                self.tr("Before that it had an unexpected error; its log is {path}.").format(path=error_log)
+            )
+        elif error_log:
             messages.append(
                 self.tr("The last run of Ember had an unexpected error; its log is {path}.").format(path=error_log)
             )
