@@ -44,25 +44,23 @@ import multiprocessing
 import sys
 import threading
 import time
-from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
-from multiprocessing.connection import Connection
 from multiprocessing.context import BaseContext
 from pathlib import Path
 
 from ember_chat.engine.attachments.extract import read_file_bytes
 from ember_chat.engine.attachments.kinds import (
     DEFAULT_LIMITS,
-    AttachmentKind,
     Extracted,
     Limits,
     Progress,
-    human_size,
     shown_name,
 )
+from ember_chat.engine.attachments.reader_child import DECODED_KINDS, caps_address_space, too_big
+from ember_chat.engine.attachments.reader_child import read_batch_in_child as _read_batch_in_child
+from ember_chat.engine.attachments.reader_child import read_in_child as _read_in_child
 from ember_chat.engine.attachments.reader_turns import ReadersBusy, Requester, busy_sentence, turns
 from ember_chat.engine.attachments.reader_wire import (
-    MAX_LOGGED,
     ChildMessage,
     Garbled,
     ReadAlone,
@@ -72,17 +70,15 @@ from ember_chat.engine.attachments.reader_wire import (
     ReadProgress,
     extracted,
     receive,
-    send,
-    send_done,
 )
 from ember_chat.engine.errors import AttachmentError, ReaderFailed
 
 log = logging.getLogger(__name__)
 
 POLL_S = 0.05  # how often the waiting thread checks the clock, the child's memory and cancellation
-_PROGRESS_STEP = 0.02  # the child reports progress in steps of this fraction
 # imported once in the fork server, so that every child starts with them loaded
 _PRELOAD = [
+    "ember_chat.engine.attachments.reader_child",
     "ember_chat.engine.attachments.extract",
     "ember_chat.engine.attachments.formats",
     "pypdf",
@@ -91,11 +87,6 @@ _PRELOAD = [
     "PIL.Image",
     "charset_normalizer",
 ]
-# the kinds whose reading is decoding their bytes (no parser: time and memory linear in the size): the
-# kinds `FileReader.read_batch` reads many files of in one child
-DECODED_KINDS = frozenset(
-    (AttachmentKind.TEXT, AttachmentKind.MARKDOWN, AttachmentKind.CODE, AttachmentKind.CSV, AttachmentKind.JSON)
-)
 Answered = Callable[[int, Extracted | AttachmentError], None]  # a batch's file (its number) and its answer
 _context_lock = threading.Lock()
 _context: BaseContext | None = None
@@ -338,7 +329,7 @@ class FileReader:
         finally:
             sender.close()  # (the child holds its end: EOF here when it exits)
         self.pid = child.pid
-        watch = None if _caps_address_space() else _MemoryWatch(child.pid)
+        watch = None if caps_address_space() else _MemoryWatch(child.pid)
         started = time.monotonic()
 
         def deadline() -> float:
@@ -365,7 +356,7 @@ class FileReader:
                 if time.monotonic() >= deadline():
                     raise _TooSlow(_too_slow(name, self.limits))
                 if watch is not None and watch.rss() > self.limits.max_memory_bytes:
-                    raise AttachmentError(_too_big(name, self.limits))
+                    raise AttachmentError(too_big(name, self.limits))
                 if not receiver.poll(POLL_S):
                     continue
                 try:
@@ -422,6 +413,13 @@ def read_bytes_isolated(
     return FileReader(limits, cancelled, requester, turn_wait_s).read_bytes(name, data, progress)
 
 
+def decoded_at_most(data: bytes) -> int:
+    """The most UTF-8 bytes a file of these bytes decodes to (3 for a byte of a single-byte code page,
+    such as cp1252's €; fewer for UTF-8 and UTF-16), with room for what decoding adds: a batch's child
+    that answers more is not believed (64 files must not make Ember hold 64 times the memory limit)."""
+    return 4 * len(data) + 64
+
+
 def _shifted(answered: Answered, by: int) -> Answered:
     """`answered` for a batch of the files from `by` on: its numbers those of the whole batch."""
     return lambda at, answer: answered(at + by, answer)
@@ -451,19 +449,12 @@ def _too_slow(name: str, limits: Limits) -> str:
     )
 
 
-def _too_big(name: str, limits: Limits) -> str:
-    return (
-        f"{name} needs more than {human_size(limits.max_memory_bytes)} of memory to read (a file built to "
-        "inflate?), so Ember stopped reading it (attachment_read_memory_mb in Ember's settings.json sets this limit)."
-    )
-
-
 def _died(name: str, exitcode: int | None, limits: Limits) -> AttachmentError:
     """Why a child ended without its answer: out of memory (the file's), else ReaderFailed (not the file's
     as far as Ember can tell: reading it again later may work)."""
     if exitcode is not None and exitcode < 0:  # killed by a signal: the kernel's OOM killer, a crash in C
-        if _caps_address_space():
-            return AttachmentError(_too_big(name, limits))
+        if caps_address_space():
+            return AttachmentError(too_big(name, limits))
         return ReaderFailed(f"{name} could not be read: its reader crashed.")
     return ReaderFailed(f"{name} could not be read: the reader stopped unexpectedly.")
 
@@ -494,120 +485,3 @@ class _MemoryWatch:
             return int(self._process.memory_info().rss)
         except psutil.Error:
             return 0  # (gone: the pipe says so)
-
-
-def _caps_address_space() -> bool:
-    """Whether a child can cap its own memory with RLIMIT_AS (Linux enforces it; macOS accepts it and
-    ignores it; Windows has no `resource`)."""
-    return sys.platform.startswith("linux")
-
-
-# ----- the child's side
-class _Collect(logging.Handler):
-    """The reader libraries' log records, counted, to be sent to the parent's log once."""
-
-    def __init__(self) -> None:
-        super().__init__(logging.WARNING)
-        self.counts: Counter[str] = Counter()
-
-    def emit(self, record: logging.LogRecord) -> None:
-        with contextlib.suppress(Exception):
-            self.counts[record.getMessage()[:300]] += 1
-
-
-def _read_in_child(job: tuple[str, bytes], limits: Limits, out: Connection) -> None:
-    from ember_chat.engine.attachments.extract import read_attachment_bytes
-
-    name = shown_name(job[0])
-    collected = _child_setup(limits)
-    last = [-1.0]
-
-    def report(fraction: float) -> None:
-        if fraction - last[0] >= _PROGRESS_STEP or fraction >= 1.0:
-            last[0] = fraction
-            send(out, "progress", fraction=min(1.0, max(0.0, fraction)))
-
-    try:
-        result = read_attachment_bytes(job[0], job[1], limits, report)
-        if collected.counts:
-            send(out, "log", messages=collected.counts.most_common(MAX_LOGGED))
-        send_done(out, result)
-    except MemoryError:
-        send(out, "error", message=_too_big(name, limits))
-    except AttachmentError as exc:
-        send(out, "error", message=_too_big(name, limits) if _hit_the_cap(limits) else str(exc)[:2000])
-    except Exception as exc:  # anything else still ends in a sentence, not a hang
-        said = _too_big(name, limits) if _hit_the_cap(limits) else f"{name} could not be read ({str(exc)[:500]})."
-        send(out, "error", message=said)
-    finally:
-        out.close()
-
-
-def decoded_at_most(data: bytes) -> int:
-    """The most UTF-8 bytes a file of these bytes decodes to (3 for a byte of a single-byte code page,
-    such as cp1252's €; fewer for UTF-8 and UTF-16), with room for what decoding adds: a batch's child
-    that answers more is not believed (64 files must not make Ember hold 64 times the memory limit)."""
-    return 4 * len(data) + 64
-
-
-def _read_batch_in_child(job: list[tuple[str, bytes]], limits: Limits, out: Connection) -> None:
-    """Each file of the batch in turn, each answered before the next is read: "done", "error" (its
-    sentence), or "alone" for a file whose bytes are not of a kind a batch reads (a PDF named .md: it is
-    not parsed here) or that ran out of memory here (alone, it has the whole limit)."""
-    from ember_chat.engine.attachments.extract import read_attachment_bytes, sniff_kind
-
-    collected = _child_setup(limits)
-    try:
-        for given, data in job:
-            name = shown_name(given)
-            collected.counts.clear()  # (a file's warnings go with its own answer only)
-            try:
-                if sniff_kind(name, data) not in DECODED_KINDS:
-                    send(out, "alone")
-                    continue
-                result = read_attachment_bytes(name, data, limits)
-            except MemoryError:
-                send(out, "alone")
-                continue
-            except Exception as exc:  # (AttachmentError: its sentence; anything else: one too)
-                if _hit_the_cap(limits):
-                    send(out, "alone")
-                else:
-                    said = str(exc) if isinstance(exc, AttachmentError) else f"{name} could not be read ({exc})."
-                    send(out, "error", message=said[:2000])
-                continue
-            if collected.counts:
-                send(out, "log", messages=collected.counts.most_common(MAX_LOGGED))
-                collected.counts.clear()
-            send_done(out, result)
-    finally:
-        out.close()
-
-
-def _child_setup(limits: Limits) -> _Collect:
-    """The child's memory capped (where the platform enforces it), the reader libraries' warnings collected."""
-    if _caps_address_space():
-        import resource
-
-        _soft, hard = resource.getrlimit(resource.RLIMIT_AS)
-        cap = limits.max_memory_bytes if hard == resource.RLIM_INFINITY else min(hard, limits.max_memory_bytes)
-        resource.setrlimit(resource.RLIMIT_AS, (cap, cap))  # (lowering is always allowed)
-    collected = _Collect()
-    for library in ("pypdf", "PIL", "docx"):
-        logger = logging.getLogger(library)
-        logger.addHandler(collected)
-        logger.propagate = False  # (else Python's last-resort handler prints them to the terminal)
-    return collected
-
-
-def _hit_the_cap(limits: Limits) -> bool:
-    """Whether this child came near its address-space cap: a C library that cannot allocate says so in
-    its own words (lxml: "unknown error"; zlib: "insufficient memory"), not with a MemoryError."""
-    if not _caps_address_space():
-        return False
-    try:
-        with open("/proc/self/status", encoding="ascii") as status:
-            peak = next(int(line.split()[1]) * 1024 for line in status if line.startswith("VmPeak:"))
-    except (OSError, StopIteration, ValueError, IndexError):
-        return False
-    return peak >= 0.9 * limits.max_memory_bytes
