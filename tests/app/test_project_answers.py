@@ -485,6 +485,34 @@ def test_why_this_answer_names_the_project_as_it_is_renamed_and_a_delete_says_pr
     assert ProjectStore(w.store).project(folder_id).name == "Rios"
 
 
+def test_why_this_answer_keeps_its_project_name_when_another_project_is_made_with_its_folder_id(
+    qtbot: QtBot, make_loaded_window: Callable[[FakeBackend | None], MainWindow], tmp_path: Path
+) -> None:
+    """The chat moved out of its project (its answer still shown), the project deleted and another made
+    that is given its folder's id (SQLite gives a deleted row's id again): the chat list read again, Why
+    this answer still names the project the answer was made in, not the new one."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "rivers.md").write_text("# Rivers\n\nThe Tagus is the longest river of Iberia, flowing to Lisbon.\n")
+    w = make_loaded_window(FakeBackend(script=["The Tagus [1]."]))
+    folder_id = _project_chat(qtbot, w, docs)
+    send(qtbot, w, QUESTION)
+    why = w.side.metrics.project_why
+    assert why.title() == "Why this answer — 🌊 Rivers"
+    w.store.organise.move_chats([w.controller.conversation_id], None)
+    w.chats.reload_conversations()
+    w.store.organise.delete_folder(folder_id)
+    w.chats.reload_conversations()
+    assert not why.isHidden() and why.title() == "Why this answer — 🌊 Rivers"
+    other = ProjectStore(w.store).create("Lakes", icon="🏞")
+    assert other.folder_id == folder_id  # (the case: the id given again)
+    w.chats.reload_conversations()
+    assert why.title() == "Why this answer — 🌊 Rivers"
+    ProjectStore(w.store).update(folder_id, name="Ponds")  # (still not the answer's project)
+    w.chats.reload_conversations()
+    assert why.title() == "Why this answer — 🌊 Rivers"
+
+
 def test_a_source_from_an_imported_chat_is_shown_and_its_path_never_opened(
     qtbot: QtBot, make_window: Callable[..., MainWindow], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

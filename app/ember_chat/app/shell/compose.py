@@ -220,6 +220,7 @@ class Composition(QObject):
         w.controller.project_for = w.projects.answering.turn_for  # its instructions and knowledge, for each answer
         w.transcript.attachments.why_not_open = w.projects.answering.why_not_open  # (a source's Open file)
         w.transcript.attachments.tasks = ctx.tasks  # (that check: off the GUI thread)
+        w.side.metrics.project_why.made_at = w.store.organise.folder_created_at  # (a project told from a later one)
         w.controller.project_used.connect(w.side.metrics.show_project)  # (the side panel's why this answer)
         w.chats.relisted.connect(lambda: w.side.metrics.follow_project(w.projects.project_of_folder))  # (renamed)
         w.model_state_changed.connect(w.projects.on_model_state)  # (after the presets': the project's go over)

@@ -48,12 +48,17 @@ class ProjectWhy(QGroupBox):
             layout.addWidget(label)
         self.hide()  # until an answer in a project
         self._shown: tuple[Project, KnowledgeUsed | None] | None = None  # what the title and lines say
+        # when the project's folder was made, by its id (None: not known): a project read again by the id
+        # of the one shown is that one only if made when it was (a deleted folder's id may be given again)
+        self.made_at: Callable[[int], float | None] = lambda _folder_id: None
+        self._made: float | None = None  # the shown project's
 
     def show_project(self, project: Project | None, used: KnowledgeUsed | None) -> None:
         """An answer began in `project` (None: in no project), or its knowledge was given (`used`)."""
         if project is None:
             self.clear()
             return
+        self._made = self.made_at(project.folder_id)
         self._shown = (project, used)
         icon = f"{project.icon} " if project.icon else ""
         name = elided(project.name, self, NAME_CHARS)  # (a title never wraps: the whole name on hover)
@@ -73,12 +78,15 @@ class ProjectWhy(QGroupBox):
     def follow_project(self, read: Callable[[int], Project | None]) -> None:
         """The chat list was read again (a project renamed, its icon changed): the title names the project
         shown as `read(folder_id)` has it now. Its instructions and sources stay the answer's (what it was
-        given); a project gone keeps the name the answer was made in."""
+        given); a project gone, or another made since with its folder's id, keeps the name the answer was
+        made in."""
         if self._shown is None:
             return
         project, used = self._shown
         now = read(project.folder_id)
-        if now is not None and (now.name, now.icon) != (project.name, project.icon):
+        if now is None or self.made_at(project.folder_id) != self._made:
+            return
+        if (now.name, now.icon) != (project.name, project.icon):
             self.show_project(dataclasses.replace(project, name=now.name, icon=now.icon), used)
 
     def _sources_text(self, project: Project, used: KnowledgeUsed | None) -> str:
@@ -105,6 +113,7 @@ class ProjectWhy(QGroupBox):
 
     def clear(self) -> None:
         self._shown = None
+        self._made = None
         self.setToolTip("")
         self.instructions.clear()
         self.instructions.setToolTip("")

@@ -76,6 +76,13 @@ class Organiser:
             raise StoreError("This folder no longer exists; it may have been deleted.")
         return _folder_of(row)
 
+    def folder_created_at(self, folder_id: int) -> float | None:
+        """When the folder was made (None: there is none): what tells it from a folder made later with its id
+        (a deleted folder's id may be given again)."""
+        with self._lock:
+            row = self._db.execute("SELECT created_at FROM folders WHERE id = ?", (folder_id,)).fetchone()
+        return None if row is None else float(row[0])
+
     def create_folder(self, name: str, parent_id: int | None = None) -> Folder:
         name = _folder_name(name)
         with transaction(self._db, self._lock):
