@@ -122,3 +122,29 @@ def test_a_name_another_project_has_keeps_new_project_and_rename_project_open_sa
     dialog = w.chats.chat_question
     assert isinstance(dialog, QInputDialog) and dialog.windowTitle() == "Rename folder"
     dialog.reject()
+
+
+def test_new_folder_inside_a_subfolder_is_refused_in_its_dialog_which_stays_open(
+    qtbot: QtBot, make_window: Callable[..., MainWindow]
+) -> None:
+    """New folder where none can be (inside a folder that is itself inside one): the dialog stays open with
+    what was typed and why under the field, no banner, nothing made; Cancel closes it."""
+    w = make_window()
+    organise = w.store.organise
+    trips = organise.create_folder("Trips")
+    inner = organise.create_folder("Alps", trips.id)
+    w.chats.reload_conversations()
+    said: list[str] = []
+    w.ctx.notifier.show_error = said.append
+    w.chats.organise.new_folder(inner.id)
+    dialog = w.chats.chat_question
+    assert isinstance(dialog, QInputDialog) and dialog.isVisible()
+    field = dialog.findChild(QLineEdit)
+    qtbot.keyClicks(field, "Huts")
+    qtbot.keyClick(field, Qt.Key.Key_Return)
+    error = dialog.findChild(QLabel, "nameError")
+    assert dialog.isVisible() and field.text() == "Huts"
+    assert error.isVisible() and error.text() == "Folders nest one level: a folder inside a folder cannot hold folders."
+    assert sorted(f.name for f in organise.folders()) == ["Alps", "Trips"] and said == []
+    dialog.reject()
+    assert not dialog.isVisible() and sorted(f.name for f in organise.folders()) == ["Alps", "Trips"]
