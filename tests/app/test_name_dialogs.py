@@ -48,7 +48,7 @@ def test_a_name_of_spaces_only_keeps_each_name_dialog_open_and_says_why(
     assert dialog.isVisible() and organise.folders() == []
     _refuses_spaces_then_takes_a_name(qtbot, dialog, "Thesis")
     assert [p.name for p in ProjectStore(w.store).projects()] == ["Thesis"]  # (typed after the spaces: trimmed)
-    w.projects.settings_dialog.reject()  # (its settings opened)
+    w.projects.settings_dialog.reject()
 
     w.chats.organise.new_folder()  # New folder
     _refuses_spaces_then_takes_a_name(qtbot, w.chats.chat_question, "Trips")
@@ -107,7 +107,7 @@ def test_a_name_another_project_has_keeps_new_project_and_rename_project_open_sa
     dialog = w.projects.question
     _refuses_then_takes(qtbot, dialog, "volcano research", taken, "Volcano 2")
     assert [p.name for p in projects.projects()] == ["Volcano research", "Volcano 2"]
-    w.projects.settings_dialog.reject()  # (its settings opened)
+    w.projects.settings_dialog.reject()
 
     w.chats.organise.rename_folder(volcano.folder_id)  # the chat list's Rename project…
     dialog = w.chats.chat_question
@@ -148,3 +148,49 @@ def test_new_folder_inside_a_subfolder_is_refused_in_its_dialog_which_stays_open
     assert sorted(f.name for f in organise.folders()) == ["Alps", "Trips"] and said == []
     dialog.reject()
     assert not dialog.isVisible() and sorted(f.name for f in organise.folders()) == ["Alps", "Trips"]
+
+
+def test_a_chat_or_folder_gone_while_its_name_dialog_is_open_closes_it_and_says_so(
+    qtbot: QtBot, make_window: Callable[..., MainWindow]
+) -> None:
+    """Rename chat with the chat deleted for good meanwhile (from the Trash, another window), Rename folder
+    and New folder and New project inside a folder deleted meanwhile: OK closes the dialog and the banner
+    says that it is gone (before, Rename chat's OK raised into the crash reporter each time and stayed
+    open; the others said "This folder no longer exists" under the field on every OK)."""
+    w = make_window()
+    said: list[str] = []
+    w.ctx.notifier.show_error = said.append
+    chat = w.store.create_conversation("Plans")
+    w.chats.reload_conversations()
+    w.chats.rename_chat(chat.id)
+    dialog = w.chats.chat_question
+    assert isinstance(dialog, QInputDialog) and dialog.isVisible()
+    w.store.delete_conversation(chat.id)  # (deleted for good)
+    field = dialog.findChild(QLineEdit)
+    field.selectAll()
+    qtbot.keyClicks(field, "Summer plans")
+    qtbot.keyClick(field, Qt.Key.Key_Return)
+    assert not dialog.isVisible()
+    assert said == ["That chat is gone: it was deleted for good, so it was not renamed."]
+
+    organise = w.store.organise
+    cases: list[tuple[Callable[[int], None], str]] = [
+        (w.chats.organise.rename_folder, "That folder is gone: it was deleted, so it was not renamed."),
+        (w.chats.organise.new_folder, "The folder to make it in is gone: no folder was made."),
+        (lambda fid: w.projects.new_project(parent_id=fid), "The folder to make it in is gone: no project was made."),
+    ]
+    for ask, words in cases:
+        said.clear()
+        trips = organise.create_folder("Trips")
+        w.chats.reload_conversations()
+        ask(trips.id)
+        dialog = w.chats.chat_question if w.projects.question is None else w.projects.question
+        assert isinstance(dialog, QInputDialog) and dialog.isVisible()
+        organise.delete_folder(trips.id)
+        field = dialog.findChild(QLineEdit)
+        field.selectAll()
+        qtbot.keyClicks(field, "Journeys")
+        qtbot.keyClick(field, Qt.Key.Key_Return)
+        assert not dialog.isVisible() and said == [words]
+        assert organise.folders() == [] and ProjectStore(w.store).projects() == []
+    assert w.projects.settings_dialog is None

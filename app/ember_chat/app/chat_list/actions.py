@@ -450,9 +450,15 @@ class ChatActions(QObject):
         )
 
     def _rename(self, cid: int, title: str) -> None:
-        if title.strip():
+        if not title.strip():
+            return
+        try:
             self.ctx.store.update_conversation(cid, title=title.strip())
-            self.reload_conversations([cid])
+        except KeyError:  # (deleted for good, as from the Trash, while its Rename dialog was open)
+            self.ctx.notifier.show_error(self.tr("That chat is gone: it was deleted for good, so it was not renamed."))
+            self.reload_conversations()
+            return
+        self.reload_conversations([cid])
 
     def delete_chat(self, cid: int, confirmed: bool = False) -> None:
         """Chat ▸ Delete chat…: move a chat to the Trash once the user has said yes (or `confirmed`).

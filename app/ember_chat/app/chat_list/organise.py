@@ -246,6 +246,9 @@ class ChatOrganise(QObject):
         try:
             folder = self.store.create_folder(name, parent_id)
         except EmberError as exc:
+            if parent_id is not None and self._gone(parent_id):  # (deleted while the dialog was open)
+                self.ctx.notifier.show_error(self.tr("The folder to make it in is gone: no folder was made."))
+                return None  # (the dialog closes: no name would do)
             return str(exc)
         if ids:
             self.move(ids, folder.id)
@@ -275,6 +278,9 @@ class ChatOrganise(QObject):
             else:
                 self.store.rename_folder(folder_id, name)
         except EmberError as exc:
+            if self._gone(folder_id):  # (deleted while the dialog was open)
+                self.ctx.notifier.show_error(self.tr("That folder is gone: it was deleted, so it was not renamed."))
+                return None  # (the dialog closes: no name would do)
             return str(exc)
         self._reload([])
         return None
@@ -308,6 +314,15 @@ class ChatOrganise(QObject):
             self.store.set_collapsed(folder_id, collapsed)
         except (EmberError, KeyError):
             self._reload(None)
+
+    def _gone(self, folder_id: int) -> bool:
+        """The folder is no longer there (the list is shown again as it is now)."""
+        try:
+            self.store.folder(folder_id)
+        except EmberError:
+            self._reload([])
+            return True
+        return False
 
     def _ask_name(self, title: str, value: str, done: Callable[[str], str | None]) -> None:
         self._ask(name_dialog(self._dialog_parent, title, self.tr("Name:"), value, done))

@@ -125,15 +125,27 @@ class WindowProjects(QObject):
             return None
         return made
 
-    def _create(self, name: str, parent_id: int | None) -> Project | str:
-        """The project made, its settings opened; or why it was not."""
+    def _create(self, name: str, parent_id: int | None) -> Project | str | None:
+        """The project made, its settings opened; or why it was not; None when the folder to make it in is
+        gone (said)."""
         try:
             project = self.store.create(name, parent_id)
         except EmberError as exc:
+            if parent_id is not None and self._gone(parent_id):
+                self.ctx.notifier.show_error(self.tr("The folder to make it in is gone: no project was made."))
+                self._reload()
+                return None  # (a name dialog closes: no name would do)
             return str(exc)
         self._reload()
         self.open_settings(project.folder_id)
         return project
+
+    def _gone(self, folder_id: int) -> bool:
+        try:
+            self.ctx.store.organise.folder(folder_id)
+        except EmberError:
+            return True
+        return False
 
     def make_project(self, folder_id: int) -> None:
         try:
