@@ -446,6 +446,17 @@ def test_a_path_from_an_imported_chat_waits_for_the_users_confirmation(
     assert not store.project(project.folder_id).sources[0].from_import
     _indexed(qtbot, w, project.folder_id)
     assert "1 file," in panel.sources.topLevelItem(0).text(1)
+    # another imported path, inside the folder confirmed: Confirm says why not, and it stays to check
+    with transaction(db, lock):
+        insert_source(db, project.folder_id, str(elsewhere / "secret.txt"), "file", 0.0, paused=True, from_import=True)
+    panel.refresh()
+    qtbot.waitUntil(lambda: panel.sources.topLevelItemCount() == 2, timeout=WAIT_MS)
+    panel.sources.clearSelection()
+    panel.sources.topLevelItem(1).setSelected(True)
+    panel.confirm.click()
+    assert panel.add_problems.text().startswith(f"{elsewhere / 'secret.txt'} is inside {elsewhere}, which is in")
+    assert panel.add_problems.isVisible()
+    assert store.project(project.folder_id).sources[1].from_import
     _dialog(w).reject()
 
 

@@ -373,10 +373,18 @@ class KnowledgePanel(QWidget):
 
     def confirm_selected(self) -> None:
         """The imported paths selected: confirmed by the user, indexed from now on."""
+        problems, confirmed = [], 0
         for source in self._selected():
             if source.from_import:
-                self.projects.set_paused(source.id, False)
-        self._changed()
+                try:  # (checked as a path added is: one inside a folder of the project is refused, said as Add's)
+                    self.projects.set_paused(source.id, False)
+                    confirmed += 1
+                except EmberError as exc:
+                    problems.append(str(exc))
+        self.add_problems.setText(" ".join(problems))
+        self.add_problems.setVisible(bool(problems))
+        if confirmed:
+            self._changed()
 
     def _changed(self) -> None:
         """The sources changed: the index follows (a run, the watcher), the list shows it."""

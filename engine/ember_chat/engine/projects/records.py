@@ -13,7 +13,6 @@ from __future__ import annotations
 import os
 import sqlite3
 import sys
-import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -29,6 +28,7 @@ from ember_chat.engine.storage.project_tables import (
     insert_project,
     insert_source,
     project_folder_of_chat,
+    project_name_key,
     tools_column,
     tools_of,
 )
@@ -176,8 +176,10 @@ class ProjectStore:
     def _name_free(self, name: str, folder_id: int | None = None) -> None:
         """StoreError when another project has this name (ignoring case): the CLI, the API and a chat
         file name a project by its name."""
-        wanted = _name_key(name)
-        taken = next((p for p in self.projects() if p.folder_id != folder_id and _name_key(p.name) == wanted), None)
+        wanted = project_name_key(name)
+        taken = next(
+            (p for p in self.projects() if p.folder_id != folder_id and project_name_key(p.name) == wanted), None
+        )
         if taken is not None:
             raise StoreError(f"There is a project named “{taken.name}” already: give this one another name.")
 
@@ -199,9 +201,11 @@ class ProjectStore:
         name = changes.pop("name", None)
         settings = _checked(changes)
         with transaction(self._db, self._lock):
-            self.project(folder_id)
+            current = self.project(folder_id)
             if name is not None:
-                self._name_free(str(name), folder_id)
+                # (checked when it is another name: two projects named alike before this check can be saved)
+                if project_name_key(str(name)) != project_name_key(current.name):
+                    self._name_free(str(name), folder_id)
                 self._store.organise.rename_folder(folder_id, str(name))
             for column, value in settings.items():
                 stored = tools_column(value) if column == "tools" else value  # type: ignore[arg-type]
@@ -228,22 +232,28 @@ class ProjectStore:
         if not (is_dir or is_file):
             raise StoreError(f"{absolute} is neither a file nor a folder, so it cannot be a project's knowledge.")
         with transaction(self._db, self._lock):
-            project = self.project(folder_id)
-            keys = _keys(absolute)
-            same = next((s for s in project.sources if _same(_of(s), keys)), None)
-            if same is not None:
-                also = "" if same.path == absolute else f" (as {same.path})"
-                raise StoreError(f"{absolute} is in the project “{project.name}” already{also}.")
-            holder = next((s for s in project.sources if s.kind == "folder" and _inside(keys, _of(s))), None)
-            if holder is not None:  # (its files would be read twice: as the holder's and as this one's)
-                raise StoreError(_held(absolute, holder, project.name))
-            for inner in (s for s in project.sources if is_dir and _inside(_of(s), keys)):
-                self._db.execute("DELETE FROM project_sources WHERE id = ?", (inner.id,))
+            self._make_room(self.project(folder_id), absolute, is_dir)
             kind = "folder" if is_dir else "file"
             source_id = insert_source(
                 self._db, folder_id, absolute, kind, self._clock(), paused=False, from_import=False
             )
             return self.source(source_id)
+
+    def _make_room(self, project: Project, path: str, is_dir: bool, source_id: int | None = None) -> None:
+        """StoreError when `path` is a source of the project already, itself or inside a folder of it (its
+        files would be read twice); the sources inside it (a folder) taken out. `source_id`: the source
+        confirmed as `path`, not compared with itself."""
+        keys = _keys(path)
+        others = [s for s in project.sources if s.id != source_id]
+        same = next((s for s in others if _same(_of(s), keys)), None)
+        if same is not None:
+            also = "" if same.path == path else f" (as {same.path})"
+            raise StoreError(f"{path} is in the project “{project.name}” already{also}.")
+        holder = next((s for s in others if s.kind == "folder" and _inside(keys, _of(s))), None)
+        if holder is not None:  # (its files would be read twice: as the holder's and as this one's)
+            raise StoreError(_held(path, holder, project.name))
+        for inner in (s for s in others if is_dir and _inside(_of(s), keys)):
+            self._db.execute("DELETE FROM project_sources WHERE id = ?", (inner.id,))
 
     def covered(self, folder_id: int, path: str | os.PathLike[str]) -> list[KnowledgeSource]:
         """The project's sources inside `path` (a folder): those `add_source(path)` takes out."""
@@ -261,10 +271,15 @@ class ProjectStore:
         """Pause (not indexed nor watched) or resume a source; resuming one that came from an import is the
         user's confirmation of it."""
         with transaction(self._db, self._lock):
-            self.source(source_id)
+            source = self.source(source_id)
             if paused:
                 self._db.execute("UPDATE project_sources SET paused = 1 WHERE id = ?", (source_id,))
             else:
+                if source.from_import:  # (confirmed: checked as a path added is, now that it may be looked up)
+                    folder = self._db.execute(
+                        "SELECT folder_id FROM project_sources WHERE id = ?", (source_id,)
+                    ).fetchone()[0]
+                    self._make_room(self.project(folder), source.path, source.kind == "folder", source_id)
                 self._db.execute("UPDATE project_sources SET paused = 0, from_import = 0 WHERE id = ?", (source_id,))
             return self.source(source_id)
 
@@ -345,29 +360,24 @@ def _held(path: str, holder: KnowledgeSource, project: str) -> str:
 def _keys(path: str, resolve: bool = True) -> tuple[str, ...]:
     """`path` (absolute, normalised) as compared with another: as given and, `resolve`, with its links
     resolved (a link to a folder of the project is that folder), each in the case the file system ignores
-    (Windows, macOS: case-folded). A path that came with an imported chat and is not confirmed yet is not
-    resolved: a path a file from outside names is never looked up (a network path would be reached)."""
+    (Windows, macOS: case-folded). Only the path being added (or confirmed) is resolved: the project's
+    sources are compared as they were added (`_of`), never looked up again on disk (a source on a network
+    share that stopped answering would hold the store, and the window, while the link is followed); a path
+    that came with an imported chat and is not confirmed yet is never looked up either."""
     given = (path, os.path.realpath(path)) if resolve else (path,)
     fold = sys.platform in ("win32", "darwin")
     return tuple(os.path.normcase(p).casefold() if fold else os.path.normcase(p) for p in given)
 
 
 def _of(source: KnowledgeSource) -> tuple[str, ...]:
-    return _keys(source.path, resolve=not source.from_import)
+    return _keys(source.path, resolve=False)
 
 
 def _same(a: tuple[str, ...], b: tuple[str, ...]) -> bool:
-    """Whether the `_keys` `a` and `b` name the same file or folder (as given, or resolved)."""
-    return any(x == y for x, y in zip(a, b, strict=False))
+    """Whether the `_keys` `a` and `b` name the same file or folder (any of each: as given, or resolved)."""
+    return any(x == y for x in a for y in b)
 
 
 def _inside(path: tuple[str, ...], folder: tuple[str, ...]) -> bool:
-    """Whether the `_keys` `path` are inside `folder` (not `folder` itself): as given, or resolved."""
-    return any(p.startswith(f.rstrip(os.sep) + os.sep) for p, f in zip(path, folder, strict=False))
-
-
-def _name_key(name: str) -> str:
-    """A project's name as two names that look alike compare: its spaces as a folder's name keeps them (any
-    run of white space, a no-break space too, one space), one Unicode form (NFC: é typed one way or
-    another), case ignored."""
-    return unicodedata.normalize("NFC", " ".join(name.split())).casefold()
+    """Whether the `_keys` `path` are inside `folder` (not `folder` itself): any of each, as given or resolved."""
+    return any(p.startswith(f.rstrip(os.sep) + os.sep) for p in path for f in folder)

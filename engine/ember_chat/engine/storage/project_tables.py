@@ -15,6 +15,7 @@ import shutil
 import sqlite3
 import threading
 import time
+import unicodedata
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -163,10 +164,22 @@ def exported(db: sqlite3.Connection, folder_id: int) -> dict[str, Any] | None:
 # ----- import (importing.py)
 
 
+def project_name_key(name: str) -> str:
+    """A project's name as two names that look alike compare (the CLI, the API and a chat file name a
+    project by it): its spaces as a folder's name keeps them (any run of white space, a no-break space
+    too, one space), one Unicode form (NFC: é typed one way or another), case ignored."""
+    return unicodedata.normalize("NFC", " ".join(name.split())).casefold()
+
+
 def folder_for_import(db: sqlite3.Connection, project: PlannedProject, made: dict[str, int]) -> int:
     """The folder a chat of this project goes into: one of that name (a project's first, then a top-level
     one), else a new folder made the project (noted in `made`). An existing folder is left as it is: a
     file never changes a project (nor adds knowledge to one) that is here already."""
+    wanted = project_name_key(project.name)
+    projects = db.execute("SELECT f.id, f.name FROM folders f JOIN projects p ON p.folder_id = f.id ORDER BY f.id")
+    same = next((int(fid) for fid, name in projects if project_name_key(name) == wanted), None)
+    if same is not None:  # (a project whose name looks alike: 'café  research' is “Café research”)
+        return same
     row = db.execute(
         "SELECT f.id FROM folders f LEFT JOIN projects p ON p.folder_id = f.id WHERE f.name = ?"
         " ORDER BY p.folder_id IS NULL, f.parent_id IS NOT NULL, f.id LIMIT 1",
