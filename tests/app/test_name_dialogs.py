@@ -8,8 +8,9 @@ from collections.abc import Callable
 
 import pytest
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QDialogButtonBox, QInputDialog, QLabel, QLineEdit
+from PySide6.QtWidgets import QApplication, QDialogButtonBox, QInputDialog, QLabel, QLineEdit
 from pytestqt.qtbot import QtBot
+from shiboken6 import isValid
 
 from ember_chat.app.shell.main_window import MainWindow
 from ember_chat.engine.projects.records import ProjectStore
@@ -48,6 +49,7 @@ def test_a_name_of_spaces_only_keeps_each_name_dialog_open_and_says_why(
     assert dialog.isVisible() and organise.folders() == []
     _refuses_spaces_then_takes_a_name(qtbot, dialog, "Thesis")
     assert [p.name for p in ProjectStore(w.store).projects()] == ["Thesis"]  # (typed after the spaces: trimmed)
+    qtbot.waitUntil(lambda: w.projects.settings_dialog is not None)  # (its settings open, the name's closed)
     w.projects.settings_dialog.reject()
 
     w.chats.organise.new_folder()  # New folder
@@ -107,6 +109,7 @@ def test_a_name_another_project_has_keeps_new_project_and_rename_project_open_sa
     dialog = w.projects.question
     _refuses_then_takes(qtbot, dialog, "volcano research", taken, "Volcano 2")
     assert [p.name for p in projects.projects()] == ["Volcano research", "Volcano 2"]
+    qtbot.waitUntil(lambda: w.projects.settings_dialog is not None)  # (its settings open, the name's closed)
     w.projects.settings_dialog.reject()
 
     w.chats.organise.rename_folder(volcano.folder_id)  # the chat list's Rename project…
@@ -194,3 +197,32 @@ def test_a_chat_or_folder_gone_while_its_name_dialog_is_open_closes_it_and_says_
         assert not dialog.isVisible() and said == [words]
         assert organise.folders() == [] and ProjectStore(w.store).projects() == []
     assert w.projects.settings_dialog is None
+
+
+def test_new_projects_settings_open_once_its_name_dialog_has_closed_and_have_the_focus(
+    qtbot: QtBot, make_window: Callable[..., MainWindow]
+) -> None:
+    """New project…, a name typed and Enter: its settings open after the window-modal name dialog has
+    closed (before, they opened under it, while it was still up), and the focus is in them."""
+    w = make_window()
+    w.show()
+    qtbot.waitExposed(w)
+    w.projects.new_project()
+    dialog = w.projects.question
+    assert isinstance(dialog, QInputDialog)
+    qtbot.waitExposed(dialog)
+    opened: list[bool] = []  # whether the name dialog was still up when the settings opened
+    real = w.projects.open_settings
+    w.projects.open_settings = lambda folder_id: (
+        opened.append(isValid(dialog) and dialog.isVisible()),
+        real(folder_id),
+    )[1]
+    qtbot.keyClicks(dialog.findChild(QLineEdit), "Thesis")
+    qtbot.keyClick(dialog.findChild(QLineEdit), Qt.Key.Key_Return)
+    qtbot.waitUntil(lambda: w.projects.settings_dialog is not None)
+    settings = w.projects.settings_dialog
+    assert opened == [False]
+    qtbot.waitUntil(
+        lambda: QApplication.focusWidget() is not None and settings.isAncestorOf(QApplication.focusWidget())
+    )
+    settings.reject()

@@ -19,7 +19,7 @@ import contextlib
 import sqlite3
 from collections.abc import Callable, Sequence
 
-from PySide6.QtCore import QObject, Qt
+from PySide6.QtCore import QObject, Qt, QTimer
 from PySide6.QtWidgets import QDialog, QMessageBox, QWidget
 
 from ember_chat.app.context import AppContext
@@ -109,25 +109,34 @@ class WindowProjects(QObject):
     # ----- the chat list's entries
     def new_project(self, name: str | None = None, parent_id: int | None = None) -> Project | None:
         """A new folder made a project, named `name` or what the user types (the dialog stays open, with
-        what was typed and why under it, for a name refused: one another project has); its settings open."""
+        what was typed and why under it, for a name refused: one another project has); its settings open
+        (once the name's dialog has closed: the focus is theirs)."""
         if name is None:
             label = self.tr("Name of the project:")
+            dialog = name_dialog(self.dialog_parent, self.tr("New project"), label, "", lambda text: chosen(text))
 
             def chosen(text: str) -> str | None:
                 made = self._create(text, parent_id)
-                return made if isinstance(made, str) else None
+                if isinstance(made, str):
+                    return made
+                if made is not None:  # (opened once the window-modal name dialog is gone, not under it)
+                    dialog.finished.connect(
+                        lambda: QTimer.singleShot(0, self, lambda: self.open_settings(made.folder_id))
+                    )
+                return None
 
-            self._ask(name_dialog(self.dialog_parent, self.tr("New project"), label, "", chosen))
+            self._ask(dialog)
             return None
         made = self._create(name, parent_id)
         if isinstance(made, str):
             self.ctx.notifier.show_error(made)
             return None
+        if made is not None:
+            self.open_settings(made.folder_id)
         return made
 
     def _create(self, name: str, parent_id: int | None) -> Project | str | None:
-        """The project made, its settings opened; or why it was not; None when the folder to make it in is
-        gone (said)."""
+        """The project made; or why it was not; None when the folder to make it in is gone (said)."""
         try:
             project = self.store.create(name, parent_id)
         except EmberError as exc:
@@ -137,7 +146,6 @@ class WindowProjects(QObject):
                 return None  # (a name dialog closes: no name would do)
             return str(exc)
         self._reload()
-        self.open_settings(project.folder_id)
         return project
 
     def _gone(self, folder_id: int) -> bool:
