@@ -30,6 +30,7 @@ from ember_chat.engine.storage.import_plan import IMPORTED_PASSAGE
 from ember_chat.engine.storage.paths import AppPaths
 from tests.helpers.fake_backend import FakeBackend
 from tests.helpers.gguf_factory import write_word_bert
+from tests.helpers.opened_paths import opened
 from tests.helpers.window import send
 
 pytestmark = pytest.mark.usefixtures("nothing_blocks")
@@ -210,7 +211,7 @@ def test_open_file_on_a_source_moved_away_since_says_it_is_no_longer_there(
     assert opened == [] and not button.isEnabled()
     dialog.close()
     outside = str(tmp_path / "rivers.md")  # (on disk, but in no folder of the project)
-    assert "not in the knowledge" in (w.projects.answering.why_not_open(answer_id, outside) or "")
+    assert "not in the knowledge" in (w.projects.answering.why_not_open(answer_id, outside, 1) or "")
 
 
 def test_a_code_file_s_source_shows_its_folder_and_is_never_opened(
@@ -511,6 +512,33 @@ def test_why_this_answer_keeps_its_project_name_when_another_project_is_made_wit
     ProjectStore(w.store).update(folder_id, name="Ponds")  # (still not the answer's project)
     w.chats.reload_conversations()
     assert why.title() == "Why this answer — 🌊 Rivers"
+
+
+def test_a_source_an_imported_chat_brought_is_refused_by_the_check_itself_without_looking_anything_up(
+    qtbot: QtBot, make_loaded_window: Callable[[FakeBackend | None], MainWindow], tmp_path: Path
+) -> None:
+    """`why_not_open` told a source is an imported chat's (IMPORTED_PASSAGE) refuses it by itself, even
+    when its path names a file of the project's index, on disk: the index is not opened nor the file
+    (before, it opened the index and found the file: Open file allowed; its caller alone refused)."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    rivers = docs / "rivers.md"
+    rivers.write_text("# Rivers\n\nThe Tagus is the longest river of Iberia, flowing to Lisbon.\n")
+    w = make_loaded_window(FakeBackend(script=["The Tagus [1]."]))
+    folder_id = _project_chat(qtbot, w, docs)
+    send(qtbot, w, QUESTION)
+    answer_id = w.store.thread(w.controller.conversation_id)[-1].id
+    check = w.projects.answering.why_not_open
+    imported = "This source came with an imported chat: Ember opens only files of its projects' own indexes."
+    index = str(w.projects.indexing.index_path(folder_id))
+    with opened(also=("sqlite3.connect",)) as seen:
+        assert check(answer_id, str(rivers), IMPORTED_PASSAGE) == imported
+        rivers.unlink()  # (gone: a check that looked at the disk would say so)
+        assert check(answer_id, str(rivers), IMPORTED_PASSAGE) == imported
+    assert seen == []
+    with opened(also=("sqlite3.connect",)) as seen:  # (the project's own source: its index looked up)
+        said = check(answer_id, str(rivers), 1)
+    assert said is not None and said.startswith("The file is no longer at") and index in seen
 
 
 def test_a_source_from_an_imported_chat_is_shown_and_its_path_never_opened(

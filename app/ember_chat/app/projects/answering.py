@@ -26,6 +26,7 @@ from ember_chat.engine.projects.rankers import Rankers, Resolve, load_rankers
 from ember_chat.engine.projects.records import Project, ProjectStore
 from ember_chat.engine.projects.turn import ProjectKnowledge
 from ember_chat.engine.storage.conversations import ConversationStore
+from ember_chat.engine.storage.import_plan import IMPORTED_PASSAGE
 
 _Key = tuple[int, str | None, str | None, tuple[tuple[str, int, int] | None, ...]]
 
@@ -190,11 +191,15 @@ class ProjectAnswering:
             return project, None
         return project, TurnKnowledge(project, path, self.models)  # (opened on the engine thread)
 
-    def why_not_open(self, answer_id: int, path: str) -> str | None:
-        """None when an answer's source may be opened: `path` is a file of the index of the project its
-        chat is in (a path from an imported chat or named in a model's text never is) and is still on
-        disk; else the sentence saying why not. It opens the index (which may wait on the indexer) and
-        looks at the disk (a network drive may hang): the window runs it off the GUI thread."""
+    def why_not_open(self, answer_id: int, path: str, passage_id: int) -> str | None:
+        """None when an answer's source (its `passage_id`) may be opened: `path` is a file of the index of
+        the project its chat is in (a path from an imported chat or named in a model's text never is) and is
+        still on disk; else the sentence saying why not. A source an imported chat brought (IMPORTED_PASSAGE:
+        no index gave it) is refused before anything is looked at, even where its path names a file of the
+        project. Else it opens the index (which may wait on the indexer) and looks at the disk (a network
+        drive may hang): the window runs it off the GUI thread."""
+        if passage_id == IMPORTED_PASSAGE or passage_id < 0:  # (a path a chat file named: never looked up)
+            return "This source came with an imported chat: Ember opens only files of its projects' own indexes."
         try:
             project = self.project_of(self.chats.message(answer_id).conversation_id)
         except (KeyError, sqlite3.Error):

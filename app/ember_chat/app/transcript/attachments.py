@@ -110,7 +110,9 @@ class TranscriptAttachments:
         self.question_of: Callable[[int], str] = lambda answer_id: ""  # an answer's question (its words marked)
         # None when an answer's project source may be opened, else why not (the window's: in the index, on disk)
         # (it opens the index and looks at the disk: run on `tasks`, the window's runner, never the GUI thread)
-        self.why_not_open: Callable[[int, str], str | None] = lambda answer_id, path: tr("Ember cannot open it.")
+        self.why_not_open: Callable[[int, str, int], str | None] = lambda answer_id, path, passage_id: tr(
+            "Ember cannot open it."
+        )
         self.tasks: TaskRunner | None = None
         self._known: dict[int, MessageAttachments] = {}
         self._thumbs: dict[str, QImage] = {}  # sha256 → thumbnail (at the view's pixel ratio)
@@ -349,9 +351,10 @@ class TranscriptAttachments:
             return
         check = self.why_not_open
         if self.tasks is None:  # (a transcript not in a window: the default check, which touches nothing)
-            answered(check(answer_id, source.file_path))
+            answered(check(answer_id, source.file_path, source.passage_id))
             return
-        self.tasks.run(lambda: check(answer_id, source.file_path), answered, answered, key=f"source-check/{id(self)}")
+        path, passage_id = source.file_path, source.passage_id
+        self.tasks.run(lambda: check(answer_id, path, passage_id), answered, answered, key=f"source-check/{id(self)}")
 
     def _open_file(self, answer_id: int, source: ProjectSource, dialog: QDialog, button: QPushButton) -> None:
         """Asked again off the GUI thread (the file may have gone), then opened."""
