@@ -41,3 +41,32 @@ def test_the_name_is_bounded_in_characters_and_in_bytes() -> None:
     stem = wide.removesuffix(".json")
     assert set(stem) == {"🌋"} and len(stem.encode("utf-8")) <= NAME_BYTES < len(("🌋" * 80).encode("utf-8"))
     assert export_file_name("a" * 79 + " b", "md") == "a" * 79 + ".md"  # (no space left at the cut)
+
+
+@pytest.mark.parametrize(
+    ("title", "name"),
+    [
+        ("invoice\u202egpj.exe", "invoicegpj.exe.md"),  # (a right-to-left override: shown 'invoiceexe.jpg')
+        ("a\u202ab\u202bc\u202cd\u202de", "abcde.md"),  # (embeddings and overrides, U+202A-202E)
+        ("a\u2066b\u2067c\u2068d\u2069e", "abcde.md"),  # (isolates, U+2066-2069)
+        ("zero\u200bwidth\u200c\u200dname\ufeff", "zerowidthname.md"),
+        ("x\x85y\x9bz\x80", "x y z.md"),  # (C1 controls: as other controls, a space)
+        ("\u200b", "Chat.md"),
+        ("\u200b\u200b.\u202e", "Chat.md"),
+        ("\u3164\u200b \u0301", "Chat.md"),  # (a Hangul filler, a zero-width space, a mark alone: nothing shows)
+        ("\u2800", "Chat.md"),
+        ("C\u200bON", "Chat CON.md"),  # (a reserved name hidden by an invisible character)
+        ("COM0", "Chat COM0.md"),
+        ("lpt0.txt", "Chat lpt0.txt.md"),
+        ("COM¹", "Chat COM¹.md"),
+        ("com²", "Chat com².md"),
+        ("LPT³.json", "Chat LPT³.json.md"),
+        ("CONIN$", "Chat CONIN$.md"),
+        ("conout$.log", "Chat conout$.log.md"),
+        ("COM10", "COM10.md"),
+        ("CONIN", "CONIN.md"),
+        ("Café\u0301 notes", "Café\u0301 notes.md"),  # (a mark on a letter stays)
+    ],
+)
+def test_invisible_characters_and_every_name_windows_reserves_are_left_out(title: str, name: str) -> None:
+    assert export_file_name(title, "md") == name

@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import re
 import time
+import unicodedata
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -41,22 +42,41 @@ if TYPE_CHECKING:
 _WHO = {"user": "You", "assistant": "Ember", "system": "System"}
 
 
-_NOT_IN_FILE_NAMES = re.compile(r'[\x00-\x1f\x7f<>:"/\\|?*]+')  # what Windows, macOS or Linux refuse
-# names Windows keeps for devices, with any extension ("con.md", "COM1.json" cannot be made there)
-_RESERVED = frozenset({"CON", "PRN", "AUX", "NUL", *(f"{d}{n}" for d in ("COM", "LPT") for n in range(1, 10))})
+# what Windows, macOS or Linux refuse, and C1 controls (U+0080-009F): each run a space
+_NOT_IN_FILE_NAMES = re.compile(r'[\x00-\x1f\x7f-\x9f<>:"/\\|?*]+')
+# names Windows keeps for devices, with any extension ("con.md", "COM1.json", "CONIN$.md" cannot be made there)
+_DEVICES = ("CON", "PRN", "AUX", "NUL", "CONIN$", "CONOUT$")
+_NUMBERED = (*(str(n) for n in range(10)), "¹", "²", "³")  # COM0-COM9 and LPT0-LPT9, COM¹-COM³, LPT¹-LPT³
+_RESERVED = frozenset({*_DEVICES, *(f"{d}{n}" for d in ("COM", "LPT") for n in _NUMBERED)})
+# characters that show nothing and move nothing in a name: format characters (bidi overrides and isolates,
+# zero-width spaces and joiners, U+FEFF…) and lone surrogates, dropped; marks alone, the Hangul fillers and
+# spaces are not enough for a name either
+_DROPPED = frozenset({"Cf", "Cs"})
+_INVISIBLE = frozenset({"Cc", "Cf", "Cs", "Mn", "Me", "Zs", "Zl", "Zp"})
+_FILLERS = frozenset("\u115f\u1160\u3164\uffa0\u2800")  # letters (by category) that show as blank
 NAME_BYTES = 200  # the stem's most UTF-8 bytes: file systems take 255 for a name, the suffix and "(2)" fit
+
+
+def _shows(ch: str) -> bool:
+    return unicodedata.category(ch) not in _INVISIBLE and ch not in _FILLERS
 
 
 def export_file_name(title: str, suffix: str, limit: int = 80) -> str:
     """A file name for a chat's export, the one rule of every format (Markdown, JSON): its title without
-    the characters file systems refuse (/ \\ : * ? " < > | and control characters) and without the "…" a
-    shortened title ends with (titles.py), its spaces run together, at most `limit` characters and
-    NAME_BYTES bytes, no dot or space at either end (a trailing one is dropped by Windows, a leading dot
-    hides the file), never a name Windows reserves (CON, NUL, COM1…); "Chat" when nothing is left."""
-    stem = " ".join(_NOT_IN_FILE_NAMES.sub(" ", title).split())[:limit]
+    the characters file systems refuse (/ \\ : * ? " < > | and control characters, C1 ones too), without
+    the invisible characters that could make the name read otherwise than it is (format characters: bidi
+    overrides such as U+202E, which shows "a\u202egpj.exe" as "aexe.jpg", zero-width spaces, U+FEFF…) and
+    without the "…" a shortened title ends with (titles.py), its spaces run together, at most `limit`
+    characters and NAME_BYTES bytes, no dot or space at either end (a trailing one is dropped by Windows, a
+    leading dot hides the file), never a name Windows reserves (CON, NUL, COM0…COM9, COM¹…, LPT…, CONIN$,
+    CONOUT$, whatever their case and extension); "Chat" when nothing that shows is left."""
+    kept = "".join(ch for ch in title if unicodedata.category(ch) not in _DROPPED)
+    stem = " ".join(_NOT_IN_FILE_NAMES.sub(" ", kept).split())[:limit]
     while len(stem.encode("utf-8")) > NAME_BYTES:
         stem = stem[:-1]
     stem = stem.strip(" .…")
+    if not any(_shows(ch) for ch in stem):
+        stem = ""
     if stem.split(".")[0].strip().upper() in _RESERVED:
         stem = f"Chat {stem}"
     return f"{stem or 'Chat'}.{suffix}"
