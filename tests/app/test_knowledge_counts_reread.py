@@ -14,10 +14,12 @@ from pytestqt.qtbot import QtBot
 
 from ember_chat.app.projects.indexing import KnowledgeState
 from ember_chat.app.shell.main_window import MainWindow
+from ember_chat.engine.attachments import isolated
 from ember_chat.engine.projects.index import KnowledgeIndex
 from ember_chat.engine.projects.records import ProjectStore
 from tests.helpers.projects_window import indexed as _indexed
 from tests.helpers.projects_window import settings_dialog as _dialog
+from tests.hostile import hanging_text_reader
 
 pytestmark = pytest.mark.usefixtures("nothing_blocks")
 FILES = 600  # read by the run
@@ -106,4 +108,68 @@ def test_a_run_reads_only_counts_one_read_at_a_time_and_the_skipped_files_at_its
     assert any(s.sources.get(added.id, s.sources[kept.id]).files > 0 for s in counted)
     assert len(panel.skipped_files()) == KEPT // 5 and panel.state.sources[kept.id].skipped == KEPT // 5
     assert f"{KEPT // 5:,} skipped" in panel.sources.topLevelItem(0).text(1)
+    dialog.reject()
+
+
+def test_a_whole_read_that_comes_back_after_a_later_read_of_the_counts_does_not_take_the_rows_back(
+    qtbot: QtBot, make_window: Callable[..., MainWindow], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The whole state read as the folder is added, held back until a read of the counts asked after it
+    has been shown: its older counts are not shown over the newer ones (its skipped files are)."""
+    monkeypatch.setattr(isolated, "_read_batch_in_child", hanging_text_reader.reads_a_batch)
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for n in range(FILES):
+        (docs / f"note-{n}.txt").write_text(f"Note {n}: site {n} has {n % 5} herons.\n")
+    for n in range(4):  # (read last, each taking SLOW_S: the run goes on while the rows are read again)
+        (docs / f"zz-slow-{n}.txt").write_text(f"SLOW {n}\n")
+    w = make_window()
+    project = w.projects.new_project("Survey")
+    assert project is not None
+    fid = project.folder_id
+    dialog = _dialog(w)
+    panel = dialog.knowledge
+    k = w.projects.indexing
+    _indexed(qtbot, w, fid)
+    qtbot.waitUntil(lambda: not panel.counting, timeout=30_000)
+    held: list[tuple[Callable[[KnowledgeState], None], KnowledgeState]] = []
+    armed = [False]  # (the first whole read once the folder is added: held)
+    shown: list[int] = []  # the files of the folder as each read of the counts showed them
+    asked = k.read_state
+
+    def read_state(
+        folder_id: int,
+        done: Callable[[KnowledgeState], None],
+        owner: QObject,
+        counts_only: bool = False,
+        failed: Callable[[str], None] | None = None,
+    ) -> None:
+        if not counts_only and armed[0]:
+            armed[0] = False
+            asked(folder_id, lambda state: held.append((done, state)), owner, counts_only, failed)
+            return
+        if counts_only:
+
+            def counted(state: KnowledgeState) -> None:
+                done(state)
+                added = next((s for s in panel.listed() if s.path == str(docs)), None)
+                if added is not None and added.id in state.sources:
+                    shown.append(state.sources[added.id].files)
+
+            asked(folder_id, counted, owner, counts_only, failed)
+            return
+        asked(folder_id, done, owner, counts_only, failed)
+
+    k.read_state = read_state  # type: ignore[method-assign]
+    armed[0] = True
+    panel.add_paths([str(docs)])
+    added = next(s for s in panel.listed() if s.path == str(docs))
+    qtbot.waitUntil(lambda: bool(held) and any(n > 0 for n in shown), timeout=30_000)
+    done, stale = held[0]
+    before = panel.state.sources[added.id].files
+    assert stale.sources.get(added.id) is None or stale.sources[added.id].files < before  # (older, truly)
+    done(stale)  # (it comes back now, late)
+    assert panel.state.sources[added.id].files == before and panel.state.skipped is not None
+    _indexed(qtbot, w, fid)
+    qtbot.waitUntil(lambda: panel.state.sources[added.id].indexed == FILES + 4, timeout=30_000)
     dialog.reject()

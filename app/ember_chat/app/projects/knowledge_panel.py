@@ -121,7 +121,8 @@ class KnowledgePanel(QWidget):
         self.reread.setInterval(REREAD_MS)
         self.reread.timeout.connect(self._read_counts)
         self.counting = False  # a read of the counts is out (one at a time: the window's workers are shared)
-        self._full_reads = 0  # reads of the whole state asked: a read of the counts asked before one is stale
+        self._asked = 0  # reads of the index's state asked (whole or counts), in order: each result's number
+        self._shown = 0  # the number of the read whose counts are shown: an older one's come back later are not
         project = self._project()
         self.embedding = ModelChoice(
             self.tr("None: passages are found by their words (BM25)"),
@@ -178,12 +179,18 @@ class KnowledgePanel(QWidget):
 
     def _read_all(self) -> None:
         """The index's state read again whole: its counts and skipped files."""
-        self._full_reads += 1
+        self._asked += 1
+        asked = self._asked
         self.reread.stop()
-        self.indexing.read_state(self.folder_id, self._state_read, self)
+        self.indexing.read_state(self.folder_id, lambda state: self._state_read(state, asked), self)
 
-    def _state_read(self, state: KnowledgeState) -> None:
-        self.state = state
+    def _state_read(self, state: KnowledgeState, asked: int) -> None:
+        """A whole read: its skipped files shown; its counts too unless a read asked after it came back first."""
+        if asked > self._shown:
+            self._shown = asked
+            self.state = state
+        else:
+            self.state = KnowledgeState(self.state.sources, state.skipped)
         self._fill()
 
     def _read_counts(self) -> None:
@@ -192,11 +199,13 @@ class KnowledgePanel(QWidget):
         if self.counting or not self.indexing.running(self.folder_id):
             return
         self.counting = True
-        asked = self._full_reads
+        self._asked += 1
+        asked = self._asked
 
         def read(state: KnowledgeState) -> None:
             self.counting = False
-            if asked == self._full_reads:  # (else a whole read asked since is newer, or on its way)
+            if asked > self._shown:  # (else a read asked after it came back first: its counts are newer)
+                self._shown = asked
                 self.state = KnowledgeState(state.sources, self.state.skipped)
                 self._fill()
 
