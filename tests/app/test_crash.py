@@ -3,12 +3,14 @@ crash leaves its stack in a log; the next start says the last run crashed and wh
 
 from __future__ import annotations
 
+import faulthandler
 import os
 import subprocess
 import sys
 import threading
 from pathlib import Path
 
+from PySide6.QtCore import QTimer
 from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QMessageBox
 from pytestqt.qtbot import QtBot
@@ -133,3 +135,46 @@ def test_a_run_that_had_an_error_and_ended_cleanly_says_the_error(tmp_path: Path
     assert (
         CrashReporter(crashes).previous_crash() == f"The last run of Ember had an unexpected error; its log is {log}."
     )
+
+
+def test_an_error_outside_the_event_loop_ended_the_run_and_is_said_so(qtbot: QtBot, tmp_path: Path) -> None:
+    """An error on the main thread before the event loop runs (building the window) or after it ends the
+    run itself (the `running` file stays behind): the next start says it ended with that error, not that it
+    was killed with an error before. One reported while the loop runs (a slot) does not end it."""
+    crashes = tmp_path / "crashes"
+    crash = CrashReporter(crashes)
+    crash.install()
+    try:
+        raise RuntimeError("the window could not be built")
+    except RuntimeError:
+        with qtbot.waitSignal(crash._show, timeout=5_000):
+            sys.excepthook(*sys.exc_info())  # (what Python calls as main() raises: no event loop runs)
+    _ends_without_a_clean_exit(crash)
+    [log] = crashes.glob("crash-*.log")
+    message = CrashReporter(crashes).previous_crash()
+    assert message == f"The last run of Ember ended with an unexpected error; its log is {log}."
+
+    crash = CrashReporter(crashes)
+    crash.install()
+    try:
+        try:
+            raise ValueError("a bug in a slot")
+        except ValueError:
+            info = sys.exc_info()
+        with qtbot.waitSignal(crash._show, timeout=5_000):
+            QTimer.singleShot(0, lambda: sys.excepthook(*info))  # (reported while the event loop runs)
+    finally:
+        _ends_without_a_clean_exit(crash)  # (then killed)
+    message = CrashReporter(crashes).previous_crash()
+    assert message is not None and message.startswith("The last run of Ember did not end normally")
+    assert "Before that it had an unexpected error" in message
+
+
+def _ends_without_a_clean_exit(crash: CrashReporter) -> None:
+    """The run's hooks and native log let go of as a process that ends leaves them: `running` stays behind."""
+    if crash.dialog is not None:
+        crash.dialog.done(QMessageBox.StandardButton.Close)
+    sys.excepthook, threading.excepthook = crash._previous
+    faulthandler.disable()
+    assert crash._native is not None
+    crash._native.close()

@@ -18,7 +18,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO
 
-from PySide6.QtCore import QObject, Signal, Slot
+from PySide6.QtCore import QObject, QThread, Signal, Slot
 from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QMessageBox, QWidget
 
@@ -26,7 +26,8 @@ from ember_chat.engine import __version__
 
 RUNNING = "running"  # present while Ember runs; left behind when a run does not end cleanly
 NATIVE = "native.log"  # faulthandler's output for this run
-LAST = "last-crash.txt"  # the path of the last crash log, until the next start has said so
+LAST = "last-crash.txt"  # the path of the last crash log (and ENDED after it), until the next start has said so
+ENDED = "ended the run"  # LAST's second line: the error came outside the event loop, and the run ended with it
 MODEL_IN_USE = "model-in-use.txt"  # the model loading or loaded, while one is
 
 
@@ -48,11 +49,16 @@ class CrashReporter(QObject):
         messages = []
         native = self.dir / NATIVE
         last = self.dir / LAST
-        error_log = ""
+        error_log, ended = "", False
         if last.exists():
             with contextlib.suppress(OSError):
-                error_log = last.read_text(encoding="utf-8").strip()
+                error_log, _, flag = last.read_text(encoding="utf-8").strip().partition("\n")
+                ended = flag.strip() == ENDED
             last.unlink(missing_ok=True)
+        if ended and error_log:  # (an error before or after the event loop: it ended the run itself)
+            return self.tr("The last run of Ember ended with an unexpected error; its log is {path}.").format(
+                path=error_log
+            )
         if (self.dir / RUNNING).exists():
             if native.exists() and native.stat().st_size > 0:
                 kept = self.dir / f"crash-{time.strftime('%Y%m%d-%H%M%S')}-native.log"
@@ -66,8 +72,8 @@ class CrashReporter(QObject):
                 messages.append(
                     self.tr("The last run of Ember did not end normally (it was killed or the computer stopped).")
                 )
-        if error_log and messages:  # an unexpected error does not end a run (its dialog says to keep working):
-            # what ended it came after, and is said first
+        if error_log and messages:  # an error in the event loop does not end the run (its dialog says to keep
+            # working): what ended it came after, and is said first
             messages.append(
                 self.tr("Before that it had an unexpected error; its log is {path}.").format(path=error_log)
             )
@@ -140,10 +146,12 @@ class CrashReporter(QObject):
             f"{time.strftime('%Y-%m-%d %H:%M:%S')}, thread {thread}\n\n"
         )
         path = self.dir / f"crash-{time.strftime('%Y%m%d-%H%M%S')}.log"
+        # on the main thread outside the event loop (building the window, or after it): the run ends with it
+        ends = threading.current_thread() is threading.main_thread() and QThread.currentThread().loopLevel() == 0
         try:
             self.dir.mkdir(parents=True, exist_ok=True)
             path.write_text(header + text, encoding="utf-8")
-            (self.dir / LAST).write_text(str(path), encoding="utf-8")
+            (self.dir / LAST).write_text(f"{path}\n{ENDED}" if ends else str(path), encoding="utf-8")
         except OSError:
             path = None  # a full disk must not turn a reported error into a second one
         print(header + text, file=sys.stderr)
