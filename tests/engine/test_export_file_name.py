@@ -43,6 +43,9 @@ def test_the_name_is_bounded_in_characters_and_in_bytes() -> None:
     assert export_file_name("a" * 79 + " b", "md") == "a" * 79 + ".md"  # (no space left at the cut)
 
 
+SCOTLAND = "\U000e0067\U000e0062\U000e0073\U000e0063\U000e0074\U000e007f"  # (the tags after the black flag)
+
+
 @pytest.mark.parametrize(
     ("title", "name"),
     [
@@ -66,6 +69,12 @@ def test_the_name_is_bounded_in_characters_and_in_bytes() -> None:
         ("COM10", "COM10.md"),
         ("CONIN", "CONIN.md"),
         ("Café\u0301 notes", "Café\u0301 notes.md"),  # (a mark on a letter stays)
+        # joiners that spell what shows stay: an emoji sequence, a Persian word, a flag's tags
+        ("👨\u200d👩\u200d👧 family", "👨\u200d👩\u200d👧 family.md"),
+        ("می\u200cخواهم", "می\u200cخواهم.md"),
+        (f"🏴{SCOTLAND} Scotland", f"🏴{SCOTLAND} Scotland.md"),
+        ("\u200dx\u200c", "x.md"),  # (at either end: nothing joined)
+        ("x\U000e0067y", "xy.md"),  # (a tag after a letter: dropped)
     ],
 )
 def test_invisible_characters_and_every_name_windows_reserves_are_left_out(title: str, name: str) -> None:

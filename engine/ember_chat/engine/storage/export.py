@@ -61,16 +61,39 @@ def _shows(ch: str) -> bool:
     return unicodedata.category(ch) not in _INVISIBLE and ch not in _FILLERS
 
 
+_JOINERS = frozenset("\u200c\u200d")  # ZWNJ and ZWJ: how Persian and Indic words are spelt, emoji sequences
+_BLACK_FLAG = "\U0001f3f4"  # the tag characters after it spell a subdivision's flag (Scotland, Wales)
+
+
+def _without_format_characters(title: str) -> str:
+    """`title` without its format characters and lone surrogates (_DROPPED), but those that spell it: a
+    joiner (ZWNJ, ZWJ) between two characters that show, one of them not ASCII (between Latin letters it
+    joins nothing; elsewhere it hides nothing: dropped), the tag characters of a flag. Bidi controls,
+    zero-width spaces, U+FEFF and the like never stay."""
+    out: list[str] = []
+    for i, ch in enumerate(title):
+        if unicodedata.category(ch) not in _DROPPED:
+            out.append(ch)
+        elif ch in _JOINERS:
+            after = title[i + 1] if i + 1 < len(title) else ""
+            if out and after and _shows(out[-1]) and _shows(after) and not (out[-1] + after).isascii():
+                out.append(ch)
+        elif "\U000e0020" <= ch <= "\U000e007f" and out and (out[-1] == _BLACK_FLAG or out[-1] >= "\U000e0020"):
+            out.append(ch)  # (a tag after the black flag, or after a tag kept)
+    return "".join(out)
+
+
 def export_file_name(title: str, suffix: str, limit: int = 80) -> str:
     """A file name for a chat's export, the one rule of every format (Markdown, JSON): its title without
     the characters file systems refuse (/ \\ : * ? " < > | and control characters, C1 ones too), without
     the invisible characters that could make the name read otherwise than it is (format characters: bidi
-    overrides such as U+202E, which shows "a\u202egpj.exe" as "aexe.jpg", zero-width spaces, U+FEFF…) and
+    overrides such as U+202E, which shows "a\u202egpj.exe" as "aexe.jpg", zero-width spaces, U+FEFF…; the
+    joiners that spell a word or an emoji, and a flag's tags, kept: `_without_format_characters`) and
     without the "…" a shortened title ends with (titles.py), its spaces run together, at most `limit`
     characters and NAME_BYTES bytes, no dot or space at either end (a trailing one is dropped by Windows, a
     leading dot hides the file), never a name Windows reserves (CON, NUL, COM0…COM9, COM¹…, LPT…, CONIN$,
     CONOUT$, whatever their case and extension); "Chat" when nothing that shows is left."""
-    kept = "".join(ch for ch in title if unicodedata.category(ch) not in _DROPPED)
+    kept = _without_format_characters(title)
     stem = " ".join(_NOT_IN_FILE_NAMES.sub(" ", kept).split())[:limit]
     while len(stem.encode("utf-8")) > NAME_BYTES:
         stem = stem[:-1]
