@@ -35,6 +35,7 @@ from ember_chat.engine.storage.records import (
 from ember_chat.engine.storage.restore import restore_rows
 from ember_chat.engine.storage.rows import batches
 from ember_chat.engine.storage.schema import _MIGRATIONS, SCHEMA_VERSION, migrate
+from ember_chat.engine.storage.titles import clean_title
 from ember_chat.engine.storage.tool_records import ToolMessage, ToolRecords
 
 __all__ = [
@@ -153,7 +154,7 @@ class ConversationStore:
             cur = self._db.execute(
                 "INSERT INTO conversations (title, model, system_prompt, params, created_at, updated_at)"
                 " VALUES (?, ?, ?, ?, ?, ?)",
-                (title, model, system_prompt, json.dumps(params or {}), now, now),
+                (clean_title(title), model, system_prompt, json.dumps(params or {}), now, now),
             )
             return self.conversation(int(cur.lastrowid or 0))
 
@@ -186,12 +187,13 @@ class ConversationStore:
             cursor = self._db.cursor()
             cursor.row_factory = None  # plain tuples, each dropped as its ChatRow is made (no sqlite3.Row)
             if ids is None:
-                return [ChatRow(i, t, f, bool(p), a, u) for i, t, f, p, a, u in cursor.execute(query + order)]
+                found = cursor.execute(query + order)
+                return [ChatRow(i, clean_title(t), f, bool(p), a, u) for i, t, f, p, a, u in found]
             rows: list[ChatRow] = []
             for batch in batches(ids):
                 marks = ",".join("?" * len(batch))
                 found = cursor.execute(f"{query} AND id IN ({marks})", batch)
-                rows += [ChatRow(i, t, f, bool(p), a, u) for i, t, f, p, a, u in found]
+                rows += [ChatRow(i, clean_title(t), f, bool(p), a, u) for i, t, f, p, a, u in found]
         rows.sort(key=lambda r: (r.updated_at, r.id), reverse=True)
         return rows
 
@@ -218,6 +220,8 @@ class ConversationStore:
             raise ValueError(f"cannot update {sorted(set(changes) - allowed)}")
         if "params" in changes:
             changes["params"] = json.dumps(changes["params"])
+        if "title" in changes:
+            changes["title"] = clean_title(changes["title"])
         cols = ", ".join(f"{k} = ?" for k in changes)
         with self._lock:
             self._db.execute(
@@ -412,7 +416,7 @@ class ConversationStore:
                 f" WHERE messages_fts MATCH ? AND c.deleted_at IS NULL{scope} ORDER BY rank LIMIT ?",
                 (MATCH_START, MATCH_END, fts_query, *args, limit),
             ).fetchall()
-        return [SearchHit(r[0], r[1], r[2], r[3]) for r in rows]
+        return [SearchHit(r[0], clean_title(r[1]), r[2], r[3]) for r in rows]
 
 
 class _Transaction:

@@ -25,7 +25,6 @@ from __future__ import annotations
 import json
 import re
 import time
-import unicodedata
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -34,6 +33,7 @@ from ember_chat.engine.core.tools import InvalidCall
 from ember_chat.engine.storage.conversations import Conversation, Message
 from ember_chat.engine.storage.project_tables import exported, project_folder_of_chat
 from ember_chat.engine.storage.rows import batches
+from ember_chat.engine.storage.titles import shows, without_format_characters
 from ember_chat.engine.storage.tool_records import ToolMessage, call_record
 
 if TYPE_CHECKING:
@@ -48,39 +48,7 @@ _NOT_IN_FILE_NAMES = re.compile(r'[\x00-\x1f\x7f-\x9f<>:"/\\|?*]+')
 _DEVICES = ("CON", "PRN", "AUX", "NUL", "CONIN$", "CONOUT$")
 _NUMBERED = (*(str(n) for n in range(10)), "¹", "²", "³")  # COM0-COM9 and LPT0-LPT9, COM¹-COM³, LPT¹-LPT³
 _RESERVED = frozenset({*_DEVICES, *(f"{d}{n}" for d in ("COM", "LPT") for n in _NUMBERED)})
-# characters that show nothing and move nothing in a name: format characters (bidi overrides and isolates,
-# zero-width spaces and joiners, U+FEFF…) and lone surrogates, dropped; marks alone, the Hangul fillers and
-# spaces are not enough for a name either
-_DROPPED = frozenset({"Cf", "Cs"})
-_INVISIBLE = frozenset({"Cc", "Cf", "Cs", "Mn", "Me", "Zs", "Zl", "Zp"})
-_FILLERS = frozenset("\u115f\u1160\u3164\uffa0\u2800")  # letters (by category) that show as blank
 NAME_BYTES = 200  # the stem's most UTF-8 bytes: file systems take 255 for a name, the suffix and "(2)" fit
-
-
-def _shows(ch: str) -> bool:
-    return unicodedata.category(ch) not in _INVISIBLE and ch not in _FILLERS
-
-
-_JOINERS = frozenset("\u200c\u200d")  # ZWNJ and ZWJ: how Persian and Indic words are spelt, emoji sequences
-_BLACK_FLAG = "\U0001f3f4"  # the tag characters after it spell a subdivision's flag (Scotland, Wales)
-
-
-def _without_format_characters(title: str) -> str:
-    """`title` without its format characters and lone surrogates (_DROPPED), but those that spell it: a
-    joiner (ZWNJ, ZWJ) between two characters that show, one of them not ASCII (between Latin letters it
-    joins nothing; elsewhere it hides nothing: dropped), the tag characters of a flag. Bidi controls,
-    zero-width spaces, U+FEFF and the like never stay."""
-    out: list[str] = []
-    for i, ch in enumerate(title):
-        if unicodedata.category(ch) not in _DROPPED:
-            out.append(ch)
-        elif ch in _JOINERS:
-            after = title[i + 1] if i + 1 < len(title) else ""
-            if out and after and _shows(out[-1]) and _shows(after) and not (out[-1] + after).isascii():
-                out.append(ch)
-        elif "\U000e0020" <= ch <= "\U000e007f" and out and (out[-1] == _BLACK_FLAG or out[-1] >= "\U000e0020"):
-            out.append(ch)  # (a tag after the black flag, or after a tag kept)
-    return "".join(out)
 
 
 def export_file_name(title: str, suffix: str, limit: int = 80) -> str:
@@ -88,17 +56,17 @@ def export_file_name(title: str, suffix: str, limit: int = 80) -> str:
     the characters file systems refuse (/ \\ : * ? " < > | and control characters, C1 ones too), without
     the invisible characters that could make the name read otherwise than it is (format characters: bidi
     overrides such as U+202E, which shows "a\u202egpj.exe" as "aexe.jpg", zero-width spaces, U+FEFF…; the
-    joiners that spell a word or an emoji, and a flag's tags, kept: `_without_format_characters`) and
+    joiners that spell a word or an emoji, and a flag's tags, kept: titles.without_format_characters) and
     without the "…" a shortened title ends with (titles.py), its spaces run together, at most `limit`
     characters and NAME_BYTES bytes, no dot or space at either end (a trailing one is dropped by Windows, a
     leading dot hides the file), never a name Windows reserves (CON, NUL, COM0…COM9, COM¹…, LPT…, CONIN$,
     CONOUT$, whatever their case and extension); "Chat" when nothing that shows is left."""
-    kept = _without_format_characters(title)
+    kept = without_format_characters(title)
     stem = " ".join(_NOT_IN_FILE_NAMES.sub(" ", kept).split())[:limit]
     while len(stem.encode("utf-8")) > NAME_BYTES:
         stem = stem[:-1]
     stem = stem.strip(" .…")
-    if not any(_shows(ch) for ch in stem):
+    if not any(shows(ch) for ch in stem):
         stem = ""
     if stem.split(".")[0].strip().upper() in _RESERVED:
         stem = f"Chat {stem}"

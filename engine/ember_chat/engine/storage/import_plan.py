@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ember_chat.engine.errors import EmberError
+from ember_chat.engine.storage.titles import clean_title
 
 
 class ImportFailed(EmberError):
@@ -108,6 +109,9 @@ class PlannedChat:
     grants_refused: int = 0  # "always allow" grants the file carried, never imported (import_ember._tools)
     settings_reset: tuple[str, ...] = ()  # settings of the wrong kind, out of range or unknown: left out
     project: PlannedProject | None = None  # the project it was in (its folder is found or made by name)
+
+    def __post_init__(self) -> None:
+        self.title = clean_title(self.title)  # (kept as shown: no bidi override disguising it)
 
 
 @dataclass

@@ -19,6 +19,7 @@ from ember_chat.engine.errors import StoreError
 from ember_chat.engine.storage import message_delete, privacy, project_tables
 from ember_chat.engine.storage.records import Conversation, conversation_of
 from ember_chat.engine.storage.rows import Row, batches, free_ids, insert_rows, rows_where_in, transaction
+from ember_chat.engine.storage.titles import clean_title
 
 TRASH_DAYS = 30  # chats in the Trash longer than this are deleted for good when the store opens
 NO_UNDO = "This can no longer be undone: "
@@ -200,7 +201,7 @@ class Organiser:
             with self._lock:
                 row = self._db.execute("SELECT title FROM conversations WHERE id = ?", (ids[0],)).fetchone()
             if row is not None:
-                return f"“{row[0]}”"
+                return f"“{clean_title(row[0])}”"
         return _count(len(ids))
 
     # ----- the Trash

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from ember_chat.engine.core.tools import InvalidCall, ToolCall
+from ember_chat.engine.storage.titles import clean_title
 from ember_chat.engine.storage.tool_records import ToolMessage, calls_from_json
 
 
@@ -93,7 +94,7 @@ class SearchHit:
 def conversation_of(row: sqlite3.Row) -> Conversation:
     return Conversation(
         id=row["id"],
-        title=row["title"],
+        title=clean_title(row["title"]),  # (one stored before titles were kept clean)
         model=row["model"],
         system_prompt=row["system_prompt"],
         params=json_object(row["params"]) or {},
