@@ -137,6 +137,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     guard.activated.connect(lambda: bring_to_front(window))
     app.aboutToQuit.connect(guard.release)
     app.aboutToQuit.connect(crash.uninstall)
+    from ember_chat.app.qt.session_end import SessionEnd
+
+    def session_ends() -> None:  # (SIGTERM, SIGHUP: quit as a close does, asking nothing)
+        window.end_session()
+        app.quit()
+
+    ending = SessionEnd(session_ends, app)
+    app.aboutToQuit.connect(ending.uninstall)
     window.show()
     if args.quit_when_ready:
         from PySide6.QtCore import QTimer

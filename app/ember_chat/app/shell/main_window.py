@@ -96,6 +96,7 @@ class MainWindow(QMainWindow):
         """`ctx`: what every feature is built from (compose.app_context); the window's own names for its
         parts below."""
         super().__init__()
+        self._unasked = False  # end_session: the close asks nothing
         self.downloads = downloads
         self.setWindowTitle(self.tr("Ember"))
         self.setWindowIcon(app_icon())
@@ -192,11 +193,19 @@ class MainWindow(QMainWindow):
         """Every feature stopped (see Composition.shutdown). Idempotent."""
         self.parts.shutdown()
 
+    def end_session(self) -> None:
+        """The system asks Ember to end (a logout, `kill`: qt/session_end.py): the window closes as it does
+        when closed, but asks nothing — no one is there to answer — and keeps what is saved (a project's
+        settings not saved are left as they were, the API server stops)."""
+        self._unasked = True
+        self.close()
+
     def closeEvent(self, event: QCloseEvent) -> None:  # Qt override
-        if self.projects.ask_before_quit(self.close):  # a project's settings have changes not saved
+        asks = not self._unasked
+        if asks and self.projects.ask_before_quit(self.close):  # a project's settings have changes not saved
             event.ignore()
             return
-        if self.api.ask_before_quit(self.close):  # the API server runs: other programs may use it
+        if asks and self.api.ask_before_quit(self.close):  # the API server runs: other programs may use it
             event.ignore()
             return
         self.save_state()
