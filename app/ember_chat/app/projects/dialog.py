@@ -37,6 +37,10 @@ from ember_chat.engine.projects.records import Project, ProjectStore
 MAX_CONTEXT = 1_048_576  # tokens a context length field offers
 
 
+MIN_WIDTH, MIN_HEIGHT = 600, 460  # the dialog's least size (a 1024x640 window leaves room around it)
+SOURCE_ROWS = 4  # rows the Knowledge tab's list shows at the least
+
+
 class ProjectSettingsDialog(QDialog):
     saved = Signal(int)  # folder id: its settings were written (the chat list shows its name and icon)
 
@@ -84,7 +88,18 @@ class ProjectSettingsDialog(QDialog):
         layout.addWidget(self.tabs, 1)
         layout.addWidget(self.problem)
         layout.addWidget(buttons)
+        self._keep_readable()
         self.resize(680, 520)
+
+    def _keep_readable(self) -> None:
+        """Not smaller than its tabs can be read at (a small screen's 1024x640 window holds it with room):
+        the Knowledge tab's list shows at least SOURCE_ROWS rows under its header, its State column beside
+        the names (shrunk further, it showed a row and a half and cut the state mid-word)."""
+        sources = self.knowledge.sources
+        row = max(sources.sizeHintForRow(0), sources.fontMetrics().height() + 8)
+        frame = 2 * sources.frameWidth() + sources.header().sizeHint().height()
+        sources.setMinimumHeight(frame + SOURCE_ROWS * row)
+        self.setMinimumSize(MIN_WIDTH, MIN_HEIGHT)
 
     def _general(self, project: Project) -> QWidget:
         page = QWidget()
