@@ -418,7 +418,8 @@ def test_a_source_that_is_not_there_or_not_a_folder_and_a_folder_gone_mid_walk(t
     assert isinstance(gone, ScanProblem) and gone.unlisted and "disconnected drive" in gone.reason
     (tmp_path / "note.txt").write_text("x")
     [under_a_file] = list(scan(tmp_path / "note.txt" / "inside"))
-    assert isinstance(under_a_file, ScanProblem) and "cannot be read (Not a directory)" in under_a_file.reason
+    assert isinstance(under_a_file, ScanProblem) and "cannot be read (not a directory)" in under_a_file.reason
+    assert under_a_file.cause == "not a directory" and gone.cause == "not there"
     [one] = list(scan(tmp_path / "note.txt"))
     assert isinstance(one, FoundFile) and one.path == tmp_path / "note.txt"
     (tmp_path / "photo.png").write_bytes(b"x")

@@ -18,12 +18,13 @@ import pytest
 from ember_chat.engine.attachments.kinds import Limits
 from ember_chat.engine.projects import scan as scanning
 from ember_chat.engine.projects.active import ActiveIndex
-from ember_chat.engine.projects.index import IndexCounts, KnowledgeIndex
-from ember_chat.engine.projects.indexer import Indexer, IndexProgress, IndexRun
-from ember_chat.engine.projects.watch import Changes, KnowledgeWatcher
+from ember_chat.engine.projects.index import IndexCounts, KnowledgeIndex, UnreadFolder
+from ember_chat.engine.projects.indexer import Indexer, IndexProgress, IndexRun, Retry
+from ember_chat.engine.projects.watch import Changes, KnowledgeWatcher, compare, snapshot
 from tests.helpers.attachment_files import reading_processes, write_docx, write_encrypted_pdf, write_pdf
 from tests.helpers.knowledge_sources import Root
 from tests.helpers.many_files import make_files, memory_mb, reset_peak_rss
+from tests.helpers.permissions import locked, permissions_enforced
 
 WAIT_S = 20.0
 GATE = "The east gate's code is PELICAN-42; the west gate has none."
@@ -415,3 +416,50 @@ def test_the_watcher_says_a_drive_went_and_came_back_and_no_file_deleted_or_adde
     finally:
         watcher.stop()
     assert seen == [Changes((), (), (), away=(str(docs),)), Changes((), (), (), back=(str(docs),))]
+
+
+def test_a_folder_that_cannot_be_listed_keeps_its_files_is_said_and_is_read_again_once_it_can(
+    tmp_path: Path, index: KnowledgeIndex
+) -> None:
+    notes = tmp_path / "notes"
+    (notes / "locked" / "inner").mkdir(parents=True)
+    (notes / "heron.md").write_text("# Herons\nThe heron count is 11.\n")
+    secret = notes / "locked" / "inner" / "secret.md"
+    secret.write_text("# Secret\nThe vault opens with the word MARIGOLD.\n")
+    sources = [Root(1, str(notes))]
+    first = Indexer(index, sources).run()
+    assert (first.read, first.problems, index.unread_folders()) == (2, [], [])
+    (notes / "new_note.md").write_text("# New\nA note added while locked: the egret count is 12.\n")
+    (notes / "private.txt").write_text("Nobody may read this one.")
+    with locked(notes / "locked"), locked(notes / "private.txt"), permissions_enforced():
+        run = Indexer(index, sources).run()
+    [problem] = run.problems
+    assert problem.path == notes / "locked" and problem.unlisted and problem.cause == "permission denied"
+    assert "cannot be listed (permission denied)" in problem.reason and not run.unreachable
+    assert (run.read, run.skipped, run.dropped) == (1, 1, 0)  # (the new note read, private.txt skipped)
+    assert index.skipped_files() == [(1, str(notes / "private.txt"), "private.txt cannot be read: permission denied.")]
+    [unread] = index.unread_folders()
+    assert unread == UnreadFolder(1, str(notes / "locked"), "permission denied", problem.reason, False, 1, 1)
+    assert index.file(secret) is not None and "MARIGOLD" in " ".join(_texts(index, "vault word"))  # (kept)
+
+    secret.write_text("# Secret\nThe vault now opens with the word TULIP.\n")  # (changed while it was locked)
+    back = Indexer(index, sources).run()
+    assert (back.read, back.dropped, back.problems, index.unread_folders()) == (1, 0, [], [])  # (secret.md)
+    assert "TULIP" in " ".join(_texts(index, "vault word")) and "MARIGOLD" not in " ".join(_texts(index, "vault"))
+    private = str(notes / "private.txt")  # (unchanged: skipped until it changes or the user asks: Try again)
+    again = Indexer(index, sources, retry=Retry(paths=frozenset({private}))).run()
+    assert again.read == 1 and index.file(private) is not None and index.file(private).state == "indexed"
+
+
+def test_the_watcher_reports_a_folder_that_can_no_longer_be_listed_and_when_it_can_again(tmp_path: Path) -> None:
+    notes = tmp_path / "notes"
+    (notes / "locked").mkdir(parents=True)
+    (notes / "locked" / "secret.md").write_text("kept")
+    sources = [Root(1, str(notes))]
+    before, away_before = snapshot(sources)
+    with locked(notes / "locked"), permissions_enforced():
+        during, away = snapshot(sources, last=before)
+    changes = compare(before, during, away_before, away)
+    assert changes == Changes((), (), (), away=(str(notes / "locked"),)) and during == before
+    after, away_after = snapshot(sources, last=during)
+    assert compare(during, after, away, away_after) == Changes((), (), (), back=(str(notes / "locked"),))

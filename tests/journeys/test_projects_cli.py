@@ -13,11 +13,14 @@ from typing import Any
 
 import pytest
 
+from ember_chat.engine.projects.index import KnowledgeIndex, knowledge_path
+from ember_chat.engine.projects.indexer import Indexer
 from ember_chat.engine.projects.records import ProjectStore
 from ember_chat.engine.storage.conversations import ConversationStore
 from ember_chat.engine.storage.paths import AppPaths
 from tests.helpers.cli import cli
 from tests.helpers.gguf_factory import write_word_bert
+from tests.helpers.permissions import locked, permissions_enforced
 
 FACT = "The lighthouse keeper's parrot is named Captain Marmalade."
 
@@ -205,3 +208,35 @@ def test_a_projects_embedding_model_indexes_and_answers_and_a_missing_one_is_sai
     assert line["knowledge"]["ranked_by"] == ["bm25"] and "lamp.txt" not in str(line["sources"])
     (problem,) = line["knowledge"]["problems"]
     assert f"embedding model {words} is not there" in problem and problem in stderr
+
+
+def test_list_says_a_folder_the_last_run_could_not_list_with_its_files_kept(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    notes = _folder(tmp_path / "notes", {"heron.md": "# Herons\n\nThe heron count is 11.\n"})
+    _folder(notes / "locked", {"secret.md": "# Secret\n\nThe vault opens with MARIGOLD.\n"})
+    assert cli("projects", "new", "Birds", "--folder", str(notes), data_dir=data).returncode == 0
+    (row,) = _listed(data)
+    assert row["unread"] == [] and row["files"]["indexed"] == 2
+    conversations = ConversationStore(data / "chats.sqlite3")
+    try:
+        project = ProjectStore(conversations).project(row["id"])
+    finally:
+        conversations.close()
+    index = KnowledgeIndex(knowledge_path(AppPaths(data, tmp_path / "config"), row["id"]))
+    try:  # (the index run as the window's watcher runs it, meeting the folder locked)
+        with locked(notes / "locked"), permissions_enforced():
+            Indexer(index, project.sources).run()
+    finally:
+        index.close()
+    (row,) = _listed(data)
+    (unread,) = row["unread"]
+    assert unread["path"] == str(notes / "locked") and unread["cause"] == "permission denied"
+    assert (unread["files_kept"], unread["passages_kept"], unread["missing"]) == (1, 1, False)
+    assert "cannot be listed (permission denied)" in unread["reason"] and row["files"]["indexed"] == 2
+    plain = cli("projects", "list", data_dir=data)
+    assert f"  could not read {notes / 'locked'} (permission denied): 1 file kept" in plain.stdout
+
+    again = cli("projects", "index", "Birds", data_dir=data)  # (listed again: walked, the report gone)
+    assert again.returncode == 0 and "permission denied" not in again.stderr
+    (row,) = _listed(data)
+    assert row["unread"] == [] and row["files"]["indexed"] == 2

@@ -9,8 +9,9 @@ unexpectedly: indexer.Retry); `retry` reads the skipped files the user chose aga
 A watcher (engine/projects/watch.py: stat-only polls) per project with knowledge to watch runs the
 indexer again when files are added, changed or deleted, or when a source's own path goes or comes back
 (a drive unplugged): the run says which sources are not there (`unreachable`; their passages are kept).
-What the index holds (per source: files, pages, passages, the skipped files with their reasons) is read
-off the GUI thread too (`read_state`; while a run goes, its counts only).
+What the index holds (per source: files, pages, passages, the skipped files with their reasons, the
+folders its last walk could not list, their files kept) is read off the GUI thread too (`read_state`;
+while a run goes, its counts and those folders only).
 Nothing here opens, changes or removes a user's file other than reading it through the indexer.
 
 Built from the AppContext and the ProjectStore; the settings dialog and the chat list listen to its
@@ -30,7 +31,7 @@ from PySide6.QtCore import QObject, QTimer, Signal
 from ember_chat.app.context import AppContext
 from ember_chat.app.engine_link.gui_mailbox import GuiMailbox
 from ember_chat.engine.errors import EmberError
-from ember_chat.engine.projects.index import KnowledgeIndex
+from ember_chat.engine.projects.index import KnowledgeIndex, UnreadFolder
 from ember_chat.engine.projects.indexer import Indexer, IndexProgress, IndexRun, Retry
 from ember_chat.engine.projects.rankers import load_embedder
 from ember_chat.engine.projects.records import KnowledgeSource, ProjectStore
@@ -56,12 +57,14 @@ class SourceState:
 
 @dataclass
 class KnowledgeState:
-    """A project's index as last read: per source id, its counts and (a full read) its skipped files.
-    `skipped` is None for a read of the counts only (`read_state(counts_only=True)`: what a run's rows
-    follow; the skipped files of a large index are many rows, read when the run is over)."""
+    """A project's index as last read: per source id, its counts, the folders its last walk could not
+    list (`unread`: their files kept) and (a full read) its skipped files. `skipped` is None for a read of
+    the counts only (`read_state(counts_only=True)`: what a run's rows follow; the skipped files of a large
+    index are many rows, read when the run is over)."""
 
     sources: dict[int, SourceState] = field(default_factory=dict)
     skipped: dict[int, list[tuple[str, str]]] | None = field(default_factory=dict)  # by source: (path, reason)
+    unread: dict[int, list[UnreadFolder]] = field(default_factory=dict)  # by source
 
 
 class ProjectIndexing(QObject):
@@ -241,6 +244,8 @@ class ProjectIndexing(QObject):
             try:
                 for sid, c in knowledge.counts_by_source().items():
                     state.sources[sid] = SourceState(c.files, c.indexed, c.pending, c.skipped, c.pages, c.passages)
+                for folder in knowledge.unread_folders():
+                    state.unread.setdefault(folder.source_id, []).append(folder)
                 if state.skipped is not None:
                     for sid, file, reason in knowledge.skipped_files():
                         state.skipped.setdefault(sid, []).append((file, reason))

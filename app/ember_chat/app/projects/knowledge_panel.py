@@ -34,6 +34,7 @@ from ember_chat.app.projects.indexing import KnowledgeState, ProjectIndexing, So
 from ember_chat.app.projects.model_choice import ModelChoice, ModelUses
 from ember_chat.app.projects.skipped_files import skipped_files_dialog
 from ember_chat.engine.errors import EmberError
+from ember_chat.engine.projects.index import UnreadFolder
 from ember_chat.engine.projects.indexer import IndexProgress, IndexRun
 from ember_chat.engine.projects.records import KnowledgeSource, Project, ProjectStore
 from ember_chat.engine.projects.scan import ScanProblem
@@ -190,7 +191,7 @@ class KnowledgePanel(QWidget):
             self._shown = asked
             self.state = state
         else:
-            self.state = KnowledgeState(self.state.sources, state.skipped)
+            self.state = KnowledgeState(self.state.sources, state.skipped, self.state.unread)
         self._fill()
 
     def _read_counts(self) -> None:
@@ -206,7 +207,7 @@ class KnowledgePanel(QWidget):
             self.counting = False
             if asked > self._shown:  # (else a read asked after it came back first: its counts are newer)
                 self._shown = asked
-                self.state = KnowledgeState(state.sources, self.state.skipped)
+                self.state = KnowledgeState(state.sources, self.state.skipped, state.unread)
                 self._fill()
 
         self.indexing.read_state(self.folder_id, read, self, counts_only=True, failed=self._counts_failed)
@@ -236,8 +237,10 @@ class KnowledgePanel(QWidget):
         for item, source in zip(items, listed, strict=True):
             item.setText(1, self.state_text(source))
             problem = away.get(source.id)
-            item.setToolTip(1, item.text(1) if problem is None else problem.reason)
-            warn = source.from_import or problem is not None
+            unread = self.unread_folders(source)
+            tip = problem.reason if problem is not None else " ".join([item.text(1), *(f.reason for f in unread)])
+            item.setToolTip(1, tip)
+            warn = source.from_import or problem is not None or bool(unread)
             item.setData(1, Qt.ItemDataRole.ForegroundRole, self.palette().link() if warn else None)
         self._update_buttons()
 
@@ -246,8 +249,9 @@ class KnowledgePanel(QWidget):
             return self.tr("From an imported chat — check this path before indexing it")
         s = self.state.sources.get(source.id, SourceState())
         if source.paused or self.folder_id in self.indexing.paused:  # (the source, or the project's indexing)
-            said = self.tr("Paused")
-            return said if not s.files else said + " · " + self._counts(s)
+            said = self.tr("Paused") if not s.files else self.tr("Paused") + " · " + self._counts(s)
+            unread = self.unread_folders(source)  # (as its last walk found them)
+            return said if not unread else said + " · " + self._unread_text(source, unread)
         problem = self.unreachable().get(source.id)
         if problem is not None:  # (the last run could not walk it: its passages are kept, as the engine says)
             said = self.tr("Not there") if problem.missing else self.tr("Cannot be read")
@@ -256,10 +260,37 @@ class KnowledgePanel(QWidget):
             return self.tr("{said} — {counts} kept until it is back or removed").format(
                 said=said, counts=self._counts(s)
             )
-        if not s.files:
+        unread = self.unread_folders(source)
+        if not s.files and not unread:
             running = self.indexing.running(self.folder_id)
             return self.tr("Indexing…") if running else self.tr("Not indexed yet")
-        return self._counts(s)
+        said = self._counts(s) if s.files else ""
+        if unread:
+            said = (said + " · " if said else "") + self._unread_text(source, unread)
+        return said
+
+    def unread_folders(self, source: KnowledgeSource) -> list[UnreadFolder]:
+        """The folders of this source its last walk could not list (permission denied, an I/O error),
+        their files kept (its own path not there or unreadable is said as `unreachable`)."""
+        own = os.path.abspath(source.path)
+        return [f for f in self.state.unread.get(source.id, []) if f.path != own]
+
+    def _unread_text(self, source: KnowledgeSource, unread: Sequence[UnreadFolder]) -> str:
+        """ "1 folder could not be read: locked (permission denied), 2 files kept" """
+        named = ", ".join(
+            self.tr("{folder} ({cause})").format(folder=_inside(f.path, source.path), cause=f.cause) for f in unread[:3]
+        )
+        if len(unread) > 3:
+            named += self.tr(" and {n} more").format(n=f"{len(unread) - 3:,}")
+        files = sum(f.files for f in unread)
+        if len(unread) == 1:
+            said = self.tr("1 folder could not be read: {named}").format(named=named)
+        else:
+            said = self.tr("{n} folders could not be read: {named}").format(n=f"{len(unread):,}", named=named)
+        if not files:
+            return said
+        kept = self.tr("1 file kept") if files == 1 else self.tr("{n} files kept").format(n=f"{files:,}")
+        return said + ", " + kept  # (the whole sentence, that they are kept until it can be read: the tooltip)
 
     def _counts(self, s: SourceState) -> str:
         one = (self.tr("1 file"), self.tr("1 page"), self.tr("1 passage"))  # ("1 files" read wrong)
@@ -483,10 +514,30 @@ class KnowledgePanel(QWidget):
     # ----- the skipped files
     def skipped_files(self) -> list[tuple[str, str]]:
         """(path, reason) of the skipped files of the sources listed (the state read may still hold those
-        of a source just removed: not shown, nor offered to Try again)."""
-        listed = {s.id for s in self.listed()}
+        of a source just removed: not shown, nor offered to Try again), and of the folders their last walk
+        could not list (Try again walks them again)."""
+        listed = self.listed()
+        ids = {s.id for s in listed}
         skipped = self.state.skipped or {}
-        return sorted(item for sid, items in skipped.items() if sid in listed for item in items)
+        rows = [item for sid, items in skipped.items() if sid in ids for item in items]
+        for source in listed:
+            for folder in self.unread_folders(source):
+                rows.append((folder.path + os.sep, self._unread_reason(folder)))
+        return sorted(rows)
+
+    def _unread_reason(self, folder: UnreadFolder) -> str:
+        """A folder's row in Show skipped files… (its cause first: the column is elided in the middle)."""
+        if folder.files == 1:
+            return self.tr(
+                "Folder cannot be read ({cause}); the 1 file indexed in it is kept, not read again, until it can be "
+                "read or is removed."
+            ).format(cause=folder.cause)
+        if folder.files:
+            return self.tr(
+                "Folder cannot be read ({cause}); the {n} files indexed in it are kept, not read again, until it "
+                "can be read or is removed."
+            ).format(cause=folder.cause, n=f"{folder.files:,}")
+        return self.tr("Folder cannot be read ({cause}).").format(cause=folder.cause)
 
     def open_skipped(self) -> None:
         dialog = skipped_files_dialog(self.skipped_files(), self, self.retry_skipped)  # (a model: opens at once)
@@ -498,3 +549,11 @@ class KnowledgePanel(QWidget):
         """Try again: these skipped files read again now (or after the run under way), with progress."""
         self.indexing.retry(self.folder_id, paths)
         self._show_run()
+
+
+def _inside(path: str, root: str) -> str:
+    """`path` as said in its source's row: relative to the source's folder (`locked/inner`)."""
+    try:
+        return os.path.relpath(path, os.path.abspath(root))
+    except ValueError:  # (another drive, on Windows)
+        return path

@@ -199,6 +199,9 @@ def _list(args: argparse.Namespace, projects: ProjectStore, paths: AppPaths) -> 
             print(f"  {s['kind']:<6} {terminal_text(s['path'])}{paused}")
         for f in r["skipped"]:
             print(f"  skipped {terminal_text(f['path'])}: {terminal_text(f['reason'] or '')}")
+        for u in r["unread"]:
+            kept = "1 file" if u["files_kept"] == 1 else f"{u['files_kept']} files"
+            print(f"  could not read {terminal_text(u['path'])} ({terminal_text(u['cause'])}): {kept} kept")
     return 0
 
 
@@ -208,10 +211,11 @@ def _summary(project: Project, paths: AppPaths) -> dict[str, Any]:
 
     where = knowledge_path(paths, project.folder_id)
     files: list[Any] = []
+    unread: list[Any] = []
     if where.exists():
         index = KnowledgeIndex(where)
         try:
-            counts, files = index.counts(), index.files()
+            counts, files, unread = index.counts(), index.files(), index.unread_folders()
         finally:
             index.close()
         state = "pending" if counts.pending else "indexed" if counts.files else "empty"
@@ -235,5 +239,16 @@ def _summary(project: Project, paths: AppPaths) -> dict[str, Any]:
             {"path": s.path, "kind": s.kind, "paused": s.paused, "from_import": s.from_import} for s in project.sources
         ],
         "skipped": [{"path": f.path, "reason": f.reason} for f in files if f.state == "skipped"],
+        "unread": [  # what the last index run could not list (its files kept, not read again, until it can be)
+            {
+                "path": u.path,
+                "cause": u.cause,
+                "reason": u.reason,
+                "missing": u.missing,
+                "files_kept": u.files,
+                "passages_kept": u.passages,
+            }
+            for u in unread
+        ],
         "index": str(where),
     }

@@ -15,10 +15,11 @@ terms gone) and the WAL checkpointed and truncated."""
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -70,6 +71,13 @@ CREATE TABLE IF NOT EXISTS vectors (
     vec BLOB NOT NULL
 );
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS unread_folders (
+    path TEXT PRIMARY KEY,
+    source_id INTEGER NOT NULL,
+    cause TEXT NOT NULL,
+    reason TEXT NOT NULL,
+    missing INTEGER NOT NULL DEFAULT 0
+);
 """
 # The layout of passages and their FTS5 table; an index of another format is emptied of its passages
 # when opened and its files left pending (the indexer reads them again). 1: text only, unicode61;
@@ -112,6 +120,9 @@ UPDATE files SET state = 'pending', passages = 0 WHERE state = 'indexed';
 """
 
 
+_TABLES = {"files", "passages", "passages_fts", "vectors", "meta", "passages_ai", "passages_ad", "unread_folders"}
+
+
 def knowledge_path(paths: AppPaths, folder_id: int) -> Path:
     """Where the knowledge index of the project made of chat-list folder `folder_id` is kept."""
     return paths.data_dir / "projects" / f"{int(folder_id)}" / "knowledge.sqlite3"
@@ -150,6 +161,20 @@ class IndexCounts:
     pending: int
     pages: int
     passages: int
+
+
+@dataclass(frozen=True)
+class UnreadFolder:
+    """A source's path, or a folder in it, that its last walk could not list (a drive unplugged, permission
+    denied, an I/O error): the files the index had under it are kept, not read again, until it can be."""
+
+    source_id: int
+    path: str
+    cause: str  # the system's few words: "permission denied", "not there"
+    reason: str  # the whole sentence, naming the path
+    missing: bool  # not there at all
+    files: int  # the index's files under it, kept
+    passages: int  # ... and their passages
 
 
 @dataclass(frozen=True)
@@ -227,7 +252,7 @@ class KnowledgeIndex:
         makes it, in a write transaction)."""
         db = self._db
         names = {str(r[0]) for r in db.execute("SELECT name FROM sqlite_master")}
-        if not {"files", "passages", "passages_fts", "vectors", "meta", "passages_ai", "passages_ad"} <= names:
+        if not names >= _TABLES:
             return None
         if "reader_failed" not in _columns(db, "files"):
             return None
@@ -339,6 +364,7 @@ class KnowledgeIndex:
         then `purge`d."""
         with self._tx() as db:
             db.execute("DELETE FROM files WHERE source_id = ?", (source_id,))
+            db.execute("DELETE FROM unread_folders WHERE source_id = ?", (source_id,))
         self.purge()
 
     def purge(self) -> None:
@@ -507,6 +533,30 @@ class KnowledgeIndex:
                 "SELECT source_id, path, COALESCE(reason, '') FROM files WHERE state = 'skipped' ORDER BY path"
             ).fetchall()
         return [(int(sid), str(path), str(reason)) for sid, path, reason in rows]
+
+    def set_unread(self, source_ids: Collection[int], folders: Sequence[tuple[int, str, str, str, bool]]) -> None:
+        """What the walk of these sources could not list: (source id, path, cause, reason, missing) each,
+        in place of what their last walk found (a folder readable again is no longer said)."""
+        ids = [(int(sid),) for sid in source_ids]
+        with self._tx(changes=False) as db:
+            db.executemany("DELETE FROM unread_folders WHERE source_id = ?", ids)
+            db.executemany(
+                "INSERT OR REPLACE INTO unread_folders (source_id, path, cause, reason, missing) "
+                "VALUES (?, ?, ?, ?, ?)",
+                [(int(sid), str(path), cause, reason, int(missing)) for sid, path, cause, reason, missing in folders],
+            )
+
+    def unread_folders(self) -> list[UnreadFolder]:
+        """What the last walk of each source could not list, by path, with the index's files kept under it."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT u.source_id, u.path, u.cause, u.reason, u.missing, COUNT(f.id), COALESCE(SUM(f.passages), 0) "
+                "FROM unread_folders u LEFT JOIN files f "
+                "ON (f.path = u.path OR substr(f.path, 1, length(u.path) + 1) = u.path || ?) "
+                "GROUP BY u.path ORDER BY u.path",
+                (os.sep,),
+            ).fetchall()
+        return [UnreadFolder(int(s), str(p), str(c), str(r), bool(m), int(f), int(n)) for s, p, c, r, m, f, n in rows]
 
     # ----- vectors
     def embedding_model(self) -> str | None:

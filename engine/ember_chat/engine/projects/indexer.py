@@ -22,7 +22,10 @@ since the folder was listed, one over the size limit — is kept as skipped with
 the rest goes on. One skipped for a cause not its own (errors.ReaderFailed) is marked so, and read again
 when a run is asked to (`Retry`: the window's first run after Ember starts, and the CLI's); any skipped
 file is read again when the user asks (Try again). A source that is not there (a disconnected drive)
-or a folder that cannot be listed keeps what the index has of it and is reported (`IndexRun.problems`)."""
+or a folder that cannot be listed (permission denied, an I/O error) keeps what the index has of it (its
+files neither read again nor dropped) and is reported (`IndexRun.problems`), and kept in the index with
+its cause (`KnowledgeIndex.unread_folders`: the window's Knowledge tab and `projects list` say it) until
+a walk lists it again."""
 
 from __future__ import annotations
 
@@ -113,6 +116,7 @@ class IndexRun:
     embedded: int = 0
     problems: list[ScanProblem] = field(default_factory=list)
     unreachable: dict[int, ScanProblem] = field(default_factory=dict)  # by source id: its own path not walked
+    unread: list[tuple[int, ScanProblem]] = field(default_factory=list)  # (source id, path not listed): files kept
     embedding_problem: str | None = None  # the embedding model failed: the passages serve BM25 meanwhile
     stopped: bool = False
     walked: bool = False
@@ -168,6 +172,8 @@ class Indexer:
             result.stopped = True
             return self._done(result, started)
         result.walked = True
+        said = [(sid, str(p.path), p.cause, p.reason, p.missing) for sid, p in result.unread]
+        self.index.set_unread({s.id for s in self.sources}, said)
         indexed_files = {f.path: f for f in self.index.files()}
         ours = {s.id for s in self.sources}
         gone = [p for p, f in indexed_files.items() if f.source_id in ours and p not in found and not under(p, kept)]
@@ -268,6 +274,7 @@ class Indexer:
                     result.problems.append(item)
                     if item.unlisted:
                         kept.append(str(item.path))
+                        result.unread.append((source.id, item))
                         if item.path == Path(os.path.abspath(source.path)):
                             result.unreachable[source.id] = item
                     continue

@@ -45,6 +45,7 @@ class ScanProblem:
     unlisted: bool = True  # the path's files are unknown now (keep what the index has of them)
     capped: bool = False  # the project's file cap was reached here (said once per project: indexer.py)
     missing: bool = False  # the path is not there at all (a drive unplugged, moved or deleted)
+    cause: str = ""  # of an unlisted path: the system's few words ("permission denied", "input/output error")
 
 
 def indexable(name: str) -> bool:
@@ -76,10 +77,11 @@ def scan(
     except FileNotFoundError:
         yield ScanProblem(root, f"{root} is not there (a disconnected drive, or moved or deleted?); "
                           "what was indexed from it is kept until it is back or removed from the project.",
-                          missing=True)  # fmt: skip
+                          missing=True, cause="not there")  # fmt: skip
         return
     except OSError as exc:
-        yield ScanProblem(root, f"{root} cannot be read ({exc.strerror or exc}); what was indexed from it is kept.")
+        cause = _cause(exc)
+        yield ScanProblem(root, f"{root} cannot be read ({cause}); what was indexed from it is kept.", cause=cause)
         return
     if not stat.S_ISDIR(info.st_mode):
         if not indexable(root.name):
@@ -107,12 +109,12 @@ def _walk(
                 entries = sorted(listing, key=lambda e: e.name)
         except FileNotFoundError:  # (the source's own folder too, gone since its stat: a drive just unplugged)
             yield ScanProblem(folder, f"{folder} is no longer there (moved or deleted while it was read).",
-                              missing=folder == root)  # fmt: skip
+                              missing=folder == root, cause="not there")  # fmt: skip
             continue
-        except OSError as exc:
-            yield ScanProblem(
-                folder, f"{folder} cannot be listed ({exc.strerror or exc}); its files are left as they were."
-            )
+        except OSError as exc:  # (permission denied, an I/O error: what the index has of it is kept)
+            cause = _cause(exc)
+            said = f"{folder} cannot be listed ({cause}); the files indexed in it are kept until it can be read again."
+            yield ScanProblem(folder, said, cause=cause)
             continue
         subfolders: list[Path] = []
         for entry in entries:
@@ -135,7 +137,8 @@ def _walk(
                 try:
                     target = entry.stat()
                 except OSError as exc:
-                    yield ScanProblem(path, f"{path} cannot be opened ({exc.strerror or exc}).")
+                    cause = _cause(exc)
+                    yield ScanProblem(path, f"{path} cannot be opened ({cause}).", cause=cause)
                     continue
                 key = (target.st_dev, target.st_ino)
                 if key in seen:
@@ -167,6 +170,12 @@ def _walk(
             count += 1
             yield _found(path, found_info, limits)
         folders.extend(reversed(subfolders))
+
+
+def _cause(exc: OSError) -> str:
+    """The system's words for why a path could not be read, as said inside a sentence ("permission denied")."""
+    said = exc.strerror or str(exc) or type(exc).__name__
+    return said[:1].lower() + said[1:]
 
 
 def inside_folder(path: Path | str, folder: Path | str) -> bool:

@@ -6,18 +6,17 @@ system and on network and removable drives, and costs a `stat` per file.
 
 A source that is not there for a while (a drive unplugged) or a folder that cannot be listed keeps its
 last known files: its files are not reported deleted, nor added again when it comes back as it was; a
-source's own path going (`away`) and coming back (`back`) is reported, so the indexer is run again and
-says which sources are not there (the Knowledge tab shows it). One thread, started by `start()` and
+source's own path, or a folder in it, that can no longer be listed (`away`: not there, permission
+denied) and that can be again (`back`) is reported, so the indexer is run again and says which cannot
+be read (the Knowledge tab shows it), then walks it again. One thread, started by `start()` and
 joined by `stop()`; an error in a poll or in `on_change` is logged and the watching goes on."""
 
 from __future__ import annotations
 
 import logging
-import os
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 from ember_chat.engine.attachments.kinds import DEFAULT_LIMITS, Limits
 from ember_chat.engine.projects.indexer import KnowledgeRoot
@@ -35,8 +34,8 @@ class Changes:
     added: tuple[str, ...]
     changed: tuple[str, ...]
     removed: tuple[str, ...]
-    away: tuple[str, ...] = ()  # sources' paths that could not be walked since the last poll (their files kept)
-    back: tuple[str, ...] = ()  # sources' paths walked again
+    away: tuple[str, ...] = ()  # sources' paths or folders that could not be listed since the last poll (files kept)
+    back: tuple[str, ...] = ()  # ... listed again
 
     def __bool__(self) -> bool:
         return bool(self.added or self.changed or self.removed or self.away or self.back)
@@ -45,9 +44,9 @@ class Changes:
 def snapshot(
     sources: Sequence[KnowledgeRoot], limits: Limits = DEFAULT_LIMITS, last: Snapshot | None = None
 ) -> tuple[Snapshot, frozenset[str]]:
-    """Each file of the sources with its size and mtime_ns, and the sources' own paths that could not be
-    walked (not there, or that cannot be read); what a source or folder that cannot be walked now held in
-    `last` is carried over."""
+    """Each file of the sources with its size and mtime_ns, and the paths that could not be listed (a
+    source's own, not there; a folder in it, permission denied); what a source or folder that cannot be
+    walked now held in `last` is carried over."""
     now: Snapshot = {}
     unlisted: list[str] = []
     away: set[str] = set()
@@ -57,8 +56,7 @@ def snapshot(
                 now.setdefault(str(item.path), (item.size, item.mtime_ns))
             elif item.unlisted:
                 unlisted.append(str(item.path))
-                if item.path == Path(os.path.abspath(source.path)):
-                    away.add(str(item.path))
+                away.add(str(item.path))
     if last and unlisted:
         for path, stamp in last.items():
             if path not in now and under(path, unlisted):
@@ -96,7 +94,7 @@ class KnowledgeWatcher:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._last: Snapshot = {}
-        self._away: frozenset[str] = frozenset()  # the sources' paths not walked at the last poll
+        self._away: frozenset[str] = frozenset()  # the paths not listed at the last poll
         self.ready = threading.Event()  # set once the first walk is taken: changes after it are reported
 
     def start(self) -> None:
