@@ -31,28 +31,14 @@ from ember_chat.engine.storage.paths import AppPaths
 from tests.helpers.fake_backend import FakeBackend
 from tests.helpers.gguf_factory import write_word_bert
 from tests.helpers.opened_paths import opened
+from tests.helpers.projects_window import INSTRUCTIONS
+from tests.helpers.projects_window import project_chat as _project_chat
 from tests.helpers.window import send
 
 pytestmark = pytest.mark.usefixtures("nothing_blocks")
 WAIT_MS = 30_000
-INSTRUCTIONS = "Answer as a geographer would.\nKeep it short."
 QUESTION = "Which river is the longest of Iberia?"
 ANSWER = ["The ", "Tagus ", "is ", "the ", "longest ", "[1]", ", ", "not ", "in ", "[7]", "."]
-
-
-def _project_chat(qtbot: QtBot, w: MainWindow, docs: Path) -> int:
-    """A project over `docs`, indexed, and a new chat in it (selected): the project's folder id."""
-    store = ProjectStore(w.store)
-    project = store.create("Rivers", icon="🌊", instructions=INSTRUCTIONS)
-    store.add_source(project.folder_id, str(docs))
-    w.chats.reload_conversations()
-    indexing = w.projects.indexing
-    with qtbot.waitSignal(indexing.finished, timeout=WAIT_MS):
-        indexing.run(project.folder_id)
-    qtbot.waitUntil(lambda: not indexing.running(project.folder_id), timeout=WAIT_MS)
-    w.conversations.list.setCurrentIndex(w.conversations.folder_index(project.folder_id))
-    w.chats.new_chat()
-    return project.folder_id
 
 
 def _click_link(qtbot: QtBot, w: MainWindow, href: str) -> None:

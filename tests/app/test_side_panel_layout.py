@@ -152,16 +152,23 @@ def test_current_answer_starts_over_in_another_chat(qtbot: QtBot, window: MainWi
     _send(qtbot, window, "in chat A")
     first = window.controller.conversation_id
     assert panel.output.text() == "30" and panel.why.isVisible()
+    said_in_a = [w.text() for w in (panel.ttft, panel.decode, panel.prefill, panel.output, panel.why, panel.context)]
     window.chats.new_chat()
     qtbot.waitUntil(lambda: window.controller.conversation_id is None)
     assert panel.output.text() == "—" and panel.ttft.text() == "—" and not panel.why.isVisible()
     assert "30" not in panel.context.text() and panel.chart.speed.count() == 0
     _send(qtbot, window, "in chat B")
     assert panel.output.text() == "30"
+    session = (panel.session_ttft.text(), panel.session_itl.text())
     window.chats.open_conversation(first)
     qtbot.waitUntil(lambda: window.controller.conversation_id == first)
-    assert panel.output.text() == "—" and panel.decode.text() == "—"
-    assert panel.session_ttft.text() != "—"  # the session's figures are the session's, kept
+    # chat A's last answer, as it was right after it (its saved metrics), not chat B's
+    assert [w.text() for w in (panel.ttft, panel.decode, panel.prefill, panel.output, panel.why, panel.context)] == (
+        said_in_a
+    )
+    assert panel.why.isVisible()
+    assert (panel.session_ttft.text(), panel.session_itl.text()) == session  # (the session's: an answer shown again
+    assert session[0] != "—"  # is not one more)
 
 
 def test_a_long_time_to_first_token_leaves_the_decode_readable(qtbot: QtBot, window: MainWindow) -> None:

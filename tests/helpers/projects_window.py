@@ -3,12 +3,32 @@ and a wait for the indexing run under way (and the state the dialog reads after 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from pytestqt.qtbot import QtBot
 
 from ember_chat.app.projects.dialog import ProjectSettingsDialog
 from ember_chat.app.shell.main_window import MainWindow
+from ember_chat.engine.projects.records import ProjectStore
 
 WAIT_MS = 30_000
+INSTRUCTIONS = "Answer as a geographer would.\nKeep it short."
+
+
+def project_chat(qtbot: QtBot, w: MainWindow, docs: Path) -> int:
+    """A project "🌊 Rivers" (INSTRUCTIONS) over `docs`, indexed, and a new chat in it (selected): the
+    project's folder id."""
+    store = ProjectStore(w.store)
+    project = store.create("Rivers", icon="🌊", instructions=INSTRUCTIONS)
+    store.add_source(project.folder_id, str(docs))
+    w.chats.reload_conversations()
+    indexing = w.projects.indexing
+    with qtbot.waitSignal(indexing.finished, timeout=WAIT_MS):
+        indexing.run(project.folder_id)
+    qtbot.waitUntil(lambda: not indexing.running(project.folder_id), timeout=WAIT_MS)
+    w.conversations.list.setCurrentIndex(w.conversations.folder_index(project.folder_id))
+    w.chats.new_chat()
+    return project.folder_id
 
 
 def settings_dialog(w: MainWindow) -> ProjectSettingsDialog:

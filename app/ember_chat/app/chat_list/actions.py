@@ -38,6 +38,7 @@ _ID, _UPDATED = attrgetter("id"), attrgetter("updated_at")  # (sort keys of the 
 class ChatActions(QObject):
     # what showing another chat (or a new one) does to the rest of the window, each said where it happens:
     switching = Signal()  # the chat on screen changes: the side panel's "Current answer" was the last one's
+    switched = Signal(int)  # then: this chat is the one on screen (the side panel shows its last answer)
     edit_ends = Signal()  # an edit of a message ends (the message box gets back what it held)
     leaving = Signal()  # what the banner said about the chat left behind goes (Ctrl+Z still undoes)
     new_chat_opening = Signal()  # a new chat: the side panel takes the new-chat defaults, before it shows
@@ -335,7 +336,8 @@ class ChatActions(QObject):
         stopping = self._stopping(cid)
 
         def act() -> None:
-            if cid != self.chat.conversation_id:
+            switched = cid != self.chat.conversation_id
+            if switched:
                 self.switching.emit()  # "Current answer" was the other chat's
             conv = self.ctx.store.conversation(cid)
             # a chat's settings came from anyone (an imported file, an older Ember): each one of the wrong
@@ -360,6 +362,8 @@ class ChatActions(QObject):
                 )
             if stopping:
                 self.ctx.notifier.show_notice(stopping, cause="answer")
+            if switched:
+                self.switched.emit(cid)
 
         self.chat.after_stop(act)
         self.chat.open_conversation(cid, jump_to)

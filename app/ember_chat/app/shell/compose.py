@@ -21,6 +21,7 @@ from ember_chat.app.context import AppContext, Notifier
 from ember_chat.app.conversation.attach import WindowAttachments
 from ember_chat.app.conversation.compose import ComposerActions
 from ember_chat.app.conversation.controller import ChatController
+from ember_chat.app.conversation.last_answer import last_answer
 from ember_chat.app.engine_link.bridge import EngineBridge
 from ember_chat.app.engine_link.tasks import TaskRunner
 from ember_chat.app.importing.dialog import ImportChats
@@ -366,6 +367,7 @@ class Composition(QObject):
         win.composer.cancel_edit.connect(win.compose.end_edit)
         ch = win.chats  # what showing another chat (or a new one, or none) does to the rest of the window
         ch.switching.connect(win.side.metrics.reset)  # "Current answer" was the other chat's
+        ch.switched.connect(self._show_last_answer)  # then the opened chat's last answer, as it was made
         ch.edit_ends.connect(win.compose.end_edit)
         ch.leaving.connect(win.banner.leave_chat)
         ch.new_chat_opening.connect(win.presets.apply_new_chat)
@@ -498,6 +500,20 @@ class Composition(QObject):
                 params=w.side.params.to_dict(),
                 system_prompt=w.side.params.system_prompt.toPlainText(),
             )
+
+    def _show_last_answer(self, cid: int) -> None:
+        """A chat opened: the side panel shows its last answer's figures and Why this answer (and the
+        project's), as right after the answer (conversation/last_answer.py)."""
+        w = self.frame
+        try:
+            folder_id = w.store.conversation(cid).folder_id
+        except KeyError:
+            return  # (gone meanwhile)
+        project = w.projects.project_of_folder(folder_id) if folder_id is not None else None
+        attachments = w.controller.attachments
+        shown = last_answer(w.store, attachments.knowledge if attachments else None, cid, project)
+        if shown is not None:
+            w.side.metrics.show_saved(shown.metrics, shown.project, shown.used)
 
     def _show_restored_chats(self) -> bool:
         """A backup was restored: no chat from before it stays on screen, the message being written loses

@@ -301,8 +301,25 @@ class MetricsPanel(QWidget):
             if self.ttft.text().endswith("…"):
                 self.ttft.setText("—")
             return
-        self.ttft.setText(_fmt(m.ttft_s, "s"))
         self.chart.finish(m, itl_ms)
+        self._show_figures(m)
+        if m.ttft_s is not None:
+            self._ttft_samples.append(m.ttft_s)
+        self._itl_samples.extend(itl_ms)
+        self.session_ttft.setText(self._pcts(self._ttft_samples, 1000.0, "ms"))
+        self.session_itl.setText(self._pcts(self._itl_samples, 1.0, "ms"))
+
+    def show_saved(self, m: GenerationMetrics | None, project: Project | None, used: KnowledgeUsed | None) -> None:
+        """A chat opened: its last answer as it was right after it was made (conversation/last_answer.py),
+        the figures its metrics kept and, in a project's chat, Why this answer — the project. The session's
+        figures stay this session's answers' (an answer shown again is not one more)."""
+        if m is not None:
+            self._show_figures(m)
+        self.show_project(project, used)
+
+    def _show_figures(self, m: GenerationMetrics) -> None:
+        """An answer's final figures, its why line and its context."""
+        self.ttft.setText(_fmt(m.ttft_s, "s"))
         self.decode.setText(_fmt(m.decode_tokens_per_s, "tok/s", 1))
         self.prefill.setText(_fmt(m.prefill_tokens_per_s, "tok/s", 1))
         self.output.setText(str(m.output_tokens))
@@ -311,11 +328,6 @@ class MetricsPanel(QWidget):
         self.why.setText(self.why_text(m))
         self.why.show()
         self._show_context(m.context_used, m.n_ctx, live=False)
-        if m.ttft_s is not None:
-            self._ttft_samples.append(m.ttft_s)
-        self._itl_samples.extend(itl_ms)
-        self.session_ttft.setText(self._pcts(self._ttft_samples, 1000.0, "ms"))
-        self.session_itl.setText(self._pcts(self._itl_samples, 1.0, "ms"))
 
     def why_text(self, m: GenerationMetrics) -> str:
         """Why this answer was as fast as it was, in one line: prompt evaluated vs reused, trimming,
