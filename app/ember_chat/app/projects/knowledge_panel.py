@@ -30,6 +30,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from ember_chat.app.projects import knowledge_rows
 from ember_chat.app.projects.indexing import KnowledgeState, ProjectIndexing, SourceState
 from ember_chat.app.projects.model_choice import ModelChoice, ModelUses
 from ember_chat.app.projects.skipped_files import skipped_files_dialog
@@ -245,64 +246,21 @@ class KnowledgePanel(QWidget):
         self._update_buttons()
 
     def state_text(self, source: KnowledgeSource) -> str:
-        if source.from_import:
-            return self.tr("From an imported chat — check this path before indexing it")
-        s = self.state.sources.get(source.id, SourceState())
-        if source.paused or self.folder_id in self.indexing.paused:  # (the source, or the project's indexing)
-            said = self.tr("Paused") if not s.files else self.tr("Paused") + " · " + self._counts(s)
-            unread = self.unread_folders(source)  # (as its last walk found them)
-            return said if not unread else said + " · " + self._unread_text(source, unread)
-        problem = self.unreachable().get(source.id)
-        if problem is not None:  # (the last run could not walk it: its passages are kept, as the engine says)
-            said = self.tr("Not there") if problem.missing else self.tr("Cannot be read")
-            if not s.files:
-                return said
-            return self.tr("{said} — {counts} kept until it is back or removed").format(
-                said=said, counts=self._counts(s)
-            )
-        unread = self.unread_folders(source)
-        if not s.files and not unread:
-            running = self.indexing.running(self.folder_id)
-            return self.tr("Indexing…") if running else self.tr("Not indexed yet")
-        said = self._counts(s) if s.files else ""
-        if unread:
-            said = (said + " · " if said else "") + self._unread_text(source, unread)
-        return said
+        """What the source's row says of it (knowledge_rows.py), from what the panel last read."""
+        return knowledge_rows.state_text(
+            source,
+            self.state.sources.get(source.id, SourceState()),
+            paused=source.paused or self.folder_id in self.indexing.paused,  # (the source, or the project's indexing)
+            problem=self.unreachable().get(source.id),
+            unread=self.unread_folders(source),
+            running=self.indexing.running(self.folder_id),
+        )
 
     def unread_folders(self, source: KnowledgeSource) -> list[UnreadFolder]:
         """The folders of this source its last walk could not list (permission denied, an I/O error),
         their files kept (its own path not there or unreadable is said as `unreachable`)."""
         own = os.path.abspath(source.path)
         return [f for f in self.state.unread.get(source.id, []) if f.path != own]
-
-    def _unread_text(self, source: KnowledgeSource, unread: Sequence[UnreadFolder]) -> str:
-        """ "1 folder could not be read: locked (permission denied), 2 files kept" """
-        named = ", ".join(
-            self.tr("{folder} ({cause})").format(folder=_inside(f.path, source.path), cause=f.cause) for f in unread[:3]
-        )
-        if len(unread) > 3:
-            named += self.tr(" and {n} more").format(n=f"{len(unread) - 3:,}")
-        files = sum(f.files for f in unread)
-        if len(unread) == 1:
-            said = self.tr("1 folder could not be read: {named}").format(named=named)
-        else:
-            said = self.tr("{n} folders could not be read: {named}").format(n=f"{len(unread):,}", named=named)
-        if not files:
-            return said
-        kept = self.tr("1 file kept") if files == 1 else self.tr("{n} files kept").format(n=f"{files:,}")
-        return said + ", " + kept  # (the whole sentence, that they are kept until it can be read: the tooltip)
-
-    def _counts(self, s: SourceState) -> str:
-        one = (self.tr("1 file"), self.tr("1 page"), self.tr("1 passage"))  # ("1 files" read wrong)
-        parts = [one[0] if s.indexed == 1 else self.tr("{n} files").format(n=f"{s.indexed:,}")]
-        if s.pages:
-            parts.append(one[1] if s.pages == 1 else self.tr("{n} pages").format(n=f"{s.pages:,}"))
-        parts.append(one[2] if s.passages == 1 else self.tr("{n} passages").format(n=f"{s.passages:,}"))
-        if s.pending:
-            parts.append(self.tr("{n} waiting").format(n=f"{s.pending:,}"))
-        if s.skipped:
-            parts.append(self.tr("{n} skipped").format(n=f"{s.skipped:,}"))
-        return ", ".join(parts)
 
     def unreachable(self) -> dict[int, ScanProblem]:
         """The sources the last run could not walk (not there, or that cannot be read), by id: the run
@@ -522,22 +480,8 @@ class KnowledgePanel(QWidget):
         rows = [item for sid, items in skipped.items() if sid in ids for item in items]
         for source in listed:
             for folder in self.unread_folders(source):
-                rows.append((folder.path + os.sep, self._unread_reason(folder)))
+                rows.append((folder.path + os.sep, knowledge_rows.unread_reason(folder)))
         return sorted(rows)
-
-    def _unread_reason(self, folder: UnreadFolder) -> str:
-        """A folder's row in Show skipped files… (its cause first: the column is elided in the middle)."""
-        if folder.files == 1:
-            return self.tr(
-                "Folder cannot be read ({cause}); the 1 file indexed in it is kept, not read again, until it can be "
-                "read or is removed."
-            ).format(cause=folder.cause)
-        if folder.files:
-            return self.tr(
-                "Folder cannot be read ({cause}); the {n} files indexed in it are kept, not read again, until it "
-                "can be read or is removed."
-            ).format(cause=folder.cause, n=f"{folder.files:,}")
-        return self.tr("Folder cannot be read ({cause}).").format(cause=folder.cause)
 
     def open_skipped(self) -> None:
         dialog = skipped_files_dialog(self.skipped_files(), self, self.retry_skipped)  # (a model: opens at once)
@@ -549,11 +493,3 @@ class KnowledgePanel(QWidget):
         """Try again: these skipped files read again now (or after the run under way), with progress."""
         self.indexing.retry(self.folder_id, paths)
         self._show_run()
-
-
-def _inside(path: str, root: str) -> str:
-    """`path` as said in its source's row: relative to the source's folder (`locked/inner`)."""
-    try:
-        return os.path.relpath(path, os.path.abspath(root))
-    except ValueError:  # (another drive, on Windows)
-        return path

@@ -1,0 +1,104 @@
+"""How a knowledge source reads in the Knowledge tab (knowledge_panel.py): its row's state (its files,
+pages, passages, waiting and skipped; paused; not there; the folders in it that could not be read), and
+an unreadable folder's row in Show skipped files…. Words only, from what the panel last read: nothing
+here reads the index or the disk. Translated in the panel's context ("KnowledgePanel")."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+
+from PySide6.QtCore import QCoreApplication
+
+from ember_chat.app.projects.indexing import SourceState
+from ember_chat.engine.projects.index import UnreadFolder
+from ember_chat.engine.projects.records import KnowledgeSource
+from ember_chat.engine.projects.scan import ScanProblem
+
+
+def _tr(text: str) -> str:
+    return QCoreApplication.translate("KnowledgePanel", text)
+
+
+def state_text(
+    source: KnowledgeSource,
+    s: SourceState,
+    *,
+    paused: bool,
+    problem: ScanProblem | None,
+    unread: Sequence[UnreadFolder],
+    running: bool,
+) -> str:
+    """The row's state: `s` its counts, `paused` (the source or the project's indexing), `problem` why its
+    last walk could not walk it (None: it could), `unread` the folders in it that could not be listed,
+    `running` whether a run of the project goes."""
+    if source.from_import:
+        return _tr("From an imported chat — check this path before indexing it")
+    if paused:
+        said = _tr("Paused") if not s.files else _tr("Paused") + " · " + counts_text(s)
+        return said if not unread else said + " · " + unread_text(source, unread)  # (as its last walk found them)
+    if problem is not None:  # (the last run could not walk it: its passages are kept, as the engine says)
+        said = _tr("Not there") if problem.missing else _tr("Cannot be read")
+        if not s.files:
+            return said
+        return _tr("{said} — {counts} kept until it is back or removed").format(said=said, counts=counts_text(s))
+    if not s.files and not unread:
+        return _tr("Indexing…") if running else _tr("Not indexed yet")
+    said = counts_text(s) if s.files else ""
+    if unread:
+        said = (said + " · " if said else "") + unread_text(source, unread)
+    return said
+
+
+def unread_text(source: KnowledgeSource, unread: Sequence[UnreadFolder]) -> str:
+    """ "1 folder could not be read: locked (permission denied), 2 files kept" """
+    named = ", ".join(
+        _tr("{folder} ({cause})").format(folder=inside(f.path, source.path), cause=f.cause) for f in unread[:3]
+    )
+    if len(unread) > 3:
+        named += _tr(" and {n} more").format(n=f"{len(unread) - 3:,}")
+    files = sum(f.files for f in unread)
+    if len(unread) == 1:
+        said = _tr("1 folder could not be read: {named}").format(named=named)
+    else:
+        said = _tr("{n} folders could not be read: {named}").format(n=f"{len(unread):,}", named=named)
+    if not files:
+        return said
+    kept = _tr("1 file kept") if files == 1 else _tr("{n} files kept").format(n=f"{files:,}")
+    return said + ", " + kept  # (the whole sentence, that they are kept until it can be read: the tooltip)
+
+
+def counts_text(s: SourceState) -> str:
+    one = (_tr("1 file"), _tr("1 page"), _tr("1 passage"))  # ("1 files" read wrong)
+    parts = [one[0] if s.indexed == 1 else _tr("{n} files").format(n=f"{s.indexed:,}")]
+    if s.pages:
+        parts.append(one[1] if s.pages == 1 else _tr("{n} pages").format(n=f"{s.pages:,}"))
+    parts.append(one[2] if s.passages == 1 else _tr("{n} passages").format(n=f"{s.passages:,}"))
+    if s.pending:
+        parts.append(_tr("{n} waiting").format(n=f"{s.pending:,}"))
+    if s.skipped:
+        parts.append(_tr("{n} skipped").format(n=f"{s.skipped:,}"))
+    return ", ".join(parts)
+
+
+def unread_reason(folder: UnreadFolder) -> str:
+    """A folder's row in Show skipped files… (its cause first: the column is elided in the middle)."""
+    if folder.files == 1:
+        return _tr(
+            "Folder cannot be read ({cause}); the 1 file indexed in it is kept, not read again, until it can be "
+            "read or is removed."
+        ).format(cause=folder.cause)
+    if folder.files:
+        return _tr(
+            "Folder cannot be read ({cause}); the {n} files indexed in it are kept, not read again, until it "
+            "can be read or is removed."
+        ).format(cause=folder.cause, n=f"{folder.files:,}")
+    return _tr("Folder cannot be read ({cause}).").format(cause=folder.cause)
+
+
+def inside(path: str, root: str) -> str:
+    """`path` as said in its source's row: relative to the source's folder (`locked/inner`)."""
+    try:
+        return os.path.relpath(path, os.path.abspath(root))
+    except ValueError:  # (another drive, on Windows)
+        return path
