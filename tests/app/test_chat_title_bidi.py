@@ -7,13 +7,17 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 from PySide6.QtCore import Qt
 from pytestqt.qtbot import QtBot
 
 from ember_chat.app.shell.main_window import MainWindow
+from ember_chat.engine.storage.conversations import ConversationStore
+from ember_chat.engine.storage.export import chats_as_json
 from ember_chat.engine.storage.import_plan import PlannedChat
+from ember_chat.engine.storage.importing import import_chats
 from ember_chat.engine.storage.titles import clean_title, title_from_message
 from tests.helpers.chat_list import _chats, _click
 
@@ -77,6 +81,11 @@ def test_a_title_stored_with_bidi_controls_is_shown_without_them_everywhere(
         ("plain title", "plain title"),
         ("\u202e\u202c", "Chat"),  # (nothing left that shows)
         ("👨\u200d👩\u200d👧 family", "👨\u200d👩\u200d👧 family"),  # (joiners that spell an emoji stay)
+        ("🏳\ufe0f\u200d🌈 Pride", "🏳\ufe0f\u200d🌈 Pride"),  # (after the emoji presentation selector too)
+        ("❤\ufe0f\u200d🔥", "❤\ufe0f\u200d🔥"),
+        ("ශ්\u200dරී", "ශ්\u200dරී"),  # (after a virama: Sinhala's Sri)
+        ("क्\u200dष", "क्\u200dष"),
+        ("a\u200d b", "a b"),  # (before a space: nothing joined)
         ("", ""),
     ],
 )
@@ -91,3 +100,19 @@ def test_a_first_message_with_an_override_makes_a_title_without_it() -> None:
 def test_an_imported_chat_is_planned_with_its_title_clean() -> None:
     planned = PlannedChat(title=HOSTILE, created_at=0.0, updated_at=0.0, messages=[], active=None)
     assert planned.title == SHOWN
+
+
+def test_a_chat_stored_with_a_mark_in_its_title_and_imported_back_is_known_as_a_copy(tmp_path: Path) -> None:
+    """Its title stored before titles were cleaned ('Notes\u200f'), its export's title planned clean: the
+    copy is still found (the stored title compared as it is shown)."""
+    store = ConversationStore(tmp_path / "chats.sqlite3")
+    try:
+        chat = store.create_conversation("Notes")
+        store.add_message(chat.id, "user", "Herons wait in shallow water.")
+        with sqlite3.connect(store.path) as db:
+            db.execute("UPDATE conversations SET title = ? WHERE id = ?", ("Notes\u200f", chat.id))
+        exported = tmp_path / "chats.json"
+        exported.write_text(chats_as_json(store, [chat.id]))
+        assert import_chats(store, exported).copies == 1
+    finally:
+        store.close()

@@ -48,6 +48,7 @@ from ember_chat.engine.storage.import_plan import (
 )
 from ember_chat.engine.storage.import_staging import discard, marker, show
 from ember_chat.engine.storage.project_tables import drop_imported_folders, folder_for_import
+from ember_chat.engine.storage.titles import clean_title
 
 __all__ = ["MAX_BYTES", "ImportCancelled", "ImportFailed", "ImportReport", "ImportedChat", "Refused", "import_chats"]
 
@@ -230,12 +231,13 @@ def _copies_of(
     for chat in chats:
         _check(cancel)
         with lock:
-            candidates = [
+            candidates = [  # (its title as shown: one stored before titles were cleaned is compared clean)
                 int(row[0])
                 for row in db.execute(
-                    "SELECT id FROM conversations WHERE title = ? AND deleted_at IS NULL AND abs(created_at - ?) < ?",
-                    (chat.title, chat.created_at, COPY_START_S),
+                    "SELECT id, title FROM conversations WHERE deleted_at IS NULL AND abs(created_at - ?) < ?",
+                    (chat.created_at, COPY_START_S),
                 )
+                if clean_title(str(row[1])) == chat.title
             ]
             mine = sorted((m.role, m.content) for m in chat.messages)
             found = None

@@ -27,10 +27,17 @@ def shows(ch: str) -> bool:
     return unicodedata.category(ch) not in _INVISIBLE and ch not in _FILLERS
 
 
+def _joins(ch: str) -> bool:
+    """Whether a joiner beside `ch` may join it: a character that shows, or a mark on one (a virama in
+    Sinhala's ශ්‍රී, the emoji presentation selector U+FE0F in ❤️‍🔥), not a space, control or format character."""
+    return unicodedata.category(ch) not in _DROPPED | {"Cc", "Zs", "Zl", "Zp"} and ch not in _FILLERS
+
+
 def without_format_characters(title: str) -> str:
     """`title` without its format characters and lone surrogates (_DROPPED), but those that spell it: a
-    joiner (ZWNJ, ZWJ) between two characters that show, one of them not ASCII (between Latin letters it
-    joins nothing; elsewhere it hides nothing: dropped), the tag characters of a flag. Bidi controls,
+    joiner (ZWNJ, ZWJ) between two characters that show or marks on them (`_joins`), one of them not
+    ASCII (between Latin letters it joins nothing; elsewhere it hides nothing: dropped), the tag
+    characters of a flag. Bidi controls,
     zero-width spaces, U+FEFF and the like never stay."""
     if title.isascii():
         return title  # (no format character is ASCII: the chat list reads thousands of titles at once)
@@ -40,7 +47,7 @@ def without_format_characters(title: str) -> str:
             out.append(ch)
         elif ch in _JOINERS:
             after = title[i + 1] if i + 1 < len(title) else ""
-            if out and after and shows(out[-1]) and shows(after) and not (out[-1] + after).isascii():
+            if out and after and _joins(out[-1]) and _joins(after) and not (out[-1] + after).isascii():
                 out.append(ch)
         elif "\U000e0020" <= ch <= "\U000e007f" and out and (out[-1] == _BLACK_FLAG or out[-1] >= "\U000e0020"):
             out.append(ch)  # (a tag after the black flag, or after a tag kept)
