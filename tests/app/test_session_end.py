@@ -5,6 +5,7 @@ there to answer): the API server's question and a project's unsaved settings do 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -78,6 +79,33 @@ def test_a_terminate_signal_quits_cleanly_and_the_next_start_reloads_the_model(
     assert again.returncode == 0, again.stderr
     assert "loading tiny.gguf, the model of the last session" in again.stderr
     assert "crash" not in again.stderr
+
+
+def test_more_terminate_signals_while_it_ends_do_not_cut_the_ending_short(tmp_path: Path, tiny_model: Path) -> None:
+    """A `kill` sent again and again (an impatient user, a supervisor) while Ember ends: it still ends as
+    closing its window does, its store closed, exit status 0."""
+    paths = AppPaths(tmp_path / "data", tmp_path / "config")
+    paths.default_models_dir.mkdir(parents=True)
+    shutil.copy(tiny_model, paths.default_models_dir / "tiny.gguf")
+    settings = SettingsFile(paths.settings_file)
+    settings.save(settings.load().with_changes(last_model="tiny.gguf"))
+    crashes = paths.data_dir / "crashes"
+    proc = subprocess.Popen([ember_chat()], env=_env(tmp_path), stderr=subprocess.PIPE, text=True)
+    try:
+        _wait_for(crashes / MODEL_IN_USE, proc)
+        sent = 0
+        while proc.poll() is None and sent < 2_000:
+            with contextlib.suppress(ProcessLookupError):
+                proc.send_signal(signal.SIGTERM)
+            sent += 1
+            time.sleep(0.005)  # (another process: a signal every 5 ms until it is gone)
+        _out, err = proc.communicate(timeout=START_S)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert sent > 1 and proc.returncode == 0, err
+    assert not (crashes / RUNNING).exists() and CrashReporter(crashes).previous_crash() is None
 
 
 @pytest.mark.usefixtures("nothing_blocks")

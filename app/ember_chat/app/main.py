@@ -144,7 +144,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         app.quit()
 
     ending = SessionEnd(session_ends, app)
-    app.aboutToQuit.connect(ending.uninstall)
     window.show()
     if args.quit_when_ready:
         from PySide6.QtCore import QTimer
@@ -186,6 +185,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         window.models.restore_last_model(crashed_model)
     app.aboutToQuit.connect(window.shutdown)
     app.aboutToQuit.connect(lambda: close_store(window))
+    app.aboutToQuit.connect(ending.uninstall)  # (last: a second SIGTERM while the store closes changes nothing)
     return app.exec()
 
 

@@ -27,7 +27,8 @@ def _noted(_signum: int, _frame: FrameType | None) -> None:
 
 class SessionEnd(QObject):
     """Calls `end` on the GUI thread once one of ENDING_SIGNALS arrives (once: a second one while it
-    ends changes nothing). `uninstall` puts the handlers and wakeup descriptor back as they were."""
+    ends changes nothing, to the process's last instruction). `uninstall` puts the wakeup descriptor back,
+    and the handlers as they were unless the session is ending."""
 
     def __init__(self, end: Callable[[], None], parent: QObject | None = None) -> None:
         super().__init__(parent)
@@ -52,11 +53,12 @@ class SessionEnd(QObject):
         self._end()
 
     def uninstall(self) -> None:
-        """Idempotent."""
+        """Idempotent. After an ending signal, the ending signals are ignored from here on (the process is
+        ending already: a second `kill` while the store closes must not cut it short), else put back."""
         if not self._previous:
             return
         for s, handler in self._previous.items():
-            signal.signal(s, handler)
+            signal.signal(s, signal.SIG_IGN if self._ended else handler)
         self._previous = {}
         signal.set_wakeup_fd(self._previous_fd)
         self._notifier.setEnabled(False)
