@@ -21,6 +21,7 @@ from ember_chat.engine.projects.index import (
     COMMON_MIN,
     FORMAT,
     LEAD_BOOST,
+    UNREAD_QUERY,
     IndexCounts,
     KnowledgeIndex,
     knowledge_path,
@@ -454,3 +455,18 @@ def test_a_source_that_is_not_there_or_not_a_folder_and_a_folder_gone_mid_walk(t
 
     [unplugged] = list(scan(drive, stopped=unplug_once))
     assert isinstance(unplugged, ScanProblem) and unplugged.path == drive and unplugged.missing
+
+
+def test_files_kept_under_unread_folders_are_counted_through_the_path_index(index: KnowledgeIndex) -> None:
+    sep = os.sep
+    paths = [f"{sep}src{sep}locked{sep}a.md", f"{sep}src{sep}locked{sep}deep{sep}b.md", f"{sep}src{sep}locked"]
+    paths += [f"{sep}src{sep}locked-x{sep}c.md", f"{sep}src{sep}locked0{sep}d.md", f"{sep}src{sep}lockedx.md"]
+    for i, path in enumerate(paths):
+        index.put_file(1, path, 10, i, 1, _chunks(f"passage {i}"))
+    index.set_unread({1}, [(1, f"{sep}src{sep}locked", "permission denied", "r", False)])
+    [unread] = index.unread_folders()
+    assert (unread.files, unread.passages) == (3, 3)  # (the folder, a file in it and deeper; not its neighbours)
+    with sqlite3.connect(index.path) as db:
+        plan = [str(r[-1]) for r in db.execute("EXPLAIN QUERY PLAN " + UNREAD_QUERY, (sep, chr(ord(sep) + 1)))]
+    assert not [step for step in plan if step.startswith("SCAN f")], plan  # (not every file for each folder)
+    assert [step for step in plan if step.startswith("SEARCH f USING INDEX sqlite_autoindex_files_1 (path")], plan

@@ -120,6 +120,18 @@ UPDATE files SET state = 'pending', passages = 0 WHERE state = 'indexed';
 """
 
 
+# What each source's last walk could not list, with the index's files kept under each folder: the folder
+# itself, or a path after "folder/" and before "folder0" ('0' follows '/'; ']' follows '\\'), both looked up
+# in the index of files.path (a condition on an expression of f.path, as substr(), read every file once
+# for each folder: 100,000 files, 1,000 folders took 20 s, and it runs at each counts-only read).
+# Parameters: os.sep, and the character after it.
+UNREAD_QUERY = (
+    "SELECT u.source_id, u.path, u.cause, u.reason, u.missing, COUNT(f.id), COALESCE(SUM(f.passages), 0) "
+    "FROM unread_folders u LEFT JOIN files f "
+    "ON (f.path = u.path OR (f.path > u.path || ?1 AND f.path < u.path || ?2)) "
+    "GROUP BY u.source_id, u.path ORDER BY u.path, u.source_id"
+)
+
 _TABLES = {"files", "passages", "passages_fts", "vectors", "meta", "passages_ai", "passages_ad", "unread_folders"}
 
 
@@ -549,13 +561,7 @@ class KnowledgeIndex:
     def unread_folders(self) -> list[UnreadFolder]:
         """What the last walk of each source could not list, by path, with the index's files kept under it."""
         with self._lock:
-            rows = self._db.execute(
-                "SELECT u.source_id, u.path, u.cause, u.reason, u.missing, COUNT(f.id), COALESCE(SUM(f.passages), 0) "
-                "FROM unread_folders u LEFT JOIN files f "
-                "ON (f.path = u.path OR substr(f.path, 1, length(u.path) + 1) = u.path || ?) "
-                "GROUP BY u.path ORDER BY u.path",
-                (os.sep,),
-            ).fetchall()
+            rows = self._db.execute(UNREAD_QUERY, (os.sep, chr(ord(os.sep) + 1))).fetchall()
         return [UnreadFolder(int(s), str(p), str(c), str(r), bool(m), int(f), int(n)) for s, p, c, r, m, f, n in rows]
 
     # ----- vectors
