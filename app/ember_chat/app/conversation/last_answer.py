@@ -13,7 +13,7 @@ from ember_chat.engine.inference.events import KnowledgeUsed
 from ember_chat.engine.inference.metrics import GenerationMetrics
 from ember_chat.engine.projects.answers import AnswerKnowledge
 from ember_chat.engine.projects.records import Project
-from ember_chat.engine.storage.conversations import ConversationStore
+from ember_chat.engine.storage.conversations import Conversation, ConversationStore, Message
 
 
 @dataclass(frozen=True)
@@ -24,12 +24,11 @@ class LastAnswer:
 
 
 def last_answer(
-    store: ConversationStore, knowledge: AnswerKnowledge | None, conversation_id: int, project: Project | None
+    store: ConversationStore, knowledge: AnswerKnowledge | None, chat: Conversation, project: Project | None
 ) -> LastAnswer | None:
     """The last answer of the chat's shown branch (None: it has none yet). `project`: the chat's project
     now; `knowledge`: where the answers' passages are kept (None: nowhere)."""
-    thread = store.thread(conversation_id)
-    answer = next((m for m in reversed(thread) if m.role == "assistant"), None)
+    answer = _last_answer_of(store, chat)
     if answer is None:
         return None
     metrics = GenerationMetrics.from_stored(answer.metrics)
@@ -40,6 +39,23 @@ def last_answer(
         left_out = stored.get(LEFT_OUT) if isinstance(stored.get(LEFT_OUT), int) else 0
         used = KnowledgeUsed(project.name, tuple(sources), len(sources) + max(0, left_out), budget_tokens=0)
     return LastAnswer(metrics, project, used)
+
+
+def _last_answer_of(store: ConversationStore, chat: Conversation) -> Message | None:
+    """Read from the shown branch's leaf up to its last answer, a message at a time (on the GUI thread at
+    each switch: a long chat is not read whole again, as the transcript just did)."""
+    if chat.active_leaf is None:
+        return next((m for m in reversed(store.thread(chat.id)) if m.role == "assistant"), None)
+    node: int | None = chat.active_leaf
+    while node is not None:
+        try:
+            message = store.message(node)
+        except KeyError:
+            return None  # (deleted meanwhile)
+        if message.role == "assistant":
+            return message
+        node = message.parent_id
+    return None
 
 
 __all__ = ["LastAnswer", "last_answer"]

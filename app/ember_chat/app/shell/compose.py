@@ -506,12 +506,12 @@ class Composition(QObject):
         project's), as right after the answer (conversation/last_answer.py)."""
         w = self.frame
         try:
-            folder_id = w.store.conversation(cid).folder_id
+            chat = w.store.conversation(cid)
         except KeyError:
             return  # (gone meanwhile)
-        project = w.projects.project_of_folder(folder_id) if folder_id is not None else None
+        project = w.projects.project_of_folder(chat.folder_id) if chat.folder_id is not None else None
         attachments = w.controller.attachments
-        shown = last_answer(w.store, attachments.knowledge if attachments else None, cid, project)
+        shown = last_answer(w.store, attachments.knowledge if attachments else None, chat, project)
         if shown is not None:
             w.side.metrics.show_saved(shown.metrics, shown.project, shown.used)
 
