@@ -463,3 +463,18 @@ def test_the_watcher_reports_a_folder_that_can_no_longer_be_listed_and_when_it_c
     assert changes == Changes((), (), (), away=(str(notes / "locked"),)) and during == before
     after, away_after = snapshot(sources, last=during)
     assert compare(during, after, away, away_after) == Changes((), (), (), back=(str(notes / "locked"),))
+
+
+def test_what_a_removed_source_could_not_list_is_forgotten_even_when_it_had_no_files(
+    tmp_path: Path, index: KnowledgeIndex
+) -> None:
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "heron.md").write_text("# Herons\nThe heron count is 11.\n")
+    (tmp_path / "boxes" / "locked").mkdir(parents=True)  # (a source whose only folder cannot be listed)
+    kept, boxes, away = Root(1, str(notes)), Root(2, str(tmp_path / "boxes")), Root(3, str(tmp_path / "not_there"))
+    with locked(tmp_path / "boxes" / "locked"), permissions_enforced():
+        Indexer(index, [kept, boxes, away], known={1, 2, 3}).run()
+    assert [(u.source_id, u.files) for u in index.unread_folders()] == [(2, 0), (3, 0)]
+    Indexer(index, [kept], known={1}).run()  # (both removed from the project)
+    assert index.unread_folders() == [] and [f.source_id for f in index.files()] == [1]

@@ -240,3 +240,30 @@ def test_list_says_a_folder_the_last_run_could_not_list_with_its_files_kept(tmp_
     assert again.returncode == 0 and "permission denied" not in again.stderr
     (row,) = _listed(data)
     assert row["unread"] == [] and row["files"]["indexed"] == 2
+
+
+def test_list_does_not_say_what_a_source_removed_since_could_not_list(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    notes = _folder(tmp_path / "notes", {"heron.md": "# Herons\n\nThe heron count is 11.\n"})
+    boxes = _folder(tmp_path / "boxes", {})
+    (boxes / "locked").mkdir()
+    made = cli("projects", "new", "Birds", "--folder", str(notes), "--folder", str(boxes), data_dir=data)
+    assert made.returncode == 0, made.stderr
+    (row,) = _listed(data)
+    conversations = ConversationStore(data / "chats.sqlite3")
+    try:
+        store = ProjectStore(conversations)
+        sources = store.project(row["id"]).sources
+        index = KnowledgeIndex(knowledge_path(AppPaths(data, tmp_path / "config"), row["id"]))
+        try:  # (the walk meets the second source's only folder locked)
+            with locked(boxes / "locked"), permissions_enforced():
+                Indexer(index, sources).run()
+        finally:
+            index.close()
+        assert [u["path"] for u in _listed(data)[0]["unread"]] == [str(boxes / "locked")]
+        store.remove_source(next(s.id for s in sources if s.path == str(boxes)))  # (not indexed since)
+    finally:
+        conversations.close()
+    (row,) = _listed(data)
+    assert row["unread"] == [] and [s["path"] for s in row["sources"]] == [str(notes)]
+    assert "could not read" not in cli("projects", "list", data_dir=data).stdout

@@ -558,6 +558,14 @@ class KnowledgeIndex:
                 [(int(sid), str(path), cause, reason, int(missing)) for sid, path, cause, reason, missing in folders],
             )
 
+    def keep_unread_of(self, source_ids: Collection[int]) -> None:
+        """What the walks of sources not among `source_ids` (removed from the project) could not list,
+        forgotten: a removed source with no files (only a folder it could not list, or its own path not
+        there) has nothing for `drop_source` to find."""
+        ids = sorted({int(sid) for sid in source_ids})
+        with self._tx(changes=False) as db:
+            db.execute(f"DELETE FROM unread_folders WHERE source_id NOT IN ({', '.join('?' for _ in ids)})", ids)
+
     def unread_folders(self) -> list[UnreadFolder]:
         """What the last walk of each source could not list, by path, with the index's files kept under it."""
         with self._lock:

@@ -196,6 +196,7 @@ class Indexer:
         if self.known is not None:  # (after the move: a folder added around a source keeps its files, unread)
             for gone_source in {f.source_id for f in self.index.files()} - self.known:
                 self.index.drop_source(gone_source)
+            self.index.keep_unread_of(self.known)
         self.index.pend_files([(sid, str(f.path), f.size, f.mtime_ns) for sid, f in to_read])
         if self.embedder is not None and not self._embed_missing(result, stopped):
             result.stopped = True
