@@ -470,3 +470,43 @@ def test_files_kept_under_unread_folders_are_counted_through_the_path_index(inde
         plan = [str(r[-1]) for r in db.execute("EXPLAIN QUERY PLAN " + UNREAD_QUERY, (sep, chr(ord(sep) + 1)))]
     assert not [step for step in plan if step.startswith("SCAN f")], plan  # (not every file for each folder)
     assert [step for step in plan if step.startswith("SEARCH f USING INDEX sqlite_autoindex_files_1 (path")], plan
+
+
+def test_a_folder_unread_by_two_nested_sources_is_kept_for_each(index: KnowledgeIndex) -> None:
+    folder = os.path.join(os.sep, "x", "y", "locked")
+    index.set_unread(
+        {1, 2}, [(1, folder, "permission denied", "r1", False), (2, folder, "permission denied", "r2", False)]
+    )
+    assert [(u.source_id, u.reason) for u in index.unread_folders()] == [(1, "r1"), (2, "r2")]
+    index.set_unread({2}, [])  # (the inner source walked again, the outer one paused: its row stays)
+    assert [(u.source_id, u.reason) for u in index.unread_folders()] == [(1, "r1")]
+
+
+def test_an_index_whose_unread_folders_were_keyed_by_path_alone_is_opened_with_them_made_again(
+    tmp_path: Path,
+) -> None:
+    where = tmp_path / "knowledge.sqlite3"
+    made = KnowledgeIndex(where)
+    made.put_file(1, os.path.join(os.sep, "s", "a.md"), 1, 1, 1, _chunks(HARBOUR))
+    made.close()
+    with sqlite3.connect(where) as db:  # (the table as an earlier build made it, with a row)
+        db.execute("DROP TABLE unread_folders")
+        db.execute(
+            "CREATE TABLE unread_folders (path TEXT PRIMARY KEY, source_id INTEGER NOT NULL, cause TEXT NOT NULL, "
+            "reason TEXT NOT NULL, missing INTEGER NOT NULL DEFAULT 0)"
+        )
+        db.execute("INSERT INTO unread_folders VALUES ('/s/locked', 1, 'permission denied', 'r', 0)")
+    opened = KnowledgeIndex(where)
+    try:
+        assert opened.unread_folders() == [] and opened.counts().passages == 1  # (its passages kept)
+        opened.set_unread(
+            {1, 2}, [(1, "/s/locked", "permission denied", "r", False), (2, "/s/locked", "c", "r", False)]
+        )
+        assert [u.source_id for u in opened.unread_folders()] == [1, 2]
+    finally:
+        opened.close()
+    again = KnowledgeIndex(where)  # (opened again: nothing made again)
+    try:
+        assert [u.source_id for u in again.unread_folders()] == [1, 2]
+    finally:
+        again.close()

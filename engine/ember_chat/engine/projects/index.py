@@ -72,11 +72,12 @@ CREATE TABLE IF NOT EXISTS vectors (
 );
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS unread_folders (
-    path TEXT PRIMARY KEY,
     source_id INTEGER NOT NULL,
+    path TEXT NOT NULL,
     cause TEXT NOT NULL,
     reason TEXT NOT NULL,
-    missing INTEGER NOT NULL DEFAULT 0
+    missing INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (source_id, path)
 );
 """
 # The layout of passages and their FTS5 table; an index of another format is emptied of its passages
@@ -120,6 +121,7 @@ UPDATE files SET state = 'pending', passages = 0 WHERE state = 'indexed';
 """
 
 
+UNREAD_KEY = ["source_id", "path"]  # (a folder under two sources, nested, is said for each)
 # What each source's last walk could not list, with the index's files kept under each folder: the folder
 # itself, or a path after "folder/" and before "folder0" ('0' follows '/'; ']' follows '\\'), both looked up
 # in the index of files.path (a condition on an expression of f.path, as substr(), read every file once
@@ -238,6 +240,8 @@ class KnowledgeIndex:
             if found < FORMAT:
                 for statement in _OLD_LAYOUT.strip().split(";\n"):
                     db.execute(statement.rstrip(";"))
+            if _primary_key(db, "unread_folders") == ["path"]:  # (an index made while it was keyed by path
+                db.execute("DROP TABLE unread_folders")  # alone: made again, empty; the next walk says it again)
             for statement in _statements(_SCHEMA):
                 db.execute(statement)
             if "reader_failed" not in _columns(db, "files"):  # (an index made before skips said whose they were)
@@ -266,7 +270,7 @@ class KnowledgeIndex:
         names = {str(r[0]) for r in db.execute("SELECT name FROM sqlite_master")}
         if not names >= _TABLES:
             return None
-        if "reader_failed" not in _columns(db, "files"):
+        if "reader_failed" not in _columns(db, "files") or _primary_key(db, "unread_folders") != UNREAD_KEY:
             return None
         row = db.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()
         return int(row[0]) if row is not None else None
@@ -647,6 +651,12 @@ def _indexed_file(row: tuple[int, int, str, int, int, str, str | None, int, int,
 
 def _columns(db: sqlite3.Connection, table: str) -> set[str]:
     return {str(r[1]) for r in db.execute(f"PRAGMA table_info({table})")}
+
+
+def _primary_key(db: sqlite3.Connection, table: str) -> list[str]:
+    """The columns of `table`'s primary key, in its order ([]: none, or no such table)."""
+    rows = sorted((int(r[5]), str(r[1])) for r in db.execute(f"PRAGMA table_info({table})") if int(r[5]))
+    return [name for _, name in rows]
 
 
 def _statements(script: str) -> list[str]:
