@@ -223,14 +223,16 @@ class KnowledgePanel(QWidget):
         listed = self.listed()
         items = [self.sources.topLevelItem(i) for i in range(self.sources.topLevelItemCount())]
         shown = [(int(item.data(0, SOURCE_ID)), item.text(0)) for item in items]
-        if shown != [(s.id, s.path) for s in listed]:  # (an id can be used again: a folder taking its source's place)
+        if shown != [
+            (s.id, knowledge_rows.shown(s.path)) for s in listed
+        ]:  # (an id can be used again: a folder taking its source's place)
             chosen = set(self.selected_ids())
             self.sources.clear()
             items = []
             for source in listed:
-                item = QTreeWidgetItem([source.path, ""])
+                item = QTreeWidgetItem([knowledge_rows.shown(source.path), ""])  # (an imported chat's: any name)
                 item.setData(0, SOURCE_ID, source.id)
-                item.setToolTip(0, source.path)
+                item.setToolTip(0, item.text(0))
                 self.sources.addTopLevelItem(item)
                 item.setSelected(source.id in chosen)
                 items.append(item)
@@ -239,7 +241,11 @@ class KnowledgePanel(QWidget):
             item.setText(1, self.state_text(source))
             problem = away.get(source.id)
             unread = self.unread_folders(source)
-            tip = problem.reason if problem is not None else " ".join([item.text(1), *(f.reason for f in unread)])
+            tip = (
+                knowledge_rows.shown(problem.reason)
+                if problem is not None
+                else knowledge_rows.state_tip(item.text(1), unread)
+            )
             item.setToolTip(1, tip)
             warn = source.from_import or problem is not None or bool(unread)
             item.setData(1, Qt.ItemDataRole.ForegroundRole, self.palette().link() if warn else None)

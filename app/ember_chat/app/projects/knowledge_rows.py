@@ -1,11 +1,13 @@
 """How a knowledge source reads in the Knowledge tab (knowledge_panel.py): its row's state (its files,
 pages, passages, waiting and skipped; paused; not there; the folders in it that could not be read), and
 an unreadable folder's row in Show skipped files…. Words only, from what the panel last read: nothing
-here reads the index or the disk. Translated in the panel's context ("KnowledgePanel")."""
+here reads the index or the disk. Translated in the panel's context ("KnowledgePanel"). A name from the disk
+(a folder's, a cause or reason naming one) is shown through `shown`."""
 
 from __future__ import annotations
 
 import os
+import unicodedata
 from collections.abc import Sequence
 
 from PySide6.QtCore import QCoreApplication
@@ -14,10 +16,28 @@ from ember_chat.app.projects.indexing import SourceState
 from ember_chat.engine.projects.index import UnreadFolder
 from ember_chat.engine.projects.records import KnowledgeSource
 from ember_chat.engine.projects.scan import ScanProblem
+from ember_chat.engine.storage.titles import without_format_characters
+
+_ESCAPED = frozenset({"Cc", "Zl", "Zp", "Cs"})  # (control characters, line and paragraph separators)
+TIP_FOLDERS = 10  # unreadable folders named in a source's tooltip; the rest counted
 
 
 def _tr(text: str) -> str:
     return QCoreApplication.translate("KnowledgePanel", text)
+
+
+def shown(text: str) -> str:
+    """A name from the disk as the Knowledge tab shows it, on one line and in its order: without format
+    characters (a right-to-left override turned the rest of the line round: "a\u202egpj.exe" read as
+    "aexe.jpg"; the joiners that spell a name kept, as in chat titles), a control character or line break
+    as its escape ("a\\nb")."""
+    kept = without_format_characters(text)
+    if kept.isprintable():
+        return kept
+    return "".join(
+        ch.encode("unicode_escape", "backslashreplace").decode("ascii") if unicodedata.category(ch) in _ESCAPED else ch
+        for ch in kept
+    )
 
 
 def state_text(
@@ -53,7 +73,8 @@ def state_text(
 def unread_text(source: KnowledgeSource, unread: Sequence[UnreadFolder]) -> str:
     """ "1 folder could not be read: locked (permission denied), 2 files kept" """
     named = ", ".join(
-        _tr("{folder} ({cause})").format(folder=inside(f.path, source.path), cause=f.cause) for f in unread[:3]
+        _tr("{folder} ({cause})").format(folder=shown(inside(f.path, source.path)), cause=shown(f.cause))
+        for f in unread[:3]
     )
     if len(unread) > 3:
         named += _tr(" and {n} more").format(n=f"{len(unread) - 3:,}")
@@ -87,13 +108,22 @@ def unread_reason(folder: UnreadFolder) -> str:
         return _tr(
             "Folder cannot be read ({cause}); the 1 file indexed in it is kept, not read again, until it can be "
             "read or is removed."
-        ).format(cause=folder.cause)
+        ).format(cause=shown(folder.cause))
     if folder.files:
         return _tr(
             "Folder cannot be read ({cause}); the {n} files indexed in it are kept, not read again, until it "
             "can be read or is removed."
-        ).format(cause=folder.cause, n=f"{folder.files:,}")
-    return _tr("Folder cannot be read ({cause}).").format(cause=folder.cause)
+        ).format(cause=shown(folder.cause), n=f"{folder.files:,}")
+    return _tr("Folder cannot be read ({cause}).").format(cause=shown(folder.cause))
+
+
+def state_tip(state: str, unread: Sequence[UnreadFolder]) -> str:
+    """A source's tooltip: its row's state, then why each folder in it could not be read (the first
+    TIP_FOLDERS of them: a tooltip of a thousand sentences covers the screen)."""
+    said = [state, *(shown(f.reason) for f in unread[:TIP_FOLDERS])]
+    if len(unread) > TIP_FOLDERS:
+        said.append(_tr("And {n} more.").format(n=f"{len(unread) - TIP_FOLDERS:,}"))
+    return " ".join(said)
 
 
 def inside(path: str, root: str) -> str:

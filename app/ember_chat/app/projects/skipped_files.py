@@ -20,6 +20,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from ember_chat.app.projects.knowledge_rows import shown
+
 Index = QModelIndex | QPersistentModelIndex
 
 
@@ -44,7 +46,7 @@ class SkippedFilesModel(QAbstractTableModel):
     def data(self, index: Index, role: int = Qt.ItemDataRole.DisplayRole) -> str | None:  # Qt override
         if not index.isValid() or role not in (Qt.ItemDataRole.DisplayRole, Qt.ItemDataRole.ToolTipRole):
             return None
-        return self.rows[index.row()][index.column()]
+        return shown(self.rows[index.row()][index.column()])  # (Try again is given the path as it is)
 
     def headerData(
         self, section: int, orientation: Qt.Orientation, role: int = Qt.ItemDataRole.DisplayRole
