@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import hashlib
 import os
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -478,3 +480,21 @@ def test_what_a_removed_source_could_not_list_is_forgotten_even_when_it_had_no_f
     assert [(u.source_id, u.files) for u in index.unread_folders()] == [(2, 0), (3, 0)]
     Indexer(index, [kept], known={1}).run()  # (both removed from the project)
     assert index.unread_folders() == [] and [f.source_id for f in index.files()] == [1]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="capabilities and /proc are Linux's")
+def test_the_readers_fork_server_is_started_before_permissions_are_taken_away(tmp_path: Path) -> None:
+    script = (  # (a process of its own: this one's fork server may be running already)
+        "import psutil\n"
+        "from tests.helpers.permissions import permissions_enforced\n"
+        "def caps(pid):\n"
+        "    return [x.split()[1] for x in open(f'/proc/{pid}/status') if x.startswith('CapEff')][0]\n"
+        "before = caps('thread-self')\n"
+        "with permissions_enforced():\n"
+        "    servers = [p for p in psutil.Process().children() if 'forkserver' in ' '.join(p.cmdline())]\n"
+        "    print(len(servers), [caps(p.pid) for p in servers] == [before] * len(servers))\n"
+    )
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run([sys.executable, "-c", script], cwd=root, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["1", "True"]  # (one, with every capability the test thread had)
