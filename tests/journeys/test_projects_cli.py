@@ -18,6 +18,8 @@ from ember_chat.engine.projects.indexer import Indexer
 from ember_chat.engine.projects.records import ProjectStore
 from ember_chat.engine.storage.conversations import ConversationStore
 from ember_chat.engine.storage.paths import AppPaths
+from ember_chat.engine.storage.project_tables import insert_source
+from ember_chat.engine.storage.rows import transaction
 from tests.helpers.cli import cli
 from tests.helpers.gguf_factory import write_word_bert
 from tests.helpers.permissions import locked, permissions_enforced
@@ -267,3 +269,31 @@ def test_list_does_not_say_what_a_source_removed_since_could_not_list(tmp_path: 
     (row,) = _listed(data)
     assert row["unread"] == [] and [s["path"] for s in row["sources"]] == [str(notes)]
     assert "could not read" not in cli("projects", "list", data_dir=data).stdout
+
+
+def test_a_folder_two_nested_sources_could_not_list_is_said_once(tmp_path: Path) -> None:
+    """Nested sources (an older Ember, or an import, let them be) both meet the locked folder: `list` says
+    it once."""
+    data = tmp_path / "data"
+    notes = _folder(tmp_path / "notes", {"heron.md": "# Herons\n\nThe heron count is 11.\n"})
+    (notes / "inner" / "locked").mkdir(parents=True)
+    made = cli("projects", "new", "Birds", "--folder", str(notes), data_dir=data)
+    assert made.returncode == 0, made.stderr
+    (row,) = _listed(data)
+    conversations = ConversationStore(data / "chats.sqlite3")
+    try:
+        db, lock = conversations.shared_connection()
+        with transaction(db, lock):  # (inside the first: the window and the CLI refuse it now)
+            insert_source(db, row["id"], str(notes / "inner"), "folder", 0.0, paused=False, from_import=False)
+        sources = ProjectStore(conversations).project(row["id"]).sources
+        index = KnowledgeIndex(knowledge_path(AppPaths(data, tmp_path / "config"), row["id"]))
+        try:
+            with locked(notes / "inner" / "locked"), permissions_enforced():
+                Indexer(index, sources).run()
+            assert len(index.unread_folders()) == 2  # (one for each source that walked it)
+        finally:
+            index.close()
+    finally:
+        conversations.close()
+    assert [u["path"] for u in _listed(data)[0]["unread"]] == [str(notes / "inner" / "locked")]
+    assert cli("projects", "list", data_dir=data).stdout.count("could not read") == 1

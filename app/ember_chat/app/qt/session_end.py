@@ -9,6 +9,7 @@ it for a long while; the signal's number is written to a socket (`signal.set_wak
 
 from __future__ import annotations
 
+import os
 import signal
 import socket
 from collections.abc import Callable
@@ -25,10 +26,15 @@ def _noted(_signum: int, _frame: FrameType | None) -> None:
     """The handler Python runs: nothing (the wakeup socket carries the signal to the event loop)."""
 
 
+def _exit_now(_signum: int, _frame: FrameType | None) -> None:
+    """A signal again once the ending has saved all: the process ends now (threads left are not waited for)."""
+    os._exit(0)
+
+
 class SessionEnd(QObject):
     """Calls `end` on the GUI thread once one of ENDING_SIGNALS arrives (once: a second one while it
-    ends changes nothing, to the process's last instruction). `uninstall` puts the wakeup descriptor back,
-    and the handlers as they were unless the session is ending."""
+    ends changes nothing until the store is closed, then ends the process at once). `uninstall` puts the
+    wakeup descriptor back, and the handlers as they were unless the session is ending."""
 
     def __init__(self, end: Callable[[], None], parent: QObject | None = None) -> None:
         super().__init__(parent)
@@ -53,12 +59,13 @@ class SessionEnd(QObject):
         self._end()
 
     def uninstall(self) -> None:
-        """Idempotent. After an ending signal, the ending signals are ignored from here on (the process is
-        ending already: a second `kill` while the store closes must not cut it short), else put back."""
+        """Idempotent; called once the store is closed. After an ending signal, another one from here on ends
+        the process at once, exit status 0 (what had to be saved is: a thread that does not end must not
+        keep a `kill` from working), else the handlers are put back as they were."""
         if not self._previous:
             return
         for s, handler in self._previous.items():
-            signal.signal(s, signal.SIG_IGN if self._ended else handler)
+            signal.signal(s, _exit_now if self._ended else handler)
         self._previous = {}
         signal.set_wakeup_fd(self._previous_fd)
         self._notifier.setEnabled(False)

@@ -217,7 +217,8 @@ def _summary(project: Project, paths: AppPaths) -> dict[str, Any]:
         try:
             counts, files, unread = index.counts(), index.files(), index.unread_folders()
             ids = {s.id for s in project.sources}  # (a source removed since its last walk is not said)
-            unread = [u for u in unread if u.source_id in ids]
+            by_path = {u.path: u for u in unread if u.source_id in ids}  # (nested sources saw it each: once)
+            unread = list(by_path.values())
         finally:
             index.close()
         state = "pending" if counts.pending else "indexed" if counts.files else "empty"
