@@ -433,20 +433,28 @@ def test_the_side_panel_forgets_the_answer_of_a_chat_that_leaves_the_list(
     assert metrics.project_why.isHidden()
 
 
-def test_why_this_answer_names_the_project_as_it_is_renamed_and_a_delete_says_project(
+def _answered_in_rivers(
     qtbot: QtBot, make_loaded_window: Callable[[FakeBackend | None], MainWindow], tmp_path: Path
-) -> None:
-    """The project renamed with its chat open (Rename project… typed, then Project settings ▸ General):
-    Why this answer names it anew at once, its instructions and sources still the answer's; deleted, the
-    banner says the project, and Undo brings it back."""
+) -> tuple[MainWindow, int]:
+    """A window whose chat in the project “Rivers” (one Markdown file) has its answer, which cites it."""
     docs = tmp_path / "docs"
     docs.mkdir()
     (docs / "rivers.md").write_text("# Rivers\n\nThe Tagus is the longest river of Iberia, flowing to Lisbon.\n")
     w = make_loaded_window(FakeBackend(script=["The Tagus [1]."]))
     folder_id = _project_chat(qtbot, w, docs)
     send(qtbot, w, QUESTION)
+    assert w.side.metrics.project_why.title() == "Why this answer — 🌊 Rivers"
+    return w, folder_id
+
+
+def test_why_this_answer_names_the_project_as_it_is_renamed_and_a_delete_says_project(
+    qtbot: QtBot, make_loaded_window: Callable[[FakeBackend | None], MainWindow], tmp_path: Path
+) -> None:
+    """The project renamed with its chat open (Rename project… typed, then Project settings ▸ General):
+    Why this answer names it anew at once, its instructions and sources still the answer's; deleted, the
+    banner says the project, and Undo brings it back."""
+    w, folder_id = _answered_in_rivers(qtbot, make_loaded_window, tmp_path)
     why = w.side.metrics.project_why
-    assert why.title() == "Why this answer — 🌊 Rivers"
     sources = why.sources.text()
 
     w.chats.organise.rename_folder(folder_id)  # the chat list's Rename project…
@@ -478,14 +486,8 @@ def test_why_this_answer_keeps_its_project_name_when_another_project_is_made_wit
     """The chat moved out of its project (its answer still shown), the project deleted and another made
     that is given its folder's id (SQLite gives a deleted row's id again): the chat list read again, Why
     this answer still names the project the answer was made in, not the new one."""
-    docs = tmp_path / "docs"
-    docs.mkdir()
-    (docs / "rivers.md").write_text("# Rivers\n\nThe Tagus is the longest river of Iberia, flowing to Lisbon.\n")
-    w = make_loaded_window(FakeBackend(script=["The Tagus [1]."]))
-    folder_id = _project_chat(qtbot, w, docs)
-    send(qtbot, w, QUESTION)
+    w, folder_id = _answered_in_rivers(qtbot, make_loaded_window, tmp_path)
     why = w.side.metrics.project_why
-    assert why.title() == "Why this answer — 🌊 Rivers"
     w.store.organise.move_chats([w.controller.conversation_id], None)
     w.chats.reload_conversations()
     w.store.organise.delete_folder(folder_id)

@@ -40,6 +40,16 @@ def _env(tmp_path: Path) -> dict[str, str]:
     }
 
 
+def _last_session_with(tmp_path: Path, tiny_model: Path) -> Path:
+    """A data folder whose last session had the tiny model loaded (the next start loads it); its crash folder."""
+    paths = AppPaths(tmp_path / "data", tmp_path / "config")
+    paths.default_models_dir.mkdir(parents=True)
+    shutil.copy(tiny_model, paths.default_models_dir / "tiny.gguf")
+    settings = SettingsFile(paths.settings_file)
+    settings.save(settings.load().with_changes(last_model="tiny.gguf"))
+    return paths.data_dir / "crashes"
+
+
 def _wait_for(path: Path, proc: subprocess.Popen[str]) -> None:
     """Until `path` exists (the running Ember writes it), or the process ended (a failure)."""
     deadline = time.monotonic() + START_S
@@ -53,12 +63,7 @@ def _wait_for(path: Path, proc: subprocess.Popen[str]) -> None:
 def test_a_terminate_signal_quits_cleanly_and_the_next_start_reloads_the_model(
     tmp_path: Path, tiny_model: Path, sig: signal.Signals
 ) -> None:
-    paths = AppPaths(tmp_path / "data", tmp_path / "config")
-    paths.default_models_dir.mkdir(parents=True)
-    shutil.copy(tiny_model, paths.default_models_dir / "tiny.gguf")
-    settings = SettingsFile(paths.settings_file)
-    settings.save(settings.load().with_changes(last_model="tiny.gguf"))
-    crashes = paths.data_dir / "crashes"
+    crashes = _last_session_with(tmp_path, tiny_model)
 
     proc = subprocess.Popen([ember_chat()], env=_env(tmp_path), stderr=subprocess.PIPE, text=True)
     try:
@@ -84,12 +89,7 @@ def test_a_terminate_signal_quits_cleanly_and_the_next_start_reloads_the_model(
 def test_more_terminate_signals_while_it_ends_do_not_cut_the_ending_short(tmp_path: Path, tiny_model: Path) -> None:
     """A `kill` sent again and again (an impatient user, a supervisor) while Ember ends: it still ends as
     closing its window does, its store closed, exit status 0."""
-    paths = AppPaths(tmp_path / "data", tmp_path / "config")
-    paths.default_models_dir.mkdir(parents=True)
-    shutil.copy(tiny_model, paths.default_models_dir / "tiny.gguf")
-    settings = SettingsFile(paths.settings_file)
-    settings.save(settings.load().with_changes(last_model="tiny.gguf"))
-    crashes = paths.data_dir / "crashes"
+    crashes = _last_session_with(tmp_path, tiny_model)
     proc = subprocess.Popen([ember_chat()], env=_env(tmp_path), stderr=subprocess.PIPE, text=True)
     try:
         _wait_for(crashes / MODEL_IN_USE, proc)
