@@ -19,13 +19,13 @@ from ember_chat.engine.errors import StoreError
 from ember_chat.engine.projects import scan as scanning
 from ember_chat.engine.projects.index import (
     COMMON_MIN,
-    FORMAT,
     LEAD_BOOST,
     UNREAD_QUERY,
     IndexCounts,
     KnowledgeIndex,
     knowledge_path,
 )
+from ember_chat.engine.projects.index_layout import FORMAT
 from ember_chat.engine.projects.scan import FoundFile, ScanProblem, scan
 from ember_chat.engine.storage.paths import AppPaths
 
