@@ -1,4 +1,4 @@
-"""An index of an older format (projects/index.py FORMAT) brought up to date by the indexer: opened, it
+"""An index of an older format (projects/index_layout.py FORMAT) brought up to date by the indexer: opened, it
 keeps its files as pending and no passages; the next run reads every file again, in real child
 processes, into the current layout (each passage's section heading searchable)."""
 
@@ -7,7 +7,8 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from ember_chat.engine.projects.index import FORMAT, KnowledgeIndex
+from ember_chat.engine.projects.index import KnowledgeIndex
+from ember_chat.engine.projects.index_layout import FORMAT
 from ember_chat.engine.projects.indexer import Indexer
 from tests.helpers.knowledge_sources import Root
 
