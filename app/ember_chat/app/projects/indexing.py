@@ -19,7 +19,6 @@ signals. `close()` stops every run and watcher (the window's close); `join()` wa
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -35,7 +34,7 @@ from ember_chat.engine.projects.index import KnowledgeIndex, UnreadFolder
 from ember_chat.engine.projects.indexer import Indexer, IndexProgress, IndexRun, Retry
 from ember_chat.engine.projects.rankers import load_embedder
 from ember_chat.engine.projects.records import KnowledgeSource, ProjectStore
-from ember_chat.engine.projects.scan import ScanProblem
+from ember_chat.engine.projects.scan import ScanProblem, under
 from ember_chat.engine.projects.watch import DEFAULT_INTERVAL_S, Changes, KnowledgeWatcher
 
 INDEX_FILE = "knowledge.sqlite3"  # in the project's folder (ProjectStore.knowledge_folder)
@@ -352,10 +351,7 @@ class ProjectIndexing(QObject):
 
 def _holder(path: str, sources: Iterable[KnowledgeSource]) -> int | None:
     """The id of the source whose walk finds the file `path` (itself, or a folder above it), if any."""
-    for source in sources:
-        if path == source.path or path.startswith(source.path.rstrip(os.sep) + os.sep):
-            return source.id
-    return None
+    return next((source.id for source in sources if under(path, [source.path])), None)
 
 
 def _every(report: Callable[[IndexProgress], None], seconds: float) -> Callable[[IndexProgress], None]:
