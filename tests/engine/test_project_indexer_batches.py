@@ -47,13 +47,8 @@ def _found(index: KnowledgeIndex, word: str) -> list[str]:
     return [index.passage(pid).text for pid, _ in index.bm25(word, 3)]
 
 
-def test_a_batch_reads_as_one_child_per_file_does(tmp_path: Path) -> None:
-    docs = tmp_path / "docs"
-    _notes(docs, 30)
-    (docs / "latin1.txt").write_bytes("Café crème, señor: déjà vu à Zürich.\n".encode("latin-1"))  # (not UTF-8)
-    (docs / "binary.txt").write_bytes(bytes(range(256)) * 40)
-    (docs / "table.csv").write_text("ship,berth\nAurora,4\n")
-    seen: dict[int, tuple[dict[str, str], list[tuple[str, int, int]]]] = {}
+def _reading_processes_named(patch: pytest.MonkeyPatch) -> list[str]:
+    """The names the reading processes are started for, as they start (the real ones run)."""
     children: list[str] = []
     real_run_child = isolated.FileReader._run_child
 
@@ -61,12 +56,22 @@ def test_a_batch_reads_as_one_child_per_file_does(tmp_path: Path) -> None:
         children.append(name)
         real_run_child(self, name, *args, **kwargs)  # type: ignore[arg-type]
 
+    patch.setattr(isolated.FileReader, "_run_child", counted)
+    return children
+
+
+def test_a_batch_reads_as_one_child_per_file_does(tmp_path: Path) -> None:
+    docs = tmp_path / "docs"
+    _notes(docs, 30)
+    (docs / "latin1.txt").write_bytes("Café crème, señor: déjà vu à Zürich.\n".encode("latin-1"))  # (not UTF-8)
+    (docs / "binary.txt").write_bytes(bytes(range(256)) * 40)
+    (docs / "table.csv").write_text("ship,berth\nAurora,4\n")
+    seen: dict[int, tuple[dict[str, str], list[tuple[str, int, int]]]] = {}
     for batch_files in (1, 64):
         index = KnowledgeIndex(tmp_path / f"knowledge{batch_files}.sqlite3")
-        children.clear()
         try:
             with pytest.MonkeyPatch.context() as patch:  # (counts the reading processes: the real ones run)
-                patch.setattr(isolated.FileReader, "_run_child", counted)
+                children = _reading_processes_named(patch)
                 run = Indexer(index, [Root(1, str(docs))], batch_files=batch_files).run()
             assert len(children) == (33 if batch_files == 1 else 1), children  # (one process for the 33 files)
             assert (run.read, run.skipped, run.stopped) == (32, 1, False)
@@ -128,14 +133,7 @@ def test_a_file_that_hangs_or_inflates_in_a_batch_gets_its_own_sentence(
     is the batch's process's)."""
     monkeypatch.setattr(isolated, "_read_in_child", hanging_text_reader.reads_one)
     monkeypatch.setattr(isolated, "_read_batch_in_child", hanging_text_reader.reads_a_batch)
-    children: list[str] = []
-    real_run_child = isolated.FileReader._run_child
-
-    def counted(self: isolated.FileReader, name: str, *args: object, **kwargs: object) -> None:
-        children.append(name)
-        real_run_child(self, name, *args, **kwargs)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(isolated.FileReader, "_run_child", counted)
+    children = _reading_processes_named(monkeypatch)
     docs = tmp_path / "docs"
     _notes(docs, 20)
     (docs / "note05.md").write_bytes(b"# Stuck\n\nHANG: the reader never finishes this one.\n")
@@ -170,14 +168,7 @@ def test_the_time_an_answer_takes_to_store_is_not_the_next_file_s(monkeypatch: p
     """The next file's clock starts as the answer before it arrives, not once `answered` has stored it: a
     slow store (a busy disk) beside files that each take most of the limit kills no process."""
     monkeypatch.setattr(isolated, "_read_batch_in_child", hanging_text_reader.reads_a_batch)
-    children: list[str] = []
-    real_run_child = isolated.FileReader._run_child
-
-    def counted(self: isolated.FileReader, name: str, *args: object, **kwargs: object) -> None:
-        children.append(name)
-        real_run_child(self, name, *args, **kwargs)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(isolated.FileReader, "_run_child", counted)
+    children = _reading_processes_named(monkeypatch)
     files = [(f"slow{i}.md", f"# Slow {i}\n\nSLOW {i}\n".encode()) for i in range(3)]
     told: list[int] = []
 
