@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from bench import retrieval_projects as bench
+from bench import retrieval_sets as sets
 from tests.helpers.gguf_factory import write_word_bert
 
 
@@ -24,7 +25,7 @@ def test_the_projects_retrieval_bench_reports_its_figures(capsys: pytest.Capture
     if real["document_set"] is None:
         assert real["recall_at_5"] is None and real["why"]
     else:
-        assert "coreutils" in real["document_set"] and real["questions"] == len(bench.REAL_QUESTIONS)
+        assert "coreutils" in real["document_set"] and real["questions"] == len(sets.REAL_QUESTIONS)
         assert 0 <= real["recall_at_5"] <= 1 and real["passages"] > 100
     fused = result["fused"]
     assert fused["model"].startswith("GENERATED") and fused["passages"] == 660 and fused["embed_passages_per_s"] > 0
@@ -59,13 +60,13 @@ def test_a_generated_question_paraphrases_its_passage() -> None:
 def test_a_real_question_says_its_answer_in_other_words() -> None:
     stop = {"a", "an", "the", "of", "to", "in", "on", "at", "by", "for", "how", "do", "i", "can", "what", "which"}
     stop |= {"does", "is", "it", "with"}
-    for question, phrase in bench.REAL_QUESTIONS:
+    for question, phrase in sets.REAL_QUESTIONS:
         words = {w for w in re.findall(r"\w+", question.lower()) if w not in stop}
         for p in (phrase,) if isinstance(phrase, str) else phrase:
             shared = words & {w for w in re.findall(r"\w+", p.lower()) if w not in stop}
             assert len(shared) <= len(words) / 2, (question, shared)  # (at most half its words are the answer's)
-    assert bench.answers(("no such words", "Print the KERNEL\n  name"), "It will print the kernel name.")
-    assert not bench.answers("print the kernel name", "print the name of the kernel")
+    assert sets.answers(("no such words", "Print the KERNEL\n  name"), "It will print the kernel name.")
+    assert not sets.answers("print the kernel name", "print the name of the kernel")
 
 
 def test_a_given_embedding_model_is_measured_on_both_sets_and_named(
