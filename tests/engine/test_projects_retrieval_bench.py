@@ -14,9 +14,68 @@ from bench import retrieval_projects as bench
 from bench import retrieval_sets as sets
 from tests.helpers.gguf_factory import write_word_bert
 
+FAQ = """\
+===================
+Little Python FAQ
+===================
 
-def test_the_projects_retrieval_bench_reports_its_figures(capsys: pytest.CaptureFixture[str]) -> None:
-    assert bench.main(["--facts", "60", "--distractors", "600", "--latency", "1500", "--json"]) == 0
+.. contents::
+
+General
+=======
+
+Why is the language called Python?
+----------------------------------
+
+The name comes from a television comedy that its author was reading scripts of at the time.
+
+He wanted a name that was short, unique and slightly mysterious.
+
+How do I read a file line by line?
+----------------------------------
+
+Open it and loop over the file object: each turn of the loop hands you the next line of text.
+
+Can I delete it?
+----------------
+
+That depends on what other software on the machine relies on the interpreter being there.
+
+Is it free?
+-----------
+
+He wanted a name that was short, unique and slightly mysterious.
+"""
+
+
+def write_faq(folder: Path) -> Path:
+    folder.mkdir()
+    (folder / "general.rst.txt").write_text(FAQ, encoding="utf-8")
+    (folder / "index.rst.txt").write_text("FAQ\n===\n\n.. toctree::\n\n   general.rst\n", encoding="utf-8")
+    return folder
+
+
+def test_the_python_faq_is_read_without_its_question_titles_and_asks_them(tmp_path: Path) -> None:
+    documents = sets.python_faq(write_faq(tmp_path / "faq"))
+    assert documents is not None
+    ((path, text),) = documents.files  # (the FAQ's table of contents is not one of its documents)
+    assert path == "/python-faq/general.rst.txt"
+    assert "?" not in text and "Little Python FAQ" in text and "General\n=======" in text
+    assert "The name comes from a television comedy" in text
+    # each question's answer is marked by its paragraphs' starts found once in the text: the one only
+    # said twice ("Is it free?") asks nothing, the first question keeps its first paragraph's alone
+    assert documents.questions == [
+        ("Why is the language called Python?", ("the name comes from a television comedy ",)),
+        ("How do I read a file line by line?", ("open it and loop over the file object: e",)),
+        ("Can I delete it?", ("that depends on what other software on t",)),
+    ]
+    assert "3 of them" in documents.described and "4 question titles" in documents.described
+    assert sets.python_faq(tmp_path / "nowhere") is None
+
+
+def test_the_projects_retrieval_bench_reports_its_figures(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    faq = ["--python-faq", str(write_faq(tmp_path / "faq"))]
+    assert bench.main(["--facts", "60", "--distractors", "600", "--latency", "1500", *faq, "--json"]) == 0
     result = json.loads(capsys.readouterr().out)
     generated = result["generated"]
     assert generated == {"passages": 660, "questions": 60, "recall_at_5": generated["recall_at_5"]}
@@ -38,9 +97,17 @@ def test_the_projects_retrieval_bench_reports_its_figures(capsys: pytest.Capture
     for name in ("bm25", "fused"):
         assert 0 < latency[f"{name}_p50_ms"] <= latency[f"{name}_p95_ms"] and latency[f"{name}_cpu_p95_ms"] > 0
     assert latency["vectors_first_load_s"] > 0
-    assert set(result["budgets"]) == {"generated.recall_at_5", "latency.bm25_p95_ms"}
+    faq_figures = result["real_python_faq"]
+    assert faq_figures["questions"] == 3 and faq_figures["passages"] >= 1 and 0 <= faq_figures["recall_at_5"] <= 1
+    budgets = result["budgets"]
+    assert set(budgets) == {f"{k}.recall_at_5" for k in ("generated", "real", "real_python_faq")} | {
+        "latency.bm25_p95_ms"
+    }
+    assert budgets["generated.recall_at_5"] == {"budget": ">= 0.95", "value": generated["recall_at_5"], "met": True}
+    assert budgets["real_python_faq.recall_at_5"]["value"] == faq_figures["recall_at_5"]
+    assert budgets["latency.bm25_p95_ms"]["met"] is None  # (no 100,000-passage run here)
     assert len(result["load_average"]) == 3
-    assert result["within_budget"] is True  # (no 100,000-passage run here: the recall budget alone)
+    assert result["within_budget"] is all(b["met"] is not False for b in budgets.values())
 
 
 def test_a_generated_question_paraphrases_its_passage() -> None:
