@@ -4,9 +4,12 @@
 
     python -m bench.index_small_files --json                      # 2,000 notes of ~1.5 KB, in 20 folders
     python -m bench.index_small_files --batch-files 1 --json      # each file in a child of its own
+    python -m bench.index_small_files --pdfs 50 --json            # 50 PDFs of 20 pages: pages/s
 
 Figures: files_per_s (files read and stored per second of the run: the walk, the bytes, the children,
-the chunks, SQLite), seconds, read, skipped, passages, and the load average before and after (the
+the chunks, SQLite), pages_per_s (PDF pages, with `--pdfs`: PDFs written at run time by
+tests/helpers/attachment_files.write_pdf, `--pdf-pages` pages of ~2,400 characters each, read by pypdf
+in the reading children), seconds, read, skipped, passages, and the load average before and after (the
 machine's other work slows it). `--batch-files`: Indexer's batch_files (1: one child per file, as before
 small text files were read in batches).
 
@@ -32,6 +35,7 @@ from pathlib import Path
 
 from ember_chat.engine.projects.index import KnowledgeIndex
 from ember_chat.engine.projects.indexer import BATCH_FILES, Indexer
+from tests.helpers.attachment_files import write_pdf
 
 PARAGRAPH = (
     "The harbour committee met on {day} to discuss the pier's repairs, the tide tables kept by the "
@@ -54,9 +58,24 @@ def make_notes(root: Path, count: int) -> None:
         (folder / f"note{n:05d}.md").write_text(f"# Note {n}\n\n{body}\n\n## Actions\n\n- ask about berth {n % 40}\n")
 
 
-def measure(count: int, batch_files: int, workdir: Path) -> dict[str, object]:
+def make_pdfs(root: Path, count: int, pages: int) -> None:
+    """`count` PDFs of `pages` pages, each page 30 lines of about 80 characters."""
+    root.mkdir(parents=True, exist_ok=True)
+    for n in range(count):
+        text = [
+            "\n".join(PARAGRAPH.format(day=f"day {p % 28 + 1}", n=f"{n}.{p}.{line}")[:80] for line in range(30))
+            for p in range(pages)
+        ]
+        write_pdf(root / f"report{n:04d}.pdf", text)
+
+
+def measure(count: int, batch_files: int, workdir: Path, pdf_pages: int = 0) -> dict[str, object]:
+    """Indexing `count` Markdown notes, or with `pdf_pages`, `count` PDFs of that many pages."""
     root = workdir / "notes"
-    make_notes(root, count)
+    if pdf_pages:
+        make_pdfs(root, count, pdf_pages)
+    else:
+        make_notes(root, count)
     index = KnowledgeIndex(workdir / "knowledge.sqlite3")
     try:
         load_before = os.getloadavg()[0]
@@ -71,9 +90,11 @@ def measure(count: int, batch_files: int, workdir: Path) -> dict[str, object]:
         "batch_files": batch_files,
         "read": run.read,
         "skipped": run.skipped,
+        "pages": run.pages,
         "passages": run.passages,
         "seconds": round(took, 2),
         "files_per_s": round(run.read / took, 1),
+        "pages_per_s": round(run.pages / took, 1),
         "load_before": round(load_before, 2),
         "load_after": round(load_after, 2),
     }
@@ -83,10 +104,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--files", type=int, default=2000)
     parser.add_argument("--batch-files", type=int, default=BATCH_FILES)
+    parser.add_argument("--pdfs", type=int, default=0, help="PDFs instead of Markdown notes")
+    parser.add_argument("--pdf-pages", type=int, default=20)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="ember-notes-") as tmp:
-        out = measure(args.files, args.batch_files, Path(tmp))
+        if args.pdfs:
+            out = measure(args.pdfs, args.batch_files, Path(tmp), args.pdf_pages)
+        else:
+            out = measure(args.files, args.batch_files, Path(tmp))
     if args.json:
         print(json.dumps(out, indent=2))
     else:
