@@ -218,11 +218,15 @@ def test_an_unknown_name_lists_twenty_projects_and_counts_the_rest(chats: Conver
     for i in range(23):
         projects.create(f"Project {i:02}")
     with pytest.raises(StoreError) as said:
-        project_named(projects, "x" * 500)
+        project_named(projects, "x" * 500, list_known=True)
     text = str(said.value)
     assert text.startswith(f"There is no project named “{'x' * 80}…” (projects: “Project 00”, ")
     assert text.endswith("“Project 19” and 3 more).") and "Project 20" not in text
-    assert project_named(projects, "project 07").name == "Project 07"  # (case aside)
+    assert project_named(projects, "project 07", list_known=True).name == "Project 07"  # (case aside)
+    with pytest.raises(StoreError) as unlisted:  # (the API server's: no other project named)
+        project_named(projects, "x" * 500, list_known=False)
+    assert str(unlisted.value) == f"There is no project named “{'x' * 80}…”."
+    assert project_named(projects, "project 07", list_known=False).name == "Project 07"
 
 
 def test_sources_sharing_a_label_are_told_apart_by_their_position_in_the_file() -> None:

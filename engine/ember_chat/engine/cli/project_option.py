@@ -39,7 +39,7 @@ def open_project(paths: AppPaths, name: str) -> ProjectKnowledge:
         raise EmberError(f"There is no project named “{name}” (no chats or projects yet).")
     store = ConversationStore(paths.database)
     try:
-        project = project_named(ProjectStore(store), name)
+        project = project_named(ProjectStore(store), name, list_known=True)
     finally:
         store.close()
     index = KnowledgeIndex(knowledge_path(paths, project.folder_id))

@@ -95,7 +95,7 @@ def _new(args: argparse.Namespace, projects: ProjectStore, paths: AppPaths) -> i
 def _add(args: argparse.Namespace, projects: ProjectStore, paths: AppPaths) -> int:
     from ember_chat.engine.projects.turn import project_named
 
-    project = project_named(projects, args.name)
+    project = project_named(projects, args.name, list_known=True)
     _checked_path(args.path)
     try:
         covered = projects.covered(project.folder_id, args.path)
@@ -113,7 +113,7 @@ def _add(args: argparse.Namespace, projects: ProjectStore, paths: AppPaths) -> i
 def _index(args: argparse.Namespace, projects: ProjectStore, paths: AppPaths) -> int:
     from ember_chat.engine.projects.turn import project_named
 
-    project = project_named(projects, args.name)
+    project = project_named(projects, args.name, list_known=True)
     if not any(not s.paused for s in project.sources):
         raise EmberError(f"“{project.name}” has no knowledge to index; add a folder with `projects add`.")
     _index_project(project, paths, sys.stderr)

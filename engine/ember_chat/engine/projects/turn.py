@@ -42,10 +42,15 @@ def shown_name(name: str) -> str:
     return name if len(name) <= SHOWN_NAME else name[:SHOWN_NAME] + "…"
 
 
-def project_named(projects: ProjectStore, name: str) -> Project:
-    """The project of this name (exactly, else ignoring case); StoreError with a sentence when none or several."""
+def project_named(projects: ProjectStore, name: str, *, list_known: bool) -> Project:
+    """The project of this name (exactly, else ignoring case); StoreError with a sentence when none or
+    several. `list_known`: the sentence for an unknown name lists the projects there are (the CLI's, for
+    the user at this computer); never for a client of the API server, which is told only that there is
+    no project of that name."""
     every = projects.projects()
     found = [p for p in every if p.name == name] or [p for p in every if p.name.casefold() == name.casefold()]
+    if not found and not list_known:
+        raise StoreError(f"There is no project named “{shown_name(name)}”.")
     if not found:
         known = ", ".join(f"“{p.name}”" for p in every[:SHOWN_PROJECTS]) or "none yet"
         if len(every) > SHOWN_PROJECTS:

@@ -1,5 +1,6 @@
 """A request's `"ember": {"project": NAME}`: the project of the data folder's chat database by that name,
-its knowledge for the request (`ServedProjects.open`); an unknown name is a 400 naming it.
+its knowledge for the request (`ServedProjects.open`); an unknown name is a 400 naming it (never the
+projects there are: a client learns no other project's name).
 
 What a project needs across requests is kept until the server stops (`close()`): its index, open; the
 embedding model and reranker it names, loaded at its first request (projects/rankers.py: one that cannot
@@ -117,7 +118,7 @@ class ServedProjects:
                 raise ApiError(400, f"There is no project named “{shown_name(name)}”.", param="ember.project")
             self._store = ConversationStore(self.paths.database)
         try:
-            return project_named(ProjectStore(self._store), name)
+            return project_named(ProjectStore(self._store), name, list_known=False)
         except StoreError as exc:
             raise ApiError(400, str(exc), param="ember.project") from None
 
