@@ -97,7 +97,11 @@ def test_images_keep_their_bytes_and_a_gif_gives_its_first_frame() -> None:
     ("make", "message"),
     [
         (lambda p: write_encrypted_pdf(p / "locked.pdf", ["secret"]), "locked.pdf is protected by a password"),
-        (lambda p: write_pdf(p / "scan.pdf", ["", ""]), "scan.pdf has no text layer; attach the pages as images"),
+        (
+            lambda p: write_pdf(p / "scan.pdf", ["", ""]),
+            "scan.pdf has no text layer (scanned pages?): there is no text in it to read; a vision model can read "
+            "its pages saved as images",
+        ),
         (lambda p: _write(p / "broken.pdf", b"%PDF-1.4\n1 0 obj\n<<"), "broken.pdf cannot be read as a PDF"),
         (lambda p: _write(p / "tool.bin", bytes(range(256)) * 40), "tool.bin is a binary file"),
         (lambda p: _write(p / "archive.zip", b"PK\x03\x04" + b"\0" * 60), "archive.zip is a zip archive"),

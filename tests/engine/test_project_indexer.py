@@ -131,6 +131,26 @@ def test_bad_files_are_each_skipped_with_a_reason_and_the_rest_is_indexed(
     assert reading_processes() == []
 
 
+def test_a_skipped_files_reason_does_not_speak_of_attaching(tmp_path: Path, index: KnowledgeIndex) -> None:
+    """The reasons are the attachments' readers' (one reader for both), worded for either: a project's
+    files are added, not attached."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    write_encrypted_pdf(docs / "locked.pdf", ["A secret page."])
+    write_pdf(docs / "scan.pdf", ["", ""])
+    (docs / "binary.txt").write_bytes(bytes(range(256)) * 40)
+    run = Indexer(index, [Root(1, str(docs))]).run()
+    reasons = {Path(f.path).name: f.reason for f in index.files() if f.state == "skipped"}
+    assert run.skipped == 3 and set(reasons) == {"locked.pdf", "scan.pdf", "binary.txt"}
+    assert reasons["locked.pdf"] == (
+        "locked.pdf is protected by a password; save a copy without the password and use that instead."
+    )
+    assert reasons["scan.pdf"].startswith("scan.pdf has no text layer")
+    assert reasons["binary.txt"].startswith("binary.txt is a binary file; Ember reads text, source code")
+    assert not [r for r in reasons.values() if "attach" in r.lower()]
+    assert reading_processes() == []
+
+
 def test_a_stopped_run_leaves_the_rest_pending_and_the_next_run_resumes(tmp_path: Path, index: KnowledgeIndex) -> None:
     docs = tmp_path / "docs"
     docs.mkdir()

@@ -202,9 +202,7 @@ def sniff_kind(name: str, data: bytes) -> AttachmentKind:
     if head.startswith(b"PK\x03\x04"):
         if name.lower().endswith((".docx", ".docm")) or b"word/document.xml" in data[:65536]:
             return AttachmentKind.DOCX
-        raise AttachmentError(
-            f"{name} is a zip archive; Ember can attach text, PDF, DOCX and image files, not archives."
-        )
+        raise AttachmentError(f"{name} is a zip archive; Ember reads text, PDF, DOCX and image files, not archives.")
     suffix = Path(name).suffix.lower()
     if suffix in AUDIO_SUFFIXES:  # (the window transcribes them before they come here)
         raise AttachmentError(

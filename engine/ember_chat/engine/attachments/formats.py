@@ -16,9 +16,14 @@ _COMMON_ENCODINGS = ("utf_8", "cp1252", "latin_1", "iso8859_15", "utf_16", "shif
 _CONTROL = re.compile(r"[\x00-\x08\x0e-\x1f\x7f]")
 
 
+# The reasons below are read for a chat's attachments and for a project's knowledge alike (one reader):
+# they say what is wrong and what to do without naming the action ("attach"; a project's files are added).
+
+
 def _binary(name: str) -> AttachmentError:
     return AttachmentError(
-        f"{name} is a binary file; Ember can attach text, source code, CSV, JSON, HTML, PDF, DOCX and images."
+        f"{name} is a binary file; Ember reads text, source code, CSV, JSON, HTML, PDF and DOCX files, "
+        "and images for a vision model."
     )
 
 
@@ -118,7 +123,7 @@ def pdf_text(name: str, data: bytes, progress: Progress | None) -> tuple[str, tu
             reader = PdfReader(io.BytesIO(data))
             if reader.is_encrypted and not reader.decrypt(""):
                 raise AttachmentError(
-                    f"{name} is protected by a password; save a copy without the password and attach that."
+                    f"{name} is protected by a password; save a copy without the password and use that instead."
                 )
             texts: list[str] = []
             pages: list[int] = []
@@ -136,7 +141,10 @@ def pdf_text(name: str, data: bytes, progress: Progress | None) -> tuple[str, tu
     except (PyPdfError, ValueError, KeyError, TypeError, AttributeError, OSError, RecursionError) as exc:
         raise AttachmentError(f"{name} cannot be read as a PDF (it is damaged or not a PDF: {exc}).") from None
     if not any(texts):
-        raise AttachmentError(f"{name} has no text layer; attach the pages as images for a vision model.")
+        raise AttachmentError(
+            f"{name} has no text layer (scanned pages?): there is no text in it to read; a vision model can "
+            "read its pages saved as images."
+        )
     return "\n\n".join(texts), tuple(pages)
 
 
