@@ -23,12 +23,12 @@ TEXT_SETTERS = {
     "showMessage", "setSpecialValueText", "setHorizontalHeaderLabels", "setTabToolTip", "setLabelText",
     "show_error", "show_notice", "setTitleText", "setWhatsThis", "addItem", "information",
     "warning", "critical", "question", "about", "getText", "getSaveFileName", "getOpenFileName",
-    "getExistingDirectory", "addButton", "insertItem",
+    "getExistingDirectory", "addButton", "insertItem", "ask",
 }  # fmt: skip
 # the arguments that are texts, where not all of them are (a dialog's parent, a default file name)
 TEXT_ARGS = {
     "getSaveFileName": (1,), "getOpenFileName": (1,), "getExistingDirectory": (1,), "getText": (1, 2),
-    "information": (1, 2), "warning": (1, 2), "critical": (1, 2), "question": (1, 2), "about": (1, 2),
+    "information": (1, 2), "warning": (1, 2), "critical": (1, 2), "question": (1, 2), "about": (1, 2), "ask": (1, 2),
 }  # fmt: skip
 WIDGETS = {
     "QLabel", "QPushButton", "QCheckBox", "QGroupBox", "QAction", "QToolButton", "QRadioButton",

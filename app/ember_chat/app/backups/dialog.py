@@ -28,6 +28,7 @@ from PySide6.QtWidgets import (
 )
 
 from ember_chat.app.context import AppContext
+from ember_chat.app.qt.plain_text import plain_message
 from ember_chat.app.qt.settings_page import show_settings_page
 from ember_chat.engine.storage.backup_files import BEFORE_MIGRATION, BEFORE_RESTORE, DAILY, MANUAL, BackupInfo
 from ember_chat.engine.storage.backups import BackupManager
@@ -300,7 +301,7 @@ class BackupsDialog(QDialog):
         info = self.selected()
         if info is None or info.chats is None or self.busy:
             return None
-        box = QMessageBox(self)
+        box = plain_message(QMessageBox(self))
         box.setIcon(QMessageBox.Icon.Question)
         box.setWindowTitle(self.tr("Restore this backup?"))
         question = self.tr("Restore the backup of {date} ({chats})?")

@@ -28,6 +28,7 @@ from ember_chat.app.chat_list.undo import UndoActions
 from ember_chat.app.chat_list.view import ConversationList, FolderRow
 from ember_chat.app.context import AppContext
 from ember_chat.app.qt.name_dialog import name_dialog
+from ember_chat.app.qt.plain_text import plain_message
 from ember_chat.engine.attachments.store import AttachmentStore
 from ember_chat.engine.core.params import SamplingParams, chat_settings
 from ember_chat.engine.storage.conversations import ChatRow
@@ -471,14 +472,16 @@ class ChatActions(QObject):
             self.organise.trash([cid])
             return
         title = self.ctx.store.conversation(cid).title
-        box = QMessageBox(
-            QMessageBox.Icon.Question,
-            self.tr("Delete chat"),
-            self.tr("Move “{title}” to the Trash? You can restore it from the Trash, or press Ctrl+Z.").format(
-                title=title
-            ),
-            QMessageBox.StandardButton.Cancel,
-            self._dialog_parent,
+        box = plain_message(
+            QMessageBox(
+                QMessageBox.Icon.Question,
+                self.tr("Delete chat"),
+                self.tr("Move “{title}” to the Trash? You can restore it from the Trash, or press Ctrl+Z.").format(
+                    title=title
+                ),
+                QMessageBox.StandardButton.Cancel,
+                self._dialog_parent,
+            )
         )
         delete = box.addButton(self.tr("Move to Trash"), QMessageBox.ButtonRole.DestructiveRole)
         delete.clicked.connect(lambda: self.organise.trash([cid]))

@@ -18,6 +18,7 @@ from PySide6.QtWidgets import QDialog, QFileDialog, QMessageBox, QWidget
 
 from ember_chat.app.chat_list.shown_chat import ShownChat
 from ember_chat.app.context import AppContext
+from ember_chat.app.qt.plain_text import plain_message
 from ember_chat.engine.attachments.store import AttachmentStore
 from ember_chat.engine.projects.answers import AnswerKnowledge
 from ember_chat.engine.storage.export import chat_as_markdown, chat_export_json, chats_as_json, export_file_name
@@ -103,12 +104,14 @@ class ChatExports(QObject):
         if not AnswerKnowledge(self.ctx.store).sources_of_answers(answers):
             write(False)
             return
-        box = QMessageBox(
-            QMessageBox.Icon.Question,
-            title,
-            self.tr("Include the passages of your files that answers cited?"),
-            QMessageBox.StandardButton.Cancel,
-            self._dialog_parent,
+        box = plain_message(
+            QMessageBox(
+                QMessageBox.Icon.Question,
+                title,
+                self.tr("Include the passages of your files that answers cited?"),
+                QMessageBox.StandardButton.Cancel,
+                self._dialog_parent,
+            )
         )
         box.setInformativeText(
             self.tr(

@@ -17,6 +17,7 @@ from ember_chat.app.chat_list.undo import UndoActions
 from ember_chat.app.chat_list.view import ConversationList
 from ember_chat.app.context import AppContext
 from ember_chat.app.qt.name_dialog import name_dialog
+from ember_chat.app.qt.plain_text import plain_message
 from ember_chat.engine.errors import EmberError
 from ember_chat.engine.projects.records import ProjectStore
 from ember_chat.engine.storage.organise import Organiser, Undo
@@ -222,8 +223,8 @@ class ChatOrganise(QObject):
             )
 
     def _question(self, title: str, text: str, button: str, yes: Callable[[], None]) -> None:
-        box = QMessageBox(
-            QMessageBox.Icon.Question, title, text, QMessageBox.StandardButton.Cancel, self._dialog_parent
+        box = plain_message(
+            QMessageBox(QMessageBox.Icon.Question, title, text, QMessageBox.StandardButton.Cancel, self._dialog_parent)
         )
         box.addButton(button, QMessageBox.ButtonRole.DestructiveRole).clicked.connect(yes)
         box.setDefaultButton(QMessageBox.StandardButton.Cancel)

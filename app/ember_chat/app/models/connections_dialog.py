@@ -30,6 +30,7 @@ from PySide6.QtWidgets import (
 )
 
 from ember_chat.app.engine_link.tasks import Task, TaskRunner
+from ember_chat.app.qt.plain_text import ask
 from ember_chat.app.style.theme import active_colors
 from ember_chat.engine.core.refs import Endpoint, crosses_network_in_clear
 from ember_chat.engine.errors import EmberError
@@ -291,7 +292,7 @@ class ConnectionsDialog(QDialog):
             return
         name = item.text()
         if not confirmed:
-            answer = QMessageBox.question(
+            answer = ask(
                 self,
                 self.tr("Remove connection"),
                 self.tr("Remove “{name}” and its stored API key?").format(name=name),

@@ -32,6 +32,7 @@ from PySide6.QtWidgets import (
 )
 
 from ember_chat.app.engine_link.tasks import TaskRunner
+from ember_chat.app.qt.plain_text import ask
 from ember_chat.app.style.theme import active_colors
 from ember_chat.engine.core.params import LOAD_SPECS, ParamSpec
 from ember_chat.engine.core.states import FitLabel
@@ -307,7 +308,7 @@ class LoadSettingsDialog(QDialog):
         """Save (and maybe load); settings that will not fit ask first (`confirm` answers for tests)."""
         if self.fit().label is FitLabel.WONT_FIT:
             if confirm is None:
-                answer = QMessageBox.question(
+                answer = ask(
                     self,
                     self.tr("Will not fit"),
                     self.tr("With these settings the model will not fit in free memory. Save them anyway?"),

@@ -31,6 +31,7 @@ from PySide6.QtWidgets import (
 
 from ember_chat.app.engine_link.model_names import model_label
 from ember_chat.app.presets.editor import PresetEditor
+from ember_chat.app.qt.plain_text import plain_message
 from ember_chat.engine.errors import InvalidParameter
 from ember_chat.engine.storage.presets import Preset, PresetError, PresetLibrary
 
@@ -284,12 +285,16 @@ class PresetsDialog(QDialog):
         if preset is None or preset.builtin:
             return
         if not confirmed:
-            box = QMessageBox(
-                QMessageBox.Icon.Question,
-                self.tr("Delete preset"),
-                self.tr("Delete the preset “{name}”? Chats that used it keep their values.").format(name=preset.name),
-                QMessageBox.StandardButton.Cancel,
-                self,
+            box = plain_message(
+                QMessageBox(
+                    QMessageBox.Icon.Question,
+                    self.tr("Delete preset"),
+                    self.tr("Delete the preset “{name}”? Chats that used it keep their values.").format(
+                        name=preset.name
+                    ),
+                    QMessageBox.StandardButton.Cancel,
+                    self,
+                )
             )
             delete = box.addButton(self.tr("Delete"), QMessageBox.ButtonRole.DestructiveRole)
             delete.clicked.connect(lambda: self.delete(confirmed=True))

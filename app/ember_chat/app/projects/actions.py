@@ -28,6 +28,7 @@ from ember_chat.app.projects.dialog import ProjectSettingsDialog
 from ember_chat.app.projects.indexing import ProjectIndexing
 from ember_chat.app.projects.model_choice import ModelUses, installed_uses
 from ember_chat.app.qt.name_dialog import name_dialog
+from ember_chat.app.qt.plain_text import plain_message
 from ember_chat.engine.core.states import ModelState
 from ember_chat.engine.errors import EmberError
 from ember_chat.engine.projects.records import Project, ProjectStore
@@ -198,12 +199,14 @@ class WindowProjects(QObject):
             "Ember's index of that knowledge are forgotten, and this cannot be undone. Its chats stay in the "
             "folder, and the files on disk are not touched."
         ).format(name=name)
-        box = QMessageBox(
-            QMessageBox.Icon.Question,
-            self.tr("Turn back into a plain folder"),
-            text,
-            QMessageBox.StandardButton.Cancel,
-            self.dialog_parent,
+        box = plain_message(
+            QMessageBox(
+                QMessageBox.Icon.Question,
+                self.tr("Turn back into a plain folder"),
+                text,
+                QMessageBox.StandardButton.Cancel,
+                self.dialog_parent,
+            )
         )
         turn = box.addButton(self.tr("Turn into a plain folder"), QMessageBox.ButtonRole.DestructiveRole)
         turn.clicked.connect(lambda: self.unmake(folder_id, True))
@@ -237,12 +240,14 @@ class WindowProjects(QObject):
         """A note beside the window (the banner says what was done, with its Undo: not covered over)."""
         if self.dropped_note is not None:
             self.dropped_note.close()
-        box = QMessageBox(
-            QMessageBox.Icon.Information,
-            self.tr("Project settings closed"),
-            text,
-            QMessageBox.StandardButton.Ok,
-            self.dialog_parent,
+        box = plain_message(
+            QMessageBox(
+                QMessageBox.Icon.Information,
+                self.tr("Project settings closed"),
+                text,
+                QMessageBox.StandardButton.Ok,
+                self.dialog_parent,
+            )
         )
         box.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
 

@@ -31,6 +31,7 @@ from PySide6.QtWidgets import (
 from ember_chat.app.projects.indexing import ProjectIndexing
 from ember_chat.app.projects.knowledge_panel import KnowledgePanel
 from ember_chat.app.qt.elided_label import elided
+from ember_chat.app.qt.plain_text import plain_message
 from ember_chat.engine.errors import EmberError
 from ember_chat.engine.projects.records import Project, ProjectStore
 
@@ -207,14 +208,16 @@ class ProjectSettingsDialog(QDialog):
             self.leaving.raise_()
             return
         self.then_leave = then
-        box = QMessageBox(
-            QMessageBox.Icon.Question,
-            self.tr("Changes not saved"),
-            self.tr("The settings of “{name}” have changes not saved. Discard them?").format(
-                name=elided(self.opened.name, self)
-            ),
-            QMessageBox.StandardButton.NoButton,
-            self,
+        box = plain_message(
+            QMessageBox(
+                QMessageBox.Icon.Question,
+                self.tr("Changes not saved"),
+                self.tr("The settings of “{name}” have changes not saved. Discard them?").format(
+                    name=elided(self.opened.name, self)
+                ),
+                QMessageBox.StandardButton.NoButton,
+                self,
+            )
         )
         discard = box.addButton(self.tr("Discard"), QMessageBox.ButtonRole.DestructiveRole)
         keep = box.addButton(self.tr("Keep editing"), QMessageBox.ButtonRole.RejectRole)

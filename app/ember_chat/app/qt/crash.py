@@ -22,6 +22,7 @@ from PySide6.QtCore import QObject, QThread, Signal, Slot
 from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QMessageBox, QWidget
 
+from ember_chat.app.qt.plain_text import plain_message
 from ember_chat.engine import __version__
 
 RUNNING = "running"  # present while Ember runs; left behind when a run does not end cleanly
@@ -160,7 +161,7 @@ class CrashReporter(QObject):
 
     @Slot(str, str)
     def _show_dialog(self, summary: str, log_path: str) -> None:
-        box = QMessageBox(self.window)
+        box = plain_message(QMessageBox(self.window))
         box.setIcon(QMessageBox.Icon.Critical)
         box.setWindowTitle(self.tr("Ember: unexpected error"))
         intro = self.tr(

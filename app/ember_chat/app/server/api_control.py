@@ -34,6 +34,7 @@ from PySide6.QtWidgets import QLabel, QMessageBox, QStatusBar, QWidget
 from ember_chat.app.context import AppContext
 from ember_chat.app.engine_link.gui_mailbox import GuiMailbox
 from ember_chat.app.engine_link.tasks import TaskRunner
+from ember_chat.app.qt.plain_text import plain_message
 from ember_chat.app.qt.settings_page import show_settings_page
 from ember_chat.app.server.api_pool import PoolEvent, window_budget, window_catalog, window_pool
 from ember_chat.app.server.unknown_fields import WINDOW_UNKNOWN_FIELDS_ADVICE
@@ -344,7 +345,7 @@ class ApiServerControl(QObject):
             return False
         if self.quit_question is None:
             parent = self.parent()
-            box = QMessageBox(parent if isinstance(parent, QWidget) else None)
+            box = plain_message(QMessageBox(parent if isinstance(parent, QWidget) else None))
             box.setIcon(QMessageBox.Icon.Warning)
             box.setWindowTitle(self.tr("Quit Ember"))
             box.setText(self.tr("The local API server is running at {url}.").format(url=self.server.url))

@@ -29,6 +29,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from ember_chat.app.qt.plain_text import plain_message
 from ember_chat.app.style.theme import active_colors
 from ember_chat.app.tools.builtin_panel import BuiltinPanel
 from ember_chat.app.tools.import_box import ImportBox
@@ -323,7 +324,7 @@ class ToolsDialog(QDialog):
         if confirmed:
             self.host.remove_server(name)
             return None
-        box = QMessageBox(self)
+        box = plain_message(QMessageBox(self))
         box.setIcon(QMessageBox.Icon.Question)
         box.setWindowTitle(self.tr("Remove server"))
         box.setText(self.tr("Remove the MCP server “{name}”?").format(name=name))

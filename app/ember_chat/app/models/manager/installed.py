@@ -34,6 +34,7 @@ from ember_chat.app.models.manager.tables import (
     note_item,
     table_item,
 )
+from ember_chat.app.qt.plain_text import ask, plain_message
 from ember_chat.engine.inference.pool.memory import mb
 from ember_chat.engine.inference.pool.pool import ModelState
 from ember_chat.engine.models.download_queue import DownloadQueue
@@ -398,7 +399,7 @@ class InstalledTab(QWidget):
         if e is None:
             return
         if not confirmed:
-            answer = QMessageBox.question(
+            answer = ask(
                 self,
                 self.tr("Delete model"),
                 self.tr("Delete {name} ({size}) from disk?").format(name=e.name, size=human_size(e.size)),
@@ -454,7 +455,7 @@ class InstalledTab(QWidget):
             self.select_installed(check.duplicate.name)
             self.import_checked.emit()
             return
-        box = QMessageBox(self)
+        box = plain_message(QMessageBox(self))
         box.setIcon(QMessageBox.Icon.Question)
         box.setWindowTitle(self.tr("Import model"))
         box.setText(

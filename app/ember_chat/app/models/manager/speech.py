@@ -17,6 +17,7 @@ from PySide6.QtWidgets import QHeaderView, QLabel, QMessageBox, QProgressBar, QV
 
 from ember_chat.app.engine_link.tasks import TaskRunner
 from ember_chat.app.models.manager.tables import button_row, make_table, note_item, table_item
+from ember_chat.app.qt.plain_text import ask
 from ember_chat.engine.models.downloader import Downloader
 from ember_chat.engine.models.hub import HubClient
 from ember_chat.engine.speech import downloads
@@ -237,7 +238,7 @@ class SpeechTab(QWidget):
         if m is None or m.shipped or m.name not in self.disk.present:
             return
         if not confirmed:
-            answer = QMessageBox.question(self, self.tr("Delete speech model"), self.tr(
+            answer = ask(self, self.tr("Delete speech model"), self.tr(
                 "Delete {name} ({size} MB) from disk?").format(name=m.name, size=f"{m.size_mb:,}"))  # fmt: skip
             if answer != QMessageBox.StandardButton.Yes:
                 return
