@@ -71,6 +71,8 @@ def test_a_project_named_like_markup_is_asked_about_as_written(
     assert project is not None
     dialog = w.projects.settings_dialog
     assert dialog is not None
+    shown = (dialog.problem, dialog.knowledge.progress_text, dialog.knowledge.add_problems)  # (names and paths)
+    assert all(label.textFormat() == Qt.TextFormat.PlainText for label in shown)
     dialog.reject()
 
     w.chats.organise.delete_folder(project.folder_id)  # asks first

@@ -74,6 +74,7 @@ class ProjectSettingsDialog(QDialog):
             self.tabs.setCurrentWidget(self.knowledge)
         self.problem = QLabel()
         self.problem.setWordWrap(True)
+        self.problem.setTextFormat(Qt.TextFormat.PlainText)  # (a name typed or imported: never markup)
         self.problem.setStyleSheet("color: palette(link);")
         self.problem.hide()
         buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Save | QDialogButtonBox.StandardButton.Cancel)

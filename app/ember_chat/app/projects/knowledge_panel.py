@@ -102,10 +102,12 @@ class KnowledgePanel(QWidget):
         buttons.addWidget(self.show_skipped)
         self.add_problems = QLabel()  # what Add folder…/Add files… could not add, kept until the next add
         self.add_problems.setWordWrap(True)
+        self.add_problems.setTextFormat(Qt.TextFormat.PlainText)  # (paths: never markup)
         self.add_problems.setStyleSheet("color: palette(link);")
         self.add_problems.hide()
         self.progress_text = QLabel()
         self.progress_text.setWordWrap(True)
+        self.progress_text.setTextFormat(Qt.TextFormat.PlainText)  # (names of files in a folder: never markup)
         self.progress_bar = QProgressBar()
         self.progress_bar.setTextVisible(False)
         self.progress_bar.setMaximumHeight(8)
