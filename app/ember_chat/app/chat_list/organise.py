@@ -301,11 +301,18 @@ class ChatOrganise(QObject):
         inside = {f.id for f in self.store.folders() if f.id == folder_id or f.parent_id == folder_id}
         listed = [*self.ctx.store.conversations(), *self.ctx.store.conversations(archived=True)]
         n = sum(1 for c in listed if c.folder_id in inside)
-        go = self.tr("Its 1 chat goes") if n == 1 else self.tr("Its {n} go").format(n=_chats(n))
-        text = self.tr(
-            "Delete the project “{name}”? {chats_go} to the Trash, and its instructions, defaults and list of "
-            "knowledge go with it (Undo, or Ctrl+Z, brings them back). The files on disk are not touched."
-        ).format(name=self.store.folder(folder_id).name, chats_go=go)
+        name = self.store.folder(folder_id).name
+        if n == 0:  # (not "Its 0 chats go to the Trash")
+            text = self.tr(
+                "Delete the project “{name}”? It has no chats; its instructions, defaults and list of knowledge "
+                "go (Undo, or Ctrl+Z, brings them back). The files on disk are not touched."
+            ).format(name=name)
+        else:
+            go = self.tr("Its 1 chat goes") if n == 1 else self.tr("Its {n} go").format(n=_chats(n))
+            text = self.tr(
+                "Delete the project “{name}”? {chats_go} to the Trash, and its instructions, defaults and list of "
+                "knowledge go with it (Undo, or Ctrl+Z, brings them back). The files on disk are not touched."
+            ).format(name=name, chats_go=go)
         self._question(
             self.tr("Delete project"), text, self.tr("Delete project"), lambda: self.delete_folder(folder_id, True)
         )

@@ -23,6 +23,7 @@ from ember_chat.engine.storage.paths import AppPaths
 if TYPE_CHECKING:
     from ember_chat.engine.storage.backup_files import BackupInfo
     from ember_chat.engine.storage.conversations import Conversation, ConversationStore
+    from ember_chat.engine.storage.importing import ImportedProject, ImportReport
 
 
 def add_parser(sub: argparse._SubParsersAction, parser_class: type) -> None:
@@ -198,7 +199,8 @@ def _import(args: argparse.Namespace, store: ConversationStore, paths: AppPaths)
     report = import_chats(store, path, progress=progress, attachments=importer)
     if sys.stderr.isatty():
         print(file=sys.stderr)
-    print(f"Imported {_count(report.chats)} ({report.messages} messages) from {path} ({report.format}).")
+    for line in _imported_lines(report, f"{path} ({report.format})"):
+        print(line)
     for chat in report.imported:  # where each went, when it is not the plain chat list, and what was refused
         where = ["into Archived (archived in the file; chats list --archived)"] if chat.archived else []
         if chat.copy_of is not None:
@@ -218,6 +220,40 @@ def _import(args: argparse.Namespace, store: ConversationStore, paths: AppPaths)
     for skipped in report.skipped:
         print(f"Skipped: {skipped}")
     return 0
+
+
+def _imported_lines(report: ImportReport, source: str) -> list[str]:
+    """What the import made, as the window's banner says it: the chats, and the project they went into
+    (made, its knowledge waiting to be confirmed, or one here already that they joined)."""
+    said = f"Imported {_count(report.chats)} ({report.messages} messages) from {source}"
+    into = report.into
+    if len(into) == 1 and into[0].chats == report.chats:  # (a project's export: all in one project)
+        p = into[0]
+        kind = "project" if p.project else "folder"
+        if p.made and not report.chats:
+            return [f"Imported the project “{terminal_text(p.name)}” (no chats yet) from {source}{_waiting(p)}."]
+        if not report.chats:
+            return [f"The project “{terminal_text(p.name)}” in {source} is here already: nothing was imported."]
+        if p.made:
+            return [f"{said} into the new project “{terminal_text(p.name)}”{_waiting(p)}."]
+        return [f"{said}; they joined your {kind} “{terminal_text(p.name)}”, which was left as it was."]
+    lines = [f"{said}."]
+    for p in into:
+        if p.made:
+            lines.append(f"{_count(p.chats)} went into the new project “{terminal_text(p.name)}”{_waiting(p)}.")
+        else:
+            kind = "project" if p.project else "folder"
+            lines.append(f"{_count(p.chats)} joined your {kind} “{terminal_text(p.name)}”, which was left as it was.")
+    return lines
+
+
+def _waiting(p: ImportedProject) -> str:
+    """ "; its 2 folders wait to be confirmed…" for a project the import made with knowledge paths."""
+    what = [f"{n} {kind}{'' if n == 1 else 's'}" for n, kind in ((p.folders, "folder"), (p.files, "file")) if n]
+    if not p.made or not what:
+        return ""
+    verb = "waits" if p.folders + p.files == 1 else "wait"
+    return f"; its {' and '.join(what)} {verb} to be confirmed in the window's Project settings ▸ Knowledge"
 
 
 def _window_running(data_dir: Path) -> bool:

@@ -1,9 +1,11 @@
-"""`ember-chat projects new|add|list|index`: the window's projects (the same data folder: EMBER_DATA_DIR or
+"""`ember-chat projects new|add|list|index|export`: the window's projects (the same data folder: EMBER_DATA_DIR or
 the platform's) from a terminal.
 
 `new` and `add` index the knowledge at once (`--no-index`: later, with `projects index` or the window),
 so a project made here answers from its files straight away. Indexing reads each file in a child
-process, prints one progress line, and lists the files it skipped with their reasons. Mistakes (no such
+process, prints one progress line, and lists the files it skipped with their reasons. `export` writes a
+project and its chats as one Ember export file (the window's Export project…; `chats import` reads it
+back, making the project). Mistakes (no such
 project, a path that is not there) are one line on stderr, exit status 2, and change nothing."""
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from ember_chat.engine.storage.paths import AppPaths
 if TYPE_CHECKING:
     from ember_chat.engine.projects.indexer import IndexProgress, IndexRun
     from ember_chat.engine.projects.records import Project, ProjectStore
+    from ember_chat.engine.storage.conversations import ConversationStore
 
 INDEX_HELP = "do not index the knowledge now (later: `ember-chat projects index NAME` or the window)"
 
@@ -49,6 +52,21 @@ def add_parser(sub: argparse._SubParsersAction, parser_class: type) -> None:
     ls.add_argument("--json", action="store_true")
     ix = psub.add_parser("index", help="bring a project's index up to date (new, changed and deleted files)")
     ix.add_argument("name")
+    ex = psub.add_parser(
+        "export",
+        help="a project and all its chats as one Ember export file (import it with `chats import`)",
+        description="Write the project (name, icon, instructions, defaults, the paths of its knowledge: "
+        "never the files' text) and all its chats, archived ones too, as one Ember JSON export; one with "
+        "no chats too. `ember-chat chats import FILE` or the window's File ▸ Import chats… makes it again.",
+    )
+    ex.add_argument("name")
+    ex.add_argument("file", help="the JSON file to write")
+    ex.add_argument(
+        "--with-passages",
+        action="store_true",
+        help="the passages of project files its answers were given, with their text (default: which file "
+        "and page only: the files' text stays out)",
+    )
 
 
 def run(args: argparse.Namespace, paths: AppPaths) -> int:
@@ -62,6 +80,8 @@ def run(args: argparse.Namespace, paths: AppPaths) -> int:
         raise EmberError(f"The chat database {paths.database} could not be read ({exc}).") from None
     try:
         projects = ProjectStore(store)
+        if args.projects_command == "export":  # (the chats too: the chat store's)
+            return _export(args, projects, store, paths)
         command = {"new": _new, "add": _add, "list": _list, "index": _index}[args.projects_command]
         return command(args, projects, paths)
     except sqlite3.Error as exc:
@@ -117,6 +137,34 @@ def _index(args: argparse.Namespace, projects: ProjectStore, paths: AppPaths) ->
     if not any(not s.paused for s in project.sources):
         raise EmberError(f"“{project.name}” has no knowledge to index; add a folder with `projects add`.")
     _index_project(project, paths, sys.stderr)
+    return 0
+
+
+def _export(args: argparse.Namespace, projects: ProjectStore, store: ConversationStore, paths: AppPaths) -> int:
+    from pathlib import Path
+
+    from ember_chat.engine.attachments import AttachmentStore
+    from ember_chat.engine.projects.turn import project_named
+    from ember_chat.engine.storage.export import project_export_json
+
+    project = project_named(projects, args.name, list_known=True)
+    text = project_export_json(
+        store, project.folder_id, AttachmentStore(paths, store).export_entries, passages=args.with_passages
+    )
+    chats = len(json.loads(text)) - 1
+    target = Path(args.file).expanduser()
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        partial = target.with_name(target.name + ".part")
+        partial.write_text(text, encoding="utf-8")
+        partial.replace(target)
+    except OSError as exc:
+        raise EmberError(f"{target} cannot be written ({exc.strerror or exc}); choose another place.") from None
+    n = len(project.sources)
+    print(
+        f"Exported the project “{terminal_text(project.name)}” with {chats} chat{'' if chats == 1 else 's'} and "
+        f"{n} knowledge path{'' if n == 1 else 's'} to {terminal_text(str(target))}."
+    )
     return 0
 
 

@@ -16,7 +16,8 @@ and its comparisons; a chat in a project carries the project (`project`: its nam
 defaults and the paths of its knowledge, never the files' text: project_tables.exported), and an answer
 made with its knowledge which passages it was given (`project_sources`: number, file, page, position; the
 passage's text — the user's file's — only when asked: `passages=True`; imported back as text to read,
-never as a path to open: import_plan.IMPORTED_PASSAGE). Export → import
+never as a path to open: import_plan.IMPORTED_PASSAGE). A project's export (`project_export_json`) is
+the same list with the project first, on its own, so that one with no chats travels too. Export → import
 → export gives the same bytes, but for a file's `sha256`: an import computes it from the content the file
 holds (a PDF's text, not the PDF it came from)."""
 
@@ -31,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 from ember_chat.engine.core.reasoning import split_thinking
 from ember_chat.engine.core.tools import InvalidCall
 from ember_chat.engine.storage.conversations import Conversation, Message
-from ember_chat.engine.storage.project_tables import exported, project_folder_of_chat
+from ember_chat.engine.storage.project_tables import exported, project_chats, project_folder_of_chat
 from ember_chat.engine.storage.rows import batches
 from ember_chat.engine.storage.titles import shows, without_format_characters
 from ember_chat.engine.storage.tool_records import ToolMessage, call_record
@@ -223,6 +224,32 @@ def chats_as_json(
     `passages`: the project passages answers were given go out with their text too."""
     docs = [chat_document(store, cid, attachments, passages) for cid in ids]
     return json.dumps(docs, indent=2, ensure_ascii=False)
+
+
+def project_export_json(
+    store: ConversationStore, folder_id: int, attachments: AttachmentsOf | None = None, passages: bool = False
+) -> str:
+    """A project (Export project…, `ember-chat projects export`) as a list like chats_as_json's: first the
+    project itself (`{"format", "version", "project"}`: its name, icon, instructions, defaults and the
+    paths of its knowledge, never the files' text), then each of its chats (archived ones too, never the
+    Trash's), each carrying the project as a chat's export does. A project with no chats is the first item
+    alone. KeyError when the folder is not a project."""
+    db, lock = store.shared_connection()
+    with lock:
+        project = exported(db, folder_id)
+    if project is None:
+        raise KeyError(folder_id)
+    docs = [{"format": FORMAT, "version": VERSION, "project": project}]
+    docs += [chat_document(store, cid, attachments, passages) for cid in project_chat_ids(store, folder_id)]
+    return json.dumps(docs, indent=2, ensure_ascii=False)
+
+
+def project_chat_ids(store: ConversationStore, folder_id: int) -> list[int]:
+    """The chats a project's export holds: in its folder or a folder inside it, archived ones too, never
+    the Trash's; newest activity first."""
+    db, lock = store.shared_connection()
+    with lock:
+        return project_chats(db, folder_id)
 
 
 def _tree_order(messages: list[Message]) -> list[Message]:

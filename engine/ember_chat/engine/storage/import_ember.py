@@ -1,6 +1,6 @@
 """Ember's own JSON export read into planned chats: the lossless form (`tree`, see export.py) with every
 branch, or an older export's one branch (`messages`, in OpenAI's shape: an answer's `tool_calls`, then a
-`tool` message per call; thinking in its own field)."""
+`tool` message per call; thinking in its own field); and the project a project's export names first."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from typing import Any
 
 from ember_chat.engine.core.params import chat_settings
 from ember_chat.engine.core.reasoning import CLOSE, OPEN
+from ember_chat.engine.storage.export import FORMAT
 from ember_chat.engine.storage.import_plan import (
     ImportFailed,
     PlannedAnswer,
@@ -28,6 +29,28 @@ ROLES = ("system", "user", "assistant")
 
 def is_ember(item: object) -> bool:
     return isinstance(item, dict) and (isinstance(item.get("tree"), list) or isinstance(item.get("messages"), list))
+
+
+def is_ember_project(item: object) -> bool:
+    """A project on its own, as a project's export begins (export.project_export_json): no chat in it."""
+    return (
+        isinstance(item, dict)
+        and item.get("format") == FORMAT
+        and "project" in item
+        and "tree" not in item
+        and "messages" not in item
+    )
+
+
+def ember_project(doc: dict[str, Any], file_name: str, index: int) -> PlannedProject:
+    """The project a project's export names (checked as a chat's is: _project); one with no name, or
+    not an object, refuses the file."""
+    project = _project(doc.get("project"))
+    if project is None:
+        raise ImportFailed(
+            f"In {file_name}, item {index + 1} should be a project but has no name, so it cannot be imported."
+        )
+    return project
 
 
 def ember_chat(doc: dict[str, Any], file_name: str, index: int) -> PlannedChat:

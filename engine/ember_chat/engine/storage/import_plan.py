@@ -119,6 +119,8 @@ class Plan:
     format: str  # "chatgpt" or "ember"
     chats: list[PlannedChat]
     skipped: dict[str, int] = field(default_factory=dict)  # what was left out, by kind: counts
+    # the projects a project's export names on their own (import_ember.ember_project): made even with no chat
+    projects: list[PlannedProject] = field(default_factory=list)
 
     def skip(self, kind: str, count: int = 1) -> None:
         self.skipped[kind] = self.skipped.get(kind, 0) + count

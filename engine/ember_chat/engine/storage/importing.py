@@ -16,7 +16,9 @@ thread (the window does).
 A chat that was in a project (its export carries the project) goes into the folder of that name; when
 there is none, the import makes it, a project with the file's instructions and defaults, and its knowledge
 paths paused and marked as imported: another computer named them, so none is opened until the user
-confirms it (project_tables.py). The folders an import made go again when it does not finish."""
+confirms it (project_tables.py); a project's export names its project first, on its own, so the project is
+made (or found) even when it has no chats. The folders an import made go again when it does not finish;
+the report names each project it put chats into or named (import_projects.py)."""
 
 from __future__ import annotations
 
@@ -35,7 +37,7 @@ from typing import Any
 from ember_chat.engine.core.text import terminal_text
 from ember_chat.engine.storage.conversations import ConversationStore
 from ember_chat.engine.storage.import_chatgpt import chatgpt_chat, export_assets, is_chatgpt
-from ember_chat.engine.storage.import_ember import ember_chat, is_ember
+from ember_chat.engine.storage.import_ember import ember_chat, ember_project, is_ember, is_ember_project
 from ember_chat.engine.storage.import_plan import (
     CANCELLED,
     IMPORTED_PASSAGE,
@@ -46,11 +48,21 @@ from ember_chat.engine.storage.import_plan import (
     Plan,
     PlannedChat,
 )
+from ember_chat.engine.storage.import_projects import ImportedProject, imported_projects, place_projects
 from ember_chat.engine.storage.import_staging import discard, marker, show
 from ember_chat.engine.storage.project_tables import drop_imported_folders, folder_for_import
 from ember_chat.engine.storage.titles import clean_title
 
-__all__ = ["MAX_BYTES", "ImportCancelled", "ImportFailed", "ImportReport", "ImportedChat", "Refused", "import_chats"]
+__all__ = [
+    "MAX_BYTES",
+    "ImportCancelled",
+    "ImportFailed",
+    "ImportReport",
+    "ImportedChat",
+    "ImportedProject",
+    "Refused",
+    "import_chats",
+]
 
 MAX_BYTES = 1024**3  # what Ember reads into memory at once (a ChatGPT export of years is a few hundred MB)
 BATCH_CHATS = 20  # chats written per transaction (the store's lock is held for one batch)
@@ -101,6 +113,7 @@ class ImportReport:
     skipped: tuple[str, ...]  # what did not come along, as sentences ("3 images (…)")
     imported: tuple[ImportedChat, ...] = ()  # each chat written, in the file's order
     projects: tuple[str, ...] = ()  # the projects it made (their knowledge paused until the user confirms it)
+    into: tuple[ImportedProject, ...] = ()  # the projects (made or here already) it put chats into or named
 
     @property
     def archived(self) -> int:
@@ -163,7 +176,10 @@ def _import(
     mark = marker(time.time())
     imported: list[ImportedChat] = []
     made: dict[str, int] = {}  # the project folders this import made (committed), by name
+    into: dict[int, int] = {}  # the project folders the file names, each with the chats put into it
     try:
+        for folder_id in place_projects(db, lock, plan.projects, made):  # (made even when it has no chats)
+            into.setdefault(folder_id, 0)
         done = 0
         while done < total:
             first, end = done, _batch_end(plan.chats, done)
@@ -175,6 +191,8 @@ def _import(
                     while done < end:
                         chat = plan.chats[done]
                         folder_id = folder_for_import(db, chat.project, batch_made) if chat.project else None
+                        if folder_id is not None:
+                            into[folder_id] = into.get(folder_id, 0) + 1
                         cid = _write(db, chat, files[done - first], plan, mark, folder_id)
                         imported.append(
                             ImportedChat(
@@ -198,6 +216,7 @@ def _import(
                     raise
             time.sleep(HANDOFF_S)  # (Python's lock is not fair: taken again at once, a waiting thread starves)
         _check(cancel)
+        places = imported_projects(db, lock, into, set(made.values()))
         show(db, lock, mark)
     except BaseException as exc:
         try:
@@ -214,7 +233,13 @@ def _import(
             ) from exc
         raise
     return ImportReport(
-        plan.format, total, sum(len(c.messages) for c in plan.chats), _skipped(plan), tuple(imported), tuple(made)
+        plan.format,
+        total,
+        sum(len(c.messages) for c in plan.chats),
+        _skipped(plan),
+        tuple(imported),
+        tuple(made),
+        places,
     )
 
 
@@ -350,11 +375,18 @@ def read_plan(data: Any, file_name: str, cancel: threading.Event | None = None, 
         plan = Plan("chatgpt", [])
         assets = export_assets(folder) if folder is not None else None
         read = lambda item, i: chatgpt_chat(item, file_name, i, plan, assets)  # noqa: E731
-    elif items and all(is_ember(i) for i in items):
+    elif items and all(is_ember(i) or is_ember_project(i) for i in items):
         plan = Plan("ember", [])
         read = lambda item, i: ember_chat(item, file_name, i)  # noqa: E731
+        for i, item in enumerate(items):  # (a project's export names its project first, on its own)
+            if is_ember_project(item):
+                plan.projects.append(ember_project(item, file_name, i))
+        items = [item for item in items if not is_ember_project(item)]
     else:
-        odd = next((i for i, item in enumerate(items) if not (is_chatgpt(item) or is_ember(item))), None)
+        odd = next(
+            (i for i, item in enumerate(items) if not (is_chatgpt(item) or is_ember(item) or is_ember_project(item))),
+            None,
+        )
         at = f" (chat {odd + 1} is neither)" if odd is not None and len(items) > 1 else ""
         raise ImportFailed(
             f"{file_name} is not a ChatGPT export (conversations.json) or an Ember chat export{at}, so there is "

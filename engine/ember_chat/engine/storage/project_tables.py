@@ -46,6 +46,17 @@ def project_folder_of_chat(db: sqlite3.Connection, conversation_id: int) -> int 
     return None
 
 
+def project_chats(db: sqlite3.Connection, folder_id: int) -> list[int]:
+    """The chats of the project of folder `folder_id` (in it or in a folder inside it; archived ones too,
+    never the Trash's), newest activity first: what its export holds."""
+    rows = db.execute(
+        "SELECT id FROM conversations WHERE deleted_at IS NULL"
+        " AND folder_id IN (SELECT id FROM folders WHERE id = ? OR parent_id = ?) ORDER BY updated_at DESC, id DESC",
+        (folder_id, folder_id),
+    )
+    return [int(r[0]) for r in rows]
+
+
 def insert_project(
     db: sqlite3.Connection,
     folder_id: int,
