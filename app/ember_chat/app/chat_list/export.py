@@ -1,5 +1,6 @@
 """The main window's chat exports: File ▸ Export chat as Markdown or JSON (the open chat) and the chat
-list's Export (the chats chosen, one JSON file), each through a save dialog that does not block (an
+list's Export (the chats chosen, one JSON file) and a project's Export project… (the project and all its
+chats, one JSON file: storage/export.project_export_json), each through a save dialog that does not block (an
 answer keeps streaming). Built by the chat list's actions (`window.chats.exports`) from the AppContext
 (the chat store, the notifier), the attachment store whose files a JSON export carries, the chat shown
 (what File ▸ Export exports), the widget its dialog opens over and the chat list's way to ask a question.
@@ -20,8 +21,17 @@ from ember_chat.app.chat_list.shown_chat import ShownChat
 from ember_chat.app.context import AppContext
 from ember_chat.app.qt.plain_text import plain_message
 from ember_chat.engine.attachments.store import AttachmentStore
+from ember_chat.engine.errors import StoreError
 from ember_chat.engine.projects.answers import AnswerKnowledge
-from ember_chat.engine.storage.export import chat_as_markdown, chat_export_json, chats_as_json, export_file_name
+from ember_chat.engine.projects.records import ProjectStore
+from ember_chat.engine.storage.export import (
+    chat_as_markdown,
+    chat_export_json,
+    chats_as_json,
+    export_file_name,
+    project_chat_ids,
+    project_export_json,
+)
 
 
 class ChatExports(QObject):
@@ -62,6 +72,40 @@ class ChatExports(QObject):
         their answers were given."""
         text = chats_as_json(self.ctx.store, ids, self.attachments.export_entries, passages=passages)
         self._write(path, text, self.tr("Exported {n} chats to {path}").format(n=len(ids), path=path))
+
+    def export_project(self, folder_id: int) -> None:
+        """Export project… (a project's menu in the chat list): the project (name, icon, instructions,
+        defaults, the paths of its knowledge) and all its chats as one JSON file, also with no chats; a
+        save dialog named for the project, then, as a chat export, the question about the passages' text."""
+        try:
+            name = ProjectStore(self.ctx.store).project(folder_id).name
+        except StoreError as exc:
+            self.ctx.notifier.show_error(str(exc))
+            return
+        title = self.tr("Export project")
+
+        def chosen(path: Path) -> None:
+            ids = project_chat_ids(self.ctx.store, folder_id)  # (as they are once the path is chosen)
+            self._with_passages(title, ids, lambda passages: self.write_project(path, folder_id, passages))
+
+        self._ask_path(title, export_file_name(name, "json"), "json", chosen)
+
+    def write_project(self, path: Path, folder_id: int, passages: bool = False) -> None:
+        """Write the project and its chats to `path` (export.project_export_json) and say what went."""
+        try:
+            name = ProjectStore(self.ctx.store).project(folder_id).name
+            text = project_export_json(self.ctx.store, folder_id, self.attachments.export_entries, passages)
+        except (StoreError, KeyError):
+            self.ctx.notifier.show_error(self.tr("This project no longer exists, so it was not exported."))
+            return
+        chats = len(project_chat_ids(self.ctx.store, folder_id))
+        if chats == 1:
+            done = self.tr("Exported the project “{name}” and its chat to {path}")
+        elif chats:
+            done = self.tr("Exported the project “{name}” and its {n:,} chats to {path}")
+        else:
+            done = self.tr("Exported the project “{name}” (it has no chats) to {path}")
+        self._write(path, text, done.format(name=name, n=chats, path=path))
 
     def export_dialog(self, kind: str, cid: int | None = None) -> None:
         """File ▸ Export: a save dialog proposing the chat's title as the file name, in the documents

@@ -1,6 +1,6 @@
 """The chat list's menus: a row's context menu (chats: open, rename, pin, move to a folder, archive,
-export, Trash; a folder: new subfolder, rename, made a project and back, its project's settings,
-delete; below the rows: a new folder or project; the Archived and Trash lists: their own), and
+export, Trash; a folder: new subfolder, rename, made a project and back, its project's settings and
+export, delete; below the rows: a new folder or project; the Archived and Trash lists: their own), and
 the "Move to" submenu the Chat menu offers too (the keyboard's way to move chats)."""
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ class Organise(Protocol):
 
 class Exports(Protocol):
     def export_many(self, ids: Sequence[int]) -> None: ...
+    def export_project(self, folder_id: int) -> None: ...
 
 
 class Projects(Protocol):
@@ -102,6 +103,7 @@ def build_row_menu(menu: QMenu, chats: ChatsHost, key: int | None, selected: Seq
         menu.addAction(rename, lambda: o.rename_folder(fid))
         if projects is not None:
             if project:
+                menu.addAction(tr("Export project…"), lambda: chats.exports.export_project(fid))
                 menu.addAction(tr("Turn back into a plain folder…"), lambda: projects.unmake(fid))
             else:
                 menu.addAction(tr("Make this folder a project"), lambda: projects.make_project(fid))

@@ -4,7 +4,10 @@ list and say what came in (and what did not) in the banner: where the chats went
 it was exported comes in archived: "into Archived") and which repeat a chat already here ("a copy of a
 chat you already have"), what Ember refused of what they carried (tool permissions, settings out of
 range), with *Open* for one chat (in the Archived list if it went there) or *Show Archived* for
-several. A file that cannot be imported says why there and writes nothing
+several. A file that names a project (a project's export, or chats exported from one) says which project
+the chats went into: made (its knowledge paths waiting to be confirmed, *Project settings* to do it) or
+one of that name here already that they joined, left as it was; a project's export with no chats makes
+the project alone. A file that cannot be imported says why there and writes nothing
 (engine/storage/importing.py is all or nothing).
 
 The worker only writes two numbers (chats done, chats in the file); a GUI-thread timer shows them.
@@ -12,7 +15,7 @@ The worker only writes two numbers (chats done, chats in the file); a GUI-thread
 `ImportChats` is built from the context (the chat store, the settings' attachment limits, the task
 runner, the notifier), the attachment store imported files go into, the widget its dialogs stay over,
 and the banner's `set_action` (a button beside the notice); the chat list follows through its signals
-(`chats_added`, `reveal`, `show_view`), connected in the composition."""
+(`chats_added`, `reveal`, `show_view`, `open_project`), connected in the composition."""
 
 from __future__ import annotations
 
@@ -27,7 +30,13 @@ from ember_chat.app.context import AppContext
 from ember_chat.engine.attachments import Limits
 from ember_chat.engine.attachments.imported import AttachmentImporter
 from ember_chat.engine.attachments.store import AttachmentStore
-from ember_chat.engine.storage.importing import ImportedChat, ImportReport, import_chats, setting_names
+from ember_chat.engine.storage.importing import (
+    ImportedChat,
+    ImportedProject,
+    ImportReport,
+    import_chats,
+    setting_names,
+)
 
 POLL_MS = 50
 
@@ -41,6 +50,7 @@ class ImportChats(QObject):
     chats_added = Signal()  # the chat list reads the store again
     reveal = Signal(int)  # the banner's Open: this chat, where the list keeps it (Archived, maybe)
     show_view = Signal(str)  # the banner's Show Archived: the list shows this view ("archived")
+    open_project = Signal(int)  # the banner's Project settings: a project the import made, its knowledge waiting
 
     def __init__(
         self,
@@ -168,11 +178,7 @@ class ImportChats(QObject):
     def _done(self, report: ImportReport) -> None:
         self._end()
         self.chats_added.emit()
-        if report.chats == 1:
-            said = self.tr("Imported 1 chat ({messages:,} messages) from {name}.")
-        else:
-            said = self.tr("Imported {chats:,} chats ({messages:,} messages) from {name}.")
-        said = said.format(chats=report.chats, messages=report.messages, name=self._name)
+        said = self._said(report)
         where = self._where(report.imported)
         if where:
             said += " " + where
@@ -182,7 +188,15 @@ class ImportChats(QObject):
         if report.skipped:
             said += " " + self.tr("Not brought along: {what}.").format(what="; ".join(report.skipped))
         self.ctx.notifier.show_notice(said, cause="import")  # (about what the list shows now: goes when a chat opens)
-        if len(report.imported) == 1:
+        waiting = [p for p in report.into if p.made and p.folders + p.files]
+        if len(waiting) == 1:  # (its settings open on Knowledge, where each path waits for a Confirm)
+            (project,) = waiting
+            self._set_action(
+                self.tr("Project settings"),
+                lambda: self.open_project.emit(project.folder_id),
+                self.tr("The knowledge of “{project}”, to confirm").format(project=project.name),
+            )
+        elif len(report.imported) == 1:
             (chat,) = report.imported
             self._set_action(
                 self.tr("Open"),
@@ -196,6 +210,73 @@ class ImportChats(QObject):
                 self.tr("The archived chats, where the chats archived in the file went"),
             )
         self.finished.emit(report)
+
+    def _said(self, report: ImportReport) -> str:
+        """What came in: the chats (their messages), and the project they went into when the file names
+        one (a project's export, or chats exported from a project): made, with its knowledge waiting to be
+        confirmed, or one here already that they joined, left as it was."""
+        into, n = report.into, report.chats
+        values = {"chats": n, "messages": report.messages, "name": self._name}
+        if len(into) == 1 and into[0].chats == n:  # (all of them in one project)
+            p = into[0]
+            values["project"] = p.name
+            if p.made and not n:
+                said = self.tr("Imported the project “{project}” (no chats yet) from {name}")
+            elif not n:
+                return self.tr(
+                    "The project “{project}” in {name} is here already: nothing was imported, and yours was left "
+                    "as it was."
+                ).format(**values)
+            elif p.made and n == 1:
+                said = self.tr("Imported 1 chat ({messages:,} messages) from {name} into the new project “{project}”")
+            elif p.made:
+                said = self.tr(
+                    "Imported {chats:,} chats ({messages:,} messages) from {name} into the new project “{project}”"
+                )
+            elif n == 1:
+                return self.tr(
+                    "Imported 1 chat ({messages:,} messages) from {name}; it joined your {place}, which was left as "
+                    "it was."
+                ).format(place=self._place(p), **values)
+            else:
+                return self.tr(
+                    "Imported {chats:,} chats ({messages:,} messages) from {name}; they joined your {place}, which "
+                    "was left as it was."
+                ).format(place=self._place(p), **values)
+            return said.format(**values) + self._waiting(p) + "."
+        if n == 1:
+            said = self.tr("Imported 1 chat ({messages:,} messages) from {name}.").format(**values)
+        else:
+            said = self.tr("Imported {chats:,} chats ({messages:,} messages) from {name}.").format(**values)
+        for p in into:  # (chats of several projects, or some in none)
+            if p.made:
+                went = self.tr("{n:,} of them went into the new project “{project}”").format(n=p.chats, project=p.name)
+                said += " " + went + self._waiting(p) + "."
+            else:
+                said += " " + self.tr("{n:,} of them joined your {place}, which was left as it was.").format(
+                    n=p.chats, place=self._place(p)
+                )
+        return said
+
+    def _place(self, p: ImportedProject) -> str:
+        if p.project:
+            return self.tr("project “{project}”").format(project=p.name)
+        return self.tr("folder “{project}”").format(project=p.name)
+
+    def _waiting(self, p: ImportedProject) -> str:
+        """ "; its 2 folders wait to be confirmed in Project settings ▸ Knowledge" for a project the import
+        made with knowledge paths (paused: another computer named them)."""
+        if not p.made or not p.folders + p.files:
+            return ""
+        what = []
+        if p.folders:
+            what.append(self.tr("1 folder") if p.folders == 1 else self.tr("{n:,} folders").format(n=p.folders))
+        if p.files:
+            what.append(self.tr("1 file") if p.files == 1 else self.tr("{n:,} files").format(n=p.files))
+        both = self.tr("{first} and {second}").format(first=what[0], second=what[1]) if len(what) == 2 else what[0]
+        if p.folders + p.files == 1:
+            return self.tr("; its {what} waits to be confirmed in Project settings ▸ Knowledge").format(what=both)
+        return self.tr("; its {what} wait to be confirmed in Project settings ▸ Knowledge").format(what=both)
 
     def _where(self, chats: tuple[ImportedChat, ...]) -> str:
         """Where the chats went when that is not simply the chat list, and which are copies."""

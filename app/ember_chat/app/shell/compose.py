@@ -272,6 +272,7 @@ class Composition(QObject):
         w.importer.chats_added.connect(w.chats.reload_conversations)
         w.importer.reveal.connect(w.chats.reveal)  # (the banner's Open and Show Archived)
         w.importer.show_view.connect(w.chats.show_view)
+        w.importer.open_project.connect(w.projects.open_settings)  # (the banner's Project settings)
         self._wire()
 
     def start(self, startup_errors: list[str]) -> None:
