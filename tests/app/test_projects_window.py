@@ -460,6 +460,17 @@ def test_a_path_from_an_imported_chat_waits_for_the_users_confirmation(
     _dialog(w).reject()
 
 
+def test_deleting_a_project_without_chats_says_it_has_none(make_window: Callable[..., MainWindow]) -> None:
+    w = make_window()
+    project = ProjectStore(w.store).create("Empty")
+    w.chats.organise.delete_folder(project.folder_id)
+    box = w.chats.chat_question
+    assert isinstance(box, QMessageBox)
+    assert "It has no chats;" in box.text() and "0 chats" not in box.text() and "Trash" not in box.text()
+    box.reject()
+    assert ProjectStore(w.store).is_project(project.folder_id)
+
+
 def test_deleting_a_project_asks_first_and_undo_brings_it_back(
     qtbot: QtBot, make_window: Callable[..., MainWindow], tmp_path: Path
 ) -> None:

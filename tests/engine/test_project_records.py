@@ -591,3 +591,14 @@ def test_projects_named_alike_before_the_check_can_still_be_saved_and_an_import_
         assert [p.name for p in ProjectStore(other).projects()] == ["Café research"]
     finally:
         other.close()
+
+
+def test_a_project_without_a_name_is_refused_as_a_project(store: ConversationStore) -> None:
+    """An empty name is said of the project (not of the folder it is made in), made or renamed."""
+    projects = ProjectStore(store)
+    with pytest.raises(StoreError, match=r"^A project needs a name; type one and try again\.$"):
+        projects.create(" \t")
+    made = projects.create("Herons")
+    with pytest.raises(StoreError, match=r"^A project needs a name; type one and try again\.$"):
+        projects.update(made.folder_id, name="")
+    assert [p.name for p in projects.projects()] == ["Herons"] and len(store.organise.folders()) == 1

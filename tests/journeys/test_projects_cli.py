@@ -52,7 +52,8 @@ def test_a_project_is_made_indexed_listed_and_given_more_knowledge(tmp_path: Pat
     made = cli("projects", "new", "Harbour", "--folder", str(docs), "--instructions", "Be brief.", data_dir=data)
     assert made.returncode == 0, made.stderr
     assert "Made the project “Harbour” with 1 knowledge source." in made.stdout
-    assert "Indexed “Harbour”: 6 files" in made.stderr and "skipped" in made.stderr and "bad.txt" in made.stderr
+    assert "Indexed “Harbour” in " in made.stderr and "In all: 6 files indexed" in made.stderr
+    assert "1 file skipped." in made.stderr and "bad.txt" in made.stderr
     (row,) = _listed(data)
     assert row["name"] == "Harbour" and row["instructions"] == "Be brief." and row["state"] == "indexed"
     assert row["files"] == {"total": 7, "indexed": 6, "skipped": 1, "pending": 0} and row["passages"] == 6
@@ -63,15 +64,42 @@ def test_a_project_is_made_indexed_listed_and_given_more_knowledge(tmp_path: Pat
     more = _folder(tmp_path / "more", {"tides.txt": "High tide at noon."})
     added = cli("projects", "add", "harbour", str(more), data_dir=data)  # (a name in another case)
     assert added.returncode == 0, added.stderr
-    assert f"Added {more} to “Harbour”." in added.stdout and "1 read now" in added.stderr
+    assert f"Added {more} to “Harbour”." in added.stdout and "1 new or changed file (1 read, 0 skipped)" in added.stderr
     (row,) = _listed(data)
     assert row["files"]["indexed"] == 7 and len(row["sources"]) == 2
 
     (docs / "note000.txt").unlink()
     again = cli("projects", "index", "Harbour", data_dir=data)
-    assert again.returncode == 0 and "0 read now, 1 gone" in again.stderr
+    assert again.returncode == 0 and "0 new or changed files (0 read, 0 skipped), 1 gone." in again.stderr
     plain = cli("projects", "list", data_dir=data)
     assert plain.returncode == 0 and plain.stdout.startswith("Harbour  (indexed: 6 files")
+
+
+def test_the_progress_and_the_summary_count_the_same_files_and_say_one_in_the_singular(tmp_path: Path) -> None:
+    """The progress line counts this run's new or changed files (read or skipped); the summary says
+    them again (how many read, how many skipped), then what the project holds in all. One of a thing is
+    “1 file”, “1 passage”, never “1 files”."""
+    data = tmp_path / "data"
+    docs = _folder(tmp_path / "docs", {"one.txt": "The ferry leaves at noon."})
+    made = cli("projects", "new", "One", "--folder", str(docs), data_dir=data)
+    assert made.returncode == 0, made.stderr
+    assert "[indexing “One”: 1/1 new or changed file, 0 pages, 1 passage]" in made.stderr
+    assert "1 new or changed file (1 read, 0 skipped), 0 gone." in made.stderr
+    assert "In all: 1 file indexed (0 pages, 1 passage), 0 files skipped." in made.stderr
+    listed = cli("projects", "list", data_dir=data)
+    assert listed.stdout.startswith("One  (indexed: 1 file, 0 pages, 1 passage, 0 skipped, 0 pending)")
+
+    (docs / "old.bin.txt").write_bytes(b"\x00\x01binary\xff" * 100)  # (skipped, and not looked at again)
+    assert cli("projects", "index", "One", data_dir=data).returncode == 0
+    for name in ("two.txt", "three.md"):
+        (docs / name).write_text(f"{name}: the tide is high at six.")
+    for name in ("bad1.txt", "bad2.txt"):
+        (docs / name).write_bytes(b"\x00\x01binary\xff" * 100)
+    again = cli("projects", "index", "One", data_dir=data)
+    assert again.returncode == 0, again.stderr
+    assert "[indexing “One”: 4/4 new or changed files, 0 pages, 2 passages]" in again.stderr
+    assert "4 new or changed files (2 read, 2 skipped), 0 gone." in again.stderr
+    assert "In all: 3 files indexed (0 pages, 3 passages), 3 files skipped." in again.stderr
 
 
 def test_a_path_inside_a_source_is_refused_and_a_parent_takes_the_sources_place_unread(tmp_path: Path) -> None:
@@ -96,7 +124,7 @@ def test_a_path_inside_a_source_is_refused_and_a_parent_takes_the_sources_place_
     out = cli("projects", "add", "Harbour", str(tmp_path / "all"), data_dir=data)
     assert out.returncode == 0, out.stderr
     assert f"{docs} is inside it: taken out of the project" in out.stdout
-    assert "1 read now, 0 gone" in out.stderr and "6 files" in out.stderr
+    assert "(1 read, 0 skipped), 0 gone." in out.stderr and "In all: 6 files indexed" in out.stderr
     (row,) = _listed(data)
     assert [s["path"] for s in row["sources"]] == [str(beside), str(tmp_path / "all")]
     assert row["files"]["indexed"] == 6
@@ -119,6 +147,7 @@ def test_a_project_made_without_indexing_says_so(tmp_path: Path) -> None:
         (["projects", "new", "P", "--folder", "MISSING"], "is not there"),
         (["projects", "add", "Harbour", "MISSING"], "is not there"),
         (["projects", "new", "Harbour"], "already exists"),
+        (["projects", "new", " "], "A project needs a name; type one and try again."),
         (["run", "--model", "MODEL", "--prompt", "x", "--project", "Nope"], "There is no project named “Nope”"),
         (["run", "--model", "MODEL", "--prompt", "x", "--project", "Harbour", "--mode", "complete"], "--mode chat"),
     ],
@@ -163,7 +192,7 @@ def test_the_chat_starter_answers_from_one_of_200_project_files(tmp_path: Path, 
     files["keeper.md"] = f"# The lighthouse keeper\n\n{FACT} He feeds it mango every morning.\n"
     docs = _folder(tmp_path / "docs", files)
     made = cli("projects", "new", "Islands", "--folder", str(docs), data_dir=data)
-    assert made.returncode == 0 and "Indexed “Islands”: 200 files" in made.stderr, made.stderr
+    assert made.returncode == 0 and "In all: 200 files indexed" in made.stderr, made.stderr
     question = "What is the name of the lighthouse keeper's parrot?"
     out = cli("run", "--model", str(chat_starter_model), "--project", "Islands", "--prompt", question, "--json",
               "--temperature", "0", "--max-tokens", "48", data_dir=data)  # fmt: skip
@@ -194,7 +223,7 @@ def test_a_projects_embedding_model_indexes_and_answers_and_a_missing_one_is_sai
     finally:
         chats.close()
     indexed = cli("projects", "index", "Harbour", data_dir=data)  # (its passages embedded with the model)
-    assert indexed.returncode == 0 and "Indexed “Harbour”: 6 files" in indexed.stderr, indexed.stderr
+    assert indexed.returncode == 0 and "In all: 6 files indexed" in indexed.stderr, indexed.stderr
 
     def ask() -> tuple[dict[str, Any], str]:
         out = cli("run", "--model", str(tiny_model), "--project", "Harbour", "--prompt", "Who fixed the beacon?",

@@ -105,8 +105,8 @@ def _new(args: argparse.Namespace, projects: ProjectStore, paths: AppPaths) -> i
     except StoreError as exc:
         raise EmberError(str(exc)) from None
     project = projects.project(project.folder_id)
-    n = len(project.sources)
-    print(f"Made the project “{terminal_text(project.name)}” with {n} knowledge source{'' if n == 1 else 's'}.")
+    sources = _counted(len(project.sources), "knowledge source")
+    print(f"Made the project “{terminal_text(project.name)}” with {sources}.")
     if not args.no_index and project.sources:
         _index_project(project, paths, sys.stderr)
     return 0
@@ -188,10 +188,9 @@ def _index_project(project: Project, paths: AppPaths, out: TextIO) -> IndexRun:
     index = KnowledgeIndex(knowledge_path(paths, project.folder_id))
     live = out.isatty()
 
-    def progress(p: IndexProgress) -> None:
-        line = (
-            f"[indexing “{project.name}”: {p.files_done}/{p.files_total} files, {p.pages} pages, {p.passages} passages]"
-        )
+    def progress(p: IndexProgress) -> None:  # (the files of this run: new or changed, read or skipped)
+        files = f"{p.files_done:,}/{p.files_total:,} new or changed {'file' if p.files_total == 1 else 'files'}"
+        line = f"[indexing “{project.name}”: {files}, {_counted(p.pages, 'page')}, {_counted(p.passages, 'passage')}]"
         if live:
             out.write("\r" + terminal_text(line)[:200])
             out.flush()
@@ -210,18 +209,19 @@ def _index_project(project: Project, paths: AppPaths, out: TextIO) -> IndexRun:
             embedder.close()
     if live:
         out.write("\n")
+    looked = _counted(result.read + result.skipped, "new or changed file")  # (the progress line's files)
     out.write(
-        f"Indexed “{terminal_text(project.name)}”: {counts.indexed} files, {counts.pages} pages, {counts.passages}"
-        f" passages ({result.read} read now, {result.dropped} gone, {counts.skipped} skipped)"
-        f" in {result.seconds:.1f} s.\n"
+        f"Indexed “{terminal_text(project.name)}” in {result.seconds:.1f} s: {looked} ({result.read:,} read, "
+        f"{result.skipped:,} skipped), {result.dropped:,} gone. In all: {_counted(counts.indexed, 'file')} "
+        f"indexed ({_counted(counts.pages, 'page')}, {_counted(counts.passages, 'passage')}), "
+        f"{_counted(counts.skipped, 'file')} skipped.\n"
     )
     for f in skipped:
         out.write(f"  skipped {terminal_text(f.path)}: {terminal_text(f.reason or '')}\n")
     for problem in result.problems:
         out.write(f"  {terminal_text(str(problem.path))}: {terminal_text(problem.reason)}\n")
     if paused:
-        sources = "source" if paused == 1 else "sources"
-        out.write(f"  {paused} paused {sources} left out (resume them in the window).\n")
+        out.write(f"  {_counted(paused, 'paused source')} left out (resume them in the window).\n")
     for problem in (embedding_problem, result.embedding_problem):
         if problem:
             out.write(f"  {terminal_text(problem)}\n")
@@ -238,9 +238,10 @@ def _list(args: argparse.Namespace, projects: ProjectStore, paths: AppPaths) -> 
         print("No projects yet. Make one: ember-chat projects new NAME --folder DIR")
         return 0
     for r in rows:
+        files, pages = _counted(r["files"]["indexed"], "file"), _counted(r["pages"], "page")
         print(
-            f"{terminal_text(r['name'])}  ({r['state']}: {r['files']['indexed']} files, {r['pages']} pages,"
-            f" {r['passages']} passages, {r['files']['skipped']} skipped, {r['files']['pending']} pending)"
+            f"{terminal_text(r['name'])}  ({r['state']}: {files}, {pages}, {_counted(r['passages'], 'passage')},"
+            f" {r['files']['skipped']:,} skipped, {r['files']['pending']:,} pending)"
         )
         for s in r["sources"]:
             paused = "  (paused)" if s["paused"] else ""
@@ -248,9 +249,14 @@ def _list(args: argparse.Namespace, projects: ProjectStore, paths: AppPaths) -> 
         for f in r["skipped"]:
             print(f"  skipped {terminal_text(f['path'])}: {terminal_text(f['reason'] or '')}")
         for u in r["unread"]:
-            kept = "1 file" if u["files_kept"] == 1 else f"{u['files_kept']} files"
+            kept = _counted(u["files_kept"], "file")
             print(f"  could not read {terminal_text(u['path'])} ({terminal_text(u['cause'])}): {kept} kept")
     return 0
+
+
+def _counted(n: int, thing: str) -> str:
+    """“1 file”, “2 files”: a count and its noun, singular for one (as the window's counts_text says them)."""
+    return f"{n:,} {thing}" if n == 1 else f"{n:,} {thing}s"
 
 
 def _summary(project: Project, paths: AppPaths) -> dict[str, Any]:

@@ -174,8 +174,10 @@ class ProjectStore:
             return self.make_project(folder.id, **settings)  # type: ignore[arg-type]
 
     def _name_free(self, name: str, folder_id: int | None = None) -> None:
-        """StoreError when another project has this name (ignoring case): the CLI, the API and a chat
-        file name a project by its name."""
+        """StoreError when the name is empty (said of a project, not of its folder) or another project has
+        it (ignoring case): the CLI, the API and a chat file name a project by its name."""
+        if not name.split():
+            raise StoreError("A project needs a name; type one and try again.")
         wanted = project_name_key(name)
         taken = next(
             (p for p in self.projects() if p.folder_id != folder_id and project_name_key(p.name) == wanted), None
