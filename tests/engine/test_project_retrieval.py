@@ -182,6 +182,21 @@ class DroppedWhileRanked:
         return self.index.vectors_for(model_id)
 
 
+def test_a_passage_sharing_only_a_common_word_with_the_question_is_not_given(tmp_path: Path) -> None:
+    ix = KnowledgeIndex(tmp_path / "knowledge.sqlite3")
+    try:
+        notes = [f"Note {n}: many thanks to the {w} team for the help this week." for n, w in enumerate("abcdefg")]
+        ix.put_file(1, "/docs/notes.txt", 100, 1, 0, [Chunk(i, 0, None, t) for i, t in enumerate(notes)])
+        page = "Orlov counted forty ships in the harbour of Velmar on the first morning."
+        ix.put_file(1, "/docs/log.pdf", 100, 1, 1, [Chunk(0, 0, 1, page)])
+        hits = retrieve(ix, "How many ships did Orlov count in Velmar?", 8)
+        assert [h.text for h in hits] == [page]  # (not the seven notes for their "many")
+        # a question whose words are all common gets its passages
+        assert len(retrieve(ix, "many thanks", 8)) == 7
+    finally:
+        ix.close()
+
+
 def test_a_passage_gone_between_ranking_and_reading_is_left_out(index: KnowledgeIndex) -> None:
     reader = KnowledgeIndex(index.path)
     try:

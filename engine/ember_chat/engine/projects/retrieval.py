@@ -38,7 +38,18 @@ CANDIDATES = 50  # passages each ranking contributes to the fusion
 # (2 numbers, 16 pairs tried), but not checked on questions held out.
 # With index.LEAD_BOOST later (a section's first passage boosted in BM25's ranking): BM25 alone 0.800 /
 # 1.000, fused 0.867 / 1.000 (recall@1 coreutils 0.367 -> 0.400, generated 0.770 -> 0.790).
+# Held out, on the Python FAQ's own 172 questions (bench/retrieval_sets.py; BM25 alone 0.791): these
+# weights give 0.855, but the vectors weighted more do better there — 0.5: 0.860, 0.7: 0.884, 1.0 (k 10
+# or 60): 0.901 — while coreutils falls (0.7: 0.833, 1.0: 0.800) and the generated set with k 60 and
+# equal weights fell to 0.857, under BM25 alone. Kept at 0.3: the only weight measured where the fusion
+# is at least BM25 alone on all three sets.
 RRF_K = 10
+# A BM25 candidate scoring under this share of the best one is not given: it shares only a common word
+# with the question ("How many ships did Orlov count?" gave seven unrelated notes for their "many" beside
+# the one page about Orlov's ships, filling the prompt and the Sources). Measured on
+# bench/retrieval_projects' real sets (the best 8 by BM25): at 0.3 the Python FAQ keeps 7.3 of 8 on
+# average, coreutils 8.0, and no answer in the best 5 is lost on either (0.4: two FAQ answers lost).
+BM25_FLOOR = 0.3
 VECTOR_WEIGHT = 0.3  # the vector ranking's weight in the fusion (BM25's: 1)
 RERANK_TOP = 20  # the fused passages a reranker reorders
 CACHED_MATRICES = 2  # (index, model) matrices kept in memory at once (100k x 384 float32 is 154 MB)
@@ -194,7 +205,8 @@ def retrieve(
     """The `k` passages of the index that best answer `question`, best first (see the module's text)."""
     if k <= 0:
         return []
-    by_bm25 = [pid for pid, _ in index.bm25(question, CANDIDATES)]
+    scored = index.bm25(question, CANDIDATES)
+    by_bm25 = [pid for pid, score in scored if score <= BM25_FLOOR * scored[0][1]]  # (bm25: negative)
     by_vector = vector_ranking(index, question, embed) if embed is not None else []
     fused = fuse([by_bm25, by_vector], weights=(1.0, VECTOR_WEIGHT))
     bm25_rank = {pid: r for r, pid in enumerate(by_bm25, start=1)}
