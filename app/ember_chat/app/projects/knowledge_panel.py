@@ -357,7 +357,7 @@ class KnowledgePanel(QWidget):
                         "{inner} is inside {folder}: it was taken out of the list, its files are read from there."
                     ).format(inner=inner.path, folder=source.path)
                 )
-        self.add_problems.setText(" ".join(problems))
+        self.add_problems.setText("\n".join(problems))  # (one a line)
         self.add_problems.setVisible(bool(problems))
         if added:
             self._changed()
@@ -387,7 +387,7 @@ class KnowledgePanel(QWidget):
                     confirmed += 1
                 except EmberError as exc:
                     problems.append(str(exc))
-        self.add_problems.setText(" ".join(problems))
+        self.add_problems.setText("\n".join(problems))  # (one a line)
         self.add_problems.setVisible(bool(problems))
         if confirmed:
             self._changed()
@@ -423,7 +423,8 @@ class KnowledgePanel(QWidget):
         elif k.running(fid):
             self._on_progress(fid, last or IndexProgress(0, 0, 0, 0, None))
         elif k.problems.get(fid):
-            self.progress_text.setText(" ".join(k.problems[fid][:5]) + self._retry_waiting())
+            # (one note a line: two link loops run together read as one sentence)
+            self.progress_text.setText("\n".join(k.problems[fid][:5]) + self._retry_waiting())
         elif result is not None and result.stopped:
             self.progress_text.setText(self.tr("Indexing stopped before the end; it goes on at the next change."))
         elif result is not None:

@@ -2,13 +2,23 @@
 reason, and *Try again* for the selected ones or all (read again at once, whatever the reason). A model
 over the list (a view asks only for the rows it shows), so a folder of 50,000 skipped files
 opens as fast as one of ten: the list built item by item stalled the window for close to half a second
-(a table view: a tree view lays out every row as it is shown)."""
+(a table view: a tree view lays out every row as it is shown). Its rows keep one line each (never
+measured one by one); the chosen row's whole path and reason are under the list, wrapped (a reason
+is a sentence or two: a narrow column cut it mid-text), and in each cell's tooltip."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from PySide6.QtCore import QAbstractTableModel, QCoreApplication, QModelIndex, QObject, QPersistentModelIndex, Qt
+from PySide6.QtCore import (
+    QAbstractTableModel,
+    QCoreApplication,
+    QItemSelectionModel,
+    QModelIndex,
+    QObject,
+    QPersistentModelIndex,
+    Qt,
+)
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QDialog,
@@ -73,7 +83,8 @@ def skipped_files_dialog(
     view.setShowGrid(False)
     view.setWordWrap(False)
     view.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
-    view.setTextElideMode(Qt.TextElideMode.ElideMiddle)  # (the whole path and reason: their tooltips)
+    view.setTextElideMode(Qt.TextElideMode.ElideMiddle)  # (the whole path and reason: under the list, tooltips)
+    view.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Interactive)  # (both: drag the line)
     view.horizontalHeader().setStretchLastSection(True)
     view.horizontalHeader().setDefaultAlignment(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter)
     view.setColumnWidth(0, 280)
@@ -103,11 +114,26 @@ def skipped_files_dialog(
         retry(chosen())
         dialog.accept()
 
+    whole = QLabel(dialog)  # (the chosen row's path and reason, whole: the cells cut them to one line)
+    whole.setObjectName("skipped-reason")
+    whole.setWordWrap(True)
+    whole.setTextFormat(Qt.TextFormat.PlainText)  # (file names and reasons: never markup)
+    whole.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+    whole.setAccessibleName(tr("The chosen file and why it was skipped"))
+
+    def current_changed(current: QModelIndex) -> None:
+        path, reason = rows[current.row()] if current.isValid() else ("", "")
+        whole.setText(f"{shown(path)}\n{shown(reason)}" if current.isValid() else "")
+
     view.selectionModel().selectionChanged.connect(selection_changed)
+    view.selectionModel().currentChanged.connect(current_changed)
     again.clicked.connect(try_again)
+    if rows:  # (the first row's reason shown at once, nothing selected: Try all again stays all)
+        view.selectionModel().setCurrentIndex(view.model().index(0, 0), QItemSelectionModel.SelectionFlag.NoUpdate)
     layout = QVBoxLayout(dialog)
-    layout.addWidget(QLabel(tr("These files are not used: each with the reason.")))
-    layout.addWidget(view)
+    layout.addWidget(QLabel(tr("These files are not used: each with the reason (the chosen one's whole, below).")))
+    layout.addWidget(view, 1)
+    layout.addWidget(whole)
     layout.addWidget(close)
     dialog.resize(720, 360)
     return dialog
