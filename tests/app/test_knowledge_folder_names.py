@@ -12,9 +12,10 @@ import pytest
 from PySide6.QtWidgets import QTableView
 from pytestqt.qtbot import QtBot
 
-from ember_chat.app.projects.knowledge_rows import TIP_FOLDERS, shown
+from ember_chat.app.projects.knowledge_rows import TIP_FOLDERS, finished_text, progress_text, shown
 from ember_chat.app.shell.main_window import MainWindow
 from ember_chat.engine.projects.index import KnowledgeIndex
+from ember_chat.engine.projects.indexer import IndexProgress, IndexRun
 from ember_chat.engine.projects.records import ProjectStore
 from tests.helpers.projects_window import WAIT_MS, settings_dialog
 
@@ -67,3 +68,12 @@ def test_folders_named_to_mislead_are_shown_escaped_and_the_tooltip_names_ten(
     assert cells[0] == shown(str(notes)) + "/" + name + "00/" and all(c.isprintable() for c in cells)
     assert [path for path, _ in panel.skipped_files()] == [f + "/" for f in sorted(folders)]  # (Try again: as is)
     dialog.close()
+
+
+def test_the_run_lines_say_one_of_a_thing_in_the_singular_and_the_file_as_shown() -> None:
+    one = IndexProgress(1, 1, 1, 1, "/docs/a\nb.md")
+    assert progress_text(one) == "Indexing: 1 of 1 file to read, 1 page, 1 passage — a\\nb.md"
+    many = IndexProgress(3, 1200, 0, 12, None)
+    assert progress_text(many) == "Indexing: 3 of 1,200 files to read, 0 pages, 12 passages"
+    assert finished_text(IndexRun(read=1)) == "Up to date: 1 file read, 0 skipped, 0 gone from disk."
+    assert finished_text(IndexRun(read=2, skipped=1)) == "Up to date: 2 files read, 1 skipped, 0 gone from disk."

@@ -2,7 +2,7 @@
 theme (issue 34, a new user's findings): each note of a run (two link loops) on a line of its own, not
 run together as one paragraph; each skipped file's whole reason readable in the list (under it, for the
 row chosen, and in the cell's tooltip), its columns resizable. The real window, real folders, real
-readers; screenshots in /tmp/ember/shots-knowledge-notes/."""
+readers; screenshots in the test's folder."""
 
 from __future__ import annotations
 
@@ -21,7 +21,6 @@ from tests.helpers.projects_window import settings_dialog as _dialog
 
 pytestmark = pytest.mark.usefixtures("nothing_blocks")
 WAIT_MS = 30_000
-SHOTS = Path("/tmp/ember/shots-knowledge-notes")
 
 
 def test_link_loop_notes_are_one_a_line_and_a_skipped_reason_is_shown_whole(
@@ -33,7 +32,6 @@ def test_link_loop_notes_are_one_a_line_and_a_skipped_reason_is_shown_whole(
     (docs / "loop-a.txt").symlink_to(docs / "loop-b.txt")
     (docs / "loop-b.txt").symlink_to(docs / "loop-a.txt")
     write_encrypted_pdf(docs / "annual report of the river authority, final version.pdf", ["Secret."])
-    SHOTS.mkdir(parents=True, exist_ok=True)
     w = make_window()
     w.set_theme("dark")
     project = w.projects.new_project("Rivers")
@@ -49,7 +47,7 @@ def test_link_loop_notes_are_one_a_line_and_a_skipped_reason_is_shown_whole(
     lines = panel.progress_text.text().split("\n")
     assert len(lines) == 2 and all("symbolic links" in line for line in lines), lines
     assert {"loop-a.txt" in lines[0] or "loop-a.txt" in lines[1], "loop-b.txt" in "".join(lines)} == {True}
-    dialog.grab().save(str(SHOTS / "knowledge_tab_minimum_dark.png"))
+    dialog.grab().save(str(tmp_path / "knowledge_tab_minimum_dark.png"))
 
     panel.show_skipped.click()
     listed = panel.skipped_list
@@ -68,6 +66,6 @@ def test_link_loop_notes_are_one_a_line_and_a_skipped_reason_is_shown_whole(
     header = view.horizontalHeader()
     assert header.sectionResizeMode(0) == QHeaderView.ResizeMode.Interactive
     assert header.sectionResizeMode(1) == QHeaderView.ResizeMode.Interactive or header.stretchLastSection()
-    listed.grab().save(str(SHOTS / "skipped_files_dark.png"))
+    listed.grab().save(str(tmp_path / "skipped_files_dark.png"))
     listed.reject()
     dialog.reject()

@@ -435,12 +435,7 @@ class KnowledgePanel(QWidget):
             return
         if not self.reread.isActive() and not self.counting:  # (the rows' counts follow the run, as this line does)
             self.reread.start()
-        text = self.tr("Indexing: {done} of {total} files to read, {pages} pages, {passages} passages").format(
-            done=f"{p.files_done:,}", total=f"{p.files_total:,}", pages=f"{p.pages:,}", passages=f"{p.passages:,}"
-        )
-        if p.current:
-            text += " — " + os.path.basename(p.current)
-        self.progress_text.setText(text)
+        self.progress_text.setText(knowledge_rows.progress_text(p))
         self.progress_bar.setRange(0, max(p.files_total, 1))
         self.progress_bar.setValue(p.files_done)
 
@@ -453,12 +448,7 @@ class KnowledgePanel(QWidget):
         if folder_id != self.folder_id:
             return
         if not result.stopped and not result.problems:
-            self.progress_text.setText(
-                self.tr("Up to date: {read} files read, {skipped} skipped, {dropped} gone from disk.").format(
-                    read=f"{result.read:,}", skipped=f"{result.skipped:,}", dropped=f"{result.dropped:,}"
-                )
-                + self._retry_waiting()
-            )
+            self.progress_text.setText(knowledge_rows.finished_text(result) + self._retry_waiting())
         self._read_all()
 
     def _retry_waiting(self) -> str:

@@ -14,6 +14,7 @@ from PySide6.QtCore import QCoreApplication
 
 from ember_chat.app.projects.indexing import SourceState
 from ember_chat.engine.projects.index import UnreadFolder
+from ember_chat.engine.projects.indexer import IndexProgress, IndexRun
 from ember_chat.engine.projects.records import KnowledgeSource
 from ember_chat.engine.projects.scan import ScanProblem
 from ember_chat.engine.storage.titles import without_format_characters
@@ -89,17 +90,40 @@ def unread_text(source: KnowledgeSource, unread: Sequence[UnreadFolder]) -> str:
     return said + ", " + kept  # (the whole sentence, that they are kept until it can be read: the tooltip)
 
 
+def _count(n: int, one: str, many: str) -> str:
+    """`one` for 1, else `many` with its {n} ("1 files" read wrong)."""
+    return one if n == 1 else many.format(n=f"{n:,}")
+
+
 def counts_text(s: SourceState) -> str:
-    one = (_tr("1 file"), _tr("1 page"), _tr("1 passage"))  # ("1 files" read wrong)
-    parts = [one[0] if s.indexed == 1 else _tr("{n} files").format(n=f"{s.indexed:,}")]
+    parts = [_count(s.indexed, _tr("1 file"), _tr("{n} files"))]
     if s.pages:
-        parts.append(one[1] if s.pages == 1 else _tr("{n} pages").format(n=f"{s.pages:,}"))
-    parts.append(one[2] if s.passages == 1 else _tr("{n} passages").format(n=f"{s.passages:,}"))
+        parts.append(_count(s.pages, _tr("1 page"), _tr("{n} pages")))
+    parts.append(_count(s.passages, _tr("1 passage"), _tr("{n} passages")))
     if s.pending:
         parts.append(_tr("{n} waiting").format(n=f"{s.pending:,}"))
     if s.skipped:
         parts.append(_tr("{n} skipped").format(n=f"{s.skipped:,}"))
     return ", ".join(parts)
+
+
+def progress_text(p: IndexProgress) -> str:
+    """ "Indexing: 3 of 40 files to read, 1 page, 12 passages — notes.md" """
+    files = (_tr("{done} of 1 file to read") if p.files_total == 1 else _tr("{done} of {total} files to read")).format(
+        done=f"{p.files_done:,}", total=f"{p.files_total:,}"
+    )
+    pages = _count(p.pages, _tr("1 page"), _tr("{n} pages"))
+    passages = _count(p.passages, _tr("1 passage"), _tr("{n} passages"))
+    text = _tr("Indexing: {files}, {pages}, {passages}").format(files=files, pages=pages, passages=passages)
+    return text + (" — " + shown(os.path.basename(p.current)) if p.current else "")
+
+
+def finished_text(result: IndexRun) -> str:
+    """ "Up to date: 1 file read, 2 skipped, 0 gone from disk." """
+    read = _count(result.read, _tr("1 file read"), _tr("{n} files read"))
+    return _tr("Up to date: {read}, {skipped} skipped, {dropped} gone from disk.").format(
+        read=read, skipped=f"{result.skipped:,}", dropped=f"{result.dropped:,}"
+    )
 
 
 def unread_reason(folder: UnreadFolder) -> str:
