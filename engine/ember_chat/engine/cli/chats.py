@@ -156,13 +156,9 @@ def _export(args: argparse.Namespace, store: ConversationStore, paths: AppPaths)
         sys.stdout.write(text if text.endswith("\n") else text + "\n")
         return 0
     target = Path(args.output).expanduser()
-    try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        partial = target.with_name(target.name + ".part")
-        partial.write_text(text, encoding="utf-8")
-        partial.replace(target)
-    except OSError as exc:
-        raise EmberError(f"{target} cannot be written ({exc.strerror or exc}); choose another place.") from None
+    from ember_chat.engine.cli.common import write_export
+
+    write_export(target, text)
     print(f"Exported {_count(len(ids))} to {target}.")
     return 0
 

@@ -100,6 +100,18 @@ def resolve_model(spec: str, paths: AppPaths) -> Path:
     return ModelLibrary(load_settings(paths).models_folder(paths.default_models_dir)).resolve(spec)
 
 
+def write_export(target: Path, text: str) -> None:
+    """`text` written to `target` whole or not at all (a .part file renamed), its folder made; an error
+    names the file and asks for another place."""
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        partial = target.with_name(target.name + ".part")
+        partial.write_text(text, encoding="utf-8")
+        partial.replace(target)
+    except OSError as exc:
+        raise EmberError(f"{target} cannot be written ({exc.strerror or exc}); choose another place.") from None
+
+
 def load_settings(paths: AppPaths) -> Settings:
     """The settings; what was wrong with a damaged file goes to stderr, one line each."""
     settings_file = SettingsFile(paths.settings_file)

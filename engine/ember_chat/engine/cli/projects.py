@@ -144,6 +144,7 @@ def _export(args: argparse.Namespace, projects: ProjectStore, store: Conversatio
     from pathlib import Path
 
     from ember_chat.engine.attachments import AttachmentStore
+    from ember_chat.engine.cli.common import write_export
     from ember_chat.engine.projects.turn import project_named
     from ember_chat.engine.storage.export import project_export_json
 
@@ -153,13 +154,7 @@ def _export(args: argparse.Namespace, projects: ProjectStore, store: Conversatio
     )
     chats = len(json.loads(text)) - 1
     target = Path(args.file).expanduser()
-    try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        partial = target.with_name(target.name + ".part")
-        partial.write_text(text, encoding="utf-8")
-        partial.replace(target)
-    except OSError as exc:
-        raise EmberError(f"{target} cannot be written ({exc.strerror or exc}); choose another place.") from None
+    write_export(target, text)
     n = len(project.sources)
     print(
         f"Exported the project “{terminal_text(project.name)}” with {chats} chat{'' if chats == 1 else 's'} and "
