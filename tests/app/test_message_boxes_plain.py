@@ -16,6 +16,7 @@ from PySide6.QtWidgets import QLabel, QMessageBox
 from pytestqt.qtbot import QtBot
 
 from ember_chat.app.shell.main_window import MainWindow
+from ember_chat.engine.projects.records import ProjectStore
 from tests.helpers.paths import REPO
 
 APP = REPO / "app" / "ember_chat" / "app"
@@ -34,6 +35,16 @@ def _unplain_boxes(source: str, filename: str) -> list[int]:
     }
     found = []
     for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef) and any(
+            isinstance(b, ast.Name) and b.id == "QMessageBox" for b in node.bases
+        ):
+            made_plain = any(
+                isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "plain_message"
+                and any(isinstance(a, ast.Name) and a.id == "self" for a in n.args)
+                for n in ast.walk(node)
+            )  # fmt: skip
+            if not made_plain:
+                found.append(node.lineno)  # (a message box of its own: plain_message(self) in it)
         if not isinstance(node, ast.Call):
             continue
         f = node.func
@@ -53,6 +64,8 @@ def test_every_message_box_of_the_app_shows_its_text_as_written() -> None:
     assert found == {}
     assert _unplain_boxes("box = QMessageBox(parent)\nQMessageBox.warning(p, 't', 'x')\n", "x.py") == [1, 2]
     assert _unplain_boxes("box = plain_message(QMessageBox(parent))\n", "x.py") == []
+    assert _unplain_boxes("class Q(QMessageBox):\n    def __init__(self):\n        pass\n", "x.py") == [1]
+    assert _unplain_boxes("class Q(QMessageBox):\n    def __init__(self):\n        plain_message(self)\n", "x.py") == []
 
 
 def _labels(box: QMessageBox) -> dict[str, QLabel]:
@@ -74,6 +87,20 @@ def test_a_project_named_like_markup_is_asked_about_as_written(
     shown = (dialog.problem, dialog.knowledge.progress_text, dialog.knowledge.add_problems)  # (names and paths)
     assert all(label.textFormat() == Qt.TextFormat.PlainText for label in shown)
     dialog.reject()
+
+    # a knowledge path of that name (an imported chat's): its row's tooltip shows it as written
+    folder = tmp_path / '<img src="secret.png"> notes'
+    folder.mkdir()
+    ProjectStore(w.store).add_source(project.folder_id, str(folder))
+    w.projects.open_settings(project.folder_id)
+    dialog = w.projects.settings_dialog
+    assert dialog is not None
+    qtbot.waitUntil(lambda: dialog.knowledge.sources.topLevelItemCount() == 1, timeout=10_000)
+    row = dialog.knowledge.sources.topLevelItem(0)
+    assert "&lt;img" in row.toolTip(0) and "<img" not in row.toolTip(0)
+    dialog.reject()
+    w.banner.set_action("Open", lambda: None, f"The knowledge of “{name}”, to confirm")
+    assert "&lt;img" in w.banner.action_button.toolTip()
 
     w.chats.organise.delete_folder(project.folder_id)  # asks first
     box = w.chats.chat_question

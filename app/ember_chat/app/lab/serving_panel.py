@@ -265,6 +265,7 @@ class ServingPanel(QWidget):
         buttons.addWidget(self.progress, 1)
         self.status = QLabel(self.tr("No results yet: pick the target and the loads, then press Run."))
         self.status.setWordWrap(True)
+        self.status.setTextFormat(Qt.TextFormat.PlainText)  # (a server's errors: never markup)
 
         self.answer = QLabel()  # the plain answer, first and large
         self.answer.setWordWrap(True)

@@ -9,6 +9,8 @@ from collections.abc import Callable
 
 from PySide6.QtWidgets import QAbstractButton, QMessageBox, QWidget
 
+from ember_chat.app.qt.plain_text import plain_message
+
 
 class RemoteSwitchQuestion(QMessageBox):
     """Opens (window-modal, not blocking); `proceed` runs on "Use", `cancelled` on Cancel, Esc or
@@ -25,6 +27,7 @@ class RemoteSwitchQuestion(QMessageBox):
         cancelled: Callable[[], None],
     ) -> None:
         super().__init__(parent)
+        plain_message(self)  # (model names come from a server's list)
         self.setObjectName("remote-switch-question")
         self.setIcon(QMessageBox.Icon.Question)
         self.setWindowTitle(self.tr("Use a remote model"))

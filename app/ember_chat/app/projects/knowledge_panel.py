@@ -34,6 +34,7 @@ from ember_chat.app.projects import knowledge_rows
 from ember_chat.app.projects.indexing import KnowledgeState, ProjectIndexing, SourceState
 from ember_chat.app.projects.model_choice import ModelChoice, ModelUses
 from ember_chat.app.projects.skipped_files import skipped_files_dialog
+from ember_chat.app.qt.plain_text import plain_tooltip
 from ember_chat.engine.errors import EmberError
 from ember_chat.engine.projects.index import UnreadFolder
 from ember_chat.engine.projects.indexer import IndexProgress, IndexRun
@@ -234,7 +235,7 @@ class KnowledgePanel(QWidget):
             for source in listed:
                 item = QTreeWidgetItem([knowledge_rows.shown(source.path), ""])  # (an imported chat's: any name)
                 item.setData(0, SOURCE_ID, source.id)
-                item.setToolTip(0, item.text(0))
+                item.setToolTip(0, plain_tooltip(item.text(0)))
                 self.sources.addTopLevelItem(item)
                 item.setSelected(source.id in chosen)
                 items.append(item)
@@ -248,7 +249,7 @@ class KnowledgePanel(QWidget):
                 if problem is not None
                 else knowledge_rows.state_tip(item.text(1), unread)
             )
-            item.setToolTip(1, tip)
+            item.setToolTip(1, plain_tooltip(tip))
             warn = source.from_import or problem is not None or bool(unread)
             item.setData(1, Qt.ItemDataRole.ForegroundRole, self.palette().link() if warn else None)
         self._update_buttons()

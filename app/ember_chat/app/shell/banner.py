@@ -23,6 +23,7 @@ from PySide6.QtCore import Qt, QTimer
 from PySide6.QtGui import QAccessible, QAccessibleAnnouncementEvent, QHideEvent, QPixmap
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QToolButton, QWidget
 
+from ember_chat.app.qt.plain_text import plain_tooltip
 from ember_chat.app.style.icons import icon_image, themed_icon
 from ember_chat.app.style.theme import Colors
 
@@ -94,7 +95,7 @@ class Banner(QFrame):
         self._action = action
         self.action_button.setText(text)
         self.action_button.setAccessibleName(text)
-        self.action_button.setToolTip(description)
+        self.action_button.setToolTip(plain_tooltip(description))  # (a name from a file in it: never markup)
         self.action_button.setAccessibleDescription(description or text)
         self.action_button.show()
 
