@@ -186,3 +186,23 @@ def test_a_project_block_of_odd_types_and_huge_strings_is_cleaned(tmp_path: Path
     )
     assert [(s.path, s.kind, s.paused) for s in project.sources] == [("/data/ok", "folder", True)]
     assert [(p.name, p.made, p.chats, p.folders, p.files) for p in report.into] == [(project.name, True, 0, 1, 0)]
+
+
+def test_a_folder_inside_a_project_never_takes_an_imported_project_s_chats(
+    tmp_path: Path, store: ConversationStore, fresh: ConversationStore, research: int
+) -> None:
+    chat = store.create_conversation("Tides")
+    store.add_message(chat.id, "user", "When are spring tides?")
+    store.organise.move_chats([chat.id], research)
+    exported = _write(tmp_path / "Research.json", project_export_json(store, research))
+    projects = ProjectStore(fresh)
+    secret = projects.create("Secret", instructions="Secret instructions.")
+    inside = fresh.organise.create_folder("Research", secret.folder_id)  # (a plain folder inside Secret)
+    report = import_chats(fresh, exported)
+    (made,) = report.into
+    assert made.folder_id not in (inside.id, secret.folder_id) and made.made and made.project
+    (imported,) = report.imported
+    project = projects.of_chat(imported.id)
+    assert project is not None and project.folder_id == made.folder_id
+    assert project.instructions == "Cite the notes." and fresh.organise.folder(made.folder_id).parent_id is None
+    assert fresh.conversation(imported.id).folder_id == made.folder_id != inside.id

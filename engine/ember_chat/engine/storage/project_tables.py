@@ -183,21 +183,23 @@ def project_name_key(name: str) -> str:
 
 
 def folder_for_import(db: sqlite3.Connection, project: PlannedProject, made: dict[str, int]) -> int:
-    """The folder a chat of this project goes into: one of that name (a project's first, then a top-level
-    one), else a new folder made the project (noted in `made`). An existing folder is left as it is: a
-    file never changes a project (nor adds knowledge to one) that is here already."""
+    """The folder a chat of this project goes into: the project of that name, else a plain folder of that
+    name at the top level, else a new folder made the project (noted in `made`). A folder inside another
+    (a project's above all: its chats are answered with that project's instructions and knowledge) is
+    never taken, whatever its name. An existing folder is left as it is: a file never changes a project
+    (nor adds knowledge to one) that is here already."""
     wanted = project_name_key(project.name)
     projects = db.execute("SELECT f.id, f.name FROM folders f JOIN projects p ON p.folder_id = f.id ORDER BY f.id")
     same = next((int(fid) for fid, name in projects if project_name_key(name) == wanted), None)
     if same is not None:  # (a project whose name looks alike: 'café  research' is “Café research”)
         return same
-    row = db.execute(
-        "SELECT f.id FROM folders f LEFT JOIN projects p ON p.folder_id = f.id WHERE f.name = ?"
-        " ORDER BY p.folder_id IS NULL, f.parent_id IS NOT NULL, f.id LIMIT 1",
-        (project.name,),
-    ).fetchone()
-    if row is not None:
-        return int(row[0])
+    plain = db.execute(
+        "SELECT f.id, f.name FROM folders f LEFT JOIN projects p ON p.folder_id = f.id"
+        " WHERE p.folder_id IS NULL AND f.parent_id IS NULL ORDER BY f.id"
+    )
+    same = next((int(fid) for fid, name in plain if project_name_key(name) == wanted), None)
+    if same is not None:
+        return same
     now = time.time()
     cur = db.execute(
         "INSERT INTO folders (name, parent_id, position, created_at) VALUES (?, NULL,"
