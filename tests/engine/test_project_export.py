@@ -206,3 +206,23 @@ def test_a_folder_inside_a_project_never_takes_an_imported_project_s_chats(
     assert project is not None and project.folder_id == made.folder_id
     assert project.instructions == "Cite the notes." and fresh.organise.folder(made.folder_id).parent_id is None
     assert fresh.conversation(imported.id).folder_id == made.folder_id != inside.id
+
+
+@pytest.mark.parametrize("look_alike", ["Research\u200b", "\u202eResearch", "Re\u2066search\u2069", "\ufeffresearch"])
+def test_an_imported_name_that_only_looks_like_a_project_s_joins_it(
+    tmp_path: Path, fresh: ConversationStore, look_alike: str
+) -> None:
+    mine = ProjectStore(fresh).create("Research", instructions="Mine.")
+    block = {"name": look_alike, "knowledge": [{"path": "/etc", "kind": "folder"}]}
+    path = _write(tmp_path / "alike.json", json.dumps([{"format": "ember-chat", "version": 1, "project": block}]))
+    report = import_chats(fresh, path)
+    assert report.projects == () and [p.folder_id for p in report.into] == [mine.folder_id]
+    assert [p.name for p in ProjectStore(fresh).projects()] == ["Research"]
+    assert ProjectStore(fresh).project(mine.folder_id).sources == ()
+
+
+def test_an_imported_project_s_name_is_kept_without_format_characters(tmp_path: Path, fresh: ConversationStore) -> None:
+    block = {"name": "\u202eTides\u200b  notes"}
+    path = _write(tmp_path / "odd.json", json.dumps([{"format": "ember-chat", "version": 1, "project": block}]))
+    import_chats(fresh, path)
+    assert [p.name for p in ProjectStore(fresh).projects()] == ["Tides notes"]

@@ -602,3 +602,21 @@ def test_a_project_without_a_name_is_refused_as_a_project(store: ConversationSto
     with pytest.raises(StoreError, match=r"^A project needs a name; type one and try again\.$"):
         projects.update(made.folder_id, name="")
     assert [p.name for p in projects.projects()] == ["Herons"] and len(store.organise.folders()) == 1
+
+
+def test_a_typed_or_renamed_project_name_is_kept_without_format_characters(tmp_path: Path) -> None:
+    store = ConversationStore(tmp_path / "chats.sqlite3")
+    try:
+        projects = ProjectStore(store)
+        research = projects.create("Research")
+        with pytest.raises(StoreError, match="There is a project named “Research” already"):
+            projects.create("Research\u200b")
+        with pytest.raises(StoreError, match="A project needs a name"):
+            projects.create("\u202e\u200b")
+        other = projects.create("\u202eOther\u2069")
+        assert other.name == "Other"
+        with pytest.raises(StoreError, match="There is a project named “Research” already"):
+            projects.update(other.folder_id, name="\u2066research")
+        assert projects.update(research.folder_id, name="Research \u200bnotes").name == "Research notes"
+    finally:
+        store.close()

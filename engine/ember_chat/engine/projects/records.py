@@ -33,6 +33,7 @@ from ember_chat.engine.storage.project_tables import (
     tools_of,
 )
 from ember_chat.engine.storage.rows import transaction
+from ember_chat.engine.storage.titles import clean_name
 
 __all__ = ["MAX_INSTRUCTIONS", "KnowledgeSource", "Project", "ProjectStore", "SourceKind"]
 
@@ -176,7 +177,7 @@ class ProjectStore:
     def _name_free(self, name: str, folder_id: int | None = None) -> None:
         """StoreError when the name is empty (said of a project, not of its folder) or another project has
         it (ignoring case): the CLI, the API and a chat file name a project by its name."""
-        if not name.split():
+        if not clean_name(name):
             raise StoreError("A project needs a name; type one and try again.")
         wanted = project_name_key(name)
         taken = next(

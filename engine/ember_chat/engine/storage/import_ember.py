@@ -23,6 +23,7 @@ from ember_chat.engine.storage.import_plan import (
     where,
 )
 from ember_chat.engine.storage.project_tables import KINDS, MAX_ICON, MAX_INSTRUCTIONS, MAX_NAME
+from ember_chat.engine.storage.titles import clean_name
 
 ROLES = ("system", "user", "assistant")
 
@@ -70,7 +71,7 @@ def _project(value: object) -> PlannedProject | None:
     kind is left at its default; no name, no project. Its knowledge paths are kept as text only: never
     opened nor looked up (the user confirms each before it is indexed)."""
     data = _dict(value)
-    name = " ".join(_text((data or {}).get("name")).split())[:MAX_NAME]
+    name = clean_name(_text((data or {}).get("name")))[:MAX_NAME]  # (as a typed one is kept: organise.py)
     if data is None or not name:
         return None
     icon = _text(data.get("icon")).strip()

@@ -19,7 +19,7 @@ from ember_chat.engine.errors import StoreError
 from ember_chat.engine.storage import message_delete, privacy, project_tables
 from ember_chat.engine.storage.records import Conversation, conversation_of
 from ember_chat.engine.storage.rows import Row, batches, free_ids, insert_rows, rows_where_in, transaction
-from ember_chat.engine.storage.titles import clean_title
+from ember_chat.engine.storage.titles import clean_name, clean_title
 
 TRASH_DAYS = 30  # chats in the Trash longer than this are deleted for good when the store opens
 NO_UNDO = "This can no longer be undone: "
@@ -399,7 +399,7 @@ def _why(error: str) -> str:
 
 
 def _folder_name(name: str) -> str:
-    name = " ".join(name.split())
+    name = clean_name(name)  # (a project's name too: no format character makes it look like another's)
     if not name:
         raise StoreError("A folder needs a name; type one and try again.")
     return name

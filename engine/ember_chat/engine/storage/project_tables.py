@@ -23,6 +23,7 @@ from typing import Any
 from ember_chat.engine.storage.import_plan import PlannedProject
 from ember_chat.engine.storage.paths import PROJECTS_FOLDER
 from ember_chat.engine.storage.rows import Row, free_ids, insert_rows, rows_where_in, transaction
+from ember_chat.engine.storage.titles import clean_name
 
 log = logging.getLogger(__name__)
 
@@ -177,9 +178,10 @@ def exported(db: sqlite3.Connection, folder_id: int) -> dict[str, Any] | None:
 
 def project_name_key(name: str) -> str:
     """A project's name as two names that look alike compare (the CLI, the API and a chat file name a
-    project by it): its spaces as a folder's name keeps them (any run of white space, a no-break space
-    too, one space), one Unicode form (NFC: é typed one way or another), case ignored."""
-    return unicodedata.normalize("NFC", " ".join(name.split())).casefold()
+    project by it): cleaned as a folder's name is kept (titles.clean_name: no format characters, a
+    zero-width space or a bidi control, any run of white space one space), one Unicode form (NFC: é
+    typed one way or another), case ignored."""
+    return unicodedata.normalize("NFC", clean_name(name)).casefold()
 
 
 def folder_for_import(db: sqlite3.Connection, project: PlannedProject, made: dict[str, int]) -> int:

@@ -63,6 +63,13 @@ def clean_title(title: str) -> str:
     return UNTITLED
 
 
+def clean_name(name: str) -> str:
+    """A folder's or project's name as it is kept and compared: without format characters
+    (`without_format_characters`: "Research\u200b" or a name with a bidi override would show exactly as
+    another), any run of white space one space; "" where nothing is left."""
+    return " ".join(without_format_characters(name).split())
+
+
 def title_from_message(text: str, limit: int = TITLE_CHARS) -> str:
     """The message's words on one line, at most `limit` characters ("" for a message of no words), without
     format characters (`clean_title`)."""
