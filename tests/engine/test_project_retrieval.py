@@ -185,14 +185,35 @@ class DroppedWhileRanked:
 def test_a_passage_sharing_only_a_common_word_with_the_question_is_not_given(tmp_path: Path) -> None:
     ix = KnowledgeIndex(tmp_path / "knowledge.sqlite3")
     try:
-        notes = [f"Note {n}: many thanks to the {w} team for the help this week." for n, w in enumerate("abcdefg")]
+        topics = ["gardens", "rent", "travel", "recipes", "music", "weather", "books", "trains", "tools", "paint"]
+        notes = [
+            f"Note {n} on {topics[n % 10]}: " + ("many thanks to the team. " if n < 7 else "") + "See you next week."
+            for n in range(30)
+        ]
         ix.put_file(1, "/docs/notes.txt", 100, 1, 0, [Chunk(i, 0, None, t) for i, t in enumerate(notes)])
         page = "Orlov counted forty ships in the harbour of Velmar on the first morning."
         ix.put_file(1, "/docs/log.pdf", 100, 1, 1, [Chunk(0, 0, 1, page)])
         hits = retrieve(ix, "How many ships did Orlov count in Velmar?", 8)
         assert [h.text for h in hits] == [page]  # (not the seven notes for their "many")
-        # a question whose words are all common gets its passages
-        assert len(retrieve(ix, "many thanks", 8)) == 7
+        assert len(retrieve(ix, "many thanks", 8)) == 7  # (a question of common words gets its passages)
+    finally:
+        ix.close()
+
+
+def test_a_passage_saying_the_word_is_given_beside_a_file_whose_name_holds_it(tmp_path: Path) -> None:
+    """The title column (the file's name) weighs more than the text: a passage that says the question's
+    word in its text still scores above the floor beside passages of a file named for it."""
+    ix = KnowledgeIndex(tmp_path / "knowledge.sqlite3")
+    try:
+        filler = " ".join(f"word{i}" for i in range(60))
+        budget = [Chunk(i, 0, None, f"Section {i}: travel, rent and food. {filler}") for i in range(6)]
+        ix.put_file(1, "/docs/budget.md", 100, 1, 0, budget)
+        minutes = f"The meeting agreed the budget for the new roof is 40,000 euros. {filler} {filler} {filler}"
+        ix.put_file(1, "/docs/minutes.txt", 100, 2, 0, [Chunk(0, 0, None, minutes)])
+        for n in range(30):
+            ix.put_file(1, f"/docs/other{n}.txt", 100, 3 + n, 0, [Chunk(0, 0, None, f"Other note {n}. {filler}")])
+        hits = retrieve(ix, "What is the budget?", 8)
+        assert [h.file_path for h in hits] == ["/docs/budget.md"] * 6 + ["/docs/minutes.txt"]
     finally:
         ix.close()
 
