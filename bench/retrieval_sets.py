@@ -7,7 +7,9 @@ questions asked of it and the phrases that mark the passages answering them.
   windows, gui, installed), whose questions were written by the FAQ's authors, not by us: each
   question is a section title of the FAQ. The titles are taken out of the text the index holds, and
   each is asked; the passages answering it are those holding the start of one of its answer's
-  paragraphs (the first 40 characters, where those are in the text once). Its reStructuredText
+  paragraphs (the first 40 characters, where those are in the text once): any passage of a long answer
+  counts, so the bench also gives the stricter figure where only the passage holding the answer's
+  first such paragraph counts (`recall_at_5_answer_start`). Its reStructuredText
   sources come with Debian's python3.11-doc (`/usr/share/doc/python3.11/html/_sources/faq`); without
   installing it (it would upgrade this machine's Python): `apt-get download python3.11-doc`,
   `dpkg -x python3.11-doc_*.deb DIR`, then `--python-faq DIR/usr/share/doc/python3.11/html/_sources/faq`."""
@@ -33,6 +35,7 @@ class DocumentSet:
     described: str
     files: list[tuple[str, str]]  # (the path it is stored under, its text as the indexer reads it)
     questions: list[tuple[str, Phrases]]  # (question, the phrase(s) marking a passage that answers it)
+    answer_starts: bool = False  # each question's first phrase marks its answer's first passage
 
 
 # written from the coreutils manual: (question in our words, a phrase of the passage that answers it, or
@@ -129,7 +132,7 @@ def python_faq(folder: Path = PYTHON_FAQ) -> DocumentSet | None:
         f"characters without their {len(asked)} question titles; its own questions asked, {len(questions)} "
         "of them with an answer found in the text"
     )
-    return DocumentSet(described, files, questions)
+    return DocumentSet(described, files, questions, answer_starts=True)
 
 
 def _plain(title: str) -> str:

@@ -98,7 +98,9 @@ def test_the_projects_retrieval_bench_reports_its_figures(tmp_path: Path, capsys
         assert 0 < latency[f"{name}_p50_ms"] <= latency[f"{name}_p95_ms"] and latency[f"{name}_cpu_p95_ms"] > 0
     assert latency["vectors_first_load_s"] > 0
     faq_figures = result["real_python_faq"]
-    assert faq_figures["questions"] == 3 and faq_figures["passages"] >= 1 and 0 <= faq_figures["recall_at_5"] <= 1
+    assert faq_figures["questions"] == 3 and faq_figures["passages"] >= 1
+    assert 0 <= faq_figures["recall_at_5_answer_start"] <= faq_figures["recall_at_5"] <= 1
+    assert 0 < faq_figures["given_of_8"] <= 8
     budgets = result["budgets"]
     assert set(budgets) == {f"{k}.recall_at_5" for k in ("generated", "real", "real_python_faq")} | {
         "latency.bm25_p95_ms"
