@@ -17,6 +17,7 @@ from ember_chat.engine.projects.citations import ProjectSource
 from ember_chat.engine.projects.records import ProjectStore
 from ember_chat.engine.storage.conversations import ConversationStore
 from ember_chat.engine.storage.export import project_export_json
+from ember_chat.engine.storage.import_ember import MAX_IMPORTED_SOURCES
 from ember_chat.engine.storage.import_plan import ImportFailed
 from ember_chat.engine.storage.importing import ImportedProject, import_chats
 from ember_chat.engine.storage.project_tables import MAX_NAME
@@ -226,3 +227,24 @@ def test_an_imported_project_s_name_is_kept_without_format_characters(tmp_path: 
     path = _write(tmp_path / "odd.json", json.dumps([{"format": "ember-chat", "version": 1, "project": block}]))
     import_chats(fresh, path)
     assert [p.name for p in ProjectStore(fresh).projects()] == ["Tides notes"]
+
+
+def test_a_project_block_s_default_names_and_tools_are_bounded(tmp_path: Path, fresh: ConversationStore) -> None:
+    block = {
+        "name": "Big defaults",
+        "model": "m" * 5_000_000,
+        "preset": "p" * 1_000_000,
+        "embedding_model": "e" * 1_000_000,
+        "reranker": "r" * 1_000_000,
+        "tools": ["t" * 1_000_000, "files", *(f"server {i}" for i in range(50_000))],
+    }
+    path = _write(tmp_path / "big.json", json.dumps([{"format": "ember-chat", "version": 1, "project": block}]))
+    import_chats(fresh, path)
+    (project,) = ProjectStore(fresh).projects()
+    assert (project.model, project.preset, project.embedding_model, project.reranker) == (None, None, None, None)
+    assert len(project.tools) == MAX_IMPORTED_SOURCES and project.tools[:2] == ("files", "server 0")
+    block = {"name": "Kept", "model": "/models/qwen.gguf", "preset": "Precise", "tools": ["files"]}
+    path = _write(tmp_path / "kept.json", json.dumps([{"format": "ember-chat", "version": 1, "project": block}]))
+    import_chats(fresh, path)
+    kept = next(p for p in ProjectStore(fresh).projects() if p.name == "Kept")
+    assert (kept.model, kept.preset, kept.tools) == ("/models/qwen.gguf", "Precise", ("files",))

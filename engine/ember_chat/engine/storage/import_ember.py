@@ -61,7 +61,7 @@ def ember_chat(doc: dict[str, Any], file_name: str, index: int) -> PlannedChat:
     return chat
 
 
-MAX_IMPORTED_SOURCES = 1000  # knowledge paths one imported project keeps (the rest are left out)
+MAX_IMPORTED_SOURCES = 1000  # knowledge paths (and tool server names) one imported project keeps (the rest: out)
 MAX_PATH = 4096  # characters of one knowledge path
 MAX_SOURCE = 999  # the highest number of an answer's project source ([n] markers have at most three digits)
 
@@ -88,18 +88,23 @@ def _project(value: object) -> PlannedProject | None:
         name=name,
         icon=icon if len(icon) <= MAX_ICON else "",
         instructions=_text(data.get("instructions"))[:MAX_INSTRUCTIONS],
-        model=_name(data.get("model")),
-        preset=_name(data.get("preset")),
-        tools=tuple(dict.fromkeys(t for t in tools if isinstance(t, str) and t)),
+        model=_name(data.get("model"), MAX_PATH),  # (a model may be named by its file's path)
+        preset=_name(data.get("preset"), MAX_NAME),
+        tools=tuple(dict.fromkeys(t for t in tools if isinstance(t, str) and t and len(t) <= MAX_NAME))[
+            :MAX_IMPORTED_SOURCES
+        ],
         context_length=length if type(length) is int and length > 0 else None,
-        embedding_model=_name(data.get("embedding_model")),
-        reranker=_name(data.get("reranker")),
+        embedding_model=_name(data.get("embedding_model"), MAX_PATH),
+        reranker=_name(data.get("reranker"), MAX_PATH),
         knowledge=tuple(knowledge.items()),
     )
 
 
-def _name(value: object) -> str | None:
-    return value.strip() or None if isinstance(value, str) else None
+def _name(value: object, limit: int) -> str | None:
+    """A default's name (a model's, a preset's), or None (the default) for one that is not text, is empty or
+    is longer than `limit` (no name is that long: a cut one would name something else)."""
+    name = value.strip() if isinstance(value, str) else ""
+    return name if 0 < len(name) <= limit else None
 
 
 def _text(value: object, default: str = "") -> str:
