@@ -176,3 +176,30 @@ def test_a_project_block_that_is_not_one_is_refused_in_the_banner(
     assert failed.args[0] == "In odd.json, item 1 should be a project but has no name, so it cannot be imported."
     assert w.banner.text() == failed.args[0]
     assert ProjectStore(w.store).projects() == [] and w.store.organise.folders() == []
+
+
+@menu_grab
+def test_a_project_deleted_while_its_save_dialog_is_open_is_not_exported_as_another(
+    qtbot: QtBot, make_window: Callable[..., MainWindow], tmp_path: Path
+) -> None:
+    w = make_window()
+    projects = ProjectStore(w.store)
+    alpha = projects.create("Alpha", instructions="Alpha's.")
+    w.chats.reload_conversations()
+    assert "Export project…" in _menu(w, alpha.folder_id)
+    menu = w.chats.chat_menu
+    assert menu is not None
+    next(a for a in menu.actions() if a.text() == "Export project…").trigger()
+    menu.close()
+    dialog = w.chats.exports.export_dialog_open
+    assert dialog is not None and dialog.isVisible()
+    w.store.organise.delete_folder(alpha.folder_id)  # (meanwhile: Alpha deleted, Beta made with its folder's id)
+    beta = projects.create("Beta", instructions="Beta's.")
+    assert beta.folder_id == alpha.folder_id
+    target = tmp_path / "Alpha.json"
+    dialog.selectFile(str(target))
+    dialog.accept()
+    assert not target.exists()
+    assert w.banner.text() == (
+        "The project “Alpha” was deleted while its export was being chosen, so nothing was exported."
+    )

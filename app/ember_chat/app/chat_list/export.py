@@ -76,22 +76,33 @@ class ChatExports(QObject):
     def export_project(self, folder_id: int) -> None:
         """Export project… (a project's menu in the chat list): the project (name, icon, instructions,
         defaults, the paths of its knowledge) and all its chats as one JSON file, also with no chats; a
-        save dialog named for the project, then, as a chat export, the question about the passages' text."""
+        save dialog named for the project, then, as a chat export, the question about the passages' text.
+        The project is the one of this folder made when the menu was opened: deleted meanwhile (its folder's
+        id may be given to a project made since), nothing is written (`write_project`)."""
         try:
             name = ProjectStore(self.ctx.store).project(folder_id).name
         except StoreError as exc:
             self.ctx.notifier.show_error(str(exc))
             return
+        made = self.ctx.store.organise.folder_created_at(folder_id)
         title = self.tr("Export project")
 
         def chosen(path: Path) -> None:
+            if not self._still(folder_id, made, name):
+                return
             ids = project_chat_ids(self.ctx.store, folder_id)  # (as they are once the path is chosen)
-            self._with_passages(title, ids, lambda passages: self.write_project(path, folder_id, passages))
+            self._with_passages(title, ids, lambda passages: self.write_project(path, folder_id, passages, made, name))
 
         self._ask_path(title, export_file_name(name, "json"), "json", chosen)
 
-    def write_project(self, path: Path, folder_id: int, passages: bool = False) -> None:
-        """Write the project and its chats to `path` (export.project_export_json) and say what went."""
+    def write_project(
+        self, path: Path, folder_id: int, passages: bool = False, made: float | None = None, named: str = ""
+    ) -> None:
+        """Write the project and its chats to `path` (export.project_export_json) and say what went;
+        `made`: when the project's folder was made (another made since with its id is not written), with
+        the project's name then (`named`)."""
+        if made is not None and not self._still(folder_id, made, named):
+            return
         try:
             name = ProjectStore(self.ctx.store).project(folder_id).name
             text = project_export_json(self.ctx.store, folder_id, self.attachments.export_entries, passages)
@@ -106,6 +117,14 @@ class ChatExports(QObject):
         else:
             done = self.tr("Exported the project “{name}” (it has no chats) to {path}")
         self._write(path, text, done.format(name=name, n=chats, path=path))
+
+    def _still(self, folder_id: int, made: float | None, name: str) -> bool:
+        """Whether the project of `folder_id` is the one made at `made` still; else it says it is gone."""
+        if self.ctx.store.organise.folder_created_at(folder_id) == made:
+            return True
+        gone = self.tr("The project “{name}” was deleted while its export was being chosen, so nothing was exported.")
+        self.ctx.notifier.show_error(gone.format(name=name))
+        return False
 
     def export_dialog(self, kind: str, cid: int | None = None) -> None:
         """File ▸ Export: a save dialog proposing the chat's title as the file name, in the documents
