@@ -203,3 +203,22 @@ def test_a_project_deleted_while_its_save_dialog_is_open_is_not_exported_as_anot
     assert w.banner.text() == (
         "The project “Alpha” was deleted while its export was being chosen, so nothing was exported."
     )
+
+
+def test_importing_a_project_into_a_plain_folder_of_its_name_says_the_folder_became_it(
+    qtbot: QtBot, make_window: Callable[..., MainWindow], tmp_path: Path
+) -> None:
+    w = make_window()
+    folder = w.store.organise.create_folder("Research")
+    w.chats.reload_conversations()
+    assert _imported(qtbot, w, _exported(tmp_path, 0)) == (
+        "Your folder “Research” is now the project from Research.json, with its instructions and defaults (the "
+        "file has no chats); its 2 folders wait to be confirmed in Project settings ▸ Knowledge."
+    )
+    project = ProjectStore(w.store).project(folder.id)
+    assert project.instructions == "Cite the notes." and all(s.paused for s in project.sources)
+    again = _imported(qtbot, w, _exported(tmp_path / "two", 2))
+    assert again.startswith(
+        "Imported 2 chats (2 messages) from Research.json; they joined your project “Research”, which was left "
+        "as it was."
+    )

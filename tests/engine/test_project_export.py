@@ -7,6 +7,7 @@ of the wrong shape is cleaned or refused with a sentence, and nothing is written
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,7 +19,7 @@ from ember_chat.engine.projects.records import ProjectStore
 from ember_chat.engine.storage.conversations import ConversationStore
 from ember_chat.engine.storage.export import project_export_json
 from ember_chat.engine.storage.import_ember import MAX_IMPORTED_SOURCES
-from ember_chat.engine.storage.import_plan import ImportFailed
+from ember_chat.engine.storage.import_plan import ImportCancelled, ImportFailed
 from ember_chat.engine.storage.importing import ImportedProject, import_chats
 from ember_chat.engine.storage.project_tables import MAX_NAME
 
@@ -248,3 +249,33 @@ def test_a_project_block_s_default_names_and_tools_are_bounded(tmp_path: Path, f
     import_chats(fresh, path)
     kept = next(p for p in ProjectStore(fresh).projects() if p.name == "Kept")
     assert (kept.model, kept.preset, kept.tools) == ("/models/qwen.gguf", "Precise", ("files",))
+
+
+def test_a_plain_folder_of_the_name_becomes_the_project_with_the_file_s_settings(
+    tmp_path: Path, store: ConversationStore, fresh: ConversationStore, research: int
+) -> None:
+    exported = _write(tmp_path / "Research.json", project_export_json(store, research))
+    folder = fresh.organise.create_folder("research")
+    mine = fresh.create_conversation("Mine")
+    fresh.organise.move_chats([mine.id], folder.id)
+    report = import_chats(fresh, exported)
+    assert report.projects == ("Research",)
+    assert report.into == (ImportedProject(folder.id, "research", True, True, 0, 2, 1, True),)
+    project = ProjectStore(fresh).project(folder.id)  # (the user's folder, its name and chat kept)
+    assert (project.name, project.instructions, project.context_length) == ("research", "Cite the notes.", 8192)
+    assert len(project.sources) == 3 and all(s.paused and s.from_import for s in project.sources)
+    assert ProjectStore(fresh).of_chat(mine.id) == project and len(fresh.organise.folders()) == 1
+
+
+def test_a_cancelled_import_leaves_the_plain_folder_it_made_a_project_plain_again(
+    tmp_path: Path, store: ConversationStore, fresh: ConversationStore, research: int
+) -> None:
+    chat = store.create_conversation("Tides")
+    store.add_message(chat.id, "user", "When are spring tides?")
+    store.organise.move_chats([chat.id], research)
+    exported = _write(tmp_path / "Research.json", project_export_json(store, research))
+    folder = fresh.organise.create_folder("Research")  # (no chat in it: still not deleted)
+    cancel = threading.Event()
+    with pytest.raises(ImportCancelled):
+        import_chats(fresh, exported, progress=lambda done, _total: cancel.set() if done else None, cancel=cancel)
+    assert ProjectStore(fresh).projects() == [] and [f.id for f in fresh.organise.folders()] == [folder.id]

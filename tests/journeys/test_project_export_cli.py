@@ -83,3 +83,24 @@ def test_an_unknown_project_is_one_line_and_exit_2(tmp_path: Path) -> None:
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr.strip().endswith("There is no project named “Nope” (projects: “Research”).")
     assert not (tmp_path / "x.json").exists()
+
+
+def test_a_plain_folder_of_the_name_becomes_the_project_and_the_import_says_so(tmp_path: Path) -> None:
+    here, there = tmp_path / "here", tmp_path / "there"
+    _made(here, tmp_path)
+    out = tmp_path / "Research.json"
+    assert cli("projects", "export", "Research", str(out), data_dir=here).returncode == 0
+    store = ConversationStore(there / "chats.sqlite3")
+    try:
+        folder = store.organise.create_folder("Research")
+    finally:
+        store.close()
+    came = cli("chats", "import", str(out), data_dir=there)
+    assert came.returncode == 0, came.stderr
+    assert came.stdout == (
+        f"Your folder “Research” is now the project from {out} (ember), with its instructions and defaults (the "
+        "file has no chats); its 2 folders wait to be confirmed in the window's Project settings ▸ Knowledge.\n"
+    )
+    listed = cli("projects", "list", "--json", data_dir=there)
+    ((row),) = json.loads(listed.stdout)
+    assert row["id"] == folder.id and all(s["paused"] and s["from_import"] for s in row["sources"])

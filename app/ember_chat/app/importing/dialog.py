@@ -219,8 +219,13 @@ class ImportChats(QObject):
         values = {"chats": n, "messages": report.messages, "name": self._name}
         if len(into) == 1 and into[0].chats == n:  # (all of them in one project)
             p = into[0]
-            values["project"] = p.name
-            if p.made and not n:
+            values["project"], values["new"] = p.name, self._new(p)
+            if p.from_folder and not n:
+                said = self.tr(
+                    "Your folder “{project}” is now the project from {name}, with its instructions and defaults "
+                    "(the file has no chats)"
+                )
+            elif p.made and not n:
                 said = self.tr("Imported the project “{project}” (no chats yet) from {name}")
             elif not n:
                 return self.tr(
@@ -228,11 +233,9 @@ class ImportChats(QObject):
                     "as it was."
                 ).format(**values)
             elif p.made and n == 1:
-                said = self.tr("Imported 1 chat ({messages:,} messages) from {name} into the new project “{project}”")
+                said = self.tr("Imported 1 chat ({messages:,} messages) from {name} into {new}")
             elif p.made:
-                said = self.tr(
-                    "Imported {chats:,} chats ({messages:,} messages) from {name} into the new project “{project}”"
-                )
+                said = self.tr("Imported {chats:,} chats ({messages:,} messages) from {name} into {new}")
             elif n == 1:
                 return self.tr(
                     "Imported 1 chat ({messages:,} messages) from {name}; it joined your {place}, which was left as "
@@ -250,13 +253,21 @@ class ImportChats(QObject):
             said = self.tr("Imported {chats:,} chats ({messages:,} messages) from {name}.").format(**values)
         for p in into:  # (chats of several projects, or some in none)
             if p.made:
-                went = self.tr("{n:,} of them went into the new project “{project}”").format(n=p.chats, project=p.name)
+                went = self.tr("{n:,} of them went into {new}").format(n=p.chats, new=self._new(p))
                 said += " " + went + self._waiting(p) + "."
             else:
                 said += " " + self.tr("{n:,} of them joined your {place}, which was left as it was.").format(
                     n=p.chats, place=self._place(p)
                 )
         return said
+
+    def _new(self, p: ImportedProject) -> str:
+        """The project the import made: a new one, or the user's plain folder of its name, made the project."""
+        if p.from_folder:
+            return self.tr("your folder “{project}”, now a project with the file's instructions and defaults").format(
+                project=p.name
+            )
+        return self.tr("the new project “{project}”").format(project=p.name)
 
     def _place(self, p: ImportedProject) -> str:
         if p.project:

@@ -26,26 +26,37 @@ class ImportedProject:
     chats: int  # the file's chats that went into it
     folders: int  # its knowledge folders that came in with an import, paused until the user confirms them
     files: int  # ... and its knowledge files
+    from_folder: bool = False  # made (`made`) of the user's plain folder of that name: its chats are the project's
 
 
 def place_projects(
-    db: sqlite3.Connection, lock: threading.RLock, projects: Sequence[PlannedProject], made: dict[str, int]
+    db: sqlite3.Connection,
+    lock: threading.RLock,
+    projects: Sequence[PlannedProject],
+    made: dict[str, int],
+    from_folders: set[int],
 ) -> list[int]:
     """The projects a project's export names on their own (first, before its chats), each found by its
-    name or made, in one short transaction; their folder ids. `made` notes those made (by name), once
-    committed."""
+    name or made, in one short transaction; their folder ids. `made` notes those made (by name), and
+    `from_folders` those of them made of a plain folder here, once committed."""
     batch: dict[str, int] = {}
+    folders: set[int] = set()
     with transaction(db, lock):
-        ids = [folder_for_import(db, project, batch) for project in projects]
+        ids = [folder_for_import(db, project, batch, folders) for project in projects]
     made.update(batch)
+    from_folders.update(folders)
     return ids
 
 
 def imported_projects(
-    db: sqlite3.Connection, lock: threading.RLock, chats_in: Mapping[int, int], made: Collection[int]
+    db: sqlite3.Connection,
+    lock: threading.RLock,
+    chats_in: Mapping[int, int],
+    made: Collection[int],
+    from_folders: Collection[int] = (),
 ) -> tuple[ImportedProject, ...]:
     """For each folder in `chats_in` (folder id → the import's chats in it, in the file's order) what it
-    is now; `made`: the folders the import made."""
+    is now; `made`: the projects the import made, `from_folders`: those of them made of a plain folder."""
     out = []
     with lock:
         for folder_id, chats in chats_in.items():
@@ -72,6 +83,7 @@ def imported_projects(
                     chats,
                     int(waiting.get("folder", 0)),
                     int(waiting.get("file", 0)),
+                    folder_id in from_folders,
                 )
             )
     return tuple(out)
