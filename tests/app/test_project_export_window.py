@@ -222,3 +222,17 @@ def test_importing_a_project_into_a_plain_folder_of_its_name_says_the_folder_bec
         "Imported 2 chats (2 messages) from Research.json; they joined your project “Research”, which was left "
         "as it was."
     )
+
+
+def test_a_project_block_whose_chats_are_in_no_project_says_it_was_made_with_none(
+    qtbot: QtBot, make_window: Callable[..., MainWindow], tmp_path: Path
+) -> None:
+    w = make_window()
+    block = {"format": "ember-chat", "version": 1, "project": {"name": "B", "knowledge": [{"path": "/data/b"}]}}
+    chats = [{"title": t, "tree": [{"parent": None, "role": "user", "content": "hi"}]} for t in ("One", "Two")]
+    path = tmp_path / "b.json"
+    path.write_text(json.dumps([block, *chats]), encoding="utf-8")
+    assert _imported(qtbot, w, path) == (
+        "Imported 2 chats (2 messages) from b.json. It also made the new project “B”, with no chats in it; its 1 "
+        "folder waits to be confirmed in Project settings ▸ Knowledge."
+    )

@@ -104,3 +104,17 @@ def test_a_plain_folder_of_the_name_becomes_the_project_and_the_import_says_so(t
     listed = cli("projects", "list", "--json", data_dir=there)
     ((row),) = json.loads(listed.stdout)
     assert row["id"] == folder.id and all(s["paused"] and s["from_import"] for s in row["sources"])
+
+
+def test_a_project_block_whose_chats_are_in_no_project_says_it_was_made_with_none(tmp_path: Path) -> None:
+    block = {"format": "ember-chat", "version": 1, "project": {"name": "B", "knowledge": [{"path": "/data/b"}]}}
+    chat = {"title": "Loose", "tree": [{"parent": None, "role": "user", "content": "hi"}]}
+    path = tmp_path / "b.json"
+    path.write_text(json.dumps([block, chat]), encoding="utf-8")
+    came = cli("chats", "import", str(path), data_dir=tmp_path / "there")
+    assert came.returncode == 0, came.stderr
+    assert came.stdout.splitlines()[:2] == [
+        f"Imported 1 chat (1 messages) from {path} (ember).",
+        "It also made the new project “B”, with no chats in it; its 1 folder waits to be confirmed in the window's "
+        "Project settings ▸ Knowledge.",
+    ]

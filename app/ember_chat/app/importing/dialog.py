@@ -252,7 +252,14 @@ class ImportChats(QObject):
         else:
             said = self.tr("Imported {chats:,} chats ({messages:,} messages) from {name}.").format(**values)
         for p in into:  # (chats of several projects, or some in none)
-            if p.made:
+            if p.made and not p.chats:  # (the file's project block, its chats in none: a crafted file)
+                made = self.tr("It also made {new}, with no chats in it").format(new=self._new(p))
+                said += " " + made + self._waiting(p) + "."
+            elif not p.chats:
+                said += " " + self.tr("The {place} the file names is here already and was left as it was.").format(
+                    place=self._place(p)
+                )
+            elif p.made:
                 went = self.tr("{n:,} of them went into {new}").format(n=p.chats, new=self._new(p))
                 said += " " + went + self._waiting(p) + "."
             else:

@@ -240,7 +240,12 @@ def _imported_lines(report: ImportReport, source: str) -> list[str]:
         return [f"{said}; they joined your {kind} “{terminal_text(p.name)}”, which was left as it was."]
     lines = [f"{said}."]
     for p in into:
-        if p.made:
+        if p.made and not p.chats:  # (the file's project block, its chats in none: a crafted file)
+            lines.append(f"It also made {_new(p)}, with no chats in it{_waiting(p)}.")
+        elif not p.chats:
+            kind = "project" if p.project else "folder"
+            lines.append(f"The {kind} “{terminal_text(p.name)}” the file names is here already and was left as it was.")
+        elif p.made:
             lines.append(f"{_count(p.chats)} went into {_new(p)}{_waiting(p)}.")
         else:
             kind = "project" if p.project else "folder"
