@@ -205,23 +205,28 @@ def test_a_project_deleted_while_its_save_dialog_is_open_is_not_exported_as_anot
     )
 
 
-def test_importing_a_project_into_a_plain_folder_of_its_name_says_the_folder_became_it(
+def test_importing_a_project_beside_a_plain_folder_of_its_name_makes_a_new_project(
     qtbot: QtBot, make_window: Callable[..., MainWindow], tmp_path: Path
 ) -> None:
     w = make_window()
-    folder = w.store.organise.create_folder("Research")
+    folder = w.store.organise.create_folder("Research")  # (the user's plain folder: a file never changes it)
+    mine = w.store.create_conversation("Mine")
+    w.store.organise.move_chats([mine.id], folder.id)
     w.chats.reload_conversations()
-    assert _imported(qtbot, w, _exported(tmp_path, 0)) == (
-        "Your folder “Research” is now the project from Research.json, with its instructions and defaults (the "
-        "file has no chats); its 2 folders wait to be confirmed in Project settings ▸ Knowledge."
+    assert _imported(qtbot, w, _exported(tmp_path, 2)) == (
+        "Imported 2 chats (2 messages) from Research.json into the new project “Research”; its 2 folders wait "
+        "to be confirmed in Project settings ▸ Knowledge."
     )
-    project = ProjectStore(w.store).project(folder.id)
-    assert project.instructions == "Cite the notes." and all(s.paused for s in project.sources)
-    again = _imported(qtbot, w, _exported(tmp_path / "two", 2))
-    assert again.startswith(
-        "Imported 2 chats (2 messages) from Research.json; they joined your project “Research”, which was left "
-        "as it was."
-    )
+    projects = ProjectStore(w.store)
+    (project,) = projects.projects()
+    assert project.folder_id != folder.id and project.instructions == "Cite the notes."
+    assert sorted(c.title for c in w.store.conversations() if projects.of_chat(c.id) == project) == [
+        "Chat 1",
+        "Chat 2",
+    ]
+    assert projects.of_chat(mine.id) is None and w.store.conversation(mine.id).folder_id == folder.id
+    shown = [w.conversations.folder_index(i).data(Qt.ItemDataRole.DisplayRole) for i in (folder.id, project.folder_id)]
+    assert shown == ["Research", "🔭  Research"]  # (both in the chat list, the project with its icon)
 
 
 def test_a_project_block_whose_chats_are_in_no_project_says_it_was_made_with_none(

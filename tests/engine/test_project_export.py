@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from ember_chat.engine.errors import StoreError
 from ember_chat.engine.projects.answers import AnswerKnowledge
 from ember_chat.engine.projects.citations import ProjectSource
 from ember_chat.engine.projects.records import ProjectStore
@@ -251,31 +252,48 @@ def test_a_project_block_s_default_names_and_tools_are_bounded(tmp_path: Path, f
     assert (kept.model, kept.preset, kept.tools) == ("/models/qwen.gguf", "Precise", ("files",))
 
 
-def test_a_plain_folder_of_the_name_becomes_the_project_with_the_file_s_settings(
+def _with_a_chat(store: ConversationStore, research: int) -> None:
+    chat = store.create_conversation("Tides")
+    store.add_message(chat.id, "user", "When are spring tides?")
+    store.organise.move_chats([chat.id], research)
+
+
+def test_a_plain_folder_of_the_name_is_left_as_it_is_and_a_new_project_is_made(
     tmp_path: Path, store: ConversationStore, fresh: ConversationStore, research: int
 ) -> None:
+    # A file never changes what the user has: the user's plain folder "research" (its chats) is not made
+    # the file's project, whose instructions would then answer the user's older chats in it.
+    _with_a_chat(store, research)
     exported = _write(tmp_path / "Research.json", project_export_json(store, research))
     folder = fresh.organise.create_folder("research")
     mine = fresh.create_conversation("Mine")
     fresh.organise.move_chats([mine.id], folder.id)
     report = import_chats(fresh, exported)
-    assert report.projects == ("Research",)
-    assert report.into == (ImportedProject(folder.id, "research", True, True, 0, 2, 1, True),)
-    project = ProjectStore(fresh).project(folder.id)  # (the user's folder, its name and chat kept)
-    assert (project.name, project.instructions, project.context_length) == ("research", "Cite the notes.", 8192)
+    (project,) = ProjectStore(fresh).projects()
+    assert project.folder_id != folder.id and report.projects == ("Research",)
+    assert report.into == (ImportedProject(project.folder_id, "Research", True, True, 1, 2, 1),)
+    assert (project.name, project.instructions, project.context_length) == ("Research", "Cite the notes.", 8192)
     assert len(project.sources) == 3 and all(s.paused and s.from_import for s in project.sources)
-    assert ProjectStore(fresh).of_chat(mine.id) == project and len(fresh.organise.folders()) == 1
+    (imported,) = report.imported
+    assert fresh.conversation(imported.id).folder_id == project.folder_id
+    with pytest.raises(StoreError):  # (the user's folder: still plain, its name and its chat kept)
+        ProjectStore(fresh).project(folder.id)
+    assert fresh.organise.folder(folder.id).name == "research" and ProjectStore(fresh).of_chat(mine.id) is None
+    assert fresh.conversation(mine.id).folder_id == folder.id
+    assert sorted(f.id for f in fresh.organise.folders()) == sorted([folder.id, project.folder_id])
 
 
-def test_a_cancelled_import_leaves_the_plain_folder_it_made_a_project_plain_again(
+def test_a_cancelled_import_leaves_a_plain_folder_of_the_name_as_it_was(
     tmp_path: Path, store: ConversationStore, fresh: ConversationStore, research: int
 ) -> None:
-    chat = store.create_conversation("Tides")
-    store.add_message(chat.id, "user", "When are spring tides?")
-    store.organise.move_chats([chat.id], research)
+    _with_a_chat(store, research)
     exported = _write(tmp_path / "Research.json", project_export_json(store, research))
-    folder = fresh.organise.create_folder("Research")  # (no chat in it: still not deleted)
+    folder = fresh.organise.create_folder("Research")
+    mine = fresh.create_conversation("Mine")
+    fresh.organise.move_chats([mine.id], folder.id)
     cancel = threading.Event()
     with pytest.raises(ImportCancelled):
         import_chats(fresh, exported, progress=lambda done, _total: cancel.set() if done else None, cancel=cancel)
     assert ProjectStore(fresh).projects() == [] and [f.id for f in fresh.organise.folders()] == [folder.id]
+    assert [c.id for c in fresh.conversations()] == [mine.id]
+    assert fresh.conversation(mine.id).folder_id == folder.id

@@ -219,13 +219,8 @@ class ImportChats(QObject):
         values = {"chats": n, "messages": report.messages, "name": self._name}
         if len(into) == 1 and into[0].chats == n:  # (all of them in one project)
             p = into[0]
-            values["project"], values["new"] = p.name, self._new(p)
-            if p.from_folder and not n:
-                said = self.tr(
-                    "Your folder “{project}” is now the project from {name}, with its instructions and defaults "
-                    "(the file has no chats)"
-                )
-            elif p.made and not n:
+            values["project"] = p.name
+            if p.made and not n:
                 said = self.tr("Imported the project “{project}” (no chats yet) from {name}")
             elif not n:
                 return self.tr(
@@ -233,9 +228,11 @@ class ImportChats(QObject):
                     "as it was."
                 ).format(**values)
             elif p.made and n == 1:
-                said = self.tr("Imported 1 chat ({messages:,} messages) from {name} into {new}")
+                said = self.tr("Imported 1 chat ({messages:,} messages) from {name} into the new project “{project}”")
             elif p.made:
-                said = self.tr("Imported {chats:,} chats ({messages:,} messages) from {name} into {new}")
+                said = self.tr(
+                    "Imported {chats:,} chats ({messages:,} messages) from {name} into the new project “{project}”"
+                )
             elif n == 1:
                 return self.tr(
                     "Imported 1 chat ({messages:,} messages) from {name}; it joined your {place}, which was left as "
@@ -253,28 +250,20 @@ class ImportChats(QObject):
             said = self.tr("Imported {chats:,} chats ({messages:,} messages) from {name}.").format(**values)
         for p in into:  # (chats of several projects, or some in none)
             if p.made and not p.chats:  # (the file's project block, its chats in none: a crafted file)
-                made = self.tr("It also made {new}, with no chats in it").format(new=self._new(p))
+                made = self.tr("It also made the new project “{project}”, with no chats in it").format(project=p.name)
                 said += " " + made + self._waiting(p) + "."
             elif not p.chats:
                 said += " " + self.tr("The {place} the file names is here already and was left as it was.").format(
                     place=self._place(p)
                 )
             elif p.made:
-                went = self.tr("{n:,} of them went into {new}").format(n=p.chats, new=self._new(p))
+                went = self.tr("{n:,} of them went into the new project “{project}”").format(n=p.chats, project=p.name)
                 said += " " + went + self._waiting(p) + "."
             else:
                 said += " " + self.tr("{n:,} of them joined your {place}, which was left as it was.").format(
                     n=p.chats, place=self._place(p)
                 )
         return said
-
-    def _new(self, p: ImportedProject) -> str:
-        """The project the import made: a new one, or the user's plain folder of its name, made the project."""
-        if p.from_folder:
-            return self.tr("your folder “{project}”, now a project with the file's instructions and defaults").format(
-                project=p.name
-            )
-        return self.tr("the new project “{project}”").format(project=p.name)
 
     def _place(self, p: ImportedProject) -> str:
         if p.project:

@@ -226,38 +226,26 @@ def _imported_lines(report: ImportReport, source: str) -> list[str]:
     if len(into) == 1 and into[0].chats == report.chats:  # (a project's export: all in one project)
         p = into[0]
         kind = "project" if p.project else "folder"
-        if p.from_folder and not report.chats:
-            return [
-                f"Your folder “{terminal_text(p.name)}” is now the project from {source}, with its instructions and "
-                f"defaults (the file has no chats){_waiting(p)}."
-            ]
         if p.made and not report.chats:
             return [f"Imported the project “{terminal_text(p.name)}” (no chats yet) from {source}{_waiting(p)}."]
         if not report.chats:
             return [f"The project “{terminal_text(p.name)}” in {source} is here already: nothing was imported."]
         if p.made:
-            return [f"{said} into {_new(p)}{_waiting(p)}."]
+            return [f"{said} into the new project “{terminal_text(p.name)}”{_waiting(p)}."]
         return [f"{said}; they joined your {kind} “{terminal_text(p.name)}”, which was left as it was."]
     lines = [f"{said}."]
     for p in into:
         if p.made and not p.chats:  # (the file's project block, its chats in none: a crafted file)
-            lines.append(f"It also made {_new(p)}, with no chats in it{_waiting(p)}.")
+            lines.append(f"It also made the new project “{terminal_text(p.name)}”, with no chats in it{_waiting(p)}.")
         elif not p.chats:
             kind = "project" if p.project else "folder"
             lines.append(f"The {kind} “{terminal_text(p.name)}” the file names is here already and was left as it was.")
         elif p.made:
-            lines.append(f"{_count(p.chats)} went into {_new(p)}{_waiting(p)}.")
+            lines.append(f"{_count(p.chats)} went into the new project “{terminal_text(p.name)}”{_waiting(p)}.")
         else:
             kind = "project" if p.project else "folder"
             lines.append(f"{_count(p.chats)} joined your {kind} “{terminal_text(p.name)}”, which was left as it was.")
     return lines
-
-
-def _new(p: ImportedProject) -> str:
-    """The project the import made: a new one, or the user's plain folder of its name, made the project."""
-    if p.from_folder:
-        return f"your folder “{terminal_text(p.name)}”, now a project with the file's instructions and defaults"
-    return f"the new project “{terminal_text(p.name)}”"
 
 
 def _waiting(p: ImportedProject) -> str:

@@ -22,41 +22,30 @@ class ImportedProject:
     folder_id: int
     name: str  # as this chat store has it (a project here already keeps its own name)
     made: bool  # made by this import; else joined: one of that name was here, and it was left as it was
-    project: bool  # a project; False: a plain folder of that name was here and took the chats
+    project: bool  # a project; False: made a plain folder again (in the window) while the import ran
     chats: int  # the file's chats that went into it
     folders: int  # its knowledge folders that came in with an import, paused until the user confirms them
     files: int  # ... and its knowledge files
-    from_folder: bool = False  # made (`made`) of the user's plain folder of that name: its chats are the project's
 
 
 def place_projects(
-    db: sqlite3.Connection,
-    lock: threading.RLock,
-    projects: Sequence[PlannedProject],
-    made: dict[str, int],
-    from_folders: set[int],
+    db: sqlite3.Connection, lock: threading.RLock, projects: Sequence[PlannedProject], made: dict[str, int]
 ) -> list[int]:
     """The projects a project's export names on their own (first, before its chats), each found by its
-    name or made, in one short transaction; their folder ids. `made` notes those made (by name), and
-    `from_folders` those of them made of a plain folder here, once committed."""
+    name or made, in one short transaction; their folder ids. `made` notes those made (by name), once
+    committed."""
     batch: dict[str, int] = {}
-    folders: set[int] = set()
     with transaction(db, lock):
-        ids = [folder_for_import(db, project, batch, folders) for project in projects]
+        ids = [folder_for_import(db, project, batch) for project in projects]
     made.update(batch)
-    from_folders.update(folders)
     return ids
 
 
 def imported_projects(
-    db: sqlite3.Connection,
-    lock: threading.RLock,
-    chats_in: Mapping[int, int],
-    made: Collection[int],
-    from_folders: Collection[int] = (),
+    db: sqlite3.Connection, lock: threading.RLock, chats_in: Mapping[int, int], made: Collection[int]
 ) -> tuple[ImportedProject, ...]:
     """For each folder in `chats_in` (folder id → the import's chats in it, in the file's order) what it
-    is now; `made`: the projects the import made, `from_folders`: those of them made of a plain folder."""
+    is now; `made`: the folders the import made."""
     out = []
     with lock:
         for folder_id, chats in chats_in.items():
@@ -83,7 +72,6 @@ def imported_projects(
                     chats,
                     int(waiting.get("folder", 0)),
                     int(waiting.get("file", 0)),
-                    folder_id in from_folders,
                 )
             )
     return tuple(out)

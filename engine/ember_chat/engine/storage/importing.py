@@ -13,8 +13,9 @@ and the cancel reaches those readers. Progress after each chat, the cancel event
 a cancel or a failure deletes what was written, so an import is all or nothing. Run it off the GUI
 thread (the window does).
 
-A chat that was in a project (its export carries the project) goes into the folder of that name; when
-there is none, the import makes it, a project with the file's instructions and defaults, and its knowledge
+A chat that was in a project (its export carries the project) goes into the project of that name; when
+there is none, the import makes it (beside a plain folder of that name, which it never takes: a file never
+changes what the user has), a project with the file's instructions and defaults, and its knowledge
 paths paused and marked as imported: another computer named them, so none is opened until the user
 confirms it (project_tables.py); a project's export names its project first, on its own, so the project is
 made (or found) even when it has no chats. The folders an import made go again when it does not finish;
@@ -176,11 +177,9 @@ def _import(
     mark = marker(time.time())
     imported: list[ImportedChat] = []
     made: dict[str, int] = {}  # the project folders this import made (committed), by name
-    from_folders: set[int] = set()  # ... those of them that were the user's plain folders
     into: dict[int, int] = {}  # the project folders the file names, each with the chats put into it
     try:
-        # (a project's export names its project first: made even when it has no chats)
-        for folder_id in place_projects(db, lock, plan.projects, made, from_folders):
+        for folder_id in place_projects(db, lock, plan.projects, made):  # (made even when it has no chats)
             into.setdefault(folder_id, 0)
         done = 0
         while done < total:
@@ -189,13 +188,10 @@ def _import(
             with lock:
                 db.execute("BEGIN")
                 batch_made: dict[str, int] = {}
-                batch_folders: set[int] = set()
                 try:
                     while done < end:
                         chat = plan.chats[done]
-                        folder_id = (
-                            folder_for_import(db, chat.project, batch_made, batch_folders) if chat.project else None
-                        )
+                        folder_id = folder_for_import(db, chat.project, batch_made) if chat.project else None
                         if folder_id is not None:
                             into[folder_id] = into.get(folder_id, 0) + 1
                         cid = _write(db, chat, files[done - first], plan, mark, folder_id)
@@ -215,19 +211,18 @@ def _import(
                         _check(cancel)
                     db.execute("COMMIT")
                     made.update(batch_made)
-                    from_folders.update(batch_folders)
                 except BaseException:
                     if db.in_transaction:
                         db.execute("ROLLBACK")
                     raise
             time.sleep(HANDOFF_S)  # (Python's lock is not fair: taken again at once, a waiting thread starves)
         _check(cancel)
-        places = imported_projects(db, lock, into, set(made.values()), from_folders)
+        places = imported_projects(db, lock, into, set(made.values()))
         show(db, lock, mark)
     except BaseException as exc:
         try:
             discard(db, lock, mark)
-            drop_imported_folders(db, lock, set(made.values()) - from_folders, from_folders)
+            drop_imported_folders(db, lock, made.values())
         except sqlite3.Error as gone:  # (hidden still: a store opened later removes them)
             logging.getLogger(__name__).warning("The chats of an import that stopped were not removed: %s", gone)
         if attachments is not None:

@@ -184,44 +184,24 @@ def project_name_key(name: str) -> str:
     return unicodedata.normalize("NFC", clean_name(name)).casefold()
 
 
-def folder_for_import(
-    db: sqlite3.Connection, project: PlannedProject, made: dict[str, int], from_folders: set[int]
-) -> int:
-    """The folder a chat of this project goes into: the project of that name, else a plain folder of that
-    name at the top level made the project (noted in `made` and `from_folders`: the file's instructions
-    and defaults, its knowledge paused, as a new project's), else a new folder made the project (noted in
-    `made`). A folder inside another (a project's above all: its chats are answered with that project's
-    instructions and knowledge) is never taken, whatever its name. A project here already is left as it
-    is: a file never changes a project (nor adds knowledge to one) that is here already."""
+def folder_for_import(db: sqlite3.Connection, project: PlannedProject, made: dict[str, int]) -> int:
+    """The folder a chat of this project goes into: the project of that name, else a new folder made the
+    project (noted in `made`), with the file's instructions and defaults and its knowledge paths paused.
+    A project here already is left as it is, and a plain folder of that name, wherever it is, is never
+    taken: a file never changes what the user has (its instructions and knowledge would answer the
+    user's older chats in it). Folder names may repeat: the new project sits beside the plain folder."""
     wanted = project_name_key(project.name)
     projects = db.execute("SELECT f.id, f.name FROM folders f JOIN projects p ON p.folder_id = f.id ORDER BY f.id")
     same = next((int(fid) for fid, name in projects if project_name_key(name) == wanted), None)
     if same is not None:  # (a project whose name looks alike: 'café  research' is “Café research”)
         return same
-    plain = db.execute(
-        "SELECT f.id, f.name FROM folders f LEFT JOIN projects p ON p.folder_id = f.id"
-        " WHERE p.folder_id IS NULL AND f.parent_id IS NULL ORDER BY f.id"
-    )
-    same = next((int(fid) for fid, name in plain if project_name_key(name) == wanted), None)
     now = time.time()
-    if same is not None:  # (the user's folder keeps its name, its chats and where it is)
-        _imported_project(db, same, project, now)
-        made[project.name] = same
-        from_folders.add(same)
-        return same
     cur = db.execute(
         "INSERT INTO folders (name, parent_id, position, created_at) VALUES (?, NULL,"
         " (SELECT COALESCE(MAX(position) + 1, 0) FROM folders WHERE parent_id IS NULL), ?)",
         (project.name, now),
     )
     folder_id = int(cur.lastrowid or 0)
-    _imported_project(db, folder_id, project, now)
-    made[project.name] = folder_id
-    return folder_id
-
-
-def _imported_project(db: sqlite3.Connection, folder_id: int, project: PlannedProject, now: float) -> None:
-    """Folder `folder_id` made the file's project: its instructions and defaults, its knowledge paths."""
     insert_project(
         db,
         folder_id,
@@ -237,16 +217,14 @@ def _imported_project(db: sqlite3.Connection, folder_id: int, project: PlannedPr
     )
     for path, kind in project.knowledge:  # (paths only: never opened, paused until the user confirms each)
         insert_source(db, folder_id, path, kind, now, paused=True, from_import=True)
+    made[project.name] = folder_id
+    return folder_id
 
 
-def drop_imported_folders(
-    db: sqlite3.Connection, lock: threading.RLock, folder_ids: Iterable[int], from_folders: Iterable[int] = ()
-) -> None:
+def drop_imported_folders(db: sqlite3.Connection, lock: threading.RLock, folder_ids: Iterable[int]) -> None:
     """The project folders an import that did not finish made, deleted again (with their projects) unless
-    a chat was put in one meanwhile; the user's folders it made projects (`from_folders`, not in
-    `folder_ids`) plain folders again."""
+    a chat was put in one meanwhile."""
     with transaction(db, lock):
-        db.executemany("DELETE FROM projects WHERE folder_id = ?", [(i,) for i in from_folders])  # (sources cascade)
         db.executemany(
             "DELETE FROM folders WHERE id = ? AND NOT EXISTS (SELECT 1 FROM conversations WHERE folder_id = ?)",
             [(i, i) for i in folder_ids],
