@@ -75,5 +75,15 @@ def test_the_run_lines_say_one_of_a_thing_in_the_singular_and_the_file_as_shown(
     assert progress_text(one) == "Indexing: 1 of 1 file to read, 1 page, 1 passage — a\\nb.md"
     many = IndexProgress(3, 1200, 0, 12, None)
     assert progress_text(many) == "Indexing: 3 of 1,200 files to read, 0 pages, 12 passages"
-    assert finished_text(IndexRun(read=1)) == "Up to date: 1 file read, 0 skipped, 0 gone from disk."
-    assert finished_text(IndexRun(read=2, skipped=1)) == "Up to date: 2 files read, 1 skipped, 0 gone from disk."
+    assert finished_text(IndexRun(read=1)) == "Up to date: 1 file read."
+    assert finished_text(IndexRun(read=2, skipped=1)) == "Up to date: 2 files read, 1 skipped."
+    assert finished_text(IndexRun(dropped=1_500)) == "Up to date: 1,500 gone from disk."
+
+
+def test_a_run_that_reads_nothing_says_so_without_zero_counts() -> None:
+    """(Issue 34: after Confirm the row said "33 files, 3 pages, 33 passages" while the line said
+    "Indexing: 0 of 0 files to read, 0 pages, 0 passages", then "Up to date: 0 files read, 0 skipped, 0 gone
+    from disk.": the run after the one that read them had nothing to read.)"""
+    assert progress_text(IndexProgress(0, 0, 0, 0, None)) == "Checking for changes…"
+    assert finished_text(IndexRun()) == "Up to date."
+    assert finished_text(IndexRun(pages=0, passages=0, walked=True)) == "Up to date."

@@ -108,7 +108,11 @@ def counts_text(s: SourceState) -> str:
 
 
 def progress_text(p: IndexProgress) -> str:
-    """ "Indexing: 3 of 40 files to read, 1 page, 12 passages — notes.md" """
+    """ "Indexing: 3 of 40 files to read, 1 page, 12 passages — notes.md"; a run with no file (yet) to read
+    (its walk under way, or nothing new or changed): "Checking for changes…" ("0 of 0 files to read" read as
+    though the source had none)."""
+    if not p.files_total:
+        return _tr("Checking for changes…")
     files = (_tr("{done} of 1 file to read") if p.files_total == 1 else _tr("{done} of {total} files to read")).format(
         done=f"{p.files_done:,}", total=f"{p.files_total:,}"
     )
@@ -119,11 +123,18 @@ def progress_text(p: IndexProgress) -> str:
 
 
 def finished_text(result: IndexRun) -> str:
-    """ "Up to date: 1 file read, 2 skipped, 0 gone from disk." """
-    read = _count(result.read, _tr("1 file read"), _tr("{n} files read"))
-    return _tr("Up to date: {read}, {skipped} skipped, {dropped} gone from disk.").format(
-        read=read, skipped=f"{result.skipped:,}", dropped=f"{result.dropped:,}"
-    )
+    """ "Up to date: 1 file read, 2 skipped." — only the counts there are; a run that read, skipped and
+    dropped nothing (nothing had changed): "Up to date." ("0 files read" read as though the source held none)."""
+    parts = []
+    if result.read:
+        parts.append(_count(result.read, _tr("1 file read"), _tr("{n} files read")))
+    if result.skipped:
+        parts.append(_tr("{n} skipped").format(n=f"{result.skipped:,}"))
+    if result.dropped:
+        parts.append(_tr("{n} gone from disk").format(n=f"{result.dropped:,}"))
+    if not parts:
+        return _tr("Up to date.")
+    return _tr("Up to date: {counts}.").format(counts=", ".join(parts))
 
 
 def unread_reason(folder: UnreadFolder) -> str:
