@@ -214,6 +214,7 @@ def test_a_new_chat_started_in_a_project_goes_into_it_with_its_defaults(
     w.chats.reload_conversations()
     w.conversations.list.setCurrentIndex(w.conversations.folder_index(project.folder_id))  # the project selected
     w.chats.new_chat()
+    assert "in the project “Client A”" in w.composer.editor.placeholderText()  # (where it goes, before it is made)
     panel = w.side.params
     assert panel.context.value() == 1536
     # its Tools button shows the project's tools before the first message makes the chat
@@ -240,7 +241,9 @@ def test_a_new_chat_started_in_a_project_goes_into_it_with_its_defaults(
     w.store.add_message(plain.id, "user", "hi")
     w.chats.reload_conversations()
     w.chats.open_conversation(plain.id)
+    assert "project" not in w.composer.editor.placeholderText()
     w.chats.new_chat()
+    assert "project" not in w.composer.editor.placeholderText()
     assert panel.context.value() != 1536 or w.ctx.settings.context_length == 1536
     assert w.tools.choices.chat_tools().servers == w.tools.config.new_chats.servers  # the last choices again
     assert w.tools.choices.button.whole_text() == "Tools"

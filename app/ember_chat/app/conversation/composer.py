@@ -97,7 +97,7 @@ class Composer(QWidget):
         self.attach_button.setIconSize(QSize(20, 20))
         self.attach_button.clicked.connect(self.attachments.open_dialog)
         self.editor = ComposerEdit()
-        self.editor.setPlaceholderText(self.tr("Message Ember…  (Enter to send, Shift+Enter for a new line)"))
+        self.show_project("")
         self.editor.setAccessibleName(self.tr("Message"))
         self.editor.setAccessibleDescription(self.tr("Enter sends, Shift+Enter starts a new line, Esc stops an answer"))
         self.editor.setTabChangesFocus(True)
@@ -163,6 +163,14 @@ class Composer(QWidget):
             self.stop.emit()
         else:
             self.submit()
+
+    def show_project(self, name: str) -> None:
+        """The empty message box says where the new chat goes: into the project `name` ("": none)."""
+        if name:
+            text = self.tr("Message Ember in the project “{name}”…  (Enter to send, Shift+Enter for a new line)")
+        else:
+            text = self.tr("Message Ember…  (Enter to send, Shift+Enter for a new line)")
+        self.editor.setPlaceholderText(text.format(name=name))
 
     def submit(self) -> None:
         """Send what the box holds (Enter, the Send button; while an answer streams, Enter: the window

@@ -19,7 +19,7 @@ import contextlib
 import sqlite3
 from collections.abc import Callable, Sequence
 
-from PySide6.QtCore import QObject, Qt, QTimer
+from PySide6.QtCore import QObject, Qt, QTimer, Signal
 from PySide6.QtWidgets import QDialog, QMessageBox, QWidget
 
 from ember_chat.app.context import AppContext
@@ -37,6 +37,8 @@ DEFAULT_ICON = "🗂"  # before the name of a project that has no icon of its ow
 
 
 class WindowProjects(QObject):
+    new_chat_in = Signal(str)  # the project the new chat on screen goes into ("" when none)
+
     def __init__(
         self,
         ctx: AppContext,
@@ -316,6 +318,7 @@ class WindowProjects(QObject):
         self.new_chat_folder = self.selected_folder()
         project = self.new_chat_project()
         self._new_chat_tools(frozenset(project.tools) if project is not None and project.tools else None)
+        self.new_chat_in.emit(project.name if project is not None else "")
         if project is None:
             return
         self.apply_defaults(project)
@@ -342,6 +345,7 @@ class WindowProjects(QObject):
         """Another chat shows: the new chat's project is forgotten (a new chat asks again)."""
         self.new_chat_folder = None
         self._new_chat_tools(None)
+        self.new_chat_in.emit("")
 
     def on_chat_created(self, conversation_id: int) -> None:
         """The new chat's first message made it: into the project's folder (its tools went with it from
