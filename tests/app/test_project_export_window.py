@@ -238,6 +238,6 @@ def test_a_project_block_whose_chats_are_in_no_project_says_it_was_made_with_non
     path = tmp_path / "b.json"
     path.write_text(json.dumps([block, *chats]), encoding="utf-8")
     assert _imported(qtbot, w, path) == (
-        "Imported 2 chats (2 messages) from b.json. It also made the new project “B”, with no chats in it; its 1 "
+        "Imported 2 chats (2 messages) from b.json. It also made the new project “B”, with no chats in it; its "
         "folder waits to be confirmed in Project settings ▸ Knowledge."
     )

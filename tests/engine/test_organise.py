@@ -94,6 +94,23 @@ def test_moving_chats_into_a_folder_and_undo(store: ConversationStore) -> None:
         store.organise.move_chats([a], 9999)
 
 
+def test_moving_chats_out_of_a_project_says_the_project(store: ConversationStore) -> None:
+    """(Issue 34: a chat moved out of a project said "Moved “A” out of its folder.")"""
+    from ember_chat.engine.projects.records import ProjectStore
+
+    a, b, c = chats(store, "A", "B", "C")
+    project = ProjectStore(store).create("Client A")
+    work = store.organise.create_folder("Work")
+    store.organise.move_chats([a, b], project.folder_id)
+    store.organise.move_chats([c], work.id)
+    assert store.organise.move_chats([a], None).label == "Moved “A” out of the project “Client A”."
+    store.organise.move_chats([a], project.folder_id)
+    assert store.organise.move_chats([a, b], None).label == "Moved 2 chats out of the project “Client A”."
+    store.organise.move_chats([a], project.folder_id)
+    assert store.organise.move_chats([a, c], None).label == "Moved 2 chats out of their folders."
+    assert store.organise.move_chats([b], None).label == "Moved “B” out of its folder."  # (in none: as before)
+
+
 def test_pins_and_archive_with_undo_and_what_the_list_and_search_show(store: ConversationStore) -> None:
     a, b, c = chats(store, "Alpha", "Beta", "Gamma")
     pin = store.organise.set_pinned([a, b], True)

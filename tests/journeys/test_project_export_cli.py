@@ -131,6 +131,6 @@ def test_a_project_block_whose_chats_are_in_no_project_says_it_was_made_with_non
     assert came.returncode == 0, came.stderr
     assert came.stdout.splitlines()[:2] == [
         f"Imported 1 chat (1 messages) from {path} (ember).",
-        "It also made the new project “B”, with no chats in it; its 1 folder waits to be confirmed in the window's "
+        "It also made the new project “B”, with no chats in it; its folder waits to be confirmed in the window's "
         "Project settings ▸ Knowledge.",
     ]

@@ -308,7 +308,7 @@ class ChatOrganise(QObject):
                 "go (Undo, or Ctrl+Z, brings them back). The files on disk are not touched."
             ).format(name=name)
         else:
-            go = self.tr("Its 1 chat goes") if n == 1 else self.tr("Its {n} go").format(n=_chats(n))
+            go = self.tr("Its chat goes") if n == 1 else self.tr("Its {n} go").format(n=_chats(n))
             text = self.tr(
                 "Delete the project “{name}”? {chats_go} to the Trash, and its instructions, defaults and list of "
                 "knowledge go with it (Undo, or Ctrl+Z, brings them back). The files on disk are not touched."

@@ -272,14 +272,15 @@ class ImportChats(QObject):
 
     def _waiting(self, p: ImportedProject) -> str:
         """ "; its 2 folders wait to be confirmed in Project settings ▸ Knowledge" for a project the import
-        made with knowledge paths (paused: another computer named them)."""
+        made with knowledge paths (paused: another computer named them); one is said without its count ("its
+        folder waits", "its folder and 2 files wait")."""
         if not p.made or not p.folders + p.files:
             return ""
         what = []
         if p.folders:
-            what.append(self.tr("1 folder") if p.folders == 1 else self.tr("{n:,} folders").format(n=p.folders))
+            what.append(self.tr("folder") if p.folders == 1 else self.tr("{n:,} folders").format(n=p.folders))
         if p.files:
-            what.append(self.tr("1 file") if p.files == 1 else self.tr("{n:,} files").format(n=p.files))
+            what.append(self.tr("file") if p.files == 1 else self.tr("{n:,} files").format(n=p.files))
         both = self.tr("{first} and {second}").format(first=what[0], second=what[1]) if len(what) == 2 else what[0]
         if p.folders + p.files == 1:
             return self.tr("; its {what} waits to be confirmed in Project settings ▸ Knowledge").format(what=both)

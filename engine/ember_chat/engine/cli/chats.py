@@ -249,8 +249,9 @@ def _imported_lines(report: ImportReport, source: str) -> list[str]:
 
 
 def _waiting(p: ImportedProject) -> str:
-    """ "; its 2 folders wait to be confirmed…" for a project the import made with knowledge paths."""
-    what = [f"{n} {kind}{'' if n == 1 else 's'}" for n, kind in ((p.folders, "folder"), (p.files, "file")) if n]
+    """ "; its 2 folders wait to be confirmed…" for a project the import made with knowledge paths ("its folder
+    waits", "its folder and 2 files wait": one said without its count)."""
+    what = [kind if n == 1 else f"{n:,} {kind}s" for n, kind in ((p.folders, "folder"), (p.files, "file")) if n]
     if not p.made or not what:
         return ""
     verb = "waits" if p.folders + p.files == 1 else "wait"

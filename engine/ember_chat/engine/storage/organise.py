@@ -165,7 +165,7 @@ class Organiser:
     def move_chats(self, ids: Iterable[int], folder_id: int | None) -> Undo:
         ids = list(ids)
         if folder_id is None:
-            label = f"Moved {self._named(ids)} out of {'its folder' if len(ids) == 1 else 'their folders'}."
+            label = f"Moved {self._named(ids)} out of {self._left(ids)}."
         else:
             label = f"Moved {self._named(ids)} to “{self.folder(folder_id).name}”."
         return self._set_column(ids, "folder_id", folder_id, label)
@@ -194,6 +194,19 @@ class Organiser:
                 marks = ",".join("?" * len(batch))
                 self._db.execute(f"UPDATE conversations SET {column} = ? WHERE id IN ({marks})", (value, *batch))
         return Undo(label, ("column", change, column, old))
+
+    def _left(self, ids: list[int]) -> str:
+        """What chats moved out of leave: "the project “P”" when all were in that one project (to the user a
+        project is no folder), else "its folder" / "their folders"."""
+        with self._lock:
+            places = {r["folder_id"] for r in rows_where_in(self._db, "conversations", "id", ids)}
+            place = next(iter(places)) if len(places) == 1 else None
+            project = place is not None and bool(
+                self._db.execute("SELECT 1 FROM projects WHERE folder_id = ?", (place,)).fetchone()
+            )
+        if place is not None and project:
+            return f"the project “{self.folder(place).name}”"
+        return "its folder" if len(ids) == 1 else "their folders"
 
     def _named(self, ids: list[int]) -> str:
         """“Title” for one chat, "3 chats" for more."""
