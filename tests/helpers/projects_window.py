@@ -8,6 +8,7 @@ from pathlib import Path
 from pytestqt.qtbot import QtBot
 
 from ember_chat.app.projects.dialog import ProjectSettingsDialog
+from ember_chat.app.projects.knowledge_panel import KnowledgePanel
 from ember_chat.app.shell.main_window import MainWindow
 from ember_chat.engine.projects.records import ProjectStore
 
@@ -42,3 +43,14 @@ def indexed(qtbot: QtBot, w: MainWindow, folder_id: int) -> None:
     """Wait for the run under way (or about to start) to end, then for the dialog's state to be read."""
     k = w.projects.indexing
     qtbot.waitUntil(lambda: not k.running(folder_id) and not w.tasks.busy, timeout=WAIT_MS)  # (and the state read)
+
+
+def answer(panel: KnowledgePanel, button: str) -> str:
+    """The Knowledge tab's question open (non-blocking) answered with the button of that text (or
+    "Cancel"): its text."""
+    box = panel.question
+    assert box is not None and box.isVisible()
+    text = box.text()
+    chosen = next(b for b in box.buttons() if b.text().replace("&", "") == button)
+    chosen.click()
+    return text

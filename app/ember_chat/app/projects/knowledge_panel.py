@@ -22,6 +22,7 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QHeaderView,
     QLabel,
+    QMessageBox,
     QProgressBar,
     QPushButton,
     QTreeWidget,
@@ -30,7 +31,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ember_chat.app.projects import knowledge_rows
+from ember_chat.app.projects import knowledge_questions, knowledge_rows
 from ember_chat.app.projects.indexing import KnowledgeState, ProjectIndexing, SourceState
 from ember_chat.app.projects.model_choice import ModelChoice, ModelUses
 from ember_chat.app.projects.skipped_files import skipped_files_dialog
@@ -63,6 +64,7 @@ class KnowledgePanel(QWidget):
         self.state = KnowledgeState()
         self.picker: QFileDialog | None = None  # Add folder… / Add files…, while open
         self.skipped_list: QDialog | None = None  # Show skipped files, while open
+        self.question: QMessageBox | None = None  # a whole home or drive added: while asked
         note = QLabel(
             self.tr(
                 "Every chat in this project can use these files. They are read where they are, never copied, "
@@ -338,11 +340,25 @@ class KnowledgePanel(QWidget):
         self.picker = dialog
         dialog.open()
 
-    def add_paths(self, paths: Sequence[str]) -> None:
+    def add_paths(self, paths: Sequence[str], *, asked: bool = False) -> None:
         """Add these files or folders; each that cannot be is said (below the buttons, until the next add:
         one inside a folder of the project is refused), the others are added (nothing added: no run). A
         folder around sources of the project takes their place: said there too (their files are not
-        read again, only given to it)."""
+        read again, only given to it). A whole home folder, disk or drive among them is asked about first
+        (unless `asked`): Add adds them all, Cancel none."""
+        broad = None if asked else next(filter(None, map(knowledge_questions.broad_folder_question, paths)), None)
+        if broad is not None:
+            listed = list(paths)
+            self._ask(
+                knowledge_questions.question_box(
+                    self,
+                    self.tr("Add a whole folder"),
+                    broad,
+                    self.tr("Add"),
+                    lambda: self.add_paths(listed, asked=True),
+                )
+            )
+            return
         problems, added = [], 0
         for path in paths:
             try:
@@ -370,6 +386,15 @@ class KnowledgePanel(QWidget):
             except EmberError as exc:
                 self._said(str(exc))
         self._changed()
+
+    def _ask(self, box: QMessageBox) -> None:
+        """`box` shown without blocking (one question at a time: a newer one takes the place of the last)."""
+        if self.question is not None:
+            self.question.close()
+        box.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        box.destroyed.connect(lambda: setattr(self, "question", None) if self.question is box else None)
+        self.question = box
+        box.open()
 
     def toggle_selected(self) -> None:
         plain = [s for s in self._selected() if not s.from_import]
