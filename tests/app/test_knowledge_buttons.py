@@ -15,6 +15,7 @@ from pytestqt.qtbot import QtBot
 
 from ember_chat.app.shell.main_window import MainWindow
 from ember_chat.engine.projects.indexer import IndexProgress
+from tests.helpers.projects_window import answer
 from tests.helpers.projects_window import indexed as _indexed
 from tests.helpers.projects_window import settings_dialog as _dialog
 
@@ -54,6 +55,7 @@ def test_show_skipped_and_pause_indexing_are_enabled_only_when_they_can_act(
     # the source removed: its skipped file with it, at once (not when the index is read again)
     panel.sources.topLevelItem(0).setSelected(True)
     panel.remove.click()
+    answer(panel, "Remove")  # (its passages are forgotten: asked first)
     assert not panel.show_skipped.isEnabled() and panel.skipped_files() == []
     _indexed(qtbot, w, fid)
     assert not panel.show_skipped.isEnabled() and not panel.pause_indexing.isEnabled()

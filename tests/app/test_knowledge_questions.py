@@ -1,5 +1,6 @@
 """The Knowledge tab asks before a step a new user may not expect (issue 34): adding a whole home
-folder, disk or drive (every file in it read); Cancel leaves all as it was. Non-blocking message boxes, in the real
+folder, disk or drive (every file in it read), and removing sources whose passages are forgotten (adding
+them again reads them again); Cancel leaves all as it was. Non-blocking message boxes, in the real
 window, over real folders and a real index."""
 
 from __future__ import annotations
@@ -76,5 +77,54 @@ def test_adding_the_home_folder_asks_first_and_cancel_adds_nothing(
     plain.mkdir()
     panel.add_paths([str(plain)])  # (any other folder: added at once)
     assert panel.question is None and len(ProjectStore(w.store).project(fid).sources) == 2
+    indexed(qtbot, w, fid)
+    dialog.reject()
+
+
+def test_removing_an_indexed_source_asks_first_saying_its_passages_and_cancel_keeps_it(
+    qtbot: QtBot, make_window: Callable[..., MainWindow], tmp_path: Path
+) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "rivers.md").write_text("# Rivers\n\nThe Tagus is the longest river of Iberia.\n")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    w = make_window()
+    project = w.projects.new_project("Rivers")
+    assert project is not None
+    fid = project.folder_id
+    dialog = settings_dialog(w)
+    panel = dialog.knowledge
+    dialog.tabs.setCurrentWidget(panel)
+    panel.add_paths([str(docs), str(empty)])
+    indexed(qtbot, w, fid)
+    qtbot.waitUntil(lambda: panel.sources.topLevelItem(0).text(1).startswith("1 file"), timeout=30_000)
+    passages = panel.state.sources[panel.listed()[0].id].passages
+    assert passages >= 1
+
+    panel.sources.topLevelItem(0).setSelected(True)
+    panel.remove.click()
+    assert panel.question is not None and panel.question.isVisible()
+    panel.question.grab().save(str(SHOTS / "ask_remove.png"))
+    dialog.grab().save(str(SHOTS / "ask_remove_dialog.png"))
+    its = "Its passage is forgotten" if passages == 1 else f"Its {passages} passages are forgotten"
+    assert answer(panel, "Cancel") == (
+        f"Remove “{docs}” from the knowledge of “Rivers”? {its} (the files on disk are not touched); adding it "
+        "again reads it again."
+    )
+    assert [s.path for s in ProjectStore(w.store).project(fid).sources] == [str(docs), str(empty)]
+    assert panel.sources.topLevelItemCount() == 2
+
+    panel.sources.topLevelItem(0).setSelected(True)
+    panel.remove.click()
+    answer(panel, "Remove")
+    assert [s.path for s in ProjectStore(w.store).project(fid).sources] == [str(empty)]
+    assert sorted(p.name for p in docs.iterdir()) == ["rivers.md"]  # (the files on disk untouched)
+    indexed(qtbot, w, fid)
+
+    panel.sources.clearSelection()
+    panel.sources.topLevelItem(0).setSelected(True)
+    panel.remove.click()  # (a folder with nothing read: nothing to forget, removed at once)
+    assert panel.question is None and ProjectStore(w.store).project(fid).sources == ()
     indexed(qtbot, w, fid)
     dialog.reject()

@@ -28,6 +28,7 @@ from ember_chat.engine.tools.builtin import BUILTIN_SOURCE
 from ember_chat.engine.tools.config import BuiltinToolsConfig, ToolsConfig
 from tests.helpers.chat_list import menu_grab
 from tests.helpers.gguf_factory import write_tiny_bert, write_word_bert
+from tests.helpers.projects_window import answer
 from tests.helpers.projects_window import indexed as _indexed
 from tests.helpers.projects_window import settings_dialog as _dialog
 from tests.helpers.tools_window_support import LoopProbe, write_tools
@@ -306,6 +307,7 @@ def test_knowledge_is_indexed_off_the_gui_thread_with_skipped_files_and_their_re
     # Remove forgets it: the files stay on disk
     panel.sources.topLevelItem(0).setSelected(True)
     panel.remove.click()
+    assert "passages are forgotten" in answer(panel, "Remove")  # (asked first: adding it again reads it again)
     assert panel.sources.topLevelItemCount() == 0
     assert sorted(p.name for p in docs.iterdir()) == ["broken.txt", "lakes.txt", "notes.txt", "rivers.md"]
     _indexed(qtbot, w, project.folder_id)

@@ -64,7 +64,7 @@ class KnowledgePanel(QWidget):
         self.state = KnowledgeState()
         self.picker: QFileDialog | None = None  # Add folder… / Add files…, while open
         self.skipped_list: QDialog | None = None  # Show skipped files, while open
-        self.question: QMessageBox | None = None  # a whole home or drive added: while asked
+        self.question: QMessageBox | None = None  # a whole home or drive added, or sources removed: while asked
         note = QLabel(
             self.tr(
                 "Every chat in this project can use these files. They are read where they are, never copied, "
@@ -380,7 +380,29 @@ class KnowledgePanel(QWidget):
             self._changed()
 
     def remove_selected(self) -> None:
-        for source in self._selected():
+        """Remove: the sources selected taken out of the project; asked first when what was read of them
+        (as the panel last read it) would be forgotten."""
+        chosen = self._selected()
+        held = [self.state.sources.get(s.id, SourceState()) for s in chosen]
+        if not any(h.indexed or h.passages for h in held):
+            self.remove_sources([s.id for s in chosen])
+            return
+        project = self._project()
+        text = knowledge_questions.remove_question(
+            [knowledge_rows.shown(s.path) for s in chosen],
+            knowledge_rows.shown(project.name) if project is not None else "",
+            sum(h.passages for h in held),
+        )
+        ids = [s.id for s in chosen]
+        self._ask(
+            knowledge_questions.question_box(
+                self, self.tr("Remove"), text, self.tr("Remove"), lambda: self.remove_sources(ids), destructive=True
+            )
+        )
+
+    def remove_sources(self, ids: Sequence[int]) -> None:
+        """These sources (those still listed) taken out of the project at once; the files on disk untouched."""
+        for source in (s for s in self.listed() if s.id in ids):
             try:
                 self.projects.remove_source(source.id)
             except EmberError as exc:

@@ -1,5 +1,6 @@
 """The questions the Knowledge tab (knowledge_panel.py) asks before a step a new user may not expect:
-adding a folder that holds a whole home, disk or drive (thousands of files read). Each is a message box the panel opens
+adding a folder that holds a whole home, disk or drive (thousands of files read), and removing sources
+whose passages are forgotten (adding them again reads them again). Each is a message box the panel opens
 without blocking; the words come from what the panel already knows and from comparing paths (a mount
 point: the two stats of os.path.ismount): nothing here walks a folder or reads the index. Translated in
 the panel's context ("KnowledgePanel")."""
@@ -21,6 +22,10 @@ def _tr(text: str) -> str:
 
 def _key(path: str) -> str:
     return os.path.normcase(os.path.abspath(path))
+
+
+def _count(n: int, one: str, many: str) -> str:
+    return one if n == 1 else many.format(n=f"{n:,}")
 
 
 def broad_folder_question(path: str, home: str | None = None) -> str | None:
@@ -49,6 +54,26 @@ def broad_folder_question(path: str, home: str | None = None) -> str | None:
             return None
         said = _tr("Add the whole drive “{path}”?")
     return said.format(path=shown) + " " + every
+
+
+def remove_question(names: list[str], project: str, passages: int) -> str:
+    """The question to ask before removing the sources `names` (as their rows show them) that hold
+    `passages` passages of the project `project` (0: files were read, none made a passage)."""
+    if len(names) == 1:
+        what = _tr("Remove “{name}” from the knowledge of “{project}”?").format(name=names[0], project=project)
+        if passages:
+            gone = _count(passages, _tr("Its passage is forgotten"), _tr("Its {n} passages are forgotten"))
+        else:
+            gone = _tr("What was read of it is forgotten")
+        again = _tr("adding it again reads it again.")
+    else:
+        what = _tr("Remove these {n} from the knowledge of “{project}”?").format(n=f"{len(names):,}", project=project)
+        if passages:
+            gone = _count(passages, _tr("Their passage is forgotten"), _tr("Their {n} passages are forgotten"))
+        else:
+            gone = _tr("What was read of them is forgotten")
+        again = _tr("adding them again reads them again.")
+    return _tr("{what} {gone} (the files on disk are not touched); {again}").format(what=what, gone=gone, again=again)
 
 
 def question_box(
