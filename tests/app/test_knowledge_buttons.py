@@ -41,7 +41,6 @@ def test_show_skipped_and_pause_indexing_are_enabled_only_when_they_can_act(
     dialog.tabs.setCurrentWidget(panel)
     _indexed(qtbot, w, fid)
     assert not panel.show_skipped.isEnabled() and not panel.pause_indexing.isEnabled()  # (nothing at all)
-    dialog.grab().save("/tmp/ember/shots-knowledge/empty_buttons.png")
 
     enabled_while_running: list[bool] = []
     k.progress.connect(lambda _fid, _p: enabled_while_running.append(panel.pause_indexing.isEnabled()))
@@ -59,7 +58,6 @@ def test_show_skipped_and_pause_indexing_are_enabled_only_when_they_can_act(
     assert not panel.show_skipped.isEnabled() and panel.skipped_files() == []
     _indexed(qtbot, w, fid)
     assert not panel.show_skipped.isEnabled() and not panel.pause_indexing.isEnabled()
-    dialog.grab().save("/tmp/ember/shots-knowledge/removed_buttons.png")
     dialog.reject()
 
 
@@ -100,15 +98,12 @@ def test_pausing_says_paused_on_the_rows_and_they_follow_the_run_after_resume(
     qtbot.waitUntil(lambda: row(0).text(1).startswith("Paused · "), timeout=WAIT_MS)
     read, waiting = _counts(row(0).text(1))
     assert read + waiting == MANY and 0 < read < MANY, row(0).text(1)
-    dialog.grab().save("/tmp/ember/shots-knowledge/paused_row.png")
 
     # resumed: the status counts the files left to read, the rows follow as they are read
     seen: list[tuple[str, str]] = []
 
     def look(_fid: int, _p: IndexProgress) -> None:
         seen.append((row(0).text(1), panel.progress_text.text()))
-        if len(seen) == 4:
-            dialog.grab().save("/tmp/ember/shots-knowledge/resumed_run.png")
 
     k.progress.connect(look)
     panel.toggle_indexing()

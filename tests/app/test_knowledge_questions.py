@@ -18,7 +18,6 @@ from ember_chat.engine.projects.records import ProjectStore
 from tests.helpers.projects_window import answer, indexed, settings_dialog
 
 pytestmark = pytest.mark.usefixtures("nothing_blocks")
-SHOTS = Path("/tmp/ember/shots-knowledge")
 
 
 def test_a_whole_home_disk_or_drive_is_asked_about_by_comparing_paths(qtbot: QtBot, tmp_path: Path) -> None:
@@ -56,9 +55,6 @@ def test_adding_the_home_folder_asks_first_and_cancel_adds_nothing(
     panel.add_paths([str(home)])
     assert panel.question is not None and panel.question.isVisible()
     assert not w.projects.indexing.running(fid) and ProjectStore(w.store).project(fid).sources == ()
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    panel.question.grab().save(str(SHOTS / "ask_home.png"))
-    dialog.grab().save(str(SHOTS / "ask_home_dialog.png"))
     said = answer(panel, "Cancel")
     assert said.startswith(f"Add your whole home folder “{home}”? Every file in it (not hidden ones) will be read")
     assert ProjectStore(w.store).project(fid).sources == () and panel.sources.topLevelItemCount() == 0
@@ -105,8 +101,6 @@ def test_removing_an_indexed_source_asks_first_saying_its_passages_and_cancel_ke
     panel.sources.topLevelItem(0).setSelected(True)
     panel.remove.click()
     assert panel.question is not None and panel.question.isVisible()
-    panel.question.grab().save(str(SHOTS / "ask_remove.png"))
-    dialog.grab().save(str(SHOTS / "ask_remove_dialog.png"))
     its = "Its passage is forgotten" if passages == 1 else f"Its {passages} passages are forgotten"
     assert answer(panel, "Cancel") == (
         f"Remove “{docs}” from the knowledge of “Rivers”? {its} (the files on disk are not touched); adding it "

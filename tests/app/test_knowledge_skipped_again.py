@@ -83,7 +83,6 @@ def test_reader_failures_are_read_at_the_first_run_and_try_again_reads_the_rest(
     view = skipped.findChild(QTableView)
     again = skipped.findChild(QPushButton, "try-again")
     assert view.model().rowCount() == 3 and again.text() == "Try all again" and again.isEnabled()
-    skipped.grab().save("/tmp/ember/shots-knowledge/skipped_try_again.png")
     row = [view.model().index(r, 0).data() for r in range(3)].index(str(docs / "notes.txt"))
     view.selectionModel().select(
         view.model().index(row, 0), QItemSelectionModel.SelectionFlag.Select | QItemSelectionModel.SelectionFlag.Rows
@@ -105,7 +104,6 @@ def test_reader_failures_are_read_at_the_first_run_and_try_again_reads_the_rest(
     assert set(_states(path).values()) == {INDEXED}
     qtbot.waitUntil(lambda: not panel.show_skipped.isEnabled(), timeout=10_000)  # (nothing skipped now)
     assert "4 files" in panel.sources.topLevelItem(0).text(1) and "skipped" not in panel.sources.topLevelItem(0).text(1)
-    panel.window().grab().save("/tmp/ember/shots-knowledge/after_try_again.png")
     _dialog(w).reject()
 
 
@@ -154,7 +152,6 @@ def test_try_again_on_a_paused_or_missing_folder_s_file_waits_for_it_and_says_so
     _indexed(qtbot, w, fid)
     assert k.unreachable[fid].keys() == {away.id} and k.retry_waiting(fid) == 1
     assert said in panel.progress_text.text()
-    panel.window().grab().save("/tmp/ember/shots-knowledge/try_again_waits.png")
     (tmp_path / "moved").rename(held)  # back: read
     k.run(fid)
     _indexed(qtbot, w, fid)
