@@ -225,3 +225,15 @@ def test_room_left_after_the_matches_goes_to_the_passages_around_them(
     assert {s.chunk for s in plan.sources} >= {best.seq - 1, best.seq, best.seq + 1}
     assert [s.chunk for s in plan.sources] == sorted(s.chunk for s in plan.sources)  # in document order
     assert plan.items[0].tokens <= 1000
+
+
+def test_a_pdf_passage_names_the_page_its_text_is_on(tmp_path: Path, paths: AppPaths, chats: ConversationStore) -> None:
+    """A chat attachment's passages never run across a page start (chunking.chunk_text): page 1 and the
+    fact at the top of page 2 fit in one passage, which said "page 1" for the fact."""
+    atts = AttachmentStore(paths, chats)
+    first = "\n".join(f"Line {i} of the opening page says little." for i in range(15))
+    pdf = write_pdf(tmp_path / "two.pdf", [first, "The ferry leaves at 07:40 from pier 9.", "12"])
+    stored = atts.save(read_attachment(pdf))
+    assert atts.chunk_count(stored.id) == 2  # (page 3's number alone is no passage: it ends page 2's)
+    best = atts.search([stored.id], "When does the ferry leave?", limit=1)[0]
+    assert best.page == 2 and best.text == "The ferry leaves at 07:40 from pier 9.\n\n12"

@@ -58,11 +58,11 @@ def test_a_folder_is_indexed_then_only_what_changed_is_read_again(tmp_path: Path
     seen: list[IndexProgress] = []
     first = Indexer(index, [Root(1, str(docs))]).run(seen.append)
     assert (first.read, first.skipped, first.dropped, first.stopped, first.problems) == (4, 0, 0, False, [])
-    assert first.pages == 3 and first.passages == 4
-    assert index.counts() == IndexCounts(files=4, indexed=4, skipped=0, pending=0, pages=3, passages=4)
+    assert first.pages == 3 and first.passages == 6  # (a passage for each page of the PDF)
+    assert index.counts() == IndexCounts(files=4, indexed=4, skipped=0, pending=0, pages=3, passages=6)
     assert sorted(set(p.files_done for p in seen)) == [0, 1, 2, 3, 4] and seen[-1].current is None
     assert {p.current for p in seen[:-1]} == {str(p) for p in docs.rglob("*.*")}
-    assert [index.passage(pid).page for pid, _ in index.bm25("lighthouse", 3)] == [1]  # (one passage: page 1)
+    assert [index.passage(pid).page for pid, _ in index.bm25("lighthouse", 3)] == [3]
     assert GATE in _texts(index, "Which code opens the east gate?")[0]
     assert "pier" in _texts(index, "pier")[0]
 
@@ -315,11 +315,11 @@ def test_passages_get_vectors_and_a_new_model_makes_them_again(tmp_path: Path, i
     docs = _docs(tmp_path)
     first = Indexer(index, [Root(1, str(docs))], embedder=WordEmbedder("words-v1")).run()
     stored = index.vectors_for("words-v1")
-    assert first.embedded == 4 and stored is not None and stored.matrix.shape == (4, 64)
+    assert first.embedded == 6 and stored is not None and stored.matrix.shape == (6, 64)
     assert index.vectors_for("words-v2") is None
     second = Indexer(index, [Root(1, str(docs))], embedder=WordEmbedder("words-v2")).run()
-    assert second.read == 0 and second.embedded == 4
-    assert index.vectors_for("words-v1") is None and index.vectors_for("words-v2").matrix.shape == (4, 64)
+    assert second.read == 0 and second.embedded == 6
+    assert index.vectors_for("words-v1") is None and index.vectors_for("words-v2").matrix.shape == (6, 64)
 
 
 def test_links_leading_outside_the_folder_are_never_read_nor_found(tmp_path: Path, index: KnowledgeIndex) -> None:

@@ -95,7 +95,7 @@ class Passage:
     file_id: int
     file_path: str
     seq: int  # 0-based position in its file
-    page: int | None  # 1-based PDF page where it starts
+    page: int | None  # 1-based PDF page its text is on (chunking.page_spans)
     text: str
 
 
