@@ -104,3 +104,13 @@ def test_many_headings_between_many_code_fences_are_found_in_linear_time() -> No
     assert time.monotonic() - started < 1.0
     assert len(found) == 80_000 and {title for _, title in found} == {"Heading"}
     assert headings("# A\n```\n# B\n```\n# C\n") == [(0, "A"), (16, "C")]
+
+
+def test_a_page_s_last_passage_is_not_under_the_next_page_s_heading() -> None:
+    first = ("We measured things carefully. " * 40) + "\n\nThe defence is on 3 May, in room 4."
+    second = "# Results\n" + "Results were good. " * 20
+    text = first + "\n\n" + second
+    chunks, titles = section_chunks(text, (0, len(first) + 2))
+    tail = next(i for i, c in enumerate(chunks) if "defence" in c.text)
+    assert chunks[tail].page == 1 and titles[tail] == ""  # (it was "Results", the next page's, 2 lines on)
+    assert titles[-1] == "Results" and chunks[-1].page == 2

@@ -58,6 +58,7 @@ def passage_headings(text: str, chunks: Sequence[Chunk]) -> list[str]:
             if lead_end < 0:
                 lead_end = len(text)
                 break
+        lead_end = min(lead_end, chunk.start + len(chunk.text))  # (not a heading past its own end: the next page's)
         while i < len(found) and found[i][0] <= lead_end:
             current = found[i][1]
             i += 1
