@@ -252,6 +252,32 @@ def test_a_new_chat_started_in_a_project_goes_into_it_with_its_defaults(
     assert w.store.conversation(w.controller.conversation_id).folder_id is None
 
 
+def test_the_new_chat_s_project_is_said_as_it_is_renamed_and_forgotten_when_it_is_deleted(
+    qtbot: QtBot, make_loaded_window: Callable[..., MainWindow]
+) -> None:
+    w = make_loaded_window(None)
+    store = ProjectStore(w.store)
+    project = store.create("Client A")
+    w.chats.reload_conversations()
+    w.conversations.list.setCurrentIndex(w.conversations.folder_index(project.folder_id))
+    w.chats.new_chat()
+    box = w.composer.editor
+    assert "in the project “Client A”" in box.placeholderText()
+    store.update(project.folder_id, name="Client B")  # (renamed while the new chat is on screen)
+    w.chats.reload_conversations()
+    assert "in the project “Client B”" in box.placeholderText()
+    # deleted, and another project made under its folder's id: the new chat goes into neither
+    w.chats.organise.delete_folder(project.folder_id, confirmed=True)
+    other = store.create("Other")
+    assert other.folder_id == project.folder_id  # (the id given again)
+    w.chats.reload_conversations()
+    assert "project" not in box.placeholderText()
+    send(qtbot, w, "Hello")
+    cid = w.controller.conversation_id
+    assert cid is not None and store.of_chat(cid) is None
+    assert "project" not in box.placeholderText()
+
+
 def test_knowledge_is_indexed_off_the_gui_thread_with_skipped_files_and_their_reasons(
     qtbot: QtBot, make_window: Callable[..., MainWindow], tmp_path: Path
 ) -> None:

@@ -79,6 +79,7 @@ class WindowProjects(QObject):
         self.question: QDialog | None = None  # the name asked for a new project, while open
         self.dropped_note: QMessageBox | None = None  # "its changes not saved were dropped", while shown
         self.new_chat_folder: int | None = None  # where the new chat on screen goes when made
+        self.new_chat_made: float | None = None  # that folder's made time (a deleted folder's id is given again)
 
     # ----- which project
     def is_project(self, folder_id: int) -> bool:
@@ -316,6 +317,8 @@ class WindowProjects(QObject):
         """A new chat shows (after the presets gave it the new-chat defaults): when a project or a chat
         in one is selected, it is that project's, with its defaults."""
         self.new_chat_folder = self.selected_folder()
+        folder = self.new_chat_folder
+        self.new_chat_made = None if folder is None else self.ctx.store.organise.folder_created_at(folder)
         project = self.new_chat_project()
         self._new_chat_tools(frozenset(project.tools) if project is not None and project.tools else None)
         self.new_chat_in.emit(project.name if project is not None else "")
@@ -325,6 +328,17 @@ class WindowProjects(QObject):
         model = project.model
         if model and model in self._models() and model != self._loaded_model():
             self._load_model(model)
+
+    def follow_new_chat(self) -> None:
+        """The chat list read again (a rename, a delete, an undo): the new chat on screen goes into its
+        project as it is now — said by name — or into none when its folder is gone (its id may be another's)."""
+        folder = self.new_chat_folder
+        if folder is None:
+            return
+        if self.ctx.store.organise.folder_created_at(folder) != self.new_chat_made:
+            self.new_chat_folder = self.new_chat_made = None
+        project = self.new_chat_project()
+        self.new_chat_in.emit(project.name if project is not None else "")
 
     def new_chat_project(self) -> Project | None:
         return None if self.new_chat_folder is None else self.project_of_folder(self.new_chat_folder)
@@ -343,7 +357,7 @@ class WindowProjects(QObject):
 
     def on_switching(self) -> None:
         """Another chat shows: the new chat's project is forgotten (a new chat asks again)."""
-        self.new_chat_folder = None
+        self.new_chat_folder = self.new_chat_made = None
         self._new_chat_tools(None)
         self.new_chat_in.emit("")
 
@@ -352,7 +366,8 @@ class WindowProjects(QObject):
         its Tools button: `new_chat_tools`)."""
         project = self.new_chat_project()
         folder = self.new_chat_folder
-        self.new_chat_folder = None
+        self.new_chat_folder = self.new_chat_made = None
+        self.new_chat_in.emit("")  # (made: no longer a new chat)
         if project is None or folder is None:
             return
         try:

@@ -227,6 +227,7 @@ class Composition(QObject):
         w.model_state_changed.connect(w.projects.on_model_state)  # (after the presets': the project's go over)
         w.controller.chat_created.connect(w.projects.on_chat_created)  # (into its folder; its tools: the choices')
         w.projects.new_chat_in.connect(w.composer.show_project)  # (the empty box says the new chat's project)
+        w.chats.relisted.connect(w.projects.follow_new_chat)  # (renamed, deleted: said anew)
         w.compare = CompareActions(  # Compare… on a message (compare/actions.py)
             ctx,
             chat=w.controller,
