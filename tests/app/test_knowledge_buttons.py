@@ -15,7 +15,7 @@ from pytestqt.qtbot import QtBot
 
 from ember_chat.app.shell.main_window import MainWindow
 from ember_chat.engine.projects.indexer import IndexProgress
-from tests.helpers.projects_window import answer
+from tests.helpers.projects_window import answer, knowledge_tab
 from tests.helpers.projects_window import indexed as _indexed
 from tests.helpers.projects_window import settings_dialog as _dialog
 
@@ -33,12 +33,7 @@ def test_show_skipped_and_pause_indexing_are_enabled_only_when_they_can_act(
     (docs / "broken.txt").write_bytes(bytes(range(256)) * 64)  # (skipped: not text)
     w = make_window()
     k = w.projects.indexing
-    project = w.projects.new_project("Rivers")
-    assert project is not None
-    fid = project.folder_id
-    dialog = _dialog(w)
-    panel = dialog.knowledge
-    dialog.tabs.setCurrentWidget(panel)
+    fid, dialog, panel = knowledge_tab(w)
     _indexed(qtbot, w, fid)
     assert not panel.show_skipped.isEnabled() and not panel.pause_indexing.isEnabled()  # (nothing at all)
 

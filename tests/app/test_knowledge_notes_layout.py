@@ -17,7 +17,7 @@ from pytestqt.qtbot import QtBot
 from ember_chat.app.shell.main_window import MainWindow
 from tests.helpers.attachment_files import write_encrypted_pdf
 from tests.helpers.projects_window import indexed as _indexed
-from tests.helpers.projects_window import settings_dialog as _dialog
+from tests.helpers.projects_window import knowledge_tab
 
 pytestmark = pytest.mark.usefixtures("nothing_blocks")
 WAIT_MS = 30_000
@@ -34,14 +34,10 @@ def test_link_loop_notes_are_one_a_line_and_a_skipped_reason_is_shown_whole(
     write_encrypted_pdf(docs / "annual report of the river authority, final version.pdf", ["Secret."])
     w = make_window()
     w.set_theme("dark")
-    project = w.projects.new_project("Rivers")
-    assert project is not None
-    dialog = _dialog(w)
-    panel = dialog.knowledge
-    dialog.tabs.setCurrentWidget(panel)
+    fid, dialog, panel = knowledge_tab(w)
     dialog.resize(dialog.minimumSizeHint())
     panel.add_paths([str(docs)])
-    _indexed(qtbot, w, project.folder_id)
+    _indexed(qtbot, w, fid)
     qtbot.waitUntil(panel.show_skipped.isEnabled, timeout=WAIT_MS)
 
     lines = panel.progress_text.text().split("\n")

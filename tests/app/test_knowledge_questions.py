@@ -15,7 +15,7 @@ from pytestqt.qtbot import QtBot
 from ember_chat.app.projects.knowledge_questions import broad_folder_question
 from ember_chat.app.shell.main_window import MainWindow
 from ember_chat.engine.projects.records import ProjectStore
-from tests.helpers.projects_window import answer, indexed, settings_dialog
+from tests.helpers.projects_window import answer, indexed, knowledge_tab
 
 pytestmark = pytest.mark.usefixtures("nothing_blocks")
 
@@ -44,12 +44,7 @@ def test_adding_the_home_folder_asks_first_and_cancel_adds_nothing(
     (home / "notes.md").write_text("# Notes\n\nThe Douro reaches the sea at Porto.\n")
     monkeypatch.setenv("HOME", str(home))
     w = make_window()
-    project = w.projects.new_project("Rivers")
-    assert project is not None
-    fid = project.folder_id
-    dialog = settings_dialog(w)
-    panel = dialog.knowledge
-    dialog.tabs.setCurrentWidget(panel)
+    fid, dialog, panel = knowledge_tab(w)
     indexed(qtbot, w, fid)
 
     panel.add_paths([str(home)])
@@ -86,12 +81,7 @@ def test_removing_an_indexed_source_asks_first_saying_its_passages_and_cancel_ke
     empty = tmp_path / "empty"
     empty.mkdir()
     w = make_window()
-    project = w.projects.new_project("Rivers")
-    assert project is not None
-    fid = project.folder_id
-    dialog = settings_dialog(w)
-    panel = dialog.knowledge
-    dialog.tabs.setCurrentWidget(panel)
+    fid, dialog, panel = knowledge_tab(w)
     panel.add_paths([str(docs), str(empty)])
     indexed(qtbot, w, fid)
     qtbot.waitUntil(lambda: panel.sources.topLevelItem(0).text(1).startswith("1 file"), timeout=30_000)

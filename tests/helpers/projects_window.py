@@ -39,6 +39,16 @@ def settings_dialog(w: MainWindow) -> ProjectSettingsDialog:
     return dialog
 
 
+def knowledge_tab(w: MainWindow, name: str = "Rivers") -> tuple[int, ProjectSettingsDialog, KnowledgePanel]:
+    """A new project `name` made in the window, its settings open on the Knowledge tab: (its folder id,
+    the dialog, the tab)."""
+    project = w.projects.new_project(name)
+    assert project is not None
+    dialog = settings_dialog(w)
+    dialog.tabs.setCurrentWidget(dialog.knowledge)
+    return project.folder_id, dialog, dialog.knowledge
+
+
 def indexed(qtbot: QtBot, w: MainWindow, folder_id: int) -> None:
     """Wait for the run under way (or about to start) to end, then for the dialog's state to be read."""
     k = w.projects.indexing
