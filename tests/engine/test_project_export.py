@@ -22,7 +22,9 @@ from ember_chat.engine.storage.export import project_export_json
 from ember_chat.engine.storage.import_ember import MAX_IMPORTED_SOURCES
 from ember_chat.engine.storage.import_plan import ImportCancelled, ImportFailed
 from ember_chat.engine.storage.importing import ImportedProject, import_chats
+from ember_chat.engine.storage.organise import Folder
 from ember_chat.engine.storage.project_tables import MAX_NAME
+from ember_chat.engine.storage.records import Conversation
 
 
 @pytest.fixture
@@ -258,6 +260,14 @@ def _with_a_chat(store: ConversationStore, research: int) -> None:
     store.organise.move_chats([chat.id], research)
 
 
+def _plain_folder_with_a_chat(store: ConversationStore, name: str) -> tuple[Folder, Conversation]:
+    """The user's own plain folder `name` with their chat "Mine" in it."""
+    folder = store.organise.create_folder(name)
+    mine = store.create_conversation("Mine")
+    store.organise.move_chats([mine.id], folder.id)
+    return folder, mine
+
+
 def test_a_plain_folder_of_the_name_is_left_as_it_is_and_a_new_project_is_made(
     tmp_path: Path, store: ConversationStore, fresh: ConversationStore, research: int
 ) -> None:
@@ -265,9 +275,7 @@ def test_a_plain_folder_of_the_name_is_left_as_it_is_and_a_new_project_is_made(
     # the file's project, whose instructions would then answer the user's older chats in it.
     _with_a_chat(store, research)
     exported = _write(tmp_path / "Research.json", project_export_json(store, research))
-    folder = fresh.organise.create_folder("research")
-    mine = fresh.create_conversation("Mine")
-    fresh.organise.move_chats([mine.id], folder.id)
+    folder, mine = _plain_folder_with_a_chat(fresh, "research")
     report = import_chats(fresh, exported)
     (project,) = ProjectStore(fresh).projects()
     assert project.folder_id != folder.id and report.projects == ("Research",)
@@ -288,9 +296,7 @@ def test_a_cancelled_import_leaves_a_plain_folder_of_the_name_as_it_was(
 ) -> None:
     _with_a_chat(store, research)
     exported = _write(tmp_path / "Research.json", project_export_json(store, research))
-    folder = fresh.organise.create_folder("Research")
-    mine = fresh.create_conversation("Mine")
-    fresh.organise.move_chats([mine.id], folder.id)
+    folder, mine = _plain_folder_with_a_chat(fresh, "Research")
     cancel = threading.Event()
     with pytest.raises(ImportCancelled):
         import_chats(fresh, exported, progress=lambda done, _total: cancel.set() if done else None, cancel=cancel)
