@@ -581,7 +581,7 @@ def test_the_window_never_stalls_while_1000_files_index(
     _indexed(qtbot, w, project.folder_id)
     probe.stop()
     assert "1,000 files" in panel.sources.topLevelItem(0).text(1)
-    print(f"longest stall while 1,000 files indexed: {probe.longest_gap_ms:.1f} ms")
+    print(f"longest stall while 1,000 files indexed: {probe.longest_gap_ms:.1f} ms busy {probe.longest_busy_ms:.1f}")
     assert probe.longest_gap_ms < 250, probe.longest_gap_ms  # (≤ 50 ms is the budget; a shared CI core is noisy)
 
 
