@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QPushButton
+from PySide6.QtWidgets import QFileDialog, QPushButton
 from pytestqt.qtbot import QtBot
 
 from ember_chat.app.shell.main_window import MainWindow
@@ -37,8 +37,8 @@ def _menu(w: MainWindow, folder_id: int) -> list[str]:
     return [a.text() for a in menu.actions() if a.text()]
 
 
-def _export_from_menu(w: MainWindow, folder_id: int, target: Path) -> None:
-    """Export project… chosen in the project's menu, then `target` picked in the save dialog."""
+def _export_dialog(w: MainWindow, folder_id: int) -> QFileDialog:
+    """Export project… chosen in the project's menu: its save dialog, open."""
     assert "Export project…" in _menu(w, folder_id)
     menu = w.chats.chat_menu
     assert menu is not None
@@ -46,6 +46,12 @@ def _export_from_menu(w: MainWindow, folder_id: int, target: Path) -> None:
     menu.close()
     dialog = w.chats.exports.export_dialog_open
     assert dialog is not None and dialog.isVisible()
+    return dialog
+
+
+def _export_from_menu(w: MainWindow, folder_id: int, target: Path) -> None:
+    """Export project… chosen in the project's menu, then `target` picked in the save dialog."""
+    dialog = _export_dialog(w, folder_id)
     assert dialog.selectedFiles()[0].endswith("Research.json")  # (named for the project)
     dialog.selectFile(str(target))
     dialog.accept()
@@ -186,13 +192,7 @@ def test_a_project_deleted_while_its_save_dialog_is_open_is_not_exported_as_anot
     projects = ProjectStore(w.store)
     alpha = projects.create("Alpha", instructions="Alpha's.")
     w.chats.reload_conversations()
-    assert "Export project…" in _menu(w, alpha.folder_id)
-    menu = w.chats.chat_menu
-    assert menu is not None
-    next(a for a in menu.actions() if a.text() == "Export project…").trigger()
-    menu.close()
-    dialog = w.chats.exports.export_dialog_open
-    assert dialog is not None and dialog.isVisible()
+    dialog = _export_dialog(w, alpha.folder_id)
     w.store.organise.delete_folder(alpha.folder_id)  # (meanwhile: Alpha deleted, Beta made with its folder's id)
     beta = projects.create("Beta", instructions="Beta's.")
     assert beta.folder_id == alpha.folder_id
