@@ -34,6 +34,9 @@ def test_a_whole_home_disk_or_drive_is_asked_about_by_comparing_paths(qtbot: QtB
     assert drive is not None and drive.startswith("Add the whole drive “/proc”?")
     assert broad_folder_question(str(home / "Documents"), home=str(home)) is None
     assert broad_folder_question(str(tmp_path / "home2"), home=str(home)) is None  # (a prefix only is no holder)
+    link = tmp_path / "link-to-home"
+    link.symlink_to(home)
+    assert broad_folder_question(str(link), home=str(home)) is not None  # (a link to it is the home folder)
 
 
 def test_adding_the_home_folder_asks_first_and_cancel_adds_nothing(

@@ -2,8 +2,8 @@
 adding a folder that holds a whole home, disk or drive (thousands of files read), and removing sources
 whose passages are forgotten (adding them again reads them again). Each is a message box the panel opens
 without blocking; the words come from what the panel already knows and from comparing paths (a mount
-point: the two stats of os.path.ismount): nothing here walks a folder or reads the index. Translated in
-the panel's context ("KnowledgePanel")."""
+point: the two stats of os.path.ismount; links resolved, as Add resolves them): nothing here walks a
+folder or reads the index. Translated in the panel's context ("KnowledgePanel")."""
 
 from __future__ import annotations
 
@@ -21,7 +21,9 @@ def _tr(text: str) -> str:
 
 
 def _key(path: str) -> str:
-    return os.path.normcase(os.path.abspath(path))
+    """The path compared: links resolved (a link to the home folder is the home folder), as add_source
+    resolves the path it adds, so no look at the disk that Add does not make anyway."""
+    return os.path.normcase(os.path.realpath(path))
 
 
 def _count(n: int, one: str, many: str) -> str:
