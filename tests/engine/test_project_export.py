@@ -181,6 +181,10 @@ def test_a_project_block_of_odd_types_and_huge_strings_is_cleaned(tmp_path: Path
     report = import_chats(fresh, path)
     (project,) = ProjectStore(fresh).projects()
     assert project.name == f"Big {HUGE}"[:MAX_NAME]
+    cut = "x" * (MAX_NAME - 1) + " tail"  # (the cut falls on a space: not kept at the name's end)
+    path = _write(tmp_path / "cut.json", json.dumps([{"format": "ember-chat", "version": 1, "project": {"name": cut}}]))
+    import_chats(fresh, path)
+    assert {p.name for p in ProjectStore(fresh).projects()} == {project.name, "x" * (MAX_NAME - 1)}
     assert len(project.instructions) == 100_000 and project.icon == ""
     assert (project.model, project.preset, project.tools, project.context_length, project.embedding_model) == (
         None,

@@ -71,7 +71,7 @@ def _project(value: object) -> PlannedProject | None:
     kind is left at its default; no name, no project. Its knowledge paths are kept as text only: never
     opened nor looked up (the user confirms each before it is indexed)."""
     data = _dict(value)
-    name = clean_name(_text((data or {}).get("name")))[:MAX_NAME]  # (as a typed one is kept: organise.py)
+    name = _bounded_name(_text((data or {}).get("name")))
     if data is None or not name:
         return None
     icon = _text(data.get("icon")).strip()
@@ -98,6 +98,12 @@ def _project(value: object) -> PlannedProject | None:
         reranker=_name(data.get("reranker"), MAX_PATH),
         knowledge=tuple(knowledge.items()),
     )
+
+
+def _bounded_name(text: str) -> str:
+    """A project's name as a typed one is kept (organise.py): cleaned, at most MAX_NAME characters, and
+    cleaned again after the cut (it could end on a space or a joiner)."""
+    return clean_name(clean_name(text)[:MAX_NAME]).rstrip("\u200c\u200d")
 
 
 def _name(value: object, limit: int) -> str | None:
