@@ -19,7 +19,7 @@ from ember_chat.engine.errors import StoreError
 from ember_chat.engine.projects.records import KnowledgeSource, Project, ProjectStore
 from ember_chat.engine.storage.backups import BackupManager
 from ember_chat.engine.storage.conversations import SCHEMA_VERSION, ConversationStore
-from ember_chat.engine.storage.export import chats_as_json
+from ember_chat.engine.storage.export import chats_as_json, project_export_json
 from ember_chat.engine.storage.importing import import_chats
 from ember_chat.engine.storage.paths import AppPaths
 from ember_chat.engine.storage.project_tables import insert_source
@@ -620,3 +620,25 @@ def test_a_typed_or_renamed_project_name_is_kept_without_format_characters(tmp_p
         assert projects.update(research.folder_id, name="Research \u200bnotes").name == "Research notes"
     finally:
         store.close()
+
+
+def test_a_name_saved_with_format_characters_before_they_were_cleaned_reads_cleaned(
+    store: ConversationStore, paths: AppPaths
+) -> None:
+    project = ProjectStore(store).create("Research")
+    plain = store.organise.create_folder("Notes")
+    store.close()
+    db = sqlite3.connect(paths.database)  # (as an older Ember kept a name as typed)
+    with db:
+        db.execute("UPDATE folders SET name = ? WHERE id = ?", ("Re\u202esearch\u200b", project.folder_id))
+        db.execute("UPDATE folders SET name = ? WHERE id = ?", ("\u200b", plain.id))
+    db.close()
+    again = ConversationStore(paths.database, clock=Clock())
+    try:
+        assert ProjectStore(again).project(project.folder_id).name == "Research"
+        assert {f.id: f.name for f in again.organise.folders()}[project.folder_id] == "Research"
+        assert {f.id: f.name for f in again.organise.folders()}[plain.id] == "\u200b"  # (nothing else to show)
+        (exported,) = json.loads(project_export_json(again, project.folder_id))  # (the project alone: no chats)
+        assert exported["project"]["name"] == "Research"
+    finally:
+        again.close()

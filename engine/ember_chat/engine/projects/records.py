@@ -33,7 +33,7 @@ from ember_chat.engine.storage.project_tables import (
     tools_of,
 )
 from ember_chat.engine.storage.rows import transaction
-from ember_chat.engine.storage.titles import clean_name
+from ember_chat.engine.storage.titles import clean_name, stored_name
 
 __all__ = ["MAX_INSTRUCTIONS", "KnowledgeSource", "Project", "ProjectStore", "SourceKind"]
 
@@ -292,7 +292,7 @@ class ProjectStore:
         ).fetchall()
         return Project(
             folder_id=row["folder_id"],
-            name=row["name"],
+            name=stored_name(row["name"]),
             icon=row["icon"],
             instructions=row["instructions"],
             model=row["model"],

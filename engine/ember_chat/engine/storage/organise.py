@@ -19,7 +19,7 @@ from ember_chat.engine.errors import StoreError
 from ember_chat.engine.storage import message_delete, privacy, project_tables
 from ember_chat.engine.storage.records import Conversation, conversation_of
 from ember_chat.engine.storage.rows import Row, batches, free_ids, insert_rows, rows_where_in, transaction
-from ember_chat.engine.storage.titles import clean_name, clean_title
+from ember_chat.engine.storage.titles import clean_name, clean_title, stored_name
 
 TRASH_DAYS = 30  # chats in the Trash longer than this are deleted for good when the store opens
 NO_UNDO = "This can no longer be undone: "
@@ -44,7 +44,7 @@ class Undo:
 
 
 def _folder_of(row: sqlite3.Row | Row) -> Folder:
-    return Folder(row["id"], row["name"], row["parent_id"], row["position"], bool(row["collapsed"]))
+    return Folder(row["id"], stored_name(row["name"]), row["parent_id"], row["position"], bool(row["collapsed"]))
 
 
 class Organiser:

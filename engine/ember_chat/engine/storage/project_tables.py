@@ -23,7 +23,7 @@ from typing import Any
 from ember_chat.engine.storage.import_plan import PlannedProject
 from ember_chat.engine.storage.paths import PROJECTS_FOLDER
 from ember_chat.engine.storage.rows import Row, free_ids, insert_rows, rows_where_in, transaction
-from ember_chat.engine.storage.titles import clean_name
+from ember_chat.engine.storage.titles import clean_name, stored_name
 
 log = logging.getLogger(__name__)
 
@@ -160,7 +160,7 @@ def exported(db: sqlite3.Connection, folder_id: int) -> dict[str, Any] | None:
         return None
     sources = db.execute("SELECT path, kind FROM project_sources WHERE folder_id = ? ORDER BY id", (folder_id,))
     return {
-        "name": row["name"],
+        "name": stored_name(row["name"]),
         "icon": row["icon"],
         "instructions": row["instructions"],
         "model": row["model"],

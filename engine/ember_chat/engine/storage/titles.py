@@ -70,6 +70,12 @@ def clean_name(name: str) -> str:
     return " ".join(without_format_characters(name).split())
 
 
+def stored_name(name: str) -> str:
+    """A folder's or project's name as read back: cleaned as `clean_name` keeps a name now (one saved
+    before that was kept as typed, a bidi override included), or as stored where nothing would be left."""
+    return clean_name(name) or name
+
+
 def title_from_message(text: str, limit: int = TITLE_CHARS) -> str:
     """The message's words on one line, at most `limit` characters ("" for a message of no words), without
     format characters (`clean_title`)."""
