@@ -225,7 +225,7 @@ def _imported_lines(report: ImportReport, source: str) -> list[str]:
     into = report.into
     if len(into) == 1 and into[0].chats == report.chats:  # (a project's export: all in one project)
         p = into[0]
-        kind = "project" if p.project else "folder"
+        kind = _kind(p)
         if p.made and not report.chats:
             return [f"Imported the project “{terminal_text(p.name)}” (no chats yet) from {source}{_waiting(p)}."]
         if not report.chats:
@@ -238,14 +238,20 @@ def _imported_lines(report: ImportReport, source: str) -> list[str]:
         if p.made and not p.chats:  # (the file's project block, its chats in none: a crafted file)
             lines.append(f"It also made the new project “{terminal_text(p.name)}”, with no chats in it{_waiting(p)}.")
         elif not p.chats:
-            kind = "project" if p.project else "folder"
-            lines.append(f"The {kind} “{terminal_text(p.name)}” the file names is here already and was left as it was.")
+            lines.append(
+                f"The {_kind(p)} “{terminal_text(p.name)}” the file names is here already and was left as it was."
+            )
         elif p.made:
             lines.append(f"{_count(p.chats)} went into the new project “{terminal_text(p.name)}”{_waiting(p)}.")
         else:
-            kind = "project" if p.project else "folder"
-            lines.append(f"{_count(p.chats)} joined your {kind} “{terminal_text(p.name)}”, which was left as it was.")
+            joined = f"{_count(p.chats)} joined your {_kind(p)} “{terminal_text(p.name)}”"
+            lines.append(f"{joined}, which was left as it was.")
     return lines
+
+
+def _kind(p: ImportedProject) -> str:
+    """What it is now: a project, or a folder (made plain again in the window while the import ran)."""
+    return "project" if p.project else "folder"
 
 
 def _waiting(p: ImportedProject) -> str:

@@ -146,20 +146,18 @@ def _export(args: argparse.Namespace, projects: ProjectStore, store: Conversatio
     from ember_chat.engine.attachments import AttachmentStore
     from ember_chat.engine.cli.common import write_export
     from ember_chat.engine.projects.turn import project_named
-    from ember_chat.engine.storage.export import project_export_json
+    from ember_chat.engine.storage.export import project_chat_ids, project_export_json
 
     project = project_named(projects, args.name, list_known=True)
     text = project_export_json(
         store, project.folder_id, AttachmentStore(paths, store).export_entries, passages=args.with_passages
     )
-    chats = len(json.loads(text)) - 1
+    chats = _counted(len(project_chat_ids(store, project.folder_id)), "chat")  # (not the whole file parsed again)
     target = Path(args.file).expanduser()
     write_export(target, text)
-    n = len(project.sources)
-    print(
-        f"Exported the project “{terminal_text(project.name)}” with {chats} chat{'' if chats == 1 else 's'} and "
-        f"{n} knowledge path{'' if n == 1 else 's'} to {terminal_text(str(target))}."
-    )
+    paths_said = _counted(len(project.sources), "knowledge path")
+    where = terminal_text(str(target))
+    print(f"Exported the project “{terminal_text(project.name)}” with {chats} and {paths_said} to {where}.")
     return 0
 
 
